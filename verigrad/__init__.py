@@ -1,0 +1,59 @@
+"""verigrad: every op has one NumPy definition; shapes are checked symbolically before anything runs."""
+
+from . import eager as _eager
+from .autograd import enable_grad, is_grad_enabled, no_grad
+from .backends import available as available_backends
+from .backends import backend, get_backend, set_backend, set_threads
+from .compile import check
+from .dtypes import DType, bf16, bool_, f16, f32, f64, i32, i64
+from .errors import DTypeError, ShapeError, VerigradError, WeightFileError
+from .modes import abstract
+from .ops import (
+    REGISTRY,
+    Generator,
+    abs,
+    arange,
+    argmax,
+    cast,
+    concat,
+    cos,
+    exp,
+    eye,
+    from_dlpack,
+    from_numpy,
+    full,
+    gelu,
+    log,
+    manual_seed,
+    matmul,
+    max,
+    maximum,
+    mean,
+    min,
+    minimum,
+    ones,
+    ones_like,
+    pad,
+    permute,
+    rand,
+    randint,
+    randn,
+    relu,
+    reshape,
+    rsqrt,
+    sigmoid,
+    silu,
+    sin,
+    sqrt,
+    stack,
+    sum,
+    tanh,
+    tensor,
+    where,
+    zeros,
+    zeros_like,
+)
+from .shapes import Dim, Spec, dims, spec
+from .tensor import Tensor
+
+__version__ = "0.1.0"

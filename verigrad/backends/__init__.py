@@ -1,0 +1,14 @@
+"""Backends and the active-backend switch."""
+
+from ._registry import Backend, available, backend, get_backend, set_backend, set_threads
+from .reference import reference
+
+__all__ = [
+    "Backend",
+    "available",
+    "backend",
+    "get_backend",
+    "reference",
+    "set_backend",
+    "set_threads",
+]

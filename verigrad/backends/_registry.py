@@ -1,0 +1,97 @@
+"""Backends: a kernel table keyed by (op, dtype), with the reference as the fallback for the rest.
+
+A backend registers kernels with `Backend.register`; `kernel(op, dtype)` returns its own kernel or the
+op's NumPy reference. `report()` says which ops are native and which fall back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ..registry import OPS
+
+Kernel = Callable[..., Any]
+
+
+class Backend:
+    """A named kernel table; every op it lacks runs its reference."""
+
+    def __init__(self, name: str, description: str = "") -> None:
+        self.name = name
+        self.description = description
+        self.threads = 1
+        self._kernels: dict[tuple[str, str | None], Kernel] = {}
+
+    def register(self, op: str, kernel: Kernel, dtype: str | None = None) -> None:
+        """Add a kernel for `op` (for one dtype name, or every dtype when None)."""
+        self._kernels[(op, dtype)] = kernel
+
+    def native(self, op: Any, dtype: Any) -> Kernel | None:
+        return self._kernels.get((op.name, dtype.name)) or self._kernels.get((op.name, None))
+
+    def kernel(self, op: Any, dtype: Any) -> Kernel:
+        return self.native(op, dtype) or op.reference or _composite_reference(op)
+
+    def report(self) -> dict[str, list[str]]:
+        names = sorted(OPS)
+        native = [n for n in names if any(k[0] == n for k in self._kernels)]
+        return {"native": native, "fallback": [n for n in names if n not in native]}
+
+    def __repr__(self) -> str:
+        return f"<backend {self.name}>"
+
+
+def _composite_reference(op: Any) -> Kernel:
+    raise LookupError(f"{op.name} is a composite op: run its decomposition")
+
+
+_BACKENDS: dict[str, Backend] = {}
+_ACTIVE: list[Backend] = []
+
+
+def add_backend(backend: Backend) -> Backend:
+    _BACKENDS[backend.name] = backend
+    if not _ACTIVE:
+        _ACTIVE.append(backend)
+    return backend
+
+
+def available() -> list[str]:
+    return sorted(_BACKENDS)
+
+
+def get_backend() -> Backend:
+    """The backend eager ops run on now."""
+    return _ACTIVE[-1]
+
+
+def _lookup(name: str) -> Backend:
+    if name not in _BACKENDS:
+        raise ValueError(f"unknown backend {name!r}; available: {', '.join(available())}")
+    return _BACKENDS[name]
+
+
+def set_backend(name: str) -> Backend:
+    """Make `name` the backend for everything that follows."""
+    _ACTIVE[0] = _lookup(name)
+    return _ACTIVE[0]
+
+
+@contextlib.contextmanager
+def backend(name: str) -> Iterator[Backend]:
+    """Run the enclosed code on backend `name`."""
+    _ACTIVE.append(_lookup(name))
+    try:
+        yield _ACTIVE[-1]
+    finally:
+        _ACTIVE.pop()
+
+
+def set_threads(n: int) -> None:
+    """The number of threads every backend may use (the reference backend ignores it)."""
+    if n < 1:
+        raise ValueError(f"threads must be at least 1, got {n}")
+    for b in _BACKENDS.values():
+        b.threads = int(n)

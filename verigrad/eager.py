@@ -1,0 +1,68 @@
+"""`EagerMode`: run each op's kernel on the active backend now, and record autograd history."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import modes
+from .autograd import Node, is_grad_enabled
+from .backends import get_backend
+from .dtypes import DType
+from .shapes import Spec, shape_text
+from .tensor import Tensor
+
+
+class EagerMode(modes.Mode):
+    name = "eager"
+
+    def apply(self, op: Any, args: tuple[Tensor, ...], params: dict, out: Spec) -> Tensor:
+        for a in args:
+            if not isinstance(a.data, np.ndarray):
+                raise TypeError(
+                    f"{op.name}: an abstract tensor {a.spec!r} reached eager code; "
+                    "specs only run inside verigrad.check or verigrad.abstract()"
+                )
+        needs_grad = op.differentiable and is_grad_enabled() and any(a.requires_grad for a in args)
+        backend = get_backend()
+        if op.is_composite:
+            kernel = backend.native(op, out.dtype)
+            if kernel is None or (needs_grad and op.vjp is None):
+                return op.decompose(*args, **params)
+        else:
+            kernel = backend.kernel(op, out.dtype)
+        with np.errstate(all="ignore"):  # log(-1) is NaN by definition, not a warning
+            result = _conform(op, kernel(*(a.data for a in args), **params), out)
+        t = Tensor(out, result)
+        if needs_grad:
+            t.requires_grad = True
+            t._node = Node(op, args, params)
+        return t
+
+    def constant(self, array: np.ndarray, dtype: DType) -> Tensor:
+        return Tensor(Spec(tuple(array.shape), dtype), array)
+
+    def assign(self, target: Tensor, value: Tensor) -> None:
+        if target.requires_grad and is_grad_enabled():
+            raise RuntimeError(
+                "a tensor that requires grad is being updated in place; do it under verigrad.no_grad()"
+            )
+        if not target.data.flags.writeable:
+            raise RuntimeError("cannot write into a broadcast (read-only) view")
+        np.copyto(target.data, value.data)
+
+
+def _conform(op: Any, result: Any, out: Spec) -> np.ndarray:
+    """The kernel's result with the dtype of the op's rule; its shape must match the rule's."""
+    want = out.dtype.np
+    if not isinstance(result, np.ndarray) or result.dtype != want:
+        result = np.asarray(result).astype(want, copy=False)
+    if result.shape != out.shape:
+        raise AssertionError(
+            f"{op.name} produced shape {list(result.shape)} but its rule says {shape_text(out.shape)}"
+        )
+    return result
+
+
+modes.set_default(EagerMode())

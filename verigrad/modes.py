@@ -1,0 +1,75 @@
+"""The stack of active modes. An op call checks its rule, then hands itself to the current mode.
+
+Every mode answers the same two questions: `apply` (run or record an op whose output spec is known) and
+`constant` (bring NumPy data in). `AbstractMode` answers with specs only: no data, no kernels.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from .shapes import Spec
+from .tensor import Tensor
+
+
+class Mode:
+    """What an op call becomes: run now (eager), described (abstract) or recorded (trace)."""
+
+    name = "mode"
+
+    def apply(self, op: Any, args: tuple[Tensor, ...], params: dict, out: Spec) -> Tensor:
+        raise NotImplementedError
+
+    def constant(self, array: np.ndarray, dtype: Any) -> Tensor:
+        raise NotImplementedError
+
+    def assign(self, target: Tensor, value: Tensor) -> None:
+        raise NotImplementedError(f"{self.name} mode cannot update a tensor in place")
+
+
+class AbstractMode(Mode):
+    """Shapes and dtypes only: every op returns a tensor that holds a spec and no data."""
+
+    name = "abstract"
+
+    def apply(self, op: Any, args: tuple[Tensor, ...], params: dict, out: Spec) -> Tensor:
+        return Tensor(out, None)
+
+    def constant(self, array: np.ndarray, dtype: Any) -> Tensor:
+        return Tensor(Spec(tuple(array.shape), dtype), None)
+
+    def assign(self, target: Tensor, value: Tensor) -> None:
+        pass  # the shapes were already checked; there is no data to write
+
+
+_STACK: list[Mode] = []
+
+
+def current() -> Mode:
+    return _STACK[-1]
+
+
+def set_default(mode: Mode) -> None:
+    """Install the bottom of the stack (the eager mode does this when it is imported)."""
+    if _STACK:
+        _STACK[0] = mode
+    else:
+        _STACK.append(mode)
+
+
+@contextlib.contextmanager
+def using(mode: Mode) -> Iterator[Mode]:
+    _STACK.append(mode)
+    try:
+        yield mode
+    finally:
+        _STACK.pop()
+
+
+def abstract() -> contextlib.AbstractContextManager[Mode]:
+    """Inside ``with verigrad.abstract():`` tensors (parameters included) are specs without data."""
+    return using(AbstractMode())

@@ -1,0 +1,173 @@
+"""The `Op` record: one op's shape rule, dtype rule, NumPy reference, VJP and test samples.
+
+Calling an op lifts Python scalars and arrays to tensors, checks the rules (raising `ShapeError` or
+`DTypeError` that name the op, the operands and the user's line), then hands the call to the current
+mode, which runs it, describes it or records it.
+
+A composite op has `decompose` (the op written in other ops) instead of a NumPy `reference`; its
+reference is that decomposition run on the reference backend. With no `vjp`, its gradient is the
+decomposition's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .. import modes
+from ..dtypes import DEFAULT_FLOAT, DEFAULT_INT, DType, bool_, from_numpy_dtype, promote
+from ..errors import DTypeError, ShapeError
+from ..registry import OPS
+from ..shapes import Spec
+from ..tensor import Tensor, describe
+
+
+@dataclass
+class Sample:
+    """Inputs for the registry-driven suites: arrays (float ones are cast per dtype) and params."""
+
+    args: tuple[Any, ...]
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+class Op:
+    """One operation, defined once. See the module docstring for the parts."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        shape: Callable[..., tuple],
+        dtype: Callable[..., DType],
+        reference: Callable[..., np.ndarray] | None = None,
+        decompose: Callable[..., Tensor] | None = None,
+        vjp: Callable[..., Sequence[Tensor | None]] | None = None,
+        params: Callable[..., dict] | None = None,
+        samples: Callable[[np.random.Generator], list[Sample]] | None = None,
+        torch: Callable[..., Any] | None = None,
+        exact: bool = True,
+        differentiable: bool = True,
+        doc: str = "",
+    ) -> None:
+        if (reference is None) == (decompose is None):
+            raise ValueError(f"op {name}: give exactly one of reference or decompose")
+        self.name = name
+        self.shape_rule = shape
+        self.dtype_rule = dtype
+        self.reference = reference
+        self.decompose = decompose
+        self.vjp = vjp
+        self.canonical_params = params
+        self.samples = samples
+        self.torch = torch
+        self.exact = exact
+        self.differentiable = differentiable and (vjp is not None or decompose is not None)
+        self.__doc__ = doc
+        if name in OPS:
+            raise ValueError(f"op {name} is defined twice")
+        OPS[name] = self
+
+    @property
+    def is_composite(self) -> bool:
+        return self.decompose is not None
+
+    def __repr__(self) -> str:
+        return f"<op {self.name}>"
+
+    def spec(self, *args: Tensor, **params: Any) -> Spec:
+        """The output spec for these operands, or a located ShapeError/DTypeError."""
+        try:
+            shape = self.shape_rule(*(a.shape for a in args), **params)
+            dtype = self.dtype_rule(*(a.dtype for a in args), **params)
+        except (ShapeError, DTypeError) as e:
+            if e.op is not None:
+                raise
+            raise e.locate(self.name, tuple(describe(a) for a in args)) from None
+        return Spec(shape, dtype)
+
+    def __call__(self, *args: Any, **params: Any) -> Tensor:
+        tensors = lift(args)
+        if self.canonical_params is not None:
+            try:
+                params = self.canonical_params(*(t.spec for t in tensors), **params)
+            except (ShapeError, DTypeError) as e:
+                raise e.locate(self.name, tuple(describe(a) for a in tensors)) from None
+        out = self.spec(*tensors, **params)
+        return modes.current().apply(self, tensors, params, out)
+
+
+def lift(args: Sequence[Any]) -> tuple[Tensor, ...]:
+    """Tensors stay; Python scalars take the dtype of the tensors they meet (as in PyTorch)."""
+    if all(isinstance(a, Tensor) for a in args):
+        return tuple(args)
+    tensor_dtypes = [a.dtype for a in args if isinstance(a, Tensor)]
+    joined = promote(*tensor_dtypes) if tensor_dtypes else None
+    out = []
+    for a in args:
+        if isinstance(a, Tensor):
+            out.append(a)
+            continue
+        array = np.asarray(a)
+        if array.dtype.kind not in "biuf":
+            raise TypeError(f"cannot make a tensor from {type(a).__name__} {a!r}")
+        if isinstance(a, np.ndarray | np.generic):
+            dtype = from_numpy_dtype(array.dtype)
+        else:  # Python scalars and lists are weakly typed
+            dtype = _scalar_dtype(_KIND_EXAMPLE[array.dtype.kind], joined)
+        out.append(modes.current().constant(array.astype(dtype.np, copy=False), dtype))
+    return tuple(out)
+
+
+_KIND_EXAMPLE = {"b": True, "i": 0, "u": 0, "f": 0.0}
+
+
+def _scalar_dtype(value: bool | int | float, joined: DType | None) -> DType:
+    if isinstance(value, bool):
+        return joined or bool_
+    if isinstance(value, int):
+        return joined if joined is not None and joined is not bool_ else DEFAULT_INT
+    return joined if joined is not None and joined.is_float else DEFAULT_FLOAT
+
+
+# helpers the rules and VJPs share --------------------------------------------------------------
+def same_shape(*shapes: tuple) -> tuple:
+    return shapes[0]
+
+
+def same_dtype(*dtypes: DType, **_: Any) -> DType:
+    return dtypes[0]
+
+
+def no_bf16(*dtypes: DType) -> None:
+    if any(d.name == "bf16" for d in dtypes):
+        raise DTypeError("bf16 tensors can only be loaded, moved and cast; call .float() first")
+
+
+def float_dtype(*dtypes: DType, **_: Any) -> DType:
+    """A float result: floats keep their (promoted) dtype, ints and bool give f32."""
+    no_bf16(*dtypes)
+    d = promote(*dtypes)
+    return d if d.is_float else DEFAULT_FLOAT
+
+
+def numeric_dtype(*dtypes: DType, **_: Any) -> DType:
+    """Arithmetic on the promoted dtype; bool arithmetic is done in i64 (as `True + True == 2`)."""
+    no_bf16(*dtypes)
+    d = promote(*dtypes)
+    return DEFAULT_INT if d is bool_ else d
+
+
+def unbroadcast(g: Tensor, shape: tuple) -> Tensor:
+    """Sum a gradient of the broadcast shape back to an operand's `shape`."""
+    if g.shape == shape:
+        return g
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, d in enumerate(shape) if d == 1 and g.shape[lead + i] != 1
+    )
+    if axes:
+        g = g.sum(axis=axes, keepdim=True)
+    return g.reshape(shape)

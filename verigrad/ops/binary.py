@@ -1,0 +1,203 @@
+"""Element-wise binary ops with NumPy broadcasting, comparisons, and `where`.
+
+Operands are computed in their promoted dtype (bool < i32 < i64 < f16 < bf16 < f32 < f64); Python
+scalars take the tensor's dtype. Gradients are summed back to each operand's shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ..dtypes import DType, bool_, from_numpy_dtype, promote
+from ..errors import DTypeError
+from ..shapes import broadcast
+from ._op import Op, Sample, float_dtype, no_bf16, numeric_dtype, unbroadcast
+from ._samples import binary, uniform
+
+
+def _in(dtype: DType, *arrays: np.ndarray) -> list[np.ndarray]:
+    return [a.astype(dtype.np, copy=False) for a in arrays]
+
+
+def _arith(name: str, fn: Callable, vjp: Callable, *, dtype=numeric_dtype, low=-2.0, high=2.0, **kw):
+    def reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        out = dtype(_np_dtype(a), _np_dtype(b))
+        return fn(*_in(out, a, b))
+
+    return Op(
+        name,
+        shape=broadcast,
+        dtype=dtype,
+        reference=reference,
+        vjp=vjp,
+        samples=binary(low, high),
+        **kw,
+    )
+
+
+def _np_dtype(a: np.ndarray) -> DType:
+    return from_numpy_dtype(a.dtype)
+
+
+def _both(g, x, y, gx, gy):
+    return (unbroadcast(gx, x.shape), unbroadcast(gy, y.shape))
+
+
+def _pow_vjp(g, out, x, y):
+    gx = g * y * x ** (y - 1)
+    gy = where((x == 0) & (y >= 0), 0.0, g * out * x.log())
+    return _both(g, x, y, gx, gy)
+
+
+def _tie_split(g, x, y, keep_x):
+    """max/min gradient: to the chosen operand; half to each on ties (as PyTorch does)."""
+    half = g * 0.5
+    gx = where(x == y, half, where(keep_x, g, 0.0))
+    gy = where(x == y, half, where(keep_x, 0.0, g))
+    return _both(g, x, y, gx, gy)
+
+
+add = _arith("add", np.add, lambda g, out, x, y: _both(g, x, y, g, g), torch=lambda t, a, b: a + b)
+sub = _arith("sub", np.subtract, lambda g, out, x, y: _both(g, x, y, g, -g), torch=lambda t, a, b: a - b)
+mul = _arith(
+    "mul",
+    np.multiply,
+    lambda g, out, x, y: _both(g, x, y, g * y, g * x),
+    torch=lambda t, a, b: a * b,
+)
+div = _arith(
+    "div",
+    np.divide,
+    lambda g, out, x, y: _both(g, x, y, g / y, -(g * out) / y),
+    dtype=float_dtype,
+    low=0.5,
+    high=2.0,
+    torch=lambda t, a, b: a / b,
+    doc="True division; int operands give f32.",
+)
+pow = _arith(
+    "pow",
+    np.power,
+    _pow_vjp,
+    dtype=float_dtype,
+    low=0.5,
+    high=2.0,
+    torch=lambda t, a, b: a**b,
+    doc="x ** y in floating point; the gradient in y is 0 where x == 0 and y >= 0.",
+)
+maximum = _arith(
+    "maximum",
+    np.maximum,
+    lambda g, out, x, y: _tie_split(g, x, y, x > y),
+    exact=True,
+    torch=lambda t, a, b: t.maximum(a, b),
+)
+minimum = _arith(
+    "minimum",
+    np.minimum,
+    lambda g, out, x, y: _tie_split(g, x, y, x < y),
+    exact=True,
+    torch=lambda t, a, b: t.minimum(a, b),
+)
+
+
+# comparisons and logic -------------------------------------------------------------------------
+def _compare_dtype(a: DType, b: DType) -> DType:
+    no_bf16(a, b)
+    return bool_
+
+
+def _compare(name: str, fn: Callable, torch_name: str) -> Op:
+    def reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        joined = promote(_np_dtype(a), _np_dtype(b))
+        return fn(*_in(joined, a, b))
+
+    return Op(
+        name,
+        shape=broadcast,
+        dtype=_compare_dtype,
+        reference=reference,
+        samples=binary(),
+        torch=lambda t, a, b: getattr(t, torch_name)(a, b),
+        doc=f"x {name} y, as bool.",
+    )
+
+
+eq = _compare("eq", np.equal, "eq")
+ne = _compare("ne", np.not_equal, "ne")
+lt = _compare("lt", np.less, "lt")
+le = _compare("le", np.less_equal, "le")
+gt = _compare("gt", np.greater, "gt")
+ge = _compare("ge", np.greater_equal, "ge")
+
+
+def _bool_dtype(*dtypes: DType) -> DType:
+    if any(d is not bool_ for d in dtypes):
+        raise DTypeError(f"logical ops take bool tensors, got {', '.join(d.name for d in dtypes)}")
+    return bool_
+
+
+def _bool_samples(n: int):
+    return lambda rng: [Sample(tuple(rng.random((3, 4)) > 0.5 for _ in range(n)))]
+
+
+logical_and = Op(
+    "logical_and",
+    shape=broadcast,
+    dtype=_bool_dtype,
+    reference=np.logical_and,
+    samples=_bool_samples(2),
+    torch=lambda t, a, b: t.logical_and(a, b),
+)
+logical_or = Op(
+    "logical_or",
+    shape=broadcast,
+    dtype=_bool_dtype,
+    reference=np.logical_or,
+    samples=_bool_samples(2),
+    torch=lambda t, a, b: t.logical_or(a, b),
+)
+logical_not = Op(
+    "logical_not",
+    shape=lambda s: s,
+    dtype=_bool_dtype,
+    reference=np.logical_not,
+    samples=_bool_samples(1),
+    torch=lambda t, a: t.logical_not(a),
+)
+
+
+def _where_dtype(c: DType, a: DType, b: DType) -> DType:
+    if c is not bool_:
+        raise DTypeError(f"the condition of where must be bool, got {c.name}")
+    no_bf16(a, b)
+    return promote(a, b)
+
+
+def _where_reference(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    out = promote(_np_dtype(a), _np_dtype(b))
+    return np.where(c, *_in(out, a, b))
+
+
+def _where_samples(rng: np.random.Generator) -> list[Sample]:
+    shapes = [((3, 4), (3, 4), (3, 4)), ((3, 1), (1, 4), ()), ((4,), (3, 4), (1,))]
+    return [Sample((rng.random(c) > 0.5, uniform(rng, a), uniform(rng, b))) for c, a, b in shapes]
+
+
+def _where_vjp(g, out, c, x, y):
+    return (None, unbroadcast(where(c, g, 0.0), x.shape), unbroadcast(where(c, 0.0, g), y.shape))
+
+
+where = Op(
+    "where",
+    shape=broadcast,
+    dtype=_where_dtype,
+    reference=_where_reference,
+    vjp=_where_vjp,
+    samples=_where_samples,
+    torch=lambda t, c, a, b: t.where(c, a, b),
+    exact=True,
+    doc="where(cond, x, y): x where cond holds, else y.",
+)

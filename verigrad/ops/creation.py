@@ -1,0 +1,252 @@
+"""Creation: tensors from data, constant fills, ranges, and seeded random tensors.
+
+Random ops are pure: each call draws a 64-bit seed from a `Generator` and passes it as a param, so
+the reference (NumPy's PCG64 seeded with it) gives the same bits for the same seed in every mode.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import modes
+from ..dtypes import DEFAULT_FLOAT, DType, as_dtype, bf16, from_numpy_dtype, i64
+from ..errors import ShapeError
+from ..registry import FUNCS
+from ..shapes import DimLike, as_shape
+from ..tensor import Tensor
+from ._op import Op, Sample
+from .movement import cast
+
+
+class Generator:
+    """A seedable source of op seeds: the same seed gives the same sequence of random tensors."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.manual_seed(seed)
+
+    def manual_seed(self, seed: int) -> Generator:
+        self._rng = np.random.Generator(np.random.PCG64(int(seed)))
+        return self
+
+    def next_seed(self) -> int:
+        return int(self._rng.integers(0, 2**63 - 1))
+
+
+default_generator = Generator(0)
+
+
+def manual_seed(seed: int) -> Generator:
+    """Reseed the default generator (used by rand, randn, randint, dropout and nn initialisation)."""
+    return default_generator.manual_seed(seed)
+
+
+# data in ---------------------------------------------------------------------------------------
+def tensor(data: Any, dtype: DType | str | None = None, requires_grad: bool = False) -> Tensor:
+    """A tensor holding a copy of `data` (nested lists, scalars, NumPy arrays or tensors).
+
+    Python floats give f32, ints i64, bools bool; NumPy arrays keep their dtype.
+    """
+    if isinstance(data, Tensor):
+        array = data.numpy().copy()
+    else:
+        array = np.array(data)
+        if array.dtype.kind not in "biuf":
+            raise TypeError(f"cannot make a tensor from {type(data).__name__} of {array.dtype}")
+        if not isinstance(data, np.ndarray | np.generic) and array.dtype == np.float64:
+            array = array.astype(np.float32)
+    out = from_numpy(np.ascontiguousarray(array) if array.flags.c_contiguous else array.copy())
+    if dtype is not None and as_dtype(dtype) is not out.dtype:
+        out = cast(out, dtype=as_dtype(dtype))
+    return out.requires_grad_(True) if requires_grad else out
+
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A tensor sharing `array`'s memory (int8/16 and uint8/16 widen to i32 with a copy)."""
+    dtype = from_numpy_dtype(array.dtype)
+    if array.dtype != dtype.np:
+        array = array.astype(dtype.np)
+    return modes.current().constant(array, dtype)
+
+
+def from_dlpack(obj: Any) -> Tensor:
+    """A tensor sharing the memory of any object that implements the DLPack protocol."""
+    return from_numpy(np.from_dlpack(obj))
+
+
+# fills and ranges ------------------------------------------------------------------------------
+def _shape_args(shape: tuple) -> tuple[DimLike, ...]:
+    if len(shape) == 1 and isinstance(shape[0], list | tuple | str):
+        shape = shape[0]
+    return as_shape(shape)
+
+
+def _fill_params(shape: Any, dtype: Any = DEFAULT_FLOAT, value: float = 0.0) -> dict:
+    return {"shape": as_shape(shape), "dtype": as_dtype(dtype), "value": value}
+
+
+def _fill_reference(shape: tuple, dtype: DType, value: float) -> np.ndarray:
+    if dtype is bf16:
+        return cast.reference(np.full(shape, value, np.float32), dtype=bf16)
+    return np.full(shape, value, dtype.np)
+
+
+full_op = Op(
+    "full",
+    shape=lambda shape, dtype, value: shape,
+    dtype=lambda shape, dtype, value: dtype,
+    params=_fill_params,
+    reference=_fill_reference,
+    samples=lambda rng: [Sample((), {"shape": (2, 3), "dtype": "f64", "value": 1.5})],
+    torch=lambda t, shape, dtype, value: t.full(shape, value, dtype=t.float64),
+    doc="A tensor of `shape` filled with `value`.",
+)
+
+
+def full(shape: Any, value: float, dtype: DType | str = DEFAULT_FLOAT) -> Tensor:
+    return full_op(shape=shape, dtype=dtype, value=value)
+
+
+def zeros(*shape: Any, dtype: DType | str = DEFAULT_FLOAT, requires_grad: bool = False) -> Tensor:
+    return full_op(shape=_shape_args(shape), dtype=dtype, value=0).requires_grad_(requires_grad)
+
+
+def ones(*shape: Any, dtype: DType | str = DEFAULT_FLOAT, requires_grad: bool = False) -> Tensor:
+    return full_op(shape=_shape_args(shape), dtype=dtype, value=1).requires_grad_(requires_grad)
+
+
+def zeros_like(x: Tensor) -> Tensor:
+    return full_op(shape=x.shape, dtype=x.dtype, value=0)
+
+
+def ones_like(x: Tensor) -> Tensor:
+    return full_op(shape=x.shape, dtype=x.dtype, value=1)
+
+
+def _arange_params(start: DimLike, stop: DimLike, step: int, dtype: Any) -> dict:
+    if not isinstance(step, int) or step == 0:
+        raise ShapeError(f"arange needs a non-zero integer step, got {step}")
+    return {"start": start, "stop": stop, "step": step, "dtype": as_dtype(dtype)}
+
+
+def _arange_shape(start: DimLike, stop: DimLike, step: int, dtype: DType) -> tuple:
+    if isinstance(start, int) and isinstance(stop, int):
+        return (len(range(start, stop, step)),)
+    if step < 0:
+        raise ShapeError("a symbolic arange needs a positive step")
+    return ((stop - start + step - 1) // step,)
+
+
+arange_op = Op(
+    "arange",
+    shape=_arange_shape,
+    dtype=lambda start, stop, step, dtype: dtype,
+    params=_arange_params,
+    reference=lambda start, stop, step, dtype: np.arange(start, stop, step, dtype=dtype.np),
+    samples=lambda rng: [Sample((), {"start": 2, "stop": 11, "step": 3, "dtype": "i64"})],
+    torch=lambda t, start, stop, step, dtype: t.arange(start, stop, step),
+    doc="Integers start, start+step, ... below stop (sizes may be symbolic).",
+)
+
+
+def arange(start: DimLike, stop: DimLike | None = None, step: int = 1, dtype: Any = i64) -> Tensor:
+    if stop is None:
+        start, stop = 0, start
+    return arange_op(start=start, stop=stop, step=step, dtype=dtype)
+
+
+eye_op = Op(
+    "eye",
+    shape=lambda n, m, dtype: (n, m),
+    dtype=lambda n, m, dtype: dtype,
+    params=lambda n, m=None, dtype=DEFAULT_FLOAT: {
+        "n": n,
+        "m": n if m is None else m,
+        "dtype": as_dtype(dtype),
+    },
+    reference=lambda n, m, dtype: np.eye(n, m, dtype=dtype.np),
+    samples=lambda rng: [Sample((), {"n": 3, "m": 4, "dtype": "f64"})],
+    torch=lambda t, n, m, dtype: t.eye(n, m, dtype=t.float64),
+    doc="Ones on the diagonal of an n x m matrix.",
+)
+
+
+def eye(n: DimLike, m: DimLike | None = None, dtype: Any = DEFAULT_FLOAT) -> Tensor:
+    return eye_op(n=n, m=m, dtype=dtype)
+
+
+# random ----------------------------------------------------------------------------------------
+def _random_params(shape: Any, seed: int, dtype: Any = DEFAULT_FLOAT, **bounds: Any) -> dict:
+    dtype = as_dtype(dtype)
+    return {"shape": as_shape(shape), "seed": int(seed), "dtype": dtype, **bounds}
+
+
+def _float_random_dtype(dtype: DType) -> DType:
+    if dtype.name not in ("f32", "f64"):
+        raise TypeError(f"random floats are made in f32 or f64, not {dtype.name}")
+    return dtype
+
+
+rand_op = Op(
+    "rand",
+    shape=lambda shape, seed, dtype: shape,
+    dtype=lambda shape, seed, dtype: _float_random_dtype(dtype),
+    params=_random_params,
+    reference=lambda shape, seed, dtype: np.random.default_rng(seed).random(shape, dtype=dtype.np),
+    samples=lambda rng: [Sample((), {"shape": (2, 3), "seed": 7, "dtype": "f64"})],
+    doc="Uniform [0, 1) floats from PCG64 seeded with `seed`.",
+)
+randn_op = Op(
+    "randn",
+    shape=lambda shape, seed, dtype: shape,
+    dtype=lambda shape, seed, dtype: _float_random_dtype(dtype),
+    params=_random_params,
+    reference=lambda shape, seed, dtype: np.random.default_rng(seed).standard_normal(shape, dtype=dtype.np),
+    samples=lambda rng: [Sample((), {"shape": (2, 3), "seed": 7, "dtype": "f64"})],
+    doc="Standard normal floats from PCG64 seeded with `seed`.",
+)
+randint_op = Op(
+    "randint",
+    shape=lambda shape, seed, dtype, low, high: shape,
+    dtype=lambda shape, seed, dtype, low, high: dtype,
+    params=_random_params,
+    reference=lambda shape, seed, dtype, low, high: np.random.default_rng(seed).integers(
+        low, high, shape, dtype=dtype.np
+    ),
+    samples=lambda rng: [Sample((), {"shape": (5,), "seed": 3, "dtype": "i64", "low": 0, "high": 9})],
+    doc="Integers in [low, high) from PCG64 seeded with `seed`.",
+)
+
+
+def _seed(generator: Generator | None) -> int:
+    return (generator or default_generator).next_seed()
+
+
+def rand(
+    *shape: Any,
+    dtype: Any = DEFAULT_FLOAT,
+    generator: Generator | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    out = rand_op(shape=_shape_args(shape), seed=_seed(generator), dtype=dtype)
+    return out.requires_grad_(requires_grad)
+
+
+def randn(
+    *shape: Any,
+    dtype: Any = DEFAULT_FLOAT,
+    generator: Generator | None = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    out = randn_op(shape=_shape_args(shape), seed=_seed(generator), dtype=dtype)
+    return out.requires_grad_(requires_grad)
+
+
+def randint(low: int, high: int, shape: Any, dtype: Any = i64, generator: Generator | None = None) -> Tensor:
+    if high <= low:
+        raise ValueError(f"randint needs low < high, got [{low}, {high})")
+    return randint_op(shape=shape, seed=_seed(generator), dtype=dtype, low=low, high=high)
+
+
+FUNCS.update(ones_like=ones_like, zeros_like=zeros_like)

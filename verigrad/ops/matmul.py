@@ -1,0 +1,64 @@
+"""Matrix product with NumPy semantics: batch dimensions broadcast, 1-D operands are vectors.
+
+Rounding rule (kernels must reproduce it or state their bound): f16/f32 products accumulate in f64
+and round once; f64 in f64.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..dtypes import DType, from_numpy_dtype
+from ..shapes import matmul_shape
+from ._op import Op, Sample, numeric_dtype, unbroadcast
+from ._samples import uniform
+
+
+def _reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    out = numeric_dtype(*(_dt(a), _dt(b)))
+    if out.is_float and out.itemsize < 8:
+        return np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(out.np)
+    return np.matmul(a.astype(out.np, copy=False), b.astype(out.np, copy=False))
+
+
+def _dt(a: np.ndarray) -> DType:
+    return from_numpy_dtype(a.dtype)
+
+
+def _vjp(g, out, a, b):
+    """Gradients through the 2-D (or batched) forms; vectors get a dimension added and removed."""
+    a2 = a.reshape((1, *a.shape)) if a.ndim == 1 else a
+    b2 = b.reshape((*b.shape, 1)) if b.ndim == 1 else b
+    g2 = g
+    if a.ndim == 1:
+        g2 = g2.unsqueeze(-2 if b.ndim > 1 else 0)
+    if b.ndim == 1:
+        g2 = g2.unsqueeze(-1)
+    ga = unbroadcast(g2 @ b2.mT, a2.shape).reshape(a.shape)
+    gb = unbroadcast(a2.mT @ g2, b2.shape).reshape(b.shape)
+    return ga, gb
+
+
+matmul = Op(
+    "matmul",
+    shape=matmul_shape,
+    dtype=numeric_dtype,
+    reference=_reference,
+    vjp=_vjp,
+    samples=lambda rng: [
+        Sample((uniform(rng, sa), uniform(rng, sb)))
+        for sa, sb in [
+            ((2, 3), (3, 4)),
+            ((3,), (3, 2)),
+            ((2, 3), (3,)),
+            ((4,), (4,)),
+            ((2, 3, 4), (4, 5)),
+            ((2, 1, 3, 4), (3, 4, 2)),
+            ((0, 3), (3, 2)),
+            ((2, 0), (0, 3)),
+        ]
+    ],
+    torch=lambda t, a, b: a @ b,
+    exact=False,
+    doc="a @ b with NumPy semantics; f32 accumulates in f64 and rounds once.",
+)

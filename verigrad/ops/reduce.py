@@ -1,0 +1,202 @@
+"""Reductions over one or several axes, with keepdim: sum, mean, max, min, argmax, and numel_of.
+
+Rounding rule (kernels must reproduce it): a float sum or mean of f16/f32 values accumulates in f64
+and rounds once to the input dtype at the end; f64 accumulates in f64. Integer and bool sums give i64.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..dtypes import DType, bool_, i64
+from ..errors import DTypeError, ShapeError
+from ..shapes import Spec, normalize_axes
+from ._op import Op, Sample, no_bf16
+from ._samples import uniform
+
+_SHAPES = [
+    ((3, 4), None),
+    ((3, 4), 0),
+    ((3, 4), (0, 1)),
+    ((2, 3, 4), (0, 2)),
+    ((2, 1, 3), 1),
+    ((5,), 0),
+    ((0, 3), 0),
+    ((0, 3), 1),
+    ((), None),
+]
+
+
+def _canon(x: Spec, axis=None, keepdim: bool = False) -> dict:
+    return {"axis": normalize_axes(axis, x.ndim), "keepdim": bool(keepdim)}
+
+
+def _reduced_shape(shape: tuple, axis: tuple, keepdim: bool) -> tuple:
+    if keepdim:
+        return tuple(1 if i in axis else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in axis)
+
+
+def _nonempty_shape(shape: tuple, axis: tuple, keepdim: bool) -> tuple:
+    if any(shape[i] == 0 for i in axis):
+        raise ShapeError(f"cannot reduce over the empty axis {[i for i in axis if shape[i] == 0]}")
+    return _reduced_shape(shape, axis, keepdim)
+
+
+def _sum_dtype(x: DType, **_) -> DType:
+    no_bf16(x)
+    return x if x.is_float else i64
+
+
+def _mean_dtype(x: DType, **_) -> DType:
+    if not x.is_float or x.name == "bf16":
+        raise DTypeError(f"mean needs a float tensor, got {x.name}; cast it first")
+    return x
+
+
+def _float_sum(x: np.ndarray, axis: tuple, keepdim: bool) -> np.ndarray:
+    if x.dtype.kind != "f":
+        return np.sum(x, axis=axis, keepdims=keepdim, dtype=np.int64)
+    return np.sum(x, axis=axis, keepdims=keepdim, dtype=np.float64).astype(x.dtype)
+
+
+def _mean(x: np.ndarray, axis: tuple, keepdim: bool) -> np.ndarray:
+    count = math.prod(x.shape[a] for a in axis)
+    total = np.sum(x, axis=axis, keepdims=keepdim, dtype=np.float64)
+    return (total / count).astype(x.dtype)
+
+
+def _expand_back(g, x, axis: tuple, keepdim: bool):
+    """A reduced gradient reshaped with ones at the reduced axes, broadcast to x's shape."""
+    if not keepdim:
+        g = g.reshape(_reduced_shape(x.shape, axis, True))
+    return g.broadcast_to(x.shape)
+
+
+def _extreme_vjp(g, out, x, axis, keepdim):
+    """max/min gradient, shared evenly among the elements that reach the extreme (as amax does)."""
+    hit = (x == _expand_back(out, x, axis, keepdim)).cast(g.dtype)
+    count = hit.sum(axis=axis, keepdim=True)
+    return (_expand_back(g, x, axis, keepdim) * hit / count,)
+
+
+def _samples(rng: np.random.Generator, nonempty: bool = False) -> list[Sample]:
+    return [
+        Sample((uniform(rng, s),), {"axis": a, "keepdim": k})
+        for s, a in _SHAPES
+        for k in (False, True)
+        if not (nonempty and 0 in s)
+    ]
+
+
+def _torch_reduce(name: str):
+    def call(t, x, axis, keepdim):
+        dims = list(range(x.ndim)) if axis is None else axis
+        if name == "sum":
+            return t.sum(x, dim=dims, keepdim=keepdim) if x.ndim else x.clone()
+        return getattr(t, name)(x, dim=dims, keepdim=keepdim) if x.ndim else x.clone()
+
+    return call
+
+
+sum = Op(
+    "sum",
+    shape=_reduced_shape,
+    dtype=_sum_dtype,
+    params=_canon,
+    reference=_float_sum,
+    vjp=lambda g, out, x, axis, keepdim: (_expand_back(g, x, axis, keepdim),),
+    samples=_samples,
+    torch=_torch_reduce("sum"),
+    exact=False,
+    doc="Sum over `axis` (all axes when None). f16/f32 accumulate in f64 and round once.",
+)
+mean = Op(
+    "mean",
+    shape=_nonempty_shape,
+    dtype=_mean_dtype,
+    params=_canon,
+    reference=_mean,
+    vjp=lambda g, out, x, axis, keepdim: (
+        _expand_back(g, x, axis, keepdim) / numel_of(x, axis=axis).cast(g.dtype),
+    ),
+    samples=lambda rng: _samples(rng, nonempty=True),
+    torch=_torch_reduce("mean"),
+    exact=False,
+    doc="Mean over `axis`: the f64 sum divided by the count, rounded once.",
+)
+max = Op(
+    "max",
+    shape=_nonempty_shape,
+    dtype=lambda x, **_: (no_bf16(x), x)[1],
+    params=_canon,
+    reference=lambda x, axis, keepdim: np.max(x, axis=axis, keepdims=keepdim),
+    vjp=_extreme_vjp,
+    samples=lambda rng: _samples(rng, nonempty=True),
+    torch=_torch_reduce("amax"),
+    doc="Largest value over `axis`; ties share the gradient evenly.",
+)
+min = Op(
+    "min",
+    shape=_nonempty_shape,
+    dtype=lambda x, **_: (no_bf16(x), x)[1],
+    params=_canon,
+    reference=lambda x, axis, keepdim: np.min(x, axis=axis, keepdims=keepdim),
+    vjp=_extreme_vjp,
+    samples=lambda rng: _samples(rng, nonempty=True),
+    torch=_torch_reduce("amin"),
+    doc="Smallest value over `axis`; ties share the gradient evenly.",
+)
+
+
+def _argmax_canon(x: Spec, axis=None, keepdim: bool = False) -> dict:
+    if axis is not None and not isinstance(axis, int):
+        raise ShapeError(f"argmax takes one axis or None, got {axis}")
+    return {"axis": None if axis is None else normalize_axes(axis, x.ndim)[0], "keepdim": keepdim}
+
+
+def _argmax_shape(x: tuple, axis: int | None, keepdim: bool) -> tuple:
+    axes = tuple(range(len(x))) if axis is None else (axis,)
+    if axis is None and keepdim:
+        return tuple(1 for _ in x)
+    return _nonempty_shape(x, axes, keepdim)
+
+
+def _argmax(x: np.ndarray, axis: int | None, keepdim: bool) -> np.ndarray:
+    if axis is None:
+        flat = np.argmax(x.reshape(-1))
+        return np.full((1,) * x.ndim if keepdim else (), flat, dtype=np.int64)
+    return np.argmax(x, axis=axis, keepdims=keepdim).astype(np.int64)
+
+
+argmax = Op(
+    "argmax",
+    shape=_argmax_shape,
+    dtype=lambda x, **_: (no_bf16(x), i64)[1],
+    params=_argmax_canon,
+    reference=_argmax,
+    samples=lambda rng: [
+        Sample((uniform(rng, s),), {"axis": a, "keepdim": k})
+        for s, a in [((3, 4), None), ((3, 4), 0), ((3, 4), 1), ((2, 3, 4), -1), ((5,), 0)]
+        for k in (False, True)
+    ],
+    torch=lambda t, x, axis, keepdim: t.argmax(x, dim=axis, keepdim=keepdim),
+    doc="Index of the first largest value along `axis` (of the flattened tensor when None), as i64.",
+)
+
+
+def _numel_dtype(x: DType, **_) -> DType:
+    return x if x.is_float and x is not bool_ else i64
+
+
+numel_of = Op(
+    "numel_of",
+    shape=lambda x, axis: (),
+    dtype=_numel_dtype,
+    params=lambda x, axis=None: {"axis": normalize_axes(axis, x.ndim)},
+    reference=lambda x, axis: np.array(math.prod(x.shape[a] for a in axis), dtype=x.dtype),
+    samples=lambda rng: [Sample((uniform(rng, (3, 4)),), {"axis": (0, 1)})],
+    doc="The number of elements over `axis`, as a 0-d tensor: a size that stays symbolic in traces.",
+)

@@ -1,0 +1,179 @@
+"""Functions built on the movement ops: indexing, transpose, expand, (un)squeeze, flatten, stack,
+and in-place assignment. They add no op of their own except `stack` (a composite)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import modes
+from ..errors import ShapeError
+from ..registry import FUNCS
+from ..shapes import Dim, broadcast, normalize_axis, shape_text
+from ..tensor import Tensor
+from ._op import Op, Sample, lift
+from ._samples import uniform
+from .index import take
+from .movement import broadcast_to, cast, concat, permute, reshape, slice_
+
+
+def transpose(x: Tensor, a: int = -2, b: int = -1) -> Tensor:
+    """Axes a and b swapped: a view with swapped strides."""
+    axes = list(range(x.ndim))
+    a, b = normalize_axis(a, x.ndim), normalize_axis(b, x.ndim)
+    axes[a], axes[b] = axes[b], axes[a]
+    return permute(x, axes=tuple(axes))
+
+
+def expand(x: Tensor, shape: tuple) -> Tensor:
+    """PyTorch's expand: -1 keeps a size; new leading dimensions may be added."""
+    lead = len(shape) - x.ndim
+    if lead < 0:
+        raise ShapeError(f"expand to {shape_text(shape)} has fewer dimensions than {shape_text(x.shape)}")
+    full = tuple(x.shape[i - lead] if isinstance(d, int) and d == -1 else d for i, d in enumerate(shape))
+    return broadcast_to(x, shape=full)
+
+
+def unsqueeze(x: Tensor, axis: int) -> Tensor:
+    axis = normalize_axis(axis, x.ndim + 1)
+    return reshape(x, shape=(*x.shape[:axis], 1, *x.shape[axis:]))
+
+
+def squeeze(x: Tensor, axis: int | None = None) -> Tensor:
+    if axis is None:
+        return reshape(x, shape=tuple(d for d in x.shape if d != 1))
+    axis = normalize_axis(axis, x.ndim)
+    if x.shape[axis] != 1:
+        return x
+    return reshape(x, shape=x.shape[:axis] + x.shape[axis + 1 :])
+
+
+def flatten(x: Tensor, start: int = 0, end: int = -1) -> Tensor:
+    if x.ndim == 0:
+        return reshape(x, shape=(1,))
+    start, end = normalize_axis(start, x.ndim), normalize_axis(end, x.ndim)
+    size: Any = 1
+    for d in x.shape[start : end + 1]:
+        size = size * d
+    return reshape(x, shape=(*x.shape[:start], size, *x.shape[end + 1 :]))
+
+
+def _stack_decompose(*xs: Tensor, axis: int) -> Tensor:
+    return concat(*(unsqueeze(x, axis) for x in xs), axis=axis)
+
+
+def _stack_shape(*shapes: tuple, axis: int) -> tuple:
+    for s in shapes[1:]:
+        if s != shapes[0]:
+            raise ShapeError(f"stack needs equal shapes: {shape_text(shapes[0])} vs {shape_text(s)}")
+    return (*shapes[0][:axis], len(shapes), *shapes[0][axis:])
+
+
+stack = Op(
+    "stack",
+    shape=_stack_shape,
+    dtype=lambda *dtypes, axis: max(dtypes, key=lambda d: d.rank),
+    params=lambda *xs, axis=0: {"axis": normalize_axis(axis, xs[0].ndim + 1)},
+    decompose=_stack_decompose,
+    samples=lambda rng: [
+        Sample((uniform(rng, (2, 3)), uniform(rng, (2, 3))), {"axis": 1}),
+        Sample((uniform(rng, (3,)),) * 3, {"axis": 0}),
+    ],
+    torch=lambda t, *xs, axis: t.stack(xs, dim=axis),
+    doc="Tensors of one shape joined along a new axis.",
+)
+
+
+# indexing --------------------------------------------------------------------------------------
+def getitem(x: Tensor, key: Any) -> Tensor:
+    """Basic indexing (ints, slices, None, ...) as views; one integer array indexes with `take`."""
+    items = list(key) if isinstance(key, tuple) else [key]
+    consumed = sum(1 for k in items if k is not None and k is not Ellipsis)
+    if sum(1 for k in items if k is Ellipsis) > 1:  # `is`: `in` would call Tensor.__eq__
+        raise IndexError("an index can only have a single ellipsis")
+    if consumed > x.ndim:
+        raise IndexError(f"too many indices: {consumed} for a tensor of {x.ndim} dimensions")
+    ellipses = [i for i, k in enumerate(items) if k is Ellipsis]
+    if ellipses:
+        at = ellipses[0]
+        items[at : at + 1] = [slice(None)] * (x.ndim - consumed)
+    else:
+        items += [slice(None)] * (x.ndim - consumed)
+
+    index, layout, dim, arrays = [], [], 0, []
+    for k in items:
+        if k is None:
+            layout.append(("new", None))
+            continue
+        size = x.shape[dim]
+        if isinstance(k, slice):
+            index.append(k)
+            layout.append(("keep", dim))
+        elif isinstance(k, int | np.integer) and not isinstance(k, bool):
+            i = _check_int(int(k), size, dim)
+            index.append(slice(i, i + 1))
+            layout.append(("drop", dim))
+        else:
+            array = k if isinstance(k, Tensor) else lift([np.asarray(k)])[0]
+            if array.dtype.kind != "i":
+                raise IndexError(f"cannot index with {array.dtype.name} values (only integer arrays)")
+            index.append(slice(None))
+            layout.append(("array", dim))
+            arrays.append((dim, array))
+        dim += 1
+    if len(arrays) > 1:
+        raise IndexError("indexing with more than one integer array is not supported; use take")
+
+    out = x
+    if any(s != slice(None) for s in index):
+        out = slice_(out, index=tuple(index))
+    for axis, array in arrays:
+        out = take(out, array, axis=axis)
+    shape: list = []
+    for kind, d in layout:
+        if kind == "keep":
+            shape.append(out.shape[d + _shift(arrays, d)])
+        elif kind == "new":
+            shape.append(1)
+        elif kind == "array":
+            shape.extend(arrays[0][1].shape)
+    return out if tuple(shape) == out.shape else reshape(out, shape=tuple(shape))
+
+
+def _shift(arrays: list, d: int) -> int:
+    """How far axis d moved right because an earlier axis became the index array's dimensions."""
+    return sum(a.ndim - 1 for axis, a in arrays if axis < d)
+
+
+def _check_int(i: int, size: Any, dim: int) -> Any:
+    if isinstance(size, Dim):
+        return size + i if i < 0 else i
+    if not -size <= i < size:
+        raise IndexError(f"index {i} is out of range for dimension {dim} of size {size}")
+    return i % size
+
+
+# in place --------------------------------------------------------------------------------------
+def assign(target: Tensor, value: Any) -> Tensor:
+    """Write `value` (broadcast and cast to target's shape and dtype) into `target`."""
+    (value,) = lift([value]) if not isinstance(value, Tensor) else (value,)
+    if broadcast(target.shape, value.shape) != target.shape:
+        raise ShapeError(f"cannot assign {shape_text(value.shape)} to {shape_text(target.shape)}")
+    if value.shape != target.shape:
+        value = broadcast_to(value, shape=target.shape)
+    if value.dtype is not target.dtype:
+        value = cast(value, dtype=target.dtype)
+    modes.current().assign(target, value)
+    return target
+
+
+FUNCS.update(
+    transpose=transpose,
+    expand=expand,
+    unsqueeze=unsqueeze,
+    squeeze=squeeze,
+    flatten=flatten,
+    getitem=getitem,
+    assign=assign,
+)

@@ -1,0 +1,204 @@
+"""Element-wise unary ops, the activations, and their derivative ops.
+
+Derivative ops are ops of their own so a backend can give them kernels: `relu_deriv`, `gelu_deriv`,
+`gelu_tanh_deriv` and `silu_deriv` read the forward input; `sigmoid_deriv` and `tanh_deriv` read the
+forward output. Float results of int inputs are computed in f32. Transcendental references use
+NumPy's own routine for the dtype (exact=False: a kernel may differ by a stated number of ulps).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from ._op import Op, float_dtype, numeric_dtype, same_shape
+from ._samples import unary
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_GELU_A = 0.044715
+_erf = np.frompyfunc(math.erf, 1, 1)
+
+
+def _as_float(x: np.ndarray) -> np.ndarray:
+    return x if x.dtype.kind == "f" else x.astype(np.float32)
+
+
+def _float_op(
+    name: str,
+    reference: Callable[[np.ndarray], np.ndarray],
+    vjp: Callable | None,
+    *,
+    low: float = -2.0,
+    high: float = 2.0,
+    exact: bool = False,
+    torch: Callable | None = None,
+    doc: str = "",
+) -> Op:
+    return Op(
+        name,
+        shape=same_shape,
+        dtype=float_dtype,
+        reference=lambda x: reference(_as_float(x)),
+        vjp=vjp,
+        samples=unary(low, high),
+        torch=torch,
+        exact=exact,
+        doc=doc,
+    )
+
+
+def _erf_f64(x: np.ndarray) -> np.ndarray:
+    return _erf(x.astype(np.float64)).astype(np.float64)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype)
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
+    x64 = x.astype(np.float64)
+    return (0.5 * x64 * (1.0 + _erf_f64(x64 / math.sqrt(2.0)))).astype(x.dtype)
+
+
+def _gelu_deriv(x: np.ndarray) -> np.ndarray:
+    x64 = x.astype(np.float64)
+    cdf = 0.5 * (1.0 + _erf_f64(x64 / math.sqrt(2.0)))
+    pdf = np.exp(-0.5 * x64 * x64) / math.sqrt(2.0 * math.pi)
+    return (cdf + x64 * pdf).astype(x.dtype)
+
+
+def _gelu_tanh(x: np.ndarray) -> np.ndarray:
+    return 0.5 * x * (1 + np.tanh(_SQRT_2_OVER_PI * (x + _GELU_A * x * x * x)))
+
+
+def _gelu_tanh_deriv(x: np.ndarray) -> np.ndarray:
+    t = np.tanh(_SQRT_2_OVER_PI * (x + _GELU_A * x * x * x))
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _SQRT_2_OVER_PI * (1 + 3 * _GELU_A * x * x)
+
+
+def _silu_deriv(x: np.ndarray) -> np.ndarray:
+    s = _sigmoid(x)
+    return s * (1 + x * (1 - s))
+
+
+neg = Op(
+    "neg",
+    shape=same_shape,
+    dtype=numeric_dtype,
+    reference=np.negative,
+    vjp=lambda g, out, x: (-g,),
+    samples=unary(),
+    torch=lambda t, x: t.neg(x),
+    doc="-x",
+)
+abs = Op(
+    "abs",
+    shape=same_shape,
+    dtype=numeric_dtype,
+    reference=np.abs,
+    vjp=lambda g, out, x: (g * ((x > 0).cast(g.dtype) - (x < 0).cast(g.dtype)),),
+    samples=unary(),
+    torch=lambda t, x: t.abs(x),
+    doc="|x|; its gradient at 0 is 0.",
+)
+exp = _float_op("exp", np.exp, lambda g, out, x: (g * out,), torch=lambda t, x: t.exp(x))
+log = _float_op(
+    "log",
+    np.log,
+    lambda g, out, x: (g / x,),
+    low=0.1,
+    high=3.0,
+    torch=lambda t, x: t.log(x),
+    doc="Natural logarithm; NaN for negative inputs, -inf at 0.",
+)
+sqrt = _float_op(
+    "sqrt",
+    np.sqrt,
+    lambda g, out, x: (g / (out * 2),),
+    low=0.1,
+    high=3.0,
+    torch=lambda t, x: t.sqrt(x),
+    doc="Square root; NaN for negative inputs.",
+)
+rsqrt = _float_op(
+    "rsqrt",
+    lambda x: 1 / np.sqrt(x),
+    lambda g, out, x: (g * out * out * out * -0.5,),
+    low=0.1,
+    high=3.0,
+    torch=lambda t, x: t.rsqrt(x),
+    doc="1 / sqrt(x).",
+)
+sin = _float_op("sin", np.sin, lambda g, out, x: (g * cos(x),), torch=lambda t, x: t.sin(x))
+cos = _float_op("cos", np.cos, lambda g, out, x: (-(g * sin(x)),), torch=lambda t, x: t.cos(x))
+tanh = _float_op("tanh", np.tanh, lambda g, out, x: (g * tanh_deriv(out),), torch=lambda t, x: t.tanh(x))
+sigmoid = _float_op(
+    "sigmoid",
+    _sigmoid,
+    lambda g, out, x: (g * sigmoid_deriv(out),),
+    torch=lambda t, x: t.sigmoid(x),
+    doc="1 / (1 + exp(-x)), computed without overflow for large |x|.",
+)
+relu = _float_op(
+    "relu",
+    lambda x: np.maximum(x, 0).astype(x.dtype),
+    lambda g, out, x: (g * relu_deriv(x),),
+    exact=True,
+    torch=lambda t, x: t.relu(x),
+)
+gelu = _float_op(
+    "gelu",
+    _gelu,
+    lambda g, out, x: (g * gelu_deriv(x),),
+    torch=lambda t, x: t.nn.functional.gelu(x),
+    doc="x * Phi(x) with the exact normal CDF (erf form), evaluated in f64 and rounded once.",
+)
+gelu_tanh = _float_op(
+    "gelu_tanh",
+    _gelu_tanh,
+    lambda g, out, x: (g * gelu_tanh_deriv(x),),
+    torch=lambda t, x: t.nn.functional.gelu(x, approximate="tanh"),
+    doc="The tanh approximation of GELU used by GPT-2.",
+)
+silu = _float_op(
+    "silu",
+    lambda x: x * _sigmoid(x),
+    lambda g, out, x: (g * silu_deriv(x),),
+    torch=lambda t, x: t.nn.functional.silu(x),
+    doc="x * sigmoid(x).",
+)
+
+# derivative ops --------------------------------------------------------------------------------
+relu_deriv = _float_op(
+    "relu_deriv",
+    lambda x: (x > 0).astype(x.dtype),
+    None,
+    exact=True,
+    doc="1 where the forward input x > 0, else 0 (so relu's gradient at 0 is 0, as in PyTorch).",
+)
+sigmoid_deriv = _float_op(
+    "sigmoid_deriv",
+    lambda y: y * (1 - y),
+    lambda g, out, y: (g * (1 - y * 2),),
+    low=0.0,
+    high=1.0,
+    exact=True,
+    doc="y * (1 - y) of the forward output y = sigmoid(x).",
+)
+tanh_deriv = _float_op(
+    "tanh_deriv",
+    lambda y: 1 - y * y,
+    lambda g, out, y: (g * y * -2,),
+    low=-1.0,
+    high=1.0,
+    exact=True,
+    doc="1 - y^2 of the forward output y = tanh(x).",
+)
+gelu_deriv = _float_op("gelu_deriv", _gelu_deriv, None, doc="d gelu / dx of the forward input.")
+gelu_tanh_deriv = _float_op(
+    "gelu_tanh_deriv", _gelu_tanh_deriv, None, doc="d gelu_tanh / dx of the forward input."
+)
+silu_deriv = _float_op("silu_deriv", _silu_deriv, None, doc="d silu / dx of the forward input.")

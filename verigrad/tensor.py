@@ -1,0 +1,406 @@
+"""`Tensor`: a spec, a payload, and autograd slots. Every operator and method is one line into an op.
+
+The payload is what the current mode made: a NumPy array in eager mode (possibly a strided view),
+None in abstract mode, an IR value when tracing. Ops are looked up by name in the registry when a
+method runs, so this module does not import them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .dtypes import DType, as_dtype, f32, f64
+from .registry import FUNCS, OPS
+from .shapes import Dim, DimLike, Spec, shape_text
+
+Axis = int | Sequence[int] | None
+
+
+class Tensor:
+    """An n-dimensional array with a (possibly symbolic) shape, a dtype and optional gradient."""
+
+    __slots__ = ("__weakref__", "_node", "data", "grad", "requires_grad", "spec")
+    __array_priority__ = 1000  # NumPy defers `ndarray + Tensor` to Tensor.__radd__
+
+    def __init__(self, spec: Spec, data: Any, requires_grad: bool = False) -> None:
+        self.spec = spec
+        self.data = data
+        self.grad: Tensor | None = None
+        self._node: Any = None  # the autograd record of the op that made this tensor
+        self.requires_grad = False
+        if requires_grad:
+            self.requires_grad_(True)
+
+    # description -------------------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[DimLike, ...]:
+        return self.spec.shape
+
+    @property
+    def dtype(self) -> DType:
+        return self.spec.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.spec.shape)
+
+    def size(self, axis: int | None = None) -> Any:
+        return self.shape if axis is None else self.shape[axis]
+
+    def numel(self) -> DimLike:
+        n: DimLike = 1
+        for d in self.shape:
+            n = n * d
+        return n
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]  # type: ignore[return-value]
+
+    @property
+    def is_abstract(self) -> bool:
+        return not isinstance(self.data, np.ndarray)
+
+    def stride(self, axis: int | None = None) -> tuple[int, ...] | int:
+        """Element strides of the payload, as in PyTorch: a [2,3,4] contiguous tensor has (12,4,1)."""
+        data = self._array("stride()")
+        strides = tuple(s // data.itemsize for s in data.strides)
+        return strides if axis is None else strides[axis]
+
+    def is_contiguous(self) -> bool:
+        return bool(self._array("is_contiguous()").flags.c_contiguous)
+
+    def __repr__(self) -> str:
+        grad = ", requires_grad=True" if self.requires_grad else ""
+        if self.is_abstract:
+            return f"Tensor(spec={self.spec!r}{grad})"
+        body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
+        return f"tensor({body}, dtype={self.dtype.name}{grad})"
+
+    # data out ----------------------------------------------------------------------------------
+    def _array(self, what: str) -> np.ndarray:
+        if not isinstance(self.data, np.ndarray):
+            raise TypeError(f"{what} needs data, but this tensor is abstract: {self.spec!r}")
+        return self.data
+
+    def numpy(self) -> np.ndarray:
+        """The values as a NumPy array (a view of the tensor's memory where the dtype allows)."""
+        data = self._array("numpy()")
+        if self.dtype.name == "bf16":
+            return (data.astype(np.uint32) << 16).view(np.float32)
+        return data
+
+    def item(self) -> Any:
+        return self.numpy().item()
+
+    def tolist(self) -> Any:
+        return self.numpy().tolist()
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype)
+
+    def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.numpy().__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return self.numpy().__dlpack_device__()
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __bool__(self) -> bool:
+        if self.is_abstract:
+            raise TypeError(f"the truth value of an abstract tensor {self.spec!r} is unknown")
+        return bool(self.item())
+
+    def __index__(self) -> int:
+        if self.dtype.kind not in "ib" or self.ndim:
+            raise TypeError("only a 0-d integer tensor can be used as an index")
+        return int(self.item())
+
+    # autograd ----------------------------------------------------------------------------------
+    def requires_grad_(self, flag: bool = True) -> Tensor:
+        if flag and not self.dtype.is_float:
+            raise TypeError(f"only floating tensors can require gradients, not {self.dtype.name}")
+        self.requires_grad = flag
+        return self
+
+    def backward(self, grad: Tensor | None = None, create_graph: bool = False) -> None:
+        FUNCS["backward"](self, grad, create_graph)
+
+    def detach(self) -> Tensor:
+        return Tensor(self.spec, self.data)
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._node is None
+
+    # in place (optimizers, caches) -------------------------------------------------------------
+    def assign(self, value: Any) -> Tensor:
+        """Overwrite this tensor's values with `value` (same shape and dtype); returns self."""
+        return FUNCS["assign"](self, value)
+
+    def __iadd__(self, o: Any) -> Tensor:
+        return self.assign(self + o)
+
+    def __isub__(self, o: Any) -> Tensor:
+        return self.assign(self - o)
+
+    def __imul__(self, o: Any) -> Tensor:
+        return self.assign(self * o)
+
+    def __itruediv__(self, o: Any) -> Tensor:
+        return self.assign(self / o)
+
+    # arithmetic --------------------------------------------------------------------------------
+    def __add__(self, o: Any) -> Tensor:
+        return OPS["add"](self, o)
+
+    def __radd__(self, o: Any) -> Tensor:
+        return OPS["add"](o, self)
+
+    def __sub__(self, o: Any) -> Tensor:
+        return OPS["sub"](self, o)
+
+    def __rsub__(self, o: Any) -> Tensor:
+        return OPS["sub"](o, self)
+
+    def __mul__(self, o: Any) -> Tensor:
+        return OPS["mul"](self, o)
+
+    def __rmul__(self, o: Any) -> Tensor:
+        return OPS["mul"](o, self)
+
+    def __truediv__(self, o: Any) -> Tensor:
+        return OPS["div"](self, o)
+
+    def __rtruediv__(self, o: Any) -> Tensor:
+        return OPS["div"](o, self)
+
+    def __pow__(self, o: Any) -> Tensor:
+        return OPS["pow"](self, o)
+
+    def __rpow__(self, o: Any) -> Tensor:
+        return OPS["pow"](o, self)
+
+    def __matmul__(self, o: Any) -> Tensor:
+        return OPS["matmul"](self, o)
+
+    def __rmatmul__(self, o: Any) -> Tensor:
+        return OPS["matmul"](o, self)
+
+    def __neg__(self) -> Tensor:
+        return OPS["neg"](self)
+
+    def __abs__(self) -> Tensor:
+        return OPS["abs"](self)
+
+    def __eq__(self, o: Any) -> Tensor:  # type: ignore[override]
+        return OPS["eq"](self, o)
+
+    def __ne__(self, o: Any) -> Tensor:  # type: ignore[override]
+        return OPS["ne"](self, o)
+
+    def __lt__(self, o: Any) -> Tensor:
+        return OPS["lt"](self, o)
+
+    def __le__(self, o: Any) -> Tensor:
+        return OPS["le"](self, o)
+
+    def __gt__(self, o: Any) -> Tensor:
+        return OPS["gt"](self, o)
+
+    def __ge__(self, o: Any) -> Tensor:
+        return OPS["ge"](self, o)
+
+    def __and__(self, o: Any) -> Tensor:
+        return OPS["logical_and"](self, o)
+
+    def __or__(self, o: Any) -> Tensor:
+        return OPS["logical_or"](self, o)
+
+    def __invert__(self) -> Tensor:
+        return OPS["logical_not"](self)
+
+    __hash__ = object.__hash__
+
+    def add(self, o: Any) -> Tensor:
+        return OPS["add"](self, o)
+
+    def sub(self, o: Any) -> Tensor:
+        return OPS["sub"](self, o)
+
+    def mul(self, o: Any) -> Tensor:
+        return OPS["mul"](self, o)
+
+    def div(self, o: Any) -> Tensor:
+        return OPS["div"](self, o)
+
+    def pow(self, o: Any) -> Tensor:
+        return OPS["pow"](self, o)
+
+    def maximum(self, o: Any) -> Tensor:
+        return OPS["maximum"](self, o)
+
+    def minimum(self, o: Any) -> Tensor:
+        return OPS["minimum"](self, o)
+
+    def matmul(self, o: Any) -> Tensor:
+        return OPS["matmul"](self, o)
+
+    def where(self, cond: Any, other: Any) -> Tensor:
+        """PyTorch's `x.where(cond, y)`: x where cond holds, else y."""
+        return OPS["where"](cond, self, other)
+
+    # element-wise unary ----------------------------------------------------------------------------
+    def neg(self) -> Tensor:
+        return OPS["neg"](self)
+
+    def abs(self) -> Tensor:
+        return OPS["abs"](self)
+
+    def exp(self) -> Tensor:
+        return OPS["exp"](self)
+
+    def log(self) -> Tensor:
+        return OPS["log"](self)
+
+    def sqrt(self) -> Tensor:
+        return OPS["sqrt"](self)
+
+    def rsqrt(self) -> Tensor:
+        return OPS["rsqrt"](self)
+
+    def sin(self) -> Tensor:
+        return OPS["sin"](self)
+
+    def cos(self) -> Tensor:
+        return OPS["cos"](self)
+
+    def tanh(self) -> Tensor:
+        return OPS["tanh"](self)
+
+    def sigmoid(self) -> Tensor:
+        return OPS["sigmoid"](self)
+
+    def relu(self) -> Tensor:
+        return OPS["relu"](self)
+
+    def gelu(self, approximate: str = "none") -> Tensor:
+        return OPS["gelu_tanh" if approximate == "tanh" else "gelu"](self)
+
+    def silu(self) -> Tensor:
+        return OPS["silu"](self)
+
+    def square(self) -> Tensor:
+        return OPS["mul"](self, self)
+
+    # dtype -------------------------------------------------------------------------------------
+    def cast(self, dtype: DType | str) -> Tensor:
+        return OPS["cast"](self, dtype=as_dtype(dtype))
+
+    astype = cast
+
+    def to(self, dtype: DType | str) -> Tensor:
+        return self.cast(dtype)
+
+    def float(self) -> Tensor:
+        return self.cast(f32)
+
+    def double(self) -> Tensor:
+        return self.cast(f64)
+
+    # reductions --------------------------------------------------------------------------------
+    def sum(self, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
+        return OPS["sum"](self, axis=_axis(axis, dim), keepdim=keepdim)
+
+    def mean(self, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
+        return OPS["mean"](self, axis=_axis(axis, dim), keepdim=keepdim)
+
+    def max(self, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
+        return OPS["max"](self, axis=_axis(axis, dim), keepdim=keepdim)
+
+    def min(self, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
+        return OPS["min"](self, axis=_axis(axis, dim), keepdim=keepdim)
+
+    def argmax(self, axis: int | None = None, keepdim: bool = False, *, dim: int | None = None):
+        return OPS["argmax"](self, axis=_axis(axis, dim), keepdim=keepdim)
+
+    def softmax(self, axis: int = -1, *, dim: int | None = None) -> Tensor:
+        return OPS["softmax"](self, axis=_axis(axis, dim))
+
+    def log_softmax(self, axis: int = -1, *, dim: int | None = None) -> Tensor:
+        return OPS["log_softmax"](self, axis=_axis(axis, dim))
+
+    # movement ----------------------------------------------------------------------------------
+    def reshape(self, *shape: Any) -> Tensor:
+        return OPS["reshape"](self, shape=_shape_arg(shape))
+
+    view = reshape
+
+    def permute(self, *axes: Any) -> Tensor:
+        return OPS["permute"](self, axes=tuple(_shape_arg(axes)))
+
+    def transpose(self, a: int = -2, b: int = -1) -> Tensor:
+        return FUNCS["transpose"](self, a, b)
+
+    @property
+    def T(self) -> Tensor:
+        """All axes reversed, as NumPy's `.T` (a [n, din] becomes [din, n])."""
+        return OPS["permute"](self, axes=tuple(range(self.ndim - 1, -1, -1)))
+
+    @property
+    def mT(self) -> Tensor:
+        return FUNCS["transpose"](self, -2, -1)
+
+    def expand(self, *shape: Any) -> Tensor:
+        return FUNCS["expand"](self, _shape_arg(shape))
+
+    def broadcast_to(self, *shape: Any) -> Tensor:
+        return OPS["broadcast_to"](self, shape=_shape_arg(shape))
+
+    def contiguous(self) -> Tensor:
+        return OPS["contiguous"](self)
+
+    def flatten(self, start: int = 0, end: int = -1) -> Tensor:
+        return FUNCS["flatten"](self, start, end)
+
+    def unsqueeze(self, axis: int) -> Tensor:
+        return FUNCS["unsqueeze"](self, axis)
+
+    def squeeze(self, axis: int | None = None) -> Tensor:
+        return FUNCS["squeeze"](self, axis)
+
+    def pad(self, widths: Any, value: float = 0.0) -> Tensor:
+        return OPS["pad"](self, widths=tuple(tuple(w) for w in widths), value=value)
+
+    def __getitem__(self, key: Any) -> Tensor:
+        return FUNCS["getitem"](self, key)
+
+
+def _axis(axis: Any, dim: Any) -> Any:
+    return dim if dim is not None else axis
+
+
+def _shape_arg(shape: tuple) -> tuple:
+    """Accept both `x.reshape(2, 3)` and `x.reshape((2, 3))`."""
+    if len(shape) == 1 and isinstance(shape[0], list | tuple):
+        return tuple(shape[0])
+    return shape
+
+
+def describe(x: Any) -> str:
+    """How an operand is written in error messages: `f32[n, din]` for a tensor, repr otherwise."""
+    if isinstance(x, Tensor):
+        return f"{x.dtype.name}{shape_text(x.shape)}"
+    if isinstance(x, Dim):
+        return str(x)
+    return repr(x)
