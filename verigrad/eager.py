@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from . import modes
-from .autograd import Node, is_grad_enabled
+from .autograd import Node, is_grad_enabled, no_grad
 from .backends import get_backend
 from .dtypes import DType
 from .shapes import Spec, shape_text
@@ -28,8 +28,14 @@ class EagerMode(modes.Mode):
         backend = get_backend()
         if op.is_composite:
             kernel = backend.native(op, out.dtype)
-            if kernel is None or (needs_grad and op.vjp is None):
-                return op.decompose(*args, **params)
+            if needs_grad and op.vjp is None:
+                return op.decompose(*args, **params)  # autograd goes through the primitives
+            if kernel is None:
+                if not needs_grad:
+                    return op.decompose(*args, **params)
+                with no_grad():  # values from the decomposition; one tape node with the op's VJP
+                    value = op.decompose(*args, **params).data
+                kernel = lambda *_, **__: value
         else:
             kernel = backend.kernel(op, out.dtype)
         with np.errstate(all="ignore"):  # log(-1) is NaN by definition, not a warning

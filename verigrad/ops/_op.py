@@ -46,6 +46,8 @@ class Op:
         decompose: Callable[..., Tensor] | None = None,
         vjp: Callable[..., Sequence[Tensor | None]] | None = None,
         params: Callable[..., dict] | None = None,
+        positional: tuple[str, ...] = (),
+        variadic: bool = False,
         samples: Callable[[np.random.Generator], list[Sample]] | None = None,
         torch: Callable[..., Any] | None = None,
         exact: bool = True,
@@ -61,6 +63,8 @@ class Op:
         self.decompose = decompose
         self.vjp = vjp
         self.canonical_params = params
+        self.positional = positional  # params that may also be passed after the tensor operands
+        self.variadic = variadic  # takes any number of tensors, or one list of them
         self.samples = samples
         self.torch = torch
         self.exact = exact
@@ -89,6 +93,15 @@ class Op:
         return Spec(shape, dtype)
 
     def __call__(self, *args: Any, **params: Any) -> Tensor:
+        if self.variadic and args and isinstance(args[0], list | tuple):
+            params.update(zip(self.positional, args[1:]))
+            args = tuple(args[0])
+        elif self.positional and len(args) > 1 and not isinstance(args[1], Tensor):
+            extra = args[1:]
+            if len(extra) > len(self.positional):
+                raise TypeError(f"{self.name} takes at most {len(self.positional)} params after x")
+            params.update(zip(self.positional, extra))
+            args = args[:1]
         tensors = lift(args)
         if self.canonical_params is not None:
             try:

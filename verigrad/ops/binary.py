@@ -59,13 +59,22 @@ def _tie_split(g, x, y, keep_x):
     return _both(g, x, y, gx, gy)
 
 
-add = _arith("add", np.add, lambda g, out, x, y: _both(g, x, y, g, g), torch=lambda t, a, b: a + b)
-sub = _arith("sub", np.subtract, lambda g, out, x, y: _both(g, x, y, g, -g), torch=lambda t, a, b: a - b)
+add = _arith(
+    "add", np.add, lambda g, out, x, y: _both(g, x, y, g, g), torch=lambda t, a, b: a + b, doc="x + y"
+)
+sub = _arith(
+    "sub",
+    np.subtract,
+    lambda g, out, x, y: _both(g, x, y, g, -g),
+    torch=lambda t, a, b: a - b,
+    doc="x - y",
+)
 mul = _arith(
     "mul",
     np.multiply,
     lambda g, out, x, y: _both(g, x, y, g * y, g * x),
     torch=lambda t, a, b: a * b,
+    doc="x * y",
 )
 div = _arith(
     "div",
@@ -93,6 +102,7 @@ maximum = _arith(
     lambda g, out, x, y: _tie_split(g, x, y, x > y),
     exact=True,
     torch=lambda t, a, b: t.maximum(a, b),
+    doc="The larger of x and y; on ties each gets half the gradient.",
 )
 minimum = _arith(
     "minimum",
@@ -100,6 +110,7 @@ minimum = _arith(
     lambda g, out, x, y: _tie_split(g, x, y, x < y),
     exact=True,
     torch=lambda t, a, b: t.minimum(a, b),
+    doc="The smaller of x and y; on ties each gets half the gradient.",
 )
 
 
@@ -150,6 +161,7 @@ logical_and = Op(
     reference=np.logical_and,
     samples=_bool_samples(2),
     torch=lambda t, a, b: t.logical_and(a, b),
+    doc="x and y, element-wise on bool tensors.",
 )
 logical_or = Op(
     "logical_or",
@@ -158,6 +170,7 @@ logical_or = Op(
     reference=np.logical_or,
     samples=_bool_samples(2),
     torch=lambda t, a, b: t.logical_or(a, b),
+    doc="x or y, element-wise on bool tensors.",
 )
 logical_not = Op(
     "logical_not",
@@ -166,6 +179,7 @@ logical_not = Op(
     reference=np.logical_not,
     samples=_bool_samples(1),
     torch=lambda t, a: t.logical_not(a),
+    doc="not x, element-wise on a bool tensor.",
 )
 
 

@@ -56,7 +56,7 @@ def tensor(data: Any, dtype: DType | str | None = None, requires_grad: bool = Fa
             raise TypeError(f"cannot make a tensor from {type(data).__name__} of {array.dtype}")
         if not isinstance(data, np.ndarray | np.generic) and array.dtype == np.float64:
             array = array.astype(np.float32)
-    out = from_numpy(np.ascontiguousarray(array) if array.flags.c_contiguous else array.copy())
+    out = from_numpy(array if array.flags.c_contiguous else array.copy())  # np.array copied it
     if dtype is not None and as_dtype(dtype) is not out.dtype:
         out = cast(out, dtype=as_dtype(dtype))
     return out.requires_grad_(True) if requires_grad else out

@@ -30,6 +30,7 @@ reshape = Op(
     shape=lambda x, shape: shape,
     dtype=_any_dtype,
     params=_reshape_canon,
+    positional=("shape",),
     reference=lambda x, shape: np.reshape(x, shape),
     vjp=lambda g, out, x, shape: (g.reshape(x.shape),),
     samples=lambda rng: [
@@ -59,6 +60,7 @@ permute = Op(
     shape=lambda x, axes: tuple(x[a] for a in axes),
     dtype=_any_dtype,
     params=_permute_canon,
+    positional=("axes",),
     reference=lambda x, axes: np.transpose(x, axes),
     vjp=lambda g, out, x, axes: (g.permute(tuple(int(i) for i in np.argsort(axes))),),
     samples=lambda rng: [
@@ -97,7 +99,7 @@ contiguous = Op(
     "contiguous",
     shape=lambda x: x,
     dtype=_any_dtype,
-    reference=np.ascontiguousarray,
+    reference=lambda x: np.asarray(x, order="C"),  # not ascontiguousarray: it makes 0-d into 1-d
     vjp=lambda g, out, x: (g,),
     samples=lambda rng: [Sample((uniform(rng, (3, 4)).T,)), Sample((uniform(rng, (2, 3)),))],
     torch=lambda t, x: x.contiguous(),
@@ -128,6 +130,7 @@ cast = Op(
     shape=lambda x, dtype: x,
     dtype=lambda x, dtype: dtype,
     params=lambda x, dtype: {"dtype": as_dtype(dtype)},
+    positional=("dtype",),
     reference=_cast_reference,
     vjp=_cast_vjp,
     samples=lambda rng: [Sample((uniform(rng, (3, 4)),), {"dtype": d}) for d in ("f32", "f64")],
@@ -231,6 +234,7 @@ pad = Op(
     shape=lambda x, widths, value: tuple(d + a + b for d, (a, b) in zip(x, widths)),
     dtype=_any_dtype,
     params=_pad_canon,
+    positional=("widths", "value"),
     reference=lambda x, widths, value: np.pad(x, widths, constant_values=value),
     vjp=_pad_vjp,
     samples=lambda rng: [
@@ -284,6 +288,8 @@ concat = Op(
     shape=_concat_shape,
     dtype=_concat_dtype,
     params=_concat_canon,
+    positional=("axis",),
+    variadic=True,
     reference=lambda *xs, axis: np.concatenate(
         [x.astype(np.result_type(*xs), copy=False) for x in xs], axis=axis
     ),

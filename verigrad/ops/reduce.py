@@ -29,7 +29,9 @@ _SHAPES = [
 ]
 
 
-def _canon(x: Spec, axis=None, keepdim: bool = False) -> dict:
+def _canon(x: Spec, axis=None, keepdim: bool = False, dim=None) -> dict:
+    """`axis` (or PyTorch's `dim`): an int, a sequence of ints, or None for all axes."""
+    axis = dim if dim is not None else axis
     return {"axis": normalize_axes(axis, x.ndim), "keepdim": bool(keepdim)}
 
 
@@ -106,6 +108,7 @@ sum = Op(
     shape=_reduced_shape,
     dtype=_sum_dtype,
     params=_canon,
+    positional=("axis", "keepdim"),
     reference=_float_sum,
     vjp=lambda g, out, x, axis, keepdim: (_expand_back(g, x, axis, keepdim),),
     samples=_samples,
@@ -118,6 +121,7 @@ mean = Op(
     shape=_nonempty_shape,
     dtype=_mean_dtype,
     params=_canon,
+    positional=("axis", "keepdim"),
     reference=_mean,
     vjp=lambda g, out, x, axis, keepdim: (
         _expand_back(g, x, axis, keepdim) / numel_of(x, axis=axis).cast(g.dtype),
@@ -132,6 +136,7 @@ max = Op(
     shape=_nonempty_shape,
     dtype=lambda x, **_: (no_bf16(x), x)[1],
     params=_canon,
+    positional=("axis", "keepdim"),
     reference=lambda x, axis, keepdim: np.max(x, axis=axis, keepdims=keepdim),
     vjp=_extreme_vjp,
     samples=lambda rng: _samples(rng, nonempty=True),
@@ -143,6 +148,7 @@ min = Op(
     shape=_nonempty_shape,
     dtype=lambda x, **_: (no_bf16(x), x)[1],
     params=_canon,
+    positional=("axis", "keepdim"),
     reference=lambda x, axis, keepdim: np.min(x, axis=axis, keepdims=keepdim),
     vjp=_extreme_vjp,
     samples=lambda rng: _samples(rng, nonempty=True),
@@ -151,7 +157,8 @@ min = Op(
 )
 
 
-def _argmax_canon(x: Spec, axis=None, keepdim: bool = False) -> dict:
+def _argmax_canon(x: Spec, axis=None, keepdim: bool = False, dim=None) -> dict:
+    axis = dim if dim is not None else axis
     if axis is not None and not isinstance(axis, int):
         raise ShapeError(f"argmax takes one axis or None, got {axis}")
     return {"axis": None if axis is None else normalize_axes(axis, x.ndim)[0], "keepdim": keepdim}
@@ -176,6 +183,7 @@ argmax = Op(
     shape=_argmax_shape,
     dtype=lambda x, **_: (no_bf16(x), i64)[1],
     params=_argmax_canon,
+    positional=("axis", "keepdim"),
     reference=_argmax,
     samples=lambda rng: [
         Sample((uniform(rng, s),), {"axis": a, "keepdim": k})

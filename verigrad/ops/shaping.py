@@ -75,6 +75,8 @@ stack = Op(
     shape=_stack_shape,
     dtype=lambda *dtypes, axis: max(dtypes, key=lambda d: d.rank),
     params=lambda *xs, axis=0: {"axis": normalize_axis(axis, xs[0].ndim + 1)},
+    positional=("axis",),
+    variadic=True,
     decompose=_stack_decompose,
     samples=lambda rng: [
         Sample((uniform(rng, (2, 3)), uniform(rng, (2, 3))), {"axis": 1}),

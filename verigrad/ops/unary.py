@@ -50,7 +50,7 @@ def _float_op(
 
 
 def _erf_f64(x: np.ndarray) -> np.ndarray:
-    return _erf(x.astype(np.float64)).astype(np.float64)
+    return np.asarray(_erf(x.astype(np.float64)), dtype=np.float64)  # 0-d input gives a Python float
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -104,7 +104,7 @@ abs = Op(
     torch=lambda t, x: t.abs(x),
     doc="|x|; its gradient at 0 is 0.",
 )
-exp = _float_op("exp", np.exp, lambda g, out, x: (g * out,), torch=lambda t, x: t.exp(x))
+exp = _float_op("exp", np.exp, lambda g, out, x: (g * out,), torch=lambda t, x: t.exp(x), doc="e ** x.")
 log = _float_op(
     "log",
     np.log,
@@ -132,9 +132,23 @@ rsqrt = _float_op(
     torch=lambda t, x: t.rsqrt(x),
     doc="1 / sqrt(x).",
 )
-sin = _float_op("sin", np.sin, lambda g, out, x: (g * cos(x),), torch=lambda t, x: t.sin(x))
-cos = _float_op("cos", np.cos, lambda g, out, x: (-(g * sin(x)),), torch=lambda t, x: t.cos(x))
-tanh = _float_op("tanh", np.tanh, lambda g, out, x: (g * tanh_deriv(out),), torch=lambda t, x: t.tanh(x))
+sin = _float_op(
+    "sin", np.sin, lambda g, out, x: (g * cos(x),), torch=lambda t, x: t.sin(x), doc="Sine (radians)."
+)
+cos = _float_op(
+    "cos",
+    np.cos,
+    lambda g, out, x: (-(g * sin(x)),),
+    torch=lambda t, x: t.cos(x),
+    doc="Cosine (radians).",
+)
+tanh = _float_op(
+    "tanh",
+    np.tanh,
+    lambda g, out, x: (g * tanh_deriv(out),),
+    torch=lambda t, x: t.tanh(x),
+    doc="Hyperbolic tangent.",
+)
 sigmoid = _float_op(
     "sigmoid",
     _sigmoid,
@@ -148,6 +162,7 @@ relu = _float_op(
     lambda g, out, x: (g * relu_deriv(x),),
     exact=True,
     torch=lambda t, x: t.relu(x),
+    doc="max(x, 0); its gradient at 0 is 0.",
 )
 gelu = _float_op(
     "gelu",

@@ -1,0 +1,33 @@
+"""Shared test setup. The parity suite (tests/parity, needs PyTorch) runs only when named:
+`python -m pytest tests/parity`; a plain `python -m pytest` runs the main suite."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import verigrad
+
+PARITY_DIR = Path(__file__).parent / "parity"
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    if collection_path == PARITY_DIR:
+        named = any(Path(a.split("::")[0]).resolve().is_relative_to(PARITY_DIR) for a in config.args)
+        return not named
+    return None
+
+
+@pytest.fixture(autouse=True)
+def _fresh_state():
+    """Each test starts on the reference backend, one thread, with the default generator seeded."""
+    verigrad.manual_seed(0)
+    with verigrad.backend("reference"):
+        yield
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(1234)
