@@ -28,8 +28,8 @@ def test_python_dash_m_runs_the_command():
 
 
 def test_demo_loss_falls_and_is_reproducible():
-    losses = train_mlp(steps=120)
-    assert losses[-1] < losses[0] / 3, (losses[0], losses[-1])
+    losses = train_mlp(steps=200)
+    assert losses[-1] < losses[0] / 5, (losses[0], losses[-1])
     assert train_mlp(steps=5) == losses[:5]  # same seed, same bits
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import verigrad
-from verigrad import f32, f64
+from verigrad import bf16, f32, f64
 from verigrad.ops import Sample
 
 OPS = dict(sorted(verigrad.REGISTRY.items()))
@@ -95,6 +95,56 @@ def test_eager_matches_definition(name: str, index: int, dtype: str) -> None:
         np.testing.assert_array_equal(before, after, strict=True)
 
 
+def _strided(a: np.ndarray) -> np.ndarray:
+    """The same values in a non-contiguous view (every other element of a larger buffer)."""
+    if a.ndim == 0 or a.size == 0:
+        return a.copy()
+    big = np.zeros((*a.shape[:-1], 2 * a.shape[-1]), dtype=a.dtype)
+    big[..., ::2] = a
+    view = big[..., ::2]
+    assert not view.flags.c_contiguous or a.shape[-1] == 1
+    return view
+
+
+@pytest.mark.parametrize(("name", "index"), _cases())
+def test_strided_inputs_give_the_same_result(name: str, index: int) -> None:
+    """Kernels read their inputs through strides: a view gives what a contiguous copy gives."""
+    op = OPS[name]
+    sample = _samples(op)[index]
+    arrays = _arrays(sample, "f64")
+    contiguous, _ = _eager(op, arrays, sample.params)
+    tensors = [verigrad.from_numpy(_strided(a)) for a in arrays]
+    strided = op(*tensors, **sample.params)
+    assert strided.spec == contiguous.spec
+    _assert_close(strided.numpy(), contiguous.numpy(), op.exact, "f64", name)
+
+
+@pytest.mark.parametrize(("name", "index"), _cases())
+def test_bf16_is_moved_exactly_or_refused(name: str, index: int) -> None:
+    """bf16 is for loading, moving and casting: an op refuses it in its rule (before any work), or
+    gives what it gives on the same values in f32, rounded to bf16."""
+    op = OPS[name]
+    sample = _samples(op)[index]
+    f32_values = [  # float inputs rounded to bf16 once, held in f32
+        verigrad.from_numpy(a).cast(bf16).float().numpy() if a.dtype.kind == "f" else a
+        for a in _arrays(sample, "f32")
+    ]
+    tensors = [
+        verigrad.from_numpy(a.copy()).cast(bf16) if a.dtype.kind == "f" else verigrad.from_numpy(a.copy())
+        for a in f32_values
+    ]
+    try:
+        want = op.spec(*tensors, **_canonical(op, tensors, sample.params))
+    except verigrad.DTypeError:
+        return  # refused by the rule, before anything ran
+    out = op(*tensors, **sample.params)
+    assert out.spec == want
+    expected = op(*(verigrad.from_numpy(a.copy()) for a in f32_values), **sample.params).cast(want.dtype)
+    if want.dtype is bf16:
+        out, expected = out.float(), expected.float()
+    np.testing.assert_array_equal(out.numpy(), expected.numpy(), err_msg=name, strict=True)
+
+
 @pytest.mark.parametrize(("name", "index"), _cases())
 def test_abstract_spec_matches_eager(name: str, index: int) -> None:
     """The abstract mode gives the same spec as running the op, without running it."""
@@ -154,6 +204,50 @@ def test_gradient_matches_finite_differences(name: str, index: int) -> None:
         np.testing.assert_allclose(
             leaf.grad.numpy(), numeric, rtol=rtol, atol=atol, err_msg=f"{name}: gradient of input {i}"
         )
+
+
+def _vjp_dot(op: Any, arrays: list[np.ndarray], params: dict, create_graph: bool):
+    """(leaves, sum_k <v_k, VJP_k(x)>) with a fixed cotangent and fixed directions v_k."""
+    tensors = [verigrad.from_numpy(a.copy()) for a in arrays]
+    for t in tensors:
+        if t.dtype.is_float:  # int and bool operands are constants
+            t.requires_grad_()
+    out = op(*tensors, **params)
+    cot = np.random.default_rng(2).standard_normal(out.numpy().shape)
+    out.backward(verigrad.tensor(cot), create_graph=create_graph)
+    total = verigrad.tensor(0.0, dtype="f64")
+    for k, (t, a) in enumerate(zip(tensors, arrays)):
+        if a.dtype.kind == "f":
+            v = np.random.default_rng(3 + k).standard_normal(a.shape)
+            total = total + (t.grad * verigrad.tensor(v)).sum()
+    return tensors, total
+
+
+@pytest.mark.parametrize(("name", "index"), _cases(lambda op: op.differentiable))
+def test_second_derivative_matches_finite_differences(name: str, index: int) -> None:
+    """create_graph=True: the gradient of <v, VJP(x)> against its directional finite difference."""
+    op = OPS[name]
+    sample = _samples(op)[index]
+    arrays = _arrays(sample, "f64")
+    tensors, total = _vjp_dot(op, arrays, sample.params, create_graph=True)
+    floats = [k for k, a in enumerate(arrays) if a.dtype.kind == "f"]
+    for k in floats:
+        tensors[k].grad = None
+    if total.requires_grad:
+        total.backward()
+    rng = np.random.default_rng(4)
+    directions = {k: rng.standard_normal(arrays[k].shape) for k in floats}
+    analytic = sum(
+        float(np.sum(tensors[k].grad.numpy() * directions[k])) if tensors[k].grad is not None else 0.0
+        for k in floats
+    )
+    eps = 1e-6
+    plus = [a + eps * directions[k] if k in directions else a for k, a in enumerate(arrays)]
+    minus = [a - eps * directions[k] if k in directions else a for k, a in enumerate(arrays)]
+    f_plus = _vjp_dot(op, plus, sample.params, create_graph=False)[1].item()
+    f_minus = _vjp_dot(op, minus, sample.params, create_graph=False)[1].item()
+    numeric = (f_plus - f_minus) / (2 * eps)
+    np.testing.assert_allclose(analytic, numeric, rtol=1e-5, atol=1e-6, err_msg=f"{name}: second derivative")
 
 
 # (c) every op carries what the suites and readers need --------------------------------------------

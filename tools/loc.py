@@ -33,9 +33,8 @@ def main() -> None:
     for name in available():
         with backend(name) as b:
             report = b.report()
-        print(
-            f"backend {name}: {len(report['native'])} native kernels, {len(report['fallback'])} on the reference"
-        )
+        native, fallback = len(report["native"]), len(report["fallback"])
+        print(f"backend {name}: {native} native kernels, {fallback} on the reference")
 
 
 if __name__ == "__main__":

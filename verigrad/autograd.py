@@ -100,6 +100,8 @@ def backward(root: Tensor, grad: Tensor | None = None, create_graph: bool = Fals
                         f"the VJP of {node.op.name} gave a gradient of shape {gi.shape} "
                         f"for an input of shape {inp.shape}"
                     )
+                if gi.dtype is not inp.dtype:  # mixed-dtype ops: each input's gradient in its own dtype
+                    gi = gi.cast(inp.dtype)
                 grads[id(inp)] = gi if id(inp) not in grads else grads[id(inp)] + gi
 
 

@@ -1,9 +1,89 @@
-"""The `verigrad` command: `verigrad demo`, `verigrad ops`, `verigrad version`."""
+"""The `verigrad` command: `train`, `eval`, `demo`, `ops`, `version`."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
+from pathlib import Path
+
+
+def _train(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .plot import have_matplotlib, training_picture
+    from .train import TrainConfig, test_predictions, train
+
+    config = TrainConfig(
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        optimizer=args.optimizer,
+        seed=args.seed,
+        out=args.out,
+        backend=args.backend,
+        threads=args.threads,
+        data=args.data,
+        data_dir=args.data_dir,
+    )
+    console = Console()
+    console.print(
+        f"[bold]verigrad train[/]: CNN on {config.data}, {config.epochs} epochs, batch {config.batch_size}, "
+        f"{config.optimizer}, backend {config.backend}, {config.threads} thread(s), seed {config.seed}"
+    )
+    columns = (
+        TextColumn("epoch {task.fields[epoch]}/{task.fields[epochs]}"),
+        BarColumn(),
+        TextColumn("step {task.completed}/{task.total}"),
+        TextColumn("loss {task.fields[loss]:.4f}  acc {task.fields[accuracy]:6.1%}"),
+        TextColumn("{task.fields[steps_per_s]:6.1f} steps/s"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task(
+            "train",
+            total=None,
+            epoch=0,
+            epochs=config.epochs,
+            loss=float("nan"),
+            accuracy=0.0,
+            steps_per_s=0.0,
+        )
+
+        def on_step(s: dict) -> None:
+            progress.update(
+                task,
+                completed=s["step"],
+                total=s["steps"],
+                epoch=s["epoch"],
+                loss=s["loss"],
+                accuracy=s["accuracy"],
+                steps_per_s=s["steps_per_s"],
+            )
+
+        result = train(config, on_step=on_step)
+    console.print(
+        f"test accuracy [bold]{result.test_accuracy:.2%}[/] after {result.seconds:.1f} s of training; "
+        f"checkpoint {result.checkpoint}"
+    )
+    if have_matplotlib():
+        images, labels, predicted = test_predictions(result.model, config)
+        picture = training_picture(
+            result.history, images, labels, predicted, Path(config.out) / "training.png"
+        )
+        console.print(f"picture {picture}")
+    else:
+        console.print('no picture: matplotlib is missing (pip install "verigrad[plot]")')
+    return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from .train import evaluate
+
+    accuracy, count = evaluate(args.checkpoint, data_dir=args.data_dir)
+    print(f"{args.checkpoint}: test accuracy {accuracy:.2%} on {count} images")
+    return 0
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -53,6 +133,27 @@ def build_parser() -> argparse.ArgumentParser:
         description="verigrad: every op has one NumPy definition; shapes are checked for every size.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    from .backends import available
+    from .train import OPTIMIZERS
+
+    train = sub.add_parser("train", help="train the CNN on the shipped digits (or MNIST) and save it")
+    train.add_argument("--epochs", type=_positive_int, default=12)
+    train.add_argument("--batch-size", type=_positive_int, default=32)
+    train.add_argument(
+        "--lr", type=_positive_float, default=None, help="default: 1e-2 (adam, adamw), 0.1 (sgd)"
+    )
+    train.add_argument("--optimizer", choices=OPTIMIZERS, default="adam")
+    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--out", default="runs/digits", help="folder for the checkpoint and the picture")
+    train.add_argument("--backend", choices=available(), default="reference")
+    train.add_argument("--threads", type=_positive_int, default=1)
+    train.add_argument("--data", choices=("digits", "mnist"), default="digits")
+    train.add_argument("--data-dir", default=None, help="folder with MNIST's IDX files (for --data mnist)")
+    train.set_defaults(run=_train)
+    evaluate = sub.add_parser("eval", help="test accuracy of a checkpoint written by `verigrad train`")
+    evaluate.add_argument("checkpoint")
+    evaluate.add_argument("--data-dir", default=None)
+    evaluate.set_defaults(run=_eval)
     demo = sub.add_parser("demo", help="train a small MLP eagerly and print the loss falling")
     demo.add_argument("--steps", type=_positive_int, default=300, help="SGD steps (default 300)")
     demo.set_defaults(run=_demo)
@@ -71,10 +172,30 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    from .errors import VerigradError
+
     parser = build_parser()
     args = parser.parse_args(argv)
     if not hasattr(args, "run"):
         parser.print_help()
         return 0
-    return args.run(args)
+    try:
+        return args.run(args)
+    except (VerigradError, ValueError, OSError) as e:  # a one-line error, never a traceback
+        message = str(e).splitlines()[0] if str(e) else type(e).__name__
+        print(f"verigrad {args.command}: error: {message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"verigrad {args.command}: interrupted", file=sys.stderr)
+        return 130

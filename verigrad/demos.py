@@ -62,7 +62,7 @@ class MLP:
 
 def train_mlp(
     steps: int = 300,
-    lr: float = 0.5,
+    lr: float = 1.0,
     hidden: int = 64,
     seed: int = 0,
     log: Callable[[int, float, float], None] | None = None,

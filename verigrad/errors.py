@@ -54,6 +54,7 @@ class _OpError(VerigradError):
         self.op: str | None = None
         self.operands: tuple[str, ...] = ()
         self.where: UserFrame | None = None
+        self.layer: object = None  # set by nn.Module: the layer the op ran in
 
     def locate(self, op: str, operands: tuple[str, ...]) -> _OpError:
         """Attach the op name, the operands as written and the user's line; returns self."""
@@ -65,6 +66,8 @@ class _OpError(VerigradError):
         if self.op is None:
             return self.reason
         text = f"{self.op}({', '.join(self.operands)}): {self.reason}"
+        if isinstance(self.layer, str):
+            text += f"\n  {self.layer}"
         return f"{text}\n  at {self.where}" if self.where else text
 
 

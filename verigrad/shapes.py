@@ -87,6 +87,13 @@ class Dim:
             raise ShapeError(f"{self} is not divisible by {other} for every value of the symbols")
         return q
 
+    def __rtruediv__(self, other: int) -> Dim | int:
+        """An int divided by a dimension: exact only for 0 (``12 / n`` is refused)."""
+        q = exact_div(other, self)
+        if q is None:
+            raise ShapeError(f"{other} is not divisible by {self} for every value of the symbols")
+        return q
+
     def __floordiv__(self, other: int) -> Dim | int:
         """Floor division by a positive int: exact when possible, otherwise a new floor atom."""
         q = exact_div(self, other)
@@ -220,7 +227,10 @@ def exact_div(a: DimLike, b: DimLike) -> DimLike | None:
             return a // b if a % b == 0 else None
         q = Dim._make({m: c / b for m, c in a.terms})
     else:
-        q = _poly_div(a, b)
+        try:
+            q = _poly_div(a, b)
+        except ShapeError:  # a fractional constant in the quotient or remainder: not an integer
+            return None
         if q is None:
             return None
     return q if _integer_valued(q) else None

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..registry import OPS
+from .blas import set_blas_threads
 
 Kernel = Callable[..., Any]
 
@@ -90,8 +91,9 @@ def backend(name: str) -> Iterator[Backend]:
 
 
 def set_threads(n: int) -> None:
-    """The number of threads every backend may use (the reference backend ignores it)."""
+    """The number of threads every backend may use, and NumPy's BLAS with them (verigrad starts at 1)."""
     if n < 1:
         raise ValueError(f"threads must be at least 1, got {n}")
     for b in _BACKENDS.values():
         b.threads = int(n)
+    set_blas_threads(int(n))

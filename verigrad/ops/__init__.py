@@ -21,6 +21,21 @@ from .binary import (
     sub,
     where,
 )
+from .composite import (
+    avg_pool2d,
+    col2im,
+    conv2d,
+    cross_entropy,
+    dropout,
+    embedding,
+    im2col,
+    layer_norm,
+    log_softmax,
+    max_pool2d,
+    rms_norm,
+    rope,
+    softmax,
+)
 from .creation import (
     Generator,
     arange,

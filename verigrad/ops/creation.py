@@ -48,15 +48,15 @@ def tensor(data: Any, dtype: DType | str | None = None, requires_grad: bool = Fa
 
     Python floats give f32, ints i64, bools bool; NumPy arrays keep their dtype.
     """
-    if isinstance(data, Tensor):
-        array = data.numpy().copy()
+    if isinstance(data, Tensor):  # a copy of the stored values, in their dtype (bf16 bits too)
+        out = modes.current().constant(np.array(data._array("tensor()"), order="C"), data.dtype)
     else:
         array = np.array(data)
         if array.dtype.kind not in "biuf":
             raise TypeError(f"cannot make a tensor from {type(data).__name__} of {array.dtype}")
         if not isinstance(data, np.ndarray | np.generic) and array.dtype == np.float64:
             array = array.astype(np.float32)
-    out = from_numpy(array if array.flags.c_contiguous else array.copy())  # np.array copied it
+        out = from_numpy(array if array.flags.c_contiguous else array.copy())  # np.array copied it
     if dtype is not None and as_dtype(dtype) is not out.dtype:
         out = cast(out, dtype=as_dtype(dtype))
     return out.requires_grad_(True) if requires_grad else out
@@ -64,6 +64,10 @@ def tensor(data: Any, dtype: DType | str | None = None, requires_grad: bool = Fa
 
 def from_numpy(array: np.ndarray) -> Tensor:
     """A tensor sharing `array`'s memory (int8/16 and uint8/16 widen to i32 with a copy)."""
+    if isinstance(array, np.generic):  # a NumPy scalar: a 0-d array holding its value
+        array = np.asarray(array)
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy takes a NumPy array, got {type(array).__name__}; use verigrad.tensor")
     dtype = from_numpy_dtype(array.dtype)
     if array.dtype != dtype.np:
         array = array.astype(dtype.np)
@@ -73,6 +77,11 @@ def from_numpy(array: np.ndarray) -> Tensor:
 def from_dlpack(obj: Any) -> Tensor:
     """A tensor sharing the memory of any object that implements the DLPack protocol."""
     return from_numpy(np.from_dlpack(obj))
+
+
+def _torch_dtype(t: Any, dtype: DType) -> Any:
+    """The PyTorch dtype of `dtype` (for the torch lambdas the parity suite calls)."""
+    return t.bfloat16 if dtype is bf16 else getattr(t, dtype.np.name)
 
 
 # fills and ranges ------------------------------------------------------------------------------
@@ -99,7 +108,7 @@ full_op = Op(
     params=_fill_params,
     reference=_fill_reference,
     samples=lambda rng: [Sample((), {"shape": (2, 3), "dtype": "f64", "value": 1.5})],
-    torch=lambda t, shape, dtype, value: t.full(shape, value, dtype=t.float64),
+    torch=lambda t, shape, dtype, value: t.full(shape, value, dtype=_torch_dtype(t, dtype)),
     doc="A tensor of `shape` filled with `value`.",
 )
 
@@ -145,7 +154,7 @@ arange_op = Op(
     params=_arange_params,
     reference=lambda start, stop, step, dtype: np.arange(start, stop, step, dtype=dtype.np),
     samples=lambda rng: [Sample((), {"start": 2, "stop": 11, "step": 3, "dtype": "i64"})],
-    torch=lambda t, start, stop, step, dtype: t.arange(start, stop, step),
+    torch=lambda t, start, stop, step, dtype: t.arange(start, stop, step, dtype=_torch_dtype(t, dtype)),
     doc="Integers start, start+step, ... below stop (sizes may be symbolic).",
 )
 
@@ -167,7 +176,7 @@ eye_op = Op(
     },
     reference=lambda n, m, dtype: np.eye(n, m, dtype=dtype.np),
     samples=lambda rng: [Sample((), {"n": 3, "m": 4, "dtype": "f64"})],
-    torch=lambda t, n, m, dtype: t.eye(n, m, dtype=t.float64),
+    torch=lambda t, n, m, dtype: t.eye(n, m, dtype=_torch_dtype(t, dtype)),
     doc="Ones on the diagonal of an n x m matrix.",
 )
 

@@ -7,7 +7,7 @@ import numpy as np
 from ..dtypes import DType
 from ..errors import DTypeError
 from ..shapes import Spec, normalize_axis
-from ._op import Op, Sample
+from ._op import Op, Sample, no_bf16
 from ._samples import uniform
 
 
@@ -54,7 +54,7 @@ take = Op(
 take_grad = Op(
     "take_grad",
     shape=lambda g, idx, axis, size: (*g[:axis], size, *g[axis + len(idx) :]),
-    dtype=lambda g, idx, axis, size: g,
+    dtype=lambda g, idx, axis, size: (no_bf16(g), g)[1],  # it adds: no bf16 arithmetic
     reference=_take_grad_reference,
     vjp=lambda g2, out, g, idx, axis, size: (take(g2, idx, axis=axis), None),
     samples=lambda rng: [Sample((uniform(rng, (4, 3)), np.array([1, 0, 1, 3])), {"axis": 0, "size": 5})],

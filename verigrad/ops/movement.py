@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import DType, as_dtype, bf16, promote
+from ..dtypes import DType, as_dtype, bf16, from_numpy_dtype, promote
 from ..errors import ShapeError
 from ..shapes import Dim, Spec, broadcast, normalize_axis, reshape_shape, shape_text
 from ._op import Op, Sample, unbroadcast
@@ -224,6 +224,14 @@ def _pad_canon(x: Spec, widths, value: float = 0.0) -> dict:
     return {"widths": widths, "value": float(value)}
 
 
+def _pad_reference(x: np.ndarray, widths: tuple, value: float) -> np.ndarray:
+    if not x.ndim:
+        return x.copy()  # nothing to pad (and NumPy refuses a 0-d array)
+    if x.dtype == np.uint16:  # bf16 bits: pad with the bits of the value in bf16
+        value = _cast_reference(np.array(value, np.float32), bf16)
+    return np.pad(x, widths, constant_values=value)
+
+
 def _pad_vjp(g, out, x, widths, value):
     index = tuple((a, a + d, 1) for (a, _), d in zip(widths, x.shape))
     return (slice_(g, index=index),)
@@ -235,7 +243,7 @@ pad = Op(
     dtype=_any_dtype,
     params=_pad_canon,
     positional=("widths", "value"),
-    reference=lambda x, widths, value: np.pad(x, widths, constant_values=value),
+    reference=_pad_reference,
     vjp=_pad_vjp,
     samples=lambda rng: [
         Sample((uniform(rng, (2, 3)),), {"widths": ((1, 0), (2, 1)), "value": 0.0}),
@@ -283,6 +291,13 @@ def _concat_dtype(*dtypes: DType, axis: int) -> DType:
     return promote(*dtypes)
 
 
+def _concat_reference(*xs: np.ndarray, axis: int) -> np.ndarray:
+    """Each part converted to the promoted dtype as `cast` does (uint16 arrays hold bf16 bits)."""
+    dtypes = [bf16 if x.dtype == np.uint16 else from_numpy_dtype(x.dtype) for x in xs]
+    out = promote(*dtypes)
+    return np.concatenate([_cast_reference(x, out) if d is not out else x for x, d in zip(xs, dtypes)], axis)
+
+
 concat = Op(
     "concat",
     shape=_concat_shape,
@@ -290,9 +305,7 @@ concat = Op(
     params=_concat_canon,
     positional=("axis",),
     variadic=True,
-    reference=lambda *xs, axis: np.concatenate(
-        [x.astype(np.result_type(*xs), copy=False) for x in xs], axis=axis
-    ),
+    reference=_concat_reference,
     vjp=_concat_vjp,
     samples=lambda rng: [
         Sample((uniform(rng, (2, 3)), uniform(rng, (4, 3))), {"axis": 0}),

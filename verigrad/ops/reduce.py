@@ -196,6 +196,7 @@ argmax = Op(
 
 
 def _numel_dtype(x: DType, **_) -> DType:
+    no_bf16(x)  # a count made in bf16 would be the integer's bits
     return x if x.is_float and x is not bool_ else i64
 
 

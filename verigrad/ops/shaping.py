@@ -8,20 +8,29 @@ from typing import Any
 import numpy as np
 
 from .. import modes
-from ..errors import ShapeError
+from ..dtypes import promote
+from ..errors import DTypeError, ShapeError
 from ..registry import FUNCS
 from ..shapes import Dim, broadcast, normalize_axis, shape_text
-from ..tensor import Tensor
+from ..tensor import Tensor, describe
 from ._op import Op, Sample, lift
 from ._samples import uniform
 from .index import take
 from .movement import broadcast_to, cast, concat, permute, reshape, slice_
 
 
+def _axis(x: Tensor, axis: int, ndim: int, fn: str) -> int:
+    """`normalize_axis`, with a refusal that names the function, the operand and the user's line."""
+    try:
+        return normalize_axis(axis, ndim)
+    except ShapeError as e:
+        raise e.locate(fn, (describe(x),)) from None
+
+
 def transpose(x: Tensor, a: int = -2, b: int = -1) -> Tensor:
     """Axes a and b swapped: a view with swapped strides."""
     axes = list(range(x.ndim))
-    a, b = normalize_axis(a, x.ndim), normalize_axis(b, x.ndim)
+    a, b = _axis(x, a, x.ndim, "transpose"), _axis(x, b, x.ndim, "transpose")
     axes[a], axes[b] = axes[b], axes[a]
     return permute(x, axes=tuple(axes))
 
@@ -30,20 +39,24 @@ def expand(x: Tensor, shape: tuple) -> Tensor:
     """PyTorch's expand: -1 keeps a size; new leading dimensions may be added."""
     lead = len(shape) - x.ndim
     if lead < 0:
-        raise ShapeError(f"expand to {shape_text(shape)} has fewer dimensions than {shape_text(x.shape)}")
+        reason = f"expand to {shape_text(shape)} has fewer dimensions than {shape_text(x.shape)}"
+        raise ShapeError(reason).locate("expand", (describe(x),))
+    if any(isinstance(d, int) and d == -1 for d in shape[:lead]):
+        reason = f"-1 keeps a size, so a new leading dimension cannot be -1: {shape_text(shape)}"
+        raise ShapeError(reason).locate("expand", (describe(x),))
     full = tuple(x.shape[i - lead] if isinstance(d, int) and d == -1 else d for i, d in enumerate(shape))
     return broadcast_to(x, shape=full)
 
 
 def unsqueeze(x: Tensor, axis: int) -> Tensor:
-    axis = normalize_axis(axis, x.ndim + 1)
+    axis = _axis(x, axis, x.ndim + 1, "unsqueeze")
     return reshape(x, shape=(*x.shape[:axis], 1, *x.shape[axis:]))
 
 
 def squeeze(x: Tensor, axis: int | None = None) -> Tensor:
     if axis is None:
         return reshape(x, shape=tuple(d for d in x.shape if d != 1))
-    axis = normalize_axis(axis, x.ndim)
+    axis = _axis(x, axis, x.ndim, "squeeze")
     if x.shape[axis] != 1:
         return x
     return reshape(x, shape=x.shape[:axis] + x.shape[axis + 1 :])
@@ -52,7 +65,7 @@ def squeeze(x: Tensor, axis: int | None = None) -> Tensor:
 def flatten(x: Tensor, start: int = 0, end: int = -1) -> Tensor:
     if x.ndim == 0:
         return reshape(x, shape=(1,))
-    start, end = normalize_axis(start, x.ndim), normalize_axis(end, x.ndim)
+    start, end = _axis(x, start, x.ndim, "flatten"), _axis(x, end, x.ndim, "flatten")
     size: Any = 1
     for d in x.shape[start : end + 1]:
         size = size * d
@@ -73,7 +86,7 @@ def _stack_shape(*shapes: tuple, axis: int) -> tuple:
 stack = Op(
     "stack",
     shape=_stack_shape,
-    dtype=lambda *dtypes, axis: max(dtypes, key=lambda d: d.rank),
+    dtype=lambda *dtypes, axis: promote(*dtypes),  # as concat: f16 with bf16 gives f32
     params=lambda *xs, axis=0: {"axis": normalize_axis(axis, xs[0].ndim + 1)},
     positional=("axis",),
     variadic=True,
@@ -119,7 +132,8 @@ def getitem(x: Tensor, key: Any) -> Tensor:
         else:
             array = k if isinstance(k, Tensor) else lift([np.asarray(k)])[0]
             if array.dtype.kind != "i":
-                raise IndexError(f"cannot index with {array.dtype.name} values (only integer arrays)")
+                reason = f"cannot index with {array.dtype.name} values (only integer arrays)"
+                raise DTypeError(reason).locate("getitem", (describe(x), describe(array)))
             index.append(slice(None))
             layout.append(("array", dim))
             arrays.append((dim, array))

@@ -212,8 +212,31 @@ tanh_deriv = _float_op(
     exact=True,
     doc="1 - y^2 of the forward output y = tanh(x).",
 )
-gelu_deriv = _float_op("gelu_deriv", _gelu_deriv, None, doc="d gelu / dx of the forward input.")
+
+
+# second derivatives, so that create_graph=True differentiates gelu and silu twice
+def _gelu_second(g, out, x):
+    """gelu'' = pdf(x) * (2 - x^2)."""
+    pdf = (x * x * -0.5).exp() * (1 / math.sqrt(2 * math.pi))
+    return (g * pdf * (2 - x * x),)
+
+
+def _gelu_tanh_second(g, out, x):
+    """With t = tanh(u), u = c(x + a x^3): gelu_tanh'' = (1 - t^2) (u' + x (u'' - 2 t u'^2) / 2)."""
+    t = tanh((x + x * x * x * _GELU_A) * _SQRT_2_OVER_PI)
+    du = (1 + x * x * (3 * _GELU_A)) * _SQRT_2_OVER_PI
+    ddu = x * (6 * _GELU_A * _SQRT_2_OVER_PI)
+    return (g * tanh_deriv(t) * (du + x * 0.5 * (ddu - t * du * du * 2)),)
+
+
+def _silu_second(g, out, x):
+    """With s = sigmoid(x): silu'' = s (1 - s) (2 + x (1 - 2 s))."""
+    s = sigmoid(x)
+    return (g * sigmoid_deriv(s) * (2 + x * (1 - s * 2)),)
+
+
+gelu_deriv = _float_op("gelu_deriv", _gelu_deriv, _gelu_second, doc="d gelu / dx of the forward input.")
 gelu_tanh_deriv = _float_op(
-    "gelu_tanh_deriv", _gelu_tanh_deriv, None, doc="d gelu_tanh / dx of the forward input."
+    "gelu_tanh_deriv", _gelu_tanh_deriv, _gelu_tanh_second, doc="d gelu_tanh / dx of the forward input."
 )
-silu_deriv = _float_op("silu_deriv", _silu_deriv, None, doc="d silu / dx of the forward input.")
+silu_deriv = _float_op("silu_deriv", _silu_deriv, _silu_second, doc="d silu / dx of the forward input.")

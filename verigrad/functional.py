@@ -1,0 +1,164 @@
+"""Functions in the style of `torch.nn.functional`, each a thin wrapper over verigrad ops.
+
+Images are NCHW unless `layout="NHWC"` is given (conv weights are then [KH, KW, C, O]). Norms take
+(x, weight, bias, eps) and normalize over the last axis; embedding takes (weight, idx).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import ops
+from .ops.creation import Generator, _seed
+from .shapes import DimLike
+from .tensor import Tensor
+
+IntPair = int | tuple[int, int]
+
+
+def softmax(x: Tensor, dim: int = -1) -> Tensor:
+    """exp(x) / sum(exp(x)) along `dim`, max-subtracted so it cannot overflow."""
+    return ops.softmax(x, axis=dim)
+
+
+def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
+    """log(softmax(x)) along `dim`, computed without forming softmax."""
+    return ops.log_softmax(x, axis=dim)
+
+
+def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    """Cross-entropy of logits [N, C] against integer classes [N]; reduction 'mean', 'sum' or 'none'."""
+    if isinstance(target, Tensor) and isinstance(target.data, np.ndarray) and target.dtype.kind == "i":
+        classes = input.shape[-1]
+        values = target.data
+        if values.size and isinstance(classes, int) and (values.min() < 0 or values.max() >= classes):
+            bad = values[(values < 0) | (values >= classes)][0]
+            raise IndexError(f"cross_entropy: target {bad} is out of range for {classes} classes")
+    return ops.cross_entropy(input, target, reduction=reduction)
+
+
+def layer_norm(
+    x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5
+) -> Tensor:
+    """Layer normalization over the last axis; a missing weight is ones, a missing bias zeros."""
+    size = x.shape[-1:]
+    weight = ops.ones(size, dtype=x.dtype) if weight is None else weight
+    bias = ops.zeros(size, dtype=x.dtype) if bias is None else bias
+    return ops.layer_norm(x, weight, bias, eps=eps)
+
+
+def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-6) -> Tensor:
+    """x * rsqrt(mean(x^2) + eps) * weight over the last axis (a missing weight is ones)."""
+    weight = ops.ones(x.shape[-1:], dtype=x.dtype) if weight is None else weight
+    return ops.rms_norm(x, weight, eps=eps)
+
+
+def embedding(weight: Tensor, idx: Tensor) -> Tensor:
+    """Rows of `weight` [V, D] at the integer indices `idx` [...], giving [..., D].
+
+    PyTorch's argument order (idx, weight) is accepted too: the integer tensor is the index.
+    """
+    if weight.dtype.kind == "i" and idx.dtype.kind != "i":
+        weight, idx = idx, weight
+    return ops.embedding(weight, idx)
+
+
+def conv2d(
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: IntPair = 1,
+    padding: IntPair = 0,
+    dilation: IntPair = 1,
+    layout: str = "NCHW",
+) -> Tensor:
+    """2-D convolution (groups=1): NCHW with [O, C, KH, KW] weights or NHWC with [KH, KW, C, O]."""
+    out = ops.conv2d(x, weight, stride=stride, padding=padding, dilation=dilation, layout=layout)
+    if bias is None:
+        return out
+    return out + (bias.reshape(bias.shape[0], 1, 1) if layout == "NCHW" else bias)
+
+
+def max_pool2d(
+    x: Tensor,
+    kernel_size: IntPair,
+    stride: IntPair | None = None,
+    padding: IntPair = 0,
+    layout: str = "NCHW",
+    dilation: IntPair = 1,
+) -> Tensor:
+    """Window maxima (stride defaults to the kernel size); gradients go to each window's first maximum."""
+    window = {"kernel": kernel_size, "stride": stride, "padding": padding, "dilation": dilation}
+    return ops.max_pool2d(x, **window, layout=layout)
+
+
+def avg_pool2d(
+    x: Tensor,
+    kernel_size: IntPair,
+    stride: IntPair | None = None,
+    padding: IntPair = 0,
+    layout: str = "NCHW",
+) -> Tensor:
+    """Window means, zero padding counted in the divisor (PyTorch's count_include_pad=True)."""
+    return ops.avg_pool2d(x, kernel=kernel_size, stride=stride, padding=padding, layout=layout)
+
+
+def dropout(x: Tensor, p: float = 0.5, training: bool = True, generator: Generator | None = None) -> Tensor:
+    """Zero elements with probability p and scale the rest by 1/(1-p); the identity when not training."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+    if not training or p == 0.0:
+        return x
+    return ops.dropout(x, p=p, seed=_seed(generator))
+
+
+def rope(x: Tensor, cos: Tensor, sin: Tensor, offset: DimLike = 0, interleaved: bool = True) -> Tensor:
+    """Rotary embedding of x [..., T, D] with table rows offset..offset+T of cos/sin [Tmax, D/2]."""
+    return ops.rope(x, cos, sin, offset=offset, interleaved=interleaved)
+
+
+def relu(x: Tensor) -> Tensor:
+    """max(x, 0)."""
+    return ops.relu(x)
+
+
+def gelu(x: Tensor, approximate: str = "none") -> Tensor:
+    """GELU with the exact normal CDF, or its tanh approximation with approximate='tanh'."""
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
+    return ops.gelu_tanh(x) if approximate == "tanh" else ops.gelu(x)
+
+
+def silu(x: Tensor) -> Tensor:
+    """x * sigmoid(x)."""
+    return ops.silu(x)
+
+
+def sigmoid(x: Tensor) -> Tensor:
+    """1 / (1 + exp(-x))."""
+    return ops.sigmoid(x)
+
+
+def tanh(x: Tensor) -> Tensor:
+    """Hyperbolic tangent."""
+    return ops.tanh(x)
+
+
+__all__ = [
+    "avg_pool2d",
+    "conv2d",
+    "cross_entropy",
+    "dropout",
+    "embedding",
+    "gelu",
+    "layer_norm",
+    "log_softmax",
+    "max_pool2d",
+    "relu",
+    "rms_norm",
+    "rope",
+    "sigmoid",
+    "silu",
+    "softmax",
+    "tanh",
+]

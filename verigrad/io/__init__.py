@@ -1,0 +1,5 @@
+"""Files: checkpoints (safetensors)."""
+
+from .checkpoint import load, save
+
+__all__ = ["load", "save"]

@@ -1,0 +1,280 @@
+"""Layers: Linear, Conv2d, pooling, Flatten, Dropout, normalisation, Embedding, activations, losses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import functional as F
+from ..autograd import no_grad
+from ..dtypes import f32
+from ..ops import ones, zeros
+from ..shapes import DimLike
+from ..tensor import Tensor
+from .init import fan_in_bound, normal, uniform
+from .module import Module
+
+
+def _pair(v: Any) -> tuple[Any, Any]:
+    return (v, v) if not isinstance(v, tuple | list) else tuple(v)  # type: ignore[return-value]
+
+
+class Linear(Module):
+    """y = x @ weight.T + bias, weight [out_features, in_features] (Kaiming-uniform, as PyTorch)."""
+
+    def __init__(self, in_features: DimLike, out_features: DimLike, bias: bool = True, dtype: Any = f32):
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        bound = fan_in_bound(in_features)
+        self.weight = uniform((out_features, in_features), bound, dtype)
+        self.bias = uniform((out_features,), bound, dtype) if bias else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = x @ self.weight.T
+        return y + self.bias if self.bias is not None else y
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+        )
+
+
+class Conv2d(Module):
+    """2-D convolution. NCHW: weight [out, in, kh, kw]; NHWC: weight [kh, kw, in, out]."""
+
+    def __init__(
+        self,
+        in_channels: DimLike,
+        out_channels: DimLike,
+        kernel_size: int | tuple[int, int],
+        stride: int | tuple[int, int] = 1,
+        padding: int | tuple[int, int] = 0,
+        dilation: int | tuple[int, int] = 1,
+        bias: bool = True,
+        layout: str = "NCHW",
+        dtype: Any = f32,
+    ):
+        super().__init__()
+        kh, kw = _pair(kernel_size)
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, (kh, kw)
+        self.stride, self.padding, self.dilation, self.layout = stride, padding, dilation, layout
+        bound = fan_in_bound(in_channels * kh * kw)
+        shape = (
+            (out_channels, in_channels, kh, kw) if layout == "NCHW" else (kh, kw, in_channels, out_channels)
+        )
+        self.weight = uniform(shape, bound, dtype)
+        self.bias = uniform((out_channels,), bound, dtype) if bias else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.layout)
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "
+            f"padding={self.padding}, layout={self.layout}"
+        )
+
+
+class MaxPool2d(Module):
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0, layout: str = "NCHW"):
+        super().__init__()
+        self.kernel_size, self.stride, self.padding, self.layout = kernel_size, stride, padding, layout
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.layout)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride or self.kernel_size}"
+
+
+class AvgPool2d(MaxPool2d):
+    def forward(self, x: Tensor) -> Tensor:
+        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.layout)
+
+
+class Flatten(Module):
+    def __init__(self, start_dim: int = 1, end_dim: int = -1):
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x.flatten(self.start_dim, self.end_dim)
+
+
+class Dropout(Module):
+    """Zeroes each element with probability p in training (scaling the rest by 1/(1-p))."""
+
+    def __init__(self, p: float = 0.5):
+        super().__init__()
+        if not 0 <= p < 1:
+            raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+        self.p = p
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.dropout(x, self.p, training=self.training)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
+class BatchNorm2d(Module):
+    """Batch normalisation over (N, H, W) per channel, with running statistics for eval()."""
+
+    def __init__(
+        self,
+        num_features: DimLike,
+        eps: float = 1e-5,
+        momentum: float = 0.1,
+        layout: str = "NCHW",
+        dtype: Any = f32,
+    ):
+        super().__init__()
+        self.num_features, self.eps, self.momentum, self.layout = num_features, eps, momentum, layout
+        self.weight = ones(num_features, dtype=dtype, requires_grad=True)
+        self.bias = zeros(num_features, dtype=dtype, requires_grad=True)
+        self.register_buffer("running_mean", zeros(num_features, dtype=dtype))
+        self.register_buffer("running_var", ones(num_features, dtype=dtype))
+
+    def forward(self, x: Tensor) -> Tensor:
+        axes, channel = ((0, 2, 3), 1) if self.layout == "NCHW" else ((0, 1, 2), 3)
+        shape = tuple(self.num_features if i == channel else 1 for i in range(4))
+        if self.training:
+            mean = x.mean(axes, keepdim=True)
+            centered = x - mean
+            var = (centered * centered).mean(axes, keepdim=True)
+            with no_grad():
+                count = x.numel() // x.shape[channel]
+                m = self.momentum
+                self.running_mean.assign(self.running_mean * (1 - m) + mean.reshape(-1).detach() * m)
+                unbiased = var.reshape(-1).detach() * (count / max(count - 1, 1))
+                self.running_var.assign(self.running_var * (1 - m) + unbiased * m)
+        else:
+            centered = x - self.running_mean.reshape(shape)
+            var = self.running_var.reshape(shape)
+        y = centered * (var + self.eps).rsqrt()
+        return y * self.weight.reshape(shape) + self.bias.reshape(shape)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}"
+
+
+class LayerNorm(Module):
+    """Normalise over the last dimension, then scale and shift (elementwise_affine)."""
+
+    def __init__(
+        self, normalized_shape: DimLike, eps: float = 1e-5, elementwise_affine: bool = True, dtype: Any = f32
+    ):
+        super().__init__()
+        self.normalized_shape, self.eps = normalized_shape, eps
+        self.weight = ones(normalized_shape, dtype=dtype, requires_grad=True) if elementwise_affine else None
+        self.bias = zeros(normalized_shape, dtype=dtype, requires_grad=True) if elementwise_affine else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.layer_norm(x, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.normalized_shape}, eps={self.eps}"
+
+
+class RMSNorm(Module):
+    """x * rsqrt(mean(x^2) + eps) * weight over the last dimension (Llama's norm)."""
+
+    def __init__(self, dim: DimLike, eps: float = 1e-6, dtype: Any = f32):
+        super().__init__()
+        self.dim, self.eps = dim, eps
+        self.weight = ones(dim, dtype=dtype, requires_grad=True)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.rms_norm(x, self.weight, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.dim}, eps={self.eps}"
+
+
+class Embedding(Module):
+    """Rows of a [num_embeddings, embedding_dim] table (initialised N(0, 1), as PyTorch)."""
+
+    def __init__(self, num_embeddings: DimLike, embedding_dim: DimLike, dtype: Any = f32):
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.weight = normal((num_embeddings, embedding_dim), 1.0, dtype)
+
+    def forward(self, idx: Tensor) -> Tensor:
+        return F.embedding(self.weight, idx)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_embeddings}, {self.embedding_dim}"
+
+
+class Sequential(Module):
+    """Layers applied in order; indexable and iterable."""
+
+    def __init__(self, *layers: Module):
+        super().__init__()
+        for i, layer in enumerate(layers):
+            setattr(self, str(i), layer)
+
+    def __getitem__(self, i: int) -> Module:
+        return list(self._modules.values())[i]
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def forward(self, x: Any) -> Any:
+        for layer in self._modules.values():
+            x = layer(x)
+        return x
+
+
+class ModuleList(Sequential):
+    """A list of modules whose parameters are registered (no forward of its own)."""
+
+    def forward(self, x: Any) -> Any:
+        raise NotImplementedError("ModuleList has no forward(); iterate over it")
+
+
+def _activation(name: str, fn: Any) -> type[Module]:
+    return type(name, (Module,), {"forward": lambda self, x: fn(x), "__doc__": f"{name} as a layer."})
+
+
+ReLU = _activation("ReLU", F.relu)
+SiLU = _activation("SiLU", F.silu)
+Tanh = _activation("Tanh", F.tanh)
+Sigmoid = _activation("Sigmoid", F.sigmoid)
+
+
+class GELU(Module):
+    def __init__(self, approximate: str = "none"):
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.gelu(x, approximate=self.approximate)
+
+
+class CrossEntropyLoss(Module):
+    """Cross-entropy of logits [N, C] against integer targets [N]."""
+
+    def __init__(self, reduction: str = "mean"):
+        super().__init__()
+        self.reduction = reduction
+
+    def forward(self, logits: Tensor, target: Tensor) -> Tensor:
+        return F.cross_entropy(logits, target, reduction=self.reduction)
+
+
+class MSELoss(Module):
+    """Mean (or sum) of squared differences."""
+
+    def __init__(self, reduction: str = "mean"):
+        super().__init__()
+        if reduction not in ("mean", "sum"):
+            raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
+        self.reduction = reduction
+
+    def forward(self, prediction: Tensor, target: Tensor) -> Tensor:
+        diff = prediction - target
+        squared = diff * diff
+        return squared.mean() if self.reduction == "mean" else squared.sum()

@@ -1,0 +1,159 @@
+"""`Module`: parameters, buffers and submodules found from attributes, as in PyTorch.
+
+A tensor attribute that requires grad is a parameter; `register_buffer` adds state that is saved
+but not trained (BatchNorm's running statistics). Inside `verigrad.abstract()` modules are built from
+specs, so a model can be checked for every size with `verigrad.check`. A shape error raised inside a
+module's forward names the layer it happened in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from ..autograd import no_grad
+from ..errors import DTypeError, ShapeError
+from ..ops import tensor
+from ..shapes import shape_text
+from ..tensor import Tensor
+
+_CALL_STACK: list[Module] = []
+
+
+class Module:
+    """Base class of layers and models: subclass it, assign layers and tensors, write `forward`."""
+
+    training: bool
+
+    def __init__(self) -> None:
+        object.__setattr__(self, "_parameters", {})
+        object.__setattr__(self, "_buffers", {})
+        object.__setattr__(self, "_modules", {})
+        object.__setattr__(self, "training", True)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if "_parameters" not in self.__dict__:
+            raise AttributeError(f"{type(self).__name__}.__init__ must call super().__init__() first")
+        for table in (self._parameters, self._buffers, self._modules):
+            table.pop(name, None)
+        if isinstance(value, Module):
+            self._modules[name] = value
+        elif isinstance(value, Tensor) and name not in self.__dict__.get("_buffer_names", ()):
+            if value.requires_grad:
+                self._parameters[name] = value
+            else:
+                self._buffers[name] = value
+        object.__setattr__(self, name, value)
+
+    def register_buffer(self, name: str, value: Tensor) -> None:
+        """Keep `value` as state that `state_dict` saves but optimizers do not train."""
+        self.__setattr__(name, value)
+        self._parameters.pop(name, None)
+        self._buffers[name] = value
+
+    # traversal ----------------------------------------------------------------------------------
+    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
+        yield prefix, self
+        for name, child in self._modules.items():
+            yield from child.named_modules(f"{prefix}.{name}" if prefix else name)
+
+    def modules(self) -> Iterator[Module]:
+        for _, m in self.named_modules():
+            yield m
+
+    def children(self) -> Iterator[Module]:
+        yield from self._modules.values()
+
+    def named_parameters(self) -> Iterator[tuple[str, Tensor]]:
+        for prefix, m in self.named_modules():
+            for name, p in m._parameters.items():
+                yield (f"{prefix}.{name}" if prefix else name), p
+
+    def parameters(self) -> list[Tensor]:
+        return [p for _, p in self.named_parameters()]
+
+    def named_buffers(self) -> Iterator[tuple[str, Tensor]]:
+        for prefix, m in self.named_modules():
+            for name, b in m._buffers.items():
+                yield (f"{prefix}.{name}" if prefix else name), b
+
+    # state ----------------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Tensor]:
+        """Every parameter and buffer by its dotted name (the tensors themselves, not copies)."""
+        return {**dict(self.named_parameters()), **dict(self.named_buffers())}
+
+    def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> None:
+        """Copy values in; with `strict`, any missing, extra, mis-shaped or mis-typed entry is an error
+        that names every offending tensor, and nothing is copied."""
+        own = self.state_dict()
+        problems = []
+        if strict:
+            problems += [f"missing: {k}" for k in own if k not in state]
+            problems += [f"unexpected: {k}" for k in state if k not in own]
+        for k, target in own.items():
+            if k not in state:
+                continue
+            value = state[k]
+            shape, dtype = tuple(value.shape), getattr(value, "dtype", None)
+            dtype_name = getattr(dtype, "name", str(dtype))
+            if shape != tuple(target.shape):
+                problems.append(
+                    f"{k}: shape {shape_text(shape)} in the state, {shape_text(target.shape)} in the model"
+                )
+            elif dtype_name not in (target.dtype.name, target.dtype.np.name):
+                problems.append(f"{k}: dtype {dtype_name} in the state, {target.dtype.name} in the model")
+        if problems:
+            raise ValueError("load_state_dict refused:\n  " + "\n  ".join(problems))
+        with no_grad():
+            for k, target in own.items():
+                if k in state:
+                    target.assign(state[k] if isinstance(state[k], Tensor) else tensor(state[k]))
+
+    # modes ----------------------------------------------------------------------------------------
+    def train(self, mode: bool = True) -> Module:
+        for m in self.modules():
+            object.__setattr__(m, "training", mode)
+        return self
+
+    def eval(self) -> Module:
+        return self.train(False)
+
+    def zero_grad(self) -> None:
+        for p in self.parameters():
+            p.grad = None
+
+    # calling ------------------------------------------------------------------------------------
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} has no forward()")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        _CALL_STACK.append(self)
+        try:
+            return self.forward(*args, **kwargs)
+        except (ShapeError, DTypeError) as e:
+            if getattr(e, "layer", None) is None:
+                e.layer = self  # the innermost module where it happened
+            if len(_CALL_STACK) == 1:  # the outermost module names the layer by its path
+                _name_layer(self, e)
+            raise
+        finally:
+            _CALL_STACK.pop()
+
+    def extra_repr(self) -> str:
+        return ""
+
+    def __repr__(self) -> str:
+        lines = [
+            f"  ({name}): {repr(m).replace(chr(10), chr(10) + '  ')}" for name, m in self._modules.items()
+        ]
+        head = f"{type(self).__name__}({self.extra_repr()}"
+        return head + ("\n" + "\n".join(lines) + "\n)" if lines else ")")
+
+
+def _name_layer(root: Module, error: Any) -> None:
+    layer = error.layer
+    path = next((name for name, m in root.named_modules() if m is layer), None)
+    if isinstance(layer, Module):
+        where = f"in layer {path or type(root).__name__} ({layer!r})" if path else f"in {layer!r}"
+        error.layer = where
+        error.args = (str(error),)

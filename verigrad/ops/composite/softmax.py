@@ -1,0 +1,81 @@
+"""softmax and log_softmax along one axis, max-subtracted so large logits do not overflow.
+
+Both are written in primitives (max, sub, exp, sum, div, log) and carry their own VJPs, so eager
+autograd records one node each: softmax's is out * (g - sum(g * out)), log_softmax's is
+g - exp(out) * sum(g).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...dtypes import DType
+from ...errors import ShapeError
+from ...shapes import Spec, normalize_axis
+from .._op import Op, Sample
+from .._samples import uniform
+from ._common import float_inputs
+
+
+def _canon(x: Spec, axis: int = -1, dim: int | None = None) -> dict:
+    """`axis` (or PyTorch's `dim`)."""
+    axis = dim if dim is not None else axis
+    if x.ndim == 0:
+        raise ShapeError("needs a tensor of at least one dimension, got a 0-d one")
+    return {"axis": normalize_axis(axis, x.ndim)}
+
+
+def _shape(x: tuple, axis: int) -> tuple:
+    if x[axis] == 0:
+        raise ShapeError(f"axis {axis} is empty: there is nothing to normalize over")
+    return x
+
+
+def _dtype(x: DType, axis: int) -> DType:
+    return float_inputs(x, what="input")
+
+
+def _softmax(x, axis: int):
+    e = (x - x.max(axis=axis, keepdim=True)).exp()
+    return e / e.sum(axis=axis, keepdim=True)
+
+
+def _log_softmax(x, axis: int):
+    z = x - x.max(axis=axis, keepdim=True)
+    return z - z.exp().sum(axis=axis, keepdim=True).log()
+
+
+def _samples(rng: np.random.Generator) -> list[Sample]:
+    cases = [((3, 4), -1), ((2, 3, 4), 1), ((5,), 0), ((1, 5), -1), ((4, 1), -1), ((0, 3), 1), ((2, 3), 0)]
+    out = [Sample((uniform(rng, s),), {"axis": a}) for s, a in cases]
+    out.append(Sample((np.array([[30.0, 30.0, -30.0], [1.0, 2.0, 3.0]]),), {"axis": -1}))
+    return out
+
+
+softmax = Op(
+    "softmax",
+    shape=_shape,
+    dtype=_dtype,
+    params=_canon,
+    positional=("axis",),
+    decompose=_softmax,
+    vjp=lambda g, out, x, axis: (out * (g - (g * out).sum(axis=axis, keepdim=True)),),
+    samples=_samples,
+    torch=lambda t, x, axis: t.softmax(x, dim=axis),
+    exact=False,
+    doc="exp(x - max) / sum(exp(x - max)) along `axis`: softmax([1000, 1000]) is [0.5, 0.5].",
+)
+
+log_softmax = Op(
+    "log_softmax",
+    shape=_shape,
+    dtype=_dtype,
+    params=_canon,
+    positional=("axis",),
+    decompose=_log_softmax,
+    vjp=lambda g, out, x, axis: (g - out.exp() * g.sum(axis=axis, keepdim=True),),
+    samples=_samples,
+    torch=lambda t, x, axis: t.log_softmax(x, dim=axis),
+    exact=False,
+    doc="(x - max) - log(sum(exp(x - max))) along `axis`.",
+)

@@ -1,0 +1,57 @@
+"""Adam and AdamW, with PyTorch's bias-corrected update (and its order of operations)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from ..tensor import Tensor
+from .optimizer import Optimizer
+
+
+class Adam(Optimizer):
+    """m = lerp(m, g, 1 - beta1); v = beta2 v + (1 - beta2) g^2;
+    p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps). weight_decay adds wd * p to g."""
+
+    decoupled = False
+
+    def __init__(
+        self,
+        params: Iterable[Tensor],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+    ) -> None:
+        if lr < 0 or eps < 0 or weight_decay < 0 or not all(0 <= b < 1 for b in betas):
+            raise ValueError(f"invalid Adam settings: lr={lr}, betas={betas}, eps={eps}, wd={weight_decay}")
+        super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay})
+
+    def update(self, index: int, p: Tensor, g: Tensor) -> None:
+        beta1, beta2 = self.betas
+        if self.weight_decay and self.decoupled:
+            p.assign(p * (1 - self.lr * self.weight_decay))
+        elif self.weight_decay:
+            g = g + p * self.weight_decay
+        m, v = self.buffer(index, "exp_avg"), self.buffer(index, "exp_avg_sq")
+        m.assign(m + (g - m) * (1 - beta1))
+        v.assign(v * beta2 + g * g * (1 - beta2))
+        step_size = self.lr / (1 - beta1**self.steps)
+        denom = v.sqrt() / math.sqrt(1 - beta2**self.steps) + self.eps
+        p.assign(p + (m / denom) * -step_size)
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay: p *= 1 - lr * weight_decay before the Adam step."""
+
+    decoupled = True
+
+    def __init__(
+        self,
+        params: Iterable[Tensor],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 1e-2,
+    ) -> None:
+        super().__init__(params, lr, betas, eps, weight_decay)

@@ -1,0 +1,48 @@
+"""SGD with momentum, dampening, Nesterov momentum and weight decay (PyTorch's update rule)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..tensor import Tensor
+from .optimizer import Optimizer
+
+
+class SGD(Optimizer):
+    """p -= lr * g, where g += weight_decay * p and, with momentum, b = momentum * b + (1 - dampening) * g."""
+
+    def __init__(
+        self,
+        params: Iterable[Tensor],
+        lr: float = 1e-3,
+        momentum: float = 0.0,
+        dampening: float = 0.0,
+        weight_decay: float = 0.0,
+        nesterov: bool = False,
+    ) -> None:
+        if lr < 0 or momentum < 0 or weight_decay < 0:
+            raise ValueError(
+                f"lr, momentum and weight_decay must be >= 0, got {lr}, {momentum}, {weight_decay}"
+            )
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("Nesterov momentum needs momentum > 0 and dampening 0")
+        super().__init__(
+            params,
+            {
+                "lr": lr,
+                "momentum": momentum,
+                "dampening": dampening,
+                "weight_decay": weight_decay,
+                "nesterov": nesterov,
+            },
+        )
+
+    def update(self, index: int, p: Tensor, g: Tensor) -> None:
+        if self.weight_decay:
+            g = g + p * self.weight_decay
+        if self.momentum:
+            fresh = "momentum_buffer" not in self.state[index]
+            buf = self.buffer(index, "momentum_buffer")
+            buf.assign(g if fresh else buf * self.momentum + g * (1 - self.dampening))
+            g = g + buf * self.momentum if self.nesterov else buf
+        p.assign(p + g * -self.lr)
