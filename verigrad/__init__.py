@@ -1,5 +1,6 @@
 """verigrad: every op has one NumPy definition; shapes are checked symbolically before anything runs."""
 
+from . import data, functional, io, models, nn, optim
 from . import eager as _eager
 from .autograd import enable_grad, is_grad_enabled, no_grad
 from .backends import available as available_backends
@@ -7,6 +8,7 @@ from .backends import backend, get_backend, set_backend, set_threads
 from .compile import check
 from .dtypes import DType, bf16, bool_, f16, f32, f64, i32, i64
 from .errors import DTypeError, ShapeError, VerigradError, WeightFileError
+from .io import load, save
 from .modes import abstract
 from .ops import (
     REGISTRY,

@@ -197,23 +197,27 @@ def _float_random_dtype(dtype: DType) -> DType:
     return dtype
 
 
-rand_op = Op(
+def _float_random(name: str, draw, doc: str) -> Op:
+    return Op(
+        name,
+        shape=lambda shape, seed, dtype: shape,
+        dtype=lambda shape, seed, dtype: _float_random_dtype(dtype),
+        params=_random_params,
+        reference=lambda shape, seed, dtype: draw(np.random.default_rng(seed), shape, dtype.np),
+        samples=lambda rng: [Sample((), {"shape": (2, 3), "seed": 7, "dtype": "f64"})],
+        doc=doc,
+    )
+
+
+rand_op = _float_random(
     "rand",
-    shape=lambda shape, seed, dtype: shape,
-    dtype=lambda shape, seed, dtype: _float_random_dtype(dtype),
-    params=_random_params,
-    reference=lambda shape, seed, dtype: np.random.default_rng(seed).random(shape, dtype=dtype.np),
-    samples=lambda rng: [Sample((), {"shape": (2, 3), "seed": 7, "dtype": "f64"})],
-    doc="Uniform [0, 1) floats from PCG64 seeded with `seed`.",
+    lambda g, shape, dtype: g.random(shape, dtype=dtype),
+    "Uniform [0, 1) floats from PCG64 seeded with `seed`.",
 )
-randn_op = Op(
+randn_op = _float_random(
     "randn",
-    shape=lambda shape, seed, dtype: shape,
-    dtype=lambda shape, seed, dtype: _float_random_dtype(dtype),
-    params=_random_params,
-    reference=lambda shape, seed, dtype: np.random.default_rng(seed).standard_normal(shape, dtype=dtype.np),
-    samples=lambda rng: [Sample((), {"shape": (2, 3), "seed": 7, "dtype": "f64"})],
-    doc="Standard normal floats from PCG64 seeded with `seed`.",
+    lambda g, shape, dtype: g.standard_normal(shape, dtype=dtype),
+    "Standard normal floats from PCG64 seeded with `seed`.",
 )
 randint_op = Op(
     "randint",

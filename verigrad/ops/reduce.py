@@ -131,30 +131,25 @@ mean = Op(
     exact=False,
     doc="Mean over `axis`: the f64 sum divided by the count, rounded once.",
 )
-max = Op(
-    "max",
-    shape=_nonempty_shape,
-    dtype=lambda x, **_: (no_bf16(x), x)[1],
-    params=_canon,
-    positional=("axis", "keepdim"),
-    reference=lambda x, axis, keepdim: np.max(x, axis=axis, keepdims=keepdim),
-    vjp=_extreme_vjp,
-    samples=lambda rng: _samples(rng, nonempty=True),
-    torch=_torch_reduce("amax"),
-    doc="Largest value over `axis`; ties share the gradient evenly.",
-)
-min = Op(
-    "min",
-    shape=_nonempty_shape,
-    dtype=lambda x, **_: (no_bf16(x), x)[1],
-    params=_canon,
-    positional=("axis", "keepdim"),
-    reference=lambda x, axis, keepdim: np.min(x, axis=axis, keepdims=keepdim),
-    vjp=_extreme_vjp,
-    samples=lambda rng: _samples(rng, nonempty=True),
-    torch=_torch_reduce("amin"),
-    doc="Smallest value over `axis`; ties share the gradient evenly.",
-)
+
+
+def _extreme(name: str, reduce_fn, torch_name: str, which: str) -> Op:
+    return Op(
+        name,
+        shape=_nonempty_shape,
+        dtype=lambda x, **_: (no_bf16(x), x)[1],
+        params=_canon,
+        positional=("axis", "keepdim"),
+        reference=lambda x, axis, keepdim: reduce_fn(x, axis=axis, keepdims=keepdim),
+        vjp=_extreme_vjp,
+        samples=lambda rng: _samples(rng, nonempty=True),
+        torch=_torch_reduce(torch_name),
+        doc=f"{which} value over `axis`; ties share the gradient evenly.",
+    )
+
+
+max = _extreme("max", np.max, "amax", "Largest")
+min = _extreme("min", np.min, "amin", "Smallest")
 
 
 def _argmax_canon(x: Spec, axis=None, keepdim: bool = False, dim=None) -> dict:

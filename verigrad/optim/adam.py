@@ -14,6 +14,7 @@ class Adam(Optimizer):
     p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps). weight_decay adds wd * p to g."""
 
     decoupled = False
+    default_weight_decay = 0.0
 
     def __init__(
         self,
@@ -21,8 +22,9 @@ class Adam(Optimizer):
         lr: float = 1e-3,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
-        weight_decay: float = 0.0,
+        weight_decay: float | None = None,
     ) -> None:
+        weight_decay = self.default_weight_decay if weight_decay is None else weight_decay
         if lr < 0 or eps < 0 or weight_decay < 0 or not all(0 <= b < 1 for b in betas):
             raise ValueError(f"invalid Adam settings: lr={lr}, betas={betas}, eps={eps}, wd={weight_decay}")
         super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay})
@@ -42,16 +44,7 @@ class Adam(Optimizer):
 
 
 class AdamW(Adam):
-    """Adam with decoupled weight decay: p *= 1 - lr * weight_decay before the Adam step."""
+    """Adam with decoupled weight decay (default 0.01): p *= 1 - lr * weight_decay before the Adam step."""
 
     decoupled = True
-
-    def __init__(
-        self,
-        params: Iterable[Tensor],
-        lr: float = 1e-3,
-        betas: tuple[float, float] = (0.9, 0.999),
-        eps: float = 1e-8,
-        weight_decay: float = 1e-2,
-    ) -> None:
-        super().__init__(params, lr, betas, eps, weight_decay)
+    default_weight_decay = 1e-2
