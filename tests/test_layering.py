@@ -20,6 +20,7 @@ LAYERS = [
     "backends",
     "autograd",
     "eager",
+    "ir",
     "compile",
     "functional",
     "nn",

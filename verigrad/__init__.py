@@ -5,10 +5,11 @@ from . import eager as _eager
 from .autograd import enable_grad, is_grad_enabled, no_grad
 from .backends import available as available_backends
 from .backends import backend, get_backend, set_backend, set_threads
-from .compile import check
+from .compile import check, compile
 from .dtypes import DType, bf16, bool_, f16, f32, f64, i32, i64
 from .errors import DTypeError, ShapeError, VerigradError, WeightFileError
 from .io import load, save
+from .ir import trace
 from .modes import abstract
 from .ops import (
     REGISTRY,

@@ -12,6 +12,7 @@ import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from . import modes
 from .registry import FUNCS
 from .tensor import Tensor
 
@@ -76,6 +77,7 @@ def backward(root: Tensor, grad: Tensor | None = None, create_graph: bool = Fals
     """Accumulate d(root)/d(leaf) into `.grad` of every leaf that requires grad."""
     if not root.requires_grad:
         raise RuntimeError("backward() on a tensor that does not require grad (no leaf needs it)")
+    modes.current().begin_backward()
     if grad is None:
         if root.numel() != 1:
             raise RuntimeError(f"backward() without a gradient needs a single value, got {root.shape}")

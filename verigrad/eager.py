@@ -9,7 +9,7 @@ import numpy as np
 from . import modes
 from .autograd import Node, is_grad_enabled, no_grad
 from .backends import get_backend
-from .dtypes import DType
+from .dtypes import DType, from_numpy_dtype
 from .shapes import Spec, shape_text
 from .tensor import Tensor
 
@@ -33,13 +33,11 @@ class EagerMode(modes.Mode):
             if kernel is None:
                 if not needs_grad:
                     return op.decompose(*args, **params)
-                with no_grad():  # values from the decomposition; one tape node with the op's VJP
-                    value = op.decompose(*args, **params).data
-                kernel = lambda *_, **__: value
+                kernel = decomposition_kernel(op)  # one tape node with the op's VJP
         else:
             kernel = backend.kernel(op, out.dtype)
         with np.errstate(all="ignore"):  # log(-1) is NaN by definition, not a warning
-            result = _conform(op, kernel(*(a.data for a in args), **params), out)
+            result = conform(op, kernel(*(a.data for a in args), **params), out)
         t = Tensor(out, result)
         if needs_grad:
             t.requires_grad = True
@@ -59,7 +57,18 @@ class EagerMode(modes.Mode):
         np.copyto(target.data, value.data)
 
 
-def _conform(op: Any, result: Any, out: Spec) -> np.ndarray:
+def decomposition_kernel(op: Any) -> Any:
+    """A kernel for a composite op that runs its decomposition eagerly, without recording gradients."""
+
+    def run(*arrays: np.ndarray, **params: Any) -> np.ndarray:
+        tensors = [Tensor(Spec(a.shape, from_numpy_dtype(a.dtype)), a) for a in arrays]
+        with modes.using(EAGER), no_grad():
+            return op.decompose(*tensors, **params).data
+
+    return run
+
+
+def conform(op: Any, result: Any, out: Spec) -> np.ndarray:
     """The kernel's result with the dtype of the op's rule; its shape must match the rule's."""
     want = out.dtype.np
     if not isinstance(result, np.ndarray) or result.dtype != want:
@@ -71,4 +80,5 @@ def _conform(op: Any, result: Any, out: Spec) -> np.ndarray:
     return result
 
 
-modes.set_default(EagerMode())
+EAGER = EagerMode()
+modes.set_default(EAGER)

@@ -30,6 +30,9 @@ class Mode:
     def assign(self, target: Tensor, value: Tensor) -> None:
         raise NotImplementedError(f"{self.name} mode cannot update a tensor in place")
 
+    def begin_backward(self) -> None:
+        """Called when a backward pass starts (a trace marks where its backward section begins)."""
+
 
 class AbstractMode(Mode):
     """Shapes and dtypes only: every op returns a tensor that holds a spec and no data."""

@@ -255,6 +255,11 @@ def _poly_div(a: DimLike, b: Dim) -> DimLike | None:
     return quotient
 
 
+def multiple_of(symbol: str) -> int:
+    """The integer every value of `symbol` is declared to be a multiple of (1 if none)."""
+    return _MULTIPLE_OF.get(symbol, 1)
+
+
 def evaluate(d: DimLike, values: dict[str, int]) -> int:
     """The integer value of a dimension (an int is its own value)."""
     return d if isinstance(d, int) else d.evaluate(values)

@@ -1,0 +1,64 @@
+"""Print a Program: a header with the inputs, one line per instruction, `backward:`, and returns.
+
+program(%0 x: f32[n,din], %1 w: f32[dout,din]) {
+  %2: f32[din,dout] = permute %1 (axes=(1,0))
+  %3: f32[n,dout] = matmul %0 %2
+  return %3
+}
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..dtypes import DType
+from ..shapes import Dim, Spec
+from .program import Instr, Program, Value, const_text
+
+
+def spec_text(spec: Spec) -> str:
+    return f"{spec.dtype.name}[{','.join(str(d) for d in spec.shape)}]"
+
+
+def param_text(value: Any) -> str:
+    if isinstance(value, tuple | list):
+        return "(" + ",".join(param_text(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+    if isinstance(value, DType | Dim):
+        return str(value)
+    if isinstance(value, np.ndarray):
+        return const_text(value)
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def instr_text(instr: Instr) -> str:
+    head = f"%{instr.out.id}: {spec_text(instr.out.spec)} = {instr.name}"
+    if instr.name == "const":
+        return f"{head} {const_text(instr.params['value'])}"
+    args = "".join(f" %{a.id}" for a in instr.args)
+    params = ", ".join(f"{k}={param_text(v)}" for k, v in instr.params.items())
+    return head + args + (f" ({params})" if params else "")
+
+
+def _input_text(v: Value) -> str:
+    return f"%{v.id} {v.name}: {spec_text(v.spec)}"
+
+
+def format_program(program: Program) -> str:
+    inputs = [_input_text(v) for v in program.inputs]
+    if len(inputs) <= 4:
+        lines = [f"program({', '.join(inputs)}) {{"]
+    else:
+        lines = ["program(", *(f"    {t}," for t in inputs), ") {"]
+    for i, instr in enumerate(program.instrs):
+        if i == program.backward_at:
+            lines.append("backward:")
+        lines.append("  " + instr_text(instr))
+    if program.outputs:
+        lines.append("  return " + ", ".join(f"%{v.id}" for v in program.outputs))
+    lines += [f"  {name} <- %{v.id}" for name, v in program.updates.items()]
+    lines.append("}")
+    return "\n".join(lines)

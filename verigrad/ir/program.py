@@ -1,0 +1,111 @@
+"""The IR: a `Program` is a list of SSA instructions over `Value`s with symbolic specs.
+
+One node type: an `Instr` applies an op (or the pseudo-op `const`) to values and defines one new
+value. Inputs are named (the function's arguments, then the tensors it captured: parameters,
+optimizer state); `updates` names the captured tensors the program writes back (`p -= lr * g`).
+`str(program)` prints it, one line per instruction:
+
+    %7: f32[B,16,H/2,W/2] = max_pool2d %6 (kernel=(2,2), stride=(2,2))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..shapes import Spec
+
+
+@dataclass(eq=False)
+class Value:
+    """An SSA value: defined once, by an input or an instruction."""
+
+    id: int
+    spec: Spec
+    name: str | None = None  # inputs only
+
+    def __repr__(self) -> str:
+        return f"%{self.id}"
+
+
+@dataclass(eq=False)
+class Instr:
+    op: Any  # an Op record, or "const" (params["value"] holds the array)
+    args: tuple[Value, ...]
+    params: dict[str, Any]
+    out: Value
+
+    @property
+    def name(self) -> str:
+        return self.op if isinstance(self.op, str) else self.op.name
+
+
+@dataclass(eq=False)
+class Program:
+    inputs: list[Value] = field(default_factory=list)
+    instrs: list[Instr] = field(default_factory=list)
+    outputs: list[Value] = field(default_factory=list)
+    updates: dict[str, Value] = field(default_factory=dict)  # captured input name -> new value
+    backward_at: int | None = None  # index of the first instruction of the backward pass
+    captured: list[Any] = field(default_factory=list)  # eager tensors bound to the captured inputs
+    n_args: int = 0  # inputs[:n_args] are the function's arguments
+    _next: int = 0
+
+    def new_value(self, spec: Spec, name: str | None = None) -> Value:
+        v = Value(self._next, spec, name)
+        self._next += 1
+        return v
+
+    def add_input(self, spec: Spec, name: str) -> Value:
+        v = self.new_value(spec, name)
+        self.inputs.append(v)
+        return v
+
+    def emit(self, op: Any, args: tuple[Value, ...], params: dict, spec: Spec) -> Value:
+        out = self.new_value(spec)
+        self.instrs.append(Instr(op, tuple(args), params, out))
+        return out
+
+    def copy(self, instrs: list[Instr] | None = None, **changes: Any) -> Program:
+        """The same program with other instructions (or fields); values are shared, not copied."""
+        fields = {
+            "inputs": list(self.inputs),
+            "instrs": list(self.instrs if instrs is None else instrs),
+            "outputs": list(self.outputs),
+            "updates": dict(self.updates),
+            "backward_at": self.backward_at,
+            "captured": list(self.captured),
+            "n_args": self.n_args,
+            "_next": self._next,
+        }
+        fields.update(changes)
+        return Program(**fields)
+
+    def __iter__(self) -> Iterator[Instr]:
+        return iter(self.instrs)
+
+    def __len__(self) -> int:
+        return len(self.instrs)
+
+    def __str__(self) -> str:
+        from .printer import format_program
+
+        return format_program(self)
+
+    def verify(self) -> Program:
+        from .verify import verify
+
+        verify(self)
+        return self
+
+
+def const_text(value: np.ndarray) -> str:
+    if value.ndim == 0:
+        return str(value[()])  # the shortest text that reads back as the same value of its dtype
+    flat = value.reshape(-1)
+    if flat.size and (flat == flat[0]).all():
+        return f"full({flat[0]})"
+    return "array(...)"
