@@ -10,6 +10,7 @@ from pathlib import Path
 
 def _train(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from .plot import have_matplotlib, training_picture
@@ -65,16 +66,17 @@ def _train(args: argparse.Namespace) -> int:
         result = train(config, on_step=on_step)
     console.print(
         f"test accuracy [bold]{result.test_accuracy:.2%}[/] after {result.seconds:.1f} s of training; "
-        f"checkpoint {result.checkpoint}"
+        f"checkpoint {escape(str(result.checkpoint))}"
     )
     if have_matplotlib():
         images, labels, predicted = test_predictions(result.model, config)
         picture = training_picture(
             result.history, images, labels, predicted, Path(config.out) / "training.png"
         )
-        console.print(f"picture {picture}")
+        console.print(f"picture {escape(str(picture))}")
     else:
-        console.print('no picture: matplotlib is missing (pip install "verigrad[plot]")')
+        # markup=False: rich would take [plot] for a style tag and drop it
+        console.print('no picture: matplotlib is missing (pip install "verigrad[plot]")', markup=False)
     return 0
 
 

@@ -39,6 +39,15 @@ class TrainConfig:
     data: str = "digits"
     data_dir: str | None = None
 
+    def __post_init__(self) -> None:
+        for name in ("epochs", "batch_size", "threads"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
+        if self.lr is not None and not self.lr > 0:
+            raise ValueError(f"lr must be positive, got {self.lr}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"unknown optimizer {self.optimizer!r}: use one of {', '.join(OPTIMIZERS)}")
+
 
 @dataclass
 class TrainResult:

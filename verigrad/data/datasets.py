@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import struct
+import zlib
 from importlib import resources
 from pathlib import Path
 
@@ -50,17 +51,17 @@ def read_idx(path: str | Path, magic: int) -> np.ndarray:
             data = f.read()
     except FileNotFoundError:
         raise WeightFileError(f"{path}: no such file") from None
-    except OSError as e:
+    except (OSError, EOFError, zlib.error) as e:  # a truncated or corrupt .gz raises the last two
         raise WeightFileError(f"{path}: cannot be read ({e})") from None
     ndim = magic & 0xFF
     header = 4 + 4 * ndim
-    if len(data) < header:
-        raise WeightFileError(f"{path}: {len(data)} bytes is shorter than the {header}-byte IDX header")
-    (found,) = struct.unpack(">I", data[:4])
-    if found != magic:
+    found = struct.unpack(">I", data[:4])[0] if len(data) >= 4 else None
+    if found is not None and found != magic:  # before the length: a wrong file is named as such
         raise WeightFileError(
             f"{path}: magic number 0x{found:08x}, expected 0x{magic:08x} (is this the right IDX file?)"
         )
+    if len(data) < header:
+        raise WeightFileError(f"{path}: {len(data)} bytes is shorter than the {header}-byte IDX header")
     shape = struct.unpack(f">{ndim}I", data[4:header])
     expected = int(np.prod(shape))
     if len(data) - header != expected:

@@ -13,13 +13,31 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from safetensors import SafetensorError
-from safetensors.numpy import load as _st_load
+from safetensors import SafetensorError, deserialize
 from safetensors.numpy import save as _st_save
 
+from ..dtypes import bf16
 from ..errors import WeightFileError
+from ..modes import current
 from ..ops import from_numpy
 from ..tensor import Tensor
+
+# safetensors dtype -> the little-endian NumPy type its bytes are read as (BF16: its bits, which is
+# how verigrad stores bf16); 8- and 16-bit integers and U32 widen as `from_numpy` widens them
+_FILE_DTYPES = {
+    "F64": "<f8",
+    "F32": "<f4",
+    "F16": "<f2",
+    "BF16": "<u2",
+    "I64": "<i8",
+    "I32": "<i4",
+    "I16": "<i2",
+    "I8": "i1",
+    "U32": "<u4",
+    "U16": "<u2",
+    "U8": "u1",
+    "BOOL": "?",
+}
 
 
 def save(state: dict[str, Any], path: str | os.PathLike, metadata: dict[str, str] | None = None) -> Path:
@@ -35,7 +53,7 @@ def save(state: dict[str, Any], path: str | os.PathLike, metadata: dict[str, str
             value = value.numpy()
         if not isinstance(value, np.ndarray):
             raise TypeError(f"{name}: expected a tensor or an array, got {type(value).__name__}")
-        arrays[name] = np.ascontiguousarray(value)
+        arrays[name] = np.asarray(value, order="C")  # not ascontiguousarray: it makes 0-d into 1-d
     blob = _st_save(arrays, metadata=metadata)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -61,7 +79,17 @@ def load(path: str | os.PathLike) -> dict[str, Tensor]:
     except OSError as e:
         raise WeightFileError(f"{path}: cannot be read ({e})") from None
     try:
-        arrays = _st_load(blob)
+        views = deserialize(blob)
     except (SafetensorError, ValueError, TypeError) as e:
         raise WeightFileError(f"{path}: not a valid safetensors file ({e})") from None
-    return {name: from_numpy(np.array(a)) for name, a in arrays.items()}
+    out = {}
+    for name, view in views:
+        if view["dtype"] not in _FILE_DTYPES:
+            raise WeightFileError(
+                f"{path}: tensor {name!r} is {view['dtype']}, which verigrad cannot hold "
+                f"(it reads {', '.join(_FILE_DTYPES)})"
+            )
+        array = np.frombuffer(view["data"], dtype=_FILE_DTYPES[view["dtype"]]).reshape(view["shape"])
+        array = array.astype(array.dtype.newbyteorder("="))  # a native-order copy that can be written
+        out[name] = current().constant(array, bf16) if view["dtype"] == "BF16" else from_numpy(array)
+    return out

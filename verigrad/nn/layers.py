@@ -145,7 +145,9 @@ class BatchNorm2d(Module):
                 count = x.numel() // x.shape[channel]
                 m = self.momentum
                 self.running_mean.assign(self.running_mean * (1 - m) + mean.reshape(-1).detach() * m)
-                unbiased = var.reshape(-1).detach() * (count / max(count - 1, 1))
+                # Bessel's correction n/(n-1); a symbolic count (abstract mode) writes no data anyway
+                correction = count / (count - 1) if isinstance(count, int) and count > 1 else 1.0
+                unbiased = var.reshape(-1).detach() * correction
                 self.running_var.assign(self.running_var * (1 - m) + unbiased * m)
         else:
             centered = x - self.running_mean.reshape(shape)

@@ -25,7 +25,7 @@ class Adam(Optimizer):
         weight_decay: float | None = None,
     ) -> None:
         weight_decay = self.default_weight_decay if weight_decay is None else weight_decay
-        if lr < 0 or eps < 0 or weight_decay < 0 or not all(0 <= b < 1 for b in betas):
+        if not (lr >= 0 and eps >= 0 and weight_decay >= 0) or not all(0 <= b < 1 for b in betas):
             raise ValueError(f"invalid Adam settings: lr={lr}, betas={betas}, eps={eps}, wd={weight_decay}")
         super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay})
 
@@ -38,8 +38,9 @@ class Adam(Optimizer):
         m, v = self.buffer(index, "exp_avg"), self.buffer(index, "exp_avg_sq")
         m.assign(m + (g - m) * (1 - beta1))
         v.assign(v * beta2 + g * g * (1 - beta2))
-        step_size = self.lr / (1 - beta1**self.steps)
-        denom = v.sqrt() / math.sqrt(1 - beta2**self.steps) + self.eps
+        t = self.param_steps[index]
+        step_size = self.lr / (1 - beta1**t)
+        denom = v.sqrt() / math.sqrt(1 - beta2**t) + self.eps
         p.assign(p + (m / denom) * -step_size)
 
 

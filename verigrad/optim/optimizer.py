@@ -26,7 +26,10 @@ class Optimizer:
                 raise ValueError(f"parameter {i} is not a tensor that requires grad")
         self.defaults = dict(defaults)
         self.state: list[dict[str, Tensor]] = [{} for _ in self.params]
-        self.steps = 0
+        self.steps = 0  # calls to step()
+        # updates of each parameter (steps where it had a gradient): Adam's bias correction counts
+        # these, as PyTorch's per-parameter `step` does
+        self.param_steps = [0] * len(self.params)
 
     def __getattr__(self, name: str) -> Any:
         defaults = self.__dict__.get("defaults", {})
@@ -51,21 +54,25 @@ class Optimizer:
         self.steps += 1
         for i, p in enumerate(self.params):
             if p.grad is not None:
+                self.param_steps[i] += 1
                 self.update(i, p, p.grad)
 
     def update(self, index: int, p: Tensor, g: Tensor) -> None:
         raise NotImplementedError
 
     def state_dict(self) -> dict[str, Any]:
-        """Hyperparameters, the step count, and every state tensor as `state.<param>.<name>`."""
+        """Hyperparameters, the step count, and a copy of every state tensor as `state.<param>.<name>`
+        (a snapshot: later steps do not change it)."""
         out: dict[str, Any] = {"defaults": dict(self.defaults), "steps": self.steps}
-        out["state"] = {f"{i}.{k}": v for i, s in enumerate(self.state) for k, v in s.items()}
+        out["param_steps"] = list(self.param_steps)
+        out["state"] = {f"{i}.{k}": tensor(v) for i, s in enumerate(self.state) for k, v in s.items()}
         return out
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.defaults.update(state["defaults"])
         self.steps = int(state["steps"])
+        self.param_steps = [int(n) for n in state.get("param_steps", [self.steps] * len(self.params))]
         self.state = [{} for _ in self.params]
         for key, value in state["state"].items():
             index, name = key.split(".", 1)
-            self.state[int(index)][name] = value if isinstance(value, Tensor) else tensor(value)
+            self.state[int(index)][name] = tensor(value)  # a copy: the dict's tensors stay unshared

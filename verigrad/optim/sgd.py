@@ -20,7 +20,7 @@ class SGD(Optimizer):
         weight_decay: float = 0.0,
         nesterov: bool = False,
     ) -> None:
-        if lr < 0 or momentum < 0 or weight_decay < 0:
+        if not (lr >= 0 and momentum >= 0 and weight_decay >= 0):  # NaN is refused too
             raise ValueError(
                 f"lr, momentum and weight_decay must be >= 0, got {lr}, {momentum}, {weight_decay}"
             )

@@ -1,0 +1,266 @@
+"""Milliseconds per training step (forward, backward, optimizer update): verigrad against PyTorch eager.
+
+Workloads, all f32 with batch 64, random inputs and 10 classes, trained with SGD (momentum 0.9) on a
+cross-entropy loss:
+
+  cnn-28x28  verigrad.models.digits_cnn(28, 28) (conv-relu-pool twice, then a linear layer)
+  cnn-8x8    the same CNN on 8x8 images (the shipped digits' size)
+  mlp        784-256-10 with a ReLU
+
+Each is run by every backend in `verigrad.available_backends()` and by PyTorch, at each thread count
+(`verigrad.set_threads(n)`, `torch.set_num_threads(n)`), in this one process, from the same initial
+weights. After warm-up steps, `--steps` steps are timed together, `--repeats` times; the frameworks
+take turns within each repeat, so that a change in the machine's load falls on all of them, and each
+timed run starts after a short pause and one untimed step (see `time_steps`). The table
+gives the median over the repeats and their spread (min-max), and the ratio of the medians.
+
+PyTorch is only needed here, never by verigrad: if it is missing, it is installed (torch==2.13.0).
+
+    python benchmarks/train_step.py                   # 5 repeats of 20 steps, 1 and 2 threads
+    python benchmarks/train_step.py --quick           # a fast look: 3 repeats of 5 steps
+    python benchmarks/train_step.py --threads 1 --repeats 9 --steps 50
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+try:
+    import verigrad
+except ImportError:  # run from a checkout that is not installed
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    import verigrad
+
+from rich.console import Console
+from rich.table import Table
+
+from verigrad.models import digits_cnn
+from verigrad.nn import CrossEntropyLoss, Linear, ReLU, Sequential
+from verigrad.optim import SGD
+
+TORCH_VERSION = "2.13.0"
+BATCH = 64
+CLASSES = 10
+LR, MOMENTUM = 0.01, 0.9
+
+
+def ensure_torch() -> Any:
+    """PyTorch, installed first with this interpreter's pip if it is missing."""
+    try:
+        return importlib.import_module("torch")
+    except ImportError:
+        print(f"PyTorch is not installed; installing torch=={TORCH_VERSION} for the comparison", flush=True)
+        subprocess.check_call([sys.executable, "-m", "pip", "install", f"torch=={TORCH_VERSION}"])
+        importlib.invalidate_caches()
+        return importlib.import_module("torch")
+
+
+@dataclass
+class Workload:
+    name: str
+    input_shape: tuple[int, ...]
+    build_verigrad: Callable[[], Any]
+    build_torch: Callable[[Any], Any]
+
+
+def _torch_cnn(torch: Any, size: int) -> Any:
+    nn = torch.nn
+    return nn.Sequential(
+        nn.Conv2d(1, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(32 * (size // 4) ** 2, CLASSES),
+    )
+
+
+def workloads() -> list[Workload]:
+    return [
+        Workload("cnn-28x28", (BATCH, 1, 28, 28), lambda: digits_cnn(28, 28), lambda t: _torch_cnn(t, 28)),
+        Workload("cnn-8x8", (BATCH, 1, 8, 8), lambda: digits_cnn(8, 8), lambda t: _torch_cnn(t, 8)),
+        Workload(
+            "mlp",
+            (BATCH, 784),
+            lambda: Sequential(Linear(784, 256), ReLU(), Linear(256, CLASSES)),
+            lambda t: t.nn.Sequential(t.nn.Linear(784, 256), t.nn.ReLU(), t.nn.Linear(256, CLASSES)),
+        ),
+    ]
+
+
+def verigrad_step(workload: Workload, backend: str, x: np.ndarray, y: np.ndarray) -> tuple[Callable, Any]:
+    """A function that runs one training step on `backend`, and the model's initial state."""
+    verigrad.manual_seed(0)
+    with verigrad.backend(backend):
+        model = workload.build_verigrad()
+    optimizer = SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    loss_fn = CrossEntropyLoss()
+    xt, yt = verigrad.tensor(x), verigrad.tensor(y)
+
+    def step() -> None:
+        with verigrad.backend(backend):
+            loss = loss_fn(model(xt), yt)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+    return step, model.state_dict()
+
+
+def torch_step(torch: Any, workload: Workload, state: dict, x: np.ndarray, y: np.ndarray) -> Callable:
+    """One PyTorch eager training step, from the same initial weights as verigrad's model."""
+    model = workload.build_torch(torch)
+    model.load_state_dict({k: torch.from_numpy(v.numpy().copy()) for k, v in state.items()})
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+
+    def step() -> None:
+        loss = torch.nn.functional.cross_entropy(model(xt), yt)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    return step
+
+
+def set_threads(torch: Any, n: int) -> None:
+    verigrad.set_threads(n)
+    torch.set_num_threads(n)
+
+
+def time_steps(step: Callable[[], None], steps: int, pause: float) -> float:
+    """Milliseconds per step over `steps` consecutive steps.
+
+    First a pause, so that the worker threads the other framework's runtime left spinning (OpenMP's
+    and OpenBLAS's wait by busy-looping for a while) have gone to sleep and do not compete for the
+    cores; then one untimed step to wake this framework's own threads.
+    """
+    time.sleep(pause)
+    step()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    return (time.perf_counter() - start) * 1e3 / steps
+
+
+def run(args: argparse.Namespace, torch: Any, console: Console) -> Table:
+    backends = verigrad.available_backends()
+    table = Table(
+        title=f"ms per training step (forward + backward + SGD update), f32, batch {BATCH}; "
+        f"median of {args.repeats} x {args.steps} steps",
+    )
+    for column, justify in [
+        ("workload", "left"),
+        ("threads", "right"),
+        ("framework", "left"),
+        ("median ms", "right"),
+        ("spread ms (min-max)", "right"),
+        ("ratio vs torch", "right"),
+    ]:
+        table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    rng = np.random.default_rng(0)
+    for workload in workloads():
+        x = rng.random(workload.input_shape, dtype=np.float32)
+        y = rng.integers(0, CLASSES, BATCH)
+        for n in args.threads:
+            set_threads(torch, n)
+            runners: dict[str, Callable] = {}
+            for backend in backends:
+                step, state = verigrad_step(workload, backend, x, y)
+                runners[f"verigrad ({backend})"] = step
+            runners["torch (eager)"] = torch_step(torch, workload, state, x, y)
+            for step in runners.values():
+                for _ in range(args.warmup):
+                    step()
+            times: dict[str, list[float]] = {name: [] for name in runners}
+            for _ in range(args.repeats):
+                for name, step in runners.items():
+                    times[name].append(time_steps(step, args.steps, args.pause))
+            base = statistics.median(times["torch (eager)"])
+            for i, (name, ms) in enumerate(times.items()):
+                median = statistics.median(ms)
+                ratio = f"{median / base:.1f}x" if name.startswith("verigrad") else "1.0x"
+                table.add_row(
+                    workload.name if i == 0 and n == args.threads[0] else "",
+                    str(n) if i == 0 else "",
+                    name,
+                    f"{median:.2f}",
+                    f"{min(ms):.2f}-{max(ms):.2f}",
+                    ratio,
+                )
+            console.print(f"  {workload.name}, {n} thread(s): done", style="dim")
+        table.add_section()
+    return table
+
+
+def describe_machine(torch: Any) -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
+    except OSError:
+        pass
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return (
+        f"{cpu}, {cores} usable cores; Python {platform.python_version()}, NumPy {np.__version__}, "
+        f"verigrad {verigrad.__version__}, torch {torch.__version__}"
+    )
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=5, help="timed runs per measurement (default 5)")
+    parser.add_argument("--steps", type=int, default=20, help="training steps per timed run (default 20)")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed steps first (default 3)")
+    parser.add_argument(
+        "--threads", default="1,2", help="comma-separated thread counts to measure (default 1,2)"
+    )
+    parser.add_argument(
+        "--pause", type=float, default=0.3, help="seconds idle before each timed run (default 0.3)"
+    )
+    parser.add_argument("--quick", action="store_true", help="3 repeats of 5 steps, 1 warm-up step")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.repeats, args.steps, args.warmup = 3, 5, 1
+    try:
+        args.threads = [int(t) for t in args.threads.split(",") if t.strip()]
+    except ValueError:
+        parser.error(f"--threads takes comma-separated integers, got {args.threads!r}")
+    if not args.threads or min(args.threads) < 1:
+        parser.error("--threads needs at least one count, each at least 1")
+    if args.repeats < 1 or args.steps < 1 or args.warmup < 0:
+        parser.error("--repeats and --steps must be at least 1, --warmup at least 0")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    torch = ensure_torch()
+    console = Console()
+    if not console.is_terminal:  # piped to a file: wide enough that no cell wraps
+        console = Console(width=120)
+    console.print(describe_machine(torch))
+    table = run(args, torch, console)
+    console.print(table)
+    console.print(
+        "ratio: verigrad's median / PyTorch's median at the same thread count (above 1: verigrad is slower)"
+    )
+
+
+if __name__ == "__main__":
+    main()

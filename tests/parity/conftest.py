@@ -1,0 +1,18 @@
+"""Setup for the parity suite (verigrad against PyTorch). Run it by naming it:
+`python -m pytest -q tests/parity`."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+
+@pytest.fixture(autouse=True)
+def _torch_state():
+    """PyTorch on one thread with its default dtype, so its reductions sum in one fixed order."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)

@@ -1,0 +1,567 @@
+"""verigrad.nn: modules and their state, every layer against a NumPy computation, PyTorch's default
+initialisations, and every module built from symbolic sizes and checked with `verigrad.check`."""
+
+from __future__ import annotations
+
+import inspect
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import verigrad
+from verigrad import nn
+from verigrad.models import digits_cnn
+
+B = verigrad.dims("B")
+H, W = verigrad.dims("H W", multiple_of=4)
+D, V, T, C = verigrad.dims("nn_d nn_v nn_t nn_c")
+
+TIGHT = {"rtol": 1e-12, "atol": 1e-12}  # f64 modules against f64 NumPy
+
+
+def t64(a) -> verigrad.Tensor:
+    return verigrad.tensor(np.asarray(a, dtype=np.float64))
+
+
+def set_params(module: nn.Module, **arrays: np.ndarray) -> None:
+    """Give named parameters (dots written as "__") chosen values."""
+    module.load_state_dict({k.replace("__", "."): v for k, v in arrays.items()}, strict=False)
+
+
+# Module: discovery, state, modes -------------------------------------------------------------------
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = verigrad.ones(3, requires_grad=True)
+        self.fc1 = nn.Linear(4, 8)
+        self.act = nn.ReLU()
+        self.fc2 = nn.Linear(8, 3, bias=False)
+        self.drop = nn.Dropout(0.5)
+        self.register_buffer("seen", verigrad.zeros(1))
+        self.factor = 2.0  # not a tensor: neither a parameter nor state
+
+    def forward(self, x):
+        return self.drop(self.fc2(self.act(self.fc1(x)))) * self.scale
+
+
+def test_parameters_are_found_from_attributes_in_order():
+    net = Net()
+    names = [n for n, _ in net.named_parameters()]
+    assert names == ["scale", "fc1.weight", "fc1.bias", "fc2.weight"]  # own first, then children
+    params = net.parameters()
+    expected = [net.scale, net.fc1.weight, net.fc1.bias, net.fc2.weight]
+    assert len(params) == 4 and all(p is q for p, q in zip(params, expected))
+    assert all(p.requires_grad for p in params)
+    assert [n for n, _ in net.named_buffers()] == ["seen"]
+    assert [n for n, _ in net.named_modules()] == ["", "fc1", "act", "fc2", "drop"]
+
+
+def test_state_dict_holds_parameters_and_buffers_themselves():
+    net = Net()
+    state = net.state_dict()
+    assert set(state) == {"scale", "fc1.weight", "fc1.bias", "fc2.weight", "seen"}
+    assert state["fc1.weight"] is net.fc1.weight and state["seen"] is net.seen
+    assert not net.seen.requires_grad and all(p is not net.seen for p in net.parameters())
+
+
+def test_reassigning_an_attribute_replaces_what_it_registered():
+    net = Net()
+    net.fc2 = nn.Linear(8, 5)
+    assert tuple(net.fc2.weight.shape) == (5, 8)
+    assert "fc2.bias" in dict(net.named_parameters())
+    net.fc2 = None  # no longer a module: its parameters go
+    assert not any(n.startswith("fc2.") for n, _ in net.named_parameters())
+    net.scale = verigrad.ones(3)  # a tensor without grad is state, not a parameter
+    assert "scale" not in dict(net.named_parameters()) and "scale" in net.state_dict()
+
+
+def test_forgetting_super_init_is_a_clear_error():
+    class Broken(nn.Module):
+        def __init__(self) -> None:
+            self.fc = nn.Linear(2, 2)
+
+    with pytest.raises(AttributeError, match=r"super\(\)\.__init__\(\)"):
+        Broken()
+
+
+def test_train_and_eval_reach_every_submodule():
+    net = Net()
+    assert all(m.training for m in net.modules())
+    assert net.eval() is net
+    assert not any(m.training for m in net.modules())
+    net.train()
+    assert all(m.training for m in net.modules())
+    net.train(False)
+    assert not net.drop.training
+
+
+def test_eval_makes_dropout_the_identity_and_train_does_not():
+    net = Net()
+    x = verigrad.randn(64, 4)
+    net.eval()
+    a, b = net(x).numpy(), net(x).numpy()
+    assert np.array_equal(a, b)
+    net.train()
+    assert not np.array_equal(net(x).numpy(), a)
+
+
+def test_zero_grad_clears_every_gradient():
+    net = Net()
+    net(verigrad.randn(5, 4)).sum().backward()
+    assert all(p.grad is not None for p in net.parameters())
+    net.zero_grad()
+    assert all(p.grad is None for p in net.parameters())
+
+
+def test_load_state_dict_copies_values_in_place():
+    a, b = Net(), Net()
+    state = {k: v.numpy().copy() + 1 for k, v in a.state_dict().items()}
+    weight = b.fc1.weight
+    b.load_state_dict(state)
+    assert b.fc1.weight is weight  # the same tensors, new values
+    for k, v in b.state_dict().items():
+        assert np.array_equal(v.numpy(), state[k]), k
+    state["fc1.weight"][:] = 0  # a copy was taken
+    assert not np.array_equal(b.fc1.weight.numpy(), state["fc1.weight"])
+    c = Net()
+    c.load_state_dict(b.state_dict())  # tensors work as well as arrays
+    assert all(np.array_equal(c.state_dict()[k].numpy(), v.numpy()) for k, v in b.state_dict().items())
+
+
+def test_load_state_dict_names_every_offending_tensor_and_copies_nothing():
+    net = Net()
+    before = {k: v.numpy().copy() for k, v in net.state_dict().items()}
+    state = {k: v + 1 for k, v in before.items()}
+    del state["fc1.bias"]  # missing
+    state["fc3.weight"] = np.zeros((2, 2), np.float32)  # unexpected
+    state["fc2.weight"] = np.zeros((3, 9), np.float32)  # wrong shape
+    state["scale"] = np.ones(3, np.float64)  # wrong dtype
+    with pytest.raises(ValueError) as info:
+        net.load_state_dict(state)
+    message = str(info.value)
+    assert "missing: fc1.bias" in message
+    assert "unexpected: fc3.weight" in message
+    assert "fc2.weight: shape [3, 9] in the state, [3, 8] in the model" in message
+    assert "scale: dtype float64 in the state, f32 in the model" in message
+    assert "fc1.weight" not in message and "seen" not in message  # the good ones are not named
+    for k, v in net.state_dict().items():  # fc1.weight and seen were fine, and still not copied
+        assert np.array_equal(v.numpy(), before[k]), k
+
+
+def test_non_strict_load_allows_missing_and_extra_but_not_bad_shapes():
+    net = Net()
+    net.load_state_dict({"fc1.bias": np.full(8, 3.0, np.float32), "other": np.zeros(1)}, strict=False)
+    assert np.array_equal(net.fc1.bias.numpy(), np.full(8, 3.0, np.float32))
+    with pytest.raises(ValueError, match=r"fc1\.bias: shape"):
+        net.load_state_dict({"fc1.bias": np.zeros(7, np.float32)}, strict=False)
+
+
+# layers against NumPy ---------------------------------------------------------------------------------
+def test_linear_forward_and_gradients(rng):
+    layer = nn.Linear(5, 3, dtype="f64")
+    w, b = rng.standard_normal((3, 5)), rng.standard_normal(3)
+    set_params(layer, weight=w, bias=b)
+    x, c = rng.standard_normal((4, 5)), rng.standard_normal((4, 3))
+    xt = t64(x).requires_grad_()
+    y = layer(xt)
+    np.testing.assert_allclose(y.numpy(), x @ w.T + b, **TIGHT)
+    (y * t64(c)).sum().backward()
+    np.testing.assert_allclose(layer.weight.grad.numpy(), c.T @ x, **TIGHT)
+    np.testing.assert_allclose(layer.bias.grad.numpy(), c.sum(0), **TIGHT)
+    np.testing.assert_allclose(xt.grad.numpy(), c @ w, **TIGHT)
+    no_bias = nn.Linear(5, 3, bias=False)
+    assert no_bias.bias is None and [n for n, _ in no_bias.named_parameters()] == ["weight"]
+
+
+def conv_reference(x, w, b, stride, padding, dilation):
+    """Direct NCHW convolution: x [N, C, H, W], w [O, C, KH, KW]."""
+    n, _, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+    oh = (h + 2 * padding - dilation * (kh - 1) - 1) // stride + 1
+    ow = (wd + 2 * padding - dilation * (kw - 1) - 1) // stride + 1
+    out = np.zeros((n, o, oh, ow))
+    for i in range(oh):
+        for j in range(ow):
+            for ki in range(kh):
+                for kj in range(kw):
+                    patch = xp[:, :, i * stride + ki * dilation, j * stride + kj * dilation]
+                    out[:, :, i, j] += patch @ w[:, :, ki, kj].T
+    return out + b[None, :, None, None]
+
+
+@pytest.mark.parametrize(("stride", "padding", "dilation"), [(1, 1, 1), (2, 1, 1), (1, 2, 2)])
+def test_conv2d_nchw_matches_a_direct_convolution(rng, stride, padding, dilation):
+    conv = nn.Conv2d(3, 4, 3, stride=stride, padding=padding, dilation=dilation, dtype="f64")
+    assert tuple(conv.weight.shape) == (4, 3, 3, 3)
+    w, b = rng.standard_normal((4, 3, 3, 3)), rng.standard_normal(4)
+    set_params(conv, weight=w, bias=b)
+    x = rng.standard_normal((2, 3, 7, 6))
+    np.testing.assert_allclose(
+        conv(t64(x)).numpy(), conv_reference(x, w, b, stride, padding, dilation), **TIGHT
+    )
+
+
+def test_conv2d_nhwc_is_nchw_with_moved_axes(rng):
+    conv = nn.Conv2d(3, 4, (3, 2), padding=1, layout="NHWC", dtype="f64")
+    assert tuple(conv.weight.shape) == (3, 2, 3, 4)  # [KH, KW, C, O]
+    w, b = rng.standard_normal((3, 2, 3, 4)), rng.standard_normal(4)
+    set_params(conv, weight=w, bias=b)
+    x = rng.standard_normal((2, 6, 5, 3))
+    y = conv(t64(x)).numpy()
+    expected = conv_reference(x.transpose(0, 3, 1, 2), w.transpose(3, 2, 0, 1), b, 1, 1, 1)
+    np.testing.assert_allclose(y, expected.transpose(0, 2, 3, 1), **TIGHT)
+
+
+def test_pooling_and_flatten(rng):
+    x = rng.standard_normal((2, 3, 6, 8))
+    windows = x.reshape(2, 3, 3, 2, 4, 2)
+    np.testing.assert_array_equal(nn.MaxPool2d(2)(t64(x)).numpy(), windows.max(axis=(3, 5)))
+    np.testing.assert_allclose(nn.AvgPool2d(2)(t64(x)).numpy(), windows.mean(axis=(3, 5)), **TIGHT)
+    nhwc = x.transpose(0, 2, 3, 1)
+    np.testing.assert_array_equal(
+        nn.MaxPool2d(2, layout="NHWC")(t64(nhwc)).numpy(), windows.max(axis=(3, 5)).transpose(0, 2, 3, 1)
+    )
+    strided = nn.MaxPool2d(3, stride=1)(t64(x)).numpy()
+    assert strided.shape == (2, 3, 4, 6) and strided[1, 2, 1, 3] == x[1, 2, 1:4, 3:6].max()
+    assert nn.Flatten()(t64(x)).numpy().shape == (2, 144)
+    np.testing.assert_array_equal(nn.Flatten()(t64(x)).numpy(), x.reshape(2, -1))
+    np.testing.assert_array_equal(nn.Flatten(0, 1)(t64(x)).numpy(), x.reshape(6, 6, 8))
+
+
+def test_dropout_is_seeded_scaled_and_the_identity_in_eval():
+    drop = nn.Dropout(0.25)
+    x = verigrad.ones(4000)
+    verigrad.manual_seed(5)
+    a = drop(x).numpy()
+    verigrad.manual_seed(5)
+    b = drop(x).numpy()
+    verigrad.manual_seed(6)
+    c = drop(x).numpy()
+    assert np.array_equal(a, b) and not np.array_equal(a, c)
+    assert set(np.unique(a).tolist()) == {0.0, np.float32(1 / 0.75)}
+    assert abs((a == 0).mean() - 0.25) < 0.03  # 4000 draws: sd of the fraction is 0.007
+    drop.eval()
+    y = verigrad.randn(3, 5)
+    assert np.array_equal(drop(y).numpy(), y.numpy())
+    for p in (1.0, -0.1):
+        with pytest.raises(ValueError, match="dropout probability"):
+            nn.Dropout(p)
+
+
+def test_dropout_gradient_is_the_mask():
+    drop = nn.Dropout(0.5)
+    x = verigrad.ones(200, requires_grad=True)
+    y = drop(x)
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), y.numpy())
+
+
+def batchnorm_reference(x, weight, bias, mean, var, eps=1e-5):
+    shape = (1, -1, 1, 1)
+    return (x - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + eps) * weight.reshape(
+        shape
+    ) + bias.reshape(shape)
+
+
+def test_batchnorm2d_running_stats_and_outputs_match_numpy(rng):
+    bn = nn.BatchNorm2d(3, dtype="f64")
+    assert [n for n, _ in bn.named_parameters()] == ["weight", "bias"]
+    assert [n for n, _ in bn.named_buffers()] == ["running_mean", "running_var"]
+    assert np.array_equal(bn.running_mean.numpy(), np.zeros(3))
+    assert np.array_equal(bn.running_var.numpy(), np.ones(3))
+    w, b = rng.uniform(0.5, 2, 3), rng.standard_normal(3)
+    set_params(bn, weight=w, bias=b)
+    running_mean, running_var = np.zeros(3), np.ones(3)
+    for step in range(3):
+        x = rng.standard_normal((4, 3, 5, 6)) * (step + 2) + rng.standard_normal((1, 3, 1, 1)) * 3
+        y = bn(t64(x)).numpy()
+        mean, var = x.mean(axis=(0, 2, 3)), x.var(axis=(0, 2, 3))  # biased var normalises in training
+        np.testing.assert_allclose(y, batchnorm_reference(x, w, b, mean, var), **TIGHT)
+        n = x.size // 3
+        running_mean = 0.9 * running_mean + 0.1 * mean
+        running_var = 0.9 * running_var + 0.1 * var * n / (n - 1)  # unbiased var in the running stats
+        np.testing.assert_allclose(bn.running_mean.numpy(), running_mean, **TIGHT)
+        np.testing.assert_allclose(bn.running_var.numpy(), running_var, **TIGHT)
+    bn.eval()
+    x = rng.standard_normal((2, 3, 4, 4))
+    y = bn(t64(x)).numpy()
+    np.testing.assert_allclose(y, batchnorm_reference(x, w, b, running_mean, running_var), **TIGHT)
+    np.testing.assert_allclose(bn.running_mean.numpy(), running_mean, **TIGHT)  # eval does not update
+    np.testing.assert_allclose(bn.running_var.numpy(), running_var, **TIGHT)
+
+
+def test_batchnorm2d_f32_momentum_and_nhwc(rng):
+    bn = nn.BatchNorm2d(2, momentum=0.3)
+    bn_nhwc = nn.BatchNorm2d(2, momentum=0.3, layout="NHWC")
+    x = rng.standard_normal((3, 2, 4, 5)).astype(np.float32) + 1.5
+    y = bn(verigrad.tensor(x)).numpy()
+    y_nhwc = bn_nhwc(verigrad.tensor(x.transpose(0, 2, 3, 1))).numpy()
+    x64 = x.astype(np.float64)
+    mean, var = x64.mean(axis=(0, 2, 3)), x64.var(axis=(0, 2, 3))
+    expected = batchnorm_reference(x64, np.ones(2), np.zeros(2), mean, var)
+    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(y_nhwc, expected.transpose(0, 2, 3, 1), rtol=1e-5, atol=1e-5)
+    for m in (bn, bn_nhwc):
+        np.testing.assert_allclose(m.running_mean.numpy(), 0.3 * mean, rtol=1e-6)
+        np.testing.assert_allclose(m.running_var.numpy(), 0.7 + 0.3 * var * 60 / 59, rtol=1e-6)
+
+
+def test_layer_norm_and_rms_norm(rng):
+    x = rng.standard_normal((2, 3, 6)) * 3 + 1
+    w, b = rng.standard_normal(6), rng.standard_normal(6)
+    ln = nn.LayerNorm(6, dtype="f64")
+    assert np.array_equal(ln.weight.numpy(), np.ones(6)) and np.array_equal(ln.bias.numpy(), np.zeros(6))
+    set_params(ln, weight=w, bias=b)
+    mean, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+    np.testing.assert_allclose(ln(t64(x)).numpy(), (x - mean) / np.sqrt(var + 1e-5) * w + b, **TIGHT)
+    plain = nn.LayerNorm(6, elementwise_affine=False, dtype="f64")
+    assert plain.parameters() == []
+    np.testing.assert_allclose(plain(t64(x)).numpy(), (x - mean) / np.sqrt(var + 1e-5), **TIGHT)
+    rms = nn.RMSNorm(6, eps=1e-6, dtype="f64")
+    set_params(rms, weight=w)
+    expected = x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6) * w
+    np.testing.assert_allclose(rms(t64(x)).numpy(), expected, **TIGHT)
+
+
+def test_embedding_picks_rows():
+    emb = nn.Embedding(10, 4)
+    idx = np.array([[1, 9, 1], [0, 3, 7]])
+    out = emb(verigrad.tensor(idx)).numpy()
+    assert out.shape == (2, 3, 4)
+    np.testing.assert_array_equal(out, emb.weight.numpy()[idx])
+
+
+@pytest.mark.parametrize(
+    ("layer", "reference"),
+    [
+        (nn.ReLU(), lambda x: np.maximum(x, 0)),
+        (nn.GELU(), lambda x: 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))),
+        (
+            nn.GELU("tanh"),
+            lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))),
+        ),
+        (nn.SiLU(), lambda x: x / (1 + np.exp(-x))),
+        (nn.Tanh(), np.tanh),
+        (nn.Sigmoid(), lambda x: 1 / (1 + np.exp(-x))),
+    ],
+    ids=["relu", "gelu", "gelu_tanh", "silu", "tanh", "sigmoid"],
+)
+def test_activations(layer, reference, rng):
+    x = rng.standard_normal((3, 7)) * 3
+    np.testing.assert_allclose(layer(t64(x)).numpy(), reference(x), rtol=1e-12, atol=1e-14)
+
+
+def test_cross_entropy_loss(rng):
+    logits, target = rng.standard_normal((5, 4)) * 2, np.array([0, 3, 1, 1, 2])
+    shifted = logits - logits.max(1, keepdims=True)
+    log_p = shifted - np.log(np.exp(shifted).sum(1, keepdims=True))
+    per_item = -log_p[np.arange(5), target]
+    for reduction, expected in (("mean", per_item.mean()), ("sum", per_item.sum()), ("none", per_item)):
+        got = nn.CrossEntropyLoss(reduction)(t64(logits), verigrad.tensor(target)).numpy()
+        np.testing.assert_allclose(got, expected, **TIGHT)
+    lt = t64(logits).requires_grad_()
+    nn.CrossEntropyLoss()(lt, verigrad.tensor(target)).backward()
+    softmax = np.exp(log_p)
+    np.testing.assert_allclose(lt.grad.numpy(), (softmax - np.eye(4)[target]) / 5, **TIGHT)
+
+
+def test_mse_loss(rng):
+    a, b = rng.standard_normal((4, 3)), rng.standard_normal((4, 3))
+    np.testing.assert_allclose(nn.MSELoss()(t64(a), t64(b)).numpy(), ((a - b) ** 2).mean(), **TIGHT)
+    np.testing.assert_allclose(nn.MSELoss("sum")(t64(a), t64(b)).numpy(), ((a - b) ** 2).sum(), **TIGHT)
+    with pytest.raises(ValueError, match="reduction"):
+        nn.MSELoss("max")
+
+
+def test_sequential_runs_in_order_and_indexes():
+    seq = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 2))
+    assert len(seq) == 3 and isinstance(seq[1], nn.Tanh) and list(seq) == [seq[0], seq[1], seq[2]]
+    assert [n for n, _ in seq.named_parameters()] == ["0.weight", "0.bias", "2.weight", "2.bias"]
+    x = verigrad.randn(3, 4)
+    np.testing.assert_array_equal(seq(x).numpy(), seq[2](seq[1](seq[0](x))).numpy())
+    with pytest.raises(NotImplementedError):
+        nn.ModuleList(nn.ReLU())(x)
+
+
+# initialisation -------------------------------------------------------------------------------------
+def assert_uniform(values: np.ndarray, bound: float) -> None:
+    """All within ±bound, and spread as U(-bound, bound): std bound/sqrt(3), half within bound/2."""
+    v = values.ravel().astype(np.float64)
+    assert np.abs(v).max() <= bound
+    assert v.max() > 0.99 * bound and v.min() < -0.99 * bound
+    std = bound / math.sqrt(3)
+    assert abs(v.std() / std - 1) < 0.02, (v.std(), std)
+    assert abs(v.mean()) < 6 * std / math.sqrt(v.size)
+    assert abs((np.abs(v) < bound / 2).mean() - 0.5) < 0.02  # flat, not bell-shaped
+
+
+def test_linear_init_is_kaiming_uniform():
+    layer = nn.Linear(300, 400)
+    assert layer.weight.dtype.name == "f32" and tuple(layer.weight.shape) == (400, 300)
+    assert_uniform(layer.weight.numpy(), 1 / math.sqrt(300))
+    bias = layer.bias.numpy()
+    assert np.abs(bias).max() <= 1 / math.sqrt(300) and bias.std() > 0.4 / math.sqrt(300)
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_conv2d_init_is_kaiming_uniform_over_in_channels_times_kernel(layout):
+    conv = nn.Conv2d(64, 64, 3, layout=layout)
+    assert_uniform(conv.weight.numpy(), 1 / math.sqrt(64 * 9))
+    assert np.abs(conv.bias.numpy()).max() <= 1 / math.sqrt(64 * 9)
+
+
+def test_embedding_init_is_standard_normal():
+    w = nn.Embedding(1000, 64).weight.numpy().astype(np.float64)
+    assert abs(w.std() - 1) < 0.02 and abs(w.mean()) < 0.02
+
+
+def test_same_seed_same_weights_different_seed_different():
+    def weights(seed: int) -> dict[str, np.ndarray]:
+        verigrad.manual_seed(seed)
+        return {k: v.numpy().copy() for k, v in digits_cnn().state_dict().items()}
+
+    a, b, c = weights(3), weights(3), weights(4)
+    assert a.keys() == b.keys() == c.keys()
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    assert not any(np.array_equal(a[k], c[k]) for k in a)
+    assert not np.array_equal(a["0.weight"].ravel()[:10], a["3.weight"].ravel()[:10])  # fresh draws
+
+
+# symbolic sizes ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("make", "shape", "expected"),
+    [
+        (lambda: nn.Linear(D, V), [B, T, D], [B, T, V]),
+        (lambda: nn.Conv2d(C, 8, 3, padding=1), [B, C, H, W], [B, 8, H, W]),
+        (lambda: nn.Conv2d(C, D, 3, padding=1, layout="NHWC"), [B, H, W, C], [B, H, W, D]),
+        (lambda: nn.MaxPool2d(2), [B, C, H, W], [B, C, H / 2, W / 2]),
+        (lambda: nn.AvgPool2d(2), [B, C, H, W], [B, C, H / 2, W / 2]),
+        (lambda: nn.Flatten(), [B, C, H, W], [B, C * H * W]),
+        (lambda: nn.Dropout(0.1), [B, D], [B, D]),
+        (lambda: nn.BatchNorm2d(C), [B, C, H, W], [B, C, H, W]),
+        (lambda: nn.BatchNorm2d(C, layout="NHWC"), [B, H, W, C], [B, H, W, C]),
+        (lambda: nn.LayerNorm(D), [B, T, D], [B, T, D]),
+        (lambda: nn.RMSNorm(D), [B, T, D], [B, T, D]),
+        (lambda: nn.ReLU(), [B, D], [B, D]),
+        (lambda: nn.GELU(), [B, D], [B, D]),
+        (lambda: nn.SiLU(), [B, D], [B, D]),
+        (lambda: nn.Tanh(), [B, D], [B, D]),
+        (lambda: nn.Sigmoid(), [B, D], [B, D]),
+        (lambda: nn.Sequential(nn.Linear(D, T), nn.ReLU(), nn.Linear(T, V)), [B, D], [B, V]),
+    ],
+    ids=[
+        "linear",
+        "conv2d",
+        "conv2d_nhwc",
+        "maxpool",
+        "avgpool",
+        "flatten",
+        "dropout",
+        "batchnorm",
+        "batchnorm_nhwc",
+        "layernorm",
+        "rmsnorm",
+        "relu",
+        "gelu",
+        "silu",
+        "tanh",
+        "sigmoid",
+        "sequential",
+    ],
+)
+def test_every_module_builds_from_symbols_and_checks(make, shape, expected):
+    with verigrad.abstract():
+        module = make()
+    assert all(p.is_abstract for p in module.parameters())
+    for training in (True, False):
+        module.train(training)
+        out = verigrad.check(module, verigrad.spec(shape))
+        assert out == verigrad.spec(expected), (training, out)
+
+
+def test_symbolic_parameters_have_symbolic_specs():
+    with verigrad.abstract():
+        layer, emb, bn = nn.Linear(D, V), nn.Embedding(V, D), nn.BatchNorm2d(C)
+    assert layer.weight.spec == verigrad.spec([V, D]) and layer.bias.spec == verigrad.spec([V])
+    assert emb.weight.spec == verigrad.spec([V, D])
+    assert bn.running_var.spec == verigrad.spec([C])
+
+
+def test_embedding_and_losses_check_symbolically():
+    with verigrad.abstract():
+        emb = nn.Embedding(V, D)
+    assert verigrad.check(emb, verigrad.spec([B, T], "i64")) == verigrad.spec([B, T, D])
+    ce, mse = nn.CrossEntropyLoss(), nn.MSELoss()
+    assert verigrad.check(ce, verigrad.spec([B, V]), verigrad.spec([B], "i64")) == verigrad.spec([])
+    assert verigrad.check(mse, verigrad.spec([B, D]), verigrad.spec([B, D])) == verigrad.spec([])
+
+
+def test_digits_cnn_checks_for_every_size():
+    with verigrad.abstract():
+        model = digits_cnn(H, W)
+    assert verigrad.check(model, verigrad.spec([B, 1, H, W])) == verigrad.spec([B, 10])
+    assert model[7].weight.spec == verigrad.spec([10, 32 * (H / 4) * (W / 4)])
+    concrete = digits_cnn(28, 28)
+    assert verigrad.check(concrete, verigrad.spec([B, 1, 28, 28])) == verigrad.spec([B, 10])
+
+
+def cnn_with_linear(in_features) -> nn.Sequential:
+    return nn.Sequential(
+        nn.Conv2d(1, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(in_features, 10),
+    )
+
+
+def test_a_wrong_linear_size_is_refused_naming_the_layer_and_the_line():
+    with verigrad.abstract():
+        good = cnn_with_linear(32 * (H / 4) * (W / 4))
+        bad = cnn_with_linear(32 * (H / 4) * (W / 4) + 1)
+    assert verigrad.check(good, verigrad.spec([B, 1, H, W])) == verigrad.spec([B, 10])
+    with pytest.raises(verigrad.ShapeError) as info:
+        line = inspect.currentframe().f_lineno + 1
+        verigrad.check(bad, verigrad.spec([B, 1, H, W]))
+    message = str(info.value)
+    assert "in layer 7 (Linear(in_features=H*W*2+1, out_features=10" in message
+    assert "H*W*2" in message and "matmul" in message
+    assert f"{Path(__file__).name}:{line}" in message
+    assert info.value.where.lineno == line
+
+
+def test_a_wrong_int_linear_size_is_refused_in_check_and_in_eager_code():
+    with verigrad.abstract():
+        bad = cnn_with_linear(100)
+    with pytest.raises(verigrad.ShapeError, match=r"in layer 7 \(Linear\(in_features=100"):
+        verigrad.check(bad, verigrad.spec([B, 1, 8, 8]))
+    eager = cnn_with_linear(100)
+    with pytest.raises(verigrad.ShapeError) as info:
+        line = inspect.currentframe().f_lineno + 1
+        eager(verigrad.zeros(2, 1, 8, 8))
+    assert "f32[2, 128]" in str(info.value) and "in layer 7 (Linear(in_features=100" in str(info.value)
+    assert info.value.where.lineno == line
+
+
+def test_nested_layers_are_named_by_their_path():
+    model = nn.Sequential(nn.Linear(4, 8), nn.Sequential(nn.ReLU(), nn.Linear(7, 2)))
+    with pytest.raises(verigrad.ShapeError, match=r"in layer 1\.1 \(Linear\(in_features=7"):
+        model(verigrad.zeros(3, 4))
+
+
+def test_subpackages_are_reachable_after_a_plain_import():
+    code = (
+        "import verigrad\n"
+        "print(verigrad.nn.Linear, verigrad.optim.SGD, verigrad.data.DataLoader, verigrad.io.save,"
+        " verigrad.models.digits_cnn)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
