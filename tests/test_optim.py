@@ -139,7 +139,8 @@ def test_zero_grad_and_a_parameter_without_gradient_is_left_alone(make):
     opt.step()
     assert not np.array_equal(a.numpy(), P0)
     np.testing.assert_array_equal(b.numpy(), P0 * 2)
-    assert opt.state[1] == {}  # no state was made for b
+    assert opt.param_steps == [1, 0]  # b's state was not touched: no step, zero moments
+    assert all(not t.numpy().any() for t in opt.state[1].values())
 
 
 def test_adam_bias_correction_counts_each_parameters_own_updates():

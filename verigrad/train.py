@@ -117,7 +117,7 @@ def train(config: TrainConfig, on_step: Callable[[dict[str, Any]], None] | None 
         base_lr = optimizer.lr
         for epoch in range(config.epochs):
             for xb, yb in loader:
-                optimizer.defaults["lr"] = cosine_lr(base_lr, steps, total)
+                optimizer.lr = cosine_lr(base_lr, steps, total)
                 logits = model(xb)
                 loss = loss_fn(logits, yb)
                 optimizer.zero_grad()

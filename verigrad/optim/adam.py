@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 
 from ..tensor import Tensor
@@ -29,19 +28,23 @@ class Adam(Optimizer):
             raise ValueError(f"invalid Adam settings: lr={lr}, betas={betas}, eps={eps}, wd={weight_decay}")
         super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay})
 
+    def state_names(self) -> tuple[str, ...]:
+        return ("exp_avg", "exp_avg_sq")
+
     def update(self, index: int, p: Tensor, g: Tensor) -> None:
         beta1, beta2 = self.betas
+        lr = self.defaults.lr  # 0-d f64 tensors: PyTorch computes these settings in Python doubles
         if self.weight_decay and self.decoupled:
-            p.assign(p * (1 - self.lr * self.weight_decay))
+            p.assign(p * self.scalar(1 - lr * self.weight_decay, p))
         elif self.weight_decay:
             g = g + p * self.weight_decay
         m, v = self.buffer(index, "exp_avg"), self.buffer(index, "exp_avg_sq")
         m.assign(m + (g - m) * (1 - beta1))
         v.assign(v * beta2 + g * g * (1 - beta2))
-        t = self.param_steps[index]
-        step_size = self.lr / (1 - beta1**t)
-        denom = v.sqrt() / math.sqrt(1 - beta2**t) + self.eps
-        p.assign(p + (m / denom) * -step_size)
+        t = self.buffer(index, "step")
+        step_size = lr / (1 - beta1**t)
+        denom = v.sqrt() / self.scalar((1 - beta2**t).sqrt(), p) + self.eps
+        p.assign(p + (m / denom) * self.scalar(-step_size, p))
 
 
 class AdamW(Adam):

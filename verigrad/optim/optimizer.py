@@ -1,7 +1,9 @@
 """The optimizer base: parameters, per-parameter state tensors, `zero_grad`, `step`, `state_dict`.
 
 Each update is written with verigrad ops and written back with `assign`, so the same code runs
-eagerly and, traced, becomes part of a compiled training step.
+eagerly and, traced, becomes part of a compiled training step. Everything an update reads that changes
+from step to step lives in tensors made when the optimizer is: the state (moments, momentum), each
+parameter's step count, and the learning rate, so a compiled step sees their current values.
 """
 
 from __future__ import annotations
@@ -9,13 +11,37 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
+
 from ..autograd import no_grad
 from ..ops import tensor, zeros_like
 from ..tensor import Tensor
 
 
+class Hyperparameters(dict):
+    """An optimizer's settings; "lr" is mirrored in a 0-d f64 tensor (`.lr`) that compiled steps read,
+    so a learning-rate schedule works without tracing again."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        super().__init__(values)
+        self.lr = tensor(np.array(float(values["lr"]), dtype=np.float64))
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key, value)
+        if key == "lr":
+            np.copyto(self.lr.numpy(), float(value))
+
+    def update(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        for key, value in dict(*args, **kwargs).items():
+            self[key] = value
+
+
 class Optimizer:
-    """Holds the parameters and their state; subclasses write `update(p, g, state)`."""
+    """Holds the parameters and their state; subclasses write `update(index, p, g)` in ops."""
+
+    def state_names(self) -> tuple[str, ...]:
+        """The state tensors each parameter has (created as zeros with the optimizer)."""
+        return ()
 
     def __init__(self, params: Iterable[Tensor], defaults: dict[str, Any]) -> None:
         self.params = list(params)
@@ -24,12 +50,33 @@ class Optimizer:
         for i, p in enumerate(self.params):
             if not isinstance(p, Tensor) or not p.requires_grad:
                 raise ValueError(f"parameter {i} is not a tensor that requires grad")
-        self.defaults = dict(defaults)
-        self.state: list[dict[str, Tensor]] = [{} for _ in self.params]
+        self.defaults = Hyperparameters(defaults)
         self.steps = 0  # calls to step()
-        # updates of each parameter (steps where it had a gradient): Adam's bias correction counts
-        # these, as PyTorch's per-parameter `step` does
-        self.param_steps = [0] * len(self.params)
+        self.state = [self._fresh_state(p) for p in self.params]
+
+    def _fresh_state(self, p: Tensor) -> dict[str, Tensor]:
+        # "step" counts the updates of this parameter (steps where it had a gradient), as PyTorch's
+        # per-parameter `step` does: Adam's bias correction uses it
+        state = {"step": tensor(np.array(0.0))}
+        state.update({name: zeros_like(p.detach()) for name in self.state_names()})
+        return state
+
+    @property
+    def lr(self) -> float:
+        return float(self.defaults["lr"])
+
+    @lr.setter
+    def lr(self, value: float) -> None:
+        self.defaults["lr"] = value
+
+    @property
+    def param_steps(self) -> list[int]:
+        return [int(s["step"].item()) for s in self.state]
+
+    def state_tensors(self) -> list[tuple[str, Tensor]]:
+        """Every tensor the optimizer reads or updates, by name (compiled steps name their inputs so)."""
+        out = [("opt.lr", self.defaults.lr)]
+        return out + [(f"opt.{i}.{name}", t) for i, s in enumerate(self.state) for name, t in s.items()]
 
     def __getattr__(self, name: str) -> Any:
         defaults = self.__dict__.get("defaults", {})
@@ -42,11 +89,12 @@ class Optimizer:
             p.grad = None
 
     def buffer(self, index: int, name: str) -> Tensor:
-        """The state tensor `name` of parameter `index`, created as zeros on first use."""
-        state = self.state[index]
-        if name not in state:
-            state[name] = zeros_like(self.params[index].detach())
-        return state[name]
+        """The state tensor `name` of parameter `index`."""
+        return self.state[index][name]
+
+    def scalar(self, value: Tensor, like: Tensor) -> Tensor:
+        """A 0-d f64 setting (the learning rate, a bias correction) in a parameter's dtype."""
+        return value.cast(like.dtype)
 
     @no_grad()
     def step(self) -> None:
@@ -54,7 +102,8 @@ class Optimizer:
         self.steps += 1
         for i, p in enumerate(self.params):
             if p.grad is not None:
-                self.param_steps[i] += 1
+                count = self.state[i]["step"]
+                count.assign(count + 1)
                 self.update(i, p, p.grad)
 
     def update(self, index: int, p: Tensor, g: Tensor) -> None:
@@ -64,15 +113,17 @@ class Optimizer:
         """Hyperparameters, the step count, and a copy of every state tensor as `state.<param>.<name>`
         (a snapshot: later steps do not change it)."""
         out: dict[str, Any] = {"defaults": dict(self.defaults), "steps": self.steps}
-        out["param_steps"] = list(self.param_steps)
+        out["param_steps"] = self.param_steps
         out["state"] = {f"{i}.{k}": tensor(v) for i, s in enumerate(self.state) for k, v in s.items()}
         return out
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.defaults.update(state["defaults"])
         self.steps = int(state["steps"])
-        self.param_steps = [int(n) for n in state.get("param_steps", [self.steps] * len(self.params))]
-        self.state = [{} for _ in self.params]
+        steps = state.get("param_steps", [self.steps] * len(self.params))
+        self.state = [self._fresh_state(p) for p in self.params]
+        for i, n in enumerate(steps):
+            self.state[i]["step"] = tensor(np.array(float(n)))
         for key, value in state["state"].items():
             index, name = key.split(".", 1)
             self.state[int(index)][name] = tensor(value)  # a copy: the dict's tensors stay unshared

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ..ops import where
 from ..tensor import Tensor
 from .optimizer import Optimizer
 
@@ -37,12 +38,15 @@ class SGD(Optimizer):
             },
         )
 
+    def state_names(self) -> tuple[str, ...]:
+        return ("momentum_buffer",) if self.momentum else ()
+
     def update(self, index: int, p: Tensor, g: Tensor) -> None:
         if self.weight_decay:
             g = g + p * self.weight_decay
         if self.momentum:
-            fresh = "momentum_buffer" not in self.state[index]
             buf = self.buffer(index, "momentum_buffer")
-            buf.assign(g if fresh else buf * self.momentum + g * (1 - self.dampening))
+            first = self.buffer(index, "step") == 1  # the buffer starts as the first gradient
+            buf.assign(where(first, g, buf * self.momentum + g * (1 - self.dampening)))
             g = g + buf * self.momentum if self.nesterov else buf
-        p.assign(p + g * -self.lr)
+        p.assign(p + g * self.scalar(-self.defaults.lr, p))
