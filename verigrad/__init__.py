@@ -2,14 +2,14 @@
 
 from . import data, functional, io, models, nn, optim
 from . import eager as _eager
-from .autograd import enable_grad, is_grad_enabled, no_grad
+from .autograd import enable_grad, grad, is_grad_enabled, no_grad, value_and_grad
 from .backends import available as available_backends
 from .backends import backend, get_backend, set_backend, set_threads
 from .compile import check, compile
 from .dtypes import DType, bf16, bool_, f16, f32, f64, i32, i64
 from .errors import DTypeError, ShapeError, VerigradError, WeightFileError
 from .io import load, save
-from .ir import trace
+from .ir import Program, trace
 from .modes import abstract
 from .ops import (
     REGISTRY,

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from . import modes
+from .ops import tensor
 from .registry import FUNCS
 from .tensor import Tensor
 
@@ -55,7 +56,9 @@ class Node:
         self.op, self.inputs, self.params = op, inputs, params
 
 
-def _topological(root: Tensor) -> list[Tensor]:
+def _topological(root: Tensor, stop: set[int] | None = None) -> list[Tensor]:
+    """Tensors that lead to `root`, inputs before the tensors made from them; the walk does not go
+    past a tensor whose id is in `stop` (the variables `gradients` differentiates by)."""
     order: list[Tensor] = []
     seen: set[int] = set()
     stack: list[tuple[Tensor, bool]] = [(root, False)]
@@ -68,30 +71,49 @@ def _topological(root: Tensor) -> list[Tensor]:
             continue
         seen.add(id(t))
         stack.append((t, True))
-        if t._node is not None:
+        if t._node is not None and (stop is None or id(t) not in stop):
             stack.extend((i, False) for i in t._node.inputs if i.requires_grad and id(i) not in seen)
     return order
 
 
-def backward(root: Tensor, grad: Tensor | None = None, create_graph: bool = False) -> None:
-    """Accumulate d(root)/d(leaf) into `.grad` of every leaf that requires grad."""
+def _seed(root: Tensor, grad: Tensor | None, what: str) -> Tensor:
     if not root.requires_grad:
-        raise RuntimeError("backward() on a tensor that does not require grad (no leaf needs it)")
-    modes.current().begin_backward()
+        raise RuntimeError(f"{what} on a tensor that does not require grad (no leaf needs it)")
+    modes.current().begin_backward()  # a trace marks where its backward section starts
     if grad is None:
         if root.numel() != 1:
-            raise RuntimeError(f"backward() without a gradient needs a single value, got {root.shape}")
-        grad = FUNCS["ones_like"](root.detach())
-    elif tuple(grad.shape) != tuple(root.shape):
+            raise RuntimeError(f"{what} without a gradient needs a single value, got {root.shape}")
+        return FUNCS["ones_like"](root.detach())
+    if tuple(grad.shape) != tuple(root.shape):
         raise RuntimeError(f"gradient shape {grad.shape} does not match {root.shape}")
+    return grad
+
+
+def _propagate(root: Tensor, grad: Tensor, create_graph: bool, wrt: list[Tensor] | None) -> dict[int, Tensor]:
+    """Apply the VJPs from `root` (whose gradient is `grad`) back to the leaves, in reverse topological
+    order. With `wrt` None every leaf's gradient is accumulated into its `.grad`; otherwise the walk
+    stops at the tensors of `wrt`, only the branches that reach them are differentiated, and their
+    gradients are returned by id (no `.grad` is touched)."""
+    stop = None if wrt is None else {id(t) for t in wrt}
+    order = _topological(root, stop)
+    if stop is not None:  # prune: keep the tensors from which some variable can be reached
+        reaches: set[int] = set()
+        for t in order:
+            if id(t) in stop or (t._node is not None and any(id(i) in reaches for i in t._node.inputs)):
+                reaches.add(id(t))
+        order = [t for t in order if id(t) in reaches]
     grads: dict[int, Tensor] = {id(root): grad}
+    found: dict[int, Tensor] = {}
     with _grad_mode(create_graph):
-        for t in reversed(_topological(root)):
+        for t in reversed(order):
             g = grads.pop(id(t), None)
             if g is None:
                 continue
+            if stop is not None and id(t) in stop:
+                found[id(t)] = g
+                continue
             if t._node is None:
-                t.grad = g if t.grad is None else t.grad + g
+                _accumulate(t, g)
                 continue
             node = t._node
             for inp, gi in zip(node.inputs, node.op.vjp(g, t, *node.inputs, **node.params)):
@@ -105,16 +127,136 @@ def backward(root: Tensor, grad: Tensor | None = None, create_graph: bool = Fals
                 if gi.dtype is not inp.dtype:  # mixed-dtype ops: each input's gradient in its own dtype
                     gi = gi.cast(inp.dtype)
                 grads[id(inp)] = gi if id(inp) not in grads else grads[id(inp)] + gi
+    return found
+
+
+def _accumulate(leaf: Tensor, g: Tensor) -> None:
+    if leaf.grad is None:
+        leaf.grad = g
+        return
+    if type(leaf.grad.data) is not type(g.data):
+        # a traced backward pass meeting a gradient computed outside the trace: the compiled function
+        # would add that one gradient again on every call, which is not what running it eagerly does
+        raise RuntimeError(
+            f"a leaf {leaf.spec!r} already holds a gradient from outside the traced function; "
+            "clear it first (optimizer.zero_grad(), or .grad = None) inside the function or before it"
+        )
+    leaf.grad = leaf.grad + g
+
+
+def backward(root: Tensor, grad: Tensor | None = None, create_graph: bool = False) -> None:
+    """Accumulate d(root)/d(leaf) into `.grad` of every leaf that requires grad."""
+    _propagate(root, _seed(root, grad, "backward()"), create_graph, None)
+
+
+def gradients(
+    root: Tensor, wrt: Sequence[Tensor], grad: Tensor | None = None, create_graph: bool = False
+) -> list[Tensor | None]:
+    """d(root)/d(t) for each t of `wrt` (None where root does not depend on t); no `.grad` changes.
+
+    The tensors of `wrt` need not be leaves: the gradient stops at them. In a trace the VJPs become
+    instructions after the program's `backward:` mark, as every op call does.
+    """
+    found = _propagate(root, _seed(root, grad, "gradients()"), create_graph, list(wrt))
+    return [found.get(id(t)) for t in wrt]
+
+
+def _check_argnums(argnums: int | Sequence[int], count: int) -> tuple[int, ...]:
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    if not nums or not all(isinstance(i, int) and not isinstance(i, bool) for i in nums):
+        raise TypeError(f"argnums must be an int or a non-empty tuple of ints, got {argnums!r}")
+    out = []
+    for i in nums:
+        if not -count <= i < count:
+            raise ValueError(f"argnums {i} is out of range for a call with {count} positional argument(s)")
+        out.append(i % count)
+    if len(set(out)) != len(out):
+        raise ValueError(f"argnums {argnums!r} repeats an argument")
+    return tuple(out)
+
+
+def value_and_grad(
+    fn: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False
+) -> Callable[..., Any]:
+    """As JAX's: a function returning `(fn(*args), gradient)`, the gradient of the scalar `fn` with
+    respect to the positional argument `argnums` (a tuple of gradients when `argnums` is a tuple).
+    With `has_aux`, fn returns `(scalar, aux)` and the result is `((scalar, aux), gradient)`.
+
+    It runs wherever the function runs: eagerly on the tape, or inside `verigrad.trace`/`compile`,
+    where the same VJPs become instructions of the program. No `.grad` is read or written; captured
+    tensors (parameters) are constants here. An argument that does not reach the result gets zeros.
+    Nested (`grad(grad(f))`) works: when the arguments already carry gradient history, the gradient
+    keeps its own.
+    """
+    single = isinstance(argnums, int)
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        nums = _check_argnums(argnums, len(args))
+        args = list(args)
+        variables = []
+        nested = is_grad_enabled() and any(
+            isinstance(args[i], Tensor) and args[i].requires_grad for i in nums
+        )
+        for i in nums:
+            a = args[i] if isinstance(args[i], Tensor) else tensor(args[i])
+            if not a.dtype.is_float:
+                raise TypeError(f"grad: argument {i} is {a.dtype.name}; only floating tensors have gradients")
+            if not (nested and a.requires_grad):
+                a = a.detach().requires_grad_(True)
+            args[i] = a
+            variables.append(a)
+        with _grad_mode(True):
+            result = fn(*args, **kwargs)
+        if has_aux and not (isinstance(result, tuple) and len(result) == 2):
+            raise TypeError("with has_aux=True the function must return a pair (scalar, aux)")
+        out, aux = result if has_aux else (result, None)
+        if not isinstance(out, Tensor):
+            raise TypeError(f"grad needs the function to return a tensor, got {type(out).__name__}")
+        if out.numel() != 1 or not out.dtype.is_float:
+            raise TypeError(
+                f"grad needs the function to return a single floating value, got {out.dtype.name}"
+                f"{list(out.shape)}"
+            )
+        if out.requires_grad:
+            found = gradients(out, variables, create_graph=nested)
+        else:  # no argument reaches the result
+            found = [None] * len(variables)
+        grads = tuple(
+            g if g is not None else FUNCS["zeros_like"](v.detach()) for g, v in zip(found, variables)
+        )
+        value = out if nested else out.detach()
+        value = (value, aux) if has_aux else value
+        return value, (grads[0] if single else grads)
+
+    return wrapper
+
+
+def grad(
+    fn: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False
+) -> Callable[..., Any]:
+    """As JAX's `grad`: the gradient of the scalar-valued `fn` with respect to its positional argument
+    `argnums` (a tuple of gradients when `argnums` is a tuple); see `value_and_grad`.
+
+    >>> verigrad.grad(lambda x: (x * x).sum())(verigrad.tensor([1.0, 2.0]))
+    tensor([2., 4.], dtype=f32)
+    """
+    value_and_grad_fn = value_and_grad(fn, argnums, has_aux)
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        value, g = value_and_grad_fn(*args, **kwargs)
+        return (g, value[1]) if has_aux else g
+
+    return wrapper
 
 
 def grad_of(fn: Callable[..., Tensor]) -> Callable[..., Any]:
-    """The gradient function of a scalar-valued function of tensors (eager, for tests and users)."""
+    """The gradients of a scalar-valued function with respect to all its arguments, as a tuple."""
 
     @functools.wraps(fn)
-    def wrapper(*args: Tensor) -> tuple[Tensor | None, ...]:
-        leaves = [a.detach().requires_grad_(True) for a in args]
-        fn(*leaves).backward()
-        return tuple(leaf.grad for leaf in leaves)
+    def wrapper(*args: Tensor) -> tuple[Tensor, ...]:
+        return grad(fn, argnums=tuple(range(len(args))))(*args)
 
     return wrapper
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -9,8 +10,8 @@ import numpy as np
 
 from . import modes
 from .errors import ShapeError
-from .ops import tensor
-from .shapes import Spec, dims, is_concrete
+from .ops import from_numpy, tensor
+from .shapes import Spec, dims, is_concrete, multiple_of
 from .tensor import Tensor
 
 
@@ -41,72 +42,150 @@ def check(fn: Callable[..., Any], *specs: Spec) -> Any:
 class Compiled:
     """`fn` traced once per argument signature, then run from a plan cached per binding of its symbols.
 
-    The default signature makes the leading dimension shared by the arguments a symbol `B` (falling back
-    to the concrete shapes when the function needs them); `specs` fixes it instead.
+    A call binds the symbols from the arguments' shapes and runs the plan for (those sizes, the
+    arguments' dtypes and layouts, the backend), building it on first use. The default signature
+    makes the leading dimension shared by the arguments a symbol `B` (falling back to the concrete
+    shapes when the function needs them); `specs` fixes it instead, and arguments that break it
+    raise ShapeError or DTypeError naming the argument and the symbol.
+
+    Captured tensors (parameters, optimizer state) are read at each call and the ones the function
+    assigns are written back in place, so a compiled training step updates the model as the eager
+    step does. Gradients live inside the call: `.grad` is left as it was, and the results carry no
+    gradient history. Called inside a trace, under `verigrad.abstract()`, or with arguments that
+    require grad, the function simply runs (so it composes with `trace`, `grad` and `check`).
     """
 
     def __init__(self, fn: Callable[..., Any], specs: tuple[Spec, ...] | None = None, optimize: bool = True):
+        if specs is not None:
+            specs = tuple(specs)
+            for i, s in enumerate(specs):
+                if not isinstance(s, Spec):
+                    raise TypeError(f"specs[{i}] must be a verigrad.spec, got {type(s).__name__}")
         self.fn = fn
         self.specs = specs
         self.optimize = optimize
-        self._programs: dict[Any, Any] = {}
+        self._programs: dict[Any, tuple[Any, Any]] = {}  # signature -> (program, result structure)
+        self._needs_concrete: set[Any] = set()  # default signatures the function cannot trace
         self._plans: dict[Any, Any] = {}
         self.counts = {"traces": 0, "plans": 0, "hits": 0}
+        functools.update_wrapper(self, fn, updated=())
 
-    def program(self, *args: Tensor) -> Any:
+    def program(self, *args: Any) -> Any:
         """The (optimized) Program these arguments run, tracing it if needed."""
+        return self._entry(self._lift(args))[0]
+
+    def _lift(self, args: tuple[Any, ...]) -> tuple[Tensor, ...]:
+        args = tuple(_as_tensor(a) for a in args)
+        if self.specs is not None and len(args) != len(self.specs):
+            raise TypeError(
+                f"{_name(self.fn)} was compiled for {len(self.specs)} argument(s), got {len(args)}"
+            )
+        return args
+
+    def _entry(self, args: tuple[Tensor, ...]) -> tuple[Any, Any]:
         specs = self.specs or _default_specs(args)
         key = tuple(specs)
-        if key not in self._programs:
-            self._programs[key] = self._trace(specs, args)
-        return self._programs[key]
+        if key in self._needs_concrete:
+            specs = key = tuple(a.spec for a in args)
+        entry = self._programs.get(key)
+        if entry is None:
+            try:
+                entry = self._trace(specs)
+            except (ShapeError, TypeError):
+                if self.specs is not None or all(is_concrete(s.shape) for s in specs):
+                    raise
+                self._needs_concrete.add(key)  # the function needs concrete sizes: trace per size
+                return self._entry(args)
+            self._programs[key] = entry
+        return entry
 
-    def _trace(self, specs: tuple[Spec, ...], args: tuple[Tensor, ...]) -> Any:
-        from .ir import trace
+    def _trace(self, specs: tuple[Spec, ...]) -> tuple[Any, Any]:
         from .ir.passes import optimize
+        from .ir.trace import trace_function
 
-        try:
-            program = trace(self.fn, *specs)
-        except ShapeError:
-            if self.specs is not None or all(is_concrete(s.shape) for s in specs):
-                raise
-            specs = tuple(a.spec for a in args)  # the function needs concrete sizes
-            program = trace(self.fn, *specs)
+        program, tree = trace_function(self.fn, specs)
         self.counts["traces"] += 1
-        return optimize(program) if self.optimize else program
+        return (optimize(program) if self.optimize else program), tree
 
     def __call__(self, *args: Any) -> Any:
+        from .autograd import is_grad_enabled
         from .backends import get_backend
         from .ir.plan import Plan, bind
+        from .ir.trace import unflatten
 
-        args = tuple(a if isinstance(a, Tensor) else tensor(a) for a in args)
-        program = self.program(*args)
+        if modes.current().name != "eager" or (
+            is_grad_enabled() and any(isinstance(a, Tensor) and a.requires_grad for a in args)
+        ):
+            return self.fn(*args)  # inside a trace or a check, or differentiated from outside
+        args = self._lift(args)
+        program, tree = self._entry(args)
         values = bind(program, args)
+        captured = program.captured
         backend = get_backend()
-        key = (id(program), tuple(sorted(values.items())), backend.name)
+        layouts = tuple(_layout(a.data) for a in args) + tuple(_layout(t.data) for t in captured)
+        key = (id(program), tuple(sorted(values.items())), layouts, backend.name)
         plan = self._plans.get(key)
         if plan is None:
             plan = self._plans[key] = Plan(program, values, backend)
             self.counts["plans"] += 1
         else:
             self.counts["hits"] += 1
-        outputs, updates = plan.run([a.data for a in args] + [t.data for t in program.captured])
-        by_name = {v.name: t for v, t in zip(program.inputs[program.n_args :], program.captured)}
-        for name, array in updates.items():
-            np.copyto(by_name[name].data, array)
+        outputs, updates = plan.run([a.data for a in args] + [t.data for t in captured])
+        _write_back(program, updates)
         results = [Tensor(Spec(o.shape, v.spec.dtype), o) for o, v in zip(outputs, program.outputs)]
-        return results[0] if len(results) == 1 else tuple(results)
+        return unflatten(tree, iter(results))
 
     def stats(self) -> dict[str, int]:
         """How many traces, plans built, and plan cache hits so far."""
         return dict(self.counts)
+
+    def __repr__(self) -> str:
+        return f"<compiled {_name(self.fn)}: {self.counts}>"
+
+
+def _as_tensor(a: Any) -> Tensor:
+    """Arguments as tensors: a NumPy array is read in place (no copy), anything else is converted."""
+    if isinstance(a, Tensor):
+        return a
+    if isinstance(a, np.ndarray) and a.dtype.kind in "biuf":
+        return from_numpy(a)
+    return tensor(a)
+
+
+def _name(fn: Any) -> str:
+    return getattr(fn, "__qualname__", None) or type(fn).__name__
+
+
+def _layout(array: np.ndarray) -> str:
+    """What a plan may assume of an argument's memory: C-contiguous, or strided."""
+    return "C" if array.flags.c_contiguous else "strided"
+
+
+def _root(array: np.ndarray) -> np.ndarray:
+    while isinstance(array.base, np.ndarray):
+        array = array.base
+    return array
+
+
+def _write_back(program: Any, updates: dict[str, np.ndarray]) -> None:
+    """Copy the updated values into the captured tensors. A value that is (a view of) another
+    captured tensor's memory is copied first, so `a, b = b, a` swaps rather than duplicates."""
+    if not updates:
+        return
+    by_name = {v.name: t for v, t in zip(program.inputs[program.n_args :], program.captured)}
+    targets = {id(_root(by_name[name].data)) for name in updates}
+    safe = {name: array.copy() if id(_root(array)) in targets else array for name, array in updates.items()}
+    for name, array in safe.items():
+        np.copyto(by_name[name].data, array)
 
 
 def _default_specs(args: tuple[Tensor, ...]) -> tuple[Spec, ...]:
     batch = args[0].shape[0] if args and args[0].ndim else None
     if batch is None or batch <= 1:
         return tuple(a.spec for a in args)
-    b = dims("B")
+    if batch % multiple_of("B"):  # the user declared B a multiple of something this batch is not
+        return tuple(a.spec for a in args)
+    b = dims("B", multiple_of=multiple_of("B"))
     return tuple(
         Spec((b, *a.shape[1:]) if a.ndim and a.shape[0] == batch else a.shape, a.dtype) for a in args
     )

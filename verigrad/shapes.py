@@ -1,6 +1,7 @@
 """Symbolic dimensions in normal form, the `Spec` of a tensor, and the shape rules ops share.
 
-A `Dim` is a polynomial with rational coefficients over atoms. An atom is a symbol (``n``, ``din``)
+A `Dim` is a polynomial with rational coefficients over atoms (an integral coefficient is held as
+an ``int``, the rest as ``Fraction``s; they compare and hash alike). An atom is a symbol (``n``, ``din``)
 or a floor quotient that could not be divided exactly (``(H-1)//2``). The normal form is a sorted tuple
 of (monomial, coefficient) terms, so two dims are equal exactly when they are the same polynomial,
 which is when they are equal for every value of the symbols. Constants are plain ``int``: a `Dim` is
@@ -10,7 +11,6 @@ never constant. A symbol may be declared a multiple of an integer (``dims("H", m
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -40,23 +40,31 @@ class Dim:
 
     # construction ------------------------------------------------------------------------------
     @staticmethod
-    def _make(coeffs: dict[Monomial, Fraction]) -> Dim | int:
-        terms = tuple(sorted(((m, c) for m, c in coeffs.items() if c != 0), key=_term_order))
-        if not terms:
+    def _make(coeffs: dict[Monomial, Fraction | int]) -> Dim | int:
+        kept = []
+        for m, c in coeffs.items():
+            if c:
+                if type(c) is Fraction and c.denominator == 1:
+                    c = c.numerator  # integral coefficients are ints: cheaper to combine and hash
+                kept.append((m, c))
+        if not kept:
             return 0
-        if len(terms) == 1 and terms[0][0] == ():
-            c = terms[0][1]
-            return int(c) if c.denominator == 1 else _raise_fraction(c)
-        return Dim(terms)
+        if len(kept) == 1:
+            m, c = kept[0]
+            if m == ():
+                return c if type(c) is int else _raise_fraction(c)
+            return Dim((kept[0],))
+        kept.sort(key=_term_order)
+        return Dim(tuple(kept))
 
-    def _coeffs(self) -> dict[Monomial, Fraction]:
+    def _coeffs(self) -> dict[Monomial, Fraction | int]:
         return dict(self.terms)
 
     # arithmetic --------------------------------------------------------------------------------
     def __add__(self, other: DimLike) -> Dim | int:
         coeffs = self._coeffs()
         for m, c in _as_terms(other):
-            coeffs[m] = coeffs.get(m, Fraction(0)) + c
+            coeffs[m] = coeffs.get(m, 0) + c
         return Dim._make(coeffs)
 
     __radd__ = __add__
@@ -71,11 +79,15 @@ class Dim:
         return (-self) + other
 
     def __mul__(self, other: DimLike) -> Dim | int:
-        coeffs: dict[Monomial, Fraction] = {}
+        if type(other) is int:  # the common case: scale every coefficient (the order stays)
+            if other == 1 or other == 0:
+                return self if other else 0
+            return Dim(tuple([(m, _integral(c * other)) for m, c in self.terms]))
+        coeffs: dict[Monomial, Fraction | int] = {}
         for m1, c1 in self.terms:
             for m2, c2 in _as_terms(other):
                 m = _mono_mul(m1, m2)
-                coeffs[m] = coeffs.get(m, Fraction(0)) + c1 * c2
+                coeffs[m] = coeffs.get(m, 0) + c1 * c2
         return Dim._make(coeffs)
 
     __rmul__ = __mul__
@@ -102,7 +114,7 @@ class Dim:
         name = f"({self})//{other}"
         _FLOORS.setdefault(name, (self, other))
         _atom_key(name)
-        return Dim(((((name, 1),), Fraction(1)),))
+        return Dim(((((name, 1),), 1),))
 
     # comparison and use ------------------------------------------------------------------------
     def __eq__(self, other: object) -> bool:
@@ -132,7 +144,7 @@ class Dim:
 
     def evaluate(self, values: dict[str, int]) -> int:
         """The integer value for the given symbol values."""
-        total = Fraction(0)
+        total: Fraction | int = 0
         for m, c in self.terms:
             term = c
             for atom, power in m:
@@ -155,20 +167,31 @@ class Dim:
 DimLike = Dim | int
 
 
+def _integral(c: Fraction | int) -> Fraction | int:
+    """An integral coefficient as an int."""
+    return c.numerator if type(c) is Fraction and c.denominator == 1 else c
+
+
 def _raise_fraction(c: Fraction) -> int:
     raise ShapeError(f"the size {c} is not an integer")
 
 
-def _term_order(term: tuple[Monomial, Fraction]) -> tuple:
+def _term_order(term: tuple[Monomial, Fraction | int]) -> tuple:
     m = term[0]
-    return (-sum(p for _, p in m), [(_atom_key(a), -p) for a, p in m])
+    key = _MONOMIAL_ORDER.get(m)
+    if key is None:  # atoms keep their keys forever, so a monomial's place never changes
+        key = _MONOMIAL_ORDER[m] = (-sum(p for _, p in m), [(_atom_key(a), -p) for a, p in m])
+    return key
 
 
-def _as_terms(x: DimLike) -> tuple[tuple[Monomial, Fraction], ...]:
+_MONOMIAL_ORDER: dict[Monomial, tuple] = {}
+
+
+def _as_terms(x: DimLike) -> tuple[tuple[Monomial, Fraction | int], ...]:
     if isinstance(x, Dim):
         return x.terms
     if isinstance(x, int):
-        return (((), Fraction(x)),) if x else ()
+        return (((), int(x)),) if x else ()
     raise TypeError(f"cannot combine a dimension with {type(x).__name__} {x!r}")
 
 
@@ -225,7 +248,7 @@ def exact_div(a: DimLike, b: DimLike) -> DimLike | None:
             return None
         if isinstance(a, int):
             return a // b if a % b == 0 else None
-        q = Dim._make({m: c / b for m, c in a.terms})
+        q = Dim._make({m: Fraction(c, b) for m, c in a.terms})
     else:
         try:
             q = _poly_div(a, b)
@@ -249,7 +272,7 @@ def _poly_div(a: DimLike, b: Dim) -> DimLike | None:
                 return None
             powers[atom] -= p
         mono = tuple(sorted(((x, p) for x, p in powers.items() if p), key=lambda ap: _atom_key(ap[0])))
-        step = Dim._make({mono: rc / lead_c})
+        step = Dim._make({mono: Fraction(rc, lead_c)})
         quotient = quotient + step
         rem = rem - step * b
     return quotient
@@ -278,7 +301,7 @@ def dims(names: str, multiple_of: int = 1) -> Dim | tuple[Dim, ...]:
             raise ValueError(f"{name} was declared a multiple of {_MULTIPLE_OF[name]} before")
         _MULTIPLE_OF[name] = multiple_of
         _atom_key(name)
-        out.append(Dim(((((name, 1),), Fraction(1)),)))
+        out.append(Dim(((((name, 1),), 1),)))
     return out[0] if len(out) == 1 else tuple(out)
 
 
@@ -309,7 +332,19 @@ def shape_text(shape: Sequence[DimLike]) -> str:
 
 
 def numel(shape: Sequence[DimLike]) -> DimLike:
-    return math.prod(shape, start=1)
+    """The product of the sizes (the integer factors first: they only scale the polynomial)."""
+    n, symbolic = 1, []
+    for d in shape:
+        if isinstance(d, Dim):
+            symbolic.append(d)
+        else:
+            n *= d
+    if not symbolic:
+        return n
+    out: DimLike = symbolic[0]
+    for d in symbolic[1:]:
+        out = out * d
+    return out * n
 
 
 def is_concrete(shape: Sequence[DimLike]) -> bool:
@@ -356,6 +391,13 @@ def normalize_axes(axis: int | Sequence[int] | None, ndim: int) -> tuple[int, ..
 
 def broadcast(*shapes: Shape) -> Shape:
     """NumPy broadcasting, for symbols too: ``n`` joins ``n`` or ``1``; ``n`` and ``m`` are refused."""
+    if shapes:
+        first = shapes[0]
+        for s in shapes:
+            if s != first:
+                break
+        else:
+            return tuple(first)  # all the same shape (the common case)
     ndim = max((len(s) for s in shapes), default=0)
     out = []
     for i in range(-ndim, 0):

@@ -1,22 +1,43 @@
-"""A `Plan` is a Program bound to concrete sizes and a backend: a flat list of kernel calls.
+"""A `Plan` is a Program bound to concrete sizes and a backend: a straight line of kernel calls.
 
-Building it resolves every symbol (from the arguments' shapes), every kernel and every param once;
-running it is one loop over prepared steps, writing values into a list of slots.
+Building it resolves every symbol (from the arguments' shapes), every param and every kernel once:
+
+- a kernel is the backend's own for (op, dtype), else the op's NumPy reference; where the reference
+  is chosen and the op offers `fast` for the operands' dtypes, that leaner equivalent (the same
+  result, bit for bit, without the per-call dtype rule and no-op casts);
+- a composite op the backend has no kernel for is replaced by the instructions of its decomposition,
+  traced once for the concrete operands: the same kernels eager mode runs for it, without a trip
+  through eager dispatch per call;
+- a fused group (passes/fuse.py) the backend has no kernel for runs its members as steps of their
+  own: the kernels they would run unfused, without a loop over the members inside a kernel.
+
+The first run checks every kernel's result against its instruction's spec, as eager mode's `conform`
+does: a result of the wrong shape is an error; one of another dtype (or a NumPy scalar) is converted,
+and that instruction keeps the conversion. Later runs call the kernels directly, in a loop over
+the steps; once a plan has run `generate_after` times, it becomes a Python function generated for it,
+one line per kernel call (`print(plan.source)`), which saves the loop's overhead (a few tenths of a
+microsecond per call) at a one-time cost of compiling that source (tens of microseconds per line).
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from .. import modes
+from ..autograd import no_grad
 from ..backends import Backend
+from ..dtypes import DType
 from ..eager import conform, decomposition_kernel
 from ..errors import DTypeError, ShapeError
 from ..shapes import Dim, Spec, evaluate, multiple_of, shape_text
+from ..tensor import Tensor
+from .passes.fuse import FusedOp
 from .program import Program, Value
+from .trace import TraceMode
 
 
 def bind(program: Program, args: Sequence[Any]) -> dict[str, int]:
@@ -36,6 +57,10 @@ def bind(program: Program, args: Sequence[Any]) -> dict[str, int]:
                 f"{where}: shape {list(shape)} does not have the rank of {shape_text(v.spec.shape)}"
             )
         for i, (d, n) in enumerate(zip(v.spec.shape, shape)):
+            if isinstance(d, int):
+                if d != n:
+                    pending.append((where, i, d, n))
+                continue
             symbol = _plain_symbol(d)
             if symbol is None:
                 pending.append((where, i, d, n))
@@ -72,51 +97,296 @@ def concrete(value: Any, values: dict[str, int]) -> Any:
     return value
 
 
+_PLAIN = (int, float, str, bool, type(None))
+
+
+class _Concrete:
+    """`concrete` with each Dim and each shape evaluated once per plan (a program repeats a few sizes)."""
+
+    def __init__(self, values: dict[str, int]) -> None:
+        self.values = values
+        self.dims: dict[Dim, int] = {}
+        self.shapes: dict[tuple, tuple] = {}
+
+    def __call__(self, value: Any) -> Any:
+        if isinstance(value, _PLAIN):  # the common case first
+            return value
+        if isinstance(value, Dim):
+            n = self.dims.get(value)
+            if n is None:
+                n = self.dims[value] = value.evaluate(self.values)
+            return n
+        if isinstance(value, tuple):
+            return tuple(map(self, value))
+        if isinstance(value, list):
+            return [self(v) for v in value]
+        return value
+
+    def shape(self, shape: tuple) -> tuple:
+        out = self.shapes.get(shape)
+        if out is None:
+            out = self.shapes[shape] = (
+                shape if all(type(d) is int for d in shape) else tuple(map(self, shape))
+            )
+        return out
+
+
+class Step:
+    """One kernel call: slots in, one slot out, and the spec its result must have."""
+
+    __slots__ = ("fix", "ins", "kernel", "op", "out", "spec")
+
+    def __init__(self, op: Any, kernel: Callable, ins: tuple[int, ...], out: int, spec: Spec) -> None:
+        self.op, self.kernel, self.ins, self.out, self.spec = op, kernel, ins, out, spec
+        self.fix: str | None = None  # after the first run: None, "asarray" or "conform"
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"x{i}" for i in self.ins)
+        return f"x{self.out}: {self.spec!r} = {self.op.name}({args})"
+
+
 class Plan:
     """The program's instructions as kernel calls over numbered slots, for one binding of the symbols."""
 
     def __init__(self, program: Program, values: dict[str, int], backend: Backend) -> None:
         self.program = program
-        slot: dict[int, int] = {}
-        self.initial: list[Any] = []
-
-        def slot_of(v: Value) -> int:
-            if v.id not in slot:
-                slot[v.id] = len(self.initial)
-                self.initial.append(None)
-            return slot[v.id]
-
-        self.input_slots = [slot_of(v) for v in program.inputs]
-        self.steps: list[tuple[Any, tuple[int, ...], int]] = []
-        for instr in program.instrs:
-            out = slot_of(instr.out)
-            if instr.name == "const":
-                self.initial[out] = instr.params["value"]
-                continue
-            params = {k: concrete(p, values) for k, p in instr.params.items()}
-            spec = Spec(concrete(instr.out.spec.shape, values), instr.out.spec.dtype)
-            self.steps.append(
-                (_kernel(instr.op, params, spec, backend), tuple(slot_of(a) for a in instr.args), out)
-            )
-        self.output_slots = [slot_of(v) for v in program.outputs]
-        self.update_slots = {name: slot_of(v) for name, v in program.updates.items()}
+        self.values = dict(values)
+        self.backend = backend
+        self._concrete = _Concrete(self.values)
+        self._slots: dict[Value, int] = {}  # also holds the decompositions' values
+        self.specs: list[Spec] = []  # concrete spec of each slot
+        self.consts: dict[int, np.ndarray] = {}
+        self.steps: list[Step] = []
+        self._same: dict[Any, int] = {}  # (op, input slots, params) -> the slot that computed it
+        self.input_slots = [self._new_slot(v, self._spec(v.spec)) for v in program.inputs]
+        self._emit(program.instrs, self._slots)
+        self.output_slots = [self._slots[v] for v in program.outputs]
+        self.update_names = list(program.updates)
+        self.update_slots = {name: self._slots[v] for name, v in program.updates.items()}
         self.instructions = len(self.steps)
+        self._template: list[Any] = [None] * len(self.specs)  # the slots before a run: constants only
+        for slot, value in self.consts.items():
+            self._template[slot] = value
+        self.runs = 0
+        self._loop: list[tuple[Callable, tuple[int, ...], int]] | None = None  # after the checked run
+        self._fn: Callable[..., Any] | None = None  # generated after `generate_after` runs
+        self.source: str | None = None  # its text
+
+    # runs before the plan becomes a generated function: compiling its source costs about as much as
+    # the loop's overhead over some 60 runs, so a plan run this often is likely to be run far more
+    generate_after = 64
+
+    # building ----------------------------------------------------------------------------------
+    def _spec(self, spec: Spec) -> Spec:
+        shape = self._concrete.shape(spec.shape)
+        return spec if shape is spec.shape else Spec(shape, spec.dtype)
+
+    def _new_slot(self, v: Value, spec: Spec) -> int:
+        slot = self._slots[v] = len(self.specs)
+        self.specs.append(spec)
+        return slot
+
+    def _emit(self, instrs: Sequence[Any], slots: dict[Value, int], inlined: bool = False) -> None:
+        """Steps for `instrs`, whose values `slots` maps (arguments in, results added). The steps of
+        inlined decompositions are merged with equal earlier ones (softmax's backward after
+        cross_entropy's forward repeats its max, sub and exp); the passes did that for the rest."""
+        concrete_param = self._concrete
+        for instr in instrs:
+            op = instr.op
+            if isinstance(op, str):  # "const"
+                value = instr.params["value"]
+                slots[instr.out] = slot = len(self.specs)
+                self.specs.append(Spec(value.shape, instr.out.spec.dtype))
+                self.consts[slot] = value
+                continue
+            ins = tuple([slots[a] for a in instr.args])
+            params = {k: concrete_param(p) for k, p in instr.params.items()} if instr.params else {}
+            slots[instr.out] = self._call(op, params, ins, self._spec(instr.out.spec), inlined)
+
+    def _call(self, op: Any, params: dict, ins: tuple[int, ...], spec: Spec, inlined: bool = False) -> int:
+        """The slot holding `op(*ins, **params)` of concrete `spec`, after the steps that compute it."""
+        backend = self.backend
+        if op.is_composite or isinstance(op, FusedOp):
+            kernel = backend.native(op, spec.dtype)
+            if kernel is None:
+                if isinstance(op, FusedOp):
+                    return self._members(op, params["params"], ins)
+                sub = _decomposition(op, params, tuple([self.specs[i] for i in ins]), spec)
+                if sub is not None:
+                    inner = dict(zip(sub.inputs, ins))
+                    self._emit(sub.instrs, inner, inlined=True)
+                    return inner[sub.outputs[0]]
+                kernel = decomposition_kernel(op)
+        else:
+            kernel = backend.kernel(op, spec.dtype)
+        key: Any = None
+        if inlined:
+            try:
+                key = (op, ins, tuple((k, _param_key(v)) for k, v in params.items()))
+            except TypeError:
+                key = None
+        if key is not None:
+            slot = self._same.get(key)
+            if slot is not None:
+                return slot
+        bound = None
+        if kernel is op.reference and op.fast is not None:
+            bound = op.fast(spec.dtype, tuple([self.specs[i].dtype for i in ins]), **params)
+        if bound is None:
+            bound = functools.partial(kernel, **params) if params else kernel
+        out = len(self.specs)
+        self.specs.append(spec)
+        self.steps.append(Step(op, bound, ins, out, spec))
+        if key is not None:
+            self._same[key] = out
+        return out
+
+    def _members(self, op: FusedOp, params: tuple, ins: tuple[int, ...]) -> int:
+        """A fused group the backend has no kernel for: each member a step of its own, running the
+        kernel it would run unfused, checked and converted as every step is."""
+        done: list[int] = []
+        for m, (member, refs, p) in enumerate(zip(op.ops, op.wiring, params)):
+            args = tuple([ins[k] if kind == "in" else done[k] for kind, k in refs])
+            member_params = dict(p)
+            shape = member.shape_rule(*[self.specs[i].shape for i in args], **member_params)
+            done.append(self._call(member, member_params, args, Spec(shape, op.dtypes[m])))
+        return done[-1]
+
+    # running -----------------------------------------------------------------------------------
+    @property
+    def checked(self) -> bool:
+        """Whether a run has checked every kernel's result (later runs do not)."""
+        return self._loop is not None
 
     def run(self, arrays: Sequence[np.ndarray]) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
-        env = list(self.initial)
-        for s, a in zip(self.input_slots, arrays):
-            env[s] = a
-        with np.errstate(all="ignore"):
-            for kernel, ins, out in self.steps:
-                env[out] = kernel(*[env[i] for i in ins])
+        """Outputs and updated captured tensors (by name) for input arrays in `program.inputs` order."""
+        self.runs += 1
+        if self._fn is not None:
+            with np.errstate(all="ignore"):  # log(-1) is NaN by definition, not a warning
+                outputs, updates = self._fn(*arrays)
+            return list(outputs), dict(zip(self.update_names, updates))
+        if self._loop is None:
+            env = self._checked(arrays)
+        else:
+            env = self._template.copy()
+            for s, a in zip(self.input_slots, arrays):
+                env[s] = a
+            with np.errstate(all="ignore"):
+                for kernel, ins, out in self._loop:
+                    env[out] = kernel(*[env[i] for i in ins])
+            if self.runs >= self.generate_after:
+                self._fn = self._generate()
         return [env[s] for s in self.output_slots], {n: env[s] for n, s in self.update_slots.items()}
 
+    def _checked(self, arrays: Sequence[np.ndarray]) -> list[Any]:
+        """One run step by step, each result checked as `conform` does; then the unchecked loop."""
+        if len(arrays) != len(self.input_slots):
+            raise TypeError(f"the plan takes {len(self.input_slots)} arrays, got {len(arrays)}")
+        env = self._template.copy()
+        for s, a in zip(self.input_slots, arrays):
+            if not isinstance(a, np.ndarray) or a.dtype != self.specs[s].dtype.np:
+                raise TypeError(f"input slot {s}: expected a NumPy array of {self.specs[s]!r}")
+            env[s] = a
+        with np.errstate(all="ignore"):
+            for step in self.steps:
+                result = step.kernel(*[env[i] for i in step.ins])
+                spec = step.spec
+                want = spec.dtype.np
+                if type(result) is not np.ndarray or result.dtype != want:
+                    ok = isinstance(result, np.generic) and result.dtype == want
+                    step.fix = "asarray" if ok else "conform"
+                    result = conform(step.op, result, spec)  # raises on a wrong shape
+                elif result.shape != spec.shape:
+                    conform(step.op, result, spec)  # raises, naming the op
+                env[step.out] = result
+        self._loop = [(_fixed(step), step.ins, step.out) for step in self.steps]
+        if self.runs >= self.generate_after:
+            self._fn = self._generate()
+        return env
 
-def _kernel(op: Any, params: dict, spec: Spec, backend: Backend) -> Any:
-    """The instruction's kernel with its params bound, checking the result as eager mode does."""
-    if op.is_composite:
-        kernel = backend.native(op, spec.dtype) or decomposition_kernel(op)
-    else:
-        kernel = backend.kernel(op, spec.dtype)
-    bound = functools.partial(kernel, **params) if params else kernel
-    return lambda *arrays: conform(op, bound(*arrays), spec)
+    def _generate(self) -> Callable[..., Any]:
+        """`run(x0, x1, ...)` as straight-line Python: one local per slot, deleted after its last use."""
+        keep = set(self.output_slots) | set(self.update_slots.values()) | set(self.input_slots)
+        last: dict[int, int] = {}
+        for k, step in enumerate(self.steps):
+            for i in step.ins:
+                last[i] = k
+        dead_after: dict[int, list[int]] = {}
+        for slot, k in last.items():
+            if slot not in keep and slot not in self.consts:
+                dead_after.setdefault(k, []).append(slot)
+        namespace: dict[str, Any] = {"asarray": np.asarray, "conform": conform}
+        namespace.update({f"x{s}": a for s, a in self.consts.items()})
+        lines = [f"def run({', '.join(f'x{s}' for s in self.input_slots)}):"]
+        for k, step in enumerate(self.steps):
+            namespace[f"k{k}"] = step.kernel
+            call = f"k{k}({', '.join(f'x{i}' for i in step.ins)})"
+            if step.fix == "asarray":
+                call = f"asarray({call})"
+            elif step.fix == "conform":
+                namespace[f"op{k}"], namespace[f"spec{k}"] = step.op, step.spec
+                call = f"conform(op{k}, {call}, spec{k})"
+            lines.append(f"    x{step.out} = {call}  # {step.op.name}")
+            if step.out not in keep and step.out not in last:
+                dead_after.setdefault(k, []).append(step.out)
+            if k in dead_after:
+                lines.append(f"    del {', '.join(f'x{s}' for s in dead_after[k])}")
+        outputs = "".join(f"x{s}, " for s in self.output_slots)
+        updates = "".join(f"x{self.update_slots[n]}, " for n in self.update_names)
+        lines.append(f"    return ({outputs}), ({updates})")
+        self.source = "\n".join(lines) + "\n"
+        exec(compile(self.source, f"<plan of {len(self.steps)} steps>", "exec"), namespace)
+        return namespace["run"]
+
+
+def _fixed(step: Step) -> Callable:
+    """The step's kernel with the conversion its first result needed, if any."""
+    kernel, op, spec = step.kernel, step.op, step.spec
+    if step.fix == "asarray":
+        return lambda *arrays: np.asarray(kernel(*arrays))
+    if step.fix == "conform":
+        return lambda *arrays: conform(op, kernel(*arrays), spec)
+    return kernel
+
+
+# composite ops without a kernel: their decompositions, traced for concrete operands ------------
+_DECOMPOSITIONS: dict[Any, Program | None] = {}
+
+
+def _decomposition(op: Any, params: dict, specs: tuple[Spec, ...], out: Spec) -> Program | None:
+    """The decomposition of `op` for operands of these concrete specs, as a Program whose one output
+    has the spec `out` (None when it reads tensors it was not given, or gives another spec)."""
+    try:
+        key: Any = (op.name, specs, tuple((k, _param_key(v)) for k, v in sorted(params.items())))
+    except TypeError:
+        key = None  # a param this cache cannot tell apart reliably: trace again
+    if key is not None and key in _DECOMPOSITIONS:
+        return _DECOMPOSITIONS[key]
+    program = Program()
+    args = [Tensor(s, program.add_input(s, f"a{i}")) for i, s in enumerate(specs)]
+    program.n_args = len(args)
+    mode = TraceMode(program)
+    with modes.using(mode), no_grad():
+        result = op.decompose(*args, **params)
+    program.outputs = [mode.value_of(result)] if isinstance(result, Tensor) else []
+    ok = not mode.captured and program.outputs and program.outputs[0].spec == out
+    program = program if ok else None
+    if key is not None:
+        if len(_DECOMPOSITIONS) > 4096:
+            _DECOMPOSITIONS.clear()
+        _DECOMPOSITIONS[key] = program
+    return program
+
+
+def _param_key(value: Any) -> Any:
+    """A key that tells apart every two params a decomposition could treat differently (0.0 and
+    -0.0, 1 and 1.0 and True); TypeError for a kind of value it does not know."""
+    if isinstance(value, float):
+        return (float, value.hex())
+    if value is None or isinstance(value, bool | int | str):
+        return (type(value), value)
+    if isinstance(value, tuple):
+        return (tuple, tuple(_param_key(v) for v in value))
+    if isinstance(value, DType):
+        return (DType, value.name)
+    raise TypeError(f"no cache key for {type(value).__name__}")

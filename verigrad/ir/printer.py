@@ -22,7 +22,20 @@ def spec_text(spec: Spec) -> str:
     return f"{spec.dtype.name}[{','.join(str(d) for d in spec.shape)}]"
 
 
+# params left out of the printed line when they have these values: the usual settings of windowed
+# ops and reductions. A pair of equal sizes prints as one number: `kernel=2` for (2, 2).
+_QUIET = {
+    "padding": ((0, 0), 0),
+    "dilation": ((1, 1), 1),
+    "layout": ("NCHW",),
+    "pad_value": (0.0,),
+    "keepdim": (False,),
+}
+
+
 def param_text(value: Any) -> str:
+    if isinstance(value, tuple) and len(value) == 2 and value[0] == value[1] and isinstance(value[0], int):
+        return str(value[0])
     if isinstance(value, tuple | list):
         return "(" + ",".join(param_text(v) for v in value) + ("," if len(value) == 1 else "") + ")"
     if isinstance(value, DType | Dim):
@@ -38,9 +51,16 @@ def instr_text(instr: Instr) -> str:
     head = f"%{instr.out.id}: {spec_text(instr.out.spec)} = {instr.name}"
     if instr.name == "const":
         return f"{head} {const_text(instr.params['value'])}"
+    own = getattr(instr.op, "text", None)  # an op that prints its own operands: ir/passes/fuse.py
+    if own is not None:
+        return head + own(instr)
     args = "".join(f" %{a.id}" for a in instr.args)
-    params = ", ".join(f"{k}={param_text(v)}" for k, v in instr.params.items())
+    params = ", ".join(f"{k}={param_text(v)}" for k, v in instr.params.items() if not _is_quiet(k, v))
     return head + args + (f" ({params})" if params else "")
+
+
+def _is_quiet(key: str, value: Any) -> bool:
+    return any(value == q and type(value) is type(q) for q in _QUIET.get(key, ()))
 
 
 def _input_text(v: Value) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..shapes import Spec
+from ..shapes import DimLike, Spec, evaluate, numel
 
 
 @dataclass(eq=False)
@@ -53,6 +53,10 @@ class Program:
     captured: list[Any] = field(default_factory=list)  # eager tensors bound to the captured inputs
     n_args: int = 0  # inputs[:n_args] are the function's arguments
     _next: int = 0
+    # the memory plan (passes/memplan.py); `copy` drops it, since it only holds for these instructions
+    buffers: dict[int, int] | None = None  # value id -> buffer id; None: not planned
+    buffer_bytes: list[DimLike] = field(default_factory=list)  # buffer id -> its size in bytes
+    inplace: set[int] = field(default_factory=set)  # values computed into their dying input's buffer
 
     def new_value(self, spec: Spec, name: str | None = None) -> Value:
         v = Value(self._next, spec, name)
@@ -95,11 +99,31 @@ class Program:
 
         return format_program(self)
 
+    def memory(self, values: dict[str, int]) -> dict[str, int]:
+        """Bytes of the memory plan for a binding of the symbols (`{"B": 32}`): `planned` (every buffer
+        of the plan), `naive` (one buffer per value an instruction computes; views and constants own
+        none in either count), and how many `buffers`, `values` and `inplace` values that makes."""
+        if self.buffers is None:
+            raise ValueError("this program has no memory plan: run verigrad.ir.passes.memplan.run on it")
+        owned = [i.out for i in self.instrs if i.out.id in self.buffers]
+        return {
+            "planned": sum(evaluate(size, values) for size in self.buffer_bytes),
+            "naive": sum(evaluate(nbytes(v.spec), values) for v in owned),
+            "buffers": len(self.buffer_bytes),
+            "values": len(owned),
+            "inplace": len(self.inplace),
+        }
+
     def verify(self) -> Program:
         from .verify import verify
 
         verify(self)
         return self
+
+
+def nbytes(spec: Spec) -> DimLike:
+    """The size of a value of `spec` in bytes (symbolic when its shape is)."""
+    return numel(spec.shape) * spec.dtype.itemsize
 
 
 def const_text(value: np.ndarray) -> str:

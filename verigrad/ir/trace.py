@@ -2,21 +2,32 @@
 
 Tracing uses the same op calls as eager mode and `check`: the rules run, then the mode appends an
 instruction instead of running a kernel. Autograd records the same `Node`s as in eager mode, so
-`loss.backward()` inside a traced function appends the backward instructions (after `backward:`),
-built from the ops' VJPs. Eager tensors the function reads (parameters, optimizer state) become named
-inputs; `assign` to them becomes an update written back.
+`loss.backward()` (or `verigrad.grad`) inside a traced function appends the backward instructions
+(after `backward:`), built from the ops' VJPs. Eager tensors the function reads (parameters,
+optimizer state) become named inputs; `assign` to them becomes an update written back.
+
+Names of captured tensors come from what the function can reach before it runs (`capture_names`):
+a module's parameters and buffers get their dotted names (`0.weight`), an optimizer's tensors
+`opt.lr`, `opt.<i>.<name>`, a tensor held in a variable the variable's name (`w`, `model.w1`). Where
+two tensors would share a name, the variable holding each is put in front (`enc.weight`,
+`dec.weight`); a tensor nothing names is `c<i>`.
+
+A trace leaves nothing traced behind: the `.grad` of every tensor it can reach is put back as it
+was before the trace.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
-from collections.abc import Callable
+import types
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
 from .. import modes
-from ..autograd import Node, is_grad_enabled
+from ..autograd import Node, is_grad_enabled, no_grad
 from ..dtypes import DType
 from ..shapes import Spec
 from ..tensor import Tensor
@@ -26,12 +37,18 @@ from .program import Program, Value
 class TraceMode(modes.Mode):
     name = "trace"
 
-    def __init__(self, program: Program, names: dict[int, str] | None = None) -> None:
+    def __init__(
+        self, program: Program, names: dict[int, str] | None = None, watch: list[Tensor] | None = None
+    ) -> None:
         self.program = program
         self.names = names or {}  # id(eager tensor) -> the name its input gets
         self.bound: dict[int, Value] = {}  # id(eager tensor) -> its current value
         self.captured: dict[int, Tensor] = {}
-        self.saved_grads: dict[int, Any] = {}  # .grad of each captured tensor before the trace
+        self.input_names: dict[int, str] = {}  # id(eager tensor) -> the name of its input
+        self.decomposed = False  # whether a composite op was recorded as its decomposition for autograd
+        self.used = {v.name for v in program.inputs}
+        # .grad of every tensor the function can reach, before the trace (restored after it)
+        self.saved_grads: dict[int, tuple[Tensor, Any]] = {id(t): (t, t.grad) for t in watch or ()}
 
     def value_of(self, t: Tensor) -> Value:
         if isinstance(t.data, Value):
@@ -41,15 +58,21 @@ class TraceMode(modes.Mode):
         key = id(t)
         if key not in self.bound:
             name = self.names.get(key) or f"c{len(self.captured)}"
+            base, k = name, 1
+            while name in self.used:
+                name, k = f"{base}_{k}", k + 1
+            self.used.add(name)
             self.bound[key] = self.program.add_input(t.spec, name)
+            self.input_names[key] = name
             self.captured[key] = t
-            self.saved_grads[key] = t.grad
+            self.saved_grads.setdefault(key, (t, t.grad))
             self.program.captured.append(t)
         return self.bound[key]
 
     def apply(self, op: Any, args: tuple[Tensor, ...], params: dict, out: Spec) -> Tensor:
         needs_grad = op.differentiable and is_grad_enabled() and any(a.requires_grad for a in args)
         if op.is_composite and needs_grad and op.vjp is None:
+            self.decomposed = True
             return op.decompose(*args, **params)  # the backward pass needs the primitives
         value = self.program.emit(op, tuple(self.value_of(a) for a in args), params, out)
         t = Tensor(out, value)
@@ -67,21 +90,24 @@ class TraceMode(modes.Mode):
         if isinstance(target.data, Value):
             target.data = new  # a tensor made inside the trace: rebind it (SSA)
             return
-        old = self.value_of(target)  # a captured tensor: its new value is written back
+        self.value_of(target)  # a captured tensor: its new value is written back
         self.bound[id(target)] = new
-        self.program.updates[old.name] = new
+        self.program.updates[self.input_names[id(target)]] = new
 
     def restore(self) -> None:
-        """Give captured tensors back the `.grad` they had: a trace leaves no traced value behind."""
-        for key, t in self.captured.items():
-            t.grad = self.saved_grads[key]
+        """Give the tensors back the `.grad` they had: a trace leaves no traced value behind."""
+        for t, g in self.saved_grads.values():
+            t.grad = g
 
     def begin_backward(self) -> None:
         if self.program.backward_at is None:
             self.program.backward_at = len(self.program.instrs)
 
 
+# names of the function's arguments --------------------------------------------------------------
 def _arg_names(fn: Callable, count: int) -> list[str]:
+    if _is_module(fn) and callable(getattr(fn, "forward", None)):
+        fn = fn.forward  # a module's call takes forward's arguments
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
@@ -91,29 +117,112 @@ def _arg_names(fn: Callable, count: int) -> list[str]:
         base = next(p.name for p in params if p.kind == p.VAR_POSITIONAL)
         names += [f"{base}{i}" for i in range(count - len(names))]
     names = names[:count]
-    return names + [f"arg{i}" for i in range(len(names), count)]
-
-
-def tensor_names(*objects: Any) -> dict[int, str]:
-    """Names for the tensors held by modules and optimizers found in `objects` (duck-typed)."""
-    names: dict[int, str] = {}
-    for obj in objects:
-        if hasattr(obj, "named_parameters") and hasattr(obj, "named_buffers"):
-            for name, t in [*obj.named_parameters(), *obj.named_buffers()]:
-                names.setdefault(id(t), name)
-        elif hasattr(obj, "state_tensors"):
-            for name, t in obj.state_tensors():
-                names.setdefault(id(t), name)
+    names += [f"arg{i}" for i in range(len(names), count)]
+    seen: set[str] = set()
+    for i, n in enumerate(names):  # unique even for odd signatures
+        names[i] = n if n not in seen else f"arg{i}"
+        seen.add(names[i])
     return names
 
 
-def _closure_objects(fn: Callable) -> list[Any]:
-    objects = [getattr(fn, "__self__", None), fn]
-    objects += [c.cell_contents for c in getattr(fn, "__closure__", None) or () if _filled(c)]
-    code = getattr(fn, "__code__", None)
-    if code is not None:
-        objects += [fn.__globals__[n] for n in code.co_names if n in getattr(fn, "__globals__", {})]
-    return [o for o in objects if o is not None]
+# names of the tensors a function captures -------------------------------------------------------
+_PACKAGE = __name__.split(".")[0] + "."
+_MAX_DEPTH = 3  # how deep plain objects and containers are searched for tensors
+_MAX_ITEMS = 256  # longer containers are not searched (a list of batches holds no parameters)
+
+
+def _has_method(obj: Any, *names: str) -> bool:
+    """Whether the object's class defines these methods (an instance's __getattr__ does not count)."""
+    return not isinstance(obj, type) and all(callable(getattr(type(obj), n, None)) for n in names)
+
+
+def _is_module(obj: Any) -> bool:
+    return _has_method(obj, "named_parameters", "named_buffers")
+
+
+def _is_optimizer(obj: Any) -> bool:
+    return _has_method(obj, "state_tensors")
+
+
+def _is_function(obj: Any) -> bool:
+    return isinstance(obj, types.FunctionType | types.MethodType | functools.partial)
+
+
+def _searchable(obj: Any) -> bool:
+    """A plain object whose attributes may hold tensors (not a class, module, function or array)."""
+    if isinstance(obj, type | types.ModuleType | np.ndarray | np.generic | str | bytes | int | float):
+        return False
+    if _is_function(obj) or not hasattr(obj, "__dict__"):
+        return False
+    return not type(obj).__module__.startswith(("builtins", "numpy", "rich"))
+
+
+def _code_names(code: types.CodeType) -> Iterator[str]:
+    """Global names a code object (and the functions and comprehensions inside it) may read."""
+    yield from code.co_names
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _code_names(const)
+
+
+def _roots(fn: Any) -> list[tuple[str | None, Any]]:
+    """What `fn` can reach, as (variable name, object), nearest first: the object of a bound method
+    (its attributes), a callable object itself, closure cells, default arguments, the globals its
+    code reads, then the same for the functions found among them."""
+    roots: list[tuple[str | None, Any]] = []
+    queue: list[Any] = [fn]
+    seen: set[int] = set()
+    while queue:
+        f = queue.pop(0)
+        if id(f) in seen or len(seen) > 64:
+            continue
+        seen.add(id(f))
+        found: list[tuple[str | None, Any]] = []
+        if isinstance(f, functools.partial):
+            found += [(f"arg{i}", a) for i, a in enumerate(f.args)]
+            found += list(f.keywords.items())
+            queue.append(f.func)
+        elif isinstance(f, types.MethodType):
+            owner = f.__self__
+            if _is_module(owner) or _is_optimizer(owner):
+                found.append((None, owner))
+            elif _searchable(owner):
+                found += list(vars(owner).items())
+            queue.append(f.__func__)
+        elif isinstance(f, types.FunctionType):
+            code = f.__code__
+            cells = zip(code.co_freevars, f.__closure__ or ())
+            found += [(name, c.cell_contents) for name, c in cells if _filled(c)]
+            found += _defaults(f)
+            if not (f.__module__ or "").startswith(_PACKAGE):  # verigrad's own globals hold no state
+                glob = f.__globals__
+                found += [(n, glob[n]) for n in dict.fromkeys(_code_names(code)) if n in glob]
+            wrapped = getattr(f, "__wrapped__", None)
+            if wrapped is not None:
+                queue.append(wrapped)
+        elif callable(f) and not isinstance(f, type):  # a module or another callable object
+            if _is_module(f) or _is_optimizer(f):
+                found.append((None, f))
+            elif _searchable(f):
+                found += list(vars(f).items())
+            call = next((vars(k)["__call__"] for k in type(f).__mro__ if "__call__" in vars(k)), None)
+            if isinstance(call, types.FunctionType) and not (_is_module(f) or _is_optimizer(f)):
+                queue.append(call)
+        for name, obj in found:
+            if isinstance(obj, types.ModuleType | type):
+                continue
+            roots.append((name, obj))
+            if _is_function(obj) or (callable(obj) and _searchable(obj)):
+                queue.append(obj)
+    return roots
+
+
+def _defaults(f: types.FunctionType) -> list[tuple[str, Any]]:
+    try:
+        params = inspect.signature(f).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [(p.name, p.default) for p in params if p.default is not p.empty]
 
 
 def _filled(cell: Any) -> bool:
@@ -124,22 +233,168 @@ def _filled(cell: Any) -> bool:
     return True
 
 
+def _join(*parts: str | None) -> str:
+    return ".".join(p for p in parts if p)
+
+
+def _named_tensors(var: str | None, obj: Any, depth: int = 0) -> Iterator[tuple[int, str, str, Tensor]]:
+    """(rank, short name, qualified name, tensor) for the tensors `obj` holds; rank 1 is a weaker
+    name (an optimizer's parameter, better named by its module)."""
+    if isinstance(obj, Tensor):
+        if var:
+            yield 0, var, var, obj
+        return
+    if _is_module(obj):
+        for name, t in [*obj.named_parameters(), *obj.named_buffers()]:
+            yield 0, name, _join(var, name), t
+        return
+    if _is_optimizer(obj):
+        for name, t in obj.state_tensors():
+            rest = name[len("opt.") :] if name.startswith("opt.") else name
+            yield 0, name, _join(var or "opt", rest), t
+        for i, p in enumerate(getattr(obj, "params", ())):
+            if isinstance(p, Tensor):
+                yield 1, f"opt.params.{i}", _join(var or "opt", f"params.{i}"), p
+        return
+    if depth >= _MAX_DEPTH or var is None:
+        return
+    if isinstance(obj, dict):
+        items = [(str(k), v) for k, v in obj.items() if isinstance(k, str | int)]
+    elif isinstance(obj, list | tuple):
+        items = [(str(i), v) for i, v in enumerate(obj)]
+    elif _searchable(obj):
+        items = list(vars(obj).items())
+    else:
+        return
+    if len(items) > _MAX_ITEMS:
+        return
+    for key, value in items:
+        if isinstance(value, Tensor):
+            yield 0, f"{var}.{key}", f"{var}.{key}", value
+        else:
+            yield from _named_tensors(f"{var}.{key}", value, depth + 1)
+
+
+def capture_names(fn: Callable) -> tuple[dict[int, str], list[Tensor]]:
+    """Names for the eager tensors `fn` can reach (by id), and those tensors."""
+    chosen: dict[int, tuple[int, str, str, Tensor]] = {}
+    for var, obj in _roots(fn):
+        for rank, short, qualified, t in _named_tensors(var, obj):
+            if id(t) not in chosen or rank < chosen[id(t)][0]:
+                chosen[id(t)] = (rank, short, qualified, t)
+    holders: dict[str, set[int]] = {}
+    for key, (_, short, _, _) in chosen.items():
+        holders.setdefault(short, set()).add(key)
+    names = {
+        key: short if len(holders[short]) == 1 else qualified
+        for key, (_, short, qualified, _) in chosen.items()
+    }
+    return names, [t for _, _, _, t in chosen.values()]
+
+
+# the function's result as a flat list of tensors --------------------------------------------------
+def flatten(result: Any) -> tuple[list[Tensor], Any]:
+    """The tensors in a (nested) tuple, list or dict, and the structure to put them back into."""
+    if isinstance(result, Tensor):
+        return [result], ("tensor",)
+    if isinstance(result, tuple | list):
+        leaves: list[Tensor] = []
+        subtrees = []
+        for item in result:
+            sub_leaves, sub = flatten(item)
+            leaves += sub_leaves
+            subtrees.append(sub)
+        return leaves, (type(result), subtrees)
+    if isinstance(result, dict):
+        leaves, subtrees = flatten(list(result.values()))
+        return leaves, (dict, list(result.keys()), subtrees)
+    return [], ("value", result)
+
+
+def unflatten(tree: Any, leaves: Iterator[Any]) -> Any:
+    """The inverse of `flatten`: `leaves` fill the places the tensors had."""
+    if tree[0] == "tensor":
+        return next(leaves)
+    if tree[0] == "value":
+        return tree[1]
+    if tree[0] is dict:
+        return dict(zip(tree[1], unflatten(tree[2], leaves)))
+    kind, subtrees = tree
+    items = [unflatten(s, leaves) for s in subtrees]
+    if kind is tuple or kind is list:
+        return kind(items)
+    try:
+        return kind(*items)  # a named tuple
+    except TypeError:
+        return tuple(items)
+
+
+# tracing ---------------------------------------------------------------------------------------
+def _renumber(program: Program) -> None:
+    """Number the values in printing order: inputs (arguments, then captured), then instructions."""
+    k = 0
+    for v in program.inputs:
+        v.id, k = k, k + 1
+    for instr in program.instrs:
+        instr.out.id, k = k, k + 1
+    program._next = k
+
+
+def trace_function(
+    fn: Callable[..., Any], specs: tuple[Spec, ...], names: dict[int, str] | None = None
+) -> tuple[Program, Any]:
+    """The Program of `fn` on symbolic tensors of `specs`, and the structure of its result (for
+    `unflatten`): the program's outputs are the result's tensors in order.
+
+    A composite op without a VJP of its own (conv2d) is recorded as its decomposition when a gradient
+    may be taken through it; if the function then takes none, it is traced again under `no_grad`,
+    so that a forward program keeps such ops whole."""
+    specs = tuple(_as_spec(s, i) for i, s in enumerate(specs))
+    found, reachable = capture_names(fn)
+    names = {**found, **(names or {})}
+    program, tree, mode = _trace_once(fn, specs, names, reachable)
+    if program.backward_at is None and mode.decomposed:
+        with no_grad():
+            program, tree, _ = _trace_once(fn, specs, names, reachable)
+    _renumber(program)
+    return program, tree
+
+
+def _trace_once(
+    fn: Callable[..., Any], specs: tuple[Spec, ...], names: dict[int, str], reachable: list[Tensor]
+) -> tuple[Program, Any, TraceMode]:
+    program = Program()
+    args = [Tensor(s, program.add_input(s, name)) for s, name in zip(specs, _arg_names(fn, len(specs)))]
+    program.n_args = len(args)
+    mode = TraceMode(program, names, reachable)
+    try:
+        with modes.using(mode):
+            result = fn(*args)
+            tensors, tree = flatten(result)
+            program.outputs = [mode.value_of(t) for t in tensors]
+    finally:
+        mode.restore()
+    return program, tree, mode
+
+
+def _as_spec(s: Any, i: int) -> Spec:
+    if isinstance(s, Spec):
+        return s
+    if isinstance(s, Tensor):
+        return s.spec
+    raise TypeError(f"argument {i} of trace must be a verigrad.spec (or a tensor), got {type(s).__name__}")
+
+
 def trace(fn: Callable[..., Any], *specs: Spec, names: dict[int, str] | None = None) -> Program:
     """Record `fn` run on symbolic tensors of `specs` as a Program (see `print(program)`).
 
     >>> n, din = verigrad.dims("n din")
     >>> print(verigrad.trace(lambda x: (x * 2).relu(), verigrad.spec([n, din])))
+    program(%0 x: f32[n,din]) {
+      %1: f32[] = const 2.0
+      %2: f32[n,din] = mul %0 %1
+      %3: f32[n,din] = relu %2
+      return %3
+    }
     """
-    program = Program()
-    args = [Tensor(s, program.add_input(s, name)) for s, name in zip(specs, _arg_names(fn, len(specs)))]
-    program.n_args = len(args)
-    names = {**tensor_names(*_closure_objects(fn)), **(names or {})}
-    mode = TraceMode(program, names)
-    try:
-        with modes.using(mode):
-            result = fn(*args)
-            outputs = result if isinstance(result, tuple | list) else (result,)
-            program.outputs = [mode.value_of(o) for o in outputs if isinstance(o, Tensor)]
-    finally:
-        mode.restore()
-    return program
+    return trace_function(fn, specs, names)[0]

@@ -7,6 +7,11 @@ mode, which runs it, describes it or records it.
 A composite op has `decompose` (the op written in other ops) instead of a NumPy `reference`; its
 reference is that decomposition run on the reference backend. With no `vjp`, its gradient is the
 decomposition's.
+
+An op may also give `fast(out_dtype, arg_dtypes, **params)`: for operands of exactly those dtypes and
+those (concrete) params, a kernel taking only the arrays that returns what `reference` returns, bit for
+bit, with less per-call work (no dtype rule, no casts that would be no-ops); or None when there is none
+for those dtypes. A compiled plan asks for it once, when it is built.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ class Op:
         torch: Callable[..., Any] | None = None,
         exact: bool = True,
         differentiable: bool = True,
+        fast: Callable[..., Callable[..., Any] | None] | None = None,
         doc: str = "",
     ) -> None:
         if (reference is None) == (decompose is None):
@@ -68,6 +74,7 @@ class Op:
         self.samples = samples
         self.torch = torch
         self.exact = exact
+        self.fast = fast  # see the module docstring
         self.differentiable = differentiable and (vjp is not None or decompose is not None)
         self.__doc__ = doc
         if name in OPS:
@@ -83,9 +90,13 @@ class Op:
 
     def spec(self, *args: Tensor, **params: Any) -> Spec:
         """The output spec for these operands, or a located ShapeError/DTypeError."""
+        return self._spec(args, params)
+
+    def _spec(self, args: tuple[Tensor, ...], params: dict[str, Any]) -> Spec:
         try:
-            shape = self.shape_rule(*(a.shape for a in args), **params)
-            dtype = self.dtype_rule(*(a.dtype for a in args), **params)
+            specs = [a.spec for a in args]
+            shape = self.shape_rule(*[s.shape for s in specs], **params)
+            dtype = self.dtype_rule(*[s.dtype for s in specs], **params)
         except (ShapeError, DTypeError) as e:
             if e.op is not None:
                 raise
@@ -93,7 +104,7 @@ class Op:
         return Spec(shape, dtype)
 
     def __call__(self, *args: Any, **params: Any) -> Tensor:
-        if self.variadic and args and isinstance(args[0], list | tuple):
+        if self.variadic and args and isinstance(args[0], _SEQUENCES):
             params.update(zip(self.positional, args[1:]))
             args = tuple(args[0])
         elif self.positional and len(args) > 1 and not isinstance(args[1], Tensor):
@@ -105,16 +116,22 @@ class Op:
         tensors = lift(args)
         if self.canonical_params is not None:
             try:
-                params = self.canonical_params(*(t.spec for t in tensors), **params)
+                params = self.canonical_params(*[t.spec for t in tensors], **params)
             except (ShapeError, DTypeError) as e:
                 raise e.locate(self.name, tuple(describe(a) for a in tensors)) from None
-        out = self.spec(*tensors, **params)
+        out = self._spec(tensors, params)
         return modes.current().apply(self, tensors, params, out)
+
+
+_SEQUENCES = (list, tuple)
 
 
 def lift(args: Sequence[Any]) -> tuple[Tensor, ...]:
     """Tensors stay; Python scalars take the dtype of the tensors they meet (as in PyTorch)."""
-    if all(isinstance(a, Tensor) for a in args):
+    for a in args:
+        if not isinstance(a, Tensor):
+            break
+    else:
         return tuple(args)
     tensor_dtypes = [a.dtype for a in args if isinstance(a, Tensor)]
     joined = promote(*tensor_dtypes) if tensor_dtypes else None
@@ -155,21 +172,31 @@ def same_dtype(*dtypes: DType, **_: Any) -> DType:
 
 
 def no_bf16(*dtypes: DType) -> None:
-    if any(d.name == "bf16" for d in dtypes):
-        raise DTypeError("bf16 tensors can only be loaded, moved and cast; call .float() first")
+    for d in dtypes:
+        if d.name == "bf16":
+            raise DTypeError("bf16 tensors can only be loaded, moved and cast; call .float() first")
+
+
+def _promoted(dtypes: tuple[DType, ...]) -> DType:
+    """promote(*dtypes), without its work when they are all the same dtype (the common case)."""
+    first = dtypes[0]
+    for d in dtypes:
+        if d is not first:
+            return promote(*dtypes)
+    return first
 
 
 def float_dtype(*dtypes: DType, **_: Any) -> DType:
     """A float result: floats keep their (promoted) dtype, ints and bool give f32."""
     no_bf16(*dtypes)
-    d = promote(*dtypes)
+    d = _promoted(dtypes)
     return d if d.is_float else DEFAULT_FLOAT
 
 
 def numeric_dtype(*dtypes: DType, **_: Any) -> DType:
     """Arithmetic on the promoted dtype; bool arithmetic is done in i64 (as `True + True == 2`)."""
     no_bf16(*dtypes)
-    d = promote(*dtypes)
+    d = _promoted(dtypes)
     return DEFAULT_INT if d is bool_ else d
 
 

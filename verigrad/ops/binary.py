@@ -33,8 +33,19 @@ def _arith(name: str, fn: Callable, vjp: Callable, *, dtype=numeric_dtype, low=-
         reference=reference,
         vjp=vjp,
         samples=binary(low, high),
+        fast=_same_dtype_fast(fn),
         **kw,
     )
+
+
+def _same_dtype_fast(fn: Callable, *, check: slice = slice(None)) -> Callable:
+    """The plain NumPy function when the operands (those in `check`) already have the dtype the
+    reference would convert them to: the conversions are then no-ops."""
+
+    def fast(out: DType, dtypes: tuple[DType, ...], **_) -> Callable | None:
+        return fn if all(d is out for d in dtypes[check]) else None
+
+    return fast
 
 
 def _np_dtype(a: np.ndarray) -> DType:
@@ -133,6 +144,7 @@ def _compare(name: str, fn: Callable, torch_name: str) -> Op:
         reference=reference,
         samples=binary(),
         torch=lambda t, a, b: getattr(t, torch_name)(a, b),
+        fast=lambda out, dtypes: fn if dtypes[0] is dtypes[1] else None,
         doc=f"x {name} y, as bool.",
     )
 
@@ -214,5 +226,6 @@ where = Op(
     samples=_where_samples,
     torch=lambda t, c, a, b: t.where(c, a, b),
     exact=True,
+    fast=_same_dtype_fast(np.where, check=slice(1, None)),
     doc="where(cond, x, y): x where cond holds, else y.",
 )

@@ -21,6 +21,16 @@ def _reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.matmul(a.astype(out.np, copy=False), b.astype(out.np, copy=False))
 
 
+def _fast(out: DType, dtypes: tuple[DType, ...]):
+    """_reference for operands that already have the result's dtype."""
+    if not all(d is out for d in dtypes):
+        return None
+    if out.is_float and out.itemsize < 8:
+        storage = out.np
+        return lambda a, b: np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(storage)
+    return np.matmul
+
+
 def _dt(a: np.ndarray) -> DType:
     return from_numpy_dtype(a.dtype)
 
@@ -60,5 +70,6 @@ matmul = Op(
     ],
     torch=lambda t, a, b: a @ b,
     exact=False,
+    fast=_fast,
     doc="a @ b with NumPy semantics; f32 accumulates in f64 and rounds once.",
 )

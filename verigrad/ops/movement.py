@@ -44,6 +44,7 @@ reshape = Op(
         ]
     ],
     torch=lambda t, x, shape: x.reshape(shape),
+    fast=lambda out, dtypes, shape: lambda x: x.reshape(shape),  # what np.reshape calls
     doc="The same elements in a new shape; one size may be -1 (inferred only when it divides exactly).",
 )
 
@@ -68,6 +69,7 @@ permute = Op(
         for s, a in [((2, 3), (1, 0)), ((2, 3, 4), (2, 0, 1)), ((0, 3), (1, 0)), ((), ())]
     ],
     torch=lambda t, x, axes: x.permute(axes),
+    fast=lambda out, dtypes, axes: lambda x: x.transpose(axes),  # what np.transpose calls
     doc="Axes reordered: a view with permuted strides (no copy).",
 )
 
@@ -121,6 +123,14 @@ def _cast_reference(x: np.ndarray, dtype: DType) -> np.ndarray:
     return x.astype(dtype.np)
 
 
+def _cast_fast(out: DType, dtypes: tuple[DType, ...], dtype: DType):
+    """_cast_reference when neither side is bf16: a plain astype."""
+    if dtype is bf16 or dtypes[0] is bf16:
+        return None
+    storage = dtype.np
+    return lambda x: x.astype(storage)
+
+
 def _cast_vjp(g, out, x, dtype):
     return (g.cast(x.dtype) if x.dtype.is_float else None,)
 
@@ -135,6 +145,7 @@ cast = Op(
     vjp=_cast_vjp,
     samples=lambda rng: [Sample((uniform(rng, (3, 4)),), {"dtype": d}) for d in ("f32", "f64")],
     torch=lambda t, x, dtype: x.to({"f32": t.float32, "f64": t.float64}[dtype.name]),
+    fast=_cast_fast,
     doc="Values converted to `dtype` (bf16: round to nearest even; float to int truncates).",
 )
 

@@ -64,10 +64,29 @@ def _float_sum(x: np.ndarray, axis: tuple, keepdim: bool) -> np.ndarray:
     return np.sum(x, axis=axis, keepdims=keepdim, dtype=np.float64).astype(x.dtype)
 
 
+def _sum_fast(out: DType, dtypes: tuple[DType, ...], axis: tuple, keepdim: bool):
+    """_float_sum of a float tensor (np.sum of an ndarray is np.add.reduce)."""
+    if not dtypes[0].is_float:
+        return None
+    storage = dtypes[0].np
+    return lambda x: np.add.reduce(x, axis, np.float64, None, keepdims=keepdim).astype(storage)
+
+
 def _mean(x: np.ndarray, axis: tuple, keepdim: bool) -> np.ndarray:
     count = math.prod(x.shape[a] for a in axis)
     total = np.sum(x, axis=axis, keepdims=keepdim, dtype=np.float64)
     return (total / count).astype(x.dtype)
+
+
+def _mean_fast(out: DType, dtypes: tuple[DType, ...], axis: tuple, keepdim: bool):
+    """_mean with np.sum of an ndarray written as the np.add.reduce it calls."""
+    storage = dtypes[0].np
+
+    def mean(x: np.ndarray) -> np.ndarray:
+        count = math.prod(x.shape[a] for a in axis)
+        return (np.add.reduce(x, axis, np.float64, None, keepdims=keepdim) / count).astype(storage)
+
+    return mean
 
 
 def _expand_back(g, x, axis: tuple, keepdim: bool):
@@ -111,6 +130,7 @@ sum = Op(
     positional=("axis", "keepdim"),
     reference=_float_sum,
     vjp=lambda g, out, x, axis, keepdim: (_expand_back(g, x, axis, keepdim),),
+    fast=_sum_fast,
     samples=_samples,
     torch=_torch_reduce("sum"),
     exact=False,
@@ -123,6 +143,7 @@ mean = Op(
     params=_canon,
     positional=("axis", "keepdim"),
     reference=_mean,
+    fast=_mean_fast,
     vjp=lambda g, out, x, axis, keepdim: (
         _expand_back(g, x, axis, keepdim) / numel_of(x, axis=axis).cast(g.dtype),
     ),
@@ -134,6 +155,7 @@ mean = Op(
 
 
 def _extreme(name: str, reduce_fn, torch_name: str, which: str) -> Op:
+    ufunc = {np.max: np.maximum, np.min: np.minimum}[reduce_fn]  # what np.max of an ndarray calls
     return Op(
         name,
         shape=_nonempty_shape,
@@ -144,6 +166,7 @@ def _extreme(name: str, reduce_fn, torch_name: str, which: str) -> Op:
         vjp=_extreme_vjp,
         samples=lambda rng: _samples(rng, nonempty=True),
         torch=_torch_reduce(torch_name),
+        fast=lambda out, dtypes, axis, keepdim: lambda x: ufunc.reduce(x, axis, None, None, keepdims=keepdim),
         doc=f"{which} value over `axis`; ties share the gradient evenly.",
     )
 
@@ -200,7 +223,9 @@ numel_of = Op(
     shape=lambda x, axis: (),
     dtype=_numel_dtype,
     params=lambda x, axis=None: {"axis": normalize_axes(axis, x.ndim)},
-    reference=lambda x, axis: np.array(math.prod(x.shape[a] for a in axis), dtype=x.dtype),
+    reference=lambda x, axis: np.array(
+        math.prod(x.shape[a] for a in axis), dtype=x.dtype if x.dtype.kind == "f" else np.int64
+    ),
     samples=lambda rng: [Sample((uniform(rng, (3, 4)),), {"axis": (0, 1)})],
     doc="The number of elements over `axis`, as a 0-d tensor: a size that stays symbolic in traces.",
 )

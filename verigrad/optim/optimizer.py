@@ -51,7 +51,7 @@ class Optimizer:
             if not isinstance(p, Tensor) or not p.requires_grad:
                 raise ValueError(f"parameter {i} is not a tensor that requires grad")
         self.defaults = Hyperparameters(defaults)
-        self.steps = 0  # calls to step()
+        self._steps = tensor(np.array(0, dtype=np.int64))  # calls to step(), counted by step() itself
         self.state = [self._fresh_state(p) for p in self.params]
 
     def _fresh_state(self, p: Tensor) -> dict[str, Tensor]:
@@ -70,12 +70,21 @@ class Optimizer:
         self.defaults["lr"] = value
 
     @property
+    def steps(self) -> int:
+        """How many times step() ran (a tensor underneath, so compiled steps count too)."""
+        return int(self._steps.item())
+
+    @steps.setter
+    def steps(self, value: int) -> None:
+        np.copyto(self._steps.numpy(), int(value))
+
+    @property
     def param_steps(self) -> list[int]:
         return [int(s["step"].item()) for s in self.state]
 
     def state_tensors(self) -> list[tuple[str, Tensor]]:
         """Every tensor the optimizer reads or updates, by name (compiled steps name their inputs so)."""
-        out = [("opt.lr", self.defaults.lr)]
+        out = [("opt.lr", self.defaults.lr), ("opt.steps", self._steps)]
         return out + [(f"opt.{i}.{name}", t) for i, s in enumerate(self.state) for name, t in s.items()]
 
     def __getattr__(self, name: str) -> Any:
@@ -99,7 +108,7 @@ class Optimizer:
     @no_grad()
     def step(self) -> None:
         """Apply one update to every parameter that has a gradient."""
-        self.steps += 1
+        self._steps.assign(self._steps + 1)
         for i, p in enumerate(self.params):
             if p.grad is not None:
                 count = self.state[i]["step"]
@@ -121,9 +130,17 @@ class Optimizer:
         self.defaults.update(state["defaults"])
         self.steps = int(state["steps"])
         steps = state.get("param_steps", [self.steps] * len(self.params))
-        self.state = [self._fresh_state(p) for p in self.params]
+        loaded = [self._fresh_state(p) for p in self.params]
         for i, n in enumerate(steps):
-            self.state[i]["step"] = tensor(np.array(float(n)))
+            loaded[i]["step"] = tensor(np.array(float(n)))
         for key, value in state["state"].items():
             index, name = key.split(".", 1)
-            self.state[int(index)][name] = tensor(value)  # a copy: the dict's tensors stay unshared
+            loaded[int(index)][name] = tensor(value)  # a copy: the dict's tensors stay unshared
+        for own, new in zip(self.state, loaded):
+            # values go into the tensors the optimizer already has, which compiled steps read
+            for name, t in new.items():
+                old = own.get(name)
+                if old is not None and old.shape == t.shape and old.dtype is t.dtype:
+                    np.copyto(old.data, t.data)
+                    new[name] = old
+        self.state = loaded

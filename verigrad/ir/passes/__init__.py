@@ -1,12 +1,26 @@
-"""Program -> Program transformations, each in a module of its own; `PIPELINE` is their order."""
+"""Program -> Program transformations, each in a module of its own; `PIPELINE` is their order.
 
-from . import dce
+constfold   results known before the program runs (shape arithmetic, const-only instructions) -> const
+simplify    identities removed (x * 1, reshape to the same shape, ...), permute and reshape chains composed
+cse         repeated instructions (same op, same values, equal params) and equal constants merged
+dce         instructions no result needs dropped
+fuse        trees of element-wise instructions made one `fused` instruction
+memplan     buffers assigned by liveness, reused, and element-wise ops run in place (annotations only)
 
-PIPELINE = [dce.run]
+Each pass leaves a program that `verify` accepts and that gives the same bits on the reference backend.
+Folding first gives simplify and cse constants to work on; dce then drops what they left unused; fusion
+needs the final uses; the memory plan holds only for the instructions it was made for, so it is last.
+"""
+
+from . import constfold, cse, dce, fuse, memplan, simplify
+
+PIPELINE = [constfold.run, simplify.run, cse.run, dce.run, fuse.run, memplan.run]
 
 
-def optimize(program, passes=None):
-    """Run the passes in order (the default pipeline when None)."""
+def optimize(program, passes=None, verify=False):
+    """Run the passes in order (the default pipeline when None); `verify=True` checks after each."""
     for run in PIPELINE if passes is None else passes:
         program = run(program)
+        if verify:
+            program.verify()
     return program

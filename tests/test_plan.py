@@ -1,0 +1,254 @@
+"""Plans: the same bits as eager mode, kernel results checked on the first run, one plan per binding,
+and every op's `fast` kernel equal to its reference."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import verigrad
+from verigrad import nn
+from verigrad.backends import Backend
+from verigrad.ir import trace
+from verigrad.ir.passes import optimize
+from verigrad.ir.plan import Plan, bind
+from verigrad.optim import SGD, Adam
+
+OPS = dict(sorted(verigrad.REGISTRY.items()))
+
+
+def _same(actual: Any, expected: Any) -> None:
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    np.testing.assert_array_equal(actual, expected, strict=True)
+
+
+def _plan(fn, specs, args, backend=None) -> tuple[Plan, Any]:
+    """A plan that runs checked once, then in its loop twice, then as its generated function."""
+    program = optimize(trace(fn, *specs))
+    plan = Plan(program, bind(program, args), backend or verigrad.get_backend())
+    plan.generate_after = 3
+    return plan, program
+
+
+def _run(plan: Plan, program: Any, args: list) -> tuple[list, dict]:
+    return plan.run([a.data for a in args] + [t.data for t in program.captured])
+
+
+# the same bits as eager ------------------------------------------------------------------------
+def _training_pair(make_model, make_opt, x_shape, classes, steps=3):
+    """The same model trained `steps` steps eagerly and through `verigrad.compile`: the losses and
+    every parameter and optimizer state must agree bit for bit."""
+    rng = np.random.default_rng(0)
+    batches = [
+        (rng.random(x_shape, dtype=np.float32), rng.integers(0, classes, x_shape[0])) for _ in range(steps)
+    ]
+    runs = []
+    for compiled in (False, True):
+        verigrad.manual_seed(0)
+        model = make_model()
+        opt = make_opt(model.parameters())
+        loss_fn = nn.CrossEntropyLoss()
+
+        def step(x, y, model=model, opt=opt, loss_fn=loss_fn):
+            loss = loss_fn(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+
+        run = verigrad.compile(step) if compiled else step
+        losses = [run(verigrad.tensor(x), verigrad.tensor(y)).numpy().copy() for x, y in batches]
+        state = {k: v.numpy().copy() for k, v in model.state_dict().items()}
+        state.update({k: t.numpy().copy() for k, t in opt.state_tensors()})
+        runs.append((losses, state))
+    (eager_losses, eager_state), (plan_losses, plan_state) = runs
+    for a, b in zip(plan_losses, eager_losses):
+        _same(a, b)
+    assert plan_state.keys() == eager_state.keys()
+    for k in eager_state:
+        _same(plan_state[k], eager_state[k])
+
+
+def test_mlp_training_step_matches_eager_bit_for_bit():
+    _training_pair(
+        lambda: nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2)),
+        lambda params: SGD(params, lr=0.1, momentum=0.9),
+        (5, 4),
+        2,
+    )
+
+
+def test_cnn_training_step_with_adam_matches_eager_bit_for_bit():
+    _training_pair(
+        lambda: verigrad.models.digits_cnn(8, 8, channels=(4, 8)),
+        lambda params: Adam(params, lr=1e-2),
+        (6, 1, 8, 8),
+        10,
+    )
+
+
+def test_mixed_dtypes_scalars_and_composites_match_eager():
+    """Promotion (int with float, bool), 0-d results, reductions to a scalar, where, softmax."""
+
+    def fn(x, i, m):
+        y = (x * 2 + i).softmax(-1)  # i64 + f32, a composite without a kernel
+        z = verigrad.where(m, y, -1.0).sum() / 3  # a 0-d result
+        w = (x.cast("f64") @ x.T.cast("f64")).max(axis=1, keepdim=True)
+        return y, z, (i > 1).cast("f32") + z, w.exp() - w
+
+    rng = np.random.default_rng(1)
+    args = [
+        verigrad.tensor(rng.standard_normal((3, 5), dtype=np.float32)),
+        verigrad.tensor(rng.integers(-3, 3, (3, 5))),
+        verigrad.tensor(rng.random((3, 5)) > 0.5),
+    ]
+    expected = fn(*args)
+    plan, program = _plan(fn, [a.spec for a in args], args)
+    for _ in range(4):  # the checked first run, the loop, then the generated function
+        outputs, _ = _run(plan, program, args)
+        assert len(outputs) == len(expected)
+        for o, e in zip(outputs, expected):
+            _same(o, e.numpy())
+    assert plan.source is not None and "softmax" not in plan.source  # inlined as its primitives
+
+
+# the first run checks each kernel's result -----------------------------------------------------
+def _fake_backend(kernel) -> Backend:
+    fake = Backend("fake-for-tests", "a backend made by a test")
+    fake.register("add", kernel)
+    return fake
+
+
+def _add_program():
+    n = verigrad.dims("n")
+    x = verigrad.tensor(np.arange(6, dtype=np.float32).reshape(3, 2))
+    return (lambda a: (a + 1) * 2), [verigrad.spec([n, 2])], [x]
+
+
+def test_first_run_converts_a_result_of_the_wrong_dtype_and_keeps_converting():
+    fn, specs, args = _add_program()
+    plan, program = _plan(fn, specs, args, _fake_backend(lambda a, b: np.add(a, b, dtype=np.float64)))
+    expected = (args[0].numpy() + np.float32(1)) * np.float32(2)
+    for _ in range(4):
+        (out,), _ = _run(plan, program, args)
+        _same(out, expected)
+    assert [s.fix for s in plan.steps if s.op.name == "add"] == ["conform"]
+    assert "conform(" in plan.source
+
+
+def test_first_run_refuses_a_result_of_the_wrong_shape():
+    fn, specs, args = _add_program()
+    plan, program = _plan(fn, specs, args, _fake_backend(lambda a, b: np.add(a, b)[:1]))
+    with pytest.raises(AssertionError, match=r"add produced shape \[1, 2\] but its rule says \[3, 2\]"):
+        _run(plan, program, args)
+    assert not plan.checked  # the next run checks again
+    with pytest.raises(AssertionError):
+        _run(plan, program, args)
+
+
+def test_after_the_first_run_kernels_are_called_unchecked():
+    fn, specs, args = _add_program()
+    calls = []
+
+    def add(a, b):
+        calls.append(1)
+        return np.add(a, b) if len(calls) == 1 else np.add(a, b)[:1]  # wrong only after the check
+
+    plan, program = _plan(fn, specs, args, _fake_backend(add))
+    (first,), _ = _run(plan, program, args)
+    (second,), _ = _run(plan, program, args)
+    assert first.shape == (3, 2) and second.shape == (1, 2)  # a trusted kernel is not checked again
+
+
+def test_numpy_scalars_from_a_kernel_become_arrays():
+    fn = lambda a: a.sum() + 1  # 0-d operands: NumPy ufuncs give NumPy scalars
+    args = [verigrad.tensor(np.ones((2, 3), np.float32))]
+    plan, program = _plan(fn, [a.spec for a in args], args)
+    for _ in range(4):
+        (out,), _ = _run(plan, program, args)
+        assert type(out) is np.ndarray
+        _same(out, fn(*args).numpy())
+
+
+def test_a_backends_own_kernel_for_a_composite_op_is_used_not_its_decomposition():
+    def fn(x):
+        return x.softmax(-1) * 2
+
+    args = [verigrad.tensor(np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4))]
+    calls = []
+
+    def softmax(x, axis):
+        calls.append(axis)
+        e = np.exp(x - x.max(axis=axis, keepdims=True))
+        return e / e.sum(axis=axis, keepdims=True)
+
+    fake = Backend("fake-for-tests", "a backend made by a test")
+    fake.register("softmax", softmax)
+    plan, program = _plan(fn, [a.spec for a in args], args, fake)
+    assert [s.op.name for s in plan.steps] == ["softmax", "mul"]
+    _run(plan, program, args)
+    assert calls == [1]
+    plan, program = _plan(fn, [a.spec for a in args], args)  # the reference backend: inlined
+    assert "softmax" not in [s.op.name for s in plan.steps]
+
+
+def test_decompositions_are_cached_only_under_keys_that_tell_params_apart():
+    from verigrad.ir.plan import _param_key
+
+    assert _param_key(0.0) != _param_key(-0.0)
+    assert len({_param_key(1), _param_key(1.0), _param_key(True)}) == 3
+    assert _param_key((1, (2.5, "a"))) == _param_key((1, (2.5, "a")))
+    with pytest.raises(TypeError):
+        _param_key([1, 2])
+
+
+# one plan per binding of the symbols -----------------------------------------------------------
+def test_plans_are_reused_per_binding():
+    f = verigrad.compile(lambda x: (x * 2).relu().sum(axis=1))
+    for rows in (4, 4, 8, 4, 8, 3):
+        x = verigrad.tensor(np.ones((rows, 5), np.float32))
+        _same(f(x).numpy(), np.full(rows, 10, np.float32))
+    assert f.stats() == {"traces": 1, "plans": 3, "hits": 3}
+
+
+def test_plan_source_reads_as_one_line_per_kernel_call():
+    fn, specs, args = _add_program()
+    plan, program = _plan(fn, specs, args)
+    plan.generate_after = 1
+    _run(plan, program, args)
+    body = [ln for ln in plan.source.splitlines()[1:] if "=" in ln and "return" not in ln]
+    assert len(body) == plan.instructions == 2
+    assert body[0].strip().endswith("# add") and body[1].strip().endswith("# mul")
+
+
+# fast kernels give their reference's exact results ---------------------------------------------
+def _fast_cases() -> list[Any]:
+    return [pytest.param(name, id=name) for name, op in OPS.items() if op.fast is not None and op.samples]
+
+
+@pytest.mark.parametrize("name", _fast_cases())
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_fast_kernel_equals_reference(name: str, dtype: Any) -> None:
+    op = OPS[name]
+    used = 0
+    for sample in op.samples(np.random.default_rng(0)):
+        arrays = [np.asarray(a) for a in sample.args]
+        arrays = [a.astype(dtype) if a.dtype.kind == "f" else a for a in arrays]
+        tensors = [verigrad.from_numpy(a.copy()) for a in arrays]
+        params = dict(sample.params)
+        if op.canonical_params is not None:
+            params = op.canonical_params(*(t.spec for t in tensors), **params)
+        out = op.spec(*tensors, **params)
+        kernel = op.fast(out.dtype, tuple(t.dtype for t in tensors), **params)
+        if kernel is None:
+            continue
+        with np.errstate(all="ignore"):
+            expected = op.reference(*arrays, **params)
+            actual = kernel(*arrays)
+        assert type(actual) is type(expected)
+        _same(actual, expected)
+        used += 1
+    assert used, f"{name}: no sample took the fast kernel"

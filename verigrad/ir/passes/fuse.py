@@ -1,0 +1,210 @@
+"""Element-wise fusion: a tree of element-wise instructions becomes one `fused` instruction that prints
+its composed expression:
+
+    %9: f32[B,8] = fused %3 %4 {relu(add(%3, %4))}
+
+Element-wise ops are the unary ops and activations, their derivative ops, the binary ops (operands
+broadcast as usual), comparisons, logical ops, `where`, `cast`, and `broadcast_to` (a view; never the
+root). A group grows from a root up through the arguments whose value is used exactly once in the whole
+program, by that group, and is not an output or update; so every value read elsewhere stays available
+(it is a group's root, or is computed by an instruction of its own). Groups of one are left alone.
+
+The fused instruction's op is a `FusedOp`, made per group and not registered: its shape and dtype rules
+chain the members' rules (so `verify` re-checks it), its `reference` runs the members' references in
+order with the executor's dtype conversion after each (so on the reference backend the program gives the
+same bits as unfused), and the members' params travel in the instruction's params (so symbolic sizes in
+them are bound with the rest). A backend finds no kernel named "fused" and runs `reference`, unchanged;
+`FusedOp.fast` (see verigrad/ops/_op.py) runs each member's `fast` kernel where it has one, and
+`FusedOp.bind` runs the members with any kernels given (a backend's own, say).
+
+A reduction could absorb its element-wise producers (softmax, layer_norm, cross_entropy) where a backend
+has such kernels; `backend_absorbs_reductions` says whether one does. The reference backend has none, so
+this pass leaves every reduction as it is.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ...ops import REGISTRY
+from ...shapes import Spec
+from ..printer import param_text
+from ..program import Instr, Program
+from ._rewrite import Rewriter, results, uses
+
+UNARY = (
+    "neg abs exp log sqrt rsqrt sin cos tanh sigmoid relu gelu gelu_tanh silu "
+    "relu_deriv sigmoid_deriv tanh_deriv gelu_deriv gelu_tanh_deriv silu_deriv logical_not cast"
+)
+BINARY = "add sub mul div pow maximum minimum eq ne lt le gt ge logical_and logical_or where broadcast_to"
+ELEMENTWISE = frozenset((UNARY + " " + BINARY).split())
+REDUCTIONS = ("softmax", "log_softmax", "layer_norm", "rms_norm", "cross_entropy")
+
+
+def is_elementwise(instr: Instr) -> bool:
+    op = instr.op
+    return not isinstance(op, str) and op.name in ELEMENTWISE and REGISTRY.get(op.name) is op
+
+
+def backend_absorbs_reductions(backend: Any, dtype: Any) -> bool:
+    """Whether `backend` has native kernels for the reductions that could absorb element-wise producers
+    (softmax, log_softmax, layer_norm, rms_norm, cross_entropy) in `dtype`. The reference backend has
+    none; `run` does not absorb, and a pass that did would check this first."""
+    return any(backend.native(REGISTRY[name], dtype) is not None for name in REDUCTIONS)
+
+
+class FusedOp:
+    """An op-like record for one fused group (see the module docstring). Members are in program order,
+    the last one the root; `wiring[m]` says where member m reads each argument: ("in", k) the group's
+    k-th input, ("m", j) member j's result."""
+
+    name = "fused"
+    is_composite = False
+    differentiable = False
+    decompose = None
+    vjp = None
+    canonical_params = None
+    positional: tuple[str, ...] = ()
+    variadic = True
+    samples = None
+    torch = None
+
+    def __init__(self, ops: tuple, wiring: tuple, dtypes: tuple) -> None:
+        self.ops = ops
+        self.wiring = wiring
+        self.dtypes = dtypes  # each member's result dtype, as its rule gave it
+        self.exact = all(op.exact for op in ops)
+        self.reference = self._reference  # one object, as a registered op's reference is
+        self.__doc__ = "A fused group of element-wise ops: " + ", ".join(op.name for op in ops)
+
+    def __repr__(self) -> str:
+        return f"<op fused {'/'.join(op.name for op in self.ops)}>"
+
+    def _chain(self, rule: str, inputs: tuple, params: tuple) -> Any:
+        """The members' `rule` (shape_rule or dtype_rule) applied in order; the root's result."""
+        done: list[Any] = []
+        for op, refs, p in zip(self.ops, self.wiring, params):
+            args = [inputs[k] if kind == "in" else done[k] for kind, k in refs]
+            done.append(getattr(op, rule)(*args, **dict(p)))
+        return done[-1]
+
+    def shape_rule(self, *shapes: tuple, params: tuple) -> tuple:
+        return self._chain("shape_rule", shapes, params)
+
+    def dtype_rule(self, *dtypes: Any, params: tuple) -> Any:
+        return self._chain("dtype_rule", dtypes, params)
+
+    def spec(self, *args: Any, params: tuple) -> Spec:
+        shape = self.shape_rule(*(a.shape for a in args), params=params)
+        return Spec(shape, self.dtype_rule(*(a.dtype for a in args), params=params))
+
+    def bind(self, kernels: list[Callable[..., Any]]) -> Callable[..., np.ndarray]:
+        """A kernel for the group: member m is `kernels[m]` called on its arrays (params bound), its result
+        converted to the member's dtype as the executor converts each instruction's result."""
+        wanted = [dtype.np for dtype in self.dtypes]
+        wiring = self.wiring
+
+        def run(*arrays: np.ndarray) -> np.ndarray:
+            done: list[np.ndarray] = []
+            for kernel, refs, want in zip(kernels, wiring, wanted):
+                out = kernel(*[arrays[k] if kind == "in" else done[k] for kind, k in refs])
+                if not isinstance(out, np.ndarray) or out.dtype != want:
+                    out = np.asarray(out).astype(want, copy=False)
+                done.append(out)
+            return done[-1]
+
+        return run
+
+    def fast(self, out: Any, dtypes: tuple, params: tuple) -> Callable[..., np.ndarray]:
+        """The group with each member's own `fast` kernel where it offers one for its operands' dtypes
+        (the same bits as its reference, by that contract), else its reference; params bound."""
+        kernels = []
+        for m, (op, refs, p) in enumerate(zip(self.ops, self.wiring, params)):
+            arg_dtypes = tuple(dtypes[k] if kind == "in" else self.dtypes[k] for kind, k in refs)
+            fast = getattr(op, "fast", None)
+            kernel = fast(self.dtypes[m], arg_dtypes, **dict(p)) if fast is not None else None
+            kernels.append(kernel or functools.partial(op.reference, **dict(p)))
+        return self.bind(kernels)
+
+    def _reference(self, *arrays: np.ndarray, params: tuple) -> np.ndarray:
+        """The members' references, in order."""
+        kernels = [functools.partial(op.reference, **dict(p)) for op, p in zip(self.ops, params)]
+        return self.bind(kernels)(*arrays)
+
+    def text(self, instr: Instr) -> str:
+        """` %3 %4 {relu(add(%3, %4))}`: what the printer writes after the op's name."""
+        done: list[str] = []
+        for op, refs, p in zip(self.ops, self.wiring, instr.params["params"]):
+            args = [f"%{instr.args[k].id}" if kind == "in" else done[k] for kind, k in refs]
+            args += [f"{k}={param_text(v)}" for k, v in p]
+            done.append(f"{op.name}({', '.join(args)})")
+        inputs = "".join(f" %{a.id}" for a in instr.args)
+        return f"{inputs} {{{done[-1]}}}"
+
+
+def run(program: Program) -> Program:
+    groups = _groups(program)
+    rw = Rewriter(program)
+    member_of = {j for members in groups.values() for j in members[:-1]}
+    for index, instr in enumerate(program.instrs):
+        if index in member_of:
+            continue  # computed inside its group's instruction
+        if index in groups:
+            op, args, params = _fused([program.instrs[j] for j in groups[index]])
+            rw.emit(op, args, params, instr.out, index)
+        else:
+            rw.keep(instr, index)
+    return rw.finish()
+
+
+def _groups(program: Program) -> dict[int, list[int]]:
+    """Root index -> the indices of its group's members (ascending; the root last), for groups of two
+    or more."""
+    count, keep = uses(program), results(program)
+    producer = {instr.out.id: i for i, instr in enumerate(program.instrs)}
+    taken: set[int] = set()
+    groups: dict[int, list[int]] = {}
+    for root in reversed(range(len(program.instrs))):
+        instr = program.instrs[root]
+        if root in taken or not is_elementwise(instr) or instr.name == "broadcast_to":
+            continue
+        members, stack = [root], [instr]
+        while stack:
+            for a in stack.pop().args:
+                j = producer.get(a.id)
+                if j is None or j in taken or count[a.id] != 1 or a.id in keep:
+                    continue
+                if is_elementwise(program.instrs[j]):
+                    members.append(j)
+                    stack.append(program.instrs[j])
+        if len(members) > 1:
+            taken.update(members)
+            groups[root] = sorted(members)
+    return groups
+
+
+def _fused(members: list[Instr]) -> tuple[FusedOp, tuple, dict]:
+    position = {instr.out.id: m for m, instr in enumerate(members)}
+    inputs: list = []
+    slot: dict[int, int] = {}
+    wiring = []
+    for instr in members:
+        refs = []
+        for a in instr.args:
+            if a.id in position:
+                refs.append(("m", position[a.id]))
+            else:
+                if a.id not in slot:
+                    slot[a.id] = len(inputs)
+                    inputs.append(a)
+                refs.append(("in", slot[a.id]))
+        wiring.append(tuple(refs))
+    op = FusedOp(
+        tuple(instr.op for instr in members), tuple(wiring), tuple(instr.out.spec.dtype for instr in members)
+    )
+    params = tuple(tuple(instr.params.items()) for instr in members)
+    return op, tuple(inputs), {"params": params}
