@@ -195,6 +195,33 @@ def test_a_backends_own_kernel_for_a_composite_op_is_used_not_its_decomposition(
     assert "softmax" not in [s.op.name for s in plan.steps]
 
 
+def test_a_decomposition_that_cannot_be_traced_runs_eagerly_in_the_plan():
+    from verigrad.ops import Op
+    from verigrad.registry import OPS
+
+    def decompose(x):
+        if not isinstance(x.data, np.ndarray):  # reads data: it only runs eagerly
+            raise TypeError("needs data")
+        return x * float(np.abs(x.data).max())
+
+    op = Op(
+        "test_scale_by_max",
+        shape=lambda s: s,
+        dtype=lambda d: d,
+        decompose=decompose,
+        vjp=lambda g, out, x: (g,),  # a vjp keeps the op whole in the trace
+    )
+    try:
+        args = [verigrad.tensor(np.array([[1.0, -3.0], [2.0, 0.5]], np.float32))]
+        plan, program = _plan(op, [a.spec for a in args], args)
+        assert [s.op.name for s in plan.steps] == ["test_scale_by_max"]
+        for _ in range(4):
+            (out,), _ = _run(plan, program, args)
+            _same(out, op(*args).numpy())
+    finally:
+        OPS.pop("test_scale_by_max")
+
+
 def test_decompositions_are_cached_only_under_keys_that_tell_params_apart():
     from verigrad.ir.plan import _param_key
 

@@ -355,7 +355,8 @@ _DECOMPOSITIONS: dict[Any, Program | None] = {}
 
 def _decomposition(op: Any, params: dict, specs: tuple[Spec, ...], out: Spec) -> Program | None:
     """The decomposition of `op` for operands of these concrete specs, as a Program whose one output
-    has the spec `out` (None when it reads tensors it was not given, or gives another spec)."""
+    has the spec `out` (None when it cannot be traced, reads tensors it was not given, or gives
+    another spec: the plan then runs it eagerly, as `decomposition_kernel`)."""
     try:
         key: Any = (op.name, specs, tuple((k, _param_key(v)) for k, v in sorted(params.items())))
     except TypeError:
@@ -366,9 +367,12 @@ def _decomposition(op: Any, params: dict, specs: tuple[Spec, ...], out: Spec) ->
     args = [Tensor(s, program.add_input(s, f"a{i}")) for i, s in enumerate(specs)]
     program.n_args = len(args)
     mode = TraceMode(program)
-    with modes.using(mode), no_grad():
-        result = op.decompose(*args, **params)
-    program.outputs = [mode.value_of(result)] if isinstance(result, Tensor) else []
+    try:
+        with modes.using(mode), no_grad():
+            result = op.decompose(*args, **params)
+        program.outputs = [mode.value_of(result)] if isinstance(result, Tensor) else []
+    except Exception:  # a decomposition that only runs eagerly: the plan runs it so, per call
+        program.outputs = []
     ok = not mode.captured and program.outputs and program.outputs[0].spec == out
     program = program if ok else None
     if key is not None:
