@@ -36,10 +36,10 @@ class Rewriter:
 
     def renamed(self, instr: Instr) -> Instr:
         """`instr` reading the current replacements of its arguments (itself if none changed)."""
-        args = tuple(self.value(a) for a in instr.args)
-        if all(a is b for a, b in zip(args, instr.args)):
+        replaced = self._replaced
+        if not replaced or not any(a.id in replaced for a in instr.args):  # the common case, fast
             return instr
-        return Instr(instr.op, args, instr.params, instr.out)
+        return Instr(instr.op, tuple(self.value(a) for a in instr.args), instr.params, instr.out)
 
     def keep(self, instr: Instr, index: int) -> Instr:
         """Append `instr` (renamed) in place of the instruction at `index` of the old program."""

@@ -21,7 +21,7 @@ def run(program: Program) -> Program:
         key = (
             instr.op,  # an Op record (compared by identity) or "const"
             tuple(a.id for a in instr.args),
-            tuple((k, freeze(v)) for k, v in sorted(instr.params.items(), key=lambda kv: kv[0])),
+            tuple((k, freeze(v)) for k, v in instr.params.items()),  # canonical params keep one order
         )
         first = seen.get(key)
         if first is not None and first.spec == instr.out.spec:
