@@ -279,3 +279,166 @@ def test_fast_kernel_equals_reference(name: str, dtype: Any) -> None:
         _same(actual, expected)
         used += 1
     assert used, f"{name}: no sample took the fast kernel"
+
+
+# in place: a ufunc step writes into an input that dies there, with the same bits ----------------
+def _chain(a, b):
+    """Element-wise steps in a row (each may write into the last one's array), a broadcast operand,
+    and intermediates read later, through a view, or returned: those must not be overwritten."""
+    t = a + 1
+    kept = t * b  # returned: never written into
+    u = (kept - 0.5).exp() * 3
+    view = u[:, 1:4]  # a view of u, read after the next step
+    w = u / 2
+    v = (w[:, :3] + view).tanh() * w.max()
+    return v, kept, (a * 2).maximum(0.25) + b.sum()
+
+
+def _chain_args(shape=(5, 7)):
+    rng = np.random.default_rng(3)
+    return [
+        verigrad.tensor(rng.standard_normal(shape, dtype=np.float32)),
+        verigrad.tensor(rng.standard_normal(shape[1:], dtype=np.float32)),
+    ]
+
+
+def test_an_elementwise_chain_runs_in_place_with_the_same_bits():
+    args = _chain_args()
+    before = [a.numpy().copy() for a in args]
+    expected = [e.numpy() for e in _chain(*args)]
+    results = {}
+    for inplace in (True, False):
+        plan, program = _plan(_chain, [a.spec for a in args], args)
+        plan.inplace = inplace
+        results[inplace] = [_run(plan, program, args)[0] for _ in range(5)]  # checked, loop, generated
+        assert bool(plan.inplace_steps) == inplace
+        if inplace:
+            assert all(f"out=x{s.into})" in plan.source for s in plan.inplace_steps)
+    for on, off in zip(results[True], results[False]):
+        for a, b, e in zip(on, off, expected):
+            _same(a, b)
+            _same(a, e)
+    for a, b in zip(args, before):
+        _same(a.numpy(), b)  # the inputs are never written
+
+
+def test_an_inplace_step_writes_into_its_inputs_array():
+    args = _chain_args()
+    fn = lambda a: ((a + 1) * 2).exp() - 1  # add allocates; mul, exp and sub write into its array
+    plan, program = _plan(fn, [a.spec for a in args[:1]], args[:1])
+    made = []
+    add = plan.steps[0].kernel
+    assert add is np.add
+    plan.steps[0].kernel = lambda *arrays: made.append(add(*arrays)) or made[-1]
+    for _ in range(5):
+        (out,), _ = _run(plan, program, args[:1])
+        _same(out, fn(*args[:1]).numpy())
+    assert [s.op.name for s in plan.inplace_steps] == ["mul", "exp", "sub"]
+    assert out is made[-1] and not np.shares_memory(out, made[-2])  # one array per run, reused in it
+    assert not any(np.shares_memory(out, a.data) for a in args)
+
+
+def test_no_step_writes_into_what_is_read_later_or_returned():
+    """The plan's own liveness: a slot written into is never read again, nor returned."""
+    plan, _ = _cnn_plan()
+    assert plan.inplace_steps
+    kept = set(plan.output_slots) | set(plan.update_slots.values()) | set(plan.input_slots)
+    for k, step in enumerate(plan.steps):
+        if step.into is not None:
+            assert step.into not in kept and step.into not in plan.consts
+            assert all(step.into not in later.ins for later in plan.steps[k + 1 :]), step
+            producer = next(s for s in plan.steps if s.out == step.into)
+            assert isinstance(producer.kernel, np.ufunc)  # an array a ufunc allocated in this run
+
+
+def test_other_layouts_than_the_first_runs_turn_in_place_off():
+    n = verigrad.dims("n")
+    fn = lambda a: ((a + 1) * 2).exp()
+    x = np.linspace(-1, 1, 16, dtype=np.float32).reshape(4, 4)
+    plan, _ = _plan(fn, [verigrad.spec([n, 4])], [verigrad.tensor(x)])
+    expected = fn(verigrad.tensor(x)).numpy()
+    for k, array in enumerate((x, x, x, np.asfortranarray(x), x, x)):
+        (out,), _ = plan.run([array])
+        _same(out, expected)
+        assert out.strides == np.add(array, 1).strides  # the layout an allocated result has
+        assert bool(plan.inplace_steps) == (k < 3)  # turned off by the Fortran-ordered argument
+
+
+def _cnn_plan(batch: int = 8):
+    """A compiled Adam training step of a small digits CNN, run three times; its plan."""
+    verigrad.manual_seed(0)
+    model = verigrad.models.digits_cnn(8, 8, channels=(4, 8))
+    opt = Adam(model.parameters(), lr=1e-2)
+    loss_fn = nn.CrossEntropyLoss()
+
+    def step(x, y):
+        loss = loss_fn(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+
+    compiled = verigrad.compile(step)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        compiled(
+            verigrad.tensor(rng.random((batch, 1, 8, 8), dtype=np.float32)),
+            verigrad.tensor(rng.integers(0, 10, batch)),
+        )
+    (plan,) = compiled._plans.values()
+    return plan, model
+
+
+def test_cnn_adam_training_runs_in_place_with_the_same_bits(monkeypatch):
+    rng = np.random.default_rng(1)
+    batches = [(rng.random((8, 1, 8, 8), dtype=np.float32), rng.integers(0, 10, 8)) for _ in range(5)]
+    runs = []
+    for inplace in (True, False):
+        monkeypatch.setattr(Plan, "inplace", inplace)
+        verigrad.manual_seed(0)
+        model = verigrad.models.digits_cnn(8, 8, channels=(4, 8))
+        opt = Adam(model.parameters(), lr=1e-2)
+        loss_fn = nn.CrossEntropyLoss()
+
+        def step(x, y, model=model, opt=opt, loss_fn=loss_fn):
+            loss = loss_fn(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+
+        compiled = verigrad.compile(step)
+        losses = []
+        for x, y in batches:
+            xt, yt = verigrad.tensor(x), verigrad.tensor(y)
+            losses.append(compiled(xt, yt).numpy().copy())
+            _same(xt.numpy(), x)  # the arguments are never written
+        (plan,) = compiled._plans.values()
+        plan.generate_after = 3  # the checked run, the loop, then the generated function
+        assert bool(plan.inplace_steps) == inplace
+        state = [p.numpy().copy() for p in model.parameters()] + [
+            t.numpy().copy() for _, t in opt.state_tensors()
+        ]
+        runs.append((losses, state))
+    (l_on, s_on), (l_off, s_off) = runs
+    for a, b in zip(l_on + s_on, l_off + s_off):
+        _same(a, b)
+    assert len({float(loss) for loss in l_on}) == len(batches)  # the steps did change the model
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_ufuncs_give_the_same_bits_into_their_input(dtype: Any) -> None:
+    """What in place relies on: `ufunc(a, b, a)` equals the allocated `ufunc(a, b)`, bit for bit."""
+    rng = np.random.default_rng(2)
+    for size in (1, 7, 16, 33, 1000):
+        a = (rng.standard_normal(size) * 3).astype(dtype)
+        b = (rng.standard_normal(size) * 3).astype(dtype)
+        with np.errstate(all="ignore"):
+            for f in (np.exp, np.log, np.sqrt, np.tanh, np.sin, np.cos, np.negative, np.abs):
+                x = a.copy()
+                _same(f(x, out=x), f(a))
+            for f in (np.add, np.subtract, np.multiply, np.divide, np.maximum, np.minimum, np.power):
+                x = a.copy()
+                _same(f(x, b, out=x), f(a, b))
+                y = b.copy()
+                _same(f(a, y, out=y), f(a, b))

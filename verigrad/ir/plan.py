@@ -17,6 +17,22 @@ and that instruction keeps the conversion. Later runs call the kernels directly,
 the steps; once a plan has run `generate_after` times, it becomes a Python function generated for it,
 one line per kernel call (`print(plan.source)`), which saves the loop's overhead (a few tenths of a
 microsecond per call) at a one-time cost of compiling that source (tens of microseconds per line).
+
+In place (passes/memplan.py plans it for the program; the plan decides it for its own steps, which
+inline decompositions and run fused groups member by member): a step whose kernel is a NumPy ufunc
+writes its result into an input's array (`ufunc(a, b, out=a)`) where that is provably the same result, bit
+for bit, layout included:
+
+- at build time: every operand and the result have one dtype and the input the result's shape (so the
+  ufunc's own loop gives that dtype, as it would allocate it); the input's array was allocated by an
+  earlier ufunc step of this run (never a program input, a captured tensor, a constant, or a kernel's
+  result that may be a view of any of them), and neither it nor anything that may view it (the result
+  of any step that is not a ufunc's is taken to view its inputs) is read later or returned;
+- on the first run, which allocates every result and checks it: the result the ufunc allocated has the
+  input's strides. Layouts follow from the inputs' strides alone, so later runs with inputs of the
+  strides the first run had run those steps in place; a run with other strides turns in place off.
+
+`Plan.inplace = False` (on the class or a plan, before its first run) turns it off.
 """
 
 from __future__ import annotations
@@ -134,15 +150,17 @@ class _Concrete:
 class Step:
     """One kernel call: slots in, one slot out, and the spec its result must have."""
 
-    __slots__ = ("fix", "ins", "kernel", "op", "out", "spec")
+    __slots__ = ("fix", "ins", "into", "kernel", "op", "out", "spec")
 
     def __init__(self, op: Any, kernel: Callable, ins: tuple[int, ...], out: int, spec: Spec) -> None:
         self.op, self.kernel, self.ins, self.out, self.spec = op, kernel, ins, out, spec
         self.fix: str | None = None  # after the first run: None, "asarray" or "conform"
+        self.into: int | None = None  # the input slot whose array the result is written into
 
     def __repr__(self) -> str:
         args = ", ".join(f"x{i}" for i in self.ins)
-        return f"x{self.out}: {self.spec!r} = {self.op.name}({args})"
+        into = "" if self.into is None else f" (into x{self.into})"
+        return f"x{self.out}: {self.spec!r} = {self.op.name}({args}){into}"
 
 
 class Plan:
@@ -168,6 +186,8 @@ class Plan:
         for slot, value in self.consts.items():
             self._template[slot] = value
         self.runs = 0
+        self._candidates = self._inplace_candidates()  # step index -> the input slot it may write into
+        self._strides: list[tuple] | None = None  # the inputs' strides on the first run, while in place
         self._loop: list[tuple[Callable, tuple[int, ...], int]] | None = None  # after the checked run
         self._fn: Callable[..., Any] | None = None  # generated after `generate_after` runs
         self.source: str | None = None  # its text
@@ -175,6 +195,9 @@ class Plan:
     # runs before the plan becomes a generated function: compiling its source costs about as much as
     # the loop's overhead over some 60 runs, so a plan run this often is likely to be run far more
     generate_after = 64
+
+    # whether the first run may turn on in place for the steps that allow it (see the module docstring)
+    inplace = True
 
     # building ----------------------------------------------------------------------------------
     def _spec(self, spec: Spec) -> Spec:
@@ -252,6 +275,55 @@ class Plan:
             done.append(self._call(member, member_params, args, Spec(shape, op.dtypes[m])))
         return done[-1]
 
+    def _inplace_candidates(self) -> dict[int, int]:
+        """Step index -> an input slot the step may write its result into, by the rules of the module
+        docstring that need no run: a ufunc of one dtype, an input of the result's shape allocated by
+        an earlier ufunc step, which nothing reads, views or returns afterwards."""
+        steps = self.steps
+        fresh = {step.out for step in steps if _ufunc_step(step)}  # arrays a ufunc allocated
+        if not fresh:
+            return {}
+        end = len(steps)
+        last: dict[int, int] = {}  # slot -> the last step reading it (end: returned)
+        for k, step in enumerate(steps):
+            for i in step.ins:
+                last[i] = k
+        for slot in (*self.output_slots, *self.update_slots.values()):
+            last[slot] = end
+        roots: dict[int, frozenset] = {}  # slot -> the allocations its array may be (a view of)
+        for slot in (*self.input_slots, *self.consts):
+            roots[slot] = frozenset((slot,))
+        holders: dict[int, list[int]] = {}  # allocation -> the slots that may hold (a view of) it
+        candidates: dict[int, int] = {}
+        for k, step in enumerate(steps):
+            into = None
+            if step.out in fresh and len(step.spec.shape):
+                into = self._into(step, k, roots, holders, last, fresh)
+            if into is not None:
+                candidates[k] = into
+                roots[step.out] = roots[into]
+            elif step.out in fresh:
+                roots[step.out] = frozenset((step.out,))
+            else:  # any other kernel's result may view its inputs
+                roots[step.out] = frozenset((step.out,)).union(*[roots[i] for i in step.ins])
+            for r in roots[step.out]:
+                holders.setdefault(r, []).append(step.out)
+        return candidates
+
+    def _into(self, step: Step, k: int, roots: dict, holders: dict, last: dict, fresh: set) -> int | None:
+        spec = step.spec
+        if any(self.specs[i].dtype is not spec.dtype for i in step.ins):
+            return None
+        for i in step.ins:
+            if self.specs[i].shape != spec.shape or len(roots[i]) != 1:
+                continue
+            (r,) = roots[i]
+            if r not in fresh or any(last.get(s, -1) > k for s in holders[r]):
+                continue  # not a ufunc's allocation, or read (itself or a view) after this step
+            if all(j == i or r not in roots[j] for j in step.ins):  # read through no other view here
+                return i
+        return None
+
     # running -----------------------------------------------------------------------------------
     @property
     def checked(self) -> bool:
@@ -261,6 +333,8 @@ class Plan:
     def run(self, arrays: Sequence[np.ndarray]) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
         """Outputs and updated captured tensors (by name) for input arrays in `program.inputs` order."""
         self.runs += 1
+        if self._strides is not None and [a.strides for a in arrays] != self._strides:
+            self._no_inplace()  # other layouts than the first run's: in place may not be the same bits
         if self._fn is not None:
             with np.errstate(all="ignore"):  # log(-1) is NaN by definition, not a warning
                 outputs, updates = self._fn(*arrays)
@@ -299,10 +373,31 @@ class Plan:
                 elif result.shape != spec.shape:
                     conform(step.op, result, spec)  # raises, naming the op
                 env[step.out] = result
-        self._loop = [(_fixed(step), step.ins, step.out) for step in self.steps]
+        if self.inplace:
+            for k, into in self._candidates.items():
+                step = self.steps[k]
+                result, target = env[step.out], env[into]
+                if step.fix is None and result.strides == target.strides and target.flags.writeable:
+                    step.into = into
+            if any(step.into is not None for step in self.steps):
+                self._strides = [a.strides for a in arrays]
+        self._loop = [(_fixed(step), _args(step), step.out) for step in self.steps]
         if self.runs >= self.generate_after:
             self._fn = self._generate()
         return env
+
+    def _no_inplace(self) -> None:
+        """Every step allocates its result again (and the generated function is made again)."""
+        for step in self.steps:
+            step.into = None
+        self._strides = None
+        self._loop = [(_fixed(step), _args(step), step.out) for step in self.steps]
+        self._fn = self.source = None
+
+    @property
+    def inplace_steps(self) -> list[Step]:
+        """The steps that write their result into an input's array (decided by the first run)."""
+        return [step for step in self.steps if step.into is not None]
 
     def _generate(self) -> Callable[..., Any]:
         """`run(x0, x1, ...)` as straight-line Python: one local per slot, deleted after its last use."""
@@ -320,7 +415,8 @@ class Plan:
         lines = [f"def run({', '.join(f'x{s}' for s in self.input_slots)}):"]
         for k, step in enumerate(self.steps):
             namespace[f"k{k}"] = step.kernel
-            call = f"k{k}({', '.join(f'x{i}' for i in step.ins)})"
+            into = "" if step.into is None else f", out=x{step.into}"
+            call = f"k{k}({', '.join(f'x{i}' for i in step.ins)}{into})"
             if step.fix == "asarray":
                 call = f"asarray({call})"
             elif step.fix == "conform":
@@ -339,9 +435,27 @@ class Plan:
         return namespace["run"]
 
 
+def _ufunc_step(step: Step) -> bool:
+    """Whether the step calls a NumPy ufunc on its arrays alone (one result, allocated by the ufunc)."""
+    kernel = step.kernel
+    return isinstance(kernel, np.ufunc) and kernel.nout == 1 and kernel.nin == len(step.ins)
+
+
+def _args(step: Step) -> tuple[int, ...]:
+    """The slots the loop passes to the step's kernel: its inputs, then the slot it writes into."""
+    return step.ins if step.into is None else (*step.ins, step.into)
+
+
+def _into(ufunc: np.ufunc) -> Callable:
+    """The ufunc on all its arguments but the last, into the last (as `out`)."""
+    return lambda *arrays: ufunc(*arrays[:-1], out=arrays[-1])
+
+
 def _fixed(step: Step) -> Callable:
     """The step's kernel with the conversion its first result needed, if any."""
     kernel, op, spec = step.kernel, step.op, step.spec
+    if step.into is not None:
+        return _into(kernel)
     if step.fix == "asarray":
         return lambda *arrays: np.asarray(kernel(*arrays))
     if step.fix == "conform":

@@ -15,8 +15,9 @@ that are dead, and runs an element-wise instruction in place where an input dies
 
 The plan is stored on the program (`buffers`, `buffer_bytes`, `inplace`) and reported by
 `program.memory(values)`; the program's instructions and results are unchanged. The executor
-(verigrad/ir/plan.py) does not use it yet: the reference kernels allocate their results. Run this pass
-last: any later pass makes a new program without the plan.
+(verigrad/ir/plan.py) runs ufunc steps in place by the same rules applied to its own steps (it inlines
+decompositions and runs fused groups member by member, so its steps are not the program's values), not
+by reading this plan. Run this pass last: any later pass makes a new program without the plan.
 """
 
 from __future__ import annotations
