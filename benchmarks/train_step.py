@@ -47,7 +47,7 @@ except ImportError:  # run from a checkout that is not installed
 from rich.console import Console
 from rich.table import Table
 
-from verigrad.models import digits_cnn
+from verigrad.models import digits_cnn, digits_cnn_torch
 from verigrad.nn import CrossEntropyLoss, Linear, ReLU, Sequential
 from verigrad.optim import SGD
 
@@ -76,24 +76,12 @@ class Workload:
     build_torch: Callable[[Any], Any]
 
 
-def _torch_cnn(torch: Any, size: int) -> Any:
-    nn = torch.nn
-    return nn.Sequential(
-        nn.Conv2d(1, 16, 3, padding=1),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 3, padding=1),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Flatten(),
-        nn.Linear(32 * (size // 4) ** 2, CLASSES),
-    )
-
-
 def workloads() -> list[Workload]:
     return [
-        Workload("cnn-28x28", (BATCH, 1, 28, 28), lambda: digits_cnn(28, 28), lambda t: _torch_cnn(t, 28)),
-        Workload("cnn-8x8", (BATCH, 1, 8, 8), lambda: digits_cnn(8, 8), lambda t: _torch_cnn(t, 8)),
+        Workload(
+            "cnn-28x28", (BATCH, 1, 28, 28), lambda: digits_cnn(28, 28), lambda t: digits_cnn_torch(t, 28, 28)
+        ),
+        Workload("cnn-8x8", (BATCH, 1, 8, 8), lambda: digits_cnn(8, 8), lambda t: digits_cnn_torch(t, 8, 8)),
         Workload(
             "mlp",
             (BATCH, 784),
@@ -103,8 +91,11 @@ def workloads() -> list[Workload]:
     ]
 
 
-def verigrad_step(workload: Workload, backend: str, x: np.ndarray, y: np.ndarray) -> tuple[Callable, Any]:
-    """A function that runs one training step on `backend`, and the model's initial state."""
+def verigrad_step(
+    workload: Workload, backend: str, x: np.ndarray, y: np.ndarray, compiled: bool = False
+) -> tuple[Callable, Any]:
+    """A function that runs one training step on `backend` (eagerly, or through `verigrad.compile`),
+    and the model's initial state."""
     verigrad.manual_seed(0)
     with verigrad.backend(backend):
         model = workload.build_verigrad()
@@ -112,12 +103,18 @@ def verigrad_step(workload: Workload, backend: str, x: np.ndarray, y: np.ndarray
     loss_fn = CrossEntropyLoss()
     xt, yt = verigrad.tensor(x), verigrad.tensor(y)
 
+    def train_step(x: Any, y: Any) -> Any:
+        loss = loss_fn(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    run = verigrad.compile(train_step) if compiled else train_step
+
     def step() -> None:
         with verigrad.backend(backend):
-            loss = loss_fn(model(xt), yt)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
+            run(xt, yt)
 
     return step, model.state_dict()
 
@@ -183,6 +180,7 @@ def run(args: argparse.Namespace, torch: Any, console: Console) -> Table:
             for backend in backends:
                 step, state = verigrad_step(workload, backend, x, y)
                 runners[f"verigrad ({backend})"] = step
+                runners[f"verigrad ({backend}, compiled)"], _ = verigrad_step(workload, backend, x, y, True)
             runners["torch (eager)"] = torch_step(torch, workload, state, x, y)
             for step in runners.values():
                 for _ in range(args.warmup):

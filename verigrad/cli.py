@@ -27,6 +27,7 @@ def _train(args: argparse.Namespace) -> int:
         threads=args.threads,
         data=args.data,
         data_dir=args.data_dir,
+        compiled=not args.eager,
     )
     console = Console()
     console.print(
@@ -256,6 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--out", default="runs/digits", help="folder for the checkpoint and the picture")
     train.add_argument("--backend", choices=available(), default="reference")
     train.add_argument("--threads", type=_positive_int, default=1)
+    train.add_argument("--eager", action="store_true", help="run each step eagerly instead of compiled")
     train.add_argument("--data", choices=("digits", "mnist"), default="digits")
     train.add_argument("--data-dir", default=None, help="folder with MNIST's IDX files (for --data mnist)")
     train.set_defaults(run=_train)

@@ -14,6 +14,7 @@ import numpy as np
 
 from .autograd import no_grad
 from .backends import backend, set_threads
+from .compile import compile as compile_fn
 from .data import DataLoader, load_digits, load_mnist, split
 from .errors import WeightFileError
 from .io import load, save
@@ -21,6 +22,7 @@ from .models import digits_cnn
 from .nn import CrossEntropyLoss, Module
 from .ops import manual_seed
 from .optim import SGD, Adam, AdamW, Optimizer
+from .tensor import Tensor
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
 DEFAULT_LR = {"adam": 1e-2, "adamw": 1e-2, "sgd": 0.1}
@@ -38,6 +40,7 @@ class TrainConfig:
     threads: int = 1
     data: str = "digits"
     data_dir: str | None = None
+    compiled: bool = True  # run the training step through verigrad.compile
 
     def __post_init__(self) -> None:
         for name in ("epochs", "batch_size", "threads"):
@@ -115,17 +118,24 @@ def train(config: TrainConfig, on_step: Callable[[dict[str, Any]], None] | None 
         history: dict[str, list[float]] = {"loss": [], "train_accuracy": [], "test_accuracy": []}
         start, steps, total = time.perf_counter(), 0, config.epochs * len(loader)
         base_lr = optimizer.lr
+
+        def train_step(xb: Tensor, yb: Tensor) -> tuple[Tensor, Tensor]:
+            logits = model(xb)
+            loss = loss_fn(logits, yb)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            return loss, (logits.argmax(axis=1) == yb).cast("f32").mean()
+
+        # compiled once (a plan per batch size); on the reference backend the same bits as eager
+        step_fn = compile_fn(train_step) if config.compiled else train_step
         for epoch in range(config.epochs):
             for xb, yb in loader:
                 optimizer.lr = cosine_lr(base_lr, steps, total)
-                logits = model(xb)
-                loss = loss_fn(logits, yb)
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
+                loss, batch_accuracy = step_fn(xb, yb)
                 steps += 1
                 history["loss"].append(float(loss))
-                history["train_accuracy"].append(float((logits.argmax(axis=1) == yb).cast("f32").mean()))
+                history["train_accuracy"].append(float(batch_accuracy))
                 if on_step is not None:
                     elapsed = time.perf_counter() - start
                     on_step(

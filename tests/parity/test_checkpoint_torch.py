@@ -20,7 +20,7 @@ import verigrad
 from verigrad.data import load_digits
 from verigrad.errors import WeightFileError
 from verigrad.io import load, save
-from verigrad.models import digits_cnn
+from verigrad.models import digits_cnn, digits_cnn_torch
 
 # verigrad dtype name -> the torch dtype a safetensors file of it holds
 TORCH_DTYPES = {
@@ -37,17 +37,7 @@ SPECIAL = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.5, -2.25]
 
 def torch_cnn(dtype: torch.dtype) -> torch.nn.Sequential:
     """digits_cnn() for 8x8 images in PyTorch, with the same layer indices (so the same state names)."""
-    nn = torch.nn
-    return nn.Sequential(
-        nn.Conv2d(1, 16, 3, padding=1),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 3, padding=1),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Flatten(),
-        nn.Linear(32 * 2 * 2, 10),
-    ).to(dtype)
+    return digits_cnn_torch(torch).to(dtype)
 
 
 def _arrays() -> dict[str, np.ndarray]:

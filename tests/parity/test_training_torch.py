@@ -18,7 +18,7 @@ import torch
 
 import verigrad
 from verigrad.data import DataLoader, load_digits
-from verigrad.models import digits_cnn
+from verigrad.models import digits_cnn, digits_cnn_torch
 from verigrad.nn import CrossEntropyLoss
 from verigrad.optim import SGD, Adam, AdamW
 
@@ -42,17 +42,7 @@ OPTIMIZERS: dict[str, tuple[Any, Any, dict[str, Any]]] = {
 
 def torch_cnn(dtype: torch.dtype) -> torch.nn.Sequential:
     """digits_cnn() for 8x8 images in PyTorch, with the same layer indices (so the same state names)."""
-    nn = torch.nn
-    return nn.Sequential(
-        nn.Conv2d(1, 16, 3, padding=1),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 3, padding=1),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Flatten(),
-        nn.Linear(32 * 2 * 2, 10),
-    ).to(dtype)
+    return digits_cnn_torch(torch).to(dtype)
 
 
 def batches(dtype: str) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -1,5 +1,5 @@
 """Models built from verigrad's nn modules: a file per model."""
 
-from .cnn import digits_cnn
+from .cnn import digits_cnn, digits_cnn_torch
 
-__all__ = ["digits_cnn"]
+__all__ = ["digits_cnn", "digits_cnn_torch"]

@@ -34,3 +34,19 @@ def digits_cnn(
         Flatten(),
         Linear(c2 * (height // 4) * (width // 4), classes, dtype=dtype),
     )
+
+
+def digits_cnn_torch(torch: Any, height: int = 8, width: int = 8, classes: int = 10) -> Any:
+    """The same CNN built with the given `torch` module, with the same layer indices (so the same
+    state-dict names): the peer in the benchmarks and the parity suite. verigrad never imports torch."""
+    nn = torch.nn
+    return nn.Sequential(
+        nn.Conv2d(1, 16, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(32 * (height // 4) * (width // 4), classes),
+    )
