@@ -1,5 +1,6 @@
 """Backends and the active-backend switch."""
 
+from . import cpu  # the "cpu" backend (registered after the reference, which stays the default)
 from ._registry import Backend, available, backend, get_backend, set_backend, set_threads
 from .blas import blas_threads, set_blas_threads
 from .reference import reference

@@ -1,0 +1,272 @@
+"""The "cpu" backend: its C kernels against the op references (bit for bit for the exactly rounded ops,
+within a stated number of ulps for the transcendentals), the same bits for every thread count, the
+fallbacks to the reference, the build cache, and a machine with no C compiler."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import verigrad
+from verigrad.backends import cpu
+from verigrad.registry import OPS
+
+HAS_CC = cpu.available()
+needs_cc = pytest.mark.skipif(not HAS_CC, reason="the cpu backend could not be built here")
+KERNELS = cpu.cpu.kernels() if HAS_CC else []
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _bound(op: str, dtype: str) -> int:
+    return cpu.ULP_BOUNDS.get((op, dtype), 0)
+
+
+def _ordered(a: np.ndarray) -> np.ndarray:
+    """The float bits as integers ordered like the floats (so the difference counts ulps)."""
+    ints = a.view(np.int32 if a.dtype == np.float32 else np.int64).astype(np.int64)
+    magnitude = ints & (np.iinfo(np.int32 if a.dtype == np.float32 else np.int64).max)
+    return np.where(ints < 0, -magnitude, magnitude)
+
+
+def max_ulps(actual: np.ndarray, expected: np.ndarray) -> int:
+    """The largest difference in ulps; NaN equals NaN (whatever its sign), NaN against a number fails."""
+    assert actual.shape == expected.shape and actual.dtype == expected.dtype
+    nan_a, nan_e = np.isnan(actual), np.isnan(expected)
+    assert np.array_equal(nan_a, nan_e), "NaN where the reference has a number, or the reverse"
+    if actual.size == 0:
+        return 0
+    diff = np.abs(_ordered(actual) - _ordered(expected))
+    diff[nan_a] = 0
+    return int(diff.max())
+
+
+def assert_matches(actual: np.ndarray, expected: np.ndarray, op: str, dtype: str) -> None:
+    assert actual.shape == expected.shape
+    actual, expected = np.atleast_1d(actual), np.atleast_1d(expected)
+    bound = _bound(op, dtype)
+    ulps = max_ulps(actual, expected)
+    assert ulps <= bound, f"{op} {dtype}: {ulps} ulps from the reference (bound {bound})"
+    if bound == 0:  # exact: the very bits, but a NaN's sign is not compared
+        width = np.uint32 if actual.dtype == np.float32 else np.uint64
+        same = actual.view(width) == expected.view(width)
+        assert (same | np.isnan(expected)).all(), f"{op} {dtype}: other bits than the reference"
+
+
+def special_values(np_dtype: np.dtype) -> np.ndarray:
+    fi = np.finfo(np_dtype)
+    values = [0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 1.0, -1.0, 0.5, -0.5, 2.0, 20.0, -20.0]
+    values += [fi.tiny, -fi.tiny, fi.smallest_subnormal, -fi.smallest_subnormal, fi.tiny / 3, -fi.tiny / 7]
+    values += [fi.max, -fi.max, fi.eps, 88.5, -88.5, -104.0, 709.5, -745.0, 1e5, -1e5, 3.14159, 1e-30]
+    with np.errstate(over="ignore"):
+        return np.array(values, dtype=np_dtype)
+
+
+def inputs(np_dtype: np.dtype, n: int, seed: int = 0) -> np.ndarray:
+    """Special values, then uniform values on several scales, then random bit patterns."""
+    rng = np.random.default_rng(seed)
+    parts = [special_values(np_dtype)]
+    for scale in (1.0, 5.0, 30.0, 1e4):
+        parts.append(rng.uniform(-scale, scale, n).astype(np_dtype))
+    parts.append(rng.uniform(0, 1, n).astype(np_dtype))
+    width = np.uint32 if np_dtype == np.float32 else np.uint64
+    parts.append(rng.integers(0, np.iinfo(width).max, n, dtype=width, endpoint=True).view(np_dtype))
+    return np.concatenate(parts)
+
+
+def run(op: str, dtype: str, *arrays: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    with np.errstate(all="ignore"):
+        expected = np.asarray(OPS[op].reference(*arrays))
+        actual = cpu.cpu.native(OPS[op], getattr(verigrad, dtype))(*arrays)
+    return actual, expected
+
+
+def operands(op: str, dtype: str, n: int, seed: int = 0) -> list[np.ndarray]:
+    np_dtype = cpu.DTYPES[dtype]
+    if op in cpu.BINARY:
+        s = special_values(np_dtype)
+        rng = np.random.default_rng(seed + 1)
+        a = np.concatenate([np.repeat(s, s.size), inputs(np_dtype, n, seed)])
+        b = np.concatenate([np.tile(s, s.size), rng.permutation(inputs(np_dtype, n, seed + 2))])
+        return [a, b]
+    return [inputs(np_dtype, n, seed)]
+
+
+@pytest.fixture
+def small_chunks():
+    cpu.set_min_chunk(64)
+    yield
+    cpu.set_min_chunk(None)
+    verigrad.set_threads(1)
+
+
+def test_the_reference_stays_the_default_and_cpu_is_listed():
+    assert "cpu" in verigrad.backends.available()
+    assert verigrad.get_backend().name == "reference"
+
+
+@needs_cc
+def test_the_kernels_registered():
+    ops = {op for op, _ in KERNELS}
+    assert ops == set(cpu.UNARY_EXACT + cpu.UNARY_LIBM + cpu.BINARY)
+    assert {d for _, d in KERNELS} == {"f32", "f64"}
+    for op, dtype in KERNELS:  # a bound is stated for every kernel of a non-exact op
+        assert OPS[op].exact or op == "sqrt" or _bound(op, dtype) > 0, (op, dtype)
+
+
+@needs_cc
+@pytest.mark.parametrize(("op", "dtype"), KERNELS)
+def test_kernel_matches_the_reference(op, dtype, small_chunks):
+    verigrad.set_threads(2)
+    actual, expected = run(op, dtype, *operands(op, dtype, 20000))
+    assert actual.dtype == expected.dtype
+    assert_matches(actual, expected, op, dtype)
+    np_dtype = cpu.DTYPES[dtype]
+    for shape in [(0,), (2, 0), (), (1,), (1, 1), (3, 5)]:  # empty, size 1, small
+        rng = np.random.default_rng(3)
+        arrays = [rng.uniform(0.1, 2, shape).astype(np_dtype) for _ in operands(op, dtype, 1)]
+        actual, expected = run(op, dtype, *arrays)
+        assert actual.shape == shape
+        assert_matches(actual, expected, op, dtype)
+
+
+@needs_cc
+@pytest.mark.parametrize(("op", "dtype"), KERNELS)
+def test_every_thread_count_gives_the_same_bits(op, dtype, small_chunks):
+    arrays = [a[:5000] for a in operands(op, dtype, 1000, seed=7)]
+    results = []
+    for threads in (1, 2, 3, 1):
+        verigrad.set_threads(threads)
+        results.append(run(op, dtype, *arrays)[0])
+    for r in results[1:]:
+        assert r.tobytes() == results[0].tobytes()
+    assert cpu.pool_size() >= 2  # the pool did start threads
+
+
+@needs_cc
+def test_large_arrays_use_the_default_chunk_and_threads():
+    verigrad.set_threads(3)
+    try:
+        x = np.random.default_rng(0).standard_normal(100_000).astype(np.float32)
+        y = np.random.default_rng(1).standard_normal(100_000).astype(np.float32)
+        with verigrad.backend("cpu"):
+            out = (verigrad.from_numpy(x) * verigrad.from_numpy(y)).relu().numpy()
+        assert out.tobytes() == np.maximum(x * y, 0).tobytes()
+    finally:
+        verigrad.set_threads(1)
+
+
+@needs_cc
+def test_other_layouts_and_dtypes_fall_back_to_the_reference():
+    relu = cpu.cpu.native(OPS["relu"], verigrad.f32)
+    add = cpu.cpu.native(OPS["add"], verigrad.f32)
+    x = np.arange(-6, 6, dtype=np.float32).reshape(3, 4)
+    assert np.array_equal(relu(x[:, ::2]), np.maximum(x[:, ::2], 0))  # strided
+    assert np.array_equal(relu(x.T), np.maximum(x.T, 0))  # Fortran order
+    assert relu(np.arange(-3, 3)).dtype == np.float32  # ints: the reference computes in f32
+    assert np.array_equal(add(x, x[:1]), x + x[:1])  # broadcast
+    assert np.array_equal(add(x, np.float32(2)), x + 2)
+    mixed = add(x, x.astype(np.float64))
+    assert mixed.dtype == np.float64 and np.array_equal(mixed, x.astype(np.float64) * 2)
+    unaligned = np.frombuffer(bytearray(4 * 12 + 1), dtype=np.float32, offset=1, count=12)
+    assert np.array_equal(relu(unaligned), np.maximum(unaligned, 0))
+
+
+@needs_cc
+def test_eager_ops_on_the_cpu_backend_match_the_reference():
+    x = verigrad.from_numpy(np.linspace(-3, 3, 101, dtype=np.float32))
+    results = {}
+    for name in ("reference", "cpu"):
+        with verigrad.backend(name):
+            results[name] = ((x * 2 - 1) / 3).relu().neg().abs().sqrt().numpy()
+    assert results["cpu"].tobytes() == results["reference"].tobytes()
+
+
+def _python(code: str, **env: str) -> subprocess.CompletedProcess:
+    full = {**os.environ, "PYTHONPATH": ROOT, **env}
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=full, cwd=ROOT
+    )
+
+
+INFO = """
+import json
+from verigrad.backends import cpu
+print(json.dumps(cpu.build_info()))
+"""
+
+
+@needs_cc
+def test_the_library_is_built_once_per_cache_folder(tmp_path):
+    first = _python(INFO, VERIGRAD_CACHE=str(tmp_path))
+    assert first.returncode == 0, first.stderr
+    info = json.loads(first.stdout)
+    assert info["available"] and not info["cached"] and info["build_seconds"] > 0
+    assert os.path.dirname(info["path"]) == str(tmp_path) and os.path.exists(info["path"])
+    assert "-ffp-contract=off" in info["flags"] and not info["native"]
+    assert [p.name for p in tmp_path.iterdir()] == [os.path.basename(info["path"])]  # no temporary left
+    second = json.loads(_python(INFO, VERIGRAD_CACHE=str(tmp_path)).stdout)
+    assert second["cached"] and second["path"] == info["path"] and second["build_seconds"] == 0
+    assert cpu.build_info()["available"]
+
+
+def test_without_a_compiler_one_line_says_so_and_training_runs_on_the_reference():
+    code = """
+    import numpy as np, verigrad
+    from verigrad import nn
+    from verigrad.backends import cpu
+    from verigrad.optim import Adam
+
+    def steps(name):
+        verigrad.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+        opt = Adam(model.parameters(), lr=1e-2)
+        x = np.random.default_rng(0).standard_normal((16, 4)).astype(np.float32)
+        y = np.arange(16) % 3
+        with verigrad.backend(name):
+            for _ in range(3):
+                loss = nn.CrossEntropyLoss()(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        return [p.numpy() for p in model.parameters()]
+
+    same = all(np.array_equal(a, b) for a, b in zip(steps("cpu"), steps("reference")))
+    print(same, cpu.available(), cpu.build_info()["available"], cpu.cpu.report()["native"])
+    """
+    done = _python(code, CC="/nonexistent/cc")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "False", "False", "[]"]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cpu backend unavailable" in lines[0] and "CC=" in lines[0]
+
+
+@needs_cc
+def test_digits_training_on_cpu_gives_the_reference_weights(monkeypatch):
+    """With the exact kernels the weights are the reference's, bit for bit. The f32 exp kernel (within 4
+    ulps, not exact) changes them; with every kernel the weights still do not depend on the threads."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    try:
+        from test_train import eager_steps
+    finally:
+        sys.path.pop(0)
+    try:
+        reference = eager_steps(1, steps=2)
+        exact = {k: v for k, v in cpu.cpu._kernels.items() if OPS[k[0]].exact or k[0] == "sqrt"}
+        with monkeypatch.context() as m:
+            m.setattr(cpu.cpu, "_kernels", exact)
+            with verigrad.backend("cpu"):
+                on_cpu = eager_steps(1, steps=2)
+        with verigrad.backend("cpu"):
+            all_one, all_two = eager_steps(1, steps=2), eager_steps(2, steps=2)
+    finally:
+        verigrad.set_threads(1)
+    for name in reference:
+        assert on_cpu[name].tobytes() == reference[name].tobytes(), name
+        assert all_one[name].tobytes() == all_two[name].tobytes(), name
+        np.testing.assert_allclose(all_one[name], reference[name], rtol=1e-4, atol=1e-5)

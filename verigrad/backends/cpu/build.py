@@ -1,0 +1,129 @@
+"""Compile the package's C sources into a shared library once, cache it on disk, and load it.
+
+The compiler is `CC` when set, else the first of cc, gcc and clang on the PATH. All `.c` files of this
+package are compiled in one call into `<cache>/cpu-<hash>.so`, the hash covering the sources, the
+compiler (path and version) and the flags, so a change to any of them builds anew. The cache folder is
+`VERIGRAD_CACHE`, else `verigrad` in the user's cache directory. The library is written to a temporary
+file and moved into place, so processes building at once do not see half a file.
+
+Default flags give the reference's bits: no FMA contraction, no fast-math. `VERIGRAD_NATIVE=1` allows
+contraction and tunes for this machine (results may then differ in the last bits, never with the thread
+count).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+BASE_FLAGS = ["-O3", "-fPIC", "-shared", "-std=c11", "-pthread", "-fno-math-errno", "-fno-fast-math"]
+EXACT_FLAGS = ["-ffp-contract=off"]
+NATIVE_FLAGS = ["-ffp-contract=fast", "-march=native"]
+
+
+class BuildError(RuntimeError):
+    """No compiler, or the build failed; the message is one line."""
+
+
+def native() -> bool:
+    return os.environ.get("VERIGRAD_NATIVE", "") not in ("", "0")
+
+
+def flags() -> list[str]:
+    return BASE_FLAGS + (NATIVE_FLAGS if native() else EXACT_FLAGS)
+
+
+def cache_dir() -> Path:
+    if os.environ.get("VERIGRAD_CACHE"):
+        return Path(os.environ["VERIGRAD_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "verigrad"
+
+
+def find_compiler() -> list[str]:
+    """The compiler command (a list: `CC` may carry options), or BuildError."""
+    if os.environ.get("CC"):
+        cmd = shlex.split(os.environ["CC"])
+        path = shutil.which(cmd[0])
+        if path is None:
+            raise BuildError(f"the C compiler CC={os.environ['CC']!r} was not found")
+        return [path, *cmd[1:]]
+    for name in ("cc", "gcc", "clang"):
+        path = shutil.which(name)
+        if path is not None:
+            return [path]
+    raise BuildError("no C compiler found (set CC, or install gcc or clang)")
+
+
+def compiler_version(cc: list[str]) -> str:
+    try:
+        done = subprocess.run([*cc, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise BuildError(f"cannot run the C compiler {cc[0]}: {e}") from None
+    lines = (done.stdout or done.stderr).splitlines()
+    return lines[0].strip() if lines else ""
+
+
+def sources() -> list[Path]:
+    return sorted(HERE.glob("*.c"))
+
+
+def library_name(cc: list[str], version: str, opts: list[str]) -> str:
+    h = hashlib.sha256()
+    for path in sorted(HERE.glob("*.[ch]")):
+        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    h.update("\0".join([*cc, version, *opts]).encode())
+    return f"cpu-{h.hexdigest()[:20]}.so"
+
+
+def build() -> tuple[ctypes.CDLL, dict[str, Any]]:
+    """The loaded library and what was built how; BuildError with a one-line reason otherwise."""
+    cc = find_compiler()
+    version = compiler_version(cc)
+    opts = flags()
+    folder = cache_dir()
+    path = folder / library_name(cc, version, opts)
+    info: dict[str, Any] = {
+        "compiler": " ".join(cc),
+        "version": version,
+        "flags": opts,
+        "native": native(),
+        "path": str(path),
+        "cached": path.exists(),
+        "build_seconds": 0.0,
+    }
+    if not info["cached"]:
+        start = time.perf_counter()
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=".build-", suffix=".so", dir=folder)
+            os.close(fd)
+        except OSError as e:
+            raise BuildError(f"cannot write to the cache folder {folder}: {e}") from None
+        try:
+            cmd = [*cc, *opts, *map(str, sources()), "-o", tmp, "-lm"]
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+            if done.returncode != 0:
+                first = next((ln for ln in done.stderr.splitlines() if ln.strip()), "no message")
+                raise BuildError(f"the C build failed ({cc[0]}): {first.strip()}")
+            os.replace(tmp, path)
+        except (OSError, subprocess.SubprocessError) as e:
+            raise BuildError(f"the C build failed ({cc[0]}): {e}") from None
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        info["build_seconds"] = round(time.perf_counter() - start, 3)
+    try:
+        lib = ctypes.CDLL(str(path))
+    except OSError as e:
+        raise BuildError(f"cannot load the built library {path}: {e}") from None
+    return lib, info

@@ -1,0 +1,120 @@
+/* A persistent thread pool and the deterministic chunk dispatcher.
+ *
+ * vg_parallel_for splits [0, n) into T contiguous chunks, T = max(1, min(threads, n / min_chunk, 64)).
+ * The calling thread runs chunk 0, pool worker w runs chunk w, and the caller joins them. The chunk
+ * bounds depend only on n and T, and every kernel computes each element on its own, so the result is
+ * the same for every thread count. A worker that cannot be started leaves its chunk to the caller.
+ */
+#include <pthread.h>
+#include <stdint.h>
+
+#include "vg.h"
+
+#define VG_MAX_THREADS 64
+
+static pthread_mutex_t dispatch_lock = PTHREAD_MUTEX_INITIALIZER; /* one dispatch at a time */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t work_cv = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER;
+
+static int nworkers = 0; /* workers 1..nworkers are running */
+static unsigned long generation = 0;
+static unsigned long start_generation[VG_MAX_THREADS];
+static int pending = 0;
+static int atfork_set = 0;
+
+static struct {
+    vg_chunk_fn fn;
+    void *ctx;
+    int64_t n;
+    int chunks;  /* T */
+    int helpers; /* workers 1..helpers take part */
+} job;
+
+static void chunk_bounds(int64_t n, int chunks, int i, int64_t *lo, int64_t *hi) {
+    int64_t base = n / chunks, rem = n % chunks;
+    *lo = i * base + (i < rem ? i : rem);
+    *hi = *lo + base + (i < rem ? 1 : 0);
+}
+
+static void *worker(void *arg) {
+    int id = (int)(intptr_t)arg;
+    pthread_mutex_lock(&lock);
+    unsigned long seen = start_generation[id];
+    for (;;) {
+        while (generation == seen) pthread_cond_wait(&work_cv, &lock);
+        seen = generation;
+        if (id <= job.helpers) {
+            vg_chunk_fn fn = job.fn;
+            void *ctx = job.ctx;
+            int64_t lo, hi;
+            chunk_bounds(job.n, job.chunks, id, &lo, &hi);
+            pthread_mutex_unlock(&lock);
+            fn(ctx, lo, hi);
+            pthread_mutex_lock(&lock);
+            if (--pending == 0) pthread_cond_signal(&done_cv);
+        }
+    }
+    return 0;
+}
+
+/* The pool's threads do not exist in a forked child: start again with none. */
+static void reset_after_fork(void) {
+    pthread_mutex_init(&dispatch_lock, 0);
+    pthread_mutex_init(&lock, 0);
+    pthread_cond_init(&work_cv, 0);
+    pthread_cond_init(&done_cv, 0);
+    nworkers = 0;
+    pending = 0;
+}
+
+int vg_pool_size(void) { return nworkers; }
+
+void vg_parallel_for(int64_t n, int64_t min_chunk, int threads, vg_chunk_fn fn, void *ctx) {
+    if (min_chunk < 1) min_chunk = 1;
+    int64_t t = threads;
+    if (n / min_chunk < t) t = n / min_chunk;
+    if (t > VG_MAX_THREADS) t = VG_MAX_THREADS;
+    if (t <= 1) {
+        if (n > 0) fn(ctx, 0, n);
+        return;
+    }
+    int chunks = (int)t;
+    pthread_mutex_lock(&dispatch_lock);
+    pthread_mutex_lock(&lock);
+    if (!atfork_set) {
+        pthread_atfork(0, 0, reset_after_fork);
+        atfork_set = 1;
+    }
+    while (nworkers < chunks - 1) {
+        pthread_t tid;
+        int id = nworkers + 1;
+        start_generation[id] = generation;
+        if (pthread_create(&tid, 0, worker, (void *)(intptr_t)id) != 0) break;
+        pthread_detach(tid);
+        nworkers = id;
+    }
+    int helpers = nworkers < chunks - 1 ? nworkers : chunks - 1;
+    job.fn = fn;
+    job.ctx = ctx;
+    job.n = n;
+    job.chunks = chunks;
+    job.helpers = helpers;
+    pending = helpers;
+    generation++;
+    if (helpers > 0) pthread_cond_broadcast(&work_cv);
+    pthread_mutex_unlock(&lock);
+
+    int64_t lo, hi;
+    chunk_bounds(n, chunks, 0, &lo, &hi);
+    fn(ctx, lo, hi);
+    for (int i = helpers + 1; i < chunks; i++) { /* chunks of workers that could not start */
+        chunk_bounds(n, chunks, i, &lo, &hi);
+        fn(ctx, lo, hi);
+    }
+
+    pthread_mutex_lock(&lock);
+    while (pending > 0) pthread_cond_wait(&done_cv, &lock);
+    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&dispatch_lock);
+}
