@@ -19,7 +19,8 @@ from verigrad.registry import OPS
 
 HAS_CC = cpu.available()
 needs_cc = pytest.mark.skipif(not HAS_CC, reason="the cpu backend could not be built here")
-KERNELS = cpu.cpu.kernels() if HAS_CC else []
+ALL_KERNELS = cpu.cpu.kernels() if HAS_CC else []
+KERNELS = [(op, d) for op, d in ALL_KERNELS if op not in cpu.REDUCE]  # the element-wise ones
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -112,9 +113,9 @@ def test_the_reference_stays_the_default_and_cpu_is_listed():
 
 @needs_cc
 def test_the_kernels_registered():
-    ops = {op for op, _ in KERNELS}
-    assert ops == set(cpu.UNARY_EXACT + cpu.UNARY_LIBM + cpu.BINARY)
-    assert {d for _, d in KERNELS} == {"f32", "f64"}
+    ops = {op for op, _ in ALL_KERNELS}
+    assert ops == set(cpu.UNARY_EXACT + cpu.UNARY_LIBM + cpu.BINARY + cpu.REDUCE)
+    assert {d for _, d in ALL_KERNELS} == {"f32", "f64"}
     for op, dtype in KERNELS:  # a bound is stated for every kernel of a non-exact op
         assert OPS[op].exact or op == "sqrt" or _bound(op, dtype) > 0, (op, dtype)
 
@@ -270,3 +271,124 @@ def test_digits_training_on_cpu_gives_the_reference_weights(monkeypatch):
         assert on_cpu[name].tobytes() == reference[name].tobytes(), name
         assert all_one[name].tobytes() == all_two[name].tobytes(), name
         np.testing.assert_allclose(all_one[name], reference[name], rtol=1e-4, atol=1e-5)
+
+
+BROADCASTS = [((4, 3), (3,)), ((4, 1), (1, 3)), ((2, 3), ()), ((2, 1, 4), (3, 1)), ((3,), (4, 3))]
+BROADCASTS += [((2, 3, 1, 5), (3, 4, 1)), ((1,), (7, 1)), ((0, 3), (3,)), ((3, 1), (0,))]
+
+
+def _bits(a: np.ndarray) -> bytes:
+    return np.ascontiguousarray(a).tobytes()
+
+
+@needs_cc
+@pytest.mark.parametrize("op", cpu.BINARY)
+@pytest.mark.parametrize("dtype", sorted(cpu.DTYPES))
+def test_broadcast_binary_kernels_give_the_reference_bits(op, dtype, small_chunks):
+    np_dtype = cpu.DTYPES[dtype]
+    kernel = cpu.cpu.native(OPS[op], getattr(verigrad, dtype))
+    rng = np.random.default_rng(11)
+    shapes = list(BROADCASTS)
+    for _ in range(30):  # random broadcastable shapes of rank <= 4
+        out = rng.integers(1, 9, rng.integers(0, 5))
+        pick = [tuple(int(d) if rng.random() < 0.6 else 1 for d in out[rng.integers(0, out.size + 1) :])]
+        shapes.append((tuple(int(d) for d in out), pick[0]) if rng.random() < 0.5 else (pick[0], tuple(out)))
+    pool = inputs(np_dtype, 200, seed=5)  # special values, several scales, random bits
+    for sa, sb in shapes:
+        a = rng.choice(pool, sa).astype(np_dtype)
+        b = rng.choice(pool, sb).astype(np_dtype)
+        with np.errstate(all="ignore"):
+            expected = OPS[op].reference(a, b)
+            results = []
+            for threads in (1, 2, 3):
+                verigrad.set_threads(threads)
+                results.append(kernel(a, b))
+        for actual in results:
+            assert actual.shape == expected.shape and actual.dtype == expected.dtype, (sa, sb)
+            assert_matches(actual, expected, op, dtype)
+            assert _bits(actual) == _bits(results[0]), (op, dtype, sa, sb)
+
+
+@needs_cc
+def test_broadcast_kernels_take_strided_views_and_every_special_pair(small_chunks):
+    verigrad.set_threads(3)
+    for dtype, np_dtype in cpu.DTYPES.items():
+        s = special_values(np_dtype)
+        for op in cpu.BINARY:
+            kernel = cpu.cpu.native(OPS[op], getattr(verigrad, dtype))
+            with np.errstate(all="ignore"):
+                assert_matches(kernel(s[:, None], s), OPS[op].reference(s[:, None], s), op, dtype)
+                x = np.arange(60, dtype=np_dtype).reshape(3, 4, 5) - 30
+                for a, b in [
+                    (x.T, x[0, 0, :3]),
+                    (x[:, ::2, ::-1], x[:1, :2, 1:2]),
+                    (x.transpose(1, 0, 2), x[:, 0]),
+                ]:
+                    assert_matches(kernel(a, b), OPS[op].reference(a, b), op, dtype)
+    add = cpu.cpu.native(OPS["add"], verigrad.f32)
+    deep = np.ones((1, 2, 1, 2, 1), np.float32)
+    assert np.array_equal(add(deep, deep[0]), deep * 2)  # rank 5: the reference
+    with pytest.raises(ValueError):
+        add(np.ones(3, np.float32), np.ones(4, np.float32))  # the reference's error
+
+
+def _rows(np_dtype: np.dtype, rows: int, cols: int, seed: int) -> np.ndarray:
+    """Rows mixing scales over many binades (so the summation order shows in the rounding), cancelling
+    spikes placed across NumPy's 8192-element cast buffer, and special values."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((rows, cols)) * np.exp2(rng.integers(-40, 40, (rows, cols)))
+    for r in range(0, rows, 3):
+        at = rng.integers(0, cols, 2)
+        x[r, at] = [1e20, -1e20 * (1 + rng.uniform(-1e-6, 1e-6))]
+    if cols > 8192:
+        x[1, 8190:8194] = [3e18, 1e19, -1e19, -3e18]
+    x = x.astype(np_dtype)
+    if rows > 4:
+        x[2, rng.integers(0, cols)] = np.nan
+        x[3] = rng.choice(special_values(np_dtype), cols)
+        x[4] = rng.choice(np.array([0.0, -0.0], np_dtype), cols)
+    return x
+
+
+def _reduce(op: str, dtype: str, x: np.ndarray, axis: tuple, keepdim: bool = False):
+    kernel = cpu.cpu.native(OPS[op], getattr(verigrad, dtype))
+    with np.errstate(all="ignore"):
+        return kernel(x, axis, keepdim), OPS[op].reference(x, axis, keepdim)
+
+
+@needs_cc
+@pytest.mark.parametrize("op", cpu.REDUCE)
+@pytest.mark.parametrize("dtype", sorted(cpu.DTYPES))
+def test_last_axis_reductions_give_the_reference_bits(op, dtype, small_chunks):
+    """sum reproduces NumPy's pairwise order (and, for f32, its 8192-element cast buffer), so it is exact
+    too; max/min fold left to right as NumPy's maximum/minimum do."""
+    np_dtype = cpu.DTYPES[dtype]
+    sizes = [(1, 1), (5, 7), (9, 8), (6, 129), (7, 1000), (5, 1024), (3, 4097), (5, 8192), (6, 9000)]
+    sizes += [(5, 20000), (64, 300)]
+    for seed, (rows, cols) in enumerate(sizes):
+        x = _rows(np_dtype, rows, cols, seed)
+        for threads in (1, 2, 3):
+            verigrad.set_threads(threads)
+            for keepdim in (False, True):
+                actual, expected = _reduce(op, dtype, x, (1,), keepdim)
+                assert actual.shape == expected.shape and actual.dtype == expected.dtype
+                assert_matches(actual, expected, op, dtype)
+        for shape in [(cols,), (2, 1, rows, cols)]:  # other ranks, same rows
+            y = np.broadcast_to(x[0] if len(shape) == 1 else x, shape).copy()
+            actual, expected = _reduce(op, dtype, y, (y.ndim - 1,))
+            assert actual.shape == expected.shape
+            assert_matches(actual, expected, op, dtype)
+
+
+@needs_cc
+def test_reductions_over_other_axes_or_layouts_fall_back():
+    x = np.random.default_rng(0).standard_normal((4, 5, 6)).astype(np.float32)
+    for op in cpu.REDUCE:
+        for args in [(x, (0,)), (x, (1, 2)), (x, (0, 1, 2)), (x[:, :, ::2], (2,)), (x.T, (2,))]:
+            actual, expected = _reduce(op, "f32", *args)
+            assert _bits(actual) == _bits(expected)
+        actual, expected = _reduce(op, "f32", np.float32(3).reshape(()), ())
+        assert _bits(actual) == _bits(expected)
+    assert _reduce("sum", "f64", np.zeros((3, 0)), (1,))[0].shape == (3,)
+    with pytest.raises(ValueError):
+        _reduce("max", "f64", np.zeros((3, 0)), (1,))

@@ -293,12 +293,13 @@ class Plan:
         roots: dict[int, frozenset] = {}  # slot -> the allocations its array may be (a view of)
         for slot in (*self.input_slots, *self.consts):
             roots[slot] = frozenset((slot,))
-        holders: dict[int, list[int]] = {}  # allocation -> the slots that may hold (a view of) it
+        # allocation -> the last step reading any slot that may hold (a view of) it
+        held_until: dict[int, int] = {}
         candidates: dict[int, int] = {}
         for k, step in enumerate(steps):
             into = None
             if step.out in fresh and len(step.spec.shape):
-                into = self._into(step, k, roots, holders, last, fresh)
+                into = self._into(step, k, roots, held_until, last, fresh)
             if into is not None:
                 candidates[k] = into
                 roots[step.out] = roots[into]
@@ -306,19 +307,23 @@ class Plan:
                 roots[step.out] = frozenset((step.out,))
             else:  # any other kernel's result may view its inputs
                 roots[step.out] = frozenset((step.out,)).union(*[roots[i] for i in step.ins])
+            read = last.get(step.out, -1)
             for r in roots[step.out]:
-                holders.setdefault(r, []).append(step.out)
+                if held_until.get(r, -1) < read:
+                    held_until[r] = read
         return candidates
 
-    def _into(self, step: Step, k: int, roots: dict, holders: dict, last: dict, fresh: set) -> int | None:
+    def _into(self, step: Step, k: int, roots: dict, held_until: dict, last: dict, fresh: set) -> int | None:
         spec = step.spec
-        if any(self.specs[i].dtype is not spec.dtype for i in step.ins):
-            return None
+        specs = self.specs
         for i in step.ins:
-            if self.specs[i].shape != spec.shape or len(roots[i]) != 1:
+            if specs[i].dtype is not spec.dtype:
+                return None
+        for i in step.ins:
+            if specs[i].shape != spec.shape or len(roots[i]) != 1:
                 continue
             (r,) = roots[i]
-            if r not in fresh or any(last.get(s, -1) > k for s in holders[r]):
+            if r not in fresh or held_until.get(r, -1) > k:
                 continue  # not a ufunc's allocation, or read (itself or a view) after this step
             if all(j == i or r not in roots[j] for j in step.ins):  # read through no other view here
                 return i

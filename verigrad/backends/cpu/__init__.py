@@ -1,18 +1,27 @@
-"""The "cpu" backend: element-wise kernels in C, built on first use and run on a thread pool.
+"""The "cpu" backend: element-wise and last-axis reduction kernels in C, built on first use and run on a
+thread pool.
 
 The C sources of this package are compiled by the system C compiler the first time a kernel is looked up
 (see `build`); with no compiler, or a failed build, one line says so and every op runs its reference.
-Each kernel takes contiguous arrays of the output's dtype and shape; anything else (another dtype,
-strides, broadcasting) runs the op's reference inside the kernel, so results are always right.
+Unary kernels take contiguous arrays of the output's dtype. Binary kernels take two operands of the
+output's dtype, of one shape and contiguous, or of shapes that broadcast (rank at most 4, any element
+strides: the output is walked in row-major order, broadcast dimensions read with stride 0). sum, max and
+min reduce the last axis of a C-contiguous array with a non-empty last axis, one thread per output row.
+Anything else (another dtype, rank, axis or layout) runs the op's reference inside the kernel, so results
+are always right.
 
 Threads: `verigrad.set_threads(n)` (read at every call) splits [0, n) into at most n contiguous chunks of
-at least `min_chunk()` elements; every thread count gives the same bits.
+at least `min_chunk()` elements (reductions: of whole rows holding at least that many elements); every
+thread count gives the same bits.
 
 Exactness against the references (measured by tests/test_cpu_backend.py): relu, relu_deriv, neg, abs,
-sqrt, sigmoid_deriv, tanh_deriv, add, sub, mul, div, maximum, minimum give the reference's bits. The
-transcendentals (exp, log, tanh, sin, cos, sigmoid) use the C library and are within `ULP_BOUNDS` ulps
-of NumPy's routines (a NaN may have another sign bit). silu and silu_deriv have C kernels but are not
-registered: their products and cancellations turn an ulp of exp into many ulps of the result.
+sqrt, sigmoid_deriv, tanh_deriv, add, sub, mul, div, maximum, minimum (same-shape and broadcast), max and
+min give the reference's bits. sum gives them too: it reproduces NumPy's pairwise summation in double
+(blocks of 8 accumulators, halves above 128 elements) and, for f32, the 8192-element cast buffer
+(`np.getbufsize()`) whose pairwise sums NumPy adds in order. The transcendentals (exp, log, tanh, sin,
+cos, sigmoid) use the C library and are within `ULP_BOUNDS` ulps of NumPy's routines (a NaN may have
+another sign bit). silu and silu_deriv have C kernels but are not registered: their products and
+cancellations turn an ulp of exp into many ulps of the result.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ from . import build as _build
 UNARY_EXACT = ("relu", "relu_deriv", "neg", "abs", "sqrt", "sigmoid_deriv", "tanh_deriv")
 UNARY_LIBM = ("exp", "log", "tanh", "sin", "cos", "sigmoid")
 BINARY = ("add", "sub", "mul", "div", "maximum", "minimum")
+REDUCE = ("sum", "max", "min")
 DTYPES = {"f32": np.dtype(np.float32), "f64": np.dtype(np.float64)}
 
 # The largest difference in ulps from the reference, per (op, dtype), that the tests allow; the exact
@@ -56,6 +66,9 @@ def set_min_chunk(n: int | None = None) -> None:
 
 _UNARY_ARGS = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int]
 _BINARY_ARGS = [ctypes.c_void_p, *_UNARY_ARGS]
+_BC_ARGS = [ctypes.c_void_p] * 4 + [ctypes.c_int64, ctypes.c_int]
+_EXTREME_ARGS = [ctypes.c_void_p, ctypes.c_void_p, *[ctypes.c_int64] * 3, ctypes.c_int]
+_SUM_ARGS = [ctypes.c_void_p, ctypes.c_void_p, *[ctypes.c_int64] * 4, ctypes.c_int]
 
 
 def _data_offset() -> int | None:
@@ -100,27 +113,77 @@ def _unary(fn: Any, dtype: np.dtype, reference: Callable, backend: Backend) -> C
     return kernel
 
 
-def _binary(fn: Any, dtype: np.dtype, reference: Callable, backend: Backend) -> Callable:
+def _broadcast_dims(a: np.ndarray, b: np.ndarray) -> tuple[tuple[int, ...], Any] | None:
+    """The output shape and the `dims` argument of a broadcast kernel (the output's shape padded to rank
+    4, then each operand's element strides after broadcasting); None when the shapes do not broadcast,
+    the rank is over 4, or a stride is not a whole number of elements."""
+    try:
+        shape = np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        return None
+    if len(shape) > 4:
+        return None
+    pad = 4 - len(shape)
+    dims = [1] * pad + list(shape)
+    for x in (a, b):
+        item = x.itemsize
+        strides = [0] * (4 - x.ndim)
+        for size, step in zip(x.shape, x.strides):
+            if step % item:
+                return None
+            strides.append(0 if size == 1 else step // item)
+        dims += strides
+    return shape, (ctypes.c_int64 * 12)(*dims)
+
+
+def _binary(fn: Any, fn_bc: Any, dtype: np.dtype, reference: Callable, backend: Backend) -> Callable:
     def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if (
             type(a) is not np.ndarray
             or type(b) is not np.ndarray
             or a.dtype != dtype
             or b.dtype != dtype
-            or a.shape != b.shape
-            or not (a.flags.c_contiguous and a.flags.aligned)
-            or not (b.flags.c_contiguous and b.flags.aligned)
+            or not (a.flags.aligned and b.flags.aligned)
         ):
             return reference(a, b)
-        out = np.empty(a.shape, dtype)
-        fn(
-            _data(a),
-            _data(b),
-            _data(out),
-            a.size,
-            _min_chunk[0],
-            backend.threads,
-        )
+        if a.shape == b.shape and a.flags.c_contiguous and b.flags.c_contiguous:
+            out = np.empty(a.shape, dtype)
+            fn(_data(a), _data(b), _data(out), a.size, _min_chunk[0], backend.threads)
+            return out
+        found = _broadcast_dims(a, b)
+        if found is None:
+            return reference(a, b)
+        shape, dims = found
+        out = np.empty(shape, dtype)
+        fn_bc(_data(a), _data(b), _data(out), dims, _min_chunk[0], backend.threads)
+        return out
+
+    return kernel
+
+
+def _reduce(name: str, fn: Any, dtype: np.dtype, reference: Callable, backend: Backend) -> Callable:
+    """sum/max/min over the last axis of a C-contiguous array with a non-empty last axis; the reference
+    for every other case."""
+
+    def kernel(x: np.ndarray, axis: tuple, keepdim: bool) -> np.ndarray:
+        if (
+            type(x) is not np.ndarray
+            or x.dtype != dtype
+            or x.ndim == 0
+            or tuple(axis) != (x.ndim - 1,)
+            or x.shape[-1] == 0
+            or not (x.flags.c_contiguous and x.flags.aligned)
+        ):
+            return reference(x, axis, keepdim)
+        cols = x.shape[-1]
+        out = np.empty(x.shape[:-1] + ((1,) if keepdim else ()), dtype)
+        min_rows = max(1, _min_chunk[0] // cols)
+        if name == "sum":
+            # NumPy sums an f32 row through its cast buffer: pairwise within each buffer, in order across
+            block = np.getbufsize() if dtype == np.float32 else 0
+            fn(_data(x), _data(out), x.size // cols, cols, block, min_rows, backend.threads)
+        else:
+            fn(_data(x), _data(out), x.size // cols, cols, min_rows, backend.threads)
         return out
 
     return kernel
@@ -130,7 +193,10 @@ class CpuBackend(Backend):
     """Registers its kernels the first time one is looked up (building the library if need be)."""
 
     def __init__(self) -> None:
-        super().__init__("cpu", "C element-wise kernels on a thread pool; the reference for the rest")
+        super().__init__(
+            "cpu",
+            "C element-wise and last-axis reduction kernels on a thread pool; the reference for the rest",
+        )
         self._loaded = False
         self._info: dict[str, Any] = {}
         self.library: ctypes.CDLL | None = None
@@ -151,16 +217,23 @@ class CpuBackend(Backend):
         global _data
         _data = _data_reader()
 
+        def function(name: str, argtypes: list) -> Any:
+            fn = getattr(lib, name)
+            fn.argtypes = argtypes
+            fn.restype = None
+            return fn
+
         for dtype_name, dtype in DTYPES.items():
-            for names, argtypes, wrap in (
-                (UNARY_EXACT + UNARY_LIBM, _UNARY_ARGS, _unary),
-                (BINARY, _BINARY_ARGS, _binary),
-            ):
-                for name in names:
-                    fn = getattr(lib, f"vg_{name}_{dtype_name}")
-                    fn.argtypes = argtypes
-                    fn.restype = None
-                    self.register(name, wrap(fn, dtype, OPS[name].reference, self), dtype_name)
+            for name in UNARY_EXACT + UNARY_LIBM:
+                fn = function(f"vg_{name}_{dtype_name}", _UNARY_ARGS)
+                self.register(name, _unary(fn, dtype, OPS[name].reference, self), dtype_name)
+            for name in BINARY:
+                fn = function(f"vg_{name}_{dtype_name}", _BINARY_ARGS)
+                fn_bc = function(f"vg_{name}_bc_{dtype_name}", _BC_ARGS)
+                self.register(name, _binary(fn, fn_bc, dtype, OPS[name].reference, self), dtype_name)
+            for name in REDUCE:
+                fn = function(f"vg_{name}_{dtype_name}", _SUM_ARGS if name == "sum" else _EXTREME_ARGS)
+                self.register(name, _reduce(name, fn, dtype, OPS[name].reference, self), dtype_name)
         lib.vg_pool_size.restype = ctypes.c_int
         self.library = lib
         self._info = {"available": True, **info}

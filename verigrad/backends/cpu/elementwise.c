@@ -101,3 +101,79 @@ ALL_UNARY(float, f32, 1.0f, 0.0f, fabsf, sqrtf, sig_f32, f32)
 ALL_UNARY(double, f64, 1.0, 0.0, fabs, sqrt, sig_f64, f64)
 ALL_BINARY(float, f32)
 ALL_BINARY(double, f64)
+
+/* Broadcast binary kernels: the output has shape[4] (row-major, leading dims padded with 1), operand k
+ * reads element (i0, i1, i2, i3) at sum(i_d * stride_k[d]) (element strides, 0 on broadcast dims). The
+ * output is walked in row-major order; a chunk [lo, hi) of the flattened output starts mid-row at most
+ * once. dims = {shape[0..3], sa[0..3], sb[0..3]}.
+ *
+ * vg_<op>_bc_<dtype>(a, b, out, dims, min_chunk, threads).
+ */
+typedef struct {
+    const void *a;
+    const void *b;
+    void *out;
+    const int64_t *dims;
+} vg_bargs;
+
+#define BINARY_BC(NAME, T, SUF, EXPR)                                                         \
+    static void NAME##_bc_##SUF##_chunk(void *ctx, int64_t lo, int64_t hi) {                  \
+        const vg_bargs *p = (const vg_bargs *)ctx;                                            \
+        const int64_t *d = p->dims;                                                           \
+        const int64_t n1 = d[1], n2 = d[2], n3 = d[3], sa3 = d[7], sb3 = d[11];              \
+        const T *restrict as = (const T *)p->a;                                               \
+        const T *restrict bs = (const T *)p->b;                                               \
+        T *restrict ys = (T *)p->out;                                                         \
+        int64_t i = lo;                                                                       \
+        while (i < hi) {                                                                      \
+            int64_t row = i / n3, j = i - row * n3;                                           \
+            int64_t i2 = row % n2, r = row / n2;                                              \
+            int64_t i1 = r % n1, i0 = r / n1;                                                 \
+            int64_t end = hi - i < n3 - j ? hi : i + (n3 - j);                                \
+            int64_t len = end - i;                                                            \
+            const T *restrict ap = as + i0 * d[4] + i1 * d[5] + i2 * d[6] + j * sa3;          \
+            const T *restrict bp = bs + i0 * d[8] + i1 * d[9] + i2 * d[10] + j * sb3;         \
+            T *restrict yp = ys + i;                                                          \
+            if (sa3 == 1 && sb3 == 1) {                                                       \
+                for (int64_t k = 0; k < len; k++) {                                           \
+                    T a = ap[k], b = bp[k];                                                   \
+                    yp[k] = (EXPR);                                                           \
+                }                                                                             \
+            } else if (sa3 == 1 && sb3 == 0) {                                                \
+                const T b = bp[0];                                                            \
+                for (int64_t k = 0; k < len; k++) {                                           \
+                    T a = ap[k];                                                              \
+                    yp[k] = (EXPR);                                                           \
+                }                                                                             \
+            } else if (sa3 == 0 && sb3 == 1) {                                                \
+                const T a = ap[0];                                                            \
+                for (int64_t k = 0; k < len; k++) {                                           \
+                    T b = bp[k];                                                              \
+                    yp[k] = (EXPR);                                                           \
+                }                                                                             \
+            } else {                                                                          \
+                for (int64_t k = 0; k < len; k++) {                                           \
+                    T a = ap[k * sa3], b = bp[k * sb3];                                       \
+                    yp[k] = (EXPR);                                                           \
+                }                                                                             \
+            }                                                                                 \
+            i = end;                                                                          \
+        }                                                                                     \
+    }                                                                                         \
+    void vg_##NAME##_bc_##SUF(const T *a, const T *b, T *out, const int64_t *dims,            \
+                              int64_t min_chunk, int threads) {                               \
+        vg_bargs p = {a, b, out, dims};                                                       \
+        int64_t n = dims[0] * dims[1] * dims[2] * dims[3];                                    \
+        vg_parallel_for(n, min_chunk, threads, NAME##_bc_##SUF##_chunk, &p);                  \
+    }
+
+#define ALL_BINARY_BC(T, SUF)                                                  \
+    BINARY_BC(add, T, SUF, a + b)                                             \
+    BINARY_BC(sub, T, SUF, a - b)                                             \
+    BINARY_BC(mul, T, SUF, a * b)                                             \
+    BINARY_BC(div, T, SUF, a / b)                                             \
+    BINARY_BC(maximum, T, SUF, (a > b || isnan(a)) ? a : b)                  \
+    BINARY_BC(minimum, T, SUF, (a < b || isnan(a)) ? a : b)
+
+ALL_BINARY_BC(float, f32)
+ALL_BINARY_BC(double, f64)

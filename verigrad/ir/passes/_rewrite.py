@@ -41,9 +41,11 @@ class Rewriter:
             return instr
         return Instr(instr.op, tuple(self.value(a) for a in instr.args), instr.params, instr.out)
 
-    def keep(self, instr: Instr, index: int) -> Instr:
-        """Append `instr` (renamed) in place of the instruction at `index` of the old program."""
-        instr = self.renamed(instr)
+    def keep(self, instr: Instr, index: int, renamed: bool = False) -> Instr:
+        """Append `instr` (renamed, unless `renamed` says it already is) in place of the instruction at
+        `index` of the old program."""
+        if not renamed:
+            instr = self.renamed(instr)
         self._kept.append((instr, index))
         self.producer[instr.out.id] = instr
         return instr
@@ -135,6 +137,11 @@ def is_compact(v: Value, producer: dict[int, Instr], memo: dict[int, bool]) -> b
 def freeze(value: Any) -> Any:
     """A hashable key for a param that tells apart what `==` would merge: -0.0 from 0.0, 1 from 1.0
     and True, arrays by dtype, shape, strides and bytes."""
+    kind = type(value)
+    if kind is int or kind is str or kind is bool or value is None:  # the common cases, fast
+        return (kind, value)
+    if kind is tuple and all(type(v) is int for v in value):
+        return (kind, value)
     if isinstance(value, np.ndarray):
         return ("array", value.dtype.str, value.shape, value.strides, value.tobytes())
     if isinstance(value, float | np.floating):

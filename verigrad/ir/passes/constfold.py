@@ -37,7 +37,7 @@ def run(program: Program, values: dict[str, int] | None = None) -> Program:
         instr = rw.renamed(old)
         value = None if instr.out.id in keep_results else _fold(instr, rw, values)
         if value is None:
-            rw.keep(instr, index)
+            rw.keep(instr, index, renamed=True)
         else:
             rw.emit("const", (), {"value": value}, instr.out, index)
     return rw.finish()

@@ -28,5 +28,5 @@ def run(program: Program) -> Program:
             rw.replace(instr.out, first)
         else:
             seen.setdefault(key, instr.out)
-            rw.keep(instr, index)
+            rw.keep(instr, index, renamed=True)
     return rw.finish()

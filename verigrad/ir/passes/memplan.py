@@ -53,6 +53,7 @@ def run(program: Program) -> Program:
 
     buffers: dict[int, int] = {}
     sizes: list = []
+    fits: dict = {}  # (buffer size, value size) -> whether the buffer holds it for every binding
     free: list[int] = []
     inplace: set[int] = set()
     for i, instr in enumerate(instrs):
@@ -65,7 +66,7 @@ def run(program: Program) -> Program:
             buffer = buffers[into]
             inplace.add(out.id)
         else:
-            buffer = _take(free, sizes, size)
+            buffer = _take(free, sizes, size, fits)
             if buffer is None:
                 buffer = len(sizes)
                 sizes.append(size)
@@ -116,12 +117,22 @@ def _inplace_input(instr, owner: dict, last: dict, i: int, size) -> int | None:
     return None
 
 
-def _take(free: list[int], sizes: list, size) -> int | None:
-    """A free buffer of exactly `size` bytes, else the first at least as large for every binding."""
-    for fits in (lambda b: sizes[b] == size, lambda b: _nonnegative(sizes[b] - size)):
-        for k, b in enumerate(free):
-            if fits(b):
-                return free.pop(k)
+def _take(free: list[int], sizes: list, size, fits: dict | None = None) -> int | None:
+    """A free buffer of exactly `size` bytes, else the first at least as large for every binding.
+    `fits` memoizes the second test by (buffer size, size): symbolic differences cost."""
+    for k, b in enumerate(free):
+        if sizes[b] == size:
+            return free.pop(k)
+    if fits is None:
+        fits = {}
+    for k, b in enumerate(free):
+        have = sizes[b]
+        key = (have, size)
+        ok = fits.get(key)
+        if ok is None:
+            ok = fits[key] = _nonnegative(have - size)
+        if ok:
+            return free.pop(k)
     return None
 
 

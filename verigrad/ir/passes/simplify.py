@@ -53,7 +53,7 @@ def run(program: Program) -> Program:
                 continue
             rw.emit(op, (x,), params, instr.out, index)
             continue
-        rw.keep(instr, index)
+        rw.keep(instr, index, renamed=True)
     return rw.finish()
 
 
