@@ -69,8 +69,9 @@ class Program:
         return v
 
     def emit(self, op: Any, args: tuple[Value, ...], params: dict, spec: Spec) -> Value:
-        out = self.new_value(spec)
-        self.instrs.append(Instr(op, tuple(args), params, out))
+        out = Value(self._next, spec)
+        self._next += 1
+        self.instrs.append(Instr(op, args if type(args) is tuple else tuple(args), params, out))
         return out
 
     def copy(self, instrs: list[Instr] | None = None, **changes: Any) -> Program:

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from .. import modes
-from ..autograd import Node, is_grad_enabled, no_grad
+from ..autograd import _GRAD_ENABLED, Node, no_grad
 from ..dtypes import DType
 from ..shapes import Spec
 from ..tensor import Tensor
@@ -70,11 +70,17 @@ class TraceMode(modes.Mode):
         return self.bound[key]
 
     def apply(self, op: Any, args: tuple[Tensor, ...], params: dict, out: Spec) -> Tensor:
-        needs_grad = op.differentiable and is_grad_enabled() and any(a.requires_grad for a in args)
-        if op.is_composite and needs_grad and op.vjp is None:
+        needs_grad = False
+        if op.differentiable and _GRAD_ENABLED[-1]:  # is_grad_enabled(), inlined
+            for a in args:
+                if a.requires_grad:
+                    needs_grad = True
+                    break
+        if needs_grad and op.vjp is None and op.is_composite:
             self.decomposed = True
             return op.decompose(*args, **params)  # the backward pass needs the primitives
-        value = self.program.emit(op, tuple(self.value_of(a) for a in args), params, out)
+        values = tuple([a.data if type(a.data) is Value else self.value_of(a) for a in args])
+        value = self.program.emit(op, values, params, out)
         t = Tensor(out, value)
         if needs_grad:
             t.requires_grad = True

@@ -94,9 +94,18 @@ class Op:
 
     def _spec(self, args: tuple[Tensor, ...], params: dict[str, Any]) -> Spec:
         try:
-            specs = [a.spec for a in args]
-            shape = self.shape_rule(*[s.shape for s in specs], **params)
-            dtype = self.dtype_rule(*[s.dtype for s in specs], **params)
+            if len(args) == 1:  # the common arities, without building lists
+                s = args[0].spec
+                shape = self.shape_rule(s.shape, **params)
+                dtype = self.dtype_rule(s.dtype, **params)
+            elif len(args) == 2:
+                s, s2 = args[0].spec, args[1].spec
+                shape = self.shape_rule(s.shape, s2.shape, **params)
+                dtype = self.dtype_rule(s.dtype, s2.dtype, **params)
+            else:
+                specs = [a.spec for a in args]
+                shape = self.shape_rule(*[s.shape for s in specs], **params)
+                dtype = self.dtype_rule(*[s.dtype for s in specs], **params)
         except (ShapeError, DTypeError) as e:
             if e.op is not None:
                 raise
@@ -113,14 +122,19 @@ class Op:
                 raise TypeError(f"{self.name} takes at most {len(self.positional)} params after x")
             params.update(zip(self.positional, extra))
             args = args[:1]
-        tensors = lift(args)
+        for a in args:
+            if type(a) is not Tensor:
+                tensors = lift(args)
+                break
+        else:
+            tensors = args  # all tensors already (the common case): nothing to lift
         if self.canonical_params is not None:
             try:
                 params = self.canonical_params(*[t.spec for t in tensors], **params)
             except (ShapeError, DTypeError) as e:
                 raise e.locate(self.name, tuple(describe(a) for a in tensors)) from None
         out = self._spec(tensors, params)
-        return modes.current().apply(self, tensors, params, out)
+        return modes._STACK[-1].apply(self, tensors, params, out)  # modes.current(), inlined
 
 
 _SEQUENCES = (list, tuple)
@@ -129,10 +143,10 @@ _SEQUENCES = (list, tuple)
 def lift(args: Sequence[Any]) -> tuple[Tensor, ...]:
     """Tensors stay; Python scalars take the dtype of the tensors they meet (as in PyTorch)."""
     for a in args:
-        if not isinstance(a, Tensor):
+        if type(a) is not Tensor and not isinstance(a, Tensor):
             break
     else:
-        return tuple(args)
+        return args if type(args) is tuple else tuple(args)
     tensor_dtypes = [a.dtype for a in args if isinstance(a, Tensor)]
     joined = promote(*tensor_dtypes) if tensor_dtypes else None
     out = []

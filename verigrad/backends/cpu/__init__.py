@@ -1,5 +1,5 @@
-"""The "cpu" backend: element-wise and last-axis reduction kernels in C, built on first use and run on a
-thread pool.
+"""The "cpu" backend: element-wise, last-axis reduction and strided-copy kernels in C, built on first use
+and run on a thread pool.
 
 The C sources of this package are compiled by the system C compiler the first time a kernel is looked up
 (see `build`); with no compiler, or a failed build, one line says so and every op runs its reference.
@@ -7,6 +7,9 @@ Unary kernels take contiguous arrays of the output's dtype. Binary kernels take 
 output's dtype, of one shape and contiguous, or of shapes that broadcast (rank at most 4, any element
 strides: the output is walked in row-major order, broadcast dimensions read with stride 0). sum, max and
 min reduce the last axis of a C-contiguous array with a non-empty last axis, one thread per output row.
+contiguous (registered for every dtype) copies a strided view of rank at most 4 and item size 1, 2, 4 or
+8 (any strides: negative, zero) byte for byte into a new C-contiguous array, chunked over the flattened
+output; a C-contiguous input is returned itself, as the reference does.
 Anything else (another dtype, rank, axis or layout) runs the op's reference inside the kernel, so results
 are always right.
 
@@ -15,12 +18,12 @@ at least `min_chunk()` elements (reductions: of whole rows holding at least that
 thread count gives the same bits.
 
 Exactness against the references (measured by tests/test_cpu_backend.py): relu, relu_deriv, neg, abs,
-sqrt, sigmoid_deriv, tanh_deriv, add, sub, mul, div, maximum, minimum (same-shape and broadcast), max and
-min give the reference's bits. sum gives them too: it reproduces NumPy's pairwise summation in double
-(blocks of 8 accumulators, halves above 128 elements) and, for f32, the 8192-element cast buffer
-(`np.getbufsize()`) whose pairwise sums NumPy adds in order. The transcendentals (exp, log, tanh, sin,
-cos, sigmoid) use the C library and are within `ULP_BOUNDS` ulps of NumPy's routines (a NaN may have
-another sign bit). silu and silu_deriv have C kernels but are not registered: their products and
+sqrt, sigmoid_deriv, tanh_deriv, add, sub, mul, div, maximum, minimum (same-shape and broadcast), max,
+min and contiguous give the reference's bits. sum gives them too: it reproduces NumPy's pairwise
+summation in double (blocks of 8 accumulators, halves above 128 elements) and, for f32, the 8192-element
+cast buffer (`np.getbufsize()`) whose pairwise sums NumPy adds in order. The transcendentals (exp, log,
+tanh, sin, cos, sigmoid) use the C library and are within `ULP_BOUNDS` ulps of NumPy's routines (a NaN
+may have another sign bit). silu and silu_deriv have C kernels but are not registered: their products and
 cancellations turn an ulp of exp into many ulps of the result.
 """
 
@@ -42,6 +45,8 @@ UNARY_EXACT = ("relu", "relu_deriv", "neg", "abs", "sqrt", "sigmoid_deriv", "tan
 UNARY_LIBM = ("exp", "log", "tanh", "sin", "cos", "sigmoid")
 BINARY = ("add", "sub", "mul", "div", "maximum", "minimum")
 REDUCE = ("sum", "max", "min")
+COPY = ("contiguous",)  # registered for every dtype: the kernel checks the item size
+COPY_ITEMSIZES = (1, 2, 4, 8)
 DTYPES = {"f32": np.dtype(np.float32), "f64": np.dtype(np.float64)}
 
 # The largest difference in ulps from the reference, per (op, dtype), that the tests allow; the exact
@@ -69,6 +74,7 @@ _BINARY_ARGS = [ctypes.c_void_p, *_UNARY_ARGS]
 _BC_ARGS = [ctypes.c_void_p] * 4 + [ctypes.c_int64, ctypes.c_int]
 _EXTREME_ARGS = [ctypes.c_void_p, ctypes.c_void_p, *[ctypes.c_int64] * 3, ctypes.c_int]
 _SUM_ARGS = [ctypes.c_void_p, ctypes.c_void_p, *[ctypes.c_int64] * 4, ctypes.c_int]
+_COPY_ARGS = [ctypes.c_void_p] * 3 + [ctypes.c_int64, ctypes.c_int64, ctypes.c_int]
 
 
 def _data_offset() -> int | None:
@@ -189,13 +195,37 @@ def _reduce(name: str, fn: Any, dtype: np.dtype, reference: Callable, backend: B
     return kernel
 
 
+def _contiguous(fn: Any, reference: Callable, backend: Backend) -> Callable:
+    """A strided view of rank <= 4 and item size 1, 2, 4 or 8 (any strides, any alignment) copied into a
+    new C-contiguous array, byte for byte. A C-contiguous input is returned itself, as the reference does;
+    anything else (another type, rank or item size, object dtypes) runs the reference."""
+
+    def kernel(x: np.ndarray) -> np.ndarray:
+        if type(x) is not np.ndarray:
+            return reference(x)
+        if x.flags.c_contiguous:
+            return x
+        if x.ndim > 4 or x.itemsize not in COPY_ITEMSIZES or x.dtype.hasobject:
+            return reference(x)
+        out = np.empty(x.shape, x.dtype)
+        if out.size == 0:
+            return out
+        pad = 4 - x.ndim
+        dims = (ctypes.c_int64 * 8)(*([1] * pad), *x.shape, *([0] * pad), *x.strides)
+        fn(_data(x), _data(out), dims, x.itemsize, _min_chunk[0], backend.threads)
+        return out
+
+    return kernel
+
+
 class CpuBackend(Backend):
     """Registers its kernels the first time one is looked up (building the library if need be)."""
 
     def __init__(self) -> None:
         super().__init__(
             "cpu",
-            "C element-wise and last-axis reduction kernels on a thread pool; the reference for the rest",
+            "C element-wise, last-axis reduction and strided-copy kernels on a thread pool; the reference for"
+            " the rest",
         )
         self._loaded = False
         self._info: dict[str, Any] = {}
@@ -234,6 +264,8 @@ class CpuBackend(Backend):
             for name in REDUCE:
                 fn = function(f"vg_{name}_{dtype_name}", _SUM_ARGS if name == "sum" else _EXTREME_ARGS)
                 self.register(name, _reduce(name, fn, dtype, OPS[name].reference, self), dtype_name)
+        for name in COPY:
+            self.register(name, _contiguous(function("vg_copy", _COPY_ARGS), OPS[name].reference, self))
         lib.vg_pool_size.restype = ctypes.c_int
         self.library = lib
         self._info = {"available": True, **info}

@@ -1,0 +1,63 @@
+/* The contiguous op: a strided view of rank <= 4 copied into a new C-contiguous array.
+ *
+ * dims = {shape[0..3], stride[0..3]}: the view's shape padded in front with 1, and its strides in BYTES
+ * (any sign, 0 on broadcast dimensions; padded with 0). Each element is copied as `itemsize` bytes
+ * (1, 2, 4 or 8) with memcpy, so any dtype of that size, any alignment and any byte stride are fine and
+ * the bits are kept exactly. The flattened output [0, n) is walked in row-major order; a chunk [lo, hi)
+ * starts mid-row at most once, and a row whose last stride equals the item size is one memcpy.
+ *
+ * vg_copy(src, out, dims, itemsize, min_chunk, threads); src points at the view's first element.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "vg.h"
+
+typedef struct {
+    const char *src;
+    char *out;
+    const int64_t *dims;
+} vg_cargs;
+
+#define COPY(N)                                                                               \
+    static void copy##N##_chunk(void *ctx, int64_t lo, int64_t hi) {                          \
+        const vg_cargs *p = (const vg_cargs *)ctx;                                            \
+        const int64_t *d = p->dims;                                                           \
+        const int64_t n1 = d[1], n2 = d[2], n3 = d[3], s3 = d[7];                             \
+        int64_t i = lo;                                                                       \
+        while (i < hi) {                                                                      \
+            int64_t row = i / n3, j = i - row * n3;                                           \
+            int64_t i2 = row % n2, r = row / n2;                                              \
+            int64_t i1 = r % n1, i0 = r / n1;                                                 \
+            int64_t end = hi - i < n3 - j ? hi : i + (n3 - j);                                \
+            int64_t len = end - i;                                                            \
+            const char *sp = p->src + i0 * d[4] + i1 * d[5] + i2 * d[6] + j * s3;             \
+            char *yp = p->out + i * N;                                                        \
+            if (s3 == N) {                                                                    \
+                memcpy(yp, sp, (size_t)(len * N));                                            \
+            } else {                                                                          \
+                for (int64_t k = 0; k < len; k++) memcpy(yp + k * N, sp + k * s3, N);         \
+            }                                                                                 \
+            i = end;                                                                          \
+        }                                                                                     \
+    }
+
+COPY(1)
+COPY(2)
+COPY(4)
+COPY(8)
+
+void vg_copy(const char *src, char *out, const int64_t *dims, int64_t itemsize, int64_t min_chunk,
+             int threads) {
+    vg_cargs p = {src, out, dims};
+    int64_t n = dims[0] * dims[1] * dims[2] * dims[3];
+    vg_chunk_fn fn;
+    switch (itemsize) {
+        case 1: fn = copy1_chunk; break;
+        case 2: fn = copy2_chunk; break;
+        case 4: fn = copy4_chunk; break;
+        case 8: fn = copy8_chunk; break;
+        default: return;
+    }
+    vg_parallel_for(n, min_chunk, threads, fn, &p);
+}
