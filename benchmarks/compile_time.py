@@ -29,29 +29,20 @@ torch.compile on CPU needs a C++ compiler; where it fails, the table says why.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import math
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-try:
-    import verigrad
-except ImportError:  # run from a checkout that is not installed
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    import verigrad
-
-from rich.console import Console
+from _common import console as make_console
+from _common import describe_machine, ensure_torch, verigrad
 from rich.markup import escape
 from rich.table import Table
 
@@ -62,20 +53,8 @@ from verigrad.ir.passes import optimize
 from verigrad.ir.plan import Plan, bind
 from verigrad.optim import SGD, Adam
 
-TORCH_VERSION = "2.13.0"
 CNN_BATCH = 32  # verigrad train's default batch size
 BEND_ML = {"mlp": 0.27, "gpt2": 0.38}  # seconds bend-ml reports for its type checks of these models
-
-
-def ensure_torch() -> Any:
-    """PyTorch, installed first with this interpreter's pip if it is missing."""
-    try:
-        return importlib.import_module("torch")
-    except ImportError:
-        print(f"PyTorch is not installed; installing torch=={TORCH_VERSION} for the comparison", flush=True)
-        subprocess.check_call([sys.executable, "-m", "pip", "install", f"torch=={TORCH_VERSION}"])
-        importlib.invalidate_caches()
-        return importlib.import_module("torch")
 
 
 def timed(fn: Callable[[], Any], repeats: int, warmup: int = 2) -> list[float]:
@@ -494,21 +473,6 @@ def _seconds_or_error(result: dict) -> str:
     return f"{result['first']:.1f} s"
 
 
-def describe_machine(torch: Any) -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
-    except OSError:
-        pass
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    return (
-        f"{cpu}, {cores} usable cores, load average {load:.2f}; Python {platform.python_version()}, "
-        f"NumPy {np.__version__}, verigrad {verigrad.__version__}, torch {torch.__version__}"
-    )
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=15, help="timed runs per measurement (default 15)")
@@ -531,9 +495,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     torch = ensure_torch()
-    console = Console()
-    if not console.is_terminal:  # piped to a file: wide enough that no cell wraps
-        console = Console(width=200)
+    console = make_console(200)
     console.print(describe_machine(torch))
     verigrad.set_threads(1)
     cnn = measure_cnn(args.repeats)

@@ -24,26 +24,15 @@ PyTorch is only needed here, never by verigrad: if it is missing, it is installe
 from __future__ import annotations
 
 import argparse
-import importlib
-import os
-import platform
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-try:
-    import verigrad
-except ImportError:  # run from a checkout that is not installed
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    import verigrad
-
+from _common import console as make_console
+from _common import describe_machine, ensure_torch, verigrad
 from rich.console import Console
 from rich.table import Table
 
@@ -51,21 +40,9 @@ from verigrad.models import digits_cnn, digits_cnn_torch
 from verigrad.nn import CrossEntropyLoss, Linear, ReLU, Sequential
 from verigrad.optim import SGD
 
-TORCH_VERSION = "2.13.0"
 BATCH = 64
 CLASSES = 10
 LR, MOMENTUM = 0.01, 0.9
-
-
-def ensure_torch() -> Any:
-    """PyTorch, installed first with this interpreter's pip if it is missing."""
-    try:
-        return importlib.import_module("torch")
-    except ImportError:
-        print(f"PyTorch is not installed; installing torch=={TORCH_VERSION} for the comparison", flush=True)
-        subprocess.check_call([sys.executable, "-m", "pip", "install", f"torch=={TORCH_VERSION}"])
-        importlib.invalidate_caches()
-        return importlib.import_module("torch")
 
 
 @dataclass
@@ -206,20 +183,6 @@ def run(args: argparse.Namespace, torch: Any, console: Console) -> Table:
     return table
 
 
-def describe_machine(torch: Any) -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
-    except OSError:
-        pass
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return (
-        f"{cpu}, {cores} usable cores; Python {platform.python_version()}, NumPy {np.__version__}, "
-        f"verigrad {verigrad.__version__}, torch {torch.__version__}"
-    )
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per measurement (default 5)")
@@ -249,9 +212,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     torch = ensure_torch()
-    console = Console()
-    if not console.is_terminal:  # piped to a file: wide enough that no cell wraps
-        console = Console(width=120)
+    console = make_console(120)
     console.print(describe_machine(torch))
     table = run(args, torch, console)
     console.print(table)

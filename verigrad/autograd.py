@@ -251,14 +251,4 @@ def grad(
     return wrapper
 
 
-def grad_of(fn: Callable[..., Tensor]) -> Callable[..., Any]:
-    """The gradients of a scalar-valued function with respect to all its arguments, as a tuple."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Tensor) -> tuple[Tensor, ...]:
-        return grad(fn, argnums=tuple(range(len(args))))(*args)
-
-    return wrapper
-
-
 FUNCS["backward"] = backward

@@ -181,10 +181,6 @@ def same_shape(*shapes: tuple) -> tuple:
     return shapes[0]
 
 
-def same_dtype(*dtypes: DType, **_: Any) -> DType:
-    return dtypes[0]
-
-
 def no_bf16(*dtypes: DType) -> None:
     for d in dtypes:
         if d.name == "bf16":

@@ -7,7 +7,7 @@ from typing import Any
 
 from ...dtypes import DType, promote
 from ...errors import DTypeError, ShapeError
-from ...shapes import Dim, DimLike, shape_text
+from ...shapes import DimLike, shape_text
 
 LAYOUTS = ("NCHW", "NHWC")
 
@@ -65,7 +65,3 @@ def spatial(shape: tuple, layout: str) -> tuple[DimLike, DimLike, DimLike, DimLi
         raise ShapeError(f"expected a 4-D {layout} image batch, got {shape_text(shape)}")
     n, a, b, c = shape
     return (n, a, b, c) if layout == "NCHW" else (n, c, a, b)
-
-
-def is_symbolic(*sizes: DimLike) -> bool:
-    return any(isinstance(s, Dim) for s in sizes)
