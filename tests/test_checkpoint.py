@@ -218,3 +218,15 @@ def test_a_f64_checkpoint_does_not_load_into_a_f32_model(tmp_path):
     io.save({k: v.numpy().astype(np.float64) for k, v in model.state_dict().items()}, tmp_path / "c")
     with pytest.raises(ValueError, match=r"weight: dtype f64 in the state, f32 in the model"):
         model.load_state_dict(io.load(Path(tmp_path / "c")))
+
+
+def test_a_checkpoint_gets_the_usual_file_permissions(tmp_path):
+    """The temporary file is private while it is written; the checkpoint it becomes is not."""
+    import os
+
+    import verigrad.io
+
+    path = verigrad.io.save({"w": verigrad.ones(2)}, tmp_path / "ck.safetensors")
+    mask = os.umask(0)
+    os.umask(mask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~mask

@@ -62,6 +62,7 @@ def save(state: dict[str, Any], path: str | os.PathLike, metadata: dict[str, str
             f.write(blob)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes the file private; a checkpoint is not
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -93,3 +94,9 @@ def load(path: str | os.PathLike) -> dict[str, Tensor]:
         array = array.astype(array.dtype.newbyteorder("="))  # a native-order copy that can be written
         out[name] = current().constant(array, bf16) if view["dtype"] == "BF16" else from_numpy(array)
     return out
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
