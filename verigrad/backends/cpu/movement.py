@@ -1,0 +1,49 @@
+"""Movement kernels: `contiguous` copies a strided view of rank at most 4 and item size 1, 2, 4 or 8 (any
+strides: negative, zero) byte for byte into a new C-contiguous array, chunked over the flattened output;
+a C-contiguous input is returned itself, as the reference does. Registered for every dtype."""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from . import _ffi
+from ._ffi import Library
+
+COPY = ("contiguous",)
+COPY_ITEMSIZES = (1, 2, 4, 8)
+
+_COPY_ARGS = [ctypes.c_void_p] * 3 + [ctypes.c_int64, ctypes.c_int64, ctypes.c_int]
+
+
+def _contiguous(fn: Any, reference: Callable, backend: Any, data: Callable) -> Callable:
+    chunk = _ffi._min_chunk
+
+    def kernel(x: np.ndarray) -> np.ndarray:
+        if type(x) is not np.ndarray:
+            return reference(x)
+        if x.flags.c_contiguous:
+            return x
+        if x.ndim > 4 or x.itemsize not in COPY_ITEMSIZES or x.dtype.hasobject:
+            return reference(x)
+        out = np.empty(x.shape, x.dtype)
+        if out.size == 0:
+            return out
+        pad = 4 - x.ndim
+        dims = (ctypes.c_int64 * 8)(*([1] * pad), *x.shape, *([0] * pad), *x.strides)
+        fn(data(x), data(out), dims, x.itemsize, chunk[0], backend.threads)
+        return out
+
+    return kernel
+
+
+def register(backend: Any, lib: Library) -> None:
+    from ...registry import OPS
+
+    for name in COPY:
+        backend.register(
+            name, _contiguous(lib.fn("vg_copy", _COPY_ARGS), OPS[name].reference, backend, lib.data)
+        )
