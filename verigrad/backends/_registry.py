@@ -8,12 +8,48 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from ..registry import OPS
 from .blas import set_blas_threads
 
 Kernel = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class Exactness:
+    """How close a kernel's results are to its op's reference: the same bits (`EXACT`), within `ulps`
+    units in the last place, or within `rtol * |reference| + atol` (for kernels that sum in another
+    order). NaN must meet NaN in every case."""
+
+    ulps: int = 0
+    rtol: float = 0.0
+    atol: float = 0.0
+
+    @property
+    def is_exact(self) -> bool:
+        return self.ulps == 0 and self.rtol == 0.0 and self.atol == 0.0
+
+    def __str__(self) -> str:
+        if self.is_exact:
+            return "exact"
+        if self.ulps:
+            return f"ulp({self.ulps})"
+        return f"rtol={self.rtol:g}, atol={self.atol:g}"
+
+
+EXACT = Exactness()
+
+
+def ulp(k: int) -> Exactness:
+    """Within `k` units in the last place of the reference."""
+    return Exactness(ulps=int(k))
+
+
+def tolerance(rtol: float, atol: float = 0.0) -> Exactness:
+    """Within `rtol * |reference| + atol`: for kernels that sum in another order than the reference."""
+    return Exactness(rtol=float(rtol), atol=float(atol))
 
 
 class Backend:
@@ -24,10 +60,19 @@ class Backend:
         self.description = description
         self.threads = 1
         self._kernels: dict[tuple[str, str | None], Kernel] = {}
+        self._exactness: dict[tuple[str, str | None], Exactness] = {}
 
-    def register(self, op: str, kernel: Kernel, dtype: str | None = None) -> None:
-        """Add a kernel for `op` (for one dtype name, or every dtype when None)."""
+    def register(
+        self, op: str, kernel: Kernel, dtype: str | None = None, exactness: Exactness = EXACT
+    ) -> None:
+        """Add a kernel for `op` (for one dtype name, or every dtype when None), stating how close it is
+        to the op's reference; the verification suite holds it to that."""
         self._kernels[(op, dtype)] = kernel
+        self._exactness[(op, dtype)] = exactness
+
+    def exactness(self, op: str, dtype: str) -> Exactness:
+        """What `register` stated for the kernel that runs `op` on `dtype` (EXACT for the reference)."""
+        return self._exactness.get((op, dtype)) or self._exactness.get((op, None)) or EXACT
 
     def native(self, op: Any, dtype: Any) -> Kernel | None:
         return self._kernels.get((op.name, dtype.name)) or self._kernels.get((op.name, None))

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from .._registry import ulp
 from . import _ffi
 from ._ffi import DTYPES, Library
 
@@ -102,7 +103,8 @@ def register(backend: Any, lib: Library) -> None:
     for dtype_name, dtype in DTYPES.items():
         for name in UNARY_EXACT + UNARY_LIBM:
             fn = lib.fn(f"vg_{name}_{dtype_name}", _UNARY_ARGS)
-            backend.register(name, _unary(fn, dtype, OPS[name].reference, backend, lib.data), dtype_name)
+            kernel = _unary(fn, dtype, OPS[name].reference, backend, lib.data)
+            backend.register(name, kernel, dtype_name, ulp(ULP_BOUNDS.get((name, dtype_name), 0)))
         for name in BINARY:
             fn = lib.fn(f"vg_{name}_{dtype_name}", _BINARY_ARGS)
             fn_bc = lib.fn(f"vg_{name}_bc_{dtype_name}", _BC_ARGS)
