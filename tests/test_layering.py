@@ -20,6 +20,7 @@ LAYERS = [
     "backends",
     "autograd",
     "eager",
+    "verify",
     "ir",
     "compile",
     "functional",

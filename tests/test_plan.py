@@ -324,7 +324,7 @@ def test_an_elementwise_chain_runs_in_place_with_the_same_bits():
 
 def test_an_inplace_step_writes_into_its_inputs_array():
     args = _chain_args()
-    fn = lambda a: ((a + 1) * 2).exp() - 1  # add allocates; mul, exp and sub write into its array
+    fn = lambda a: ((a + 1) * 2).sqrt() - 1  # add allocates; mul, sqrt and sub write into its array
     plan, program = _plan(fn, [a.spec for a in args[:1]], args[:1])
     made = []
     add = plan.steps[0].kernel
@@ -333,7 +333,7 @@ def test_an_inplace_step_writes_into_its_inputs_array():
     for _ in range(5):
         (out,), _ = _run(plan, program, args[:1])
         _same(out, fn(*args[:1]).numpy())
-    assert [s.op.name for s in plan.inplace_steps] == ["mul", "exp", "sub"]
+    assert [s.op.name for s in plan.inplace_steps] == ["mul", "sqrt", "sub"]
     assert out is made[-1] and not np.shares_memory(out, made[-2])  # one array per run, reused in it
     assert not any(np.shares_memory(out, a.data) for a in args)
 

@@ -83,7 +83,9 @@ def test_multiple_of_makes_halves_valid() -> None:
     with pytest.raises(ShapeError):
         _ = H / 8
     with pytest.raises(ValueError, match="multiple of 4"):
-        verigrad.dims("Hshape")  # declared a multiple of 4 before
+        verigrad.dims("Hshape", multiple_of=2)  # declared a multiple of 4 before
+    again = verigrad.dims("Hshape")  # named again without a multiple: it keeps its declaration
+    assert again == H and (again / 2) * 2 == H
 
 
 def test_evaluate_and_symbols() -> None:

@@ -1,4 +1,4 @@
-"""The `verigrad` command: `train`, `eval`, `demo`, `ir`, `ops`, `version`."""
+"""The `verigrad` command: `train`, `eval`, `demo`, `ir`, `ops`, `fetch`, `generate`, `chat`, `version`."""
 
 from __future__ import annotations
 
@@ -223,6 +223,176 @@ def _ops(args: argparse.Namespace) -> int:
     return 0
 
 
+def _verify(args: argparse.Namespace) -> int:
+    from .verify import run_command
+
+    return run_command(args.backend, args.op)
+
+
+def _fetch(args: argparse.Namespace) -> int:
+    from .models.fetch import fetch
+
+    print(fetch(args.name))
+    return 0
+
+
+def _open_language_model(args: argparse.Namespace):
+    """The model and tokenizer of --model, and one line on stderr saying what runs."""
+    from .backends import get_backend
+    from .models.registry import load_language_model, matmul_description
+
+    model, tokenizer = load_language_model(args.model, args.activations)
+    print(
+        f"{args.model}: {type(model).__name__}, context {model.context_length}, vocab {model.vocab_size}; "
+        f"{matmul_description(model)}; backend {get_backend().name}, {args.threads} thread(s)",
+        file=sys.stderr,
+    )
+    return model, tokenizer
+
+
+def _sampling(args: argparse.Namespace) -> dict:
+    return {
+        "max_tokens": args.max_tokens,
+        "temperature": args.temperature,
+        "top_k": args.top_k,
+        "top_p": args.top_p,
+        "repeat_penalty": args.repeat_penalty,
+        "seed": args.seed,
+    }
+
+
+def _on_backend(run):
+    """Run an LM command on --backend with --threads, restoring both afterwards."""
+
+    def wrapped(args: argparse.Namespace) -> int:
+        from .backends import backend, get_backend, set_threads
+
+        with backend(args.backend):
+            before = get_backend().threads
+            set_threads(args.threads)
+            try:
+                return run(args)
+            finally:
+                set_threads(before)
+
+    return wrapped
+
+
+def _print_piece(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+@_on_backend
+def _generate(args: argparse.Namespace) -> int:
+    from .models.generate import generate
+
+    model, tokenizer = _open_language_model(args)
+    if args.raw or not tokenizer.chat_template:
+        prompt = tokenizer.encode(args.prompt)
+    else:  # an instruction-tuned model reads the prompt as the user's turn of a chat
+        text = tokenizer.apply_chat_template([{"role": "user", "content": args.prompt}])
+        prompt = tokenizer.encode(text, add_special=False)  # the template writes the special tokens
+    result = generate(model, tokenizer, prompt, stream=_print_piece, **_sampling(args))
+    print()
+    print(result.summary(), file=sys.stderr)
+    return 130 if result.finish_reason == "interrupted" else 0
+
+
+@_on_backend
+def _chat(args: argparse.Namespace) -> int:
+    from .models.generate import generate
+
+    model, tokenizer = _open_language_model(args)
+    if not tokenizer.chat_template:
+        raise ValueError(f"{args.model} has no chat template: use `verigrad generate` for plain text")
+    start = [{"role": "system", "content": args.system}] if args.system else []
+    messages = list(start)
+    cache = model.new_cache(1, min(args.context or model.context_length, model.context_length))
+    print("type a message; /reset starts over, /exit (or Ctrl-D) quits", file=sys.stderr)
+    turn = 0
+    while True:
+        try:
+            line = input("> ").strip()
+        except (EOFError, KeyboardInterrupt):
+            print()
+            return 0
+        if line in ("/exit", "/quit"):
+            return 0
+        if line == "/reset":
+            messages = list(start)
+            continue
+        if not line:
+            continue
+        messages.append({"role": "user", "content": line})
+        text = tokenizer.apply_chat_template(messages)
+        try:
+            result = generate(
+                model,
+                tokenizer,
+                tokenizer.encode(text, add_special=False),
+                stream=_print_piece,
+                cache=cache,
+                **{**_sampling(args), "seed": args.seed + turn},
+            )
+        except ValueError as e:  # the conversation outgrew the context
+            messages.pop()
+            print(f"verigrad chat: error: {e}; /reset starts a new conversation", file=sys.stderr)
+            continue
+        print()
+        print(result.summary(), file=sys.stderr)
+        messages.append({"role": "assistant", "content": result.text})
+        turn += 1
+
+
+def _add_language_model_commands(sub) -> None:
+    """`fetch`, `generate` and `chat`."""
+    import os
+
+    from .backends import available
+    from .models.fetch import MODELS
+
+    fetch = sub.add_parser("fetch", help="download a model into the cache (once) and print its path")
+    fetch.add_argument("name", nargs="?", default="smollm2", choices=sorted(MODELS), help="default smollm2")
+    fetch.set_defaults(run=_fetch)
+    generate = sub.add_parser("generate", help="continue a prompt with a language model, streaming the text")
+    generate.add_argument("prompt", help="the text to continue (by default, as the user's chat turn)")
+    generate.add_argument(
+        "--raw", action="store_true", help="give the prompt to the model as it is, not as a chat turn"
+    )
+    generate.set_defaults(run=_generate)
+    chat = sub.add_parser("chat", help="talk with a language model (multi-turn, with its chat template)")
+    chat.add_argument("--system", default=None, help="a system message starting the conversation")
+    chat.add_argument(
+        "--context", type=_positive_int, default=None, help="tokens kept (default: the model's)"
+    )
+    chat.set_defaults(run=_chat)
+    for p in (generate, chat):
+        p.add_argument(
+            "--model",
+            default="smollm2",
+            help="a name (smollm2), a .gguf file, or a GPT-2 folder (default smollm2)",
+        )
+        p.add_argument("--max-tokens", type=_positive_int, default=256, help="per reply (default 256)")
+        p.add_argument("--temperature", type=_non_negative_float, default=0.8, help="0: greedy (default 0.8)")
+        p.add_argument("--top-k", type=_non_negative_int, default=40, help="0: off (default 40)")
+        p.add_argument("--top-p", type=_positive_float, default=0.95, help="1: off (default 0.95)")
+        p.add_argument("--repeat-penalty", type=_positive_float, default=1.0, help="1: off (default 1.0)")
+        p.add_argument("--seed", type=int, default=0, help="the same seed gives the same text (default 0)")
+        p.add_argument(
+            "--threads", type=_positive_int, default=os.cpu_count() or 1, help="default: every core"
+        )
+        p.add_argument(
+            "--activations",
+            choices=("q8", "f32"),
+            default="q8",
+            help="quantized matmul: activations to 8 bits per block of 32 as llama.cpp (q8, default), or f32",
+        )
+        p.add_argument(
+            "--backend", choices=available(), default="cpu" if "cpu" in available() else "reference"
+        )
+
+
 def _version(args: argparse.Namespace) -> int:
     import verigrad
 
@@ -287,20 +457,33 @@ def build_parser() -> argparse.ArgumentParser:
     ir.add_argument("--batch", type=_positive_int, default=None, help="a concrete batch (default: symbol B)")
     ir.set_defaults(run=_ir)
     sub.add_parser("ops", help="list every op in the registry").set_defaults(run=_ops)
+    verify = sub.add_parser(
+        "verify",
+        help="verify a backend's kernels against the op references (exit 1 on any failure)",
+        description="List a backend's native kernels (with their stated exactness) and the ops that fall "
+        "back to the reference, then hold every native kernel to its op's reference on the op's samples, "
+        "special values, empty, size-1 and grown sizes and non-contiguous views, with 1, 2 and 3 threads.",
+    )
+    verify.add_argument("--backend", choices=available(), default="cpu", help="default: cpu")
+    verify.add_argument("--op", default=None, help="verify only this op's kernels")
+    verify.set_defaults(run=_verify)
+    _add_language_model_commands(sub)
     sub.add_parser("version", help="print the version").set_defaults(run=_version)
     return parser
 
 
-def _positive(kind: type, what: str):
-    """An argparse type: a number of `kind` greater than 0, or a one-line error."""
+def _positive(kind: type, what: str, zero: bool = False):
+    """An argparse type: a number of `kind` greater than 0 (or equal to it with `zero`), or a one-line
+    error."""
+    adjective = "non-negative" if zero else "positive"
 
     def parse(text: str):
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a positive {what}, got {text!r}") from None
-        if not value > 0:
-            raise argparse.ArgumentTypeError(f"expected a positive {what}, got {value}")
+            raise argparse.ArgumentTypeError(f"expected a {adjective} {what}, got {text!r}") from None
+        if not (value >= 0 if zero else value > 0):
+            raise argparse.ArgumentTypeError(f"expected a {adjective} {what}, got {value}")
         return value
 
     return parse
@@ -308,6 +491,8 @@ def _positive(kind: type, what: str):
 
 _positive_int = _positive(int, "integer")
 _positive_float = _positive(float, "number")
+_non_negative_int = _positive(int, "integer", zero=True)
+_non_negative_float = _positive(float, "number", zero=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -2,6 +2,9 @@
 
 bf16 has no NumPy type: its values are stored as the upper 16 bits of an f32 (``np.uint16``), which is
 exactly what a bf16 weight file holds. bf16 tensors can be loaded, moved and cast; compute ops refuse them.
+
+u8 holds bytes, the blocks of a quantized weight (see `ops.quant`): NumPy's uint8 arrays become u8 tensors
+(as in PyTorch). The other 8- and 16-bit integers widen to i32.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import numpy as np
 class DType:
     name: str
     itemsize: int
-    kind: str  # "f" floating, "i" signed integer, "b" bool
+    kind: str  # "f" floating, "i" signed integer, "u" unsigned integer, "b" bool
     storage: type  # the NumPy scalar type that holds the bits
     rank: int  # position in the promotion order
 
@@ -35,14 +38,15 @@ class DType:
 
 
 bool_ = DType("bool", 1, "b", np.bool_, 0)
-i32 = DType("i32", 4, "i", np.int32, 1)
-i64 = DType("i64", 8, "i", np.int64, 2)
-f16 = DType("f16", 2, "f", np.float16, 3)
-bf16 = DType("bf16", 2, "f", np.uint16, 4)
-f32 = DType("f32", 4, "f", np.float32, 5)
-f64 = DType("f64", 8, "f", np.float64, 6)
+u8 = DType("u8", 1, "u", np.uint8, 1)
+i32 = DType("i32", 4, "i", np.int32, 2)
+i64 = DType("i64", 8, "i", np.int64, 3)
+f16 = DType("f16", 2, "f", np.float16, 4)
+bf16 = DType("bf16", 2, "f", np.uint16, 5)
+f32 = DType("f32", 4, "f", np.float32, 6)
+f64 = DType("f64", 8, "f", np.float64, 7)
 
-ALL = (bool_, i32, i64, f16, bf16, f32, f64)
+ALL = (bool_, u8, i32, i64, f16, bf16, f32, f64)
 FLOATS = (f16, bf16, f32, f64)
 COMPUTE_FLOATS = (f16, f32, f64)
 DEFAULT_FLOAT = f32
@@ -56,6 +60,7 @@ _BY_NAME.update(
         "float64": f64,
         "float16": f16,
         "bfloat16": bf16,
+        "uint8": u8,
         "int32": i32,
         "int64": i64,
         "float": f32,
@@ -88,7 +93,7 @@ def as_dtype(value: object) -> DType:
 
 
 def from_numpy_dtype(dtype: np.dtype) -> DType:
-    """The verigrad dtype holding a NumPy array's values (uint8/16 and int8/16 widen to i32)."""
+    """The verigrad dtype holding a NumPy array's values (int8, int16 and uint16 widen to i32)."""
     if dtype in _BY_NUMPY:
         return _BY_NUMPY[dtype]
     if dtype.kind in "iu" and dtype.itemsize < 4:
@@ -99,7 +104,8 @@ def from_numpy_dtype(dtype: np.dtype) -> DType:
 
 
 def promote(*dtypes: DType) -> DType:
-    """The dtype both operands are computed in: the later one in bool < i32 < i64 < f16 < bf16 < f32 < f64."""
+    """The dtype both operands are computed in: the later one in
+    bool < u8 < i32 < i64 < f16 < bf16 < f32 < f64."""
     out = max(dtypes, key=lambda d: d.rank)
     if out is bf16 and any(d is f16 for d in dtypes):
         return f32  # neither half format holds the other

@@ -288,18 +288,23 @@ def evaluate(d: DimLike, values: dict[str, int]) -> int:
     return d if isinstance(d, int) else d.evaluate(values)
 
 
-def dims(names: str, multiple_of: int = 1) -> Dim | tuple[Dim, ...]:
+def dims(names: str, multiple_of: int | None = None) -> Dim | tuple[Dim, ...]:
     """Symbolic dimensions by name: ``n, din, dout = dims("n din dout")``; one name gives one Dim.
 
-    ``multiple_of=4`` declares that every value of these symbols is a multiple of 4.
+    ``multiple_of=4`` declares that every value of these symbols is a multiple of 4 (a symbol is one
+    name everywhere: declaring it again with another multiple is an error); without it, a symbol keeps
+    what it was declared as (a multiple of 1 if never).
     """
     out = []
     for name in names.replace(",", " ").split():
         if not name.isidentifier():
             raise ValueError(f"a dimension name must be an identifier, got {name!r}")
-        if _MULTIPLE_OF.get(name, multiple_of) != multiple_of:
+        if multiple_of is None:
+            _MULTIPLE_OF.setdefault(name, 1)
+        elif _MULTIPLE_OF.get(name, multiple_of) != multiple_of:
             raise ValueError(f"{name} was declared a multiple of {_MULTIPLE_OF[name]} before")
-        _MULTIPLE_OF[name] = multiple_of
+        else:
+            _MULTIPLE_OF[name] = multiple_of
         _atom_key(name)
         out.append(Dim(((((name, 1),), 1),)))
     return out[0] if len(out) == 1 else tuple(out)

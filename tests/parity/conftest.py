@@ -16,3 +16,12 @@ def _torch_state():
         yield
     finally:
         torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def smollm2_gguf():
+    """The real SmolLM2-135M-Instruct GGUF, from verigrad's cache (fetched there once if missing; CI runs
+    `verigrad fetch smollm2` before this suite)."""
+    from verigrad.models.fetch import fetch
+
+    return fetch("smollm2", quiet=True)

@@ -61,6 +61,7 @@ class Backend:
         self.threads = 1
         self._kernels: dict[tuple[str, str | None], Kernel] = {}
         self._exactness: dict[tuple[str, str | None], Exactness] = {}
+        self._optimizers: dict[tuple[str, str], Kernel] = {}
 
     def register(
         self, op: str, kernel: Kernel, dtype: str | None = None, exactness: Exactness = EXACT
@@ -69,6 +70,14 @@ class Backend:
         to the op's reference; the verification suite holds it to that."""
         self._kernels[(op, dtype)] = kernel
         self._exactness[(op, dtype)] = exactness
+
+    def register_optimizer(self, name: str, dtype: str, kernel: Kernel) -> None:
+        """Add a whole-vector update for optimizer `name` ("adam") on `dtype`; see verigrad.optim."""
+        self._optimizers[(name, dtype)] = kernel
+
+    def optimizer_kernel(self, name: str, dtype: str) -> Kernel | None:
+        """The update kernel registered for (optimizer, dtype), or None (the update then runs as ops)."""
+        return self._optimizers.get((name, dtype))
 
     def exactness(self, op: str, dtype: str) -> Exactness:
         """What `register` stated for the kernel that runs `op` on `dtype` (EXACT for the reference)."""

@@ -1,8 +1,8 @@
-"""The thread count of the BLAS library NumPy uses (OpenBLAS), set through its C API.
+"""The BLAS library NumPy uses (OpenBLAS): its thread count, and its CBLAS functions through ctypes.
 
 Small matrix products are slower with threads than without, and much slower when the cores are
 busy, so verigrad starts BLAS on one thread; `verigrad.set_threads(n)` raises it. A NumPy built on
-another BLAS is left as it is (`blas_threads()` then returns None).
+another BLAS is left as it is (`blas_threads()` then returns None, `cblas(name)` None).
 """
 
 from __future__ import annotations
@@ -10,9 +10,13 @@ from __future__ import annotations
 import ctypes
 import functools
 import sys
+from typing import Any
 
 _SETTERS = ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_", "openblas_set_num_threads")
 _GETTERS = ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_", "openblas_get_num_threads")
+_CONFIGS = ("scipy_openblas_get_config64_", "openblas_get_config64_", "openblas_get_config")
+# How NumPy's OpenBLAS wheels (scipy-openblas64, scipy-openblas32) and plain builds name `cblas_sgemm`.
+_CBLAS_NAMES = ("scipy_cblas_{}64_", "cblas_{}64_", "scipy_cblas_{}", "cblas_{}")
 
 
 @functools.cache
@@ -44,6 +48,37 @@ def set_blas_threads(n: int) -> bool:
     return True
 
 
+def thread_functions() -> tuple[Any, Any] | None:
+    """OpenBLAS's C functions `int get_num_threads(void)` and `void set_num_threads(int)`, or None."""
+    lib = _library()
+    return None if lib is None else (_first(lib, _GETTERS), _first(lib, _SETTERS))
+
+
 def blas_threads() -> int | None:
     lib = _library()
     return None if lib is None else int(_first(lib, _GETTERS)())
+
+
+def _int64(lib: ctypes.CDLL, symbol: str) -> bool:
+    """Whether `symbol` takes 64-bit integers: named so, or an OpenBLAS built with USE64BITINT."""
+    if symbol.endswith("64_"):
+        return True
+    get = _first(lib, _CONFIGS) if any(hasattr(lib, n) for n in _CONFIGS) else None
+    if get is None:
+        return False
+    get.restype = ctypes.c_char_p
+    return b"USE64BITINT" in (get() or b"")
+
+
+@functools.cache
+def cblas(name: str) -> tuple[Any, bool] | None:
+    """NumPy's OpenBLAS function `cblas_<name>` (e.g. "sgemm") and whether its integers are 64-bit; None
+    when there is no such library or function. The caller sets `argtypes` and `restype`."""
+    lib = _library()
+    if lib is None:
+        return None
+    for pattern in _CBLAS_NAMES:
+        symbol = pattern.format(name)
+        if hasattr(lib, symbol):
+            return getattr(lib, symbol), _int64(lib, symbol)
+    return None

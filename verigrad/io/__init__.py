@@ -1,5 +1,6 @@
-"""Files: checkpoints (safetensors)."""
+"""Files: checkpoints (safetensors) and GGUF weight files."""
 
 from .checkpoint import load, save
+from .gguf import GGUFFile, GGUFTensor, read_gguf
 
-__all__ = ["load", "save"]
+__all__ = ["GGUFFile", "GGUFTensor", "load", "read_gguf", "save"]

@@ -23,7 +23,7 @@ from ..ops import from_numpy
 from ..tensor import Tensor
 
 # safetensors dtype -> the little-endian NumPy type its bytes are read as (BF16: its bits, which is
-# how verigrad stores bf16); 8- and 16-bit integers and U32 widen as `from_numpy` widens them
+# how verigrad stores bf16); U8 is u8; I8, I16, U16 and U32 widen as `from_numpy` widens them
 _FILE_DTYPES = {
     "F64": "<f8",
     "F32": "<f4",

@@ -38,6 +38,7 @@ for bit, layout included:
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -181,6 +182,7 @@ class Plan:
         self.output_slots = [self._slots[v] for v in program.outputs]
         self.update_names = list(program.updates)
         self.update_slots = {name: self._slots[v] for name, v in program.updates.items()}
+        self._no_alias_out()
         self.instructions = len(self.steps)
         self._template: list[Any] = [None] * len(self.specs)  # the slots before a run: constants only
         for slot, value in self.consts.items():
@@ -195,6 +197,11 @@ class Plan:
     # runs before the plan becomes a generated function: compiling its source costs about as much as
     # the loop's overhead over some 60 runs, so a plan run this often is likely to be run far more
     generate_after = 64
+
+    # operands and results with fewer elements than this run an exact kernel of the backend as the op's
+    # NumPy `fast` kernel instead (the same bits): below it a C kernel runs on one thread, and its
+    # per-call cost (argument conversion, broadcast set-up) is several times a ufunc's
+    small = 16384
 
     # whether the first run may turn on in place for the steps that allow it (see the module docstring)
     inplace = True
@@ -253,8 +260,15 @@ class Plan:
             if slot is not None:
                 return slot
         bound = None
-        if kernel is op.reference and op.fast is not None:
-            bound = op.fast(spec.dtype, tuple([self.specs[i].dtype for i in ins]), **params)
+        if kernel is not op.reference and op.fast is not None and self._small(ins, spec):
+            if backend.exactness(op.name, spec.dtype.name).is_exact:  # the reference's bits, cheaper here
+                bound = op.fast(spec.dtype, tuple([self.specs[i].dtype for i in ins]), **params)
+        if kernel is op.reference:
+            shaped = _SHAPED_FAST.get(op.name)
+            if shaped is not None:
+                bound = shaped(spec, tuple([self.specs[i] for i in ins]))
+            if bound is None and op.fast is not None:
+                bound = op.fast(spec.dtype, tuple([self.specs[i].dtype for i in ins]), **params)
         if bound is None:
             bound = functools.partial(kernel, **params) if params else kernel
         out = len(self.specs)
@@ -263,6 +277,11 @@ class Plan:
         if key is not None:
             self._same[key] = out
         return out
+
+    def _small(self, ins: tuple[int, ...], spec: Spec) -> bool:
+        """Whether the result and every operand have fewer than `small` elements."""
+        small = self.small
+        return math.prod(spec.shape) < small and all(math.prod(self.specs[i].shape) < small for i in ins)
 
     def _members(self, op: FusedOp, params: tuple, ins: tuple[int, ...]) -> int:
         """A fused group the backend has no kernel for: each member a step of its own, running the
@@ -274,6 +293,16 @@ class Plan:
             shape = member.shape_rule(*[self.specs[i].shape for i in args], **member_params)
             done.append(self._call(member, member_params, args, Spec(shape, op.dtypes[m])))
         return done[-1]
+
+    def _no_alias_out(self) -> None:
+        """A step whose kernel may return an operand's array (`_SHAPED_FAST`) copies instead where that
+        would make a result the same array as an argument, a captured tensor, a constant or another
+        result: the caller owns each result."""
+        shared = {*self.input_slots, *self.consts, *self.output_slots}
+        for step in self.steps:
+            plain = _ALIASING.get(step.kernel)
+            if plain is not None and (step.out in shared or shared.intersection(step.ins)):
+                step.kernel = plain
 
     def _inplace_candidates(self) -> dict[int, int]:
         """Step index -> an input slot the step may write its result into, by the rules of the module
@@ -466,6 +495,23 @@ def _fixed(step: Step) -> Callable:
     if step.fix == "conform":
         return lambda *arrays: conform(op, kernel(*arrays), spec)
     return kernel
+
+
+def _select(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return a if c else b
+
+
+def _where_select(out: Spec, specs: tuple[Spec, ...]) -> Callable | None:
+    """`where` with a 0-d condition and both branches of the result's spec (an optimizer's first-step
+    test): the chosen branch itself, the bits np.where would copy it to."""
+    c, a, b = specs
+    return _select if not c.shape and a == out and b == out else None
+
+
+# op name -> for the result's and operands' concrete specs, a leaner equivalent of the op's reference
+# (as `Op.fast`, but chosen by shape); its result may be an operand, so the plan never returns it
+_SHAPED_FAST: dict[str, Callable[[Spec, tuple[Spec, ...]], Callable | None]] = {"where": _where_select}
+_ALIASING: dict[Callable, Callable] = {_select: np.where}  # such a kernel -> one that copies, same bits
 
 
 # composite ops without a kernel: their decompositions, traced for concrete operands ------------

@@ -46,3 +46,10 @@ class LanguageModel(Module):
         """Logits [B, T, vocab] (f32 Tensor) for token ids [B, T] following the cache's positions; with no
         cache, the ids start at position 0 and nothing is kept."""
         raise NotImplementedError
+
+    def generate(self, tokenizer: Any, prompt: Any, **options: Any) -> Any:
+        """Continue `prompt` (text or token ids): `verigrad.models.generate.generate(self, tokenizer,
+        prompt, **options)`, which lists the options and returns a `GenerationResult`."""
+        from .generate import generate
+
+        return generate(self, tokenizer, prompt, **options)

@@ -23,3 +23,4 @@ from .layers import (
     Tanh,
 )
 from .module import Module
+from .quant import QEmbedding, QLinear

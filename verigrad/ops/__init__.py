@@ -22,7 +22,9 @@ from .binary import (
     where,
 )
 from .composite import (
+    attention,
     avg_pool2d,
+    cached_attention,
     col2im,
     conv2d,
     cross_entropy,
@@ -56,6 +58,7 @@ from .creation import (
 from .index import take, take_grad
 from .matmul import matmul
 from .movement import broadcast_to, cast, concat, contiguous, pad, permute, reshape, slice_, unslice
+from .quant import dequantize_op, qembedding, qmatmul, qmatmul_q8
 from .reduce import argmax, max, mean, min, numel_of, sum
 from .shaping import assign, expand, flatten, getitem, squeeze, stack, transpose, unsqueeze
 from .unary import (

@@ -97,16 +97,23 @@ div = _arith(
     torch=lambda t, a, b: a / b,
     doc="True division; int operands give f32.",
 )
+
+
+def _pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """x ** y evaluated in f64 and rounded once to the operands' (common) dtype."""
+    return np.power(a.astype(np.float64, copy=False), b.astype(np.float64, copy=False)).astype(a.dtype)
+
+
 pow = _arith(
     "pow",
-    np.power,
+    _pow,
     _pow_vjp,
     dtype=float_dtype,
     low=0.5,
     high=2.0,
     torch=lambda t, a, b: a**b,
     exact=False,  # a transcendental: libms differ by an ulp (0.5 ** 0.5 in f64, NumPy vs PyTorch)
-    doc="x ** y in floating point; the gradient in y is 0 where x == 0 and y >= 0.",
+    doc="x ** y, evaluated in f64 and rounded once; the gradient in y is 0 where x == 0 and y >= 0.",
 )
 maximum = _arith(
     "maximum",

@@ -63,7 +63,7 @@ def tensor(data: Any, dtype: DType | str | None = None, requires_grad: bool = Fa
 
 
 def from_numpy(array: np.ndarray) -> Tensor:
-    """A tensor sharing `array`'s memory (int8/16 and uint8/16 widen to i32 with a copy)."""
+    """A tensor sharing `array`'s memory (int8, int16 and uint16 widen to i32 with a copy)."""
     if isinstance(array, np.generic):  # a NumPy scalar: a 0-d array holding its value
         array = np.asarray(array)
     if not isinstance(array, np.ndarray):

@@ -2,8 +2,10 @@
 
 Derivative ops are ops of their own so a backend can give them kernels: `relu_deriv`, `gelu_deriv`,
 `gelu_tanh_deriv` and `silu_deriv` read the forward input; `sigmoid_deriv` and `tanh_deriv` read the
-forward output. Float results of int inputs are computed in f32. Transcendental references use
-NumPy's own routine for the dtype (exact=False: a kernel may differ by a stated number of ulps).
+forward output. Float results of int inputs are computed in f32. The transcendentals and the
+activations built on them are evaluated in f64 and rounded once to the input's dtype (as f32 sums
+accumulate in f64), by NumPy's f64 routines; tanh is written with expm1. They are exact=False: a kernel
+may differ by a stated number of ulps.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from ._samples import unary
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _GELU_A = 0.044715
-_erf = np.frompyfunc(math.erf, 1, 1)
+_erf_object = np.frompyfunc(math.erf, 1, 1)
 
 
 def _as_float(x: np.ndarray) -> np.ndarray:
@@ -50,39 +52,53 @@ def _float_op(
     )
 
 
-def _erf_f64(x: np.ndarray) -> np.ndarray:
-    return np.asarray(_erf(x.astype(np.float64)), dtype=np.float64)  # 0-d input gives a Python float
+def in_f64(fn: Callable[[np.ndarray], np.ndarray]) -> Callable[[np.ndarray], np.ndarray]:
+    """`fn` evaluated in f64, its result rounded once to the input's dtype."""
+    return lambda x: fn(x.astype(np.float64, copy=False)).astype(x.dtype, copy=False)
+
+
+# the formulas below take and give f64
+def _erf(x: np.ndarray) -> np.ndarray:
+    return np.asarray(_erf_object(x), dtype=np.float64)  # 0-d input gives a Python float
+
+
+def _tanh(x: np.ndarray) -> np.ndarray:
+    """tanh|x| = -u / (u + 2) with u = expm1(-2|x|): no cancellation, and no overflow for large |x|."""
+    u = np.expm1(-2 * np.abs(x))
+    return np.copysign(-u / (u + 2), x)
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype)
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
 
 
-def _gelu(x: np.ndarray) -> np.ndarray:
-    x64 = x.astype(np.float64)
-    return (0.5 * x64 * (1.0 + _erf_f64(x64 / math.sqrt(2.0)))).astype(x.dtype)
-
-
-def _gelu_deriv(x: np.ndarray) -> np.ndarray:
-    x64 = x.astype(np.float64)
-    cdf = 0.5 * (1.0 + _erf_f64(x64 / math.sqrt(2.0)))
-    pdf = np.exp(-0.5 * x64 * x64) / math.sqrt(2.0 * math.pi)
-    return (cdf + x64 * pdf).astype(x.dtype)
-
-
-def _gelu_tanh(x: np.ndarray) -> np.ndarray:
-    return 0.5 * x * (1 + np.tanh(_SQRT_2_OVER_PI * (x + _GELU_A * x * x * x)))
-
-
-def _gelu_tanh_deriv(x: np.ndarray) -> np.ndarray:
-    t = np.tanh(_SQRT_2_OVER_PI * (x + _GELU_A * x * x * x))
-    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _SQRT_2_OVER_PI * (1 + 3 * _GELU_A * x * x)
+def _silu(x: np.ndarray) -> np.ndarray:
+    return x * _sigmoid(x)
 
 
 def _silu_deriv(x: np.ndarray) -> np.ndarray:
     s = _sigmoid(x)
     return s * (1 + x * (1 - s))
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
+    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+
+
+def _gelu_deriv(x: np.ndarray) -> np.ndarray:
+    cdf = 0.5 * (1.0 + _erf(x / math.sqrt(2.0)))
+    pdf = np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+    return cdf + x * pdf
+
+
+def _gelu_tanh(x: np.ndarray) -> np.ndarray:
+    return 0.5 * x * (1 + _tanh(_SQRT_2_OVER_PI * (x + _GELU_A * x * x * x)))
+
+
+def _gelu_tanh_deriv(x: np.ndarray) -> np.ndarray:
+    t = _tanh(_SQRT_2_OVER_PI * (x + _GELU_A * x * x * x))
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _SQRT_2_OVER_PI * (1 + 3 * _GELU_A * x * x)
 
 
 neg = Op(
@@ -105,10 +121,12 @@ abs = Op(
     torch=lambda t, x: t.abs(x),
     doc="|x|; its gradient at 0 is 0.",
 )
-exp = _float_op("exp", np.exp, lambda g, out, x: (g * out,), torch=lambda t, x: t.exp(x), doc="e ** x.")
+exp = _float_op(
+    "exp", in_f64(np.exp), lambda g, out, x: (g * out,), torch=lambda t, x: t.exp(x), doc="e ** x."
+)
 log = _float_op(
     "log",
-    np.log,
+    in_f64(np.log),
     lambda g, out, x: (g / x,),
     low=0.1,
     high=3.0,
@@ -134,25 +152,25 @@ rsqrt = _float_op(
     doc="1 / sqrt(x).",
 )
 sin = _float_op(
-    "sin", np.sin, lambda g, out, x: (g * cos(x),), torch=lambda t, x: t.sin(x), doc="Sine (radians)."
+    "sin", in_f64(np.sin), lambda g, out, x: (g * cos(x),), torch=lambda t, x: t.sin(x), doc="Sine (radians)."
 )
 cos = _float_op(
     "cos",
-    np.cos,
+    in_f64(np.cos),
     lambda g, out, x: (-(g * sin(x)),),
     torch=lambda t, x: t.cos(x),
     doc="Cosine (radians).",
 )
 tanh = _float_op(
     "tanh",
-    np.tanh,
+    in_f64(_tanh),
     lambda g, out, x: (g * tanh_deriv(out),),
     torch=lambda t, x: t.tanh(x),
     doc="Hyperbolic tangent.",
 )
 sigmoid = _float_op(
     "sigmoid",
-    _sigmoid,
+    in_f64(_sigmoid),
     lambda g, out, x: (g * sigmoid_deriv(out),),
     torch=lambda t, x: t.sigmoid(x),
     doc="1 / (1 + exp(-x)), computed without overflow for large |x|.",
@@ -167,21 +185,21 @@ relu = _float_op(
 )
 gelu = _float_op(
     "gelu",
-    _gelu,
+    in_f64(_gelu),
     lambda g, out, x: (g * gelu_deriv(x),),
     torch=lambda t, x: t.nn.functional.gelu(x),
     doc="x * Phi(x) with the exact normal CDF (erf form), evaluated in f64 and rounded once.",
 )
 gelu_tanh = _float_op(
     "gelu_tanh",
-    _gelu_tanh,
+    in_f64(_gelu_tanh),
     lambda g, out, x: (g * gelu_tanh_deriv(x),),
     torch=lambda t, x: t.nn.functional.gelu(x, approximate="tanh"),
     doc="The tanh approximation of GELU used by GPT-2.",
 )
 silu = _float_op(
     "silu",
-    lambda x: x * _sigmoid(x),
+    in_f64(_silu),
     lambda g, out, x: (g * silu_deriv(x),),
     torch=lambda t, x: t.nn.functional.silu(x),
     doc="x * sigmoid(x).",
@@ -236,8 +254,15 @@ def _silu_second(g, out, x):
     return (g * sigmoid_deriv(s) * (2 + x * (1 - s * 2)),)
 
 
-gelu_deriv = _float_op("gelu_deriv", _gelu_deriv, _gelu_second, doc="d gelu / dx of the forward input.")
-gelu_tanh_deriv = _float_op(
-    "gelu_tanh_deriv", _gelu_tanh_deriv, _gelu_tanh_second, doc="d gelu_tanh / dx of the forward input."
+gelu_deriv = _float_op(
+    "gelu_deriv", in_f64(_gelu_deriv), _gelu_second, doc="d gelu / dx of the forward input."
 )
-silu_deriv = _float_op("silu_deriv", _silu_deriv, _silu_second, doc="d silu / dx of the forward input.")
+gelu_tanh_deriv = _float_op(
+    "gelu_tanh_deriv",
+    in_f64(_gelu_tanh_deriv),
+    _gelu_tanh_second,
+    doc="d gelu_tanh / dx of the forward input.",
+)
+silu_deriv = _float_op(
+    "silu_deriv", in_f64(_silu_deriv), _silu_second, doc="d silu / dx of the forward input."
+)

@@ -1,11 +1,18 @@
-"""Adam and AdamW, with PyTorch's bias-corrected update (and its order of operations)."""
+"""Adam and AdamW, with PyTorch's bias-corrected update (and its order of operations).
+
+The update is written in ops (so a traced step shows it); in eager mode on a backend with an Adam kernel
+(the cpu backend's, see verigrad/backends/cpu/optim.c) each parameter is updated by one kernel call that
+gives the same bits.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+import numpy as np
+
 from ..tensor import Tensor
-from .optimizer import Optimizer
+from .optimizer import Optimizer, fused_kernel
 
 
 class Adam(Optimizer):
@@ -32,6 +39,33 @@ class Adam(Optimizer):
         return ("exp_avg", "exp_avg_sq")
 
     def update(self, index: int, p: Tensor, g: Tensor) -> None:
+        if not self._fused_update(index, p, g):
+            self._op_update(index, p, g)
+
+    def _fused_update(self, index: int, p: Tensor, g: Tensor) -> bool:
+        """The backend's whole-vector Adam kernel, in eager mode when it has one: the op-based update's
+        settings computed the same way in f64 (rounded to the dtype by the kernel), then one pass."""
+        kernel = fused_kernel("adam", p)
+        if kernel is None:
+            return False
+        beta1, beta2 = self.betas
+        lr, wd = float(self.defaults.lr.item()), self.weight_decay
+        t = np.float64(self.buffer(index, "step").item())
+        settings = [
+            1 - lr * wd,
+            wd,
+            1 - beta1,
+            beta2,
+            1 - beta2,
+            np.sqrt(1 - np.power(beta2, t)),
+            self.eps,
+            -(lr / (1 - np.power(beta1, t))),
+        ]
+        mode = (2 if self.decoupled else 1) if wd else 0
+        m, v = self.buffer(index, "exp_avg"), self.buffer(index, "exp_avg_sq")
+        return bool(kernel(p.data, g.data, m.data, v.data, settings, mode))
+
+    def _op_update(self, index: int, p: Tensor, g: Tensor) -> None:
         beta1, beta2 = self.betas
         lr = self.defaults.lr  # 0-d f64 tensors: PyTorch computes these settings in Python doubles
         if self.weight_decay and self.decoupled:

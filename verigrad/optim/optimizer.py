@@ -13,9 +13,19 @@ from typing import Any
 
 import numpy as np
 
+from .. import modes
 from ..autograd import no_grad
+from ..backends import get_backend
 from ..ops import tensor, zeros_like
 from ..tensor import Tensor
+
+
+def fused_kernel(name: str, p: Tensor) -> Any:
+    """The active backend's whole-vector update for optimizer `name` on p's dtype, in eager mode only (a
+    traced step keeps the op-based update, so the program shows it); None otherwise."""
+    if modes.current().name != "eager" or not isinstance(p.data, np.ndarray):
+        return None
+    return get_backend().optimizer_kernel(name, p.dtype.name)
 
 
 class Hyperparameters(dict):

@@ -20,29 +20,40 @@ from typing import Any
 from .._registry import Backend, add_backend
 from ..reference import reference as _reference  # registered first: the reference stays the default
 from . import build as _build
-from . import elementwise, movement, reductions
+from . import attention, conv, elementwise, linalg, memory, movement, optimizers, quant, reductions, rows
 from ._ffi import DTYPES, Library, min_chunk, set_min_chunk
-from .elementwise import BINARY, ULP_BOUNDS, UNARY_EXACT, UNARY_LIBM
+from .conv import WINDOW
+from .elementwise import BINARY, CANCELLING, LIBM_ULPS, ULP_BOUNDS, UNARY_EXACT, UNARY_LIBM
+from .linalg import LINALG
 from .movement import COPY
+from .quant import QUANT
 from .reductions import REDUCE
+from .rows import ROWS
 
 # Each module has `register(backend, library)`.
-KERNEL_FAMILIES = (elementwise, reductions, movement)
+KERNEL_FAMILIES = (elementwise, reductions, movement, conv, linalg, rows, quant, attention, optimizers)
 
 __all__ = [
     "BINARY",
+    "CANCELLING",
     "COPY",
     "DTYPES",
+    "LIBM_ULPS",
+    "LINALG",
+    "QUANT",
     "REDUCE",
+    "ROWS",
     "ULP_BOUNDS",
     "UNARY_EXACT",
     "UNARY_LIBM",
+    "WINDOW",
     "available",
     "build_info",
     "cpu",
     "min_chunk",
     "pool_size",
     "set_min_chunk",
+    "vectorized",
 ]
 
 
@@ -66,6 +77,7 @@ class CpuBackend(Backend):
             self._info = {"available": False, "error": str(e)}
             print(f"verigrad: cpu backend unavailable, using the reference: {e}", file=sys.stderr)
             return False
+        memory.retain_freed()  # each step reuses the pages the last one freed (see memory.py)
         lib = Library(cdll)
         for family in KERNEL_FAMILIES:
             family.register(self, lib)
@@ -78,6 +90,11 @@ class CpuBackend(Backend):
         if not self._loaded:
             self.load()
         return super().native(op, dtype)
+
+    def optimizer_kernel(self, name: str, dtype: str) -> Any:
+        if not self._loaded:
+            self.load()
+        return super().optimizer_kernel(name, dtype)
 
     def report(self) -> dict[str, list[str]]:
         self.load()
@@ -102,6 +119,11 @@ def build_info() -> dict[str, Any]:
     or {"available": False, "error": ...}."""
     cpu.load()
     return dict(cpu._info)
+
+
+def vectorized() -> bool:
+    """Whether the f32 exp, sigmoid, tanh, silu and gelu_tanh kernels take their AVX2 path here."""
+    return cpu.load() and cpu.library is not None and elementwise.vectorized(cpu.library)
 
 
 def pool_size() -> int:

@@ -1,10 +1,13 @@
 """Element-wise kernels: unary ops on contiguous arrays; binary ops on operands of one shape or of shapes
 that broadcast (rank at most 4, any element strides, broadcast dimensions read with stride 0).
 
-relu, relu_deriv, neg, abs, sqrt, sigmoid_deriv, tanh_deriv and the binary ops give the reference's bits.
-The transcendentals (exp, log, tanh, sin, cos, sigmoid) use the C library and are within `ULP_BOUNDS` ulps
-of NumPy's routines (a NaN may have another sign bit). silu and silu_deriv have C kernels but are not
-registered: their products and cancellations turn an ulp of exp into many ulps of the result.
+The ops of `UNARY_EXACT` and the binary ops but pow give the reference's bits. The transcendentals and
+activations (`UNARY_LIBM`, pow) evaluate their references' f64 formulas with the C library's routines and
+round once (f32 exp, sigmoid, tanh, silu and gelu_tanh take an AVX2 path that gives the same bits, see
+elementwise.c). They are exact where NumPy's f64 loops are the C library's (glibc on x86 without AVX-512,
+say); `register` checks this per op on probe values. Where they are not, an op is stated within
+`ULP_BOUNDS` ulps, except those whose result cancels (`CANCELLING`: near a zero of the function one ulp
+of a routine is many of the result), which then run their reference.
 """
 
 from __future__ import annotations
@@ -15,17 +18,21 @@ from typing import Any
 
 import numpy as np
 
-from .._registry import ulp
+from .._registry import EXACT, Exactness, ulp
 from . import _ffi
 from ._ffi import DTYPES, Library
 
-UNARY_EXACT = ("relu", "relu_deriv", "neg", "abs", "sqrt", "sigmoid_deriv", "tanh_deriv")
-UNARY_LIBM = ("exp", "log", "tanh", "sin", "cos", "sigmoid")
-BINARY = ("add", "sub", "mul", "div", "maximum", "minimum")
+UNARY_EXACT = ("relu", "relu_deriv", "neg", "abs", "sqrt", "rsqrt", "sigmoid_deriv", "tanh_deriv")
+UNARY_LIBM = ("exp", "log", "sin", "cos", "tanh", "sigmoid", "silu", "silu_deriv")
+UNARY_LIBM += ("gelu", "gelu_deriv", "gelu_tanh", "gelu_tanh_deriv")
+BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum")
+CANCELLING = ("silu_deriv", "gelu_deriv", "gelu_tanh", "gelu_tanh_deriv")
 
-# The largest difference in ulps from the reference, per (op, dtype), that the tests allow; the exact
-# ops are 0. See tests/test_cpu_backend.py for the values measured.
-ULP_BOUNDS: dict[tuple[str, str], int] = {(op, d): 4 for op in UNARY_LIBM for d in DTYPES}
+# The bound stated, per (op, dtype), for an op whose C library routines differ from NumPy's here: f64
+# results within a few ulps of NumPy's, and f32 ones then round to the same float or a neighbour.
+# `register` fills in what it stated for every non-exact kernel (the tests hold the kernels to it).
+LIBM_ULPS = {"f32": 1, "f64": 4}
+ULP_BOUNDS: dict[tuple[str, str], int] = {}
 
 _UNARY_ARGS = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int]
 _BINARY_ARGS = [ctypes.c_void_p, *_UNARY_ARGS]
@@ -97,16 +104,64 @@ def _binary(
     return kernel
 
 
+def _probe(np_dtype: np.dtype) -> list[np.ndarray]:
+    """Values that exercise every branch of the formulas: special values, a fine grid and random values
+    on several scales."""
+    rng = np.random.default_rng(20261129)
+    with np.errstate(over="ignore"):
+        special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-300, -1e-300, 1e300, -1e300], np_dtype)
+    parts = [special, np.linspace(-30, 30, 2001, dtype=np_dtype)]
+    parts += [rng.uniform(-s, s, 1000).astype(np_dtype) for s in (1e-6, 1.0, 8.0, 100.0, 800.0)]
+    return parts
+
+
+def same_as_reference(fn: Any, name: str, arity: int, lib: Library) -> bool:
+    """Whether the f64 C kernel `fn` gives its op's reference bits on the probe values (so the C
+    library's routines are NumPy's here)."""
+    from ...registry import OPS
+
+    x = np.concatenate(_probe(DTYPES["f64"]))
+    args = [x] if arity == 1 else [np.abs(x), np.random.default_rng(1).permutation(x) / 20]
+    out = np.empty_like(x)
+    fn(*(lib.data(a) for a in args), lib.data(out), x.size, x.size, 1)
+    with np.errstate(all="ignore"):
+        expected = np.asarray(OPS[name].reference(*args))
+    return bool(np.array_equal(out, expected, equal_nan=True))
+
+
+def _libm_exactness(name: str, dtype_name: str, exact: bool) -> Exactness | None:
+    if exact:
+        return EXACT
+    if name in CANCELLING:
+        return None
+    ULP_BOUNDS[(name, dtype_name)] = LIBM_ULPS[dtype_name]
+    return ulp(LIBM_ULPS[dtype_name])
+
+
+def vectorized(lib: Library) -> bool:
+    """Whether f32 exp, sigmoid, tanh, silu and gelu_tanh take the AVX2 path on this machine."""
+    return bool(lib.fn("vg_elementwise_vectorized", [], restype=ctypes.c_int)())
+
+
 def register(backend: Any, lib: Library) -> None:
     from ...registry import OPS
 
+    exact = {
+        name: same_as_reference(lib.fn(f"vg_{name}_f64", _UNARY_ARGS), name, 1, lib) for name in UNARY_LIBM
+    }
+    exact["pow"] = same_as_reference(lib.fn("vg_pow_f64", _BINARY_ARGS), "pow", 2, lib)
     for dtype_name, dtype in DTYPES.items():
         for name in UNARY_EXACT + UNARY_LIBM:
+            stated = EXACT if name in UNARY_EXACT else _libm_exactness(name, dtype_name, exact[name])
+            if stated is None:
+                continue
             fn = lib.fn(f"vg_{name}_{dtype_name}", _UNARY_ARGS)
-            kernel = _unary(fn, dtype, OPS[name].reference, backend, lib.data)
-            backend.register(name, kernel, dtype_name, ulp(ULP_BOUNDS.get((name, dtype_name), 0)))
+            backend.register(
+                name, _unary(fn, dtype, OPS[name].reference, backend, lib.data), dtype_name, stated
+            )
         for name in BINARY:
+            stated = _libm_exactness(name, dtype_name, exact[name]) if name == "pow" else EXACT
             fn = lib.fn(f"vg_{name}_{dtype_name}", _BINARY_ARGS)
             fn_bc = lib.fn(f"vg_{name}_bc_{dtype_name}", _BC_ARGS)
             kernel = _binary(fn, fn_bc, dtype, OPS[name].reference, backend, lib.data)
-            backend.register(name, kernel, dtype_name)
+            backend.register(name, kernel, dtype_name, stated)

@@ -1,14 +1,20 @@
-"""Reduction kernels: sum, max and min over the last axis of a C-contiguous array with a non-empty last
-axis, one thread per block of output rows.
+"""Reduction kernels: sum, mean, max and min over any set of axes, and argmax over one axis or all, of a
+C-contiguous array; one thread per block of output elements.
 
-All three give the reference's bits. sum reproduces NumPy's pairwise summation in double (blocks of 8
-accumulators, halves above 128 elements) and, for f32, the 8192-element cast buffer (`np.getbufsize()`)
-whose pairwise sums NumPy adds in order.
+All five give the reference's bits: reduce.c follows the order NumPy's add.reduce takes for a C-contiguous
+array (pairwise sums of the contiguous runs when the last axis is reduced, element after element
+otherwise; for f32 the runs are cut at the 8192-element cast buffer, `np.getbufsize()`), and NumPy's
+maximum/minimum/argmax rules for NaN and signed zeros. Where bits depend on the order NumPy's SIMD paths
+take (a NaN result of sum or mean, its sign; a NaN or zero result of max or min, which NaN or zero), the
+kernel says so and the reference runs. So does any other case (a view, an empty array or axis, no axis of
+size > 1 reduced, another dtype).
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -17,38 +23,107 @@ import numpy as np
 from . import _ffi
 from ._ffi import DTYPES, Library
 
-REDUCE = ("sum", "max", "min")
+REDUCE = ("sum", "mean", "max", "min", "argmax")
 
-_EXTREME_ARGS = [ctypes.c_void_p, ctypes.c_void_p, *[ctypes.c_int64] * 3, ctypes.c_int]
-_SUM_ARGS = [ctypes.c_void_p, ctypes.c_void_p, *[ctypes.c_int64] * 4, ctypes.c_int]
+_RMAX = 8  # groups of each kind reduce.c takes
+
+
+class _Desc(ctypes.Structure):
+    """reduce.c's `vg_red`: the array's groups of merged axes (see reduce.c)."""
+
+    _fields_ = [
+        *[(name, ctypes.c_int64) for name in ("nk", "nr", "inner", "inner_reduced", "block", "count")],
+        *[(name, ctypes.c_int64 * _RMAX) for name in ("ks", "kst", "rs", "rst")],
+    ]
+
+
+_ARGS = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int]
+_ARGMAX_ARGS = [ctypes.c_void_p, ctypes.c_void_p, *[ctypes.c_int64] * 4, ctypes.c_int]
+
+
+def groups(shape: tuple[int, ...], axes: tuple[int, ...]) -> list[tuple[int, bool]]:
+    """The shape without its size-1 axes, neighbours of one kind merged: [(size, reduced)]."""
+    out: list[tuple[int, bool]] = []
+    for i, n in enumerate(shape):
+        if n == 1:
+            continue
+        reduced = i in axes
+        if out and out[-1][1] == reduced:
+            out[-1] = (out[-1][0] * n, reduced)
+        else:
+            out.append((n, reduced))
+    return out
+
+
+@functools.lru_cache(maxsize=512)
+def describe(shape: tuple[int, ...], axes: tuple[int, ...], block: int, mean: bool) -> _Desc | None:
+    """reduce.c's description of reducing a C-contiguous array of `shape` over `axes`; None when there
+    is nothing to reduce (no axis of size > 1) or too many groups."""
+    found = groups(shape, axes)
+    if not any(reduced for _, reduced in found):
+        return None
+    *outer, (inner, inner_reduced) = found
+    kept = [(n, math.prod(s for s, _ in found[i + 1 :])) for i, (n, r) in enumerate(outer) if not r]
+    red = [(n, math.prod(s for s, _ in found[i + 1 :])) for i, (n, r) in enumerate(outer) if r]
+    if len(kept) > _RMAX or len(red) > _RMAX:
+        return None
+    count = math.prod(shape[a] for a in axes) if mean else 0
+    d = _Desc(len(kept), len(red), inner, int(inner_reduced), block, count)
+    for i, (n, stride) in enumerate(kept):
+        d.ks[i], d.kst[i] = n, stride
+    for i, (n, stride) in enumerate(red):
+        d.rs[i], d.rst[i] = n, stride
+    return d
 
 
 def _reduce(
     name: str, fn: Any, dtype: np.dtype, reference: Callable, backend: Any, data: Callable
 ) -> Callable:
-    """sum/max/min over the last axis of a C-contiguous array with a non-empty last axis; the reference
-    for every other case."""
     chunk = _ffi._min_chunk
+    # NumPy sums an f32 run through its cast buffer: pairwise within each buffer, in order across
+    cast = dtype == np.float32 and name in ("sum", "mean")
+    mean = name == "mean"
 
     def kernel(x: np.ndarray, axis: tuple, keepdim: bool) -> np.ndarray:
         if (
             type(x) is not np.ndarray
             or x.dtype != dtype
-            or x.ndim == 0
-            or tuple(axis) != (x.ndim - 1,)
-            or x.shape[-1] == 0
+            or x.size == 0
             or not (x.flags.c_contiguous and x.flags.aligned)
         ):
             return reference(x, axis, keepdim)
-        cols = x.shape[-1]
-        out = np.empty(x.shape[:-1] + ((1,) if keepdim else ()), dtype)
-        min_rows = max(1, chunk[0] // cols)
-        if name == "sum":
-            # NumPy sums an f32 row through its cast buffer: pairwise within each buffer, in order across
-            block = np.getbufsize() if dtype == np.float32 else 0
-            fn(data(x), data(out), x.size // cols, cols, block, min_rows, backend.threads)
+        d = describe(x.shape, tuple(axis), np.getbufsize() if cast else 1 << 62, mean)
+        if d is None:
+            return reference(x, axis, keepdim)
+        if keepdim:
+            shape = tuple(1 if i in axis else n for i, n in enumerate(x.shape))
         else:
-            fn(data(x), data(out), x.size // cols, cols, min_rows, backend.threads)
+            shape = tuple(n for i, n in enumerate(x.shape) if i not in axis)
+        out = np.empty(shape, dtype)
+        min_out = max(1, chunk[0] * out.size // x.size)
+        if fn(data(x), data(out), ctypes.addressof(d), min_out, backend.threads):
+            return reference(x, axis, keepdim)
+        return out
+
+    return kernel
+
+
+def _argmax(fns: dict, reference: Callable, backend: Any, data: Callable) -> Callable:
+    """argmax of an f32 or f64 array (`fns` by dtype); registered for its i64 result."""
+    chunk = _ffi._min_chunk
+
+    def kernel(x: np.ndarray, axis: int | None, keepdim: bool) -> np.ndarray:
+        fn = fns.get(x.dtype) if type(x) is np.ndarray else None
+        if fn is None or x.size == 0 or not (x.flags.c_contiguous and x.flags.aligned):
+            return reference(x, axis, keepdim)
+        if axis is None:
+            outer, n, inner = 1, x.size, 1
+            shape = (1,) * x.ndim if keepdim else ()
+        else:
+            outer, n, inner = math.prod(x.shape[:axis]), x.shape[axis], math.prod(x.shape[axis + 1 :])
+            shape = x.shape[:axis] + ((1,) if keepdim else ()) + x.shape[axis + 1 :]
+        out = np.empty(shape, np.int64)
+        fn(data(x), data(out), outer, n, inner, max(1, chunk[0] // n), backend.threads)
         return out
 
     return kernel
@@ -58,8 +133,11 @@ def register(backend: Any, lib: Library) -> None:
     from ...registry import OPS
 
     for dtype_name, dtype in DTYPES.items():
-        for name in REDUCE:
-            fn = lib.fn(f"vg_{name}_{dtype_name}", _SUM_ARGS if name == "sum" else _EXTREME_ARGS)
+        for name in REDUCE[:-1]:
+            fn = lib.fn(f"vg_{'sum' if name == 'mean' else name}_{dtype_name}", _ARGS, ctypes.c_int)
             backend.register(
                 name, _reduce(name, fn, dtype, OPS[name].reference, backend, lib.data), dtype_name
             )
+    # the op's dtype is its result's, i64, for every input dtype
+    fns = {dtype: lib.fn(f"vg_argmax_{name}", _ARGMAX_ARGS) for name, dtype in DTYPES.items()}
+    backend.register("argmax", _argmax(fns, OPS["argmax"].reference, backend, lib.data), "i64")

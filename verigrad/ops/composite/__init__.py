@@ -1,5 +1,6 @@
 """Composite ops: defined by decompositions into primitives (their reference), some with own VJPs."""
 
+from .attention import attention, cached_attention
 from .conv import col2im, conv2d, im2col
 from .dropout import dropout
 from .embedding import embedding

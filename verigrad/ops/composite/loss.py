@@ -1,9 +1,10 @@
 """cross_entropy from logits [N, C] and integer class targets [N].
 
 The decomposition is log_softmax and a one-hot mask built by comparing arange(C) with the targets
-(no gather), so C may be symbolic. The VJP is (softmax(logits) - onehot) times the incoming gradient,
-divided by N for the mean. A target outside [0, C) selects nothing and contributes a loss of 0; the
-functional wrapper checks the range when it has the data.
+(no gather), so C may be symbolic. The VJP is the op `cross_entropy_grad(logits, target, g)`:
+(softmax(logits) - onehot) times the incoming gradient, divided by N for the mean (one kernel for a
+backend; its decomposition is the reference). A target outside [0, C) selects nothing and contributes a
+loss of 0; the functional wrapper checks the range when it has the data.
 """
 
 from __future__ import annotations
@@ -69,13 +70,31 @@ def _decompose(logits, target, reduction: str):
     return nll.mean() if reduction == "mean" else nll.sum()
 
 
-def _vjp(g, out, logits, target, reduction: str):
+def _grad(logits, target, g, reduction: str):
     grad = softmax(logits, axis=1) - _one_hot(target, logits.shape[1]).cast(logits.dtype)
     if reduction == "none":
-        return (grad * g.reshape(g.shape[0], 1), None)
+        return grad * g.reshape(g.shape[0], 1)
     if reduction == "mean":
         g = g / numel_of(logits, axis=(0,))
-    return (grad * g, None)
+    return grad * g
+
+
+def _vjp(g, out, logits, target, reduction: str):
+    return (cross_entropy_grad(logits, target, g, reduction=reduction), None)
+
+
+def _grad_shape(logits: tuple, target: tuple, g: tuple, reduction: str) -> tuple:
+    want = _shape(logits, target, reduction)
+    if g != want:
+        raise ShapeError(
+            f"the gradient must be shaped like the loss, {shape_text(want)}; got {shape_text(g)}"
+        )
+    return logits
+
+
+def _grad_dtype(logits: DType, target: DType, g: DType, reduction: str) -> DType:
+    _dtype(logits, target, reduction)
+    return float_inputs(logits, g, what="logits and gradient")
 
 
 def _samples(rng: np.random.Generator) -> list[Sample]:
@@ -100,4 +119,21 @@ cross_entropy = Op(
     ),
     exact=False,
     doc="-log_softmax(logits)[i, target[i]], averaged (mean), summed (sum) or per example (none).",
+)
+
+cross_entropy_grad = Op(
+    "cross_entropy_grad",
+    shape=_grad_shape,
+    dtype=_grad_dtype,
+    params=lambda logits, target, g, reduction="mean": _canon(logits, target, reduction),
+    decompose=_grad,
+    samples=lambda rng: [
+        Sample(
+            (*s.args, uniform(rng, (s.args[0].shape[0],) if s.params["reduction"] == "none" else ())),
+            s.params,
+        )
+        for s in _samples(rng)
+    ],
+    exact=False,
+    doc="cross_entropy's gradient with respect to the logits, for the loss's gradient g.",
 )

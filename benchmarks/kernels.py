@@ -1,0 +1,152 @@
+"""Element-wise kernels of the cpu backend against PyTorch: sigmoid, tanh and relu on f32 vectors.
+
+For each size (400K and 4M elements by default) and thread count (1 and 2), each kernel is called
+`--calls` times in a row and timed, `--repeats` times; verigrad's kernel (`cpu` backend, output
+allocated by the call, as `torch.sigmoid(x)` does) and PyTorch's take turns within each repeat, after a
+short pause (so that the other runtime's spinning worker threads have gone to sleep). The table gives
+the median ms per call, the ratio verigrad / torch, and the ratio to a memory copy of the same vector
+(`np.copyto` into a preallocated array: the memory bandwidth one core gets), which bounds relu.
+
+Before timing, every verigrad result is checked against the op's reference, bit for bit. PyTorch is
+only needed here: if it is missing, it is installed (torch==2.13.0).
+
+    python benchmarks/kernels.py                     # 400K and 4M elements, 1 and 2 threads
+    python benchmarks/kernels.py --quick             # 5 repeats
+    python benchmarks/kernels.py --sizes 1000000 --threads 2 --repeats 21
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from _common import console as make_console
+from _common import describe_machine, ensure_torch, verigrad
+from rich.console import Console
+from rich.table import Table
+
+from verigrad.backends import cpu
+from verigrad.registry import OPS
+
+OPS_TIMED = ("sigmoid", "tanh", "relu")
+
+
+def time_calls(fn: Callable[[], Any], calls: int, pause: float) -> float:
+    """Milliseconds per call over `calls` consecutive calls, after a pause and one untimed call."""
+    time.sleep(pause)
+    fn()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - start) * 1e3 / calls
+
+
+def runners(torch: Any, x: np.ndarray) -> dict[str, Callable[[], Any]]:
+    """For each op, verigrad's kernel and PyTorch's, checked first; and the memory copy."""
+    t = torch.from_numpy(x)
+    out: dict[str, Callable[[], Any]] = {}
+    for name in OPS_TIMED:
+        kernel = cpu.cpu.native(OPS[name], verigrad.f32)
+        if kernel is None:
+            raise SystemExit(f"the cpu backend has no f32 {name} kernel")
+        if kernel(x).tobytes() != OPS[name].reference(x).tobytes():
+            raise SystemExit(f"the cpu backend's {name} differs from the reference")
+        out[f"verigrad {name}"] = lambda k=kernel: k(x)
+        theirs = getattr(torch, name)
+        out[f"torch {name}"] = lambda f=theirs: f(t)
+    dst = np.empty_like(x)
+    out["copy"] = lambda: np.copyto(dst, x)
+    return out
+
+
+def run(args: argparse.Namespace, torch: Any, console: Console) -> Table:
+    table = Table(
+        title=f"ms per call, f32, median of {args.repeats} runs; cpu backend "
+        f"({'AVX2' if cpu.vectorized() else 'portable C'} path for sigmoid and tanh)"
+    )
+    for column, justify in [
+        ("elements", "right"),
+        ("threads", "right"),
+        ("op", "left"),
+        ("verigrad ms", "right"),
+        ("torch ms", "right"),
+        ("verigrad / torch", "right"),
+        ("verigrad / copy", "right"),
+    ]:
+        table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    rng = np.random.default_rng(0)
+    for size in args.sizes:
+        x = rng.standard_normal(size).astype(np.float32)
+        fns = runners(torch, x)
+        calls = args.calls or max(1, 4_000_000 // size)
+        for n in args.threads:
+            verigrad.set_threads(n)
+            torch.set_num_threads(n)
+            times: dict[str, list[float]] = {name: [] for name in fns}
+            for _ in range(args.repeats):
+                for name, fn in fns.items():
+                    times[name].append(time_calls(fn, calls, args.pause))
+            med = {name: statistics.median(ms) for name, ms in times.items()}
+            for i, name in enumerate(OPS_TIMED):
+                ours, theirs = med[f"verigrad {name}"], med[f"torch {name}"]
+                table.add_row(
+                    f"{size:,}" if i == 0 and n == args.threads[0] else "",
+                    str(n) if i == 0 else "",
+                    name,
+                    f"{ours:.3f}",
+                    f"{theirs:.3f}",
+                    f"{ours / theirs:.2f}x",
+                    f"{ours / med['copy']:.2f}x",
+                )
+            table.add_row("", "", "memory copy", f"{med['copy']:.3f}", "", "", "1.00x")
+            console.print(f"  {size:,} elements, {n} thread(s): done", style="dim")
+        table.add_section()
+    verigrad.set_threads(1)
+    return table
+
+
+def _ints(parser: argparse.ArgumentParser, text: str, what: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        parser.error(f"{what} takes comma-separated integers, got {text!r}")
+    if not values or min(values) < 1:
+        parser.error(f"{what} needs at least one value, each at least 1")
+    return values
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="400000,4000000", help="vector lengths (default 400000,4000000)")
+    parser.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
+    parser.add_argument("--repeats", type=int, default=15, help="timed runs per measurement (default 15)")
+    parser.add_argument("--calls", type=int, default=0, help="calls per timed run (default 4M / size)")
+    parser.add_argument("--pause", type=float, default=0.02, help="seconds idle before each run (0.02)")
+    parser.add_argument("--quick", action="store_true", help="5 repeats")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.repeats = 5
+    args.sizes = _ints(parser, args.sizes, "--sizes")
+    args.threads = _ints(parser, args.threads, "--threads")
+    if args.repeats < 1 or args.calls < 0 or args.pause < 0:
+        parser.error("--repeats must be at least 1, --calls and --pause at least 0")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    torch = ensure_torch()
+    if not cpu.available():
+        raise SystemExit("the cpu backend is not available here (no C compiler?)")
+    console = make_console(120)
+    console.print(describe_machine(torch))
+    console.print(run(args, torch, console))
+    console.print("verigrad / torch above 1: verigrad is slower; verigrad / copy: time over a memory copy's")
+
+
+if __name__ == "__main__":
+    main()

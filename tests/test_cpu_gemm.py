@@ -1,0 +1,346 @@
+"""GEMM, GEMV, dot and axpy of the cpu backend (verigrad.backends.cpu.linalg): the exact path bit for bit
+against its definition (double sums in increasing k, rounded once), both paths within their error bounds
+of the matmul reference, NaN and infinities where the reference has them, reference-BLAS alpha/beta
+semantics, empty and size-1 dimensions, views, and the same bits for 1, 2 and 3 threads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import verigrad
+from verigrad.backends import blas, cpu
+from verigrad.backends.cpu import linalg
+from verigrad.registry import OPS
+
+pytestmark = pytest.mark.skipif(not cpu.available(), reason="the cpu backend could not be built here")
+
+DTYPES = [np.float32, np.float64]
+PATHS = [False, True]  # exact=
+REFERENCE = OPS["matmul"].reference
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    verigrad.set_threads(1)
+    yield
+    verigrad.set_threads(1)
+
+
+def rand(rng: np.random.Generator, shape: tuple[int, ...], dtype) -> np.ndarray:
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def bits(x: np.ndarray) -> bytes:
+    return np.ascontiguousarray(x).tobytes()
+
+
+def within_bound(actual: np.ndarray, a: np.ndarray, b: np.ndarray, exact: bool) -> None:
+    """actual is the reference's NaN/infinity where the reference has one, else within error_bound."""
+    with np.errstate(all="ignore"):
+        expected = REFERENCE(a, b)
+        bound = linalg.error_bound(a, b, exact)
+    assert actual.shape == expected.shape and actual.dtype == expected.dtype
+    finite = np.isfinite(expected)
+    np.testing.assert_array_equal(np.isnan(actual), np.isnan(expected))
+    np.testing.assert_array_equal(
+        actual[~finite & ~np.isnan(expected)], expected[~finite & ~np.isnan(expected)]
+    )
+    err = np.abs(actual[finite].astype(np.float64) - expected[finite].astype(np.float64))
+    assert (err <= np.broadcast_to(bound, expected.shape)[finite]).all(), float((err - bound[finite]).max())
+
+
+# shapes covering partial micro-tiles (6 x 8), several work units (48 x 64), k past one block (256)
+SHAPES = [(1, 1, 1), (5, 7, 3), (13, 300, 9), (50, 9, 70), (97, 260, 130), (6, 600, 8)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_exact_path_is_the_increasing_k_double_sum(dtype, shape):
+    m, k, n = shape
+    rng = np.random.default_rng(m * 1000 + k)
+    a, b = rand(rng, (m, k), dtype), rand(rng, (k, n), dtype)
+    out = linalg.gemm(a, b, exact=True)
+    assert bits(out) == bits(linalg.reference_exact(a, b))
+    if dtype == np.float32:  # double sums of exact products, rounded once: the reference's bits here
+        assert bits(out) == bits(REFERENCE(a, b))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_portable_micro_kernel_gives_the_vectorized_bits(dtype):
+    rng = np.random.default_rng(13)
+    a, b = rand(rng, (50, 300), dtype), rand(rng, (300, 70), dtype)
+    vectorized = linalg.gemm(a, b, exact=True)
+    linalg._lib().portable_only(1)
+    try:
+        assert bits(linalg.gemm(a, b, exact=True)) == bits(vectorized)
+    finally:
+        linalg._lib().portable_only(0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("exact", PATHS)
+def test_both_paths_are_within_their_bound_of_the_reference(dtype, exact):
+    rng = np.random.default_rng(1)
+    for m, k, n in [*SHAPES, (32, 3136, 16), (300, 64, 200)]:
+        a, b = rand(rng, (m, k), dtype), rand(rng, (k, n), dtype)
+        within_bound(linalg.gemm(a, b, exact=exact), a, b, exact)
+        uniform = rng.uniform(0, 1, (m, k)).astype(dtype), rng.uniform(0, 1, (k, n)).astype(dtype)
+        within_bound(linalg.gemm(*uniform, exact=exact), *uniform, exact)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("exact", PATHS)
+def test_nan_and_infinities_where_the_reference_has_them(dtype, exact):
+    rng = np.random.default_rng(2)
+    specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 1e-40, 3.0], dtype)
+    a = rand(rng, (20, 30), dtype)
+    b = rand(rng, (30, 40), dtype)
+    a.reshape(-1)[rng.choice(a.size, 25, replace=False)] = rng.choice(specials, 25)
+    b.reshape(-1)[rng.choice(b.size, 25, replace=False)] = rng.choice(specials, 25)
+    within_bound(linalg.gemm(a, b, exact=exact), a, b, exact)
+    # only special values: inf * 0, inf - inf, signed zeros
+    a, b = rng.choice(specials, (9, 7)), rng.choice(specials, (7, 11))
+    within_bound(linalg.gemm(a, b, exact=exact), a, b, exact)
+    # a short k: the fast path checks the operands rather than c (m k + k n < m n)
+    a, b = rand(rng, (70, 3), dtype), rand(rng, (3, 90), dtype)
+    for value in (np.nan, np.inf):
+        a[5, 1] = value
+        within_bound(linalg.gemm(a, b, exact=exact), a, b, exact)
+
+
+@pytest.mark.parametrize("exact", PATHS)
+def test_f32_partial_sums_that_overflow_give_the_reference(exact):
+    """3e38 + 3e38 - 3e38 is inf in f32 and 3e38 in double: the fast path must not return inf."""
+    small = np.array([[3e38, 3e38, -3e38], [1.0, 2.0, 3.0]], np.float32), np.ones((3, 2), np.float32)
+    wide = np.tile(small[0], (40, 1)), np.tile(small[1], (1, 50))
+    for a, b in [small, wide]:  # c scanned; the operands checked (m k + k n < m n)
+        out = linalg.gemm(a, b, exact=exact)
+        assert bits(out) == bits(REFERENCE(a, b))
+        assert np.isfinite(out).all()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("exact", PATHS)
+def test_beta_zero_does_not_read_c(dtype, exact):
+    rng = np.random.default_rng(3)
+    a, b = rand(rng, (30, 20), dtype), rand(rng, (20, 10), dtype)
+    c = np.full((30, 10), np.nan, dtype)
+    out = linalg.gemm(a, b, c, beta=0.0, exact=exact)
+    assert out is c and not np.isnan(c).any()
+    assert bits(c) == bits(linalg.gemm(a, b, exact=exact))
+    y = np.full(30, np.nan, dtype)
+    linalg.gemv(a, b[:, 0], y, exact=exact)
+    assert not np.isnan(y).any()
+    within_bound(y, a, b[:, 0], exact)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("exact", PATHS)
+def test_alpha_zero_does_not_read_a_and_b(dtype, exact):
+    rng = np.random.default_rng(4)
+    a, b = np.full((8, 5), np.nan, dtype), np.full((5, 6), np.inf, dtype)
+    c = rand(rng, (8, 6), dtype)
+    expected = (c.astype(np.float64) * 0.5).astype(dtype)
+    assert bits(linalg.gemm(a, b, c, alpha=0.0, beta=0.5, exact=exact)) == bits(expected)
+    assert bits(linalg.gemm(a, b, c, alpha=0.0, beta=0.0, exact=exact)) == bits(np.zeros((8, 6), dtype))
+    y = rand(rng, (8,), dtype)
+    assert bits(linalg.gemv(a, b[:, 0], y.copy(), alpha=0.0, beta=1.0, exact=exact)) == bits(y)
+    x = np.full(8, np.nan, dtype)
+    assert bits(linalg.axpy(0.0, x, y.copy(), exact=exact)) == bits(y)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_exact_alpha_beta_round_once(dtype):
+    rng = np.random.default_rng(5)
+    a, b, c = rand(rng, (13, 300), dtype), rand(rng, (300, 11), dtype), rand(rng, (13, 11), dtype)
+    acc = np.zeros((13, 11))
+    for k in range(300):
+        acc = acc + a[:, k : k + 1].astype(np.float64) * b[k : k + 1, :].astype(np.float64)
+    expected = (2.5 * acc + -0.75 * c.astype(np.float64)).astype(dtype)
+    assert bits(linalg.gemm(a, b, c.copy(), alpha=2.5, beta=-0.75, exact=True)) == bits(expected)
+    fast = linalg.gemm(a, b, c.copy(), alpha=2.5, beta=-0.75, exact=False)
+    np.testing.assert_allclose(fast, expected, rtol=0, atol=1e-4 if dtype == np.float32 else 1e-12)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("exact", PATHS)
+def test_empty_and_size_one_dimensions(dtype, exact):
+    rng = np.random.default_rng(6)
+    for sa, sb in [((0, 3), (3, 2)), ((2, 0), (0, 3)), ((3, 2), (2, 0)), ((1, 1), (1, 1)), ((1, 5), (5, 1))]:
+        a, b = rand(rng, sa, dtype), rand(rng, sb, dtype)
+        out = linalg.matmul(a, b, exact=exact)
+        assert out.shape == REFERENCE(a, b).shape
+        within_bound(out, a, b, exact)
+    for sa, sb in [((2, 0, 3), (3, 4)), ((0, 2, 3), (1, 3, 4)), ((3, 1, 4), (1, 4, 1))]:
+        a, b = rand(rng, sa, dtype), rand(rng, sb, dtype)
+        within_bound(linalg.matmul(a, b, exact=exact), a, b, exact)
+    c = np.full((4, 3), np.nan, dtype)  # k = 0: c = beta c, zeros for beta = 0
+    assert bits(linalg.gemm(np.ones((4, 0), dtype), np.ones((0, 3), dtype), c, exact=exact)) == bits(
+        np.zeros((4, 3), dtype)
+    )
+
+
+def views(x: np.ndarray) -> dict[str, np.ndarray]:
+    """x as the same values in other layouts: transposed storage, offset and strided, reversed,
+    unaligned."""
+    big = np.zeros((x.shape[0] * 2 + 1, x.shape[1] * 3 + 2), x.dtype)
+    strided = big[1::2, 2::3][: x.shape[0], : x.shape[1]]
+    strided[...] = x
+    raw = np.zeros(x.nbytes + 1, np.uint8)[1:].view(x.dtype).reshape(x.shape)
+    raw[...] = x
+    return {
+        "contiguous": x,
+        "transposed": np.asfortranarray(x),
+        "strided": strided,
+        "reversed": np.ascontiguousarray(x[::-1, ::-1])[::-1, ::-1],
+        "unaligned": raw,
+    }
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("exact", PATHS)
+def test_views(dtype, exact):
+    """Every layout is taken (BLAS gets transposed and offset views as they are): the exact path gives
+    the contiguous operands' bits, the fast path stays within its bound (OpenBLAS's packing, and so its
+    bits, differ with the transposition)."""
+    rng = np.random.default_rng(7)
+    a, b = rand(rng, (37, 29), dtype), rand(rng, (29, 23), dtype)
+    expected = bits(linalg.gemm(a, b, exact=exact))
+    for na, va in views(a).items():
+        for nb, vb in views(b).items():
+            assert np.array_equal(va, a) and np.array_equal(vb, b)
+            out = linalg.gemm(va, vb, exact=exact)
+            if exact:
+                assert bits(out) == expected, (na, nb)
+            else:
+                within_bound(out, a, b, exact)
+    c = np.zeros((37, 46), dtype)[:, ::2]  # a strided c receives the same bits
+    assert bits(linalg.gemm(a, b, c, exact=exact)) == expected
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("exact", PATHS)
+def test_batches_broadcast_as_in_numpy(dtype, exact):
+    rng = np.random.default_rng(8)
+    cases = [((3, 5, 4), (4, 6)), ((2, 1, 5, 4), (3, 4, 6)), ((5, 4), (2, 4, 3)), ((4,), (2, 4, 3))]
+    for sa, sb in [*cases, ((2, 7, 300), (2, 300, 9))]:  # the last: k in two blocks, per item
+        a, b = rand(rng, sa, dtype), rand(rng, sb, dtype)
+        out = linalg.matmul(a, b, exact=exact)
+        within_bound(out, a, b, exact)
+        if exact and a.ndim > 1:
+            assert bits(out) == bits(linalg.reference_exact(a, b))
+        if a.ndim == 1:
+            continue
+        batch = out.shape[:-2]
+        wide_a, wide_b = (
+            np.broadcast_to(a, (*batch, *a.shape[-2:])),
+            np.broadcast_to(b, (*batch, *b.shape[-2:])),
+        )
+        for i in np.ndindex(batch):  # each item is that item's own product
+            item = linalg.matmul(
+                np.ascontiguousarray(wide_a[i]), np.ascontiguousarray(wide_b[i]), exact=exact
+            )
+            assert bits(out[i]) == bits(item)
+    x = rand(rng, (3, 4, 5), dtype)  # a transposed batch: b = x^T per item, no copy needed
+    within_bound(linalg.matmul(x, x.mT, exact=exact), x, np.ascontiguousarray(x.mT), exact)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("exact", PATHS)
+def test_vectors_gemv_dot_axpy(dtype, exact):
+    rng = np.random.default_rng(9)
+    a, x, v = rand(rng, (300, 200), dtype), rand(rng, (200,), dtype), rand(rng, (300,), dtype)
+    for lhs, rhs in [(a, x), (v, a), (x, x), (a.T, v), (a[::2, ::3], x[::3])]:
+        within_bound(linalg.matmul(lhs, rhs, exact=exact), lhs, rhs, exact)
+    if exact:
+        assert bits(linalg.gemv(a, x, exact=True)) == bits(linalg.reference_exact(a, x[:, None])[:, 0])
+        total = 0.0
+        for p, q in zip(x.astype(np.float64), x[::-1].astype(np.float64)):
+            total = total + p * q
+        assert linalg.dot(x, x[::-1], exact=True) == np.array(total, dtype)
+        y = v.copy()
+        linalg.axpy(-1.5, v[::-1], y, exact=True)
+        assert bits(y) == bits((-1.5 * v[::-1].astype(np.float64) + v.astype(np.float64)).astype(dtype))
+    else:
+        y = v.copy()
+        linalg.axpy(-1.5, v[::-1], y, exact=False)
+        exact_sum = -1.5 * v[::-1].astype(np.float64) + v
+        bound = np.finfo(dtype).eps * (np.abs(1.5 * v[::-1]) + np.abs(v))  # two roundings at most
+        assert (np.abs(y - exact_sum) <= bound).all()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("exact", PATHS)
+def test_every_thread_count_gives_the_same_bits(dtype, exact):
+    rng = np.random.default_rng(10)
+    cases = [((300, 70), (70, 200)), ((6, 64, 50), (50, 40)), ((4, 600), (600, 300)), ((900, 100), (100,))]
+    for sa, sb in cases:
+        a, b = rand(rng, sa, dtype), rand(rng, sb, dtype)
+        results = []
+        for threads in (1, 2, 3, 1):
+            verigrad.set_threads(threads)
+            results.append(bits(linalg.matmul(a, b, exact=exact)))
+            assert blas.blas_threads() in (None, threads)  # the fast path gives OpenBLAS its count back
+        assert len(set(results)) == 1, (sa, sb)
+    assert cpu.pool_size() >= 2
+
+
+def test_the_registered_matmul_kernel_follows_the_setting():
+    rng = np.random.default_rng(11)
+    a, b = rand(rng, (40, 300), np.float32), rand(rng, (300, 30), np.float32)
+    kernel = cpu.cpu.native(OPS["matmul"], verigrad.f32)
+    assert cpu.cpu.exactness("matmul", "f32") == linalg.EXACTNESS[("f32", linalg.exact_default())]
+    with linalg.exact_mode():
+        assert cpu.cpu.exactness("matmul", "f32") == linalg.EXACTNESS[("f32", True)]
+        assert bits(kernel(a, b)) == bits(linalg.reference_exact(a, b))
+    with linalg.exact_mode(False):
+        assert cpu.cpu.exactness("matmul", "f64") == linalg.EXACTNESS[("f64", False)]
+        assert bits(kernel(a, b)) == bits(linalg.matmul(a, b, exact=False))
+    ints = np.arange(6).reshape(2, 3)
+    assert np.array_equal(kernel(ints, ints.T), REFERENCE(ints, ints.T))  # other dtypes: the reference
+    assert kernel(a, b.astype(np.float64)).dtype == np.float64
+    x = verigrad.from_numpy(a)
+    with verigrad.backend("cpu"):
+        assert bits((x @ verigrad.from_numpy(b)).numpy()) == bits(kernel(a, b))
+
+
+def test_the_stated_tolerances_hold_for_their_range():
+    """EXACTNESS's rtol/atol cover the error bounds for |a|, |b| <= UNIT and k <= K_STATED."""
+    rng = np.random.default_rng(12)
+    for name, dtype in cpu.DTYPES.items():
+        a = rng.uniform(-linalg.UNIT, linalg.UNIT, (16, linalg.K_STATED)).astype(dtype)
+        b = rng.uniform(-linalg.UNIT, linalg.UNIT, (linalg.K_STATED, 16)).astype(dtype)
+        ref = np.abs(REFERENCE(a, b).astype(np.float64))
+        for exact in PATHS:
+            claim = linalg.EXACTNESS[(name, exact)]
+            err = np.abs(linalg.gemm(a, b, exact=exact).astype(np.float64) - REFERENCE(a, b))
+            assert (err <= claim.rtol * ref + claim.atol).all()
+            if not exact:  # OpenBLAS's error stays below half the margin the claim takes
+                s = linalg.abs_product(a, b)
+                assert (err <= linalg.FAST_MARGIN / 2 * linalg._u(dtype) * s + linalg._u(dtype) * ref).all()
+
+
+def test_bad_operands_are_refused_before_any_work():
+    a, b = np.ones((3, 4), np.float32), np.ones((5, 2), np.float32)
+    with pytest.raises(ValueError, match="inner sizes 4 and 5"):
+        linalg.gemm(a, b)
+    with pytest.raises(TypeError, match="one dtype"):
+        linalg.gemm(a, np.ones((4, 2)))
+    with pytest.raises(ValueError, match="do not broadcast"):
+        linalg.gemm(np.ones((2, 3, 4), np.float32), np.ones((3, 4, 2), np.float32))
+    c = np.ones((3, 3), np.float32)
+    with pytest.raises(ValueError, match="c has shape"):
+        linalg.gemm(a, np.ones((4, 2), np.float32), c)
+    square = np.ones((3, 3), np.float32)
+    with pytest.raises(ValueError, match="overlaps"):
+        linalg.gemm(square, square, square)
+    with pytest.raises(ValueError, match="two vectors"):
+        linalg.dot(np.ones(3, np.float32), np.ones(4, np.float32))
+
+
+def test_the_cblas_functions_are_found():
+    assert linalg.fast_available()
+    fn, int64 = blas.cblas("sgemm")
+    assert callable(fn) and isinstance(int64, bool)
+    assert blas.cblas("no_such_function") is None

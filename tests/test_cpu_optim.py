@@ -1,0 +1,143 @@
+"""The cpu backend's Adam and AdamW kernels: 20 steps give the op-based update's bits (parameters and both
+moments) for f32 and f64, with and without weight decay, on 1 and 2 threads; parameters the kernel cannot
+take go the op-based way; a compiled step keeps the op-based update in its program."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import verigrad
+from verigrad import nn
+from verigrad.backends import cpu
+from verigrad.optim import Adam, AdamW
+from verigrad.optim.optimizer import fused_kernel
+
+needs_cc = pytest.mark.skipif(not cpu.available(), reason="the cpu backend could not be built here")
+
+SHAPES = [(300, 70), (37,), (1,), (0, 3), ()]
+OPTIMIZERS = {
+    "adam": lambda ps: Adam(ps, lr=3e-2),
+    "adam-l2": lambda ps: Adam(ps, lr=1e-2, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.05),
+    "adamw": lambda ps: AdamW(ps, lr=1e-2),
+    "adamw-no-decay": lambda ps: AdamW(ps, lr=2e-3, weight_decay=0.0),
+}
+
+
+@pytest.fixture
+def small_chunks():
+    cpu.set_min_chunk(64)
+    yield
+    cpu.set_min_chunk(None)
+    verigrad.set_threads(1)
+
+
+def _gradients(rng: np.random.Generator, np_dtype: type, steps: int) -> list[list[np.ndarray]]:
+    """Per step, a gradient per parameter: several scales, exact zeros, and a few huge values."""
+    out = []
+    for _ in range(steps):
+        grads = []
+        for shape in SHAPES:
+            g = rng.standard_normal(shape) * 10.0 ** rng.integers(-6, 3, shape)
+            g = np.where(rng.random(shape) < 0.05, 0.0, g)
+            g = np.where(rng.random(shape) < 0.01, 1e30, g)
+            grads.append(g.astype(np_dtype))
+        out.append(grads)
+    return out
+
+
+def _run(backend: str, make, np_dtype: type, threads: int) -> list[np.ndarray]:
+    """20 steps of `make`'s optimizer on fresh parameters, a learning-rate change half way; the
+    parameters and moments after every step."""
+    rng = np.random.default_rng(5)
+    params = [verigrad.tensor(rng.standard_normal(s).astype(np_dtype)).requires_grad_() for s in SHAPES]
+    opt = make(params)
+    history = []
+    verigrad.set_threads(threads)
+    with verigrad.backend(backend):
+        for i, grads in enumerate(_gradients(rng, np_dtype, 20)):
+            if i == 10:
+                opt.lr = opt.lr * 0.5
+            for p, g in zip(params, grads):
+                p.grad = verigrad.tensor(g)
+            opt.step()
+            history += [t.numpy().copy() for t in params]
+            history += [s[name].numpy().copy() for s in opt.state for name in ("exp_avg", "exp_avg_sq")]
+    return history
+
+
+def _counting(monkeypatch, dtype: str) -> list:
+    calls: list = []
+    kernel = cpu.cpu.optimizer_kernel("adam", dtype)
+
+    def counted(*args):
+        calls.append(args[0].shape)
+        return kernel(*args)
+
+    monkeypatch.setitem(cpu.cpu._optimizers, ("adam", dtype), counted)
+    return calls
+
+
+@needs_cc
+@pytest.mark.parametrize("name", list(OPTIMIZERS))
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_adam_kernels_give_the_op_based_bits_over_20_steps(name, dtype, small_chunks, monkeypatch):
+    np_dtype = cpu.DTYPES[dtype].type
+    expected = _run("reference", OPTIMIZERS[name], np_dtype, 1)
+    calls = _counting(monkeypatch, dtype)
+    for threads in (1, 2):
+        actual = _run("cpu", OPTIMIZERS[name], np_dtype, threads)
+        assert len(actual) == len(expected)
+        for k, (a, e) in enumerate(zip(actual, expected)):
+            assert a.dtype == e.dtype and a.tobytes() == e.tobytes(), (threads, k)
+    assert len(calls) == 2 * 20 * len(SHAPES)  # every update took the kernel
+
+
+@needs_cc
+def test_the_kernel_is_used_in_eager_mode_on_a_backend_that_has_one():
+    p = verigrad.tensor(np.zeros(3, np.float32)).requires_grad_()
+    assert fused_kernel("adam", p) is None  # the reference backend has none
+    with verigrad.backend("cpu"):
+        assert fused_kernel("adam", p) is not None
+        assert fused_kernel("sgd", p) is None
+        assert fused_kernel("adam", verigrad.tensor(np.zeros(3, np.float16))) is None
+
+
+@needs_cc
+def test_parameters_the_kernel_cannot_take_go_the_op_based_way(monkeypatch):
+    """A transposed (non-contiguous) gradient and an f16 parameter: the op-based update, same bits."""
+    results = {}
+    for backend in ("reference", "cpu"):
+        rng = np.random.default_rng(1)
+        w = verigrad.tensor(rng.standard_normal((4, 6)).astype(np.float32)).requires_grad_()
+        h = verigrad.tensor(rng.standard_normal(5).astype(np.float16)).requires_grad_()
+        opt = AdamW([w, h], lr=0.1)
+        with verigrad.backend(backend):
+            for _ in range(3):
+                w.grad = verigrad.tensor(rng.standard_normal((6, 4)).astype(np.float32).T)
+                h.grad = verigrad.tensor(rng.standard_normal(5).astype(np.float16))
+                opt.step()
+        results[backend] = [w.numpy().tobytes(), h.numpy().tobytes()]
+    assert results["cpu"] == results["reference"]
+
+
+@needs_cc
+def test_a_compiled_step_keeps_the_op_based_update(monkeypatch):
+    calls = _counting(monkeypatch, "f32")
+    verigrad.manual_seed(0)
+    model = nn.Linear(3, 2)
+    opt = Adam(model.parameters(), lr=0.1)
+
+    def step(x):
+        loss = model(x).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+
+    compiled = verigrad.compile(step)
+    x = verigrad.tensor(np.ones((4, 3), np.float32))
+    with verigrad.backend("cpu"):
+        compiled(x)
+        text = str(compiled.program(x))
+    assert calls == [] and "sqrt" in text

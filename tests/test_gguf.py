@@ -1,0 +1,244 @@
+"""GGUF files: metadata, tensor shapes and dequantized values, and the errors bad files give.
+
+The files are written here with the `gguf` package's GGUFWriter; quantized blocks are packed by hand
+(values checked by hand), and the k-quant formats are also held to the `gguf` package's own dequantizer.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import gguf
+import numpy as np
+import pytest
+
+from verigrad.errors import WeightFileError
+from verigrad.io import GGUFFile, read_gguf
+from verigrad.ops.quant import FORMATS, dequantize
+
+Q = gguf.GGMLQuantizationType
+
+
+def pack_q4_0(d: float, q: np.ndarray) -> bytes:
+    """One Q4_0 block: scale d, nibbles q (32 values in 0..15, meaning q - 8)."""
+    q = np.asarray(q, np.uint8)
+    return np.float16(d).tobytes() + (q[:16] | (q[16:] << 4)).astype(np.uint8).tobytes()
+
+
+def pack_q4_1(d: float, m: float, q: np.ndarray) -> bytes:
+    q = np.asarray(q, np.uint8)
+    return np.float16(d).tobytes() + np.float16(m).tobytes() + (q[:16] | (q[16:] << 4)).tobytes()
+
+
+def pack_q8_0(d: float, q: np.ndarray) -> bytes:
+    return np.float16(d).tobytes() + np.asarray(q, np.int8).tobytes()
+
+
+def write(path, tensors: dict, metadata: dict | None = None, arch: str = "llama") -> None:
+    """tensors: name -> array (float types) or (u8 bytes [rows, row bytes], GGML type)."""
+    w = gguf.GGUFWriter(str(path), arch)
+    for key, value in (metadata or {}).items():
+        if isinstance(value, str):
+            w.add_string(key, value)
+        elif isinstance(value, bool):
+            w.add_bool(key, value)
+        elif isinstance(value, int):
+            w.add_uint32(key, value)
+        elif isinstance(value, float):
+            w.add_float32(key, value)
+        else:
+            w.add_array(key, value)
+    for name, value in tensors.items():
+        if isinstance(value, tuple):
+            w.add_tensor(name, value[0], raw_dtype=value[1])
+        else:
+            w.add_tensor(name, value)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def rows_q4_0(rng, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Random Q4_0 rows as bytes [n, k/32*18], and their values computed block by block by hand."""
+    raw, values = [], []
+    for _ in range(n * k // 32):
+        d = float(np.float16(rng.uniform(-0.1, 0.1)))
+        q = rng.integers(0, 16, 32)
+        raw.append(pack_q4_0(d, q))
+        values.append(np.float32(d) * (q - 8).astype(np.float32))
+    return np.frombuffer(b"".join(raw), np.uint8).reshape(n, -1), np.concatenate(values).reshape(n, k)
+
+
+@pytest.fixture
+def model_file(tmp_path):
+    rng = np.random.default_rng(0)
+    q4, q4_values = rows_q4_0(rng, 3, 64)
+    path = tmp_path / "tiny.gguf"
+    tensors = {
+        "norm.weight": np.arange(4, dtype=np.float32),
+        "emb.weight": rng.standard_normal((5, 4)).astype(np.float16),
+        "w.weight": (q4, Q.Q4_0),
+    }
+    metadata = {
+        "llama.block_count": 2,
+        "llama.rope.freq_base": 100000.0,
+        "tokenizer.ggml.tokens": ["<s>", "a", "é"],
+        "tokenizer.ggml.token_type": [3, 1, 1],
+        "tokenizer.ggml.add_bos_token": False,
+    }
+    write(path, tensors, metadata)
+    return path, tensors, q4_values
+
+
+def test_metadata_and_tensors(model_file):
+    path, tensors, q4_values = model_file
+    f = read_gguf(path)
+    assert isinstance(f, GGUFFile) and f.path == path and f.arch == "llama"
+    assert f.require("llama.block_count") == 2 and type(f.metadata["llama.block_count"]) is int
+    assert f.metadata["llama.rope.freq_base"] == 100000.0
+    assert f.metadata["tokenizer.ggml.tokens"] == ["<s>", "a", "é"]
+    assert f.metadata["tokenizer.ggml.token_type"] == [3, 1, 1]
+    assert f.metadata["tokenizer.ggml.add_bos_token"] is False
+    assert set(f.tensors) == set(tensors)
+    norm, emb, w = f.tensors["norm.weight"], f.tensors["emb.weight"], f.tensors["w.weight"]
+    assert (norm.qtype, norm.shape) == ("f32", (4,)) and np.array_equal(norm.raw, np.arange(4))
+    assert (emb.qtype, emb.shape) == ("f16", (5, 4)) and emb.raw.dtype == np.float16
+    assert np.array_equal(emb.dequantize(), tensors["emb.weight"].astype(np.float32))
+    assert (w.qtype, w.shape, w.raw.shape, w.raw.dtype) == ("q4_0", (3, 64), (3, 36), np.uint8)
+    assert np.array_equal(w.raw, tensors["w.weight"][0])
+    assert np.array_equal(w.dequantize(), q4_values)
+
+
+def test_raw_is_a_view_of_the_file(model_file):
+    f = read_gguf(model_file[0])
+    raw = f.tensors["w.weight"].raw
+    assert not raw.flags.writeable and not raw.flags.owndata
+
+
+def test_hand_packed_blocks():
+    q = np.arange(32) % 16
+    assert np.array_equal(
+        dequantize(np.frombuffer(pack_q4_0(0.5, q), np.uint8), "q4_0", (32,)), 0.5 * (q - 8)
+    )
+    got = dequantize(np.frombuffer(pack_q4_1(0.25, -1.0, q), np.uint8), "q4_1", (1, 32))
+    assert np.array_equal(got[0], 0.25 * q - 1.0)
+    q8 = np.array([-128, 127, 0, -1] * 8)
+    assert np.array_equal(dequantize(np.frombuffer(pack_q8_0(2.0, q8), np.uint8), "q8_0", (32,)), 2.0 * q8)
+    bf = np.array([0x3F80, 0xC000, 0x7F80], np.uint16)  # 1, -2, inf
+    assert np.array_equal(dequantize(bf.view(np.uint8), "bf16", (3,)), [1.0, -2.0, np.inf])
+
+
+@pytest.mark.parametrize("qtype", ["q8_0", "q4_0", "q4_1", "q4_k", "q6_k"])
+def test_formats_match_the_gguf_package(qtype):
+    """Random blocks (finite f16 scales) dequantize to the gguf package's values, bit for bit."""
+    fmt = FORMATS[qtype]
+    rng = np.random.default_rng(1)
+    raw = rng.integers(0, 256, (4, fmt.nbytes * 2), dtype=np.uint8)
+    blocks = raw.reshape(-1, fmt.nbytes)
+    halves = {"q6_k": [208], "q4_k": [0, 2], "q4_1": [0, 2]}.get(qtype, [0])
+    for at in halves:
+        blocks[:, at : at + 2] = np.frombuffer(
+            rng.uniform(-1, 1, len(blocks)).astype(np.float16).tobytes(), np.uint8
+        ).reshape(-1, 2)
+    ours = dequantize(raw, qtype, (4, 2 * fmt.block))
+    theirs = gguf.quants.dequantize(raw, Q[qtype.upper()])
+    assert ours.dtype == np.float32 and np.array_equal(ours, theirs.astype(np.float32))
+
+
+def test_k_quants_by_hand():
+    """Values of a Q4_K and a Q6_K block, computed from llama.cpp's byte layout."""
+    b = np.zeros(144, np.uint8)
+    b[0:2] = np.frombuffer(np.float16(0.5).tobytes(), np.uint8)  # d
+    b[2:4] = np.frombuffer(np.float16(0.25).tobytes(), np.uint8)  # dmin
+    s = b[4:16]  # sub-blocks 0-3 keep their 6-bit scale/min in bytes 0-3 / 4-7; 4-7 split bytes 8-11
+    s[1] = 7 | (2 << 6)  # sub-block 1's scale 7; the top bits are sub-block 5's scale bits 4-5
+    s[5] = 3 | (1 << 6)  # sub-block 1's min 3; the top bits are sub-block 5's min bits 4-5
+    s[9] = 0x4A  # sub-block 5: scale bits 0-3 = 0xA, min bits 0-3 = 4
+    qs = b[16:]  # 4 chunks of 32 bytes: low nibbles are sub-block 2c, high nibbles 2c + 1
+    qs[8] = 0x50  # value 32 + 8 (sub-block 1) = 5
+    qs[64 + 2] = 0xE1  # value 128 + 2 (sub-block 4) = 1, value 160 + 2 (sub-block 5) = 14
+    v = dequantize(b, "q4_k", (256,))
+    assert v[40] == 0.5 * 7 * 5 - 0.25 * 3
+    assert v[130] == 0.0  # sub-block 4 has scale 0 and min 0
+    assert v[162] == 0.5 * (10 | 32) * 14 - 0.25 * (4 | 16)
+    c = np.zeros(210, np.uint8)
+    c[208:210] = np.frombuffer(np.float16(0.5).tobytes(), np.uint8)  # d comes last
+    # values 128..255: ql from byte 64, qh from byte 128 + 32, scales from byte 192 + 8
+    c[192 + 8 + 6] = np.int8(-3).view(np.uint8)  # scale of quarter 3, values 0..15
+    c[64 + 32 + 2] = 0x70  # quarter 3, value 2: low 4 bits 7 (high nibble of ql[32 + 2])
+    c[128 + 32 + 2] = 0b10 << 6  # its bits 4-5: 2 (qh[2] bits 6-7)
+    w = dequantize(c, "q6_k", (256,))
+    assert w[128 + 96 + 2] == 0.5 * -3 * ((7 | (2 << 4)) - 32)
+    assert w[0] == 0.0  # scale 0
+
+
+def test_missing_key_names_file_and_key(model_file):
+    f = read_gguf(model_file[0])
+    with pytest.raises(WeightFileError, match=r"tiny\.gguf.*'llama\.context_length'"):
+        f.require("llama.context_length")
+    with pytest.raises(WeightFileError, match=r"tiny\.gguf.*'nope'"):
+        f.tensor("nope")
+
+
+def test_truncated_file(model_file, tmp_path):
+    path = model_file[0]
+    data = path.read_bytes()
+    short = tmp_path / "short.gguf"
+    short.write_bytes(data[:-40])  # w.weight, the last tensor, is 108 bytes padded to 128
+    with pytest.raises(WeightFileError, match=r"short\.gguf: tensor w\.weight .*needs 108 bytes.*only 88"):
+        read_gguf(short)
+    short.write_bytes(data[:40])
+    with pytest.raises(WeightFileError, match=r"short\.gguf: the file ends inside the header"):
+        read_gguf(short)
+
+
+def _patch_type(path, name: str, new_type: int) -> None:
+    """Overwrite the GGML type id of tensor `name` in the header."""
+    data = bytearray(path.read_bytes())
+    at = data.index(name.encode()) + len(name)
+    ndim = struct.unpack_from("<I", data, at)[0]
+    struct.pack_into("<I", data, at + 4 + 8 * ndim, new_type)
+    path.write_bytes(bytes(data))
+
+
+def test_unknown_and_wrong_types(model_file):
+    path = model_file[0]
+    _patch_type(path, "w.weight", 99)
+    with pytest.raises(WeightFileError, match=r"tiny\.gguf: tensor w\.weight has unknown GGML type 99"):
+        read_gguf(path)
+    _patch_type(path, "w.weight", int(Q.Q8_0))  # 3x64 q8_0 needs 204 bytes: runs into the next tensor
+    with pytest.raises(WeightFileError, match=r"tensor w\.weight .*(truncated|do not match)"):
+        read_gguf(path)
+
+
+def test_unsupported_type_reads_but_does_not_dequantize(tmp_path):
+    path = tmp_path / "q5.gguf"
+    write(path, {"w": (np.zeros((2, 22), np.uint8), Q.Q5_0)})
+    w = read_gguf(path).tensors["w"]
+    assert (w.qtype, w.shape, w.raw.shape) == ("q5_0", (2, 32), (2, 22))
+    with pytest.raises(WeightFileError, match=r"q5\.gguf: tensor w is stored as q5_0"):
+        w.dequantize()
+
+
+def test_block_size_mismatch(tmp_path):
+    path = tmp_path / "odd.gguf"
+    write(path, {"w": (np.zeros((2, 36), np.uint8), Q.Q4_0)})
+    data = bytearray(path.read_bytes())
+    at = data.index(b"w", data.index(b"llama") + 5) + 1  # the tensor's dims follow its name
+    struct.pack_into("<Q", data, at + 4, 48)  # ne0 = 48 is not a multiple of 32
+    path.write_bytes(bytes(data))
+    with pytest.raises(WeightFileError, match=r"tensor w has shape \(2, 48\).*multiple of 32"):
+        read_gguf(path)
+
+
+def test_not_a_gguf_file(tmp_path):
+    path = tmp_path / "x.gguf"
+    path.write_bytes(b"PK\x03\x04 not gguf")
+    with pytest.raises(WeightFileError, match="not a GGUF file"):
+        read_gguf(path)
+    path.write_bytes(b"")
+    with pytest.raises(WeightFileError, match="not a GGUF file"):
+        read_gguf(path)
+    with pytest.raises(WeightFileError, match="no such GGUF file"):
+        read_gguf(tmp_path / "missing.gguf")

@@ -1,0 +1,326 @@
+"""Quantized ops (qmatmul, qmatmul_q8, qembedding), their shape and dtype rules, the nn layers, and the cpu
+kernels: qmatmul_q8's bit for bit, qmatmul's within its stated bound, for every thread count."""
+
+from __future__ import annotations
+
+import gguf
+import numpy as np
+import pytest
+
+import verigrad as vg
+from verigrad import nn
+from verigrad.backends import cpu
+from verigrad.backends.cpu import quant as cpu_quant
+from verigrad.dtypes import as_dtype
+from verigrad.ops.quant import (
+    FORMATS,
+    dequantize,
+    dequantize_op,
+    q8_weight,
+    qembedding,
+    qmatmul,
+    qmatmul_q8,
+    quantize_q8,
+)
+
+needs_cc = pytest.mark.skipif(not cpu.available(), reason="the cpu backend could not be built here")
+Q8_QTYPES = ["q8_0", "q4_0", "q4_1"]
+
+
+def weights(qtype: str, n: int, k: int, seed: int = 0) -> np.ndarray:
+    """u8[n, row bytes]: gguf's quantization of normal values (k-quants: random bytes, small scales)."""
+    rng = np.random.default_rng(seed)
+    if qtype in Q8_QTYPES:
+        values = rng.standard_normal((n, k)).astype(np.float32)
+        return gguf.quants.quantize(values, gguf.GGMLQuantizationType[qtype.upper()])
+    fmt = FORMATS[qtype]
+    raw = rng.integers(0, 256, (n, fmt.row_bytes(k)), dtype=np.uint8)
+    scales = raw.reshape(-1, fmt.nbytes)
+    for at in (208,) if qtype == "q6_k" else (0, 2):
+        scales[:, at : at + 2] = np.frombuffer(np.float16(0.01).tobytes(), np.uint8)
+    return raw
+
+
+def _u8(raw: np.ndarray) -> vg.Tensor:
+    return vg.tensor(raw, dtype="u8")
+
+
+def x_values(shape: tuple, seed: int = 1) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+# ---------------------------------------------------------------- references
+
+
+@pytest.mark.parametrize("qtype", ["q8_0", "q4_0", "q4_1", "q4_k", "q6_k"])
+def test_qmatmul_is_x_times_the_dequantized_weight(qtype):
+    k = 256 if qtype.endswith("_k") else 64
+    raw = weights(qtype, 5, k)
+    w = dequantize(raw, qtype, (5, k)).astype(np.float64)
+    for shape in [(k,), (3, k), (2, 3, k)]:
+        x = x_values(shape)
+        out = qmatmul(vg.from_numpy(x), _u8(raw), qtype=qtype)
+        assert out.shape == (*shape[:-1], 5) and out.dtype == vg.f32
+        np.testing.assert_array_equal(out.numpy(), (x.astype(np.float64) @ w.T).astype(np.float32))
+
+
+def test_quantize_q8_by_hand():
+    x = np.zeros(64, np.float32)
+    x[:6] = [127.0, -63.5, 0.5, 1.5, -2.5, 126.49]  # d = 1: ties go to the even integer
+    x[32:] = 0.0  # an all-zero block: d = 0, q = 0
+    q, d, s = quantize_q8(x)
+    assert q.shape == (2, 32) and q.dtype == np.int8
+    assert list(q[0, :6]) == [127, -64, 0, 2, -2, 126] and not q[0, 6:].any() and not q[1].any()
+    assert list(d) == [1.0, 0.0] and list(s) == [127 - 64 + 2 - 2 + 126, 0]
+    x[40] = np.inf
+    q, d, _ = quantize_q8(x.reshape(1, 64))
+    assert d[0, 0] == 1.0 and np.isnan(d[0, 1]) and not q[0, 1].any()
+
+
+def test_qmatmul_q8_by_hand():
+    """d = 1 weights and activations with max 127: every step is exact, so the result is the integer dot."""
+    wq = np.arange(-16, 16, dtype=np.int8)
+    raw = np.frombuffer(np.float16(1.0).tobytes() + wq.tobytes(), np.uint8).reshape(1, 34)
+    x = np.arange(32, dtype=np.float32) * 4 - 1  # max |x| = 123: d = 123/127, not exact
+    x[0] = 127.0  # now d = 1 and q = x
+    want = np.dot(wq.astype(np.int64), x.astype(np.int64))
+    assert qmatmul_q8(vg.from_numpy(x), _u8(raw), qtype="q8_0").numpy().tolist() == [want]
+    q4 = np.frombuffer(np.float16(0.5).tobytes() + np.float16(-1).tobytes() + bytes(range(16)), np.uint8)
+    nibbles = np.concatenate([np.arange(16) & 15, np.arange(16) >> 4])  # q4_1 value: 0.5 * q - 1
+    want = np.dot(0.5 * nibbles - 1, x.astype(np.float64))
+    assert qmatmul_q8(vg.from_numpy(x), _u8(q4.reshape(1, 20)), qtype="q4_1").numpy().tolist() == [want]
+
+
+@pytest.mark.parametrize("qtype", Q8_QTYPES)
+def test_qmatmul_q8_is_the_quantized_product(qtype):
+    """The reference equals the f64 product of the dequantized x and w (to f64 rounding), and is close to
+    qmatmul (8-bit activations lose about 1/254 of each block's largest value)."""
+    raw, x = weights(qtype, 9, 128), x_values((4, 128))
+    q, d, _ = quantize_q8(x)
+    xq = (q * d[..., None]).reshape(4, 128)
+    exact = xq @ dequantize(raw, qtype, (9, 128)).astype(np.float64).T
+    got = qmatmul_q8(vg.from_numpy(x), _u8(raw), qtype=qtype).numpy()
+    np.testing.assert_allclose(got, exact, rtol=2e-7, atol=1e-6)
+    full = qmatmul(vg.from_numpy(x), _u8(raw), qtype=qtype).numpy()
+    assert np.abs(got - full).max() < 0.05 * np.abs(full).max()
+
+
+def test_q8_weight_integers():
+    raw = weights("q4_1", 2, 64)
+    q, d, m = q8_weight(raw, "q4_1")
+    np.testing.assert_array_equal(
+        (d[..., None] * q + m[..., None]).reshape(2, 64), dequantize(raw, "q4_1", (2, 64))
+    )
+
+
+def test_qembedding_gathers_dequantized_rows():
+    raw = weights("q4_0", 6, 64)
+    ids = np.array([[5, 0], [2, 2]])
+    out = qembedding(vg.from_numpy(ids), _u8(raw), qtype="q4_0")
+    assert out.shape == (2, 2, 64)
+    np.testing.assert_array_equal(out.numpy(), dequantize(raw, "q4_0", (6, 64))[ids])
+
+
+def test_dequantize_op_and_the_gradient_of_qmatmul():
+    raw = weights("q4_0", 5, 64)
+    w = dequantize(raw, "q4_0", (5, 64))
+    np.testing.assert_array_equal(dequantize_op(_u8(raw), qtype="q4_0").numpy(), w)
+    x = vg.tensor(x_values((3, 64)), requires_grad=True)
+    g = x_values((3, 5), 7)
+    (qmatmul(x, _u8(raw), qtype="q4_0") * vg.from_numpy(g)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), g.astype(np.float64) @ w, rtol=1e-6, atol=1e-6)
+    assert not qmatmul_q8.differentiable
+
+
+# ---------------------------------------------------------------- rules
+
+
+def test_symbolic_shapes():
+    n = vg.dims("n")
+    k = vg.dims("qk", multiple_of=32)
+    got = vg.check(lambda x, w: qmatmul(x, w, qtype="q4_1"), vg.spec([n, k]), vg.spec([7, k / 32 * 20], "u8"))
+    assert str(got) == "f32[n, 7]"
+    din = vg.dims("din")
+    with pytest.raises(
+        vg.ShapeError, match=r"K = din .* multiple of the q4_1 block size 32 .*multiple_of=32"
+    ):
+        vg.check(lambda x, w: qmatmul(x, w, qtype="q4_1"), vg.spec([n, din]), vg.spec([7, 20], "u8"))
+    ids = vg.dims("t")
+    got = vg.check(lambda i, w: qembedding(i, w, qtype="q8_0"), vg.spec([ids], "i64"), vg.spec([9, 68], "u8"))
+    assert str(got) == "f32[t, 64]"
+
+
+@pytest.mark.parametrize(
+    ("x", "w", "qtype", "error", "message"),
+    [
+        ((3, 64), (7, 36), "q4_1", vg.ShapeError, r"rows of 36 bytes are not whole q4_1 blocks \(20 bytes\)"),
+        ((3, 64), (7, 20), "q4_1", vg.ShapeError, r"rows hold 32 values .* K = 64"),
+        ((3, 64), (7, 2, 20), "q4_1", vg.ShapeError, r"weight must be \[N, row bytes\]"),
+        ((3, 48), (7, 40), "q4_1", vg.ShapeError, r"K = 48 .* multiple of the q4_1 block size 32"),
+        ((3, 64), (7, 40), "q5_0", vg.DTypeError, r"qtype must be one of"),
+    ],
+)
+def test_shape_errors(x, w, qtype, error, message):
+    with pytest.raises(error, match=message):
+        qmatmul(vg.zeros(*x), vg.zeros(*w, dtype="u8"), qtype=qtype)
+
+
+def test_dtype_errors():
+    w = vg.zeros(7, 40, dtype="u8")
+    with pytest.raises(vg.DTypeError, match="x must be f32 or f64, got f16"):
+        qmatmul(vg.zeros(3, 64, dtype="f16"), w, qtype="q4_1")
+    with pytest.raises(vg.DTypeError, match="weight must be u8"):
+        qmatmul(vg.zeros(3, 64), vg.zeros(7, 40, dtype="i32"), qtype="q4_1")
+    with pytest.raises(vg.DTypeError, match="qtype must be one of q8_0, q4_0, q4_1, got 'q4_k'"):
+        qmatmul_q8(vg.zeros(3, 256), vg.zeros(7, 144, dtype="u8"), qtype="q4_k")
+    with pytest.raises(vg.DTypeError, match="ids must be an integer tensor"):
+        qembedding(vg.zeros(3), w, qtype="q4_1")
+
+
+def test_uint8_arrays_are_u8():
+    raw = np.zeros(3, np.uint8)
+    t = vg.from_numpy(raw)
+    assert t.dtype.name == "u8" and np.shares_memory(t.numpy(), raw)
+    assert as_dtype(np.uint8).name == "u8" and vg.from_numpy(np.zeros(3, np.int8)).dtype == vg.i32
+
+
+def test_f64_activations():
+    raw, x = weights("q4_1", 3, 64), x_values((2, 64)).astype(np.float64)
+    w = dequantize(raw, "q4_1", (3, 64)).astype(np.float64)
+    out = qmatmul(vg.from_numpy(x), _u8(raw), qtype="q4_1")
+    assert out.dtype == vg.f64 and np.array_equal(out.numpy(), x @ w.T)
+    q8 = qmatmul_q8(vg.from_numpy(x), _u8(raw), qtype="q4_1")
+    assert q8.dtype == vg.f64
+    np.testing.assert_allclose(q8.numpy(), x @ w.T, rtol=0.05, atol=0.05)
+
+
+# ---------------------------------------------------------------- layers
+
+
+def test_qlinear_views_the_bytes_and_picks_its_op():
+    raw = weights("q4_1", 12, 64)
+    layer = nn.QLinear(raw, "q4_1", (12, 64), activations="q8")
+    assert layer.weight.dtype.name == "u8" and np.shares_memory(layer.weight.numpy(), raw)
+    assert layer.parameters() == [] and set(layer.state_dict()) == {"weight"}
+    x = vg.from_numpy(x_values((2, 64)))
+    np.testing.assert_array_equal(layer(x).numpy(), qmatmul_q8(x, layer.weight, qtype="q4_1").numpy())
+    plain = nn.QLinear(raw, "q4_1", (12, 64))
+    np.testing.assert_array_equal(plain(x).numpy(), qmatmul(x, plain.weight, qtype="q4_1").numpy())
+    k_quant = nn.QLinear(weights("q6_k", 3, 256), "q6_k", (3, 256), activations="q8")  # no q8 path: f32
+    y = vg.from_numpy(x_values((256,)))
+    np.testing.assert_array_equal(k_quant(y).numpy(), qmatmul(y, k_quant.weight, qtype="q6_k").numpy())
+    assert "qtype=q4_1" in repr(layer)
+
+
+def test_qlayers_check_their_bytes():
+    with pytest.raises(ValueError, match=r"q4_1 weight of shape \(12, 64\) is u8 bytes of shape \(12, 40\)"):
+        nn.QLinear(np.zeros((12, 36), np.uint8), "q4_1", (12, 64))
+    with pytest.raises(ValueError, match="activations must be 'f32' or 'q8'"):
+        nn.QLinear(np.zeros((12, 40), np.uint8), "q4_1", (12, 64), activations="q4")
+    with pytest.raises(ValueError, match="multiples of 32"):
+        nn.QEmbedding(np.zeros((2, 40), np.uint8), "q4_1", (2, 70))
+
+
+def test_quantized_state_round_trips_through_a_checkpoint(tmp_path):
+    raw = weights("q4_1", 4, 64)
+    vg.save(nn.QLinear(raw, "q4_1", (4, 64)).state_dict(), tmp_path / "q.safetensors")
+    weight = vg.load(tmp_path / "q.safetensors")["weight"]
+    assert weight.dtype.name == "u8" and np.array_equal(weight.numpy(), raw)
+
+
+def test_qembedding_layer_and_abstract_mode():
+    raw = weights("q8_0", 10, 64)
+    emb = nn.QEmbedding(raw, "q8_0", (10, 64))
+    np.testing.assert_array_equal(emb(vg.tensor([3, 9])).numpy(), dequantize(raw, "q8_0", (10, 64))[[3, 9]])
+    with vg.abstract():
+        layer = nn.QLinear(raw, "q8_0", (10, 64), activations="q8")
+    assert str(vg.check(layer, vg.spec([vg.dims("b"), 64]))) == "f32[b, 10]"
+
+
+# ---------------------------------------------------------------- cpu kernels
+
+
+def _cases() -> list[tuple[np.ndarray, np.ndarray]]:
+    """x and w pairs: sizes with row counts not a multiple of 4, batches, and special activations."""
+    rng = np.random.default_rng(3)
+    x = x_values((5, 96), 4)
+    x[0, :32] = 0.0  # a zero block
+    x[1, 40] = np.inf  # a block with an infinity, and one with a NaN: NaN outputs
+    x[2, 70] = np.nan
+    x[3, :32] = rng.uniform(-1e-30, 1e-30, 32)  # tiny and huge scales
+    x[4, 32:64] *= 1e30
+    return [(x_values((1, 64)), 13), (x_values((3, 256), 2), 33), (x, 7), (x_values((0, 64)), 5)]
+
+
+@needs_cc
+@pytest.mark.parametrize("qtype", Q8_QTYPES)
+def test_cpu_qmatmul_q8_gives_the_reference_bits(qtype, monkeypatch):
+    kernel = cpu.cpu.native(vg.REGISTRY["qmatmul_q8"], vg.f32)
+    assert cpu.cpu.exactness("qmatmul_q8", "f32").is_exact
+    monkeypatch.setattr(cpu_quant, "MIN_BAND_BYTES", 1)  # bands of a row or two: every split is tried
+    for x, n in _cases():
+        raw = weights(qtype, n, x.shape[-1])
+        with np.errstate(all="ignore"):
+            want = qmatmul_q8.reference(x, raw, qtype)
+        for threads in (1, 2, 3):
+            vg.set_threads(threads)
+            try:
+                got = kernel(x, raw, qtype=qtype)
+            finally:
+                vg.set_threads(1)
+            assert got.dtype == np.float32 and got.shape == want.shape
+            np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), err_msg=f"{threads}")
+
+
+@needs_cc
+@pytest.mark.parametrize("qtype", [*Q8_QTYPES, "q4_k", "q6_k"])
+def test_cpu_qmatmul_is_within_its_bound(qtype, monkeypatch):
+    kernel = cpu.cpu.native(vg.REGISTRY["qmatmul"], vg.f32)
+    monkeypatch.setattr(cpu_quant, "MIN_BAND_BYTES", 1)
+    cases = [(x_values((1, 256)), 13), (x_values((3, 512), 2), 9), (x_values((2, 3, 1536), 5), 11)]
+    for x, n in cases if qtype.endswith("_k") else [*_cases()[:2], cases[2]]:
+        raw = weights(qtype, n, x.shape[-1])
+        want = qmatmul.reference(x, raw, qtype)
+        w = dequantize(raw, qtype, (n, x.shape[-1])).astype(np.float64)
+        s = np.abs(x.astype(np.float64)) @ np.abs(w).T
+        bound = 2.0**-24 * np.abs(want) + 2 * x.shape[-1] * 2.0**-53 * s
+        outs = []
+        for threads in (1, 2):
+            vg.set_threads(threads)
+            try:
+                outs.append(kernel(x, raw, qtype=qtype))
+            finally:
+                vg.set_threads(1)
+        assert (np.abs(outs[0] - want) <= bound).all()
+        np.testing.assert_array_equal(outs[0], outs[1])
+
+
+@needs_cc
+def test_cpu_kernels_take_views_and_fall_back_for_other_dtypes():
+    raw = weights("q4_0", 6, 128)
+    x = x_values((4, 256))[:, ::2]  # a strided view
+    with vg.backend("cpu"):
+        got = qmatmul_q8(vg.from_numpy(x), _u8(raw), qtype="q4_0").numpy()
+        y = x_values((2, 128)).astype(np.float64)  # f64 activations: the reference
+        f64_out = qmatmul(vg.from_numpy(y), _u8(raw), qtype="q4_0").numpy()
+    np.testing.assert_array_equal(got, qmatmul_q8.reference(np.ascontiguousarray(x), raw, "q4_0"))
+    np.testing.assert_array_equal(f64_out, qmatmul.reference(y, raw, "q4_0"))
+
+
+@needs_cc
+@pytest.mark.parametrize("qtype", [*Q8_QTYPES, "q6_k"])
+def test_portable_and_simd_paths_give_the_same_bits(qtype):
+    if not cpu_quant.simd():
+        pytest.skip("this CPU has no AVX2: only the portable paths run here")
+    x, n = _cases()[2] if qtype in Q8_QTYPES else (x_values((3, 512)), 9)
+    raw = weights(qtype, n, x.shape[-1])
+    names = ("qmatmul_q8", "qmatmul") if qtype in Q8_QTYPES else ("qmatmul",)
+    kernels = [cpu.cpu.native(vg.REGISTRY[name], vg.f32) for name in names]
+    simd = [k(x, raw, qtype=qtype) for k in kernels]
+    try:
+        assert not cpu_quant.simd(False)
+        portable = [k(x, raw, qtype=qtype) for k in kernels]
+    finally:
+        cpu_quant.simd(True)
+    for a, b in zip(simd, portable):
+        np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))

@@ -1,0 +1,155 @@
+"""Sliding-window kernels (conv.c): im2col, col2im, max_pool2d, avg_pool2d and max_pool2d_grad, NCHW and
+NHWC, any stride, padding and dilation, inputs read through their strides (a transposed or broadcast
+view is not copied first).
+
+All give the reference's bits: im2col and the pooling maxima copy and compare; col2im and
+max_pool2d_grad add each image element's contributions in the reference's order (kernel offset by kernel
+offset, in double from 0, rounded once); avg_pool2d adds each window in kernel order in double, as NumPy's
+reduction over axes that are not the innermost does. Where the window axes are the innermost ones (NCHW
+with a 1x1 output, NHWC with one channel), NumPy's inner loops sum pairwise and take SIMD maxima (which
+break 0/-0 ties in their own order): the pools then run their decompositions on the references.
+Threads split rows of the output (or of the image, for the sums into it).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ...ops.composite.conv import cols_shape, out_hw
+from . import _ffi
+from ._ffi import DTYPES, Library
+
+WINDOW = ("im2col", "col2im", "max_pool2d", "avg_pool2d", "max_pool2d_grad")
+
+_GEO = ctypes.c_int64 * 25  # conv.c's G_LEN
+_P = ctypes.c_void_p
+_TAIL = [ctypes.c_int64, ctypes.c_int]  # min_chunk, threads
+
+
+def _elements(a: np.ndarray) -> list[int]:
+    """The strides of `a` in elements (0 along a size-1 axis)."""
+    return [0 if n == 1 else s // a.itemsize for n, s in zip(a.shape, a.strides)]
+
+
+def _usable(a: np.ndarray) -> np.ndarray:
+    """`a` itself when it is aligned with whole-element strides, else a contiguous copy. (Its dtype is
+    the kernel's: every window op's result has its operands' dtype.)"""
+    if not a.flags.aligned or any(s % a.itemsize for s in a.strides):
+        a = np.ascontiguousarray(a)
+    return a
+
+
+def _logical(strides: list[int], layout: str) -> list[int]:
+    """Image strides in the order (n, c, h, w)."""
+    return strides if layout == "NCHW" else [strides[0], strides[3], strides[1], strides[2]]
+
+
+def _geometry(x_shape: tuple, layout: str, kernel, stride, padding, dilation, x_strides, y_strides=()):
+    n, c, h, w = x_shape if layout == "NCHW" else (x_shape[0], x_shape[3], x_shape[1], x_shape[2])
+    ho, wo = out_hw(h, w, kernel, stride, padding, dilation)
+    values = [n, c, h, w, *kernel, *stride, *padding, *dilation, ho, wo, int(layout == "NHWC")]
+    values += [*x_strides, *y_strides]
+    return _GEO(*values), (n, c, ho, wo)
+
+
+def _pooled_shape(n: int, c: int, ho: int, wo: int, layout: str) -> tuple:
+    return (n, c, ho, wo) if layout == "NCHW" else (n, ho, wo, c)
+
+
+class _Kernels:
+    """The wrappers of one dtype's C functions."""
+
+    def __init__(self, lib: Library, name: str, dtype: np.dtype, backend: Any) -> None:
+        self.dtype, self.backend, self.data = dtype, backend, lib.data
+        self.c_im2col = lib.fn(f"vg_im2col_{name}", [_P, _P, _P, ctypes.c_double, *_TAIL])
+        self.c_col2im = lib.fn(f"vg_col2im_{name}", [_P, _P, _P, *_TAIL])
+        self.c_max = lib.fn(f"vg_max_pool_{name}", [_P, _P, _P, *_TAIL])
+        self.c_avg = lib.fn(f"vg_avg_pool_{name}", [_P, _P, _P, *_TAIL])
+        self.c_max_grad = lib.fn(f"vg_max_pool_grad_{name}", [_P, _P, _P, _P, *_TAIL], restype=ctypes.c_int)
+
+    def _tail(self) -> tuple[int, int]:
+        return _ffi._min_chunk[0], self.backend.threads
+
+    def im2col(self, x, kernel, stride, padding, dilation, layout, pad_value) -> np.ndarray:
+        x = _usable(x)
+        geo, (n, c, ho, wo) = _geometry(
+            x.shape, layout, kernel, stride, padding, dilation, _logical(_elements(x), layout)
+        )
+        out = np.empty(cols_shape(n, c, ho, wo, kernel, layout), self.dtype)
+        if out.size:
+            self.c_im2col(self.data(x), self.data(out), geo, pad_value, *self._tail())
+        return out
+
+    def col2im(self, cols, kernel, stride, padding, dilation, layout, size) -> np.ndarray:
+        cols = _usable(cols)
+        n, c = (cols.shape[0], cols.shape[1]) if layout == "NCHW" else (cols.shape[0], cols.shape[5])
+        shape = (n, c, *size) if layout == "NCHW" else (n, *size, c)
+        geo, _ = _geometry(shape, layout, kernel, stride, padding, dilation, [0] * 4, _elements(cols))
+        out = np.empty(shape, self.dtype)
+        if out.size:
+            if cols.size:
+                self.c_col2im(self.data(cols), self.data(out), geo, *self._tail())
+            else:
+                out.fill(0)
+        return out
+
+    def pool(self, fn: Any, x, kernel, stride, padding, dilation, layout) -> np.ndarray:
+        x = _usable(x)
+        geo, (n, c, ho, wo) = _geometry(
+            x.shape, layout, kernel, stride, padding, dilation, _logical(_elements(x), layout)
+        )
+        out = np.empty(_pooled_shape(n, c, ho, wo, layout), self.dtype)
+        if out.size:
+            fn(self.data(x), self.data(out), geo, *self._tail())
+        return out
+
+    def max_pool_grad(self, g, x, kernel, stride, padding, dilation, layout) -> np.ndarray:
+        g, x = _usable(g), _usable(x)
+        g_strides = _logical(_elements(g), layout)
+        geo, _ = _geometry(
+            x.shape, layout, kernel, stride, padding, dilation, _logical(_elements(x), layout), g_strides
+        )
+        out = np.empty(x.shape, self.dtype)
+        if out.size and self.c_max_grad(self.data(x), self.data(g), self.data(out), geo, *self._tail()):
+            raise MemoryError("max_pool2d_grad: cannot allocate the windows' maximum offsets")
+        return out
+
+
+def _innermost_windows(x: np.ndarray, kernel, stride, padding, dilation, layout: str) -> bool:
+    """Whether the window axes of x's columns are the innermost ones: NumPy then reduces them with its
+    inner-loop code (pairwise sums; SIMD maxima, which break 0/-0 ties in another order)."""
+    if layout == "NHWC":
+        return x.shape[3] == 1
+    ho, wo = out_hw(x.shape[2], x.shape[3], kernel, stride, padding, dilation)
+    return ho * wo == 1
+
+
+def _pool(k: _Kernels, fn: Any, reduce: str, pad_value: float) -> Callable:
+    """A pooling kernel: the C one, or the decomposition on the references (im2col, then `reduce` over
+    the window axes) where the window axes are the innermost."""
+    from ...registry import OPS
+
+    im2col, reduction = OPS["im2col"].reference, OPS[reduce].reference
+
+    def pool2d(x, kernel, stride, padding, dilation, layout) -> np.ndarray:
+        if _innermost_windows(x, kernel, stride, padding, dilation, layout):
+            window = {"kernel": kernel, "stride": stride, "padding": padding, "dilation": dilation}
+            cols = im2col(x, **window, layout=layout, pad_value=pad_value)
+            return reduction(cols, axis=(2, 3) if layout == "NCHW" else (3, 4), keepdim=False)
+        return k.pool(fn, x, kernel, stride, padding, dilation, layout)
+
+    return pool2d
+
+
+def register(backend: Any, lib: Library) -> None:
+    for name, dtype in DTYPES.items():
+        k = _Kernels(lib, name, dtype, backend)
+        backend.register("im2col", k.im2col, name)
+        backend.register("col2im", k.col2im, name)
+        backend.register("max_pool2d", _pool(k, k.c_max, "max", -np.inf), name)
+        backend.register("avg_pool2d", _pool(k, k.c_avg, "mean", 0.0), name)
+        backend.register("max_pool2d_grad", k.max_pool_grad, name)

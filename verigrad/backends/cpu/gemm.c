@@ -1,0 +1,557 @@
+/* GEMM, GEMV, dot and axpy for f32 and f64: the exact path, and the tiles of the OpenBLAS fast path.
+ *
+ * Exact path: every output element is sum_k a[i,k] * b[k,j] accumulated in double in increasing k (a
+ * product, then a sum: no fused multiply-add), then alpha * sum + beta * c in double, rounded once to the
+ * output type. An element is computed whole by one thread, so any thread count gives the same bits. The
+ * AVX2 micro-kernel multiplies and adds separately, so it gives the portable kernel's bits. As in the
+ * reference BLAS, c is not read when beta == 0, and a and b are not read when alpha == 0 or k == 0.
+ *
+ * Operands are given by a base pointer, element strides (any sign; 0 broadcasts) and, for batches, one
+ * element offset per batch item and operand.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vg.h"
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <immintrin.h>
+#define VG_X86 1
+#define X86_ONLY(code) code
+#else
+#define X86_ONLY(code)
+#endif
+
+#define MR 6   /* micro-tile rows */
+#define NR 8   /* micro-tile columns */
+#define MC 48  /* rows of a work unit (a multiple of MR) */
+#define NC 64  /* columns of a work unit (a multiple of NR) */
+#define KC 256 /* depth of a packed block */
+#define MIN_UNIT_WORK 65536 /* multiply-adds a thread is given at least */
+
+/* ---------------------------------------------------------------- micro-kernels (double) */
+
+/* w[MR x NR] (row stride NC) = (first ? 0 : w) + sum over kc of a[k, :MR] (outer) b[k, :NR], in order:
+ * a product, then a sum. GCC/Clang vectors of two doubles (SSE2, NEON), four columns at a time. */
+typedef double v2d __attribute__((vector_size(16)));
+
+static void tile_portable(int64_t kc, const double *a, const double *b, double *w, int first) {
+    for (int h = 0; h < NR; h += 4) {
+        v2d acc[MR][2];
+        for (int i = 0; i < MR; i++)
+            for (int q = 0; q < 2; q++) {
+                if (first)
+                    acc[i][q] = (v2d){0.0, 0.0};
+                else
+                    memcpy(&acc[i][q], w + i * NC + h + 2 * q, sizeof(v2d));
+            }
+        for (int64_t k = 0; k < kc; k++) {
+            v2d b0, b1;
+            memcpy(&b0, b + k * NR + h, sizeof b0);
+            memcpy(&b1, b + k * NR + h + 2, sizeof b1);
+            for (int i = 0; i < MR; i++) {
+                double ai = a[k * MR + i];
+                v2d av = {ai, ai}, p0 = av * b0, p1 = av * b1;
+                acc[i][0] = acc[i][0] + p0;
+                acc[i][1] = acc[i][1] + p1;
+            }
+        }
+        for (int i = 0; i < MR; i++)
+            for (int q = 0; q < 2; q++) memcpy(w + i * NC + h + 2 * q, &acc[i][q], sizeof(v2d));
+    }
+}
+
+#ifdef VG_X86
+#define ROW(i)                                                                                           \
+    ai = _mm256_broadcast_sd(ak + (i));                                                                  \
+    c##i##0 = _mm256_add_pd(c##i##0, _mm256_mul_pd(ai, b0));                                             \
+    c##i##1 = _mm256_add_pd(c##i##1, _mm256_mul_pd(ai, b1));
+
+__attribute__((target("avx2"))) static void tile_avx2(int64_t kc, const double *a, const double *b, double *w,
+                                                      int first) {
+    __m256d c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
+    if (first) {
+        c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = c40 = c41 = c50 = c51 = _mm256_setzero_pd();
+    } else {
+        c00 = _mm256_loadu_pd(w + 0 * NC), c01 = _mm256_loadu_pd(w + 0 * NC + 4);
+        c10 = _mm256_loadu_pd(w + 1 * NC), c11 = _mm256_loadu_pd(w + 1 * NC + 4);
+        c20 = _mm256_loadu_pd(w + 2 * NC), c21 = _mm256_loadu_pd(w + 2 * NC + 4);
+        c30 = _mm256_loadu_pd(w + 3 * NC), c31 = _mm256_loadu_pd(w + 3 * NC + 4);
+        c40 = _mm256_loadu_pd(w + 4 * NC), c41 = _mm256_loadu_pd(w + 4 * NC + 4);
+        c50 = _mm256_loadu_pd(w + 5 * NC), c51 = _mm256_loadu_pd(w + 5 * NC + 4);
+    }
+    for (int64_t k = 0; k < kc; k++) {
+        const double *ak = a + k * MR;
+        __m256d b0 = _mm256_loadu_pd(b + k * NR), b1 = _mm256_loadu_pd(b + k * NR + 4), ai;
+        ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
+    }
+    _mm256_storeu_pd(w + 0 * NC, c00), _mm256_storeu_pd(w + 0 * NC + 4, c01);
+    _mm256_storeu_pd(w + 1 * NC, c10), _mm256_storeu_pd(w + 1 * NC + 4, c11);
+    _mm256_storeu_pd(w + 2 * NC, c20), _mm256_storeu_pd(w + 2 * NC + 4, c21);
+    _mm256_storeu_pd(w + 3 * NC, c30), _mm256_storeu_pd(w + 3 * NC + 4, c31);
+    _mm256_storeu_pd(w + 4 * NC, c40), _mm256_storeu_pd(w + 4 * NC + 4, c41);
+    _mm256_storeu_pd(w + 5 * NC, c50), _mm256_storeu_pd(w + 5 * NC + 4, c51);
+}
+#undef ROW
+#endif
+
+typedef void (*tile_fn)(int64_t, const double *, const double *, double *, int);
+
+static int portable_only = 0; /* for the tests: the portable kernel must give the AVX2 one's bits */
+
+void vg_gemm_portable_only(int flag) { portable_only = flag; }
+
+static tile_fn pick_tile(void) {
+#ifdef VG_X86
+    if (!portable_only && __builtin_cpu_supports("avx2")) return tile_avx2;
+#endif
+    return tile_portable;
+}
+
+static int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* ---------------------------------------------------------------- GEMM, exact path */
+
+typedef struct {
+    int64_t m, n, k, rsa, csa, rsb, csb, rsc, csc;
+    const int64_t *offs; /* per batch item: offset of a, of b, of c */
+    double alpha, beta;
+    const void *a, *b;
+    void *c;
+    int64_t row_units, col_units;
+    tile_fn tile;
+} gemm_job;
+
+/* Pack rows [i0, i0+mr) x depth [p0, p0+kc) of a into MR-row panels, k-major, zero-padded. */
+#define PACK_A(T)                                                                                        \
+    static void pack_a_##T(const gemm_job *g, const T *a, int64_t i0, int64_t rows, int64_t p0,          \
+                           int64_t kc, double *out) {                                                    \
+        for (int64_t ip = 0; ip < rows; ip += MR) {                                                      \
+            double *panel = out + ip * kc;                                                               \
+            for (int r = 0; r < MR; r++) {                                                               \
+                if (ip + r >= rows) {                                                                    \
+                    for (int64_t k = 0; k < kc; k++) panel[k * MR + r] = 0.0;                            \
+                    continue;                                                                            \
+                }                                                                                        \
+                const T *src = a + (i0 + ip + r) * g->rsa + p0 * g->csa;                                 \
+                for (int64_t k = 0; k < kc; k++) panel[k * MR + r] = (double)src[k * g->csa];            \
+            }                                                                                            \
+        }                                                                                                \
+    }
+
+/* Pack depth [p0, p0+kc) x columns [j0, j0+cols) of b into NR-column panels, k-major, zero-padded. */
+#define PACK_B(T)                                                                                        \
+    static void pack_b_##T(const gemm_job *g, const T *b, int64_t j0, int64_t cols, int64_t p0,          \
+                           int64_t kc, double *out) {                                                    \
+        for (int64_t jp = 0; jp < cols; jp += NR) {                                                      \
+            double *panel = out + jp * kc;                                                               \
+            int64_t width = imin(NR, cols - jp);                                                         \
+            for (int64_t k = 0; k < kc; k++) {                                                           \
+                const T *src = b + (p0 + k) * g->rsb + (j0 + jp) * g->csb;                               \
+                double *dst = panel + k * NR;                                                            \
+                if (width == NR && g->csb == 1) { /* a whole row of the panel, contiguous */             \
+                    for (int j = 0; j < NR; j++) dst[j] = (double)src[j];                                \
+                    continue;                                                                            \
+                }                                                                                        \
+                int64_t j = 0;                                                                           \
+                for (; j < width; j++) dst[j] = (double)src[j * g->csb];                                 \
+                for (; j < NR; j++) dst[j] = 0.0;                                                        \
+            }                                                                                            \
+        }                                                                                                \
+    }
+
+/* c[i, j] = alpha * w + beta * c (c not read when beta == 0), rounded once to T. */
+#define WRITE_C(T)                                                                                       \
+    static void write_c_##T(const gemm_job *g, T *c, int64_t i0, int64_t rows, int64_t j0, int64_t cols, \
+                            const double *w) {                                                           \
+        for (int64_t i = 0; i < rows; i++) {                                                             \
+            T *dst = c + (i0 + i) * g->rsc + j0 * g->csc;                                                \
+            const double *src = w + i * NC;                                                              \
+            if (g->beta == 0.0 && g->csc == 1) { /* the common case, vectorized */                    \
+                for (int64_t j = 0; j < cols; j++) dst[j] = (T)(g->alpha * src[j]);                      \
+                continue;                                                                                \
+            }                                                                                            \
+            for (int64_t j = 0; j < cols; j++) {                                                         \
+                double v = g->alpha * src[j];                                                            \
+                if (g->beta != 0.0) v = v + g->beta * (double)dst[j * g->csc];                           \
+                dst[j * g->csc] = (T)v;                                                                  \
+            }                                                                                            \
+        }                                                                                                \
+    }
+
+/* Work units: (batch item, MC-row block, NC-column block); each computes its block of c over all of k. */
+#define GEMM_CHUNK(T)                                                                                    \
+    static void gemm_chunk_##T(void *ctx, int64_t lo, int64_t hi) {                                      \
+        const gemm_job *g = ctx;                                                                         \
+        int64_t kc_max = imin(g->k, KC);                                                                 \
+        double *buf = malloc(sizeof(double) * (size_t)((MC + NC) * kc_max + MC * NC));                   \
+        if (!buf) abort();                                                                               \
+        double *ap = buf, *bp = ap + MC * kc_max, *w = bp + NC * kc_max;                                 \
+        int64_t per_batch = g->row_units * g->col_units;                                                 \
+        for (int64_t u = lo; u < hi; u++) {                                                              \
+            int64_t item = u / per_batch, rest = u % per_batch;                                          \
+            int64_t i0 = (rest / g->col_units) * MC, j0 = (rest % g->col_units) * NC;                    \
+            int64_t rows = imin(MC, g->m - i0), cols = imin(NC, g->n - j0);                              \
+            const T *a = (const T *)g->a + g->offs[3 * item];                                            \
+            const T *b = (const T *)g->b + g->offs[3 * item + 1];                                        \
+            T *c = (T *)g->c + g->offs[3 * item + 2];                                                    \
+            for (int64_t p0 = 0; p0 < g->k; p0 += KC) {                                                  \
+                int64_t kc = imin(KC, g->k - p0);                                                        \
+                pack_a_##T(g, a, i0, rows, p0, kc, ap);                                                  \
+                pack_b_##T(g, b, j0, cols, p0, kc, bp);                                                  \
+                /* partial sums live in w (row stride NC, whole tiles) between blocks of k */         \
+                for (int64_t jp = 0; jp < cols; jp += NR)                                                \
+                    for (int64_t ip = 0; ip < rows; ip += MR)                                            \
+                        g->tile(kc, ap + ip * kc, bp + jp * kc, w + ip * NC + jp, p0 == 0);              \
+            }                                                                                            \
+            write_c_##T(g, c, i0, rows, j0, cols, w);                                                    \
+        }                                                                                                \
+        free(buf);                                                                                       \
+    }
+
+/* c = beta * c (zeros when beta == 0, c not read) for every batch item: alpha == 0 or k == 0. */
+#define SCALE_C(T)                                                                                       \
+    static void scale_c_##T(const gemm_job *g, int64_t batch) {                                          \
+        for (int64_t item = 0; item < batch; item++) {                                                   \
+            T *c = (T *)g->c + g->offs[3 * item + 2];                                                    \
+            for (int64_t i = 0; i < g->m; i++)                                                           \
+                for (int64_t j = 0; j < g->n; j++) {                                                     \
+                    T *dst = c + i * g->rsc + j * g->csc;                                                \
+                    *dst = g->beta == 0.0 ? (T)0 : (T)(g->beta * (double)*dst);                          \
+                }                                                                                        \
+        }                                                                                                \
+    }
+
+#define GEMM_EXACT(T, NAME)                                                                              \
+    PACK_A(T)                                                                                            \
+    PACK_B(T)                                                                                            \
+    WRITE_C(T)                                                                                           \
+    GEMM_CHUNK(T)                                                                                        \
+    SCALE_C(T)                                                                                           \
+    void vg_gemm_exact_##NAME(int64_t batch, const int64_t *offs, int64_t m, int64_t n, int64_t k,       \
+                              double alpha, const T *a, int64_t rsa, int64_t csa, const T *b, int64_t rsb,  \
+                              int64_t csb, double beta, T *c, int64_t rsc, int64_t csc, int threads) {   \
+        gemm_job g = {m, n, k, rsa, csa, rsb, csb, rsc, csc, offs, alpha, beta, a, b, c,                 \
+                      cdiv(m, MC), cdiv(n, NC), pick_tile()};                                            \
+        if (batch <= 0 || m <= 0 || n <= 0) return;                                                      \
+        if (alpha == 0.0 || k <= 0) {                                                                    \
+            scale_c_##T(&g, batch);                                                                      \
+            return;                                                                                      \
+        }                                                                                                \
+        int64_t units = batch * g.row_units * g.col_units;                                               \
+        int64_t unit_work = imin(m, MC) * imin(n, NC) * k;                                               \
+        vg_parallel_for(units, cdiv(MIN_UNIT_WORK, unit_work), threads, gemm_chunk_##T, &g);             \
+    }
+
+GEMM_EXACT(float, f32)
+GEMM_EXACT(double, f64)
+
+/* ---------------------------------------------------------------- GEMV, exact path */
+
+#define GEMV_ROWS 128
+
+typedef struct {
+    int64_t m, k, rsa, csa, incx, incy;
+    double alpha, beta;
+    const void *a, *x;
+    void *y;
+} gemv_job;
+
+/* y[i] = alpha * sum_k a[i, k] x[k] + beta * y[i], blocks of GEMV_ROWS rows, k outermost. */
+#define GEMV(T, NAME)                                                                                    \
+    static void gemv_chunk_##NAME(void *ctx, int64_t lo, int64_t hi) {                                   \
+        const gemv_job *g = ctx;                                                                         \
+        const T *a = g->a, *x = g->x;                                                                    \
+        T *y = g->y;                                                                                     \
+        double acc[GEMV_ROWS];                                                                           \
+        for (int64_t blk = lo; blk < hi; blk++) {                                                        \
+            int64_t i0 = blk * GEMV_ROWS, rows = imin(GEMV_ROWS, g->m - i0);                             \
+            for (int64_t i = 0; i < rows; i++) acc[i] = 0.0;                                             \
+            for (int64_t k = 0; k < g->k; k++) {                                                         \
+                double xk = (double)x[k * g->incx];                                              \
+                const T *col = a + i0 * g->rsa + k * g->csa;                                             \
+                if (g->rsa == 1)                                                                         \
+                    for (int64_t i = 0; i < rows; i++) acc[i] = acc[i] + (double)col[i] * xk;            \
+                else                                                                                     \
+                    for (int64_t i = 0; i < rows; i++) acc[i] = acc[i] + (double)col[i * g->rsa] * xk;   \
+            }                                                                                            \
+            for (int64_t i = 0; i < rows; i++) {                                                         \
+                T *dst = y + (i0 + i) * g->incy;                                                         \
+                double v = g->alpha * acc[i];                                                            \
+                if (g->beta != 0.0) v = v + g->beta * (double)*dst;                                      \
+                *dst = (T)v;                                                                             \
+            }                                                                                            \
+        }                                                                                                \
+    }                                                                                                    \
+    void vg_gemv_exact_##NAME(int64_t m, int64_t k, double alpha, const T *a, int64_t rsa, int64_t csa,  \
+                              const T *x, int64_t incx, double beta, T *y, int64_t incy, int threads) {  \
+        if (m <= 0) return;                                                                              \
+        if (alpha == 0.0 || k <= 0) {                                                                    \
+            for (int64_t i = 0; i < m; i++)                                                              \
+                y[i * incy] = beta == 0.0 ? (T)0 : (T)(beta * (double)y[i * incy]);                      \
+            return;                                                                                      \
+        }                                                                                                \
+        gemv_job g = {m, k, rsa, csa, incx, incy, alpha, beta, a, x, y};                                 \
+        int64_t blocks = cdiv(m, GEMV_ROWS);                                                             \
+        vg_parallel_for(blocks, cdiv(MIN_UNIT_WORK, imin(m, GEMV_ROWS) * k), threads, gemv_chunk_##NAME, \
+                        &g);                                                                             \
+    }
+
+GEMV(float, f32)
+GEMV(double, f64)
+
+/* ---------------------------------------------------------------- dot and axpy, exact path */
+
+/* sum_k x[k] y[k] in double, increasing k (one thread: a single element). */
+#define DOT(T, NAME)                                                                                     \
+    double vg_dot_exact_##NAME(int64_t n, const T *x, int64_t incx, const T *y, int64_t incy) {          \
+        double acc = 0.0;                                                                                \
+        for (int64_t k = 0; k < n; k++) acc = acc + (double)x[k * incx] * (double)y[k * incy];           \
+        return acc;                                                                                      \
+    }
+
+typedef struct {
+    double alpha;
+    const void *x;
+    void *y;
+    int64_t incx, incy;
+} axpy_job;
+
+/* y = alpha * x + y in double, rounded once; y untouched when alpha == 0. */
+#define AXPY(T, NAME)                                                                                    \
+    static void axpy_chunk_##NAME(void *ctx, int64_t lo, int64_t hi) {                                   \
+        const axpy_job *g = ctx;                                                                         \
+        const T *x = g->x;                                                                               \
+        T *y = g->y;                                                                                     \
+        if (g->incx == 1 && g->incy == 1)                                                                \
+            for (int64_t i = lo; i < hi; i++) y[i] = (T)(g->alpha * (double)x[i] + (double)y[i]);        \
+        else                                                                                             \
+            for (int64_t i = lo; i < hi; i++) {                                                          \
+                T *dst = y + i * g->incy;                                                                \
+                *dst = (T)(g->alpha * (double)x[i * g->incx] + (double)*dst);                            \
+            }                                                                                            \
+    }                                                                                                    \
+    void vg_axpy_exact_##NAME(int64_t n, double alpha, const T *x, int64_t incx, T *y, int64_t incy,     \
+                              int64_t min_chunk, int threads) {                                          \
+        if (alpha == 0.0) return;                                                                        \
+        axpy_job g = {alpha, x, y, incx, incy};                                                          \
+        vg_parallel_for(n, min_chunk, threads, axpy_chunk_##NAME, &g);                                   \
+    }
+
+DOT(float, f32)
+DOT(double, f64)
+AXPY(float, f32)
+AXPY(double, f64)
+
+/* ---------------------------------------------------------------- fast path: OpenBLAS on tiles */
+
+/* cblas_?gemm with 64-bit or 32-bit integers (OpenBLAS built with or without USE64BITINT). */
+typedef void (*sgemm64_fn)(int, int, int, int64_t, int64_t, int64_t, float, const float *, int64_t,
+                           const float *, int64_t, float, float *, int64_t);
+typedef void (*sgemm32_fn)(int, int, int, int32_t, int32_t, int32_t, float, const float *, int32_t,
+                           const float *, int32_t, float, float *, int32_t);
+typedef void (*dgemm64_fn)(int, int, int, int64_t, int64_t, int64_t, double, const double *, int64_t,
+                           const double *, int64_t, double, double *, int64_t);
+typedef void (*dgemm32_fn)(int, int, int, int32_t, int32_t, int32_t, double, const double *, int32_t,
+                           const double *, int32_t, double, double *, int32_t);
+
+#define CBLAS_ROW_MAJOR 101
+
+/* Whether the m x n values at c (row stride ldc) are all finite: an exponent field of all ones plus
+ * one carries into the sign bit. */
+#define ALL_FINITE(T, UINT, MASK, ONE, TOP, NAME, ATTR)                                                  \
+    ATTR static int all_finite_##NAME(const void *c, int64_t m, int64_t n, int64_t ldc) {                \
+        UINT acc = 0;                                                                                    \
+        for (int64_t i = 0; i < m; i++) {                                                                \
+            const T *row = (const T *)c + i * ldc;                                                       \
+            for (int64_t j = 0; j < n; j++) {                                                            \
+                UINT bits;                                                                               \
+                memcpy(&bits, row + j, sizeof bits);                                                     \
+                acc |= (bits & MASK) + ONE;                                                              \
+            }                                                                                            \
+        }                                                                                                \
+        return !(acc & TOP);                                                                             \
+    }
+
+typedef int (*finite_fn)(const void *, int64_t, int64_t, int64_t);
+
+ALL_FINITE(float, uint32_t, 0x7f800000u, 0x00800000u, 0x80000000u, f32, )
+ALL_FINITE(double, uint64_t, 0x7ff0000000000000ull, 0x0010000000000000ull, 0x8000000000000000ull, f64, )
+#ifdef VG_X86
+ALL_FINITE(float, uint32_t, 0x7f800000u, 0x00800000u, 0x80000000u, f32_avx2, __attribute__((target("avx2"))))
+ALL_FINITE(double, uint64_t, 0x7ff0000000000000ull, 0x0010000000000000ull, 0x8000000000000000ull, f64_avx2,
+           __attribute__((target("avx2"))))
+#endif
+
+/* The largest |x| of an outer x inner block (rows `stride` apart) as its bits: at or above the bits of
+ * infinity when the block holds an infinity or a NaN. */
+#define MAX_BITS(T, UINT, ABS, NAME, ATTR)                                                               \
+    ATTR static UINT max_bits_##NAME(const T *x, int64_t outer, int64_t inner, int64_t stride) {         \
+        UINT acc = 0;                                                                                    \
+        for (int64_t o = 0; o < outer; o++) {                                                            \
+            const T *row = x + o * stride;                                                               \
+            for (int64_t i = 0; i < inner; i++) {                                                        \
+                UINT bits;                                                                               \
+                memcpy(&bits, row + i, sizeof bits);                                                     \
+                bits &= ABS;                                                                             \
+                acc = bits > acc ? bits : acc;                                                           \
+            }                                                                                            \
+        }                                                                                                \
+        return acc;                                                                                      \
+    }
+
+MAX_BITS(float, uint32_t, 0x7fffffffu, f32, )
+MAX_BITS(double, uint64_t, 0x7fffffffffffffffull, f64, )
+#ifdef VG_X86
+MAX_BITS(float, uint32_t, 0x7fffffffu, f32_avx2, __attribute__((target("avx2"))))
+MAX_BITS(double, uint64_t, 0x7fffffffffffffffull, f64_avx2, __attribute__((target("avx2"))))
+#endif
+
+static finite_fn pick_finite_f32(void) {
+#ifdef VG_X86
+    if (__builtin_cpu_supports("avx2")) return all_finite_f32_avx2;
+#endif
+    return all_finite_f32;
+}
+
+static finite_fn pick_finite_f64(void) {
+#ifdef VG_X86
+    if (__builtin_cpu_supports("avx2")) return all_finite_f64_avx2;
+#endif
+    return all_finite_f64;
+}
+
+enum { BLAS_NOT_USED = -4, BLAS_A = -1, BLAS_B = -2, BLAS_C = -3 };
+
+/* OpenBLAS's thread count: the tiles run on verigrad's pool with OpenBLAS on one thread. */
+typedef int (*get_threads_fn)(void);
+typedef void (*set_threads_fn)(int);
+static get_threads_fn blas_get_threads;
+static set_threads_fn blas_set_threads;
+
+void vg_gemm_blas_threads(get_threads_fn get, set_threads_fn set) {
+    blas_get_threads = get;
+    blas_set_threads = set;
+}
+
+/* The CBLAS transpose flag (111 no, 112 yes) and leading dimension of a rows x cols operand with element
+ * strides rs, cs in a row-major call; 0 when BLAS cannot take it (no unit stride, or overlapping rows). */
+static int blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int64_t *ld) {
+    int64_t min_rs = cols > 1 ? cols : 1, min_cs = rows > 1 ? rows : 1;
+    if ((cs == 1 || cols == 1) && (rows == 1 || rs >= min_rs)) {
+        *ld = rows > 1 ? rs : min_rs;
+        return 111;
+    }
+    if ((rs == 1 || rows == 1) && (cols == 1 || cs >= min_cs)) {
+        *ld = cols > 1 ? cs : min_cs;
+        return 112;
+    }
+    return 0;
+}
+
+#define BLAS_TILE 256     /* the largest tile side */
+#define BLAS_MIN_SIDE 64  /* tiles are split until there are BLAS_MIN_TILES, down to this side */
+#define BLAS_MIN_TILES 4
+
+typedef struct {
+    void *fn;
+    int int64, ta, tb, check, bad;
+    int64_t m, n, k, lda, ldb, ldc, mb, nb, row_tiles, col_tiles;
+    const int64_t *offs;
+    double alpha, beta;
+    const void *a, *b;
+    void *c;
+    finite_fn finite;
+} blas_job;
+
+/* The tile of c: BLAS_TILE columns at most, and rows up to BLAS_TILE^2 elements, halved (the longer side first) until the product has
+ * BLAS_MIN_TILES tiles or both sides are BLAS_MIN_SIDE. It depends on the shape alone. */
+static void blas_tile(int64_t batch, int64_t m, int64_t n, int64_t *mb, int64_t *nb) {
+    *nb = imin(n, BLAS_TILE);
+    *mb = imin(m, BLAS_TILE * BLAS_TILE / *nb);
+    while (batch * cdiv(m, *mb) * cdiv(n, *nb) < BLAS_MIN_TILES && (*mb > BLAS_MIN_SIDE || *nb > BLAS_MIN_SIDE)) {
+        if (*mb >= *nb)
+            *mb = cdiv(*mb, 2);
+        else
+            *nb = cdiv(*nb, 2);
+    }
+}
+
+/* Whether no partial sum of the product can overflow: every input finite and k max|a| max|b| |alpha|
+ * below half the largest value (with beta == 0). Then c needs no scan for infinities and NaNs; this
+ * reads a and b once, cheaper than scanning c when m k + k n < m n. */
+#define NO_OVERFLOW(T, UINT, INF, LIMIT, NAME)                                                           \
+    static int no_overflow_##NAME(const blas_job *g, int64_t batch) {                                    \
+        UINT (*max_bits)(const T *, int64_t, int64_t, int64_t) = max_bits_##NAME;                        \
+        X86_ONLY(if (__builtin_cpu_supports("avx2")) max_bits = max_bits_##NAME##_avx2;)                  \
+        for (int64_t item = 0; item < batch; item++) {                                                   \
+            const T *a = (const T *)g->a + g->offs[3 * item], *b = (const T *)g->b + g->offs[3 * item + 1]; \
+            UINT ma = g->ta == 111 ? max_bits(a, g->m, g->k, g->lda) : max_bits(a, g->k, g->m, g->lda);  \
+            UINT mb = g->tb == 111 ? max_bits(b, g->k, g->n, g->ldb) : max_bits(b, g->n, g->k, g->ldb);  \
+            if (ma >= INF || mb >= INF) return 0;                                                        \
+            T fa, fb;                                                                                    \
+            memcpy(&fa, &ma, sizeof fa);                                                                 \
+            memcpy(&fb, &mb, sizeof fb);                                                                 \
+            double alpha = g->alpha < 0 ? -g->alpha : g->alpha;                                          \
+            if (!((double)fa * (double)fb * (double)g->k * (alpha > 1 ? alpha : 1) < LIMIT)) return 0;   \
+        }                                                                                                \
+        return 1;                                                                                        \
+    }
+
+NO_OVERFLOW(float, uint32_t, 0x7f800000u, 1.7e38, f32)
+NO_OVERFLOW(double, uint64_t, 0x7ff0000000000000ull, 8.9e307, f64)
+
+/* Tiles of c, one single-threaded cblas call each (row-major; ta, tb: 111 no transpose, 112
+ * transpose). OpenBLAS's bits for an element depend on where its tile boundaries fall, and the tiles
+ * depend on the shape alone, so the bits do not depend on the thread count. With `check`, a tile is
+ * scanned for infinities and NaNs while it is in cache. */
+#define BLAS_TILES(T, NAME, F64, F32)                                                        \
+    static void blas_chunk_##NAME(void *ctx, int64_t lo, int64_t hi) {                                   \
+        blas_job *g = ctx;                                                                               \
+        int64_t per_item = g->row_tiles * g->col_tiles;                                                  \
+        for (int64_t u = lo; u < hi; u++) {                                                              \
+            int64_t item = u / per_item, rest = u % per_item;                                            \
+            int64_t i0 = (rest / g->col_tiles) * g->mb, j0 = (rest % g->col_tiles) * g->nb;              \
+            int64_t m = imin(g->mb, g->m - i0), n = imin(g->nb, g->n - j0);                              \
+            const T *a = (const T *)g->a + g->offs[3 * item] + (g->ta == 111 ? i0 * g->lda : i0);        \
+            const T *b = (const T *)g->b + g->offs[3 * item + 1] + (g->tb == 111 ? j0 : j0 * g->ldb);    \
+            T *c = (T *)g->c + g->offs[3 * item + 2] + i0 * g->ldc + j0;                                 \
+            if (g->int64)                                                                                \
+                ((F64)g->fn)(CBLAS_ROW_MAJOR, g->ta, g->tb, m, n, g->k, (T)g->alpha, a, g->lda, b, g->ldb, \
+                             (T)g->beta, c, g->ldc);                                                     \
+            else                                                                                         \
+                ((F32)g->fn)(CBLAS_ROW_MAJOR, g->ta, g->tb, (int32_t)m, (int32_t)n, (int32_t)g->k,       \
+                             (T)g->alpha, a, (int32_t)g->lda, b, (int32_t)g->ldb, (T)g->beta, c,         \
+                             (int32_t)g->ldc);                                                           \
+            if (g->check && !g->finite(c, m, n, g->ldc)) __atomic_store_n(&g->bad, 1, __ATOMIC_RELAXED); \
+        }                                                                                                \
+    }                                                                                                    \
+    /* 1: done; 0: done, and `check` found an infinity or a NaN in c; BLAS_NOT_USED: alpha == 0 or   \
+     * k == 0; BLAS_A, BLAS_B, BLAS_C: that operand has a layout BLAS cannot take (nothing done). */     \
+    int vg_gemm_blas_##NAME(void *fn, int int64, int check, int64_t batch, const int64_t *offs, int64_t m, \
+                            int64_t n, int64_t k, double alpha, const T *a, int64_t rsa, int64_t csa,    \
+                            const T *b, int64_t rsb, int64_t csb, double beta, T *c, int64_t rsc,        \
+                            int64_t csc, int threads) {                                                  \
+        int64_t lda, ldb, ldc, mb, nb;                                                                   \
+        if (alpha == 0.0 || k <= 0) return BLAS_NOT_USED;                                                \
+        int ta = blas_layout(m, k, rsa, csa, &lda), tb = blas_layout(k, n, rsb, csb, &ldb);              \
+        if (!ta) return BLAS_A;                                                                          \
+        if (!tb) return BLAS_B;                                                                          \
+        if (blas_layout(m, n, rsc, csc, &ldc) != 111) return BLAS_C;                                     \
+        if (batch <= 0 || m <= 0 || n <= 0) return 1;                                                    \
+        blas_tile(batch, m, n, &mb, &nb);                                                                \
+        blas_job g = {fn, int64, ta, tb, check, 0, m, n, k, lda, ldb, ldc, mb, nb, cdiv(m, mb),          \
+                      cdiv(n, nb), offs, alpha, beta, a, b, c, pick_finite_##NAME()};                    \
+        if (check && m * k + k * n < m * n && no_overflow_##NAME(&g, batch)) g.check = 0;                \
+        int64_t units = batch * g.row_tiles * g.col_tiles;                                               \
+        int before = blas_get_threads ? blas_get_threads() : 1;                                          \
+        if (before != 1) blas_set_threads(1);                                                            \
+        vg_parallel_for(units, cdiv(MIN_UNIT_WORK, mb * nb * k), threads, blas_chunk_##NAME, &g);        \
+        if (before != 1) blas_set_threads(before);                                                       \
+        return !g.bad;                                                                                   \
+    }
+
+BLAS_TILES(float, f32, sgemm64_fn, sgemm32_fn)
+BLAS_TILES(double, f64, dgemm64_fn, dgemm32_fn)

@@ -1,0 +1,521 @@
+"""Matrix products on the cpu backend: GEMM (batched, strided, broadcast), GEMV, dot and axpy in f32 and f64,
+on two paths.
+
+- The fast path calls the CBLAS functions of the OpenBLAS that NumPy ships (`blas.cblas`). gemm.c cuts c
+  into tiles that depend on the shape alone and runs one OpenBLAS call per tile on verigrad's pool, with
+  OpenBLAS set to one thread meanwhile (its count is process-wide): OpenBLAS's own split over its
+  threads moves tile edges, which changes an element's bits; this way the thread count does not. Views
+  BLAS can take (a unit stride on one axis: transposed, offset) are passed as they are (OpenBLAS packs
+  each layout its own way, so their bits may differ from a contiguous copy's), others are copied first.
+  A product that gives an infinity or a NaN (an f32 partial sum may overflow where the reference's
+  double one does not) is computed again on the exact path.
+- The exact path (gemm.c): each element is summed in double in increasing k (a product, then a sum), by
+  one thread, and rounded once: the reference's rounding rule in a fixed order, the same bits for every
+  thread count and layout. Blocked, with an AVX2 micro-kernel where the CPU has it (the portable
+  kernel's bits).
+
+`exact=None` (every function) takes the setting: `set_exact(True)`, `with exact_mode():`, or the
+environment variable `VERIGRAD_EXACT_GEMM=1`. The matmul kernel registered for the cpu backend follows it
+and states the chosen path's exactness (`EXACTNESS`). As in the reference BLAS, c is not read when
+beta == 0, and a and b do not affect c when alpha == 0 or k == 0.
+
+How close each path is to the op's reference (f32: a double sum rounded once; f64: NumPy's dgemm), for
+s = sum_k |a[i,k]| |b[k,j]| (`abs_product`) and u the unit roundoff (2^-24 f32, 2^-53 f64):
+- fast: |c - ref| <= (k + 2) u s + u |ref| (a sum of k products in f32, plus the reference's rounding);
+  OpenBLAS sums with fused multiply-adds, and its error measured on the verification suite's cases and
+  on unit normal products up to k = 3136 is at most 3.5 u s.
+- exact, f32: |c - ref| <= 2u |ref| + 2k 2^-53 s (two double sums of exact products, each rounded once
+  to f32): 0 or 1 ulp but where cancellation leaves |ref| below about k 2^-29 s. Bit for bit equal to
+  `reference_exact`, and to the reference on every case of the verification suite.
+- exact, f64: |c - ref| <= 2k u s (two sums of k terms in other orders).
+`error_bound(a, b, exact)` gives these bounds per element. `EXACTNESS` states them in the registry's
+rtol/atol form for operands of magnitude at most UNIT and k at most K_STATED (so s <= K_STATED UNIT^2),
+the fast path's with FAST_MARGIN u s in place of (k + 2) u s (the measured 3.5, doubled).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from .. import blas
+from .._registry import Exactness, tolerance
+from . import _ffi
+from ._ffi import DTYPES, Library
+
+LINALG = ("matmul",)
+UNIT, K_STATED = 3.0, 1024  # the operands' magnitude and the depth the rtol/atol statements hold for
+FAST_MARGIN = 8.0
+
+_setting = [os.environ.get("VERIGRAD_EXACT_GEMM", "") not in ("", "0")]
+_state: dict[str, Any] = {"lib": None, "backend": None, "kernels": {}, "gemm": {}}
+
+
+def _u(dtype: np.dtype) -> float:
+    return 2.0**-24 if dtype == np.float32 else 2.0**-53
+
+
+def _exactness(dtype: np.dtype, exact: bool) -> Exactness:
+    """The rtol/atol form of the bounds above for |a|, |b| <= UNIT and k <= K_STATED."""
+    u, s = _u(dtype), K_STATED * UNIT**2
+    if not exact:
+        return tolerance(FAST_MARGIN * u, FAST_MARGIN * u * s)
+    if dtype == np.float32:
+        return tolerance(2 * u, 2 * K_STATED * 2.0**-53 * s)
+    return tolerance(0.0, 2 * K_STATED * u * s)
+
+
+EXACTNESS: dict[tuple[str, bool], Exactness] = {
+    (name, exact): _exactness(dtype, exact) for name, dtype in DTYPES.items() for exact in (False, True)
+}
+
+
+# ---------------------------------------------------------------- the setting
+
+
+def exact_default() -> bool:
+    """Whether calls with `exact=None`, and the registered matmul kernel, take the exact path."""
+    return _setting[0] or not fast_available()
+
+
+def set_exact(flag: bool | None) -> None:
+    """Take the exact path by default (True), the fast one (False), or what the environment says (None);
+    the registered matmul kernel's stated exactness follows."""
+    _setting[0] = os.environ.get("VERIGRAD_EXACT_GEMM", "") not in ("", "0") if flag is None else bool(flag)
+    backend = _state["backend"]
+    if backend is not None:
+        _register_matmul(backend)
+
+
+@contextlib.contextmanager
+def exact_mode(flag: bool = True) -> Iterator[None]:
+    """Take the exact path (or, with False, the fast one) by default inside the block."""
+    before = _setting[0]
+    set_exact(flag)
+    try:
+        yield
+    finally:
+        set_exact(before)
+
+
+# ---------------------------------------------------------------- the libraries
+
+
+def _lib() -> Any:
+    """The loaded C functions (building the library if need be); RuntimeError when it cannot be built."""
+    if _state["lib"] is None:
+        from . import available, build_info
+
+        if not available():
+            raise RuntimeError(f"the cpu backend's C library is unavailable: {build_info().get('error')}")
+    return _state["lib"]
+
+
+def _blas(name: str) -> tuple[Any, bool] | None:
+    found = blas.cblas(name)
+    if found is None:
+        return None
+    fn, int64 = found
+    i = ctypes.c_int64 if int64 else ctypes.c_int32
+    real = ctypes.c_float if name[0] == "s" else ctypes.c_double
+    p = ctypes.c_void_p
+    fn.argtypes = {
+        "dot": [i, p, i, p, i],
+        "axpy": [i, real, p, i, p, i],
+        "gemm": None,  # called from C
+    }[name[1:]]
+    fn.restype = real if name[1:] == "dot" else None
+    return fn, int64
+
+
+def fast_available() -> bool:
+    """Whether NumPy's BLAS offers the fast path here (else every call takes the exact path)."""
+    return blas.cblas("sgemm") is not None and blas.cblas("dgemm") is not None
+
+
+class _Functions:
+    """The C functions of gemm.c, typed."""
+
+    def __init__(self, lib: Library) -> None:
+        i64, f64, p, c_int = ctypes.c_int64, ctypes.c_double, ctypes.c_void_p, ctypes.c_int
+        self.data = lib.data
+        self.blas_threads = lib.fn("vg_gemm_blas_threads", [p, p])
+        self.portable_only = lib.fn("vg_gemm_portable_only", [c_int])
+        self.gemm_exact, self.gemm_blas, self.gemv, self.dot, self.axpy = {}, {}, {}, {}, {}
+        matrix = [p, i64, i64]  # data, row and column strides in elements
+        shape = [i64, p, i64, i64, i64, f64]  # batch, offsets, m, n, k, alpha
+        operands = [*matrix, *matrix, f64, *matrix, c_int]  # a, b, beta, c, threads
+        for name in DTYPES:
+            self.gemm_exact[name] = lib.fn(f"vg_gemm_exact_{name}", [*shape, *operands])
+            blas_args = [p, c_int, c_int, *shape, *operands]  # cblas_?gemm, its integer width, check
+            self.gemm_blas[name] = lib.fn(f"vg_gemm_blas_{name}", blas_args, restype=c_int)
+            self.gemv[name] = lib.fn(
+                f"vg_gemv_exact_{name}", [i64, i64, f64, p, i64, i64, p, i64, f64, p, i64, c_int]
+            )
+            self.dot[name] = lib.fn(f"vg_dot_exact_{name}", [i64, p, i64, p, i64], restype=f64)
+            self.axpy[name] = lib.fn(f"vg_axpy_exact_{name}", [i64, f64, p, i64, p, i64, i64, c_int])
+
+
+# ---------------------------------------------------------------- operands
+
+
+def _dtype_name(*arrays: np.ndarray) -> str:
+    for x in arrays:
+        if not isinstance(x, np.ndarray):
+            raise TypeError(f"expected NumPy arrays, got {type(x).__name__}")
+    dtypes = {x.dtype for x in arrays}
+    if len(dtypes) != 1 or arrays[0].dtype not in DTYPES.values():
+        raise TypeError(f"expected f32 or f64 operands of one dtype, got {', '.join(map(str, dtypes))}")
+    return "f32" if arrays[0].dtype == np.float32 else "f64"
+
+
+def _prefix(name: str) -> str:
+    return "s" if name == "f32" else "d"
+
+
+def _threads() -> int:
+    return _state["backend"].threads if _state["backend"] is not None else 1
+
+
+def _usable(x: np.ndarray) -> np.ndarray:
+    """`x` itself when its strides are whole elements and it is aligned, else a C-contiguous copy."""
+    item = x.itemsize
+    if x.flags.aligned and not any(s % item for s in x.strides):
+        return x
+    return np.ascontiguousarray(x)
+
+
+def _steps(x: np.ndarray) -> list[int]:
+    item = x.itemsize
+    return [s // item for s in x.strides]
+
+
+def _merge_rows(x: np.ndarray) -> np.ndarray | None:
+    """x[..., r, c] as a 2-D view [... * r, c] without a copy, or None."""
+    view = x.reshape(int(np.prod(x.shape[:-1])), x.shape[-1])
+    return view if view.size == 0 or np.may_share_memory(view, x) else None
+
+
+_NO_BATCH = np.zeros(3, np.int64)
+
+
+def _offsets(batch: tuple[int, ...], arrays: tuple[np.ndarray, ...]) -> np.ndarray:
+    """Per batch item, each operand's element offset (broadcast dimensions have offset step 0)."""
+    if not batch:
+        return _NO_BATCH
+    columns = []
+    for x in arrays:
+        nb = x.ndim - 2
+        steps = [0] * (len(batch) - nb) + [0 if n == 1 else s for n, s in zip(x.shape[:nb], _steps(x)[:nb])]
+        off = np.zeros(batch, np.int64)
+        for axis, (n, step) in enumerate(zip(batch, steps)):
+            if step:
+                shape = [1] * len(batch)
+                shape[axis] = n
+                off = off + (np.arange(n, dtype=np.int64) * step).reshape(shape)
+        columns.append(off.reshape(-1))
+    return np.ascontiguousarray(np.stack(columns, axis=1)).reshape(-1)
+
+
+# ---------------------------------------------------------------- GEMM
+
+
+def _gemm_into(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float, beta: float, exact: bool) -> None:
+    """c[..., m, n] = alpha * a[..., m, k] @ b[..., k, n] + beta * c, batch dimensions broadcast to c's;
+    operands of one checked dtype."""
+    fns = _state["lib"] or _lib()
+    name = "f32" if c.dtype == np.float32 else "f64"
+    if c.size == 0:
+        return
+    if a.ndim > 2 and b.ndim == 2 and a.shape[:-2] == c.shape[:-2]:
+        a2, c2 = _merge_rows(a), _merge_rows(c)  # one product of all the rows when b is shared
+        if a2 is not None and c2 is not None:
+            a, c = a2, c2
+    a, b = _usable(a), _usable(b)
+    if not exact and _gemm_fast(fns, name, a, b, c, alpha, beta):
+        return
+    work = c if c.flags.aligned and not any(s % c.itemsize for s in c.strides) else np.ascontiguousarray(c)
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    offs = _offsets(c.shape[:-2], (a, b, work))
+    data = fns.data
+    fns.gemm_exact[name](
+        offs.size // 3, data(offs), m, n, k, alpha,
+        data(a), *_steps(a)[-2:], data(b), *_steps(b)[-2:], beta, data(work), *_steps(work)[-2:], _threads(),
+    )  # fmt: skip
+    if work is not c:
+        c[...] = work
+
+
+# what gemm.c's vg_gemm_blas returns besides 1 (done) and 0 (done, with an infinity or a NaN in c)
+_BLAS_NOT_USED, _BLAS_A, _BLAS_B, _BLAS_C = -4, -1, -2, -3
+
+
+def _gemm_fast(fns: Any, name: str, a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha, beta) -> bool:
+    """Tiles of c, one single-threaded OpenBLAS call each, on the pool (gemm.c); operands BLAS cannot
+    take are copied first. False when BLAS does not apply (alpha == 0, k == 0) or gave an infinity or a
+    NaN with beta == 0 (the exact path then computes c again: c was not an input)."""
+    fn = _state["gemm"].get(name)
+    if fn is None:
+        return False
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    out = c if c.flags.aligned and not any(s % c.itemsize for s in c.strides) else None
+    data = fns.data
+    while True:
+        if out is None:  # BLAS writes a row-major c; another c receives the result of one
+            out = np.ascontiguousarray(c) if beta else np.empty(c.shape, c.dtype)
+        offs = _offsets(c.shape[:-2], (a, b, out))
+        done = fns.gemm_blas[name](
+            *fn, int(beta == 0.0), offs.size // 3, data(offs), m, n, k, alpha, data(a), *_steps(a)[-2:],
+            data(b), *_steps(b)[-2:], beta, data(out), *_steps(out)[-2:], _threads(),
+        )  # fmt: skip
+        if done == _BLAS_A:
+            a = np.ascontiguousarray(a)
+        elif done == _BLAS_B:
+            b = np.ascontiguousarray(b)
+        elif done == _BLAS_C:
+            out = None
+        else:
+            break
+    ok = done == 1 or (done == 0 and beta != 0.0)
+    if ok and out is not c:
+        c[...] = out
+    return ok
+
+
+@contextlib.contextmanager
+def _one_blas_thread() -> Iterator[None]:
+    """OpenBLAS on one thread inside (verigrad's pool runs the tiles: OpenBLAS's own split of a product
+    over its threads changes the bits with the thread count)."""
+    before = blas.blas_threads()
+    if before is None or before == 1:
+        yield
+        return
+    blas.set_blas_threads(1)
+    try:
+        yield
+    finally:
+        blas.set_blas_threads(before)
+
+
+def _check_c(c: np.ndarray, shape: tuple[int, ...], *operands: np.ndarray) -> None:
+    if c.shape != shape:
+        raise ValueError(f"c has shape {c.shape}; the product has shape {shape}")
+    if not c.flags.writeable:
+        raise ValueError("c is read-only: it receives the result")
+    if any(np.may_share_memory(c, x) for x in operands):
+        raise ValueError("c overlaps an operand: BLAS writes c while it reads a and b")
+
+
+def gemm(
+    a: np.ndarray,
+    b: np.ndarray,
+    c: np.ndarray | None = None,
+    *,
+    alpha: float = 1.0,
+    beta: float = 0.0,
+    exact: bool | None = None,
+) -> np.ndarray:
+    """alpha * a @ b + beta * c for a[..., m, k] and b[..., k, n] (batch dimensions broadcast), written
+    into `c` (updated in place and returned) or a new array; c is not read when beta == 0."""
+    _dtype_name(a, b, *(() if c is None else (c,)))
+    if a.ndim < 2 or b.ndim < 2:
+        raise ValueError(f"gemm takes matrices (or batches of them); got shapes {a.shape} and {b.shape}")
+    if a.shape[-1] != b.shape[-2]:
+        raise ValueError(
+            f"gemm: a {a.shape} @ b {b.shape}: inner sizes {a.shape[-1]} and {b.shape[-2]} differ"
+        )
+    try:
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) if a.ndim > 2 or b.ndim > 2 else ()
+    except ValueError:
+        raise ValueError(f"gemm: the batch dimensions of {a.shape} and {b.shape} do not broadcast") from None
+    shape = (*batch, a.shape[-2], b.shape[-1])
+    if c is None:
+        c, beta = np.empty(shape, a.dtype), 0.0
+    else:
+        _check_c(c, shape, a, b)
+    _gemm_into(a, b, c, float(alpha), float(beta), exact_default() if exact is None else bool(exact))
+    return c
+
+
+def matmul(a: np.ndarray, b: np.ndarray, *, exact: bool | None = None) -> np.ndarray:
+    """a @ b with NumPy's semantics (batch dimensions broadcast, 1-D operands are vectors)."""
+    _dtype_name(a, b)
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError("matmul: scalar operands are not matrices")
+    if a.ndim == 2 and b.ndim == 2:
+        if a.shape[1] != b.shape[0]:
+            raise ValueError(
+                f"matmul: a {a.shape} @ b {b.shape}: inner sizes {a.shape[1]} and {b.shape[0]} differ"
+            )
+        c = np.empty((a.shape[0], b.shape[1]), a.dtype)  # the common case, with the fewest checks
+        _gemm_into(a, b, c, 1.0, 0.0, exact_default() if exact is None else bool(exact))
+        return c
+    if a.ndim == 1 and b.ndim == 1:
+        return dot(a, b, exact=exact)
+    if b.ndim == 1 and a.ndim == 2:
+        return gemv(a, b, exact=exact)
+    if a.ndim == 1 and b.ndim == 2:
+        return gemv(b.T, a, exact=exact)
+    a2 = a[None, :] if a.ndim == 1 else a
+    b2 = b[:, None] if b.ndim == 1 else b
+    out = gemm(a2, b2, exact=exact)
+    if a.ndim == 1:
+        out = out[..., 0, :]
+    if b.ndim == 1:
+        out = out[..., 0]
+    return out
+
+
+# ---------------------------------------------------------------- GEMV, dot, axpy
+
+
+def _vector_steps(x: np.ndarray) -> tuple[np.ndarray, int]:
+    x = _usable(x)
+    return x, _steps(x)[0]
+
+
+def gemv(
+    a: np.ndarray,
+    x: np.ndarray,
+    y: np.ndarray | None = None,
+    *,
+    alpha: float = 1.0,
+    beta: float = 0.0,
+    exact: bool | None = None,
+) -> np.ndarray:
+    """alpha * a @ x + beta * y for a[m, k] and x[k], into `y` (in place) or a new array; y is not read
+    when beta == 0. The fast path is a GEMM with one column (OpenBLAS passes it to its GEMV)."""
+    name = _dtype_name(a, x, *(() if y is None else (y,)))
+    if a.ndim != 2 or x.ndim != 1 or a.shape[1] != x.shape[0]:
+        raise ValueError(f"gemv takes a[m, k] and x[k]; got shapes {a.shape} and {x.shape}")
+    m, k = a.shape
+    if y is None:
+        y, beta = np.empty(m, a.dtype), 0.0
+    else:
+        _check_c(y, (m,), a, x)
+    exact = exact_default() if exact is None else bool(exact)
+    if not exact:
+        _gemm_into(a, x[:, None], y[:, None], float(alpha), float(beta), False)
+        return y
+    fns = _state["lib"] or _lib()
+    a, (x, incx), (work, incy) = _usable(a), _vector_steps(x), _vector_steps(y)
+    data = fns.data
+    fns.gemv[name](
+        m, k, float(alpha), data(a), *_steps(a), data(x), incx, float(beta), data(work), incy, _threads()
+    )
+    if work is not y:
+        y[...] = work
+    return y
+
+
+def dot(x: np.ndarray, y: np.ndarray, *, exact: bool | None = None) -> np.ndarray:
+    """sum_k x[k] y[k] as a 0-d array of the operands' dtype (one thread: a single element); the exact
+    path sums in double in increasing k."""
+    name = _dtype_name(x, y)
+    if x.ndim != 1 or y.shape != x.shape:
+        raise ValueError(f"dot takes two vectors of one length; got shapes {x.shape} and {y.shape}")
+    exact = exact_default() if exact is None else bool(exact)
+    fns = _lib()
+    (x, incx), (y, incy) = _vector_steps(x), _vector_steps(y)
+    found = None if exact else _blas(_prefix(name) + "dot")
+    if found is not None and min(incx, incy) > 0:
+        with _one_blas_thread():
+            value = found[0](x.size, fns.data(x), incx, fns.data(y), incy)
+        if np.isfinite(value):
+            return np.array(value, x.dtype)
+    return np.array(fns.dot[name](x.size, fns.data(x), incx, fns.data(y), incy), x.dtype)
+
+
+def axpy(alpha: float, x: np.ndarray, y: np.ndarray, *, exact: bool | None = None) -> np.ndarray:
+    """y = alpha * x + y in place (y untouched when alpha == 0); returns y. The exact path computes in
+    double and rounds once."""
+    name = _dtype_name(x, y)
+    if x.ndim != 1 or y.shape != x.shape:
+        raise ValueError(f"axpy takes two vectors of one length; got shapes {x.shape} and {y.shape}")
+    _check_c(y, x.shape, x)
+    exact = exact_default() if exact is None else bool(exact)
+    fns = _lib()
+    (x, incx), (work, incy) = _vector_steps(x), _vector_steps(y)
+    found = None if exact else _blas(_prefix(name) + "axpy")
+    if found is not None and min(incx, incy) > 0:
+        with _one_blas_thread():
+            found[0](x.size, alpha, fns.data(x), incx, fns.data(work), incy)
+    else:
+        fns.axpy[name](
+            x.size, float(alpha), fns.data(x), incx, fns.data(work), incy, _ffi.min_chunk(), _threads()
+        )
+    if work is not y:
+        y[...] = work
+    return y
+
+
+# ---------------------------------------------------------------- error bounds and the reference order
+
+
+def abs_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """sum_k |a[i,k]| |b[k,j]| in double (matmul's batch and vector semantics)."""
+    return np.matmul(np.abs(a.astype(np.float64)), np.abs(b.astype(np.float64)))
+
+
+def error_bound(a: np.ndarray, b: np.ndarray, exact: bool) -> np.ndarray:
+    """The largest |path - reference| per element of a @ b (see the module docstring), in double."""
+    k, u = a.shape[-1], _u(a.dtype)
+    s, ref = abs_product(a, b), np.abs(np.matmul(a.astype(np.float64), b.astype(np.float64)))
+    if exact and a.dtype == np.float64:
+        return 2 * k * u * s
+    if exact:
+        return 2 * u * ref + 2 * k * 2.0**-53 * s
+    return (k + 2) * u * s + u * ref
+
+
+def reference_exact(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """What the exact path computes, in NumPy: a @ b summed in double in increasing k, rounded once (for
+    tests; one vectorized step per k)."""
+    a2, b2 = a.astype(np.float64), b.astype(np.float64)
+    acc = np.zeros(np.broadcast_shapes((*a2.shape[:-1], 1), (*b2.shape[:-2], 1, b2.shape[-1])))
+    for k in range(a2.shape[-1]):
+        acc = acc + a2[..., k : k + 1] * b2[..., k : k + 1, :]
+    return acc.astype(a.dtype)
+
+
+# ---------------------------------------------------------------- registration
+
+
+def _matmul_kernel(dtype: np.dtype, reference: Callable) -> Callable:
+    def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if type(a) is not np.ndarray or type(b) is not np.ndarray or a.dtype != dtype or b.dtype != dtype:
+            return reference(a, b)
+        if a.ndim == 0 or b.ndim == 0:
+            return reference(a, b)
+        return matmul(a, b)
+
+    return kernel
+
+
+def _register_matmul(backend: Any) -> None:
+    exact = exact_default()
+    for name, kernel in _state["kernels"].items():
+        backend.register("matmul", kernel, name, EXACTNESS[(name, exact)])
+
+
+def register(backend: Any, lib: Library) -> None:
+    from ...registry import OPS
+
+    _state["lib"] = _Functions(lib)
+    threads = blas.thread_functions()
+    if threads is not None:  # gemm.c runs OpenBLAS on one thread while its tiles run on the pool
+        _state["lib"].blas_threads(*(ctypes.cast(f, ctypes.c_void_p) for f in threads))
+    for name in DTYPES:  # the cblas_?gemm pointer and integer width, for gemm.c's tiles
+        found = _blas(_prefix(name) + "gemm")
+        if found is not None:
+            _state["gemm"][name] = (ctypes.cast(found[0], ctypes.c_void_p).value, int(found[1]))
+    _state["backend"] = backend
+    _state["kernels"] = {
+        name: _matmul_kernel(dtype, OPS["matmul"].reference) for name, dtype in DTYPES.items()
+    }
+    _register_matmul(backend)

@@ -1,0 +1,79 @@
+"""Quantized products (quant.c), from the blocks: qmatmul_q8 on q8_0, q4_0 and q4_1 weights, qmatmul on
+those and on q4_k and q6_k.
+
+- qmatmul_q8 gives the reference's bits: the activations are quantized as `quantize_q8` does, block dots
+  are exact integers, and the f64 terms are added in the reference's order (EXACT).
+- qmatmul sums the exact f64 products of x and the f32-dequantized weight in a fixed order of its own
+  (16 partial sums), the reference in NumPy's BLAS order: |c - ref| <= u |ref| + 2 K 2^-53 s for
+  s = sum_k |x_k w_k| and u = 2^-24, stated in rtol/atol form for |x|, |w| <= `UNIT` and K <= `K_STATED`.
+
+Threads take bands of at least `MIN_BAND_BYTES` of weight rows; the bits do not depend on the thread count.
+The AVX2 paths (taken when the CPU has AVX2 and F16C) give the portable paths' bits; `simd(False)` turns
+them off, for tests. Other formats, dtypes or layouts run the reference.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ...ops.quant import Q8_QTYPES
+from .._registry import EXACT, tolerance
+from ._ffi import Library
+
+QTYPES = {"q8_0": 0, "q4_0": 1, "q4_1": 2, "q4_k": 3, "q6_k": 4}  # quant.c's format codes
+QUANT = ("qmatmul", "qmatmul_q8")
+# op -> (C function, formats it takes)
+_FUNCTIONS = {"qmatmul": ("vg_qmatmul_f32", tuple(QTYPES)), "qmatmul_q8": ("vg_qmatmul_q8", Q8_QTYPES)}
+MIN_BAND_BYTES = 65536  # the fewest weight bytes a thread is given (a dispatch costs microseconds)
+UNIT, K_STATED = 2.0, 4096
+QMATMUL_EXACTNESS = tolerance(2.0**-24, 2 * K_STATED * 2.0**-53 * K_STATED * UNIT**2)
+
+_ARGS = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64]
+_ARGS += [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int]
+
+
+def _kernel(fn: Any, qtypes: tuple[str, ...], reference: Callable, backend: Any, data: Callable) -> Callable:
+    codes = {q: QTYPES[q] for q in qtypes}
+
+    def kernel(x: np.ndarray, w: np.ndarray, qtype: str) -> np.ndarray:
+        code = codes.get(qtype)
+        if code is None or x.dtype != np.float32 or w.dtype != np.uint8 or w.ndim != 2:
+            return reference(x, w, qtype)
+        k, n = x.shape[-1], w.shape[0]
+        x2 = x if x.ndim == 2 and x.flags.c_contiguous else np.ascontiguousarray(x).reshape(-1, k)
+        if not w.flags.c_contiguous:
+            w = np.ascontiguousarray(w)
+        t = x2.shape[0]
+        out = np.empty((t, n), np.float32)
+        if t and n:
+            min_rows = MIN_BAND_BYTES // w.shape[1] + 1 if w.shape[1] else n
+            if fn(code, data(w), n, k, data(x2), t, data(out), min_rows, backend.threads):
+                raise MemoryError(f"qmatmul: out of memory for x of shape {x.shape}")
+        return out if x2 is x else out.reshape((*x.shape[:-1], n))
+
+    return kernel
+
+
+_state: dict[str, Any] = {"simd": None}
+
+
+def simd(flag: bool | None = None) -> bool:
+    """Allow (True) or forbid (False) the AVX2 paths, or leave them (None); whether they are taken now."""
+    fn = _state["simd"]
+    if fn is None:
+        raise RuntimeError("the cpu backend's quantized kernels are not loaded")
+    return bool(fn(-1 if flag is None else int(bool(flag))))
+
+
+def register(backend: Any, lib: Library) -> None:
+    from ...registry import OPS
+
+    _state["simd"] = lib.fn("vg_quant_simd", [ctypes.c_int], restype=ctypes.c_int)
+    for name, (symbol, qtypes) in _FUNCTIONS.items():
+        fn = lib.fn(symbol, _ARGS, restype=ctypes.c_int)
+        kernel = _kernel(fn, qtypes, OPS[name].reference, backend, lib.data)
+        backend.register(name, kernel, "f32", EXACT if name == "qmatmul_q8" else QMATMUL_EXACTNESS)

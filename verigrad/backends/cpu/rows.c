@@ -1,0 +1,195 @@
+/* Row kernels over the last axis of C-contiguous [rows, n] arrays: softmax, log_softmax, cross-entropy
+ * (forward, and the gradient of its logits), layer_norm and rms_norm.
+ *
+ * Each kernel repeats, row by row, the steps of its op's decomposition with the same roundings: the
+ * element-wise steps in the dtype, each sum as NumPy's add.reduce gives it (`vg_pairwise_*` of reduce.c:
+ * pairwise in double, in blocks of `block` elements), rounded to the dtype before it is used. exp is
+ * the exp kernel of elementwise.c and log the C library's (f32: evaluated in double, rounded once); where
+ * they differ from the references' exp and log, by a few ulps, so do the results; everything else gives
+ * the reference's bits. One thread computes each row, so the result does not
+ * depend on the thread count. `out` may be `x` (in place) for softmax, log_softmax and the norms.
+ *
+ * x:         [rows, n] input (logits for cross-entropy);
+ * softmax:   out = e / sum(e), e = exp(x - max(x));   log_softmax: out = (x - m) - log(sum(e));
+ * xent:      nll[r] = -((x[r, t] - m) - log(sum(e))) for t = target[r] in [0, n), else -0.0;
+ * xent_grad: out[r, j] = (softmax(x)[r, j] - (j == t)) * scale[r * scale_step];
+ * layer_norm: xc = x - mean(x); out = xc * (1 / sqrt(mean(xc * xc) + eps)) * w + b;
+ * rms_norm:  out = x * (1 / sqrt(mean(x * x) + eps)) * w;
+ * norm_grad: the gradient of layer_norm (center) or rms_norm with respect to x, for the output's
+ *            gradient g: with rs, xc as above, xhat = xc * rs and d = g * w,
+ *            out = rs * ((d - mean(d)) - xhat * mean(d * xhat)), without the "- mean(d)" for rms_norm.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "vg.h"
+
+/* defined in reduce.c: the sum of n elements in NumPy's add.reduce order, and the largest */
+double vg_pairwise_f32(const float *a, int64_t n, int64_t block);
+double vg_pairwise_f64(const double *a, int64_t n, int64_t block);
+float vg_rowmax_f32(const float *a, int64_t n);
+double vg_rowmax_f64(const double *a, int64_t n);
+/* defined in elementwise.c: the exp kernels (f32: exp in double, rounded once; vectorized where it can) */
+void vg_exp_f32(const float *x, float *out, int64_t n, int64_t min_chunk, int threads);
+void vg_exp_f64(const double *x, double *out, int64_t n, int64_t min_chunk, int threads);
+
+typedef struct {
+    const void *x, *w, *b, *g;
+    const int64_t *target;
+    const void *scale;
+    void *out;
+    int64_t n, block, scale_step;
+    double eps;
+    int log;    /* log_softmax rather than softmax */
+    int center; /* layer_norm (subtract the mean, add b) rather than rms_norm */
+} vg_rowjob;
+
+static inline float log_f32(float x) { return (float)log((double)x); }
+static inline double log_f64(double x) { return log(x); }
+static inline float sqrt_f32(float x) { return sqrtf(x); }
+static inline double sqrt_f64(double x) { return sqrt(x); }
+
+#define ROWS(T, SUF)                                                                          \
+    /* z = row - m, e = exp(z) (not in place: the exp kernel reads z after it writes e); returns  \
+       sum(e) rounded as the reference does */                                                \
+    static T exps_##SUF(const T *row, T *z, T *e, int64_t n, T m, int64_t block) {            \
+        for (int64_t i = 0; i < n; i++) z[i] = row[i] - m;                                    \
+        vg_exp_##SUF(z, e, n, n, 1); /* one thread: this row's */                             \
+        return (T)vg_pairwise_##SUF(e, n, block);                                             \
+    }                                                                                         \
+    static void softmax_##SUF##_chunk(void *ctx, int64_t lo, int64_t hi) {                    \
+        const vg_rowjob *p = (const vg_rowjob *)ctx;                                          \
+        int64_t n = p->n;                                                                     \
+        T *tmp = (T *)malloc(2 * (size_t)n * sizeof(T));                                      \
+        for (int64_t r = lo; r < hi; r++) {                                                   \
+            const T *row = (const T *)p->x + r * n;                                           \
+            T *out = (T *)p->out + r * n;                                                     \
+            T m = vg_rowmax_##SUF(row, n);                                                    \
+            if (p->log) {                                                                     \
+                T l = log_##SUF(exps_##SUF(row, tmp, tmp + n, n, m, p->block));               \
+                for (int64_t i = 0; i < n; i++) out[i] = tmp[i] - l;                          \
+            } else {                                                                          \
+                T s = exps_##SUF(row, tmp, out, n, m, p->block);                              \
+                for (int64_t i = 0; i < n; i++) out[i] = out[i] / s;                          \
+            }                                                                                 \
+        }                                                                                     \
+        free(tmp);                                                                            \
+    }                                                                                         \
+    void vg_softmax_##SUF(const T *x, T *out, int64_t rows, int64_t n, int64_t block, int log, \
+                          int64_t min_rows, int threads) {                                    \
+        vg_rowjob p = {.x = x, .out = out, .n = n, .block = block, .log = log};               \
+        vg_parallel_for(rows, min_rows, threads, softmax_##SUF##_chunk, &p);                  \
+    }                                                                                         \
+    static void xent_##SUF##_chunk(void *ctx, int64_t lo, int64_t hi) {                       \
+        const vg_rowjob *p = (const vg_rowjob *)ctx;                                          \
+        int64_t n = p->n;                                                                     \
+        T *tmp = (T *)malloc(2 * (size_t)n * sizeof(T));                                      \
+        for (int64_t r = lo; r < hi; r++) {                                                   \
+            const T *row = (const T *)p->x + r * n;                                           \
+            T m = vg_rowmax_##SUF(row, n);                                                    \
+            T l = log_##SUF(exps_##SUF(row, tmp, tmp + n, n, m, p->block));                   \
+            int64_t t = p->target[r];                                                         \
+            ((T *)p->out)[r] = (t >= 0 && t < n) ? -((row[t] - m) - l) : (T)-0.0;             \
+        }                                                                                     \
+        free(tmp);                                                                            \
+    }                                                                                         \
+    void vg_xent_##SUF(const T *x, const int64_t *target, T *nll, int64_t rows, int64_t n,    \
+                       int64_t block, int64_t min_rows, int threads) {                        \
+        vg_rowjob p = {.x = x, .target = target, .out = nll, .n = n, .block = block};         \
+        vg_parallel_for(rows, min_rows, threads, xent_##SUF##_chunk, &p);                     \
+    }                                                                                         \
+    static void xent_grad_##SUF##_chunk(void *ctx, int64_t lo, int64_t hi) {                  \
+        const vg_rowjob *p = (const vg_rowjob *)ctx;                                          \
+        int64_t n = p->n;                                                                     \
+        T *tmp = (T *)malloc((size_t)n * sizeof(T));                                          \
+        for (int64_t r = lo; r < hi; r++) {                                                   \
+            const T *row = (const T *)p->x + r * n;                                           \
+            T *out = (T *)p->out + r * n;                                                     \
+            T s = exps_##SUF(row, tmp, out, n, vg_rowmax_##SUF(row, n), p->block);            \
+            T g = ((const T *)p->scale)[r * p->scale_step];                                   \
+            int64_t t = p->target[r];                                                         \
+            for (int64_t i = 0; i < n; i++) out[i] = (out[i] / s - (T)(i == t)) * g;          \
+        }                                                                                     \
+        free(tmp);                                                                            \
+    }                                                                                         \
+    void vg_xent_grad_##SUF(const T *x, const int64_t *target, const T *scale,                \
+                            int64_t scale_step, T *out, int64_t rows, int64_t n, int64_t block, \
+                            int64_t min_rows, int threads) {                                  \
+        vg_rowjob p = {.x = x, .target = target, .scale = scale, .scale_step = scale_step,    \
+                       .out = out, .n = n, .block = block};                                   \
+        vg_parallel_for(rows, min_rows, threads, xent_grad_##SUF##_chunk, &p);                \
+    }                                                                                         \
+    /* w (and b) may be null: layer_norm without them is the normalized x */                  \
+    static void norm_##SUF##_chunk(void *ctx, int64_t lo, int64_t hi) {                       \
+        const vg_rowjob *p = (const vg_rowjob *)ctx;                                          \
+        int64_t n = p->n;                                                                     \
+        const T *w = (const T *)p->w, *b = (const T *)p->b;                                   \
+        T eps = (T)p->eps, *sq = (T *)malloc((size_t)n * sizeof(T));                          \
+        for (int64_t r = lo; r < hi; r++) {                                                   \
+            const T *row = (const T *)p->x + r * n;                                           \
+            T *out = (T *)p->out + r * n;                                                     \
+            T mu = p->center ? (T)(vg_pairwise_##SUF(row, n, p->block) / (double)n) : (T)0;   \
+            for (int64_t i = 0; i < n; i++) {                                                 \
+                T c = p->center ? row[i] - mu : row[i];                                       \
+                sq[i] = c * c;                                                                \
+            }                                                                                 \
+            T var = (T)(vg_pairwise_##SUF(sq, n, p->block) / (double)n);                      \
+            T rs = (T)1 / sqrt_##SUF(var + eps);                                              \
+            if (p->center) {                                                                  \
+                for (int64_t i = 0; i < n; i++) out[i] = (row[i] - mu) * rs * w[i] + b[i];    \
+            } else {                                                                          \
+                for (int64_t i = 0; i < n; i++) out[i] = row[i] * rs * w[i];                  \
+            }                                                                                 \
+        }                                                                                     \
+        free(sq);                                                                             \
+    }                                                                                         \
+    void vg_layer_norm_##SUF(const T *x, const T *w, const T *b, T *out, int64_t rows,        \
+                             int64_t n, double eps, int64_t block, int64_t min_rows, int threads) { \
+        vg_rowjob p = {.x = x, .w = w, .b = b, .out = out, .n = n, .block = block, .eps = eps, .center = 1}; \
+        vg_parallel_for(rows, min_rows, threads, norm_##SUF##_chunk, &p);                     \
+    }                                                                                         \
+    void vg_rms_norm_##SUF(const T *x, const T *w, T *out, int64_t rows, int64_t n, double eps, \
+                           int64_t block, int64_t min_rows, int threads) {                    \
+        vg_rowjob p = {.x = x, .w = w, .out = out, .n = n, .block = block, .eps = eps};       \
+        vg_parallel_for(rows, min_rows, threads, norm_##SUF##_chunk, &p);                     \
+    }                                                                                         \
+    static void norm_grad_##SUF##_chunk(void *ctx, int64_t lo, int64_t hi) {                  \
+        const vg_rowjob *p = (const vg_rowjob *)ctx;                                          \
+        int64_t n = p->n, block = p->block;                                                   \
+        const T *w = (const T *)p->w;                                                         \
+        T eps = (T)p->eps, *sq = (T *)malloc(3 * (size_t)n * sizeof(T));                      \
+        T *xhat = sq + n, *d = xhat + n;                                                      \
+        for (int64_t r = lo; r < hi; r++) {                                                   \
+            const T *row = (const T *)p->x + r * n, *g = (const T *)p->g + r * n;             \
+            T *out = (T *)p->out + r * n;                                                     \
+            T mu = p->center ? (T)(vg_pairwise_##SUF(row, n, block) / (double)n) : (T)0;      \
+            for (int64_t i = 0; i < n; i++) {                                                 \
+                T c = p->center ? row[i] - mu : row[i];                                       \
+                sq[i] = c * c;                                                                \
+            }                                                                                 \
+            T rs = (T)1 / sqrt_##SUF((T)(vg_pairwise_##SUF(sq, n, block) / (double)n) + eps); \
+            for (int64_t i = 0; i < n; i++) {                                                 \
+                xhat[i] = (p->center ? row[i] - mu : row[i]) * rs;                            \
+                d[i] = g[i] * w[i];                                                           \
+                sq[i] = d[i] * xhat[i];                                                       \
+            }                                                                                 \
+            T dot = (T)(vg_pairwise_##SUF(sq, n, block) / (double)n);                         \
+            if (p->center) {                                                                  \
+                T md = (T)(vg_pairwise_##SUF(d, n, block) / (double)n);                       \
+                for (int64_t i = 0; i < n; i++) out[i] = rs * ((d[i] - md) - xhat[i] * dot);  \
+            } else {                                                                          \
+                for (int64_t i = 0; i < n; i++) out[i] = rs * (d[i] - xhat[i] * dot);         \
+            }                                                                                 \
+        }                                                                                     \
+        free(sq);                                                                             \
+    }                                                                                         \
+    void vg_norm_grad_##SUF(const T *g, const T *x, const T *w, T *out, int64_t rows, int64_t n, \
+                            double eps, int center, int64_t block, int64_t min_rows, int threads) { \
+        vg_rowjob p = {.x = x, .w = w, .g = g, .out = out, .n = n, .block = block, .eps = eps, \
+                       .center = center};                                                     \
+        vg_parallel_for(rows, min_rows, threads, norm_grad_##SUF##_chunk, &p);                \
+    }
+
+ROWS(float, f32)
+ROWS(double, f64)

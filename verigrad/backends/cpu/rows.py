@@ -1,0 +1,257 @@
+"""Row kernels (rows.c): softmax and log_softmax over the last axis, cross_entropy and its gradient,
+layer_norm and rms_norm and their input gradients; each row by one thread.
+
+Each repeats its op's decomposition step by step with the same roundings (sums in NumPy's order, in
+double, rounded to the dtype), so the norms and their gradients give the reference's bits. softmax,
+log_softmax, cross_entropy and its gradient call elementwise.c's exp and the C library's log: exact
+where those are (NumPy's f64 loops are the C library's on this machine), within the bounds `exactness`
+derives otherwise. Any other case (softmax over another axis, operands of mixed dtypes, empty arrays)
+runs the op's decomposition on the references (`decomposition`), so results are always the reference's.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ... import modes
+from ...dtypes import as_dtype, from_numpy_dtype
+from ...shapes import Spec
+from ...tensor import Tensor
+from .._registry import EXACT, Exactness, tolerance, ulp
+from . import _ffi
+from ._ffi import DTYPES, Library
+
+ROWS = (
+    "softmax",
+    "log_softmax",
+    "cross_entropy",
+    "cross_entropy_grad",
+    "layer_norm",
+    "rms_norm",
+    "layer_norm_grad",
+    "rms_norm_grad",
+)
+
+
+# How far from the reference each kernel may be. The norms and their gradients: the same bits. The
+# others call exp (and log): where elementwise.py, registered first, states those exact (the C
+# library's routines are NumPy's on this machine), they are exact too; otherwise, with exp and log
+# within 4 ulps: softmax divides e by the sum of the e's (4 ulps from e, 4 from the sum, 1 from the
+# division); log_softmax and cross_entropy subtract log(sum(e)) from a number of the same sign, and log
+# turns the sum's relative error into an absolute one (d log s = ds / s), so their bound is relative
+# plus absolute, at 8 epsilons each; cross_entropy_grad subtracts 1 from softmax's target entry, which
+# turns its 9 ulps of a number up to 1 into an absolute error of 9 epsilons times |g|: 32 epsilons hold
+# for |g| <= 3 (a mean or summed loss's gradient is 1).
+CALLS_EXP = ("softmax", "log_softmax", "cross_entropy", "cross_entropy_grad")
+
+
+def exactness(name: str, dtype_name: str, backend: Any) -> Exactness:
+    """What the kernel of `name` states for `dtype_name` on `backend` (see above)."""
+    from ...registry import OPS
+
+    libm = [OPS[op] for op in ("exp", "log")]
+    if name not in CALLS_EXP or all(
+        backend.native(op, as_dtype(dtype_name)) is not None
+        and backend.exactness(op.name, dtype_name).is_exact
+        for op in libm
+    ):
+        return EXACT
+    eps = float(np.finfo(DTYPES[dtype_name]).eps)
+    if name == "softmax":
+        return ulp(9)
+    return tolerance(32 * eps, 32 * eps) if name == "cross_entropy_grad" else tolerance(8 * eps, 8 * eps)
+
+
+_P, _I, _T = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
+_SOFTMAX_ARGS = [_P, _P, _I, _I, _I, _T, _I, _T]
+_XENT_ARGS = [_P, _P, _P, _I, _I, _I, _I, _T]
+_XENT_GRAD_ARGS = [_P, _P, _P, _I, _P, _I, _I, _I, _I, _T]
+_LAYER_NORM_ARGS = [_P, _P, _P, _P, _I, _I, ctypes.c_double, _I, _I, _T]
+_RMS_NORM_ARGS = [_P, _P, _P, _I, _I, ctypes.c_double, _I, _I, _T]
+_NORM_GRAD_ARGS = [_P, _P, _P, _P, _I, _I, ctypes.c_double, _T, _I, _I, _T]
+
+
+class _References(modes.Mode):
+    """Runs every op by its NumPy reference, a composite by its decomposition (no autograd)."""
+
+    name = "references"
+
+    def apply(self, op: Any, args: tuple[Tensor, ...], params: dict, out: Spec) -> Tensor:
+        if op.is_composite:
+            return op.decompose(*args, **params)
+        result = np.asarray(op.reference(*(a.data for a in args), **params))
+        return Tensor(out, result.astype(out.dtype.np, copy=False))
+
+    def constant(self, array: np.ndarray, dtype: Any) -> Tensor:
+        return Tensor(Spec(tuple(array.shape), dtype), array)
+
+
+_REFERENCES = _References()
+
+
+def decomposition(op: Any) -> Callable[..., np.ndarray]:
+    """A kernel running `op`'s decomposition on the references: the reference of a composite op."""
+
+    def run(*arrays: np.ndarray, **params: Any) -> np.ndarray:
+        tensors = [Tensor(Spec(a.shape, from_numpy_dtype(a.dtype)), a) for a in arrays]
+        with modes.using(_REFERENCES), np.errstate(all="ignore"):
+            return op.decompose(*tensors, **params).data
+
+    return run
+
+
+def _rows_of(x: np.ndarray, dtype: np.dtype) -> np.ndarray | None:
+    """`x` as C-contiguous rows of `dtype` (copied if it is a view), or None if it is not of that dtype
+    or has no elements."""
+    if type(x) is not np.ndarray or x.dtype != dtype or x.size == 0:
+        return None
+    return x if x.flags.c_contiguous and x.flags.aligned else np.ascontiguousarray(x)
+
+
+class _Rows:
+    """What every row kernel of one dtype needs: the library, the backend (for its threads), the data
+    reader and the summation block."""
+
+    def __init__(self, lib: Library, dtype_name: str, backend: Any) -> None:
+        self.lib, self.dtype, self.backend, self.data = lib, DTYPES[dtype_name], backend, lib.data
+        self.suffix = dtype_name
+
+    @property
+    def block(self) -> int:
+        """NumPy sums an f32 row through its cast buffer (8192 elements): pairwise within each."""
+        return np.getbufsize() if self.suffix == "f32" else 1 << 62
+
+    def fn(self, name: str, args: list) -> Any:
+        return self.lib.fn(f"vg_{name}_{self.suffix}", args)
+
+    def min_rows(self, n: int) -> int:
+        return max(1, _ffi._min_chunk[0] // n)
+
+
+def _softmax(k: _Rows, log: bool, fallback: Callable) -> Callable:
+    fn = k.fn("softmax", _SOFTMAX_ARGS)
+
+    def kernel(x: np.ndarray, axis: int, out: np.ndarray | None = None) -> np.ndarray:
+        """softmax (log_softmax) of `x` along `axis`, into `out` when given (which may be `x`)."""
+        rows = _rows_of(x, k.dtype)
+        if rows is None or axis != x.ndim - 1 or (out is not None and not out.flags.c_contiguous):
+            result = fallback(x, axis=axis)
+            if out is None:
+                return result
+            out[...] = result
+            return out
+        if out is None:
+            out = np.empty(x.shape, k.dtype)
+        n = x.shape[-1]
+        fn(k.data(rows), k.data(out), x.size // n, n, k.block, int(log), k.min_rows(n), k.backend.threads)
+        return out
+
+    return kernel
+
+
+def _cross_entropy(k: _Rows, fallback: Callable) -> Callable:
+    from ...registry import OPS
+
+    fn = k.fn("xent", _XENT_ARGS)
+    total, mean = OPS["sum"].reference, OPS["mean"].reference
+
+    def kernel(logits: np.ndarray, target: np.ndarray, reduction: str) -> np.ndarray:
+        rows = _rows_of(logits, k.dtype)
+        if rows is None:
+            return fallback(logits, target, reduction=reduction)
+        n, c = logits.shape
+        target = np.ascontiguousarray(target, np.int64)
+        nll = np.empty(n, k.dtype)
+        fn(k.data(rows), k.data(target), k.data(nll), n, c, k.block, k.min_rows(c), k.backend.threads)
+        if reduction == "none":
+            return nll
+        return (mean if reduction == "mean" else total)(nll, (0,), False)
+
+    return kernel
+
+
+def _cross_entropy_grad(k: _Rows, fallback: Callable) -> Callable:
+    fn = k.fn("xent_grad", _XENT_GRAD_ARGS)
+
+    def kernel(logits: np.ndarray, target: np.ndarray, g: np.ndarray, reduction: str) -> np.ndarray:
+        rows, scale = _rows_of(logits, k.dtype), _rows_of(np.asarray(g), k.dtype)
+        if rows is None or scale is None:
+            return fallback(logits, target, g, reduction=reduction)
+        n, c = logits.shape
+        if reduction == "mean":  # the reference divides g by N in the dtype, once
+            scale = np.asarray(scale / k.dtype.type(n))
+        target, out = np.ascontiguousarray(target, np.int64), np.empty(logits.shape, k.dtype)
+        step = int(reduction == "none")
+        args = (n, c, k.block, k.min_rows(c), k.backend.threads)
+        fn(k.data(rows), k.data(target), k.data(scale), step, k.data(out), *args)
+        return out
+
+    return kernel
+
+
+def _layer_norm(k: _Rows, fallback: Callable) -> Callable:
+    fn = k.fn("layer_norm", _LAYER_NORM_ARGS)
+
+    def kernel(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
+        rows, w, b = _rows_of(x, k.dtype), _rows_of(weight, k.dtype), _rows_of(bias, k.dtype)
+        if rows is None or w is None or b is None:
+            return fallback(x, weight, bias, eps=eps)
+        out, n = np.empty(x.shape, k.dtype), x.shape[-1]
+        args = (x.size // n, n, eps, k.block, k.min_rows(n), k.backend.threads)
+        fn(k.data(rows), k.data(w), k.data(b), k.data(out), *args)
+        return out
+
+    return kernel
+
+
+def _rms_norm(k: _Rows, fallback: Callable) -> Callable:
+    fn = k.fn("rms_norm", _RMS_NORM_ARGS)
+
+    def kernel(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
+        rows, w = _rows_of(x, k.dtype), _rows_of(weight, k.dtype)
+        if rows is None or w is None:
+            return fallback(x, weight, eps=eps)
+        out, n = np.empty(x.shape, k.dtype), x.shape[-1]
+        args = (x.size // n, n, eps, k.block, k.min_rows(n), k.backend.threads)
+        fn(k.data(rows), k.data(w), k.data(out), *args)
+        return out
+
+    return kernel
+
+
+def _norm_grad(k: _Rows, center: bool, fallback: Callable) -> Callable:
+    fn = k.fn("norm_grad", _NORM_GRAD_ARGS)
+
+    def kernel(g: np.ndarray, x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
+        rows, grad, w = _rows_of(x, k.dtype), _rows_of(g, k.dtype), _rows_of(weight, k.dtype)
+        if rows is None or grad is None or w is None:
+            return fallback(g, x, weight, eps=eps)
+        out, n = np.empty(x.shape, k.dtype), x.shape[-1]
+        args = (x.size // n, n, eps, int(center), k.block, k.min_rows(n), k.backend.threads)
+        fn(k.data(grad), k.data(rows), k.data(w), k.data(out), *args)
+        return out
+
+    return kernel
+
+
+def register(backend: Any, lib: Library) -> None:
+    from ...registry import OPS
+
+    for dtype_name in DTYPES:
+        k = _Rows(lib, dtype_name, backend)
+        kernels = {
+            "softmax": _softmax(k, False, decomposition(OPS["softmax"])),
+            "log_softmax": _softmax(k, True, decomposition(OPS["log_softmax"])),
+            "cross_entropy": _cross_entropy(k, decomposition(OPS["cross_entropy"])),
+            "cross_entropy_grad": _cross_entropy_grad(k, decomposition(OPS["cross_entropy_grad"])),
+            "layer_norm": _layer_norm(k, decomposition(OPS["layer_norm"])),
+            "rms_norm": _rms_norm(k, decomposition(OPS["rms_norm"])),
+            "layer_norm_grad": _norm_grad(k, True, decomposition(OPS["layer_norm_grad"])),
+            "rms_norm_grad": _norm_grad(k, False, decomposition(OPS["rms_norm_grad"])),
+        }
+        for name, kernel in kernels.items():
+            backend.register(name, kernel, dtype_name, exactness(name, dtype_name, backend))

@@ -1,0 +1,354 @@
+"""Byte-level BPE tokenizers (GPT-2, SmolLM2, Llama-3 style) from a GGUF file or a GPT-2 folder.
+
+The vocabulary and merges run on the `tokenizers` library, built the way transformers' GGUF converter
+builds them (`transformers.integrations.gguf`): a BPE model over the GPT-2 byte alphabet, the GPT-2
+split regex unless the file's `tokenizer.ggml.pre` names another one, control tokens (token type 3) as
+special tokens that are never split, user-defined ones (type 4) as plain added tokens. Decoding maps
+every token to its bytes and decodes UTF-8 once, so `decode` and the streaming `StreamDecoder` give the
+same text; the chat template is rendered with jinja2 in a sandbox, as transformers renders it.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers
+from tokenizers import Tokenizer as _Backend
+
+from ..errors import WeightFileError
+from .gguf import GGUFFile, read_gguf
+
+# Token types of llama.cpp's vocabulary (`tokenizer.ggml.token_type`).
+NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
+
+# Special tokens that end a turn or a text, as llama.cpp recognizes them ("end of generation").
+END_TOKENS = ("<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|eom_id|>")
+
+_LLAMA3_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+_QWEN2_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+# `tokenizer.ggml.pre` values whose split is not GPT-2's (as in transformers' GGUF converter). Every other
+# value, "smollm" included, gets GPT-2's regex: SmolLM2's vocabulary has no merge touching a digit, so the
+# digit-by-digit split llama.cpp adds for "smollm" gives the same tokens.
+PRE_TOKENIZER_SPLITS = {
+    "llama3": _LLAMA3_SPLIT,
+    "llama-v3": _LLAMA3_SPLIT,
+    "llama-bpe": _LLAMA3_SPLIT,
+    "smaug-bpe": _LLAMA3_SPLIT,
+    "dbrx": _LLAMA3_SPLIT,
+    "falcon3": _LLAMA3_SPLIT,
+    "qwen2": _QWEN2_SPLIT,
+    "deepseek-r1-qwen": _QWEN2_SPLIT,
+}
+
+
+@cache
+def byte_alphabet() -> dict[int, str]:
+    """GPT-2's map of the 256 byte values to printable characters (a space is "Ġ", a newline "Ċ")."""
+    printable = [
+        *range(ord("!"), ord("~") + 1),
+        *range(ord("¡"), ord("¬") + 1),
+        *range(ord("®"), ord("ÿ") + 1),
+    ]
+    chars = list(printable)
+    extra = 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            chars.append(256 + extra)
+            extra += 1
+    return {b: chr(c) for b, c in zip(printable, chars)}
+
+
+def _byte_spelling(token: str, alphabet: set[str]) -> str:
+    """The token in the byte alphabet: as it is, or its UTF-8 bytes respelled (as transformers does)."""
+    if set(token) <= alphabet:
+        return token
+    spell = byte_alphabet()
+    return "".join(spell[b] for b in token.encode("utf-8"))
+
+
+class Tokenizer:
+    """Text to token ids and back, with the model's special tokens and chat template.
+
+    `encode(text)` never splits a special token written in the text (`"<|im_start|>"` is one id);
+    `add_special=True` adds BOS (and EOS) when the model asks for them (`add_bos`, `add_eos`)."""
+
+    def __init__(
+        self,
+        backend: _Backend,
+        *,
+        bos_id: int | None,
+        eos_id: int | None,
+        add_bos: bool = False,
+        add_eos: bool = False,
+        chat_template: str | None = None,
+        source: str = "",
+    ) -> None:
+        self.backend = backend
+        self.source = source
+        self.vocab_size = 1 + max(backend.get_vocab(with_added_tokens=True).values(), default=-1)
+        for what, i in (("BOS", bos_id), ("EOS", eos_id)):
+            if i is not None and not 0 <= i < self.vocab_size:
+                raise WeightFileError(
+                    f"{source}: {what} token id {i} is outside the vocabulary ({self.vocab_size})"
+                )
+        self.bos_id, self.eos_id = bos_id, eos_id
+        self.add_bos, self.add_eos = add_bos, add_eos
+        self.chat_template = chat_template
+        added = backend.get_added_tokens_decoder()
+        self.special_tokens: dict[str, int] = {t.content: i for i, t in sorted(added.items()) if t.special}
+        self.special_ids = frozenset(self.special_tokens.values())
+        ends = {self.special_tokens[t] for t in END_TOKENS if t in self.special_tokens}
+        self.end_ids = frozenset(ends | ({eos_id} if eos_id is not None else set()))
+        self._bytes = self._token_bytes_table(added)
+        self._template: Any = None
+
+    def _token_bytes_table(self, added: Mapping[int, AddedToken]) -> list[bytes]:
+        unspell = {c: b for b, c in byte_alphabet().items()}
+        table = [b""] * self.vocab_size
+        for token, i in self.backend.get_vocab(with_added_tokens=False).items():
+            if not set(token) <= unspell.keys():
+                raise WeightFileError(
+                    f"{self.source}: token {i} ({token!r}) is not in GPT-2's byte alphabet: verigrad reads "
+                    "byte-level BPE vocabularies"
+                )
+            table[i] = bytes(unspell[c] for c in token)
+        for i, t in added.items():
+            table[i] = t.content.encode("utf-8")
+        return table
+
+    # construction ------------------------------------------------------------------------------------
+
+    @classmethod
+    def from_gguf(cls, gguf: GGUFFile | str | Path) -> Tokenizer:
+        """The tokenizer a GGUF file describes (a `GGUFFile` from `verigrad.io.gguf.read_gguf`, or a path)."""
+        if not isinstance(gguf, GGUFFile):
+            gguf = read_gguf(gguf)
+        meta, source = gguf.metadata, str(gguf.path)
+        kind = gguf.require("tokenizer.ggml.model")
+        if kind != "gpt2":
+            raise WeightFileError(
+                f"{source}: tokenizer.ggml.model is {kind!r}; verigrad reads byte-level BPE tokenizers "
+                "('gpt2')"
+            )
+        tokens = list(gguf.require("tokenizer.ggml.tokens"))
+        merges = list(gguf.require("tokenizer.ggml.merges"))
+        types = list(meta.get("tokenizer.ggml.token_type") or [NORMAL] * len(tokens))
+        if len(types) != len(tokens):
+            raise WeightFileError(
+                f"{source}: tokenizer.ggml.token_type has {len(types)} entries, expected {len(tokens)} "
+                "(one per token)"
+            )
+        alphabet = set(byte_alphabet().values())
+        vocab = {_byte_spelling(t, alphabet): i for i, t in enumerate(tokens)}
+        if len(vocab) != len(tokens):
+            raise WeightFileError(f"{source}: tokenizer.ggml.tokens has repeated tokens")
+        backend = _bpe(
+            vocab, _split_merges(merges, source), PRE_TOKENIZER_SPLITS.get(meta.get("tokenizer.ggml.pre"))
+        )
+        # Control tokens written outside the byte alphabet are llama.cpp mislabels (transformers skips them).
+        backend.add_special_tokens(
+            [_added(t, True) for t, k in zip(tokens, types) if k == CONTROL and set(t) <= alphabet]
+        )
+        backend.add_tokens(
+            [_added(t, False) for t, k in zip(tokens, types) if k == USER_DEFINED and t in vocab]
+        )
+        return cls(
+            backend,
+            bos_id=meta.get("tokenizer.ggml.bos_token_id"),
+            eos_id=meta.get("tokenizer.ggml.eos_token_id"),
+            add_bos=bool(meta.get("tokenizer.ggml.add_bos_token", False)),
+            add_eos=bool(meta.get("tokenizer.ggml.add_eos_token", False)),
+            chat_template=meta.get("tokenizer.chat_template"),
+            source=source,
+        )
+
+    @classmethod
+    def from_gpt2_folder(cls, folder: str | Path) -> Tokenizer:
+        """GPT-2's tokenizer from a model folder: `tokenizer.json`, else `vocab.json` + `merges.txt`
+        (with `<|endoftext|>` as BOS and EOS unless `config.json` says otherwise)."""
+        folder = Path(folder)
+        config = _read_json(folder / "config.json") if (folder / "config.json").is_file() else {}
+        tok_config = (
+            _read_json(folder / "tokenizer_config.json")
+            if (folder / "tokenizer_config.json").is_file()
+            else {}
+        )
+        if (folder / "tokenizer.json").is_file():
+            try:
+                backend = _Backend.from_file(str(folder / "tokenizer.json"))
+            except Exception as e:  # the library's own parse error, as one line
+                raise WeightFileError(
+                    f"{folder / 'tokenizer.json'}: cannot read the tokenizer: {e}"
+                ) from None
+        elif (folder / "vocab.json").is_file() and (folder / "merges.txt").is_file():
+            vocab = _read_json(folder / "vocab.json")
+            lines = (folder / "merges.txt").read_text(encoding="utf-8").splitlines()
+            merges = [m for m in lines if m and not m.startswith("#version")]
+            backend = _bpe(vocab, _split_merges(merges, str(folder / "merges.txt")), None)
+            backend.add_special_tokens([_added("<|endoftext|>", True)] if "<|endoftext|>" in vocab else [])
+        else:
+            raise WeightFileError(f"{folder}: no tokenizer.json, nor vocab.json and merges.txt")
+        end = backend.token_to_id("<|endoftext|>")
+        return cls(
+            backend,
+            bos_id=config.get("bos_token_id", end),
+            eos_id=config.get("eos_token_id", end),
+            chat_template=tok_config.get("chat_template"),
+            source=str(folder),
+        )
+
+    # text <-> ids ------------------------------------------------------------------------------------
+
+    def encode(self, text: str, add_special: bool = True) -> list[int]:
+        """Token ids of `text`; with `add_special`, BOS/EOS around them when the model asks for them."""
+        if not isinstance(text, str):
+            raise TypeError(f"encode takes a str, got {type(text).__name__}")
+        ids = self.backend.encode(text, add_special_tokens=False).ids
+        if add_special and self.add_bos and self.bos_id is not None:
+            ids.insert(0, self.bos_id)
+        if add_special and self.add_eos and self.eos_id is not None:
+            ids.append(self.eos_id)
+        return ids
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """The bytes a token stands for (a special token: its text)."""
+        if not 0 <= token_id < self.vocab_size:
+            raise ValueError(f"token id {token_id} is outside the vocabulary (0 ... {self.vocab_size - 1})")
+        return self._bytes[token_id]
+
+    def decode(self, ids: Iterable[int], skip_special: bool = False) -> str:
+        """The text of `ids` (bytes that are not valid UTF-8 become U+FFFD, as in `tokenizers`)."""
+        ids = [int(i) for i in ids]
+        data = b"".join(self.token_bytes(i) for i in ids if not (skip_special and i in self.special_ids))
+        return data.decode("utf-8", errors="replace")
+
+    def stream(self, skip_special: bool = False) -> StreamDecoder:
+        """A decoder fed one token at a time that returns text as soon as its UTF-8 is complete."""
+        return StreamDecoder(self, skip_special)
+
+    # chat --------------------------------------------------------------------------------------------
+
+    def apply_chat_template(
+        self, messages: Sequence[Mapping[str, Any]], add_generation_prompt: bool = True, **extra: Any
+    ) -> str:
+        """The conversation as the model was trained to read it (the template from the model file),
+        ending with the assistant's header when `add_generation_prompt`."""
+        if not self.chat_template:
+            raise ValueError(
+                f"{self.source or 'this tokenizer'} has no chat template: give the prompt as plain text"
+            )
+        for m in messages:
+            if not (isinstance(m, Mapping) and isinstance(m.get("role"), str) and "content" in m):
+                raise ValueError(f"a chat message is a dict with 'role' and 'content', got {m!r}")
+        import jinja2
+
+        if self._template is None:
+            self._template = _compile_template(self.chat_template)
+        names = {"bos_token": self.bos_id, "eos_token": self.eos_id}
+        tokens = {k: self._bytes[i].decode("utf-8", "replace") for k, i in names.items() if i is not None}
+        try:
+            return self._template.render(
+                messages=[dict(m) for m in messages],
+                add_generation_prompt=add_generation_prompt,
+                **tokens,
+                **extra,
+            )
+        except jinja2.TemplateError as e:
+            raise ValueError(f"the chat template failed: {e}") from None
+
+
+class StreamDecoder:
+    """Turns token ids into text as it completes: `push(id)` returns the new complete characters (possibly
+    ""), `flush()` what is left at the end. The pieces joined equal `Tokenizer.decode` of all the ids."""
+
+    def __init__(self, tokenizer: Tokenizer, skip_special: bool = False) -> None:
+        self.tokenizer = tokenizer
+        self.skip_special = skip_special
+        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+    def push(self, token_id: int) -> str:
+        if self.skip_special and token_id in self.tokenizer.special_ids:
+            return ""
+        return self._utf8.decode(self.tokenizer.token_bytes(int(token_id)))
+
+    def flush(self) -> str:
+        return self._utf8.decode(b"", final=True)
+
+
+def _added(content: str, special: bool) -> AddedToken:
+    return AddedToken(content, normalized=False, special=special)
+
+
+def _bpe(vocab: dict[str, int], merges: list[tuple[str, str]], split: str | None) -> _Backend:
+    backend = _Backend(models.BPE(vocab=vocab, merges=merges))
+    if split is None:
+        backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    else:
+        backend.pre_tokenizer = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(Regex(split), behavior="isolated"),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ]
+        )
+    backend.decoder = decoders.ByteLevel()
+    return backend
+
+
+def _split_merges(merges: list[str], source: str) -> list[tuple[str, str]]:
+    pairs = [tuple(m.split(" ")) for m in merges]
+    for m, p in zip(merges, pairs):
+        if len(p) != 2:
+            raise WeightFileError(f"{source}: the merge {m!r} is not two tokens separated by one space")
+    return pairs  # type: ignore[return-value]
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise WeightFileError(f"{path}: cannot read it as JSON: {e}") from None
+
+
+def _compile_template(source: str) -> Any:
+    """The template in jinja2's immutable sandbox, with the helpers chat templates use (as transformers)."""
+    import jinja2
+    import jinja2.ext
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def raise_exception(message: str) -> None:
+        raise jinja2.TemplateError(message)
+
+    def tojson(
+        x: Any,
+        ensure_ascii: bool = False,
+        indent: Any = None,
+        separators: Any = None,
+        sort_keys: bool = False,
+    ):
+        return json.dumps(
+            x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
+        )
+
+    env = ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols]
+    )
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
+    try:
+        return env.from_string(source)
+    except jinja2.TemplateSyntaxError as e:
+        raise ValueError(f"the chat template does not parse: {e}") from None

@@ -1,0 +1,126 @@
+"""What GPT-2 and Llama share: token ids, the KV cache, and the step that runs with it.
+
+Without a cache a model runs eagerly, with the causal `attention` op. With one, a forward is one
+`step(ids, positions, bias, *windows)`, compiled for the decode loop (`verigrad.compile`: the per-op
+dispatch of ~25 ops a layer is paid once, when the plan is built). The step reads each layer's keys
+and values through a window of W positions of the cache (views, no copy; the keys transposed) and
+returns the logits and each layer's new keys and values, which `commit` then writes into the cache.
+W is a power of two (at least the cache's length), so only a handful of plans are ever built; `bias`
+[T, W+T] (0 or -inf) hides the window's unused slots and the new tokens' future, so the softmax
+(`cached_attention`) covers exactly the valid prefix.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..autograd import no_grad
+from ..compile import compile
+from ..ops import from_numpy
+from ..shapes import DimLike, dims, spec
+from ..tensor import Tensor
+from .lm import KVCache
+
+MIN_WINDOW = 64  # the smallest window; each doubling builds one more plan (~0.2 s for SmolLM2)
+
+
+def new_cache(layers: int, batch: int, kv_heads: int, capacity: int, head_dim: int) -> KVCache:
+    """Zeroed keys and values [batch, kv_heads, capacity, head_dim] (f32) for each layer."""
+    if not (isinstance(batch, int) and batch >= 1 and isinstance(capacity, int) and capacity >= 1):
+        raise ValueError(f"a cache needs batch >= 1 and capacity >= 1, got {batch} and {capacity}")
+    shape = (batch, kv_heads, capacity, head_dim)
+    return KVCache(
+        keys=[np.zeros(shape, np.float32) for _ in range(layers)],
+        values=[np.zeros(shape, np.float32) for _ in range(layers)],
+        capacity=capacity,
+    )
+
+
+def check_room(cache: KVCache | None, ids: Tensor, context_length: int) -> None:
+    """Refuses ids that are not [B, T], or that do not fit in the context or the cache, before any work."""
+    if ids.ndim != 2:
+        raise ValueError(f"token ids must be [B, T], got shape {list(ids.shape)}")
+    if cache is None:
+        start, limit, what = 0, context_length, "the context length"
+    else:
+        start, limit, what = cache.length, cache.capacity, "the cache's capacity"
+        batch = cache.keys[0].shape[0] if cache.keys else ids.shape[0]
+        if batch != ids.shape[0]:
+            raise ValueError(f"the cache holds {batch} sequence(s), the ids {ids.shape[0]}")
+    end = start + ids.shape[1]
+    if isinstance(end, int) and isinstance(limit, int) and end > limit:
+        raise ValueError(f"positions {start}..{end - 1} do not fit in {what} ({limit})")
+
+
+def token_ids(ids: Any) -> Tensor:
+    """Token ids as an integer tensor [B, T]."""
+    if isinstance(ids, Tensor):
+        if ids.dtype.kind != "i":
+            raise TypeError(f"token ids must be integers, got {ids.dtype.name}")
+        return ids
+    array = np.asarray(ids)
+    if array.dtype.kind not in "iu":
+        raise TypeError(f"token ids must be integers, got {array.dtype}")
+    return from_numpy(array.astype(np.int64))
+
+
+# the cached step ------------------------------------------------------------------------------------
+def step_specs(layers: int, kv_heads: DimLike, head_dim: DimLike, tokens: int | None = None) -> tuple:
+    """The step's argument specs: ids [B, T], positions [T], bias [T, W+T], then per layer the windows
+    of the keys, transposed [B, KV, D, W], and of the values [B, KV, W, D]; T is `tokens` if given.
+    The symbols have names of their own (batch, tokens, window), so a user's B, T or W declared a
+    multiple of something does not constrain them."""
+    b, t, w = dims("batch tokens window")
+    t = t if tokens is None else tokens
+    keys, values = spec([b, kv_heads, head_dim, w]), spec([b, kv_heads, w, head_dim])
+    return (spec([b, t], "i64"), spec([t], "i64"), spec([t, w + t]), *([keys, values] * layers))
+
+
+def step_inputs(cache: KVCache, count: int) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """Positions, bias and the windows of every layer's keys and values for `count` new tokens."""
+    length = cache.length
+    width = MIN_WINDOW
+    while width < length:
+        width *= 2
+    width = min(width, cache.capacity)
+    positions = np.arange(length, length + count, dtype=np.int64)
+    bias = np.zeros((count, width + count), np.float32)
+    bias[:, length:width] = -np.inf
+    bias[:, width:][np.triu_indices(count, 1)] = -np.inf
+    windows = []
+    for k, v in zip(cache.keys, cache.values):
+        windows += [k[:, :, :width].swapaxes(2, 3), v[:, :, :width]]
+    return positions, bias, windows
+
+
+def commit(cache: KVCache, new: list[Tensor]) -> None:
+    """Write the step's new keys and values (alternating per layer) into the cache; advance it."""
+    count = new[0].shape[2]
+    at = slice(cache.length, cache.length + count)
+    for i, (k, v) in enumerate(zip(new[0::2], new[1::2])):
+        cache.keys[i][:, :, at] = k.numpy()
+        cache.values[i][:, :, at] = v.numpy()
+    cache.length += count
+
+
+class CachedStep:
+    """A model's `step` run on a cache (inputs made, outputs committed): compiled for one new token
+    (the decode loop: T = 1, so its products have no position axis), eager for several (a prompt:
+    compiling per prompt length would build a plan for each, and run it once)."""
+
+    def __init__(self, step: Any, layers: int, kv_heads: DimLike, head_dim: DimLike):
+        self.step, self.sizes = step, (layers, kv_heads, head_dim)
+        self.decode: Any = None
+
+    def __call__(self, ids: Tensor, cache: KVCache) -> Tensor:
+        count = ids.shape[1]
+        if count == 1 and self.decode is None:
+            self.decode = compile(self.step, specs=step_specs(*self.sizes, tokens=1))
+        positions, bias, windows = step_inputs(cache, count)
+        with no_grad():
+            args = [from_numpy(a) for a in (positions, bias, *windows)]
+            logits, *new = (self.decode if count == 1 else self.step)(ids, *args)
+        commit(cache, new)
+        return logits

@@ -1,0 +1,322 @@
+"""Llama-family decoders (SmolLM2, Llama 2/3, ...) with a KV cache, from GGUF files or state dicts.
+
+Pre-norm blocks: x + attention(rms_norm(x)), then x + down(silu(gate(x)) * up(x)) of rms_norm(x);
+grouped-query attention with rotary position embeddings. Parameter names are Hugging Face's without
+the `model.` prefix (`layers.0.self_attn.q_proj.weight`, ...); a GGUF model holds q/k/v and gate/up
+as one matrix each (`qkv_proj`, `gate_up_proj`: fewer, larger products). Two RoPE layouts: half-split
+(Hugging Face weights) and interleaved (GGUF weights, whose q/k rows llama.cpp permuted for it); the
+two give the same model. The output matrix is the token embedding unless the weights have their own.
+With a KV cache, a forward is one compiled step (models/_decoder.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .. import functional as F
+from ..errors import WeightFileError
+from ..io.gguf import GGUFFile, read_gguf
+from ..modes import abstract
+from ..nn import Embedding, Linear, Module, ModuleList, RMSNorm
+from ..nn.quant import QEmbedding, QLinear
+from ..ops import attention, cached_attention, concat, eye, from_numpy, take, zeros
+from ..ops.quant import BLOCK_QTYPES
+from ..shapes import DimLike
+from ..tensor import Tensor
+from ._decoder import CachedStep, check_room, new_cache, token_ids
+from ._weights import install
+from .lm import KVCache, LanguageModel
+
+
+@dataclass(frozen=True)
+class LlamaConfig:
+    """Sizes (symbolic ones allowed, for `verigrad.check`), the RoPE layout, and the weights' layout."""
+
+    vocab_size: DimLike
+    dim: DimLike
+    n_layers: int
+    n_heads: DimLike
+    n_kv_heads: DimLike
+    head_dim: DimLike
+    ffn_dim: DimLike
+    norm_eps: float = 1e-5
+    rope_base: float = 10000.0
+    context_length: DimLike = 2048
+    rope_interleaved: bool = False
+    tie_embeddings: bool = True
+    fused: bool = False  # q/k/v and gate/up projections as one matrix each (`qkv_proj`, `gate_up_proj`)
+
+
+def rope_tables(positions: int, head_dim: int, base: float) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin [positions, head_dim/2] of angle p * base^(-2i/head_dim), computed in f64."""
+    inv_freq = base ** (-np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+    angles = np.outer(np.arange(positions, dtype=np.float64), inv_freq)
+    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
+def rope_rotations(cos: Tensor, sin: Tensor, config: LlamaConfig) -> Tensor:
+    """R [T, hd, hd] with x @ R[t] == rope(x) at the table rows cos[t], sin[t]: the rope op applied to
+    the identity. A step builds it once, so each layer rotates q and k with one matmul apiece."""
+    t, d = cos.shape[0], config.head_dim
+    basis = eye(d).reshape(d, 1, d).broadcast_to(d, t, d)
+    return F.rope(basis, cos, sin, interleaved=config.rope_interleaved).permute(1, 0, 2)
+
+
+def _rotate(x: Tensor, rotations: Tensor) -> Tensor:
+    """x [B, T, heads, hd] rotated by rotations [T, hd, hd]: [B, heads, T, hd] (a product per position)."""
+    b, t, h, d = x.shape
+    if t == 1:  # one token (the decode step): a plain matrix product
+        return (x.reshape(b * h, d) @ rotations.reshape(d, d)).reshape(b, h, 1, d)
+    return (x.permute(1, 0, 2, 3).reshape(t, b * h, d) @ rotations).reshape(t, b, h, d).permute(1, 2, 0, 3)
+
+
+class LlamaAttention(Module):
+    def __init__(self, config: LlamaConfig):
+        super().__init__()
+        c = config
+        self.n_heads, self.n_kv_heads, self.head_dim = c.n_heads, c.n_kv_heads, c.head_dim
+        self.interleaved, self.fused = c.rope_interleaved, c.fused
+        if c.fused:  # q, k and v rows in one matrix: one product instead of three
+            self.qkv_proj = Linear(c.dim, (c.n_heads + 2 * c.n_kv_heads) * c.head_dim, bias=False)
+        else:
+            self.q_proj = Linear(c.dim, c.n_heads * c.head_dim, bias=False)
+            self.k_proj = Linear(c.dim, c.n_kv_heads * c.head_dim, bias=False)
+            self.v_proj = Linear(c.dim, c.n_kv_heads * c.head_dim, bias=False)
+        self.o_proj = Linear(c.n_heads * c.head_dim, c.dim, bias=False)
+
+    def _project(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """The query and key heads [B, T, H+KV, hd] (rotated together) and the value heads [B, T, KV, hd]."""
+        b, t, _ = x.shape
+        h, kv, d = self.n_heads, self.n_kv_heads, self.head_dim
+        if self.fused:
+            qkv = self.qkv_proj(x).reshape(b, t, h + 2 * kv, d)
+            return qkv[:, :, : h + kv], qkv[:, :, h + kv :]
+        q, k = self.q_proj(x).reshape(b, t, h, d), self.k_proj(x).reshape(b, t, kv, d)
+        return concat(q, k, axis=2), self.v_proj(x).reshape(b, t, kv, d)
+
+    def forward(self, x: Tensor, rope: Any, past: tuple | None) -> tuple[Tensor, Tensor, Tensor]:
+        """Attention output and the new keys and values [B, KV, T, hd]. Without a cache (past None),
+        rope is the tokens' table rows (cos, sin); with one, the rotations [T, hd, hd] the step made
+        once for every layer, and past is the window (keys transposed, values, bias)."""
+        b, t, _ = x.shape
+        qk, v = self._project(x)
+        if past is None:
+            qk = F.rope(qk.permute(0, 2, 1, 3), *rope, interleaved=self.interleaved)
+        else:
+            qk = _rotate(qk, rope)
+        q, k, v = qk[:, : self.n_heads], qk[:, self.n_heads :], v.permute(0, 2, 1, 3)
+        y = attention(q, k, v) if past is None else cached_attention(q, k, v, *past)  # [B, H, T, hd]
+        return self.o_proj(y.permute(0, 2, 1, 3).reshape(b, t, self.n_heads * self.head_dim)), k, v
+
+
+class LlamaMLP(Module):
+    def __init__(self, config: LlamaConfig):
+        super().__init__()
+        self.ffn_dim, self.fused = config.ffn_dim, config.fused
+        if config.fused:  # gate and up rows in one matrix
+            self.gate_up_proj = Linear(config.dim, 2 * config.ffn_dim, bias=False)
+        else:
+            self.gate_proj = Linear(config.dim, config.ffn_dim, bias=False)
+            self.up_proj = Linear(config.dim, config.ffn_dim, bias=False)
+        self.down_proj = Linear(config.ffn_dim, config.dim, bias=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.fused:
+            both = self.gate_up_proj(x)
+            gate, up = both[..., : self.ffn_dim], both[..., self.ffn_dim :]
+        else:
+            gate, up = self.gate_proj(x), self.up_proj(x)
+        return self.down_proj(F.silu(gate) * up)
+
+
+class LlamaBlock(Module):
+    def __init__(self, config: LlamaConfig):
+        super().__init__()
+        self.input_layernorm = RMSNorm(config.dim, eps=config.norm_eps)
+        self.self_attn = LlamaAttention(config)
+        self.post_attention_layernorm = RMSNorm(config.dim, eps=config.norm_eps)
+        self.mlp = LlamaMLP(config)
+
+    def forward(self, x: Tensor, rope: Any, past: tuple | None) -> tuple[Tensor, Tensor, Tensor]:
+        y, k, v = self.self_attn(self.input_layernorm(x), rope, past)
+        x = x + y
+        return x + self.mlp(self.post_attention_layernorm(x)), k, v
+
+
+class Llama(LanguageModel):
+    """`Llama(config)` is randomly initialised; `Llama.from_gguf(path)` and `Llama.from_state(config,
+    state)` load weights."""
+
+    def __init__(self, config: LlamaConfig):
+        super().__init__()
+        c = self.config = config
+        self.context_length, self.vocab_size = c.context_length, c.vocab_size
+        self.embed_tokens = Embedding(c.vocab_size, c.dim)
+        self.layers = ModuleList(*(LlamaBlock(c) for _ in range(c.n_layers)))
+        self.norm = RMSNorm(c.dim, eps=c.norm_eps)
+        self.lm_head = None if c.tie_embeddings else Linear(c.dim, c.vocab_size, bias=False)
+        if isinstance(c.context_length, int) and isinstance(c.head_dim, int):
+            cos, sin = (from_numpy(a) for a in rope_tables(c.context_length, c.head_dim, c.rope_base))
+        else:
+            cos = sin = zeros(c.context_length, c.head_dim / 2)
+        self.register_buffer("rope_cos", cos)
+        self.register_buffer("rope_sin", sin)
+        self.cached_step = CachedStep(self.step, c.n_layers, c.n_kv_heads, c.head_dim)
+
+    def new_cache(self, batch: int = 1, capacity: int | None = None) -> KVCache:
+        c = self.config
+        capacity = self.context_length if capacity is None else capacity
+        return new_cache(c.n_layers, batch, c.n_kv_heads, capacity, c.head_dim)
+
+    def forward(self, ids: Any, cache: KVCache | None = None) -> Tensor:
+        """Logits [B, T, vocab] of token ids [B, T]; with a cache, one compiled step without gradients."""
+        ids = token_ids(ids)
+        check_room(cache, ids, self.context_length)
+        if cache is None:
+            t = ids.shape[1]
+            x = self.embed_tokens(ids)
+            rope = (self.rope_cos[:t], self.rope_sin[:t])
+            for block in self.layers:
+                x, _, _ = block(x, rope, None)
+            return self._logits(x)
+        return self.cached_step(ids, cache)
+
+    def step(self, ids: Tensor, positions: Tensor, bias: Tensor, *windows: Tensor) -> tuple[Tensor, ...]:
+        """The cached forward (see models/_decoder.py): logits, then each layer's new keys and values."""
+        x = self.embed_tokens(ids)
+        rotation = rope_rotations(take(self.rope_cos, positions), take(self.rope_sin, positions), self.config)
+        new = []
+        for i, block in enumerate(self.layers):
+            x, k, v = block(x, rotation, (windows[2 * i], windows[2 * i + 1], bias))
+            new += [k, v]
+        return (self._logits(x), *new)
+
+    def _logits(self, x: Tensor) -> Tensor:
+        x = self.norm(x)
+        return self.lm_head(x) if self.lm_head is not None else x @ self.embed_tokens.weight.T
+
+    @classmethod
+    def from_state(cls, config: LlamaConfig, state: dict[str, Any], source: str = "state dict") -> Llama:
+        """A model holding the arrays (or tensors) of `state`, by parameter name; a leading `model.`
+        (Hugging Face's LlamaForCausalLM) is dropped. Nothing is copied or randomly initialised."""
+        with abstract():
+            model = cls(config)
+        arrays = {k.removeprefix("model."): v for k, v in state.items()}
+        if "rope_cos" not in arrays:
+            arrays["rope_cos"], arrays["rope_sin"] = rope_tables(
+                config.context_length, config.head_dim, config.rope_base
+            )
+        install(model, arrays, source)
+        return model
+
+    @classmethod
+    def from_gguf(cls, source: str | os.PathLike | GGUFFile, activations: str = "f32") -> Llama:
+        """A Llama-architecture GGUF file (or an opened GGUFFile): hyperparameters by their GGUF keys,
+        tensors by llama.cpp's names, interleaved RoPE, fused q/k/v and gate/up matrices. Quantized
+        matrices stay quantized (QLinear, QEmbedding: no dequantized copy); `activations` "q8"
+        quantizes their inputs to 8 bits per block of 32 (llama.cpp's integer dot products)."""
+        if activations not in ("f32", "q8"):
+            raise ValueError(f"activations must be 'f32' or 'q8', got {activations!r}")
+        gguf = source if isinstance(source, GGUFFile) else read_gguf(source)
+        config = gguf_config(gguf)
+        with abstract():
+            model = cls(config)
+        state: dict[str, Any] = {}
+        state["rope_cos"], state["rope_sin"] = rope_tables(
+            config.context_length, config.head_dim, config.rope_base
+        )
+        for ours, group in _gguf_groups(gguf, config).items():
+            *path, attr, _ = ours.split(".")
+            owner = functools.reduce(getattr, path, model)
+            expected = tuple(getattr(owner, attr).weight.shape)
+            shape = (sum(t.shape[0] for t in group), *group[0].shape[1:])
+            if shape != expected:
+                names = " + ".join(f"{t.name} {list(t.shape)}" for t in group)
+                raise WeightFileError(f"{gguf.path}: tensor {names}: expected shape {list(expected)}")
+            qtype = group[0].qtype
+            if any(t.qtype != qtype for t in group) or qtype not in BLOCK_QTYPES:
+                state[ours] = np.concatenate([t.dequantize() for t in group])
+                continue
+            raw = group[0].raw if len(group) == 1 else np.concatenate([t.raw for t in group])
+            if ours == "embed_tokens.weight":
+                model.embed_tokens = QEmbedding(raw, qtype, shape)
+                if config.tie_embeddings:  # the output matrix is the same blocks
+                    model.lm_head = QLinear(raw, qtype, shape, activations)
+                    state["lm_head.weight"] = model.lm_head.weight
+            else:
+                setattr(owner, attr, QLinear(raw, qtype, shape, activations))
+            state[ours] = getattr(owner, attr).weight
+        install(model, state, str(gguf.path))
+        return model
+
+
+def gguf_config(gguf: GGUFFile) -> LlamaConfig:
+    """The hyperparameters under llama.cpp's keys (a missing key is a WeightFileError naming it)."""
+    arch = gguf.arch
+    if arch != "llama":
+        raise WeightFileError(f"{gguf.path}: architecture {arch!r}, but this loader reads 'llama' files")
+    heads = int(gguf.require("llama.attention.head_count"))
+    dim = int(gguf.require("llama.embedding_length"))
+    vocab = gguf.tensor("token_embd.weight").shape[0]
+    return LlamaConfig(
+        vocab_size=int(gguf.get("llama.vocab_size", vocab)),
+        dim=dim,
+        n_layers=int(gguf.require("llama.block_count")),
+        n_heads=heads,
+        n_kv_heads=int(gguf.get("llama.attention.head_count_kv", heads)),
+        head_dim=int(gguf.get("llama.rope.dimension_count", dim // heads)),
+        ffn_dim=int(gguf.require("llama.feed_forward_length")),
+        norm_eps=float(gguf.require("llama.attention.layer_norm_rms_epsilon")),
+        rope_base=float(gguf.get("llama.rope.freq_base", 10000.0)),
+        context_length=int(gguf.require("llama.context_length")),
+        rope_interleaved=True,
+        tie_embeddings="output.weight" not in gguf.tensors,
+        fused=True,
+    )
+
+
+# llama.cpp's tensor names -> ours (per block: blk.{i}.NAME -> layers.{i}.NAME)
+_GLOBAL = {"token_embd": "embed_tokens", "output_norm": "norm", "output": "lm_head"}
+_BLOCK = {
+    "attn_norm": "input_layernorm",
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "ffn_norm": "post_attention_layernorm",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+}
+_FUSED = {  # our fused matrices and their parts, in the order their rows are stacked
+    "self_attn.qkv_proj": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
+    "mlp.gate_up_proj": ("mlp.gate_proj", "mlp.up_proj"),
+}
+
+
+def _gguf_groups(gguf: GGUFFile, config: LlamaConfig) -> dict[str, list[Any]]:
+    """Our parameter name -> the GGUF tensors that make it (several for the fused matrices); a missing
+    tensor is a WeightFileError naming it."""
+    wanted = {"token_embd.weight": "embed_tokens.weight", "output_norm.weight": "norm.weight"}
+    if not config.tie_embeddings:
+        wanted["output.weight"] = "lm_head.weight"
+    for i in range(config.n_layers):
+        for theirs, ours in _BLOCK.items():
+            wanted[f"blk.{i}.{theirs}.weight"] = f"layers.{i}.{ours}.weight"
+    missing = [name for name in wanted if name not in gguf.tensors]
+    if missing:
+        raise WeightFileError(f"{gguf.path}: missing tensor(s) {', '.join(missing)}")
+    if "rope_freqs.weight" in gguf.tensors:
+        raise WeightFileError(f"{gguf.path}: tensor rope_freqs.weight: scaled RoPE is not supported")
+    groups: dict[str, list[Any]] = {}
+    for theirs, ours in wanted.items():
+        for fused, parts in _FUSED.items():
+            for part in parts:
+                ours = ours.replace(f".{part}.", f".{fused}.")
+        groups.setdefault(ours, []).append(gguf.tensors[theirs])
+    return groups

@@ -1,0 +1,100 @@
+"""Language models by name or path: `load_language_model("smollm2" | "model.gguf" | FOLDER)` gives the
+model and its tokenizer.
+
+A name in `LANGUAGE_MODELS` runs its loader (SmolLM2-135M-Instruct: fetched into the cache on first
+use); a `.gguf` file is read as a Llama-architecture model with its own tokenizer; a folder with
+`config.json` and `model.safetensors` is a GPT-2 checkpoint in Hugging Face's layout.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from ..errors import WeightFileError
+from ..io.gguf import read_gguf
+from ..io.tokenizer import Tokenizer
+from .fetch import fetch
+from .lm import LanguageModel
+
+ACTIVATIONS = ("q8", "f32")
+GGUF_ARCHITECTURES = ("llama",)
+
+Loader = Callable[[str], tuple[LanguageModel, Tokenizer]]
+
+
+def load_gguf(path: str | os.PathLike, activations: str = "q8") -> tuple[LanguageModel, Tokenizer]:
+    """A Llama-architecture GGUF file: the model (quantized matmuls on `activations`) and its tokenizer."""
+    from .llama import Llama
+
+    gguf = read_gguf(path)
+    if gguf.arch not in GGUF_ARCHITECTURES:
+        raise WeightFileError(
+            f"{gguf.path}: architecture {gguf.arch!r} is not supported "
+            f"(verigrad runs {', '.join(GGUF_ARCHITECTURES)})"
+        )
+    tokenizer = Tokenizer.from_gguf(gguf)  # first: a bad tokenizer fails before the weights load
+    return Llama.from_gguf(gguf, activations=activations), tokenizer
+
+
+def load_gpt2_folder(folder: str | os.PathLike) -> tuple[LanguageModel, Tokenizer]:
+    """GPT-2 from a Hugging Face folder (config.json, model.safetensors, and its tokenizer files)."""
+    from .gpt2 import GPT2
+
+    tokenizer = Tokenizer.from_gpt2_folder(folder)
+    return GPT2.from_safetensors(folder), tokenizer
+
+
+LANGUAGE_MODELS: dict[str, Loader] = {
+    "smollm2": lambda activations: load_gguf(fetch("smollm2"), activations),
+}
+
+
+def load_language_model(
+    name_or_path: str | os.PathLike, activations: str = "q8"
+) -> tuple[LanguageModel, Tokenizer]:
+    """(model, tokenizer) for a registered name, a `.gguf` file, or a GPT-2 folder. `activations`
+    chooses the quantized matmul of GGUF models: "q8" quantizes activations to 8 bits per block of 32
+    (as llama.cpp does), "f32" multiplies them as they are."""
+    if activations not in ACTIVATIONS:
+        raise ValueError(f"activations must be one of {', '.join(ACTIVATIONS)}, got {activations!r}")
+    name = str(name_or_path)
+    if name in LANGUAGE_MODELS:
+        return LANGUAGE_MODELS[name](activations)
+    path = Path(name_or_path)
+    if path.is_file():
+        return load_gguf(path, activations)
+    if path.is_dir():
+        missing = [f for f in ("config.json", "model.safetensors") if not (path / f).is_file()]
+        if missing:
+            raise WeightFileError(f"{path}: a GPT-2 folder needs {' and '.join(missing)}")
+        return load_gpt2_folder(path)
+    raise WeightFileError(
+        f"no model {name!r}: give a name ({', '.join(sorted(LANGUAGE_MODELS))}), a .gguf file, or a folder "
+        "with config.json and model.safetensors"
+    )
+
+
+def matmul_description(model: LanguageModel) -> str:
+    """Which matmuls the model's linear layers run, e.g. "qmatmul_q8 (q4_1 weights, activations to 8
+    bits) in 210 layers"."""
+    from ..nn import Linear
+    from ..nn.quant import QLinear
+    from ..ops.quant import Q8_QTYPES
+
+    kinds: dict[str, int] = {}
+    for module in model.modules():
+        if isinstance(module, QLinear):
+            if module.activations == "q8" and module.qtype in Q8_QTYPES:
+                kind = f"qmatmul_q8 ({module.qtype} weights, activations to 8 bits)"
+            else:
+                kind = f"qmatmul ({module.qtype} weights, f32 activations)"
+        elif isinstance(module, Linear):
+            kind = "matmul (f32 weights)"
+        else:
+            continue
+        kinds[kind] = kinds.get(kind, 0) + 1
+    if not kinds:
+        return "matmul (f32 weights)"
+    return ", ".join(f"{kind} in {n} layer{'s' * (n > 1)}" for kind, n in kinds.items())

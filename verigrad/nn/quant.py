@@ -1,0 +1,70 @@
+"""Layers with quantized weights (GGUF blocks), computed from the blocks: no dequantized copy is kept."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ops import from_numpy
+from ..ops.quant import BLOCK_QTYPES, FORMATS, Q8_QTYPES, qembedding, qmatmul, qmatmul_q8
+from ..tensor import Tensor
+from .module import Module
+
+
+def _weight(raw: np.ndarray, qtype: str, shape: tuple[int, int], what: str) -> Tensor:
+    """The u8 tensor viewing `raw` (u8[rows, row bytes]) after checking it against qtype and shape."""
+    if qtype not in BLOCK_QTYPES:
+        raise ValueError(f"{what}: qtype must be one of {', '.join(BLOCK_QTYPES)}, got {qtype!r}")
+    fmt = FORMATS[qtype]
+    rows, k = (int(s) for s in shape)
+    if k % fmt.block:
+        raise ValueError(f"{what}: {qtype} rows hold multiples of {fmt.block} values; shape {shape} does not")
+    want = (rows, fmt.row_bytes(k))
+    raw = np.asarray(raw)
+    if raw.dtype != np.uint8 or raw.shape != want:
+        raise ValueError(
+            f"{what}: a {qtype} weight of shape {tuple(shape)} is u8 bytes of shape {want}, "
+            f"got {raw.dtype} {raw.shape}"
+        )
+    return from_numpy(raw)  # a u8 view of the bytes (a spec only, inside verigrad.abstract())
+
+
+class QLinear(Module):
+    """y = x @ W.T for a quantized W [out_features, in_features] held as its blocks (`weight`, u8).
+
+    `activations="q8"` quantizes x to 8 bits per block of 32 and uses integer block dots (llama.cpp's
+    fast path, `qmatmul_q8`) for q8_0, q4_0 and q4_1; other formats, and "f32", use `qmatmul`.
+    """
+
+    def __init__(self, raw: np.ndarray, qtype: str, shape: tuple[int, int], activations: str = "f32"):
+        super().__init__()
+        if activations not in ("f32", "q8"):
+            raise ValueError(f"QLinear: activations must be 'f32' or 'q8', got {activations!r}")
+        self.weight = _weight(raw, qtype, shape, "QLinear")
+        self.qtype, self.activations = qtype, activations
+        self.out_features, self.in_features = (int(s) for s in shape)
+        self._op = qmatmul_q8 if activations == "q8" and qtype in Q8_QTYPES else qmatmul
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self._op(x, self.weight, qtype=self.qtype)
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, qtype={self.qtype}, "
+            f"activations={self.activations}"
+        )
+
+
+class QEmbedding(Module):
+    """Rows of a quantized [num_embeddings, embedding_dim] table, dequantized as they are looked up."""
+
+    def __init__(self, raw: np.ndarray, qtype: str, shape: tuple[int, int]):
+        super().__init__()
+        self.weight = _weight(raw, qtype, shape, "QEmbedding")
+        self.qtype = qtype
+        self.num_embeddings, self.embedding_dim = (int(s) for s in shape)
+
+    def forward(self, ids: Tensor) -> Tensor:
+        return qembedding(ids, self.weight, qtype=self.qtype)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_embeddings}, {self.embedding_dim}, qtype={self.qtype}"

@@ -1,0 +1,201 @@
+"""Scaled-dot-product attention with grouped-query heads, as fused ops with NumPy references.
+
+attention(q, k, v): q [B, H, T, D] holds the queries of the last T of S positions; k [B, KV, S, D]
+and v [B, KV, S, Dv] the keys and values of all S positions. H is a multiple of KV: query head h
+reads key/value head h // (H/KV) (Hugging Face's `repeat_kv`). Query t (position S-T+t) attends keys
+0 .. S-T+t: softmax(q k^T * scale) over that prefix only (the rest get weight exactly 0), times v.
+Output [B, H, T, Dv].
+
+cached_attention(q, k, v, past_kt, past_v, bias): the same for T new tokens (keys k, values v
+[B, KV, T, D]) after a window of W cached positions, whose keys come transposed, past_kt
+[B, KV, D, W], and values past_v [B, KV, W, Dv]; `bias` [T, W+T] is added to the scaled scores of
+[window, new] (0 where a key is visible, -inf where not), so each query sees exactly its valid prefix.
+Inference only (no gradient): a KV cache's decode step.
+
+References: the scores, softmax and products in f64, rounded once to the inputs' dtype; attention's
+gradient is written in ops (`_vjp`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...dtypes import DType
+from ...errors import ShapeError
+from ...shapes import Spec, exact_div, shape_text
+from .._op import Op, Sample
+from .._samples import uniform
+from ..binary import where
+from ..creation import arange
+from ._common import float_inputs
+from .softmax import softmax
+
+
+def _canon(q: Spec, *rest: Spec, scale: float | None = None) -> dict:
+    if scale is None:
+        d = q.shape[-1] if q.ndim else 1
+        scale = 1.0 / math.sqrt(d) if isinstance(d, int) and d > 0 else 1.0
+    scale = float(scale)
+    if not math.isfinite(scale):
+        raise ShapeError(f"scale must be a finite number, got {scale}")
+    return {"scale": scale}
+
+
+def _heads(q: tuple, k: tuple, v: tuple) -> None:
+    if len(q) != 4 or len(k) != 4 or len(v) != 4:
+        raise ShapeError(
+            "q, k and v must be [B, heads, positions, head_dim], got "
+            f"{shape_text(q)}, {shape_text(k)} and {shape_text(v)}"
+        )
+    (b, h, _, d), (bk, kv, s, dk) = q, k
+    if bk != b or v[0] != b:
+        raise ShapeError(f"q, k and v must share the batch size {b}, got {bk} and {v[0]}")
+    if dk != d:
+        raise ShapeError(f"q's and k's head dims must be equal, got {d} and {dk}")
+    if v[1:3] != (kv, s):
+        raise ShapeError(f"v must be [{b}, {kv}, {s}, Dv] like k, got {shape_text(v)}")
+    if exact_div(h, kv) is None:
+        raise ShapeError(f"the {h} query heads are not a multiple of the {kv} key/value heads")
+
+
+def _shape(q: tuple, k: tuple, v: tuple, scale: float) -> tuple:
+    _heads(q, k, v)
+    t, s = q[2], k[2]
+    if isinstance(t, int) and isinstance(s, int) and t > s:
+        raise ShapeError(f"{t} queries need at least {t} key positions, got {s}")
+    return (*q[:3], v[3])
+
+
+def _dtype(*dtypes: DType, scale: float) -> DType:
+    return float_inputs(*dtypes)
+
+
+def _softmax64(scores: np.ndarray) -> np.ndarray:
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float) -> np.ndarray:
+    b, h, t, d = q.shape
+    kv, s = k.shape[1], k.shape[2]
+    q64 = q.astype(np.float64).reshape(b, kv, h // kv * t, d)
+    scores = (q64 @ np.swapaxes(k.astype(np.float64), -1, -2)).reshape(b, kv, h // kv, t, s) * scale
+    visible = np.arange(s - t, s)[:, None] >= np.arange(s)
+    p = _softmax64(np.where(visible, scores, -np.inf)).reshape(b, kv, h // kv * t, s)
+    return (p @ v.astype(np.float64)).reshape(b, h, t, v.shape[3]).astype(q.dtype)
+
+
+def _vjp(g, out, q, k, v, scale: float):
+    """The gradient of the op written in ops: softmax(mask(q k^T * scale)) v, differentiated by hand."""
+    b, h, t, d = q.shape
+    kv, s = k.shape[1], k.shape[2]
+    group = exact_div(h, kv)
+    qg, kg, vg = q.reshape(b, kv, group, t, d), k.unsqueeze(2), v.unsqueeze(2)
+    visible = arange(s - t, s).unsqueeze(-1) >= arange(s)
+    p = softmax(where(visible, qg @ kg.mT * scale, float("-inf")), axis=-1)  # [B, KV, G, T, S]
+    gg = g.reshape(b, kv, group, t, v.shape[3])
+    dp = gg @ vg.mT
+    ds = p * (dp - (dp * p).sum(axis=-1, keepdim=True)) * scale
+    dq = (ds @ kg).reshape(b, h, t, d)
+    return dq, (ds.mT @ qg).sum(axis=2), (p.mT @ gg).sum(axis=2)
+
+
+def _torch_attention(t, q, k, v, scale):
+    group = q.shape[1] // k.shape[1]
+    n, s = q.shape[2], k.shape[2]
+    mask = t.ones(n, s, dtype=t.bool).tril(s - n)
+    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    scores = (q @ k.transpose(-1, -2) * scale).masked_fill(~mask, float("-inf"))
+    return scores.softmax(dim=-1) @ v  # not the fused SDPA kernel: it turns NaN rows into zeros
+
+
+def _samples(rng: np.random.Generator) -> list[Sample]:
+    cases = [  # (B, H, KV, T, S, D, Dv, scale)
+        (1, 2, 2, 3, 3, 4, 4, None),
+        (2, 4, 2, 2, 5, 3, 3, 0.5),
+        (1, 3, 1, 1, 4, 2, 5, None),
+        (2, 1, 1, 1, 1, 2, 2, 1.0),
+    ]
+    out = []
+    for b, h, kv, t, s, d, dv, scale in cases:
+        arrays = (uniform(rng, (b, h, t, d)), uniform(rng, (b, kv, s, d)), uniform(rng, (b, kv, s, dv)))
+        out.append(Sample(arrays, {} if scale is None else {"scale": scale}))
+    return out
+
+
+attention = Op(
+    "attention",
+    shape=_shape,
+    dtype=_dtype,
+    params=lambda q, k, v, scale=None: _canon(q, scale=scale),
+    reference=_reference,
+    vjp=_vjp,
+    samples=_samples,
+    torch=_torch_attention,
+    exact=False,
+    doc="Causal grouped-query attention of the last T of S positions (see the module docstring).",
+)
+
+
+# the cached step's attention ------------------------------------------------------------------------
+def _cached_shape(q: tuple, k: tuple, v: tuple, past_kt: tuple, past_v: tuple, bias: tuple, scale: float):
+    _heads(q, k, v)
+    (b, kv, t, d), w = k, past_v[2] if len(past_v) == 4 else None
+    if len(past_kt) != 4 or len(past_v) != 4 or past_kt != (b, kv, d, w) or past_v[:2] != (b, kv):
+        raise ShapeError(
+            f"the window must be past_kt [{b}, {kv}, {d}, W] and past_v [{b}, {kv}, W, {v[3]}], "
+            f"got {shape_text(past_kt)} and {shape_text(past_v)}"
+        )
+    if past_v[3] != v[3]:
+        raise ShapeError(f"past_v's head dim must be v's {v[3]}, got {past_v[3]}")
+    if q[2] != t:
+        raise ShapeError(f"q and k must hold the same {t} new positions, got {q[2]}")
+    if bias != (t, w + t):
+        raise ShapeError(f"bias must be [T, W+T] = [{t}, {w + t}], got {shape_text(bias)}")
+    return (*q[:3], v[3])
+
+
+def _cached_reference(q, k, v, past_kt, past_v, bias, scale: float) -> np.ndarray:
+    b, h, t, d = q.shape
+    kv, w = k.shape[1], past_v.shape[2]
+    q64 = q.astype(np.float64).reshape(b, kv, h // kv * t, d)
+    keys = (past_kt.astype(np.float64), np.swapaxes(k.astype(np.float64), -1, -2))
+    scores = np.concatenate([q64 @ keys[0], q64 @ keys[1]], axis=-1).reshape(b, kv, h // kv, t, w + t)
+    p = _softmax64(scores * scale + bias.astype(np.float64)).reshape(b, kv, h // kv * t, w + t)
+    out = p[..., :w] @ past_v.astype(np.float64) + p[..., w:] @ v.astype(np.float64)
+    return out.reshape(b, h, t, v.shape[3]).astype(q.dtype)
+
+
+def _torch_cached(t, q, k, v, past_kt, past_v, bias, scale):
+    group = q.shape[1] // k.shape[1]
+    keys = t.cat([past_kt.transpose(-1, -2), k], dim=2).repeat_interleave(group, dim=1)
+    values = t.cat([past_v, v], dim=2).repeat_interleave(group, dim=1)
+    return (q @ keys.transpose(-1, -2) * scale + bias).softmax(dim=-1) @ values
+
+
+def _cached_samples(rng: np.random.Generator) -> list[Sample]:
+    out = []
+    for b, h, kv, t, w, d, length in [(1, 6, 2, 1, 4, 4, 2), (2, 2, 2, 3, 5, 3, 5), (1, 3, 1, 2, 3, 2, 0)]:
+        bias = np.zeros((t, w + t))
+        bias[:, length:w] = -np.inf
+        bias[:, w:][np.triu_indices(t, 1)] = -np.inf
+        arrays = [uniform(rng, s) for s in [(b, h, t, d), (b, kv, t, d), (b, kv, t, d), (b, kv, d, w)]]
+        out.append(Sample((*arrays, uniform(rng, (b, kv, w, d)), bias)))
+    return out
+
+
+cached_attention = Op(
+    "cached_attention",
+    shape=_cached_shape,
+    dtype=_dtype,
+    params=lambda q, *rest, scale=None: _canon(q, scale=scale),
+    reference=_cached_reference,
+    samples=_cached_samples,
+    torch=_torch_cached,
+    exact=False,
+    differentiable=False,
+    doc="Attention of T new tokens over a cache window and themselves, masked by an additive bias "
+    "(see the module docstring).",
+)

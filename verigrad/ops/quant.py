@@ -1,0 +1,366 @@
+"""Quantized weights: the GGML block formats, and the ops that use them without a dequantized copy.
+
+A quantized matrix [N, K] is stored as u8 [N, K / block * nbytes]: each row is K / block blocks of
+`nbytes` bytes (llama.cpp's layouts). `dequantize` (through `FORMATS[qtype].decode`) is the one
+definition of what the bytes mean; every kernel is measured against it.
+
+The ops: `qmatmul` (x @ dequantize(w).T, summed in f64), `qmatmul_q8` (llama.cpp's scheme: x quantized
+to 8 bits per block of 32, integer block dots; its order of float operations is part of its definition,
+so kernels give its very bits), `qembedding` (dequantized rows) and `dequantize`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..dtypes import DType, f32, f64, u8
+from ..errors import DTypeError, ShapeError
+from ..shapes import Dim, DimLike, exact_div, shape_text
+from ._op import Op, Sample
+from ._samples import uniform
+
+
+@dataclass(frozen=True)
+class QFormat:
+    """A block format: `block` values stored in `nbytes` bytes; `decode(u8[n, nbytes]) -> f32[n, block]`."""
+
+    name: str
+    block: int
+    nbytes: int
+    decode: Callable[[np.ndarray], np.ndarray]
+
+    def row_bytes(self, k: int) -> int:
+        """Bytes of one row of k values (k a multiple of `block`)."""
+        return k // self.block * self.nbytes
+
+
+def _f16(blocks: np.ndarray, at: int) -> np.ndarray:
+    """The little-endian f16 at byte `at` of each block, as f32 [n, 1]."""
+    return blocks[:, at : at + 2].copy().view("<f2").astype(np.float32)
+
+
+def _nibbles(qs: np.ndarray) -> np.ndarray:
+    """16 bytes -> 32 values: the low nibbles are values 0..15, the high nibbles 16..31."""
+    return np.concatenate([qs & 0x0F, qs >> 4], axis=-1).astype(np.float32)
+
+
+def _q8_0(b: np.ndarray) -> np.ndarray:
+    return _f16(b, 0) * b[:, 2:].view(np.int8).astype(np.float32)
+
+
+def _q4_0(b: np.ndarray) -> np.ndarray:
+    return _f16(b, 0) * (_nibbles(b[:, 2:]) - np.float32(8))
+
+
+def _q4_1(b: np.ndarray) -> np.ndarray:
+    return _f16(b, 0) * _nibbles(b[:, 4:]) + _f16(b, 2)
+
+
+def _k4_scales(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Q4_K's 12 scale bytes -> 8 six-bit scales and 8 six-bit mins per block."""
+    sc = np.concatenate([s[:, 0:4] & 63, (s[:, 8:12] & 0x0F) | ((s[:, 0:4] >> 6) << 4)], axis=1)
+    mn = np.concatenate([s[:, 4:8] & 63, (s[:, 8:12] >> 4) | ((s[:, 4:8] >> 6) << 4)], axis=1)
+    return sc.astype(np.float32), mn.astype(np.float32)
+
+
+def _q4_k(b: np.ndarray) -> np.ndarray:
+    d, dmin = _f16(b, 0), _f16(b, 2)
+    sc, mn = _k4_scales(b[:, 4:16])
+    qs = b[:, 16:].reshape(-1, 4, 32)  # 4 chunks of 64 values: low nibbles, then high nibbles
+    q = np.stack([qs & 0x0F, qs >> 4], axis=2).reshape(-1, 8, 32).astype(np.float32)
+    return ((d * sc)[:, :, None] * q - (dmin * mn)[:, :, None]).reshape(-1, 256)
+
+
+def _q6_k(b: np.ndarray) -> np.ndarray:
+    ql = b[:, 0:128].reshape(-1, 2, 64)
+    qh = b[:, 128:192].reshape(-1, 2, 1, 32)
+    sc = b[:, 192:208].view(np.int8).astype(np.float32).reshape(-1, 2, 8)
+    d = _f16(b, 208)
+    low = np.stack([ql[:, :, :32] & 0x0F, ql[:, :, 32:] & 0x0F, ql[:, :, :32] >> 4, ql[:, :, 32:] >> 4], 2)
+    high = (qh >> np.array([0, 2, 4, 6], np.uint8)[:, None]) & 3  # [n, 2, 4, 32]
+    q = (low | (high << 4)).astype(np.int8) - np.int8(32)  # [n, half, quarter, 32]
+    scale = d[:, :, None] * sc  # [n, 2, 8]: 16-value groups, two per quarter
+    q = q.reshape(-1, 2, 8, 16).astype(np.float32)
+    return (scale[:, :, :, None] * q).reshape(-1, 256)
+
+
+def _f32(b: np.ndarray) -> np.ndarray:
+    return b.view("<f4").astype(np.float32)
+
+
+def _f16_values(b: np.ndarray) -> np.ndarray:
+    return b.view("<f2").astype(np.float32)
+
+
+def _bf16(b: np.ndarray) -> np.ndarray:
+    return (b.view("<u2").astype(np.uint32) << 16).view(np.float32)
+
+
+FORMATS: dict[str, QFormat] = {
+    f.name: f
+    for f in (
+        QFormat("f32", 1, 4, _f32),
+        QFormat("f16", 1, 2, _f16_values),
+        QFormat("bf16", 1, 2, _bf16),
+        QFormat("q8_0", 32, 34, _q8_0),
+        QFormat("q4_0", 32, 18, _q4_0),
+        QFormat("q4_1", 32, 20, _q4_1),
+        QFormat("q4_k", 256, 144, _q4_k),
+        QFormat("q6_k", 256, 210, _q6_k),
+    )
+}
+# the block formats the quantized ops take (the float ones are plain tensors)
+BLOCK_QTYPES = ("q8_0", "q4_0", "q4_1", "q4_k", "q6_k")
+
+
+def qformat(qtype: str) -> QFormat:
+    """The format named `qtype`, or ValueError listing the known ones."""
+    try:
+        return FORMATS[qtype]
+    except KeyError:
+        raise ValueError(f"unknown quantization {qtype!r}; known: {', '.join(FORMATS)}") from None
+
+
+def dequantize(raw: np.ndarray, qtype: str, shape: tuple[int, ...]) -> np.ndarray:
+    """The f32 values of `shape` that the bytes `raw` (u8, any shape, rows in order) hold in `qtype`."""
+    fmt = qformat(qtype)
+    count = int(np.prod(shape, dtype=np.int64))
+    expected = count // fmt.block * fmt.nbytes
+    if count % fmt.block or raw.nbytes != expected:
+        raise ValueError(f"{qtype} values of shape {tuple(shape)} take {expected} bytes, got {raw.nbytes}")
+    return fmt.decode(np.ascontiguousarray(raw).reshape(-1, fmt.nbytes)).reshape(shape)
+
+
+# the ops ------------------------------------------------------------------------------------------
+# Formats `qmatmul_q8` takes: 32-value blocks whose value is d * q (+ m), q an integer.
+Q8_QTYPES = ("q8_0", "q4_0", "q4_1")
+Q8_BLOCK = 32  # activations are quantized in blocks of this many values
+
+
+def _format(qtype: str, allowed: tuple[str, ...] = BLOCK_QTYPES) -> QFormat:
+    if qtype not in allowed:
+        raise DTypeError(f"qtype must be one of {', '.join(allowed)}, got {qtype!r}")
+    return FORMATS[qtype]
+
+
+def _row_values(fmt: QFormat, row_bytes: DimLike, what: str) -> DimLike:
+    """The values in a row of `row_bytes` bytes of `fmt` blocks."""
+    blocks = exact_div(row_bytes, fmt.nbytes)
+    if blocks is None:
+        raise ShapeError(
+            f"{what} rows of {row_bytes} bytes are not whole {fmt.name} blocks ({fmt.nbytes} bytes)"
+        )
+    return blocks * fmt.block
+
+
+def _qmatmul_shape(x: tuple, w: tuple, qtype: str, allowed: tuple[str, ...] = BLOCK_QTYPES) -> tuple:
+    fmt = FORMATS.get(qtype)
+    if (  # the common case, concrete and right, in a few integer operations (a decode step makes hundreds)
+        qtype in allowed
+        and len(w) == 2
+        and x
+        and type(x[-1]) is int
+        and type(w[1]) is int
+        and x[-1] % fmt.block == 0
+        and x[-1] // fmt.block * fmt.nbytes == w[1]
+    ):
+        return (*x[:-1], w[0])
+    fmt = _format(qtype, allowed)
+    if len(w) != 2:
+        raise ShapeError(f"the weight must be [N, row bytes] (one row per output), got {shape_text(w)}")
+    if not x:
+        raise ShapeError("x must have at least one dimension (its last is K)")
+    k = x[-1]
+    if exact_div(k, fmt.block) is None:
+        raise ShapeError(
+            f"K = {k} (x's last dimension) must be a multiple of the {qtype} block size {fmt.block}"
+            + (f" (declare it with dims(..., multiple_of={fmt.block}))" if isinstance(k, Dim) else "")
+        )
+    values = _row_values(fmt, w[1], "the weight's")
+    if values != k:
+        raise ShapeError(
+            f"the weight's rows hold {values} values ({w[1]} bytes of {qtype}) but x's last dimension is "
+            f"K = {k}; rule x[..., K], w[N, K / {fmt.block} * {fmt.nbytes}] -> [..., N]"
+        )
+    return (*x[:-1], w[0])
+
+
+def _qmatmul_dtype(x: DType, w: DType, qtype: str) -> DType:
+    if x is not f32 and x is not f64:
+        raise DTypeError(f"x must be f32 or f64, got {x.name}")
+    if w is not u8:
+        raise DTypeError(f"the weight must be u8 (its blocks' bytes), got {w.name}")
+    return x
+
+
+def _qmatmul_reference(x: np.ndarray, w: np.ndarray, qtype: str) -> np.ndarray:
+    k = x.shape[-1]
+    weight = dequantize(w, qtype, (w.shape[0], k)).astype(np.float64)
+    return np.matmul(x.astype(np.float64), weight.T).astype(x.dtype)
+
+
+def random_blocks(rng: np.random.Generator, qtype: str, rows: int, k: int) -> np.ndarray:
+    """u8[rows, row bytes] of random blocks whose f16 scales are finite (in [-0.1, 0.1])."""
+    fmt = FORMATS[qtype]
+    raw = rng.integers(0, 256, (rows, fmt.row_bytes(k)), dtype=np.uint8)
+    blocks = raw.reshape(-1, fmt.nbytes)
+    for at in (208,) if qtype == "q6_k" else (0, 2) if qtype in ("q4_1", "q4_k") else (0,):
+        scales = rng.uniform(-0.1, 0.1, len(blocks)).astype("<f2")
+        blocks[:, at : at + 2] = scales.view(np.uint8).reshape(-1, 2)
+    return raw
+
+
+def _qmatmul_samples(qtypes: tuple[str, ...]) -> Callable[[np.random.Generator], list[Sample]]:
+    """x of several ranks (and none of its rows) against 4 random rows of each format."""
+
+    def samples(rng: np.random.Generator) -> list[Sample]:
+        shapes = [(3, 1), (1,), (2, 1, 1)] + [(i % 2 + 1,) for i in range(1, len(qtypes))] + [(0, 1)]
+        names = [qtypes[0]] * 3 + list(qtypes[1:]) + [qtypes[0]]
+        out = []
+        for shape, qtype in zip(shapes, names):
+            k = FORMATS[qtype].block * shape[-1]
+            x = uniform(rng, (*shape[:-1], k))
+            out.append(Sample((x, random_blocks(rng, qtype, 4, k)), {"qtype": qtype}))
+        return out
+
+    return samples
+
+
+def _dequantize_shape(w: tuple, qtype: str) -> tuple:
+    if not w:
+        raise ShapeError("the weight must have at least one dimension (its last is the row bytes)")
+    return (*w[:-1], _row_values(_format(qtype), w[-1], "the weight's"))
+
+
+def _dequantize_dtype(w: DType, qtype: str) -> DType:
+    if w is not u8:
+        raise DTypeError(f"the weight must be u8 (its blocks' bytes), got {w.name}")
+    return f32
+
+
+dequantize_op = Op(
+    "dequantize",
+    shape=_dequantize_shape,
+    dtype=_dequantize_dtype,
+    reference=lambda w, qtype: dequantize(w, qtype, _dequantize_shape(w.shape, qtype)),
+    samples=lambda rng: [
+        Sample((random_blocks(rng, q, 3, FORMATS[q].block),), {"qtype": q}) for q in BLOCK_QTYPES
+    ],
+    exact=True,
+    doc="The f32 values of quantized rows (u8 blocks of `qtype`): u8[..., B] -> f32[..., B / block bytes * "
+    "block].",
+)
+
+qmatmul = Op(
+    "qmatmul",
+    shape=_qmatmul_shape,
+    dtype=_qmatmul_dtype,
+    reference=_qmatmul_reference,
+    vjp=lambda g, out, x, w, qtype: (g @ dequantize_op(w, qtype=qtype), None),
+    samples=_qmatmul_samples(BLOCK_QTYPES),
+    exact=False,
+    doc="x @ dequantize(w).T for a quantized weight w (u8 blocks of `qtype`), as nn.Linear does: "
+    "f32[..., K], u8[N, K / block * block bytes] -> f32[..., N] (or f64); the products are summed in f64 "
+    "and rounded once (like matmul). Differentiable in x (the weight is constant).",
+)
+
+
+def quantize_q8(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """x[..., K] (f32 or f64) -> (q int8[..., K/32, 32], d f64[..., K/32], s i64[..., K/32]): x ~ d * q per
+    block of 32, d = max|x| / 127 and q = x * (1 / d) rounded to the nearest integer (ties to even), both
+    in x's dtype; s = sum(q). A block holding an infinity or a NaN gets d = NaN (and q = 0), so its
+    outputs are NaN."""
+    blocks = np.ascontiguousarray(x).reshape((*x.shape[:-1], x.shape[-1] // Q8_BLOCK, Q8_BLOCK))
+    bits = np.int32 if blocks.dtype.itemsize == 4 else np.int64
+    amax_bits = (blocks.view(bits) & np.iinfo(bits).max).max(axis=-1, initial=0)  # NaN > inf > finite
+    finite = amax_bits < np.array(np.inf, blocks.dtype).view(bits)
+    d = np.where(finite, amax_bits.view(blocks.dtype), 0) / blocks.dtype.type(127)
+    inverse = np.divide(blocks.dtype.type(1), d, out=np.zeros_like(d), where=d != 0)
+    q = np.rint(np.where(finite[..., None], blocks, 0) * inverse[..., None]).astype(np.int8)
+    return q, np.where(finite, d.astype(np.float64), np.nan), q.sum(axis=-1, dtype=np.int64)
+
+
+def q8_weight(w: np.ndarray, qtype: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The integers of a q8_0/q4_0/q4_1 weight u8[N, B]: (q i32[N, nb, 32], d f64[N, nb], m f64[N, nb] or
+    None); a value is d * q (+ m). Q4_0's q are the raw nibbles: its values are d * (q - 8)."""
+    fmt = FORMATS[qtype]
+    rows, nb = w.shape[0], w.shape[1] // fmt.nbytes
+    b = np.ascontiguousarray(w).reshape(rows * nb, fmt.nbytes)
+    d = _f16(b, 0).astype(np.float64).reshape(rows, nb)
+    if qtype == "q8_0":
+        q, m = b[:, 2:].view(np.int8), None
+    else:
+        q = np.concatenate([b[:, -16:] & 0x0F, b[:, -16:] >> 4], axis=-1)
+        m = _f16(b, 2).astype(np.float64).reshape(rows, nb) if qtype == "q4_1" else None
+    return q.astype(np.int32).reshape(rows, nb, 32), d, m
+
+
+def _qmatmul_q8_reference(x: np.ndarray, w: np.ndarray, qtype: str) -> np.ndarray:
+    """Per block b of 32: the integer dot of x's and w's quantized values (exact), scaled in f64 as
+    (d_w * d_x) * dot (+ m_w * (d_x * sum(q_x)) for q4_1); the blocks' terms are added in order in f64,
+    starting from +0.0, and the sum is rounded once to x's dtype."""
+    qx, dx, sx = quantize_q8(x)
+    qw, dw, mw = q8_weight(w, qtype)
+    dots = np.einsum("...bi,nbi->...nb", qx.astype(np.int32), qw).astype(np.int64)  # exact: |dot| < 2^20
+    if qtype == "q4_0":
+        dots = dots - 8 * sx[..., None, :]
+    scale = dw * dx[..., None, :]
+    terms = scale * dots
+    if mw is not None:
+        terms = terms + mw * (dx * sx)[..., None, :]
+    acc = np.zeros(terms.shape[:-1])
+    for b in range(terms.shape[-1]):
+        acc = acc + terms[..., b]
+    return acc.astype(x.dtype)
+
+
+qmatmul_q8 = Op(
+    "qmatmul_q8",
+    shape=lambda x, w, qtype: _qmatmul_shape(x, w, qtype, Q8_QTYPES),
+    dtype=_qmatmul_dtype,
+    reference=_qmatmul_q8_reference,
+    samples=_qmatmul_samples(Q8_QTYPES),
+    exact=True,
+    doc="qmatmul with x quantized to 8 bits per block of 32 (as llama.cpp does): integer block dots, "
+    "scaled and summed in f64 in block order (see `quantize_q8`); q8_0, q4_0 and q4_1 weights.",
+)
+
+
+def _qembedding_shape(ids: tuple, w: tuple, qtype: str) -> tuple:
+    fmt = _format(qtype)
+    if len(w) != 2:
+        raise ShapeError(f"the table must be [V, row bytes] (one row per token id), got {shape_text(w)}")
+    return (*ids, _row_values(fmt, w[1], "the table's"))
+
+
+def _qembedding_dtype(ids: DType, w: DType, qtype: str) -> DType:
+    if ids.kind != "i":
+        raise DTypeError(f"ids must be an integer tensor (i32 or i64), got {ids.name}")
+    if w is not u8:
+        raise DTypeError(f"the table must be u8 (its blocks' bytes), got {w.name}")
+    return f32
+
+
+def _qembedding_reference(ids: np.ndarray, w: np.ndarray, qtype: str) -> np.ndarray:
+    rows = np.take(w, ids.reshape(-1), axis=0)  # IndexError names an id out of range
+    k = w.shape[1] // FORMATS[qtype].nbytes * FORMATS[qtype].block
+    return dequantize(rows, qtype, (*ids.shape, k))
+
+
+qembedding = Op(
+    "qembedding",
+    shape=_qembedding_shape,
+    dtype=_qembedding_dtype,
+    reference=_qembedding_reference,
+    samples=lambda rng: [
+        Sample((np.array([[4, 0, 2], [2, 2, 1]]), random_blocks(rng, "q4_1", 5, 64)), {"qtype": "q4_1"}),
+        Sample((np.array(3), random_blocks(rng, "q8_0", 4, 32)), {"qtype": "q8_0"}),
+        Sample((np.zeros((0,), np.int64), random_blocks(rng, "q6_k", 2, 256)), {"qtype": "q6_k"}),
+    ],
+    exact=True,
+    doc="The dequantized rows of a quantized table w (u8 blocks of `qtype`) at integer ids: "
+    "i64[...], u8[V, row bytes] -> f32[..., K].",
+)
