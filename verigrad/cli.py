@@ -425,7 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--optimizer", choices=OPTIMIZERS, default="adam")
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--out", default="runs/digits", help="folder for the checkpoint and the picture")
-    train.add_argument("--backend", choices=available(), default="reference")
+    train.add_argument("--backend", choices=available(), default="cpu")
     train.add_argument("--threads", type=_positive_int, default=1)
     train.add_argument("--eager", action="store_true", help="run each step eagerly instead of compiled")
     train.add_argument("--data", choices=("digits", "mnist"), default="digits")

@@ -36,7 +36,7 @@ class TrainConfig:
     optimizer: str = "adam"
     seed: int = 0
     out: str = "runs/digits"
-    backend: str = "reference"
+    backend: str = "cpu"
     threads: int = 1
     data: str = "digits"
     data_dir: str | None = None

@@ -1,11 +1,16 @@
-"""Backends and the active-backend switch."""
+"""Backends and the active-backend switch.
 
-from . import cpu  # the "cpu" backend (registered after the reference, which stays the default)
+"cpu" (C kernels, built at first use) is the default; with no C compiler it says so once and every op
+runs its NumPy reference. `set_backend("reference")` runs the references themselves.
+"""
+
+from . import cpu  # the "cpu" backend (registered after the reference)
 from ._registry import Backend, available, backend, get_backend, set_backend, set_threads
 from .blas import blas_threads, set_blas_threads
 from .reference import reference
 
 set_threads(1)
+set_backend("cpu")
 
 __all__ = [
     "Backend",

@@ -5,6 +5,11 @@ Building it resolves every symbol (from the arguments' shapes), every param and 
 - a kernel is the backend's own for (op, dtype), else the op's NumPy reference; where the reference
   is chosen and the op offers `fast` for the operands' dtypes, that leaner equivalent (the same
   result, bit for bit, without the per-call dtype rule and no-op casts);
+- the same bits, cheaper, chosen from the concrete shapes: a backend kernel stated exact on a result
+  and operands of fewer elements than the backend's `ufunc_below` runs as the op's `fast` (a ufunc
+  call costs a fraction of a C kernel's set-up); `where` on a 0-d condition returns the chosen
+  branch (not where that would hand the caller an argument's or another result's array); a reshape
+  that must copy (a permuted view) copies through the backend's `contiguous` kernel (`_SHAPED_FAST`);
 - a composite op the backend has no kernel for is replaced by the instructions of its decomposition,
   traced once for the concrete operands: the same kernels eager mode runs for it, without a trip
   through eager dispatch per call;
@@ -47,6 +52,7 @@ import numpy as np
 from .. import modes
 from ..autograd import no_grad
 from ..backends import Backend
+from ..backends.memory import retain_freed
 from ..dtypes import DType
 from ..eager import conform, decomposition_kernel
 from ..errors import DTypeError, ShapeError
@@ -168,6 +174,7 @@ class Plan:
     """The program's instructions as kernel calls over numbered slots, for one binding of the symbols."""
 
     def __init__(self, program: Program, values: dict[str, int], backend: Backend) -> None:
+        retain_freed()  # a run allocates what the last one freed: reuse its pages (backends/memory.py)
         self.program = program
         self.values = dict(values)
         self.backend = backend
@@ -197,11 +204,6 @@ class Plan:
     # runs before the plan becomes a generated function: compiling its source costs about as much as
     # the loop's overhead over some 60 runs, so a plan run this often is likely to be run far more
     generate_after = 64
-
-    # operands and results with fewer elements than this run an exact kernel of the backend as the op's
-    # NumPy `fast` kernel instead (the same bits): below it a C kernel runs on one thread, and its
-    # per-call cost (argument conversion, broadcast set-up) is several times a ufunc's
-    small = 16384
 
     # whether the first run may turn on in place for the steps that allow it (see the module docstring)
     inplace = True
@@ -260,13 +262,12 @@ class Plan:
             if slot is not None:
                 return slot
         bound = None
-        if kernel is not op.reference and op.fast is not None and self._small(ins, spec):
-            if backend.exactness(op.name, spec.dtype.name).is_exact:  # the reference's bits, cheaper here
-                bound = op.fast(spec.dtype, tuple([self.specs[i].dtype for i in ins]), **params)
+        if kernel is not op.reference and op.fast is not None and self._small_exact(op, ins, spec):
+            bound = op.fast(spec.dtype, tuple([self.specs[i].dtype for i in ins]), **params)
         if kernel is op.reference:
             shaped = _SHAPED_FAST.get(op.name)
             if shaped is not None:
-                bound = shaped(spec, tuple([self.specs[i] for i in ins]))
+                bound = shaped(backend, spec, tuple([self.specs[i] for i in ins]), params)
             if bound is None and op.fast is not None:
                 bound = op.fast(spec.dtype, tuple([self.specs[i].dtype for i in ins]), **params)
         if bound is None:
@@ -278,10 +279,14 @@ class Plan:
             self._same[key] = out
         return out
 
-    def _small(self, ins: tuple[int, ...], spec: Spec) -> bool:
-        """Whether the result and every operand have fewer than `small` elements."""
-        small = self.small
-        return math.prod(spec.shape) < small and all(math.prod(self.specs[i].shape) < small for i in ins)
+    def _small_exact(self, op: Any, ins: tuple[int, ...], spec: Spec) -> bool:
+        """Whether the backend's kernel is exact and the result and every operand have fewer elements
+        than its `ufunc_below` (0 where it has none): the op's `fast` NumPy kernel then gives the same
+        bits at a lower per-call cost."""
+        small = getattr(self.backend, "ufunc_below", 0)
+        if math.prod(spec.shape) >= small or any(math.prod(self.specs[i].shape) >= small for i in ins):
+            return False
+        return self.backend.exactness(op.name, spec.dtype.name).is_exact
 
     def _members(self, op: FusedOp, params: tuple, ins: tuple[int, ...]) -> int:
         """A fused group the backend has no kernel for: each member a step of its own, running the
@@ -300,9 +305,9 @@ class Plan:
         result: the caller owns each result."""
         shared = {*self.input_slots, *self.consts, *self.output_slots}
         for step in self.steps:
-            plain = _ALIASING.get(step.kernel)
-            if plain is not None and (step.out in shared or shared.intersection(step.ins)):
-                step.kernel = plain
+            found = _ALIASING.get(step.kernel)
+            if found is not None and (step.out in shared or shared.intersection(step.ins[found[1]])):
+                step.kernel = found[0]
 
     def _inplace_candidates(self) -> dict[int, int]:
         """Step index -> an input slot the step may write its result into, by the rules of the module
@@ -501,17 +506,61 @@ def _select(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return a if c else b
 
 
-def _where_select(out: Spec, specs: tuple[Spec, ...]) -> Callable | None:
+def _where_select(backend: Backend, out: Spec, specs: tuple[Spec, ...], params: dict) -> Callable | None:
     """`where` with a 0-d condition and both branches of the result's spec (an optimizer's first-step
     test): the chosen branch itself, the bits np.where would copy it to."""
     c, a, b = specs
     return _select if not c.shape and a == out and b == out else None
 
 
-# op name -> for the result's and operands' concrete specs, a leaner equivalent of the op's reference
-# (as `Op.fast`, but chosen by shape); its result may be an operand, so the plan never returns it
-_SHAPED_FAST: dict[str, Callable[[Spec, tuple[Spec, ...]], Callable | None]] = {"where": _where_select}
-_ALIASING: dict[Callable, Callable] = {_select: np.where}  # such a kernel -> one that copies, same bits
+_RESHAPE_NO_COPY = np.lib.NumpyVersion(np.__version__) >= "2.1.0"  # np.reshape(..., copy=False)
+
+
+def _merged(x: np.ndarray) -> np.ndarray:
+    """A view of x with its adjacent axes merged where their strides allow (and size-1 axes dropped):
+    a permuted array's few blocks."""
+    shape: list[int] = []
+    strides: list[int] = []
+    for n, step in zip(x.shape, x.strides):
+        if n == 1:
+            continue
+        if shape and strides[-1] == step * n:
+            shape[-1] *= n
+            strides[-1] = step
+        else:
+            shape.append(n)
+            strides.append(step)
+    return x.reshape(shape)  # a view: each merge keeps the elements' addresses
+
+
+def _reshape_copying(backend: Backend, out: Spec, specs: tuple[Spec, ...], params: dict) -> Callable | None:
+    """`reshape` that copies (a permuted view, say) through the backend's `contiguous` kernel, after
+    merging the view's axes (its C copy takes up to 4 axes): the same elements, in a new C-contiguous
+    array, as np.reshape's copy; a view where np.reshape gives one."""
+    from ..registry import OPS
+
+    contiguous = backend.native(OPS["contiguous"], out.dtype)
+    if contiguous is None or not _RESHAPE_NO_COPY:
+        return None
+    shape = params["shape"]
+
+    def reshape(x: np.ndarray) -> np.ndarray:
+        try:
+            return x.reshape(shape, copy=False)
+        except ValueError:  # no view of x has this shape
+            return contiguous(_merged(x)).reshape(shape)
+
+    return reshape
+
+
+# op name -> for the backend, the result's and operands' concrete specs and the params, a leaner
+# equivalent of the op's reference (as `Op.fast`, but chosen by shape), or None
+_SHAPED_FAST: dict[str, Callable[..., Callable | None]] = {
+    "where": _where_select,
+    "reshape": _reshape_copying,
+}
+# such a kernel -> one that copies (the same bits), and the operands it may return
+_ALIASING: dict[Callable, tuple[Callable, slice]] = {_select: (np.where, slice(1, None))}
 
 
 # composite ops without a kernel: their decompositions, traced for concrete operands ------------

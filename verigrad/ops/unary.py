@@ -37,6 +37,7 @@ def _float_op(
     exact: bool = False,
     torch: Callable | None = None,
     doc: str = "",
+    fast: bool = True,
 ) -> Op:
     return Op(
         name,
@@ -47,7 +48,8 @@ def _float_op(
         samples=unary(low, high),
         torch=torch,
         exact=exact,
-        fast=lambda out, dtypes: reference if dtypes[0].is_float else None,  # _as_float is a no-op
+        # _as_float is a no-op; a formula of several f64 passes costs more than a backend's kernel: none
+        fast=(lambda out, dtypes: reference if dtypes[0].is_float else None) if fast else None,
         doc=doc,
     )
 
@@ -166,6 +168,7 @@ tanh = _float_op(
     in_f64(_tanh),
     lambda g, out, x: (g * tanh_deriv(out),),
     torch=lambda t, x: t.tanh(x),
+    fast=False,
     doc="Hyperbolic tangent.",
 )
 sigmoid = _float_op(
@@ -173,6 +176,7 @@ sigmoid = _float_op(
     in_f64(_sigmoid),
     lambda g, out, x: (g * sigmoid_deriv(out),),
     torch=lambda t, x: t.sigmoid(x),
+    fast=False,
     doc="1 / (1 + exp(-x)), computed without overflow for large |x|.",
 )
 relu = _float_op(
@@ -188,6 +192,7 @@ gelu = _float_op(
     in_f64(_gelu),
     lambda g, out, x: (g * gelu_deriv(x),),
     torch=lambda t, x: t.nn.functional.gelu(x),
+    fast=False,
     doc="x * Phi(x) with the exact normal CDF (erf form), evaluated in f64 and rounded once.",
 )
 gelu_tanh = _float_op(
@@ -195,6 +200,7 @@ gelu_tanh = _float_op(
     in_f64(_gelu_tanh),
     lambda g, out, x: (g * gelu_tanh_deriv(x),),
     torch=lambda t, x: t.nn.functional.gelu(x, approximate="tanh"),
+    fast=False,
     doc="The tanh approximation of GELU used by GPT-2.",
 )
 silu = _float_op(
@@ -202,6 +208,7 @@ silu = _float_op(
     in_f64(_silu),
     lambda g, out, x: (g * silu_deriv(x),),
     torch=lambda t, x: t.nn.functional.silu(x),
+    fast=False,
     doc="x * sigmoid(x).",
 )
 

@@ -17,11 +17,13 @@ import ctypes
 import sys
 from typing import Any
 
+from .. import memory
 from .._registry import Backend, add_backend
 from ..reference import reference as _reference  # registered first: the reference stays the default
+from . import attention, conv, elementwise, linalg, movement, optimizers, quant, reductions, rows
 from . import build as _build
-from . import attention, conv, elementwise, linalg, memory, movement, optimizers, quant, reductions, rows
 from ._ffi import DTYPES, Library, min_chunk, set_min_chunk
+from .attention import ATTENTION
 from .conv import WINDOW
 from .elementwise import BINARY, CANCELLING, LIBM_ULPS, ULP_BOUNDS, UNARY_EXACT, UNARY_LIBM
 from .linalg import LINALG
@@ -34,6 +36,7 @@ from .rows import ROWS
 KERNEL_FAMILIES = (elementwise, reductions, movement, conv, linalg, rows, quant, attention, optimizers)
 
 __all__ = [
+    "ATTENTION",
     "BINARY",
     "CANCELLING",
     "COPY",
@@ -60,6 +63,11 @@ __all__ = [
 class CpuBackend(Backend):
     """Registers its kernels the first time one is looked up (building the library if need be)."""
 
+    # a compiled plan runs an op whose kernel here is exact as its NumPy ufunc (the same bits) where the
+    # result and every operand have fewer elements than this: a C kernel then runs on one thread, and
+    # its per-call cost (ctypes, broadcast set-up) is several times a ufunc's
+    ufunc_below = 16384
+
     def __init__(self) -> None:
         super().__init__("cpu", "C kernels on a thread pool; the reference for the rest")
         self._loaded = False
@@ -77,7 +85,7 @@ class CpuBackend(Backend):
             self._info = {"available": False, "error": str(e)}
             print(f"verigrad: cpu backend unavailable, using the reference: {e}", file=sys.stderr)
             return False
-        memory.retain_freed()  # each step reuses the pages the last one freed (see memory.py)
+        memory.retain_freed()  # each step reuses the pages the last one freed (backends/memory.py)
         lib = Library(cdll)
         for family in KERNEL_FAMILIES:
             family.register(self, lib)

@@ -5,8 +5,10 @@
  * sum_{j<W} p_j past_v_j + sum_{j>=W} p_j v_j, rounded once to f32. Only the summation order of the dot
  * products and sums differs (the reference's is BLAS's), so the results are within an f32 rounding
  * (attention.py states the bound). Any strides (the window is a view of the cache, keys transposed);
- * query heads h = g G .. g G + G - 1 share key/value head g and are computed together. Threads take
+ * query heads h = g G .. g G + G - 1 share key/value head g and are computed by one thread. Threads take
  * bands of (batch, key/value head, token) rows; each output is computed by one thread in one order.
+ * With AVX2 and contiguous head dims, the dot products take four keys at once and the weighted sums
+ * sixteen columns; a hidden position (score -inf, finite maximum) gets exp's value 0 without the call.
  */
 #include <math.h>
 #include <stdint.h>
@@ -31,7 +33,8 @@ typedef struct {
 } attn_job;
 
 /* q . key for 4 keys at once (independent sums: instruction-level parallelism), each in d order */
-static void dots4(const float *q, int64_t qd, const float *key, int64_t kd, int64_t kj, int64_t n, double *s) {
+static void dots4(const float *q, int64_t qd, const float *key, int64_t kd, int64_t kj, int64_t n,
+                  double *s) {
     double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
     for (int64_t i = 0; i < n; i++) {
         double x = (double)q[i * qd];
@@ -69,9 +72,26 @@ __attribute__((target("avx2"))) static double dot_avx2(const float *q, const flo
     return r;
 }
 
-/* acc[e] = sum_j p_j rows[j][e] for contiguous rows, e < dv (a multiple of 4); four columns' vectors at once */
-__attribute__((target("avx2"))) static void weighted_avx2(const double *p, const float *vals, int64_t vj, int64_t n,
-                                                          int64_t dv, double *acc) {
+/* q . key_r for the 4 contiguous keys key + r kj, r < 4, with q given in double (4 partial sums each,
+ * combined in a fixed order) */
+__attribute__((target("avx2"))) static void dots4_avx2(const double *qd, const float *key, int64_t kj,
+                                                       int64_t n, double *s) {
+    __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t i = 0; i < n; i += 4) {
+        __m256d x = _mm256_loadu_pd(qd + i);
+        a0 = _mm256_add_pd(a0, _mm256_mul_pd(x, _mm256_cvtps_pd(_mm_loadu_ps(key + i))));
+        a1 = _mm256_add_pd(a1, _mm256_mul_pd(x, _mm256_cvtps_pd(_mm_loadu_ps(key + kj + i))));
+        a2 = _mm256_add_pd(a2, _mm256_mul_pd(x, _mm256_cvtps_pd(_mm_loadu_ps(key + 2 * kj + i))));
+        a3 = _mm256_add_pd(a3, _mm256_mul_pd(x, _mm256_cvtps_pd(_mm_loadu_ps(key + 3 * kj + i))));
+    }
+    __m256d h01 = _mm256_hadd_pd(a0, a1), h23 = _mm256_hadd_pd(a2, a3); /* (0 1 0 1), (2 3 2 3) */
+    __m256d lo = _mm256_permute2f128_pd(h01, h23, 0x20), hi = _mm256_permute2f128_pd(h01, h23, 0x31);
+    _mm256_storeu_pd(s, _mm256_add_pd(lo, hi));
+}
+
+/* acc[e] = sum_j p_j rows[j][e] for contiguous rows, e < dv (a multiple of 4): 16 columns at once */
+__attribute__((target("avx2"))) static void weighted_avx2(const double *p, const float *vals, int64_t vj,
+                                                          int64_t n, int64_t dv, double *acc) {
     int64_t e = 0;
     for (; e + 16 <= dv; e += 16) {
         __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
@@ -89,7 +109,8 @@ __attribute__((target("avx2"))) static void weighted_avx2(const double *p, const
     for (; e < dv; e += 4) {
         __m256d a = _mm256_setzero_pd();
         for (int64_t j = 0; j < n; j++)
-            a = _mm256_add_pd(a, _mm256_mul_pd(_mm256_set1_pd(p[j]), _mm256_cvtps_pd(_mm_loadu_ps(vals + j * vj + e))));
+            a = _mm256_add_pd(a, _mm256_mul_pd(_mm256_set1_pd(p[j]),
+                                               _mm256_cvtps_pd(_mm_loadu_ps(vals + j * vj + e))));
         _mm256_storeu_pd(acc + e, a);
     }
 }
@@ -144,8 +165,14 @@ static void attn_rows(void *ctx, int64_t lo, int64_t hi) {
             const float *q = a->q + b * a->qs[0] + h * a->qs[1] + t * a->qs[2];
             int64_t j = 0;
 #if VG_X86
-            if (a->qs[3] == 1 && a->kts[2] == 1 && has_avx2())
+            if (a->qs[3] == 1 && a->kts[2] == 1 && has_avx2()) {
+                if (a->d % 4 == 0 && a->d <= 256) {
+                    double qd[256];
+                    for (int64_t i = 0; i < a->d; i++) qd[i] = (double)q[i];
+                    for (; j + 4 <= a->w; j += 4) dots4_avx2(qd, kt + j * a->kts[3], a->kts[3], a->d, s + j);
+                }
                 for (; j < a->w; j++) s[j] = dot_avx2(q, kt + j * a->kts[3], a->d);
+            }
 #endif
             for (; j + 4 <= a->w; j += 4)
                 dots4(q, a->qs[3], kt + j * a->kts[3], a->kts[2], a->kts[3], a->d, s + j);
@@ -166,7 +193,7 @@ static void attn_rows(void *ctx, int64_t lo, int64_t hi) {
             }
             double sum = 0.0;
             for (j = 0; j < n; j++) {
-                s[j] = exp(s[j] - m);
+                s[j] = s[j] == -INFINITY && m > -INFINITY ? 0.0 : exp(s[j] - m); /* exp(-inf) = 0 */
                 sum = sum + s[j];
             }
             for (j = 0; j < n; j++) s[j] = s[j] / sum;

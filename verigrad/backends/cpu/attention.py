@@ -3,9 +3,9 @@ of the KV cache (a view: no copy) and the new tokens.
 
 Like the reference it computes the scores, softmax and weighted sums in f64 and rounds once; only the
 order of its sums differs from the reference's (BLAS's), so each result is within an f32 rounding of the
-reference's: |c - ref| <= 2^-23 |ref| + atol, atol the f64 sums' error for |q|, |k|, |v| <= `UNIT`,
-head dims and positions up to `N_STATED` (scores within `SCORE_SPAN` of their maximum). Other dtypes
-run the reference.
+reference's: |c - ref| <= 2^-23 |ref| + atol, atol bounding the f64 sums' error for |q|, |k|, |v| <=
+`UNIT`, head dims up to `D_STATED` and windows up to `W_STATED` positions (scale <= 1). Other dtypes run
+the reference.
 """
 
 from __future__ import annotations
@@ -18,21 +18,15 @@ import numpy as np
 from .._registry import tolerance
 from ._ffi import Library
 
-UNIT, N_STATED, SCORE_SPAN = 2.0, 4096, 64.0
-# the f64 scores err by <= N 2^-53 N UNIT^2 (scale <= 1), which moves each p by that relative amount
-# times the span; the weighted sums of <= N values err by <= N 2^-53 UNIT on top
-ATTENTION_EXACTNESS = tolerance(2.0**-23, 4 * N_STATED**2 * 2.0**-53 * UNIT**3 * SCORE_SPAN)
+ATTENTION = ("cached_attention",)
+UNIT, D_STATED, W_STATED = 2.0, 256, 8192
+# a score errs by <= D 2^-53 D UNIT^2, which moves each weight p by twice that relatively (exp, then the
+# normalization); the weighted sum of <= W values (sum p = 1) adds <= W 2^-53 UNIT
+ATTENTION_EXACTNESS = tolerance(2.0**-23, 4 * (D_STATED**2 * UNIT**2 + W_STATED * UNIT) * 2.0**-53)
 
 _I64 = ctypes.c_int64 * 4
 _ARGS = [ctypes.c_void_p] + [ctypes.c_void_p, ctypes.c_void_p] * 6 + [ctypes.c_double, ctypes.c_void_p]
 _ARGS += [ctypes.c_int]
-
-
-def _strides(a: np.ndarray) -> Any:
-    """Element strides of a (rank 4 or 2) as int64, or None when one is not a whole element."""
-    if any(s % a.itemsize for s in a.strides):
-        return None
-    return np.array([s // a.itemsize for s in a.strides], np.int64)
 
 
 def register(backend: Any, lib: Library) -> None:
@@ -43,17 +37,20 @@ def register(backend: Any, lib: Library) -> None:
 
     def kernel(q, k, v, past_kt, past_v, bias, scale: float) -> np.ndarray:
         arrays = (q, k, v, past_kt, past_v, bias)
-        if any(type(a) is not np.ndarray or a.dtype != np.float32 for a in arrays):
+        if any(type(a) is not np.ndarray or a.dtype != np.float32 or not a.flags.aligned for a in arrays):
             return reference(*arrays, scale=scale)
-        strides = [_strides(a) for a in arrays]
-        if any(s is None for s in strides):
+        strides = [s for a in arrays for s in a.strides]
+        if any(s % 4 for s in strides):  # not whole elements
             return reference(*arrays, scale=scale)
         (b, h, t, d), dv, w = q.shape, v.shape[3], past_v.shape[2]
         out = np.empty((b, h, t, dv), np.float32)
         if out.size:
-            sizes = np.array([b, h, k.shape[1], t, d, dv, w], np.int64)
-            pairs = [x for a, s in zip(arrays, strides) for x in (data(a), data(s))]
-            if fn(data(sizes), *pairs, float(scale), data(out), backend.threads):
+            # sizes, then each array's element strides (4 each, the bias's 2)
+            ints = np.array([b, h, k.shape[1], t, d, dv, w, *strides], np.int64)
+            ints[7:] //= 4
+            at = data(ints)
+            pairs = [x for i, a in enumerate(arrays) for x in (data(a), at + 8 * (7 + 4 * i))]
+            if fn(at, *pairs, float(scale), data(out), backend.threads):
                 raise MemoryError(f"cached_attention: out of memory for a window of {w} positions")
         return out
 

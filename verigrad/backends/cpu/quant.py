@@ -43,17 +43,17 @@ def _kernel(fn: Any, qtypes: tuple[str, ...], reference: Callable, backend: Any,
         code = codes.get(qtype)
         if code is None or x.dtype != np.float32 or w.dtype != np.uint8 or w.ndim != 2:
             return reference(x, w, qtype)
-        k, n = x.shape[-1], w.shape[0]
-        x2 = x if x.ndim == 2 and x.flags.c_contiguous else np.ascontiguousarray(x).reshape(-1, k)
+        k, (n, row_bytes) = x.shape[-1], w.shape
+        x2 = (x if x.flags.c_contiguous else np.ascontiguousarray(x)).reshape(-1, k)
         if not w.flags.c_contiguous:
             w = np.ascontiguousarray(w)
         t = x2.shape[0]
-        out = np.empty((t, n), np.float32)
+        out = np.empty((*x.shape[:-1], n), np.float32)
         if t and n:
-            min_rows = MIN_BAND_BYTES // w.shape[1] + 1 if w.shape[1] else n
+            min_rows = MIN_BAND_BYTES // row_bytes + 1 if row_bytes else n
             if fn(code, data(w), n, k, data(x2), t, data(out), min_rows, backend.threads):
                 raise MemoryError(f"qmatmul: out of memory for x of shape {x.shape}")
-        return out if x2 is x else out.reshape((*x.shape[:-1], n))
+        return out
 
     return kernel
 

@@ -10,7 +10,8 @@ serves arrays up to MMAP_MAX from the heap and trims the heap only beyond TRIM_A
 the next step reuses the pages the last one freed, as a caching allocator does. The memory in use is
 unchanged; the process keeps up to its peak of freed heap.
 
-The cpu backend calls it when it loads, unless VERIGRAD_RETAIN_MEMORY=0. Outside glibc it does nothing.
+The cpu backend calls it when it loads, and a compiled plan when it is built (on any backend), unless
+VERIGRAD_RETAIN_MEMORY=0. Outside glibc it does nothing.
 """
 
 from __future__ import annotations

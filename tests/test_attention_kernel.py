@@ -1,0 +1,71 @@
+"""The cpu backend's cached_attention kernel (attention.c) on the decode step's operands: windows that
+are views of a KV cache (keys transposed), hidden slots, grouped heads; held to its stated bound against
+the reference, the same bits for every thread count, NaN where the reference has NaN."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import verigrad as vg
+from verigrad.backends import cpu
+from verigrad.backends.cpu.attention import ATTENTION_EXACTNESS
+
+needs_cc = pytest.mark.skipif(not cpu.available(), reason="the cpu backend could not be built here")
+OP = vg.REGISTRY["cached_attention"]
+
+
+def decode_case(rng, b=1, kv=3, group=3, t=1, d=64, width=128, length=70):
+    """q, k, v, the window views of a cache of twice the width, and the bias hiding slots length..width."""
+    keys, values = (rng.uniform(-2, 2, (b, kv, 2 * width, d)).astype(np.float32) for _ in range(2))
+    q = rng.uniform(-2, 2, (b, kv * group, t, d)).astype(np.float32)
+    k, v = (rng.uniform(-2, 2, (b, kv, t, d)).astype(np.float32) for _ in range(2))
+    bias = np.zeros((t, width + t), np.float32)
+    bias[:, length:width] = -np.inf
+    bias[:, width:][np.triu_indices(t, 1)] = -np.inf
+    return q, k, v, keys[:, :, :width].swapaxes(2, 3), values[:, :, :width], bias
+
+
+def run(kernel, args, threads):
+    vg.set_threads(threads)
+    try:
+        return kernel(*args, scale=0.125)
+    finally:
+        vg.set_threads(1)
+
+
+@needs_cc
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        {},
+        {"t": 3, "length": 0},
+        {"width": 64},
+        {"b": 2, "kv": 2, "group": 1, "d": 6, "width": 5, "length": 3},
+    ],
+)
+def test_cached_attention_kernel_meets_its_bound_for_every_thread_count(sizes):
+    kernel = cpu.cpu.native(OP, vg.f32)
+    assert kernel is not None and not cpu.cpu.exactness("cached_attention", "f32").is_exact
+    args = decode_case(np.random.default_rng(0), **sizes)
+    want = OP.reference(*args, scale=0.125)
+    got = run(kernel, args, 1)
+    assert got.dtype == np.float32 and got.shape == want.shape
+    bound = ATTENTION_EXACTNESS.rtol * np.abs(want) + ATTENTION_EXACTNESS.atol
+    assert np.all(np.abs(got.astype(np.float64) - want) <= bound)
+    for threads in (2, 3):
+        np.testing.assert_array_equal(run(kernel, args, threads).view(np.uint32), got.view(np.uint32))
+
+
+@needs_cc
+def test_cached_attention_kernel_gives_nan_where_the_reference_does():
+    kernel = cpu.cpu.native(OP, vg.f32)
+    q, k, v, kt, pv, bias = decode_case(np.random.default_rng(1), kv=2, group=2)
+    pv.base[0, 1, 100, 5] = np.nan  # a hidden slot of head 1's values: 0 * NaN is NaN
+    q[0, 0, 0, 3] = np.inf  # head 0's scores: inf and NaN
+    args = (q, k, v, kt, pv, bias)
+    with np.errstate(all="ignore"):
+        want = OP.reference(*args, scale=0.125)
+    got = run(kernel, args, 1)
+    assert np.isnan(want).any()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
