@@ -470,3 +470,18 @@ def test_contiguous_falls_back_for_other_ranks_item_sizes_and_types(small_chunks
     assert not unaligned.flags.aligned
     assert kernel(unaligned).tobytes() == np.ascontiguousarray(unaligned).tobytes()
     assert kernel([[1, 2], [3, 4]]).tolist() == [[1, 2], [3, 4]]  # not an ndarray: the reference
+
+
+def test_a_failing_compiler_is_one_error_and_leaves_nothing_in_the_cache(tmp_path, monkeypatch):
+    from verigrad.backends.cpu import build
+
+    fake = tmp_path / "bin" / "cc"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'fake.c:1: error: broken' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("CC", str(fake))
+    monkeypatch.setenv("VERIGRAD_CACHE", str(cache))
+    with pytest.raises(build.BuildError, match="the C build failed .*fake.c:1: error: broken"):
+        build.build()
+    assert list(cache.iterdir()) == []  # no library, no object files, no temporary

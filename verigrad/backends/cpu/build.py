@@ -85,6 +85,48 @@ def library_name(cc: list[str], version: str, opts: list[str]) -> str:
     return f"cpu-{h.hexdigest()[:20]}.so"
 
 
+def _check(done: subprocess.CompletedProcess, cc: list[str]) -> None:
+    if done.returncode != 0:
+        first = next((ln for ln in done.stderr.splitlines() if ln.strip()), "no message")
+        raise BuildError(f"the C build failed ({cc[0]}): {first.strip()}")
+
+
+def _compile_and_link(cc: list[str], opts: list[str], objects: str, out: str) -> None:
+    """Each source compiled to an object file, as many at once as there are CPUs; then one link."""
+    compile_opts = [o for o in opts if o != "-shared"]
+    jobs = []
+    for src in sources():
+        obj = os.path.join(objects, src.stem + ".o")
+        cmd = [*cc, *compile_opts, "-c", str(src), "-o", obj]
+        jobs.append((obj, cmd))
+    workers = max(1, min(len(jobs), os.cpu_count() or 1))
+    running: list[tuple[subprocess.Popen, str]] = []
+    try:
+        for obj, cmd in jobs:
+            if len(running) >= workers:
+                _wait(running.pop(0), cc)
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            running.append((proc, obj))
+        while running:
+            _wait(running.pop(0), cc)
+    finally:
+        for proc, _ in running:  # a failed job: stop the others
+            proc.kill()
+            proc.wait()
+    _check(
+        subprocess.run(
+            [*cc, *opts, *(o for o, _ in jobs), "-o", out, "-lm"], capture_output=True, text=True, timeout=600
+        ),
+        cc,
+    )
+
+
+def _wait(job: tuple[subprocess.Popen, str], cc: list[str]) -> None:
+    proc, _ = job
+    _, err = proc.communicate(timeout=600)
+    _check(subprocess.CompletedProcess(proc.args, proc.returncode, "", err), cc)
+
+
 def build() -> tuple[ctypes.CDLL, dict[str, Any]]:
     """The loaded library and what was built how; BuildError with a one-line reason otherwise."""
     cc = find_compiler()
@@ -110,11 +152,8 @@ def build() -> tuple[ctypes.CDLL, dict[str, Any]]:
         except OSError as e:
             raise BuildError(f"cannot write to the cache folder {folder}: {e}") from None
         try:
-            cmd = [*cc, *opts, *map(str, sources()), "-o", tmp, "-lm"]
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-            if done.returncode != 0:
-                first = next((ln for ln in done.stderr.splitlines() if ln.strip()), "no message")
-                raise BuildError(f"the C build failed ({cc[0]}): {first.strip()}")
+            with tempfile.TemporaryDirectory(prefix=".objects-", dir=folder) as objects:
+                _compile_and_link(cc, opts, objects, tmp)
             os.replace(tmp, path)
         except (OSError, subprocess.SubprocessError) as e:
             raise BuildError(f"the C build failed ({cc[0]}): {e}") from None

@@ -1,0 +1,377 @@
+"""SmolLM2-135M-Instruct (the Q4_1 GGUF of `verigrad.models.fetch.fetch("smollm2")`) in verigrad, in
+llama.cpp (through llama-cpp-python) and in transformers (f32, the same GGUF loaded with `gguf_file=`).
+
+Every framework runs the same ~100-token prompt (token ids made by verigrad's tokenizer, so the three
+see the same tokens) in one forward pass, then decodes `--decode-tokens` tokens greedily, one forward
+pass per token on its key/value cache, ignoring end tokens. Each (framework, thread count) pair runs
+in a child process of its own, so that its peak resident memory (`ru_maxrss`) is its own: the child
+loads the model (timed), runs one short untimed warm-up, then `--repeats` timed repetitions from an
+empty cache, and the table gives the medians of prompt tokens/s and decode tokens/s, the load time and
+the child's peak RSS, the ratios verigrad / llama.cpp next to the project's targets (decode >= 1.0x,
+prompt >= 0.8x, peak RSS <= 1.2x), and how many of the greedy tokens match llama.cpp's.
+
+llama-cpp-python is needed only by this script: if it is missing, it is installed with the running
+interpreter's pip (a source build: about 9 minutes on 2 cores), unless `--no-llama-cpp` is given.
+
+    python benchmarks/llm.py                        # 5 repeats, 1 and 2 threads, three frameworks
+    python benchmarks/llm.py --repeats 3 --no-transformers
+    python benchmarks/llm.py --threads 1 --decode-tokens 32 --no-llama-cpp
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from _common import console as make_console
+from _common import describe_machine, ensure_torch, verigrad
+from rich.table import Table
+
+FRAMEWORKS = ("verigrad", "llama.cpp", "transformers")
+TARGETS = {"decode": 1.0, "prompt": 0.8, "rss": 1.2}  # verigrad / llama.cpp: >=, >=, <=
+
+# Text for the prompt, cut to `--prompt-tokens` tokens.
+PROMPT = (
+    "The history of computing is a story of ideas that took decades to become practical. Charles "
+    "Babbage designed a mechanical engine that could be programmed with punched cards, and Ada Lovelace "
+    "wrote what many consider the first algorithm intended for such a machine. A century later, Alan "
+    "Turing described a universal machine that could simulate any other, and during the Second World War "
+    "engineers built electronic computers to break codes and compute artillery tables. The transistor, "
+    "the integrated circuit and the microprocessor then made computers smaller, cheaper and faster, "
+    "until they fit in a pocket. Explain in a few sentences why each of these steps mattered."
+)
+
+
+# --- the child processes: one framework at one thread count -----------------------------------------
+
+
+def run_verigrad(path: str, threads: int) -> Callable[[list[int], int], tuple[float, float, list[int]]]:
+    from verigrad.autograd import no_grad
+    from verigrad.models.registry import load_language_model
+
+    verigrad.set_threads(threads)
+    model, _ = load_language_model(path)
+
+    def last(logits: Any) -> int:
+        return int(np.argmax(logits.numpy()[0, -1]))
+
+    def run(ids: list[int], steps: int) -> tuple[float, float, list[int]]:
+        cache = model.new_cache(1, len(ids) + steps)
+        with no_grad():
+            t0 = time.perf_counter()
+            token = last(model(np.asarray([ids], dtype=np.int64), cache))
+            t1 = time.perf_counter()
+            out = [token]
+            for _ in range(steps - 1):
+                token = last(model(np.asarray([[token]], dtype=np.int64), cache))
+                out.append(token)
+            t2 = time.perf_counter()
+        return t1 - t0, t2 - t1, out
+
+    return run
+
+
+def run_llama_cpp(path: str, threads: int) -> Callable[[list[int], int], tuple[float, float, list[int]]]:
+    from llama_cpp import Llama
+
+    llm = Llama(
+        model_path=path,
+        n_ctx=1024,
+        n_batch=512,
+        n_threads=threads,
+        n_threads_batch=threads,
+        n_gpu_layers=0,
+        verbose=False,
+    )
+
+    def last() -> int:
+        return int(np.argmax(llm.scores[llm.n_tokens - 1]))
+
+    def run(ids: list[int], steps: int) -> tuple[float, float, list[int]]:
+        llm.reset()
+        t0 = time.perf_counter()
+        llm.eval(ids)
+        token = last()
+        t1 = time.perf_counter()
+        out = [token]
+        for _ in range(steps - 1):
+            llm.eval([token])
+            token = last()
+            out.append(token)
+        t2 = time.perf_counter()
+        return t1 - t0, t2 - t1, out
+
+    return run
+
+
+def run_transformers(path: str, threads: int) -> Callable[[list[int], int], tuple[float, float, list[int]]]:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    torch.set_num_threads(threads)
+    file = Path(path)
+    model = AutoModelForCausalLM.from_pretrained(str(file.parent), gguf_file=file.name, dtype=torch.float32)
+    model.eval()
+
+    def run(ids: list[int], steps: int) -> tuple[float, float, list[int]]:
+        with torch.inference_mode():
+            t0 = time.perf_counter()
+            result = model(torch.tensor([ids]), use_cache=True)
+            token = int(result.logits[0, -1].argmax())
+            t1 = time.perf_counter()
+            out = [token]
+            for _ in range(steps - 1):
+                result = model(
+                    torch.tensor([[token]]), past_key_values=result.past_key_values, use_cache=True
+                )
+                token = int(result.logits[0, -1].argmax())
+                out.append(token)
+            t2 = time.perf_counter()
+        return t1 - t0, t2 - t1, out
+
+    return run
+
+
+RUNNERS = {"verigrad": run_verigrad, "llama.cpp": run_llama_cpp, "transformers": run_transformers}
+
+
+def worker(framework: str, path: str, threads: int, ids: list[int], steps: int, repeats: int) -> dict:
+    """Load, warm up, time `repeats` runs; what the parent needs, as a dict."""
+    t = time.perf_counter()
+    run = RUNNERS[framework](path, threads)
+    load = time.perf_counter() - t
+    run(ids[:8], 4)  # warm-up: first-call costs (allocations, kernel selection) out of the timings
+    prompt, decode, tokens = [], [], []
+    for _ in range(repeats):
+        p, d, tokens = run(ids, steps)
+        prompt.append(len(ids) / p)
+        decode.append((steps - 1) / d)  # the first token comes with the prompt
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
+    return {
+        "load_s": load,
+        "prompt_tps": prompt,
+        "decode_tps": decode,
+        "tokens": tokens,
+        "peak_rss_mib": peak / (2**20 if sys.platform == "darwin" else 2**10),
+    }
+
+
+# --- the parent ---------------------------------------------------------------------------------------
+
+
+def ensure_llama_cpp() -> str:
+    """llama-cpp-python's version, installed first with this interpreter's pip if it is missing."""
+    if importlib.util.find_spec("llama_cpp") is None:
+        print(
+            "llama-cpp-python is not installed; installing it for the comparison "
+            "(python -m pip install llama-cpp-python; it builds llama.cpp from source: about 9 minutes "
+            "on 2 cores)",
+            flush=True,
+        )
+        subprocess.check_call([sys.executable, "-m", "pip", "install", "llama-cpp-python"])
+        importlib.invalidate_caches()
+    return importlib.import_module("llama_cpp").__version__
+
+
+def prompt_ids(path: Path, count: int) -> list[int]:
+    from verigrad.io.gguf import read_gguf
+    from verigrad.io.tokenizer import Tokenizer
+
+    ids = Tokenizer.from_gguf(read_gguf(path)).encode(PROMPT)
+    if len(ids) < count:
+        raise SystemExit(f"--prompt-tokens {count}: the prompt text has only {len(ids)} tokens")
+    return ids[:count]
+
+
+def measure(framework: str, args: argparse.Namespace, threads: int, ids: list[int]) -> dict:
+    """One child process's results, or {"error": why}."""
+    command = [
+        sys.executable,
+        __file__,
+        "--worker",
+        json.dumps(
+            {
+                "framework": framework,
+                "path": str(args.model),
+                "threads": threads,
+                "ids": ids,
+                "steps": args.decode_tokens,
+                "repeats": args.repeats,
+            }
+        ),
+    ]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {args.timeout:.0f} s"}
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"exit {done.returncode}: {tail}"}
+    return json.loads(lines[-1])
+
+
+def agreement(ours: list[int], theirs: list[int]) -> str:
+    """How many leading greedy tokens are the same."""
+    n = 0
+    for a, b in zip(ours, theirs):
+        if a != b:
+            break
+        n += 1
+    return f"{n}/{len(theirs)}"
+
+
+def ratio_row(name: str, ours: float, theirs: float, target: float, higher_is_better: bool) -> list[str]:
+    r = ours / theirs
+    met = r >= target if higher_is_better else r <= target
+    sign = ">=" if higher_is_better else "<="
+    return [name, f"{r:.2f}x", f"{sign} {target:.1f}x", "yes" if met else "NO"]
+
+
+def run(args: argparse.Namespace, console: Any) -> Table:
+    ids = prompt_ids(args.model, args.prompt_tokens)
+    table = Table(
+        title=f"SmolLM2-135M-Instruct Q4_1, {args.prompt_tokens}-token prompt, {args.decode_tokens} greedy "
+        f"tokens: medians of {args.repeats} runs (min-max)"
+    )
+    for column, justify in [
+        ("threads", "right"),
+        ("framework", "left"),
+        ("load s", "right"),
+        ("prompt tok/s", "right"),
+        ("decode tok/s", "right"),
+        ("peak RSS MiB", "right"),
+        ("tokens = llama.cpp", "right"),
+    ]:
+        table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    ratios = Table(title="verigrad / llama.cpp (medians) against the targets")
+    for column in ("threads", "measure", "ratio", "target", "met"):
+        ratios.add_column(column, justify="left" if column == "measure" else "right", no_wrap=True)
+    for n in args.threads:
+        results = {}
+        for framework in args.frameworks:
+            console.print(f"  {framework}, {n} thread(s)...", style="dim")
+            results[framework] = measure(framework, args, n, ids)
+        reference = results.get("llama.cpp", {}).get("tokens")
+        for i, (framework, res) in enumerate(results.items()):
+            first = str(n) if i == 0 else ""
+            if "error" in res:
+                table.add_row(first, framework, f"failed: {res['error']}", "", "", "", "")
+                continue
+            p, d = res["prompt_tps"], res["decode_tps"]
+            table.add_row(
+                first,
+                framework,
+                f"{res['load_s']:.2f}",
+                f"{statistics.median(p):.1f} ({min(p):.0f}-{max(p):.0f})",
+                f"{statistics.median(d):.1f} ({min(d):.1f}-{max(d):.1f})",
+                f"{res['peak_rss_mib']:.0f}",
+                agreement(res["tokens"], reference) if reference else "",
+            )
+        table.add_section()
+        ours, theirs = results.get("verigrad", {}), results.get("llama.cpp", {})
+        if "prompt_tps" in ours and "prompt_tps" in theirs:
+            rows = [
+                ratio_row(
+                    "decode tokens/s",
+                    statistics.median(ours["decode_tps"]),
+                    statistics.median(theirs["decode_tps"]),
+                    TARGETS["decode"],
+                    True,
+                ),
+                ratio_row(
+                    "prompt tokens/s",
+                    statistics.median(ours["prompt_tps"]),
+                    statistics.median(theirs["prompt_tps"]),
+                    TARGETS["prompt"],
+                    True,
+                ),
+                ratio_row("peak RSS", ours["peak_rss_mib"], theirs["peak_rss_mib"], TARGETS["rss"], False),
+            ]
+            for i, row in enumerate(rows):
+                ratios.add_row(str(n) if i == 0 else "", *row)
+            ratios.add_section()
+    console.print(table)
+    if ratios.row_count:
+        console.print(ratios)
+    return table
+
+
+def _ints(parser: argparse.ArgumentParser, text: str, what: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        parser.error(f"{what} takes comma-separated integers, got {text!r}")
+    if not values or min(values) < 1:
+        parser.error(f"{what} needs at least one value, each at least 1")
+    return values
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed runs per measurement (default 5)")
+    parser.add_argument("--prompt-tokens", type=int, default=100, help="prompt length (default 100)")
+    parser.add_argument("--decode-tokens", type=int, default=64, help="tokens decoded per run (default 64)")
+    parser.add_argument("--no-llama-cpp", action="store_true", help="leave llama.cpp out (no install)")
+    parser.add_argument("--no-transformers", action="store_true", help="leave transformers out")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds per child process (900)")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        return args
+    args.threads = _ints(parser, args.threads, "--threads")
+    if args.repeats < 1 or args.prompt_tokens < 1 or args.decode_tokens < 2 or args.timeout <= 0:
+        parser.error("--repeats and --prompt-tokens must be at least 1, --decode-tokens at least 2")
+    if args.prompt_tokens + args.decode_tokens > 1024:
+        parser.error("--prompt-tokens + --decode-tokens must be at most 1024 (llama.cpp's context here)")
+    left_out = {"llama.cpp": args.no_llama_cpp, "transformers": args.no_transformers}
+    args.frameworks = [f for f in FRAMEWORKS if not left_out.get(f, False)]
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    if args.worker:
+        job = json.loads(args.worker)
+        result = worker(
+            job["framework"], job["path"], job["threads"], job["ids"], job["steps"], job["repeats"]
+        )
+        print(json.dumps(result))
+        return
+    from verigrad.models.fetch import fetch
+
+    args.model = fetch("smollm2")
+    versions = []
+    if not args.no_llama_cpp:
+        versions.append(f"llama-cpp-python {ensure_llama_cpp()}")
+    if args.no_transformers:
+        torch: Any = types.SimpleNamespace(__version__="not used")
+    else:
+        torch = ensure_torch()
+        versions.append(f"transformers {importlib.import_module('transformers').__version__}")
+    console = make_console(130)
+    console.print(describe_machine(torch) + "".join(f", {v}" for v in versions))
+    run(args, console)
+    console.print(
+        "tok/s: tokens per second (higher is better). Prompt: one forward pass over the prompt; decode: "
+        "one token per forward pass, from the second generated token on. Peak RSS: ru_maxrss of the "
+        "framework's own process (the Python interpreter included). tokens = llama.cpp: leading greedy "
+        "tokens equal to llama.cpp's."
+    )
+
+
+if __name__ == "__main__":
+    main()
