@@ -482,6 +482,6 @@ def test_a_failing_compiler_is_one_error_and_leaves_nothing_in_the_cache(tmp_pat
     cache = tmp_path / "cache"
     monkeypatch.setenv("CC", str(fake))
     monkeypatch.setenv("VERIGRAD_CACHE", str(cache))
-    with pytest.raises(build.BuildError, match="the C build failed .*fake.c:1: error: broken"):
+    with pytest.raises(build.BuildError, match=r"the C build failed .*fake\.c:1: error: broken"):
         build.build()
     assert list(cache.iterdir()) == []  # no library, no object files, no temporary
