@@ -4,9 +4,9 @@ llama.cpp (through llama-cpp-python) and in transformers (f32, the same GGUF loa
 Every framework runs the same ~100-token prompt (token ids made by verigrad's tokenizer, so the three
 see the same tokens) in one forward pass, then decodes `--decode-tokens` tokens greedily, one forward
 pass per token on its key/value cache, ignoring end tokens. Each (framework, thread count) pair runs
-in a child process of its own, so that its peak resident memory (`ru_maxrss`) is its own: the child
-loads the model (timed), runs one short untimed warm-up, then `--repeats` timed repetitions from an
-empty cache, and the table gives the medians of prompt tokens/s and decode tokens/s, the load time and
+in a child process of its own, so that its peak resident memory (`ru_maxrss`; VmHWM on Linux) is its
+own: the child loads the model (timed), runs one short untimed warm-up, then `--repeats` timed repetitions
+from an empty cache, and the table gives the medians of prompt tokens/s and decode tokens/s, the load time and
 the child's peak RSS, the ratios verigrad / llama.cpp next to the project's targets (decode >= 1.0x,
 prompt >= 0.8x, peak RSS <= 1.2x), and how many of the greedy tokens match llama.cpp's.
 
@@ -96,8 +96,14 @@ def run_llama_cpp(path: str, threads: int) -> Callable[[list[int], int], tuple[f
         verbose=False,
     )
 
-    def last() -> int:
-        return int(np.argmax(llm.scores[llm.n_tokens - 1]))
+    import llama_cpp
+
+    vocab = llm.n_vocab()
+
+    def last() -> int:  # Llama.scores is only filled with logits_all=True, which computes every row
+        return int(
+            np.argmax(np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm.ctx, -1), shape=(vocab,)))
+        )
 
     def run(ids: list[int], steps: int) -> tuple[float, float, list[int]]:
         llm.reset()
@@ -158,14 +164,24 @@ def worker(framework: str, path: str, threads: int, ids: list[int], steps: int, 
         p, d, tokens = run(ids, steps)
         prompt.append(len(ids) / p)
         decode.append((steps - 1) / d)  # the first token comes with the prompt
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
     return {
         "load_s": load,
         "prompt_tps": prompt,
         "decode_tps": decode,
         "tokens": tokens,
-        "peak_rss_mib": peak / (2**20 if sys.platform == "darwin" else 2**10),
+        "peak_rss_mib": peak_rss_mib(),
     }
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident memory. On Linux, VmHWM: ru_maxrss is the same peak, except that
+    Linux carries into it the parent's resident memory at the fork before the exec of this child."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(ln.split()[1]) for ln in f if ln.startswith("VmHWM:")) / 2**10
+    except (OSError, StopIteration):
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
+        return peak / (2**20 if sys.platform == "darwin" else 2**10)
 
 
 # --- the parent ---------------------------------------------------------------------------------------
@@ -367,9 +383,9 @@ def main(argv: list[str] | None = None) -> None:
     run(args, console)
     console.print(
         "tok/s: tokens per second (higher is better). Prompt: one forward pass over the prompt; decode: "
-        "one token per forward pass, from the second generated token on. Peak RSS: ru_maxrss of the "
-        "framework's own process (the Python interpreter included). tokens = llama.cpp: leading greedy "
-        "tokens equal to llama.cpp's."
+        "one token per forward pass, from the second generated token on. Peak RSS: of the framework's own "
+        "process (ru_maxrss; VmHWM on Linux), the Python interpreter included. tokens = llama.cpp: leading "
+        "greedy tokens equal to llama.cpp's."
     )
 
 
