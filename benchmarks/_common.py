@@ -3,6 +3,7 @@ installed on demand (never a dependency of verigrad), a line describing the mach
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import os
 import platform
@@ -53,3 +54,14 @@ def console(width: int) -> Console:
     """A console; piped to a file, wide enough (`width`) that no table cell wraps."""
     out = Console()
     return out if out.is_terminal else Console(width=width)
+
+
+def positive_ints(parser: argparse.ArgumentParser, text: str, what: str) -> list[int]:
+    """Comma-separated integers, each at least 1 (a parser error otherwise)."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        parser.error(f"{what} takes comma-separated integers, got {text!r}")
+    if not values or min(values) < 1:
+        parser.error(f"{what} needs at least one value, each at least 1")
+    return values

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 from _common import console as make_console
-from _common import describe_machine, ensure_torch, verigrad
+from _common import describe_machine, ensure_torch, positive_ints, verigrad
 from rich.console import Console
 from rich.table import Table
 
@@ -109,16 +109,6 @@ def run(args: argparse.Namespace, torch: Any, console: Console) -> Table:
     return table
 
 
-def _ints(parser: argparse.ArgumentParser, text: str, what: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        parser.error(f"{what} takes comma-separated integers, got {text!r}")
-    if not values or min(values) < 1:
-        parser.error(f"{what} needs at least one value, each at least 1")
-    return values
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="400000,4000000", help="vector lengths (default 400000,4000000)")
@@ -130,8 +120,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.quick:
         args.repeats = 5
-    args.sizes = _ints(parser, args.sizes, "--sizes")
-    args.threads = _ints(parser, args.threads, "--threads")
+    args.sizes = positive_ints(parser, args.sizes, "--sizes")
+    args.threads = positive_ints(parser, args.threads, "--threads")
     if args.repeats < 1 or args.calls < 0 or args.pause < 0:
         parser.error("--repeats must be at least 1, --calls and --pause at least 0")
     return args

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 from _common import console as make_console
-from _common import describe_machine, ensure_torch, verigrad
+from _common import describe_machine, ensure_torch, positive_ints, verigrad
 from rich.table import Table
 
 FRAMEWORKS = ("verigrad", "llama.cpp", "transformers")
@@ -325,16 +325,6 @@ def run(args: argparse.Namespace, console: Any) -> Table:
     return table
 
 
-def _ints(parser: argparse.ArgumentParser, text: str, what: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        parser.error(f"{what} takes comma-separated integers, got {text!r}")
-    if not values or min(values) < 1:
-        parser.error(f"{what} needs at least one value, each at least 1")
-    return values
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
@@ -348,7 +338,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.worker:
         return args
-    args.threads = _ints(parser, args.threads, "--threads")
+    args.threads = positive_ints(parser, args.threads, "--threads")
     if args.repeats < 1 or args.prompt_tokens < 1 or args.decode_tokens < 2 or args.timeout <= 0:
         parser.error("--repeats and --prompt-tokens must be at least 1, --decode-tokens at least 2")
     if args.prompt_tokens + args.decode_tokens > 1024:

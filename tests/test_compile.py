@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from steps import training_step
 
 import verigrad
 from verigrad import DTypeError, ShapeError, dims, nn, spec
@@ -50,13 +51,7 @@ def _setup(model_name: str, optimizer: str):
     opt = OPTIMIZERS[optimizer](model.parameters())
     loss_fn = nn.CrossEntropyLoss()
 
-    def step(x, y):
-        logits = model(x)
-        loss = loss_fn(logits, y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss, logits
+    step = training_step(model, opt, loss_fn, logits=True)
 
     return model, opt, step
 
@@ -217,12 +212,7 @@ def _gap_setup():
     opt = verigrad.optim.Adam(model.parameters(), lr=1e-2)
     loss_fn = nn.CrossEntropyLoss()
 
-    def step(x, y):
-        loss = loss_fn(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss
+    step = training_step(model, opt, loss_fn)
 
     return model, step
 

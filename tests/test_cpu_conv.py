@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from steps import training_step
 
 import verigrad
 from verigrad import nn, optim
@@ -222,12 +223,7 @@ def _cnn_step(backend: str):
     opt = optim.SGD(model.parameters(), lr=0.1)
     loss_fn = nn.CrossEntropyLoss()
 
-    def step(x, y):
-        loss = loss_fn(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss
+    step = training_step(model, opt, loss_fn)
 
     return model, step
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from steps import training_step
 
 import verigrad
 from verigrad import nn
@@ -52,12 +53,7 @@ def _training_pair(make_model, make_opt, x_shape, classes, steps=3):
         opt = make_opt(model.parameters())
         loss_fn = nn.CrossEntropyLoss()
 
-        def step(x, y, model=model, opt=opt, loss_fn=loss_fn):
-            loss = loss_fn(model(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return loss
+        step = training_step(model, opt, loss_fn)
 
         run = verigrad.compile(step) if compiled else step
         losses = [run(verigrad.tensor(x), verigrad.tensor(y)).numpy().copy() for x, y in batches]
@@ -371,12 +367,7 @@ def _cnn_plan(batch: int = 8):
     opt = Adam(model.parameters(), lr=1e-2)
     loss_fn = nn.CrossEntropyLoss()
 
-    def step(x, y):
-        loss = loss_fn(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss
+    step = training_step(model, opt, loss_fn)
 
     compiled = verigrad.compile(step)
     rng = np.random.default_rng(0)
@@ -400,12 +391,7 @@ def test_cnn_adam_training_runs_in_place_with_the_same_bits(monkeypatch):
         opt = Adam(model.parameters(), lr=1e-2)
         loss_fn = nn.CrossEntropyLoss()
 
-        def step(x, y, model=model, opt=opt, loss_fn=loss_fn):
-            loss = loss_fn(model(x), y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            return loss
+        step = training_step(model, opt, loss_fn)
 
         compiled = verigrad.compile(step)
         losses = []

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from steps import training_step
 
 import verigrad
 from verigrad.backends import Backend, cpu, memory
@@ -122,12 +123,7 @@ def test_cpu_training_step_compiled_gives_eagers_bits_with_small_ops_as_ufuncs()
             opt = SGD(model.parameters(), lr=0.1, momentum=0.9)
             loss_fn = nn.CrossEntropyLoss()
 
-            def step(x, y, model=model, opt=opt, loss_fn=loss_fn):
-                loss = loss_fn(model(x), y)
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-                return loss
+            step = training_step(model, opt, loss_fn)
 
             run = verigrad.compile(step) if compiled else step
             losses = [run(verigrad.tensor(x), verigrad.tensor(y)).numpy() for _ in range(4)]

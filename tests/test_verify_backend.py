@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from steps import training_step
 
 import verigrad
 from verigrad import nn, verify
@@ -236,13 +237,7 @@ def _run_steps(backend_name: str, steps: int = 20, threads: int = 1) -> dict[str
     opt = verigrad.optim.Adam(model.parameters(), lr=1e-2)
     loss_fn = nn.CrossEntropyLoss()
 
-    def step(x, y):
-        logits = model(x)
-        loss = loss_fn(logits, y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss, logits
+    step = training_step(model, opt, loss_fn, logits=True)
 
     compiled = verigrad.compile(step)
     rng = np.random.default_rng(0)
