@@ -267,7 +267,7 @@ def test_a_compiled_training_step_on_cpu_meets_every_stated_exactness(monkeypatc
     to the reference on that call's inputs at its stated exactness; and the run gives the same bits on
     1 and 3 threads (with a small chunk, so the threads do split the work)."""
     reference = _run_steps("reference")
-    exact = {k: v for k, v in cpu.cpu._kernels.items() if cpu.cpu._exactness[k].is_exact}
+    exact = {k: kernel for k, (kernel, exactness) in cpu.cpu.registered().items() if exactness.is_exact}
     with monkeypatch.context() as m:
         m.setattr(cpu.cpu, "_kernels", exact)
         assert _run_steps("cpu") == reference

@@ -32,11 +32,10 @@ from typing import Any
 
 import numpy as np
 
-from .backends import backend as use_backend
 from .backends import cpu as _cpu
-from .backends._registry import EXACT, Backend, Exactness, _lookup
+from .backends._registry import Backend, Exactness, lookup
+from .backends.reference import composite_reference
 from .dtypes import ALL, DType, bf16, from_numpy_dtype
-from .eager import decomposition_kernel
 from .errors import DTypeError, ShapeError
 from .registry import OPS
 from .shapes import Spec
@@ -110,15 +109,15 @@ class Report:
 # which kernels a backend has ------------------------------------------------------------------------
 def native_kernels(backend: Backend) -> list[tuple[str, str | None]]:
     """The (op, dtype name) pairs `backend` has its own kernel for; None for a kernel of every dtype."""
-    backend.report()  # a backend that registers lazily (cpu) does it now
-    return sorted(backend._kernels, key=lambda k: (k[0], k[1] or ""))
+    return sorted(backend.registered(), key=lambda k: (k[0], k[1] or ""))
 
 
 def claims(backend: Backend) -> dict[str, list[tuple[str, Exactness]]]:
     """Op name -> [(dtype name or "*", stated exactness)] for each native kernel."""
     out: dict[str, list[tuple[str, Exactness]]] = {}
+    registered = backend.registered()
     for op, dtype in native_kernels(backend):
-        out.setdefault(op, []).append((dtype or EVERY_DTYPE, backend._exactness.get((op, dtype), EXACT)))
+        out.setdefault(op, []).append((dtype or EVERY_DTYPE, registered[(op, dtype)][1]))
     return out
 
 
@@ -130,7 +129,7 @@ def verify(
     min_chunk: int = SMALL_CHUNK,
 ) -> Report:
     """Verify every native kernel of `backend` (or those of `ops`) against the references."""
-    backend = _lookup(backend) if isinstance(backend, str) else backend
+    backend = lookup(backend) if isinstance(backend, str) else backend
     _known(ops or ())
     start = time.perf_counter()
     fallback = [name for name in backend.report()["fallback"] if name in OPS]
@@ -156,16 +155,14 @@ def verify_kernel(
     min_chunk: int = SMALL_CHUNK,
 ) -> KernelResult:
     """Run one kernel (registered for `dtype`, None: every dtype) on every case that reaches it."""
-    if (op_name, dtype) not in backend._kernels:
-        native_kernels(backend)  # loads a lazy backend
-    exactness = backend._exactness.get((op_name, dtype), EXACT)
+    registered = backend.registered()
+    kernel, exactness = registered[(op_name, dtype)]
     result = KernelResult(op_name, dtype or EVERY_DTYPE, exactness)
     if op_name not in OPS:
         result.status, result.message = "untested", f"no op named {op_name!r} in the registry"
         return result
     op = OPS[op_name]
-    kernel = backend._kernels[(op_name, dtype)]
-    others = {d for o, d in backend._kernels if o == op_name and d is not None}
+    others = {d for o, d in registered if o == op_name and d is not None}
     reaches = (lambda d: d not in others) if dtype is None else (lambda d: d == dtype)
     cases = list(cases_for(op, reaches, tolerance=not exactness.is_exact and not exactness.ulps))
     result.cases = len(cases)
@@ -261,15 +258,7 @@ def _threads(backend: Backend, n: int, min_chunk: int | None) -> Iterator[None]:
 
 def reference_kernel(op: Any) -> Callable[..., Any]:
     """The op's meaning as a kernel: its NumPy reference, or its decomposition on the reference backend."""
-    if op.reference is not None:
-        return op.reference
-    decomposed = decomposition_kernel(op)
-
-    def run(*arrays: np.ndarray, **params: Any) -> Any:
-        with use_backend("reference"):
-            return decomposed(*arrays, **params)
-
-    return run
+    return op.reference if op.reference is not None else composite_reference(op)
 
 
 # comparing results ----------------------------------------------------------------------------------
@@ -632,7 +621,7 @@ def run_command(backend_name: str, op: str | None = None, console: Any = None) -
     from rich.table import Table
 
     console = console or Console()
-    backend = _lookup(backend_name)
+    backend = lookup(backend_name)
     ops = None if op is None else [op]
     _known(ops or ())
     stated = claims(backend)

@@ -79,6 +79,15 @@ class Backend:
         """The update kernel registered for (optimizer, dtype), or None (the update then runs as ops)."""
         return self._optimizers.get((name, dtype))
 
+    def load(self) -> bool:
+        """Make the kernels available (a backend that builds them on first use does it here)."""
+        return True
+
+    def registered(self) -> dict[tuple[str, str | None], tuple[Kernel, Exactness]]:
+        """Every kernel it has: (op, dtype name, or None for every dtype) -> (kernel, stated exactness)."""
+        self.load()
+        return {key: (kernel, self._exactness[key]) for key, kernel in self._kernels.items()}
+
     def exactness(self, op: str, dtype: str) -> Exactness:
         """What `register` stated for the kernel that runs `op` on `dtype` (EXACT for the reference)."""
         return self._exactness.get((op, dtype)) or self._exactness.get((op, None)) or EXACT
@@ -122,7 +131,8 @@ def get_backend() -> Backend:
     return _ACTIVE[-1]
 
 
-def _lookup(name: str) -> Backend:
+def lookup(name: str) -> Backend:
+    """The backend called `name`; ValueError naming the available ones otherwise."""
     if name not in _BACKENDS:
         raise ValueError(f"unknown backend {name!r}; available: {', '.join(available())}")
     return _BACKENDS[name]
@@ -130,14 +140,14 @@ def _lookup(name: str) -> Backend:
 
 def set_backend(name: str) -> Backend:
     """Make `name` the backend for everything that follows."""
-    _ACTIVE[0] = _lookup(name)
+    _ACTIVE[0] = lookup(name)
     return _ACTIVE[0]
 
 
 @contextlib.contextmanager
 def backend(name: str) -> Iterator[Backend]:
     """Run the enclosed code on backend `name`."""
-    _ACTIVE.append(_lookup(name))
+    _ACTIVE.append(lookup(name))
     try:
         yield _ACTIVE[-1]
     finally:

@@ -1,7 +1,50 @@
-"""The reference backend: every op runs its NumPy reference. It has no code per op."""
+"""The reference backend: every op runs its NumPy reference. It has no code per op.
+
+`composite_reference(op)` is the reference of a composite op as a kernel: its decomposition with every
+op in it run by its NumPy reference (what a backend's fused kernel is measured against, and what it
+runs for the cases its C code does not take).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .. import modes
+from ..dtypes import from_numpy_dtype
+from ..shapes import Spec
+from ..tensor import Tensor
 from ._registry import Backend, add_backend
 
 reference = add_backend(Backend("reference", "NumPy references of every op (the definitions)"))
+
+
+class _References(modes.Mode):
+    """Runs every op by its NumPy reference, a composite by its decomposition (no autograd)."""
+
+    name = "references"
+
+    def apply(self, op: Any, args: tuple[Tensor, ...], params: dict, out: Spec) -> Tensor:
+        if op.is_composite:
+            return op.decompose(*args, **params)
+        result = np.asarray(op.reference(*(a.data for a in args), **params))
+        return Tensor(out, result.astype(out.dtype.np, copy=False))
+
+    def constant(self, array: np.ndarray, dtype: Any) -> Tensor:
+        return Tensor(Spec(tuple(array.shape), dtype), array)
+
+
+_REFERENCES = _References()
+
+
+def composite_reference(op: Any) -> Callable[..., np.ndarray]:
+    """A kernel running `op`'s decomposition on the references: the reference of a composite op."""
+
+    def run(*arrays: np.ndarray, **params: Any) -> np.ndarray:
+        tensors = [Tensor(Spec(a.shape, from_numpy_dtype(a.dtype)), a) for a in arrays]
+        with modes.using(_REFERENCES), np.errstate(all="ignore"):
+            return op.decompose(*tensors, **params).data
+
+    return run

@@ -110,8 +110,7 @@ class CpuBackend(Backend):
 
     def kernels(self) -> list[tuple[str, str]]:
         """The (op, dtype) pairs with a C kernel."""
-        self.load()
-        return sorted((op, str(dtype)) for op, dtype in self._kernels)
+        return sorted((op, str(dtype)) for op, dtype in self.registered())
 
 
 cpu = add_backend(CpuBackend())

@@ -17,11 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from ... import modes
-from ...dtypes import as_dtype, from_numpy_dtype
-from ...shapes import Spec
-from ...tensor import Tensor
+from ...dtypes import as_dtype
 from .._registry import EXACT, Exactness, tolerance, ulp
+from ..reference import composite_reference
 from . import _ffi
 from ._ffi import DTYPES, Library
 
@@ -73,35 +71,6 @@ _XENT_GRAD_ARGS = [_P, _P, _P, _I, _P, _I, _I, _I, _I, _T]
 _LAYER_NORM_ARGS = [_P, _P, _P, _P, _I, _I, ctypes.c_double, _I, _I, _T]
 _RMS_NORM_ARGS = [_P, _P, _P, _I, _I, ctypes.c_double, _I, _I, _T]
 _NORM_GRAD_ARGS = [_P, _P, _P, _P, _I, _I, ctypes.c_double, _T, _I, _I, _T]
-
-
-class _References(modes.Mode):
-    """Runs every op by its NumPy reference, a composite by its decomposition (no autograd)."""
-
-    name = "references"
-
-    def apply(self, op: Any, args: tuple[Tensor, ...], params: dict, out: Spec) -> Tensor:
-        if op.is_composite:
-            return op.decompose(*args, **params)
-        result = np.asarray(op.reference(*(a.data for a in args), **params))
-        return Tensor(out, result.astype(out.dtype.np, copy=False))
-
-    def constant(self, array: np.ndarray, dtype: Any) -> Tensor:
-        return Tensor(Spec(tuple(array.shape), dtype), array)
-
-
-_REFERENCES = _References()
-
-
-def decomposition(op: Any) -> Callable[..., np.ndarray]:
-    """A kernel running `op`'s decomposition on the references: the reference of a composite op."""
-
-    def run(*arrays: np.ndarray, **params: Any) -> np.ndarray:
-        tensors = [Tensor(Spec(a.shape, from_numpy_dtype(a.dtype)), a) for a in arrays]
-        with modes.using(_REFERENCES), np.errstate(all="ignore"):
-            return op.decompose(*tensors, **params).data
-
-    return run
 
 
 def _rows_of(x: np.ndarray, dtype: np.dtype) -> np.ndarray | None:
@@ -244,14 +213,14 @@ def register(backend: Any, lib: Library) -> None:
     for dtype_name in DTYPES:
         k = _Rows(lib, dtype_name, backend)
         kernels = {
-            "softmax": _softmax(k, False, decomposition(OPS["softmax"])),
-            "log_softmax": _softmax(k, True, decomposition(OPS["log_softmax"])),
-            "cross_entropy": _cross_entropy(k, decomposition(OPS["cross_entropy"])),
-            "cross_entropy_grad": _cross_entropy_grad(k, decomposition(OPS["cross_entropy_grad"])),
-            "layer_norm": _layer_norm(k, decomposition(OPS["layer_norm"])),
-            "rms_norm": _rms_norm(k, decomposition(OPS["rms_norm"])),
-            "layer_norm_grad": _norm_grad(k, True, decomposition(OPS["layer_norm_grad"])),
-            "rms_norm_grad": _norm_grad(k, False, decomposition(OPS["rms_norm_grad"])),
+            "softmax": _softmax(k, False, composite_reference(OPS["softmax"])),
+            "log_softmax": _softmax(k, True, composite_reference(OPS["log_softmax"])),
+            "cross_entropy": _cross_entropy(k, composite_reference(OPS["cross_entropy"])),
+            "cross_entropy_grad": _cross_entropy_grad(k, composite_reference(OPS["cross_entropy_grad"])),
+            "layer_norm": _layer_norm(k, composite_reference(OPS["layer_norm"])),
+            "rms_norm": _rms_norm(k, composite_reference(OPS["rms_norm"])),
+            "layer_norm_grad": _norm_grad(k, True, composite_reference(OPS["layer_norm_grad"])),
+            "rms_norm_grad": _norm_grad(k, False, composite_reference(OPS["rms_norm_grad"])),
         }
         for name, kernel in kernels.items():
             backend.register(name, kernel, dtype_name, exactness(name, dtype_name, backend))
