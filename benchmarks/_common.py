@@ -7,8 +7,11 @@ import argparse
 import importlib
 import os
 import platform
+import statistics
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,3 +68,49 @@ def positive_ints(parser: argparse.ArgumentParser, text: str, what: str) -> list
     if not values or min(values) < 1:
         parser.error(f"{what} needs at least one value, each at least 1")
     return values
+
+
+def median_ms(ways: dict[str, Callable[[], Any]], repeats: int, calls: int, threads: int) -> dict[str, float]:
+    """Median milliseconds per call of each of `ways`, over `repeats` timed runs of `calls` calls; the
+    ways take turns within each repeat, and each run starts after one untimed call. On one thread the
+    time is the calling thread's CPU time (`time.thread_time`), which the load of other processes does
+    not inflate; on more, wall time."""
+    clock = time.thread_time if threads == 1 else time.perf_counter
+    times: dict[str, list[float]] = {way: [] for way in ways}
+    for _ in range(repeats):
+        for way, fn in ways.items():
+            fn()
+            start = clock()
+            for _ in range(calls):
+                fn()
+            times[way].append((clock() - start) * 1e3 / calls)
+    return {way: statistics.median(ms) for way, ms in times.items()}
+
+
+def kernel_args(description: str, argv: list[str] | None = None) -> argparse.Namespace:
+    """`--threads`, `--repeats` and `--calls` of the per-kernel benchmarks."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--threads", default="1", help="comma-separated thread counts (default 1)")
+    parser.add_argument("--repeats", type=int, default=9, help="timed runs per measurement (default 9)")
+    parser.add_argument("--calls", type=int, default=5, help="calls per timed run (default 5)")
+    args = parser.parse_args(argv)
+    args.threads = positive_ints(parser, args.threads, "--threads")
+    if args.repeats < 1 or args.calls < 1:
+        parser.error("--repeats and --calls must be at least 1")
+    return args
+
+
+def kernel_main(
+    description: str, run: Callable[[argparse.Namespace, Any], Any], argv: list[str] | None
+) -> None:
+    """A per-kernel benchmark's main: parse the arguments, get PyTorch, print the machine and the table
+    that `run(args, torch)` makes on the cpu backend."""
+    args = kernel_args(description, argv)
+    torch = ensure_torch()
+    out = console(130)
+    out.print(describe_machine(torch))
+    from verigrad.backends import cpu
+
+    if not cpu.available():
+        raise SystemExit("the cpu backend could not be built here")
+    out.print(run(args, torch))

@@ -1,10 +1,17 @@
 """GEMM on the cpu backend: NumPy's matmul against the fast path (OpenBLAS through verigrad) and the exact
-path (double accumulation in C), f32, on the matrix products of the digits CNN's training step.
+path (double accumulation in C), f32.
 
     python benchmarks/gemm.py [--repeat 15] [--threads 1 2]
 
-Each row interleaves the three (so a busy machine slows all of them alike) and prints medians, GFLOP/s
-and the ratio to NumPy (above 1: faster than NumPy).
+The first table: the matrix products of the digits CNN's training step (the four seed shapes), then a
+K-heavy product with a small c (a convolution's weight gradient, g^T @ columns) and an MLP's weight
+gradient (x^T @ g, x of 64 x 784). Each row interleaves the three (so a busy machine slows all of them
+alike) and prints medians, GFLOP/s and the ratio to NumPy (above 1: faster than NumPy).
+
+The second table: the cost of one call on tiny products (an MLP layer at batch 64, a matrix-vector
+product), where the per-call overhead is most of the time: the minimum over repetitions of the mean
+microseconds per call, NumPy's matmul, verigrad's matmul (the function the cpu backend's kernel calls)
+and its exact path.
 """
 
 from __future__ import annotations
@@ -22,6 +29,13 @@ import verigrad
 from verigrad.backends.cpu import linalg
 
 SHAPES = [(6272, 144, 32), (1568, 288, 64), (3136, 32, 128), (32, 3136, 128)]  # M x K x N
+TINY = [(64, 10, 256), (64, 256, 10), (1, 576, 576)]
+
+
+def operands(rng: np.random.Generator, m: int, k: int, n: int, a_transposed: bool = False):
+    """a[m, k] (a transposed view of a [k, m] array when `a_transposed`) and b[k, n], f32."""
+    a = rng.standard_normal((k, m) if a_transposed else (m, k)).astype(np.float32)
+    return a.T if a_transposed else a, rng.standard_normal((k, n)).astype(np.float32)
 
 
 def medians(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
@@ -37,6 +51,72 @@ def medians(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, floa
     return {name: statistics.median(t) for name, t in times.items()}
 
 
+def per_call(fns: dict[str, Callable[[], object]], calls: int, repeat: int) -> dict[str, float]:
+    """The least mean seconds per call over `repeat` runs of `calls` calls, the functions in turn."""
+    best = dict.fromkeys(fns, float("inf"))
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            best[name] = min(best[name], (time.perf_counter() - start) / calls)
+    return best
+
+
+def gemm_table(rng: np.random.Generator, threads: list[int], repeat: int) -> Table:
+    table = Table(title="f32 GEMM: median ms, GFLOP/s, ratio to NumPy")
+    for col in ("threads", "M x K x N", "NumPy", "fast", "exact", "fast / NumPy", "exact / NumPy"):
+        table.add_column(col, justify="right")
+    cases = [(f"{m} x {k} x {n}", m, k, n, False) for m, k, n in SHAPES]
+    cases += [("16 x 50176 x 9, a^T", 16, 50176, 9, True), ("784 x 64 x 256, a^T", 784, 64, 256, True)]
+    for n_threads in threads:
+        verigrad.set_threads(n_threads)
+        for label, m, k, n, a_transposed in cases:
+            a, b = operands(rng, m, k, n, a_transposed)
+            t = medians(
+                {
+                    "numpy": lambda: np.matmul(a, b),
+                    "fast": lambda: linalg.matmul(a, b, exact=False),
+                    "exact": lambda: linalg.matmul(a, b, exact=True),
+                },
+                repeat,
+            )
+            gflop = 2 * m * k * n / 1e9
+            cell = {name: f"{s * 1e3:.3f} ms, {gflop / s:.1f}" for name, s in t.items()}
+            ratio = {name: f"{t['numpy'] / t[name]:.2f}x" for name in ("fast", "exact")}
+            table.add_row(str(n_threads), label, cell["numpy"], cell["fast"], cell["exact"], *ratio.values())
+    return table
+
+
+def tiny_table(rng: np.random.Generator, threads: list[int], repeat: int) -> Table:
+    table = Table(title="f32 tiny products: microseconds per call (least mean of runs), ratio to NumPy")
+    for col in ("threads", "M x K x N", "NumPy", "fast", "exact", "fast / NumPy"):
+        table.add_column(col, justify="right")
+    for n_threads in threads:
+        verigrad.set_threads(n_threads)
+        for m, k, n in TINY:
+            a, b = operands(rng, m, k, n)
+            t = per_call(
+                {
+                    "numpy": lambda: np.matmul(a, b),
+                    "fast": lambda: linalg.matmul(a, b, exact=False),
+                    "exact": lambda: linalg.matmul(a, b, exact=True),
+                },
+                calls=200,
+                repeat=max(repeat, 5),
+            )
+            us = {name: f"{s * 1e6:.1f}" for name, s in t.items()}
+            table.add_row(
+                str(n_threads),
+                f"{m} x {k} x {n}",
+                us["numpy"],
+                us["fast"],
+                us["exact"],
+                f"{t['numpy'] / t['fast']:.2f}x",
+            )
+    return table
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=15)
@@ -44,31 +124,11 @@ def main() -> None:
     args = parser.parse_args()
     if not verigrad.backends.cpu.available():
         raise SystemExit("the cpu backend could not be built here")
-    table = Table(title="f32 GEMM: median ms, GFLOP/s, ratio to NumPy")
-    for col in ("threads", "M x K x N", "NumPy", "fast", "exact", "fast / NumPy", "exact / NumPy"):
-        table.add_column(col, justify="right")
     rng = np.random.default_rng(0)
-    for threads in args.threads:
-        verigrad.set_threads(threads)
-        for m, k, n in SHAPES:
-            a = rng.standard_normal((m, k)).astype(np.float32)
-            b = rng.standard_normal((k, n)).astype(np.float32)
-            t = medians(
-                {
-                    "numpy": lambda: np.matmul(a, b),
-                    "fast": lambda: linalg.matmul(a, b, exact=False),
-                    "exact": lambda: linalg.matmul(a, b, exact=True),
-                },
-                args.repeat,
-            )
-            gflop = 2 * m * k * n / 1e9
-            cell = {name: f"{s * 1e3:.3f} ms, {gflop / s:.1f}" for name, s in t.items()}
-            ratio = {name: f"{t['numpy'] / t[name]:.2f}x" for name in ("fast", "exact")}
-            table.add_row(
-                str(threads), f"{m} x {k} x {n}", cell["numpy"], cell["fast"], cell["exact"], *ratio.values()
-            )
+    tables = [gemm_table(rng, args.threads, args.repeat), tiny_table(rng, args.threads, args.repeat)]
     verigrad.set_threads(1)
-    console(120).print(table)
+    for table in tables:
+        console(120).print(table)
 
 
 if __name__ == "__main__":

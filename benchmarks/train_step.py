@@ -1,7 +1,7 @@
 """Milliseconds per training step (forward, backward, optimizer update): verigrad against PyTorch eager.
 
-Workloads, all f32 with batch 64, random inputs and 10 classes, trained with SGD (momentum 0.9) on a
-cross-entropy loss:
+Workloads, all f32 with batch 64, random inputs and 10 classes, trained on a cross-entropy loss with
+Adam (lr 1e-3; `--optimizer sgd`: SGD with momentum 0.9, lr 0.01):
 
   cnn-28x28  verigrad.models.digits_cnn(28, 28) (conv-relu-pool twice, then a linear layer)
   cnn-8x8    the same CNN on 8x8 images (the shipped digits' size)
@@ -19,6 +19,7 @@ PyTorch is only needed here, never by verigrad: if it is missing, it is installe
     python benchmarks/train_step.py                   # 5 repeats of 20 steps, 1 and 2 threads
     python benchmarks/train_step.py --quick           # a fast look: 3 repeats of 5 steps
     python benchmarks/train_step.py --threads 1 --repeats 9 --steps 50
+    python benchmarks/train_step.py --backends cpu --workloads cnn-8x8,mlp
 """
 
 from __future__ import annotations
@@ -32,17 +33,19 @@ from typing import Any
 
 import numpy as np
 from _common import console as make_console
-from _common import describe_machine, ensure_torch, verigrad
+from _common import describe_machine, ensure_torch, positive_ints, verigrad
 from rich.console import Console
 from rich.table import Table
 
+from verigrad import optim as verigrad_optim
 from verigrad.models import digits_cnn, digits_cnn_torch
 from verigrad.nn import CrossEntropyLoss, Linear, ReLU, Sequential
-from verigrad.optim import SGD
 
 BATCH = 64
 CLASSES = 10
-LR, MOMENTUM = 0.01, 0.9
+SGD_LR, MOMENTUM = 0.01, 0.9
+ADAM_LR = 1e-3
+OPTIMIZERS = ("adam", "sgd")
 
 
 @dataclass
@@ -68,15 +71,27 @@ def workloads() -> list[Workload]:
     ]
 
 
+def make_optimizer(optim: Any, name: str, parameters: Any) -> Any:
+    """`name`'s optimizer from `optim` (verigrad.optim or torch.optim), with this benchmark's settings."""
+    if name == "adam":
+        return optim.Adam(parameters, lr=ADAM_LR)
+    return optim.SGD(parameters, lr=SGD_LR, momentum=MOMENTUM)
+
+
 def verigrad_step(
-    workload: Workload, backend: str, x: np.ndarray, y: np.ndarray, compiled: bool = False
+    workload: Workload,
+    backend: str,
+    x: np.ndarray,
+    y: np.ndarray,
+    compiled: bool = False,
+    optimizer_name: str = "adam",
 ) -> tuple[Callable, Any]:
     """A function that runs one training step on `backend` (eagerly, or through `verigrad.compile`),
     and the model's initial state."""
     verigrad.manual_seed(0)
     with verigrad.backend(backend):
         model = workload.build_verigrad()
-    optimizer = SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    optimizer = make_optimizer(verigrad_optim, optimizer_name, model.parameters())
     loss_fn = CrossEntropyLoss()
     xt, yt = verigrad.tensor(x), verigrad.tensor(y)
 
@@ -96,11 +111,13 @@ def verigrad_step(
     return step, model.state_dict()
 
 
-def torch_step(torch: Any, workload: Workload, state: dict, x: np.ndarray, y: np.ndarray) -> Callable:
+def torch_step(
+    torch: Any, workload: Workload, state: dict, x: np.ndarray, y: np.ndarray, optimizer_name: str = "adam"
+) -> Callable:
     """One PyTorch eager training step, from the same initial weights as verigrad's model."""
     model = workload.build_torch(torch)
     model.load_state_dict({k: torch.from_numpy(v.numpy().copy()) for k, v in state.items()})
-    optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    optimizer = make_optimizer(torch.optim, optimizer_name, model.parameters())
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)
 
     def step() -> None:
@@ -133,9 +150,9 @@ def time_steps(step: Callable[[], None], steps: int, pause: float) -> float:
 
 
 def run(args: argparse.Namespace, torch: Any, console: Console) -> Table:
-    backends = verigrad.available_backends()
+    update = "Adam" if args.optimizer == "adam" else "SGD (momentum)"
     table = Table(
-        title=f"ms per training step (forward + backward + SGD update), f32, batch {BATCH}; "
+        title=f"ms per training step (forward + backward + {update} update), f32, batch {BATCH}; "
         f"median of {args.repeats} x {args.steps} steps",
     )
     for column, justify in [
@@ -148,17 +165,19 @@ def run(args: argparse.Namespace, torch: Any, console: Console) -> Table:
     ]:
         table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     rng = np.random.default_rng(0)
-    for workload in workloads():
+    for workload in [w for w in workloads() if w.name in args.workloads]:
         x = rng.random(workload.input_shape, dtype=np.float32)
         y = rng.integers(0, CLASSES, BATCH)
         for n in args.threads:
             set_threads(torch, n)
             runners: dict[str, Callable] = {}
-            for backend in backends:
-                step, state = verigrad_step(workload, backend, x, y)
+            for backend in args.backends:
+                step, state = verigrad_step(workload, backend, x, y, False, args.optimizer)
                 runners[f"verigrad ({backend})"] = step
-                runners[f"verigrad ({backend}, compiled)"], _ = verigrad_step(workload, backend, x, y, True)
-            runners["torch (eager)"] = torch_step(torch, workload, state, x, y)
+                runners[f"verigrad ({backend}, compiled)"], _ = verigrad_step(
+                    workload, backend, x, y, True, args.optimizer
+                )
+            runners["torch (eager)"] = torch_step(torch, workload, state, x, y, args.optimizer)
             for step in runners.values():
                 for _ in range(args.warmup):
                     step()
@@ -183,6 +202,17 @@ def run(args: argparse.Namespace, torch: Any, console: Console) -> Table:
     return table
 
 
+def names(parser: argparse.ArgumentParser, text: str | None, known: list[str], what: str) -> list[str]:
+    """Comma-separated names from `known` (all of them when `text` is None; a parser error otherwise)."""
+    if text is None:
+        return list(known)
+    chosen = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in chosen if n not in known]
+    if unknown or not chosen:
+        parser.error(f"{what} takes names from {', '.join(known)}; got {text!r}")
+    return chosen
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per measurement (default 5)")
@@ -194,16 +224,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--pause", type=float, default=0.3, help="seconds idle before each timed run (default 0.3)"
     )
+    parser.add_argument("--optimizer", choices=OPTIMIZERS, default="adam", help="the update (default adam)")
+    parser.add_argument(
+        "--backends", default=None, help="comma-separated verigrad backends (default: every available one)"
+    )
+    parser.add_argument(
+        "--workloads", default=None, help="comma-separated workloads (default: cnn-28x28,cnn-8x8,mlp)"
+    )
     parser.add_argument("--quick", action="store_true", help="3 repeats of 5 steps, 1 warm-up step")
     args = parser.parse_args(argv)
     if args.quick:
         args.repeats, args.steps, args.warmup = 3, 5, 1
-    try:
-        args.threads = [int(t) for t in args.threads.split(",") if t.strip()]
-    except ValueError:
-        parser.error(f"--threads takes comma-separated integers, got {args.threads!r}")
-    if not args.threads or min(args.threads) < 1:
-        parser.error("--threads needs at least one count, each at least 1")
+    args.threads = positive_ints(parser, args.threads, "--threads")
+    args.backends = names(parser, args.backends, verigrad.available_backends(), "--backends")
+    args.workloads = names(parser, args.workloads, [w.name for w in workloads()], "--workloads")
     if args.repeats < 1 or args.steps < 1 or args.warmup < 0:
         parser.error("--repeats and --steps must be at least 1, --warmup at least 0")
     return args

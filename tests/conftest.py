@@ -31,3 +31,15 @@ def _fresh_state():
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(1234)
+
+
+@pytest.fixture
+def small_chunks(request: pytest.FixtureRequest):
+    """The cpu backend's min chunk set to the test module's `SMALL_CHUNK` (1 where it has none), so that
+    small arrays are split between threads; the default chunk and one thread again afterwards."""
+    from verigrad.backends import cpu
+
+    cpu.set_min_chunk(getattr(request.module, "SMALL_CHUNK", 1))
+    yield
+    cpu.set_min_chunk(None)
+    verigrad.set_threads(1)

@@ -69,3 +69,22 @@ def test_cached_attention_kernel_gives_nan_where_the_reference_does():
     got = run(kernel, args, 1)
     assert np.isnan(want).any()
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+
+
+@needs_cc
+def test_hidden_slots_are_skipped_only_where_their_keys_and_values_are_finite():
+    """The window's hidden tail (a cache's unused slots) adds nothing when finite, however large; an
+    infinite key there makes NaN scores, as in the reference, so it is not skipped."""
+    kernel = cpu.cpu.native(OP, vg.f32)
+    q, k, v, kt, pv, bias = decode_case(np.random.default_rng(2), kv=2, group=3, length=40)
+    args = (q, k, v, kt, pv, bias)
+    got = run(kernel, args, 1)
+    kt.base[0, 0, 100, :] = 1e30  # hidden slots (40..127 of the window)
+    pv.base[0, 0, 90, :] = -1e30
+    np.testing.assert_array_equal(run(kernel, args, 1).view(np.uint32), got.view(np.uint32))
+    kt.base[0, 1, 120, 7] = np.inf  # key/value head 1: its query heads 3..5 get inf - inf = NaN scores
+    with np.errstate(all="ignore"):
+        want = OP.reference(*args, scale=0.125)
+    got = run(kernel, args, 1)
+    assert np.isnan(want[0, 3:]).any() and not np.isnan(want[0, :3]).any()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))

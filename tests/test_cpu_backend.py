@@ -100,14 +100,6 @@ def operands(op: str, dtype: str, n: int, seed: int = 0) -> list[np.ndarray]:
     return [inputs(np_dtype, n, seed)]
 
 
-@pytest.fixture
-def small_chunks():
-    cpu.set_min_chunk(64)
-    yield
-    cpu.set_min_chunk(None)
-    verigrad.set_threads(1)
-
-
 def test_cpu_is_the_default_backend():
     assert verigrad.backends.available() == ["cpu", "reference"]
     code = "import verigrad; print(verigrad.get_backend().name)"  # a fresh process: no test fixture
@@ -120,7 +112,7 @@ def test_the_kernels_registered():
     ops = {op for op, _ in ALL_KERNELS}
     libm = [op for op in cpu.UNARY_LIBM if op not in cpu.CANCELLING or cpu.cpu.exactness(op, "f64").is_exact]
     families = cpu.BINARY + cpu.REDUCE + cpu.ROWS + cpu.COPY + cpu.WINDOW + cpu.LINALG + cpu.QUANT
-    families += cpu.ATTENTION
+    families += cpu.ATTENTION + cpu.CONVOLUTION
     assert ops == set(cpu.UNARY_EXACT + tuple(libm) + families)
     assert {d for op, d in ALL_KERNELS if op not in (*cpu.COPY, "argmax")} == {"f32", "f64"}
     assert [(op, d) for op, d in ALL_KERNELS if op == "argmax"] == [("argmax", "i64")]  # its result's dtype
@@ -226,6 +218,8 @@ def _python(code: str, **env: str) -> subprocess.CompletedProcess:
 INFO = """
 import json
 from verigrad.backends import cpu
+
+SMALL_CHUNK = 64  # the min chunk the `small_chunks` fixture (conftest.py) sets
 print(json.dumps(cpu.build_info()))
 """
 

@@ -5,6 +5,8 @@ semantics, empty and size-1 dimensions, views, and the same bits for 1, 2 and 3 
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -275,6 +277,7 @@ def test_vectors_gemv_dot_axpy(dtype, exact):
 def test_every_thread_count_gives_the_same_bits(dtype, exact):
     rng = np.random.default_rng(10)
     cases = [((300, 70), (70, 200)), ((6, 64, 50), (50, 40)), ((4, 600), (600, 300)), ((900, 100), (100,))]
+    cases += [((1, 700), (700, 900)), ((900, 700), (700, 1)), ((16, 9000), (9000, 9))]  # GEMV tiles; k split
     for sa, sb in cases:
         a, b = rand(rng, sa, dtype), rand(rng, sb, dtype)
         results = []
@@ -308,9 +311,9 @@ def test_the_registered_matmul_kernel_follows_the_setting():
 def test_the_stated_tolerances_hold_for_their_range():
     """EXACTNESS's rtol/atol cover the error bounds for |a|, |b| <= UNIT and k <= K_STATED."""
     rng = np.random.default_rng(12)
-    for name, dtype in cpu.DTYPES.items():
-        a = rng.uniform(-linalg.UNIT, linalg.UNIT, (16, linalg.K_STATED)).astype(dtype)
-        b = rng.uniform(-linalg.UNIT, linalg.UNIT, (linalg.K_STATED, 16)).astype(dtype)
+    for (name, dtype), (m, n) in itertools.product(cpu.DTYPES.items(), [(16, 16), (1, 300), (300, 1)]):
+        a = rng.uniform(-linalg.UNIT, linalg.UNIT, (m, linalg.K_STATED)).astype(dtype)
+        b = rng.uniform(-linalg.UNIT, linalg.UNIT, (linalg.K_STATED, n)).astype(dtype)
         ref = np.abs(REFERENCE(a, b).astype(np.float64))
         for exact in PATHS:
             claim = linalg.EXACTNESS[(name, exact)]
@@ -344,3 +347,66 @@ def test_the_cblas_functions_are_found():
     fn, int64 = blas.cblas("sgemm")
     assert callable(fn) and isinstance(int64, bool)
     assert blas.cblas("no_such_function") is None
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_one_row_or_column_products_take_every_layout(dtype):
+    """A c of one row or one column is computed by GEMV tiles: every layout of the matrix and the vector
+    (transposed, offset, strided), alpha and beta, and c not read when beta == 0."""
+    rng = np.random.default_rng(14)
+    for m, k, n in [(1, 300, 700), (700, 300, 1), (1, 1, 5), (5, 1, 1), (1, 7, 1)]:
+        a, b = rand(rng, (m, k), dtype), rand(rng, (k, n), dtype)
+        for va, vb in itertools.product(views(a).values(), views(b).values()):
+            within_bound(linalg.matmul(va, vb, exact=False), a, b, False)
+        c = rand(rng, (m, n), dtype)
+        out = linalg.gemm(a.T.copy().T, b, c.copy(), alpha=-2.0, beta=0.5, exact=False)
+        expected = -2.0 * REFERENCE(a, b).astype(np.float64) + 0.5 * c
+        bound = 2 * linalg.error_bound(a, b, False) + np.finfo(dtype).eps * np.abs(expected)
+        assert (np.abs(out - expected) <= bound).all()
+        nan = np.full((m, n), np.nan, dtype)
+        assert not np.isnan(linalg.gemm(a, b, nan, exact=False)).any()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_long_k_with_a_small_c_is_summed_in_fixed_blocks(dtype):
+    """c of one tile and k >= 4096: blocks of k, one BLAS call each, summed in block order in double;
+    within the bound, the same bits for 1, 2 and 3 threads, alpha and beta applied once, and an f32
+    overflow of a block's sum computed again on the exact path."""
+    rng = np.random.default_rng(15)
+    for m, k, n in [(16, 9000, 9), (1, 5000, 3), (7, 4096, 1), (30, 70000, 20)]:
+        a, b = rand(rng, (m, k), dtype), rand(rng, (k, n), dtype)
+        for va, vb in [(a, b), (np.asfortranarray(a), np.asfortranarray(b))]:
+            results = set()
+            for threads in (1, 2, 3):
+                verigrad.set_threads(threads)
+                out = linalg.matmul(va, vb, exact=False)
+                within_bound(out, a, b, False)
+                results.add(bits(out))
+            assert len(results) == 1
+        c = rand(rng, (m, n), dtype)
+        out = linalg.gemm(a, b, c.copy(), alpha=3.0, beta=-1.0, exact=False)
+        expected = 3.0 * REFERENCE(a, b).astype(np.float64) - c
+        assert (np.abs(out - expected) <= 3 * linalg.error_bound(a, b, False) + np.finfo(dtype).eps).all()
+    a = np.ones((2, 8192), np.float32)
+    a[:, : 8192 // 2] = 3e35  # the first blocks' f32 sums overflow; the double sum does not
+    a[:, 8192 // 2 :] = -3e35
+    b = np.ones((8192, 2), np.float32)
+    out = linalg.matmul(a, b, exact=False)
+    assert bits(out) == bits(REFERENCE(a, b)) and np.isfinite(out).all()
+
+
+@pytest.mark.parametrize("exact", PATHS)
+def test_a_layouts_plan_is_reused_with_other_data(exact):
+    """matmul prepares each layout once: later calls with other arrays of that layout (and a copy that
+    is not aligned to its element) give their own products."""
+    rng = np.random.default_rng(16)
+    products = set()
+    for _ in range(3):
+        a, b = rand(rng, (37, 300), np.float32), rand(rng, (300, 23), np.float32)
+        out = linalg.matmul(a, b, exact=exact)
+        within_bound(out, a, b, exact)
+        products.add(bits(out))
+    assert len(products) == 3
+    unaligned = views(a)["unaligned"]
+    assert unaligned.strides == a.strides and not unaligned.flags.aligned
+    assert bits(linalg.matmul(unaligned, b, exact=exact)) == bits(out)

@@ -13,6 +13,8 @@ from verigrad.backends import cpu
 from verigrad.optim import Adam, AdamW
 from verigrad.optim.optimizer import fused_kernel
 
+SMALL_CHUNK = 64  # the min chunk the `small_chunks` fixture (conftest.py) sets
+
 needs_cc = pytest.mark.skipif(not cpu.available(), reason="the cpu backend could not be built here")
 
 SHAPES = [(300, 70), (37,), (1,), (0, 3), ()]
@@ -22,14 +24,6 @@ OPTIMIZERS = {
     "adamw": lambda ps: AdamW(ps, lr=1e-2),
     "adamw-no-decay": lambda ps: AdamW(ps, lr=2e-3, weight_decay=0.0),
 }
-
-
-@pytest.fixture
-def small_chunks():
-    cpu.set_min_chunk(64)
-    yield
-    cpu.set_min_chunk(None)
-    verigrad.set_threads(1)
 
 
 def _gradients(rng: np.random.Generator, np_dtype: type, steps: int) -> list[list[np.ndarray]]:

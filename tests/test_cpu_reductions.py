@@ -18,16 +18,10 @@ from verigrad.backends.reference import _References
 from verigrad.backends.reference import composite_reference as decomposition
 from verigrad.registry import OPS
 
+SMALL_CHUNK = 7  # the min chunk the `small_chunks` fixture (conftest.py) sets
+
 pytestmark = pytest.mark.skipif(not cpu.available(), reason="the cpu backend could not be built here")
 DTYPES = sorted(cpu.DTYPES)
-
-
-@pytest.fixture
-def small_chunks():
-    cpu.set_min_chunk(7)
-    yield
-    cpu.set_min_chunk(None)
-    verigrad.set_threads(1)
 
 
 def _ordered(a: np.ndarray) -> np.ndarray:

@@ -14,6 +14,7 @@ import pytest
 
 from verigrad.errors import WeightFileError
 from verigrad.io import GGUFFile, read_gguf
+from verigrad.io.gguf import stacked_rows
 from verigrad.ops.quant import FORMATS, dequantize
 
 Q = gguf.GGMLQuantizationType
@@ -114,6 +115,24 @@ def test_raw_is_a_view_of_the_file(model_file):
     f = read_gguf(model_file[0])
     raw = f.tensors["w.weight"].raw
     assert not raw.flags.writeable and not raw.flags.owndata
+
+
+def test_stacked_rows_view_adjacent_tensors_and_copy_others(tmp_path):
+    """Rows of tensors that follow each other in the file are a view (ffn_gate, ffn_up); others a copy,
+    with the same bytes either way."""
+    rng = np.random.default_rng(3)
+    (a, _), (b, _), (c, _) = (rows_q4_0(rng, n, 64) for n in (8, 16, 8))  # whole 32-byte alignments
+    path = tmp_path / "rows.gguf"
+    write(path, {"a.weight": (a, Q.Q4_0), "b.weight": (b, Q.Q4_0), "c.weight": (c, Q.Q4_0)})
+    f = read_gguf(path)
+    ta, tb, tc = (f.tensors[f"{n}.weight"] for n in "abc")
+    adjacent = stacked_rows([ta, tb])
+    assert adjacent.shape == (24, 36) and not adjacent.flags.owndata and not adjacent.flags.writeable
+    assert np.shares_memory(adjacent, ta.raw) and np.array_equal(adjacent, np.concatenate([a, b]))
+    apart = stacked_rows([tc, ta])  # not in the file's order: a copy
+    assert apart.flags.owndata and np.array_equal(apart, np.concatenate([c, a]))
+    assert np.array_equal(ta.raw, a)  # the file's pages dropped from memory read back the same bytes
+    assert stacked_rows([tb]) is tb.raw
 
 
 def test_hand_packed_blocks():

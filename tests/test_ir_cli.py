@@ -42,7 +42,7 @@ def test_cnn_training_step_program(capsys):
     forward, backward = out.split("\nbackward:\n")
     assert "    %1 y: i64[B]," in forward and "= cross_entropy" in forward
     assert "    %8 opt.steps: i64[]," in forward and "opt.0.exp_avg_sq: f32[16,1,3,3]" in forward
-    assert "= col2im" in backward and "= sqrt" in backward  # conv gradients, the Adam update
+    assert "= conv2d_weight_grad" in backward and "= sqrt" in backward  # conv gradients, the Adam update
     updates = re.findall(r"\n  (\S+) <- %\d+", backward)
     assert {"0.weight", "7.bias", "opt.steps", "opt.0.step", "opt.5.exp_avg"} <= set(updates)
     assert "opt.lr" not in updates

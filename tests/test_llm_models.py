@@ -213,6 +213,12 @@ def test_gguf_llama_equals_the_half_split_model(tmp_path, tied):
     cache = model.new_cache()
     cached = np.concatenate([model(ids[:, :2], cache).numpy(), model(ids[:, 2:], cache).numpy()], axis=1)
     np.testing.assert_allclose(cached, expected, rtol=1e-5, atol=1e-5)
+    # a prompt's last row alone (what generation asks for): no logits made for the other positions
+    cache = model.new_cache()
+    last = model.last_logits(ids, cache)
+    assert last.shape == (1, config.vocab_size) and cache.length == ids.shape[1]
+    np.testing.assert_allclose(last, expected[:, -1], rtol=1e-5, atol=1e-5)
+    assert model(ids, last_only=True).shape == (1, 1, config.vocab_size)
     # activations quantized to 8 bits per block of 32: close, not equal
     q8 = Llama.from_gguf(path, activations="q8")(ids).numpy()
     assert 0 < np.abs(q8 - expected).max() < 0.02 * np.abs(expected).max()

@@ -413,10 +413,12 @@ def test_the_pipeline_on_a_cnn_training_step():
     assert counts[-1] < counts[0] / 2, counts
     assert after["fused"] >= 20 and after["permute"] < before["permute"]
     assert after["const"] < before["const"] / 2 and "arange" not in after and "full" not in after
-    assert before["matmul"] - after["matmul"] == 1  # the gradient of the input image: dead code
+    # conv2d's VJP forms no gradient for the input image (it needs none): one input gradient, conv2's
+    assert before["conv2d_input_grad"] == after["conv2d_input_grad"] == 1
     memory = program.memory({"B": 32})
-    # 52% since max_pool2d's backward is one op (max_pool2d_grad), whose temporaries are not the program's
-    assert memory["planned"] < 0.55 * memory["naive"] and memory["inplace"] > 0, memory
+    # 62%: the backward of max_pool2d and conv2d are single ops (max_pool2d_grad, conv2d_input_grad,
+    # conv2d_weight_grad) whose large temporaries (the columns) are not the program's values to reuse
+    assert memory["planned"] < 0.65 * memory["naive"] and memory["inplace"] > 0, memory
     again = optimize(program, verify=True)  # the pipeline finds nothing more to do
     assert [i.name for i in again] == [i.name for i in program] and again.buffers == program.buffers
 

@@ -21,6 +21,7 @@ from verigrad.ops.quant import (
     qmatmul,
     qmatmul_q8,
     quantize_q8,
+    rms_norm_qmatmul_q8,
 )
 
 needs_cc = pytest.mark.skipif(not cpu.available(), reason="the cpu backend could not be built here")
@@ -293,6 +294,36 @@ def test_cpu_qmatmul_is_within_its_bound(qtype, monkeypatch):
                 vg.set_threads(1)
         assert (np.abs(outs[0] - want) <= bound).all()
         np.testing.assert_array_equal(outs[0], outs[1])
+
+
+@needs_cc
+@pytest.mark.parametrize("qtype", Q8_QTYPES)
+def test_rms_norm_qmatmul_q8_gives_the_norm_then_the_product(qtype, monkeypatch):
+    """The fused op's kernel: the bits of rms_norm, then qmatmul_q8 (its reference), for every thread
+    count; QLinear.normed runs it (one op) on 8-bit activations and the two ops on f32 ones."""
+    kernel = cpu.cpu.native(vg.REGISTRY["rms_norm_qmatmul_q8"], vg.f32)
+    assert cpu.cpu.exactness("rms_norm_qmatmul_q8", "f32").is_exact
+    monkeypatch.setattr(cpu_quant, "MIN_BAND_BYTES", 1)
+    norm = nn.RMSNorm(256, eps=1e-5)
+    norm.weight = vg.from_numpy(np.random.default_rng(4).uniform(-2, 2, 256).astype(np.float32))
+    raw, x = weights(qtype, 21, 256), vg.from_numpy(x_values((3, 256)) * 40)
+    with vg.backend("reference"):
+        want = qmatmul_q8(norm(x), _u8(raw), qtype=qtype).numpy()
+        assert np.array_equal(
+            rms_norm_qmatmul_q8(x, norm.weight, _u8(raw), qtype=qtype, eps=1e-5).numpy(), want
+        )
+    for threads in (1, 2, 3):
+        vg.set_threads(threads)
+        try:
+            got = kernel(x.numpy(), norm.weight.numpy(), raw, qtype=qtype, eps=1e-5)
+        finally:
+            vg.set_threads(1)
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), err_msg=f"{threads}")
+    with vg.backend("cpu"):
+        layer = nn.QLinear(raw, qtype, (21, 256), activations="q8")
+        np.testing.assert_array_equal(layer.normed(x, norm).numpy(), want)
+        f32 = nn.QLinear(raw, qtype, (21, 256), activations="f32")
+        np.testing.assert_array_equal(f32.normed(x, norm).numpy(), f32(norm(x)).numpy())
 
 
 @needs_cc

@@ -669,8 +669,9 @@ def _claim(exactness: Exactness) -> str:
 class CheckedBackend(Backend):
     """Runs `inner`'s kernels, each call held to its reference on the same inputs at the stated
     exactness; what failed is in `failures`, the calls made per (op, dtype) in `calls`, the largest
-    difference in ulps seen in `worst_ulps`. (A kernel for a fused group, not an op of the registry,
-    runs unchecked.)"""
+    difference in ulps seen in `worst_ulps`. A kernel for a fused group (not an op of the registry) is
+    held to its group's reference at the exactness it states as `kernel.exactness`; one that states
+    none runs unchecked."""
 
     def __init__(self, inner: Backend, name: str | None = None) -> None:
         super().__init__(name or f"{inner.name}-checked", f"{inner.name}, every kernel call checked")
@@ -687,11 +688,12 @@ class CheckedBackend(Backend):
 
     def native(self, op: Any, dtype: Any) -> Any:
         kernel = self.inner.native(op, dtype)
-        if kernel is None or op.name not in OPS:
+        fused = op.name == "fused" and hasattr(kernel, "exactness")  # a fused group's kernel: its claim
+        if kernel is None or (op.name not in OPS and not fused):
             return kernel
         key = (op.name, dtype.name)
-        exactness = self.inner.exactness(*key)
-        reference = reference_kernel(op)
+        exactness = kernel.exactness if fused else self.inner.exactness(*key)
+        reference = op.reference if fused else reference_kernel(op)
         want = dtype.np
 
         def checked(*arrays: np.ndarray, **params: Any) -> Any:

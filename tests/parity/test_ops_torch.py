@@ -55,6 +55,7 @@ NO_TORCH_COUNTERPART = {
     "qembedding",
     "qmatmul",
     "qmatmul_q8",
+    "rms_norm_qmatmul_q8",
 }
 
 

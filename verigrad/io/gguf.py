@@ -11,6 +11,7 @@ model with d=576 and FFN 1536 has shape (1536, 576), like `nn.Linear.weight`.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import mmap
 import os
@@ -182,6 +183,44 @@ def read_gguf(path: str | os.PathLike) -> GGUFFile:
     data_start = -(-cur.pos // alignment) * alignment
     tensors = _map_tensors(buf, path, infos, data_start)  # type: ignore[arg-type]
     return GGUFFile(path, version, metadata, tensors)
+
+
+def stacked_rows(tensors: list[GGUFTensor]) -> np.ndarray:
+    """The rows of several tensors' blocks (u8 [rows, row bytes], equal row bytes) stacked in order: a view
+    of the file where each tensor follows the previous one in it (no copy), else a copy, after which the
+    file's pages that only these tensors occupy are dropped from memory (the copy is read from then on;
+    the pages would otherwise stay resident beside it)."""
+    raws = [t.raw for t in tensors]
+    first = raws[0]
+    if len(raws) == 1:
+        return first
+    adjacent = all(a.ctypes.data + a.nbytes == b.ctypes.data for a, b in itertools.pairwise(raws))
+    if adjacent and all(r.flags.c_contiguous and r.shape[1:] == first.shape[1:] for r in raws):
+        rows = sum(r.shape[0] for r in raws)
+        return np.lib.stride_tricks.as_strided(
+            first, (rows, *first.shape[1:]), first.strides, writeable=False
+        )
+    out = np.concatenate(raws)
+    for raw in raws:
+        _drop_pages(raw)
+    return out
+
+
+def _drop_pages(raw: np.ndarray) -> None:
+    """Drop the mapped file's pages that lie wholly inside `raw` from this process's memory (they are read
+    again from the file if used); nothing where the array does not view a mapped file or where the system
+    cannot."""
+    buf: Any = raw
+    while isinstance(buf, np.ndarray):
+        buf = buf.base
+    if not isinstance(buf, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED") or not raw.nbytes:
+        return
+    start = raw.ctypes.data - np.frombuffer(buf, np.uint8, 1).ctypes.data
+    page = mmap.PAGESIZE
+    lo, hi = -(-start // page) * page, (start + raw.nbytes) // page * page
+    if hi > lo:
+        with contextlib.suppress(OSError, ValueError):
+            buf.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
 
 
 def _qtype(path: Path, name: str, type_id: int) -> tuple[str, int, int]:

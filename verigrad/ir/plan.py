@@ -13,8 +13,9 @@ Building it resolves every symbol (from the arguments' shapes), every param and 
 - a composite op the backend has no kernel for is replaced by the instructions of its decomposition,
   traced once for the concrete operands: the same kernels eager mode runs for it, without a trip
   through eager dispatch per call;
-- a fused group (passes/fuse.py) the backend has no kernel for runs its members as steps of their
-  own: the kernels they would run unfused, without a loop over the members inside a kernel.
+- a fused group (passes/fuse.py) the backend has no kernel for, or whose result and operands are all
+  smaller than the backend's `ufunc_below`, runs its members as steps of their own: the kernels they
+  would run unfused (ufuncs, on small operands), without a loop over the members inside a kernel.
 
 The first run checks every kernel's result against its instruction's spec, as eager mode's `conform`
 does: a result of the wrong shape is an error; one of another dtype (or a NumPy scalar) is converted,
@@ -240,9 +241,9 @@ class Plan:
         backend = self.backend
         if op.is_composite or isinstance(op, FusedOp):
             kernel = backend.native(op, spec.dtype)
+            if isinstance(op, FusedOp) and (kernel is None or self._small_exact(op, ins, spec)):
+                return self._members(op, params["params"], ins)  # small: ufuncs cost less than a C call
             if kernel is None:
-                if isinstance(op, FusedOp):
-                    return self._members(op, params["params"], ins)
                 sub = _decomposition(op, params, tuple([self.specs[i] for i in ins]), spec)
                 if sub is not None:
                     inner = dict(zip(sub.inputs, ins))

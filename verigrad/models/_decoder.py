@@ -114,13 +114,17 @@ class CachedStep:
         self.step, self.sizes = step, (layers, kv_heads, head_dim)
         self.decode: Any = None
 
-    def __call__(self, ids: Tensor, cache: KVCache) -> Tensor:
+    def __call__(self, ids: Tensor, cache: KVCache, last_only: bool = False) -> Tensor:
+        """The logits [B, T, vocab] (or [B, 1, vocab] of the last token, with `last_only`)."""
         count = ids.shape[1]
         if count == 1 and self.decode is None:
             self.decode = compile(self.step, specs=step_specs(*self.sizes, tokens=1))
         positions, bias, windows = step_inputs(cache, count)
         with no_grad():
             args = [from_numpy(a) for a in (positions, bias, *windows)]
-            logits, *new = (self.decode if count == 1 else self.step)(ids, *args)
+            if count == 1:  # one token: its logits are the last
+                logits, *new = self.decode(ids, *args)
+            else:
+                logits, *new = self.step(ids, *args, last_only=last_only)
         commit(cache, new)
         return logits

@@ -240,6 +240,4 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 
 def _last_logits(model: LanguageModel, ids: Sequence[int], cache: KVCache) -> np.ndarray:
     """The logits [vocab] after the last of `ids`, run at the cache's next positions."""
-    logits = model(np.asarray([ids], dtype=np.int64), cache)
-    values = logits.numpy() if hasattr(logits, "numpy") else np.asarray(logits)
-    return values[0, -1]
+    return model.last_logits(np.asarray([ids], dtype=np.int64), cache)[0]

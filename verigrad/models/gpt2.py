@@ -108,6 +108,8 @@ class GPT2Block(Module):
 class GPT2(LanguageModel):
     """GPT-2: `GPT2(config)` is randomly initialised; `GPT2.from_safetensors(folder)` loads weights."""
 
+    computes_last_only = True
+
     def __init__(self, config: GPT2Config, tied: bool = True):
         super().__init__()
         self.config = config
@@ -124,25 +126,29 @@ class GPT2(LanguageModel):
         capacity = self.context_length if capacity is None else capacity
         return new_cache(c.n_layer, batch, c.n_head, capacity, c.head_dim)
 
-    def forward(self, ids: Any, cache: KVCache | None = None) -> Tensor:
-        """Logits [B, T, vocab] of token ids [B, T]; with a cache, one compiled step without gradients."""
+    def forward(self, ids: Any, cache: KVCache | None = None, last_only: bool = False) -> Tensor:
+        """Logits [B, T, vocab] of token ids [B, T] ([B, 1, vocab] of the last token alone with `last_only`:
+        a prompt's other rows are never made); with a cache, one compiled step without gradients."""
         ids = token_ids(ids)
         check_room(cache, ids, self.context_length)
         if cache is None:
             x = F.embedding(self.wte.weight, ids) + self.wpe.weight[: ids.shape[1]]
             for block in self.h:
                 x, _, _ = block(x, None)
-            return self._logits(x)
-        return self.cached_step(ids, cache)
+            return self._logits(x[:, -1:] if last_only else x)
+        return self.cached_step(ids, cache, last_only)
 
-    def step(self, ids: Tensor, positions: Tensor, bias: Tensor, *windows: Tensor) -> tuple[Tensor, ...]:
-        """The cached forward (see models/_decoder.py): logits, then each layer's new keys and values."""
+    def step(
+        self, ids: Tensor, positions: Tensor, bias: Tensor, *windows: Tensor, last_only: bool = False
+    ) -> tuple[Tensor, ...]:
+        """The cached forward (see models/_decoder.py): logits (of the last token alone with `last_only`),
+        then each layer's new keys and values."""
         x = F.embedding(self.wte.weight, ids) + take(self.wpe.weight, positions)
         new = []
         for i, block in enumerate(self.h):
             x, k, v = block(x, (windows[2 * i], windows[2 * i + 1], bias))
             new += [k, v]
-        return (self._logits(x), *new)
+        return (self._logits(x[:, -1:] if last_only else x), *new)
 
     def _logits(self, x: Tensor) -> Tensor:
         out = self.wte.weight if self.lm_head is None else self.lm_head

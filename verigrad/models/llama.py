@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import functional as F
 from ..errors import WeightFileError
-from ..io.gguf import GGUFFile, read_gguf
+from ..io.gguf import GGUFFile, read_gguf, stacked_rows
 from ..modes import abstract
 from ..nn import Embedding, Linear, Module, ModuleList, RMSNorm
 from ..nn.quant import QEmbedding, QLinear
@@ -67,6 +67,11 @@ def rope_rotations(cos: Tensor, sin: Tensor, config: LlamaConfig) -> Tensor:
     return F.rope(basis, cos, sin, interleaved=config.rope_interleaved).permute(1, 0, 2)
 
 
+def _normed(norm: RMSNorm, linear: Any, x: Tensor) -> Tensor:
+    """linear(norm(x)); a quantized layer on 8-bit activations makes it one op (QLinear.normed)."""
+    return linear.normed(x, norm) if isinstance(linear, QLinear) else linear(norm(x))
+
+
 def _rotate(x: Tensor, rotations: Tensor) -> Tensor:
     """x [B, T, heads, hd] rotated by rotations [T, hd, hd] ([hd, hd] for T = 1): [B, heads, T, hd]."""
     b, t, h, d = x.shape
@@ -90,24 +95,29 @@ class LlamaAttention(Module):
             self.v_proj = Linear(c.dim, c.n_kv_heads * c.head_dim, bias=False)
         self.o_proj = Linear(c.n_heads * c.head_dim, c.dim, bias=False)
 
-    def _project(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """The query and key heads [B, T, H+KV, hd] (rotated together) and the value heads [B, T, KV, hd]."""
+    def _project(self, x: Tensor, norm: RMSNorm) -> tuple[Tensor, Tensor]:
+        """The query and key heads [B, T, H+KV, hd] (rotated together) and the value heads [B, T, KV, hd]
+        of norm(x)."""
         b, t, _ = x.shape
         h, kv, d = self.n_heads, self.n_kv_heads, self.head_dim
         if self.fused:
-            qkv = self.qkv_proj(x).reshape(b, t, h + 2 * kv, d)
+            qkv = _normed(norm, self.qkv_proj, x).reshape(b, t, h + 2 * kv, d)
             return qkv[:, :, : h + kv], qkv[:, :, h + kv :]
+        x = norm(x)
         q, k = self.q_proj(x).reshape(b, t, h, d), self.k_proj(x).reshape(b, t, kv, d)
         return concat(q, k, axis=2), self.v_proj(x).reshape(b, t, kv, d)
 
-    def forward(self, x: Tensor, rope: Any, past: tuple | None) -> tuple[Tensor, Tensor, Tensor]:
-        """Attention output and the new keys and values [B, KV, T, hd]. Without a cache (past None),
+    def forward(
+        self, x: Tensor, rope: Any, past: tuple | None, norm: RMSNorm
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Attention of norm(x) (the norm goes with the projection: one op where the weights are
+        quantized), and the new keys and values [B, KV, T, hd]. Without a cache (past None),
         rope is the tokens' table rows (cos, sin); with one, the rotations [T, hd, hd] ([hd, hd] for one
         token) the step made once for every layer, and past is the window (keys transposed, values, bias)."""
         b, t, _ = x.shape
         if past is not None and t == 1 and self.fused:
-            return self._decode(x, rope, past)
-        qk, v = self._project(x)
+            return self._decode(x, rope, past, norm)
+        qk, v = self._project(x, norm)
         if past is None:
             qk = F.rope(qk.permute(0, 2, 1, 3), *rope, interleaved=self.interleaved)
         else:
@@ -116,13 +126,15 @@ class LlamaAttention(Module):
         y = attention(q, k, v) if past is None else cached_attention(q, k, v, *past)  # [B, H, T, hd]
         return self.o_proj(y.permute(0, 2, 1, 3).reshape(b, t, self.n_heads * self.head_dim)), k, v
 
-    def _decode(self, x: Tensor, rotation: Tensor, past: tuple) -> tuple[Tensor, Tensor, Tensor]:
+    def _decode(
+        self, x: Tensor, rotation: Tensor, past: tuple, norm: RMSNorm
+    ) -> tuple[Tensor, Tensor, Tensor]:
         """`forward` for one new token with the fused projection: the same products on fewer views (the
         step runs ~25 ops a layer, each a call): with T = 1, [B, heads, 1, hd] and [B, 1, heads, hd]
         hold their values in the same order, so reshapes replace the permutes."""
         b = x.shape[0]
         h, kv, d = self.n_heads, self.n_kv_heads, self.head_dim
-        qkv, at = self.qkv_proj(x), (h + kv) * d
+        qkv, at = _normed(norm, self.qkv_proj, x), (h + kv) * d
         qk = (qkv[..., :at].reshape(b * (h + kv), d) @ rotation).reshape(b, h + kv, 1, d)
         q, k, v = qk[:, :h], qk[:, h:], qkv[..., at:].reshape(b, kv, 1, d)
         y = cached_attention(q, k, v, *past)
@@ -140,11 +152,13 @@ class LlamaMLP(Module):
             self.up_proj = Linear(config.dim, config.ffn_dim, bias=False)
         self.down_proj = Linear(config.ffn_dim, config.dim, bias=False)
 
-    def forward(self, x: Tensor) -> Tensor:
+    def forward(self, x: Tensor, norm: RMSNorm) -> Tensor:
+        """The MLP of norm(x) (one op for the norm and the first product where the weights are quantized)."""
         if self.fused:
-            both = self.gate_up_proj(x)
+            both = _normed(norm, self.gate_up_proj, x)
             gate, up = both[..., : self.ffn_dim], both[..., self.ffn_dim :]
         else:
+            x = norm(x)
             gate, up = self.gate_proj(x), self.up_proj(x)
         return self.down_proj(F.silu(gate) * up)
 
@@ -158,14 +172,16 @@ class LlamaBlock(Module):
         self.mlp = LlamaMLP(config)
 
     def forward(self, x: Tensor, rope: Any, past: tuple | None) -> tuple[Tensor, Tensor, Tensor]:
-        y, k, v = self.self_attn(self.input_layernorm(x), rope, past)
+        y, k, v = self.self_attn(x, rope, past, self.input_layernorm)
         x = x + y
-        return x + self.mlp(self.post_attention_layernorm(x)), k, v
+        return x + self.mlp(x, self.post_attention_layernorm), k, v
 
 
 class Llama(LanguageModel):
     """`Llama(config)` is randomly initialised; `Llama.from_gguf(path)` and `Llama.from_state(config,
     state)` load weights."""
+
+    computes_last_only = True
 
     def __init__(self, config: LlamaConfig):
         super().__init__()
@@ -188,8 +204,9 @@ class Llama(LanguageModel):
         capacity = self.context_length if capacity is None else capacity
         return new_cache(c.n_layers, batch, c.n_kv_heads, capacity, c.head_dim)
 
-    def forward(self, ids: Any, cache: KVCache | None = None) -> Tensor:
-        """Logits [B, T, vocab] of token ids [B, T]; with a cache, one compiled step without gradients."""
+    def forward(self, ids: Any, cache: KVCache | None = None, last_only: bool = False) -> Tensor:
+        """Logits [B, T, vocab] of token ids [B, T] ([B, 1, vocab] of the last token alone with `last_only`:
+        a prompt's other rows are never made); with a cache, one compiled step without gradients."""
         ids = token_ids(ids)
         check_room(cache, ids, self.context_length)
         if cache is None:
@@ -198,11 +215,14 @@ class Llama(LanguageModel):
             rope = (self.rope_cos[:t], self.rope_sin[:t])
             for block in self.layers:
                 x, _, _ = block(x, rope, None)
-            return self._logits(x)
-        return self.cached_step(ids, cache)
+            return self._logits(x[:, -1:] if last_only else x)
+        return self.cached_step(ids, cache, last_only)
 
-    def step(self, ids: Tensor, positions: Tensor, bias: Tensor, *windows: Tensor) -> tuple[Tensor, ...]:
-        """The cached forward (see models/_decoder.py): logits, then each layer's new keys and values."""
+    def step(
+        self, ids: Tensor, positions: Tensor, bias: Tensor, *windows: Tensor, last_only: bool = False
+    ) -> tuple[Tensor, ...]:
+        """The cached forward (see models/_decoder.py): logits (of the last token alone with `last_only`),
+        then each layer's new keys and values."""
         x = self.embed_tokens(ids)
         rotation = rope_rotations(take(self.rope_cos, positions), take(self.rope_sin, positions), self.config)
         if ids.shape[1] == 1:  # one token: each layer's product takes the matrix as it is
@@ -211,11 +231,12 @@ class Llama(LanguageModel):
         for i, block in enumerate(self.layers):
             x, k, v = block(x, rotation, (windows[2 * i], windows[2 * i + 1], bias))
             new += [k, v]
-        return (self._logits(x), *new)
+        return (self._logits(x[:, -1:] if last_only else x), *new)
 
     def _logits(self, x: Tensor) -> Tensor:
-        x = self.norm(x)
-        return self.lm_head(x) if self.lm_head is not None else x @ self.embed_tokens.weight.T
+        if self.lm_head is not None:
+            return _normed(self.norm, self.lm_head, x)
+        return self.norm(x) @ self.embed_tokens.weight.T
 
     @classmethod
     def from_state(cls, config: LlamaConfig, state: dict[str, Any], source: str = "state dict") -> Llama:
@@ -259,7 +280,7 @@ class Llama(LanguageModel):
             if any(t.qtype != qtype for t in group) or qtype not in BLOCK_QTYPES:
                 state[ours] = np.concatenate([t.dequantize() for t in group])
                 continue
-            raw = group[0].raw if len(group) == 1 else np.concatenate([t.raw for t in group])
+            raw = stacked_rows(group)  # gate and up lie one after the other in the file: a view
             if ours == "embed_tokens.weight":
                 model.embed_tokens = QEmbedding(raw, qtype, shape)
                 if config.tie_embeddings:  # the output matrix is the same blocks

@@ -47,6 +47,14 @@ class LanguageModel(Module):
         cache, the ids start at position 0 and nothing is kept."""
         raise NotImplementedError
 
+    # whether `forward` takes `last_only=True` (the last position's logits alone, the others never made)
+    computes_last_only = False
+
+    def last_logits(self, ids: Any, cache: KVCache) -> np.ndarray:
+        """The logits [B, vocab] after the last of token ids [B, T], run on `cache` (as `forward`)."""
+        logits = self(ids, cache, last_only=True) if self.computes_last_only else self(ids, cache)
+        return (logits.numpy() if hasattr(logits, "numpy") else np.asarray(logits))[:, -1]
+
     def generate(self, tokenizer: Any, prompt: Any, **options: Any) -> Any:
         """Continue `prompt` (text or token ids): `verigrad.models.generate.generate(self, tokenizer,
         prompt, **options)`, which lists the options and returns a `GenerationResult`."""

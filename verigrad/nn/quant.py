@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..ops import from_numpy
-from ..ops.quant import BLOCK_QTYPES, FORMATS, Q8_QTYPES, qembedding, qmatmul, qmatmul_q8
+from ..ops.quant import BLOCK_QTYPES, FORMATS, Q8_QTYPES, qembedding, qmatmul, qmatmul_q8, rms_norm_qmatmul_q8
 from ..tensor import Tensor
 from .module import Module
 
@@ -46,6 +48,13 @@ class QLinear(Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return self._op(x, self.weight, qtype=self.qtype)
+
+    def normed(self, x: Tensor, norm: Any) -> Tensor:
+        """self(norm(x)) for an RMSNorm `norm`: with 8-bit activations one op (`rms_norm_qmatmul_q8`, the
+        same bits as the two)."""
+        if self._op is qmatmul_q8:
+            return rms_norm_qmatmul_q8(x, norm.weight, self.weight, qtype=self.qtype, eps=norm.eps)
+        return self(norm(x))
 
     def extra_repr(self) -> str:
         return (

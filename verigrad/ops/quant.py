@@ -6,7 +6,8 @@ definition of what the bytes mean; every kernel is measured against it.
 
 The ops: `qmatmul` (x @ dequantize(w).T, summed in f64), `qmatmul_q8` (llama.cpp's scheme: x quantized
 to 8 bits per block of 32, integer block dots; its order of float operations is part of its definition,
-so kernels give its very bits), `qembedding` (dequantized rows) and `dequantize`.
+so kernels give its very bits), `rms_norm_qmatmul_q8` (rms_norm, then qmatmul_q8), `qembedding`
+(dequantized rows) and `dequantize`.
 """
 
 from __future__ import annotations
@@ -326,6 +327,49 @@ qmatmul_q8 = Op(
     exact=True,
     doc="qmatmul with x quantized to 8 bits per block of 32 (as llama.cpp does): integer block dots, "
     "scaled and summed in f64 in block order (see `quantize_q8`); q8_0, q4_0 and q4_1 weights.",
+)
+
+
+def _normed_shape(x: tuple, weight: tuple, w: tuple, qtype: str, eps: float) -> tuple:
+    if not x or weight != (x[-1],):
+        raise ShapeError(
+            f"the norm's weight must be [K] (the size of x's last axis) for x of shape {shape_text(x)}, "
+            f"got {shape_text(weight)}"
+        )
+    return _qmatmul_shape(x, w, qtype, Q8_QTYPES)
+
+
+def _normed_dtype(x: DType, weight: DType, w: DType, qtype: str, eps: float) -> DType:
+    if weight is not x:
+        raise DTypeError(f"the norm's weight must have x's dtype {x.name}, got {weight.name}")
+    return _qmatmul_dtype(x, w, qtype)
+
+
+def _normed_decompose(x, weight, w, qtype: str, eps: float):
+    from .composite.norm import rms_norm  # the composite ops import this module's package
+
+    return qmatmul_q8(rms_norm(x, weight, eps=eps), w, qtype=qtype)
+
+
+def _normed_samples(rng: np.random.Generator) -> list[Sample]:
+    out = []
+    for sample, eps in zip(_qmatmul_samples(Q8_QTYPES)(rng), (1e-5, 1e-6, 0.1, 1e-5, 1e-3, 1e-5)):
+        x, w = sample.args
+        out.append(Sample((x, uniform(rng, x.shape[-1:]), w), {**sample.params, "eps": eps}))
+    return out
+
+
+rms_norm_qmatmul_q8 = Op(
+    "rms_norm_qmatmul_q8",
+    shape=_normed_shape,
+    dtype=_normed_dtype,
+    params=lambda x, weight, w, qtype, eps=1e-6: {"qtype": qtype, "eps": float(eps)},
+    decompose=_normed_decompose,
+    samples=_normed_samples,
+    exact=False,
+    differentiable=False,
+    doc="qmatmul_q8(rms_norm(x, weight, eps), w, qtype) in one op (a Llama block's norm and the product "
+    "it feeds: one kernel call in the decode step instead of two).",
 )
 
 

@@ -20,11 +20,24 @@ from typing import Any
 from .. import memory
 from .._registry import Backend, add_backend
 from ..reference import reference as _reference  # registered first: the reference stays the default
-from . import attention, conv, elementwise, linalg, movement, optimizers, quant, reductions, rows
+from . import (
+    attention,
+    conv,
+    convolution,
+    elementwise,
+    fused,
+    linalg,
+    movement,
+    optimizers,
+    quant,
+    reductions,
+    rows,
+)
 from . import build as _build
 from ._ffi import DTYPES, Library, min_chunk, set_min_chunk
 from .attention import ATTENTION
 from .conv import WINDOW
+from .convolution import CONVOLUTION
 from .elementwise import BINARY, CANCELLING, LIBM_ULPS, ULP_BOUNDS, UNARY_EXACT, UNARY_LIBM
 from .linalg import LINALG
 from .movement import COPY
@@ -33,12 +46,24 @@ from .reductions import REDUCE
 from .rows import ROWS
 
 # Each module has `register(backend, library)`.
-KERNEL_FAMILIES = (elementwise, reductions, movement, conv, linalg, rows, quant, attention, optimizers)
+KERNEL_FAMILIES = (
+    elementwise,
+    reductions,
+    movement,
+    conv,
+    linalg,
+    convolution,
+    rows,
+    quant,
+    attention,
+    optimizers,
+)
 
 __all__ = [
     "ATTENTION",
     "BINARY",
     "CANCELLING",
+    "CONVOLUTION",
     "COPY",
     "DTYPES",
     "LIBM_ULPS",
@@ -97,6 +122,8 @@ class CpuBackend(Backend):
     def native(self, op: Any, dtype: Any) -> Any:
         if not self._loaded:
             self.load()
+        if op.name == "fused":  # a fused group (ir/passes/fuse.py): its generated kernel, see fused.py
+            return fused.kernel(self, op)
         return super().native(op, dtype)
 
     def optimizer_kernel(self, name: str, dtype: str) -> Any:

@@ -2,17 +2,25 @@
  * positions and the T new keys and values, with an additive bias [T, W+T].
  *
  * As the reference, in double: scores s_j = (q . key_j) * scale + bias_j, p = exp(s - max) / sum, out =
- * sum_{j<W} p_j past_v_j + sum_{j>=W} p_j v_j, rounded once to f32. Only the summation order of the dot
- * products and sums differs (the reference's is BLAS's), so the results are within an f32 rounding
- * (attention.py states the bound). Any strides (the window is a view of the cache, keys transposed);
- * query heads h = g G .. g G + G - 1 share key/value head g and are computed by one thread. Threads take
- * bands of (batch, key/value head, token) rows; each output is computed by one thread in one order.
- * With AVX2 and contiguous head dims, the dot products take four keys at once and the weighted sums
- * sixteen columns; a hidden position (score -inf, finite maximum) gets exp's value 0 without the call.
+ * sum_{j<W} p_j past_v_j + sum_{j>=W} p_j v_j, rounded once to f32. Only the order and the rounding of the
+ * double sums (the reference's are BLAS's; fused multiply-adds here) and exp (within a few ulps of
+ * double's) differ, so the results are within an f32 rounding (attention.py states the bound). Any
+ * strides (the window is a view of the cache, keys transposed); query heads h = g G .. g G + G - 1 share
+ * key/value head g and are computed by one thread. Threads take bands of (batch, key/value head, token)
+ * rows; each output is computed by one thread in one order.
+ *
+ * With AVX2 and FMA and contiguous head dims, the G heads of a key/value head are computed together
+ * (group_dots, group_weighted: each key and value is converted to double once for all of them); with AVX2
+ * alone, the dot products take four keys at once and the weighted sums sixteen columns; exp is evaluated
+ * four at a time (exps_avx2). A hidden position (score -inf, finite maximum) gets exp's value 0 without
+ * the call, and the hidden positions at the end of the window (a cache's unused slots) are skipped when
+ * their keys and values are finite: their weight is then exactly 0 and adds nothing (a NaN or an infinity
+ * there is counted, as the reference counts it).
  */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "vg.h"
 
@@ -115,9 +123,147 @@ __attribute__((target("avx2"))) static void weighted_avx2(const double *p, const
     }
 }
 
+/* exp(x) for x <= 0 (-inf gives 0): x = k ln2 + r, |r| <= ln2/2, with a two-part ln2; exp(r) by its
+ * Taylor series to degree 13 (truncation below 1e-17 relative), 2^k put in the exponent; x < -708 gives 0
+ * (a true value below 2^-1021, where the sum it joins is at least 1) */
+__attribute__((target("avx2"), always_inline)) static inline __m256d exp_nonpos_avx2(__m256d x) {
+    const __m256d lo = _mm256_set1_pd(-708.0), magic = _mm256_set1_pd(6755399441055744.0); /* 2^52 + 2^51 */
+    __m256d xc = _mm256_max_pd(x, lo);
+    __m256d k = _mm256_round_pd(_mm256_mul_pd(xc, _mm256_set1_pd(1.4426950408889634)),
+                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256d r = _mm256_sub_pd(xc, _mm256_mul_pd(k, _mm256_set1_pd(6.93147180369123816490e-01)));
+    r = _mm256_sub_pd(r, _mm256_mul_pd(k, _mm256_set1_pd(1.90821492927058770002e-10)));
+    static const double inv_fact[14] = {1.0, 1.0, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040,
+                                        1.0 / 40320, 1.0 / 362880, 1.0 / 3628800, 1.0 / 39916800,
+                                        1.0 / 479001600, 1.0 / 6227020800.0};
+    __m256d p = _mm256_set1_pd(inv_fact[13]);
+    for (int i = 12; i >= 0; i--) p = _mm256_add_pd(_mm256_mul_pd(p, r), _mm256_set1_pd(inv_fact[i]));
+    __m256i ki = _mm256_sub_epi64(_mm256_castpd_si256(_mm256_add_pd(k, magic)), _mm256_castpd_si256(magic));
+    __m256i scale = _mm256_slli_epi64(_mm256_add_epi64(ki, _mm256_set1_epi64x(1023)), 52);
+    __m256d e = _mm256_mul_pd(p, _mm256_castsi256_pd(scale));
+    return _mm256_and_pd(e, _mm256_cmp_pd(x, lo, _CMP_GE_OQ)); /* 0 below -708 and at -inf */
+}
+
+/* s[j] = exp(s[j] - m) for j < n, m finite and every s[j] <= m (none NaN) */
+__attribute__((target("avx2"))) static void exps_avx2(double *s, int64_t n, double m) {
+    const __m256d mv = _mm256_set1_pd(m);
+    int64_t j = 0;
+    for (; j + 4 <= n; j += 4) _mm256_storeu_pd(s + j, exp_nonpos_avx2(_mm256_sub_pd(_mm256_loadu_pd(s + j), mv)));
+    if (j < n) {
+        double tail[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+        for (int64_t i = j; i < n; i++) tail[i - j] = s[i] - m;
+        _mm256_storeu_pd(tail, exp_nonpos_avx2(_mm256_loadu_pd(tail)));
+        for (int64_t i = j; i < n; i++) s[i] = tail[i - j];
+    }
+}
+
+/* s[h s_step + j] = q_h . key_j for the HN heads q_h = qd + h d (in double) and the keys j < w at
+ * key + j kj (contiguous), two keys at a time: each key is converted once for all the heads. Each dot is
+ * 4 partial sums of fused multiply-adds in d order, then a fixed tree. */
+__attribute__((target("avx2,fma"), always_inline)) static inline void group_dots(const double *qd, int hn,
+                                                                                  int64_t d, const float *key,
+                                                                                  int64_t kj, int64_t w,
+                                                                                  double *s, int64_t s_step) {
+    int64_t j = 0;
+    for (; j + 2 <= w; j += 2) {
+        __m256d a[4][2];
+        for (int h = 0; h < hn; h++) a[h][0] = a[h][1] = _mm256_setzero_pd();
+        const float *k0 = key + j * kj, *k1 = k0 + kj;
+        for (int64_t i = 0; i < 2 * d; i += 16) /* two keys further on (the window is likely not cached) */
+            _mm_prefetch((const char *)(k0 + 8 * kj) + (i / d) * kj * 4 + (i % d) * 4, _MM_HINT_T0);
+        for (int64_t i = 0; i < d; i += 4) {
+            __m256d x0 = _mm256_cvtps_pd(_mm_loadu_ps(k0 + i)), x1 = _mm256_cvtps_pd(_mm_loadu_ps(k1 + i));
+            for (int h = 0; h < hn; h++) {
+                __m256d qv = _mm256_loadu_pd(qd + h * d + i);
+                a[h][0] = _mm256_fmadd_pd(qv, x0, a[h][0]);
+                a[h][1] = _mm256_fmadd_pd(qv, x1, a[h][1]);
+            }
+        }
+        for (int h = 0; h < hn; h++) {
+            __m256d t = _mm256_hadd_pd(a[h][0], a[h][1]); /* (0 1 0 1) */
+            _mm_storeu_pd(s + h * s_step + j, _mm_add_pd(_mm256_castpd256_pd128(t), _mm256_extractf128_pd(t, 1)));
+        }
+    }
+    for (; j < w; j++) {
+        __m256d a[4];
+        for (int h = 0; h < hn; h++) a[h] = _mm256_setzero_pd();
+        for (int64_t i = 0; i < d; i += 4) {
+            __m256d x0 = _mm256_cvtps_pd(_mm_loadu_ps(key + j * kj + i));
+            for (int h = 0; h < hn; h++) a[h] = _mm256_fmadd_pd(_mm256_loadu_pd(qd + h * d + i), x0, a[h]);
+        }
+        for (int h = 0; h < hn; h++) {
+            __m256d t = _mm256_hadd_pd(a[h], a[h]);
+            __m128d r = _mm_add_pd(_mm256_castpd256_pd128(t), _mm256_extractf128_pd(t, 1));
+            s[h * s_step + j] = _mm_cvtsd_f64(r);
+        }
+    }
+}
+
+/* acc[h dv + e] = sum_{j < w} p[h p_step + j] vals[j vj + e] for the HN heads, e < dv (a multiple of 8):
+ * eight columns at a time, each value converted once for all the heads; fused multiply-adds in j order */
+__attribute__((target("avx2,fma"), always_inline)) static inline void group_weighted(
+    const double *p, int64_t p_step, int hn, const float *vals, int64_t vj, int64_t w, int64_t dv, double *acc) {
+    for (int64_t e = 0; e < dv; e += 8) {
+        __m256d a[4][2];
+        for (int h = 0; h < hn; h++) a[h][0] = a[h][1] = _mm256_setzero_pd();
+        for (int64_t j = 0; j < w; j++) {
+            const float *r = vals + j * vj + e;
+            if (e == 0) /* the first pass reads the rows from memory: a row further on */
+                for (int64_t i = 0; i < dv; i += 16) _mm_prefetch((const char *)(r + 8 * vj + i), _MM_HINT_T0);
+            __m256d v0 = _mm256_cvtps_pd(_mm_loadu_ps(r)), v1 = _mm256_cvtps_pd(_mm_loadu_ps(r + 4));
+            for (int h = 0; h < hn; h++) {
+                __m256d pj = _mm256_broadcast_sd(p + h * p_step + j);
+                a[h][0] = _mm256_fmadd_pd(pj, v0, a[h][0]);
+                a[h][1] = _mm256_fmadd_pd(pj, v1, a[h][1]);
+            }
+        }
+        for (int h = 0; h < hn; h++) {
+            _mm256_storeu_pd(acc + h * dv + e, a[h][0]);
+            _mm256_storeu_pd(acc + h * dv + e + 4, a[h][1]);
+        }
+    }
+}
+
+/* the two above for G heads, up to 4 at once (each count its own copy, the loops unrolled) */
+__attribute__((target("avx2,fma"))) static void group_dots_all(const double *qd, int64_t g, int64_t d,
+                                                               const float *key, int64_t kj, int64_t w,
+                                                               double *s, int64_t s_step) {
+    for (int64_t h = 0; h < g; h += 4) {
+        const double *q = qd + h * d;
+        double *o = s + h * s_step;
+        switch (g - h >= 4 ? 4 : (int)(g - h)) {
+        case 4: group_dots(q, 4, d, key, kj, w, o, s_step); break;
+        case 3: group_dots(q, 3, d, key, kj, w, o, s_step); break;
+        case 2: group_dots(q, 2, d, key, kj, w, o, s_step); break;
+        default: group_dots(q, 1, d, key, kj, w, o, s_step);
+        }
+    }
+}
+
+__attribute__((target("avx2,fma"))) static void group_weighted_all(const double *p, int64_t p_step, int64_t g,
+                                                                   const float *vals, int64_t vj, int64_t w,
+                                                                   int64_t dv, double *acc) {
+    for (int64_t h = 0; h < g; h += 4) {
+        const double *ph = p + h * p_step;
+        double *o = acc + h * dv;
+        switch (g - h >= 4 ? 4 : (int)(g - h)) {
+        case 4: group_weighted(ph, p_step, 4, vals, vj, w, dv, o); break;
+        case 3: group_weighted(ph, p_step, 3, vals, vj, w, dv, o); break;
+        case 2: group_weighted(ph, p_step, 2, vals, vj, w, dv, o); break;
+        default: group_weighted(ph, p_step, 1, vals, vj, w, dv, o);
+        }
+    }
+}
+
 static int has_avx2(void) {
     static int known = -1;
     if (known < 0) known = __builtin_cpu_supports("avx2");
+    return known;
+}
+
+static int has_fma(void) {
+    static int known = -1;
+    if (known < 0) known = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     return known;
 }
 #endif
@@ -144,15 +290,76 @@ static void weighted_rows(const double *p, const float *vals, int64_t vj, int64_
     }
 }
 
+/* the dot products s[j] (w window positions, then the t new ones) -> the softmax of s * scale + bias */
+static void softmax_row(double *s, const float *bias, const attn_job *a, int64_t w) {
+    const int64_t n = w + a->t;
+    double m = -INFINITY;
+    for (int64_t j = 0; j < n; j++) {
+        s[j] = s[j] * a->scale + (double)bias[(j < w ? j : j - w + a->w) * a->bs[1]];
+        if (isnan(s[j]) || s[j] > m) m = isnan(m) ? m : s[j];
+    }
+    double sum = 0.0;
+#if VG_X86
+    if (isfinite(m) && has_avx2()) {
+        exps_avx2(s, n, m);
+        for (int64_t j = 0; j < n; j++) sum = sum + s[j];
+    } else
+#endif
+        for (int64_t j = 0; j < n; j++) {
+            s[j] = s[j] == -INFINITY && m > -INFINITY ? 0.0 : exp(s[j] - m); /* exp(-inf) = 0 */
+            sum = sum + s[j];
+        }
+    for (int64_t j = 0; j < n; j++) s[j] = s[j] / sum;
+}
+
+/* whether any of the n floats at x (stride 1) is an infinity or a NaN */
+static int any_nonfinite(const float *x, int64_t n) {
+    uint32_t found = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t bits;
+        memcpy(&bits, x + i, 4);
+        found |= (bits & 0x7f800000u) == 0x7f800000u;
+    }
+    return (int)found;
+}
+
+/* The window positions row t must visit: up to the last one its bias leaves visible, when the hidden ones
+ * after it have finite keys and values (their weights are then exactly 0); else all W. */
+static int64_t visible_end(const attn_job *a, const float *bias, const float *kt, const float *pv) {
+    int64_t end = a->w;
+    while (end > 0 && bias[(end - 1) * a->bs[1]] == -INFINITY) end--;
+    if (end == a->w) return end;
+    const int64_t *ks = a->kts, *vs = a->pvs;
+    if (ks[2] == 1 && ks[3] == a->d && vs[3] == 1 && vs[2] == a->dv) { /* whole rows of a cache */
+        int64_t n = a->w - end;
+        return any_nonfinite(kt + end * a->d, n * a->d) || any_nonfinite(pv + end * a->dv, n * a->dv) ? a->w
+                                                                                                      : end;
+    }
+    for (int64_t j = end; j < a->w; j++) {
+        for (int64_t i = 0; i < a->d; i++)
+            if (!isfinite(kt[i * ks[2] + j * ks[3]])) return a->w;
+        for (int64_t e = 0; e < a->dv; e++)
+            if (!isfinite(pv[j * vs[2] + e * vs[3]])) return a->w;
+    }
+    return end;
+}
+
 static void attn_rows(void *ctx, int64_t lo, int64_t hi) {
     attn_job *a = (attn_job *)ctx;
     const int64_t n = a->w + a->t, group = a->h / a->kv;
-    double *s = malloc(sizeof(double) * (size_t)(n + 2 * a->dv + 4));
+    /* scores [group, n], then acc1 and acc2 [group, dv] each, then q in double [group, d] */
+    double *s = malloc(sizeof(double) * (size_t)(group * (n + 2 * a->dv + a->d) + 4));
     if (!s) {
         a->failed = 1;
         return;
     }
-    double *acc1 = s + n, *acc2 = acc1 + a->dv;
+    double *acc1 = s + group * n, *acc2 = acc1 + group * a->dv, *qd = acc2 + group * a->dv;
+#if VG_X86
+    const int grouped = has_fma() && a->qs[3] == 1 && a->kts[2] == 1 && a->pvs[3] == 1 && a->d % 4 == 0 &&
+                        a->dv % 8 == 0;
+#else
+    const int grouped = 0;
+#endif
     for (int64_t row = lo; row < hi; row++) { /* row = (b, g, t) */
         const int64_t t = row % a->t, g = (row / a->t) % a->kv, b = row / (a->t * a->kv);
         const float *kt = a->kt + b * a->kts[0] + g * a->kts[1];
@@ -160,6 +367,32 @@ static void attn_rows(void *ctx, int64_t lo, int64_t hi) {
         const float *k = a->k + b * a->ks[0] + g * a->ks[1];
         const float *v = a->v + b * a->vs[0] + g * a->vs[1];
         const float *bias = a->bias + t * a->bs[0];
+        const int64_t w = visible_end(a, bias, kt, pv), m_all = w + a->t; /* s: w window scores, then t */
+#if VG_X86
+        if (grouped) {
+            for (int64_t hh = 0; hh < group; hh++) {
+                const float *q = a->q + b * a->qs[0] + (g * group + hh) * a->qs[1] + t * a->qs[2];
+                for (int64_t i = 0; i < a->d; i++) qd[hh * a->d + i] = (double)q[i];
+            }
+            group_dots_all(qd, group, a->d, kt, a->kts[3], w, s, m_all);
+            for (int64_t hh = 0; hh < group; hh++) {
+                double *sh = s + hh * m_all;
+                const float *q = a->q + b * a->qs[0] + (g * group + hh) * a->qs[1] + t * a->qs[2];
+                for (int64_t i = 0; i < a->t; i++)
+                    sh[w + i] = a->ks[3] == 1 ? dot_avx2(q, k + i * a->ks[2], a->d)
+                                              : dot1(q, 1, k + i * a->ks[2], a->ks[3], a->d);
+                softmax_row(sh, bias, a, w);
+            }
+            group_weighted_all(s, m_all, group, pv, a->pvs[2], w, a->dv, acc1);
+            for (int64_t hh = 0; hh < group; hh++) {
+                const int64_t h = g * group + hh;
+                weighted_rows(s + hh * m_all + w, v, a->vs[2], a->vs[3], a->t, a->dv, acc2);
+                float *o = a->out + ((b * a->h + h) * a->t + t) * a->dv;
+                for (int64_t e = 0; e < a->dv; e++) o[e] = (float)(acc1[hh * a->dv + e] + acc2[e]);
+            }
+            continue;
+        }
+#endif
         for (int64_t hh = 0; hh < group; hh++) {
             const int64_t h = g * group + hh;
             const float *q = a->q + b * a->qs[0] + h * a->qs[1] + t * a->qs[2];
@@ -169,36 +402,26 @@ static void attn_rows(void *ctx, int64_t lo, int64_t hi) {
                 if (a->d % 4 == 0 && a->d <= 256) {
                     double qd[256];
                     for (int64_t i = 0; i < a->d; i++) qd[i] = (double)q[i];
-                    for (; j + 4 <= a->w; j += 4) dots4_avx2(qd, kt + j * a->kts[3], a->kts[3], a->d, s + j);
+                    for (; j + 4 <= w; j += 4) dots4_avx2(qd, kt + j * a->kts[3], a->kts[3], a->d, s + j);
                 }
-                for (; j < a->w; j++) s[j] = dot_avx2(q, kt + j * a->kts[3], a->d);
+                for (; j < w; j++) s[j] = dot_avx2(q, kt + j * a->kts[3], a->d);
             }
 #endif
-            for (; j + 4 <= a->w; j += 4)
+            for (; j + 4 <= w; j += 4)
                 dots4(q, a->qs[3], kt + j * a->kts[3], a->kts[2], a->kts[3], a->d, s + j);
-            for (; j < a->w; j++) s[j] = dot1(q, a->qs[3], kt + j * a->kts[3], a->kts[2], a->d);
+            for (; j < w; j++) s[j] = dot1(q, a->qs[3], kt + j * a->kts[3], a->kts[2], a->d);
             for (int64_t i = 0; i < a->t; i++) {
 #if VG_X86
                 if (a->qs[3] == 1 && a->ks[3] == 1 && has_avx2()) {
-                    s[a->w + i] = dot_avx2(q, k + i * a->ks[2], a->d);
+                    s[w + i] = dot_avx2(q, k + i * a->ks[2], a->d);
                     continue;
                 }
 #endif
-                s[a->w + i] = dot1(q, a->qs[3], k + i * a->ks[2], a->ks[3], a->d);
+                s[w + i] = dot1(q, a->qs[3], k + i * a->ks[2], a->ks[3], a->d);
             }
-            double m = -INFINITY;
-            for (j = 0; j < n; j++) {
-                s[j] = s[j] * a->scale + (double)bias[j * a->bs[1]];
-                if (isnan(s[j]) || s[j] > m) m = isnan(m) ? m : s[j];
-            }
-            double sum = 0.0;
-            for (j = 0; j < n; j++) {
-                s[j] = s[j] == -INFINITY && m > -INFINITY ? 0.0 : exp(s[j] - m); /* exp(-inf) = 0 */
-                sum = sum + s[j];
-            }
-            for (j = 0; j < n; j++) s[j] = s[j] / sum;
-            weighted_rows(s, pv, a->pvs[2], a->pvs[3], a->w, a->dv, acc1);
-            weighted_rows(s + a->w, v, a->vs[2], a->vs[3], a->t, a->dv, acc2);
+            softmax_row(s, bias, a, w);
+            weighted_rows(s, pv, a->pvs[2], a->pvs[3], w, a->dv, acc1);
+            weighted_rows(s + w, v, a->vs[2], a->vs[3], a->t, a->dv, acc2);
             float *o = a->out + ((b * a->h + h) * a->t + t) * a->dv;
             for (int64_t e = 0; e < a->dv; e++) o[e] = (float)(acc1[e] + acc2[e]);
         }

@@ -2,10 +2,10 @@
 of the KV cache (a view: no copy) and the new tokens.
 
 Like the reference it computes the scores, softmax and weighted sums in f64 and rounds once; only the
-order of its sums differs from the reference's (BLAS's), so each result is within an f32 rounding of the
-reference's: |c - ref| <= 2^-23 |ref| + atol, atol bounding the f64 sums' error for |q|, |k|, |v| <=
-`UNIT`, head dims up to `D_STATED` and windows up to `W_STATED` positions (scale <= 1). Other dtypes run
-the reference.
+order and rounding of its sums (fused multiply-adds where the CPU has them) and its exp (a few ulps of
+f64) differ from the reference's, so each result is within an f32 rounding of the reference's:
+|c - ref| <= 2^-23 |ref| + atol, atol bounding the f64 sums' error for |q|, |k|, |v| <= `UNIT`, head dims
+up to `D_STATED` and windows up to `W_STATED` positions (scale <= 1). Other dtypes run the reference.
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 
 The compiler is `CC` when set, else the first of cc, gcc and clang on the PATH. All `.c` files of this
 package are compiled in one call into `<cache>/cpu-<hash>.so`, the hash covering the sources, the
-compiler (path and version) and the flags, so a change to any of them builds anew. The cache folder is
+compiler (path and version) and the flags, so a change to any of them builds anew. `build` also builds
+one generated C source (the fused kernels of fused.py, which include this package's headers) the same
+way, into `<cache>/<prefix>-<hash>.so`. The cache folder is
 `VERIGRAD_CACHE`, else `verigrad` in the user's cache directory. The library is written to a temporary
 file and moved into place, so processes building at once do not see half a file.
 
@@ -25,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-BASE_FLAGS = ["-O3", "-fPIC", "-shared", "-std=c11", "-pthread", "-fno-math-errno", "-fno-fast-math"]
+# -fno-math-errno after -fno-fast-math, which turns errno back on (and so keeps sqrt a call, unvectorised)
+BASE_FLAGS = ["-O3", "-fPIC", "-shared", "-std=c11", "-pthread", "-fno-fast-math", "-fno-math-errno"]
 EXACT_FLAGS = ["-ffp-contract=off"]
 NATIVE_FLAGS = ["-ffp-contract=fast", "-march=native"]
 
@@ -77,12 +80,18 @@ def sources() -> list[Path]:
     return sorted(HERE.glob("*.c"))
 
 
-def library_name(cc: list[str], version: str, opts: list[str]) -> str:
+def library_name(
+    cc: list[str], version: str, opts: list[str], prefix: str = "cpu", source: str | None = None
+) -> str:
+    """`<prefix>-<hash>.so`, the hash covering the package's sources and headers (or the generated
+    `source` and the headers), the compiler and the flags."""
     h = hashlib.sha256()
-    for path in sorted(HERE.glob("*.[ch]")):
+    if source is not None:
+        h.update(b"generated.c\0" + source.encode() + b"\0")
+    for path in sorted(HERE.glob("*.h" if source is not None else "*.[ch]")):
         h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     h.update("\0".join([*cc, version, *opts]).encode())
-    return f"cpu-{h.hexdigest()[:20]}.so"
+    return f"{prefix}-{h.hexdigest()[:20]}.so"
 
 
 def _check(done: subprocess.CompletedProcess, cc: list[str]) -> None:
@@ -91,11 +100,17 @@ def _check(done: subprocess.CompletedProcess, cc: list[str]) -> None:
         raise BuildError(f"the C build failed ({cc[0]}): {first.strip()}")
 
 
-def _compile_and_link(cc: list[str], opts: list[str], objects: str, out: str) -> None:
-    """Each source compiled to an object file, as many at once as there are CPUs; then one link."""
+def _compile_and_link(cc: list[str], opts: list[str], objects: str, out: str, srcs: list[Path]) -> None:
+    """Each source compiled to an object file, as many at once as there are CPUs; then one link. One
+    source is compiled and linked in one call."""
+    opts = [*opts, "-I", str(HERE)]
+    if len(srcs) == 1:
+        cmd = [*cc, *opts, str(srcs[0]), "-o", out, "-lm"]
+        _check(subprocess.run(cmd, capture_output=True, text=True, timeout=600), cc)
+        return
     compile_opts = [o for o in opts if o != "-shared"]
     jobs = []
-    for src in sources():
+    for src in srcs:
         obj = os.path.join(objects, src.stem + ".o")
         cmd = [*cc, *compile_opts, "-c", str(src), "-o", obj]
         jobs.append((obj, cmd))
@@ -127,13 +142,14 @@ def _wait(job: tuple[subprocess.Popen, str], cc: list[str]) -> None:
     _check(subprocess.CompletedProcess(proc.args, proc.returncode, "", err), cc)
 
 
-def build() -> tuple[ctypes.CDLL, dict[str, Any]]:
-    """The loaded library and what was built how; BuildError with a one-line reason otherwise."""
+def build(prefix: str = "cpu", source: str | None = None) -> tuple[ctypes.CDLL, dict[str, Any]]:
+    """The loaded library and what was built how; BuildError with a one-line reason otherwise. The
+    package's sources, or the generated C `source` (for a library named `prefix`)."""
     cc = find_compiler()
     version = compiler_version(cc)
     opts = flags()
     folder = cache_dir()
-    path = folder / library_name(cc, version, opts)
+    path = folder / library_name(cc, version, opts, prefix, source)
     info: dict[str, Any] = {
         "compiler": " ".join(cc),
         "version": version,
@@ -153,7 +169,11 @@ def build() -> tuple[ctypes.CDLL, dict[str, Any]]:
             raise BuildError(f"cannot write to the cache folder {folder}: {e}") from None
         try:
             with tempfile.TemporaryDirectory(prefix=".objects-", dir=folder) as objects:
-                _compile_and_link(cc, opts, objects, tmp)
+                srcs = sources()
+                if source is not None:
+                    srcs = [Path(objects) / f"{prefix}.c"]
+                    srcs[0].write_text(source)
+                _compile_and_link(cc, opts, objects, tmp, srcs)
             os.replace(tmp, path)
         except (OSError, subprocess.SubprocessError) as e:
             raise BuildError(f"the C build failed ({cc[0]}): {e}") from None

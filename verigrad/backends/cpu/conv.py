@@ -9,6 +9,10 @@ reduction over axes that are not the innermost does. Where the window axes are t
 with a 1x1 output, NHWC with one channel), NumPy's inner loops sum pairwise and take SIMD maxima (which
 break 0/-0 ties in their own order): the pools then run their decompositions on the references.
 Threads split rows of the output (or of the image, for the sums into it).
+
+The pools first try pooling.c's kernels, for windows that tile the image (stride == kernel, no padding or
+dilation, the innermost axis contiguous: the common 2x2 pool): one pass over the data on SIMD vectors,
+the same bits; they decline every other case, which conv.c's kernels take.
 """
 
 from __future__ import annotations
@@ -70,6 +74,12 @@ class _Kernels:
         self.c_max = lib.fn(f"vg_max_pool_{name}", [_P, _P, _P, *_TAIL])
         self.c_avg = lib.fn(f"vg_avg_pool_{name}", [_P, _P, _P, *_TAIL])
         self.c_max_grad = lib.fn(f"vg_max_pool_grad_{name}", [_P, _P, _P, _P, *_TAIL], restype=ctypes.c_int)
+        # pooling.c's: 0 when the windows do not tile the image (conv.c's kernel then runs)
+        self.c_tile_max = lib.fn(f"vg_tile_max_pool_{name}", [_P, _P, _P, *_TAIL], restype=ctypes.c_int)
+        self.c_tile_avg = lib.fn(f"vg_tile_avg_pool_{name}", [_P, _P, _P, *_TAIL], restype=ctypes.c_int)
+        self.c_tile_max_grad = lib.fn(
+            f"vg_tile_max_pool_grad_{name}", [_P, _P, _P, _P, *_TAIL], restype=ctypes.c_int
+        )
 
     def _tail(self) -> tuple[int, int]:
         return _ffi._min_chunk[0], self.backend.threads
@@ -97,14 +107,17 @@ class _Kernels:
                 out.fill(0)
         return out
 
-    def pool(self, fn: Any, x, kernel, stride, padding, dilation, layout) -> np.ndarray:
+    def pool(self, fns: tuple[Any, Any], x, kernel, stride, padding, dilation, layout) -> np.ndarray:
+        """`fns`: pooling.c's kernel, and conv.c's for the cases it declines."""
         x = _usable(x)
         geo, (n, c, ho, wo) = _geometry(
             x.shape, layout, kernel, stride, padding, dilation, _logical(_elements(x), layout)
         )
         out = np.empty(_pooled_shape(n, c, ho, wo, layout), self.dtype)
         if out.size:
-            fn(self.data(x), self.data(out), geo, *self._tail())
+            args = (self.data(x), self.data(out), geo, *self._tail())
+            if not fns[0](*args):
+                fns[1](*args)
         return out
 
     def max_pool_grad(self, g, x, kernel, stride, padding, dilation, layout) -> np.ndarray:
@@ -114,8 +127,10 @@ class _Kernels:
             x.shape, layout, kernel, stride, padding, dilation, _logical(_elements(x), layout), g_strides
         )
         out = np.empty(x.shape, self.dtype)
-        if out.size and self.c_max_grad(self.data(x), self.data(g), self.data(out), geo, *self._tail()):
-            raise MemoryError("max_pool2d_grad: cannot allocate the windows' maximum offsets")
+        if out.size:
+            args = (self.data(x), self.data(g), self.data(out), geo, *self._tail())
+            if not self.c_tile_max_grad(*args) and self.c_max_grad(*args):
+                raise MemoryError("max_pool2d_grad: cannot allocate the windows' maximum offsets")
         return out
 
 
@@ -128,9 +143,9 @@ def _innermost_windows(x: np.ndarray, kernel, stride, padding, dilation, layout:
     return ho * wo == 1
 
 
-def _pool(k: _Kernels, fn: Any, reduce: str, pad_value: float) -> Callable:
-    """A pooling kernel: the C one, or the decomposition on the references (im2col, then `reduce` over
-    the window axes) where the window axes are the innermost."""
+def _pool(k: _Kernels, fns: tuple[Any, Any], reduce: str, pad_value: float) -> Callable:
+    """A pooling kernel: the C ones (`fns`, see `_Kernels.pool`), or the decomposition on the references
+    (im2col, then `reduce` over the window axes) where the window axes are the innermost."""
     from ...registry import OPS
 
     im2col, reduction = OPS["im2col"].reference, OPS[reduce].reference
@@ -140,7 +155,7 @@ def _pool(k: _Kernels, fn: Any, reduce: str, pad_value: float) -> Callable:
             window = {"kernel": kernel, "stride": stride, "padding": padding, "dilation": dilation}
             cols = im2col(x, **window, layout=layout, pad_value=pad_value)
             return reduction(cols, axis=(2, 3) if layout == "NCHW" else (3, 4), keepdim=False)
-        return k.pool(fn, x, kernel, stride, padding, dilation, layout)
+        return k.pool(fns, x, kernel, stride, padding, dilation, layout)
 
     return pool2d
 
@@ -150,6 +165,6 @@ def register(backend: Any, lib: Library) -> None:
         k = _Kernels(lib, name, dtype, backend)
         backend.register("im2col", k.im2col, name)
         backend.register("col2im", k.col2im, name)
-        backend.register("max_pool2d", _pool(k, k.c_max, "max", -np.inf), name)
-        backend.register("avg_pool2d", _pool(k, k.c_avg, "mean", 0.0), name)
+        backend.register("max_pool2d", _pool(k, (k.c_tile_max, k.c_max), "max", -np.inf), name)
+        backend.register("avg_pool2d", _pool(k, (k.c_tile_avg, k.c_avg), "mean", 0.0), name)
         backend.register("max_pool2d_grad", k.max_pool_grad, name)

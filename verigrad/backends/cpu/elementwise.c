@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "vg.h"
+#include "vg_math.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define VG_X86 1
@@ -32,43 +33,6 @@ typedef struct {
     const void *b;
     void *out;
 } vg_args;
-
-/* ---- the references' formulas, in double --------------------------------------------------------- */
-#define SQRT2 0x1.6a09e667f3bcdp+0       /* math.sqrt(2.0) */
-#define SQRT_2PI 0x1.40d931ff62705p+1    /* math.sqrt(2 * math.pi) */
-#define SQRT_2_OVER_PI 0x1.9884533d43651p-1
-#define GELU_A 0.044715
-
-/* e = exp(-|x|); x >= 0 ? 1 / (1 + e) : e / (1 + e) */
-static inline double d_sigmoid(double x) {
-    double e = exp(-fabs(x));
-    return x >= 0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
-}
-/* u = expm1(-2|x|); copysign(-u / (u + 2), x) */
-static inline double d_tanh(double x) {
-    double u = expm1(-2.0 * fabs(x));
-    return copysign(-u / (u + 2.0), x);
-}
-static inline double d_exp(double x) { return exp(x); }
-static inline double d_silu(double x) { return x * d_sigmoid(x); }
-static inline double d_silu_deriv(double x) {
-    double s = d_sigmoid(x);
-    return s * (1.0 + x * (1.0 - s));
-}
-static inline double d_gelu(double x) { return 0.5 * x * (1.0 + erf(x / SQRT2)); }
-static inline double d_gelu_deriv(double x) {
-    double cdf = 0.5 * (1.0 + erf(x / SQRT2));
-    double pdf = exp(-0.5 * x * x) / SQRT_2PI;
-    return cdf + x * pdf;
-}
-static inline double d_gelu_tanh(double x) {
-    double t = d_tanh(SQRT_2_OVER_PI * (x + GELU_A * x * x * x));
-    return 0.5 * x * (1.0 + t);
-}
-static inline double d_gelu_tanh_deriv(double x) {
-    double t = d_tanh(SQRT_2_OVER_PI * (x + GELU_A * x * x * x));
-    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_A * x * x);
-}
 
 /* ---- kernels ----------------------------------------------------------------------------------------- */
 #define UNARY_LOOP(NAME, T, SUF, EXPR, ATTR)                                                  \

@@ -356,6 +356,15 @@ typedef void (*dgemm64_fn)(int, int, int, int64_t, int64_t, int64_t, double, con
                            const double *, int64_t, double, double *, int64_t);
 typedef void (*dgemm32_fn)(int, int, int, int32_t, int32_t, int32_t, double, const double *, int32_t,
                            const double *, int32_t, double, double *, int32_t);
+/* cblas_?gemv likewise */
+typedef void (*sgemv64_fn)(int, int, int64_t, int64_t, float, const float *, int64_t, const float *, int64_t, float,
+                           float *, int64_t);
+typedef void (*sgemv32_fn)(int, int, int32_t, int32_t, float, const float *, int32_t, const float *, int32_t, float,
+                           float *, int32_t);
+typedef void (*dgemv64_fn)(int, int, int64_t, int64_t, double, const double *, int64_t, const double *, int64_t,
+                           double, double *, int64_t);
+typedef void (*dgemv32_fn)(int, int, int32_t, int32_t, double, const double *, int32_t, const double *, int32_t,
+                           double, double *, int32_t);
 
 #define CBLAS_ROW_MAJOR 101
 
@@ -451,14 +460,21 @@ static int blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int64
     return 0;
 }
 
-#define BLAS_TILE 256     /* the largest tile side */
-#define BLAS_MIN_SIDE 64  /* tiles are split until there are BLAS_MIN_TILES, down to this side */
+#define BLAS_TILE 256          /* the largest tile side */
+#define BLAS_MIN_SIDE 64       /* tiles are split until there are BLAS_MIN_TILES, down to this side */
 #define BLAS_MIN_TILES 4
+#define BLAS_TILE_WORK 131072  /* multiply-adds below which a tile is not split (one BLAS call is cheaper) */
+#define BLAS_THREAD_WORK 262144 /* multiply-adds a thread is given at least (waking one costs microseconds) */
+#define KSPLIT_MIN_K 4096      /* a product whose c is one tile is split along k from this depth */
+#define KSPLIT_BLOCK 2048      /* the least depth of a k-block */
+#define KSPLIT_MAX_BLOCKS 32
 
 typedef struct {
-    void *fn;
+    void *fn, *gemv; /* cblas_?gemm, and cblas_?gemv for a c of one row or column (or NULL) */
     int int64, ta, tb, check, bad;
     int64_t m, n, k, lda, ldb, ldc, mb, nb, row_tiles, col_tiles;
+    int64_t kb;  /* k-split: the depth of a block (0: tiles of c) */
+    void *parts; /* k-split: each block's m x n product, row-major, in block order */
     const int64_t *offs;
     double alpha, beta;
     const void *a, *b;
@@ -466,17 +482,22 @@ typedef struct {
     finite_fn finite;
 } blas_job;
 
-/* The tile of c: BLAS_TILE columns at most, and rows up to BLAS_TILE^2 elements, halved (the longer side first) until the product has
- * BLAS_MIN_TILES tiles or both sides are BLAS_MIN_SIDE. It depends on the shape alone. */
-static void blas_tile(int64_t batch, int64_t m, int64_t n, int64_t *mb, int64_t *nb) {
-    *nb = imin(n, BLAS_TILE);
+/* The tile of c: BLAS_TILE columns at most (a c of one row: all), and rows up to BLAS_TILE^2 elements,
+ * halved (the longer side first) until the product has BLAS_MIN_TILES tiles, both sides are
+ * BLAS_MIN_SIDE, or a tile would hold less than BLAS_TILE_WORK multiply-adds; then the sides are evened
+ * out (rows in multiples of 16). It depends on the shape alone. */
+static void blas_tile(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t *mb, int64_t *nb) {
+    *nb = m == 1 ? n : imin(n, BLAS_TILE); /* GEMV tiles pack nothing: they are split for threads only */
     *mb = imin(m, BLAS_TILE * BLAS_TILE / *nb);
-    while (batch * cdiv(m, *mb) * cdiv(n, *nb) < BLAS_MIN_TILES && (*mb > BLAS_MIN_SIDE || *nb > BLAS_MIN_SIDE)) {
+    while (batch * cdiv(m, *mb) * cdiv(n, *nb) < BLAS_MIN_TILES && (*mb > BLAS_MIN_SIDE || *nb > BLAS_MIN_SIDE) &&
+           *mb * *nb * k >= 2 * BLAS_TILE_WORK) {
         if (*mb >= *nb)
             *mb = cdiv(*mb, 2);
         else
             *nb = cdiv(*nb, 2);
     }
+    *mb = imin(m, cdiv(cdiv(m, cdiv(m, *mb)), 16) * 16);
+    *nb = imin(n, cdiv(n, cdiv(n, *nb)));
 }
 
 /* Whether no partial sum of the product can overflow: every input finite and k max|a| max|b| |alpha|
@@ -506,34 +527,93 @@ NO_OVERFLOW(double, uint64_t, 0x7ff0000000000000ull, 8.9e307, f64)
 /* Tiles of c, one single-threaded cblas call each (row-major; ta, tb: 111 no transpose, 112
  * transpose). OpenBLAS's bits for an element depend on where its tile boundaries fall, and the tiles
  * depend on the shape alone, so the bits do not depend on the thread count. With `check`, a tile is
- * scanned for infinities and NaNs while it is in cache. */
-#define BLAS_TILES(T, NAME, F64, F32)                                                        \
+ * scanned for infinities and NaNs while it is in cache.
+ * A product whose c is one tile and whose k is long (KSPLIT_MIN_K) is split along k instead: blocks of
+ * a depth that depends on the shape alone, one cblas call each into a buffer, then summed in block order
+ * in double (alpha * sum + beta * c, rounded once), so again the thread count does not matter. */
+#define BLAS_TILES(T, NAME, F64, F32, GEMV64, GEMV32)                                                    \
+    /* c[:m, :n] = alpha * a @ b + beta * c: a GEMV when c is one row or column (it reads the matrix     \
+     * once; GEMM would pack it first), else a GEMM. */                                                  \
+    static void blas_call_##NAME(const blas_job *g, int64_t m, int64_t n, int64_t k, double alpha,       \
+                                 const T *a, const T *b, double beta, T *c, int64_t ldc) {               \
+        if (g->gemv && (m == 1 || n == 1)) {                                                             \
+            int trans = 111;                                                                             \
+            int64_t rows, cols, incx, incy, len = m == 1 ? n : m;                                        \
+            const T *mat, *x;                                                                            \
+            if (m == 1) { /* the row c = b^T a: b stored k x n (transposed) or n x k */                  \
+                mat = b, x = a, incx = g->ta == 111 ? 1 : g->lda, incy = 1;                              \
+                if (g->tb == 111)                                                                        \
+                    trans = 112, rows = k, cols = n;                                                     \
+                else                                                                                     \
+                    rows = n, cols = k;                                                                  \
+            } else { /* the column c = a b: a stored m x k or k x m (transposed) */                      \
+                mat = a, x = b, incx = g->tb == 111 ? g->ldb : 1, incy = ldc;                            \
+                if (g->ta == 111)                                                                        \
+                    rows = m, cols = k;                                                                  \
+                else                                                                                     \
+                    trans = 112, rows = k, cols = m;                                                     \
+            }                                                                                            \
+            int64_t lda = m == 1 ? g->ldb : g->lda;                                                      \
+            if (beta == 0.0) /* c is not read */                                                         \
+                for (int64_t i = 0; i < len; i++) c[i * incy] = (T)0;                                    \
+            if (g->int64)                                                                                \
+                ((GEMV64)g->gemv)(CBLAS_ROW_MAJOR, trans, rows, cols, (T)alpha, mat, lda, x, incx, (T)beta, c, \
+                                  incy);                                                                 \
+            else                                                                                         \
+                ((GEMV32)g->gemv)(CBLAS_ROW_MAJOR, trans, (int32_t)rows, (int32_t)cols, (T)alpha, mat,     \
+                                  (int32_t)lda, x, (int32_t)incx, (T)beta, c, (int32_t)incy);            \
+            return;                                                                                      \
+        }                                                                                                \
+        if (g->int64)                                                                                    \
+            ((F64)g->fn)(CBLAS_ROW_MAJOR, g->ta, g->tb, m, n, k, (T)alpha, a, g->lda, b, g->ldb, (T)beta, c, \
+                         ldc);                                                                           \
+        else                                                                                             \
+            ((F32)g->fn)(CBLAS_ROW_MAJOR, g->ta, g->tb, (int32_t)m, (int32_t)n, (int32_t)k, (T)alpha, a,   \
+                         (int32_t)g->lda, b, (int32_t)g->ldb, (T)beta, c, (int32_t)ldc);                 \
+    }                                                                                                    \
     static void blas_chunk_##NAME(void *ctx, int64_t lo, int64_t hi) {                                   \
         blas_job *g = ctx;                                                                               \
         int64_t per_item = g->row_tiles * g->col_tiles;                                                  \
         for (int64_t u = lo; u < hi; u++) {                                                              \
+            if (g->kb) { /* block u of k (one batch item) */                                             \
+                int64_t p0 = u * g->kb, kc = imin(g->kb, g->k - p0);                                     \
+                const T *a = (const T *)g->a + g->offs[0] + (g->ta == 111 ? p0 : p0 * g->lda);           \
+                const T *b = (const T *)g->b + g->offs[1] + (g->tb == 111 ? p0 * g->ldb : p0);           \
+                blas_call_##NAME(g, g->m, g->n, kc, 1.0, a, b, 0.0, (T *)g->parts + u * g->m * g->n, g->n); \
+                continue;                                                                                \
+            }                                                                                            \
             int64_t item = u / per_item, rest = u % per_item;                                            \
             int64_t i0 = (rest / g->col_tiles) * g->mb, j0 = (rest % g->col_tiles) * g->nb;              \
             int64_t m = imin(g->mb, g->m - i0), n = imin(g->nb, g->n - j0);                              \
             const T *a = (const T *)g->a + g->offs[3 * item] + (g->ta == 111 ? i0 * g->lda : i0);        \
             const T *b = (const T *)g->b + g->offs[3 * item + 1] + (g->tb == 111 ? j0 : j0 * g->ldb);    \
             T *c = (T *)g->c + g->offs[3 * item + 2] + i0 * g->ldc + j0;                                 \
-            if (g->int64)                                                                                \
-                ((F64)g->fn)(CBLAS_ROW_MAJOR, g->ta, g->tb, m, n, g->k, (T)g->alpha, a, g->lda, b, g->ldb, \
-                             (T)g->beta, c, g->ldc);                                                     \
-            else                                                                                         \
-                ((F32)g->fn)(CBLAS_ROW_MAJOR, g->ta, g->tb, (int32_t)m, (int32_t)n, (int32_t)g->k,       \
-                             (T)g->alpha, a, (int32_t)g->lda, b, (int32_t)g->ldb, (T)g->beta, c,         \
-                             (int32_t)g->ldc);                                                           \
+            blas_call_##NAME(g, m, n, g->k, g->alpha, a, b, g->beta, c, g->ldc);                         \
             if (g->check && !g->finite(c, m, n, g->ldc)) __atomic_store_n(&g->bad, 1, __ATOMIC_RELAXED); \
         }                                                                                                \
     }                                                                                                    \
+    /* c = alpha * (the blocks' products summed in block order, in double) + beta * c, rounded once. */  \
+    static void ksplit_sum_##NAME(blas_job *g, int64_t blocks) {                                         \
+        const T *parts = g->parts;                                                                       \
+        T *c = (T *)g->c + g->offs[2];                                                                   \
+        int64_t mn = g->m * g->n;                                                                        \
+        for (int64_t i = 0; i < g->m; i++)                                                               \
+            for (int64_t j = 0; j < g->n; j++) {                                                         \
+                const T *p = parts + i * g->n + j;                                                       \
+                double s = (double)p[0];                                                                 \
+                for (int64_t q = 1; q < blocks; q++) s = s + (double)p[q * mn];                          \
+                double v = g->alpha * s;                                                                 \
+                if (g->beta != 0.0) v = v + g->beta * (double)c[i * g->ldc + j];                         \
+                c[i * g->ldc + j] = (T)v;                                                                \
+            }                                                                                            \
+        if (g->check && !g->finite(c, g->m, g->n, g->ldc)) g->bad = 1;                                   \
+    }                                                                                                    \
     /* 1: done; 0: done, and `check` found an infinity or a NaN in c; BLAS_NOT_USED: alpha == 0 or   \
      * k == 0; BLAS_A, BLAS_B, BLAS_C: that operand has a layout BLAS cannot take (nothing done). */     \
-    int vg_gemm_blas_##NAME(void *fn, int int64, int check, int64_t batch, const int64_t *offs, int64_t m, \
-                            int64_t n, int64_t k, double alpha, const T *a, int64_t rsa, int64_t csa,    \
-                            const T *b, int64_t rsb, int64_t csb, double beta, T *c, int64_t rsc,        \
-                            int64_t csc, int threads) {                                                  \
+    int vg_gemm_blas_##NAME(void *fn, void *gemv, int int64, int check, int64_t batch, const int64_t *offs, \
+                            int64_t m, int64_t n, int64_t k, double alpha, const T *a, int64_t rsa,      \
+                            int64_t csa, const T *b, int64_t rsb, int64_t csb, double beta, T *c,        \
+                            int64_t rsc, int64_t csc, int threads) {                                     \
         int64_t lda, ldb, ldc, mb, nb;                                                                   \
         if (alpha == 0.0 || k <= 0) return BLAS_NOT_USED;                                                \
         int ta = blas_layout(m, k, rsa, csa, &lda), tb = blas_layout(k, n, rsb, csb, &ldb);              \
@@ -541,17 +621,107 @@ NO_OVERFLOW(double, uint64_t, 0x7ff0000000000000ull, 8.9e307, f64)
         if (!tb) return BLAS_B;                                                                          \
         if (blas_layout(m, n, rsc, csc, &ldc) != 111) return BLAS_C;                                     \
         if (batch <= 0 || m <= 0 || n <= 0) return 1;                                                    \
-        blas_tile(batch, m, n, &mb, &nb);                                                                \
-        blas_job g = {fn, int64, ta, tb, check, 0, m, n, k, lda, ldb, ldc, mb, nb, cdiv(m, mb),          \
-                      cdiv(n, nb), offs, alpha, beta, a, b, c, pick_finite_##NAME()};                    \
-        if (check && m * k + k * n < m * n && no_overflow_##NAME(&g, batch)) g.check = 0;                \
-        int64_t units = batch * g.row_tiles * g.col_tiles;                                               \
+        blas_tile(batch, m, n, k, &mb, &nb);                                                             \
+        blas_job g = {fn, gemv, int64, ta, tb, check, 0, m, n, k, lda, ldb, ldc, mb, nb, cdiv(m, mb),    \
+                      cdiv(n, nb), 0, 0, offs, alpha, beta, a, b, c, pick_finite_##NAME()};              \
+        int64_t units = batch * g.row_tiles * g.col_tiles, unit_work = mb * nb * k;                      \
+        if (units == 1 && k >= KSPLIT_MIN_K) {                                                           \
+            int64_t blocks = imin(KSPLIT_MAX_BLOCKS, k / KSPLIT_BLOCK);                                  \
+            g.kb = cdiv(k, blocks);                                                                      \
+            g.parts = malloc(sizeof(T) * (size_t)(blocks * m * n));                                      \
+            if (g.parts) {                                                                               \
+                units = cdiv(k, g.kb);                                                                   \
+                unit_work = m * n * g.kb;                                                                \
+            } else                                                                                       \
+                g.kb = 0;                                                                                \
+        }                                                                                                \
+        if (!g.kb && check && m * k + k * n < m * n && no_overflow_##NAME(&g, batch)) g.check = 0;       \
         int before = blas_get_threads ? blas_get_threads() : 1;                                          \
         if (before != 1) blas_set_threads(1);                                                            \
-        vg_parallel_for(units, cdiv(MIN_UNIT_WORK, mb * nb * k), threads, blas_chunk_##NAME, &g);        \
+        vg_parallel_for(units, cdiv(BLAS_THREAD_WORK, unit_work), threads, blas_chunk_##NAME, &g);       \
         if (before != 1) blas_set_threads(before);                                                       \
+        if (g.kb) {                                                                                      \
+            ksplit_sum_##NAME(&g, units);                                                                \
+            free(g.parts);                                                                               \
+        }                                                                                                \
         return !g.bad;                                                                                   \
     }
 
-BLAS_TILES(float, f32, sgemm64_fn, sgemm32_fn)
-BLAS_TILES(double, f64, dgemm64_fn, dgemm32_fn)
+BLAS_TILES(float, f32, sgemm64_fn, sgemm32_fn, sgemv64_fn, sgemv32_fn)
+BLAS_TILES(double, f64, dgemm64_fn, dgemm32_fn, dgemv64_fn, dgemv32_fn)
+
+/* ---------------------------------------------------------------- one call per product */
+
+/* A product's description, prepared once per layout (linalg.py keeps one per shape and strides): with
+ * the data pointers, all a call needs. Every field is 8 bytes wide. */
+typedef struct {
+    int64_t f64;   /* 0: f32, 1: f64 */
+    int64_t exact; /* the exact path; else the fast one (fn) */
+    int64_t int64; /* fn takes 64-bit integers */
+    void *fn;      /* cblas_?gemm */
+    void *gemv;    /* cblas_?gemv, or NULL */
+    int64_t batch, m, n, k, rsa, csa, rsb, csb, rsc, csc;
+    const int64_t *offs; /* per batch item: offset of a, of b, of c */
+    double alpha, beta;
+} vg_gemm_args;
+
+/* c = alpha * a @ b + beta * c on the path `p` names. The fast path takes the exact one where BLAS does
+ * not apply (alpha == 0, k == 0) or gave an infinity or a NaN with beta == 0 (c was not an input, so it
+ * can be computed again). Returns 1 when done, else BLAS_A, BLAS_B or BLAS_C: that operand must be given
+ * in another layout (BLAS cannot take it, or its data is not aligned to its element), nothing done. */
+int vg_gemm(const vg_gemm_args *p, const void *a, const void *b, void *c, int threads) {
+    uintptr_t align = p->f64 ? 8 : 4;
+    if ((uintptr_t)a % align) return BLAS_A;
+    if ((uintptr_t)b % align) return BLAS_B;
+    if ((uintptr_t)c % align) return BLAS_C;
+    if (!p->exact) {
+        int done = p->f64 ? vg_gemm_blas_f64(p->fn, p->gemv, (int)p->int64, p->beta == 0.0, p->batch, p->offs,
+                                             p->m, p->n, p->k, p->alpha, a, p->rsa, p->csa, b, p->rsb, p->csb,
+                                             p->beta, c, p->rsc, p->csc, threads)
+                          : vg_gemm_blas_f32(p->fn, p->gemv, (int)p->int64, p->beta == 0.0, p->batch, p->offs,
+                                             p->m, p->n, p->k, p->alpha, a, p->rsa, p->csa, b, p->rsb, p->csb,
+                                             p->beta, c, p->rsc, p->csc, threads);
+        if (done == 1 || (done == 0 && p->beta != 0.0)) return 1;
+        if (done != 0 && done != BLAS_NOT_USED) return done;
+    }
+    if (p->f64)
+        vg_gemm_exact_f64(p->batch, p->offs, p->m, p->n, p->k, p->alpha, a, p->rsa, p->csa, b, p->rsb, p->csb,
+                          p->beta, c, p->rsc, p->csc, threads);
+    else
+        vg_gemm_exact_f32(p->batch, p->offs, p->m, p->n, p->k, p->alpha, a, p->rsa, p->csa, b, p->rsb, p->csb,
+                          p->beta, c, p->rsc, p->csc, threads);
+    return 1;
+}
+
+/* ---------------------------------------------------------------- for other kernel families */
+
+/* c = a @ b + beta * c, one row-major cblas_?gemm call on the calling thread (ta, tb: 111 no transpose,
+ * 112 transpose), through the pointer and integer width linalg.py hands over: convolution.c runs one
+ * per image (or block of images), between vg_blas_single_begin (OpenBLAS to one thread; it returns the
+ * count to restore) and vg_blas_single_end. */
+#define BLAS_CALL(T, NAME, F64, F32)                                                                     \
+    void vg_blas_call_##NAME(void *fn, int int64, int ta, int tb, int64_t m, int64_t n, int64_t k,       \
+                             const T *a, int64_t lda, const T *b, int64_t ldb, T beta, T *c, int64_t ldc) { \
+        if (int64)                                                                                       \
+            ((F64)fn)(CBLAS_ROW_MAJOR, ta, tb, m, n, k, (T)1, a, lda, b, ldb, beta, c, ldc);             \
+        else                                                                                             \
+            ((F32)fn)(CBLAS_ROW_MAJOR, ta, tb, (int32_t)m, (int32_t)n, (int32_t)k, (T)1, a,              \
+                      (int32_t)lda, b, (int32_t)ldb, beta, c, (int32_t)ldc);                             \
+    }                                                                                                    \
+    /* Whether the m x n values at c (row stride ldc) are all finite. */                                \
+    int vg_all_finite_##NAME(const T *c, int64_t m, int64_t n, int64_t ldc) {                            \
+        return pick_finite_##NAME()(c, m, n, ldc);                                                       \
+    }
+
+BLAS_CALL(float, f32, sgemm64_fn, sgemm32_fn)
+BLAS_CALL(double, f64, dgemm64_fn, dgemm32_fn)
+
+int vg_blas_single_begin(void) {
+    int before = blas_get_threads ? blas_get_threads() : 1;
+    if (before != 1) blas_set_threads(1);
+    return before;
+}
+
+void vg_blas_single_end(int before) {
+    if (before != 1) blas_set_threads(before);
+}

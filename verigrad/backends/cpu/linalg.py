@@ -4,11 +4,17 @@ on two paths.
 - The fast path calls the CBLAS functions of the OpenBLAS that NumPy ships (`blas.cblas`). gemm.c cuts c
   into tiles that depend on the shape alone and runs one OpenBLAS call per tile on verigrad's pool, with
   OpenBLAS set to one thread meanwhile (its count is process-wide): OpenBLAS's own split over its
-  threads moves tile edges, which changes an element's bits; this way the thread count does not. Views
-  BLAS can take (a unit stride on one axis: transposed, offset) are passed as they are (OpenBLAS packs
-  each layout its own way, so their bits may differ from a contiguous copy's), others are copied first.
-  A product that gives an infinity or a NaN (an f32 partial sum may overflow where the reference's
-  double one does not) is computed again on the exact path.
+  threads moves tile edges, which changes an element's bits; this way the thread count does not. A
+  small product is one tile; a c of one row or column is computed by GEMV (GEMM would pack the whole
+  matrix first); a c of one tile with a long k (>= 4096) is split along k instead, into blocks whose
+  depth depends on the shape alone, one OpenBLAS call each, summed in block order in double and
+  rounded once. Views BLAS can take (a unit stride on one axis: transposed, offset) are passed as they
+  are (OpenBLAS packs each layout its own way, so their bits may differ from a contiguous copy's),
+  others are copied first. A product that gives an infinity or a NaN (an f32 partial sum may overflow
+  where the reference's double one does not) is computed again on the exact path.
+- `matmul` (which the registered kernel calls) prepares the C call's arguments once per dtype, shape,
+  strides and path, so a call on a layout seen before is one allocation and one foreign call (a few
+  microseconds over NumPy's matmul).
 - The exact path (gemm.c): each element is summed in double in increasing k (a product, then a sum), by
   one thread, and rounded once: the reference's rounding rule in a fixed order, the same bits for every
   thread count and layout. Blocked, with an AVX2 micro-kernel where the CPU has it (the portable
@@ -23,7 +29,8 @@ How close each path is to the op's reference (f32: a double sum rounded once; f6
 s = sum_k |a[i,k]| |b[k,j]| (`abs_product`) and u the unit roundoff (2^-24 f32, 2^-53 f64):
 - fast: |c - ref| <= (k + 2) u s + u |ref| (a sum of k products in f32, plus the reference's rounding);
   OpenBLAS sums with fused multiply-adds, and its error measured on the verification suite's cases and
-  on unit normal products up to k = 3136 is at most 3.5 u s.
+  on unit normal products up to k = 3136 is at most 3.5 u s (GEMM and GEMV tiles alike; split along k,
+  each block's error is within its own bound and their double sum adds at most u |ref|).
 - exact, f32: |c - ref| <= 2u |ref| + 2k 2^-53 s (two double sums of exact products, each rounded once
   to f32): 0 or 1 ulp but where cancellation leaves |ref| below about k 2^-29 s. Bit for bit equal to
   `reference_exact`, and to the reference on every case of the verification suite.
@@ -53,7 +60,7 @@ UNIT, K_STATED = 3.0, 1024  # the operands' magnitude and the depth the rtol/ato
 FAST_MARGIN = 8.0
 
 _setting = [os.environ.get("VERIGRAD_EXACT_GEMM", "") not in ("", "0")]
-_state: dict[str, Any] = {"lib": None, "backend": None, "kernels": {}, "gemm": {}}
+_state: dict[str, Any] = {"lib": None, "backend": None, "kernels": {}, "gemm": {}, "gemv": {}, "fast": None}
 
 
 def _u(dtype: np.dtype) -> float:
@@ -80,7 +87,10 @@ EXACTNESS: dict[tuple[str, bool], Exactness] = {
 
 def exact_default() -> bool:
     """Whether calls with `exact=None`, and the registered matmul kernel, take the exact path."""
-    return _setting[0] or not fast_available()
+    fast = _state["fast"]
+    if fast is None:
+        fast = _state["fast"] = fast_available()
+    return _setting[0] or not fast
 
 
 def set_exact(flag: bool | None) -> None:
@@ -128,6 +138,7 @@ def _blas(name: str) -> tuple[Any, bool] | None:
         "dot": [i, p, i, p, i],
         "axpy": [i, real, p, i, p, i],
         "gemm": None,  # called from C
+        "gemv": None,
     }[name[1:]]
     fn.restype = real if name[1:] == "dot" else None
     return fn, int64
@@ -142,23 +153,37 @@ class _Functions:
     """The C functions of gemm.c, typed."""
 
     def __init__(self, lib: Library) -> None:
-        i64, f64, p, c_int = ctypes.c_int64, ctypes.c_double, ctypes.c_void_p, ctypes.c_int
+        f64, p, c_int = ctypes.c_double, ctypes.c_void_p, ctypes.c_int
+        i64 = ctypes.c_int64
         self.data = lib.data
         self.blas_threads = lib.fn("vg_gemm_blas_threads", [p, p])
         self.portable_only = lib.fn("vg_gemm_portable_only", [c_int])
-        self.gemm_exact, self.gemm_blas, self.gemv, self.dot, self.axpy = {}, {}, {}, {}, {}
-        matrix = [p, i64, i64]  # data, row and column strides in elements
-        shape = [i64, p, i64, i64, i64, f64]  # batch, offsets, m, n, k, alpha
-        operands = [*matrix, *matrix, f64, *matrix, c_int]  # a, b, beta, c, threads
+        self.gemm = lib.fn("vg_gemm", [p, p, p, p, c_int], restype=c_int)  # _GemmArgs, a, b, c, threads
+        self.gemv, self.dot, self.axpy = {}, {}, {}
         for name in DTYPES:
-            self.gemm_exact[name] = lib.fn(f"vg_gemm_exact_{name}", [*shape, *operands])
-            blas_args = [p, c_int, c_int, *shape, *operands]  # cblas_?gemm, its integer width, check
-            self.gemm_blas[name] = lib.fn(f"vg_gemm_blas_{name}", blas_args, restype=c_int)
             self.gemv[name] = lib.fn(
                 f"vg_gemv_exact_{name}", [i64, i64, f64, p, i64, i64, p, i64, f64, p, i64, c_int]
             )
             self.dot[name] = lib.fn(f"vg_dot_exact_{name}", [i64, p, i64, p, i64], restype=f64)
             self.axpy[name] = lib.fn(f"vg_axpy_exact_{name}", [i64, f64, p, i64, p, i64, i64, c_int])
+
+
+class _GemmArgs(ctypes.Structure):
+    """gemm.c's vg_gemm_args: a product's path and layout, all a call needs besides the data pointers."""
+
+    _fields_ = [
+        ("f64", ctypes.c_int64),
+        ("exact", ctypes.c_int64),
+        ("int64", ctypes.c_int64),
+        ("fn", ctypes.c_void_p),
+        ("gemv", ctypes.c_void_p),
+        *((name, ctypes.c_int64) for name in ("batch", "m", "n", "k", "rsa", "csa", "rsb", "csb")),
+        ("rsc", ctypes.c_int64),
+        ("csc", ctypes.c_int64),
+        ("offs", ctypes.c_void_p),
+        ("alpha", ctypes.c_double),
+        ("beta", ctypes.c_double),
+    ]
 
 
 # ---------------------------------------------------------------- operands
@@ -182,12 +207,13 @@ def _threads() -> int:
     return _state["backend"].threads if _state["backend"] is not None else 1
 
 
+def _aligned(x: np.ndarray) -> bool:
+    return x.flags.aligned and not any(s % x.itemsize for s in x.strides)
+
+
 def _usable(x: np.ndarray) -> np.ndarray:
     """`x` itself when its strides are whole elements and it is aligned, else a C-contiguous copy."""
-    item = x.itemsize
-    if x.flags.aligned and not any(s % item for s in x.strides):
-        return x
-    return np.ascontiguousarray(x)
+    return x if _aligned(x) else x.copy(order="C")  # (ascontiguousarray keeps a contiguous x unaligned)
 
 
 def _steps(x: np.ndarray) -> list[int]:
@@ -225,66 +251,84 @@ def _offsets(batch: tuple[int, ...], arrays: tuple[np.ndarray, ...]) -> np.ndarr
 # ---------------------------------------------------------------- GEMM
 
 
-def _gemm_into(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float, beta: float, exact: bool) -> None:
-    """c[..., m, n] = alpha * a[..., m, k] @ b[..., k, n] + beta * c, batch dimensions broadcast to c's;
-    operands of one checked dtype."""
-    fns = _state["lib"] or _lib()
-    name = "f32" if c.dtype == np.float32 else "f64"
-    if c.size == 0:
-        return
+def _gemm_args(
+    a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float, beta: float, exact: bool
+) -> tuple[_GemmArgs, np.ndarray]:
+    """vg_gemm's arguments for c[..., m, n] = alpha * a[..., m, k] @ b[..., k, n] + beta * c (batch
+    dimensions broadcast to c's; strides in whole elements), and the offsets array they point into (keep
+    it alive with them). They depend on the shapes and strides alone, not on the data pointers."""
     if a.ndim > 2 and b.ndim == 2 and a.shape[:-2] == c.shape[:-2]:
         a2, c2 = _merge_rows(a), _merge_rows(c)  # one product of all the rows when b is shared
         if a2 is not None and c2 is not None:
             a, c = a2, c2
-    a, b = _usable(a), _usable(b)
-    if not exact and _gemm_fast(fns, name, a, b, c, alpha, beta):
-        return
-    work = c if c.flags.aligned and not any(s % c.itemsize for s in c.strides) else np.ascontiguousarray(c)
-    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
-    offs = _offsets(c.shape[:-2], (a, b, work))
-    data = fns.data
-    fns.gemm_exact[name](
-        offs.size // 3, data(offs), m, n, k, alpha,
-        data(a), *_steps(a)[-2:], data(b), *_steps(b)[-2:], beta, data(work), *_steps(work)[-2:], _threads(),
+    name = "f32" if c.dtype == np.float32 else "f64"
+    fn, gemv = _state["gemm"].get(name), _state["gemv"].get(name)
+    offs = _offsets(c.shape[:-2], (a, b, c))
+    args = _GemmArgs(
+        name == "f64", exact or fn is None, fn[1] if fn else 0, fn[0] if fn else None, gemv, offs.size // 3,
+        a.shape[-2], b.shape[-1], a.shape[-1], *_steps(a)[-2:], *_steps(b)[-2:], *_steps(c)[-2:],
+        offs.ctypes.data, alpha, beta,
     )  # fmt: skip
+    return args, offs
+
+
+# what gemm.c's vg_gemm returns besides 1 (done): the operand to give in another layout
+_BLAS_A, _BLAS_B, _BLAS_C = -1, -2, -3
+
+
+def _gemm_into(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float, beta: float, exact: bool) -> None:
+    """c[..., m, n] = alpha * a[..., m, k] @ b[..., k, n] + beta * c, batch dimensions broadcast to c's;
+    operands of one checked dtype, any layout: those the path cannot take are copied first (on the fast
+    path, BLAS takes a unit stride on one axis: transposed and offset views as they are; OpenBLAS packs
+    each layout its own way, so their bits may differ from a contiguous copy's)."""
+    fns = _state["lib"] or _lib()
+    if c.size == 0:
+        return
+    a, b = _usable(a), _usable(b)
+    work = c if _aligned(c) else None
+    while True:
+        if work is None:  # BLAS writes a row-major c; another c receives the result of one
+            work = c.copy(order="C") if beta else np.empty(c.shape, c.dtype)
+        args, _offs = _gemm_args(a, b, work, alpha, beta, exact)
+        done = fns.gemm(ctypes.addressof(args), fns.data(a), fns.data(b), fns.data(work), _threads())
+        if done == 1:
+            break
+        if done == _BLAS_A:
+            a = a.copy(order="C")
+        elif done == _BLAS_B:
+            b = b.copy(order="C")
+        else:
+            work = None
     if work is not c:
         c[...] = work
 
 
-# what gemm.c's vg_gemm_blas returns besides 1 (done) and 0 (done, with an infinity or a NaN in c)
-_BLAS_NOT_USED, _BLAS_A, _BLAS_B, _BLAS_C = -4, -1, -2, -3
+class _Product:
+    """a @ b for one dtype, path and layout of the operands (2-D or batched): vg_gemm's arguments
+    prepared once, so that a call is one allocation and one foreign call. An operand whose data is not
+    aligned, or a layout BLAS cannot take, goes through `_gemm_into`."""
 
+    __slots__ = ("address", "args", "data", "dtype", "exact", "offs", "run", "shape")
 
-def _gemm_fast(fns: Any, name: str, a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha, beta) -> bool:
-    """Tiles of c, one single-threaded OpenBLAS call each, on the pool (gemm.c); operands BLAS cannot
-    take are copied first. False when BLAS does not apply (alpha == 0, k == 0) or gave an infinity or a
-    NaN with beta == 0 (the exact path then computes c again: c was not an input)."""
-    fn = _state["gemm"].get(name)
-    if fn is None:
-        return False
-    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
-    out = c if c.flags.aligned and not any(s % c.itemsize for s in c.strides) else None
-    data = fns.data
-    while True:
-        if out is None:  # BLAS writes a row-major c; another c receives the result of one
-            out = np.ascontiguousarray(c) if beta else np.empty(c.shape, c.dtype)
-        offs = _offsets(c.shape[:-2], (a, b, out))
-        done = fns.gemm_blas[name](
-            *fn, int(beta == 0.0), offs.size // 3, data(offs), m, n, k, alpha, data(a), *_steps(a)[-2:],
-            data(b), *_steps(b)[-2:], beta, data(out), *_steps(out)[-2:], _threads(),
-        )  # fmt: skip
-        if done == _BLAS_A:
-            a = np.ascontiguousarray(a)
-        elif done == _BLAS_B:
-            b = np.ascontiguousarray(b)
-        elif done == _BLAS_C:
-            out = None
-        else:
-            break
-    ok = done == 1 or (done == 0 and beta != 0.0)
-    if ok and out is not c:
-        c[...] = out
-    return ok
+    def __init__(self, a: np.ndarray, b: np.ndarray, shape: tuple[int, ...], exact: bool) -> None:
+        fns = _state["lib"] or _lib()
+        self.shape, self.dtype, self.exact, self.run, self.data = shape, a.dtype, exact, fns.gemm, fns.data
+        self.args: _GemmArgs | None = None
+        c = np.empty(shape, a.dtype)  # the layout of every call's c (not touched: no page is written)
+        if c.size and _aligned(a) and _aligned(b):
+            self.args, self.offs = _gemm_args(a, b, c, 1.0, 0.0, exact)
+            self.address = ctypes.addressof(self.args)
+
+    def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        c = np.empty(self.shape, self.dtype)
+        if self.args is None:
+            if c.size:
+                _gemm_into(a, b, c, 1.0, 0.0, self.exact)
+            return c
+        data = self.data
+        if self.run(self.address, data(a), data(b), data(c), _threads()) != 1:
+            _gemm_into(a, b, c, 1.0, 0.0, self.exact)
+        return c
 
 
 @contextlib.contextmanager
@@ -311,6 +355,13 @@ def _check_c(c: np.ndarray, shape: tuple[int, ...], *operands: np.ndarray) -> No
         raise ValueError("c overlaps an operand: BLAS writes c while it reads a and b")
 
 
+def _batch_shape(a: np.ndarray, b: np.ndarray) -> tuple[int, ...]:
+    try:
+        return np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) if a.ndim > 2 or b.ndim > 2 else ()
+    except ValueError:
+        raise ValueError(f"gemm: the batch dimensions of {a.shape} and {b.shape} do not broadcast") from None
+
+
 def gemm(
     a: np.ndarray,
     b: np.ndarray,
@@ -329,11 +380,7 @@ def gemm(
         raise ValueError(
             f"gemm: a {a.shape} @ b {b.shape}: inner sizes {a.shape[-1]} and {b.shape[-2]} differ"
         )
-    try:
-        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) if a.ndim > 2 or b.ndim > 2 else ()
-    except ValueError:
-        raise ValueError(f"gemm: the batch dimensions of {a.shape} and {b.shape} do not broadcast") from None
-    shape = (*batch, a.shape[-2], b.shape[-1])
+    shape = (*_batch_shape(a, b), a.shape[-2], b.shape[-1])
     if c is None:
         c, beta = np.empty(shape, a.dtype), 0.0
     else:
@@ -342,33 +389,50 @@ def gemm(
     return c
 
 
+# matmul's plans, by (a.shape, a.strides, b.shape, b.strides, a.dtype, b.dtype, exact)
+_plans: dict[tuple, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {}
+_PLANS_KEPT = 1024
+
+
 def matmul(a: np.ndarray, b: np.ndarray, *, exact: bool | None = None) -> np.ndarray:
     """a @ b with NumPy's semantics (batch dimensions broadcast, 1-D operands are vectors)."""
+    flag = exact_default() if exact is None else bool(exact)
+    try:
+        key = (a.shape, a.strides, b.shape, b.strides, a.dtype, b.dtype, flag)
+        plan = _plans[key]
+    except (AttributeError, KeyError):
+        plan = _matmul_plan(a, b, flag)
+        if len(_plans) >= _PLANS_KEPT:
+            _plans.clear()
+        _plans[key] = plan
+    return plan(a, b)
+
+
+def _matmul_plan(a: np.ndarray, b: np.ndarray, exact: bool) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """How matmul computes a @ b for operands of this dtype, shape and layout (checked here, once)."""
     _dtype_name(a, b)
+    _lib()
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError("matmul: scalar operands are not matrices")
-    if a.ndim == 2 and b.ndim == 2:
-        if a.shape[1] != b.shape[0]:
-            raise ValueError(
-                f"matmul: a {a.shape} @ b {b.shape}: inner sizes {a.shape[1]} and {b.shape[0]} differ"
-            )
-        c = np.empty((a.shape[0], b.shape[1]), a.dtype)  # the common case, with the fewest checks
-        _gemm_into(a, b, c, 1.0, 0.0, exact_default() if exact is None else bool(exact))
-        return c
     if a.ndim == 1 and b.ndim == 1:
-        return dot(a, b, exact=exact)
+        return lambda a, b: dot(a, b, exact=exact)
     if b.ndim == 1 and a.ndim == 2:
-        return gemv(a, b, exact=exact)
+        return lambda a, b: gemv(a, b, exact=exact)
     if a.ndim == 1 and b.ndim == 2:
-        return gemv(b.T, a, exact=exact)
-    a2 = a[None, :] if a.ndim == 1 else a
-    b2 = b[:, None] if b.ndim == 1 else b
-    out = gemm(a2, b2, exact=exact)
-    if a.ndim == 1:
-        out = out[..., 0, :]
-    if b.ndim == 1:
-        out = out[..., 0]
-    return out
+        return lambda a, b: gemv(b.T, a, exact=exact)
+    if a.ndim == 1 or b.ndim == 1:
+
+        def vectors(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+            out = gemm(a[None, :] if a.ndim == 1 else a, b[:, None] if b.ndim == 1 else b, exact=exact)
+            return out[..., 0, :] if a.ndim == 1 else out[..., 0]
+
+        return vectors
+    if a.shape[-1] != b.shape[-2]:
+        raise ValueError(
+            f"matmul: a {a.shape} @ b {b.shape}: inner sizes {a.shape[-1]} and {b.shape[-2]} differ"
+        )
+    batch = _batch_shape(a, b)
+    return _Product(a, b, (*batch, a.shape[-2], b.shape[-1]), exact)
 
 
 # ---------------------------------------------------------------- GEMV, dot, axpy
@@ -490,6 +554,9 @@ def _matmul_kernel(dtype: np.dtype, reference: Callable) -> Callable:
     def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if type(a) is not np.ndarray or type(b) is not np.ndarray or a.dtype != dtype or b.dtype != dtype:
             return reference(a, b)
+        plan = _plans.get((a.shape, a.strides, b.shape, b.strides, dtype, dtype, exact_default()))
+        if plan is not None:
+            return plan(a, b)
         if a.ndim == 0 or b.ndim == 0:
             return reference(a, b)
         return matmul(a, b)
@@ -511,9 +578,11 @@ def register(backend: Any, lib: Library) -> None:
     if threads is not None:  # gemm.c runs OpenBLAS on one thread while its tiles run on the pool
         _state["lib"].blas_threads(*(ctypes.cast(f, ctypes.c_void_p) for f in threads))
     for name in DTYPES:  # the cblas_?gemm pointer and integer width, for gemm.c's tiles
-        found = _blas(_prefix(name) + "gemm")
+        found, gemv = _blas(_prefix(name) + "gemm"), _blas(_prefix(name) + "gemv")
         if found is not None:
             _state["gemm"][name] = (ctypes.cast(found[0], ctypes.c_void_p).value, int(found[1]))
+        if found is not None and gemv is not None and gemv[1] == found[1]:  # tiles of one row or column
+            _state["gemv"][name] = ctypes.cast(gemv[0], ctypes.c_void_p).value
     _state["backend"] = backend
     _state["kernels"] = {
         name: _matmul_kernel(dtype, OPS["matmul"].reference) for name, dtype in DTYPES.items()

@@ -9,6 +9,8 @@
  * is exact, and each output sums, in block order in double from +0.0, the terms
  * (d_w * d_x) * dot [+ m_w * (d_x * sum(q_x))], rounded once to f32.
  *
+ * vg_rms_norm_qmatmul_q8: the same after rms_norm's kernel (rows.c) on x.
+ *
  * vg_qmatmul_f32: out[t, n] = sum_k x[t, k] * w[n, k] with w dequantized to f32 as the reference does,
  * the exact products summed in double (16 partial sums, combined in a fixed tree) and rounded once. It
  * also takes llama.cpp's k-quants (blocks of 256): 3 q4_k, 4 q6_k (see ops/quant.py for their layout).
@@ -84,6 +86,51 @@ static void quantize_row(const float *x, int64_t k, int8_t *q, double *d, double
         dxs[b] = d[b] * (double)sum;
     }
 }
+
+#if VG_X86
+/* quantize_row with 8 lanes: the same operations (x * id rounded to nearest even), so the same bits */
+__attribute__((target("avx2"))) static void quantize_row_avx2(const float *x, int64_t k, int8_t *q, double *d,
+                                                               double *dxs, int32_t *sx) {
+    const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int64_t b = 0; b < k / 32; b++) {
+        const float *xb = x + 32 * b;
+        __m256 v[4];
+        __m256i m = _mm256_setzero_si256();
+        for (int i = 0; i < 4; i++) {
+            v[i] = _mm256_loadu_ps(xb + 8 * i);
+            m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_castps_si256(v[i]), abs_mask));
+        }
+        __m128i m4 = _mm_max_epu32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
+        m4 = _mm_max_epu32(m4, _mm_shuffle_epi32(m4, 0x4e));
+        m4 = _mm_max_epu32(m4, _mm_shuffle_epi32(m4, 0xb1));
+        uint32_t amax = (uint32_t)_mm_cvtsi128_si32(m4);
+        if (amax >= 0x7f800000u) { /* inf or NaN */
+            memset(q + 32 * b, 0, 32);
+            d[b] = NAN;
+            sx[b] = 0;
+            dxs[b] = NAN;
+            continue;
+        }
+        float mf, dd;
+        memcpy(&mf, &amax, 4);
+        dd = mf / 127.0f;
+        const __m256 id = _mm256_set1_ps(dd != 0.0f ? 1.0f / dd : 0.0f);
+        __m256i qi[4];
+        for (int i = 0; i < 4; i++)
+            qi[i] = _mm256_cvtps_epi32(
+                _mm256_round_ps(_mm256_mul_ps(v[i], id), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        __m256i total = _mm256_add_epi32(_mm256_add_epi32(qi[0], qi[1]), _mm256_add_epi32(qi[2], qi[3]));
+        __m128i t4 = _mm_add_epi32(_mm256_castsi256_si128(total), _mm256_extracti128_si256(total, 1));
+        t4 = _mm_add_epi32(t4, _mm_shuffle_epi32(t4, 0x4e));
+        t4 = _mm_add_epi32(t4, _mm_shuffle_epi32(t4, 0xb1));
+        __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]), _mm256_packs_epi32(qi[2], qi[3]));
+        _mm256_storeu_si256((__m256i *)(q + 32 * b), _mm256_permutevar8x32_epi32(packed, order));
+        sx[b] = _mm_cvtsi128_si32(t4);
+        d[b] = (double)dd;
+        dxs[b] = d[b] * (double)sx[b];
+    }
+}
+#endif
 
 /* ---------------------------------------------------------------- q8 products, portable */
 
@@ -358,13 +405,37 @@ int vg_qmatmul_q8(int qtype, const uint8_t *w, int64_t n, int64_t k, const float
         return -1;
     }
     double *dxs = dx + t * nb;
-    for (int64_t i = 0; i < t; i++)
+    for (int64_t i = 0; i < t; i++) {
+#if VG_X86
+        if (has_avx2()) {
+            quantize_row_avx2(x + i * k, k, qx + i * k, dx + i * nb, dxs + i * nb, sx + i * nb);
+            continue;
+        }
+#endif
         quantize_row(x + i * k, k, qx + i * k, dx + i * nb, dxs + i * nb, sx + i * nb);
+    }
     qjob p = {.qtype = qtype, .w = w, .n = n, .k = k, .t = t, .qx = qx, .dx = dx, .dxs = dxs, .sx = sx,
               .out = out};
     vg_parallel_for(n, min_rows, threads, q8_band, &p);
     free(qx), free(dx), free(sx);
     return 0;
+}
+
+/* defined in rows.c: rms_norm's kernel (the reference's bits) */
+void vg_rms_norm_f32(const float *x, const float *w, float *out, int64_t rows, int64_t n, double eps,
+                     int64_t block, int64_t min_rows, int threads);
+
+/* out f32[t, n] = qmatmul_q8(rms_norm(x, norm_w, eps), w): rms_norm's kernel (on one thread: t rows of k
+ * values are little work), then vg_qmatmul_q8; returns 0, or -1 when out of memory */
+int vg_rms_norm_qmatmul_q8(int qtype, const uint8_t *w, int64_t n, int64_t k, const float *x, int64_t t,
+                           float *out, int64_t min_rows, int threads, const float *norm_w, double eps,
+                           int64_t block) {
+    float *normed = malloc(sizeof(float) * (size_t)(t * k) + 1);
+    if (!normed) return -1;
+    vg_rms_norm_f32(x, norm_w, normed, t, k, eps, block, t, 1);
+    int status = vg_qmatmul_q8(qtype, w, n, k, normed, t, out, min_rows, threads);
+    free(normed);
+    return status;
 }
 
 /* ---------------------------------------------------------------- f32 activations */

@@ -7,6 +7,9 @@ those and on q4_k and q6_k.
   (16 partial sums), the reference in NumPy's BLAS order: |c - ref| <= u |ref| + 2 K 2^-53 s for
   s = sum_k |x_k w_k| and u = 2^-24, stated in rtol/atol form for |x|, |w| <= `UNIT` and K <= `K_STATED`.
 
+- rms_norm_qmatmul_q8 runs rms_norm's kernel (rows.c: the reference's bits) and then qmatmul_q8's in one
+  call, so it gives its decomposition's bits (EXACT where rms_norm's kernel is: f32).
+
 Threads take bands of at least `MIN_BAND_BYTES` of weight rows; the bits do not depend on the thread count.
 The AVX2 paths (taken when the CPU has AVX2 and F16C) give the portable paths' bits; `simd(False)` turns
 them off, for tests. Other formats, dtypes or layouts run the reference.
@@ -22,10 +25,11 @@ import numpy as np
 
 from ...ops.quant import Q8_QTYPES
 from .._registry import EXACT, tolerance
+from ..reference import composite_reference
 from ._ffi import Library
 
 QTYPES = {"q8_0": 0, "q4_0": 1, "q4_1": 2, "q4_k": 3, "q6_k": 4}  # quant.c's format codes
-QUANT = ("qmatmul", "qmatmul_q8")
+QUANT = ("qmatmul", "qmatmul_q8", "rms_norm_qmatmul_q8")
 # op -> (C function, formats it takes)
 _FUNCTIONS = {"qmatmul": ("vg_qmatmul_f32", tuple(QTYPES)), "qmatmul_q8": ("vg_qmatmul_q8", Q8_QTYPES)}
 MIN_BAND_BYTES = 65536  # the fewest weight bytes a thread is given (a dispatch costs microseconds)
@@ -58,6 +62,30 @@ def _kernel(fn: Any, qtypes: tuple[str, ...], reference: Callable, backend: Any,
     return kernel
 
 
+def _normed_kernel(fn: Any, reference: Callable, backend: Any, data: Callable) -> Callable:
+    """rms_norm_qmatmul_q8 on f32 x and norm weight (made C-contiguous); other dtypes: the reference."""
+    codes = {q: QTYPES[q] for q in Q8_QTYPES}
+
+    def kernel(x: np.ndarray, weight: np.ndarray, w: np.ndarray, qtype: str, eps: float) -> np.ndarray:
+        code = codes.get(qtype)
+        if code is None or x.dtype != np.float32 or weight.dtype != np.float32 or w.dtype != np.uint8:
+            return reference(x, weight, w, qtype=qtype, eps=eps)
+        k, (n, row_bytes) = x.shape[-1], w.shape
+        x2 = np.ascontiguousarray(x).reshape(-1, k)
+        weight, w = np.ascontiguousarray(weight), np.ascontiguousarray(w)
+        t = x2.shape[0]
+        out = np.empty((*x.shape[:-1], n), np.float32)
+        if t and n:
+            min_rows = MIN_BAND_BYTES // row_bytes + 1 if row_bytes else n
+            block = np.getbufsize()  # NumPy's f32 sums go through its cast buffer (as rows.py says)
+            args = (code, data(w), n, k, data(x2), t, data(out), min_rows, backend.threads)
+            if fn(*args, data(weight), float(eps), block):
+                raise MemoryError(f"rms_norm_qmatmul_q8: out of memory for x of shape {x.shape}")
+        return out
+
+    return kernel
+
+
 _state: dict[str, Any] = {"simd": None}
 
 
@@ -77,3 +105,8 @@ def register(backend: Any, lib: Library) -> None:
         fn = lib.fn(symbol, _ARGS, restype=ctypes.c_int)
         kernel = _kernel(fn, qtypes, OPS[name].reference, backend, lib.data)
         backend.register(name, kernel, "f32", EXACT if name == "qmatmul_q8" else QMATMUL_EXACTNESS)
+    fn = lib.fn(
+        "vg_rms_norm_qmatmul_q8", [*_ARGS, ctypes.c_void_p, ctypes.c_double, ctypes.c_int64], ctypes.c_int
+    )
+    reference = composite_reference(OPS["rms_norm_qmatmul_q8"])
+    backend.register("rms_norm_qmatmul_q8", _normed_kernel(fn, reference, backend, lib.data), "f32", EXACT)

@@ -73,10 +73,11 @@ class FusedOp:
     samples = None
     torch = None
 
-    def __init__(self, ops: tuple, wiring: tuple, dtypes: tuple) -> None:
+    def __init__(self, ops: tuple, wiring: tuple, dtypes: tuple, inputs: tuple = ()) -> None:
         self.ops = ops
         self.wiring = wiring
         self.dtypes = dtypes  # each member's result dtype, as its rule gave it
+        self.inputs = inputs  # the group's inputs' specs as traced (empty: not known)
         self.exact = all(op.exact for op in ops)
         self.reference = self._reference  # one object, as a registered op's reference is
         self.__doc__ = "A fused group of element-wise ops: " + ", ".join(op.name for op in ops)
@@ -204,7 +205,10 @@ def _fused(members: list[Instr]) -> tuple[FusedOp, tuple, dict]:
                 refs.append(("in", slot[a.id]))
         wiring.append(tuple(refs))
     op = FusedOp(
-        tuple(instr.op for instr in members), tuple(wiring), tuple(instr.out.spec.dtype for instr in members)
+        tuple(instr.op for instr in members),
+        tuple(wiring),
+        tuple(instr.out.spec.dtype for instr in members),
+        tuple(a.spec for a in inputs),
     )
     params = tuple(tuple(instr.params.items()) for instr in members)
     return op, tuple(inputs), {"params": params}

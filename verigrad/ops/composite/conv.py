@@ -7,6 +7,12 @@ window back at its place and drops the padding; each is the other's VJP.
 
 `conv2d` (groups=1) is im2col followed by one matmul: NCHW weights are [O, C, KH, KW], NHWC weights
 are [KH, KW, C, O] (HWIO). Output sizes follow PyTorch: (H + 2p - d*(k-1) - 1) // s + 1.
+
+Its VJP is two ops of their own, so that a backend can run each as one kernel:
+`conv2d_input_grad(g, w, size=(H, W))`, the columns W^T g added back into the image with col2im, and
+`conv2d_weight_grad(g, x, kernel=(KH, KW))`, g times the transposed columns of x. Their decompositions
+(their references) are what autograd computes through conv2d's decomposition. Each is linear in each
+operand, so their own VJPs are conv2d and each other.
 """
 
 from __future__ import annotations
@@ -224,7 +230,7 @@ def _conv_canon(x: Spec, w: Spec, stride=1, padding=0, dilation=1, layout="NCHW"
     return params
 
 
-def _conv_kernel(w: tuple, layout: str) -> tuple:
+def weight_dims(w: tuple, layout: str) -> tuple:
     """(O, C, KH, KW) of the weight shape."""
     if len(w) != 4:
         want = "[O, C, KH, KW]" if layout == "NCHW" else "[KH, KW, C, O]"
@@ -234,7 +240,7 @@ def _conv_kernel(w: tuple, layout: str) -> tuple:
 
 def _conv_shape(x: tuple, w: tuple, stride, padding, dilation, layout) -> tuple:
     n, c, h, wd = spatial(x, layout)
-    o, wc, kh, kw = _conv_kernel(w, layout)
+    o, wc, kh, kw = weight_dims(w, layout)
     if c != wc:
         raise ShapeError(f"the input has {c} channels but the weight expects {wc} (groups=1)")
     if not isinstance(kh, int) or not isinstance(kw, int):
@@ -243,8 +249,17 @@ def _conv_shape(x: tuple, w: tuple, stride, padding, dilation, layout) -> tuple:
     return (n, o, ho, wo) if layout == "NCHW" else (n, ho, wo, o)
 
 
+def _conv_vjp(g, out, x, w, stride, padding, dilation, layout):
+    """conv2d_input_grad and conv2d_weight_grad, each only where it is wanted (the images of a first
+    layer want none)."""
+    window = {"stride": stride, "padding": padding, "dilation": dilation, "layout": layout}
+    dx = conv2d_input_grad(g, w, **window, size=spatial(x.shape, layout)[2:]) if x.requires_grad else None
+    kernel = weight_dims(w.shape, layout)[2:]
+    return dx, conv2d_weight_grad(g, x, **window, kernel=kernel) if w.requires_grad else None
+
+
 def _conv_decompose(x, w, stride, padding, dilation, layout):
-    o, c, kh, kw = _conv_kernel(w.shape, layout)
+    o, c, kh, kw = weight_dims(w.shape, layout)
     cols = im2col(x, kernel=(kh, kw), stride=stride, padding=padding, dilation=dilation, layout=layout)
     if layout == "NCHW":
         n, _, _, _, ho, wo = cols.shape
@@ -284,8 +299,159 @@ conv2d = Op(
     dtype=lambda x, w, **_: float_inputs(x, w),
     params=_conv_canon,
     decompose=_conv_decompose,
+    vjp=_conv_vjp,
     samples=_conv_samples,
     torch=_torch_conv,
     exact=False,
     doc="2-D cross-correlation (groups=1) as im2col and one matmul; NCHW with OIHW or NHWC with HWIO.",
+)
+
+
+# conv2d's VJP ------------------------------------------------------------------------------------
+def _grad_params(g: Spec, other: Spec, stride=1, padding=0, dilation=1, layout="NCHW", **extra) -> dict:
+    return {**_conv_canon(g, other, stride, padding, dilation, layout), **extra}
+
+
+def _input_grad_canon(g: Spec, w: Spec, stride=1, padding=0, dilation=1, layout="NCHW", size=None) -> dict:
+    if size is None or len(size) != 2:
+        raise ShapeError(f"conv2d_input_grad needs the input's size (H, W), got {size!r}")
+    return _grad_params(g, w, stride, padding, dilation, layout, size=tuple(size))
+
+
+def _weight_grad_canon(g: Spec, x: Spec, kernel=None, stride=1, padding=0, dilation=1, layout="NCHW") -> dict:
+    if kernel is None:
+        raise ShapeError("conv2d_weight_grad needs the kernel size (KH, KW)")
+    return _grad_params(g, x, stride, padding, dilation, layout, kernel=pair(kernel, "kernel size", 1))
+
+
+def _check_grad(g: tuple, expect: tuple, of: str) -> None:
+    if tuple(g) != tuple(expect):
+        raise ShapeError(
+            f"conv2d of {of} gives {shape_text(expect)}: the gradient must too, got {shape_text(g)}"
+        )
+
+
+def _input_grad_shape(g: tuple, w: tuple, stride, padding, dilation, layout, size) -> tuple:
+    n = spatial(g, layout)[0]
+    c = weight_dims(w, layout)[1]
+    x = (n, c, *size) if layout == "NCHW" else (n, *size, c)
+    _check_grad(g, _conv_shape(x, w, stride, padding, dilation, layout), f"an input {shape_text(x)}")
+    return x
+
+
+def _weight_grad_shape(g: tuple, x: tuple, kernel, stride, padding, dilation, layout) -> tuple:
+    _, c, _, _ = spatial(x, layout)
+    o = spatial(g, layout)[1]
+    w = (o, c, *kernel) if layout == "NCHW" else (*kernel, c, o)
+    of = f"{shape_text(x)} with a {kernel[0]}x{kernel[1]} kernel"
+    _check_grad(g, _conv_shape(x, w, stride, padding, dilation, layout), of)
+    return w
+
+
+def _input_grad(g, w, stride, padding, dilation, layout, size):
+    """The columns W^T g (one matmul over the batch, as in conv2d), added back with col2im."""
+    o, c, kh, kw = weight_dims(w.shape, layout)
+    if layout == "NCHW":
+        n, _, ho, wo = g.shape
+        cols = w.reshape(o, c * kh * kw).T @ g.permute(1, 0, 2, 3).reshape(o, n * ho * wo)
+        cols = cols.reshape(c, kh, kw, n, ho, wo).permute(3, 0, 1, 2, 4, 5)
+    else:
+        n, ho, wo, _ = g.shape
+        cols = (g.reshape(n * ho * wo, o) @ w.reshape(kh * kw * c, o).T).reshape(n, ho, wo, kh, kw, c)
+    window = {"stride": stride, "padding": padding, "dilation": dilation}
+    return col2im(cols, kernel=(kh, kw), **window, layout=layout, size=size)
+
+
+def _weight_grad(g, x, kernel, stride, padding, dilation, layout):
+    """g times the transposed columns of x, summed over the batch in one matmul."""
+    cols = im2col(x, kernel=kernel, stride=stride, padding=padding, dilation=dilation, layout=layout)
+    kh, kw = kernel
+    if layout == "NCHW":
+        n, c, _, _, ho, wo = cols.shape
+        o = g.shape[1]
+        cols = cols.permute(1, 2, 3, 0, 4, 5).reshape(c * kh * kw, n * ho * wo)
+        return (g.permute(1, 0, 2, 3).reshape(o, n * ho * wo) @ cols.T).reshape(o, c, kh, kw)
+    n, ho, wo, _, _, c = cols.shape
+    o = g.shape[3]
+    return (cols.reshape(n * ho * wo, kh * kw * c).T @ g.reshape(n * ho * wo, o)).reshape(kh, kw, c, o)
+
+
+def _input_grad_vjp(gg, out, g, w, stride, padding, dilation, layout, size):
+    """Linear in g (its adjoint is conv2d) and in w (a weight gradient with gg as the image)."""
+    window = {"stride": stride, "padding": padding, "dilation": dilation, "layout": layout}
+    kernel = weight_dims(w.shape, layout)[2:]
+    dg = conv2d(gg, w, **window) if g.requires_grad else None
+    return dg, conv2d_weight_grad(g, gg, **window, kernel=kernel) if w.requires_grad else None
+
+
+def _weight_grad_vjp(gw, out, g, x, kernel, stride, padding, dilation, layout):
+    """Linear in g (its adjoint is conv2d of x with gw) and in x (an input gradient with gw)."""
+    window = {"stride": stride, "padding": padding, "dilation": dilation, "layout": layout}
+    dg = conv2d(x, gw, **window) if g.requires_grad else None
+    size = spatial(x.shape, layout)[2:]
+    return dg, conv2d_input_grad(g, gw, **window, size=size) if x.requires_grad else None
+
+
+def _nchw_weight(t, w, layout):
+    return w if layout == "NCHW" else w.permute(3, 2, 0, 1).contiguous()
+
+
+def _torch_input_grad(t, g, w, stride, padding, dilation, layout, size):
+    w = _nchw_weight(t, w, layout)
+    n, c = g.shape[0], w.shape[1]
+    g = g if layout == "NCHW" else g.permute(0, 3, 1, 2)
+    dx = t.nn.grad.conv2d_input((n, c, *size), w, g, stride=stride, padding=padding, dilation=dilation)
+    return dx if layout == "NCHW" else dx.permute(0, 2, 3, 1)
+
+
+def _torch_weight_grad(t, g, x, kernel, stride, padding, dilation, layout):
+    if layout == "NHWC":
+        g, x = g.permute(0, 3, 1, 2), x.permute(0, 3, 1, 2)
+    shape = (g.shape[1], x.shape[1], *kernel)
+    dw = t.nn.grad.conv2d_weight(x, shape, g, stride=stride, padding=padding, dilation=dilation)
+    return dw if layout == "NCHW" else dw.permute(2, 3, 1, 0)
+
+
+def _grad_samples(which: str):
+    def samples(rng: np.random.Generator) -> list[Sample]:
+        out = []
+        for sample in _conv_samples(rng):
+            x, w = sample.args
+            params = _conv_canon(None, None, **sample.params)
+            g = uniform(rng, _conv_shape(x.shape, w.shape, **params))
+            layout = params["layout"]
+            if which == "input":
+                out.append(Sample((g, w), {**sample.params, "size": spatial(x.shape, layout)[2:]}))
+            else:
+                kernel = weight_dims(w.shape, layout)[2:]
+                out.append(Sample((g, x), {**sample.params, "kernel": kernel}))
+        return out
+
+    return samples
+
+
+conv2d_input_grad = Op(
+    "conv2d_input_grad",
+    shape=_input_grad_shape,
+    dtype=lambda g, w, **_: float_inputs(g, w),
+    params=_input_grad_canon,
+    decompose=_input_grad,
+    vjp=_input_grad_vjp,
+    samples=_grad_samples("input"),
+    torch=_torch_input_grad,
+    exact=False,
+    doc="conv2d's gradient for its input: the columns W^T g added back into an image of `size` (col2im).",
+)
+
+conv2d_weight_grad = Op(
+    "conv2d_weight_grad",
+    shape=_weight_grad_shape,
+    dtype=lambda g, x, **_: float_inputs(g, x),
+    params=_weight_grad_canon,
+    decompose=_weight_grad,
+    vjp=_weight_grad_vjp,
+    samples=_grad_samples("weight"),
+    torch=_torch_weight_grad,
+    exact=False,
+    doc="conv2d's gradient for its weight (of `kernel` size): g times the transposed columns of x.",
 )

@@ -1,0 +1,226 @@
+"""The cpu backend's convolution kernels (conv2d, conv2d_input_grad, conv2d_weight_grad) against the ops'
+references: NCHW and NHWC, f32 and f64, strides, padding, dilation, batches that split into blocks, the
+same bits on 1, 2 and 3 threads, each result within `error_bound`; the reference's bits in exact mode and
+where a result is not finite; gradients through conv2d against autograd through its decomposition; and
+the compiled CNN training step running the kernels."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from steps import training_step
+
+import verigrad
+from verigrad import nn, optim
+from verigrad.backends import cpu
+from verigrad.backends.cpu import linalg
+from verigrad.backends.cpu.convolution import CONVOLUTION, error_bound
+from verigrad.backends.reference import composite_reference
+from verigrad.registry import OPS
+
+pytestmark = pytest.mark.skipif(not cpu.available(), reason="the cpu backend could not be built here")
+
+DTYPES = {"f32": np.float32, "f64": np.float64}
+# (N, C, H, W), O, kernel, stride, padding, dilation
+CASES = [
+    ((2, 3, 7, 6), 4, 3, 1, 1, 1),
+    ((3, 2, 9, 8), 5, (3, 2), (2, 3), (1, 0), (1, 2)),
+    ((1, 1, 5, 5), 1, 1, 1, 0, 1),
+    ((17, 3, 6, 7), 2, 3, 2, 2, 2),  # 17 images: blocks of 3, the last one short
+    ((64, 1, 12, 12), 8, 3, 1, 1, 1),  # the digits CNN's first layer, smaller
+    ((9, 16, 5, 5), 32, 3, 1, 1, 1),  # its second
+    ((4, 2, 4, 9), 3, (2, 4), (1, 3), (0, 2), (2, 1)),
+]
+
+
+def _case(rng: np.random.Generator, dtype, layout: str, shape, o, k, s, p, d) -> tuple:
+    """(x, w, g, params) with x and w in `layout` and g of conv2d's output shape."""
+    kh, kw = (k, k) if isinstance(k, int) else k
+    x = rng.uniform(-2, 2, shape).astype(dtype)
+    w = rng.uniform(-1, 1, (o, shape[1], kh, kw)).astype(dtype)
+    if layout == "NHWC":
+        x, w = np.ascontiguousarray(x.transpose(0, 2, 3, 1)), np.ascontiguousarray(w.transpose(2, 3, 1, 0))
+    specs = (verigrad.from_numpy(x).spec, verigrad.from_numpy(w).spec)
+    params = OPS["conv2d"].canonical_params(*specs, stride=s, padding=p, dilation=d, layout=layout)
+    out = composite_reference(OPS["conv2d"])(x, w, **params)
+    g = rng.uniform(-1, 1, out.shape).astype(dtype)
+    return x, w, g, params
+
+
+def _calls(x, w, g, params) -> dict[str, tuple[tuple, dict[str, Any]]]:
+    """Each op's operands and params for one case."""
+    layout = params["layout"]
+    size = x.shape[2:] if layout == "NCHW" else x.shape[1:3]
+    kernel = w.shape[2:] if layout == "NCHW" else w.shape[:2]
+    return {
+        "conv2d": ((x, w), params),
+        "conv2d_input_grad": ((g, w), {**params, "size": tuple(size)}),
+        "conv2d_weight_grad": ((g, x), {**params, "kernel": tuple(kernel)}),
+    }
+
+
+def _kernel(op: str, dtype: str):
+    kernel = cpu.cpu.native(OPS[op], getattr(verigrad, dtype))
+    assert kernel is not None, f"no cpu kernel for {op} {dtype}"
+    return kernel
+
+
+@pytest.mark.parametrize("dtype", sorted(DTYPES))
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("case", CASES, ids=[str(c[0]) for c in CASES])
+def test_kernels_are_within_their_bound_and_thread_independent(dtype, layout, case, small_chunks):
+    rng = np.random.default_rng(5)
+    x, w, g, params = _case(rng, DTYPES[dtype], layout, *case)
+    for op, (arrays, p) in _calls(x, w, g, params).items():
+        kernel = _kernel(op, dtype)
+        results = []
+        for n in (1, 2, 3):
+            verigrad.set_threads(n)
+            results.append(kernel(*arrays, **p))
+        ref = composite_reference(OPS[op])(*arrays, **p)
+        out = results[0]
+        assert out.shape == ref.shape and out.dtype == ref.dtype, op
+        for other in results[1:]:
+            assert other.tobytes() == out.tobytes(), f"{op}: the bits depend on the thread count"
+        err = np.abs(out.astype(np.float64) - ref.astype(np.float64))
+        bound = error_bound(op, *arrays, **p)
+        assert (err <= bound).all(), f"{op}: error {err.max():.3g} over the bound at {np.argmax(err > bound)}"
+
+
+def test_the_c_path_runs_and_is_not_the_reference(monkeypatch):
+    """On f32 operands the kernels compute (the reference is never called), and give other bits than the
+    reference somewhere: OpenBLAS sums in f32, the reference in double."""
+    rng = np.random.default_rng(1)
+    x, w, g, params = _case(rng, np.float32, "NCHW", *CASES[5])
+    differs = set()
+    for op, (arrays, p) in _calls(x, w, g, params).items():
+        kernel = _kernel(op, "f32")
+
+        def refuse(*_: Any, **__: Any) -> None:
+            raise AssertionError("the reference ran")
+
+        monkeypatch.setitem(kernel.__self__.reference, op, refuse)
+        out = kernel(*arrays, **p)
+        monkeypatch.undo()
+        if out.tobytes() != composite_reference(OPS[op])(*arrays, **p).tobytes():
+            differs.add(op)
+    assert differs == set(CONVOLUTION)
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_exact_mode_gives_the_reference_bits(layout):
+    rng = np.random.default_rng(2)
+    x, w, g, params = _case(rng, np.float32, layout, *CASES[1])
+    with linalg.exact_mode():
+        for op, (arrays, p) in _calls(x, w, g, params).items():
+            out = _kernel(op, "f32")(*arrays, **p)
+            assert out.tobytes() == composite_reference(OPS[op])(*arrays, **p).tobytes(), op
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_a_result_that_is_not_finite_is_the_references(layout):
+    """An infinity or a NaN in the result sends the call to the reference: the same bits, NaN included."""
+    rng = np.random.default_rng(3)
+    x, w, g, params = _case(rng, np.float32, layout, *CASES[0])
+    x.reshape(-1)[5] = np.inf
+    g.reshape(-1)[3] = np.nan
+    w.reshape(-1)[0] = 3e38  # finite, but an f32 partial sum overflows
+    for op, (arrays, p) in _calls(x, w, g, params).items():
+        out = _kernel(op, "f32")(*arrays, **p)
+        ref = composite_reference(OPS[op])(*arrays, **p)
+        assert not np.isfinite(ref).all()
+        np.testing.assert_array_equal(out, ref, strict=True)
+
+
+def test_other_dtypes_and_mixed_operands_run_the_reference():
+    rng = np.random.default_rng(4)
+    x, w, g, params = _case(rng, np.float64, "NCHW", *CASES[0])
+    assert cpu.cpu.native(OPS["conv2d"], verigrad.f16) is None
+    out = _kernel("conv2d", "f64")(x.astype(np.float32), w, **params)  # f32 image, f64 weight
+    ref = composite_reference(OPS["conv2d"])(x.astype(np.float32), w, **params)
+    assert out.dtype == np.float64 and out.tobytes() == ref.tobytes()
+    empty = _kernel("conv2d_weight_grad", "f64")(g[:0], x[:0], **params, kernel=(3, 3))
+    assert empty.shape == w.shape and not empty.any()
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_gradients_through_conv2d_match_autograd_through_its_decomposition(layout):
+    """conv2d's VJP (its two ops, run by the cpu kernels) against the gradient of the decomposition on
+    the reference backend, in f64."""
+    rng = np.random.default_rng(6)
+    x, w, g, params = _case(rng, np.float64, layout, *CASES[3])
+    grads = {}
+    for backend in ("cpu", "reference"):
+        with verigrad.backend(backend):
+            xt, wt = (verigrad.from_numpy(a.copy()).requires_grad_() for a in (x, w))
+            if backend == "cpu":
+                out = OPS["conv2d"](xt, wt, **params)
+                assert out._node.op is OPS["conv2d"]  # one tape node: the VJP runs the two ops
+            else:
+                out = OPS["conv2d"].decompose(xt, wt, **params)
+            (out * verigrad.from_numpy(g)).sum().backward()
+            grads[backend] = (xt.grad.numpy(), wt.grad.numpy())
+    for ours, theirs in zip(grads["cpu"], grads["reference"]):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-12)
+
+
+def test_the_first_layers_input_gradient_is_not_computed():
+    """Images that want no gradient get none: the VJP skips conv2d_input_grad for them."""
+    rng = np.random.default_rng(7)
+    x, w, _, params = _case(rng, np.float32, "NCHW", *CASES[0])
+    with verigrad.backend("cpu"):
+        xt, wt = verigrad.from_numpy(x), verigrad.from_numpy(w).requires_grad_()
+        out = OPS["conv2d"](xt, wt, **params)
+        dx, dw = OPS["conv2d"].vjp(verigrad.ones_like(out), out, xt, wt, **params)
+    assert dx is None and dw.shape == w.shape
+
+
+def _cnn_run(backend: str, x, y, steps: int = 2) -> tuple[list[float], list[np.ndarray], Any]:
+    verigrad.manual_seed(0)
+    with verigrad.backend(backend):
+        model = verigrad.models.digits_cnn(12, 12)
+        opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        compiled = verigrad.compile(training_step(model, opt, nn.CrossEntropyLoss()))
+        losses = [float(compiled(x, y).numpy()) for _ in range(steps)]
+    return losses, [p.numpy().copy() for p in model.parameters()], compiled
+
+
+def test_the_compiled_cnn_step_runs_the_convolution_kernels():
+    """The compiled training step calls the three kernels (the first layer's input gradient is not in
+    the program) and comes close to the reference step; in exact mode it gives its bits."""
+    rng = np.random.default_rng(8)
+    x = verigrad.from_numpy(rng.standard_normal((16, 1, 12, 12)).astype(np.float32))
+    y = verigrad.from_numpy(rng.integers(0, 10, 16))
+    ref_losses, ref_params, _ = _cnn_run("reference", x, y)
+    losses, params, compiled = _cnn_run("cpu", x, y)
+    (plan,) = compiled._plans.values()
+    ran = [s.op.name for s in plan.steps if s.op.name in CONVOLUTION]
+    assert sorted(ran) == ["conv2d", "conv2d", "conv2d_input_grad", *["conv2d_weight_grad"] * 2]
+    for s in plan.steps:
+        if s.op.name in CONVOLUTION:
+            assert getattr(s.kernel, "func", s.kernel) == cpu.cpu.native(s.op, s.spec.dtype)
+    np.testing.assert_allclose(losses, ref_losses, rtol=1e-5)
+    for a, b in zip(params, ref_params):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+    with linalg.exact_mode():
+        exact_losses, exact_params, _ = _cnn_run("cpu", x, y)
+    assert exact_losses == ref_losses
+    for a, b in zip(exact_params, ref_params):
+        assert a.tobytes() == b.tobytes()
+
+
+def test_the_gradient_ops_refuse_mismatched_shapes():
+    x, w = verigrad.zeros(2, 3, 7, 6), verigrad.zeros(4, 3, 3, 3)
+    g = verigrad.zeros(2, 4, 5, 4)  # conv2d(x, w) without padding
+    assert OPS["conv2d_input_grad"](g, w, size=(7, 6)).shape == (2, 3, 7, 6)
+    assert OPS["conv2d_weight_grad"](g, x, kernel=3).shape == (4, 3, 3, 3)
+    with pytest.raises(
+        verigrad.ShapeError, match=r"conv2d_input_grad.*an input \[2, 3, 7, 6\] gives \[2, 4, 7, 6\]"
+    ):
+        OPS["conv2d_input_grad"](g, w, size=(7, 6), padding=1)
+    with pytest.raises(verigrad.ShapeError, match="needs the input's size"):
+        OPS["conv2d_input_grad"](g, w)
+    with pytest.raises(verigrad.ShapeError, match=r"conv2d_weight_grad.*5x5 kernel gives \[2, 4, 3, 2\]"):
+        OPS["conv2d_weight_grad"](g, x, kernel=(5, 5))

@@ -1,0 +1,305 @@
+"""The cpu backend's generated kernels for fused element-wise groups (verigrad/backends/cpu/fused.py):
+random element-wise programs, traced and fused, whose fused kernels must give `FusedOp.reference`'s
+bits on special values, broadcast operands and strided views, for every thread count; one compiler call
+for all the fused kernels of a plan; and the layouts and groups that run member by member instead."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import verigrad
+from verigrad import verify
+from verigrad.backends import cpu
+from verigrad.backends._registry import EXACT, lookup
+from verigrad.backends.cpu import fused
+from verigrad.ir import trace
+from verigrad.ir.passes import optimize
+from verigrad.ir.passes.fuse import FusedOp
+from verigrad.ir.plan import Plan, bind
+from verigrad.ops import REGISTRY
+from verigrad.shapes import spec
+from verigrad.verify import compare
+
+SMALL_CHUNK = 5  # the min chunk the `small_chunks` fixture (conftest.py) sets
+
+pytestmark = pytest.mark.skipif(not cpu.available(), reason="the cpu backend could not be built here")
+
+FLOAT_UNARY = ["neg", "abs", "relu", "relu_deriv", "sqrt", "rsqrt", "sigmoid_deriv", "tanh_deriv"]
+FLOAT_UNARY += ["exp", "log", "sin", "cos", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh"]
+FLOAT_UNARY += ["silu_deriv", "gelu_deriv", "gelu_tanh_deriv"]
+FLOAT_BINARY = ["add", "sub", "mul", "div", "pow", "maximum", "minimum"]
+COMPARE = ["eq", "ne", "lt", "le", "gt", "ge"]
+SHAPES = [(6, 7), (7,), (6, 1), (), (1, 7)]
+
+
+def special(np_dtype: np.dtype) -> np.ndarray:
+    fi = np.finfo(np_dtype)
+    values = [0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 1.0, -1.0, 0.5, -2.0, 3.0, 88.7, -745.0]
+    values += [fi.tiny, -fi.smallest_subnormal, fi.max, -fi.max, fi.eps, 1e-30, -0.25]
+    with np.errstate(over="ignore"):
+        return np.array(values, dtype=np_dtype)
+
+
+def operand(rng: np.random.Generator, shape: tuple, dtype: np.dtype, view: bool) -> np.ndarray:
+    """Random values mixed with special ones (bool: random), as a strided view where `view` says."""
+    if dtype == np.bool_:
+        a = rng.random(shape) > 0.5
+    else:
+        a = (rng.standard_normal(shape) * rng.choice([0.5, 3.0, 50.0])).astype(dtype)
+        flat = a.reshape(-1)
+        picks = rng.random(flat.size) < 0.3
+        flat[picks] = rng.choice(special(dtype), int(picks.sum()))
+    if not view or not shape:
+        return a
+    if len(shape) == 2 and rng.random() < 0.5:  # transposed storage
+        return np.ascontiguousarray(a.T).T
+    wide = np.empty((*shape[:-1], shape[-1] * 2), dtype)  # every other element
+    wide[..., ::2] = a
+    return wide[..., ::2]
+
+
+def random_program(rng: np.random.Generator):
+    """A function of three tensors made of random element-wise ops, and the inputs' specs."""
+    dtypes = [rng.choice(["f32", "f64"]) if rng.random() < 0.2 else "f32" for _ in range(3)]
+    shapes = [SHAPES[rng.integers(len(SHAPES))] for _ in range(3)]
+    shapes[0] = (6, 7)
+    plan = []
+    kinds = ["f"] * 3  # "f" float, "b" bool values
+    for _ in range(rng.integers(2, 7)):
+        floats = [i for i, k in enumerate(kinds) if k == "f"]
+        bools = [i for i, k in enumerate(kinds) if k == "b"]
+        choice = rng.random()
+        if choice < 0.35:
+            plan.append((FLOAT_UNARY[rng.integers(len(FLOAT_UNARY))], (rng.choice(floats),)))
+            kinds.append("f")
+        elif choice < 0.7:
+            plan.append((FLOAT_BINARY[rng.integers(len(FLOAT_BINARY))], tuple(rng.choice(floats, 2))))
+            kinds.append("f")
+        elif choice < 0.8:
+            plan.append((COMPARE[rng.integers(len(COMPARE))], tuple(rng.choice(floats, 2))))
+            kinds.append("b")
+        elif bools and choice < 0.9:
+            plan.append(("where", (rng.choice(bools), *rng.choice(floats, 2))))
+            kinds.append("f")
+        elif bools:
+            plan.append(("cast", (rng.choice(bools),)))
+            kinds.append("f")
+        else:
+            plan.append(("cast", (rng.choice(floats),)))
+            kinds.append("f")
+    cast_to = "f64" if rng.random() < 0.3 else "f32"
+
+    def fn(*xs):
+        values = list(xs)
+        for name, refs in plan:
+            args = [values[i] for i in refs]
+            if name == "cast":
+                values.append(REGISTRY["cast"](args[0], cast_to))
+            else:
+                values.append(REGISTRY[name](*args))
+        return values[-1]
+
+    return fn, [spec(s, d) for s, d in zip(shapes, dtypes)]
+
+
+def every_op() -> list:
+    """A small program per member op and float dtype: each op in a group of two or three."""
+    programs = []
+    for dtype in ("f32", "f64"):
+        specs = [spec((6, 7), dtype), spec((7,), dtype), spec((6, 1), dtype)]
+        for name in FLOAT_UNARY:
+            programs.append((lambda x, y, z, op=REGISTRY[name]: op(x) * y - z, specs))
+        for name in FLOAT_BINARY:
+            programs.append((lambda x, y, z, op=REGISTRY[name]: op(x, y) + z, specs))
+        for name in COMPARE:
+            programs.append((lambda x, y, z, op=REGISTRY[name]: verigrad.where(op(x, y), x, z), specs))
+            programs.append((lambda x, y, z, op=REGISTRY[name]: op(x + z, y).cast("f32"), specs))
+        programs.append((lambda x, y, z: ((x > y) | (z < 0.5)) & ~(x == z), specs))
+    return programs
+
+
+def fused_instrs(program):
+    return [instr for instr in program.instrs if isinstance(instr.op, FusedOp)]
+
+
+def arrays_for(rng: np.random.Generator, instr, view: bool) -> list[np.ndarray]:
+    return [operand(rng, tuple(a.spec.shape), a.spec.dtype.np, view) for a in instr.args]
+
+
+def check(kernel, instr, arrays: list[np.ndarray], threads: tuple[int, ...] = (1,)) -> None:
+    params = instr.params["params"]
+    with np.errstate(all="ignore"):
+        expected = instr.op.reference(*arrays, params=params)
+    results = []
+    for n in threads:
+        verigrad.set_threads(n)
+        with np.errstate(all="ignore"):
+            results.append(kernel(*arrays, params=params))
+    verigrad.set_threads(1)
+    for actual in results:
+        verdict = compare(actual, np.asarray(expected), EXACT)
+        assert not verdict.message, f"{instr.op!r}: {verdict.message}"
+        assert actual.tobytes() == results[0].tobytes()
+
+
+def test_random_fused_groups_give_the_references_bits(small_chunks):
+    """Random programs: every fused group the generator takes is exact, on contiguous operands and on
+    views, at 1, 2 and 3 threads (chunks of 5 elements: every chunk boundary mid-row). Here it is made
+    to take every group of exact members, also those the backend leaves unfused (`libm_members`)."""
+    rng = np.random.default_rng(5)
+    libm = fused.libm_members(cpu.cpu)
+    exact = {key for key, (_, exactness) in cpu.cpu.registered().items() if exactness.is_exact}
+    groups = []
+    for fn, specs in every_op() + [random_program(rng) for _ in range(100)]:
+        for instr in fused_instrs(optimize(trace(fn, *specs))):
+            native = cpu.cpu.native(instr.op, instr.out.spec.dtype)
+            assert (native is None) == (fused.supported(instr.op, libm) is not None)
+            kernel = fused.kernel(cpu.cpu, instr.op, libm=frozenset(exact))  # AVX2-path ops too
+            if kernel is None:  # only where a routine of the C library is not NumPy's here
+                assert any((m.name, d.name) not in exact for m, d in zip(instr.op.ops, instr.op.dtypes))
+                continue
+            groups.append((kernel, instr))
+    assert len(groups) > 120
+    builds = len(fused.BATCHES.builds)
+    for k, (kernel, instr) in enumerate(groups):
+        assert kernel.exactness == EXACT
+        check(kernel, instr, arrays_for(rng, instr, view=False), threads=(1, 2, 3))
+        check(kernel, instr, arrays_for(rng, instr, view=True), threads=(1, 3))
+        if k == 0:
+            assert len(fused.BATCHES.builds) <= builds + 1  # all pending kernels in one build
+    assert len(fused.BATCHES.builds) <= builds + 1
+
+
+def test_a_compiled_training_update_runs_each_group_in_one_step():
+    """SGD with momentum on a weight: one fused step per group on cpu, where the members would be four
+    steps; one build for all the plan's fused kernels; a second plan of the same program builds
+    nothing; the results are the reference backend's bits."""
+    rng = np.random.default_rng(1)
+    w, g, v = (verigrad.tensor(rng.standard_normal((64, 300)).astype(np.float32)) for _ in range(3))
+    b = verigrad.tensor(rng.standard_normal(300).astype(np.float32))
+
+    def update(w, g, v, b):
+        v2 = v * 0.9 + g
+        return w - v2 * 0.01, v2 * 2.0, verigrad.relu(w + b) * (g > 0).cast("f32")
+
+    program = optimize(trace(update, w.spec, g.spec, v.spec, b.spec))
+    assert len(fused_instrs(program)) == 3
+    arrays = [t.data for t in (w, g, v, b)]
+    builds = len(fused.BATCHES.builds)
+    plan = Plan(program, bind(program, [w, g, v, b]), cpu.cpu)
+    out = plan.run(arrays)[0]
+    assert len(fused.BATCHES.builds) <= builds + 1
+    assert [s.op.name for s in plan.steps].count("fused") == 3
+    reference = Plan(program, bind(program, [w, g, v, b]), lookup("reference"))
+    assert len(reference.steps) > len(plan.steps)
+    for actual, expected in zip(out, reference.run(arrays)[0]):
+        assert actual.dtype == expected.dtype and actual.tobytes() == expected.tobytes()
+    again = Plan(program, bind(program, [w, g, v, b]), cpu.cpu)
+    built = len(fused.BATCHES.builds)
+    for actual, expected in zip(again.run(arrays)[0], out):
+        assert actual.tobytes() == expected.tobytes()
+    assert len(fused.BATCHES.builds) == built
+
+
+def _group(fn, *specs):
+    [instr] = fused_instrs(optimize(trace(fn, *specs)))
+    return instr
+
+
+def test_layouts_the_kernel_does_not_take_run_the_members():
+    """Rank 5 that does not collapse, an unaligned array, and operands of another dtype than traced:
+    the members' NumPy kernels, the same bits; a view strided alike in every dimension collapses."""
+    instr = _group(lambda a, b: verigrad.relu(a * b - a), spec((2, 3, 2, 3, 2)), spec((2, 3, 2, 3, 2)))
+    kernel = cpu.cpu.native(instr.op, instr.out.spec.dtype)
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 3, 2, 3, 2)).astype(np.float32)
+    y = rng.standard_normal((2, 3, 2, 3, 2, 2)).astype(np.float32)[..., 0]  # every other element
+    z = x.transpose(4, 3, 2, 1, 0).copy().transpose(4, 3, 2, 1, 0)  # column-major
+    assert fused.collapse(x.shape, (x, y)) == [1, 1, 1, 72, 0, 0, 0, 1, 0, 0, 0, 2]
+    assert fused.collapse(x.shape, (z, x)) is None
+    unaligned = np.frombuffer(bytearray(4 * 73), np.float32, count=72, offset=1).reshape(x.shape)
+    unaligned[...] = x
+    for arrays in ([x, y], [z, x], [unaligned, x], [x, x.astype(np.float64)]):
+        check(kernel, instr, arrays)
+
+
+def test_broadcast_views_collapse_to_few_dimensions():
+    a = np.zeros((4, 5, 6), np.float32)
+    row = np.zeros(6, np.float32)
+    col = np.zeros((4, 1, 1), np.float32)
+    assert fused.collapse((4, 5, 6), (a, row)) == [1, 1, 20, 6, 0, 0, 6, 1, 0, 0, 0, 1]
+    assert fused.collapse((4, 5, 6), (a, col)) == [1, 1, 4, 30, 0, 0, 30, 1, 0, 0, 1, 0]
+    assert fused.collapse((4, 5, 6), (np.zeros((), np.float32),)) == [1, 1, 1, 120, 0, 0, 0, 0]
+
+
+def test_bool_results_and_where():
+    rng = np.random.default_rng(3)
+    instr = _group(lambda a, b: (a * 2.0 > b) & (b < 1.0), spec((50, 40)), spec((40,)))
+    kernel = cpu.cpu.native(instr.op, instr.out.spec.dtype)
+    arrays = arrays_for(rng, instr, view=True)
+    check(kernel, instr, arrays)
+    assert kernel(*arrays, params=instr.params["params"]).dtype == np.bool_
+    instr = _group(
+        lambda c, a, b: verigrad.where(c, a + 1.0, b.cast("f64")),
+        *(spec((9, 8), d) for d in ("bool", "f32", "f32")),
+    )
+    kernel = cpu.cpu.native(instr.op, instr.out.spec.dtype)
+    check(kernel, instr, arrays_for(rng, instr, view=True))
+
+
+def test_groups_the_generator_does_not_take_have_no_kernel():
+    for fn, dtype in [
+        (lambda a, b: (a + b) * a, "i64"),  # integer arithmetic
+        (lambda a, b: (a + b) * a, "f16"),
+    ]:
+        instr = _group(fn, spec((4, 4), dtype), spec((4, 4), dtype))
+        assert cpu.cpu.native(instr.op, instr.out.spec.dtype) is None
+        assert fused.supported(instr.op, frozenset()) is not None
+    exp = _group(lambda a: verigrad.exp(a) * 2.0, spec((4,)))
+    assert fused.supported(exp.op, frozenset()) == "exp in f32: not exact here, or faster unfused"
+    if cpu.vectorized():  # the AVX2 path of f32 exp is faster than a fused kernel's scalar formula
+        assert cpu.cpu.native(exp.op, exp.out.spec.dtype) is None
+
+
+def test_members_of_one_element_inputs_are_computed_once_with_the_same_bits():
+    """An Adam-like update: the bias corrections of a 0-d step count are computed once per call, before
+    the loop over the weight, and the result is still the reference's bits (NaN and inf steps too)."""
+
+    def update(w, m, t):
+        return w - m / (1.0 - 0.9**t) * verigrad.sqrt(1.0 - 0.999**t)
+
+    program = optimize(trace(update, spec((40, 30)), spec((40, 30)), spec(())))
+    [instr] = fused_instrs(program)
+    scalar = fused.scalars(instr.op)
+    same, _ = fused.uniform(instr.op, scalar)
+    once = sorted(m.name for m, one in zip(instr.op.ops, same) if one)
+    assert once == ["pow", "pow", "sqrt", "sub", "sub"]  # 0.9**t, 1 - ..., 0.999**t, 1 - ..., sqrt
+    kernel = cpu.cpu.native(instr.op, instr.out.spec.dtype)
+    step = [a.id for a in instr.args].index(program.inputs[2].id)
+    rng = np.random.default_rng(4)
+    for t in (1.0, 7.0, 0.0, np.nan, np.inf, -3.5):
+        arrays = arrays_for(rng, instr, view=True)
+        arrays[step] = np.array(np.float32(t))
+        check(kernel, instr, arrays, threads=(1, 2))
+
+
+def test_a_checked_backend_holds_fused_kernels_to_their_reference(monkeypatch):
+    """verify.CheckedBackend checks each call of a fused kernel against its group's reference at the
+    kernel's stated exactness: the right kernels pass, one off by an ulp is caught."""
+    rng = np.random.default_rng(6)
+    w, g = (rng.standard_normal((64, 300)).astype(np.float32) for _ in range(2))
+    program = optimize(trace(lambda w, g: w - (w * 0.9 + g) * 0.01, spec((64, 300)), spec((64, 300))))
+    tensors = [verigrad.tensor(w), verigrad.tensor(g)]
+    checked = verify.CheckedBackend(cpu.cpu)
+    Plan(program, bind(program, tensors), checked).run([w, g])
+    assert checked.calls == {("fused", "f32"): 1} and checked.failures == []
+    right = fused.FusedKernel.__call__
+    monkeypatch.setattr(
+        fused.FusedKernel,
+        "__call__",
+        lambda self, *a, params: np.nextafter(right(self, *a, params=params), np.float32(9)),
+    )
+    checked = verify.CheckedBackend(cpu.cpu)
+    Plan(program, bind(program, tensors), checked).run([w, g])
+    assert len(checked.failures) == 1 and "other bits than the reference" in checked.failures[0]

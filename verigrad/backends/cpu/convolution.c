@@ -1,0 +1,360 @@
+/* 2-D convolution (groups=1) and its two gradients, f32 and f64, NCHW with OIHW weights or NHWC with
+ * HWIO weights: the columns of a block of images in a thread's scratch buffer, then one single-threaded
+ * OpenBLAS GEMM per block (gemm.c's vg_blas_call), no transposed copy of the batch:
+ *
+ * - conv2d, NCHW: W (O x CKK) @ cols (CKK x B*HoWo), written in place for a block of one image, else
+ *   copied out image by image; NHWC: cols (B*HoWo x KKC) @ W (KKC x O), in place.
+ * - conv2d_input_grad, NCHW: cols = W^T @ g (the block's output gradients side by side); NHWC: cols =
+ *   g @ W^T; then each image's columns are added back (col2im) in double, kernel offset by kernel offset
+ *   from 0.0, and rounded once, as the reference's col2im does.
+ * - conv2d_weight_grad: per block, a partial dW = g @ cols^T (NCHW) or cols^T @ g (NHWC); the partials
+ *   are added in block order in double and rounded once.
+ *
+ * NCHW columns are copied from a zero-padded copy of the image, so the copies need no bounds tests.
+ * Blocks depend on the shape alone (block_of) and each is computed whole by one thread, so the bits do
+ * not depend on the thread count. `geo` holds the sizes (the G_ names); the operands are C-contiguous.
+ * Each function returns 1, or 0 when the result holds an infinity or a NaN (an f32 partial sum may
+ * overflow where the reference's does not: the caller then runs the reference).
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vg.h"
+
+enum { G_N, G_C, G_H, G_W, G_O, G_KH, G_KW, G_SH, G_SW, G_PH, G_PW, G_DH, G_DW, G_HO, G_WO, G_NHWC, G_LEN };
+
+/* gemm.c */
+void vg_blas_call_f32(void *fn, int int64, int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a,
+                      int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
+void vg_blas_call_f64(void *fn, int int64, int ta, int tb, int64_t m, int64_t n, int64_t k, const double *a,
+                      int64_t lda, const double *b, int64_t ldb, double beta, double *c, int64_t ldc);
+int vg_all_finite_f32(const float *c, int64_t m, int64_t n, int64_t ldc);
+int vg_all_finite_f64(const double *c, int64_t m, int64_t n, int64_t ldc);
+int vg_blas_single_begin(void);
+void vg_blas_single_end(int before);
+
+enum { NO_TRANS = 111, TRANS = 112 };
+
+/* A block's columns take about this many elements: conv2d and the input gradient, whose products are
+ * written out block by block, keep them in cache; the weight gradient's, summed over the blocks, are
+ * larger. And a batch is cut into at least MIN_BLOCKS blocks, if it can be (the threads' work units). */
+#define COLS_BUDGET (1 << 16)
+#define SUMS_BUDGET (1 << 18)
+#define MIN_BLOCKS 8
+
+/* Images per block: as many as fit the budget, but at least MIN_BLOCKS blocks (and one image). */
+static int64_t block_of(const int64_t *g, int64_t per_image, int64_t budget) {
+    int64_t b = budget / (per_image > 0 ? per_image : 1);
+    int64_t most = (g[G_N] + MIN_BLOCKS - 1) / MIN_BLOCKS;
+    if (b > most) b = most;
+    return b > 0 ? b : 1;
+}
+
+static inline int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+/* The windows o in [lo, hi) of `n` whose position o*stride + off lies in [0, size). */
+static inline void inside(int64_t off, int64_t stride, int64_t size, int64_t n, int64_t *lo, int64_t *hi) {
+    int64_t a = -floor_div(off, stride), b = floor_div(size - 1 - off, stride) + 1;
+    *lo = a < 0 ? 0 : (a > n ? n : a);
+    *hi = b > n ? n : b;
+    if (*hi < *lo) *hi = *lo;
+}
+
+/* A 64-byte aligned scratch buffer; out of memory aborts (as the other kernels' buffers do). */
+static void *scratch(int64_t n, size_t size) {
+    size_t bytes = ((size_t)(n > 0 ? n : 1) * size + 63) / 64 * 64;
+    void *p = aligned_alloc(64, bytes);
+    if (!p) abort();
+    return p;
+}
+
+/* The copies above are short rows (a few to a few dozen elements): plain loops beat memcpy calls. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define COPY_LOOPS __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define COPY_LOOPS
+#endif
+
+typedef struct {
+    void *fn; /* cblas_?gemm */
+    int int64;
+    const void *a, *b; /* conv2d: x, w; input grad: g, w; weight grad: g, x */
+    void *out;
+    void *partial; /* weight grad: one O x CKK partial sum per block */
+    const int64_t *g;
+    int64_t block;
+    int bad;
+} conv_job;
+
+#define CONV_KERNELS(T, NAME)                                                                            \
+    /* One image, NCHW, with its zero padding: C planes of (H + 2PH) x (W + 2PW). */                  \
+    COPY_LOOPS static void pad_image_##NAME(const T *x, const int64_t *g, T *dst) {                      \
+        const int64_t H = g[G_H], W = g[G_W], PH = g[G_PH], PW = g[G_PW], WP = W + 2 * PW;               \
+        for (int64_t c = 0; c < g[G_C]; c++)                                                             \
+            for (int64_t r = 0; r < H + 2 * PH; r++, dst += WP) {                                        \
+                int64_t ih = r - PH;                                                                     \
+                if (ih < 0 || ih >= H) {                                                                 \
+                    for (int64_t e = 0; e < WP; e++) dst[e] = 0;                                         \
+                    continue;                                                                            \
+                }                                                                                        \
+                const T *src = x + (c * H + ih) * W;                                                     \
+                for (int64_t e = 0; e < PW; e++) dst[e] = 0;                                             \
+                for (int64_t e = 0; e < W; e++) dst[PW + e] = src[e];                                    \
+                for (int64_t e = PW + W; e < WP; e++) dst[e] = 0;                                        \
+            }                                                                                            \
+    }                                                                                                    \
+                                                                                                         \
+    /* NCHW columns of one image: rows (c, i, j) of HO*WO elements, `ld` apart, copied from the padded \
+     * image (`padded`, a scratch buffer of C*(H+2PH)*(W+2PW) elements) without bounds tests. */         \
+    COPY_LOOPS VG_CLONES static void cols_nchw_##NAME(const T *x, const int64_t *g, T *dst, int64_t ld,  \
+                                                      T *padded) {                                       \
+        const int64_t KH = g[G_KH], KW = g[G_KW], HO = g[G_HO], WO = g[G_WO], SW = g[G_SW];              \
+        const int64_t WP = g[G_W] + 2 * g[G_PW], PLANE = (g[G_H] + 2 * g[G_PH]) * WP;                    \
+        const int64_t ROW = g[G_SH] * WP;                                                                \
+        pad_image_##NAME(x, g, padded);                                                                  \
+        for (int64_t c = 0; c < g[G_C]; c++)                                                             \
+            for (int64_t i = 0; i < KH; i++)                                                             \
+                for (int64_t j = 0; j < KW; j++) {                                                       \
+                    T *o = dst + ((c * KH + i) * KW + j) * ld;                                           \
+                    const T *s = padded + c * PLANE + i * g[G_DH] * WP + j * g[G_DW];                    \
+                    for (int64_t oh = 0; oh < HO; oh++, o += WO, s += ROW) {                             \
+                        if (SW == 1)                                                                     \
+                            for (int64_t ow = 0; ow < WO; ow++) o[ow] = s[ow];                           \
+                        else                                                                             \
+                            for (int64_t ow = 0; ow < WO; ow++) o[ow] = s[ow * SW];                      \
+                    }                                                                                    \
+                }                                                                                        \
+    }                                                                                                    \
+                                                                                                         \
+    /* NHWC columns of one image: rows (oh, ow) of KH*KW*C elements in the order (i, j, c). */           \
+    COPY_LOOPS static void cols_nhwc_##NAME(const T *x, const int64_t *g, T *dst) {                      \
+        const int64_t C = g[G_C], H = g[G_H], W = g[G_W], KH = g[G_KH], KW = g[G_KW];                    \
+        for (int64_t oh = 0; oh < g[G_HO]; oh++)                                                         \
+            for (int64_t ow = 0; ow < g[G_WO]; ow++)                                                     \
+                for (int64_t i = 0; i < KH; i++) {                                                       \
+                    int64_t ih = oh * g[G_SH] - g[G_PH] + i * g[G_DH];                                   \
+                    for (int64_t j = 0; j < KW; j++, dst += C) {                                         \
+                        int64_t iw = ow * g[G_SW] - g[G_PW] + j * g[G_DW];                               \
+                        if (ih < 0 || ih >= H || iw < 0 || iw >= W) {                                    \
+                            for (int64_t c = 0; c < C; c++) dst[c] = 0;                                  \
+                        } else {                                                                         \
+                            const T *src = x + (ih * W + iw) * C;                                        \
+                            for (int64_t c = 0; c < C; c++) dst[c] = src[c];                             \
+                        }                                                                                \
+                    }                                                                                    \
+                }                                                                                        \
+    }                                                                                                    \
+                                                                                                         \
+    /* col2im of one image into dx: its columns (as cols_* lays them out) added in double from 0.0,     \
+     * kernel offset by kernel offset, and rounded once. NCHW adds into the padded image (`acc` holds    \
+     * C*(H+2PH)*(W+2PW) doubles) without bounds tests, then drops the padding. */                       \
+    VG_CLONES static void add_back_##NAME(const T *cols, int64_t ld, const int64_t *g, double *acc, T *dx) { \
+        const int64_t C = g[G_C], H = g[G_H], W = g[G_W], KH = g[G_KH], KW = g[G_KW];                    \
+        const int64_t HO = g[G_HO], WO = g[G_WO], SW = g[G_SW];                                          \
+        if (!g[G_NHWC]) {                                                                                \
+            const int64_t HP = H + 2 * g[G_PH], WP = W + 2 * g[G_PW], ROW = g[G_SH] * WP;                \
+            memset(acc, 0, (size_t)(C * HP * WP) * sizeof(double));                                      \
+            for (int64_t c = 0; c < C; c++)                                                              \
+                for (int64_t i = 0; i < KH; i++)                                                         \
+                    for (int64_t j = 0; j < KW; j++) {                                                   \
+                        const T *r = cols + ((c * KH + i) * KW + j) * ld;                                \
+                        double *a = acc + c * HP * WP + i * g[G_DH] * WP + j * g[G_DW];                  \
+                        for (int64_t oh = 0; oh < HO; oh++, r += WO, a += ROW) {                         \
+                            if (SW == 1)                                                                 \
+                                for (int64_t ow = 0; ow < WO; ow++) a[ow] += (double)r[ow];              \
+                            else                                                                         \
+                                for (int64_t ow = 0; ow < WO; ow++) a[ow * SW] += (double)r[ow];         \
+                        }                                                                                \
+                    }                                                                                    \
+            for (int64_t c = 0; c < C; c++)                                                              \
+                for (int64_t h = 0; h < H; h++) {                                                        \
+                    const double *a = acc + (c * HP + h + g[G_PH]) * WP + g[G_PW];                       \
+                    T *d = dx + (c * H + h) * W;                                                         \
+                    for (int64_t w = 0; w < W; w++) d[w] = (T)a[w];                                      \
+                }                                                                                        \
+            return;                                                                                      \
+        }                                                                                                \
+        const int64_t KKC = KH * KW * C;                                                                 \
+        memset(acc, 0, (size_t)(C * H * W) * sizeof(double));                                           \
+        for (int64_t i = 0; i < KH; i++)                                                                 \
+            for (int64_t j = 0; j < KW; j++)                                                             \
+                for (int64_t oh = 0; oh < HO; oh++) {                                                    \
+                    int64_t ih = oh * g[G_SH] - g[G_PH] + i * g[G_DH];                                   \
+                    if (ih < 0 || ih >= H) continue;                                                     \
+                    for (int64_t ow = 0; ow < WO; ow++) {                                                \
+                        int64_t iw = ow * SW - g[G_PW] + j * g[G_DW];                                    \
+                        if (iw < 0 || iw >= W) continue;                                                 \
+                        double *a = acc + (ih * W + iw) * C;                                             \
+                        const T *r = cols + (oh * WO + ow) * KKC + (i * KW + j) * C;                     \
+                        for (int64_t c = 0; c < C; c++) a[c] += (double)r[c];                            \
+                    }                                                                                    \
+                }                                                                                        \
+        for (int64_t e = 0; e < C * H * W; e++) dx[e] = (T)acc[e];                                       \
+    }                                                                                                    \
+                                                                                                         \
+    /* The output gradients of images n0 .. n0+nb side by side (NCHW): O rows of nb*HO*WO. */          \
+    static void gather_##NAME(const T *gy, const int64_t *g, int64_t n0, int64_t nb, T *rows) {          \
+        const int64_t O = g[G_O], HOWO = g[G_HO] * g[G_WO], ld = nb * HOWO;                              \
+        for (int64_t k = 0; k < nb; k++)                                                                 \
+            for (int64_t o = 0; o < O; o++)                                                              \
+                memcpy(rows + o * ld + k * HOWO, gy + ((n0 + k) * O + o) * HOWO, (size_t)HOWO * sizeof(T)); \
+    }                                                                                                    \
+                                                                                                         \
+    /* conv2d on blocks of images. NCHW: one product W @ cols for the block, written in place for a     \
+     * block of one image, else into `res` and copied out image by image. */                             \
+    static void forward_chunk_##NAME(void *ctx, int64_t lo, int64_t hi) {                                \
+        conv_job *J = (conv_job *)ctx;                                                                   \
+        const int64_t *g = J->g;                                                                         \
+        const int64_t N = g[G_N], O = g[G_O], HOWO = g[G_HO] * g[G_WO];                                  \
+        const int64_t IMG = g[G_C] * g[G_H] * g[G_W], CKK = g[G_C] * g[G_KH] * g[G_KW];                  \
+        const int64_t PADDED = g[G_C] * (g[G_H] + 2 * g[G_PH]) * (g[G_W] + 2 * g[G_PW]);                 \
+        const T *x = (const T *)J->a, *w = (const T *)J->b;                                              \
+        T *out = (T *)J->out;                                                                            \
+        T *cols = (T *)scratch(J->block * HOWO * CKK, sizeof(T));                                        \
+        T *padded = g[G_NHWC] ? 0 : (T *)scratch(PADDED, sizeof(T));                                     \
+        T *res = g[G_NHWC] || J->block == 1 ? 0 : (T *)scratch(J->block * HOWO * O, sizeof(T));          \
+        int ok = 1;                                                                                      \
+        for (int64_t b = lo; b < hi; b++) {                                                              \
+            int64_t n0 = b * J->block, nb = N - n0 < J->block ? N - n0 : J->block, ld = nb * HOWO;       \
+            T *o = out + n0 * HOWO * O;                                                                  \
+            if (!g[G_NHWC]) {                                                                            \
+                T *dst = nb == 1 ? o : res;                                                              \
+                for (int64_t k = 0; k < nb; k++)                                                         \
+                    cols_nchw_##NAME(x + (n0 + k) * IMG, g, cols + k * HOWO, ld, padded);                \
+                vg_blas_call_##NAME(J->fn, J->int64, NO_TRANS, NO_TRANS, O, ld, CKK, w, CKK, cols, ld,   \
+                                    (T)0, dst, ld);                                                      \
+                if (dst == res)                                                                          \
+                    for (int64_t k = 0; k < nb; k++)                                                     \
+                        for (int64_t r = 0; r < O; r++)                                                  \
+                            memcpy(o + (k * O + r) * HOWO, res + r * ld + k * HOWO, (size_t)HOWO * sizeof(T)); \
+            } else {                                                                                     \
+                for (int64_t k = 0; k < nb; k++) cols_nhwc_##NAME(x + (n0 + k) * IMG, g, cols + k * HOWO * CKK); \
+                vg_blas_call_##NAME(J->fn, J->int64, NO_TRANS, NO_TRANS, ld, O, CKK, cols, CKK, w, O,    \
+                                    (T)0, o, O);                                                         \
+            }                                                                                            \
+            ok &= vg_all_finite_##NAME(o, 1, nb * HOWO * O, nb * HOWO * O);                              \
+        }                                                                                                \
+        free(cols);                                                                                      \
+        free(padded);                                                                                    \
+        free(res);                                                                                       \
+        if (!ok) __atomic_store_n(&J->bad, 1, __ATOMIC_RELAXED);                                         \
+    }                                                                                                    \
+                                                                                                         \
+    /* conv2d_input_grad on blocks of images: one product for the block's columns (NCHW: of its output \
+     * gradients side by side, for a block of more than one image), then col2im image by image. */      \
+    static void input_chunk_##NAME(void *ctx, int64_t lo, int64_t hi) {                                  \
+        conv_job *J = (conv_job *)ctx;                                                                   \
+        const int64_t *g = J->g;                                                                         \
+        const int64_t N = g[G_N], O = g[G_O], HOWO = g[G_HO] * g[G_WO];                                  \
+        const int64_t IMG = g[G_C] * g[G_H] * g[G_W], CKK = g[G_C] * g[G_KH] * g[G_KW];                  \
+        const int64_t PADDED = g[G_C] * (g[G_H] + 2 * g[G_PH]) * (g[G_W] + 2 * g[G_PW]);                 \
+        const T *gy = (const T *)J->a, *w = (const T *)J->b;                                             \
+        T *dx = (T *)J->out;                                                                             \
+        double *acc = (double *)scratch(PADDED, sizeof(double));                                         \
+        T *cols = (T *)scratch(J->block * HOWO * CKK, sizeof(T));                                        \
+        T *rows = g[G_NHWC] || J->block == 1 ? 0 : (T *)scratch(J->block * HOWO * O, sizeof(T));         \
+        int ok = 1;                                                                                      \
+        for (int64_t b = lo; b < hi; b++) {                                                              \
+            int64_t n0 = b * J->block, nb = N - n0 < J->block ? N - n0 : J->block, ld = nb * HOWO;       \
+            if (!g[G_NHWC]) {                                                                            \
+                const T *src = gy + n0 * O * HOWO;                                                       \
+                if (nb > 1) {                                                                            \
+                    gather_##NAME(gy, g, n0, nb, rows);                                                  \
+                    src = rows;                                                                          \
+                }                                                                                        \
+                vg_blas_call_##NAME(J->fn, J->int64, TRANS, NO_TRANS, CKK, ld, O, w, CKK, src, ld, (T)0, \
+                                    cols, ld);                                                           \
+                for (int64_t k = 0; k < nb; k++)                                                         \
+                    add_back_##NAME(cols + k * HOWO, ld, g, acc, dx + (n0 + k) * IMG);                   \
+            } else {                                                                                     \
+                vg_blas_call_##NAME(J->fn, J->int64, NO_TRANS, TRANS, ld, CKK, O, gy + n0 * HOWO * O, O, \
+                                    w, O, (T)0, cols, CKK);                                              \
+                for (int64_t k = 0; k < nb; k++)                                                         \
+                    add_back_##NAME(cols + k * HOWO * CKK, 0, g, acc, dx + (n0 + k) * IMG);              \
+            }                                                                                            \
+            ok &= vg_all_finite_##NAME(dx + n0 * IMG, 1, nb * IMG, nb * IMG);                            \
+        }                                                                                                \
+        free(acc);                                                                                       \
+        free(cols);                                                                                      \
+        free(rows);                                                                                      \
+        if (!ok) __atomic_store_n(&J->bad, 1, __ATOMIC_RELAXED);                                         \
+    }                                                                                                    \
+                                                                                                         \
+    /* conv2d_weight_grad: units are blocks; each writes its partial sum. */                             \
+    static void weight_chunk_##NAME(void *ctx, int64_t lo, int64_t hi) {                                 \
+        conv_job *J = (conv_job *)ctx;                                                                   \
+        const int64_t *g = J->g;                                                                         \
+        const int64_t N = g[G_N], O = g[G_O], HOWO = g[G_HO] * g[G_WO];                                  \
+        const int64_t IMG = g[G_C] * g[G_H] * g[G_W], CKK = g[G_C] * g[G_KH] * g[G_KW];                  \
+        const int64_t PADDED = g[G_C] * (g[G_H] + 2 * g[G_PH]) * (g[G_W] + 2 * g[G_PW]);                 \
+        const T *gy = (const T *)J->a, *x = (const T *)J->b;                                             \
+        T *cols = (T *)scratch(J->block * HOWO * CKK, sizeof(T));                                        \
+        T *rows = g[G_NHWC] ? 0 : (T *)scratch(J->block * HOWO * O, sizeof(T));                          \
+        T *padded = g[G_NHWC] ? 0 : (T *)scratch(PADDED, sizeof(T));                                     \
+        for (int64_t b = lo; b < hi; b++) {                                                              \
+            int64_t n0 = b * J->block, nb = N - n0 < J->block ? N - n0 : J->block, ld = nb * HOWO;       \
+            T *part = (T *)J->partial + b * O * CKK;                                                     \
+            if (!g[G_NHWC]) {                                                                            \
+                for (int64_t k = 0; k < nb; k++)                                                         \
+                    cols_nchw_##NAME(x + (n0 + k) * IMG, g, cols + k * HOWO, ld, padded);                \
+                gather_##NAME(gy, g, n0, nb, rows);                                                      \
+                vg_blas_call_##NAME(J->fn, J->int64, NO_TRANS, TRANS, O, CKK, ld, rows, ld, cols, ld,    \
+                                    (T)0, part, CKK);                                                    \
+            } else {                                                                                     \
+                for (int64_t k = 0; k < nb; k++) cols_nhwc_##NAME(x + (n0 + k) * IMG, g, cols + k * HOWO * CKK); \
+                vg_blas_call_##NAME(J->fn, J->int64, TRANS, NO_TRANS, CKK, O, ld, cols, CKK,             \
+                                    gy + n0 * HOWO * O, O, (T)0, part, O);                               \
+            }                                                                                            \
+        }                                                                                                \
+        free(cols);                                                                                      \
+        free(rows);                                                                                      \
+        free(padded);                                                                                    \
+    }                                                                                                    \
+                                                                                                         \
+    /* The number of blocks (the work units) and the images per block, for a scratch budget. */         \
+    static int64_t units_##NAME(const int64_t *g, int64_t budget, int64_t *block) {                      \
+        *block = block_of(g, g[G_HO] * g[G_WO] * g[G_C] * g[G_KH] * g[G_KW], budget);                    \
+        return (g[G_N] + *block - 1) / *block;                                                           \
+    }                                                                                                    \
+                                                                                                         \
+    int vg_conv2d_##NAME(void *fn, int int64, const T *x, const T *w, T *out, const int64_t *g, int threads) { \
+        conv_job J = {.fn = fn, .int64 = int64, .a = x, .b = w, .out = out, .g = g};                     \
+        int64_t units = units_##NAME(g, COLS_BUDGET, &J.block);                                           \
+        int before = vg_blas_single_begin();                                                             \
+        vg_parallel_for(units, 1, threads, forward_chunk_##NAME, &J);                                    \
+        vg_blas_single_end(before);                                                                      \
+        return !J.bad;                                                                                   \
+    }                                                                                                    \
+                                                                                                         \
+    int vg_conv2d_input_grad_##NAME(void *fn, int int64, const T *gy, const T *w, T *dx, const int64_t *g, \
+                                    int threads) {                                                       \
+        conv_job J = {.fn = fn, .int64 = int64, .a = gy, .b = w, .out = dx, .g = g};                     \
+        int64_t units = units_##NAME(g, COLS_BUDGET, &J.block);                                           \
+        int before = vg_blas_single_begin();                                                             \
+        vg_parallel_for(units, 1, threads, input_chunk_##NAME, &J);                                      \
+        vg_blas_single_end(before);                                                                      \
+        return !J.bad;                                                                                   \
+    }                                                                                                    \
+                                                                                                         \
+    int vg_conv2d_weight_grad_##NAME(void *fn, int int64, const T *gy, const T *x, T *dw, const int64_t *g, \
+                                     int threads) {                                                      \
+        conv_job J = {.fn = fn, .int64 = int64, .a = gy, .b = x, .out = dw, .g = g};                     \
+        const int64_t size = g[G_O] * g[G_C] * g[G_KH] * g[G_KW];                                        \
+        int64_t units = units_##NAME(g, SUMS_BUDGET, &J.block);                                                    \
+        J.partial = scratch(units * size, sizeof(T));                                                    \
+        int before = vg_blas_single_begin();                                                             \
+        vg_parallel_for(units, 1, threads, weight_chunk_##NAME, &J);                                     \
+        vg_blas_single_end(before);                                                                      \
+        const T *part = (const T *)J.partial;                                                            \
+        for (int64_t e = 0; e < size; e++) {                                                             \
+            double s = 0.0;                                                                              \
+            for (int64_t b = 0; b < units; b++) s += (double)part[b * size + e];                         \
+            dw[e] = (T)s;                                                                                \
+        }                                                                                                \
+        free(J.partial);                                                                                 \
+        return vg_all_finite_##NAME(dw, 1, size, size);                                                  \
+    }
+
+CONV_KERNELS(float, f32)
+CONV_KERNELS(double, f64)

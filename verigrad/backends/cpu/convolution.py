@@ -1,0 +1,159 @@
+"""Convolution kernels (convolution.c): conv2d, conv2d_input_grad and conv2d_weight_grad in f32 and f64,
+NCHW with OIHW weights and NHWC with HWIO weights, any stride, padding and dilation.
+
+The columns of a block of images go to a thread's scratch buffer and one single-threaded OpenBLAS GEMM
+per block computes its part (no transposed copy of the whole batch); the input gradient's columns are
+added back in double and rounded once, and the weight gradient's partial sums over the blocks are added
+in block order in double. Blocks depend on the shape alone, so every thread count gives the same bits;
+the stated exactness does not change in exact mode (the kernels then give the reference's bits, which
+the statement covers).
+
+How close to the reference (for f32 a double sum rounded once, for f64 NumPy's dgemm): each element
+is a sum of `depth` products (conv2d: C*KH*KW; the input gradient: at most O*KH*KW, as KH*KW sums of O
+rounded once more; the weight gradient: N*Ho*Wo), computed as OpenBLAS sums them, so the bound is the
+fast matmul path's (`linalg.EXACTNESS`, for operands of magnitude at most `linalg.UNIT` and depth at
+most `linalg.K_STATED`); `error_bound` gives it per element. A result holding an infinity or a NaN (an
+f32 partial sum may overflow where the reference's does not) is computed again by the reference, and
+so is every call in exact mode (`linalg.set_exact`, `VERIGRAD_EXACT_GEMM=1`), and every call the C path
+does not take (mixed dtypes, empty operands, no BLAS): those give the reference's bits.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ...ops.composite._common import spatial
+from ...ops.composite.conv import out_hw, weight_dims
+from .. import blas
+from ..reference import composite_reference
+from . import linalg
+from ._ffi import DTYPES, Library
+
+CONVOLUTION = ("conv2d", "conv2d_input_grad", "conv2d_weight_grad")
+
+_GEO = ctypes.c_int64 * 16  # convolution.c's G_LEN
+_P = ctypes.c_void_p
+_ARGS = [_P, ctypes.c_int, _P, _P, _P, _P, ctypes.c_int]  # gemm, its integer width, 3 arrays, geo, threads
+
+
+def _geometry(n, c, h, w, o, kernel, stride, padding, dilation, layout: str) -> tuple[Any, int, int]:
+    """convolution.c's geometry array, and the output's height and width."""
+    ho, wo = out_hw(h, w, kernel, stride, padding, dilation)
+    return _GEO(n, c, h, w, o, *kernel, *stride, *padding, *dilation, ho, wo, int(layout == "NHWC")), ho, wo
+
+
+class _Kernels:
+    """One dtype's C functions, with the reference for the calls they do not take."""
+
+    def __init__(self, lib: Library, name: str, dtype: np.dtype, backend: Any, gemm: tuple[int, int]) -> None:
+        from ...registry import OPS
+
+        self.dtype, self.backend, self.data, self.gemm = dtype, backend, lib.data, gemm
+        self.c_forward = lib.fn(f"vg_conv2d_{name}", _ARGS, restype=ctypes.c_int)
+        self.c_input = lib.fn(f"vg_conv2d_input_grad_{name}", _ARGS, restype=ctypes.c_int)
+        self.c_weight = lib.fn(f"vg_conv2d_weight_grad_{name}", _ARGS, restype=ctypes.c_int)
+        self.reference = {op: composite_reference(OPS[op]) for op in CONVOLUTION}
+
+    def _ours(self, a: Any, b: Any) -> bool:
+        """Whether the C path takes these operands (the fast path on, one dtype: the kernel's)."""
+        return (
+            type(a) is np.ndarray
+            and type(b) is np.ndarray
+            and a.dtype == self.dtype
+            and b.dtype == self.dtype
+            and not linalg.exact_default()
+        )
+
+    def _run(self, fn: Any, a: np.ndarray, b: np.ndarray, shape: tuple, geo: Any) -> np.ndarray | None:
+        """The C call into a new array, or None where it gave an infinity or a NaN, or the result is
+        empty (the reference's zeros)."""
+        if not math.prod(shape):
+            return None
+        a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+        out = np.empty(shape, self.dtype)
+        data = self.data
+        done = fn(*self.gemm, data(a), data(b), data(out), geo, self.backend.threads)
+        return out if done else None
+
+    def conv2d(self, x, w, stride, padding, dilation, layout) -> np.ndarray:
+        if self._ours(x, w) and x.size and w.size:
+            n, c, h, wd = spatial(x.shape, layout)
+            o, _, kh, kw = weight_dims(w.shape, layout)
+            geo, ho, wo = _geometry(n, c, h, wd, o, (kh, kw), stride, padding, dilation, layout)
+            shape = (n, o, ho, wo) if layout == "NCHW" else (n, ho, wo, o)
+            out = self._run(self.c_forward, x, w, shape, geo)
+            if out is not None:
+                return out
+        return self.reference["conv2d"](
+            x, w, stride=stride, padding=padding, dilation=dilation, layout=layout
+        )
+
+    def input_grad(self, g, w, stride, padding, dilation, layout, size) -> np.ndarray:
+        if self._ours(g, w) and g.size and w.size:
+            n = g.shape[0]
+            o, c, kh, kw = weight_dims(w.shape, layout)
+            geo, _, _ = _geometry(n, c, *size, o, (kh, kw), stride, padding, dilation, layout)
+            shape = (n, c, *size) if layout == "NCHW" else (n, *size, c)
+            out = self._run(self.c_input, g, w, shape, geo)
+            if out is not None:
+                return out
+        params = {"stride": stride, "padding": padding, "dilation": dilation, "layout": layout}
+        return self.reference["conv2d_input_grad"](g, w, **params, size=size)
+
+    def weight_grad(self, g, x, kernel, stride, padding, dilation, layout) -> np.ndarray:
+        if self._ours(g, x) and g.size and x.size:
+            n, c, h, wd = spatial(x.shape, layout)
+            o = g.shape[1] if layout == "NCHW" else g.shape[3]
+            geo, _, _ = _geometry(n, c, h, wd, o, kernel, stride, padding, dilation, layout)
+            shape = (o, c, *kernel) if layout == "NCHW" else (*kernel, c, o)
+            out = self._run(self.c_weight, g, x, shape, geo)
+            if out is not None:
+                return out
+        params = {"stride": stride, "padding": padding, "dilation": dilation, "layout": layout}
+        return self.reference["conv2d_weight_grad"](g, x, kernel=kernel, **params)
+
+
+def error_bound(op: str, *arrays: np.ndarray, **params: Any) -> np.ndarray:
+    """The largest |kernel - reference| per element of `op` on these operands, in double: the fast
+    matmul path's bound (depth + 2) u s + u |reference|, with s the op on the operands' magnitudes and
+    depth its number of products per element (see the module docstring)."""
+    from ...registry import OPS
+
+    dtype = arrays[0].dtype
+    reference = composite_reference(OPS[op])
+    s = reference(*(np.abs(a.astype(np.float64)) for a in arrays), **params)
+    ref = np.abs(reference(*(a.astype(np.float64) for a in arrays), **params))
+    layout = params["layout"]
+    if op == "conv2d":
+        o, c, kh, kw = weight_dims(arrays[1].shape, layout)
+        depth = c * kh * kw
+    elif op == "conv2d_input_grad":
+        o, c, kh, kw = weight_dims(arrays[1].shape, layout)
+        depth = o * kh * kw + kh * kw  # KH*KW GEMM results, each rounded, added and rounded once more
+    else:
+        n, ho, wo = (arrays[0].shape[i] for i in ((0, 2, 3) if layout == "NCHW" else (0, 1, 2)))
+        depth = n * ho * wo
+    u = 2.0**-24 if dtype == np.float32 else 2.0**-53
+    return (depth + 2) * u * s + u * ref
+
+
+def register(backend: Any, lib: Library) -> None:
+    for name, dtype in DTYPES.items():
+        found = blas.cblas(("s" if name == "f32" else "d") + "gemm")
+        if found is None:
+            continue  # no BLAS here: the ops run their decompositions on the other kernels
+        gemm = (ctypes.cast(found[0], ctypes.c_void_p).value, int(found[1]))
+        k = _Kernels(lib, name, dtype, backend, gemm)
+        exactness = linalg.EXACTNESS[(name, False)]
+        kernels: dict[str, Callable] = {
+            "conv2d": k.conv2d,
+            "conv2d_input_grad": k.input_grad,
+            "conv2d_weight_grad": k.weight_grad,
+        }
+        for op, kernel in kernels.items():
+            backend.register(op, kernel, name, exactness)

@@ -1,0 +1,507 @@
+"""Fused element-wise kernels: one C function per fused group (ir/passes/fuse.py `FusedOp`), generated
+from its members, that computes the group's root for every output element in one pass.
+
+Each member's result is held in a variable of its dtype's C type, so it is rounded to that dtype exactly
+as `FusedOp.reference` converts after each member; its operands are first converted to the dtype its
+reference computes in, as the reference converts them. The exactly rounded ops (add, sub, mul, div,
+sqrt, ...), the selections (maximum, minimum, relu, where: NumPy's NaN rules, as in elementwise.c) and
+the conversions are IEEE operations, built without FMA contraction; the transcendentals are
+elementwise.c's formulas (vg_math.h) in double, rounded once. So a fused kernel gives the reference's
+bits, and is stated EXACT: a group is fused only where every member is exact here (the C library's
+routines: where elementwise.py's probe found them to be NumPy's). Other groups (a member or dtype not
+in `MEMBERS` and `C_TYPES`, f16, integer arithmetic) get no kernel and run member by member; so do
+groups holding an f32 op that elementwise.c computes on an AVX2 path (exp, sigmoid, tanh, silu,
+gelu_tanh), where that path runs: it is several times faster than the scalar formula here.
+
+Layouts: inputs of any element strides that broadcast to the output (stride 0 on broadcast dimensions),
+collapsed to rank 4 at most; the output is a new C-contiguous array. The output's rows are walked in
+blocks; in a block each input is read in place where its stride is 1, else copied (a broadcast value
+repeated) into a small buffer, so the loop over a block is one vectorisable loop for any layout. Inputs
+of one element as traced (an optimizer's step size, its bias correction `beta ** t`) and the members
+that read only such values are computed once per call, before the loop, by the same statements. What
+this does not take (rank over 4 after collapsing, a stride that is not a whole number of elements, an
+array that is not an aligned ndarray of the traced dtype) runs `FusedOp.fast`: the same bits.
+
+Compilation: `kernel(backend, op)` returns a `FusedKernel` at once and adds its C function to a pending
+batch; the first call of any pending kernel compiles the whole batch in one compiler call (build.py:
+the same compiler, flags and disk cache, the library named by the hash of its source), so a plan's
+fused kernels cost one build, and a later plan (or process) with the same groups finds them built.
+Threads: the main library's pool (`vg_parallel_for`, handed to each generated library when it loads);
+element-wise work gives the same bits for every thread count.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import sys
+import threading
+from string import Template
+from typing import Any
+
+import numpy as np
+
+from ...dtypes import as_dtype, from_numpy_dtype, promote
+from .._registry import EXACT, Exactness
+from . import _ffi, elementwise
+from . import build as _build
+
+RANK = 4
+BLOCK = 512  # elements per block (a buffer of this many per input, on the stack)
+
+C_TYPES = {"bool": "uint8_t", "i32": "int32_t", "i64": "int64_t", "f32": "float", "f64": "double"}
+# the type of a value inside the loop: bool values as 32-bit ints (0 or 1), so that a loop mixing them
+# with f32 values is vectorised
+VALUE_TYPES = {**C_TYPES, "bool": "int32_t"}
+FLOATS = ("f32", "f64")
+
+# Float ops, computed in their result dtype T on operands a (and b) converted to it. "{f}": the f32
+# suffix of the C library's routine where T is float.
+_FLOAT_UNARY = {
+    "neg": "-a",
+    "abs": "fabs{f}(a)",
+    "relu": "(a > (T)0 || isnan(a)) ? a : (T)0",
+    "relu_deriv": "(T)(a > (T)0)",  # not a ? b : c, which GCC leaves a branch before a mul
+    "sqrt": "sqrt{f}(a)",
+    "rsqrt": "(T)1 / sqrt{f}(a)",
+    "sigmoid_deriv": "a * ((T)1 - a)",
+    "tanh_deriv": "(T)1 - a * a",
+    "exp": "(T)d_exp((double)a)",
+    "log": "(T)log((double)a)",
+    "sin": "(T)sin((double)a)",
+    "cos": "(T)cos((double)a)",
+}
+for _name in ("tanh", "sigmoid", "silu", "silu_deriv", "gelu", "gelu_deriv", "gelu_tanh", "gelu_tanh_deriv"):
+    _FLOAT_UNARY[_name] = f"(T)d_{_name}((double)a)"  # vg_math.h
+_FLOAT_BINARY = {
+    "add": "a + b",
+    "sub": "a - b",
+    "mul": "a * b",
+    "div": "a / b",
+    "pow": "(T)pow((double)a, (double)b)",
+    "maximum": "(a > b || isnan(a)) ? a : b",
+    "minimum": "(a < b || isnan(a)) ? a : b",
+}
+_COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_LOGICAL = {"logical_and": "a && b", "logical_or": "a || b", "logical_not": "!a"}
+# evaluated with the C library's routines: fused only where elementwise.py's probe found them exact here
+LIBM = frozenset([*(n for n, e in _FLOAT_UNARY.items() if "double" in e), "pow"])
+VECTORIZED = ("exp", "sigmoid", "tanh", "silu", "gelu_tanh")  # in f32: elementwise.c's AVX2 path
+MEMBERS = frozenset([*_FLOAT_UNARY, *_FLOAT_BINARY, *_COMPARE, *_LOGICAL, "where", "cast", "broadcast_to"])
+
+
+class Unsupported(Exception):
+    """A member or dtype the generator does not take."""
+
+
+# generating C --------------------------------------------------------------------------------------
+def _convert(expr: str, src: str, dst: str) -> str:
+    """`expr` of dtype `src` converted as NumPy's astype to `dst` converts (bool values are 0 or 1)."""
+    if src == dst:
+        return expr
+    if dst == "bool":
+        return f"({expr} != 0)"
+    return f"({C_TYPES[dst]})({expr})"
+
+
+def _member(name: str, out: str, args: list[tuple[str, str]]) -> str:
+    """One member's C statement block: the value of `name` on `args` ((C variable, dtype) pairs) as its
+    reference computes it, in a variable `r` of `out`'s C type. Unsupported where there is none."""
+    if out not in C_TYPES or any(d not in C_TYPES for _, d in args):
+        raise Unsupported(f"{name} on {', '.join(d for _, d in args)} giving {out}")
+    if name == "broadcast_to":  # the same value; the kernel reads the input broadcast
+        return f"r = {args[0][0]};"
+    if name == "cast":
+        if out not in ("bool", *FLOATS):
+            raise Unsupported(f"cast to {out}")
+        return f"r = {_convert(*args[0], out)};"
+    if name == "where":
+        (c, _), (a, da), (b, db) = args
+        return f"r = {c} ? {_convert(a, da, out)} : {_convert(b, db, out)};"
+    if name in _COMPARE:
+        (a, da), (b, db) = args
+        joined = promote(as_dtype(da), as_dtype(db)).name
+        if joined not in C_TYPES:
+            raise Unsupported(f"{name} in {joined}")
+        return f"r = {_convert(a, da, joined)} {_COMPARE[name]} {_convert(b, db, joined)};"
+    if name in _LOGICAL:
+        if any(d != "bool" for _, d in args):
+            raise Unsupported(f"{name} on non-bool operands")
+        local = "".join(f"const int32_t {v} = {a}; " for v, (a, _) in zip("ab", args))
+        return f"{local}r = {_LOGICAL[name]};"
+    table = _FLOAT_UNARY if len(args) == 1 else _FLOAT_BINARY
+    if out not in FLOATS or name not in table:
+        raise Unsupported(f"{name} giving {out}")
+    t = C_TYPES[out]
+    expr = table[name].replace("{f}", "f" if out == "f32" else "").replace("(T)", f"({t})")
+    local = "".join(f"const {t} {v} = {_convert(a, da, out)}; " for v, (a, da) in zip("ab", args))
+    return f"{local}r = {expr};"
+
+
+def body(op: Any, inputs: tuple[str, ...], members: Any = None, loads: Any = None) -> list[str]:
+    """The statements computing `members` (default: all) of the group into `m<j>` from the inputs `x<k>`
+    (dtype names `inputs`), each input's statement in `loads` (index -> statement) just before its first
+    use: GCC leaves a loop with a conversion of a comparison unvectorised when the loads come first.
+    Unsupported for a member or dtype the generator does not take."""
+    lines = []
+    dtypes = [d.name for d in op.dtypes]
+    pending = dict(loads or {})
+    for m, (member, refs) in enumerate(zip(op.ops, op.wiring)):
+        if member.name not in MEMBERS:
+            raise Unsupported(member.name)
+        args = [(f"x{k}", inputs[k]) if kind == "in" else (f"m{k}", dtypes[k]) for kind, k in refs]
+        block = _member(member.name, dtypes[m], args)
+        if members is None or m in members:
+            lines += [pending.pop(k) for kind, k in refs if kind == "in" and k in pending]
+            value = VALUE_TYPES[dtypes[m]]
+            lines.append(f"{value} m{m};")
+            lines.append(f"{{ {value} r; {block} m{m} = r; }}")
+    return lines
+
+
+def uniform(op: Any, scalar: tuple[bool, ...]) -> tuple[list[bool], set[str]]:
+    """Which members are the same for every element (they read only `scalar` inputs, of one element,
+    and such members), and the names (`x<k>`, `m<j>`) of the uniform values the other members or the
+    result read: those are computed once per call."""
+    same: list[bool] = []
+    for refs in op.wiring:
+        same.append(all(scalar[k] if kind == "in" else same[k] for kind, k in refs))
+    used = {f"m{len(op.ops) - 1}"} if same[-1] else set()
+    for m, refs in enumerate(op.wiring):
+        if not same[m]:
+            used |= {
+                f"{'x' if kind == 'in' else 'm'}{k}"
+                for kind, k in refs
+                if (scalar[k] if kind == "in" else same[k])
+            }
+    return same, used
+
+
+_FUNCTION = Template("""/* $what */
+typedef struct {
+    $fields
+} ${name}_u;
+VG_CLONES static void ${name}_block(int64_t len, const ${name}_u *u, $args $out *restrict y) {
+    $invariant
+    for (int64_t j = 0; j < len; j++) {
+        $body
+        y[j] = $root;
+    }
+}
+static void ${name}_chunk(void *ctx, int64_t lo, int64_t hi) {
+    const vg_fctx *p = (const vg_fctx *)ctx;
+    const int64_t *d = p->dims, n1 = d[1], n2 = d[2], n3 = d[3];
+    $buffers
+    for (int64_t i = lo; i < hi;) {
+        const int64_t row = i / n3, col = i - row * n3;
+        const int64_t i2 = row % n2, r = row / n2, i1 = r % n1, i0 = r / n1;
+        const int64_t end = hi - i < n3 - col ? hi : i + (n3 - col);
+        $rows
+        for (int64_t at = i; at < end; at += VG_BLOCK) {
+            const int64_t len = end - at < VG_BLOCK ? end - at : VG_BLOCK, c = col + (at - i);
+            $blocks
+            ${name}_block(len, (const ${name}_u *)p->u, $pointers ($out *)p->out + at);
+        }
+        i = end;
+    }
+}
+void $name(const void *const *in, void *out, const int64_t *dims, int64_t min_chunk, int threads) {
+    ${name}_u u = {0};
+    {
+        $prologue
+    }
+    vg_fctx p = {in, out, dims, &u};
+    vg_par(dims[0] * dims[1] * dims[2] * dims[3], min_chunk, threads, ${name}_chunk, &p);
+}
+""")
+
+
+def function(name: str, op: Any, inputs: tuple[str, ...], scalar: tuple[bool, ...]) -> str:
+    """The C source of kernel `name` for the group `op` on inputs of dtypes `inputs`, those of one
+    element where `scalar` says: `name(const void *const *in, void *out, const int64_t *dims,
+    int64_t min_chunk, int threads)`, dims = {shape[0..3], then each input's element strides[0..3]}
+    (the output's shape padded in front). Members reading only scalar inputs are computed once."""
+    same, used = uniform(op, scalar)
+    dtypes = [d.name for d in op.dtypes]
+    kind = {**{f"x{k}": d for k, d in enumerate(inputs)}, **{f"m{j}": d for j, d in enumerate(dtypes)}}
+    used = sorted(used)
+    varying = [k for k in range(len(inputs)) if not scalar[k]]
+    types = {k: C_TYPES[inputs[k]] for k in varying}
+
+    def load(k: int, at: str) -> str:
+        return f"const {VALUE_TYPES[inputs[k]]} x{k} = {at}{' != 0' * (inputs[k] == 'bool')};"
+
+    scalars = [k for k in range(len(inputs)) if scalar[k]]
+    prologue = [load(k, f"((const {C_TYPES[inputs[k]]} *)in[{k}])[0]") for k in scalars]
+    prologue += body(op, inputs, {m for m in range(len(op.ops)) if same[m]})
+    per_element = {m for m in range(len(op.ops)) if not same[m]}
+    prologue += [f"u.{v} = {v};" for v in used]
+    return _FUNCTION.substitute(
+        what=f"{'/'.join(m.name for m in op.ops)} on {', '.join(inputs)}",
+        name=name,
+        out=C_TYPES[dtypes[-1]],
+        root=f"m{len(op.ops) - 1}",
+        fields="\n    ".join([f"{VALUE_TYPES[kind[v]]} {v};" for v in used] or ["char unused;"]),
+        args="".join(f"const {types[k]} *restrict a{k}, " for k in varying),
+        invariant="\n    ".join(f"const {VALUE_TYPES[kind[v]]} {v} = u->{v};" for v in used),
+        body="\n        ".join(body(op, inputs, per_element, {k: load(k, f"a{k}[j]") for k in varying})),
+        buffers="\n    ".join(f"{types[k]} b{k}[VG_BLOCK];" for k in varying),
+        rows="\n        ".join(f"VG_ROW({types[k]}, {k})" for k in varying),
+        blocks="\n            ".join(f"VG_BLOCK_OF({types[k]}, {k})" for k in varying),
+        pointers="".join(f"p{k}, " for k in varying),
+        prologue="\n        ".join(prologue),
+    )
+
+
+PRELUDE = f"""/* Fused element-wise kernels generated by verigrad/backends/cpu/fused.py. */
+#include <math.h>
+#include <stdint.h>
+
+#include "vg.h"
+#include "vg_math.h"
+
+#define VG_BLOCK {BLOCK}
+
+typedef struct {{
+    const void *const *in;
+    void *out;
+    const int64_t *dims;
+    const void *u; /* the values that are the same for every element */
+}} vg_fctx;
+
+typedef void (*vg_parallel_fn)(int64_t n, int64_t min_chunk, int threads, vg_chunk_fn fn, void *ctx);
+static vg_parallel_fn vg_par;
+
+/* the main library's vg_parallel_for: this library is loaded on its own */
+void vg_fused_init(vg_parallel_fn fn) {{ vg_par = fn; }}
+
+/* Input I (of type T) in a row of the output (i0, i1, i2, col...): where the row starts (rI), and how
+ * many elements of its buffer bI hold its value where it is broadcast along the row (fI) */
+#define VG_ROW(T, I) \\
+    const T *r##I = (const T *)p->in[I] + i0 * d[4 + 4 * I] + i1 * d[5 + 4 * I] + i2 * d[6 + 4 * I]; \\
+    int64_t f##I = 0;
+
+/* Input I in the block [c, c + len) of the row: pI, in place (stride 1) or copied into bI */
+#define VG_BLOCK_OF(T, I)                                                          \\
+    const T *p##I = b##I;                                                          \\
+    {{                                                                             \\
+        const int64_t s = d[7 + 4 * I];                                            \\
+        if (s == 1)                                                                \\
+            p##I = r##I + c;                                                       \\
+        else if (s == 0)                                                           \\
+            for (; f##I < len; f##I++) b##I[f##I] = r##I[0];                       \\
+        else                                                                       \\
+            for (int64_t t = 0; t < len; t++) b##I[t] = r##I[(c + t) * s];         \\
+    }}
+"""
+
+
+# building and loading ------------------------------------------------------------------------------
+_FN_ARGS = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int]
+
+
+class Batches:
+    """The generated functions of the process: built (name -> ctypes function) and pending (name -> C
+    text), compiled together at the first call of any pending one."""
+
+    def __init__(self) -> None:
+        self.built: dict[str, Any] = {}
+        self.pending: dict[str, str] = {}
+        self.failed: dict[str, str] = {}
+        self.builds: list[dict[str, Any]] = []  # what each build was: build.py's info, and its functions
+        self._lock = threading.Lock()
+
+    def add(self, name: str, text: str) -> None:
+        with self._lock:
+            if name not in self.built and name not in self.failed:
+                self.pending[name] = text
+
+    def get(self, name: str, parallel_for: int) -> Any:
+        """The function `name` (building the pending batch if need be); None if its build failed."""
+        fn = self.built.get(name)
+        if fn is not None:
+            return fn
+        with self._lock:
+            if name in self.built or name in self.failed:
+                return self.built.get(name)
+            batch, self.pending = self.pending, {}
+            source = PRELUDE + "\n".join(batch[n] for n in sorted(batch))
+            try:
+                cdll, info = _build.build("fused", source)
+            except _build.BuildError as e:
+                print(f"verigrad: fused kernels unavailable, running members: {e}", file=sys.stderr)
+                self.failed.update(dict.fromkeys(batch, str(e)))
+                return None
+            init = cdll.vg_fused_init
+            init.argtypes, init.restype = [ctypes.c_void_p], None
+            init(parallel_for)
+            for n in batch:
+                fn = getattr(cdll, n)
+                fn.argtypes, fn.restype = _FN_ARGS, None
+                self.built[n] = fn
+            self.builds.append({**info, "functions": len(batch)})
+            return self.built[name]
+
+
+BATCHES = Batches()
+_LIBM: dict[int, frozenset[tuple[str, str]]] = {}  # id(backend) -> its libm_members
+
+
+# the kernel ----------------------------------------------------------------------------------------
+def libm_members(backend: Any) -> frozenset[tuple[str, str]]:
+    """The (op, dtype) pairs of the ops evaluated with C library routines that a group may hold: those
+    whose cpu kernels are stated exact here, but for the f32 ones with an AVX2 path (elementwise.c) where
+    it runs: that path is several times faster than a fused kernel's scalar formula."""
+    fast = VECTORIZED if backend.library is not None and elementwise.vectorized(backend.library) else ()
+    return frozenset(
+        (op, dtype)
+        for (op, dtype), (_, exactness) in backend.registered().items()
+        if op in LIBM and dtype in FLOATS and exactness.is_exact and not (dtype == "f32" and op in fast)
+    )
+
+
+def supported(op: Any, libm: frozenset[tuple[str, str]]) -> str | None:
+    """Why the group `op` gets no fused kernel (None: it gets one): its inputs' dtypes are not known, a
+    member or dtype the generator does not take, or a C library op not in `libm` (`libm_members`)."""
+    if not getattr(op, "inputs", ()):
+        return "the inputs' dtypes are not known"
+    for member, dtype in zip(op.ops, op.dtypes):
+        if member.name in LIBM and (member.name, dtype.name) not in libm:
+            return f"{member.name} in {dtype.name}: not exact here, or faster unfused"
+    try:
+        body(op, tuple(spec.dtype.name for spec in op.inputs))
+    except Unsupported as e:
+        return str(e)
+    return None
+
+
+class FusedKernel:
+    """The group's generated C function (built at the first call) on the layouts it takes, else
+    `FusedOp.fast`. Called as the plan calls a fused kernel: `kernel(*arrays, params=...)`."""
+
+    exactness: Exactness = EXACT
+
+    def __init__(self, backend: Any, op: Any, name: str, lib: _ffi.Library) -> None:
+        self.backend, self.op, self.name = backend, op, name
+        self.inputs = tuple(spec.dtype.np for spec in op.inputs)
+        self.scalar = scalars(op)
+        self.out_dtype = op.dtypes[-1].np
+        self.params_shape = any(m.name == "broadcast_to" for m in op.ops)  # the shape depends on params
+        self.data = lib.data
+        self._parallel_for = ctypes.cast(lib.cdll.vg_parallel_for, ctypes.c_void_p).value
+        self._fn: Any = None
+        self._layouts: dict[Any, Any] = {}
+        self._pointers = ctypes.c_void_p * len(op.inputs)  # the type of the inputs' pointer array
+
+    def __repr__(self) -> str:
+        return f"<fused kernel {self.name}: {'/'.join(m.name for m in self.op.ops)}>"
+
+    def __call__(self, *arrays: np.ndarray, params: tuple) -> np.ndarray:
+        fn = self._fn
+        if fn is None:
+            fn = self._fn = BATCHES.get(self.name, self._parallel_for) or self._fallback
+        if fn is self._fallback:
+            return fn(*arrays, params=params)
+        try:
+            key: Any = tuple([(a.shape, a.strides, a.dtype) for a in arrays])
+        except AttributeError:  # not an array
+            return self._fallback(*arrays, params=params)
+        if self.params_shape:
+            key = (key, params)
+        layout = self._layouts.get(key)
+        if layout is None:
+            layout = self._layouts[key] = self._layout(arrays, params)
+        if layout is False:
+            return self._fallback(*arrays, params=params)
+        shape, dims, n, masks = layout
+        data = self.data
+        pointers = [data(a) for a in arrays]
+        for pointer, mask in zip(pointers, masks):
+            if pointer & mask:  # not aligned to its item size
+                return self._fallback(*arrays, params=params)
+        out = np.empty(shape, self.out_dtype)
+        if n:
+            fn(self._pointers(*pointers), data(out), dims, _ffi._min_chunk[0], self.backend.threads)
+        return out
+
+    def _layout(self, arrays: tuple, params: tuple) -> Any:
+        """(output shape, the dims argument, the element count, the inputs' alignment masks) for
+        arrays of these shapes and strides; False where the C function does not take them."""
+        if len(self._layouts) > 256:
+            self._layouts.clear()
+        if any(type(a) is not np.ndarray for a in arrays) or tuple(a.dtype for a in arrays) != self.inputs:
+            return False
+        shape = tuple(self.op.shape_rule(*(a.shape for a in arrays), params=params))
+        dims = collapse(shape, arrays)
+        if dims is None or any(a.size != 1 for a, one in zip(arrays, self.scalar) if one):
+            return False
+        masks = tuple(a.itemsize - 1 for a in arrays)
+        return shape, (ctypes.c_int64 * len(dims))(*dims), int(np.prod(shape, dtype=np.int64)), masks
+
+    def _fallback(self, *arrays: Any, params: tuple) -> np.ndarray:
+        """The members' NumPy kernels (FusedOp.fast for the arrays' dtypes): the same bits."""
+        arrays = tuple(np.asarray(a) for a in arrays)
+        dtypes = tuple(from_numpy_dtype(a.dtype) for a in arrays)
+        return self.op.fast(self.op.dtypes[-1], dtypes, params)(*arrays)
+
+
+def scalars(op: Any) -> tuple[bool, ...]:
+    """Which inputs of the group are of one element (every dimension 1 as traced)."""
+    return tuple(all(type(d) is int and d == 1 for d in spec.shape) for spec in op.inputs)
+
+
+def collapse(shape: tuple[int, ...], arrays: tuple[np.ndarray, ...]) -> list[int] | None:
+    """The dims argument for an output of `shape` (C-contiguous) read from `arrays` broadcast to it:
+    adjacent dimensions merged where every input's strides allow, padded in front to RANK, then each
+    input's element strides (0 on broadcast dimensions). None above RANK, or for a stride that is not a
+    whole number of elements."""
+    rank = len(shape)
+    strides = []
+    for a in arrays:
+        item, pad = a.itemsize, rank - a.ndim
+        row = [0] * pad
+        for size, step in zip(a.shape, a.strides):
+            if step % item:
+                return None
+            row.append(0 if size == 1 else step // item)
+        strides.append(row)
+    dims: list[int] = []
+    merged: list[list[int]] = [[] for _ in arrays]
+    for d, size in enumerate(shape):
+        if size == 1:
+            continue
+        if dims and all(m[-1] == s[d] * size for m, s in zip(merged, strides)):
+            dims[-1] *= size
+            for m, s in zip(merged, strides):
+                m[-1] = s[d]
+        else:
+            dims.append(size)
+            for m, s in zip(merged, strides):
+                m.append(s[d])
+    if len(dims) > RANK:
+        return None
+    pad = RANK - len(dims)
+    out = [1] * pad + dims
+    for m in merged:
+        out += [0] * pad + m
+    return out
+
+
+def kernel(backend: Any, op: Any, libm: frozenset[tuple[str, str]] | None = None) -> FusedKernel | None:
+    """The fused kernel for the group `op` (its C function added to the pending batch), or None where
+    the generator does not take it (the plan then runs its members). `libm`: the C library ops a group
+    may hold (default: `libm_members`)."""
+    lib = backend.library
+    if lib is None:
+        return None
+    if libm is None:
+        libm = _LIBM.get(id(backend))
+        if libm is None:
+            libm = _LIBM[id(backend)] = libm_members(backend)
+    if supported(op, libm) is not None:
+        return None
+    inputs = tuple(spec.dtype.name for spec in op.inputs)
+    text = function("NAME", op, inputs, scalars(op))
+    name = "vg_fused_" + hashlib.sha256(text.encode()).hexdigest()[:16]
+    BATCHES.add(name, text.replace("NAME", name))
+    return FusedKernel(backend, op, name, lib)
