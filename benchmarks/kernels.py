@@ -4,8 +4,10 @@ For each size (400K and 4M elements by default) and thread count (1 and 2), each
 `--calls` times in a row and timed, `--repeats` times; verigrad's kernel (`cpu` backend, output
 allocated by the call, as `torch.sigmoid(x)` does) and PyTorch's take turns within each repeat, after a
 short pause (so that the other runtime's spinning worker threads have gone to sleep). The table gives
-the median ms per call, the ratio verigrad / torch, and the ratio to a memory copy of the same vector
-(`np.copyto` into a preallocated array: the memory bandwidth one core gets), which bounds relu.
+the median ms per call, and the median over the repeats of the ratio verigrad / torch and of the ratio
+to a memory copy of the same vector (`np.copyto` into a preallocated array: the memory bandwidth one
+core gets), which bounds relu: ratios of runs next to each other, so that a change in the machine's
+load between repeats cancels out.
 
 Before timing, every verigrad result is checked against the op's reference, bit for bit. PyTorch is
 only needed here: if it is missing, it is installed (torch==2.13.0).
@@ -45,6 +47,11 @@ def time_calls(fn: Callable[[], Any], calls: int, pause: float) -> float:
     return (time.perf_counter() - start) * 1e3 / calls
 
 
+def median_ratio(ours: list[float], theirs: list[float]) -> float:
+    """The median of the ratios of the runs of the same repeat."""
+    return statistics.median(a / b for a, b in zip(ours, theirs))
+
+
 def runners(torch: Any, x: np.ndarray) -> dict[str, Callable[[], Any]]:
     """For each op, verigrad's kernel and PyTorch's, checked first; and the memory copy."""
     t = torch.from_numpy(x)
@@ -65,8 +72,8 @@ def runners(torch: Any, x: np.ndarray) -> dict[str, Callable[[], Any]]:
 
 def run(args: argparse.Namespace, torch: Any, console: Console) -> Table:
     table = Table(
-        title=f"ms per call, f32, median of {args.repeats} runs; cpu backend "
-        f"({'AVX2' if cpu.vectorized() else 'portable C'} path for sigmoid and tanh)"
+        title=f"ms per call, f32, median of {args.repeats} runs (ratios: median of the runs' ratios); "
+        f"cpu backend ({'AVX2' if cpu.vectorized() else 'portable C'} path for sigmoid and tanh)"
     )
     for column, justify in [
         ("elements", "right"),
@@ -92,15 +99,15 @@ def run(args: argparse.Namespace, torch: Any, console: Console) -> Table:
                     times[name].append(time_calls(fn, calls, args.pause))
             med = {name: statistics.median(ms) for name, ms in times.items()}
             for i, name in enumerate(OPS_TIMED):
-                ours, theirs = med[f"verigrad {name}"], med[f"torch {name}"]
+                ours, theirs = times[f"verigrad {name}"], times[f"torch {name}"]
                 table.add_row(
                     f"{size:,}" if i == 0 and n == args.threads[0] else "",
                     str(n) if i == 0 else "",
                     name,
-                    f"{ours:.3f}",
-                    f"{theirs:.3f}",
-                    f"{ours / theirs:.2f}x",
-                    f"{ours / med['copy']:.2f}x",
+                    f"{med[f'verigrad {name}']:.3f}",
+                    f"{med[f'torch {name}']:.3f}",
+                    f"{median_ratio(ours, theirs):.2f}x",
+                    f"{median_ratio(ours, times['copy']):.2f}x",
                 )
             table.add_row("", "", "memory copy", f"{med['copy']:.3f}", "", "", "1.00x")
             console.print(f"  {size:,} elements, {n} thread(s): done", style="dim")

@@ -7,9 +7,8 @@
  * references write, and f32 results are rounded once from that double.
  *
  * exp, sigmoid, tanh, silu and gelu_tanh in f32 also have an AVX2 path (see "vectorized" below): double
- * polynomials within a relative 2^-41 of the C library's routines, rounded once to f32; where that
- * rounding could go either way, the element is recomputed by the scalar formula, so both paths give the
- * same bits.
+ * polynomials within a relative 2^-42 of the scalar formulas, rounded once to f32; where that rounding
+ * could go either way, the element is recomputed by the scalar formula, so both paths give the same bits.
  *
  * maximum and minimum are NumPy's: a NaN in either operand gives that NaN (the first when both are),
  * and on equal operands (0 and -0) the second one. relu is maximum(x, 0).
@@ -111,17 +110,21 @@ UNARY(gelu_tanh, double, f64, d_gelu_tanh(x))
 
 /* ---- vectorized: exp, sigmoid, tanh, silu, gelu_tanh in f32 -------------------------------------------
  *
- * x = k ln2 + r with |r| <= ln2/2 and a two-part ln2; exp(r) = 1 + r + r^2 q(r) with q a least-squares
- * fit of degree 7 (relative error of exp below 2^-45 on the interval); expm1(x) = 2^k expm1(r) + (2^k - 1);
- * sigmoid(x) = 1 / (1 + exp(-x)). Measured against the scalar formulas on 3e7 inputs: exp, sigmoid and
- * silu within 180 double ulps, tanh within 1850, gelu_tanh (x >= -3) within 1100; the rounding test below
- * allows ROUND_SLACK.
+ * Eight f32 inputs at a time, widened to two vectors of four doubles. exp(x) = 2^(n/8) exp(r) with
+ * n = round(8 x / ln2) and r = x - n ln2/8 (one FMA; |r| <= ln2/16; ln2/8 as a double is off by under
+ * 2^-58, times |n| <= 1155 here); 2^(n/8) = 2^floor(n/8) T[n mod 8] with T[j] = 2^(j/8) looked up by two
+ * 8-lane permutes (its high and low 32-bit halves) and floor(n/8) added to its exponent; exp(r) = 1 + p,
+ * p = r + r^2 q(r) with q a near-minimax fit: of degree 3 for exp, sigmoid and silu (relative error of
+ * 1 + p below 2^-41 on the interval), of degree 4 for tanh and gelu_tanh, which need p as expm1(r)
+ * (relative error below 2^-43); expm1(x) = T (1 + p) - 1. Checked against the scalar formulas on every f32
+ * input (2^32) that the vector path keeps: exp, sigmoid and silu within 3300 double ulps, tanh within
+ * 510, gelu_tanh (x >= -3) within 960; the rounding test below allows ROUND_SLACK = 32768.
  *
  * Rounding test: a double y rounds to the same f32 as every double within ROUND_SLACK ulps of it unless
  * its 29 low mantissa bits are within ROUND_SLACK of the halfway pattern 0x10000000 (about 1.2e-4 of
  * random inputs), or the f32 result is subnormal (where the rounding point is elsewhere: exp, sigmoid and
- * silu of x < -87; tanh of a tiny x is x itself in double and needs no care). Such elements are
- * recomputed by the scalar formula, so every element gets the bits the scalar formula gives.
+ * silu of x < -87; tanh of a tiny x is x itself in double and needs no care). Such elements, and NaN
+ * inputs, are recomputed by the scalar formula, so every element gets the bits the scalar formula gives.
  */
 #define ROUND_SLACK 32768
 
@@ -131,164 +134,191 @@ UNARY(gelu_tanh, double, f64, d_gelu_tanh(x))
 
 static int have_avx2(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 
-#define LOG2E 0x1.71547652b82fep0
-#define LN2_HI 0x1.62e42fefa39efp-1
-#define LN2_LO 0x1.abc9e3b39803fp-56
-#define SHIFTER 0x1.8p52 /* t = x/ln2 + SHIFTER holds round(x/ln2) in its low bits */
+#define LOG2E_8 0x1.71547652b82fep+3 /* 8 / ln2 */
+#define LN2_8 0x1.62e42fefa39efp-4   /* ln2 / 8 */
+#define SHIFTER 0x1.8p52             /* t = y + SHIFTER holds round(y) in its low bits */
 
-/* q(s r) for s = 1 or -1, with exp(r) = 1 + r + r^2 q(r) on |r| <= ln2/2 */
-AVX2_INLINE __m256d v_q(__m256d r, const double s) {
-    __m256d q = _mm256_set1_pd(s * 0x1.717dca207ffe1p-19);
-    q = _mm256_fmadd_pd(q, r, _mm256_set1_pd(0x1.a174497580487p-16));
-    q = _mm256_fmadd_pd(q, r, _mm256_set1_pd(s * 0x1.a01af4fd4decap-13));
-    q = _mm256_fmadd_pd(q, r, _mm256_set1_pd(0x1.6c1635ecf673bp-10));
-    q = _mm256_fmadd_pd(q, r, _mm256_set1_pd(s * 0x1.111110b6d1cedp-7));
-    q = _mm256_fmadd_pd(q, r, _mm256_set1_pd(0x1.555555819b191p-5));
-    q = _mm256_fmadd_pd(q, r, _mm256_set1_pd(s * 0x1.5555555579cc6p-3));
-    return _mm256_fmadd_pd(q, r, _mm256_set1_pd(0x1.ffffffffee836p-2));
+/* the low and the high 32 bits of 2^(j/8), j = 0..7, the high ones less j 2^17 (see v_exp2_8) */
+static const int32_t exp_table_lo[8] = {0x00000000, 0x3c7d517b, 0x0a31b715, 0xd5362a27,
+                                        0x667f3bcd, 0x422aa0db, 0x995ad3ad, 0xdcfba487};
+static const int32_t exp_table_hi[8] = {0x3ff00000 - (0 << 17), 0x3ff172b8 - (1 << 17), 0x3ff306fe - (2 << 17),
+                                        0x3ff4bfda - (3 << 17), 0x3ff6a09e - (4 << 17), 0x3ff8ace5 - (5 << 17),
+                                        0x3ffae89f - (6 << 17), 0x3ffd5818 - (7 << 17)};
+
+/* q(s r) for s = 1 or -1, with exp(r) = 1 + r + r^2 q(r) on |r| <= ln2/16: of degree 4, or of degree 3 if
+ * `short_q` (relative error of 1 + r + r^2 q below 2^-49 and 2^-41 on the interval) */
+AVX2_INLINE __m256d v_q(__m256d r, const double s, const int short_q) {
+    if (short_q) {
+        __m256d q = _mm256_fmadd_pd(_mm256_set1_pd(s * 0x1.1110a02cdfcb9p-7), r, _mm256_set1_pd(0x1.555ced9965c38p-5));
+        q = _mm256_fmadd_pd(q, r, _mm256_set1_pd(s * 0x1.5555556b58f95p-3));
+        return _mm256_fmadd_pd(q, r, _mm256_set1_pd(0x1.ffffffdc0411cp-2));
+    }
+    __m256d q = _mm256_fmadd_pd(_mm256_set1_pd(0x1.6c0ed782325f1p-10), r, _mm256_set1_pd(s * 0x1.1115b7826c329p-7));
+    q = _mm256_fmadd_pd(q, r, _mm256_set1_pd(0x1.5555558fc9ec0p-5));
+    q = _mm256_fmadd_pd(q, r, _mm256_set1_pd(s * 0x1.55555548f8bf6p-3));
+    return _mm256_fmadd_pd(q, r, _mm256_set1_pd(0x1.fffffffffee2fp-2));
 }
 
-/* 2^k from t = k + SHIFTER */
-AVX2_INLINE __m256d v_pow2(__m256d t) {
-    __m256i bits = _mm256_add_epi64(_mm256_castpd_si256(t), _mm256_set1_epi64x(1023));
-    return _mm256_castsi256_pd(_mm256_slli_epi64(bits, 52));
+/* 2^(n/8) from t = n + SHIFTER (|n| < 2^11): n mod 8 = j selects the table entry (a permute reads the low
+ * 3 bits of its index), and n 2^17 added to the high half of 2^(j/8) - j 2^49 adds floor(n/8) to its
+ * exponent */
+AVX2_INLINE __m256d v_exp2_8(__m256d t) {
+    __m256i n = _mm256_shuffle_epi32(_mm256_castpd_si256(t), 0xA0); /* n in both halves */
+    __m256i lo = _mm256_permutevar8x32_epi32(_mm256_loadu_si256((const __m256i *)exp_table_lo), n);
+    __m256i hi = _mm256_permutevar8x32_epi32(_mm256_loadu_si256((const __m256i *)exp_table_hi), n);
+    hi = _mm256_add_epi32(hi, _mm256_slli_epi32(n, 17));
+    return _mm256_castsi256_pd(_mm256_blend_epi32(lo, hi, 0xAA));
 }
 
-/* exp(x) for x in [-200, 200] */
-AVX2_INLINE __m256d v_exp(__m256d x) {
-    __m256d t = _mm256_fmadd_pd(x, _mm256_set1_pd(LOG2E), _mm256_set1_pd(SHIFTER));
-    __m256d k = _mm256_sub_pd(t, _mm256_set1_pd(SHIFTER));
-    __m256d r = _mm256_fnmadd_pd(k, _mm256_set1_pd(LN2_HI), x);
-    r = _mm256_fnmadd_pd(k, _mm256_set1_pd(LN2_LO), r);
-    __m256d p = _mm256_fmadd_pd(_mm256_mul_pd(r, r), v_q(r, 1.0), _mm256_add_pd(r, _mm256_set1_pd(1.0)));
-    return _mm256_mul_pd(p, v_pow2(t));
+/* exp(s x) = T (1 + p) for s x in [-100, 100] (|n| <= 1155): T in *scale, p returned (q of v_q) */
+AVX2_INLINE __m256d v_exp_parts(__m256d x, const double s, const int short_q, __m256d *scale) {
+    __m256d t = _mm256_fmadd_pd(x, _mm256_set1_pd(s * LOG2E_8), _mm256_set1_pd(SHIFTER));
+    __m256d n = _mm256_sub_pd(t, _mm256_set1_pd(SHIFTER));
+    *scale = v_exp2_8(t);
+    /* r = s x - n ln2/8; for s = -1 m = -r is formed and q evaluated at -m */
+    __m256d m = _mm256_fnmadd_pd(n, _mm256_set1_pd(s * LN2_8), x);
+    __m256d mm = _mm256_mul_pd(m, m);
+    return s > 0 ? _mm256_fmadd_pd(mm, v_q(m, 1.0, short_q), m) : _mm256_fmsub_pd(mm, v_q(m, -1.0, short_q), m);
 }
 
-/* exp(-x) for x in [-200, 200]: r = -(x + k ln2) is never formed, q is evaluated at -r */
-AVX2_INLINE __m256d v_exp_neg(__m256d x) {
-    __m256d t = _mm256_fmadd_pd(x, _mm256_set1_pd(-LOG2E), _mm256_set1_pd(SHIFTER));
-    __m256d k = _mm256_sub_pd(t, _mm256_set1_pd(SHIFTER));
-    __m256d mr = _mm256_fmadd_pd(k, _mm256_set1_pd(LN2_HI), x);
-    mr = _mm256_fmadd_pd(k, _mm256_set1_pd(LN2_LO), mr);
-    __m256d p = _mm256_fmadd_pd(_mm256_mul_pd(mr, mr), v_q(mr, -1.0), _mm256_sub_pd(_mm256_set1_pd(1.0), mr));
-    return _mm256_mul_pd(p, v_pow2(t));
+/* The ops on two vectors of doubles widened from f32 inputs. A NaN input, and one below VECTOR_F32's
+ * UNSURE_BELOW, may give anything: those elements are recomputed by the scalar formula. The clamps
+ * (min(x, c) is c for a NaN x) keep the rest in range. */
+AVX2_INLINE __m256d v_exp1(__m256d x) {
+    /* exp(100) overflows f32 as exp(x > 100) does */
+    __m256d s, p = v_exp_parts(_mm256_min_pd(x, _mm256_set1_pd(100.0)), 1.0, 1, &s);
+    return _mm256_fmadd_pd(s, p, s);
 }
 
-/* expm1(x) for x in [-200, 0], and in *e exp(x) = 1 + expm1(x) without the cancellation of forming it so */
-AVX2_INLINE __m256d v_expm1_exp(__m256d x, __m256d *e) {
-    __m256d t = _mm256_fmadd_pd(x, _mm256_set1_pd(LOG2E), _mm256_set1_pd(SHIFTER));
-    __m256d k = _mm256_sub_pd(t, _mm256_set1_pd(SHIFTER));
-    __m256d r = _mm256_fnmadd_pd(k, _mm256_set1_pd(LN2_HI), x);
-    r = _mm256_fnmadd_pd(k, _mm256_set1_pd(LN2_LO), r);
-    __m256d p = _mm256_fmadd_pd(_mm256_mul_pd(r, r), v_q(r, 1.0), r);
-    __m256d s = v_pow2(t);
-    *e = _mm256_fmadd_pd(s, p, s);
-    return _mm256_fmadd_pd(s, p, _mm256_sub_pd(s, _mm256_set1_pd(1.0)));
+AVX2_INLINE void v_exp(__m256d x0, __m256d x1, __m256d *y0, __m256d *y1) {
+    *y0 = v_exp1(x0);
+    *y1 = v_exp1(x1);
 }
 
-AVX2_INLINE __m256d v_expm1(__m256d x) {
-    __m256d e;
-    return v_expm1_exp(x, &e);
-}
-
-/* The ops on doubles whose f32 inputs were clamped as VECTOR_F32 says (exp is v_exp). */
-AVX2_INLINE __m256d v_sigmoid(__m256d x) {
+/* 1 / (1 + exp(-x)), 1 + exp(-x) = (T + 1) + T p */
+AVX2_INLINE __m256d v_sigmoid1(__m256d x) {
+    /* x >= 40: sigmoid(x) is 1 in double */
+    __m256d s, p = v_exp_parts(_mm256_min_pd(x, _mm256_set1_pd(40.0)), -1.0, 1, &s);
     const __m256d one = _mm256_set1_pd(1.0);
-    return _mm256_div_pd(one, _mm256_add_pd(one, v_exp_neg(x)));
+    return _mm256_div_pd(one, _mm256_fmadd_pd(s, p, _mm256_add_pd(s, one)));
 }
 
-AVX2_INLINE __m256d v_tanh(__m256d x) {
+AVX2_INLINE void v_sigmoid(__m256d x0, __m256d x1, __m256d *y0, __m256d *y1) {
+    *y0 = v_sigmoid1(x0);
+    *y1 = v_sigmoid1(x1);
+}
+
+AVX2_INLINE void v_silu(__m256d x0, __m256d x1, __m256d *y0, __m256d *y1) {
+    *y0 = _mm256_mul_pd(x0, v_sigmoid1(x0));
+    *y1 = _mm256_mul_pd(x1, v_sigmoid1(x1));
+}
+
+/* copysign(-u / (u + 2), x), u = expm1(-2|x|) = T (1 + p) - 1; |x| >= 20 gives u = -1 as 20 does */
+AVX2_INLINE __m256d v_tanh1(__m256d x) {
     const __m256d sign = _mm256_set1_pd(-0.0);
-    __m256d u = v_expm1(_mm256_mul_pd(_mm256_set1_pd(-2.0), _mm256_andnot_pd(sign, x))); /* expm1(-2|x|) */
-    __m256d t = _mm256_div_pd(_mm256_xor_pd(u, sign), _mm256_add_pd(u, _mm256_set1_pd(2.0)));
-    return _mm256_or_pd(_mm256_andnot_pd(sign, t), _mm256_and_pd(sign, x)); /* copysign(t, x) */
+    __m256d a = _mm256_min_pd(_mm256_andnot_pd(sign, x), _mm256_set1_pd(20.0));
+    __m256d s, p = v_exp_parts(_mm256_add_pd(a, a), -1.0, 0, &s);
+    __m256d u = _mm256_fmadd_pd(s, p, _mm256_sub_pd(s, _mm256_set1_pd(1.0)));
+    __m256d t = _mm256_div_pd(u, _mm256_add_pd(u, _mm256_set1_pd(2.0))); /* -|tanh x|, or +0 */
+    return _mm256_or_pd(_mm256_andnot_pd(sign, t), _mm256_and_pd(sign, x));
 }
 
-AVX2_INLINE __m256d v_silu(__m256d x) {
-    /* min and max return their second operand when either is NaN: a NaN goes through */
-    __m256d xc = _mm256_max_pd(_mm256_set1_pd(-200.0), _mm256_min_pd(_mm256_set1_pd(200.0), x));
-    return _mm256_mul_pd(x, v_sigmoid(xc));
+AVX2_INLINE void v_tanh(__m256d x0, __m256d x1, __m256d *y0, __m256d *y1) {
+    *y0 = v_tanh1(x0);
+    *y1 = v_tanh1(x1);
 }
 
 /* 0.5 x (1 + t), t = tanh(sqrt(2/pi) (x + a x^3)) with the argument formed as the reference forms it;
  * 1 + t = 2 / (u + 2) for a positive argument and 2 e / (u + 2) for a negative one (u = expm1(-2|arg|),
  * e = 1 + u), so without cancellation. The reference's 1 + t does cancel: below x = -3 its rounding
- * error is too many ulps of the result for the rounding test, and VECTOR_F32 sends those to it. */
-AVX2_INLINE __m256d v_gelu_tanh(__m256d x) {
-    const __m256d sign = _mm256_set1_pd(-0.0), two = _mm256_set1_pd(2.0);
+ * error is too many ulps of the result for the rounding test, and VECTOR_F32 sends those to it. For
+ * x >= -3, -2|arg| >= -7 where arg < 0, and where arg > 0 an argument clamped to 20 gives the same u = -1. */
+AVX2_INLINE void v_gelu_tanh_num_den(__m256d x, __m256d *num, __m256d *den) {
+    const __m256d two = _mm256_set1_pd(2.0);
     __m256d x3 = _mm256_mul_pd(_mm256_mul_pd(_mm256_mul_pd(_mm256_set1_pd(GELU_A), x), x), x);
     __m256d arg = _mm256_mul_pd(_mm256_set1_pd(SQRT_2_OVER_PI), _mm256_add_pd(x, x3));
-    __m256d a2 = _mm256_mul_pd(_mm256_set1_pd(-2.0), _mm256_andnot_pd(sign, arg));
-    __m256d e, u = v_expm1_exp(_mm256_max_pd(_mm256_set1_pd(-200.0), a2), &e);
+    __m256d a = _mm256_min_pd(_mm256_andnot_pd(_mm256_set1_pd(-0.0), arg), _mm256_set1_pd(20.0));
+    __m256d s, p = v_exp_parts(_mm256_add_pd(a, a), -1.0, 0, &s);
+    __m256d e = _mm256_fmadd_pd(s, p, s);
+    __m256d u = _mm256_fmadd_pd(s, p, _mm256_sub_pd(s, _mm256_set1_pd(1.0)));
     __m256d below = _mm256_cmp_pd(arg, _mm256_setzero_pd(), _CMP_LT_OQ);
-    __m256d num = _mm256_blendv_pd(two, _mm256_mul_pd(two, e), below);
-    __m256d one_plus_t = _mm256_div_pd(num, _mm256_add_pd(u, two));
-    return _mm256_mul_pd(_mm256_mul_pd(_mm256_set1_pd(0.5), x), one_plus_t);
+    *num = _mm256_mul_pd(_mm256_mul_pd(_mm256_set1_pd(0.5), x), _mm256_blendv_pd(two, _mm256_mul_pd(two, e), below));
+    *den = _mm256_add_pd(u, two);
 }
 
-/* The lanes of y (a bit each) whose 29 low mantissa bits are within ROUND_SLACK of 0x10000000 */
-AVX2_INLINE int v_near_half_lanes(__m256d y) {
-    const __m256i shift = _mm256_set1_epi64x((1 << 29) + ROUND_SLACK - 0x10000000);
-    __m256i low = _mm256_and_si256(_mm256_add_epi64(_mm256_castpd_si256(y), shift),
-                                   _mm256_set1_epi64x(0x1FFFFFFF));
-    __m256i near = _mm256_cmpgt_epi64(_mm256_set1_epi64x(2 * ROUND_SLACK + 1), low);
-    return _mm256_movemask_pd(_mm256_castsi256_pd(near));
+AVX2_INLINE void v_gelu_tanh(__m256d x0, __m256d x1, __m256d *y0, __m256d *y1) {
+    __m256d n0, d0, n1, d1;
+    v_gelu_tanh_num_den(x0, &n0, &d0);
+    v_gelu_tanh_num_den(x1, &n1, &d1);
+    *y0 = _mm256_div_pd(n0, d0);
+    *y1 = _mm256_div_pd(n1, d1);
 }
 
-/* The same test, cheaper, for the 8 doubles lo and hi: all ones in the 32-bit lanes (in some order) of
- * those in doubt. The 29 bits are in the low halves, gathered into one vector. */
-AVX2_INLINE __m256i v_near_half(__m256d lo, __m256d hi) {
-    __m256i low = _mm256_castps_si256(_mm256_shuffle_ps(_mm256_castpd_ps(lo), _mm256_castpd_ps(hi), 0x88));
-    low = _mm256_add_epi32(low, _mm256_set1_epi32((1 << 29) + ROUND_SLACK - 0x10000000));
-    low = _mm256_and_si256(low, _mm256_set1_epi32(0x1FFFFFFF));
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(2 * ROUND_SLACK + 1), low);
+/* The lanes (a bit each, in the order 0 1 4 5 2 3 6 7) of the 8 doubles y0 (0-3) and y1 (4-7) whose 29 low
+ * mantissa bits are within ROUND_SLACK of 0x10000000: shifted to the top of a 32-bit lane, they are
+ * 2^31 + 8 d for d that difference, so with 8 ROUND_SLACK added (mod 2^32) the test is a signed
+ * comparison with -2^31 + 16 ROUND_SLACK. */
+AVX2_INLINE int v_near_half(__m256d y0, __m256d y1) {
+    __m256i low = _mm256_castps_si256(_mm256_shuffle_ps(_mm256_castpd_ps(y0), _mm256_castpd_ps(y1), 0x88));
+    low = _mm256_add_epi32(_mm256_slli_epi32(low, 3), _mm256_set1_epi32(8 * ROUND_SLACK));
+    __m256i near = _mm256_cmpgt_epi32(_mm256_set1_epi32(INT32_MIN + 16 * ROUND_SLACK + 1), low);
+    return _mm256_movemask_ps(_mm256_castsi256_ps(near));
 }
 
-/* The f32 kernel of v_NAME: inputs clamped to [LO, HI] in f32 (a NaN goes through), widened, computed,
- * rounded once; inputs below UNSURE_BELOW go to the scalar formula (they may give a subnormal f32, or
- * the reference's own rounding error may be too large; -INFINITY: none). */
-#define VECTOR_F32(NAME, LO, HI, UNSURE_BELOW)                                               \
-    /* the elements of a block of 8 whose rounding is in doubt, by the scalar formula */       \
-    __attribute__((noinline)) AVX2 static void NAME##_f32_fix(const float *x, float *y) {     \
-        __m256 v = _mm256_loadu_ps(x);                                                        \
-        __m256 c = _mm256_max_ps(_mm256_set1_ps(LO), _mm256_min_ps(_mm256_set1_ps(HI), v));   \
-        int lanes = _mm256_movemask_ps(_mm256_cmp_ps(v, _mm256_set1_ps(UNSURE_BELOW), _CMP_LT_OQ)); \
-        lanes |= v_near_half_lanes(v_##NAME(_mm256_cvtps_pd(_mm256_castps256_ps128(c))));     \
-        lanes |= v_near_half_lanes(v_##NAME(_mm256_cvtps_pd(_mm256_extractf128_ps(c, 1)))) << 4; \
-        for (int l = 0; l < 8; l++)                                                           \
-            if (lanes >> l & 1) y[l] = (float)d_##NAME((double)x[l]);                         \
-    }                                                                                         \
-    AVX2_INLINE __m256 NAME##_f32_v8(__m256 v, __m256i *unsure) {                             \
-        __m256 c = _mm256_max_ps(_mm256_set1_ps(LO), _mm256_min_ps(_mm256_set1_ps(HI), v));   \
-        __m256d ylo = v_##NAME(_mm256_cvtps_pd(_mm256_castps256_ps128(c)));                   \
-        __m256d yhi = v_##NAME(_mm256_cvtps_pd(_mm256_extractf128_ps(c, 1)));                 \
-        __m256 low = _mm256_cmp_ps(v, _mm256_set1_ps(UNSURE_BELOW), _CMP_LT_OQ);              \
-        *unsure = _mm256_or_si256(_mm256_castps_si256(low), v_near_half(ylo, yhi));           \
-        return _mm256_set_m128(_mm256_cvtpd_ps(yhi), _mm256_cvtpd_ps(ylo));                   \
-    }                                                                                         \
-    AVX2 static void NAME##_f32_avx2(const float *xs, float *ys, int64_t lo, int64_t hi) {    \
-        float xb[16] = {0}, yb[16];                                                           \
-        for (int64_t i = lo; i < hi; i += 16) {                                               \
-            const float *x = xs + i;                                                          \
-            float *y = ys + i;                                                                \
-            if (hi - i < 16) { /* the last few through a padded block: one path for all */    \
-                memcpy(xb, x, (size_t)(hi - i) * sizeof(float));                              \
-                x = xb;                                                                       \
-                y = yb;                                                                       \
-            }                                                                                 \
-            __m256i u0, u1;                                                                   \
-            _mm256_storeu_ps(y, NAME##_f32_v8(_mm256_loadu_ps(x), &u0));                      \
-            _mm256_storeu_ps(y + 8, NAME##_f32_v8(_mm256_loadu_ps(x + 8), &u1));              \
-            if (!_mm256_testz_si256(u0, u0)) NAME##_f32_fix(x, y);                            \
-            if (!_mm256_testz_si256(u1, u1)) NAME##_f32_fix(x + 8, y + 8);                    \
-            if (y == yb) memcpy(ys + i, yb, (size_t)(hi - i) * sizeof(float));               \
-        }                                                                                     \
+/* The f32 kernel of v_NAME: inputs widened, computed, rounded once; NaN inputs and those below
+ * UNSURE_BELOW go to the scalar formula with the elements whose rounding is in doubt (their result may
+ * be a subnormal f32, or the reference's own rounding error may be too large; -INFINITY: none). */
+#define VECTOR_F32(NAME, UNSURE_BELOW)                                                        \
+    /* one copy of the scalar formula, so that a NaN's sign does not depend on its place in a block */ \
+    __attribute__((noinline)) static float NAME##_f32_scalar(float x) { return (float)d_##NAME((double)x); } \
+    /* the elements of a block of 8 in doubt by the scalar formula: the bits of `low` in element order, \
+     * those of `near` in v_near_half's */                                                     \
+    __attribute__((noinline)) static void NAME##_f32_fix(const float *x, float *y, int low, int near) { \
+        static const int8_t element[8] = {0, 1, 4, 5, 2, 3, 6, 7};                             \
+        for (int l = 0; l < 8; l++) {                                                          \
+            int e = element[l];                                                                \
+            if ((near >> l | low >> e) & 1) y[e] = NAME##_f32_scalar(x[e]);                    \
+        }                                                                                      \
+    }                                                                                          \
+    /* f32 results of x[0..8) in *y0 and *y1; nonzero when some need NAME##_f32_fix (*low and *near for it) */ \
+    AVX2_INLINE int NAME##_f32_v8(const float *x, __m128 *y0, __m128 *y1, int *low, int *near) { \
+        __m256d d0, d1;                                                                        \
+        v_##NAME(_mm256_cvtps_pd(_mm_loadu_ps(x)), _mm256_cvtps_pd(_mm_loadu_ps(x + 4)), &d0, &d1); \
+        *y0 = _mm256_cvtpd_ps(d0);                                                             \
+        *y1 = _mm256_cvtpd_ps(d1);                                                             \
+        *low = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x), _mm256_set1_ps(UNSURE_BELOW), _CMP_NGE_UQ)); \
+        *near = v_near_half(d0, d1);                                                           \
+        return *low | *near;                                                                   \
+    }                                                                                          \
+    /* ys[i..i+m) from xs[i..i+m), m <= 8 (8 of xs readable); ys may be xs */                  \
+    AVX2_INLINE void NAME##_f32_block(const float *xs, float *ys, int64_t m) {                 \
+        __m128 y0, y1;                                                                         \
+        int low, near;                                                                         \
+        if (NAME##_f32_v8(xs, &y0, &y1, &low, &near) || m < 8) {                               \
+            float yb[8];                                                                       \
+            _mm_storeu_ps(yb, y0);                                                             \
+            _mm_storeu_ps(yb + 4, y1);                                                         \
+            if (low | near) NAME##_f32_fix(xs, yb, low, near);                                 \
+            memcpy(ys, yb, (size_t)m * sizeof(float));                                         \
+        } else {                                                                               \
+            _mm_storeu_ps(ys, y0);                                                             \
+            _mm_storeu_ps(ys + 4, y1);                                                         \
+        }                                                                                      \
+    }                                                                                          \
+    AVX2 static void NAME##_f32_avx2(const float *xs, float *ys, int64_t lo, int64_t hi) {     \
+        int64_t i = lo;                                                                        \
+        for (; i + 8 <= hi; i += 8) NAME##_f32_block(xs + i, ys + i, 8);                       \
+        if (i < hi) { /* the last few through a padded block */                                \
+            float xb[8] = {0};                                                                 \
+            memcpy(xb, xs + i, (size_t)(hi - i) * sizeof(float));                             \
+            NAME##_f32_block(xb, ys + i, hi - i);                                              \
+        }                                                                                      \
     }
-VECTOR_F32(exp, -200.0f, 200.0f, -87.0f)
-VECTOR_F32(sigmoid, -200.0f, 200.0f, -87.0f)
-VECTOR_F32(tanh, -100.0f, 100.0f, -INFINITY)
-VECTOR_F32(silu, -INFINITY, INFINITY, -87.0f)
-VECTOR_F32(gelu_tanh, -INFINITY, INFINITY, -3.0f)
+VECTOR_F32(exp, -87.0f)
+VECTOR_F32(sigmoid, -87.0f)
+VECTOR_F32(tanh, -INFINITY)
+VECTOR_F32(silu, -87.0f)
+VECTOR_F32(gelu_tanh, -3.0f)
 #endif /* VG_X86 */
 
 #ifdef VG_X86
