@@ -17,6 +17,8 @@ import verigrad
 from verigrad.backends import cpu
 from verigrad.registry import OPS
 
+SMALL_CHUNK = 64  # the min chunk the `small_chunks` fixture (conftest.py) sets
+
 HAS_CC = cpu.available()
 needs_cc = pytest.mark.skipif(not HAS_CC, reason="the cpu backend could not be built here")
 ALL_KERNELS = cpu.cpu.kernels() if HAS_CC else []
@@ -218,8 +220,6 @@ def _python(code: str, **env: str) -> subprocess.CompletedProcess:
 INFO = """
 import json
 from verigrad.backends import cpu
-
-SMALL_CHUNK = 64  # the min chunk the `small_chunks` fixture (conftest.py) sets
 print(json.dumps(cpu.build_info()))
 """
 
@@ -479,3 +479,32 @@ def test_a_failing_compiler_is_one_error_and_leaves_nothing_in_the_cache(tmp_pat
     with pytest.raises(build.BuildError, match=r"the C build failed .*fake\.c:1: error: broken"):
         build.build()
     assert list(cache.iterdir()) == []  # no library, no object files, no temporary
+
+
+PINNED = """
+import json, os
+import numpy as np
+import verigrad
+from verigrad.backends import cpu
+from verigrad.registry import OPS
+
+verigrad.set_threads(2)
+cpu.set_min_chunk(1)
+cpu.cpu.native(OPS["relu"], verigrad.f32)(np.ones(64, np.float32))  # starts the pool's worker
+tasks = sorted(int(t) for t in os.listdir("/proc/self/task"))
+print(json.dumps([sorted(os.sched_getaffinity(t)) for t in tasks]))
+"""
+
+
+@needs_cc
+@pytest.mark.skipif(
+    not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="pinning is for Linux with two usable CPUs or more",
+)
+@pytest.mark.parametrize("flag", ["1", "0"])
+def test_pool_workers_are_pinned_only_when_asked(flag):
+    done = _python(PINNED, VERIGRAD_PIN_THREADS=flag)
+    assert done.returncode == 0, done.stderr
+    allowed = sorted(os.sched_getaffinity(0))
+    pinned = [a for a in json.loads(done.stdout) if a != allowed]
+    assert pinned == ([[allowed[1]]] if flag == "1" else [])  # worker 1 on the second usable CPU

@@ -8,7 +8,8 @@ dtype, rank, axis or layout) runs the op's reference inside the kernel, so resul
 
 Threads: `verigrad.set_threads(n)` (read at every call) splits [0, n) into at most n contiguous chunks of
 at least `min_chunk()` elements (reductions: of whole rows holding at least that many elements); every
-thread count gives the same bits.
+thread count gives the same bits. `VERIGRAD_PIN_THREADS=1` pins pool worker k to the k-th CPU the process
+may use (for a machine given to one process; see pool.c).
 """
 
 from __future__ import annotations

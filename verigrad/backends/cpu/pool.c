@@ -11,9 +11,11 @@
  * VM an idle virtual CPU) took tens of microseconds each time, which made two threads slower than one on
  * such products.
  */
+#define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "vg.h"
 
@@ -53,8 +55,31 @@ static inline void cpu_relax(int i) {
     if (i % 64 == 63) sched_yield(); /* give way to a thread waiting for this CPU */
 }
 
+/* With VERIGRAD_PIN_THREADS=1, worker `id` runs on the id-th CPU the process may use (when there are
+ * that many). Unpinned, a thread woken after a pause is often placed on its waker's CPU and shares a core
+ * with the caller for a while; pinned, it cannot move away from a CPU another process keeps busy, and
+ * several processes pin their workers to the same CPUs: so it is a choice for a machine given to one
+ * process, as OpenMP's OMP_PROC_BIND is. */
+static void pin(int id) {
+    const char *flag = getenv("VERIGRAD_PIN_THREADS");
+    if (flag == 0 || flag[0] == 0 || (flag[0] == '0' && flag[1] == 0)) return;
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
+    for (int cpu = 0, seen = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, &allowed)) continue;
+        if (seen++ == id) {
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(cpu, &one);
+            pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+            return;
+        }
+    }
+}
+
 static void *worker(void *arg) {
     int id = (int)(intptr_t)arg;
+    pin(id);
     pthread_mutex_lock(&lock);
     unsigned long seen = start_generation[id];
     for (;;) {
