@@ -21,7 +21,7 @@ from ..compile import compile
 from ..ops import from_numpy
 from ..shapes import DimLike, dims, spec
 from ..tensor import Tensor
-from .lm import KVCache
+from .lm import KVCache, LanguageModel
 
 MIN_WINDOW = 64  # the smallest window; each doubling builds one more plan (~0.2 s for SmolLM2)
 
@@ -128,3 +128,30 @@ class CachedStep:
                 logits, *new = self.step(ids, *args, last_only=last_only)
         commit(cache, new)
         return logits
+
+
+class CachedDecoder(LanguageModel):
+    """A decoder-only model (GPT-2, Llama) on this module's cache: a subclass calls `cached(layers,
+    kv_heads, head_dim)` in `__init__` and gives `hidden(ids)` (the uncached trunk: the last layer's
+    output [B, T, d]), `_logits(x)` and `step`; `forward` and `new_cache` are these."""
+
+    computes_last_only = True
+
+    def cached(self, layers: int, kv_heads: DimLike, head_dim: DimLike) -> None:
+        self.cache_sizes = (layers, kv_heads, head_dim)
+        self.cached_step = CachedStep(self.step, layers, kv_heads, head_dim)
+
+    def new_cache(self, batch: int = 1, capacity: int | None = None) -> KVCache:
+        layers, kv_heads, head_dim = self.cache_sizes
+        capacity = self.context_length if capacity is None else capacity
+        return new_cache(layers, batch, kv_heads, capacity, head_dim)
+
+    def forward(self, ids: Any, cache: KVCache | None = None, last_only: bool = False) -> Tensor:
+        """Logits [B, T, vocab] of token ids [B, T] ([B, 1, vocab] of the last token alone with `last_only`:
+        a prompt's other rows are never made); with a cache, one compiled step without gradients."""
+        ids = token_ids(ids)
+        check_room(cache, ids, self.context_length)
+        if cache is None:
+            x = self.hidden(ids)
+            return self._logits(x[:, -1:] if last_only else x)
+        return self.cached_step(ids, cache, last_only)

@@ -22,9 +22,8 @@ from ..nn.init import normal
 from ..ops import attention, cached_attention, from_numpy, take, zeros
 from ..shapes import DimLike, exact_div
 from ..tensor import Tensor
-from ._decoder import CachedStep, check_room, new_cache, token_ids
+from ._decoder import CachedDecoder
 from ._weights import install
-from .lm import KVCache, LanguageModel
 
 
 @dataclass(frozen=True)
@@ -105,10 +104,8 @@ class GPT2Block(Module):
         return x + self.mlp(self.ln_2(x)), k, v
 
 
-class GPT2(LanguageModel):
+class GPT2(CachedDecoder):
     """GPT-2: `GPT2(config)` is randomly initialised; `GPT2.from_safetensors(folder)` loads weights."""
-
-    computes_last_only = True
 
     def __init__(self, config: GPT2Config, tied: bool = True):
         super().__init__()
@@ -119,24 +116,13 @@ class GPT2(LanguageModel):
         self.h = ModuleList(*(GPT2Block(config) for _ in range(config.n_layer)))
         self.ln_f = LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
         self.lm_head = None if tied else normal((config.vocab_size, config.n_embd), 0.02)
-        self.cached_step = CachedStep(self.step, config.n_layer, config.n_head, config.head_dim)
+        self.cached(config.n_layer, config.n_head, config.head_dim)
 
-    def new_cache(self, batch: int = 1, capacity: int | None = None) -> KVCache:
-        c = self.config
-        capacity = self.context_length if capacity is None else capacity
-        return new_cache(c.n_layer, batch, c.n_head, capacity, c.head_dim)
-
-    def forward(self, ids: Any, cache: KVCache | None = None, last_only: bool = False) -> Tensor:
-        """Logits [B, T, vocab] of token ids [B, T] ([B, 1, vocab] of the last token alone with `last_only`:
-        a prompt's other rows are never made); with a cache, one compiled step without gradients."""
-        ids = token_ids(ids)
-        check_room(cache, ids, self.context_length)
-        if cache is None:
-            x = F.embedding(self.wte.weight, ids) + self.wpe.weight[: ids.shape[1]]
-            for block in self.h:
-                x, _, _ = block(x, None)
-            return self._logits(x[:, -1:] if last_only else x)
-        return self.cached_step(ids, cache, last_only)
+    def hidden(self, ids: Tensor) -> Tensor:
+        x = F.embedding(self.wte.weight, ids) + self.wpe.weight[: ids.shape[1]]
+        for block in self.h:
+            x, _, _ = block(x, None)
+        return x
 
     def step(
         self, ids: Tensor, positions: Tensor, bias: Tensor, *windows: Tensor, last_only: bool = False

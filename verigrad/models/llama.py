@@ -28,9 +28,8 @@ from ..ops import attention, cached_attention, concat, eye, from_numpy, take, ze
 from ..ops.quant import BLOCK_QTYPES
 from ..shapes import DimLike
 from ..tensor import Tensor
-from ._decoder import CachedStep, check_room, new_cache, token_ids
+from ._decoder import CachedDecoder
 from ._weights import install
-from .lm import KVCache, LanguageModel
 
 
 @dataclass(frozen=True)
@@ -177,11 +176,9 @@ class LlamaBlock(Module):
         return x + self.mlp(x, self.post_attention_layernorm), k, v
 
 
-class Llama(LanguageModel):
+class Llama(CachedDecoder):
     """`Llama(config)` is randomly initialised; `Llama.from_gguf(path)` and `Llama.from_state(config,
     state)` load weights."""
-
-    computes_last_only = True
 
     def __init__(self, config: LlamaConfig):
         super().__init__()
@@ -197,26 +194,15 @@ class Llama(LanguageModel):
             cos = sin = zeros(c.context_length, c.head_dim / 2)
         self.register_buffer("rope_cos", cos)
         self.register_buffer("rope_sin", sin)
-        self.cached_step = CachedStep(self.step, c.n_layers, c.n_kv_heads, c.head_dim)
+        self.cached(c.n_layers, c.n_kv_heads, c.head_dim)
 
-    def new_cache(self, batch: int = 1, capacity: int | None = None) -> KVCache:
-        c = self.config
-        capacity = self.context_length if capacity is None else capacity
-        return new_cache(c.n_layers, batch, c.n_kv_heads, capacity, c.head_dim)
-
-    def forward(self, ids: Any, cache: KVCache | None = None, last_only: bool = False) -> Tensor:
-        """Logits [B, T, vocab] of token ids [B, T] ([B, 1, vocab] of the last token alone with `last_only`:
-        a prompt's other rows are never made); with a cache, one compiled step without gradients."""
-        ids = token_ids(ids)
-        check_room(cache, ids, self.context_length)
-        if cache is None:
-            t = ids.shape[1]
-            x = self.embed_tokens(ids)
-            rope = (self.rope_cos[:t], self.rope_sin[:t])
-            for block in self.layers:
-                x, _, _ = block(x, rope, None)
-            return self._logits(x[:, -1:] if last_only else x)
-        return self.cached_step(ids, cache, last_only)
+    def hidden(self, ids: Tensor) -> Tensor:
+        t = ids.shape[1]
+        x = self.embed_tokens(ids)
+        rope = (self.rope_cos[:t], self.rope_sin[:t])
+        for block in self.layers:
+            x, _, _ = block(x, rope, None)
+        return x
 
     def step(
         self, ids: Tensor, positions: Tensor, bias: Tensor, *windows: Tensor, last_only: bool = False
