@@ -12,7 +12,7 @@ import verigrad
 from verigrad import verify
 from verigrad.backends import cpu
 from verigrad.backends._registry import EXACT, lookup
-from verigrad.backends.cpu import fused
+from verigrad.backends.cpu import _ffi, fused
 from verigrad.ir import trace
 from verigrad.ir.passes import optimize
 from verigrad.ir.passes.fuse import FusedOp
@@ -216,21 +216,42 @@ def test_layouts_the_kernel_does_not_take_run_the_members():
     x = rng.standard_normal((2, 3, 2, 3, 2)).astype(np.float32)
     y = rng.standard_normal((2, 3, 2, 3, 2, 2)).astype(np.float32)[..., 0]  # every other element
     z = x.transpose(4, 3, 2, 1, 0).copy().transpose(4, 3, 2, 1, 0)  # column-major
-    assert fused.collapse(x.shape, (x, y)) == [1, 1, 1, 72, 0, 0, 0, 1, 0, 0, 0, 2]
-    assert fused.collapse(x.shape, (z, x)) is None
+    assert _ffi.collapse(x.shape, (x, y)) == [1, 1, 1, 72, 0, 0, 0, 1, 0, 0, 0, 2]
+    assert _ffi.collapse(x.shape, (z, x)) is None
     unaligned = np.frombuffer(bytearray(4 * 73), np.float32, count=72, offset=1).reshape(x.shape)
     unaligned[...] = x
     for arrays in ([x, y], [z, x], [unaligned, x], [x, x.astype(np.float64)]):
         check(kernel, instr, arrays)
 
 
+def test_a_kernel_writes_into_out_even_one_of_its_inputs(small_chunks):
+    """`out=`: an input of the result's shape (each element read before it is written), any thread
+    count, and an array the C function does not take (a view: computed, then copied in)."""
+    instr = _group(lambda a, b: (a * b + b * b).sqrt() - b, spec((64, 300)), spec((300,)))
+    assert len(instr.args) == 2
+    kernel = cpu.cpu.native(instr.op, instr.out.spec.dtype)
+    params = instr.params["params"]
+    rng = np.random.default_rng(6)
+    a, b = rng.random((64, 300), dtype=np.float32), rng.random(300, dtype=np.float32)
+    expected = instr.op.reference(a, b, params=params)
+    for threads in (1, 2, 3):
+        verigrad.set_threads(threads)
+        into = a.copy()
+        assert kernel(into, b, params=params, out=into) is into
+        assert into.tobytes() == expected.tobytes()
+    verigrad.set_threads(1)
+    wide = np.zeros((64, 600), np.float32)
+    assert kernel(a, b, params=params, out=wide[:, ::2]).base is wide
+    assert wide[:, ::2].tobytes() == expected.tobytes() and not wide[:, 1::2].any()
+
+
 def test_broadcast_views_collapse_to_few_dimensions():
     a = np.zeros((4, 5, 6), np.float32)
     row = np.zeros(6, np.float32)
     col = np.zeros((4, 1, 1), np.float32)
-    assert fused.collapse((4, 5, 6), (a, row)) == [1, 1, 20, 6, 0, 0, 6, 1, 0, 0, 0, 1]
-    assert fused.collapse((4, 5, 6), (a, col)) == [1, 1, 4, 30, 0, 0, 30, 1, 0, 0, 1, 0]
-    assert fused.collapse((4, 5, 6), (np.zeros((), np.float32),)) == [1, 1, 1, 120, 0, 0, 0, 0]
+    assert _ffi.collapse((4, 5, 6), (a, row)) == [1, 1, 20, 6, 0, 0, 6, 1, 0, 0, 0, 1]
+    assert _ffi.collapse((4, 5, 6), (a, col)) == [1, 1, 4, 30, 0, 0, 30, 1, 0, 0, 1, 0]
+    assert _ffi.collapse((4, 5, 6), (np.zeros((), np.float32),)) == [1, 1, 1, 120, 0, 0, 0, 0]
 
 
 def test_bool_results_and_where():

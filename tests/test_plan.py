@@ -339,12 +339,24 @@ def test_no_step_writes_into_what_is_read_later_or_returned():
     plan, _ = _cnn_plan()
     assert plan.inplace_steps
     kept = set(plan.output_slots) | set(plan.update_slots.values()) | set(plan.input_slots)
+    program = plan.program
+    names = [v.name for v in program.inputs]
+    written = 0
     for k, step in enumerate(plan.steps):
-        if step.into is not None:
-            assert step.into not in kept and step.into not in plan.consts
-            assert all(step.into not in later.ins for later in plan.steps[k + 1 :]), step
-            producer = next(s for s in plan.steps if s.out == step.into)
-            assert isinstance(producer.kernel, np.ufunc)  # an array a ufunc allocated in this run
+        if step.into is None:
+            continue
+        assert step.into not in plan.consts
+        assert all(step.into not in later.ins for later in plan.steps[k + 1 :]), step
+        if step.into in plan.input_slots:  # an optimizer's update, into the tensor it updates
+            name = names[plan.input_slots.index(step.into)]
+            assert plan.input_slots.index(step.into) >= program.n_args and plan.update_slots[name] == step.out
+            written += 1
+            continue
+        assert step.into not in kept
+        producer = next(s for s in plan.steps if s.out == step.into)
+        assert isinstance(producer.kernel, np.ufunc)  # an array a ufunc allocated in this run
+    # every parameter and moment is updated in place; the step counts, which Adam reads again, are not
+    assert written == len([n for n in plan.update_slots if not n.endswith(("step", "steps"))]) == 18
 
 
 def test_other_layouts_than_the_first_runs_turn_in_place_off():
@@ -358,6 +370,53 @@ def test_other_layouts_than_the_first_runs_turn_in_place_off():
         _same(out, expected)
         assert out.strides == np.add(array, 1).strides  # the layout an allocated result has
         assert bool(plan.inplace_steps) == (k < 3)  # turned off by the Fortran-ordered argument
+
+
+def _decay_step(p, g):
+    """An update of a captured tensor from itself and an argument (a fused group on the cpu backend),
+    and a result that reads the argument after the update."""
+
+    def step(x):
+        p.assign((p * 0.9 + x * 0.1).sqrt())
+        return (x * g).sum()
+
+    return step
+
+
+def _written_into_inputs(plan: Plan) -> list[tuple[int, int]]:
+    return [(s.into, s.out) for s in plan.inplace_steps if s.into in plan.input_slots]
+
+
+def test_an_update_is_written_into_its_tensor_with_the_same_bits():
+    rng = np.random.default_rng(4)
+    start = rng.random(20000, dtype=np.float32)  # over the cpu backend's ufunc_below: its fused kernel
+    p, p_eager, g = verigrad.tensor(start), verigrad.tensor(start), verigrad.tensor(start[::-1].copy())
+    array = p.data
+    compiled, eager = verigrad.compile(_decay_step(p, g)), _decay_step(p_eager, g)
+    for _ in range(5):
+        x = verigrad.tensor(rng.random(20000, dtype=np.float32))
+        _same(compiled(x).numpy(), eager(x).numpy())
+        _same(p.numpy(), p_eager.numpy())
+    (plan,) = compiled._plans.values()
+    (name,) = plan.update_names
+    assert _written_into_inputs(plan) == [(plan.input_slots[-2], plan.update_slots[name])]
+    assert p.data is array  # the tensor's own array, updated in place: nothing to copy back
+
+
+def test_an_update_is_not_written_in_place_when_an_argument_shares_its_memory():
+    """An argument that is the updated tensor's own array: writing the update into it would change
+    what the step reads afterwards, so from that run on the plan writes into no input."""
+    rng = np.random.default_rng(5)
+    start = rng.random(20000, dtype=np.float32)
+    p, p_eager, g = verigrad.tensor(start), verigrad.tensor(start), verigrad.tensor(start[::-1].copy())
+    compiled, eager = verigrad.compile(_decay_step(p, g)), _decay_step(p_eager, g)
+    for k in range(6):
+        x = verigrad.tensor(rng.random(20000, dtype=np.float32))
+        x, x_eager = (verigrad.from_numpy(p.data), verigrad.tensor(p_eager.numpy())) if k >= 3 else (x, x)
+        _same(compiled(x).numpy(), eager(x_eager).numpy())
+        _same(p.numpy(), p_eager.numpy())
+        (plan,) = compiled._plans.values()
+        assert bool(_written_into_inputs(plan)) == (k < 3)
 
 
 def _cnn_plan(batch: int = 8):

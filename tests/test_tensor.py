@@ -511,6 +511,26 @@ def test_backward_through_matmul_and_relu() -> None:
     _eq(x.grad, [[2.0, 1.0]])
 
 
+@pytest.mark.parametrize("batch", [(), (3,)])
+def test_gradient_of_a_transposed_matmul_operand_is_row_major(batch: tuple) -> None:
+    """x @ w.mT (Linear's x @ weight.T) and w.mT @ x: w's gradient is formed in w's own layout (a
+    transposed product would make the optimizer read it column by column), with the same values."""
+    rng = np.random.default_rng(3)
+    x_np, w_np = rng.standard_normal((*batch, 4, 5)), rng.standard_normal((6, 5))
+    g_np = rng.standard_normal((*batch, 4, 6))
+    x, w = verigrad.tensor(x_np, requires_grad=True), verigrad.tensor(w_np, requires_grad=True)
+    ((x @ w.mT) * verigrad.tensor(g_np)).sum().backward()
+    expected = g_np.reshape(-1, 6).T @ x_np.reshape(-1, 5)  # dw = g^T x, summed over the batch
+    assert w.grad.numpy().flags.c_contiguous and x.grad.numpy().flags.c_contiguous
+    np.testing.assert_allclose(w.grad.numpy(), expected, rtol=1e-12)
+    np.testing.assert_allclose(x.grad.numpy(), g_np @ w_np, rtol=1e-12)
+    a_np, y_np, h_np = rng.standard_normal((4, 6)), rng.standard_normal((4, 3)), rng.standard_normal((6, 3))
+    a = verigrad.tensor(a_np, requires_grad=True)
+    ((a.mT @ verigrad.tensor(y_np)) * verigrad.tensor(h_np)).sum().backward()  # da = y h^T
+    assert a.grad.numpy().flags.c_contiguous
+    np.testing.assert_allclose(a.grad.numpy(), y_np @ h_np.T, rtol=1e-12)
+
+
 def test_broadcasting_reduces_gradients_to_the_operand_shape() -> None:
     x = verigrad.ones(4, 3, requires_grad=True)
     row = verigrad.tensor([1.0, 2.0, 3.0], requires_grad=True)

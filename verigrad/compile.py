@@ -168,11 +168,13 @@ def _root(array: np.ndarray) -> np.ndarray:
 
 
 def _write_back(program: Any, updates: dict[str, np.ndarray]) -> None:
-    """Copy the updated values into the captured tensors. A value that is (a view of) another
-    captured tensor's memory is copied first, so `a, b = b, a` swaps rather than duplicates."""
+    """Copy the updated values into the captured tensors (but those the plan wrote in place). A value
+    that is (a view of) another captured tensor's memory is copied first, so `a, b = b, a` swaps rather
+    than duplicates."""
     if not updates:
         return
     by_name = {v.name: t for v, t in zip(program.inputs[program.n_args :], program.captured)}
+    updates = {name: a for name, a in updates.items() if a is not by_name[name].data}  # written in place
     targets = {id(_root(by_name[name].data)) for name in updates}
     safe = {name: array.copy() if id(_root(array)) in targets else array for name, array in updates.items()}
     for name, array in safe.items():

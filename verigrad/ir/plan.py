@@ -6,10 +6,11 @@ Building it resolves every symbol (from the arguments' shapes), every param and 
   is chosen and the op offers `fast` for the operands' dtypes, that leaner equivalent (the same
   result, bit for bit, without the per-call dtype rule and no-op casts);
 - the same bits, cheaper, chosen from the concrete shapes: a backend kernel stated exact on a result
-  and operands of fewer elements than the backend's `ufunc_below` runs as the op's `fast` (a ufunc
-  call costs a fraction of a C kernel's set-up); `where` on a 0-d condition returns the chosen
-  branch (not where that would hand the caller an argument's or another result's array); a reshape
-  that must copy (a permuted view) copies through the backend's `contiguous` kernel (`_SHAPED_FAST`);
+  and operands of fewer elements than the backend's `ufunc_below` runs as the op's `fast`, or as its
+  reference where that is a ufunc (a ufunc call costs a fraction of a C kernel's set-up); `where` on a
+  0-d condition returns the chosen branch (not where that would hand the caller an argument's or
+  another result's array); a reshape that must copy (a permuted view) copies through the backend's
+  `contiguous` kernel (`_SHAPED_FAST`);
 - a composite op the backend has no kernel for is replaced by the instructions of its decomposition,
   traced once for the concrete operands: the same kernels eager mode runs for it, without a trip
   through eager dispatch per call;
@@ -37,6 +38,12 @@ for bit, layout included:
 - on the first run, which allocates every result and checks it: the result the ufunc allocated has the
   input's strides. Layouts follow from the inputs' strides alone, so later runs with inputs of the
   strides the first run had run those steps in place; a run with other strides turns in place off.
+
+An update of a captured tensor (an optimizer's new parameter or moment) is written into that tensor's
+own array, where the step that makes it writes element-wise into `out=` (a ufunc of one dtype, or a
+kernel that says it `writes_into`, as the cpu backend's fused kernels), and neither the tensor nor
+anything that may view it is read after that step; `compile` then has nothing to copy back. A run
+whose arguments share memory with a tensor so written turns in place off.
 
 `Plan.inplace = False` (on the class or a plan, before its first run) turns it off.
 """
@@ -198,6 +205,7 @@ class Plan:
         self.runs = 0
         self._candidates = self._inplace_candidates()  # step index -> the input slot it may write into
         self._strides: list[tuple] | None = None  # the inputs' strides on the first run, while in place
+        self._written: list[int] = []  # the positions of the inputs steps write into (updates)
         self._loop: list[tuple[Callable, tuple[int, ...], int]] | None = None  # after the checked run
         self._fn: Callable[..., Any] | None = None  # generated after `generate_after` runs
         self.source: str | None = None  # its text
@@ -263,8 +271,11 @@ class Plan:
             if slot is not None:
                 return slot
         bound = None
-        if kernel is not op.reference and op.fast is not None and self._small_exact(op, ins, spec):
-            bound = op.fast(spec.dtype, tuple([self.specs[i].dtype for i in ins]), **params)
+        if kernel is not op.reference and self._small_exact(op, ins, spec):
+            if op.fast is not None:
+                bound = op.fast(spec.dtype, tuple([self.specs[i].dtype for i in ins]), **params)
+            elif isinstance(op.reference, np.ufunc) and not params:  # neg, abs: already lean
+                bound = op.reference
         if kernel is op.reference:
             shaped = _SHAPED_FAST.get(op.name)
             if shaped is not None:
@@ -316,7 +327,8 @@ class Plan:
         an earlier ufunc step, which nothing reads, views or returns afterwards."""
         steps = self.steps
         fresh = {step.out for step in steps if _ufunc_step(step)}  # arrays a ufunc allocated
-        if not fresh:
+        allocated = fresh | {step.out for step in steps if _writes_into(step)}  # new arrays, never views
+        if not allocated:
             return {}
         end = len(steps)
         last: dict[int, int] = {}  # slot -> the last step reading it (end: returned)
@@ -329,7 +341,7 @@ class Plan:
         for slot in (*self.input_slots, *self.consts):
             roots[slot] = frozenset((slot,))
         # allocation -> the last step reading any slot that may hold (a view of) it
-        held_until: dict[int, int] = {}
+        held_until: dict[int, int] = {slot: last.get(slot, -1) for slot in self.input_slots}
         candidates: dict[int, int] = {}
         for k, step in enumerate(steps):
             into = None
@@ -338,7 +350,7 @@ class Plan:
             if into is not None:
                 candidates[k] = into
                 roots[step.out] = roots[into]
-            elif step.out in fresh:
+            elif step.out in allocated:
                 roots[step.out] = frozenset((step.out,))
             else:  # any other kernel's result may view its inputs
                 roots[step.out] = frozenset((step.out,)).union(*[roots[i] for i in step.ins])
@@ -346,7 +358,33 @@ class Plan:
             for r in roots[step.out]:
                 if held_until.get(r, -1) < read:
                     held_until[r] = read
+        candidates.update(self._update_targets(held_until))
         return candidates
+
+    def _update_targets(self, held_until: dict[int, int]) -> dict[int, int]:
+        """Step index -> the captured input slot it may write its result into: the result is the update
+        of that tensor (its new value, which `compile` would copy into it), made by a step that writes
+        element-wise into `out=` a result of the input's spec, and neither the input nor anything that
+        may view it is read after that step (an optimizer's last read of a parameter or a moment)."""
+        program = self.program
+        captured = dict(
+            zip([v.name for v in program.inputs[program.n_args :]], self.input_slots[program.n_args :])
+        )
+        made_by = {step.out: k for k, step in enumerate(self.steps)}
+        outputs = set(self.output_slots)
+        targets: dict[int, int] = {}
+        for name, u in self.update_slots.items():
+            k, c = made_by.get(u), captured.get(name)
+            if k is None or c is None or u in outputs or list(self.update_slots.values()).count(u) != 1:
+                continue
+            step = self.steps[k]
+            if step.spec != self.specs[c] or held_until.get(c, -1) > k:
+                continue
+            if _writes_into(step) or (
+                _ufunc_step(step) and all(self.specs[i].dtype is step.spec.dtype for i in step.ins)
+            ):
+                targets[k] = c
+        return targets
 
     def _into(self, step: Step, k: int, roots: dict, held_until: dict, last: dict, fresh: set) -> int | None:
         spec = step.spec
@@ -373,8 +411,11 @@ class Plan:
     def run(self, arrays: Sequence[np.ndarray]) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
         """Outputs and updated captured tensors (by name) for input arrays in `program.inputs` order."""
         self.runs += 1
-        if self._strides is not None and [a.strides for a in arrays] != self._strides:
-            self._no_inplace()  # other layouts than the first run's: in place may not be the same bits
+        if self._strides is not None and (
+            [a.strides for a in arrays] != self._strides
+            or (self._written and not _apart(arrays, self._written))
+        ):
+            self._no_inplace()  # other layouts than the first run's, or inputs that share memory now
         if self._fn is not None:
             with np.errstate(all="ignore"):  # log(-1) is NaN by definition, not a warning
                 outputs, updates = self._fn(*arrays)
@@ -421,6 +462,10 @@ class Plan:
                     step.into = into
             if any(step.into is not None for step in self.steps):
                 self._strides = [a.strides for a in arrays]
+            position = {slot: i for i, slot in enumerate(self.input_slots)}
+            self._written = [position[s.into] for s in self.steps if s.into in position]
+            if self._written and not _apart(arrays, self._written):
+                self._no_inplace()
         self._loop = [(_fixed(step), _args(step), step.out) for step in self.steps]
         if self.runs >= self.generate_after:
             self._fn = self._generate()
@@ -431,6 +476,7 @@ class Plan:
         for step in self.steps:
             step.into = None
         self._strides = None
+        self._written = []
         self._loop = [(_fixed(step), _args(step), step.out) for step in self.steps]
         self._fn = self.source = None
 
@@ -475,10 +521,30 @@ class Plan:
         return namespace["run"]
 
 
+def _root(array: np.ndarray) -> np.ndarray:
+    while isinstance(array.base, np.ndarray):
+        array = array.base
+    return array
+
+
+def _apart(arrays: Sequence[np.ndarray], written: list[int]) -> bool:
+    """Whether each array at a position in `written` shares its memory (its base array) with no other
+    argument: writing it then changes no other input."""
+    roots = [id(_root(a)) for a in arrays]
+    return all(roots.count(roots[i]) == 1 for i in written)
+
+
 def _ufunc_step(step: Step) -> bool:
     """Whether the step calls a NumPy ufunc on its arrays alone (one result, allocated by the ufunc)."""
     kernel = step.kernel
     return isinstance(kernel, np.ufunc) and kernel.nout == 1 and kernel.nin == len(step.ins)
+
+
+def _writes_into(step: Step) -> bool:
+    """Whether the step's kernel allocates a new array for its result, or writes it into `out=` (an
+    array of the result's spec, which may be one of its inputs): a fused kernel's."""
+    kernel = step.kernel
+    return getattr(getattr(kernel, "func", kernel), "writes_into", False) is True
 
 
 def _args(step: Step) -> tuple[int, ...]:
@@ -486,9 +552,10 @@ def _args(step: Step) -> tuple[int, ...]:
     return step.ins if step.into is None else (*step.ins, step.into)
 
 
-def _into(ufunc: np.ufunc) -> Callable:
-    """The ufunc on all its arguments but the last, into the last (as `out`)."""
-    return lambda *arrays: ufunc(*arrays[:-1], out=arrays[-1])
+def _into(kernel: Callable) -> Callable:
+    """The kernel (a ufunc, or one that `_writes_into`) on all its arguments but the last, into the last
+    (as `out`)."""
+    return lambda *arrays: kernel(*arrays[:-1], out=arrays[-1])
 
 
 def _fixed(step: Step) -> Callable:

@@ -21,7 +21,9 @@ def _in(dtype: DType, *arrays: np.ndarray) -> list[np.ndarray]:
     return [a.astype(dtype.np, copy=False) for a in arrays]
 
 
-def _arith(name: str, fn: Callable, vjp: Callable, *, dtype=numeric_dtype, low=-2.0, high=2.0, **kw):
+def _arith(
+    name: str, fn: Callable, vjp: Callable, *, dtype=numeric_dtype, low=-2.0, high=2.0, fast=None, **kw
+):
     def reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         out = dtype(_np_dtype(a), _np_dtype(b))
         return fn(*_in(out, a, b))
@@ -33,7 +35,7 @@ def _arith(name: str, fn: Callable, vjp: Callable, *, dtype=numeric_dtype, low=-
         reference=reference,
         vjp=vjp,
         samples=binary(low, high),
-        fast=_same_dtype_fast(fn),
+        fast=fast or _same_dtype_fast(fn),
         **kw,
     )
 
@@ -104,6 +106,13 @@ def _pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.power(a.astype(np.float64, copy=False), b.astype(np.float64, copy=False)).astype(a.dtype)
 
 
+def _pow_fast(out: DType, dtypes: tuple[DType, ...], **_) -> Callable | None:
+    """_pow of operands of the result's dtype: for f64 (an optimizer's bias correction) np.power itself."""
+    if not all(d is out for d in dtypes):
+        return None
+    return np.power if out.np == np.float64 else _pow
+
+
 pow = _arith(
     "pow",
     _pow,
@@ -112,6 +121,7 @@ pow = _arith(
     low=0.5,
     high=2.0,
     torch=lambda t, a, b: a**b,
+    fast=_pow_fast,
     exact=False,  # a transcendental: libms differ by an ulp (0.5 ** 0.5 in f64, NumPy vs PyTorch)
     doc="x ** y, evaluated in f64 and rounded once; the gradient in y is 0 where x == 0 and y >= 0.",
 )

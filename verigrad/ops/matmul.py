@@ -44,9 +44,29 @@ def _vjp(g, out, a, b):
         g2 = g2.unsqueeze(-2 if b.ndim > 1 else 0)
     if b.ndim == 1:
         g2 = g2.unsqueeze(-1)
-    ga = unbroadcast(g2 @ b2.mT, a2.shape).reshape(a.shape)
-    gb = unbroadcast(a2.mT @ g2, b2.shape).reshape(b.shape)
+    if _is_transposed(a):  # a = x.mT: form x's gradient row-major, (b g^T)^T
+        ga = unbroadcast(b2 @ g2.mT, _swapped(a2.shape)).mT
+    else:
+        ga = unbroadcast(g2 @ b2.mT, a2.shape).reshape(a.shape)
+    if _is_transposed(b):  # b = w.mT (Linear's weight.T): w's gradient as g^T a, not a transposed a^T g
+        gb = unbroadcast(g2.mT @ a2, _swapped(b2.shape)).mT
+    else:
+        gb = unbroadcast(a2.mT @ g2, b2.shape).reshape(b.shape)
     return ga, gb
+
+
+def _is_transposed(t) -> bool:
+    """Whether `t` was made by swapping the last two axes of a tensor of rank >= 2 (x.mT, or x.T of a
+    matrix): its gradient is then best formed in the layout of that tensor, which reads it next."""
+    node = t._node
+    if node is None or node.op.name != "permute":
+        return False
+    axes, n = node.params["axes"], t.ndim
+    return n >= 2 and tuple(axes) == (*range(n - 2), n - 1, n - 2)
+
+
+def _swapped(shape: tuple) -> tuple:
+    return (*shape[:-2], shape[-1], shape[-2])
 
 
 matmul = Op(

@@ -1,5 +1,5 @@
 """What every kernel family of the cpu backend shares: the thread chunk size, a fast reader of an array's
-data pointer, and typed access to the library's functions."""
+data pointer, typed access to the library's functions, and the collapsed layout of broadcast operands."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import numpy as np
 
 DTYPES = {"f32": np.dtype(np.float32), "f64": np.dtype(np.float64)}
 DEFAULT_MIN_CHUNK = 16384
+RANK = 4  # the rank of the layouts `collapse` gives (the C loops' nest)
 _min_chunk = [int(os.environ.get("VERIGRAD_MIN_CHUNK", DEFAULT_MIN_CHUNK))]
 
 
@@ -62,3 +63,40 @@ class Library:
         f.argtypes = argtypes
         f.restype = restype
         return f
+
+
+def collapse(shape: tuple[int, ...], arrays: tuple[np.ndarray, ...]) -> list[int] | None:
+    """The dims argument for an output of `shape` (C-contiguous) read from `arrays` broadcast to it:
+    adjacent dimensions merged where every input's strides allow, padded in front to RANK, then each
+    input's element strides (0 on broadcast dimensions). None above RANK, or for a stride that is not a
+    whole number of elements."""
+    rank = len(shape)
+    strides = []
+    for a in arrays:
+        item, pad = a.itemsize, rank - a.ndim
+        row = [0] * pad
+        for size, step in zip(a.shape, a.strides):
+            if step % item:
+                return None
+            row.append(0 if size == 1 else step // item)
+        strides.append(row)
+    dims: list[int] = []
+    merged: list[list[int]] = [[] for _ in arrays]
+    for d, size in enumerate(shape):
+        if size == 1:
+            continue
+        if dims and all(m[-1] == s[d] * size for m, s in zip(merged, strides)):
+            dims[-1] *= size
+            for m, s in zip(merged, strides):
+                m[-1] = s[d]
+        else:
+            dims.append(size)
+            for m, s in zip(merged, strides):
+                m.append(s[d])
+    if len(dims) > RANK:
+        return None
+    pad = RANK - len(dims)
+    out = [1] * pad + dims
+    for m in merged:
+        out += [0] * pad + m
+    return out

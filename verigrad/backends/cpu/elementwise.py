@@ -20,7 +20,7 @@ import numpy as np
 
 from .._registry import EXACT, Exactness, ulp
 from . import _ffi
-from ._ffi import DTYPES, Library
+from ._ffi import DTYPES, Library, collapse
 
 UNARY_EXACT = ("relu", "relu_deriv", "neg", "abs", "sqrt", "rsqrt", "sigmoid_deriv", "tanh_deriv")
 UNARY_LIBM = ("exp", "log", "sin", "cos", "tanh", "sigmoid", "silu", "silu_deriv")
@@ -52,27 +52,27 @@ def _unary(fn: Any, dtype: np.dtype, reference: Callable, backend: Any, data: Ca
     return kernel
 
 
+_LAYOUTS: dict[tuple, tuple[tuple[int, ...], Any] | None] = {}
+
+
 def broadcast_dims(a: np.ndarray, b: np.ndarray) -> tuple[tuple[int, ...], Any] | None:
-    """The output shape and the `dims` argument of a broadcast kernel (the output's shape padded to rank
-    4, then each operand's element strides after broadcasting); None when the shapes do not broadcast,
-    the rank is over 4, or a stride is not a whole number of elements."""
-    try:
-        shape = np.broadcast_shapes(a.shape, b.shape)
-    except ValueError:
-        return None
-    if len(shape) > 4:
-        return None
-    pad = 4 - len(shape)
-    dims = [1] * pad + list(shape)
-    for x in (a, b):
-        item = x.itemsize
-        strides = [0] * (4 - x.ndim)
-        for size, step in zip(x.shape, x.strides):
-            if step % item:
-                return None
-            strides.append(0 if size == 1 else step // item)
-        dims += strides
-    return shape, (ctypes.c_int64 * 12)(*dims)
+    """The output shape and the `dims` argument of a broadcast kernel (`_ffi.collapse`: dimensions
+    merged where both operands' strides allow, so a bias over channels is a few long rows), remembered
+    per layout; None when the shapes do not broadcast, the collapsed rank is over 4, or a stride is not
+    a whole number of elements."""
+    key = (a.shape, a.strides, b.shape, b.strides, a.itemsize)
+    found = _LAYOUTS.get(key, False)
+    if found is False:
+        try:
+            shape = np.broadcast_shapes(a.shape, b.shape)
+        except ValueError:
+            return None
+        dims = collapse(shape, (a, b))
+        found = None if dims is None else (shape, (ctypes.c_int64 * 12)(*dims))
+        if len(_LAYOUTS) > 1024:
+            _LAYOUTS.clear()
+        _LAYOUTS[key] = found
+    return found
 
 
 def _binary(

@@ -45,8 +45,8 @@ from ...dtypes import as_dtype, from_numpy_dtype, promote
 from .._registry import EXACT, Exactness
 from . import _ffi, elementwise
 from . import build as _build
+from ._ffi import collapse
 
-RANK = 4
 BLOCK = 512  # elements per block (a buffer of this many per input, on the stack)
 
 C_TYPES = {"bool": "uint8_t", "i32": "int32_t", "i64": "int64_t", "f32": "float", "f64": "double"}
@@ -380,6 +380,7 @@ class FusedKernel:
     `FusedOp.fast`. Called as the plan calls a fused kernel: `kernel(*arrays, params=...)`."""
 
     exactness: Exactness = EXACT
+    writes_into = True  # the plan may pass `out=`: an array of the result's spec, even an input
 
     def __init__(self, backend: Any, op: Any, name: str, lib: _ffi.Library) -> None:
         self.backend, self.op, self.name = backend, op, name
@@ -396,30 +397,42 @@ class FusedKernel:
     def __repr__(self) -> str:
         return f"<fused kernel {self.name}: {'/'.join(m.name for m in self.op.ops)}>"
 
-    def __call__(self, *arrays: np.ndarray, params: tuple) -> np.ndarray:
+    def __call__(self, *arrays: np.ndarray, params: tuple, out: np.ndarray | None = None) -> np.ndarray:
+        """The group's result, in a new array or written into `out` (which may be one of the inputs of
+        the result's shape: each element is read before its result is written)."""
         fn = self._fn
         if fn is None:
             fn = self._fn = BATCHES.get(self.name, self._parallel_for) or self._fallback
         if fn is self._fallback:
-            return fn(*arrays, params=params)
+            return self._into(fn(*arrays, params=params), out)
         try:
             key: Any = tuple([(a.shape, a.strides, a.dtype) for a in arrays])
         except AttributeError:  # not an array
-            return self._fallback(*arrays, params=params)
+            return self._into(self._fallback(*arrays, params=params), out)
         if self.params_shape:
             key = (key, params)
         layout = self._layouts.get(key)
         if layout is None:
             layout = self._layouts[key] = self._layout(arrays, params)
         if layout is False:
-            return self._fallback(*arrays, params=params)
+            return self._into(self._fallback(*arrays, params=params), out)
         shape, dims, n, masks = layout
         data = self.data
         pointers = [data(a) for a in arrays]
         for pointer, mask in zip(pointers, masks):
             if pointer & mask:  # not aligned to its item size
-                return self._fallback(*arrays, params=params)
-        out = np.empty(shape, self.out_dtype)
+                return self._into(self._fallback(*arrays, params=params), out)
+        if out is None:
+            out = np.empty(shape, self.out_dtype)
+        elif not (
+            type(out) is np.ndarray
+            and out.shape == shape
+            and out.dtype == self.out_dtype
+            and out.flags.c_contiguous
+            and out.flags.aligned
+            and out.flags.writeable
+        ):
+            return self._into(self(*arrays, params=params), out)
         if n:
             fn(self._pointers(*pointers), data(out), dims, _ffi._min_chunk[0], self.backend.threads)
         return out
@@ -438,6 +451,13 @@ class FusedKernel:
         masks = tuple(a.itemsize - 1 for a in arrays)
         return shape, (ctypes.c_int64 * len(dims))(*dims), int(np.prod(shape, dtype=np.int64)), masks
 
+    @staticmethod
+    def _into(result: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+        if out is None:
+            return result
+        np.copyto(out, result)
+        return out
+
     def _fallback(self, *arrays: Any, params: tuple) -> np.ndarray:
         """The members' NumPy kernels (FusedOp.fast for the arrays' dtypes): the same bits."""
         arrays = tuple(np.asarray(a) for a in arrays)
@@ -448,43 +468,6 @@ class FusedKernel:
 def scalars(op: Any) -> tuple[bool, ...]:
     """Which inputs of the group are of one element (every dimension 1 as traced)."""
     return tuple(all(type(d) is int and d == 1 for d in spec.shape) for spec in op.inputs)
-
-
-def collapse(shape: tuple[int, ...], arrays: tuple[np.ndarray, ...]) -> list[int] | None:
-    """The dims argument for an output of `shape` (C-contiguous) read from `arrays` broadcast to it:
-    adjacent dimensions merged where every input's strides allow, padded in front to RANK, then each
-    input's element strides (0 on broadcast dimensions). None above RANK, or for a stride that is not a
-    whole number of elements."""
-    rank = len(shape)
-    strides = []
-    for a in arrays:
-        item, pad = a.itemsize, rank - a.ndim
-        row = [0] * pad
-        for size, step in zip(a.shape, a.strides):
-            if step % item:
-                return None
-            row.append(0 if size == 1 else step // item)
-        strides.append(row)
-    dims: list[int] = []
-    merged: list[list[int]] = [[] for _ in arrays]
-    for d, size in enumerate(shape):
-        if size == 1:
-            continue
-        if dims and all(m[-1] == s[d] * size for m, s in zip(merged, strides)):
-            dims[-1] *= size
-            for m, s in zip(merged, strides):
-                m[-1] = s[d]
-        else:
-            dims.append(size)
-            for m, s in zip(merged, strides):
-                m.append(s[d])
-    if len(dims) > RANK:
-        return None
-    pad = RANK - len(dims)
-    out = [1] * pad + dims
-    for m in merged:
-        out += [0] * pad + m
-    return out
 
 
 def kernel(backend: Any, op: Any, libm: frozenset[tuple[str, str]] | None = None) -> FusedKernel | None:

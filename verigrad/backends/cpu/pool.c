@@ -60,26 +60,37 @@ static inline void cpu_relax(int i) {
  * with the caller for a while; pinned, it cannot move away from a CPU another process keeps busy, and
  * several processes pin their workers to the same CPUs: so it is a choice for a machine given to one
  * process, as OpenMP's OMP_PROC_BIND is. */
-static void pin(int id) {
+static int pin_set(int id, cpu_set_t *one) {
     const char *flag = getenv("VERIGRAD_PIN_THREADS");
-    if (flag == 0 || flag[0] == 0 || (flag[0] == '0' && flag[1] == 0)) return;
+    if (flag == 0 || flag[0] == 0 || (flag[0] == '0' && flag[1] == 0)) return 0;
     cpu_set_t allowed;
-    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return 0;
     for (int cpu = 0, seen = 0; cpu < CPU_SETSIZE; cpu++) {
         if (!CPU_ISSET(cpu, &allowed)) continue;
         if (seen++ == id) {
-            cpu_set_t one;
-            CPU_ZERO(&one);
-            CPU_SET(cpu, &one);
-            pthread_setaffinity_np(pthread_self(), sizeof one, &one);
-            return;
+            CPU_ZERO(one);
+            CPU_SET(cpu, one);
+            return 1;
         }
     }
+    return 0;
+}
+
+static void *worker(void *arg);
+
+/* Worker `id`, pinned from its creation (set in its attributes) where asked. */
+static int start_worker(pthread_t *tid, int id) {
+    pthread_attr_t attr;
+    if (pthread_attr_init(&attr) != 0) return -1;
+    cpu_set_t one;
+    if (pin_set(id, &one)) pthread_attr_setaffinity_np(&attr, sizeof one, &one);
+    int failed = pthread_create(tid, &attr, worker, (void *)(intptr_t)id);
+    pthread_attr_destroy(&attr);
+    return failed;
 }
 
 static void *worker(void *arg) {
     int id = (int)(intptr_t)arg;
-    pin(id);
     pthread_mutex_lock(&lock);
     unsigned long seen = start_generation[id];
     for (;;) {
@@ -136,7 +147,7 @@ void vg_parallel_for(int64_t n, int64_t min_chunk, int threads, vg_chunk_fn fn, 
         pthread_t tid;
         int id = nworkers + 1;
         start_generation[id] = generation;
-        if (pthread_create(&tid, 0, worker, (void *)(intptr_t)id) != 0) break;
+        if (start_worker(&tid, id) != 0) break;
         pthread_detach(tid);
         nworkers = id;
     }
