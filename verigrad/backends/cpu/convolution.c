@@ -69,6 +69,12 @@ static void *scratch(int64_t n, size_t size) {
     return p;
 }
 
+static void *zeroed_scratch(int64_t n, size_t size) {
+    void *p = scratch(n, size);
+    memset(p, 0, (size_t)(n > 0 ? n : 1) * size);
+    return p;
+}
+
 /* The copies above are short rows (a few to a few dozen elements): plain loops beat memcpy calls. */
 #if defined(__GNUC__) && !defined(__clang__)
 #define COPY_LOOPS __attribute__((optimize("no-tree-loop-distribute-patterns")))
@@ -88,20 +94,19 @@ typedef struct {
 } conv_job;
 
 #define CONV_KERNELS(T, NAME)                                                                            \
-    /* One image, NCHW, with its zero padding: C planes of (H + 2PH) x (W + 2PW). */                  \
+    /* One image, NCHW, into the interior of C planes of (H + 2PH) x (W + 2PW) whose border is zero   \
+     * (`zeroed_scratch`: every image writes the same interior, so the border stays zero). */          \
     COPY_LOOPS static void pad_image_##NAME(const T *x, const int64_t *g, T *dst) {                      \
-        const int64_t H = g[G_H], W = g[G_W], PH = g[G_PH], PW = g[G_PW], WP = W + 2 * PW;               \
-        for (int64_t c = 0; c < g[G_C]; c++)                                                             \
-            for (int64_t r = 0; r < H + 2 * PH; r++, dst += WP) {                                        \
-                int64_t ih = r - PH;                                                                     \
-                if (ih < 0 || ih >= H) {                                                                 \
-                    for (int64_t e = 0; e < WP; e++) dst[e] = 0;                                         \
-                    continue;                                                                            \
-                }                                                                                        \
-                const T *src = x + (c * H + ih) * W;                                                     \
-                for (int64_t e = 0; e < PW; e++) dst[e] = 0;                                             \
-                for (int64_t e = 0; e < W; e++) dst[PW + e] = src[e];                                    \
-                for (int64_t e = PW + W; e < WP; e++) dst[e] = 0;                                        \
+        const int64_t H = g[G_H], W = g[G_W], WP = W + 2 * g[G_PW];                                      \
+        dst += g[G_PH] * WP + g[G_PW];                                                                   \
+        for (int64_t c = 0; c < g[G_C]; c++, dst += 2 * g[G_PH] * WP)                                   \
+            for (int64_t r = 0; r < H; r++, dst += WP, x += W) {                                         \
+                if (W == 4)                                                                              \
+                    for (int64_t e = 0; e < 4; e++) dst[e] = x[e];                                       \
+                else if (W == 8)                                                                         \
+                    for (int64_t e = 0; e < 8; e++) dst[e] = x[e];                                       \
+                else                                                                                     \
+                    for (int64_t e = 0; e < W; e++) dst[e] = x[e];                                       \
             }                                                                                            \
     }                                                                                                    \
                                                                                                          \
@@ -118,12 +123,19 @@ typedef struct {
                 for (int64_t j = 0; j < KW; j++) {                                                       \
                     T *o = dst + ((c * KH + i) * KW + j) * ld;                                           \
                     const T *s = padded + c * PLANE + i * g[G_DH] * WP + j * g[G_DW];                    \
-                    for (int64_t oh = 0; oh < HO; oh++, o += WO, s += ROW) {                             \
-                        if (SW == 1)                                                                     \
-                            for (int64_t ow = 0; ow < WO; ow++) o[ow] = s[ow];                           \
-                        else                                                                             \
-                            for (int64_t ow = 0; ow < WO; ow++) o[ow] = s[ow * SW];                      \
-                    }                                                                                    \
+                    if (SW == 1 && WO == 4) /* small images: rows of a fixed length, one move each */    \
+                        for (int64_t oh = 0; oh < HO; oh++, o += 4, s += ROW)                            \
+                            for (int64_t ow = 0; ow < 4; ow++) o[ow] = s[ow];                            \
+                    else if (SW == 1 && WO == 8)                                                         \
+                        for (int64_t oh = 0; oh < HO; oh++, o += 8, s += ROW)                            \
+                            for (int64_t ow = 0; ow < 8; ow++) o[ow] = s[ow];                            \
+                    else                                                                                 \
+                        for (int64_t oh = 0; oh < HO; oh++, o += WO, s += ROW) {                         \
+                            if (SW == 1)                                                                 \
+                                for (int64_t ow = 0; ow < WO; ow++) o[ow] = s[ow];                       \
+                            else                                                                         \
+                                for (int64_t ow = 0; ow < WO; ow++) o[ow] = s[ow * SW];                  \
+                        }                                                                                \
                 }                                                                                        \
     }                                                                                                    \
                                                                                                          \
@@ -160,12 +172,19 @@ typedef struct {
                     for (int64_t j = 0; j < KW; j++) {                                                   \
                         const T *r = cols + ((c * KH + i) * KW + j) * ld;                                \
                         double *a = acc + c * HP * WP + i * g[G_DH] * WP + j * g[G_DW];                  \
-                        for (int64_t oh = 0; oh < HO; oh++, r += WO, a += ROW) {                         \
-                            if (SW == 1)                                                                 \
-                                for (int64_t ow = 0; ow < WO; ow++) a[ow] += (double)r[ow];              \
-                            else                                                                         \
-                                for (int64_t ow = 0; ow < WO; ow++) a[ow * SW] += (double)r[ow];         \
-                        }                                                                                \
+                        if (SW == 1 && WO == 4) /* small images: rows of a fixed length */               \
+                            for (int64_t oh = 0; oh < HO; oh++, r += 4, a += ROW)                        \
+                                for (int64_t ow = 0; ow < 4; ow++) a[ow] += (double)r[ow];               \
+                        else if (SW == 1 && WO == 8)                                                     \
+                            for (int64_t oh = 0; oh < HO; oh++, r += 8, a += ROW)                        \
+                                for (int64_t ow = 0; ow < 8; ow++) a[ow] += (double)r[ow];               \
+                        else                                                                             \
+                            for (int64_t oh = 0; oh < HO; oh++, r += WO, a += ROW) {                     \
+                                if (SW == 1)                                                             \
+                                    for (int64_t ow = 0; ow < WO; ow++) a[ow] += (double)r[ow];          \
+                                else                                                                     \
+                                    for (int64_t ow = 0; ow < WO; ow++) a[ow * SW] += (double)r[ow];     \
+                            }                                                                            \
                     }                                                                                    \
             for (int64_t c = 0; c < C; c++)                                                              \
                 for (int64_t h = 0; h < H; h++) {                                                        \
@@ -212,7 +231,7 @@ typedef struct {
         const T *x = (const T *)J->a, *w = (const T *)J->b;                                              \
         T *out = (T *)J->out;                                                                            \
         T *cols = (T *)scratch(J->block * HOWO * CKK, sizeof(T));                                        \
-        T *padded = g[G_NHWC] ? 0 : (T *)scratch(PADDED, sizeof(T));                                     \
+        T *padded = g[G_NHWC] ? 0 : (T *)zeroed_scratch(PADDED, sizeof(T));                              \
         T *res = g[G_NHWC] || J->block == 1 ? 0 : (T *)scratch(J->block * HOWO * O, sizeof(T));          \
         int ok = 1;                                                                                      \
         for (int64_t b = lo; b < hi; b++) {                                                              \
@@ -291,7 +310,7 @@ typedef struct {
         const T *gy = (const T *)J->a, *x = (const T *)J->b;                                             \
         T *cols = (T *)scratch(J->block * HOWO * CKK, sizeof(T));                                        \
         T *rows = g[G_NHWC] ? 0 : (T *)scratch(J->block * HOWO * O, sizeof(T));                          \
-        T *padded = g[G_NHWC] ? 0 : (T *)scratch(PADDED, sizeof(T));                                     \
+        T *padded = g[G_NHWC] ? 0 : (T *)zeroed_scratch(PADDED, sizeof(T));                              \
         for (int64_t b = lo; b < hi; b++) {                                                              \
             int64_t n0 = b * J->block, nb = N - n0 < J->block ? N - n0 : J->block, ld = nb * HOWO;       \
             T *part = (T *)J->partial + b * O * CKK;                                                     \
