@@ -114,7 +114,7 @@ def test_the_kernels_registered():
     ops = {op for op, _ in ALL_KERNELS}
     libm = [op for op in cpu.UNARY_LIBM if op not in cpu.CANCELLING or cpu.cpu.exactness(op, "f64").is_exact]
     families = cpu.BINARY + cpu.REDUCE + cpu.ROWS + cpu.COPY + cpu.WINDOW + cpu.LINALG + cpu.QUANT
-    families += cpu.ATTENTION + cpu.CONVOLUTION
+    families += cpu.ATTENTION + cpu.CONVOLUTION + cpu.ROPE
     assert ops == set(cpu.UNARY_EXACT + tuple(libm) + families)
     assert {d for op, d in ALL_KERNELS if op not in (*cpu.COPY, "argmax")} == {"f32", "f64"}
     assert [(op, d) for op, d in ALL_KERNELS if op == "argmax"] == [("argmax", "i64")]  # its result's dtype

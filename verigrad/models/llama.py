@@ -24,7 +24,7 @@ from ..io.gguf import GGUFFile, read_gguf, stacked_rows
 from ..modes import abstract
 from ..nn import Embedding, Linear, Module, ModuleList, RMSNorm
 from ..nn.quant import QEmbedding, QLinear
-from ..ops import attention, cached_attention, concat, eye, from_numpy, take, zeros
+from ..ops import attention, cached_attention, concat, from_numpy, take, zeros
 from ..ops.quant import BLOCK_QTYPES
 from ..shapes import DimLike
 from ..tensor import Tensor
@@ -58,26 +58,9 @@ def rope_tables(positions: int, head_dim: int, base: float) -> tuple[np.ndarray,
     return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
 
 
-def rope_rotations(cos: Tensor, sin: Tensor, config: LlamaConfig) -> Tensor:
-    """R [T, hd, hd] with x @ R[t] == rope(x) at the table rows cos[t], sin[t]: the rope op applied to
-    the identity. A step builds it once, so each layer rotates q and k with one matmul apiece."""
-    t, d = cos.shape[0], config.head_dim
-    basis = eye(d).reshape(d, 1, d).broadcast_to(d, t, d)
-    return F.rope(basis, cos, sin, interleaved=config.rope_interleaved).permute(1, 0, 2)
-
-
 def _normed(norm: RMSNorm, linear: Any, x: Tensor) -> Tensor:
     """linear(norm(x)); a quantized layer on 8-bit activations makes it one op (QLinear.normed)."""
     return linear.normed(x, norm) if isinstance(linear, QLinear) else linear(norm(x))
-
-
-def _rotate(x: Tensor, rotations: Tensor) -> Tensor:
-    """x [B, T, heads, hd] rotated by rotations [T, hd, hd] ([hd, hd] for T = 1): [B, heads, T, hd]."""
-    b, t, h, d = x.shape
-    if t == 1:  # one token (the decode step): a plain matrix product
-        r = rotations if rotations.ndim == 2 else rotations.reshape(d, d)
-        return (x.reshape(b * h, d) @ r).reshape(b, h, 1, d)
-    return (x.permute(1, 0, 2, 3).reshape(t, b * h, d) @ rotations).reshape(t, b, h, d).permute(1, 2, 0, 3)
 
 
 class LlamaAttention(Module):
@@ -110,31 +93,25 @@ class LlamaAttention(Module):
         self, x: Tensor, rope: Any, past: tuple | None, norm: RMSNorm
     ) -> tuple[Tensor, Tensor, Tensor]:
         """Attention of norm(x) (the norm goes with the projection: one op where the weights are
-        quantized), and the new keys and values [B, KV, T, hd]. Without a cache (past None),
-        rope is the tokens' table rows (cos, sin); with one, the rotations [T, hd, hd] ([hd, hd] for one
-        token) the step made once for every layer, and past is the window (keys transposed, values, bias)."""
+        quantized), and the new keys and values [B, KV, T, hd]. rope is the tokens' table rows (cos,
+        sin); past, with a cache, the window (keys transposed, values, bias)."""
         b, t, _ = x.shape
         if past is not None and t == 1 and self.fused:
             return self._decode(x, rope, past, norm)
         qk, v = self._project(x, norm)
-        if past is None:
-            qk = F.rope(qk.permute(0, 2, 1, 3), *rope, interleaved=self.interleaved)
-        else:
-            qk = _rotate(qk, rope)
+        qk = F.rope(qk.permute(0, 2, 1, 3), *rope, interleaved=self.interleaved)
         q, k, v = qk[:, : self.n_heads], qk[:, self.n_heads :], v.permute(0, 2, 1, 3)
         y = attention(q, k, v) if past is None else cached_attention(q, k, v, *past)  # [B, H, T, hd]
         return self.o_proj(y.permute(0, 2, 1, 3).reshape(b, t, self.n_heads * self.head_dim)), k, v
 
-    def _decode(
-        self, x: Tensor, rotation: Tensor, past: tuple, norm: RMSNorm
-    ) -> tuple[Tensor, Tensor, Tensor]:
+    def _decode(self, x: Tensor, rope: Any, past: tuple, norm: RMSNorm) -> tuple[Tensor, Tensor, Tensor]:
         """`forward` for one new token with the fused projection: the same products on fewer views (the
         step runs ~25 ops a layer, each a call): with T = 1, [B, heads, 1, hd] and [B, 1, heads, hd]
         hold their values in the same order, so reshapes replace the permutes."""
         b = x.shape[0]
         h, kv, d = self.n_heads, self.n_kv_heads, self.head_dim
         qkv, at = _normed(norm, self.qkv_proj, x), (h + kv) * d
-        qk = (qkv[..., :at].reshape(b * (h + kv), d) @ rotation).reshape(b, h + kv, 1, d)
+        qk = F.rope(qkv[..., :at].reshape(b, h + kv, 1, d), *rope, interleaved=self.interleaved)
         q, k, v = qk[:, :h], qk[:, h:], qkv[..., at:].reshape(b, kv, 1, d)
         y = cached_attention(q, k, v, *past)
         return self.o_proj(y.reshape(b, 1, h * d)), k, v
@@ -210,12 +187,10 @@ class Llama(CachedDecoder):
         """The cached forward (see models/_decoder.py): logits (of the last token alone with `last_only`),
         then each layer's new keys and values."""
         x = self.embed_tokens(ids)
-        rotation = rope_rotations(take(self.rope_cos, positions), take(self.rope_sin, positions), self.config)
-        if ids.shape[1] == 1:  # one token: each layer's product takes the matrix as it is
-            rotation = rotation.reshape(rotation.shape[1:])
+        rope = (take(self.rope_cos, positions), take(self.rope_sin, positions))
         new = []
         for i, block in enumerate(self.layers):
-            x, k, v = block(x, rotation, (windows[2 * i], windows[2 * i + 1], bias))
+            x, k, v = block(x, rope, (windows[2 * i], windows[2 * i + 1], bias))
             new += [k, v]
         return (self._logits(x[:, -1:] if last_only else x), *new)
 

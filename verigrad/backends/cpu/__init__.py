@@ -32,6 +32,7 @@ from . import (
     optimizers,
     quant,
     reductions,
+    rope,
     rows,
 )
 from . import build as _build
@@ -44,6 +45,7 @@ from .linalg import LINALG
 from .movement import COPY
 from .quant import QUANT
 from .reductions import REDUCE
+from .rope import ROPE
 from .rows import ROWS
 
 # Each module has `register(backend, library)`.
@@ -57,6 +59,7 @@ KERNEL_FAMILIES = (
     rows,
     quant,
     attention,
+    rope,
     optimizers,
 )
 
@@ -71,6 +74,7 @@ __all__ = [
     "LINALG",
     "QUANT",
     "REDUCE",
+    "ROPE",
     "ROWS",
     "ULP_BOUNDS",
     "UNARY_EXACT",

@@ -35,23 +35,46 @@ def register(backend: Any, lib: Library) -> None:
     fn = lib.fn("vg_cached_attention_f32", _ARGS, restype=ctypes.c_int)
     reference, data = OPS["cached_attention"].reference, lib.data
 
-    def kernel(q, k, v, past_kt, past_v, bias, scale: float) -> np.ndarray:
-        arrays = (q, k, v, past_kt, past_v, bias)
-        if any(type(a) is not np.ndarray or a.dtype != np.float32 or not a.flags.aligned for a in arrays):
-            return reference(*arrays, scale=scale)
+    layouts: dict[tuple, Any] = {}
+
+    def layout(arrays: tuple) -> Any:
+        """(the sizes-and-strides array, its address, the output shape) for arrays of these shapes and
+        strides; False where the C function does not take them (another dtype, a partial element)."""
+        if any(type(a) is not np.ndarray or a.dtype != np.float32 for a in arrays):
+            return False
         strides = [s for a in arrays for s in a.strides]
         if any(s % 4 for s in strides):  # not whole elements
-            return reference(*arrays, scale=scale)
+            return False
+        q, k, v, _, past_v, _ = arrays
         (b, h, t, d), dv, w = q.shape, v.shape[3], past_v.shape[2]
-        out = np.empty((b, h, t, dv), np.float32)
+        # sizes, then each array's element strides (4 each, the bias's 2)
+        ints = np.array([b, h, k.shape[1], t, d, dv, w, *strides], np.int64)
+        ints[7:] //= 4
+        at = data(ints)
+        return ints, [at + 8 * (7 + 4 * i) for i in range(6)], (b, h, t, dv)
+
+    def kernel(q, k, v, past_kt, past_v, bias, scale: float) -> np.ndarray:
+        arrays = (q, k, v, past_kt, past_v, bias)
+        try:
+            key = tuple([(a.shape, a.strides, a.dtype) for a in arrays])
+        except AttributeError:  # not an array
+            return reference(*arrays, scale=scale)
+        found = layouts.get(key)
+        if found is None:
+            if len(layouts) > 256:
+                layouts.clear()
+            found = layouts[key] = layout(arrays)
+        pointers = [data(a) for a in arrays] if found is not False else []
+        if found is False or any(p & 3 for p in pointers):  # a layout it does not take, or unaligned
+            return reference(*arrays, scale=scale)
+        ints, strides, shape = found
+        out = np.empty(shape, np.float32)
         if out.size:
-            # sizes, then each array's element strides (4 each, the bias's 2)
-            ints = np.array([b, h, k.shape[1], t, d, dv, w, *strides], np.int64)
-            ints[7:] //= 4
-            at = data(ints)
-            pairs = [x for i, a in enumerate(arrays) for x in (data(a), at + 8 * (7 + 4 * i))]
-            if fn(at, *pairs, float(scale), data(out), backend.threads):
-                raise MemoryError(f"cached_attention: out of memory for a window of {w} positions")
+            pairs = [x for pair in zip(pointers, strides) for x in pair]
+            if fn(data(ints), *pairs, float(scale), data(out), backend.threads):
+                raise MemoryError(
+                    f"cached_attention: out of memory for a window of {past_v.shape[2]} positions"
+                )
         return out
 
     backend.register("cached_attention", kernel, "f32", ATTENTION_EXACTNESS)

@@ -1,0 +1,81 @@
+"""The rope kernel (rope.c): rotary embedding of x [..., T, D] by rows of cos/sin tables [Tmax, D/2], f32 and
+f64, each product and sum rounded as the op's decomposition rounds them, so the reference's bits.
+
+x's leading axes must merge into one (a view whose rows are evenly strided, its last axis contiguous);
+other layouts, other dtypes and unaligned arrays run the reference.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .._registry import EXACT
+from ..reference import composite_reference
+from . import _ffi
+from ._ffi import DTYPES, Library
+
+ROPE = ("rope",)
+_ARGS = [ctypes.c_void_p] * 5 + [ctypes.c_int64, ctypes.c_int]
+
+
+def rows_of(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> tuple[int, int, int] | None:
+    """(rows, row stride, position stride) in elements for x [..., T, D] whose leading axes merge into
+    one evenly strided axis and whose last axis is contiguous; None otherwise."""
+    if len(shape) < 2 or (shape[-1] > 1 and strides[-1] != itemsize) or any(s % itemsize for s in strides):
+        return None
+    n, step = 1, 0
+    for size, stride in reversed(list(zip(shape[:-2], strides[:-2]))):
+        if size == 1:
+            continue
+        if n > 1 and stride != step * n:
+            return None
+        step, n = (stride if n == 1 else step), n * size
+    return n, step // itemsize, strides[-2] // itemsize
+
+
+def _kernel(fn: Any, dtype: np.dtype, backend: Any, data: Callable, reference: Callable) -> Callable:
+    layouts: dict[tuple, Any] = {}
+
+    def layout(x: np.ndarray, offset: int, interleaved: bool) -> Any:
+        """The g argument of rope.c for x's shape and strides; False where it does not take them."""
+        found = rows_of(x.shape, x.strides, x.itemsize)
+        if found is None:
+            return False
+        n, sn, st = found
+        return np.array([n, x.shape[-2], x.shape[-1], sn, st, offset, int(interleaved)], np.int64)
+
+    def kernel(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, offset: int, interleaved: bool) -> np.ndarray:
+        arrays = (x, cos, sin)
+        if any(type(a) is not np.ndarray or a.dtype != dtype for a in arrays) or not (
+            cos.flags.c_contiguous and sin.flags.c_contiguous and cos.shape == sin.shape
+        ):
+            return reference(x, cos, sin, offset=offset, interleaved=interleaved)
+        key = (x.shape, x.strides, cos.shape, offset, interleaved)
+        found = layouts.get(key)
+        if found is None:
+            if len(layouts) > 256:
+                layouts.clear()
+            found = layouts[key] = layout(x, offset, interleaved)
+        pointers = [data(a) for a in arrays]
+        if found is False or any(p % dtype.itemsize for p in pointers):
+            return reference(x, cos, sin, offset=offset, interleaved=interleaved)
+        out = np.empty(x.shape, dtype)
+        if out.size:
+            min_rows = max(1, _ffi._min_chunk[0] // x.shape[-1])
+            fn(*pointers, data(out), data(found), min_rows, backend.threads)
+        return out
+
+    return kernel
+
+
+def register(backend: Any, lib: Library) -> None:
+    from ...registry import OPS
+
+    reference = composite_reference(OPS["rope"])
+    for dtype_name, dtype in DTYPES.items():
+        fn = lib.fn(f"vg_rope_{dtype_name}", _ARGS)
+        backend.register("rope", _kernel(fn, dtype, backend, lib.data, reference), dtype_name, EXACT)
