@@ -15,6 +15,7 @@ import pytest
 
 import verigrad
 from verigrad.backends import cpu
+from verigrad.backends.cpu import fastcall
 from verigrad.registry import OPS
 
 SMALL_CHUNK = 64  # the min chunk the `small_chunks` fixture (conftest.py) sets
@@ -232,7 +233,10 @@ def test_the_library_is_built_once_per_cache_folder(tmp_path):
     assert info["available"] and not info["cached"] and info["build_seconds"] > 0
     assert os.path.dirname(info["path"]) == str(tmp_path) and os.path.exists(info["path"])
     assert "-ffp-contract=off" in info["flags"] and not info["native"]
-    assert [p.name for p in tmp_path.iterdir()] == [os.path.basename(info["path"])]  # no temporary left
+    built = sorted(p.name for p in tmp_path.iterdir())  # no temporary left
+    calls = [f"vg_call-{p.split('-')[1]}" for p in built if p.startswith("vg_call-")]
+    assert built == sorted([os.path.basename(info["path"]), *calls])
+    assert (info["calls"] == "vg_call") == bool(calls) == fastcall.supported()
     second = json.loads(_python(INFO, VERIGRAD_CACHE=str(tmp_path)).stdout)
     assert second["cached"] and second["path"] == info["path"] and second["build_seconds"] == 0
     assert cpu.build_info()["available"]

@@ -26,6 +26,7 @@ from . import (
     conv,
     convolution,
     elementwise,
+    fastcall,
     fused,
     linalg,
     movement,
@@ -121,7 +122,7 @@ class CpuBackend(Backend):
             family.register(self, lib)
         lib.fn("vg_pool_size", [], restype=ctypes.c_int)
         self.library = lib
-        self._info = {"available": True, **info}
+        self._info = {"available": True, **info, "calls": fastcall.status()}
         return True
 
     def native(self, op: Any, dtype: Any) -> Any:
@@ -154,8 +155,8 @@ def available() -> bool:
 
 
 def build_info() -> dict[str, Any]:
-    """Which build is loaded: compiler, version, flags, path, native, cached (or built now), build seconds;
-    or {"available": False, "error": ...}."""
+    """Which build is loaded: compiler, version, flags, path, native, cached (or built now), build seconds,
+    how kernels are called ("vg_call", or "ctypes (why)"); or {"available": False, "error": ...}."""
     cpu.load()
     return dict(cpu._info)
 

@@ -59,10 +59,14 @@ class Library:
         self.data = data_reader()
 
     def fn(self, name: str, argtypes: list, restype: Any = None) -> Any:
+        """The function `name` with these argument and result types, called through vg_call where it
+        can be (fastcall.py), else through ctypes."""
+        from . import fastcall
+
         f = getattr(self.cdll, name)
         f.argtypes = argtypes
         f.restype = restype
-        return f
+        return fastcall.function(f, argtypes, restype)
 
 
 def collapse(shape: tuple[int, ...], arrays: tuple[np.ndarray, ...]) -> list[int] | None:

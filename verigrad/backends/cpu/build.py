@@ -3,8 +3,8 @@
 The compiler is `CC` when set, else the first of cc, gcc and clang on the PATH. All `.c` files of this
 package are compiled in one call into `<cache>/cpu-<hash>.so`, the hash covering the sources, the
 compiler (path and version) and the flags, so a change to any of them builds anew. `build` also builds
-one generated C source (the fused kernels of fused.py, which include this package's headers) the same
-way, into `<cache>/<prefix>-<hash>.so`. The cache folder is
+one other C source (the fused kernels of fused.py, which include this package's headers; the vg_call
+extension of fastcall.py) the same way, into `<cache>/<prefix>-<hash>.so`. The cache folder is
 `VERIGRAD_CACHE`, else `verigrad` in the user's cache directory. The library is written to a temporary
 file and moved into place, so processes building at once do not see half a file.
 
@@ -142,12 +142,15 @@ def _wait(job: tuple[subprocess.Popen, str], cc: list[str]) -> None:
     _check(subprocess.CompletedProcess(proc.args, proc.returncode, "", err), cc)
 
 
-def build(prefix: str = "cpu", source: str | None = None) -> tuple[ctypes.CDLL, dict[str, Any]]:
-    """The loaded library and what was built how; BuildError with a one-line reason otherwise. The
-    package's sources, or the generated C `source` (for a library named `prefix`)."""
+def build(
+    prefix: str = "cpu", source: str | None = None, includes: tuple[str, ...] = (), load: bool = True
+) -> tuple[ctypes.CDLL | None, dict[str, Any]]:
+    """The loaded library (None without `load`) and what was built how; BuildError with a one-line
+    reason otherwise. The package's sources, or the C `source` (for a library named `prefix`), compiled
+    with the `includes` folders besides this package's."""
     cc = find_compiler()
     version = compiler_version(cc)
-    opts = flags()
+    opts = flags() + [f"-I{folder}" for folder in includes]
     folder = cache_dir()
     path = folder / library_name(cc, version, opts, prefix, source)
     info: dict[str, Any] = {
@@ -181,6 +184,8 @@ def build(prefix: str = "cpu", source: str | None = None) -> tuple[ctypes.CDLL, 
             if os.path.exists(tmp):
                 os.unlink(tmp)
         info["build_seconds"] = round(time.perf_counter() - start, 3)
+    if not load:
+        return None, info
     try:
         lib = ctypes.CDLL(str(path))
     except OSError as e:

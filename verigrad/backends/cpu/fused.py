@@ -43,7 +43,7 @@ import numpy as np
 
 from ...dtypes import as_dtype, from_numpy_dtype, promote
 from .._registry import EXACT, Exactness
-from . import _ffi, elementwise
+from . import _ffi, elementwise, fastcall
 from . import build as _build
 from ._ffi import collapse
 
@@ -338,7 +338,7 @@ class Batches:
             for n in batch:
                 fn = getattr(cdll, n)
                 fn.argtypes, fn.restype = _FN_ARGS, None
-                self.built[n] = fn
+                self.built[n] = fastcall.function(fn, _FN_ARGS)
             self.builds.append({**info, "functions": len(batch)})
             return self.built[name]
 

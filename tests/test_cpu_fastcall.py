@@ -1,0 +1,87 @@
+"""vg_call (fastcall.py): the library's functions called without ctypes' conversions give what the ctypes
+calls give, for signatures with integers past the registers and doubles among them; arguments it does
+not take go to ctypes."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from verigrad.backends import cpu
+from verigrad.backends.cpu import fastcall
+
+pytestmark = pytest.mark.skipif(
+    not (cpu.available() and fastcall.supported()), reason="vg_call is built on Linux x86-64 and AArch64"
+)
+
+P, I64, INT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
+LAYER_NORM = [P, P, P, P, I64, I64, ctypes.c_double, I64, I64, INT]  # rows.c: 9 integers, a double between
+
+
+def _both(name: str, argtypes: list, restype=None):
+    plain = getattr(cpu.cpu.library.cdll, name)
+    plain.argtypes, plain.restype = argtypes, restype
+    return fastcall.function(plain, argtypes, restype), plain
+
+
+def test_the_extension_is_loaded_and_reported():
+    assert fastcall.status() == "vg_call" and cpu.build_info()["calls"] == "vg_call"
+    fast, plain = _both("vg_layer_norm_f32", LAYER_NORM)
+    assert type(fast).__name__ == "Function" and fast is not plain
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_call_with_stack_integers_and_a_double_gives_the_ctypes_bits(threads):
+    fast, plain = _both("vg_layer_norm_f32", LAYER_NORM)
+    data = cpu.cpu.library.data
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((37, 24), dtype=np.float32)
+    w, b = rng.standard_normal(24, dtype=np.float32), rng.standard_normal(24, dtype=np.float32)
+    outs = []
+    for fn, eps in ((fast, 1e-5), (plain, 1e-5), (fast, 0.25)):
+        out = np.full_like(x, np.nan)
+        fn(data(x), data(w), data(b), data(out), 37, 24, eps, 8, 4, threads)
+        outs.append(out)
+    assert outs[0].tobytes() == outs[1].tobytes() and np.isfinite(outs[0]).all()
+    assert not np.array_equal(outs[0], outs[2])  # the double reached its parameter
+
+
+def test_ctypes_arrays_go_by_address_and_other_objects_to_ctypes():
+    fast, _ = _both("vg_add_bc_f32", [P, P, P, P, I64, INT])
+    data = cpu.cpu.library.data
+    a, b = np.arange(6, dtype=np.float32).reshape(2, 3), np.array([10, 20, 30], np.float32)
+    dims = (ctypes.c_int64 * 12)(1, 1, 2, 3, 0, 0, 3, 1, 0, 0, 0, 1)  # rank 4: b broadcast over rows
+    out = np.zeros_like(a)
+    fast(data(a), data(b), data(out), dims, 1, 1)
+    assert out.tolist() == (a + b).tolist()
+    out[:] = 0
+    fast(ctypes.c_void_p(data(a)), data(b), data(out), dims, 1, 1)  # a pointer object: ctypes converts it
+    assert out.tolist() == (a + b).tolist()
+    with pytest.raises(TypeError):  # ctypes' own message for a wrong count
+        fast(data(a), data(b))
+    with pytest.raises(ctypes.ArgumentError):
+        fast(1.5, data(b), data(out), dims, 1, 1)
+
+
+def test_signatures_it_does_not_take_stay_ctypes():
+    assert fastcall.signature([P, ctypes.c_float], None) is None  # a float parameter
+    assert fastcall.signature([P] * 15, None) is None  # more integers than it passes
+    assert fastcall.signature([P, ctypes.c_double], ctypes.c_double) is None  # a double result
+    assert fastcall.signature([P, INT, ctypes.c_double], INT) == ("iid", 1)
+
+
+def test_verigrad_ctypes_keeps_the_ctypes_calls():
+    code = "from verigrad.backends import cpu; print(cpu.build_info()['calls'])"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "VERIGRAD_CTYPES": "1"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ctypes (VERIGRAD_CTYPES is set)"

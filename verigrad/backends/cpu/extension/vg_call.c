@@ -1,0 +1,160 @@
+/* vg_call: a CPython extension that calls the library's kernels at a fraction of ctypes' cost per call
+ * (ctypes converts each argument through its argtypes object by object: 2-4 us for a kernel's 5-8
+ * arguments, more than a small kernel's work).
+ *
+ * `function(address, signature, returns, fallback)` makes a callable for a C function whose parameters
+ * are integers or pointers ('i' in the signature: int64_t, int, void*) or doubles ('d'), returning
+ * nothing (returns 0), an int (1) or an int64_t (2). A call converts each argument (a Python int, None
+ * as NULL, a ctypes array or structure by its address; a float or an int for a double) and calls the
+ * function through a pointer of type
+ * int64_t (*)(int64_t x MAX_INTS, double x n): on the System V x86-64 and the AArch64 procedure call
+ * standards (the only ones vg_call is built for, see ffi.py) integer and floating-point arguments take
+ * their own registers in order, the integers past the registers take the stack's 8-byte slots in order,
+ * and the caller removes what it pushed, so a function of fewer parameters reads exactly its own. An
+ * argument of another kind goes to `fallback` (the ctypes function) with all the arguments.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MAX_INTS 14
+#define MAX_DOUBLES 4
+#define MAX_ARGS (MAX_INTS + MAX_DOUBLES)
+
+typedef int64_t I;
+typedef I (*fn0)(I, I, I, I, I, I, I, I, I, I, I, I, I, I);
+typedef I (*fn1)(I, I, I, I, I, I, I, I, I, I, I, I, I, I, double);
+typedef I (*fn2)(I, I, I, I, I, I, I, I, I, I, I, I, I, I, double, double);
+typedef I (*fn3)(I, I, I, I, I, I, I, I, I, I, I, I, I, I, double, double, double);
+typedef I (*fn4)(I, I, I, I, I, I, I, I, I, I, I, I, I, I, double, double, double, double);
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    void *fn;
+    Py_ssize_t nargs;
+    char signature[MAX_ARGS];
+    int returns;
+    PyObject *fallback;
+} Function;
+
+static int integer(PyObject *a, I *out) {
+    if (PyLong_Check(a)) {
+        *out = (I)PyLong_AsUnsignedLongLongMask(a); /* two's complement for negative values */
+        return *out == -1 && PyErr_Occurred() ? -1 : 0;
+    }
+    if (a == Py_None) {
+        *out = 0;
+        return 0;
+    }
+    if (!PyObject_CheckBuffer(a)) return 1;
+    Py_buffer view;
+    if (PyObject_GetBuffer(a, &view, PyBUF_FORMAT | PyBUF_ND) != 0) {
+        PyErr_Clear();
+        return 1;
+    }
+    /* ctypes passes an array or a structure by its address (an array has dimensions, a structure's
+     * format is T{...}); a pointer, a function pointer or a number by its value: those go to ctypes */
+    int by_address = view.ndim > 0 || (view.format != NULL && view.format[0] == 'T' && view.format[1] == '{');
+    *out = (I)(intptr_t)view.buf;
+    PyBuffer_Release(&view);
+    return by_address ? 0 : 1;
+}
+
+static PyObject *call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Function *f = (Function *)self;
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    if (kwnames != NULL || n != f->nargs)
+        return PyObject_Vectorcall(f->fallback, args, nargsf, kwnames); /* ctypes says what is wrong */
+    I ints[MAX_INTS] = {0};
+    double doubles[MAX_DOUBLES] = {0};
+    int ni = 0, nd = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (f->signature[k] == 'd') {
+            double v = PyFloat_AsDouble(args[k]);
+            if (v == -1.0 && PyErr_Occurred()) return NULL;
+            doubles[nd++] = v;
+            continue;
+        }
+        int found = integer(args[k], &ints[ni++]);
+        if (found < 0) return NULL;
+        if (found > 0) return PyObject_Vectorcall(f->fallback, args, nargsf, NULL);
+    }
+    I r = 0;
+    void *fn = f->fn;
+    Py_BEGIN_ALLOW_THREADS
+#define INTS ints[0], ints[1], ints[2], ints[3], ints[4], ints[5], ints[6], ints[7], ints[8], ints[9], \
+             ints[10], ints[11], ints[12], ints[13]
+    switch (nd) {
+    case 0: r = ((fn0)fn)(INTS); break;
+    case 1: r = ((fn1)fn)(INTS, doubles[0]); break;
+    case 2: r = ((fn2)fn)(INTS, doubles[0], doubles[1]); break;
+    case 3: r = ((fn3)fn)(INTS, doubles[0], doubles[1], doubles[2]); break;
+    default: r = ((fn4)fn)(INTS, doubles[0], doubles[1], doubles[2], doubles[3]); break;
+    }
+#undef INTS
+    Py_END_ALLOW_THREADS
+    if (f->returns == 0) Py_RETURN_NONE;
+    if (f->returns == 1) return PyLong_FromLong((long)(int)r);
+    return PyLong_FromLongLong((long long)r);
+}
+
+static void dealloc(PyObject *self) {
+    Py_XDECREF(((Function *)self)->fallback);
+    PyObject_Free(self);
+}
+
+static PyObject *plain_call(PyObject *self, PyObject *args, PyObject *kwargs) {
+    return PyVectorcall_Call(self, args, kwargs);
+}
+
+static PyTypeObject FunctionType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "vg_call.Function",
+    .tp_basicsize = sizeof(Function),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(Function, vectorcall),
+    .tp_call = plain_call,
+    .tp_dealloc = dealloc,
+    .tp_doc = "A C function called without ctypes' per-argument conversions.",
+};
+
+static PyObject *function(PyObject *module, PyObject *args) {
+    unsigned long long address;
+    const char *signature;
+    int returns;
+    PyObject *fallback;
+    if (!PyArg_ParseTuple(args, "KsiO", &address, &signature, &returns, &fallback)) return NULL;
+    size_t n = strlen(signature);
+    int ni = 0, nd = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (signature[k] == 'd') nd++;
+        else if (signature[k] == 'i') ni++;
+        else return PyErr_Format(PyExc_ValueError, "signature %s: 'i' or 'd' only", signature);
+    }
+    if (ni > MAX_INTS || nd > MAX_DOUBLES || returns < 0 || returns > 2)
+        return PyErr_Format(PyExc_ValueError, "signature %s (returns %d) is not supported", signature, returns);
+    Function *f = PyObject_New(Function, &FunctionType);
+    if (f == NULL) return NULL;
+    f->vectorcall = call;
+    f->fn = (void *)(uintptr_t)address;
+    f->nargs = (Py_ssize_t)n;
+    memcpy(f->signature, signature, n);
+    f->returns = returns;
+    Py_INCREF(fallback);
+    f->fallback = fallback;
+    return (PyObject *)f;
+}
+
+static PyMethodDef methods[] = {
+    {"function", function, METH_VARARGS, "function(address, signature, returns, fallback)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "vg_call", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit_vg_call(void) {
+    if (PyType_Ready(&FunctionType) < 0) return NULL;
+    return PyModule_Create(&module);
+}
