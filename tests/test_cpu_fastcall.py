@@ -68,6 +68,20 @@ def test_ctypes_arrays_go_by_address_and_other_objects_to_ctypes():
         fast(1.5, data(b), data(out), dims, 1, 1)
 
 
+def test_arrays_go_as_their_data_pointers(tmp_path):
+    """A NumPy array (a view at an offset, a memmap) is passed as its data pointer: `Library.ptr`."""
+    assert fastcall.passes_arrays() and cpu.cpu.library.ptr(np.zeros(1)) is not None
+    fast, _ = _both("vg_add_bc_f32", [P, P, P, P, I64, INT])
+    base = np.arange(12, dtype=np.float32).reshape(3, 4)
+    mapped = np.memmap(tmp_path / "b.bin", np.float32, "w+", shape=(4,))
+    mapped[:] = [100, 200, 300, 400]
+    a = base[1:, 1:]  # rows 1-2, columns 1-3: an offset, strided view
+    dims = (ctypes.c_int64 * 12)(1, 1, 2, 3, 0, 0, 4, 1, 0, 0, 0, 1)
+    out = np.zeros((2, 3), np.float32)
+    fast(a, mapped[1:], out, dims, 1, 1)
+    assert out.tolist() == (a + np.asarray(mapped[1:])).tolist()
+
+
 def test_signatures_it_does_not_take_stay_ctypes():
     assert fastcall.signature([P, ctypes.c_float], None) is None  # a float parameter
     assert fastcall.signature([P] * 15, None) is None  # more integers than it passes

@@ -32,7 +32,7 @@ def _interface_data(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]
 
 
-def _data_offset() -> int | None:
+def data_offset() -> int | None:
     """Where an ndarray object keeps its data pointer (NumPy's stable object layout), found by probing;
     reading it there costs a tenth of `__array_interface__`. None when the probe is not conclusive."""
     probes = [np.empty(n, np.float32) for n in (3, 5, 7)]
@@ -44,7 +44,7 @@ def _data_offset() -> int | None:
 
 def data_reader() -> Callable[[np.ndarray], int]:
     """A function giving an ndarray's data address."""
-    offset = _data_offset()
+    offset = data_offset()
     if offset is None:
         return _interface_data
     at = ctypes.c_void_p.from_address
@@ -52,11 +52,16 @@ def data_reader() -> Callable[[np.ndarray], int]:
 
 
 class Library:
-    """The loaded shared library: `fn(name, argtypes)` gives a typed function; `data` reads pointers."""
+    """The loaded shared library: `fn(name, argtypes)` gives a typed function; `data` reads an array's
+    data pointer; `ptr(array)` is what a pointer argument of `fn`'s functions takes: the array itself
+    where vg_call passes arrays (fastcall.py), else its data pointer."""
 
     def __init__(self, cdll: ctypes.CDLL) -> None:
+        from . import fastcall
+
         self.cdll = cdll
         self.data = data_reader()
+        self.ptr: Callable[[np.ndarray], Any] = _itself if fastcall.passes_arrays() else self.data
 
     def fn(self, name: str, argtypes: list, restype: Any = None) -> Any:
         """The function `name` with these argument and result types, called through vg_call where it
@@ -66,7 +71,15 @@ class Library:
         f = getattr(self.cdll, name)
         f.argtypes = argtypes
         f.restype = restype
-        return fastcall.function(f, argtypes, restype)
+        fast = fastcall.function(f, argtypes, restype)
+        if fast is f and self.ptr is _itself:  # a signature vg_call does not take: pointers for ctypes
+            data = self.data
+            return lambda *args: f(*[data(a) if type(a) is np.ndarray else a for a in args])
+        return fast
+
+
+def _itself(a: np.ndarray) -> np.ndarray:
+    return a
 
 
 def collapse(shape: tuple[int, ...], arrays: tuple[np.ndarray, ...]) -> list[int] | None:

@@ -39,14 +39,14 @@ _BINARY_ARGS = [ctypes.c_void_p, *_UNARY_ARGS]
 _BC_ARGS = [ctypes.c_void_p] * 4 + [ctypes.c_int64, ctypes.c_int]
 
 
-def _unary(fn: Any, dtype: np.dtype, reference: Callable, backend: Any, data: Callable) -> Callable:
+def _unary(fn: Any, dtype: np.dtype, reference: Callable, backend: Any, ptr: Callable) -> Callable:
     chunk = _ffi._min_chunk
 
     def kernel(x: np.ndarray) -> np.ndarray:
         if type(x) is not np.ndarray or x.dtype != dtype or not (x.flags.c_contiguous and x.flags.aligned):
             return reference(x)
         out = np.empty(x.shape, dtype)
-        fn(data(x), data(out), x.size, chunk[0], backend.threads)
+        fn(ptr(x), ptr(out), x.size, chunk[0], backend.threads)
         return out
 
     return kernel
@@ -76,7 +76,7 @@ def broadcast_dims(a: np.ndarray, b: np.ndarray) -> tuple[tuple[int, ...], Any] 
 
 
 def _binary(
-    fn: Any, fn_bc: Any, dtype: np.dtype, reference: Callable, backend: Any, data: Callable
+    fn: Any, fn_bc: Any, dtype: np.dtype, reference: Callable, backend: Any, ptr: Callable
 ) -> Callable:
     chunk = _ffi._min_chunk
 
@@ -91,14 +91,14 @@ def _binary(
             return reference(a, b)
         if a.shape == b.shape and a.flags.c_contiguous and b.flags.c_contiguous:
             out = np.empty(a.shape, dtype)
-            fn(data(a), data(b), data(out), a.size, chunk[0], backend.threads)
+            fn(ptr(a), ptr(b), ptr(out), a.size, chunk[0], backend.threads)
             return out
         found = broadcast_dims(a, b)
         if found is None:
             return reference(a, b)
         shape, dims = found
         out = np.empty(shape, dtype)
-        fn_bc(data(a), data(b), data(out), dims, chunk[0], backend.threads)
+        fn_bc(ptr(a), ptr(b), ptr(out), dims, chunk[0], backend.threads)
         return out
 
     return kernel
@@ -157,11 +157,11 @@ def register(backend: Any, lib: Library) -> None:
                 continue
             fn = lib.fn(f"vg_{name}_{dtype_name}", _UNARY_ARGS)
             backend.register(
-                name, _unary(fn, dtype, OPS[name].reference, backend, lib.data), dtype_name, stated
+                name, _unary(fn, dtype, OPS[name].reference, backend, lib.ptr), dtype_name, stated
             )
         for name in BINARY:
             stated = _libm_exactness(name, dtype_name, exact[name]) if name == "pow" else EXACT
             fn = lib.fn(f"vg_{name}_{dtype_name}", _BINARY_ARGS)
             fn_bc = lib.fn(f"vg_{name}_bc_{dtype_name}", _BC_ARGS)
-            kernel = _binary(fn, fn_bc, dtype, OPS[name].reference, backend, lib.data)
+            kernel = _binary(fn, fn_bc, dtype, OPS[name].reference, backend, lib.ptr)
             backend.register(name, kernel, dtype_name, stated)

@@ -40,7 +40,7 @@ _ARGS = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c
 _ARGS += [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int]
 
 
-def _kernel(fn: Any, qtypes: tuple[str, ...], reference: Callable, backend: Any, data: Callable) -> Callable:
+def _kernel(fn: Any, qtypes: tuple[str, ...], reference: Callable, backend: Any, ptr: Callable) -> Callable:
     codes = {q: QTYPES[q] for q in qtypes}
 
     def kernel(x: np.ndarray, w: np.ndarray, qtype: str) -> np.ndarray:
@@ -55,14 +55,14 @@ def _kernel(fn: Any, qtypes: tuple[str, ...], reference: Callable, backend: Any,
         out = np.empty((*x.shape[:-1], n), np.float32)
         if t and n:
             min_rows = MIN_BAND_BYTES // row_bytes + 1 if row_bytes else n
-            if fn(code, data(w), n, k, data(x2), t, data(out), min_rows, backend.threads):
+            if fn(code, ptr(w), n, k, ptr(x2), t, ptr(out), min_rows, backend.threads):
                 raise MemoryError(f"qmatmul: out of memory for x of shape {x.shape}")
         return out
 
     return kernel
 
 
-def _normed_kernel(fn: Any, reference: Callable, backend: Any, data: Callable) -> Callable:
+def _normed_kernel(fn: Any, reference: Callable, backend: Any, ptr: Callable) -> Callable:
     """rms_norm_qmatmul_q8 on f32 x and norm weight (made C-contiguous); other dtypes: the reference."""
     codes = {q: QTYPES[q] for q in Q8_QTYPES}
 
@@ -78,8 +78,8 @@ def _normed_kernel(fn: Any, reference: Callable, backend: Any, data: Callable) -
         if t and n:
             min_rows = MIN_BAND_BYTES // row_bytes + 1 if row_bytes else n
             block = np.getbufsize()  # NumPy's f32 sums go through its cast buffer (as rows.py says)
-            args = (code, data(w), n, k, data(x2), t, data(out), min_rows, backend.threads)
-            if fn(*args, data(weight), float(eps), block):
+            args = (code, ptr(w), n, k, ptr(x2), t, ptr(out), min_rows, backend.threads)
+            if fn(*args, ptr(weight), float(eps), block):
                 raise MemoryError(f"rms_norm_qmatmul_q8: out of memory for x of shape {x.shape}")
         return out
 
@@ -103,10 +103,10 @@ def register(backend: Any, lib: Library) -> None:
     _state["simd"] = lib.fn("vg_quant_simd", [ctypes.c_int], restype=ctypes.c_int)
     for name, (symbol, qtypes) in _FUNCTIONS.items():
         fn = lib.fn(symbol, _ARGS, restype=ctypes.c_int)
-        kernel = _kernel(fn, qtypes, OPS[name].reference, backend, lib.data)
+        kernel = _kernel(fn, qtypes, OPS[name].reference, backend, lib.ptr)
         backend.register(name, kernel, "f32", EXACT if name == "qmatmul_q8" else QMATMUL_EXACTNESS)
     fn = lib.fn(
         "vg_rms_norm_qmatmul_q8", [*_ARGS, ctypes.c_void_p, ctypes.c_double, ctypes.c_int64], ctypes.c_int
     )
     reference = composite_reference(OPS["rms_norm_qmatmul_q8"])
-    backend.register("rms_norm_qmatmul_q8", _normed_kernel(fn, reference, backend, lib.data), "f32", EXACT)
+    backend.register("rms_norm_qmatmul_q8", _normed_kernel(fn, reference, backend, lib.ptr), "f32", EXACT)

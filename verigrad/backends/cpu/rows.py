@@ -82,11 +82,11 @@ def _rows_of(x: np.ndarray, dtype: np.dtype) -> np.ndarray | None:
 
 
 class _Rows:
-    """What every row kernel of one dtype needs: the library, the backend (for its threads), the data
-    reader and the summation block."""
+    """What every row kernel of one dtype needs: the library, the backend (for its threads), the pointer
+    argument maker (`Library.ptr`) and the summation block."""
 
     def __init__(self, lib: Library, dtype_name: str, backend: Any) -> None:
-        self.lib, self.dtype, self.backend, self.data = lib, DTYPES[dtype_name], backend, lib.data
+        self.lib, self.dtype, self.backend, self.ptr = lib, DTYPES[dtype_name], backend, lib.ptr
         self.suffix = dtype_name
 
     @property
@@ -116,7 +116,7 @@ def _softmax(k: _Rows, log: bool, fallback: Callable) -> Callable:
         if out is None:
             out = np.empty(x.shape, k.dtype)
         n = x.shape[-1]
-        fn(k.data(rows), k.data(out), x.size // n, n, k.block, int(log), k.min_rows(n), k.backend.threads)
+        fn(k.ptr(rows), k.ptr(out), x.size // n, n, k.block, int(log), k.min_rows(n), k.backend.threads)
         return out
 
     return kernel
@@ -136,7 +136,7 @@ def _cross_entropy(k: _Rows, fallback: Callable) -> Callable:
         n, c = logits.shape
         target = np.ascontiguousarray(target, np.int64)
         nll = np.empty(n, k.dtype)
-        fn(k.data(rows), k.data(target), k.data(nll), n, c, k.block, k.min_rows(c), k.backend.threads)
+        fn(k.ptr(rows), k.ptr(target), k.ptr(nll), n, c, k.block, k.min_rows(c), k.backend.threads)
         if reduction == "none":
             return nll
         return reduce[reduction](nll)  # the sum or mean op's own NumPy kernel: its reference's bits
@@ -157,7 +157,7 @@ def _cross_entropy_grad(k: _Rows, fallback: Callable) -> Callable:
         target, out = np.ascontiguousarray(target, np.int64), np.empty(logits.shape, k.dtype)
         step = int(reduction == "none")
         args = (n, c, k.block, k.min_rows(c), k.backend.threads)
-        fn(k.data(rows), k.data(target), k.data(scale), step, k.data(out), *args)
+        fn(k.ptr(rows), k.ptr(target), k.ptr(scale), step, k.ptr(out), *args)
         return out
 
     return kernel
@@ -172,7 +172,7 @@ def _layer_norm(k: _Rows, fallback: Callable) -> Callable:
             return fallback(x, weight, bias, eps=eps)
         out, n = np.empty(x.shape, k.dtype), x.shape[-1]
         args = (x.size // n, n, eps, k.block, k.min_rows(n), k.backend.threads)
-        fn(k.data(rows), k.data(w), k.data(b), k.data(out), *args)
+        fn(k.ptr(rows), k.ptr(w), k.ptr(b), k.ptr(out), *args)
         return out
 
     return kernel
@@ -187,7 +187,7 @@ def _rms_norm(k: _Rows, fallback: Callable) -> Callable:
             return fallback(x, weight, eps=eps)
         out, n = np.empty(x.shape, k.dtype), x.shape[-1]
         args = (x.size // n, n, eps, k.block, k.min_rows(n), k.backend.threads)
-        fn(k.data(rows), k.data(w), k.data(out), *args)
+        fn(k.ptr(rows), k.ptr(w), k.ptr(out), *args)
         return out
 
     return kernel
@@ -202,7 +202,7 @@ def _norm_grad(k: _Rows, center: bool, fallback: Callable) -> Callable:
             return fallback(g, x, weight, eps=eps)
         out, n = np.empty(x.shape, k.dtype), x.shape[-1]
         args = (x.size // n, n, eps, int(center), k.block, k.min_rows(n), k.backend.threads)
-        fn(k.data(grad), k.data(rows), k.data(w), k.data(out), *args)
+        fn(k.ptr(grad), k.ptr(rows), k.ptr(w), k.ptr(out), *args)
         return out
 
     return kernel

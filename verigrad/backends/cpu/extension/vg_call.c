@@ -4,9 +4,9 @@
  *
  * `function(address, signature, returns, fallback)` makes a callable for a C function whose parameters
  * are integers or pointers ('i' in the signature: int64_t, int, void*) or doubles ('d'), returning
- * nothing (returns 0), an int (1) or an int64_t (2). A call converts each argument (a Python int, None
- * as NULL, a ctypes array or structure by its address; a float or an int for a double) and calls the
- * function through a pointer of type
+ * nothing (returns 0), an int (1) or an int64_t (2). A call converts each argument (a NumPy array as
+ * its data pointer, a Python int, None as NULL, a ctypes array or structure by its address; a float or
+ * an int for a double) and calls the function through a pointer of type
  * int64_t (*)(int64_t x MAX_INTS, double x n): on the System V x86-64 and the AArch64 procedure call
  * standards (the only ones vg_call is built for, see ffi.py) integer and floating-point arguments take
  * their own registers in order, the integers past the registers take the stack's 8-byte slots in order,
@@ -40,7 +40,17 @@ typedef struct {
     PyObject *fallback;
 } Function;
 
+/* NumPy's array type and where an array object keeps its data pointer (set by `arrays`, from the
+ * offset _ffi.py finds by probing): an array argument is passed as its data pointer, whatever its
+ * strides, without a buffer request. */
+static PyTypeObject *array_type = NULL;
+static Py_ssize_t array_data = 0;
+
 static int integer(PyObject *a, I *out) {
+    if (array_type != NULL && PyObject_TypeCheck(a, array_type)) { /* memmap too: the same object layout */
+        *out = *(I *)((char *)a + array_data);
+        return 0;
+    }
     if (PyLong_Check(a)) {
         *out = (I)PyLong_AsUnsignedLongLongMask(a); /* two's complement for negative values */
         return *out == -1 && PyErr_Occurred() ? -1 : 0;
@@ -147,8 +157,22 @@ static PyObject *function(PyObject *module, PyObject *args) {
     return (PyObject *)f;
 }
 
+static PyObject *arrays(PyObject *module, PyObject *args) {
+    PyObject *type;
+    Py_ssize_t offset;
+    if (!PyArg_ParseTuple(args, "O!n", &PyType_Type, &type, &offset)) return NULL;
+    if (offset < (Py_ssize_t)sizeof(PyObject) || offset % (Py_ssize_t)sizeof(void *))
+        return PyErr_Format(PyExc_ValueError, "the data pointer cannot be at offset %zd", offset);
+    Py_INCREF(type);
+    Py_XDECREF((PyObject *)array_type);
+    array_type = (PyTypeObject *)type;
+    array_data = offset;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"function", function, METH_VARARGS, "function(address, signature, returns, fallback)"},
+    {"arrays", arrays, METH_VARARGS, "arrays(ndarray, data_offset): pass arrays as their data pointers"},
     {NULL, NULL, 0, NULL},
 };
 
