@@ -36,11 +36,13 @@ def register(backend: Any, lib: Library) -> None:
     reference, data = OPS["cached_attention"].reference, lib.data
 
     layouts: dict[tuple, Any] = {}
+    ptr = lib.ptr
 
     def layout(arrays: tuple) -> Any:
-        """(the sizes-and-strides array, its address, the output shape) for arrays of these shapes and
-        strides; False where the C function does not take them (another dtype, a partial element)."""
-        if any(type(a) is not np.ndarray or a.dtype != np.float32 for a in arrays):
+        """(the sizes-and-strides array, the addresses of each array's strides in it, the output
+        shape) for arrays of these shapes, strides and dtypes; False where the C function does not take
+        them (another dtype, a partial element)."""
+        if any(not isinstance(a, np.ndarray) or a.dtype != np.float32 for a in arrays):
             return False
         strides = [s for a in arrays for s in a.strides]
         if any(s % 4 for s in strides):  # not whole elements
@@ -55,8 +57,10 @@ def register(backend: Any, lib: Library) -> None:
 
     def kernel(q, k, v, past_kt, past_v, bias, scale: float) -> np.ndarray:
         arrays = (q, k, v, past_kt, past_v, bias)
-        try:
-            key = tuple([(a.shape, a.strides, a.dtype) for a in arrays])
+        try:  # the checks once per layout
+            key = (q.shape, q.strides, k.shape, k.strides, v.shape, v.strides, past_kt.shape, past_kt.strides)
+            key = (key, past_v.shape, past_v.strides, bias.shape, bias.strides, q.dtype, k.dtype, v.dtype)
+            key = (key, past_kt.dtype, past_v.dtype, bias.dtype)
         except AttributeError:  # not an array
             return reference(*arrays, scale=scale)
         found = layouts.get(key)
@@ -64,17 +68,15 @@ def register(backend: Any, lib: Library) -> None:
             if len(layouts) > 256:
                 layouts.clear()
             found = layouts[key] = layout(arrays)
-        pointers = [data(a) for a in arrays] if found is not False else []
-        if found is False or any(p & 3 for p in pointers):  # a layout it does not take, or unaligned
+        if found is False or not all(a.flags.aligned for a in arrays):
             return reference(*arrays, scale=scale)
-        ints, strides, shape = found
+        ints, s, shape = found
         out = np.empty(shape, np.float32)
-        if out.size:
-            pairs = [x for pair in zip(pointers, strides) for x in pair]
-            if fn(data(ints), *pairs, float(scale), data(out), backend.threads):
-                raise MemoryError(
-                    f"cached_attention: out of memory for a window of {past_v.shape[2]} positions"
-                )
+        if out.size and fn(
+            ptr(ints), ptr(q), s[0], ptr(k), s[1], ptr(v), s[2], ptr(past_kt), s[3], ptr(past_v), s[4],
+            ptr(bias), s[5], float(scale), ptr(out), backend.threads,
+        ):  # fmt: skip
+            raise MemoryError(f"cached_attention: out of memory for a window of {past_v.shape[2]} positions")
         return out
 
     backend.register("cached_attention", kernel, "f32", ATTENTION_EXACTNESS)

@@ -37,6 +37,7 @@ _INTEGERS = (
     ctypes.c_size_t,
 )
 _RETURNS = {None: 0, ctypes.c_int: 1, ctypes.c_int64: 2}
+MAX_INTS, MAX_DOUBLES = 16, 4  # vg_call.c's
 _state: dict[str, Any] = {}
 
 
@@ -95,7 +96,7 @@ def passes_arrays() -> bool:
 def signature(argtypes: list, restype: Any) -> tuple[str, int] | None:
     """vg_call's signature ('i' an integer or pointer, 'd' a double) and return kind for these ctypes
     types; None for one it does not take."""
-    if restype not in _RETURNS or len(argtypes) > 18:
+    if restype not in _RETURNS or len(argtypes) > MAX_INTS + MAX_DOUBLES:
         return None
     letters = []
     for t in argtypes:
@@ -106,7 +107,7 @@ def signature(argtypes: list, restype: Any) -> tuple[str, int] | None:
         else:
             return None
     text = "".join(letters)
-    if text.count("i") > 14 or text.count("d") > 4:
+    if text.count("i") > MAX_INTS or text.count("d") > MAX_DOUBLES:
         return None
     return text, _RETURNS[restype]
 

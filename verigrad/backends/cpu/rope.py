@@ -37,11 +37,17 @@ def rows_of(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> 
     return n, step // itemsize, strides[-2] // itemsize
 
 
-def _kernel(fn: Any, dtype: np.dtype, backend: Any, data: Callable, reference: Callable) -> Callable:
+def _kernel(fn: Any, dtype: np.dtype, backend: Any, ptr: Callable, reference: Callable) -> Callable:
     layouts: dict[tuple, Any] = {}
 
-    def layout(x: np.ndarray, offset: int, interleaved: bool) -> Any:
-        """The g argument of rope.c for x's shape and strides; False where it does not take them."""
+    def layout(x: Any, cos: Any, sin: Any, offset: int, interleaved: bool) -> Any:
+        """The g argument of rope.c for arrays of these shapes, strides and dtypes; False where it
+        does not take them."""
+        arrays = (x, cos, sin)
+        if any(not isinstance(a, np.ndarray) or a.dtype != dtype for a in arrays) or not (
+            cos.flags.c_contiguous and sin.flags.c_contiguous and cos.shape == sin.shape
+        ):
+            return False
         found = rows_of(x.shape, x.strides, x.itemsize)
         if found is None:
             return False
@@ -49,24 +55,22 @@ def _kernel(fn: Any, dtype: np.dtype, backend: Any, data: Callable, reference: C
         return np.array([n, x.shape[-2], x.shape[-1], sn, st, offset, int(interleaved)], np.int64)
 
     def kernel(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, offset: int, interleaved: bool) -> np.ndarray:
-        arrays = (x, cos, sin)
-        if any(type(a) is not np.ndarray or a.dtype != dtype for a in arrays) or not (
-            cos.flags.c_contiguous and sin.flags.c_contiguous and cos.shape == sin.shape
-        ):
+        try:  # the checks once per layout (a NumPy scalar's shape () is no layout's)
+            key = (x.shape, x.strides, x.dtype, cos.shape, cos.strides, cos.dtype, sin.strides, sin.dtype)
+        except AttributeError:  # not an array
             return reference(x, cos, sin, offset=offset, interleaved=interleaved)
-        key = (x.shape, x.strides, cos.shape, offset, interleaved)
+        key = (key, offset, interleaved)
         found = layouts.get(key)
         if found is None:
             if len(layouts) > 256:
                 layouts.clear()
-            found = layouts[key] = layout(x, offset, interleaved)
-        pointers = [data(a) for a in arrays]
-        if found is False or any(p % dtype.itemsize for p in pointers):
+            found = layouts[key] = layout(x, cos, sin, offset, interleaved)
+        if found is False or not (x.flags.aligned and cos.flags.aligned and sin.flags.aligned):
             return reference(x, cos, sin, offset=offset, interleaved=interleaved)
         out = np.empty(x.shape, dtype)
         if out.size:
             min_rows = max(1, _ffi._min_chunk[0] // x.shape[-1])
-            fn(*pointers, data(out), data(found), min_rows, backend.threads)
+            fn(ptr(x), ptr(cos), ptr(sin), ptr(out), ptr(found), min_rows, backend.threads)
         return out
 
     return kernel
@@ -78,4 +82,4 @@ def register(backend: Any, lib: Library) -> None:
     reference = composite_reference(OPS["rope"])
     for dtype_name, dtype in DTYPES.items():
         fn = lib.fn(f"vg_rope_{dtype_name}", _ARGS)
-        backend.register("rope", _kernel(fn, dtype, backend, lib.data, reference), dtype_name, EXACT)
+        backend.register("rope", _kernel(fn, dtype, backend, lib.ptr, reference), dtype_name, EXACT)

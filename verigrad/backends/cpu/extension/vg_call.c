@@ -19,16 +19,17 @@
 #include <stdint.h>
 #include <string.h>
 
-#define MAX_INTS 14
+#define MAX_INTS 16
 #define MAX_DOUBLES 4
 #define MAX_ARGS (MAX_INTS + MAX_DOUBLES)
 
 typedef int64_t I;
-typedef I (*fn0)(I, I, I, I, I, I, I, I, I, I, I, I, I, I);
-typedef I (*fn1)(I, I, I, I, I, I, I, I, I, I, I, I, I, I, double);
-typedef I (*fn2)(I, I, I, I, I, I, I, I, I, I, I, I, I, I, double, double);
-typedef I (*fn3)(I, I, I, I, I, I, I, I, I, I, I, I, I, I, double, double, double);
-typedef I (*fn4)(I, I, I, I, I, I, I, I, I, I, I, I, I, I, double, double, double, double);
+#define IS I, I, I, I, I, I, I, I, I, I, I, I, I, I, I, I /* MAX_INTS of them */
+typedef I (*fn0)(IS);
+typedef I (*fn1)(IS, double);
+typedef I (*fn2)(IS, double, double);
+typedef I (*fn3)(IS, double, double, double);
+typedef I (*fn4)(IS, double, double, double, double);
 
 typedef struct {
     PyObject_HEAD
@@ -96,7 +97,7 @@ static PyObject *call(PyObject *self, PyObject *const *args, size_t nargsf, PyOb
     void *fn = f->fn;
     Py_BEGIN_ALLOW_THREADS
 #define INTS ints[0], ints[1], ints[2], ints[3], ints[4], ints[5], ints[6], ints[7], ints[8], ints[9], \
-             ints[10], ints[11], ints[12], ints[13]
+             ints[10], ints[11], ints[12], ints[13], ints[14], ints[15]
     switch (nd) {
     case 0: r = ((fn0)fn)(INTS); break;
     case 1: r = ((fn1)fn)(INTS, doubles[0]); break;
