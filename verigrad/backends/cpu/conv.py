@@ -68,7 +68,8 @@ class _Kernels:
     """The wrappers of one dtype's C functions."""
 
     def __init__(self, lib: Library, name: str, dtype: np.dtype, backend: Any) -> None:
-        self.dtype, self.backend, self.data = dtype, backend, lib.data
+        self.dtype, self.backend, self.data, self.ptr = dtype, backend, lib.data, lib.ptr
+        self._layouts: dict[tuple, tuple[Any, tuple]] = {}
         self.c_im2col = lib.fn(f"vg_im2col_{name}", [_P, _P, _P, ctypes.c_double, *_TAIL])
         self.c_col2im = lib.fn(f"vg_col2im_{name}", [_P, _P, _P, *_TAIL])
         self.c_max = lib.fn(f"vg_max_pool_{name}", [_P, _P, _P, *_TAIL])
@@ -107,28 +108,39 @@ class _Kernels:
                 out.fill(0)
         return out
 
+    def window_geometry(self, x, g, kernel, stride, padding, dilation, layout) -> tuple[Any, tuple]:
+        """(conv.c's geometry, the pooled shape) for a pool of x (and its output gradient g, or None),
+        made once per shapes, strides and params (a training step pools the same layouts every step)."""
+        key = (x.shape, x.strides, None if g is None else (g.shape, g.strides), kernel, stride, padding)
+        key = (key, dilation, layout)
+        found = self._layouts.get(key)
+        if found is None:
+            extra = () if g is None else _logical(_elements(g), layout)
+            geo, (n, c, ho, wo) = _geometry(
+                x.shape, layout, kernel, stride, padding, dilation, _logical(_elements(x), layout), extra
+            )
+            if len(self._layouts) > 256:
+                self._layouts.clear()
+            found = self._layouts[key] = (geo, _pooled_shape(n, c, ho, wo, layout))
+        return found
+
     def pool(self, fns: tuple[Any, Any], x, kernel, stride, padding, dilation, layout) -> np.ndarray:
         """`fns`: pooling.c's kernel, and conv.c's for the cases it declines."""
         x = _usable(x)
-        geo, (n, c, ho, wo) = _geometry(
-            x.shape, layout, kernel, stride, padding, dilation, _logical(_elements(x), layout)
-        )
-        out = np.empty(_pooled_shape(n, c, ho, wo, layout), self.dtype)
+        geo, shape = self.window_geometry(x, None, kernel, stride, padding, dilation, layout)
+        out = np.empty(shape, self.dtype)
         if out.size:
-            args = (self.data(x), self.data(out), geo, *self._tail())
+            args = (self.ptr(x), self.ptr(out), geo, *self._tail())
             if not fns[0](*args):
                 fns[1](*args)
         return out
 
     def max_pool_grad(self, g, x, kernel, stride, padding, dilation, layout) -> np.ndarray:
         g, x = _usable(g), _usable(x)
-        g_strides = _logical(_elements(g), layout)
-        geo, _ = _geometry(
-            x.shape, layout, kernel, stride, padding, dilation, _logical(_elements(x), layout), g_strides
-        )
+        geo, _ = self.window_geometry(x, g, kernel, stride, padding, dilation, layout)
         out = np.empty(x.shape, self.dtype)
         if out.size:
-            args = (self.data(x), self.data(g), self.data(out), geo, *self._tail())
+            args = (self.ptr(x), self.ptr(g), self.ptr(out), geo, *self._tail())
             if not self.c_tile_max_grad(*args) and self.c_max_grad(*args):
                 raise MemoryError("max_pool2d_grad: cannot allocate the windows' maximum offsets")
         return out
@@ -150,8 +162,16 @@ def _pool(k: _Kernels, fns: tuple[Any, Any], reduce: str, pad_value: float) -> C
 
     im2col, reduction = OPS["im2col"].reference, OPS[reduce].reference
 
+    innermost: dict[tuple, bool] = {}
+
     def pool2d(x, kernel, stride, padding, dilation, layout) -> np.ndarray:
-        if _innermost_windows(x, kernel, stride, padding, dilation, layout):
+        key = (x.shape, kernel, stride, padding, dilation, layout)
+        found = innermost.get(key)
+        if found is None:
+            if len(innermost) > 256:
+                innermost.clear()
+            found = innermost[key] = _innermost_windows(x, kernel, stride, padding, dilation, layout)
+        if found:
             window = {"kernel": kernel, "stride": stride, "padding": padding, "dilation": dilation}
             cols = im2col(x, **window, layout=layout, pad_value=pad_value)
             return reduction(cols, axis=(2, 3) if layout == "NCHW" else (3, 4), keepdim=False)
