@@ -501,6 +501,35 @@ print(json.dumps([sorted(os.sched_getaffinity(t)) for t in tasks]))
 
 
 @needs_cc
+def test_rapid_tiny_dispatches_with_late_workers_give_every_chunk_once():
+    """Thousands of multi-threaded calls of a few microseconds each, with thread counts changing between
+    them: the caller and the workers claim chunks from one counter, and a worker that wakes after its
+    job is finished must not run a chunk of it (its arguments are gone) nor one of the next job."""
+    add, relu = cpu.cpu.native(OPS["add"], verigrad.f64), cpu.cpu.native(OPS["relu"], verigrad.f64)
+    total = cpu.cpu.native(OPS["sum"], verigrad.f64)
+    rng = np.random.default_rng(11)
+    a, b, rows = rng.standard_normal(64), rng.standard_normal(64), rng.standard_normal((8, 64))
+    cpu.set_min_chunk(1)
+    try:  # kernels whose jobs differ in layout, one after another: a stale job would be read wrongly
+        for k in range(9000):
+            verigrad.set_threads(1 + k % 3)
+            n = 2 + k % 63
+            kind = k % 3
+            if kind == 0:
+                out, expected = add(a[:n], b[:n]), a[:n] + b[:n]
+            elif kind == 1:
+                out, expected = add(rows[:, :n], b[:n]), rows[:, :n] + b[:n]
+            else:
+                out, expected = relu(a[:n]), np.maximum(a[:n], 0.0)
+            assert out.tobytes() == expected.tobytes(), (k, n)
+            if k % 7 == 0:
+                assert total(rows[:, :n], axis=(1,), keepdim=False).shape == (8,)
+    finally:
+        cpu.set_min_chunk(None)
+        verigrad.set_threads(1)
+
+
+@needs_cc
 @pytest.mark.skipif(
     not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
     reason="pinning is for Linux with two usable CPUs or more",

@@ -1,15 +1,16 @@
 /* A persistent thread pool and the deterministic chunk dispatcher.
  *
  * vg_parallel_for splits [0, n) into T contiguous chunks, T = max(1, min(threads, n / min_chunk, 64)).
- * The calling thread runs chunk 0, pool worker w runs chunk w, and the caller joins them. The chunk
- * bounds depend only on n and T, and every kernel computes each element on its own, so the result is
- * the same for every thread count. A worker that cannot be started leaves its chunk to the caller.
+ * The chunk bounds depend only on n and T, and every kernel computes each chunk on its own, so the result
+ * is the same for every thread count and whichever thread computes a chunk. The caller and the pool's
+ * workers 1..T-1 claim chunks from a shared counter until none is left, and the caller returns when all
+ * are done: a worker that wakes late (a sleeping thread takes tens of microseconds to run again, and one
+ * woken after a pause often lands on its waker's core for a while) leaves its chunks to the others
+ * instead of holding the caller up; a worker that cannot be started claims nothing.
  *
  * Waiting spins first (SPINS pause instructions, yielding the CPU every 64 of them, so that a busy
  * machine's other threads are not held up) and only then sleeps on a condition variable: a decode step
- * dispatches a 30-100 us product every few microseconds, and waking a sleeping thread (futex, and in a
- * VM an idle virtual CPU) took tens of microseconds each time, which made two threads slower than one on
- * such products.
+ * dispatches a 30-100 us product every few microseconds.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -29,7 +30,8 @@ static pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER;
 static int nworkers = 0; /* workers 1..nworkers are running */
 static unsigned long generation = 0; /* written under `lock`; read atomically by spinning threads */
 static unsigned long start_generation[VG_MAX_THREADS];
-static int pending = 0; /* the same */
+static int pending = 0; /* chunks not yet done; atomic */
+static int active = 0;  /* workers between reading the job and their last claim; atomic */
 static int atfork_set = 0;
 
 static struct {
@@ -38,12 +40,29 @@ static struct {
     int64_t n;
     int chunks;  /* T */
     int helpers; /* workers 1..helpers take part */
+    int next;    /* the next chunk to claim; atomic */
 } job;
 
 static void chunk_bounds(int64_t n, int chunks, int i, int64_t *lo, int64_t *hi) {
     int64_t base = n / chunks, rem = n % chunks;
     *lo = i * base + (i < rem ? i : rem);
     *hi = *lo + base + (i < rem ? 1 : 0);
+}
+
+/* Claims and runs the job's chunks until none is left (fn, ctx, n and chunks read by the claimer). */
+static void run_chunks(vg_chunk_fn fn, void *ctx, int64_t n, int chunks) {
+    for (;;) {
+        int c = __atomic_fetch_add(&job.next, 1, __ATOMIC_ACQ_REL);
+        if (c >= chunks) return;
+        int64_t lo, hi;
+        chunk_bounds(n, chunks, c, &lo, &hi);
+        fn(ctx, lo, hi);
+        if (__atomic_sub_fetch(&pending, 1, __ATOMIC_ACQ_REL) == 0) {
+            pthread_mutex_lock(&lock);
+            pthread_cond_signal(&done_cv);
+            pthread_mutex_unlock(&lock);
+        }
+    }
 }
 
 #define SPINS 100000
@@ -101,15 +120,16 @@ static void *worker(void *arg) {
         }
         while (generation == seen) pthread_cond_wait(&work_cv, &lock);
         seen = generation;
-        if (id <= job.helpers) {
+        if (id <= job.helpers) { /* the job read under the lock; the caller waits for `active` */
             vg_chunk_fn fn = job.fn;
             void *ctx = job.ctx;
-            int64_t lo, hi;
-            chunk_bounds(job.n, job.chunks, id, &lo, &hi);
+            int64_t n = job.n;
+            int chunks = job.chunks;
+            __atomic_add_fetch(&active, 1, __ATOMIC_ACQ_REL);
             pthread_mutex_unlock(&lock);
-            fn(ctx, lo, hi);
+            run_chunks(fn, ctx, n, chunks);
             pthread_mutex_lock(&lock);
-            if (__atomic_sub_fetch(&pending, 1, __ATOMIC_RELEASE) == 0) pthread_cond_signal(&done_cv);
+            if (__atomic_sub_fetch(&active, 1, __ATOMIC_ACQ_REL) == 0) pthread_cond_signal(&done_cv);
         }
     }
     return 0;
@@ -123,6 +143,7 @@ static void reset_after_fork(void) {
     pthread_cond_init(&done_cv, 0);
     nworkers = 0;
     pending = 0;
+    active = 0;
 }
 
 int vg_pool_size(void) { return nworkers; }
@@ -157,22 +178,22 @@ void vg_parallel_for(int64_t n, int64_t min_chunk, int threads, vg_chunk_fn fn, 
     job.n = n;
     job.chunks = chunks;
     job.helpers = helpers;
-    pending = helpers;
+    __atomic_store_n(&job.next, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&pending, chunks, __ATOMIC_RELEASE);
     __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
     if (helpers > 0) pthread_cond_broadcast(&work_cv);
     pthread_mutex_unlock(&lock);
 
-    int64_t lo, hi;
-    chunk_bounds(n, chunks, 0, &lo, &hi);
-    fn(ctx, lo, hi);
-    for (int i = helpers + 1; i < chunks; i++) { /* chunks of workers that could not start */
-        chunk_bounds(n, chunks, i, &lo, &hi);
-        fn(ctx, lo, hi);
-    }
+    run_chunks(fn, ctx, n, chunks);
 
-    for (int i = 0; i < SPINS && __atomic_load_n(&pending, __ATOMIC_ACQUIRE) > 0; i++) cpu_relax(i);
+    /* every chunk done, and no worker still holding this job (it would claim from the next one's counter) */
+    for (int i = 0; i < SPINS && (__atomic_load_n(&pending, __ATOMIC_ACQUIRE) > 0 ||
+                                  __atomic_load_n(&active, __ATOMIC_ACQUIRE) > 0); i++)
+        cpu_relax(i);
     pthread_mutex_lock(&lock);
-    while (pending > 0) pthread_cond_wait(&done_cv, &lock);
+    while (__atomic_load_n(&pending, __ATOMIC_ACQUIRE) > 0 || __atomic_load_n(&active, __ATOMIC_ACQUIRE) > 0)
+        pthread_cond_wait(&done_cv, &lock);
+    job.helpers = 0; /* closed: a worker that gets the lock only now takes no part (its ctx is gone) */
     pthread_mutex_unlock(&lock);
     pthread_mutex_unlock(&dispatch_lock);
 }
