@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Callable
 from typing import Any
 
@@ -67,6 +68,9 @@ class Compiled:
         self._programs: dict[Any, tuple[Any, Any]] = {}  # signature -> (program, result structure)
         self._needs_concrete: set[Any] = set()  # default signatures the function cannot trace
         self._plans: dict[Any, Any] = {}
+        self._fixed: tuple[Any, Any] | None = None  # the entry of declared specs, once traced
+        self._seen: dict[Any, Any] = {}  # (program, argument shapes, dtypes and layouts) -> plan
+        self._layouts: dict[int, tuple[list, tuple]] = {}  # program -> its captured arrays, their layouts
         self.counts = {"traces": 0, "plans": 0, "hits": 0}
         functools.update_wrapper(self, fn, updated=())
 
@@ -83,6 +87,8 @@ class Compiled:
         return args
 
     def _entry(self, args: tuple[Tensor, ...]) -> tuple[Any, Any]:
+        if self._fixed is not None:  # declared specs, traced once (hashing them costs ~1 us each)
+            return self._fixed
         specs = self.specs or _default_specs(args)
         key = tuple(specs)
         if key in self._needs_concrete:
@@ -97,6 +103,8 @@ class Compiled:
                 self._needs_concrete.add(key)  # the function needs concrete sizes: trace per size
                 return self._entry(args)
             self._programs[key] = entry
+        if self.specs is not None and key not in self._needs_concrete:
+            self._fixed = entry
         return entry
 
     def _trace(self, specs: tuple[Spec, ...]) -> tuple[Any, Any]:
@@ -119,21 +127,38 @@ class Compiled:
             return self.fn(*args)  # inside a trace or a check, or differentiated from outside
         args = self._lift(args)
         program, tree = self._entry(args)
-        values = bind(program, args)
-        captured = program.captured
         backend = get_backend()
-        layouts = tuple(_layout(a.data) for a in args) + tuple(_layout(t.data) for t in captured)
-        key = (id(program), tuple(sorted(values.items())), layouts, backend.name)
-        plan = self._plans.get(key)
+        arrays = [a.data for a in args]
+        captured = [t.data for t in program.captured]
+        # the plan for arguments of shapes, dtypes and layouts seen before, without binding again
+        layouts = tuple([_layout(a) for a in arrays]) + self._captured_layouts(program, captured)
+        seen = (id(program), backend.name, tuple([(a.shape, a.dtype) for a in arrays]), layouts)
+        plan = self._seen.get(seen)
         if plan is None:
-            plan = self._plans[key] = Plan(program, values, backend)
-            self.counts["plans"] += 1
-        else:
-            self.counts["hits"] += 1
-        outputs, updates = plan.run([a.data for a in args] + [t.data for t in captured])
+            values = bind(program, args)
+            key = (id(program), tuple(sorted(values.items())), layouts, backend.name)
+            plan = self._plans.get(key)
+            if plan is None:
+                plan = self._plans[key] = Plan(program, values, backend)
+                self.counts["plans"] += 1
+            if len(self._seen) > 1024:
+                self._seen.clear()
+            self._seen[seen] = plan
+        self.counts["hits"] += plan.runs > 0
+        outputs, updates = plan.run(arrays + captured)
         _write_back(program, updates)
         results = [Tensor(Spec(o.shape, v.spec.dtype), o) for o, v in zip(outputs, program.outputs)]
         return unflatten(tree, iter(results))
+
+    def _captured_layouts(self, program: Any, arrays: list[np.ndarray]) -> tuple[str, ...]:
+        """The layouts of the captured tensors' arrays, remembered while they are the same arrays (a
+        model's weights: hundreds of them, read every call)."""
+        known = self._layouts.get(id(program))
+        if known is not None and len(known[0]) == len(arrays) and all(map(operator.is_, known[0], arrays)):
+            return known[1]
+        layouts = tuple(_layout(a) for a in arrays)
+        self._layouts[id(program)] = (arrays, layouts)
+        return layouts
 
     def stats(self) -> dict[str, int]:
         """How many traces, plans built, and plan cache hits so far."""

@@ -78,8 +78,10 @@ def step_specs(layers: int, kv_heads: DimLike, head_dim: DimLike, tokens: int | 
     return (spec([b, t], "i64"), spec([t], "i64"), spec([t, w + t]), *([keys, values] * layers))
 
 
-def step_inputs(cache: KVCache, count: int) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
-    """Positions, bias and the windows of every layer's keys and values for `count` new tokens."""
+def step_inputs(cache: KVCache, count: int) -> tuple[np.ndarray, np.ndarray, list[Tensor]]:
+    """Positions, bias and the windows of every layer's keys and values for `count` new tokens (tensors
+    viewing the cache, made once per window width and kept in `cache.extra`: the views see what
+    `commit` writes)."""
     length = cache.length
     width = MIN_WINDOW
     while width < length:
@@ -88,10 +90,14 @@ def step_inputs(cache: KVCache, count: int) -> tuple[np.ndarray, np.ndarray, lis
     positions = np.arange(length, length + count, dtype=np.int64)
     bias = np.zeros((count, width + count), np.float32)
     bias[:, length:width] = -np.inf
-    bias[:, width:][np.triu_indices(count, 1)] = -np.inf
-    windows = []
-    for k, v in zip(cache.keys, cache.values):
-        windows += [k[:, :, :width].swapaxes(2, 3), v[:, :, :width]]
+    if count > 1:  # the new tokens' future
+        bias[:, width:][np.triu_indices(count, 1)] = -np.inf
+    windows = cache.extra.get(("windows", width))
+    if windows is None:
+        windows = []
+        for k, v in zip(cache.keys, cache.values):
+            windows += [from_numpy(k[:, :, :width].swapaxes(2, 3)), from_numpy(v[:, :, :width])]
+        cache.extra[("windows", width)] = windows
     return positions, bias, windows
 
 
@@ -121,7 +127,7 @@ class CachedStep:
             self.decode = compile(self.step, specs=step_specs(*self.sizes, tokens=1))
         positions, bias, windows = step_inputs(cache, count)
         with no_grad():
-            args = [from_numpy(a) for a in (positions, bias, *windows)]
+            args = [from_numpy(positions), from_numpy(bias), *windows]
             if count == 1:  # one token: its logits are the last
                 logits, *new = self.decode(ids, *args)
             else:
