@@ -48,14 +48,15 @@ def _kernel(fn: Any, qtypes: tuple[str, ...], reference: Callable, backend: Any,
         if code is None or x.dtype != np.float32 or w.dtype != np.uint8 or w.ndim != 2:
             return reference(x, w, qtype)
         k, (n, row_bytes) = x.shape[-1], w.shape
-        x2 = (x if x.flags.c_contiguous else np.ascontiguousarray(x)).reshape(-1, k)
+        if not x.flags.c_contiguous:
+            x = np.ascontiguousarray(x)
         if not w.flags.c_contiguous:
             w = np.ascontiguousarray(w)
-        t = x2.shape[0]
+        t = x.size // k if k else 0
         out = np.empty((*x.shape[:-1], n), np.float32)
         if t and n:
             min_rows = MIN_BAND_BYTES // row_bytes + 1 if row_bytes else n
-            if fn(code, ptr(w), n, k, ptr(x2), t, ptr(out), min_rows, backend.threads):
+            if fn(code, ptr(w), n, k, ptr(x), t, ptr(out), min_rows, backend.threads):
                 raise MemoryError(f"qmatmul: out of memory for x of shape {x.shape}")
         return out
 
@@ -71,14 +72,18 @@ def _normed_kernel(fn: Any, reference: Callable, backend: Any, ptr: Callable) ->
         if code is None or x.dtype != np.float32 or weight.dtype != np.float32 or w.dtype != np.uint8:
             return reference(x, weight, w, qtype=qtype, eps=eps)
         k, (n, row_bytes) = x.shape[-1], w.shape
-        x2 = np.ascontiguousarray(x).reshape(-1, k)
-        weight, w = np.ascontiguousarray(weight), np.ascontiguousarray(w)
-        t = x2.shape[0]
+        if not x.flags.c_contiguous:
+            x = np.ascontiguousarray(x)
+        if not weight.flags.c_contiguous:
+            weight = np.ascontiguousarray(weight)
+        if not w.flags.c_contiguous:
+            w = np.ascontiguousarray(w)
+        t = x.size // k if k else 0
         out = np.empty((*x.shape[:-1], n), np.float32)
         if t and n:
             min_rows = MIN_BAND_BYTES // row_bytes + 1 if row_bytes else n
             block = np.getbufsize()  # NumPy's f32 sums go through its cast buffer (as rows.py says)
-            args = (code, ptr(w), n, k, ptr(x2), t, ptr(out), min_rows, backend.threads)
+            args = (code, ptr(w), n, k, ptr(x), t, ptr(out), min_rows, backend.threads)
             if fn(*args, ptr(weight), float(eps), block):
                 raise MemoryError(f"rms_norm_qmatmul_q8: out of memory for x of shape {x.shape}")
         return out
