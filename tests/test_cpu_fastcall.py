@@ -99,3 +99,22 @@ def test_verigrad_ctypes_keeps_the_ctypes_calls():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ctypes (VERIGRAD_CTYPES is set)"
+
+
+def test_without_python_headers_the_kernels_run_through_ctypes():
+    """No Python.h for the extension: one reason in build_info, and every kernel still runs."""
+    code = (
+        "import sysconfig, numpy as np\n"
+        "paths = sysconfig.get_paths()\n"
+        "sysconfig.get_paths = lambda: {**paths, 'include': '/nonexistent'}\n"
+        "import verigrad\n"
+        "from verigrad.backends import cpu\n"
+        "from verigrad.registry import OPS\n"
+        "x = np.linspace(-2, 2, 50000, dtype=np.float32)\n"
+        "out = cpu.cpu.native(OPS['relu'], verigrad.f32)(x)\n"
+        "assert out.tobytes() == np.maximum(x, 0).tobytes()\n"
+        "print(cpu.build_info()['calls'])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ctypes (no Python.h for the vg_call extension)"
