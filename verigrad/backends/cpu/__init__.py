@@ -4,12 +4,14 @@ The C sources of this package are compiled by the system C compiler the first ti
 (see `build`); with no compiler, or a failed build, one line says so and every op runs its reference.
 Each kernel family has one Python module that wraps and registers its C functions (`KERNEL_FAMILIES`);
 its docstring says which layouts take the C path and how exact the results are. Anything else (another
-dtype, rank, axis or layout) runs the op's reference inside the kernel, so results are always right.
+dtype, rank, axis or layout) runs the op's reference inside the kernel, so results are always right. The
+C functions are called through the vg_call extension (fastcall.py), or ctypes where it is not built.
 
 Threads: `verigrad.set_threads(n)` (read at every call) splits [0, n) into at most n contiguous chunks of
 at least `min_chunk()` elements (reductions: of whole rows holding at least that many elements); every
-thread count gives the same bits. `VERIGRAD_PIN_THREADS=1` pins pool worker k to the k-th CPU the process
-may use (for a machine given to one process; see pool.c).
+thread count gives the same bits (whichever thread computes a chunk: a late pool worker's chunk is taken
+by the others). `VERIGRAD_PIN_THREADS=1` pins pool worker k to the k-th CPU the process may use (for a
+machine given to one process; see pool.c).
 """
 
 from __future__ import annotations
