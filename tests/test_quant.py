@@ -274,6 +274,29 @@ def test_cpu_qmatmul_q8_gives_the_reference_bits(qtype, monkeypatch):
 
 
 @needs_cc
+@pytest.mark.parametrize("qtype", ["q8_0", "q4_0", "q4_1", "q4_k", "q6_k"])
+def test_cpu_qembedding_gives_the_reference_bits(qtype, small_chunks):
+    """Rows at ids of any integer dtype and shape (0-d, repeated, the last row), the SIMD and the
+    portable paths, 1-3 threads; an id out of range is the reference's IndexError."""
+    kernel = cpu.cpu.native(vg.REGISTRY["qembedding"], vg.f32)
+    raw = weights(qtype, 37, 512)
+    cases = [np.array([[4, 0, 36], [2, 2, 1]]), np.array(5, np.int32), np.arange(37, dtype=np.uint8)]
+    for simd in (True, False):
+        cpu_quant.simd(simd)
+        for ids in [*cases, np.zeros((0, 2), np.int64)]:
+            want = qembedding.reference(ids, raw, qtype)
+            for threads in (1, 2, 3):
+                vg.set_threads(threads)
+                got = kernel(ids, raw, qtype=qtype)
+                assert got.shape == want.shape and got.dtype == np.float32
+                assert got.tobytes() == want.tobytes(), (qtype, simd, ids.shape, threads)
+    vg.set_threads(1)
+    cpu_quant.simd(True)
+    with pytest.raises(IndexError):
+        kernel(np.array([3, 37]), raw, qtype=qtype)
+
+
+@needs_cc
 @pytest.mark.parametrize("qtype", [*Q8_QTYPES, "q4_k", "q6_k"])
 def test_cpu_qmatmul_is_within_its_bound(qtype, monkeypatch):
     kernel = cpu.cpu.native(vg.REGISTRY["qmatmul"], vg.f32)

@@ -594,3 +594,40 @@ int vg_qmatmul_f32(int qtype, const uint8_t *w, int64_t n, int64_t k, const floa
     free(xd);
     return p.failed ? -1 : 0;
 }
+
+/* ---------------------------------------------------------------- qembedding */
+typedef struct {
+    int qtype;
+    const uint8_t *w;
+    int64_t vocab, row_bytes, k;
+    const int64_t *ids;
+    float *out;
+} embed_job;
+
+static void embed_rows(void *ctx, int64_t lo, int64_t hi) {
+    const embed_job *p = (const embed_job *)ctx;
+    const int64_t nb = p->k / BLOCK_VALUES[p->qtype];
+    for (int64_t i = lo; i < hi; i++) {
+        const uint8_t *row = p->w + p->ids[i] * p->row_bytes;
+#if VG_X86
+        if (p->qtype <= Q4_1 && has_avx2()) {
+            dequantize_row_avx2(p->qtype, row, nb, p->out + i * p->k);
+            continue;
+        }
+#endif
+        dequantize_row(p->qtype, row, nb, p->out + i * p->k);
+    }
+}
+
+/* out f32[count, k] = the rows ids[0..count) of the table w [vocab, row_bytes], dequantized as the
+ * reference does (its very values); returns -1 - i for the first id i out of [0, vocab) (nothing
+ * written), else 0 */
+int64_t vg_qembedding(int qtype, const uint8_t *w, int64_t vocab, int64_t row_bytes, int64_t k,
+                      const int64_t *ids, int64_t count, float *out, int64_t min_rows, int threads) {
+    for (int64_t i = 0; i < count; i++)
+        if (ids[i] < 0 || ids[i] >= vocab) return -1 - i;
+    embed_job p = {.qtype = qtype, .w = w, .vocab = vocab, .row_bytes = row_bytes, .k = k, .ids = ids,
+                   .out = out};
+    vg_parallel_for(count, min_rows, threads, embed_rows, &p);
+    return 0;
+}

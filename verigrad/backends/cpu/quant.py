@@ -26,10 +26,11 @@ import numpy as np
 from ...ops.quant import Q8_QTYPES
 from .._registry import EXACT, tolerance
 from ..reference import composite_reference
+from . import _ffi
 from ._ffi import Library
 
 QTYPES = {"q8_0": 0, "q4_0": 1, "q4_1": 2, "q4_k": 3, "q6_k": 4}  # quant.c's format codes
-QUANT = ("qmatmul", "qmatmul_q8", "rms_norm_qmatmul_q8")
+QUANT = ("qmatmul", "qmatmul_q8", "rms_norm_qmatmul_q8", "qembedding")
 # op -> (C function, formats it takes)
 _FUNCTIONS = {"qmatmul": ("vg_qmatmul_f32", tuple(QTYPES)), "qmatmul_q8": ("vg_qmatmul_q8", Q8_QTYPES)}
 MIN_BAND_BYTES = 65536  # the fewest weight bytes a thread is given (a dispatch costs microseconds)
@@ -91,6 +92,32 @@ def _normed_kernel(fn: Any, reference: Callable, backend: Any, ptr: Callable) ->
     return kernel
 
 
+def _embedding(fn: Any, reference: Callable, backend: Any, ptr: Callable) -> Callable:
+    """qembedding: the rows of a quantized table at integer ids, dequantized in C to the reference's
+    values; an id out of range (or another layout) runs the reference, which names it."""
+    from ...ops.quant import FORMATS
+
+    def kernel(ids: np.ndarray, w: np.ndarray, qtype: str) -> np.ndarray:
+        code = QTYPES.get(qtype)
+        if code is None or type(ids) is not np.ndarray or ids.dtype.kind not in "iu" or w.dtype != np.uint8:
+            return reference(ids, w, qtype)
+        fmt = FORMATS[qtype]
+        (vocab, row_bytes), flat = w.shape, np.ascontiguousarray(ids, np.int64).reshape(-1)
+        k = row_bytes // fmt.nbytes * fmt.block
+        if not w.flags.c_contiguous:
+            w = np.ascontiguousarray(w)
+        out = np.empty((*ids.shape, k), np.float32)
+        if flat.size and k:
+            min_rows = max(1, _ffi.min_chunk() // k)
+            if fn(
+                code, ptr(w), vocab, row_bytes, k, ptr(flat), flat.size, ptr(out), min_rows, backend.threads
+            ):
+                return reference(ids, w, qtype)  # an id out of range: its IndexError
+        return out
+
+    return kernel
+
+
 _state: dict[str, Any] = {"simd": None}
 
 
@@ -115,3 +142,8 @@ def register(backend: Any, lib: Library) -> None:
     )
     reference = composite_reference(OPS["rms_norm_qmatmul_q8"])
     backend.register("rms_norm_qmatmul_q8", _normed_kernel(fn, reference, backend, lib.ptr), "f32", EXACT)
+    p, i64 = ctypes.c_void_p, ctypes.c_int64
+    fn = lib.fn("vg_qembedding", [ctypes.c_int, p, i64, i64, i64, p, i64, p, i64, ctypes.c_int], i64)
+    backend.register(
+        "qembedding", _embedding(fn, OPS["qembedding"].reference, backend, lib.ptr), "f32", EXACT
+    )
