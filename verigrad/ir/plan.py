@@ -50,6 +50,7 @@ whose arguments share memory with a tensor so written turns in place off.
 
 from __future__ import annotations
 
+import collections
 import functools
 import math
 from collections.abc import Callable, Sequence
@@ -372,10 +373,11 @@ class Plan:
         )
         made_by = {step.out: k for k, step in enumerate(self.steps)}
         outputs = set(self.output_slots)
+        shared = collections.Counter(self.update_slots.values())
         targets: dict[int, int] = {}
         for name, u in self.update_slots.items():
             k, c = made_by.get(u), captured.get(name)
-            if k is None or c is None or u in outputs or list(self.update_slots.values()).count(u) != 1:
+            if k is None or c is None or u in outputs or shared[u] != 1:
                 continue
             step = self.steps[k]
             if step.spec != self.specs[c] or held_until.get(c, -1) > k:
@@ -531,7 +533,8 @@ def _apart(arrays: Sequence[np.ndarray], written: list[int]) -> bool:
     """Whether each array at a position in `written` shares its memory (its base array) with no other
     argument: writing it then changes no other input."""
     roots = [id(_root(a)) for a in arrays]
-    return all(roots.count(roots[i]) == 1 for i in written)
+    counts = collections.Counter(roots)
+    return all(counts[roots[i]] == 1 for i in written)
 
 
 def _ufunc_step(step: Step) -> bool:
