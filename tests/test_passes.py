@@ -287,6 +287,26 @@ def test_fuse_makes_trees_of_elementwise_ops_one_instruction(rng):
     assert "{relu(add(%0, %2))}" in str(after)
 
 
+def test_a_bias_add_and_relu_fuse_in_a_training_step():
+    """relu's VJP reads its output (relu(x) > 0 exactly where x > 0), so the backward pass does not keep
+    the bias add's result and the add and the relu are one fused group of the step."""
+    n = vg.dims("n")
+    w, b = vg.tensor(np.ones((3, 4), np.float32), requires_grad=True), vg.tensor(np.ones(4, np.float32))
+    b.requires_grad = True
+
+    def step(x):
+        loss = (x @ w + b).relu().sum()
+        loss.backward()
+        return loss, w.grad, b.grad
+
+    p = optimize(vg.trace(step, vg.spec([n, 3])))
+    fused = [[op.name for op in i.op.ops] for i in p if i.name == "fused"]
+    assert ["add", "relu"] in fused, fused
+    x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, 2.5, -3.0], np.float32)
+    deriv = REGISTRY["relu_deriv"].reference
+    assert deriv(x).tobytes() == deriv(REGISTRY["relu"].reference(x)).tobytes()
+
+
 def test_fused_op_is_a_kernel_the_backend_runs_unchanged(rng):
     p = fuse.run(vg.trace(lambda x: (x.exp() + 1.0).sqrt(), vg.spec([3])))
     (instr,) = [i for i in p if i.name == "fused"]

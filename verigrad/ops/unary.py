@@ -182,7 +182,9 @@ sigmoid = _float_op(
 relu = _float_op(
     "relu",
     lambda x: np.maximum(x, 0).astype(x.dtype),
-    lambda g, out, x: (g * relu_deriv(x),),
+    # relu(x) > 0 exactly where x > 0: the derivative read from the output, so a program need not keep
+    # x for the backward pass and a bias add feeding relu fuses with it
+    lambda g, out, x: (g * relu_deriv(out),),
     exact=True,
     torch=lambda t, x: t.relu(x),
     doc="max(x, 0); its gradient at 0 is 0.",
@@ -218,7 +220,8 @@ relu_deriv = _float_op(
     lambda x: (x > 0).astype(x.dtype),
     None,
     exact=True,
-    doc="1 where the forward input x > 0, else 0 (so relu's gradient at 0 is 0, as in PyTorch).",
+    doc="1 where x > 0, else 0 (relu's gradient at 0 is 0, as in PyTorch); x may be relu's input or its "
+    "output alike.",
 )
 sigmoid_deriv = _float_op(
     "sigmoid_deriv",
