@@ -15,9 +15,14 @@ import pytest
 from verigrad.backends import cpu
 from verigrad.backends.cpu import fastcall
 
-pytestmark = pytest.mark.skipif(
-    not (cpu.available() and fastcall.supported()), reason="vg_call is built on Linux x86-64 and AArch64"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not (cpu.available() and fastcall.supported()), reason="vg_call is built on Linux x86-64 and AArch64"
+    ),
+    pytest.mark.skipif(
+        os.environ.get("VERIGRAD_CTYPES", "") not in ("", "0"), reason="VERIGRAD_CTYPES asks for ctypes calls"
+    ),
+]
 
 P, I64, INT = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
 LAYER_NORM = [P, P, P, P, I64, I64, ctypes.c_double, I64, I64, INT]  # rows.c: 9 integers, a double between

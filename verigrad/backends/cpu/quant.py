@@ -41,6 +41,26 @@ _ARGS = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c
 _ARGS += [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int]
 
 
+def _contiguous(a: np.ndarray) -> np.ndarray:
+    return a if a.flags.c_contiguous else np.ascontiguousarray(a)
+
+
+def _product(
+    fn: Any, name: str, code: int, x: np.ndarray, w: np.ndarray, backend: Any, ptr: Callable, *extra: Any
+) -> np.ndarray:
+    """f32[..., n]: the C product of x [..., k] (f32) and the quantized w [n, row bytes] (contiguous
+    copies of views), `extra` the arguments after the common ones; MemoryError naming the op `name`."""
+    x, w = _contiguous(x), _contiguous(w)
+    k, (n, row_bytes) = x.shape[-1], w.shape
+    t = x.size // k if k else 0
+    out = np.empty((*x.shape[:-1], n), np.float32)
+    if t and n:
+        min_rows = MIN_BAND_BYTES // row_bytes + 1 if row_bytes else n
+        if fn(code, ptr(w), n, k, ptr(x), t, ptr(out), min_rows, backend.threads, *extra):
+            raise MemoryError(f"{name}: out of memory for x of shape {x.shape}")
+    return out
+
+
 def _kernel(fn: Any, qtypes: tuple[str, ...], reference: Callable, backend: Any, ptr: Callable) -> Callable:
     codes = {q: QTYPES[q] for q in qtypes}
 
@@ -48,18 +68,7 @@ def _kernel(fn: Any, qtypes: tuple[str, ...], reference: Callable, backend: Any,
         code = codes.get(qtype)
         if code is None or x.dtype != np.float32 or w.dtype != np.uint8 or w.ndim != 2:
             return reference(x, w, qtype)
-        k, (n, row_bytes) = x.shape[-1], w.shape
-        if not x.flags.c_contiguous:
-            x = np.ascontiguousarray(x)
-        if not w.flags.c_contiguous:
-            w = np.ascontiguousarray(w)
-        t = x.size // k if k else 0
-        out = np.empty((*x.shape[:-1], n), np.float32)
-        if t and n:
-            min_rows = MIN_BAND_BYTES // row_bytes + 1 if row_bytes else n
-            if fn(code, ptr(w), n, k, ptr(x), t, ptr(out), min_rows, backend.threads):
-                raise MemoryError(f"qmatmul: out of memory for x of shape {x.shape}")
-        return out
+        return _product(fn, "qmatmul", code, x, w, backend, ptr)
 
     return kernel
 
@@ -72,22 +81,10 @@ def _normed_kernel(fn: Any, reference: Callable, backend: Any, ptr: Callable) ->
         code = codes.get(qtype)
         if code is None or x.dtype != np.float32 or weight.dtype != np.float32 or w.dtype != np.uint8:
             return reference(x, weight, w, qtype=qtype, eps=eps)
-        k, (n, row_bytes) = x.shape[-1], w.shape
-        if not x.flags.c_contiguous:
-            x = np.ascontiguousarray(x)
-        if not weight.flags.c_contiguous:
-            weight = np.ascontiguousarray(weight)
-        if not w.flags.c_contiguous:
-            w = np.ascontiguousarray(w)
-        t = x.size // k if k else 0
-        out = np.empty((*x.shape[:-1], n), np.float32)
-        if t and n:
-            min_rows = MIN_BAND_BYTES // row_bytes + 1 if row_bytes else n
-            block = np.getbufsize()  # NumPy's f32 sums go through its cast buffer (as rows.py says)
-            args = (code, ptr(w), n, k, ptr(x), t, ptr(out), min_rows, backend.threads)
-            if fn(*args, ptr(weight), float(eps), block):
-                raise MemoryError(f"rms_norm_qmatmul_q8: out of memory for x of shape {x.shape}")
-        return out
+        # NumPy's f32 sums go through its cast buffer (as rows.py says): its size is the norm's block
+        weight = _contiguous(weight)  # held here while the C function reads it
+        extra = (ptr(weight), float(eps), np.getbufsize())
+        return _product(fn, "rms_norm_qmatmul_q8", code, x, w, backend, ptr, *extra)
 
     return kernel
 
