@@ -87,6 +87,12 @@ def median_ms(ways: dict[str, Callable[[], Any]], repeats: int, calls: int, thre
     return {way: statistics.median(ms) for way, ms in times.items()}
 
 
+def timing_cells(med: dict[str, float], ours: str, others: tuple[str, ...]) -> list[str]:
+    """A table row's timing cells: the median ms of `ours` and of each other way, then `ours` / each."""
+    cells = [f"{med[way]:.3f}" for way in (ours, *others)]
+    return cells + [f"{med[ours] / med[way]:.2f}x" for way in others]
+
+
 def kernel_args(description: str, argv: list[str] | None = None) -> argparse.Namespace:
     """`--threads`, `--repeats` and `--calls` of the per-kernel benchmarks."""
     parser = argparse.ArgumentParser(description=description)

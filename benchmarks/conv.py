@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from _common import kernel_main, median_ms, verigrad
+from _common import kernel_main, median_ms, timing_cells, verigrad
 from rich.table import Table
 
 from verigrad.backends import cpu
@@ -96,9 +96,7 @@ def run(args: argparse.Namespace, torch: Any) -> Table:
                     layer if i == 0 and n == args.threads[0] else "",
                     str(n) if i == 0 else "",
                     name,
-                    *(f"{med[way]:.3f}" for way in ("kernel", "decomposition", "torch")),
-                    f"{med['kernel'] / med['decomposition']:.2f}x",
-                    f"{med['kernel'] / med['torch']:.2f}x",
+                    *timing_cells(med, "kernel", ("decomposition", "torch")),
                 )
         table.add_section()
     verigrad.set_threads(1)

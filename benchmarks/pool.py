@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from _common import kernel_main, median_ms, verigrad
+from _common import kernel_main, median_ms, timing_cells, verigrad
 from rich.table import Table
 
 from verigrad.backends import cpu
@@ -114,9 +114,7 @@ def run(args: argparse.Namespace, torch: Any) -> Table:
                             layout if first else "",
                             str(n) if i == 0 else "",
                             name,
-                            *(f"{med[way]:.3f}" for way in ("kernel", "general", "torch")),
-                            f"{med['kernel'] / med['general']:.2f}x",
-                            f"{med['kernel'] / med['torch']:.2f}x",
+                            *timing_cells(med, "kernel", ("general", "torch")),
                         )
             table.add_section()
     verigrad.set_threads(1)
