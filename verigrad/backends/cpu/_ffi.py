@@ -13,6 +13,7 @@ import numpy as np
 DTYPES = {"f32": np.dtype(np.float32), "f64": np.dtype(np.float64)}
 DEFAULT_MIN_CHUNK = 16384
 RANK = 4  # the rank of the layouts `collapse` gives (the C loops' nest)
+LAYOUTS_KEPT = 256  # a kernel's remembered layouts, at most (a program has a few; a sweep of sizes many)
 _min_chunk = [int(os.environ.get("VERIGRAD_MIN_CHUNK", DEFAULT_MIN_CHUNK))]
 
 
@@ -117,3 +118,12 @@ def collapse(shape: tuple[int, ...], arrays: tuple[np.ndarray, ...]) -> list[int
     for m in merged:
         out += [0] * pad + m
     return out
+
+
+def remember(cache: dict, key: Any, value: Any) -> Any:
+    """`value` stored under `key` in a kernel's cache of layouts (emptied once it holds LAYOUTS_KEPT),
+    and returned."""
+    if len(cache) >= LAYOUTS_KEPT:
+        cache.clear()
+    cache[key] = value
+    return value

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .._registry import tolerance
+from . import _ffi
 from ._ffi import Library
 
 ATTENTION = ("cached_attention",)
@@ -65,9 +66,7 @@ def register(backend: Any, lib: Library) -> None:
             return reference(*arrays, scale=scale)
         found = layouts.get(key)
         if found is None:
-            if len(layouts) > 256:
-                layouts.clear()
-            found = layouts[key] = layout(arrays)
+            found = _ffi.remember(layouts, key, layout(arrays))
         if found is False or not all(a.flags.aligned for a in arrays):
             return reference(*arrays, scale=scale)
         ints, s, shape = found

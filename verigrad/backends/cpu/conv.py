@@ -119,9 +119,7 @@ class _Kernels:
             geo, (n, c, ho, wo) = _geometry(
                 x.shape, layout, kernel, stride, padding, dilation, _logical(_elements(x), layout), extra
             )
-            if len(self._layouts) > 256:
-                self._layouts.clear()
-            found = self._layouts[key] = (geo, _pooled_shape(n, c, ho, wo, layout))
+            found = _ffi.remember(self._layouts, key, (geo, _pooled_shape(n, c, ho, wo, layout)))
         return found
 
     def pool(self, fns: tuple[Any, Any], x, kernel, stride, padding, dilation, layout) -> np.ndarray:
@@ -168,9 +166,9 @@ def _pool(k: _Kernels, fns: tuple[Any, Any], reduce: str, pad_value: float) -> C
         key = (x.shape, kernel, stride, padding, dilation, layout)
         found = innermost.get(key)
         if found is None:
-            if len(innermost) > 256:
-                innermost.clear()
-            found = innermost[key] = _innermost_windows(x, kernel, stride, padding, dilation, layout)
+            found = _ffi.remember(
+                innermost, key, _innermost_windows(x, kernel, stride, padding, dilation, layout)
+            )
         if found:
             window = {"kernel": kernel, "stride": stride, "padding": padding, "dilation": dilation}
             cols = im2col(x, **window, layout=layout, pad_value=pad_value)

@@ -68,10 +68,7 @@ def broadcast_dims(a: np.ndarray, b: np.ndarray) -> tuple[tuple[int, ...], Any] 
         except ValueError:
             return None
         dims = collapse(shape, (a, b))
-        found = None if dims is None else (shape, (ctypes.c_int64 * 12)(*dims))
-        if len(_LAYOUTS) > 1024:
-            _LAYOUTS.clear()
-        _LAYOUTS[key] = found
+        found = _ffi.remember(_LAYOUTS, key, None if dims is None else (shape, (ctypes.c_int64 * 12)(*dims)))
     return found
 
 

@@ -413,7 +413,7 @@ class FusedKernel:
             key = (key, params)
         layout = self._layouts.get(key)
         if layout is None:
-            layout = self._layouts[key] = self._layout(arrays, params)
+            layout = _ffi.remember(self._layouts, key, self._layout(arrays, params))
         if layout is False:
             return self._into(self._fallback(*arrays, params=params), out)
         shape, dims, n, masks = layout
@@ -440,8 +440,6 @@ class FusedKernel:
     def _layout(self, arrays: tuple, params: tuple) -> Any:
         """(output shape, the dims argument, the element count, the inputs' alignment masks) for
         arrays of these shapes and strides; False where the C function does not take them."""
-        if len(self._layouts) > 256:
-            self._layouts.clear()
         if any(type(a) is not np.ndarray for a in arrays) or tuple(a.dtype for a in arrays) != self.inputs:
             return False
         shape = tuple(self.op.shape_rule(*(a.shape for a in arrays), params=params))

@@ -62,9 +62,7 @@ def _kernel(fn: Any, dtype: np.dtype, backend: Any, ptr: Callable, reference: Ca
         key = (key, offset, interleaved)
         found = layouts.get(key)
         if found is None:
-            if len(layouts) > 256:
-                layouts.clear()
-            found = layouts[key] = layout(x, cos, sin, offset, interleaved)
+            found = _ffi.remember(layouts, key, layout(x, cos, sin, offset, interleaved))
         if found is False or not (x.flags.aligned and cos.flags.aligned and sin.flags.aligned):
             return reference(x, cos, sin, offset=offset, interleaved=interleaved)
         out = np.empty(x.shape, dtype)
