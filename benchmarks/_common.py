@@ -119,4 +119,7 @@ def kernel_main(
 
     if not cpu.available():
         raise SystemExit("the cpu backend could not be built here")
-    out.print(run(args, torch))
+    try:
+        out.print(run(args, torch))
+    finally:
+        verigrad.set_threads(1)

@@ -117,7 +117,6 @@ def run(args: argparse.Namespace, torch: Any) -> Table:
                             *timing_cells(med, "kernel", ("general", "torch")),
                         )
             table.add_section()
-    verigrad.set_threads(1)
     return table
 
 
