@@ -15,7 +15,7 @@ from verigrad.backends._registry import EXACT, lookup
 from verigrad.backends.cpu import _ffi, fused
 from verigrad.ir import trace
 from verigrad.ir.passes import optimize
-from verigrad.ir.passes.fuse import FusedOp
+from verigrad.ir.passes.fuse import FusedOp, merge
 from verigrad.ir.plan import Plan, bind
 from verigrad.ops import REGISTRY
 from verigrad.shapes import spec
@@ -243,6 +243,52 @@ def test_a_kernel_writes_into_out_even_one_of_its_inputs(small_chunks):
     wide = np.zeros((64, 600), np.float32)
     assert kernel(a, b, params=params, out=wide[:, ::2]).base is wide
     assert wide[:, ::2].tobytes() == expected.tobytes() and not wide[:, 1::2].any()
+
+
+def test_merged_groups_give_each_groups_bits_in_one_call(small_chunks):
+    """Three groups, the last reading the others' results (as an Adam update reads the new moments),
+    merged: one call gives all three results, each the bits of its group's reference, also written
+    over the inputs it replaces and at any thread count; a layout the C function does not take runs
+    the members, with the same bits."""
+
+    def update(a, b, c):
+        m = a * 0.9 + b * 0.1
+        v = c * 0.5 + b * b
+        return (v.sqrt() / (m + 2.0) + a).cast("f64") * 3.0, m, v
+
+    specs = (spec((64, 300)), spec((64, 300)), spec((300,)))
+    instrs = fused_instrs(optimize(trace(update, *specs)))
+    assert len(instrs) == 3
+    results = [instr.out for instr in instrs]
+    op, keys, params = merge([(i.op, i.args, i.params["params"]) for i in instrs], results)
+    assert op.roots[-1] == len(op.ops) - 1 and len(op.roots) == 3
+    kernel = cpu.cpu.native(op, instrs[-1].out.spec.dtype)
+    rng = np.random.default_rng(8)
+    values = {a: rng.standard_normal(tuple(a.spec.shape)).astype(a.spec.dtype.np) for a in keys}
+    expected = {}
+    with np.errstate(all="ignore"):
+        for instr in instrs:
+            arrays = [values[a] if a in values else expected[a] for a in instr.args]
+            expected[instr.out] = instr.op.reference(*arrays, params=instr.params["params"])
+    wanted = [expected[r] for r in results]
+    assert [w.dtype for w in wanted] == [np.float32, np.float32, np.float64]
+    for threads in (1, 2, 3):
+        verigrad.set_threads(threads)
+        got = kernel(*[values[a] for a in keys], params=params)
+        assert all(g.tobytes() == w.tobytes() and g.dtype == w.dtype for g, w in zip(got, wanted))
+        copies = {a: v.copy() for a, v in values.items()}
+        first, second = (copies[a] for a in keys if a.spec.shape == (64, 300))
+        got = kernel(*[copies[a] for a in keys], params=params, out=(first, second, None))
+        assert got[0] is first and got[1] is second  # written over the inputs a and b
+        assert all(g.tobytes() == w.tobytes() for g, w in zip(got, wanted))
+    verigrad.set_threads(1)
+    strided = {a: np.repeat(v[..., None], 2, -1)[..., 0] for a, v in values.items()}  # every other one
+    unaligned = np.frombuffer(bytearray(4 * 64 * 300 + 1), np.float32, 64 * 300, offset=1).reshape(64, 300)
+    unaligned[...] = values[keys[0]]
+    strided[keys[0]] = unaligned  # the members' NumPy kernels
+    with np.errstate(all="ignore"):
+        got = kernel(*[strided[a] for a in keys], params=params)
+    assert all(g.tobytes() == w.tobytes() for g, w in zip(got, wanted))
 
 
 def test_broadcast_views_collapse_to_few_dimensions():

@@ -14,7 +14,7 @@ from verigrad import nn
 from verigrad.backends import Backend
 from verigrad.ir import trace
 from verigrad.ir.passes import optimize
-from verigrad.ir.plan import Plan, bind
+from verigrad.ir.plan import Merged, Plan, bind
 from verigrad.optim import SGD, Adam
 
 OPS = dict(sorted(verigrad.REGISTRY.items()))
@@ -419,6 +419,52 @@ def test_an_update_is_not_written_in_place_when_an_argument_shares_its_memory():
         assert bool(_written_into_inputs(plan)) == (k < 3)
 
 
+def _adam_steps(backend: str, steps: int = 6) -> tuple[list, list, Any]:
+    """Adam on one parameter of 20,000 elements (over the cpu backend's `ufunc_below`, so its update's
+    fused groups get kernels), compiled on `backend`: the losses, the final state, the plan."""
+    rng = np.random.default_rng(7)
+    with verigrad.backend(backend):
+        p = verigrad.tensor(rng.standard_normal(20000).astype(np.float32), requires_grad=True)
+        opt = Adam([p], lr=1e-2)
+
+        def step(x: Any) -> Any:
+            loss = (p * x).sum() + (p * p).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+
+        compiled = verigrad.compile(step)
+        losses = [compiled(verigrad.tensor(rng.standard_normal(20000).astype(np.float32)))]
+        (plan,) = compiled._plans.values()
+        plan.generate_after = 4  # the checked run, the loop, then the generated function
+        for _ in range(steps - 1):
+            losses.append(compiled(verigrad.tensor(rng.standard_normal(20000).astype(np.float32))))
+    state = [p.numpy().copy()] + [t.numpy().copy() for _, t in opt.state_tensors()]
+    return [loss.numpy().copy() for loss in losses], state, plan
+
+
+@pytest.mark.parametrize("inplace", [True, False])
+def test_an_adam_update_is_one_merged_call_with_the_reference_bits(inplace: bool, monkeypatch) -> None:
+    """The new moments and the new parameter, three fused groups where the last reads the others'
+    results, run as one kernel call after the first run (written into the tensors' own arrays, or
+    into new ones with in place off); the bits are the reference backend's."""
+    monkeypatch.setattr(Plan, "inplace", inplace)
+    losses, state, plan = _adam_steps("cpu")
+    expected_losses, expected_state, _ = _adam_steps("reference")
+    for a, b in zip(losses + state, expected_losses + expected_state):
+        _same(a, b)
+    (merged,) = [call for call in plan.calls if isinstance(call, Merged)]
+    assert len(merged.parts) == 3 and len(plan.calls) == len(plan.steps) - 2
+    moments = [
+        plan.update_slots[name] for name in plan.update_names if name.endswith(("exp_avg", "exp_avg_sq"))
+    ]
+    assert set(merged.outs[:2]) == set(moments) and len(moments) == 2
+    captured = set(plan.input_slots[plan.program.n_args :])
+    assert all((into in captured) == inplace for into in merged.intos)
+    assert "out=(" in plan.source
+
+
 def _cnn_plan(batch: int = 8):
     """A compiled Adam training step of a small digits CNN, run three times; its plan."""
     verigrad.manual_seed(0)
@@ -439,36 +485,63 @@ def _cnn_plan(batch: int = 8):
     return plan, model
 
 
-def test_cnn_adam_training_runs_in_place_with_the_same_bits(monkeypatch):
-    rng = np.random.default_rng(1)
-    batches = [(rng.random((8, 1, 8, 8), dtype=np.float32), rng.integers(0, 10, 8)) for _ in range(5)]
-    runs = []
-    for inplace in (True, False):
-        monkeypatch.setattr(Plan, "inplace", inplace)
-        verigrad.manual_seed(0)
-        model = verigrad.models.digits_cnn(8, 8, channels=(4, 8))
-        opt = Adam(model.parameters(), lr=1e-2)
-        loss_fn = nn.CrossEntropyLoss()
-
-        step = training_step(model, opt, loss_fn)
-
-        compiled = verigrad.compile(step)
-        losses = []
-        for x, y in batches:
+def _cnn_training(batches: list, backend: str = "reference") -> tuple[list, list, Plan]:
+    """A digits CNN trained with Adam by a compiled step on `batches` (the arguments checked unwritten
+    after each): the losses, the parameters and optimizer state after, and the plan."""
+    verigrad.manual_seed(0)
+    model = verigrad.models.digits_cnn(8, 8, channels=(4, 8))
+    opt = Adam(model.parameters(), lr=1e-2)
+    compiled = verigrad.compile(training_step(model, opt, nn.CrossEntropyLoss()))
+    losses = []
+    with verigrad.backend(backend):
+        for k, (x, y) in enumerate(batches):
             xt, yt = verigrad.tensor(x), verigrad.tensor(y)
             losses.append(compiled(xt, yt).numpy().copy())
             _same(xt.numpy(), x)  # the arguments are never written
-        (plan,) = compiled._plans.values()
-        plan.generate_after = 3  # the checked run, the loop, then the generated function
+            if k == 0:
+                (plan,) = compiled._plans.values()
+                plan.generate_after = 3  # the checked run, the loop, then the generated function
+    state = [p.numpy().copy() for p in model.parameters()] + [
+        t.numpy().copy() for _, t in opt.state_tensors()
+    ]
+    return losses, state, plan
+
+
+def _cnn_batches(seed: int) -> list:
+    rng = np.random.default_rng(seed)
+    return [(rng.random((8, 1, 8, 8), dtype=np.float32), rng.integers(0, 10, 8)) for _ in range(5)]
+
+
+def test_cnn_adam_training_runs_in_place_with_the_same_bits(monkeypatch):
+    batches = _cnn_batches(1)
+    runs = []
+    for inplace in (True, False):
+        monkeypatch.setattr(Plan, "inplace", inplace)
+        losses, state, plan = _cnn_training(batches)
         assert bool(plan.inplace_steps) == inplace
-        state = [p.numpy().copy() for p in model.parameters()] + [
-            t.numpy().copy() for _, t in opt.state_tensors()
-        ]
         runs.append((losses, state))
     (l_on, s_on), (l_off, s_off) = runs
     for a, b in zip(l_on + s_on, l_off + s_off):
         _same(a, b)
     assert len({float(loss) for loss in l_on}) == len(batches)  # the steps did change the model
+
+
+def test_small_parameters_updates_are_merged_with_the_same_bits(monkeypatch):
+    """Parameters smaller than the cpu backend's `ufunc_below`: their update groups keep their fused
+    kernels (not member by member) so that each parameter's update is one merged call; the bits are
+    those of the same steps unmerged."""
+    batches = _cnn_batches(3)
+    runs = []
+    for merge in (True, False):
+        monkeypatch.setattr(Plan, "merge", merge)
+        losses, state, plan = _cnn_training(batches, "cpu")
+        merged = [call for call in plan.calls if isinstance(call, Merged)]
+        assert len(merged) == (6 if merge else 0)  # one per parameter
+        assert all(len(call.parts) == 3 for call in merged)
+        assert ("out=(" in plan.source) == merge
+        runs.append(losses + state)
+    for a, b in zip(*runs):
+        _same(a, b)
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])

@@ -67,7 +67,7 @@ from ..eager import conform, decomposition_kernel
 from ..errors import DTypeError, ShapeError
 from ..shapes import Dim, Spec, evaluate, multiple_of, shape_text
 from ..tensor import Tensor
-from .passes.fuse import FusedOp
+from .passes.fuse import FusedOp, merge, mergeable
 from .program import Program, Value
 from .trace import TraceMode
 
@@ -166,10 +166,19 @@ class _Concrete:
 class Step:
     """One kernel call: slots in, one slot out, and the spec its result must have."""
 
-    __slots__ = ("fix", "ins", "into", "kernel", "op", "out", "spec")
+    __slots__ = ("fix", "ins", "into", "kernel", "op", "out", "params", "spec")
 
-    def __init__(self, op: Any, kernel: Callable, ins: tuple[int, ...], out: int, spec: Spec) -> None:
+    def __init__(
+        self,
+        op: Any,
+        kernel: Callable,
+        ins: tuple[int, ...],
+        out: int,
+        spec: Spec,
+        params: dict | None = None,
+    ) -> None:
         self.op, self.kernel, self.ins, self.out, self.spec = op, kernel, ins, out, spec
+        self.params = params or {}
         self.fix: str | None = None  # after the first run: None, "asarray" or "conform"
         self.into: int | None = None  # the input slot whose array the result is written into
 
@@ -177,6 +186,27 @@ class Step:
         args = ", ".join(f"x{i}" for i in self.ins)
         into = "" if self.into is None else f" (into x{self.into})"
         return f"x{self.out}: {self.spec!r} = {self.op.name}({args}){into}"
+
+
+class Merged(Step):
+    """Fused steps run as one kernel call in the last one's place (see `Plan._merge_groups`): `outs`
+    their result slots (the last one's last), `intos` the slot each is written into (None: a new
+    array), `parts` the steps it stands for."""
+
+    __slots__ = ("intos", "outs", "parts")
+
+    def __init__(self, op: Any, kernel: Callable, ins: tuple[int, ...], parts: list[Step]) -> None:
+        super().__init__(op, kernel, ins, parts[-1].out, parts[-1].spec)
+        self.parts = parts
+        self.outs = tuple([part.out for part in parts])
+        self.intos = tuple([part.into for part in parts])
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"x{i}" for i in self.ins)
+        outs = ", ".join(
+            f"x{o}" + ("" if i is None else f" (into x{i})") for o, i in zip(self.outs, self.intos)
+        )
+        return f"{outs} = {self.op.name}({args})"
 
 
 class Plan:
@@ -193,6 +223,7 @@ class Plan:
         self.consts: dict[int, np.ndarray] = {}
         self.steps: list[Step] = []
         self._same: dict[Any, int] = {}  # (op, input slots, params) -> the slot that computed it
+        self._mergeable = mergeable(program)  # fused results kept whole, however small
         self.input_slots = [self._new_slot(v, self._spec(v.spec)) for v in program.inputs]
         self._emit(program.instrs, self._slots)
         self.output_slots = [self._slots[v] for v in program.outputs]
@@ -205,9 +236,11 @@ class Plan:
             self._template[slot] = value
         self.runs = 0
         self._candidates = self._inplace_candidates()  # step index -> the input slot it may write into
+        self._groups = self._merge_groups()  # fused steps a run after the first may make one call
         self._strides: list[tuple] | None = None  # the inputs' strides on the first run, while in place
         self._written: list[int] = []  # the positions of the inputs steps write into (updates)
-        self._loop: list[tuple[Callable, tuple[int, ...], int]] | None = None  # after the checked run
+        self._loop: list[tuple[Callable, tuple[int, ...], Any]] | None = None  # after the checked run
+        self.calls: list[Step] = self.steps  # what later runs call: the steps, some merged
         self._fn: Callable[..., Any] | None = None  # generated after `generate_after` runs
         self.source: str | None = None  # its text
 
@@ -217,6 +250,9 @@ class Plan:
 
     # whether the first run may turn on in place for the steps that allow it (see the module docstring)
     inplace = True
+
+    # whether later runs make one call of each group of `_merge_groups`
+    merge = True
 
     # building ----------------------------------------------------------------------------------
     def _spec(self, spec: Spec) -> Spec:
@@ -243,14 +279,26 @@ class Plan:
                 continue
             ins = tuple([slots[a] for a in instr.args])
             params = {k: concrete_param(p) for k, p in instr.params.items()} if instr.params else {}
-            slots[instr.out] = self._call(op, params, ins, self._spec(instr.out.spec), inlined)
+            whole = not inlined and instr.out.id in self._mergeable
+            slots[instr.out] = self._call(op, params, ins, self._spec(instr.out.spec), inlined, whole)
 
-    def _call(self, op: Any, params: dict, ins: tuple[int, ...], spec: Spec, inlined: bool = False) -> int:
-        """The slot holding `op(*ins, **params)` of concrete `spec`, after the steps that compute it."""
+    def _call(
+        self,
+        op: Any,
+        params: dict,
+        ins: tuple[int, ...],
+        spec: Spec,
+        inlined: bool = False,
+        whole: bool = False,
+    ) -> int:
+        """The slot holding `op(*ins, **params)` of concrete `spec`, after the steps that compute it. A
+        fused group that may be merged (`whole`) keeps its kernel however small: a merged call costs
+        less than the members of its groups."""
         backend = self.backend
         if op.is_composite or isinstance(op, FusedOp):
             kernel = backend.native(op, spec.dtype)
-            if isinstance(op, FusedOp) and (kernel is None or self._small_exact(op, ins, spec)):
+            small = not whole and self._small_exact(op, ins, spec)
+            if isinstance(op, FusedOp) and (kernel is None or small):
                 return self._members(op, params["params"], ins)  # small: ufuncs cost less than a C call
             if kernel is None:
                 sub = _decomposition(op, params, tuple([self.specs[i] for i in ins]), spec)
@@ -272,7 +320,7 @@ class Plan:
             if slot is not None:
                 return slot
         bound = None
-        if kernel is not op.reference and self._small_exact(op, ins, spec):
+        if kernel is not op.reference and not whole and self._small_exact(op, ins, spec):
             if op.fast is not None:
                 bound = op.fast(spec.dtype, tuple([self.specs[i].dtype for i in ins]), **params)
             elif isinstance(op.reference, np.ufunc) and not params:  # neg, abs: already lean
@@ -287,7 +335,7 @@ class Plan:
             bound = functools.partial(kernel, **params) if params else kernel
         out = len(self.specs)
         self.specs.append(spec)
-        self.steps.append(Step(op, bound, ins, out, spec))
+        self.steps.append(Step(op, bound, ins, out, spec, params))
         if key is not None:
             self._same[key] = out
         return out
@@ -404,6 +452,68 @@ class Plan:
                 return i
         return None
 
+    def _merge_groups(self) -> list[tuple[tuple[int, ...], Merged]]:
+        """Groups of fused steps `(k1, ..., k)` that a run may make one kernel call at step k, each with
+        that call: step k reads the results of the earlier ones, fused steps of the same result shape
+        whose results nothing else reads or returns (an optimizer's new moments, which the parameter's
+        update reads: one pass reads the gradient and the old values, and writes all three). The
+        merged kernels are made now, so that they are built with the plan's other fused kernels."""
+        steps = self.steps
+        readers: dict[int, set[int]] = collections.defaultdict(set)
+        for k, step in enumerate(steps):
+            for i in step.ins:
+                readers[i].add(k)
+        made_by = {step.out: k for k, step in enumerate(steps)}
+        outputs = set(self.output_slots)
+        roots: set[int] = set()
+        groups = []
+        for k, step in enumerate(steps):
+            if not _fused_step(step):
+                continue
+            parts = sorted(
+                {
+                    made_by[i]
+                    for i in step.ins
+                    if i in made_by
+                    and i not in outputs
+                    and readers[i] == {k}
+                    and made_by[i] not in roots
+                    and _fused_step(steps[made_by[i]])
+                    and steps[made_by[i]].spec.shape == step.spec.shape
+                }
+            )
+            if not parts:
+                continue
+            group = [steps[j] for j in (*parts, k)]
+            op, keys, params = merge(
+                [(s.op, s.ins, s.params["params"]) for s in group], [s.out for s in group]
+            )
+            kernel = self.backend.native(op, step.spec.dtype)
+            if kernel is None or not getattr(kernel, "writes_into", False):
+                continue
+            roots.add(k)
+            groups.append(((*parts, k), Merged(op, functools.partial(kernel, params=params), keys, group)))
+        return groups
+
+    def _schedule(self) -> list[Step]:
+        """The calls of a run after the first: the steps, with each group of `_merge_groups` one merged
+        call, where its steps need no conversion and no step between its first and last writes into an
+        array (the merged call reads the earlier steps' inputs later than they did)."""
+        steps = self.steps
+        merged: dict[int, Step] = {}
+        dropped: set[int] = set()
+        for group, call in self._groups if self.merge else ():
+            first, last = group[0], group[-1]
+            if any(steps[j].fix is not None for j in group) or any(
+                steps[j].into is not None for j in range(first, last) if j not in group
+            ):
+                continue
+            merged[last] = Merged(call.op, call.kernel, call.ins, [steps[j] for j in group])
+            dropped.update(group[:-1])
+        if not merged:
+            return steps
+        return [merged.get(k, step) for k, step in enumerate(steps) if k not in dropped]
+
     # running -----------------------------------------------------------------------------------
     @property
     def checked(self) -> bool:
@@ -430,7 +540,11 @@ class Plan:
                 env[s] = a
             with np.errstate(all="ignore"):
                 for kernel, ins, out in self._loop:
-                    env[out] = kernel(*[env[i] for i in ins])
+                    if type(out) is tuple:  # a merged call's results
+                        for slot, result in zip(out, kernel(*[env[i] for i in ins])):
+                            env[slot] = result
+                    else:
+                        env[out] = kernel(*[env[i] for i in ins])
             if self.runs >= self.generate_after:
                 self._fn = self._generate()
         return [env[s] for s in self.output_slots], {n: env[s] for n, s in self.update_slots.items()}
@@ -468,10 +582,15 @@ class Plan:
             self._written = [position[s.into] for s in self.steps if s.into in position]
             if self._written and not _apart(arrays, self._written):
                 self._no_inplace()
-        self._loop = [(_fixed(step), _args(step), step.out) for step in self.steps]
+        self._start_loop()
         if self.runs >= self.generate_after:
             self._fn = self._generate()
         return env
+
+    def _start_loop(self) -> None:
+        """The calls of later runs (`_schedule`), and the loop that makes them."""
+        self.calls = self._schedule()
+        self._loop = [(_fixed(step), _args(step), _outs(step)) for step in self.calls]
 
     def _no_inplace(self) -> None:
         """Every step allocates its result again (and the generated function is made again)."""
@@ -479,7 +598,7 @@ class Plan:
             step.into = None
         self._strides = None
         self._written = []
-        self._loop = [(_fixed(step), _args(step), step.out) for step in self.steps]
+        self._start_loop()
         self._fn = self.source = None
 
     @property
@@ -491,8 +610,8 @@ class Plan:
         """`run(x0, x1, ...)` as straight-line Python: one local per slot, deleted after its last use."""
         keep = set(self.output_slots) | set(self.update_slots.values()) | set(self.input_slots)
         last: dict[int, int] = {}
-        for k, step in enumerate(self.steps):
-            for i in step.ins:
+        for k, step in enumerate(self.calls):
+            for i in _args(step):
                 last[i] = k
         dead_after: dict[int, list[int]] = {}
         for slot, k in last.items():
@@ -501,18 +620,24 @@ class Plan:
         namespace: dict[str, Any] = {"asarray": np.asarray, "conform": conform}
         namespace.update({f"x{s}": a for s, a in self.consts.items()})
         lines = [f"def run({', '.join(f'x{s}' for s in self.input_slots)}):"]
-        for k, step in enumerate(self.steps):
+        for k, step in enumerate(self.calls):
             namespace[f"k{k}"] = step.kernel
-            into = "" if step.into is None else f", out=x{step.into}"
+            if isinstance(step, Merged):
+                into = ", out=(" + "".join("None, " if i is None else f"x{i}, " for i in step.intos) + ")"
+            else:
+                into = "" if step.into is None else f", out=x{step.into}"
             call = f"k{k}({', '.join(f'x{i}' for i in step.ins)}{into})"
             if step.fix == "asarray":
                 call = f"asarray({call})"
             elif step.fix == "conform":
                 namespace[f"op{k}"], namespace[f"spec{k}"] = step.op, step.spec
                 call = f"conform(op{k}, {call}, spec{k})"
-            lines.append(f"    x{step.out} = {call}  # {step.op.name}")
-            if step.out not in keep and step.out not in last:
-                dead_after.setdefault(k, []).append(step.out)
+            outs = _outs(step)
+            targets = ", ".join(f"x{o}" for o in outs) if isinstance(outs, tuple) else f"x{outs}"
+            lines.append(f"    {targets} = {call}  # {step.op.name}")
+            for out in outs if isinstance(outs, tuple) else (outs,):
+                if out not in keep and out not in last:
+                    dead_after.setdefault(k, []).append(out)
             if k in dead_after:
                 lines.append(f"    del {', '.join(f'x{s}' for s in dead_after[k])}")
         outputs = "".join(f"x{s}, " for s in self.output_slots)
@@ -550,9 +675,21 @@ def _writes_into(step: Step) -> bool:
     return getattr(getattr(kernel, "func", kernel), "writes_into", False) is True
 
 
+def _fused_step(step: Step) -> bool:
+    """Whether the step runs a fused group's own kernel (one that may write into `out=`)."""
+    return isinstance(step.op, FusedOp) and "params" in step.params and _writes_into(step)
+
+
 def _args(step: Step) -> tuple[int, ...]:
-    """The slots the loop passes to the step's kernel: its inputs, then the slot it writes into."""
+    """The slots the loop passes to the step's kernel: its inputs, then the slot(s) it writes into."""
+    if isinstance(step, Merged):
+        return (*step.ins, *[i for i in step.intos if i is not None])
     return step.ins if step.into is None else (*step.ins, step.into)
+
+
+def _outs(step: Step) -> Any:
+    """The slot the step's result goes to; a merged call's, a tuple of them."""
+    return step.outs if isinstance(step, Merged) else step.out
 
 
 def _into(kernel: Callable) -> Callable:
@@ -564,6 +701,14 @@ def _into(kernel: Callable) -> Callable:
 def _fixed(step: Step) -> Callable:
     """The step's kernel with the conversion its first result needed, if any."""
     kernel, op, spec = step.kernel, step.op, step.spec
+    if isinstance(step, Merged):
+        n, intos = len(step.ins), step.intos
+
+        def merged(*arrays: np.ndarray) -> Any:
+            extra = iter(arrays[n:])
+            return kernel(*arrays[:n], out=tuple([None if i is None else next(extra) for i in intos]))
+
+        return merged
     if step.into is not None:
         return _into(kernel)
     if step.fix == "asarray":

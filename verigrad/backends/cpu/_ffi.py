@@ -120,6 +120,19 @@ def collapse(shape: tuple[int, ...], arrays: tuple[np.ndarray, ...]) -> list[int
     return out
 
 
+def writable(a: Any, shape: tuple, dtype: np.dtype) -> bool:
+    """Whether a kernel may write a result of `shape` and `dtype` into `a` as it is: a C-contiguous,
+    aligned, writeable ndarray of them."""
+    return (
+        type(a) is np.ndarray
+        and a.shape == shape
+        and a.dtype == dtype
+        and a.flags.c_contiguous
+        and a.flags.aligned
+        and a.flags.writeable
+    )
+
+
 def remember(cache: dict, key: Any, value: Any) -> Any:
     """`value` stored under `key` in a kernel's cache of layouts (emptied once it holds LAYOUTS_KEPT),
     and returned."""

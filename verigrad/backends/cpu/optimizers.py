@@ -19,24 +19,13 @@ OPTIMIZERS = ("adam",)
 _ADAM_ARGS = [ctypes.c_void_p] * 5 + [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_int]
 
 
-def _usable(a: Any, dtype: np.dtype, shape: tuple) -> bool:
-    return (
-        type(a) is np.ndarray
-        and a.dtype == dtype
-        and a.shape == shape
-        and a.flags.c_contiguous
-        and a.flags.aligned
-        and a.flags.writeable
-    )
-
-
 def _adam(fn: Any, dtype: np.dtype, backend: Any, data: Callable) -> Callable:
     chunk = _ffi._min_chunk
 
     def kernel(p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray, settings: Any, mode: int) -> bool:
         """One Adam step in place; `settings` as in optim.c (doubles), `mode` 0, 1 (L2) or 2 (decoupled).
         False, with nothing written, when an array is not a contiguous one of the kernel's dtype."""
-        if not all(_usable(a, dtype, p.shape) for a in (p, g, m, v)):
+        if not all(_ffi.writable(a, p.shape, dtype) for a in (p, g, m, v)):
             return False
         s = np.asarray(settings, dtype=np.float64).astype(dtype)  # each rounded once, as the ops do
         fn(data(p), data(g), data(m), data(v), data(s), int(mode), p.size, chunk[0], backend.threads)

@@ -60,7 +60,8 @@ def backend_absorbs_reductions(backend: Any, dtype: Any) -> bool:
 class FusedOp:
     """An op-like record for one fused group (see the module docstring). Members are in program order,
     the last one the root; `wiring[m]` says where member m reads each argument: ("in", k) the group's
-    k-th input, ("m", j) member j's result."""
+    k-th input, ("m", j) member j's result. A group `merge` made has several results: the members
+    `roots` (the last one is the root its rules describe); its kernels return them as a tuple."""
 
     name = "fused"
     is_composite = False
@@ -73,11 +74,14 @@ class FusedOp:
     samples = None
     torch = None
 
-    def __init__(self, ops: tuple, wiring: tuple, dtypes: tuple, inputs: tuple = ()) -> None:
+    def __init__(
+        self, ops: tuple, wiring: tuple, dtypes: tuple, inputs: tuple = (), roots: tuple = ()
+    ) -> None:
         self.ops = ops
         self.wiring = wiring
         self.dtypes = dtypes  # each member's result dtype, as its rule gave it
         self.inputs = inputs  # the group's inputs' specs as traced (empty: not known)
+        self.roots = roots or (len(ops) - 1,)  # the members whose results the group gives
         self.exact = all(op.exact for op in ops)
         self.reference = self._reference  # one object, as a registered op's reference is
         self.__doc__ = "A fused group of element-wise ops: " + ", ".join(op.name for op in ops)
@@ -107,16 +111,16 @@ class FusedOp:
         """A kernel for the group: member m is `kernels[m]` called on its arrays (params bound), its result
         converted to the member's dtype as the executor converts each instruction's result."""
         wanted = [dtype.np for dtype in self.dtypes]
-        wiring = self.wiring
+        wiring, roots = self.wiring, self.roots
 
-        def run(*arrays: np.ndarray) -> np.ndarray:
+        def run(*arrays: np.ndarray) -> Any:
             done: list[np.ndarray] = []
             for kernel, refs, want in zip(kernels, wiring, wanted):
                 out = kernel(*[arrays[k] if kind == "in" else done[k] for kind, k in refs])
                 if not isinstance(out, np.ndarray) or out.dtype != want:
                     out = np.asarray(out).astype(want, copy=False)
                 done.append(out)
-            return done[-1]
+            return done[-1] if len(roots) == 1 else tuple([done[m] for m in roots])
 
         return run
 
@@ -145,6 +149,69 @@ class FusedOp:
             done.append(f"{op.name}({', '.join(args)})")
         inputs = "".join(f" %{a.id}" for a in instr.args)
         return f"{inputs} {{{done[-1]}}}"
+
+
+def merge(groups: list[tuple[FusedOp, tuple, tuple]], results: list[Any]) -> tuple[FusedOp, tuple, tuple]:
+    """Fused groups computed in one pass: `groups` holds each group's op, its inputs (keys: the slots
+    or values that hold them) and its params, in an order where a group reads only earlier groups'
+    `results` (the key of each group's result); a group's input that is an earlier group's result is
+    read from that member. The merged op gives every group's result, in order (`roots`); also its
+    inputs' keys and its params."""
+    ops: list = []
+    wiring: list = []
+    dtypes: list = []
+    specs: list = []
+    params: list = []
+    keys: list = []
+    roots: list[int] = []
+    root_of: dict[Any, int] = {}
+    for (op, inputs, group_params), result in zip(groups, results):
+        base = len(ops)
+        for refs in op.wiring:
+            merged = []
+            for kind, k in refs:
+                if kind == "m":
+                    merged.append(("m", base + k))
+                elif inputs[k] in root_of:
+                    merged.append(("m", root_of[inputs[k]]))
+                else:
+                    if inputs[k] not in keys:
+                        keys.append(inputs[k])
+                        specs.append(op.inputs[k] if op.inputs else None)
+                    merged.append(("in", keys.index(inputs[k])))
+            wiring.append(tuple(merged))
+        ops += op.ops
+        dtypes += op.dtypes
+        params += group_params
+        roots.append(base + op.roots[-1])
+        root_of[result] = roots[-1]
+    known = tuple(specs) if all(s is not None for s in specs) else ()
+    return FusedOp(tuple(ops), tuple(wiring), tuple(dtypes), known, tuple(roots)), tuple(keys), tuple(params)
+
+
+def mergeable(program: Program) -> set[int]:
+    """The ids of fused results a plan may compute in one merged call (`merge`): those of fused
+    instructions that read results of other fused instructions of their shape which nothing else
+    reads or returns (they may be updates, written back), and those results."""
+    readers: dict[int, int] = {}
+    for instr in program.instrs:
+        for a in instr.args:
+            readers[a.id] = readers.get(a.id, 0) + 1
+    outputs = {v.id for v in program.outputs}
+    fused = {instr.out.id: instr for instr in program.instrs if isinstance(instr.op, FusedOp)}
+    found: set[int] = set()
+    for instr in fused.values():
+        parts = {
+            a.id
+            for a in instr.args
+            if a.id in fused
+            and readers[a.id] == 1
+            and a.id not in outputs
+            and a.spec.shape == instr.out.spec.shape
+        }
+        if parts:
+            found |= parts | {instr.out.id}
+    return found
 
 
 def run(program: Program) -> Program:
