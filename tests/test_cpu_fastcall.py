@@ -123,3 +123,63 @@ def test_without_python_headers_the_kernels_run_through_ctypes():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ctypes (no Python.h for the vg_call extension)"
+
+
+def _layout_samples() -> list:
+    rng = np.random.default_rng(3)
+    base = rng.standard_normal((4, 6, 5))
+    return [
+        base,
+        base.astype(np.float32),
+        base[:, ::2],
+        base.transpose(2, 0, 1),
+        base[1:, :, 3],
+        np.broadcast_to(base[0, 0], (3, 5)),  # stride 0, read-only
+        np.zeros((), np.int64),
+        np.zeros((2, 0, 3), np.bool_),
+        np.ones(4, ">f4"),
+        np.frombuffer(bytearray(4 * 9), np.float32, 8, 4),  # aligned, its own buffer
+        np.frombuffer(bytearray(4 * 9 + 1), np.float32, 8, 1),  # not aligned
+        None,
+    ]
+
+
+def test_layout_bytes_say_shape_strides_dtype_and_flags():
+    """`layout` gives, item by item, what NumPy says of each array; two tuples of arrays get equal bytes
+    exactly when those are equal (the fused kernels' layout cache relies on it); a non-array: None."""
+    layout = fastcall.layout_key()
+    assert layout is not None
+    samples = _layout_samples()
+    for a in samples:
+        assert layout((a,)) == fastcall.expected_layout((a,))
+    assert layout(tuple(samples)) == b"".join(fastcall.expected_layout((a,)) for a in samples)
+    keys = [layout((a,)) for a in samples]
+    assert len(set(keys)) == len(keys)  # every sample differs from every other in something
+    copy = samples[1].copy()
+    assert layout((copy,)) == keys[1] and copy is not samples[1]  # the same layout, another array
+    copy.flags.writeable = False
+    assert layout((copy,)) != keys[1]
+    assert layout((samples[0], 1.0)) is None and layout((np.float32(1.0),)) is None
+
+
+def test_a_fused_kernel_takes_arrays_vg_call_does_not_pass_with_the_same_bits():
+    """Inputs at 4 bytes past an 8-byte boundary (f32 views: aligned to their items, which vg_call's
+    pointer tuples do not take) go through ctypes; ones not aligned to their items, NumPy: the same bits."""
+    from verigrad.ir import trace
+    from verigrad.ir.passes import optimize
+    from verigrad.ir.passes.fuse import FusedOp
+    from verigrad.shapes import spec
+
+    program = optimize(trace(lambda a, b: (a * b + b).sqrt() - b, spec((1000,)), spec((1000,))))
+    [instr] = [i for i in program.instrs if isinstance(i.op, FusedOp)]
+    kernel = cpu.cpu.native(instr.op, instr.out.spec.dtype)
+    params = instr.params["params"]
+    rng = np.random.default_rng(4)
+    a, b = rng.random(1000, dtype=np.float32), rng.random(1000, dtype=np.float32)
+    expected = instr.op.reference(a, b, params=params)
+    shifted = np.empty(1001, np.float32)[1:]  # 4 bytes past an 8-byte boundary
+    shifted[...] = a
+    unaligned = np.frombuffer(bytearray(4 * 1000 + 1), np.float32, 1000, 1)
+    unaligned[...] = a
+    for x in (a, shifted, unaligned):
+        assert kernel(x, b, params=params).tobytes() == expected.tobytes()

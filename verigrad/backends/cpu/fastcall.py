@@ -85,7 +85,60 @@ def _load() -> tuple[Any, str]:
     if offset is not None:  # arrays passed as they are, read in C where `data` reads them
         loaded.arrays(np.ndarray, offset)
         _state["arrays"] = True
+        _state["layout"] = _layout_reader(loaded, offset)
     return loaded, "vg_call"
+
+
+_FLAGS = {"C_CONTIGUOUS": 0x1, "ALIGNED": 0x100, "WRITEABLE": 0x400}  # NumPy's flag bits
+
+
+def expected_layout(items: tuple) -> bytes:
+    """What vg_call's `layout` gives for `items` (arrays and Nones), from NumPy's own answers."""
+    words: list[int] = []
+    for a in items:
+        if a is None:
+            words.append(-1)
+            continue
+        flags = sum(bit for name, bit in _FLAGS.items() if a.flags[name])
+        words.append(a.ndim | ord(a.dtype.char) << 8 | ord(a.dtype.byteorder) << 16 | flags << 24)
+        for size, stride in zip(a.shape, a.strides):
+            words += [size, stride]
+    return np.array(words, np.int64).tobytes()
+
+
+def _layout_reader(loaded: Any, offset: int) -> Any:
+    """vg_call's `layout`, once the fields it reads (NumPy's array object after its data pointer: the
+    dimension count, shape, strides, base, dtype and flags; a dtype's type character and byte order)
+    give NumPy's own answers on sample arrays; None where they do not."""
+    word = ctypes.sizeof(ctypes.c_void_p)
+    loaded.layouts(
+        offset + word, offset + 2 * word, offset + 3 * word, offset + 5 * word, offset + 6 * word, 25
+    )
+    base = np.arange(60, dtype=np.float64).reshape(3, 4, 5)
+    samples = (
+        base,
+        base[:, ::2].T,
+        base.astype(np.float32)[1],
+        np.zeros((), np.int64),
+        np.frombuffer(bytearray(17), np.uint8, 16, 1).view(np.float32),
+        np.ones(3, ">f8"),
+        None,
+        np.zeros((2, 0, 1), np.bool_),
+    )
+    try:
+        same = all(loaded.layout((a,)) == expected_layout((a,)) for a in samples)
+    except Exception:
+        same = False
+    if not same:
+        loaded.layouts(0, 0, 0, 0, 0, 0)
+        return None
+    return loaded.layout
+
+
+def layout_key() -> Any:
+    """vg_call's `layout(tuple)` (bytes saying the layout of each array: see vg_call.c), or None."""
+    module()
+    return _state.get("layout")
 
 
 def passes_arrays() -> bool:
@@ -121,3 +174,14 @@ def function(fn: Any, argtypes: list, restype: Any = None) -> Any:
         return fn
     address = ctypes.cast(fn, ctypes.c_void_p).value or 0
     return loaded.function(address, found[0], found[1], fn)
+
+
+def with_tuples(fn: Any, signature: str, fallback: Any) -> Any:
+    """A vg_call function for the ctypes function `fn` of `signature`, whose 'p' parameters take tuples
+    of NumPy arrays (and Nones) as C arrays of their data pointers (vg_call.c); an argument it does not
+    take (an array not aligned to 8 bytes, say) goes to `fallback`, with all the arguments. None where
+    vg_call does not pass arrays."""
+    if not passes_arrays():
+        return None
+    address = ctypes.cast(fn, ctypes.c_void_p).value or 0
+    return module().function(address, signature, 0, fallback)

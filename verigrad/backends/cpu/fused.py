@@ -360,7 +360,7 @@ class Batches:
             for n in batch:
                 fn = getattr(cdll, n)
                 fn.argtypes, fn.restype = _FN_ARGS, None
-                self.built[n] = fastcall.function(fn, _FN_ARGS)
+                self.built[n] = fn
             self.builds.append({**info, "functions": len(batch)})
             return self.built[name]
 
@@ -412,7 +412,10 @@ class FusedKernel:
         self.params_shape = any(m.name == "broadcast_to" for m in op.ops)  # the shape depends on params
         self.data = lib.data
         self._parallel_for = ctypes.cast(lib.cdll.vg_parallel_for, ctypes.c_void_p).value
-        self._fn: Any = None
+        self._call: Any = None  # see `_caller`
+        self._function: Any = None  # the C function (ctypes), once built
+        self._masks = tuple(d.itemsize - 1 for d in self.inputs)  # alignment
+        self._layout_of = fastcall.layout_key()
         self._layouts: dict[Any, Any] = {}
         self._pointers = ctypes.c_void_p * len(op.inputs)  # the type of the inputs' pointer array
         self._targets = ctypes.c_void_p * len(op.roots)  # and of the results' (several results)
@@ -424,65 +427,84 @@ class FusedKernel:
         """The group's result, in a new array or written into `out` (which may be one of the inputs of
         the result's shape: each element is read before its result is written). A group of several
         results gives a tuple of them, `out` a tuple of arrays or Nones."""
-        fn = self._fn
-        if fn is None:
-            fn = self._fn = BATCHES.get(self.name, self._parallel_for) or self._fallback
-        if fn is self._fallback:
-            return self._into(fn(*arrays, params=params), out)
-        try:
-            key: Any = tuple([(a.shape, a.strides, a.dtype) for a in arrays])
-        except AttributeError:  # not an array
+        call = self._call
+        if call is None:
+            call = self._call = self._caller()
+        if call == self._fallback:  # no C function
+            return self._into(call(*arrays, params=params), out)
+        dtypes = self.out_dtypes
+        outs = out if type(out) is tuple else (out,) * len(dtypes)
+        key = self._key(arrays + outs)
+        if key is None:  # not all arrays
             return self._into(self._fallback(*arrays, params=params), out)
         if self.params_shape:
             key = (key, params)
         layout = self._layouts.get(key)
         if layout is None:
-            layout = _ffi.remember(self._layouts, key, self._layout(arrays, params))
+            layout = _ffi.remember(self._layouts, key, self._layout(arrays, outs, params))
         if layout is False:
             return self._into(self._fallback(*arrays, params=params), out)
-        shape, dims, n, masks = layout
+        shape, dims, n, usable = layout
+        if not usable:  # an `out` the C function does not write into as it is: into new arrays first
+            return self._into(self(*arrays, params=params), out)
+        if len(dtypes) > 1:
+            target: Any = tuple([np.empty(shape, d) if o is None else o for o, d in zip(outs, dtypes)])
+        else:
+            target = np.empty(shape, dtypes[0]) if out is None else out
+        if n and call(arrays, target, dims, _ffi._min_chunk[0], self.backend.threads) is False:
+            return self._into(self._fallback(*arrays, params=params), target)
+        return target
+
+    def _key(self, items: tuple) -> Any:
+        """What the layout of `items` (arrays and Nones) depends on: vg_call's `layout` bytes where it
+        is loaded, else their shapes, strides, dtypes and flags; None where an item is neither."""
+        if self._layout_of is not None:
+            key = self._layout_of(items)
+            if key is not None:
+                return key
+        try:
+            return tuple(
+                [None if a is None else (a.shape, a.strides, a.dtype, a.flags.carray) for a in items]
+            )
+        except AttributeError:
+            return None
+
+    def _caller(self) -> Any:
+        """What calls the C function on (inputs, result(s), dims, min_chunk, threads): vg_call, which
+        passes the tuples of arrays as arrays of their data pointers (`_pointers_of` where it cannot);
+        without it, `_pointers_of`; `_fallback` where the function could not be built."""
+        self._function = BATCHES.get(self.name, self._parallel_for)
+        if self._function is None:
+            return self._fallback
+        several = len(self.out_dtypes) > 1
+        direct = fastcall.with_tuples(self._function, "ppiii" if several else "piiii", self._pointers_of)
+        return direct or self._pointers_of
+
+    def _pointers_of(self, arrays: tuple, target: Any, dims: Any, min_chunk: int, threads: int) -> Any:
+        """The C function called with the arrays' data pointers gathered here; False (nothing done)
+        where an input is not aligned to its item size."""
         data = self.data
         pointers = [data(a) for a in arrays]
-        for pointer, mask in zip(pointers, masks):
-            if pointer & mask:  # not aligned to its item size
-                return self._into(self._fallback(*arrays, params=params), out)
-        if len(self.out_dtypes) > 1:
-            return self._several(fn, pointers, layout, out, arrays, params)
-        if out is None:
-            out = np.empty(shape, self.out_dtypes[0])
-        elif not _ffi.writable(out, shape, self.out_dtypes[0]):
-            return self._into(self(*arrays, params=params), out)
-        if n:
-            fn(self._pointers(*pointers), data(out), dims, _ffi._min_chunk[0], self.backend.threads)
-        return out
+        for pointer, mask in zip(pointers, self._masks):
+            if pointer & mask:
+                return False
+        out = self._targets(*[data(o) for o in target]) if type(target) is tuple else data(target)
+        self._function(self._pointers(*pointers), out, dims, min_chunk, threads)
+        return None
 
-    def _several(
-        self, fn: Any, pointers: list, layout: tuple, out: Any, arrays: tuple, params: tuple
-    ) -> tuple:
-        """A group of several results: each into its array of `out` (None: a new one)."""
-        shape, dims, n, _ = layout
-        outs = tuple(
-            np.empty(shape, dtype) if o is None else o
-            for o, dtype in zip(out or (None,) * len(self.out_dtypes), self.out_dtypes)
-        )
-        if not all(_ffi.writable(o, shape, dtype) for o, dtype in zip(outs, self.out_dtypes)):
-            return self._into(self._fallback(*arrays, params=params), out)
-        if n:
-            targets = self._targets(*[self.data(o) for o in outs])
-            fn(self._pointers(*pointers), targets, dims, _ffi._min_chunk[0], self.backend.threads)
-        return outs
-
-    def _layout(self, arrays: tuple, params: tuple) -> Any:
-        """(output shape, the dims argument, the element count, the inputs' alignment masks) for
-        arrays of these shapes and strides; False where the C function does not take them."""
+    def _layout(self, arrays: tuple, outs: tuple, params: tuple) -> Any:
+        """(output shape, the dims argument, the element count, whether every `outs` array is one the C
+        function writes into as it is) for arrays of these shapes and strides; False where the C
+        function does not take the inputs."""
         if any(type(a) is not np.ndarray for a in arrays) or tuple(a.dtype for a in arrays) != self.inputs:
             return False
         shape = tuple(self.op.shape_rule(*(a.shape for a in arrays), params=params))
         dims = collapse(shape, arrays)
         if dims is None or any(a.size != 1 for a, one in zip(arrays, self.scalar) if one):
             return False
-        masks = tuple(a.itemsize - 1 for a in arrays)
-        return shape, (ctypes.c_int64 * len(dims))(*dims), int(np.prod(shape, dtype=np.int64)), masks
+        usable = all(o is None or _ffi.writable(o, shape, d) for o, d in zip(outs, self.out_dtypes))
+        count = int(np.prod(shape, dtype=np.int64))
+        return shape, (ctypes.c_int64 * len(dims))(*dims), count, usable
 
     @staticmethod
     def _into(result: Any, out: Any) -> Any:

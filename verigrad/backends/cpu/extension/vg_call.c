@@ -6,7 +6,9 @@
  * are integers or pointers ('i' in the signature: int64_t, int, void*) or doubles ('d'), returning
  * nothing (returns 0), an int (1) or an int64_t (2). A call converts each argument (a NumPy array as
  * its data pointer, a Python int, None as NULL, a ctypes array or structure by its address; a float or
- * an int for a double) and calls the function through a pointer of type
+ * an int for a double; for a 'p' parameter, a tuple of NumPy arrays and Nones, as the address of a C
+ * array of their data pointers, each array's aligned to 8 bytes) and calls the function through a
+ * pointer of type
  * int64_t (*)(int64_t x MAX_INTS, double x n): on the System V x86-64 and the AArch64 procedure call
  * standards (the only ones vg_call is built for, see ffi.py) integer and floating-point arguments take
  * their own registers in order, the integers past the registers take the stack's 8-byte slots in order,
@@ -22,6 +24,8 @@
 #define MAX_INTS 16
 #define MAX_DOUBLES 4
 #define MAX_ARGS (MAX_INTS + MAX_DOUBLES)
+#define MAX_LISTS 2     /* 'p' parameters of a function */
+#define MAX_POINTERS 64 /* arrays in a 'p' argument */
 
 typedef int64_t I;
 #define IS I, I, I, I, I, I, I, I, I, I, I, I, I, I, I, I /* MAX_INTS of them */
@@ -46,6 +50,13 @@ typedef struct {
  * strides, without a buffer request. */
 static PyTypeObject *array_type = NULL;
 static Py_ssize_t array_data = 0;
+
+/* For `layout`: where an array object keeps its dimension count, shape, strides, dtype and flags, and
+ * where a dtype keeps its type character and byte order (set by `layouts` once _ffi.py has checked
+ * them against NumPy's own answers; 0: not set). */
+static Py_ssize_t at_nd = 0, at_dims, at_strides, at_descr, at_flags, at_chars;
+#define MAX_WORDS 1024
+#define LAYOUT_FLAGS (0x1 | 0x100 | 0x400) /* NumPy's C_CONTIGUOUS, ALIGNED, WRITEABLE */
 
 static int integer(PyObject *a, I *out) {
     if (array_type != NULL && PyObject_TypeCheck(a, array_type)) { /* memmap too: the same object layout */
@@ -74,6 +85,23 @@ static int integer(PyObject *a, I *out) {
     return by_address ? 0 : 1;
 }
 
+/* A 'p' argument: a tuple of arrays (aligned to 8 bytes) and Nones into `out`; 1 for another kind. */
+static int pointers(PyObject *a, I *out) {
+    if (array_type == NULL || !PyTuple_Check(a) || PyTuple_GET_SIZE(a) > MAX_POINTERS) return 1;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(a); k++) {
+        PyObject *item = PyTuple_GET_ITEM(a, k);
+        if (item == Py_None) {
+            out[k] = 0;
+        } else if (PyObject_TypeCheck(item, array_type)) {
+            out[k] = *(I *)((char *)item + array_data);
+            if (out[k] & 7) return 1;
+        } else {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static PyObject *call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     Function *f = (Function *)self;
     Py_ssize_t n = PyVectorcall_NARGS(nargsf);
@@ -81,12 +109,18 @@ static PyObject *call(PyObject *self, PyObject *const *args, size_t nargsf, PyOb
         return PyObject_Vectorcall(f->fallback, args, nargsf, kwnames); /* ctypes says what is wrong */
     I ints[MAX_INTS] = {0};
     double doubles[MAX_DOUBLES] = {0};
-    int ni = 0, nd = 0;
+    I lists[MAX_LISTS][MAX_POINTERS];
+    int ni = 0, nd = 0, nl = 0;
     for (Py_ssize_t k = 0; k < n; k++) {
         if (f->signature[k] == 'd') {
             double v = PyFloat_AsDouble(args[k]);
             if (v == -1.0 && PyErr_Occurred()) return NULL;
             doubles[nd++] = v;
+            continue;
+        }
+        if (f->signature[k] == 'p') {
+            if (pointers(args[k], lists[nl])) return PyObject_Vectorcall(f->fallback, args, nargsf, NULL);
+            ints[ni++] = (I)(intptr_t)lists[nl++];
             continue;
         }
         int found = integer(args[k], &ints[ni++]);
@@ -138,13 +172,14 @@ static PyObject *function(PyObject *module, PyObject *args) {
     PyObject *fallback;
     if (!PyArg_ParseTuple(args, "KsiO", &address, &signature, &returns, &fallback)) return NULL;
     size_t n = strlen(signature);
-    int ni = 0, nd = 0;
+    int ni = 0, nd = 0, nl = 0;
     for (size_t k = 0; k < n; k++) {
         if (signature[k] == 'd') nd++;
         else if (signature[k] == 'i') ni++;
-        else return PyErr_Format(PyExc_ValueError, "signature %s: 'i' or 'd' only", signature);
+        else if (signature[k] == 'p') ni++, nl++;
+        else return PyErr_Format(PyExc_ValueError, "signature %s: 'i', 'p' or 'd' only", signature);
     }
-    if (ni > MAX_INTS || nd > MAX_DOUBLES || returns < 0 || returns > 2)
+    if (ni > MAX_INTS || nd > MAX_DOUBLES || nl > MAX_LISTS || returns < 0 || returns > 2)
         return PyErr_Format(PyExc_ValueError, "signature %s (returns %d) is not supported", signature, returns);
     Function *f = PyObject_New(Function, &FunctionType);
     if (f == NULL) return NULL;
@@ -171,9 +206,49 @@ static PyObject *arrays(PyObject *module, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* layout(tuple): bytes that say each item's layout (an array's dimension count, type character, byte
+ * order, contiguity, alignment and writeability, shape and strides; None as itself), equal for two
+ * tuples exactly when those are; None where an item is something else or `layouts` is not set. */
+static PyObject *layout(PyObject *module, PyObject *arg) {
+    if (at_nd == 0 || array_type == NULL || !PyTuple_Check(arg)) Py_RETURN_NONE;
+    int64_t words[MAX_WORDS];
+    Py_ssize_t n = 0;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(arg); k++) {
+        PyObject *item = PyTuple_GET_ITEM(arg, k);
+        if (item == Py_None) {
+            if (n + 1 > MAX_WORDS) Py_RETURN_NONE;
+            words[n++] = -1;
+            continue;
+        }
+        if (!PyObject_TypeCheck(item, array_type)) Py_RETURN_NONE;
+        const char *a = (const char *)item;
+        int nd = *(const int *)(a + at_nd);
+        if (nd < 0 || n + 1 + 2 * (Py_ssize_t)nd > MAX_WORDS) Py_RETURN_NONE;
+        const unsigned char *chars = (const unsigned char *)*(char *const *)(a + at_descr) + at_chars;
+        int flags = *(const int *)(a + at_flags) & LAYOUT_FLAGS;
+        words[n++] = (int64_t)nd | (int64_t)chars[0] << 8 | (int64_t)chars[1] << 16 | (int64_t)flags << 24;
+        const int64_t *dims = *(const int64_t *const *)(a + at_dims);
+        const int64_t *strides = *(const int64_t *const *)(a + at_strides);
+        for (int d = 0; d < nd; d++) {
+            words[n++] = dims[d];
+            words[n++] = strides[d];
+        }
+    }
+    return PyBytes_FromStringAndSize((const char *)words, n * (Py_ssize_t)sizeof(int64_t));
+}
+
+static PyObject *layouts(PyObject *module, PyObject *args) {
+    Py_ssize_t nd, dims, strides, descr, flags, chars;
+    if (!PyArg_ParseTuple(args, "nnnnnn", &nd, &dims, &strides, &descr, &flags, &chars)) return NULL;
+    at_nd = nd, at_dims = dims, at_strides = strides, at_descr = descr, at_flags = flags, at_chars = chars;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"function", function, METH_VARARGS, "function(address, signature, returns, fallback)"},
     {"arrays", arrays, METH_VARARGS, "arrays(ndarray, data_offset): pass arrays as their data pointers"},
+    {"layout", layout, METH_O, "layout(tuple): bytes saying the layout of each array in the tuple"},
+    {"layouts", layouts, METH_VARARGS, "layouts(nd, dims, strides, descr, flags, chars): offsets for layout"},
     {NULL, NULL, 0, NULL},
 };
 
