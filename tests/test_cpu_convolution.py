@@ -35,6 +35,9 @@ CASES = [
     ((5, 3, 4, 4), 2, 3, 1, 1, 1),  # rows of 4 and of 8: the fixed-length copies
     ((3, 2, 6, 8), 4, 3, 1, 1, 1),
     ((2, 2, 4, 8), 3, 3, 1, 0, 1),
+    ((6, 1, 9, 19), 5, 3, 1, 1, 1),  # one channel: the direct path, a row's last vector overlapping
+    ((3, 1, 7, 17), 6, (2, 5), 1, (0, 2), 1),  # the direct path's taps other than 3x3
+    ((4, 1, 28, 28), 16, 3, 1, 1, 1),  # the digits CNN's first layer
 ]
 
 
@@ -110,6 +113,25 @@ def test_the_c_path_runs_and_is_not_the_reference(monkeypatch):
         if out.tobytes() != composite_reference(OPS[op])(*arrays, **p).tobytes():
             differs.add(op)
     assert differs == set(CONVOLUTION)
+
+
+@pytest.mark.parametrize("dtype", sorted(DTYPES))
+def test_one_channel_images_sum_each_elements_taps_in_order(dtype):
+    """conv2d of one-channel images (stride and dilation 1) runs the direct path: each element is the
+    sum of its products in tap order from 0, in the dtype, whatever column of a vector it falls in."""
+    rng = np.random.default_rng(6)
+    for shape, o, k, p in [((5, 1, 9, 19), 6, 3, 1), ((2, 1, 6, 12), 3, (2, 5), (0, 2))]:
+        x, w, _, params = _case(rng, DTYPES[dtype], "NCHW", shape, o, k, 1, p, 1)
+        out = _kernel("conv2d", dtype)(x, w, **params)
+        (ph, pw), (kh, kw) = params["padding"], w.shape[2:]
+        padded = np.pad(x[:, 0], ((0, 0), (ph, ph), (pw, pw)))
+        ho, wo = out.shape[2:]
+        expected = np.zeros(out.shape, x.dtype)
+        for i in range(kh):
+            for j in range(kw):
+                window = padded[:, None, i : i + ho, j : j + wo]
+                expected = expected + window * w[None, :, 0, i, j, None, None]
+        assert out.tobytes() == expected.tobytes()
 
 
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])

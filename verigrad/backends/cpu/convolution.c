@@ -10,6 +10,10 @@
  * - conv2d_weight_grad: per block, a partial dW = g @ cols^T (NCHW) or cols^T @ g (NHWC); the partials
  *   are added in block order in double and rounded once.
  *
+ * - one-channel images (NCHW, stride and dilation 1: a network's first layer), whose columns would be
+ *   only KH*KW rows deep: conv2d and (for rows of at least two vectors) the weight gradient are direct
+ *   loops over vectors of output columns instead (see "One-channel images" below).
+ *
  * NCHW columns are copied from a zero-padded copy of the image, so the copies need no bounds tests.
  * Blocks depend on the shape alone (block_of) and each is computed whole by one thread, so the bits do
  * not depend on the thread count. `geo` holds the sizes (the G_ names); the operands are C-contiguous.
@@ -42,6 +46,9 @@ enum { NO_TRANS = 111, TRANS = 112 };
 #define COLS_BUDGET (1 << 16)
 #define SUMS_BUDGET (1 << 18)
 #define MIN_BLOCKS 8
+#define MAX_TAPS 64 /* the direct path's kernels (one-channel images): at most this many taps */
+#define VG_VECTOR 32
+#define VG_LANES(T) ((int64_t)(VG_VECTOR / sizeof(T)))
 
 /* Images per block: as many as fit the budget, but at least MIN_BLOCKS blocks (and one image). */
 static int64_t block_of(const int64_t *g, int64_t per_image, int64_t budget) {
@@ -331,6 +338,146 @@ typedef struct {
         free(padded);                                                                                    \
     }                                                                                                    \
                                                                                                          \
+    /* One-channel images (NCHW, C = 1, stride and dilation 1, at most MAX_TAPS taps, output rows of at  \
+     * least a vector): a direct convolution, where im2col's columns would be only KH*KW rows deep for the \
+     * GEMM. Output rows go in vectors of VG_LANES(T) columns (GCC's vector extension: AVX2 or SSE2      \
+     * registers, the same operations either way), the last vector of a row ending at its end (it repeats \
+     * some columns of the one before, with the same sums); the forward pass computes two rows of four   \
+     * output channels at once, each element the sum of its KH*KW products in tap order from 0; the weight \
+     * gradient (for rows of at least two vectors: on narrower ones the GEMM is faster) sums a block's   \
+     * products per tap in a vector over the block's rows, its lanes then added in order in double. Sums of \
+     * the depths the module docstring states (KH*KW; N*HO*WO) in other orders than the GEMM's: within the \
+     * same bound, and fixed by the shape, so the same bits for any thread count. */                     \
+    typedef T vec_##NAME __attribute__((vector_size(VG_VECTOR)));                                        \
+                                                                                                         \
+    static int direct_##NAME(const int64_t *g) {                                                         \
+        return !g[G_NHWC] && g[G_C] == 1 && g[G_SH] == 1 && g[G_SW] == 1 && g[G_DH] == 1 && g[G_DW] == 1 && \
+               g[G_KH] * g[G_KW] <= MAX_TAPS && g[G_WO] >= VG_LANES(T);                                  \
+    }                                                                                                    \
+                                                                                                         \
+    /* Where tap t reads in the padded image, from where the output element's window starts. */          \
+    static void taps_##NAME(const int64_t *g, int64_t *off) {                                            \
+        const int64_t KW = g[G_KW], WP = g[G_W] + 2 * g[G_PW];                                           \
+        for (int64_t t = 0; t < g[G_KH] * KW; t++) off[t] = (t / KW) * WP + t % KW;                      \
+    }                                                                                                    \
+                                                                                                         \
+    VG_CLONES COPY_LOOPS static void direct_forward_chunk_##NAME(void *ctx, int64_t lo, int64_t hi) {    \
+        conv_job *J = (conv_job *)ctx;                                                                   \
+        const int64_t *g = J->g;                                                                         \
+        const int64_t H = g[G_H], W = g[G_W], O = g[G_O], TAPS = g[G_KH] * g[G_KW], PLANE = g[G_HO] * g[G_WO]; \
+        const int64_t HO = g[G_HO], WO = g[G_WO], WP = W + 2 * g[G_PW], L = VG_LANES(T);                 \
+        const T *x = (const T *)J->a, *w = (const T *)J->b;                                              \
+        T *padded = (T *)zeroed_scratch((H + 2 * g[G_PH]) * WP, sizeof(T));                              \
+        T wq[4 * MAX_TAPS]; /* four output channels' weights, zeros past the last channel */             \
+        int64_t off[MAX_TAPS];                                                                           \
+        taps_##NAME(g, off);                                                                             \
+        int ok = 1;                                                                                      \
+        for (int64_t n = lo; n < hi; n++) {                                                              \
+            pad_image_##NAME(x + n * H * W, g, padded);                                                  \
+            T *y = (T *)J->out + n * O * PLANE;                                                          \
+            for (int64_t o = 0; o < O; o += 4) {                                                         \
+                const int64_t m = O - o < 4 ? O - o : 4;                                                 \
+                for (int64_t k = 0; k < 4 * TAPS; k++) wq[k] = k < m * TAPS ? w[o * TAPS + k] : (T)0;    \
+                for (int64_t oh = 0; oh < HO; oh += 2) { /* rows oh and oh1: eight sums in flight */     \
+                    const int64_t oh1 = oh + 1 < HO ? oh + 1 : oh;                                       \
+                    const T *r0 = padded + oh * WP, *r1 = padded + oh1 * WP;                             \
+                    T *y0 = y + o * PLANE + oh * WO, *y1 = y + o * PLANE + oh1 * WO;                     \
+                    for (int64_t c0 = 0; c0 < WO; c0 += L) {                                             \
+                        const int64_t c = c0 + L <= WO ? c0 : WO - L;                                    \
+                        vec_##NAME a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, b0 = {0}, b1 = {0}, b2 = {0}, b3 = {0}; \
+                        for (int64_t t = 0; t < TAPS; t++) {                                             \
+                            vec_##NAME u, v;                                                             \
+                            memcpy(&u, r0 + off[t] + c, sizeof u);                                       \
+                            memcpy(&v, r1 + off[t] + c, sizeof v);                                       \
+                            const T w0 = wq[t], w1 = wq[TAPS + t], w2 = wq[2 * TAPS + t], w3 = wq[3 * TAPS + t]; \
+                            a0 += u * w0;                                                                \
+                            a1 += u * w1;                                                                \
+                            a2 += u * w2;                                                                \
+                            a3 += u * w3;                                                                \
+                            b0 += v * w0;                                                                \
+                            b1 += v * w1;                                                                \
+                            b2 += v * w2;                                                                \
+                            b3 += v * w3;                                                                \
+                        }                                                                                \
+                        memcpy(y0 + c, &a0, sizeof a0);                                                  \
+                        memcpy(y1 + c, &b0, sizeof b0);                                                  \
+                        if (m > 1) {                                                                     \
+                            memcpy(y0 + PLANE + c, &a1, sizeof a1);                                      \
+                            memcpy(y1 + PLANE + c, &b1, sizeof b1);                                      \
+                        }                                                                                \
+                        if (m > 2) {                                                                     \
+                            memcpy(y0 + 2 * PLANE + c, &a2, sizeof a2);                                  \
+                            memcpy(y1 + 2 * PLANE + c, &b2, sizeof b2);                                  \
+                        }                                                                                \
+                        if (m > 3) {                                                                     \
+                            memcpy(y0 + 3 * PLANE + c, &a3, sizeof a3);                                  \
+                            memcpy(y1 + 3 * PLANE + c, &b3, sizeof b3);                                  \
+                        }                                                                                \
+                    }                                                                                    \
+                }                                                                                        \
+            }                                                                                            \
+            ok &= vg_all_finite_##NAME(y, 1, O * PLANE, O * PLANE);                                      \
+        }                                                                                                \
+        free(padded);                                                                                    \
+        if (!ok) __atomic_store_n(&J->bad, 1, __ATOMIC_RELAXED);                                         \
+    }                                                                                                    \
+                                                                                                         \
+    /* The weight gradient of output channel o over images n0 .. n0+nb (`padded`: their padded images, one \
+     * after the other) into sums[TAPS]; inlined with TAPS a constant 9, its vectors stay in registers. */ \
+    static inline __attribute__((always_inline)) void direct_sums_##NAME(const T *gy, const T *padded,   \
+        const int64_t *g, const int64_t *off, int64_t n0, int64_t nb, int64_t o, int64_t TAPS, double *sums) { \
+        const int64_t HO = g[G_HO], WO = g[G_WO], WP = g[G_W] + 2 * g[G_PW], L = VG_LANES(T);            \
+        const int64_t PADDED = (g[G_H] + 2 * g[G_PH]) * WP;                                              \
+        vec_##NAME acc[MAX_TAPS], keep, u, v;                                                            \
+        for (int64_t e = 0; e < L; e++) /* the last vector's lanes that repeat columns: off */           \
+            keep[e] = e < L - (WO % L ? WO % L : L) ? (T)0 : (T)1;                                       \
+        for (int64_t t = 0; t < TAPS; t++) acc[t] = (vec_##NAME){0};                                     \
+        for (int64_t k = 0; k < nb; k++)                                                                 \
+            for (int64_t oh = 0; oh < HO; oh++) {                                                        \
+                const T *gr = gy + ((n0 + k) * g[G_O] + o) * HO * WO + oh * WO;                          \
+                const T *row = padded + k * PADDED + oh * WP;                                            \
+                for (int64_t c0 = 0; c0 < WO; c0 += L) {                                                 \
+                    const int64_t c = c0 + L <= WO ? c0 : WO - L;                                        \
+                    memcpy(&u, gr + c, sizeof u);                                                        \
+                    if (c != c0) u *= keep;                                                              \
+                    for (int64_t t = 0; t < TAPS; t++) {                                                 \
+                        memcpy(&v, row + off[t] + c, sizeof v);                                          \
+                        acc[t] += u * v;                                                                 \
+                    }                                                                                    \
+                }                                                                                        \
+            }                                                                                            \
+        for (int64_t t = 0; t < TAPS; t++) {                                                             \
+            double sum = 0.0;                                                                            \
+            for (int64_t e = 0; e < L; e++) sum += (double)acc[t][e];                                    \
+            sums[t] = sum;                                                                               \
+        }                                                                                                \
+    }                                                                                                    \
+                                                                                                         \
+    VG_CLONES COPY_LOOPS static void direct_weight_chunk_##NAME(void *ctx, int64_t lo, int64_t hi) {     \
+        conv_job *J = (conv_job *)ctx;                                                                   \
+        const int64_t *g = J->g;                                                                         \
+        const int64_t N = g[G_N], IMG = g[G_H] * g[G_W], O = g[G_O], TAPS = g[G_KH] * g[G_KW];           \
+        const int64_t PADDED = (g[G_H] + 2 * g[G_PH]) * (g[G_W] + 2 * g[G_PW]);                          \
+        const T *gy = (const T *)J->a, *x = (const T *)J->b;                                             \
+        T *padded = (T *)zeroed_scratch(J->block * PADDED, sizeof(T));                                   \
+        int64_t off[MAX_TAPS];                                                                           \
+        double sums[MAX_TAPS];                                                                           \
+        taps_##NAME(g, off);                                                                             \
+        for (int64_t b = lo; b < hi; b++) {                                                              \
+            const int64_t n0 = b * J->block, nb = N - n0 < J->block ? N - n0 : J->block;                 \
+            T *part = (T *)J->partial + b * O * TAPS;                                                    \
+            for (int64_t k = 0; k < nb; k++) pad_image_##NAME(x + (n0 + k) * IMG, g, padded + k * PADDED); \
+            for (int64_t o = 0; o < O; o++) {                                                            \
+                if (TAPS == 9)                                                                           \
+                    direct_sums_##NAME(gy, padded, g, off, n0, nb, o, 9, sums);                          \
+                else                                                                                     \
+                    direct_sums_##NAME(gy, padded, g, off, n0, nb, o, TAPS, sums);                       \
+                for (int64_t t = 0; t < TAPS; t++) part[o * TAPS + t] = (T)sums[t];                      \
+            }                                                                                            \
+        }                                                                                                \
+        free(padded);                                                                                    \
+    }                                                                                                    \
+                                                                                                         \
     /* The number of blocks (the work units) and the images per block, for a scratch budget. */         \
     static int64_t units_##NAME(const int64_t *g, int64_t budget, int64_t *block) {                      \
         *block = block_of(g, g[G_HO] * g[G_WO] * g[G_C] * g[G_KH] * g[G_KW], budget);                    \
@@ -339,6 +486,10 @@ typedef struct {
                                                                                                          \
     int vg_conv2d_##NAME(void *fn, int int64, const T *x, const T *w, T *out, const int64_t *g, int threads) { \
         conv_job J = {.fn = fn, .int64 = int64, .a = x, .b = w, .out = out, .g = g};                     \
+        if (direct_##NAME(g)) {                                                                          \
+            vg_parallel_for(g[G_N], 1, threads, direct_forward_chunk_##NAME, &J);                        \
+            return !J.bad;                                                                               \
+        }                                                                                                \
         int64_t units = units_##NAME(g, COLS_BUDGET, &J.block);                                           \
         int before = vg_blas_single_begin();                                                             \
         vg_parallel_for(units, 1, threads, forward_chunk_##NAME, &J);                                    \
@@ -362,9 +513,13 @@ typedef struct {
         const int64_t size = g[G_O] * g[G_C] * g[G_KH] * g[G_KW];                                        \
         int64_t units = units_##NAME(g, SUMS_BUDGET, &J.block);                                                    \
         J.partial = scratch(units * size, sizeof(T));                                                    \
-        int before = vg_blas_single_begin();                                                             \
-        vg_parallel_for(units, 1, threads, weight_chunk_##NAME, &J);                                     \
-        vg_blas_single_end(before);                                                                      \
+        if (direct_##NAME(g) && g[G_WO] >= 2 * VG_LANES(T)) { /* narrower rows: the GEMM is faster */    \
+            vg_parallel_for(units, 1, threads, direct_weight_chunk_##NAME, &J);                          \
+        } else {                                                                                         \
+            int before = vg_blas_single_begin();                                                         \
+            vg_parallel_for(units, 1, threads, weight_chunk_##NAME, &J);                                 \
+            vg_blas_single_end(before);                                                                  \
+        }                                                                                                \
         const T *part = (const T *)J.partial;                                                            \
         for (int64_t e = 0; e < size; e++) {                                                             \
             double s = 0.0;                                                                              \

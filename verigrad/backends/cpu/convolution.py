@@ -4,9 +4,11 @@ NCHW with OIHW weights and NHWC with HWIO weights, any stride, padding and dilat
 The columns of a block of images go to a thread's scratch buffer and one single-threaded OpenBLAS GEMM
 per block computes its part (no transposed copy of the whole batch); the input gradient's columns are
 added back in double and rounded once, and the weight gradient's partial sums over the blocks are added
-in block order in double. Blocks depend on the shape alone, so every thread count gives the same bits;
-the stated exactness does not change in exact mode (the kernels then give the reference's bits, which
-the statement covers).
+in block order in double. One-channel images (NCHW, stride and dilation 1) take direct loops over
+vectors of output columns for conv2d and, on rows of at least two vectors, the weight gradient (a GEMM
+of depth KH*KW wastes most of its time on packing). Blocks depend on the shape alone, so every thread
+count gives the same bits; the stated exactness does not change in exact mode (the kernels then give
+the reference's bits, which the statement covers).
 
 How close to the reference (for f32 a double sum rounded once, for f64 NumPy's dgemm): each element
 is a sum of `depth` products (conv2d: C*KH*KW; the input gradient: at most O*KH*KW, as KH*KW sums of O
