@@ -136,6 +136,12 @@ typedef struct {
                     else if (SW == 1 && WO == 8)                                                         \
                         for (int64_t oh = 0; oh < HO; oh++, o += 8, s += ROW)                            \
                             for (int64_t ow = 0; ow < 8; ow++) o[ow] = s[ow];                            \
+                    else if (SW == 1 && WO >= VG_LANES(T)) /* vectors, the last one ending at WO */      \
+                        for (int64_t oh = 0; oh < HO; oh++, o += WO, s += ROW)                           \
+                            for (int64_t c0 = 0; c0 < WO; c0 += VG_LANES(T)) {                           \
+                                const int64_t c = c0 + VG_LANES(T) <= WO ? c0 : WO - VG_LANES(T);        \
+                                memcpy(o + c, s + c, VG_VECTOR);                                         \
+                            }                                                                            \
                     else                                                                                 \
                         for (int64_t oh = 0; oh < HO; oh++, o += WO, s += ROW) {                         \
                             if (SW == 1)                                                                 \
@@ -521,11 +527,11 @@ typedef struct {
             vg_blas_single_end(before);                                                                  \
         }                                                                                                \
         const T *part = (const T *)J.partial;                                                            \
-        for (int64_t e = 0; e < size; e++) {                                                             \
-            double s = 0.0;                                                                              \
-            for (int64_t b = 0; b < units; b++) s += (double)part[b * size + e];                         \
-            dw[e] = (T)s;                                                                                \
-        }                                                                                                \
+        double *sum = (double *)zeroed_scratch(size, sizeof(double)); /* block by block, in order */     \
+        for (int64_t b = 0; b < units; b++)                                                              \
+            for (int64_t e = 0; e < size; e++) sum[e] += (double)part[b * size + e];                     \
+        for (int64_t e = 0; e < size; e++) dw[e] = (T)sum[e];                                            \
+        free(sum);                                                                                       \
         free(J.partial);                                                                                 \
         return vg_all_finite_##NAME(dw, 1, size, size);                                                  \
     }

@@ -33,7 +33,7 @@ from ...ops.composite._common import spatial
 from ...ops.composite.conv import out_hw, weight_dims
 from .. import blas
 from ..reference import composite_reference
-from . import linalg
+from . import _ffi, linalg
 from ._ffi import DTYPES, Library
 
 CONVOLUTION = ("conv2d", "conv2d_input_grad", "conv2d_weight_grad")
@@ -55,11 +55,12 @@ class _Kernels:
     def __init__(self, lib: Library, name: str, dtype: np.dtype, backend: Any, gemm: tuple[int, int]) -> None:
         from ...registry import OPS
 
-        self.dtype, self.backend, self.data, self.gemm = dtype, backend, lib.data, gemm
+        self.dtype, self.backend, self.ptr, self.gemm = dtype, backend, lib.ptr, gemm
         self.c_forward = lib.fn(f"vg_conv2d_{name}", _ARGS, restype=ctypes.c_int)
         self.c_input = lib.fn(f"vg_conv2d_input_grad_{name}", _ARGS, restype=ctypes.c_int)
         self.c_weight = lib.fn(f"vg_conv2d_weight_grad_{name}", _ARGS, restype=ctypes.c_int)
         self.reference = {op: composite_reference(OPS[op]) for op in CONVOLUTION}
+        self._setups: dict[tuple, tuple[Any, tuple]] = {}
 
     def _ours(self, a: Any, b: Any) -> bool:
         """Whether the C path takes these operands (the fast path on, one dtype: the kernel's)."""
@@ -78,16 +79,27 @@ class _Kernels:
             return None
         a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
         out = np.empty(shape, self.dtype)
-        data = self.data
-        done = fn(*self.gemm, data(a), data(b), data(out), geo, self.backend.threads)
+        ptr = self.ptr
+        done = fn(*self.gemm, ptr(a), ptr(b), ptr(out), geo, self.backend.threads)
         return out if done else None
+
+    def _setup(self, key: tuple, make: Callable[[], tuple[Any, tuple]]) -> tuple[Any, tuple]:
+        """The geometry array and the result's shape for a call's shapes and params, made once."""
+        found = self._setups.get(key)
+        if found is None:
+            found = _ffi.remember(self._setups, key, make())
+        return found
 
     def conv2d(self, x, w, stride, padding, dilation, layout) -> np.ndarray:
         if self._ours(x, w) and x.size and w.size:
-            n, c, h, wd = spatial(x.shape, layout)
-            o, _, kh, kw = weight_dims(w.shape, layout)
-            geo, ho, wo = _geometry(n, c, h, wd, o, (kh, kw), stride, padding, dilation, layout)
-            shape = (n, o, ho, wo) if layout == "NCHW" else (n, ho, wo, o)
+
+            def make() -> tuple[Any, tuple]:
+                n, c, h, wd = spatial(x.shape, layout)
+                o, _, kh, kw = weight_dims(w.shape, layout)
+                geo, ho, wo = _geometry(n, c, h, wd, o, (kh, kw), stride, padding, dilation, layout)
+                return geo, (n, o, ho, wo) if layout == "NCHW" else (n, ho, wo, o)
+
+            geo, shape = self._setup(("f", x.shape, w.shape, stride, padding, dilation, layout), make)
             out = self._run(self.c_forward, x, w, shape, geo)
             if out is not None:
                 return out
@@ -97,10 +109,14 @@ class _Kernels:
 
     def input_grad(self, g, w, stride, padding, dilation, layout, size) -> np.ndarray:
         if self._ours(g, w) and g.size and w.size:
-            n = g.shape[0]
-            o, c, kh, kw = weight_dims(w.shape, layout)
-            geo, _, _ = _geometry(n, c, *size, o, (kh, kw), stride, padding, dilation, layout)
-            shape = (n, c, *size) if layout == "NCHW" else (n, *size, c)
+
+            def make() -> tuple[Any, tuple]:
+                n = g.shape[0]
+                o, c, kh, kw = weight_dims(w.shape, layout)
+                geo, _, _ = _geometry(n, c, *size, o, (kh, kw), stride, padding, dilation, layout)
+                return geo, (n, c, *size) if layout == "NCHW" else (n, *size, c)
+
+            geo, shape = self._setup(("i", g.shape, w.shape, stride, padding, dilation, layout, size), make)
             out = self._run(self.c_input, g, w, shape, geo)
             if out is not None:
                 return out
@@ -109,10 +125,15 @@ class _Kernels:
 
     def weight_grad(self, g, x, kernel, stride, padding, dilation, layout) -> np.ndarray:
         if self._ours(g, x) and g.size and x.size:
-            n, c, h, wd = spatial(x.shape, layout)
-            o = g.shape[1] if layout == "NCHW" else g.shape[3]
-            geo, _, _ = _geometry(n, c, h, wd, o, kernel, stride, padding, dilation, layout)
-            shape = (o, c, *kernel) if layout == "NCHW" else (*kernel, c, o)
+
+            def make() -> tuple[Any, tuple]:
+                n, c, h, wd = spatial(x.shape, layout)
+                o = g.shape[1] if layout == "NCHW" else g.shape[3]
+                geo, _, _ = _geometry(n, c, h, wd, o, kernel, stride, padding, dilation, layout)
+                return geo, (o, c, *kernel) if layout == "NCHW" else (*kernel, c, o)
+
+            key = ("w", g.shape, x.shape, kernel, stride, padding, dilation, layout)
+            geo, shape = self._setup(key, make)
             out = self._run(self.c_weight, g, x, shape, geo)
             if out is not None:
                 return out
