@@ -485,7 +485,9 @@ typedef struct {
 /* The tile of c: BLAS_TILE columns at most (a c of one row: all), and rows up to BLAS_TILE^2 elements,
  * halved (the longer side first) until the product has BLAS_MIN_TILES tiles, both sides are
  * BLAS_MIN_SIDE, or a tile would hold less than BLAS_TILE_WORK multiply-adds; then the sides are evened
- * out (rows in multiples of 16). It depends on the shape alone. */
+ * out (rows in multiples of 16), an odd count of three or more tiles made even with one more row of
+ * tiles (two threads then take the same work: 13 tiles of a 3136-row c left one thread a tile more).
+ * It depends on the shape alone. */
 static void blas_tile(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t *mb, int64_t *nb) {
     *nb = m == 1 ? n : imin(n, BLAS_TILE); /* GEMV tiles pack nothing: they are split for threads only */
     *mb = imin(m, BLAS_TILE * BLAS_TILE / *nb);
@@ -496,7 +498,9 @@ static void blas_tile(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t *m
         else
             *nb = cdiv(*nb, 2);
     }
-    *mb = imin(m, cdiv(cdiv(m, cdiv(m, *mb)), 16) * 16);
+    int64_t rows = cdiv(m, *mb);
+    if (rows > 2 && rows % 2 && batch * cdiv(n, *nb) % 2) rows++;
+    *mb = imin(m, cdiv(cdiv(m, rows), 16) * 16);
     *nb = imin(n, cdiv(n, cdiv(n, *nb)));
 }
 
