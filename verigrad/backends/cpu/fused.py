@@ -193,9 +193,9 @@ static void ${name}_chunk(void *ctx, int64_t lo, int64_t hi) {
     const vg_fctx *p = (const vg_fctx *)ctx;
     const int64_t *d = p->dims, n1 = d[1], n2 = d[2], n3 = d[3];
     $buffers
+    const int64_t first = lo / n3, r = first / n2;
+    int64_t col = lo - first * n3, i2 = first % n2, i1 = r % n1, i0 = r / n1; /* stepped row by row */
     for (int64_t i = lo; i < hi;) {
-        const int64_t row = i / n3, col = i - row * n3;
-        const int64_t i2 = row % n2, r = row / n2, i1 = r % n1, i0 = r / n1;
         const int64_t end = hi - i < n3 - col ? hi : i + (n3 - col);
         $rows
         for (int64_t at = i; at < end; at += VG_BLOCK) {
@@ -204,6 +204,11 @@ static void ${name}_chunk(void *ctx, int64_t lo, int64_t hi) {
             ${name}_block(len, (const ${name}_u *)p->u, $pointers $targets);
         }
         i = end;
+        col = 0;
+        if (++i2 == n2) {
+            i2 = 0;
+            if (++i1 == n1) i1 = 0, i0++;
+        }
     }
 }
 void $name(const void *const *in, void *out, const int64_t *dims, int64_t min_chunk, int threads) {
