@@ -16,7 +16,7 @@ import verigrad
 from verigrad import nn, optim
 from verigrad.backends import cpu
 from verigrad.backends.cpu import linalg
-from verigrad.backends.cpu.convolution import CONVOLUTION, error_bound
+from verigrad.backends.cpu.convolution import CONVOLUTION, error_bound, implicit_path
 from verigrad.backends.reference import composite_reference
 from verigrad.registry import OPS
 
@@ -132,6 +132,47 @@ def test_one_channel_images_sum_each_elements_taps_in_order(dtype):
                 window = padded[:, None, i : i + ho, j : j + wo]
                 expected = expected + window * w[None, :, 0, i, j, None, None]
         assert out.tobytes() == expected.tobytes()
+
+
+def _fma_chain(x: np.ndarray, w: np.ndarray, padding: tuple) -> np.ndarray:
+    """conv2d (NCHW, stride 1) with each element one chain of f32 fused multiply-adds over the taps
+    (c, i, j) in order from 0, each rounded once: exact products and sums (fractions), then to f32."""
+    from fractions import Fraction
+
+    ph, pw = padding
+    xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    n, c, hp, wp = xp.shape
+    o, _, kh, kw = w.shape
+    out = np.empty((n, o, hp - kh + 1, wp - kw + 1), np.float32)
+    for idx in np.ndindex(*out.shape):
+        b, oc, oh, ow = idx
+        acc = np.float32(0)
+        for ch in range(c):
+            for i in range(kh):
+                for j in range(kw):
+                    exact = Fraction(float(xp[b, ch, oh + i, ow + j])) * Fraction(float(w[oc, ch, i, j]))
+                    acc = np.float32(float(exact + Fraction(float(acc))))
+        out[idx] = acc
+    return out
+
+
+def test_stride_one_convolutions_are_one_fma_chain_per_element():
+    """f32 conv2d of several channels, stride 1, on a CPU with AVX2 and FMA: the implicit-GEMM path
+    (no columns), each element one FMA chain over its taps in order (rows of 8 and of 4 pixels); the
+    input gradient takes the same path as a convolution of the output gradient with the flipped kernel."""
+    if not implicit_path(cpu.cpu.library):
+        pytest.skip("the implicit path needs AVX2 and FMA")
+    rng = np.random.default_rng(7)
+    for shape, o in [((2, 6, 4, 4), 7), ((1, 6, 3, 10), 6)]:  # six channels or more each way
+        x = rng.uniform(-2, 2, shape).astype(np.float32)
+        w = rng.uniform(-1, 1, (o, shape[1], 3, 3)).astype(np.float32)
+        params = {"stride": (1, 1), "padding": (1, 1), "dilation": (1, 1), "layout": "NCHW"}
+        out = _kernel("conv2d", "f32")(x, w, **params)
+        assert out.tobytes() == _fma_chain(x, w, (1, 1)).tobytes()
+        g = rng.uniform(-1, 1, out.shape).astype(np.float32)
+        flipped = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
+        dx = _kernel("conv2d_input_grad", "f32")(g, w, **params, size=shape[2:])
+        assert dx.tobytes() == _fma_chain(g, flipped, (1, 1)).tobytes()
 
 
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])

@@ -12,7 +12,9 @@
  *
  * - one-channel images (NCHW, stride and dilation 1: a network's first layer), whose columns would be
  *   only KH*KW rows deep: conv2d and (for rows of at least two vectors) the weight gradient are direct
- *   loops over vectors of output columns instead (see "One-channel images" below).
+ *   loops over vectors of output columns instead (see "One-channel images" below);
+ * - f32, NCHW, stride 1, on a CPU with AVX2 and FMA: conv2d and its input gradient are an implicit GEMM
+ *   (see "Implicit GEMM" below).
  *
  * NCHW columns are copied from a zero-padded copy of the image, so the copies need no bounds tests.
  * Blocks depend on the shape alone (block_of) and each is computed whole by one thread, so the bits do
@@ -110,8 +112,11 @@ typedef struct {
             for (int64_t r = 0; r < H; r++, dst += WP, x += W) {                                         \
                 if (W == 4)                                                                              \
                     for (int64_t e = 0; e < 4; e++) dst[e] = x[e];                                       \
-                else if (W == 8)                                                                         \
-                    for (int64_t e = 0; e < 8; e++) dst[e] = x[e];                                       \
+                else if (W >= VG_LANES(T)) /* vectors, the last one ending at the row's end */           \
+                    for (int64_t c0 = 0; c0 < W; c0 += VG_LANES(T)) {                                    \
+                        const int64_t c = c0 + VG_LANES(T) <= W ? c0 : W - VG_LANES(T);                  \
+                        memcpy(dst + c, x + c, VG_VECTOR);                                               \
+                    }                                                                                    \
                 else                                                                                     \
                     for (int64_t e = 0; e < W; e++) dst[e] = x[e];                                       \
             }                                                                                            \
@@ -496,6 +501,7 @@ typedef struct {
             vg_parallel_for(g[G_N], 1, threads, direct_forward_chunk_##NAME, &J);                        \
             return !J.bad;                                                                               \
         }                                                                                                \
+        if (implicit_##NAME(g)) return implicit_forward_##NAME(x, w, out, g, threads);                   \
         int64_t units = units_##NAME(g, COLS_BUDGET, &J.block);                                           \
         int before = vg_blas_single_begin();                                                             \
         vg_parallel_for(units, 1, threads, forward_chunk_##NAME, &J);                                    \
@@ -506,6 +512,8 @@ typedef struct {
     int vg_conv2d_input_grad_##NAME(void *fn, int int64, const T *gy, const T *w, T *dx, const int64_t *g, \
                                     int threads) {                                                       \
         conv_job J = {.fn = fn, .int64 = int64, .a = gy, .b = w, .out = dx, .g = g};                     \
+        int done = implicit_input_##NAME(gy, w, dx, g, threads); /* -1: not taken */                     \
+        if (done >= 0) return done;                                                                      \
         int64_t units = units_##NAME(g, COLS_BUDGET, &J.block);                                           \
         int before = vg_blas_single_begin();                                                             \
         vg_parallel_for(units, 1, threads, input_chunk_##NAME, &J);                                      \
@@ -536,5 +544,176 @@ typedef struct {
         return vg_all_finite_##NAME(dw, 1, size, size);                                                  \
     }
 
+/* Implicit GEMM (f32, AVX2 and FMA; NCHW, stride 1): conv2d with no columns in memory. Each output
+ * element is one FMA chain over the taps k = (c, i, j) in order from 0 (a sum of depth C*KH*KW, within
+ * the bound of the GEMM's other orders), so the bits do not depend on the thread count. A tile is 8
+ * output pixels (a row's run of 8, the last one ending at the row's end; on 4-wide rows, two rows) by
+ * 6 output channels, for two tiles of pixels at once: per tap, two vector loads of the padded image at
+ * the tap's offset, six weights broadcast, twelve FMAs. Weights are repacked k-major, the channels
+ * padded to a multiple of 6 with zeros. conv2d_input_grad of such a convolution (padding at most the
+ * dilated kernel's extent less one) is conv2d of the output gradient with the kernel flipped and its
+ * channel axes swapped, so it takes the same path, and no columns are added back. */
+static int implicit_f32(const int64_t *g);
+static int implicit_forward_f32(const float *x, const float *w, float *out, const int64_t *g, int threads);
+static int implicit_input_f32(const float *gy, const float *w, float *dx, const int64_t *g, int threads);
+static inline int implicit_f64(const int64_t *g) { return g == 0; }
+static inline int implicit_forward_f64(const double *x, const double *w, double *out, const int64_t *g,
+                                       int threads) {
+    return x == 0 && w == 0 && out == 0 && g == 0 && threads == 0;
+}
+static inline int implicit_input_f64(const double *gy, const double *w, double *dx, const int64_t *g,
+                                     int threads) {
+    return gy == 0 && w == 0 && dx == 0 && g == 0 && threads == 0 ? 0 : -1;
+}
+
 CONV_KERNELS(float, f32)
 CONV_KERNELS(double, f64)
+
+#define IMPLICIT_CH 6     /* output channels of a tile */
+#define IMPLICIT_MAX_K 4608 /* taps (C*KH*KW) at most */
+
+static int implicit_cpu(void) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    static int known = -1;
+    if (known < 0) known = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return known;
+#else
+    return 0;
+#endif
+}
+
+/* Whether this CPU takes the implicit path (AVX2 and FMA). */
+int vg_conv_implicit(void) { return implicit_cpu(); }
+
+static int implicit_f32(const int64_t *g) {
+    const int64_t WO = g[G_WO];
+    return !g[G_NHWC] && g[G_SH] == 1 && g[G_SW] == 1 && (WO >= 8 || (WO == 4 && g[G_HO] % 2 == 0)) &&
+           g[G_C] * g[G_KH] * g[G_KW] <= IMPLICIT_MAX_K && g[G_O] >= IMPLICIT_CH && implicit_cpu();
+}
+
+typedef struct {
+    const float *x, *wt; /* the images; the weights, k-major, OP channels a tap */
+    float *out;
+    const int64_t *g, *off; /* taps' offsets in the padded image */
+    const int64_t *seg;     /* tiles of pixels: where each starts in the output plane, then in the padded plane */
+    int64_t K, OP, tiles;
+    int bad;
+} implicit_job;
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <immintrin.h>
+
+/* The 8 pixels of a tile at `p` (the padded image at a tap's offset plus the tile's start): a row's run,
+ * or (`two_rows`) 4 of a row and 4 of the next, WP apart. */
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256 implicit_load(const float *p, int two_rows,
+                                                                                      int64_t WP) {
+    if (!two_rows) return _mm256_loadu_ps(p);
+    return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(p)), _mm_loadu_ps(p + WP), 1);
+}
+
+__attribute__((target("avx2,fma"), always_inline)) static inline void implicit_image(const implicit_job *J,
+                                                                                     const float *padded,
+                                                                                     float *y, int two_rows) {
+    const int64_t *g = J->g, *off = J->off, *seg = J->seg, K = J->K, OP = J->OP, O = g[G_O];
+    const int64_t HOWO = g[G_HO] * g[G_WO], WP = g[G_W] + 2 * g[G_PW];
+    for (int64_t ch = 0; ch < OP; ch += IMPLICIT_CH) {
+        const int64_t m = O - ch < IMPLICIT_CH ? O - ch : IMPLICIT_CH;
+        for (int64_t t = 0; t < J->tiles; t += 2) {
+            const int64_t t1 = t + 1 < J->tiles ? t + 1 : t;
+            const float *p0 = padded + seg[2 * t + 1], *p1 = padded + seg[2 * t1 + 1];
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0;
+            __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0, b5 = a0;
+            const float *w = J->wt + ch;
+            for (int64_t k = 0; k < K; k++, w += OP) {
+                const __m256 u = implicit_load(p0 + off[k], two_rows, WP);
+                const __m256 v = implicit_load(p1 + off[k], two_rows, WP);
+                __m256 c = _mm256_broadcast_ss(w);
+                a0 = _mm256_fmadd_ps(u, c, a0), b0 = _mm256_fmadd_ps(v, c, b0);
+                c = _mm256_broadcast_ss(w + 1);
+                a1 = _mm256_fmadd_ps(u, c, a1), b1 = _mm256_fmadd_ps(v, c, b1);
+                c = _mm256_broadcast_ss(w + 2);
+                a2 = _mm256_fmadd_ps(u, c, a2), b2 = _mm256_fmadd_ps(v, c, b2);
+                c = _mm256_broadcast_ss(w + 3);
+                a3 = _mm256_fmadd_ps(u, c, a3), b3 = _mm256_fmadd_ps(v, c, b3);
+                c = _mm256_broadcast_ss(w + 4);
+                a4 = _mm256_fmadd_ps(u, c, a4), b4 = _mm256_fmadd_ps(v, c, b4);
+                c = _mm256_broadcast_ss(w + 5);
+                a5 = _mm256_fmadd_ps(u, c, a5), b5 = _mm256_fmadd_ps(v, c, b5);
+            }
+            const __m256 as[IMPLICIT_CH] = {a0, a1, a2, a3, a4, a5}, bs[IMPLICIT_CH] = {b0, b1, b2, b3, b4, b5};
+            for (int64_t q = 0; q < m; q++) {
+                _mm256_storeu_ps(y + (ch + q) * HOWO + seg[2 * t], as[q]);
+                _mm256_storeu_ps(y + (ch + q) * HOWO + seg[2 * t1], bs[q]);
+            }
+        }
+    }
+}
+
+__attribute__((target("avx2,fma"))) static void implicit_chunk(void *ctx, int64_t lo, int64_t hi) {
+    implicit_job *J = (implicit_job *)ctx;
+    const int64_t *g = J->g;
+    const int64_t PADDED = g[G_C] * (g[G_H] + 2 * g[G_PH]) * (g[G_W] + 2 * g[G_PW]);
+    const int64_t IMG = g[G_C] * g[G_H] * g[G_W], OUT = g[G_O] * g[G_HO] * g[G_WO];
+    float *padded = (float *)zeroed_scratch(PADDED, sizeof(float));
+    int ok = 1;
+    for (int64_t n = lo; n < hi; n++) {
+        pad_image_f32(J->x + n * IMG, g, padded);
+        float *y = J->out + n * OUT;
+        if (g[G_WO] >= 8)
+            implicit_image(J, padded, y, 0);
+        else
+            implicit_image(J, padded, y, 1);
+        ok &= vg_all_finite_f32(y, 1, OUT, OUT);
+    }
+    free(padded);
+    if (!ok) __atomic_store_n(&J->bad, 1, __ATOMIC_RELAXED);
+}
+#else
+static void implicit_chunk(void *ctx, int64_t lo, int64_t hi) { (void)ctx, (void)lo, (void)hi; }
+#endif
+
+static int implicit_forward_f32(const float *x, const float *w, float *out, const int64_t *g, int threads) {
+    const int64_t C = g[G_C], KH = g[G_KH], KW = g[G_KW], O = g[G_O], HO = g[G_HO], WO = g[G_WO];
+    const int64_t K = C * KH * KW, OP = (O + IMPLICIT_CH - 1) / IMPLICIT_CH * IMPLICIT_CH;
+    const int64_t WP = g[G_W] + 2 * g[G_PW], PLANE = (g[G_H] + 2 * g[G_PH]) * WP;
+    const int64_t per_row = WO >= 8 ? (WO + 7) / 8 : 0, tiles = WO >= 8 ? HO * per_row : HO / 2;
+    float *wt = (float *)zeroed_scratch(K * OP, sizeof(float));
+    int64_t *off = (int64_t *)scratch(K, sizeof(int64_t)), *seg = (int64_t *)scratch(2 * tiles, sizeof(int64_t));
+    for (int64_t o = 0; o < O; o++)
+        for (int64_t k = 0; k < K; k++) wt[k * OP + o] = w[o * K + k];
+    for (int64_t c = 0, k = 0; c < C; c++)
+        for (int64_t i = 0; i < KH; i++)
+            for (int64_t j = 0; j < KW; j++, k++) off[k] = c * PLANE + i * g[G_DH] * WP + j * g[G_DW];
+    for (int64_t t = 0; t < tiles; t++) {
+        int64_t oh = WO >= 8 ? t / per_row : 2 * t, c0 = WO >= 8 ? (t % per_row) * 8 : 0;
+        int64_t c = c0 + 8 <= WO || WO < 8 ? c0 : WO - 8;
+        seg[2 * t] = oh * WO + c, seg[2 * t + 1] = oh * WP + c;
+    }
+    implicit_job J = {.x = x, .wt = wt, .out = out, .g = g, .off = off, .seg = seg, .K = K, .OP = OP, .tiles = tiles};
+    vg_parallel_for(g[G_N], 1, threads, implicit_chunk, &J);
+    free(wt);
+    free(off);
+    free(seg);
+    return !J.bad;
+}
+
+/* conv2d_input_grad as conv2d (see above); -1 where the path does not take it. */
+static int implicit_input_f32(const float *gy, const float *w, float *dx, const int64_t *g, int threads) {
+    const int64_t O = g[G_O], C = g[G_C], KH = g[G_KH], KW = g[G_KW];
+    if (g[G_NHWC] || g[G_SH] != 1 || g[G_SW] != 1 || g[G_PH] > (KH - 1) * g[G_DH] || g[G_PW] > (KW - 1) * g[G_DW])
+        return -1;
+    int64_t h[G_LEN] = {0};
+    h[G_N] = g[G_N], h[G_C] = O, h[G_H] = g[G_HO], h[G_W] = g[G_WO], h[G_O] = C, h[G_KH] = KH, h[G_KW] = KW;
+    h[G_SH] = 1, h[G_SW] = 1, h[G_DH] = g[G_DH], h[G_DW] = g[G_DW], h[G_HO] = g[G_H], h[G_WO] = g[G_W];
+    h[G_PH] = (KH - 1) * g[G_DH] - g[G_PH], h[G_PW] = (KW - 1) * g[G_DW] - g[G_PW];
+    if (!implicit_f32(h)) return -1;
+    float *flipped = (float *)scratch(O * C * KH * KW, sizeof(float));
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t o = 0; o < O; o++)
+            for (int64_t i = 0; i < KH; i++)
+                for (int64_t j = 0; j < KW; j++)
+                    flipped[((c * O + o) * KH + i) * KW + j] = w[((o * C + c) * KH + KH - 1 - i) * KW + KW - 1 - j];
+    int ok = implicit_forward_f32(gy, flipped, dx, h, threads);
+    free(flipped);
+    return ok;
+}

@@ -6,9 +6,12 @@ per block computes its part (no transposed copy of the whole batch); the input g
 added back in double and rounded once, and the weight gradient's partial sums over the blocks are added
 in block order in double. One-channel images (NCHW, stride and dilation 1) take direct loops over
 vectors of output columns for conv2d and, on rows of at least two vectors, the weight gradient (a GEMM
-of depth KH*KW wastes most of its time on packing). Blocks depend on the shape alone, so every thread
-count gives the same bits; the stated exactness does not change in exact mode (the kernels then give
-the reference's bits, which the statement covers).
+of depth KH*KW wastes most of its time on packing). On a CPU with AVX2 and FMA, f32 NCHW convolutions
+of stride 1 (at least six output channels, rows of 4 or of at least 8 pixels) take an implicit GEMM
+instead: no columns in memory, each element one FMA chain over its taps in order; their input gradient
+is the convolution of the output gradient with the flipped kernel on the same path (`implicit_path`).
+Blocks depend on the shape alone, so every thread count gives the same bits; the stated exactness does
+not change in exact mode (the kernels then give the reference's bits, which the statement covers).
 
 How close to the reference (for f32 a double sum rounded once, for f64 NumPy's dgemm): each element
 is a sum of `depth` products (conv2d: C*KH*KW; the input gradient: at most O*KH*KW, as KH*KW sums of O
@@ -139,6 +142,12 @@ class _Kernels:
                 return out
         params = {"stride": stride, "padding": padding, "dilation": dilation, "layout": layout}
         return self.reference["conv2d_weight_grad"](g, x, kernel=kernel, **params)
+
+
+def implicit_path(lib: Library) -> bool:
+    """Whether f32 stride-1 NCHW convolutions of several channels take the implicit-GEMM path here
+    (convolution.c: the CPU has AVX2 and FMA)."""
+    return bool(lib.fn("vg_conv_implicit", [], restype=ctypes.c_int)())
 
 
 def error_bound(op: str, *arrays: np.ndarray, **params: Any) -> np.ndarray:
