@@ -134,32 +134,43 @@ def test_one_channel_images_sum_each_elements_taps_in_order(dtype):
         assert out.tobytes() == expected.tobytes()
 
 
+def _fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """f32 a * b + c rounded once (as an FMA instruction): the product is exact in double, the sum's
+    rounding error exact by TwoSum; the double sum rounds to the right f32 unless it is halfway between
+    two f32 values, where the error's sign decides."""
+    p = a.astype(np.float64) * b
+    s = p + c
+    v = s - p
+    e = (p - (s - v)) + (c - v)
+    r = s.astype(np.float32)
+    other = np.nextafter(r, np.where(s > r, np.float32(np.inf), np.float32(-np.inf)))
+    halfway = (s == (r.astype(np.float64) + other) / 2) & (e != 0)
+    up = np.maximum(r, other)
+    down = np.minimum(r, other)
+    return np.where(halfway, np.where(e > 0, up, down), r).astype(np.float32)
+
+
 def _fma_chain(x: np.ndarray, w: np.ndarray, padding: tuple) -> np.ndarray:
     """conv2d (NCHW, stride 1) with each element one chain of f32 fused multiply-adds over the taps
-    (c, i, j) in order from 0, each rounded once: exact products and sums (fractions), then to f32."""
-    from fractions import Fraction
-
+    (c, i, j) in order from 0."""
     ph, pw = padding
     xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
-    n, c, hp, wp = xp.shape
-    o, _, kh, kw = w.shape
-    out = np.empty((n, o, hp - kh + 1, wp - kw + 1), np.float32)
-    for idx in np.ndindex(*out.shape):
-        b, oc, oh, ow = idx
-        acc = np.float32(0)
-        for ch in range(c):
-            for i in range(kh):
-                for j in range(kw):
-                    exact = Fraction(float(xp[b, ch, oh + i, ow + j])) * Fraction(float(w[oc, ch, i, j]))
-                    acc = np.float32(float(exact + Fraction(float(acc))))
-        out[idx] = acc
-    return out
+    o, c, kh, kw = w.shape
+    ho, wo = xp.shape[2] - kh + 1, xp.shape[3] - kw + 1
+    acc = np.zeros((x.shape[0], o, ho, wo), np.float32)
+    for ch in range(c):
+        for i in range(kh):
+            for j in range(kw):
+                window = xp[:, None, ch, i : i + ho, j : j + wo]
+                acc = _fma(np.broadcast_to(window, acc.shape), w[None, :, ch, i, j, None, None], acc)
+    return acc
 
 
 def test_stride_one_convolutions_are_one_fma_chain_per_element():
     """f32 conv2d of several channels, stride 1, on a CPU with AVX2 and FMA: the implicit-GEMM path
     (no columns), each element one FMA chain over its taps in order (rows of 8 and of 4 pixels); the
-    input gradient takes the same path as a convolution of the output gradient with the flipped kernel."""
+    input gradient takes the same path as a convolution of the output gradient with the flipped kernel,
+    and the weight gradient sums each weight's products in one FMA chain per block of images."""
     if not implicit_path(cpu.cpu.library):
         pytest.skip("the implicit path needs AVX2 and FMA")
     rng = np.random.default_rng(7)
@@ -173,6 +184,15 @@ def test_stride_one_convolutions_are_one_fma_chain_per_element():
         flipped = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
         dx = _kernel("conv2d_input_grad", "f32")(g, w, **params, size=shape[2:])
         assert dx.tobytes() == _fma_chain(g, flipped, (1, 1)).tobytes()
+        # the weight gradient: per image (a block of one, for so few), one FMA chain over its pixels in
+        # order for each weight; the images' sums added in order in double and rounded once
+        dw = _kernel("conv2d_weight_grad", "f32")(g, x, **params, kernel=(3, 3))
+        per_image = [
+            _fma_chain(x[b : b + 1].transpose(1, 0, 2, 3), g[b : b + 1].transpose(1, 0, 2, 3), (1, 1))
+            for b in range(shape[0])
+        ]
+        expected = np.sum([p.astype(np.float64) for p in per_image], axis=0).astype(np.float32)
+        assert dw.tobytes() == np.ascontiguousarray(expected.transpose(1, 0, 2, 3)).tobytes()
 
 
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])

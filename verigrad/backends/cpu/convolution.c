@@ -13,7 +13,7 @@
  * - one-channel images (NCHW, stride and dilation 1: a network's first layer), whose columns would be
  *   only KH*KW rows deep: conv2d and (for rows of at least two vectors) the weight gradient are direct
  *   loops over vectors of output columns instead (see "One-channel images" below);
- * - f32, NCHW, stride 1, on a CPU with AVX2 and FMA: conv2d and its input gradient are an implicit GEMM
+ * - f32, NCHW, stride 1, on a CPU with AVX2 and FMA: conv2d and its two gradients are an implicit GEMM
  *   (see "Implicit GEMM" below).
  *
  * NCHW columns are copied from a zero-padded copy of the image, so the copies need no bounds tests.
@@ -529,6 +529,8 @@ typedef struct {
         J.partial = scratch(units * size, sizeof(T));                                                    \
         if (direct_##NAME(g) && g[G_WO] >= 2 * VG_LANES(T)) { /* narrower rows: the GEMM is faster */    \
             vg_parallel_for(units, 1, threads, direct_weight_chunk_##NAME, &J);                          \
+        } else if (implicit_##NAME(g)) {                                                                 \
+            implicit_weight_##NAME(gy, x, (T *)J.partial, g, J.block, units, threads);                   \
         } else {                                                                                         \
             int before = vg_blas_single_begin();                                                         \
             vg_parallel_for(units, 1, threads, weight_chunk_##NAME, &J);                                 \
@@ -552,10 +554,20 @@ typedef struct {
  * the tap's offset, six weights broadcast, twelve FMAs. Weights are repacked k-major, the channels
  * padded to a multiple of 6 with zeros. conv2d_input_grad of such a convolution (padding at most the
  * dilated kernel's extent less one) is conv2d of the output gradient with the kernel flipped and its
- * channel axes swapped, so it takes the same path, and no columns are added back. */
+ * channel axes swapped, so it takes the same path, and no columns are added back. The weight gradient's
+ * partial sum over a block of images (as the GEMM path's) takes the output gradient pixel-major (16
+ * channels a vector pair, padded with zeros) and a tile of 16 output channels by 6 taps: per pixel, two
+ * vector loads, six image values broadcast, twelve FMAs; each sum one FMA chain over the block's pixels
+ * in order. */
 static int implicit_f32(const int64_t *g);
 static int implicit_forward_f32(const float *x, const float *w, float *out, const int64_t *g, int threads);
 static int implicit_input_f32(const float *gy, const float *w, float *dx, const int64_t *g, int threads);
+static void implicit_weight_f32(const float *gy, const float *x, float *partial, const int64_t *g, int64_t block,
+                                int64_t units, int threads);
+static inline void implicit_weight_f64(const double *gy, const double *x, double *partial, const int64_t *g,
+                                       int64_t block, int64_t units, int threads) {
+    (void)gy, (void)x, (void)partial, (void)g, (void)block, (void)units, (void)threads;
+}
 static inline int implicit_f64(const int64_t *g) { return g == 0; }
 static inline int implicit_forward_f64(const double *x, const double *w, double *out, const int64_t *g,
                                        int threads) {
@@ -596,7 +608,7 @@ typedef struct {
     float *out;
     const int64_t *g, *off; /* taps' offsets in the padded image */
     const int64_t *seg;     /* tiles of pixels: where each starts in the output plane, then in the padded plane */
-    int64_t K, OP, tiles;
+    int64_t K, OP, tiles, block; /* block: images per unit of the weight gradient */
     int bad;
 } implicit_job;
 
@@ -668,8 +680,75 @@ __attribute__((target("avx2,fma"))) static void implicit_chunk(void *ctx, int64_
     free(padded);
     if (!ok) __atomic_store_n(&J->bad, 1, __ATOMIC_RELAXED);
 }
+
+/* The weight gradient's partial sum over images n0 .. n0+nb into part[O x K]: `padded` holds their padded
+ * images one after the other, `gt` their output gradient pixel-major (OP channels a pixel). */
+__attribute__((target("avx2,fma"))) static void implicit_wblock(const int64_t *g, const int64_t *off, int64_t K,
+                                                                const float *padded, const float *gt, int64_t nb,
+                                                                int64_t OP, float *part) {
+    const int64_t O = g[G_O], HO = g[G_HO], WO = g[G_WO], WP = g[G_W] + 2 * g[G_PW];
+    const int64_t PADDED = g[G_C] * (g[G_H] + 2 * g[G_PH]) * WP;
+    for (int64_t k = 0; k < K; k += IMPLICIT_CH) {
+        int64_t t[IMPLICIT_CH]; /* past the last tap: the last one again (its sums are not kept) */
+        for (int64_t q = 0; q < IMPLICIT_CH; q++) t[q] = off[k + q < K ? k + q : K - 1];
+        const int64_t t0 = t[0], t1 = t[1], t2 = t[2], t3 = t[3], t4 = t[4], t5 = t[5];
+        for (int64_t o = 0; o < OP; o += 16) {
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0;
+            __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0, b5 = a0;
+            const float *gp = gt + o;
+            for (int64_t n = 0; n < nb; n++)
+                for (int64_t oh = 0; oh < HO; oh++) {
+                    const float *xp = padded + n * PADDED + oh * WP;
+                    for (int64_t ow = 0; ow < WO; ow++, xp++, gp += OP) {
+                        const __m256 u = _mm256_loadu_ps(gp), v = _mm256_loadu_ps(gp + 8);
+                        __m256 c = _mm256_broadcast_ss(xp + t0);
+                        a0 = _mm256_fmadd_ps(u, c, a0), b0 = _mm256_fmadd_ps(v, c, b0);
+                        c = _mm256_broadcast_ss(xp + t1);
+                        a1 = _mm256_fmadd_ps(u, c, a1), b1 = _mm256_fmadd_ps(v, c, b1);
+                        c = _mm256_broadcast_ss(xp + t2);
+                        a2 = _mm256_fmadd_ps(u, c, a2), b2 = _mm256_fmadd_ps(v, c, b2);
+                        c = _mm256_broadcast_ss(xp + t3);
+                        a3 = _mm256_fmadd_ps(u, c, a3), b3 = _mm256_fmadd_ps(v, c, b3);
+                        c = _mm256_broadcast_ss(xp + t4);
+                        a4 = _mm256_fmadd_ps(u, c, a4), b4 = _mm256_fmadd_ps(v, c, b4);
+                        c = _mm256_broadcast_ss(xp + t5);
+                        a5 = _mm256_fmadd_ps(u, c, a5), b5 = _mm256_fmadd_ps(v, c, b5);
+                    }
+                }
+            float sums[2 * IMPLICIT_CH][16];
+            const __m256 lo[IMPLICIT_CH] = {a0, a1, a2, a3, a4, a5}, hi[IMPLICIT_CH] = {b0, b1, b2, b3, b4, b5};
+            for (int q = 0; q < IMPLICIT_CH; q++) {
+                _mm256_storeu_ps(sums[q], lo[q]);
+                _mm256_storeu_ps(sums[q] + 8, hi[q]);
+            }
+            for (int64_t q = 0; q < IMPLICIT_CH && k + q < K; q++)
+                for (int64_t e = 0; e < 16 && o + e < O; e++) part[(o + e) * K + k + q] = sums[q][e];
+        }
+    }
+}
+
+__attribute__((target("avx2,fma"))) static void implicit_weight_chunk(void *ctx, int64_t lo, int64_t hi) {
+    implicit_job *J = (implicit_job *)ctx;
+    const int64_t *g = J->g, N = g[G_N], K = J->K, O = g[G_O], OP = J->OP, HOWO = g[G_HO] * g[G_WO];
+    const int64_t PADDED = g[G_C] * (g[G_H] + 2 * g[G_PH]) * (g[G_W] + 2 * g[G_PW]), IMG = g[G_C] * g[G_H] * g[G_W];
+    float *padded = (float *)zeroed_scratch(J->block * PADDED, sizeof(float));
+    float *gt = (float *)zeroed_scratch(J->block * HOWO * OP, sizeof(float));
+    for (int64_t b = lo; b < hi; b++) {
+        const int64_t n0 = b * J->block, nb = N - n0 < J->block ? N - n0 : J->block;
+        for (int64_t n = 0; n < nb; n++) {
+            pad_image_f32(J->x + (n0 + n) * IMG, g, padded + n * PADDED);
+            const float *gn = J->wt + (n0 + n) * O * HOWO;
+            for (int64_t o = 0; o < O; o++)
+                for (int64_t p = 0; p < HOWO; p++) gt[(n * HOWO + p) * OP + o] = gn[o * HOWO + p];
+        }
+        implicit_wblock(g, J->off, K, padded, gt, nb, OP, J->out + b * O * K);
+    }
+    free(padded);
+    free(gt);
+}
 #else
 static void implicit_chunk(void *ctx, int64_t lo, int64_t hi) { (void)ctx, (void)lo, (void)hi; }
+static void implicit_weight_chunk(void *ctx, int64_t lo, int64_t hi) { (void)ctx, (void)lo, (void)hi; }
 #endif
 
 static int implicit_forward_f32(const float *x, const float *w, float *out, const int64_t *g, int threads) {
@@ -695,6 +774,20 @@ static int implicit_forward_f32(const float *x, const float *w, float *out, cons
     free(off);
     free(seg);
     return !J.bad;
+}
+
+static void implicit_weight_f32(const float *gy, const float *x, float *partial, const int64_t *g, int64_t block,
+                                int64_t units, int threads) {
+    const int64_t C = g[G_C], KH = g[G_KH], KW = g[G_KW], WP = g[G_W] + 2 * g[G_PW];
+    const int64_t PLANE = (g[G_H] + 2 * g[G_PH]) * WP, K = C * KH * KW;
+    int64_t *off = (int64_t *)scratch(K, sizeof(int64_t));
+    for (int64_t c = 0, k = 0; c < C; c++)
+        for (int64_t i = 0; i < KH; i++)
+            for (int64_t j = 0; j < KW; j++, k++) off[k] = c * PLANE + i * g[G_DH] * WP + j * g[G_DW];
+    implicit_job J = {.x = x, .wt = gy, .out = partial, .g = g, .off = off, .K = K,
+                      .OP = (g[G_O] + 15) / 16 * 16, .block = block};
+    vg_parallel_for(units, 1, threads, implicit_weight_chunk, &J);
+    free(off);
 }
 
 /* conv2d_input_grad as conv2d (see above); -1 where the path does not take it. */

@@ -9,7 +9,8 @@ vectors of output columns for conv2d and, on rows of at least two vectors, the w
 of depth KH*KW wastes most of its time on packing). On a CPU with AVX2 and FMA, f32 NCHW convolutions
 of stride 1 (at least six output channels, rows of 4 or of at least 8 pixels) take an implicit GEMM
 instead: no columns in memory, each element one FMA chain over its taps in order; their input gradient
-is the convolution of the output gradient with the flipped kernel on the same path (`implicit_path`).
+is the convolution of the output gradient with the flipped kernel on the same path, and their weight
+gradient a block's FMA chains over its pixels (`implicit_path`).
 Blocks depend on the shape alone, so every thread count gives the same bits; the stated exactness does
 not change in exact mode (the kernels then give the reference's bits, which the statement covers).
 
