@@ -202,6 +202,32 @@ def test_a_compiled_training_update_runs_each_group_in_one_step():
     assert len(fused.BATCHES.builds) == built
 
 
+def test_a_new_trace_of_the_same_step_finds_its_kernels_without_generating_them(monkeypatch):
+    """Each trace makes new FusedOp objects; groups of the same structure (members, wiring, dtypes,
+    one-element inputs) get the function generated for the first, without generating C again."""
+    rng = np.random.default_rng(9)
+    w, g = (verigrad.tensor(rng.random((40, 500), dtype=np.float32)) for _ in range(2))
+
+    def update(w, g):
+        return (w * g + g * g).sqrt() - w
+
+    first = optimize(trace(update, w.spec, g.spec))
+    kernels = [cpu.cpu.native(i.op, i.out.spec.dtype) for i in fused_instrs(first)]
+    generated = []
+    real = fused.function
+    monkeypatch.setattr(fused, "function", lambda *a: generated.append(a) or real(*a))
+    again = optimize(trace(update, w.spec, g.spec))
+    [instr] = fused_instrs(again)
+    assert instr.op is not fused_instrs(first)[0].op
+    kernel = cpu.cpu.native(instr.op, instr.out.spec.dtype)
+    assert not generated and kernel.name == kernels[0].name
+    params = instr.params["params"]
+    assert (
+        kernel(w.data, g.data, params=params).tobytes()
+        == instr.op.reference(w.data, g.data, params=params).tobytes()
+    )
+
+
 def _group(fn, *specs):
     [instr] = fused_instrs(optimize(trace(fn, *specs)))
     return instr

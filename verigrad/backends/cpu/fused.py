@@ -544,10 +544,38 @@ def kernel(backend: Any, op: Any, libm: frozenset[tuple[str, str]] | None = None
         libm = _LIBM.get(id(backend))
         if libm is None:
             libm = _LIBM[id(backend)] = libm_members(backend)
-    if supported(op, libm) is not None:
+    if not op.inputs:  # the inputs' dtypes are not known: no kernel (see `supported`)
         return None
-    inputs = tuple(spec.dtype.name for spec in op.inputs)
-    text = function("NAME", op, inputs, scalars(op))
+    key = (_structure(op), libm)
+    name = _NAMES.get(key)
+    if name is None:
+        name = _ffi.remember(_NAMES, key, _generate(op, libm))
+    return FusedKernel(backend, op, name, lib) if name else None
+
+
+_NAMES: dict[tuple, str] = {}  # a group's structure and the libm set -> its function's name ("": none)
+
+
+def _structure(op: Any) -> tuple:
+    """What a group's C function depends on: its members' names, wiring and dtypes, its inputs' dtypes
+    and which of them are of one element, and its results (a new trace of the same step makes new
+    FusedOp objects of the same structure, which find their function without generating it again)."""
+    return (
+        tuple(m.name for m in op.ops),
+        op.wiring,
+        tuple(d.name for d in op.dtypes),
+        tuple(spec.dtype.name for spec in op.inputs),
+        scalars(op),
+        op.roots,
+    )
+
+
+def _generate(op: Any, libm: frozenset[tuple[str, str]]) -> str:
+    """The group's C function added to the pending batch; its name ("" where the generator does not
+    take the group)."""
+    if supported(op, libm) is not None:
+        return ""
+    text = function("NAME", op, tuple(spec.dtype.name for spec in op.inputs), scalars(op))
     name = "vg_fused_" + hashlib.sha256(text.encode()).hexdigest()[:16]
     BATCHES.add(name, text.replace("NAME", name))
-    return FusedKernel(backend, op, name, lib)
+    return name
