@@ -10,8 +10,10 @@ import pytest
 from steps import training_step
 
 import verigrad
+from verigrad import functional as F
 from verigrad import nn
 from verigrad.backends import Backend
+from verigrad.backends._registry import lookup
 from verigrad.ir import trace
 from verigrad.ir.passes import optimize
 from verigrad.ir.plan import Merged, Plan, bind
@@ -36,6 +38,27 @@ def _plan(fn, specs, args, backend=None) -> tuple[Plan, Any]:
 
 def _run(plan: Plan, program: Any, args: list) -> tuple[list, dict]:
     return plan.run([a.data for a in args] + [t.data for t in program.captured])
+
+
+def test_steps_the_binding_fixes_become_constants():
+    """A mean over a symbolic batch counts its elements with `numel_of`, and cross-entropy's
+    decomposition (inlined by the plan on the reference backend) makes an `arange`: both are known
+    once the batch is bound, so the plan holds their values instead of steps; the bits are eager's."""
+    rng = np.random.default_rng(3)
+    logits = verigrad.tensor(rng.standard_normal((5, 3)).astype(np.float32))
+    target = verigrad.tensor(rng.integers(0, 3, 5))
+
+    def loss(x, y):
+        return F.cross_entropy(x, y) + x.mean()
+
+    specs = (verigrad.spec(["B", 3]), verigrad.spec(["B"], "i64"))
+    plan, program = _plan(loss, specs, (logits, target), lookup("reference"))
+    names = {step.op.name for step in plan.steps}
+    assert "cross_entropy" in {i.name for i in program.instrs} and "exp" in names  # inlined
+    assert not names & {"numel_of", "arange"} and plan.consts
+    for _ in range(4):
+        (out,), _ = _run(plan, program, [logits, target])
+        _same(out, loss(logits, target).numpy())
 
 
 # the same bits as eager ------------------------------------------------------------------------

@@ -229,6 +229,7 @@ class Plan:
         self.output_slots = [self._slots[v] for v in program.outputs]
         self.update_names = list(program.updates)
         self.update_slots = {name: self._slots[v] for name, v in program.updates.items()}
+        self._fold_known_steps()
         self._no_alias_out()
         self.instructions = len(self.steps)
         self._template: list[Any] = [None] * len(self.specs)  # the slots before a run: constants only
@@ -359,6 +360,24 @@ class Plan:
             shape = member.shape_rule(*[self.specs[i].shape for i in args], **member_params)
             done.append(self._call(member, member_params, args, Spec(shape, op.dtypes[m])))
         return done[-1]
+
+    def _fold_known_steps(self) -> None:
+        """Steps whose result the binding already fixes become constants: those with no inputs (a
+        decomposition's `arange` or `full`; not a random op, whose seed stays visible) and `numel_of`
+        (it reads its operand's shape alone, known here), each run once now and converted as the first
+        run would; not where the result is returned or written back (the caller owns each result)."""
+        returned = {*self.output_slots, *self.update_slots.values()}
+        kept = []
+        for step in self.steps:
+            known = not step.ins or (step.op.name == "numel_of" and len(step.ins) == 1)
+            if not known or step.out in returned or "seed" in step.params:
+                kept.append(step)
+                continue
+            spec = self.specs[step.ins[0]] if step.ins else None
+            args = [np.broadcast_to(np.zeros((), spec.dtype.np), spec.shape)] if spec is not None else []
+            with np.errstate(all="ignore"):
+                self.consts[step.out] = conform(step.op, step.kernel(*args), step.spec)
+        self.steps = kept
 
     def _no_alias_out(self) -> None:
         """A step whose kernel may return an operand's array (`_SHAPED_FAST`) copies instead where that
