@@ -50,10 +50,10 @@ whose arguments share memory with a tensor so written turns in place off.
 Merged calls: fused steps whose results only one later fused step of their shape reads (an optimizer's
 new moments, which the parameter's update reads) run, from the second run on, as one call of a kernel
 the backend makes for the group of groups (passes/fuse.py `merge`): one pass reads the gradient and
-the old values and writes every result, each into the array its step would have written. Where no step
-in between writes into an array (the merged call reads the earlier steps' inputs later than they did);
-`Plan.merge = False` turns it off. Steps the binding fixes (no inputs, such as an inlined
-decomposition's `arange`, or `numel_of`) run once when the plan is built and become constants.
+the old values and writes every result, each into the array its step would have written. They merge
+only where no step between them writes into an array (the merged call reads the earlier steps' inputs
+later than they did). `Plan.merge = False` turns it off. Steps the binding fixes (no inputs, such as an
+inlined decomposition's `arange`, or `numel_of`) run once when the plan is built and become constants.
 """
 
 from __future__ import annotations
