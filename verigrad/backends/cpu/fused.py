@@ -195,9 +195,10 @@ static void ${name}_chunk(void *ctx, int64_t lo, int64_t hi) {
     $buffers
     const int64_t first = lo / n3, r = first / n2;
     int64_t col = lo - first * n3, i2 = first % n2, i1 = r % n1, i0 = r / n1; /* stepped row by row */
+    $rows
     for (int64_t i = lo; i < hi;) {
         const int64_t end = hi - i < n3 - col ? hi : i + (n3 - col);
-        $rows
+        $fills
         for (int64_t at = i; at < end; at += VG_BLOCK) {
             const int64_t len = end - at < VG_BLOCK ? end - at : VG_BLOCK, c = col + (at - i);
             $blocks
@@ -205,9 +206,13 @@ static void ${name}_chunk(void *ctx, int64_t lo, int64_t hi) {
         }
         i = end;
         col = 0;
-        if (++i2 == n2) {
-            i2 = 0;
-            if (++i1 == n1) i1 = 0, i0++;
+        if (++i2 < n2) {
+            $next_row
+        } else if (i2 = 0, ++i1 < n1) {
+            $next_plane
+        } else {
+            i1 = 0, i0++;
+            $next_block
         }
     }
 }
@@ -264,7 +269,11 @@ def function(name: str, op: Any, inputs: tuple[str, ...], scalar: tuple[bool, ..
         invariant="\n    ".join(f"const {VALUE_TYPES[kind[v]]} {v} = u->{v};" for v in used),
         body="\n        ".join(body(op, inputs, per_element, {k: load(k, f"a{k}[j]") for k in varying})),
         buffers="\n    ".join(f"{types[k]} b{k}[VG_BLOCK];" for k in varying),
-        rows="\n        ".join(f"VG_ROW({types[k]}, {k})" for k in varying),
+        rows="\n    ".join(f"VG_ROW({types[k]}, {k})" for k in varying),
+        fills="\n        ".join(f"int64_t f{k} = 0;" for k in varying),
+        next_row="\n            ".join(f"VG_NEXT_ROW({k})" for k in varying),
+        next_plane="\n            ".join(f"VG_NEXT_PLANE({k})" for k in varying),
+        next_block="\n            ".join(f"VG_NEXT_BLOCK({k})" for k in varying),
         blocks="\n            ".join(f"VG_BLOCK_OF({types[k]}, {k})" for k in varying),
         pointers="".join(f"p{k}, " for k in varying),
         prologue="\n        ".join(prologue),
@@ -302,11 +311,16 @@ static vg_parallel_fn vg_par;
 /* the main library's vg_parallel_for: this library is loaded on its own */
 void vg_fused_init(vg_parallel_fn fn) {{ vg_par = fn; }}
 
-/* Input I (of type T) in a row of the output (i0, i1, i2, col...): where the row starts (rI), and how
- * many elements of its buffer bI hold its value where it is broadcast along the row (fI) */
+/* Input I (of type T) at the chunk's first row of the output (i0, i1, i2, col...): where that row starts
+ * (rI, then stepped row by row); fI (set for each row): how many elements of its buffer bI hold its
+ * value where it is broadcast along the row */
 #define VG_ROW(T, I) \\
-    const T *r##I = (const T *)p->in[I] + i0 * d[4 + 4 * I] + i1 * d[5 + 4 * I] + i2 * d[6 + 4 * I]; \\
-    int64_t f##I = 0;
+    const T *r##I = (const T *)p->in[I] + i0 * d[4 + 4 * I] + i1 * d[5 + 4 * I] + i2 * d[6 + 4 * I];
+
+/* rI to the next row: along i2, or to the next i1 (i2 back to 0), or to the next i0 (i1, i2 back to 0) */
+#define VG_NEXT_ROW(I) r##I += d[6 + 4 * I];
+#define VG_NEXT_PLANE(I) r##I += d[5 + 4 * I] - (n2 - 1) * d[6 + 4 * I];
+#define VG_NEXT_BLOCK(I) r##I += d[4 + 4 * I] - (n1 - 1) * d[5 + 4 * I] - (n2 - 1) * d[6 + 4 * I];
 
 /* Input I in the block [c, c + len) of the row: pI, in place (stride 1) or copied into bI */
 #define VG_BLOCK_OF(T, I)                                                          \\
