@@ -84,6 +84,15 @@ static void *zeroed_scratch(int64_t n, size_t size) {
     return p;
 }
 
+/* Where each tap (c, i, j), in that order, reads in a padded image, from the start of an output
+ * element's window (stride-1 convolutions: the direct and implicit paths). */
+static void tap_offsets(const int64_t *g, int64_t *off) {
+    const int64_t WP = g[G_W] + 2 * g[G_PW], PLANE = (g[G_H] + 2 * g[G_PH]) * WP;
+    for (int64_t c = 0, k = 0; c < g[G_C]; c++)
+        for (int64_t i = 0; i < g[G_KH]; i++)
+            for (int64_t j = 0; j < g[G_KW]; j++, k++) off[k] = c * PLANE + i * g[G_DH] * WP + j * g[G_DW];
+}
+
 /* The copies above are short rows (a few to a few dozen elements): plain loops beat memcpy calls. */
 #if defined(__GNUC__) && !defined(__clang__)
 #define COPY_LOOPS __attribute__((optimize("no-tree-loop-distribute-patterns")))
@@ -366,12 +375,6 @@ typedef struct {
                g[G_KH] * g[G_KW] <= MAX_TAPS && g[G_WO] >= VG_LANES(T);                                  \
     }                                                                                                    \
                                                                                                          \
-    /* Where tap t reads in the padded image, from where the output element's window starts. */          \
-    static void taps_##NAME(const int64_t *g, int64_t *off) {                                            \
-        const int64_t KW = g[G_KW], WP = g[G_W] + 2 * g[G_PW];                                           \
-        for (int64_t t = 0; t < g[G_KH] * KW; t++) off[t] = (t / KW) * WP + t % KW;                      \
-    }                                                                                                    \
-                                                                                                         \
     VG_CLONES COPY_LOOPS static void direct_forward_chunk_##NAME(void *ctx, int64_t lo, int64_t hi) {    \
         conv_job *J = (conv_job *)ctx;                                                                   \
         const int64_t *g = J->g;                                                                         \
@@ -381,7 +384,7 @@ typedef struct {
         T *padded = (T *)zeroed_scratch((H + 2 * g[G_PH]) * WP, sizeof(T));                              \
         T wq[4 * MAX_TAPS]; /* four output channels' weights, zeros past the last channel */             \
         int64_t off[MAX_TAPS];                                                                           \
-        taps_##NAME(g, off);                                                                             \
+        tap_offsets(g, off);                                                                             \
         int ok = 1;                                                                                      \
         for (int64_t n = lo; n < hi; n++) {                                                              \
             pad_image_##NAME(x + n * H * W, g, padded);                                                  \
@@ -473,7 +476,7 @@ typedef struct {
         T *padded = (T *)zeroed_scratch(J->block * PADDED, sizeof(T));                                   \
         int64_t off[MAX_TAPS];                                                                           \
         double sums[MAX_TAPS];                                                                           \
-        taps_##NAME(g, off);                                                                             \
+        tap_offsets(g, off);                                                                             \
         for (int64_t b = lo; b < hi; b++) {                                                              \
             const int64_t n0 = b * J->block, nb = N - n0 < J->block ? N - n0 : J->block;                 \
             T *part = (T *)J->partial + b * O * TAPS;                                                    \
@@ -752,17 +755,14 @@ static void implicit_weight_chunk(void *ctx, int64_t lo, int64_t hi) { (void)ctx
 #endif
 
 static int implicit_forward_f32(const float *x, const float *w, float *out, const int64_t *g, int threads) {
-    const int64_t C = g[G_C], KH = g[G_KH], KW = g[G_KW], O = g[G_O], HO = g[G_HO], WO = g[G_WO];
-    const int64_t K = C * KH * KW, OP = (O + IMPLICIT_CH - 1) / IMPLICIT_CH * IMPLICIT_CH;
-    const int64_t WP = g[G_W] + 2 * g[G_PW], PLANE = (g[G_H] + 2 * g[G_PH]) * WP;
+    const int64_t O = g[G_O], HO = g[G_HO], WO = g[G_WO], K = g[G_C] * g[G_KH] * g[G_KW];
+    const int64_t OP = (O + IMPLICIT_CH - 1) / IMPLICIT_CH * IMPLICIT_CH, WP = g[G_W] + 2 * g[G_PW];
     const int64_t per_row = WO >= 8 ? (WO + 7) / 8 : 0, tiles = WO >= 8 ? HO * per_row : HO / 2;
     float *wt = (float *)zeroed_scratch(K * OP, sizeof(float));
     int64_t *off = (int64_t *)scratch(K, sizeof(int64_t)), *seg = (int64_t *)scratch(2 * tiles, sizeof(int64_t));
     for (int64_t o = 0; o < O; o++)
         for (int64_t k = 0; k < K; k++) wt[k * OP + o] = w[o * K + k];
-    for (int64_t c = 0, k = 0; c < C; c++)
-        for (int64_t i = 0; i < KH; i++)
-            for (int64_t j = 0; j < KW; j++, k++) off[k] = c * PLANE + i * g[G_DH] * WP + j * g[G_DW];
+    tap_offsets(g, off);
     for (int64_t t = 0; t < tiles; t++) {
         int64_t oh = WO >= 8 ? t / per_row : 2 * t, c0 = WO >= 8 ? (t % per_row) * 8 : 0;
         int64_t c = c0 + 8 <= WO || WO < 8 ? c0 : WO - 8;
@@ -778,12 +778,9 @@ static int implicit_forward_f32(const float *x, const float *w, float *out, cons
 
 static void implicit_weight_f32(const float *gy, const float *x, float *partial, const int64_t *g, int64_t block,
                                 int64_t units, int threads) {
-    const int64_t C = g[G_C], KH = g[G_KH], KW = g[G_KW], WP = g[G_W] + 2 * g[G_PW];
-    const int64_t PLANE = (g[G_H] + 2 * g[G_PH]) * WP, K = C * KH * KW;
+    const int64_t K = g[G_C] * g[G_KH] * g[G_KW];
     int64_t *off = (int64_t *)scratch(K, sizeof(int64_t));
-    for (int64_t c = 0, k = 0; c < C; c++)
-        for (int64_t i = 0; i < KH; i++)
-            for (int64_t j = 0; j < KW; j++, k++) off[k] = c * PLANE + i * g[G_DH] * WP + j * g[G_DW];
+    tap_offsets(g, off);
     implicit_job J = {.x = x, .wt = gy, .out = partial, .g = g, .off = off, .K = K,
                       .OP = (g[G_O] + 15) / 16 * 16, .block = block};
     vg_parallel_for(units, 1, threads, implicit_weight_chunk, &J);
