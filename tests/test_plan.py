@@ -442,6 +442,32 @@ def test_an_update_is_not_written_in_place_when_an_argument_shares_its_memory():
         assert bool(_written_into_inputs(plan)) == (k < 3)
 
 
+def test_in_place_is_rechecked_when_a_captured_array_changes():
+    """What a run checks of the captured tensors' arrays is kept while they are the same objects; one
+    replaced by another written one (two tensors on one array) turns the check false, as does an
+    argument sharing a written array's memory."""
+    rng = np.random.default_rng(6)
+    start = rng.random(20000, dtype=np.float32)
+    p, g = verigrad.tensor(start), verigrad.tensor(start[::-1].copy())
+    with verigrad.backend("cpu"):
+        compiled = verigrad.compile(_decay_step(p, g))
+        for _ in range(3):
+            compiled(verigrad.tensor(rng.random(20000, dtype=np.float32)))
+    (plan,) = compiled._plans.values()
+    assert plan._written
+    x = rng.random(20000, dtype=np.float32)
+    arrays = [x] + [t.data for t in plan.program.captured]
+    assert plan._inplace_holds(arrays)
+    (w,) = plan._written
+    other = next(i for i in range(1, len(arrays)) if i != w)
+    swapped = list(arrays)
+    swapped[other] = arrays[w]  # another captured tensor on the written array
+    assert not plan._inplace_holds(swapped)
+    assert plan._inplace_holds(arrays)
+    view = arrays[w][:]
+    assert view.strides == x.strides and not plan._inplace_holds([view, *arrays[1:]])  # an argument on it
+
+
 def _adam_steps(backend: str, steps: int = 6) -> tuple[list, list, Any]:
     """Adam on one parameter of 20,000 elements (over the cpu backend's `ufunc_below`, so its update's
     fused groups get kernels), compiled on `backend`: the losses, the final state, the plan."""

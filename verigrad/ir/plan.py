@@ -61,6 +61,7 @@ from __future__ import annotations
 import collections
 import functools
 import math
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -248,6 +249,7 @@ class Plan:
         self._groups = self._merge_groups()  # fused steps a run after the first may make one call
         self._strides: list[tuple] | None = None  # the inputs' strides on the first run, while in place
         self._written: list[int] = []  # the positions of the inputs steps write into (updates)
+        self._captured_check: tuple | None = None  # see `_inplace_holds`
         self._loop: list[tuple[Callable, tuple[int, ...], Any]] | None = None  # after the checked run
         self.calls: list[Step] = self.steps  # what later runs call: the steps, some merged
         self._fn: Callable[..., Any] | None = None  # generated after `generate_after` runs
@@ -550,10 +552,7 @@ class Plan:
     def run(self, arrays: Sequence[np.ndarray]) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
         """Outputs and updated captured tensors (by name) for input arrays in `program.inputs` order."""
         self.runs += 1
-        if self._strides is not None and (
-            [a.strides for a in arrays] != self._strides
-            or (self._written and not _apart(arrays, self._written))
-        ):
+        if self._strides is not None and not self._inplace_holds(arrays):
             self._no_inplace()  # other layouts than the first run's, or inputs that share memory now
         if self._fn is not None:
             with np.errstate(all="ignore"):  # log(-1) is NaN by definition, not a warning
@@ -618,6 +617,26 @@ class Plan:
         """The calls of later runs (`_schedule`), and the loop that makes them."""
         self.calls = self._schedule()
         self._loop = [(_fixed(step), _args(step), _outs(step)) for step in self.calls]
+
+    def _inplace_holds(self, arrays: Sequence[np.ndarray]) -> bool:
+        """Whether a run on `arrays` may keep in place: the first run's strides, and no array written
+        into (a captured tensor's) sharing memory with another input. The captured tensors' arrays are
+        the same objects from run to run: what depends on them alone is kept while they are, and a
+        run checks its arguments against it."""
+        n = self.program.n_args
+        captured = arrays[n:]
+        known = self._captured_check
+        if known is None or len(known[0]) != len(captured) or not all(map(operator.is_, known[0], captured)):
+            same_strides = [a.strides for a in captured] == self._strides[n:]
+            written = [i - n for i in self._written]
+            roots = [id(_root(a)) for a in captured]
+            counts = collections.Counter(roots)
+            apart = all(i >= 0 and counts[roots[i]] == 1 for i in written)
+            written_roots = {roots[i] for i in written}
+            known = self._captured_check = (list(captured), same_strides and apart, written_roots)
+        if not known[1] or [a.strides for a in arrays[:n]] != self._strides[:n]:
+            return False
+        return all(id(_root(a)) not in known[2] for a in arrays[:n])
 
     def _no_inplace(self) -> None:
         """Every step allocates its result again (and the generated function is made again)."""
