@@ -481,12 +481,13 @@ class Plan:
                 return i
         return None
 
-    def _merge_groups(self) -> list[tuple[tuple[int, ...], Merged]]:
+    def _merge_groups(self) -> list[tuple[tuple[int, ...], Any, Callable, tuple[int, ...]]]:
         """Groups of fused steps `(k1, ..., k)` that a run may make one kernel call at step k, each with
-        that call: step k reads the results of the earlier ones, fused steps of the same result shape
-        whose results nothing else reads or returns (an optimizer's new moments, which the parameter's
-        update reads: one pass reads the gradient and the old values, and writes all three). The
-        merged kernels are made now, so that they are built with the plan's other fused kernels."""
+        the merged op, its kernel (params bound) and its input slots: step k reads the results of the
+        earlier ones, fused steps of the same result shape whose results nothing else reads or returns
+        (an optimizer's new moments, which the parameter's update reads: one pass reads the gradient
+        and the old values, and writes all three). The merged kernels are made now, so that they are
+        built with the plan's other fused kernels."""
         steps = self.steps
         readers: dict[int, set[int]] = collections.defaultdict(set)
         for k, step in enumerate(steps):
@@ -521,7 +522,7 @@ class Plan:
             if kernel is None or not getattr(kernel, "writes_into", False):
                 continue
             roots.add(k)
-            groups.append(((*parts, k), Merged(op, functools.partial(kernel, params=params), keys, group)))
+            groups.append(((*parts, k), op, functools.partial(kernel, params=params), keys))
         return groups
 
     def _schedule(self) -> list[Step]:
@@ -531,13 +532,13 @@ class Plan:
         steps = self.steps
         merged: dict[int, Step] = {}
         dropped: set[int] = set()
-        for group, call in self._groups if self.merge else ():
+        for group, op, kernel, ins in self._groups if self.merge else ():
             first, last = group[0], group[-1]
             if any(steps[j].fix is not None for j in group) or any(
                 steps[j].into is not None for j in range(first, last) if j not in group
             ):
                 continue
-            merged[last] = Merged(call.op, call.kernel, call.ins, [steps[j] for j in group])
+            merged[last] = Merged(op, kernel, ins, [steps[j] for j in group])
             dropped.update(group[:-1])
         if not merged:
             return steps
@@ -606,7 +607,7 @@ class Plan:
                 self._strides = [a.strides for a in arrays]
             position = {slot: i for i, slot in enumerate(self.input_slots)}
             self._written = [position[s.into] for s in self.steps if s.into in position]
-            if self._written and not _apart(arrays, self._written):
+            if self._written and not self._inplace_holds(arrays):
                 self._no_inplace()
         self._start_loop()
         if self.runs >= self.generate_after:
@@ -698,14 +699,6 @@ def _root(array: np.ndarray) -> np.ndarray:
     while isinstance(array.base, np.ndarray):
         array = array.base
     return array
-
-
-def _apart(arrays: Sequence[np.ndarray], written: list[int]) -> bool:
-    """Whether each array at a position in `written` shares its memory (its base array) with no other
-    argument: writing it then changes no other input."""
-    roots = [id(_root(a)) for a in arrays]
-    counts = collections.Counter(roots)
-    return all(counts[roots[i]] == 1 for i in written)
 
 
 def _ufunc_step(step: Step) -> bool:

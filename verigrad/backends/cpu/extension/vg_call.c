@@ -58,9 +58,12 @@ static Py_ssize_t at_nd = 0, at_dims, at_strides, at_descr, at_flags, at_chars;
 #define MAX_WORDS 1024
 #define LAYOUT_FLAGS (0x1 | 0x100 | 0x400) /* NumPy's C_CONTIGUOUS, ALIGNED, WRITEABLE */
 
+/* An array's data pointer, where `arrays` said an array object keeps it. */
+static inline I data_of(PyObject *a) { return *(I *)((char *)a + array_data); }
+
 static int integer(PyObject *a, I *out) {
     if (array_type != NULL && PyObject_TypeCheck(a, array_type)) { /* memmap too: the same object layout */
-        *out = *(I *)((char *)a + array_data);
+        *out = data_of(a);
         return 0;
     }
     if (PyLong_Check(a)) {
@@ -93,7 +96,7 @@ static int pointers(PyObject *a, I *out) {
         if (item == Py_None) {
             out[k] = 0;
         } else if (PyObject_TypeCheck(item, array_type)) {
-            out[k] = *(I *)((char *)item + array_data);
+            out[k] = data_of(item);
             if (out[k] & 7) return 1;
         } else {
             return 1;
