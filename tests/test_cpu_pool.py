@@ -39,6 +39,12 @@ TILED = [
     ((2, 3, 7, 6), (3, 1)),
     ((2, 3, 5, 4), 1),
     ((2, 1, 6, 8), 2),  # NHWC with one channel: the pools run their decompositions, the gradient pooling.c
+    # NCHW rows 8 and 4 wide, taken as one run of windows, 8 a step (AVX2): whole steps, steps and a
+    # rest, and a rest only
+    ((2, 3, 4, 4), 2),
+    ((3, 5, 4, 4), 2),
+    ((1, 3, 6, 8), 2),
+    ((1, 1, 2, 4), 2),
 ]
 KINDS = ("plain", "ties", "zeros", "special")
 
@@ -88,8 +94,9 @@ def _tiled_views(a: np.ndarray) -> list[np.ndarray]:
 
 @pytest.mark.parametrize("name", POOLS)
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
-def test_views_are_read_in_place(name: str, layout: str, small_chunks) -> None:
-    shape, kernel = (2, 4, 6, 14), 2
+@pytest.mark.parametrize("shape", [(2, 4, 6, 14), (2, 4, 6, 8)])
+def test_views_are_read_in_place(name: str, layout: str, shape: tuple, small_chunks) -> None:
+    kernel = 2
     params = _params(name, kernel, layout)
     verigrad.set_threads(2)
     arrays = _arrays(name, shape, kernel, layout, "f32", "ties")
@@ -107,7 +114,7 @@ def test_views_are_read_in_place(name: str, layout: str, small_chunks) -> None:
 @pytest.mark.parametrize("name", POOLS)
 def test_every_thread_count_gives_the_same_bits(name: str, small_chunks) -> None:
     for (shape, kernel), layout in itertools.product(
-        [((3, 5, 11, 14), 2), ((3, 5, 9, 10), 3)], ("NCHW", "NHWC")
+        [((3, 5, 11, 14), 2), ((3, 5, 9, 10), 3), ((3, 5, 4, 4), 2), ((5, 3, 6, 8), 2)], ("NCHW", "NHWC")
     ):
         arrays = _arrays(name, shape, kernel, layout, "f32", "ties")
         results = []

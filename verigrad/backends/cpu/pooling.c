@@ -1,7 +1,8 @@
 /* Fast paths of conv.c's pooling kernels (max_pool2d, avg_pool2d, max_pool2d_grad) for windows that tile
  * the image: stride == kernel, no padding, no dilation, and the innermost axis (w in NCHW, c in NHWC)
  * contiguous in the image and the output gradient. One pass over the data, on SSE2 vectors (elsewhere
- * scalar), 2x2 windows specialised.
+ * scalar), 2x2 windows specialised; packed f32 NCHW images 4 or 8 wide as one run of windows on AVX2
+ * (flat_run).
  *
  * `geo` is conv.c's geometry array (the G_ layout below is its own). Each function returns 1 when it
  * ran, 0 when the case is not one of its own (the caller then runs conv.c's kernel, which takes any).
@@ -293,6 +294,155 @@ static void *scratch(int64_t n, size_t size) {
     return p;
 }
 
+/* 2x2 windows over a whole C-contiguous NCHW tensor whose image rows are 4 or 8 wide (the small CNN's
+ * pools), f32 on AVX2: the rows of windows are too short for the row loop above (its set-up per row cost
+ * more than the row), so the tensor is taken as one run of windows, 8 a step (32 image elements: 2 rows
+ * of windows of 4, or 4 of 2), and the rest one at a time. Each window folds its four values in kernel
+ * order with the same selects as above, so the bits are the same. Threads split steps; the chunk with
+ * the last step also does the rest. */
+typedef struct {
+    const float *x, *gy;
+    float *out;
+    int64_t WO, windows; /* windows in all */
+} flat_args;
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <immintrin.h>
+#define FLAT_AVX2 __attribute__((target("avx2"), always_inline)) static inline
+
+static int flat_cpu(void) {
+    static int known = -1;
+    if (known < 0) known = __builtin_cpu_supports("avx2");
+    return known;
+}
+
+/* Whether the tensor is packed: each axis of size > 1 has the stride of a C-contiguous array. */
+static int packed(const int64_t *shape, const int64_t *strides) {
+    int64_t step = 1;
+    for (int i = 3; i >= 0; i--) {
+        if (shape[i] > 1 && strides[i] != step) return 0;
+        step *= shape[i];
+    }
+    return 1;
+}
+
+static int flat(const int64_t *g, int grad) {
+    const int64_t x[4] = {g[G_N], g[G_C], g[G_H], g[G_W]}, y[4] = {g[G_N], g[G_C], g[G_HO], g[G_WO]};
+    return !g[G_LAYOUT] && g[G_KH] == 2 && g[G_KW] == 2 && tiles(g, grad) && (g[G_WO] == 2 || g[G_WO] == 4) &&
+           g[G_H] == 2 * g[G_HO] && g[G_W] == 2 * g[G_WO] && packed(x, g + G_XS) &&
+           (!grad || packed(y, g + G_YS)) && flat_cpu();
+}
+
+FLAT_AVX2 __m256 flat_sel(__m256 m, __m256 a, __m256 b) { return _mm256_blendv_ps(b, a, m); }
+FLAT_AVX2 __m256 flat_max(__m256 b, __m256 v) {
+    return flat_sel(_mm256_or_ps(_mm256_cmp_ps(b, v, _CMP_GT_OQ), _mm256_cmp_ps(b, b, _CMP_UNORD_Q)), b, v);
+}
+FLAT_AVX2 __m256 flat_takes(__m256 b, __m256 v) {
+    __m256 later = _mm256_or_ps(_mm256_cmp_ps(v, b, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    return _mm256_and_ps(_mm256_cmp_ps(b, b, _CMP_ORD_Q), later);
+}
+FLAT_AVX2 __m256 flat_swap_middle(__m256 v) { /* 64-bit pieces 0 2 1 3: its own inverse */
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), 0xd8));
+}
+
+/* A step's four values of each window, v[k] for kernel offset k. Windows of 4: rows a and b are
+ * p[0..7] p[8..15] (row 0 and 1 of a) and p[16..31], and the windows' order in the vectors is a0 a1 b0
+ * b1 | a2 a3 b2 b3 (flat_swap_middle puts it right); windows of 2: four rows of windows of 8 elements
+ * each, in order. */
+FLAT_AVX2 void flat_load(const float *p, int64_t WO, __m256 v[4]) {
+    __m256 a = _mm256_loadu_ps(p), b = _mm256_loadu_ps(p + 8), c = _mm256_loadu_ps(p + 16),
+           d = _mm256_loadu_ps(p + 24), r0, r0b, r1, r1b;
+    if (WO == 4) {
+        r0 = a, r1 = b, r0b = c, r1b = d;
+    } else { /* a = [row 0 of a | row 1 of a], and so on: rows 0 of a c, b d; rows 1 of a c, b d */
+        r0 = _mm256_permute2f128_ps(a, c, 0x20), r1 = _mm256_permute2f128_ps(a, c, 0x31);
+        r0b = _mm256_permute2f128_ps(b, d, 0x20), r1b = _mm256_permute2f128_ps(b, d, 0x31);
+    }
+    v[0] = _mm256_shuffle_ps(r0, r0b, 0x88), v[1] = _mm256_shuffle_ps(r0, r0b, 0xdd);
+    v[2] = _mm256_shuffle_ps(r1, r1b, 0x88), v[3] = _mm256_shuffle_ps(r1, r1b, 0xdd);
+}
+
+/* flat_load turned around: each window's four values d[k] back to their places. */
+FLAT_AVX2 void flat_store(float *p, int64_t WO, const __m256 d[4]) {
+    __m256 r0 = _mm256_unpacklo_ps(d[0], d[1]), r0b = _mm256_unpackhi_ps(d[0], d[1]);
+    __m256 r1 = _mm256_unpacklo_ps(d[2], d[3]), r1b = _mm256_unpackhi_ps(d[2], d[3]), a, b, c, e;
+    if (WO == 4) {
+        a = r0, b = r1, c = r0b, e = r1b;
+    } else {
+        a = _mm256_permute2f128_ps(r0, r1, 0x20), c = _mm256_permute2f128_ps(r0, r1, 0x31);
+        b = _mm256_permute2f128_ps(r0b, r1b, 0x20), e = _mm256_permute2f128_ps(r0b, r1b, 0x31);
+    }
+    _mm256_storeu_ps(p, a), _mm256_storeu_ps(p + 8, b), _mm256_storeu_ps(p + 16, c), _mm256_storeu_ps(p + 24, e);
+}
+
+/* Window j's first value: rows of windows are 4*WO elements apart, windows in a row 2 apart. */
+static inline int64_t flat_at(int64_t j, int64_t WO) { return 4 * WO * (j / WO) + 2 * (j % WO); }
+
+__attribute__((target("avx2"))) static void flat_max_chunk(void *ctx, int64_t lo, int64_t hi) {
+    const flat_args *a = (const flat_args *)ctx;
+    const int64_t WO = a->WO, W = 2 * WO, steps = a->windows / 8;
+    for (int64_t s = lo; s < hi; s++) {
+        __m256 v[4];
+        flat_load(a->x + 32 * s, WO, v);
+        __m256 m = flat_max(flat_max(flat_max(v[0], v[1]), v[2]), v[3]);
+        _mm256_storeu_ps(a->out + 8 * s, WO == 4 ? flat_swap_middle(m) : m);
+    }
+    if (hi == steps)
+        for (int64_t j = 8 * steps; j < a->windows; j++) {
+            const float *p = a->x + flat_at(j, WO);
+            a->out[j] = max4_f32(p[0], p[1], p[W], p[W + 1]);
+        }
+}
+
+__attribute__((target("avx2"))) static void flat_grad_chunk(void *ctx, int64_t lo, int64_t hi) {
+    const flat_args *a = (const flat_args *)ctx;
+    const int64_t WO = a->WO, W = 2 * WO, steps = a->windows / 8;
+    const __m256 zero = _mm256_setzero_ps();
+    for (int64_t s = lo; s < hi; s++) {
+        __m256 v[4], d[4], g = _mm256_loadu_ps(a->gy + 8 * s);
+        flat_load(a->x + 32 * s, WO, v);
+        if (WO == 4) g = flat_swap_middle(g);
+        __m256 t1 = flat_takes(v[0], v[1]), b = flat_sel(t1, v[1], v[0]);
+        __m256 t2 = flat_takes(b, v[2]);
+        b = flat_sel(t2, v[2], b);
+        __m256 t3 = flat_takes(b, v[3]), later = _mm256_or_ps(t2, t3);
+        g = _mm256_add_ps(g, zero);
+        d[0] = _mm256_andnot_ps(_mm256_or_ps(later, t1), g);
+        d[1] = _mm256_and_ps(_mm256_andnot_ps(later, t1), g);
+        d[2] = _mm256_and_ps(_mm256_andnot_ps(t3, t2), g);
+        d[3] = _mm256_and_ps(t3, g);
+        flat_store(a->out + 32 * s, WO, d);
+    }
+    if (hi == steps)
+        for (int64_t j = 8 * steps; j < a->windows; j++) {
+            const float *p = a->x + flat_at(j, WO);
+            float *o = a->out + flat_at(j, WO), v = a->gy[j] + 0.0f;
+            int k = arg4_f32(p[0], p[1], p[W], p[W + 1]);
+            o[0] = k == 0 ? v : 0.0f, o[1] = k == 1 ? v : 0.0f, o[W] = k == 2 ? v : 0.0f, o[W + 1] = k == 3 ? v : 0.0f;
+        }
+}
+
+/* Runs the flat kernel when the case is its own (1), else 0. */
+static int flat_run(const float *x, const float *gy, float *out, const int64_t *g, int64_t min_chunk, int threads) {
+    if (!flat(g, gy != 0)) return 0;
+    flat_args a = {.x = x, .gy = gy, .out = out, .WO = g[G_WO], .windows = g[G_N] * g[G_C] * g[G_HO] * g[G_WO]};
+    int64_t steps = a.windows / 8, per = min_chunk / 32 > 0 ? min_chunk / 32 : 1;
+    vg_chunk_fn fn = gy ? flat_grad_chunk : flat_max_chunk;
+    if (steps == 0)
+        fn(&a, 0, 0);
+    else
+        vg_parallel_for(steps, per, threads, fn, &a);
+    return 1;
+}
+#define flat_max_f32(x, out, g, min_chunk, threads) flat_run(x, 0, out, g, min_chunk, threads)
+#define flat_grad_f32(x, gy, out, g, min_chunk, threads) flat_run(x, gy, out, g, min_chunk, threads)
+#else
+#define flat_max_f32(...) 0
+#define flat_grad_f32(...) 0
+#endif
+#define flat_max_f64(...) 0
+#define flat_grad_f64(...) 0
+
 #define TILE_KERNELS(T, NAME)                                                                           \
     /* Windows of any size (see vfold_max): maxima into o, and first maxima's offsets (as T) into arg. */ \
     static inline void fold_max_##NAME(const T *s0, int64_t si, int64_t sj, int64_t se, int64_t n,     \
@@ -387,6 +537,7 @@ static void *scratch(int64_t n, size_t size) {
                                                                                                         \
     int vg_tile_max_pool_##NAME(const T *x, T *out, const int64_t *g, int64_t min_chunk, int threads) { \
         if (!tiles(g, 0)) return 0;                                                                     \
+        if (flat_max_##NAME(x, out, g, min_chunk, threads)) return 1;                                   \
         tile_args a = {.x = x, .out = out, .g = g};                                                     \
         run_rows(g, max_chunk_##NAME, &a, min_chunk, threads);                                          \
         return 1;                                                                                       \
@@ -487,6 +638,7 @@ static void *scratch(int64_t n, size_t size) {
     int vg_tile_max_pool_grad_##NAME(const T *x, const T *gy, T *out, const int64_t *g,                 \
                                      int64_t min_chunk, int threads) {                                  \
         if (!tiles(g, 1)) return 0;                                                                     \
+        if (flat_grad_##NAME(x, gy, out, g, min_chunk, threads)) return 1;                              \
         tile_args a = {.x = x, .gy = gy, .out = out, .g = g};                                           \
         run_rows(g, grad_chunk_##NAME, &a, min_chunk, threads);                                         \
         return 1;                                                                                       \
