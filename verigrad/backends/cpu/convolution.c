@@ -549,19 +549,20 @@ typedef struct {
         return vg_all_finite_##NAME(dw, 1, size, size);                                                  \
     }
 
-/* Implicit GEMM (f32, AVX2 and FMA; NCHW, stride 1): conv2d with no columns in memory. Each output
- * element is one FMA chain over the taps k = (c, i, j) in order from 0 (a sum of depth C*KH*KW, within
- * the bound of the GEMM's other orders), so the bits do not depend on the thread count. A tile is 8
- * output pixels (a row's run of 8, the last one ending at the row's end; on 4-wide rows, two rows) by
- * 6 output channels, for two tiles of pixels at once: per tap, two vector loads of the padded image at
- * the tap's offset, six weights broadcast, twelve FMAs. Weights are repacked k-major, the channels
+/* Implicit GEMM (f32, AVX2 and FMA; NCHW, stride 1): conv2d with no columns in memory. Each output element
+ * is one FMA chain over the taps k = (c, i, j) in order from 0 (a sum of depth C*KH*KW, within the bound
+ * of the GEMM's other orders), so the bits do not depend on the thread count. A tile is 8 output pixels (a
+ * row's run of 8, the last one ending at the row's end; on 4-wide rows, two rows) by 6 output channels,
+ * for two tiles of pixels at once: per tap, two vector loads of the padded image at the tap's offset, six
+ * weights broadcast, twelve FMAs (4-wide rows read a copy of the padded image with each kernel column's 4
+ * columns packed, where a tap's two rows of 4 are neighbours). Weights are repacked k-major, the channels
  * padded to a multiple of 6 with zeros. conv2d_input_grad of such a convolution (padding at most the
  * dilated kernel's extent less one) is conv2d of the output gradient with the kernel flipped and its
  * channel axes swapped, so it takes the same path, and no columns are added back. The weight gradient's
  * partial sum over a block of images (as the GEMM path's) takes the output gradient pixel-major (16
- * channels a vector pair, padded with zeros) and a tile of 16 output channels by 6 taps: per pixel, two
- * vector loads, six image values broadcast, twelve FMAs; each sum one FMA chain over the block's pixels
- * in order. */
+ * channels a vector pair, padded with zeros; transposed in 8x8 blocks) and a tile of 16 output channels by
+ * 6 taps: per pixel, two vector loads, six image values broadcast, twelve FMAs; each sum one FMA chain
+ * over the block's pixels in order. */
 static int implicit_f32(const int64_t *g);
 static int implicit_forward_f32(const float *x, const float *w, float *out, const int64_t *g, int threads);
 static int implicit_input_f32(const float *gy, const float *w, float *dx, const int64_t *g, int threads);
@@ -619,30 +620,62 @@ typedef struct {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #include <immintrin.h>
 
-/* The 8 pixels of a tile at `p` (the padded image at a tap's offset plus the tile's start): a row's run,
- * or (`two_rows`) 4 of a row and 4 of the next, WP apart. */
-__attribute__((target("avx2,fma"), always_inline)) static inline __m256 implicit_load(const float *p, int two_rows,
-                                                                                      int64_t WP) {
-    if (!two_rows) return _mm256_loadu_ps(p);
-    return _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(p)), _mm_loadu_ps(p + WP), 1);
+/* 4-wide rows: for each kernel column j, the padded image's columns j*DW .. j*DW + 3 of every row, packed
+ * (stack[j][c][r][0..3]), so that a tap's two rows of 4 pixels are 8 neighbours (one load, no insert). */
+__attribute__((target("avx2,fma"))) static void stack_columns(const int64_t *g, const float *padded, float *stack) {
+    const int64_t WP = g[G_W] + 2 * g[G_PW], ROWS = g[G_C] * (g[G_H] + 2 * g[G_PH]);
+    for (int64_t j = 0; j < g[G_KW]; j++, stack += ROWS * 4)
+        for (int64_t r = 0; r < ROWS; r++) _mm_storeu_ps(stack + r * 4, _mm_loadu_ps(padded + r * WP + j * g[G_DW]));
 }
 
+/* stack_columns straight from an image 4 wide whose kernel columns start at most one column off its own
+ * (3 wide, padding 1): each row shifted by a lane; the padding rows of `stack` are left as they are
+ * (zero). Returns 0 (nothing done) for other images. */
+__attribute__((target("avx2,fma"))) static int stack_image(const int64_t *g, const float *x, float *stack) {
+    const int64_t C = g[G_C], H = g[G_H], PH = g[G_PH], HP = H + 2 * PH;
+    if (g[G_W] != 4) return 0;
+    for (int64_t j = 0; j < g[G_KW]; j++) {
+        const int64_t shift = j * g[G_DW] - g[G_PW];
+        if (shift < -1 || shift > 1) return 0;
+    }
+    for (int64_t j = 0; j < g[G_KW]; j++) {
+        const int64_t shift = j * g[G_DW] - g[G_PW];
+        for (int64_t c = 0; c < C; c++) {
+            float *dst = stack + ((j * C + c) * HP + PH) * 4;
+            const float *src = x + c * H * 4;
+            for (int64_t r = 0; r < H; r++) {
+                __m128i v = _mm_castps_si128(_mm_loadu_ps(src + r * 4));
+                v = shift < 0 ? _mm_slli_si128(v, 4) : shift > 0 ? _mm_srli_si128(v, 4) : v;
+                _mm_storeu_ps(dst + r * 4, _mm_castsi128_ps(v));
+            }
+        }
+    }
+    return 1;
+}
+
+/* The taps' offsets in stack_columns' layout. */
+static void stack_offsets(const int64_t *g, int64_t *off) {
+    const int64_t HP = g[G_H] + 2 * g[G_PH], COLUMN = g[G_C] * HP * 4;
+    for (int64_t c = 0, k = 0; c < g[G_C]; c++)
+        for (int64_t i = 0; i < g[G_KH]; i++)
+            for (int64_t j = 0; j < g[G_KW]; j++, k++) off[k] = j * COLUMN + c * HP * 4 + i * g[G_DH] * 4;
+}
+
+/* `src`: the padded image (rows of 8 or more), or its stack_columns (rows of 4). */
 __attribute__((target("avx2,fma"), always_inline)) static inline void implicit_image(const implicit_job *J,
-                                                                                     const float *padded,
-                                                                                     float *y, int two_rows) {
+                                                                                     const float *src, float *y) {
     const int64_t *g = J->g, *off = J->off, *seg = J->seg, K = J->K, OP = J->OP, O = g[G_O];
-    const int64_t HOWO = g[G_HO] * g[G_WO], WP = g[G_W] + 2 * g[G_PW];
+    const int64_t HOWO = g[G_HO] * g[G_WO];
     for (int64_t ch = 0; ch < OP; ch += IMPLICIT_CH) {
         const int64_t m = O - ch < IMPLICIT_CH ? O - ch : IMPLICIT_CH;
         for (int64_t t = 0; t < J->tiles; t += 2) {
             const int64_t t1 = t + 1 < J->tiles ? t + 1 : t;
-            const float *p0 = padded + seg[2 * t + 1], *p1 = padded + seg[2 * t1 + 1];
+            const float *p0 = src + seg[2 * t + 1], *p1 = src + seg[2 * t1 + 1];
             __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0;
             __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0, b5 = a0;
             const float *w = J->wt + ch;
             for (int64_t k = 0; k < K; k++, w += OP) {
-                const __m256 u = implicit_load(p0 + off[k], two_rows, WP);
-                const __m256 v = implicit_load(p1 + off[k], two_rows, WP);
+                const __m256 u = _mm256_loadu_ps(p0 + off[k]), v = _mm256_loadu_ps(p1 + off[k]);
                 __m256 c = _mm256_broadcast_ss(w);
                 a0 = _mm256_fmadd_ps(u, c, a0), b0 = _mm256_fmadd_ps(v, c, b0);
                 c = _mm256_broadcast_ss(w + 1);
@@ -671,18 +704,64 @@ __attribute__((target("avx2,fma"))) static void implicit_chunk(void *ctx, int64_
     const int64_t PADDED = g[G_C] * (g[G_H] + 2 * g[G_PH]) * (g[G_W] + 2 * g[G_PW]);
     const int64_t IMG = g[G_C] * g[G_H] * g[G_W], OUT = g[G_O] * g[G_HO] * g[G_WO];
     float *padded = (float *)zeroed_scratch(PADDED, sizeof(float));
+    const int64_t STACK = g[G_KW] * (PADDED / (g[G_W] + 2 * g[G_PW])) * 4; /* rows of 4, each kernel column's */
+    float *stack = g[G_WO] == 4 ? (float *)zeroed_scratch(STACK, sizeof(float)) : 0;
     int ok = 1;
     for (int64_t n = lo; n < hi; n++) {
-        pad_image_f32(J->x + n * IMG, g, padded);
         float *y = J->out + n * OUT;
-        if (g[G_WO] >= 8)
-            implicit_image(J, padded, y, 0);
-        else
-            implicit_image(J, padded, y, 1);
+        if (stack) {
+            if (!stack_image(g, J->x + n * IMG, stack)) {
+                pad_image_f32(J->x + n * IMG, g, padded);
+                stack_columns(g, padded, stack);
+            }
+            implicit_image(J, stack, y);
+        } else {
+            pad_image_f32(J->x + n * IMG, g, padded);
+            implicit_image(J, padded, y);
+        }
         ok &= vg_all_finite_f32(y, 1, OUT, OUT);
     }
     free(padded);
+    free(stack);
     if (!ok) __atomic_store_n(&J->bad, 1, __ATOMIC_RELAXED);
+}
+
+/* dst[p * OP + o] = src[o * P + p] for o < O, p < P: an image's output gradient pixel-major, 8x8 blocks
+ * transposed in registers. */
+__attribute__((target("avx2,fma"))) static void pixel_major(const float *src, int64_t O, int64_t P, float *dst,
+                                                            int64_t OP) {
+    int64_t o = 0;
+    for (; o + 8 <= O; o += 8) {
+        int64_t p = 0;
+        for (; p + 8 <= P; p += 8) {
+            const float *s = src + o * P + p;
+            __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + P), r2 = _mm256_loadu_ps(s + 2 * P),
+                   r3 = _mm256_loadu_ps(s + 3 * P), r4 = _mm256_loadu_ps(s + 4 * P),
+                   r5 = _mm256_loadu_ps(s + 5 * P), r6 = _mm256_loadu_ps(s + 6 * P),
+                   r7 = _mm256_loadu_ps(s + 7 * P);
+            __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+            __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+            __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+            __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+            __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee);
+            __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
+            __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee);
+            __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+            float *d = dst + p * OP + o;
+            _mm256_storeu_ps(d, _mm256_permute2f128_ps(u0, u4, 0x20));
+            _mm256_storeu_ps(d + OP, _mm256_permute2f128_ps(u1, u5, 0x20));
+            _mm256_storeu_ps(d + 2 * OP, _mm256_permute2f128_ps(u2, u6, 0x20));
+            _mm256_storeu_ps(d + 3 * OP, _mm256_permute2f128_ps(u3, u7, 0x20));
+            _mm256_storeu_ps(d + 4 * OP, _mm256_permute2f128_ps(u0, u4, 0x31));
+            _mm256_storeu_ps(d + 5 * OP, _mm256_permute2f128_ps(u1, u5, 0x31));
+            _mm256_storeu_ps(d + 6 * OP, _mm256_permute2f128_ps(u2, u6, 0x31));
+            _mm256_storeu_ps(d + 7 * OP, _mm256_permute2f128_ps(u3, u7, 0x31));
+        }
+        for (; p < P; p++)
+            for (int64_t e = 0; e < 8; e++) dst[p * OP + o + e] = src[(o + e) * P + p];
+    }
+    for (; o < O; o++)
+        for (int64_t p = 0; p < P; p++) dst[p * OP + o] = src[o * P + p];
 }
 
 /* The weight gradient's partial sum over images n0 .. n0+nb into part[O x K]: `padded` holds their padded
@@ -741,9 +820,7 @@ __attribute__((target("avx2,fma"))) static void implicit_weight_chunk(void *ctx,
         const int64_t n0 = b * J->block, nb = N - n0 < J->block ? N - n0 : J->block;
         for (int64_t n = 0; n < nb; n++) {
             pad_image_f32(J->x + (n0 + n) * IMG, g, padded + n * PADDED);
-            const float *gn = J->wt + (n0 + n) * O * HOWO;
-            for (int64_t o = 0; o < O; o++)
-                for (int64_t p = 0; p < HOWO; p++) gt[(n * HOWO + p) * OP + o] = gn[o * HOWO + p];
+            pixel_major(J->wt + (n0 + n) * O * HOWO, O, HOWO, gt + n * HOWO * OP, OP);
         }
         implicit_wblock(g, J->off, K, padded, gt, nb, OP, J->out + b * O * K);
     }
@@ -763,11 +840,14 @@ static int implicit_forward_f32(const float *x, const float *w, float *out, cons
     int64_t *off = (int64_t *)scratch(K, sizeof(int64_t)), *seg = (int64_t *)scratch(2 * tiles, sizeof(int64_t));
     for (int64_t o = 0; o < O; o++)
         for (int64_t k = 0; k < K; k++) wt[k * OP + o] = w[o * K + k];
-    tap_offsets(g, off);
+    if (WO >= 8)
+        tap_offsets(g, off);
+    else
+        stack_offsets(g, off);
     for (int64_t t = 0; t < tiles; t++) {
         int64_t oh = WO >= 8 ? t / per_row : 2 * t, c0 = WO >= 8 ? (t % per_row) * 8 : 0;
         int64_t c = c0 + 8 <= WO || WO < 8 ? c0 : WO - 8;
-        seg[2 * t] = oh * WO + c, seg[2 * t + 1] = oh * WP + c;
+        seg[2 * t] = oh * WO + c, seg[2 * t + 1] = WO >= 8 ? oh * WP + c : oh * 4;
     }
     implicit_job J = {.x = x, .wt = wt, .out = out, .g = g, .off = off, .seg = seg, .K = K, .OP = OP, .tiles = tiles};
     vg_parallel_for(g[G_N], 1, threads, implicit_chunk, &J);
