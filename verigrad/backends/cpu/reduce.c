@@ -112,6 +112,24 @@ static inline int64_t next_offset(const vg_red *d, int64_t *idx, int64_t off) {
             return pairwise_##SUF(a, n2) + pairwise_##SUF(a + n2, n - n2);                    \
         }                                                                                     \
     }                                                                                         \
+    /* pairwise_ for a run of at most PW_BLOCK elements, inlined (a bias gradient sums short      \
+     * runs: 16 or 64 pixels), its eight accumulators in locals (vectors, where built for them) */ \
+    static inline double short_run_##SUF(const T *a, int64_t n) {                            \
+        if (n < 8) {                                                                          \
+            double res = 0.0;                                                                 \
+            for (int64_t i = 0; i < n; i++) res += (double)a[i];                              \
+            return res;                                                                       \
+        }                                                                                     \
+        double r0 = a[0], r1 = a[1], r2 = a[2], r3 = a[3], r4 = a[4], r5 = a[5], r6 = a[6], r7 = a[7]; \
+        int64_t i;                                                                            \
+        for (i = 8; i < n - (n % 8); i += 8) {                                                \
+            r0 += (double)a[i], r1 += (double)a[i + 1], r2 += (double)a[i + 2], r3 += (double)a[i + 3]; \
+            r4 += (double)a[i + 4], r5 += (double)a[i + 5], r6 += (double)a[i + 6], r7 += (double)a[i + 7]; \
+        }                                                                                     \
+        double res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7));                       \
+        for (; i < n; i++) res += (double)a[i];                                               \
+        return res;                                                                           \
+    }                                                                                         \
     /* The sum of n elements as NumPy's add.reduce gives it: pairwise within blocks. */       \
     double vg_pairwise_##SUF(const T *a, int64_t n, int64_t block) {                          \
         double acc = 0.0;                                                                     \
@@ -121,7 +139,7 @@ static inline int64_t next_offset(const vg_red *d, int64_t *idx, int64_t off) {
 
 /* sum and mean: SCALE(acc) is the result before the cast to T. */
 #define SUM(T, SUF)                                                                           \
-    static void sum_##SUF##_chunk(void *ctx, int64_t lo, int64_t hi) {                        \
+    VG_CLONES static void sum_##SUF##_chunk(void *ctx, int64_t lo, int64_t hi) {              \
         vg_rjob *p = (vg_rjob *)ctx;                                                          \
         const vg_red *d = p->d;                                                               \
         const T *xs = (const T *)p->x;                                                        \
@@ -129,13 +147,15 @@ static inline int64_t next_offset(const vg_red *d, int64_t *idx, int64_t off) {
         int64_t nred = reduced_count(d), inner = d->inner, idx[VG_RMAX];                      \
         double count = (double)d->count;                                                      \
         if (d->inner_reduced) {                                                               \
+            const int short_runs = inner <= PW_BLOCK && inner <= d->block;                    \
             for (int64_t o = lo; o < hi; o++) {                                               \
                 const T *base = xs + kept_offset(d, o);                                       \
                 double acc = 0.0;                                                             \
                 int64_t off = 0;                                                              \
                 memset(idx, 0, sizeof idx);                                                   \
                 for (int64_t j = 0; j < nred; j++) {                                          \
-                    acc += vg_pairwise_##SUF(base + off, inner, d->block);                    \
+                    acc += short_runs ? short_run_##SUF(base + off, inner)                    \
+                                      : vg_pairwise_##SUF(base + off, inner, d->block);       \
                     off = next_offset(d, idx, off);                                           \
                 }                                                                             \
                 ys[o] = (T)(count > 0 ? acc / count : acc);                                   \
