@@ -71,6 +71,8 @@ class Compiled:
         self._fixed: tuple[Any, Any] | None = None  # the entry of declared specs, once traced
         self._seen: dict[Any, Any] = {}  # (program, argument shapes, dtypes and layouts) -> plan
         self._layouts: dict[int, tuple[list, tuple]] = {}  # program -> its captured arrays, their layouts
+        self._quick: dict[Any, tuple[Any, Any]] = {}  # argument shapes and dtypes -> _entry's answer
+        self._captured: dict[int, dict[str, Tensor]] = {}  # program -> its captured tensors by name
         self.counts = {"traces": 0, "plans": 0, "hits": 0}
         functools.update_wrapper(self, fn, updated=())
 
@@ -89,6 +91,20 @@ class Compiled:
     def _entry(self, args: tuple[Tensor, ...]) -> tuple[Any, Any]:
         if self._fixed is not None:  # declared specs, traced once (hashing them costs ~1 us each)
             return self._fixed
+        if self.specs is not None:
+            return self._traced(args)
+        # the default signature depends on the arguments' shapes and dtypes (and B's declared multiple)
+        # alone: making it costs ~10 us a call, so the entry is kept by them
+        quick = (tuple([(a.shape, a.dtype) for a in args]), multiple_of("B"))
+        entry = self._quick.get(quick)
+        if entry is None:
+            entry = self._traced(args)
+            if len(self._quick) > 1024:
+                self._quick.clear()
+            self._quick[quick] = entry
+        return entry
+
+    def _traced(self, args: tuple[Tensor, ...]) -> tuple[Any, Any]:
         specs = self.specs or _default_specs(args)
         key = tuple(specs)
         if key in self._needs_concrete:
@@ -101,7 +117,7 @@ class Compiled:
                 if self.specs is not None or all(is_concrete(s.shape) for s in specs):
                     raise
                 self._needs_concrete.add(key)  # the function needs concrete sizes: trace per size
-                return self._entry(args)
+                return self._traced(args)
             self._programs[key] = entry
         if self.specs is not None and key not in self._needs_concrete:
             self._fixed = entry
@@ -146,7 +162,7 @@ class Compiled:
             self._seen[seen] = plan
         self.counts["hits"] += plan.runs > 0
         outputs, updates = plan.run(arrays + captured)
-        _write_back(program, updates)
+        _write_back(self._captured_by_name(program), updates)
         results = [Tensor(Spec(o.shape, v.spec.dtype), o) for o, v in zip(outputs, program.outputs)]
         return unflatten(tree, iter(results))
 
@@ -159,6 +175,14 @@ class Compiled:
         layouts = tuple(_layout(a) for a in arrays)
         self._layouts[id(program)] = (arrays, layouts)
         return layouts
+
+    def _captured_by_name(self, program: Any) -> dict[str, Tensor]:
+        found = self._captured.get(id(program))
+        if found is None:
+            found = self._captured[id(program)] = {
+                v.name: t for v, t in zip(program.inputs[program.n_args :], program.captured)
+            }
+        return found
 
     def stats(self) -> dict[str, int]:
         """How many traces, plans built, and plan cache hits so far."""
@@ -192,14 +216,13 @@ def _root(array: np.ndarray) -> np.ndarray:
     return array
 
 
-def _write_back(program: Any, updates: dict[str, np.ndarray]) -> None:
-    """Copy the updated values into the captured tensors (but those the plan wrote in place). A value
-    that is (a view of) another captured tensor's memory is copied first, so `a, b = b, a` swaps rather
-    than duplicates."""
+def _write_back(by_name: dict[str, Tensor], updates: dict[str, np.ndarray]) -> None:
+    """Copy the updated values into the captured tensors `by_name` (but those the plan wrote in place).
+    A value that is (a view of) another captured tensor's memory is copied first, so `a, b = b, a` swaps
+    rather than duplicates."""
+    updates = {name: a for name, a in updates.items() if a is not by_name[name].data}  # written in place
     if not updates:
         return
-    by_name = {v.name: t for v, t in zip(program.inputs[program.n_args :], program.captured)}
-    updates = {name: a for name, a in updates.items() if a is not by_name[name].data}  # written in place
     targets = {id(_root(by_name[name].data)) for name in updates}
     safe = {name: array.copy() if id(_root(array)) in targets else array for name, array in updates.items()}
     for name, array in safe.items():

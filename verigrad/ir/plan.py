@@ -601,7 +601,10 @@ class Plan:
             for k, into in self._candidates.items():
                 step = self.steps[k]
                 result, target = env[step.out], env[into]
-                if step.fix is None and result.strides == target.strides and target.flags.writeable:
+                # a ufunc's result of no dimensions is a NumPy scalar ("asarray"); into `out=` it is
+                # that array (an optimizer's step count)
+                plain = step.fix is None or (step.fix == "asarray" and _ufunc_step(step))
+                if plain and result.strides == target.strides and target.flags.writeable:
                     step.into = into
             if any(step.into is not None for step in self.steps):
                 self._strides = [a.strides for a in arrays]
