@@ -726,19 +726,19 @@ __attribute__((target("avx2,fma"))) static void implicit_chunk(void *ctx, int64_
     if (!ok) __atomic_store_n(&J->bad, 1, __ATOMIC_RELAXED);
 }
 
-/* dst[p * OP + o] = src[o * P + p] for o < O, p < P: an image's output gradient pixel-major, 8x8 blocks
- * transposed in registers. */
-__attribute__((target("avx2,fma"))) static void pixel_major(const float *src, int64_t O, int64_t P, float *dst,
-                                                            int64_t OP) {
-    int64_t o = 0;
-    for (; o + 8 <= O; o += 8) {
-        int64_t p = 0;
-        for (; p + 8 <= P; p += 8) {
-            const float *s = src + o * P + p;
-            __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + P), r2 = _mm256_loadu_ps(s + 2 * P),
-                   r3 = _mm256_loadu_ps(s + 3 * P), r4 = _mm256_loadu_ps(s + 4 * P),
-                   r5 = _mm256_loadu_ps(s + 5 * P), r6 = _mm256_loadu_ps(s + 6 * P),
-                   r7 = _mm256_loadu_ps(s + 7 * P);
+/* dst[c * ds + r] = src[r * ss + c] for r < R, c < C (an image's output gradient pixel-major, a block's
+ * sums back weight-major): 8x8 blocks transposed in registers. */
+__attribute__((target("avx2,fma"))) static void transpose(const float *src, int64_t R, int64_t C, int64_t ss,
+                                                          float *dst, int64_t ds) {
+    int64_t r = 0;
+    for (; r + 8 <= R; r += 8) {
+        int64_t c = 0;
+        for (; c + 8 <= C; c += 8) {
+            const float *s = src + r * ss + c;
+            __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + ss), r2 = _mm256_loadu_ps(s + 2 * ss),
+                   r3 = _mm256_loadu_ps(s + 3 * ss), r4 = _mm256_loadu_ps(s + 4 * ss),
+                   r5 = _mm256_loadu_ps(s + 5 * ss), r6 = _mm256_loadu_ps(s + 6 * ss),
+                   r7 = _mm256_loadu_ps(s + 7 * ss);
             __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
             __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
             __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
@@ -747,85 +747,91 @@ __attribute__((target("avx2,fma"))) static void pixel_major(const float *src, in
             __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
             __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee);
             __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
-            float *d = dst + p * OP + o;
+            float *d = dst + c * ds + r;
             _mm256_storeu_ps(d, _mm256_permute2f128_ps(u0, u4, 0x20));
-            _mm256_storeu_ps(d + OP, _mm256_permute2f128_ps(u1, u5, 0x20));
-            _mm256_storeu_ps(d + 2 * OP, _mm256_permute2f128_ps(u2, u6, 0x20));
-            _mm256_storeu_ps(d + 3 * OP, _mm256_permute2f128_ps(u3, u7, 0x20));
-            _mm256_storeu_ps(d + 4 * OP, _mm256_permute2f128_ps(u0, u4, 0x31));
-            _mm256_storeu_ps(d + 5 * OP, _mm256_permute2f128_ps(u1, u5, 0x31));
-            _mm256_storeu_ps(d + 6 * OP, _mm256_permute2f128_ps(u2, u6, 0x31));
-            _mm256_storeu_ps(d + 7 * OP, _mm256_permute2f128_ps(u3, u7, 0x31));
+            _mm256_storeu_ps(d + ds, _mm256_permute2f128_ps(u1, u5, 0x20));
+            _mm256_storeu_ps(d + 2 * ds, _mm256_permute2f128_ps(u2, u6, 0x20));
+            _mm256_storeu_ps(d + 3 * ds, _mm256_permute2f128_ps(u3, u7, 0x20));
+            _mm256_storeu_ps(d + 4 * ds, _mm256_permute2f128_ps(u0, u4, 0x31));
+            _mm256_storeu_ps(d + 5 * ds, _mm256_permute2f128_ps(u1, u5, 0x31));
+            _mm256_storeu_ps(d + 6 * ds, _mm256_permute2f128_ps(u2, u6, 0x31));
+            _mm256_storeu_ps(d + 7 * ds, _mm256_permute2f128_ps(u3, u7, 0x31));
         }
-        for (; p < P; p++)
-            for (int64_t e = 0; e < 8; e++) dst[p * OP + o + e] = src[(o + e) * P + p];
+        for (; c < C; c++)
+            for (int64_t e = 0; e < 8; e++) dst[c * ds + r + e] = src[(r + e) * ss + c];
     }
-    for (; o < O; o++)
-        for (int64_t p = 0; p < P; p++) dst[p * OP + o] = src[o * P + p];
+    for (; r < R; r++)
+        for (int64_t c = 0; c < C; c++) dst[c * ds + r] = src[r * ss + c];
 }
 
-/* The weight gradient's partial sum over images n0 .. n0+nb into part[O x K]: `padded` holds their padded
- * images one after the other, `gt` their output gradient pixel-major (OP channels a pixel). */
-__attribute__((target("avx2,fma"))) static void implicit_wblock(const int64_t *g, const int64_t *off, int64_t K,
-                                                                const float *padded, const float *gt, int64_t nb,
-                                                                int64_t OP, float *part) {
-    const int64_t O = g[G_O], HO = g[G_HO], WO = g[G_WO], WP = g[G_W] + 2 * g[G_PW];
-    const int64_t PADDED = g[G_C] * (g[G_H] + 2 * g[G_PH]) * WP;
+/* The weight gradient's partial sum over the nb images of a block, tap-major into sums[K6 x OP] (K6: K
+ * rounded up to a multiple of 6; rows past K unspecified): `padded` holds their padded images one after
+ * the other, `gt` their output gradient pixel-major (OP channels a pixel), and pixel p of the block
+ * reads the images from padded + at[p]. */
+__attribute__((target("avx2,fma"))) static void implicit_wblock(const int64_t *off, int64_t K, const float *padded,
+                                                                const float *gt, const int64_t *at, int64_t pixels,
+                                                                int64_t OP, float *sums) {
     for (int64_t k = 0; k < K; k += IMPLICIT_CH) {
-        int64_t t[IMPLICIT_CH]; /* past the last tap: the last one again (its sums are not kept) */
-        for (int64_t q = 0; q < IMPLICIT_CH; q++) t[q] = off[k + q < K ? k + q : K - 1];
-        const int64_t t0 = t[0], t1 = t[1], t2 = t[2], t3 = t[3], t4 = t[4], t5 = t[5];
+        const float *x[IMPLICIT_CH]; /* past the last tap: the last one again (its sums are not kept) */
+        for (int64_t q = 0; q < IMPLICIT_CH; q++) x[q] = padded + off[k + q < K ? k + q : K - 1];
+        const float *x0 = x[0], *x1 = x[1], *x2 = x[2], *x3 = x[3], *x4 = x[4], *x5 = x[5];
         for (int64_t o = 0; o < OP; o += 16) {
             __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0;
             __m256 b0 = a0, b1 = a0, b2 = a0, b3 = a0, b4 = a0, b5 = a0;
             const float *gp = gt + o;
-            for (int64_t n = 0; n < nb; n++)
-                for (int64_t oh = 0; oh < HO; oh++) {
-                    const float *xp = padded + n * PADDED + oh * WP;
-                    for (int64_t ow = 0; ow < WO; ow++, xp++, gp += OP) {
-                        const __m256 u = _mm256_loadu_ps(gp), v = _mm256_loadu_ps(gp + 8);
-                        __m256 c = _mm256_broadcast_ss(xp + t0);
-                        a0 = _mm256_fmadd_ps(u, c, a0), b0 = _mm256_fmadd_ps(v, c, b0);
-                        c = _mm256_broadcast_ss(xp + t1);
-                        a1 = _mm256_fmadd_ps(u, c, a1), b1 = _mm256_fmadd_ps(v, c, b1);
-                        c = _mm256_broadcast_ss(xp + t2);
-                        a2 = _mm256_fmadd_ps(u, c, a2), b2 = _mm256_fmadd_ps(v, c, b2);
-                        c = _mm256_broadcast_ss(xp + t3);
-                        a3 = _mm256_fmadd_ps(u, c, a3), b3 = _mm256_fmadd_ps(v, c, b3);
-                        c = _mm256_broadcast_ss(xp + t4);
-                        a4 = _mm256_fmadd_ps(u, c, a4), b4 = _mm256_fmadd_ps(v, c, b4);
-                        c = _mm256_broadcast_ss(xp + t5);
-                        a5 = _mm256_fmadd_ps(u, c, a5), b5 = _mm256_fmadd_ps(v, c, b5);
-                    }
-                }
-            float sums[2 * IMPLICIT_CH][16];
-            const __m256 lo[IMPLICIT_CH] = {a0, a1, a2, a3, a4, a5}, hi[IMPLICIT_CH] = {b0, b1, b2, b3, b4, b5};
-            for (int q = 0; q < IMPLICIT_CH; q++) {
-                _mm256_storeu_ps(sums[q], lo[q]);
-                _mm256_storeu_ps(sums[q] + 8, hi[q]);
+            for (int64_t p = 0; p < pixels; p++, gp += OP) {
+                const int64_t i = at[p];
+                const __m256 u = _mm256_loadu_ps(gp), v = _mm256_loadu_ps(gp + 8);
+                __m256 c = _mm256_broadcast_ss(x0 + i);
+                a0 = _mm256_fmadd_ps(u, c, a0), b0 = _mm256_fmadd_ps(v, c, b0);
+                c = _mm256_broadcast_ss(x1 + i);
+                a1 = _mm256_fmadd_ps(u, c, a1), b1 = _mm256_fmadd_ps(v, c, b1);
+                c = _mm256_broadcast_ss(x2 + i);
+                a2 = _mm256_fmadd_ps(u, c, a2), b2 = _mm256_fmadd_ps(v, c, b2);
+                c = _mm256_broadcast_ss(x3 + i);
+                a3 = _mm256_fmadd_ps(u, c, a3), b3 = _mm256_fmadd_ps(v, c, b3);
+                c = _mm256_broadcast_ss(x4 + i);
+                a4 = _mm256_fmadd_ps(u, c, a4), b4 = _mm256_fmadd_ps(v, c, b4);
+                c = _mm256_broadcast_ss(x5 + i);
+                a5 = _mm256_fmadd_ps(u, c, a5), b5 = _mm256_fmadd_ps(v, c, b5);
             }
-            for (int64_t q = 0; q < IMPLICIT_CH && k + q < K; q++)
-                for (int64_t e = 0; e < 16 && o + e < O; e++) part[(o + e) * K + k + q] = sums[q][e];
+            float *row = sums + k * OP + o;
+            _mm256_storeu_ps(row, a0), _mm256_storeu_ps(row + 8, b0);
+            _mm256_storeu_ps(row + OP, a1), _mm256_storeu_ps(row + OP + 8, b1);
+            _mm256_storeu_ps(row + 2 * OP, a2), _mm256_storeu_ps(row + 2 * OP + 8, b2);
+            _mm256_storeu_ps(row + 3 * OP, a3), _mm256_storeu_ps(row + 3 * OP + 8, b3);
+            _mm256_storeu_ps(row + 4 * OP, a4), _mm256_storeu_ps(row + 4 * OP + 8, b4);
+            _mm256_storeu_ps(row + 5 * OP, a5), _mm256_storeu_ps(row + 5 * OP + 8, b5);
         }
     }
 }
 
 __attribute__((target("avx2,fma"))) static void implicit_weight_chunk(void *ctx, int64_t lo, int64_t hi) {
     implicit_job *J = (implicit_job *)ctx;
-    const int64_t *g = J->g, N = g[G_N], K = J->K, O = g[G_O], OP = J->OP, HOWO = g[G_HO] * g[G_WO];
-    const int64_t PADDED = g[G_C] * (g[G_H] + 2 * g[G_PH]) * (g[G_W] + 2 * g[G_PW]), IMG = g[G_C] * g[G_H] * g[G_W];
+    const int64_t *g = J->g, N = g[G_N], K = J->K, O = g[G_O], OP = J->OP, HO = g[G_HO], WO = g[G_WO];
+    const int64_t WP = g[G_W] + 2 * g[G_PW], PADDED = g[G_C] * (g[G_H] + 2 * g[G_PH]) * WP;
+    const int64_t IMG = g[G_C] * g[G_H] * g[G_W], HOWO = HO * WO;
+    const int64_t K6 = (K + IMPLICIT_CH - 1) / IMPLICIT_CH * IMPLICIT_CH;
     float *padded = (float *)zeroed_scratch(J->block * PADDED, sizeof(float));
     float *gt = (float *)zeroed_scratch(J->block * HOWO * OP, sizeof(float));
+    float *sums = (float *)scratch(K6 * OP, sizeof(float));
+    int64_t *at = (int64_t *)scratch(J->block * HOWO, sizeof(int64_t));
+    for (int64_t n = 0, p = 0; n < J->block; n++)
+        for (int64_t oh = 0; oh < HO; oh++)
+            for (int64_t ow = 0; ow < WO; ow++) at[p++] = n * PADDED + oh * WP + ow;
     for (int64_t b = lo; b < hi; b++) {
         const int64_t n0 = b * J->block, nb = N - n0 < J->block ? N - n0 : J->block;
         for (int64_t n = 0; n < nb; n++) {
             pad_image_f32(J->x + (n0 + n) * IMG, g, padded + n * PADDED);
-            pixel_major(J->wt + (n0 + n) * O * HOWO, O, HOWO, gt + n * HOWO * OP, OP);
+            transpose(J->wt + (n0 + n) * O * HOWO, O, HOWO, HOWO, gt + n * HOWO * OP, OP);
         }
-        implicit_wblock(g, J->off, K, padded, gt, nb, OP, J->out + b * O * K);
+        implicit_wblock(J->off, K, padded, gt, at, nb * HOWO, OP, sums);
+        transpose(sums, K, O, OP, J->out + b * O * K, K);
     }
     free(padded);
     free(gt);
+    free(sums);
+    free(at);
 }
 #else
 static void implicit_chunk(void *ctx, int64_t lo, int64_t hi) { (void)ctx, (void)lo, (void)hi; }
