@@ -286,6 +286,28 @@ def _check_row_op(op: str, dtype: str, *args, **params) -> None:
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_cross_entropy_reduces_its_row_losses_as_numpy_does(dtype):
+    """The mean and the sum of the per-row losses (summed in C) have the bits of NumPy's sum of them in
+    double (pairwise, in cast-buffer blocks for f32), rounded once; a NaN loss gives NumPy's own NaN."""
+    np_dtype = cpu.DTYPES[dtype]
+    rng = np.random.default_rng(8)
+    kernel = _kernel("cross_entropy", dtype)
+    for rows in (1, 7, 64, 300, 9000):  # under 8, a pairwise block, several, several cast buffers
+        x = rng.standard_normal((rows, 5)).astype(np_dtype) * 4
+        target = rng.integers(0, 5, rows)
+        losses = kernel(x, target, "none")
+        total = np.add.reduce(losses, (0,), np.float64)
+        assert kernel(x, target, "sum").tobytes() == total.astype(np_dtype).tobytes()
+        assert kernel(x, target, "mean").tobytes() == (total / rows).astype(np_dtype).tobytes()
+    x[3, 0] = np.nan
+    mean = kernel(x, target, "mean")
+    assert (
+        np.isnan(mean)
+        and mean.tobytes() == OPS["mean"].reference(kernel(x, target, "none"), (0,), False).tobytes()
+    )
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_row_kernels_match_their_decompositions(dtype):
     np_dtype = cpu.DTYPES[dtype]
     rng = np.random.default_rng(4)

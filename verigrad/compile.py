@@ -132,11 +132,7 @@ class Compiled:
         return (optimize(program) if self.optimize else program), tree
 
     def __call__(self, *args: Any) -> Any:
-        from .autograd import is_grad_enabled
-        from .backends import get_backend
-        from .ir.plan import Plan, bind
-        from .ir.trace import unflatten
-
+        is_grad_enabled, get_backend, Plan, bind, unflatten = _call_imports()
         if modes.current().name != "eager" or (
             is_grad_enabled() and any(isinstance(a, Tensor) and a.requires_grad for a in args)
         ):
@@ -190,6 +186,17 @@ class Compiled:
 
     def __repr__(self) -> str:
         return f"<compiled {_name(self.fn)}: {self.counts}>"
+
+
+@functools.cache
+def _call_imports() -> tuple[Any, ...]:
+    """What a call uses from modules that import this one (imported at the first call, not each)."""
+    from .autograd import is_grad_enabled
+    from .backends import get_backend
+    from .ir.plan import Plan, bind
+    from .ir.trace import unflatten
+
+    return is_grad_enabled, get_backend, Plan, bind, unflatten
 
 
 def _as_tensor(a: Any) -> Tensor:

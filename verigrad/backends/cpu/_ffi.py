@@ -1,5 +1,6 @@
-"""What every kernel family of the cpu backend shares: the thread chunk size, a fast reader of an array's
-data pointer, typed access to the library's functions, and the collapsed layout of broadcast operands."""
+"""What every kernel family of the cpu backend shares: the thread chunk size, NumPy's buffer size, a fast
+reader of an array's data pointer, typed access to the library's functions, and the collapsed layout of
+broadcast operands."""
 
 from __future__ import annotations
 
@@ -27,6 +28,25 @@ def set_min_chunk(n: int | None = None) -> None:
     if n is not None and n < 1:
         raise ValueError(f"min_chunk must be at least 1, got {n}")
     _min_chunk[0] = DEFAULT_MIN_CHUNK if n is None else int(n)
+
+
+try:  # NumPy's error state (bufsize included), a new object each time it is set
+    from numpy._core._ufunc_config import _extobj_contextvar
+except ImportError:  # another NumPy layout: ask np.getbufsize every time
+    _extobj_contextvar = None
+_bufsize_seen: list[tuple[Any, int]] = [(None, 0)]
+
+
+def bufsize() -> int:
+    """np.getbufsize() (NumPy's cast buffer, where its f32 sums cut their runs), read once per NumPy
+    error state: np.getbufsize builds a dict each call, and a training step asks several times."""
+    if _extobj_contextvar is None:
+        return np.getbufsize()
+    state = _extobj_contextvar.get()
+    seen = _bufsize_seen[0]
+    if seen[0] is not state:
+        seen = _bufsize_seen[0] = (state, np.getbufsize())
+    return seen[1]
 
 
 def _interface_data(a: np.ndarray) -> int:

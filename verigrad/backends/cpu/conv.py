@@ -42,6 +42,8 @@ def _elements(a: np.ndarray) -> list[int]:
 def _usable(a: np.ndarray) -> np.ndarray:
     """`a` itself when it is aligned with whole-element strides, else a contiguous copy. (Its dtype is
     the kernel's: every window op's result has its operands' dtype.)"""
+    if a.flags.carray:  # C-contiguous and aligned: whole-element strides (the usual case, checked first)
+        return a
     if not a.flags.aligned or any(s % a.itemsize for s in a.strides):
         a = np.ascontiguousarray(a)
     return a

@@ -83,7 +83,7 @@ def _normed_kernel(fn: Any, reference: Callable, backend: Any, ptr: Callable) ->
             return reference(x, weight, w, qtype=qtype, eps=eps)
         # NumPy's f32 sums go through its cast buffer (as rows.py says): its size is the norm's block
         weight = _contiguous(weight)  # held here while the C function reads it
-        extra = (ptr(weight), float(eps), np.getbufsize())
+        extra = (ptr(weight), float(eps), _ffi.bufsize())
         return _product(fn, "rms_norm_qmatmul_q8", code, x, w, backend, ptr, *extra)
 
     return kernel

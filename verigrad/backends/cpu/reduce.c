@@ -32,7 +32,8 @@
  * argmax (one axis: the groups are [outer, axis, inner]): NumPy's rule, the first largest element, or
  * the first NaN.
  *
- * rows.c uses vg_pairwise_<dtype> (one run's sum) and vg_rowmax_<dtype> (one row's max).
+ * rows.c uses vg_pairwise_<dtype> (one run's sum) and vg_rowmax_<dtype> (one row's max); vg_total_<dtype> is
+ * one vector's sum or mean (rows.py: cross-entropy's reduction of its per-row losses).
  */
 #include <math.h>
 #include <stdint.h>
@@ -135,6 +136,11 @@ static inline int64_t next_offset(const vg_red *d, int64_t *idx, int64_t off) {
         double acc = 0.0;                                                                     \
         for (int64_t s = 0; s < n; s += block) acc += pairwise_##SUF(a + s, n - s < block ? n - s : block); \
         return acc;                                                                           \
+    }                                                                                         \
+    /* out[0] = that sum (or, with `mean`, it divided by n), rounded once to T */             \
+    void vg_total_##SUF(const T *a, int64_t n, int64_t block, int mean, T *out) {             \
+        double s = vg_pairwise_##SUF(a, n, block);                                            \
+        out[0] = (T)(mean ? s / (double)n : s);                                               \
     }
 
 /* sum and mean: SCALE(acc) is the result before the cast to T. */

@@ -92,7 +92,7 @@ def _reduce(
             or not (x.flags.c_contiguous and x.flags.aligned)
         ):
             return reference(x, axis, keepdim)
-        d = describe(x.shape, tuple(axis), np.getbufsize() if cast else 1 << 62, mean)
+        d = describe(x.shape, tuple(axis), _ffi.bufsize() if cast else 1 << 62, mean)
         if d is None:
             return reference(x, axis, keepdim)
         if keepdim:

@@ -92,7 +92,7 @@ class _Rows:
     @property
     def block(self) -> int:
         """NumPy sums an f32 row through its cast buffer (8192 elements): pairwise within each."""
-        return np.getbufsize() if self.suffix == "f32" else 1 << 62
+        return _ffi.bufsize() if self.suffix == "f32" else 1 << 62
 
     def fn(self, name: str, args: list) -> Any:
         return self.lib.fn(f"vg_{name}_{self.suffix}", args)
@@ -126,6 +126,7 @@ def _cross_entropy(k: _Rows, fallback: Callable) -> Callable:
     from ...registry import OPS
 
     fn = k.fn("xent", _XENT_ARGS)
+    total = k.fn("total", [_P, _I, _I, _T, _P])
     dtype = from_numpy_dtype(k.dtype)
     reduce = {name: OPS[name].fast(dtype, (dtype,), axis=(0,), keepdim=False) for name in ("sum", "mean")}
 
@@ -139,7 +140,11 @@ def _cross_entropy(k: _Rows, fallback: Callable) -> Callable:
         fn(k.ptr(rows), k.ptr(target), k.ptr(nll), n, c, k.block, k.min_rows(c), k.backend.threads)
         if reduction == "none":
             return nll
-        return reduce[reduction](nll)  # the sum or mean op's own NumPy kernel: its reference's bits
+        # the sum or mean op's reference order (NumPy's pairwise sum in double, rounded once), in C; a
+        # NaN's bits depend on NumPy's order: its own kernel then
+        out = np.empty((), k.dtype)
+        total(k.ptr(nll), n, k.block, int(reduction == "mean"), k.ptr(out))
+        return out if out == out else reduce[reduction](nll)
 
     return kernel
 
