@@ -155,7 +155,7 @@ class _Functions:
     def __init__(self, lib: Library) -> None:
         f64, p, c_int = ctypes.c_double, ctypes.c_void_p, ctypes.c_int
         i64 = ctypes.c_int64
-        self.data = lib.data
+        self.data, self.ptr = lib.data, lib.ptr
         self.blas_threads = lib.fn("vg_gemm_blas_threads", [p, p])
         self.portable_only = lib.fn("vg_gemm_portable_only", [c_int])
         self.gemm = lib.fn("vg_gemm", [p, p, p, p, c_int], restype=c_int)  # _GemmArgs, a, b, c, threads
@@ -290,7 +290,7 @@ def _gemm_into(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float, beta: 
         if work is None:  # BLAS writes a row-major c; another c receives the result of one
             work = c.copy(order="C") if beta else np.empty(c.shape, c.dtype)
         args, _offs = _gemm_args(a, b, work, alpha, beta, exact)
-        done = fns.gemm(ctypes.addressof(args), fns.data(a), fns.data(b), fns.data(work), _threads())
+        done = fns.gemm(ctypes.addressof(args), fns.ptr(a), fns.ptr(b), fns.ptr(work), _threads())
         if done == 1:
             break
         if done == _BLAS_A:
@@ -312,7 +312,7 @@ class _Product:
 
     def __init__(self, a: np.ndarray, b: np.ndarray, shape: tuple[int, ...], exact: bool) -> None:
         fns = _state["lib"] or _lib()
-        self.shape, self.dtype, self.exact, self.run, self.data = shape, a.dtype, exact, fns.gemm, fns.data
+        self.shape, self.dtype, self.exact, self.run, self.data = shape, a.dtype, exact, fns.gemm, fns.ptr
         self.args: _GemmArgs | None = None
         c = np.empty(shape, a.dtype)  # the layout of every call's c (not touched: no page is written)
         if c.size and _aligned(a) and _aligned(b):

@@ -45,5 +45,5 @@ def register(backend: Any, lib: Library) -> None:
 
     for name in COPY:
         backend.register(
-            name, _contiguous(lib.fn("vg_copy", _COPY_ARGS), OPS[name].reference, backend, lib.data)
+            name, _contiguous(lib.fn("vg_copy", _COPY_ARGS), OPS[name].reference, backend, lib.ptr)
         )

@@ -37,4 +37,4 @@ def _adam(fn: Any, dtype: np.dtype, backend: Any, data: Callable) -> Callable:
 def register(backend: Any, lib: Library) -> None:
     for dtype_name, dtype in DTYPES.items():
         fn = lib.fn(f"vg_adam_{dtype_name}", _ADAM_ARGS)
-        backend.register_optimizer("adam", dtype_name, _adam(fn, dtype, backend, lib.data))
+        backend.register_optimizer("adam", dtype_name, _adam(fn, dtype, backend, lib.ptr))

@@ -84,6 +84,20 @@ def _reduce(
     cast = dtype == np.float32 and name in ("sum", "mean")
     mean = name == "mean"
 
+    # (shape, axes, keepdim, block) -> (the description, the result's shape and its element count), or
+    # None where the kernel does not take it
+    calls: dict[tuple, tuple[Any, tuple, int] | None] = {}
+
+    def call(shape: tuple, axis: tuple, keepdim: bool, block: int) -> tuple[Any, tuple, int] | None:
+        d = describe(shape, axis, block, mean)
+        if d is None:
+            return None
+        if keepdim:
+            out = tuple(1 if i in axis else n for i, n in enumerate(shape))
+        else:
+            out = tuple(n for i, n in enumerate(shape) if i not in axis)
+        return d, out, math.prod(out)
+
     def kernel(x: np.ndarray, axis: tuple, keepdim: bool) -> np.ndarray:
         if (
             type(x) is not np.ndarray
@@ -92,16 +106,18 @@ def _reduce(
             or not (x.flags.c_contiguous and x.flags.aligned)
         ):
             return reference(x, axis, keepdim)
-        d = describe(x.shape, tuple(axis), _ffi.bufsize() if cast else 1 << 62, mean)
-        if d is None:
+        key = (x.shape, axis, keepdim, _ffi.bufsize() if cast else 1 << 62)
+        try:
+            found = calls[key]
+        except KeyError:
+            found = _ffi.remember(calls, key, call(x.shape, tuple(axis), keepdim, key[3]))
+        except TypeError:  # axes given as a list
+            found = call(x.shape, tuple(axis), keepdim, key[3])
+        if found is None:
             return reference(x, axis, keepdim)
-        if keepdim:
-            shape = tuple(1 if i in axis else n for i, n in enumerate(x.shape))
-        else:
-            shape = tuple(n for i, n in enumerate(x.shape) if i not in axis)
+        d, shape, size = found
         out = np.empty(shape, dtype)
-        min_out = max(1, chunk[0] * out.size // x.size)
-        if fn(data(x), data(out), ctypes.addressof(d), min_out, backend.threads):
+        if fn(data(x), data(out), ctypes.addressof(d), max(1, chunk[0] * size // x.size), backend.threads):
             return reference(x, axis, keepdim)
         return out
 
@@ -136,8 +152,8 @@ def register(backend: Any, lib: Library) -> None:
         for name in REDUCE[:-1]:
             fn = lib.fn(f"vg_{'sum' if name == 'mean' else name}_{dtype_name}", _ARGS, ctypes.c_int)
             backend.register(
-                name, _reduce(name, fn, dtype, OPS[name].reference, backend, lib.data), dtype_name
+                name, _reduce(name, fn, dtype, OPS[name].reference, backend, lib.ptr), dtype_name
             )
     # the op's dtype is its result's, i64, for every input dtype
     fns = {dtype: lib.fn(f"vg_argmax_{name}", _ARGMAX_ARGS) for name, dtype in DTYPES.items()}
-    backend.register("argmax", _argmax(fns, OPS["argmax"].reference, backend, lib.data), "i64")
+    backend.register("argmax", _argmax(fns, OPS["argmax"].reference, backend, lib.ptr), "i64")
