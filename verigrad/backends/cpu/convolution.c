@@ -834,6 +834,10 @@ __attribute__((target("avx2,fma"))) static void implicit_weight_chunk(void *ctx,
     free(at);
 }
 #else
+static void transpose(const float *src, int64_t R, int64_t C, int64_t ss, float *dst, int64_t ds) {
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t c = 0; c < C; c++) dst[c * ds + r] = src[r * ss + c];
+}
 static void implicit_chunk(void *ctx, int64_t lo, int64_t hi) { (void)ctx, (void)lo, (void)hi; }
 static void implicit_weight_chunk(void *ctx, int64_t lo, int64_t hi) { (void)ctx, (void)lo, (void)hi; }
 #endif
@@ -844,8 +848,7 @@ static int implicit_forward_f32(const float *x, const float *w, float *out, cons
     const int64_t per_row = WO >= 8 ? (WO + 7) / 8 : 0, tiles = WO >= 8 ? HO * per_row : HO / 2;
     float *wt = (float *)zeroed_scratch(K * OP, sizeof(float));
     int64_t *off = (int64_t *)scratch(K, sizeof(int64_t)), *seg = (int64_t *)scratch(2 * tiles, sizeof(int64_t));
-    for (int64_t o = 0; o < O; o++)
-        for (int64_t k = 0; k < K; k++) wt[k * OP + o] = w[o * K + k];
+    transpose(w, O, K, K, wt, OP);
     if (WO >= 8)
         tap_offsets(g, off);
     else
