@@ -308,11 +308,11 @@ class _Product:
     prepared once, so that a call is one allocation and one foreign call. An operand whose data is not
     aligned, or a layout BLAS cannot take, goes through `_gemm_into`."""
 
-    __slots__ = ("address", "args", "data", "dtype", "exact", "offs", "run", "shape")
+    __slots__ = ("address", "args", "dtype", "exact", "offs", "ptr", "run", "shape")
 
     def __init__(self, a: np.ndarray, b: np.ndarray, shape: tuple[int, ...], exact: bool) -> None:
         fns = _state["lib"] or _lib()
-        self.shape, self.dtype, self.exact, self.run, self.data = shape, a.dtype, exact, fns.gemm, fns.ptr
+        self.shape, self.dtype, self.exact, self.run, self.ptr = shape, a.dtype, exact, fns.gemm, fns.ptr
         self.args: _GemmArgs | None = None
         c = np.empty(shape, a.dtype)  # the layout of every call's c (not touched: no page is written)
         if c.size and _aligned(a) and _aligned(b):
@@ -325,8 +325,8 @@ class _Product:
             if c.size:
                 _gemm_into(a, b, c, 1.0, 0.0, self.exact)
             return c
-        data = self.data
-        if self.run(self.address, data(a), data(b), data(c), _threads()) != 1:
+        ptr = self.ptr
+        if self.run(self.address, ptr(a), ptr(b), ptr(c), _threads()) != 1:
             _gemm_into(a, b, c, 1.0, 0.0, self.exact)
         return c
 

@@ -19,7 +19,7 @@ COPY_ITEMSIZES = (1, 2, 4, 8)
 _COPY_ARGS = [ctypes.c_void_p] * 3 + [ctypes.c_int64, ctypes.c_int64, ctypes.c_int]
 
 
-def _contiguous(fn: Any, reference: Callable, backend: Any, data: Callable) -> Callable:
+def _contiguous(fn: Any, reference: Callable, backend: Any, ptr: Callable) -> Callable:
     chunk = _ffi._min_chunk
 
     def kernel(x: np.ndarray) -> np.ndarray:
@@ -34,7 +34,7 @@ def _contiguous(fn: Any, reference: Callable, backend: Any, data: Callable) -> C
             return out
         pad = 4 - x.ndim
         dims = (ctypes.c_int64 * 8)(*([1] * pad), *x.shape, *([0] * pad), *x.strides)
-        fn(data(x), data(out), dims, x.itemsize, chunk[0], backend.threads)
+        fn(ptr(x), ptr(out), dims, x.itemsize, chunk[0], backend.threads)
         return out
 
     return kernel

@@ -19,7 +19,7 @@ OPTIMIZERS = ("adam",)
 _ADAM_ARGS = [ctypes.c_void_p] * 5 + [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_int]
 
 
-def _adam(fn: Any, dtype: np.dtype, backend: Any, data: Callable) -> Callable:
+def _adam(fn: Any, dtype: np.dtype, backend: Any, ptr: Callable) -> Callable:
     chunk = _ffi._min_chunk
 
     def kernel(p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray, settings: Any, mode: int) -> bool:
@@ -28,7 +28,7 @@ def _adam(fn: Any, dtype: np.dtype, backend: Any, data: Callable) -> Callable:
         if not all(_ffi.writable(a, p.shape, dtype) for a in (p, g, m, v)):
             return False
         s = np.asarray(settings, dtype=np.float64).astype(dtype)  # each rounded once, as the ops do
-        fn(data(p), data(g), data(m), data(v), data(s), int(mode), p.size, chunk[0], backend.threads)
+        fn(ptr(p), ptr(g), ptr(m), ptr(v), ptr(s), int(mode), p.size, chunk[0], backend.threads)
         return True
 
     return kernel

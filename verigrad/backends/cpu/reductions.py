@@ -77,7 +77,7 @@ def describe(shape: tuple[int, ...], axes: tuple[int, ...], block: int, mean: bo
 
 
 def _reduce(
-    name: str, fn: Any, dtype: np.dtype, reference: Callable, backend: Any, data: Callable
+    name: str, fn: Any, dtype: np.dtype, reference: Callable, backend: Any, ptr: Callable
 ) -> Callable:
     chunk = _ffi._min_chunk
     # NumPy sums an f32 run through its cast buffer: pairwise within each buffer, in order across
@@ -117,14 +117,14 @@ def _reduce(
             return reference(x, axis, keepdim)
         d, shape, size = found
         out = np.empty(shape, dtype)
-        if fn(data(x), data(out), ctypes.addressof(d), max(1, chunk[0] * size // x.size), backend.threads):
+        if fn(ptr(x), ptr(out), ctypes.addressof(d), max(1, chunk[0] * size // x.size), backend.threads):
             return reference(x, axis, keepdim)
         return out
 
     return kernel
 
 
-def _argmax(fns: dict, reference: Callable, backend: Any, data: Callable) -> Callable:
+def _argmax(fns: dict, reference: Callable, backend: Any, ptr: Callable) -> Callable:
     """argmax of an f32 or f64 array (`fns` by dtype); registered for its i64 result."""
     chunk = _ffi._min_chunk
 
@@ -139,7 +139,7 @@ def _argmax(fns: dict, reference: Callable, backend: Any, data: Callable) -> Cal
             outer, n, inner = math.prod(x.shape[:axis]), x.shape[axis], math.prod(x.shape[axis + 1 :])
             shape = x.shape[:axis] + ((1,) if keepdim else ()) + x.shape[axis + 1 :]
         out = np.empty(shape, np.int64)
-        fn(data(x), data(out), outer, n, inner, max(1, chunk[0] // n), backend.threads)
+        fn(ptr(x), ptr(out), outer, n, inner, max(1, chunk[0] // n), backend.threads)
         return out
 
     return kernel
