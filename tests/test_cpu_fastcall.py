@@ -8,6 +8,7 @@ import ctypes
 import os
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -183,3 +184,76 @@ def test_a_fused_kernel_takes_arrays_vg_call_does_not_pass_with_the_same_bits():
     unaligned[...] = a
     for x in (a, shifted, unaligned):
         assert kernel(x, b, params=params).tobytes() == expected.tobytes()
+
+
+ADD = [P, P, P, I64, I64, INT]  # vg_add_f32(a, b, out, n, min_chunk, threads)
+
+
+def test_a_tape_makes_the_recorded_calls_again_and_moves_pointers_to_other_inputs():
+    """Recorded calls (arrays held by the tape, results kept) are made again by `run`; `inputs` finds
+    the pointers into the recording's inputs (a view at an offset included) and `rebind` moves them."""
+    add, _ = _both("vg_add_f32", ADD)
+    a, b = np.arange(8, dtype=np.float32), np.full(8, 10, np.float32)
+    tmp, out = np.empty(8, np.float32), np.empty(4, np.float32)
+    tape = fastcall.tape()
+    fastcall.record(tape)
+    try:
+        add(a, b, tmp, 8, 1, 1)
+        add(tmp[2:6], a[4:], out, 4, 1, 1)  # views: pointers into `a` at an offset, and into `tmp`
+    finally:
+        fastcall.record(None)
+    assert len(tape) == 2 and tape.foreign == 0 and tape.checked(0, 2) == 0
+    assert out.tolist() == [16, 18, 20, 22]
+    a[:] = 100
+    assert tape.run(0, 2) == -1 and out.tolist() == [210, 210, 210, 210]
+    assert tape.inputs(((a.ctypes.data, a.nbytes),)) == 2  # a in the first call and a[4:] in the second
+    other = np.arange(8, dtype=np.float32) * 2
+    tape.rebind((other,))
+    assert tape.run(0, 2) == -1 and out.tolist() == [(2 * k + 10) + 2 * (k + 2) for k in range(2, 6)]
+    assert a.tolist() == [100] * 8  # nothing written into the old input
+    with pytest.raises(IndexError):
+        tape.run(1, 3)
+    with pytest.raises(TypeError):
+        tape.rebind((other, other))
+
+
+def test_a_tape_counts_calls_that_went_to_ctypes_and_ignores_other_threads():
+    add, _ = _both("vg_add_f32", ADD)
+    a, out = np.ones(4, np.float32), np.zeros(4, np.float32)
+    tape = fastcall.tape()
+    fastcall.record(tape)
+    try:
+        pointer = ctypes.c_void_p(a.ctypes.data)  # a pointer object: ctypes makes the call
+        add(pointer, a.ctypes.data, out.ctypes.data, 4, 1, 1)
+        other = threading.Thread(target=lambda: add(a, a, out, 4, 1, 1))
+        other.start()
+        other.join()
+    finally:
+        fastcall.record(None)
+    assert tape.foreign == 1 and len(tape) == 0 and out.tolist() == [2, 2, 2, 2]
+    add(a, a, out, 4, 1, 1)  # after record(None): not on the tape
+    assert len(tape) == 0
+
+
+def test_a_recorded_result_is_compared_when_replayed():
+    """A call that returns a value (a convolution's "done": 0 where its f32 result overflowed) stops
+    `run` at the first record that returns another value than it did when recorded."""
+    import verigrad
+    from verigrad.registry import OPS
+
+    conv = cpu.cpu.native(OPS["conv2d"], verigrad.f32)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 6, 6), dtype=np.float32)
+    w = rng.standard_normal((4, 3, 3, 3), dtype=np.float32)
+    params = {"stride": (1, 1), "padding": (1, 1), "dilation": (1, 1), "layout": "NCHW"}
+    tape = fastcall.tape()
+    fastcall.record(tape)
+    try:
+        first = conv(x, w, **params)
+        conv(x, w, **params)
+    finally:
+        fastcall.record(None)
+    assert len(tape) == 2 and tape.checked(0, 2) == 2
+    assert tape.run(0, 2) == -1
+    x[0, :, 2, 2] = 3e38  # the sums overflow: the C function says it did not finish
+    assert tape.run(0, 2) == 0 and np.isinf(first).any()

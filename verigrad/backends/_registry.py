@@ -83,6 +83,15 @@ class Backend:
         """Make the kernels available (a backend that builds them on first use does it here)."""
         return True
 
+    def tape(self) -> Any:
+        """A recorder of this backend's kernel calls, for a plan's replay (ir/replay.py); None here."""
+        return None
+
+    def settings(self) -> tuple:
+        """What the kernels read at every call besides their arguments: a replay recorded under other
+        settings is recorded again."""
+        return (self.threads,)
+
     def registered(self) -> dict[tuple[str, str | None], tuple[Kernel, Exactness]]:
         """Every kernel it has: (op, dtype name, or None for every dtype) -> (kernel, stated exactness)."""
         self.load()

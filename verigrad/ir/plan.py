@@ -25,6 +25,11 @@ the steps; once a plan has run `generate_after` times, it becomes a Python funct
 one line per kernel call (`print(plan.source)`), which saves the loop's overhead (a few tenths of a
 microsecond per call) at a one-time cost of compiling that source (tens of microseconds per line).
 
+On a backend that can record its kernel calls (the cpu backend's vg_call), a plan run more than
+`replay_after` times records one run's calls and replays them from then on (ir/replay.py): each step
+that made only C calls is one of them, without its Python; `Plan.replay = False` (or
+`VERIGRAD_REPLAY=0`) turns it off.
+
 In place (passes/memplan.py plans it for the program; the plan decides it for its own steps, which
 inline decompositions and run fused groups member by member): a step whose kernel is a NumPy ufunc
 writes its result into an input's array (`ufunc(a, b, out=a)`) where that is provably the same result, bit
@@ -62,6 +67,7 @@ import collections
 import functools
 import math
 import operator
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -78,7 +84,10 @@ from ..shapes import Dim, Spec, evaluate, multiple_of, shape_text
 from ..tensor import Tensor
 from .passes.fuse import FusedOp, merge, mergeable
 from .program import Program, Value
+from .replay import Replay, Results, root
 from .trace import TraceMode
+
+RECORDINGS = 4  # recordings of a plan's calls, at most (each made after a run that could not replay)
 
 
 def bind(program: Program, args: Sequence[Any]) -> dict[str, int]:
@@ -253,11 +262,17 @@ class Plan:
         self._loop: list[tuple[Callable, tuple[int, ...], Any]] | None = None  # after the checked run
         self.calls: list[Step] = self.steps  # what later runs call: the steps, some merged
         self._fn: Callable[..., Any] | None = None  # generated after `generate_after` runs
+        self._replay: Replay | bool | None = None  # the recorded calls; False: never (ir/replay.py)
+        self._recordings = 0
         self.source: str | None = None  # its text
 
     # runs before the plan becomes a generated function: compiling its source costs about as much as
     # the loop's overhead over some 60 runs, so a plan run this often is likely to be run far more
     generate_after = 64
+
+    # runs before a plan records its calls and replays them (ir/replay.py); `replay = False` turns it off
+    replay_after = 8
+    replay = os.environ.get("VERIGRAD_REPLAY", "1") != "0"
 
     # whether the first run may turn on in place for the steps that allow it (see the module docstring)
     inplace = True
@@ -555,6 +570,9 @@ class Plan:
         self.runs += 1
         if self._strides is not None and not self._inplace_holds(arrays):
             self._no_inplace()  # other layouts than the first run's, or inputs that share memory now
+        replayed = self._replayed(arrays)
+        if replayed is not None:
+            return replayed
         if self._fn is not None:
             with np.errstate(all="ignore"):  # log(-1) is NaN by definition, not a warning
                 outputs, updates = self._fn(*arrays)
@@ -562,19 +580,51 @@ class Plan:
         if self._loop is None:
             env = self._checked(arrays)
         else:
-            env = self._template.copy()
-            for s, a in zip(self.input_slots, arrays):
-                env[s] = a
-            with np.errstate(all="ignore"):
-                for kernel, ins, out in self._loop:
-                    if type(out) is tuple:  # a merged call's results
-                        for slot, result in zip(out, kernel(*[env[i] for i in ins])):
-                            env[slot] = result
-                    else:
-                        env[out] = kernel(*[env[i] for i in ins])
+            env = self._run_loop(arrays)
             if self.runs >= self.generate_after:
                 self._fn = self._generate()
         return [env[s] for s in self.output_slots], {n: env[s] for n, s in self.update_slots.items()}
+
+    def _run_loop(self, arrays: Sequence[np.ndarray]) -> list[Any]:
+        """Every slot's array after the unchecked loop's run on `arrays`."""
+        env = self._template.copy()
+        for s, a in zip(self.input_slots, arrays):
+            env[s] = a
+        return self._run_steps(env)
+
+    def _run_steps(self, env: list[Any], first: int = 0) -> list[Any]:
+        """`env` (every slot's array) after the unchecked loop's steps from `first` on."""
+        with np.errstate(all="ignore"):
+            for kernel, ins, out in self._loop[first:] if first else self._loop:
+                if type(out) is tuple:  # a merged call's results
+                    for slot, result in zip(out, kernel(*[env[i] for i in ins])):
+                        env[slot] = result
+                else:
+                    env[out] = kernel(*[env[i] for i in ins])
+        return env
+
+    def _replayed(self, arrays: Sequence[np.ndarray]) -> Results | None:
+        """The run as a replay of the plan's recorded calls (ir/replay.py), or None where it is not one:
+        replay off or given up, too few runs yet, or a run it cannot take (it then records again, up to
+        `RECORDINGS` times)."""
+        replay = self._replay
+        if replay is False:
+            return None
+        if replay is not None:
+            if replay.usable(arrays):
+                return replay.run(arrays)
+            self._replay = replay = None
+        if not self.replay or self._loop is None or self.runs <= self.replay_after:
+            return None
+        if self._recordings >= RECORDINGS:
+            self._replay = False
+            return None
+        self._recordings += 1
+        found, results = Replay.record(self, arrays)
+        if results is None:
+            return None
+        self._replay = False if found is None else found
+        return results
 
     def _checked(self, arrays: Sequence[np.ndarray]) -> list[Any]:
         """One run step by step, each result checked as `conform` does; then the unchecked loop."""
@@ -633,14 +683,14 @@ class Plan:
         if known is None or len(known[0]) != len(captured) or not all(map(operator.is_, known[0], captured)):
             same_strides = [a.strides for a in captured] == self._strides[n:]
             written = [i - n for i in self._written]
-            roots = [id(_root(a)) for a in captured]
+            roots = [id(root(a)) for a in captured]
             counts = collections.Counter(roots)
             apart = all(i >= 0 and counts[roots[i]] == 1 for i in written)
             written_roots = {roots[i] for i in written}
             known = self._captured_check = (list(captured), same_strides and apart, written_roots)
         if not known[1] or [a.strides for a in arrays[:n]] != self._strides[:n]:
             return False
-        return all(id(_root(a)) not in known[2] for a in arrays[:n])
+        return all(id(root(a)) not in known[2] for a in arrays[:n])
 
     def _no_inplace(self) -> None:
         """Every step allocates its result again (and the generated function is made again)."""
@@ -650,6 +700,7 @@ class Plan:
         self._written = []
         self._start_loop()
         self._fn = self.source = None
+        self._replay = None
 
     @property
     def inplace_steps(self) -> list[Step]:
@@ -696,12 +747,6 @@ class Plan:
         self.source = "\n".join(lines) + "\n"
         exec(compile(self.source, f"<plan of {len(self.steps)} steps>", "exec"), namespace)
         return namespace["run"]
-
-
-def _root(array: np.ndarray) -> np.ndarray:
-    while isinstance(array.base, np.ndarray):
-        array = array.base
-    return array
 
 
 def _ufunc_step(step: Step) -> bool:

@@ -39,7 +39,7 @@ from . import (
     rows,
 )
 from . import build as _build
-from ._ffi import DTYPES, Library, min_chunk, set_min_chunk
+from ._ffi import DTYPES, Library, bufsize, min_chunk, set_min_chunk
 from .attention import ATTENTION
 from .conv import WINDOW
 from .convolution import CONVOLUTION
@@ -138,6 +138,15 @@ class CpuBackend(Backend):
         if not self._loaded:
             self.load()
         return super().optimizer_kernel(name, dtype)
+
+    def tape(self) -> Any:
+        """A vg_call tape (fastcall.py), or None where there is none."""
+        return fastcall.tape() if self.load() else None
+
+    def settings(self) -> tuple:
+        """Threads, the thread chunk, the GEMM mode and NumPy's buffer size (OpenBLAS reads its own
+        thread count when called, replayed or not)."""
+        return (self.threads, min_chunk(), linalg.exact_default(), bufsize())
 
     def report(self) -> dict[str, list[str]]:
         self.load()

@@ -7,7 +7,8 @@ reads it), a Python int (a pointer or a size), None, a ctypes array or structure
 float. It is built like the library (the system compiler, the user's cache
 folder), with the running Python's headers, on Linux x86-64 and AArch64 (the calling conventions it
 relies on). Where it cannot be built or loaded, or for a signature it does not take, a function stays the
-ctypes function; `VERIGRAD_CTYPES=1` keeps them all so.
+ctypes function; `VERIGRAD_CTYPES=1` keeps them all so. A `tape()` records the calls made through it
+for a compiled plan's replay (ir/replay.py).
 """
 
 from __future__ import annotations
@@ -185,3 +186,15 @@ def with_tuples(fn: Any, signature: str, fallback: Any) -> Any:
         return None
     address = ctypes.cast(fn, ctypes.c_void_p).value or 0
     return module().function(address, signature, 0, fallback)
+
+
+def tape() -> Any:
+    """A new vg_call Tape: the calls this thread makes while it records (`record`), to be made again by
+    `tape.run(start, stop)` without Python (vg_call.c). None where vg_call does not pass arrays as they
+    are (a tape holds the arrays its calls point into, so it cannot hold pointers made in Python)."""
+    return module().Tape() if passes_arrays() else None
+
+
+def record(tape: Any) -> None:
+    """This thread's later vg_call calls also go onto `tape` (None: onto no tape)."""
+    module().record(tape)

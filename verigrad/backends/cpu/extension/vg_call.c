@@ -14,6 +14,11 @@
  * their own registers in order, the integers past the registers take the stack's 8-byte slots in order,
  * and the caller removes what it pushed, so a function of fewer parameters reads exactly its own. An
  * argument of another kind goes to `fallback` (the ctypes function) with all the arguments.
+ *
+ * `Tape()` and `record(tape)`: while a tape records, each call this thread makes through a Function is
+ * also kept on it (the converted arguments, the result, the argument objects held); `tape.run(start,
+ * stop)` makes those calls again without Python, and `inputs` / `rebind` move the pointers into given
+ * arrays to other arrays of their layouts (a compiled plan's replay: ir/replay.py).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -44,6 +49,42 @@ typedef struct {
     int returns;
     PyObject *fallback;
 } Function;
+
+/* A tape: the calls made while it records (`record`), each with its converted arguments and its result,
+ * to be made again by `run` without Python (a plan's replay, ir/replay.py). It holds every argument
+ * object of the calls it recorded, so the memory they point to lives as long as it does; the 'p'
+ * argument arrays of pointers are copied into it. */
+typedef struct {
+    void *fn;
+    int nd, returns;
+    I ints[MAX_INTS];
+    double doubles[MAX_DOUBLES];
+    I result;
+    I *lists;           /* the copied 'p' arrays (owned), or NULL */
+    uint32_t arrays;    /* which of `ints` are arrays' data pointers (bit k: ints[k]) */
+    int nl, lengths[MAX_LISTS]; /* the 'p' arrays' lengths */
+} Record;
+
+/* Where a tape's input array is pointed to (`inputs`): `ints[at]` of a record, or entry at - MAX_INTS of
+ * its lists; at `offset` bytes into input `input`. */
+typedef struct {
+    Py_ssize_t record;
+    int at, input;
+    I offset;
+} Patch;
+
+typedef struct {
+    PyObject_HEAD
+    Record *records;
+    Py_ssize_t n, cap;
+    Py_ssize_t foreign; /* calls that went to `fallback` (ctypes) while recording: not on the tape */
+    PyObject *held;     /* a list of the recorded calls' arguments */
+    Patch *patches;     /* where the records point into the inputs (`inputs`, `rebind`) */
+    Py_ssize_t npatches, ninputs;
+} Tape;
+
+static Tape *recording = NULL; /* the tape being recorded into (`record` holds a reference) */
+static unsigned long recording_thread; /* the thread whose calls go onto it (others' calls do not) */
 
 /* NumPy's array type and where an array object keeps its data pointer (set by `arrays`, from the
  * offset _ffi.py finds by probing): an array argument is passed as its data pointer, whatever its
@@ -105,15 +146,70 @@ static int pointers(PyObject *a, I *out) {
     return 0;
 }
 
+/* fn(ints..., doubles...) through a pointer of MAX_INTS integers and `nd` doubles (see the top). */
+static inline I invoke(void *fn, const I *ints, const double *doubles, int nd) {
+#define INTS ints[0], ints[1], ints[2], ints[3], ints[4], ints[5], ints[6], ints[7], ints[8], ints[9], \
+             ints[10], ints[11], ints[12], ints[13], ints[14], ints[15]
+    switch (nd) {
+    case 0: return ((fn0)fn)(INTS);
+    case 1: return ((fn1)fn)(INTS, doubles[0]);
+    case 2: return ((fn2)fn)(INTS, doubles[0], doubles[1]);
+    case 3: return ((fn3)fn)(INTS, doubles[0], doubles[1], doubles[2]);
+    default: return ((fn4)fn)(INTS, doubles[0], doubles[1], doubles[2], doubles[3]);
+    }
+#undef INTS
+}
+
+/* A call just made, onto the tape: its arguments converted (the 'p' arrays copied, `list_at` says which
+ * integers point to them), its result, and its argument objects held. */
+static int keep(Tape *t, const Function *f, const I *ints, const double *doubles, int nd, const int *list_at,
+                int nl, I result, PyObject *const *args, Py_ssize_t n) {
+    if (t->n == t->cap) {
+        Py_ssize_t cap = t->cap ? 2 * t->cap : 64;
+        Record *grown = PyMem_Realloc(t->records, (size_t)cap * sizeof(Record));
+        if (grown == NULL) return PyErr_NoMemory(), -1;
+        t->records = grown, t->cap = cap;
+    }
+    Record *rec = &t->records[t->n];
+    rec->fn = f->fn, rec->nd = nd, rec->returns = f->returns, rec->result = result, rec->lists = NULL;
+    rec->arrays = 0, rec->nl = nl;
+    for (Py_ssize_t k = 0, i = 0, j = 0; k < n; k++) {
+        if (f->signature[k] == 'd') continue;
+        if (f->signature[k] == 'p') rec->lengths[j++] = (int)PyTuple_GET_SIZE(args[k]);
+        else if (array_type != NULL && PyObject_TypeCheck(args[k], array_type)) rec->arrays |= 1u << i;
+        i++;
+    }
+    memcpy(rec->ints, ints, sizeof(rec->ints));
+    memcpy(rec->doubles, doubles, sizeof(rec->doubles));
+    if (nl > 0) {
+        rec->lists = PyMem_Malloc((size_t)nl * MAX_POINTERS * sizeof(I));
+        if (rec->lists == NULL) return PyErr_NoMemory(), -1;
+        for (int j = 0; j < nl; j++) {
+            memcpy(rec->lists + j * MAX_POINTERS, (const I *)(intptr_t)ints[list_at[j]], MAX_POINTERS * sizeof(I));
+            rec->ints[list_at[j]] = (I)(intptr_t)(rec->lists + j * MAX_POINTERS);
+        }
+    }
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (PyList_Append(t->held, args[k]) < 0) return PyMem_Free(rec->lists), -1;
+    t->n++;
+    return 0;
+}
+
+/* The fallback (ctypes) with all the arguments; counted on a recording tape, which cannot hold it. */
+static PyObject *foreign(Function *f, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    if (recording != NULL && PyThread_get_thread_ident() == recording_thread) recording->foreign++;
+    return PyObject_Vectorcall(f->fallback, args, nargsf, kwnames);
+}
+
 static PyObject *call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     Function *f = (Function *)self;
     Py_ssize_t n = PyVectorcall_NARGS(nargsf);
     if (kwnames != NULL || n != f->nargs)
-        return PyObject_Vectorcall(f->fallback, args, nargsf, kwnames); /* ctypes says what is wrong */
+        return foreign(f, args, nargsf, kwnames); /* ctypes says what is wrong */
     I ints[MAX_INTS] = {0};
     double doubles[MAX_DOUBLES] = {0};
     I lists[MAX_LISTS][MAX_POINTERS];
-    int ni = 0, nd = 0, nl = 0;
+    int ni = 0, nd = 0, nl = 0, list_at[MAX_LISTS];
     for (Py_ssize_t k = 0; k < n; k++) {
         if (f->signature[k] == 'd') {
             double v = PyFloat_AsDouble(args[k]);
@@ -122,28 +218,20 @@ static PyObject *call(PyObject *self, PyObject *const *args, size_t nargsf, PyOb
             continue;
         }
         if (f->signature[k] == 'p') {
-            if (pointers(args[k], lists[nl])) return PyObject_Vectorcall(f->fallback, args, nargsf, NULL);
+            if (pointers(args[k], lists[nl])) return foreign(f, args, nargsf, NULL);
+            list_at[nl] = ni;
             ints[ni++] = (I)(intptr_t)lists[nl++];
             continue;
         }
         int found = integer(args[k], &ints[ni++]);
         if (found < 0) return NULL;
-        if (found > 0) return PyObject_Vectorcall(f->fallback, args, nargsf, NULL);
+        if (found > 0) return foreign(f, args, nargsf, NULL);
     }
-    I r = 0;
-    void *fn = f->fn;
+    I r;
     Py_BEGIN_ALLOW_THREADS
-#define INTS ints[0], ints[1], ints[2], ints[3], ints[4], ints[5], ints[6], ints[7], ints[8], ints[9], \
-             ints[10], ints[11], ints[12], ints[13], ints[14], ints[15]
-    switch (nd) {
-    case 0: r = ((fn0)fn)(INTS); break;
-    case 1: r = ((fn1)fn)(INTS, doubles[0]); break;
-    case 2: r = ((fn2)fn)(INTS, doubles[0], doubles[1]); break;
-    case 3: r = ((fn3)fn)(INTS, doubles[0], doubles[1], doubles[2]); break;
-    default: r = ((fn4)fn)(INTS, doubles[0], doubles[1], doubles[2], doubles[3]); break;
-    }
-#undef INTS
+    r = invoke(f->fn, ints, doubles, nd);
     Py_END_ALLOW_THREADS
+    if (recording != NULL && PyThread_get_thread_ident() == recording_thread && keep(recording, f, ints, doubles, nd, list_at, nl, r, args, n) < 0) return NULL;
     if (f->returns == 0) Py_RETURN_NONE;
     if (f->returns == 1) return PyLong_FromLong((long)(int)r);
     return PyLong_FromLongLong((long long)r);
@@ -247,7 +335,176 @@ static PyObject *layouts(PyObject *module, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* ---- tapes ---- */
+
+static PyObject *tape_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    if (!PyArg_ParseTuple(args, ":Tape")) return NULL;
+    Tape *t = (Tape *)type->tp_alloc(type, 0);
+    if (t == NULL) return NULL;
+    t->held = PyList_New(0);
+    if (t->held == NULL) return Py_DECREF(t), NULL;
+    return (PyObject *)t;
+}
+
+static void tape_dealloc(PyObject *self) {
+    Tape *t = (Tape *)self;
+    for (Py_ssize_t k = 0; k < t->n; k++) PyMem_Free(t->records[k].lists);
+    PyMem_Free(t->records);
+    PyMem_Free(t->patches);
+    Py_XDECREF(t->held);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static Py_ssize_t tape_len(PyObject *self) { return ((Tape *)self)->n; }
+
+/* run(start, stop): the records [start, stop) called again in order, without the GIL; -1 when each
+ * returned what it returned when recorded, else the index of the first that did not (the records after
+ * it are not called). */
+static PyObject *tape_run(PyObject *self, PyObject *args) {
+    Tape *t = (Tape *)self;
+    Py_ssize_t start, stop, k;
+    if (!PyArg_ParseTuple(args, "nn", &start, &stop)) return NULL;
+    if (start < 0 || stop > t->n || start > stop)
+        return PyErr_Format(PyExc_IndexError, "records [%zd, %zd) of a tape of %zd", start, stop, t->n);
+    Py_BEGIN_ALLOW_THREADS
+    for (k = start; k < stop; k++) {
+        const Record *rec = &t->records[k];
+        I r = invoke(rec->fn, rec->ints, rec->doubles, rec->nd);
+        if (rec->returns == 1 ? (int)r != (int)rec->result : rec->returns == 2 && r != rec->result) break;
+    }
+    Py_END_ALLOW_THREADS
+    return PyLong_FromSsize_t(k < stop ? k : -1);
+}
+
+/* The pointer a patch rewrites. */
+static I *patched(Tape *t, const Patch *p) {
+    Record *rec = &t->records[p->record];
+    return p->at < MAX_INTS ? &rec->ints[p->at] : &rec->lists[p->at - MAX_INTS];
+}
+
+/* inputs(spans): where the records point into the inputs, spans ((data pointer, bytes), ...) of the
+ * arrays the recording run was given (disjoint); `rebind` moves those pointers to other arrays. Gives the
+ * number of pointers found. */
+static PyObject *tape_inputs(PyObject *self, PyObject *arg) {
+    Tape *t = (Tape *)self;
+    if (!PyTuple_Check(arg)) return PyErr_Format(PyExc_TypeError, "inputs takes a tuple of (data, bytes)");
+    Py_ssize_t m = PyTuple_GET_SIZE(arg);
+    if (m > 64) return PyErr_Format(PyExc_ValueError, "inputs takes 64 arrays at most");
+    I *lo = PyMem_Malloc((size_t)(m + 1) * 2 * sizeof(I)), *hi = lo + m + 1;
+    if (lo == NULL) return PyErr_NoMemory();
+    for (Py_ssize_t j = 0; j < m; j++) {
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(arg, j), "LL", &lo[j], &hi[j])) return PyMem_Free(lo), NULL;
+        hi[j] += lo[j];
+    }
+    Py_ssize_t count = 0, cap = 0;
+    Patch *patches = NULL;
+    for (int pass = 0; pass < 2; pass++) { /* count, then fill */
+        count = 0;
+        for (Py_ssize_t r = 0; r < t->n; r++) {
+            const Record *rec = &t->records[r];
+            for (int at = 0; at < MAX_INTS + rec->nl * MAX_POINTERS; at++) {
+                I v;
+                if (at < MAX_INTS) {
+                    if (!(rec->arrays >> at & 1)) continue;
+                    v = rec->ints[at];
+                } else {
+                    int e = (at - MAX_INTS) % MAX_POINTERS, list = (at - MAX_INTS) / MAX_POINTERS;
+                    if (e >= rec->lengths[list]) continue;
+                    v = rec->lists[at - MAX_INTS];
+                }
+                for (Py_ssize_t j = 0; j < m; j++) {
+                    if (v < lo[j] || v >= hi[j]) continue;
+                    if (pass == 1) patches[count] = (Patch){r, at, (int)j, v - lo[j]};
+                    count++;
+                    break;
+                }
+            }
+        }
+        if (pass == 0) {
+            cap = count;
+            patches = PyMem_Malloc((size_t)(cap ? cap : 1) * sizeof(Patch));
+            if (patches == NULL) return PyMem_Free(lo), PyErr_NoMemory();
+        }
+    }
+    PyMem_Free(lo);
+    PyMem_Free(t->patches);
+    t->patches = patches, t->npatches = count, t->ninputs = m;
+    return PyLong_FromSsize_t(count);
+}
+
+/* rebind(arrays): the pointers `inputs` found, moved to these arrays (as many, of the same layouts). */
+static PyObject *tape_rebind(PyObject *self, PyObject *arg) {
+    Tape *t = (Tape *)self;
+    if (array_type == NULL || !PyTuple_Check(arg) || PyTuple_GET_SIZE(arg) != t->ninputs)
+        return PyErr_Format(PyExc_TypeError, "rebind takes a tuple of %zd arrays", t->ninputs);
+    I data[64];
+    if (t->ninputs > 64) return PyErr_Format(PyExc_ValueError, "rebind takes 64 arrays at most");
+    for (Py_ssize_t j = 0; j < t->ninputs; j++) {
+        PyObject *a = PyTuple_GET_ITEM(arg, j);
+        if (!PyObject_TypeCheck(a, array_type)) return PyErr_Format(PyExc_TypeError, "rebind takes arrays");
+        data[j] = data_of(a);
+    }
+    for (Py_ssize_t k = 0; k < t->npatches; k++) {
+        const Patch *p = &t->patches[k];
+        *patched(t, p) = data[p->input] + p->offset;
+    }
+    Py_RETURN_NONE;
+}
+
+/* checked(start, stop): how many of the records [start, stop) return a value (which `run` compares). */
+static PyObject *tape_checked(PyObject *self, PyObject *args) {
+    Tape *t = (Tape *)self;
+    Py_ssize_t start, stop, count = 0;
+    if (!PyArg_ParseTuple(args, "nn", &start, &stop)) return NULL;
+    if (start < 0 || stop > t->n || start > stop)
+        return PyErr_Format(PyExc_IndexError, "records [%zd, %zd) of a tape of %zd", start, stop, t->n);
+    for (Py_ssize_t k = start; k < stop; k++) count += t->records[k].returns != 0;
+    return PyLong_FromSsize_t(count);
+}
+
+static PyObject *tape_foreign(PyObject *self, void *closure) { return PyLong_FromSsize_t(((Tape *)self)->foreign); }
+
+static PyMethodDef tape_methods[] = {
+    {"run", tape_run, METH_VARARGS, "run(start, stop): make the recorded calls [start, stop) again"},
+    {"inputs", tape_inputs, METH_O, "inputs(((data, bytes), ...)): find the pointers into these arrays"},
+    {"rebind", tape_rebind, METH_O, "rebind(arrays): those pointers moved to these arrays"},
+    {"checked", tape_checked, METH_VARARGS, "checked(start, stop): the records in range that return a value"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef tape_getset[] = {
+    {"foreign", tape_foreign, NULL, "calls that went to ctypes while recording (not on the tape)", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PySequenceMethods tape_sequence = {.sq_length = tape_len};
+
+static PyTypeObject TapeType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "vg_call.Tape",
+    .tp_basicsize = sizeof(Tape),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = tape_new,
+    .tp_dealloc = tape_dealloc,
+    .tp_methods = tape_methods,
+    .tp_getset = tape_getset,
+    .tp_as_sequence = &tape_sequence,
+    .tp_doc = "Tape(): the kernel calls made while it records, to be made again without Python.",
+};
+
+/* record(tape): this thread's later calls go onto `tape` too; record(None): onto none. */
+static PyObject *record(PyObject *module, PyObject *arg) {
+    if (arg != Py_None && !PyObject_TypeCheck(arg, &TapeType))
+        return PyErr_Format(PyExc_TypeError, "record takes a Tape or None, not %s", Py_TYPE(arg)->tp_name);
+    Tape *old = recording;
+    recording = arg == Py_None ? NULL : (Tape *)arg;
+    recording_thread = PyThread_get_thread_ident();
+    Py_XINCREF(recording);
+    Py_XDECREF(old);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
+    {"record", record, METH_O, "record(tape): later calls also go onto the tape; record(None): stop"},
     {"function", function, METH_VARARGS, "function(address, signature, returns, fallback)"},
     {"arrays", arrays, METH_VARARGS, "arrays(ndarray, data_offset): pass arrays as their data pointers"},
     {"layout", layout, METH_O, "layout(tuple): bytes saying the layout of each array in the tuple"},
@@ -258,6 +515,10 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "vg_call", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit_vg_call(void) {
-    if (PyType_Ready(&FunctionType) < 0) return NULL;
-    return PyModule_Create(&module);
+    if (PyType_Ready(&FunctionType) < 0 || PyType_Ready(&TapeType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    Py_INCREF(&TapeType);
+    if (PyModule_AddObject(m, "Tape", (PyObject *)&TapeType) < 0) return Py_DECREF(&TapeType), Py_DECREF(m), NULL;
+    return m;
 }

@@ -1,0 +1,207 @@
+"""Replay (ir/replay.py): a plan's recorded kernel calls made again without Python, on the cpu backend.
+Every run gives the bits the same plan gives without replay: training steps, a kernel that computes in
+Python (the check takes it out of the replay), a call whose result differs from the recorded one (the
+rest of the run goes to Python), other thread counts and argument layouts (recorded again), and two
+threads running one compiled function."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+import pytest
+from steps import training_step
+
+import verigrad
+import verigrad.functional as F
+from verigrad import nn
+from verigrad.backends import cpu as cpu_backend
+from verigrad.ir import replay
+from verigrad.ir.plan import Plan
+from verigrad.optim import Adam
+
+pytestmark = pytest.mark.skipif(
+    not cpu_backend.available() or cpu_backend.cpu.tape() is None,
+    reason="needs the cpu backend's C library and vg_call (replay records vg_call's calls)",
+)
+
+
+def _same(actual: Any, expected: Any) -> None:
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    assert actual.tobytes() == expected.tobytes()
+
+
+def _plan(compiled: Any) -> Plan:
+    (plan,) = compiled._plans.values()
+    return plan
+
+
+def _batches(n: int, batch: int = 16, seed: int = 0) -> list:
+    rng = np.random.default_rng(seed)
+    return [(rng.random((batch, 1, 8, 8), dtype=np.float32), rng.integers(0, 10, batch)) for _ in range(n)]
+
+
+def _train(batches: list, on: bool, monkeypatch: Any, threads: list[int] | None = None) -> tuple:
+    """A digits CNN trained with Adam by a compiled step on the cpu backend, replay on or off: the loss
+    tensors as returned, copies of them made at once, the model and optimizer state after, the plan."""
+    monkeypatch.setattr(Plan, "replay", on)
+    verigrad.manual_seed(0)
+    model = verigrad.models.digits_cnn(8, 8, channels=(6, 8))
+    opt = Adam(model.parameters(), lr=1e-2)
+    compiled = verigrad.compile(training_step(model, opt, nn.CrossEntropyLoss()))
+    returned, copies = [], []
+    try:
+        with verigrad.backend("cpu"):
+            for k, (x, y) in enumerate(batches):
+                if threads is not None:
+                    verigrad.set_threads(threads[k % len(threads)])
+                loss = compiled(verigrad.tensor(x), verigrad.tensor(y))
+                returned.append(loss)
+                copies.append(loss.numpy().copy())
+    finally:
+        verigrad.set_threads(1)
+    state = [p.numpy().copy() for p in model.parameters()]
+    state += [t.numpy().copy() for _, t in opt.state_tensors()]
+    return returned, copies, state, _plan(compiled)
+
+
+def test_a_training_step_replays_with_the_bits_of_the_plan_without_replay(monkeypatch):
+    batches = _batches(16)
+    returned, on, state_on, plan = _train(batches, True, monkeypatch)
+    _, off, state_off, plan_off = _train(batches, False, monkeypatch)
+    for a, b in zip(on + state_on, off + state_off):
+        _same(a, b)
+    for loss, copy in zip(returned, on):  # each run's outputs are its own, not the next run's buffers
+        _same(loss.numpy(), copy)
+    recorded = plan._replay
+    assert isinstance(recorded, replay.Replay) and recorded.checked and plan_off._replay is None
+    kinds = recorded.kinds
+    assert kinds.count(replay.REPLAY) > kinds.count(replay.PYTHON) and len(recorded.tape) > 0
+    # the convolutions, their gradients, pooling and the fused Adam updates are replayed
+    replayed = {call.op.name for call, kind in zip(plan.calls, kinds) if kind == replay.REPLAY}
+    assert {"conv2d", "conv2d_weight_grad", "max_pool2d", "fused"} <= replayed
+    assert len({float(c) for c in on}) == len(batches)  # the model did change from step to step
+
+
+def test_other_thread_counts_record_again_with_the_same_bits(monkeypatch):
+    batches = _batches(24)
+    _, on, state_on, plan = _train(batches[:12] + batches[12:], True, monkeypatch, threads=[1] * 12 + [2, 3])
+    _, off, state_off, _ = _train(batches, False, monkeypatch, threads=[1] * 12 + [2, 3])
+    for a, b in zip(on + state_on, off + state_off):
+        _same(a, b)
+    assert plan._recordings >= 2  # recorded at one thread, then again at two
+
+
+def _relu_plus_mean(kernel: Any) -> Any:
+    """A kernel that makes its C call, then computes in Python from its operand's values: what the
+    check must catch (a replay would repeat the first run's mean)."""
+    return lambda x, *rest: kernel(x, *rest) + x.mean(dtype=np.float32)
+
+
+def test_a_kernel_computing_in_python_runs_in_python(monkeypatch):
+    """The check compares each replayed step with Python's run: the step whose kernel computes in
+    Python differs, and runs in Python from then on; every run has the bits of the plan without it."""
+    rng = np.random.default_rng(1)
+    xs = [rng.standard_normal((64, 1000)).astype(np.float32) for _ in range(16)]
+    w1 = verigrad.tensor(rng.standard_normal((1000, 400)).astype(np.float32) / 30)
+    w2 = verigrad.tensor(rng.standard_normal((400, 400)).astype(np.float32) / 20)
+    results = {}
+    for on in (True, False):
+        monkeypatch.setattr(Plan, "replay", on)
+        compiled = verigrad.compile(lambda x: (F.tanh(F.relu(x * 2.0) @ w1) @ w2).sum(axis=1))
+        with verigrad.backend("cpu"):
+            out = [compiled(verigrad.tensor(xs[0])).numpy().copy()]
+            plan = _plan(compiled)
+            (k,) = [k for k, call in enumerate(plan.calls) if call.op.name in ("relu", "fused")][:1]
+            kernel, ins, slot = plan._loop[k]
+            plan._loop[k] = (_relu_plus_mean(kernel), ins, slot)
+            out += [compiled(verigrad.tensor(x)).numpy().copy() for x in xs[1:]]
+        results[on] = out
+        if on:
+            assert isinstance(plan._replay, replay.Replay) and plan._replay.checked
+            assert plan._replay.kinds[k] == replay.PYTHON
+    for a, b in zip(results[True], results[False]):
+        _same(a, b)
+
+
+def test_a_call_returning_otherwise_hands_the_run_to_python(monkeypatch):
+    """A convolution whose f32 result overflows says so (its C function returns 0) and the kernel gives
+    the reference's result instead: a replay stopped there runs the rest in Python, with the bits of
+    the plan without replay; the next ordinary run replays again."""
+    rng = np.random.default_rng(2)
+    weight = verigrad.tensor(rng.standard_normal((8, 3, 3, 3)).astype(np.float32))
+    xs = [rng.standard_normal((16, 3, 12, 12)).astype(np.float32) for _ in range(14)]
+    xs[11] = xs[11] * np.float32(3e37)  # its sums overflow
+    results = {}
+    for on in (True, False):
+        monkeypatch.setattr(Plan, "replay", on)
+        compiled = verigrad.compile(lambda x: F.relu(F.conv2d(x, weight, padding=1)) * 0.5)
+        with verigrad.backend("cpu"):
+            results[on] = [compiled(verigrad.tensor(x)).numpy().copy() for x in xs]
+        if on:
+            assert isinstance(_plan(compiled)._replay, replay.Replay) and _plan(compiled)._replay.checked
+    assert np.isinf(results[False][11]).any()
+    for a, b in zip(results[True], results[False]):
+        _same(a, b)
+
+
+def test_arguments_as_views_replay_with_their_own_strides(monkeypatch):
+    """Views as arguments (the same shape, other strides: a plan of their own) replay with the
+    pointers into each run's argument, at the view's strides."""
+    rng = np.random.default_rng(3)
+    base = [rng.standard_normal((30, 2000)).astype(np.float32) for _ in range(30)]
+    args = [verigrad.tensor(b[:, :1000]) for b in base[:12]]  # contiguous copies
+    args += [verigrad.tensor(b)[:, :1000] for b in base[12:]]  # views of rows of 2000
+    results = {}
+    for on in (True, False):
+        monkeypatch.setattr(Plan, "replay", on)
+        compiled = verigrad.compile(lambda x: F.tanh(x * 2.0 + 1.0).sum(axis=0))
+        with verigrad.backend("cpu"):
+            results[on] = [compiled(a).numpy().copy() for a in args]
+        if on:
+            recorded = [plan._replay for plan in compiled._plans.values()]
+            assert all(isinstance(r, replay.Replay) and r.checked for r in recorded)
+            assert sorted(r.layouts[0][0] for r in recorded) == [(4000, 4), (8000, 4)]
+    for a, b in zip(results[True], results[False]):
+        _same(a, b)
+
+
+def test_two_threads_run_one_compiled_function(monkeypatch):
+    """One run at a time replays (the fixed buffers are the plan's); the other runs in Python."""
+    monkeypatch.setattr(Plan, "replay", True)
+    rng = np.random.default_rng(4)
+    w = verigrad.tensor(rng.standard_normal((256, 128)).astype(np.float32))
+    fn = verigrad.compile(lambda x: F.relu(x @ w).sum(axis=1))
+    xs = [rng.standard_normal((256, 256)).astype(np.float32) for _ in range(12)]
+    with verigrad.backend("cpu"):
+        expected = [fn(verigrad.tensor(x)).numpy().copy() for x in xs]
+    assert isinstance(_plan(fn)._replay, replay.Replay)
+    failures: list[str] = []
+
+    def worker(order: list[int]) -> None:
+        with verigrad.backend("cpu"):
+            for _ in range(20):
+                for k in order:
+                    got = fn(verigrad.tensor(xs[k])).numpy()
+                    if got.tobytes() != expected[k].tobytes():
+                        failures.append(f"input {k}")
+
+    orders = (list(range(12)), list(range(11, -1, -1)))
+    threads = [threading.Thread(target=worker, args=(order,)) for order in orders]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures
+
+
+def test_mostly_python_plans_do_not_replay(monkeypatch):
+    """A plan of tiny ops (NumPy ufuncs, no C calls) keeps its generated function."""
+    monkeypatch.setattr(Plan, "replay", True)
+    fn = verigrad.compile(lambda x: (x * 2.0 + 1.0).exp().sum())
+    with verigrad.backend("cpu"):
+        for k in range(12):
+            fn(verigrad.tensor(np.full(5, k, np.float32)))
+    assert _plan(fn)._replay is False

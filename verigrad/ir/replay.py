@@ -1,0 +1,321 @@
+"""A plan's kernel calls made again without Python between them: the backend records them once on a
+tape (the cpu backend's vg_call, backends/cpu/fastcall.py), and later runs replay the tape.
+
+A recorded call points into the arrays it was given: the arguments, the captured tensors' arrays, and
+every array a kernel allocated (results, scratch). The tape holds all of them, so the allocated ones
+become the plan's fixed buffers, which each replay writes again; the pointers into the arguments are
+moved to each run's own arguments (`Tape.rebind`). So a run replays only
+
+- with arguments of the recording run's layouts, and the same captured arrays (the same objects:
+  the updates are written into them);
+- under the settings it was recorded with (`Backend.settings`: threads, chunk size, ...);
+- and it returns copies of the outputs, which the next run overwrites.
+
+Steps are of three kinds, decided by the recording run: a step whose calls all went onto the tape is
+replayed; a movement op that made none and whose result views its operand needs nothing (its view is
+of the same buffers; a view of an argument is made again for each run's argument); the rest (a NumPy
+ufunc, a kernel that called C through ctypes) run in Python, each result copied into the buffer the
+recording run gave it.
+
+A kernel could also compute in Python, or pass C a value read from its operands: a replay would then
+repeat a stale result. So the run after the recording (`_check`) runs the plan in Python too, puts the
+captured arrays back, replays step by step, and compares each step's results with Python's, bit for
+bit: the first step that differs runs in Python from then on, and the next run checks again (at most
+`CHECKS` runs, then the plan stops replaying). A call whose result (a kernel's "done" flag) is not the
+one recorded stops the replay there: that step and the rest run in Python, into new arrays.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .plan import Plan
+
+CHECKS = 4  # runs that may each find a step to take out of the replay, at most
+REPLAY, VIEW, PYTHON = "replay", "view", "python"
+VIEW_OPS = frozenset({"reshape", "permute", "broadcast_to", "slice", "cast", "contiguous"})  # may view
+
+Results = tuple[list[np.ndarray], dict[str, np.ndarray]]
+
+
+class Replay:
+    """The recording of one plan's steps (`record`), checked (`_check`) and replayed (`run`)."""
+
+    def __init__(self, plan: Plan, tape: Any, arrays: Sequence[np.ndarray]) -> None:
+        n = plan.program.n_args
+        self.plan, self.tape = plan, tape
+        self.settings = plan.backend.settings()
+        self.layouts = [(a.strides, a.flags.aligned) for a in arrays[:n]]
+        self.captured = list(arrays[n:])
+        self.kinds: list[str] = []
+        self.marks: list[tuple[int, int]] = []  # each step's records [start, stop) on the tape
+        self.env: list[Any] = []  # every slot's array after the recording run: the fixed buffers
+        self.segments: list[tuple[int, int, int, int]] = []
+        self.argument_views: list[int] = []  # VIEW steps of an argument (made again for each run's)
+        self.checks = 0
+        self.checked = False
+        self.lock = threading.Lock()  # one run at a time writes the fixed buffers
+
+    # recording ------------------------------------------------------------------------------------
+    @classmethod
+    def record(cls, plan: Plan, arrays: Sequence[np.ndarray]) -> tuple[Replay | None, Results | None]:
+        """A run of the plan made while the backend records its calls (its outputs and updates, as
+        `Plan.run` gives them), and the Replay of them (None where it cannot replay); (None, None),
+        with nothing run, where the backend has no tape or the arguments' memory is not apart."""
+        n = plan.program.n_args
+        tape = plan.backend.tape()
+        spans = _spans(arrays[:n])
+        if tape is None or spans is None:
+            return None, None
+        self = cls(plan, tape, arrays)
+        env = plan._template.copy()
+        for slot, a in zip(plan.input_slots, arrays):
+            env[slot] = a
+        from ..backends.cpu import fastcall
+
+        fastcall.record(tape)
+        try:
+            with np.errstate(all="ignore"):
+                for step, (kernel, ins, out) in zip(plan.calls, plan._loop):
+                    start, foreign = len(tape), tape.foreign
+                    args = [env[i] for i in ins]
+                    slots, results = _pairs(out, kernel(*args))
+                    for slot, r in zip(slots, results):
+                        env[slot] = r
+                    self.marks.append((start, len(tape)))
+                    self.kinds.append(self._kind(start, foreign, step, args, results))
+        finally:
+            fastcall.record(None)
+        self.env = env
+        tape.inputs(spans)
+        argument_roots = {id(root(a)) for a in arrays[:n]}
+        self.argument_views = [
+            k
+            for k, kind in enumerate(self.kinds)
+            if kind == VIEW and any(id(root(env[s])) in argument_roots for s in self._outs(k))
+        ]
+        results = self._results(env)
+        captured = {id(a) for a in self.captured}
+        if not all(id(env[s]) in captured for s in plan.update_slots.values()) or not self._worth():
+            return None, results  # an update not written in place (nothing fixed), or mostly Python
+        self._segments()
+        return self, results
+
+    def _worth(self) -> bool:
+        """Whether replaying saves time: a replayed step saves its Python call (a few microseconds), a
+        step left to Python costs a little more than in the generated function (its loop, the copy
+        into its buffer); at least as many replayed steps as Python ones."""
+        return self.kinds.count(REPLAY) >= self.kinds.count(PYTHON)
+
+    def _kind(self, start: int, foreign: int, step: Any, args: list, results: tuple) -> str:
+        """REPLAY, VIEW or PYTHON for a step of the recording run (see the module docstring)."""
+        tape = self.tape
+        stop = len(tape)
+        intos = getattr(step, "intos", ())  # a merged call's
+        into = getattr(step, "into", None) is not None or any(i is not None for i in intos)
+        if tape.foreign != foreign:
+            return PYTHON
+        if stop == start:
+            roots = {id(root(a)) for a in args if isinstance(a, np.ndarray)}
+            views = all(isinstance(r, np.ndarray) and id(root(r)) in roots for r in results)
+            return VIEW if views and not into and step.op.name in VIEW_OPS else PYTHON
+        # a step that writes into an input and may stop midway could not be redone in Python
+        return PYTHON if into and tape.checked(start, stop) else REPLAY
+
+    def _segments(self) -> None:
+        """The runs of replayed steps with only views between them: (first step, last step, first
+        record, last record + 1)."""
+        self.segments = []
+        open_run = False
+        for k, kind in enumerate(self.kinds):
+            if kind == PYTHON:
+                open_run = False
+            elif kind == REPLAY:
+                start, stop = self.marks[k]
+                if open_run:
+                    first, _, begin, _ = self.segments[-1]
+                    self.segments[-1] = (first, k, begin, stop)
+                else:
+                    self.segments.append((k, k, start, stop))
+                open_run = True
+
+    # running --------------------------------------------------------------------------------------
+    def usable(self, arrays: Sequence[np.ndarray]) -> bool:
+        """Whether this run may replay: arguments of the recorded layouts, the same captured arrays,
+        the same settings."""
+        n = len(self.layouts)
+        return (
+            len(arrays) == n + len(self.captured)
+            and all(map(operator.is_, self.captured, arrays[n:]))
+            and [(a.strides, a.flags.aligned) for a in arrays[:n]] == self.layouts
+            and self.plan.backend.settings() == self.settings
+        )
+
+    def run(self, arrays: Sequence[np.ndarray]) -> Results | None:
+        """The plan's outputs and updates for `arrays` (see `usable`), replayed once checked; None while
+        another thread replays (the caller then runs the plan in Python)."""
+        if not self.lock.acquire(blocking=False):
+            return None
+        try:
+            if not self.checked:
+                return self._check(arrays)
+            return self._results(self._replay(arrays))
+        finally:
+            self.lock.release()
+
+    def _bind(self, arrays: Sequence[np.ndarray]) -> list[Any]:
+        """The fixed buffers, with this run's arguments (and the views of them) in their slots, and the
+        tape's pointers into the arguments moved to them."""
+        plan, env = self.plan, self.env
+        n = len(self.layouts)
+        self.tape.rebind(tuple(arrays[:n]))
+        for slot, a in zip(plan.input_slots[:n], arrays):
+            env[slot] = a
+        loop = plan._loop
+        for k in self.argument_views:
+            kernel, ins, out = loop[k]
+            env[out] = kernel(*[env[i] for i in ins])
+        return env
+
+    def _replay(self, arrays: Sequence[np.ndarray]) -> list[Any]:
+        env = self._bind(arrays)
+        kinds, loop = self.kinds, self.plan._loop
+        segments = iter(self.segments)
+        segment = next(segments, None)
+        k, steps = 0, len(kinds)
+        with np.errstate(all="ignore"):
+            while k < steps:
+                if segment is not None and segment[0] == k:
+                    _, last, start, stop = segment
+                    stopped = self.tape.run(start, stop)
+                    if stopped >= 0:
+                        return self._finish(self._step_of(stopped))
+                    k = last + 1
+                    segment = next(segments, None)
+                    continue
+                if kinds[k] == PYTHON:
+                    kernel, ins, out = loop[k]
+                    for slot, r in zip(*_pairs(out, kernel(*[env[i] for i in ins]))):
+                        _into(env[slot], r)
+                k += 1
+        return env
+
+    def _step_of(self, record: int) -> int:
+        """The step that made the tape's record `record`."""
+        return next(k for k, (start, stop) in enumerate(self.marks) if start <= record < stop)
+
+    def _finish(self, k: int) -> list[Any]:
+        """Steps k... run in Python, into new arrays (a recorded call did not return what it did)."""
+        return self.plan._run_steps(self.env.copy(), k)
+
+    def _results(self, env: list[Any]) -> Results:
+        """The outputs (copies, but for the arguments and captured arrays) and the updates."""
+        plan = self.plan
+        n = len(self.layouts)
+        given = {id(env[s]) for s in plan.input_slots[:n]} | {id(a) for a in self.captured}
+        outputs = [env[s] if id(env[s]) in given else np.array(env[s]) for s in plan.output_slots]
+        return outputs, {name: env[s] for name, s in plan.update_slots.items()}
+
+    def _check(self, arrays: Sequence[np.ndarray]) -> Results:
+        """The run in Python, each step's results copied as it makes them; then from the same state the
+        steps replayed one at a time, each compared with its Python results bit for bit. The first step
+        that differs runs in Python from then on. The Python run's results are the ones kept."""
+        plan = self.plan
+        loop = plan._loop
+        written = [a for a in self.captured if any(a is self.env[s] for s in self._outs())]
+        before = [a.copy() for a in written]
+        env = plan._template.copy()
+        for slot, a in zip(plan.input_slots, arrays):
+            env[slot] = a
+        expected = []
+        with np.errstate(all="ignore"):
+            for k, (kernel, ins, out) in enumerate(loop):
+                for slot, r in zip(*_pairs(out, kernel(*[env[i] for i in ins]))):
+                    env[slot] = r
+                expected.append([np.array(env[slot]) for slot in self._outs(k)])
+        after = [a.copy() for a in written]
+        for a, b in zip(written, before):
+            np.copyto(a, b)
+        fixed = self._bind(arrays)
+        differs, complete = None, True
+        with np.errstate(all="ignore"):
+            for k, (kernel, ins, out) in enumerate(loop):
+                if self.kinds[k] == REPLAY and self.tape.run(*self.marks[k]) >= 0:
+                    complete = False  # a call returned another result: this run cannot tell
+                    break
+                if self.kinds[k] == PYTHON:
+                    for slot, r in zip(*_pairs(out, kernel(*[fixed[i] for i in ins]))):
+                        _into(fixed[slot], r)
+                if any(not _same(e, fixed[slot]) for e, slot in zip(expected[k], self._outs(k))):
+                    differs = k
+                    break
+        for a, b in zip(written, after):
+            np.copyto(a, b)
+        self.checks += 1
+        if differs is not None:
+            self.kinds[differs] = PYTHON
+            self._segments()
+        self.checked = complete and differs is None
+        if not self._worth() or (not self.checked and self.checks >= CHECKS):
+            plan._replay = False
+        return [env[s] for s in plan.output_slots], {name: env[s] for name, s in plan.update_slots.items()}
+
+    def _outs(self, k: int | None = None) -> list[int]:
+        """The slots step k writes (every step's for None)."""
+        loop = self.plan._loop
+        outs = [loop[k][2]] if k is not None else [out for _, _, out in loop]
+        return [s for out in outs for s in (out if type(out) is tuple else (out,))]
+
+
+def _spans(arrays: Sequence[np.ndarray]) -> tuple[tuple[int, int], ...] | None:
+    """Each array's memory as (data pointer, bytes); None where a stride is negative or two overlap
+    (a pointer into them would not say which argument it is into)."""
+    spans = []
+    for a in arrays:
+        if any(s < 0 for s in a.strides):
+            return None
+        size = 0 if a.size == 0 else sum((d - 1) * s for d, s in zip(a.shape, a.strides)) + a.itemsize
+        spans.append((a.__array_interface__["data"][0], size))
+    ordered = sorted(s for s in spans if s[1])
+    if any(lo + size > next_lo for (lo, size), (next_lo, _) in itertools.pairwise(ordered)):
+        return None
+    return tuple(spans)
+
+
+def _pairs(out: Any, result: Any) -> tuple[tuple, tuple]:
+    """A step's slots and results (a merged call has several)."""
+    return (out, result) if type(out) is tuple else ((out,), (result,))
+
+
+def root(array: np.ndarray) -> np.ndarray:
+    """The array whose memory `array` views (itself if it owns its memory)."""
+    while isinstance(array.base, np.ndarray):
+        array = array.base
+    return array
+
+
+def _into(fixed: np.ndarray, result: Any) -> None:
+    """A Python step's result into the buffer the recording gave it (nothing to do where it is that
+    buffer, or a view of the same memory)."""
+    if result is fixed:
+        return
+    if (
+        isinstance(result, np.ndarray)
+        and result.__array_interface__["data"][0] == fixed.__array_interface__["data"][0]
+        and result.strides == fixed.strides
+    ):
+        return
+    np.copyto(fixed, result)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two results have the same bits."""
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
