@@ -337,6 +337,31 @@ def test_broadcast_binary_kernels_give_the_reference_bits(op, dtype, small_chunk
 
 
 @needs_cc
+@pytest.mark.parametrize("dtype", sorted(cpu.DTYPES))
+def test_element_wise_kernels_write_into_out_with_the_same_bits(dtype, small_chunks):
+    """`out=`: the result written into a given array (one of the operands, where it is the result's
+    shape: a replayed plan's in-place step), the same bits as a new array; an `out` the C loop cannot
+    write as it is (strided) gets the result copied in."""
+    np_dtype = cpu.DTYPES[dtype]
+    rng = np.random.default_rng(12)
+    pool = inputs(np_dtype, 200, seed=6)
+    with np.errstate(all="ignore"):
+        for op in ("add", "mul", "maximum", "exp", "relu", "neg"):
+            kernel = cpu.cpu.native(OPS[op], getattr(verigrad, dtype))
+            binary = op in cpu.BINARY
+            for shape_a, shape_b in (((5, 7), (5, 7)), ((5, 7), (7,)), ((), ()), ((3000,), (3000,))):
+                a = rng.choice(pool, shape_a).astype(np_dtype)
+                b = rng.choice(pool, shape_b).astype(np_dtype)
+                args = (a, b) if binary else (a,)
+                expected = kernel(*args)
+                into_a = a.copy()
+                got = kernel(into_a, b, out=into_a) if binary else kernel(into_a, out=into_a)
+                assert got is into_a and _bits(got) == _bits(expected), (op, shape_a, shape_b)
+                strided = np.zeros((*expected.shape, 2), np_dtype)[..., 0]
+                assert kernel(*args, out=strided) is strided and _bits(strided) == _bits(expected)
+
+
+@needs_cc
 def test_broadcast_kernels_take_strided_views_and_every_special_pair(small_chunks):
     verigrad.set_threads(3)
     for dtype, np_dtype in cpu.DTYPES.items():

@@ -126,6 +126,37 @@ def test_a_kernel_computing_in_python_runs_in_python(monkeypatch):
         _same(a, b)
 
 
+def test_a_kernel_writing_into_a_captured_array_stops_the_replaying(monkeypatch):
+    """A kernel that also writes into a captured tensor's memory in Python (which a replay would not
+    repeat): the check compares the captured arrays after the run too, and the plan stops replaying."""
+    rng = np.random.default_rng(5)
+    xs = [rng.standard_normal((64, 300)).astype(np.float32) for _ in range(14)]
+    w0 = rng.standard_normal((300, 300)).astype(np.float32) / 20
+    results = {}
+    for on in (True, False):
+        monkeypatch.setattr(Plan, "replay", on)
+        w = verigrad.tensor(w0.copy())
+        compiled = verigrad.compile(lambda x: F.tanh(x @ w).sum(axis=1))
+        with verigrad.backend("cpu"):
+            out = [compiled(verigrad.tensor(xs[0])).numpy().copy()]
+            plan = _plan(compiled)
+            k = next(k for k, call in enumerate(plan.calls) if call.op.name == "matmul")
+            kernel, ins, slot = plan._loop[k]
+
+            def drifting(a: np.ndarray, b: np.ndarray, kernel: Any = kernel) -> np.ndarray:
+                result = kernel(a, b)
+                np.multiply(b, np.float32(1.001), out=b)  # b views the captured w: read by the next run
+                return result
+
+            plan._loop[k] = (drifting, ins, slot)
+            out += [compiled(verigrad.tensor(x)).numpy().copy() for x in xs[1:]]
+        results[on] = [*out, w.numpy().copy()]
+        if on:
+            assert plan._replay is False
+    for a, b in zip(results[True], results[False]):
+        _same(a, b)
+
+
 def test_a_call_returning_otherwise_hands_the_run_to_python(monkeypatch):
     """A convolution whose f32 result overflows says so (its C function returns 0) and the kernel gives
     the reference's result instead: a replay stopped there runs the rest in Python, with the bits of
@@ -198,10 +229,30 @@ def test_two_threads_run_one_compiled_function(monkeypatch):
 
 
 def test_mostly_python_plans_do_not_replay(monkeypatch):
-    """A plan of tiny ops (NumPy ufuncs, no C calls) keeps its generated function."""
+    """A plan whose kernels are mostly NumPy's (integer ops: the cpu backend has no C kernel for them)
+    keeps its generated function: replaying would save nothing."""
     monkeypatch.setattr(Plan, "replay", True)
-    fn = verigrad.compile(lambda x: (x * 2.0 + 1.0).exp().sum())
+    fn = verigrad.compile(lambda x: ((x * 3 + 1) * x).sum())
     with verigrad.backend("cpu"):
         for k in range(12):
-            fn(verigrad.tensor(np.full(5, k, np.float32)))
+            fn(verigrad.tensor(np.arange(5, dtype=np.int64) + k))
     assert _plan(fn)._replay is False
+
+
+def test_small_operands_replay_the_backends_kernels(monkeypatch):
+    """On small operands a plan runs NumPy's ufuncs (a C call through Python costs more); a replay
+    records the backend's C kernels instead, written into the same arrays, with the same bits."""
+    results = {}
+    for on in (True, False):
+        monkeypatch.setattr(Plan, "replay", on)
+        fn = verigrad.compile(lambda x: ((x * 2.0 + 1.0).exp() - x).sum())
+        with verigrad.backend("cpu"):
+            results[on] = [
+                fn(verigrad.tensor(np.linspace(-k, k, 7, dtype=np.float32))).numpy() for k in range(12)
+            ]
+        if on:
+            recorded = _plan(fn)._replay
+            assert isinstance(recorded, replay.Replay) and recorded.checked
+            assert recorded.kinds.count(replay.REPLAY) >= 2 and replay.PYTHON not in recorded.kinds
+    for a, b in zip(results[True], results[False]):
+        _same(a, b)

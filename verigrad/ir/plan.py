@@ -184,7 +184,7 @@ class _Concrete:
 class Step:
     """One kernel call: slots in, one slot out, and the spec its result must have."""
 
-    __slots__ = ("fix", "ins", "into", "kernel", "op", "out", "params", "spec")
+    __slots__ = ("fix", "ins", "into", "kernel", "native", "op", "out", "params", "spec")
 
     def __init__(
         self,
@@ -199,6 +199,7 @@ class Step:
         self.params = params or {}
         self.fix: str | None = None  # after the first run: None, "asarray" or "conform"
         self.into: int | None = None  # the input slot whose array the result is written into
+        self.native: Callable | None = None  # the backend's kernel where a leaner one runs (small operands)
 
     def __repr__(self) -> str:
         args = ", ".join(f"x{i}" for i in self.ins)
@@ -345,12 +346,14 @@ class Plan:
             slot = self._same.get(key)
             if slot is not None:
                 return slot
-        bound = None
+        bound = native = None
         if kernel is not op.reference and not whole and self._small_exact(op, ins, spec):
             if op.fast is not None:
                 bound = op.fast(spec.dtype, tuple([self.specs[i].dtype for i in ins]), **params)
             elif isinstance(op.reference, np.ufunc) and not params:  # neg, abs: already lean
                 bound = op.reference
+            if bound is not None:  # a replay makes the backend's call, which costs less without Python
+                native = functools.partial(kernel, **params) if params else kernel
         if kernel is op.reference:
             shaped = _SHAPED_FAST.get(op.name)
             if shaped is not None:
@@ -361,7 +364,9 @@ class Plan:
             bound = functools.partial(kernel, **params) if params else kernel
         out = len(self.specs)
         self.specs.append(spec)
-        self.steps.append(Step(op, bound, ins, out, spec, params))
+        step = Step(op, bound, ins, out, spec, params)
+        step.native = native
+        self.steps.append(step)
         if key is not None:
             self._same[key] = out
         return out
@@ -783,6 +788,20 @@ def _into(kernel: Callable) -> Callable:
     """The kernel (a ufunc, or one that `_writes_into`) on all its arguments but the last, into the last
     (as `out`)."""
     return lambda *arrays: kernel(*arrays[:-1], out=arrays[-1])
+
+
+def recording_kernel(step: Step, fixed: Callable) -> Callable:
+    """What a replay records for the step (ir/replay.py): the backend's kernel where the plan runs a
+    leaner one on small operands (a replayed call costs less than the ufunc's Python), writing into
+    the step's input where the step does and the kernel `takes_out`; else the loop's kernel `fixed`."""
+    native = step.native
+    if native is None or isinstance(step, Merged):
+        return fixed
+    if step.into is None:
+        return native
+    if getattr(getattr(native, "func", native), "takes_out", False):
+        return _into(native)
+    return fixed
 
 
 def _fixed(step: Step) -> Callable:

@@ -57,7 +57,9 @@ class Replay:
         self.kinds: list[str] = []
         self.marks: list[tuple[int, int]] = []  # each step's records [start, stop) on the tape
         self.env: list[Any] = []  # every slot's array after the recording run: the fixed buffers
-        self.segments: list[tuple[int, int, int, int]] = []
+        self.actions: list[tuple[int, int]] = []
+        self.outputs: list[tuple[int, bool]] = []  # each output's slot, and whether it is returned as is
+        self.updates: dict[str, np.ndarray] = {}
         self.argument_views: list[int] = []  # VIEW steps of an argument (made again for each run's)
         self.checks = 0
         self.checked = False
@@ -79,6 +81,7 @@ class Replay:
         for slot, a in zip(plan.input_slots, arrays):
             env[slot] = a
         from ..backends.cpu import fastcall
+        from .plan import recording_kernel
 
         fastcall.record(tape)
         try:
@@ -86,7 +89,7 @@ class Replay:
                 for step, (kernel, ins, out) in zip(plan.calls, plan._loop):
                     start, foreign = len(tape), tape.foreign
                     args = [env[i] for i in ins]
-                    slots, results = _pairs(out, kernel(*args))
+                    slots, results = _pairs(out, recording_kernel(step, kernel)(*args))
                     for slot, r in zip(slots, results):
                         env[slot] = r
                     self.marks.append((start, len(tape)))
@@ -101,11 +104,14 @@ class Replay:
             for k, kind in enumerate(self.kinds)
             if kind == VIEW and any(id(root(env[s])) in argument_roots for s in self._outs(k))
         ]
+        given = {id(root(a)) for a in arrays}
+        self.outputs = [(s, id(root(env[s])) in given) for s in plan.output_slots]
+        self.updates = {name: env[s] for name, s in plan.update_slots.items()}
         results = self._results(env)
         captured = {id(a) for a in self.captured}
         if not all(id(env[s]) in captured for s in plan.update_slots.values()) or not self._worth():
             return None, results  # an update not written in place (nothing fixed), or mostly Python
-        self._segments()
+        self._schedule()
         return self, results
 
     def _worth(self) -> bool:
@@ -129,22 +135,23 @@ class Replay:
         # a step that writes into an input and may stop midway could not be redone in Python
         return PYTHON if into and tape.checked(start, stop) else REPLAY
 
-    def _segments(self) -> None:
-        """The runs of replayed steps with only views between them: (first step, last step, first
-        record, last record + 1)."""
-        self.segments = []
+    def _schedule(self) -> None:
+        """The replay as actions in order: (first record, last record + 1) for each run of replayed
+        steps with only views between them, (step, -1) for each step left to Python."""
+        actions: list[tuple[int, int]] = []
         open_run = False
         for k, kind in enumerate(self.kinds):
             if kind == PYTHON:
+                actions.append((k, -1))
                 open_run = False
             elif kind == REPLAY:
                 start, stop = self.marks[k]
                 if open_run:
-                    first, _, begin, _ = self.segments[-1]
-                    self.segments[-1] = (first, k, begin, stop)
+                    actions[-1] = (actions[-1][0], stop)
                 else:
-                    self.segments.append((k, k, start, stop))
+                    actions.append((start, stop))
                 open_run = True
+        self.actions = actions
 
     # running --------------------------------------------------------------------------------------
     def usable(self, arrays: Sequence[np.ndarray]) -> bool:
@@ -186,25 +193,21 @@ class Replay:
 
     def _replay(self, arrays: Sequence[np.ndarray]) -> list[Any]:
         env = self._bind(arrays)
-        kinds, loop = self.kinds, self.plan._loop
-        segments = iter(self.segments)
-        segment = next(segments, None)
-        k, steps = 0, len(kinds)
+        run, loop = self.tape.run, self.plan._loop
         with np.errstate(all="ignore"):
-            while k < steps:
-                if segment is not None and segment[0] == k:
-                    _, last, start, stop = segment
-                    stopped = self.tape.run(start, stop)
+            for start, stop in self.actions:
+                if stop >= 0:
+                    stopped = run(start, stop)
                     if stopped >= 0:
                         return self._finish(self._step_of(stopped))
-                    k = last + 1
-                    segment = next(segments, None)
                     continue
-                if kinds[k] == PYTHON:
-                    kernel, ins, out = loop[k]
-                    for slot, r in zip(*_pairs(out, kernel(*[env[i] for i in ins]))):
+                kernel, ins, out = loop[start]
+                result = kernel(*[env[i] for i in ins])
+                if type(out) is tuple:
+                    for slot, r in zip(out, result):
                         _into(env[slot], r)
-                k += 1
+                else:
+                    _into(env[out], result)
         return env
 
     def _step_of(self, record: int) -> int:
@@ -216,21 +219,19 @@ class Replay:
         return self.plan._run_steps(self.env.copy(), k)
 
     def _results(self, env: list[Any]) -> Results:
-        """The outputs (copies, but for the arguments and captured arrays) and the updates."""
-        plan = self.plan
-        n = len(self.layouts)
-        given = {id(env[s]) for s in plan.input_slots[:n]} | {id(a) for a in self.captured}
-        outputs = [env[s] if id(env[s]) in given else np.array(env[s]) for s in plan.output_slots]
-        return outputs, {name: env[s] for name, s in plan.update_slots.items()}
+        """The outputs (copies of the fixed buffers; the arguments, captured arrays and views of them
+        as they are) and the updates (the captured arrays)."""
+        outputs = [env[s] if keep else np.array(env[s]) for s, keep in self.outputs]
+        return outputs, dict(self.updates)
 
     def _check(self, arrays: Sequence[np.ndarray]) -> Results:
         """The run in Python, each step's results copied as it makes them; then from the same state the
         steps replayed one at a time, each compared with its Python results bit for bit. The first step
-        that differs runs in Python from then on. The Python run's results are the ones kept."""
+        that differs runs in Python from then on; captured arrays that differ after all the steps stop
+        the replaying. The Python run's results are the ones kept."""
         plan = self.plan
         loop = plan._loop
-        written = [a for a in self.captured if any(a is self.env[s] for s in self._outs())]
-        before = [a.copy() for a in written]
+        before = [a.copy() for a in self.captured]
         env = plan._template.copy()
         for slot, a in zip(plan.input_slots, arrays):
             env[slot] = a
@@ -240,8 +241,8 @@ class Replay:
                 for slot, r in zip(*_pairs(out, kernel(*[env[i] for i in ins]))):
                     env[slot] = r
                 expected.append([np.array(env[slot]) for slot in self._outs(k)])
-        after = [a.copy() for a in written]
-        for a, b in zip(written, before):
+        after = [a.copy() for a in self.captured]
+        for a, b in zip(self.captured, before):
             np.copyto(a, b)
         fixed = self._bind(arrays)
         differs, complete = None, True
@@ -256,14 +257,16 @@ class Replay:
                 if any(not _same(e, fixed[slot]) for e, slot in zip(expected[k], self._outs(k))):
                     differs = k
                     break
-        for a, b in zip(written, after):
+        # what was written into the captured arrays (an update, or a kernel writing where it should not)
+        state_differs = complete and differs is None and not all(map(_same, self.captured, after))
+        for a, b in zip(self.captured, after):
             np.copyto(a, b)
         self.checks += 1
         if differs is not None:
             self.kinds[differs] = PYTHON
-            self._segments()
-        self.checked = complete and differs is None
-        if not self._worth() or (not self.checked and self.checks >= CHECKS):
+            self._schedule()
+        self.checked = complete and differs is None and not state_differs
+        if state_differs or not self._worth() or (not self.checked and self.checks >= CHECKS):
             plan._replay = False
         return [env[s] for s in plan.output_slots], {name: env[s] for name, s in plan.update_slots.items()}
 
@@ -302,17 +305,9 @@ def root(array: np.ndarray) -> np.ndarray:
 
 
 def _into(fixed: np.ndarray, result: Any) -> None:
-    """A Python step's result into the buffer the recording gave it (nothing to do where it is that
-    buffer, or a view of the same memory)."""
-    if result is fixed:
-        return
-    if (
-        isinstance(result, np.ndarray)
-        and result.__array_interface__["data"][0] == fixed.__array_interface__["data"][0]
-        and result.strides == fixed.strides
-    ):
-        return
-    np.copyto(fixed, result)
+    """A Python step's result into the buffer the recording gave it (where it is not that buffer)."""
+    if result is not fixed:
+        np.copyto(fixed, result)
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -42,14 +42,27 @@ _BC_ARGS = [ctypes.c_void_p] * 4 + [ctypes.c_int64, ctypes.c_int]
 def _unary(fn: Any, dtype: np.dtype, reference: Callable, backend: Any, ptr: Callable) -> Callable:
     chunk = _ffi._min_chunk
 
-    def kernel(x: np.ndarray) -> np.ndarray:
+    def kernel(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """fn(x) in a new array, or written into `out` (the result's shape, C-contiguous; it may be x)."""
         if type(x) is not np.ndarray or x.dtype != dtype or not (x.flags.c_contiguous and x.flags.aligned):
-            return reference(x)
-        out = np.empty(x.shape, dtype)
+            return _into(reference(x), out)
+        if out is None:
+            out = np.empty(x.shape, dtype)
+        elif not _ffi.writable(out, x.shape, dtype):
+            return _into(kernel(x), out)
         fn(ptr(x), ptr(out), x.size, chunk[0], backend.threads)
         return out
 
+    kernel.takes_out = True  # type: ignore[attr-defined]
     return kernel
+
+
+def _into(result: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+    """`result`, or copied into `out` (and `out`) where one is given."""
+    if out is None:
+        return result
+    np.copyto(out, result)
+    return out
 
 
 _LAYOUTS: dict[tuple, tuple[tuple[int, ...], Any] | None] = {}
@@ -77,7 +90,9 @@ def _binary(
 ) -> Callable:
     chunk = _ffi._min_chunk
 
-    def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    def kernel(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """fn(a, b) broadcast, in a new array or written into `out` (the result's shape, C-contiguous; it
+        may be a or b where that is their shape: each element is read before its result is written)."""
         if (
             type(a) is not np.ndarray
             or type(b) is not np.ndarray
@@ -85,19 +100,23 @@ def _binary(
             or b.dtype != dtype
             or not (a.flags.aligned and b.flags.aligned)
         ):
-            return reference(a, b)
-        if a.shape == b.shape and a.flags.c_contiguous and b.flags.c_contiguous:
-            out = np.empty(a.shape, dtype)
+            return _into(reference(a, b), out)
+        same = a.shape == b.shape and a.flags.c_contiguous and b.flags.c_contiguous
+        found = None if same else broadcast_dims(a, b)
+        if not same and found is None:
+            return _into(reference(a, b), out)
+        shape = a.shape if same else found[0]
+        if out is None:
+            out = np.empty(shape, dtype)
+        elif not _ffi.writable(out, shape, dtype):
+            return _into(kernel(a, b), out)
+        if same:
             fn(ptr(a), ptr(b), ptr(out), a.size, chunk[0], backend.threads)
-            return out
-        found = broadcast_dims(a, b)
-        if found is None:
-            return reference(a, b)
-        shape, dims = found
-        out = np.empty(shape, dtype)
-        fn_bc(ptr(a), ptr(b), ptr(out), dims, chunk[0], backend.threads)
+        else:
+            fn_bc(ptr(a), ptr(b), ptr(out), found[1], chunk[0], backend.threads)
         return out
 
+    kernel.takes_out = True  # type: ignore[attr-defined]
     return kernel
 
 
