@@ -13,7 +13,9 @@ Three measurements, each next to a peer, printed in one table with the project's
      of the same two models (0.27 s and 0.38 s; quoted, not measured here).
   3. The per-step overhead of a compiled plan on tiny tensors: the training step (forward, cross-
      entropy, backward, SGD with momentum) of an MLP 4-8-2 at batch 4, in microseconds per kernel call
-     (target: under 3). Peer: PyTorch eager running the same step, per aten op it dispatches.
+     (target: under 3): over NumPy's kernels (the reference backend), and over the cpu backend's C
+     kernels once the plan replays its recorded calls (ir/replay.py). Peer: PyTorch eager running the
+     same step, per aten op it dispatches.
 
 Times are medians of `--repeats` runs after warm-up (spread: fastest and slowest run); everything runs
 in this process on one thread except the torch.compile peer.
@@ -48,9 +50,11 @@ from rich.table import Table
 
 import verigrad.functional as F
 from verigrad import nn
+from verigrad.backends import cpu
 from verigrad.ir import trace
 from verigrad.ir.passes import optimize
 from verigrad.ir.plan import Plan, bind
+from verigrad.ir.replay import Replay
 from verigrad.optim import SGD, Adam
 
 CNN_BATCH = 32  # verigrad train's default batch size
@@ -296,6 +300,7 @@ def measure_overhead(torch: Any, repeats: int, calls: int) -> dict[str, Any]:
     generated = Plan(program, values, verigrad.get_backend())
     looping = Plan(program, values, verigrad.get_backend())
     looping.generate_after = math.inf  # stays in its loop over the steps
+    replayed = Plan(program, values, cpu.cpu)  # the cpu backend's kernels, replayed (ir/replay.py)
 
     def runs(plan: Plan) -> Callable[[], None]:
         def run() -> None:
@@ -315,7 +320,10 @@ def measure_overhead(torch: Any, repeats: int, calls: int) -> dict[str, Any]:
     plan_s = [s / calls for s in timed(runs(generated), repeats, warmup=warmup)]
     loop_s = [s / calls for s in timed(runs(looping), repeats, warmup=warmup)]
     compiled_s = [s / calls for s in timed(run_compiled, repeats, warmup=warmup)]
+    replay_s = [s / calls for s in timed(runs(replayed), repeats, warmup=warmup)]
     assert generated.source is not None and looping.source is None
+    recorded = replayed._replay
+    replayed_steps = recorded.kinds.count("replay") if isinstance(recorded, Replay) else 0
 
     # PyTorch eager, the same step from the same weights; its op count is what reaches the dispatcher
     torch.set_num_threads(1)
@@ -340,6 +348,8 @@ def measure_overhead(torch: Any, repeats: int, calls: int) -> dict[str, Any]:
         "plan": plan_s,
         "loop": loop_s,
         "compiled": compiled_s,
+        "replay": replay_s,
+        "replay_steps": (len(replayed.calls), replayed_steps),
         "torch": torch_s,
         "steps": generated.instructions,
         "instructions": len(program),
@@ -464,6 +474,14 @@ def make_table(cnn: dict, checks: dict, overhead: dict, torch_compile: dict | No
         "  through verigrad.compile (bind, run, write-back), per kernel call",
         us(overhead["compiled"], steps),
         f"step {compiled_step * 1e6:.0f} µs",
+    )
+    calls, replayed = overhead["replay_steps"]
+    table.add_row(
+        f"  the step's plan on the cpu backend, replayed ({replayed} of {calls} calls recorded), per call",
+        us(overhead["replay"], calls),
+        f"step {statistics.median(overhead['replay']) * 1e6:.0f} µs",
+        "< 3 µs",
+        verdict(statistics.median(overhead["replay"]) / calls, 3e-6),
     )
     return table
 
