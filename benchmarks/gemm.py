@@ -6,7 +6,9 @@ path (double accumulation in C), f32.
 The first table: the matrix products of the digits CNN's training step (the four seed shapes), then a
 K-heavy product with a small c (a convolution's weight gradient, g^T @ columns) and an MLP's weight
 gradient (x^T @ g, x of 64 x 784). Each row interleaves the three (so a busy machine slows all of them
-alike) and prints medians, GFLOP/s and the ratio to NumPy (above 1: faster than NumPy).
+alike), each run after a pause (`--pause`: OpenBLAS's threads spin for about 0.1 s after NumPy's
+threaded product, on the cores the next run needs), and prints medians, GFLOP/s and the ratio to NumPy
+(above 1: faster than NumPy).
 
 The second table: the cost of one call on tiny products (an MLP layer at batch 64, a matrix-vector
 product), where the per-call overhead is most of the time: the minimum over repetitions of the mean
@@ -38,16 +40,19 @@ def operands(rng: np.random.Generator, m: int, k: int, n: int, a_transposed: boo
     return a.T if a_transposed else a, rng.standard_normal((k, n)).astype(np.float32)
 
 
-def medians(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
-    """The median seconds of each function, the functions run in turn (after one warm-up call each)."""
+def medians(fns: dict[str, Callable[[], object]], repeat: int, pause: float, calls: int = 5) -> dict:
+    """The median seconds per call of each function, the functions run in turn: each run one untimed call
+    and `calls` timed ones, after a pause in which the other library's spinning threads go to sleep
+    (OpenBLAS's spin about 0.1 s after a threaded call, and take a core from the next threaded run)."""
     times: dict[str, list[float]] = {name: [] for name in fns}
-    for fn in fns.values():
-        fn()
     for _ in range(repeat):
         for name, fn in fns.items():
-            start = time.perf_counter()
+            time.sleep(pause)
             fn()
-            times[name].append(time.perf_counter() - start)
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            times[name].append((time.perf_counter() - start) / calls)
     return {name: statistics.median(t) for name, t in times.items()}
 
 
@@ -63,7 +68,7 @@ def per_call(fns: dict[str, Callable[[], object]], calls: int, repeat: int) -> d
     return best
 
 
-def gemm_table(rng: np.random.Generator, threads: list[int], repeat: int) -> Table:
+def gemm_table(rng: np.random.Generator, threads: list[int], repeat: int, pause: float) -> Table:
     table = Table(title="f32 GEMM: median ms, GFLOP/s, ratio to NumPy")
     for col in ("threads", "M x K x N", "NumPy", "fast", "exact", "fast / NumPy", "exact / NumPy"):
         table.add_column(col, justify="right")
@@ -80,6 +85,7 @@ def gemm_table(rng: np.random.Generator, threads: list[int], repeat: int) -> Tab
                     "exact": lambda: linalg.matmul(a, b, exact=True),
                 },
                 repeat,
+                pause,
             )
             gflop = 2 * m * k * n / 1e9
             cell = {name: f"{s * 1e3:.3f} ms, {gflop / s:.1f}" for name, s in t.items()}
@@ -121,11 +127,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--pause", type=float, default=0.15, help="seconds before each timed run")
     args = parser.parse_args()
     if not verigrad.backends.cpu.available():
         raise SystemExit("the cpu backend could not be built here")
     rng = np.random.default_rng(0)
-    tables = [gemm_table(rng, args.threads, args.repeat), tiny_table(rng, args.threads, args.repeat)]
+    tables = [gemm_table(rng, args.threads, args.repeat, args.pause)]
+    tables.append(tiny_table(rng, args.threads, args.repeat))
     verigrad.set_threads(1)
     for table in tables:
         console(120).print(table)

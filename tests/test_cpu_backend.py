@@ -567,3 +567,43 @@ def test_pool_workers_are_pinned_only_when_asked(flag):
     allowed = sorted(os.sched_getaffinity(0))
     pinned = [a for a in json.loads(done.stdout) if a != allowed]
     assert pinned == ([[allowed[1]]] if flag == "1" else [])  # worker 1 on the second usable CPU
+
+
+WOKEN = """
+import json, os, time
+import numpy as np
+import verigrad
+from verigrad.backends import cpu
+from verigrad.registry import OPS
+
+verigrad.set_threads(2)
+cpu.set_min_chunk(1)
+relu = cpu.cpu.native(OPS["relu"], verigrad.f32)
+x = np.ones(64, np.float32)
+relu(x)  # starts the pool's worker
+time.sleep(0.2)  # it spins a while, then sleeps
+before = relu(x).tobytes()
+time.sleep(0.2)
+assert relu(x).tobytes() == before  # woken again: the same bits
+tasks = sorted(int(t) for t in os.listdir("/proc/self/task"))
+print(json.dumps([sorted(os.sched_getaffinity(t)) for t in tasks]))
+"""
+
+
+@needs_cc
+@pytest.mark.skipif(
+    not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="steering is for Linux with two usable CPUs or more",
+)
+@pytest.mark.parametrize("flag", ["0", "1"])
+def test_a_worker_woken_after_a_pause_runs_off_the_callers_cpu(flag):
+    """A sleeping worker is woken onto the process's CPUs but the caller's (Linux would queue it behind
+    the caller, which keeps computing); a pinned worker keeps its CPU."""
+    done = _python(WOKEN, VERIGRAD_PIN_THREADS=flag)
+    assert done.returncode == 0, done.stderr
+    allowed = sorted(os.sched_getaffinity(0))
+    masks = [a for a in json.loads(done.stdout) if a != allowed]
+    if flag == "1":
+        assert masks == [[allowed[1]]]
+    else:
+        assert len(masks) == 1 and len(masks[0]) == len(allowed) - 1 and set(masks[0]) < set(allowed)

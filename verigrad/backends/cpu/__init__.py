@@ -10,8 +10,8 @@ C functions are called through the vg_call extension (fastcall.py), or ctypes wh
 Threads: `verigrad.set_threads(n)` (read at every call) splits [0, n) into at most n contiguous chunks of
 at least `min_chunk()` elements (reductions: of whole rows holding at least that many elements); every
 thread count gives the same bits (whichever thread computes a chunk: a late pool worker's chunk is taken
-by the others). `VERIGRAD_PIN_THREADS=1` pins pool worker k to the k-th CPU the process may use (for a
-machine given to one process; see pool.c).
+by the others); a worker woken from sleep is moved off the caller's CPU first. `VERIGRAD_PIN_THREADS=1`
+pins pool worker k to the k-th CPU the process may use (for a machine given to one process; see pool.c).
 """
 
 from __future__ import annotations

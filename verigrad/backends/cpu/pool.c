@@ -10,7 +10,9 @@
  *
  * Waiting spins first (SPINS pause instructions, yielding the CPU every 64 of them, so that a busy
  * machine's other threads are not held up) and only then sleeps on a condition variable: a decode step
- * dispatches a 30-100 us product every few microseconds.
+ * dispatches a 30-100 us product every few microseconds. A dispatch that wakes sleeping workers first
+ * moves them off the caller's CPU (`steer_sleepers`): Linux puts a thread woken after a pause on its
+ * waker's CPU, behind the caller, and a dispatch after a pause then ran on one core.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -28,6 +30,9 @@ static pthread_cond_t work_cv = PTHREAD_COND_INITIALIZER;
 static pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER;
 
 static int nworkers = 0; /* workers 1..nworkers are running */
+static pthread_t tids[VG_MAX_THREADS];
+static int sleeping[VG_MAX_THREADS]; /* worker k waits on work_cv (written under `lock`) */
+static int pinned = 0;               /* VERIGRAD_PIN_THREADS=1: workers keep their CPUs */
 static unsigned long generation = 0; /* written under `lock`; read atomically by spinning threads */
 static unsigned long start_generation[VG_MAX_THREADS];
 static int pending = 0; /* chunks not yet done; atomic */
@@ -82,6 +87,7 @@ static inline void cpu_relax(int i) {
 static int pin_set(int id, cpu_set_t *one) {
     const char *flag = getenv("VERIGRAD_PIN_THREADS");
     if (flag == 0 || flag[0] == 0 || (flag[0] == '0' && flag[1] == 0)) return 0;
+    pinned = 1;
     cpu_set_t allowed;
     if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return 0;
     for (int cpu = 0, seen = 0; cpu < CPU_SETSIZE; cpu++) {
@@ -118,7 +124,9 @@ static void *worker(void *arg) {
             for (int i = 0; i < SPINS && __atomic_load_n(&generation, __ATOMIC_ACQUIRE) == seen; i++) cpu_relax(i);
             pthread_mutex_lock(&lock);
         }
+        sleeping[id] = 1;
         while (generation == seen) pthread_cond_wait(&work_cv, &lock);
+        sleeping[id] = 0;
         seen = generation;
         if (id <= job.helpers) { /* the job read under the lock; the caller waits for `active` */
             vg_chunk_fn fn = job.fn;
@@ -148,6 +156,25 @@ static void reset_after_fork(void) {
 
 int vg_pool_size(void) { return nworkers; }
 
+/* Workers 1..helpers that sleep are woken onto CPUs other than the caller's (unless pinned): Linux
+ * places a thread woken after a pause on its waker's CPU, where it waits behind the caller (which keeps
+ * computing its chunks) for milliseconds, so that a dispatch after a pause ran on one core. A worker
+ * already spinning is left where it is. Called under `lock`. */
+static void steer_sleepers(int helpers) {
+    if (pinned) return;
+    int any = 0;
+    for (int id = 1; id <= helpers; id++) any |= sleeping[id];
+    if (!any) return;
+    cpu_set_t allowed; /* read each time: the process's CPUs may have changed */
+    int cpu = sched_getcpu();
+    if (cpu < 0 || sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
+    if (!CPU_ISSET(cpu, &allowed) || CPU_COUNT(&allowed) < 2) return;
+    cpu_set_t others = allowed;
+    CPU_CLR(cpu, &others);
+    for (int id = 1; id <= helpers; id++)
+        if (sleeping[id]) pthread_setaffinity_np(tids[id], sizeof others, &others);
+}
+
 void vg_parallel_for(int64_t n, int64_t min_chunk, int threads, vg_chunk_fn fn, void *ctx) {
     if (min_chunk < 1) min_chunk = 1;
     int64_t t = threads;
@@ -170,6 +197,7 @@ void vg_parallel_for(int64_t n, int64_t min_chunk, int threads, vg_chunk_fn fn, 
         start_generation[id] = generation;
         if (start_worker(&tid, id) != 0) break;
         pthread_detach(tid);
+        tids[id] = tid;
         nworkers = id;
     }
     int helpers = nworkers < chunks - 1 ? nworkers : chunks - 1;
@@ -181,7 +209,10 @@ void vg_parallel_for(int64_t n, int64_t min_chunk, int threads, vg_chunk_fn fn, 
     __atomic_store_n(&job.next, 0, __ATOMIC_RELEASE);
     __atomic_store_n(&pending, chunks, __ATOMIC_RELEASE);
     __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
-    if (helpers > 0) pthread_cond_broadcast(&work_cv);
+    if (helpers > 0) {
+        steer_sleepers(helpers);
+        pthread_cond_broadcast(&work_cv);
+    }
     pthread_mutex_unlock(&lock);
 
     run_chunks(fn, ctx, n, chunks);
