@@ -511,6 +511,11 @@ def test_a_failing_compiler_is_one_error_and_leaves_nothing_in_the_cache(tmp_pat
     assert list(cache.iterdir()) == []  # no library, no object files, no temporary
 
 
+needs_two_cpus = pytest.mark.skipif(
+    not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="thread placement is tested on Linux with two usable CPUs or more",
+)
+
 PINNED = """
 import json, os
 import numpy as np
@@ -556,10 +561,7 @@ def test_rapid_tiny_dispatches_with_late_workers_give_every_chunk_once():
 
 
 @needs_cc
-@pytest.mark.skipif(
-    not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
-    reason="pinning is for Linux with two usable CPUs or more",
-)
+@needs_two_cpus
 @pytest.mark.parametrize("flag", ["1", "0"])
 def test_pool_workers_are_pinned_only_when_asked(flag):
     done = _python(PINNED, VERIGRAD_PIN_THREADS=flag)
@@ -591,11 +593,8 @@ print(json.dumps([sorted(os.sched_getaffinity(t)) for t in tasks]))
 
 
 @needs_cc
-@pytest.mark.skipif(
-    not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
-    reason="steering is for Linux with two usable CPUs or more",
-)
-@pytest.mark.parametrize("flag", ["0", "1"])
+@needs_two_cpus
+@pytest.mark.parametrize("flag", ["1", "0"])
 def test_a_worker_woken_after_a_pause_runs_off_the_callers_cpu(flag):
     """A sleeping worker is woken onto the process's CPUs but the caller's (Linux would queue it behind
     the caller, which keeps computing); a pinned worker keeps its CPU."""
