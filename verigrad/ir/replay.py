@@ -17,19 +17,24 @@ of the same buffers; a view of an argument is made again for each run's argument
 ufunc, a kernel that called C through ctypes) run in Python, each result copied into the buffer the
 recording run gave it.
 
-A kernel could also compute in Python, or pass C a value read from its operands: a replay would then
-repeat a stale result. So the run after the recording (`_check`) runs the plan in Python too, puts the
-captured arrays back, replays step by step, and compares each step's results with Python's, bit for
-bit: the first step that differs runs in Python from then on, and the next run checks again (at most
-`CHECKS` runs, then the plan stops replaying). A call whose result (a kernel's "done" flag) is not the
-one recorded stops the replay there: that step and the rest run in Python, into new arrays.
+Kernels are pure functions of their operands (the op contract: the only writes into an operand are the
+plan's own, in place, into a step's result). A kernel could still compute in Python, or pass C a value
+read from its operands: a replay would then repeat a stale result. So the run after the recording
+(`_check`) runs the plan in Python too, puts the captured arrays it writes back, replays step by step,
+and compares each step's results with Python's, bit for bit: the first step that differs runs in
+Python from then on, and the next run checks again (at most `CHECKS` runs, then the plan stops
+replaying). A call whose result (a kernel's "done" flag) is not the one recorded stops the replay
+there: that step and the rest run in Python, into new arrays.
 """
 
 from __future__ import annotations
 
+import collections
 import itertools
 import operator
+import os
 import threading
+import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +44,9 @@ if TYPE_CHECKING:
     from .plan import Plan
 
 CHECKS = 4  # runs that may each find a step to take out of the replay, at most
+# the memory the replays of all plans may hold in their buffers; past it, the least recently replayed
+# plans let theirs go (a model decoding at many cache widths has a plan per width)
+BUDGET = int(os.environ.get("VERIGRAD_REPLAY_MIB", "512")) << 20
 REPLAY, VIEW, PYTHON = "replay", "view", "python"
 VIEW_OPS = frozenset({"reshape", "permute", "broadcast_to", "slice", "cast", "contiguous"})  # may view
 
@@ -63,6 +71,7 @@ class Replay:
         self.argument_views: list[int] = []  # VIEW steps of an argument (made again for each run's)
         self.checks = 0
         self.checked = False
+        self.bytes = 0  # what its buffers hold (`_held_bytes`)
         self.lock = threading.Lock()  # one run at a time writes the fixed buffers
 
     # recording ------------------------------------------------------------------------------------
@@ -112,6 +121,8 @@ class Replay:
         if not all(id(env[s]) in captured for s in plan.update_slots.values()) or not self._worth():
             return None, results  # an update not written in place (nothing fixed), or mostly Python
         self._schedule()
+        self.bytes = _held_bytes(tape.held, arrays)
+        _live.add(self)
         return self, results
 
     def _worth(self) -> bool:
@@ -171,6 +182,7 @@ class Replay:
         if not self.lock.acquire(blocking=False):
             return None
         try:
+            _live.touch(self)
             if not self.checked:
                 return self._check(arrays)
             return self._results(self._replay(arrays))
@@ -227,11 +239,12 @@ class Replay:
     def _check(self, arrays: Sequence[np.ndarray]) -> Results:
         """The run in Python, each step's results copied as it makes them; then from the same state the
         steps replayed one at a time, each compared with its Python results bit for bit. The first step
-        that differs runs in Python from then on; captured arrays that differ after all the steps stop
-        the replaying. The Python run's results are the ones kept."""
+        that differs runs in Python from then on. The Python run's results are the ones kept (the
+        captured arrays written in place are put back as it left them)."""
         plan = self.plan
         loop = plan._loop
-        before = [a.copy() for a in self.captured]
+        written = [a for a in self.captured if any(a is self.env[s] for s in self._outs())]
+        before = [a.copy() for a in written]
         env = plan._template.copy()
         for slot, a in zip(plan.input_slots, arrays):
             env[slot] = a
@@ -241,8 +254,8 @@ class Replay:
                 for slot, r in zip(*_pairs(out, kernel(*[env[i] for i in ins]))):
                     env[slot] = r
                 expected.append([np.array(env[slot]) for slot in self._outs(k)])
-        after = [a.copy() for a in self.captured]
-        for a, b in zip(self.captured, before):
+        after = [a.copy() for a in written]
+        for a, b in zip(written, before):
             np.copyto(a, b)
         fixed = self._bind(arrays)
         differs, complete = None, True
@@ -257,16 +270,14 @@ class Replay:
                 if any(not _same(e, fixed[slot]) for e, slot in zip(expected[k], self._outs(k))):
                     differs = k
                     break
-        # what was written into the captured arrays (an update, or a kernel writing where it should not)
-        state_differs = complete and differs is None and not all(map(_same, self.captured, after))
-        for a, b in zip(self.captured, after):
+        for a, b in zip(written, after):
             np.copyto(a, b)
         self.checks += 1
         if differs is not None:
             self.kinds[differs] = PYTHON
             self._schedule()
-        self.checked = complete and differs is None and not state_differs
-        if state_differs or not self._worth() or (not self.checked and self.checks >= CHECKS):
+        self.checked = complete and differs is None
+        if not self._worth() or (not self.checked and self.checks >= CHECKS):
             plan._replay = False
         return [env[s] for s in plan.output_slots], {name: env[s] for name, s in plan.update_slots.items()}
 
@@ -314,3 +325,44 @@ def _same(a: Any, b: Any) -> bool:
     """Whether two results have the same bits."""
     a, b = np.asarray(a), np.asarray(b)
     return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
+def _held_bytes(held: list, arrays: Sequence[np.ndarray]) -> int:
+    """The bytes of the memory a tape's held arguments keep alive but the plan's arguments and captured
+    arrays (each buffer once, views counted as what they view)."""
+    given = {id(root(a)) for a in arrays}
+    roots = [root(a) for a in held if isinstance(a, np.ndarray)]
+    buffers = {id(r): r.nbytes for r in roots if id(r) not in given}
+    return sum(buffers.values())
+
+
+class _Live:
+    """The replays that hold buffers, least recently run first, within BUDGET bytes in all."""
+
+    def __init__(self) -> None:
+        self.entries: collections.OrderedDict[int, tuple[weakref.ref, int]] = collections.OrderedDict()
+        self.total = 0
+
+    def add(self, replay: Replay) -> None:
+        key = id(replay)
+        self.entries[key] = (weakref.ref(replay, lambda _: self._forget(key)), replay.bytes)
+        self.total += replay.bytes
+        while self.total > BUDGET and len(self.entries) > 1:
+            oldest, (ref, _) = next(iter(self.entries.items()))
+            self._forget(oldest)
+            old = ref()
+            if old is not None and old.plan._replay is old:
+                old.plan._replay = None  # its buffers go; run often again, it records again
+
+    def touch(self, replay: Replay) -> None:
+        key = id(replay)
+        if key in self.entries:
+            self.entries.move_to_end(key)
+
+    def _forget(self, key: int) -> None:
+        found = self.entries.pop(key, None)
+        if found is not None:
+            self.total -= found[1]
+
+
+_live = _Live()

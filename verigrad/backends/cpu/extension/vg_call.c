@@ -464,6 +464,8 @@ static PyObject *tape_checked(PyObject *self, PyObject *args) {
 
 static PyObject *tape_foreign(PyObject *self, void *closure) { return PyLong_FromSsize_t(((Tape *)self)->foreign); }
 
+static PyObject *tape_held(PyObject *self, void *closure) { return PyList_GetSlice(((Tape *)self)->held, 0, PY_SSIZE_T_MAX); }
+
 static PyMethodDef tape_methods[] = {
     {"run", tape_run, METH_VARARGS, "run(start, stop): make the recorded calls [start, stop) again"},
     {"inputs", tape_inputs, METH_O, "inputs(((data, bytes), ...)): find the pointers into these arrays"},
@@ -474,6 +476,7 @@ static PyMethodDef tape_methods[] = {
 
 static PyGetSetDef tape_getset[] = {
     {"foreign", tape_foreign, NULL, "calls that went to ctypes while recording (not on the tape)", NULL},
+    {"held", tape_held, NULL, "the recorded calls' arguments (a new list)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
