@@ -251,3 +251,23 @@ def test_replays_past_the_memory_budget_let_the_least_recent_go(monkeypatch):
     for got, expected in zip(run(True), run(False)):
         for a, b in zip(got, expected):
             _same(a, b)
+
+
+def test_read_only_weights_replay(monkeypatch):
+    """Captured arrays that are read-only (a model's weights mapped from its file) are read by the
+    replay and never written back by the check."""
+    monkeypatch.setattr(Plan, "replay", True)
+    rng = np.random.default_rng(7)
+    weight = rng.standard_normal((256, 200)).astype(np.float32)
+    weight.flags.writeable = False
+    w = verigrad.from_numpy(weight)
+    fn = verigrad.compile(lambda x: F.relu(x @ w).sum(axis=1))
+    xs = [rng.standard_normal((128, 256)).astype(np.float32) for _ in range(12)]
+    with verigrad.backend("cpu"):
+        got = [fn(verigrad.tensor(x)).numpy().copy() for x in xs]
+        assert isinstance(_plan(fn)._replay, replay.Replay) and _plan(fn)._replay.checked
+    monkeypatch.setattr(Plan, "replay", False)
+    again = verigrad.compile(lambda x: F.relu(x @ w).sum(axis=1))
+    with verigrad.backend("cpu"):
+        for x, y in zip(xs, got):
+            _same(again(verigrad.tensor(x)).numpy(), y)
