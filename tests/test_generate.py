@@ -219,6 +219,26 @@ def test_cached_generation_equals_recomputing_the_whole_sequence(tmp_path):
     assert result.text == tok.decode(result.ids)
 
 
+@pytest.mark.parametrize("replay", [True, False])
+def test_generating_again_and_again_on_the_cpu_backend_gives_the_same_tokens(tmp_path, monkeypatch, replay):
+    """The decode step's plans run once per generation: generated a dozen times, they replay their
+    recorded calls (ir/replay.py) and the tokens stay those of the first run, with replay on or off."""
+    import verigrad as vg
+    from verigrad.ir.plan import Plan
+    from verigrad.models.registry import load_language_model
+
+    monkeypatch.setattr(Plan, "replay", replay)
+    _gpt2_folder(tmp_path, tokenizer(tmp_path).vocab_size)
+    model, tok = load_language_model(tmp_path)
+    prompt = tok.encode("hello world")
+    with vg.backend("cpu"):
+        runs = [generate(model, tok, prompt, max_tokens=6, **GREEDY).ids for _ in range(12)]
+    assert all(ids == runs[0] for ids in runs) and len(runs[0]) >= 1
+    plans = list(model.cached_step.decode._plans.values())
+    assert plans and all(p.runs >= 12 for p in plans)
+    assert any(type(p._replay).__name__ == "Replay" for p in plans) == replay
+
+
 def test_registry_errors_name_what_is_missing(tmp_path):
     from verigrad.errors import WeightFileError
     from verigrad.models.registry import load_language_model
