@@ -271,3 +271,45 @@ def test_read_only_weights_replay(monkeypatch):
     with verigrad.backend("cpu"):
         for x, y in zip(xs, got):
             _same(again(verigrad.tensor(x)).numpy(), y)
+
+
+def test_an_in_place_step_that_differs_keeps_pythons_result(monkeypatch):
+    """A step writing a captured tensor in place whose Python kernel differs from the call the replay
+    recorded (here: Adam's step-power update, given one more addition in Python): the check runs it
+    in Python from then on, and leaves the tensor as Python wrote it; every run has the bits of the
+    plan without replay (patched the same)."""
+    batches = _batches(14, seed=8)
+    results = {}
+    for on in (True, False):
+        monkeypatch.setattr(Plan, "replay", on)
+        verigrad.manual_seed(0)
+        model = verigrad.models.digits_cnn(8, 8, channels=(6, 8))
+        opt = Adam(model.parameters(), lr=1e-2)
+        compiled = verigrad.compile(training_step(model, opt, nn.CrossEntropyLoss()))
+        losses = []
+        with verigrad.backend("cpu"):
+            for k, (x, y) in enumerate(batches):
+                losses.append(compiled(verigrad.tensor(x), verigrad.tensor(y)).numpy().copy())
+                if k == 0:
+                    plan = _plan(compiled)
+                    step = next(
+                        j
+                        for j, call in enumerate(plan.calls)
+                        if call.op.name == "add" and call.into is not None and call.spec.dtype.name == "f64"
+                    )
+                    _, ins, slot = plan._loop[step]
+                    add = plan.calls[step].native  # the C kernel, then one more addition in Python
+                    plan.calls[step].native = None  # the recording records what the loop runs
+
+                    def patched(a: np.ndarray, b: np.ndarray, out: np.ndarray, add: Any = add) -> np.ndarray:
+                        return np.add(add(a, b, out=out), 1.0, out=out)
+
+                    plan._loop[step] = (patched, ins, slot)
+        state = [t.numpy().copy() for _, t in opt.state_tensors()] + [
+            p.numpy().copy() for p in model.parameters()
+        ]
+        results[on] = losses + state
+        if on:
+            assert isinstance(plan._replay, replay.Replay) and plan._replay.kinds[step] == replay.PYTHON
+    for a, b in zip(results[True], results[False]):
+        _same(a, b)

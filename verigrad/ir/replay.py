@@ -237,41 +237,39 @@ class Replay:
         return outputs, dict(self.updates)
 
     def _check(self, arrays: Sequence[np.ndarray]) -> Results:
-        """The run in Python, each step's results copied as it makes them; then from the same state the
-        steps replayed one at a time, each compared with its Python results bit for bit. The first step
-        that differs runs in Python from then on. The Python run's results are the ones kept (the
-        captured arrays written in place are put back as it left them)."""
-        plan = self.plan
-        loop = plan._loop
-        written = [a for a in self.captured if any(a is self.env[s] for s in self._outs())]
-        before = [a.copy() for a in written]
+        """The run in Python, each step followed by its replay from the same state (the captured arrays
+        it wrote in place put back first) and a comparison of their results, bit for bit; the first
+        step that differs runs in Python from then on. The Python run's results are the ones kept."""
+        plan, loop = self.plan, self.plan._loop
+        captured = {id(a) for a in self.captured}
         env = plan._template.copy()
         for slot, a in zip(plan.input_slots, arrays):
             env[slot] = a
-        expected = []
-        with np.errstate(all="ignore"):
-            for k, (kernel, ins, out) in enumerate(loop):
-                for slot, r in zip(*_pairs(out, kernel(*[env[i] for i in ins]))):
-                    env[slot] = r
-                expected.append([np.array(env[slot]) for slot in self._outs(k)])
-        after = [a.copy() for a in written]
-        for a, b in zip(written, before):
-            np.copyto(a, b)
         fixed = self._bind(arrays)
         differs, complete = None, True
         with np.errstate(all="ignore"):
             for k, (kernel, ins, out) in enumerate(loop):
+                step = plan.calls[k]
+                intos = getattr(step, "intos", None) or (getattr(step, "into", None),)
+                targets = [env[i] for i in intos if i is not None and id(env[i]) in captured]
+                before = [t.copy() for t in targets]
+                slots, results = _pairs(out, kernel(*[env[i] for i in ins]))
+                for slot, r in zip(slots, results):
+                    env[slot] = r
+                if differs is not None or not complete:
+                    continue  # the rest of the run in Python alone
+                python = {id(t): t.copy() for t in targets}  # Python's values of what it wrote in place
+                for t, b in zip(targets, before):
+                    np.copyto(t, b)
                 if self.kinds[k] == REPLAY and self.tape.run(*self.marks[k]) >= 0:
                     complete = False  # a call returned another result: this run cannot tell
-                    break
-                if self.kinds[k] == PYTHON:
+                elif self.kinds[k] == PYTHON:
                     for slot, r in zip(*_pairs(out, kernel(*[fixed[i] for i in ins]))):
                         _into(fixed[slot], r)
-                if any(not _same(e, fixed[slot]) for e, slot in zip(expected[k], self._outs(k))):
+                if complete and any(not _same(python.get(id(env[s]), env[s]), fixed[s]) for s in slots):
                     differs = k
-                    break
-        for a, b in zip(written, after):
-            np.copyto(a, b)
+                for t in targets:
+                    np.copyto(t, python[id(t)])
         self.checks += 1
         if differs is not None:
             self.kinds[differs] = PYTHON
