@@ -87,6 +87,11 @@ class Backend:
         """A recorder of this backend's kernel calls, for a plan's replay (ir/replay.py); None here."""
         return None
 
+    @contextlib.contextmanager
+    def recording(self, tape: Any) -> Iterator[None]:
+        """While inside, this thread's kernel calls also go onto `tape` (one `tape()` gave)."""
+        yield
+
     def settings(self) -> tuple:
         """What the kernels read at every call besides their arguments: a replay recorded under other
         settings is recorded again."""

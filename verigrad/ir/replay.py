@@ -89,22 +89,17 @@ class Replay:
         env = plan._template.copy()
         for slot, a in zip(plan.input_slots, arrays):
             env[slot] = a
-        from ..backends.cpu import fastcall
         from .plan import recording_kernel
 
-        fastcall.record(tape)
-        try:
-            with np.errstate(all="ignore"):
-                for step, (kernel, ins, out) in zip(plan.calls, plan._loop):
-                    start, foreign = len(tape), tape.foreign
-                    args = [env[i] for i in ins]
-                    slots, results = _pairs(out, recording_kernel(step, kernel)(*args))
-                    for slot, r in zip(slots, results):
-                        env[slot] = r
-                    self.marks.append((start, len(tape)))
-                    self.kinds.append(self._kind(start, foreign, step, args, results))
-        finally:
-            fastcall.record(None)
+        with plan.backend.recording(tape), np.errstate(all="ignore"):
+            for step, (kernel, ins, out) in zip(plan.calls, plan._loop):
+                start, foreign = len(tape), tape.foreign
+                args = [env[i] for i in ins]
+                slots, results = _pairs(out, recording_kernel(step, kernel)(*args))
+                for slot, r in zip(slots, results):
+                    env[slot] = r
+                self.marks.append((start, len(tape)))
+                self.kinds.append(self._kind(start, foreign, step, args, results))
         self.env = env
         tape.inputs(spans)
         argument_roots = {id(root(a)) for a in arrays[:n]}

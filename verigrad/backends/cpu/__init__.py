@@ -16,8 +16,10 @@ pins pool worker k to the k-th CPU the process may use (for a machine given to o
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from .. import memory
@@ -142,6 +144,15 @@ class CpuBackend(Backend):
     def tape(self) -> Any:
         """A vg_call tape (fastcall.py), or None where there is none."""
         return fastcall.tape() if self.load() else None
+
+    @contextlib.contextmanager
+    def recording(self, tape: Any) -> Iterator[None]:
+        """vg_call's calls on this thread also go onto `tape` while inside."""
+        fastcall.record(tape)
+        try:
+            yield
+        finally:
+            fastcall.record(None)
 
     def settings(self) -> tuple:
         """Threads, the thread chunk, the GEMM mode and NumPy's buffer size (OpenBLAS reads its own
