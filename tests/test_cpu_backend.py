@@ -606,3 +606,23 @@ def test_a_worker_woken_after_a_pause_runs_off_the_callers_cpu(flag):
         assert masks == [[allowed[1]]]
     else:
         assert len(masks) == 1 and len(masks[0]) == len(allowed) - 1 and set(masks[0]) < set(allowed)
+
+
+THREADS = "import verigrad; print(verigrad.get_backend().threads, verigrad.backends.reference.threads)"
+
+
+@pytest.mark.parametrize("value", ["3", "1", None])
+def test_verigrad_threads_sets_the_starting_thread_count(value):
+    """VERIGRAD_THREADS, else the CPUs the process may use (at most 8), for every backend."""
+    env = {k: v for k, v in os.environ.items() if k != "VERIGRAD_THREADS"}
+    env |= {"PYTHONPATH": ROOT} if value is None else {"PYTHONPATH": ROOT, "VERIGRAD_THREADS": value}
+    done = subprocess.run([sys.executable, "-c", THREADS], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    expected = int(value) if value else min(len(os.sched_getaffinity(0)), 8)
+    assert done.stdout.split() == [str(expected)] * 2
+
+
+def test_a_bad_verigrad_threads_is_refused_by_name():
+    done = _python(THREADS, VERIGRAD_THREADS="two")
+    assert done.returncode != 0
+    assert "VERIGRAD_THREADS must be a whole number of at least 1, got 'two'" in done.stderr

@@ -7,12 +7,15 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+THREADS_HELP = "default: VERIGRAD_THREADS, else every core (at most 8)"
+
 
 def _train(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from .backends import default_threads
     from .plot import have_matplotlib, training_picture
     from .train import TrainConfig, test_predictions, train
 
@@ -24,7 +27,7 @@ def _train(args: argparse.Namespace) -> int:
         seed=args.seed,
         out=args.out,
         backend=args.backend,
-        threads=args.threads,
+        threads=args.threads or default_threads(),
         data=args.data,
         data_dir=args.data_dir,
         compiled=not args.eager,
@@ -265,8 +268,10 @@ def _on_backend(run):
     """Run an LM command on --backend with --threads, restoring both afterwards."""
 
     def wrapped(args: argparse.Namespace) -> int:
-        from .backends import backend, get_backend, set_threads
+        from .backends import backend, default_threads, get_backend, set_threads
 
+        if args.threads is None:
+            args.threads = default_threads()
         with backend(args.backend):
             before = get_backend().threads
             set_threads(args.threads)
@@ -347,8 +352,6 @@ def _chat(args: argparse.Namespace) -> int:
 
 def _add_language_model_commands(sub) -> None:
     """`fetch`, `generate` and `chat`."""
-    import os
-
     from .backends import available
     from .models.fetch import MODELS
 
@@ -380,7 +383,10 @@ def _add_language_model_commands(sub) -> None:
         p.add_argument("--repeat-penalty", type=_positive_float, default=1.0, help="1: off (default 1.0)")
         p.add_argument("--seed", type=int, default=0, help="the same seed gives the same text (default 0)")
         p.add_argument(
-            "--threads", type=_positive_int, default=os.cpu_count() or 1, help="default: every core"
+            "--threads",
+            type=_positive_int,
+            default=None,
+            help=THREADS_HELP,
         )
         p.add_argument(
             "--activations",
@@ -426,7 +432,12 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--seed", type=int, default=0)
     train.add_argument("--out", default="runs/digits", help="folder for the checkpoint and the picture")
     train.add_argument("--backend", choices=available(), default="cpu")
-    train.add_argument("--threads", type=_positive_int, default=1)
+    train.add_argument(
+        "--threads",
+        type=_positive_int,
+        default=None,
+        help=THREADS_HELP,
+    )
     train.add_argument("--eager", action="store_true", help="run each step eagerly instead of compiled")
     train.add_argument("--data", choices=("digits", "mnist"), default="digits")
     train.add_argument("--data-dir", default=None, help="folder with MNIST's IDX files (for --data mnist)")

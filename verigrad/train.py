@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from .autograd import no_grad
-from .backends import backend, set_threads
+from .backends import backend, default_threads, set_threads
 from .compile import compile as compile_fn
 from .data import DataLoader, load_digits, load_mnist, split
 from .errors import WeightFileError
@@ -37,7 +37,7 @@ class TrainConfig:
     seed: int = 0
     out: str = "runs/digits"
     backend: str = "cpu"
-    threads: int = 1
+    threads: int = field(default_factory=default_threads)  # VERIGRAD_THREADS, else the usable CPUs
     data: str = "digits"
     data_dir: str | None = None
     compiled: bool = True  # run the training step through verigrad.compile

@@ -5,17 +5,18 @@ runs its NumPy reference. `set_backend("reference")` runs the references themsel
 """
 
 from . import cpu  # the "cpu" backend (registered after the reference)
-from ._registry import Backend, available, backend, get_backend, set_backend, set_threads
+from ._registry import Backend, available, backend, default_threads, get_backend, set_backend, set_threads
 from .blas import blas_threads, set_blas_threads
 from .reference import reference
 
-set_threads(1)
+set_threads(default_threads())  # VERIGRAD_THREADS, else the usable CPUs (at most 8)
 set_backend("cpu")
 
 __all__ = [
     "Backend",
     "available",
     "backend",
+    "default_threads",
     "get_backend",
     "reference",
     "set_backend",

@@ -7,6 +7,7 @@ op's NumPy reference. `report()` says which ops are native and which fall back.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -168,8 +169,27 @@ def backend(name: str) -> Iterator[Backend]:
         _ACTIVE.pop()
 
 
+MAX_DEFAULT_THREADS = 8
+
+
+def default_threads() -> int:
+    """The thread count verigrad starts with: `VERIGRAD_THREADS` where it is set, else the CPUs this
+    process may run on, at most MAX_DEFAULT_THREADS."""
+    text = os.environ.get("VERIGRAD_THREADS", "").strip()
+    if text:
+        if not text.isdigit() or int(text) < 1:
+            raise ValueError(f"VERIGRAD_THREADS must be a whole number of at least 1, got {text!r}")
+        return int(text)
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, MAX_DEFAULT_THREADS))
+
+
 def set_threads(n: int) -> None:
-    """The number of threads every backend may use, and NumPy's BLAS with them (verigrad starts at 1)."""
+    """The number of threads every backend may use, and NumPy's BLAS with them (verigrad starts at
+    `default_threads()`)."""
     if n < 1:
         raise ValueError(f"threads must be at least 1, got {n}")
     for b in _BACKENDS.values():
