@@ -313,3 +313,32 @@ def test_an_in_place_step_that_differs_keeps_pythons_result(monkeypatch):
             assert isinstance(plan._replay, replay.Replay) and plan._replay.kinds[step] == replay.PYTHON
     for a, b in zip(results[True], results[False]):
         _same(a, b)
+
+
+def test_a_step_giving_back_an_argument_is_not_replayed(monkeypatch):
+    """A step whose result is its argument's own array (as `where` on a 0-d condition gives a branch):
+    a replay would make that array its buffer and write later runs' values into the caller's old
+    argument, so the plan does not replay; the arguments are never written."""
+    rng = np.random.default_rng(9)
+    w = verigrad.tensor(rng.standard_normal((256, 128)).astype(np.float32))
+    xs = [rng.standard_normal((256, 256)).astype(np.float32) for _ in range(12)]
+    results = {}
+    for on in (True, False):
+        monkeypatch.setattr(Plan, "replay", on)
+        compiled = verigrad.compile(lambda x: F.relu((x * 2.0) @ w).sum(axis=1))
+        kept = [verigrad.tensor(x) for x in xs]
+        with verigrad.backend("cpu"):
+            out = [compiled(kept[0]).numpy().copy()]
+            plan = _plan(compiled)
+            first = plan.calls[0]  # x * 2.0: now a step that gives x back
+            first.native = None
+            _, ins, slot = plan._loop[0]
+            plan._loop[0] = (lambda x, *rest: x, ins, slot)
+            out += [compiled(t).numpy().copy() for t in kept[1:]]
+        results[on] = out
+        for t, x in zip(kept, xs):
+            _same(t.numpy(), x)
+        if on:
+            assert plan._replay is False and plan._recordings == 1
+    for a, b in zip(results[True], results[False]):
+        _same(a, b)

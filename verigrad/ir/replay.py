@@ -113,12 +113,28 @@ class Replay:
         self.updates = {name: env[s] for name, s in plan.update_slots.items()}
         results = self._results(env)
         captured = {id(a) for a in self.captured}
-        if not all(id(env[s]) in captured for s in plan.update_slots.values()) or not self._worth():
-            return None, results  # an update not written in place (nothing fixed), or mostly Python
+        if (
+            not all(id(env[s]) in captured for s in plan.update_slots.values())
+            or self._gives_caller_memory(given)
+            or not self._worth()
+        ):
+            return None, results  # nothing fixed to replay into, or mostly Python
         self._schedule()
         self.bytes = _held_bytes(tape.held, arrays)
         _live.add(self)
         return self, results
+
+    def _gives_caller_memory(self, given: set[int]) -> bool:
+        """Whether a step other than a view or one writing in place gave an argument's or a captured
+        array's memory as its result (a `where` on a 0-d condition gives a branch itself): its buffer
+        would be the caller's, which later runs must not write."""
+        calls = self.plan.calls
+        return any(
+            kind != VIEW
+            and not _writes_input(calls[k])
+            and any(id(root(self.env[s])) in given for s in self._outs(k))
+            for k, kind in enumerate(self.kinds)
+        )
 
     def _worth(self) -> bool:
         """Whether replaying saves time: a replayed step saves its Python call (a few microseconds), a
@@ -130,8 +146,7 @@ class Replay:
         """REPLAY, VIEW or PYTHON for a step of the recording run (see the module docstring)."""
         tape = self.tape
         stop = len(tape)
-        intos = getattr(step, "intos", ())  # a merged call's
-        into = getattr(step, "into", None) is not None or any(i is not None for i in intos)
+        into = _writes_input(step)
         if tape.foreign != foreign:
             return PYTHON
         if stop == start:
@@ -294,6 +309,11 @@ def _spans(arrays: Sequence[np.ndarray]) -> tuple[tuple[int, int], ...] | None:
     if any(lo + size > next_lo for (lo, size), (next_lo, _) in itertools.pairwise(ordered)):
         return None
     return tuple(spans)
+
+
+def _writes_input(step: Any) -> bool:
+    """Whether the step writes its result (a merged call: one of them) into an input's array."""
+    return getattr(step, "into", None) is not None or any(i is not None for i in getattr(step, "intos", ()))
 
 
 def _pairs(out: Any, result: Any) -> tuple[tuple, tuple]:
