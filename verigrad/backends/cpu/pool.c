@@ -152,6 +152,7 @@ static void reset_after_fork(void) {
     nworkers = 0;
     pending = 0;
     active = 0;
+    for (int id = 0; id < VG_MAX_THREADS; id++) sleeping[id] = 0;
 }
 
 int vg_pool_size(void) { return nworkers; }
