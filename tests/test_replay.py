@@ -342,3 +342,25 @@ def test_a_step_giving_back_an_argument_is_not_replayed(monkeypatch):
             assert plan._replay is False and plan._recordings == 1
     for a, b in zip(results[True], results[False]):
         _same(a, b)
+
+
+def test_a_replay_keeps_no_argument_alive(monkeypatch):
+    """Each run's arguments are pointed at anew, so neither the tape nor the fixed buffers keep the
+    recording run's (or any run's) arguments: a model's old key/value cache is freed."""
+    import gc
+    import weakref
+
+    monkeypatch.setattr(Plan, "replay", True)
+    rng = np.random.default_rng(10)
+    w = verigrad.tensor(rng.standard_normal((256, 128)).astype(np.float32))
+    fn = verigrad.compile(lambda x: F.relu(x.reshape(128, 512)[:, :256] @ w).sum(axis=1))
+    refs = []
+    with verigrad.backend("cpu"):
+        for _ in range(12):
+            x = rng.standard_normal((256, 256)).astype(np.float32)
+            refs.append(weakref.ref(x))
+            fn(verigrad.from_numpy(x))
+            del x
+    gc.collect()
+    assert isinstance(_plan(fn)._replay, replay.Replay) and _plan(fn)._replay.checked
+    assert [r() is None for r in refs] == [True] * 12

@@ -103,6 +103,8 @@ class Replay:
         self.env = env
         tape.inputs(spans)
         argument_roots = {id(root(a)) for a in arrays[:n]}
+        # each run's arguments are pointed at anew: the recording's need not stay (a model's old cache)
+        tape.held = [_without(h, argument_roots) for h in tape.held]
         self.argument_views = [
             k
             for k, kind in enumerate(self.kinds)
@@ -121,6 +123,7 @@ class Replay:
             return None, results  # nothing fixed to replay into, or mostly Python
         self._schedule()
         self.bytes = _held_bytes(tape.held, arrays)
+        self._release()
         _live.add(self)
         return self, results
 
@@ -193,11 +196,20 @@ class Replay:
             return None
         try:
             _live.touch(self)
-            if not self.checked:
-                return self._check(arrays)
-            return self._results(self._replay(arrays))
+            return self._check(arrays) if not self.checked else self._results(self._replay(arrays))
         finally:
+            self._release()
             self.lock.release()
+
+    def _release(self) -> None:
+        """The run's arguments (and views of them) out of the fixed buffers' slots: the caller's
+        arrays are not kept past the run."""
+        plan, env = self.plan, self.env
+        for slot in plan.input_slots[: len(self.layouts)]:
+            env[slot] = None
+        for k in self.argument_views:
+            for slot in self._outs(k):
+                env[slot] = None
 
     def _bind(self, arrays: Sequence[np.ndarray]) -> list[Any]:
         """The fixed buffers, with this run's arguments (and the views of them) in their slots, and the
@@ -309,6 +321,16 @@ def _spans(arrays: Sequence[np.ndarray]) -> tuple[tuple[int, int], ...] | None:
     if any(lo + size > next_lo for (lo, size), (next_lo, _) in itertools.pairwise(ordered)):
         return None
     return tuple(spans)
+
+
+def _without(held: Any, roots: set[int]) -> Any:
+    """A held argument of a recorded call, without the arrays whose memory is one of `roots` (None in
+    their place; a tuple of arrays filtered the same way)."""
+    if isinstance(held, np.ndarray):
+        return None if id(root(held)) in roots else held
+    if isinstance(held, tuple):
+        return tuple([_without(item, roots) for item in held])
+    return held
 
 
 def _writes_input(step: Any) -> bool:

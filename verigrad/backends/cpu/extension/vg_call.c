@@ -466,6 +466,16 @@ static PyObject *tape_foreign(PyObject *self, void *closure) { return PyLong_Fro
 
 static PyObject *tape_held(PyObject *self, void *closure) { return PyList_GetSlice(((Tape *)self)->held, 0, PY_SSIZE_T_MAX); }
 
+/* tape.held = objects: what the tape keeps alive instead (the memory its records point to must stay:
+ * a caller drops only what `rebind` points elsewhere before every run). */
+static int tape_set_held(PyObject *self, PyObject *value, void *closure) {
+    if (value == NULL || !PyList_Check(value)) return PyErr_SetString(PyExc_TypeError, "held takes a list"), -1;
+    PyObject *copy = PyList_GetSlice(value, 0, PY_SSIZE_T_MAX);
+    if (copy == NULL) return -1;
+    Py_SETREF(((Tape *)self)->held, copy);
+    return 0;
+}
+
 static PyMethodDef tape_methods[] = {
     {"run", tape_run, METH_VARARGS, "run(start, stop): make the recorded calls [start, stop) again"},
     {"inputs", tape_inputs, METH_O, "inputs(((data, bytes), ...)): find the pointers into these arrays"},
@@ -476,7 +486,7 @@ static PyMethodDef tape_methods[] = {
 
 static PyGetSetDef tape_getset[] = {
     {"foreign", tape_foreign, NULL, "calls that went to ctypes while recording (not on the tape)", NULL},
-    {"held", tape_held, NULL, "the recorded calls' arguments (a new list)", NULL},
+    {"held", tape_held, tape_set_held, "the objects the tape keeps alive (a new list; settable)", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
