@@ -572,20 +572,31 @@ def test_pool_workers_are_pinned_only_when_asked(flag):
 
 
 WOKEN = """
-import json, os, time
+import json, os, threading, time
 import numpy as np
 import verigrad
 from verigrad.backends import cpu
 from verigrad.registry import OPS
+
+
+def asleep():  # until the pool's worker has stopped spinning and sleeps (at most 10 s)
+    me = str(threading.get_native_id())
+    for _ in range(1000):
+        others = [t for t in os.listdir("/proc/self/task") if t != me]
+        states = [open(f"/proc/self/task/{t}/stat").read().rsplit(")", 1)[1].split()[0] for t in others]
+        if others and all(state == "S" for state in states):
+            return
+        time.sleep(0.01)
+
 
 verigrad.set_threads(2)
 cpu.set_min_chunk(1)
 relu = cpu.cpu.native(OPS["relu"], verigrad.f32)
 x = np.ones(64, np.float32)
 relu(x)  # starts the pool's worker
-time.sleep(0.2)  # it spins a while, then sleeps
+asleep()
 before = relu(x).tobytes()
-time.sleep(0.2)
+asleep()
 assert relu(x).tobytes() == before  # woken again: the same bits
 tasks = sorted(int(t) for t in os.listdir("/proc/self/task"))
 print(json.dumps([sorted(os.sched_getaffinity(t)) for t in tasks]))
