@@ -364,3 +364,33 @@ def test_a_replay_keeps_no_argument_alive(monkeypatch):
     gc.collect()
     assert isinstance(_plan(fn)._replay, replay.Replay) and _plan(fn)._replay.checked
     assert [r() is None for r in refs] == [True] * 12
+
+
+def test_a_replay_holds_what_its_calls_point_into(monkeypatch):
+    """The tape holds every object a recorded call points into (here the GEMM's argument structure
+    and its offsets, which the matmul kernel keeps in a cache of its own): emptying that cache and
+    reusing the freed memory does not change a replay's bits."""
+    import gc
+
+    from verigrad.backends.cpu import linalg
+
+    rng = np.random.default_rng(11)
+    w = verigrad.tensor(rng.standard_normal((4, 200, 96)).astype(np.float32))
+    xs = [rng.standard_normal((4, 128, 200)).astype(np.float32) for _ in range(14)]
+    results = {}
+    for on in (True, False):
+        monkeypatch.setattr(Plan, "replay", on)
+        fn = verigrad.compile(lambda x: F.relu(x @ w).sum(axis=2))
+        with verigrad.backend("cpu"):
+            out = [fn(verigrad.tensor(x)).numpy().copy() for x in xs[:10]]
+            linalg._plans.clear()
+            gc.collect()
+            junk = [linalg._GemmArgs(*([7] * 16)) for _ in range(2000)]  # the freed memory reused
+            junk += [np.full(3 * 4, 1 << 40, np.int64) for _ in range(2000)]
+            out += [fn(verigrad.tensor(x)).numpy().copy() for x in xs[10:]]
+            del junk
+        results[on] = out
+        if on:
+            assert isinstance(_plan(fn)._replay, replay.Replay) and _plan(fn)._replay.checked
+    for a, b in zip(results[True], results[False]):
+        _same(a, b)

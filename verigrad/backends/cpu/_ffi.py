@@ -75,14 +75,19 @@ def data_reader() -> Callable[[np.ndarray], int]:
 class Library:
     """The loaded shared library: `fn(name, argtypes)` gives a typed function; `data` reads an array's
     data pointer; `ptr(array)` is what a pointer argument of `fn`'s functions takes: the array itself
-    where vg_call passes arrays (fastcall.py), else its data pointer."""
+    where vg_call passes arrays (fastcall.py), else its data pointer; `ref(structure)` the same for a
+    ctypes structure (else its address). Objects, not addresses, wherever vg_call takes them: a compiled
+    plan's replay (ir/replay.py) holds the objects its recorded calls point into, and moves the pointers
+    into a run's arguments, neither of which it can do for an address made in Python."""
 
     def __init__(self, cdll: ctypes.CDLL) -> None:
         from . import fastcall
 
         self.cdll = cdll
         self.data = data_reader()
-        self.ptr: Callable[[np.ndarray], Any] = _itself if fastcall.passes_arrays() else self.data
+        arrays = fastcall.passes_arrays()
+        self.ptr: Callable[[np.ndarray], Any] = _itself if arrays else self.data
+        self.ref: Callable[[Any], Any] = _itself if arrays else ctypes.addressof
 
     def fn(self, name: str, argtypes: list, restype: Any = None) -> Any:
         """The function `name` with these argument and result types, called through vg_call where it

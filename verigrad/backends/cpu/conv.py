@@ -70,7 +70,7 @@ class _Kernels:
     """The wrappers of one dtype's C functions."""
 
     def __init__(self, lib: Library, name: str, dtype: np.dtype, backend: Any) -> None:
-        self.dtype, self.backend, self.data, self.ptr = dtype, backend, lib.data, lib.ptr
+        self.dtype, self.backend, self.ptr = dtype, backend, lib.ptr
         self._layouts: dict[tuple, tuple[Any, tuple]] = {}
         self.c_im2col = lib.fn(f"vg_im2col_{name}", [_P, _P, _P, ctypes.c_double, *_TAIL])
         self.c_col2im = lib.fn(f"vg_col2im_{name}", [_P, _P, _P, *_TAIL])
@@ -94,7 +94,7 @@ class _Kernels:
         )
         out = np.empty(cols_shape(n, c, ho, wo, kernel, layout), self.dtype)
         if out.size:
-            self.c_im2col(self.data(x), self.data(out), geo, pad_value, *self._tail())
+            self.c_im2col(self.ptr(x), self.ptr(out), geo, pad_value, *self._tail())
         return out
 
     def col2im(self, cols, kernel, stride, padding, dilation, layout, size) -> np.ndarray:
@@ -105,7 +105,7 @@ class _Kernels:
         out = np.empty(shape, self.dtype)
         if out.size:
             if cols.size:
-                self.c_col2im(self.data(cols), self.data(out), geo, *self._tail())
+                self.c_col2im(self.ptr(cols), self.ptr(out), geo, *self._tail())
             else:
                 out.fill(0)
         return out

@@ -155,7 +155,7 @@ class _Functions:
     def __init__(self, lib: Library) -> None:
         f64, p, c_int = ctypes.c_double, ctypes.c_void_p, ctypes.c_int
         i64 = ctypes.c_int64
-        self.data, self.ptr = lib.data, lib.ptr
+        self.data, self.ptr, self.ref = lib.data, lib.ptr, lib.ref
         self.blas_threads = lib.fn("vg_gemm_blas_threads", [p, p])
         self.portable_only = lib.fn("vg_gemm_portable_only", [c_int])
         self.gemm = lib.fn("vg_gemm", [p, p, p, p, c_int], restype=c_int)  # _GemmArgs, a, b, c, threads
@@ -253,10 +253,10 @@ def _offsets(batch: tuple[int, ...], arrays: tuple[np.ndarray, ...]) -> np.ndarr
 
 def _gemm_args(
     a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float, beta: float, exact: bool
-) -> tuple[_GemmArgs, np.ndarray]:
+) -> _GemmArgs:
     """vg_gemm's arguments for c[..., m, n] = alpha * a[..., m, k] @ b[..., k, n] + beta * c (batch
-    dimensions broadcast to c's; strides in whole elements), and the offsets array they point into (keep
-    it alive with them). They depend on the shapes and strides alone, not on the data pointers."""
+    dimensions broadcast to c's; strides in whole elements), holding the offsets array they point into.
+    They depend on the shapes and strides alone, not on the data pointers."""
     if a.ndim > 2 and b.ndim == 2 and a.shape[:-2] == c.shape[:-2]:
         a2, c2 = _merge_rows(a), _merge_rows(c)  # one product of all the rows when b is shared
         if a2 is not None and c2 is not None:
@@ -269,7 +269,8 @@ def _gemm_args(
         a.shape[-2], b.shape[-1], a.shape[-1], *_steps(a)[-2:], *_steps(b)[-2:], *_steps(c)[-2:],
         offs.ctypes.data, alpha, beta,
     )  # fmt: skip
-    return args, offs
+    args.offsets = offs  # alive as long as the structure that points into it
+    return args
 
 
 # what gemm.c's vg_gemm returns besides 1 (done): the operand to give in another layout
@@ -289,8 +290,8 @@ def _gemm_into(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float, beta: 
     while True:
         if work is None:  # BLAS writes a row-major c; another c receives the result of one
             work = c.copy(order="C") if beta else np.empty(c.shape, c.dtype)
-        args, _offs = _gemm_args(a, b, work, alpha, beta, exact)
-        done = fns.gemm(ctypes.addressof(args), fns.ptr(a), fns.ptr(b), fns.ptr(work), _threads())
+        args = _gemm_args(a, b, work, alpha, beta, exact)
+        done = fns.gemm(fns.ref(args), fns.ptr(a), fns.ptr(b), fns.ptr(work), _threads())
         if done == 1:
             break
         if done == _BLAS_A:
@@ -308,7 +309,7 @@ class _Product:
     prepared once, so that a call is one allocation and one foreign call. An operand whose data is not
     aligned, or a layout BLAS cannot take, goes through `_gemm_into`."""
 
-    __slots__ = ("address", "args", "dtype", "exact", "offs", "ptr", "run", "shape")
+    __slots__ = ("args", "args_ref", "dtype", "exact", "ptr", "run", "shape")
 
     def __init__(self, a: np.ndarray, b: np.ndarray, shape: tuple[int, ...], exact: bool) -> None:
         fns = _state["lib"] or _lib()
@@ -316,8 +317,8 @@ class _Product:
         self.args: _GemmArgs | None = None
         c = np.empty(shape, a.dtype)  # the layout of every call's c (not touched: no page is written)
         if c.size and _aligned(a) and _aligned(b):
-            self.args, self.offs = _gemm_args(a, b, c, 1.0, 0.0, exact)
-            self.address = ctypes.addressof(self.args)
+            self.args = _gemm_args(a, b, c, 1.0, 0.0, exact)
+            self.args_ref = fns.ref(self.args)
 
     def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         c = np.empty(self.shape, self.dtype)
@@ -326,7 +327,7 @@ class _Product:
                 _gemm_into(a, b, c, 1.0, 0.0, self.exact)
             return c
         ptr = self.ptr
-        if self.run(self.address, ptr(a), ptr(b), ptr(c), _threads()) != 1:
+        if self.run(self.args_ref, ptr(a), ptr(b), ptr(c), _threads()) != 1:
             _gemm_into(a, b, c, 1.0, 0.0, self.exact)
         return c
 
@@ -468,9 +469,9 @@ def gemv(
         return y
     fns = _state["lib"] or _lib()
     a, (x, incx), (work, incy) = _usable(a), _vector_steps(x), _vector_steps(y)
-    data = fns.data
+    ptr = fns.ptr
     fns.gemv[name](
-        m, k, float(alpha), data(a), *_steps(a), data(x), incx, float(beta), data(work), incy, _threads()
+        m, k, float(alpha), ptr(a), *_steps(a), ptr(x), incx, float(beta), ptr(work), incy, _threads()
     )
     if work is not y:
         y[...] = work
@@ -511,7 +512,7 @@ def axpy(alpha: float, x: np.ndarray, y: np.ndarray, *, exact: bool | None = Non
             found[0](x.size, alpha, fns.data(x), incx, fns.data(work), incy)
     else:
         fns.axpy[name](
-            x.size, float(alpha), fns.data(x), incx, fns.data(work), incy, _ffi.min_chunk(), _threads()
+            x.size, float(alpha), fns.ptr(x), incx, fns.ptr(work), incy, _ffi.min_chunk(), _threads()
         )
     if work is not y:
         y[...] = work

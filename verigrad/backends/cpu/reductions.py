@@ -77,7 +77,7 @@ def describe(shape: tuple[int, ...], axes: tuple[int, ...], block: int, mean: bo
 
 
 def _reduce(
-    name: str, fn: Any, dtype: np.dtype, reference: Callable, backend: Any, ptr: Callable
+    name: str, fn: Any, dtype: np.dtype, reference: Callable, backend: Any, ptr: Callable, ref: Callable
 ) -> Callable:
     chunk = _ffi._min_chunk
     # NumPy sums an f32 run through its cast buffer: pairwise within each buffer, in order across
@@ -117,7 +117,7 @@ def _reduce(
             return reference(x, axis, keepdim)
         d, shape, size = found
         out = np.empty(shape, dtype)
-        if fn(ptr(x), ptr(out), ctypes.addressof(d), max(1, chunk[0] * size // x.size), backend.threads):
+        if fn(ptr(x), ptr(out), ref(d), max(1, chunk[0] * size // x.size), backend.threads):
             return reference(x, axis, keepdim)
         return out
 
@@ -152,7 +152,7 @@ def register(backend: Any, lib: Library) -> None:
         for name in REDUCE[:-1]:
             fn = lib.fn(f"vg_{'sum' if name == 'mean' else name}_{dtype_name}", _ARGS, ctypes.c_int)
             backend.register(
-                name, _reduce(name, fn, dtype, OPS[name].reference, backend, lib.ptr), dtype_name
+                name, _reduce(name, fn, dtype, OPS[name].reference, backend, lib.ptr, lib.ref), dtype_name
             )
     # the op's dtype is its result's, i64, for every input dtype
     fns = {dtype: lib.fn(f"vg_argmax_{name}", _ARGMAX_ARGS) for name, dtype in DTYPES.items()}
