@@ -2,9 +2,10 @@
 tape (the cpu backend's vg_call, backends/cpu/fastcall.py), and later runs replay the tape.
 
 A recorded call points into the arrays it was given: the arguments, the captured tensors' arrays, and
-every array a kernel allocated (results, scratch). The tape holds all of them, so the allocated ones
-become the plan's fixed buffers, which each replay writes again; the pointers into the arguments are
-moved to each run's own arguments (`Tape.rebind`). So a run replays only
+every array a kernel allocated (results, scratch); kernels hand vg_call the objects themselves, not
+addresses made in Python (`Library.ptr`, `Library.ref`). The tape holds all of them, so the allocated
+ones become the plan's fixed buffers, which each replay writes again; the pointers into the arguments
+are moved to each run's own arguments (`Tape.rebind`). So a run replays only
 
 - with arguments of the recording run's layouts, and the same captured arrays (the same objects:
   the updates are written into them);
