@@ -70,6 +70,7 @@ class Replay:
         self.outputs: list[tuple[int, bool]] = []  # each output's slot, and whether it is returned as is
         self.updates: dict[str, np.ndarray] = {}
         self.argument_views: list[int] = []  # VIEW steps of an argument (made again for each run's)
+        self.argument_slots: list[int] = []  # the slots of the arguments and of those views
         self.checks = 0
         self.checked = False
         self.bytes = 0  # what its buffers hold (`_held_bytes`)
@@ -111,6 +112,8 @@ class Replay:
             for k, kind in enumerate(self.kinds)
             if kind == VIEW and any(id(root(env[s])) in argument_roots for s in self._outs(k))
         ]
+        views = [slot for k in self.argument_views for slot in self._outs(k)]
+        self.argument_slots = [*plan.input_slots[:n], *views]
         given = {id(root(a)) for a in arrays}
         self.outputs = [(s, id(root(env[s])) in given) for s in plan.output_slots]
         self.updates = {name: env[s] for name, s in plan.update_slots.items()}
@@ -205,12 +208,9 @@ class Replay:
     def _release(self) -> None:
         """The run's arguments (and views of them) out of the fixed buffers' slots: the caller's
         arrays are not kept past the run."""
-        plan, env = self.plan, self.env
-        for slot in plan.input_slots[: len(self.layouts)]:
+        env = self.env
+        for slot in self.argument_slots:
             env[slot] = None
-        for k in self.argument_views:
-            for slot in self._outs(k):
-                env[slot] = None
 
     def _bind(self, arrays: Sequence[np.ndarray]) -> list[Any]:
         """The fixed buffers, with this run's arguments (and the views of them) in their slots, and the
