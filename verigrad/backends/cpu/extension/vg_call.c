@@ -360,12 +360,18 @@ static Py_ssize_t tape_len(PyObject *self) { return ((Tape *)self)->n; }
 /* run(start, stop): the records [start, stop) called again in order, without the GIL; -1 when each
  * returned what it returned when recorded, else the index of the first that did not (the records after
  * it are not called). */
+/* The records [start, stop) of the (start, stop) in `args`: 0, or -1 with an exception set. */
+static int record_range(const Tape *t, PyObject *args, Py_ssize_t *start, Py_ssize_t *stop) {
+    if (!PyArg_ParseTuple(args, "nn", start, stop)) return -1;
+    if (*start < 0 || *stop > t->n || *start > *stop)
+        return PyErr_Format(PyExc_IndexError, "records [%zd, %zd) of a tape of %zd", *start, *stop, t->n), -1;
+    return 0;
+}
+
 static PyObject *tape_run(PyObject *self, PyObject *args) {
     Tape *t = (Tape *)self;
     Py_ssize_t start, stop, k;
-    if (!PyArg_ParseTuple(args, "nn", &start, &stop)) return NULL;
-    if (start < 0 || stop > t->n || start > stop)
-        return PyErr_Format(PyExc_IndexError, "records [%zd, %zd) of a tape of %zd", start, stop, t->n);
+    if (record_range(t, args, &start, &stop) < 0) return NULL;
     Py_BEGIN_ALLOW_THREADS
     for (k = start; k < stop; k++) {
         const Record *rec = &t->records[k];
@@ -455,9 +461,7 @@ static PyObject *tape_rebind(PyObject *self, PyObject *arg) {
 static PyObject *tape_checked(PyObject *self, PyObject *args) {
     Tape *t = (Tape *)self;
     Py_ssize_t start, stop, count = 0;
-    if (!PyArg_ParseTuple(args, "nn", &start, &stop)) return NULL;
-    if (start < 0 || stop > t->n || start > stop)
-        return PyErr_Format(PyExc_IndexError, "records [%zd, %zd) of a tape of %zd", start, stop, t->n);
+    if (record_range(t, args, &start, &stop) < 0) return NULL;
     for (Py_ssize_t k = start; k < stop; k++) count += t->records[k].returns != 0;
     return PyLong_FromSsize_t(count);
 }
