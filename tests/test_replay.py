@@ -394,3 +394,19 @@ def test_a_replay_holds_what_its_calls_point_into(monkeypatch):
             assert isinstance(_plan(fn)._replay, replay.Replay) and _plan(fn)._replay.checked
     for a, b in zip(results[True], results[False]):
         _same(a, b)
+
+
+def test_a_replayed_plan_still_has_its_generated_source(monkeypatch):
+    """Past `generate_after` runs a replaying plan also makes its generated function: `plan.source`
+    prints as on any backend, and runs that cannot replay use it."""
+    monkeypatch.setattr(Plan, "replay", True)
+    rng = np.random.default_rng(12)
+    w = verigrad.tensor(rng.standard_normal((256, 128)).astype(np.float32))
+    fn = verigrad.compile(lambda x: F.relu(x @ w).sum(axis=1))
+    x = verigrad.tensor(rng.standard_normal((256, 256)).astype(np.float32))
+    with verigrad.backend("cpu"):
+        first = fn(x).numpy().copy()
+        (plan,) = fn._plans.values()
+        for _ in range(plan.generate_after + 1):
+            _same(fn(x).numpy(), first)
+    assert isinstance(plan._replay, replay.Replay) and plan.source is not None and "matmul" in plan.source

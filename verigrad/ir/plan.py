@@ -577,6 +577,8 @@ class Plan:
             self._no_inplace()  # other layouts than the first run's, or inputs that share memory now
         replayed = self._replayed(arrays)
         if replayed is not None:
+            if self._fn is None and self.runs >= self.generate_after:
+                self._fn = self._generate()  # for the runs that cannot replay; `source` reads as ever
             return replayed
         if self._fn is not None:
             with np.errstate(all="ignore"):  # log(-1) is NaN by definition, not a warning
