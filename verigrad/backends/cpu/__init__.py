@@ -7,7 +7,8 @@ its docstring says which layouts take the C path and how exact the results are. 
 dtype, rank, axis or layout) runs the op's reference inside the kernel, so results are always right. The
 C functions are called through the vg_call extension (fastcall.py), or ctypes where it is not built.
 
-Threads: `verigrad.set_threads(n)` (read at every call) splits [0, n) into at most n contiguous chunks of
+Threads: `verigrad.set_threads(n)` (read at every call; verigrad starts with `VERIGRAD_THREADS`, else
+the usable CPUs, at most 8) splits [0, n) into at most n contiguous chunks of
 at least `min_chunk()` elements (reductions: of whole rows holding at least that many elements); every
 thread count gives the same bits (whichever thread computes a chunk: a late pool worker's chunk is taken
 by the others); a worker woken from sleep is moved off the caller's CPU first. `VERIGRAD_PIN_THREADS=1`
