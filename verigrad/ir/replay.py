@@ -126,7 +126,7 @@ class Replay:
         ):
             return None, results  # nothing fixed to replay into, or mostly Python
         self._schedule()
-        self.bytes = _held_bytes(tape.held, arrays)
+        self.bytes = _held_bytes(tape.held, given)
         self._release()
         _live.add(self)
         return self, results
@@ -138,7 +138,7 @@ class Replay:
         calls = self.plan.calls
         return any(
             kind != VIEW
-            and not _writes_input(calls[k])
+            and not _written_inputs(calls[k])
             and any(id(root(self.env[s])) in given for s in self._outs(k))
             for k, kind in enumerate(self.kinds)
         )
@@ -153,7 +153,7 @@ class Replay:
         """REPLAY, VIEW or PYTHON for a step of the recording run (see the module docstring)."""
         tape = self.tape
         stop = len(tape)
-        into = _writes_input(step)
+        into = bool(_written_inputs(step))
         if tape.foreign != foreign:
             return PYTHON
         if stop == start:
@@ -272,9 +272,7 @@ class Replay:
         differs, complete = None, True
         with np.errstate(all="ignore"):
             for k, (kernel, ins, out) in enumerate(loop):
-                step = plan.calls[k]
-                intos = getattr(step, "intos", None) or (getattr(step, "into", None),)
-                targets = [env[i] for i in intos if i is not None and id(env[i]) in captured]
+                targets = [env[i] for i in _written_inputs(plan.calls[k]) if id(env[i]) in captured]
                 before = [t.copy() for t in targets]
                 slots, results = _pairs(out, kernel(*[env[i] for i in ins]))
                 for slot, r in zip(slots, results):
@@ -334,9 +332,9 @@ def _without(held: Any, roots: set[int]) -> Any:
     return held
 
 
-def _writes_input(step: Any) -> bool:
-    """Whether the step writes its result (a merged call: one of them) into an input's array."""
-    return getattr(step, "into", None) is not None or any(i is not None for i in getattr(step, "intos", ()))
+def _written_inputs(step: Any) -> list[int]:
+    """The input slots whose arrays the step writes its result (a merged call: its results) into."""
+    return [i for i in getattr(step, "intos", None) or (step.into,) if i is not None]
 
 
 def _pairs(out: Any, result: Any) -> tuple[tuple, tuple]:
@@ -363,13 +361,11 @@ def _same(a: Any, b: Any) -> bool:
     return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
 
 
-def _held_bytes(held: list, arrays: Sequence[np.ndarray]) -> int:
-    """The bytes of the memory a tape's held arguments keep alive but the plan's arguments and captured
-    arrays (each buffer once, views counted as what they view)."""
-    given = {id(root(a)) for a in arrays}
+def _held_bytes(held: list, given: set[int]) -> int:
+    """The bytes of the memory a tape's held arguments keep alive but the caller's (`given`: the ids of
+    the arguments' and captured arrays' roots), each buffer once, views counted as what they view."""
     roots = [root(a) for a in held if isinstance(a, np.ndarray)]
-    buffers = {id(r): r.nbytes for r in roots if id(r) not in given}
-    return sum(buffers.values())
+    return sum({id(r): r.nbytes for r in roots if id(r) not in given}.values())
 
 
 class _Live:

@@ -158,6 +158,17 @@ def writable(a: Any, shape: tuple, dtype: np.dtype) -> bool:
     )
 
 
+def into(result: Any, out: Any) -> Any:
+    """A kernel's `result` copied into the `out=` it was given (None: `result` as it is); several
+    results, each into its own (a tuple of arrays and Nones)."""
+    if out is None:
+        return result
+    if isinstance(out, tuple):
+        return tuple([into(r, o) for r, o in zip(result, out)])
+    np.copyto(out, result)
+    return out
+
+
 def remember(cache: dict, key: Any, value: Any) -> Any:
     """`value` stored under `key` in a kernel's cache of layouts (emptied once it holds LAYOUTS_KEPT),
     and returned."""

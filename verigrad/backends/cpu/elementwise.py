@@ -45,24 +45,16 @@ def _unary(fn: Any, dtype: np.dtype, reference: Callable, backend: Any, ptr: Cal
     def kernel(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """fn(x) in a new array, or written into `out` (the result's shape, C-contiguous; it may be x)."""
         if type(x) is not np.ndarray or x.dtype != dtype or not (x.flags.c_contiguous and x.flags.aligned):
-            return _into(reference(x), out)
+            return _ffi.into(reference(x), out)
         if out is None:
             out = np.empty(x.shape, dtype)
         elif not _ffi.writable(out, x.shape, dtype):
-            return _into(kernel(x), out)
+            return _ffi.into(kernel(x), out)
         fn(ptr(x), ptr(out), x.size, chunk[0], backend.threads)
         return out
 
     kernel.takes_out = True  # type: ignore[attr-defined]
     return kernel
-
-
-def _into(result: np.ndarray, out: np.ndarray | None) -> np.ndarray:
-    """`result`, or copied into `out` (and `out`) where one is given."""
-    if out is None:
-        return result
-    np.copyto(out, result)
-    return out
 
 
 _LAYOUTS: dict[tuple, tuple[tuple[int, ...], Any] | None] = {}
@@ -100,16 +92,16 @@ def _binary(
             or b.dtype != dtype
             or not (a.flags.aligned and b.flags.aligned)
         ):
-            return _into(reference(a, b), out)
+            return _ffi.into(reference(a, b), out)
         same = a.shape == b.shape and a.flags.c_contiguous and b.flags.c_contiguous
         found = None if same else broadcast_dims(a, b)
         if not same and found is None:
-            return _into(reference(a, b), out)
+            return _ffi.into(reference(a, b), out)
         shape = a.shape if same else found[0]
         if out is None:
             out = np.empty(shape, dtype)
         elif not _ffi.writable(out, shape, dtype):
-            return _into(kernel(a, b), out)
+            return _ffi.into(kernel(a, b), out)
         if same:
             fn(ptr(a), ptr(b), ptr(out), a.size, chunk[0], backend.threads)
         else:

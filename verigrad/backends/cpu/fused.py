@@ -450,28 +450,28 @@ class FusedKernel:
         if call is None:
             call = self._call = self._caller()
         if call == self._fallback:  # no C function
-            return self._into(call(*arrays, params=params), out)
+            return _ffi.into(call(*arrays, params=params), out)
         dtypes = self.out_dtypes
         outs = out if type(out) is tuple else (out,) * len(dtypes)
         key = self._key(arrays + outs)
         if key is None:  # not all arrays
-            return self._into(self._fallback(*arrays, params=params), out)
+            return _ffi.into(self._fallback(*arrays, params=params), out)
         if self.params_shape:
             key = (key, params)
         layout = self._layouts.get(key)
         if layout is None:
             layout = _ffi.remember(self._layouts, key, self._layout(arrays, outs, params))
         if layout is False:
-            return self._into(self._fallback(*arrays, params=params), out)
+            return _ffi.into(self._fallback(*arrays, params=params), out)
         shape, dims, n, usable = layout
         if not usable:  # an `out` the C function does not write into as it is: into new arrays first
-            return self._into(self(*arrays, params=params), out)
+            return _ffi.into(self(*arrays, params=params), out)
         if len(dtypes) > 1:
             target: Any = tuple([np.empty(shape, d) if o is None else o for o, d in zip(outs, dtypes)])
         else:
             target = np.empty(shape, dtypes[0]) if out is None else out
         if n and call(arrays, target, dims, _ffi._min_chunk[0], self.backend.threads) is False:
-            return self._into(self._fallback(*arrays, params=params), target)
+            return _ffi.into(self._fallback(*arrays, params=params), target)
         return target
 
     def _key(self, items: tuple) -> Any:
@@ -524,16 +524,6 @@ class FusedKernel:
         usable = all(o is None or _ffi.writable(o, shape, d) for o, d in zip(outs, self.out_dtypes))
         count = int(np.prod(shape, dtype=np.int64))
         return shape, (ctypes.c_int64 * len(dims))(*dims), count, usable
-
-    @staticmethod
-    def _into(result: Any, out: Any) -> Any:
-        """`result` copied into `out` (None: as it is); for several results, each into its own."""
-        if out is None:
-            return result
-        if isinstance(out, tuple):
-            return tuple([FusedKernel._into(r, o) for r, o in zip(result, out)])
-        np.copyto(out, result)
-        return out
 
     def _fallback(self, *arrays: Any, params: tuple) -> Any:
         """The members' NumPy kernels (FusedOp.fast for the arrays' dtypes): the same bits."""
