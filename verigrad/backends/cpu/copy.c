@@ -23,15 +23,12 @@ typedef struct {
     static void copy##N##_chunk(void *ctx, int64_t lo, int64_t hi) {                          \
         const vg_cargs *p = (const vg_cargs *)ctx;                                            \
         const int64_t *d = p->dims;                                                           \
-        const int64_t n1 = d[1], n2 = d[2], n3 = d[3], s3 = d[7];                             \
+        const int64_t s3 = d[7];                                                              \
         int64_t i = lo;                                                                       \
         while (i < hi) {                                                                      \
-            int64_t row = i / n3, j = i - row * n3;                                           \
-            int64_t i2 = row % n2, r = row / n2;                                              \
-            int64_t i1 = r % n1, i0 = r / n1;                                                 \
-            int64_t end = hi - i < n3 - j ? hi : i + (n3 - j);                                \
-            int64_t len = end - i;                                                            \
-            const char *sp = p->src + i0 * d[4] + i1 * d[5] + i2 * d[6] + j * s3;             \
+            vg_run run = vg_run_at(d, i, hi);                                                 \
+            int64_t end = run.end, len = end - i;                                             \
+            const char *sp = p->src + vg_run_offset(run, d + 4);                              \
             char *yp = p->out + i * N;                                                        \
             if (s3 == N) {                                                                    \
                 memcpy(yp, sp, (size_t)(len * N));                                            \

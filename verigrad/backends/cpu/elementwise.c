@@ -377,19 +377,16 @@ typedef struct {
     static void NAME##_bc_##SUF##_chunk(void *ctx, int64_t lo, int64_t hi) {                  \
         const vg_bargs *p = (const vg_bargs *)ctx;                                            \
         const int64_t *d = p->dims;                                                           \
-        const int64_t n1 = d[1], n2 = d[2], n3 = d[3], sa3 = d[7], sb3 = d[11];              \
-        const T *restrict as = (const T *)p->a;                                               \
-        const T *restrict bs = (const T *)p->b;                                               \
-        T *restrict ys = (T *)p->out;                                                         \
-        int64_t i = lo;                                                                       \
-        while (i < hi) {                                                                      \
-            int64_t row = i / n3, j = i - row * n3;                                           \
-            int64_t i2 = row % n2, r = row / n2;                                              \
-            int64_t i1 = r % n1, i0 = r / n1;                                                 \
-            int64_t end = hi - i < n3 - j ? hi : i + (n3 - j);                                \
-            int64_t len = end - i;                                                            \
-            const T *restrict ap = as + i0 * d[4] + i1 * d[5] + i2 * d[6] + j * sa3;          \
-            const T *restrict bp = bs + i0 * d[8] + i1 * d[9] + i2 * d[10] + j * sb3;         \
+        const int64_t sa3 = d[7], sb3 = d[11];                                               \
+        const T *restrict as = (const T *)p->a;                                              \
+        const T *restrict bs = (const T *)p->b;                                              \
+        T *restrict ys = (T *)p->out;                                                        \
+        int64_t i = lo;                                                                      \
+        while (i < hi) {                                                                     \
+            vg_run run = vg_run_at(d, i, hi);                                                \
+            int64_t end = run.end, len = end - i;                                            \
+            const T *restrict ap = as + vg_run_offset(run, d + 4);                           \
+            const T *restrict bp = bs + vg_run_offset(run, d + 8);                           \
             T *restrict yp = ys + i;                                                          \
             if (sa3 == 1 && sb3 == 1) {                                                       \
                 for (int64_t k = 0; k < len; k++) {                                           \

@@ -15,4 +15,26 @@ int vg_pool_size(void);
 #define VG_CLONES
 #endif
 
+/* A run of a row-major walk over the rank-4 shape d[0..3]: element i's index (i0, i1, i2, j) and the end
+ * of its run along the last dimension (at most hi) */
+typedef struct {
+    int64_t i0, i1, i2, j, end;
+} vg_run;
+
+static inline vg_run vg_run_at(const int64_t *d, int64_t i, int64_t hi) {
+    vg_run r;
+    int64_t row = i / d[3], rest = row / d[2];
+    r.j = i - row * d[3];
+    r.i2 = row - rest * d[2];
+    r.i1 = rest % d[1];
+    r.i0 = rest / d[1];
+    r.end = hi - i < d[3] - r.j ? hi : i + (d[3] - r.j);
+    return r;
+}
+
+/* The offset of a run's first element under the strides s[0..3] */
+static inline int64_t vg_run_offset(vg_run r, const int64_t *s) {
+    return r.i0 * s[0] + r.i1 * s[1] + r.i2 * s[2] + r.j * s[3];
+}
+
 #endif
