@@ -115,10 +115,12 @@ UNARY(gelu_tanh, double, f64, d_gelu_tanh(x))
  * 2^-58, times |n| <= 1155 here); 2^(n/8) = 2^floor(n/8) T[n mod 8] with T[j] = 2^(j/8) looked up by two
  * 8-lane permutes (its high and low 32-bit halves) and floor(n/8) added to its exponent; exp(r) = 1 + p,
  * p = r + r^2 q(r) with q a near-minimax fit: of degree 3 for exp, sigmoid and silu (relative error of
- * 1 + p below 2^-41 on the interval), of degree 4 for tanh and gelu_tanh, which need p as expm1(r)
- * (relative error below 2^-43); expm1(x) = T (1 + p) - 1. Checked against the scalar formulas on every f32
- * input (2^32) that the vector path keeps: exp, sigmoid and silu within 3300 double ulps, tanh within
- * 510, gelu_tanh (x >= -3) within 960; the rounding test below allows ROUND_SLACK = 32768.
+ * 1 + p below 2^-41 on the interval; evaluated as two halves, which shortens the chain of dependent
+ * operations), of degree 4 for tanh and gelu_tanh, which need p as expm1(r) (relative error below 2^-43);
+ * expm1(x) = T (1 + p) - 1. Sigmoid takes the table on x and the polynomial on -x (see v_sigmoid1), so
+ * that its denominator is one FMA after q. Checked against the scalar formulas on every f32 input (2^32)
+ * that the vector path keeps: exp, sigmoid and silu within 3300 double ulps, tanh within 510, gelu_tanh
+ * (x >= -3) within 960; the rounding test below allows ROUND_SLACK = 32768.
  *
  * Rounding test: a double y rounds to the same f32 as every double within ROUND_SLACK ulps of it unless
  * its 29 low mantissa bits are within ROUND_SLACK of the halfway pattern 0x10000000 (about 1.2e-4 of
@@ -146,12 +148,13 @@ static const int32_t exp_table_hi[8] = {0x3ff00000 - (0 << 17), 0x3ff172b8 - (1 
                                         0x3ffae89f - (6 << 17), 0x3ffd5818 - (7 << 17)};
 
 /* q(s r) for s = 1 or -1, with exp(r) = 1 + r + r^2 q(r) on |r| <= ln2/16: of degree 4, or of degree 3 if
- * `short_q` (relative error of 1 + r + r^2 q below 2^-49 and 2^-41 on the interval) */
+ * `short_q` (relative error of 1 + r + r^2 q below 2^-49 and 2^-41 on the interval; as (c0 + c1 r) +
+ * r^2 (c2 + c3 r)) */
 AVX2_INLINE __m256d v_q(__m256d r, const double s, const int short_q) {
     if (short_q) {
-        __m256d q = _mm256_fmadd_pd(_mm256_set1_pd(s * 0x1.1110a02cdfcb9p-7), r, _mm256_set1_pd(0x1.555ced9965c38p-5));
-        q = _mm256_fmadd_pd(q, r, _mm256_set1_pd(s * 0x1.5555556b58f95p-3));
-        return _mm256_fmadd_pd(q, r, _mm256_set1_pd(0x1.ffffffdc0411cp-2));
+        __m256d low = _mm256_fmadd_pd(_mm256_set1_pd(s * 0x1.5555556b58f95p-3), r, _mm256_set1_pd(0x1.ffffffdc0411cp-2));
+        __m256d high = _mm256_fmadd_pd(_mm256_set1_pd(s * 0x1.1110a02cdfcb9p-7), r, _mm256_set1_pd(0x1.555ced9965c38p-5));
+        return _mm256_fmadd_pd(high, _mm256_mul_pd(r, r), low);
     }
     __m256d q = _mm256_fmadd_pd(_mm256_set1_pd(0x1.6c0ed782325f1p-10), r, _mm256_set1_pd(s * 0x1.1115b7826c329p-7));
     q = _mm256_fmadd_pd(q, r, _mm256_set1_pd(0x1.5555558fc9ec0p-5));
@@ -170,13 +173,18 @@ AVX2_INLINE __m256d v_exp2_8(__m256d t) {
     return _mm256_castsi256_pd(_mm256_blend_epi32(lo, hi, 0xAA));
 }
 
-/* exp(s x) = T (1 + p) for s x in [-100, 100] (|n| <= 1155): T in *scale, p returned (q of v_q) */
-AVX2_INLINE __m256d v_exp_parts(__m256d x, const double s, const int short_q, __m256d *scale) {
+/* The range reduction of exp(s x) for s x in [-100, 100] (|n| <= 1155): T = 2^(n/8) in *scale, and
+ * m = x - s n ln2/8 returned (r = s x - n ln2/8 is m for s = 1, -m for s = -1) */
+AVX2_INLINE __m256d v_exp_reduce(__m256d x, const double s, __m256d *scale) {
     __m256d t = _mm256_fmadd_pd(x, _mm256_set1_pd(s * LOG2E_8), _mm256_set1_pd(SHIFTER));
     __m256d n = _mm256_sub_pd(t, _mm256_set1_pd(SHIFTER));
     *scale = v_exp2_8(t);
-    /* r = s x - n ln2/8; for s = -1 m = -r is formed and q evaluated at -m */
-    __m256d m = _mm256_fnmadd_pd(n, _mm256_set1_pd(s * LN2_8), x);
+    return _mm256_fnmadd_pd(n, _mm256_set1_pd(s * LN2_8), x);
+}
+
+/* exp(s x) = T (1 + p): T in *scale, p returned (q of v_q, evaluated at r = s m) */
+AVX2_INLINE __m256d v_exp_parts(__m256d x, const double s, const int short_q, __m256d *scale) {
+    __m256d m = v_exp_reduce(x, s, scale);
     __m256d mm = _mm256_mul_pd(m, m);
     return s > 0 ? _mm256_fmadd_pd(mm, v_q(m, 1.0, short_q), m) : _mm256_fmsub_pd(mm, v_q(m, -1.0, short_q), m);
 }
@@ -195,12 +203,13 @@ AVX2_INLINE void v_exp(__m256d x0, __m256d x1, __m256d *y0, __m256d *y1) {
     *y1 = v_exp1(x1);
 }
 
-/* 1 / (1 + exp(-x)), 1 + exp(-x) = (T + 1) + T p */
+/* 1 / (1 + exp(-x)) = T / (T + 1 + p) for T = 2^(n/8) and 1 + p = exp(-r) = exp(-x) T (n and r of x, so
+ * m = r), with T + 1 + p = (T + 1 - m) + m^2 q(-m) */
 AVX2_INLINE __m256d v_sigmoid1(__m256d x) {
     /* x >= 40: sigmoid(x) is 1 in double */
-    __m256d s, p = v_exp_parts(_mm256_min_pd(x, _mm256_set1_pd(40.0)), -1.0, 1, &s);
-    const __m256d one = _mm256_set1_pd(1.0);
-    return _mm256_div_pd(one, _mm256_fmadd_pd(s, p, _mm256_add_pd(s, one)));
+    __m256d s, m = v_exp_reduce(_mm256_min_pd(x, _mm256_set1_pd(40.0)), 1.0, &s);
+    __m256d rest = _mm256_sub_pd(_mm256_add_pd(s, _mm256_set1_pd(1.0)), m);
+    return _mm256_div_pd(s, _mm256_fmadd_pd(_mm256_mul_pd(m, m), v_q(m, -1.0, 1), rest));
 }
 
 AVX2_INLINE void v_sigmoid(__m256d x0, __m256d x1, __m256d *y0, __m256d *y1) {
