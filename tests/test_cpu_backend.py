@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -637,3 +638,52 @@ def test_a_bad_verigrad_threads_is_refused_by_name():
     done = _python(THREADS, VERIGRAD_THREADS="two")
     assert done.returncode != 0
     assert "VERIGRAD_THREADS must be a whole number of at least 1, got 'two'" in done.stderr
+
+
+CHUNK = "from verigrad.backends import cpu; print(cpu.min_chunk())"
+
+
+def test_verigrad_min_chunk_sets_the_starting_chunk():
+    done = _python(CHUNK, VERIGRAD_MIN_CHUNK="300")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["300"]
+
+
+@pytest.mark.parametrize("text", ["0", "4k", "-2"])
+def test_a_bad_verigrad_min_chunk_is_refused_by_name(text):
+    done = _python(CHUNK, VERIGRAD_MIN_CHUNK=text)
+    assert done.returncode != 0
+    assert f"VERIGRAD_MIN_CHUNK must be a whole number of at least 1, got '{text}'" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "message"),
+    [
+        ("2", TypeError, "threads must be a whole number, got str '2'"),
+        (2.0, TypeError, "threads must be a whole number, got float 2.0"),
+        (True, TypeError, "threads must be a whole number, got bool True"),
+        (0, ValueError, "threads must be at least 1, got 0"),
+    ],
+)
+def test_set_threads_refuses_what_is_not_a_count(value, error, message):
+    before = verigrad.get_backend().threads
+    with pytest.raises(error, match=re.escape(message)):
+        verigrad.set_threads(value)
+    assert verigrad.get_backend().threads == before
+
+
+def test_set_threads_and_min_chunk_take_numpy_integers():
+    before, chunk = verigrad.get_backend().threads, cpu.min_chunk()
+    try:
+        verigrad.set_threads(np.int64(3))
+        cpu.set_min_chunk(np.int32(7))
+        assert verigrad.get_backend().threads == 3 and type(verigrad.get_backend().threads) is int
+        assert cpu.min_chunk() == 7 and type(cpu.min_chunk()) is int
+        with pytest.raises(ValueError, match="min_chunk must be at least 1, got -5"):
+            cpu.set_min_chunk(-5)
+        with pytest.raises(TypeError, match=re.escape("min_chunk must be a whole number, got float 1.5")):
+            cpu.set_min_chunk(1.5)
+        assert cpu.min_chunk() == 7
+    finally:
+        verigrad.set_threads(before)
+        cpu.set_min_chunk(chunk)

@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..registry import OPS
 from .blas import set_blas_threads
 
@@ -172,14 +174,33 @@ def backend(name: str) -> Iterator[Backend]:
 MAX_DEFAULT_THREADS = 8
 
 
+def count(value: Any, what: str) -> int:
+    """`value` as a whole number of at least 1 (an int, or a NumPy integer), or a clear error naming
+    `what`."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{what} must be a whole number, got {type(value).__name__} {value!r}")
+    if value < 1:
+        raise ValueError(f"{what} must be at least 1, got {value}")
+    return int(value)
+
+
+def env_count(variable: str) -> int | None:
+    """The environment variable `variable` as a whole number of at least 1, or None where it is unset
+    or empty; any other text is refused by name."""
+    text = os.environ.get(variable, "").strip()
+    if not text:
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"{variable} must be a whole number of at least 1, got {text!r}")
+    return int(text)
+
+
 def default_threads() -> int:
     """The thread count verigrad starts with: `VERIGRAD_THREADS` where it is set, else the CPUs this
     process may run on, at most MAX_DEFAULT_THREADS."""
-    text = os.environ.get("VERIGRAD_THREADS", "").strip()
-    if text:
-        if not text.isdigit() or int(text) < 1:
-            raise ValueError(f"VERIGRAD_THREADS must be a whole number of at least 1, got {text!r}")
-        return int(text)
+    threads = env_count("VERIGRAD_THREADS")
+    if threads is not None:
+        return threads
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not Linux
@@ -190,8 +211,7 @@ def default_threads() -> int:
 def set_threads(n: int) -> None:
     """The number of threads every backend may use, and NumPy's BLAS with them (verigrad starts at
     `default_threads()`)."""
-    if n < 1:
-        raise ValueError(f"threads must be at least 1, got {n}")
+    n = count(n, "threads")
     for b in _BACKENDS.values():
-        b.threads = int(n)
-    set_blas_threads(int(n))
+        b.threads = n
+    set_blas_threads(n)

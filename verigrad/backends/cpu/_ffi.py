@@ -5,17 +5,18 @@ broadcast operands."""
 from __future__ import annotations
 
 import ctypes
-import os
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from .._registry import count, env_count
+
 DTYPES = {"f32": np.dtype(np.float32), "f64": np.dtype(np.float64)}
 DEFAULT_MIN_CHUNK = 16384
 RANK = 4  # the rank of the layouts `collapse` gives (the C loops' nest)
 LAYOUTS_KEPT = 256  # a kernel's remembered layouts, at most (a program has a few; a sweep of sizes many)
-_min_chunk = [int(os.environ.get("VERIGRAD_MIN_CHUNK", DEFAULT_MIN_CHUNK))]
+_min_chunk = [env_count("VERIGRAD_MIN_CHUNK") or DEFAULT_MIN_CHUNK]
 
 
 def min_chunk() -> int:
@@ -25,9 +26,7 @@ def min_chunk() -> int:
 
 def set_min_chunk(n: int | None = None) -> None:
     """Give each thread at least `n` elements (None: the default, 16384)."""
-    if n is not None and n < 1:
-        raise ValueError(f"min_chunk must be at least 1, got {n}")
-    _min_chunk[0] = DEFAULT_MIN_CHUNK if n is None else int(n)
+    _min_chunk[0] = DEFAULT_MIN_CHUNK if n is None else count(n, "min_chunk")
 
 
 try:  # NumPy's error state (bufsize included), a new object each time it is set
