@@ -21,6 +21,7 @@ LAYERS = [
     "autograd",
     "eager",
     "verify",
+    "sweep",
     "ir",
     "compile",
     "functional",

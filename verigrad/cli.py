@@ -227,6 +227,10 @@ def _ops(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    if args.every_f32:
+        from .sweep import run_command as sweep_command
+
+        return sweep_command(args.backend, args.op)
     from .verify import run_command
 
     return run_command(args.backend, args.op)
@@ -477,6 +481,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     verify.add_argument("--backend", choices=available(), default="cpu", help="default: cpu")
     verify.add_argument("--op", default=None, help="verify only this op's kernels")
+    verify.add_argument(
+        "--every-f32",
+        action="store_true",
+        help="instead, run the f32 kernel of --op (default: of every one-operand element-wise op) on all "
+        "2^32 f32 inputs against the reference (about three minutes per op on two cores)",
+    )
     verify.set_defaults(run=_verify)
     _add_language_model_commands(sub)
     sub.add_parser("version", help="print the version").set_defaults(run=_version)

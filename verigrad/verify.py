@@ -424,7 +424,7 @@ def cases_for(
                     Spec(a.shape, dtype if k in floats else from_numpy_dtype(a.dtype))
                     for k, a in enumerate(template)
                 ]
-                found = _rule(op, specs, sample.params)
+                found = result_spec(op, specs, sample.params)
                 if found is None or not reaches(found[0].dtype.name):
                     continue
                 out, params = found
@@ -450,7 +450,7 @@ def cases_for(
                 yield from _viewed(*last, params, out, layouts)  # the special values if any
 
 
-def _rule(op: Any, specs: list[Spec], params: dict) -> tuple[Spec, dict] | None:
+def result_spec(op: Any, specs: list[Spec], params: dict) -> tuple[Spec, dict] | None:
     """The result spec and canonical params the op's rules give operands of these specs, or None if
     they refuse them (called directly: `Op.spec` would also look for the user's line of the error)."""
     try:
