@@ -485,7 +485,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--every-f32",
         action="store_true",
         help="instead, run the f32 kernel of --op (default: of every one-operand element-wise op) on all "
-        "2^32 f32 inputs against the reference (about three minutes per op on two cores)",
+        "2^32 f32 inputs against the reference (0.5-3 minutes per op on two cores)",
     )
     verify.set_defaults(run=_verify)
     _add_language_model_commands(sub)

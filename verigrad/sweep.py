@@ -4,7 +4,8 @@ the kernel's stated exactness, as the verification suite holds it on samples (`v
 
 The patterns go in chunks of `CHUNK` consecutive ones; the reference of the next chunks is computed on
 other threads while the kernel runs on this one (on the backend's threads). A full sweep of one op takes
-about three minutes on two cores; `start` and `stop` sweep a range of patterns instead.
+half a minute to three minutes on two cores (longer where the reference calls Python per element, as
+gelu's erf does); `start` and `stop` sweep a range of patterns instead.
 
     verigrad verify --backend cpu --op sigmoid --every-f32
 """
