@@ -387,16 +387,16 @@ typedef struct {
     static void NAME##_bc_##SUF##_chunk(void *ctx, int64_t lo, int64_t hi) {                  \
         const vg_bargs *p = (const vg_bargs *)ctx;                                            \
         const int64_t *d = p->dims;                                                           \
-        const int64_t sa3 = d[7], sb3 = d[11];                                               \
-        const T *restrict as = (const T *)p->a;                                              \
-        const T *restrict bs = (const T *)p->b;                                              \
-        T *restrict ys = (T *)p->out;                                                        \
-        int64_t i = lo;                                                                      \
-        while (i < hi) {                                                                     \
-            vg_run run = vg_run_at(d, i, hi);                                                \
-            int64_t end = run.end, len = end - i;                                            \
-            const T *restrict ap = as + vg_run_offset(run, d + 4);                           \
-            const T *restrict bp = bs + vg_run_offset(run, d + 8);                           \
+        const int64_t sa3 = d[7], sb3 = d[11];                                                \
+        const T *restrict as = (const T *)p->a;                                               \
+        const T *restrict bs = (const T *)p->b;                                               \
+        T *restrict ys = (T *)p->out;                                                         \
+        int64_t i = lo;                                                                       \
+        while (i < hi) {                                                                      \
+            vg_run run = vg_run_at(d, i, hi);                                                 \
+            int64_t end = run.end, len = end - i;                                             \
+            const T *restrict ap = as + vg_run_offset(run, d + 4);                            \
+            const T *restrict bp = bs + vg_run_offset(run, d + 8);                            \
             T *restrict yp = ys + i;                                                          \
             if (sa3 == 1 && sb3 == 1) {                                                       \
                 for (int64_t k = 0; k < len; k++) {                                           \
