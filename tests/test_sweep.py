@@ -98,3 +98,8 @@ def test_the_command_refuses_an_op_it_cannot_sweep(capsys):
     assert main(["verify", "--backend", "reference", "--op", "sigmoid", "--every-f32"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("verigrad verify: error: reference has no f32 kernel of a one-operand")
+
+
+def test_the_command_on_a_backend_without_such_kernels(capsys):
+    assert main(["verify", "--backend", "reference", "--every-f32"]) == 0
+    assert "reference has no f32 kernel of a one-operand element-wise op to sweep" in capsys.readouterr().out

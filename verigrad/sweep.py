@@ -140,6 +140,9 @@ def run_command(backend_name: str, op: str | None = None, console: Any = None) -
     if op is not None:
         _sweepable(backend, op)
     names = [op] if op is not None else one_operand_ops(backend)
+    if not names:
+        console.print(f"{backend.name} has no f32 kernel of a one-operand element-wise op to sweep")
+        return 0
     console.print(f"[bold]verigrad verify --every-f32[/]: backend {backend.name}, {len(names)} kernel(s)")
     results = []
     columns = (TextColumn("{task.description:16}"), BarColumn(), TextColumn("{task.percentage:5.1f}%"))
