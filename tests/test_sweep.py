@@ -103,3 +103,17 @@ def test_the_command_refuses_an_op_it_cannot_sweep(capsys):
 def test_the_command_on_a_backend_without_such_kernels(capsys):
     assert main(["verify", "--backend", "reference", "--every-f32"]) == 0
     assert "reference has no f32 kernel of a one-operand element-wise op to sweep" in capsys.readouterr().out
+
+
+def test_a_kernel_that_raises_fails_the_sweep_and_names_the_inputs():
+    def kernel(x: np.ndarray) -> np.ndarray:
+        if (x.view(np.uint32) == HALF).any():
+            raise RuntimeError("no 0.5 here\nsecond line")
+        return OPS["sigmoid"].reference(x)
+
+    raising = _registry.Backend("raising-sigmoid", "sigmoid that raises on a chunk holding 0.5")
+    raising.register("sigmoid", kernel, "f32")
+    seen = []
+    result = sweep(raising, "sigmoid", HALF - 256, HALF + 256, chunk=128, progress=seen.append)
+    assert not result.passed and result.failures == 1 and result.inputs == 512 and seen == [128] * 4
+    assert result.first == "inputs 0x3f000000-0x3f00007f: the kernel raised RuntimeError: no 0.5 here"

@@ -26,7 +26,7 @@ from .backends._registry import Backend, Exactness, lookup
 from .dtypes import f32
 from .registry import OPS
 from .shapes import Spec
-from .verify import compare, reference_kernel, result_spec
+from .verify import compare, one_line, reference_kernel, result_spec
 
 PATTERNS = 1 << 32  # every f32 bit pattern
 CHUNK = 1 << 22  # patterns per call of the kernel
@@ -104,13 +104,23 @@ def sweep(
             x, want = ahead.popleft().result()
             if k + workers + 1 < len(bounds):
                 ahead.append(pool.submit(expected, *bounds[k + workers + 1]))
-            with np.errstate(all="ignore"):
-                got = np.asarray(kernel(x))
-            _hold(result, x, got, want)
+            try:
+                with np.errstate(all="ignore"):
+                    got = np.asarray(kernel(x))
+            except Exception as e:  # a kernel that fails on some inputs fails the sweep, and says where
+                _raised(result, *bounds[k], e)
+            else:
+                _hold(result, x, got, want)
             if progress is not None:
                 progress(len(x))
     result.seconds = time.perf_counter() - began
     return result
+
+
+def _raised(result: Sweep, lo: int, hi: int, e: Exception) -> None:
+    result.inputs += hi - lo
+    result.failures += 1
+    result.first = result.first or f"inputs 0x{lo:08x}-0x{hi - 1:08x}: the kernel raised {one_line(e)}"
 
 
 def _hold(result: Sweep, x: np.ndarray, got: np.ndarray, want: np.ndarray) -> None:

@@ -178,7 +178,7 @@ def verify_kernel(
             for case, first in firsts:
                 actual, error = _run(kernel, case)
                 if error is not None:
-                    result._fail(case, f"raised {_error(error)} on {_on(n, min_chunk)}")
+                    result._fail(case, f"raised {one_line(error)} on {_on(n, min_chunk)}")
                     return result
                 if _bits(actual) != _bits(first):
                     where = _difference(actual, first)
@@ -212,9 +212,9 @@ def _check(
         result._fail(case, "the kernel wrote into an input")
     elif ref_error is not None:
         if error is None:
-            result._fail(case, f"the reference raises {_error(ref_error)}; the kernel returned a result")
+            result._fail(case, f"the reference raises {one_line(ref_error)}; the kernel returned a result")
     elif error is not None:
-        result._fail(case, f"raised {_error(error)}; the reference returned a result")
+        result._fail(case, f"raised {one_line(error)}; the reference returned a result")
     else:
         verdict = compare(actual, expected, exactness)
         if verdict.ulps is not None:
@@ -385,7 +385,8 @@ def _bits(a: np.ndarray | None) -> bytes:
     return b"" if a is None else np.ascontiguousarray(a).tobytes()
 
 
-def _error(e: BaseException) -> str:
+def one_line(e: BaseException) -> str:
+    """An exception as one line: its type and the first line of its message."""
     text = str(e).splitlines()[0] if str(e) else ""
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
