@@ -649,7 +649,7 @@ def test_verigrad_min_chunk_sets_the_starting_chunk():
     assert done.stdout.split() == ["300"]
 
 
-@pytest.mark.parametrize("text", ["0", "4k", "-2"])
+@pytest.mark.parametrize("text", ["0", "4k", "-2", "²"])
 def test_a_bad_verigrad_min_chunk_is_refused_by_name(text):
     done = _python(CHUNK, VERIGRAD_MIN_CHUNK=text)
     assert done.returncode != 0

@@ -93,7 +93,7 @@ def sweep(
     bounds = [(lo, min(lo + chunk, stop)) for lo in range(start, stop, chunk)]
 
     def expected(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-        x = np.arange(lo, hi, dtype=np.uint64).astype(np.uint32).view(np.float32)
+        x = np.arange(lo, hi, dtype=np.uint32).view(np.float32)
         with np.errstate(all="ignore"):
             return x, reference(x)
 

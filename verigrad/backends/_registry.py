@@ -190,7 +190,7 @@ def env_count(variable: str) -> int | None:
     text = os.environ.get(variable, "").strip()
     if not text:
         return None
-    if not text.isdigit() or int(text) < 1:
+    if not text.isdecimal() or int(text) < 1:
         raise ValueError(f"{variable} must be a whole number of at least 1, got {text!r}")
     return int(text)
 
