@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .backends._registry import Backend, Exactness, lookup
+from .backends._registry import Backend, Exactness, count, lookup
 from .dtypes import f32
 from .registry import OPS
 from .shapes import Spec
@@ -85,8 +85,7 @@ def sweep(
     _sweepable(backend, op)
     if not 0 <= start < stop <= PATTERNS:
         raise ValueError(f"the patterns must satisfy 0 <= start < stop <= 2^32, got [{start}, {stop})")
-    if chunk < 1:
-        raise ValueError(f"chunk must be at least 1, got {chunk}")
+    chunk = count(chunk, "chunk")
     kernel, reference = backend.native(OPS[op], f32), reference_kernel(OPS[op])
     result = Sweep(op, backend.exactness(op, "f32"))
     began = time.perf_counter()
