@@ -112,12 +112,13 @@ UNARY(gelu_tanh, double, f64, d_gelu_tanh(x))
  *
  * Eight f32 inputs at a time, widened to two vectors of four doubles. exp(x) = 2^(n/8) exp(r) with
  * n = round(8 x / ln2) and r = x - n ln2/8 (one FMA; |r| <= ln2/16; ln2/8 as a double is off by under
- * 2^-58, times |n| <= 1155 here); 2^(n/8) = 2^floor(n/8) T[n mod 8] with T[j] = 2^(j/8) looked up by two
- * 8-lane permutes (its high and low 32-bit halves) and floor(n/8) added to its exponent; exp(r) = 1 + p,
+ * 2^-58, times |n| <= 1155 here); 2^(n/8) = 2^floor(n/8) T[n mod 8] with T[j] = 2^(j/8) looked up for all
+ * eight inputs by two 8-lane permutes (its high and low 32-bit halves: a permute costs as much as four
+ * additions here) and floor(n/8) added to its exponent; exp(r) = 1 + p,
  * p = r + r^2 q(r) with q a near-minimax fit: of degree 3 for exp, sigmoid and silu (relative error of
  * 1 + p below 2^-41 on the interval; evaluated as two halves, which shortens the chain of dependent
  * operations), of degree 4 for tanh and gelu_tanh, which need p as expm1(r) (relative error below 2^-43);
- * expm1(x) = T (1 + p) - 1. Sigmoid takes the table on x and the polynomial on -x (see v_sigmoid1), so
+ * expm1(x) = T (1 + p) - 1. Sigmoid takes the table on x and the polynomial on -x (see v_sigmoid), so
  * that its denominator is one FMA after q. Checked against the scalar formulas on every f32 input (2^32)
  * that the vector path keeps: exp, sigmoid and silu within 3300 double ulps, tanh within 510, gelu_tanh
  * (x >= -3) within 960; the rounding test below allows ROUND_SLACK = 32768.
@@ -163,79 +164,85 @@ AVX2_INLINE __m256d v_q(__m256d r, const double s, const int short_q) {
     return _mm256_fmadd_pd(q, r, _mm256_set1_pd(0x1.fffffffffee2fp-2));
 }
 
-/* 2^(n/8) from t = n + SHIFTER (|n| < 2^11): n mod 8 = j selects the table entry (a permute reads the low
- * 3 bits of its index), and n 2^17 added to the high half of 2^(j/8) - j 2^49 adds floor(n/8) to its
- * exponent */
-AVX2_INLINE __m256d v_exp2_8(__m256d t) {
-    __m256i n = _mm256_shuffle_epi32(_mm256_castpd_si256(t), 0xA0); /* n in both halves */
+/* 2^(n/8) for the eight n of t[0] and t[1] (t = n + SHIFTER, |n| < 2^11). Their low halves, gathered into
+ * one vector in the order 0 1 4 5 2 3 6 7, index both tables at once (a permute reads the low 3 bits of
+ * its index: n mod 8 = j); n 2^17 added to the high half of 2^(j/8) - j 2^49 adds floor(n/8) to its
+ * exponent; the unpacks put low and high halves together in the order of t[0] and t[1]. */
+AVX2_INLINE void v_exp2_8(const __m256d t[2], __m256d scale[2]) {
+    __m256i n = _mm256_castps_si256(_mm256_shuffle_ps(_mm256_castpd_ps(t[0]), _mm256_castpd_ps(t[1]), 0x88));
     __m256i lo = _mm256_permutevar8x32_epi32(_mm256_loadu_si256((const __m256i *)exp_table_lo), n);
     __m256i hi = _mm256_permutevar8x32_epi32(_mm256_loadu_si256((const __m256i *)exp_table_hi), n);
     hi = _mm256_add_epi32(hi, _mm256_slli_epi32(n, 17));
-    return _mm256_castsi256_pd(_mm256_blend_epi32(lo, hi, 0xAA));
+    scale[0] = _mm256_castsi256_pd(_mm256_unpacklo_epi32(lo, hi));
+    scale[1] = _mm256_castsi256_pd(_mm256_unpackhi_epi32(lo, hi));
 }
 
-/* The range reduction of exp(s x) for s x in [-100, 100] (|n| <= 1155): T = 2^(n/8) in *scale, and
- * m = x - s n ln2/8 returned (r = s x - n ln2/8 is m for s = 1, -m for s = -1) */
-AVX2_INLINE __m256d v_exp_reduce(__m256d x, const double s, __m256d *scale) {
-    __m256d t = _mm256_fmadd_pd(x, _mm256_set1_pd(s * LOG2E_8), _mm256_set1_pd(SHIFTER));
-    __m256d n = _mm256_sub_pd(t, _mm256_set1_pd(SHIFTER));
-    *scale = v_exp2_8(t);
-    return _mm256_fnmadd_pd(n, _mm256_set1_pd(s * LN2_8), x);
+/* The range reduction of exp(s x) for s x in [-100, 100] (|n| <= 1155), x in two vectors: T = 2^(n/8) in
+ * scale, and m = x - s n ln2/8 (r = s x - n ln2/8 is m for s = 1, -m for s = -1) */
+AVX2_INLINE void v_exp_reduce(const __m256d x[2], const double s, __m256d m[2], __m256d scale[2]) {
+    __m256d t[2];
+    for (int k = 0; k < 2; k++) t[k] = _mm256_fmadd_pd(x[k], _mm256_set1_pd(s * LOG2E_8), _mm256_set1_pd(SHIFTER));
+    v_exp2_8(t, scale);
+    for (int k = 0; k < 2; k++) {
+        __m256d n = _mm256_sub_pd(t[k], _mm256_set1_pd(SHIFTER));
+        m[k] = _mm256_fnmadd_pd(n, _mm256_set1_pd(s * LN2_8), x[k]);
+    }
 }
 
-/* exp(s x) = T (1 + p): T in *scale, p returned (q of v_q, evaluated at r = s m) */
-AVX2_INLINE __m256d v_exp_parts(__m256d x, const double s, const int short_q, __m256d *scale) {
-    __m256d m = v_exp_reduce(x, s, scale);
-    __m256d mm = _mm256_mul_pd(m, m);
-    return s > 0 ? _mm256_fmadd_pd(mm, v_q(m, 1.0, short_q), m) : _mm256_fmsub_pd(mm, v_q(m, -1.0, short_q), m);
+/* exp(s x) = T (1 + p): T in scale, p in p (q of v_q, evaluated at r = s m) */
+AVX2_INLINE void v_exp_parts(const __m256d x[2], const double s, const int short_q, __m256d p[2], __m256d scale[2]) {
+    __m256d m[2];
+    v_exp_reduce(x, s, m, scale);
+    for (int k = 0; k < 2; k++) {
+        __m256d mm = _mm256_mul_pd(m[k], m[k]);
+        p[k] = s > 0 ? _mm256_fmadd_pd(mm, v_q(m[k], 1.0, short_q), m[k])
+                     : _mm256_fmsub_pd(mm, v_q(m[k], -1.0, short_q), m[k]);
+    }
 }
 
-/* The ops on two vectors of doubles widened from f32 inputs. A NaN input, and one below VECTOR_F32's
- * UNSURE_BELOW, may give anything: those elements are recomputed by the scalar formula. The clamps
- * (min(x, c) is c for a NaN x) keep the rest in range. */
-AVX2_INLINE __m256d v_exp1(__m256d x) {
+/* The ops on eight doubles, in two vectors, widened from f32 inputs. A NaN input, and one below
+ * VECTOR_F32's UNSURE_BELOW, may give anything: those elements are recomputed by the scalar formula. The
+ * clamps (min(x, c) is c for a NaN x) keep the rest in range. */
+AVX2_INLINE void v_exp(const __m256d x[2], __m256d y[2]) {
     /* exp(100) overflows f32 as exp(x > 100) does */
-    __m256d s, p = v_exp_parts(_mm256_min_pd(x, _mm256_set1_pd(100.0)), 1.0, 1, &s);
-    return _mm256_fmadd_pd(s, p, s);
-}
-
-AVX2_INLINE void v_exp(__m256d x0, __m256d x1, __m256d *y0, __m256d *y1) {
-    *y0 = v_exp1(x0);
-    *y1 = v_exp1(x1);
+    __m256d c[2], p[2], s[2];
+    for (int k = 0; k < 2; k++) c[k] = _mm256_min_pd(x[k], _mm256_set1_pd(100.0));
+    v_exp_parts(c, 1.0, 1, p, s);
+    for (int k = 0; k < 2; k++) y[k] = _mm256_fmadd_pd(s[k], p[k], s[k]);
 }
 
 /* 1 / (1 + exp(-x)) = T / (T + 1 + p) for T = 2^(n/8) and 1 + p = exp(-r) = exp(-x) T (n and r of x, so
  * m = r), with T + 1 + p = (T + 1 - m) + m^2 q(-m) */
-AVX2_INLINE __m256d v_sigmoid1(__m256d x) {
+AVX2_INLINE void v_sigmoid(const __m256d x[2], __m256d y[2]) {
     /* x >= 40: sigmoid(x) is 1 in double */
-    __m256d s, m = v_exp_reduce(_mm256_min_pd(x, _mm256_set1_pd(40.0)), 1.0, &s);
-    __m256d rest = _mm256_sub_pd(_mm256_add_pd(s, _mm256_set1_pd(1.0)), m);
-    return _mm256_div_pd(s, _mm256_fmadd_pd(_mm256_mul_pd(m, m), v_q(m, -1.0, 1), rest));
+    __m256d c[2], m[2], s[2];
+    for (int k = 0; k < 2; k++) c[k] = _mm256_min_pd(x[k], _mm256_set1_pd(40.0));
+    v_exp_reduce(c, 1.0, m, s);
+    for (int k = 0; k < 2; k++) {
+        __m256d rest = _mm256_sub_pd(_mm256_add_pd(s[k], _mm256_set1_pd(1.0)), m[k]);
+        y[k] = _mm256_div_pd(s[k], _mm256_fmadd_pd(_mm256_mul_pd(m[k], m[k]), v_q(m[k], -1.0, 1), rest));
+    }
 }
 
-AVX2_INLINE void v_sigmoid(__m256d x0, __m256d x1, __m256d *y0, __m256d *y1) {
-    *y0 = v_sigmoid1(x0);
-    *y1 = v_sigmoid1(x1);
-}
-
-AVX2_INLINE void v_silu(__m256d x0, __m256d x1, __m256d *y0, __m256d *y1) {
-    *y0 = _mm256_mul_pd(x0, v_sigmoid1(x0));
-    *y1 = _mm256_mul_pd(x1, v_sigmoid1(x1));
+AVX2_INLINE void v_silu(const __m256d x[2], __m256d y[2]) {
+    v_sigmoid(x, y);
+    for (int k = 0; k < 2; k++) y[k] = _mm256_mul_pd(x[k], y[k]);
 }
 
 /* copysign(-u / (u + 2), x), u = expm1(-2|x|) = T (1 + p) - 1; |x| >= 20 gives u = -1 as 20 does */
-AVX2_INLINE __m256d v_tanh1(__m256d x) {
+AVX2_INLINE void v_tanh(const __m256d x[2], __m256d y[2]) {
     const __m256d sign = _mm256_set1_pd(-0.0);
-    __m256d a = _mm256_min_pd(_mm256_andnot_pd(sign, x), _mm256_set1_pd(20.0));
-    __m256d s, p = v_exp_parts(_mm256_add_pd(a, a), -1.0, 0, &s);
-    __m256d u = _mm256_fmadd_pd(s, p, _mm256_sub_pd(s, _mm256_set1_pd(1.0)));
-    __m256d t = _mm256_div_pd(u, _mm256_add_pd(u, _mm256_set1_pd(2.0))); /* -|tanh x|, or +0 */
-    return _mm256_or_pd(_mm256_andnot_pd(sign, t), _mm256_and_pd(sign, x));
-}
-
-AVX2_INLINE void v_tanh(__m256d x0, __m256d x1, __m256d *y0, __m256d *y1) {
-    *y0 = v_tanh1(x0);
-    *y1 = v_tanh1(x1);
+    __m256d a[2], p[2], s[2];
+    for (int k = 0; k < 2; k++) {
+        a[k] = _mm256_min_pd(_mm256_andnot_pd(sign, x[k]), _mm256_set1_pd(20.0));
+        a[k] = _mm256_add_pd(a[k], a[k]);
+    }
+    v_exp_parts(a, -1.0, 0, p, s);
+    for (int k = 0; k < 2; k++) {
+        __m256d u = _mm256_fmadd_pd(s[k], p[k], _mm256_sub_pd(s[k], _mm256_set1_pd(1.0)));
+        __m256d t = _mm256_div_pd(u, _mm256_add_pd(u, _mm256_set1_pd(2.0))); /* -|tanh x|, or +0 */
+        y[k] = _mm256_or_pd(_mm256_andnot_pd(sign, t), _mm256_and_pd(sign, x[k]));
+    }
 }
 
 /* 0.5 x (1 + t), t = tanh(sqrt(2/pi) (x + a x^3)) with the argument formed as the reference forms it;
@@ -243,25 +250,23 @@ AVX2_INLINE void v_tanh(__m256d x0, __m256d x1, __m256d *y0, __m256d *y1) {
  * e = 1 + u), so without cancellation. The reference's 1 + t does cancel: below x = -3 its rounding
  * error is too many ulps of the result for the rounding test, and VECTOR_F32 sends those to it. For
  * x >= -3, -2|arg| >= -7 where arg < 0, and where arg > 0 an argument clamped to 20 gives the same u = -1. */
-AVX2_INLINE void v_gelu_tanh_num_den(__m256d x, __m256d *num, __m256d *den) {
+AVX2_INLINE void v_gelu_tanh(const __m256d x[2], __m256d y[2]) {
     const __m256d two = _mm256_set1_pd(2.0);
-    __m256d x3 = _mm256_mul_pd(_mm256_mul_pd(_mm256_mul_pd(_mm256_set1_pd(GELU_A), x), x), x);
-    __m256d arg = _mm256_mul_pd(_mm256_set1_pd(SQRT_2_OVER_PI), _mm256_add_pd(x, x3));
-    __m256d a = _mm256_min_pd(_mm256_andnot_pd(_mm256_set1_pd(-0.0), arg), _mm256_set1_pd(20.0));
-    __m256d s, p = v_exp_parts(_mm256_add_pd(a, a), -1.0, 0, &s);
-    __m256d e = _mm256_fmadd_pd(s, p, s);
-    __m256d u = _mm256_fmadd_pd(s, p, _mm256_sub_pd(s, _mm256_set1_pd(1.0)));
-    __m256d below = _mm256_cmp_pd(arg, _mm256_setzero_pd(), _CMP_LT_OQ);
-    *num = _mm256_mul_pd(_mm256_mul_pd(_mm256_set1_pd(0.5), x), _mm256_blendv_pd(two, _mm256_mul_pd(two, e), below));
-    *den = _mm256_add_pd(u, two);
-}
-
-AVX2_INLINE void v_gelu_tanh(__m256d x0, __m256d x1, __m256d *y0, __m256d *y1) {
-    __m256d n0, d0, n1, d1;
-    v_gelu_tanh_num_den(x0, &n0, &d0);
-    v_gelu_tanh_num_den(x1, &n1, &d1);
-    *y0 = _mm256_div_pd(n0, d0);
-    *y1 = _mm256_div_pd(n1, d1);
+    __m256d arg[2], a[2], p[2], s[2];
+    for (int k = 0; k < 2; k++) {
+        __m256d x3 = _mm256_mul_pd(_mm256_mul_pd(_mm256_mul_pd(_mm256_set1_pd(GELU_A), x[k]), x[k]), x[k]);
+        arg[k] = _mm256_mul_pd(_mm256_set1_pd(SQRT_2_OVER_PI), _mm256_add_pd(x[k], x3));
+        a[k] = _mm256_min_pd(_mm256_andnot_pd(_mm256_set1_pd(-0.0), arg[k]), _mm256_set1_pd(20.0));
+        a[k] = _mm256_add_pd(a[k], a[k]);
+    }
+    v_exp_parts(a, -1.0, 0, p, s);
+    for (int k = 0; k < 2; k++) {
+        __m256d e = _mm256_fmadd_pd(s[k], p[k], s[k]);
+        __m256d u = _mm256_fmadd_pd(s[k], p[k], _mm256_sub_pd(s[k], _mm256_set1_pd(1.0)));
+        __m256d below = _mm256_cmp_pd(arg[k], _mm256_setzero_pd(), _CMP_LT_OQ);
+        __m256d num = _mm256_mul_pd(_mm256_mul_pd(_mm256_set1_pd(0.5), x[k]), _mm256_blendv_pd(two, _mm256_mul_pd(two, e), below));
+        y[k] = _mm256_div_pd(num, _mm256_add_pd(u, two));
+    }
 }
 
 /* The lanes (a bit each, in the order 0 1 4 5 2 3 6 7) of the 8 doubles y0 (0-3) and y1 (4-7) whose 29 low
@@ -292,12 +297,12 @@ AVX2_INLINE int v_near_half(__m256d y0, __m256d y1) {
     }                                                                                          \
     /* f32 results of x[0..8) in *y0 and *y1; nonzero when some need NAME##_f32_fix (*low and *near for it) */ \
     AVX2_INLINE int NAME##_f32_v8(const float *x, __m128 *y0, __m128 *y1, int *low, int *near) { \
-        __m256d d0, d1;                                                                        \
-        v_##NAME(_mm256_cvtps_pd(_mm_loadu_ps(x)), _mm256_cvtps_pd(_mm_loadu_ps(x + 4)), &d0, &d1); \
-        *y0 = _mm256_cvtpd_ps(d0);                                                             \
-        *y1 = _mm256_cvtpd_ps(d1);                                                             \
+        __m256d xd[2] = {_mm256_cvtps_pd(_mm_loadu_ps(x)), _mm256_cvtps_pd(_mm_loadu_ps(x + 4))}, d[2]; \
+        v_##NAME(xd, d);                                                                       \
+        *y0 = _mm256_cvtpd_ps(d[0]);                                                           \
+        *y1 = _mm256_cvtpd_ps(d[1]);                                                           \
         *low = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x), _mm256_set1_ps(UNSURE_BELOW), _CMP_NGE_UQ)); \
-        *near = v_near_half(d0, d1);                                                           \
+        *near = v_near_half(d[0], d[1]);                                                           \
         return *low | *near;                                                                   \
     }                                                                                          \
     /* ys[i..i+m) from xs[i..i+m), m <= 8 (8 of xs readable); ys may be xs */                  \
