@@ -25,7 +25,7 @@ HAS_CC = cpu.available()
 needs_cc = pytest.mark.skipif(not HAS_CC, reason="the cpu backend could not be built here")
 ALL_KERNELS = cpu.cpu.kernels() if HAS_CC else []
 ELEMENTWISE = cpu.UNARY_EXACT + cpu.UNARY_LIBM + cpu.BINARY
-KERNELS = [(op, d) for op, d in ALL_KERNELS if op in ELEMENTWISE]
+KERNELS = [(op, d) for op, d in ALL_KERNELS if op in ELEMENTWISE and d in cpu.DTYPES]  # the float ones
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -118,8 +118,9 @@ def test_the_kernels_registered():
     families = cpu.BINARY + cpu.REDUCE + cpu.ROWS + cpu.COPY + cpu.WINDOW + cpu.LINALG + cpu.QUANT
     families += cpu.ATTENTION + cpu.CONVOLUTION + cpu.ROPE
     assert ops == set(cpu.UNARY_EXACT + tuple(libm) + families)
-    assert {d for op, d in ALL_KERNELS if op not in (*cpu.COPY, "argmax")} == {"f32", "f64"}
+    assert {d for op, d in ALL_KERNELS if op not in (*cpu.COPY, "argmax")} == {"f32", "f64", "i64"}
     assert [(op, d) for op, d in ALL_KERNELS if op == "argmax"] == [("argmax", "i64")]  # its result's dtype
+    assert {op for op, d in ALL_KERNELS if d == "i64"} == {"argmax", *cpu.INT64_BINARY}
     assert [(op, d) for op, d in ALL_KERNELS if op in cpu.COPY] == [("contiguous", "None")]  # every dtype
     for op, dtype in KERNELS:  # exact, or the bound for routines unlike NumPy's
         assert _bound(op, dtype) in (0, cpu.LIBM_ULPS[dtype]), (op, dtype)
@@ -171,6 +172,42 @@ def test_every_thread_count_gives_the_same_bits(op, dtype, small_chunks):
     for r in results[1:]:
         assert r.tobytes() == results[0].tobytes()
     assert cpu.pool_size() >= 2  # the pool did start threads
+
+
+I64_EXTREMES = np.array([0, 1, -1, 2, -2, 3, 2**31, -(2**31), 2**62, 2**63 - 1, -(2**63)], np.int64)
+
+
+@needs_cc
+@pytest.mark.parametrize("op", cpu.INT64_BINARY)
+def test_i64_kernels_give_numpys_values_overflow_wrapping_around(op, small_chunks):
+    """The i64 kernels against NumPy's wrapping arithmetic: every pair of extremes, random values, and
+    operands that broadcast (a row, a column, a 0-d step count), on 1, 2 and 3 threads."""
+    kernel, reference = cpu.cpu.native(OPS[op], verigrad.i64), OPS[op].reference
+    rng = np.random.default_rng(5)
+    wide = rng.integers(-(2**63), 2**63 - 1, 3000, dtype=np.int64, endpoint=True)
+    a = np.concatenate([np.repeat(I64_EXTREMES, I64_EXTREMES.size), wide, wide[::-1] >> 33])
+    b = np.concatenate([np.tile(I64_EXTREMES, I64_EXTREMES.size), wide[::-1], wide >> 31])
+    grid = wide[:600].reshape(20, 30)
+    pairs = [(a, b), (grid, grid[:1]), (grid[:, :1], grid), (np.array(41, np.int64), np.array(1, np.int64))]
+    for threads in (1, 2, 3):
+        verigrad.set_threads(threads)
+        for x, y in pairs:
+            with np.errstate(all="ignore"):
+                expected = reference(x, y)
+            actual = kernel(x, y)
+            assert actual.dtype == np.int64 and actual.shape == expected.shape
+            assert np.array_equal(actual, expected), (op, x.shape, y.shape)
+    verigrad.set_threads(1)
+    top, bottom = 2**63 - 1, -(2**63)
+    hand = {  # by hand, modulo 2^64
+        "add": [(top, 1, bottom), (bottom, -1, top)],
+        "sub": [(bottom, 1, top), (top, -1, bottom)],
+        "mul": [(2**62, 2, bottom), (top, top, 1), (bottom, -1, bottom)],
+        "maximum": [(bottom, top, top), (-1, 0, 0)],
+        "minimum": [(bottom, top, bottom), (-1, 0, -1)],
+    }
+    for x, y, expected in hand[op]:
+        assert kernel(np.array([x], np.int64), np.array([y], np.int64)).tolist() == [expected], (op, x, y)
 
 
 @needs_cc

@@ -46,7 +46,7 @@ from ._ffi import DTYPES, Library, bufsize, min_chunk, set_min_chunk
 from .attention import ATTENTION
 from .conv import WINDOW
 from .convolution import CONVOLUTION
-from .elementwise import BINARY, CANCELLING, LIBM_ULPS, ULP_BOUNDS, UNARY_EXACT, UNARY_LIBM
+from .elementwise import BINARY, CANCELLING, INT64_BINARY, LIBM_ULPS, ULP_BOUNDS, UNARY_EXACT, UNARY_LIBM
 from .linalg import LINALG
 from .movement import COPY
 from .quant import QUANT
@@ -76,6 +76,7 @@ __all__ = [
     "CONVOLUTION",
     "COPY",
     "DTYPES",
+    "INT64_BINARY",
     "LIBM_ULPS",
     "LINALG",
     "QUANT",

@@ -1,4 +1,5 @@
-/* Element-wise kernels on contiguous f32 and f64 arrays of the output's shape.
+/* Element-wise kernels on contiguous f32 and f64 arrays of the output's shape (add, sub, mul, maximum and
+ * minimum also on i64 ones).
  *
  * Each computes what the op's NumPy reference computes, in the same order of operations and in the
  * same precision: built without FMA contraction or fast-math, the exactly rounded ops give the
@@ -87,19 +88,29 @@ typedef struct {
     UNARY(gelu_deriv, T, SUF, (T)d_gelu_deriv((double)x))                         \
     UNARY(gelu_tanh_deriv, T, SUF, (T)d_gelu_tanh_deriv((double)x))
 
-#define ALL_BINARY(T, SUF)                                                         \
-    BINARY(add, T, SUF, a + b)                                                    \
-    BINARY(sub, T, SUF, a - b)                                                    \
-    BINARY(mul, T, SUF, a * b)                                                    \
-    BINARY(div, T, SUF, a / b)                                                    \
-    BINARY(pow, T, SUF, (T)pow((double)a, (double)b))                             \
-    BINARY(maximum, T, SUF, (a > b || isnan(a)) ? a : b)                         \
-    BINARY(minimum, T, SUF, (a < b || isnan(a)) ? a : b)
+/* The binary ops, each given to KERNEL (BINARY, or BINARY_BC below): on floats, and on 64-bit integers
+ * (NumPy's: add, sub and mul wrap around, computed in unsigned arithmetic, where C's signed overflow is
+ * undefined) */
+#define FLOAT_BINARY(KERNEL, T, SUF)                                                 \
+    KERNEL(add, T, SUF, a + b)                                                    \
+    KERNEL(sub, T, SUF, a - b)                                                    \
+    KERNEL(mul, T, SUF, a * b)                                                    \
+    KERNEL(div, T, SUF, a / b)                                                    \
+    KERNEL(pow, T, SUF, (T)pow((double)a, (double)b))                             \
+    KERNEL(maximum, T, SUF, (a > b || isnan(a)) ? a : b)                         \
+    KERNEL(minimum, T, SUF, (a < b || isnan(a)) ? a : b)
+#define INT64_BINARY(KERNEL)                                                         \
+    KERNEL(add, int64_t, i64, (int64_t)((uint64_t)a + (uint64_t)b))               \
+    KERNEL(sub, int64_t, i64, (int64_t)((uint64_t)a - (uint64_t)b))               \
+    KERNEL(mul, int64_t, i64, (int64_t)((uint64_t)a * (uint64_t)b))               \
+    KERNEL(maximum, int64_t, i64, a > b ? a : b)                                  \
+    KERNEL(minimum, int64_t, i64, a < b ? a : b)
 
 ALL_UNARY(float, f32, 1.0f, 0.0f, fabsf, sqrtf)
 ALL_UNARY(double, f64, 1.0, 0.0, fabs, sqrt)
-ALL_BINARY(float, f32)
-ALL_BINARY(double, f64)
+FLOAT_BINARY(BINARY, float, f32)
+FLOAT_BINARY(BINARY, double, f64)
+INT64_BINARY(BINARY)
 
 /* f64 kernels of the vectorized ops: the scalar formulas */
 UNARY(exp, double, f64, d_exp(x))
@@ -190,7 +201,8 @@ AVX2_INLINE void v_exp_reduce(const __m256d x[2], const double s, __m256d m[2], 
 }
 
 /* exp(s x) = T (1 + p): T in scale, p in p (q of v_q, evaluated at r = s m) */
-AVX2_INLINE void v_exp_parts(const __m256d x[2], const double s, const int short_q, __m256d p[2], __m256d scale[2]) {
+AVX2_INLINE void v_exp_parts(const __m256d x[2], const double s, const int short_q, __m256d p[2],
+                             __m256d scale[2]) {
     __m256d m[2];
     v_exp_reduce(x, s, m, scale);
     for (int k = 0; k < 2; k++) {
@@ -264,7 +276,8 @@ AVX2_INLINE void v_gelu_tanh(const __m256d x[2], __m256d y[2]) {
         __m256d e = _mm256_fmadd_pd(s[k], p[k], s[k]);
         __m256d u = _mm256_fmadd_pd(s[k], p[k], _mm256_sub_pd(s[k], _mm256_set1_pd(1.0)));
         __m256d below = _mm256_cmp_pd(arg[k], _mm256_setzero_pd(), _CMP_LT_OQ);
-        __m256d num = _mm256_mul_pd(_mm256_mul_pd(_mm256_set1_pd(0.5), x[k]), _mm256_blendv_pd(two, _mm256_mul_pd(two, e), below));
+        __m256d twice = _mm256_blendv_pd(two, _mm256_mul_pd(two, e), below);
+        __m256d num = _mm256_mul_pd(_mm256_mul_pd(_mm256_set1_pd(0.5), x[k]), twice);
         y[k] = _mm256_div_pd(num, _mm256_add_pd(u, two));
     }
 }
@@ -436,14 +449,6 @@ typedef struct {
         vg_parallel_for(n, min_chunk, threads, NAME##_bc_##SUF##_chunk, &p);                  \
     }
 
-#define ALL_BINARY_BC(T, SUF)                                                      \
-    BINARY_BC(add, T, SUF, a + b)                                                 \
-    BINARY_BC(sub, T, SUF, a - b)                                                 \
-    BINARY_BC(mul, T, SUF, a * b)                                                 \
-    BINARY_BC(div, T, SUF, a / b)                                                 \
-    BINARY_BC(pow, T, SUF, (T)pow((double)a, (double)b))                          \
-    BINARY_BC(maximum, T, SUF, (a > b || isnan(a)) ? a : b)                      \
-    BINARY_BC(minimum, T, SUF, (a < b || isnan(a)) ? a : b)
-
-ALL_BINARY_BC(float, f32)
-ALL_BINARY_BC(double, f64)
+FLOAT_BINARY(BINARY_BC, float, f32)
+FLOAT_BINARY(BINARY_BC, double, f64)
+INT64_BINARY(BINARY_BC)

@@ -1,5 +1,7 @@
 """Element-wise kernels: unary ops on contiguous arrays; binary ops on operands of one shape or of shapes
-that broadcast (rank at most 4, any element strides, broadcast dimensions read with stride 0).
+that broadcast (rank at most 4, any element strides, broadcast dimensions read with stride 0). In f32
+and f64; add, sub, mul, maximum and minimum also in i64 (a step count, an index offset), so that a
+compiled plan's integer arithmetic is replayed with the rest (ir/replay.py).
 
 The ops of `UNARY_EXACT` and the binary ops but pow give the reference's bits. The transcendentals and
 activations (`UNARY_LIBM`, pow) evaluate their references' f64 formulas with the C library's routines and
@@ -26,6 +28,7 @@ UNARY_EXACT = ("relu", "relu_deriv", "neg", "abs", "sqrt", "rsqrt", "sigmoid_der
 UNARY_LIBM = ("exp", "log", "sin", "cos", "tanh", "sigmoid", "silu", "silu_deriv")
 UNARY_LIBM += ("gelu", "gelu_deriv", "gelu_tanh", "gelu_tanh_deriv")
 BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum")
+INT64_BINARY = ("add", "sub", "mul", "maximum", "minimum")  # NumPy's: add, sub and mul wrap around
 CANCELLING = ("silu_deriv", "gelu_deriv", "gelu_tanh", "gelu_tanh_deriv")
 
 # The bound stated, per (op, dtype), for an op whose C library routines differ from NumPy's here: f64
@@ -173,3 +176,7 @@ def register(backend: Any, lib: Library) -> None:
             fn_bc = lib.fn(f"vg_{name}_bc_{dtype_name}", _BC_ARGS)
             kernel = _binary(fn, fn_bc, dtype, OPS[name].reference, backend, lib.ptr)
             backend.register(name, kernel, dtype_name, stated)
+    for name in INT64_BINARY:
+        fn, fn_bc = lib.fn(f"vg_{name}_i64", _BINARY_ARGS), lib.fn(f"vg_{name}_bc_i64", _BC_ARGS)
+        kernel = _binary(fn, fn_bc, np.dtype(np.int64), OPS[name].reference, backend, lib.ptr)
+        backend.register(name, kernel, "i64", EXACT)
