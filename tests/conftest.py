@@ -1,8 +1,13 @@
 """Shared test setup. The parity suite (tests/parity, needs PyTorch) runs only when named:
-`python -m pytest tests/parity`; a plain `python -m pytest` runs the main suite."""
+`python -m pytest tests/parity`; a plain `python -m pytest` runs the main suite.
+
+The suite runs on the cpu backend's default build, whose kernels give the reference's bits where they
+say so; test_native_build.py builds and verifies the native one (VERIGRAD_NATIVE=1) in a process of its
+own."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +16,7 @@ import pytest
 import verigrad
 
 PARITY_DIR = Path(__file__).parent / "parity"
+os.environ.pop("VERIGRAD_NATIVE", None)  # before the first kernel builds the library
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:

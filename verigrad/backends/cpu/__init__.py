@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from .. import memory
-from .._registry import Backend, add_backend
+from .._registry import EXACT, Backend, Exactness, add_backend
 from ..reference import reference as _reference  # registered first: the reference stays the default
 from . import (
     attention,
@@ -111,6 +111,16 @@ class CpuBackend(Backend):
         self._info: dict[str, Any] = {}
         self.library: Library | None = None
 
+    def register(self, op: str, kernel: Any, dtype: str | None = None, exactness: Exactness = EXACT) -> None:
+        """As `Backend.register`, `exactness` being the default build's claim: a native build (with
+        contraction) states what `build.contracted` makes of it."""
+        super().register(op, kernel, dtype, _build.contracted(exactness, dtype, self.contracting))
+
+    @property
+    def contracting(self) -> bool:
+        """Whether the loaded library was built with contraction (VERIGRAD_NATIVE=1)."""
+        return bool(self._info.get("native", False))
+
     def load(self) -> bool:
         """Build or load the library and register the kernels; False (and one line) when it cannot."""
         if self._loaded:
@@ -123,6 +133,7 @@ class CpuBackend(Backend):
             print(f"verigrad: cpu backend unavailable, using the reference: {e}", file=sys.stderr)
             return False
         memory.retain_freed()  # each step reuses the pages the last one freed (backends/memory.py)
+        self._info = {"native": info["native"]}  # what `register` states depends on it
         lib = Library(cdll)
         for family in KERNEL_FAMILIES:
             family.register(self, lib)

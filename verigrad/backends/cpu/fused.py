@@ -7,11 +7,13 @@ reference computes in, as the reference converts them. The exactly rounded ops (
 sqrt, ...), the selections (maximum, minimum, relu, where: NumPy's NaN rules, as in elementwise.c) and
 the conversions are IEEE operations, built without FMA contraction; the transcendentals are
 elementwise.c's formulas (vg_math.h) in double, rounded once. So a fused kernel gives the reference's
-bits, and is stated EXACT: a group is fused only where every member is exact here (the C library's
-routines: where elementwise.py's probe found them to be NumPy's). Other groups (a member or dtype not
-in `MEMBERS` and `C_TYPES`, f16, integer arithmetic) get no kernel and run member by member; so do
-groups holding an f32 op that elementwise.c computes on an AVX2 path (exp, sigmoid, tanh, silu,
-gelu_tanh), where that path runs: it is several times faster than the scalar formula here.
+bits, and is stated EXACT (a native build, with contraction, states build.contracted's tolerance): a
+group is fused only where every member is stated exact here (the C library's routines: where
+elementwise.py's probe found them to be NumPy's; in a native build no such routine is). Other groups
+(a member or dtype not in `MEMBERS` and `C_TYPES`, f16, integer arithmetic) get no kernel and run
+member by member; so do groups holding an f32 op that elementwise.c computes on an AVX2 path (exp,
+sigmoid, tanh, silu, gelu_tanh), where that path runs: it is several times faster than the scalar
+formula here.
 
 Layouts: inputs of any element strides that broadcast to the output (stride 0 on broadcast dimensions),
 collapsed to rank 4 at most; the output is a new C-contiguous array. The output's rows are walked in
@@ -420,11 +422,14 @@ class FusedKernel:
     """The group's generated C function (built at the first call) on the layouts it takes, else
     `FusedOp.fast`. Called as the plan calls a fused kernel: `kernel(*arrays, params=...)`."""
 
-    exactness: Exactness = EXACT
+    exactness: Exactness  # EXACT, but in a build with contraction (build.contracted)
     writes_into = True  # the plan may pass `out=`: an array of the result's spec, even an input
 
     def __init__(self, backend: Any, op: Any, name: str, lib: _ffi.Library) -> None:
         self.backend, self.op, self.name = backend, op, name
+        roots = {op.dtypes[m].name for m in op.roots}
+        coarsest = next((d for d in FLOATS if d in roots), None)  # FLOATS: f32 first
+        self.exactness = _build.contracted(EXACT, coarsest, backend.contracting)
         self.inputs = tuple(spec.dtype.np for spec in op.inputs)
         self.scalar = scalars(op)
         self.out_dtypes = tuple(op.dtypes[m].np for m in op.roots)
