@@ -1,9 +1,10 @@
 """Shared test setup. The parity suite (tests/parity, needs PyTorch) runs only when named:
 `python -m pytest tests/parity`; a plain `python -m pytest` runs the main suite.
 
-The suite runs on the cpu backend's default build, whose kernels give the reference's bits where they
-say so; test_native_build.py builds and verifies the native one (VERIGRAD_NATIVE=1) in a process of its
-own."""
+The suite runs on the cpu backend's default build and settings, whose kernels give the reference's bits
+where they say so: tests of another setting set it themselves (`linalg.exact_mode()` for
+VERIGRAD_EXACT_GEMM=1), and test_native_build.py builds and verifies the native library
+(VERIGRAD_NATIVE=1) in a process of its own."""
 
 from __future__ import annotations
 
@@ -14,9 +15,12 @@ import numpy as np
 import pytest
 
 import verigrad
+from verigrad.backends.cpu import linalg
 
 PARITY_DIR = Path(__file__).parent / "parity"
-os.environ.pop("VERIGRAD_NATIVE", None)  # before the first kernel builds the library
+os.environ.pop("VERIGRAD_NATIVE", None)  # read when the first kernel builds the library
+os.environ.pop("VERIGRAD_EXACT_GEMM", None)
+linalg.set_exact(None)  # what the environment says, now the default
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:

@@ -213,6 +213,22 @@ def test_stride_one_convolutions_are_one_fma_chain_per_element():
         assert dw.tobytes() == np.ascontiguousarray(expected.transpose(1, 0, 2, 3)).tobytes()
 
 
+@pytest.mark.parametrize("case", CASES, ids=[str(c[0]) for c in CASES])
+def test_exact_mode_gives_the_same_bits_on_every_thread_count(case, small_chunks):
+    """Exact mode runs the reference, whose GEMMs NumPy's BLAS would split over the threads set (other
+    bits for larger products, as (64, 1, 12, 12) gives): the kernels pin it to one."""
+    rng = np.random.default_rng(6)
+    for layout in ("NCHW", "NHWC"):
+        x, w, g, params = _case(rng, np.float64, layout, *case)
+        with linalg.exact_mode():
+            for op, (arrays, p) in _calls(x, w, g, params).items():
+                results = []
+                for n in (1, 2, 3):
+                    verigrad.set_threads(n)
+                    results.append(_kernel(op, "f64")(*arrays, **p).tobytes())
+                assert results[1:] == results[:1] * 2, (op, layout)
+
+
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
 def test_exact_mode_gives_the_reference_bits(layout):
     rng = np.random.default_rng(2)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .._registry import tolerance
-from . import _ffi
+from . import _ffi, linalg
 from ._ffi import Library
 
 ATTENTION = ("cached_attention",)
@@ -34,7 +34,7 @@ def register(backend: Any, lib: Library) -> None:
     from ...registry import OPS
 
     fn = lib.fn("vg_cached_attention_f32", _ARGS, restype=ctypes.c_int)
-    reference, data = OPS["cached_attention"].reference, lib.data
+    reference, data = linalg.single_threaded(OPS["cached_attention"].reference), lib.data
 
     layouts: dict[tuple, Any] = {}
     ptr = lib.ptr

@@ -21,7 +21,9 @@ fast matmul path's (`linalg.EXACTNESS`, for operands of magnitude at most `linal
 most `linalg.K_STATED`); `error_bound` gives it per element. A result holding an infinity or a NaN (an
 f32 partial sum may overflow where the reference's does not) is computed again by the reference, and
 so is every call in exact mode (`linalg.set_exact`, `VERIGRAD_EXACT_GEMM=1`), and every call the C path
-does not take (mixed dtypes, empty operands, no BLAS): those give the reference's bits.
+does not take (mixed dtypes, empty operands, no BLAS): those give the reference's bits, computed with
+NumPy's BLAS on one thread (on several it splits a product otherwise, and the bits would change with
+the thread count).
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ class _Kernels:
         self.c_forward = lib.fn(f"vg_conv2d_{name}", _ARGS, restype=ctypes.c_int)
         self.c_input = lib.fn(f"vg_conv2d_input_grad_{name}", _ARGS, restype=ctypes.c_int)
         self.c_weight = lib.fn(f"vg_conv2d_weight_grad_{name}", _ARGS, restype=ctypes.c_int)
-        self.reference = {op: composite_reference(OPS[op]) for op in CONVOLUTION}
+        self.reference = {op: linalg.single_threaded(composite_reference(OPS[op])) for op in CONVOLUTION}
         self._setups: dict[tuple, tuple[Any, tuple]] = {}
 
     def _ours(self, a: Any, b: Any) -> bool:

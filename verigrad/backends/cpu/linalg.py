@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -332,8 +333,21 @@ class _Product:
         return c
 
 
+def single_threaded(reference: Callable) -> Callable:
+    """`reference` (run inside a kernel, for what the kernel does not take) with NumPy's BLAS on one
+    thread: on several, BLAS splits a product otherwise, and the kernel's bits would change with the
+    thread count."""
+
+    @functools.wraps(reference)
+    def run(*args: Any, **params: Any) -> Any:
+        with one_blas_thread():
+            return reference(*args, **params)
+
+    return run
+
+
 @contextlib.contextmanager
-def _one_blas_thread() -> Iterator[None]:
+def one_blas_thread() -> Iterator[None]:
     """OpenBLAS on one thread inside (verigrad's pool runs the tiles: OpenBLAS's own split of a product
     over its threads changes the bits with the thread count)."""
     before = blas.blas_threads()
@@ -489,7 +503,7 @@ def dot(x: np.ndarray, y: np.ndarray, *, exact: bool | None = None) -> np.ndarra
     (x, incx), (y, incy) = _vector_steps(x), _vector_steps(y)
     found = None if exact else _blas(_prefix(name) + "dot")
     if found is not None and min(incx, incy) > 0:
-        with _one_blas_thread():
+        with one_blas_thread():
             value = found[0](x.size, fns.data(x), incx, fns.data(y), incy)
         if np.isfinite(value):
             return np.array(value, x.dtype)
@@ -508,7 +522,7 @@ def axpy(alpha: float, x: np.ndarray, y: np.ndarray, *, exact: bool | None = Non
     (x, incx), (work, incy) = _vector_steps(x), _vector_steps(y)
     found = None if exact else _blas(_prefix(name) + "axpy")
     if found is not None and min(incx, incy) > 0:
-        with _one_blas_thread():
+        with one_blas_thread():
             found[0](x.size, alpha, fns.data(x), incx, fns.data(work), incy)
     else:
         fns.axpy[name](
