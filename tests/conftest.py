@@ -3,8 +3,8 @@
 
 The suite runs on the cpu backend's default build and settings, whose kernels give the reference's bits
 where they say so: tests of another setting set it themselves (`linalg.exact_mode()` for
-VERIGRAD_EXACT_GEMM=1), and test_native_build.py builds and verifies the native library
-(VERIGRAD_NATIVE=1) in a process of its own."""
+VERIGRAD_EXACT_GEMM=1, `replay.BUDGET` for VERIGRAD_REPLAY_MIB), and test_native_build.py builds and
+verifies the native library (VERIGRAD_NATIVE=1) in a process of its own."""
 
 from __future__ import annotations
 
@@ -16,11 +16,14 @@ import pytest
 
 import verigrad
 from verigrad.backends.cpu import linalg
+from verigrad.ir import replay
 
 PARITY_DIR = Path(__file__).parent / "parity"
 os.environ.pop("VERIGRAD_NATIVE", None)  # read when the first kernel builds the library
 os.environ.pop("VERIGRAD_EXACT_GEMM", None)
 linalg.set_exact(None)  # what the environment says, now the default
+os.environ.pop("VERIGRAD_REPLAY_MIB", None)
+replay.BUDGET = replay.budget()
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:

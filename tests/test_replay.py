@@ -413,3 +413,16 @@ def test_a_replayed_plan_still_has_its_generated_source(monkeypatch):
         for _ in range(plan.generate_after + 1):
             _same(fn(x).numpy(), first)
     assert isinstance(plan._replay, replay.Replay) and plan.source is not None and "matmul" in plan.source
+
+
+@pytest.mark.parametrize(("text", "mib"), [("", 512), ("64", 64), ("0", 0), ("4k", None), ("-1", None)])
+def test_verigrad_replay_mib_is_a_count_of_mib(monkeypatch, text, mib):
+    """The replays' budget: 512 MiB unless VERIGRAD_REPLAY_MIB says otherwise; other text is refused
+    by name (int() took "4k" with its own message, at import)."""
+    monkeypatch.setenv("VERIGRAD_REPLAY_MIB", text)
+    if mib is not None:
+        assert replay.budget() == mib << 20
+        return
+    message = f"VERIGRAD_REPLAY_MIB must be a whole number of at least 0, got '{text}'"
+    with pytest.raises(ValueError, match=message):
+        replay.budget()

@@ -184,14 +184,14 @@ def count(value: Any, what: str) -> int:
     return int(value)
 
 
-def env_count(variable: str) -> int | None:
-    """The environment variable `variable` as a whole number of at least 1, or None where it is unset
-    or empty; any other text is refused by name."""
+def env_count(variable: str, least: int = 1) -> int | None:
+    """The environment variable `variable` as a whole number of at least `least`, or None where it is
+    unset or empty; any other text is refused by name."""
     text = os.environ.get(variable, "").strip()
     if not text:
         return None
-    if not text.isdecimal() or int(text) < 1:
-        raise ValueError(f"{variable} must be a whole number of at least 1, got {text!r}")
+    if not text.isdecimal() or int(text) < least:
+        raise ValueError(f"{variable} must be a whole number of at least {least}, got {text!r}")
     return int(text)
 
 

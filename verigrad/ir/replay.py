@@ -35,7 +35,6 @@ import contextlib
 import functools
 import itertools
 import operator
-import os
 import threading
 import weakref
 from collections.abc import Sequence
@@ -43,13 +42,23 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..backends._registry import env_count
+
 if TYPE_CHECKING:
     from .plan import Plan
 
 CHECKS = 4  # runs that may each find a step to take out of the replay, at most
-# the memory the replays of all plans may hold in their buffers; past it, the least recently replayed
-# plans let theirs go (a model decoding at many cache widths has a plan per width)
-BUDGET = int(os.environ.get("VERIGRAD_REPLAY_MIB", "512")) << 20
+
+
+def budget() -> int:
+    """The bytes the replays of all plans may hold in their buffers: `VERIGRAD_REPLAY_MIB` MiB (512 unless
+    set; 0 keeps the latest alone); past it, the least recently replayed plans let theirs go (a model
+    decoding at many cache widths has a plan per width)."""
+    mib = env_count("VERIGRAD_REPLAY_MIB", least=0)
+    return (512 if mib is None else mib) << 20
+
+
+BUDGET = budget()
 REPLAY, VIEW, PYTHON = "replay", "view", "python"
 VIEW_OPS = frozenset({"reshape", "permute", "broadcast_to", "slice", "cast", "contiguous"})  # may view
 

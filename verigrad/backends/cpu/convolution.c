@@ -37,8 +37,8 @@ void vg_blas_call_f64(void *fn, int int64, int ta, int tb, int64_t m, int64_t n,
                       int64_t lda, const double *b, int64_t ldb, double beta, double *c, int64_t ldc);
 int vg_all_finite_f32(const float *c, int64_t m, int64_t n, int64_t ldc);
 int vg_all_finite_f64(const double *c, int64_t m, int64_t n, int64_t ldc);
-int vg_blas_single_begin(void);
-void vg_blas_single_end(int before);
+void vg_blas_single_begin(void);
+void vg_blas_single_end(void);
 
 enum { NO_TRANS = 111, TRANS = 112 };
 
@@ -506,9 +506,9 @@ typedef struct {
         }                                                                                                \
         if (implicit_##NAME(g)) return implicit_forward_##NAME(x, w, out, g, threads);                   \
         int64_t units = units_##NAME(g, COLS_BUDGET, &J.block);                                           \
-        int before = vg_blas_single_begin();                                                             \
+        vg_blas_single_begin();                                                                          \
         vg_parallel_for(units, 1, threads, forward_chunk_##NAME, &J);                                    \
-        vg_blas_single_end(before);                                                                      \
+        vg_blas_single_end();                                                                            \
         return !J.bad;                                                                                   \
     }                                                                                                    \
                                                                                                          \
@@ -518,9 +518,9 @@ typedef struct {
         int done = implicit_input_##NAME(gy, w, dx, g, threads); /* -1: not taken */                     \
         if (done >= 0) return done;                                                                      \
         int64_t units = units_##NAME(g, COLS_BUDGET, &J.block);                                           \
-        int before = vg_blas_single_begin();                                                             \
+        vg_blas_single_begin();                                                                          \
         vg_parallel_for(units, 1, threads, input_chunk_##NAME, &J);                                      \
-        vg_blas_single_end(before);                                                                      \
+        vg_blas_single_end();                                                                            \
         return !J.bad;                                                                                   \
     }                                                                                                    \
                                                                                                          \
@@ -535,9 +535,9 @@ typedef struct {
         } else if (implicit_##NAME(g)) {                                                                 \
             implicit_weight_##NAME(gy, x, (T *)J.partial, g, J.block, units, threads);                   \
         } else {                                                                                         \
-            int before = vg_blas_single_begin();                                                         \
+            vg_blas_single_begin();                                                                      \
             vg_parallel_for(units, 1, threads, weight_chunk_##NAME, &J);                                 \
-            vg_blas_single_end(before);                                                                  \
+            vg_blas_single_end();                                                                        \
         }                                                                                                \
         const T *part = (const T *)J.partial;                                                            \
         double *sum = (double *)zeroed_scratch(size, sizeof(double)); /* block by block, in order */     \

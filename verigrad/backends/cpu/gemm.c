@@ -9,6 +9,7 @@
  * Operands are given by a base pointer, element strides (any sign; 0 broadcasts) and, for batches, one
  * element offset per batch item and operand.
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -435,6 +436,8 @@ static finite_fn pick_finite_f64(void) {
 enum { BLAS_NOT_USED = -4, BLAS_A = -1, BLAS_B = -2, BLAS_C = -3 };
 
 /* OpenBLAS's thread count: the tiles run on verigrad's pool with OpenBLAS on one thread. */
+void vg_blas_single_begin(void);
+void vg_blas_single_end(void);
 typedef int (*get_threads_fn)(void);
 typedef void (*set_threads_fn)(int);
 static get_threads_fn blas_get_threads;
@@ -640,10 +643,9 @@ NO_OVERFLOW(double, uint64_t, 0x7ff0000000000000ull, 8.9e307, f64)
                 g.kb = 0;                                                                                \
         }                                                                                                \
         if (!g.kb && check && m * k + k * n < m * n && no_overflow_##NAME(&g, batch)) g.check = 0;       \
-        int before = blas_get_threads ? blas_get_threads() : 1;                                          \
-        if (before != 1) blas_set_threads(1);                                                            \
+        vg_blas_single_begin();                                                                          \
         vg_parallel_for(units, cdiv(BLAS_THREAD_WORK, unit_work), threads, blas_chunk_##NAME, &g);       \
-        if (before != 1) blas_set_threads(before);                                                       \
+        vg_blas_single_end();                                                                            \
         if (g.kb) {                                                                                      \
             ksplit_sum_##NAME(&g, units);                                                                \
             free(g.parts);                                                                               \
@@ -701,8 +703,8 @@ int vg_gemm(const vg_gemm_args *p, const void *a, const void *b, void *c, int th
 
 /* c = a @ b + beta * c, one row-major cblas_?gemm call on the calling thread (ta, tb: 111 no transpose,
  * 112 transpose), through the pointer and integer width linalg.py hands over: convolution.c runs one
- * per image (or block of images), between vg_blas_single_begin (OpenBLAS to one thread; it returns the
- * count to restore) and vg_blas_single_end. */
+ * per image (or block of images), between vg_blas_single_begin (OpenBLAS to one thread) and
+ * vg_blas_single_end (its count back). */
 #define BLAS_CALL(T, NAME, F64, F32)                                                                     \
     void vg_blas_call_##NAME(void *fn, int int64, int ta, int tb, int64_t m, int64_t n, int64_t k,       \
                              const T *a, int64_t lda, const T *b, int64_t ldb, T beta, T *c, int64_t ldc) { \
@@ -720,12 +722,25 @@ int vg_gemm(const vg_gemm_args *p, const void *a, const void *b, void *c, int th
 BLAS_CALL(float, f32, sgemm64_fn, sgemm32_fn)
 BLAS_CALL(double, f64, dgemm64_fn, dgemm32_fn)
 
-int vg_blas_single_begin(void) {
-    int before = blas_get_threads ? blas_get_threads() : 1;
-    if (before != 1) blas_set_threads(1);
-    return before;
+/* Sections with OpenBLAS on one thread may overlap (two Python threads calling at once): the first to
+ * begin saves OpenBLAS's thread count and sets 1, the last to end puts it back, under a lock, so that
+ * none sees it restored while its tiles still run (OpenBLAS would split them, and change their bits). */
+static pthread_mutex_t blas_lock = PTHREAD_MUTEX_INITIALIZER;
+static int blas_sections = 0, blas_saved = 1;
+
+void vg_blas_single_begin(void) {
+    if (!blas_get_threads) return;
+    pthread_mutex_lock(&blas_lock);
+    if (blas_sections++ == 0) {
+        blas_saved = blas_get_threads();
+        if (blas_saved != 1) blas_set_threads(1);
+    }
+    pthread_mutex_unlock(&blas_lock);
 }
 
-void vg_blas_single_end(int before) {
-    if (before != 1) blas_set_threads(before);
+void vg_blas_single_end(void) {
+    if (!blas_get_threads) return;
+    pthread_mutex_lock(&blas_lock);
+    if (--blas_sections == 0 && blas_saved != 1) blas_set_threads(blas_saved);
+    pthread_mutex_unlock(&blas_lock);
 }

@@ -158,6 +158,8 @@ class _Functions:
         i64 = ctypes.c_int64
         self.data, self.ptr, self.ref = lib.data, lib.ptr, lib.ref
         self.blas_threads = lib.fn("vg_gemm_blas_threads", [p, p])
+        self.blas_single_begin = lib.fn("vg_blas_single_begin", [])
+        self.blas_single_end = lib.fn("vg_blas_single_end", [])
         self.portable_only = lib.fn("vg_gemm_portable_only", [c_int])
         self.gemm = lib.fn("vg_gemm", [p, p, p, p, c_int], restype=c_int)  # _GemmArgs, a, b, c, threads
         self.gemv, self.dot, self.axpy = {}, {}, {}
@@ -349,16 +351,17 @@ def single_threaded(reference: Callable) -> Callable:
 @contextlib.contextmanager
 def one_blas_thread() -> Iterator[None]:
     """OpenBLAS on one thread inside (verigrad's pool runs the tiles: OpenBLAS's own split of a product
-    over its threads changes the bits with the thread count)."""
-    before = blas.blas_threads()
-    if before is None or before == 1:
+    over its threads changes the bits with the thread count); such sections may overlap, in several
+    Python threads: gemm.c counts them, and the last to end puts OpenBLAS's thread count back."""
+    lib = _state["lib"]
+    if lib is None:  # no library: no kernel that needs it runs
         yield
         return
-    blas.set_blas_threads(1)
+    lib.blas_single_begin()
     try:
         yield
     finally:
-        blas.set_blas_threads(before)
+        lib.blas_single_end()
 
 
 def _check_c(c: np.ndarray, shape: tuple[int, ...], *operands: np.ndarray) -> None:
