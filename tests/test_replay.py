@@ -172,8 +172,17 @@ def test_arguments_as_views_replay_with_their_own_strides(monkeypatch):
 
 
 def test_two_threads_run_one_compiled_function(monkeypatch):
-    """One run at a time replays (the fixed buffers are the plan's); the other runs in Python."""
+    """One run at a time replays (the fixed buffers are the plan's); the other runs in Python. On two
+    threads each (OpenBLAS too, outside verigrad's one-thread sections, which then overlap)."""
     monkeypatch.setattr(Plan, "replay", True)
+    verigrad.set_threads(2)
+    try:
+        _two_threads_run_one_compiled_function()
+    finally:
+        verigrad.set_threads(1)
+
+
+def _two_threads_run_one_compiled_function() -> None:
     rng = np.random.default_rng(4)
     w = verigrad.tensor(rng.standard_normal((256, 128)).astype(np.float32))
     fn = verigrad.compile(lambda x: F.relu(x @ w).sum(axis=1))
