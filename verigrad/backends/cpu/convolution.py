@@ -173,7 +173,7 @@ def error_bound(op: str, *arrays: np.ndarray, **params: Any) -> np.ndarray:
     else:
         n, ho, wo = (arrays[0].shape[i] for i in ((0, 2, 3) if layout == "NCHW" else (0, 1, 2)))
         depth = n * ho * wo
-    u = 2.0**-24 if dtype == np.float32 else 2.0**-53
+    u = linalg.unit_roundoff(dtype)
     return (depth + 2) * u * s + u * ref
 
 

@@ -55,6 +55,7 @@ from .. import blas
 from .._registry import Exactness, tolerance
 from . import _ffi
 from ._ffi import DTYPES, Library
+from .build import UNIT_ROUNDOFF
 
 LINALG = ("matmul",)
 UNIT, K_STATED = 3.0, 1024  # the operands' magnitude and the depth the rtol/atol statements hold for
@@ -64,13 +65,14 @@ _setting = [os.environ.get("VERIGRAD_EXACT_GEMM", "") not in ("", "0")]
 _state: dict[str, Any] = {"lib": None, "backend": None, "kernels": {}, "gemm": {}, "gemv": {}, "fast": None}
 
 
-def _u(dtype: np.dtype) -> float:
-    return 2.0**-24 if dtype == np.float32 else 2.0**-53
+def unit_roundoff(dtype: np.dtype) -> float:
+    """The unit roundoff of a float dtype (f32 or f64)."""
+    return UNIT_ROUNDOFF["f32" if dtype == np.float32 else "f64"]
 
 
 def _exactness(dtype: np.dtype, exact: bool) -> Exactness:
     """The rtol/atol form of the bounds above for |a|, |b| <= UNIT and k <= K_STATED."""
-    u, s = _u(dtype), K_STATED * UNIT**2
+    u, s = unit_roundoff(dtype), K_STATED * UNIT**2
     if not exact:
         return tolerance(FAST_MARGIN * u, FAST_MARGIN * u * s)
     if dtype == np.float32:
@@ -546,7 +548,7 @@ def abs_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def error_bound(a: np.ndarray, b: np.ndarray, exact: bool) -> np.ndarray:
     """The largest |path - reference| per element of a @ b (see the module docstring), in double."""
-    k, u = a.shape[-1], _u(a.dtype)
+    k, u = a.shape[-1], unit_roundoff(a.dtype)
     s, ref = abs_product(a, b), np.abs(np.matmul(a.astype(np.float64), b.astype(np.float64)))
     if exact and a.dtype == np.float64:
         return 2 * k * u * s
