@@ -531,6 +531,34 @@ def test_gradient_of_a_transposed_matmul_operand_is_row_major(batch: tuple) -> N
     np.testing.assert_allclose(a.grad.numpy(), y_np @ h_np.T, rtol=1e-12)
 
 
+@pytest.mark.parametrize("wanted", [(False, True), (True, False), (True, True)])
+def test_backward_forms_only_the_matmul_gradients_wanted(monkeypatch, wanted: tuple) -> None:
+    """A first layer's input wants no gradient: eagerly, its product (a third of an MLP step's) must
+    not run; the gradients that are wanted keep their values."""
+    from verigrad.eager import EagerMode
+
+    products = []
+    apply = EagerMode.apply
+
+    def counting(self, op, args, params, out):
+        if op.name == "matmul":
+            products.append(tuple(a.shape for a in args))
+        return apply(self, op, args, params, out)
+
+    rng = np.random.default_rng(4)
+    x_np, w_np = rng.standard_normal((4, 5)), rng.standard_normal((6, 5))
+    x, w = verigrad.tensor(x_np, requires_grad=wanted[0]), verigrad.tensor(w_np, requires_grad=wanted[1])
+    loss = (x @ w.mT).sum()
+    monkeypatch.setattr(EagerMode, "apply", counting)
+    loss.backward()
+    assert len(products) == sum(wanted)
+    if wanted[0]:
+        np.testing.assert_allclose(x.grad.numpy(), np.ones((4, 6)) @ w_np, rtol=1e-12)
+    if wanted[1]:
+        np.testing.assert_allclose(w.grad.numpy(), np.ones((6, 4)) @ x_np, rtol=1e-12)
+    assert (x.grad is None) != wanted[0] and (w.grad is None) != wanted[1]
+
+
 def test_broadcasting_reduces_gradients_to_the_operand_shape() -> None:
     x = verigrad.ones(4, 3, requires_grad=True)
     row = verigrad.tensor([1.0, 2.0, 3.0], requires_grad=True)

@@ -54,45 +54,56 @@ def _np_dtype(a: np.ndarray) -> DType:
     return from_numpy_dtype(a.dtype)
 
 
-def _both(g, x, y, gx, gy):
-    return (unbroadcast(gx, x.shape), unbroadcast(gy, y.shape))
+def _both(x, y, gx: Callable, gy: Callable):
+    """The operands' gradients, gx() and gy() summed to their shapes, each formed only if that operand
+    wants one (`x * 0.5` would otherwise multiply and sum its whole gradient for the constant)."""
+    return (
+        unbroadcast(gx(), x.shape) if x.requires_grad else None,
+        unbroadcast(gy(), y.shape) if y.requires_grad else None,
+    )
 
 
 def _pow_vjp(g, out, x, y):
-    gx = g * y * x ** (y - 1)
-    gy = where((x == 0) & (y >= 0), 0.0, g * out * x.log())
-    return _both(g, x, y, gx, gy)
+    return _both(
+        x, y, lambda: g * y * x ** (y - 1), lambda: where((x == 0) & (y >= 0), 0.0, g * out * x.log())
+    )
 
 
 def _tie_split(g, x, y, keep_x):
     """max/min gradient: to the chosen operand; half to each on ties (as PyTorch does)."""
-    half = g * 0.5
-    gx = where(x == y, half, where(keep_x, g, 0.0))
-    gy = where(x == y, half, where(keep_x, 0.0, g))
-    return _both(g, x, y, gx, gy)
+    return _both(
+        x,
+        y,
+        lambda: where(x == y, g * 0.5, where(keep_x, g, 0.0)),
+        lambda: where(x == y, g * 0.5, where(keep_x, 0.0, g)),
+    )
 
 
 add = _arith(
-    "add", np.add, lambda g, out, x, y: _both(g, x, y, g, g), torch=lambda t, a, b: a + b, doc="x + y"
+    "add",
+    np.add,
+    lambda g, out, x, y: _both(x, y, lambda: g, lambda: g),
+    torch=lambda t, a, b: a + b,
+    doc="x + y",
 )
 sub = _arith(
     "sub",
     np.subtract,
-    lambda g, out, x, y: _both(g, x, y, g, -g),
+    lambda g, out, x, y: _both(x, y, lambda: g, lambda: -g),
     torch=lambda t, a, b: a - b,
     doc="x - y",
 )
 mul = _arith(
     "mul",
     np.multiply,
-    lambda g, out, x, y: _both(g, x, y, g * y, g * x),
+    lambda g, out, x, y: _both(x, y, lambda: g * y, lambda: g * x),
     torch=lambda t, a, b: a * b,
     doc="x * y",
 )
 div = _arith(
     "div",
     np.divide,
-    lambda g, out, x, y: _both(g, x, y, g / y, -(g * out) / y),
+    lambda g, out, x, y: _both(x, y, lambda: g / y, lambda: -(g * out) / y),
     dtype=float_dtype,
     low=0.5,
     high=2.0,

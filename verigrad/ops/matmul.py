@@ -36,7 +36,8 @@ def _dt(a: np.ndarray) -> DType:
 
 
 def _vjp(g, out, a, b):
-    """Gradients through the 2-D (or batched) forms; vectors get a dimension added and removed."""
+    """Gradients through the 2-D (or batched) forms; vectors get a dimension added and removed. Each
+    only where it is wanted (a first layer's input wants none: a third of an MLP step's products)."""
     a2 = a.reshape((1, *a.shape)) if a.ndim == 1 else a
     b2 = b.reshape((*b.shape, 1)) if b.ndim == 1 else b
     g2 = g
@@ -44,15 +45,21 @@ def _vjp(g, out, a, b):
         g2 = g2.unsqueeze(-2 if b.ndim > 1 else 0)
     if b.ndim == 1:
         g2 = g2.unsqueeze(-1)
-    if _is_transposed(a):  # a = x.mT: form x's gradient row-major, (b g^T)^T
-        ga = unbroadcast(b2 @ g2.mT, _swapped(a2.shape)).mT
-    else:
-        ga = unbroadcast(g2 @ b2.mT, a2.shape).reshape(a.shape)
-    if _is_transposed(b):  # b = w.mT (Linear's weight.T): w's gradient as g^T a, not a transposed a^T g
-        gb = unbroadcast(g2.mT @ a2, _swapped(b2.shape)).mT
-    else:
-        gb = unbroadcast(a2.mT @ g2, b2.shape).reshape(b.shape)
+    ga = _first_grad(g2, a, a2, b2) if a.requires_grad else None
+    gb = _second_grad(g2, b, a2, b2) if b.requires_grad else None
     return ga, gb
+
+
+def _first_grad(g2, a, a2, b2):
+    if _is_transposed(a):  # a = x.mT: form x's gradient row-major, (b g^T)^T
+        return unbroadcast(b2 @ g2.mT, _swapped(a2.shape)).mT
+    return unbroadcast(g2 @ b2.mT, a2.shape).reshape(a.shape)
+
+
+def _second_grad(g2, b, a2, b2):
+    if _is_transposed(b):  # b = w.mT (Linear's weight.T): w's gradient as g^T a, not a transposed a^T g
+        return unbroadcast(g2.mT @ a2, _swapped(b2.shape)).mT
+    return unbroadcast(a2.mT @ g2, b2.shape).reshape(b.shape)
 
 
 def _is_transposed(t) -> bool:

@@ -79,12 +79,19 @@ def _weight_grad(g, x, eps: float, center: bool):
 
 
 def _layer_norm_vjp(g, out, x, weight, bias, eps: float):
-    dx = layer_norm_grad(g, x, weight, eps=eps)
-    return dx, _weight_grad(g, x, eps, True), g.sum(axis=tuple(range(x.ndim - 1)))
+    """Each gradient only where it is wanted (a frozen weight and bias want none)."""
+    return (
+        layer_norm_grad(g, x, weight, eps=eps) if x.requires_grad else None,
+        _weight_grad(g, x, eps, True) if weight.requires_grad else None,
+        g.sum(axis=tuple(range(x.ndim - 1))) if bias.requires_grad else None,
+    )
 
 
 def _rms_norm_vjp(g, out, x, weight, eps: float):
-    return rms_norm_grad(g, x, weight, eps=eps), _weight_grad(g, x, eps, False)
+    return (
+        rms_norm_grad(g, x, weight, eps=eps) if x.requires_grad else None,
+        _weight_grad(g, x, eps, False) if weight.requires_grad else None,
+    )
 
 
 def _grad_shape(g: tuple, x: tuple, weight: tuple, eps: float) -> tuple:
