@@ -93,6 +93,54 @@ def short_run(tmp_path: Path, name: str, **overrides) -> vt.TrainResult:
     return vt.train(config)
 
 
+@pytest.mark.parametrize("size", [8, 28])
+def test_the_digit_panel_shows_each_digit_under_its_label(size):
+    """The digits are tiles of one image: each tile is its digit, under "predicted (true)" in green,
+    or in red where the prediction is wrong."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rng = np.random.default_rng(5)
+    images = rng.random((9, size, size))
+    labels, predicted = np.arange(9), np.arange(9)
+    predicted[4] = 7
+    fig, ax = plt.subplots()
+    try:
+        verigrad.plot._digit_mosaic(ax, images, labels, predicted, grid=3)
+        (shown,) = ax.get_images()
+        mosaic = np.ma.getdata(shown.get_array())
+        texts = sorted(ax.texts, key=lambda t: (round(t.get_position()[1]), t.get_position()[0]))
+        assert [t.get_text() for t in texts] == [f"{p} ({y})" for p, y in zip(predicted, labels)]
+        for t, image, right in zip(texts, images, predicted == labels):
+            assert t.get_color() == ("green" if right else "red")
+            x, y = t.get_position()  # centred over its tile, just above it
+            top, left = int(np.ceil(y)), round(x - (size - 1) / 2)
+            np.testing.assert_array_equal(mosaic[top : top + size, left : left + size], image)
+        assert np.isnan(mosaic).sum() == mosaic.size - 9 * size * size  # the rest is blank
+    finally:
+        plt.close(fig)
+
+
+def test_the_picture_leaves_pyplot_alone(tmp_path):
+    """Drawn on a figure of its own: a user's open pyplot figures and backend stay as they were."""
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    backend = matplotlib.get_backend()
+    mine = plt.figure()
+    try:
+        history = {"loss": [2.0, 1.0, 0.5, 0.25], "test_accuracy": [0.5, 0.75]}
+        digits = np.random.default_rng(6).random((4, 1, 8, 8))
+        path = verigrad.plot.training_picture(history, digits, np.arange(4), np.arange(4), tmp_path / "p.png")
+        assert path.stat().st_size > 10_000
+        assert plt.get_fignums() == [mine.number] and plt.gcf() is mine
+        assert matplotlib.get_backend() == backend
+    finally:
+        plt.close(mine)
+
+
 def test_same_seed_gives_bit_identical_weights_and_another_seed_does_not(tmp_path):
     a, b = short_run(tmp_path, "a", seed=5), short_run(tmp_path, "b", seed=5)
     c = short_run(tmp_path, "c", seed=6)

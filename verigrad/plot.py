@@ -24,12 +24,9 @@ def training_picture(
     grid: int = 6,
 ) -> Path:
     """Write a PNG: curves on the left, `grid` x `grid` test digits (green right, red wrong) on the right."""
-    import matplotlib
+    from matplotlib.figure import Figure  # not pyplot: the user's backend and figures stay as they are
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig = plt.figure(figsize=(12, 5.5), dpi=100)
+    fig = Figure(figsize=(12, 5.5), dpi=100)
     outer = fig.add_gridspec(1, 2, width_ratios=[1.15, 1])
     ax = fig.add_subplot(outer[0])
     steps = np.arange(1, len(history["loss"]) + 1)
@@ -50,15 +47,34 @@ def training_picture(
     ax.legend(lines, [line.get_label() for line in lines], loc="center right")
     ax.set_title(f"training: final test accuracy {history['test_accuracy'][-1]:.1%}")
 
-    cells = outer[1].subgridspec(grid, grid, wspace=0.1, hspace=0.45)
-    for i in range(min(grid * grid, len(images))):
-        cell = fig.add_subplot(cells[i // grid, i % grid])
-        cell.imshow(images[i, 0], cmap="gray_r")
-        right = predicted[i] == labels[i]
-        cell.set_title(f"{predicted[i]} ({labels[i]})", fontsize=8, color="green" if right else "red")
-        cell.axis("off")
-    fig.text(0.77, 0.95, "test digits: predicted (true)", ha="center", fontsize=10)
+    _digit_mosaic(fig.add_subplot(outer[1]), images[: grid * grid, 0], labels, predicted, grid)
     path = Path(path)
     fig.savefig(path, bbox_inches="tight")
-    plt.close(fig)
     return path
+
+
+def _digit_mosaic(ax, images: np.ndarray, labels: np.ndarray, predicted: np.ndarray, grid: int) -> None:
+    """The digits as tiles of one image in one axes, each under its label (one axes, not grid^2: the
+    picture takes a tenth of the time to draw)."""
+    import matplotlib
+
+    h, w = images.shape[1:]
+    gap_x, gap_y = max(1, w // 4), max(3, (h * 3) // 5)  # room between tiles, and for a label above each
+    mosaic = np.full((grid * (h + gap_y), grid * (w + gap_x)), np.nan)
+    for i, image in enumerate(images):
+        top, left = (i // grid) * (h + gap_y) + gap_y, (i % grid) * (w + gap_x)
+        mosaic[top : top + h, left : left + w] = image
+        right = predicted[i] == labels[i]
+        ax.text(
+            left + (w - 1) / 2,
+            top - 0.8,
+            f"{predicted[i]} ({labels[i]})",
+            ha="center",
+            va="bottom",
+            fontsize=8,
+            color="green" if right else "red",
+        )
+    cmap = matplotlib.colormaps["gray_r"].with_extremes(bad="white")
+    ax.imshow(mosaic, cmap=cmap, interpolation="nearest")
+    ax.set_title("test digits: predicted (true)", fontsize=10)
+    ax.axis("off")
