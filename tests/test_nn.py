@@ -311,6 +311,28 @@ def test_batchnorm2d_f32_momentum_and_nhwc(rng):
         np.testing.assert_allclose(m.running_var.numpy(), 0.7 + 0.3 * var * 60 / 59, rtol=1e-6)
 
 
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+def test_batchnorm2d_compiled_keeps_the_running_stats_eager_keeps(rng, backend):
+    """A compiled step is traced with a symbolic batch: Bessel's n / (n - 1) must still be applied to
+    the running variance (it was 1 there), for every batch size the plan is bound to."""
+    batches = [rng.standard_normal((n, 3, 5, 4)).astype(np.float32) * 2 + 1 for n in (4, 2, 4, 7)]
+    stats = []
+    for compiled in (False, True):
+        verigrad.manual_seed(0)
+        with verigrad.backend(backend):
+            bn = nn.BatchNorm2d(3)
+            step = verigrad.compile(lambda x: bn(x).sum()) if compiled else (lambda x: bn(x).sum())
+            for x in batches:
+                step(verigrad.tensor(x))
+            stats.append([bn.running_mean.numpy().copy(), bn.running_var.numpy().copy()])
+    for eager, compiled in zip(*stats):
+        assert eager.tobytes() == compiled.tobytes(), (eager, compiled)
+    var = 1.0
+    for x in batches:  # and they are the unbiased ones
+        var = 0.9 * var + 0.1 * x.astype(np.float64).var(axis=(0, 2, 3), ddof=1)
+    np.testing.assert_allclose(stats[1][1], var, rtol=1e-5)
+
+
 def test_layer_norm_and_rms_norm(rng):
     x = rng.standard_normal((2, 3, 6)) * 3 + 1
     w, b = rng.standard_normal(6), rng.standard_normal(6)

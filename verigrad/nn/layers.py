@@ -6,8 +6,8 @@ from typing import Any
 
 from .. import functional as F
 from ..autograd import no_grad
-from ..dtypes import f32
-from ..ops import ones, zeros
+from ..dtypes import f32, f64
+from ..ops import full, ones, zeros
 from ..shapes import DimLike
 from ..tensor import Tensor
 from .init import fan_in_bound, normal, uniform
@@ -142,12 +142,9 @@ class BatchNorm2d(Module):
             centered = x - mean
             var = (centered * centered).mean(axes, keepdim=True)
             with no_grad():
-                count = x.numel() // x.shape[channel]
                 m = self.momentum
                 self.running_mean.assign(self.running_mean * (1 - m) + mean.reshape(-1).detach() * m)
-                # Bessel's correction n/(n-1); a symbolic count (abstract mode) writes no data anyway
-                correction = count / (count - 1) if isinstance(count, int) and count > 1 else 1.0
-                unbiased = var.reshape(-1).detach() * correction
+                unbiased = var.reshape(-1).detach() * _bessel(x.numel() // x.shape[channel], var.dtype)
                 self.running_var.assign(self.running_var * (1 - m) + unbiased * m)
         else:
             centered = x - self.running_mean.reshape(shape)
@@ -157,6 +154,16 @@ class BatchNorm2d(Module):
 
     def extra_repr(self) -> str:
         return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}"
+
+
+def _bessel(count: DimLike, dtype: Any) -> Tensor | float:
+    """n / (n - 1) for n values, as a tensor: in a compiled step n may be a symbol, evaluated when the
+    plan is bound (as a Python number it was left at 1 there). Formed in f64 and rounded once, as the
+    Python float it replaces was; 1 for a single value."""
+    if isinstance(count, int) and count <= 1:
+        return 1.0
+    n = full((), count, dtype=f64)
+    return (n / (n - 1)).cast(dtype)
 
 
 class LayerNorm(Module):
