@@ -47,6 +47,11 @@ class Tensor:
     def ndim(self) -> int:
         return len(self.spec.shape)
 
+    def dim(self) -> int:
+        return len(self.spec.shape)
+
+    ndimension = dim
+
     def size(self, axis: int | None = None) -> Any:
         return self.shape if axis is None else self.shape[axis]
 
@@ -147,6 +152,31 @@ class Tensor:
     def assign(self, value: Any) -> Tensor:
         """Overwrite this tensor's values with `value` (same shape and dtype); returns self."""
         return FUNCS["assign"](self, value)
+
+    def zero_(self) -> Tensor:
+        return self.assign(0)
+
+    def fill_(self, value: Any) -> Tensor:
+        return self.assign(value)
+
+    def copy_(self, src: Any) -> Tensor:
+        """src's values (broadcast to this shape, cast to this dtype) written into this tensor."""
+        return self.assign(src)
+
+    def add_(self, o: Any, alpha: Any = 1) -> Tensor:
+        return self.assign(self + (o if alpha == 1 else o * alpha))
+
+    def sub_(self, o: Any, alpha: Any = 1) -> Tensor:
+        return self.assign(self - (o if alpha == 1 else o * alpha))
+
+    def mul_(self, o: Any) -> Tensor:
+        return self.assign(self * o)
+
+    def div_(self, o: Any) -> Tensor:
+        return self.assign(self / o)
+
+    def clamp_(self, min: Any = None, max: Any = None) -> Tensor:
+        return self.assign(self.clamp(min, max))
 
     def __iadd__(self, o: Any) -> Tensor:
         return self.assign(self + o)
@@ -303,6 +333,32 @@ class Tensor:
     def square(self) -> Tensor:
         return OPS["mul"](self, self)
 
+    def reciprocal(self) -> Tensor:
+        return OPS["div"](1, self)
+
+    def clamp(self, min: Any = None, max: Any = None) -> Tensor:
+        return FUNCS["clamp"](self, min, max)
+
+    clip = clamp
+
+    def masked_fill(self, mask: Any, value: Any) -> Tensor:
+        return FUNCS["masked_fill"](self, mask, value)
+
+    def isnan(self) -> Tensor:
+        return FUNCS["isnan"](self)
+
+    def isinf(self) -> Tensor:
+        return FUNCS["isinf"](self)
+
+    def isfinite(self) -> Tensor:
+        return FUNCS["isfinite"](self)
+
+    def tril(self, diagonal: int = 0) -> Tensor:
+        return FUNCS["tril"](self, diagonal)
+
+    def triu(self, diagonal: int = 0) -> Tensor:
+        return FUNCS["triu"](self, diagonal)
+
     # dtype -------------------------------------------------------------------------------------
     def cast(self, dtype: DType | str) -> Tensor:
         return OPS["cast"](self, dtype=as_dtype(dtype))
@@ -312,11 +368,30 @@ class Tensor:
     def to(self, dtype: DType | str) -> Tensor:
         return self.cast(dtype)
 
+    def type_as(self, other: Tensor) -> Tensor:
+        return self.cast(other.dtype)
+
     def float(self) -> Tensor:
         return self.cast(f32)
 
     def double(self) -> Tensor:
         return self.cast(f64)
+
+    def half(self) -> Tensor:
+        return self.cast("f16")
+
+    def long(self) -> Tensor:
+        return self.cast("i64")
+
+    def int(self) -> Tensor:
+        return self.cast("i32")
+
+    def bool(self) -> Tensor:
+        return self.cast("bool")
+
+    def clone(self) -> Tensor:
+        """A copy with memory of its own (a cast always makes one), in the graph as PyTorch's clone is."""
+        return self.cast(self.dtype)
 
     # reductions --------------------------------------------------------------------------------
     def sum(self, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
@@ -333,6 +408,28 @@ class Tensor:
 
     def argmax(self, axis: int | None = None, keepdim: bool = False, *, dim: int | None = None):
         return OPS["argmax"](self, axis=_axis(axis, dim), keepdim=keepdim)
+
+    def argmin(self, axis: int | None = None, keepdim: bool = False, *, dim: int | None = None):
+        return FUNCS["argmin"](self, axis, keepdim, dim=dim)
+
+    amax = max
+    amin = min
+
+    def var(self, axis: Axis = None, correction: Any = 1, keepdim: bool = False, **kw: Any) -> Tensor:
+        """See `verigrad.var` (`dim=` and `unbiased=` as in PyTorch)."""
+        return FUNCS["var"](self, axis, correction, keepdim, **kw)
+
+    def std(self, axis: Axis = None, correction: Any = 1, keepdim: bool = False, **kw: Any) -> Tensor:
+        return FUNCS["std"](self, axis, correction, keepdim, **kw)
+
+    def logsumexp(self, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
+        return FUNCS["logsumexp"](self, axis, keepdim, dim=dim)
+
+    def all(self, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
+        return FUNCS["all"](self, axis, keepdim, dim=dim)
+
+    def any(self, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
+        return FUNCS["any"](self, axis, keepdim, dim=dim)
 
     def softmax(self, axis: int = -1, *, dim: int | None = None) -> Tensor:
         return OPS["softmax"](self, axis=_axis(axis, dim))
@@ -369,6 +466,29 @@ class Tensor:
 
     def contiguous(self) -> Tensor:
         return OPS["contiguous"](self)
+
+    def expand_as(self, other: Tensor) -> Tensor:
+        return self.expand(other.shape)
+
+    def reshape_as(self, other: Tensor) -> Tensor:
+        return self.reshape(other.shape)
+
+    view_as = reshape_as
+
+    def split(self, split_size_or_sections: Any, axis: int = 0, *, dim: int | None = None) -> tuple:
+        return FUNCS["split"](self, split_size_or_sections, axis, dim=dim)
+
+    def chunk(self, chunks: int, axis: int = 0, *, dim: int | None = None) -> tuple:
+        return FUNCS["chunk"](self, chunks, axis, dim=dim)
+
+    def flip(self, *dims: Any) -> Tensor:
+        return FUNCS["flip"](self, _shape_arg(dims))
+
+    def repeat(self, *sizes: Any) -> Tensor:
+        return FUNCS["repeat"](self, *_shape_arg(sizes))
+
+    def index_select(self, axis: int, index: Any) -> Tensor:
+        return FUNCS["index_select"](self, axis, index)
 
     def flatten(self, start: int = 0, end: int = -1) -> Tensor:
         return FUNCS["flatten"](self, start, end)

@@ -55,6 +55,26 @@ from .creation import (
     zeros,
     zeros_like,
 )
+from .derived import (
+    all,
+    any,
+    argmin,
+    chunk,
+    clamp,
+    flip,
+    index_select,
+    isfinite,
+    isinf,
+    isnan,
+    logsumexp,
+    masked_fill,
+    repeat,
+    split,
+    std,
+    tril,
+    triu,
+    var,
+)
 from .index import take, take_grad
 from .matmul import matmul
 from .movement import broadcast_to, cast, concat, contiguous, pad, permute, reshape, slice_, unslice

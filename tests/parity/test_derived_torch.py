@@ -1,0 +1,159 @@
+"""The PyTorch-named functions written with ops (verigrad/ops/derived.py, and the Tensor methods that
+are one call into an op): values and gradients against PyTorch's in f64, with the values PyTorch
+treats specially (NaN, infinities, ties with the bounds) among the inputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from gradients import check_values_and_gradients as _check
+
+import verigrad
+
+X = np.array([[-2.0, -1.0, -0.5, 0.0], [0.5, 1.0, 1.5, 3.0], [2.0, -3.0, 0.25, -0.75]])
+BOUNDS = [(-1.0, 1.0), (None, 0.5), (-0.5, None), (1.0, -1.0)]  # the last: min > max gives max
+
+
+@pytest.mark.parametrize(("low", "high"), BOUNDS)
+def test_clamp(low, high) -> None:
+    """The gradient passes on the bounds themselves (x == min), as PyTorch's does."""
+    _check({"x": X}, lambda x: x.clamp(low, high), lambda x: x.clamp(low, high))
+    _check({"x": X}, lambda x: verigrad.clip(x, min=low, max=high), lambda x: torch.clip(x, low, high))
+
+
+def test_clamp_with_tensor_bounds_and_nan() -> None:
+    # min > max in some places (all go to max); not min == max with x outside, where PyTorch passes the
+    # gradient to none of the three and verigrad to min (the value's source)
+    low, high = np.array([-1.0, 0.0, 0.5, -3.0]), np.array([[1.0], [2.0], [-0.25]])
+    _check(
+        {"x": X, "low": low, "high": high},
+        lambda x, low, high: x.clamp(low, high),
+        lambda x, low, high: x.clamp(low, high),
+    )
+    values = np.array([np.nan, np.inf, -np.inf, 2.0])
+    ours = verigrad.tensor(values).clamp(-1.0, 1.0).numpy()
+    np.testing.assert_array_equal(ours, torch.tensor(values).clamp(-1.0, 1.0).numpy())
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, (0, 1)])
+@pytest.mark.parametrize("correction", [0, 1, 2])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_var_and_std(axis, correction, keepdim) -> None:
+    def theirs(x, op):
+        return getattr(torch, op)(x, dim=axis, correction=correction, keepdim=keepdim)
+
+    _check({"x": X}, lambda x: x.var(axis, correction, keepdim), lambda x: theirs(x, "var"))
+    _check(
+        {"x": X},
+        lambda x: verigrad.std(x, dim=axis, correction=correction, keepdim=keepdim),
+        lambda x: theirs(x, "std"),
+    )
+
+
+def test_var_unbiased_flag() -> None:
+    _check({"x": X}, lambda x: x.var(1, unbiased=False), lambda x: x.var(1, unbiased=False))
+    _check({"x": X}, lambda x: x.std(dim=0, unbiased=True), lambda x: x.std(dim=0, unbiased=True))
+
+
+@pytest.mark.parametrize("axis", [0, 1, (0, 1)])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_logsumexp(axis, keepdim) -> None:
+    big = X * 300  # exp overflows without the shift
+    _check({"x": big}, lambda x: x.logsumexp(axis, keepdim), lambda x: x.logsumexp(axis, keepdim))
+    infinite = np.array([[-np.inf, -np.inf], [np.inf, 1.0], [-np.inf, 2.0]])
+    ours = verigrad.logsumexp(verigrad.tensor(infinite), 1).numpy()
+    np.testing.assert_array_equal(ours, torch.logsumexp(torch.tensor(infinite), 1).numpy())
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "int64", "int32"])
+def test_argmin_ties_nan_and_extremes(dtype) -> None:
+    if dtype.startswith("int"):
+        info = np.iinfo(dtype)
+        values = np.array([[3, info.min, 5, info.min], [info.max, 7, info.max, 7], [0, 0, -1, 4]], dtype)
+    else:
+        values = np.array([[3.0, -1.0, -1.0, 2.0], [np.nan, 1.0, -np.inf, 0.0], [0.0, -0.0, 5.0, 1.0]], dtype)
+    ours, theirs = verigrad.tensor(values), torch.from_numpy(values)
+    for axis in (None, 0, 1):
+        for keepdim in (False, True):
+            got = ours.argmin(axis, keepdim).numpy()
+            want = torch.argmin(theirs, dim=axis, keepdim=keepdim if axis is not None else False).numpy()
+            if axis is None and keepdim:
+                continue  # PyTorch's keepdim with dim=None keeps every axis; NumPy's argmin has no such form
+            np.testing.assert_array_equal(got, want, err_msg=f"axis {axis}")
+
+
+def test_all_any_isnan_isinf_isfinite() -> None:
+    values = np.array([[0.0, np.nan, 1.0], [np.inf, -np.inf, 0.0], [-0.0, 2.0, 3.0]])
+    ours, theirs = verigrad.tensor(values), torch.from_numpy(values)
+    for name in ("isnan", "isinf", "isfinite"):
+        np.testing.assert_array_equal(getattr(ours, name)().numpy(), getattr(theirs, name)().numpy())
+    for name in ("all", "any"):
+        for axis in (None, 0, 1):
+            got = getattr(ours, name)(axis).numpy()
+            want = getattr(theirs, name)() if axis is None else getattr(theirs, name)(dim=axis)
+            np.testing.assert_array_equal(got, want.numpy(), err_msg=f"{name} axis {axis}")
+    ints = np.array([[0, 3], [-2, 5]])
+    assert verigrad.tensor(ints).isfinite().numpy().all() and not verigrad.tensor(ints).isinf().numpy().any()
+
+
+@pytest.mark.parametrize("diagonal", [-1, 0, 2])
+def test_tril_and_triu(diagonal) -> None:
+    batch = np.random.default_rng(1).standard_normal((2, 3, 4))
+    _check({"x": batch}, lambda x: x.tril(diagonal), lambda x: x.tril(diagonal))
+    _check({"x": batch}, lambda x: verigrad.triu(x, diagonal), lambda x: torch.triu(x, diagonal))
+
+
+def test_masked_fill_and_where_style_helpers() -> None:
+    mask = np.array([True, False, True, False])
+    _check(
+        {"x": X},
+        lambda x: x.masked_fill(verigrad.tensor(mask), -7.5) * 2,
+        lambda x: x.masked_fill(torch.from_numpy(mask), -7.5) * 2,
+    )
+    _check({"x": X + 5}, lambda x: x.reciprocal(), lambda x: x.reciprocal())
+
+
+@pytest.mark.parametrize("dims", [0, 1, (0, 1)])
+def test_flip(dims) -> None:
+    _check({"x": X}, lambda x: x.flip(dims), lambda x: x.flip(dims))
+
+
+@pytest.mark.parametrize("sizes", [(2, 1), (1, 3), (2, 2, 1), (3, 1, 2)])
+def test_repeat(sizes) -> None:
+    _check({"x": X}, lambda x: x.repeat(*sizes), lambda x: x.repeat(*sizes))
+
+
+@pytest.mark.parametrize(
+    "how", [("split", 2, 1), ("split", [1, 3], 1), ("split", 1, 0), ("chunk", 3, 1), ("chunk", 2, 0)]
+)
+def test_split_and_chunk(how) -> None:
+    name, arg, axis = how
+
+    def ours(x):
+        return verigrad.concat(
+            *[p * (i + 1) for i, p in enumerate(getattr(x, name)(arg, dim=axis))], axis=axis
+        )
+
+    def theirs(x):
+        return torch.cat([p * (i + 1) for i, p in enumerate(getattr(x, name)(arg, dim=axis))], dim=axis)
+
+    _check({"x": X}, ours, theirs)
+    pieces = getattr(verigrad.tensor(X), name)(arg, axis)
+    assert [p.shape for p in pieces] == [
+        tuple(p.shape) for p in getattr(torch.from_numpy(X), name)(arg, axis)
+    ]
+
+
+def test_index_select_clone_and_in_place() -> None:
+    index = np.array([2, 0, 2])
+    _check(
+        {"x": X},
+        lambda x: x.index_select(0, verigrad.tensor(index)).clone(),
+        lambda x: x.index_select(0, torch.from_numpy(index)).clone(),
+    )
+    ours, theirs = verigrad.tensor(X.copy()), torch.from_numpy(X.copy())
+    with verigrad.no_grad():
+        ours.mul_(2).add_(1.5, alpha=2).sub_(verigrad.tensor(X), alpha=0.5).div_(3).clamp_(-1, 1)
+    theirs.mul_(2).add_(1.5, alpha=2).sub_(torch.from_numpy(X), alpha=0.5).div_(3).clamp_(-1, 1)
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-15)

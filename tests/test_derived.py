@@ -1,0 +1,191 @@
+"""The PyTorch-named functions written with ops (verigrad/ops/derived.py) and the Tensor methods around
+them: values against NumPy on both backends, symbolic shapes, compiled runs against eager ones, and the
+refusals. Gradients and PyTorch's own values: tests/parity/test_derived_torch.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import verigrad
+from verigrad import ShapeError
+
+VALUES = np.array([[1.5, -2.0, 0.0, 4.0], [np.nan, 3.0, -np.inf, -0.0], [2.0, 2.0, -1.0, np.inf]])
+
+
+@pytest.fixture(params=["reference", "cpu"])
+def backend(request):
+    with verigrad.backend(request.param):
+        yield request.param
+
+
+def _eq(got: verigrad.Tensor, want: np.ndarray) -> None:
+    np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_clamp_is_numpys_clip_with_nan_and_crossed_bounds(backend) -> None:
+    x = verigrad.tensor(VALUES)
+    _eq(x.clamp(-1.0, 2.0), np.clip(VALUES, -1.0, 2.0))
+    _eq(x.clamp(min=0.5), np.maximum(VALUES, 0.5))  # NaN stays NaN in both
+    _eq(verigrad.clip(x, max=-0.5), np.minimum(VALUES, -0.5))
+    _eq(x.clamp(2.0, -1.0), np.where(np.isnan(VALUES), np.nan, -1.0))  # min > max: every value is max
+    ints = verigrad.tensor([[5, -7], [0, 2]])
+    _eq(ints.clamp(-1, 3), np.array([[3, -1], [0, 2]]))
+    assert ints.clamp(-1, 3).dtype is verigrad.i64
+
+
+def test_tests_of_values(backend) -> None:
+    x = verigrad.tensor(VALUES)
+    _eq(x.isnan(), np.isnan(VALUES))
+    _eq(x.isinf(), np.isinf(VALUES))
+    _eq(verigrad.isfinite(x), np.isfinite(VALUES))
+    for axis in (None, 0, 1):
+        _eq(x.all(axis), np.all(VALUES, axis=axis))
+        _eq(
+            verigrad.any(x, dim=axis, keepdim=axis is not None),
+            np.any(VALUES, axis=axis, keepdims=axis is not None),
+        )
+    _eq(verigrad.tensor(np.zeros((2, 0))).all(1), np.array([True, True]))  # empty: all holds, any does not
+    _eq(verigrad.tensor(np.zeros((2, 0))).any(1), np.array([False, False]))
+
+
+def test_var_std_and_logsumexp_against_numpy(backend) -> None:
+    rng = np.random.default_rng(3)
+    x64 = rng.standard_normal((4, 5, 6)) * 3 + 1
+    for dtype, rtol in (("f64", 1e-13), ("f32", 2e-6)):
+        x = verigrad.tensor(x64, dtype=dtype)
+        data = x.numpy().astype(np.float64)
+        for axis in (None, 1, (0, 2)):
+            for correction in (0, 1):
+                want = data.var(axis=axis, ddof=correction)
+                np.testing.assert_allclose(x.var(axis, correction).numpy(), want, rtol=rtol)
+                np.testing.assert_allclose(
+                    x.std(dim=axis, correction=correction).numpy(), np.sqrt(want), rtol=rtol
+                )
+            top = data.max(axis=axis, keepdims=True)
+            want = np.log(np.exp(data - top).sum(axis=axis, keepdims=True)) + top
+            got = x.logsumexp(axis if axis is not None else (0, 1, 2), keepdim=True).numpy()
+            np.testing.assert_allclose(got, want, rtol=rtol)
+    huge = verigrad.tensor([[1000.0, 1000.0], [-np.inf, -np.inf], [np.inf, 0.0]])
+    np.testing.assert_allclose(huge.logsumexp(1).numpy(), [1000.0 + np.log(2.0), -np.inf, np.inf], rtol=1e-7)
+
+
+def test_argmin_of_floats_and_of_integer_extremes(backend) -> None:
+    for axis in (None, 0, 1):
+        _eq(verigrad.tensor(VALUES).argmin(axis), np.argmin(VALUES, axis=axis))  # the first NaN wins
+    for dtype in (np.int64, np.int32):
+        info = np.iinfo(dtype)
+        ints = np.array([[3, info.min, info.max], [info.min, info.max, 0]], dtype)
+        for axis in (None, 0, 1):
+            _eq(verigrad.argmin(verigrad.tensor(ints), dim=axis), np.argmin(ints, axis=axis))
+    flags = np.array([[True, False, True], [True, True, True]])
+    _eq(verigrad.tensor(flags).argmin(1), np.argmin(flags, axis=1))
+
+
+def test_triangles_and_movement_against_numpy(backend) -> None:
+    x = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
+    t = verigrad.tensor(x)
+    for k in (-1, 0, 2):
+        _eq(t.tril(k), np.tril(x, k))
+        _eq(verigrad.triu(t, k), np.triu(x, k))
+    _eq(t.flip(0, 2), np.flip(x, (0, 2)))
+    _eq(verigrad.flip(t, -1), np.flip(x, -1))
+    _eq(t.repeat(2, 1, 3), np.tile(x, (2, 1, 3)))
+    _eq(t.repeat((3, 1, 1, 2)), np.tile(x, (3, 1, 1, 2)))
+    _eq(t.index_select(2, verigrad.tensor([3, 0, 3])), np.take(x, [3, 0, 3], axis=2))
+    _eq(t.masked_fill(t > 10, -1.0), np.where(x > 10, -1.0, x))
+    with np.errstate(divide="ignore"):
+        _eq(t.reciprocal(), 1 / x)
+    assert [p.shape for p in t.split(3, dim=2)] == [(2, 3, 3), (2, 3, 1)]
+    assert [p.shape for p in t.split([1, 0, 2], 1)] == [(2, 1, 4), (2, 0, 4), (2, 2, 4)]
+    assert [p.shape for p in verigrad.chunk(t, 3, -1)] == [(2, 3, 2), (2, 3, 2)]  # PyTorch's: fewer chunks
+    assert [p.shape for p in t.chunk(2, 1)] == [(2, 2, 4), (2, 1, 4)]
+    _eq(verigrad.concat(*t.split(3, 2), axis=2), x)
+
+
+def test_dtype_shortcuts_views_and_clone() -> None:
+    t = verigrad.tensor([[1.5, -2.5], [3.0, 0.0]])
+    assert (t.long().dtype, t.int().dtype, t.bool().dtype, t.half().dtype) == (
+        verigrad.i64,
+        verigrad.i32,
+        verigrad.bool_,
+        verigrad.f16,
+    )
+    _eq(t.long(), np.array([[1, -2], [3, 0]]))
+    assert t.dim() == t.ndimension() == 2
+    assert t.type_as(verigrad.zeros(1, dtype="f64")).dtype is verigrad.f64
+    assert verigrad.ones(3).expand_as(t[:, :1].expand(2, 3)).shape == (2, 3)
+    assert verigrad.arange(0, 4).view_as(t).shape == (2, 2)
+    copy = t.clone()
+    assert not np.shares_memory(copy.numpy(), t.numpy())
+    with verigrad.no_grad():
+        copy.zero_()
+    _eq(t, np.array([[1.5, -2.5], [3.0, 0.0]], np.float32))  # the original is untouched
+    _eq(copy, np.zeros((2, 2), np.float32))
+
+
+def test_in_place_methods(backend) -> None:
+    x = verigrad.tensor(np.arange(6.0).reshape(2, 3))
+    with verigrad.no_grad():
+        assert x.fill_(2.0) is x
+        x.add_(verigrad.tensor([1.0, 2.0, 3.0]), alpha=2).mul_(0.5).sub_(1.0).div_(2.0)
+    _eq(x, (2.0 + 2 * np.array([[1.0, 2.0, 3.0]] * 2)) * 0.5 / 2.0 - 0.5)
+    x.copy_(verigrad.tensor([[9.0], [-9.0]]))
+    _eq(x, np.array([[9.0] * 3, [-9.0] * 3]))
+    x.clamp_(-1.0, 1.0)
+    _eq(x, np.array([[1.0] * 3, [-1.0] * 3]))
+    w = verigrad.ones(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="in place"):
+        w.mul_(2)
+
+
+def test_symbolic_shapes() -> None:
+    B, N = verigrad.dims("B N")
+    spec = verigrad.spec([B, N])
+    assert verigrad.check(lambda x: x.var(1, keepdim=True), spec) == verigrad.spec([B, 1])
+    assert verigrad.check(lambda x: x.logsumexp(0), spec) == verigrad.spec([N])
+    assert verigrad.check(lambda x: x.tril().flip(0), spec) == spec
+    assert verigrad.check(lambda x: x.repeat(2, 1, 3), spec) == verigrad.spec([2, B, N * 3])
+    assert verigrad.check(lambda x: x.argmin(1), spec) == verigrad.spec([B], "i64")
+    assert verigrad.check(lambda x: x.split(2, 1), verigrad.spec([B, 5])) == (
+        verigrad.spec([B, 2]),
+        verigrad.spec([B, 2]),
+        verigrad.spec([B, 1]),
+    )
+    with pytest.raises(ShapeError, match="chunk needs a concrete size along axis 0, got B"):
+        verigrad.check(lambda x: x.chunk(2), spec)
+
+
+def test_compiled_runs_match_eager_ones_for_each_batch(backend) -> None:
+    """Traced with a symbolic batch: the counts var divides by and the flips' indices follow it."""
+
+    def f(x):
+        return x.var(0) + x.std(0, correction=0) + x.logsumexp(0) + x.flip(0)[0] + x.tril(-1).sum(0)
+
+    compiled = verigrad.compile(f)
+    rng = np.random.default_rng(9)
+    for batch in (5, 3, 5, 8):
+        x = verigrad.tensor(rng.standard_normal((batch, 4)))
+        _eq(compiled(x), f(x).numpy())
+
+
+def test_refusals() -> None:
+    x = verigrad.tensor(VALUES)
+    with pytest.raises(ValueError, match="clamp needs min or max"):
+        x.clamp()
+    with pytest.raises(verigrad.DTypeError, match="var and std need an f16, f32 or f64 tensor, got i64"):
+        verigrad.tensor([1, 2, 3]).var()
+    with pytest.raises(ValueError, match=r"split sizes \[1, 1\] must be non-negative and add up to 3"):
+        x.split([1, 1])
+    with pytest.raises(ValueError, match="positive size"):
+        x.split(0)
+    with pytest.raises(ValueError, match="positive number of chunks"):
+        x.chunk(0)
+    with pytest.raises(ShapeError, match="repeat needs a count for each of the 2 axes"):
+        x.repeat(2)
+    with pytest.raises(ShapeError, match="tril needs a matrix"):
+        verigrad.tensor([1.0, 2.0]).tril()
+    with pytest.raises(ShapeError, match="1-D index"):
+        x.index_select(0, verigrad.tensor([[0]]))
+    with pytest.raises(verigrad.DTypeError, match="bool"):
+        x.masked_fill(verigrad.tensor([1, 0, 1, 0]), 0.0)

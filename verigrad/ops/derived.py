@@ -1,0 +1,226 @@
+"""Functions PyTorch users reach for, written with the ops: clamp, masked_fill, var and std,
+logsumexp, argmin, all and any, isnan / isinf / isfinite, tril and triu, chunk and split, flip,
+repeat, index_select. None is an op of its own: its shapes, dtypes, errors and gradients are those of
+the ops it is made of, so it works eagerly, under `check` and in traces alike, symbolic sizes included.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from ..dtypes import bool_, i64
+from ..errors import DTypeError, ShapeError
+from ..registry import FUNCS
+from ..shapes import normalize_axes, normalize_axis, shape_text
+from ..tensor import Tensor, describe
+from .binary import eq, ne, sub, where
+from .creation import arange, full
+from .index import take
+from .reduce import argmax, max, numel_of, sum
+from .shaping import getitem, unsqueeze
+
+Axis = int | Sequence[int] | None
+
+
+def _pick(axis: Any, dim: Any) -> Any:
+    """`axis`, or PyTorch's `dim` when it is given."""
+    return dim if dim is not None else axis
+
+
+# element-wise ----------------------------------------------------------------------------------
+def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:
+    """x limited to [min, max] (either may be None, or a tensor that broadcasts); NaN stays NaN, and
+    where min > max every value is max, as in PyTorch. The gradient goes to x where min <= x <= max,
+    else to the bound the value is (to min where min == max and x is outside: PyTorch gives it to none)."""
+    if min is None and max is None:
+        raise ValueError("clamp needs min or max (or both)")
+    y = x
+    if min is not None:
+        y = where(x < min, min, y)
+    if max is not None:
+        y = where(y > max, max, y)
+    return y
+
+
+def masked_fill(x: Tensor, mask: Tensor, value: Any) -> Tensor:
+    """x with `value` where the bool `mask` (broadcast to x) holds."""
+    return where(mask, value, x)
+
+
+def isnan(x: Tensor) -> Tensor:
+    return ne(x, x)
+
+
+def isinf(x: Tensor) -> Tensor:
+    return eq(abs(x), math.inf) if x.dtype.is_float else ne(x, x)
+
+
+def isfinite(x: Tensor) -> Tensor:
+    """Neither NaN nor infinite (x - x is 0 exactly then); every integer is."""
+    return eq(sub(x, x), 0)
+
+
+def _triangle(x: Tensor, diagonal: int, lower: bool, name: str) -> Tensor:
+    if x.ndim < 2:
+        raise ShapeError(f"{name} needs a matrix (or a batch of them), got {shape_text(x.shape)}")
+    rows, cols = unsqueeze(arange(0, x.shape[-2]), -1), arange(0, x.shape[-1])
+    keep = (cols - rows <= diagonal) if lower else (cols - rows >= diagonal)
+    return where(keep, x, 0)
+
+
+def tril(x: Tensor, diagonal: int = 0) -> Tensor:
+    """The lower triangle of the last two axes (j - i <= diagonal); the rest 0."""
+    return _triangle(x, diagonal, True, "tril")
+
+
+def triu(x: Tensor, diagonal: int = 0) -> Tensor:
+    """The upper triangle of the last two axes (j - i >= diagonal); the rest 0."""
+    return _triangle(x, diagonal, False, "triu")
+
+
+# reductions ------------------------------------------------------------------------------------
+def var(
+    x: Tensor,
+    axis: Axis = None,
+    correction: int | float = 1,
+    keepdim: bool = False,
+    *,
+    dim: Axis = None,
+    unbiased: bool | None = None,
+) -> Tensor:
+    """The variance over `axis` (all when None): the mean squared deviation, summed and divided by
+    (count - correction); correction 1 (the default, or `unbiased=True`) is Bessel's, 0 the biased one."""
+    if not x.dtype.is_float or x.dtype.name == "bf16":
+        raise DTypeError(f"var and std need an f16, f32 or f64 tensor, got {x.dtype.name}; cast it first")
+    if unbiased is not None:
+        correction = 1 if unbiased else 0
+    axes = normalize_axes(_pick(axis, dim), x.ndim)
+    deviation = x - x.mean(axes, keepdim=True)
+    return sum(deviation * deviation, axis=axes, keepdim=keepdim) / (numel_of(x, axis=axes) - correction)
+
+
+def std(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+    """The square root of `var` (same arguments)."""
+    return var(x, *args, **kwargs).sqrt()
+
+
+def logsumexp(x: Tensor, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
+    """log(sum(exp(x))) over `axis`, shifted by the maximum so that nothing overflows (an infinite
+    maximum is not subtracted, as in PyTorch: all -inf gives -inf); its gradient is the softmax."""
+    axes = normalize_axes(_pick(axis, dim), x.ndim)
+    top = max(x, axis=axes, keepdim=True).detach()
+    top = where(isinf(top), 0.0, top)
+    out = (x - top).exp().sum(axes, keepdim=True).log() + top
+    return out if keepdim else out.reshape(tuple(d for i, d in enumerate(x.shape) if i not in axes))
+
+
+def argmin(x: Tensor, axis: int | None = None, keepdim: bool = False, *, dim: int | None = None) -> Tensor:
+    """Index of the first smallest value along `axis` (of the flattened tensor when None), as i64: the
+    first largest of -x, or of -1 - x for integers (which, unlike -x, does not overflow)."""
+    flipped = sub(-1, x.cast(i64) if x.dtype is bool_ else x) if not x.dtype.is_float else -x
+    return argmax(flipped, axis=_pick(axis, dim), keepdim=keepdim)
+
+
+def all(x: Tensor, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
+    """Whether every element over `axis` is nonzero (NaN counts as nonzero), as bool."""
+    return eq(sum(eq(x, 0), axis=_pick(axis, dim), keepdim=keepdim), 0)
+
+
+def any(x: Tensor, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
+    """Whether some element over `axis` is nonzero (NaN counts as nonzero), as bool."""
+    return ne(sum(ne(x, 0), axis=_pick(axis, dim), keepdim=keepdim), 0)
+
+
+# movement --------------------------------------------------------------------------------------
+def _concrete_size(x: Tensor, axis: int, name: str) -> int:
+    size = x.shape[axis]
+    if not isinstance(size, int):
+        reason = f"{name} needs a concrete size along axis {axis}, got {size}"
+        raise ShapeError(reason).locate(name, (describe(x),))
+    return size
+
+
+def split(x: Tensor, split_size_or_sections: int | Sequence[int], axis: int = 0, *, dim: int | None = None):
+    """Views of consecutive pieces along `axis`: of `split_size` each (the last may be shorter), or of
+    the given sizes, which must add up to the axis' size."""
+    axis = normalize_axis(_pick(axis, dim), x.ndim)
+    size = _concrete_size(x, axis, "split")
+    if isinstance(split_size_or_sections, int):
+        step = split_size_or_sections
+        if step <= 0:
+            raise ValueError(f"split needs a positive size, got {step}")
+        sizes = [min(step, size - start) for start in range(0, size, step)] or [0]
+    else:
+        sizes = [int(s) for s in split_size_or_sections]
+        if builtins.min(sizes, default=0) < 0 or builtins.sum(sizes) != size:
+            raise ValueError(f"split sizes {sizes} must be non-negative and add up to {size}")
+    lead = (slice(None),) * axis
+    pieces, start = [], 0
+    for n in sizes:
+        pieces.append(getitem(x, (*lead, slice(start, start + n))))
+        start += n
+    return tuple(pieces)
+
+
+def chunk(x: Tensor, chunks: int, axis: int = 0, *, dim: int | None = None):
+    """`chunks` views along `axis` (fewer when the size does not allow so many), each of
+    ceil(size / chunks) elements but the last, as PyTorch's chunk."""
+    if not isinstance(chunks, int) or chunks <= 0:
+        raise ValueError(f"chunk needs a positive number of chunks, got {chunks}")
+    axis = normalize_axis(_pick(axis, dim), x.ndim)
+    size = _concrete_size(x, axis, "chunk")
+    return split(x, builtins.max(1, -(-size // chunks)), axis)
+
+
+def flip(x: Tensor, dims: int | Sequence[int]) -> Tensor:
+    """x reversed along each axis of `dims` (a copy, as in PyTorch)."""
+    for axis in normalize_axes(dims, x.ndim):
+        last = full((), x.shape[axis] - 1, dtype=i64)  # a size that may be a symbol, bound at run time
+        x = take(x, sub(last, arange(0, x.shape[axis])), axis=axis)
+    return x
+
+
+def repeat(x: Tensor, *sizes: Any) -> Tensor:
+    """PyTorch's repeat: x tiled sizes[i] times along axis i (leading sizes add new axes)."""
+    if len(sizes) == 1 and isinstance(sizes[0], list | tuple):
+        sizes = tuple(sizes[0])
+    if len(sizes) < x.ndim:
+        raise ShapeError(
+            f"repeat needs a count for each of the {x.ndim} axes of {shape_text(x.shape)}, got {len(sizes)}"
+        )
+    shape = (1,) * (len(sizes) - x.ndim) + tuple(x.shape)
+    spread = x.reshape(tuple(d for s in shape for d in (1, s)))  # a unit axis before each axis
+    tiled = spread.broadcast_to(tuple(d for r, s in zip(sizes, shape) for d in (r, s)))
+    return tiled.reshape(tuple(r * s for r, s in zip(sizes, shape)))
+
+
+def index_select(x: Tensor, axis: int, index: Tensor) -> Tensor:
+    """The entries of x at the integer `index` (1-D) along `axis`."""
+    if index.ndim != 1:
+        raise ShapeError(f"index_select needs a 1-D index, got {shape_text(index.shape)}")
+    return take(x, index, axis=axis)
+
+
+FUNCS.update(
+    clamp=clamp,
+    masked_fill=masked_fill,
+    isnan=isnan,
+    isinf=isinf,
+    isfinite=isfinite,
+    tril=tril,
+    triu=triu,
+    var=var,
+    std=std,
+    logsumexp=logsumexp,
+    argmin=argmin,
+    all=all,
+    any=any,
+    split=split,
+    chunk=chunk,
+    flip=flip,
+    repeat=repeat,
+    index_select=index_select,
+)
