@@ -24,6 +24,7 @@ LAYERS = [
     "sweep",
     "ir",
     "compile",
+    "losses",
     "functional",
     "nn",
     "optim",

@@ -1,4 +1,5 @@
-"""Functions in the style of `torch.nn.functional`, each a thin wrapper over verigrad ops.
+"""Functions in the style of `torch.nn.functional`, each a thin wrapper over verigrad ops (the losses
+but cross_entropy are in `losses.py`).
 
 Images are NCHW unless `layout="NHWC"` is given (conv weights are then [KH, KW, C, O]). Norms take
 (x, weight, bias, eps) and normalize over the last axis; embedding takes (weight, idx).
@@ -9,6 +10,15 @@ from __future__ import annotations
 import numpy as np
 
 from . import ops
+from .losses import (
+    binary_cross_entropy,
+    binary_cross_entropy_with_logits,
+    huber_loss,
+    l1_loss,
+    mse_loss,
+    nll_loss,
+    smooth_l1_loss,
+)
 from .ops.creation import Generator, _seed
 from .shapes import DimLike
 from .tensor import Tensor
@@ -159,6 +169,33 @@ __all__ = [
     "rope",
     "sigmoid",
     "silu",
+    "softmax",
+    "tanh",
+]
+
+
+__all__ = [
+    "avg_pool2d",
+    "binary_cross_entropy",
+    "binary_cross_entropy_with_logits",
+    "conv2d",
+    "cross_entropy",
+    "dropout",
+    "embedding",
+    "gelu",
+    "huber_loss",
+    "l1_loss",
+    "layer_norm",
+    "log_softmax",
+    "max_pool2d",
+    "mse_loss",
+    "nll_loss",
+    "relu",
+    "rms_norm",
+    "rope",
+    "sigmoid",
+    "silu",
+    "smooth_l1_loss",
     "softmax",
     "tanh",
 ]

@@ -7,6 +7,7 @@ from typing import Any
 from .. import functional as F
 from ..autograd import no_grad
 from ..dtypes import f32, f64
+from ..losses import REDUCTIONS
 from ..ops import full, ones, zeros
 from ..shapes import DimLike
 from ..tensor import Tensor
@@ -274,16 +275,83 @@ class CrossEntropyLoss(Module):
         return F.cross_entropy(logits, target, reduction=self.reduction)
 
 
-class MSELoss(Module):
-    """Mean (or sum) of squared differences."""
+class _Loss(Module):
+    """A loss module: F.<name>(input, target, reduction=..., **settings)."""
 
-    def __init__(self, reduction: str = "mean"):
+    def __init__(self, reduction: str = "mean", **settings: Any):
         super().__init__()
-        if reduction not in ("mean", "sum"):
-            raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
-        self.reduction = reduction
+        if reduction not in REDUCTIONS:
+            raise ValueError(f"reduction must be one of {', '.join(REDUCTIONS)}, got {reduction!r}")
+        self.reduction, self.settings = reduction, settings
 
-    def forward(self, prediction: Tensor, target: Tensor) -> Tensor:
-        diff = prediction - target
-        squared = diff * diff
-        return squared.mean() if self.reduction == "mean" else squared.sum()
+    def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        return self.loss(input, target, reduction=self.reduction, **self.settings)
+
+    def extra_repr(self) -> str:
+        return ", ".join([f"reduction={self.reduction!r}"] + [f"{k}={v!r}" for k, v in self.settings.items()])
+
+
+class MSELoss(_Loss):
+    """Squared differences."""
+
+    loss = staticmethod(F.mse_loss)
+
+
+class L1Loss(_Loss):
+    """Absolute differences."""
+
+    loss = staticmethod(F.l1_loss)
+
+
+class SmoothL1Loss(_Loss):
+    def __init__(self, reduction: str = "mean", beta: float = 1.0):
+        super().__init__(reduction, beta=beta)
+
+    loss = staticmethod(F.smooth_l1_loss)
+
+
+class HuberLoss(_Loss):
+    def __init__(self, reduction: str = "mean", delta: float = 1.0):
+        super().__init__(reduction, delta=delta)
+
+    loss = staticmethod(F.huber_loss)
+
+
+class NLLLoss(_Loss):
+    """Negative log-likelihood of log-probabilities [N, C] at integer classes [N]."""
+
+    def __init__(self, reduction: str = "mean", ignore_index: int = -100):
+        super().__init__(reduction, ignore_index=ignore_index)
+
+    loss = staticmethod(F.nll_loss)
+
+
+class BCELoss(_Loss):
+    """Binary cross-entropy of probabilities."""
+
+    loss = staticmethod(F.binary_cross_entropy)
+
+
+class BCEWithLogitsLoss(_Loss):
+    """Binary cross-entropy of sigmoid(logits), from the logits."""
+
+    loss = staticmethod(F.binary_cross_entropy_with_logits)
+
+
+class Identity(Module):
+    def forward(self, x: Tensor) -> Tensor:
+        return x
+
+
+class Softmax(Module):
+    def __init__(self, dim: int = -1):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.softmax(x, self.dim)
+
+
+class LogSoftmax(Softmax):
+    def forward(self, x: Tensor) -> Tensor:
+        return F.log_softmax(x, self.dim)

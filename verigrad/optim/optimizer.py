@@ -80,6 +80,12 @@ class Optimizer:
         self.defaults["lr"] = value
 
     @property
+    def param_groups(self) -> list[Hyperparameters]:
+        """PyTorch's parameter groups: one here, the settings (writing its "lr" sets the rate compiled
+        steps read)."""
+        return [self.defaults]
+
+    @property
     def steps(self) -> int:
         """How many times step() ran (a tensor underneath, so compiled steps count too)."""
         return int(self._steps.item())

@@ -1,0 +1,142 @@
+"""Losses, gradient clipping, learning-rate schedules and the small modules, against PyTorch's."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as TF
+from gradients import check_values_and_gradients as _check
+
+import verigrad
+import verigrad.functional as F
+from verigrad import nn
+from verigrad.optim import lr_scheduler
+
+RNG = np.random.default_rng(11)
+PRED, TARGET = RNG.standard_normal((4, 5)), RNG.standard_normal((4, 5))
+REDUCTIONS = ["mean", "sum", "none"]
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize(
+    ("ours", "theirs"),
+    [
+        (F.mse_loss, TF.mse_loss),
+        (F.l1_loss, TF.l1_loss),
+        (
+            lambda x, t, **kw: F.smooth_l1_loss(x, t, beta=0.7, **kw),
+            lambda x, t, **kw: TF.smooth_l1_loss(x, t, beta=0.7, **kw),
+        ),
+        (
+            lambda x, t, **kw: F.smooth_l1_loss(x, t, beta=0.0, **kw),
+            lambda x, t, **kw: TF.smooth_l1_loss(x, t, beta=0.0, **kw),
+        ),
+        (
+            lambda x, t, **kw: F.huber_loss(x, t, delta=0.8, **kw),
+            lambda x, t, **kw: TF.huber_loss(x, t, delta=0.8, **kw),
+        ),
+    ],
+)
+def test_regression_losses(ours, theirs, reduction) -> None:
+    _check(
+        {"x": PRED, "t": TARGET},
+        lambda x, t: ours(x, t, reduction=reduction),
+        lambda x, t: theirs(x, t, reduction=reduction),
+    )
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_nll_loss_with_an_ignored_class(reduction) -> None:
+    target = np.array([1, -100, 4, 0])
+    _check(
+        {"x": PRED},
+        lambda x: F.nll_loss(x.log_softmax(-1), verigrad.tensor(target), reduction=reduction),
+        lambda x: TF.nll_loss(x.log_softmax(-1), torch.from_numpy(target), reduction=reduction),
+    )
+    _check(
+        {"x": PRED},
+        lambda x: nn.NLLLoss(ignore_index=4)(x, verigrad.tensor(target[[0, 2, 2, 3]])),
+        lambda x: torch.nn.NLLLoss(ignore_index=4)(x, torch.from_numpy(target[[0, 2, 2, 3]])),
+    )
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_binary_cross_entropy(reduction) -> None:
+    probs, labels = 1 / (1 + np.exp(-PRED)), (TARGET > 0).astype(np.float64)
+    _check(
+        {"p": probs},
+        lambda p: F.binary_cross_entropy(p, verigrad.tensor(labels), reduction=reduction),
+        lambda p: TF.binary_cross_entropy(p, torch.from_numpy(labels), reduction=reduction),
+    )
+    logits = PRED * 30  # large magnitudes: the logits form must not overflow
+    _check(
+        {"x": logits, "t": 1 / (1 + np.exp(-TARGET))},
+        lambda x, t: nn.BCEWithLogitsLoss(reduction)(x, t),
+        lambda x, t: torch.nn.BCEWithLogitsLoss(reduction=reduction)(x, t),
+    )
+    edges = np.array([0.0, 1.0, 1.0, 0.0])  # log(0): PyTorch bounds each log below by -100
+    ours = F.binary_cross_entropy(
+        verigrad.tensor(edges), verigrad.tensor([0.0, 0.0, 1.0, 1.0]), reduction="none"
+    )
+    theirs = TF.binary_cross_entropy(
+        torch.from_numpy(edges), torch.tensor([0.0, 0.0, 1.0, 1.0], dtype=torch.float64), reduction="none"
+    )
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+def test_identity_softmax_and_log_softmax_modules() -> None:
+    _check({"x": PRED}, lambda x: nn.Softmax(0)(nn.Identity()(x)), lambda x: torch.nn.Softmax(0)(x))
+    _check({"x": PRED}, lambda x: nn.LogSoftmax(dim=1)(x), lambda x: torch.nn.LogSoftmax(dim=1)(x))
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, 3.5, math.inf])
+@pytest.mark.parametrize("max_norm", [0.5, 100.0])
+def test_clip_grad_norm(norm_type, max_norm) -> None:
+    grads = [RNG.standard_normal((3, 4)), RNG.standard_normal(7), RNG.standard_normal(())]
+    ours = [verigrad.zeros(*g.shape, dtype="f64", requires_grad=True) for g in grads]
+    theirs = [torch.zeros(g.shape, dtype=torch.float64, requires_grad=True) for g in grads]
+    for o, t, g in zip(ours, theirs, grads):
+        o.grad, t.grad = verigrad.tensor(g), torch.from_numpy(g.copy())
+    norm = nn.utils.clip_grad_norm_(ours, max_norm, norm_type)
+    expected = torch.nn.utils.clip_grad_norm_(theirs, max_norm, norm_type)
+    np.testing.assert_allclose(norm.numpy(), expected.numpy(), rtol=1e-14)
+    for o, t in zip(ours, theirs):
+        np.testing.assert_allclose(o.grad.numpy(), t.grad.numpy(), rtol=1e-14, atol=1e-300)
+    for o, t, g in zip(ours, theirs, grads):
+        o.grad, t.grad = verigrad.tensor(g), torch.from_numpy(g.copy())
+    nn.utils.clip_grad_value_(ours, 0.1)
+    torch.nn.utils.clip_grad_value_(theirs, 0.1)
+    for o, t in zip(ours, theirs):
+        np.testing.assert_array_equal(o.grad.numpy(), t.grad.numpy())
+
+
+SCHEDULES = [
+    ("StepLR", {"step_size": 7, "gamma": 0.5}),
+    ("MultiStepLR", {"milestones": [3, 10, 10, 20], "gamma": 0.3}),
+    ("ExponentialLR", {"gamma": 0.93}),
+    ("CosineAnnealingLR", {"T_max": 9, "eta_min": 0.001}),
+    ("CosineAnnealingLR", {"T_max": 1}),
+    ("LinearLR", {"start_factor": 0.2, "end_factor": 1.0, "total_iters": 6}),
+    ("LinearLR", {}),
+    ("LambdaLR", {"lr_lambda": lambda epoch: 0.95**epoch / (1 + epoch % 3)}),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "settings"), SCHEDULES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(SCHEDULES)]
+)
+def test_learning_rate_schedules_give_pytorchs_floats(name, settings) -> None:
+    ours_opt = verigrad.optim.SGD([verigrad.zeros(2, requires_grad=True)], lr=0.1)
+    theirs_opt = torch.optim.SGD([torch.zeros(2, requires_grad=True)], lr=0.1)
+    ours = getattr(lr_scheduler, name)(ours_opt, **settings)
+    theirs = getattr(torch.optim.lr_scheduler, name)(theirs_opt, **settings)
+    for _ in range(45):
+        assert ours.get_last_lr() == theirs.get_last_lr()  # the same floats, not just close ones
+        assert ours_opt.param_groups[0]["lr"] == theirs_opt.param_groups[0]["lr"]
+        ours_opt.step()
+        theirs_opt.step()
+        ours.step()
+        theirs.step()

@@ -1,0 +1,150 @@
+"""Losses, gradient clipping and learning-rate schedules: values by hand and against NumPy, compiled
+steps against eager ones, and the refusals. PyTorch's values: tests/parity/test_training_utils_torch.py."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import verigrad
+import verigrad.functional as F
+from verigrad import nn
+from verigrad.optim import SGD, Adam, lr_scheduler
+
+
+def test_losses_by_hand() -> None:
+    x, t = verigrad.tensor([0.5, -1.0, 3.0]), verigrad.tensor([0.0, 1.0, 1.0])
+    assert F.mse_loss(x, t).item() == pytest.approx((0.25 + 4 + 4) / 3)
+    assert F.l1_loss(x, t, reduction="sum").item() == pytest.approx(0.5 + 2 + 2)
+    np.testing.assert_allclose(F.smooth_l1_loss(x, t, reduction="none").numpy(), [0.125, 1.5, 1.5])
+    np.testing.assert_allclose(F.huber_loss(x, t, reduction="none", delta=2.0).numpy(), [0.125, 2.0, 2.0])
+    log_probs = verigrad.tensor(np.log([[0.2, 0.8], [0.6, 0.4], [0.5, 0.5]]))
+    classes = verigrad.tensor([1, 0, -100])
+    assert F.nll_loss(log_probs, classes).item() == pytest.approx(-(np.log(0.8) + np.log(0.6)) / 2)
+    np.testing.assert_allclose(
+        F.nll_loss(log_probs, classes, reduction="none").numpy(), [-np.log(0.8), -np.log(0.6), 0]
+    )
+    p, y = verigrad.tensor([0.9, 0.2]), verigrad.tensor([1.0, 0.0])
+    assert F.binary_cross_entropy(p, y).item() == pytest.approx(-(np.log(0.9) + np.log(0.8)) / 2, rel=1e-6)
+    logits = verigrad.tensor([800.0, -800.0, 0.0])  # no overflow either way
+    np.testing.assert_allclose(
+        F.binary_cross_entropy_with_logits(
+            logits, verigrad.tensor([1.0, 1.0, 0.0]), reduction="none"
+        ).numpy(),
+        [0.0, 800.0, np.log(2.0)],
+        rtol=1e-6,
+    )
+
+
+def test_loss_modules_and_their_refusals() -> None:
+    x, t = verigrad.tensor([[1.0, 2.0]]), verigrad.tensor([[0.0, 0.0]])
+    assert nn.MSELoss("sum")(x, t).item() == 5.0
+    assert nn.L1Loss()(x, t).item() == 1.5
+    assert nn.MSELoss(reduction="none")(x, t).shape == (1, 2)
+    assert "beta=0.5" in repr(nn.SmoothL1Loss(beta=0.5))
+    with pytest.raises(ValueError, match="reduction must be one of mean, sum, none, got 'avg'"):
+        nn.L1Loss("avg")
+    with pytest.raises(ValueError, match="reduction must be one of"):
+        F.mse_loss(x, t, reduction="avg")
+    log_probs = verigrad.tensor(np.log([[0.5, 0.5]]))
+    with pytest.raises(IndexError, match="target 2 is out of range for 2 classes"):
+        F.nll_loss(log_probs, verigrad.tensor([2]))
+    with pytest.raises(TypeError, match="classes must be integers"):
+        F.nll_loss(log_probs, verigrad.tensor([1.0]))
+    with pytest.raises(ValueError, match=r"log-probabilities \[N, C\] and classes \[N\]"):
+        F.nll_loss(verigrad.tensor([0.1, 0.9]), verigrad.tensor([1]))
+
+
+def _model_and_data(seed: int = 0):
+    verigrad.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    rng = np.random.default_rng(seed)
+    return (
+        model,
+        verigrad.tensor(rng.standard_normal((6, 4)).astype(np.float32)),
+        verigrad.tensor(rng.integers(0, 3, 6)),
+    )
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+def test_compiled_steps_follow_a_schedule_and_clip_as_eager_ones_do(backend) -> None:
+    """The schedule writes the rate compiled steps read; the clip is part of the traced step."""
+    weights = []
+    for compiled in (False, True):
+        with verigrad.backend(backend):
+            model, x, y = _model_and_data()
+            opt = Adam(model.parameters(), lr=0.05)
+            schedule = lr_scheduler.CosineAnnealingLR(opt, T_max=4, eta_min=0.001)
+
+            def step(x, y):
+                loss = nn.CrossEntropyLoss()(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                norm = nn.utils.clip_grad_norm_(model.parameters(), 0.3)
+                opt.step()
+                return norm
+
+            run = verigrad.compile(step) if compiled else step
+            norms = []
+            for _ in range(7):
+                norms.append(run(x, y).item())
+                schedule.step()
+            weights.append(([p.numpy().copy() for p in model.parameters()], norms))
+    (eager, eager_norms), (compiled, compiled_norms) = weights
+    assert max(eager_norms) > 0.3  # the clip did something
+    np.testing.assert_allclose(compiled_norms, eager_norms, rtol=1e-5)
+    for a, b in zip(eager, compiled):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+
+
+def test_clip_grad_norm_by_hand() -> None:
+    a, b = verigrad.zeros(2, requires_grad=True), verigrad.zeros(1, requires_grad=True)
+    a.grad, b.grad = verigrad.tensor([3.0, 0.0]), verigrad.tensor([4.0])
+    norm = nn.utils.clip_grad_norm_([a, b], max_norm=1.0)
+    assert norm.item() == 5.0
+    np.testing.assert_allclose(a.grad.numpy(), [3 / (5 + 1e-6), 0.0], rtol=1e-6)
+    np.testing.assert_allclose(b.grad.numpy(), [4 / (5 + 1e-6)], rtol=1e-6)
+    assert nn.utils.clip_grad_norm_([a, b], 10.0, norm_type=math.inf).item() == pytest.approx(4 / 5, rel=1e-6)
+    np.testing.assert_allclose(b.grad.numpy(), [4 / (5 + 1e-6)], rtol=1e-6)  # under max_norm: unchanged
+    c = verigrad.zeros(1, requires_grad=True)
+    assert nn.utils.clip_grad_norm_(c, 1.0).item() == 0.0  # no gradients: norm 0, nothing to do
+    c.grad = verigrad.tensor([np.inf])
+    with pytest.raises(RuntimeError, match=r"total 2\.0-norm of the gradients is inf"):
+        nn.utils.clip_grad_norm_(c, 1.0, error_if_nonfinite=True)
+    with pytest.raises(ValueError, match="norm_type must be positive"):
+        nn.utils.clip_grad_norm_(c, 1.0, norm_type=0)
+
+
+def test_schedules_by_hand_and_their_state() -> None:
+    opt = SGD([verigrad.zeros(1, requires_grad=True)], lr=1.0)
+    schedule = lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+    rates = []
+    for _ in range(6):
+        rates.append(schedule.get_last_lr()[0])
+        schedule.step()
+    assert rates == [1.0, 1.0, 0.5, 0.5, 0.25, 0.25]
+    assert opt.defaults.lr.item() == 0.125 and opt.param_groups[0]["lr"] == 0.125
+    saved = schedule.state_dict()
+    other = lr_scheduler.StepLR(SGD([verigrad.zeros(1, requires_grad=True)], lr=1.0), step_size=2, gamma=0.5)
+    other.load_state_dict(saved)
+    other.step()
+    schedule.step()
+    assert other.get_last_lr() == schedule.get_last_lr() == [0.125]
+    opt.param_groups[0]["lr"] = 0.3  # PyTorch's way of setting it by hand
+    assert opt.lr == 0.3 and opt.defaults.lr.item() == 0.3
+    warm = lr_scheduler.LinearLR(
+        SGD([verigrad.zeros(1, requires_grad=True)], lr=0.1), 0.5, 1.0, total_iters=2
+    )
+    seen = []
+    for _ in range(4):
+        seen.append(warm.get_last_lr()[0])
+        warm.step()
+    np.testing.assert_allclose(seen, [0.05, 0.075, 0.1, 0.1])
+    with pytest.raises(ValueError, match="step_size must be a positive integer"):
+        lr_scheduler.StepLR(opt, step_size=0)
+    with pytest.raises(ValueError, match="T_max must be a positive integer"):
+        lr_scheduler.CosineAnnealingLR(opt, T_max=2.5)
+    with pytest.raises(TypeError, match="needs a verigrad optimizer"):
+        lr_scheduler.ExponentialLR(object(), 0.9)

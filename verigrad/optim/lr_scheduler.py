@@ -1,0 +1,156 @@
+"""Learning-rate schedules, as PyTorch's `torch.optim.lr_scheduler`: StepLR, MultiStepLR, ExponentialLR,
+CosineAnnealingLR, LinearLR and LambdaLR.
+
+A schedule sets the optimizer's learning rate, which lives in a tensor compiled steps read, so a
+compiled training step follows it without being traced again. Made, a schedule sets epoch 0's rate;
+each `step()` (after `optimizer.step()`, once per epoch or per batch) moves to the next epoch. The
+rates are formed from the current one by the same arithmetic PyTorch uses, so the two give the same
+floats step for step.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from .optimizer import Optimizer
+
+
+class LRScheduler:
+    """The base: subclasses give `rate(lr, epoch)`, epoch's learning rate from the previous epoch's."""
+
+    def __init__(self, optimizer: Optimizer) -> None:
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"a schedule needs a verigrad optimizer, got {type(optimizer).__name__}")
+        self.optimizer = optimizer
+        self.base_lr = optimizer.lr
+        self.last_epoch = -1
+        self.step()
+
+    def rate(self, lr: float, epoch: int) -> float:
+        raise NotImplementedError
+
+    def step(self) -> None:
+        self.last_epoch += 1
+        self.optimizer.lr = self.rate(self.optimizer.lr, self.last_epoch)
+
+    def get_last_lr(self) -> list[float]:
+        """The rate the last `step()` set, one per parameter group (verigrad's optimizers have one)."""
+        return [self.optimizer.lr]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"last_epoch": self.last_epoch, "base_lr": self.base_lr, "lr": self.optimizer.lr}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.last_epoch, self.base_lr = int(state["last_epoch"]), float(state["base_lr"])
+        self.optimizer.lr = float(state["lr"])
+
+
+def _positive(name: str, value: Any) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+class StepLR(LRScheduler):
+    """The rate times `gamma` every `step_size` epochs."""
+
+    def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1) -> None:
+        _positive("step_size", step_size)
+        self.step_size, self.gamma = step_size, gamma
+        super().__init__(optimizer)
+
+    def rate(self, lr: float, epoch: int) -> float:
+        return lr * self.gamma if epoch > 0 and epoch % self.step_size == 0 else lr
+
+
+class MultiStepLR(LRScheduler):
+    """The rate times `gamma` at each epoch of `milestones` (a milestone given twice counts twice)."""
+
+    def __init__(self, optimizer: Optimizer, milestones: Iterable[int], gamma: float = 0.1) -> None:
+        self.milestones, self.gamma = Counter(int(m) for m in milestones), gamma
+        super().__init__(optimizer)
+
+    def rate(self, lr: float, epoch: int) -> float:
+        times = self.milestones.get(epoch, 0)
+        return lr * self.gamma**times if times else lr
+
+
+class ExponentialLR(LRScheduler):
+    """The rate times `gamma` every epoch."""
+
+    def __init__(self, optimizer: Optimizer, gamma: float) -> None:
+        self.gamma = gamma
+        super().__init__(optimizer)
+
+    def rate(self, lr: float, epoch: int) -> float:
+        return lr * self.gamma if epoch > 0 else lr
+
+
+class CosineAnnealingLR(LRScheduler):
+    """From the initial rate down to `eta_min` along half a cosine over `T_max` epochs, then back up
+    (SGDR without restarts): eta_min + (base - eta_min) (1 + cos(pi epoch / T_max)) / 2, reached by
+    PyTorch's recurrence from the previous rate."""
+
+    def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0) -> None:
+        _positive("T_max", T_max)
+        self.T_max, self.eta_min = T_max, eta_min
+        super().__init__(optimizer)
+
+    def rate(self, lr: float, epoch: int) -> float:
+        period, low = self.T_max, self.eta_min
+        if epoch == 0:
+            return lr
+        if (epoch - 1 - period) % (2 * period) == 0:  # at the bottom: the ratio below would be 0 / 0
+            return lr + (self.base_lr - low) * (1 - math.cos(math.pi / period)) / 2
+        ratio = (1 + math.cos(math.pi * epoch / period)) / (1 + math.cos(math.pi * (epoch - 1) / period))
+        return ratio * (lr - low) + low
+
+
+class LinearLR(LRScheduler):
+    """The initial rate times a factor going linearly from `start_factor` to `end_factor` over
+    `total_iters` epochs (a warm-up), then constant."""
+
+    def __init__(
+        self, optimizer: Optimizer, start_factor: float = 1 / 3, end_factor: float = 1.0, total_iters: int = 5
+    ) -> None:
+        if not 0 < start_factor <= 1 or not 0 <= end_factor <= 1:
+            raise ValueError(
+                f"start_factor must be in (0, 1] and end_factor in [0, 1], got {start_factor}, {end_factor}"
+            )
+        _positive("total_iters", total_iters)
+        self.start_factor, self.end_factor, self.total_iters = start_factor, end_factor, total_iters
+        super().__init__(optimizer)
+
+    def rate(self, lr: float, epoch: int) -> float:
+        if epoch == 0:
+            return lr * self.start_factor
+        if epoch > self.total_iters:
+            return lr
+        change = self.end_factor - self.start_factor
+        return lr * (1.0 + change / (self.total_iters * self.start_factor + (epoch - 1) * change))
+
+
+class LambdaLR(LRScheduler):
+    """The initial rate times `lr_lambda(epoch)`."""
+
+    def __init__(self, optimizer: Optimizer, lr_lambda: Callable[[int], float]) -> None:
+        if not callable(lr_lambda):
+            raise TypeError("lr_lambda must be a function of the epoch")
+        self.lr_lambda = lr_lambda
+        super().__init__(optimizer)
+
+    def rate(self, lr: float, epoch: int) -> float:
+        return self.base_lr * self.lr_lambda(epoch)
+
+
+__all__ = [
+    "CosineAnnealingLR",
+    "ExponentialLR",
+    "LRScheduler",
+    "LambdaLR",
+    "LinearLR",
+    "MultiStepLR",
+    "StepLR",
+]
