@@ -410,6 +410,71 @@ def test_sequential_runs_in_order_and_indexes():
         nn.ModuleList(nn.ReLU())(x)
 
 
+def test_module_lists_grow_and_take_iterables_as_in_pytorch():
+    blocks = nn.ModuleList([nn.Linear(2, 3), nn.ReLU()])  # PyTorch's form: one iterable
+    assert len(blocks) == 2 and isinstance(blocks[1], nn.ReLU)
+    blocks.append(nn.Linear(3, 1)).extend([nn.Tanh()])
+    assert [n for n, _ in blocks.named_children()] == ["0", "1", "2", "3"]
+    assert [n for n, _ in blocks.named_parameters()] == ["0.weight", "0.bias", "2.weight", "2.bias"]
+    assert len(nn.ModuleList()) == 0 and len(nn.ModuleList(nn.ReLU(), nn.Tanh())) == 2
+    seq = nn.Sequential(nn.Linear(2, 2)).append(nn.ReLU())
+    assert len(seq) == 2
+    seq.add_module("head", nn.Linear(2, 1))
+    assert seq(verigrad.randn(4, 2)).shape == (4, 1)
+    with pytest.raises(TypeError, match="add_module needs a Module, got int"):
+        seq.add_module("x", 3)
+
+
+def test_apply_buffers_and_freezing():
+    model = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm2d(4), nn.Linear(4, 2))
+    seen = []
+    model.apply(lambda m: seen.append(type(m).__name__))
+    assert seen == ["Linear", "BatchNorm2d", "Linear", "Sequential"]  # children first
+    assert [b.shape for b in model.buffers()] == [(4,), (4,)]
+    with verigrad.no_grad():
+        model.apply(lambda m: m.bias.zero_() if isinstance(m, nn.Linear) else None)
+    assert not model[2].bias.numpy().any()
+
+    net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    assert net[0].requires_grad_(False) is net[0]
+    opt = verigrad.optim.Adam(net.parameters(), lr=0.1)  # frozen parameters are accepted, and left alone
+    frozen, trained = net[0].weight.numpy().copy(), net[2].weight.numpy().copy()
+    for _ in range(2):
+        opt.zero_grad()
+        net(verigrad.randn(5, 3)).sum().backward()
+        opt.step()
+    assert net[0].weight.grad is None and np.array_equal(net[0].weight.numpy(), frozen)
+    assert not np.array_equal(net[2].weight.numpy(), trained)
+    with pytest.raises(ValueError, match="parameter 0 is a i64 tensor; optimizers train float tensors"):
+        verigrad.optim.SGD([verigrad.tensor([1, 2])], lr=0.1)
+    with pytest.raises(ValueError, match="parameter 1 is list"):
+        verigrad.optim.SGD([net[2].weight, [1.0]], lr=0.1)
+
+
+def test_a_compiled_step_leaves_a_frozen_layer_as_the_eager_one_does():
+    weights = []
+    for compiled in (False, True):
+        verigrad.manual_seed(0)
+        net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+        net[0].requires_grad_(False)
+        opt = verigrad.optim.Adam(net.parameters(), lr=0.1)
+
+        def step(x, net=net, opt=opt):
+            opt.zero_grad()
+            loss = net(x).sum()
+            loss.backward()
+            opt.step()
+            return loss
+
+        run = verigrad.compile(step) if compiled else step
+        x = verigrad.tensor(np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32))
+        for _ in range(3):
+            run(x)
+        weights.append([p.numpy().copy() for p in net.parameters()])
+    for eager, compiled in zip(*weights):
+        assert eager.tobytes() == compiled.tobytes()
+
+
 # initialisation -------------------------------------------------------------------------------------
 def assert_uniform(values: np.ndarray, bound: float) -> None:
     """All within ±bound, and spread as U(-bound, bound): std bound/sqrt(3), half within bound/2."""

@@ -254,7 +254,7 @@ def test_loaded_state_is_not_shared_with_the_optimizer_or_the_dict_it_came_from(
         lambda ps: AdamW(ps, weight_decay=-0.01),
         lambda ps: AdamW(ps, betas=(0.9, 1.5)),
         lambda ps: SGD([], lr=0.1),
-        lambda ps: Adam([verigrad.ones(3)]),  # does not require grad
+        lambda ps: Adam([verigrad.ones(3)]),  # none requires grad (frozen ones among others are fine)
         lambda ps: SGD([np.ones(3)], lr=0.1),  # not a tensor
     ],
 )

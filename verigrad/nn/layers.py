@@ -232,6 +232,15 @@ class Sequential(Module):
     def __iter__(self):
         return iter(self._modules.values())
 
+    def append(self, module: Module) -> Sequential:
+        self.add_module(str(len(self)), module)
+        return self
+
+    def extend(self, modules: Any) -> Sequential:
+        for module in modules:
+            self.append(module)
+        return self
+
     def forward(self, x: Any) -> Any:
         for layer in self._modules.values():
             x = layer(x)
@@ -239,7 +248,13 @@ class Sequential(Module):
 
 
 class ModuleList(Sequential):
-    """A list of modules whose parameters are registered (no forward of its own)."""
+    """A list of modules whose parameters are registered (no forward of its own); made from an
+    iterable of modules, as in PyTorch, or from the modules themselves."""
+
+    def __init__(self, *modules: Any):
+        if len(modules) == 1 and not isinstance(modules[0], Module):
+            modules = tuple(modules[0])
+        super().__init__(*modules)
 
     def forward(self, x: Any) -> Any:
         raise NotImplementedError("ModuleList has no forward(); iterate over it")

@@ -45,6 +45,11 @@ class Module:
                 self._buffers[name] = value
         object.__setattr__(self, name, value)
 
+    def add_module(self, name: str, module: Module) -> None:
+        if not isinstance(module, Module):
+            raise TypeError(f"add_module needs a Module, got {type(module).__name__}")
+        self.__setattr__(name, module)
+
     def register_buffer(self, name: str, value: Tensor) -> None:
         """Keep `value` as state that `state_dict` saves but optimizers do not train."""
         self.__setattr__(name, value)
@@ -64,6 +69,16 @@ class Module:
     def children(self) -> Iterator[Module]:
         yield from self._modules.values()
 
+    def named_children(self) -> Iterator[tuple[str, Module]]:
+        yield from self._modules.items()
+
+    def apply(self, fn: Any) -> Module:
+        """fn(module) for every submodule, children first, then this one (as PyTorch, e.g. to initialize)."""
+        for child in self.children():
+            child.apply(fn)
+        fn(self)
+        return self
+
     def named_parameters(self) -> Iterator[tuple[str, Tensor]]:
         for prefix, m in self.named_modules():
             for name, p in m._parameters.items():
@@ -76,6 +91,16 @@ class Module:
         for prefix, m in self.named_modules():
             for name, b in m._buffers.items():
                 yield (f"{prefix}.{name}" if prefix else name), b
+
+    def buffers(self) -> list[Tensor]:
+        return [b for _, b in self.named_buffers()]
+
+    def requires_grad_(self, flag: bool = True) -> Module:
+        """Freeze (False) or unfreeze every parameter: a frozen one gets no gradient, and an optimizer
+        given it leaves it as it is."""
+        for p in self.parameters():
+            p.requires_grad_(flag)
+        return self
 
     # state ----------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Tensor]:

@@ -57,9 +57,12 @@ class Optimizer:
         self.params = list(params)
         if not self.params:
             raise ValueError("the optimizer got an empty parameter list")
-        for i, p in enumerate(self.params):
-            if not isinstance(p, Tensor) or not p.requires_grad:
-                raise ValueError(f"parameter {i} is not a tensor that requires grad")
+        for i, p in enumerate(self.params):  # a frozen one (requires_grad False) gets no gradient: skipped
+            if not isinstance(p, Tensor) or not p.dtype.is_float:
+                what = f"a {p.dtype.name} tensor" if isinstance(p, Tensor) else type(p).__name__
+                raise ValueError(f"parameter {i} is {what}; optimizers train float tensors")
+        if not any(p.requires_grad for p in self.params):
+            raise ValueError(f"none of the {len(self.params)} parameters requires grad: nothing to train")
         self.defaults = Hyperparameters(defaults)
         self._steps = tensor(np.array(0, dtype=np.int64))  # calls to step(), counted by step() itself
         self.state = [self._fresh_state(p) for p in self.params]
