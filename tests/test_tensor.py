@@ -766,3 +766,58 @@ def test_repr() -> None:
     assert "requires_grad=True" in repr(verigrad.zeros(1, requires_grad=True))
     with verigrad.abstract():
         assert repr(verigrad.zeros(2, 3)) == "Tensor(spec=f32[2, 3])"
+
+
+# item assignment and PyTorch's device idioms -----------------------------------------------------
+def _writes(buf, x):
+    with verigrad.no_grad():
+        buf[1] = x.sum(0)
+        buf[::2, 1:] = -1.0
+        buf[buf > 9] = 0.0
+        buf[None, 3, ..., 0] = 7
+        buf[-1, 1:] += 0.5
+    return buf.sum()
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+def test_item_assignment_writes_the_same_values_eagerly_and_compiled(backend) -> None:
+    """Traced, a slice is a value of its own: the write must reach the whole tensor all the same."""
+    expected = np.arange(12.0).reshape(4, 3)
+    expected[1] = 2.0
+    expected[::2, 1:] = -1.0
+    expected[expected > 9] = 0.0
+    expected[3, 0] = 7
+    expected[-1, 1:] += 0.5
+    x = verigrad.tensor(np.ones((2, 3), np.float32))
+    with verigrad.backend(backend):
+        for compiled in (False, True):
+            buf = verigrad.tensor(np.arange(12, dtype=np.float32).reshape(4, 3))
+            run = (
+                verigrad.compile(lambda x, buf=buf: _writes(buf, x))
+                if compiled
+                else (lambda x: _writes(buf, x))
+            )
+            total = run(x)
+            _eq(buf, expected.astype(np.float32))
+            assert total.item() == expected.sum()
+
+
+def test_item_assignment_refusals() -> None:
+    x = verigrad.zeros(3, 4)
+    with pytest.raises(IndexError, match="integer-array indices is not supported"):
+        x[verigrad.tensor([0, 2])] = 1.0
+    with pytest.raises(verigrad.ShapeError, match=r"cannot assign \[2\] to \[4\]"):
+        x[0] = verigrad.ones(2)
+    w = verigrad.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="requires grad is being updated in place"):
+        w[0] = 3.0
+
+
+def test_pytorch_device_idioms_and_retain_graph() -> None:
+    x = verigrad.tensor([1.0, 2.0], requires_grad=True)
+    assert x.cpu() is x and x.device == "cpu" and x.to("cpu") is x and x.to("f64").dtype is f64
+    y = (x * x).sum()
+    y.backward(retain_graph=True)
+    y.backward()  # the graph is kept either way
+    _eq(x.grad, np.array([4.0, 8.0], np.float32))
+    assert x.detach().cpu().numpy().tolist() == [1.0, 2.0]

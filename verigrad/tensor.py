@@ -138,7 +138,11 @@ class Tensor:
         self.requires_grad = flag
         return self
 
-    def backward(self, grad: Tensor | None = None, create_graph: bool = False) -> None:
+    def backward(
+        self, grad: Tensor | None = None, create_graph: bool = False, retain_graph: Any = None
+    ) -> None:
+        """Accumulate gradients into the leaves' `.grad`. The graph is kept whatever `retain_graph` says
+        (it is accepted for PyTorch's code: backward may run again)."""
         FUNCS["backward"](self, grad, create_graph)
 
     def detach(self) -> Tensor:
@@ -366,7 +370,15 @@ class Tensor:
     astype = cast
 
     def to(self, dtype: DType | str) -> Tensor:
-        return self.cast(dtype)
+        """A cast; "cpu" (the only device: code written for PyTorch's `.to(device)`) gives self."""
+        return self if isinstance(dtype, str) and dtype == "cpu" else self.cast(dtype)
+
+    def cpu(self) -> Tensor:
+        return self
+
+    @property
+    def device(self) -> str:
+        return "cpu"
 
     def type_as(self, other: Tensor) -> Tensor:
         return self.cast(other.dtype)
@@ -504,6 +516,9 @@ class Tensor:
 
     def __getitem__(self, key: Any) -> Tensor:
         return FUNCS["getitem"](self, key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        FUNCS["setitem"](self, key, value)
 
 
 def _axis(axis: Any, dim: Any) -> Any:

@@ -1,5 +1,5 @@
 """Functions built on the movement ops: indexing, transpose, expand, (un)squeeze, flatten, stack,
-and in-place assignment. They add no op of their own except `stack` (a composite)."""
+and in-place assignment (`assign`, `setitem`). They add no op of their own except `stack` (a composite)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,17 @@ from typing import Any
 import numpy as np
 
 from .. import modes
-from ..dtypes import promote
+from ..dtypes import bool_, promote
 from ..errors import DTypeError, ShapeError
 from ..registry import FUNCS
 from ..shapes import Dim, broadcast, normalize_axis, shape_text
 from ..tensor import Tensor, describe
 from ._op import Op, Sample, lift
 from ._samples import uniform
+from .binary import where
+from .creation import full_op
 from .index import take
-from .movement import broadcast_to, cast, concat, permute, reshape, slice_
+from .movement import broadcast_to, cast, concat, permute, reshape, slice_, unslice
 
 
 def _axis(x: Tensor, axis: int, ndim: int, fn: str) -> int:
@@ -103,6 +105,26 @@ stack = Op(
 # indexing --------------------------------------------------------------------------------------
 def getitem(x: Tensor, key: Any) -> Tensor:
     """Basic indexing (ints, slices, None, ...) as views; one integer array indexes with `take`."""
+    index, layout, arrays = _parse_key(x, key)
+    out = x
+    if any(s != slice(None) for s in index):
+        out = slice_(out, index=tuple(index))
+    for axis, array in arrays:
+        out = take(out, array, axis=axis)
+    shape: list = []
+    for kind, d in layout:
+        if kind == "keep":
+            shape.append(out.shape[d + _shift(arrays, d)])
+        elif kind == "new":
+            shape.append(1)
+        elif kind == "array":
+            shape.extend(arrays[0][1].shape)
+    return out if tuple(shape) == out.shape else reshape(out, shape=tuple(shape))
+
+
+def _parse_key(x: Tensor, key: Any) -> tuple[list, list, list]:
+    """An index key as a slice per axis of x, the layout of the result (each entry "keep" an axis,
+    "drop" it (an int), "new" (None) or "array"), and the (axis, integer tensor) of an array index."""
     items = list(key) if isinstance(key, tuple) else [key]
     consumed = sum(1 for k in items if k is not None and k is not Ellipsis)
     if sum(1 for k in items if k is Ellipsis) > 1:  # `is`: `in` would call Tensor.__eq__
@@ -140,21 +162,7 @@ def getitem(x: Tensor, key: Any) -> Tensor:
         dim += 1
     if len(arrays) > 1:
         raise IndexError("indexing with more than one integer array is not supported; use take")
-
-    out = x
-    if any(s != slice(None) for s in index):
-        out = slice_(out, index=tuple(index))
-    for axis, array in arrays:
-        out = take(out, array, axis=axis)
-    shape: list = []
-    for kind, d in layout:
-        if kind == "keep":
-            shape.append(out.shape[d + _shift(arrays, d)])
-        elif kind == "new":
-            shape.append(1)
-        elif kind == "array":
-            shape.extend(arrays[0][1].shape)
-    return out if tuple(shape) == out.shape else reshape(out, shape=tuple(shape))
+    return index, layout, arrays
 
 
 def _shift(arrays: list, d: int) -> int:
@@ -174,7 +182,11 @@ def _check_int(i: int, size: Any, dim: int) -> Any:
 def assign(target: Tensor, value: Any) -> Tensor:
     """Write `value` (broadcast and cast to target's shape and dtype) into `target`."""
     (value,) = lift([value]) if not isinstance(value, Tensor) else (value,)
-    if broadcast(target.shape, value.shape) != target.shape:
+    try:
+        fits = broadcast(target.shape, value.shape) == target.shape
+    except ShapeError:
+        fits = False
+    if not fits:
         raise ShapeError(f"cannot assign {shape_text(value.shape)} to {shape_text(target.shape)}")
     if value.shape != target.shape:
         value = broadcast_to(value, shape=target.shape)
@@ -184,7 +196,35 @@ def assign(target: Tensor, value: Any) -> Tensor:
     return target
 
 
+def setitem(target: Tensor, key: Any, value: Any) -> None:
+    """`target[key] = value`: with a bool tensor key, value is written where the key holds (broadcast to
+    target's shape); with basic indices (ints, slices, None, ...), into the part they select. Eagerly
+    that is a write into the view; traced, the same values as a new value of the whole tensor (a view
+    made in a trace is a value of its own, which a write would leave the tensor without)."""
+    if isinstance(key, Tensor) and key.dtype is bool_:
+        assign(target, where(key, value, target))
+        return
+    index, _, arrays = _parse_key(target, key)
+    if arrays:
+        raise IndexError(
+            "assignment through integer-array indices is not supported (they select a copy); "
+            "use a bool mask, basic indices and slices, or index_select and concat"
+        )
+    view = getitem(target, key)
+    if modes.current().name == "eager":
+        assign(view, value)
+        return
+    part = slice_.canonical_params(target.spec, tuple(index))["index"]
+    sliced_shape = slice_.shape_rule(target.shape, part)
+    (value,) = lift([value]) if not isinstance(value, Tensor) else (value,)
+    value = broadcast_to(cast(value, dtype=target.dtype), shape=view.shape)
+    placed = unslice(reshape(value, shape=sliced_shape), shape=target.shape, index=part)
+    region = unslice(full_op(shape=sliced_shape, dtype=bool_, value=True), shape=target.shape, index=part)
+    assign(target, where(region, placed, target))
+
+
 FUNCS.update(
+    setitem=setitem,
     transpose=transpose,
     expand=expand,
     unsqueeze=unsqueeze,
