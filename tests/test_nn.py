@@ -487,6 +487,37 @@ def assert_uniform(values: np.ndarray, bound: float) -> None:
     assert abs((np.abs(v) < bound / 2).mean() - 0.5) < 0.02  # flat, not bell-shaped
 
 
+def test_pytorchs_in_place_initialisers():
+    verigrad.manual_seed(3)
+    conv = nn.Conv2d(16, 32, 3)  # [O, C, KH, KW]: fan_in 16 * 9, fan_out 32 * 9
+    assert nn.init.fans(conv.weight) == (144, 288)
+    assert nn.init.kaiming_uniform_(conv.weight, nonlinearity="relu") is conv.weight
+    assert_uniform(conv.weight.numpy(), math.sqrt(3) * math.sqrt(2) / math.sqrt(144))
+    nn.init.xavier_uniform_(conv.weight, gain=nn.init.calculate_gain("tanh"))
+    assert_uniform(conv.weight.numpy(), 5 / 3 * math.sqrt(6 / (144 + 288)))
+    layer = nn.Linear(500, 400)
+    nn.init.kaiming_normal_(layer.weight, mode="fan_out")  # leaky_relu with a = 0: gain sqrt(2)
+    assert abs(layer.weight.numpy().std() / (math.sqrt(2) / math.sqrt(400)) - 1) < 0.02
+    nn.init.normal_(layer.weight, mean=1.0, std=0.5)
+    assert abs(layer.weight.numpy().mean() - 1.0) < 0.01 and abs(layer.weight.numpy().std() - 0.5) < 0.01
+    nn.init.uniform_(layer.bias, -3.0, -2.0)
+    assert (layer.bias.numpy() >= -3.0).all() and (layer.bias.numpy() < -2.0).all()
+    nn.init.constant_(layer.bias, 0.25)
+    assert (layer.bias.numpy() == 0.25).all() and layer.bias.requires_grad
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    model.apply(lambda m: nn.init.zeros_(m.weight) if isinstance(m, nn.Linear) else None)
+    assert not any(p.numpy().any() for n, p in model.named_parameters() if n.endswith("weight"))
+    nn.init.ones_(model[2].bias)
+    assert (model[2].bias.numpy() == 1).all()
+    assert nn.init.calculate_gain("leaky_relu", 0.2) == math.sqrt(2 / 1.04)
+    with pytest.raises(ValueError, match="unknown nonlinearity 'swish'"):
+        nn.init.calculate_gain("swish")
+    with pytest.raises(ValueError, match="fans need a weight of at least 2 dimensions"):
+        nn.init.xavier_uniform_(layer.bias)
+    with pytest.raises(ValueError, match="mode must be 'fan_in' or 'fan_out'"):
+        nn.init.kaiming_uniform_(layer.weight, mode="in")
+
+
 def test_linear_init_is_kaiming_uniform():
     layer = nn.Linear(300, 400)
     assert layer.weight.dtype.name == "f32" and tuple(layer.weight.shape) == (400, 300)
