@@ -148,3 +148,35 @@ def test_schedules_by_hand_and_their_state() -> None:
         lr_scheduler.CosineAnnealingLR(opt, T_max=2.5)
     with pytest.raises(TypeError, match="needs a verigrad optimizer"):
         lr_scheduler.ExponentialLR(object(), 0.9)
+
+
+def test_activations_one_hot_and_pad_by_hand() -> None:
+    x = verigrad.tensor([-2.0, 0.0, 0.5, 7.0])
+    np.testing.assert_allclose(nn.LeakyReLU(0.1)(x).numpy(), [-0.2, 0.0, 0.5, 7.0])
+    np.testing.assert_allclose(nn.ELU()(x).numpy(), [np.expm1(-2.0), 0.0, 0.5, 7.0], rtol=1e-6)
+    np.testing.assert_allclose(nn.Hardtanh()(x).numpy(), [-1.0, 0.0, 0.5, 1.0])
+    np.testing.assert_allclose(nn.ReLU6()(x).numpy(), [0.0, 0.0, 0.5, 6.0])
+    np.testing.assert_allclose(
+        F.softplus(x, threshold=5.0).numpy(),
+        [np.log1p(np.exp(-2.0)), np.log(2.0), np.log1p(np.exp(0.5)), 7.0],
+        rtol=1e-6,
+    )
+    np.testing.assert_allclose(
+        nn.Mish()(x).numpy(), x.numpy() * np.tanh(np.log1p(np.exp(x.numpy()))), rtol=1e-6
+    )
+    assert "negative_slope=0.1" in repr(nn.LeakyReLU(0.1))
+    np.testing.assert_array_equal(F.one_hot(verigrad.tensor([2, 0]), 3).numpy(), [[0, 0, 1], [1, 0, 0]])
+    with pytest.raises(TypeError, match="one_hot takes integer classes"):
+        F.one_hot(verigrad.tensor([1.0]))
+    B = verigrad.dims("B")
+    assert verigrad.check(lambda t: F.one_hot(t, 4), verigrad.spec([B], "i64")) == verigrad.spec(
+        [B, 4], "i64"
+    )
+    with pytest.raises(ValueError, match="needs num_classes"):
+        verigrad.check(lambda t: F.one_hot(t), verigrad.spec([B], "i64"))
+    padded = F.pad(verigrad.ones(1, 2), (2, 0, 1, 1), value=3.0).numpy()
+    np.testing.assert_array_equal(padded, [[3, 3, 3, 3], [3, 3, 1, 1], [3, 3, 3, 3]])
+    with pytest.raises(ValueError, match=r"pad needs \(before, after\) pairs for at most 2 axes"):
+        F.pad(verigrad.ones(1, 2), (1, 1, 1, 1, 1, 1))
+    with pytest.raises(ValueError, match="mode='constant' only"):
+        F.pad(verigrad.ones(1, 2), (1, 1), mode="reflect")

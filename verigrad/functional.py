@@ -7,6 +7,8 @@ Images are NCHW unless `layout="NHWC"` is given (conv weights are then [KH, KW, 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from . import ops
@@ -149,6 +151,58 @@ def sigmoid(x: Tensor) -> Tensor:
     return ops.sigmoid(x)
 
 
+def leaky_relu(x: Tensor, negative_slope: float = 0.01) -> Tensor:
+    """x where x > 0, else negative_slope * x."""
+    return ops.where(x > 0, x, x * negative_slope)
+
+
+def elu(x: Tensor, alpha: float = 1.0) -> Tensor:
+    """x where x > 0, else alpha * (exp(x) - 1) (by expm1)."""
+    return ops.where(x > 0, x, ops.expm1(x) * alpha)
+
+
+def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """log(1 + exp(beta x)) / beta, and x itself where beta x > threshold (as PyTorch)."""
+    scaled = x * beta
+    return ops.where(scaled > threshold, x, ops.log1p(ops.exp(scaled)) / beta)
+
+
+def hardtanh(x: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    """x limited to [min_val, max_val]; the gradient passes strictly inside (as PyTorch's)."""
+    return ops.where(x <= min_val, min_val, ops.where(x >= max_val, max_val, x))
+
+
+def relu6(x: Tensor) -> Tensor:
+    return hardtanh(x, 0.0, 6.0)
+
+
+def mish(x: Tensor) -> Tensor:
+    """x * tanh(softplus(x))."""
+    return x * ops.tanh(softplus(x))
+
+
+def one_hot(target: Tensor, num_classes: int = -1) -> Tensor:
+    """[..., num_classes] i64 with 1 at each integer target's class (num_classes -1: the largest + 1)."""
+    if target.dtype.kind != "i":
+        raise TypeError(f"one_hot takes integer classes, got {target.dtype.name}")
+    if num_classes == -1:
+        if not isinstance(target.data, np.ndarray):
+            raise ValueError("one_hot of an abstract or traced tensor needs num_classes")
+        num_classes = int(target.data.max()) + 1 if target.data.size else 0
+    return (ops.unsqueeze(target, -1) == ops.arange(0, num_classes)).cast("i64")
+
+
+def pad(x: Tensor, pad: Sequence[int], mode: str = "constant", value: float = 0.0) -> Tensor:
+    """PyTorch's F.pad: `pad` gives (before, after) pairs from the last axis backwards, so (1, 2) pads
+    the last axis and (1, 2, 3, 4) the last two (the last by 1 and 2). Constant padding only."""
+    if mode != "constant":
+        raise ValueError(f"pad supports mode='constant' only, got {mode!r}")
+    if len(pad) % 2 or len(pad) // 2 > x.ndim:
+        raise ValueError(f"pad needs (before, after) pairs for at most {x.ndim} axes, got {tuple(pad)}")
+    pairs = [(pad[i], pad[i + 1]) for i in range(0, len(pad), 2)][::-1]
+    return x.pad([(0, 0)] * (x.ndim - len(pairs)) + pairs, value=value)
+
+
 def tanh(x: Tensor) -> Tensor:
     """Hyperbolic tangent."""
     return ops.tanh(x)
@@ -159,17 +213,22 @@ __all__ = [
     "conv2d",
     "cross_entropy",
     "dropout",
+    "elu",
     "embedding",
     "gelu",
+    "hardtanh",
     "layer_norm",
+    "leaky_relu",
     "log_softmax",
     "max_pool2d",
     "relu",
+    "relu6",
     "rms_norm",
     "rope",
     "sigmoid",
     "silu",
     "softmax",
+    "softplus",
     "tanh",
 ]
 
@@ -181,21 +240,29 @@ __all__ = [
     "conv2d",
     "cross_entropy",
     "dropout",
+    "elu",
     "embedding",
     "gelu",
+    "hardtanh",
     "huber_loss",
     "l1_loss",
     "layer_norm",
+    "leaky_relu",
     "log_softmax",
     "max_pool2d",
+    "mish",
     "mse_loss",
     "nll_loss",
+    "one_hot",
+    "pad",
     "relu",
+    "relu6",
     "rms_norm",
     "rope",
     "sigmoid",
     "silu",
     "smooth_l1_loss",
     "softmax",
+    "softplus",
     "tanh",
 ]

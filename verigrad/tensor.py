@@ -307,6 +307,12 @@ class Tensor:
     def log(self) -> Tensor:
         return OPS["log"](self)
 
+    def expm1(self) -> Tensor:
+        return OPS["expm1"](self)
+
+    def log1p(self) -> Tensor:
+        return OPS["log1p"](self)
+
     def sqrt(self) -> Tensor:
         return OPS["sqrt"](self)
 

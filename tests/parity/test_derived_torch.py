@@ -10,6 +10,8 @@ import torch
 from gradients import check_values_and_gradients as _check
 
 import verigrad
+import verigrad.functional as F
+from verigrad import nn
 
 X = np.array([[-2.0, -1.0, -0.5, 0.0], [0.5, 1.0, 1.5, 3.0], [2.0, -3.0, 0.25, -0.75]])
 BOUNDS = [(-1.0, 1.0), (None, 0.5), (-0.5, None), (1.0, -1.0)]  # the last: min > max gives max
@@ -157,3 +159,44 @@ def test_index_select_clone_and_in_place() -> None:
         ours.mul_(2).add_(1.5, alpha=2).sub_(verigrad.tensor(X), alpha=0.5).div_(3).clamp_(-1, 1)
     theirs.mul_(2).add_(1.5, alpha=2).sub_(torch.from_numpy(X), alpha=0.5).div_(3).clamp_(-1, 1)
     np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-15)
+
+
+EDGES = np.array([[-30.0, -2.0, -1.0, -0.5, 0.0], [1e-9, 0.5, 1.0, 6.0, 25.0]])  # bounds and thresholds
+
+
+@pytest.mark.parametrize(
+    ("ours", "theirs"),
+    [
+        (lambda x: F.leaky_relu(x, 0.2), lambda x: torch.nn.functional.leaky_relu(x, 0.2)),
+        (lambda x: nn.ELU(alpha=0.7)(x), lambda x: torch.nn.ELU(alpha=0.7)(x)),
+        (lambda x: F.softplus(x), lambda x: torch.nn.functional.softplus(x)),
+        (
+            lambda x: nn.Softplus(beta=2.0, threshold=5.0)(x),
+            lambda x: torch.nn.Softplus(beta=2.0, threshold=5.0)(x),
+        ),
+        (lambda x: F.hardtanh(x, -0.5, 1.0), lambda x: torch.nn.functional.hardtanh(x, -0.5, 1.0)),
+        (lambda x: nn.ReLU6()(x), lambda x: torch.nn.ReLU6()(x)),
+        (lambda x: nn.Mish()(x), lambda x: torch.nn.Mish()(x)),
+        (lambda x: x.expm1() + (x.abs() + 0.25).log1p(), lambda x: x.expm1() + (x.abs() + 0.25).log1p()),
+    ],
+)
+def test_activations_at_their_kinks(ours, theirs) -> None:
+    """Values and gradients at the bounds themselves (hardtanh passes none there, leaky_relu the slope
+    at 0) and past softplus' threshold."""
+    _check({"x": EDGES}, ours, theirs)
+
+
+def test_one_hot_and_pytorchs_pad_order() -> None:
+    classes = np.array([[0, 3], [2, 2]])
+    got = F.one_hot(verigrad.tensor(classes), 5).numpy()
+    np.testing.assert_array_equal(got, torch.nn.functional.one_hot(torch.from_numpy(classes), 5).numpy())
+    np.testing.assert_array_equal(
+        F.one_hot(verigrad.tensor(classes)).numpy(),
+        torch.nn.functional.one_hot(torch.from_numpy(classes)).numpy(),
+    )
+    for widths in [(1, 2), (0, 1, 2, 0), (1, 1, 0, 2, 3, 0)]:
+        _check(
+            {"x": np.random.default_rng(2).standard_normal((2, 3, 4))},
+            lambda x, w=widths: F.pad(x, w, value=-1.5),
+            lambda x, w=widths: torch.nn.functional.pad(x, w, value=-1.5),
+        )

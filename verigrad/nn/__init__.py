@@ -2,6 +2,7 @@
 
 from . import init, utils
 from .layers import (
+    ELU,
     GELU,
     AvgPool2d,
     BatchNorm2d,
@@ -12,23 +13,28 @@ from .layers import (
     Dropout,
     Embedding,
     Flatten,
+    Hardtanh,
     HuberLoss,
     Identity,
     L1Loss,
     LayerNorm,
+    LeakyReLU,
     Linear,
     LogSoftmax,
     MaxPool2d,
+    Mish,
     ModuleList,
     MSELoss,
     NLLLoss,
     ReLU,
+    ReLU6,
     RMSNorm,
     Sequential,
     Sigmoid,
     SiLU,
     SmoothL1Loss,
     Softmax,
+    Softplus,
     Tanh,
 )
 from .module import Module

@@ -270,6 +270,52 @@ Tanh = _activation("Tanh", F.tanh)
 Sigmoid = _activation("Sigmoid", F.sigmoid)
 
 
+ReLU6 = _activation("ReLU6", F.relu6)
+Mish = _activation("Mish", F.mish)
+
+
+class _Configured(Module):
+    """An activation with settings: F.<fn>(x, **settings)."""
+
+    def __init__(self, **settings: Any):
+        super().__init__()
+        self.settings = settings
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.fn(x, **self.settings)
+
+    def extra_repr(self) -> str:
+        return ", ".join(f"{k}={v!r}" for k, v in self.settings.items())
+
+
+class LeakyReLU(_Configured):
+    fn = staticmethod(F.leaky_relu)
+
+    def __init__(self, negative_slope: float = 0.01):
+        super().__init__(negative_slope=negative_slope)
+
+
+class ELU(_Configured):
+    fn = staticmethod(F.elu)
+
+    def __init__(self, alpha: float = 1.0):
+        super().__init__(alpha=alpha)
+
+
+class Softplus(_Configured):
+    fn = staticmethod(F.softplus)
+
+    def __init__(self, beta: float = 1.0, threshold: float = 20.0):
+        super().__init__(beta=beta, threshold=threshold)
+
+
+class Hardtanh(_Configured):
+    fn = staticmethod(F.hardtanh)
+
+    def __init__(self, min_val: float = -1.0, max_val: float = 1.0):
+        super().__init__(min_val=min_val, max_val=max_val)
+
+
 class GELU(Module):
     def __init__(self, approximate: str = "none"):
         super().__init__()

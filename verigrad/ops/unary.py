@@ -179,6 +179,22 @@ sigmoid = _float_op(
     fast=False,
     doc="1 / (1 + exp(-x)), computed without overflow for large |x|.",
 )
+expm1 = _float_op(
+    "expm1",
+    in_f64(np.expm1),
+    lambda g, out, x: (g * (out + 1),),
+    torch=lambda t, x: t.expm1(x),
+    doc="e ** x - 1, without the cancellation of exp(x) - 1 near 0.",
+)
+log1p = _float_op(
+    "log1p",
+    in_f64(np.log1p),
+    lambda g, out, x: (g / (x + 1),),
+    low=-0.5,
+    high=3.0,
+    torch=lambda t, x: t.log1p(x),
+    doc="log(1 + x), accurate near 0; NaN below -1, -inf at -1.",
+)
 relu = _float_op(
     "relu",
     lambda x: np.maximum(x, 0).astype(x.dtype),
