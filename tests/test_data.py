@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import verigrad
-from verigrad.data import DataLoader, load_digits, load_mnist, read_idx, split
+from verigrad.data import DataLoader, TensorDataset, load_digits, load_mnist, read_idx, split
 from verigrad.data.datasets import IDX_IMAGES_MAGIC, IDX_LABELS_MAGIC
 
 N = 23  # items in the loader tests: not a multiple of the batch size
@@ -246,3 +246,39 @@ def test_load_mnist_errors_name_what_is_wrong(tmp_path, rng):
     (swapped / "tmp").rename(swapped / "t10k-images-idx3-ubyte")
     with pytest.raises(verigrad.WeightFileError, match="t10k-images-idx3-ubyte: magic number"):
         load_mnist(swapped, "test")
+
+
+def test_pytorchs_datasets_give_the_same_batches() -> None:
+    """DataLoader(TensorDataset(x, y)) as DataLoader(x, y); tensors as arrays; any dataset with len and
+    [i] is stacked item by item (tuples field by field, single arrays into one batch)."""
+    x, y = np.arange(40, dtype=np.float32).reshape(10, 4), np.arange(10)
+    plain = list(DataLoader(x, y, batch_size=4, shuffle=True, seed=3))
+    from_dataset = list(DataLoader(TensorDataset(verigrad.tensor(x), y), batch_size=4, shuffle=True, seed=3))
+
+    class Squares:
+        def __len__(self):
+            return 10
+
+        def __getitem__(self, i):
+            return x[i], y[i] * y[i]
+
+    class Rows:
+        def __len__(self):
+            return 10
+
+        def __getitem__(self, i):
+            return x[i]
+
+    generic = list(DataLoader(Squares(), batch_size=4, shuffle=True, seed=3))
+    rows = list(DataLoader(Rows(), batch_size=4))
+    assert len(plain) == len(from_dataset) == len(generic) == 3
+    for (xa, ya), (xb, yb), (xc, yc) in zip(plain, from_dataset, generic):
+        np.testing.assert_array_equal(xa.numpy(), xb.numpy())
+        np.testing.assert_array_equal(ya.numpy(), yb.numpy())
+        np.testing.assert_array_equal(xa.numpy(), xc.numpy())
+        np.testing.assert_array_equal(ya.numpy() ** 2, yc.numpy())
+    assert isinstance(rows[0], verigrad.Tensor) and rows[0].shape == (4, 4) and rows[-1].shape == (2, 4)
+    dataset = TensorDataset(x, y)
+    assert len(dataset) == 10 and dataset[3][1] == 3
+    with pytest.raises(ValueError, match="arrays differ in length"):
+        TensorDataset(x, y[:5])
