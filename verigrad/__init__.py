@@ -27,6 +27,7 @@ from .ops import (
     concat,
     cos,
     div,
+    einsum,
     eq,
     exp,
     expand,

@@ -200,3 +200,26 @@ def test_one_hot_and_pytorchs_pad_order() -> None:
             lambda x, w=widths: F.pad(x, w, value=-1.5),
             lambda x, w=widths: torch.nn.functional.pad(x, w, value=-1.5),
         )
+
+
+@pytest.mark.parametrize(
+    "equation",
+    ["bij,bjk->bik", "bhqd,bhkd->bhqk", "ij->", "i,j->ij", "...ij,jk", "ij,jk,il->l", "abc,cd,de->abe"],
+)
+def test_einsum(equation) -> None:
+    shapes = {
+        "bij,bjk->bik": [(2, 3, 4), (2, 4, 5)],
+        "bhqd,bhkd->bhqk": [(2, 3, 4, 5), (2, 3, 6, 5)],
+        "ij->": [(3, 4)],
+        "i,j->ij": [(3,), (4,)],
+        "...ij,jk": [(2, 7, 3, 4), (4, 5)],
+        "ij,jk,il->l": [(2, 3), (3, 4), (2, 5)],
+        "abc,cd,de->abe": [(2, 3, 4), (4, 5), (5, 6)],
+    }[equation]
+    rng = np.random.default_rng(4)
+    arrays = {f"x{i}": rng.standard_normal(s) for i, s in enumerate(shapes)}
+    _check(
+        arrays,
+        lambda **xs: verigrad.einsum(equation, *xs.values()),
+        lambda **xs: torch.einsum(equation, *xs.values()),
+    )

@@ -75,6 +75,7 @@ from .derived import (
     triu,
     var,
 )
+from .einsum import einsum
 from .index import take, take_grad
 from .matmul import matmul
 from .movement import broadcast_to, cast, concat, contiguous, pad, permute, reshape, slice_, unslice

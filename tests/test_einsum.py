@@ -1,0 +1,72 @@
+"""`einsum` against NumPy's on both backends, with symbolic sizes, and its refusals (PyTorch's values and
+gradients: tests/parity/test_derived_torch.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import verigrad
+from verigrad import ShapeError
+
+CASES = [
+    ("ij,jk->ik", [(3, 4), (4, 5)]),
+    ("ij,jk", [(3, 4), (4, 5)]),  # implicit: the letters that appear once, sorted
+    ("bhqd,bhkd->bhqk", [(2, 3, 4, 5), (2, 3, 6, 5)]),
+    ("ij->ji", [(3, 4)]),
+    ("ij->", [(3, 4)]),
+    ("ij->j", [(3, 4)]),
+    ("i,i->", [(5,), (5,)]),
+    ("i,j->ij", [(3,), (4,)]),
+    ("i,i->i", [(4,), (4,)]),
+    ("...ij,...jk->...ik", [(2, 3, 4), (2, 4, 5)]),
+    ("...ij,jk", [(2, 7, 3, 4), (4, 5)]),
+    ("ij,kl->", [(2, 3), (4, 5)]),
+    ("ij,jk,il->l", [(2, 3), (3, 4), (2, 5)]),
+    ("abc,cd,de->abe", [(2, 3, 4), (4, 5), (5, 6)]),
+    ("ijk,ikl->jl", [(2, 3, 4), (2, 4, 5)]),
+    ("bij,bjk->bik", [(1, 3, 4), (3, 4, 5)]),  # a batch of 1 broadcasts
+    ("i j , j k -> k i", [(2, 3), (3, 4)]),
+]
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+@pytest.mark.parametrize(("equation", "shapes"), CASES, ids=[c[0] for c in CASES])
+def test_einsum_matches_numpy(backend, equation, shapes) -> None:
+    rng = np.random.default_rng(len(equation))
+    arrays = [rng.standard_normal(s) for s in shapes]
+    with verigrad.backend(backend):
+        got = verigrad.einsum(equation, *[verigrad.tensor(a) for a in arrays])
+    want = np.einsum(equation.replace(" ", ""), *arrays)
+    assert got.shape == want.shape and got.dtype is verigrad.f64
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-12)
+    ints = [np.arange(np.prod(s, dtype=int)).reshape(s) % 7 - 3 for s in shapes]  # integers: exact
+    got = verigrad.einsum(equation, [verigrad.tensor(a) for a in ints])
+    np.testing.assert_array_equal(got.numpy(), np.einsum(equation.replace(" ", ""), *ints))
+
+
+def test_einsum_with_symbolic_sizes() -> None:
+    B, T, D = verigrad.dims("B T D")
+    q, k = verigrad.spec([B, T, D]), verigrad.spec([B, T, D])
+    assert verigrad.check(lambda q, k: verigrad.einsum("btd,bsd->bts", q, k), q, k) == verigrad.spec(
+        [B, T, T]
+    )
+    assert verigrad.check(lambda q: verigrad.einsum("btd->d", q), q) == verigrad.spec([D])
+
+
+def test_einsum_refusals() -> None:
+    a, b = verigrad.ones(2, 3), verigrad.ones(4, 5)
+    with pytest.raises(ShapeError, match="cannot broadcast"):
+        verigrad.einsum("ij,jk->ik", a, b)
+    with pytest.raises(ShapeError, match="'ijk' names 3 axes of an operand with 2"):
+        verigrad.einsum("ijk->i", a)
+    with pytest.raises(ValueError, match="names 2 operands, 1 given"):
+        verigrad.einsum("ij,jk", a)
+    with pytest.raises(ValueError, match="repeated within one operand"):
+        verigrad.einsum("ii->i", verigrad.ones(3, 3))
+    with pytest.raises(ValueError, match="output 'iz' must name each input letter at most once"):
+        verigrad.einsum("ij->iz", a)
+    with pytest.raises(ValueError, match="lower-case letters"):
+        verigrad.einsum("iJ->i", a)
+    with pytest.raises(TypeError, match="an equation and one or more tensors"):
+        verigrad.einsum("ij->i", np.ones((2, 3)))
