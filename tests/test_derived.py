@@ -189,3 +189,22 @@ def test_refusals() -> None:
         x.index_select(0, verigrad.tensor([[0]]))
     with pytest.raises(verigrad.DTypeError, match="bool"):
         x.masked_fill(verigrad.tensor([1, 0, 1, 0]), 0.0)
+
+
+def test_scaled_dot_product_attention_paths_and_refusals() -> None:
+    import verigrad.functional as F
+
+    B, T = verigrad.dims("B T")
+    q = verigrad.spec([B, 4, T, 8])
+    causal = verigrad.trace(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True), q, q, q)
+    assert "attention" in str(causal)  # square and causal: the attention op and its kernel
+    masked = verigrad.trace(lambda q, k, v: F.scaled_dot_product_attention(q, k, v), q, q, q)
+    assert "attention" not in str(masked) and "softmax" in str(masked)
+    assert verigrad.check(lambda q, k, v: F.scaled_dot_product_attention(q, k, v), q, q, q) == q
+    x = verigrad.ones(1, 2, 3, 4)
+    with pytest.raises(ValueError, match="dropout_p must be 0"):
+        F.scaled_dot_product_attention(x, x, x, dropout_p=0.1)
+    with pytest.raises(ValueError, match="attn_mask or is_causal, not both"):
+        F.scaled_dot_product_attention(x, x, x, attn_mask=verigrad.ones(3, 3).bool(), is_causal=True)
+    rows = F.scaled_dot_product_attention(x, x, x * verigrad.arange(0, 3).reshape(1, 1, 3, 1), is_causal=True)
+    np.testing.assert_allclose(rows.numpy()[0, 0, :, 0], [0.0, 0.5, 1.0], rtol=1e-6)  # means of the visible

@@ -7,6 +7,7 @@ Images are NCHW unless `layout="NHWC"` is given (conv weights are then [KH, KW, 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -181,6 +182,38 @@ def mish(x: Tensor) -> Tensor:
     return x * ops.tanh(softplus(x))
 
 
+def scaled_dot_product_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+) -> Tensor:
+    """softmax(q k^T * scale + mask) v over the last two axes ([..., L, E], [..., S, E], [..., S, Ev]), as
+    PyTorch's: a bool mask keeps where True, a float mask is added; is_causal keeps key j <= query i
+    (aligned at the top left); scale defaults to 1/sqrt(E). A causal [B, H, T, D] call with no mask
+    runs the attention op (its kernel); the rest is written with ops."""
+    if dropout_p != 0.0:
+        raise ValueError("scaled_dot_product_attention: dropout_p must be 0 (no attention dropout here)")
+    if is_causal and attn_mask is not None:
+        raise ValueError("scaled_dot_product_attention: give attn_mask or is_causal, not both")
+    length, size = query.shape[-2], key.shape[-2]
+    if is_causal and query.ndim == 4 and key.ndim == 4 and length == size and query.shape[1] == key.shape[1]:
+        return ops.attention(query, key, value, scale=scale)
+    if scale is None:
+        scale = 1.0 / math.sqrt(query.shape[-1]) if isinstance(query.shape[-1], int) else 1.0
+    scores = (query @ key.mT) * scale
+    if is_causal:
+        attn_mask = ops.unsqueeze(ops.arange(0, length), -1) >= ops.arange(0, size)
+    if attn_mask is not None and attn_mask.dtype.name == "bool":
+        scores = ops.where(attn_mask, scores, -math.inf)
+    elif attn_mask is not None:
+        scores = scores + attn_mask
+    return ops.softmax(scores, axis=-1) @ value
+
+
 def one_hot(target: Tensor, num_classes: int = -1) -> Tensor:
     """[..., num_classes] i64 with 1 at each integer target's class (num_classes -1: the largest + 1)."""
     if target.dtype.kind != "i":
@@ -225,6 +258,7 @@ __all__ = [
     "relu6",
     "rms_norm",
     "rope",
+    "scaled_dot_product_attention",
     "sigmoid",
     "silu",
     "softmax",
@@ -259,6 +293,7 @@ __all__ = [
     "relu6",
     "rms_norm",
     "rope",
+    "scaled_dot_product_attention",
     "sigmoid",
     "silu",
     "smooth_l1_loss",

@@ -223,3 +223,38 @@ def test_einsum(equation) -> None:
         lambda **xs: verigrad.einsum(equation, *xs.values()),
         lambda **xs: torch.einsum(equation, *xs.values()),
     )
+
+
+@pytest.mark.parametrize(
+    "how",
+    ["plain", "causal", "causal square (the attention op)", "bool mask", "float mask", "scale", "3-D"],
+)
+def test_scaled_dot_product_attention(how) -> None:
+    rng = np.random.default_rng(6)
+    length = 6 if how == "causal square (the attention op)" else 4
+    shape = (2, 3) if how != "3-D" else (2,)
+    arrays = {
+        "q": rng.standard_normal((*shape, length, 5)),
+        "k": rng.standard_normal((*shape, 6, 5)),
+        "v": rng.standard_normal((*shape, 6, 7)),
+    }
+    mask = rng.random((length, 6)) > 0.3
+    mask[:, 0] = True  # no row left without a key
+    kwargs = {
+        "causal": {"is_causal": True},
+        "causal square (the attention op)": {"is_causal": True},
+        "scale": {"scale": 0.3},
+    }.get(how, {})
+
+    def ours(q, k, v):
+        extra = {"bool mask": verigrad.tensor(mask), "float mask": verigrad.tensor(np.where(mask, 0.5, -2.0))}
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=extra.get(how), **kwargs)
+
+    def theirs(q, k, v):
+        extra = {
+            "bool mask": torch.from_numpy(mask),
+            "float mask": torch.from_numpy(np.where(mask, 0.5, -2.0)),
+        }
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=extra.get(how), **kwargs)
+
+    _check(arrays, ours, theirs)
