@@ -160,7 +160,8 @@ def test_compiled_runs_match_eager_ones_for_each_batch(backend) -> None:
     """Traced with a symbolic batch: the counts var divides by and the flips' indices follow it."""
 
     def f(x):
-        return x.var(0) + x.std(0, correction=0) + x.logsumexp(0) + x.flip(0)[0] + x.tril(-1).sum(0)
+        lead = x.var(0) + x.std(0, correction=0) + x.logsumexp(0) + x.flip(0)[0] + x.tril(-1).sum(0)
+        return lead + x.cumsum(0)[-1] + verigrad.grad(lambda y: (y.cumsum(0) * y).sum())(x).sum(0)
 
     compiled = verigrad.compile(f)
     rng = np.random.default_rng(9)

@@ -26,6 +26,7 @@ from .ops import (
     clamp,
     concat,
     cos,
+    cumsum,
     div,
     einsum,
     eq,

@@ -427,6 +427,9 @@ class Tensor:
     def argmax(self, axis: int | None = None, keepdim: bool = False, *, dim: int | None = None):
         return OPS["argmax"](self, axis=_axis(axis, dim), keepdim=keepdim)
 
+    def cumsum(self, axis: int = 0, *, dim: int | None = None) -> Tensor:
+        return OPS["cumsum"](self, axis=_axis(axis, dim))
+
     def argmin(self, axis: int | None = None, keepdim: bool = False, *, dim: int | None = None):
         return FUNCS["argmin"](self, axis, keepdim, dim=dim)
 
