@@ -180,3 +180,19 @@ def test_activations_one_hot_and_pad_by_hand() -> None:
         F.pad(verigrad.ones(1, 2), (1, 1, 1, 1, 1, 1))
     with pytest.raises(ValueError, match="mode='constant' only"):
         F.pad(verigrad.ones(1, 2), (1, 1), mode="reflect")
+
+
+def test_adaptive_pooling_and_wide_layer_norm_refusals() -> None:
+    B, H, W = verigrad.dims("B H W")
+    pooled = verigrad.check(lambda x: nn.AdaptiveAvgPool2d(1)(x), verigrad.spec([B, 8, H, W]))
+    assert pooled == verigrad.spec([B, 8, 1, 1])  # the global mean: any size, symbols too
+    x = verigrad.ones(1, 2, 5, 4)
+    with pytest.raises(verigrad.ShapeError, match="output sizes that divide the input's: 2x2 of 5x4"):
+        F.adaptive_avg_pool2d(x, 2)
+    np.testing.assert_array_equal(F.adaptive_avg_pool2d(x, (5, 2)).numpy(), np.ones((1, 2, 5, 2)))
+    with pytest.raises(
+        verigrad.ShapeError, match=r"layer_norm over \[5, 4\], but the input ends in \[2, 5\]"
+    ):
+        F.layer_norm(verigrad.ones(3, 2, 5), (5, 4))
+    out = nn.LayerNorm((5, 4))(x * verigrad.arange(0, 20).reshape(5, 4))
+    np.testing.assert_allclose(out.numpy().reshape(2, 20).mean(1), [0, 0], atol=1e-6)

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from . import ops
+from .errors import ShapeError
 from .losses import (
     binary_cross_entropy,
     binary_cross_entropy_with_logits,
@@ -23,7 +25,7 @@ from .losses import (
     smooth_l1_loss,
 )
 from .ops.creation import Generator, _seed
-from .shapes import DimLike
+from .shapes import Dim, DimLike, as_shape, shape_text
 from .tensor import Tensor
 
 IntPair = int | tuple[int, int]
@@ -50,14 +52,35 @@ def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean") -> Ten
     return ops.cross_entropy(input, target, reduction=reduction)
 
 
-def layer_norm(
-    x: Tensor, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5
+def layer_norm(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+    """Layer normalization over the last axis, or the last len(normalized_shape) axes:
+    `layer_norm(x, weight=None, bias=None, eps=1e-5, normalized_shape=None)`, or PyTorch's order
+    `layer_norm(x, normalized_shape, weight, bias, eps)`; a missing weight is ones, a missing bias zeros."""
+    if args and isinstance(args[0], int | Dim | tuple | list):  # PyTorch's order: the shape first
+        kwargs["normalized_shape"], args = args[0], args[1:]
+    return _layer_norm(x, *args, **kwargs)
+
+
+def _layer_norm(
+    x: Tensor,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
+    normalized_shape: Any = None,
 ) -> Tensor:
-    """Layer normalization over the last axis; a missing weight is ones, a missing bias zeros."""
-    size = x.shape[-1:]
-    weight = ops.ones(size, dtype=x.dtype) if weight is None else weight
-    bias = ops.zeros(size, dtype=x.dtype) if bias is None else bias
-    return ops.layer_norm(x, weight, bias, eps=eps)
+    axes = 1 if normalized_shape is None else len(as_shape(normalized_shape))
+    if normalized_shape is not None and tuple(x.shape[x.ndim - axes :]) != as_shape(normalized_shape):
+        raise ShapeError(
+            f"layer_norm over {shape_text(as_shape(normalized_shape))}, but the input ends in "
+            f"{shape_text(x.shape[x.ndim - axes :])}"
+        )
+    lead, tail = x.shape[: x.ndim - axes], x.shape[x.ndim - axes :]
+    size = math.prod(tail, start=1)
+    flat = x if axes == 1 else x.reshape(*lead, size)
+    weight = ops.ones((size,), dtype=x.dtype) if weight is None else weight.reshape(size)
+    bias = ops.zeros((size,), dtype=x.dtype) if bias is None else bias.reshape(size)
+    out = ops.layer_norm(flat, weight, bias, eps=eps)
+    return out if axes == 1 else out.reshape(*lead, *tail)
 
 
 def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-6) -> Tensor:
@@ -90,6 +113,24 @@ def conv2d(
     if bias is None:
         return out
     return out + (bias.reshape(bias.shape[0], 1, 1) if layout == "NCHW" else bias)
+
+
+def adaptive_avg_pool2d(x: Tensor, output_size: IntPair, layout: str = "NCHW") -> Tensor:
+    """Means over an output_size grid of equal windows (sizes that divide the input's; 1 x 1 is the
+    global mean)."""
+    out_h, out_w = (output_size, output_size) if isinstance(output_size, int) else tuple(output_size)
+    h, w = x.shape[2:4] if layout == "NCHW" else x.shape[1:3]
+    if (out_h, out_w) == (1, 1):
+        return x.mean((2, 3) if layout == "NCHW" else (1, 2), keepdim=True)
+    if not all(
+        isinstance(d, int) and isinstance(o, int) and o > 0 and d % o == 0
+        for d, o in ((h, out_h), (w, out_w))
+    ):
+        raise ShapeError(
+            f"adaptive_avg_pool2d takes output sizes that divide the input's: {out_h}x{out_w} of {h}x{w}"
+        )
+    window = (h // out_h, w // out_w)
+    return avg_pool2d(x, window, window, layout=layout)
 
 
 def max_pool2d(
@@ -242,6 +283,7 @@ def tanh(x: Tensor) -> Tensor:
 
 
 __all__ = [
+    "adaptive_avg_pool2d",
     "avg_pool2d",
     "conv2d",
     "cross_entropy",
@@ -268,6 +310,7 @@ __all__ = [
 
 
 __all__ = [
+    "adaptive_avg_pool2d",
     "avg_pool2d",
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",

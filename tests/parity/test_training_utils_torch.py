@@ -140,3 +140,30 @@ def test_learning_rate_schedules_give_pytorchs_floats(name, settings) -> None:
         theirs_opt.step()
         ours.step()
         theirs.step()
+
+
+@pytest.mark.parametrize("output_size", [1, (2, 3), (4, 6), 2])
+def test_adaptive_avg_pool(output_size) -> None:
+    x = RNG.standard_normal((2, 3, 4, 6))
+    _check(
+        {"x": x},
+        lambda x: nn.AdaptiveAvgPool2d(output_size)(x),
+        lambda x: torch.nn.AdaptiveAvgPool2d(output_size)(x),
+    )
+    nhwc = nn.AdaptiveAvgPool2d(output_size, layout="NHWC")
+    _check(
+        {"x": x},
+        lambda x: nhwc(x.permute(0, 2, 3, 1)),
+        lambda x: torch.nn.AdaptiveAvgPool2d(output_size)(x).permute(0, 2, 3, 1),
+    )
+
+
+def test_layer_norm_over_several_axes_and_in_pytorchs_argument_order() -> None:
+    x, w, b = RNG.standard_normal((2, 3, 4, 5)), RNG.standard_normal((4, 5)), RNG.standard_normal((4, 5))
+    _check(
+        {"x": x, "w": w, "b": b},
+        lambda x, w, b: F.layer_norm(x, (4, 5), w, b, 1e-3),
+        lambda x, w, b: TF.layer_norm(x, (4, 5), w, b, 1e-3),
+    )
+    ours, theirs = nn.LayerNorm([3, 4, 5], dtype="f64"), torch.nn.LayerNorm([3, 4, 5], dtype=torch.float64)
+    _check({"x": x}, lambda x: ours(x), lambda x: theirs(x))

@@ -4,6 +4,7 @@ from . import init, utils
 from .layers import (
     ELU,
     GELU,
+    AdaptiveAvgPool2d,
     AvgPool2d,
     BatchNorm2d,
     BCELoss,

@@ -101,6 +101,20 @@ class Flatten(Module):
         return x.flatten(self.start_dim, self.end_dim)
 
 
+class AdaptiveAvgPool2d(Module):
+    """Means over an output_size grid (see F.adaptive_avg_pool2d)."""
+
+    def __init__(self, output_size: Any, layout: str = "NCHW"):
+        super().__init__()
+        self.output_size, self.layout = output_size, layout
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.adaptive_avg_pool2d(x, self.output_size, self.layout)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
 class Dropout(Module):
     """Zeroes each element with probability p in training (scaling the rest by 1/(1-p))."""
 
@@ -168,7 +182,8 @@ def _bessel(count: DimLike, dtype: Any) -> Tensor | float:
 
 
 class LayerNorm(Module):
-    """Normalise over the last dimension, then scale and shift (elementwise_affine)."""
+    """Normalise over the last dimension (or the last len(normalized_shape)), then scale and shift
+    (elementwise_affine)."""
 
     def __init__(
         self, normalized_shape: DimLike, eps: float = 1e-5, elementwise_affine: bool = True, dtype: Any = f32
@@ -179,7 +194,8 @@ class LayerNorm(Module):
         self.bias = zeros(normalized_shape, dtype=dtype, requires_grad=True) if elementwise_affine else None
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.layer_norm(x, self.weight, self.bias, self.eps)
+        shape = self.normalized_shape
+        return F.layer_norm(x, self.weight, self.bias, self.eps, normalized_shape=shape)
 
     def extra_repr(self) -> str:
         return f"{self.normalized_shape}, eps={self.eps}"
