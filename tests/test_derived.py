@@ -209,3 +209,21 @@ def test_scaled_dot_product_attention_paths_and_refusals() -> None:
         F.scaled_dot_product_attention(x, x, x, attn_mask=verigrad.ones(3, 3).bool(), is_causal=True)
     rows = F.scaled_dot_product_attention(x, x, x * verigrad.arange(0, 3).reshape(1, 1, 3, 1), is_causal=True)
     np.testing.assert_allclose(rows.numpy()[0, 0, :, 0], [0.0, 0.5, 1.0], rtol=1e-6)  # means of the visible
+
+
+def test_sort_topk_and_gather_by_hand(backend) -> None:
+    x = verigrad.tensor([[3.0, 1.0, np.nan, 1.0], [2.0, 2.0, -5.0, 0.0]])
+    values, indices = x.sort(1)
+    _eq(indices, np.array([[1, 3, 0, 2], [2, 3, 0, 1]]))  # stable, NaN last
+    _eq(values, np.array([[1.0, 1.0, 3.0, np.nan], [-5.0, 0.0, 2.0, 2.0]]))
+    _eq(verigrad.argsort(x, dim=1, descending=True), np.array([[2, 0, 1, 3], [0, 1, 3, 2]]))  # NaN first
+    top = x.topk(2, dim=1, largest=False)
+    _eq(top.indices, np.array([[1, 3], [2, 3]]))
+    _eq(x.gather(0, verigrad.tensor([[1, 0, 0, 1]])), np.array([[2.0, 1.0, np.nan, 0.0]]))
+    B = verigrad.dims("B")
+    assert verigrad.check(lambda t: t.sort(1).values, verigrad.spec([B, 5])) == verigrad.spec([B, 5])
+    assert verigrad.check(lambda t: t.topk(2).indices, verigrad.spec([B, 5])) == verigrad.spec([B, 2], "i64")
+    with pytest.raises(ValueError, match="topk needs 0 <= k <= 4, got 5"):
+        x.topk(5)
+    with pytest.raises(ShapeError, match="gather needs indices shaped as the input but along axis 1"):
+        x.gather(1, verigrad.tensor([[0], [1], [2]]))

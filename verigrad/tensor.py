@@ -511,6 +511,21 @@ class Tensor:
     def index_select(self, axis: int, index: Any) -> Tensor:
         return FUNCS["index_select"](self, axis, index)
 
+    def gather(self, axis: int, index: Any) -> Tensor:
+        """PyTorch's gather: out[..., j, ...] = self[..., index[..., j, ...], ...] along `axis`."""
+        return OPS["gather"](self, index, axis=axis)
+
+    def argsort(self, axis: int = -1, descending: bool = False, *, dim: int | None = None) -> Tensor:
+        return OPS["argsort"](self, axis=_axis(axis, dim), descending=descending)
+
+    def sort(self, axis: int = -1, descending: bool = False, *, dim: int | None = None) -> Any:
+        return FUNCS["sort"](self, axis, descending, dim=dim)
+
+    def topk(
+        self, k: int, axis: int = -1, largest: bool = True, sorted: bool = True, *, dim: Any = None
+    ) -> Any:
+        return FUNCS["topk"](self, k, axis, largest, sorted, dim=dim)
+
     def flatten(self, start: int = 0, end: int = -1) -> Tensor:
         return FUNCS["flatten"](self, start, end)
 

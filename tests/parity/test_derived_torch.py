@@ -258,3 +258,28 @@ def test_scaled_dot_product_attention(how) -> None:
         return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=extra.get(how), **kwargs)
 
     _check(arrays, ours, theirs)
+
+
+@pytest.mark.parametrize("descending", [False, True])
+def test_sort_topk_and_gather(descending) -> None:
+    x = np.random.default_rng(8).permutation(24).reshape(4, 6) / 7.0  # distinct: the same order as PyTorch's
+    _check({"x": x}, lambda x: x.sort(1, descending)[0] * 2, lambda x: x.sort(1, descending)[0] * 2)
+    _check(
+        {"x": x},
+        lambda x: x.topk(3, dim=0, largest=not descending)[0],
+        lambda x: x.topk(3, dim=0, largest=not descending)[0],
+    )
+    index = np.random.default_rng(9).integers(0, 6, (4, 5))
+    _check(
+        {"x": x},
+        lambda x: x.gather(1, verigrad.tensor(index)),
+        lambda x: x.gather(1, torch.from_numpy(index)),
+    )
+    ours, theirs = (
+        verigrad.tensor(x).sort(0, descending=descending),
+        torch.from_numpy(x).sort(0, descending=descending),
+    )
+    np.testing.assert_array_equal(ours.indices.numpy(), theirs.indices.numpy())
+    np.testing.assert_array_equal(
+        verigrad.tensor(x).topk(2).indices.numpy(), torch.from_numpy(x).topk(2).indices.numpy()
+    )

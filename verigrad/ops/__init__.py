@@ -69,14 +69,16 @@ from .derived import (
     logsumexp,
     masked_fill,
     repeat,
+    sort,
     split,
     std,
+    topk,
     tril,
     triu,
     var,
 )
 from .einsum import einsum
-from .index import take, take_grad
+from .index import argsort, gather, gather_grad, take, take_grad
 from .matmul import matmul
 from .movement import broadcast_to, cast, concat, contiguous, pad, permute, reshape, slice_, unslice
 from .quant import dequantize_op, qembedding, qmatmul, qmatmul_q8

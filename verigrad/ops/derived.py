@@ -1,7 +1,8 @@
 """Functions PyTorch users reach for, written with the ops: clamp, masked_fill, var and std,
 logsumexp, argmin, all and any, isnan / isinf / isfinite, tril and triu, chunk and split, flip,
-repeat, index_select. None is an op of its own: its shapes, dtypes, errors and gradients are those of
-the ops it is made of, so it works eagerly, under `check` and in traces alike, symbolic sizes included.
+repeat, index_select, sort and topk. None is an op of its own: its shapes, dtypes, errors and
+gradients are those of the ops it is made of, so it works eagerly, under `check` and in traces
+alike, symbolic sizes included.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import builtins
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..dtypes import bool_, i64
 from ..errors import DTypeError, ShapeError
@@ -18,7 +19,7 @@ from ..shapes import normalize_axes, normalize_axis, shape_text
 from ..tensor import Tensor, describe
 from .binary import eq, ne, sub, where
 from .creation import arange, full
-from .index import take
+from .index import argsort, gather, take
 from .reduce import argmax, max, numel_of, sum
 from .shaping import getitem, unsqueeze
 
@@ -197,6 +198,33 @@ def repeat(x: Tensor, *sizes: Any) -> Tensor:
     return tiled.reshape(tuple(r * s for r, s in zip(sizes, shape)))
 
 
+class SortResult(NamedTuple):
+    """PyTorch's (values, indices) of sort and topk."""
+
+    values: Tensor
+    indices: Tensor
+
+
+def sort(x: Tensor, axis: int = -1, descending: bool = False, *, dim: int | None = None) -> SortResult:
+    """x sorted along `axis` (stably; NaN above every number), with the indices it came from."""
+    order = argsort(x, axis=_pick(axis, dim), descending=descending)
+    return SortResult(gather(x, order, axis=_pick(axis, dim)), order)
+
+
+def topk(
+    x: Tensor, k: int, axis: int = -1, largest: bool = True, sorted: bool = True, *, dim: int | None = None
+) -> SortResult:
+    """The k largest (or smallest) entries along `axis`, in order, with their indices (ties: the
+    earlier index first)."""
+    axis = normalize_axis(_pick(axis, dim), x.ndim)
+    size = _concrete_size(x, axis, "topk")
+    if not isinstance(k, int) or not 0 <= k <= size:
+        raise ValueError(f"topk needs 0 <= k <= {size}, got {k}")
+    order = argsort(x, axis=axis, descending=largest)
+    first = getitem(order, (slice(None),) * axis + (slice(0, k),))
+    return SortResult(gather(x, first, axis=axis), first)
+
+
 def index_select(x: Tensor, axis: int, index: Tensor) -> Tensor:
     """The entries of x at the integer `index` (1-D) along `axis`."""
     if index.ndim != 1:
@@ -223,4 +251,6 @@ FUNCS.update(
     flip=flip,
     repeat=repeat,
     index_select=index_select,
+    sort=sort,
+    topk=topk,
 )

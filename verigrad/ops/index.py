@@ -1,12 +1,13 @@
-"""Integer-array indexing: `take` gathers along an axis; `take_grad` (its VJP) adds back into zeros."""
+"""Integer-array indexing: `take` gathers along an axis; `take_grad` (its VJP) adds back into zeros;
+`gather` (PyTorch's, element by element) and `gather_grad`; `argsort`."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import DType
-from ..errors import DTypeError
-from ..shapes import Spec, normalize_axis
+from ..dtypes import DType, i64
+from ..errors import DTypeError, ShapeError
+from ..shapes import Spec, normalize_axis, shape_text
 from ._op import Op, Sample, no_bf16
 from ._samples import uniform
 
@@ -60,4 +61,100 @@ take_grad = Op(
     samples=lambda rng: [Sample((uniform(rng, (4, 3)), np.array([1, 0, 1, 3])), {"axis": 0, "size": 5})],
     exact=False,
     doc="Zeros with `size` entries along `axis`, and g's slices added at the positions idx names.",
+)
+
+
+# gather: PyTorch's torch.gather (NumPy's take_along_axis) ---------------------------------------
+def _gather_shape(x: tuple, idx: tuple, axis: int) -> tuple:
+    if len(x) != len(idx) or any(a != b for d, (a, b) in enumerate(zip(x, idx)) if d != axis):
+        raise ShapeError(
+            f"gather needs indices shaped as the input but along axis {axis}: "
+            f"{shape_text(idx)} for {shape_text(x)}"
+        )
+    return idx
+
+
+def _positions(idx: np.ndarray, axis: int) -> tuple[np.ndarray, ...]:
+    """The full index of every element idx names: its own position, with idx's value along `axis`."""
+    grid = list(np.indices(idx.shape, sparse=True))
+    grid[axis] = idx
+    return tuple(grid)
+
+
+def _gather_grad_reference(g: np.ndarray, idx: np.ndarray, axis: int, size: int) -> np.ndarray:
+    out = np.zeros((*g.shape[:axis], size, *g.shape[axis + 1 :]), dtype=g.dtype)
+    np.add.at(out, _positions(idx, axis), g)
+    return out
+
+
+def _gather_samples(rng: np.random.Generator) -> list[Sample]:
+    return [
+        Sample((uniform(rng, (3, 5)), rng.integers(0, 5, (3, 4))), {"axis": 1}),
+        Sample((uniform(rng, (4, 2)), rng.integers(0, 4, (6, 2))), {"axis": 0}),
+        Sample((uniform(rng, (2, 3, 4)), np.array([[[1, 1]] * 3] * 2)), {"axis": 2}),
+    ]
+
+
+gather = Op(
+    "gather",
+    shape=_gather_shape,
+    dtype=_take_dtype,
+    params=_take_canon,
+    reference=lambda x, idx, axis: np.take_along_axis(x, idx, axis=axis),
+    vjp=lambda g, out, x, idx, axis: (gather_grad(g, idx, axis=axis, size=x.shape[axis]), None),
+    samples=_gather_samples,
+    torch=lambda t, x, idx, axis: t.gather(x, axis, idx),
+    exact=True,
+    doc="out[..., j, ...] = x[..., idx[..., j, ...], ...] along `axis` (PyTorch's gather): idx is shaped "
+    "as x but along `axis`.",
+)
+
+gather_grad = Op(
+    "gather_grad",
+    shape=lambda g, idx, axis, size: (*g[:axis], size, *g[axis + 1 :]),
+    dtype=lambda g, idx, axis, size: (no_bf16(g), g)[1],
+    reference=_gather_grad_reference,
+    vjp=lambda g2, out, g, idx, axis, size: (gather(g2, idx, axis=axis), None),
+    samples=lambda rng: [Sample((uniform(rng, (3, 4)), rng.integers(0, 2, (3, 4))), {"axis": 1, "size": 2})],
+    torch=lambda t, g, idx, axis, size: t.zeros(
+        (*g.shape[:axis], size, *g.shape[axis + 1 :]), dtype=g.dtype
+    ).scatter_add(axis, idx, g),
+    exact=False,
+    doc="Zeros with `size` entries along `axis`, and each g[..., j, ...] added at idx[..., j, ...] "
+    "(gather's VJP).",
+)
+
+
+# argsort --------------------------------------------------------------------------------------
+def _argsort_canon(x: Spec, axis: int = -1, descending: bool = False, dim: int | None = None) -> dict:
+    """`axis` (or PyTorch's `dim`) and the order."""
+    return {"axis": normalize_axis(dim if dim is not None else axis, x.ndim), "descending": bool(descending)}
+
+
+def _argsort_reference(x: np.ndarray, axis: int, descending: bool) -> np.ndarray:
+    """Stable: ties keep their order; NaN sorts above every number (last ascending, first descending)."""
+    if not descending:
+        return np.argsort(x, axis=axis, kind="stable").astype(np.int64)
+    flipped = np.argsort(np.flip(x, axis), axis=axis, kind="stable")
+    return np.flip(x.shape[axis] - 1 - flipped, axis).astype(np.int64)
+
+
+argsort = Op(
+    "argsort",
+    shape=lambda x, axis, descending: x,
+    dtype=lambda x, axis, descending: (no_bf16(x), i64)[1],
+    params=_argsort_canon,
+    reference=_argsort_reference,
+    samples=lambda rng: (
+        [
+            Sample(
+                (np.array([[3.0, 1.0, 2.0, 1.0], [0.5, np.nan, -1.0, 0.5]]),), {"axis": 1, "descending": d}
+            )
+            for d in (False, True)
+        ]
+        + [Sample((uniform(rng, (4, 3)),), {"axis": 0, "descending": False})]
+    ),
+    torch=lambda t, x, axis, descending: t.argsort(x, dim=axis, descending=descending, stable=True),
+    differentiable=False,
+    doc="The indices that sort x along `axis` (stably; NaN above every number), as i64.",
 )
