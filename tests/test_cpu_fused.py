@@ -26,7 +26,7 @@ SMALL_CHUNK = 5  # the min chunk the `small_chunks` fixture (conftest.py) sets
 pytestmark = pytest.mark.skipif(not cpu.available(), reason="the cpu backend could not be built here")
 
 FLOAT_UNARY = ["neg", "abs", "relu", "relu_deriv", "sqrt", "rsqrt", "sigmoid_deriv", "tanh_deriv"]
-FLOAT_UNARY += ["exp", "log", "sin", "cos", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh"]
+FLOAT_UNARY += ["exp", "log", "expm1", "log1p", "sin", "cos", "tanh", "sigmoid", "silu", "gelu", "gelu_tanh"]
 FLOAT_UNARY += ["silu_deriv", "gelu_deriv", "gelu_tanh_deriv"]
 FLOAT_BINARY = ["add", "sub", "mul", "div", "pow", "maximum", "minimum"]
 COMPARE = ["eq", "ne", "lt", "le", "gt", "ge"]

@@ -81,6 +81,8 @@ typedef struct {
     UNARY_FAST(sigmoid_deriv, T, SUF, x * (ONE - x))                                   \
     UNARY_FAST(tanh_deriv, T, SUF, ONE - x * x)                                        \
     UNARY(log, T, SUF, (T)log((double)x))                                         \
+    UNARY(expm1, T, SUF, (T)expm1((double)x))                                     \
+    UNARY(log1p, T, SUF, (T)log1p((double)x))                                     \
     UNARY(sin, T, SUF, (T)sin((double)x))                                         \
     UNARY(cos, T, SUF, (T)cos((double)x))                                         \
     UNARY(silu_deriv, T, SUF, (T)d_silu_deriv((double)x))                         \

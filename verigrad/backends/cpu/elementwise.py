@@ -25,7 +25,7 @@ from . import _ffi
 from ._ffi import DTYPES, Library, collapse
 
 UNARY_EXACT = ("relu", "relu_deriv", "neg", "abs", "sqrt", "rsqrt", "sigmoid_deriv", "tanh_deriv")
-UNARY_LIBM = ("exp", "log", "sin", "cos", "tanh", "sigmoid", "silu", "silu_deriv")
+UNARY_LIBM = ("exp", "log", "expm1", "log1p", "sin", "cos", "tanh", "sigmoid", "silu", "silu_deriv")
 UNARY_LIBM += ("gelu", "gelu_deriv", "gelu_tanh", "gelu_tanh_deriv")
 BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum")
 INT64_BINARY = ("add", "sub", "mul", "maximum", "minimum")  # NumPy's: add, sub and mul wrap around

@@ -70,6 +70,8 @@ _FLOAT_UNARY = {
     "tanh_deriv": "(T)1 - a * a",
     "exp": "(T)d_exp((double)a)",
     "log": "(T)log((double)a)",
+    "expm1": "(T)expm1((double)a)",
+    "log1p": "(T)log1p((double)a)",
     "sin": "(T)sin((double)a)",
     "cos": "(T)cos((double)a)",
 }

@@ -37,7 +37,7 @@ from ..program import Instr, Program
 from ._rewrite import Rewriter, results, uses
 
 UNARY = (
-    "neg abs exp log sqrt rsqrt sin cos tanh sigmoid relu gelu gelu_tanh silu "
+    "neg abs exp log expm1 log1p sqrt rsqrt sin cos tanh sigmoid relu gelu gelu_tanh silu "
     "relu_deriv sigmoid_deriv tanh_deriv gelu_deriv gelu_tanh_deriv silu_deriv logical_not cast"
 )
 BINARY = "add sub mul div pow maximum minimum eq ne lt le gt ge logical_and logical_or where broadcast_to"
