@@ -261,3 +261,47 @@ def test_loaded_state_is_not_shared_with_the_optimizer_or_the_dict_it_came_from(
 def test_bad_hyperparameters_raise_value_error(make):
     with pytest.raises(ValueError):
         make([param(P0)])
+
+
+@pytest.mark.parametrize(
+    ("cls", "kwargs"),
+    [
+        ("RMSprop", {"lr": 0.01, "centered": True, "momentum": 0.5}),
+        ("Adagrad", {"lr": 0.1, "lr_decay": 0.1, "initial_accumulator_value": 0.2}),
+    ],
+)
+def test_rmsprop_and_adagrad_compiled_as_eager(cls, kwargs):
+    """Their state (square_avg, grad_avg, sum) and Adagrad's per-parameter step live in tensors: a
+    compiled step updates them as the eager one does."""
+    weights = []
+    for compiled in (False, True):
+        verigrad.manual_seed(1)
+        model = verigrad.nn.Sequential(verigrad.nn.Linear(3, 4), verigrad.nn.Tanh(), verigrad.nn.Linear(4, 1))
+        opt = getattr(verigrad.optim, cls)(model.parameters(), **kwargs)
+        x = verigrad.tensor(np.random.default_rng(2).standard_normal((5, 3)).astype(np.float32))
+
+        def step(x, model=model, opt=opt):
+            opt.zero_grad()
+            loss = (model(x) ** 2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+
+        run = verigrad.compile(step) if compiled else step
+        losses = [run(x).item() for _ in range(4)]
+        weights.append(([p.numpy().copy() for p in model.parameters()], losses))
+    (eager, eager_losses), (compiled, compiled_losses) = weights
+    assert eager_losses[-1] < eager_losses[0]
+    np.testing.assert_allclose(compiled_losses, eager_losses, rtol=1e-5)
+    for a, b in zip(eager, compiled):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-7)
+
+
+def test_rmsprop_and_adagrad_refuse_negative_settings():
+    p = [verigrad.zeros(2, requires_grad=True)]
+    with pytest.raises(ValueError, match=r"alpha must be >= 0, got -0\.5"):
+        verigrad.optim.RMSprop(p, alpha=-0.5)
+    with pytest.raises(ValueError, match="lr_decay must be >= 0"):
+        verigrad.optim.Adagrad(p, lr_decay=-1.0)
+    with pytest.raises(ValueError, match="lr must be >= 0, got nan"):
+        verigrad.optim.Adagrad(p, lr=math.nan)

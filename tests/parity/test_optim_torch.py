@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import verigrad
-from verigrad.optim import SGD, Adam, AdamW
+from verigrad.optim import SGD, Adagrad, Adam, AdamW, RMSprop
 
 RTOL = ATOL = 1e-12
 STEPS = 10
@@ -46,10 +46,22 @@ CONFIGS: dict[str, tuple[Any, Any, dict[str, Any]]] = {
     "adam-betas-eps": (Adam, torch.optim.Adam, {"lr": 3e-2, "betas": (0.3, 0.99), "eps": 1e-3}),
     "adamw": (AdamW, torch.optim.AdamW, {"lr": 1e-2}),
     "adamw-weight-decay": (AdamW, torch.optim.AdamW, {"lr": 1e-2, "weight_decay": 0.1, "betas": (0.8, 0.9)}),
+    "rmsprop": (RMSprop, torch.optim.RMSprop, {"lr": 1e-2}),
+    "rmsprop-centered-momentum-weight-decay": (
+        RMSprop,
+        torch.optim.RMSprop,
+        {"lr": 5e-3, "alpha": 0.9, "eps": 1e-6, "centered": True, "momentum": 0.8, "weight_decay": 0.01},
+    ),
+    "adagrad": (Adagrad, torch.optim.Adagrad, {"lr": 0.1}),
+    "adagrad-decay-initial-weight-decay": (
+        Adagrad,
+        torch.optim.Adagrad,
+        {"lr": 0.1, "lr_decay": 0.05, "initial_accumulator_value": 0.3, "weight_decay": 0.02, "eps": 1e-6},
+    ),
 }
 
 # verigrad's state names are PyTorch's
-STATE_NAMES = ("momentum_buffer", "exp_avg", "exp_avg_sq")
+STATE_NAMES = ("momentum_buffer", "exp_avg", "exp_avg_sq", "square_avg", "grad_avg", "sum")
 
 
 def _torch_optimizer(cls: Any, params: list[torch.Tensor], kwargs: dict[str, Any]) -> Any:
