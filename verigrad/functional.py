@@ -285,33 +285,6 @@ def tanh(x: Tensor) -> Tensor:
 __all__ = [
     "adaptive_avg_pool2d",
     "avg_pool2d",
-    "conv2d",
-    "cross_entropy",
-    "dropout",
-    "elu",
-    "embedding",
-    "gelu",
-    "hardtanh",
-    "layer_norm",
-    "leaky_relu",
-    "log_softmax",
-    "max_pool2d",
-    "relu",
-    "relu6",
-    "rms_norm",
-    "rope",
-    "scaled_dot_product_attention",
-    "sigmoid",
-    "silu",
-    "softmax",
-    "softplus",
-    "tanh",
-]
-
-
-__all__ = [
-    "adaptive_avg_pool2d",
-    "avg_pool2d",
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
     "conv2d",
