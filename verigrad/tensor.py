@@ -48,7 +48,7 @@ class Tensor:
         return len(self.spec.shape)
 
     def dim(self) -> int:
-        return len(self.spec.shape)
+        return self.ndim
 
     ndimension = dim
 
