@@ -196,3 +196,18 @@ def test_adaptive_pooling_and_wide_layer_norm_refusals() -> None:
         F.layer_norm(verigrad.ones(3, 2, 5), (5, 4))
     out = nn.LayerNorm((5, 4))(x * verigrad.arange(0, 20).reshape(5, 4))
     np.testing.assert_allclose(out.numpy().reshape(2, 20).mean(1), [0, 0], atol=1e-6)
+
+
+def test_conv1d_module_and_symbolic_lengths() -> None:
+    B, L = verigrad.dims("B L")
+    with verigrad.abstract():
+        conv = nn.Conv1d(3, 8, 5, padding=2)
+    assert verigrad.check(conv, verigrad.spec([B, 3, L])) == verigrad.spec([B, 8, L])
+    verigrad.manual_seed(0)
+    conv = nn.Conv1d(2, 1, 3, bias=False)
+    assert conv.weight.shape == (1, 2, 3) and conv.bias is None
+    x = verigrad.ones(1, 2, 5)
+    np.testing.assert_allclose(conv(x).numpy(), np.full((1, 1, 3), conv.weight.numpy().sum()), rtol=1e-6)
+    np.testing.assert_array_equal(
+        nn.MaxPool1d(2)(verigrad.arange(0, 6).reshape(1, 1, 6).float()).numpy(), [[[1, 3, 5]]]
+    )

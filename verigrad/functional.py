@@ -115,6 +115,45 @@ def conv2d(
     return out + (bias.reshape(bias.shape[0], 1, 1) if layout == "NCHW" else bias)
 
 
+def _as_2d(fn: Any, x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+    """A 1-D op of [N, C, L] as the 2-D one of [N, C, 1, L] (int sizes become (1, k), (0, p), ...)."""
+    return fn(ops.unsqueeze(x, 2), *args, **kwargs).squeeze(2)
+
+
+def _pair_1d(value: Any, unit: int) -> tuple[int, int] | None:
+    """A 1-D size as the 2-D pair whose first size is `unit` (None stays None)."""
+    if value is None:
+        return None
+    (n,) = (value,) if isinstance(value, int) else tuple(value)
+    return (unit, n)
+
+
+def conv1d(
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: int = 1,
+    padding: int = 0,
+    dilation: int = 1,
+) -> Tensor:
+    """1-D convolution of [N, C, L] with [O, C, K] weights: the 2-D one over [N, C, 1, L]."""
+    window = {
+        "stride": _pair_1d(stride, 1),
+        "padding": _pair_1d(padding, 0),
+        "dilation": _pair_1d(dilation, 1),
+    }
+    return _as_2d(conv2d, x, ops.unsqueeze(weight, 2), bias, **window)
+
+
+def max_pool1d(x: Tensor, kernel_size: int, stride: int | None = None, padding: int = 0) -> Tensor:
+    return _as_2d(max_pool2d, x, _pair_1d(kernel_size, 1), _pair_1d(stride, 1), _pair_1d(padding, 0))
+
+
+def avg_pool1d(x: Tensor, kernel_size: int, stride: int | None = None, padding: int = 0) -> Tensor:
+    """Window means, zero padding counted in the divisor."""
+    return _as_2d(avg_pool2d, x, _pair_1d(kernel_size, 1), _pair_1d(stride, 1), _pair_1d(padding, 0))
+
+
 def adaptive_avg_pool2d(x: Tensor, output_size: IntPair, layout: str = "NCHW") -> Tensor:
     """Means over an output_size grid of equal windows (sizes that divide the input's; 1 x 1 is the
     global mean)."""
@@ -284,9 +323,11 @@ def tanh(x: Tensor) -> Tensor:
 
 __all__ = [
     "adaptive_avg_pool2d",
+    "avg_pool1d",
     "avg_pool2d",
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
+    "conv1d",
     "conv2d",
     "cross_entropy",
     "dropout",
@@ -299,6 +340,7 @@ __all__ = [
     "layer_norm",
     "leaky_relu",
     "log_softmax",
+    "max_pool1d",
     "max_pool2d",
     "mish",
     "mse_loss",

@@ -167,3 +167,15 @@ def test_layer_norm_over_several_axes_and_in_pytorchs_argument_order() -> None:
     )
     ours, theirs = nn.LayerNorm([3, 4, 5], dtype="f64"), torch.nn.LayerNorm([3, 4, 5], dtype=torch.float64)
     _check({"x": x}, lambda x: ours(x), lambda x: theirs(x))
+
+
+@pytest.mark.parametrize("settings", [{}, {"stride": 2, "padding": 1}, {"dilation": 2, "padding": 2}])
+def test_conv1d_and_1d_pools(settings) -> None:
+    x, w, b = RNG.standard_normal((2, 3, 11)), RNG.standard_normal((4, 3, 3)), RNG.standard_normal(4)
+    _check(
+        {"x": x, "w": w, "b": b},
+        lambda x, w, b: F.conv1d(x, w, b, **settings),
+        lambda x, w, b: TF.conv1d(x, w, b, **settings),
+    )
+    _check({"x": x}, lambda x: nn.MaxPool1d(3, 2, 1)(x), lambda x: torch.nn.MaxPool1d(3, 2, 1)(x))
+    _check({"x": x}, lambda x: nn.AvgPool1d(2)(x), lambda x: torch.nn.AvgPool1d(2)(x))

@@ -75,6 +75,51 @@ class Conv2d(Module):
         )
 
 
+class Conv1d(Module):
+    """1-D convolution of [N, C, L]: weight [out, in, k] (PyTorch's initialisation)."""
+
+    def __init__(
+        self,
+        in_channels: DimLike,
+        out_channels: DimLike,
+        kernel_size: int,
+        stride: int = 1,
+        padding: int = 0,
+        dilation: int = 1,
+        bias: bool = True,
+        dtype: Any = f32,
+    ):
+        super().__init__()
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, kernel_size
+        self.stride, self.padding, self.dilation = stride, padding, dilation
+        bound = fan_in_bound(in_channels * kernel_size)
+        self.weight = uniform((out_channels, in_channels, kernel_size), bound, dtype)
+        self.bias = uniform((out_channels,), bound, dtype) if bias else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.conv1d(x, self.weight, self.bias, self.stride, self.padding, self.dilation)
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "
+            f"padding={self.padding}"
+        )
+
+
+class MaxPool1d(Module):
+    def __init__(self, kernel_size: int, stride: int | None = None, padding: int = 0):
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.max_pool1d(x, self.kernel_size, self.stride, self.padding)
+
+
+class AvgPool1d(MaxPool1d):
+    def forward(self, x: Tensor) -> Tensor:
+        return F.avg_pool1d(x, self.kernel_size, self.stride, self.padding)
+
+
 class MaxPool2d(Module):
     def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0, layout: str = "NCHW"):
         super().__init__()
