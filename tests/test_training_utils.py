@@ -211,3 +211,24 @@ def test_conv1d_module_and_symbolic_lengths() -> None:
     np.testing.assert_array_equal(
         nn.MaxPool1d(2)(verigrad.arange(0, 6).reshape(1, 1, 6).float()).numpy(), [[[1, 3, 5]]]
     )
+
+
+def test_multihead_attention_shapes_and_refusals() -> None:
+    B, T = verigrad.dims("B T")
+    with verigrad.abstract():
+        attention = nn.MultiheadAttention(16, 4, batch_first=True)
+    out = verigrad.check(lambda x: attention(x, x, x)[0], verigrad.spec([B, T, 16]))
+    assert out == verigrad.spec([B, T, 16])
+    weights = verigrad.check(
+        lambda x: attention(x, x, x, average_attn_weights=False)[1], verigrad.spec([B, T, 16])
+    )
+    assert weights == verigrad.spec([B, 4, T, T])
+    verigrad.manual_seed(0)
+    causal = nn.MultiheadAttention(4, 2)
+    x = verigrad.randn(3, 1, 4)
+    _, w = causal(x, x, x, is_causal=True)
+    np.testing.assert_array_equal(np.triu(w.numpy()[0], 1), np.zeros((3, 3)))  # no weight on later keys
+    with pytest.raises(ValueError, match="not a multiple of num_heads"):
+        nn.MultiheadAttention(10, 3)
+    with pytest.raises(ValueError, match="dropout must be 0"):
+        nn.MultiheadAttention(8, 2, dropout=0.1)

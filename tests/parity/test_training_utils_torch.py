@@ -179,3 +179,47 @@ def test_conv1d_and_1d_pools(settings) -> None:
     )
     _check({"x": x}, lambda x: nn.MaxPool1d(3, 2, 1)(x), lambda x: torch.nn.MaxPool1d(3, 2, 1)(x))
     _check({"x": x}, lambda x: nn.AvgPool1d(2)(x), lambda x: torch.nn.AvgPool1d(2)(x))
+
+
+@pytest.mark.parametrize(
+    "how", ["plain", "bool mask", "float mask", "padding", "batch_first", "unbatched", "causal", "per head"]
+)
+def test_multihead_attention(how) -> None:
+    """PyTorch's parameters loaded by name; outputs, attention weights and every gradient compared."""
+    embed, heads = 8, 2
+    theirs = torch.nn.MultiheadAttention(embed, heads, batch_first=how == "batch_first", dtype=torch.float64)
+    ours = nn.MultiheadAttention(embed, heads, batch_first=how == "batch_first", dtype="f64")
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    q_shape, kv_shape = {
+        "batch_first": ((3, 4, embed), (3, 5, embed)),
+        "unbatched": ((4, embed), (5, embed)),
+    }.get(how, ((4, 3, embed), (5, 3, embed)))
+    if how == "causal":
+        kv_shape = q_shape
+    mask = RNG.random((4, 5)) > 0.6
+    mask[:, 0] = False  # every query keeps a key
+    padding = np.array([[False] * 4 + [True]] * 3)
+
+    def extra(convert):
+        return {
+            "bool mask": {"attn_mask": convert(mask)},
+            "float mask": {"attn_mask": convert(np.where(mask, -1.5, 0.25))},
+            "padding": {"key_padding_mask": convert(padding)},
+            "causal": {"attn_mask": convert(np.triu(np.ones((4, 4), bool), 1)), "is_causal": True},
+            "per head": {"average_attn_weights": False},
+        }.get(how, {})
+
+    def run(module, convert, q, k, v):
+        out, weights = module(q, k, v, **extra(convert))
+        return out * 2 + weights.sum() if how != "per head" else out.sum() + weights * 3
+
+    arrays = {
+        "q": RNG.standard_normal(q_shape),
+        "k": RNG.standard_normal(kv_shape),
+        "v": RNG.standard_normal(kv_shape),
+    }
+    _check(
+        arrays, lambda **a: run(ours, verigrad.tensor, **a), lambda **a: run(theirs, torch.from_numpy, **a)
+    )
+    _, weights = ours(*(verigrad.tensor(arrays[n]) for n in "qkv"), need_weights=False)
+    assert weights is None

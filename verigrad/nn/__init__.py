@@ -29,6 +29,7 @@ from .layers import (
     Mish,
     ModuleList,
     MSELoss,
+    MultiheadAttention,
     NLLLoss,
     ReLU,
     ReLU6,
