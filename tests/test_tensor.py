@@ -821,3 +821,37 @@ def test_pytorch_device_idioms_and_retain_graph() -> None:
     y.backward()  # the graph is kept either way
     _eq(x.grad, np.array([4.0, 8.0], np.float32))
     assert x.detach().cpu().numpy().tolist() == [1.0, 2.0]
+
+
+def test_pytorchs_creation_comparison_and_grad_mode_helpers() -> None:
+    a, b = verigrad.tensor([1.0, 2.0, 3.0]), verigrad.tensor([3.0, 1.0, 2.0])
+    _eq(a.max(b), np.array([3.0, 2.0, 3.0], np.float32))  # a tensor argument: element-wise
+    _eq(a.min(b), np.array([1.0, 1.0, 2.0], np.float32))
+    assert a.max().item() == 3.0
+    assert (
+        verigrad.allclose(a, a + 1e-9) and not a.allclose(b) and verigrad.equal(a, a) and not a.equal(a[:2])
+    )
+    assert verigrad.allclose(verigrad.tensor([np.nan]), verigrad.tensor([np.nan]), equal_nan=True)
+    with pytest.raises(TypeError, match="allclose compares values, but this tensor is abstract"):
+        verigrad.check(lambda x: verigrad.allclose(x, x), verigrad.spec([2]))
+    _eq(verigrad.linspace(-1, 1, 5), np.linspace(-1, 1, 5).astype(np.float32))
+    assert verigrad.linspace(0, 1, 0).shape == (0,)
+    _eq(verigrad.full_like(a, 7, dtype="i64"), np.array([7, 7, 7]))
+    _eq(verigrad.empty(2, 3), np.zeros((2, 3), np.float32))
+    assert verigrad.empty_like(a).shape == (3,) and a.nelement() == 3
+    verigrad.manual_seed(0)
+    r = verigrad.randn_like(verigrad.zeros(4, 5, dtype="f64"))
+    assert r.shape == (4, 5) and r.dtype is f64 and verigrad.rand_like(a).shape == (3,)
+    x = verigrad.ones(2, requires_grad=True)
+    with verigrad.set_grad_enabled(False):
+        assert not (x * 2).requires_grad
+    assert (x * 2).requires_grad
+    verigrad.set_grad_enabled(False)
+    try:
+        assert not verigrad.is_grad_enabled()
+    finally:
+        verigrad.set_grad_enabled(True)
+    with verigrad.inference_mode():
+        assert not (x * 2).requires_grad
+    with verigrad.inference_mode(False):
+        assert (x * 2).requires_grad

@@ -2,7 +2,15 @@
 
 from . import data, functional, io, models, nn, optim
 from . import eager as _eager
-from .autograd import enable_grad, grad, is_grad_enabled, no_grad, value_and_grad
+from .autograd import (
+    enable_grad,
+    grad,
+    inference_mode,
+    is_grad_enabled,
+    no_grad,
+    set_grad_enabled,
+    value_and_grad,
+)
 from .backends import available as available_backends
 from .backends import backend, get_backend, set_backend, set_threads
 from .compile import check, compile
@@ -17,6 +25,7 @@ from .ops import (
     abs,
     add,
     all,
+    allclose,
     any,
     arange,
     argmax,
@@ -30,7 +39,10 @@ from .ops import (
     cumsum,
     div,
     einsum,
+    empty,
+    empty_like,
     eq,
+    equal,
     exp,
     expand,
     expm1,
@@ -40,6 +52,7 @@ from .ops import (
     from_dlpack,
     from_numpy,
     full,
+    full_like,
     gather,
     ge,
     gelu,
@@ -50,6 +63,7 @@ from .ops import (
     isinf,
     isnan,
     le,
+    linspace,
     log,
     log1p,
     log_softmax,
@@ -75,8 +89,10 @@ from .ops import (
     permute,
     pow,
     rand,
+    rand_like,
     randint,
     randn,
+    randn_like,
     relu,
     reshape,
     rsqrt,

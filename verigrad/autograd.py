@@ -47,6 +47,27 @@ def enable_grad() -> contextlib.AbstractContextManager[None]:
     return _grad_mode(True)
 
 
+def inference_mode(mode: bool = True) -> contextlib.AbstractContextManager[None]:
+    """PyTorch's inference_mode: no_grad (with mode=False, grad mode as it is)."""
+    return no_grad() if mode else contextlib.nullcontext()
+
+
+class set_grad_enabled(contextlib.ContextDecorator):
+    """Turn gradient recording on or off: as a call, from here on; as a context manager or a decorator,
+    for its block, then back to what it was."""
+
+    def __init__(self, mode: bool) -> None:
+        self.previous = _GRAD_ENABLED[-1]
+        _GRAD_ENABLED[-1] = bool(mode)
+        self.mode = bool(mode)
+
+    def __enter__(self) -> None:
+        _GRAD_ENABLED[-1] = self.mode
+
+    def __exit__(self, *exc: object) -> None:
+        _GRAD_ENABLED[-1] = self.previous
+
+
 class Node:
     """How a tensor was made: the op, its input tensors and its params."""
 

@@ -55,6 +55,9 @@ class Tensor:
     def size(self, axis: int | None = None) -> Any:
         return self.shape if axis is None else self.shape[axis]
 
+    def nelement(self) -> DimLike:
+        return self.numel()
+
     def numel(self) -> DimLike:
         n: DimLike = 1
         for d in self.shape:
@@ -407,6 +410,12 @@ class Tensor:
     def bool(self) -> Tensor:
         return self.cast("bool")
 
+    def allclose(self, other: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> bool:
+        return FUNCS["allclose"](self, other, rtol, atol, equal_nan)
+
+    def equal(self, other: Tensor) -> bool:
+        return FUNCS["equal"](self, other)
+
     def clone(self) -> Tensor:
         """A copy with memory of its own (a cast always makes one), in the graph as PyTorch's clone is."""
         return self.cast(self.dtype)
@@ -418,10 +427,16 @@ class Tensor:
     def mean(self, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
         return OPS["mean"](self, axis=_axis(axis, dim), keepdim=keepdim)
 
-    def max(self, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
+    def max(self, axis: Any = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
+        """The largest value over `axis`; given a tensor, the element-wise maximum (as PyTorch)."""
+        if isinstance(axis, Tensor):
+            return OPS["maximum"](self, axis)
         return OPS["max"](self, axis=_axis(axis, dim), keepdim=keepdim)
 
-    def min(self, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
+    def min(self, axis: Any = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
+        """The smallest value over `axis`; given a tensor, the element-wise minimum (as PyTorch)."""
+        if isinstance(axis, Tensor):
+            return OPS["minimum"](self, axis)
         return OPS["min"](self, axis=_axis(axis, dim), keepdim=keepdim)
 
     def argmax(self, axis: int | None = None, keepdim: bool = False, *, dim: int | None = None):

@@ -133,6 +133,19 @@ def ones_like(x: Tensor) -> Tensor:
     return full_op(shape=x.shape, dtype=x.dtype, value=1)
 
 
+def full_like(x: Tensor, value: float, dtype: Any = None) -> Tensor:
+    return full_op(shape=x.shape, dtype=x.dtype if dtype is None else dtype, value=value)
+
+
+def empty(*shape: Any, dtype: Any = DEFAULT_FLOAT) -> Tensor:
+    """PyTorch's empty: here a tensor of zeros (no uninitialised memory is ever handed out)."""
+    return full_op(shape=_shape_args(shape), dtype=dtype, value=0)
+
+
+def empty_like(x: Tensor) -> Tensor:
+    return zeros_like(x)
+
+
 def _arange_params(start: DimLike, stop: DimLike, step: int, dtype: Any) -> dict:
     if not isinstance(step, int) or step == 0:
         raise ShapeError(f"arange needs a non-zero integer step, got {step}")
@@ -163,6 +176,13 @@ def arange(start: DimLike, stop: DimLike | None = None, step: int = 1, dtype: An
     if stop is None:
         start, stop = 0, start
     return arange_op(start=start, stop=stop, step=step, dtype=dtype)
+
+
+def linspace(start: float, end: float, steps: int, dtype: Any = DEFAULT_FLOAT) -> Tensor:
+    """`steps` values from start to end, evenly spaced (both ends included; as NumPy's linspace)."""
+    if not isinstance(steps, int) or steps < 0:
+        raise ValueError(f"linspace needs a whole number of steps >= 0, got {steps}")
+    return tensor(np.linspace(start, end, steps), dtype=dtype)
 
 
 eye_op = Op(
@@ -254,6 +274,14 @@ def randn(
 ) -> Tensor:
     out = randn_op(shape=_shape_args(shape), seed=_seed(generator), dtype=dtype)
     return out.requires_grad_(requires_grad)
+
+
+def rand_like(x: Tensor, generator: Generator | None = None) -> Tensor:
+    return rand(*x.shape, dtype=x.dtype, generator=generator)
+
+
+def randn_like(x: Tensor, generator: Generator | None = None) -> Tensor:
+    return randn(*x.shape, dtype=x.dtype, generator=generator)
 
 
 def randint(low: int, high: int, shape: Any, dtype: Any = i64, generator: Generator | None = None) -> Tensor:

@@ -12,6 +12,8 @@ import math
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from ..dtypes import bool_, i64
 from ..errors import DTypeError, ShapeError
 from ..registry import FUNCS
@@ -232,7 +234,28 @@ def index_select(x: Tensor, axis: int, index: Tensor) -> Tensor:
     return take(x, index, axis=axis)
 
 
+def allclose(a: Any, b: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> bool:
+    """Whether |a - b| <= atol + rtol |b| everywhere (broadcast), as NumPy's and PyTorch's allclose."""
+    return bool(np.allclose(_values(a, "allclose"), _values(b, "allclose"), rtol, atol, equal_nan))
+
+
+def equal(a: Tensor, b: Tensor) -> bool:
+    """Whether a and b have the same shape and the same values (PyTorch's torch.equal)."""
+    x, y = _values(a, "equal"), _values(b, "equal")
+    return x.shape == y.shape and bool(np.array_equal(x, y))
+
+
+def _values(x: Any, what: str) -> np.ndarray:
+    if isinstance(x, Tensor):
+        if not isinstance(x.data, np.ndarray):
+            raise TypeError(f"{what} compares values, but this tensor is abstract: {x.spec!r}")
+        return x.numpy()
+    return np.asarray(x)
+
+
 FUNCS.update(
+    allclose=allclose,
+    equal=equal,
     clamp=clamp,
     masked_fill=masked_fill,
     isnan=isnan,
