@@ -232,3 +232,13 @@ def test_multihead_attention_shapes_and_refusals() -> None:
         nn.MultiheadAttention(10, 3)
     with pytest.raises(ValueError, match="dropout must be 0"):
         nn.MultiheadAttention(8, 2, dropout=0.1)
+
+
+def test_pytorchs_import_path_for_the_functional_module() -> None:
+    import verigrad.nn.functional as nnF
+
+    assert (
+        nnF.cross_entropy is F.cross_entropy
+        and nnF.scaled_dot_product_attention is F.scaled_dot_product_attention
+    )
+    assert set(nnF.__all__) == set(F.__all__) and all(hasattr(nnF, name) for name in F.__all__)
