@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import verigrad
-from verigrad.data import DataLoader, TensorDataset, load_digits, load_mnist, read_idx, split
+from verigrad.data import DataLoader, Dataset, TensorDataset, load_digits, load_mnist, read_idx, split
 from verigrad.data.datasets import IDX_IMAGES_MAGIC, IDX_LABELS_MAGIC
 
 N = 23  # items in the loader tests: not a multiple of the batch size
@@ -255,7 +255,7 @@ def test_pytorchs_datasets_give_the_same_batches() -> None:
     plain = list(DataLoader(x, y, batch_size=4, shuffle=True, seed=3))
     from_dataset = list(DataLoader(TensorDataset(verigrad.tensor(x), y), batch_size=4, shuffle=True, seed=3))
 
-    class Squares:
+    class Squares(Dataset):
         def __len__(self):
             return 10
 

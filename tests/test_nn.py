@@ -683,3 +683,27 @@ def test_subpackages_are_reachable_after_a_plain_import():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_module_dtype_conversion_in_place():
+    verigrad.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    weight = model[0].weight
+    before = weight.numpy().copy()
+    assert model.double() is model and model.to("cpu") is model
+    assert model[0].weight is weight and weight.dtype is verigrad.f64 and weight.requires_grad
+    np.testing.assert_array_equal(weight.numpy(), before.astype(np.float64))  # f32 -> f64 is exact
+    opt = verigrad.optim.SGD(model.parameters(), lr=0.1)
+    x = verigrad.randn(5, 3, dtype="f64")
+    model(x).sum().backward()
+    opt.step()
+    assert model[0].weight.grad.dtype is verigrad.f64 and model(x).dtype is verigrad.f64
+    bn = nn.BatchNorm2d(2).double()
+    assert bn.running_var.dtype is verigrad.f64
+    assert model.float()[2].bias.dtype is verigrad.f32
+    with pytest.raises(verigrad.DTypeError, match="modules compute in f32 or f64, not i64"):
+        model.to("i64")
+    B = verigrad.dims("B")
+    with verigrad.abstract():
+        symbolic = nn.Linear(3, 2).double()
+    assert verigrad.check(symbolic, verigrad.spec([B, 3], "f64")) == verigrad.spec([B, 2], "f64")

@@ -1,5 +1,5 @@
 """`DataLoader`: batches of tensors from arrays or a dataset, shuffled by a seed that changes every
-epoch; `TensorDataset`, PyTorch's dataset of equally long arrays."""
+epoch; `Dataset` and `TensorDataset`, PyTorch's datasets."""
 
 from __future__ import annotations
 
@@ -16,7 +16,18 @@ def _array(a: Any) -> np.ndarray:
     return a.numpy() if isinstance(a, Tensor) else np.asarray(a)
 
 
-class TensorDataset:
+class Dataset:
+    """PyTorch's map-style dataset: a subclass gives `__len__` and `__getitem__` (DataLoader takes any
+    object that has both)."""
+
+    def __len__(self) -> int:
+        raise NotImplementedError(f"{type(self).__name__} has no __len__")
+
+    def __getitem__(self, i: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} has no __getitem__")
+
+
+class TensorDataset(Dataset):
     """Rows of equally long arrays or tensors: `dataset[i]` is the tuple of their i-th rows."""
 
     def __init__(self, *arrays: Any) -> None:

@@ -11,10 +11,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
+
 from ..autograd import no_grad
+from ..dtypes import as_dtype
 from ..errors import DTypeError, ShapeError
 from ..ops import tensor
-from ..shapes import shape_text
+from ..shapes import Spec, shape_text
 from ..tensor import Tensor
 
 _CALL_STACK: list[Module] = []
@@ -133,6 +136,30 @@ class Module:
             for k, target in own.items():
                 if k in state:
                     target.assign(state[k] if isinstance(state[k], Tensor) else tensor(state[k]))
+
+    # dtypes ---------------------------------------------------------------------------------------
+    def to(self, dtype: Any) -> Module:
+        """Every float parameter and buffer converted to `dtype` in place (the same tensor objects); make
+        the optimizer after it, as its state takes the parameters' dtype when it is made. "cpu", the
+        only device, changes nothing."""
+        if isinstance(dtype, str) and dtype == "cpu":
+            return self
+        target = as_dtype(dtype)
+        if not target.is_float or target.name in ("f16", "bf16"):
+            raise DTypeError(f"modules compute in f32 or f64, not {target.name}")
+        for t in [*self.parameters(), *self.buffers()]:
+            if t.dtype.is_float and t.dtype is not target:
+                if isinstance(t.data, np.ndarray):
+                    t.data = t.data.astype(target.np)
+                t.spec = Spec(t.spec.shape, target)
+                t.grad = None
+        return self
+
+    def float(self) -> Module:
+        return self.to("f32")
+
+    def double(self) -> Module:
+        return self.to("f64")
 
     # modes ----------------------------------------------------------------------------------------
     def train(self, mode: bool = True) -> Module:
