@@ -281,3 +281,14 @@ def test_a_compiled_training_step_through_them_matches_eager(backend) -> None:
             schedule.step()
         weights.append(w.numpy().copy())
     np.testing.assert_allclose(weights[1], weights[0], rtol=1e-10, atol=1e-12)
+
+
+def test_repeat_interleave_by_hand_and_symbolic(backend) -> None:
+    _eq(verigrad.tensor([[1, 2], [3, 4]]).repeat_interleave(2, dim=1), np.array([[1, 1, 2, 2], [3, 3, 4, 4]]))
+    _eq(verigrad.tensor([1, 2]).repeat_interleave(3), np.array([1, 1, 1, 2, 2, 2]))
+    B = verigrad.dims("B")
+    assert verigrad.check(lambda t: t.repeat_interleave(2, 0), verigrad.spec([B, 3])) == verigrad.spec(
+        [B * 2, 3]
+    )
+    with pytest.raises(ValueError, match="whole number of repeats"):
+        verigrad.tensor([1, 2]).repeat_interleave(verigrad.tensor([1, 2]))

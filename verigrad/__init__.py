@@ -94,6 +94,7 @@ from .ops import (
     randn,
     randn_like,
     relu,
+    repeat_interleave,
     reshape,
     rsqrt,
     sigmoid,

@@ -154,6 +154,24 @@ def avg_pool1d(x: Tensor, kernel_size: int, stride: int | None = None, padding: 
     return _as_2d(avg_pool2d, x, _pair_1d(kernel_size, 1), _pair_1d(stride, 1), _pair_1d(padding, 0))
 
 
+def interpolate(
+    x: Tensor, scale_factor: int | tuple[int, int], mode: str = "nearest", layout: str = "NCHW"
+) -> Tensor:
+    """Nearest-neighbour upsampling of images by whole factors (each pixel repeated), as PyTorch's
+    interpolate(mode="nearest") with integer scale factors."""
+    if mode != "nearest":
+        raise ValueError(f"interpolate supports mode='nearest' only, got {mode!r}")
+    fh, fw = _pair(scale_factor)
+    if not all(isinstance(f, int) and f >= 1 for f in (fh, fw)):
+        raise ValueError(f"interpolate takes whole scale factors >= 1, got {scale_factor!r}")
+    h_axis = 2 if layout == "NCHW" else 1
+    return ops.repeat_interleave(ops.repeat_interleave(x, fh, h_axis), fw, h_axis + 1)
+
+
+def _pair(value: Any) -> tuple[Any, Any]:
+    return (value, value) if not isinstance(value, tuple | list) else tuple(value)
+
+
 def adaptive_avg_pool2d(x: Tensor, output_size: IntPair, layout: str = "NCHW") -> Tensor:
     """Means over an output_size grid of equal windows (sizes that divide the input's; 1 x 1 is the
     global mean)."""
@@ -336,6 +354,7 @@ __all__ = [
     "gelu",
     "hardtanh",
     "huber_loss",
+    "interpolate",
     "l1_loss",
     "layer_norm",
     "leaky_relu",

@@ -523,6 +523,9 @@ class Tensor:
     def repeat(self, *sizes: Any) -> Tensor:
         return FUNCS["repeat"](self, *_shape_arg(sizes))
 
+    def repeat_interleave(self, repeats: int, axis: int | None = None, *, dim: int | None = None) -> Tensor:
+        return FUNCS["repeat_interleave"](self, repeats, axis, dim=dim)
+
     def index_select(self, axis: int, index: Any) -> Tensor:
         return FUNCS["index_select"](self, axis, index)
 

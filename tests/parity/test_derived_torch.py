@@ -283,3 +283,18 @@ def test_sort_topk_and_gather(descending) -> None:
     np.testing.assert_array_equal(
         verigrad.tensor(x).topk(2).indices.numpy(), torch.from_numpy(x).topk(2).indices.numpy()
     )
+
+
+@pytest.mark.parametrize(("repeats", "dim"), [(2, 1), (3, 0), (2, None)])
+def test_repeat_interleave_and_nearest_upsampling(repeats, dim) -> None:
+    _check(
+        {"x": X},
+        lambda x: x.repeat_interleave(repeats, dim=dim),
+        lambda x: x.repeat_interleave(repeats, dim=dim),
+    )
+    images = np.random.default_rng(3).standard_normal((1, 2, 3, 4))
+    _check(
+        {"x": images},
+        lambda x: nn.Upsample(scale_factor=(repeats, 2))(x),
+        lambda x: torch.nn.functional.interpolate(x, scale_factor=(repeats, 2), mode="nearest"),
+    )

@@ -41,6 +41,7 @@ from .layers import (
     Softmax,
     Softplus,
     Tanh,
+    Upsample,
 )
 from .module import Module
 from .quant import QEmbedding, QLinear

@@ -162,6 +162,20 @@ class AdaptiveAvgPool2d(Module):
         return f"output_size={self.output_size}"
 
 
+class Upsample(Module):
+    """Nearest-neighbour upsampling by whole factors (see F.interpolate)."""
+
+    def __init__(self, scale_factor: Any, mode: str = "nearest", layout: str = "NCHW"):
+        super().__init__()
+        self.scale_factor, self.mode, self.layout = scale_factor, mode, layout
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.interpolate(x, self.scale_factor, self.mode, self.layout)
+
+    def extra_repr(self) -> str:
+        return f"scale_factor={self.scale_factor}, mode={self.mode!r}"
+
+
 class Dropout(Module):
     """Zeroes each element with probability p in training (scaling the rest by 1/(1-p))."""
 

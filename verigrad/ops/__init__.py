@@ -77,6 +77,7 @@ from .derived import (
     logsumexp,
     masked_fill,
     repeat,
+    repeat_interleave,
     sort,
     split,
     std,

@@ -1,8 +1,8 @@
 """Functions PyTorch users reach for, written with the ops: clamp, masked_fill, var and std,
 logsumexp, argmin, all and any, isnan / isinf / isfinite, tril and triu, chunk and split, flip,
-repeat, index_select, sort and topk. None is an op of its own: its shapes, dtypes, errors and
-gradients are those of the ops it is made of, so it works eagerly, under `check` and in traces
-alike, symbolic sizes included.
+repeat, repeat_interleave, index_select, sort and topk. None is an op of its own: its shapes,
+dtypes, errors and gradients are those of the ops it is made of, so it works eagerly, under `check`
+and in traces alike, symbolic sizes included.
 """
 
 from __future__ import annotations
@@ -227,6 +227,21 @@ def topk(
     return SortResult(gather(x, first, axis=axis), first)
 
 
+def repeat_interleave(x: Tensor, repeats: int, axis: int | None = None, *, dim: int | None = None) -> Tensor:
+    """Each element repeated `repeats` times in place along `axis` ([a, b] -> [a, a, b, b]); with no
+    axis, of the flattened tensor. An integer count (PyTorch also takes a tensor of counts)."""
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 0:
+        raise ValueError(f"repeat_interleave takes a whole number of repeats >= 0, got {repeats!r}")
+    axis = _pick(axis, dim)
+    if axis is None:
+        x, axis = x.reshape(-1), 0
+    axis = normalize_axis(axis, x.ndim)
+    spread = unsqueeze(x, axis + 1)
+    shape = (*x.shape[: axis + 1], repeats, *x.shape[axis + 1 :])
+    merged = (*x.shape[:axis], x.shape[axis] * repeats, *x.shape[axis + 1 :])
+    return spread.broadcast_to(shape).reshape(merged)
+
+
 def index_select(x: Tensor, axis: int, index: Tensor) -> Tensor:
     """The entries of x at the integer `index` (1-D) along `axis`."""
     if index.ndim != 1:
@@ -274,6 +289,7 @@ FUNCS.update(
     flip=flip,
     repeat=repeat,
     index_select=index_select,
+    repeat_interleave=repeat_interleave,
     sort=sort,
     topk=topk,
 )
