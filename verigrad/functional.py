@@ -24,6 +24,7 @@ from .losses import (
     nll_loss,
     smooth_l1_loss,
 )
+from .ops.composite._common import pair
 from .ops.creation import Generator, _seed
 from .shapes import Dim, DimLike, as_shape, shape_text
 from .tensor import Tensor
@@ -68,10 +69,11 @@ def _layer_norm(
     eps: float = 1e-5,
     normalized_shape: Any = None,
 ) -> Tensor:
-    axes = 1 if normalized_shape is None else len(as_shape(normalized_shape))
-    if normalized_shape is not None and tuple(x.shape[x.ndim - axes :]) != as_shape(normalized_shape):
+    wanted = None if normalized_shape is None else as_shape(normalized_shape)
+    axes = 1 if wanted is None else len(wanted)
+    if wanted is not None and tuple(x.shape[x.ndim - axes :]) != wanted:
         raise ShapeError(
-            f"layer_norm over {shape_text(as_shape(normalized_shape))}, but the input ends in "
+            f"layer_norm over {shape_text(wanted)}, but the input ends in "
             f"{shape_text(x.shape[x.ndim - axes :])}"
         )
     lead, tail = x.shape[: x.ndim - axes], x.shape[x.ndim - axes :]
@@ -161,15 +163,9 @@ def interpolate(
     interpolate(mode="nearest") with integer scale factors."""
     if mode != "nearest":
         raise ValueError(f"interpolate supports mode='nearest' only, got {mode!r}")
-    fh, fw = _pair(scale_factor)
-    if not all(isinstance(f, int) and f >= 1 for f in (fh, fw)):
-        raise ValueError(f"interpolate takes whole scale factors >= 1, got {scale_factor!r}")
+    fh, fw = pair(scale_factor, "interpolate's scale_factor", 1)
     h_axis = 2 if layout == "NCHW" else 1
     return ops.repeat_interleave(ops.repeat_interleave(x, fh, h_axis), fw, h_axis + 1)
-
-
-def _pair(value: Any) -> tuple[Any, Any]:
-    return (value, value) if not isinstance(value, tuple | list) else tuple(value)
 
 
 def adaptive_avg_pool2d(x: Tensor, output_size: IntPair, layout: str = "NCHW") -> Tensor:

@@ -23,12 +23,12 @@ def float_inputs(*dtypes: DType, what: str = "inputs") -> DType:
 
 def pair(value: Any, what: str, minimum: int) -> tuple[int, int]:
     """An int or a pair of ints as a pair, each at least `minimum`."""
-    items = (value, value) if isinstance(value, int) else tuple(value)
+    items = (value, value) if isinstance(value, int) else value if isinstance(value, list | tuple) else ()
     if len(items) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in items):
         raise ShapeError(f"{what} must be an int or a pair of ints, got {value!r}")
     if any(v < minimum for v in items):
         raise ShapeError(f"{what} must be at least {minimum}, got {value!r}")
-    return items  # type: ignore[return-value]
+    return tuple(items)  # type: ignore[return-value]
 
 
 def layout_param(layout: str) -> str:
