@@ -475,6 +475,37 @@ def test_a_compiled_step_leaves_a_frozen_layer_as_the_eager_one_does():
         assert eager.tobytes() == compiled.tobytes()
 
 
+@pytest.mark.parametrize("compiled", [False, True])
+def test_an_optimizer_made_before_double_trains_as_one_made_after(compiled):
+    """PyTorch makes the state at the first step, in the parameters' dtype then: so does verigrad for a
+    parameter not updated yet (the state made with the optimizer was f32)."""
+    weights = []
+    for made_before in (True, False):
+        verigrad.manual_seed(0)
+        net = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
+        if made_before:
+            opt = verigrad.optim.Adam(net.parameters(), lr=0.1)
+        net.double()
+        if not made_before:
+            opt = verigrad.optim.Adam(net.parameters(), lr=0.1)
+
+        def step(x, net=net, opt=opt):
+            opt.zero_grad()
+            loss = net(x).sum()
+            loss.backward()
+            opt.step()
+            return loss
+
+        run = verigrad.compile(step) if compiled else step
+        x = verigrad.tensor(np.random.default_rng(0).standard_normal((5, 3)))
+        for _ in range(3):
+            run(x)
+        assert {t.dtype for s in opt.state for name, t in s.items() if name != "step"} == {verigrad.f64}
+        weights.append([p.numpy().copy() for p in net.parameters()])
+    for before, after in zip(*weights):
+        assert before.dtype == np.float64 and before.tobytes() == after.tobytes()
+
+
 # initialisation -------------------------------------------------------------------------------------
 def assert_uniform(values: np.ndarray, bound: float) -> None:
     """All within ±bound, and spread as U(-bound, bound): std bound/sqrt(3), half within bound/2."""

@@ -74,6 +74,17 @@ class Optimizer:
         state.update({name: zeros_like(p.detach()) for name in self.state_names()})
         return state
 
+    def _follow_parameters(self) -> None:
+        """Remake the state of a parameter not updated yet whose dtype changed since the optimizer was
+        made (`model.double()` after it): PyTorch makes the state at the first step, in the parameter's
+        dtype then. State that updates have written is kept as it is."""
+        for i, p in enumerate(self.params):
+            state = self.state[i]
+            if float(state["step"].item()) == 0 and any(
+                name != "step" and t.dtype is not p.dtype for name, t in state.items()
+            ):
+                self.state[i] = self._fresh_state(p)
+
     @property
     def lr(self) -> float:
         return float(self.defaults["lr"])
@@ -103,6 +114,7 @@ class Optimizer:
 
     def state_tensors(self) -> list[tuple[str, Tensor]]:
         """Every tensor the optimizer reads or updates, by name (compiled steps name their inputs so)."""
+        self._follow_parameters()
         out = [("opt.lr", self.defaults.lr), ("opt.steps", self._steps)]
         return out + [(f"opt.{i}.{name}", t) for i, s in enumerate(self.state) for name, t in s.items()]
 
@@ -127,6 +139,8 @@ class Optimizer:
     @no_grad()
     def step(self) -> None:
         """Apply one update to every parameter that has a gradient."""
+        if modes.current().name == "eager":
+            self._follow_parameters()
         self._steps.assign(self._steps + 1)
         for i, p in enumerate(self.params):
             if p.grad is not None:
