@@ -234,6 +234,37 @@ def test_multihead_attention_shapes_and_refusals() -> None:
         nn.MultiheadAttention(8, 2, dropout=0.1)
 
 
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+def test_attentions_default_scale_follows_a_symbolic_head_size(backend) -> None:
+    """1/sqrt(D) where D is a symbol of the compiled function's specs (it was 1 there): outputs and
+    gradients equal the eager ones for two head sizes, and those use 1/sqrt(D)."""
+    B, D = verigrad.dims("B D")
+    rng = np.random.default_rng(0)
+
+    def causal(q, k, v, scale=None):
+        return verigrad.ops.attention(q, k, v, scale=scale)
+
+    def masked(q, k, v, scale=None):  # not the attention op: written with ops
+        mask = verigrad.tensor(np.tril(np.ones((3, 3), bool), 1))
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+
+    with verigrad.backend(backend):
+        for fn in (causal, masked):
+            both = verigrad.value_and_grad(lambda q, k, v, fn=fn: (fn(q, k, v) ** 2).sum(), argnums=(0, 1, 2))
+            spec = verigrad.spec([B, 2, 3, D])
+            compiled = verigrad.compile(both, specs=(spec, spec, spec))
+            for d in (4, 9):
+                args = [
+                    verigrad.tensor(rng.standard_normal((2, 2, 3, d)).astype(np.float32)) for _ in range(3)
+                ]
+                by_hand = fn(*args, scale=1 / math.sqrt(d)).numpy()
+                assert fn(*args).numpy().tobytes() == by_hand.tobytes()
+                (value, grads), (value_c, grads_c) = both(*args), compiled(*args)
+                assert value.numpy().tobytes() == value_c.numpy().tobytes()
+                for g, g_c in zip(grads, grads_c):
+                    assert g.numpy().tobytes() == g_c.numpy().tobytes()
+
+
 def test_pytorchs_import_path_for_the_functional_module() -> None:
     import verigrad.nn.functional as nnF
 

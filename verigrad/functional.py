@@ -25,6 +25,7 @@ from .losses import (
     smooth_l1_loss,
 )
 from .ops.composite._common import pair
+from .ops.composite.attention import scale_tensor
 from .ops.creation import Generator, _seed
 from .shapes import Dim, DimLike, as_shape, shape_text
 from .tensor import Tensor
@@ -296,9 +297,7 @@ def scaled_dot_product_attention(
     length, size = query.shape[-2], key.shape[-2]
     if is_causal and query.ndim == 4 and key.ndim == 4 and length == size and query.shape[1] == key.shape[1]:
         return ops.attention(query, key, value, scale=scale)
-    if scale is None:
-        scale = 1.0 / math.sqrt(query.shape[-1]) if isinstance(query.shape[-1], int) else 1.0
-    scores = (query @ key.mT) * scale
+    scores = (query @ key.mT) * scale_tensor(scale, query.shape[-1], query.dtype)
     if is_causal:
         attn_mask = ops.unsqueeze(ops.arange(0, length), -1) >= ops.arange(0, size)
     if attn_mask is not None and attn_mask.dtype.name == "bool":

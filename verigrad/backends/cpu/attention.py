@@ -31,6 +31,7 @@ _ARGS += [ctypes.c_int]
 
 
 def register(backend: Any, lib: Library) -> None:
+    from ...ops.composite.attention import resolve_scale
     from ...registry import OPS
 
     fn = lib.fn("vg_cached_attention_f32", _ARGS, restype=ctypes.c_int)
@@ -56,7 +57,7 @@ def register(backend: Any, lib: Library) -> None:
         at = data(ints)
         return ints, [at + 8 * (7 + 4 * i) for i in range(6)], (b, h, t, dv)
 
-    def kernel(q, k, v, past_kt, past_v, bias, scale: float) -> np.ndarray:
+    def kernel(q, k, v, past_kt, past_v, bias, scale: float | None) -> np.ndarray:
         arrays = (q, k, v, past_kt, past_v, bias)
         try:  # the checks once per layout
             key = (q.shape, q.strides, k.shape, k.strides, v.shape, v.strides, past_kt.shape, past_kt.strides)
@@ -73,7 +74,7 @@ def register(backend: Any, lib: Library) -> None:
         out = np.empty(shape, np.float32)
         if out.size and fn(
             ptr(ints), ptr(q), s[0], ptr(k), s[1], ptr(v), s[2], ptr(past_kt), s[3], ptr(past_v), s[4],
-            ptr(bias), s[5], float(scale), ptr(out), backend.threads,
+            ptr(bias), s[5], float(resolve_scale(scale, q.shape[3])), ptr(out), backend.threads,
         ):  # fmt: skip
             raise MemoryError(f"cached_attention: out of memory for a window of {past_v.shape[2]} positions")
         return out

@@ -22,21 +22,42 @@ import math
 
 import numpy as np
 
-from ...dtypes import DType
+from ...dtypes import DType, f64
 from ...errors import ShapeError
-from ...shapes import Spec, exact_div, shape_text
+from ...shapes import DimLike, Spec, exact_div, shape_text
+from ...tensor import Tensor
 from .._op import Op, Sample
 from .._samples import uniform
 from ..binary import where
-from ..creation import arange
+from ..creation import arange, full
 from ._common import float_inputs
 from .softmax import softmax
 
 
+def default_scale(d: DimLike) -> float | None:
+    """1/sqrt(D) for a head size D; None for a symbolic D (the ops resolve it from their inputs' sizes
+    when they run: `resolve_scale`, `scale_tensor`)."""
+    if not isinstance(d, int):
+        return None
+    return 1.0 / math.sqrt(d) if d > 0 else 1.0
+
+
+def resolve_scale(scale: float | None, d: int) -> float:
+    """The scale a run uses: `scale`, or 1/sqrt(D) of the arrays at hand."""
+    return default_scale(d) if scale is None else scale  # type: ignore[return-value]
+
+
+def scale_tensor(scale: float | None, d: DimLike, dtype: DType) -> Tensor | float:
+    """The scale as a factor of ops: the float, or 1/sqrt(D) for a symbolic D as a 0-d tensor of
+    `dtype` bound when the plan is (formed in f64 and rounded once, as the float would be)."""
+    if scale is not None or isinstance(d, int):
+        return resolve_scale(scale, d)  # type: ignore[arg-type]
+    return full((), d, dtype=f64).rsqrt().cast(dtype)
+
+
 def _canon(q: Spec, *rest: Spec, scale: float | None = None) -> dict:
     if scale is None:
-        d = q.shape[-1] if q.ndim else 1
-        scale = 1.0 / math.sqrt(d) if isinstance(d, int) and d > 0 else 1.0
+        return {"scale": default_scale(q.shape[-1] if q.ndim else 1)}
     scale = float(scale)
     if not math.isfinite(scale):
         raise ShapeError(f"scale must be a finite number, got {scale}")
@@ -60,7 +81,7 @@ def _heads(q: tuple, k: tuple, v: tuple) -> None:
         raise ShapeError(f"the {h} query heads are not a multiple of the {kv} key/value heads")
 
 
-def _shape(q: tuple, k: tuple, v: tuple, scale: float) -> tuple:
+def _shape(q: tuple, k: tuple, v: tuple, scale: float | None) -> tuple:
     _heads(q, k, v)
     t, s = q[2], k[2]
     if isinstance(t, int) and isinstance(s, int) and t > s:
@@ -68,7 +89,7 @@ def _shape(q: tuple, k: tuple, v: tuple, scale: float) -> tuple:
     return (*q[:3], v[3])
 
 
-def _dtype(*dtypes: DType, scale: float) -> DType:
+def _dtype(*dtypes: DType, scale: float | None) -> DType:
     return float_inputs(*dtypes)
 
 
@@ -77,8 +98,9 @@ def _softmax64(scores: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def _reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float) -> np.ndarray:
+def _reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float | None) -> np.ndarray:
     b, h, t, d = q.shape
+    scale = resolve_scale(scale, d)
     kv, s = k.shape[1], k.shape[2]
     q64 = q.astype(np.float64).reshape(b, kv, h // kv * t, d)
     scores = (q64 @ np.swapaxes(k.astype(np.float64), -1, -2)).reshape(b, kv, h // kv, t, s) * scale
@@ -87,9 +109,10 @@ def _reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float) -> np.
     return (p @ v.astype(np.float64)).reshape(b, h, t, v.shape[3]).astype(q.dtype)
 
 
-def _vjp(g, out, q, k, v, scale: float):
+def _vjp(g, out, q, k, v, scale: float | None):
     """The gradient of the op written in ops: softmax(mask(q k^T * scale)) v, differentiated by hand."""
     b, h, t, d = q.shape
+    scale = scale_tensor(scale, d, q.dtype)
     kv, s = k.shape[1], k.shape[2]
     group = exact_div(h, kv)
     qg, kg, vg = q.reshape(b, kv, group, t, d), k.unsqueeze(2), v.unsqueeze(2)
@@ -140,7 +163,9 @@ attention = Op(
 
 
 # the cached step's attention ------------------------------------------------------------------------
-def _cached_shape(q: tuple, k: tuple, v: tuple, past_kt: tuple, past_v: tuple, bias: tuple, scale: float):
+def _cached_shape(
+    q: tuple, k: tuple, v: tuple, past_kt: tuple, past_v: tuple, bias: tuple, scale: float | None
+) -> tuple:
     _heads(q, k, v)
     (b, kv, t, d), w = k, past_v[2] if len(past_v) == 4 else None
     if len(past_kt) != 4 or len(past_v) != 4 or past_kt != (b, kv, d, w) or past_v[:2] != (b, kv):
@@ -157,8 +182,9 @@ def _cached_shape(q: tuple, k: tuple, v: tuple, past_kt: tuple, past_v: tuple, b
     return (*q[:3], v[3])
 
 
-def _cached_reference(q, k, v, past_kt, past_v, bias, scale: float) -> np.ndarray:
+def _cached_reference(q, k, v, past_kt, past_v, bias, scale: float | None) -> np.ndarray:
     b, h, t, d = q.shape
+    scale = resolve_scale(scale, d)
     kv, w = k.shape[1], past_v.shape[2]
     q64 = q.astype(np.float64).reshape(b, kv, h // kv * t, d)
     keys = (past_kt.astype(np.float64), np.swapaxes(k.astype(np.float64), -1, -2))
