@@ -25,11 +25,10 @@ def test_clamp(low, high) -> None:
 
 
 def test_clamp_with_tensor_bounds_and_nan() -> None:
-    # min > max in some places (all go to max); not min == max with x outside, where PyTorch passes the
-    # gradient to none of the three and verigrad to min (the value's source)
-    low, high = np.array([-1.0, 0.0, 0.5, -3.0]), np.array([[1.0], [2.0], [-0.25]])
+    # min > max in some places (all go to max), min == max in others (x outside: no gradient at all)
+    low, high = np.array([-1.0, 0.0, 0.5, -3.0, 1.0, 0.25]), np.array([[1.0], [2.0], [0.25]])
     _check(
-        {"x": X, "low": low, "high": high},
+        {"x": np.concatenate([X, X[:, :2] * 3], axis=1), "low": low, "high": high},
         lambda x, low, high: x.clamp(low, high),
         lambda x, low, high: x.clamp(low, high),
     )

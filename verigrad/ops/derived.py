@@ -36,12 +36,15 @@ def _pick(axis: Any, dim: Any) -> Any:
 # element-wise ----------------------------------------------------------------------------------
 def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:
     """x limited to [min, max] (either may be None, or a tensor that broadcasts); NaN stays NaN, and
-    where min > max every value is max, as in PyTorch. The gradient goes to x where min <= x <= max,
-    else to the bound the value is (to min where min == max and x is outside: PyTorch gives it to none)."""
+    where min > max every value is max, as in PyTorch. The gradient goes as PyTorch's: to x where
+    min <= x <= max, to min where x < min < max, to max where x > max or max < min (so to none where x
+    is outside min == max)."""
     if min is None and max is None:
         raise ValueError("clamp needs min or max (or both)")
     y = x
     if min is not None:
+        if isinstance(min, Tensor) and max is not None:
+            min = where(min < max, min, min.detach())
         y = where(x < min, min, y)
     if max is not None:
         y = where(y > max, max, y)
