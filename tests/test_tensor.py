@@ -776,18 +776,24 @@ def _writes(buf, x):
         buf[buf > 9] = 0.0
         buf[None, 3, ..., 0] = 7
         buf[-1, 1:] += 0.5
+        row = buf[2]  # a view held in a variable: writes into it reach buf, also through a view of it
+        row += 1.0
+        row[1:].mul_(3.0)
     return buf.sum()
 
 
 @pytest.mark.parametrize("backend", ["reference", "cpu"])
 def test_item_assignment_writes_the_same_values_eagerly_and_compiled(backend) -> None:
-    """Traced, a slice is a value of its own: the write must reach the whole tensor all the same."""
+    """Traced, a slice is a value of its own: the write must reach the whole tensor all the same, also
+    one into a slice held in a variable."""
     expected = np.arange(12.0).reshape(4, 3)
     expected[1] = 2.0
     expected[::2, 1:] = -1.0
     expected[expected > 9] = 0.0
     expected[3, 0] = 7
     expected[-1, 1:] += 0.5
+    expected[2] += 1.0
+    expected[2, 1:] *= 3.0
     x = verigrad.tensor(np.ones((2, 3), np.float32))
     with verigrad.backend(backend):
         for compiled in (False, True):

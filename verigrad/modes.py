@@ -33,6 +33,14 @@ class Mode:
     def begin_backward(self) -> None:
         """Called when a backward pass starts (a trace marks where its backward section begins)."""
 
+    def made_view(self, view: Tensor, base: Tensor, key: Any) -> None:
+        """`view` is `base[key]` (basic indices). Eagerly it shares base's memory; where a view is a value
+        of its own (a trace), a write into it must also be written into base (`view_base`)."""
+
+    def view_base(self, view: Tensor) -> tuple[Tensor, Any] | None:
+        """The (base, key) that a write into `view` must also write; None where memory is shared."""
+        return None
+
 
 class AbstractMode(Mode):
     """Shapes and dtypes only: every op returns a tensor that holds a spec and no data."""

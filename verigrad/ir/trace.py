@@ -47,6 +47,7 @@ class TraceMode(modes.Mode):
         self.input_names: dict[int, str] = {}  # id(eager tensor) -> the name of its input
         self.decomposed = False  # whether a composite op was recorded as its decomposition for autograd
         self.used = {v.name for v in program.inputs}
+        self.views: dict[int, tuple[Tensor, Tensor, Any]] = {}  # id(view) -> (view, base, key)
         # .grad of every tensor the function can reach, before the trace (restored after it)
         self.saved_grads: dict[int, tuple[Tensor, Any]] = {id(t): (t, t.grad) for t in watch or ()}
 
@@ -99,6 +100,13 @@ class TraceMode(modes.Mode):
         self.value_of(target)  # a captured tensor: its new value is written back
         self.bound[id(target)] = new
         self.program.updates[self.input_names[id(target)]] = new
+
+    def made_view(self, view: Tensor, base: Tensor, key: Any) -> None:
+        self.views[id(view)] = (view, base, key)  # the view is held, so its id is not reused
+
+    def view_base(self, view: Tensor) -> tuple[Tensor, Any] | None:
+        entry = self.views.get(id(view))
+        return None if entry is None else (entry[1], entry[2])
 
     def restore(self) -> None:
         """Give the tensors back the `.grad` they had: a trace leaves no traced value behind."""

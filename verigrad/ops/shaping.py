@@ -119,7 +119,10 @@ def getitem(x: Tensor, key: Any) -> Tensor:
             shape.append(1)
         elif kind == "array":
             shape.extend(arrays[0][1].shape)
-    return out if tuple(shape) == out.shape else reshape(out, shape=tuple(shape))
+    out = out if tuple(shape) == out.shape else reshape(out, shape=tuple(shape))
+    if not arrays and out is not x:
+        modes.current().made_view(out, x, key)
+    return out
 
 
 def _parse_key(x: Tensor, key: Any) -> tuple[list, list, list]:
@@ -193,6 +196,9 @@ def assign(target: Tensor, value: Any) -> Tensor:
     if value.dtype is not target.dtype:
         value = cast(value, dtype=target.dtype)
     modes.current().assign(target, value)
+    through = modes.current().view_base(target)
+    if through is not None:  # a view made in a trace: its base gets the write too, as it would eagerly
+        setitem(through[0], through[1], target)
     return target
 
 
@@ -200,7 +206,8 @@ def setitem(target: Tensor, key: Any, value: Any) -> None:
     """`target[key] = value`: with a bool tensor key, value is written where the key holds (broadcast to
     target's shape); with basic indices (ints, slices, None, ...), into the part they select. Eagerly
     that is a write into the view; traced, the same values as a new value of the whole tensor (a view
-    made in a trace is a value of its own, which a write would leave the tensor without)."""
+    made in a trace is a value of its own, which a write would leave the tensor without; a write into
+    such a view, `v = x[k]; v += 1`, writes x too)."""
     if isinstance(key, Tensor) and key.dtype is bool_:
         assign(target, where(key, value, target))
         return
