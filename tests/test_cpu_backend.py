@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import numpy as np
 import pytest
@@ -724,3 +725,36 @@ def test_set_threads_and_min_chunk_take_numpy_integers():
     finally:
         verigrad.set_threads(before)
         cpu.set_min_chunk(chunk)
+
+
+QUIET = (
+    sorted({op for (op, _), (k, _) in cpu.cpu.registered().items() if getattr(k, "quiet", False)})
+    if HAS_CC
+    else []
+)
+
+
+@needs_cc
+@pytest.mark.parametrize("name", QUIET)
+def test_a_quiet_kernel_lets_numpy_warn_on_none_of_the_verification_cases(name) -> None:
+    """Eager calls skip NumPy's error state for kernels marked quiet: on every case of the verification
+    suite (special values, views that take the reference's path) none may warn."""
+    from verigrad import verify
+    from verigrad.backends.reference import composite_reference
+
+    assert QUIET  # the marked kernels: elementwise, reductions, matmul, copies
+    op, registered = OPS[name], cpu.cpu.registered()
+    cases = list(
+        verify.cases_for(op, lambda dtype: (name, dtype) in registered or (name, None) in registered)
+    )
+    assert cases
+    reference = op.reference or composite_reference(op)
+    for case in cases:
+        try:
+            with np.errstate(all="ignore"):
+                reference(*case.arrays, **case.params)
+        except ValueError:  # an argmax over nothing: the kernel raises as the reference does
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            cpu.cpu.kernel(op, case.out.dtype)(*case.arrays, **case.params)

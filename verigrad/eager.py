@@ -36,8 +36,11 @@ class EagerMode(modes.Mode):
                 kernel = decomposition_kernel(op)  # one tape node with the op's VJP
         else:
             kernel = backend.kernel(op, out.dtype)
-        with np.errstate(all="ignore"):  # log(-1) is NaN by definition, not a warning
+        if getattr(kernel, "quiet", False):  # it silences NumPy itself where it calls it
             result = conform(op, kernel(*(a.data for a in args), **params), out)
+        else:
+            with np.errstate(all="ignore"):  # log(-1) is NaN by definition, not a warning
+                result = conform(op, kernel(*(a.data for a in args), **params), out)
         t = Tensor(out, result)
         if needs_grad:
             t.requires_grad = True

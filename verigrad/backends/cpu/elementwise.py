@@ -43,7 +43,7 @@ _BC_ARGS = [ctypes.c_void_p] * 4 + [ctypes.c_int64, ctypes.c_int]
 
 
 def _unary(fn: Any, dtype: np.dtype, reference: Callable, backend: Any, ptr: Callable) -> Callable:
-    chunk = _ffi._min_chunk
+    chunk, reference = _ffi._min_chunk, _ffi.quiet(reference)
 
     def kernel(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """fn(x) in a new array, or written into `out` (the result's shape, C-contiguous; it may be x)."""
@@ -57,7 +57,7 @@ def _unary(fn: Any, dtype: np.dtype, reference: Callable, backend: Any, ptr: Cal
         return out
 
     kernel.takes_out = True  # type: ignore[attr-defined]
-    return kernel
+    return _ffi.quiet_kernel(kernel)
 
 
 _LAYOUTS: dict[tuple, tuple[tuple[int, ...], Any] | None] = {}
@@ -83,7 +83,7 @@ def broadcast_dims(a: np.ndarray, b: np.ndarray) -> tuple[tuple[int, ...], Any] 
 def _binary(
     fn: Any, fn_bc: Any, dtype: np.dtype, reference: Callable, backend: Any, ptr: Callable
 ) -> Callable:
-    chunk = _ffi._min_chunk
+    chunk, reference = _ffi._min_chunk, _ffi.quiet(reference)
 
     def kernel(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """fn(a, b) broadcast, in a new array or written into `out` (the result's shape, C-contiguous; it
@@ -112,7 +112,7 @@ def _binary(
         return out
 
     kernel.takes_out = True  # type: ignore[attr-defined]
-    return kernel
+    return _ffi.quiet_kernel(kernel)
 
 
 def _probe(np_dtype: np.dtype) -> list[np.ndarray]:

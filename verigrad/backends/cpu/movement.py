@@ -20,7 +20,7 @@ _COPY_ARGS = [ctypes.c_void_p] * 3 + [ctypes.c_int64, ctypes.c_int64, ctypes.c_i
 
 
 def _contiguous(fn: Any, reference: Callable, backend: Any, ptr: Callable) -> Callable:
-    chunk = _ffi._min_chunk
+    chunk, reference = _ffi._min_chunk, _ffi.quiet(reference)
 
     def kernel(x: np.ndarray) -> np.ndarray:
         if type(x) is not np.ndarray:
@@ -37,7 +37,7 @@ def _contiguous(fn: Any, reference: Callable, backend: Any, ptr: Callable) -> Ca
         fn(ptr(x), ptr(out), dims, x.itemsize, chunk[0], backend.threads)
         return out
 
-    return kernel
+    return _ffi.quiet_kernel(kernel)
 
 
 def register(backend: Any, lib: Library) -> None:

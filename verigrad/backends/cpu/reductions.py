@@ -79,7 +79,7 @@ def describe(shape: tuple[int, ...], axes: tuple[int, ...], block: int, mean: bo
 def _reduce(
     name: str, fn: Any, dtype: np.dtype, reference: Callable, backend: Any, ptr: Callable, ref: Callable
 ) -> Callable:
-    chunk = _ffi._min_chunk
+    chunk, reference = _ffi._min_chunk, _ffi.quiet(reference)
     # NumPy sums an f32 run through its cast buffer: pairwise within each buffer, in order across
     cast = dtype == np.float32 and name in ("sum", "mean")
     mean = name == "mean"
@@ -121,12 +121,12 @@ def _reduce(
             return reference(x, axis, keepdim)
         return out
 
-    return kernel
+    return _ffi.quiet_kernel(kernel)
 
 
 def _argmax(fns: dict, reference: Callable, backend: Any, ptr: Callable) -> Callable:
     """argmax of an f32 or f64 array (`fns` by dtype); registered for its i64 result."""
-    chunk = _ffi._min_chunk
+    chunk, reference = _ffi._min_chunk, _ffi.quiet(reference)
 
     def kernel(x: np.ndarray, axis: int | None, keepdim: bool) -> np.ndarray:
         fn = fns.get(x.dtype) if type(x) is np.ndarray else None
@@ -142,7 +142,7 @@ def _argmax(fns: dict, reference: Callable, backend: Any, ptr: Callable) -> Call
         fn(ptr(x), ptr(out), outer, n, inner, max(1, chunk[0] // n), backend.threads)
         return out
 
-    return kernel
+    return _ffi.quiet_kernel(kernel)
 
 
 def register(backend: Any, lib: Library) -> None:

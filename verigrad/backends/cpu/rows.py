@@ -128,7 +128,10 @@ def _cross_entropy(k: _Rows, fallback: Callable) -> Callable:
     fn = k.fn("xent", _XENT_ARGS)
     total = k.fn("total", [_P, _I, _I, _T, _P])
     dtype = from_numpy_dtype(k.dtype)
-    reduce = {name: OPS[name].fast(dtype, (dtype,), axis=(0,), keepdim=False) for name in ("sum", "mean")}
+    reduce = {
+        name: _ffi.quiet(OPS[name].fast(dtype, (dtype,), axis=(0,), keepdim=False))
+        for name in ("sum", "mean")
+    }
 
     def kernel(logits: np.ndarray, target: np.ndarray, reduction: str) -> np.ndarray:
         rows = _rows_of(logits, k.dtype)
@@ -154,7 +157,7 @@ def _cross_entropy_grad(k: _Rows, fallback: Callable) -> Callable:
 
     def kernel(logits: np.ndarray, target: np.ndarray, g: np.ndarray, reduction: str) -> np.ndarray:
         rows, scale = _rows_of(logits, k.dtype), _rows_of(np.asarray(g), k.dtype)
-        if rows is None or scale is None:
+        if rows is None or scale is None or not logits.shape[0]:  # no rows: the mean's N would be 0
             return fallback(logits, target, g, reduction=reduction)
         n, c = logits.shape
         if reduction == "mean":  # the reference divides g by N in the dtype, once
@@ -228,5 +231,7 @@ def register(backend: Any, lib: Library) -> None:
             "layer_norm_grad": _norm_grad(k, True, composite_reference(OPS["layer_norm_grad"])),
             "rms_norm_grad": _norm_grad(k, False, composite_reference(OPS["rms_norm_grad"])),
         }
-        for name, kernel in kernels.items():
-            backend.register(name, kernel, dtype_name, exactness(name, dtype_name, backend))
+        for name, kernel in kernels.items():  # the fallbacks silence NumPy themselves
+            backend.register(
+                name, _ffi.quiet_kernel(kernel), dtype_name, exactness(name, dtype_name, backend)
+            )
