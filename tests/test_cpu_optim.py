@@ -1,6 +1,7 @@
-"""The cpu backend's Adam and AdamW kernels: 20 steps give the op-based update's bits (parameters and both
-moments) for f32 and f64, with and without weight decay, on 1 and 2 threads; parameters the kernel cannot
-take go the op-based way; a compiled step keeps the op-based update in its program."""
+"""The cpu backend's Adam, AdamW and SGD kernels: 20 steps give the op-based update's bits (parameters and
+state) for f32 and f64, with and without weight decay (and SGD's momentum, dampening and Nesterov), on 1
+and 2 threads; parameters the kernel cannot take go the op-based way; a compiled step keeps the op-based
+update in its program."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 import verigrad
 from verigrad import nn
 from verigrad.backends import cpu
-from verigrad.optim import Adam, AdamW
+from verigrad.optim import SGD, Adam, AdamW
 from verigrad.optim.optimizer import fused_kernel
 
 SMALL_CHUNK = 64  # the min chunk the `small_chunks` fixture (conftest.py) sets
@@ -23,6 +24,10 @@ OPTIMIZERS = {
     "adam-l2": lambda ps: Adam(ps, lr=1e-2, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.05),
     "adamw": lambda ps: AdamW(ps, lr=1e-2),
     "adamw-no-decay": lambda ps: AdamW(ps, lr=2e-3, weight_decay=0.0),
+    "sgd": lambda ps: SGD(ps, lr=3e-2),
+    "sgd-momentum": lambda ps: SGD(ps, lr=1e-2, momentum=0.9),
+    "sgd-dampened-l2": lambda ps: SGD(ps, lr=1e-2, momentum=0.8, dampening=0.3, weight_decay=0.05),
+    "sgd-nesterov-l2": lambda ps: SGD(ps, lr=2e-3, momentum=0.95, nesterov=True, weight_decay=1e-3),
 }
 
 
@@ -56,29 +61,29 @@ def _run(backend: str, make, np_dtype: type, threads: int) -> list[np.ndarray]:
                 p.grad = verigrad.tensor(g)
             opt.step()
             history += [t.numpy().copy() for t in params]
-            history += [s[name].numpy().copy() for s in opt.state for name in ("exp_avg", "exp_avg_sq")]
+            history += [t.numpy().copy() for s in opt.state for name, t in s.items() if name != "step"]
     return history
 
 
-def _counting(monkeypatch, dtype: str) -> list:
+def _counting(monkeypatch, dtype: str, name: str = "adam") -> list:
     calls: list = []
-    kernel = cpu.cpu.optimizer_kernel("adam", dtype)
+    kernel = cpu.cpu.optimizer_kernel(name, dtype)
 
-    def counted(*args):
+    def counted(*args, **kwargs):
         calls.append(args[0].shape)
-        return kernel(*args)
+        return kernel(*args, **kwargs)
 
-    monkeypatch.setitem(cpu.cpu._optimizers, ("adam", dtype), counted)
+    monkeypatch.setitem(cpu.cpu._optimizers, (name, dtype), counted)
     return calls
 
 
 @needs_cc
 @pytest.mark.parametrize("name", list(OPTIMIZERS))
 @pytest.mark.parametrize("dtype", ["f32", "f64"])
-def test_adam_kernels_give_the_op_based_bits_over_20_steps(name, dtype, small_chunks, monkeypatch):
+def test_optimizer_kernels_give_the_op_based_bits_over_20_steps(name, dtype, small_chunks, monkeypatch):
     np_dtype = cpu.DTYPES[dtype].type
     expected = _run("reference", OPTIMIZERS[name], np_dtype, 1)
-    calls = _counting(monkeypatch, dtype)
+    calls = _counting(monkeypatch, dtype, name.split("-")[0].replace("adamw", "adam"))
     for threads in (1, 2):
         actual = _run("cpu", OPTIMIZERS[name], np_dtype, threads)
         assert len(actual) == len(expected)
@@ -93,7 +98,8 @@ def test_the_kernel_is_used_in_eager_mode_on_a_backend_that_has_one():
     assert fused_kernel("adam", p) is None  # the reference backend has none
     with verigrad.backend("cpu"):
         assert fused_kernel("adam", p) is not None
-        assert fused_kernel("sgd", p) is None
+        assert fused_kernel("sgd", p) is not None
+        assert fused_kernel("rmsprop", p) is None
         assert fused_kernel("adam", verigrad.tensor(np.zeros(3, np.float16))) is None
 
 

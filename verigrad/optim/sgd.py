@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from ..ops import where
 from ..tensor import Tensor
-from .optimizer import Optimizer
+from .optimizer import Optimizer, fused_kernel
 
 
 class SGD(Optimizer):
@@ -42,6 +42,22 @@ class SGD(Optimizer):
         return ("momentum_buffer",) if self.momentum else ()
 
     def update(self, index: int, p: Tensor, g: Tensor) -> None:
+        if not self._fused_update(index, p, g):
+            self._op_update(index, p, g)
+
+    def _fused_update(self, index: int, p: Tensor, g: Tensor) -> bool:
+        """The backend's whole-vector SGD kernel, in eager mode when it has one: the op-based update's
+        settings in f64 (rounded to the dtype by the kernel), then one pass."""
+        kernel = fused_kernel("sgd", p)
+        if kernel is None:
+            return False
+        buf = self.buffer(index, "momentum_buffer").data if self.momentum else None
+        first = self.momentum and float(self.buffer(index, "step").item()) == 1
+        settings = [self.weight_decay, self.momentum, 1 - self.dampening, -float(self.defaults.lr.item())]
+        return bool(kernel(p.data, g.data, buf, settings, decay=bool(self.weight_decay), first=first,
+                           nesterov=self.nesterov))  # fmt: skip
+
+    def _op_update(self, index: int, p: Tensor, g: Tensor) -> None:
         if self.weight_decay:
             g = g + p * self.weight_decay
         if self.momentum:

@@ -1,12 +1,16 @@
-/* Whole-vector optimizer updates: Adam and AdamW on contiguous f32 and f64 parameters, with the formula
- * and order of operations of verigrad/optim/adam.py, so the results are that update's bits. p, m and v
- * are updated in place; the settings arrive already computed in double and rounded to the dtype, as the
- * op-based update rounds its scalars.
+/* Whole-vector optimizer updates on contiguous f32 and f64 parameters, with the formulas and order of
+ * operations of verigrad/optim/adam.py and sgd.py, so the results are those updates' bits. Parameters
+ * and state are updated in place; the settings arrive already computed in double and rounded to the
+ * dtype, as the op-based updates round their scalars.
  *
- * mode 0: no weight decay; 1: g += p * wd (Adam); 2: p *= decay before the step (AdamW).
+ * Adam: mode 0: no weight decay; 1: g += p * wd (Adam); 2: p *= decay before the step (AdamW).
  * s = {decay, wd, 1 - beta1, beta2, 1 - beta2, sqrt(1 - beta2^t), eps, -lr / (1 - beta1^t)}
- *
  * vg_adam_<dtype>(p, g, m, v, s, mode, n, min_chunk, threads).
+ *
+ * SGD: flags SGD_DECAY (g += p * wd), SGD_MOMENTUM (b = momentum b + (1 - dampening) g, or g at the first
+ * step, SGD_FIRST; then g = b), SGD_NESTEROV (g += momentum b instead); p += g * (-lr).
+ * s = {wd, momentum, 1 - dampening, -lr}; b is not read without SGD_MOMENTUM.
+ * vg_sgd_<dtype>(p, g, b, s, flags, n, min_chunk, threads).
  */
 #include <math.h>
 #include <stdint.h>
@@ -55,3 +59,42 @@ typedef struct {
 
 ADAM(float, f32, sqrtf)
 ADAM(double, f64, sqrt)
+
+enum { SGD_DECAY = 1, SGD_MOMENTUM = 2, SGD_FIRST = 4, SGD_NESTEROV = 8 };
+
+typedef struct {
+    void *p;
+    const void *g;
+    void *b;
+    const void *s;
+    int flags;
+} vg_sgd_args;
+
+#define SGD(T, SUF)                                                                           \
+    VG_CLONES static void sgd_##SUF##_chunk(void *ctx, int64_t lo, int64_t hi) {              \
+        const vg_sgd_args *a = (const vg_sgd_args *)ctx;                                      \
+        T *restrict p = (T *)a->p;                                                            \
+        const T *restrict g = (const T *)a->g;                                                \
+        T *restrict b = (T *)a->b;                                                            \
+        const T *s = (const T *)a->s;                                                         \
+        const T wd = s[0], momentum = s[1], damp = s[2], nlr = s[3];                          \
+        const int flags = a->flags;                                                           \
+        for (int64_t i = lo; i < hi; i++) {                                                   \
+            T gi = g[i];                                                                      \
+            if (flags & SGD_DECAY) gi = gi + p[i] * wd;                                       \
+            if (flags & SGD_MOMENTUM) {                                                       \
+                T bi = (flags & SGD_FIRST) ? gi : b[i] * momentum + gi * damp;                \
+                b[i] = bi;                                                                    \
+                gi = (flags & SGD_NESTEROV) ? gi + bi * momentum : bi;                        \
+            }                                                                                 \
+            p[i] = p[i] + gi * nlr;                                                           \
+        }                                                                                     \
+    }                                                                                         \
+    void vg_sgd_##SUF(T *p, const T *g, T *b, const T *s, int flags, int64_t n, int64_t min_chunk, \
+                      int threads) {                                                          \
+        vg_sgd_args a = {p, g, b, s, flags};                                                  \
+        vg_parallel_for(n, min_chunk, threads, sgd_##SUF##_chunk, &a);                        \
+    }
+
+SGD(float, f32)
+SGD(double, f64)

@@ -1,7 +1,8 @@
-"""Optimizer kernels: Adam and AdamW as one C pass over a parameter (parameter, gradient and both moments
-read once, the parameter and moments updated in place), registered by (optimizer, dtype). verigrad.optim's
-Adam and AdamW use them in eager mode when the active backend has one; they give the op-based update's
-bits (tests/test_cpu_optim.py). A parameter they cannot take (another layout) goes the op-based way.
+"""Optimizer kernels: Adam and AdamW, and SGD (momentum, dampening, Nesterov, weight decay), as one C
+pass over a parameter (parameter, gradient and state read once, the parameter and state updated in
+place), registered by (optimizer, dtype). verigrad.optim's Adam, AdamW and SGD use them in eager mode
+when the active backend has one; they give the op-based update's bits (tests/test_cpu_optim.py). A
+parameter they cannot take (another layout) goes the op-based way.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ import numpy as np
 from . import _ffi
 from ._ffi import DTYPES, Library
 
-OPTIMIZERS = ("adam",)
+OPTIMIZERS = ("adam", "sgd")
 _ADAM_ARGS = [ctypes.c_void_p] * 5 + [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_int]
+_SGD_ARGS = [ctypes.c_void_p] * 4 + [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_int]
+SGD_DECAY, SGD_MOMENTUM, SGD_FIRST, SGD_NESTEROV = 1, 2, 4, 8  # optim.c's flags
 
 
 def _adam(fn: Any, dtype: np.dtype, backend: Any, ptr: Callable) -> Callable:
@@ -34,7 +37,41 @@ def _adam(fn: Any, dtype: np.dtype, backend: Any, ptr: Callable) -> Callable:
     return kernel
 
 
+def _sgd(fn: Any, dtype: np.dtype, backend: Any, ptr: Callable) -> Callable:
+    chunk = _ffi._min_chunk
+
+    def kernel(
+        p: np.ndarray, g: np.ndarray, buf: np.ndarray | None, settings: Any, *, decay: bool, first: bool,
+        nesterov: bool,
+    ) -> bool:  # fmt: skip
+        """One SGD step in place; `settings` as in optim.c (doubles), `buf` the momentum buffer or None
+        (no momentum). False, with nothing written, when an array is not a contiguous one of the
+        kernel's dtype."""
+        state = (p, g) if buf is None else (p, g, buf)
+        if not all(_ffi.writable(a, p.shape, dtype) for a in state):
+            return False
+        s = np.asarray(settings, dtype=np.float64).astype(dtype)  # each rounded once, as the ops do
+        flags = SGD_DECAY * decay
+        if buf is not None:
+            flags |= SGD_MOMENTUM | SGD_FIRST * first | SGD_NESTEROV * nesterov
+        fn(
+            ptr(p),
+            ptr(g),
+            None if buf is None else ptr(buf),
+            ptr(s),
+            flags,
+            p.size,
+            chunk[0],
+            backend.threads,
+        )
+        return True
+
+    return kernel
+
+
 def register(backend: Any, lib: Library) -> None:
     for dtype_name, dtype in DTYPES.items():
         fn = lib.fn(f"vg_adam_{dtype_name}", _ADAM_ARGS)
         backend.register_optimizer("adam", dtype_name, _adam(fn, dtype, backend, lib.ptr))
+        fn = lib.fn(f"vg_sgd_{dtype_name}", _SGD_ARGS)
+        backend.register_optimizer("sgd", dtype_name, _sgd(fn, dtype, backend, lib.ptr))
