@@ -861,3 +861,23 @@ def test_pytorchs_creation_comparison_and_grad_mode_helpers() -> None:
         assert not (x * 2).requires_grad
     with verigrad.inference_mode(False):
         assert (x * 2).requires_grad
+
+
+def test_eager_result_specs_are_remembered_per_operands_and_params() -> None:
+    """Eager calls remember the rules' answer by the operands' specs and the params: another dtype,
+    shape or param gets its own; a refusal is not remembered; the memory stays bounded."""
+    from verigrad.ops import _op
+
+    add, total = verigrad.registry.OPS["add"], verigrad.registry.OPS["sum"]
+    a, b = verigrad.ones(2, 3), verigrad.ones(3)
+    assert (a + b).shape == (2, 3) and (a + b).dtype is verigrad.f32
+    assert (a.double() + b).dtype is f64 and (a[:1] + b).shape == (1, 3)
+    assert a.sum(0).shape == (3,) and a.sum(1).shape == (2,) and a.sum(1, keepdim=True).shape == (2, 1)
+    assert (a.spec, ("axis", (1,)), ("keepdim", True)) in total._concrete_specs
+    for _ in range(2):
+        with pytest.raises(verigrad.ShapeError, match="add"):
+            a + verigrad.ones(4)
+    assert all(verigrad.ones(4).spec not in key for key in add._concrete_specs)
+    for n in range(_op.SPECS_KEPT + 5):
+        verigrad.ones(n) + 1.0
+    assert len(add._concrete_specs) <= _op.SPECS_KEPT

@@ -9,6 +9,7 @@ u8 holds bytes, the blocks of a quantized weight (see `ops.quant`): NumPy's uint
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,7 +27,7 @@ class DType:
     def is_float(self) -> bool:
         return self.kind == "f"
 
-    @property
+    @functools.cached_property
     def np(self) -> np.dtype:
         return np.dtype(self.storage)
 

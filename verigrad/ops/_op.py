@@ -76,6 +76,7 @@ class Op:
         self.exact = exact
         self.fast = fast  # see the module docstring
         self.differentiable = differentiable and (vjp is not None or decompose is not None)
+        self._concrete_specs: dict[tuple, Spec] = {}  # eager calls' (operand specs, params) -> result
         self.__doc__ = doc
         if name in OPS:
             raise ValueError(f"op {name} is defined twice")
@@ -133,11 +134,26 @@ class Op:
                 params = self.canonical_params(*[t.spec for t in tensors], **params)
             except (ShapeError, DTypeError) as e:
                 raise e.locate(self.name, tuple(describe(a) for a in tensors)) from None
-        out = self._spec(tensors, params)
-        return modes._STACK[-1].apply(self, tensors, params, out)  # modes.current(), inlined
+        mode = modes._STACK[-1]  # modes.current(), inlined
+        if mode.name != "eager":
+            return mode.apply(self, tensors, params, self._spec(tensors, params))
+        # concrete shapes: the rules' answer is a function of the specs and params, remembered (an
+        # unhashable param, a slice before Python 3.12, is computed every time)
+        try:
+            key = (*[t.spec for t in tensors], *params.items())
+            out = self._concrete_specs[key]
+        except KeyError:
+            out = self._spec(tensors, params)
+            if len(self._concrete_specs) >= SPECS_KEPT:
+                self._concrete_specs.clear()
+            self._concrete_specs[key] = out
+        except TypeError:
+            out = self._spec(tensors, params)
+        return mode.apply(self, tensors, params, out)
 
 
 _SEQUENCES = (list, tuple)
+SPECS_KEPT = 1024  # result specs an op remembers for eager calls
 
 
 def lift(args: Sequence[Any]) -> tuple[Tensor, ...]:
