@@ -36,7 +36,7 @@ class EagerMode(modes.Mode):
                 kernel = decomposition_kernel(op)  # one tape node with the op's VJP
         else:
             kernel = backend.kernel(op, out.dtype)
-        if getattr(kernel, "quiet", False):  # it silences NumPy itself where it calls it
+        if getattr(kernel, "never_warns", False):
             result = conform(op, kernel(*(a.data for a in args), **params), out)
         else:
             with np.errstate(all="ignore"):  # log(-1) is NaN by definition, not a warning

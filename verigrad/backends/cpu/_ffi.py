@@ -168,24 +168,6 @@ def into(result: Any, out: Any) -> Any:
     return out
 
 
-def quiet(reference: Callable) -> Callable:
-    """`reference` run with NumPy's floating-point warnings off (log(-1) is NaN by definition), for a
-    `quiet_kernel` that falls back to it."""
-
-    def run(*args: Any, **kwargs: Any) -> Any:
-        with np.errstate(all="ignore"):
-            return reference(*args, **kwargs)
-
-    return run
-
-
-def quiet_kernel(kernel: Callable) -> Callable:
-    """Mark a kernel that never lets NumPy warn (it does no NumPy arithmetic but through `quiet`
-    references): eager calls then skip setting NumPy's error state, 1-2 us a call."""
-    kernel.quiet = True  # type: ignore[attr-defined]
-    return kernel
-
-
 def remember(cache: dict, key: Any, value: Any) -> Any:
     """`value` stored under `key` in a kernel's cache of layouts (emptied once it holds LAYOUTS_KEPT),
     and returned."""

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ...ops._op import never_warns, silenced
 from .._registry import EXACT, Exactness, ulp
 from . import _ffi
 from ._ffi import DTYPES, Library, collapse
@@ -43,7 +44,7 @@ _BC_ARGS = [ctypes.c_void_p] * 4 + [ctypes.c_int64, ctypes.c_int]
 
 
 def _unary(fn: Any, dtype: np.dtype, reference: Callable, backend: Any, ptr: Callable) -> Callable:
-    chunk, reference = _ffi._min_chunk, _ffi.quiet(reference)
+    chunk, reference = _ffi._min_chunk, silenced(reference)
 
     def kernel(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """fn(x) in a new array, or written into `out` (the result's shape, C-contiguous; it may be x)."""
@@ -57,7 +58,7 @@ def _unary(fn: Any, dtype: np.dtype, reference: Callable, backend: Any, ptr: Cal
         return out
 
     kernel.takes_out = True  # type: ignore[attr-defined]
-    return _ffi.quiet_kernel(kernel)
+    return never_warns(kernel)
 
 
 _LAYOUTS: dict[tuple, tuple[tuple[int, ...], Any] | None] = {}
@@ -83,7 +84,7 @@ def broadcast_dims(a: np.ndarray, b: np.ndarray) -> tuple[tuple[int, ...], Any] 
 def _binary(
     fn: Any, fn_bc: Any, dtype: np.dtype, reference: Callable, backend: Any, ptr: Callable
 ) -> Callable:
-    chunk, reference = _ffi._min_chunk, _ffi.quiet(reference)
+    chunk, reference = _ffi._min_chunk, silenced(reference)
 
     def kernel(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """fn(a, b) broadcast, in a new array or written into `out` (the result's shape, C-contiguous; it
@@ -112,7 +113,7 @@ def _binary(
         return out
 
     kernel.takes_out = True  # type: ignore[attr-defined]
-    return _ffi.quiet_kernel(kernel)
+    return never_warns(kernel)
 
 
 def _probe(np_dtype: np.dtype) -> list[np.ndarray]:

@@ -51,6 +51,7 @@ from typing import Any
 
 import numpy as np
 
+from ...ops._op import never_warns, silenced
 from .. import blas
 from .._registry import Exactness, tolerance
 from . import _ffi
@@ -573,7 +574,7 @@ def reference_exact(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _matmul_kernel(dtype: np.dtype, reference: Callable) -> Callable:
-    reference = _ffi.quiet(reference)
+    reference = silenced(reference)
 
     def kernel(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         if type(a) is not np.ndarray or type(b) is not np.ndarray or a.dtype != dtype or b.dtype != dtype:
@@ -585,7 +586,7 @@ def _matmul_kernel(dtype: np.dtype, reference: Callable) -> Callable:
             return reference(a, b)
         return matmul(a, b)
 
-    return _ffi.quiet_kernel(kernel)
+    return never_warns(kernel)
 
 
 def _register_matmul(backend: Any) -> None:

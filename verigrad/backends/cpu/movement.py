@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ...ops._op import never_warns, silenced
 from . import _ffi
 from ._ffi import Library
 
@@ -20,7 +21,7 @@ _COPY_ARGS = [ctypes.c_void_p] * 3 + [ctypes.c_int64, ctypes.c_int64, ctypes.c_i
 
 
 def _contiguous(fn: Any, reference: Callable, backend: Any, ptr: Callable) -> Callable:
-    chunk, reference = _ffi._min_chunk, _ffi.quiet(reference)
+    chunk, reference = _ffi._min_chunk, silenced(reference)
 
     def kernel(x: np.ndarray) -> np.ndarray:
         if type(x) is not np.ndarray:
@@ -37,7 +38,7 @@ def _contiguous(fn: Any, reference: Callable, backend: Any, ptr: Callable) -> Ca
         fn(ptr(x), ptr(out), dims, x.itemsize, chunk[0], backend.threads)
         return out
 
-    return _ffi.quiet_kernel(kernel)
+    return never_warns(kernel)
 
 
 def register(backend: Any, lib: Library) -> None:

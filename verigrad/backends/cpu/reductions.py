@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ...ops._op import never_warns, silenced
 from . import _ffi
 from ._ffi import DTYPES, Library
 
@@ -79,7 +80,7 @@ def describe(shape: tuple[int, ...], axes: tuple[int, ...], block: int, mean: bo
 def _reduce(
     name: str, fn: Any, dtype: np.dtype, reference: Callable, backend: Any, ptr: Callable, ref: Callable
 ) -> Callable:
-    chunk, reference = _ffi._min_chunk, _ffi.quiet(reference)
+    chunk, reference = _ffi._min_chunk, silenced(reference)
     # NumPy sums an f32 run through its cast buffer: pairwise within each buffer, in order across
     cast = dtype == np.float32 and name in ("sum", "mean")
     mean = name == "mean"
@@ -121,12 +122,12 @@ def _reduce(
             return reference(x, axis, keepdim)
         return out
 
-    return _ffi.quiet_kernel(kernel)
+    return never_warns(kernel)
 
 
 def _argmax(fns: dict, reference: Callable, backend: Any, ptr: Callable) -> Callable:
     """argmax of an f32 or f64 array (`fns` by dtype); registered for its i64 result."""
-    chunk, reference = _ffi._min_chunk, _ffi.quiet(reference)
+    chunk, reference = _ffi._min_chunk, silenced(reference)
 
     def kernel(x: np.ndarray, axis: int | None, keepdim: bool) -> np.ndarray:
         fn = fns.get(x.dtype) if type(x) is np.ndarray else None
@@ -142,7 +143,7 @@ def _argmax(fns: dict, reference: Callable, backend: Any, ptr: Callable) -> Call
         fn(ptr(x), ptr(out), outer, n, inner, max(1, chunk[0] // n), backend.threads)
         return out
 
-    return _ffi.quiet_kernel(kernel)
+    return never_warns(kernel)
 
 
 def register(backend: Any, lib: Library) -> None:
