@@ -766,3 +766,18 @@ def test_a_kernel_marked_never_warns_lets_numpy_warn_on_none_of_the_verification
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             kernel(*case.arrays, **case.params)
+
+
+def test_the_kernel_an_op_runs_follows_registrations_and_replaced_references(monkeypatch) -> None:
+    """Backends remember which kernel runs an op on a dtype; registering a kernel, replacing the table
+    or the op's reference is seen by the next call."""
+    from verigrad.backends._registry import lookup
+
+    backend, x = lookup("reference"), verigrad.tensor(np.array([1.0, -2.0], np.float32))
+    with verigrad.backend("reference"):
+        assert (-x).numpy().tolist() == [-1.0, 2.0]
+        monkeypatch.setattr(backend, "_kernels", dict(backend._kernels))  # restored after the test
+        backend.register("neg", lambda a: np.full_like(a, 7.0), "f32")
+        assert (-x).numpy().tolist() == [7.0, 7.0]
+        monkeypatch.setattr(OPS["abs"], "reference", lambda a: np.full_like(a, 5.0))
+        assert x.abs().numpy().tolist() == [5.0, 5.0]

@@ -18,13 +18,16 @@ class EagerMode(modes.Mode):
     name = "eager"
 
     def apply(self, op: Any, args: tuple[Tensor, ...], params: dict, out: Spec) -> Tensor:
+        arrays, wanted = [], False  # one pass over the operands: their data, and whether one wants a grad
         for a in args:
             if not isinstance(a.data, np.ndarray):
                 raise TypeError(
                     f"{op.name}: an abstract tensor {a.spec!r} reached eager code; "
                     "specs only run inside verigrad.check or verigrad.abstract()"
                 )
-        needs_grad = op.differentiable and is_grad_enabled() and any(a.requires_grad for a in args)
+            arrays.append(a.data)
+            wanted = wanted or a.requires_grad
+        needs_grad = wanted and op.differentiable and is_grad_enabled()
         backend = get_backend()
         if op.is_composite:
             kernel = backend.native(op, out.dtype)
@@ -37,10 +40,10 @@ class EagerMode(modes.Mode):
         else:
             kernel = backend.kernel(op, out.dtype)
         if getattr(kernel, "never_warns", False):
-            result = conform(op, kernel(*(a.data for a in args), **params), out)
+            result = conform(op, kernel(*arrays, **params), out)
         else:
             with np.errstate(all="ignore"):  # log(-1) is NaN by definition, not a warning
-                result = conform(op, kernel(*(a.data for a in args), **params), out)
+                result = conform(op, kernel(*arrays, **params), out)
         t = Tensor(out, result)
         if needs_grad:
             t.requires_grad = True

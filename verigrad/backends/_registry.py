@@ -65,6 +65,8 @@ class Backend:
         self._kernels: dict[tuple[str, str | None], Kernel] = {}
         self._exactness: dict[tuple[str, str | None], Exactness] = {}
         self._optimizers: dict[tuple[str, str], Kernel] = {}
+        self._chosen: dict[tuple[Any, Any], tuple[Kernel, bool]] = {}  # (op, dtype) -> (kernel, native)
+        self._chosen_from = self._kernels  # the table those answers came from
 
     def register(
         self, op: str, kernel: Kernel, dtype: str | None = None, exactness: Exactness = EXACT
@@ -73,6 +75,7 @@ class Backend:
         to the op's reference; the verification suite holds it to that."""
         self._kernels[(op, dtype)] = kernel
         self._exactness[(op, dtype)] = exactness
+        self._chosen.clear()
 
     def register_optimizer(self, name: str, dtype: str, kernel: Kernel) -> None:
         """Add a whole-vector update for optimizer `name` ("adam") on `dtype`; see verigrad.optim."""
@@ -113,7 +116,20 @@ class Backend:
         return self._kernels.get((op.name, dtype.name)) or self._kernels.get((op.name, None))
 
     def kernel(self, op: Any, dtype: Any) -> Kernel:
-        return self.native(op, dtype) or op.reference or _composite_reference(op)
+        """The kernel that runs `op` on `dtype` here: the native one, else the op's reference (remembered
+        until a kernel is registered or the table replaced; a fused group's generated kernel is looked
+        up every time)."""
+        if self._chosen_from is not self._kernels:
+            self._chosen.clear()
+            self._chosen_from = self._kernels
+        chosen = self._chosen.get((op, dtype))
+        if chosen is not None and (chosen[1] or chosen[0] is op.reference):  # a reference may be replaced
+            return chosen[0]
+        native = self.native(op, dtype)
+        kernel = native or op.reference or _composite_reference(op)
+        if op.name != "fused":
+            self._chosen[(op, dtype)] = (kernel, native is not None)
+        return kernel
 
     def report(self) -> dict[str, list[str]]:
         names = sorted(OPS)
