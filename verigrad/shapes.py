@@ -363,6 +363,17 @@ class Spec:
     shape: Shape
     dtype: DType = f32
 
+    def __hash__(self) -> int:
+        # remembered: eager calls look their result spec up by their operands' specs (ops/_op.py)
+        try:
+            return self.__dict__["_hash"]
+        except KeyError:
+            h = self.__dict__["_hash"] = hash((self.shape, self.dtype))
+            return h
+
+    def __getstate__(self) -> dict:
+        return {"shape": self.shape, "dtype": self.dtype}  # not the hash: a dtype's differs per process
+
     @property
     def ndim(self) -> int:
         return len(self.shape)
