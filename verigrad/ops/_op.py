@@ -249,9 +249,9 @@ def unbroadcast(g: Tensor, shape: tuple) -> Tensor:
     if g.shape == shape:
         return g
     lead = g.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        lead + i for i, d in enumerate(shape) if d == 1 and g.shape[lead + i] != 1
-    )
-    if axes:
-        g = g.sum(axis=axes, keepdim=True)
-    return g.reshape(shape)
+    ones = tuple(lead + i for i, d in enumerate(shape) if d == 1 and g.shape[lead + i] != 1)
+    if not ones and lead:  # only leading axes: summed away (a bias's gradient is one sum)
+        g = g.sum(axis=tuple(range(lead)))
+    elif lead or ones:
+        g = g.sum(axis=tuple(range(lead)) + ones, keepdim=True)
+    return g if g.shape == shape else g.reshape(shape)
