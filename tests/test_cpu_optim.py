@@ -104,14 +104,21 @@ def test_the_kernel_is_used_in_eager_mode_on_a_backend_that_has_one():
 
 
 @needs_cc
-def test_parameters_the_kernel_cannot_take_go_the_op_based_way(monkeypatch):
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda ps: AdamW(ps, lr=0.1),
+        lambda ps: SGD(ps, lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01),
+    ],
+)
+def test_parameters_the_kernel_cannot_take_go_the_op_based_way(make):
     """A transposed (non-contiguous) gradient and an f16 parameter: the op-based update, same bits."""
     results = {}
     for backend in ("reference", "cpu"):
         rng = np.random.default_rng(1)
         w = verigrad.tensor(rng.standard_normal((4, 6)).astype(np.float32)).requires_grad_()
         h = verigrad.tensor(rng.standard_normal(5).astype(np.float16)).requires_grad_()
-        opt = AdamW([w, h], lr=0.1)
+        opt = make([w, h])
         with verigrad.backend(backend):
             for _ in range(3):
                 w.grad = verigrad.tensor(rng.standard_normal((6, 4)).astype(np.float32).T)
