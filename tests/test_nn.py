@@ -451,26 +451,30 @@ def test_apply_buffers_and_freezing():
         verigrad.optim.SGD([net[2].weight, [1.0]], lr=0.1)
 
 
+def _train_three_steps(net, opt, compiled: bool, dtype: type = np.float32) -> list[np.ndarray]:
+    """Three steps of summing the output, eagerly or compiled; the parameters after them."""
+
+    def step(x):
+        opt.zero_grad()
+        loss = net(x).sum()
+        loss.backward()
+        opt.step()
+        return loss
+
+    run = verigrad.compile(step) if compiled else step
+    x = verigrad.tensor(np.random.default_rng(0).standard_normal((5, 3)).astype(dtype))
+    for _ in range(3):
+        run(x)
+    return [p.numpy().copy() for p in net.parameters()]
+
+
 def test_a_compiled_step_leaves_a_frozen_layer_as_the_eager_one_does():
     weights = []
     for compiled in (False, True):
         verigrad.manual_seed(0)
         net = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
         net[0].requires_grad_(False)
-        opt = verigrad.optim.Adam(net.parameters(), lr=0.1)
-
-        def step(x, net=net, opt=opt):
-            opt.zero_grad()
-            loss = net(x).sum()
-            loss.backward()
-            opt.step()
-            return loss
-
-        run = verigrad.compile(step) if compiled else step
-        x = verigrad.tensor(np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32))
-        for _ in range(3):
-            run(x)
-        weights.append([p.numpy().copy() for p in net.parameters()])
+        weights.append(_train_three_steps(net, verigrad.optim.Adam(net.parameters(), lr=0.1), compiled))
     for eager, compiled in zip(*weights):
         assert eager.tobytes() == compiled.tobytes()
 
@@ -488,20 +492,8 @@ def test_an_optimizer_made_before_double_trains_as_one_made_after(compiled):
         net.double()
         if not made_before:
             opt = verigrad.optim.Adam(net.parameters(), lr=0.1)
-
-        def step(x, net=net, opt=opt):
-            opt.zero_grad()
-            loss = net(x).sum()
-            loss.backward()
-            opt.step()
-            return loss
-
-        run = verigrad.compile(step) if compiled else step
-        x = verigrad.tensor(np.random.default_rng(0).standard_normal((5, 3)))
-        for _ in range(3):
-            run(x)
+        weights.append(_train_three_steps(net, opt, compiled, np.float64))
         assert {t.dtype for s in opt.state for name, t in s.items() if name != "step"} == {verigrad.f64}
-        weights.append([p.numpy().copy() for p in net.parameters()])
     for before, after in zip(*weights):
         assert before.dtype == np.float64 and before.tobytes() == after.tobytes()
 
