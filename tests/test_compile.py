@@ -385,6 +385,35 @@ def test_write_back_of_swapped_tensors():
     assert (c.tolist(), d.tolist()) == ([2.0], [1.0])
 
 
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+def test_writes_into_arguments_reach_the_callers_tensors_as_eagerly(backend):
+    """A compiled function that writes into its argument (whole, a slice, through a view held in a
+    variable) leaves the caller's tensor, or NumPy array, as the eager call does, call after call."""
+    count = verigrad.tensor(np.zeros((), np.float32))
+
+    def scatter(x, v):
+        x[0] += v.sum(0)
+        row = x[1:]
+        row *= 2.0
+        x.clamp_(-5.0, 5.0)
+        count.add_(1.0)
+        return x.sum()
+
+    compiled = verigrad.compile(scatter)
+    assert "x <- %" in str(compiled.program(np.zeros((3, 2), np.float32), np.ones((4, 2), np.float32)))
+    rng = np.random.default_rng(0)
+    with verigrad.backend(backend):
+        for n in (4, 4, 6):
+            x0, v = (rng.standard_normal(s).astype(np.float32) for s in ((n, 2), (n, 2)))
+            eager_x = verigrad.tensor(x0.copy())
+            expected = scatter(eager_x, verigrad.tensor(v))
+            as_tensor, as_array = verigrad.tensor(x0.copy()), x0.copy()
+            assert _bits(compiled(as_tensor, v)) == _bits(expected)
+            compiled(as_array, v)
+            assert _bits(as_tensor) == _bits(eager_x) and as_array.tobytes() == eager_x.numpy().tobytes()
+    assert count.item() == 9.0  # three eager calls, six compiled ones
+
+
 def test_compiled_functions_compose_with_trace_grad_and_check():
     f = verigrad.compile(lambda x: (x * x).sum())
     program = verigrad.trace(f, spec([B]))

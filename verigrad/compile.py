@@ -51,8 +51,9 @@ class Compiled:
 
     Captured tensors (parameters, optimizer state) are read at each call and the ones the function
     assigns are written back in place, so a compiled training step updates the model as the eager
-    step does. Gradients live inside the call: `.grad` is left as it was, and the results carry no
-    gradient history. Called inside a trace, under `verigrad.abstract()`, or with arguments that
+    step does; so are the arguments it writes into (`x[k] += v`: the caller's tensor or array).
+    Gradients live inside the call: `.grad` is left as it was, and the results carry no gradient
+    history. Called inside a trace, under `verigrad.abstract()`, or with arguments that
     require grad, the function simply runs (so it composes with `trace`, `grad` and `check`).
     """
 
@@ -158,7 +159,11 @@ class Compiled:
             self._seen[seen] = plan
         self.counts["hits"] += plan.runs > 0
         outputs, updates = plan.run(arrays + captured)
-        _write_back(self._captured_by_name(program), updates)
+        if updates:
+            targets = self._captured_by_name(program)
+            if any(name not in targets for name in updates):  # arguments the function wrote into
+                targets = {**targets, **{v.name: a for v, a in zip(program.inputs, args)}}
+            _write_back(targets, updates)
         results = [Tensor(Spec(o.shape, v.spec.dtype), o) for o, v in zip(outputs, program.outputs)]
         return unflatten(tree, iter(results))
 
@@ -224,7 +229,8 @@ def _root(array: np.ndarray) -> np.ndarray:
 
 
 def _write_back(by_name: dict[str, Tensor], updates: dict[str, np.ndarray]) -> None:
-    """Copy the updated values into the captured tensors `by_name` (but those the plan wrote in place).
+    """Copy the updated values into the captured tensors and arguments `by_name` (but those the plan
+    wrote in place).
     A value that is (a view of) another captured tensor's memory is copied first, so `a, b = b, a` swaps
     rather than duplicates."""
     updates = {name: a for name, a in updates.items() if a is not by_name[name].data}  # written in place

@@ -32,6 +32,7 @@ def replay(program: Program, mode: TraceMode, args: Sequence[Tensor]) -> dict[in
             inputs = tuple(env[a.id] for a in instr.args)
             env[instr.out.id] = mode.apply(instr.op, inputs, instr.params, instr.out.spec)
     by_name = {v.name: t for v, t in zip(program.inputs[program.n_args :], program.captured)}
+    by_name.update({v.name: a for v, a in zip(program.inputs, args)})  # arguments written into
     for name, value in program.updates.items():
         mode.assign(by_name[name], env[value.id])
     return env

@@ -48,6 +48,7 @@ class TraceMode(modes.Mode):
         self.decomposed = False  # whether a composite op was recorded as its decomposition for autograd
         self.used = {v.name for v in program.inputs}
         self.views: dict[int, tuple[Tensor, Tensor, Any]] = {}  # id(view) -> (view, base, key)
+        self.arguments: dict[int, str] = {}  # id(argument tensor) -> its input's name
         # .grad of every tensor the function can reach, before the trace (restored after it)
         self.saved_grads: dict[int, tuple[Tensor, Any]] = {id(t): (t, t.grad) for t in watch or ()}
 
@@ -96,6 +97,8 @@ class TraceMode(modes.Mode):
         new = self.value_of(value)
         if isinstance(target.data, Value):
             target.data = new  # a tensor made inside the trace: rebind it (SSA)
+            if id(target) in self.arguments:  # an argument: written back into the caller's tensor
+                self.program.updates[self.arguments[id(target)]] = new
             return
         self.value_of(target)  # a captured tensor: its new value is written back
         self.bound[id(target)] = new
@@ -381,6 +384,7 @@ def _trace_once(
     args = [Tensor(s, program.add_input(s, name)) for s, name in zip(specs, _arg_names(fn, len(specs)))]
     program.n_args = len(args)
     mode = TraceMode(program, names, reachable)
+    mode.arguments = {id(a): v.name for a, v in zip(args, program.inputs)}
     try:
         with modes.using(mode):
             result = fn(*args)
