@@ -779,13 +779,14 @@ def _writes(buf, x):
         row = buf[2]  # a view held in a variable: writes into it reach buf, also through a view of it
         row += 1.0
         row[1:].mul_(3.0)
-    return buf.sum()
+        buf.mul_(0.5)  # and it sees the writes into buf
+    return buf.sum() + row.sum()
 
 
 @pytest.mark.parametrize("backend", ["reference", "cpu"])
 def test_item_assignment_writes_the_same_values_eagerly_and_compiled(backend) -> None:
     """Traced, a slice is a value of its own: the write must reach the whole tensor all the same, also
-    one into a slice held in a variable."""
+    one into a slice held in a variable, and that slice must see later writes into the tensor."""
     expected = np.arange(12.0).reshape(4, 3)
     expected[1] = 2.0
     expected[::2, 1:] = -1.0
@@ -794,6 +795,7 @@ def test_item_assignment_writes_the_same_values_eagerly_and_compiled(backend) ->
     expected[-1, 1:] += 0.5
     expected[2] += 1.0
     expected[2, 1:] *= 3.0
+    expected *= 0.5
     x = verigrad.tensor(np.ones((2, 3), np.float32))
     with verigrad.backend(backend):
         for compiled in (False, True):
@@ -805,7 +807,7 @@ def test_item_assignment_writes_the_same_values_eagerly_and_compiled(backend) ->
             )
             total = run(x)
             _eq(buf, expected.astype(np.float32))
-            assert total.item() == expected.sum()
+            assert total.item() == expected.sum() + expected[2].sum()
 
 
 def test_item_assignment_refusals() -> None:

@@ -41,6 +41,11 @@ class Mode:
         """The (base, key) that a write into `view` must also write; None where memory is shared."""
         return None
 
+    def views_of(self, base: Tensor) -> list[tuple[Tensor, Any]]:
+        """The (view, key) made of `base` that a write into base must refresh; none where memory is
+        shared."""
+        return []
+
 
 class AbstractMode(Mode):
     """Shapes and dtypes only: every op returns a tensor that holds a spec and no data."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import inspect
 import types
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -47,7 +48,9 @@ class TraceMode(modes.Mode):
         self.input_names: dict[int, str] = {}  # id(eager tensor) -> the name of its input
         self.decomposed = False  # whether a composite op was recorded as its decomposition for autograd
         self.used = {v.name for v in program.inputs}
-        self.views: dict[int, tuple[Tensor, Tensor, Any]] = {}  # id(view) -> (view, base, key)
+        # the views made by indexing, held weakly (a view nobody holds needs no refresh):
+        self.views: dict[int, tuple[weakref.ref, Tensor, Any]] = {}  # id(view) -> (view, base, key)
+        self.children: dict[int, list[tuple[weakref.ref, Any]]] = {}  # id(base) -> its (view, key)s
         self.arguments: dict[int, str] = {}  # id(argument tensor) -> its input's name
         # .grad of every tensor the function can reach, before the trace (restored after it)
         self.saved_grads: dict[int, tuple[Tensor, Any]] = {id(t): (t, t.grad) for t in watch or ()}
@@ -105,11 +108,19 @@ class TraceMode(modes.Mode):
         self.program.updates[self.input_names[id(target)]] = new
 
     def made_view(self, view: Tensor, base: Tensor, key: Any) -> None:
-        self.views[id(view)] = (view, base, key)  # the view is held, so its id is not reused
+        ref = weakref.ref(view)
+        self.views[id(view)] = (ref, base, key)
+        children = self.children.setdefault(id(base), [])
+        children[:] = [c for c in children if c[0]() is not None]  # the views still held
+        children.append((ref, key))
 
     def view_base(self, view: Tensor) -> tuple[Tensor, Any] | None:
         entry = self.views.get(id(view))
-        return None if entry is None else (entry[1], entry[2])
+        return None if entry is None or entry[0]() is not view else (entry[1], entry[2])
+
+    def views_of(self, base: Tensor) -> list[tuple[Tensor, Any]]:
+        held = [(ref(), key) for ref, key in self.children.get(id(base), ())]
+        return [(view, key) for view, key in held if view is not None]
 
     def restore(self) -> None:
         """Give the tensors back the `.grad` they had: a trace leaves no traced value behind."""

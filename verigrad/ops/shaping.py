@@ -105,6 +105,15 @@ stack = Op(
 # indexing --------------------------------------------------------------------------------------
 def getitem(x: Tensor, key: Any) -> Tensor:
     """Basic indexing (ints, slices, None, ...) as views; one integer array indexes with `take`."""
+    out, view = _select(x, key)
+    if view and out is not x:
+        modes.current().made_view(out, x, key)
+    return out
+
+
+def _select(x: Tensor, key: Any) -> tuple[Tensor, bool]:
+    """x[key] as ops, and whether it is a view (basic indices; an integer array selects a copy):
+    getitem without telling the mode that a view was made."""
     index, layout, arrays = _parse_key(x, key)
     out = x
     if any(s != slice(None) for s in index):
@@ -119,10 +128,7 @@ def getitem(x: Tensor, key: Any) -> Tensor:
             shape.append(1)
         elif kind == "array":
             shape.extend(arrays[0][1].shape)
-    out = out if tuple(shape) == out.shape else reshape(out, shape=tuple(shape))
-    if not arrays and out is not x:
-        modes.current().made_view(out, x, key)
-    return out
+    return (out if tuple(shape) == out.shape else reshape(out, shape=tuple(shape))), not arrays
 
 
 def _parse_key(x: Tensor, key: Any) -> tuple[list, list, list]:
@@ -195,11 +201,21 @@ def assign(target: Tensor, value: Any) -> Tensor:
         value = broadcast_to(value, shape=target.shape)
     if value.dtype is not target.dtype:
         value = cast(value, dtype=target.dtype)
-    modes.current().assign(target, value)
-    through = modes.current().view_base(target)
+    mode = modes.current()
+    mode.assign(target, value)
+    through = mode.view_base(target)
     if through is not None:  # a view made in a trace: its base gets the write too, as it would eagerly
-        setitem(through[0], through[1], target)
+        setitem(through[0], through[1], target)  # (which refreshes the views of the base, this one too)
+    else:
+        _refresh_views(mode, target)
     return target
+
+
+def _refresh_views(mode: modes.Mode, base: Tensor) -> None:
+    """The views made of `base` in a trace take its new values, as views of its memory do eagerly."""
+    for view, key in mode.views_of(base):
+        mode.assign(view, _select(base, key)[0])
+        _refresh_views(mode, view)
 
 
 def setitem(target: Tensor, key: Any, value: Any) -> None:
@@ -217,7 +233,7 @@ def setitem(target: Tensor, key: Any, value: Any) -> None:
             "assignment through integer-array indices is not supported (they select a copy); "
             "use a bool mask, basic indices and slices, or index_select and concat"
         )
-    view = getitem(target, key)
+    view = _select(target, key)[0]
     if modes.current().name == "eager":
         assign(view, value)
         return
