@@ -273,3 +273,132 @@ def test_pytorchs_import_path_for_the_functional_module() -> None:
         and nnF.scaled_dot_product_attention is F.scaled_dot_product_attention
     )
     assert set(nnF.__all__) == set(F.__all__) and all(hasattr(nnF, name) for name in F.__all__)
+
+
+def test_pytorchs_dtype_names_threads_and_creation_helpers() -> None:
+    assert (verigrad.float32, verigrad.float64, verigrad.float16, verigrad.bfloat16) == (
+        verigrad.f32,
+        verigrad.f64,
+        verigrad.f16,
+        verigrad.bf16,
+    )
+    assert (verigrad.long, verigrad.int64, verigrad.int32, verigrad.bool) == (
+        verigrad.i64,
+        verigrad.i64,
+        verigrad.i32,
+        verigrad.bool_,
+    )
+    assert verigrad.zeros(2, dtype=verigrad.float).dtype is verigrad.f32 and verigrad.double is verigrad.f64
+    before = verigrad.get_num_threads()
+    verigrad.set_num_threads(1)
+    assert verigrad.get_num_threads() == 1 == verigrad.get_backend().threads
+    verigrad.set_num_threads(before)
+    x = verigrad.tensor([[1.0, 2.0]], dtype=verigrad.float64)
+    assert x.new_zeros(2, 3).dtype is verigrad.f64 and x.new_zeros((2, 3)).shape == (2, 3)
+    assert x.new_ones(2).numpy().tolist() == [1.0, 1.0] and x.new_full((1,), 7).numpy().tolist() == [7.0]
+    assert x.new_tensor([1, 2]).dtype is verigrad.f64 and x.new_empty(3, dtype="i64").dtype is verigrad.i64
+    assert x.type() == "f64" and x.type(verigrad.float32).dtype is verigrad.f32
+    verigrad.manual_seed(3)
+    p = verigrad.randperm(50)
+    assert p.dtype is verigrad.i64 and sorted(p.numpy().tolist()) == list(range(50))
+    verigrad.manual_seed(3)
+    assert verigrad.randperm(50).numpy().tolist() == p.numpy().tolist()  # seeded
+    assert p.numpy().tolist() != list(range(50))
+
+
+def test_products_norms_and_their_refusals() -> None:
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 4, 5))
+    ta, tb = verigrad.tensor(a), verigrad.tensor(b)
+    np.testing.assert_allclose(verigrad.bmm(ta, tb).numpy(), a @ b, rtol=1e-6)
+    np.testing.assert_allclose(ta[0].mm(tb[0]).numpy(), a[0] @ b[0], rtol=1e-6)
+    np.testing.assert_allclose(
+        verigrad.outer(ta[0, 0], tb[0, 0]).numpy(), np.outer(a[0, 0], b[0, 0]), rtol=1e-6
+    )
+    assert ta[0].t().shape == (4, 3) and verigrad.tensor([1.0, 2.0]).t().shape == (2,)
+    for call, words in [
+        (lambda: ta.mm(tb), "mm multiplies two matrices"),
+        (lambda: ta[0].bmm(tb[0]), "bmm multiplies two batches"),
+        (lambda: verigrad.outer(ta[0], tb[0, 0]), "outer multiplies two vectors"),
+        (lambda: ta.t(), "t\\(\\) takes at most 2 dimensions"),
+    ]:
+        with pytest.raises(verigrad.ShapeError, match=words):
+            call()
+    x = rng.standard_normal((3, 4))
+    t = verigrad.tensor(x)
+    for p, expected in [(2, np.linalg.norm(x, axis=1)), (1, np.abs(x).sum(1)), (math.inf, np.abs(x).max(1))]:
+        np.testing.assert_allclose(t.norm(p, dim=1).numpy(), expected, rtol=1e-6)
+    np.testing.assert_allclose(t.norm(-math.inf, 1).numpy(), np.abs(x).min(1), rtol=1e-6)
+    np.testing.assert_allclose(
+        t.norm(3, 0, keepdim=True).numpy(), (np.abs(x) ** 3).sum(0, keepdims=True) ** (1 / 3), rtol=1e-5
+    )
+    assert t.norm(0).item() == 12 and verigrad.norm(t).item() == pytest.approx(np.linalg.norm(x), rel=1e-6)
+    zero = verigrad.zeros(2, 3, requires_grad=True)
+    zero.norm(dim=1).sum().backward()
+    assert zero.grad.numpy().tolist() == [[0.0] * 3] * 2  # not NaN: PyTorch's 0 at the zero vector
+    with pytest.raises(verigrad.DTypeError, match="norm needs"):
+        verigrad.tensor([1, 2]).norm()
+    n, d = verigrad.dims("n d")
+    assert verigrad.check(lambda v: F.normalize(v, dim=1), verigrad.spec([n, d])) == verigrad.spec([n, d])
+    u = rng.standard_normal((3, 4))
+    cos = F.cosine_similarity(t, verigrad.tensor(u)).numpy()
+    np.testing.assert_allclose(
+        cos, (x * u).sum(1) / np.linalg.norm(x, axis=1) / np.linalg.norm(u, axis=1), rtol=1e-5
+    )
+
+
+def test_in_place_activations_zero_grad_to_zeros_and_dim_names() -> None:
+    x = verigrad.tensor([-1.0, 2.0])
+    assert F.relu(x, inplace=True) is x and x.numpy().tolist() == [0.0, 2.0]  # written in place
+    w = verigrad.tensor([-1.0, 2.0], requires_grad=True)
+    y = nn.ReLU(inplace=True)(w)  # a tensor in a gradient: the same values, w left as it was
+    assert y is not w and y.numpy().tolist() == [0.0, 2.0] and w.numpy().tolist() == [-1.0, 2.0]
+    y.sum().backward()
+    assert w.grad.numpy().tolist() == [0.0, 1.0]
+    assert repr(nn.ReLU(inplace=True)) == "ReLU(inplace=True)" and repr(nn.ReLU()) == "ReLU()"
+    z = verigrad.tensor([-3.0, 0.5])
+    assert nn.LeakyReLU(0.5, inplace=True)(z) is z and z.numpy().tolist() == [-1.5, 0.5]
+    m = verigrad.tensor([1.0, 2.0, 3.0])
+    assert m.masked_fill_(m > 1.5, 0.0) is m and m.numpy().tolist() == [1.0, 0.0, 0.0]
+
+    layer = nn.Linear(2, 2)
+    opt = SGD(layer.parameters(), lr=0.1)
+    layer(verigrad.ones(1, 2)).sum().backward()
+    grad = layer.weight.grad
+    opt.zero_grad(set_to_none=False)
+    assert layer.weight.grad is grad and not grad.numpy().any()  # zeros, in the same tensor
+    opt.zero_grad()
+    assert layer.weight.grad is None
+
+    a, b = verigrad.ones(2, 3), verigrad.zeros(2, 3)
+    assert verigrad.cat([a, b], dim=1).shape == (2, 6) and verigrad.stack([a, b], dim=2).shape == (2, 3, 2)
+
+
+def test_batch_norm_1d_module_containers_and_parameters() -> None:
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((8, 3, 5)).astype(np.float32)
+    bn = nn.BatchNorm1d(3)
+    y = bn(verigrad.tensor(x)).numpy()
+    mean, var = x.mean((0, 2), keepdims=True), x.var((0, 2), keepdims=True)
+    np.testing.assert_allclose(y, (x - mean) / np.sqrt(var + 1e-5), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(bn.running_var.numpy(), 0.9 + 0.1 * x.var((0, 2), ddof=1), rtol=1e-5)
+    assert bn(verigrad.tensor(x[:, :, 0])).shape == (8, 3)
+    with pytest.raises(verigrad.ShapeError, match="BatchNorm1d takes 2-D or 3-D input"):
+        bn(verigrad.zeros(2, 3, 4, 5))
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.heads = nn.ModuleDict({"a": nn.Linear(2, 3), "b": nn.Linear(2, 1)})
+            self.scale = nn.Parameter(verigrad.ones(3))
+            self.extra = nn.ParameterList([verigrad.zeros(2), verigrad.ones(1)])
+
+    net = Net()
+    names = {name for name, _ in net.named_parameters()}
+    assert names == {"scale", "extra.0", "extra.1"} | {
+        f"heads.{h}.{w}" for h in "ab" for w in ("weight", "bias")
+    }
+    assert "a" in net.heads and len(net.heads) == 2 and list(net.heads) == ["a", "b"]
+    assert len(net.extra) == 2 and net.extra[1].requires_grad and net.scale.requires_grad
+    with pytest.raises(TypeError, match="Parameter takes a tensor"):
+        nn.Parameter([1.0])

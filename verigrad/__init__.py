@@ -12,9 +12,9 @@ from .autograd import (
     value_and_grad,
 )
 from .backends import available as available_backends
-from .backends import backend, get_backend, set_backend, set_threads
+from .backends import backend, get_backend, get_threads, set_backend, set_threads
 from .compile import check, compile
-from .dtypes import DType, bf16, bool_, f16, f32, f64, i32, i64
+from .dtypes import DType, bf16, bool_, f16, f32, f64, i32, i64, u8
 from .errors import DTypeError, ShapeError, VerigradError, WeightFileError
 from .io import load, save
 from .ir import Program, trace
@@ -31,6 +31,7 @@ from .ops import (
     argmax,
     argmin,
     argsort,
+    bmm,
     cast,
     chunk,
     clamp,
@@ -80,11 +81,14 @@ from .ops import (
     mean,
     min,
     minimum,
+    mm,
     mul,
     ne,
     neg,
+    norm,
     ones,
     ones_like,
+    outer,
     pad,
     permute,
     pow,
@@ -93,6 +97,7 @@ from .ops import (
     randint,
     randn,
     randn_like,
+    randperm,
     relu,
     repeat_interleave,
     reshape,
@@ -128,5 +133,8 @@ from .tensor import Tensor
 cat = concat  # PyTorch's names for the same functions
 clip = clamp
 amax, amin = max, min
+set_num_threads, get_num_threads = set_threads, get_threads
+float32, float64, float16, bfloat16, int32, int64, uint8 = f32, f64, f16, bf16, i32, i64, u8
+float, double, half, long, bool = f32, f64, f16, i64, bool_  # as torch.float: module attributes only
 
 __version__ = "0.1.0"

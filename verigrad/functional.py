@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from . import ops
+from .autograd import is_grad_enabled
 from .errors import ShapeError
 from .losses import (
     binary_cross_entropy,
@@ -22,6 +23,7 @@ from .losses import (
     l1_loss,
     mse_loss,
     nll_loss,
+    reduce,
     smooth_l1_loss,
 )
 from .ops.composite._common import pair
@@ -43,8 +45,19 @@ def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
     return ops.log_softmax(x, axis=dim)
 
 
-def cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
-    """Cross-entropy of logits [N, C] against integer classes [N]; reduction 'mean', 'sum' or 'none'."""
+def cross_entropy(
+    input: Tensor, target: Tensor, reduction: str = "mean", label_smoothing: float = 0.0
+) -> Tensor:
+    """Cross-entropy of logits [N, C] against integer classes [N]; reduction 'mean', 'sum' or 'none'.
+    With label_smoothing e, PyTorch's: (1 - e) times it plus e times the mean over classes of
+    -log_softmax."""
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    if label_smoothing:
+        nll = cross_entropy(input, target, reduction="none")
+        uniform = -ops.log_softmax(input, axis=-1).mean(axis=-1)
+        loss = nll * (1.0 - label_smoothing) + uniform * label_smoothing
+        return reduce(loss, reduction, "cross_entropy")
     if isinstance(target, Tensor) and isinstance(target.data, np.ndarray) and target.dtype.kind == "i":
         classes = input.shape[-1]
         values = target.data
@@ -225,9 +238,9 @@ def rope(x: Tensor, cos: Tensor, sin: Tensor, offset: DimLike = 0, interleaved: 
     return ops.rope(x, cos, sin, offset=offset, interleaved=interleaved)
 
 
-def relu(x: Tensor) -> Tensor:
+def relu(x: Tensor, inplace: bool = False) -> Tensor:
     """max(x, 0)."""
-    return ops.relu(x)
+    return _inplace(x, ops.relu(x), inplace)
 
 
 def gelu(x: Tensor, approximate: str = "none") -> Tensor:
@@ -237,9 +250,17 @@ def gelu(x: Tensor, approximate: str = "none") -> Tensor:
     return ops.gelu_tanh(x) if approximate == "tanh" else ops.gelu(x)
 
 
-def silu(x: Tensor) -> Tensor:
+def _inplace(x: Tensor, y: Tensor, inplace: bool) -> Tensor:
+    """PyTorch's `inplace=True`: y written into x, and x returned, where x takes no part in a gradient;
+    else y itself (the same values; the memory is not saved)."""
+    if inplace and not (x.requires_grad and is_grad_enabled()):
+        return x.assign(y)
+    return y
+
+
+def silu(x: Tensor, inplace: bool = False) -> Tensor:
     """x * sigmoid(x)."""
-    return ops.silu(x)
+    return _inplace(x, ops.silu(x), inplace)
 
 
 def sigmoid(x: Tensor) -> Tensor:
@@ -247,14 +268,14 @@ def sigmoid(x: Tensor) -> Tensor:
     return ops.sigmoid(x)
 
 
-def leaky_relu(x: Tensor, negative_slope: float = 0.01) -> Tensor:
+def leaky_relu(x: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
     """x where x > 0, else negative_slope * x."""
-    return ops.where(x > 0, x, x * negative_slope)
+    return _inplace(x, ops.where(x > 0, x, x * negative_slope), inplace)
 
 
-def elu(x: Tensor, alpha: float = 1.0) -> Tensor:
+def elu(x: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """x where x > 0, else alpha * (exp(x) - 1) (by expm1)."""
-    return ops.where(x > 0, x, ops.expm1(x) * alpha)
+    return _inplace(x, ops.where(x > 0, x, ops.expm1(x) * alpha), inplace)
 
 
 def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
@@ -263,18 +284,31 @@ def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     return ops.where(scaled > threshold, x, ops.log1p(ops.exp(scaled)) / beta)
 
 
-def hardtanh(x: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+def hardtanh(x: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
     """x limited to [min_val, max_val]; the gradient passes strictly inside (as PyTorch's)."""
-    return ops.where(x <= min_val, min_val, ops.where(x >= max_val, max_val, x))
+    return _inplace(x, ops.where(x <= min_val, min_val, ops.where(x >= max_val, max_val, x)), inplace)
 
 
-def relu6(x: Tensor) -> Tensor:
-    return hardtanh(x, 0.0, 6.0)
+def relu6(x: Tensor, inplace: bool = False) -> Tensor:
+    return hardtanh(x, 0.0, 6.0, inplace)
 
 
-def mish(x: Tensor) -> Tensor:
+def mish(x: Tensor, inplace: bool = False) -> Tensor:
     """x * tanh(softplus(x))."""
-    return x * ops.tanh(softplus(x))
+    return _inplace(x, x * ops.tanh(softplus(x)), inplace)
+
+
+def normalize(x: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
+    """x / max(||x||_p, eps) along `dim` (PyTorch's F.normalize)."""
+    return x / ops.clamp(x.norm(p, dim=dim, keepdim=True), min=eps)
+
+
+def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
+    """sum(x1 * x2) / (max(||x1||, eps) * max(||x2||, eps)) along `dim` (PyTorch's: each norm
+    clamped)."""
+    n1 = ops.clamp(x1.norm(dim=dim), min=eps)
+    n2 = ops.clamp(x2.norm(dim=dim), min=eps)
+    return (x1 * x2).sum(axis=dim) / (n1 * n2)
 
 
 def scaled_dot_product_attention(
@@ -342,6 +376,7 @@ __all__ = [
     "binary_cross_entropy_with_logits",
     "conv1d",
     "conv2d",
+    "cosine_similarity",
     "cross_entropy",
     "dropout",
     "elu",
@@ -359,6 +394,7 @@ __all__ = [
     "mish",
     "mse_loss",
     "nll_loss",
+    "normalize",
     "one_hot",
     "pad",
     "relu",

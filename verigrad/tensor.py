@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from .dtypes import DType, as_dtype, f32, f64
+from .errors import ShapeError
 from .registry import FUNCS, OPS
 from .shapes import Dim, DimLike, Spec, shape_text
 
@@ -185,6 +186,9 @@ class Tensor:
     def clamp_(self, min: Any = None, max: Any = None) -> Tensor:
         return self.assign(self.clamp(min, max))
 
+    def masked_fill_(self, mask: Any, value: Any) -> Tensor:
+        return self.assign(self.masked_fill(mask, value))
+
     def __iadd__(self, o: Any) -> Tensor:
         return self.assign(self + o)
 
@@ -293,6 +297,22 @@ class Tensor:
     def matmul(self, o: Any) -> Tensor:
         return OPS["matmul"](self, o)
 
+    def mm(self, o: Tensor) -> Tensor:
+        """The product of two matrices (PyTorch's mm: 2-D operands only)."""
+        return FUNCS["mm"](self, o)
+
+    def bmm(self, o: Tensor) -> Tensor:
+        return FUNCS["bmm"](self, o)
+
+    def outer(self, o: Tensor) -> Tensor:
+        return FUNCS["outer"](self, o)
+
+    def t(self) -> Tensor:
+        """A matrix transposed (a vector or a scalar as it is), as PyTorch's t()."""
+        if self.ndim > 2:
+            raise ShapeError(f"t() takes at most 2 dimensions, got {describe(self)}; use mT or transpose")
+        return self.T
+
     def where(self, cond: Any, other: Any) -> Tensor:
         """PyTorch's `x.where(cond, y)`: x where cond holds, else y."""
         return OPS["where"](cond, self, other)
@@ -392,6 +412,26 @@ class Tensor:
     def type_as(self, other: Tensor) -> Tensor:
         return self.cast(other.dtype)
 
+    def type(self, dtype: Any = None) -> Any:
+        """PyTorch's: the dtype's name without an argument, else the tensor cast to `dtype`."""
+        return self.dtype.name if dtype is None else self.cast(dtype)
+
+    # PyTorch's new_*: tensors of this one's dtype (unless given)
+    def new_full(self, size: Any, fill_value: Any, dtype: Any = None) -> Tensor:
+        return FUNCS["full"](_shape_arg((size,)), fill_value, dtype=self.dtype if dtype is None else dtype)
+
+    def new_zeros(self, *size: Any, dtype: Any = None) -> Tensor:
+        return self.new_full(_shape_arg(size), 0, dtype)
+
+    def new_ones(self, *size: Any, dtype: Any = None) -> Tensor:
+        return self.new_full(_shape_arg(size), 1, dtype)
+
+    def new_empty(self, *size: Any, dtype: Any = None) -> Tensor:
+        return self.new_zeros(*size, dtype=dtype)
+
+    def new_tensor(self, data: Any, dtype: Any = None) -> Tensor:
+        return FUNCS["tensor"](data, dtype=self.dtype if dtype is None else dtype)
+
     def float(self) -> Tensor:
         return self.cast(f32)
 
@@ -460,6 +500,10 @@ class Tensor:
 
     def logsumexp(self, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
         return FUNCS["logsumexp"](self, axis, keepdim, dim=dim)
+
+    def norm(self, p: float = 2.0, dim: Axis = None, keepdim: bool = False) -> Tensor:
+        """See `verigrad.norm`."""
+        return FUNCS["norm"](self, p, dim, keepdim)
 
     def all(self, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
         return FUNCS["all"](self, axis, keepdim, dim=dim)

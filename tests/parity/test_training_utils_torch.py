@@ -223,3 +223,74 @@ def test_multihead_attention(how) -> None:
     )
     _, weights = ours(*(verigrad.tensor(arrays[n]) for n in "qkv"), need_weights=False)
     assert weights is None
+
+
+ROWS = np.concatenate([RNG.standard_normal((3, 5)), np.zeros((1, 5))])  # a zero row: norm's gradient
+
+
+@pytest.mark.parametrize(
+    ("p", "dim", "keepdim"), [(2, 1, False), (2, None, False), (1, 0, True), (3, 1, False)]
+)
+def test_norms(p, dim, keepdim) -> None:
+    """Values and gradients, the zero row's too (0 for p=2 with PyTorch; p=1's sign is 0 at 0)."""
+    rows = ROWS if p == 2 else RNG.standard_normal((4, 5))  # |x|^p of 0 has no defined gradient for p<1
+    _check(
+        {"x": rows},
+        lambda x: x.norm(p, dim=dim, keepdim=keepdim),
+        lambda x: x.norm(p, dim=dim, keepdim=keepdim),
+    )
+    _check(
+        {"x": RNG.standard_normal((4, 5))},
+        lambda x: verigrad.norm(x, math.inf, 1),
+        lambda x: x.norm(math.inf, 1),
+    )
+
+
+def test_normalize_and_cosine_similarity() -> None:
+    _check({"x": ROWS}, lambda x: F.normalize(x, dim=1), lambda x: TF.normalize(x, dim=1))
+    other = RNG.standard_normal((4, 5))
+    _check(
+        {"a": ROWS[:3], "b": other[:3]},
+        lambda a, b: F.cosine_similarity(a, b),
+        lambda a, b: TF.cosine_similarity(a, b),
+    )
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_cross_entropy_with_label_smoothing(reduction) -> None:
+    classes = np.array([0, 4, 2, 1])
+    _check(
+        {"x": PRED},
+        lambda x: F.cross_entropy(x, verigrad.tensor(classes), reduction=reduction, label_smoothing=0.2),
+        lambda x: TF.cross_entropy(x, torch.tensor(classes), reduction=reduction, label_smoothing=0.2),
+    )
+    loss = nn.CrossEntropyLoss(label_smoothing=0.1)(verigrad.tensor(PRED), verigrad.tensor(classes))
+    expected = torch.nn.CrossEntropyLoss(label_smoothing=0.1)(torch.tensor(PRED), torch.tensor(classes))
+    np.testing.assert_allclose(loss.numpy(), expected.numpy(), rtol=1e-12)
+
+
+def test_products_outer_bmm_mm() -> None:
+    a, b = RNG.standard_normal((2, 3, 4)), RNG.standard_normal((2, 4, 5))
+    _check({"a": a, "b": b}, lambda a, b: verigrad.bmm(a, b), lambda a, b: torch.bmm(a, b))
+    _check({"a": a[0], "b": b[0]}, lambda a, b: a.mm(b), lambda a, b: a.mm(b))
+    _check({"u": a[0, 0], "v": b[0, 0]}, lambda u, v: verigrad.outer(u, v), lambda u, v: torch.outer(u, v))
+
+
+@pytest.mark.parametrize("shape", [(6, 3), (4, 3, 5)])
+def test_batch_norm_1d(shape) -> None:
+    """Three training steps (outputs, gradients, running statistics), then eval, as PyTorch's."""
+    x = RNG.standard_normal((3, *shape))
+    ours, theirs = nn.BatchNorm1d(3, momentum=0.3).double(), torch.nn.BatchNorm1d(3, momentum=0.3).double()
+    for step in x:
+        a, t = verigrad.tensor(step).requires_grad_(), torch.tensor(step, requires_grad=True)
+        y, yt = ours(a), theirs(t)
+        np.testing.assert_allclose(y.numpy(), yt.detach().numpy(), rtol=1e-12, atol=1e-12)
+        (y * y).sum().backward()
+        (yt * yt).sum().backward()
+        np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(ours.running_var.numpy(), theirs.running_var.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(ours.weight.grad.numpy(), theirs.weight.grad.numpy(), rtol=1e-10)
+    ours.eval(), theirs.eval()
+    np.testing.assert_allclose(
+        ours(verigrad.tensor(x[0])).numpy(), theirs(torch.tensor(x[0])).detach().numpy()
+    )

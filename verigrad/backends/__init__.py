@@ -5,7 +5,16 @@ runs its NumPy reference. `set_backend("reference")` runs the references themsel
 """
 
 from . import cpu  # the "cpu" backend (registered after the reference)
-from ._registry import Backend, available, backend, default_threads, get_backend, set_backend, set_threads
+from ._registry import (
+    Backend,
+    available,
+    backend,
+    default_threads,
+    get_backend,
+    get_threads,
+    set_backend,
+    set_threads,
+)
 from .blas import blas_threads, set_blas_threads
 from .reference import reference
 
@@ -18,6 +27,7 @@ __all__ = [
     "backend",
     "default_threads",
     "get_backend",
+    "get_threads",
     "reference",
     "set_backend",
     "set_threads",

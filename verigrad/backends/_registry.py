@@ -224,6 +224,11 @@ def default_threads() -> int:
     return max(1, min(cpus, MAX_DEFAULT_THREADS))
 
 
+def get_threads() -> int:
+    """The number of threads the backends may use now (`set_threads`)."""
+    return get_backend().threads
+
+
 def set_threads(n: int) -> None:
     """The number of threads every backend may use, and NumPy's BLAS with them (verigrad starts at
     `default_threads()`)."""

@@ -8,11 +8,12 @@ from typing import Any
 from .. import functional as F
 from ..autograd import no_grad
 from ..dtypes import f32, f64
+from ..errors import ShapeError
 from ..losses import REDUCTIONS
 from ..ops import arange as ops_arange
 from ..ops import full, ones, zeros
 from ..shapes import DimLike
-from ..tensor import Tensor
+from ..tensor import Tensor, describe
 from .init import fan_in_bound, normal, uniform
 from .module import Module
 
@@ -192,27 +193,29 @@ class Dropout(Module):
         return f"p={self.p}"
 
 
-class BatchNorm2d(Module):
-    """Batch normalisation over (N, H, W) per channel, with running statistics for eval()."""
+class _BatchNorm(Module):
+    """Batch normalisation per channel over the other axes, with running statistics for eval()."""
 
-    def __init__(
-        self,
-        num_features: DimLike,
-        eps: float = 1e-5,
-        momentum: float = 0.1,
-        layout: str = "NCHW",
-        dtype: Any = f32,
-    ):
+    ranks: tuple[int, ...] = ()
+
+    def __init__(self, num_features: DimLike, eps: float = 1e-5, momentum: float = 0.1, dtype: Any = f32):
         super().__init__()
-        self.num_features, self.eps, self.momentum, self.layout = num_features, eps, momentum, layout
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.weight = ones(num_features, dtype=dtype, requires_grad=True)
         self.bias = zeros(num_features, dtype=dtype, requires_grad=True)
         self.register_buffer("running_mean", zeros(num_features, dtype=dtype))
         self.register_buffer("running_var", ones(num_features, dtype=dtype))
 
+    def channel_axis(self, x: Tensor) -> int:
+        return 1
+
     def forward(self, x: Tensor) -> Tensor:
-        axes, channel = ((0, 2, 3), 1) if self.layout == "NCHW" else ((0, 1, 2), 3)
-        shape = tuple(self.num_features if i == channel else 1 for i in range(4))
+        if x.ndim not in self.ranks:
+            wanted = " or ".join(f"{r}-D" for r in self.ranks)
+            raise ShapeError(f"{type(self).__name__} takes {wanted} input, got {describe(x)}")
+        channel = self.channel_axis(x)
+        axes = tuple(i for i in range(x.ndim) if i != channel)
+        shape = tuple(self.num_features if i == channel else 1 for i in range(x.ndim))
         if self.training:
             mean = x.mean(axes, keepdim=True)
             centered = x - mean
@@ -230,6 +233,32 @@ class BatchNorm2d(Module):
 
     def extra_repr(self) -> str:
         return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}"
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch normalisation of [N, C] or [N, C, L] per channel C."""
+
+    ranks = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch normalisation over (N, H, W) per channel, with running statistics for eval()."""
+
+    ranks = (4,)
+
+    def __init__(
+        self,
+        num_features: DimLike,
+        eps: float = 1e-5,
+        momentum: float = 0.1,
+        layout: str = "NCHW",
+        dtype: Any = f32,
+    ):
+        super().__init__(num_features, eps, momentum, dtype)
+        self.layout = layout
+
+    def channel_axis(self, x: Tensor) -> int:
+        return 1 if self.layout == "NCHW" else 3
 
 
 def _bessel(count: DimLike, dtype: Any) -> Tensor | float:
@@ -324,6 +353,79 @@ class Sequential(Module):
         return x
 
 
+class ModuleDict(Module):
+    """Modules by name, registered (no forward of its own), as PyTorch's ModuleDict."""
+
+    def __init__(self, modules: Any = None):
+        super().__init__()
+        self.update(modules or {})
+
+    def __getitem__(self, name: str) -> Module:
+        return self._modules[name]
+
+    def __setitem__(self, name: str, module: Module) -> None:
+        self.add_module(name, module)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._modules
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules)
+
+    def keys(self):
+        return self._modules.keys()
+
+    def values(self):
+        return self._modules.values()
+
+    def items(self):
+        return self._modules.items()
+
+    def update(self, modules: Any) -> None:
+        for name, module in dict(modules).items():
+            self.add_module(name, module)
+
+    def forward(self, x: Any) -> Any:
+        raise NotImplementedError("ModuleDict has no forward(); index it by name")
+
+
+class ParameterList(Module):
+    """Tensors trained as parameters, by position (PyTorch's ParameterList)."""
+
+    def __init__(self, values: Any = ()):
+        super().__init__()
+        for value in values:
+            self.append(value)
+
+    def append(self, value: Tensor) -> ParameterList:
+        setattr(self, str(len(self)), Parameter(value) if not value.requires_grad else value)
+        return self
+
+    def __getitem__(self, i: int) -> Tensor:
+        return list(self._parameters.values())[i]
+
+    def __len__(self) -> int:
+        return len(self._parameters)
+
+    def __iter__(self):
+        return iter(self._parameters.values())
+
+
+class Parameter:
+    """PyTorch's nn.Parameter: the tensor itself (its memory shared) marked as requiring grad, which is
+    what makes a module attribute a parameter here."""
+
+    def __new__(cls, data: Tensor | None = None, requires_grad: bool = True) -> Tensor:  # type: ignore[misc]
+        if data is None:
+            data = zeros(0)
+        if not isinstance(data, Tensor):
+            raise TypeError(f"Parameter takes a tensor, got {type(data).__name__}")
+        return data.detach().requires_grad_(requires_grad)
+
+
 class ModuleList(Sequential):
     """A list of modules whose parameters are registered (no forward of its own); made from an
     iterable of modules, as in PyTorch, or from the modules themselves."""
@@ -341,18 +443,12 @@ def _activation(name: str, fn: Any) -> type[Module]:
     return type(name, (Module,), {"forward": lambda self, x: fn(x), "__doc__": f"{name} as a layer."})
 
 
-ReLU = _activation("ReLU", F.relu)
-SiLU = _activation("SiLU", F.silu)
 Tanh = _activation("Tanh", F.tanh)
 Sigmoid = _activation("Sigmoid", F.sigmoid)
 
 
-ReLU6 = _activation("ReLU6", F.relu6)
-Mish = _activation("Mish", F.mish)
-
-
 class _Configured(Module):
-    """An activation with settings: F.<fn>(x, **settings)."""
+    """An activation with settings: F.<fn>(x, **settings) (`inplace` among them: see F.relu)."""
 
     def __init__(self, **settings: Any):
         super().__init__()
@@ -361,22 +457,36 @@ class _Configured(Module):
     def forward(self, x: Tensor) -> Tensor:
         return self.fn(x, **self.settings)
 
-    def extra_repr(self) -> str:
-        return ", ".join(f"{k}={v!r}" for k, v in self.settings.items())
+    def extra_repr(self) -> str:  # as PyTorch's: inplace shown only when it is set
+        return ", ".join(f"{k}={v!r}" for k, v in self.settings.items() if k != "inplace" or v)
+
+
+def _inplace_activation(name: str, fn: Any) -> type[Module]:
+    def __init__(self: _Configured, inplace: bool = False) -> None:
+        _Configured.__init__(self, inplace=inplace)
+
+    doc = f"{name} as a layer (inplace=True: see F.relu)."
+    return type(name, (_Configured,), {"fn": staticmethod(fn), "__init__": __init__, "__doc__": doc})
+
+
+ReLU = _inplace_activation("ReLU", F.relu)
+SiLU = _inplace_activation("SiLU", F.silu)
+ReLU6 = _inplace_activation("ReLU6", F.relu6)
+Mish = _inplace_activation("Mish", F.mish)
 
 
 class LeakyReLU(_Configured):
     fn = staticmethod(F.leaky_relu)
 
-    def __init__(self, negative_slope: float = 0.01):
-        super().__init__(negative_slope=negative_slope)
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False):
+        super().__init__(negative_slope=negative_slope, inplace=inplace)
 
 
 class ELU(_Configured):
     fn = staticmethod(F.elu)
 
-    def __init__(self, alpha: float = 1.0):
-        super().__init__(alpha=alpha)
+    def __init__(self, alpha: float = 1.0, inplace: bool = False):
+        super().__init__(alpha=alpha, inplace=inplace)
 
 
 class Softplus(_Configured):
@@ -389,8 +499,8 @@ class Softplus(_Configured):
 class Hardtanh(_Configured):
     fn = staticmethod(F.hardtanh)
 
-    def __init__(self, min_val: float = -1.0, max_val: float = 1.0):
-        super().__init__(min_val=min_val, max_val=max_val)
+    def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
+        super().__init__(min_val=min_val, max_val=max_val, inplace=inplace)
 
 
 class GELU(Module):
@@ -403,14 +513,14 @@ class GELU(Module):
 
 
 class CrossEntropyLoss(Module):
-    """Cross-entropy of logits [N, C] against integer targets [N]."""
+    """Cross-entropy of logits [N, C] against integer targets [N] (see F.cross_entropy)."""
 
-    def __init__(self, reduction: str = "mean"):
+    def __init__(self, reduction: str = "mean", label_smoothing: float = 0.0):
         super().__init__()
-        self.reduction = reduction
+        self.reduction, self.label_smoothing = reduction, label_smoothing
 
     def forward(self, logits: Tensor, target: Tensor) -> Tensor:
-        return F.cross_entropy(logits, target, reduction=self.reduction)
+        return F.cross_entropy(logits, target, reduction=self.reduction, label_smoothing=self.label_smoothing)
 
 
 class _Loss(Module):

@@ -17,6 +17,7 @@ from ..registry import FUNCS
 from ..shapes import DimLike, as_shape
 from ..tensor import Tensor
 from ._op import Op, Sample
+from .index import argsort
 from .movement import cast
 
 
@@ -290,4 +291,9 @@ def randint(low: int, high: int, shape: Any, dtype: Any = i64, generator: Genera
     return randint_op(shape=shape, seed=_seed(generator), dtype=dtype, low=low, high=high)
 
 
-FUNCS.update(ones_like=ones_like, zeros_like=zeros_like)
+def randperm(n: int, dtype: Any = i64, generator: Generator | None = None) -> Tensor:
+    """A random permutation of 0 .. n-1 (the order that sorts n uniform doubles)."""
+    return argsort(rand(n, dtype="f64", generator=generator)).cast(dtype)
+
+
+FUNCS.update(ones_like=ones_like, zeros_like=zeros_like, full=full, tensor=tensor)

@@ -23,6 +23,7 @@ from .binary import eq, ne, sub, where
 from .creation import arange, full
 from .index import argsort, gather, take
 from .reduce import argmax, max, numel_of, sum
+from .reduce import min as reduce_min
 from .shaping import getitem, unsqueeze
 
 Axis = int | Sequence[int] | None
@@ -111,6 +112,52 @@ def var(
 def std(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
     """The square root of `var` (same arguments)."""
     return var(x, *args, **kwargs).sqrt()
+
+
+# products ---------------------------------------------------------------------------------------
+def _ranks(name: str, a: Tensor, b: Tensor, rank: int, what: str) -> None:
+    if a.ndim != rank or b.ndim != rank:
+        raise ShapeError(f"{name} multiplies {what}, got {describe(a)} and {describe(b)}")
+
+
+def mm(a: Tensor, b: Tensor) -> Tensor:
+    """The product of two matrices (PyTorch's mm: 2-D operands only; matmul broadcasts)."""
+    _ranks("mm", a, b, 2, "two matrices")
+    return a @ b
+
+
+def bmm(a: Tensor, b: Tensor) -> Tensor:
+    """Batched matrix products of [B, n, k] and [B, k, m] (PyTorch's bmm: 3-D operands only)."""
+    _ranks("bmm", a, b, 3, "two batches of matrices [B, n, k] and [B, k, m]")
+    return a @ b
+
+
+def outer(a: Tensor, b: Tensor) -> Tensor:
+    """a[i] * b[j] for two vectors."""
+    _ranks("outer", a, b, 1, "two vectors")
+    return unsqueeze(a, -1) * b
+
+
+def norm(x: Tensor, p: float = 2.0, dim: Axis = None, keepdim: bool = False) -> Tensor:
+    """The p-norm over `dim` (all elements when None), as PyTorch's: p 2 (the square root of the sum of
+    squares, with gradient 0 at a zero vector, as PyTorch's), 1, inf (the largest |x|), -inf (the
+    smallest), 0 (the count of non-zeros) or any other p, (sum |x|^p)^(1/p)."""
+    if not x.dtype.is_float or x.dtype.name == "bf16":
+        raise DTypeError(f"norm needs an f16, f32 or f64 tensor, got {x.dtype.name}; cast it first")
+    axes = normalize_axes(dim, x.ndim)
+    if p == 2:
+        squares = (x * x).sum(axes, keepdim=keepdim)
+        some = squares > 0  # sqrt's gradient at 0 is infinite: the zero vector's is taken as 0
+        return where(some, where(some, squares, 1.0).sqrt(), 0.0)
+    if p == math.inf:
+        return max(abs(x), axis=axes, keepdim=keepdim)
+    if p == -math.inf:
+        return reduce_min(abs(x), axis=axes, keepdim=keepdim)
+    if p == 0:
+        return ne(x, 0).cast(x.dtype).sum(axes, keepdim=keepdim)
+    if p == 1:
+        return abs(x).sum(axes, keepdim=keepdim)
+    return (abs(x) ** p).sum(axes, keepdim=keepdim) ** (1.0 / p)
 
 
 def logsumexp(x: Tensor, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
@@ -284,6 +331,10 @@ FUNCS.update(
     var=var,
     std=std,
     logsumexp=logsumexp,
+    norm=norm,
+    mm=mm,
+    bmm=bmm,
+    outer=outer,
     argmin=argmin,
     all=all,
     any=any,

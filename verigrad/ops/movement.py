@@ -272,10 +272,10 @@ pad = Op(
 )
 
 
-def _concat_canon(*xs: Spec, axis: int = 0) -> dict:
+def _concat_canon(*xs: Spec, axis: int = 0, dim: int | None = None) -> dict:
     if not xs:
         raise ShapeError("concat needs at least one tensor")
-    return {"axis": normalize_axis(axis, xs[0].ndim)}
+    return {"axis": normalize_axis(axis if dim is None else dim, xs[0].ndim)}  # dim: PyTorch's name
 
 
 def _concat_shape(*shapes: tuple, axis: int) -> tuple:

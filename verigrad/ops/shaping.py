@@ -89,7 +89,9 @@ stack = Op(
     "stack",
     shape=_stack_shape,
     dtype=lambda *dtypes, axis: promote(*dtypes),  # as concat: f16 with bf16 gives f32
-    params=lambda *xs, axis=0: {"axis": normalize_axis(axis, xs[0].ndim + 1)},
+    params=lambda *xs, axis=0, dim=None: {
+        "axis": normalize_axis(axis if dim is None else dim, xs[0].ndim + 1)
+    },
     positional=("axis",),
     variadic=True,
     decompose=_stack_decompose,

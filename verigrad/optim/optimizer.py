@@ -133,9 +133,14 @@ class Optimizer:
             return defaults[name]
         raise AttributeError(name)
 
-    def zero_grad(self) -> None:
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Forget the gradients (PyTorch's default), or with set_to_none=False set them to zeros in place."""
         for p in self.params:
-            p.grad = None
+            if set_to_none or p.grad is None:
+                p.grad = None
+            else:
+                with no_grad():
+                    p.grad.zero_()
 
     def buffer(self, index: int, name: str) -> Tensor:
         """The state tensor `name` of parameter `index`."""
