@@ -402,3 +402,27 @@ def test_batch_norm_1d_module_containers_and_parameters() -> None:
     assert len(net.extra) == 2 and net.extra[1].requires_grad and net.scale.requires_grad
     with pytest.raises(TypeError, match="Parameter takes a tensor"):
         nn.Parameter([1.0])
+
+
+def test_arange_with_float_bounds_and_rounding_ops() -> None:
+    for args in [(0, 1, 0.1), (-1.5, 2.3, 0.37), (5, 0, -0.5), (2.5,)]:
+        start, stop, step = (0, args[0], 1) if len(args) == 1 else args
+        count = max(0, math.ceil((stop - start) / step))
+        expected = (np.arange(count) * float(step) + start).astype(np.float32)  # f64, rounded once
+        assert verigrad.arange(*args).numpy().tobytes() == expected.tobytes()
+    assert verigrad.arange(0, 1, 0.25, dtype=verigrad.f64).numpy().tolist() == [0.0, 0.25, 0.5, 0.75]
+    assert verigrad.arange(4).dtype is verigrad.i64 and verigrad.arange(3, 1, 0.5).shape == (0,)
+    with pytest.raises(ValueError, match="non-zero step"):
+        verigrad.arange(0, 1, 0.0)
+    x = verigrad.tensor([-1.5, -0.5, 0.5, 1.5, 2.5, 2.675])
+    assert x.round().numpy().tolist() == [-2.0, -0.0, 0.0, 2.0, 2.0, 3.0]  # halves to even
+    assert x.floor().numpy().tolist() == [-2.0, -1.0, 0.0, 1.0, 2.0, 2.0]
+    assert x.ceil().numpy().tolist() == [-1.0, -0.0, 1.0, 2.0, 3.0, 3.0]
+    assert x.trunc().numpy().tolist() == [-1.0, -0.0, 0.0, 1.0, 2.0, 2.0]
+    assert x.sign().numpy().tolist() == [-1.0, -1.0, 1.0, 1.0, 1.0, 1.0]
+    assert x.round(decimals=1).numpy()[-1] == np.float32(np.round(np.float32(2.675) * 10) / 10)
+    assert verigrad.sign(verigrad.tensor([3, 0, -2])).numpy().tolist() == [1, 0, -1]
+    assert verigrad.tensor([float("nan")]).sign().item() == 0.0  # PyTorch's
+    w = verigrad.tensor([0.3, 1.7], requires_grad=True)
+    (w.floor() + w.round() * 2).sum().backward()
+    assert w.grad.numpy().tolist() == [0.0, 0.0]

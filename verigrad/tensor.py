@@ -297,6 +297,25 @@ class Tensor:
     def matmul(self, o: Any) -> Tensor:
         return OPS["matmul"](self, o)
 
+    def floor(self) -> Tensor:
+        return OPS["floor"](self)
+
+    def ceil(self) -> Tensor:
+        return OPS["ceil"](self)
+
+    def trunc(self) -> Tensor:
+        return OPS["trunc"](self)
+
+    def sign(self) -> Tensor:
+        return OPS["sign"](self)
+
+    def round(self, decimals: int = 0) -> Tensor:
+        """The nearest whole number (halves to even); with `decimals`, of x * 10^decimals, scaled back."""
+        if not decimals:
+            return OPS["round"](self)
+        scale = 10.0**decimals
+        return OPS["round"](self * scale) / scale
+
     def mm(self, o: Tensor) -> Tensor:
         """The product of two matrices (PyTorch's mm: 2-D operands only)."""
         return FUNCS["mm"](self, o)

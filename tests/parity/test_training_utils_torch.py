@@ -294,3 +294,20 @@ def test_batch_norm_1d(shape) -> None:
     np.testing.assert_allclose(
         ours(verigrad.tensor(x[0])).numpy(), theirs(torch.tensor(x[0])).detach().numpy()
     )
+
+
+@pytest.mark.parametrize(
+    "args", [(0, 1, 0.1), (-1.5, 2.3, 0.37), (5, 0, -0.5), (0.0, 3), (2.5,), (1, 2.0001, 0.25)]
+)
+def test_arange_with_float_bounds_gives_pytorchs_floats(args) -> None:
+    """f32: PyTorch's bits (start + i * step in f64, rounded once). In f64 PyTorch's vectorized kernel
+    forms some values another way (an ulp from start + i * step, which verigrad gives exactly)."""
+    assert verigrad.arange(*args).numpy().tobytes() == torch.arange(*args).numpy().tobytes()
+    ours, theirs = (
+        verigrad.arange(*args, dtype=verigrad.f64).numpy(),
+        torch.arange(*args, dtype=torch.float64),
+    )
+    theirs = theirs.numpy()
+    assert ours.shape == theirs.shape
+    if theirs.size:
+        assert np.abs(ours - theirs).max() <= np.spacing(np.abs(theirs).max())  # one ulp of the largest

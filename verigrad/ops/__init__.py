@@ -101,9 +101,11 @@ from .scan import cumsum
 from .shaping import assign, expand, flatten, getitem, squeeze, stack, transpose, unsqueeze
 from .unary import (
     abs,
+    ceil,
     cos,
     exp,
     expm1,
+    floor,
     gelu,
     gelu_deriv,
     gelu_tanh,
@@ -116,10 +118,13 @@ from .unary import (
     rsqrt,
     sigmoid,
     sigmoid_deriv,
+    sign,
     silu,
     silu_deriv,
     sin,
     sqrt,
     tanh,
     tanh_deriv,
+    trunc,
 )
+from .unary import round_ as round

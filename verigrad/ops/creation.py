@@ -6,6 +6,7 @@ the reference (NumPy's PCG64 seeded with it) gives the same bits for the same se
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -173,10 +174,19 @@ arange_op = Op(
 )
 
 
-def arange(start: DimLike, stop: DimLike | None = None, step: int = 1, dtype: Any = i64) -> Tensor:
+def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None) -> Tensor:
+    """start, start + step, ... up to stop (excluded): i64 by default for whole numbers (sizes may be
+    symbols), and for a float among them, as PyTorch, start + i * step in f64 rounded to `dtype` (f32 by
+    default) for i < ceil((stop - start) / step)."""
     if stop is None:
         start, stop = 0, start
-    return arange_op(start=start, stop=stop, step=step, dtype=dtype)
+    if not any(isinstance(v, float | np.floating) for v in (start, stop, step)):
+        return arange_op(start=start, stop=stop, step=step, dtype=i64 if dtype is None else dtype)
+    if step == 0 or not all(math.isfinite(v) for v in (start, stop, step)):
+        raise ValueError(f"arange needs finite bounds and a non-zero step, got {start}, {stop}, {step}")
+    count = max(0, math.ceil((stop - start) / step))
+    values = arange_op(start=0, stop=count, step=1, dtype="f64") * float(step) + float(start)
+    return values.cast(DEFAULT_FLOAT if dtype is None else dtype)
 
 
 def linspace(start: float, end: float, steps: int, dtype: Any = DEFAULT_FLOAT) -> Tensor:

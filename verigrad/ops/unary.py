@@ -17,6 +17,7 @@ import numpy as np
 
 from ._op import Op, float_dtype, numeric_dtype, same_shape
 from ._samples import unary
+from .creation import zeros_like
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _GELU_A = 0.044715
@@ -123,6 +124,40 @@ abs = Op(
     torch=lambda t, x: t.abs(x),
     doc="|x|; its gradient at 0 is 0.",
 )
+
+
+def _stepwise(name: str, fn: Callable[[np.ndarray], np.ndarray], doc: str) -> Op:
+    """An op constant between steps (floor, round, sign, ...): its gradient is 0; integers are whole
+    already (sign excepted), and bool becomes i64, as in the other arithmetic."""
+
+    def reference(x: np.ndarray) -> np.ndarray:
+        if x.dtype.kind == "b":
+            x = x.astype(np.int64)
+        return fn(x) if x.dtype.kind == "f" or fn is _sign else x.copy()
+
+    return Op(
+        name,
+        shape=same_shape,
+        dtype=numeric_dtype,
+        reference=reference,
+        vjp=lambda g, out, x: (zeros_like(g),),
+        samples=unary(-3.0, 3.0),
+        torch=lambda t, x: getattr(t, name)(x),
+        doc=doc,
+    )
+
+
+floor = _stepwise("floor", np.floor, "The largest whole number <= x.")
+ceil = _stepwise("ceil", np.ceil, "The smallest whole number >= x.")
+trunc = _stepwise("trunc", np.trunc, "x without its fractional part (towards 0).")
+round_ = _stepwise("round", np.round, "The nearest whole number, halves to even (as PyTorch and NumPy).")
+
+
+def _sign(x: np.ndarray) -> np.ndarray:
+    return np.where(np.isnan(x), x.dtype.type(0), np.sign(x)) if x.dtype.kind == "f" else np.sign(x)
+
+
+sign = _stepwise("sign", _sign, "-1, 0 or 1 as x is negative, zero or positive; 0 for NaN (as PyTorch).")
 exp = _float_op(
     "exp", in_f64(np.exp), lambda g, out, x: (g * out,), torch=lambda t, x: t.exp(x), doc="e ** x."
 )
