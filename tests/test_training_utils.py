@@ -426,3 +426,37 @@ def test_arange_with_float_bounds_and_rounding_ops() -> None:
     w = verigrad.tensor([0.3, 1.7], requires_grad=True)
     (w.floor() + w.round() * 2).sum().backward()
     assert w.grad.numpy().tolist() == [0.0, 0.0]
+
+
+def test_group_norm_plateau_schedule_and_parameter_vectors() -> None:
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 6, 3)).astype(np.float32)
+    groups = x.reshape(2, 3, -1)
+    expected = (
+        (groups - groups.mean(-1, keepdims=True)) / np.sqrt(groups.var(-1, keepdims=True) + 1e-5)
+    ).reshape(x.shape)
+    np.testing.assert_allclose(nn.GroupNorm(3, 6)(verigrad.tensor(x)).numpy(), expected, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="6 channels do not split into 4 groups"):
+        nn.GroupNorm(4, 6)
+    with pytest.raises(verigrad.ShapeError, match="do not split into 4 groups"):
+        F.group_norm(verigrad.tensor(x), 4)
+    n = verigrad.dims("n")
+    assert verigrad.check(lambda v: F.group_norm(v, 3), verigrad.spec([n, 6, 3])) == verigrad.spec([n, 6, 3])
+
+    opt = SGD([verigrad.zeros(1, requires_grad=True)], lr=1.0)
+    plateau = lr_scheduler.ReduceLROnPlateau(opt, patience=1, factor=0.5, min_lr=0.3)
+    rates = []
+    for loss in [3.0, 2.0, 2.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0]:
+        plateau.step(loss)
+        rates.append(opt.lr)
+    assert rates == [1.0, 1.0, 1.0, 0.5, 0.5, 0.5, 0.3, 0.3, 0.3]  # two bad epochs cut it; min_lr holds
+    with pytest.raises(ValueError, match="factor must be in"):
+        lr_scheduler.ReduceLROnPlateau(opt, factor=1.0)
+
+    layer = nn.Linear(2, 2)
+    flat = nn.utils.parameters_to_vector(layer.parameters())
+    assert flat.shape == (6,) and flat.numpy()[:4].tolist() == layer.weight.numpy().ravel().tolist()
+    nn.utils.vector_to_parameters(verigrad.arange(6).float(), layer.parameters())
+    assert layer.bias.numpy().tolist() == [4.0, 5.0]
+    with pytest.raises(ValueError, match="a vector of 6 values"):
+        nn.utils.vector_to_parameters(verigrad.zeros(5), layer.parameters())

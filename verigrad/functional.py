@@ -298,6 +298,26 @@ def mish(x: Tensor, inplace: bool = False) -> Tensor:
     return _inplace(x, x * ops.tanh(softplus(x)), inplace)
 
 
+def group_norm(
+    x: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5
+) -> Tensor:
+    """x [N, C, ...] normalised over each group of C / num_groups channels (and the rest of the axes),
+    with the biased variance, then scaled and shifted per channel (PyTorch's F.group_norm)."""
+    if x.ndim < 2:
+        raise ShapeError(f"group_norm takes [N, C, ...], got {shape_text(x.shape)}")
+    channels = x.shape[1]
+    if isinstance(channels, int) and (num_groups <= 0 or channels % num_groups):
+        raise ShapeError(f"group_norm: {channels} channels do not split into {num_groups} groups")
+    groups = x.reshape(x.shape[0], num_groups, -1)
+    centered = groups - groups.mean(-1, keepdim=True)
+    var = (centered * centered).mean(-1, keepdim=True)
+    y = (centered * (var + eps).rsqrt()).reshape(x.shape)
+    per_channel = (1, channels) + (1,) * (x.ndim - 2)
+    if weight is not None:
+        y = y * weight.reshape(per_channel)
+    return y if bias is None else y + bias.reshape(per_channel)
+
+
 def normalize(x: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
     """x / max(||x||_p, eps) along `dim` (PyTorch's F.normalize)."""
     return x / ops.clamp(x.norm(p, dim=dim, keepdim=True), min=eps)
@@ -382,6 +402,7 @@ __all__ = [
     "elu",
     "embedding",
     "gelu",
+    "group_norm",
     "hardtanh",
     "huber_loss",
     "interpolate",

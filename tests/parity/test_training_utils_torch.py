@@ -311,3 +311,51 @@ def test_arange_with_float_bounds_gives_pytorchs_floats(args) -> None:
     assert ours.shape == theirs.shape
     if theirs.size:
         assert np.abs(ours - theirs).max() <= np.spacing(np.abs(theirs).max())  # one ulp of the largest
+
+
+@pytest.mark.parametrize(("groups", "shape"), [(2, (3, 4, 5)), (3, (2, 6, 2, 3)), (1, (2, 3))])
+def test_group_norm(groups, shape) -> None:
+    x, w, b = RNG.standard_normal(shape), RNG.standard_normal(shape[1]), RNG.standard_normal(shape[1])
+    _check(
+        {"x": x, "w": w, "b": b},
+        lambda x, w, b: F.group_norm(x, groups, w, b),
+        lambda x, w, b: TF.group_norm(x, groups, w, b),
+    )
+    assert repr(nn.GroupNorm(groups, shape[1])) == f"GroupNorm({groups}, {shape[1]}, eps=1e-05)"
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},
+        {"mode": "max", "factor": 0.5, "patience": 1},
+        {"threshold_mode": "abs", "threshold": 0.05, "cooldown": 2},
+    ],
+)
+def test_reduce_lr_on_plateau_gives_pytorchs_rates(settings) -> None:
+    metrics = [1.0, 0.9, 0.95, 0.96, 0.97, 0.89, 0.9, 0.91, 0.92, 0.93] * 3
+    settings = {"patience": 2, **settings}
+    ours = lr_scheduler.ReduceLROnPlateau(
+        verigrad.optim.SGD([verigrad.zeros(1, requires_grad=True)], lr=0.1), **settings
+    )
+    opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+    theirs = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, **settings)
+    for m in metrics:
+        ours.step(verigrad.tensor(m))
+        theirs.step(m)
+        assert ours.get_last_lr() == theirs.get_last_lr()
+    assert ours.get_last_lr()[0] < 0.1  # it did cut
+
+
+def test_parameters_to_vector_and_back() -> None:
+    ours, theirs = nn.Linear(3, 2).double(), torch.nn.Linear(3, 2).double()
+    with torch.no_grad():
+        for a, b in zip(ours.parameters(), theirs.parameters()):
+            b.copy_(torch.from_numpy(a.numpy()))
+    flat = nn.utils.parameters_to_vector(ours.parameters())
+    expected = torch.nn.utils.parameters_to_vector(theirs.parameters())
+    np.testing.assert_array_equal(flat.numpy(), expected.detach().numpy())
+    nn.utils.vector_to_parameters(flat * 2, ours.parameters())
+    torch.nn.utils.vector_to_parameters(expected * 2, theirs.parameters())
+    for a, b in zip(ours.parameters(), theirs.parameters()):
+        np.testing.assert_array_equal(a.numpy(), b.detach().numpy())

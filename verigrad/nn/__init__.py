@@ -17,6 +17,7 @@ from .layers import (
     Dropout,
     Embedding,
     Flatten,
+    GroupNorm,
     Hardtanh,
     HuberLoss,
     Identity,

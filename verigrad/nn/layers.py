@@ -291,6 +291,27 @@ class LayerNorm(Module):
         return f"{self.normalized_shape}, eps={self.eps}"
 
 
+class GroupNorm(Module):
+    """Normalise each group of num_channels / num_groups channels of [N, C, ...] (see F.group_norm),
+    then scale and shift per channel (affine)."""
+
+    def __init__(
+        self, num_groups: int, num_channels: DimLike, eps: float = 1e-5, affine: bool = True, dtype: Any = f32
+    ):
+        super().__init__()
+        if isinstance(num_channels, int) and (num_groups <= 0 or num_channels % num_groups):
+            raise ValueError(f"GroupNorm: {num_channels} channels do not split into {num_groups} groups")
+        self.num_groups, self.num_channels, self.eps = num_groups, num_channels, eps
+        self.weight = ones(num_channels, dtype=dtype, requires_grad=True) if affine else None
+        self.bias = zeros(num_channels, dtype=dtype, requires_grad=True) if affine else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}"
+
+
 class RMSNorm(Module):
     """x * rsqrt(mean(x^2) + eps) * weight over the last dimension (Llama's norm)."""
 

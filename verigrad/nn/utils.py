@@ -11,7 +11,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ..ops import stack, zeros
+from ..autograd import no_grad
+from ..ops import concat, stack, zeros
 from ..tensor import Tensor
 
 
@@ -58,3 +59,24 @@ def clip_grad_value_(parameters: Tensor | Iterable[Tensor], clip_value: float) -
     """Clamp every gradient element to [-clip_value, clip_value]."""
     for p in _with_grads(parameters):
         p.grad = p.grad.clamp(-clip_value, clip_value)
+
+
+def parameters_to_vector(parameters: Iterable[Tensor]) -> Tensor:
+    """The parameters flattened and joined into one vector (PyTorch's; in the graph, so it differentiates)."""
+    return concat([p.reshape(-1) for p in parameters])
+
+
+def vector_to_parameters(vector: Tensor, parameters: Iterable[Tensor]) -> None:
+    """Write consecutive slices of `vector` into the parameters, in place (outside the graph)."""
+    params = list(parameters)
+    total = sum(p.numel() for p in params)
+    if vector.ndim != 1 or vector.shape[0] != total:
+        raise ValueError(
+            f"vector_to_parameters needs a vector of {total} values, got shape {tuple(vector.shape)}"
+        )
+    at = 0
+    with no_grad():
+        for p in params:
+            n = p.numel()
+            p.assign(vector[at : at + n].reshape(p.shape))
+            at += n

@@ -1,5 +1,5 @@
 """Learning-rate schedules, as PyTorch's `torch.optim.lr_scheduler`: StepLR, MultiStepLR, ExponentialLR,
-CosineAnnealingLR, LinearLR and LambdaLR.
+CosineAnnealingLR, LinearLR, LambdaLR, and ReduceLROnPlateau (driven by a metric).
 
 A schedule sets the optimizer's learning rate, which lives in a tensor compiled steps read, so a
 compiled training step follows it without being traced again. Made, a schedule sets epoch 0's rate;
@@ -145,6 +145,83 @@ class LambdaLR(LRScheduler):
         return self.base_lr * self.lr_lambda(epoch)
 
 
+class ReduceLROnPlateau:
+    """The rate times `factor` once a metric (`step(metric)`, e.g. each epoch's validation loss) has not
+    improved for more than `patience` epochs, as PyTorch's: improved means below best * (1 - threshold)
+    for mode "min" ("rel"; best - threshold for "abs"; above for "max"); after a cut, `cooldown` epochs
+    count no bad epochs; the rate stops at `min_lr`, and a cut smaller than `eps` is not made."""
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        mode: str = "min",
+        factor: float = 0.1,
+        patience: int = 10,
+        threshold: float = 1e-4,
+        threshold_mode: str = "rel",
+        cooldown: int = 0,
+        min_lr: float = 0.0,
+        eps: float = 1e-8,
+    ) -> None:
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"a schedule needs a verigrad optimizer, got {type(optimizer).__name__}")
+        if mode not in ("min", "max") or threshold_mode not in ("rel", "abs"):
+            raise ValueError(
+                "mode must be 'min' or 'max' and threshold_mode 'rel' or 'abs', "
+                f"got {mode!r} and {threshold_mode!r}"
+            )
+        if not 0.0 <= factor < 1.0:
+            raise ValueError(f"factor must be in [0, 1), got {factor}")
+        self.optimizer, self.mode, self.factor, self.patience = optimizer, mode, factor, patience
+        self.threshold, self.threshold_mode, self.cooldown = threshold, threshold_mode, cooldown
+        self.min_lr, self.eps = min_lr, eps
+        self.best = math.inf if mode == "min" else -math.inf
+        self.num_bad_epochs = self.cooldown_counter = 0
+        self.last_epoch = 0
+
+    def is_better(self, value: float) -> bool:
+        if self.mode == "min":
+            edge = (
+                self.best * (1.0 - self.threshold)
+                if self.threshold_mode == "rel"
+                else self.best - self.threshold
+            )
+            return value < edge
+        edge = (
+            self.best * (self.threshold + 1.0) if self.threshold_mode == "rel" else self.best + self.threshold
+        )
+        return value > edge
+
+    def step(self, metrics: Any) -> None:
+        value = float(metrics.item() if hasattr(metrics, "item") else metrics)
+        self.last_epoch += 1
+        if self.is_better(value):
+            self.best, self.num_bad_epochs = value, 0
+        else:
+            self.num_bad_epochs += 1
+        if self.cooldown_counter > 0:
+            self.cooldown_counter -= 1
+            self.num_bad_epochs = 0
+        if self.num_bad_epochs > self.patience:
+            old = self.optimizer.lr
+            new = max(old * self.factor, self.min_lr)
+            if old - new > self.eps:
+                self.optimizer.lr = new
+            self.cooldown_counter, self.num_bad_epochs = self.cooldown, 0
+
+    def get_last_lr(self) -> list[float]:
+        return [self.optimizer.lr]
+
+    def state_dict(self) -> dict[str, Any]:
+        keys = ("best", "num_bad_epochs", "cooldown_counter", "last_epoch")
+        return {k: getattr(self, k) for k in keys} | {"lr": self.optimizer.lr}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for key in ("best", "num_bad_epochs", "cooldown_counter", "last_epoch"):
+            setattr(self, key, state[key])
+        self.optimizer.lr = float(state["lr"])
+
+
 __all__ = [
     "CosineAnnealingLR",
     "ExponentialLR",
@@ -152,5 +229,6 @@ __all__ = [
     "LambdaLR",
     "LinearLR",
     "MultiStepLR",
+    "ReduceLROnPlateau",
     "StepLR",
 ]
