@@ -460,3 +460,18 @@ def test_group_norm_plateau_schedule_and_parameter_vectors() -> None:
     assert layer.bias.numpy().tolist() == [4.0, 5.0]
     with pytest.raises(ValueError, match="a vector of 6 values"):
         nn.utils.vector_to_parameters(verigrad.zeros(5), layer.parameters())
+
+
+def test_named_convolution_paddings_and_their_refusals() -> None:
+    x, w = verigrad.randn(1, 2, 5, 6), verigrad.randn(3, 2, 2, 3)
+    assert F.conv2d(x, w, padding="same").shape == (1, 3, 5, 6)
+    assert F.conv2d(x, w, padding="valid").shape == (1, 3, 4, 4) == F.conv2d(x, w).shape
+    assert nn.Conv2d(2, 3, 3, padding="same")(x).shape == (1, 3, 5, 6)
+    with pytest.raises(ValueError, match="padding='same' needs stride 1"):
+        F.conv2d(x, w, stride=2, padding="same")
+    with pytest.raises(ValueError, match="padding must be a size, 'valid' or 'same', got 'full'"):
+        F.conv2d(x, w, padding="full")
+    h = verigrad.dims("h")
+    assert verigrad.check(
+        lambda v: F.conv2d(v, w, padding="same"), verigrad.spec([1, 2, h, 6])
+    ) == verigrad.spec([1, 3, h, 6])

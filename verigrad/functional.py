@@ -124,11 +124,38 @@ def conv2d(
     dilation: IntPair = 1,
     layout: str = "NCHW",
 ) -> Tensor:
-    """2-D convolution (groups=1): NCHW with [O, C, KH, KW] weights or NHWC with [KH, KW, C, O]."""
+    """2-D convolution (groups=1): NCHW with [O, C, KH, KW] weights or NHWC with [KH, KW, C, O].
+    padding="valid" is 0; "same" (stride 1) keeps H and W, as PyTorch: the extra row or column of an
+    even kernel's padding goes after."""
+    if isinstance(padding, str):
+        x, padding = _named_padding(x, weight, padding, stride, dilation, layout)
     out = ops.conv2d(x, weight, stride=stride, padding=padding, dilation=dilation, layout=layout)
     if bias is None:
         return out
     return out + (bias.reshape(bias.shape[0], 1, 1) if layout == "NCHW" else bias)
+
+
+def _named_padding(
+    x: Tensor, weight: Tensor, padding: str, stride: IntPair, dilation: IntPair, layout: str
+) -> tuple[Tensor, IntPair]:
+    """x and the conv2d padding for PyTorch's padding="valid" or "same" (x padded first where a side
+    needs one more than the other)."""
+    if padding == "valid":
+        return x, 0
+    if padding != "same":
+        raise ValueError(f"conv2d: padding must be a size, 'valid' or 'same', got {padding!r}")
+    if pair(stride, "conv2d's stride", 1) != (1, 1):
+        raise ValueError("conv2d: padding='same' needs stride 1 (as in PyTorch)")
+    kernel = weight.shape[2:] if layout == "NCHW" else weight.shape[:2]
+    totals = [d * (k - 1) for d, k in zip(pair(dilation, "conv2d's dilation", 1), kernel)]
+    if all(t % 2 == 0 for t in totals):
+        return x, (totals[0] // 2, totals[1] // 2)
+    sides = [(t // 2, t - t // 2) for t in totals]
+    spatial = (2, 3) if layout == "NCHW" else (1, 2)
+    widths = [(0, 0)] * x.ndim
+    for axis, side in zip(spatial, sides):
+        widths[axis] = side
+    return x.pad(widths), 0
 
 
 def _as_2d(fn: Any, x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
@@ -149,13 +176,13 @@ def conv1d(
     weight: Tensor,
     bias: Tensor | None = None,
     stride: int = 1,
-    padding: int = 0,
+    padding: int | str = 0,
     dilation: int = 1,
 ) -> Tensor:
     """1-D convolution of [N, C, L] with [O, C, K] weights: the 2-D one over [N, C, 1, L]."""
     window = {
         "stride": _pair_1d(stride, 1),
-        "padding": _pair_1d(padding, 0),
+        "padding": padding if isinstance(padding, str) else _pair_1d(padding, 0),
         "dilation": _pair_1d(dilation, 1),
     }
     return _as_2d(conv2d, x, ops.unsqueeze(weight, 2), bias, **window)

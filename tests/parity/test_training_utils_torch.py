@@ -359,3 +359,20 @@ def test_parameters_to_vector_and_back() -> None:
     torch.nn.utils.vector_to_parameters(expected * 2, theirs.parameters())
     for a, b in zip(ours.parameters(), theirs.parameters()):
         np.testing.assert_array_equal(a.numpy(), b.detach().numpy())
+
+
+@pytest.mark.filterwarnings("ignore:Using padding='same' with even kernel")  # PyTorch's, about its copy
+@pytest.mark.parametrize(("kernel", "dilation"), [((3, 3), 1), ((2, 4), 1), ((3, 2), 2)])
+def test_convolution_with_same_padding(kernel, dilation) -> None:
+    """The even kernels' extra row or column of padding goes after, as in PyTorch."""
+    arrays = {"x": RNG.standard_normal((2, 3, 7, 6)), "w": RNG.standard_normal((4, 3, *kernel))}
+    _check(
+        arrays,
+        lambda x, w: F.conv2d(x, w, padding="same", dilation=dilation),
+        lambda x, w: TF.conv2d(x, w, padding="same", dilation=dilation),
+    )
+    _check(
+        {"x": arrays["x"][:, :, 0], "w": arrays["w"][:, :, 0]},
+        lambda x, w: F.conv1d(x, w, padding="same"),
+        lambda x, w: TF.conv1d(x, w, padding="same"),
+    )
