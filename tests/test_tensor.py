@@ -840,7 +840,7 @@ def test_pytorchs_creation_comparison_and_grad_mode_helpers() -> None:
         verigrad.allclose(a, a + 1e-9) and not a.allclose(b) and verigrad.equal(a, a) and not a.equal(a[:2])
     )
     assert verigrad.allclose(verigrad.tensor([np.nan]), verigrad.tensor([np.nan]), equal_nan=True)
-    with pytest.raises(TypeError, match="allclose compares values, but this tensor is abstract"):
+    with pytest.raises(TypeError, match="allclose reads values, but this tensor is abstract"):
         verigrad.check(lambda x: verigrad.allclose(x, x), verigrad.spec([2]))
     _eq(verigrad.linspace(-1, 1, 5), np.linspace(-1, 1, 5).astype(np.float32))
     assert verigrad.linspace(0, 1, 0).shape == (0,)

@@ -475,3 +475,22 @@ def test_named_convolution_paddings_and_their_refusals() -> None:
     assert verigrad.check(
         lambda v: F.conv2d(v, w, padding="same"), verigrad.spec([1, 2, h, 6])
     ) == verigrad.spec([1, 3, h, 6])
+
+
+def test_index_add_and_unique_by_hand() -> None:
+    z = verigrad.zeros(5, 2)
+    assert z.index_add_(0, verigrad.tensor([0, 4, 0]), verigrad.ones(3, 2), alpha=2) is z
+    assert z.numpy()[:, 0].tolist() == [4.0, 0.0, 0.0, 0.0, 2.0]  # repeated positions add up
+    with pytest.raises(verigrad.ShapeError, match="index_add needs a vector of integer positions"):
+        z.index_add(0, verigrad.tensor([[0]]), verigrad.ones(1, 1, 2))
+    x = verigrad.tensor([3, 1, 3, 2])
+    values, inverse, counts = x.unique(return_inverse=True, return_counts=True)
+    assert (values.numpy().tolist(), inverse.numpy().tolist(), counts.numpy().tolist()) == (
+        [1, 2, 3],
+        [2, 0, 2, 1],
+        [1, 1, 2],
+    )
+    with pytest.raises(TypeError, match="runs eagerly"):
+        verigrad.compile(lambda t: t.unique())(x)
+    with pytest.raises(NotImplementedError, match="unique over a dimension"):
+        verigrad.unique(x, dim=0)

@@ -189,6 +189,17 @@ class Tensor:
     def masked_fill_(self, mask: Any, value: Any) -> Tensor:
         return self.assign(self.masked_fill(mask, value))
 
+    def index_add(self, dim: int, index: Tensor, source: Tensor, alpha: Any = 1) -> Tensor:
+        """See `verigrad.index_add`."""
+        return FUNCS["index_add"](self, dim, index, source, alpha)
+
+    def index_add_(self, dim: int, index: Tensor, source: Tensor, alpha: Any = 1) -> Tensor:
+        return self.assign(self.index_add(dim, index, source, alpha))
+
+    def unique(self, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False) -> Any:
+        """See `verigrad.unique` (eager only)."""
+        return FUNCS["unique"](self, sorted, return_inverse, return_counts)
+
     def __iadd__(self, o: Any) -> Tensor:
         return self.assign(self + o)
 

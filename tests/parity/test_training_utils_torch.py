@@ -376,3 +376,22 @@ def test_convolution_with_same_padding(kernel, dilation) -> None:
         lambda x, w: F.conv1d(x, w, padding="same"),
         lambda x, w: TF.conv1d(x, w, padding="same"),
     )
+
+
+def test_index_add_and_unique() -> None:
+    index = np.array([0, 4, 0, 2])
+    _check(
+        {"x": RNG.standard_normal((5, 3)), "s": RNG.standard_normal((4, 3))},
+        lambda x, s: x.index_add(0, verigrad.tensor(index), s, alpha=0.5),
+        lambda x, s: x.index_add(0, torch.tensor(index), s, alpha=0.5),
+    )
+    _check(
+        {"x": RNG.standard_normal((3, 5)), "s": RNG.standard_normal((3, 4))},
+        lambda x, s: x.index_add(1, verigrad.tensor(index), s),
+        lambda x, s: x.index_add(1, torch.tensor(index), s),
+    )
+    values = np.array([[3.0, 1.0, np.inf], [1.0, -0.5, 3.0]])
+    ours = verigrad.tensor(values).unique(return_inverse=True, return_counts=True)
+    theirs = torch.tensor(values).unique(return_inverse=True, return_counts=True)
+    for a, b in zip(ours, theirs):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())

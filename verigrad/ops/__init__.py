@@ -72,6 +72,7 @@ from .derived import (
     clamp,
     equal,
     flip,
+    index_add,
     index_select,
     isfinite,
     isinf,
@@ -89,6 +90,7 @@ from .derived import (
     topk,
     tril,
     triu,
+    unique,
     var,
 )
 from .einsum import einsum

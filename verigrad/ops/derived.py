@@ -14,14 +14,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .. import modes
 from ..dtypes import bool_, i64
 from ..errors import DTypeError, ShapeError
 from ..registry import FUNCS
 from ..shapes import normalize_axes, normalize_axis, shape_text
 from ..tensor import Tensor, describe
 from .binary import eq, ne, sub, where
-from .creation import arange, full
-from .index import argsort, gather, take
+from .creation import arange, from_numpy, full
+from .index import argsort, gather, take, take_grad
 from .reduce import argmax, max, numel_of, sum
 from .reduce import min as reduce_min
 from .shaping import getitem, unsqueeze
@@ -299,6 +300,35 @@ def index_select(x: Tensor, axis: int, index: Tensor) -> Tensor:
     return take(x, index, axis=axis)
 
 
+def index_add(x: Tensor, dim: int, index: Tensor, source: Tensor, alpha: Any = 1) -> Tensor:
+    """x with source's slices (times alpha) added at the positions `index` names along `dim`; repeated
+    positions add up (PyTorch's index_add)."""
+    axis = normalize_axis(dim, x.ndim)
+    if index.ndim != 1 or index.dtype.kind != "i":
+        raise ShapeError(f"index_add needs a vector of integer positions, got {describe(index)}")
+    added = source if alpha == 1 else source * alpha
+    return x + take_grad(added, index, axis=axis, size=x.shape[axis])
+
+
+def unique(
+    x: Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False, dim: Any = None
+) -> Any:
+    """The distinct values of x in increasing order (PyTorch's, which sorts them on the CPU whatever
+    `sorted` says), with the index of each element's value (`return_inverse`, shaped as x) and each
+    value's count. Its size depends on the values: it runs eagerly, not in traces or `check`."""
+    if dim is not None:
+        raise NotImplementedError("unique over a dimension (dim=) is not supported; flatten first")
+    if modes.current().name != "eager":
+        raise TypeError("unique's size depends on the values: it runs eagerly, not in a trace or check")
+    values, inverse, counts = np.unique(_values(x, "unique"), return_inverse=True, return_counts=True)
+    out = [from_numpy(np.ascontiguousarray(values))]
+    if return_inverse:
+        out.append(from_numpy(inverse.reshape(x.shape).astype(np.int64)))
+    if return_counts:
+        out.append(from_numpy(counts.astype(np.int64)))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
 def allclose(a: Any, b: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> bool:
     """Whether |a - b| <= atol + rtol |b| everywhere (broadcast), as NumPy's and PyTorch's allclose."""
     return bool(np.allclose(_values(a, "allclose"), _values(b, "allclose"), rtol, atol, equal_nan))
@@ -313,7 +343,7 @@ def equal(a: Tensor, b: Tensor) -> bool:
 def _values(x: Any, what: str) -> np.ndarray:
     if isinstance(x, Tensor):
         if not isinstance(x.data, np.ndarray):
-            raise TypeError(f"{what} compares values, but this tensor is abstract: {x.spec!r}")
+            raise TypeError(f"{what} reads values, but this tensor is abstract or traced: {x.spec!r}")
         return x.numpy()
     return np.asarray(x)
 
@@ -321,6 +351,8 @@ def _values(x: Any, what: str) -> np.ndarray:
 FUNCS.update(
     allclose=allclose,
     equal=equal,
+    index_add=index_add,
+    unique=unique,
     clamp=clamp,
     masked_fill=masked_fill,
     isnan=isnan,
