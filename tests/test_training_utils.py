@@ -494,3 +494,47 @@ def test_index_add_and_unique_by_hand() -> None:
         verigrad.compile(lambda t: t.unique())(x)
     with pytest.raises(NotImplementedError, match="unique over a dimension"):
         verigrad.unique(x, dim=0)
+
+
+def test_lstm_shapes_training_compiled_and_refusals() -> None:
+    verigrad.manual_seed(0)
+    lstm = nn.LSTM(3, 4, num_layers=2, bidirectional=True, batch_first=True)
+    assert [name for name, _ in lstm.named_parameters()][:4] == [
+        "weight_ih_l0",
+        "weight_hh_l0",
+        "bias_ih_l0",
+        "bias_hh_l0",
+    ]
+    assert lstm.weight_ih_l1_reverse.shape == (16, 8) and np.abs(lstm.weight_hh_l0.numpy()).max() <= 0.5
+    x = verigrad.randn(2, 5, 3)
+    out, (h, c) = lstm(x)
+    assert out.shape == (2, 5, 8) and h.shape == c.shape == (4, 2, 4)
+    np.testing.assert_allclose(out.numpy()[:, -1, :4], h.numpy()[2], rtol=1e-6)  # the last layer, forward
+    np.testing.assert_allclose(out.numpy()[:, 0, 4:], h.numpy()[3], rtol=1e-6)  # and its reverse run
+
+    def step(x):
+        opt.zero_grad()
+        loss = lstm(x)[0].sum()
+        loss.backward()
+        opt.step()
+        return loss
+
+    opt = SGD(lstm.parameters(), lr=0.1)
+    before = [p.numpy().copy() for p in lstm.parameters()]
+    compiled = verigrad.compile(step)
+    compiled_loss = compiled(x).item()
+    after_compiled = [p.numpy().copy() for p in lstm.parameters()]
+    with verigrad.no_grad():
+        for p, b in zip(lstm.parameters(), before):
+            p.assign(verigrad.tensor(b))
+    eager_loss = step(x).item()
+    assert compiled_loss == pytest.approx(eager_loss, rel=1e-6)
+    for p, a in zip(lstm.parameters(), after_compiled):
+        np.testing.assert_allclose(p.numpy(), a, rtol=1e-5, atol=1e-6)
+    with pytest.raises(verigrad.ShapeError, match="LSTM takes"):
+        lstm(verigrad.randn(2, 5, 4))
+    with pytest.raises(ValueError, match="dropout"):
+        nn.LSTM(3, 4, dropout=0.5)
+    t = verigrad.dims("t")
+    with pytest.raises(verigrad.ShapeError, match="must be concrete"):
+        verigrad.check(lambda v: nn.LSTM(3, 4)(v)[0], verigrad.spec([t, 2, 3]))

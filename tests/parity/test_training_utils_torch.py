@@ -395,3 +395,37 @@ def test_index_add_and_unique() -> None:
     theirs = torch.tensor(values).unique(return_inverse=True, return_counts=True)
     for a, b in zip(ours, theirs):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [{}, {"num_layers": 2, "bidirectional": True, "batch_first": True}, {"bias": False, "num_layers": 2}],
+)
+def test_lstm(settings) -> None:
+    """Outputs, final states and every gradient of a PyTorch LSTM given the same state dict (its
+    parameter names), from zero and from given states, batched and unbatched."""
+    ours = nn.LSTM(3, 4, **settings).double()
+    theirs = torch.nn.LSTM(3, 4, **settings).double()
+    theirs.load_state_dict({k: torch.from_numpy(v.numpy().copy()) for k, v in ours.state_dict().items()})
+    layers = settings.get("num_layers", 1) * (2 if settings.get("bidirectional") else 1)
+    x = RNG.standard_normal((2, 5, 3) if settings.get("batch_first") else (5, 2, 3))
+    h0, c0 = RNG.standard_normal((layers, 2, 4)), RNG.standard_normal((layers, 2, 4))
+    xs, hs, cs = (verigrad.tensor(a).requires_grad_() for a in (x, h0, c0))
+    xt, ht, ct = (torch.tensor(a, requires_grad=True) for a in (x, h0, c0))
+    out, (h, c) = ours(xs, (hs, cs))
+    out_t, (h_t, c_t) = theirs(xt, (ht, ct))
+    for a, b in [(out, out_t), (h, h_t), (c, c_t)]:
+        np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=1e-12, atol=1e-12)
+    ((out * out).sum() + h.sum() + (c * c).sum()).backward()
+    ((out_t * out_t).sum() + h_t.sum() + (c_t * c_t).sum()).backward()
+    for a, b in [(xs, xt), (hs, ht), (cs, ct)]:
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-10, atol=1e-12)
+    grads = dict(theirs.named_parameters())
+    for name, p in ours.named_parameters():
+        np.testing.assert_allclose(
+            p.grad.numpy(), grads[name].grad.numpy(), rtol=1e-10, atol=1e-12, err_msg=name
+        )
+    single, (h1, _) = ours(verigrad.tensor(x[0] if settings.get("batch_first") else x[:, 0]))
+    single_t, (h1_t, _) = theirs(torch.tensor(x[0] if settings.get("batch_first") else x[:, 0]))
+    np.testing.assert_allclose(single.numpy(), single_t.detach().numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(h1.numpy(), h1_t.detach().numpy(), rtol=1e-12, atol=1e-12)
