@@ -95,6 +95,7 @@ from .ops import (
     pad,
     permute,
     pow,
+    prod,
     rand,
     rand_like,
     randint,

@@ -531,6 +531,9 @@ class Tensor:
     def logsumexp(self, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
         return FUNCS["logsumexp"](self, axis, keepdim, dim=dim)
 
+    def prod(self, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
+        return OPS["prod"](self, axis=_axis(axis, dim), keepdim=keepdim)
+
     def norm(self, p: float = 2.0, dim: Axis = None, keepdim: bool = False) -> Tensor:
         """See `verigrad.norm`."""
         return FUNCS["norm"](self, p, dim, keepdim)

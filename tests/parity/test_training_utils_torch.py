@@ -429,3 +429,11 @@ def test_lstm(settings) -> None:
     single_t, (h1_t, _) = theirs(torch.tensor(x[0] if settings.get("batch_first") else x[:, 0]))
     np.testing.assert_allclose(single.numpy(), single_t.detach().numpy(), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(h1.numpy(), h1_t.detach().numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_prod_gradient_with_zeros() -> None:
+    """No zero, one zero and two zeros in a row: the gradient is PyTorch's in each."""
+    x = RNG.standard_normal((3, 4))
+    x[1, 2] = x[2, 0] = x[2, 3] = 0.0
+    _check({"x": x}, lambda x: x.prod(1), lambda x: x.prod(1))
+    _check({"x": x}, lambda x: verigrad.prod(x), lambda x: torch.prod(x))

@@ -98,7 +98,7 @@ from .index import argsort, gather, gather_grad, take, take_grad
 from .matmul import matmul
 from .movement import broadcast_to, cast, concat, contiguous, pad, permute, reshape, slice_, unslice
 from .quant import dequantize_op, qembedding, qmatmul, qmatmul_q8
-from .reduce import argmax, max, mean, min, numel_of, sum
+from .reduce import argmax, max, mean, min, numel_of, prod, sum
 from .scan import cumsum
 from .shaping import assign, expand, flatten, getitem, squeeze, stack, transpose, unsqueeze
 from .unary import (

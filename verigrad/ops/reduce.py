@@ -1,4 +1,4 @@
-"""Reductions over one or several axes, with keepdim: sum, mean, max, min, argmax, and numel_of.
+"""Reductions over one or several axes, with keepdim: sum, mean, prod, max, min, argmax, and numel_of.
 
 Rounding rule (kernels must reproduce it): a float sum or mean of f16/f32 values accumulates in f64
 and rounds once to the input dtype at the end; f64 accumulates in f64. Integer and bool sums give i64.
@@ -12,6 +12,7 @@ import numpy as np
 
 from ..dtypes import DType, bool_, i64
 from ..errors import DTypeError, ShapeError
+from ..registry import OPS
 from ..shapes import Spec, normalize_axes
 from ._op import Op, Sample, no_bf16
 from ._samples import uniform
@@ -151,6 +152,56 @@ mean = Op(
     torch=_torch_reduce("mean"),
     exact=False,
     doc="Mean over `axis`: the f64 sum divided by the count, rounded once.",
+)
+
+
+def _float_prod(x: np.ndarray, axis: tuple, keepdim: bool) -> np.ndarray:
+    if x.dtype.kind != "f":
+        return np.prod(x, axis=axis, keepdims=keepdim, dtype=np.int64)
+    return np.prod(x, axis=axis, keepdims=keepdim, dtype=np.float64).astype(x.dtype)
+
+
+def _prod_vjp(g, out, x, axis, keepdim):
+    """(g * prod) / x at a non-zero x (PyTorch's order; differentiable also where another element of
+    the group is zero: prod is then 0 and its own gradient is right); at a zero, the product of the
+    group's other elements where it is the group's only zero, else 0. The second derivative is right
+    but where a group holds two zeros or more (taken as 0 there: PyTorch's cumulative products get it)."""
+    where = OPS["where"]
+    zero = x == 0
+    safe = where(zero, 1, x)
+    full_g, full_out = _expand_back(g, x, axis, keepdim), _expand_back(out, x, axis, keepdim)
+    only_zero = zero & (zero.cast(i64).sum(axis=axis, keepdim=True) == 1)
+    others = _expand_back(OPS["prod"](safe, axis=axis, keepdim=True), x, axis, True)
+    return (where(zero, where(only_zero, full_g * others, 0), full_g * full_out / safe),)
+
+
+def _prod_samples(rng: np.random.Generator) -> list[Sample]:
+    with_zeros, one_zero = uniform(rng, (3, 4)), uniform(rng, (2, 3))
+    with_zeros[0, 1] = with_zeros[2, 3] = 0.0  # a zero in two rows and two columns
+    one_zero[1, 2] = 0.0
+    cases = [(with_zeros, 1), (with_zeros, 0), (one_zero, None)]
+    return _samples(rng) + [Sample((a,), {"axis": axis, "keepdim": False}) for a, axis in cases]
+
+
+def _torch_prod(t, x, axis, keepdim):
+    """PyTorch's prod takes one dim: the axes one at a time, from the last."""
+    for a in sorted(range(x.ndim) if axis is None else axis, reverse=True):
+        x = t.prod(x, dim=a, keepdim=keepdim)
+    return x
+
+
+prod = Op(
+    "prod",
+    shape=_reduced_shape,
+    dtype=_sum_dtype,
+    params=_canon,
+    positional=("axis", "keepdim"),
+    reference=_float_prod,
+    vjp=_prod_vjp,
+    samples=_prod_samples,
+    torch=_torch_prod,
+    exact=False,
+    doc="Product over `axis` (all axes when None). f16/f32 multiply in f64 and round once.",
 )
 
 
