@@ -533,6 +533,11 @@ def test_lstm_shapes_training_compiled_and_refusals() -> None:
         np.testing.assert_allclose(p.numpy(), a, rtol=1e-5, atol=1e-6)
     with pytest.raises(verigrad.ShapeError, match="LSTM takes"):
         lstm(verigrad.randn(2, 5, 4))
+    gru = nn.GRU(3, 4, num_layers=2)
+    out, h = gru(verigrad.randn(5, 2, 3))
+    assert out.shape == (5, 2, 4) and h.shape == (2, 2, 4)
+    np.testing.assert_allclose(out.numpy()[-1], h.numpy()[1], rtol=1e-6)
+    assert repr(gru) == "GRU(3, 4, num_layers=2)" and gru.weight_hh_l1.shape == (12, 4)
     with pytest.raises(ValueError, match="dropout"):
         nn.LSTM(3, 4, dropout=0.5)
     t = verigrad.dims("t")

@@ -437,3 +437,32 @@ def test_prod_gradient_with_zeros() -> None:
     x[1, 2] = x[2, 0] = x[2, 3] = 0.0
     _check({"x": x}, lambda x: x.prod(1), lambda x: x.prod(1))
     _check({"x": x}, lambda x: verigrad.prod(x), lambda x: torch.prod(x))
+
+
+@pytest.mark.parametrize("settings", [{}, {"num_layers": 2, "bidirectional": True, "batch_first": True}])
+def test_gru(settings) -> None:
+    """As test_lstm: outputs, final state and every gradient, from a given state, batched and not."""
+    ours = nn.GRU(3, 4, **settings).double()
+    theirs = torch.nn.GRU(3, 4, **settings).double()
+    theirs.load_state_dict({k: torch.from_numpy(v.numpy().copy()) for k, v in ours.state_dict().items()})
+    layers = settings.get("num_layers", 1) * (2 if settings.get("bidirectional") else 1)
+    x = RNG.standard_normal((2, 5, 3) if settings.get("batch_first") else (5, 2, 3))
+    h0 = RNG.standard_normal((layers, 2, 4))
+    xs, hs = verigrad.tensor(x).requires_grad_(), verigrad.tensor(h0).requires_grad_()
+    xt, ht = torch.tensor(x, requires_grad=True), torch.tensor(h0, requires_grad=True)
+    (out, h), (out_t, h_t) = ours(xs, hs), theirs(xt, ht)
+    np.testing.assert_allclose(out.numpy(), out_t.detach().numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(h.numpy(), h_t.detach().numpy(), rtol=1e-12, atol=1e-12)
+    ((out * out).sum() + h.sum()).backward()
+    ((out_t * out_t).sum() + h_t.sum()).backward()
+    for a, b in [(xs, xt), (hs, ht)]:
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-10, atol=1e-12)
+    grads = dict(theirs.named_parameters())
+    for name, p in ours.named_parameters():
+        np.testing.assert_allclose(
+            p.grad.numpy(), grads[name].grad.numpy(), rtol=1e-10, atol=1e-12, err_msg=name
+        )
+    single = x[0] if settings.get("batch_first") else x[:, 0]
+    np.testing.assert_allclose(
+        ours(verigrad.tensor(single))[0].numpy(), theirs(torch.tensor(single))[0].detach().numpy(), rtol=1e-12
+    )

@@ -50,4 +50,4 @@ from .layers import (
 )
 from .module import Module
 from .quant import QEmbedding, QLinear
-from .recurrent import LSTM
+from .recurrent import GRU, LSTM

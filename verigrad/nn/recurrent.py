@@ -1,5 +1,6 @@
-"""`nn.LSTM`, as PyTorch's: its parameter names (so its state dicts load), gate order (input, forget,
-cell, output), layers, bidirectional runs, batch_first and unbatched inputs.
+"""`nn.LSTM` and `nn.GRU`, as PyTorch's: their parameter names (so their state dicts load), gate orders
+(LSTM: input, forget, cell, output; GRU: reset, update, new), layers, bidirectional runs, batch_first
+and unbatched inputs.
 
 Each step is written with ops, so it differentiates and traces as they do; the input's part of every
 gate is one product over all time steps (per layer and direction), the recurrent part one product a
@@ -18,10 +19,12 @@ from .init import fan_in_bound, uniform
 from .module import Module
 
 
-class LSTM(Module):
-    """Long short-term memory over [T, N, input_size] ([N, T, ...] with batch_first, or [T, input_size]
-    unbatched); returns (output [T, N, D * hidden_size], (h_n, c_n) [D * num_layers, N, hidden_size]),
-    D = 2 if bidirectional else 1. Parameters are U(-1/sqrt(hidden_size), 1/sqrt(hidden_size))."""
+class _Recurrent(Module):
+    """The layers and directions of a recurrent network whose cell has `gates` gates and keeps
+    `states` tensors (h, or h and c) of hidden_size per sequence."""
+
+    gates = 1
+    states = 1
 
     def __init__(
         self,
@@ -35,23 +38,24 @@ class LSTM(Module):
         dtype: Any = f32,
     ):
         super().__init__()
+        name = type(self).__name__
         if dropout:
-            raise ValueError("LSTM: dropout between layers is not supported (dropout must be 0)")
+            raise ValueError(f"{name}: dropout between layers is not supported (dropout must be 0)")
         if num_layers < 1 or hidden_size < 1:
             raise ValueError(
-                f"LSTM needs num_layers >= 1 and hidden_size >= 1, got {num_layers}, {hidden_size}"
+                f"{name} needs num_layers and hidden_size >= 1, got {num_layers} and {hidden_size}"
             )
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         self.bias, self.batch_first, self.bidirectional = bias, batch_first, bidirectional
-        bound = fan_in_bound(hidden_size)
+        bound, rows = fan_in_bound(hidden_size), self.gates * hidden_size
         for layer in range(num_layers):
             width = input_size if layer == 0 else hidden_size * self.directions
             for suffix in self._suffixes(layer):
-                setattr(self, f"weight_ih{suffix}", uniform((4 * hidden_size, width), bound, dtype))
-                setattr(self, f"weight_hh{suffix}", uniform((4 * hidden_size, hidden_size), bound, dtype))
+                setattr(self, f"weight_ih{suffix}", uniform((rows, width), bound, dtype))
+                setattr(self, f"weight_hh{suffix}", uniform((rows, hidden_size), bound, dtype))
                 if bias:
-                    setattr(self, f"bias_ih{suffix}", uniform((4 * hidden_size,), bound, dtype))
-                    setattr(self, f"bias_hh{suffix}", uniform((4 * hidden_size,), bound, dtype))
+                    setattr(self, f"bias_ih{suffix}", uniform((rows,), bound, dtype))
+                    setattr(self, f"bias_hh{suffix}", uniform((rows,), bound, dtype))
 
     @property
     def directions(self) -> int:
@@ -60,60 +64,64 @@ class LSTM(Module):
     def _suffixes(self, layer: int) -> list[str]:
         return [f"_l{layer}", f"_l{layer}_reverse"][: self.directions]
 
-    def forward(self, x: Tensor, state: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Any]:
+    def _forward(self, x: Tensor, state: tuple[Tensor, ...] | None) -> tuple[Tensor, tuple[Tensor, ...]]:
+        """The outputs and the final states, each [D * num_layers, N, hidden_size]."""
+        name = type(self).__name__
         if x.ndim not in (2, 3) or x.shape[-1] != self.input_size:
-            raise ShapeError(
-                f"LSTM takes [T, N, {self.input_size}] or [T, {self.input_size}], got {describe(x)}"
-            )
+            size = self.input_size
+            raise ShapeError(f"{name} takes [T, N, {size}] or [T, {size}], got {describe(x)}")
         unbatched = x.ndim == 2
         if unbatched:
             x = x.unsqueeze(1)
-            state = None if state is None else (state[0].unsqueeze(1), state[1].unsqueeze(1))
+            state = None if state is None else tuple(s.unsqueeze(1) for s in state)
         elif self.batch_first:
             x = x.transpose(0, 1)
         steps, batch = x.shape[0], x.shape[1]
         if not isinstance(steps, int):
             raise ShapeError(
-                f"LSTM runs a Python loop over the time steps: their number must be concrete, got {steps}"
+                f"{name} loops over the time steps in Python: their number must be concrete, got {steps}"
             )
         if state is None:
-            h0 = c0 = zeros(self.num_layers * self.directions, batch, self.hidden_size, dtype=x.dtype)
-        else:
-            h0, c0 = state
-        finals_h, finals_c = [], []
+            state = (
+                zeros(self.num_layers * self.directions, batch, self.hidden_size, dtype=x.dtype),
+            ) * self.states
+        finals: list[tuple[Tensor, ...]] = []
         for layer in range(self.num_layers):
             outputs = []
             for d, suffix in enumerate(self._suffixes(layer)):
                 k = layer * self.directions + d
-                out, h, c = self._run(x, h0[k], c0[k], suffix, reverse=d == 1)
+                out, last = self._run(x, tuple(s[k] for s in state), suffix, reverse=d == 1)
                 outputs.append(out)
-                finals_h.append(h)
-                finals_c.append(c)
+                finals.append(last)
             x = outputs[0] if len(outputs) == 1 else concat(outputs, axis=-1)
-        h_n, c_n = stack(finals_h), stack(finals_c)
+        final = tuple(stack([f[i] for f in finals]) for i in range(self.states))
         if unbatched:
-            return x.squeeze(1), (h_n.squeeze(1), c_n.squeeze(1))
-        return (x.transpose(0, 1) if self.batch_first else x), (h_n, c_n)
+            return x.squeeze(1), tuple(s.squeeze(1) for s in final)
+        return (x.transpose(0, 1) if self.batch_first else x), final
 
     def _run(
-        self, x: Tensor, h: Tensor, c: Tensor, suffix: str, reverse: bool
-    ) -> tuple[Tensor, Tensor, Tensor]:
-        """One direction of one layer over x [T, N, width]: its outputs [T, N, H] and last h and c."""
+        self, x: Tensor, state: tuple[Tensor, ...], suffix: str, reverse: bool
+    ) -> tuple[Tensor, tuple[Tensor, ...]]:
+        """One direction of one layer over x [T, N, width]: its outputs [T, N, H] and last state."""
         inputs = x @ getattr(self, f"weight_ih{suffix}").T  # every step's input part at once
-        recurrent = getattr(self, f"weight_hh{suffix}").T
         if self.bias:
-            inputs = inputs + (getattr(self, f"bias_ih{suffix}") + getattr(self, f"bias_hh{suffix}"))
-        size = self.hidden_size
-        order = range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0])
+            inputs = inputs + getattr(self, f"bias_ih{suffix}")
+        recurrent = getattr(self, f"weight_hh{suffix}").T
+        recurrent_bias = getattr(self, f"bias_hh{suffix}") if self.bias else None
         outputs: list[Tensor] = [None] * x.shape[0]  # type: ignore[list-item]
-        for t in order:
-            gates = inputs[t] + h @ recurrent
-            i, f = sigmoid(gates[:, :size]), sigmoid(gates[:, size : 2 * size])
-            g, o = tanh(gates[:, 2 * size : 3 * size]), sigmoid(gates[:, 3 * size :])
-            c = f * c + i * g
-            h = o * tanh(c)
-            outputs[t] = h
-        return stack(outputs), h, c
+        for t in range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0]):
+            hidden = state[0] @ recurrent
+            state = self.cell(inputs[t], hidden if recurrent_bias is None else hidden + recurrent_bias, state)
+            outputs[t] = state[0]
+        return stack(outputs), state
+
+    def cell(self, inputs: Tensor, hidden: Tensor, state: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+        """One step: the gates' input part and recurrent part (biases added), the state -> new state."""
+        raise NotImplementedError
+
+    def gate(self, parts: Tensor, k: int) -> Tensor:
+        size = self.hidden_size
+        return parts[:, k * size : (k + 1) * size]
 
     def extra_repr(self) -> str:
         extra = "".join(
@@ -127,3 +135,39 @@ class LSTM(Module):
             if value != default
         )
         return f"{self.input_size}, {self.hidden_size}{extra}"
+
+
+class LSTM(_Recurrent):
+    """Long short-term memory over [T, N, input_size] ([N, T, ...] with batch_first, or [T, input_size]
+    unbatched): `lstm(x, (h0, c0))` returns (output [T, N, D * hidden_size], (h_n, c_n) [D * num_layers,
+    N, hidden_size]), D = 2 if bidirectional else 1. Parameters are U(-1/sqrt(hidden_size), same)."""
+
+    gates, states = 4, 2
+
+    def forward(self, x: Tensor, state: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Any]:
+        return self._forward(x, state)
+
+    def cell(self, inputs: Tensor, hidden: Tensor, state: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+        gates = inputs + hidden
+        i, f = sigmoid(self.gate(gates, 0)), sigmoid(self.gate(gates, 1))
+        g, o = tanh(self.gate(gates, 2)), sigmoid(self.gate(gates, 3))
+        c = f * state[1] + i * g
+        return o * tanh(c), c
+
+
+class GRU(_Recurrent):
+    """Gated recurrent unit over [T, N, input_size] (as LSTM's layout): `gru(x, h0)` returns (output
+    [T, N, D * hidden_size], h_n [D * num_layers, N, hidden_size]); PyTorch's formula, the recurrent
+    bias of the new gate inside the reset: n = tanh(x W_in + b_in + r * (h W_hn + b_hn))."""
+
+    gates, states = 3, 1
+
+    def forward(self, x: Tensor, h0: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        out, (h_n,) = self._forward(x, None if h0 is None else (h0,))
+        return out, h_n
+
+    def cell(self, inputs: Tensor, hidden: Tensor, state: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+        r = sigmoid(self.gate(inputs, 0) + self.gate(hidden, 0))
+        z = sigmoid(self.gate(inputs, 1) + self.gate(hidden, 1))
+        n = tanh(self.gate(inputs, 2) + r * self.gate(hidden, 2))
+        return ((1 - z) * n + z * state[0],)
