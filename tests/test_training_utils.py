@@ -543,3 +543,46 @@ def test_lstm_shapes_training_compiled_and_refusals() -> None:
     t = verigrad.dims("t")
     with pytest.raises(verigrad.ShapeError, match="must be concrete"):
         verigrad.check(lambda v: nn.LSTM(3, 4)(v)[0], verigrad.spec([t, 2, 3]))
+
+
+def test_mask_selection_comparison_methods_and_in_place_variants() -> None:
+    x = verigrad.tensor([1.0, -2.0, 3.0, -4.0], requires_grad=True)
+    picked = x[x > 0]
+    assert picked.numpy().tolist() == [1.0, 3.0]
+    picked.sum().backward()
+    assert x.grad.numpy().tolist() == [1.0, 0.0, 1.0, 0.0]
+    rows = verigrad.tensor(np.arange(6.0).reshape(3, 2))
+    assert rows[verigrad.tensor([True, False, True])].numpy().tolist() == [[0.0, 1.0], [4.0, 5.0]]
+    y = verigrad.tensor([1.0, -2.0, 3.0, -4.0])
+    y[y < 0] = y[y < 0] * 10  # the selected values, in order
+    y[y > 0] += 1
+    assert y.numpy().tolist() == [2.0, -20.0, 4.0, -40.0]
+    with pytest.raises(verigrad.ShapeError, match=r"cannot assign \[3\] to x\[mask\] of \[2\]"):
+        y[y > 0] = verigrad.tensor([1.0, 2.0, 3.0])
+    with pytest.raises(verigrad.ShapeError, match="a bool mask indexes the leading axes"):
+        rows[verigrad.tensor([True, False])]
+    with pytest.raises(TypeError, match="runs eagerly"):
+        verigrad.compile(lambda t: t[t > 0].sum())(verigrad.tensor([1.0, -1.0]))
+    assert y.nonzero().numpy().tolist() == [[0], [1], [2], [3]]
+    assert [i.numpy().tolist() for i in rows.nonzero(as_tuple=True)] == [[0, 1, 1, 2, 2], [1, 0, 1, 0, 1]]
+
+    a, b = verigrad.tensor([1, 2, 3]), verigrad.tensor([1, 0, 4])
+    assert [a.eq(b).numpy().tolist(), a.ne(b).numpy().tolist()] == [[True, False, False], [False, True, True]]
+    assert [a.lt(b).numpy().tolist(), a.ge(b).numpy().tolist()] == [[False, False, True], [True, True, False]]
+    assert a.gt(b).sum().item() == 1 and a.le(b).sum().item() == 2
+    z = verigrad.tensor([4.0, 9.0])
+    assert z.sqrt_() is z and z.numpy().tolist() == [2.0, 3.0]
+    assert z.exp_().log_().numpy().tolist() == pytest.approx([2.0, 3.0])
+    assert z.lerp(verigrad.tensor([4.0, 5.0]), 0.5).numpy().tolist() == [3.0, 4.0]
+    assert z.square().numpy().tolist() == pytest.approx(
+        [4.0, 9.0]
+    ) and z.neg_().numpy().tolist() == pytest.approx([-2.0, -3.0])
+    verigrad.manual_seed(1)
+    u = verigrad.zeros(2000).uniform_(-1, 1)
+    assert u.numpy().min() >= -1 and u.numpy().max() < 1 and abs(u.numpy().mean()) < 0.05
+    n = verigrad.zeros(2000, dtype=verigrad.f64).normal_(3.0, 2.0)
+    assert n.dtype is verigrad.f64 and abs(n.numpy().mean() - 3) < 0.15 and abs(n.numpy().std() - 2) < 0.1
+    assert (
+        verigrad.ones_like(a, dtype=verigrad.f64).dtype is verigrad.f64
+        and verigrad.zeros_like(a).dtype is verigrad.i64
+    )

@@ -88,6 +88,7 @@ from .ops import (
     mul,
     ne,
     neg,
+    nonzero,
     norm,
     ones,
     ones_like,

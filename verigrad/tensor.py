@@ -399,6 +399,41 @@ class Tensor:
     def reciprocal(self) -> Tensor:
         return OPS["div"](1, self)
 
+    def lerp(self, end: Any, weight: Any) -> Tensor:
+        """self + weight * (end - self), as PyTorch's lerp."""
+        return self + (end - self) * weight
+
+    # PyTorch's comparison methods (the operators' ops)
+    def eq(self, o: Any) -> Tensor:
+        return OPS["eq"](self, o)
+
+    def ne(self, o: Any) -> Tensor:
+        return OPS["ne"](self, o)
+
+    def lt(self, o: Any) -> Tensor:
+        return OPS["lt"](self, o)
+
+    def le(self, o: Any) -> Tensor:
+        return OPS["le"](self, o)
+
+    def gt(self, o: Any) -> Tensor:
+        return OPS["gt"](self, o)
+
+    def ge(self, o: Any) -> Tensor:
+        return OPS["ge"](self, o)
+
+    def uniform_(self, a: float = 0.0, b: float = 1.0, generator: Any = None) -> Tensor:
+        """Values drawn uniformly from [a, b), in place."""
+        return self.assign(FUNCS["rand"](*self.shape, dtype=self.dtype, generator=generator) * (b - a) + a)
+
+    def normal_(self, mean: float = 0.0, std: float = 1.0, generator: Any = None) -> Tensor:
+        """Values drawn from N(mean, std^2), in place."""
+        return self.assign(FUNCS["randn"](*self.shape, dtype=self.dtype, generator=generator) * std + mean)
+
+    def nonzero(self, as_tuple: bool = False) -> Any:
+        """The positions of the non-zero elements, [n, ndim] (or one vector per axis); eager only."""
+        return FUNCS["nonzero"](self, as_tuple)
+
     def clamp(self, min: Any = None, max: Any = None) -> Tensor:
         return FUNCS["clamp"](self, min, max)
 
@@ -638,6 +673,20 @@ class Tensor:
 
     def __setitem__(self, key: Any, value: Any) -> None:
         FUNCS["setitem"](self, key, value)
+
+
+def _in_place(name: str) -> Any:
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        return self.assign(getattr(self, name)(*args, **kwargs))
+
+    method.__name__ = method.__qualname__ = f"{name}_"
+    method.__doc__ = f"{name}, written into this tensor."
+    return method
+
+
+for _name in ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "relu", "reciprocal", "square",
+              "floor", "ceil", "round", "trunc", "sign", "pow", "lerp"):  # fmt: skip
+    setattr(Tensor, f"{_name}_", _in_place(_name))
 
 
 def _axis(axis: Any, dim: Any) -> Any:

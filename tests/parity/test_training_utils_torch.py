@@ -466,3 +466,17 @@ def test_gru(settings) -> None:
     np.testing.assert_allclose(
         ours(verigrad.tensor(single))[0].numpy(), theirs(torch.tensor(single))[0].detach().numpy(), rtol=1e-12
     )
+
+
+def test_mask_selection_and_lerp() -> None:
+    x = RNG.standard_normal((4, 3))
+    mask = x[:, 0] > 0
+    _check({"x": x}, lambda x: x[verigrad.tensor(mask)] * 2, lambda x: x[torch.tensor(mask)] * 2)
+    _check({"x": x}, lambda x: x[x > 0], lambda x: x[x > 0])
+    end = RNG.standard_normal((4, 3))
+    _check({"a": x, "b": end}, lambda a, b: a.lerp(b, 0.3), lambda a, b: a.lerp(b, 0.3))
+    ours, theirs = verigrad.tensor(x.copy()), torch.tensor(x.copy())
+    ours[ours < 0] = ours[ours < 0] * 3
+    theirs[theirs < 0] = theirs[theirs < 0] * 3
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    np.testing.assert_array_equal(ours.nonzero().numpy(), theirs.nonzero().numpy())

@@ -80,6 +80,7 @@ from .derived import (
     logsumexp,
     masked_fill,
     mm,
+    nonzero,
     norm,
     outer,
     repeat,

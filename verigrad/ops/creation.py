@@ -127,12 +127,12 @@ def ones(*shape: Any, dtype: DType | str = DEFAULT_FLOAT, requires_grad: bool = 
     return full_op(shape=_shape_args(shape), dtype=dtype, value=1).requires_grad_(requires_grad)
 
 
-def zeros_like(x: Tensor) -> Tensor:
-    return full_op(shape=x.shape, dtype=x.dtype, value=0)
+def zeros_like(x: Tensor, dtype: Any = None) -> Tensor:
+    return full_like(x, 0, dtype)
 
 
-def ones_like(x: Tensor) -> Tensor:
-    return full_op(shape=x.shape, dtype=x.dtype, value=1)
+def ones_like(x: Tensor, dtype: Any = None) -> Tensor:
+    return full_like(x, 1, dtype)
 
 
 def full_like(x: Tensor, value: float, dtype: Any = None) -> Tensor:
@@ -306,4 +306,4 @@ def randperm(n: int, dtype: Any = i64, generator: Generator | None = None) -> Te
     return argsort(rand(n, dtype="f64", generator=generator)).cast(dtype)
 
 
-FUNCS.update(ones_like=ones_like, zeros_like=zeros_like, full=full, tensor=tensor)
+FUNCS.update(ones_like=ones_like, zeros_like=zeros_like, full=full, tensor=tensor, rand=rand, randn=randn)

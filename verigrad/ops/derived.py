@@ -329,6 +329,17 @@ def unique(
     return out[0] if len(out) == 1 else tuple(out)
 
 
+def nonzero(x: Tensor, as_tuple: bool = False) -> Any:
+    """The positions of x's non-zero elements: [n, ndim] i64, or one vector per axis with as_tuple.
+    How many depends on the values: eager only."""
+    if modes.current().name != "eager":
+        raise TypeError("nonzero's size depends on the values: it runs eagerly, not in a trace or check")
+    found = np.nonzero(_values(x, "nonzero"))
+    if as_tuple:
+        return tuple(from_numpy(np.ascontiguousarray(i, dtype=np.int64)) for i in found)
+    return from_numpy(np.ascontiguousarray(np.stack(found, axis=-1), dtype=np.int64).reshape(-1, x.ndim))
+
+
 def allclose(a: Any, b: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> bool:
     """Whether |a - b| <= atol + rtol |b| everywhere (broadcast), as NumPy's and PyTorch's allclose."""
     return bool(np.allclose(_values(a, "allclose"), _values(b, "allclose"), rtol, atol, equal_nan))
@@ -353,6 +364,7 @@ FUNCS.update(
     equal=equal,
     index_add=index_add,
     unique=unique,
+    nonzero=nonzero,
     clamp=clamp,
     masked_fill=masked_fill,
     isnan=isnan,

@@ -3,6 +3,7 @@ and in-place assignment (`assign`, `setitem`). They add no op of their own excep
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,7 @@ from ._op import Op, Sample, lift
 from ._samples import uniform
 from .binary import where
 from .creation import full_op
-from .index import take
+from .index import take, take_grad
 from .movement import broadcast_to, cast, concat, permute, reshape, slice_, unslice
 
 
@@ -106,11 +107,50 @@ stack = Op(
 
 # indexing --------------------------------------------------------------------------------------
 def getitem(x: Tensor, key: Any) -> Tensor:
-    """Basic indexing (ints, slices, None, ...) as views; one integer array indexes with `take`."""
+    """Basic indexing (ints, slices, None, ...) as views; one integer array indexes with `take`; a bool
+    mask over the leading axes selects the elements (rows) where it holds, eagerly."""
+    if isinstance(key, Tensor) and key.dtype is bool_:
+        return _masked_rows(x, key)
     out, view = _select(x, key)
     if view and out is not x:
         modes.current().made_view(out, x, key)
     return out
+
+
+def _masked_rows(x: Tensor, mask: Tensor) -> Tensor:
+    """x[mask] for a bool mask shaped as x's leading axes: the selected elements (or rows) in order, as
+    a take of x's rows (so it differentiates). How many depends on the values: eager only."""
+    if modes.current().name != "eager":
+        raise TypeError(
+            "x[mask] selects as many elements as the mask holds, known only from its values: it runs "
+            "eagerly; in compiled code use where(mask, x, other) or x[mask] = value"
+        )
+    if tuple(x.shape[: mask.ndim]) != tuple(mask.shape):
+        reason = f"a bool mask indexes the leading axes: {shape_text(mask.shape)} for {shape_text(x.shape)}"
+        raise ShapeError(reason).locate("getitem", (describe(x), describe(mask)))
+    rows = reshape(x, shape=(-1, *x.shape[mask.ndim :]))
+    positions = np.flatnonzero(mask.numpy())
+    return take(rows, lift([positions.astype(np.int64)])[0], axis=0)
+
+
+def _selected_values(target: Tensor, mask: Tensor, value: Tensor) -> bool:
+    """Whether `value` gives one row per element the mask holds (x[mask]'s shape) rather than values
+    that broadcast over x."""
+    try:
+        broadcast(value.shape, target.shape)
+        return False
+    except ShapeError:
+        return value.ndim == target.ndim - mask.ndim + 1
+
+
+def _scattered(target: Tensor, mask: Tensor, rows: Tensor) -> Tensor:
+    """The rows of x[mask] put back at the mask's places (zeros elsewhere), shaped as target."""
+    selected = _masked_rows(target, mask)
+    if tuple(rows.shape) != tuple(selected.shape):
+        raise ShapeError(f"cannot assign {shape_text(rows.shape)} to x[mask] of {shape_text(selected.shape)}")
+    positions = lift([np.flatnonzero(mask.numpy()).astype(np.int64)])[0]
+    size = math.prod(target.shape[: mask.ndim])
+    return reshape(take_grad(rows, positions, axis=0, size=size), shape=target.shape)
 
 
 def _select(x: Tensor, key: Any) -> tuple[Tensor, bool]:
@@ -227,6 +267,8 @@ def setitem(target: Tensor, key: Any, value: Any) -> None:
     made in a trace is a value of its own, which a write would leave the tensor without; a write into
     such a view, `v = x[k]; v += 1`, writes x too)."""
     if isinstance(key, Tensor) and key.dtype is bool_:
+        if isinstance(value, Tensor) and _selected_values(target, key, value):
+            value = _scattered(target, key, value)  # x[mask] = x[mask] * 2: the selected ones, in order
         assign(target, where(key, value, target))
         return
     index, _, arrays = _parse_key(target, key)
