@@ -586,3 +586,38 @@ def test_mask_selection_comparison_methods_and_in_place_variants() -> None:
         verigrad.ones_like(a, dtype=verigrad.f64).dtype is verigrad.f64
         and verigrad.zeros_like(a).dtype is verigrad.i64
     )
+
+
+def test_diagonals_channel_dropout_and_warm_restarts_by_hand() -> None:
+    x = verigrad.tensor(np.arange(12.0).reshape(3, 4))
+    assert x.diagonal().numpy().tolist() == [0.0, 5.0, 10.0] and x.diagonal(2).numpy().tolist() == [2.0, 7.0]
+    assert x.diagonal(-1).numpy().tolist() == [4.0, 9.0] and x.diagonal(9).shape == (0,)
+    assert verigrad.diag(verigrad.tensor([1.0, 2.0]), 1).numpy().tolist() == [[0, 1, 0], [0, 0, 2], [0, 0, 0]]
+    assert x[:, :3].trace().item() == 15.0
+    with pytest.raises(verigrad.ShapeError, match="trace takes a matrix"):
+        verigrad.ops.trace(verigrad.zeros(3))
+    with pytest.raises(verigrad.ShapeError, match="two different axes"):
+        x.diagonal(0, 1, 1)
+    a, b = verigrad.meshgrid(verigrad.tensor([1, 2, 3]), verigrad.tensor([7, 8]))
+    assert a.numpy().tolist() == [[1, 1], [2, 2], [3, 3]] and b.numpy().tolist() == [[7, 8]] * 3
+    std, mean = verigrad.std_mean(x, dim=1)
+    assert mean.numpy().tolist() == [1.5, 5.5, 9.5] and std.numpy() == pytest.approx([1.2909944] * 3)
+
+    verigrad.manual_seed(0)
+    y = nn.Dropout2d(0.5)(verigrad.ones(4, 8, 3, 3)).numpy()
+    channels = y.reshape(32, 9)
+    assert set(np.unique(channels)) <= {0.0, 2.0} and all(
+        len(set(c)) == 1 for c in channels
+    )  # whole channels
+    assert 0 < (channels[:, 0] == 0).sum() < 32
+    assert nn.Dropout2d(0.5).eval()(verigrad.ones(1, 2, 2, 2)).numpy().min() == 1.0
+    with pytest.raises(verigrad.ShapeError, match="dropout2d takes"):
+        F.dropout2d(verigrad.ones(2, 3))
+
+    opt = SGD([verigrad.zeros(1, requires_grad=True)], lr=1.0)
+    warm = lr_scheduler.CosineAnnealingWarmRestarts(opt, T_0=2, T_mult=2)
+    rates = [opt.lr]
+    for _ in range(6):
+        warm.step()
+        rates.append(opt.lr)
+    assert rates == pytest.approx([1.0, 0.5, 1.0, 0.85355339, 0.5, 0.14644661, 1.0])  # restarts at 2 and 6

@@ -285,6 +285,17 @@ def _inplace(x: Tensor, y: Tensor, inplace: bool) -> Tensor:
     return y
 
 
+def dropout2d(x: Tensor, p: float = 0.5, training: bool = True, generator: Generator | None = None) -> Tensor:
+    """Zero whole channels of [N, C, H, W] (or [C, H, W]) with probability p, scaling the rest by
+    1/(1-p); the identity when not training."""
+    if x.ndim not in (3, 4):
+        raise ShapeError(f"dropout2d takes [N, C, H, W] or [C, H, W], got {shape_text(x.shape)}")
+    if not training or p == 0.0:
+        return dropout(x, p, training)  # checks p
+    keep = dropout(ops.ones(*x.shape[: x.ndim - 2], 1, 1, dtype=x.dtype), p, generator=generator)
+    return x * keep
+
+
 def silu(x: Tensor, inplace: bool = False) -> Tensor:
     """x * sigmoid(x)."""
     return _inplace(x, ops.silu(x), inplace)
@@ -426,6 +437,7 @@ __all__ = [
     "cosine_similarity",
     "cross_entropy",
     "dropout",
+    "dropout2d",
     "elu",
     "embedding",
     "gelu",

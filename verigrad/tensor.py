@@ -189,6 +189,15 @@ class Tensor:
     def masked_fill_(self, mask: Any, value: Any) -> Tensor:
         return self.assign(self.masked_fill(mask, value))
 
+    def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+        return FUNCS["diagonal"](self, offset, dim1, dim2)
+
+    def diag(self, diagonal: int = 0) -> Tensor:
+        return FUNCS["diag"](self, diagonal)
+
+    def trace(self) -> Tensor:
+        return FUNCS["trace"](self)
+
     def index_add(self, dim: int, index: Tensor, source: Tensor, alpha: Any = 1) -> Tensor:
         """See `verigrad.index_add`."""
         return FUNCS["index_add"](self, dim, index, source, alpha)

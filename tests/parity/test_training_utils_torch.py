@@ -480,3 +480,40 @@ def test_mask_selection_and_lerp() -> None:
     theirs[theirs < 0] = theirs[theirs < 0] * 3
     np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
     np.testing.assert_array_equal(ours.nonzero().numpy(), theirs.nonzero().numpy())
+
+
+@pytest.mark.parametrize("offset", [0, 1, -2, 5])
+def test_diagonals_trace_and_meshgrid(offset) -> None:
+    x = RNG.standard_normal((3, 4))
+    _check({"x": x}, lambda x: x.diagonal(offset), lambda x: x.diagonal(offset))
+    _check(
+        {"x": RNG.standard_normal((2, 3, 4))},
+        lambda x: x.diagonal(offset, 2, 1),
+        lambda x: x.diagonal(offset, 2, 1),
+    )
+    _check({"v": x[0]}, lambda v: verigrad.diag(v, offset), lambda v: torch.diag(v, offset))
+    _check({"x": x[:, :3]}, lambda x: x.trace(), lambda x: x.trace())
+    for indexing in ("ij", "xy"):
+        ours = verigrad.meshgrid(
+            verigrad.arange(3), verigrad.arange(2), verigrad.arange(4), indexing=indexing
+        )
+        theirs = torch.meshgrid(torch.arange(3), torch.arange(2), torch.arange(4), indexing=indexing)
+        for a, b in zip(ours, theirs):
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+    for ours, theirs in zip(
+        verigrad.std_mean(verigrad.tensor(x), dim=1), torch.std_mean(torch.tensor(x), dim=1)
+    ):
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-12)
+
+
+def test_cosine_annealing_with_warm_restarts_gives_pytorchs_rates() -> None:
+    ours = lr_scheduler.CosineAnnealingWarmRestarts(
+        verigrad.optim.SGD([verigrad.zeros(1, requires_grad=True)], lr=0.1), T_0=3, T_mult=2, eta_min=0.01
+    )
+    opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+    theirs = torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(opt, T_0=3, T_mult=2, eta_min=0.01)
+    for _ in range(25):
+        assert ours.get_last_lr() == theirs.get_last_lr()
+        ours.step()
+        opt.step()
+        theirs.step()

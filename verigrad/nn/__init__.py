@@ -15,6 +15,7 @@ from .layers import (
     Conv2d,
     CrossEntropyLoss,
     Dropout,
+    Dropout2d,
     Embedding,
     Flatten,
     GroupNorm,

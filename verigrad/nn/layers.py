@@ -193,6 +193,13 @@ class Dropout(Module):
         return f"p={self.p}"
 
 
+class Dropout2d(Dropout):
+    """Zeroes whole channels of [N, C, H, W] with probability p in training (see F.dropout2d)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.dropout2d(x, self.p, training=self.training)
+
+
 class _BatchNorm(Module):
     """Batch normalisation per channel over the other axes, with running statistics for eval()."""
 

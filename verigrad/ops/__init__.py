@@ -70,6 +70,8 @@ from .derived import (
     bmm,
     chunk,
     clamp,
+    diag,
+    diagonal,
     equal,
     flip,
     index_add,
@@ -79,6 +81,7 @@ from .derived import (
     isnan,
     logsumexp,
     masked_fill,
+    meshgrid,
     mm,
     nonzero,
     norm,
@@ -88,11 +91,14 @@ from .derived import (
     sort,
     split,
     std,
+    std_mean,
     topk,
+    trace,
     tril,
     triu,
     unique,
     var,
+    var_mean,
 )
 from .einsum import einsum
 from .index import argsort, gather, gather_grad, take, take_grad

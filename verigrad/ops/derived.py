@@ -161,6 +161,19 @@ def norm(x: Tensor, p: float = 2.0, dim: Axis = None, keepdim: bool = False) -> 
     return (abs(x) ** p).sum(axes, keepdim=keepdim) ** (1.0 / p)
 
 
+def var_mean(x: Tensor, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor]:
+    """(var, mean) over the same axes (`var`'s arguments; PyTorch's var_mean)."""
+    axis = kwargs.get("dim", kwargs.get("axis", args[0] if args else None))
+    keepdim = kwargs.get("keepdim", args[2] if len(args) > 2 else False)
+    return var(x, *args, **kwargs), x.mean(normalize_axes(axis, x.ndim), keepdim=keepdim)
+
+
+def std_mean(x: Tensor, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor]:
+    """(std, mean) over the same axes (PyTorch's std_mean)."""
+    v, m = var_mean(x, *args, **kwargs)
+    return v.sqrt(), m
+
+
 def logsumexp(x: Tensor, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
     """log(sum(exp(x))) over `axis`, shifted by the maximum so that nothing overflows (an infinite
     maximum is not subtracted, as in PyTorch: all -inf gives -inf); its gradient is the softmax."""
@@ -340,6 +353,63 @@ def nonzero(x: Tensor, as_tuple: bool = False) -> Any:
     return from_numpy(np.ascontiguousarray(np.stack(found, axis=-1), dtype=np.int64).reshape(-1, x.ndim))
 
 
+def diagonal(x: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    """The elements x[..., i, i + offset] of the plane of axes dim1 and dim2 (moved to the end), as
+    PyTorch's diagonal: a take of the flattened plane (sizes of that plane must be concrete)."""
+    a, b = normalize_axis(dim1, x.ndim), normalize_axis(dim2, x.ndim)
+    if a == b:
+        raise ShapeError(f"diagonal needs two different axes, got {dim1} and {dim2}")
+    rows, cols = x.shape[a], x.shape[b]
+    if not isinstance(rows, int) or not isinstance(cols, int):
+        raise ShapeError(f"diagonal needs the plane's sizes to be concrete, got {rows} x {cols}")
+    rest = [i for i in range(x.ndim) if i not in (a, b)]
+    plane = x.permute((*rest, a, b)).reshape((*[x.shape[i] for i in rest], rows * cols))
+    first_row, first_col = (0, offset) if offset >= 0 else (-offset, 0)
+    length = builtins.max(0, builtins.min(rows - first_row, cols - first_col))
+    positions = (arange(0, length) + first_row) * cols + first_col + arange(0, length)
+    return take(plane, positions, axis=plane.ndim - 1)
+
+
+def diag(x: Tensor, diagonal: int = 0) -> Tensor:
+    """A vector's square matrix with it on the `diagonal`-th diagonal (zeros elsewhere); a matrix's
+    diagonal."""
+    if x.ndim == 2:
+        return globals()["diagonal"](x, diagonal)
+    if x.ndim != 1 or not isinstance(x.shape[0], int):
+        raise ShapeError(f"diag takes a vector (of a concrete length) or a matrix, got {describe(x)}")
+    n = x.shape[0] + builtins.abs(diagonal)
+    row, col = unsqueeze(arange(0, n), -1), unsqueeze(arange(0, n), 0)
+    reads = (row if diagonal >= 0 else col).broadcast_to((n, n)).clamp(0, builtins.max(x.shape[0] - 1, 0))
+    return where(eq(col - row, diagonal), take(x, reads, axis=0), 0).cast(x.dtype)
+
+
+def trace(x: Tensor) -> Tensor:
+    """The sum of a matrix's diagonal."""
+    if x.ndim != 2:
+        raise ShapeError(f"trace takes a matrix, got {describe(x)}")
+    return diagonal(x).sum()
+
+
+def meshgrid(*tensors: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
+    """Coordinate grids of 1-D tensors: "ij" (PyTorch's default) gives shape (len0, len1, ...), "xy"
+    swaps the first two."""
+    if len(tensors) == 1 and isinstance(tensors[0], list | tuple):
+        tensors = tuple(tensors[0])
+    if indexing not in ("ij", "xy"):
+        raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+    if builtins.any(t.ndim != 1 for t in tensors):
+        raise ShapeError(f"meshgrid takes vectors, got {', '.join(describe(t) for t in tensors)}")
+    order = list(range(len(tensors)))
+    if indexing == "xy" and len(tensors) > 1:
+        order[0], order[1] = 1, 0
+    shape = tuple(tensors[k].shape[0] for k in order)
+    grids = []
+    for k, t in enumerate(tensors):
+        axis = order.index(k)
+        grids.append(t.reshape(tuple(-1 if i == axis else 1 for i in range(len(shape)))).broadcast_to(shape))
+    return tuple(grids)
+
+
 def allclose(a: Any, b: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> bool:
     """Whether |a - b| <= atol + rtol |b| everywhere (broadcast), as NumPy's and PyTorch's allclose."""
     return bool(np.allclose(_values(a, "allclose"), _values(b, "allclose"), rtol, atol, equal_nan))
@@ -364,6 +434,12 @@ FUNCS.update(
     equal=equal,
     index_add=index_add,
     unique=unique,
+    diagonal=diagonal,
+    diag=diag,
+    trace=trace,
+    var_mean=var_mean,
+    std_mean=std_mean,
+    meshgrid=meshgrid,
     nonzero=nonzero,
     clamp=clamp,
     masked_fill=masked_fill,

@@ -1,5 +1,6 @@
 """Learning-rate schedules, as PyTorch's `torch.optim.lr_scheduler`: StepLR, MultiStepLR, ExponentialLR,
-CosineAnnealingLR, LinearLR, LambdaLR, and ReduceLROnPlateau (driven by a metric).
+CosineAnnealingLR, CosineAnnealingWarmRestarts, LinearLR, LambdaLR, and ReduceLROnPlateau (driven by a
+metric).
 
 A schedule sets the optimizer's learning rate, which lives in a tensor compiled steps read, so a
 compiled training step follows it without being traced again. Made, a schedule sets epoch 0's rate;
@@ -106,6 +107,32 @@ class CosineAnnealingLR(LRScheduler):
             return lr + (self.base_lr - low) * (1 - math.cos(math.pi / period)) / 2
         ratio = (1 + math.cos(math.pi * epoch / period)) / (1 + math.cos(math.pi * (epoch - 1) / period))
         return ratio * (lr - low) + low
+
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    """SGDR: eta_min + (base - eta_min) (1 + cos(pi T_cur / T_i)) / 2, T_cur counting epochs since the
+    last restart, each period T_mult times the last (the first T_0)."""
+
+    def __init__(self, optimizer: Optimizer, T_0: int, T_mult: int = 1, eta_min: float = 0.0) -> None:
+        _positive("T_0", T_0)
+        _positive("T_mult", T_mult)
+        self.T_0, self.T_i, self.T_mult, self.eta_min, self.T_cur = T_0, T_0, T_mult, eta_min, -1
+        super().__init__(optimizer)
+
+    def rate(self, lr: float, epoch: int) -> float:
+        self.T_cur += 1
+        if self.T_cur >= self.T_i:
+            self.T_cur, self.T_i = self.T_cur - self.T_i, self.T_i * self.T_mult
+        return (
+            self.eta_min + (self.base_lr - self.eta_min) * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
+        )
+
+    def state_dict(self) -> dict[str, Any]:
+        return super().state_dict() | {"T_cur": self.T_cur, "T_i": self.T_i}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.T_cur, self.T_i = int(state["T_cur"]), int(state["T_i"])
 
 
 class LinearLR(LRScheduler):
@@ -224,6 +251,7 @@ class ReduceLROnPlateau:
 
 __all__ = [
     "CosineAnnealingLR",
+    "CosineAnnealingWarmRestarts",
     "ExponentialLR",
     "LRScheduler",
     "LambdaLR",
