@@ -621,3 +621,13 @@ def test_diagonals_channel_dropout_and_warm_restarts_by_hand() -> None:
         warm.step()
         rates.append(opt.lr)
     assert rates == pytest.approx([1.0, 0.5, 1.0, 0.85355339, 0.5, 0.14644661, 1.0])  # restarts at 2 and 6
+
+
+def test_device_queries_for_code_written_for_gpus() -> None:
+    device = "cuda" if verigrad.cuda.is_available() else "cpu"  # PyTorch's idiom
+    assert device == "cpu" and verigrad.cuda.device_count() == 0 and verigrad.device("cpu") == "cpu"
+    assert verigrad.zeros(2).to(device).device == "cpu" and nn.Linear(2, 2).to(device) is not None
+    with pytest.raises(ValueError, match="verigrad runs on the CPU: there is no 'cuda:0' device"):
+        verigrad.zeros(2).to("cuda:0")
+    with pytest.raises(ValueError, match="no 'cuda' device"):
+        verigrad.device("cuda")

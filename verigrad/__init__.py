@@ -151,4 +151,24 @@ set_num_threads, get_num_threads = set_threads, get_threads
 float32, float64, float16, bfloat16, int32, int64, uint8 = f32, f64, f16, bf16, i32, i64, u8
 float, double, half, long, bool = f32, f64, f16, i64, bool_  # as torch.float: module attributes only
 
+
+def device(name: str = "cpu") -> str:
+    """PyTorch's torch.device for the device verigrad runs on: "cpu" (a GPU's name is refused)."""
+    if name.split(":")[0] != "cpu":
+        raise ValueError(f"verigrad runs on the CPU: there is no {name!r} device")
+    return "cpu"
+
+
+class cuda:
+    """PyTorch's torch.cuda queries, answered for verigrad: it has no GPU backend."""
+
+    @staticmethod
+    def is_available() -> bool:
+        return False
+
+    @staticmethod
+    def device_count() -> int:
+        return 0
+
+
 __version__ = "0.1.0"

@@ -105,14 +105,19 @@ def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-6) -> Tens
     return ops.rms_norm(x, weight, eps=eps)
 
 
-def embedding(weight: Tensor, idx: Tensor) -> Tensor:
-    """Rows of `weight` [V, D] at the integer indices `idx` [...], giving [..., D].
+def embedding(weight: Tensor, idx: Tensor, padding_idx: int | None = None) -> Tensor:
+    """Rows of `weight` [V, D] at the integer indices `idx` [...], giving [..., D]; the row
+    `padding_idx` gets no gradient (as PyTorch's).
 
     PyTorch's argument order (idx, weight) is accepted too: the integer tensor is the index.
     """
     if weight.dtype.kind == "i" and idx.dtype.kind != "i":
         weight, idx = idx, weight
-    return ops.embedding(weight, idx)
+    rows = ops.embedding(weight, idx)
+    if padding_idx is None:
+        return rows
+    padding = ops.unsqueeze(idx == padding_idx % weight.shape[0], -1)  # over the lookups, not the table
+    return ops.where(padding, rows.detach(), rows)
 
 
 def conv2d(

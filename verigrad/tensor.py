@@ -474,6 +474,8 @@ class Tensor:
 
     def to(self, dtype: DType | str) -> Tensor:
         """A cast; "cpu" (the only device: code written for PyTorch's `.to(device)`) gives self."""
+        if isinstance(dtype, str) and dtype.split(":")[0] in ("cuda", "mps", "xpu"):
+            raise ValueError(f"verigrad runs on the CPU: there is no {dtype!r} device")
         return self if isinstance(dtype, str) and dtype == "cpu" else self.cast(dtype)
 
     def cpu(self) -> Tensor:

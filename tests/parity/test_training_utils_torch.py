@@ -517,3 +517,18 @@ def test_cosine_annealing_with_warm_restarts_gives_pytorchs_rates() -> None:
         ours.step()
         opt.step()
         theirs.step()
+
+
+def test_embedding_padding_row_is_zero_and_untrained() -> None:
+    ours = nn.Embedding(6, 3, padding_idx=2).double()
+    theirs = torch.nn.Embedding(6, 3, padding_idx=2).double()
+    assert not ours.weight.numpy()[2].any()
+    theirs.load_state_dict({"weight": torch.from_numpy(ours.weight.numpy().copy())})
+    idx = np.array([[2, 0, 5], [2, 2, 1]])
+    out, expected = ours(verigrad.tensor(idx)), theirs(torch.tensor(idx))
+    np.testing.assert_array_equal(out.numpy(), expected.detach().numpy())
+    cot = RNG.standard_normal(out.shape)
+    (out * verigrad.tensor(cot)).sum().backward()
+    (expected * torch.tensor(cot)).sum().backward()
+    np.testing.assert_allclose(ours.weight.grad.numpy(), theirs.weight.grad.numpy(), rtol=1e-12)
+    assert not ours.weight.grad.numpy()[2].any()

@@ -337,16 +337,26 @@ class RMSNorm(Module):
 class Embedding(Module):
     """Rows of a [num_embeddings, embedding_dim] table (initialised N(0, 1), as PyTorch)."""
 
-    def __init__(self, num_embeddings: DimLike, embedding_dim: DimLike, dtype: Any = f32):
+    def __init__(
+        self,
+        num_embeddings: DimLike,
+        embedding_dim: DimLike,
+        padding_idx: int | None = None,
+        dtype: Any = f32,
+    ):
         super().__init__()
-        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.num_embeddings, self.embedding_dim, self.padding_idx = num_embeddings, embedding_dim, padding_idx
         self.weight = normal((num_embeddings, embedding_dim), 1.0, dtype)
+        if padding_idx is not None:  # PyTorch's: the padding row starts at zeros and is never trained
+            with no_grad():
+                self.weight[padding_idx] = 0.0
 
     def forward(self, idx: Tensor) -> Tensor:
-        return F.embedding(self.weight, idx)
+        return F.embedding(self.weight, idx, self.padding_idx)
 
     def extra_repr(self) -> str:
-        return f"{self.num_embeddings}, {self.embedding_dim}"
+        padding = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
+        return f"{self.num_embeddings}, {self.embedding_dim}{padding}"
 
 
 class Sequential(Module):
