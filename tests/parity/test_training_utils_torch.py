@@ -532,3 +532,28 @@ def test_embedding_padding_row_is_zero_and_untrained() -> None:
     (expected * torch.tensor(cot)).sum().backward()
     np.testing.assert_allclose(ours.weight.grad.numpy(), theirs.weight.grad.numpy(), rtol=1e-12)
     assert not ours.weight.grad.numpy()[2].any()
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+@pytest.mark.parametrize("kind", ["Adam", "AdamW"])
+def test_amsgrad(kind, compiled) -> None:
+    """Ten steps with gradients that jump (the largest second moment matters), eagerly and compiled."""
+    rng = np.random.default_rng(3)
+    w0 = rng.standard_normal(5)
+    p, tp = verigrad.tensor(w0.copy()).requires_grad_(), torch.tensor(w0.copy(), requires_grad=True)
+    ours = getattr(verigrad.optim, kind)([p], lr=0.1, amsgrad=True)
+    theirs = getattr(torch.optim, kind)([tp], lr=0.1, amsgrad=True)
+
+    def step(g):
+        ours.zero_grad()
+        (p * g).sum().backward()
+        ours.step()
+        return p.sum()
+
+    run = verigrad.compile(step) if compiled else step
+    for i in range(10):
+        g = rng.standard_normal(5) * (10.0 if i % 3 == 0 else 0.1)
+        run(verigrad.tensor(g))
+        tp.grad = torch.tensor(g)
+        theirs.step()
+        np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), rtol=1e-12, atol=1e-14)

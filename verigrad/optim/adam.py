@@ -11,13 +11,15 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from ..ops import maximum
 from ..tensor import Tensor
 from .optimizer import Optimizer, fused_kernel
 
 
 class Adam(Optimizer):
     """m = lerp(m, g, 1 - beta1); v = beta2 v + (1 - beta2) g^2;
-    p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps). weight_decay adds wd * p to g."""
+    p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps). weight_decay adds wd * p to g;
+    amsgrad uses the largest v so far."""
 
     decoupled = False
     default_weight_decay = 0.0
@@ -29,14 +31,22 @@ class Adam(Optimizer):
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
         weight_decay: float | None = None,
+        amsgrad: bool = False,
     ) -> None:
         weight_decay = self.default_weight_decay if weight_decay is None else weight_decay
         if not (lr >= 0 and eps >= 0 and weight_decay >= 0) or not all(0 <= b < 1 for b in betas):
             raise ValueError(f"invalid Adam settings: lr={lr}, betas={betas}, eps={eps}, wd={weight_decay}")
-        super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay})
+        settings = {
+            "lr": lr,
+            "betas": tuple(betas),
+            "eps": eps,
+            "weight_decay": weight_decay,
+            "amsgrad": amsgrad,
+        }
+        super().__init__(params, settings)
 
     def state_names(self) -> tuple[str, ...]:
-        return ("exp_avg", "exp_avg_sq")
+        return ("exp_avg", "exp_avg_sq", "max_exp_avg_sq") if self.amsgrad else ("exp_avg", "exp_avg_sq")
 
     def update(self, index: int, p: Tensor, g: Tensor) -> None:
         if not self._fused_update(index, p, g):
@@ -45,7 +55,7 @@ class Adam(Optimizer):
     def _fused_update(self, index: int, p: Tensor, g: Tensor) -> bool:
         """The backend's whole-vector Adam kernel, in eager mode when it has one: the op-based update's
         settings computed the same way in f64 (rounded to the dtype by the kernel), then one pass."""
-        kernel = fused_kernel("adam", p)
+        kernel = None if self.amsgrad else fused_kernel("adam", p)
         if kernel is None:
             return False
         beta1, beta2 = self.betas
@@ -77,6 +87,9 @@ class Adam(Optimizer):
         v.assign(v * beta2 + g * g * (1 - beta2))
         t = self.buffer(index, "step")
         step_size = lr / (1 - beta1**t)
+        if self.amsgrad:  # the largest second moment so far (PyTorch's AMSGrad)
+            largest = self.buffer(index, "max_exp_avg_sq")
+            v = largest.assign(maximum(largest, v))
         denom = v.sqrt() / self.scalar((1 - beta2**t).sqrt(), p) + self.eps
         p.assign(p + (m / denom) * self.scalar(-step_size, p))
 
