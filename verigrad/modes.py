@@ -62,6 +62,14 @@ class AbstractMode(Mode):
         pass  # the shapes were already checked; there is no data to write
 
 
+def eager_only(what: str, instead: str = "") -> None:
+    """Refuse `what`, whose result's size depends on the values, outside eager mode (a trace or
+    `check` knows shapes, not values)."""
+    if current().name != "eager":
+        hint = f"; {instead}" if instead else ""
+        raise TypeError(f"{what}'s size depends on the values: it runs eagerly, not in a trace{hint}")
+
+
 _STACK: list[Mode] = []
 
 

@@ -331,8 +331,7 @@ def unique(
     value's count. Its size depends on the values: it runs eagerly, not in traces or `check`."""
     if dim is not None:
         raise NotImplementedError("unique over a dimension (dim=) is not supported; flatten first")
-    if modes.current().name != "eager":
-        raise TypeError("unique's size depends on the values: it runs eagerly, not in a trace or check")
+    modes.eager_only("unique")
     values, inverse, counts = np.unique(_values(x, "unique"), return_inverse=True, return_counts=True)
     out = [from_numpy(np.ascontiguousarray(values))]
     if return_inverse:
@@ -345,8 +344,7 @@ def unique(
 def nonzero(x: Tensor, as_tuple: bool = False) -> Any:
     """The positions of x's non-zero elements: [n, ndim] i64, or one vector per axis with as_tuple.
     How many depends on the values: eager only."""
-    if modes.current().name != "eager":
-        raise TypeError("nonzero's size depends on the values: it runs eagerly, not in a trace or check")
+    modes.eager_only("nonzero")
     found = np.nonzero(_values(x, "nonzero"))
     if as_tuple:
         return tuple(from_numpy(np.ascontiguousarray(i, dtype=np.int64)) for i in found)

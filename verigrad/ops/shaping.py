@@ -120,11 +120,7 @@ def getitem(x: Tensor, key: Any) -> Tensor:
 def _masked_rows(x: Tensor, mask: Tensor) -> Tensor:
     """x[mask] for a bool mask shaped as x's leading axes: the selected elements (or rows) in order, as
     a take of x's rows (so it differentiates). How many depends on the values: eager only."""
-    if modes.current().name != "eager":
-        raise TypeError(
-            "x[mask] selects as many elements as the mask holds, known only from its values: it runs "
-            "eagerly; in compiled code use where(mask, x, other) or x[mask] = value"
-        )
+    modes.eager_only("x[mask]", "in compiled code use where(mask, x, other) or x[mask] = value")
     if tuple(x.shape[: mask.ndim]) != tuple(mask.shape):
         reason = f"a bool mask indexes the leading axes: {shape_text(mask.shape)} for {shape_text(x.shape)}"
         raise ShapeError(reason).locate("getitem", (describe(x), describe(mask)))
