@@ -47,6 +47,7 @@ from .ops import (
     empty_like,
     eq,
     equal,
+    erf,
     exp,
     expand,
     expm1,

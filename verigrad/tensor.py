@@ -317,6 +317,9 @@ class Tensor:
     def matmul(self, o: Any) -> Tensor:
         return OPS["matmul"](self, o)
 
+    def erf(self) -> Tensor:
+        return OPS["erf"](self)
+
     def floor(self) -> Tensor:
         return OPS["floor"](self)
 

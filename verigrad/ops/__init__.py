@@ -112,6 +112,7 @@ from .unary import (
     abs,
     ceil,
     cos,
+    erf,
     exp,
     expm1,
     floor,

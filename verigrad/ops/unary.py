@@ -240,6 +240,14 @@ relu = _float_op(
     torch=lambda t, x: t.relu(x),
     doc="max(x, 0); its gradient at 0 is 0.",
 )
+erf = _float_op(
+    "erf",
+    in_f64(_erf),
+    lambda g, out, x: (g * (x * x * -1.0).exp() * (2.0 / math.sqrt(math.pi)),),
+    torch=lambda t, x: t.erf(x),
+    fast=False,
+    doc="The error function (2/sqrt(pi)) * integral of exp(-t^2) from 0 to x, in f64, rounded once.",
+)
 gelu = _float_op(
     "gelu",
     in_f64(_gelu),
