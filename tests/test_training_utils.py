@@ -289,6 +289,9 @@ def test_pytorchs_dtype_names_threads_and_creation_helpers() -> None:
         verigrad.bool_,
     )
     assert verigrad.zeros(2, dtype=verigrad.float).dtype is verigrad.f32 and verigrad.double is verigrad.f64
+    names: dict = {}
+    exec("from verigrad import *", names)  # Python's float and bool stay Python's
+    assert "float" not in names and "bool" not in names and names["float32"] is verigrad.f32
     before = verigrad.get_num_threads()
     verigrad.set_num_threads(1)
     assert verigrad.get_num_threads() == 1 == verigrad.get_backend().threads

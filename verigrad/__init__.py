@@ -150,7 +150,7 @@ clip = clamp
 amax, amin = max, min
 set_num_threads, get_num_threads = set_threads, get_threads
 float32, float64, float16, bfloat16, int32, int64, uint8 = f32, f64, f16, bf16, i32, i64, u8
-float, double, half, long, bool = f32, f64, f16, i64, bool_  # as torch.float: module attributes only
+double, half, long = f64, f16, i64
 
 
 def device(name: str = "cpu") -> str:
@@ -173,3 +173,7 @@ class cuda:
 
 
 __version__ = "0.1.0"
+
+# `from verigrad import *` gives every public name but these two, which would hide Python's own
+__all__ = sorted(name for name in dir() if not name.startswith("_"))
+float, bool = f32, bool_  # as torch.float and torch.bool: `vg.float`, `vg.bool`
