@@ -49,12 +49,14 @@ def constant_(t: Tensor, value: float) -> Tensor:
 
 
 def uniform_(t: Tensor, a: float = 0.0, b: float = 1.0, generator: Generator | None = None) -> Tensor:
-    """Uniform in [a, b)."""
-    return _fill(t, rand(*t.shape, dtype=t.dtype, generator=generator) * (b - a) + a)
+    """Uniform in [a, b) (Tensor.uniform_, outside the graph)."""
+    with no_grad():
+        return t.uniform_(a, b, generator)
 
 
 def normal_(t: Tensor, mean: float = 0.0, std: float = 1.0, generator: Generator | None = None) -> Tensor:
-    return _fill(t, randn(*t.shape, dtype=t.dtype, generator=generator) * std + mean)
+    with no_grad():
+        return t.normal_(mean, std, generator)
 
 
 def calculate_gain(nonlinearity: str, param: float | None = None) -> float:

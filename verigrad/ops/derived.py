@@ -372,7 +372,7 @@ def diag(x: Tensor, diagonal: int = 0) -> Tensor:
     """A vector's square matrix with it on the `diagonal`-th diagonal (zeros elsewhere); a matrix's
     diagonal."""
     if x.ndim == 2:
-        return globals()["diagonal"](x, diagonal)
+        return x.diagonal(diagonal)
     if x.ndim != 1 or not isinstance(x.shape[0], int):
         raise ShapeError(f"diag takes a vector (of a concrete length) or a matrix, got {describe(x)}")
     n = x.shape[0] + builtins.abs(diagonal)

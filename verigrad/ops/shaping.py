@@ -121,9 +121,7 @@ def _masked_rows(x: Tensor, mask: Tensor) -> Tensor:
     """x[mask] for a bool mask shaped as x's leading axes: the selected elements (or rows) in order, as
     a take of x's rows (so it differentiates). How many depends on the values: eager only."""
     modes.eager_only("x[mask]", "in compiled code use where(mask, x, other) or x[mask] = value")
-    if tuple(x.shape[: mask.ndim]) != tuple(mask.shape):
-        reason = f"a bool mask indexes the leading axes: {shape_text(mask.shape)} for {shape_text(x.shape)}"
-        raise ShapeError(reason).locate("getitem", (describe(x), describe(mask)))
+    _mask_fits(x, mask, "getitem")
     rows = reshape(x, shape=(-1, *x.shape[mask.ndim :]))
     positions = np.flatnonzero(mask.numpy())
     return take(rows, lift([positions.astype(np.int64)])[0], axis=0)
@@ -139,12 +137,21 @@ def _selected_values(target: Tensor, mask: Tensor, value: Tensor) -> bool:
         return value.ndim == target.ndim - mask.ndim + 1
 
 
+def _mask_fits(x: Tensor, mask: Tensor, op: str) -> None:
+    if tuple(x.shape[: mask.ndim]) != tuple(mask.shape):
+        reason = f"a bool mask indexes the leading axes: {shape_text(mask.shape)} for {shape_text(x.shape)}"
+        raise ShapeError(reason).locate(op, (describe(x), describe(mask)))
+
+
 def _scattered(target: Tensor, mask: Tensor, rows: Tensor) -> Tensor:
     """The rows of x[mask] put back at the mask's places (zeros elsewhere), shaped as target."""
-    selected = _masked_rows(target, mask)
-    if tuple(rows.shape) != tuple(selected.shape):
-        raise ShapeError(f"cannot assign {shape_text(rows.shape)} to x[mask] of {shape_text(selected.shape)}")
-    positions = lift([np.flatnonzero(mask.numpy()).astype(np.int64)])[0]
+    modes.eager_only("x[mask]", "in compiled code use where(mask, x, other) or x[mask] = value")
+    _mask_fits(target, mask, "setitem")
+    found = np.flatnonzero(mask.numpy()).astype(np.int64)
+    selected = (len(found), *target.shape[mask.ndim :])  # x[mask]'s shape
+    if tuple(rows.shape) != selected:
+        raise ShapeError(f"cannot assign {shape_text(rows.shape)} to x[mask] of {shape_text(selected)}")
+    positions = lift([found])[0]
     size = math.prod(target.shape[: mask.ndim])
     return reshape(take_grad(rows, positions, axis=0, size=size), shape=target.shape)
 
