@@ -4,6 +4,7 @@ fallbacks to the reference, the build cache, and a machine with no C compiler.""
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import re
@@ -17,7 +18,7 @@ import pytest
 
 import verigrad
 from verigrad.backends import cpu
-from verigrad.backends.cpu import fastcall
+from verigrad.backends.cpu import elementwise, fastcall
 from verigrad.registry import OPS
 
 SMALL_CHUNK = 64  # the min chunk the `small_chunks` fixture (conftest.py) sets
@@ -115,7 +116,14 @@ def test_cpu_is_the_default_backend():
 @needs_cc
 def test_the_kernels_registered():
     ops = {op for op, _ in ALL_KERNELS}
-    libm = [op for op in cpu.UNARY_LIBM if op not in cpu.CANCELLING or cpu.cpu.exactness(op, "f64").is_exact]
+    lib = cpu.cpu.library
+    args = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int]
+
+    def agrees(op: str) -> bool:  # the C library's routines give NumPy's f64 bits (they differ where
+        return elementwise.same_as_reference(lib.fn(f"vg_{op}_f64", args), op, 1, lib)  # NumPy has its own)
+
+    # an op whose result cancels is registered only where it is exact: where the C library is NumPy's
+    libm = [op for op in cpu.UNARY_LIBM if op not in cpu.CANCELLING or agrees(op)]
     families = cpu.BINARY + cpu.REDUCE + cpu.ROWS + cpu.COPY + cpu.WINDOW + cpu.LINALG + cpu.QUANT
     families += cpu.ATTENTION + cpu.CONVOLUTION + cpu.ROPE
     assert ops == set(cpu.UNARY_EXACT + tuple(libm) + families)
@@ -144,22 +152,86 @@ def test_kernel_matches_the_reference(op, dtype, small_chunks):
         assert_matches(actual, expected, op, dtype)
 
 
+@pytest.fixture(params=cpu.vector_paths() if HAS_CC else ["scalar"])
+def vector_path(request: pytest.FixtureRequest):
+    """Each path of the f32 exp, sigmoid, tanh, silu and gelu_tanh kernels the machine has, in turn."""
+    with cpu.cpu.on_path(request.param):
+        assert cpu.vector_path() == request.param
+        yield request.param
+
+
 @needs_cc
 @pytest.mark.parametrize("op", ["exp", "sigmoid", "tanh", "silu", "gelu_tanh"])
-def test_f32_results_next_to_a_halfway_point_are_rounded_as_the_reference(op):
+def test_f32_results_next_to_a_halfway_point_are_rounded_as_the_reference(op, vector_path):
     """Inputs whose f64 result lies within 32768 double ulps (elementwise.c's ROUND_SLACK) of a point halfway
-    between two f32s: the AVX2 path's rounding test hands them to the scalar formula, so they are exact
-    too."""
+    between two f32s: the vector paths' rounding test hands them to the scalar formula, so they get its
+    bits, and the reference's where the kernel is registered (within the claim: exact where NumPy's f64
+    routines are the C library's)."""
     x = np.arange(0x3E000000, 0x3E000000 + 2**21, dtype=np.uint32).view(np.float32)  # [0.125, 0.25)
     x = np.concatenate([x, -x, x * 64, -x * 256])
     with np.errstate(all="ignore"):
         low = OPS[op].reference(x.astype(np.float64)).view(np.uint64) & np.uint64(0x1FFFFFFF)
     near = x[np.abs(low.astype(np.int64) - 0x10000000) <= 32768]
     assert near.size >= 100, near.size
-    actual, expected = run(op, "f32", near)
-    assert actual.tobytes() == expected.tobytes()
-    if cpu.vectorized():
+    kernel = vector_kernel(op)
+    actual = kernel(near)
+    with cpu.cpu.on_path("scalar"):
+        assert actual.tobytes() == kernel(near).tobytes()
+    if (op, "f32") in cpu.cpu.registered():
+        registered, expected = run(op, "f32", near)
+        assert registered.tobytes() == actual.tobytes()
+        assert max_ulps(actual, expected) <= _bound(op, "f32")
         assert _bound(op, "f32") == 0 or not cpu.cpu.exactness(op, "f64").is_exact
+
+
+def vector_kernel(op: str):
+    """elementwise.c's f32 kernel of `op` (registered or not: an f32 kernel whose scalar formula differs
+    from the reference's on this machine is not), called as vg_<op>_f32(x, out, n, min_chunk, threads)."""
+    cpu.cpu.load()
+    fn = getattr(cpu.cpu.library.cdll, f"vg_{op}_f32")
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int]
+
+    def kernel(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        out = np.empty_like(x) if out is None else out
+        fn(x.ctypes.data, out.ctypes.data, x.size, 16384, 1)
+        return out
+
+    return kernel
+
+
+@needs_cc
+@pytest.mark.parametrize("op", ["exp", "sigmoid", "tanh", "silu", "gelu_tanh"])
+def test_every_vector_path_gives_the_same_bits_at_every_length_and_in_place(op):
+    """Each block length's tail (AVX2 takes 8 elements a block, AVX-512 32), the special values and
+    inputs whose rounding is sent to the scalar formula spread over blocks, and a result written over its
+    input: the bits of the scalar formula, and of the reference where the kernel is registered exact."""
+    kernel = vector_kernel(op)
+    rng = np.random.default_rng(5)
+    x = np.concatenate([special_values(np.float32), rng.normal(0, 8, 3000)]).astype(np.float32)
+    x = x[rng.permutation(x.size)]
+    results = {}
+    for path in cpu.vector_paths():
+        with cpu.cpu.on_path(path):
+            results[path] = [kernel(x[:n]).tobytes() for n in (*range(0, 70), x.size)]
+            inplace = x.copy()
+            kernel(inplace, inplace)
+            assert inplace.tobytes() == results[path][-1]
+    assert all(r == results["scalar"] for r in results.values())
+    if (op, "f32") in cpu.cpu.registered() and cpu.cpu.exactness(op, "f32").is_exact:
+        with np.errstate(all="ignore"):
+            assert results["scalar"][-1] == OPS[op].reference(x).tobytes()
+
+
+def test_vector_paths_are_chosen_by_name_and_capped_at_the_machine():
+    paths = cpu.vector_paths()
+    assert paths[-1] == "scalar" and cpu.vector_path() == paths[0]
+    with cpu.cpu.on_path("scalar"):
+        assert cpu.vector_path() == "scalar" and not cpu.vectorized()
+    assert cpu.vector_path() == paths[0]
+    if HAS_CC:
+        assert cpu.vector_path("avx512") == paths[0]  # the fastest the machine has, at most AVX-512
+    with pytest.raises(ValueError, match="unknown vector path 'sse'"):
+        cpu.vector_path("sse")
 
 
 @needs_cc

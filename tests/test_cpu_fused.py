@@ -18,6 +18,7 @@ from verigrad.ir.passes import optimize
 from verigrad.ir.passes.fuse import FusedOp, merge
 from verigrad.ir.plan import Plan, bind
 from verigrad.ops import REGISTRY
+from verigrad.registry import OPS
 from verigrad.shapes import spec
 from verigrad.verify import compare
 
@@ -160,7 +161,9 @@ def test_random_fused_groups_give_the_references_bits(small_chunks):
                 assert any((m.name, d.name) not in exact for m, d in zip(instr.op.ops, instr.op.dtypes))
                 continue
             groups.append((kernel, instr))
-    assert len(groups) > 120
+    # the groups left out hold routines of the C library that are not NumPy's here (where NumPy has its
+    # own f64 exp, log, pow, tanh: on AVX-512 machines)
+    assert len(groups) > (120 if ("exp", "f64") in exact else 90)
     builds = len(fused.BATCHES.builds)
     for k, (kernel, instr) in enumerate(groups):
         assert kernel.exactness == EXACT
@@ -368,13 +371,23 @@ def test_members_of_one_element_inputs_are_computed_once_with_the_same_bits():
     same, _ = fused.uniform(instr.op, scalar)
     once = sorted(m.name for m, one in zip(instr.op.ops, same) if one)
     assert once == ["pow", "pow", "sqrt", "sub", "sub"]  # 0.9**t, 1 - ..., 0.999**t, 1 - ..., sqrt
-    kernel = cpu.cpu.native(instr.op, instr.out.spec.dtype)
+    # made to take pow also where the C library's is not NumPy's (then held to the reference only on the
+    # steps where the two agree on 0.9**t and 0.999**t)
+    kernel = fused.kernel(cpu.cpu, instr.op, libm=fused.libm_members(cpu.cpu) | {("pow", "f32")})
+    pow_kernel = cpu.cpu.native(OPS["pow"], verigrad.f32)
     step = [a.id for a in instr.args].index(program.inputs[2].id)
     rng = np.random.default_rng(4)
+    held = 0
     for t in (1.0, 7.0, 0.0, np.nan, np.inf, -3.5):
+        bases, steps = np.array([0.9, 0.999], np.float32), np.full(2, t, np.float32)
+        with np.errstate(all="ignore"):
+            if pow_kernel(bases, steps).tobytes() != OPS["pow"].reference(bases, steps).tobytes():
+                continue
         arrays = arrays_for(rng, instr, view=True)
         arrays[step] = np.array(np.float32(t))
         check(kernel, instr, arrays, threads=(1, 2))
+        held += 1
+    assert held >= (6 if cpu.cpu.exactness("pow", "f32").is_exact else 4)
 
 
 def test_a_checked_backend_holds_fused_kernels_to_their_reference(monkeypatch):

@@ -473,6 +473,16 @@ def test_in_place_is_rechecked_when_a_captured_array_changes():
     assert view.strides == x.strides and not plan._inplace_holds([view, *arrays[1:]])  # an argument on it
 
 
+def _fuses_pow() -> bool:
+    """Whether a fused kernel may hold pow here: where the C library's pow gives NumPy's bits (not where
+    NumPy has its own, as on AVX-512 machines), so that Adam's update with its bias corrections is one
+    group per result."""
+    from verigrad.backends import cpu
+    from verigrad.backends.cpu import fused
+
+    return ("pow", "f32") in fused.libm_members(cpu.cpu)
+
+
 def _adam_steps(backend: str, steps: int = 6) -> tuple[list, list, Any]:
     """Adam on one parameter of 20,000 elements (over the cpu backend's `ufunc_below`, so its update's
     fused groups get kernels), compiled on `backend`: the losses, the final state, the plan."""
@@ -509,7 +519,12 @@ def test_an_adam_update_is_one_merged_call_with_the_reference_bits(inplace: bool
     expected_losses, expected_state, _ = _adam_steps("reference")
     for a, b in zip(losses + state, expected_losses + expected_state):
         _same(a, b)
-    (merged,) = [call for call in plan.calls if isinstance(call, Merged)]
+    merged_calls = [call for call in plan.calls if isinstance(call, Merged)]
+    if not _fuses_pow():  # the bias corrections' pow runs on its own: the update's groups are apart
+        members = {m.name for i in plan.program.instrs for m in getattr(i.op, "ops", ())}
+        assert merged_calls == [] and "pow" in members
+        return
+    (merged,) = merged_calls
     assert len(merged.parts) == 3 and len(plan.calls) == len(plan.steps) - 2
     moments = [
         plan.update_slots[name] for name in plan.update_names if name.endswith(("exp_avg", "exp_avg_sq"))
@@ -592,9 +607,9 @@ def test_small_parameters_updates_are_merged_with_the_same_bits(monkeypatch):
         monkeypatch.setattr(Plan, "merge", merge)
         losses, state, plan = _cnn_training(batches, "cpu")
         merged = [call for call in plan.calls if isinstance(call, Merged)]
-        assert len(merged) == (6 if merge else 0)  # one per parameter
+        assert len(merged) == (6 if merge and _fuses_pow() else 0)  # one per parameter
         assert all(len(call.parts) == 3 for call in merged)
-        assert ("out=(" in plan.source) == merge
+        assert ("out=(" in plan.source) == (merge and _fuses_pow())
         runs.append(losses + state)
     for a, b in zip(*runs):
         _same(a, b)

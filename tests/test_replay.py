@@ -17,6 +17,7 @@ import verigrad
 import verigrad.functional as F
 from verigrad import nn
 from verigrad.backends import cpu as cpu_backend
+from verigrad.backends.cpu import fused
 from verigrad.ir import replay
 from verigrad.ir.plan import Plan
 from verigrad.optim import Adam
@@ -78,7 +79,12 @@ def test_a_training_step_replays_with_the_bits_of_the_plan_without_replay(monkey
     recorded = plan._replay
     assert isinstance(recorded, replay.Replay) and recorded.checked and plan_off._replay is None
     kinds = recorded.kinds
-    assert replay.PYTHON not in kinds and len(recorded.tape) > 0  # the whole step is one replay
+    assert len(recorded.tape) > 0
+    # the whole step is one replay; but where a fused kernel may not hold pow (the C library's is not
+    # NumPy's: on AVX-512 machines), Adam's updates run member by member, their casts of 0-d f64 bias
+    # corrections to f32 in Python
+    python = {call.op.name for call, kind in zip(plan.calls, kinds) if kind == replay.PYTHON}
+    assert python == (set() if ("pow", "f64") in fused.libm_members(cpu_backend.cpu) else {"cast"})
     # the convolutions, their gradients, pooling, the fused Adam updates and the i64 step count's add
     replayed = {
         (call.op.name, call.spec.dtype.name) for call, kind in zip(plan.calls, kinds) if kind == replay.REPLAY

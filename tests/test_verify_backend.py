@@ -150,6 +150,64 @@ def test_bits_that_depend_on_the_thread_count_fail():
     assert result.worst_ulps == 0  # on one thread, the reference's bits
 
 
+class TwoPaths(Backend):
+    """A backend whose exp kernel has a second code path ("slow") giving an ulp more where x > 1."""
+
+    path = "fast"
+
+    def paths(self, op, dtype):
+        return ("fast", "slow") if op == "exp" else ("",)
+
+    def on_path(self, path):
+        import contextlib
+
+        @contextlib.contextmanager
+        def chosen():
+            before, self.path = self.path, path or self.path
+            try:
+                yield
+            finally:
+                self.path = before
+
+        return chosen()
+
+
+def test_a_path_that_gives_other_bits_fails_and_is_named():
+    backend = TwoPaths("paths")
+
+    def exp(x):
+        r = np.asarray(OPS["exp"].reference(x)).astype(np.float32)
+        if backend.path == "slow":
+            r[x > 1] = np.nextafter(r[x > 1], np.float32(np.inf))
+        return r
+
+    backend.register("exp", exp, "f32", ulp(4))
+    result = _only(backend)
+    assert result.status == "fail", result.message
+    path = "1 thread (min chunk 3) on the slow path"
+    assert f"{path} gives other bits than 1 thread at the default chunk on the fast path" in result.message
+    assert result.worst_ulps == 0  # the default path: the reference's bits
+
+
+@needs_cc
+def test_the_vector_paths_of_the_cpu_kernels_are_each_verified(monkeypatch):
+    """verify_kernel takes each path the machine has (the AVX-512, AVX2 and scalar ones on x86), and is
+    left on the default path after."""
+    taken = []
+    chosen = cpu.vector_path()
+    real = cpu.vector_path
+
+    def spy(path=None):
+        if path is not None:
+            taken.append(path)
+        return real(path)
+
+    monkeypatch.setattr(cpu, "vector_path", spy)
+    assert verify.verify_kernel(cpu.cpu, "sigmoid", "f32").passed
+    assert set(taken) >= set(cpu.vector_paths()) and cpu.vector_path() == chosen
+    assert cpu.cpu.paths("sigmoid", "f64") == cpu.cpu.paths("relu", "f32") == ("",)
+
+
 def test_a_kernel_wrong_only_on_nan_fails_on_the_special_values():
     def maximum(a, b):  # drops a NaN in b
         r = OPS["maximum"].reference(a, b)

@@ -5,7 +5,9 @@ the kernel's stated exactness, as the verification suite holds it on samples (`v
 The patterns go in chunks of `CHUNK` consecutive ones; the reference of the next chunks is computed on
 other threads while the kernel runs on this one (on the backend's threads). A full sweep of one op takes
 half a minute to three minutes on two cores (longer where the reference calls Python per element, as
-gelu's erf does); `start` and `stop` sweep a range of patterns instead.
+gelu's erf does); `start` and `stop` sweep a range of patterns instead. A kernel with several code paths
+(`Backend.paths`: the cpu backend's AVX-512, AVX2 and scalar paths) is swept on each, against one
+computation of the reference.
 
     verigrad verify --backend cpu --op sigmoid --every-f32
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -44,6 +46,7 @@ class Sweep:
     failures: int = 0  # chunks with a result outside the claim
     first: str = ""
     seconds: float = 0.0
+    path: str = ""  # the kernel's code path ("": its only one)
 
     @property
     def passed(self) -> bool:
@@ -79,15 +82,34 @@ def sweep(
     chunk: int = CHUNK,
     progress: Callable[[int], None] | None = None,
 ) -> Sweep:
-    """Hold `backend`'s f32 kernel of `op` to the reference on the bit patterns [start, stop).
-    `progress(n)` is called after each chunk with the patterns it held."""
+    """Hold `backend`'s f32 kernel of `op` (on its default path) to the reference on the bit patterns
+    [start, stop). `progress(n)` is called after each chunk with the patterns it held."""
+    backend = lookup(backend) if isinstance(backend, str) else backend
+    return sweep_paths(backend, op, backend.paths(op, "f32")[:1], start, stop, chunk, progress)[0]
+
+
+def sweep_paths(
+    backend: Backend | str,
+    op: str,
+    paths: Sequence[str] | None = None,
+    start: int = 0,
+    stop: int = PATTERNS,
+    chunk: int = CHUNK,
+    progress: Callable[[int], None] | None = None,
+) -> list[Sweep]:
+    """`sweep` on each of the kernel's `paths` (None: every one the machine has, `Backend.paths`), the
+    reference computed once for all: a Sweep each, in the order of `paths`."""
     backend = lookup(backend) if isinstance(backend, str) else backend
     _sweepable(backend, op)
+    known = backend.paths(op, "f32")
+    paths = known if paths is None else tuple(paths)
+    if not paths or any(p not in known for p in paths):
+        raise ValueError(f"{op}'s f32 kernel takes the paths {list(known)} here, not {list(paths)}")
     if not 0 <= start < stop <= PATTERNS:
         raise ValueError(f"the patterns must satisfy 0 <= start < stop <= 2^32, got [{start}, {stop})")
     chunk = count(chunk, "chunk")
     kernel, reference = backend.native(OPS[op], f32), reference_kernel(OPS[op])
-    result = Sweep(op, backend.exactness(op, "f32"))
+    results = [Sweep(op, backend.exactness(op, "f32"), path=p) for p in paths]
     began = time.perf_counter()
     bounds = [(lo, min(lo + chunk, stop)) for lo in range(start, stop, chunk)]
 
@@ -103,17 +125,20 @@ def sweep(
             x, want = ahead.popleft().result()
             if k + workers + 1 < len(bounds):
                 ahead.append(pool.submit(expected, *bounds[k + workers + 1]))
-            try:
-                with np.errstate(all="ignore"):
-                    got = np.asarray(kernel(x))
-            except Exception as e:  # a kernel that fails on some inputs fails the sweep, and says where
-                _raised(result, *bounds[k], e)
-            else:
-                _hold(result, x, got, want)
+            for result in results:
+                try:
+                    with backend.on_path(result.path), np.errstate(all="ignore"):
+                        got = np.asarray(kernel(x))
+                except Exception as e:  # a kernel that fails on some inputs fails the sweep, and says where
+                    _raised(result, *bounds[k], e)
+                else:
+                    _hold(result, x, got, want)
             if progress is not None:
                 progress(len(x))
-    result.seconds = time.perf_counter() - began
-    return result
+    seconds = time.perf_counter() - began
+    for result in results:
+        result.seconds = seconds
+    return results
 
 
 def _raised(result: Sweep, lo: int, hi: int, e: Exception) -> None:
@@ -158,17 +183,19 @@ def run_command(backend_name: str, op: str | None = None, console: Any = None) -
     with Progress(*columns, TimeRemainingColumn(), console=console) as progress:
         for name in names:
             task = progress.add_task(name, total=PATTERNS)
-            results.append(sweep(backend, name, 0, PATTERNS, CHUNK, partial(progress.advance, task)))
-    table = Table(
-        "op", "claimed", "inputs", "worst", "result", "seconds", title=f"every f32 input, {backend.name}"
-    )
+            advance = partial(progress.advance, task)
+            results += sweep_paths(backend, name, None, 0, PATTERNS, CHUNK, advance)
+    columns = ("op", "path", "claimed", "inputs", "worst", "result", "seconds")
+    table = Table(*columns, title=f"every f32 input, {backend.name}")
     for r in results:
         worst = f"{r.worst:.0f} ulps" if r.exactness.is_exact or r.exactness.ulps else f"{r.worst:.3g}"
         verdict = "[green]pass[/]" if r.passed else "[bold red]fail[/]"
-        table.add_row(r.op, str(r.exactness), f"{r.inputs:,}", worst, verdict, f"{r.seconds:.0f}")
+        row = (r.op, r.path or "-", str(r.exactness), f"{r.inputs:,}", worst, verdict, f"{r.seconds:.0f}")
+        table.add_row(*row)
     console.print(table)
     for r in results:
         if not r.passed:
-            what = f"FAIL {r.op}: {r.failures} chunk(s) outside the claim; first: {r.first}"
+            on = f" ({r.path} path)" if r.path else ""
+            what = f"FAIL {r.op}{on}: {r.failures} chunk(s) outside the claim; first: {r.first}"
             console.print(what, markup=False, soft_wrap=True)
     return 0 if all(r.passed for r in results) else 1

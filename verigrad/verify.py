@@ -12,8 +12,10 @@ the op's rules refuse is dropped.
 
 Each case runs the kernel on one thread and compares its result with the reference's: the same bits
 (EXACT; NaN meets NaN, whatever its sign and payload), within `ulps`, or within `rtol * |reference| +
-atol` (infinities equal). Then it runs on 1, 2 and 3 threads with a small chunk, which must give the
-very same bits (NaN's included), and the inputs must be unchanged. Where the reference raises (outside
+atol` (infinities equal). Then it runs on 1, 2 and 3 threads with a small chunk, and on each code path
+the backend has for it (`Backend.paths`: the cpu backend's AVX-512, AVX2 and scalar paths of the f32
+exp, sigmoid, tanh, silu and gelu_tanh kernels), which must give the very same bits (NaN's included),
+and the inputs must be unchanged. Where the reference raises (outside
 the op's domain), the kernel must raise too. A kernel that no case reaches (an op without samples, or
 a kernel keyed by a dtype the op's result never has) is "untested", which fails the suite too.
 
@@ -173,19 +175,20 @@ def verify_kernel(
             expected, error = _run(reference, case)
             if _check(result, kernel, case, expected, error, exactness, firsts):
                 return result
-    for n in threads:
-        with _threads(backend, n, min_chunk):
+    paths = backend.paths(op_name, dtype)
+    for path, n in [(path, n) for path in paths for n in threads]:
+        with backend.on_path(path), _threads(backend, n, min_chunk):
             for case, first in firsts:
                 actual, error = _run(kernel, case)
+                on = _on(n, min_chunk) + (f" on the {path} path" if path else "")
                 if error is not None:
-                    result._fail(case, f"raised {one_line(error)} on {_on(n, min_chunk)}")
+                    result._fail(case, f"raised {one_line(error)} on {on}")
                     return result
                 if _bits(actual) != _bits(first):
+                    default = f" on the {paths[0]} path" if path else ""
                     where = _difference(actual, first)
-                    result._fail(
-                        case,
-                        f"{_on(n, min_chunk)} gives other bits than 1 thread at the default chunk{where}",
-                    )
+                    what = f"{on} gives other bits than 1 thread at the default chunk{default}{where}"
+                    result._fail(case, what)
                     return result
     if not cases:
         result.status, result.message = "untested", "no sample of the op reaches this kernel"

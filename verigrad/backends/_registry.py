@@ -89,6 +89,16 @@ class Backend:
         """Make the kernels available (a backend that builds them on first use does it here)."""
         return True
 
+    def paths(self, op: str, dtype: str | None) -> tuple[str, ...]:
+        """The code paths of the (op, dtype) kernel this machine can take, the default first; each must
+        give the same bits (the verification runs each). One path, unnamed, unless a backend says more."""
+        return ("",)
+
+    @contextlib.contextmanager
+    def on_path(self, path: str) -> Iterator[None]:
+        """Kernels take `path` (one of `paths`) inside the block."""
+        yield
+
     def tape(self) -> Any:
         """A recorder of this backend's kernel calls, for a plan's replay (ir/replay.py); None here."""
         return None

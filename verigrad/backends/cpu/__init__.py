@@ -93,6 +93,8 @@ __all__ = [
     "min_chunk",
     "pool_size",
     "set_min_chunk",
+    "vector_path",
+    "vector_paths",
     "vectorized",
 ]
 
@@ -149,6 +151,22 @@ class CpuBackend(Backend):
             return fused.kernel(self, op)
         return super().native(op, dtype)
 
+    def paths(self, op: str, dtype: str | None) -> tuple[str, ...]:
+        """The f32 exp, sigmoid, tanh, silu and gelu_tanh kernels: each vector path the machine has."""
+        return vector_paths() if dtype == "f32" and op in elementwise.VECTORIZED else ("",)
+
+    @contextlib.contextmanager
+    def on_path(self, path: str) -> Iterator[None]:
+        if not path:
+            yield
+            return
+        chosen = vector_path()
+        vector_path(path)
+        try:
+            yield
+        finally:
+            vector_path(chosen)
+
     def optimizer_kernel(self, name: str, dtype: str) -> Any:
         if not self._loaded:
             self.load()
@@ -197,8 +215,28 @@ def build_info() -> dict[str, Any]:
 
 
 def vectorized() -> bool:
-    """Whether the f32 exp, sigmoid, tanh, silu and gelu_tanh kernels take their AVX2 path here."""
+    """Whether the f32 exp, sigmoid, tanh, silu and gelu_tanh kernels take a vector path here."""
     return cpu.load() and cpu.library is not None and elementwise.vectorized(cpu.library)
+
+
+def vector_path(path: str | None = None) -> str:
+    """The path of the f32 exp, sigmoid, tanh, silu and gelu_tanh kernels: "avx512", "avx2" or "scalar"
+    (also without a library). `path` first chooses one (the fastest the machine has at most that
+    one); each gives the same bits, so this is for timing and for verifying each path."""
+    elementwise.known_path(path)
+    if not (cpu.load() and cpu.library is not None):
+        return "scalar"
+    return elementwise.vector_path(cpu.library, path)
+
+
+def vector_paths() -> tuple[str, ...]:
+    """The paths this machine can take, fastest first."""
+    chosen = vector_path()
+    try:
+        paths = [p for p in reversed(elementwise.VECTOR_PATHS) if vector_path(p) == p]
+    finally:
+        vector_path(chosen)
+    return tuple(paths)
 
 
 def pool_size() -> int:

@@ -150,9 +150,28 @@ def _libm_exactness(name: str, dtype_name: str, exact: bool) -> Exactness | None
     return ulp(LIBM_ULPS[dtype_name])
 
 
+VECTORIZED = ("exp", "sigmoid", "tanh", "silu", "gelu_tanh")  # in f32: elementwise.c's vector paths
+VECTOR_PATHS = ("scalar", "avx2", "avx512")  # by the level elementwise.c numbers them with
+
+
+def known_path(path: str | None) -> None:
+    """Refuse a name that is not one of VECTOR_PATHS (None: no choice)."""
+    if path is not None and path not in VECTOR_PATHS:
+        raise ValueError(f"unknown vector path {path!r}: one of {', '.join(VECTOR_PATHS)}")
+
+
+def vector_path(lib: Library, path: str | None = None) -> str:
+    """The path the f32 exp, sigmoid, tanh, silu and gelu_tanh kernels take ("avx512", "avx2" or
+    "scalar"; every path gives the same bits); with `path`, first choose it, or the fastest the machine
+    has below it."""
+    known_path(path)
+    level = -1 if path is None else VECTOR_PATHS.index(path)
+    return VECTOR_PATHS[lib.fn("vg_vector_level", [ctypes.c_int], restype=ctypes.c_int)(level)]
+
+
 def vectorized(lib: Library) -> bool:
-    """Whether f32 exp, sigmoid, tanh, silu and gelu_tanh take the AVX2 path on this machine."""
-    return bool(lib.fn("vg_elementwise_vectorized", [], restype=ctypes.c_int)())
+    """Whether f32 exp, sigmoid, tanh, silu and gelu_tanh take a vector path (AVX2 or AVX-512) here."""
+    return vector_path(lib) != "scalar"
 
 
 def register(backend: Any, lib: Library) -> None:

@@ -90,7 +90,6 @@ _COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="
 _LOGICAL = {"logical_and": "a && b", "logical_or": "a || b", "logical_not": "!a"}
 # evaluated with the C library's routines: fused only where elementwise.py's probe found them exact here
 LIBM = frozenset([*(n for n, e in _FLOAT_UNARY.items() if "double" in e), "pow"])
-VECTORIZED = ("exp", "sigmoid", "tanh", "silu", "gelu_tanh")  # in f32: elementwise.c's AVX2 path
 MEMBERS = frozenset([*_FLOAT_UNARY, *_FLOAT_BINARY, *_COMPARE, *_LOGICAL, "where", "cast", "broadcast_to"])
 
 
@@ -395,9 +394,10 @@ _LIBM: dict[int, frozenset[tuple[str, str]]] = {}  # id(backend) -> its libm_mem
 # the kernel ----------------------------------------------------------------------------------------
 def libm_members(backend: Any) -> frozenset[tuple[str, str]]:
     """The (op, dtype) pairs of the ops evaluated with C library routines that a group may hold: those
-    whose cpu kernels are stated exact here, but for the f32 ones with an AVX2 path (elementwise.c) where
+    whose cpu kernels are stated exact here, but for the f32 ones with a vector path (elementwise.c) where
     it runs: that path is several times faster than a fused kernel's scalar formula."""
-    fast = VECTORIZED if backend.library is not None and elementwise.vectorized(backend.library) else ()
+    vectorized = backend.library is not None and elementwise.vectorized(backend.library)
+    fast = elementwise.VECTORIZED if vectorized else ()
     return frozenset(
         (op, dtype)
         for (op, dtype), (_, exactness) in backend.registered().items()
