@@ -16,7 +16,9 @@ Building it resolves every symbol (from the arguments' shapes), every param and 
   through eager dispatch per call;
 - a fused group (passes/fuse.py) the backend has no kernel for, or whose result and operands are all
   smaller than the backend's `ufunc_below`, runs its members as steps of their own: the kernels they
-  would run unfused (ufuncs, on small operands), without a loop over the members inside a kernel.
+  would run unfused (ufuncs, on small operands), without a loop over the members inside a kernel. But
+  where the backend has a kernel for the group less its members computed from one-element values alone
+  (an optimizer's bias corrections), only those run as steps of their own, and the rest stays a group.
 
 The first run checks every kernel's result against its instruction's spec, as eager mode's `conform`
 does: a result of the wrong shape is an error; one of another dtype (or a NumPy scalar) is converted,
@@ -325,8 +327,12 @@ class Plan:
         if op.is_composite or isinstance(op, FusedOp):
             kernel = backend.native(op, spec.dtype)
             small = not whole and self._small_exact(op, ins, spec)
-            if isinstance(op, FusedOp) and (kernel is None or small):
-                return self._members(op, params["params"], ins)  # small: ufuncs cost less than a C call
+            if isinstance(op, FusedOp) and kernel is None and not small:
+                hoisted = self._hoisted(op, params["params"], ins, spec, inlined, whole)
+                if hoisted is not None:
+                    return hoisted
+            if isinstance(op, FusedOp) and (kernel is None or small):  # small: ufuncs cost less than C
+                return self._members(op, params["params"], ins)[len(op.ops) - 1]
             if kernel is None:
                 sub = _decomposition(op, params, tuple([self.specs[i] for i in ins]), spec)
                 if sub is not None:
@@ -380,16 +386,57 @@ class Plan:
             return False
         return self.backend.exactness(op.name, spec.dtype.name).is_exact
 
-    def _members(self, op: FusedOp, params: tuple, ins: tuple[int, ...]) -> int:
-        """A fused group the backend has no kernel for: each member a step of its own, running the
-        kernel it would run unfused, checked and converted as every step is."""
-        done: list[int] = []
-        for m, (member, refs, p) in enumerate(zip(op.ops, op.wiring, params)):
+    def _members(
+        self, op: FusedOp, params: tuple, ins: tuple[int, ...], which: Sequence[int] | None = None
+    ) -> dict[int, int]:
+        """A fused group the backend has no kernel for: each member (of `which`, in order; default all) a
+        step of its own, running the kernel it would run unfused, checked and converted as every step
+        is; the slots of their results."""
+        done: dict[int, int] = {}
+        for m in range(len(op.ops)) if which is None else which:
+            member, refs, member_params = op.ops[m], op.wiring[m], dict(params[m])
             args = tuple([ins[k] if kind == "in" else done[k] for kind, k in refs])
-            member_params = dict(p)
             shape = member.shape_rule(*[self.specs[i].shape for i in args], **member_params)
-            done.append(self._call(member, member_params, args, Spec(shape, op.dtypes[m])))
-        return done[-1]
+            done[m] = self._call(member, member_params, args, Spec(shape, op.dtypes[m]))
+        return done
+
+    def _hoisted(
+        self, op: FusedOp, params: tuple, ins: tuple[int, ...], spec: Spec, inlined: bool, whole: bool
+    ) -> int | None:
+        """A fused group the backend has no kernel for, where it has one for the group less the members
+        computed from one-element values alone (Adam's bias corrections, whose pow the cpu backend does
+        not fuse where the C library's is not NumPy's): those members as steps of their own, the rest a
+        group reading their results; None where that is not so."""
+        if not op.inputs:
+            return None
+        same: list[bool] = []  # computed from one-element values alone
+        for refs in op.wiring:
+            same.append(
+                all(math.prod(self.specs[ins[k]].shape) == 1 if kind == "in" else same[k] for kind, k in refs)
+            )
+        rest = [m for m, one in enumerate(same) if not one]
+        if len(rest) == len(same) or any(same[m] for m in op.roots):
+            return None
+        read = sorted({k for m in rest for kind, k in op.wiring[m] if kind == "m" and same[k]})
+        shapes: dict[int, tuple] = {}
+        for m in (m for m, one in enumerate(same) if one):
+            args = [self.specs[ins[k]].shape if kind == "in" else shapes[k] for kind, k in op.wiring[m]]
+            shapes[m] = op.ops[m].shape_rule(*args, **dict(params[m]))
+        place = {m: ("m", j) for j, m in enumerate(rest)} | {
+            m: ("in", len(ins) + j) for j, m in enumerate(read)
+        }
+        rest_op = FusedOp(
+            tuple(op.ops[m] for m in rest),
+            tuple(tuple(place[k] if kind == "m" else (kind, k) for kind, k in op.wiring[m]) for m in rest),
+            tuple(op.dtypes[m] for m in rest),
+            (*op.inputs, *(Spec(shapes[m], op.dtypes[m]) for m in read)),
+            tuple(place[m][1] for m in op.roots),
+        )
+        if self.backend.native(rest_op, spec.dtype) is None:
+            return None
+        done = self._members(op, params, ins, [m for m, one in enumerate(same) if one])
+        rest_params = {"params": tuple(params[m] for m in rest)}
+        return self._call(rest_op, rest_params, (*ins, *(done[m] for m in read)), spec, inlined, whole)
 
     def _fold_known_steps(self) -> None:
         """Steps whose result the binding already fixes become constants: those with no inputs (a
