@@ -15,6 +15,7 @@ only needed here: if it is missing, it is installed (torch==2.13.0).
     python benchmarks/kernels.py                     # 400K and 4M elements, 1 and 2 threads
     python benchmarks/kernels.py --quick             # 5 repeats
     python benchmarks/kernels.py --sizes 1000000 --threads 2 --repeats 21
+    python benchmarks/kernels.py --path avx2         # the AVX2 path on an AVX-512 machine
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ def runners(torch: Any, x: np.ndarray) -> dict[str, Callable[[], Any]]:
 def run(args: argparse.Namespace, torch: Any, console: Console) -> Table:
     table = Table(
         title=f"ms per call, f32, median of {args.repeats} runs (ratios: median of the runs' ratios); "
-        f"cpu backend ({'AVX2' if cpu.vectorized() else 'portable C'} path for sigmoid and tanh)"
+        f"cpu backend ({cpu.vector_path()} path for sigmoid and tanh)"
     )
     for column, justify in [
         ("elements", "right"),
@@ -124,6 +125,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--calls", type=int, default=0, help="calls per timed run (default 4M / size)")
     parser.add_argument("--pause", type=float, default=0.02, help="seconds idle before each run (0.02)")
     parser.add_argument("--quick", action="store_true", help="5 repeats")
+    paths = ("avx512", "avx2", "scalar")
+    parser.add_argument("--path", choices=paths, help="sigmoid's and tanh's vector path (default: fastest)")
     args = parser.parse_args(argv)
     if args.quick:
         args.repeats = 5
@@ -139,6 +142,8 @@ def main(argv: list[str] | None = None) -> None:
     torch = ensure_torch()
     if not cpu.available():
         raise SystemExit("the cpu backend is not available here (no C compiler?)")
+    if args.path is not None and cpu.vector_path(args.path) != args.path:
+        raise SystemExit(f"this machine has no {args.path} path (it has {', '.join(cpu.vector_paths())})")
     console = make_console(120)
     console.print(describe_machine(torch))
     console.print(run(args, torch, console))
