@@ -260,11 +260,14 @@ AVX2_INLINE int near_half_avx2(__m256d y0, __m256d y1) {
     return (lanes & 0xC3) | (lanes & 0x0C) << 2 | (lanes & 0x30) >> 2; /* in element order */
 }
 
-/* AVX-512: the same test on 64-bit lanes, (bits + ROUND_SLACK - 0x10000000) mod 2^29 <= 2 ROUND_SLACK */
-AVX512_INLINE int near_half_avx512(__m512d y) {
-    __m512i v = _mm512_add_epi64(_mm512_castpd_si512(y), _mm512_set1_epi64(ROUND_SLACK - 0x10000000));
-    v = _mm512_and_si512(v, _mm512_set1_epi64(0x1FFFFFFF));
-    return _mm512_cmple_epu64_mask(v, _mm512_set1_epi64(2 * ROUND_SLACK));
+/* AVX-512: the same test for the 16 doubles y0 (0-7) and y1 (8-15), on the low 32-bit halves gathered
+ * into one vector: (bits + ROUND_SLACK - 0x10000000) mod 2^29 <= 2 ROUND_SLACK; a bit each, in order */
+AVX512_INLINE int near_half_avx512(__m512d y0, __m512d y1) {
+    const __m512i low = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    __m512i v = _mm512_permutex2var_epi32(_mm512_castpd_si512(y0), low, _mm512_castpd_si512(y1));
+    v = _mm512_add_epi32(v, _mm512_set1_epi32(ROUND_SLACK - 0x10000000));
+    v = _mm512_and_si512(v, _mm512_set1_epi32(0x1FFFFFFF));
+    return _mm512_cmple_epu32_mask(v, _mm512_set1_epi32(2 * ROUND_SLACK));
 }
 
 /* ys[lo..hi) from xs[lo..hi) by BLOCK(xs + i, ys + i, m), m <= B elements a block; the last few through a
@@ -316,10 +319,11 @@ AVX512_INLINE int near_half_avx512(__m512d y) {
         uint64_t fix = 0;                                                                     \
         for (int k = 0; k < VK512; k++) xd[k] = _mm512_cvtps_pd(_mm256_loadu_ps(xs + 8 * k)); \
         NAME##_avx512(xd, d);                                                                 \
-        for (int k = 0; k < VK512; k++) {                                                     \
-            y[k] = _mm512_cvtpd_ps(d[k]);                                                     \
-            uint64_t low = _mm512_cmp_pd_mask(xd[k], _mm512_set1_pd(UNSURE_BELOW), _CMP_NGE_UQ); \
-            fix |= (low | (uint64_t)near_half_avx512(d[k])) << 8 * k;                         \
+        for (int k = 0; k < VK512; k++) y[k] = _mm512_cvtpd_ps(d[k]);                         \
+        for (int k = 0; k < VK512; k += 2) {                                                  \
+            __m512 x16 = _mm512_loadu_ps(xs + 8 * k);                                         \
+            uint64_t low = _mm512_cmp_ps_mask(x16, _mm512_set1_ps(UNSURE_BELOW), _CMP_NGE_UQ); \
+            fix |= (low | (uint64_t)near_half_avx512(d[k], d[k + 1])) << 8 * k;                \
         }                                                                                     \
         if (fix || m < 8 * VK512) {                                                           \
             float yb[8 * VK512];                                                              \
