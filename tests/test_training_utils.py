@@ -480,6 +480,32 @@ def test_named_convolution_paddings_and_their_refusals() -> None:
     ) == verigrad.spec([1, 3, h, 6])
 
 
+def test_scatter_scatter_add_and_fill_diagonal_by_hand() -> None:
+    z = verigrad.zeros(2, 4)
+    assert z.scatter_(1, verigrad.tensor([[1], [3]]), 1.0) is z  # one-hot rows
+    assert z.numpy().tolist() == [[0, 1, 0, 0], [0, 0, 0, 1]]
+    x = verigrad.ones(3)
+    index = verigrad.tensor([0, 2, 0])
+    assert x.scatter_add(0, index, verigrad.tensor([1.0, 2.0, 4.0])).numpy().tolist() == [6, 1, 3]
+    assert x.scatter(0, index, verigrad.tensor([1.0, 2.0, 4.0])).numpy().tolist() == [5, 1, 2]  # the sum
+    f = verigrad.compile(lambda t, i, s: t.scatter_add(0, i, s))
+    assert f(x, index, verigrad.tensor([1.0, 2.0, 4.0])).numpy().tolist() == [6, 1, 3]
+    with pytest.raises(verigrad.DTypeError, match="scatter needs an integer index tensor"):
+        x.scatter(0, verigrad.tensor([0.5]), 1.0)
+    with pytest.raises(verigrad.ShapeError, match=r"must have the rank of src \[2\] and be no larger"):
+        x.scatter_add(0, index, verigrad.ones(2))
+    with pytest.raises(verigrad.ShapeError, match=r"the input \[2, 2\] and be no larger but along dim 0"):
+        verigrad.zeros(2, 2).scatter(0, verigrad.zeros(1, 3, dtype="i64"), 1.0)
+    with pytest.raises(TypeError, match="one of src"):
+        x.scatter(0, index)
+    with pytest.raises(NotImplementedError, match="reduce="):
+        x.scatter(0, index, 1.0, reduce="add")
+    m = verigrad.zeros(3, 3)
+    assert m.fill_diagonal_(1.0) is m and np.array_equal(m.numpy(), np.eye(3))
+    with pytest.raises(verigrad.ShapeError, match="all sides equal"):
+        verigrad.zeros(2, 3, 3).fill_diagonal_(1.0)
+
+
 def test_index_add_and_unique_by_hand() -> None:
     z = verigrad.zeros(5, 2)
     assert z.index_add_(0, verigrad.tensor([0, 4, 0]), verigrad.ones(3, 2), alpha=2) is z

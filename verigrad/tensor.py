@@ -205,6 +205,28 @@ class Tensor:
     def index_add_(self, dim: int, index: Tensor, source: Tensor, alpha: Any = 1) -> Tensor:
         return self.assign(self.index_add(dim, index, source, alpha))
 
+    def scatter(
+        self, dim: int, index: Tensor, src: Any = None, *, value: Any = None, reduce: Any = None
+    ) -> Tensor:
+        """See `verigrad.scatter`."""
+        return FUNCS["scatter"](self, dim, index, src, value=value, reduce=reduce)
+
+    def scatter_(
+        self, dim: int, index: Tensor, src: Any = None, *, value: Any = None, reduce: Any = None
+    ) -> Tensor:
+        return self.assign(self.scatter(dim, index, src, value=value, reduce=reduce))
+
+    def scatter_add(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
+        """See `verigrad.scatter_add`."""
+        return FUNCS["scatter_add"](self, dim, index, src)
+
+    def scatter_add_(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
+        return self.assign(self.scatter_add(dim, index, src))
+
+    def fill_diagonal_(self, fill_value: Any, wrap: bool = False) -> Tensor:
+        """See `verigrad.fill_diagonal_`."""
+        return FUNCS["fill_diagonal_"](self, fill_value, wrap)
+
     def unique(self, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False) -> Any:
         """See `verigrad.unique` (eager only)."""
         return FUNCS["unique"](self, sorted, return_inverse, return_counts)

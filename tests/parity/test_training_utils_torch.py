@@ -378,6 +378,48 @@ def test_convolution_with_same_padding(kernel, dilation) -> None:
     )
 
 
+@pytest.mark.parametrize("dim", [0, 1])
+def test_scatter_and_scatter_add(dim: int) -> None:
+    """Values and gradients of both inputs, with an index smaller than x off the axis; scatter's positions
+    written once (PyTorch leaves repeated ones unspecified), scatter_add's repeated, and a src larger than
+    the index."""
+    rng = np.random.default_rng(dim)
+    shape, index_shape = (4, 5), (3, 4)
+    rows = [rng.permutation(shape[dim])[: index_shape[dim]] for _ in range(index_shape[1 - dim])]
+    unique, repeated = np.stack(rows, 1 - dim), rng.integers(0, shape[dim], index_shape)
+    x = rng.standard_normal(shape)
+    _check(
+        {"x": x, "s": rng.standard_normal(index_shape)},
+        lambda x, s: x.scatter(dim, verigrad.tensor(unique), s),
+        lambda x, s: x.scatter(dim, torch.tensor(unique), s),
+    )
+    _check(
+        {"x": x, "s": rng.standard_normal(index_shape)},
+        lambda x, s: x.scatter_add(dim, verigrad.tensor(repeated), s),
+        lambda x, s: x.scatter_add(dim, torch.tensor(repeated), s),
+    )
+    larger = rng.standard_normal((4, 4))  # values only: PyTorch cannot differentiate such a src
+    np.testing.assert_allclose(
+        verigrad.tensor(x).scatter_add(dim, verigrad.tensor(repeated), verigrad.tensor(larger)).numpy(),
+        torch.tensor(x).scatter_add(dim, torch.tensor(repeated), torch.tensor(larger)).numpy(),
+        rtol=1e-15,
+        atol=1e-15,
+    )
+    _check(
+        {"x": x},
+        lambda x: x.scatter(dim, verigrad.tensor(unique), -2.5),
+        lambda x: x.scatter(dim, torch.tensor(unique), -2.5),
+    )
+
+
+def test_fill_diagonal() -> None:
+    for shape, wrap in [((4, 4), False), ((7, 3), True), ((7, 3), False), ((3, 6), True), ((3, 3, 3), False)]:
+        ours, theirs = verigrad.zeros(*shape), torch.zeros(*shape)
+        assert ours.fill_diagonal_(2.5, wrap=wrap) is ours
+        theirs.fill_diagonal_(2.5, wrap=wrap)
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
 def test_index_add_and_unique() -> None:
     index = np.array([0, 4, 0, 2])
     _check(

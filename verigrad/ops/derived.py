@@ -17,12 +17,12 @@ import numpy as np
 from .. import modes
 from ..dtypes import bool_, i64
 from ..errors import DTypeError, ShapeError
-from ..registry import FUNCS
+from ..registry import FUNCS, OPS
 from ..shapes import normalize_axes, normalize_axis, shape_text
 from ..tensor import Tensor, describe
-from .binary import eq, ne, sub, where
+from .binary import eq, gt, ne, sub, where
 from .creation import arange, from_numpy, full
-from .index import argsort, gather, take, take_grad
+from .index import argsort, gather, gather_grad, take, take_grad
 from .reduce import argmax, max, numel_of, sum
 from .reduce import min as reduce_min
 from .shaping import getitem, unsqueeze
@@ -323,6 +323,82 @@ def index_add(x: Tensor, dim: int, index: Tensor, source: Tensor, alpha: Any = 1
     return x + take_grad(added, index, axis=axis, size=x.shape[axis])
 
 
+def _scatter_index(x: Tensor, dim: int, index: Tensor, src: Any, what: str) -> int:
+    """The axis of a scatter into x, after checking PyTorch's rules: an integer index of x's rank, no
+    larger than src in any dimension, nor than x but along the axis."""
+    axis = normalize_axis(dim, x.ndim)
+    if not isinstance(index, Tensor) or index.dtype.kind != "i":
+        raise DTypeError(f"{what} needs an integer index tensor, got {describe(index)}")
+    shapes = [("the input", x.shape, axis)] + ([("src", src.shape, None)] if isinstance(src, Tensor) else [])
+    for name, shape, skip in shapes:
+        fits = len(shape) == index.ndim and builtins.all(
+            d == skip or not (isinstance(i, int) and isinstance(n, int) and i > n)
+            for d, (i, n) in enumerate(zip(index.shape, shape))
+        )
+        if not fits:
+            along = f" but along dim {axis}" if skip is not None else ""
+            raise ShapeError(
+                f"{what}: the index {shape_text(index.shape)} must have the rank of {name} "
+                f"{shape_text(shape)} and be no larger{along}"
+            )
+    return axis
+
+
+def _spread(values: Tensor, index: Tensor, axis: int, shape: tuple) -> Tensor:
+    """Zeros of `shape` with values[..., j, ...] (values cut to index's shape) added at index[..., j, ...]
+    along `axis`."""
+    if tuple(values.shape) != tuple(index.shape):
+        values = getitem(values, tuple(slice(0, n) for n in index.shape))
+    added = gather_grad(values, index, axis=axis, size=shape[axis])
+    widths = tuple((0, n - m) for n, m in zip(shape, added.shape))
+    return added if not builtins.any(w for _, w in widths) else OPS["pad"](added, widths=widths, value=0.0)
+
+
+def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    """x with each src[..., j, ...] added at the position index[..., j, ...] names along `dim` (PyTorch's
+    scatter_add; repeated positions add up)."""
+    axis = _scatter_index(x, dim, index, src, "scatter_add")
+    if not isinstance(src, Tensor):
+        raise TypeError(f"scatter_add adds a tensor src, got {type(src).__name__}")
+    return x + _spread(src, index, axis, tuple(x.shape))
+
+
+def scatter(
+    x: Tensor, dim: int, index: Tensor, src: Any = None, *, value: Any = None, reduce: Any = None
+) -> Tensor:
+    """x with src[..., j, ...] (or the number `value`) written at the position index[..., j, ...] names
+    along `dim` (PyTorch's scatter). A position the index repeats gets the sum of the values written
+    there (PyTorch leaves which one unspecified); use scatter_add to add into x."""
+    if reduce is not None:
+        raise NotImplementedError("scatter's reduce= is not supported: use scatter_add (reduce='add')")
+    if (src is None) == (value is None):
+        raise TypeError("scatter takes one of src (a tensor or a number) and value")
+    src = value if src is None else src
+    axis = _scatter_index(x, dim, index, src, "scatter")
+    shape = tuple(x.shape)
+    hit = gt(_spread(full(tuple(index.shape), 1.0), index, axis, shape), 0)  # the positions written
+    written = _spread(src, index, axis, shape) if isinstance(src, Tensor) else src
+    return where(hit, written, x)
+
+
+def fill_diagonal_(x: Tensor, fill_value: Any, wrap: bool = False) -> Tensor:
+    """x's main diagonal set to `fill_value`, in place (PyTorch's): a matrix, or a tensor whose sides
+    are all equal; with `wrap`, a tall matrix's diagonal starts again after each (columns + 1) rows."""
+    shape = tuple(x.shape)
+    if x.ndim < 2 or not builtins.all(isinstance(n, int) for n in shape):
+        raise ShapeError(
+            f"fill_diagonal_ needs a tensor of rank 2 or more with known sides, got {describe(x)}"
+        )
+    if x.ndim > 2 and len(set(shape)) != 1:
+        raise ShapeError(f"fill_diagonal_ needs all sides equal above rank 2, got {shape_text(shape)}")
+    if x.ndim == 2 and wrap and shape[0] > shape[1]:
+        mask = np.arange(shape[0] * shape[1]).reshape(shape) % (shape[1] + 1) == 0
+    else:
+        grid = np.indices(shape)
+        mask = np.all(grid == grid[0], axis=0)
+    return x.assign(where(from_numpy(mask), fill_value, x))
+
+
 def unique(
     x: Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False, dim: Any = None
 ) -> Any:
@@ -431,6 +507,9 @@ FUNCS.update(
     allclose=allclose,
     equal=equal,
     index_add=index_add,
+    scatter=scatter,
+    scatter_add=scatter_add,
+    fill_diagonal_=fill_diagonal_,
     unique=unique,
     diagonal=diagonal,
     diag=diag,
