@@ -84,8 +84,13 @@ def test_training_step_program_names_parameters_and_optimizer_state():
     assert set(params) <= set(names) and "opt.lr" in names and "opt.steps" in names
     for i in range(len(params)):
         assert {f"opt.{i}.step", f"opt.{i}.exp_avg", f"opt.{i}.exp_avg_sq"} <= set(names)
-    # every parameter and every piece of optimizer state is written back; the learning rate is read only
-    assert set(program.updates) == set(names[2:]) - {"opt.lr"}
+    # every parameter and every piece of optimizer state is written back; the learning rate and beta1
+    # (settings a schedule changes) are read only
+    assert (
+        "opt.beta1" in names
+        and program.captured[names.index("opt.beta1") - 2] is opt.defaults.tensors["beta1"]
+    )
+    assert set(program.updates) == set(names[2:]) - {"opt.lr", "opt.beta1"}
     text = str(program)
     assert "\nbackward:\n" in text
     assert text.index("= cross_entropy") < text.index("backward:")

@@ -99,6 +99,62 @@ def test_compiled_steps_follow_a_schedule_and_clip_as_eager_ones_do(backend) -> 
         np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("optimizer", ["SGD", "Adam"])
+def test_compiled_steps_follow_a_cycled_momentum_as_eager_ones_do(optimizer) -> None:
+    """OneCycleLR changes SGD's momentum (Adam's beta1) every step: a compiled step reads it from a
+    tensor, as it reads the rate, and gives the eager step's bits without being traced again."""
+    weights = []
+    for compiled in (False, True):
+        with verigrad.backend("cpu"):
+            model, x, y = _model_and_data()
+            opt = (
+                verigrad.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+                if optimizer == "SGD"
+                else Adam(model.parameters())
+            )
+            schedule = lr_scheduler.OneCycleLR(opt, max_lr=0.2, total_steps=8)
+
+            def step(x, y):
+                loss = nn.CrossEntropyLoss()(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                return loss
+
+            run = verigrad.compile(step) if compiled else step
+            for _ in range(8):
+                run(x, y)
+                schedule.step()
+            if compiled:
+                assert run.stats()["traces"] == 1
+            weights.append([p.numpy().copy() for p in model.parameters()])
+    for a, b in zip(*weights):
+        np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-7)
+
+
+def test_one_cycle_by_hand() -> None:
+    opt = verigrad.optim.SGD([verigrad.zeros(2, requires_grad=True)], lr=0.3, momentum=0.5)
+    schedule = lr_scheduler.OneCycleLR(
+        opt, max_lr=1.0, total_steps=4, pct_start=0.5, anneal_strategy="linear"
+    )
+    assert (opt.lr, opt.momentum) == (1.0 / 25, 0.95)  # the optimizer's own rate is replaced
+    assert opt.defaults.tensors["momentum"].item() == 0.95
+    schedule.step()
+    assert (opt.lr, opt.momentum) == (1.0, 0.85)  # the top: pct_start of 4 steps, less one
+    for _ in range(3):
+        schedule.step()
+    with pytest.raises(ValueError, match="stepped 5 times; the schedule has 4"):
+        schedule.step()
+    with pytest.raises(ValueError, match="needs total_steps, or epochs and steps_per_epoch"):
+        lr_scheduler.OneCycleLR(opt, max_lr=1.0, epochs=3)
+    with pytest.raises(ValueError, match="anneal_strategy must be 'cos' or 'linear'"):
+        lr_scheduler.OneCycleLR(opt, max_lr=1.0, total_steps=3, anneal_strategy="step")
+    adagrad = verigrad.optim.Adagrad([verigrad.zeros(2, requires_grad=True)])
+    with pytest.raises(ValueError, match="cycle_momentum needs an optimizer with a momentum or betas; Adag"):
+        lr_scheduler.OneCycleLR(adagrad, max_lr=1.0, total_steps=3)
+    lr_scheduler.OneCycleLR(adagrad, max_lr=1.0, total_steps=3, cycle_momentum=False)
+
+
 def test_clip_grad_norm_by_hand() -> None:
     a, b = verigrad.zeros(2, requires_grad=True), verigrad.zeros(1, requires_grad=True)
     a.grad, b.grad = verigrad.tensor([3.0, 0.0]), verigrad.tensor([4.0])

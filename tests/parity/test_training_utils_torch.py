@@ -142,6 +142,74 @@ def test_learning_rate_schedules_give_pytorchs_floats(name, settings) -> None:
         theirs.step()
 
 
+ONE_CYCLE = [
+    ("SGD", {"lr": 0.1, "momentum": 0.9}, {"max_lr": 1.0, "total_steps": 20}),
+    ("Adam", {}, {"max_lr": 0.01, "epochs": 3, "steps_per_epoch": 7, "three_phase": True}),
+    (
+        "RMSprop",
+        {"momentum": 0.5},
+        {"max_lr": 0.1, "total_steps": 9, "anneal_strategy": "linear", "pct_start": 0.5},
+    ),
+    ("AdamW", {}, {"max_lr": 0.1, "total_steps": 11, "cycle_momentum": False, "div_factor": 5.0}),
+]
+
+
+@pytest.mark.parametrize(("name", "settings", "schedule"), ONE_CYCLE, ids=[o for o, _, _ in ONE_CYCLE])
+def test_one_cycle_gives_pytorchs_rates_and_momenta(name, settings, schedule) -> None:
+    """The same floats for the rate and the momentum (SGD's and RMSprop's, or Adam's beta1) every step."""
+    ours_opt = getattr(verigrad.optim, name)([verigrad.zeros(2, requires_grad=True)], **settings)
+    theirs_opt = getattr(torch.optim, name)([torch.zeros(2, requires_grad=True)], **settings)
+    ours = lr_scheduler.OneCycleLR(ours_opt, **schedule)
+    theirs = torch.optim.lr_scheduler.OneCycleLR(theirs_opt, **schedule)
+    key = "betas" if "betas" in theirs_opt.defaults else "momentum"
+    for _ in range(theirs.total_steps):
+        assert ours.get_last_lr() == theirs.get_last_lr()
+        assert ours_opt.param_groups[0][key] == theirs_opt.param_groups[0][key]
+        ours_opt.step()
+        theirs_opt.step()
+        ours.step()
+        theirs.step()
+
+
+def test_one_cycle_training_follows_pytorch_compiled() -> None:
+    """SGD with Nesterov momentum under 1cycle, compiled (traced once) against PyTorch eager."""
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal((16, 5)).astype(np.float32), rng.integers(0, 3, 16)
+    verigrad.manual_seed(0)
+    ours_model = nn.Sequential(nn.Linear(5, 8), nn.Tanh(), nn.Linear(8, 3))
+    theirs_model = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
+    with torch.no_grad():
+        for o, t in zip(ours_model.parameters(), theirs_model.parameters()):
+            t.copy_(torch.from_numpy(o.numpy().copy()))
+    ours_opt = verigrad.optim.SGD(ours_model.parameters(), lr=0.1, momentum=0.9, nesterov=True)
+    theirs_opt = torch.optim.SGD(theirs_model.parameters(), lr=0.1, momentum=0.9, nesterov=True)
+    ours_schedule = lr_scheduler.OneCycleLR(ours_opt, max_lr=0.5, total_steps=12)
+    theirs_schedule = torch.optim.lr_scheduler.OneCycleLR(theirs_opt, max_lr=0.5, total_steps=12)
+
+    def step(x, y):
+        loss = nn.CrossEntropyLoss()(ours_model(x), y)
+        ours_opt.zero_grad()
+        loss.backward()
+        ours_opt.step()
+        return loss
+
+    compiled = verigrad.compile(step)
+    for _ in range(12):
+        ours_loss = compiled(verigrad.tensor(x), verigrad.tensor(y))
+        theirs_loss = torch.nn.functional.cross_entropy(
+            theirs_model(torch.from_numpy(x)), torch.from_numpy(y)
+        )
+        theirs_opt.zero_grad()
+        theirs_loss.backward()
+        theirs_opt.step()
+        np.testing.assert_allclose(ours_loss.item(), theirs_loss.item(), rtol=1e-5)
+        ours_schedule.step()
+        theirs_schedule.step()
+    assert compiled.stats()["traces"] == 1
+    for o, t in zip(ours_model.parameters(), theirs_model.parameters()):
+        np.testing.assert_allclose(o.numpy(), t.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("output_size", [1, (2, 3), (4, 6), 2])
 def test_adaptive_avg_pool(output_size) -> None:
     x = RNG.standard_normal((2, 3, 4, 6))

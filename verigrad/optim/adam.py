@@ -76,14 +76,15 @@ class Adam(Optimizer):
         return bool(kernel(p.data, g.data, m.data, v.data, settings, mode))
 
     def _op_update(self, index: int, p: Tensor, g: Tensor) -> None:
-        beta1, beta2 = self.betas
-        lr = self.defaults.lr  # 0-d f64 tensors: PyTorch computes these settings in Python doubles
+        beta2 = self.betas[1]
+        lr, beta1 = self.defaults.lr, self.defaults.tensors["beta1"]  # 0-d f64 tensors: PyTorch computes
+        # these settings in Python doubles
         if self.weight_decay and self.decoupled:
             p.assign(p * self.scalar(1 - lr * self.weight_decay, p))
         elif self.weight_decay:
             g = g + p * self.weight_decay
         m, v = self.buffer(index, "exp_avg"), self.buffer(index, "exp_avg_sq")
-        m.assign(m + (g - m) * (1 - beta1))
+        m.assign(m + (g - m) * self.scalar(1 - beta1, p))
         v.assign(v * beta2 + g * g * (1 - beta2))
         t = self.buffer(index, "step")
         step_size = lr / (1 - beta1**t)

@@ -1,12 +1,12 @@
 """Learning-rate schedules, as PyTorch's `torch.optim.lr_scheduler`: StepLR, MultiStepLR, ExponentialLR,
-CosineAnnealingLR, CosineAnnealingWarmRestarts, LinearLR, LambdaLR, and ReduceLROnPlateau (driven by a
-metric).
+CosineAnnealingLR, CosineAnnealingWarmRestarts, LinearLR, LambdaLR, OneCycleLR (which also cycles the
+momentum), and ReduceLROnPlateau (driven by a metric).
 
-A schedule sets the optimizer's learning rate, which lives in a tensor compiled steps read, so a
-compiled training step follows it without being traced again. Made, a schedule sets epoch 0's rate;
-each `step()` (after `optimizer.step()`, once per epoch or per batch) moves to the next epoch. The
-rates are formed from the current one by the same arithmetic PyTorch uses, so the two give the same
-floats step for step.
+A schedule sets the optimizer's learning rate (and OneCycleLR its momentum), which live in tensors
+compiled steps read, so a compiled training step follows them without being traced again. Made, a
+schedule sets epoch 0's rate; each `step()` (after `optimizer.step()`, once per epoch or per batch)
+moves to the next epoch. The rates are formed from the current one by the same arithmetic PyTorch
+uses, so the two give the same floats step for step.
 """
 
 from __future__ import annotations
@@ -172,6 +172,88 @@ class LambdaLR(LRScheduler):
         return self.base_lr * self.lr_lambda(epoch)
 
 
+class OneCycleLR(LRScheduler):
+    """The 1cycle policy, stepped once per batch: the rate rises from max_lr / div_factor to `max_lr` over
+    the first `pct_start` of `total_steps` (or epochs x steps_per_epoch), then falls to the start rate /
+    `final_div_factor`, along half cosines (or lines); with `cycle_momentum`, the optimizer's momentum
+    (SGD's, RMSprop's, or Adam's beta1) goes the other way between `max_momentum` and `base_momentum`.
+    `three_phase`: up, back down to the start rate, then down to the least. PyTorch's formulas; the
+    optimizer's own rate is replaced. A step past the last raises."""
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        max_lr: float,
+        total_steps: int | None = None,
+        epochs: int | None = None,
+        steps_per_epoch: int | None = None,
+        pct_start: float = 0.3,
+        anneal_strategy: str = "cos",
+        cycle_momentum: bool = True,
+        base_momentum: float = 0.85,
+        max_momentum: float = 0.95,
+        div_factor: float = 25.0,
+        final_div_factor: float = 1e4,
+        three_phase: bool = False,
+    ) -> None:
+        if total_steps is None:
+            if epochs is None or steps_per_epoch is None:
+                raise ValueError("OneCycleLR needs total_steps, or epochs and steps_per_epoch")
+            _positive("epochs", epochs)
+            _positive("steps_per_epoch", steps_per_epoch)
+            total_steps = epochs * steps_per_epoch
+        _positive("total_steps", total_steps)
+        if not 0 <= pct_start <= 1:
+            raise ValueError(f"pct_start must be between 0 and 1, got {pct_start!r}")
+        if anneal_strategy not in ("cos", "linear"):
+            raise ValueError(f"anneal_strategy must be 'cos' or 'linear', got {anneal_strategy!r}")
+        self.key = "betas" if "betas" in optimizer.defaults else "momentum"
+        if cycle_momentum and self.key not in optimizer.defaults:
+            name = type(optimizer).__name__
+            raise ValueError(f"cycle_momentum needs an optimizer with a momentum or betas; {name} has none")
+        self.total_steps, self.cycle_momentum = total_steps, cycle_momentum
+        self.anneal = _cosine if anneal_strategy == "cos" else _linear
+        start, least = max_lr / div_factor, max_lr / div_factor / final_div_factor
+        up = float(pct_start * total_steps) - 1
+        # (the step a phase ends at, its rates from and to, its momenta from and to)
+        self.phases = (
+            [(up, start, max_lr, max_momentum, base_momentum),
+             (float(2 * pct_start * total_steps) - 2, max_lr, start, base_momentum, max_momentum),
+             (total_steps - 1, start, least, max_momentum, max_momentum)]
+            if three_phase
+            else [(up, start, max_lr, max_momentum, base_momentum),
+                  (total_steps - 1, max_lr, least, base_momentum, max_momentum)]
+        )  # fmt: skip
+        super().__init__(optimizer)
+
+    def rate(self, lr: float, epoch: int) -> float:
+        if epoch > self.total_steps:
+            raise ValueError(
+                f"stepped {epoch} times; the schedule has {self.total_steps} steps (total_steps)"
+            )
+        begin = 0.0
+        for k, (end, lr_from, lr_to, m_from, m_to) in enumerate(self.phases):
+            if epoch <= end or k == len(self.phases) - 1:
+                part = (epoch - begin) / (end - begin)
+                if self.cycle_momentum:
+                    self._momentum(self.anneal(m_from, m_to, part))
+                return self.anneal(lr_from, lr_to, part)
+            begin = end
+        raise AssertionError("unreachable: the last phase takes every step")
+
+    def _momentum(self, value: float) -> None:
+        settings = self.optimizer.defaults
+        settings[self.key] = (value, *settings["betas"][1:]) if self.key == "betas" else value
+
+
+def _cosine(start: float, end: float, part: float) -> float:
+    return end + (start - end) / 2.0 * (math.cos(math.pi * part) + 1)
+
+
+def _linear(start: float, end: float, part: float) -> float:
+    return (end - start) * part + start
+
+
 class ReduceLROnPlateau:
     """The rate times `factor` once a metric (`step(metric)`, e.g. each epoch's validation loss) has not
     improved for more than `patience` epochs, as PyTorch's: improved means below best * (1 - threshold)
@@ -257,6 +339,7 @@ __all__ = [
     "LambdaLR",
     "LinearLR",
     "MultiStepLR",
+    "OneCycleLR",
     "ReduceLROnPlateau",
     "StepLR",
 ]

@@ -3,7 +3,8 @@
 Each update is written with verigrad ops and written back with `assign`, so the same code runs
 eagerly and, traced, becomes part of a compiled training step. Everything an update reads that changes
 from step to step lives in tensors made when the optimizer is: the state (moments, momentum), each
-parameter's step count, and the learning rate, so a compiled step sees their current values.
+parameter's step count, and the settings a schedule changes (the learning rate, the momentum, Adam's
+beta1), so a compiled step sees their current values.
 """
 
 from __future__ import annotations
@@ -37,18 +38,33 @@ def _count(counter: Tensor, eager: bool) -> None:
         counter.assign(counter + 1)
 
 
+# the settings a schedule may change while training: each mirrored in a 0-d f64 tensor of this name
+MIRRORED = {"lr": "lr", "momentum": "momentum", "betas": "beta1"}  # betas: its first, as OneCycleLR cycles
+
+
+def _mirrored(key: str, value: Any) -> float:
+    return float(value[0] if key == "betas" else value)
+
+
 class Hyperparameters(dict):
-    """An optimizer's settings; "lr" is mirrored in a 0-d f64 tensor (`.lr`) that compiled steps read,
-    so a learning-rate schedule works without tracing again."""
+    """An optimizer's settings; "lr", "momentum" and the first of "betas" are mirrored in 0-d f64 tensors
+    (`.tensors`, and `.lr`) that compiled steps read, so a schedule of them (a learning-rate schedule,
+    OneCycleLR's momentum) works without tracing again."""
 
     def __init__(self, values: dict[str, Any]) -> None:
         super().__init__(values)
-        self.lr = tensor(np.array(float(values["lr"]), dtype=np.float64))
+        self.tensors = {
+            name: tensor(np.array(_mirrored(key, values[key]), dtype=np.float64))
+            for key, name in MIRRORED.items()
+            if key in values
+        }
+        self.lr = self.tensors["lr"]
 
     def __setitem__(self, key: str, value: Any) -> None:
         super().__setitem__(key, value)
-        if key == "lr":
-            np.copyto(self.lr.numpy(), float(value))
+        name = MIRRORED.get(key)
+        if name in self.tensors:
+            np.copyto(self.tensors[name].numpy(), _mirrored(key, value))
 
     def update(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
         for key, value in dict(*args, **kwargs).items():
@@ -125,6 +141,7 @@ class Optimizer:
         """Every tensor the optimizer reads or updates, by name (compiled steps name their inputs so)."""
         self._follow_parameters()
         out = [("opt.lr", self.defaults.lr), ("opt.steps", self._steps)]
+        out += [(f"opt.{name}", t) for name, t in self.defaults.tensors.items() if name != "lr"]
         return out + [(f"opt.{i}.{name}", t) for i, s in enumerate(self.state) for name, t in s.items()]
 
     def __getattr__(self, name: str) -> Any:

@@ -55,7 +55,7 @@ class RMSprop(Optimizer):
         step = g / avg
         if self.momentum:
             buf = self.buffer(index, "momentum_buffer")
-            buf.assign(buf * self.momentum + step)
+            buf.assign(buf * self.scalar(self.defaults.tensors["momentum"], p) + step)
             step = buf
         p.assign(p + step * self.scalar(-self.defaults.lr, p))
 

@@ -62,7 +62,8 @@ class SGD(Optimizer):
             g = g + p * self.weight_decay
         if self.momentum:
             buf = self.buffer(index, "momentum_buffer")
+            momentum = self.scalar(self.defaults.tensors["momentum"], p)
             first = self.buffer(index, "step") == 1  # the buffer starts as the first gradient
-            buf.assign(where(first, g, buf * self.momentum + g * (1 - self.dampening)))
-            g = g + buf * self.momentum if self.nesterov else buf
+            buf.assign(where(first, g, buf * momentum + g * (1 - self.dampening)))
+            g = g + buf * momentum if self.nesterov else buf
         p.assign(p + g * self.scalar(-self.defaults.lr, p))
