@@ -623,11 +623,31 @@ def test_lstm_shapes_training_compiled_and_refusals() -> None:
     assert out.shape == (5, 2, 4) and h.shape == (2, 2, 4)
     np.testing.assert_allclose(out.numpy()[-1], h.numpy()[1], rtol=1e-6)
     assert repr(gru) == "GRU(3, 4, num_layers=2)" and gru.weight_hh_l1.shape == (12, 4)
-    with pytest.raises(ValueError, match="dropout"):
+    with pytest.raises(ValueError, match="dropout must be a probability"):
+        nn.LSTM(3, 4, num_layers=2, dropout=1.5)
+    with pytest.warns(UserWarning, match="with one layer it does nothing"):
         nn.LSTM(3, 4, dropout=0.5)
     t = verigrad.dims("t")
     with pytest.raises(verigrad.ShapeError, match="must be concrete"):
         verigrad.check(lambda v: nn.LSTM(3, 4)(v)[0], verigrad.spec([t, 2, 3]))
+
+
+def test_recurrent_dropout_between_layers_in_training_only() -> None:
+    """PyTorch's: on every layer's outputs but the last's, in training; eval runs as without it."""
+    verigrad.manual_seed(0)
+    gru = nn.GRU(3, 64, num_layers=2, dropout=0.5)
+    plain = nn.GRU(3, 64, num_layers=2)
+    plain.load_state_dict(gru.state_dict())
+    x = verigrad.randn(4, 2, 3)
+    gru.eval()
+    np.testing.assert_array_equal(gru(x)[0].numpy(), plain(x)[0].numpy())
+    gru.train()
+    first, second = gru(x)[0].numpy(), gru(x)[0].numpy()
+    assert not np.array_equal(first, second) and not np.array_equal(first, plain(x)[0].numpy())
+    one = nn.GRU(3, 64, num_layers=2, dropout=1.0)  # every first-layer output dropped: the second layer
+    one.load_state_dict(gru.state_dict())  # sees zeros, whatever x is
+    np.testing.assert_array_equal(one(x)[0].numpy(), one(verigrad.randn(4, 2, 3))[0].numpy())
+    assert repr(gru) == "GRU(3, 64, num_layers=2, dropout=0.5)"
 
 
 def test_mask_selection_comparison_methods_and_in_place_variants() -> None:

@@ -1,6 +1,6 @@
 """`nn.LSTM` and `nn.GRU`, as PyTorch's: their parameter names (so their state dicts load), gate orders
-(LSTM: input, forget, cell, output; GRU: reset, update, new), layers, bidirectional runs, batch_first
-and unbatched inputs.
+(LSTM: input, forget, cell, output; GRU: reset, update, new), layers, dropout between them in training,
+bidirectional runs, batch_first and unbatched inputs.
 
 Each step is written with ops, so it differentiates and traces as they do; the input's part of every
 gate is one product over all time steps (per layer and direction), the recurrent part one product a
@@ -9,8 +9,10 @@ step. The number of steps must be a concrete size: the loop over them is Python'
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
+from .. import functional as F
 from ..dtypes import f32
 from ..errors import ShapeError
 from ..ops import concat, sigmoid, stack, tanh, zeros
@@ -39,13 +41,18 @@ class _Recurrent(Module):
     ):
         super().__init__()
         name = type(self).__name__
-        if dropout:
-            raise ValueError(f"{name}: dropout between layers is not supported (dropout must be 0)")
+        if not 0 <= dropout <= 1 or isinstance(dropout, bool):
+            raise ValueError(f"{name}: dropout must be a probability in [0, 1], got {dropout!r}")
+        if dropout and num_layers == 1:
+            warnings.warn(
+                f"{name}: dropout acts between layers; with one layer it does nothing", stacklevel=2
+            )
         if num_layers < 1 or hidden_size < 1:
             raise ValueError(
                 f"{name} needs num_layers and hidden_size >= 1, got {num_layers} and {hidden_size}"
             )
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
+        self.dropout = float(dropout)
         self.bias, self.batch_first, self.bidirectional = bias, batch_first, bidirectional
         bound, rows = fan_in_bound(hidden_size), self.gates * hidden_size
         for layer in range(num_layers):
@@ -94,6 +101,8 @@ class _Recurrent(Module):
                 outputs.append(out)
                 finals.append(last)
             x = outputs[0] if len(outputs) == 1 else concat(outputs, axis=-1)
+            if layer < self.num_layers - 1:  # PyTorch's dropout on each layer's outputs but the last
+                x = F.dropout(x, self.dropout, training=self.training)
         final = tuple(stack([f[i] for f in finals]) for i in range(self.states))
         if unbatched:
             return x.squeeze(1), tuple(s.squeeze(1) for s in final)
@@ -130,6 +139,7 @@ class _Recurrent(Module):
                 ("num_layers", self.num_layers, 1),
                 ("bias", self.bias, True),
                 ("batch_first", self.batch_first, False),
+                ("dropout", self.dropout, 0.0),
                 ("bidirectional", self.bidirectional, False),
             ]
             if value != default
