@@ -577,8 +577,16 @@ def test_index_add_and_unique_by_hand() -> None:
     )
     with pytest.raises(TypeError, match="runs eagerly"):
         verigrad.compile(lambda t: t.unique())(x)
-    with pytest.raises(NotImplementedError, match="unique over a dimension"):
-        verigrad.unique(x, dim=0)
+    rows = verigrad.tensor([[1, 2], [0, 5], [1, 2]])
+    values, inverse = rows.unique(dim=0, return_inverse=True)
+    assert values.numpy().tolist() == [[0, 5], [1, 2]] and inverse.numpy().tolist() == [1, 0, 1]
+    c = verigrad.tensor([[True, False], [True, True]])
+    assert [i.numpy().tolist() for i in verigrad.where(c)] == [[0, 1, 1], [0, 0, 1]]  # PyTorch's one-argument
+    assert verigrad.where(c, 1.0, 0.0).numpy().tolist() == [[1, 0], [1, 1]]
+    with pytest.raises(TypeError, match="where takes a condition alone, or a condition and the two values"):
+        verigrad.where(c, 1.0)
+    with pytest.raises(TypeError, match="runs eagerly"):
+        verigrad.compile(lambda t: verigrad.where(t))(c)
 
 
 def test_lstm_shapes_training_compiled_and_refusals() -> None:

@@ -141,10 +141,10 @@ from .ops import (
     unsqueeze,
     var,
     var_mean,
-    where,
     zeros,
     zeros_like,
 )
+from .ops.derived import where_or_positions as where  # the where op, and the one-argument form
 from .shapes import Dim, Spec, dims, spec
 from .tensor import Tensor
 

@@ -227,9 +227,11 @@ class Tensor:
         """See `verigrad.fill_diagonal_`."""
         return FUNCS["fill_diagonal_"](self, fill_value, wrap)
 
-    def unique(self, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False) -> Any:
+    def unique(
+        self, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False, dim: Any = None
+    ) -> Any:
         """See `verigrad.unique` (eager only)."""
-        return FUNCS["unique"](self, sorted, return_inverse, return_counts)
+        return FUNCS["unique"](self, sorted, return_inverse, return_counts, dim)
 
     def __iadd__(self, o: Any) -> Tensor:
         return self.assign(self + o)

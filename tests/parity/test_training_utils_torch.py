@@ -500,10 +500,14 @@ def test_index_add_and_unique() -> None:
         lambda x, s: x.index_add(1, verigrad.tensor(index), s),
         lambda x, s: x.index_add(1, torch.tensor(index), s),
     )
-    values = np.array([[3.0, 1.0, np.inf], [1.0, -0.5, 3.0]])
-    ours = verigrad.tensor(values).unique(return_inverse=True, return_counts=True)
-    theirs = torch.tensor(values).unique(return_inverse=True, return_counts=True)
-    for a, b in zip(ours, theirs):
+    values = np.array([[3.0, 1.0, np.inf], [1.0, -0.5, 3.0], [3.0, 1.0, np.inf]])
+    for dim in (None, 0, 1):
+        ours = verigrad.tensor(values).unique(return_inverse=True, return_counts=True, dim=dim)
+        theirs = torch.tensor(values).unique(return_inverse=True, return_counts=True, dim=dim)
+        for a, b in zip(ours, theirs):
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+    condition = values > 1
+    for a, b in zip(verigrad.where(verigrad.tensor(condition)), torch.where(torch.tensor(condition))):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 

@@ -404,14 +404,16 @@ def unique(
 ) -> Any:
     """The distinct values of x in increasing order (PyTorch's, which sorts them on the CPU whatever
     `sorted` says), with the index of each element's value (`return_inverse`, shaped as x) and each
-    value's count. Its size depends on the values: it runs eagerly, not in traces or `check`."""
-    if dim is not None:
-        raise NotImplementedError("unique over a dimension (dim=) is not supported; flatten first")
+    value's count; with `dim`, the distinct slices along it, in lexicographic order (the inverse then
+    one index per slice). Its size depends on the values: it runs eagerly, not in traces or `check`."""
     modes.eager_only("unique")
-    values, inverse, counts = np.unique(_values(x, "unique"), return_inverse=True, return_counts=True)
+    axis = None if dim is None else normalize_axis(dim, x.ndim)
+    found = np.unique(_values(x, "unique"), return_inverse=True, return_counts=True, axis=axis)
+    values, inverse, counts = found
     out = [from_numpy(np.ascontiguousarray(values))]
     if return_inverse:
-        out.append(from_numpy(inverse.reshape(x.shape).astype(np.int64)))
+        shape = x.shape if axis is None else (x.shape[axis],)
+        out.append(from_numpy(inverse.reshape(shape).astype(np.int64)))
     if return_counts:
         out.append(from_numpy(counts.astype(np.int64)))
     return out[0] if len(out) == 1 else tuple(out)
@@ -425,6 +427,20 @@ def nonzero(x: Tensor, as_tuple: bool = False) -> Any:
     if as_tuple:
         return tuple(from_numpy(np.ascontiguousarray(i, dtype=np.int64)) for i in found)
     return from_numpy(np.ascontiguousarray(np.stack(found, axis=-1), dtype=np.int64).reshape(-1, x.ndim))
+
+
+_ABSENT = object()
+
+
+def where_or_positions(condition: Any, x: Any = _ABSENT, y: Any = _ABSENT) -> Any:
+    """`verigrad.where`: x where `condition` holds, else y (the where op); with the condition alone, the
+    positions where it holds, one vector per axis (PyTorch's one-argument where: nonzero(as_tuple=True),
+    eager only)."""
+    if x is _ABSENT and y is _ABSENT:
+        return nonzero(condition, as_tuple=True)
+    if x is _ABSENT or y is _ABSENT:
+        raise TypeError("where takes a condition alone, or a condition and the two values to choose from")
+    return where(condition, x, y)
 
 
 def diagonal(x: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
