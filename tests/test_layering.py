@@ -26,6 +26,7 @@ LAYERS = [
     "compile",
     "losses",
     "functional",
+    "linalg",
     "nn",
     "optim",
     "data",

@@ -1,6 +1,6 @@
 """verigrad: every op has one NumPy definition; shapes are checked symbolically before anything runs."""
 
-from . import data, functional, io, models, nn, optim
+from . import data, functional, io, linalg, models, nn, optim
 from . import eager as _eager
 from .autograd import (
     enable_grad,
@@ -39,6 +39,7 @@ from .ops import (
     concat,
     cos,
     cumsum,
+    det,
     diag,
     diagonal,
     div,
@@ -144,6 +145,7 @@ from .ops import (
     zeros,
     zeros_like,
 )
+from .ops import inv as inverse  # PyTorch's torch.inverse (torch.linalg.inv)
 from .ops.derived import where_or_positions as where  # the where op, and the one-argument form
 from .shapes import Dim, Spec, dims, spec
 from .tensor import Tensor

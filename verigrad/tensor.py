@@ -223,6 +223,14 @@ class Tensor:
     def scatter_add_(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
         return self.assign(self.scatter_add(dim, index, src))
 
+    def inverse(self) -> Tensor:
+        """The inverse of each square matrix [..., n, n] (see `verigrad.linalg.inv`)."""
+        return OPS["inv"](self)
+
+    def det(self) -> Tensor:
+        """The determinant of each square matrix [..., n, n] (see `verigrad.linalg.det`)."""
+        return OPS["det"](self)
+
     def fill_diagonal_(self, fill_value: Any, wrap: bool = False) -> Tensor:
         """See `verigrad.fill_diagonal_`."""
         return FUNCS["fill_diagonal_"](self, fill_value, wrap)

@@ -324,6 +324,10 @@ def test_gradient_matches_torch(name: str, dtype: str, index: int) -> None:
 # Signed zeros, infinities, NaN, tiny and overflowing values. Forward only: NaN must be NaN where
 # torch's is, infinities the same; -0.0 == 0.0 here (relu(-0.0) is +0.0 in verigrad, -0.0 in torch).
 SPECIAL = np.array([0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.0, 1e-30, 100.0, -100.0, np.inf, -np.inf, np.nan])
+# Matrix factorizations: special values make singular or non-finite matrices, whose outcome LAPACK's
+# callers settle each their own way (NumPy raises on an exact zero pivot, and its det is 0 there; PyTorch
+# gives NaN). Their samples and gradients are held to PyTorch's above; singular input in test_linalg.py.
+NO_SPECIAL_VALUES = {"inv", "det", "solve"}
 
 
 def _special_forward(op: Any, arrays: list[Any], dtype: str, params: dict, what: str) -> None:
@@ -336,7 +340,10 @@ def _special_forward(op: Any, arrays: list[Any], dtype: str, params: dict, what:
     assert_matches(out.numpy(), _numpy(expected), dtype, _exact(op), what, truth)
 
 
-@pytest.mark.parametrize(("name", "dtype", "index"), _cases(grad=False, floats=True, public=True))
+@pytest.mark.parametrize(
+    ("name", "dtype", "index"),
+    [c for c in _cases(grad=False, floats=True, public=True) if c.values[0] not in NO_SPECIAL_VALUES],
+)
 def test_special_values_match_torch(name: str, dtype: str, index: int) -> None:
     """Each sample with its float arrays filled with special values (the same shapes and params)."""
     op, sample, arrays = _setup(name, dtype, index)
@@ -366,7 +373,7 @@ def _float_only(op: Any) -> int:
     [
         pytest.param(name, dtype, id=f"{name}-{dtype}")
         for name, op in OPS.items()
-        if op.torch is not None and _float_only(op) in (1, 2)
+        if op.torch is not None and _float_only(op) in (1, 2) and name not in NO_SPECIAL_VALUES
         for dtype in DTYPES
     ],
 )

@@ -105,6 +105,7 @@ from .derived import (
 )
 from .einsum import einsum
 from .index import argsort, gather, gather_grad, take, take_grad
+from .linalg import det, inv, solve
 from .matmul import matmul
 from .movement import broadcast_to, cast, concat, contiguous, pad, permute, reshape, slice_, unslice
 from .quant import dequantize_op, qembedding, qmatmul, qmatmul_q8
