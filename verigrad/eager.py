@@ -77,7 +77,7 @@ def decomposition_kernel(op: Any) -> Any:
 def conform(op: Any, result: Any, out: Spec) -> np.ndarray:
     """The kernel's result with the dtype of the op's rule; its shape must match the rule's."""
     want = out.dtype.np
-    if not isinstance(result, np.ndarray) or result.dtype != want:
+    if type(result) is not np.ndarray or (result.dtype is not want and result.dtype != want):
         result = np.asarray(result).astype(want, copy=False)
     if result.shape != out.shape:
         raise AssertionError(
