@@ -148,6 +148,7 @@ UNARY(gelu_tanh, double, f64, d_gelu_tanh(x))
  * `verigrad verify --every-f32` holds each kernel, on each path the machine has, to the op's reference
  * on all 2^32 inputs.
  */
+
 /* One copy of the scalar formula of each op, which every path calls for the elements it does not
  * compute itself, so that a NaN's sign does not depend on the path or on its place in a block (a loop
  * the compiler vectorizes may give NaN's other sign). */
