@@ -744,3 +744,35 @@ def test_device_queries_for_code_written_for_gpus() -> None:
         verigrad.zeros(2).to("cuda:0")
     with pytest.raises(ValueError, match="no 'cuda' device"):
         verigrad.device("cuda")
+
+
+def test_new_helpers_by_hand_and_their_refusals() -> None:
+    x = verigrad.arange(6).reshape(2, 3)
+    assert x.roll(1).numpy().tolist() == [[5, 0, 1], [2, 3, 4]]  # flattened, as PyTorch
+    assert x.roll(-1, 1).numpy().tolist() == [[1, 2, 0], [4, 5, 3]]
+    assert [t.numpy().tolist() for t in x.unbind(1)] == [[0, 3], [1, 4], [2, 5]]
+    assert x.narrow(1, 1, 2).numpy().tolist() == [[1, 2], [4, 5]]
+    assert x.masked_select(x > 3).numpy().tolist() == [4, 5]
+    assert verigrad.addmm(verigrad.ones(2, 2), verigrad.eye(2), verigrad.eye(2), beta=0).numpy().tolist() == [
+        [1, 0],
+        [0, 1],
+    ]
+    n = verigrad.dims("n")
+    assert verigrad.check(lambda v: v.roll(1, 1), verigrad.spec([n, 3])) == verigrad.spec([n, 3])
+    with pytest.raises(verigrad.ShapeError, match="roll needs a concrete size along dim 0"):
+        verigrad.check(lambda v: v.roll(1, 0), verigrad.spec([n, 3]))
+    with pytest.raises(TypeError, match="runs eagerly"):
+        verigrad.compile(lambda t: t.masked_select(t > 0))(verigrad.ones(3))
+    logits, target = verigrad.randn(3, 4), verigrad.tensor([0, 1, 2])
+    with pytest.raises(verigrad.ShapeError, match=r"cross_entropy: weight must be \[4\], got \[3\]"):
+        F.cross_entropy(logits, target, weight=verigrad.ones(3))
+    with pytest.raises(NotImplementedError, match="label_smoothing with weight"):
+        F.cross_entropy(logits, target, weight=verigrad.ones(4), label_smoothing=0.1)
+    ignored = F.cross_entropy(logits, verigrad.tensor([0, -1, 2]), ignore_index=-1)
+    kept = F.cross_entropy(logits[verigrad.tensor([0, 2])], verigrad.tensor([0, 2]))
+    assert ignored.item() == pytest.approx(kept.item(), rel=1e-6)  # the ignored sample counts for nothing
+    with pytest.raises(ValueError, match="logspace needs a whole number of steps"):
+        verigrad.logspace(0, 1, -1)
+    assert verigrad.as_tensor([1.0, 2.0]).dtype.name == "f32" and verigrad.topk(
+        x.reshape(-1), 2
+    ).values.numpy().tolist() == [5, 4]

@@ -20,6 +20,7 @@ from .losses import (
     binary_cross_entropy,
     binary_cross_entropy_with_logits,
     huber_loss,
+    kl_div,
     l1_loss,
     mse_loss,
     nll_loss,
@@ -46,13 +47,23 @@ def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
 
 
 def cross_entropy(
-    input: Tensor, target: Tensor, reduction: str = "mean", label_smoothing: float = 0.0
+    input: Tensor,
+    target: Tensor,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+    weight: Tensor | None = None,
+    ignore_index: int | None = None,
 ) -> Tensor:
     """Cross-entropy of logits [N, C] against integer classes [N]; reduction 'mean', 'sum' or 'none'.
     With label_smoothing e, PyTorch's: (1 - e) times it plus e times the mean over classes of
-    -log_softmax."""
+    -log_softmax. With `weight` [C], each sample's loss times its class's weight, and 'mean' divides by
+    the weights' sum; targets equal to `ignore_index` add nothing (and count for nothing in 'mean')."""
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    if weight is not None or ignore_index is not None:
+        if label_smoothing:
+            raise NotImplementedError("cross_entropy: label_smoothing with weight or ignore_index")
+        return _weighted_cross_entropy(input, target, reduction, weight, ignore_index)
     if label_smoothing:
         nll = cross_entropy(input, target, reduction="none")
         uniform = -ops.log_softmax(input, axis=-1).mean(axis=-1)
@@ -65,6 +76,32 @@ def cross_entropy(
             bad = values[(values < 0) | (values >= classes)][0]
             raise IndexError(f"cross_entropy: target {bad} is out of range for {classes} classes")
     return ops.cross_entropy(input, target, reduction=reduction)
+
+
+def _weighted_cross_entropy(
+    input: Tensor, target: Tensor, reduction: str, weight: Tensor | None, ignore_index: int | None
+) -> Tensor:
+    """cross_entropy with class weights and ignored targets: nll_loss of log_softmax, weighted."""
+    kept = target != (ignore_index if ignore_index is not None else -(2**62))
+    classes = ops.where(kept, target, 0)  # an ignored target reads class 0, then counts for nothing
+    per_sample = ops.cross_entropy(input, classes, reduction="none")
+    w = ops.where(kept, 1.0, 0.0).cast(input.dtype)
+    if weight is not None:
+        if weight.shape != input.shape[-1:]:
+            raise ShapeError(
+                f"cross_entropy: weight must be [{input.shape[-1]}], got {shape_text(weight.shape)}"
+            )
+        w = w * ops.take(weight, classes, axis=0)
+    loss = per_sample * w
+    if reduction == "mean":
+        return loss.sum() / w.sum()
+    return reduce(loss, reduction, "cross_entropy")
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """x @ weight.T + bias (PyTorch's F.linear: weight [out, in])."""
+    out = x @ weight.T
+    return out if bias is None else out + bias
 
 
 def layer_norm(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
@@ -450,9 +487,11 @@ __all__ = [
     "hardtanh",
     "huber_loss",
     "interpolate",
+    "kl_div",
     "l1_loss",
     "layer_norm",
     "leaky_relu",
+    "linear",
     "log_softmax",
     "max_pool1d",
     "max_pool2d",

@@ -1,6 +1,7 @@
 """Loss functions written with ops, as in `torch.nn.functional` (re-exported by `verigrad.functional`):
-mse_loss, l1_loss, smooth_l1_loss, huber_loss, nll_loss, binary_cross_entropy and
-binary_cross_entropy_with_logits. Each takes `reduction`: "mean" (the default), "sum" or "none".
+mse_loss, l1_loss, smooth_l1_loss, huber_loss, nll_loss, binary_cross_entropy,
+binary_cross_entropy_with_logits and kl_div. Each takes `reduction`: "mean" (the default), "sum" or
+"none" (kl_div also "batchmean").
 """
 
 from __future__ import annotations
@@ -82,9 +83,30 @@ def binary_cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean")
     return reduce(-(target * log_p + (1 - target) * log_q), reduction, "binary_cross_entropy")
 
 
-def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+def binary_cross_entropy_with_logits(
+    input: Tensor, target: Tensor, reduction: str = "mean", pos_weight: Tensor | None = None
+) -> Tensor:
     """binary_cross_entropy of sigmoid(input), formed from the logits without overflow:
-    (1 - target) x + m + log(exp(-m) + exp(-x - m)) with m = max(-x, 0)."""
+    (1 - target) x + m + log(exp(-m) + exp(-x - m)) with m = max(-x, 0); with `pos_weight` (broadcast
+    to the input, one per class), PyTorch's weighting of the positive term: (1 - target) x + (1 +
+    (pos_weight - 1) target) (m + log(exp(-m) + exp(-x - m)))."""
     m = relu(-input)
-    loss = (1 - target) * input + m + ((-m).exp() + (-input - m).exp()).log()
+    softplus = m + ((-m).exp() + (-input - m).exp()).log()  # log(1 + exp(-x))
+    if pos_weight is None:
+        loss = (1 - target) * input + softplus
+    else:
+        loss = (1 - target) * input + (1 + (pos_weight - 1) * target) * softplus
     return reduce(loss, reduction, "binary_cross_entropy_with_logits")
+
+
+def kl_div(input: Tensor, target: Tensor, reduction: str = "mean", log_target: bool = False) -> Tensor:
+    """target (log target - input) for log-probabilities input (0 where target is 0), or with
+    `log_target` exp(target) (target - input); "batchmean" divides the sum by the batch size (the
+    divergence PyTorch's "mean" does not give)."""
+    if log_target:
+        loss = target.exp() * (target - input)
+    else:
+        loss = where(target > 0, target * (where(target > 0, target, 1.0).log() - input), 0.0)
+    if reduction == "batchmean":
+        return loss.sum() / input.shape[0] if input.ndim else loss.sum()
+    return reduce(loss, reduction, "kl_div")

@@ -223,6 +223,40 @@ class Tensor:
     def scatter_add_(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
         return self.assign(self.scatter_add(dim, index, src))
 
+    def clamp_min(self, min: Any) -> Tensor:
+        return self.clamp(min=min)
+
+    def clamp_max(self, max: Any) -> Tensor:
+        return self.clamp(max=max)
+
+    def narrow(self, dim: int, start: int, length: int) -> Tensor:
+        return FUNCS["narrow"](self, dim, start, length)
+
+    def unbind(self, dim: int = 0) -> tuple[Tensor, ...]:
+        return FUNCS["unbind"](self, dim)
+
+    def roll(self, shifts: Any, dims: Any = None) -> Tensor:
+        return FUNCS["roll"](self, shifts, dims)
+
+    def masked_select(self, mask: Tensor) -> Tensor:
+        """See `verigrad.masked_select` (eager only)."""
+        return FUNCS["masked_select"](self, mask)
+
+    def nan_to_num(self, nan: float = 0.0, posinf: Any = None, neginf: Any = None) -> Tensor:
+        return FUNCS["nan_to_num"](self, nan, posinf, neginf)
+
+    def count_nonzero(self, dim: Any = None) -> Tensor:
+        return FUNCS["count_nonzero"](self, dim)
+
+    def isclose(self, other: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> Tensor:
+        return FUNCS["isclose"](self, other, rtol, atol, equal_nan)
+
+    def log2(self) -> Tensor:
+        return FUNCS["log2"](self)
+
+    def log10(self) -> Tensor:
+        return FUNCS["log10"](self)
+
     def inverse(self) -> Tensor:
         """The inverse of each square matrix [..., n, n] (see `verigrad.linalg.inv`)."""
         return OPS["inv"](self)

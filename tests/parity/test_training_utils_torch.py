@@ -671,3 +671,115 @@ def test_amsgrad(kind, compiled) -> None:
         tp.grad = torch.tensor(g)
         theirs.step()
         np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), rtol=1e-12, atol=1e-14)
+
+
+def test_shifts_slices_products_and_distances() -> None:
+    x, m1, m2 = RNG.standard_normal((3, 4)), RNG.standard_normal((3, 5)), RNG.standard_normal((5, 4))
+    for ours, theirs in [
+        (lambda x: x.roll(1, 1), lambda x: x.roll(1, 1)),
+        (lambda x: x.roll((1, -2), (0, 1)), lambda x: x.roll((1, -2), (0, 1))),
+        (lambda x: x.roll(5), lambda x: x.roll(5)),
+        (lambda x: x.narrow(1, 1, 2), lambda x: x.narrow(1, 1, 2)),
+        (lambda x: x.unbind(1)[2], lambda x: x.unbind(1)[2]),
+        (lambda x: verigrad.square(x) + verigrad.log2(x.abs()) - x.abs().log10(),
+         lambda x: torch.square(x) + torch.log2(x.abs()) - x.abs().log10()),
+        (lambda x: x.masked_select(x > 0), lambda x: x.masked_select(x > 0)),
+        (lambda x: verigrad.cdist(x, x[:2] * 2), lambda x: torch.cdist(x, x[:2] * 2)),
+        (lambda x: verigrad.cdist(x, x[:2] * 2, p=1.0), lambda x: torch.cdist(x, x[:2] * 2, p=1.0)),
+    ]:  # fmt: skip
+        _check({"x": x}, ours, theirs)
+    _check(
+        {"x": x, "a": m1, "b": m2},
+        lambda x, a, b: verigrad.addmm(x, a, b, beta=0.5, alpha=2.0),
+        lambda x, a, b: torch.addmm(x, a, b, beta=0.5, alpha=2.0),
+    )
+    _check(
+        {"x": x[None], "a": m1[None], "b": m2[None]},
+        lambda x, a, b: verigrad.baddbmm(x, a, b),
+        lambda x, a, b: torch.baddbmm(x, a, b),
+    )
+    _check(
+        {"x": m1, "w": m2.T, "b": RNG.standard_normal(4)},
+        lambda x, w, b: F.linear(x, w, b),
+        lambda x, w, b: TF.linear(x, w, b),
+    )
+
+
+def test_values_only_helpers() -> None:
+    special = np.array([np.nan, np.inf, -np.inf, 1.5, 0.0, -0.0], np.float32)
+    np.testing.assert_array_equal(
+        verigrad.tensor(special).nan_to_num().numpy(), torch.tensor(special).nan_to_num().numpy()
+    )
+    np.testing.assert_array_equal(
+        verigrad.tensor(special).nan_to_num(1.0, 2.0, -2.0).numpy(),
+        torch.tensor(special).nan_to_num(1.0, 2.0, -2.0).numpy(),
+    )
+    a, b = special, np.array([np.nan, np.inf, np.inf, 1.5 + 1e-6, 1e-9, 0.0], np.float32)
+    for equal_nan in (False, True):
+        np.testing.assert_array_equal(
+            verigrad.isclose(verigrad.tensor(a), verigrad.tensor(b), equal_nan=equal_nan).numpy(),
+            torch.isclose(torch.tensor(a), torch.tensor(b), equal_nan=equal_nan).numpy(),
+        )
+    counts = np.array([[0, 1, 2], [0, 0, 3]])
+    assert verigrad.count_nonzero(verigrad.tensor(counts)).item() == 3
+    np.testing.assert_array_equal(
+        verigrad.tensor(counts).count_nonzero(dim=1).numpy(),
+        torch.tensor(counts).count_nonzero(dim=1).numpy(),
+    )
+    for offset in (-1, 0, 2):
+        np.testing.assert_array_equal(
+            verigrad.tril_indices(4, 3, offset).numpy(), torch.tril_indices(4, 3, offset).numpy()
+        )
+        np.testing.assert_array_equal(
+            verigrad.triu_indices(3, 5, offset).numpy(), torch.triu_indices(3, 5, offset).numpy()
+        )
+    np.testing.assert_allclose(
+        verigrad.logspace(-1, 2, 7).numpy(), torch.logspace(-1, 2, 7).numpy(), rtol=2e-7
+    )
+    assert verigrad.logspace(0, 1, 3, base=2.0).dtype.name == "f32"
+
+
+@pytest.mark.filterwarnings("ignore:reduction. 'mean' divides the total loss:UserWarning")  # PyTorch's kl_div
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_weighted_losses(reduction: str) -> None:
+    logits, target = RNG.standard_normal((6, 4)), np.array([0, 3, -100, 1, 3, 2])
+    weight = np.array([0.5, 2.0, 1.0, 3.0])
+    _check(
+        {"x": logits},
+        lambda x: F.cross_entropy(
+            x, verigrad.tensor(target), reduction, weight=verigrad.tensor(weight), ignore_index=-100
+        ),
+        lambda x: TF.cross_entropy(x, torch.tensor(target), torch.tensor(weight), reduction=reduction),
+    )
+    _check(
+        {"x": logits},
+        lambda x: nn.CrossEntropyLoss(reduction, ignore_index=-100)(x, verigrad.tensor(target)),
+        lambda x: torch.nn.CrossEntropyLoss(reduction=reduction)(x, torch.tensor(target)),
+    )
+    labels = (RNG.random((6, 4)) > 0.5).astype(np.float64)
+    _check(
+        {"x": logits},
+        lambda x: F.binary_cross_entropy_with_logits(
+            x, verigrad.tensor(labels), reduction, pos_weight=verigrad.tensor(weight)
+        ),
+        lambda x: TF.binary_cross_entropy_with_logits(
+            x, torch.tensor(labels), reduction=reduction, pos_weight=torch.tensor(weight)
+        ),
+    )
+    target_p = np.exp(RNG.standard_normal((6, 4)))
+    target_p[0, 0] = 0.0  # a zero target adds nothing
+    target_p /= target_p.sum(1, keepdims=True)
+    for mode, log_target, given in [
+        (reduction, False, target_p),
+        ("batchmean", False, target_p),
+        (reduction, True, np.log(target_p + 1e-3)),
+    ]:
+        _check(
+            {"x": logits},
+            lambda x, m=mode, lt=log_target, g=given: F.kl_div(
+                F.log_softmax(x, 1), verigrad.tensor(g), m, log_target=lt
+            ),
+            lambda x, m=mode, lt=log_target, g=given: TF.kl_div(
+                TF.log_softmax(x, 1), torch.tensor(g), reduction=m, log_target=lt
+            ),
+        )

@@ -553,12 +553,27 @@ class GELU(Module):
 class CrossEntropyLoss(Module):
     """Cross-entropy of logits [N, C] against integer targets [N] (see F.cross_entropy)."""
 
-    def __init__(self, reduction: str = "mean", label_smoothing: float = 0.0):
+    def __init__(
+        self,
+        reduction: str = "mean",
+        label_smoothing: float = 0.0,
+        *,
+        weight: Tensor | None = None,
+        ignore_index: int | None = None,
+    ):
         super().__init__()
         self.reduction, self.label_smoothing = reduction, label_smoothing
+        self.class_weight, self.ignore_index = weight, ignore_index
 
     def forward(self, logits: Tensor, target: Tensor) -> Tensor:
-        return F.cross_entropy(logits, target, reduction=self.reduction, label_smoothing=self.label_smoothing)
+        return F.cross_entropy(
+            logits,
+            target,
+            reduction=self.reduction,
+            label_smoothing=self.label_smoothing,
+            weight=self.class_weight,
+            ignore_index=self.ignore_index,
+        )
 
 
 class _Loss(Module):

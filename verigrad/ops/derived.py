@@ -18,11 +18,13 @@ from .. import modes
 from ..dtypes import bool_, i64
 from ..errors import DTypeError, ShapeError
 from ..registry import FUNCS, OPS
-from ..shapes import normalize_axes, normalize_axis, shape_text
+from ..shapes import broadcast, normalize_axes, normalize_axis, shape_text
 from ..tensor import Tensor, describe
 from .binary import eq, gt, ne, sub, where
 from .creation import arange, from_numpy, full
 from .index import argsort, gather, gather_grad, take, take_grad
+from .matmul import matmul
+from .movement import concat
 from .reduce import argmax, max, numel_of, sum
 from .reduce import min as reduce_min
 from .shaping import getitem, unsqueeze
@@ -399,6 +401,118 @@ def fill_diagonal_(x: Tensor, fill_value: Any, wrap: bool = False) -> Tensor:
     return x.assign(where(from_numpy(mask), fill_value, x))
 
 
+def addmm(x: Tensor, a: Tensor, b: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
+    """beta x + alpha (a @ b) (PyTorch's addmm; baddbmm is the same on batches)."""
+    product = matmul(a, b)
+    product = product if alpha == 1 else product * alpha
+    return product if beta == 0 else (x if beta == 1 else x * beta) + product
+
+
+def isclose(a: Tensor, b: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> Tensor:
+    """|a - b| <= atol + rtol |b| elementwise (PyTorch's): equal values (infinities too) are close, and
+    NaNs are close to each other with `equal_nan`."""
+    gap = abs(sub(a, b))
+    close = eq(a, b) | (isfinite(gap) & (gap <= atol + rtol * abs(b)))  # an infinity: only if equal
+    return close | (isnan(a) & isnan(b)) if equal_nan else close
+
+
+def count_nonzero(x: Tensor, dim: Any = None) -> Tensor:
+    """How many elements are not zero, over `dim` (default all)."""
+    return sum(ne(x, 0).cast(i64), axis=dim)
+
+
+def roll(x: Tensor, shifts: Any, dims: Any = None) -> Tensor:
+    """x shifted cyclically by `shifts` along `dims` (the flattened x without dims), as PyTorch's."""
+    if dims is None:
+        return roll(x.reshape(-1), shifts, 0).reshape(x.shape)
+    pairs = list(zip(shifts, dims)) if isinstance(shifts, Sequence) else [(shifts, dims)]
+    for shift, dim in pairs:
+        axis = normalize_axis(dim, x.ndim)
+        size = x.shape[axis]
+        if not isinstance(size, int):
+            raise ShapeError(f"roll needs a concrete size along dim {dim}, got {size}")
+        cut = size - shift % size if size else 0
+        if cut not in (0, size):
+            head = (slice(None),) * axis
+            x = concat([getitem(x, (*head, slice(cut, None))), getitem(x, (*head, slice(0, cut)))], axis=axis)
+    return x
+
+
+def narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
+    """x[..., start:start + length, ...] along `dim`."""
+    axis = normalize_axis(dim, x.ndim)
+    return getitem(x, (*(slice(None),) * axis, slice(start, start + length)))
+
+
+def unbind(x: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
+    """The slices of x along `dim`, that axis removed."""
+    axis = normalize_axis(dim, x.ndim)
+    if not isinstance(x.shape[axis], int):
+        raise ShapeError(f"unbind needs a concrete size along dim {dim}, got {x.shape[axis]}")
+    return tuple(getitem(x, (*(slice(None),) * axis, i)) for i in range(x.shape[axis]))
+
+
+def nan_to_num(x: Tensor, nan: float = 0.0, posinf: Any = None, neginf: Any = None) -> Tensor:
+    """NaN replaced by `nan`, +inf and -inf by `posinf` and `neginf` (default: the dtype's largest and
+    least finite values)."""
+    if not x.dtype.is_float:
+        return x
+    info = np.finfo(x.dtype.np)
+    top = float(info.max) if posinf is None else posinf
+    bottom = float(info.min) if neginf is None else neginf
+    return where(isnan(x), nan, where(eq(x, math.inf), top, where(eq(x, -math.inf), bottom, x)))
+
+
+def cdist(a: Tensor, b: Tensor, p: float = 2.0) -> Tensor:
+    """The p-norm distances between the rows of a [..., P, M] and of b [..., R, M]: [..., P, R]."""
+    return norm(unsqueeze(a, -2) - unsqueeze(b, -3), p, dim=-1)
+
+
+def masked_select(x: Tensor, mask: Tensor) -> Tensor:
+    """The elements of x where the bool mask (broadcast with x) holds, in order, as a vector (eager
+    only: its size depends on the mask)."""
+    x, mask = broadcast_tensors(x, mask)
+    return getitem(x.reshape(-1), mask.reshape(-1))
+
+
+def broadcast_tensors(*tensors: Any) -> tuple[Tensor, ...]:
+    """The tensors broadcast to their common shape."""
+    lifted = [t if isinstance(t, Tensor) else full((), t) for t in tensors]
+    shape = broadcast(*(t.shape for t in lifted))
+    return tuple(t if tuple(t.shape) == tuple(shape) else t.broadcast_to(shape) for t in lifted)
+
+
+def square(x: Tensor) -> Tensor:
+    return x * x
+
+
+def log2(x: Tensor) -> Tensor:
+    """log(x) / log(2), within an ulp or two of a direct log2."""
+    return x.log() * (1 / math.log(2))
+
+
+def log10(x: Tensor) -> Tensor:
+    """log(x) / log(10), within an ulp or two of a direct log10."""
+    return x.log() * (1 / math.log(10))
+
+
+def logspace(start: float, end: float, steps: int, base: float = 10.0, dtype: Any = "f32") -> Tensor:
+    """base ** linspace(start, end, steps), computed in f64 and rounded once to `dtype`."""
+    if not isinstance(steps, int) or steps < 0:
+        raise ValueError(f"logspace needs a whole number of steps >= 0, got {steps}")
+    return from_numpy(np.power(float(base), np.linspace(start, end, steps))).cast(dtype)
+
+
+def tril_indices(row: int, col: int, offset: int = 0) -> Tensor:
+    """The [2, n] positions of the lower triangle of a row x col matrix (PyTorch's order)."""
+    return from_numpy(np.stack(np.tril_indices(row, offset, col)).astype(np.int64))
+
+
+def triu_indices(row: int, col: int, offset: int = 0) -> Tensor:
+    """The [2, n] positions of the upper triangle of a row x col matrix (PyTorch's order)."""
+    return from_numpy(np.stack(np.triu_indices(row, offset, col)).astype(np.int64))
+
+
 def unique(
     x: Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False, dim: Any = None
 ) -> Any:
@@ -520,6 +634,22 @@ def _values(x: Any, what: str) -> np.ndarray:
 
 
 FUNCS.update(
+    addmm=addmm,
+    isclose=isclose,
+    count_nonzero=count_nonzero,
+    roll=roll,
+    narrow=narrow,
+    unbind=unbind,
+    nan_to_num=nan_to_num,
+    cdist=cdist,
+    masked_select=masked_select,
+    broadcast_tensors=broadcast_tensors,
+    tril_indices=tril_indices,
+    triu_indices=triu_indices,
+    square=square,
+    log2=log2,
+    log10=log10,
+    logspace=logspace,
     allclose=allclose,
     equal=equal,
     index_add=index_add,
