@@ -251,6 +251,9 @@ class Tensor:
     def isclose(self, other: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> Tensor:
         return FUNCS["isclose"](self, other, rtol, atol, equal_nan)
 
+    def atan2(self, other: Any) -> Tensor:
+        return OPS["atan2"](self, other)
+
     def log2(self) -> Tensor:
         return FUNCS["log2"](self)
 

@@ -737,6 +737,12 @@ def test_values_only_helpers() -> None:
         verigrad.logspace(-1, 2, 7).numpy(), torch.logspace(-1, 2, 7).numpy(), rtol=2e-7
     )
     assert verigrad.logspace(0, 1, 3, base=2.0).dtype.name == "f32"
+    boundaries, values = np.array([1.0, 2.0, 2.0, 5.0]), np.array([[0.5, 2.0], [2.5, 9.0]])
+    for right in (False, True):
+        np.testing.assert_array_equal(
+            verigrad.bucketize(verigrad.tensor(values), verigrad.tensor(boundaries), right=right).numpy(),
+            torch.bucketize(torch.tensor(values), torch.tensor(boundaries), right=right).numpy(),
+        )
 
 
 @pytest.mark.filterwarnings("ignore:reduction. 'mean' divides the total loss:UserWarning")  # PyTorch's kl_div

@@ -4,6 +4,7 @@ from ..registry import OPS as REGISTRY
 from ._op import Op, Sample, unbroadcast
 from .binary import (
     add,
+    atan2,
     div,
     eq,
     ge,
@@ -70,6 +71,7 @@ from .derived import (
     argmin,
     bmm,
     broadcast_tensors,
+    bucketize,
     cdist,
     chunk,
     clamp,
@@ -120,7 +122,7 @@ from .derived import (
     var_mean,
 )
 from .einsum import einsum
-from .index import argsort, gather, gather_grad, take, take_grad
+from .index import argsort, gather, gather_grad, searchsorted, take, take_grad
 from .linalg import det, inv, solve
 from .matmul import matmul
 from .movement import broadcast_to, cast, concat, contiguous, pad, permute, reshape, slice_, unslice

@@ -136,6 +136,26 @@ pow = _arith(
     exact=False,  # a transcendental: libms differ by an ulp (0.5 ** 0.5 in f64, NumPy vs PyTorch)
     doc="x ** y, evaluated in f64 and rounded once; the gradient in y is 0 where x == 0 and y >= 0.",
 )
+
+
+def _atan2(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """atan2(y, x) evaluated in f64 and rounded once to the operands' (common) dtype."""
+    return np.arctan2(a.astype(np.float64, copy=False), b.astype(np.float64, copy=False)).astype(a.dtype)
+
+
+atan2 = _arith(
+    "atan2",
+    _atan2,
+    # d atan2(y, x) = (x dy - y dx) / (x^2 + y^2)
+    lambda g, out, y, x: _both(y, x, lambda: g * x / (x * x + y * y), lambda: -g * y / (x * x + y * y)),
+    dtype=float_dtype,
+    low=-2.0,
+    high=2.0,
+    torch=lambda t, a, b: t.atan2(a, b),
+    exact=False,  # a transcendental: libms may differ by an ulp
+    doc="The angle of the point (x, y) from the x axis, atan2(y, x) in (-pi, pi], evaluated in f64 and "
+    "rounded once.",
+)
 maximum = _arith(
     "maximum",
     np.maximum,

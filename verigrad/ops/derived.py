@@ -22,7 +22,7 @@ from ..shapes import broadcast, normalize_axes, normalize_axis, shape_text
 from ..tensor import Tensor, describe
 from .binary import eq, gt, ne, sub, where
 from .creation import arange, from_numpy, full
-from .index import argsort, gather, gather_grad, take, take_grad
+from .index import argsort, gather, gather_grad, searchsorted, take, take_grad
 from .matmul import matmul
 from .movement import concat
 from .reduce import argmax, max, numel_of, sum
@@ -482,6 +482,12 @@ def broadcast_tensors(*tensors: Any) -> tuple[Tensor, ...]:
     return tuple(t if tuple(t.shape) == tuple(shape) else t.broadcast_to(shape) for t in lifted)
 
 
+def bucketize(input: Tensor, boundaries: Tensor, *, right: bool = False) -> Tensor:
+    """The bucket of each value among the sorted `boundaries` (PyTorch's): searchsorted(boundaries,
+    input, right=right)."""
+    return searchsorted(boundaries, input, right=right)
+
+
 def square(x: Tensor) -> Tensor:
     return x * x
 
@@ -647,6 +653,7 @@ FUNCS.update(
     tril_indices=tril_indices,
     triu_indices=triu_indices,
     square=square,
+    bucketize=bucketize,
     log2=log2,
     log10=log10,
     logspace=logspace,

@@ -1,5 +1,5 @@
 """Integer-array indexing: `take` gathers along an axis; `take_grad` (its VJP) adds back into zeros;
-`gather` (PyTorch's, element by element) and `gather_grad`; `argsort`."""
+`gather` (PyTorch's, element by element) and `gather_grad`; `argsort`; `searchsorted`."""
 
 from __future__ import annotations
 
@@ -157,4 +157,52 @@ argsort = Op(
     torch=lambda t, x, axis, descending: t.argsort(x, dim=axis, descending=descending, stable=True),
     differentiable=False,
     doc="The indices that sort x along `axis` (stably; NaN above every number), as i64.",
+)
+
+
+# searchsorted: PyTorch's torch.searchsorted (and bucketize) ----------------------------------------
+def _searchsorted_shape(seq: tuple, values: tuple, right: bool) -> tuple:
+    """A sorted sequence [K] for any values, or sorted rows [..., K] for values [..., M] of the same
+    leading axes; the result has the values' shape."""
+    if len(seq) > 1 and (len(values) != len(seq) or any(a != b for a, b in zip(seq[:-1], values[:-1]))):
+        raise ShapeError(
+            f"searchsorted: sorted rows {shape_text(seq)} need values of the same leading axes, got "
+            f"{shape_text(values)}"
+        )
+    if len(seq) == 0:
+        raise ShapeError("searchsorted needs a sorted sequence of at least one axis, got a scalar")
+    return values
+
+
+def _searchsorted_dtype(seq: DType, values: DType, right: bool) -> DType:
+    no_bf16(seq, values)
+    return i64
+
+
+def _searchsorted_reference(seq: np.ndarray, values: np.ndarray, right: bool) -> np.ndarray:
+    side = "right" if right else "left"
+    if seq.ndim == 1:
+        return np.searchsorted(seq, values, side=side).astype(np.int64)
+    rows, tail = seq.reshape(-1, seq.shape[-1]), values.reshape(-1, values.shape[-1])
+    found = [np.searchsorted(r, v, side=side) for r, v in zip(rows, tail)]
+    return np.array(found, dtype=np.int64).reshape(values.shape)
+
+
+searchsorted = Op(
+    "searchsorted",
+    shape=_searchsorted_shape,
+    dtype=_searchsorted_dtype,
+    params=lambda seq, values, right=False: {"right": bool(right)},
+    reference=_searchsorted_reference,
+    samples=lambda rng: (
+        [
+            Sample((np.array([-1.0, 0.0, 0.0, 2.5]), np.array([[-2.0, 0.0], [1.0, 3.0]])), {"right": r})
+            for r in (False, True)
+        ]
+        + [Sample((np.sort(uniform(rng, (2, 5)), axis=1), uniform(rng, (2, 3))), {"right": False})]
+    ),
+    torch=lambda t, seq, values, right: t.searchsorted(seq, values, right=right),
+    differentiable=False,
+    doc="Where each value would go in the sorted sequence (or each row of sorted rows) to keep it "
+    "sorted: the first such place, or with `right` the last (PyTorch's searchsorted), as i64.",
 )
