@@ -234,8 +234,8 @@ def test_activations_one_hot_and_pad_by_hand() -> None:
     np.testing.assert_array_equal(padded, [[3, 3, 3, 3], [3, 3, 1, 1], [3, 3, 3, 3]])
     with pytest.raises(ValueError, match=r"pad needs \(before, after\) pairs for at most 2 axes"):
         F.pad(verigrad.ones(1, 2), (1, 1, 1, 1, 1, 1))
-    with pytest.raises(ValueError, match="mode='constant' only"):
-        F.pad(verigrad.ones(1, 2), (1, 1), mode="reflect")
+    with pytest.raises(ValueError, match="pad: reflect padding must be smaller than the size 2"):
+        F.pad(verigrad.ones(1, 2), (2, 1), mode="reflect")
 
 
 def test_adaptive_pooling_and_wide_layer_norm_refusals() -> None:
@@ -776,3 +776,34 @@ def test_new_helpers_by_hand_and_their_refusals() -> None:
     assert verigrad.as_tensor([1.0, 2.0]).dtype.name == "f32" and verigrad.topk(
         x.reshape(-1), 2
     ).values.numpy().tolist() == [5, 4]
+
+
+def test_random_draws_bernoulli_and_multinomial() -> None:
+    """PyTorch's distributions (not its draws): drawn frequencies within a few standard errors."""
+    generator = verigrad.Generator(3)
+    weights = verigrad.tensor([0.1, 0.0, 0.6, 0.3])
+    draws = verigrad.multinomial(weights, 20000, replacement=True, generator=generator).numpy()
+    np.testing.assert_allclose(np.bincount(draws, minlength=4) / 20000, [0.1, 0.0, 0.6, 0.3], atol=0.015)
+    firsts, pairs = [], []
+    for _ in range(2000):
+        pair = verigrad.multinomial(weights, 2, generator=generator).numpy()
+        firsts.append(pair[0])
+        pairs.append(pair)
+    assert all(a != b and 1 not in (a, b) for a, b in pairs)  # without replacement; a zero weight never
+    np.testing.assert_allclose(np.bincount(firsts, minlength=4) / 2000, [0.1, 0.0, 0.6, 0.3], atol=0.035)
+    rows = verigrad.multinomial(verigrad.tensor([[1.0, 0.0], [0.0, 2.0]]), 3, replacement=True)
+    assert rows.numpy().tolist() == [[0, 0, 0], [1, 1, 1]] and rows.dtype.name == "i64"
+    again = [verigrad.multinomial(weights, 3, generator=verigrad.Generator(9)).numpy() for _ in range(2)]
+    assert again[0].tolist() == again[1].tolist()  # the same seed, the same draws
+    coins = verigrad.bernoulli(verigrad.full((20000,), 0.3), generator=generator).numpy()
+    assert set(np.unique(coins)) == {0.0, 1.0} and abs(coins.mean() - 0.3) < 0.015
+    with pytest.raises(ValueError, match="5 draws without replacement from 4 categories"):
+        verigrad.multinomial(weights, 5)
+    with pytest.raises(verigrad.ShapeError, match="multinomial takes weights"):
+        verigrad.multinomial(verigrad.ones(2, 2, 2), 1)
+    with pytest.raises(ValueError, match="pad: reflect padding must be smaller than the size 3"):
+        F.pad(verigrad.ones(1, 3), (3, 0), mode="reflect")
+    with pytest.raises(ValueError, match="pad: mode must be one of"):
+        F.pad(verigrad.ones(1, 3), (1, 0), mode="mirror")
+    with pytest.raises(verigrad.ShapeError, match="pixel_shuffle: 6 channels do not split into groups of 2"):
+        F.pixel_shuffle(verigrad.ones(1, 6, 2, 2), 2)

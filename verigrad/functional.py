@@ -29,6 +29,7 @@ from .losses import (
 )
 from .ops.composite._common import pair
 from .ops.composite.attention import scale_tensor
+from .ops.composite.conv import out_hw, window_params
 from .ops.creation import Generator, _seed
 from .shapes import Dim, DimLike, as_shape, shape_text
 from .tensor import Tensor
@@ -452,15 +453,98 @@ def one_hot(target: Tensor, num_classes: int = -1) -> Tensor:
     return (ops.unsqueeze(target, -1) == ops.arange(0, num_classes)).cast("i64")
 
 
+PAD_MODES = ("constant", "reflect", "replicate", "circular")
+
+
 def pad(x: Tensor, pad: Sequence[int], mode: str = "constant", value: float = 0.0) -> Tensor:
     """PyTorch's F.pad: `pad` gives (before, after) pairs from the last axis backwards, so (1, 2) pads
-    the last axis and (1, 2, 3, 4) the last two (the last by 1 and 2). Constant padding only."""
-    if mode != "constant":
-        raise ValueError(f"pad supports mode='constant' only, got {mode!r}")
+    the last axis and (1, 2, 3, 4) the last two (the last by 1 and 2). `mode`: "constant" (`value`),
+    "reflect" (mirrored about the edge element, which is not repeated), "replicate" (the edge element
+    repeated) or "circular" (wrapped around); the last three take the elements at positions a NumPy
+    table computes, so their gradients add back where an element was copied."""
+    if mode not in PAD_MODES:
+        raise ValueError(f"pad: mode must be one of {', '.join(PAD_MODES)}, got {mode!r}")
     if len(pad) % 2 or len(pad) // 2 > x.ndim:
         raise ValueError(f"pad needs (before, after) pairs for at most {x.ndim} axes, got {tuple(pad)}")
     pairs = [(pad[i], pad[i + 1]) for i in range(0, len(pad), 2)][::-1]
-    return x.pad([(0, 0)] * (x.ndim - len(pairs)) + pairs, value=value)
+    if mode == "constant":
+        return x.pad([(0, 0)] * (x.ndim - len(pairs)) + pairs, value=value)
+    for axis, (before, after) in zip(range(x.ndim - len(pairs), x.ndim), pairs):
+        if before or after:
+            x = ops.take(x, ops.from_numpy(_pad_positions(x.shape[axis], before, after, mode)), axis=axis)
+    return x
+
+
+def _pad_positions(size: Any, before: int, after: int, mode: str) -> np.ndarray:
+    """The positions along an axis of `size` that the padded axis reads, in order."""
+    if not isinstance(size, int):
+        raise ShapeError(f"pad: mode {mode!r} needs concrete sizes, got {size}")
+    if min(before, after) < 0:
+        raise ValueError(f"pad: mode {mode!r} takes no negative padding, got {(before, after)}")
+    if mode == "reflect" and max(before, after) >= size:
+        raise ValueError(f"pad: reflect padding must be smaller than the size {size}, got {(before, after)}")
+    if mode == "circular" and max(before, after) > size:
+        raise ValueError(f"pad: circular padding must be at most the size {size}, got {(before, after)}")
+    positions = np.arange(-before, size + after)
+    if mode == "reflect":
+        positions = np.abs(positions)
+        positions = np.where(positions >= size, 2 * (size - 1) - positions, positions)
+    elif mode == "replicate":
+        positions = np.clip(positions, 0, size - 1)
+    else:
+        positions = positions % size
+    return positions.astype(np.int64)
+
+
+def unfold(x: Tensor, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride: Any = 1) -> Tensor:
+    """Every sliding block of x [N, C, H, W] as a column: [N, C * kh * kw, L] for L blocks, each
+    column in (c, kh, kw) order (PyTorch's F.unfold; im2col's columns)."""
+    cols = ops.im2col(x, kernel=kernel_size, stride=stride, padding=padding, dilation=dilation)
+    n, c, kh, kw, oh, ow = cols.shape
+    return cols.reshape(n, c * kh * kw, oh * ow)
+
+
+def fold(
+    x: Tensor, output_size: Any, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride: Any = 1
+) -> Tensor:
+    """The inverse arrangement of unfold: columns [N, C * kh * kw, L] summed back into an image
+    [N, C, H, W] of `output_size` where blocks overlap (PyTorch's F.fold; col2im)."""
+    size = pair(output_size, "output size", 1)
+    window = window_params(kernel_size, stride, padding, dilation)
+    del window["layout"]
+    (kh, kw), (oh, ow) = window["kernel"], out_hw(*size, **window)
+    n, ckk, blocks = x.shape
+    if blocks != oh * ow or ckk % (kh * kw):
+        raise ShapeError(
+            f"fold: columns {shape_text(x.shape)} do not make {kh}x{kw} blocks over {oh}x{ow} places"
+        )
+    return ops.col2im(x.reshape(n, ckk // (kh * kw), kh, kw, oh, ow), size=size, **window)
+
+
+def pixel_shuffle(x: Tensor, upscale_factor: int) -> Tensor:
+    """[..., C r^2, H, W] -> [..., C, H r, W r]: each group of r^2 channels spread over an r x r block."""
+    r = upscale_factor
+    *lead, c, h, w = x.shape
+    if c % (r * r):
+        raise ShapeError(f"pixel_shuffle: {c} channels do not split into groups of {r}^2")
+    blocks = x.reshape(*lead, c // (r * r), r, r, h, w)
+    k = len(lead)
+    return blocks.permute(*range(k + 1), k + 3, k + 1, k + 4, k + 2).reshape(
+        *lead, c // (r * r), h * r, w * r
+    )
+
+
+def pixel_unshuffle(x: Tensor, downscale_factor: int) -> Tensor:
+    """The inverse of pixel_shuffle: [..., C, H r, W r] -> [..., C r^2, H, W]."""
+    r = downscale_factor
+    *lead, c, hr, wr = x.shape
+    if hr % r or wr % r:
+        raise ShapeError(f"pixel_unshuffle: {hr}x{wr} does not split into blocks of {r}x{r}")
+    blocks = x.reshape(*lead, c, hr // r, r, wr // r, r)
+    k = len(lead)
+    return blocks.permute(*range(k + 1), k + 2, k + 4, k + 1, k + 3).reshape(
+        *lead, c * r * r, hr // r, wr // r
+    )
 
 
 def tanh(x: Tensor) -> Tensor:
@@ -482,6 +566,7 @@ __all__ = [
     "dropout2d",
     "elu",
     "embedding",
+    "fold",
     "gelu",
     "group_norm",
     "hardtanh",
@@ -501,6 +586,8 @@ __all__ = [
     "normalize",
     "one_hot",
     "pad",
+    "pixel_shuffle",
+    "pixel_unshuffle",
     "relu",
     "relu6",
     "rms_norm",
@@ -512,4 +599,5 @@ __all__ = [
     "softmax",
     "softplus",
     "tanh",
+    "unfold",
 ]

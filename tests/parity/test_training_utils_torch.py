@@ -789,3 +789,38 @@ def test_weighted_losses(reduction: str) -> None:
                 TF.log_softmax(x, 1), torch.tensor(g), reduction=m, log_target=lt
             ),
         )
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+def test_pad_modes(mode: str) -> None:
+    x = RNG.standard_normal((2, 3, 4, 5))
+    for array, pad in [(x[0], (1, 2)), (x, (2, 1, 3, 0)), (x, (0, 0, 1, 1))]:  # PyTorch's combinations
+        _check(
+            {"x": array}, lambda x, p=pad: F.pad(x, p, mode=mode), lambda x, p=pad: TF.pad(x, p, mode=mode)
+        )
+    ours = {"reflect": nn.ReflectionPad2d, "replicate": nn.ReplicationPad2d}.get(mode)
+    if ours is not None:
+        theirs = {"reflect": torch.nn.ReflectionPad2d, "replicate": torch.nn.ReplicationPad2d}[mode]
+        _check({"x": x}, lambda x: ours((1, 2, 0, 3))(x), lambda x: theirs((1, 2, 0, 3))(x))
+
+
+def test_pixel_shuffle_unfold_and_fold() -> None:
+    x = RNG.standard_normal((2, 8, 3, 4))
+    _check({"x": x}, lambda x: nn.PixelShuffle(2)(x), lambda x: torch.nn.PixelShuffle(2)(x))
+    _check(
+        {"x": x},
+        lambda x: nn.PixelUnshuffle(2)(x[:, :, :2]),
+        lambda x: torch.nn.PixelUnshuffle(2)(x[:, :, :2]),
+    )
+    for window in [
+        {"kernel_size": 2},
+        {"kernel_size": (2, 3), "padding": 1, "stride": (1, 2), "dilation": 1},
+    ]:
+        _check({"x": x}, lambda x, w=window: nn.Unfold(**w)(x), lambda x, w=window: torch.nn.Unfold(**w)(x))
+        cols = torch.nn.functional.unfold(torch.tensor(x), **window).numpy()
+        _check(
+            {"c": cols},
+            lambda c, w=window: nn.Fold((3, 4), **w)(c),
+            lambda c, w=window: torch.nn.Fold((3, 4), **w)(c),
+        )
+    _check({"x": x}, lambda x: nn.ZeroPad2d(1)(x), lambda x: torch.nn.ZeroPad2d(1)(x))

@@ -18,6 +18,7 @@ from .layers import (
     Dropout2d,
     Embedding,
     Flatten,
+    Fold,
     GroupNorm,
     Hardtanh,
     HuberLoss,
@@ -37,8 +38,12 @@ from .layers import (
     NLLLoss,
     Parameter,
     ParameterList,
+    PixelShuffle,
+    PixelUnshuffle,
+    ReflectionPad2d,
     ReLU,
     ReLU6,
+    ReplicationPad2d,
     RMSNorm,
     Sequential,
     Sigmoid,
@@ -47,7 +52,9 @@ from .layers import (
     Softmax,
     Softplus,
     Tanh,
+    Unfold,
     Upsample,
+    ZeroPad2d,
 )
 from .module import Module
 from .quant import QEmbedding, QLinear

@@ -193,6 +193,78 @@ class Dropout(Module):
         return f"p={self.p}"
 
 
+class PixelShuffle(Module):
+    """[N, C r^2, H, W] -> [N, C, H r, W r] (see F.pixel_shuffle)."""
+
+    def __init__(self, upscale_factor: int):
+        super().__init__()
+        self.upscale_factor = upscale_factor
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.pixel_shuffle(x, self.upscale_factor)
+
+
+class PixelUnshuffle(Module):
+    """[N, C, H r, W r] -> [N, C r^2, H, W] (see F.pixel_unshuffle)."""
+
+    def __init__(self, downscale_factor: int):
+        super().__init__()
+        self.downscale_factor = downscale_factor
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.pixel_unshuffle(x, self.downscale_factor)
+
+
+class Unfold(Module):
+    """Every sliding block as a column (see F.unfold)."""
+
+    def __init__(self, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride: Any = 1):
+        super().__init__()
+        self.window = {"kernel_size": kernel_size, "dilation": dilation, "padding": padding, "stride": stride}
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.unfold(x, **self.window)
+
+
+class Fold(Unfold):
+    """Columns summed back into an image of `output_size` (see F.fold)."""
+
+    def __init__(
+        self, output_size: Any, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride: Any = 1
+    ):
+        super().__init__(kernel_size, dilation, padding, stride)
+        self.output_size = output_size
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.fold(x, self.output_size, **self.window)
+
+
+class _Pad2d(Module):
+    """F.pad of the last two axes by `padding` (one width for all four sides, or (left, right, top,
+    bottom)) in this class's mode."""
+
+    mode = "constant"
+
+    def __init__(self, padding: Any):
+        super().__init__()
+        self.padding = (padding,) * 4 if isinstance(padding, int) else tuple(padding)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.pad(x, self.padding, mode=self.mode)
+
+
+class ZeroPad2d(_Pad2d):
+    mode = "constant"
+
+
+class ReflectionPad2d(_Pad2d):
+    mode = "reflect"
+
+
+class ReplicationPad2d(_Pad2d):
+    mode = "replicate"
+
+
 class Dropout2d(Dropout):
     """Zeroes whole channels of [N, C, H, W] with probability p in training (see F.dropout2d)."""
 

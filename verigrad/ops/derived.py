@@ -20,8 +20,8 @@ from ..errors import DTypeError, ShapeError
 from ..registry import FUNCS, OPS
 from ..shapes import broadcast, normalize_axes, normalize_axis, shape_text
 from ..tensor import Tensor, describe
-from .binary import eq, gt, ne, sub, where
-from .creation import arange, from_numpy, full
+from .binary import eq, gt, minimum, ne, sub, where
+from .creation import Generator, arange, from_numpy, full, rand
 from .index import argsort, gather, gather_grad, searchsorted, take, take_grad
 from .matmul import matmul
 from .movement import concat
@@ -482,6 +482,34 @@ def broadcast_tensors(*tensors: Any) -> tuple[Tensor, ...]:
     return tuple(t if tuple(t.shape) == tuple(shape) else t.broadcast_to(shape) for t in lifted)
 
 
+def bernoulli(p: Tensor, generator: Generator | None = None) -> Tensor:
+    """1 with probability p, else 0, elementwise, in p's dtype (a uniform draw below p)."""
+    return (rand(*p.shape, dtype=p.dtype, generator=generator) < p).cast(p.dtype)
+
+
+def multinomial(
+    input: Tensor, num_samples: int, replacement: bool = False, generator: Generator | None = None
+) -> Tensor:
+    """`num_samples` categories drawn per row of the non-negative weights input [C] or [N, C] (in
+    proportion to them; they need not sum to 1), as i64. With `replacement`, uniform draws through the
+    cumulative weights; without, the `num_samples` largest of log(weight) plus Gumbel noise, which draws
+    each next category in proportion to the weights left (PyTorch's distribution; not its draws)."""
+    if input.ndim not in (1, 2):
+        raise ShapeError(f"multinomial takes weights [C] or [N, C], got {describe(input)}")
+    if not isinstance(num_samples, int) or num_samples < 1:
+        raise ValueError(f"multinomial: num_samples must be a positive integer, got {num_samples!r}")
+    categories = input.shape[-1]
+    if not replacement and isinstance(categories, int) and num_samples > categories:
+        raise ValueError(f"multinomial: {num_samples} draws without replacement from {categories} categories")
+    if replacement:
+        cdf = OPS["cumsum"](input, axis=-1)  # (scan.py imports this module)
+        uniform = rand(*input.shape[:-1], num_samples, dtype=cdf.dtype, generator=generator)
+        draws = uniform * getitem(cdf, (..., slice(-1, None)))
+        return minimum(searchsorted(cdf, draws, right=True), categories - 1)
+    noise = -(-rand(*input.shape, dtype=input.dtype, generator=generator).log()).log()
+    return topk(input.log() + noise, num_samples, -1).indices
+
+
 def bucketize(input: Tensor, boundaries: Tensor, *, right: bool = False) -> Tensor:
     """The bucket of each value among the sorted `boundaries` (PyTorch's): searchsorted(boundaries,
     input, right=right)."""
@@ -654,6 +682,8 @@ FUNCS.update(
     triu_indices=triu_indices,
     square=square,
     bucketize=bucketize,
+    bernoulli=bernoulli,
+    multinomial=multinomial,
     log2=log2,
     log10=log10,
     logspace=logspace,
