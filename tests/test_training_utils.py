@@ -748,6 +748,12 @@ def test_device_queries_for_code_written_for_gpus() -> None:
 
 def test_new_helpers_by_hand_and_their_refusals() -> None:
     x = verigrad.arange(6).reshape(2, 3)
+    assert (verigrad.tensor([-7, 7]) % 3).numpy().tolist() == [2, 1]  # Python's %: the divisor's sign
+    assert (7.5 % verigrad.tensor([-2.0])).numpy().tolist() == [-0.5]
+    assert verigrad.tensor([-7.5]).fmod(2).numpy().tolist() == [-1.5]  # C's: the dividend's sign
+    y = verigrad.tensor([5.0, -5.0])
+    y %= 3
+    assert y.numpy().tolist() == [2.0, 1.0]
     assert x.roll(1).numpy().tolist() == [[5, 0, 1], [2, 3, 4]]  # flattened, as PyTorch
     assert x.roll(-1, 1).numpy().tolist() == [[1, 2, 0], [4, 5, 3]]
     assert [t.numpy().tolist() for t in x.unbind(1)] == [[0, 3], [1, 4], [2, 5]]

@@ -290,6 +290,9 @@ class Tensor:
     def __itruediv__(self, o: Any) -> Tensor:
         return self.assign(self / o)
 
+    def __imod__(self, o: Any) -> Tensor:
+        return self.assign(self % o)
+
     # arithmetic --------------------------------------------------------------------------------
     def __add__(self, o: Any) -> Tensor:
         return OPS["add"](self, o)
@@ -314,6 +317,18 @@ class Tensor:
 
     def __rtruediv__(self, o: Any) -> Tensor:
         return OPS["div"](o, self)
+
+    def __mod__(self, o: Any) -> Tensor:
+        return OPS["remainder"](self, o)
+
+    def __rmod__(self, o: Any) -> Tensor:
+        return OPS["remainder"](o, self)
+
+    def remainder(self, o: Any) -> Tensor:
+        return OPS["remainder"](self, o)
+
+    def fmod(self, o: Any) -> Tensor:
+        return OPS["fmod"](self, o)
 
     def __pow__(self, o: Any) -> Tensor:
         return OPS["pow"](self, o)

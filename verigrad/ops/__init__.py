@@ -7,6 +7,7 @@ from .binary import (
     atan2,
     div,
     eq,
+    fmod,
     ge,
     gt,
     le,
@@ -19,6 +20,7 @@ from .binary import (
     mul,
     ne,
     pow,
+    remainder,
     sub,
     where,
 )

@@ -14,7 +14,7 @@ from ..dtypes import DType, bool_, from_numpy_dtype, promote
 from ..errors import DTypeError
 from ..shapes import broadcast
 from ._op import Op, Sample, float_dtype, no_bf16, numeric_dtype, unbroadcast
-from ._samples import binary, uniform
+from ._samples import BINARY_SHAPES, binary, uniform
 
 
 def _in(dtype: DType, *arrays: np.ndarray) -> list[np.ndarray]:
@@ -156,6 +156,45 @@ atan2 = _arith(
     doc="The angle of the point (x, y) from the x axis, atan2(y, x) in (-pi, pi], evaluated in f64 and "
     "rounded once.",
 )
+
+
+def _divisor_samples(rng: np.random.Generator) -> list[Sample]:
+    """Dividends of either sign and divisors kept away from zero (an integer remainder by zero has no
+    value), broadcast as the binary samples are."""
+    out = []
+    for sa, sb in BINARY_SHAPES:
+        b = np.asarray(rng.uniform(0.5, 3.0, sb) * rng.choice([-1.0, 1.0], sb))
+        out.append(Sample((np.asarray(rng.uniform(-7.0, 7.0, sa)), b)))
+    return out
+
+
+def _rounded_quotient(x, y, rounding: str):
+    """x / y rounded ("floor" or "trunc"), as the part of a remainder's gradient that has none."""
+    return getattr((x / y).detach(), rounding)()
+
+
+remainder = _arith(
+    "remainder",
+    np.remainder,
+    # x - y floor(x / y): d/dx 1, d/dy -floor(x / y) (PyTorch's)
+    lambda g, out, x, y: _both(x, y, lambda: g, lambda: -g * _rounded_quotient(x, y, "floor")),
+    exact=True,
+    torch=lambda t, a, b: t.remainder(a, b),
+    doc="x - y floor(x / y), with the sign of y (Python's %; as C's fmod, then y added where the signs "
+    "differ).",
+)
+remainder.samples = _divisor_samples
+
+fmod = _arith(
+    "fmod",
+    np.fmod,
+    lambda g, out, x, y: _both(x, y, lambda: g, lambda: -g * _rounded_quotient(x, y, "trunc")),
+    exact=True,
+    torch=lambda t, a, b: t.fmod(a, b),
+    doc="x - y trunc(x / y), with the sign of x (C's fmod: exact).",
+)
+fmod.samples = _divisor_samples
+
 maximum = _arith(
     "maximum",
     np.maximum,
