@@ -813,3 +813,23 @@ def test_random_draws_bernoulli_and_multinomial() -> None:
         F.pad(verigrad.ones(1, 3), (1, 0), mode="mirror")
     with pytest.raises(verigrad.ShapeError, match="pixel_shuffle: 6 channels do not split into groups of 2"):
         F.pixel_shuffle(verigrad.ones(1, 6, 2, 2), 2)
+
+
+def test_conv_transpose2d_by_hand() -> None:
+    """A stride-2 transposed convolution of a single 1 places the kernel; the output size; refusals."""
+    x = verigrad.zeros(1, 1, 2, 2)
+    x[0, 0, 1, 0] = 1.0
+    w = verigrad.arange(1, 5, dtype="f32").reshape(1, 1, 2, 2)
+    out = F.conv_transpose2d(x, w, stride=2)
+    assert out.shape == (1, 1, 4, 4) and out.numpy()[0, 0].tolist() == [
+        [0, 0, 0, 0],
+        [0, 0, 0, 0],
+        [1, 2, 0, 0],
+        [3, 4, 0, 0],
+    ]
+    up = nn.ConvTranspose2d(2, 3, 3, stride=2, padding=1, output_padding=1)
+    assert up(verigrad.randn(1, 2, 5, 5)).shape == (1, 3, 10, 10) and up.weight.shape == (2, 3, 3, 3)
+    with pytest.raises(ValueError, match="output_padding must be below stride or dilation"):
+        F.conv_transpose2d(x, w, stride=2, output_padding=2)
+    with pytest.raises(verigrad.ShapeError, match="conv_transpose2d takes x"):
+        F.conv_transpose2d(verigrad.ones(2, 2), w)

@@ -31,6 +31,7 @@ from .ops.composite._common import pair
 from .ops.composite.attention import scale_tensor
 from .ops.composite.conv import out_hw, window_params
 from .ops.creation import Generator, _seed
+from .registry import OPS
 from .shapes import Dim, DimLike, as_shape, shape_text
 from .tensor import Tensor
 
@@ -176,6 +177,39 @@ def conv2d(
     if bias is None:
         return out
     return out + (bias.reshape(bias.shape[0], 1, 1) if layout == "NCHW" else bias)
+
+
+def conv_transpose2d(
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: IntPair = 1,
+    padding: IntPair = 0,
+    output_padding: IntPair = 0,
+    dilation: IntPair = 1,
+) -> Tensor:
+    """The transposed 2-D convolution of x [N, C_in, H, W] with weight [C_in, C_out, kh, kw] (PyTorch's,
+    groups=1): conv2d's gradient for its input, into an image of (H - 1) stride - 2 padding +
+    dilation (k - 1) + output_padding + 1 a side."""
+    sh, sw = pair(stride, "stride", 1)
+    ph, pw = pair(padding, "padding", 0)
+    oh, ow = pair(output_padding, "output padding", 0)
+    dh, dw = pair(dilation, "dilation", 1)
+    if x.ndim != 4 or weight.ndim != 4:
+        raise ShapeError(
+            f"conv_transpose2d takes x [N, C, H, W] and weight [C_in, C_out, kh, kw], got "
+            f"{shape_text(x.shape)} and {shape_text(weight.shape)}"
+        )
+    if oh >= max(sh, dh) or ow >= max(sw, dw):
+        raise ValueError(f"conv_transpose2d: output_padding must be below stride or dilation, got {(oh, ow)}")
+    kh, kw = weight.shape[2], weight.shape[3]
+    size = tuple(
+        (n - 1) * s - 2 * p + d * (k - 1) + o + 1
+        for n, s, p, d, k, o in [(x.shape[2], sh, ph, dh, kh, oh), (x.shape[3], sw, pw, dw, kw, ow)]
+    )
+    window = {"stride": (sh, sw), "padding": (ph, pw), "dilation": (dh, dw)}
+    out = OPS["conv2d_input_grad"](x, weight, **window, size=size)
+    return out if bias is None else out + bias.reshape(bias.shape[0], 1, 1)
 
 
 def _named_padding(
@@ -560,6 +594,7 @@ __all__ = [
     "binary_cross_entropy_with_logits",
     "conv1d",
     "conv2d",
+    "conv_transpose2d",
     "cosine_similarity",
     "cross_entropy",
     "dropout",

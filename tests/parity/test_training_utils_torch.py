@@ -824,3 +824,24 @@ def test_pixel_shuffle_unfold_and_fold() -> None:
             lambda c, w=window: torch.nn.Fold((3, 4), **w)(c),
         )
     _check({"x": x}, lambda x: nn.ZeroPad2d(1)(x), lambda x: torch.nn.ZeroPad2d(1)(x))
+
+
+@pytest.mark.parametrize(
+    "window",
+    [{}, {"stride": 2}, {"stride": 2, "padding": 1, "output_padding": 1}, {"stride": (2, 1), "dilation": 2}],
+)
+def test_conv_transpose2d(window: dict) -> None:
+    """Values and the gradients of the image, the weight [in, out, kh, kw] and the bias; the module loads
+    PyTorch's state dict and gives its output."""
+    x, w, b = RNG.standard_normal((2, 3, 4, 5)), RNG.standard_normal((3, 2, 3, 2)), RNG.standard_normal(2)
+    _check(
+        {"x": x, "w": w, "b": b},
+        lambda x, w, b: F.conv_transpose2d(x, w, b, **window),
+        lambda x, w, b: TF.conv_transpose2d(x, w, b, **window),
+    )
+    theirs = torch.nn.ConvTranspose2d(3, 2, (3, 2), **window).double()
+    ours = nn.ConvTranspose2d(3, 2, (3, 2), **window).double()
+    ours.load_state_dict({k: verigrad.tensor(v.detach().numpy()) for k, v in theirs.state_dict().items()})
+    np.testing.assert_allclose(
+        ours(verigrad.tensor(x)).numpy(), theirs(torch.tensor(x)).detach().numpy(), rtol=1e-12, atol=1e-12
+    )

@@ -13,6 +13,7 @@ from .layers import (
     BCEWithLogitsLoss,
     Conv1d,
     Conv2d,
+    ConvTranspose2d,
     CrossEntropyLoss,
     Dropout,
     Dropout2d,

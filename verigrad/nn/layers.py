@@ -78,6 +78,46 @@ class Conv2d(Module):
         )
 
 
+class ConvTranspose2d(Module):
+    """Transposed 2-D convolution of NCHW images: weight [in, out, kh, kw] (PyTorch's layout and
+    initialisation; see F.conv_transpose2d)."""
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int | tuple[int, int],
+        stride: int | tuple[int, int] = 1,
+        padding: int | tuple[int, int] = 0,
+        output_padding: int | tuple[int, int] = 0,
+        bias: bool = True,
+        dilation: int | tuple[int, int] = 1,
+        dtype: Any = f32,
+    ):
+        super().__init__()
+        kh, kw = _pair(kernel_size)
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, (kh, kw)
+        self.stride, self.padding, self.output_padding, self.dilation = (
+            stride,
+            padding,
+            output_padding,
+            dilation,
+        )
+        bound = fan_in_bound(out_channels * kh * kw)  # PyTorch's fan-in of this weight: its dim 1
+        self.weight = uniform((in_channels, out_channels, kh, kw), bound, dtype)
+        self.bias = uniform((out_channels,), bound, dtype) if bias else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.conv_transpose2d(
+            x, self.weight, self.bias, self.stride, self.padding, self.output_padding, self.dilation
+        )
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+        )
+
+
 class Conv1d(Module):
     """1-D convolution of [N, C, L]: weight [out, in, k] (PyTorch's initialisation)."""
 
