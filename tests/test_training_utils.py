@@ -833,3 +833,13 @@ def test_conv_transpose2d_by_hand() -> None:
         F.conv_transpose2d(x, w, stride=2, output_padding=2)
     with pytest.raises(verigrad.ShapeError, match="conv_transpose2d takes x"):
         F.conv_transpose2d(verigrad.ones(2, 2), w)
+
+
+def test_grouped_conv2d_refusals() -> None:
+    x = verigrad.ones(1, 4, 3, 3)
+    with pytest.raises(verigrad.ShapeError, match="4 channels and 6 filters do not split into 4 groups"):
+        F.conv2d(x, verigrad.ones(6, 1, 1, 1), groups=4)
+    with pytest.raises(verigrad.ShapeError, match="needs 2 input channels a group"):
+        F.conv2d(x, verigrad.ones(4, 1, 1, 1), groups=2)
+    with pytest.raises(NotImplementedError, match="groups > 1 takes NCHW"):
+        F.conv2d(verigrad.ones(1, 3, 3, 4), verigrad.ones(1, 1, 2, 4), layout="NHWC", groups=2)

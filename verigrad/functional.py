@@ -167,16 +167,41 @@ def conv2d(
     padding: IntPair = 0,
     dilation: IntPair = 1,
     layout: str = "NCHW",
+    groups: int = 1,
 ) -> Tensor:
-    """2-D convolution (groups=1): NCHW with [O, C, KH, KW] weights or NHWC with [KH, KW, C, O].
+    """2-D convolution: NCHW with [O, C / groups, KH, KW] weights or NHWC with [KH, KW, C, O].
     padding="valid" is 0; "same" (stride 1) keeps H and W, as PyTorch: the extra row or column of an
-    even kernel's padding goes after."""
+    even kernel's padding goes after. With `groups` (NCHW), the channels and the filters are cut into
+    that many groups, each group's filters convolving its own channels (depthwise: groups = C)."""
     if isinstance(padding, str):
         x, padding = _named_padding(x, weight, padding, stride, dilation, layout)
-    out = ops.conv2d(x, weight, stride=stride, padding=padding, dilation=dilation, layout=layout)
+    window = {"stride": stride, "padding": padding, "dilation": dilation, "layout": layout}
+    if groups == 1:
+        out = ops.conv2d(x, weight, **window)
+    else:
+        out = ops.concat(
+            [ops.conv2d(xg, wg, **window) for xg, wg in _grouped(x, weight, groups, layout)], axis=1
+        )
     if bias is None:
         return out
     return out + (bias.reshape(bias.shape[0], 1, 1) if layout == "NCHW" else bias)
+
+
+def _grouped(x: Tensor, weight: Tensor, groups: int, layout: str) -> list[tuple[Tensor, Tensor]]:
+    """(channels, filters) of each group of a grouped convolution, after checking that they divide."""
+    if layout != "NCHW":
+        raise NotImplementedError("conv2d: groups > 1 takes NCHW images")
+    channels, filters = x.shape[1], weight.shape[0]
+    if not isinstance(groups, int) or groups < 1 or channels % groups or filters % groups:
+        raise ShapeError(
+            f"conv2d: {channels} channels and {filters} filters do not split into {groups!r} groups"
+        )
+    if weight.shape[1] != channels // groups:
+        raise ShapeError(
+            f"conv2d: weight {shape_text(weight.shape)} needs {channels // groups} input channels a group"
+        )
+    c, o = channels // groups, filters // groups
+    return [(x[:, g * c : (g + 1) * c], weight[g * o : (g + 1) * o]) for g in range(groups)]
 
 
 def conv_transpose2d(

@@ -845,3 +845,24 @@ def test_conv_transpose2d(window: dict) -> None:
     np.testing.assert_allclose(
         ours(verigrad.tensor(x)).numpy(), theirs(torch.tensor(x)).detach().numpy(), rtol=1e-12, atol=1e-12
     )
+
+
+@pytest.mark.parametrize("groups", [2, 4])
+def test_grouped_and_depthwise_conv2d(groups: int) -> None:
+    x, w, b = (
+        RNG.standard_normal((2, 4, 5, 5)),
+        RNG.standard_normal((8, 4 // groups, 3, 3)),
+        RNG.standard_normal(8),
+    )
+    _check(
+        {"x": x, "w": w, "b": b},
+        lambda x, w, b: F.conv2d(x, w, b, padding=1, stride=(1, 2), groups=groups),
+        lambda x, w, b: TF.conv2d(x, w, b, padding=1, stride=(1, 2), groups=groups),
+    )
+    theirs = torch.nn.Conv2d(4, 8, 3, groups=groups).double()
+    ours = nn.Conv2d(4, 8, 3, groups=groups).double()
+    assert ours.weight.shape == tuple(theirs.weight.shape)
+    ours.load_state_dict({k: verigrad.tensor(v.detach().numpy()) for k, v in theirs.state_dict().items()})
+    np.testing.assert_allclose(
+        ours(verigrad.tensor(x)).numpy(), theirs(torch.tensor(x)).detach().numpy(), rtol=1e-12, atol=1e-12
+    )

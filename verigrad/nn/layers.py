@@ -56,20 +56,26 @@ class Conv2d(Module):
         bias: bool = True,
         layout: str = "NCHW",
         dtype: Any = f32,
+        groups: int = 1,
     ):
         super().__init__()
         kh, kw = _pair(kernel_size)
         self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, (kh, kw)
         self.stride, self.padding, self.dilation, self.layout = stride, padding, dilation, layout
-        bound = fan_in_bound(in_channels * kh * kw)
+        self.groups = groups
+        bound = fan_in_bound(in_channels // groups * kh * kw)
         shape = (
-            (out_channels, in_channels, kh, kw) if layout == "NCHW" else (kh, kw, in_channels, out_channels)
+            (out_channels, in_channels // groups, kh, kw)
+            if layout == "NCHW"
+            else (kh, kw, in_channels, out_channels)
         )
         self.weight = uniform(shape, bound, dtype)
         self.bias = uniform((out_channels,), bound, dtype) if bias else None
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.layout)
+        return F.conv2d(
+            x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.layout, self.groups
+        )
 
     def extra_repr(self) -> str:
         return (
