@@ -843,3 +843,16 @@ def test_grouped_conv2d_refusals() -> None:
         F.conv2d(x, verigrad.ones(4, 1, 1, 1), groups=2)
     with pytest.raises(NotImplementedError, match="groups > 1 takes NCHW"):
         F.conv2d(verigrad.ones(1, 3, 3, 4), verigrad.ones(1, 1, 2, 4), layout="NHWC", groups=2)
+
+
+def test_interpolation_refusals_and_layouts() -> None:
+    x = verigrad.randn(1, 4, 5, 2)  # NHWC: [N, H, W, C]
+    nchw = F.interpolate(x.permute(0, 3, 1, 2), size=(6, 3), mode="bilinear")
+    nhwc = F.interpolate(x, size=(6, 3), mode="bilinear", layout="NHWC")
+    np.testing.assert_array_equal(nhwc.permute(0, 3, 1, 2).numpy(), nchw.numpy())
+    with pytest.raises(ValueError, match="give one of size and scale_factor"):
+        F.interpolate(x, mode="bilinear")
+    with pytest.raises(ValueError, match="mode must be 'nearest' or 'bilinear'"):
+        F.interpolate(x, scale_factor=2, mode="bicubic")
+    with pytest.raises(ValueError, match="mode='nearest' takes a whole scale_factor"):
+        F.interpolate(x, size=(2, 2))

@@ -866,3 +866,27 @@ def test_grouped_and_depthwise_conv2d(groups: int) -> None:
     np.testing.assert_allclose(
         ours(verigrad.tensor(x)).numpy(), theirs(torch.tensor(x)).detach().numpy(), rtol=1e-12, atol=1e-12
     )
+
+
+@pytest.mark.parametrize(
+    "resize",
+    [
+        {"scale_factor": 2},
+        {"size": (7, 3)},
+        {"size": (7, 3), "align_corners": True},
+        {"scale_factor": (1.5, 0.5)},
+        {"scale_factor": 3, "align_corners": True},
+    ],
+)
+def test_bilinear_interpolation(resize: dict) -> None:
+    x = RNG.standard_normal((2, 3, 4, 5))
+    _check(
+        {"x": x},
+        lambda x: F.interpolate(x, mode="bilinear", **resize),
+        lambda x: TF.interpolate(x, mode="bilinear", **resize),
+    )
+    _check(
+        {"x": x},
+        lambda x: nn.Upsample(mode="bilinear", **resize)(x),
+        lambda x: torch.nn.Upsample(mode="bilinear", **resize)(x),
+    )

@@ -210,14 +210,22 @@ class AdaptiveAvgPool2d(Module):
 
 
 class Upsample(Module):
-    """Nearest-neighbour upsampling by whole factors (see F.interpolate)."""
+    """Upsampling: nearest by whole factors, or bilinear to any size (see F.interpolate)."""
 
-    def __init__(self, scale_factor: Any, mode: str = "nearest", layout: str = "NCHW"):
+    def __init__(
+        self,
+        size: Any = None,
+        scale_factor: Any = None,
+        mode: str = "nearest",
+        align_corners: bool | None = None,
+        layout: str = "NCHW",
+    ):
         super().__init__()
-        self.scale_factor, self.mode, self.layout = scale_factor, mode, layout
+        self.size, self.scale_factor, self.mode, self.layout = size, scale_factor, mode, layout
+        self.align_corners = align_corners
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.interpolate(x, self.scale_factor, self.mode, self.layout)
+        return F.interpolate(x, self.size, self.scale_factor, self.mode, self.align_corners, self.layout)
 
     def extra_repr(self) -> str:
         return f"scale_factor={self.scale_factor}, mode={self.mode!r}"
