@@ -65,7 +65,11 @@ def cross_entropy(
     if weight is not None or ignore_index is not None:
         if label_smoothing:
             raise NotImplementedError("cross_entropy: label_smoothing with weight or ignore_index")
-        return _weighted_cross_entropy(input, target, reduction, weight, ignore_index)
+        if weight is not None and weight.shape != input.shape[-1:]:
+            classes_text = shape_text(input.shape[-1:])
+            raise ShapeError(f"cross_entropy: weight must be {classes_text}, got {shape_text(weight.shape)}")
+        ignored = -100 if ignore_index is None else ignore_index  # PyTorch's default
+        return nll_loss(log_softmax(input, -1), target, reduction, ignored, weight)
     if label_smoothing:
         nll = cross_entropy(input, target, reduction="none")
         uniform = -ops.log_softmax(input, axis=-1).mean(axis=-1)
@@ -78,26 +82,6 @@ def cross_entropy(
             bad = values[(values < 0) | (values >= classes)][0]
             raise IndexError(f"cross_entropy: target {bad} is out of range for {classes} classes")
     return ops.cross_entropy(input, target, reduction=reduction)
-
-
-def _weighted_cross_entropy(
-    input: Tensor, target: Tensor, reduction: str, weight: Tensor | None, ignore_index: int | None
-) -> Tensor:
-    """cross_entropy with class weights and ignored targets: nll_loss of log_softmax, weighted."""
-    kept = target != (ignore_index if ignore_index is not None else -(2**62))
-    classes = ops.where(kept, target, 0)  # an ignored target reads class 0, then counts for nothing
-    per_sample = ops.cross_entropy(input, classes, reduction="none")
-    w = ops.where(kept, 1.0, 0.0).cast(input.dtype)
-    if weight is not None:
-        if weight.shape != input.shape[-1:]:
-            raise ShapeError(
-                f"cross_entropy: weight must be [{input.shape[-1]}], got {shape_text(weight.shape)}"
-            )
-        w = w * ops.take(weight, classes, axis=0)
-    loss = per_sample * w
-    if reduction == "mean":
-        return loss.sum() / w.sum()
-    return reduce(loss, reduction, "cross_entropy")
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:

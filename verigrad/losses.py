@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ops import arange, relu, unsqueeze, where
+from .ops import arange, relu, take, unsqueeze, where
 from .tensor import Tensor
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -54,9 +54,16 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
     return reduce(where(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta), reduction, "huber_loss")
 
 
-def nll_loss(input: Tensor, target: Tensor, reduction: str = "mean", ignore_index: int = -100) -> Tensor:
+def nll_loss(
+    input: Tensor,
+    target: Tensor,
+    reduction: str = "mean",
+    ignore_index: int = -100,
+    weight: Tensor | None = None,
+) -> Tensor:
     """-input[n, target[n]] for log-probabilities input [N, C] and integer classes target [N]; targets
-    equal to `ignore_index` add nothing, and "mean" divides by the count of the others."""
+    equal to `ignore_index` add nothing, and "mean" divides by the count of the others. With `weight`
+    [C], each sample's loss times its class's weight, and "mean" divides by those weights' sum."""
     if input.ndim != 2 or target.ndim != 1:
         raise ValueError(
             f"nll_loss takes log-probabilities [N, C] and classes [N], got {input.ndim}-D and {target.ndim}-D"
@@ -70,10 +77,15 @@ def nll_loss(input: Tensor, target: Tensor, reduction: str = "mean", ignore_inde
             raise IndexError(f"nll_loss: target {bad[0]} is out of range for {classes} classes")
     chosen = unsqueeze(target, 1) == arange(0, classes)
     kept = target != ignore_index
-    loss = -where(kept, where(chosen, input, 0.0).sum(1), 0.0)
-    if reduction == "mean":
-        return loss.sum() / kept.sum().cast(input.dtype)
-    return reduce(loss, reduction, "nll_loss")
+    picked = where(chosen, input, 0.0).sum(1)
+    if weight is None:
+        loss = -where(kept, picked, 0.0)
+        if reduction == "mean":
+            return loss.sum() / kept.sum().cast(input.dtype)
+        return reduce(loss, reduction, "nll_loss")
+    weights = where(kept, take(weight, where(kept, target, 0), axis=0), 0.0)  # an ignored one reads class 0
+    loss = -picked * weights
+    return loss.sum() / weights.sum() if reduction == "mean" else reduce(loss, reduction, "nll_loss")
 
 
 def binary_cross_entropy(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:

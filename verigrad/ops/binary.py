@@ -112,9 +112,16 @@ div = _arith(
 )
 
 
-def _pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """x ** y evaluated in f64 and rounded once to the operands' (common) dtype."""
-    return np.power(a.astype(np.float64, copy=False), b.astype(np.float64, copy=False)).astype(a.dtype)
+def _in_f64(fn: Callable) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """fn evaluated in f64 on operands of a common dtype, rounded once to it."""
+
+    def evaluate(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return fn(a.astype(np.float64, copy=False), b.astype(np.float64, copy=False)).astype(a.dtype)
+
+    return evaluate
+
+
+_pow = _in_f64(np.power)  # x ** y
 
 
 def _pow_fast(out: DType, dtypes: tuple[DType, ...], **_) -> Callable | None:
@@ -138,14 +145,9 @@ pow = _arith(
 )
 
 
-def _atan2(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """atan2(y, x) evaluated in f64 and rounded once to the operands' (common) dtype."""
-    return np.arctan2(a.astype(np.float64, copy=False), b.astype(np.float64, copy=False)).astype(a.dtype)
-
-
 atan2 = _arith(
     "atan2",
-    _atan2,
+    _in_f64(np.arctan2),
     # d atan2(y, x) = (x dy - y dx) / (x^2 + y^2)
     lambda g, out, y, x: _both(y, x, lambda: g * x / (x * x + y * y), lambda: -g * y / (x * x + y * y)),
     dtype=float_dtype,

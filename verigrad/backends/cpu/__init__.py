@@ -232,11 +232,9 @@ def vector_path(path: str | None = None) -> str:
 def vector_paths() -> tuple[str, ...]:
     """The paths this machine can take, fastest first."""
     chosen = vector_path()
-    try:
-        paths = [p for p in reversed(elementwise.VECTOR_PATHS) if vector_path(p) == p]
-    finally:
-        vector_path(chosen)
-    return tuple(paths)
+    most = vector_path(elementwise.VECTOR_PATHS[-1])  # capped at the fastest the machine has
+    vector_path(chosen)
+    return elementwise.VECTOR_PATHS[: elementwise.VECTOR_PATHS.index(most) + 1][::-1]
 
 
 def pool_size() -> int:

@@ -228,7 +228,6 @@ AVX512_INLINE void exp2_8_avx512(const __m512d t[VK512], __m512d scale[VK512]) {
 #define VINLINE AVX2_INLINE
 #define VEXP2 exp2_8_avx2
 #define VSELECT_NEG(x, neg, pos) _mm256_blendv_pd(pos, neg, x)
-#define VDIV(a, b) _mm256_div_pd(a, b)
 #include "elementwise_vector.h"
 #undef VK
 #undef VD
@@ -237,7 +236,6 @@ AVX512_INLINE void exp2_8_avx512(const __m512d t[VK512], __m512d scale[VK512]) {
 #undef VINLINE
 #undef VEXP2
 #undef VSELECT_NEG
-#undef VDIV
 
 #define VK VK512
 #define VD __m512d
@@ -246,7 +244,6 @@ AVX512_INLINE void exp2_8_avx512(const __m512d t[VK512], __m512d scale[VK512]) {
 #define VINLINE AVX512_INLINE
 #define VEXP2 exp2_8_avx512
 #define VSELECT_NEG(x, neg, pos) _mm512_mask_blend_pd(_mm512_movepi64_mask(_mm512_castpd_si512(x)), pos, neg)
-#define VDIV(a, b) _mm512_div_pd(a, b)
 #include "elementwise_vector.h"
 
 /* AVX2: the lanes (a bit each, in the order 0 1 4 5 2 3 6 7) of the 8 doubles y0 (0-3) and y1 (4-7) whose

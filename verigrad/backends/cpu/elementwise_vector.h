@@ -6,7 +6,6 @@
  *   VINLINE     the attributes of an inlined function of this width
  *   VEXP2(t, scale)          2^(n/8) for t = n + SHIFTER, two vectors each (the table lookup)
  *   VSELECT_NEG(x, neg, pos) neg where x's sign bit is set, else pos
- *   VDIV(a, b)               a / b within a relative 2^-41 (the rounding test allows 2^-37)
  */
 
 /* q(s r) for s = 1 or -1, with exp(r) = 1 + r + r^2 q(r) on |r| <= ln2/16: of degree 4, or of degree 3 if
@@ -24,7 +23,7 @@ VINLINE VD VNAME(q)(VD r, const double s, const int short_q) {
     return V(fmadd_pd)(q, r, V(set1_pd)(0x1.fffffffffee2fp-2));
 }
 
-/* The range reduction of exp(s x) for s x in [-100, 100] (|n| <= 1155), x in two vectors: T = 2^(n/8) in
+/* The range reduction of exp(s x) for s x in [-100, 100] (|n| <= 1155), x in VK vectors: T = 2^(n/8) in
  * scale, and m = x - s n ln2/8 (r = s x - n ln2/8 is m for s = 1, -m for s = -1) */
 VINLINE void VNAME(exp_reduce)(const VD x[VK], const double s, VD m[VK], VD scale[VK]) {
     VD t[VK];
@@ -47,7 +46,7 @@ VINLINE void VNAME(exp_parts)(const VD x[VK], const double s, const int short_q,
     }
 }
 
-/* The ops on two vectors of doubles widened from f32 inputs. A NaN input, and one below VECTOR_F32's
+/* The ops on VK vectors of doubles widened from f32 inputs. A NaN input, and one below VECTOR_F32's
  * UNSURE_BELOW, may give anything: those elements are recomputed by the scalar formula. The clamps
  * (min(x, c) is c for a NaN x) keep the rest in range. */
 VINLINE void VNAME(exp)(const VD x[VK], VD y[VK]) {
@@ -67,7 +66,7 @@ VINLINE void VNAME(sigmoid)(const VD x[VK], VD y[VK]) {
     VNAME(exp_reduce)(c, 1.0, m, s);
     for (int k = 0; k < VK; k++) {
         VD rest = V(sub_pd)(V(add_pd)(s[k], V(set1_pd)(1.0)), m[k]);
-        y[k] = VDIV(s[k], V(fmadd_pd)(V(mul_pd)(m[k], m[k]), VNAME(q)(m[k], -1.0, 1), rest));
+        y[k] = V(div_pd)(s[k], V(fmadd_pd)(V(mul_pd)(m[k], m[k]), VNAME(q)(m[k], -1.0, 1), rest));
     }}
 
 VINLINE void VNAME(silu)(const VD x[VK], VD y[VK]) {
@@ -86,7 +85,7 @@ VINLINE void VNAME(tanh)(const VD x[VK], VD y[VK]) {
     VNAME(exp_parts)(a, -1.0, 0, p, s);
     for (int k = 0; k < VK; k++) {
         VD u = V(fmadd_pd)(s[k], p[k], V(sub_pd)(s[k], V(set1_pd)(1.0)));
-        VD t = VDIV(u, V(add_pd)(u, V(set1_pd)(2.0))); /* -|tanh x|, or +0 */
+        VD t = V(div_pd)(u, V(add_pd)(u, V(set1_pd)(2.0))); /* -|tanh x|, or +0 */
         y[k] = V(or_pd)(V(andnot_pd)(sign, t), V(and_pd)(sign, x[k]));
     }
 }
@@ -112,6 +111,6 @@ VINLINE void VNAME(gelu_tanh)(const VD x[VK], VD y[VK]) {
         VD u = V(fmadd_pd)(s[k], p[k], V(sub_pd)(s[k], V(set1_pd)(1.0)));
         VD twice = VSELECT_NEG(arg[k], V(mul_pd)(two, e), two);
         VD num = V(mul_pd)(V(mul_pd)(V(set1_pd)(0.5), x[k]), twice);
-        y[k] = VDIV(num, V(add_pd)(u, two));
+        y[k] = V(div_pd)(num, V(add_pd)(u, two));
     }
 }
