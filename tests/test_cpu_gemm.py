@@ -289,6 +289,32 @@ def test_every_thread_count_gives_the_same_bits(dtype, exact):
     assert cpu.pool_size() >= 2
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("small_kernel_work", [0, blas.SMALL_KERNEL_WORK])
+def test_tiles_for_small_kernels_keep_the_bound_and_the_bits(dtype, small_kernel_work):
+    """OpenBLAS's AVX-512 cores read a and b in place for products of at most 100^3 multiply-adds, and the
+    fast path then cuts c into tiles of that size. Forced on or off (whatever this machine's OpenBLAS
+    has), every layout and a batch stay within the bound and give the same bits for 1, 2 and 3 threads."""
+    rng = np.random.default_rng(16)
+    lib = linalg._state["lib"]
+    try:
+        lib.blas_small_kernels(small_kernel_work)
+        for sa, sb in [((3000, 144), (144, 32)), ((1100, 40), (40, 128)), ((3, 200, 100), (100, 60))]:
+            a, b = rand(rng, sa, dtype), rand(rng, sb, dtype)
+            layouts = [(a, b), (np.asfortranarray(a), b), (a, np.asfortranarray(b))]
+            layouts.append((np.asfortranarray(a), np.asfortranarray(b)))
+            for va, vb in layouts if a.ndim == 2 else [(a, b)]:
+                results = set()
+                for threads in (1, 2, 3):
+                    verigrad.set_threads(threads)
+                    out = linalg.matmul(va, vb, exact=False)
+                    within_bound(out, a, b, False)
+                    results.add(bits(out))
+                assert len(results) == 1, (sa, sb)
+    finally:
+        lib.blas_small_kernels(blas.small_kernel_work())
+
+
 def test_the_registered_matmul_kernel_follows_the_setting():
     rng = np.random.default_rng(11)
     a, b = rand(rng, (40, 300), np.float32), rand(rng, (300, 30), np.float32)

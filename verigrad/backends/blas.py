@@ -15,6 +15,11 @@ from typing import Any
 _SETTERS = ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_", "openblas_set_num_threads")
 _GETTERS = ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_", "openblas_get_num_threads")
 _CONFIGS = ("scipy_openblas_get_config64_", "openblas_get_config64_", "openblas_get_config")
+_CORENAMES = ("scipy_openblas_get_corename64_", "openblas_get_corename64_", "openblas_get_corename")
+# OpenBLAS's cores whose GEMM has small-matrix kernels (products of at most 100^3 multiply-adds, a and b
+# read in place): its AVX-512 ones.
+_SMALL_KERNEL_CORES = ("skylakex", "cooperlake", "sapphirerapids")
+SMALL_KERNEL_WORK = 100**3
 # How NumPy's OpenBLAS wheels (scipy-openblas64, scipy-openblas32) and plain builds name `cblas_sgemm`.
 _CBLAS_NAMES = ("scipy_cblas_{}64_", "cblas_{}64_", "scipy_cblas_{}", "cblas_{}")
 
@@ -57,6 +62,22 @@ def thread_functions() -> tuple[Any, Any] | None:
 def blas_threads() -> int | None:
     lib = _library()
     return None if lib is None else int(_first(lib, _GETTERS)())
+
+
+def core() -> str | None:
+    """The name of the kernels OpenBLAS chose for this CPU (e.g. "SkylakeX", "Haswell"), or None."""
+    lib = _library()
+    if lib is None or not any(hasattr(lib, n) for n in _CORENAMES):
+        return None
+    get = _first(lib, _CORENAMES)
+    get.restype = ctypes.c_char_p
+    return (get() or b"").decode() or None
+
+
+def small_kernel_work() -> int:
+    """The most multiply-adds OpenBLAS's small-matrix GEMM kernels take on this CPU; 0 where it has none."""
+    name = core()
+    return SMALL_KERNEL_WORK if name is not None and name.lower() in _SMALL_KERNEL_CORES else 0
 
 
 def _int64(lib: ctypes.CDLL, symbol: str) -> bool:
