@@ -140,11 +140,12 @@ UNARY(gelu_tanh, double, f64, d_gelu_tanh(x))
  * and silu within 3300 double ulps, tanh within 510, gelu_tanh (x >= -3) within 960; the rounding test
  * below allows ROUND_SLACK = 32768.
  *
- * Rounding test: a double y rounds to the same f32 as every double within ROUND_SLACK ulps of it unless
- * its 29 low mantissa bits are within ROUND_SLACK of the halfway pattern 0x10000000 (about 1.2e-4 of
- * random inputs), or the f32 result is subnormal (where the rounding point is elsewhere: exp, sigmoid and
- * silu of x < -87; tanh of a tiny x is x itself in double and needs no care). Such elements, and NaN
- * inputs, are recomputed by the scalar formula, so every element gets the bits the scalar formula gives.
+ * Rounding test: a double y rounds to the same f32 as every double less than ROUND_SLACK ulps from it
+ * unless its 29 low mantissa bits are 0x10000000 (halfway) + d, -ROUND_SLACK <= d < ROUND_SLACK (about
+ * 1.2e-4 of random inputs), or the f32 result is subnormal (where the rounding point is elsewhere: exp,
+ * sigmoid and silu of x < -87; tanh of a tiny x is x itself in double and needs no care). Such elements,
+ * and NaN inputs, are recomputed by the scalar formula, so every element gets the bits the scalar formula
+ * gives.
  * `verigrad verify --every-f32` holds each kernel, on each path the machine has, to the op's reference
  * on all 2^32 inputs.
  */
@@ -247,25 +248,25 @@ AVX512_INLINE void exp2_8_avx512(const __m512d t[VK512], __m512d scale[VK512]) {
 #include "elementwise_vector.h"
 
 /* AVX2: the lanes (a bit each, in the order 0 1 4 5 2 3 6 7) of the 8 doubles y0 (0-3) and y1 (4-7) whose
- * 29 low mantissa bits are within ROUND_SLACK of 0x10000000: shifted to the top of a 32-bit lane, they
- * are 2^31 + 8 d for d that difference, so with 8 ROUND_SLACK added (mod 2^32) the test is a signed
- * comparison with -2^31 + 16 ROUND_SLACK. */
+ * 29 low mantissa bits are 0x10000000 + d, -ROUND_SLACK <= d < ROUND_SLACK: shifted to the top of a 32-bit
+ * lane, they are 2^31 + 8 d, so with 8 ROUND_SLACK added (mod 2^32) the test is a signed comparison with
+ * -2^31 + 16 ROUND_SLACK. */
 AVX2_INLINE int near_half_avx2(__m256d y0, __m256d y1) {
     __m256i low = _mm256_castps_si256(_mm256_shuffle_ps(_mm256_castpd_ps(y0), _mm256_castpd_ps(y1), 0x88));
     low = _mm256_add_epi32(_mm256_slli_epi32(low, 3), _mm256_set1_epi32(8 * ROUND_SLACK));
-    __m256i near = _mm256_cmpgt_epi32(_mm256_set1_epi32(INT32_MIN + 16 * ROUND_SLACK + 1), low);
+    __m256i near = _mm256_cmpgt_epi32(_mm256_set1_epi32(INT32_MIN + 16 * ROUND_SLACK), low);
     int lanes = _mm256_movemask_ps(_mm256_castsi256_ps(near));
     return (lanes & 0xC3) | (lanes & 0x0C) << 2 | (lanes & 0x30) >> 2; /* in element order */
 }
 
 /* AVX-512: the same test for the 16 doubles y0 (0-7) and y1 (8-15), on the low 32-bit halves gathered
- * into one vector: (bits + ROUND_SLACK - 0x10000000) mod 2^29 <= 2 ROUND_SLACK; a bit each, in order */
+ * into one vector: (bits + ROUND_SLACK - 0x10000000) mod 2^29 < 2 ROUND_SLACK (a power of two), so bits
+ * log2(2 ROUND_SLACK) to 28 of the sum are zero, one test; a bit each, in order */
 AVX512_INLINE int near_half_avx512(__m512d y0, __m512d y1) {
     const __m512i low = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     __m512i v = _mm512_permutex2var_epi32(_mm512_castpd_si512(y0), low, _mm512_castpd_si512(y1));
     v = _mm512_add_epi32(v, _mm512_set1_epi32(ROUND_SLACK - 0x10000000));
-    v = _mm512_and_si512(v, _mm512_set1_epi32(0x1FFFFFFF));
-    return _mm512_cmple_epu32_mask(v, _mm512_set1_epi32(2 * ROUND_SLACK));
+    return _mm512_testn_epi32_mask(v, _mm512_set1_epi32(0x1FFFFFFF & -(2 * ROUND_SLACK)));
 }
 
 /* ys[lo..hi) from xs[lo..hi) by BLOCK(xs + i, ys + i, m), m <= B elements a block; the last few through a

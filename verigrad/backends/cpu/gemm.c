@@ -509,22 +509,20 @@ static int64_t small_tile_rows(int64_t batch, int64_t m, int64_t n, int64_t k, i
     return (small_kernel_work / (n * k)) / 16 * 16;
 }
 
-/* The tile of c: BLAS_TILE columns at most (a c of one row: all), and rows up to BLAS_TILE^2 elements,
- * halved (the longer side first) until the product has BLAS_MIN_TILES tiles, both sides are
- * BLAS_MIN_SIDE, or a tile would hold less than BLAS_TILE_WORK multiply-adds; then the sides are evened
- * out (rows in multiples of 16), an odd count of three or more tiles made even with one more row of
+/* The tile of c: small_tile_rows where that applies; else BLAS_TILE columns at most (a c of one row:
+ * all), and rows up to BLAS_TILE^2 elements, halved (the longer side first) until the product has
+ * BLAS_MIN_TILES tiles, both sides are BLAS_MIN_SIDE, or a tile would hold less than BLAS_TILE_WORK
+ * multiply-adds. Then the sides are evened out (rows in multiples of 16), an odd count of three or more tiles made even with one more row of
  * tiles (two threads then take the same work: 13 tiles of a 3136-row c left one thread a tile more).
  * It depends on the shape, the layout and OpenBLAS's kernels alone, never on the thread count. */
-static void blas_tile(int64_t batch, int64_t m, int64_t n, int64_t k, int ta, int tb, int64_t *mb, int64_t *nb) {
-    *nb = m == 1 ? n : imin(n, BLAS_TILE); /* GEMV tiles pack nothing: they are split for threads only */
-    *mb = imin(m, BLAS_TILE * BLAS_TILE / *nb);
+static void blas_tile(int64_t batch, int64_t m, int64_t n, int64_t k, int ta, int tb, int64_t *mb,
+                      int64_t *nb) {
     int64_t small_rows = small_tile_rows(batch, m, n, k, ta, tb);
-    if (small_rows) {
-        *nb = n;
-        *mb = small_rows;
-    }
-    while (!small_rows && batch * cdiv(m, *mb) * cdiv(n, *nb) < BLAS_MIN_TILES && (*mb > BLAS_MIN_SIDE || *nb > BLAS_MIN_SIDE) &&
-           *mb * *nb * k >= 2 * BLAS_TILE_WORK) {
+    /* GEMV tiles (c of one row) pack nothing: they are split for threads only */
+    *nb = m == 1 || small_rows ? n : imin(n, BLAS_TILE);
+    *mb = small_rows ? small_rows : imin(m, BLAS_TILE * BLAS_TILE / *nb);
+    while (!small_rows && batch * cdiv(m, *mb) * cdiv(n, *nb) < BLAS_MIN_TILES &&
+           (*mb > BLAS_MIN_SIDE || *nb > BLAS_MIN_SIDE) && *mb * *nb * k >= 2 * BLAS_TILE_WORK) {
         if (*mb >= *nb)
             *mb = cdiv(*mb, 2);
         else

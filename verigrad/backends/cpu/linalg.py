@@ -2,7 +2,9 @@
 on two paths.
 
 - The fast path calls the CBLAS functions of the OpenBLAS that NumPy ships (`blas.cblas`). gemm.c cuts c
-  into tiles that depend on the shape alone and runs one OpenBLAS call per tile on verigrad's pool, with
+  into tiles that depend on the shape alone (and on whether OpenBLAS's kernels for the CPU include its
+  small-matrix ones, which read a and b in place: then a tile is as many whole rows as one of them
+  takes) and runs one OpenBLAS call per tile on verigrad's pool, with
   OpenBLAS set to one thread meanwhile (its count is process-wide): OpenBLAS's own split over its
   threads moves tile edges, which changes an element's bits; this way the thread count does not. A
   small product is one tile; a c of one row or column is computed by GEMV (GEMM would pack the whole
