@@ -730,3 +730,24 @@ def test_module_dtype_conversion_in_place():
     with verigrad.abstract():
         symbolic = nn.Linear(3, 2).double()
     assert verigrad.check(symbolic, verigrad.spec([B, 3], "f64")) == verigrad.spec([B, 2], "f64")
+
+
+def test_transformer_encoder_layers_are_independent_copies_and_arguments_are_checked():
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, dtype="f64")
+    encoder = nn.TransformerEncoder(layer, 3)
+    weights = [m.linear1.weight for m in encoder.layers]
+    assert len({id(w) for w in weights}) == 3 and all(w is not layer.linear1.weight for w in weights)
+    np.testing.assert_array_equal(weights[0].numpy(), layer.linear1.weight.numpy())
+    assert len(list(encoder.parameters())) == 3 * len(list(layer.parameters()))
+    x = verigrad.tensor(np.random.default_rng(0).standard_normal((4, 2, 8)))
+    out = encoder(x)
+    assert out.shape == (4, 2, 8)
+    out.sum().backward()
+    assert all(w.grad is not None for w in weights) and layer.linear1.weight.grad is None
+    with pytest.raises(ValueError, match="relu or gelu"):
+        nn.TransformerEncoderLayer(8, 2, activation="tanh")
+    with pytest.raises(ValueError, match="multiple of num_heads"):
+        nn.TransformerEncoderLayer(8, 3)
+    with pytest.raises(ValueError, match="num_layers"):
+        nn.TransformerEncoder(layer, 0)
+    assert nn.LayerNorm(8, bias=False).bias is None and nn.LayerNorm(8).bias is not None

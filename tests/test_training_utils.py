@@ -286,8 +286,8 @@ def test_multihead_attention_shapes_and_refusals() -> None:
     np.testing.assert_array_equal(np.triu(w.numpy()[0], 1), np.zeros((3, 3)))  # no weight on later keys
     with pytest.raises(ValueError, match="not a multiple of num_heads"):
         nn.MultiheadAttention(10, 3)
-    with pytest.raises(ValueError, match="dropout must be 0"):
-        nn.MultiheadAttention(8, 2, dropout=0.1)
+    with pytest.raises(ValueError, match=r"dropout must be in \[0, 1\]"):
+        nn.MultiheadAttention(8, 2, dropout=-0.1)
 
 
 @pytest.mark.parametrize("backend", ["reference", "cpu"])

@@ -890,3 +890,73 @@ def test_bilinear_interpolation(resize: dict) -> None:
         lambda x: nn.Upsample(mode="bilinear", **resize)(x),
         lambda x: torch.nn.Upsample(mode="bilinear", **resize)(x),
     )
+
+
+ENCODER_CASES = ["post-norm", "norm_first", "gelu", "batch_first", "no bias", "masks", "stack"]
+ENCODER_CASES.append("eval dropout")
+
+
+@pytest.mark.parametrize("how", ENCODER_CASES)
+def test_transformer_encoder(how) -> None:
+    """nn.TransformerEncoderLayer and nn.TransformerEncoder with PyTorch's parameters loaded by name: the
+    output and the gradients of the input and of every parameter, in f64."""
+    d, heads, ff = 8, 2, 16
+    settings = {
+        "norm_first": {"norm_first": True},
+        "gelu": {"activation": "gelu"},
+        "batch_first": {"batch_first": True},
+        "no bias": {"bias": False},
+    }.get(how, {})
+    dropout = 0.3 if how == "eval dropout" else 0.0
+    torch_layer = torch.nn.TransformerEncoderLayer(d, heads, ff, dropout, dtype=torch.float64, **settings)
+    layer = nn.TransformerEncoderLayer(d, heads, ff, dropout, dtype="f64", **settings)
+    theirs, ours = torch_layer, layer
+    if how == "stack":
+        theirs = torch.nn.TransformerEncoder(
+            torch_layer, 2, norm=torch.nn.LayerNorm(d, dtype=torch.float64), enable_nested_tensor=False
+        )
+        ours = nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(d, dtype="f64"))
+        with torch.no_grad():  # the copies differ, so that a mix-up of layers shows
+            theirs.layers[1].linear1.weight.mul_(0.5)
+    state = {k: v.detach().numpy().copy() for k, v in theirs.state_dict().items()}
+    assert sorted(state) == sorted(dict(ours.named_parameters()))
+    ours.load_state_dict(state)
+    if how == "eval dropout":
+        ours.eval(), theirs.eval()
+    x = RNG.standard_normal((3, 5, d))
+    masks = {}
+    if how in ("masks", "stack"):
+        attn = RNG.random((5, 5)) > 0.7
+        attn[:, 0] = False
+        padding = np.array([[False] * 5, [False] * 3 + [True] * 2, [False] * 4 + [True]])  # [N, S]: batch 5
+        x = RNG.standard_normal((5, 3, d))  # [S, N, E]
+        masks = {"mask": attn, "src_key_padding_mask": padding}
+
+    def call(module, convert, x):
+        kwargs = {k: convert(v) for k, v in masks.items()}
+        if how == "masks":
+            kwargs["src_mask"] = kwargs.pop("mask")
+        return module(x, **kwargs)
+
+    _check({"x": x}, lambda x: call(ours, verigrad.tensor, x), lambda x: call(theirs, torch.from_numpy, x))
+    for name, p in theirs.named_parameters():
+        mine = dict(ours.named_parameters())[name]
+        np.testing.assert_allclose(mine.grad.numpy(), p.grad.numpy(), rtol=1e-12, atol=1e-12, err_msg=name)
+
+
+def test_attention_dropout_in_training() -> None:
+    """MultiheadAttention's dropout zeroes attention weights in training, the kept ones scaled by
+    1 / (1 - p), and the weights it returns are those; in eval it is off."""
+    mha = nn.MultiheadAttention(8, 2, dropout=0.5, dtype="f64")
+    x = verigrad.tensor(RNG.standard_normal((6, 1, 8)))
+    verigrad.manual_seed(3)
+    _, weights = mha(x, x, x, average_attn_weights=False)
+    w = weights.numpy()
+    assert 0.3 < (w == 0).mean() < 0.7
+    mha.eval()
+    _, plain = mha(x, x, x, average_attn_weights=False)
+    p = plain.numpy()
+    np.testing.assert_allclose(w[w != 0], 2 * p[w != 0], rtol=1e-12)
+    np.testing.assert_allclose(p.sum(-1), 1.0, rtol=1e-12)
+    with pytest.raises(ValueError, match="dropout"):
+        nn.MultiheadAttention(8, 2, dropout=1.5)

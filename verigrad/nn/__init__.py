@@ -60,3 +60,4 @@ from .layers import (
 from .module import Module
 from .quant import QEmbedding, QLinear
 from .recurrent import GRU, LSTM
+from .transformer import TransformerEncoder, TransformerEncoderLayer

@@ -406,15 +406,21 @@ def _bessel(count: DimLike, dtype: Any) -> Tensor | float:
 
 class LayerNorm(Module):
     """Normalise over the last dimension (or the last len(normalized_shape)), then scale and shift
-    (elementwise_affine)."""
+    (elementwise_affine; the shift only with bias, as in PyTorch)."""
 
     def __init__(
-        self, normalized_shape: DimLike, eps: float = 1e-5, elementwise_affine: bool = True, dtype: Any = f32
+        self,
+        normalized_shape: DimLike,
+        eps: float = 1e-5,
+        elementwise_affine: bool = True,
+        bias: bool = True,
+        dtype: Any = f32,
     ):
         super().__init__()
         self.normalized_shape, self.eps = normalized_shape, eps
         self.weight = ones(normalized_shape, dtype=dtype, requires_grad=True) if elementwise_affine else None
-        self.bias = zeros(normalized_shape, dtype=dtype, requires_grad=True) if elementwise_affine else None
+        shifted = elementwise_affine and bias
+        self.bias = zeros(normalized_shape, dtype=dtype, requires_grad=True) if shifted else None
 
     def forward(self, x: Tensor) -> Tensor:
         shape = self.normalized_shape
@@ -790,7 +796,8 @@ class MultiheadAttention(Module):
     key_padding_mask=None, need_weights=True, attn_mask=None, average_attn_weights=True, is_causal=False)
     gives (output, weights): masks as PyTorch's (a bool one is True where a key may NOT be attended to, a
     float one is added); sequences first ([L, N, E]) unless batch_first; weights averaged over heads
-    unless average_attn_weights=False, None without need_weights. No attention dropout."""
+    unless average_attn_weights=False, None without need_weights. In training, `dropout` zeroes
+    attention weights (those returned too, as PyTorch's)."""
 
     def __init__(
         self,
@@ -802,11 +809,12 @@ class MultiheadAttention(Module):
         dtype: Any = f32,
     ):
         super().__init__()
-        if dropout != 0.0:
-            raise ValueError("MultiheadAttention: dropout must be 0 (no attention dropout here)")
+        if not 0.0 <= dropout <= 1.0:
+            raise ValueError(f"MultiheadAttention: dropout must be in [0, 1], got {dropout}")
         if embed_dim % num_heads:
             raise ValueError(f"embed_dim {embed_dim} is not a multiple of num_heads {num_heads}")
         self.embed_dim, self.num_heads, self.batch_first = embed_dim, num_heads, batch_first
+        self.dropout = dropout
         bound = math.sqrt(6.0 / (embed_dim + 3 * embed_dim))  # PyTorch's xavier_uniform_ of [3E, E]
         self.in_proj_weight = uniform((3 * embed_dim, embed_dim), bound, dtype)
         self.in_proj_bias = zeros(3 * embed_dim, dtype=dtype, requires_grad=True) if bias else None
@@ -854,6 +862,8 @@ class MultiheadAttention(Module):
                 batch * heads, length, size
             )
         weights = F.softmax(scores, -1)
+        if self.dropout and self.training:
+            weights = F.dropout(weights, self.dropout, training=True)
         out = (weights @ v).transpose(0, 1).reshape(length, batch, e)
         out = self.out_proj(out)
         if unbatched:
@@ -868,7 +878,8 @@ class MultiheadAttention(Module):
         return out, weights.squeeze(0) if unbatched else weights
 
     def extra_repr(self) -> str:
-        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, batch_first={self.batch_first}"
+        text = f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, batch_first={self.batch_first}"
+        return text + (f", dropout={self.dropout}" if self.dropout else "")
 
 
 def _masked(scores: Tensor, mask: Tensor) -> Tensor:
