@@ -883,3 +883,47 @@ def test_eager_result_specs_are_remembered_per_operands_and_params() -> None:
     for n in range(_op.SPECS_KEPT + 5):
         verigrad.ones(n) + 1.0
     assert len(add._concrete_specs) <= _op.SPECS_KEPT
+
+
+def test_gradient_hooks_replace_watch_and_are_checked():
+    x = verigrad.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    y = x * x
+    y.register_hook(lambda g: g * 0 + 1)  # every gradient of y replaced by ones
+    handle = x.register_hook(lambda g: g * 2)
+    (y * 5).sum().backward()
+    _eq(x.grad, [4.0, -8.0, 12.0])  # 2 x (ones), doubled
+    handle.remove()
+    handle.remove()  # a second remove does nothing
+    x.grad = None
+    (y * 5).sum().backward()
+    _eq(x.grad, [2.0, -4.0, 6.0])
+    (g,) = verigrad.autograd.gradients((y * 5).sum(), [x])  # the hooks on the path run here too
+    _eq(g, [2.0, -4.0, 6.0])
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        verigrad.tensor([1.0]).register_hook(lambda g: g)
+    with pytest.raises(TypeError, match="function of the gradient"):
+        x.register_hook(3)
+    y.register_hook(lambda g: g.sum())  # the wrong shape: refused when it runs
+    with pytest.raises(RuntimeError, match="gradient hook returned"):
+        y.sum().backward()
+    z = x * 3
+    z.retain_grad()
+    z.retain_grad()  # once is enough
+    (z * z).sum().backward()
+    _eq(z.grad, [6.0, -12.0, 18.0])
+
+
+def test_a_hook_in_a_compiled_step_is_part_of_the_program():
+    w = verigrad.tensor([1.0, 2.0], requires_grad=True)
+    w.register_hook(lambda g: g.clamp(-1.0, 1.0))  # gradient clipping, per element
+
+    def step(x):
+        loss = ((w * x).sum() - 10.0) ** 2
+        w.grad = None
+        loss.backward()
+        return w.grad
+
+    compiled = verigrad.compile(step)
+    for value in ([3.0, 4.0], [0.01, 0.02]):
+        x = verigrad.tensor(value)
+        _eq(compiled(x), step(x).numpy())

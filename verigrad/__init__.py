@@ -45,6 +45,7 @@ from .ops import (
     concat,
     cos,
     count_nonzero,
+    cumprod,
     cumsum,
     det,
     diag,

@@ -130,6 +130,8 @@ def _propagate(root: Tensor, grad: Tensor, create_graph: bool, wrt: list[Tensor]
             g = grads.pop(id(t), None)
             if g is None:
                 continue
+            if t._hooks:
+                g = _hooked(t, g)
             if stop is not None and id(t) in stop:
                 found[id(t)] = g
                 continue
@@ -149,6 +151,56 @@ def _propagate(root: Tensor, grad: Tensor, create_graph: bool, wrt: list[Tensor]
                     gi = gi.cast(inp.dtype)
                 grads[id(inp)] = gi if id(inp) not in grads else grads[id(inp)] + gi
     return found
+
+
+class RemovableHandle:
+    """What `Tensor.register_hook` returns: `remove()` takes the hook off again."""
+
+    def __init__(self, hooks: list, hook: Callable) -> None:
+        self._hooks, self._hook = hooks, hook
+
+    def remove(self) -> None:
+        if self._hook in self._hooks:
+            self._hooks.remove(self._hook)
+
+
+def register_hook(t: Tensor, hook: Callable[[Tensor], Tensor | None]) -> RemovableHandle:
+    if not callable(hook):
+        raise TypeError(f"register_hook takes a function of the gradient, not {type(hook).__name__}")
+    if not t.requires_grad:
+        raise RuntimeError("register_hook on a tensor that does not require grad (no gradient reaches it)")
+    if t._hooks is None:
+        t._hooks = []
+    t._hooks.append(hook)
+    return RemovableHandle(t._hooks, hook)
+
+
+def retain_grad(t: Tensor) -> None:
+    if not t.requires_grad:
+        raise RuntimeError("retain_grad on a tensor that does not require grad (no gradient reaches it)")
+    if t.is_leaf or any(getattr(h, "retains", None) is t for h in t._hooks or ()):
+        return
+
+    def keep(g: Tensor) -> None:
+        _accumulate(t, g)
+
+    keep.retains = t  # type: ignore[attr-defined]
+    register_hook(t, keep)
+
+
+def _hooked(t: Tensor, g: Tensor) -> Tensor:
+    """The gradient of `t` after its hooks, in the order registered; the one retain_grad added last of
+    all, as PyTorch's (`.grad` holds what the other hooks made of the gradient)."""
+    hooks = list(t._hooks or ())
+    for hook in sorted(hooks, key=lambda h: getattr(h, "retains", None) is t):
+        replaced = hook(g)
+        if replaced is None:
+            continue
+        if not isinstance(replaced, Tensor) or replaced.spec != g.spec:
+            what = replaced.spec if isinstance(replaced, Tensor) else type(replaced).__name__
+            raise RuntimeError(f"a gradient hook returned {what} for a gradient {g.spec}: give the same")
+        g = replaced
+    return g
 
 
 def _accumulate(leaf: Tensor, g: Tensor) -> None:
@@ -273,3 +325,5 @@ def grad(
 
 
 FUNCS["backward"] = backward
+FUNCS["register_hook"] = register_hook
+FUNCS["retain_grad"] = retain_grad

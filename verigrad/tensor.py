@@ -7,7 +7,7 @@ method runs, so this module does not import them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,7 +23,7 @@ Axis = int | Sequence[int] | None
 class Tensor:
     """An n-dimensional array with a (possibly symbolic) shape, a dtype and optional gradient."""
 
-    __slots__ = ("__weakref__", "_node", "data", "grad", "requires_grad", "spec")
+    __slots__ = ("__weakref__", "_hooks", "_node", "data", "grad", "requires_grad", "spec")
     __array_priority__ = 1000  # NumPy defers `ndarray + Tensor` to Tensor.__radd__
 
     def __init__(self, spec: Spec, data: Any, requires_grad: bool = False) -> None:
@@ -31,6 +31,7 @@ class Tensor:
         self.data = data
         self.grad: Tensor | None = None
         self._node: Any = None  # the autograd record of the op that made this tensor
+        self._hooks: list | None = None  # register_hook's functions
         self.requires_grad = False
         if requires_grad:
             self.requires_grad_(True)
@@ -148,6 +149,16 @@ class Tensor:
         """Accumulate gradients into the leaves' `.grad`. The graph is kept whatever `retain_graph` says
         (it is accepted for PyTorch's code: backward may run again)."""
         FUNCS["backward"](self, grad, create_graph)
+
+    def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> Any:
+        """Call `hook(grad)` whenever the gradient with respect to this tensor has been computed, before it
+        goes on (or into a leaf's `.grad`); a tensor it returns replaces the gradient. Returns a handle
+        whose `remove()` takes the hook off."""
+        return FUNCS["register_hook"](self, hook)
+
+    def retain_grad(self) -> None:
+        """Keep this tensor's gradient in `.grad` after backward, as a leaf's (a leaf's is kept anyway)."""
+        FUNCS["retain_grad"](self)
 
     def detach(self) -> Tensor:
         return Tensor(self.spec, self.data)
@@ -647,6 +658,9 @@ class Tensor:
 
     def cumsum(self, axis: int = 0, *, dim: int | None = None) -> Tensor:
         return OPS["cumsum"](self, axis=_axis(axis, dim))
+
+    def cumprod(self, axis: int = 0, *, dim: int | None = None) -> Tensor:
+        return OPS["cumprod"](self, axis=_axis(axis, dim))
 
     def argmin(self, axis: int | None = None, keepdim: bool = False, *, dim: int | None = None):
         return FUNCS["argmin"](self, axis, keepdim, dim=dim)

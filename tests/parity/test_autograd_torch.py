@@ -205,3 +205,33 @@ def test_shared_inputs_and_second_order(rng: np.random.Generator) -> None:
     np.testing.assert_allclose(loss.numpy(), tloss.detach().numpy(), rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(gw.numpy(), tgw.detach().numpy(), rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(w.grad.numpy(), thvp.numpy(), rtol=RTOL, atol=ATOL)
+
+
+def _hooked_run(lib, x0: np.ndarray, remove_after_first: bool) -> tuple[list, list, list]:
+    """The same program in both: hooks on a leaf and on an intermediate (one replacing the gradient, one
+    watching it), retain_grad, two backward passes with a hook removed in between."""
+    x = (verigrad.tensor(x0.copy()) if lib is verigrad else torch.from_numpy(x0.copy())).requires_grad_(True)
+    y = x.exp() * 2
+    y.retain_grad()
+    seen: list = []
+    watch = y.register_hook(lambda g: seen.append(g.detach().numpy().copy()))
+    y.register_hook(lambda g: g * 3)
+    x.register_hook(lambda g: g - 1)
+    grads, retained = [], []
+    for _ in range(2):
+        (y * y).sum().backward(retain_graph=True)
+        grads.append(x.grad.numpy().copy())
+        retained.append(y.grad.numpy().copy())
+        if remove_after_first:
+            watch.remove()
+    return seen, grads, retained
+
+
+@pytest.mark.parametrize("remove", [False, True])
+def test_tensor_hooks_and_retain_grad(rng: np.random.Generator, remove: bool) -> None:
+    x0 = rng.standard_normal(5)
+    ours, theirs = _hooked_run(verigrad, x0, remove), _hooked_run(torch, x0, remove)
+    for a, b in zip(ours, theirs):
+        assert len(a) == len(b)
+        for u, v in zip(a, b):
+            np.testing.assert_allclose(u, v, rtol=RTOL, atol=ATOL)

@@ -297,3 +297,15 @@ def test_repeat_interleave_and_nearest_upsampling(repeats, dim) -> None:
         lambda x: nn.Upsample(scale_factor=(repeats, 2))(x),
         lambda x: torch.nn.functional.interpolate(x, scale_factor=(repeats, 2), mode="nearest"),
     )
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_cumprod_through_zeros(dim) -> None:
+    """Running products with no zero, one, two and a zero first in a row: values and the first gradient
+    equal PyTorch's (its backward treats the first zero of a row apart, as verigrad's)."""
+    x = np.random.default_rng(11).uniform(0.5, 1.5, (4, 6))
+    x[1, 2] = x[2, 1] = x[2, 4] = x[3, 0] = x[3, 1] = 0.0
+    _check({"x": x}, lambda x: x.cumprod(dim), lambda x: x.cumprod(dim))
+    _check({"x": x}, lambda x: verigrad.cumprod(x, dim=dim), lambda x: torch.cumprod(x, dim=dim))
+    counts = np.array([[1, 2, 0, 3]])
+    assert verigrad.tensor(counts).cumprod(1).numpy().tolist() == [[1, 2, 0, 0]]

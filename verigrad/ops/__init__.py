@@ -132,7 +132,7 @@ from .matmul import matmul
 from .movement import broadcast_to, cast, concat, contiguous, pad, permute, reshape, slice_, unslice
 from .quant import dequantize_op, qembedding, qmatmul, qmatmul_q8
 from .reduce import argmax, max, mean, min, numel_of, prod, sum
-from .scan import cumsum
+from .scan import cumprod, cumsum
 from .shaping import assign, expand, flatten, getitem, squeeze, stack, transpose, unsqueeze
 from .unary import (
     abs,

@@ -1,7 +1,7 @@
-"""Running sums along one axis: cumsum.
+"""Running sums and products along one axis: cumsum, cumprod.
 
-Rounding rule (as the sums'): an f16/f32 running sum accumulates in f64 and each output is rounded once
-to the input dtype; f64 accumulates in f64; integer and bool inputs give i64.
+Rounding rule (as the sums' and products'): f16/f32 accumulate in f64 and each output is rounded once to
+the input dtype; f64 accumulates in f64; integer and bool inputs give i64.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from ..dtypes import i64
 from ..shapes import Spec, normalize_axis
 from ._op import Op, Sample, no_bf16
 from ._samples import uniform
+from .binary import eq, where
 from .derived import flip
 
 
@@ -19,20 +20,27 @@ def _canon(x: Spec, axis: int = 0, dim: int | None = None) -> dict:
     return {"axis": normalize_axis(dim if dim is not None else axis, x.ndim)}
 
 
-def _reference(x: np.ndarray, axis: int) -> np.ndarray:
-    if x.ndim == 0:
-        x = x.reshape(1)  # NumPy flattens a 0-d input; its running sum is itself
-        return _reference(x, 0).reshape(())
-    if x.dtype.kind != "f":
-        return np.cumsum(x, axis=axis, dtype=np.int64)
-    return np.cumsum(x, axis=axis, dtype=np.float64).astype(x.dtype)
+def _running(np_fn):
+    def reference(x: np.ndarray, axis: int) -> np.ndarray:
+        if x.ndim == 0:  # NumPy flattens a 0-d input; its running sum or product is itself
+            return reference(x.reshape(1), 0).reshape(())
+        if x.dtype.kind != "f":
+            return np_fn(x, axis=axis, dtype=np.int64)
+        return np_fn(x, axis=axis, dtype=np.float64).astype(x.dtype)
+
+    return reference
+
+
+def _from_the_end(g, axis):
+    """The running sum of g from the last position back to each one."""
+    return flip(cumsum(flip(g, axis), axis=axis), axis)
 
 
 def _vjp(g, out, x, axis):
     """Each input reaches every output from its position on: the running sum of g from the end."""
     if x.ndim == 0:
         return (g,)
-    return (flip(cumsum(flip(g, axis), axis=axis), axis),)
+    return (_from_the_end(g, axis),)
 
 
 cumsum = Op(
@@ -41,7 +49,7 @@ cumsum = Op(
     dtype=lambda x, axis: (no_bf16(x), x if x.is_float else i64)[1],
     params=_canon,
     positional=("axis",),
-    reference=_reference,
+    reference=_running(np.cumsum),
     vjp=_vjp,
     samples=lambda rng: [
         Sample((uniform(rng, s),), {"axis": a})
@@ -50,4 +58,39 @@ cumsum = Op(
     torch=lambda t, x, axis: t.cumsum(x, dim=axis),
     exact=False,
     doc="Running sums along `axis`: out[..., i, ...] = x[..., 0, ...] + ... + x[..., i, ...].",
+)
+
+
+def _cumprod_vjp(g, out, x, axis):
+    """d out_i / d x_k is the product of x_j, j <= i, but x_k (i >= k): out_i / x_k where x_k is not zero;
+    at the first zero, the running product of x with that zero made one; at a later zero, 0 (its product
+    holds the first). The second derivative is exact where a row holds one zero at most (as prod's)."""
+    if x.ndim == 0:
+        return (g,)
+    zero = eq(x, 0)
+    first = zero & eq(cumsum(zero, axis=axis), 1)
+    without_first = cumprod(where(first, 1, x), axis=axis)
+    others = _from_the_end(g * out, axis) / where(zero, 1, x)
+    return (where(first, _from_the_end(g * without_first, axis), where(zero, 0, others)),)
+
+
+def _cumprod_samples(rng: np.random.Generator) -> list[Sample]:
+    zeros = uniform(rng, (3, 5))
+    zeros[0, 2] = zeros[2, 0] = 0.0  # a zero inside a row and at its start
+    cases = [((5,), 0), ((3, 4), 1), ((3, 4), 0), ((2, 0, 3), 2), ((), 0)]
+    return [Sample((uniform(rng, s),), {"axis": a}) for s, a in cases] + [Sample((zeros,), {"axis": 1})]
+
+
+cumprod = Op(
+    "cumprod",
+    shape=lambda x, axis: x,
+    dtype=lambda x, axis: (no_bf16(x), x if x.is_float else i64)[1],
+    params=_canon,
+    positional=("axis",),
+    reference=_running(np.cumprod),
+    vjp=_cumprod_vjp,
+    samples=_cumprod_samples,
+    torch=lambda t, x, axis: t.cumprod(x, dim=axis),
+    exact=False,
+    doc="Running products along `axis`: out[..., i, ...] = x[..., 0, ...] * ... * x[..., i, ...].",
 )
