@@ -43,21 +43,30 @@ def _vjp(g, out, x, axis):
     return (_from_the_end(g, axis),)
 
 
-cumsum = Op(
+def _running_op(name: str, np_fn, vjp, samples, doc: str) -> Op:
+    return Op(
+        name,
+        shape=lambda x, axis: x,
+        dtype=lambda x, axis: (no_bf16(x), x if x.is_float else i64)[1],
+        params=_canon,
+        positional=("axis",),
+        reference=_running(np_fn),
+        vjp=vjp,
+        samples=samples,
+        torch=lambda t, x, axis: getattr(t, name)(x, dim=axis),
+        exact=False,
+        doc=doc,
+    )
+
+
+_SHAPES = [((5,), 0), ((3, 4), 1), ((3, 4), 0), ((2, 0, 3), 2), ((), 0)]
+
+cumsum = _running_op(
     "cumsum",
-    shape=lambda x, axis: x,
-    dtype=lambda x, axis: (no_bf16(x), x if x.is_float else i64)[1],
-    params=_canon,
-    positional=("axis",),
-    reference=_running(np.cumsum),
-    vjp=_vjp,
-    samples=lambda rng: [
-        Sample((uniform(rng, s),), {"axis": a})
-        for s, a in [((5,), 0), ((3, 4), 1), ((3, 4), 0), ((2, 0, 3), 2), ((), 0)]
-    ],
-    torch=lambda t, x, axis: t.cumsum(x, dim=axis),
-    exact=False,
-    doc="Running sums along `axis`: out[..., i, ...] = x[..., 0, ...] + ... + x[..., i, ...].",
+    np.cumsum,
+    _vjp,
+    lambda rng: [Sample((uniform(rng, s),), {"axis": a}) for s, a in _SHAPES],
+    "Running sums along `axis`: out[..., i, ...] = x[..., 0, ...] + ... + x[..., i, ...].",
 )
 
 
@@ -77,20 +86,13 @@ def _cumprod_vjp(g, out, x, axis):
 def _cumprod_samples(rng: np.random.Generator) -> list[Sample]:
     zeros = uniform(rng, (3, 5))
     zeros[0, 2] = zeros[2, 0] = 0.0  # a zero inside a row and at its start
-    cases = [((5,), 0), ((3, 4), 1), ((3, 4), 0), ((2, 0, 3), 2), ((), 0)]
-    return [Sample((uniform(rng, s),), {"axis": a}) for s, a in cases] + [Sample((zeros,), {"axis": 1})]
+    return [Sample((uniform(rng, s),), {"axis": a}) for s, a in _SHAPES] + [Sample((zeros,), {"axis": 1})]
 
 
-cumprod = Op(
+cumprod = _running_op(
     "cumprod",
-    shape=lambda x, axis: x,
-    dtype=lambda x, axis: (no_bf16(x), x if x.is_float else i64)[1],
-    params=_canon,
-    positional=("axis",),
-    reference=_running(np.cumprod),
-    vjp=_cumprod_vjp,
-    samples=_cumprod_samples,
-    torch=lambda t, x, axis: t.cumprod(x, dim=axis),
-    exact=False,
-    doc="Running products along `axis`: out[..., i, ...] = x[..., 0, ...] * ... * x[..., i, ...].",
+    np.cumprod,
+    _cumprod_vjp,
+    _cumprod_samples,
+    "Running products along `axis`: out[..., i, ...] = x[..., 0, ...] * ... * x[..., i, ...].",
 )
