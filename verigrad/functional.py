@@ -459,6 +459,59 @@ def mish(x: Tensor, inplace: bool = False) -> Tensor:
     return _inplace(x, x * ops.tanh(softplus(x)), inplace)
 
 
+def hardsigmoid(x: Tensor, inplace: bool = False) -> Tensor:
+    """relu6(x + 3) / 6: 0 below -3, 1 above 3, linear between."""
+    return _inplace(x, relu6(x + 3.0) / 6.0, inplace)
+
+
+def hardswish(x: Tensor, inplace: bool = False) -> Tensor:
+    """x * hardsigmoid(x)."""
+    return _inplace(x, x * hardsigmoid(x), inplace)
+
+
+_SELU_ALPHA, _SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+
+
+def selu(x: Tensor, inplace: bool = False) -> Tensor:
+    """scale * elu(x, alpha) with the self-normalising constants (alpha 1.6733, scale 1.0507)."""
+    return _inplace(x, elu(x, _SELU_ALPHA) * _SELU_SCALE, inplace)
+
+
+def celu(x: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """x where x > 0, else alpha * (exp(x / alpha) - 1)."""
+    if alpha == 0:
+        raise ValueError("celu: alpha must not be 0")
+    return _inplace(x, ops.where(x > 0, x, ops.expm1(x / alpha) * alpha), inplace)
+
+
+def softsign(x: Tensor) -> Tensor:
+    """x / (1 + |x|)."""
+    return x / (ops.abs(x) + 1.0)
+
+
+def logsigmoid(x: Tensor) -> Tensor:
+    """log(sigmoid(x)) = -softplus(-x), without overflow for large |x|."""
+    return ops.minimum(x, 0.0) - ops.log1p(ops.exp(-ops.abs(x)))
+
+
+def glu(x: Tensor, dim: int = -1) -> Tensor:
+    """a * sigmoid(b) for the halves a, b of x along `dim` (of even length)."""
+    size = x.shape[dim]
+    if isinstance(size, int) and size % 2:
+        raise ShapeError(f"glu: dimension {dim} of {shape_text(x.shape)} has odd length {size}; it is halved")
+    a, b = x.chunk(2, dim)
+    return a * ops.sigmoid(b)
+
+
+def prelu(x: Tensor, weight: Tensor) -> Tensor:
+    """x where x > 0, else weight * x; weight has one value, or one per channel (dimension 1 of x)."""
+    if weight.ndim != 1:
+        raise ShapeError(f"prelu: weight must be one-dimensional, got {shape_text(weight.shape)}")
+    if weight.shape[0] != 1 and x.ndim >= 2:
+        weight = weight.reshape(weight.shape[0], *([1] * (x.ndim - 2)))
+    return ops.where(x > 0, x, weight * x)
+
+
 def group_norm(
     x: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5
 ) -> Tensor:

@@ -508,7 +508,41 @@ class Tensor:
 
     def lerp(self, end: Any, weight: Any) -> Tensor:
         """self + weight * (end - self), as PyTorch's lerp."""
-        return self + (end - self) * weight
+        return FUNCS["lerp"](self, end, weight)
+
+    def addcmul(self, tensor1: Any, tensor2: Any, value: Any = 1) -> Tensor:
+        return FUNCS["addcmul"](self, tensor1, tensor2, value)
+
+    def addcdiv(self, tensor1: Any, tensor2: Any, value: Any = 1) -> Tensor:
+        return FUNCS["addcdiv"](self, tensor1, tensor2, value)
+
+    def hypot(self, o: Any) -> Tensor:
+        return OPS["hypot"](self, o)
+
+    def logaddexp(self, o: Any) -> Tensor:
+        return OPS["logaddexp"](self, o)
+
+    def frac(self) -> Tensor:
+        return FUNCS["frac"](self)
+
+    def deg2rad(self) -> Tensor:
+        return FUNCS["deg2rad"](self)
+
+    def rad2deg(self) -> Tensor:
+        return FUNCS["rad2deg"](self)
+
+    def movedim(self, source: Any, destination: Any) -> Tensor:
+        return FUNCS["movedim"](self, source, destination)
+
+    moveaxis = movedim
+
+    def swapaxes(self, a: int, b: int) -> Tensor:
+        return self.transpose(a, b)
+
+    swapdims = swapaxes
+
+    def unflatten(self, dim: int, sizes: Sequence[Any]) -> Tensor:
+        return FUNCS["unflatten"](self, dim, sizes)
 
     # PyTorch's comparison methods (the operators' ops)
     def eq(self, o: Any) -> Tensor:
@@ -795,6 +829,19 @@ def _in_place(name: str) -> Any:
     method.__doc__ = f"{name}, written into this tensor."
     return method
 
+
+def _unary_method(name: str) -> Any:
+    def method(self: Tensor) -> Tensor:
+        return OPS[name](self)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"The op {name} (see verigrad.{name})."
+    return method
+
+
+for _name in ("sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh"):
+    setattr(Tensor, _name, _unary_method(_name))
+    setattr(Tensor, "arc" + _name[1:], _unary_method(_name))  # NumPy's and PyTorch's other names
 
 for _name in ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "relu", "reciprocal", "square",
               "floor", "ceil", "round", "trunc", "sign", "pow", "lerp"):  # fmt: skip

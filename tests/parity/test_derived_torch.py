@@ -309,3 +309,81 @@ def test_cumprod_through_zeros(dim) -> None:
     _check({"x": x}, lambda x: verigrad.cumprod(x, dim=dim), lambda x: torch.cumprod(x, dim=dim))
     counts = np.array([[1, 2, 0, 3]])
     assert verigrad.tensor(counts).cumprod(1).numpy().tolist() == [[1, 2, 0, 0]]
+
+
+ACTIVATIONS = [
+    ("hardsigmoid", {}),
+    ("hardswish", {}),
+    ("selu", {}),
+    ("celu", {"alpha": 0.5}),  # PyTorch's celu backward rounds alpha to f32 (0.7 would be off by 3e-8)
+    ("softsign", {}),
+    ("logsigmoid", {}),
+    ("glu", {"dim": 1}),
+]
+
+
+@pytest.mark.parametrize(("name", "settings"), ACTIVATIONS)
+def test_more_activations(name, settings) -> None:
+    """Values and gradients of F.<name> and of its module, as PyTorch's (inputs away from the kinks)."""
+    x = np.random.default_rng(12).uniform(-6, 6, (3, 8))
+    x[np.abs(np.abs(x) - 3) < 0.05] += 0.2  # hardsigmoid's and hardswish's kinks at +-3
+    theirs = getattr(torch.nn.functional, name)
+    if name in ("hardsigmoid", "hardswish"):
+        _hard_activation_gradient(name, x)
+        return
+    _check({"x": x}, lambda x: getattr(F, name)(x, **settings), lambda x: theirs(x, **settings))
+    module = {"hardsigmoid": "Hardsigmoid", "hardswish": "Hardswish", "selu": "SELU", "celu": "CELU"}
+    module |= {"softsign": "Softsign", "logsigmoid": "LogSigmoid", "glu": "GLU"}
+    ours_m, theirs_m = getattr(nn, module[name])(**settings), getattr(torch.nn, module[name])(**settings)
+    _check({"x": x}, lambda x: ours_m(x), lambda x: theirs_m(x))
+
+
+def _hard_activation_gradient(name: str, x: np.ndarray) -> None:
+    """PyTorch's hardsigmoid and hardswish backward multiply by 1/6 rounded to f32 (3e-8 off), so their
+    gradients are held to the exact derivative, and to PyTorch's within that rounding; values as PyTorch's."""
+    ours = verigrad.from_numpy(x.copy()).requires_grad_(True)
+    theirs = torch.from_numpy(x.copy()).requires_grad_(True)
+    out, expected = getattr(F, name)(ours), getattr(torch.nn.functional, name)(theirs)
+    np.testing.assert_allclose(out.numpy(), expected.detach().numpy(), rtol=1e-12, atol=1e-12)
+    out.sum().backward()
+    expected.sum().backward()
+    inside = np.abs(x) < 3
+    exact = np.where(inside, 1 / 6, 0.0) if name == "hardsigmoid" else np.where(inside, x / 3 + 0.5, x >= 3)
+    np.testing.assert_allclose(ours.grad.numpy(), exact, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=4e-8, atol=1e-12)
+
+
+@pytest.mark.parametrize("channels", [1, 4])
+def test_prelu(channels) -> None:
+    """nn.PReLU with one slope or one per channel: values, and the gradients of input and slopes."""
+    x, w = np.random.default_rng(13).standard_normal((2, 4, 3)), np.linspace(0.1, 0.4, channels)
+    _check({"x": x, "w": w}, lambda x, w: F.prelu(x, w), lambda x, w: torch.nn.functional.prelu(x, w))
+    ours, theirs = nn.PReLU(channels, dtype="f64"), torch.nn.PReLU(channels, dtype=torch.float64)
+    assert sorted(ours.state_dict()) == sorted(theirs.state_dict())
+    np.testing.assert_array_equal(ours.weight.numpy(), theirs.weight.detach().numpy())  # init 0.25
+
+
+def test_pointwise_helpers_and_dimension_moves() -> None:
+    """lerp, addcmul, addcdiv, frac, deg2rad, rad2deg, movedim, swapaxes and unflatten as PyTorch's."""
+    rng = np.random.default_rng(14)
+    a, b, c = rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 3, 4)), rng.uniform(1, 2, (2, 3, 4))
+    three = {"a": a * 3, "b": b, "c": c}
+    _check(three, lambda a, b, c: verigrad.lerp(a, b, c), lambda a, b, c: torch.lerp(a, b, c))
+    _check(three, lambda a, b, c: a.addcmul(b, c, value=0.5), lambda a, b, c: a.addcmul(b, c, value=0.5))
+    _check(
+        three,
+        lambda a, b, c: verigrad.addcdiv(a, b, c, value=-2),
+        lambda a, b, c: torch.addcdiv(a, b, c, value=-2),
+    )
+    two = {"a": a * 3, "b": b}
+    for same in (
+        lambda a, b: a.frac() * b,
+        lambda a, b: a.deg2rad() + b.rad2deg(),
+        lambda a, b: a.movedim((0, 2), (2, 0)) * 2 + b.movedim(1, 0).movedim(0, 1).movedim((0, 2), (2, 0)),
+        lambda a, b: a.movedim(0, -1) + b.movedim(0, -1),
+        lambda a, b: a.swapaxes(0, 2) * 3 + b.swapdims(2, 0),
+        lambda a, b: a.unflatten(2, (2, -1)) - b.unflatten(-1, (-1, 2)),
+    ):
+        _check(two, same, same)
+    with pytest.raises(ValueError, match="movedim"):
+        verigrad.tensor(a).movedim((0, 1), 2)

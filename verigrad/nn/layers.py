@@ -643,6 +643,40 @@ ReLU = _inplace_activation("ReLU", F.relu)
 SiLU = _inplace_activation("SiLU", F.silu)
 ReLU6 = _inplace_activation("ReLU6", F.relu6)
 Mish = _inplace_activation("Mish", F.mish)
+Hardsigmoid = _inplace_activation("Hardsigmoid", F.hardsigmoid)
+Hardswish = _inplace_activation("Hardswish", F.hardswish)
+SELU = _inplace_activation("SELU", F.selu)
+Softsign = _activation("Softsign", F.softsign)
+LogSigmoid = _activation("LogSigmoid", F.logsigmoid)
+
+
+class CELU(_Configured):
+    fn = staticmethod(F.celu)
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False):
+        super().__init__(alpha=alpha, inplace=inplace)
+
+
+class GLU(_Configured):
+    fn = staticmethod(F.glu)
+
+    def __init__(self, dim: int = -1):
+        super().__init__(dim=dim)
+
+
+class PReLU(Module):
+    """x where x > 0, else weight * x: one learned slope, or one per channel (num_parameters)."""
+
+    def __init__(self, num_parameters: int = 1, init: float = 0.25, dtype: Any = f32):
+        super().__init__()
+        self.num_parameters = num_parameters
+        self.weight = full((num_parameters,), init, dtype=dtype).requires_grad_(True)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.prelu(x, self.weight)
+
+    def extra_repr(self) -> str:
+        return f"num_parameters={self.num_parameters}"
 
 
 class LeakyReLU(_Configured):

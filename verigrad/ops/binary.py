@@ -160,6 +160,32 @@ atan2 = _arith(
 )
 
 
+hypot = _arith(
+    "hypot",
+    _in_f64(np.hypot),
+    # d hypot(x, y) = (x dx + y dy) / hypot(x, y) (NaN at the origin, as PyTorch's)
+    lambda g, out, x, y: _both(x, y, lambda: g * x / out, lambda: g * y / out),
+    dtype=float_dtype,
+    low=-2.0,
+    high=2.0,
+    torch=lambda t, a, b: t.hypot(a, b),
+    exact=False,  # libms may differ by an ulp
+    doc="sqrt(x^2 + y^2) without overflow or underflow on the way, evaluated in f64 and rounded once.",
+)
+logaddexp = _arith(
+    "logaddexp",
+    _in_f64(np.logaddexp),
+    # d log(e^x + e^y) = e^x / (e^x + e^y) dx + ...: exp(x - out), which cannot overflow
+    lambda g, out, x, y: _both(x, y, lambda: g * (x - out).exp(), lambda: g * (y - out).exp()),
+    dtype=float_dtype,
+    low=-3.0,
+    high=3.0,
+    torch=lambda t, a, b: t.logaddexp(a, b),
+    exact=False,  # a transcendental: libms may differ by an ulp
+    doc="log(exp(x) + exp(y)) without overflow, evaluated in f64 and rounded once.",
+)
+
+
 def _divisor_samples(rng: np.random.Generator) -> list[Sample]:
     """Dividends of either sign and divisors kept away from zero (an integer remainder by zero has no
     value), broadcast as the binary samples are."""

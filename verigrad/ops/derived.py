@@ -520,6 +520,54 @@ def square(x: Tensor) -> Tensor:
     return x * x
 
 
+def lerp(start: Tensor, end: Any, weight: Any) -> Tensor:
+    """start + weight * (end - start)."""
+    return start + (end - start) * weight
+
+
+def addcmul(x: Tensor, tensor1: Any, tensor2: Any, value: Any = 1) -> Tensor:
+    """x + value * tensor1 * tensor2."""
+    return x + tensor1 * tensor2 * value
+
+
+def addcdiv(x: Tensor, tensor1: Any, tensor2: Any, value: Any = 1) -> Tensor:
+    """x + value * tensor1 / tensor2."""
+    return x + tensor1 / tensor2 * value
+
+
+def frac(x: Tensor) -> Tensor:
+    """x - trunc(x): the fractional part, with x's sign; its gradient is 1."""
+    return x - x.trunc()
+
+
+def deg2rad(x: Tensor) -> Tensor:
+    return x * (math.pi / 180)
+
+
+def rad2deg(x: Tensor) -> Tensor:
+    return x * (180 / math.pi)
+
+
+def movedim(x: Tensor, source: int | Sequence[int], destination: int | Sequence[int]) -> Tensor:
+    """x with its dimensions `source` moved to the places `destination`, the others in their order."""
+    src = [source] if isinstance(source, int) else list(source)
+    dst = [destination] if isinstance(destination, int) else list(destination)
+    if len(src) != len(dst):
+        raise ValueError(f"movedim: {len(src)} source dimensions but {len(dst)} destinations")
+    src, dst = [normalize_axis(a, x.ndim) for a in src], [normalize_axis(a, x.ndim) for a in dst]
+    if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+        raise ValueError(f"movedim: repeated dimensions in {source} or {destination}")
+    rest = iter(a for a in range(x.ndim) if a not in src)
+    placed = dict(zip(dst, src))
+    return x.permute(*(placed[i] if i in placed else next(rest) for i in range(x.ndim)))
+
+
+def unflatten(x: Tensor, dim: int, sizes: Sequence[Any]) -> Tensor:
+    """x with dimension `dim` split into `sizes` (one of them may be -1)."""
+    axis = normalize_axis(dim, x.ndim)
+    return x.reshape(*x.shape[:axis], *sizes, *x.shape[axis + 1 :])
+
+
 def log2(x: Tensor) -> Tensor:
     """log(x) / log(2), within an ulp or two of a direct log2."""
     return x.log() * (1 / math.log(2))
@@ -668,6 +716,14 @@ def _values(x: Any, what: str) -> np.ndarray:
 
 
 FUNCS.update(
+    lerp=lerp,
+    addcmul=addcmul,
+    addcdiv=addcdiv,
+    frac=frac,
+    deg2rad=deg2rad,
+    rad2deg=rad2deg,
+    movedim=movedim,
+    unflatten=unflatten,
     addmm=addmm,
     isclose=isclose,
     count_nonzero=count_nonzero,

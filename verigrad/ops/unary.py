@@ -198,6 +198,70 @@ cos = _float_op(
     torch=lambda t, x: t.cos(x),
     doc="Cosine (radians).",
 )
+sinh = _float_op(
+    "sinh",
+    in_f64(np.sinh),
+    lambda g, out, x: (g * cosh(x),),
+    torch=lambda t, x: t.sinh(x),
+    doc="Hyperbolic sine.",
+)
+cosh = _float_op(
+    "cosh",
+    in_f64(np.cosh),
+    lambda g, out, x: (g * sinh(x),),
+    torch=lambda t, x: t.cosh(x),
+    doc="Hyperbolic cosine.",
+)
+asin = _float_op(
+    "asin",
+    in_f64(np.arcsin),
+    lambda g, out, x: (g * rsqrt(1 - x * x),),
+    low=-0.9,
+    high=0.9,
+    torch=lambda t, x: t.asin(x),
+    doc="Inverse sine, in [-pi/2, pi/2]; NaN outside [-1, 1].",
+)
+acos = _float_op(
+    "acos",
+    in_f64(np.arccos),
+    lambda g, out, x: (-(g * rsqrt(1 - x * x)),),
+    low=-0.9,
+    high=0.9,
+    torch=lambda t, x: t.acos(x),
+    doc="Inverse cosine, in [0, pi]; NaN outside [-1, 1].",
+)
+atan = _float_op(
+    "atan",
+    in_f64(np.arctan),
+    lambda g, out, x: (g / (x * x + 1),),
+    torch=lambda t, x: t.atan(x),
+    doc="Inverse tangent, in (-pi/2, pi/2).",
+)
+asinh = _float_op(
+    "asinh",
+    in_f64(np.arcsinh),
+    lambda g, out, x: (g * rsqrt(x * x + 1),),
+    torch=lambda t, x: t.asinh(x),
+    doc="Inverse hyperbolic sine.",
+)
+acosh = _float_op(
+    "acosh",
+    in_f64(np.arccosh),
+    lambda g, out, x: (g * rsqrt((x - 1) * (x + 1)),),
+    low=1.1,
+    high=3.0,
+    torch=lambda t, x: t.acosh(x),
+    doc="Inverse hyperbolic cosine; NaN below 1.",
+)
+atanh = _float_op(
+    "atanh",
+    in_f64(np.arctanh),
+    lambda g, out, x: (g / ((1 - x) * (1 + x)),),
+    low=-0.9,
+    high=0.9,
+    torch=lambda t, x: t.atanh(x),
+    doc="Inverse hyperbolic tangent; +-inf at +-1, NaN beyond.",
+)
 tanh = _float_op(
     "tanh",
     in_f64(_tanh),
