@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import verigrad
+import verigrad.functional as F
 from verigrad import nn
 from verigrad.models import digits_cnn
 
@@ -751,3 +752,44 @@ def test_transformer_encoder_layers_are_independent_copies_and_arguments_are_che
     with pytest.raises(ValueError, match="num_layers"):
         nn.TransformerEncoder(layer, 0)
     assert nn.LayerNorm(8, bias=False).bias is None and nn.LayerNorm(8).bias is not None
+
+
+def test_forward_hooks_see_and_replace_arguments_and_output():
+    layer = nn.Linear(3, 2, dtype="f64")
+    x = verigrad.tensor(np.random.default_rng(1).standard_normal((4, 3)))
+    calls = []
+    pre = layer.register_forward_pre_hook(lambda m, args: (args[0] * 2,))
+    post = layer.register_forward_hook(lambda m, args, out: calls.append((m, args[0].shape, out.shape)))
+    doubled = layer(x)
+    np.testing.assert_allclose(doubled.numpy(), (x * 2).numpy() @ layer.weight.numpy().T + layer.bias.numpy())
+    assert calls == [(layer, (4, 3), (4, 2))]
+    kw = layer.register_forward_hook(lambda m, args, kwargs, out: out * 0 + 7, with_kwargs=True)
+    np.testing.assert_array_equal(layer(x).numpy(), np.full((4, 2), 7.0))
+    for handle in (pre, post, kw):
+        handle.remove()
+    np.testing.assert_allclose(layer(x).numpy(), x.numpy() @ layer.weight.numpy().T + layer.bias.numpy())
+    assert len(calls) == 2  # removed: not called again
+    model = nn.Sequential(nn.Linear(3, 3), nn.ReLU())
+    shapes = []
+    model[0].register_forward_hook(lambda m, a, o: shapes.append(o.shape))  # an inner layer's output
+    model(verigrad.randn(5, 3))
+    assert shapes == [(5, 3)]
+    with pytest.raises(TypeError, match="must be a function"):
+        layer.register_forward_hook(None)
+
+
+def test_embedding_from_pretrained_and_softmax_dtype():
+    table = np.arange(8.0).reshape(4, 2)
+    frozen = nn.Embedding.from_pretrained(table)
+    np.testing.assert_array_equal(frozen(verigrad.tensor([3, 0])).numpy(), table[[3, 0]])
+    assert not frozen.weight.requires_grad and list(frozen.parameters()) == []
+    table[0, 0] = 99.0  # a copy: the module does not change with the array
+    assert frozen.weight.numpy()[0, 0] == 0.0
+    trained = nn.Embedding.from_pretrained(verigrad.tensor(table), freeze=False, padding_idx=1)
+    assert trained.weight.requires_grad and trained.padding_idx == 1
+    np.testing.assert_array_equal(trained.weight.numpy()[1], table[1])  # the padding row as given
+    with pytest.raises(verigrad.ShapeError, match="2-D table"):
+        nn.Embedding.from_pretrained(np.ones(3))
+    x = verigrad.tensor([1.0, 2.0, 3.0])
+    assert F.softmax(x, dim=0, dtype=verigrad.f64).dtype == verigrad.f64
+    assert F.log_softmax(x, 0, verigrad.f64).dtype == verigrad.f64

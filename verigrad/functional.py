@@ -19,13 +19,22 @@ from .errors import ShapeError
 from .losses import (
     binary_cross_entropy,
     binary_cross_entropy_with_logits,
+    cosine_embedding_loss,
+    gaussian_nll_loss,
+    hinge_embedding_loss,
     huber_loss,
     kl_div,
     l1_loss,
+    margin_ranking_loss,
     mse_loss,
+    multi_margin_loss,
     nll_loss,
+    pairwise_distance,
+    poisson_nll_loss,
     reduce,
     smooth_l1_loss,
+    soft_margin_loss,
+    triplet_margin_loss,
 )
 from .ops.composite._common import pair
 from .ops.composite.attention import scale_tensor
@@ -38,14 +47,15 @@ from .tensor import Tensor
 IntPair = int | tuple[int, int]
 
 
-def softmax(x: Tensor, dim: int = -1) -> Tensor:
-    """exp(x) / sum(exp(x)) along `dim`, max-subtracted so it cannot overflow."""
-    return ops.softmax(x, axis=dim)
+def softmax(x: Tensor, dim: int = -1, dtype: Any = None) -> Tensor:
+    """exp(x) / sum(exp(x)) along `dim`, max-subtracted so it cannot overflow; with `dtype`, x is cast
+    to it first (as PyTorch's)."""
+    return ops.softmax(x if dtype is None else x.cast(dtype), axis=dim)
 
 
-def log_softmax(x: Tensor, dim: int = -1) -> Tensor:
-    """log(softmax(x)) along `dim`, computed without forming softmax."""
-    return ops.log_softmax(x, axis=dim)
+def log_softmax(x: Tensor, dim: int = -1, dtype: Any = None) -> Tensor:
+    """log(softmax(x)) along `dim`, computed without forming softmax; `dtype` as softmax's."""
+    return ops.log_softmax(x if dtype is None else x.cast(dtype), axis=dim)
 
 
 def cross_entropy(
@@ -691,9 +701,11 @@ __all__ = [
     "avg_pool2d",
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
+    "celu",
     "conv1d",
     "conv2d",
     "conv_transpose2d",
+    "cosine_embedding_loss",
     "cosine_similarity",
     "cross_entropy",
     "dropout",
@@ -701,9 +713,14 @@ __all__ = [
     "elu",
     "embedding",
     "fold",
+    "gaussian_nll_loss",
     "gelu",
+    "glu",
     "group_norm",
+    "hardsigmoid",
+    "hardswish",
     "hardtanh",
+    "hinge_embedding_loss",
     "huber_loss",
     "interpolate",
     "kl_div",
@@ -712,26 +729,36 @@ __all__ = [
     "leaky_relu",
     "linear",
     "log_softmax",
+    "logsigmoid",
+    "margin_ranking_loss",
     "max_pool1d",
     "max_pool2d",
     "mish",
     "mse_loss",
+    "multi_margin_loss",
     "nll_loss",
     "normalize",
     "one_hot",
     "pad",
+    "pairwise_distance",
     "pixel_shuffle",
     "pixel_unshuffle",
+    "poisson_nll_loss",
+    "prelu",
     "relu",
     "relu6",
     "rms_norm",
     "rope",
     "scaled_dot_product_attention",
+    "selu",
     "sigmoid",
     "silu",
     "smooth_l1_loss",
+    "soft_margin_loss",
     "softmax",
     "softplus",
+    "softsign",
     "tanh",
+    "triplet_margin_loss",
     "unfold",
 ]

@@ -1,14 +1,19 @@
 """Loss functions written with ops, as in `torch.nn.functional` (re-exported by `verigrad.functional`):
 mse_loss, l1_loss, smooth_l1_loss, huber_loss, nll_loss, binary_cross_entropy,
-binary_cross_entropy_with_logits and kl_div. Each takes `reduction`: "mean" (the default), "sum" or
-"none" (kl_div also "batchmean").
+binary_cross_entropy_with_logits, kl_div, and the margin and likelihood losses (margin_ranking_loss,
+hinge_embedding_loss, soft_margin_loss, cosine_embedding_loss, multi_margin_loss, triplet_margin_loss,
+poisson_nll_loss, gaussian_nll_loss). Each takes `reduction`: "mean" (the default), "sum" or "none"
+(kl_div also "batchmean").
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from .ops import arange, relu, take, unsqueeze, where
+from .autograd import no_grad
+from .ops import arange, clamp, log1p, minimum, relu, take, unsqueeze, where
 from .tensor import Tensor
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -122,3 +127,131 @@ def kl_div(input: Tensor, target: Tensor, reduction: str = "mean", log_target: b
     if reduction == "batchmean":
         return loss.sum() / input.shape[0] if input.ndim else loss.sum()
     return reduce(loss, reduction, "kl_div")
+
+
+def margin_ranking_loss(
+    input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0, reduction: str = "mean"
+) -> Tensor:
+    """max(0, -target (input1 - input2) + margin), target 1 or -1: which input should rank higher."""
+    return reduce(relu(-target * (input1 - input2) + margin), reduction, "margin_ranking_loss")
+
+
+def hinge_embedding_loss(
+    input: Tensor, target: Tensor, margin: float = 1.0, reduction: str = "mean"
+) -> Tensor:
+    """input where target is 1, max(0, margin - input) where it is -1."""
+    loss = where(target == 1, input, 0.0) + where(target == -1, relu(margin - input), 0.0)
+    return reduce(loss, reduction, "hinge_embedding_loss")
+
+
+def soft_margin_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    """log(1 + exp(-target input)), target 1 or -1."""
+    z = -target * input
+    return reduce(relu(z) + log1p((-z.abs()).exp()), reduction, "soft_margin_loss")
+
+
+_COSINE_EPS = 1e-12  # PyTorch's, added to each squared norm
+
+
+def cosine_embedding_loss(
+    input1: Tensor, input2: Tensor, target: Tensor, margin: float = 0.0, reduction: str = "mean"
+) -> Tensor:
+    """1 - cos(input1, input2) where target is 1, max(0, cos - margin) where it is -1 (cos along the last
+    dimension, each squared norm plus 1e-12, as PyTorch's)."""
+    dim = input1.ndim - 1
+    dot = (input1 * input2).sum(axis=dim)
+    norms = ((input1 * input1).sum(axis=dim) + _COSINE_EPS) * ((input2 * input2).sum(axis=dim) + _COSINE_EPS)
+    cos = dot / norms.sqrt()
+    loss = where(target == 1, 1 - cos, 0.0) + where(target == -1, relu(cos - margin), 0.0)
+    return reduce(loss, reduction, "cosine_embedding_loss")
+
+
+def multi_margin_loss(
+    input: Tensor,
+    target: Tensor,
+    p: int = 1,
+    margin: float = 1.0,
+    weight: Tensor | None = None,
+    reduction: str = "mean",
+) -> Tensor:
+    """For scores [N, C] (or [C]) and classes [N]: the mean over the other classes j of
+    max(0, margin - input[y] + input[j])^p (p 1 or 2), each sample's term weighted by weight[y]."""
+    if p not in (1, 2):
+        raise ValueError(f"multi_margin_loss: p must be 1 or 2, got {p}")
+    scores = input if input.ndim == 2 else unsqueeze(input, 0)
+    classes = target.reshape(-1)
+    chosen = scores.gather(1, classes.reshape(-1, 1))
+    hinge = relu(scores - chosen + margin)
+    if p == 2:
+        hinge = hinge * hinge
+    if weight is not None:
+        hinge = hinge * take(weight, classes).reshape(-1, 1)
+    others = arange(0, scores.shape[1]) != classes.reshape(-1, 1)
+    loss = where(others, hinge, 0.0).sum(axis=1) / scores.shape[1]
+    return reduce(loss if input.ndim == 2 else loss.reshape(()), reduction, "multi_margin_loss")
+
+
+def pairwise_distance(
+    x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False
+) -> Tensor:
+    """||x1 - x2 + eps||_p along the last dimension (PyTorch's eps inside the norm)."""
+    return (x1 - x2 + eps).norm(p=p, dim=-1, keepdim=keepdim)
+
+
+def triplet_margin_loss(
+    anchor: Tensor,
+    positive: Tensor,
+    negative: Tensor,
+    margin: float = 1.0,
+    p: float = 2.0,
+    eps: float = 1e-6,
+    swap: bool = False,
+    reduction: str = "mean",
+) -> Tensor:
+    """max(0, d(anchor, positive) - d(anchor, negative) + margin), d the pairwise distance; with `swap`,
+    the negative's distance is the smaller of its distances to anchor and positive."""
+    d_pos = pairwise_distance(anchor, positive, p, eps)
+    d_neg = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        d_neg = minimum(d_neg, pairwise_distance(positive, negative, p, eps))
+    return reduce(relu(d_pos - d_neg + margin), reduction, "triplet_margin_loss")
+
+
+def poisson_nll_loss(
+    input: Tensor,
+    target: Tensor,
+    log_input: bool = True,
+    full: bool = False,
+    eps: float = 1e-8,
+    reduction: str = "mean",
+) -> Tensor:
+    """exp(input) - target input for a log-rate (`log_input`), else input - target log(input + eps);
+    `full` adds Stirling's target log(target) - target + log(2 pi target) / 2 where target > 1."""
+    loss = input.exp() - target * input if log_input else input - target * (input + eps).log()
+    if full:
+        safe = where(target > 1, target, 1.0)
+        stirling = safe * safe.log() - safe + 0.5 * (safe * (2 * math.pi)).log()
+        loss = loss + where(target > 1, stirling, 0.0)
+    return reduce(loss, reduction, "poisson_nll_loss")
+
+
+def gaussian_nll_loss(
+    input: Tensor,
+    target: Tensor,
+    var: Tensor,
+    full: bool = False,
+    eps: float = 1e-6,
+    reduction: str = "mean",
+) -> Tensor:
+    """(log(var) + (input - target)^2 / var) / 2 (plus log(2 pi) / 2 if `full`), var at least eps (its
+    gradient passes as if not clamped, as PyTorch's); a var with one dimension fewer, or a last one of 1,
+    is one variance per row."""
+    if var.ndim == input.ndim - 1:
+        var = unsqueeze(var, -1)
+    with no_grad():
+        lifted = clamp(var, min=eps) - var  # what clamping adds, outside the gradient
+    var = var + lifted
+    loss = 0.5 * (var.log() + (input - target) * (input - target) / var)
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return reduce(loss, reduction, "gaussian_nll_loss")

@@ -960,3 +960,69 @@ def test_attention_dropout_in_training() -> None:
     np.testing.assert_allclose(p.sum(-1), 1.0, rtol=1e-12)
     with pytest.raises(ValueError, match="dropout"):
         nn.MultiheadAttention(8, 2, dropout=1.5)
+
+
+def _signs(n: int) -> np.ndarray:
+    return np.where(np.arange(n) % 3 == 0, -1.0, 1.0)
+
+
+LOSSES = {
+    "margin_ranking_loss": (lambda r: {"a": r((6,)), "b": r((6,)), "y": _signs(6)}, {"margin": 0.3}),
+    "hinge_embedding_loss": (lambda r: {"a": r((4, 3)), "y": np.tile(_signs(3), (4, 1))}, {"margin": 0.8}),
+    "soft_margin_loss": (lambda r: {"a": r((4, 3)), "y": np.tile(_signs(3), (4, 1))}, {}),
+    "cosine_embedding_loss": (lambda r: {"a": r((5, 4)), "b": r((5, 4)), "y": _signs(5)}, {"margin": 0.1}),
+    "triplet_margin_loss": (lambda r: {"a": r((5, 4)), "b": r((5, 4)), "c": r((5, 4))}, {"margin": 0.5}),
+    "poisson_nll_loss": (lambda r: {"a": r((4, 3)), "t": np.abs(r((4, 3))) * 3}, {"full": True}),
+    "gaussian_nll_loss": (
+        lambda r: {"a": r((4, 3)), "t": r((4, 3)), "v": np.abs(r((4,))) + 0.1},
+        {"full": True, "eps": 0.2},
+    ),
+}
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("name", sorted(LOSSES))
+def test_margin_and_likelihood_losses(name, reduction) -> None:
+    """Values and gradients of every float input, as PyTorch's; the target is a constant where it is one."""
+    make, settings = LOSSES[name]
+    arrays = make(lambda shape: RNG.standard_normal(shape))
+    constants = {k: arrays.pop(k) for k in ("y",) if k in arrays}
+    if name == "poisson_nll_loss":
+        constants["t"] = arrays.pop("t")
+    ours_fn, theirs_fn = getattr(F, name), getattr(TF, name)
+    _check(
+        arrays,
+        lambda **a: ours_fn(
+            *a.values(), *map(verigrad.tensor, constants.values()), **settings, reduction=reduction
+        ),
+        lambda **a: theirs_fn(
+            *a.values(), *map(torch.from_numpy, constants.values()), **settings, reduction=reduction
+        ),
+    )
+
+
+def test_multi_margin_loss_and_pairwise_distance() -> None:
+    x, y, w = RNG.standard_normal((5, 4)), np.array([0, 3, 1, 1, 2]), np.array([0.5, 1.0, 2.0, 1.5])
+    for p in (1, 2):
+        _check(
+            {"x": x},
+            lambda x: F.multi_margin_loss(x, verigrad.tensor(y), p=p, margin=0.7, weight=verigrad.tensor(w)),
+            lambda x: TF.multi_margin_loss(
+                x, torch.from_numpy(y), p=p, margin=0.7, weight=torch.from_numpy(w)
+            ),
+        )
+    _check(
+        {"x": x[0]},
+        lambda x: F.multi_margin_loss(x, verigrad.tensor(2)),
+        lambda x: TF.multi_margin_loss(x, torch.tensor(2)),
+    )
+    a, b = RNG.standard_normal((3, 4)), RNG.standard_normal((3, 4))
+    _check(
+        {"a": a, "b": b},
+        lambda a, b: F.pairwise_distance(a, b, 3.0),
+        lambda a, b: TF.pairwise_distance(a, b, 3.0),
+    )
+    ours = nn.TripletMarginLoss(margin=0.5, swap=True)
+    theirs = torch.nn.TripletMarginLoss(margin=0.5, swap=True)
+    c = RNG.standard_normal((3, 4))
+    _check({"a": a, "b": b, "c": c}, lambda a, b, c: ours(a, b, c), lambda a, b, c: theirs(a, b, c))

@@ -5,14 +5,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from .. import functional as F
 from ..autograd import no_grad
 from ..dtypes import f32, f64
 from ..errors import ShapeError
 from ..losses import REDUCTIONS
 from ..ops import arange as ops_arange
-from ..ops import full, ones, zeros
-from ..shapes import DimLike
+from ..ops import full, ones, tensor, zeros
+from ..shapes import DimLike, shape_text
 from ..tensor import Tensor, describe
 from .init import fan_in_bound, normal, uniform
 from .module import Module
@@ -483,6 +485,20 @@ class Embedding(Module):
             with no_grad():
                 self.weight[padding_idx] = 0.0
 
+    @classmethod
+    def from_pretrained(
+        cls, embeddings: Any, freeze: bool = True, padding_idx: int | None = None
+    ) -> Embedding:
+        """An Embedding whose table is `embeddings` [num_embeddings, embedding_dim] (a copy), trained
+        unless `freeze`; the padding row is kept as given."""
+        table = embeddings if isinstance(embeddings, Tensor) else tensor(np.asarray(embeddings))
+        if table.ndim != 2:
+            raise ShapeError(f"Embedding.from_pretrained needs a 2-D table, got {shape_text(table.shape)}")
+        module = cls(table.shape[0], table.shape[1], dtype=table.dtype)
+        module.weight = table.detach().clone().requires_grad_(not freeze)
+        module.padding_idx = padding_idx
+        return module
+
     def forward(self, idx: Tensor) -> Tensor:
         return F.embedding(self.weight, idx, self.padding_idx)
 
@@ -751,8 +767,8 @@ class _Loss(Module):
             raise ValueError(f"reduction must be one of {', '.join(REDUCTIONS)}, got {reduction!r}")
         self.reduction, self.settings = reduction, settings
 
-    def forward(self, input: Tensor, target: Tensor) -> Tensor:
-        return self.loss(input, target, reduction=self.reduction, **self.settings)
+    def forward(self, *inputs: Tensor) -> Tensor:
+        return self.loss(*inputs, reduction=self.reduction, **self.settings)
 
     def extra_repr(self) -> str:
         return ", ".join([f"reduction={self.reduction!r}"] + [f"{k}={v!r}" for k, v in self.settings.items()])
@@ -782,6 +798,51 @@ class HuberLoss(_Loss):
         super().__init__(reduction, delta=delta)
 
     loss = staticmethod(F.huber_loss)
+
+
+def _loss_module(name: str, fn: Any, doc: str, **defaults: Any) -> type[_Loss]:
+    """A loss module of F's `fn`, whose settings (and their defaults) are `defaults`, as PyTorch's."""
+
+    def __init__(self: _Loss, *args: Any, reduction: str = "mean", **settings: Any) -> None:
+        if len(args) > len(defaults):
+            raise TypeError(f"{name} takes at most {len(defaults)} positional settings")
+        unknown = set(settings) - set(defaults)
+        if unknown:
+            raise TypeError(f"{name} has no setting {sorted(unknown)[0]!r}; it has {', '.join(defaults)}")
+        values = dict(defaults) | dict(zip(defaults, args)) | settings
+        _Loss.__init__(self, reduction, **values)
+
+    return type(name, (_Loss,), {"loss": staticmethod(fn), "__init__": __init__, "__doc__": doc})
+
+
+MarginRankingLoss = _loss_module(
+    "MarginRankingLoss", F.margin_ranking_loss, "See F.margin_ranking_loss.", margin=0.0
+)
+HingeEmbeddingLoss = _loss_module(
+    "HingeEmbeddingLoss", F.hinge_embedding_loss, "See F.hinge_embedding_loss.", margin=1.0
+)
+SoftMarginLoss = _loss_module("SoftMarginLoss", F.soft_margin_loss, "See F.soft_margin_loss.")
+CosineEmbeddingLoss = _loss_module(
+    "CosineEmbeddingLoss", F.cosine_embedding_loss, "See F.cosine_embedding_loss.", margin=0.0
+)
+MultiMarginLoss = _loss_module(
+    "MultiMarginLoss", F.multi_margin_loss, "See F.multi_margin_loss.", p=1, margin=1.0, weight=None
+)
+TripletMarginLoss = _loss_module(
+    "TripletMarginLoss",
+    F.triplet_margin_loss,
+    "See F.triplet_margin_loss.",
+    margin=1.0,
+    p=2.0,
+    eps=1e-6,
+    swap=False,
+)
+PoissonNLLLoss = _loss_module(
+    "PoissonNLLLoss", F.poisson_nll_loss, "See F.poisson_nll_loss.", log_input=True, full=False, eps=1e-8
+)
+GaussianNLLLoss = _loss_module(
+    "GaussianNLLLoss", F.gaussian_nll_loss, "See F.gaussian_nll_loss.", full=False, eps=1e-6
+)
 
 
 class NLLLoss(_Loss):

@@ -3,17 +3,18 @@
 A tensor attribute that requires grad is a parameter; `register_buffer` adds state that is saved
 but not trained (BatchNorm's running statistics). Inside `verigrad.abstract()` modules are built from
 specs, so a model can be checked for every size with `verigrad.check`. A shape error raised inside a
-module's forward names the layer it happened in.
+module's forward names the layer it happened in. Forward hooks (`register_forward_pre_hook`,
+`register_forward_hook`) see and may replace a call's arguments and output.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
-from ..autograd import no_grad
+from ..autograd import RemovableHandle, no_grad
 from ..dtypes import as_dtype
 from ..errors import DTypeError, ShapeError
 from ..ops import tensor
@@ -178,7 +179,45 @@ class Module:
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(f"{type(self).__name__} has no forward()")
 
+    def register_forward_pre_hook(self, hook: Callable, *, with_kwargs: bool = False) -> RemovableHandle:
+        """Call `hook(module, args)` before each forward (`hook(module, args, kwargs)` with_kwargs); what it
+        returns, if not None, replaces the arguments: a tuple (a single value is made one), or with_kwargs
+        a pair (args, kwargs)."""
+        return self._add_hook("_forward_pre_hooks", hook, with_kwargs)
+
+    def register_forward_hook(self, hook: Callable, *, with_kwargs: bool = False) -> RemovableHandle:
+        """Call `hook(module, args, output)` after each forward (`hook(module, args, kwargs, output)`
+        with_kwargs); what it returns, if not None, replaces the output."""
+        return self._add_hook("_forward_hooks", hook, with_kwargs)
+
+    def _add_hook(self, table: str, hook: Callable, with_kwargs: bool) -> RemovableHandle:
+        if not callable(hook):
+            raise TypeError(f"a module hook must be a function, not {type(hook).__name__}")
+        hooks = self.__dict__.setdefault(table, [])
+        entry = (hook, with_kwargs)
+        hooks.append(entry)
+        return RemovableHandle(hooks, entry)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.__dict__.get("_forward_pre_hooks") or self.__dict__.get("_forward_hooks"):
+            return self._hooked_call(args, kwargs)
+        return self._call(args, kwargs)
+
+    def _hooked_call(self, args: tuple, kwargs: dict) -> Any:
+        for hook, with_kwargs in list(self.__dict__.get("_forward_pre_hooks", ())):
+            changed = hook(self, args, kwargs) if with_kwargs else hook(self, args)
+            if changed is not None and with_kwargs:
+                args, kwargs = changed
+            elif changed is not None:
+                args = changed if isinstance(changed, tuple) else (changed,)
+        output = self._call(args, kwargs)
+        for hook, with_kwargs in list(self.__dict__.get("_forward_hooks", ())):
+            changed = hook(self, args, kwargs, output) if with_kwargs else hook(self, args, output)
+            if changed is not None:
+                output = changed
+        return output
+
+    def _call(self, args: tuple, kwargs: dict) -> Any:
         _CALL_STACK.append(self)
         try:
             return self.forward(*args, **kwargs)
