@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import verigrad
-from verigrad.optim import SGD, Adagrad, Adam, AdamW, RMSprop
+from verigrad.optim import SGD, Adagrad, Adam, Adamax, AdamW, NAdam, RAdam, RMSprop
 
 RTOL = ATOL = 1e-12
 STEPS = 10
@@ -46,6 +46,31 @@ CONFIGS: dict[str, tuple[Any, Any, dict[str, Any]]] = {
     "adam-betas-eps": (Adam, torch.optim.Adam, {"lr": 3e-2, "betas": (0.3, 0.99), "eps": 1e-3}),
     "adamw": (AdamW, torch.optim.AdamW, {"lr": 1e-2}),
     "adamw-weight-decay": (AdamW, torch.optim.AdamW, {"lr": 1e-2, "weight_decay": 0.1, "betas": (0.8, 0.9)}),
+    "adamax": (Adamax, torch.optim.Adamax, {"lr": 1e-2}),
+    "adamax-weight-decay": (
+        Adamax,
+        torch.optim.Adamax,
+        {"lr": 2e-2, "betas": (0.8, 0.99), "weight_decay": 0.1},
+    ),
+    "nadam": (NAdam, torch.optim.NAdam, {"lr": 1e-2}),
+    "nadam-weight-decay": (
+        NAdam,
+        torch.optim.NAdam,
+        {"lr": 1e-2, "weight_decay": 0.1, "momentum_decay": 0.01},
+    ),
+    "nadam-decoupled": (
+        NAdam,
+        torch.optim.NAdam,
+        {"lr": 1e-2, "weight_decay": 0.1, "decoupled_weight_decay": True},
+    ),
+    # 10 steps: the momentum-only steps (rho_t <= 5) and then the rectified ones
+    "radam": (RAdam, torch.optim.RAdam, {"lr": 1e-2}),
+    "radam-weight-decay": (RAdam, torch.optim.RAdam, {"lr": 1e-2, "weight_decay": 0.1, "betas": (0.8, 0.99)}),
+    "radam-decoupled": (
+        RAdam,
+        torch.optim.RAdam,
+        {"lr": 1e-2, "weight_decay": 0.1, "decoupled_weight_decay": True},
+    ),
     "rmsprop": (RMSprop, torch.optim.RMSprop, {"lr": 1e-2}),
     "rmsprop-centered-momentum-weight-decay": (
         RMSprop,
@@ -61,7 +86,16 @@ CONFIGS: dict[str, tuple[Any, Any, dict[str, Any]]] = {
 }
 
 # verigrad's state names are PyTorch's
-STATE_NAMES = ("momentum_buffer", "exp_avg", "exp_avg_sq", "square_avg", "grad_avg", "sum")
+STATE_NAMES = (
+    "momentum_buffer",
+    "exp_avg",
+    "exp_avg_sq",
+    "exp_inf",
+    "mu_product",
+    "square_avg",
+    "grad_avg",
+    "sum",
+)
 
 
 def _torch_optimizer(cls: Any, params: list[torch.Tensor], kwargs: dict[str, Any]) -> Any:
