@@ -830,6 +830,21 @@ def _in_place(name: str) -> Any:
     return method
 
 
+def _function_method(name: str) -> Any:
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Any:
+        return FUNCS[name](self, *args, **kwargs)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"verigrad.{name} of this tensor."
+    return method
+
+
+for _name in ("kthvalue", "median", "nanmedian", "kron", "rot90", "diff", "cross", "argwhere", "bincount"):
+    setattr(Tensor, _name, _function_method(_name))
+for _name in ("histc", "unique_consecutive"):
+    setattr(Tensor, _name, _function_method(_name))
+
+
 def _unary_method(name: str) -> Any:
     def method(self: Tensor) -> Tensor:
         return OPS[name](self)

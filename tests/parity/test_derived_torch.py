@@ -387,3 +387,86 @@ def test_pointwise_helpers_and_dimension_moves() -> None:
         _check(two, same, same)
     with pytest.raises(ValueError, match="movedim"):
         verigrad.tensor(a).movedim((0, 1), 2)
+
+
+@pytest.mark.parametrize("dim", [0, 1, None])
+def test_order_statistics(dim) -> None:
+    """kthvalue, median and nanmedian: values (and their gradients) and indices as PyTorch's, NaN rows
+    included (median gives NaN there, nanmedian skips it)."""
+    x = np.random.default_rng(15).permutation(np.arange(20.0)).reshape(4, 5) / 3
+    with_nan = x.copy()
+    with_nan[1, 2] = with_nan[3, 0] = np.nan
+    ours_t, theirs_t = verigrad.tensor(with_nan), torch.from_numpy(with_nan)
+    for name in ("median", "nanmedian"):
+        if dim is None:
+            np.testing.assert_array_equal(getattr(ours_t, name)().numpy(), getattr(theirs_t, name)().numpy())
+            _check({"x": x}, lambda x, n=name: getattr(x, n)() * 2, lambda x, n=name: getattr(x, n)() * 2)
+            continue
+        ours, theirs = getattr(ours_t, name)(dim), getattr(theirs_t, name)(dim)
+        np.testing.assert_array_equal(ours.values.numpy(), theirs.values.numpy())
+        np.testing.assert_array_equal(ours.indices.numpy(), theirs.indices.numpy())
+        _check(
+            {"x": x}, lambda x, n=name: getattr(x, n)(dim).values, lambda x, n=name: getattr(x, n)(dim).values
+        )
+    if dim is not None:
+        for k in (1, 3):
+            ours, theirs = (
+                verigrad.kthvalue(ours_t, k, dim, keepdim=True),
+                torch.kthvalue(theirs_t, k, dim, keepdim=True),
+            )
+            np.testing.assert_array_equal(ours.values.numpy(), theirs.values.numpy())
+            np.testing.assert_array_equal(ours.indices.numpy(), theirs.indices.numpy())
+        _check({"x": x}, lambda x: x.kthvalue(2, dim).values, lambda x: x.kthvalue(2, dim).values)
+        with pytest.raises(ValueError, match="kthvalue"):
+            verigrad.tensor(x).kthvalue(9, dim)
+
+
+def test_kron_rot90_diff_cross() -> None:
+    rng = np.random.default_rng(16)
+    a, b, c = rng.standard_normal((2, 3)), rng.standard_normal((3, 2)), rng.standard_normal((4, 3))
+    _check({"a": a, "b": b}, lambda a, b: verigrad.kron(a, b), lambda a, b: torch.kron(a, b))
+    _check({"a": a, "b": b[0]}, lambda a, b: a.kron(b), lambda a, b: a.kron(b))
+    for k, dims in [(1, (0, 1)), (2, (1, 0)), (3, (0, -1)), (-1, (0, 1)), (4, (0, 1))]:
+        _check({"a": a}, lambda a: verigrad.rot90(a, k, dims) * 2, lambda a: torch.rot90(a, k, dims) * 2)
+    _check({"c": c}, lambda c: c.diff(), lambda c: c.diff())
+    _check(
+        {"c": c, "p": c[:, :1], "q": c[:, :2]},
+        lambda c, p, q: verigrad.diff(c, 2, 1, prepend=p, append=q),
+        lambda c, p, q: torch.diff(c, 2, 1, prepend=p, append=q),
+    )
+    d = rng.standard_normal((4, 3))
+    _check({"c": c, "d": d}, lambda c, d: verigrad.cross(c, d), lambda c, d: torch.linalg.cross(c, d))
+    _check({"c": c.T, "d": d.T}, lambda c, d: c.cross(d, dim=0), lambda c, d: torch.linalg.cross(c, d, dim=0))
+    with pytest.raises(ValueError, match="3 components"):
+        verigrad.cross(verigrad.tensor(b), verigrad.tensor(b))
+
+
+def test_counting_functions() -> None:
+    """argwhere, bincount, histc and unique_consecutive (eager: their sizes depend on the values)."""
+    x = np.array([1, 1, 2, 2, 3, 1, 1, 2])
+    np.testing.assert_array_equal(
+        verigrad.bincount(verigrad.tensor(x)).numpy(), torch.bincount(torch.tensor(x)).numpy()
+    )
+    w = np.linspace(0, 1, 8)
+    ours, theirs = (
+        verigrad.bincount(verigrad.tensor(x), verigrad.tensor(w), 6),
+        torch.bincount(torch.tensor(x), torch.tensor(w), 6),
+    )
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    assert ours.dtype.name == "f64"
+    y = np.random.default_rng(17).standard_normal(200).astype(np.float32)
+    for args in [(7,), (5, -1.0, 1.0), (3, 2.0, 2.0)]:
+        np.testing.assert_array_equal(
+            verigrad.histc(verigrad.tensor(y), *args).numpy(), torch.histc(torch.tensor(y), *args).numpy()
+        )
+    m = np.array([[1, 2], [1, 2], [3, 4], [1, 2]])
+    for value, kw in [(x, {}), (m, {"dim": 0}), (m.T.copy(), {"dim": 1})]:
+        ours = verigrad.unique_consecutive(verigrad.tensor(value), True, True, **kw)
+        theirs = torch.unique_consecutive(torch.tensor(value), True, True, **kw)
+        for u, t in zip(ours, theirs):
+            np.testing.assert_array_equal(u.numpy(), t.numpy())
+    np.testing.assert_array_equal(
+        verigrad.argwhere(verigrad.tensor(m) > 1).numpy(), torch.argwhere(torch.tensor(m) > 1).numpy()
+    )
+    with pytest.raises(ValueError, match="non-negative integers"):
+        verigrad.bincount(verigrad.tensor([-1, 2]))

@@ -2,6 +2,7 @@
 
 from ..registry import OPS as REGISTRY
 from ._op import Op, Sample, unbroadcast
+from .arrangement import cross, diff, kron, rot90
 from .binary import (
     add,
     atan2,
@@ -75,7 +76,9 @@ from .derived import (
     allclose,
     any,
     argmin,
+    argwhere,
     bernoulli,
+    bincount,
     bmm,
     broadcast_tensors,
     bucketize,
@@ -90,6 +93,7 @@ from .derived import (
     fill_diagonal_,
     flip,
     frac,
+    histc,
     index_add,
     index_select,
     isclose,
@@ -132,6 +136,7 @@ from .derived import (
     unbind,
     unflatten,
     unique,
+    unique_consecutive,
     var,
     var_mean,
 )
@@ -140,6 +145,7 @@ from .index import argsort, gather, gather_grad, searchsorted, take, take_grad
 from .linalg import det, inv, solve
 from .matmul import matmul
 from .movement import broadcast_to, cast, concat, contiguous, pad, permute, reshape, slice_, unslice
+from .order_stats import kthvalue, median, nanmedian
 from .quant import dequantize_op, qembedding, qmatmul, qmatmul_q8
 from .reduce import argmax, max, mean, min, numel_of, prod, sum
 from .scan import cumprod, cumsum

@@ -625,6 +625,67 @@ def nonzero(x: Tensor, as_tuple: bool = False) -> Any:
     return from_numpy(np.ascontiguousarray(np.stack(found, axis=-1), dtype=np.int64).reshape(-1, x.ndim))
 
 
+def argwhere(x: Tensor) -> Tensor:
+    """The positions of x's non-zero elements, [n, ndim] i64 (nonzero's): eager only."""
+    return nonzero(x)
+
+
+def bincount(x: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Tensor:
+    """How often each value 0..max(x) occurs in the non-negative integer vector x (at least `minlength`
+    bins), or the sum of `weights` at each (in weights' dtype). Its size depends on the values: eager."""
+    modes.eager_only("bincount")
+    values = _values(x, "bincount")
+    if values.ndim != 1 or values.dtype.kind not in "iub" or (values.size and values.min() < 0):
+        raise ValueError(f"bincount takes a 1-D tensor of non-negative integers, got {describe(x)}")
+    w = None if weights is None else _values(weights, "bincount")
+    counts = np.bincount(values, w, minlength)
+    return from_numpy(counts.astype(np.int64 if w is None else w.dtype))
+
+
+def histc(x: Tensor, bins: int = 100, min: float = 0.0, max: float = 0.0) -> Tensor:
+    """Counts of x's values in `bins` equal bins over [min, max] (min == max: x's own least and largest,
+    as PyTorch's), values outside ignored, in x's float dtype: eager only."""
+    modes.eager_only("histc")
+    values = _values(x, "histc").reshape(-1)
+    if not isinstance(bins, int) or bins <= 0:
+        raise ValueError(f"histc needs a positive number of bins, got {bins!r}")
+    low, high = (min, max) if min != max or not values.size else (np.nanmin(values), np.nanmax(values))
+    if low == high:
+        low, high = low - 1, high + 1  # PyTorch's: a range of one value is widened by one each side
+    counts, _ = np.histogram(values[~np.isnan(values)], bins, (float(low), float(high)))
+    return from_numpy(counts.astype(values.dtype))
+
+
+def unique_consecutive(
+    x: Tensor, return_inverse: bool = False, return_counts: bool = False, dim: Any = None
+) -> Any:
+    """x with each run of equal consecutive elements (or slices along `dim`) kept once, with each
+    element's run (`return_inverse`) and each run's length: eager only."""
+    modes.eager_only("unique_consecutive")
+    values = _values(x, "unique_consecutive")
+    axis = None if dim is None else normalize_axis(dim, x.ndim)
+    rows = (
+        values.reshape(-1, 1)
+        if axis is None
+        else np.moveaxis(values, axis, 0).reshape(values.shape[axis], -1)
+    )
+    starts = np.ones(rows.shape[0], dtype=bool)
+    starts[1:] = (rows[1:] != rows[:-1]).any(axis=1)
+    kept = rows[starts]
+    kept = (
+        kept.reshape(-1)
+        if axis is None
+        else np.moveaxis(kept.reshape(-1, *np.delete(values.shape, axis)), 0, axis)
+    )
+    out = [from_numpy(np.ascontiguousarray(kept))]
+    if return_inverse:
+        inverse = np.cumsum(starts) - 1
+        out.append(from_numpy(inverse.reshape(values.shape if axis is None else -1).astype(np.int64)))
+    if return_counts:
+        out.append(from_numpy(np.diff(np.append(np.flatnonzero(starts), rows.shape[0])).astype(np.int64)))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
 _ABSENT = object()
 
 
@@ -716,6 +777,10 @@ def _values(x: Any, what: str) -> np.ndarray:
 
 
 FUNCS.update(
+    argwhere=argwhere,
+    bincount=bincount,
+    histc=histc,
+    unique_consecutive=unique_consecutive,
     lerp=lerp,
     addcmul=addcmul,
     addcdiv=addcdiv,
