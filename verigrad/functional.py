@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from . import ops
-from .autograd import is_grad_enabled
+from .autograd import is_grad_enabled, no_grad
 from .errors import ShapeError
 from .losses import (
     binary_cross_entropy,
@@ -542,6 +542,52 @@ def group_norm(
     return y if bias is None else y + bias.reshape(per_channel)
 
 
+def instance_norm(
+    x: Tensor,
+    running_mean: Tensor | None = None,
+    running_var: Tensor | None = None,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    use_input_stats: bool = True,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> Tensor:
+    """x [N, C, ...] normalised per sample and channel over the rest (the biased variance), then scaled
+    and shifted per channel. With running statistics and use_input_stats, they move by `momentum`
+    towards the batch's mean of the instances' means and unbiased variances; without use_input_stats,
+    they normalise instead (PyTorch's F.instance_norm)."""
+    if x.ndim < 3:
+        raise ShapeError(f"instance_norm takes [N, C, ...], got {shape_text(x.shape)}")
+    channels = x.shape[1]
+    per_channel = (1, channels) + (1,) * (x.ndim - 2)
+    if use_input_stats:
+        axes = tuple(range(2, x.ndim))
+        mean = x.mean(axes, keepdim=True)
+        centered = x - mean
+        var = (centered * centered).mean(axes, keepdim=True)
+        if running_mean is not None and running_var is not None:
+            count = x.numel() // (x.shape[0] * channels)
+            with no_grad():
+                unbiased = var.detach() * (count / (count - 1) if count > 1 else 1.0)
+                running_mean.assign(running_mean * (1 - momentum) + mean.detach().mean((0, *axes)) * momentum)
+                running_var.assign(running_var * (1 - momentum) + unbiased.mean((0, *axes)) * momentum)
+    else:
+        if running_mean is None or running_var is None:
+            raise ValueError("instance_norm without use_input_stats needs running_mean and running_var")
+        centered = x - running_mean.reshape(per_channel)
+        var = running_var.reshape(per_channel)
+    y = centered * (var + eps).rsqrt()
+    if weight is not None:
+        y = y * weight.reshape(per_channel)
+    return y if bias is None else y + bias.reshape(per_channel)
+
+
+def bilinear(x1: Tensor, x2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """y[..., o] = x1[..., i] weight[o, i, j] x2[..., j] (+ bias[o])."""
+    y = ops.einsum("...i,oij,...j->...o", x1, weight, x2)
+    return y if bias is None else y + bias
+
+
 def normalize(x: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
     """x / max(||x||_p, eps) along `dim` (PyTorch's F.normalize)."""
     return x / ops.clamp(x.norm(p, dim=dim, keepdim=True), min=eps)
@@ -699,6 +745,7 @@ __all__ = [
     "adaptive_avg_pool2d",
     "avg_pool1d",
     "avg_pool2d",
+    "bilinear",
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
     "celu",
@@ -722,6 +769,7 @@ __all__ = [
     "hardtanh",
     "hinge_embedding_loss",
     "huber_loss",
+    "instance_norm",
     "interpolate",
     "kl_div",
     "l1_loss",

@@ -142,6 +142,46 @@ def test_learning_rate_schedules_give_pytorchs_floats(name, settings) -> None:
         theirs.step()
 
 
+SEQUENCES = [
+    ([("LinearLR", {"start_factor": 0.1, "total_iters": 4}), ("ExponentialLR", {"gamma": 0.9})], [5]),
+    (
+        [
+            ("ExponentialLR", {"gamma": 0.8}),
+            ("StepLR", {"step_size": 3}),
+            ("CosineAnnealingLR", {"T_max": 7}),
+        ],
+        [4, 11],
+    ),
+    (
+        [
+            ("LambdaLR", {"lr_lambda": lambda epoch: 0.5 if epoch < 5 else 1.0}),
+            ("LambdaLR", {"lr_lambda": lambda e: 1 / (e + 1)}),
+        ],
+        [2],
+    ),
+]
+
+
+@pytest.mark.parametrize(("parts", "milestones"), SEQUENCES, ids=["warmup", "three", "lambda"])
+def test_sequential_schedules_give_pytorchs_floats(parts, milestones) -> None:
+    ours_opt = verigrad.optim.SGD([verigrad.zeros(2, requires_grad=True)], lr=0.1)
+    theirs_opt = torch.optim.SGD([torch.zeros(2, requires_grad=True)], lr=0.1)
+    ours = lr_scheduler.SequentialLR(
+        ours_opt, [getattr(lr_scheduler, n)(ours_opt, **s) for n, s in parts], milestones
+    )
+    theirs = torch.optim.lr_scheduler.SequentialLR(
+        theirs_opt, [getattr(torch.optim.lr_scheduler, n)(theirs_opt, **s) for n, s in parts], milestones
+    )
+    for _ in range(25):
+        assert ours.get_last_lr() == theirs.get_last_lr()
+        ours_opt.step()
+        theirs_opt.step()
+        ours.step()
+        theirs.step()
+    with pytest.raises(ValueError, match="one milestone fewer"):
+        lr_scheduler.SequentialLR(ours_opt, [lr_scheduler.ExponentialLR(ours_opt, 0.9)], [3])
+
+
 ONE_CYCLE = [
     ("SGD", {"lr": 0.1, "momentum": 0.9}, {"max_lr": 1.0, "total_steps": 20}),
     ("Adam", {}, {"max_lr": 0.01, "epochs": 3, "steps_per_epoch": 7, "three_phase": True}),
@@ -1026,3 +1066,77 @@ def test_multi_margin_loss_and_pairwise_distance() -> None:
     theirs = torch.nn.TripletMarginLoss(margin=0.5, swap=True)
     c = RNG.standard_normal((3, 4))
     _check({"a": a, "b": b, "c": c}, lambda a, b, c: ours(a, b, c), lambda a, b, c: theirs(a, b, c))
+
+
+@pytest.mark.parametrize("affine", [False, True])
+@pytest.mark.parametrize("rank", [3, 4])
+def test_instance_norm(rank, affine) -> None:
+    """InstanceNorm1d/2d: output and gradients as PyTorch's; with track_running_stats, the running
+    statistics after two training calls, and eval() normalising by them."""
+    shape = (2, 3, 5) if rank == 3 else (2, 3, 4, 5)
+    name = "InstanceNorm1d" if rank == 3 else "InstanceNorm2d"
+    ours = getattr(nn, name)(3, affine=affine, track_running_stats=True, dtype="f64")
+    theirs = getattr(torch.nn, name)(3, affine=affine, track_running_stats=True, dtype=torch.float64)
+    if affine:
+        state = {"weight": RNG.uniform(0.5, 2, 3), "bias": RNG.standard_normal(3)}
+        ours.load_state_dict(state | {"running_mean": np.zeros(3), "running_var": np.ones(3)})
+        theirs.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()}, strict=False)
+    x = RNG.standard_normal(shape) * 2 + 1
+    _check({"x": x}, lambda x: ours(x), lambda x: theirs(x))
+    ours(verigrad.tensor(x * 3))
+    theirs(torch.from_numpy(x * 3))
+    for buffer in ("running_mean", "running_var"):
+        np.testing.assert_allclose(getattr(ours, buffer).numpy(), getattr(theirs, buffer).numpy(), rtol=1e-12)
+    ours.eval(), theirs.eval()
+    _check({"x": x}, lambda x: ours(x), lambda x: theirs(x))
+    _check({"x": x}, lambda x: F.instance_norm(x), lambda x: TF.instance_norm(x))
+
+
+def test_bilinear_and_softmax2d() -> None:
+    ours, theirs = nn.Bilinear(3, 4, 2, dtype="f64"), torch.nn.Bilinear(3, 4, 2, dtype=torch.float64)
+    ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+    a, b = RNG.standard_normal((5, 3)), RNG.standard_normal((5, 4))
+    _check({"a": a, "b": b}, lambda a, b: ours(a, b), lambda a, b: theirs(a, b))
+    bound = 1 / math.sqrt(3)
+    assert np.abs(nn.Bilinear(3, 4, 2).weight.numpy()).max() <= bound
+    x = RNG.standard_normal((2, 3, 4, 5))
+    _check({"x": x}, lambda x: nn.Softmax2d()(x) * x, lambda x: torch.nn.Softmax2d()(x) * x)
+
+
+@pytest.mark.parametrize("how", ["post-norm", "norm_first", "gelu", "batch_first", "masks"])
+def test_transformer_decoder_and_the_whole_model(how) -> None:
+    """nn.TransformerDecoderLayer and nn.Transformer with PyTorch's parameters: output and the gradients
+    of source, target and every parameter, in f64."""
+    d, heads, ff = 8, 2, 16
+    settings = {"norm_first": {"norm_first": True}, "gelu": {"activation": "gelu"}}.get(how, {})
+    settings |= {"batch_first": True} if how == "batch_first" else {}
+    theirs = torch.nn.Transformer(d, heads, 2, 2, ff, 0.0, dtype=torch.float64, **settings)
+    ours = nn.Transformer(d, heads, 2, 2, ff, 0.0, dtype="f64", **settings)
+    state = {k: v.detach().numpy().copy() for k, v in theirs.state_dict().items()}
+    assert sorted(state) == sorted(dict(ours.named_parameters()))
+    ours.load_state_dict(state)
+    src_shape, tgt_shape = ((3, 6, d), (3, 4, d)) if how == "batch_first" else ((6, 3, d), (4, 3, d))
+    masks = {}
+    if how == "masks":
+        masks = {
+            "tgt_mask": nn.Transformer.generate_square_subsequent_mask(4, dtype="f64").numpy(),
+            "src_key_padding_mask": np.array([[False] * 6, [False] * 4 + [True] * 2, [False] * 5 + [True]]),
+            "memory_key_padding_mask": np.array(
+                [[False] * 6, [False] * 4 + [True] * 2, [False] * 5 + [True]]
+            ),
+        }
+
+    def run(module, convert, src, tgt):
+        return module(src, tgt, **{k: convert(v) for k, v in masks.items()})
+
+    arrays = {"src": RNG.standard_normal(src_shape), "tgt": RNG.standard_normal(tgt_shape)}
+    _check(
+        arrays, lambda **a: run(ours, verigrad.tensor, **a), lambda **a: run(theirs, torch.from_numpy, **a)
+    )
+    for name, p in theirs.named_parameters():
+        mine = dict(ours.named_parameters())[name]
+        np.testing.assert_allclose(mine.grad.numpy(), p.grad.numpy(), rtol=1e-12, atol=1e-12, err_msg=name)
+    layer = nn.TransformerDecoderLayer(d, heads, ff, 0.0, dtype="f64", **settings)
+    torch_layer = torch.nn.TransformerDecoderLayer(d, heads, ff, 0.0, dtype=torch.float64, **settings)
+    layer.load_state_dict({k: v.detach().numpy() for k, v in torch_layer.state_dict().items()})
+    _check(arrays, lambda src, tgt: layer(tgt, src), lambda src, tgt: torch_layer(tgt, src))

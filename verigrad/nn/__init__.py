@@ -1,6 +1,7 @@
 """Neural-network modules, as in PyTorch's `torch.nn`."""
 
 from . import init, utils
+from .instance_norm import InstanceNorm1d, InstanceNorm2d
 from .layers import (
     CELU,
     ELU,
@@ -14,6 +15,7 @@ from .layers import (
     BatchNorm2d,
     BCELoss,
     BCEWithLogitsLoss,
+    Bilinear,
     Conv1d,
     Conv2d,
     ConvTranspose2d,
@@ -65,6 +67,7 @@ from .layers import (
     SmoothL1Loss,
     SoftMarginLoss,
     Softmax,
+    Softmax2d,
     Softplus,
     Softsign,
     Tanh,
@@ -76,4 +79,10 @@ from .layers import (
 from .module import Module
 from .quant import QEmbedding, QLinear
 from .recurrent import GRU, LSTM
-from .transformer import TransformerEncoder, TransformerEncoderLayer
+from .transformer import (
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)

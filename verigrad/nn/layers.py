@@ -432,6 +432,38 @@ class LayerNorm(Module):
         return f"{self.normalized_shape}, eps={self.eps}"
 
 
+class Bilinear(Module):
+    """y = x1^T A x2 + b for each output: weight [out, in1, in2], bias [out], both uniform in
+    +-1/sqrt(in1) (PyTorch's)."""
+
+    def __init__(
+        self, in1_features: int, in2_features: int, out_features: int, bias: bool = True, dtype: Any = f32
+    ):
+        super().__init__()
+        self.in1_features, self.in2_features, self.out_features = in1_features, in2_features, out_features
+        bound = 1 / math.sqrt(in1_features)
+        self.weight = uniform((out_features, in1_features, in2_features), bound, dtype)
+        self.bias = uniform((out_features,), bound, dtype) if bias else None
+
+    def forward(self, x1: Tensor, x2: Tensor) -> Tensor:
+        return F.bilinear(x1, x2, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return (
+            f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+            f"out_features={self.out_features}, bias={self.bias is not None}"
+        )
+
+
+class Softmax2d(Module):
+    """Softmax over the channels of [N, C, H, W] (or [C, H, W]) at each position."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.ndim not in (3, 4):
+            raise ShapeError(f"Softmax2d takes 3-D or 4-D input, got {describe(x)}")
+        return F.softmax(x, dim=-3)
+
+
 class GroupNorm(Module):
     """Normalise each group of num_channels / num_groups channels of [N, C, ...] (see F.group_norm),
     then scale and shift per channel (affine)."""

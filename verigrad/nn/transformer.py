@@ -1,24 +1,84 @@
-"""PyTorch's transformer encoder: `TransformerEncoderLayer` (self-attention and a feed-forward block, each
-with dropout, a residual connection and layer norm, after or before) and `TransformerEncoder` (a stack of
-copies of one layer, and an optional final norm). Parameters are named as PyTorch names them, so its
+"""PyTorch's transformer: `TransformerEncoderLayer` (self-attention and a feed-forward block),
+`TransformerDecoderLayer` (self-attention, attention over the encoder's output, a feed-forward block),
+each block with dropout, a residual connection and layer norm (after it, or before with norm_first);
+`TransformerEncoder` and `TransformerDecoder` (stacks of copies of one layer, and an optional final
+norm); and `Transformer`, the encoder-decoder model. Parameters are named as PyTorch names them, so its
 state dicts load."""
 
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Callable
 from typing import Any
 
 from .. import functional as F
 from ..dtypes import f32
+from ..ops import full, triu
 from ..tensor import Tensor
+from . import init
 from .layers import Dropout, LayerNorm, Linear, ModuleList, MultiheadAttention
 from .module import Module
 
 _ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu}
 
 
-class TransformerEncoderLayer(Module):
+class _Layer(Module):
+    """What both layers have: self-attention, the feed-forward block, their norms and dropouts."""
+
+    def __init__(
+        self,
+        d_model: int,
+        nhead: int,
+        dim_feedforward: int,
+        dropout: float,
+        activation: str | Callable[[Tensor], Tensor],
+        layer_norm_eps: float,
+        batch_first: bool,
+        norm_first: bool,
+        bias: bool,
+        dtype: Any,
+        norms: int,
+    ):
+        super().__init__()
+        if isinstance(activation, str) and activation not in _ACTIVATIONS:
+            raise ValueError(f"activation should be relu or gelu, not {activation!r}")
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout, bias, batch_first, dtype)
+        self.linear1 = Linear(d_model, dim_feedforward, bias, dtype)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias, dtype)
+        self.norm_first = norm_first
+        for i in range(1, norms + 1):
+            setattr(self, f"norm{i}", LayerNorm(d_model, layer_norm_eps, bias=bias, dtype=dtype))
+            setattr(self, f"dropout{i}", Dropout(dropout))
+        self.activation = _ACTIVATIONS[activation] if isinstance(activation, str) else activation
+
+    def _attend(
+        self, attention: MultiheadAttention, dropout: Dropout, x: Tensor, memory: Tensor, masks: tuple
+    ) -> Tensor:
+        mask, padding, is_causal = masks
+        out, _ = attention(
+            x,
+            memory,
+            memory,
+            attn_mask=mask,
+            key_padding_mask=padding,
+            need_weights=False,
+            is_causal=is_causal,
+        )
+        return dropout(out)
+
+    def _feed_forward(self, x: Tensor, dropout: Dropout) -> Tensor:
+        return dropout(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+    def _blocks(self, x: Tensor, blocks: list[tuple[Module, Callable[[Tensor], Tensor]]]) -> Tensor:
+        """Each (norm, block): x + block(norm(x)) with norm_first, else norm(x + block(x))."""
+        for norm, block in blocks:
+            x = x + block(norm(x)) if self.norm_first else norm(x + block(x))
+        return x
+
+
+class TransformerEncoderLayer(_Layer):
     """x + dropout1(self_attn(x)), then x + dropout2(linear2(dropout(activation(linear1(x))))), each
     followed by its layer norm (norm1, norm2), or with norm_first each applied to the norm of x. Sequences
     first ([S, N, E]) unless batch_first; `activation` "relu", "gelu" or a function of a tensor."""
@@ -36,18 +96,17 @@ class TransformerEncoderLayer(Module):
         bias: bool = True,
         dtype: Any = f32,
     ):
-        super().__init__()
-        if isinstance(activation, str) and activation not in _ACTIVATIONS:
-            raise ValueError(f"activation should be relu or gelu, not {activation!r}")
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout, bias, batch_first, dtype)
-        self.linear1 = Linear(d_model, dim_feedforward, bias, dtype)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias, dtype)
-        self.norm_first = norm_first
-        self.norm1 = LayerNorm(d_model, layer_norm_eps, bias=bias, dtype=dtype)
-        self.norm2 = LayerNorm(d_model, layer_norm_eps, bias=bias, dtype=dtype)
-        self.dropout1, self.dropout2 = Dropout(dropout), Dropout(dropout)
-        self.activation = _ACTIVATIONS[activation] if isinstance(activation, str) else activation
+        settings = (
+            dim_feedforward,
+            dropout,
+            activation,
+            layer_norm_eps,
+            batch_first,
+            norm_first,
+            bias,
+            dtype,
+        )
+        super().__init__(d_model, nhead, *settings, norms=2)
 
     def forward(
         self,
@@ -56,21 +115,74 @@ class TransformerEncoderLayer(Module):
         src_key_padding_mask: Tensor | None = None,
         is_causal: bool = False,
     ) -> Tensor:
-        x = src
-        if self.norm_first:
-            x = x + self._attention(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
-            return x + self._feed_forward(self.norm2(x))
-        x = self.norm1(x + self._attention(x, src_mask, src_key_padding_mask, is_causal))
-        return self.norm2(x + self._feed_forward(x))
-
-    def _attention(self, x: Tensor, mask: Tensor | None, padding: Tensor | None, is_causal: bool) -> Tensor:
-        out, _ = self.self_attn(
-            x, x, x, attn_mask=mask, key_padding_mask=padding, need_weights=False, is_causal=is_causal
+        masks = (src_mask, src_key_padding_mask, is_causal)
+        return self._blocks(
+            src,
+            [
+                (self.norm1, lambda x: self._attend(self.self_attn, self.dropout1, x, x, masks)),
+                (self.norm2, lambda x: self._feed_forward(x, self.dropout2)),
+            ],
         )
-        return self.dropout1(out)
 
-    def _feed_forward(self, x: Tensor) -> Tensor:
-        return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+class TransformerDecoderLayer(_Layer):
+    """Self-attention over the target (norm1, dropout1), attention from it over the encoder's output
+    `memory` (multihead_attn, norm2, dropout2), and the feed-forward block (norm3, dropout3), each with a
+    residual connection, as TransformerEncoderLayer's."""
+
+    def __init__(
+        self,
+        d_model: int,
+        nhead: int,
+        dim_feedforward: int = 2048,
+        dropout: float = 0.1,
+        activation: str | Callable[[Tensor], Tensor] = "relu",
+        layer_norm_eps: float = 1e-5,
+        batch_first: bool = False,
+        norm_first: bool = False,
+        bias: bool = True,
+        dtype: Any = f32,
+    ):
+        settings = (
+            dim_feedforward,
+            dropout,
+            activation,
+            layer_norm_eps,
+            batch_first,
+            norm_first,
+            bias,
+            dtype,
+        )
+        super().__init__(d_model, nhead, *settings, norms=3)
+        self.multihead_attn = MultiheadAttention(d_model, nhead, dropout, bias, batch_first, dtype)
+
+    def forward(
+        self,
+        tgt: Tensor,
+        memory: Tensor,
+        tgt_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        tgt_key_padding_mask: Tensor | None = None,
+        memory_key_padding_mask: Tensor | None = None,
+        tgt_is_causal: bool = False,
+        memory_is_causal: bool = False,
+    ) -> Tensor:
+        own = (tgt_mask, tgt_key_padding_mask, tgt_is_causal)
+        other = (memory_mask, memory_key_padding_mask, memory_is_causal)
+        return self._blocks(
+            tgt,
+            [
+                (self.norm1, lambda x: self._attend(self.self_attn, self.dropout1, x, x, own)),
+                (self.norm2, lambda x: self._attend(self.multihead_attn, self.dropout2, x, memory, other)),
+                (self.norm3, lambda x: self._feed_forward(x, self.dropout3)),
+            ],
+        )
+
+
+def _copies(layer: Module, num_layers: int, what: str) -> ModuleList:
+    if num_layers < 1:
+        raise ValueError(f"{what}: num_layers must be at least 1, got {num_layers}")
+    return ModuleList(copy.deepcopy(layer) for _ in range(num_layers))
 
 
 class TransformerEncoder(Module):
@@ -86,9 +198,7 @@ class TransformerEncoder(Module):
         mask_check: bool = True,
     ):
         super().__init__()
-        if num_layers < 1:
-            raise ValueError(f"TransformerEncoder: num_layers must be at least 1, got {num_layers}")
-        self.layers = ModuleList(copy.deepcopy(encoder_layer) for _ in range(num_layers))
+        self.layers = _copies(encoder_layer, num_layers, "TransformerEncoder")
         self.num_layers, self.norm = num_layers, norm
 
     def forward(
@@ -102,3 +212,116 @@ class TransformerEncoder(Module):
         for layer in self.layers:
             x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=bool(is_causal))
         return x if self.norm is None else self.norm(x)
+
+
+class TransformerDecoder(Module):
+    """`num_layers` copies of `decoder_layer`, each attending over the same `memory`, then `norm`."""
+
+    def __init__(self, decoder_layer: TransformerDecoderLayer, num_layers: int, norm: Module | None = None):
+        super().__init__()
+        self.layers = _copies(decoder_layer, num_layers, "TransformerDecoder")
+        self.num_layers, self.norm = num_layers, norm
+
+    def forward(
+        self,
+        tgt: Tensor,
+        memory: Tensor,
+        tgt_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        tgt_key_padding_mask: Tensor | None = None,
+        memory_key_padding_mask: Tensor | None = None,
+        tgt_is_causal: bool | None = None,
+        memory_is_causal: bool = False,
+    ) -> Tensor:
+        x = tgt
+        for layer in self.layers:
+            x = layer(
+                x,
+                memory,
+                tgt_mask,
+                memory_mask,
+                tgt_key_padding_mask,
+                memory_key_padding_mask,
+                bool(tgt_is_causal),
+                memory_is_causal,
+            )
+        return x if self.norm is None else self.norm(x)
+
+
+class Transformer(Module):
+    """The encoder-decoder transformer, as PyTorch's: an encoder and a decoder of the given layer counts,
+    each ending in a layer norm, every parameter of two or more dimensions Xavier-uniform initialised."""
+
+    def __init__(
+        self,
+        d_model: int = 512,
+        nhead: int = 8,
+        num_encoder_layers: int = 6,
+        num_decoder_layers: int = 6,
+        dim_feedforward: int = 2048,
+        dropout: float = 0.1,
+        activation: str | Callable[[Tensor], Tensor] = "relu",
+        custom_encoder: Module | None = None,
+        custom_decoder: Module | None = None,
+        layer_norm_eps: float = 1e-5,
+        batch_first: bool = False,
+        norm_first: bool = False,
+        bias: bool = True,
+        dtype: Any = f32,
+    ):
+        super().__init__()
+        settings = (
+            dim_feedforward,
+            dropout,
+            activation,
+            layer_norm_eps,
+            batch_first,
+            norm_first,
+            bias,
+            dtype,
+        )
+
+        def norm() -> LayerNorm:
+            return LayerNorm(d_model, layer_norm_eps, bias=bias, dtype=dtype)
+
+        self.encoder = custom_encoder or TransformerEncoder(
+            TransformerEncoderLayer(d_model, nhead, *settings), num_encoder_layers, norm()
+        )
+        self.decoder = custom_decoder or TransformerDecoder(
+            TransformerDecoderLayer(d_model, nhead, *settings), num_decoder_layers, norm()
+        )
+        self.d_model, self.nhead, self.batch_first = d_model, nhead, batch_first
+        for p in self.parameters():
+            if p.ndim > 1:
+                init.xavier_uniform_(p)
+
+    def forward(
+        self,
+        src: Tensor,
+        tgt: Tensor,
+        src_mask: Tensor | None = None,
+        tgt_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        src_key_padding_mask: Tensor | None = None,
+        tgt_key_padding_mask: Tensor | None = None,
+        memory_key_padding_mask: Tensor | None = None,
+        src_is_causal: bool | None = None,
+        tgt_is_causal: bool | None = None,
+        memory_is_causal: bool = False,
+    ) -> Tensor:
+        memory = self.encoder(src, src_mask, src_key_padding_mask, src_is_causal)
+        return self.decoder(
+            tgt,
+            memory,
+            tgt_mask,
+            memory_mask,
+            tgt_key_padding_mask,
+            memory_key_padding_mask,
+            tgt_is_causal,
+            memory_is_causal,
+        )
+
+    @staticmethod
+    def generate_square_subsequent_mask(sz: int, dtype: Any = f32) -> Tensor:
+        """The causal float mask [sz, sz]: -inf above the diagonal (a later position), 0 elsewhere."""
+        return triu(full((sz, sz), -math.inf, dtype=dtype), 1)

@@ -8,12 +8,36 @@ gives the same bits.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
 from ..ops import maximum
 from ..tensor import Tensor
 from .optimizer import Optimizer, fused_kernel
+
+
+def adam_settings(name: str, lr: float, betas: tuple[float, float], eps: float, weight_decay: float) -> dict:
+    """The settings every Adam-like optimizer has, checked."""
+    if not (lr >= 0 and eps >= 0 and weight_decay >= 0) or not all(0 <= b < 1 for b in betas):
+        raise ValueError(f"invalid {name} settings: lr={lr}, betas={betas}, eps={eps}, wd={weight_decay}")
+    return {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay}
+
+
+def decay_and_moments(
+    opt: Optimizer, index: int, p: Tensor, g: Tensor, decoupled: bool, beta1: Any
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Weight decay (decoupled: p *= 1 - lr wd; else g += wd p), then the moments m = lerp(m, g, 1 - beta1)
+    and v = beta2 v + (1 - beta2) g^2; returns (g, m, v)."""
+    if opt.weight_decay and decoupled:
+        p.assign(p * opt.scalar(1 - opt.defaults.lr * opt.weight_decay, p))
+    elif opt.weight_decay:
+        g = g + p * opt.weight_decay
+    beta2 = opt.betas[1]
+    m, v = opt.buffer(index, "exp_avg"), opt.buffer(index, "exp_avg_sq")
+    m.assign(m + (g - m) * opt.scalar(1 - beta1, p))
+    v.assign(v * beta2 + g * g * (1 - beta2))
+    return g, m, v
 
 
 class Adam(Optimizer):
@@ -34,16 +58,8 @@ class Adam(Optimizer):
         amsgrad: bool = False,
     ) -> None:
         weight_decay = self.default_weight_decay if weight_decay is None else weight_decay
-        if not (lr >= 0 and eps >= 0 and weight_decay >= 0) or not all(0 <= b < 1 for b in betas):
-            raise ValueError(f"invalid Adam settings: lr={lr}, betas={betas}, eps={eps}, wd={weight_decay}")
-        settings = {
-            "lr": lr,
-            "betas": tuple(betas),
-            "eps": eps,
-            "weight_decay": weight_decay,
-            "amsgrad": amsgrad,
-        }
-        super().__init__(params, settings)
+        settings = adam_settings("Adam", lr, betas, eps, weight_decay)
+        super().__init__(params, settings | {"amsgrad": amsgrad})
 
     def state_names(self) -> tuple[str, ...]:
         return ("exp_avg", "exp_avg_sq", "max_exp_avg_sq") if self.amsgrad else ("exp_avg", "exp_avg_sq")
@@ -79,13 +95,7 @@ class Adam(Optimizer):
         beta2 = self.betas[1]
         lr, beta1 = self.defaults.lr, self.defaults.tensors["beta1"]  # 0-d f64 tensors: PyTorch computes
         # these settings in Python doubles
-        if self.weight_decay and self.decoupled:
-            p.assign(p * self.scalar(1 - lr * self.weight_decay, p))
-        elif self.weight_decay:
-            g = g + p * self.weight_decay
-        m, v = self.buffer(index, "exp_avg"), self.buffer(index, "exp_avg_sq")
-        m.assign(m + (g - m) * self.scalar(1 - beta1, p))
-        v.assign(v * beta2 + g * g * (1 - beta2))
+        g, m, v = decay_and_moments(self, index, p, g, self.decoupled, beta1)
         t = self.buffer(index, "step")
         step_size = lr / (1 - beta1**t)
         if self.amsgrad:  # the largest second moment so far (PyTorch's AMSGrad)

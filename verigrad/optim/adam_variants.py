@@ -9,13 +9,8 @@ import numpy as np
 
 from ..ops import maximum, tensor, where
 from ..tensor import Tensor
+from .adam import adam_settings, decay_and_moments
 from .optimizer import Optimizer
-
-
-def _settings(name: str, lr: float, betas: tuple[float, float], eps: float, weight_decay: float) -> dict:
-    if not (lr >= 0 and eps >= 0 and weight_decay >= 0) or not all(0 <= b < 1 for b in betas):
-        raise ValueError(f"invalid {name} settings: lr={lr}, betas={betas}, eps={eps}, wd={weight_decay}")
-    return {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay}
 
 
 class Adamax(Optimizer):
@@ -30,7 +25,7 @@ class Adamax(Optimizer):
         eps: float = 1e-8,
         weight_decay: float = 0.0,
     ) -> None:
-        super().__init__(params, _settings("Adamax", lr, betas, eps, weight_decay))
+        super().__init__(params, adam_settings("Adamax", lr, betas, eps, weight_decay))
 
     def state_names(self) -> tuple[str, ...]:
         return ("exp_avg", "exp_inf")
@@ -65,7 +60,7 @@ class NAdam(Optimizer):
     ) -> None:
         if not momentum_decay >= 0:
             raise ValueError(f"invalid NAdam momentum_decay: {momentum_decay}")
-        settings = _settings("NAdam", lr, betas, eps, weight_decay)
+        settings = adam_settings("NAdam", lr, betas, eps, weight_decay)
         settings |= {"momentum_decay": momentum_decay, "decoupled_weight_decay": decoupled_weight_decay}
         super().__init__(params, settings)
 
@@ -79,19 +74,13 @@ class NAdam(Optimizer):
     def update(self, index: int, p: Tensor, g: Tensor) -> None:
         beta1, beta2 = self.betas
         lr = self.defaults.lr
-        if self.weight_decay and self.decoupled_weight_decay:
-            p.assign(p * self.scalar(1 - lr * self.weight_decay, p))
-        elif self.weight_decay:
-            g = g + p * self.weight_decay
+        g, m, v = decay_and_moments(self, index, p, g, self.decoupled_weight_decay, tensor(np.array(beta1)))
         t = self.buffer(index, "step")
         mu = (1 - 0.5 * 0.96 ** (t * self.momentum_decay)) * beta1
         mu_next = (1 - 0.5 * 0.96 ** ((t + 1) * self.momentum_decay)) * beta1
         product = self.buffer(index, "mu_product")
         product.assign(product * mu.cast(product.dtype))
         product = product.cast(mu.dtype)
-        m, v = self.buffer(index, "exp_avg"), self.buffer(index, "exp_avg_sq")
-        m.assign(m + (g - m) * (1 - beta1))
-        v.assign(v * beta2 + g * g * (1 - beta2))
         denom = (v / self.scalar(1 - beta2**t, p)).sqrt() + self.eps
         p.assign(p + (g / denom) * self.scalar(-lr * (1 - mu) / (1 - product), p))
         p.assign(p + (m / denom) * self.scalar(-lr * mu_next / (1 - product * mu_next), p))
@@ -112,7 +101,7 @@ class RAdam(Optimizer):
         weight_decay: float = 0.0,
         decoupled_weight_decay: bool = False,
     ) -> None:
-        settings = _settings("RAdam", lr, betas, eps, weight_decay)
+        settings = adam_settings("RAdam", lr, betas, eps, weight_decay)
         super().__init__(params, settings | {"decoupled_weight_decay": decoupled_weight_decay})
 
     def state_names(self) -> tuple[str, ...]:
@@ -121,13 +110,7 @@ class RAdam(Optimizer):
     def update(self, index: int, p: Tensor, g: Tensor) -> None:
         beta1, beta2 = self.betas
         lr = self.defaults.lr
-        if self.weight_decay and self.decoupled_weight_decay:
-            p.assign(p * self.scalar(1 - lr * self.weight_decay, p))
-        elif self.weight_decay:
-            g = g + p * self.weight_decay
-        m, v = self.buffer(index, "exp_avg"), self.buffer(index, "exp_avg_sq")
-        m.assign(m + (g - m) * (1 - beta1))
-        v.assign(v * beta2 + g * g * (1 - beta2))
+        _, m, v = decay_and_moments(self, index, p, g, self.decoupled_weight_decay, tensor(np.array(beta1)))
         t = self.buffer(index, "step")
         correction2 = 1 - beta2**t
         rho_inf = 2 / (1 - beta2) - 1

@@ -1,6 +1,6 @@
 """Learning-rate schedules, as PyTorch's `torch.optim.lr_scheduler`: StepLR, MultiStepLR, ExponentialLR,
 CosineAnnealingLR, CosineAnnealingWarmRestarts, LinearLR, LambdaLR, OneCycleLR (which also cycles the
-momentum), and ReduceLROnPlateau (driven by a metric).
+momentum), SequentialLR (one schedule after another), and ReduceLROnPlateau (driven by a metric).
 
 A schedule sets the optimizer's learning rate (and OneCycleLR its momentum), which live in tensors
 compiled steps read, so a compiled training step follows them without being traced again. Made, a
@@ -11,6 +11,7 @@ uses, so the two give the same floats step for step.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -26,7 +27,9 @@ class LRScheduler:
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"a schedule needs a verigrad optimizer, got {type(optimizer).__name__}")
         self.optimizer = optimizer
-        self.base_lr = optimizer.lr
+        # the rate before any schedule, kept by the first one made (PyTorch's initial_lr): a later
+        # schedule of the same optimizer starts from it too, whatever the first has set since
+        self.base_lr = optimizer.defaults.setdefault("initial_lr", optimizer.lr)
         self.last_epoch = -1
         self.step()
 
@@ -170,6 +173,54 @@ class LambdaLR(LRScheduler):
 
     def rate(self, lr: float, epoch: int) -> float:
         return self.base_lr * self.lr_lambda(epoch)
+
+
+class SequentialLR(LRScheduler):
+    """`schedulers` (of this optimizer) in turn: the i-th from epoch milestones[i - 1] on, started at its
+    epoch 0 from the initial rate, as PyTorch's."""
+
+    def __init__(
+        self, optimizer: Optimizer, schedulers: Iterable[LRScheduler], milestones: Iterable[int]
+    ) -> None:
+        schedulers, milestones = list(schedulers), list(milestones)
+        if not schedulers or len(milestones) != len(schedulers) - 1:
+            raise ValueError(
+                f"SequentialLR needs one milestone fewer than schedulers, got {len(milestones)} "
+                f"for {len(schedulers)}"
+            )
+        if any(s.optimizer is not optimizer for s in schedulers):
+            raise ValueError("SequentialLR: every scheduler must be of the optimizer given")
+        if milestones != sorted(milestones) or any(not isinstance(m, int) or m <= 0 for m in milestones):
+            raise ValueError(
+                f"SequentialLR: milestones must be increasing positive integers, got {milestones}"
+            )
+        self.schedulers, self.milestones = schedulers, milestones
+        self.optimizer = optimizer
+        self.base_lr = optimizer.defaults.setdefault("initial_lr", optimizer.lr)
+        optimizer.lr = self.base_lr  # undo what the schedulers set when they were made
+        for scheduler in schedulers:
+            scheduler.last_epoch -= 1
+        schedulers[0].step()
+        self.last_epoch = 0
+
+    def step(self) -> None:
+        self.last_epoch += 1
+        index = bisect.bisect_right(self.milestones, self.last_epoch)
+        scheduler = self.schedulers[index]
+        if index > 0 and self.milestones[index - 1] == self.last_epoch:  # its epoch 0, from the start
+            scheduler.last_epoch = 0
+            self.optimizer.lr = scheduler.rate(self.base_lr, 0)
+        else:
+            scheduler.step()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "schedulers": [s.state_dict() for s in self.schedulers]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        for scheduler, saved in zip(self.schedulers, state["schedulers"]):
+            scheduler.load_state_dict(saved)
+        self.optimizer.lr = float(state["lr"])
 
 
 class OneCycleLR(LRScheduler):
