@@ -25,6 +25,7 @@ LAYERS = [
     "ir",
     "compile",
     "losses",
+    "pooling",
     "functional",
     "linalg",
     "nn",

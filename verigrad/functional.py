@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from . import ops
+from . import ops, pooling
 from .autograd import is_grad_enabled, no_grad
 from .errors import ShapeError
 from .losses import (
@@ -342,22 +342,34 @@ def _linear_taps(n: int, out: int, factor: float | None, align_corners: bool) ->
     return low, np.minimum(low + 1, n - 1), src - low
 
 
-def adaptive_avg_pool2d(x: Tensor, output_size: IntPair, layout: str = "NCHW") -> Tensor:
-    """Means over an output_size grid of equal windows (sizes that divide the input's; 1 x 1 is the
-    global mean)."""
+def _nchw_only(layout: str, what: str) -> None:
+    if layout != "NCHW":
+        raise ValueError(f"{what} takes NCHW images, got layout {layout!r}")
+
+
+def adaptive_avg_pool2d(x: Tensor, output_size: Any, layout: str = "NCHW") -> Tensor:
+    """Means over PyTorch's adaptive windows for an output_size grid (1 x 1: the global mean, any size;
+    sizes that divide the input's: equal windows, one pooling call; others: NCHW of known size)."""
     out_h, out_w = (output_size, output_size) if isinstance(output_size, int) else tuple(output_size)
     h, w = x.shape[2:4] if layout == "NCHW" else x.shape[1:3]
     if (out_h, out_w) == (1, 1):
         return x.mean((2, 3) if layout == "NCHW" else (1, 2), keepdim=True)
-    if not all(
+    if all(
         isinstance(d, int) and isinstance(o, int) and o > 0 and d % o == 0
         for d, o in ((h, out_h), (w, out_w))
     ):
-        raise ShapeError(
-            f"adaptive_avg_pool2d takes output sizes that divide the input's: {out_h}x{out_w} of {h}x{w}"
-        )
-    window = (h // out_h, w // out_w)
-    return avg_pool2d(x, window, window, layout=layout)
+        window = (h // out_h, w // out_w)
+        return avg_pool2d(x, window, window, layout=layout)
+    _nchw_only(layout, "adaptive_avg_pool2d to sizes that do not divide the input's")
+    return pooling.adaptive_pool2d(x, (out_h, out_w), "mean")
+
+
+def adaptive_max_pool2d(x: Tensor, output_size: Any, return_indices: bool = False) -> Tensor:
+    """Maxima over PyTorch's adaptive windows for an output_size grid (NCHW of known size). The indices
+    of the maxima (return_indices) are not given."""
+    if return_indices:
+        raise ValueError("adaptive_max_pool2d: return_indices is not supported (max_pool2d gives indices)")
+    return pooling.adaptive_pool2d(x, output_size, "max")
 
 
 def max_pool2d(
@@ -365,10 +377,17 @@ def max_pool2d(
     kernel_size: IntPair,
     stride: IntPair | None = None,
     padding: IntPair = 0,
-    layout: str = "NCHW",
     dilation: IntPair = 1,
-) -> Tensor:
-    """Window maxima (stride defaults to the kernel size); gradients go to each window's first maximum."""
+    ceil_mode: bool = False,
+    return_indices: bool = False,
+    layout: str = "NCHW",
+) -> Any:
+    """Window maxima (stride defaults to the kernel size; -inf padding); gradients go to each window's
+    first maximum. ceil_mode keeps a last partial window; return_indices also gives each maximum's flat
+    index h W + w (NCHW), for max_unpool2d."""
+    if ceil_mode or return_indices:
+        _nchw_only(layout, "max_pool2d with ceil_mode or return_indices")
+        return pooling.max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
     window = {"kernel": kernel_size, "stride": stride, "padding": padding, "dilation": dilation}
     return ops.max_pool2d(x, **window, layout=layout)
 
@@ -378,10 +397,31 @@ def avg_pool2d(
     kernel_size: IntPair,
     stride: IntPair | None = None,
     padding: IntPair = 0,
+    ceil_mode: bool = False,
+    count_include_pad: bool = True,
+    divisor_override: int | None = None,
     layout: str = "NCHW",
 ) -> Tensor:
-    """Window means, zero padding counted in the divisor (PyTorch's count_include_pad=True)."""
+    """Window means, zero padding counted in the divisor (count_include_pad; else only the input's
+    elements), or divided by divisor_override; ceil_mode keeps a last partial window (NCHW)."""
+    if ceil_mode or not count_include_pad or divisor_override is not None:
+        _nchw_only(layout, "avg_pool2d with ceil_mode, count_include_pad=False or divisor_override")
+        return pooling.avg_pool2d(
+            x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
+        )
     return ops.avg_pool2d(x, kernel=kernel_size, stride=stride, padding=padding, layout=layout)
+
+
+def max_unpool2d(
+    x: Tensor,
+    indices: Tensor,
+    kernel_size: IntPair,
+    stride: IntPair | None = None,
+    padding: IntPair = 0,
+    output_size: Any = None,
+) -> Tensor:
+    """max_pool2d's values put back at their indices in zeros of the pooled-from size (NCHW)."""
+    return pooling.max_unpool2d(x, indices, kernel_size, stride, padding, output_size)
 
 
 def dropout(x: Tensor, p: float = 0.5, training: bool = True, generator: Generator | None = None) -> Tensor:
@@ -743,6 +783,7 @@ def tanh(x: Tensor) -> Tensor:
 
 __all__ = [
     "adaptive_avg_pool2d",
+    "adaptive_max_pool2d",
     "avg_pool1d",
     "avg_pool2d",
     "bilinear",
@@ -781,6 +822,7 @@ __all__ = [
     "margin_ranking_loss",
     "max_pool1d",
     "max_pool2d",
+    "max_unpool2d",
     "mish",
     "mse_loss",
     "multi_margin_loss",

@@ -1140,3 +1140,59 @@ def test_transformer_decoder_and_the_whole_model(how) -> None:
     torch_layer = torch.nn.TransformerDecoderLayer(d, heads, ff, 0.0, dtype=torch.float64, **settings)
     layer.load_state_dict({k: v.detach().numpy() for k, v in torch_layer.state_dict().items()})
     _check(arrays, lambda src, tgt: layer(tgt, src), lambda src, tgt: torch_layer(tgt, src))
+
+
+POOL_WINDOWS = [(3, 2, 1, 1), (2, 2, 0, 1), (3, 1, 1, 1), ((2, 3), (2, 1), (1, 0), 1), (3, 3, 1, 2)]
+
+
+@pytest.mark.parametrize(("kernel", "stride", "padding", "dilation"), POOL_WINDOWS)
+@pytest.mark.parametrize("ceil_mode", [False, True])
+def test_max_pool_options_and_unpool(kernel, stride, padding, dilation, ceil_mode) -> None:
+    """max_pool2d with ceil_mode and return_indices (the indices equal PyTorch's), and max_unpool2d of
+    them (overlapping windows included): values and gradients as PyTorch's."""
+    x = RNG.standard_normal((2, 3, 7, 9))
+    window = (kernel, stride, padding, dilation)
+    ours_v, ours_i = F.max_pool2d(verigrad.tensor(x), *window, ceil_mode, True)
+    theirs_v, theirs_i = TF.max_pool2d(torch.from_numpy(x), *window, ceil_mode=ceil_mode, return_indices=True)
+    np.testing.assert_array_equal(ours_v.numpy(), theirs_v.numpy())
+    np.testing.assert_array_equal(ours_i.numpy(), theirs_i.numpy())
+    _check(
+        {"x": x},
+        lambda x: F.max_pool2d(x, *window, ceil_mode),
+        lambda x: TF.max_pool2d(x, *window, ceil_mode),
+    )
+    if dilation == 1:
+        unpool = {"kernel_size": kernel, "stride": stride, "padding": padding, "output_size": x.shape[2:]}
+        _check(
+            {"v": theirs_v.numpy()},
+            lambda v: nn.MaxUnpool2d(kernel, stride, padding)(v, ours_i, x.shape[2:]),
+            lambda v: TF.max_unpool2d(v, theirs_i, **unpool),
+        )
+
+
+@pytest.mark.parametrize(("kernel", "stride", "padding"), [(3, 2, 1), (2, 3, 1), ((3, 2), (2, 2), (1, 0))])
+@pytest.mark.parametrize(
+    ("ceil_mode", "count_include_pad", "divisor_override"),
+    [(True, True, None), (True, False, None), (False, False, None), (False, True, 5)],
+)
+def test_avg_pool_options(kernel, stride, padding, ceil_mode, count_include_pad, divisor_override) -> None:
+    x = RNG.standard_normal((2, 3, 7, 9))
+    options = (kernel, stride, padding, ceil_mode, count_include_pad, divisor_override)
+    _check({"x": x}, lambda x: F.avg_pool2d(x, *options), lambda x: TF.avg_pool2d(x, *options))
+    ours, theirs = nn.AvgPool2d(*options), torch.nn.AvgPool2d(*options)
+    _check({"x": x}, lambda x: ours(x), lambda x: theirs(x))
+
+
+@pytest.mark.parametrize("output_size", [(3, 4), 5, (7, 9), (4, None), 1])
+def test_adaptive_pools_to_any_size(output_size) -> None:
+    x = RNG.standard_normal((2, 3, 7, 9))
+    _check(
+        {"x": x},
+        lambda x: F.adaptive_avg_pool2d(x, output_size),
+        lambda x: TF.adaptive_avg_pool2d(x, output_size),
+    )
+    _check(
+        {"x": x},
+        lambda x: nn.AdaptiveMaxPool2d(output_size)(x),
+        lambda x: torch.nn.AdaptiveMaxPool2d(output_size)(x),
+    )

@@ -125,6 +125,42 @@ gather_grad = Op(
 )
 
 
+def _place_shape(x: tuple, idx: tuple, axis: int, size: int) -> tuple:
+    if tuple(x) != tuple(idx):
+        raise ShapeError(f"place needs indices shaped as the values: {shape_text(idx)} for {shape_text(x)}")
+    return (*x[:axis], size, *x[axis + 1 :])
+
+
+def _place_reference(x: np.ndarray, idx: np.ndarray, axis: int, size: int) -> np.ndarray:
+    out = np.zeros((*x.shape[:axis], size, *x.shape[axis + 1 :]), dtype=x.dtype)
+    np.put_along_axis(out, idx, x, axis=axis)
+    return out
+
+
+def _place_samples(rng: np.random.Generator) -> list[Sample]:
+    """Indices without repeats along the axis (where they repeat, the values written must be equal)."""
+    idx = np.stack([rng.permutation(6)[:4] for _ in range(3)])
+    return [Sample((uniform(rng, (3, 4)), idx), {"axis": 1, "size": 6})]
+
+
+place = Op(
+    "place",
+    shape=_place_shape,
+    dtype=lambda x, idx, axis, size: (no_bf16(x), _take_dtype(x, idx, axis))[1],
+    params=lambda x, idx, axis, size: {"axis": normalize_axis(axis, x.ndim), "size": int(size)},
+    reference=_place_reference,
+    vjp=lambda g, out, x, idx, axis, size: (gather(g, idx, axis=axis), None),
+    samples=_place_samples,
+    torch=lambda t, x, idx, axis, size: t.zeros(
+        (*x.shape[:axis], size, *x.shape[axis + 1 :]), dtype=x.dtype
+    ).scatter(axis, idx, x),
+    exact=True,
+    doc="Zeros with `size` entries along `axis`, x[..., j, ...] written at idx[..., j, ...] (a position "
+    "named twice must get equal values: max unpooling's); its VJP gathers, so every x gets its position's "
+    "gradient.",
+)
+
+
 # argsort --------------------------------------------------------------------------------------
 def _argsort_canon(x: Spec, axis: int = -1, descending: bool = False, dim: int | None = None) -> dict:
     """`axis` (or PyTorch's `dim`) and the order."""

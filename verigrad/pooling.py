@@ -1,0 +1,158 @@
+"""PyTorch's pooling options beyond the pooling ops' own windows, written with ops (so they differentiate):
+`ceil_mode` (a last window that may run past the input), `count_include_pad` and `divisor_override` for
+average pooling, `return_indices` for max pooling and its inverse `max_unpool2d`, and adaptive pooling
+to any output size. NCHW; `verigrad.functional` calls these only when an option asks for them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from . import ops
+from .errors import ShapeError
+from .ops.composite._common import pair
+from .ops.index import place
+from .shapes import shape_text
+from .tensor import Tensor
+
+
+def _concrete(x: Tensor, what: str) -> tuple[int, int]:
+    h, w = x.shape[2], x.shape[3]
+    if x.ndim != 4 or not (isinstance(h, int) and isinstance(w, int)):
+        raise ShapeError(f"{what} takes [N, C, H, W] of known H and W, got {shape_text(x.shape)}")
+    return h, w
+
+
+def out_size(size: int, kernel: int, stride: int, padding: int, dilation: int, ceil_mode: bool) -> int:
+    """PyTorch's pooled length: with ceil_mode a last partial window, if it starts inside the input or
+    its left padding."""
+    span = size + 2 * padding - dilation * (kernel - 1) - 1
+    out = (span + (stride - 1 if ceil_mode else 0)) // stride + 1
+    if ceil_mode and (out - 1) * stride >= size + padding:
+        out -= 1
+    if out <= 0:
+        raise ShapeError(
+            f"pooling a length {size} with a window of {kernel} (padding {padding}) leaves nothing"
+        )
+    return out
+
+
+def _padded(x: Tensor, geometry: list[tuple[int, int, int, int, int]], value: float) -> Tensor:
+    """x padded by each window's padding, and on the right by what the last window needs beyond it."""
+    extra = [max(0, (o - 1) * s + d * (k - 1) + 1 - (n + 2 * p)) for n, o, k, s, p, d in geometry]
+    (_, _, _, _, ph, _), (_, _, _, _, pw, _) = geometry
+    widths = [(0, 0), (0, 0), (ph, ph + extra[0]), (pw, pw + extra[1])]
+    return x.pad(widths, value=value) if any(a or b for a, b in widths) else x
+
+
+def _geometry(x: Tensor, kernel: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool, what: str):
+    h, w = _concrete(x, what)
+    k = pair(kernel, "kernel_size", 1)
+    s = pair(stride if stride is not None else kernel, "stride", 1)
+    p, d = pair(padding, "padding", 0), pair(dilation, "dilation", 1)
+    if any(2 * p[i] > k[i] for i in range(2)):
+        raise ValueError(f"{what}: padding {p} is more than half the window {k}")
+    return [
+        (n, out_size(n, k[i], s[i], p[i], d[i], ceil_mode), k[i], s[i], p[i], d[i])
+        for i, n in enumerate((h, w))
+    ]
+
+
+def max_pool2d(
+    x: Tensor, kernel: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool, return_indices: bool
+) -> Any:
+    """Window maxima with ceil_mode and/or the flat index (h W + w) of each window's first maximum."""
+    geometry = _geometry(x, kernel, stride, padding, dilation, ceil_mode, "max_pool2d")
+    (_, oh, kh, sh, ph, dh), (w, ow, kw, sw, pw, dw) = geometry
+    padded = _padded(x, geometry, -math.inf)
+    values = ops.max_pool2d(padded, kernel=(kh, kw), stride=(sh, sw), padding=0, dilation=(dh, dw))
+    values = values[:, :, :oh, :ow]
+    if not return_indices:
+        return values
+    n, c = x.shape[0], x.shape[1]
+    windows = ops.im2col(padded, kernel=(kh, kw), stride=(sh, sw), padding=0, dilation=(dh, dw))
+    # im2col gives [N, C, kh, kw, rows, cols] (every window of the padded image): each one's first maximum
+    rows, cols = windows.shape[4], windows.shape[5]
+    first = windows.reshape(n, c, kh * kw, rows, cols)[:, :, :, :oh, :ow].argmax(2)  # [N, C, oh, ow]
+    offsets = np.add.outer(np.arange(kh) * dh * w, np.arange(kw) * dw).reshape(-1)
+    starts = np.add.outer((np.arange(oh) * sh - ph) * w, np.arange(ow) * sw - pw)
+    flat = ops.take(ops.tensor(offsets.astype(np.int64)), first) + ops.tensor(starts.astype(np.int64))
+    return values, flat
+
+
+def avg_pool2d(
+    x: Tensor,
+    kernel: Any,
+    stride: Any,
+    padding: Any,
+    ceil_mode: bool,
+    count_include_pad: bool,
+    divisor_override: int | None,
+) -> Tensor:
+    """Window means with PyTorch's divisors: the window clipped to the padded input (count_include_pad)
+    or to the input itself, or `divisor_override`."""
+    geometry = _geometry(x, kernel, stride, padding, 1, ceil_mode, "avg_pool2d")
+    (h, oh, kh, sh, ph, _), (w, ow, kw, sw, pw, _) = geometry
+    padded = _padded(x, geometry, 0.0)
+    sums = ops.avg_pool2d(padded, kernel=(kh, kw), stride=(sh, sw), padding=0)[:, :, :oh, :ow] * (kh * kw)
+    if divisor_override is not None:
+        if not isinstance(divisor_override, int) or divisor_override <= 0:
+            raise ValueError(
+                f"avg_pool2d: divisor_override must be a positive integer, got {divisor_override!r}"
+            )
+        return sums / divisor_override
+
+    def counts(n: int, o: int, k: int, s: int, p: int) -> np.ndarray:
+        start = np.arange(o) * s - p
+        end = np.minimum(start + k, n + p)
+        return end - start if count_include_pad else np.minimum(end, n) - np.maximum(start, 0)
+
+    divisor = np.outer(counts(h, oh, kh, sh, ph), counts(w, ow, kw, sw, pw)).astype(np.float64)
+    return sums / ops.tensor(divisor).cast(x.dtype)
+
+
+def _bounds(size: int, out: int) -> list[tuple[int, int]]:
+    """PyTorch's adaptive windows: [floor(i n / out), ceil((i + 1) n / out))."""
+    return [((i * size) // out, -(-((i + 1) * size) // out)) for i in range(out)]
+
+
+def adaptive_pool2d(x: Tensor, output_size: Any, reduce: str) -> Tensor:
+    """Means or maxima ("mean", "max") over PyTorch's adaptive windows, any output size: a window is a
+    rectangle, so rows then columns (a None size keeps the input's)."""
+    h, w = _concrete(x, f"adaptive_{reduce}_pool2d")
+    sizes = output_size if isinstance(output_size, tuple | list) else (output_size, output_size)
+    out_h, out_w = (h if sizes[0] is None else sizes[0]), (w if sizes[1] is None else sizes[1])
+    if not all(isinstance(o, int) and o > 0 for o in (out_h, out_w)):
+        raise ValueError(f"adaptive pooling needs positive output sizes, got {output_size!r}")
+    for axis, (n, o) in ((2, (h, out_h)), (3, (w, out_w))):
+        parts = []
+        for start, end in _bounds(n, o):
+            window = x[:, :, start:end] if axis == 2 else x[:, :, :, start:end]
+            parts.append(getattr(window, reduce)(axis, keepdim=True))
+        x = ops.concat(parts, axis=axis)
+    return x
+
+
+def max_unpool2d(
+    x: Tensor, indices: Tensor, kernel: Any, stride: Any, padding: Any, output_size: Any = None
+) -> Tensor:
+    """The inverse of max pooling with indices: zeros of the unpooled size, each value written at its
+    flat index (h W + w)."""
+    n, c, ih, iw = x.shape
+    k, p = pair(kernel, "kernel_size", 1), pair(padding, "padding", 0)
+    s = pair(stride if stride is not None else kernel, "stride", 1)
+    if output_size is None:
+        oh, ow = ((ih - 1) * s[0] - 2 * p[0] + k[0], (iw - 1) * s[1] - 2 * p[1] + k[1])
+    else:
+        oh, ow = tuple(output_size)[-2:]
+    if tuple(indices.shape) != tuple(x.shape):
+        raise ShapeError(
+            f"max_unpool2d: indices {shape_text(indices.shape)} and input {shape_text(x.shape)} differ"
+        )
+    # overlapping windows may name one position twice, with the same value: written once; each window
+    # gets its position's gradient, as PyTorch's
+    flat = place(x.reshape(n, c, -1), indices.reshape(n, c, -1), axis=2, size=oh * ow)
+    return flat.reshape(n, c, oh, ow)
