@@ -57,6 +57,8 @@ from .ops import (
     cosh,
     count_nonzero,
     cross,
+    cummax,
+    cummin,
     cumprod,
     cumsum,
     deg2rad,

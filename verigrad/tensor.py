@@ -841,7 +841,7 @@ def _function_method(name: str) -> Any:
 
 for _name in ("kthvalue", "median", "nanmedian", "kron", "rot90", "diff", "cross", "argwhere", "bincount"):
     setattr(Tensor, _name, _function_method(_name))
-for _name in ("histc", "unique_consecutive"):
+for _name in ("histc", "unique_consecutive", "cummax", "cummin"):
     setattr(Tensor, _name, _function_method(_name))
 
 

@@ -470,3 +470,18 @@ def test_counting_functions() -> None:
     )
     with pytest.raises(ValueError, match="non-negative integers"):
         verigrad.bincount(verigrad.tensor([-1, 2]))
+
+
+@pytest.mark.parametrize("name", ["cummax", "cummin"])
+def test_running_extremes(name) -> None:
+    """cummax/cummin: values, indices (ties and NaN take over, as PyTorch's) and the values' gradients."""
+    x = np.array([[1.0, 3.0, 3.0, 2.0, 5.0, np.nan, 7.0, np.nan], [2.0, 1.0, 1.0, 0.0, 4.0, 0.0, -1.0, 6.0]])
+    for dim in (0, 1, -1):
+        ours, theirs = getattr(verigrad.tensor(x), name)(dim), getattr(torch.from_numpy(x), name)(dim)
+        np.testing.assert_array_equal(ours.values.numpy(), theirs.values.numpy())
+        np.testing.assert_array_equal(ours.indices.numpy(), theirs.indices.numpy())
+    y = np.random.default_rng(18).standard_normal((4, 6))
+    _check(
+        {"y": y}, lambda y: getattr(verigrad, name)(y, 1).values, lambda y: getattr(torch, name)(y, 1).values
+    )
+    assert getattr(verigrad.tensor(2.0), name)(0).indices.item() == 0

@@ -1196,3 +1196,32 @@ def test_adaptive_pools_to_any_size(output_size) -> None:
         lambda x: nn.AdaptiveMaxPool2d(output_size)(x),
         lambda x: torch.nn.AdaptiveMaxPool2d(output_size)(x),
     )
+
+
+@pytest.mark.parametrize("dim", [0, 1, None])
+def test_weight_norm(dim) -> None:
+    """nn.utils.weight_norm on a Linear and a Conv2d: PyTorch's weight_g/weight_v, the output, and the
+    gradients of input, g and v; remove_weight_norm gives the weight back."""
+    import warnings
+
+    for ours, theirs, shape in [
+        (nn.Linear(4, 3, dtype="f64"), torch.nn.Linear(4, 3, dtype=torch.float64), (5, 4)),
+        (nn.Conv2d(2, 3, 3, dtype="f64"), torch.nn.Conv2d(2, 3, 3, dtype=torch.float64), (1, 2, 5, 5)),
+    ]:
+        ours.load_state_dict({k: v.detach().numpy() for k, v in theirs.state_dict().items()})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # PyTorch's weight_norm is deprecated for its parametrization
+            torch.nn.utils.weight_norm(theirs, dim=dim)
+        nn.utils.weight_norm(ours, dim=dim)
+        assert sorted(ours.state_dict()) == sorted(theirs.state_dict())
+        for key, value in theirs.state_dict().items():
+            np.testing.assert_allclose(ours.state_dict()[key].numpy(), value.numpy(), rtol=1e-14, err_msg=key)
+        _check({"x": RNG.standard_normal(shape)}, lambda x: ours(x), lambda x: theirs(x))
+        for name in ("weight_g", "weight_v"):
+            np.testing.assert_allclose(
+                getattr(ours, name).grad.numpy(), getattr(theirs, name).grad.numpy(), rtol=1e-12, atol=1e-12
+            )
+        nn.utils.remove_weight_norm(ours)
+        torch.nn.utils.remove_weight_norm(theirs)
+        assert sorted(ours.state_dict()) == sorted(theirs.state_dict())
+        np.testing.assert_allclose(ours.weight.numpy(), theirs.weight.detach().numpy(), rtol=1e-14)

@@ -1,4 +1,5 @@
-"""Gradient clipping, as PyTorch's `torch.nn.utils`: `clip_grad_norm_` and `clip_grad_value_`.
+"""As PyTorch's `torch.nn.utils`: gradient clipping (`clip_grad_norm_`, `clip_grad_value_`), parameters as
+one vector, and weight normalisation (`weight_norm`, `remove_weight_norm`).
 
 Each sets `.grad` of the given parameters to a new, clipped tensor written with ops, so a clip between
 `backward()` and `optimizer.step()` is part of a compiled training step too.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -80,3 +82,52 @@ def vector_to_parameters(vector: Tensor, parameters: Iterable[Tensor]) -> None:
             n = p.numel()
             p.assign(vector[at : at + n].reshape(p.shape))
             at += n
+
+
+def _norm_except(v: Tensor, dim: int | None) -> Tensor:
+    """The 2-norm of v over every axis but `dim` (kept, the others of size 1); over all of it for None."""
+    if dim is None or dim == -1:
+        return (v * v).sum().sqrt()
+    keep = dim % v.ndim
+    axes = tuple(a for a in range(v.ndim) if a != keep)
+    return (v * v).sum(axes, keepdim=True).sqrt() if axes else (v * v).sqrt()
+
+
+def weight_norm(module: Any, name: str = "weight", dim: int | None = 0) -> Any:
+    """PyTorch's weight normalisation: the parameter `name` becomes name_g (its norm over every axis but
+    `dim`) and name_v (its direction), and is computed as g * v / ||v|| before each forward (a forward
+    pre-hook). Returns the module."""
+    weight = module._parameters.get(name)
+    if weight is None:
+        raise ValueError(f"weight_norm: {type(module).__name__} has no parameter {name!r}")
+    hooks = module.__dict__.setdefault("_weight_norm", {})
+    if name in hooks:
+        raise RuntimeError(f"weight_norm is already applied to {name!r}")
+    setattr(module, f"{name}_g", _norm_except(weight.detach(), dim).requires_grad_(True))
+    setattr(module, f"{name}_v", weight.detach().clone().requires_grad_(True))
+    module._parameters.pop(name)
+
+    def compute(m: Any, args: tuple) -> None:
+        g, v = getattr(m, f"{name}_g"), getattr(m, f"{name}_v")
+        object.__setattr__(m, name, g * v / _norm_except(v, dim))  # computed: not a parameter
+
+    hooks[name] = (module.register_forward_pre_hook(compute), dim)
+    compute(module, ())
+    return module
+
+
+def remove_weight_norm(module: Any, name: str = "weight") -> Any:
+    """Undo weight_norm: `name` is a parameter again, with the value g * v / ||v|| has now."""
+    found = module.__dict__.get("_weight_norm", {}).pop(name, None)
+    if found is None:
+        raise ValueError(f"weight_norm of {name!r} not found in {type(module).__name__}")
+    handle, dim = found
+    handle.remove()
+    with no_grad():
+        g, v = getattr(module, f"{name}_g"), getattr(module, f"{name}_v")
+        value = (g * v / _norm_except(v, dim)).detach()
+    for suffix in ("_g", "_v"):
+        module._parameters.pop(name + suffix, None)
+        object.__delattr__(module, name + suffix)
+    setattr(module, name, value.requires_grad_(True))
+    return module

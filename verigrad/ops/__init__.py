@@ -145,10 +145,10 @@ from .index import argsort, gather, gather_grad, searchsorted, take, take_grad
 from .linalg import det, inv, solve
 from .matmul import matmul
 from .movement import broadcast_to, cast, concat, contiguous, pad, permute, reshape, slice_, unslice
-from .order_stats import kthvalue, median, nanmedian
+from .order_stats import cummax, cummin, kthvalue, median, nanmedian
 from .quant import dequantize_op, qembedding, qmatmul, qmatmul_q8
 from .reduce import argmax, max, mean, min, numel_of, prod, sum
-from .scan import cumprod, cumsum
+from .scan import cumprod, cumsum, running_extreme_index
 from .shaping import assign, expand, flatten, getitem, squeeze, stack, transpose, unsqueeze
 from .unary import (
     abs,

@@ -1,6 +1,6 @@
 """Order statistics along an axis, from the stable sort (NaN above every number): kthvalue, median and
-nanmedian, each with the index it came from (PyTorch's (values, indices)); differentiable in the values,
-through the gather that picks them."""
+nanmedian; and the running extremes cummax and cummin. Each comes with the index it came from (PyTorch's
+(values, indices)), and differentiates in the values, through the gather that picks them."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from .creation import full
 from .derived import SortResult, _concrete_size, isnan
 from .index import argsort, gather
 from .reduce import sum
+from .scan import running_extreme_index
 from .shaping import squeeze
 
 
@@ -68,4 +69,23 @@ def nanmedian(x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
     return _median(x, dim, keepdim, skip_nan=True)
 
 
-FUNCS.update(kthvalue=kthvalue, median=median, nanmedian=nanmedian)
+def _running_extreme(x: Tensor, dim: int, largest: bool) -> SortResult:
+    if x.ndim == 0:
+        found = _running_extreme(x.reshape(1), 0, largest)
+        return SortResult(found.values.reshape(()), found.indices.reshape(()))
+    axis = normalize_axis(dim, x.ndim)
+    index = running_extreme_index(x, axis=axis, largest=largest)
+    return SortResult(gather(x, index, axis=axis), index)
+
+
+def cummax(x: Tensor, dim: int) -> SortResult:
+    """The running maximum along `dim` and where it is (a later equal value, and NaN, take over)."""
+    return _running_extreme(x, dim, True)
+
+
+def cummin(x: Tensor, dim: int) -> SortResult:
+    """The running minimum along `dim` and where it is (as cummax)."""
+    return _running_extreme(x, dim, False)
+
+
+FUNCS.update(cummax=cummax, cummin=cummin, kthvalue=kthvalue, median=median, nanmedian=nanmedian)

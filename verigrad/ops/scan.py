@@ -1,4 +1,5 @@
-"""Running sums and products along one axis: cumsum, cumprod.
+"""Running sums and products along one axis: cumsum, cumprod; and the running maximum and minimum,
+cummax and cummin (the positions by an op of their own, the values gathered from them).
 
 Rounding rule (as the sums' and products'): f16/f32 accumulate in f64 and each output is rounded once to
 the input dtype; f64 accumulates in f64; integer and bool inputs give i64.
@@ -95,4 +96,43 @@ cumprod = _running_op(
     _cumprod_vjp,
     _cumprod_samples,
     "Running products along `axis`: out[..., i, ...] = x[..., 0, ...] * ... * x[..., i, ...].",
+)
+
+
+def _running_extreme_reference(x: np.ndarray, axis: int, largest: bool) -> np.ndarray:
+    """The index of the running maximum (minimum) along `axis`: a later equal value, and any NaN, takes
+    over (PyTorch's); after a NaN only another NaN does."""
+    moved = np.moveaxis(x, axis, 0)
+    out = np.zeros(moved.shape, dtype=np.int64)
+    if moved.shape[0] == 0:
+        return np.moveaxis(out, 0, axis)
+    best, at = moved[0].copy(), np.zeros(moved.shape[1:], dtype=np.int64)
+    for i in range(moved.shape[0]):
+        value = moved[i]
+        with np.errstate(invalid="ignore"):
+            takes = (value >= best if largest else value <= best) | np.isnan(value)
+        if i:
+            best, at = np.where(takes, value, best), np.where(takes, i, at)
+        out[i] = at
+    return np.moveaxis(out, 0, axis)
+
+
+running_extreme_index = Op(
+    "running_extreme_index",
+    shape=lambda x, axis, largest: x,
+    dtype=lambda x, axis, largest: (no_bf16(x), i64)[1],
+    params=lambda x, axis, largest=True: {"axis": normalize_axis(axis, x.ndim), "largest": bool(largest)},
+    reference=_running_extreme_reference,
+    samples=lambda rng: (
+        [
+            Sample((np.array([[1.0, 3.0, 3.0, 2.0, np.nan, 7.0, np.nan]]),), {"axis": 1, "largest": largest})
+            for largest in (True, False)
+        ]
+        + [Sample((uniform(rng, (3, 4)),), {"axis": 0, "largest": True})]
+    ),
+    torch=lambda t, x, axis, largest: (t.cummax if largest else t.cummin)(x, dim=axis).indices,
+    differentiable=False,
+    exact=True,
+    doc="The index of the running maximum (or minimum) of x along `axis`; ties and NaN as PyTorch's "
+    "cummax/cummin.",
 )
