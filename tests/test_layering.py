@@ -26,6 +26,7 @@ LAYERS = [
     "compile",
     "losses",
     "pooling",
+    "spatial",
     "functional",
     "linalg",
     "nn",

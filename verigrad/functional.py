@@ -42,6 +42,7 @@ from .ops.composite.conv import out_hw, window_params
 from .ops.creation import Generator, _seed
 from .registry import OPS
 from .shapes import Dim, DimLike, as_shape, shape_text
+from .spatial import affine_grid, grid_sample
 from .tensor import Tensor
 
 IntPair = int | tuple[int, int]
@@ -784,6 +785,7 @@ def tanh(x: Tensor) -> Tensor:
 __all__ = [
     "adaptive_avg_pool2d",
     "adaptive_max_pool2d",
+    "affine_grid",
     "avg_pool1d",
     "avg_pool2d",
     "bilinear",
@@ -804,6 +806,7 @@ __all__ = [
     "gaussian_nll_loss",
     "gelu",
     "glu",
+    "grid_sample",
     "group_norm",
     "hardsigmoid",
     "hardswish",

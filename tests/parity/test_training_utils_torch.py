@@ -1225,3 +1225,27 @@ def test_weight_norm(dim) -> None:
         torch.nn.utils.remove_weight_norm(theirs)
         assert sorted(ours.state_dict()) == sorted(theirs.state_dict())
         np.testing.assert_allclose(ours.weight.numpy(), theirs.weight.detach().numpy(), rtol=1e-14)
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+def test_grid_sample_and_affine_grid(mode, padding_mode, align_corners) -> None:
+    """A spatial transformer: affine_grid's positions and grid_sample's values as PyTorch's, and the
+    gradients of the image and of theta (through the grid; bilinear only: nearest's grid has none)."""
+    x = RNG.standard_normal((2, 3, 5, 6))
+    theta = RNG.standard_normal((2, 2, 3)) * 0.8
+    theta[:, :, 2] *= 0.3  # some positions outside the image, most inside
+    settings = {"mode": mode, "padding_mode": padding_mode, "align_corners": align_corners}
+
+    def ours(x, theta):
+        return F.grid_sample(x, F.affine_grid(theta, (2, 3, 4, 7), align_corners), **settings)
+
+    def theirs(x, theta):
+        return TF.grid_sample(x, TF.affine_grid(theta, (2, 3, 4, 7), align_corners), **settings)
+
+    if mode == "bilinear":
+        _check({"x": x, "theta": theta}, ours, theirs)
+    else:
+        t = verigrad.tensor(theta)
+        _check({"x": x}, lambda x: ours(x, t), lambda x: theirs(x, torch.from_numpy(theta)))
