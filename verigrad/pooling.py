@@ -20,10 +20,13 @@ from .tensor import Tensor
 
 
 def _concrete(x: Tensor, what: str) -> tuple[int, int]:
-    h, w = x.shape[2], x.shape[3]
-    if x.ndim != 4 or not (isinstance(h, int) and isinstance(w, int)):
+    if x.ndim != 4 or not (isinstance(x.shape[2], int) and isinstance(x.shape[3], int)):
         raise ShapeError(f"{what} takes [N, C, H, W] of known H and W, got {shape_text(x.shape)}")
-    return h, w
+    return x.shape[2], x.shape[3]
+
+
+# per axis: (input length, output length, kernel, stride, padding, dilation)
+Geometry = list[tuple[int, int, int, int, int, int]]
 
 
 def out_size(size: int, kernel: int, stride: int, padding: int, dilation: int, ceil_mode: bool) -> int:
@@ -40,7 +43,7 @@ def out_size(size: int, kernel: int, stride: int, padding: int, dilation: int, c
     return out
 
 
-def _padded(x: Tensor, geometry: list[tuple[int, int, int, int, int]], value: float) -> Tensor:
+def _padded(x: Tensor, geometry: Geometry, value: float) -> Tensor:
     """x padded by each window's padding, and on the right by what the last window needs beyond it."""
     extra = [max(0, (o - 1) * s + d * (k - 1) + 1 - (n + 2 * p)) for n, o, k, s, p, d in geometry]
     (_, _, _, _, ph, _), (_, _, _, _, pw, _) = geometry
@@ -48,7 +51,9 @@ def _padded(x: Tensor, geometry: list[tuple[int, int, int, int, int]], value: fl
     return x.pad(widths, value=value) if any(a or b for a, b in widths) else x
 
 
-def _geometry(x: Tensor, kernel: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool, what: str):
+def _geometry(
+    x: Tensor, kernel: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool, what: str
+) -> Geometry:
     h, w = _concrete(x, what)
     k = pair(kernel, "kernel_size", 1)
     s = pair(stride if stride is not None else kernel, "stride", 1)
