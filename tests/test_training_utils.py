@@ -557,8 +557,14 @@ def test_scatter_scatter_add_and_fill_diagonal_by_hand() -> None:
         verigrad.zeros(2, 2).scatter(0, verigrad.zeros(1, 3, dtype="i64"), 1.0)
     with pytest.raises(TypeError, match="one of src"):
         x.scatter(0, index)
-    with pytest.raises(NotImplementedError, match="reduce="):
-        x.scatter(0, index, 1.0, reduce="add")
+    assert x.scatter(0, index, 2.0, reduce="add").numpy().tolist() == [5, 1, 3]  # 1 + 2 + 2, 1, 1 + 2
+    assert x.scatter(0, index, verigrad.tensor([3.0, 2.0, 4.0]), reduce="multiply").numpy().tolist() == [
+        12,
+        1,
+        2,
+    ]
+    with pytest.raises(ValueError, match="'add' or 'multiply'"):
+        x.scatter(0, index, 1.0, reduce="max")
     m = verigrad.zeros(3, 3)
     assert m.fill_diagonal_(1.0) is m and np.array_equal(m.numpy(), np.eye(3))
     with pytest.raises(verigrad.ShapeError, match="all sides equal"):

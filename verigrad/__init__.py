@@ -163,6 +163,7 @@ from .ops import (
     rsqrt,
     scatter,
     scatter_add,
+    scatter_reduce,
     searchsorted,
     sigmoid,
     sign,

@@ -841,7 +841,7 @@ def _function_method(name: str) -> Any:
 
 for _name in ("kthvalue", "median", "nanmedian", "kron", "rot90", "diff", "cross", "argwhere", "bincount"):
     setattr(Tensor, _name, _function_method(_name))
-for _name in ("histc", "unique_consecutive", "cummax", "cummin"):
+for _name in ("histc", "unique_consecutive", "cummax", "cummin", "scatter_reduce"):
     setattr(Tensor, _name, _function_method(_name))
 
 
@@ -859,7 +859,7 @@ for _name in ("sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh")
     setattr(Tensor, "arc" + _name[1:], _unary_method(_name))  # NumPy's and PyTorch's other names
 
 for _name in ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "relu", "reciprocal", "square",
-              "floor", "ceil", "round", "trunc", "sign", "pow", "lerp"):  # fmt: skip
+              "floor", "ceil", "round", "trunc", "sign", "pow", "lerp", "scatter_reduce"):  # fmt: skip
     setattr(Tensor, f"{_name}_", _in_place(_name))
 
 

@@ -485,3 +485,38 @@ def test_running_extremes(name) -> None:
         {"y": y}, lambda y: getattr(verigrad, name)(y, 1).values, lambda y: getattr(torch, name)(y, 1).values
     )
     assert getattr(verigrad.tensor(2.0), name)(0).indices.item() == 0
+
+
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+def test_scatter_reduce_ties_zeros_and_a_smaller_index(reduce, include_self) -> None:
+    """Values and the gradients of input and src as PyTorch's where several src values tie for the
+    maximum (or minimum) with the input's, where some are zero (prod: one zero at a position, two, and
+    the input's), and with an index smaller than src and than the input off the axis."""
+    x = np.array([[2.0, 1.0, 0.0, 5.0], [3.0, 0.0, 2.0, 1.0], [1.0, 1.0, 1.0, 1.0]])
+    src = np.array([[2.0, 2.0, 0.0, 0.5, 7.0], [3.0, 0.0, 0.0, 3.0, 1.0]])
+    idx = np.array([[0, 0, 2, 1], [1, 1, 2, 1]])  # two rows, four columns: smaller than both
+    ours = verigrad.tensor(x).scatter_reduce(
+        1, verigrad.tensor(idx), verigrad.tensor(src), reduce, include_self=include_self
+    )
+    theirs = torch.from_numpy(x).scatter_reduce(
+        1, torch.from_numpy(idx), torch.from_numpy(src), reduce, include_self=include_self
+    )
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    src = src[:, :4]  # PyTorch differentiates a src shaped as the index only
+    _check(
+        {"x": x, "src": src},
+        lambda x, src: x.scatter_reduce(1, verigrad.tensor(idx), src, reduce, include_self=include_self),
+        lambda x, src: x.scatter_reduce(1, torch.from_numpy(idx), src, reduce, include_self=include_self),
+    )
+    ints = verigrad.tensor(np.array([[5, 1, 2]])).scatter_reduce(
+        1,
+        verigrad.tensor(np.array([[0, 0]])),
+        verigrad.tensor(np.array([[4, 7]])),
+        reduce,
+        include_self=include_self,
+    )
+    expected = torch.tensor([[5, 1, 2]]).scatter_reduce(
+        1, torch.tensor([[0, 0]]), torch.tensor([[4, 7]]), reduce, include_self=include_self
+    )
+    np.testing.assert_array_equal(ints.numpy(), expected.numpy())

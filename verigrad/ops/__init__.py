@@ -149,6 +149,7 @@ from .order_stats import cummax, cummin, kthvalue, median, nanmedian
 from .quant import dequantize_op, qembedding, qmatmul, qmatmul_q8
 from .reduce import argmax, max, mean, min, numel_of, prod, sum
 from .scan import cumprod, cumsum, running_extreme_index
+from .scatter_reduce import scatter_reduce
 from .shaping import assign, expand, flatten, getitem, squeeze, stack, transpose, unsqueeze
 from .unary import (
     abs,

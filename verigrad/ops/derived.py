@@ -370,13 +370,18 @@ def scatter(
 ) -> Tensor:
     """x with src[..., j, ...] (or the number `value`) written at the position index[..., j, ...] names
     along `dim` (PyTorch's scatter). A position the index repeats gets the sum of the values written
-    there (PyTorch leaves which one unspecified); use scatter_add to add into x."""
-    if reduce is not None:
-        raise NotImplementedError("scatter's reduce= is not supported: use scatter_add (reduce='add')")
+    there (PyTorch leaves which one unspecified); use scatter_add to add into x. reduce="add" or
+    "multiply" reduces into x instead (PyTorch's older form of scatter_reduce)."""
     if (src is None) == (value is None):
         raise TypeError("scatter takes one of src (a tensor or a number) and value")
     src = value if src is None else src
     axis = _scatter_index(x, dim, index, src, "scatter")
+    if reduce is not None:
+        kinds = {"add": "sum", "multiply": "prod"}
+        if reduce not in kinds:
+            raise ValueError(f"scatter: reduce must be 'add' or 'multiply', got {reduce!r}")
+        values = src if isinstance(src, Tensor) else full(tuple(index.shape), src, dtype=x.dtype)
+        return FUNCS["scatter_reduce"](x, axis, index, values, kinds[reduce])
     shape = tuple(x.shape)
     hit = gt(_spread(full(tuple(index.shape), 1.0), index, axis, shape), 0)  # the positions written
     written = _spread(src, index, axis, shape) if isinstance(src, Tensor) else src
