@@ -19,7 +19,8 @@ from ..tensor import Tensor
 from ._op import Op, Sample, no_bf16
 from ._samples import uniform
 from .binary import eq, where
-from .index import _positions, gather, gather_grad
+from .derived import _spread
+from .index import _positions, gather
 from .shaping import getitem
 
 REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
@@ -88,25 +89,18 @@ def _cut(t: Tensor, idx: Tensor) -> Tensor:
     return getitem(t, tuple(slice(0, n) for n in idx.shape))
 
 
-def _spread(values: Tensor, idx: Tensor, axis: int, like: Tensor) -> Tensor:
-    """Zeros shaped as `like`, values added at the positions idx names."""
-    added = gather_grad(values, idx, axis=axis, size=like.shape[axis])
-    widths = tuple((0, n - m) for n, m in zip(like.shape, added.shape))
-    return added.pad(widths) if builtins.any(w for _, w in widths) else added
-
-
 def _vjp(g, out, x, idx, src, axis, reduce, include_self):
-    hit = _spread(idx * 0 + 1, idx, axis, x) > 0  # the positions some src reaches
+    hit = _spread(idx * 0 + 1, idx, axis, tuple(x.shape)) > 0  # the positions some src reaches
     at = lambda t: gather(_cut(t, idx), idx, axis=axis)
     if reduce in ("sum", "mean"):
-        counts = _spread((src * 0 + 1), idx, axis, x) + (1 if include_self else 0)
+        counts = _spread(src * 0 + 1, idx, axis, tuple(x.shape)) + (1 if include_self else 0)
         share = g / where(counts > 0, counts, 1) if reduce == "mean" else g
         gx = where(hit, share if include_self else 0, g)
         return gx, None, at(share)
     if reduce in ("amax", "amin"):
         # PyTorch's share counts x where it equals the result even without include_self (x then gets none)
         self_in, src_in = eq(x, out), eq(src, at(out))
-        ties = self_in.cast(g.dtype) + _spread(src_in.cast(g.dtype), idx, axis, x)
+        ties = self_in.cast(g.dtype) + _spread(src_in.cast(g.dtype), idx, axis, tuple(x.shape))
         share = g / where(ties > 0, ties, 1)
         gx = where(self_in, share, 0)
         return (gx if include_self else where(hit, 0, gx)), None, where(src_in, at(share), 0)
@@ -114,7 +108,7 @@ def _vjp(g, out, x, idx, src, axis, reduce, include_self):
     from_src = OP(x * 0 + 1, idx, src, axis=axis, reduce="prod", include_self=True)
     gx = where(hit, g * from_src if include_self else 0, g)
     zero = eq(src, 0)
-    zeros_at = at(_spread(zero.cast(g.dtype), idx, axis, x))
+    zeros_at = at(_spread(zero.cast(g.dtype), idx, axis, tuple(x.shape)))
     nonzero = at(OP(x * 0 + 1, idx, where(zero, 1, src), axis=axis, reduce="prod", include_self=True))
     others = where(
         zero, where(zeros_at == 1, nonzero, 0), where(zeros_at == 0, nonzero / where(zero, 1, src), 0)
