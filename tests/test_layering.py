@@ -27,6 +27,7 @@ LAYERS = [
     "losses",
     "pooling",
     "spatial",
+    "ctc",
     "functional",
     "linalg",
     "nn",

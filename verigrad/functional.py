@@ -15,6 +15,7 @@ import numpy as np
 
 from . import ops, pooling
 from .autograd import is_grad_enabled, no_grad
+from .ctc import ctc_loss
 from .errors import ShapeError
 from .losses import (
     binary_cross_entropy,
@@ -798,6 +799,7 @@ __all__ = [
     "cosine_embedding_loss",
     "cosine_similarity",
     "cross_entropy",
+    "ctc_loss",
     "dropout",
     "dropout2d",
     "elu",

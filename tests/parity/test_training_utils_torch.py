@@ -1249,3 +1249,36 @@ def test_grid_sample_and_affine_grid(mode, padding_mode, align_corners) -> None:
     else:
         t = verigrad.tensor(theta)
         _check({"x": x}, lambda x: ours(x, t), lambda x: theirs(x, torch.from_numpy(theta)))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("layout", ["padded", "concatenated"])
+def test_ctc_loss(reduction, layout) -> None:
+    """F.ctc_loss and nn.CTCLoss: the loss and the gradient of the logits (through log_softmax) as
+    PyTorch's, for targets padded or concatenated, repeated labels, shorter inputs and another blank;
+    an input too short for its target: an infinite loss, or 0 with zero_infinity."""
+    steps, classes = 12, 5
+    logits = RNG.standard_normal((steps, 3, classes))
+    padded = np.array([[1, 2, 2, 3], [3, 1, 3, 3], [4, 4, 4, 4]])
+    lengths, inputs = np.array([3, 2, 4]), np.array([12, 9, 10])
+    targets = padded if layout == "padded" else np.concatenate([r[:n] for r, n in zip(padded, lengths)])
+    for blank in (0, classes - 1) if layout == "padded" else (0,):
+        tg = np.where(padded == blank, 1, padded) if blank else targets
+
+        def ours(x, tg=tg, blank=blank):
+            return nn.CTCLoss(blank, reduction)(F.log_softmax(x, 2), tg, inputs, lengths)
+
+        def theirs(x, tg=tg, blank=blank):
+            args = (torch.from_numpy(tg), torch.from_numpy(inputs), torch.from_numpy(lengths))
+            return torch.nn.CTCLoss(blank, reduction)(torch.log_softmax(x, 2), *args)
+
+        _check({"x": logits}, ours, theirs)
+    short = (np.array([1, 1, 2, 1, 2]), np.array([2, 4]), np.array([2, 3]))  # target 0 needs 3 steps
+    for zero_infinity, expected in ((False, np.inf), (True, 0.0)):
+        loss = F.ctc_loss(
+            F.log_softmax(verigrad.tensor(logits[:4, :2]), 2),
+            *short,
+            reduction="none",
+            zero_infinity=zero_infinity,
+        )
+        assert loss.numpy()[0] == expected and np.isfinite(loss.numpy()[1])

@@ -22,6 +22,7 @@ from .layers import (
     ConvTranspose2d,
     CosineEmbeddingLoss,
     CrossEntropyLoss,
+    CTCLoss,
     Dropout,
     Dropout2d,
     Embedding,

@@ -939,6 +939,20 @@ GaussianNLLLoss = _loss_module(
 )
 
 
+class CTCLoss(Module):
+    """The CTC loss (see F.ctc_loss): forward(log_probs, targets, input_lengths, target_lengths)."""
+
+    def __init__(self, blank: int = 0, reduction: str = "mean", zero_infinity: bool = False):
+        super().__init__()
+        if reduction not in REDUCTIONS:
+            raise ValueError(f"reduction must be one of {', '.join(REDUCTIONS)}, got {reduction!r}")
+        self.blank, self.reduction, self.zero_infinity = blank, reduction, zero_infinity
+
+    def forward(self, log_probs: Tensor, targets: Any, input_lengths: Any, target_lengths: Any) -> Tensor:
+        settings = {"blank": self.blank, "reduction": self.reduction, "zero_infinity": self.zero_infinity}
+        return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, **settings)
+
+
 class NLLLoss(_Loss):
     """Negative log-likelihood of log-probabilities [N, C] at integer classes [N]."""
 
