@@ -839,9 +839,8 @@ def _function_method(name: str) -> Any:
     return method
 
 
-for _name in ("kthvalue", "median", "nanmedian", "kron", "rot90", "diff", "cross", "argwhere", "bincount"):
-    setattr(Tensor, _name, _function_method(_name))
-for _name in ("histc", "unique_consecutive", "cummax", "cummin", "scatter_reduce"):
+for _name in ("kthvalue", "median", "nanmedian", "cummax", "cummin", "kron", "rot90", "diff", "cross",
+              "argwhere", "bincount", "histc", "unique_consecutive", "scatter_reduce"):  # fmt: skip
     setattr(Tensor, _name, _function_method(_name))
 
 

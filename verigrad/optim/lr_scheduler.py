@@ -26,10 +26,7 @@ class LRScheduler:
     def __init__(self, optimizer: Optimizer) -> None:
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"a schedule needs a verigrad optimizer, got {type(optimizer).__name__}")
-        self.optimizer = optimizer
-        # the rate before any schedule, kept by the first one made (PyTorch's initial_lr): a later
-        # schedule of the same optimizer starts from it too, whatever the first has set since
-        self.base_lr = optimizer.defaults.setdefault("initial_lr", optimizer.lr)
+        self.optimizer, self.base_lr = optimizer, _initial_rate(optimizer)
         self.last_epoch = -1
         self.step()
 
@@ -50,6 +47,12 @@ class LRScheduler:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.last_epoch, self.base_lr = int(state["last_epoch"]), float(state["base_lr"])
         self.optimizer.lr = float(state["lr"])
+
+
+def _initial_rate(optimizer: Optimizer) -> float:
+    """The rate before any schedule, kept by the first one made (PyTorch's initial_lr): a later schedule
+    of the same optimizer starts from it too, whatever the first has set since."""
+    return optimizer.defaults.setdefault("initial_lr", optimizer.lr)
 
 
 def _positive(name: str, value: Any) -> None:
@@ -195,8 +198,7 @@ class SequentialLR(LRScheduler):
                 f"SequentialLR: milestones must be increasing positive integers, got {milestones}"
             )
         self.schedulers, self.milestones = schedulers, milestones
-        self.optimizer = optimizer
-        self.base_lr = optimizer.defaults.setdefault("initial_lr", optimizer.lr)
+        self.optimizer, self.base_lr = optimizer, _initial_rate(optimizer)
         optimizer.lr = self.base_lr  # undo what the schedulers set when they were made
         for scheduler in schedulers:
             scheduler.last_epoch -= 1
