@@ -1103,6 +1103,7 @@ def test_bilinear_and_softmax2d() -> None:
     _check({"x": x}, lambda x: nn.Softmax2d()(x) * x, lambda x: torch.nn.Softmax2d()(x) * x)
 
 
+@pytest.mark.filterwarnings("ignore:enable_nested_tensor is True")  # PyTorch's own fast-path notice
 @pytest.mark.parametrize("how", ["post-norm", "norm_first", "gelu", "batch_first", "masks"])
 def test_transformer_decoder_and_the_whole_model(how) -> None:
     """nn.TransformerDecoderLayer and nn.Transformer with PyTorch's parameters: output and the gradients
