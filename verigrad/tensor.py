@@ -613,6 +613,16 @@ class Tensor:
     def cpu(self) -> Tensor:
         return self
 
+    def cuda(self, *args: Any, **kwargs: Any) -> Tensor:
+        raise ValueError(
+            "verigrad runs on the CPU: there is no CUDA device (code written for PyTorch can drop .cuda())"
+        )
+
+    @property
+    def grad_fn(self) -> Any:
+        """The autograd record of the op that made this tensor (None for a leaf), as PyTorch's grad_fn."""
+        return self._node
+
     @property
     def device(self) -> str:
         return "cpu"
@@ -669,11 +679,21 @@ class Tensor:
         return self.cast(self.dtype)
 
     # reductions --------------------------------------------------------------------------------
-    def sum(self, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
-        return OPS["sum"](self, axis=_axis(axis, dim), keepdim=keepdim)
+    def sum(self, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None, dtype: Any = None) -> Tensor:
+        """The sum over `axis`; with `dtype`, of the tensor cast to it first (as PyTorch's)."""
+        x = self if dtype is None else self.cast(dtype)
+        return OPS["sum"](x, axis=_axis(axis, dim), keepdim=keepdim)
 
-    def mean(self, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
-        return OPS["mean"](self, axis=_axis(axis, dim), keepdim=keepdim)
+    def mean(
+        self, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None, dtype: Any = None
+    ) -> Tensor:
+        """The mean over `axis`; with `dtype`, of the tensor cast to it first (as PyTorch's)."""
+        x = self if dtype is None else self.cast(dtype)
+        return OPS["mean"](x, axis=_axis(axis, dim), keepdim=keepdim)
+
+    def index_fill(self, dim: int, index: Any, value: Any) -> Tensor:
+        """self with the slices at `index` along `dim` set to `value` (PyTorch's index_fill)."""
+        return FUNCS["index_fill"](self, dim, index, value)
 
     def max(self, axis: Any = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
         """The largest value over `axis`; given a tensor, the element-wise maximum (as PyTorch)."""
@@ -858,8 +878,12 @@ for _name in ("sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh")
     setattr(Tensor, "arc" + _name[1:], _unary_method(_name))  # NumPy's and PyTorch's other names
 
 for _name in ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "relu", "reciprocal", "square",
-              "floor", "ceil", "round", "trunc", "sign", "pow", "lerp", "scatter_reduce"):  # fmt: skip
+              "floor", "ceil", "round", "trunc", "sign", "pow", "lerp", "scatter_reduce",
+              "index_fill"):  # fmt: skip
     setattr(Tensor, f"{_name}_", _in_place(_name))
+
+
+NO_CUDA = "verigrad runs on the CPU: there is no CUDA device (code written for PyTorch can drop .cuda())"
 
 
 def _axis(axis: Any, dim: Any) -> Any:

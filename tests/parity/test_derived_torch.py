@@ -520,3 +520,25 @@ def test_scatter_reduce_ties_zeros_and_a_smaller_index(reduce, include_self) -> 
         1, torch.tensor([[0, 0]]), torch.tensor([[4, 7]]), reduce, include_self=include_self
     )
     np.testing.assert_array_equal(ints.numpy(), expected.numpy())
+
+
+def test_index_fill_sum_dtype_grad_fn_and_no_cuda() -> None:
+    x = np.arange(12.0).reshape(3, 4)
+    _check(
+        {"x": x},
+        lambda x: x.index_fill(1, verigrad.tensor([0, 2]), -1.5) * x,
+        lambda x: x.index_fill(1, torch.tensor([0, 2]), -1.5) * x,
+    )
+    filled = verigrad.tensor(x)
+    filled.index_fill_(0, [2], 7.0)
+    np.testing.assert_array_equal(
+        filled.numpy(), torch.tensor(x).index_fill(0, torch.tensor([2]), 7.0).numpy()
+    )
+    f32 = verigrad.tensor(x.astype(np.float32))
+    assert f32.sum(dtype=verigrad.f64).dtype.name == "f64" and f32.mean(1, dtype="f64").dtype.name == "f64"
+    leaf = verigrad.tensor([1.0], requires_grad=True)
+    assert leaf.grad_fn is None and (leaf * 2).grad_fn is not None
+    for thing in (leaf, nn.Linear(2, 2)):
+        assert thing.cpu() is thing
+        with pytest.raises(ValueError, match="no CUDA device"):
+            thing.cuda()

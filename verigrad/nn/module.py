@@ -162,6 +162,14 @@ class Module:
     def double(self) -> Module:
         return self.to("f64")
 
+    def cpu(self) -> Module:
+        return self
+
+    def cuda(self, *args: Any, **kwargs: Any) -> Module:
+        raise ValueError(
+            "verigrad runs on the CPU: there is no CUDA device (code written for PyTorch can drop .cuda())"
+        )
+
     # modes ----------------------------------------------------------------------------------------
     def train(self, mode: bool = True) -> Module:
         for m in self.modules():

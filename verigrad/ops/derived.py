@@ -630,6 +630,17 @@ def nonzero(x: Tensor, as_tuple: bool = False) -> Any:
     return from_numpy(np.ascontiguousarray(np.stack(found, axis=-1), dtype=np.int64).reshape(-1, x.ndim))
 
 
+def index_fill(x: Tensor, dim: int, index: Any, value: Any) -> Tensor:
+    """x with the slices at `index` (a vector of positions) along `dim` set to `value`."""
+    axis = normalize_axis(dim, x.ndim)
+    positions = index if isinstance(index, Tensor) else from_numpy(np.asarray(index, dtype=np.int64))
+    if positions.ndim > 1 or positions.dtype.kind != "i":
+        raise ValueError(f"index_fill takes a vector of integer positions, got {describe(positions)}")
+    positions = positions.reshape(-1)
+    hit = gt(take_grad(full(tuple(positions.shape), 1.0), positions, axis=0, size=x.shape[axis]), 0)
+    return where(hit.reshape(*([1] * axis), -1, *([1] * (x.ndim - axis - 1))), value, x)
+
+
 def argwhere(x: Tensor) -> Tensor:
     """The positions of x's non-zero elements, [n, ndim] i64 (nonzero's): eager only."""
     return nonzero(x)
@@ -782,6 +793,7 @@ def _values(x: Any, what: str) -> np.ndarray:
 
 
 FUNCS.update(
+    index_fill=index_fill,
     argwhere=argwhere,
     bincount=bincount,
     histc=histc,
