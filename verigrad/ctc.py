@@ -15,14 +15,15 @@ from . import ops
 from .autograd import no_grad
 from .errors import ShapeError
 from .losses import reduce as reduce_loss
+from .ops.derived import _values
 from .shapes import shape_text
 from .tensor import Tensor
 
 _IMPOSSIBLE = -1e30  # log 0 in the recursion: finite, so that no gradient is NaN; below it means none
 
 
-def _values(t: Any) -> np.ndarray:
-    return np.asarray(t.numpy() if isinstance(t, Tensor) else t).astype(np.int64)
+def _ints(t: Any, what: str) -> np.ndarray:
+    return _values(t, what).astype(np.int64)
 
 
 def ctc_loss(
@@ -40,7 +41,8 @@ def ctc_loss(
     if log_probs.ndim != 3:
         raise ShapeError(f"ctc_loss takes log_probs [T, N, C], got {shape_text(log_probs.shape)}")
     steps, batch, classes = log_probs.shape
-    in_lens, tgt_lens, labels = _values(input_lengths), _values(target_lengths), _values(targets)
+    in_lens, tgt_lens = _ints(input_lengths, "ctc_loss"), _ints(target_lengths, "ctc_loss")
+    labels = _ints(targets, "ctc_loss")
     if in_lens.shape != (batch,) or tgt_lens.shape != (batch,):
         raise ShapeError(
             f"ctc_loss needs {batch} input and target lengths, got {in_lens.shape}, {tgt_lens.shape}"
@@ -65,7 +67,7 @@ def ctc_loss(
 
     impossible = ops.tensor(np.where(valid, 0.0, _IMPOSSIBLE)).cast(log_probs.dtype)
     index = ops.tensor(extended)
-    emit = [ops.gather(log_probs[t], index, axis=1) for t in range(steps)]  # [N, states] each
+    emit = ops.gather(log_probs, index.expand(steps, batch, states), axis=2)  # [T, N, states]
     start = np.full((batch, states), _IMPOSSIBLE)
     start[:, :2] = 0.0
     alpha = emit[0] + ops.tensor(start).cast(log_probs.dtype)
@@ -77,9 +79,8 @@ def ctc_loss(
         step = ops.logaddexp(ops.logaddexp(alpha, shifted), shifted2) + emit[t] + impossible
         alpha = ops.where(ops.tensor((t < in_lens)[:, None]), step, alpha)  # past its length: kept
     last = ops.tensor(np.stack([2 * tgt_lens, np.maximum(2 * tgt_lens - 1, 0)], axis=1))
-    ends = ops.gather(alpha, last, axis=1)
-    ends = ops.where(ops.tensor(np.stack([tgt_lens >= 0, tgt_lens > 0], axis=1)), ends, _IMPOSSIBLE)
-    nll = -ops.logaddexp(ends[:, 0], ends[:, 1])
+    ends = ops.gather(alpha, last, axis=1)  # the last blank, and the last label (none: an empty target)
+    nll = -ops.logaddexp(ends[:, 0], ops.where(ops.tensor(tgt_lens > 0), ends[:, 1], _IMPOSSIBLE))
     with no_grad():
         lost = (nll > -_IMPOSSIBLE / 2).numpy()  # no alignment: the recursion's floor, not a probability
     lost_t = ops.tensor(lost)

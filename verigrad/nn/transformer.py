@@ -24,31 +24,36 @@ _ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F
 
 
 class _Layer(Module):
-    """What both layers have: self-attention, the feed-forward block, their norms and dropouts."""
+    """What both layers have: self-attention, the feed-forward block, `norms` layer norms and dropouts
+    (and with `cross_attention`, attention over another sequence), made from PyTorch's arguments."""
+
+    norms = 2
+    cross_attention = False
 
     def __init__(
         self,
         d_model: int,
         nhead: int,
-        dim_feedforward: int,
-        dropout: float,
-        activation: str | Callable[[Tensor], Tensor],
-        layer_norm_eps: float,
-        batch_first: bool,
-        norm_first: bool,
-        bias: bool,
-        dtype: Any,
-        norms: int,
+        dim_feedforward: int = 2048,
+        dropout: float = 0.1,
+        activation: str | Callable[[Tensor], Tensor] = "relu",
+        layer_norm_eps: float = 1e-5,
+        batch_first: bool = False,
+        norm_first: bool = False,
+        bias: bool = True,
+        dtype: Any = f32,
     ):
         super().__init__()
         if isinstance(activation, str) and activation not in _ACTIVATIONS:
             raise ValueError(f"activation should be relu or gelu, not {activation!r}")
         self.self_attn = MultiheadAttention(d_model, nhead, dropout, bias, batch_first, dtype)
+        if self.cross_attention:
+            self.multihead_attn = MultiheadAttention(d_model, nhead, dropout, bias, batch_first, dtype)
         self.linear1 = Linear(d_model, dim_feedforward, bias, dtype)
         self.dropout = Dropout(dropout)
         self.linear2 = Linear(dim_feedforward, d_model, bias, dtype)
         self.norm_first = norm_first
-        for i in range(1, norms + 1):
+        for i in range(1, self.norms + 1):
             setattr(self, f"norm{i}", LayerNorm(d_model, layer_norm_eps, bias=bias, dtype=dtype))
             setattr(self, f"dropout{i}", Dropout(dropout))
         self.activation = _ACTIVATIONS[activation] if isinstance(activation, str) else activation
@@ -83,31 +88,6 @@ class TransformerEncoderLayer(_Layer):
     followed by its layer norm (norm1, norm2), or with norm_first each applied to the norm of x. Sequences
     first ([S, N, E]) unless batch_first; `activation` "relu", "gelu" or a function of a tensor."""
 
-    def __init__(
-        self,
-        d_model: int,
-        nhead: int,
-        dim_feedforward: int = 2048,
-        dropout: float = 0.1,
-        activation: str | Callable[[Tensor], Tensor] = "relu",
-        layer_norm_eps: float = 1e-5,
-        batch_first: bool = False,
-        norm_first: bool = False,
-        bias: bool = True,
-        dtype: Any = f32,
-    ):
-        settings = (
-            dim_feedforward,
-            dropout,
-            activation,
-            layer_norm_eps,
-            batch_first,
-            norm_first,
-            bias,
-            dtype,
-        )
-        super().__init__(d_model, nhead, *settings, norms=2)
-
     def forward(
         self,
         src: Tensor,
@@ -130,31 +110,8 @@ class TransformerDecoderLayer(_Layer):
     `memory` (multihead_attn, norm2, dropout2), and the feed-forward block (norm3, dropout3), each with a
     residual connection, as TransformerEncoderLayer's."""
 
-    def __init__(
-        self,
-        d_model: int,
-        nhead: int,
-        dim_feedforward: int = 2048,
-        dropout: float = 0.1,
-        activation: str | Callable[[Tensor], Tensor] = "relu",
-        layer_norm_eps: float = 1e-5,
-        batch_first: bool = False,
-        norm_first: bool = False,
-        bias: bool = True,
-        dtype: Any = f32,
-    ):
-        settings = (
-            dim_feedforward,
-            dropout,
-            activation,
-            layer_norm_eps,
-            batch_first,
-            norm_first,
-            bias,
-            dtype,
-        )
-        super().__init__(d_model, nhead, *settings, norms=3)
-        self.multihead_attn = MultiheadAttention(d_model, nhead, dropout, bias, batch_first, dtype)
+    norms = 3
+    cross_attention = True
 
     def forward(
         self,
