@@ -4,11 +4,11 @@ path (double accumulation in C), f32.
     python benchmarks/gemm.py [--repeat 15] [--threads 1 2]
 
 The first table: the matrix products of the digits CNN's training step (the four seed shapes), then a
-K-heavy product with a small c (a convolution's weight gradient, g^T @ columns) and an MLP's weight
-gradient (x^T @ g, x of 64 x 784). Each row interleaves the three (so a busy machine slows all of them
-alike), each run after a pause (`--pause`: OpenBLAS's threads spin for about 0.1 s after NumPy's
-threaded product, on the cores the next run needs), and prints medians, GFLOP/s and the ratio to NumPy
-(above 1: faster than NumPy).
+K-heavy product with a small c (a convolution's weight gradient, g^T @ columns), an MLP's weight
+gradient (x^T @ g, x of 64 x 784) and its layer's forward product (x @ W^T, W of 256 x 784). Each row
+interleaves the three (so a busy machine slows all of them alike), each run after a pause (`--pause`:
+OpenBLAS's threads spin for about 0.1 s after NumPy's threaded product, on the cores the next run
+needs), and prints medians, GFLOP/s and the ratio to NumPy (above 1: faster than NumPy).
 
 The second table: the cost of one call on tiny products (an MLP layer at batch 64, a matrix-vector
 product), where the per-call overhead is most of the time: the minimum over repetitions of the mean
@@ -34,10 +34,12 @@ SHAPES = [(6272, 144, 32), (1568, 288, 64), (3136, 32, 128), (32, 3136, 128)]  #
 TINY = [(64, 10, 256), (64, 256, 10), (1, 576, 576)]
 
 
-def operands(rng: np.random.Generator, m: int, k: int, n: int, a_transposed: bool = False):
-    """a[m, k] (a transposed view of a [k, m] array when `a_transposed`) and b[k, n], f32."""
-    a = rng.standard_normal((k, m) if a_transposed else (m, k)).astype(np.float32)
-    return a.T if a_transposed else a, rng.standard_normal((k, n)).astype(np.float32)
+def operands(rng: np.random.Generator, m: int, k: int, n: int, transposed: str = ""):
+    """a[m, k] and b[k, n], f32; `transposed` "a" or "b": that one a transposed view of a row-major
+    array."""
+    a = rng.standard_normal((k, m) if transposed == "a" else (m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k) if transposed == "b" else (k, n)).astype(np.float32)
+    return a.T if transposed == "a" else a, b.T if transposed == "b" else b
 
 
 def medians(fns: dict[str, Callable[[], object]], repeat: int, pause: float, calls: int = 5) -> dict:
@@ -72,12 +74,13 @@ def gemm_table(rng: np.random.Generator, threads: list[int], repeat: int, pause:
     table = Table(title="f32 GEMM: median ms, GFLOP/s, ratio to NumPy")
     for col in ("threads", "M x K x N", "NumPy", "fast", "exact", "fast / NumPy", "exact / NumPy"):
         table.add_column(col, justify="right")
-    cases = [(f"{m} x {k} x {n}", m, k, n, False) for m, k, n in SHAPES]
-    cases += [("16 x 50176 x 9, a^T", 16, 50176, 9, True), ("784 x 64 x 256, a^T", 784, 64, 256, True)]
+    cases = [(f"{m} x {k} x {n}", m, k, n, "") for m, k, n in SHAPES]
+    cases += [("16 x 50176 x 9, a^T", 16, 50176, 9, "a"), ("784 x 64 x 256, a^T", 784, 64, 256, "a")]
+    cases += [("64 x 784 x 256, b^T", 64, 784, 256, "b")]
     for n_threads in threads:
         verigrad.set_threads(n_threads)
-        for label, m, k, n, a_transposed in cases:
-            a, b = operands(rng, m, k, n, a_transposed)
+        for label, m, k, n, transposed in cases:
+            a, b = operands(rng, m, k, n, transposed)
             t = medians(
                 {
                     "numpy": lambda: np.matmul(a, b),

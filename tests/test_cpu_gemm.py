@@ -321,6 +321,39 @@ def test_tiles_for_small_kernels_keep_the_bound_and_the_bits(dtype, small_kernel
         lib.blas_small_kernels(blas.small_kernel_work())
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("transposed_wide", [False, True])
+def test_wide_products_computed_transposed_keep_the_bound_and_the_bits(dtype, transposed_wide):
+    """On OpenBLAS's AVX-512 cores an f32 c = a b^T with fewer rows than columns is computed as c^T = b
+    a^T and transposed back. Forced on or off (whatever this machine's OpenBLAS has): every layout of a, a
+    batch, a c with a longer row stride, a NaN, alpha and beta stay within the bound (or the reference
+    BLAS semantics) with the same bits on 1, 2 and 3 threads."""
+    rng = np.random.default_rng(17)
+    lib = linalg._state["lib"]
+    try:
+        lib.blas_transposed_wide(int(transposed_wide))
+        cases = [((64, 784), (256, 784)), ((32, 100), (64, 100)), ((3, 33, 40), (3, 90, 40))]
+        for sa, sb in [*cases, ((8, 50), (800, 50)), ((300, 20), (310, 20))]:  # few rows; not transposed
+            a, b = rand(rng, sa, dtype), rand(rng, sb, dtype)
+            bt = np.swapaxes(b, -1, -2)  # the transposed b
+            layouts = [a] if a.ndim > 2 else [a, np.asfortranarray(a)]
+            for va in layouts:
+                fast_on_every_thread_count(va, bt, a, np.ascontiguousarray(bt))
+        a, b = rand(rng, (32, 100), dtype), rand(rng, (64, 100), dtype)
+        wide = np.zeros((32, 74), dtype)
+        linalg.gemm(a, b.T, wide[:, 5:69], alpha=-2.0, exact=False)
+        within_bound(wide[:, 5:69], -2.0 * a, np.ascontiguousarray(b.T), False)
+        assert not wide[:, :5].any() and not wide[:, 69:].any()  # nothing written past c
+        c = rand(rng, (32, 64), dtype)
+        expected = a.astype(np.float64) @ b.T.astype(np.float64) + 0.5 * c
+        out = linalg.gemm(a, b.T, c.copy(), beta=0.5, exact=False)  # c read: computed directly
+        assert np.allclose(out, expected, rtol=1e-4, atol=1e-4)
+        a[3, 7] = np.nan  # row 3 of c is NaN, as the reference's
+        within_bound(linalg.matmul(a, b.T, exact=False), a, np.ascontiguousarray(b.T), False)
+    finally:
+        lib.blas_transposed_wide(int(blas.transposes_wide()))
+
+
 def test_the_registered_matmul_kernel_follows_the_setting():
     rng = np.random.default_rng(11)
     a, b = rand(rng, (40, 300), np.float32), rand(rng, (300, 30), np.float32)

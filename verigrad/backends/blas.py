@@ -80,6 +80,12 @@ def small_kernel_work() -> int:
     return SMALL_KERNEL_WORK if name is not None and name.lower() in _SMALL_KERNEL_CORES else 0
 
 
+def transposes_wide() -> bool:
+    """Whether f32 products with a transposed b and fewer rows than columns run faster transposed (c^T =
+    b^T a^T) on this CPU's OpenBLAS kernels: its AVX-512 ones, those with small-matrix kernels."""
+    return small_kernel_work() > 0
+
+
 def _int64(lib: ctypes.CDLL, symbol: str) -> bool:
     """Whether `symbol` takes 64-bit integers: named so, or an OpenBLAS built with USE64BITINT."""
     if symbol.endswith("64_"):

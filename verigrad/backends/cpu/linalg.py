@@ -164,6 +164,7 @@ class _Functions:
         self.data, self.ptr, self.ref = lib.data, lib.ptr, lib.ref
         self.blas_threads = lib.fn("vg_gemm_blas_threads", [p, p])
         self.blas_small_kernels = lib.fn("vg_gemm_blas_small_kernels", [i64])
+        self.blas_transposed_wide = lib.fn("vg_gemm_blas_transposed_wide", [c_int])
         self.blas_single_begin = lib.fn("vg_blas_single_begin", [])
         self.blas_single_end = lib.fn("vg_blas_single_end", [])
         self.portable_only = lib.fn("vg_gemm_portable_only", [c_int])
@@ -606,6 +607,7 @@ def register(backend: Any, lib: Library) -> None:
     if threads is not None:  # gemm.c runs OpenBLAS on one thread while its tiles run on the pool
         _state["lib"].blas_threads(*(ctypes.cast(f, ctypes.c_void_p) for f in threads))
     _state["lib"].blas_small_kernels(blas.small_kernel_work())  # gemm.c's tiles suit them
+    _state["lib"].blas_transposed_wide(int(blas.transposes_wide()))
     for name in DTYPES:  # the cblas_?gemm pointer and integer width, for gemm.c's tiles
         found, gemv = _blas(_prefix(name) + "gemm"), _blas(_prefix(name) + "gemv")
         if found is not None:
