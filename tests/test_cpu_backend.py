@@ -131,7 +131,7 @@ def test_the_kernels_registered():
 
     libm = list(cpu.UNARY_LIBM)
     families = cpu.BINARY + cpu.REDUCE + cpu.ROWS + cpu.COPY + cpu.WINDOW + cpu.LINALG + cpu.QUANT
-    families += cpu.ATTENTION + cpu.CONVOLUTION + cpu.ROPE
+    families += cpu.ATTENTION + cpu.CONVOLUTION + cpu.ROPE + cpu.CAST
     assert ops == set(cpu.UNARY_EXACT + tuple(libm) + families)
     assert {d for op, d in ALL_KERNELS if op not in (*cpu.COPY, "argmax")} == {"f32", "f64", "i64"}
     assert [(op, d) for op, d in ALL_KERNELS if op == "argmax"] == [("argmax", "i64")]  # its result's dtype
@@ -256,6 +256,34 @@ def test_every_thread_count_gives_the_same_bits(op, dtype, small_chunks):
 
 
 I64_EXTREMES = np.array([0, 1, -1, 2, -2, 3, 2**31, -(2**31), 2**62, 2**63 - 1, -(2**63)], np.int64)
+
+
+@needs_cc
+def test_cast_between_f32_and_f64_gives_astypes_bits(small_chunks):
+    """f64 to f32 rounds as NumPy's astype: ties to even, overflow to infinity, f32 subnormals, NaNs of
+    either sign; f32 to f64 is exact; on 1, 2 and 3 threads, 0-d arrays too. Other dtypes and strided
+    arrays take the reference."""
+    rng = np.random.default_rng(6)
+    tie = 1.0 + 2.0**-24  # halfway between 1 and the next f32: rounds to 1
+    specials = [tie, -tie, 1.0 + 3 * 2.0**-24, 3.4028235677973366e38, 3.4028236e38, 1e-45, 7e-46, 1e-40]
+    specials += [np.inf, -np.inf, np.nan, -np.nan, 0.0, -0.0, 5e-324, 1e300, -1e300]
+    random = rng.standard_normal(5033) * 10.0 ** rng.integers(-45, 39, 5033)
+    wide = np.concatenate([specials, random])  # 5050 values
+    to_f32, to_f64 = cpu.cpu.native(OPS["cast"], verigrad.f32), cpu.cpu.native(OPS["cast"], verigrad.f64)
+    with np.errstate(all="ignore"):
+        narrow = wide.astype(np.float32)
+    for threads in (1, 2, 3):
+        verigrad.set_threads(threads)
+        for x in (wide, wide[:1].reshape(()), wide.reshape(50, -1)):
+            with np.errstate(all="ignore"):
+                expected = x.astype(np.float32)
+            got = to_f32(x, verigrad.f32)
+            assert got.dtype == np.float32 and got.shape == x.shape
+            assert got.tobytes() == expected.tobytes()
+        assert to_f64(narrow, verigrad.f64).tobytes() == narrow.astype(np.float64).tobytes()
+    strided, halves = wide[::3], wide.astype(np.float16)
+    assert to_f32(strided, verigrad.f32).tobytes() == strided.astype(np.float32).tobytes()
+    assert to_f64(halves, verigrad.f64).tobytes() == halves.astype(np.float64).tobytes()
 
 
 @needs_cc

@@ -17,7 +17,6 @@ import verigrad
 import verigrad.functional as F
 from verigrad import nn
 from verigrad.backends import cpu as cpu_backend
-from verigrad.backends.cpu import fused
 from verigrad.ir import replay
 from verigrad.ir.plan import Plan
 from verigrad.optim import Adam
@@ -80,11 +79,11 @@ def test_a_training_step_replays_with_the_bits_of_the_plan_without_replay(monkey
     assert isinstance(recorded, replay.Replay) and recorded.checked and plan_off._replay is None
     kinds = recorded.kinds
     assert len(recorded.tape) > 0
-    # the whole step is one replay; but where a fused kernel may not hold pow (the C library's is not
-    # NumPy's: on AVX-512 machines), Adam's updates run member by member, their casts of 0-d f64 bias
-    # corrections to f32 in Python
+    # the whole step is one replay: where a fused kernel may not hold pow (the C library's is not
+    # NumPy's: on AVX-512 machines), Adam's bias corrections run member by member, their casts of 0-d
+    # f64 values to f32 too, by the backend's cast kernel
     python = {call.op.name for call, kind in zip(plan.calls, kinds) if kind == replay.PYTHON}
-    assert python == (set() if ("pow", "f64") in fused.libm_members(cpu_backend.cpu) else {"cast"})
+    assert python == set()
     # the convolutions, their gradients, pooling, the fused Adam updates and the i64 step count's add
     replayed = {
         (call.op.name, call.spec.dtype.name) for call, kind in zip(plan.calls, kinds) if kind == replay.REPLAY

@@ -46,7 +46,16 @@ from ._ffi import DTYPES, Library, bufsize, min_chunk, set_min_chunk
 from .attention import ATTENTION
 from .conv import WINDOW
 from .convolution import CONVOLUTION
-from .elementwise import BINARY, CANCELLING, INT64_BINARY, LIBM_ULPS, ULP_BOUNDS, UNARY_EXACT, UNARY_LIBM
+from .elementwise import (
+    BINARY,
+    CANCELLING,
+    CAST,
+    INT64_BINARY,
+    LIBM_ULPS,
+    ULP_BOUNDS,
+    UNARY_EXACT,
+    UNARY_LIBM,
+)
 from .linalg import LINALG
 from .movement import COPY
 from .quant import QUANT
@@ -73,6 +82,7 @@ __all__ = [
     "ATTENTION",
     "BINARY",
     "CANCELLING",
+    "CAST",
     "CONVOLUTION",
     "COPY",
     "DTYPES",

@@ -115,6 +115,23 @@ FLOAT_BINARY(BINARY, float, f32)
 FLOAT_BINARY(BINARY, double, f64)
 INT64_BINARY(BINARY)
 
+/* cast between f32 and f64: C's conversions, f64 to f32 rounded to nearest, ties to even, as NumPy's
+ * astype rounds (a NaN stays a NaN of its sign). vg_cast_<from>_<to>(x, out, n, min_chunk, threads) */
+#define CAST(FROM, TO, NAME)                                                                  \
+    VG_CLONES static void cast_##NAME##_chunk(void *ctx, int64_t lo, int64_t hi) {            \
+        const vg_args *p = (const vg_args *)ctx;                                              \
+        const FROM *restrict xs = (const FROM *)p->a;                                         \
+        TO *restrict ys = (TO *)p->out;                                                       \
+        for (int64_t i = lo; i < hi; i++) ys[i] = (TO)xs[i];                                  \
+    }                                                                                         \
+    void vg_cast_##NAME(const FROM *x, TO *out, int64_t n, int64_t min_chunk, int threads) {  \
+        vg_args p = {x, 0, out};                                                              \
+        vg_parallel_for(n, min_chunk, threads, cast_##NAME##_chunk, &p);                      \
+    }
+
+CAST(double, float, f64_f32)
+CAST(float, double, f32_f64)
+
 /* f64 kernels of the vectorized ops: the scalar formulas */
 UNARY(exp, double, f64, d_exp(x))
 UNARY(sigmoid, double, f64, d_sigmoid(x))

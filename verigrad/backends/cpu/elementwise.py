@@ -3,7 +3,8 @@ that broadcast (rank at most 4, any element strides, broadcast dimensions read w
 and f64; add, sub, mul, maximum and minimum also in i64 (a step count, an index offset), so that a
 compiled plan's integer arithmetic is replayed with the rest (ir/replay.py).
 
-The ops of `UNARY_EXACT` and the binary ops but pow give the reference's bits. The transcendentals and
+`cast` between f32 and f64 (contiguous arrays; from other dtypes, the reference) gives the reference's
+bits. The ops of `UNARY_EXACT` and the binary ops but pow give the reference's bits. The transcendentals and
 activations (`UNARY_LIBM`, pow) evaluate their references' f64 formulas with the C library's routines and
 round once (f32 exp, sigmoid, tanh, silu and gelu_tanh take an AVX2 path that gives the same bits, see
 elementwise.c). They are exact where NumPy's f64 loops are the C library's (glibc on x86 without AVX-512,
@@ -82,6 +83,29 @@ def _unary(fn: Any, dtype: np.dtype, reference: Callable, backend: Any, ptr: Cal
         return out
 
     kernel.takes_out = True  # type: ignore[attr-defined]
+    return never_warns(kernel)
+
+
+CAST = ("cast",)
+CASTS = (("f64", "f32"), ("f32", "f64"))  # (from, to): vg_cast_<from>_<to>
+
+
+def _cast(
+    fns: dict[np.dtype, Any], target: np.dtype, reference: Callable, backend: Any, ptr: Callable
+) -> Callable:
+    """The cast op to `target`: C's conversion from the dtypes of `fns` (contiguous arrays), else the
+    reference. An optimizer's step size is cast from f64 to f32 every step: in C, a replayed plan makes
+    that call without Python."""
+    chunk, reference = _ffi._min_chunk, silenced(reference)
+
+    def kernel(x: np.ndarray, dtype: Any) -> np.ndarray:
+        fn = fns.get(x.dtype) if type(x) is np.ndarray and dtype.np == target else None
+        if fn is None or not (x.flags.c_contiguous and x.flags.aligned):
+            return reference(x, dtype)
+        out = np.empty(x.shape, target)
+        fn(ptr(x), ptr(out), x.size, chunk[0], backend.threads)
+        return out
+
     return never_warns(kernel)
 
 
@@ -218,6 +242,10 @@ def register(backend: Any, lib: Library) -> None:
             fn_bc = lib.fn(f"vg_{name}_bc_{dtype_name}", _BC_ARGS)
             kernel = _binary(fn, fn_bc, dtype, OPS[name].reference, backend, lib.ptr)
             backend.register(name, kernel, dtype_name, stated)
+    for target in sorted({to for _, to in CASTS}):
+        fns = {DTYPES[a]: lib.fn(f"vg_cast_{a}_{b}", _UNARY_ARGS) for a, b in CASTS if b == target}
+        kernel = _cast(fns, DTYPES[target], OPS["cast"].reference, backend, lib.ptr)
+        backend.register("cast", kernel, target, EXACT)
     for name in INT64_BINARY:
         fn, fn_bc = lib.fn(f"vg_{name}_i64", _BINARY_ARGS), lib.fn(f"vg_{name}_bc_i64", _BC_ARGS)
         kernel = _binary(fn, fn_bc, np.dtype(np.int64), OPS[name].reference, backend, lib.ptr)
