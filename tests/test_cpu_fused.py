@@ -320,6 +320,42 @@ def test_merged_groups_give_each_groups_bits_in_one_call(small_chunks):
     assert all(g.tobytes() == w.tobytes() for g, w in zip(got, wanted))
 
 
+@pytest.mark.parametrize(("rows", "row"), [(120, 16), (4, 256), (4, 257), (5, 600)])
+def test_blocks_of_several_short_rows_and_parts_of_long_ones(rows, row, small_chunks):
+    """Rows of at most half a block (VG_BLOCK 512) are computed several to a call, each input read in
+    place where it is one run of memory, else copied row by row (a broadcast value, a row repeated, a
+    strided or transposed view); longer rows a block at a time. Every layout, at 1, 2 and 3 threads with
+    chunks starting mid-row, and into one of the inputs, gives the reference's bits."""
+    shape = (rows // 4, 4, row) if rows > 4 else (rows, row)
+    instr = _group(
+        lambda x, b, y, w: verigrad.relu(x + b) * y - w,
+        spec(shape),
+        spec((*shape[:-1], 1)),
+        spec(shape),
+        spec((row,)),
+    )
+    kernel = cpu.cpu.native(instr.op, instr.out.spec.dtype)
+    rng = np.random.default_rng(9)
+    x, y = (operand(rng, shape, np.float32, False) for _ in range(2))
+    b, w = operand(rng, (*shape[:-1], 1), np.float32, False), operand(rng, (row,), np.float32, False)
+    transposed = np.ascontiguousarray(y.T).T
+    strided = np.empty((*shape[:-1], 2 * row), np.float32)[..., ::2]
+    strided[...] = y
+    args = [x, b, y, w]
+    dims = _ffi.collapse(shape, args)
+    assert (dims[3] * 2 <= fused.BLOCK) == (row <= 256)  # the rows the kernel walks: of `row` elements
+    for a in ([x, b, y, w], [x, b, transposed, w], [strided, b, x, w], [transposed, b, strided, w]):
+        check(kernel, instr, list(a), threads=(1, 2, 3))
+    params = instr.params["params"]
+    expected = instr.op.reference(*args, params=params)
+    for threads in (1, 3):
+        verigrad.set_threads(threads)
+        into = x.copy()
+        assert kernel(into, b, y, w, params=params, out=into) is into
+        assert into.tobytes() == expected.tobytes()
+    verigrad.set_threads(1)
+
+
 def test_broadcast_views_collapse_to_few_dimensions():
     a = np.zeros((4, 5, 6), np.float32)
     row = np.zeros(6, np.float32)

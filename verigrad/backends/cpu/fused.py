@@ -18,7 +18,10 @@ formula here.
 Layouts: inputs of any element strides that broadcast to the output (stride 0 on broadcast dimensions),
 collapsed to rank 4 at most; the output is a new C-contiguous array. The output's rows are walked in
 blocks; in a block each input is read in place where its stride is 1, else copied (a broadcast value
-repeated) into a small buffer, so the loop over a block is one vectorisable loop for any layout. Inputs
+repeated) into a small buffer, so the loop over a block is one vectorisable loop for any layout. Rows
+of at most half a block (a bias over channels on small images: rows of H*W) go several to a block, each
+input read in place where it is one run of memory in the output's order, else copied row by row: a
+call per row cost more than the row's arithmetic (relu(x + bias) on 64x32x4x4: 38 us, now 20 us). Inputs
 of one element as traced (an optimizer's step size, its bias correction `beta ** t`) and the members
 that read only such values are computed once per call, before the loop, by the same statements. What
 this does not take (rank over 4 after collapsing, a stride that is not a whole number of elements, an
@@ -199,6 +202,30 @@ static void ${name}_chunk(void *ctx, int64_t lo, int64_t hi) {
     const int64_t first = lo / n3, r = first / n2;
     int64_t col = lo - first * n3, i2 = first % n2, i1 = r % n1, i0 = r / n1; /* stepped row by row */
     $rows
+    if (n3 * 2 <= VG_BLOCK) { /* short rows: a block holds several (each input read in place where it is
+                               * one run of memory in the output's order, else copied row by row) */
+        $flats
+        for (int64_t i = lo; i < hi; i += VG_BLOCK) {
+            const int64_t len = hi - i < VG_BLOCK ? hi - i : VG_BLOCK;
+            for (int64_t at = 0; at < len;) {
+                const int64_t seg = len - at < n3 - col ? len - at : n3 - col;
+                $gathers
+                at += seg;
+                if ((col += seg) < n3) continue;
+                col = 0;
+                if (++i2 < n2) {
+                    $next_row
+                } else if (i2 = 0, ++i1 < n1) {
+                    $next_plane
+                } else {
+                    i1 = 0, i0++;
+                    $next_block
+                }
+            }
+            ${name}_block(len, (const ${name}_u *)p->u, $runs $multi_targets);
+        }
+        return;
+    }
     for (int64_t i = lo; i < hi;) {
         const int64_t end = hi - i < n3 - col ? hi : i + (n3 - col);
         $fills
@@ -279,6 +306,15 @@ def function(name: str, op: Any, inputs: tuple[str, ...], scalar: tuple[bool, ..
         next_block="\n            ".join(f"VG_NEXT_BLOCK({k})" for k in varying),
         blocks="\n            ".join(f"VG_BLOCK_OF({types[k]}, {k})" for k in varying),
         pointers="".join(f"p{k}, " for k in varying),
+        flats="\n        ".join(f"const int flat{k} = VG_FLAT({k});" for k in varying),
+        gathers="\n                ".join(f"VG_GATHER({types[k]}, {k})" for k in varying),
+        runs="".join(f"flat{k} ? (const {types[k]} *)p->in[{k}] + i : b{k}, " for k in varying),
+        multi_targets=", ".join(
+            f"({C_TYPES[dtypes[op.roots[0]]]} *)p->out + i"
+            if len(op.roots) == 1
+            else f"({C_TYPES[dtypes[m]]} *)((void *const *)p->out)[{r}] + i"
+            for r, m in enumerate(op.roots)
+        ),
         prologue="\n        ".join(prologue),
     )
 
@@ -324,6 +360,27 @@ void vg_fused_init(vg_parallel_fn fn) {{ vg_par = fn; }}
 #define VG_NEXT_ROW(I) r##I += d[6 + 4 * I];
 #define VG_NEXT_PLANE(I) r##I += d[5 + 4 * I] - (n2 - 1) * d[6 + 4 * I];
 #define VG_NEXT_BLOCK(I) r##I += d[4 + 4 * I] - (n1 - 1) * d[5 + 4 * I] - (n2 - 1) * d[6 + 4 * I];
+
+/* Whether input I's elements are one run of memory in the output's order (its strides those of a
+ * C-contiguous array of the output's shape, where a dimension is longer than 1) */
+#define VG_FLAT(I)                                                                 \
+    ((d[7 + 4 * I] == 1 || n3 == 1) && (d[6 + 4 * I] == n3 || n2 == 1) &&         \
+     (d[5 + 4 * I] == n2 * n3 || n1 == 1) && (d[4 + 4 * I] == n1 * n2 * n3 || d[0] == 1))
+
+/* Input I's elements [col, col + seg) of the row at rI into bI + at, where it is not one run of memory */
+#define VG_GATHER(T, I)                                                            \
+    if (!flat##I) {{                                                               \
+        const int64_t s = d[7 + 4 * I];                                            \
+        T *to = b##I + at;                                                         \
+        if (s == 0) {{                                                             \
+            const T v = r##I[0];                                                   \
+            for (int64_t t = 0; t < seg; t++) to[t] = v;                           \
+        }} else if (s == 1) {{                                                     \
+            for (int64_t t = 0; t < seg; t++) to[t] = r##I[col + t];               \
+        }} else {{                                                                 \
+            for (int64_t t = 0; t < seg; t++) to[t] = r##I[(col + t) * s];         \
+        }}                                                                         \
+    }}
 
 /* Input I in the block [c, c + len) of the row: pI, in place (stride 1) or copied into bI */
 #define VG_BLOCK_OF(T, I)                                                          \\
