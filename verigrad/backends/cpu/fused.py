@@ -195,37 +195,33 @@ VG_CLONES static void ${name}_block(int64_t len, const ${name}_u *u, $args $outs
         $stores
     }
 }
+/* rows of at most half a block: several to a call (a function of its own: inside the chunk's, it made
+ * the longer rows' loop slower) */
+__attribute__((noinline)) static void ${name}_short_rows(const vg_fctx *p, int64_t lo, int64_t hi) {
+    const int64_t *d = p->dims, n1 = d[1], n2 = d[2], n3 = d[3];
+    $start
+    $flats
+    for (int64_t i = lo; i < hi; i += VG_BLOCK) {
+        const int64_t len = hi - i < VG_BLOCK ? hi - i : VG_BLOCK;
+        for (int64_t at = 0; at < len;) {
+            const int64_t seg = len - at < n3 - col ? len - at : n3 - col;
+            $gathers
+            at += seg;
+            if ((col += seg) < n3) continue;
+            col = 0;
+            $advance
+        }
+        ${name}_block(len, (const ${name}_u *)p->u, $runs $multi_targets);
+    }
+}
 static void ${name}_chunk(void *ctx, int64_t lo, int64_t hi) {
     const vg_fctx *p = (const vg_fctx *)ctx;
     const int64_t *d = p->dims, n1 = d[1], n2 = d[2], n3 = d[3];
-    $buffers
-    const int64_t first = lo / n3, r = first / n2;
-    int64_t col = lo - first * n3, i2 = first % n2, i1 = r % n1, i0 = r / n1; /* stepped row by row */
-    $rows
-    if (n3 * 2 <= VG_BLOCK) { /* short rows: a block holds several (each input read in place where it is
-                               * one run of memory in the output's order, else copied row by row) */
-        $flats
-        for (int64_t i = lo; i < hi; i += VG_BLOCK) {
-            const int64_t len = hi - i < VG_BLOCK ? hi - i : VG_BLOCK;
-            for (int64_t at = 0; at < len;) {
-                const int64_t seg = len - at < n3 - col ? len - at : n3 - col;
-                $gathers
-                at += seg;
-                if ((col += seg) < n3) continue;
-                col = 0;
-                if (++i2 < n2) {
-                    $next_row
-                } else if (i2 = 0, ++i1 < n1) {
-                    $next_plane
-                } else {
-                    i1 = 0, i0++;
-                    $next_block
-                }
-            }
-            ${name}_block(len, (const ${name}_u *)p->u, $runs $multi_targets);
-        }
+    if (n3 * 2 <= VG_BLOCK) {
+        ${name}_short_rows(p, lo, hi);
         return;
     }
+    $start
     for (int64_t i = lo; i < hi;) {
         const int64_t end = hi - i < n3 - col ? hi : i + (n3 - col);
         $fills
@@ -236,14 +232,7 @@ static void ${name}_chunk(void *ctx, int64_t lo, int64_t hi) {
         }
         i = end;
         col = 0;
-        if (++i2 < n2) {
-            $next_row
-        } else if (i2 = 0, ++i1 < n1) {
-            $next_plane
-        } else {
-            i1 = 0, i0++;
-            $next_block
-        }
+        $advance
     }
 }
 void $name(const void *const *in, void *out, const int64_t *dims, int64_t min_chunk, int threads) {
@@ -255,6 +244,13 @@ void $name(const void *const *in, void *out, const int64_t *dims, int64_t min_ch
     vg_par(dims[0] * dims[1] * dims[2] * dims[3], min_chunk, threads, ${name}_chunk, &p);
 }
 """)
+
+
+# the next row: along i2, or the next i1 (i2 back to 0), or the next i0 (i1, i2 back to 0); each input's
+# row pointer with it
+_ADVANCE = (
+    "if (++i2 < n2) {{{row} }} else if (i2 = 0, ++i1 < n1) {{{plane} }} else {{ i1 = 0, i0++;{block} }}"
+)
 
 
 def function(name: str, op: Any, inputs: tuple[str, ...], scalar: tuple[bool, ...]) -> str:
@@ -298,16 +294,24 @@ def function(name: str, op: Any, inputs: tuple[str, ...], scalar: tuple[bool, ..
         args="".join(f"const {types[k]} *{restrict}a{k}, " for k in varying),
         invariant="\n    ".join(f"const {VALUE_TYPES[kind[v]]} {v} = u->{v};" for v in used),
         body="\n        ".join(body(op, inputs, per_element, {k: load(k, f"a{k}[j]") for k in varying})),
-        buffers="\n    ".join(f"{types[k]} b{k}[VG_BLOCK];" for k in varying),
-        rows="\n    ".join(f"VG_ROW({types[k]}, {k})" for k in varying),
+        start="\n    ".join(
+            [f"{types[k]} b{k}[VG_BLOCK];" for k in varying]
+            + [
+                "const int64_t first = lo / n3, r = first / n2;",
+                "int64_t col = lo - first * n3, i2 = first % n2, i1 = r % n1, i0 = r / n1;",
+            ]
+            + [f"VG_ROW({types[k]}, {k})" for k in varying]
+        ),
+        advance=_ADVANCE.format(
+            row="".join(f" VG_NEXT_ROW({k})" for k in varying),
+            plane="".join(f" VG_NEXT_PLANE({k})" for k in varying),
+            block="".join(f" VG_NEXT_BLOCK({k})" for k in varying),
+        ),
         fills="\n        ".join(f"int64_t f{k} = 0;" for k in varying),
-        next_row="\n            ".join(f"VG_NEXT_ROW({k})" for k in varying),
-        next_plane="\n            ".join(f"VG_NEXT_PLANE({k})" for k in varying),
-        next_block="\n            ".join(f"VG_NEXT_BLOCK({k})" for k in varying),
         blocks="\n            ".join(f"VG_BLOCK_OF({types[k]}, {k})" for k in varying),
         pointers="".join(f"p{k}, " for k in varying),
-        flats="\n        ".join(f"const int flat{k} = VG_FLAT({k});" for k in varying),
-        gathers="\n                ".join(f"VG_GATHER({types[k]}, {k})" for k in varying),
+        flats="\n    ".join(f"const int flat{k} = VG_FLAT({k});" for k in varying),
+        gathers="\n            ".join(f"VG_GATHER({types[k]}, {k})" for k in varying),
         runs="".join(f"flat{k} ? (const {types[k]} *)p->in[{k}] + i : b{k}, " for k in varying),
         multi_targets=", ".join(
             f"({C_TYPES[dtypes[op.roots[0]]]} *)p->out + i"
