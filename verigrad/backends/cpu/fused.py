@@ -195,9 +195,10 @@ VG_CLONES static void ${name}_block(int64_t len, const ${name}_u *u, $args $outs
         $stores
     }
 }
-/* rows of at most half a block: several to a call (a function of its own: inside the chunk's, it made
+/* rows of at most half a block: several to a call (chosen per call; inside the chunk's function, it made
  * the longer rows' loop slower) */
-__attribute__((noinline)) static void ${name}_short_rows(const vg_fctx *p, int64_t lo, int64_t hi) {
+static void ${name}_short_rows(void *ctx, int64_t lo, int64_t hi) {
+    const vg_fctx *p = (const vg_fctx *)ctx;
     const int64_t *d = p->dims, n1 = d[1], n2 = d[2], n3 = d[3];
     $start
     $flats
@@ -217,10 +218,6 @@ __attribute__((noinline)) static void ${name}_short_rows(const vg_fctx *p, int64
 static void ${name}_chunk(void *ctx, int64_t lo, int64_t hi) {
     const vg_fctx *p = (const vg_fctx *)ctx;
     const int64_t *d = p->dims, n1 = d[1], n2 = d[2], n3 = d[3];
-    if (n3 * 2 <= VG_BLOCK) {
-        ${name}_short_rows(p, lo, hi);
-        return;
-    }
     $start
     for (int64_t i = lo; i < hi;) {
         const int64_t end = hi - i < n3 - col ? hi : i + (n3 - col);
@@ -241,7 +238,8 @@ void $name(const void *const *in, void *out, const int64_t *dims, int64_t min_ch
         $prologue
     }
     vg_fctx p = {in, out, dims, &u};
-    vg_par(dims[0] * dims[1] * dims[2] * dims[3], min_chunk, threads, ${name}_chunk, &p);
+    vg_chunk_fn rows = dims[3] * 2 <= VG_BLOCK ? ${name}_short_rows : ${name}_chunk;
+    vg_par(dims[0] * dims[1] * dims[2] * dims[3], min_chunk, threads, rows, &p);
 }
 """)
 
