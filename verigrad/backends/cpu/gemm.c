@@ -587,7 +587,7 @@ NO_OVERFLOW(double, uint64_t, 0x7ff0000000000000ull, 8.9e307, f64)
  * A product whose c is one tile and whose k is long (KSPLIT_MIN_K) is split along k instead: blocks of
  * a depth that depends on the shape alone, one cblas call each into a buffer, then summed in block order
  * in double (alpha * sum + beta * c, rounded once), so again the thread count does not matter. */
-#define BLAS_TILES(T, NAME, F64, F32, GEMV64, GEMV32, F32_ONLY)                                          \
+#define BLAS_TILES(T, NAME, F64, F32, GEMV64, GEMV32, IS_F32)                                          \
     /* dst[j, i] = src[i, j] for i < rows, j < cols (row strides lds, ldd), 16 rows of src at a time. */ \
     static void transpose_##NAME(const T *src, int64_t rows, int64_t cols, int64_t lds, T *dst, int64_t ldd) { \
         for (int64_t i0 = 0; i0 < rows; i0 += 16) {                                                      \
@@ -695,7 +695,7 @@ NO_OVERFLOW(double, uint64_t, 0x7ff0000000000000ull, 8.9e307, f64)
         blas_tile(batch, m, n, k, ta, tb, BLAS_MIN_TILES, &mb, &nb);                                     \
         blas_job g = {fn, gemv, int64, ta, tb, check, 0, 0, 1, m, n, k, lda, ldb, ldc, mb, nb, cdiv(m, mb), \
                       cdiv(n, nb), 0, 0, offs, alpha, beta, a, b, c, NULL, 0, pick_finite_##NAME()};     \
-        if (transposes(F32_ONLY, tb, m, n, beta)) {                                                      \
+        if (transposes(IS_F32, tb, m, n, beta)) {                                                      \
             /* c^T = b^T a^T, b^T (n x k) given plain; tiles of c^T keep its height: in two (not the    \
              * usual four) tiles of 128x64 for a 64x784x256 product, 2 threads take one each and 1 thread \
              * 0.309 ms, where four tiles of 128x32 took 0.331 ms and four of 64x64 0.359 ms. */        \
