@@ -25,8 +25,7 @@ typedef struct {
         const int64_t *d = p->dims;                                                           \
         const int64_t s3 = d[7];                                                              \
         int64_t i = lo;                                                                       \
-        while (i < hi) {                                                                      \
-            vg_run run = vg_run_at(d, i, hi);                                                 \
+        for (vg_run run = vg_run_at(d, lo, hi); i < hi; vg_run_next(&run, d, hi)) {           \
             int64_t end = run.end, len = end - i;                                             \
             const char *sp = p->src + vg_run_offset(run, d + 4);                              \
             char *yp = p->out + i * N;                                                        \

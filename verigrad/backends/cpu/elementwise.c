@@ -428,8 +428,7 @@ typedef struct {
         const T *restrict bs = (const T *)p->b;                                               \
         T *restrict ys = (T *)p->out;                                                         \
         int64_t i = lo;                                                                       \
-        while (i < hi) {                                                                      \
-            vg_run run = vg_run_at(d, i, hi);                                                 \
+        for (vg_run run = vg_run_at(d, lo, hi); i < hi; vg_run_next(&run, d, hi)) {           \
             int64_t end = run.end, len = end - i;                                             \
             const T *restrict ap = as + vg_run_offset(run, d + 4);                            \
             const T *restrict bp = bs + vg_run_offset(run, d + 8);                            \

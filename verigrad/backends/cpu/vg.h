@@ -32,6 +32,18 @@ static inline vg_run vg_run_at(const int64_t *d, int64_t i, int64_t hi) {
     return r;
 }
 
+/* r to the run that follows it: the next row, from its first element (no divisions: a walk over short
+ * rows spent most of its time finding each row with vg_run_at) */
+static inline void vg_run_next(vg_run *r, const int64_t *d, int64_t hi) {
+    int64_t start = r->end;
+    r->j = 0;
+    if (++r->i2 == d[2]) {
+        r->i2 = 0;
+        if (++r->i1 == d[1]) r->i1 = 0, r->i0++;
+    }
+    r->end = hi - start < d[3] ? hi : start + d[3];
+}
+
 /* The offset of a run's first element under the strides s[0..3] */
 static inline int64_t vg_run_offset(vg_run r, const int64_t *s) {
     return r.i0 * s[0] + r.i1 * s[1] + r.i2 * s[2] + r.j * s[3];
