@@ -333,6 +333,7 @@ def test_wide_products_computed_transposed_keep_the_bound_and_the_bits(dtype, tr
     try:
         lib.blas_transposed_wide(int(transposed_wide))
         cases = [((64, 784), (256, 784)), ((32, 100), (64, 100)), ((3, 33, 40), (3, 90, 40))]
+        cases += [((33, 40), (3, 90, 40)), ((3, 33, 40), (90, 40))]  # a or b broadcast over the batch
         for sa, sb in [*cases, ((8, 50), (800, 50)), ((300, 20), (310, 20))]:  # few rows; not transposed
             a, b = rand(rng, sa, dtype), rand(rng, sb, dtype)
             bt = np.swapaxes(b, -1, -2)  # the transposed b
