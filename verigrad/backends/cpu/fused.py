@@ -271,6 +271,13 @@ def function(name: str, op: Any, inputs: tuple[str, ...], scalar: tuple[bool, ..
     def load(k: int, at: str) -> str:
         return f"const {VALUE_TYPES[inputs[k]]} x{k} = {at}{' != 0' * (inputs[k] == 'bool')};"
 
+    def targets(at: str) -> str:
+        """The results' pointers at output element `at`."""
+        if len(op.roots) == 1:
+            return f"({C_TYPES[dtypes[op.roots[0]]]} *)p->out + {at}"
+        cast = [f"({C_TYPES[dtypes[m]]} *)((void *const *)p->out)[{r}]" for r, m in enumerate(op.roots)]
+        return ", ".join(f"{c} + {at}" for c in cast)
+
     scalars = [k for k in range(len(inputs)) if scalar[k]]
     prologue = [load(k, f"((const {C_TYPES[inputs[k]]} *)in[{k}])[0]") for k in scalars]
     prologue += body(op, inputs, {m for m in range(len(op.ops)) if same[m]})
@@ -282,12 +289,7 @@ def function(name: str, op: Any, inputs: tuple[str, ...], scalar: tuple[bool, ..
         outs=", ".join(f"{C_TYPES[dtypes[m]]} *{restrict}y{r}" for r, m in enumerate(op.roots)),
         independent="VG_INDEPENDENT" if len(op.roots) > 1 else "",
         stores="\n        ".join(f"y{r}[j] = m{m};" for r, m in enumerate(op.roots)),
-        targets=", ".join(
-            f"({C_TYPES[dtypes[op.roots[0]]]} *)p->out + at"
-            if len(op.roots) == 1
-            else f"({C_TYPES[dtypes[m]]} *)((void *const *)p->out)[{r}] + at"
-            for r, m in enumerate(op.roots)
-        ),
+        targets=targets("at"),
         fields="\n    ".join([f"{VALUE_TYPES[kind[v]]} {v};" for v in used] or ["char unused;"]),
         args="".join(f"const {types[k]} *{restrict}a{k}, " for k in varying),
         invariant="\n    ".join(f"const {VALUE_TYPES[kind[v]]} {v} = u->{v};" for v in used),
@@ -311,12 +313,7 @@ def function(name: str, op: Any, inputs: tuple[str, ...], scalar: tuple[bool, ..
         flats="\n    ".join(f"const int flat{k} = VG_FLAT({k});" for k in varying),
         gathers="\n            ".join(f"VG_GATHER({types[k]}, {k})" for k in varying),
         runs="".join(f"flat{k} ? (const {types[k]} *)p->in[{k}] + i : b{k}, " for k in varying),
-        multi_targets=", ".join(
-            f"({C_TYPES[dtypes[op.roots[0]]]} *)p->out + i"
-            if len(op.roots) == 1
-            else f"({C_TYPES[dtypes[m]]} *)((void *const *)p->out)[{r}] + i"
-            for r, m in enumerate(op.roots)
-        ),
+        multi_targets=targets("i"),
         prologue="\n        ".join(prologue),
     )
 

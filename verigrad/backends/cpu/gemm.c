@@ -704,11 +704,11 @@ NO_OVERFLOW(double, uint64_t, 0x7ff0000000000000ull, 8.9e307, f64)
             T *buffer = batch * cdiv(n, smb) * cdiv(m, snb) == 1 && k >= KSPLIT_MIN_K                    \
                             ? NULL                                                                       \
                             : malloc(sizeof(T) * (size_t)(batch * m * n));                               \
-            if (buffer) {                                                                                \
-                blas_job s = {fn, gemv, int64, 111, ta == 111 ? 112 : 111, check, 0, 1, 0, n, m, k, ldb, lda, \
-                              m, smb, snb, cdiv(n, smb), cdiv(m, snb), 0, 0, offs, alpha, 0.0, b, a, buffer, \
-                              c, ldc, pick_finite_##NAME()};                                             \
-                g = s, mb = smb, nb = snb;                                                               \
+            if (buffer) { /* the same job with the operands' roles swapped, into the buffer */          \
+                g.ta = 111, g.tb = ta == 111 ? 112 : 111, g.oa = 1, g.ob = 0;                            \
+                g.m = n, g.n = m, g.lda = ldb, g.ldb = lda, g.ldc = m, g.a = b, g.b = a;                 \
+                g.mb = mb = smb, g.nb = nb = snb, g.row_tiles = cdiv(n, smb), g.col_tiles = cdiv(m, snb); \
+                g.c = buffer, g.out = c, g.ldo = ldc;                                                    \
             }                                                                                            \
         }                                                                                                \
         int64_t units = batch * g.row_tiles * g.col_tiles, unit_work = mb * nb * k;                      \
