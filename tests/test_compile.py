@@ -427,6 +427,35 @@ def test_compiled_functions_compose_with_trace_grad_and_check():
     assert "backward:" in str(g.program(np.ones((3, 2), np.float32), np.ones((2, 4), np.float32)))
 
 
+def test_a_backward_pass_whose_gradients_nothing_uses_is_refused():
+    """A compiled call keeps `.grad` as it was, so `loss.backward()` with the optimizer step left
+    outside would lose the gradients (and the step would silently do nothing): it is refused before
+    anything runs."""
+    verigrad.manual_seed(0)
+    model = nn.Linear(3, 2)
+    opt = verigrad.optim.SGD(model.parameters(), lr=0.1)
+    before = [p.numpy().copy() for p in model.parameters()]
+
+    def forward_backward(x):
+        loss = model(x).sum()
+        opt.zero_grad()
+        loss.backward()
+        return loss
+
+    with pytest.raises(RuntimeError, match="forward_backward runs a backward pass but uses none"):
+        verigrad.compile(forward_backward)(np.ones((4, 3), np.float32))
+    assert all(p.grad is None for p in model.parameters())
+    assert all(np.array_equal(p.numpy(), b) for p, b in zip(model.parameters(), before))
+
+    def with_step(x):
+        loss = forward_backward(x)
+        opt.step()
+        return loss
+
+    verigrad.compile(with_step)(np.ones((4, 3), np.float32))  # the gradients feed the update
+    assert not np.array_equal(model.weight.numpy(), before[0])
+
+
 def test_grads_are_not_left_traced_after_a_compiled_step():
     verigrad.manual_seed(0)
     model = nn.Linear(3, 2)

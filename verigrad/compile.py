@@ -53,7 +53,8 @@ class Compiled:
     assigns are written back in place, so a compiled training step updates the model as the eager
     step does; so are the arguments it writes into (`x[k] += v`: the caller's tensor or array).
     Gradients live inside the call: `.grad` is left as it was, and the results carry no gradient
-    history. Called inside a trace, under `verigrad.abstract()`, or with arguments that
+    history; a function whose backward pass feeds nothing it returns or updates raises RuntimeError
+    (its gradients would be lost). Called inside a trace, under `verigrad.abstract()`, or with arguments that
     require grad, the function simply runs (so it composes with `trace`, `grad` and `check`).
     """
 
@@ -125,12 +126,19 @@ class Compiled:
         return entry
 
     def _trace(self, specs: tuple[Spec, ...]) -> tuple[Any, Any]:
-        from .ir.passes import optimize
+        from .ir.passes import dce, optimize
         from .ir.trace import trace_function
 
         program, tree = trace_function(self.fn, specs)
         self.counts["traces"] += 1
-        return (optimize(program) if self.optimize else program), tree
+        optimized = optimize(program) if self.optimize else program
+        if program.backward_at is not None and dce.run(optimized).backward_at is None:
+            raise RuntimeError(
+                f"{_name(self.fn)} runs a backward pass but uses none of its gradients: a compiled call "
+                "leaves .grad as it was, so they would be lost. Take the optimizer step inside the "
+                "function, or return the gradients (verigrad.grad, verigrad.value_and_grad)"
+            )
+        return optimized, tree
 
     def __call__(self, *args: Any) -> Any:
         is_grad_enabled, get_backend, Plan, bind, unflatten = _call_imports()
