@@ -332,6 +332,7 @@ def test_wide_products_computed_transposed_keep_the_bound_and_the_bits(dtype, tr
     lib = linalg._state["lib"]
     try:
         lib.blas_transposed_wide(int(transposed_wide))
+        lib.dot_products(0)  # they would take most of these products
         cases = [((64, 784), (256, 784)), ((32, 100), (64, 100)), ((3, 33, 40), (3, 90, 40))]
         cases += [((33, 40), (3, 90, 40)), ((3, 33, 40), (90, 40))]  # a or b broadcast over the batch
         for sa, sb in [*cases, ((8, 50), (800, 50)), ((300, 20), (310, 20))]:  # few rows; not transposed
@@ -353,6 +354,41 @@ def test_wide_products_computed_transposed_keep_the_bound_and_the_bits(dtype, tr
         within_bound(linalg.matmul(a, b.T, exact=False), a, np.ascontiguousarray(b.T), False)
     finally:
         lib.blas_transposed_wide(int(blas.transposes_wide()))
+        lib.dot_products(1)
+
+
+@pytest.mark.parametrize("dot_products", [False, True])
+def test_products_with_b_transposed_as_dot_products_keep_the_bound_and_the_bits(dot_products):
+    """On AVX-512 an f32 c = a b^T (both read along k) is computed as dot products in 4x4 blocks of c, not
+    by OpenBLAS. On or off (on a machine without AVX-512 both are OpenBLAS): rows, columns and depths
+    that leave partial blocks and a partial last step, a batch (b broadcast over it too), a c with a
+    longer row stride, alpha and beta, and a NaN stay within the bound (or the reference BLAS semantics)
+    with the same bits on 1, 2 and 3 threads."""
+    rng = np.random.default_rng(18)
+    lib = linalg._state["lib"]
+    try:
+        lib.dot_products(int(dot_products))
+        cases = [((64, 784), (256, 784)), ((63, 785), (255, 785)), ((37, 300), (50, 300))]
+        cases += [((10, 256), (800, 256)), ((3, 33, 256), (3, 40, 256)), ((3, 34, 130), (41, 130))]
+        cases += [((6, 300), (300, 300)), ((64, 100), (64, 100))]  # too few rows; k too short: OpenBLAS
+        for sa, sb in cases:
+            a, b = rand(rng, sa, np.float32), rand(rng, sb, np.float32)
+            bt = np.swapaxes(b, -1, -2)
+            fast_on_every_thread_count(a, bt, a, np.ascontiguousarray(bt))
+        a, b = rand(rng, (34, 270), np.float32), rand(rng, (66, 270), np.float32)
+        wide = np.zeros((34, 80), np.float32)
+        linalg.gemm(a, b.T, wide[:, 5:71], alpha=-2.0, exact=False)
+        within_bound(wide[:, 5:71], -2.0 * a, np.ascontiguousarray(b.T), False)
+        assert not wide[:, :5].any() and not wide[:, 71:].any()  # nothing written past c
+        c = rand(rng, (34, 66), np.float32)
+        expected = a.astype(np.float64) @ b.T.astype(np.float64) + 0.5 * c
+        out = linalg.gemm(a, b.T, c.copy(), beta=0.5, exact=False)
+        assert np.allclose(out, expected, rtol=1e-4, atol=1e-4)
+        a[33, 7] = np.nan  # row 33 of c is NaN, as the reference's
+        b[65, 9] = np.inf  # and column 65 infinite or NaN
+        within_bound(linalg.matmul(a, b.T, exact=False), a, np.ascontiguousarray(b.T), False)
+    finally:
+        lib.dot_products(1)
 
 
 def test_the_registered_matmul_kernel_follows_the_setting():
