@@ -357,6 +357,26 @@ def test_wide_products_computed_transposed_keep_the_bound_and_the_bits(dtype, tr
         lib.dot_products(1)
 
 
+def products_with_alpha_beta_and_nan(rng, m: int, k: int, n: int, b_transposed: bool) -> None:
+    """The fast path's c = alpha a b into a c with a longer row stride (nothing written past it), c = a b
+    + beta c for beta 1 and 0.5, and a NaN and an infinity in a and b: within the bound, or the
+    reference BLAS semantics."""
+    a = rand(rng, (m, k), np.float32)
+    b = rand(rng, (n, k), np.float32).T if b_transposed else rand(rng, (k, n), np.float32)
+    wide = np.zeros((m, n + 14), np.float32)
+    linalg.gemm(a, b, wide[:, 5 : n + 5], alpha=-2.0, exact=False)
+    within_bound(wide[:, 5 : n + 5], -2.0 * a, np.ascontiguousarray(b), False)
+    assert not wide[:, :5].any() and not wide[:, n + 5 :].any()
+    c = rand(rng, (m, n), np.float32)
+    for beta in (1.0, 0.5):
+        expected = a.astype(np.float64) @ b.astype(np.float64) + beta * c
+        out = linalg.gemm(a, b, c.copy(), beta=beta, exact=False)
+        assert np.allclose(out, expected, rtol=1e-4, atol=1e-4)
+    a[m - 1, 7] = np.nan  # the last row of c is NaN, as the reference's
+    b[9, n - 1] = np.inf  # and the last column infinite or NaN
+    within_bound(linalg.matmul(a, b, exact=False), a, np.ascontiguousarray(b), False)
+
+
 @pytest.mark.parametrize("dot_products", [False, True])
 def test_products_with_b_transposed_as_dot_products_keep_the_bound_and_the_bits(dot_products):
     """On AVX-512 an f32 c = a b^T (both read along k) is computed as dot products in 4x4 blocks of c, not
@@ -375,20 +395,34 @@ def test_products_with_b_transposed_as_dot_products_keep_the_bound_and_the_bits(
             a, b = rand(rng, sa, np.float32), rand(rng, sb, np.float32)
             bt = np.swapaxes(b, -1, -2)
             fast_on_every_thread_count(a, bt, a, np.ascontiguousarray(bt))
-        a, b = rand(rng, (34, 270), np.float32), rand(rng, (66, 270), np.float32)
-        wide = np.zeros((34, 80), np.float32)
-        linalg.gemm(a, b.T, wide[:, 5:71], alpha=-2.0, exact=False)
-        within_bound(wide[:, 5:71], -2.0 * a, np.ascontiguousarray(b.T), False)
-        assert not wide[:, :5].any() and not wide[:, 71:].any()  # nothing written past c
-        c = rand(rng, (34, 66), np.float32)
-        expected = a.astype(np.float64) @ b.T.astype(np.float64) + 0.5 * c
-        out = linalg.gemm(a, b.T, c.copy(), beta=0.5, exact=False)
-        assert np.allclose(out, expected, rtol=1e-4, atol=1e-4)
-        a[33, 7] = np.nan  # row 33 of c is NaN, as the reference's
-        b[65, 9] = np.inf  # and column 65 infinite or NaN
-        within_bound(linalg.matmul(a, b.T, exact=False), a, np.ascontiguousarray(b.T), False)
+        products_with_alpha_beta_and_nan(rng, 34, 270, 66, b_transposed=True)
     finally:
         lib.dot_products(1)
+
+
+@pytest.mark.parametrize("outer_products", [False, True])
+def test_products_of_plain_b_as_outer_products_keep_the_bound_and_the_bits(outer_products):
+    """On AVX-512 an f32 c = a b with b's rows along n, few rows and a long k, is computed as a sum of
+    outer products in blocks of 6 x 64 elements of c, not by OpenBLAS. On or off (on a machine without
+    AVX-512 both are OpenBLAS): partial blocks of rows and columns and a partial last block of k, a
+    transposed a, a batch (b broadcast over it too), a c with a longer row stride, alpha, beta 1 (c
+    accumulated) and 0.5, and a NaN stay within the bound (or the reference BLAS semantics) with the same
+    bits on 1, 2 and 3 threads."""
+    rng = np.random.default_rng(19)
+    lib = linalg._state["lib"]
+    try:
+        lib.outer_products(int(outer_products))
+        cases = [((37, 2100), (2100, 77)), ((200, 1030), (1030, 150)), ((2, 20, 2050), (2, 2050, 17))]
+        cases += [((2, 20, 2050), (2050, 17)), ((300, 2100), (2100, 20)), ((8, 1100), (1100, 40))]
+        for sa, sb in cases:  # the last two: too many rows; too few columns for k < 2048: OpenBLAS
+            a, b = rand(rng, sa, np.float32), rand(rng, sb, np.float32)
+            fast_on_every_thread_count(a, b, a, b)
+            if a.ndim == 2:  # a transposed
+                at = np.asfortranarray(a)
+                fast_on_every_thread_count(at, b, a, b)
+        products_with_alpha_beta_and_nan(rng, 35, 2060, 70, b_transposed=False)
+    finally:
+        lib.outer_products(1)
 
 
 def test_the_registered_matmul_kernel_follows_the_setting():

@@ -166,6 +166,7 @@ class _Functions:
         self.blas_small_kernels = lib.fn("vg_gemm_blas_small_kernels", [i64])
         self.blas_transposed_wide = lib.fn("vg_gemm_blas_transposed_wide", [c_int])
         self.dot_products = lib.fn("vg_gemm_dot_products", [c_int])
+        self.outer_products = lib.fn("vg_gemm_outer_products", [c_int])
         self.blas_single_begin = lib.fn("vg_blas_single_begin", [])
         self.blas_single_end = lib.fn("vg_blas_single_end", [])
         self.portable_only = lib.fn("vg_gemm_portable_only", [c_int])
