@@ -744,8 +744,11 @@ static int dot_product(blas_job *g, int64_t batch, int threads) {
     vg_parallel_for(units, cdiv(BLAS_THREAD_WORK, g->m * DOT_NC * g->k), threads, dot_chunk, g);
     return !g->bad;
 }
-#else
-static int dot_product(blas_job *g, int64_t batch, int threads) { return 1; }
+#else /* dot_applies is 0: never called */
+static int dot_product(blas_job *g, int64_t batch, int threads) {
+    (void)g, (void)batch, (void)threads;
+    return 1;
+}
 #endif
 
 /* ---------------------------------------------------------------- fast path: f32 outer products */
@@ -855,8 +858,11 @@ static int outer_product(blas_job *g, int64_t batch, int threads) {
     vg_parallel_for(units, cdiv(BLAS_THREAD_WORK, OUTER_MC * OUTER_NC * g->k), threads, outer_chunk, g);
     return !g->bad;
 }
-#else
-static int outer_product(blas_job *g, int64_t batch, int threads) { return 1; }
+#else /* outer_applies is 0: never called */
+static int outer_product(blas_job *g, int64_t batch, int threads) {
+    (void)g, (void)batch, (void)threads;
+    return 1;
+}
 #endif
 
 /* Tiles of c, one single-threaded cblas call each (row-major; ta, tb: 111 no transpose, 112
