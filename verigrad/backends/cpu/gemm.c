@@ -1,4 +1,6 @@
-/* GEMM, GEMV, dot and axpy for f32 and f64: the exact path, and the tiles of the OpenBLAS fast path.
+/* GEMM, GEMV, dot and axpy for f32 and f64: the exact path, and the fast path: tiles of OpenBLAS calls,
+ * or on AVX-512, for the f32 shapes where they measured faster, its own dot-product and outer-product
+ * kernels.
  *
  * Exact path: every output element is sum_k a[i,k] * b[k,j] accumulated in double in increasing k (a
  * product, then a sum: no fused multiply-add), then alpha * sum + beta * c in double, rounded once to the
