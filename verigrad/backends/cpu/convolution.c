@@ -60,16 +60,6 @@ static int64_t block_of(const int64_t *g, int64_t per_image, int64_t budget) {
     return b > 0 ? b : 1;
 }
 
-static inline int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
-
-/* The windows o in [lo, hi) of `n` whose position o*stride + off lies in [0, size). */
-static inline void inside(int64_t off, int64_t stride, int64_t size, int64_t n, int64_t *lo, int64_t *hi) {
-    int64_t a = -floor_div(off, stride), b = floor_div(size - 1 - off, stride) + 1;
-    *lo = a < 0 ? 0 : (a > n ? n : a);
-    *hi = b > n ? n : b;
-    if (*hi < *lo) *hi = *lo;
-}
-
 /* A 64-byte aligned scratch buffer; out of memory aborts (as the other kernels' buffers do). */
 static void *scratch(int64_t n, size_t size) {
     size_t bytes = ((size_t)(n > 0 ? n : 1) * size + 63) / 64 * 64;

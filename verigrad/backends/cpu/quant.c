@@ -30,6 +30,7 @@
 #include "vg.h"
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define VG_X86 1
 #else
@@ -332,10 +333,18 @@ static const rows_fn ROWS8X2_FNS[3] = {0, rows8x2_q4_0, rows8x2_q4_1};
 
 static int simd_allowed = 1; /* vg_quant_simd(0) runs the portable paths (for tests) */
 
+#if VG_X86
+/* F16C from CPUID leaf 1 (ECX bit 29): Clang's __builtin_cpu_supports does not know "f16c" */
+static int has_f16c(void) {
+    unsigned int eax, ebx, ecx, edx;
+    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
+}
+#endif
+
 static int has_avx2(void) {
 #if VG_X86
     static int known = -1;
-    if (known < 0) known = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    if (known < 0) known = __builtin_cpu_supports("avx2") && has_f16c();
     return known && simd_allowed;
 #else
     return 0;
