@@ -2,7 +2,8 @@
 exactness the backend stated for it (`Backend.register(..., exactness=)`).
 
 It needs no list of ops: for each (op, dtype) kernel the backend has, the cases come from the op's own
-samples. Each sample is also run with its float values mixed with special values (signed zeros,
+samples (and from those the backend adds where its kernel changes code path with the size,
+`Backend.samples`). Each sample is also run with its float values mixed with special values (signed zeros,
 infinities, NaN, subnormals and, unless the claim is a tolerance, the largest finite values), replaced
 by zeros of both signs and ones (where the order of a reduction decides which zero it keeps), with each
 of its sizes set to 0, to 1 and grown, and with its inputs as views (offset, transposed, offset and
@@ -166,7 +167,8 @@ def verify_kernel(
     op = OPS[op_name]
     others = {d for o, d in registered if o == op_name and d is not None}
     reaches = (lambda d: d not in others) if dtype is None else (lambda d: d == dtype)
-    cases = list(cases_for(op, reaches, tolerance=not exactness.is_exact and not exactness.ulps))
+    extra = backend.samples(op_name, np.random.default_rng(0))
+    cases = list(cases_for(op, reaches, tolerance=not exactness.is_exact and not exactness.ulps, extra=extra))
     result.cases = len(cases)
     reference = reference_kernel(op)
     firsts: list[tuple[Case, np.ndarray]] = []  # each case that passed, with its one-thread result
@@ -404,13 +406,15 @@ def _dtype_name(a: np.ndarray) -> str:
 
 # cases ------------------------------------------------------------------------------------------------
 def cases_for(
-    op: Any, reaches: Callable[[str], bool], tolerance: bool = False, seed: int = 0
+    op: Any, reaches: Callable[[str], bool], tolerance: bool = False, seed: int = 0, extra: Sequence[Any] = ()
 ) -> Iterator[Case]:
-    """Every case of `op` whose result dtype `reaches` accepts (see the module docstring). `tolerance`
-    leaves the largest finite values out of the special values: a kernel that sums in another order
-    than the reference may round huge cancelling terms differently, which no `rtol` covers."""
+    """Every case of `op` whose result dtype `reaches` accepts (see the module docstring), from its
+    samples and the `extra` ones a backend adds (`Backend.samples`). `tolerance` leaves the largest
+    finite values out of the special values: a kernel that sums in another order than the reference may
+    round huge cancelling terms differently, which no `rtol` covers."""
     rng = np.random.default_rng(seed)
     samples = list(op.samples(np.random.default_rng(seed))) if op.samples is not None else []
+    samples += extra
     seen: set = set()
     for i, sample in enumerate(samples):
         arrays = [np.asarray(a) for a in sample.args]

@@ -99,6 +99,11 @@ class Backend:
         """Kernels take `path` (one of `paths`) inside the block."""
         yield
 
+    def samples(self, op: str, rng: np.random.Generator) -> list[Any]:
+        """Inputs (the ops' `Sample`s) the verification adds to `op`'s own for this backend's kernel:
+        sizes from which the kernel takes another code path. None unless a backend says more."""
+        return []
+
     def tape(self) -> Any:
         """A recorder of this backend's kernel calls, for a plan's replay (ir/replay.py); None here."""
         return None

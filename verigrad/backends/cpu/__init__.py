@@ -177,6 +177,10 @@ class CpuBackend(Backend):
         finally:
             vector_path(chosen)
 
+    def samples(self, op: str, rng: Any) -> list[Any]:
+        """matmul: products that the fast path computes with gemm.c's own kernels (AVX-512)."""
+        return linalg.verification_samples(rng) if op == "matmul" else []
+
     def optimizer_kernel(self, name: str, dtype: str) -> Any:
         if not self._loaded:
             self.load()

@@ -570,6 +570,19 @@ def error_bound(a: np.ndarray, b: np.ndarray, exact: bool) -> np.ndarray:
     return (k + 2) * u * s + u * ref
 
 
+def verification_samples(rng: np.random.Generator) -> list[Any]:
+    """matmul's inputs for the verification suite that reach the fast path's own kernels (its samples are
+    smaller), each with partial blocks and a partial last step in k: an nn.Linear's x @ W^T (the dot
+    products), and few rows with a long k (the outer products)."""
+    from ...ops._op import Sample
+    from ...ops._samples import uniform
+
+    return [
+        Sample((uniform(rng, (33, 161)), uniform(rng, (47, 161)).T)),
+        Sample((uniform(rng, (7, 2050)), uniform(rng, (2050, 20)))),
+    ]
+
+
 def reference_exact(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """What the exact path computes, in NumPy: a @ b summed in double in increasing k, rounded once (for
     tests; one vectorized step per k)."""
