@@ -390,6 +390,7 @@ def test_products_with_b_transposed_as_dot_products_keep_the_bound_and_the_bits(
         lib.dot_products(int(dot_products))
         cases = [((64, 784), (256, 784)), ((63, 785), (255, 785)), ((37, 300), (50, 300))]
         cases += [((10, 256), (800, 256)), ((3, 33, 256), (3, 40, 256)), ((3, 34, 130), (41, 130))]
+        cases += [((70, 1568), (10, 1568)), ((17, 3100), (37, 3100))]  # a long k: few columns and rows
         cases += [((6, 300), (300, 300)), ((64, 100), (64, 100))]  # too few rows; k too short: OpenBLAS
         for sa, sb in cases:
             a, b = rand(rng, sa, np.float32), rand(rng, sb, np.float32)

@@ -590,25 +590,31 @@ NO_OVERFLOW(double, uint64_t, 0x7ff0000000000000ull, 8.9e307, f64)
  * keeps 16 vectors of partial sums (16 lanes each, one FMA per step of 16 in k), summed across the lanes
  * at the end by a fixed tree; the rows of a and b^T are read in place (nothing is packed), four of each
  * in L1 while their block is computed. Rows left over take blocks of 1-3 rows, columns left over blocks
- * of one column. Work units are a batch item's 16 columns of c (row blocks of DOT_MC rows, so that a's
- * rows stay in L2); the shape alone places every element in its block, so the bits do not depend on
- * the thread count.
+ * of one column. Work units are a batch item's blocks of DOT_MC rows x DOT_NC columns of c; the shape
+ * alone places every element in its block, so the bits do not depend on the thread count.
  * Measured on one thread of an AVX-512 Zen 4 against OpenBLAS's tiles (the transposed ones included):
  * 64x784x256 (m x k x n) 1.30x, 32x512x256 1.33x, 128x768x768 1.18x, 512x512x512 1.12x, 4096x256x256
- * 1.10x, 8x768x2304 2.27x, 16x768x1024 1.35x. Left to OpenBLAS where it lost: k < 128 or, below 32 rows,
- * k < 256 (the sums across lanes cost more than they save; 64x64x64 0.84x), k > 1024 (the rows no
- * longer fit L1; 256x2048x2048 0.89x), fewer than 32 columns (64x256x10 0.61x), fewer than 8 rows, and
- * 8 to 31 rows with fewer than 768 columns (8x256x256 0.81x). */
+ * 1.10x, 8x768x2304 2.27x, 16x768x1024 1.35x; with k > 1024, where OpenBLAS packs b for a narrow c:
+ * 64x1568x10 (a classifier's last layer) 2.0x, 16x3136x32 2.7x, 64x3136x256 1.24x. Left to OpenBLAS where
+ * it lost: k < 128 or, below 32 rows, k < 256 (the sums across lanes cost more than they save; 64x64x64
+ * 0.84x), fewer than 32 columns for k <= 1024 (64x256x10 0.61x, where OpenBLAS's small-matrix kernels
+ * read b in place), fewer than 8 rows, 8 to 31 rows with fewer than 768 columns for k <= 1024 (8x256x256
+ * 0.81x); for k > 1024, more than 256 rows or columns (the rows no longer fit L1; 128x2048x512 0.90x,
+ * 256x2048x2048 0.89x), fewer than 16 rows or 10 columns (8x3136x10 0.65x), products that OpenBLAS's
+ * small-matrix kernels take (16x1568x32 0.85x), and k from KSPLIT_MIN_K (split along k for the
+ * threads). */
 #define DOT_NC 16 /* columns of c a work unit */
-#define DOT_MC 64 /* rows of c computed before the next four columns */
+#define DOT_MC 64 /* rows of c a work unit (a multiple of 4) */
 
 static int dot_products = 1; /* 0: never (for the tests); else where the machine has AVX-512 */
 
 void vg_gemm_dot_products(int flag) { dot_products = flag; }
 
 static int dot_applies(int f32, int ta, int tb, int64_t m, int64_t n, int64_t k) {
-    if (!dot_products || !f32 || ta != 111 || tb != 112 || k < 128 || k > 1024 || n < 32 || m < 8) return 0;
-    if (m < 32 && (k < 256 || n < 768)) return 0;
+    if (!dot_products || !f32 || ta != 111 || tb != 112 || k < 128 || m < 8) return 0;
+    if (k <= 1024 && (n < 32 || (m < 32 && (k < 256 || n < 768)))) return 0;
+    if (k > 1024 && (k >= KSPLIT_MIN_K || m < 16 || m > 256 || n < 10 || n > 256 || m * n * k <= small_kernel_work))
+        return 0;
     X86_ONLY(return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");)
     return 0;
 }
@@ -676,74 +682,75 @@ static inline float dot_out(float s, float alpha, float beta, const float *c) {
     return beta == 0.0f ? alpha * s : alpha * s + beta * *c;
 }
 
-/* Columns [j0, j1) of c, every row. */
-DOT_TARGET static void dot_columns(const blas_job *g, const float *a, const float *b, float *c, int64_t j0,
-                                   int64_t j1) {
+/* Rows [i0, i1) (i0 a multiple of 4) x columns [j0, j1) of c. */
+DOT_TARGET static void dot_tile(const blas_job *g, const float *a, const float *b, float *c, int64_t i0,
+                                int64_t i1, int64_t j0, int64_t j1) {
     int64_t lda = g->lda, ldb = g->ldb, ldc = g->ldc, k = g->k;
     float alpha = (float)g->alpha, beta = (float)g->beta;
     __m512 acc[16], rows[16];
-    for (int64_t i0 = 0; i0 < g->m; i0 += DOT_MC) {
-        int64_t i1 = imin(i0 + DOT_MC, g->m), j = j0;
-        for (; j + 4 <= j1; j += 4) {
-            int64_t i = i0;
-            for (; i + 4 <= i1; i += 4) {
-                dot_4x4(a + i * lda, lda, b + j * ldb, ldb, k, acc);
-                for (int q = 0; q < 4; q++) /* lane 4 q + l of the sums: row q, column l */
-                    for (int l = 0; l < 4; l++) rows[4 * l + q] = acc[4 * q + l];
-                __m512 v = _mm512_mul_ps(dot_sums16(rows), _mm512_set1_ps(alpha));
-                __m128 row[4] = {_mm512_castps512_ps128(v), _mm512_extractf32x4_ps(v, 1),
-                                 _mm512_extractf32x4_ps(v, 2), _mm512_extractf32x4_ps(v, 3)};
-                for (int q = 0; q < 4; q++) {
-                    float *o = c + (i + q) * ldc + j;
-                    if (beta != 0.0f) row[q] = _mm_add_ps(row[q], _mm_mul_ps(_mm_set1_ps(beta), _mm_loadu_ps(o)));
-                    _mm_storeu_ps(o, row[q]);
-                }
+    int64_t j = j0;
+    for (; j + 4 <= j1; j += 4) {
+        int64_t i = i0;
+        for (; i + 4 <= i1; i += 4) {
+            dot_4x4(a + i * lda, lda, b + j * ldb, ldb, k, acc);
+            for (int q = 0; q < 4; q++) /* lane 4 q + l of the sums: row q, column l */
+                for (int l = 0; l < 4; l++) rows[4 * l + q] = acc[4 * q + l];
+            __m512 v = _mm512_mul_ps(dot_sums16(rows), _mm512_set1_ps(alpha));
+            __m128 row[4] = {_mm512_castps512_ps128(v), _mm512_extractf32x4_ps(v, 1),
+                             _mm512_extractf32x4_ps(v, 2), _mm512_extractf32x4_ps(v, 3)};
+            for (int q = 0; q < 4; q++) {
+                float *o = c + (i + q) * ldc + j;
+                if (beta != 0.0f) row[q] = _mm_add_ps(row[q], _mm_mul_ps(_mm_set1_ps(beta), _mm_loadu_ps(o)));
+                _mm_storeu_ps(o, row[q]);
             }
-            int64_t rest = i1 - i;
-            if (rest == 3) dot_3x4(a + i * lda, lda, b + j * ldb, ldb, k, acc);
-            if (rest == 2) dot_2x4(a + i * lda, lda, b + j * ldb, ldb, k, acc);
-            if (rest == 1) dot_1x4(a + i * lda, lda, b + j * ldb, ldb, k, acc);
-            for (int q = 0; q < rest; q++)
-                for (int l = 0; l < 4; l++) {
-                    float *o = c + (i + q) * ldc + j + l;
-                    *o = dot_out(_mm512_reduce_add_ps(acc[4 * q + l]), alpha, beta, o);
-                }
         }
-        for (; j < j1; j++) {
-            int64_t i = i0;
-            for (; i + 4 <= i1; i += 4) {
-                dot_4x1(a + i * lda, lda, b + j * ldb, ldb, k, acc);
-                for (int q = 0; q < 4; q++) {
-                    float *o = c + (i + q) * ldc + j;
-                    *o = dot_out(_mm512_reduce_add_ps(acc[q]), alpha, beta, o);
-                }
+        int64_t rest = i1 - i;
+        if (rest == 3) dot_3x4(a + i * lda, lda, b + j * ldb, ldb, k, acc);
+        if (rest == 2) dot_2x4(a + i * lda, lda, b + j * ldb, ldb, k, acc);
+        if (rest == 1) dot_1x4(a + i * lda, lda, b + j * ldb, ldb, k, acc);
+        for (int q = 0; q < rest; q++)
+            for (int l = 0; l < 4; l++) {
+                float *o = c + (i + q) * ldc + j + l;
+                *o = dot_out(_mm512_reduce_add_ps(acc[4 * q + l]), alpha, beta, o);
             }
-            for (; i < i1; i++) {
-                dot_1x1(a + i * lda, lda, b + j * ldb, ldb, k, acc);
-                float *o = c + i * ldc + j;
-                *o = dot_out(_mm512_reduce_add_ps(acc[0]), alpha, beta, o);
+    }
+    for (; j < j1; j++) {
+        int64_t i = i0;
+        for (; i + 4 <= i1; i += 4) {
+            dot_4x1(a + i * lda, lda, b + j * ldb, ldb, k, acc);
+            for (int q = 0; q < 4; q++) {
+                float *o = c + (i + q) * ldc + j;
+                *o = dot_out(_mm512_reduce_add_ps(acc[q]), alpha, beta, o);
             }
+        }
+        for (; i < i1; i++) {
+            dot_1x1(a + i * lda, lda, b + j * ldb, ldb, k, acc);
+            float *o = c + i * ldc + j;
+            *o = dot_out(_mm512_reduce_add_ps(acc[0]), alpha, beta, o);
         }
     }
 }
 
 static void dot_chunk(void *ctx, int64_t lo, int64_t hi) {
     blas_job *g = ctx;
-    int64_t col_blocks = cdiv(g->n, DOT_NC);
+    int64_t row_units = cdiv(g->m, DOT_MC), col_units = cdiv(g->n, DOT_NC);
     for (int64_t u = lo; u < hi; u++) {
-        int64_t item = u / col_blocks, j0 = (u % col_blocks) * DOT_NC, j1 = imin(j0 + DOT_NC, g->n);
+        int64_t item = u / (row_units * col_units), rest = u % (row_units * col_units);
+        int64_t i0 = rest / col_units * DOT_MC, j0 = rest % col_units * DOT_NC;
+        int64_t i1 = imin(i0 + DOT_MC, g->m), j1 = imin(j0 + DOT_NC, g->n);
         float *c = (float *)g->c + g->offs[3 * item + 2];
-        dot_columns(g, (const float *)g->a + g->offs[3 * item], (const float *)g->b + g->offs[3 * item + 1], c,
-                    j0, j1);
-        if (g->check && !g->finite(c + j0, g->m, j1 - j0, g->ldc)) __atomic_store_n(&g->bad, 1, __ATOMIC_RELAXED);
+        dot_tile(g, (const float *)g->a + g->offs[3 * item], (const float *)g->b + g->offs[3 * item + 1], c, i0,
+                 i1, j0, j1);
+        if (g->check && !g->finite(c + i0 * g->ldc + j0, i1 - i0, j1 - j0, g->ldc))
+            __atomic_store_n(&g->bad, 1, __ATOMIC_RELAXED);
     }
 }
 
 /* The product of job g (batch items) as dot products; 1: done, 0: done, and c holds an infinity or a NaN
  * (checked where g->check). */
 static int dot_product(blas_job *g, int64_t batch, int threads) {
-    int64_t units = batch * cdiv(g->n, DOT_NC);
-    vg_parallel_for(units, cdiv(BLAS_THREAD_WORK, g->m * DOT_NC * g->k), threads, dot_chunk, g);
+    int64_t units = batch * cdiv(g->m, DOT_MC) * cdiv(g->n, DOT_NC);
+    vg_parallel_for(units, cdiv(BLAS_THREAD_WORK, DOT_MC * DOT_NC * g->k), threads, dot_chunk, g);
     return !g->bad;
 }
 #else /* dot_applies is 0: never called */
