@@ -5,7 +5,8 @@ path (double accumulation in C), f32.
 
 The first table: the matrix products of the digits CNN's training step (the four seed shapes), then a
 K-heavy product with a small c (a convolution's weight gradient, g^T @ columns), an MLP's weight
-gradient (x^T @ g, x of 64 x 784) and its layer's forward product (x @ W^T, W of 256 x 784). Each row
+gradient (x^T @ g, x of 64 x 784), its layer's forward product (x @ W^T, W of 256 x 784) and a
+classifier's (the 28x28 CNN's last layer, W of 10 x 1568). Each row
 interleaves the three (so a busy machine slows all of them alike), each run after a pause (`--pause`:
 OpenBLAS's threads spin for about 0.1 s after NumPy's threaded product, on the cores the next run
 needs), and prints medians, GFLOP/s and the ratio to NumPy (above 1: faster than NumPy).
@@ -76,7 +77,7 @@ def gemm_table(rng: np.random.Generator, threads: list[int], repeat: int, pause:
         table.add_column(col, justify="right")
     cases = [(f"{m} x {k} x {n}", m, k, n, "") for m, k, n in SHAPES]
     cases += [("16 x 50176 x 9, a^T", 16, 50176, 9, "a"), ("784 x 64 x 256, a^T", 784, 64, 256, "a")]
-    cases += [("64 x 784 x 256, b^T", 64, 784, 256, "b")]
+    cases += [("64 x 784 x 256, b^T", 64, 784, 256, "b"), ("64 x 1568 x 10, b^T", 64, 1568, 10, "b")]
     for n_threads in threads:
         verigrad.set_threads(n_threads)
         for label, m, k, n, transposed in cases:
