@@ -590,8 +590,9 @@ NO_OVERFLOW(double, uint64_t, 0x7ff0000000000000ull, 8.9e307, f64)
  * keeps 16 vectors of partial sums (16 lanes each, one FMA per step of 16 in k), summed across the lanes
  * at the end by a fixed tree; the rows of a and b^T are read in place (nothing is packed), four of each
  * in L1 while their block is computed. Rows left over take blocks of 1-3 rows, columns left over blocks
- * of one column. Work units are a batch item's blocks of DOT_MC rows x DOT_NC columns of c; the shape
- * alone places every element in its block, so the bits do not depend on the thread count.
+ * of one column. Work units are a batch item's blocks of DOT_MC rows (fewer for a narrow c) x DOT_NC
+ * columns of c. Row blocks start at multiples of 4 whatever the unit, so the shape alone places every
+ * element in its block: the bits depend on neither the units nor the thread count.
  * Measured on one thread of an AVX-512 Zen 4 against OpenBLAS's tiles (the transposed ones included):
  * 64x784x256 (m x k x n) 1.30x, 32x512x256 1.33x, 128x768x768 1.18x, 512x512x512 1.12x, 4096x256x256
  * 1.10x, 8x768x2304 2.27x, 16x768x1024 1.35x; with k > 1024, where OpenBLAS packs b for a narrow c:
@@ -604,7 +605,7 @@ NO_OVERFLOW(double, uint64_t, 0x7ff0000000000000ull, 8.9e307, f64)
  * small-matrix kernels take (16x1568x32 0.85x), and k from KSPLIT_MIN_K (split along k for the
  * threads). */
 #define DOT_NC 16 /* columns of c a work unit */
-#define DOT_MC 64 /* rows of c a work unit (a multiple of 4) */
+#define DOT_MC 64 /* rows of c a work unit at most (a multiple of 4, as are its halvings down to 16) */
 
 static int dot_products = 1; /* 0: never (for the tests); else where the machine has AVX-512 */
 
@@ -733,11 +734,11 @@ DOT_TARGET static void dot_tile(const blas_job *g, const float *a, const float *
 
 static void dot_chunk(void *ctx, int64_t lo, int64_t hi) {
     blas_job *g = ctx;
-    int64_t row_units = cdiv(g->m, DOT_MC), col_units = cdiv(g->n, DOT_NC);
+    int64_t row_units = cdiv(g->m, g->mb), col_units = cdiv(g->n, DOT_NC);
     for (int64_t u = lo; u < hi; u++) {
         int64_t item = u / (row_units * col_units), rest = u % (row_units * col_units);
-        int64_t i0 = rest / col_units * DOT_MC, j0 = rest % col_units * DOT_NC;
-        int64_t i1 = imin(i0 + DOT_MC, g->m), j1 = imin(j0 + DOT_NC, g->n);
+        int64_t i0 = rest / col_units * g->mb, j0 = rest % col_units * DOT_NC;
+        int64_t i1 = imin(i0 + g->mb, g->m), j1 = imin(j0 + DOT_NC, g->n);
         float *c = (float *)g->c + g->offs[3 * item + 2];
         dot_tile(g, (const float *)g->a + g->offs[3 * item], (const float *)g->b + g->offs[3 * item + 1], c, i0,
                  i1, j0, j1);
@@ -749,8 +750,11 @@ static void dot_chunk(void *ctx, int64_t lo, int64_t hi) {
 /* The product of job g (batch items) as dot products; 1: done, 0: done, and c holds an infinity or a NaN
  * (checked where g->check). */
 static int dot_product(blas_job *g, int64_t batch, int threads) {
-    int64_t units = batch * cdiv(g->m, DOT_MC) * cdiv(g->n, DOT_NC);
-    vg_parallel_for(units, cdiv(BLAS_THREAD_WORK, DOT_MC * DOT_NC * g->k), threads, dot_chunk, g);
+    /* rows a unit: DOT_MC, halved down to 16 while there are fewer than 4 units (a narrow c) */
+    g->mb = DOT_MC;
+    while (g->mb > 16 && batch * cdiv(g->m, g->mb) * cdiv(g->n, DOT_NC) < 4) g->mb /= 2;
+    int64_t units = batch * cdiv(g->m, g->mb) * cdiv(g->n, DOT_NC);
+    vg_parallel_for(units, cdiv(BLAS_THREAD_WORK, g->mb * DOT_NC * g->k), threads, dot_chunk, g);
     return !g->bad;
 }
 #else /* dot_applies is 0: never called */
