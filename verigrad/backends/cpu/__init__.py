@@ -178,7 +178,7 @@ class CpuBackend(Backend):
             vector_path(chosen)
 
     def samples(self, op: str, rng: Any) -> list[Any]:
-        """matmul: products that the fast path computes with gemm.c's own kernels (AVX-512)."""
+        """matmul: products that the fast path computes with its own kernels (gemm_avx512.c)."""
         return linalg.verification_samples(rng) if op == "matmul" else []
 
     def optimizer_kernel(self, name: str, dtype: str) -> Any:

@@ -14,7 +14,7 @@ on two paths.
   are (OpenBLAS packs each layout its own way, so their bits may differ from a contiguous copy's),
   others are copied first. A product that gives an infinity or a NaN (an f32 partial sum may overflow
   where the reference's double one does not) is computed again on the exact path. On AVX-512, f32
-  products of the shapes where they measured faster skip OpenBLAS for gemm.c's own kernels: c = a b^T
+  products of the shapes where they measured faster skip OpenBLAS for gemm_avx512.c's kernels: c = a b^T
   with both read along k (an nn.Linear's x @ W^T) as dot products, c = a b with few rows and a long k
   as outer products; the shape alone decides how each element is computed, so again the thread count
   does not change the bits.
