@@ -1,7 +1,8 @@
 """Compile the package's C sources into a shared library once, cache it on disk, and load it.
 
 The compiler is `CC` when set, else the first of cc, gcc and clang on the PATH. All `.c` files of this
-package are compiled in one call into `<cache>/cpu-<hash>.so`, the hash covering the sources, the
+package are compiled (each on its own, as many at once as there are CPUs) and linked into
+`<cache>/cpu-<hash>.so`, the hash covering the sources, the
 compiler (path and version) and the flags, so a change to any of them builds anew. `build` also builds
 one other C source (the fused kernels of fused.py, which include this package's headers; the vg_call
 extension of fastcall.py) the same way, into `<cache>/<prefix>-<hash>.so`. The cache folder is
