@@ -113,7 +113,6 @@ static tile_fn pick_tile(void) {
     return tile_portable;
 }
 
-
 /* ---------------------------------------------------------------- GEMM, exact path */
 
 typedef struct {
@@ -727,14 +726,13 @@ static int outer_applies(int f32, int tb, int64_t m, int64_t n, int64_t k, doubl
         blas_tile(batch, m, n, k, ta, tb, BLAS_MIN_TILES, &mb, &nb);                                     \
         blas_job g = {fn, gemv, int64, ta, tb, check, 0, 0, 1, m, n, k, lda, ldb, ldc, mb, nb, cdiv(m, mb), \
                       cdiv(n, nb), 0, 0, offs, alpha, beta, a, b, c, NULL, 0, pick_finite_##NAME()};     \
-        if (dot_applies(IS_F32, ta, tb, m, n, k)) {                                                      \
-            if (check && m * k + k * n < m * n && no_overflow_##NAME(&g, batch)) g.check = 0;            \
-            return vg_gemm_dot_product(&g, batch, threads);                                                      \
-        }                                                                                                \
-        if (outer_applies(IS_F32, tb, m, n, k, alpha, beta)) {                                           \
-            if (check && m * k + k * n < m * n && no_overflow_##NAME(&g, batch)) g.check = 0;            \
-            return vg_gemm_outer_product(&g, batch, threads);                                                    \
-        }                                                                                                \
+        int own = dot_applies(IS_F32, ta, tb, m, n, k) ? 1 : 0;                                        \
+        if (!own && outer_applies(IS_F32, tb, m, n, k, alpha, beta)) own = 2;                          \
+        if (own) { /* gemm_avx512.c's kernels */                                                       \
+            if (check && m * k + k * n < m * n && no_overflow_##NAME(&g, batch)) g.check = 0;          \
+            return own == 1 ? vg_gemm_dot_product(&g, batch, threads)                                  \
+                            : vg_gemm_outer_product(&g, batch, threads);                               \
+        }                                                                                              \
         if (transposes(IS_F32, tb, m, n, beta)) {                                                      \
             /* c^T = b^T a^T, b^T (n x k) given plain; tiles of c^T keep its height: in two (not the    \
              * usual four) tiles of 128x64 for a 64x784x256 product, 2 threads take one each and 1 thread \

@@ -25,17 +25,21 @@
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #include <immintrin.h>
 #define VG_X86 1
+#define AVX512_FN __attribute__((target("avx2,fma,avx512f,avx512dq")))
+#define AVX512_INLINE __attribute__((target("avx2,fma,avx512f,avx512dq"), always_inline)) static inline
+
+/* A loaded vector kept in a register: GCC would otherwise fold the load into each FMA that reads it,
+ * and the loads, not the FMAs, would bound the loop. */
+#define KEEP_IN_REGISTER(v) __asm__("" : "+v"(v))
 #endif
 
 #define DOT_NC 16 /* columns of c a work unit */
 #define DOT_MC 64 /* rows of c a work unit at most (a multiple of 4, as are its halvings down to 16) */
-#ifdef VG_X86
-#define DOT_TARGET __attribute__((target("avx2,fma,avx512f,avx512dq")))
-#define DOT_INLINE __attribute__((target("avx2,fma,avx512f,avx512dq"), always_inline)) static inline
 
+#ifdef VG_X86
 /* The 16 sums of acc[0..15] across their lanes in one vector, lane 4 l + s the sum of acc[4 s + l]: sums of
  * halves, of quarters, then within each quarter. */
-DOT_INLINE __m512 dot_sums16(const __m512 *acc) {
+AVX512_INLINE __m512 dot_sums16(const __m512 *acc) {
     __m512 s[8], t[4];
     for (int i = 0; i < 8; i++)
         s[i] = _mm512_add_ps(_mm512_shuffle_f32x4(acc[2 * i], acc[2 * i + 1], 0x44),
@@ -49,25 +53,21 @@ DOT_INLINE __m512 dot_sums16(const __m512 *acc) {
     return _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(d0, d1)), _mm512_castpd_ps(_mm512_unpackhi_pd(d0, d1)));
 }
 
-/* A loaded vector kept in a register: GCC would otherwise fold the load into each FMA that reads it,
- * and the loads, not the FMAs, would bound the loop. */
-#define DOT_KEEP(v) __asm__("" : "+v"(v))
-
 /* acc[R C] = the products of R rows of a (row stride lda) with C rows of b^T (ldb), over k: 16 lanes of
  * partial sums each, the last step's lanes past k zero. */
 #define DOT_STEP(R, C, LOAD)                                                                                \
     for (int r = 0; r < C; r++) {                                                                           \
         bv[r] = LOAD(b + r * ldb + p);                                                                      \
-        DOT_KEEP(bv[r]);                                                                                    \
+        KEEP_IN_REGISTER(bv[r]);                                                                                    \
     }                                                                                                       \
     for (int q = 0; q < R; q++) {                                                                           \
         __m512 av = LOAD(a + q * lda + p);                                                                  \
-        DOT_KEEP(av);                                                                                       \
+        KEEP_IN_REGISTER(av);                                                                                       \
         for (int r = 0; r < C; r++) acc[q * C + r] = _mm512_fmadd_ps(av, bv[r], acc[q * C + r]);            \
     }
 #define DOT_TAIL_LOAD(x) _mm512_maskz_loadu_ps(tail, x)
 #define DOT_BLOCK(R, C)                                                                                     \
-    DOT_INLINE void dot_##R##x##C(const float *a, int64_t lda, const float *b, int64_t ldb, int64_t k,      \
+    AVX512_INLINE void dot_##R##x##C(const float *a, int64_t lda, const float *b, int64_t ldb, int64_t k,      \
                                   __m512 *acc) {                                                            \
         int64_t p = 0;                                                                                      \
         __m512 bv[C];                                                                                       \
@@ -93,7 +93,7 @@ static inline float dot_out(float s, float alpha, float beta, const float *c) {
 }
 
 /* Rows [i0, i1) (i0 a multiple of 4) x columns [j0, j1) of c. */
-DOT_TARGET static void dot_tile(const blas_job *g, const float *a, const float *b, float *c, int64_t i0,
+AVX512_FN static void dot_tile(const blas_job *g, const float *a, const float *b, float *c, int64_t i0,
                                 int64_t i1, int64_t j0, int64_t j1) {
     int64_t lda = g->lda, ldb = g->ldb, ldc = g->ldc, k = g->k;
     float alpha = (float)g->alpha, beta = (float)g->beta;
@@ -171,14 +171,15 @@ int vg_gemm_dot_product(blas_job *g, int64_t batch, int threads) {
 }
 #endif
 
-#define OUTER_KC 256
-#define OUTER_NC 64
-#define OUTER_MC 96
+#define OUTER_KC 256 /* depth of a block of k */
+#define OUTER_NC 64  /* columns of c a work unit */
+#define OUTER_MC 96  /* rows of c a work unit (a multiple of 6) */
+
 #ifdef VG_X86
 /* c[R rows x V vectors, the last one's lanes `last`] = (from_c ? c : 0) + a's R rows (element (q, p) at
  * a[q rsa + p csa]) @ b's kc rows (row stride ldb), times scale */
 #define OUTER_BLOCK(R, V)                                                                                   \
-    DOT_TARGET static void outer_##R##x##V(const float *a, int64_t rsa, int64_t csa, const float *b,       \
+    AVX512_FN static void outer_##R##x##V(const float *a, int64_t rsa, int64_t csa, const float *b,       \
                                            int64_t ldb, int64_t kc, float *c, int64_t ldc, int from_c,      \
                                            float scale, __mmask16 last) {                                   \
         __m512 acc[R][V];                                                                                   \
@@ -190,7 +191,7 @@ int vg_gemm_dot_product(blas_job *g, int64_t batch, int threads) {
             __m512 bv[V];                                                                                   \
             _Pragma("GCC unroll 8") for (int v = 0; v < V; v++) {                                           \
                 bv[v] = _mm512_maskz_loadu_ps(v == V - 1 ? last : 0xFFFF, b + p * ldb + 16 * v);            \
-                DOT_KEEP(bv[v]);                                                                            \
+                KEEP_IN_REGISTER(bv[v]);                                                                            \
             }                                                                                               \
             _Pragma("GCC unroll 8") for (int q = 0; q < R; q++) {                                           \
                 __m512 av = _mm512_set1_ps(a[q * rsa + p * csa]);                                           \
