@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import time
 import warnings
 
 import numpy as np
@@ -657,6 +658,19 @@ def test_a_failing_compiler_is_one_error_and_leaves_nothing_in_the_cache(tmp_pat
     with pytest.raises(build.BuildError, match=r"the C build failed .*fake\.c:1: error: broken"):
         build.build()
     assert list(cache.iterdir()) == []  # no library, no object files, no temporary
+
+
+def test_the_build_starts_the_next_compilation_when_any_finishes(tmp_path):
+    """Two at once: a quick job frees its slot for the second long one while the first still runs, and a
+    job that writes far more than a pipe holds does not block."""
+    from verigrad.backends.cpu import build
+
+    noisy = ["sh", "-c", "head -c 300000 /dev/zero | tr '\\0' w >&2"]
+    start = time.perf_counter()
+    build._run_parallel([["sleep", "0.6"], noisy, ["sleep", "0.6"]], str(tmp_path), ["cc"], workers=2)
+    assert time.perf_counter() - start < 1.0  # in order, the second sleep waited for the first: 1.2 s
+    with pytest.raises(build.BuildError, match=r"the C build failed \(cc\): broken"):
+        build._run_parallel([["sh", "-c", "echo broken >&2; exit 1"]], str(tmp_path), ["cc"], workers=2)
 
 
 needs_two_cpus = pytest.mark.skipif(
