@@ -6,6 +6,7 @@ the compiled CNN training step running the kernels."""
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any
 
 import numpy as np
@@ -150,18 +151,19 @@ def _fma(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     return np.where(halfway, np.where(e > 0, up, down), r).astype(np.float32)
 
 
-def _fma_chain(x: np.ndarray, w: np.ndarray, padding: tuple) -> np.ndarray:
+def _fma_chain(x: np.ndarray, w: np.ndarray, padding: tuple, dilation: int = 1) -> np.ndarray:
     """conv2d (NCHW, stride 1) with each element one chain of f32 fused multiply-adds over the taps
     (c, i, j) in order from 0."""
     ph, pw = padding
     xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
     o, c, kh, kw = w.shape
-    ho, wo = xp.shape[2] - kh + 1, xp.shape[3] - kw + 1
+    d = dilation
+    ho, wo = xp.shape[2] - (kh - 1) * d, xp.shape[3] - (kw - 1) * d
     acc = np.zeros((x.shape[0], o, ho, wo), np.float32)
     for ch in range(c):
         for i in range(kh):
             for j in range(kw):
-                window = xp[:, None, ch, i : i + ho, j : j + wo]
+                window = xp[:, None, ch, i * d : i * d + ho, j * d : j * d + wo]
                 acc = _fma(np.broadcast_to(window, acc.shape), w[None, :, ch, i, j, None, None], acc)
     return acc
 
@@ -211,6 +213,40 @@ def test_stride_one_convolutions_are_one_fma_chain_per_element():
         ]
         expected = np.sum([p.astype(np.float64) for p in per_image], axis=0).astype(np.float32)
         assert dw.tobytes() == np.ascontiguousarray(expected.transpose(1, 0, 2, 3)).tobytes()
+
+
+@pytest.mark.parametrize("lanes", [False, True])
+def test_output_channels_in_the_lanes_give_the_same_fma_chains(lanes):
+    """On AVX-512 the implicit path puts 16 output channels in a vector's lanes and broadcasts the pixels
+    (rows of 8 or more, 16 channels or more): each element is still one FMA chain over its taps in order,
+    the same bits as the AVX2 path's. On and off (on a machine without AVX-512 both are the AVX2 path):
+    rows in runs of 14 and of 8 with a last run overlapping, channel counts that leave a partial vector
+    and a last block of one vector, dilation, and the input gradient of a layer of 16 input channels."""
+    if not implicit_path(cpu.cpu.library):
+        pytest.skip("the implicit path needs AVX2 and FMA")
+    rng = np.random.default_rng(8)
+    switch = cpu.cpu.library.fn("vg_conv_lanes", [ctypes.c_int])
+    try:
+        switch(int(lanes))
+        for shape, o, pad, dil in [
+            ((2, 6, 14, 14), 32, 1, 1),
+            ((1, 5, 9, 20), 20, 1, 1),
+            ((2, 3, 10, 10), 40, 1, 1),
+            ((1, 4, 12, 13), 17, 2, 2),
+            ((2, 16, 12, 12), 6, 1, 1),
+        ]:
+            x = rng.uniform(-2, 2, shape).astype(np.float32)
+            w = rng.uniform(-1, 1, (o, shape[1], 3, 3)).astype(np.float32)
+            params = {"stride": (1, 1), "padding": (pad, pad), "dilation": (dil, dil), "layout": "NCHW"}
+            out = _kernel("conv2d", "f32")(x, w, **params)
+            assert out.tobytes() == _fma_chain(x, w, (pad, pad), dil).tobytes(), shape
+            if dil == 1 and pad == 1 and shape[1] >= 6:  # fewer channels: the input gradient's GEMM path
+                g = rng.uniform(-1, 1, out.shape).astype(np.float32)
+                flipped = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
+                dx = _kernel("conv2d_input_grad", "f32")(g, w, **params, size=shape[2:])
+                assert dx.tobytes() == _fma_chain(g, flipped, (1, 1)).tobytes(), shape
+    finally:
+        switch(1)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[str(c[0]) for c in CASES])

@@ -178,8 +178,11 @@ class CpuBackend(Backend):
             vector_path(chosen)
 
     def samples(self, op: str, rng: Any) -> list[Any]:
-        """matmul: products that the fast path computes with its own kernels (gemm_avx512.c)."""
-        return linalg.verification_samples(rng) if op == "matmul" else []
+        """matmul: products that the fast path computes with its own kernels (gemm_avx512.c); the
+        convolutions: operands that take the implicit path."""
+        if op == "matmul":
+            return linalg.verification_samples(rng)
+        return convolution.verification_samples(op, rng)
 
     def optimizer_kernel(self, name: str, dtype: str) -> Any:
         if not self._loaded:

@@ -359,6 +359,7 @@ static void attn_rows(void *ctx, int64_t lo, int64_t hi) {
                         a->dv % 8 == 0;
 #else
     const int grouped = 0;
+    (void)grouped, (void)qd; /* the grouped path is for x86 */
 #endif
     for (int64_t row = lo; row < hi; row++) { /* row = (b, g, t) */
         const int64_t t = row % a->t, g = (row / a->t) % a->kv, b = row / (a->t * a->kv);
@@ -368,6 +369,7 @@ static void attn_rows(void *ctx, int64_t lo, int64_t hi) {
         const float *v = a->v + b * a->vs[0] + g * a->vs[1];
         const float *bias = a->bias + t * a->bs[0];
         const int64_t w = visible_end(a, bias, kt, pv), m_all = w + a->t; /* s: w window scores, then t */
+        (void)m_all;
 #if VG_X86
         if (grouped) {
             for (int64_t hh = 0; hh < group; hh++) {

@@ -153,6 +153,27 @@ def implicit_path(lib: Library) -> bool:
     return bool(lib.fn("vg_conv_implicit", [], restype=ctypes.c_int)())
 
 
+def verification_samples(op: str, rng: np.random.Generator) -> list[Any]:
+    """The convolution ops' inputs for the verification suite that reach the implicit path (its samples
+    have 3 output channels, too few): f32 NCHW, stride 1, rows of 10 pixels (channels in the lanes on
+    AVX-512, for 16 channels or more) and of 4 (two rows a vector)."""
+    from ...ops._op import Sample
+    from ...ops._samples import uniform
+
+    params = {"stride": 1, "padding": 1, "dilation": 1, "layout": "NCHW"}
+    if op == "conv2d":
+        return [
+            Sample((uniform(rng, (2, 6, 10, 10)), uniform(rng, (20, 6, 3, 3))), params),
+            Sample((uniform(rng, (2, 6, 4, 4)), uniform(rng, (8, 6, 3, 3))), params),
+        ]
+    g = uniform(rng, (2, 8, 10, 10))
+    if op == "conv2d_input_grad":  # a convolution with 16 output channels
+        return [Sample((g, uniform(rng, (8, 16, 3, 3))), {**params, "size": (10, 10)})]
+    if op == "conv2d_weight_grad":
+        return [Sample((g, uniform(rng, (2, 6, 10, 10))), {**params, "kernel": (3, 3)})]
+    return []
+
+
 def error_bound(op: str, *arrays: np.ndarray, **params: Any) -> np.ndarray:
     """The largest |kernel - reference| per element of `op` on these operands, in double: the fast
     matmul path's bound (depth + 2) u s + u |reference|, with s the op on the operands' magnitudes and

@@ -570,6 +570,7 @@ static void f32_band(void *ctx, int64_t lo, int64_t hi) {
         return;
     }
     int avx2 = has_avx2();
+    (void)avx2; /* the AVX2 paths are for x86 */
     for (int64_t r = lo; r < hi; r++) {
         const uint8_t *row = p->w + r * stride;
 #if VG_X86

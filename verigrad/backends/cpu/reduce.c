@@ -284,6 +284,7 @@ FIRST(double, f64, __m128d, 2, pd)
 #define FIRST(T, SUF)                                                                         \
     static int64_t first_##SUF(const T *a, int64_t n, T m) {                                  \
         int64_t i = 0;                                                                        \
+        (void)n; /* m is in a */                                                              \
         while (a[i] != m) i++;                                                                \
         return i;                                                                             \
     }
