@@ -45,6 +45,11 @@ TILED = [
     ((3, 5, 4, 4), 2),
     ((1, 3, 6, 8), 2),
     ((1, 1, 2, 4), 2),
+    # NCHW rows of 8 windows or more on AVX-512, 16 a step with the last one's lanes masked: 8, 16 (and
+    # an uncovered column), 35 (two whole steps and 3)
+    ((2, 2, 4, 16), 2),
+    ((1, 2, 6, 33), 2),
+    ((1, 2, 4, 70), 2),
 ]
 KINDS = ("plain", "ties", "zeros", "special")
 
