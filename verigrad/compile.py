@@ -131,14 +131,13 @@ class Compiled:
 
         program, tree = trace_function(self.fn, specs)
         self.counts["traces"] += 1
-        optimized = optimize(program) if self.optimize else program
-        if program.backward_at is not None and dce.run(optimized).backward_at is None:
+        if program.backward_at is not None and dce.run(program).backward_at is None:
             raise RuntimeError(
                 f"{_name(self.fn)} runs a backward pass but uses none of its gradients: a compiled call "
                 "leaves .grad as it was, so they would be lost. Take the optimizer step inside the "
                 "function, or return the gradients (verigrad.grad, verigrad.value_and_grad)"
             )
-        return optimized, tree
+        return (optimize(program) if self.optimize else program), tree
 
     def __call__(self, *args: Any) -> Any:
         is_grad_enabled, get_backend, Plan, bind, unflatten = _call_imports()

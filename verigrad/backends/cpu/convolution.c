@@ -604,6 +604,7 @@ int vg_conv_implicit(void) { return implicit_cpu(); }
 /* Whether the implicit path may put the channels in the lanes (on AVX-512); 0 for the tests. */
 static int lanes_enabled = 1;
 void vg_conv_lanes(int flag) { lanes_enabled = flag; }
+static int lanes_cpu(void) { return lanes_enabled && vg_has_avx512(); }
 
 static int implicit_f32(const int64_t *g) {
     const int64_t WO = g[G_WO];
@@ -751,12 +752,6 @@ __attribute__((target("avx2,fma,avx512f,avx512dq"))) static void implicit_image_
     }
 }
 
-static int lanes_cpu(void) {
-    static int known = -1;
-    if (known < 0) known = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
-    return known && lanes_enabled;
-}
-
 __attribute__((target("avx2,fma"))) static void implicit_chunk(void *ctx, int64_t lo, int64_t hi) {
     implicit_job *J = (implicit_job *)ctx;
     const int64_t *g = J->g;
@@ -902,7 +897,6 @@ static void transpose(const float *src, int64_t R, int64_t C, int64_t ss, float 
 }
 static void implicit_chunk(void *ctx, int64_t lo, int64_t hi) { (void)ctx, (void)lo, (void)hi; }
 static void implicit_weight_chunk(void *ctx, int64_t lo, int64_t hi) { (void)ctx, (void)lo, (void)hi; }
-static int lanes_cpu(void) { return 0; }
 #endif
 
 static int implicit_forward_f32(const float *x, const float *w, float *out, const int64_t *g, int threads) {

@@ -208,7 +208,7 @@ static const int64_t exp_table[8] = {EXP_TABLE(EXP_BITS)};
 /* Which path the f32 kernels take: 2 AVX-512, 1 AVX2, 0 the scalar formula; at most what the machine
  * has (vg_vector_level). Read at every call. */
 static int hardware_level(void) {
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq")) return 2;
+    if (vg_has_avx512()) return 2;
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1 : 0;
 }
 static int vector_level = -1;

@@ -585,8 +585,7 @@ static int dot_applies(int f32, int ta, int tb, int64_t m, int64_t n, int64_t k)
     if (k <= 1024 && (n < 32 || (m < 32 && (k < 256 || n < 768)))) return 0;
     if (k > 1024 && (k >= KSPLIT_MIN_K || m < 16 || m > 256 || n < 10 || n > 256 || m * n * k <= small_kernel_work))
         return 0;
-    X86_ONLY(return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");)
-    return 0;
+    return vg_has_avx512();
 }
 
 /* ---------------------------------------------------------------- fast path: f32 outer products */
@@ -607,8 +606,7 @@ void vg_gemm_outer_products(int flag) { outer_products = flag; }
 static int outer_applies(int f32, int tb, int64_t m, int64_t n, int64_t k, double alpha, double beta) {
     if (!outer_products || !f32 || tb != 111 || !(beta == 0.0 || (alpha == 1.0 && beta == 1.0))) return 0;
     if (m > 256 || n < 16 || k < 1024 || k >= KSPLIT_MIN_K || (k < 2048 && n < 128)) return 0;
-    X86_ONLY(return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");)
-    return 0;
+    return vg_has_avx512();
 }
 
 /* Tiles of c, one single-threaded cblas call each (row-major; ta, tb: 111 no transpose, 112

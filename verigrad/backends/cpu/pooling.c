@@ -445,12 +445,6 @@ static int flat_run(const float *x, const float *gy, float *out, const int64_t *
 #define ROWS512 __attribute__((target("avx512f"))) static
 #define ROWS512_INLINE __attribute__((target("avx512f"), always_inline)) static inline
 
-static int rows512_cpu(void) {
-    static int known = -1;
-    if (known < 0) known = __builtin_cpu_supports("avx512f");
-    return known;
-}
-
 /* the four values of each of a step's windows (v[k] for kernel offset k), and the lane masks of the
  * step's first and second 16 elements of each row and of its windows */
 ROWS512_INLINE void rows512_load(const float *r0, const float *r1, int64_t m, __m512 v[4], __mmask16 *lo,
@@ -512,9 +506,9 @@ ROWS512 int64_t grad_rows512(const float *r0, const float *r1, const float *gy, 
     return n;
 }
 #define rows_max_f32(r0, r1, o, n) \
-    ((n) >= 8 && rows512_cpu() ? max_rows512(r0, r1, o, n) : max_rows_f32(r0, r1, o, n))
+    ((n) >= 8 && vg_has_avx512() ? max_rows512(r0, r1, o, n) : max_rows_f32(r0, r1, o, n))
 #define rows_grad_f32(r0, r1, gy, o0, o1, n)                                                            \
-    ((n) >= 8 && rows512_cpu() ? grad_rows512(r0, r1, gy, o0, o1, n) : grad_rows_f32(r0, r1, gy, o0, o1, n))
+    ((n) >= 8 && vg_has_avx512() ? grad_rows512(r0, r1, gy, o0, o1, n) : grad_rows_f32(r0, r1, gy, o0, o1, n))
 #else
 #define flat_max_f32(...) 0
 #define flat_grad_f32(...) 0

@@ -15,6 +15,15 @@ int vg_pool_size(void);
 #define VG_CLONES
 #endif
 
+/* Whether the CPU has AVX-512 F and DQ, all that the kernels' AVX-512 paths use (0 off x86). */
+static inline int vg_has_avx512(void) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+#else
+    return 0;
+#endif
+}
+
 /* A run of a row-major walk over the rank-4 shape d[0..3]: element i's index (i0, i1, i2, j) and the end
  * of its run along the last dimension (at most hi) */
 typedef struct {
