@@ -50,3 +50,54 @@ def test_the_default_build_states_the_reference_bits():
     for op in ("tanh_deriv", "layer_norm", "rope", "add"):
         assert cpu.cpu.exactness(op, "f32").is_exact
     assert build.contracted(cpu.cpu.exactness("add", "f32"), "f32", False).is_exact
+
+
+FLOAT_ACTIVATIONS = """
+import json
+import numpy as np
+import verigrad
+from verigrad.backends import cpu
+from verigrad.registry import OPS
+
+# about a million floats of every exponent and both signs, and the edges of the vector paths' range
+spread = np.arange(0, 2**32, 4099, dtype=np.uint64).astype(np.uint32).view(np.float32)
+edges = [0.0, -0.0, np.inf, -np.inf, np.nan, -87.0, -87.00001, -88.0, 87.0, 88.0, 1e30, -1e30, 2**-149]
+x = np.concatenate([spread, np.array(edges, np.float32)])
+def ordered(a):
+    i = a.view(np.int32).astype(np.int64)
+    return np.where(i < 0, -2**31 - i, i)
+cpu.set_min_chunk(1000)
+found = {"native": cpu.build_info()["native"], "paths": list(cpu.vector_paths())}
+for name in ("sigmoid", "silu"):
+    kernel, expected = cpu.cpu.native(OPS[name], verigrad.f32), OPS[name].reference(x)
+    for path in cpu.vector_paths():
+        cpu.vector_path(path)
+        bits = set()
+        for threads in (1, 2, 3):
+            verigrad.set_threads(threads)
+            y = kernel(x)
+            bits.add(y.tobytes())
+        nan = np.isnan(expected)
+        ulps = np.abs(ordered(y) - ordered(expected))[~nan]
+        found[f"{name} {path}"] = {"same_nan": bool((np.isnan(y) == nan).all()), "max_ulps": int(ulps.max()),
+            "inexact": int((ulps > 0).sum()), "bits": len(bits), "digest": hash(y.tobytes())}
+print(json.dumps(found))
+"""
+
+
+def test_a_native_build_computes_sigmoid_and_silu_in_float_within_a_few_ulps():
+    env = {**os.environ, "VERIGRAD_NATIVE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", FLOAT_ACTIVATIONS], env=env, capture_output=True, text=True, timeout=900
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["native"] is True
+    for name, bound in (("sigmoid", 2), ("silu", 3)):
+        for path in found["paths"]:
+            got = found[f"{name} {path}"]
+            assert got["same_nan"] and got["bits"] == 1, (name, path, got)  # no thread count changes a bit
+            # f32 arithmetic: not the reference's bits everywhere, but within `bound` ulps of them
+            assert 0 < got["max_ulps"] <= bound and got["inexact"] > 1000, (name, path, got)
+        # every path (AVX-512, AVX2, one element at a time) runs the same operations on each element
+        assert len({found[f"{name} {path}"]["digest"] for path in found["paths"]}) == 1, name

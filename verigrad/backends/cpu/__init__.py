@@ -239,7 +239,9 @@ def vectorized() -> bool:
 def vector_path(path: str | None = None) -> str:
     """The path of the f32 exp, sigmoid, tanh, silu and gelu_tanh kernels: "avx512", "avx2" or "scalar"
     (also without a library). `path` first chooses one (the fastest the machine has at most that
-    one); each gives the same bits, so this is for timing and for verifying each path."""
+    one); each gives the same bits (in a native build, sigmoid's and silu's vector paths compute in f32
+    and give the same bits as each other, not as the scalar one), so this is for timing and for
+    verifying each path."""
     elementwise.known_path(path)
     if not (cpu.load() and cpu.library is not None):
         return "scalar"

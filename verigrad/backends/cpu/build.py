@@ -33,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 # -fno-math-errno after -fno-fast-math, which turns errno back on (and so keeps sqrt a call, unvectorised)
 BASE_FLAGS = ["-O3", "-fPIC", "-shared", "-std=c11", "-pthread", "-fno-fast-math", "-fno-math-errno"]
 EXACT_FLAGS = ["-ffp-contract=off"]
-NATIVE_FLAGS = ["-ffp-contract=fast", "-march=native"]
+NATIVE_FLAGS = ["-ffp-contract=fast", "-march=native", "-DVG_NATIVE"]
 
 
 class BuildError(RuntimeError):

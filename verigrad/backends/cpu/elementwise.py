@@ -7,8 +7,9 @@ compiled plan's integer arithmetic is replayed with the rest (ir/replay.py).
 bits. The ops of `UNARY_EXACT` and the binary ops but pow give the reference's bits. The transcendentals and
 activations (`UNARY_LIBM`, pow) evaluate their references' f64 formulas with the C library's routines and
 round once (f32 exp, sigmoid, tanh, silu and gelu_tanh take an AVX2 path that gives the same bits, see
-elementwise.c). They are exact where NumPy's f64 loops are the C library's (glibc on x86 without AVX-512,
-say); `register` checks this per op on probe values. Where they are not, an op is stated within
+elementwise.c; a native build computes f32 sigmoid and silu in f32 arithmetic, within its tolerance).
+They are exact where NumPy's f64 loops are the C library's (glibc on x86 without AVX-512, say);
+`register` checks this per op on probe values. Where they are not, an op is stated within
 `ULP_BOUNDS` ulps, and one whose result cancels (`CANCELLING`: near a zero of the function one ulp of a
 routine is many of the result's) within a tolerance, `cancelling_tolerance`.
 """
@@ -210,8 +211,8 @@ def known_path(path: str | None) -> None:
 
 def vector_path(lib: Library, path: str | None = None) -> str:
     """The path the f32 exp, sigmoid, tanh, silu and gelu_tanh kernels take ("avx512", "avx2" or
-    "scalar"; every path gives the same bits); with `path`, first choose it, or the fastest the machine
-    has below it."""
+    "scalar"; every path gives the same bits, but for a native build's sigmoid and silu, see
+    `cpu.vector_path`); with `path`, first choose it, or the fastest the machine has below it."""
     known_path(path)
     level = -1 if path is None else VECTOR_PATHS.index(path)
     return VECTOR_PATHS[lib.fn("vg_vector_level", [ctypes.c_int], restype=ctypes.c_int)(level)]
