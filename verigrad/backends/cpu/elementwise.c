@@ -224,13 +224,6 @@ static inline float one_div_ps(float a, float b) { return a / b; }
 #define FSCALE(e, t, n) ldexpf(e, (int)(n))
 #define FSELECT_NEG(x, neg, pos) (signbit(x) ? (neg) : (pos))
 #include "elementwise_float.h"
-#undef FV
-#undef FK
-#undef F
-#undef FNAME
-#undef FINLINE
-#undef FSCALE
-#undef FSELECT_NEG
 
 /* NAME in f32 arithmetic, or by the scalar formula where the vector paths send an element to it */
 #define FLOAT_ONE(NAME)                                                                       \
@@ -433,13 +426,6 @@ VECTOR_F32(gelu_tanh, -3.0f)
 #define FSCALE(e, t, n) _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(e), _mm256_slli_epi32(_mm256_castps_si256(t), 23)))
 #define FSELECT_NEG(x, neg, pos) _mm256_blendv_ps(pos, neg, x)
 #include "elementwise_float.h"
-#undef FV
-#undef FK
-#undef F
-#undef FNAME
-#undef FINLINE
-#undef FSCALE
-#undef FSELECT_NEG
 
 #define FV __m512
 #define FK FK_AVX512

@@ -7,6 +7,7 @@
  *   FINLINE     the attributes of an inlined function of this width
  *   FSCALE(e, t, n)          e 2^n for t = n + SHIFTER_F (e in [0.7, 1.5], n >= -126: a normal result)
  *   FSELECT_NEG(x, neg, pos) neg where x's sign bit is set, else pos
+ * which it undefines at its end, for the next width's.
  */
 
 /* exp(-|x|) (at least exp(-87), a normal float) = 2^n (1 + r + r^2 q(r)), n = round(-|x| / ln2),
@@ -35,3 +36,11 @@ FINLINE void FNAME(silu_float)(const FV x[FK], FV y[FK]) {
     FNAME(sigmoid_float)(x, y);
     for (int k = 0; k < FK; k++) y[k] = F(mul_ps)(x[k], y[k]);
 }
+
+#undef FV
+#undef FK
+#undef F
+#undef FNAME
+#undef FINLINE
+#undef FSCALE
+#undef FSELECT_NEG
