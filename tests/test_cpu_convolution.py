@@ -284,10 +284,17 @@ def test_a_result_that_is_not_finite_is_the_references(layout):
     g.reshape(-1)[3] = np.nan
     w.reshape(-1)[0] = 3e38  # finite, but an f32 partial sum overflows
     for op, (arrays, p) in _calls(x, w, g, params).items():
+        before = cpu.cpu.reruns()
         out = _kernel(op, "f32")(*arrays, **p)
+        assert cpu.cpu.reruns() == before + 1, op  # counted, for the verification's check
         ref = composite_reference(OPS[op])(*arrays, **p)
         assert not np.isfinite(ref).all()
         np.testing.assert_array_equal(out, ref, strict=True)
+    x, w, g, params = _case(rng, np.float32, layout, *CASES[0])
+    before = cpu.cpu.reruns()
+    for op, (arrays, p) in _calls(x, w, g, params).items():
+        _kernel(op, "f32")(*arrays, **p)
+    assert cpu.cpu.reruns() == before  # finite results: nothing computed again
 
 
 def test_other_dtypes_and_mixed_operands_run_the_reference():

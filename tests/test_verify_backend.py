@@ -253,6 +253,38 @@ def test_a_kernel_must_raise_where_the_reference_does():
     assert "the reference raises IndexError" in result.message and "the kernel returned" in result.message
 
 
+class Rerunning(Backend):
+    """A backend whose matmul gives the reference's result but says it computed it again, as a fast
+    kernel whose infinity or NaN was recomputed does: on every call, or only on inputs beyond 2^20."""
+
+    def __init__(self, always: bool) -> None:
+        super().__init__("rerunning")
+        self.count = 0
+
+        def matmul(a, b):
+            if always or not (np.abs(a) <= 2.0**20).all() or not (np.abs(b) <= 2.0**20).all():
+                self.count += 1
+            return OPS["matmul"].reference(a, b)
+
+        self.register("matmul", matmul, "f32")
+
+    def reruns(self) -> int:
+        return self.count
+
+
+def test_a_rerun_on_inputs_that_cannot_overflow_fails():
+    """The recomputed result is right, but it hides a kernel whose result held a NaN or an infinity."""
+    result = _only(Rerunning(always=True))
+    assert result.status == "fail" and verify.HIDDEN in result.message
+    assert _only(Rerunning(always=False)).passed  # reruns where the inputs may overflow are allowed
+    checked = verify.CheckedBackend(Rerunning(always=True))  # and in a checked program's calls
+    matmul = checked.native(OPS["matmul"], verigrad.f32)
+    matmul(np.ones((2, 3), np.float32), np.ones((3, 2), np.float32))
+    assert len(checked.failures) == 1 and verify.HIDDEN in checked.failures[0]
+    matmul(np.full((2, 3), 1e30, np.float32), np.ones((3, 2), np.float32))  # may overflow: allowed
+    assert len(checked.failures) == 1
+
+
 def test_kernels_no_case_reaches_are_untested_not_passed():
     backend = Backend("wrong")
     backend.register("eq", OPS["eq"].reference, "f32")  # eq gives bool: an f32 kernel never runs

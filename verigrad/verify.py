@@ -175,16 +175,19 @@ def verify_kernel(
     with _threads(backend, 1, None):
         for case in cases:
             expected, error = _run(reference, case)
-            if _check(result, kernel, case, expected, error, exactness, firsts):
+            if _check(result, backend, kernel, case, expected, error, exactness, firsts):
                 return result
     paths = backend.paths(op_name, dtype)
     for path, n in [(path, n) for path in paths for n in threads]:
         with backend.on_path(path), _threads(backend, n, min_chunk):
             for case, first in firsts:
-                actual, error = _run(kernel, case)
+                actual, error, hidden = _run_watched(backend, kernel, case)
                 on = _on(n, min_chunk) + (f" on the {path} path" if path else "")
                 if error is not None:
                     result._fail(case, f"raised {one_line(error)} on {on}")
+                    return result
+                if hidden:
+                    result._fail(case, f"{HIDDEN} on {on}")
                     return result
                 if _bits(actual) != _bits(first):
                     default = f" on the {paths[0]} path" if path else ""
@@ -203,6 +206,7 @@ def _on(threads: int, min_chunk: int) -> str:
 
 def _check(
     result: KernelResult,
+    backend: Backend,
     kernel: Callable,
     case: Case,
     expected: np.ndarray | None,
@@ -212,9 +216,11 @@ def _check(
 ) -> bool:
     """Run the kernel on one case and hold it to the reference; True when it failed."""
     before = [_bits(a) for a in case.arrays]
-    actual, error = _run(kernel, case)
+    actual, error, hidden = _run_watched(backend, kernel, case)
     if any(_bits(a) != b for a, b in zip(case.arrays, before)):
         result._fail(case, "the kernel wrote into an input")
+    elif hidden:
+        result._fail(case, HIDDEN)
     elif ref_error is not None:
         if error is None:
             result._fail(case, f"the reference raises {one_line(ref_error)}; the kernel returned a result")
@@ -231,6 +237,30 @@ def _check(
         else:
             firsts.append((case, np.array(actual)))
     return result.status == "fail"
+
+
+HIDDEN = "a fast kernel gave an infinity or a NaN on inputs that cannot overflow (a rerun hid it)"
+NO_OVERFLOW = 2.0**20  # inputs at most this large: no sum of products of the samples' sizes overflows f32
+
+
+def _run_watched(
+    backend: Backend, kernel: Callable, case: Case
+) -> tuple[np.ndarray | None, BaseException | None, bool]:
+    """`_run`, and whether a fast kernel's infinity or NaN was computed again (`Backend.reruns`) where
+    the inputs cannot overflow: a bug that the rerun would otherwise hide."""
+    before = backend.reruns()
+    actual, error = _run(kernel, case)
+    return actual, error, backend.reruns() > before and _cannot_overflow(case.arrays)
+
+
+def _cannot_overflow(arrays: Sequence[Any]) -> bool:
+    """Whether every float input is finite and at most NO_OVERFLOW in magnitude."""
+    for a in arrays:
+        if isinstance(a, np.ndarray) and a.dtype.kind == "f" and a.size:
+            with np.errstate(all="ignore"):
+                if not (np.abs(a.astype(np.float64)) <= NO_OVERFLOW).all():  # NaN: False too
+                    return False
+    return True
 
 
 def _run(kernel: Callable, case: Case) -> tuple[np.ndarray | None, BaseException | None]:
@@ -691,6 +721,9 @@ class CheckedBackend(Backend):
     def exactness(self, op: str, dtype: str) -> Exactness:
         return self.inner.exactness(op, dtype)
 
+    def reruns(self) -> int:
+        return self.inner.reruns()
+
     def report(self) -> dict[str, list[str]]:
         return self.inner.report()
 
@@ -707,8 +740,11 @@ class CheckedBackend(Backend):
         def checked(*arrays: np.ndarray, **params: Any) -> Any:
             with np.errstate(all="ignore"):
                 expected = np.asarray(reference(*arrays, **params)).astype(want, copy=False)
+                reruns = self.inner.reruns()
                 result = kernel(*arrays, **params)
             verdict = compare(np.asarray(result).astype(want, copy=False), expected, exactness)
+            if not verdict.message and self.inner.reruns() > reruns and _cannot_overflow(arrays):
+                verdict.message = HIDDEN
             self.calls[key] = self.calls.get(key, 0) + 1
             if verdict.message:
                 inputs = ", ".join(f"{_dtype_name(a)}{list(a.shape)}" for a in arrays)

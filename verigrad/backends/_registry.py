@@ -104,6 +104,12 @@ class Backend:
         sizes from which the kernel takes another code path. None unless a backend says more."""
         return []
 
+    def reruns(self) -> int:
+        """How many results of fast kernels held an infinity or a NaN and were computed again on a path
+        that cannot overflow (an f32 partial sum may overflow where the reference's does not), so far.
+        Where the inputs cannot overflow, each one hides a bug: the verification fails it."""
+        return 0
+
     def tape(self) -> Any:
         """A recorder of this backend's kernel calls, for a plan's replay (ir/replay.py); None here."""
         return None

@@ -122,6 +122,7 @@ class CpuBackend(Backend):
         self._loaded = False
         self._info: dict[str, Any] = {}
         self.library: Library | None = None
+        self._reruns: Any = None
 
     def register(self, op: str, kernel: Any, dtype: str | None = None, exactness: Exactness = EXACT) -> None:
         """As `Backend.register`, `exactness` being the default build's claim: a native build (with
@@ -150,6 +151,7 @@ class CpuBackend(Backend):
         for family in KERNEL_FAMILIES:
             family.register(self, lib)
         lib.fn("vg_pool_size", [], restype=ctypes.c_int)
+        self._reruns = lib.fn("vg_reruns", [], restype=ctypes.c_int64)
         self.library = lib
         self._info = {"available": True, **info, "calls": fastcall.status()}
         return True
@@ -183,6 +185,10 @@ class CpuBackend(Backend):
         if op == "matmul":
             return linalg.verification_samples(rng)
         return convolution.verification_samples(op, rng)
+
+    def reruns(self) -> int:
+        """GEMM's fast path and the convolutions (gemm.c's vg_count_rerun)."""
+        return int(self._reruns()) if self.library is not None else 0
 
     def optimizer_kernel(self, name: str, dtype: str) -> Any:
         if not self._loaded:

@@ -501,26 +501,26 @@ typedef struct {
         conv_job J = {.fn = fn, .int64 = int64, .a = x, .b = w, .out = out, .g = g};                     \
         if (direct_##NAME(g)) {                                                                          \
             vg_parallel_for(g[G_N], 1, threads, direct_forward_chunk_##NAME, &J);                        \
-            return !J.bad;                                                                               \
+            return vg_count_rerun(!J.bad);                                                               \
         }                                                                                                \
-        if (implicit_##NAME(g)) return implicit_forward_##NAME(x, w, out, g, threads);                   \
+        if (implicit_##NAME(g)) return vg_count_rerun(implicit_forward_##NAME(x, w, out, g, threads));   \
         int64_t units = units_##NAME(g, COLS_BUDGET, &J.block);                                           \
         vg_blas_single_begin();                                                                          \
         vg_parallel_for(units, 1, threads, forward_chunk_##NAME, &J);                                    \
         vg_blas_single_end();                                                                            \
-        return !J.bad;                                                                                   \
+        return vg_count_rerun(!J.bad);                                                                   \
     }                                                                                                    \
                                                                                                          \
     int vg_conv2d_input_grad_##NAME(void *fn, int int64, const T *gy, const T *w, T *dx, const int64_t *g, \
                                     int threads) {                                                       \
         conv_job J = {.fn = fn, .int64 = int64, .a = gy, .b = w, .out = dx, .g = g};                     \
         int done = implicit_input_##NAME(gy, w, dx, g, threads); /* -1: not taken */                     \
-        if (done >= 0) return done;                                                                      \
+        if (done >= 0) return vg_count_rerun(done);                                                      \
         int64_t units = units_##NAME(g, COLS_BUDGET, &J.block);                                           \
         vg_blas_single_begin();                                                                          \
         vg_parallel_for(units, 1, threads, input_chunk_##NAME, &J);                                      \
         vg_blas_single_end();                                                                            \
-        return !J.bad;                                                                                   \
+        return vg_count_rerun(!J.bad);                                                                   \
     }                                                                                                    \
                                                                                                          \
     int vg_conv2d_weight_grad_##NAME(void *fn, int int64, const T *gy, const T *x, T *dw, const int64_t *g, \
@@ -545,7 +545,7 @@ typedef struct {
         for (int64_t e = 0; e < size; e++) dw[e] = (T)sum[e];                                            \
         free(sum);                                                                                       \
         free(J.partial);                                                                                 \
-        return vg_all_finite_##NAME(dw, 1, size, size);                                                  \
+        return vg_count_rerun(vg_all_finite_##NAME(dw, 1, size, size));                                  \
     }
 
 /* Implicit GEMM (f32, AVX2 and FMA; NCHW, stride 1): conv2d with no columns in memory. Each output element

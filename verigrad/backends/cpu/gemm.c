@@ -792,6 +792,15 @@ typedef struct {
  * not apply (alpha == 0, k == 0) or gave an infinity or a NaN with beta == 0 (c was not an input, so it
  * can be computed again). Returns 1 when done, else BLAS_A, BLAS_B or BLAS_C: that operand must be given
  * in another layout (BLAS cannot take it, or its data is not aligned to its element), nothing done. */
+static int64_t reruns;
+
+int vg_count_rerun(int done) {
+    if (!done) __atomic_add_fetch(&reruns, 1, __ATOMIC_RELAXED);
+    return done;
+}
+
+int64_t vg_reruns(void) { return __atomic_load_n(&reruns, __ATOMIC_RELAXED); }
+
 int vg_gemm(const vg_gemm_args *p, const void *a, const void *b, void *c, int threads) {
     uintptr_t align = p->f64 ? 8 : 4;
     if ((uintptr_t)a % align) return BLAS_A;
@@ -806,6 +815,7 @@ int vg_gemm(const vg_gemm_args *p, const void *a, const void *b, void *c, int th
                                              p->beta, c, p->rsc, p->csc, threads);
         if (done == 1 || (done == 0 && p->beta != 0.0)) return 1;
         if (done != 0 && done != BLAS_NOT_USED) return done;
+        if (done == 0) vg_count_rerun(0); /* on the exact path, below */
     }
     if (p->f64)
         vg_gemm_exact_f64(p->batch, p->offs, p->m, p->n, p->k, p->alpha, a, p->rsa, p->csa, b, p->rsb, p->csb,

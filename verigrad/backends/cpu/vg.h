@@ -24,6 +24,12 @@ static inline int vg_has_avx512(void) {
 #endif
 }
 
+/* Count a fast kernel's result that held an infinity or a NaN (done == 0), which its caller then
+ * computes again on a path that cannot overflow; returns done. vg_reruns() is the count so far: where no
+ * partial sum of the inputs can overflow, a rerun hides a bug, and the verification fails it. */
+int vg_count_rerun(int done);
+int64_t vg_reruns(void);
+
 /* A run of a row-major walk over the rank-4 shape d[0..3]: element i's index (i0, i1, i2, j) and the end
  * of its run along the last dimension (at most hi) */
 typedef struct {
