@@ -511,6 +511,26 @@ def test_element_wise_kernels_write_into_out_with_the_same_bits(dtype, small_chu
 
 
 @needs_cc
+@pytest.mark.parametrize("dtype", sorted(cpu.DTYPES))
+def test_element_wise_loops_split_at_the_outputs_cache_line_give_the_same_bits(dtype, small_chunks):
+    """The loops start their vector stores at a 64-byte boundary of the output (vg_aligned_from): an
+    output and inputs at every element offset in a line, with chunk edges anywhere (2 and 3 threads,
+    the fixture's small chunks), give the reference's bits."""
+    np_dtype = cpu.DTYPES[dtype]
+    pool = inputs(np_dtype, 300, seed=8)
+    lanes = 64 // np.dtype(np_dtype).itemsize
+    for op in ("add", "relu"):
+        kernel, reference = cpu.cpu.native(OPS[op], getattr(verigrad, dtype)), OPS[op].reference
+        for threads in (1, 2, 3):
+            verigrad.set_threads(threads)
+            for shift in range(lanes):
+                a, b = pool[shift : shift + 250], pool[::-1][shift : shift + 250]
+                out = np.empty(300, np_dtype)[lanes - 1 - shift :][:250]
+                args = (a, b) if op == "add" else (a,)
+                with np.errstate(all="ignore"):
+                    assert _bits(kernel(*args, out=out)) == _bits(np.asarray(reference(*args))), (op, shift)
+
+
 def test_broadcast_kernels_take_strided_views_and_every_special_pair(small_chunks):
     verigrad.set_threads(3)
     for dtype, np_dtype in cpu.DTYPES.items():

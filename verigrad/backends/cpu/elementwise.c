@@ -42,7 +42,12 @@ typedef struct {
         const vg_args *p = (const vg_args *)ctx;                                              \
         const T *restrict xs = (const T *)p->a;                                               \
         T *restrict ys = (T *)p->out;                                                         \
-        for (int64_t i = lo; i < hi; i++) {                                                   \
+        int64_t from = vg_aligned_from(ys, lo, hi, sizeof(T));                                \
+        for (int64_t i = lo; i < from; i++) {                                                 \
+            T x = xs[i];                                                                      \
+            ys[i] = (EXPR);                                                                   \
+        }                                                                                     \
+        for (int64_t i = from; i < hi; i++) {                                                 \
             T x = xs[i];                                                                      \
             ys[i] = (EXPR);                                                                   \
         }                                                                                     \
@@ -61,7 +66,12 @@ typedef struct {
         const T *restrict as = (const T *)p->a;                                               \
         const T *restrict bs = (const T *)p->b;                                               \
         T *restrict ys = (T *)p->out;                                                         \
-        for (int64_t i = lo; i < hi; i++) {                                                   \
+        int64_t from = vg_aligned_from(ys, lo, hi, sizeof(T));                                \
+        for (int64_t i = lo; i < from; i++) {                                                 \
+            T a = as[i], b = bs[i];                                                           \
+            ys[i] = (EXPR);                                                                   \
+        }                                                                                     \
+        for (int64_t i = from; i < hi; i++) {                                                 \
             T a = as[i], b = bs[i];                                                           \
             ys[i] = (EXPR);                                                                   \
         }                                                                                     \

@@ -24,6 +24,16 @@ static inline int vg_has_avx512(void) {
 #endif
 }
 
+/* The first index from lo (hi at most) at which &p[i] (elements of `size` bytes, p aligned to them) is
+ * a multiple of 64 bytes. A loop writing p splits there, so that its vector stores do not straddle two
+ * cache lines, which costs a store about 8% of a memory-bound loop's time (NumPy's arrays start 16
+ * bytes past a line). */
+static inline int64_t vg_aligned_from(const void *p, int64_t lo, int64_t hi, int64_t size) {
+    uintptr_t at = (uintptr_t)p + (uintptr_t)(lo * size);
+    int64_t from = lo + (int64_t)((64 - at % 64) % 64 / (uintptr_t)size);
+    return from < hi ? from : hi;
+}
+
 /* Count a fast kernel's result that held an infinity or a NaN (done == 0), which its caller then
  * computes again on a path that cannot overflow; returns done. vg_reruns() is the count so far: where no
  * partial sum of the inputs can overflow, a rerun hides a bug, and the verification fails it. */
