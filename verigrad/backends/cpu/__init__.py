@@ -124,9 +124,20 @@ class CpuBackend(Backend):
         self.library: Library | None = None
         self._reruns: Any = None
 
-    def register(self, op: str, kernel: Any, dtype: str | None = None, exactness: Exactness = EXACT) -> None:
+    def register(
+        self,
+        op: str,
+        kernel: Any,
+        dtype: str | None = None,
+        exactness: Exactness = EXACT,
+        native: Exactness | None = None,
+    ) -> None:
         """As `Backend.register`, `exactness` being the default build's claim: a native build (with
-        contraction) states what `build.contracted` makes of it."""
+        contraction) states `native` where given (a kernel that computes otherwise there), else what
+        `build.contracted` makes of `exactness`."""
+        if self.contracting and native is not None:
+            super().register(op, kernel, dtype, native)
+            return
         super().register(op, kernel, dtype, _build.contracted(exactness, dtype, self.contracting))
 
     @property
