@@ -196,10 +196,10 @@ SCALAR_F32(gelu_tanh)
  * arithmetic does on 16 lanes (0.49 and 0.26 ns an element on AVX-512). A native build
  * (VERIGRAD_NATIVE=1, which states that results may differ from the reference's in the last bits) takes
  * elementwise_float.h's f32 formulas instead, within 2 ulps (sigmoid) and 3 (silu) of the reference on
- * every f32 input (measured; the kernels state it: elementwise.py's FLOAT_ULPS). NaN inputs and those below -87, whose results are
- * subnormal, go to the scalar formula of the double paths. Each element's operations are the same in
- * every block, on both vector widths and one element at a time (below), so the bits depend on neither
- * the thread count nor the path.
+ * every f32 input (measured; the kernels state it: elementwise.py's FLOAT_ULPS). NaN inputs and those
+ * below -87, whose results are subnormal, go to the scalar formula of the double paths. Each element's
+ * operations are the same in every block, on both vector widths and one element at a time (below), so
+ * the bits depend on neither the thread count nor the path.
  */
 #ifdef VG_NATIVE
 #define FLOAT_ACTIVATIONS 1
@@ -207,7 +207,6 @@ SCALAR_F32(gelu_tanh)
 #define FLOAT_ACTIVATIONS 0
 #endif
 #define SHIFTER_F 0x1.8p23f /* t = y + SHIFTER_F holds round(y) in its low bits */
-
 
 /* The float formulas one element at a time, as the vector instructions compute them */
 static inline float one_set1_ps(float v) { return v; }
@@ -433,7 +432,9 @@ VECTOR_F32(gelu_tanh, -3.0f)
 #define FNAME(name) name##_avx2
 #define FINLINE AVX2_INLINE
 /* e 2^n: n added to the exponent (the low 9 bits of t's, shifted there, are n mod 512) */
-#define FSCALE(e, t, n) _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(e), _mm256_slli_epi32(_mm256_castps_si256(t), 23)))
+#define FSCALE(e, t, n)                                                                       \
+    _mm256_castsi256_ps(                                                                      \
+        _mm256_add_epi32(_mm256_castps_si256(e), _mm256_slli_epi32(_mm256_castps_si256(t), 23)))
 #define FSELECT_NEG(x, neg, pos) _mm256_blendv_ps(pos, neg, x)
 #include "elementwise_float.h"
 
