@@ -51,6 +51,9 @@ def test_a_native_build_meets_the_claims_it_states():
     # computed in f32 arithmetic there: the ulps measured on every f32 input, which verify holds them to
     assert claims["sigmoid f32"] == "ulp(2)" and claims["silu f32"] == "ulp(3)"
     assert claims["sigmoid f64"].startswith("rtol=")  # f64: the double formula, its claim contracted
+    # no product feeds an addition in these: contraction changes nothing, so the reference's bits
+    for op in ("add", "mul", "div", "maximum", "relu", "sqrt", "rsqrt", "sigmoid_deriv", "cast"):
+        assert claims[f"{op} f32"] == claims[f"{op} f64"] == "exact", op
 
 
 def test_the_default_build_states_the_reference_bits():

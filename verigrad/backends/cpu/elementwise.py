@@ -204,6 +204,20 @@ VECTORIZED = ("exp", "sigmoid", "tanh", "silu", "gelu_tanh")  # in f32: elementw
 # reference it then states: the most measured on every f32 input, against the reference's formula with
 # the C library's exp and with NumPy's own (its AVX-512 builds) alike
 FLOAT_ULPS = {"sigmoid": 2, "silu": 3}
+# kernels in which no product feeds an addition (one IEEE operation an element, or 1 - x then a
+# product): a native build's contraction cannot change them, so they state the reference's bits there too
+UNCONTRACTED = ("relu", "relu_deriv", "neg", "abs", "sqrt", "rsqrt", "sigmoid_deriv", "cast")
+UNCONTRACTED += ("add", "sub", "mul", "div", "maximum", "minimum")
+
+
+def native_claim(name: str, dtype_name: str) -> Exactness | None:
+    """What the f32 or f64 kernel of `name` states in a native build where that differs from the
+    contracted default claim (None: it does not)."""
+    if name in UNCONTRACTED:
+        return EXACT
+    return ulp(FLOAT_ULPS[name]) if dtype_name == "f32" and name in FLOAT_ULPS else None
+
+
 VECTOR_PATHS = ("scalar", "avx2", "avx512")  # by the level elementwise.c numbers them with
 
 
@@ -239,18 +253,17 @@ def register(backend: Any, lib: Library) -> None:
             stated = EXACT if name in UNARY_EXACT else _libm_exactness(name, dtype_name, exact[name])
             fn = lib.fn(f"vg_{name}_{dtype_name}", _UNARY_ARGS)
             kernel = _unary(fn, dtype, OPS[name].reference, backend, lib.ptr)
-            native = FLOAT_ULPS.get(name) if dtype_name == "f32" else None
-            backend.register(name, kernel, dtype_name, stated, None if native is None else ulp(native))
+            backend.register(name, kernel, dtype_name, stated, native_claim(name, dtype_name))
         for name in BINARY:
             stated = _libm_exactness(name, dtype_name, exact[name]) if name == "pow" else EXACT
             fn = lib.fn(f"vg_{name}_{dtype_name}", _BINARY_ARGS)
             fn_bc = lib.fn(f"vg_{name}_bc_{dtype_name}", _BC_ARGS)
             kernel = _binary(fn, fn_bc, dtype, OPS[name].reference, backend, lib.ptr)
-            backend.register(name, kernel, dtype_name, stated)
+            backend.register(name, kernel, dtype_name, stated, native_claim(name, dtype_name))
     for target in sorted({to for _, to in CASTS}):
         fns = {DTYPES[a]: lib.fn(f"vg_cast_{a}_{b}", _UNARY_ARGS) for a, b in CASTS if b == target}
         kernel = _cast(fns, DTYPES[target], OPS["cast"].reference, backend, lib.ptr)
-        backend.register("cast", kernel, target, EXACT)
+        backend.register("cast", kernel, target, EXACT, native_claim("cast", target))
     for name in INT64_BINARY:
         fn, fn_bc = lib.fn(f"vg_{name}_i64", _BINARY_ARGS), lib.fn(f"vg_{name}_bc_i64", _BC_ARGS)
         kernel = _binary(fn, fn_bc, np.dtype(np.int64), OPS[name].reference, backend, lib.ptr)
