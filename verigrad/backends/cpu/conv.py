@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ...ops.composite.conv import cols_shape, out_hw
+from .._registry import EXACT
 from . import _ffi
 from ._ffi import DTYPES, Library
 
@@ -181,10 +182,16 @@ def _pool(k: _Kernels, fns: tuple[Any, Any], reduce: str, pad_value: float) -> C
 
 
 def register(backend: Any, lib: Library) -> None:
+    """The kernels copy, select, and sum in double then divide: no product feeds an addition, so a
+    native build's contraction changes nothing and they state the reference's bits there too."""
     for name, dtype in DTYPES.items():
         k = _Kernels(lib, name, dtype, backend)
-        backend.register("im2col", k.im2col, name)
-        backend.register("col2im", k.col2im, name)
-        backend.register("max_pool2d", _pool(k, (k.c_tile_max, k.c_max), "max", -np.inf), name)
-        backend.register("avg_pool2d", _pool(k, (k.c_tile_avg, k.c_avg), "mean", 0.0), name)
-        backend.register("max_pool2d_grad", k.max_pool_grad, name)
+        kernels = {
+            "im2col": k.im2col,
+            "col2im": k.col2im,
+            "max_pool2d": _pool(k, (k.c_tile_max, k.c_max), "max", -np.inf),
+            "avg_pool2d": _pool(k, (k.c_tile_avg, k.c_avg), "mean", 0.0),
+            "max_pool2d_grad": k.max_pool_grad,
+        }
+        for op, kernel in kernels.items():
+            backend.register(op, kernel, name, EXACT, native=EXACT)
