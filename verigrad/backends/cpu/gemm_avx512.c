@@ -164,18 +164,11 @@ int vg_gemm_dot_product(blas_job *g, int64_t batch, int threads) {
     vg_parallel_for(units, cdiv(BLAS_THREAD_WORK, g->mb * DOT_NC * g->k), threads, dot_chunk, g);
     return !g->bad;
 }
-#else /* gemm.c never calls it here */
-int vg_gemm_dot_product(blas_job *g, int64_t batch, int threads) {
-    (void)g, (void)batch, (void)threads;
-    return 1;
-}
-#endif
 
 #define OUTER_KC 256 /* depth of a block of k */
 #define OUTER_NC 64  /* columns of c a work unit */
 #define OUTER_MC 96  /* rows of c a work unit (a multiple of 6) */
 
-#ifdef VG_X86
 /* c[R rows x V vectors, the last one's lanes `last`] = (from_c ? c : 0) + a's R rows (element (q, p) at
  * a[q rsa + p csa]) @ b's kc rows (row stride ldb), times scale */
 #define OUTER_BLOCK(R, V)                                                                                   \
@@ -250,10 +243,13 @@ int vg_gemm_outer_product(blas_job *g, int64_t batch, int threads) {
     vg_parallel_for(units, cdiv(BLAS_THREAD_WORK, OUTER_MC * OUTER_NC * g->k), threads, outer_chunk, g);
     return !g->bad;
 }
-#else /* gemm.c never calls it here */
-int vg_gemm_outer_product(blas_job *g, int64_t batch, int threads) {
-    (void)g, (void)batch, (void)threads;
-    return 1;
-}
+#else /* gemm.c never calls these here (vg_has_avx512 is 0) */
+#define NOT_HERE(NAME)                                                                        \
+    int NAME(blas_job *g, int64_t batch, int threads) {                                       \
+        (void)g, (void)batch, (void)threads;                                                  \
+        return 1;                                                                             \
+    }
+NOT_HERE(vg_gemm_dot_product)
+NOT_HERE(vg_gemm_outer_product)
 #endif
 
