@@ -5,6 +5,8 @@ a strided view, on an empty array); and a compiled CNN training step on cpu agai
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 from steps import training_step
@@ -13,6 +15,7 @@ import verigrad
 from verigrad import nn, verify
 from verigrad.backends import _registry, cpu
 from verigrad.backends._registry import EXACT, Backend, tolerance, ulp
+from verigrad.backends.cpu import linalg
 from verigrad.registry import OPS
 
 HAS_CC = cpu.available()
@@ -283,6 +286,50 @@ def test_a_rerun_on_inputs_that_cannot_overflow_fails():
     assert len(checked.failures) == 1 and verify.HIDDEN in checked.failures[0]
     matmul(np.full((2, 3), 1e30, np.float32), np.ones((3, 2), np.float32))  # may overflow: allowed
     assert len(checked.failures) == 1
+
+
+class TwoModes(Backend):
+    """A backend whose matmul has a "fast" mode (the reference's result, claimed within a tolerance) and
+    an "exact" one whose stated definition is the naive loop; `exact_bits` says whether that mode's
+    kernel really gives the loop's bits or a result one ulp above them (within the tolerance)."""
+
+    def __init__(self, exact_bits: bool) -> None:
+        super().__init__("two-modes")
+        self.exact_bits, self.mode = exact_bits, "fast"
+
+        def matmul(a, b):
+            if self.mode == "exact":
+                loop = linalg.reference_exact(a, b)
+                return loop if self.exact_bits else np.nextafter(loop, np.float32(np.inf))
+            return OPS["matmul"].reference(a, b)
+
+        self.register("matmul", matmul, "f32", exactness=tolerance(1e-6, 1e-6))
+
+    def modes(self, op, dtype):
+        return {"fast": None, "exact": linalg.reference_exact}
+
+    @contextlib.contextmanager
+    def in_mode(self, mode):
+        before, self.mode = self.mode, mode
+        try:
+            yield
+        finally:
+            self.mode = before
+
+
+def test_each_mode_of_a_kernel_is_verified_and_held_to_its_own_definition():
+    fast, exact = verify.verify(TwoModes(exact_bits=True)).results
+    assert (fast.name, exact.name) == ("matmul (fast)", "matmul (exact)") and fast.passed and exact.passed
+    fast, exact = verify.verify(TwoModes(exact_bits=False)).results
+    assert fast.passed and exact.status == "fail"  # within the tolerance, not the loop's bits
+    assert "other bits than the exact mode's definition" in exact.message
+
+
+def test_the_cpu_matmul_is_verified_on_its_fast_and_exact_paths():
+    results = verify.verify(cpu.cpu, ["matmul"]).results
+    assert {(r.dtype, r.mode) for r in results} == {(d, m) for d in ("f32", "f64") for m in ("fast", "exact")}
+    assert all(r.passed and r.cases > 100 for r in results)
+    assert linalg.exact_default() is False  # each mode was left as it was
 
 
 def test_kernels_no_case_reaches_are_untested_not_passed():

@@ -17,7 +17,10 @@ atol` (infinities equal). Then it runs on 1, 2 and 3 threads with a small chunk,
 the backend has for it (`Backend.paths`: the cpu backend's AVX-512, AVX2 and scalar paths of the f32
 exp, sigmoid, tanh, silu and gelu_tanh kernels), which must give the very same bits (NaN's included),
 and the inputs must be unchanged. Where the reference raises (outside
-the op's domain), the kernel must raise too. A kernel that no case reaches (an op without samples, or
+the op's domain), the kernel must raise too. A kernel with modes a caller selects (`Backend.modes`: the
+cpu backend's fast and exact GEMM paths) is verified in each, at the exactness it states there, and held
+to the bits of the mode's own definition where it has one (the exact path's: the naive loop, double sums
+in increasing k). A kernel that no case reaches (an op without samples, or
 a kernel keyed by a dtype the op's result never has) is "untested", which fails the suite too.
 
 `CheckedBackend(backend)` runs a backend's kernels with every call held to the same comparison, for
@@ -36,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from .backends import cpu as _cpu
-from .backends._registry import Backend, Exactness, lookup
+from .backends._registry import EXACT, Backend, Exactness, lookup
 from .backends.reference import composite_reference
 from .dtypes import ALL, DType, bf16, from_numpy_dtype
 from .errors import DTypeError, ShapeError
@@ -70,6 +73,7 @@ class KernelResult:
     op: str
     dtype: str
     exactness: Exactness
+    mode: str = ""  # the kernel's mode (`Backend.modes`), where it has more than one
     status: str = "pass"
     cases: int = 0
     worst_ulps: int | None = None  # the largest difference in ulps seen (float results)
@@ -80,6 +84,11 @@ class KernelResult:
     @property
     def passed(self) -> bool:
         return self.status == "pass"
+
+    @property
+    def name(self) -> str:
+        """The op, and the mode where there is one: "matmul (exact)"."""
+        return f"{self.op} ({self.mode})" if self.mode else self.op
 
     def worst(self) -> str:
         if self.worst_error is not None:
@@ -99,7 +108,7 @@ class Report:
     """The suite's result for a backend: native kernels with their claims, fallbacks, verdicts."""
 
     backend: str
-    native: dict[str, list[tuple[str, Exactness]]]
+    native: dict[str, list[tuple[str, Exactness, str]]]
     fallback: list[str]
     results: list[KernelResult] = field(default_factory=list)
     seconds: float = 0.0
@@ -115,12 +124,15 @@ def native_kernels(backend: Backend) -> list[tuple[str, str | None]]:
     return sorted(backend.registered(), key=lambda k: (k[0], k[1] or ""))
 
 
-def claims(backend: Backend) -> dict[str, list[tuple[str, Exactness]]]:
-    """Op name -> [(dtype name or "*", stated exactness)] for each native kernel."""
+def claims(backend: Backend) -> dict[str, list[tuple[str, Exactness, str]]]:
+    """Op name -> [(dtype name or "*", stated exactness, mode)] for each native kernel and mode."""
     out: dict[str, list[tuple[str, Exactness]]] = {}
     registered = backend.registered()
     for op, dtype in native_kernels(backend):
-        out.setdefault(op, []).append((dtype or EVERY_DTYPE, registered[(op, dtype)][1]))
+        for mode in backend.modes(op, dtype):
+            with backend.in_mode(mode):
+                exactness = backend.registered()[(op, dtype)][1] if mode else registered[(op, dtype)][1]
+            out.setdefault(op, []).append((dtype or EVERY_DTYPE, exactness, mode))
     return out
 
 
@@ -139,7 +151,8 @@ def verify(
     report = Report(backend.name, claims(backend), fallback)
     for op, dtype in native_kernels(backend):
         if ops is None or op in ops:
-            report.results.append(verify_kernel(backend, op, dtype, threads, min_chunk))
+            for mode in backend.modes(op, dtype):
+                report.results.append(verify_kernel(backend, op, dtype, threads, min_chunk, mode))
     report.seconds = time.perf_counter() - start
     return report
 
@@ -156,11 +169,22 @@ def verify_kernel(
     dtype: str | None,
     threads: Sequence[int] = THREADS,
     min_chunk: int = SMALL_CHUNK,
+    mode: str = "",
 ) -> KernelResult:
-    """Run one kernel (registered for `dtype`, None: every dtype) on every case that reaches it."""
+    """Run one kernel (registered for `dtype`, None: every dtype) on every case that reaches it, in
+    `mode` (one of `backend.modes`): held to the op's reference at the exactness it states in that mode,
+    and to the bits of the mode's own definition where it has one."""
+    with backend.in_mode(mode):
+        return _verify_in_mode(backend, op_name, dtype, threads, min_chunk, mode)
+
+
+def _verify_in_mode(
+    backend: Backend, op_name: str, dtype: str | None, threads: Sequence[int], min_chunk: int, mode: str
+) -> KernelResult:
     registered = backend.registered()
     kernel, exactness = registered[(op_name, dtype)]
-    result = KernelResult(op_name, dtype or EVERY_DTYPE, exactness)
+    definition = backend.modes(op_name, dtype).get(mode)
+    result = KernelResult(op_name, dtype or EVERY_DTYPE, exactness, mode)
     if op_name not in OPS:
         result.status, result.message = "untested", f"no op named {op_name!r} in the registry"
         return result
@@ -176,6 +200,8 @@ def verify_kernel(
         for case in cases:
             expected, error = _run(reference, case)
             if _check(result, backend, kernel, case, expected, error, exactness, firsts):
+                return result
+            if definition is not None and error is None and _differs_from(result, definition, case, firsts):
                 return result
     paths = backend.paths(op_name, dtype)
     for path, n in [(path, n) for path in paths for n in threads]:
@@ -236,6 +262,23 @@ def _check(
             result._fail(case, verdict.message + _inputs_at(case, verdict.index))
         else:
             firsts.append((case, np.array(actual)))
+    return result.status == "fail"
+
+
+def _differs_from(
+    result: KernelResult, definition: Callable, case: Case, firsts: list[tuple[Case, np.ndarray]]
+) -> bool:
+    """Hold the result the case just gave (the last of `firsts`) to the bits of the mode's definition;
+    True when it failed."""
+    actual = firsts[-1][1]
+    wanted, error = _run(definition, case)
+    if error is not None:
+        result._fail(case, f"the {result.mode} mode's definition raises {one_line(error)}")
+    else:
+        verdict = compare(actual, wanted, EXACT)
+        if verdict.message:
+            message = verdict.message.replace("the reference", f"the {result.mode} mode's definition")
+            result._fail(case, message + _inputs_at(case, verdict.index))
     return result.status == "fail"
 
 
@@ -666,7 +709,7 @@ def run_command(backend_name: str, op: str | None = None, console: Any = None) -
     console.print(f"[bold]verigrad verify[/]: backend {backend.name} ({escape(backend.description)})")
     native = {name: kernels for name, kernels in stated.items() if op is None or name == op}
     lines = [
-        f"  {name}: " + ", ".join(f"{dtype} {_claim(exactness)}" for dtype, exactness in kernels)
+        f"  {name}: " + ", ".join(f"{dtype} {_claim(claim)}{_in(mode)}" for dtype, claim, mode in kernels)
         for name, kernels in native.items()
     ]
     console.print(f"native ({len(native)} ops):", markup=False)
@@ -681,11 +724,11 @@ def run_command(backend_name: str, op: str | None = None, console: Any = None) -
     for r in report.results:
         style = {"pass": "green", "fail": "bold red"}.get(r.status, "yellow")
         claim = _claim(r.exactness)
-        table.add_row(r.op, r.dtype, claim, str(r.cases), r.worst(), f"[{style}]{r.status}[/]")
+        table.add_row(r.name, r.dtype, claim, str(r.cases), r.worst(), f"[{style}]{r.status}[/]")
     console.print(table)
     for r in report.results:
         if not r.passed:
-            console.print(f"{r.status.upper()} {r.op} {r.dtype}: {r.message}", markup=False, soft_wrap=True)
+            console.print(f"{r.status.upper()} {r.name} {r.dtype}: {r.message}", markup=False, soft_wrap=True)
     failed = [r for r in report.results if not r.passed]
     console.print(
         f"{len(report.results)} kernels, {sum(r.cases for r in report.results)} cases, threads "
@@ -695,6 +738,10 @@ def run_command(backend_name: str, op: str | None = None, console: Any = None) -
         markup=False,
     )
     return 1 if failed else 0
+
+
+def _in(mode: str) -> str:
+    return f" ({mode})" if mode else ""
 
 
 def _claim(exactness: Exactness) -> str:

@@ -99,6 +99,18 @@ class Backend:
         """Kernels take `path` (one of `paths`) inside the block."""
         yield
 
+    def modes(self, op: str, dtype: str | None) -> dict[str, Kernel | None]:
+        """The modes a caller can select for the (op, dtype) kernel, the default first, each stating its
+        own exactness while selected, and each with the function whose bits it gives (None: only its
+        stated exactness holds); the verification runs each. One mode, unnamed, unless a backend says
+        more."""
+        return {"": None}
+
+    @contextlib.contextmanager
+    def in_mode(self, mode: str) -> Iterator[None]:
+        """Kernels run in `mode` (one of `modes`) inside the block."""
+        yield
+
     def samples(self, op: str, rng: np.random.Generator) -> list[Any]:
         """Inputs (the ops' `Sample`s) the verification adds to `op`'s own for this backend's kernel:
         sizes from which the kernel takes another code path. None unless a backend says more."""

@@ -584,13 +584,19 @@ def verification_samples(rng: np.random.Generator) -> list[Any]:
 
 
 def reference_exact(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """What the exact path computes, in NumPy: a @ b summed in double in increasing k, rounded once (for
-    tests; one vectorized step per k)."""
-    a2, b2 = a.astype(np.float64), b.astype(np.float64)
+    """What the exact path computes, in NumPy: a @ b summed in double in increasing k (a product, then a
+    sum), rounded once; vectors as matmul takes them (one vectorized step per k; for the tests and the
+    verification of the exact mode)."""
+    a2 = a.astype(np.float64)[None, :] if a.ndim == 1 else a.astype(np.float64)
+    b2 = b.astype(np.float64)[:, None] if b.ndim == 1 else b.astype(np.float64)
     acc = np.zeros(np.broadcast_shapes((*a2.shape[:-1], 1), (*b2.shape[:-2], 1, b2.shape[-1])))
     for k in range(a2.shape[-1]):
         acc = acc + a2[..., k : k + 1] * b2[..., k : k + 1, :]
-    return acc.astype(a.dtype)
+    if a.ndim == 1:
+        acc = acc[..., 0, :]
+    if b.ndim == 1:
+        acc = acc[..., 0]
+    return acc.astype(np.result_type(a, b))
 
 
 # ---------------------------------------------------------------- registration
