@@ -6,6 +6,9 @@ semantics, empty and size-1 dimensions, views, and the same bits for 1, 2 and 3 
 from __future__ import annotations
 
 import itertools
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -168,6 +171,30 @@ def test_alpha_zero_does_not_read_a_and_b(dtype, exact):
     assert bits(linalg.gemv(a, b[:, 0], y.copy(), alpha=0.0, beta=1.0, exact=exact)) == bits(y)
     x = np.full(8, np.nan, dtype)
     assert bits(linalg.axpy(0.0, x, y.copy(), exact=exact)) == bits(y)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("exact", PATHS)
+def test_batched_and_strided_products_keep_the_alpha_beta_rules(dtype, exact):
+    """Batches that broadcast, a transposed a and a c that is a strided view into a NaN-filled buffer:
+    beta == 0 reads no element of c (nor of the buffer around it), alpha == 0 lets no NaN or infinity of a
+    and b through, and the rest of the buffer is untouched."""
+    rng = np.random.default_rng(6)
+    a = rand(rng, (3, 1, 40, 24), dtype).swapaxes(-1, -2)  # [3, 1, 24, 40], k along a's rows
+    b = rand(rng, (2, 40, 17), dtype)
+    expected = linalg.gemm(np.ascontiguousarray(a), b, exact=exact)
+    buffer = np.full((3, 2, 24, 2 * 17), np.nan, dtype)
+    c = buffer[..., ::2]
+    assert linalg.gemm(a, b, c, beta=0.0, exact=exact) is c
+    within_bound(c, a, b, exact)
+    if exact:
+        assert bits(c) == bits(expected)
+    assert np.isnan(buffer[..., 1::2]).all()  # the elements between c's were neither read nor written
+    poisoned_a = np.where(rng.random(a.shape) < 0.1, np.nan, a).astype(dtype)
+    poisoned_b = np.where(rng.random(b.shape) < 0.1, np.inf, b).astype(dtype)
+    before = c.copy()
+    scaled = (before.astype(np.float64) * -2.0).astype(dtype)
+    assert bits(linalg.gemm(poisoned_a, poisoned_b, c, alpha=0.0, beta=-2.0, exact=exact)) == bits(scaled)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -548,3 +575,42 @@ def test_a_layouts_plan_is_reused_with_other_data(exact):
     unaligned = views(a)["unaligned"]
     assert unaligned.strides == a.strides and not unaligned.flags.aligned
     assert bits(linalg.matmul(unaligned, b, exact=exact)) == bits(out)
+
+
+PACKAGE_CHILD = """
+import numpy as np
+from verigrad import verify
+from verigrad.backends import cpu
+from verigrad.backends.cpu import linalg
+
+info = cpu.build_info()["blas"]
+assert info["source"] == "scipy-openblas32" and "scipy_openblas32" in info["path"], info
+assert linalg.fast_available()
+rng = np.random.default_rng(0)
+a, b = rng.standard_normal((300, 200)).astype(np.float32), rng.standard_normal((200, 70)).astype(np.float32)
+results = []
+for threads in (1, 2, 3):
+    cpu.cpu.threads = threads
+    results.append(linalg.gemm(a, b, exact=False).tobytes())
+assert len(set(results)) == 1, "the thread count changed the bits"
+report = verify.verify(cpu.cpu, ["matmul"])
+assert report.ok and len(report.results) == 4, [(r.name, r.dtype, r.message) for r in report.results]
+print("ok")
+"""
+
+
+def test_the_fast_path_runs_on_the_scipy_openblas32_package():
+    """The OpenBLAS of the scipy-openblas32 package (for a NumPy without one; chosen here with
+    VERIGRAD_BLAS): 32-bit integers, the same bits on every thread count, every matmul case verified."""
+    pytest.importorskip("scipy_openblas32")
+    env = {**os.environ, "VERIGRAD_BLAS": "scipy-openblas32"}
+    child = subprocess.run([sys.executable, "-c", PACKAGE_CHILD], env=env, capture_output=True, text=True)
+    assert child.returncode == 0 and child.stdout.strip() == "ok", child.stderr[-2000:]
+
+
+def test_an_unknown_blas_source_is_refused_by_name():
+    env = {**os.environ, "VERIGRAD_BLAS": "mkl"}
+    code = "from verigrad.backends import blas; blas.source()"
+    child = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert child.returncode != 0
+    assert "VERIGRAD_BLAS must be one of numpy, scipy-openblas32; got 'mkl'" in child.stderr

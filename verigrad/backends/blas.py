@@ -1,21 +1,35 @@
-"""The BLAS library NumPy uses (OpenBLAS): its thread count, and its CBLAS functions through ctypes.
+"""The OpenBLAS verigrad's fast kernels call: its thread count, and its CBLAS functions through ctypes.
+
+It is the one NumPy uses where that is an OpenBLAS (NumPy's wheels ship one), else the `scipy-openblas32`
+package's where it is installed (`pip install verigrad[openblas]`: a NumPy built on another BLAS, or a
+platform where NumPy's library cannot be found); `VERIGRAD_BLAS=scipy-openblas32` takes the package's
+first, `VERIGRAD_BLAS=numpy` only NumPy's. With neither, `blas_threads()` returns None and `cblas(name)`
+None (the cpu backend's products then take their exact path).
 
 Small matrix products are slower with threads than without, and much slower when the cores are
-busy, so verigrad starts BLAS on one thread; `verigrad.set_threads(n)` raises it. A NumPy built on
-another BLAS is left as it is (`blas_threads()` then returns None, `cblas(name)` None).
+busy, so verigrad starts BLAS on one thread; `verigrad.set_threads(n)` raises it.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import os
 import sys
 from typing import Any
 
-_SETTERS = ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_", "openblas_set_num_threads")
-_GETTERS = ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_", "openblas_get_num_threads")
-_CONFIGS = ("scipy_openblas_get_config64_", "openblas_get_config64_", "openblas_get_config")
-_CORENAMES = ("scipy_openblas_get_corename64_", "openblas_get_corename64_", "openblas_get_corename")
+
+def _names(function: str) -> tuple[str, ...]:
+    """How the OpenBLAS wheels (scipy-openblas64, scipy-openblas32) and plain builds name `function`."""
+    return tuple(f"{prefix}{function}{suffix}" for prefix in ("scipy_", "") for suffix in ("64_", ""))
+
+
+_SETTERS = _names("openblas_set_num_threads")
+_GETTERS = _names("openblas_get_num_threads")
+_CONFIGS = _names("openblas_get_config")
+_CORENAMES = _names("openblas_get_corename")
+PACKAGE = "scipy-openblas32"
+SOURCES = ("numpy", PACKAGE)
 # OpenBLAS's cores whose GEMM has small-matrix kernels (products of at most 100^3 multiply-adds, a and b
 # read in place): its AVX-512 ones.
 _SMALL_KERNEL_CORES = ("skylakex", "cooperlake", "sapphirerapids")
@@ -24,8 +38,42 @@ SMALL_KERNEL_WORK = 100**3
 _CBLAS_NAMES = ("scipy_cblas_{}64_", "cblas_{}64_", "scipy_cblas_{}", "cblas_{}")
 
 
+def _chosen() -> tuple[str, ...]:
+    """The sources to try, in order, as `VERIGRAD_BLAS` says (unset: NumPy's, then the package's)."""
+    choice = os.environ.get("VERIGRAD_BLAS", "").strip().lower()
+    if choice and choice not in SOURCES:
+        raise ValueError(f"VERIGRAD_BLAS must be one of {', '.join(SOURCES)}; got {choice!r}")
+    return (choice,) if choice else SOURCES
+
+
 @functools.cache
+def _found() -> tuple[ctypes.CDLL, str, str] | None:
+    """The library, its source and its file, or None."""
+    for source in _chosen():
+        found = _numpys() if source == "numpy" else _package()
+        if found is not None:
+            return found[0], source, found[1]
+    return None
+
+
 def _library() -> ctypes.CDLL | None:
+    found = _found()
+    return None if found is None else found[0]
+
+
+def source() -> tuple[str, str] | None:
+    """Where the OpenBLAS comes from ("numpy" or "scipy-openblas32") and its file; None without one."""
+    found = _found()
+    return None if found is None else found[1:]
+
+
+def _openblas(path: str) -> ctypes.CDLL | None:
+    lib = ctypes.CDLL(path)
+    return lib if any(hasattr(lib, name) for name in _SETTERS) else None
+
+
+def _numpys() -> tuple[ctypes.CDLL, str] | None:
+    """The OpenBLAS NumPy has loaded, found among the process's mapped files (Linux)."""
     import numpy as np
 
     np.dot(np.ones(2), np.ones(2))  # make sure the library is loaded
@@ -34,10 +82,21 @@ def _library() -> ctypes.CDLL | None:
     with open("/proc/self/maps") as maps:
         paths = {line.split()[-1] for line in maps if "openblas" in line.lower() and "/" in line}
     for path in sorted(paths):
-        lib = ctypes.CDLL(path)
-        if any(hasattr(lib, name) for name in _SETTERS):
-            return lib
+        lib = _openblas(path)
+        if lib is not None:
+            return lib, path
     return None
+
+
+def _package() -> tuple[ctypes.CDLL, str] | None:
+    """The scipy-openblas32 package's library, where the package is installed."""
+    try:
+        import scipy_openblas32
+    except ImportError:
+        return None
+    path = os.path.join(scipy_openblas32.get_lib_dir(), scipy_openblas32.get_library(fullname=True))
+    lib = _openblas(path)
+    return None if lib is None else (lib, path)
 
 
 def _first(lib: ctypes.CDLL, names: tuple[str, ...]):

@@ -23,7 +23,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from .. import memory
+from .. import blas, memory
 from .._registry import EXACT, Backend, Exactness, add_backend
 from ..reference import reference as _reference  # registered first: the reference stays the default
 from . import (
@@ -190,6 +190,22 @@ class CpuBackend(Backend):
         finally:
             vector_path(chosen)
 
+    def modes(self, op: str, dtype: str | None) -> dict[str, Any]:
+        """matmul: the fast path and the exact one, where this machine has the fast path; the exact one
+        gives the naive loop's bits (`linalg.reference_exact`) but in a native build, where its sums of
+        products are contracted."""
+        if op == "matmul" and linalg.fast_available():
+            return {"fast": None, "exact": None if self._info.get("native") else linalg.reference_exact}
+        return super().modes(op, dtype)
+
+    @contextlib.contextmanager
+    def in_mode(self, mode: str) -> Iterator[None]:
+        if not mode:
+            yield
+            return
+        with linalg.exact_mode(mode == "exact"):
+            yield
+
     def samples(self, op: str, rng: Any) -> list[Any]:
         """matmul: products that the fast path computes with its own kernels (gemm_avx512.c); the
         convolutions: operands that take the implicit path."""
@@ -243,9 +259,12 @@ def available() -> bool:
 
 def build_info() -> dict[str, Any]:
     """Which build is loaded: compiler, version, flags, path, native, cached (or built now), build seconds,
-    how kernels are called ("vg_call", or "ctypes (why)"); or {"available": False, "error": ...}."""
+    how kernels are called ("vg_call", or "ctypes (why)"); or {"available": False, "error": ...}; and the
+    OpenBLAS the fast products call ("blas": its source, "numpy" or "scipy-openblas32", and its file; None
+    without one)."""
     cpu.load()
-    return dict(cpu._info)
+    found = blas.source()
+    return {**cpu._info, "blas": None if found is None else {"source": found[0], "path": found[1]}}
 
 
 def vectorized() -> bool:
