@@ -1,7 +1,7 @@
 """The cpu backend's Adam, AdamW and SGD kernels: 20 steps give the op-based update's bits (parameters and
-state) for f32 and f64, with and without weight decay (and SGD's momentum, dampening and Nesterov), on 1
-and 2 threads; parameters the kernel cannot take go the op-based way; a compiled step keeps the op-based
-update in its program."""
+state) for f32 and f64, with and without weight decay (and SGD's momentum, dampening and Nesterov), on 1, 2
+and 3 threads, gradients holding infinities and NaN included; parameters the kernel cannot take go the
+op-based way; a compiled step keeps the op-based update in its program."""
 
 from __future__ import annotations
 
@@ -32,14 +32,17 @@ OPTIMIZERS = {
 
 
 def _gradients(rng: np.random.Generator, np_dtype: type, steps: int) -> list[list[np.ndarray]]:
-    """Per step, a gradient per parameter: several scales, exact zeros, and a few huge values."""
+    """Per step, a gradient per parameter: several scales, exact zeros, a few huge values, and (in one
+    step) infinities of both signs and NaN."""
     out = []
-    for _ in range(steps):
+    for step in range(steps):
         grads = []
         for shape in SHAPES:
             g = rng.standard_normal(shape) * 10.0 ** rng.integers(-6, 3, shape)
             g = np.where(rng.random(shape) < 0.05, 0.0, g)
             g = np.where(rng.random(shape) < 0.01, 1e30, g)
+            if step == 15:
+                g = np.where(rng.random(shape) < 0.02, rng.choice([np.inf, -np.inf, np.nan], shape), g)
             grads.append(g.astype(np_dtype))
         out.append(grads)
     return out
@@ -83,13 +86,13 @@ def _counting(monkeypatch, dtype: str, name: str = "adam") -> list:
 def test_optimizer_kernels_give_the_op_based_bits_over_20_steps(name, dtype, small_chunks, monkeypatch):
     np_dtype = cpu.DTYPES[dtype].type
     expected = _run("reference", OPTIMIZERS[name], np_dtype, 1)
-    calls = _counting(monkeypatch, dtype, name.split("-")[0].replace("adamw", "adam"))
-    for threads in (1, 2):
+    calls = _counting(monkeypatch, dtype, name.split("-")[0])
+    for threads in (1, 2, 3):
         actual = _run("cpu", OPTIMIZERS[name], np_dtype, threads)
         assert len(actual) == len(expected)
         for k, (a, e) in enumerate(zip(actual, expected)):
             assert a.dtype == e.dtype and a.tobytes() == e.tobytes(), (threads, k)
-    assert len(calls) == 2 * 20 * len(SHAPES)  # every update took the kernel
+    assert len(calls) == 3 * 20 * len(SHAPES)  # every update took the kernel
 
 
 @needs_cc
@@ -98,6 +101,8 @@ def test_the_kernel_is_used_in_eager_mode_on_a_backend_that_has_one():
     assert fused_kernel("adam", p) is None  # the reference backend has none
     with verigrad.backend("cpu"):
         assert fused_kernel("adam", p) is not None
+        assert fused_kernel("adamw", p) is not None
+        assert {("adam", "f64"), ("adamw", "f64"), ("sgd", "f64")} <= set(cpu.cpu._optimizers)
         assert fused_kernel("sgd", p) is not None
         assert fused_kernel("rmsprop", p) is None
         assert fused_kernel("adam", verigrad.tensor(np.zeros(3, np.float16))) is None

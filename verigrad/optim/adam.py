@@ -71,7 +71,7 @@ class Adam(Optimizer):
     def _fused_update(self, index: int, p: Tensor, g: Tensor) -> bool:
         """The backend's whole-vector Adam kernel, in eager mode when it has one: the op-based update's
         settings computed the same way in f64 (rounded to the dtype by the kernel), then one pass."""
-        kernel = None if self.amsgrad else fused_kernel("adam", p)
+        kernel = None if self.amsgrad else fused_kernel("adamw" if self.decoupled else "adam", p)
         if kernel is None:
             return False
         beta1, beta2 = self.betas
@@ -87,9 +87,8 @@ class Adam(Optimizer):
             self.eps,
             -(lr / (1 - np.power(beta1, t))),
         ]
-        mode = (2 if self.decoupled else 1) if wd else 0
         m, v = self.buffer(index, "exp_avg"), self.buffer(index, "exp_avg_sq")
-        return bool(kernel(p.data, g.data, m.data, v.data, settings, mode))
+        return bool(kernel(p.data, g.data, m.data, v.data, settings))
 
     def _op_update(self, index: int, p: Tensor, g: Tensor) -> None:
         beta2 = self.betas[1]

@@ -1,9 +1,9 @@
-"""Optimizer kernels: Adam and AdamW, and SGD (momentum, dampening, Nesterov, weight decay), as one C
-pass over a parameter (parameter, gradient and state read once, the parameter and state updated in
-place), registered by (optimizer, dtype). verigrad.optim's Adam, AdamW and SGD use them in eager mode
-when the active backend has one; they give the op-based update's bits (tests/test_cpu_optim.py). A
-parameter they cannot take (another layout) goes the op-based way.
-"""
+"""Optimizer kernels: Adam (weight decay added to the gradient) and AdamW (decoupled weight decay), and SGD
+(momentum, dampening, Nesterov, weight decay), as one C pass over a parameter (parameter, gradient and
+state read once, the parameter and state updated in place), registered by (optimizer, dtype).
+verigrad.optim's Adam, AdamW and SGD use them in eager mode when the active backend has one; they give the
+op-based update's bits (tests/test_cpu_optim.py). A parameter they cannot take (another layout) goes the
+op-based way."""
 
 from __future__ import annotations
 
@@ -16,22 +16,24 @@ import numpy as np
 from . import _ffi
 from ._ffi import DTYPES, Library
 
-OPTIMIZERS = ("adam", "sgd")
+OPTIMIZERS = ("adam", "adamw", "sgd")
 _ADAM_ARGS = [ctypes.c_void_p] * 5 + [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_int]
 _SGD_ARGS = [ctypes.c_void_p] * 4 + [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_int]
 SGD_DECAY, SGD_MOMENTUM, SGD_FIRST, SGD_NESTEROV = 1, 2, 4, 8  # optim.c's flags
 
 
-def _adam(fn: Any, dtype: np.dtype, backend: Any, ptr: Callable) -> Callable:
+def _adam(fn: Any, dtype: np.dtype, backend: Any, ptr: Callable, decoupled: bool) -> Callable:
     chunk = _ffi._min_chunk
+    decay_mode = 2 if decoupled else 1  # optim.c's modes: 1 adds wd p to g, 2 scales p by 1 - lr wd first
 
-    def kernel(p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray, settings: Any, mode: int) -> bool:
-        """One Adam step in place; `settings` as in optim.c (doubles), `mode` 0, 1 (L2) or 2 (decoupled).
-        False, with nothing written, when an array is not a contiguous one of the kernel's dtype."""
+    def kernel(p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray, settings: Any) -> bool:
+        """One Adam (AdamW) step in place; `settings` as in optim.c (doubles; a weight decay of 0 skips
+        it). False, with nothing written, when an array is not a contiguous one of the kernel's dtype."""
         if not all(_ffi.writable(a, p.shape, dtype) for a in (p, g, m, v)):
             return False
         s = np.asarray(settings, dtype=np.float64).astype(dtype)  # each rounded once, as the ops do
-        fn(ptr(p), ptr(g), ptr(m), ptr(v), ptr(s), int(mode), p.size, chunk[0], backend.threads)
+        mode = decay_mode if settings[1] else 0
+        fn(ptr(p), ptr(g), ptr(m), ptr(v), ptr(s), mode, p.size, chunk[0], backend.threads)
         return True
 
     return kernel
@@ -72,6 +74,7 @@ def _sgd(fn: Any, dtype: np.dtype, backend: Any, ptr: Callable) -> Callable:
 def register(backend: Any, lib: Library) -> None:
     for dtype_name, dtype in DTYPES.items():
         fn = lib.fn(f"vg_adam_{dtype_name}", _ADAM_ARGS)
-        backend.register_optimizer("adam", dtype_name, _adam(fn, dtype, backend, lib.ptr))
+        for name in ("adam", "adamw"):
+            backend.register_optimizer(name, dtype_name, _adam(fn, dtype, backend, lib.ptr, name == "adamw"))
         fn = lib.fn(f"vg_sgd_{dtype_name}", _SGD_ARGS)
         backend.register_optimizer("sgd", dtype_name, _sgd(fn, dtype, backend, lib.ptr))
