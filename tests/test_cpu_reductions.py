@@ -161,6 +161,23 @@ def test_reductions_over_any_axes_give_the_reference_bits(dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_kernels_called_with_negative_axes_give_the_reference_bits(dtype):
+    """The ops normalise axes before a kernel runs; the kernels take negative ones too, and refuse an
+    axis out of range as the reference does."""
+    x = scaled(np.random.default_rng(3), (3, 4, 5), cpu.DTYPES[dtype])
+    for op, axes in [("sum", (-1,)), ("max", (-2,)), ("mean", (0, -1)), ("min", (-3, -2, -1))]:
+        for keepdim in (False, True):
+            actual, expected = _reduce(op, dtype, x, axes, keepdim)
+            assert actual.shape == expected.shape and actual.tobytes() == expected.tobytes(), (op, axes)
+    for axis in (-1, -3):
+        actual, expected = _reduce("argmax", dtype, x, axis, True)
+        assert actual.shape == expected.shape and np.array_equal(actual, expected), axis
+    for op, axes in [("sum", (3,)), ("argmax", -4)]:
+        with pytest.raises(np.exceptions.AxisError):
+            _kernel(op, dtype)(x, axes, False)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_argmax_takes_the_first_largest_or_the_first_nan(dtype):
     np_dtype = cpu.DTYPES[dtype]
     argmax = _kernel("argmax", dtype)

@@ -91,6 +91,9 @@ def _reduce(
     calls: dict[tuple, tuple[Any, tuple, int] | None] = {}
 
     def call(shape: tuple, axis: tuple, keepdim: bool, block: int) -> tuple[Any, tuple, int] | None:
+        if not all(-len(shape) <= a < len(shape) for a in axis):
+            return None  # the reference says what is wrong
+        axis = tuple(a % len(shape) for a in axis)
         d = describe(shape, axis, block, mean)
         if d is None:
             return None
@@ -134,10 +137,13 @@ def _argmax(fns: dict, reference: Callable, backend: Any, ptr: Callable) -> Call
         fn = fns.get(x.dtype) if type(x) is np.ndarray else None
         if fn is None or x.size == 0 or not (x.flags.c_contiguous and x.flags.aligned):
             return reference(x, axis, keepdim)
+        if axis is not None and not -x.ndim <= axis < x.ndim:
+            return reference(x, axis, keepdim)  # which says what is wrong
         if axis is None:
             outer, n, inner = 1, x.size, 1
             shape = (1,) * x.ndim if keepdim else ()
         else:
+            axis %= x.ndim
             outer, n, inner = math.prod(x.shape[:axis]), x.shape[axis], math.prod(x.shape[axis + 1 :])
             shape = x.shape[:axis] + ((1,) if keepdim else ()) + x.shape[axis + 1 :]
         out = np.empty(shape, np.int64)
