@@ -2,11 +2,13 @@
  *
  * vg_parallel_for splits [0, n) into T contiguous chunks, T = max(1, min(threads, n / min_chunk, 64)).
  * The chunk bounds depend only on n and T, and every kernel computes each chunk on its own, so the result
- * is the same for every thread count and whichever thread computes a chunk. The caller and the pool's
- * workers 1..T-1 claim chunks from a shared counter until none is left, and the caller returns when all
- * are done: a worker that wakes late (a sleeping thread takes tens of microseconds to run again, and one
- * woken after a pause often lands on its waker's core for a while) leaves its chunks to the others
- * instead of holding the caller up; a worker that cannot be started claims nothing.
+ * is the same for every thread count and whichever thread computes a chunk. The caller runs chunk 0
+ * without the counter (so it takes the first chunk even when a spinning worker reaches the counter
+ * first), then it and the pool's workers 1..T-1 claim chunks 1..T-1 from a shared counter until none is
+ * left, and the caller returns when all are done: a worker that wakes late (a sleeping thread takes tens
+ * of microseconds to run again, and one woken after a pause often lands on its waker's core for a while)
+ * leaves its chunks to the others instead of holding the caller up; a worker that cannot be started
+ * claims nothing (with none started, the caller runs every chunk).
  *
  * Waiting spins first (SPINS pause instructions, yielding the CPU every 64 of them, so that a busy
  * machine's other threads are not held up) and only then sleeps on a condition variable: a decode step
@@ -45,7 +47,7 @@ static struct {
     int64_t n;
     int chunks;  /* T */
     int helpers; /* workers 1..helpers take part */
-    int next;    /* the next chunk to claim; atomic */
+    int next;    /* the next chunk to claim (from 1: the caller runs chunk 0); atomic */
 } job;
 
 static void chunk_bounds(int64_t n, int chunks, int i, int64_t *lo, int64_t *hi) {
@@ -54,15 +56,21 @@ static void chunk_bounds(int64_t n, int chunks, int i, int64_t *lo, int64_t *hi)
     *hi = *lo + base + (i < rem ? 1 : 0);
 }
 
-/* Claims and runs the job's chunks until none is left (fn, ctx, n and chunks read by the claimer). */
-static void run_chunks(vg_chunk_fn fn, void *ctx, int64_t n, int chunks) {
+/* Runs chunk c; returns whether it was the job's last to finish. */
+static int run_chunk(vg_chunk_fn fn, void *ctx, int64_t n, int chunks, int c) {
+    int64_t lo, hi;
+    chunk_bounds(n, chunks, c, &lo, &hi);
+    fn(ctx, lo, hi);
+    return __atomic_sub_fetch(&pending, 1, __ATOMIC_ACQ_REL) == 0;
+}
+
+/* Claims and runs the job's chunks until none is left (fn, ctx, n and chunks read by the claimer). A
+ * worker that finishes the last chunk wakes the caller; the caller (`caller`) checks `pending` itself. */
+static void run_chunks(vg_chunk_fn fn, void *ctx, int64_t n, int chunks, int caller) {
     for (;;) {
         int c = __atomic_fetch_add(&job.next, 1, __ATOMIC_ACQ_REL);
         if (c >= chunks) return;
-        int64_t lo, hi;
-        chunk_bounds(n, chunks, c, &lo, &hi);
-        fn(ctx, lo, hi);
-        if (__atomic_sub_fetch(&pending, 1, __ATOMIC_ACQ_REL) == 0) {
+        if (run_chunk(fn, ctx, n, chunks, c) && !caller) {
             pthread_mutex_lock(&lock);
             pthread_cond_signal(&done_cv);
             pthread_mutex_unlock(&lock);
@@ -135,7 +143,7 @@ static void *worker(void *arg) {
             int chunks = job.chunks;
             __atomic_add_fetch(&active, 1, __ATOMIC_ACQ_REL);
             pthread_mutex_unlock(&lock);
-            run_chunks(fn, ctx, n, chunks);
+            run_chunks(fn, ctx, n, chunks, 0);
             pthread_mutex_lock(&lock);
             if (__atomic_sub_fetch(&active, 1, __ATOMIC_ACQ_REL) == 0) pthread_cond_signal(&done_cv);
         }
@@ -207,7 +215,7 @@ void vg_parallel_for(int64_t n, int64_t min_chunk, int threads, vg_chunk_fn fn, 
     job.n = n;
     job.chunks = chunks;
     job.helpers = helpers;
-    __atomic_store_n(&job.next, 0, __ATOMIC_RELEASE);
+    __atomic_store_n(&job.next, 1, __ATOMIC_RELEASE);
     __atomic_store_n(&pending, chunks, __ATOMIC_RELEASE);
     __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
     if (helpers > 0) {
@@ -216,7 +224,8 @@ void vg_parallel_for(int64_t n, int64_t min_chunk, int threads, vg_chunk_fn fn, 
     }
     pthread_mutex_unlock(&lock);
 
-    run_chunks(fn, ctx, n, chunks);
+    run_chunk(fn, ctx, n, chunks, 0); /* the caller's chunk, whoever else is awake */
+    run_chunks(fn, ctx, n, chunks, 1);
 
     /* every chunk done, and no worker still holding this job (it would claim from the next one's counter) */
     for (int i = 0; i < SPINS && (__atomic_load_n(&pending, __ATOMIC_ACQUIRE) > 0 ||
