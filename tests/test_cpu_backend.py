@@ -8,11 +8,13 @@ import ctypes
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -360,8 +362,9 @@ def test_eager_ops_on_the_cpu_backend_match_the_reference():
     assert results["cpu"].tobytes() == results["reference"].tobytes()
 
 
-def _python(code: str, **env: str) -> subprocess.CompletedProcess:
-    full = {**os.environ, "PYTHONPATH": ROOT, **env}
+def _python(code: str, **env: str | None) -> subprocess.CompletedProcess:
+    """`code` run by a fresh Python with `env` besides the environment (None: without the variable)."""
+    full = {k: v for k, v in {**os.environ, "PYTHONPATH": ROOT, **env}.items() if v is not None}
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=full, cwd=ROOT
     )
@@ -374,25 +377,114 @@ print(json.dumps(cpu.build_info()))
 """
 
 
+@pytest.fixture(scope="module")
+def built_cache(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """A cache folder a fresh process built the library into (once for the module), and its build_info;
+    a test that changes the folder changes a copy."""
+    folder = tmp_path_factory.mktemp("cache")
+    done = _python(INFO, VERIGRAD_CACHE=str(folder))
+    assert done.returncode == 0, done.stderr
+    return folder, json.loads(done.stdout)
+
+
 @needs_cc
-def test_the_library_is_built_once_per_cache_folder(tmp_path):
-    first = _python(INFO, VERIGRAD_CACHE=str(tmp_path))
-    assert first.returncode == 0, first.stderr
-    info = json.loads(first.stdout)
+def test_the_library_is_built_once_per_cache_folder(built_cache):
+    folder, info = built_cache
     assert info["available"] and not info["cached"] and info["build_seconds"] > 0
-    assert os.path.dirname(info["path"]) == str(tmp_path) and os.path.exists(info["path"])
+    assert os.path.dirname(info["path"]) == str(folder) and os.path.exists(info["path"])
     assert "-ffp-contract=off" in info["flags"] and not info["native"]
-    built = sorted(p.name for p in tmp_path.iterdir())  # no temporary left
-    calls = [f"vg_call-{p.split('-')[1]}" for p in built if p.startswith("vg_call-")]
-    assert built == sorted([os.path.basename(info["path"]), *calls])
+    libraries = sorted(p.name for p in folder.glob("*.so"))
+    calls = [p for p in libraries if p.startswith("vg_call-")]
+    assert libraries == sorted([os.path.basename(info["path"]), *calls])
+    records = sorted(p.name for p in folder.glob("*.json"))  # one for each library; no temporary left
+    assert [r.split("-")[0] for r in records] == [p.split("-")[0] for p in libraries]
+    assert len(list(folder.iterdir())) == len(libraries) + len(records)
     ctypes_asked = os.environ.get("VERIGRAD_CTYPES", "") not in ("", "0")
     assert (info["calls"] == "vg_call") == bool(calls) == (fastcall.supported() and not ctypes_asked)
-    second = json.loads(_python(INFO, VERIGRAD_CACHE=str(tmp_path)).stdout)
+    second = json.loads(_python(INFO, VERIGRAD_CACHE=str(folder)).stdout)
     assert second["cached"] and second["path"] == info["path"] and second["build_seconds"] == 0
     assert cpu.build_info()["available"]
 
 
-def test_without_a_compiler_one_line_says_so_and_training_runs_on_the_reference():
+@needs_cc
+def test_a_cached_library_that_does_not_load_is_built_anew(built_cache, tmp_path):
+    """A cut or damaged library (the backend's, and vg_call's, which fastcall.py loads itself) is built
+    again in its place by the next process, which runs on it."""
+    folder, first = built_cache
+    cache = shutil.copytree(folder, tmp_path / "cache")
+    for library in cache.glob("*.so"):
+        library.write_bytes(b"not a library\n")
+    done = _python(INFO, VERIGRAD_CACHE=str(cache))
+    assert done.returncode == 0 and "unavailable" not in done.stderr, done.stderr
+    info = json.loads(done.stdout)
+    assert info["available"] and not info["cached"] and info["path"] == str(cache / Path(first["path"]).name)
+    assert info["calls"] == first["calls"]
+    second = json.loads(_python(INFO, VERIGRAD_CACHE=str(cache)).stdout)
+    assert second["available"] and second["cached"] and second["calls"] == first["calls"]
+
+
+@needs_cc
+@pytest.mark.parametrize("env", [{"PATH": "/nonexistent", "CC": None}, {"CC": "/nonexistent/cc"}])
+def test_without_a_compiler_a_warm_cache_still_serves(built_cache, tmp_path, env):
+    folder, first = built_cache
+    cache = shutil.copytree(folder, tmp_path / "cache")
+    done = _python(INFO, VERIGRAD_CACHE=str(cache), **env)
+    assert done.returncode == 0 and "unavailable" not in done.stderr, done.stderr
+    info = json.loads(done.stdout)
+    assert info["available"] and info["cached"] and info["path"] == str(cache / Path(first["path"]).name)
+    assert all(info[key] == first[key] for key in ("compiler", "version", "calls"))
+    assert info["compiler_missing"].startswith(("no C compiler found", "the C compiler CC='/nonexistent/cc'"))
+
+
+PROBE = "int probe(void) { return %d; }\n"
+
+
+@needs_cc
+def test_without_a_compiler_a_record_serves_only_its_sources_flags_and_compiler(tmp_path, monkeypatch):
+    from verigrad.backends.cpu import build
+
+    monkeypatch.setenv("VERIGRAD_CACHE", str(tmp_path))
+    _, built = build.build("probe", PROBE % 1)
+    monkeypatch.setenv("CC", "/nonexistent/cc")
+    lib, info = build.build("probe", PROBE % 1)
+    assert lib.probe() == 1 and info["cached"] and info["path"] == built["path"] and info["compiler_missing"]
+    missing = r"^the C compiler CC='/nonexistent/cc' was not found$"
+    with pytest.raises(build.BuildError, match=missing):
+        build.build("probe", PROBE % 2)  # other sources: none built
+    monkeypatch.setenv("VERIGRAD_NATIVE", "1")
+    with pytest.raises(build.BuildError, match=missing):
+        build.build("probe", PROBE % 1)  # other flags
+    monkeypatch.delenv("VERIGRAD_NATIVE")
+    record = tmp_path / build.record_name(build.flags(), "probe", PROBE % 1)
+    record.write_text(json.dumps({**json.loads(record.read_text()), "version": "another"}))
+    with pytest.raises(build.BuildError, match=missing):
+        build.build("probe", PROBE % 1)  # a record that does not name what its compiler built
+
+
+@needs_cc
+def test_a_damaged_library_is_one_error_without_a_compiler_and_replaced_with_one(tmp_path, monkeypatch):
+    from verigrad.backends.cpu import build
+
+    monkeypatch.setenv("VERIGRAD_CACHE", str(tmp_path))
+    cc = build.find_compiler()
+    version = build.compiler_version(cc)
+    path = tmp_path / build.library_name(cc, version, build.flags(), "probe", PROBE % 3)
+    path.write_bytes(b"\x7fELF, cut short")
+    build._remember(tmp_path / build.record_name(build.flags(), "probe", PROBE % 3), path.name, cc, version)
+
+    def no_compiler() -> list[str]:
+        raise build.BuildError("no C compiler found")
+
+    monkeypatch.setattr(build, "find_compiler", no_compiler)
+    with pytest.raises(build.BuildError, match=r"^cannot load .*; it cannot be built anew: no C compiler"):
+        build.build("probe", PROBE % 3)
+    monkeypatch.setattr(build, "find_compiler", lambda: cc)
+    lib, info = build.build("probe", PROBE % 3)
+    assert lib.probe() == 3 and not info["cached"] and info["path"] == str(path)
+    assert sorted(p.suffix for p in tmp_path.iterdir()) == [".json", ".so"]  # no temporary left
+
+
+def test_without_a_compiler_one_line_says_so_and_training_runs_on_the_reference(tmp_path):
     code = """
     import numpy as np, verigrad
     from verigrad import nn
@@ -416,7 +508,7 @@ def test_without_a_compiler_one_line_says_so_and_training_runs_on_the_reference(
     same = all(np.array_equal(a, b) for a, b in zip(steps("cpu"), steps("reference")))
     print(same, cpu.available(), cpu.build_info()["available"], cpu.cpu.report()["native"])
     """
-    done = _python(code, CC="/nonexistent/cc")
+    done = _python(code, CC="/nonexistent/cc", VERIGRAD_CACHE=str(tmp_path))  # no library built before
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "False", "False", "[]"]
     lines = done.stderr.strip().splitlines()

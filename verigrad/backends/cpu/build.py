@@ -7,7 +7,11 @@ compiler (path and version) and the flags, so a change to any of them builds ane
 one other C source (the fused kernels of fused.py, which include this package's headers; the vg_call
 extension of fastcall.py) the same way, into `<cache>/<prefix>-<hash>.so`. The cache folder is
 `VERIGRAD_CACHE`, else `verigrad` in the user's cache directory. The library is written to a temporary
-file and moved into place, so processes building at once do not see half a file.
+file and moved into place, so processes building at once do not see half a file; a cached one that does
+not load (cut or damaged) is built anew, once. Beside each library, `<prefix>-<hash>.json` (the hash
+covering the sources and flags, not the compiler) records the compiler it was built with, so that without
+a compiler the library last built for these sources and flags still serves (`compiler_missing` in the
+build's info then says why), and never one built from other sources or flags.
 
 Default flags give the reference's bits: no FMA contraction, no fast-math. `VERIGRAD_NATIVE=1` allows
 contraction and tunes for this machine (results may then differ in the last bits, never with the thread
@@ -16,8 +20,10 @@ count): `contracted` says what a kernel then states.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
+import json
 import os
 import shlex
 import shutil
@@ -103,18 +109,30 @@ def sources() -> list[Path]:
     return sorted(HERE.glob("*.c"))
 
 
-def library_name(
-    cc: list[str], version: str, opts: list[str], prefix: str = "cpu", source: str | None = None
-) -> str:
-    """`<prefix>-<hash>.so`, the hash covering the package's sources and headers (or the generated
-    `source` and the headers), the compiler and the flags."""
+def _digest(source: str | None, words: list[str]) -> str:
+    """A hash of the package's sources and headers (or the generated `source` and the headers) and
+    `words`."""
     h = hashlib.sha256()
     if source is not None:
         h.update(b"generated.c\0" + source.encode() + b"\0")
     for path in sorted(HERE.glob("*.h" if source is not None else "*.[ch]")):
         h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    h.update("\0".join([*cc, version, *opts]).encode())
-    return f"{prefix}-{h.hexdigest()[:20]}.so"
+    h.update("\0".join(words).encode())
+    return h.hexdigest()[:20]
+
+
+def library_name(
+    cc: list[str], version: str, opts: list[str], prefix: str = "cpu", source: str | None = None
+) -> str:
+    """`<prefix>-<hash>.so`, the hash covering the package's sources and headers (or the generated
+    `source` and the headers), the compiler and the flags."""
+    return f"{prefix}-{_digest(source, [*cc, version, *opts])}.so"
+
+
+def record_name(opts: list[str], prefix: str = "cpu", source: str | None = None) -> str:
+    """`<prefix>-<hash>.json`, the hash covering what `library_name`'s does but the compiler: the record
+    of the last library built (or loaded) for these sources and flags."""
+    return f"{prefix}-{_digest(source, opts)}.json"
 
 
 def _check(done: subprocess.CompletedProcess, cc: list[str]) -> None:
@@ -187,46 +205,107 @@ def build(
     """The loaded library (None without `load`) and what was built how; BuildError with a one-line
     reason otherwise. The package's sources, or the C `source` (for a library named `prefix`), compiled
     with the `includes` folders besides this package's."""
-    cc = find_compiler()
-    version = compiler_version(cc)
     opts = flags() + [f"-I{folder}" for folder in includes]
     folder = cache_dir()
+    try:
+        cc = find_compiler()
+        version = compiler_version(cc)
+    except BuildError as e:
+        return _last_built(folder, opts, prefix, source, load, e)
     path = folder / library_name(cc, version, opts, prefix, source)
-    info: dict[str, Any] = {
+    try:
+        lib = _open(path) if path.exists() else None
+    except BuildError:  # cut or damaged (never half-written, see _compile): built anew
+        lib = None
+    info = _info(cc, version, opts, path, cached=lib is not None)
+    if lib is None:
+        info["build_seconds"] = _compile(cc, opts, folder, path, prefix, source)
+        lib = _open(path)
+    _remember(folder / record_name(opts, prefix, source), path.name, cc, version)
+    return (lib if load else None), info
+
+
+def _info(cc: list[str], version: str, opts: list[str], path: Path, cached: bool) -> dict[str, Any]:
+    return {
         "compiler": " ".join(cc),
         "version": version,
         "flags": opts,
         "native": native(),
         "path": str(path),
-        "cached": path.exists(),
+        "cached": cached,
         "build_seconds": 0.0,
     }
-    if not info["cached"]:
-        start = time.perf_counter()
+
+
+def _open(path: Path) -> ctypes.CDLL:
+    """The library loaded: also the check of a cached one, and of one its caller loads itself (vg_call)."""
+    try:
+        return ctypes.CDLL(str(path))
+    except OSError as e:
+        raise BuildError(f"cannot load the built library {path}: {e}") from None
+
+
+def _compile(
+    cc: list[str], opts: list[str], folder: Path, path: Path, prefix: str, source: str | None
+) -> float:
+    """Builds the library into a temporary file in `folder`, moved onto `path` when done; the seconds."""
+    start = time.perf_counter()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".build-", suffix=".so", dir=folder)
+        os.close(fd)
+    except OSError as e:
+        raise BuildError(f"cannot write to the cache folder {folder}: {e}") from None
+    try:
+        with tempfile.TemporaryDirectory(prefix=".objects-", dir=folder) as objects:
+            srcs = sources()
+            if source is not None:
+                srcs = [Path(objects) / f"{prefix}.c"]
+                srcs[0].write_text(source)
+            _compile_and_link(cc, opts, objects, tmp, srcs)
+        os.replace(tmp, path)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise BuildError(f"the C build failed ({cc[0]}): {e}") from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return round(time.perf_counter() - start, 3)
+
+
+def _remember(record: Path, name: str, cc: list[str], version: str) -> None:
+    """Writes the record of library `name` (moved into place, as the library), unless it says so already."""
+    text = json.dumps({"library": name, "compiler": cc, "version": version})
+    with contextlib.suppress(OSError):  # without the record, only a build without a compiler misses it
+        if record.exists() and record.read_text() == text:
+            return
+        fd, tmp = tempfile.mkstemp(prefix=".record-", suffix=".json", dir=record.parent)
         try:
-            folder.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".build-", suffix=".so", dir=folder)
-            os.close(fd)
-        except OSError as e:
-            raise BuildError(f"cannot write to the cache folder {folder}: {e}") from None
-        try:
-            with tempfile.TemporaryDirectory(prefix=".objects-", dir=folder) as objects:
-                srcs = sources()
-                if source is not None:
-                    srcs = [Path(objects) / f"{prefix}.c"]
-                    srcs[0].write_text(source)
-                _compile_and_link(cc, opts, objects, tmp, srcs)
-            os.replace(tmp, path)
-        except (OSError, subprocess.SubprocessError) as e:
-            raise BuildError(f"the C build failed ({cc[0]}): {e}") from None
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+            os.replace(tmp, record)
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
-        info["build_seconds"] = round(time.perf_counter() - start, 3)
-    if not load:
-        return None, info
+
+
+def _last_built(
+    folder: Path, opts: list[str], prefix: str, source: str | None, load: bool, missing: BuildError
+) -> tuple[ctypes.CDLL | None, dict[str, Any]]:
+    """Without a compiler (`missing` says why): the library that the record for these sources and flags
+    names, if these sources and flags with the recorded compiler give that name; else `missing`."""
     try:
-        lib = ctypes.CDLL(str(path))
-    except OSError as e:
-        raise BuildError(f"cannot load the built library {path}: {e}") from None
-    return lib, info
+        record = json.loads((folder / record_name(opts, prefix, source)).read_text())
+        cc, version, name = [str(w) for w in record["compiler"]], str(record["version"]), record["library"]
+    except (OSError, ValueError, TypeError, KeyError):
+        raise missing from None
+    path = folder / library_name(cc, version, opts, prefix, source)
+    if name != path.name or not path.exists():
+        raise missing
+    try:
+        lib = _open(path)
+    except BuildError as e:
+        raise BuildError(f"{e}; it cannot be built anew: {missing}") from None
+    return (lib if load else None), {
+        **_info(cc, version, opts, path, cached=True),
+        "compiler_missing": str(missing),
+    }
