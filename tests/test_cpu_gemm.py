@@ -539,6 +539,33 @@ def test_one_row_or_column_products_take_every_layout(dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_a_gemv_whose_matrix_has_rows_along_k_is_split_along_k(dtype):
+    """A row c = a b with b stored along n (x @ W for W of in x out), and the column c = a b with a stored
+    along m (transposed): blocks of whole rows of the matrix, one GEMV each, summed in block order in
+    double. Within the bound, the same bits on 1, 2 and 3 threads, alpha and beta applied once, c not read
+    when beta == 0, and an f32 overflow of a block's sum computed again on the exact path."""
+    rng = np.random.default_rng(16)
+    row = rand(rng, (1, 768), dtype), rand(rng, (768, 2304), dtype)
+    column = rand(rng, (2304, 768), dtype), rand(rng, (768, 1), dtype)
+    for a, b in [row, column]:
+        va = np.asfortranarray(a) if b.shape[1] == 1 else a  # the column's a: stored along m
+        fast_on_every_thread_count(va, b, a, b)
+        c = rand(rng, (a.shape[0], b.shape[1]), dtype)
+        out = linalg.gemm(va, b, c.copy(), alpha=-1.5, beta=0.25, exact=False)
+        expected = -1.5 * REFERENCE(a, b).astype(np.float64) + 0.25 * c
+        assert (np.abs(out - expected) <= 2 * linalg.error_bound(a, b, False) + np.finfo(dtype).eps).all()
+        nan = np.full(c.shape, np.nan, dtype)
+        assert linalg.gemm(va, b, nan, exact=False) is nan and not np.isnan(nan).any()
+    a = np.ones((1, 768), np.float32)
+    a[:, :384], a[:, 384:] = 2e36, -2e36  # each block's f32 sum overflows; the double sum does not
+    b = np.ones((768, 2304), np.float32)
+    before = cpu.cpu.reruns()
+    out = linalg.matmul(a, b, exact=False)
+    assert bits(out) == bits(REFERENCE(a, b)) and np.isfinite(out).all()
+    assert cpu.cpu.reruns() == before + 1
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_a_long_k_with_a_small_c_is_summed_in_fixed_blocks(dtype):
     """c of one tile and k >= 4096: blocks of k, one BLAS call each, summed in block order in double;
     within the bound, the same bits for 1, 2 and 3 threads, alpha and beta applied once, and an f32
