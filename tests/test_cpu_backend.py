@@ -22,7 +22,7 @@ import pytest
 import verigrad
 from verigrad.backends import cpu
 from verigrad.backends._registry import EXACT
-from verigrad.backends.cpu import elementwise, fastcall
+from verigrad.backends.cpu import elementwise, fastcall, numpy_loops
 from verigrad.registry import OPS
 from verigrad.verify import compare
 
@@ -145,8 +145,11 @@ def test_the_kernels_registered():
         assert _bound(op, dtype) == cpu.ULP_BOUNDS.get((op, dtype), 0)
     for op in cpu.CANCELLING:  # a result that cancels: exact where the C library is NumPy's, else a tolerance
         for dtype in ("f32", "f64"):
-            expected = EXACT if agrees(op) else elementwise.cancelling_tolerance(op, dtype)
+            numpy = dtype == "f32" and op in elementwise.F32_NUMPY_EXACT and elementwise.NUMPY_ROUTINES[0]
+            expected = EXACT if agrees(op) or numpy else elementwise.cancelling_tolerance(op, dtype)
             assert cpu.cpu.exactness(op, dtype) == expected, (op, dtype)
+    for op in elementwise.F32_NUMPY_EXACT:  # recomputed with NumPy's routines where in doubt: exact
+        assert cpu.cpu.exactness(op, "f32").is_exact or not elementwise.NUMPY_ROUTINES[0], op
 
 
 @needs_cc
@@ -194,6 +197,58 @@ def test_f32_results_next_to_a_halfway_point_are_rounded_as_the_reference(op, ve
     assert registered.tobytes() == actual.tobytes()
     assert_matches(actual, expected, op, "f32")
     assert cpu.cpu.exactness(op, "f32").is_exact or not cpu.cpu.exactness(op, "f64").is_exact
+
+
+_LOOP = ctypes.CFUNCTYPE(
+    None, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_ssize_t), ctypes.POINTER(ctypes.c_ssize_t),
+    ctypes.c_void_p,
+)  # fmt: skip
+
+
+@_LOOP
+def _nan_loop(args, dims, steps, data):
+    """A stand-in for NumPy's d->d loop that writes NaN: marks the elements recomputed with it."""
+    ctypes.c_double.from_address(args[1]).value = float("nan")  # elementwise.c calls it per element
+
+
+def test_numpys_loops_are_read_from_their_ufuncs_and_checked():
+    """Each d->d loop called through its pointer gives its ufunc's bits; a ufunc whose struct does not
+    read as a one-input ufunc gives none."""
+    probe = np.concatenate([np.linspace(-50, 50, 10001), [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-310]])
+    found = numpy_loops.loops(probe)
+    assert found is not None and len(found) == len(numpy_loops.ROUTINES)
+    assert numpy_loops.find(np.add) is None and numpy_loops.find(np.arctan2) is None
+
+
+@needs_cc
+@pytest.mark.parametrize(("op", "routine"), [("exp", "exp"), ("sigmoid", "exp"), ("log", "log")])
+def test_f32_elements_whose_rounding_is_in_doubt_are_recomputed_with_numpys_routine(op, routine, vector_path):
+    """elementwise.c's F32_OF: an f32 result computed with the C library's routines is recomputed with
+    NumPy's routine (here a stand-in that gives NaN) exactly where its double lies within LIBM_SLACK
+    (1024) ulps of a point halfway between two f32s, on every path; every other element keeps the C
+    library's double rounded once."""
+    if not elementwise.NUMPY_ROUTINES[0]:
+        pytest.skip("NumPy's f64 loops were not found here: no element is recomputed")
+    lib = cpu.cpu.library
+    args = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int]
+    x = np.arange(0x3E000000, 0x3E000000 + 2**22, dtype=np.uint32).view(np.float32)  # [0.125, 0.5)
+    x64, doubles = x.astype(np.float64), np.empty(x.size)  # the C library's formula (the f64 kernel)
+    lib.fn(f"vg_{op}_f64", args)(lib.data(x64), lib.data(doubles), x.size, x.size, 1)
+    offset = (doubles.view(np.uint64) & np.uint64(0x1FFFFFFF)).astype(np.int64) - 0x10000000
+    in_doubt = (offset >= -1024) & (offset < 1024)
+    assert 10 <= in_doubt.sum() < x.size // 1000, in_doubt.sum()
+    use = lib.fn("vg_use_numpy_routine", [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int)
+    which = numpy_loops.ROUTINES.index(routine)
+    real = numpy_loops.find(getattr(np, routine))
+    kernel = cpu.cpu.native(OPS[op], verigrad.f32)
+    try:
+        use(which, ctypes.cast(_nan_loop, ctypes.c_void_p), None)
+        actual = kernel(x)
+    finally:
+        use(which, *real)
+    np.testing.assert_array_equal(np.isnan(actual), in_doubt)
+    assert actual[~in_doubt].tobytes() == doubles[~in_doubt].astype(np.float32).tobytes()
+    assert kernel(x).tobytes() == OPS[op].reference(x).tobytes()  # NumPy's routine back: the reference
 
 
 def vector_kernel(op: str):

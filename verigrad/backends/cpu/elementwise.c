@@ -4,8 +4,9 @@
  * Each computes what the op's NumPy reference computes, in the same order of operations and in the
  * same precision: built without FMA contraction or fast-math, the exactly rounded ops give the
  * reference's bits. The transcendentals and activations are evaluated in double with the C library's
- * exp, expm1, log, sin, cos, erf and pow (the routines NumPy's f64 loops call), by the formulas their
- * references write, and f32 results are rounded once from that double.
+ * exp, expm1, log, sin, cos, erf and pow (the routines NumPy's f64 loops call, where it has none of its
+ * own; see "NumPy's own f64 routines" for where it has), by the formulas their references write, and f32
+ * results are rounded once from that double.
  *
  * exp, sigmoid, tanh, silu and gelu_tanh in f32 also have AVX2 and AVX-512 paths (see "vectorized"
  * below): double polynomials within a relative 2^-42 of the scalar formulas, rounded once to f32; where
@@ -35,6 +36,83 @@ typedef struct {
     const void *b;
     void *out;
 } vg_args;
+
+/* ---- NumPy's own f64 routines ------------------------------------------------------------------------
+ *
+ * Where NumPy's f64 exp, expm1, log, log1p, sin and cos are its own (its AVX-512 builds: SIMD and SVML
+ * routines, within a few ulps, not the C library's), the references' f32 results are those routines'
+ * doubles rounded once. elementwise.py then hands their inner loops (the ufuncs' d->d loops) to
+ * vg_use_numpy_routine, and the f32 kernels below give the reference's bits: each element is computed
+ * with the C library's routines (fast, and for the vector paths, see below, their own polynomials); where
+ * that double is within LIBM_SLACK ulps of an f32 rounding point, or the f32 result would be subnormal
+ * (where the rounding point is elsewhere), or the input is below the op's cancelling range, the
+ * element is computed again with NumPy's routines (the n_<op> formulas), one element a loop call. The two
+ * routines differ by a few ulps (NumPy's are within 4, the C library's within 1), and the formulas
+ * (the cancelling ones aside) carry that through without growing it, so LIBM_SLACK = 1024 leaves a wide
+ * margin. The f64 kernels keep the C library's routines and state the ulps they may differ by. */
+typedef void (*np_loop)(char **args, const intptr_t *dims, const intptr_t *steps, void *data);
+enum { NP_EXP, NP_EXPM1, NP_LOG, NP_LOG1P, NP_SIN, NP_COS, NP_ROUTINES };
+static np_loop np_loops[NP_ROUTINES];
+static void *np_data[NP_ROUTINES];
+static int numpy_routines = 0; /* all of them handed over */
+#define LIBM_SLACK 1024
+
+/* Hand NumPy's d->d loop `which` (NP_EXP ..) over; returns whether all are now there. */
+int vg_use_numpy_routine(int which, void *loop, void *data) {
+    if (which >= 0 && which < NP_ROUTINES) np_loops[which] = (np_loop)loop, np_data[which] = data;
+    numpy_routines = 1;
+    for (int i = 0; i < NP_ROUTINES; i++) numpy_routines &= np_loops[i] != NULL;
+    return numpy_routines;
+}
+
+static double np_call(int which, double x) {
+    double y;
+    char *args[2] = {(char *)&x, (char *)&y};
+    const intptr_t n = 1, steps[2] = {sizeof(double), sizeof(double)};
+    np_loops[which](args, &n, steps, np_data[which]);
+    return y;
+}
+#define NP_ROUTINE(NAME, WHICH) \
+    static double np_##NAME(double x) { return np_call(WHICH, x); }
+NP_ROUTINE(exp, NP_EXP)
+NP_ROUTINE(expm1, NP_EXPM1)
+NP_ROUTINE(log, NP_LOG)
+NP_ROUTINE(log1p, NP_LOG1P)
+NP_ROUTINE(sin, NP_SIN)
+NP_ROUTINE(cos, NP_COS)
+VG_FORMULAS(n_, np_exp, np_expm1, np_log, np_log1p, np_sin, np_cos)
+
+/* Whether f32 rounding of y could differ from that of a double within LIBM_SLACK ulps of it: its 29 low
+ * mantissa bits within LIBM_SLACK of 0x10000000 (halfway), or |y| below the f32 normals (but 0) */
+static inline int near_rounding_point(double y) {
+    uint64_t bits;
+    memcpy(&bits, &y, sizeof bits);
+    uint32_t low = (uint32_t)(bits & 0x1FFFFFFF) + LIBM_SLACK - 0x10000000u;
+    return isfinite(y) && (low < 2 * LIBM_SLACK || (fabs(y) < 0x1p-126 && y != 0.0));
+}
+
+/* The f32 NAME of x: the C library's formula rounded once, or (where that rounding is in doubt, and for
+ * x below BELOW, where the formula cancels) NumPy's formula, which the reference computes; a NaN input
+ * the C library's formula (a NaN keeps its sign through it, as through the reference's). One
+ * copy, called by every path, so that a NaN's sign does not depend on the path or on its place in a
+ * block (a loop the compiler vectorizes may give NaN's other sign). */
+#define F32_OF(NAME, BELOW)                                                                   \
+    __attribute__((noinline)) static float NAME##_f32_scalar(float x) {                       \
+        if (!numpy_routines || isnan(x)) return (float)d_##NAME((double)x);                   \
+        if (x < (BELOW)) return (float)n_##NAME((double)x);                                   \
+        double y = d_##NAME((double)x);                                                       \
+        return (float)(near_rounding_point(y) ? n_##NAME((double)x) : y);                     \
+    }
+F32_OF(exp, -INFINITY)
+F32_OF(expm1, -INFINITY)
+F32_OF(log, -INFINITY)
+F32_OF(log1p, -INFINITY)
+F32_OF(sin, -INFINITY)
+F32_OF(cos, -INFINITY)
+F32_OF(sigmoid, -INFINITY)
+F32_OF(tanh, -INFINITY)
+F32_OF(silu, -INFINITY)
+F32_OF(gelu_tanh, -3.0f)
 
 /* ---- kernels ----------------------------------------------------------------------------------------- */
 #define UNARY_LOOP(NAME, T, SUF, EXPR, ATTR)                                                  \
@@ -82,6 +160,10 @@ typedef struct {
         vg_parallel_for(n, min_chunk, threads, NAME##_##SUF##_chunk, &p);                     \
     }
 
+/* an op evaluated in double: f64 by the C library's formula, f32 as F32_OF says */
+#define LIBM_f64(NAME, x) d_##NAME(x)
+#define LIBM_f32(NAME, x) NAME##_f32_scalar(x)
+
 /* the ops in the dtype itself (exactly rounded), then those evaluated in double by d_<op> */
 #define ALL_UNARY(T, SUF, ONE, ZERO, ABS, SQRT)                                   \
     UNARY_FAST(relu, T, SUF, (x > ZERO || isnan(x)) ? x : ZERO)                       \
@@ -92,11 +174,11 @@ typedef struct {
     UNARY_FAST(rsqrt, T, SUF, ONE / SQRT(x))                                           \
     UNARY_FAST(sigmoid_deriv, T, SUF, x * (ONE - x))                                   \
     UNARY_FAST(tanh_deriv, T, SUF, ONE - x * x)                                        \
-    UNARY(log, T, SUF, (T)log((double)x))                                         \
-    UNARY(expm1, T, SUF, (T)expm1((double)x))                                     \
-    UNARY(log1p, T, SUF, (T)log1p((double)x))                                     \
-    UNARY(sin, T, SUF, (T)sin((double)x))                                         \
-    UNARY(cos, T, SUF, (T)cos((double)x))                                         \
+    UNARY(log, T, SUF, LIBM_##SUF(log, x))                                        \
+    UNARY(expm1, T, SUF, LIBM_##SUF(expm1, x))                                    \
+    UNARY(log1p, T, SUF, LIBM_##SUF(log1p, x))                                    \
+    UNARY(sin, T, SUF, LIBM_##SUF(sin, x))                                        \
+    UNARY(cos, T, SUF, LIBM_##SUF(cos, x))                                        \
     UNARY(silu_deriv, T, SUF, (T)d_silu_deriv((double)x))                         \
     UNARY(gelu, T, SUF, (T)d_gelu((double)x))                                     \
     UNARY(gelu_deriv, T, SUF, (T)d_gelu_deriv((double)x))                         \
@@ -178,16 +260,6 @@ UNARY(gelu_tanh, double, f64, d_gelu_tanh(x))
  * on all 2^32 inputs.
  */
 
-/* One copy of the scalar formula of each op, which every path calls for the elements it does not
- * compute itself, so that a NaN's sign does not depend on the path or on its place in a block (a loop
- * the compiler vectorizes may give NaN's other sign). */
-#define SCALAR_F32(NAME)                                                                      \
-    __attribute__((noinline)) static float NAME##_f32_scalar(float x) { return (float)d_##NAME((double)x); }
-SCALAR_F32(exp)
-SCALAR_F32(sigmoid)
-SCALAR_F32(tanh)
-SCALAR_F32(silu)
-SCALAR_F32(gelu_tanh)
 
 /* ---- float activations: sigmoid and silu in f32 arithmetic, in the native build ----------------------
  *

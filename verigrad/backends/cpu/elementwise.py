@@ -9,9 +9,12 @@ activations (`UNARY_LIBM`, pow) evaluate their references' f64 formulas with the
 round once (f32 exp, sigmoid, tanh, silu and gelu_tanh take an AVX2 path that gives the same bits, see
 elementwise.c; a native build computes f32 sigmoid and silu in f32 arithmetic, within its tolerance).
 They are exact where NumPy's f64 loops are the C library's (glibc on x86 without AVX-512, say);
-`register` checks this per op on probe values. Where they are not, an op is stated within
-`ULP_BOUNDS` ulps, and one whose result cancels (`CANCELLING`: near a zero of the function one ulp of a
-routine is many of the result's) within a tolerance, `cancelling_tolerance`.
+`register` checks this per op on probe values. Where NumPy has routines of its own (its AVX-512 builds),
+their inner loops are handed to elementwise.c (numpy_loops.py), and the f32 kernels of `F32_NUMPY_EXACT`
+recompute with them each element whose rounding the C library's routines leave in doubt: the reference's
+bits again. The other kernels are then stated within `ULP_BOUNDS` ulps, and one whose result cancels
+(`CANCELLING`: near a zero of the function one ulp of a routine is many of the result's) within a
+tolerance, `cancelling_tolerance`.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import numpy as np
 
 from ...ops._op import never_warns, silenced
 from .._registry import EXACT, Exactness, tolerance, ulp
-from . import _ffi
+from . import _ffi, numpy_loops
 from ._ffi import DTYPES, Library, collapse
 
 UNARY_EXACT = ("relu", "relu_deriv", "neg", "abs", "sqrt", "rsqrt", "sigmoid_deriv", "tanh_deriv")
@@ -190,6 +193,25 @@ def same_as_reference(fn: Any, name: str, arity: int, lib: Library) -> bool:
     return bool(np.array_equal(out, expected, equal_nan=True))
 
 
+# f32 ops whose kernels, given NumPy's own routines (numpy_loops.py), recompute the elements in doubt
+# with them (elementwise.c's F32_OF): the reference's bits whoever's routines NumPy uses
+F32_NUMPY_EXACT = ("exp", "expm1", "log", "log1p", "sin", "cos", "sigmoid", "tanh", "silu", "gelu_tanh")
+# the ops whose f64 kernels gave the reference's bits on the probe (the C library's routines are NumPy's
+# here): the fused kernels, which evaluate the C library's formulas, may hold them (fused.libm_members)
+C_LIBRARY_EXACT: set[str] = set()
+NUMPY_ROUTINES = [False]  # whether elementwise.c has NumPy's loops (`use_numpy_loops`)
+
+
+def use_numpy_loops(lib: Library) -> bool:
+    """Hand NumPy's f64 loops (numpy_loops.py) to elementwise.c; whether all were found and taken."""
+    found = numpy_loops.loops(np.concatenate(_probe(DTYPES["f64"])))
+    if found is None:
+        return False
+    use = lib.fn("vg_use_numpy_routine", [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int)
+    taken = [use(i, loop, data) for i, (loop, data) in enumerate(found)]
+    return bool(taken[-1])  # the C side says, at the last, whether it has them all
+
+
 def _libm_exactness(name: str, dtype_name: str, exact: bool) -> Exactness:
     if exact:
         return EXACT
@@ -248,9 +270,13 @@ def register(backend: Any, lib: Library) -> None:
         name: same_as_reference(lib.fn(f"vg_{name}_f64", _UNARY_ARGS), name, 1, lib) for name in UNARY_LIBM
     }
     exact["pow"] = same_as_reference(lib.fn("vg_pow_f64", _BINARY_ARGS), "pow", 2, lib)
+    C_LIBRARY_EXACT.clear()
+    C_LIBRARY_EXACT.update(name for name, same in exact.items() if same)
+    numpy_routines = NUMPY_ROUTINES[0] = use_numpy_loops(lib)
     for dtype_name, dtype in DTYPES.items():
         for name in UNARY_EXACT + UNARY_LIBM:
-            stated = EXACT if name in UNARY_EXACT else _libm_exactness(name, dtype_name, exact[name])
+            same = exact.get(name) or (numpy_routines and dtype_name == "f32" and name in F32_NUMPY_EXACT)
+            stated = EXACT if name in UNARY_EXACT else _libm_exactness(name, dtype_name, bool(same))
             fn = lib.fn(f"vg_{name}_{dtype_name}", _UNARY_ARGS)
             kernel = _unary(fn, dtype, OPS[name].reference, backend, lib.ptr)
             backend.register(name, kernel, dtype_name, stated, native_claim(name, dtype_name))

@@ -450,14 +450,19 @@ _LIBM: dict[int, frozenset[tuple[str, str]]] = {}  # id(backend) -> its libm_mem
 # the kernel ----------------------------------------------------------------------------------------
 def libm_members(backend: Any) -> frozenset[tuple[str, str]]:
     """The (op, dtype) pairs of the ops evaluated with C library routines that a group may hold: those
-    whose cpu kernels are stated exact here, but for the f32 ones with a vector path (elementwise.c) where
-    it runs: that path is several times faster than a fused kernel's scalar formula."""
+    whose cpu kernels are stated exact here with the C library's routines alone (not by recomputing with
+    NumPy's, elementwise.py's C_LIBRARY_EXACT), but for the f32 ones with a vector path (elementwise.c)
+    where it runs: that path is several times faster than a fused kernel's scalar formula."""
     vectorized = backend.library is not None and elementwise.vectorized(backend.library)
     fast = elementwise.VECTORIZED if vectorized else ()
     return frozenset(
         (op, dtype)
         for (op, dtype), (_, exactness) in backend.registered().items()
-        if op in LIBM and dtype in FLOATS and exactness.is_exact and not (dtype == "f32" and op in fast)
+        if op in LIBM
+        and dtype in FLOATS
+        and exactness.is_exact
+        and op in elementwise.C_LIBRARY_EXACT
+        and not (dtype == "f32" and op in fast)
     )
 
 

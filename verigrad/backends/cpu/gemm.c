@@ -758,24 +758,15 @@ static int gemv_along_k(const blas_job *g) {
             }                                                                                            \
         }                                                                                                \
         int64_t units = batch * g.row_tiles * g.col_tiles, unit_work = mb * nb * k;                      \
-        if (units > 1 && batch == 1 && gemv_along_k(&g)) {                                              \
-            g.kb = cdiv(cdiv(k, units), 16) * 16; /* as many blocks of k as there were tiles */          \
-            g.parts = malloc(sizeof(T) * (size_t)(cdiv(k, g.kb) * m * n));                               \
-            if (g.parts) {                                                                               \
-                units = cdiv(k, g.kb);                                                                   \
-                unit_work = m * n * g.kb;                                                                \
-            } else                                                                                       \
-                g.kb = 0;                                                                                \
-        }                                                                                                \
-        if (units == 1 && k >= KSPLIT_MIN_K) {                                                           \
-            int64_t blocks = imin(KSPLIT_MAX_BLOCKS, k / KSPLIT_BLOCK);                                  \
-            g.kb = cdiv(k, blocks);                                                                      \
-            g.parts = malloc(sizeof(T) * (size_t)(blocks * m * n));                                      \
-            if (g.parts) {                                                                               \
-                units = cdiv(k, g.kb);                                                                   \
-                unit_work = m * n * g.kb;                                                                \
-            } else                                                                                       \
-                g.kb = 0;                                                                                \
+        int64_t kb = 0; /* split along k: the depth of a block */                                   \
+        if (units > 1 && batch == 1 && gemv_along_k(&g))                                                 \
+            kb = cdiv(cdiv(k, units), 16) * 16; /* as many blocks of k as there were tiles */            \
+        else if (units == 1 && k >= KSPLIT_MIN_K)                                                        \
+            kb = cdiv(k, imin(KSPLIT_MAX_BLOCKS, k / KSPLIT_BLOCK));                                     \
+        if (kb && (g.parts = malloc(sizeof(T) * (size_t)(cdiv(k, kb) * m * n)))) {                      \
+            g.kb = kb;                                                                                   \
+            units = cdiv(k, kb);                                                                         \
+            unit_work = m * n * kb;                                                                      \
         }                                                                                                \
         if (!g.kb && check && m * k + k * n < m * n && no_overflow_##NAME(&g, batch)) g.check = 0;       \
         vg_blas_single_begin();                                                                          \

@@ -1,0 +1,75 @@
+"""NumPy's own f64 inner loops of exp, expm1, log, log1p, sin and cos, for the C kernels to call.
+
+On its AVX-512 builds NumPy computes these with its own SIMD and SVML routines, not the C library's,
+and the f32 references round those doubles; elementwise.c recomputes the few elements whose rounding the
+C library's routines leave in doubt with NumPy's loops, so that its f32 kernels give the reference's
+bits. A loop is read from its ufunc's C struct (NumPy's public `PyUFuncObject`: the `functions` and
+`data` arrays, `ntypes` and `types`), checked against what the struct says of itself (nargs, ntypes, name)
+and then by calling it on probe values, which must give the ufunc's own bits; any mismatch, and the
+kernels keep the C library's routines alone.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+
+import numpy as np
+
+ROUTINES = ("exp", "expm1", "log", "log1p", "sin", "cos")  # elementwise.c's NP_EXP .. NP_COS, in order
+_DOUBLE = 12  # NPY_DOUBLE
+_LOOP = ctypes.CFUNCTYPE(
+    None,
+    ctypes.POINTER(ctypes.c_void_p),
+    ctypes.POINTER(ctypes.c_ssize_t),
+    ctypes.POINTER(ctypes.c_ssize_t),
+    ctypes.c_void_p,
+)
+
+
+def _field(address: int, kind: type) -> object:
+    return kind.from_address(address).value
+
+
+def find(ufunc: np.ufunc) -> tuple[int, int | None] | None:
+    """The address of `ufunc`'s d->d inner loop and its data pointer, or None where the struct does not
+    read as expected."""
+    if sys.implementation.name != "cpython" or ctypes.sizeof(ctypes.c_void_p) != 8:
+        return None
+    base = id(ufunc) + 16  # past PyObject_HEAD: nin, nout, nargs, identity (ints), then the pointers
+    nin, nout, nargs = (_field(base + 4 * i, ctypes.c_int) for i in range(3))
+    functions, data = _field(base + 16, ctypes.c_void_p), _field(base + 24, ctypes.c_void_p)
+    ntypes, name = _field(base + 32, ctypes.c_int), _field(base + 40, ctypes.c_void_p)
+    types = _field(base + 48, ctypes.c_void_p)
+    if (nin, nout, nargs, ntypes) != (1, 1, 2, ufunc.ntypes) or not (functions and name and types):
+        return None
+    if ctypes.string_at(name) != ufunc.__name__.encode():
+        return None
+    signatures = ctypes.string_at(types, ntypes * nargs)
+    for i in range(ntypes):
+        if signatures[2 * i] == signatures[2 * i + 1] == _DOUBLE:
+            loop = _field(functions + 8 * i, ctypes.c_void_p)
+            return (loop, _field(data + 8 * i, ctypes.c_void_p) if data else None) if loop else None
+    return None
+
+
+def _agrees(ufunc: np.ufunc, loop: int, data: int | None, x: np.ndarray) -> bool:
+    """Whether the loop gives the ufunc's bits on x (contiguous f64)."""
+    out = np.empty_like(x)
+    args = (ctypes.c_void_p * 2)(x.ctypes.data, out.ctypes.data)
+    with np.errstate(all="ignore"):
+        _LOOP(loop)(args, (ctypes.c_ssize_t * 1)(x.size), (ctypes.c_ssize_t * 2)(8, 8), data)
+        expected = ufunc(x)
+    return bool(np.array_equal(out, expected, equal_nan=True))
+
+
+def loops(probe: np.ndarray) -> list[tuple[int, int | None]] | None:
+    """The loops of ROUTINES in order, each checked on `probe` (f64 values), or None."""
+    found = []
+    for name in ROUTINES:
+        ufunc = getattr(np, name)
+        loop = find(ufunc)
+        if loop is None or not _agrees(ufunc, *loop, np.ascontiguousarray(probe, np.float64)):
+            return None
+        found.append(loop)
+    return found
