@@ -4,7 +4,9 @@ fallbacks to the reference, the build cache, and a machine with no C compiler.""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import itertools
 import json
 import os
 import re
@@ -145,11 +147,11 @@ def test_the_kernels_registered():
         assert _bound(op, dtype) == cpu.ULP_BOUNDS.get((op, dtype), 0)
     for op in cpu.CANCELLING:  # a result that cancels: exact where the C library is NumPy's, else a tolerance
         for dtype in ("f32", "f64"):
-            numpy = dtype == "f32" and op in elementwise.F32_NUMPY_EXACT and elementwise.NUMPY_ROUTINES[0]
+            numpy = elementwise.NUMPY_ROUTINES[0]
             expected = EXACT if agrees(op) or numpy else elementwise.cancelling_tolerance(op, dtype)
             assert cpu.cpu.exactness(op, dtype) == expected, (op, dtype)
-    for op in elementwise.F32_NUMPY_EXACT:  # recomputed with NumPy's routines where in doubt: exact
-        assert cpu.cpu.exactness(op, "f32").is_exact or not elementwise.NUMPY_ROUTINES[0], op
+    for op, dtype in itertools.product(cpu.UNARY_LIBM, ("f32", "f64")):  # NumPy's routines: exact
+        assert cpu.cpu.exactness(op, dtype).is_exact or not elementwise.NUMPY_ROUTINES[0], (op, dtype)
 
 
 @needs_cc
@@ -205,6 +207,20 @@ _LOOP = ctypes.CFUNCTYPE(
 )  # fmt: skip
 
 
+@contextlib.contextmanager
+def numpy_routine(routine: str, loop):
+    """elementwise.c calls `loop` (a ctypes callback) in place of NumPy's `routine` inside the block."""
+    use = cpu.cpu.library.fn(
+        "vg_use_numpy_routine", [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int
+    )
+    which = numpy_loops.ROUTINES.index(routine)
+    try:
+        use(which, ctypes.cast(loop, ctypes.c_void_p), None)
+        yield
+    finally:
+        use(which, *numpy_loops.find(getattr(np, routine)))
+
+
 @_LOOP
 def _nan_loop(args, dims, steps, data):
     """A stand-in for NumPy's d->d loop that writes NaN: marks the elements recomputed with it."""
@@ -237,18 +253,37 @@ def test_f32_elements_whose_rounding_is_in_doubt_are_recomputed_with_numpys_rout
     offset = (doubles.view(np.uint64) & np.uint64(0x1FFFFFFF)).astype(np.int64) - 0x10000000
     in_doubt = (offset >= -1024) & (offset < 1024)
     assert 10 <= in_doubt.sum() < x.size // 1000, in_doubt.sum()
-    use = lib.fn("vg_use_numpy_routine", [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int)
-    which = numpy_loops.ROUTINES.index(routine)
-    real = numpy_loops.find(getattr(np, routine))
     kernel = cpu.cpu.native(OPS[op], verigrad.f32)
-    try:
-        use(which, ctypes.cast(_nan_loop, ctypes.c_void_p), None)
+    with numpy_routine(routine, _nan_loop):
         actual = kernel(x)
-    finally:
-        use(which, *real)
     np.testing.assert_array_equal(np.isnan(actual), in_doubt)
     assert actual[~in_doubt].tobytes() == doubles[~in_doubt].astype(np.float32).tobytes()
     assert kernel(x).tobytes() == OPS[op].reference(x).tobytes()  # NumPy's routine back: the reference
+
+
+@needs_cc
+@pytest.mark.parametrize(("op", "routine"), [("exp", "exp"), ("tanh", "expm1"), ("gelu_deriv", "exp")])
+def test_f64_kernels_run_numpys_routine_a_block_at_a_time(op, routine, small_chunks):
+    """Where NumPy's loops were handed over, every element of an f64 kernel (and of an f32 one whose
+    formula cancels) goes through NumPy's routine (here a stand-in that gives NaN, so every result is NaN),
+    over blocks, chunks and threads; with the real loop back, the reference's bits."""
+    if not elementwise.NUMPY_ROUTINES[0]:
+        pytest.skip("NumPy's f64 loops were not found here: the C library's routines alone")
+    verigrad.set_threads(3)
+    x = np.random.default_rng(18).normal(0, 4, 1000)
+    for dtype in ("f64",) + (("f32",) if op in cpu.CANCELLING else ()):
+        kernel, xs = cpu.cpu.native(OPS[op], getattr(verigrad, dtype)), x.astype(cpu.DTYPES[dtype])
+        with numpy_routine(routine, _nan_loop_all):
+            assert np.isnan(kernel(xs)).all()
+        assert kernel(xs).tobytes() == OPS[op].reference(xs).tobytes()
+
+
+@_LOOP
+def _nan_loop_all(args, dims, steps, data):
+    """A stand-in for NumPy's d->d loop over dims[0] contiguous doubles: NaN for each."""
+    out = args[1]
+    for i in range(dims[0]):
+        ctypes.c_double.from_address(out + 8 * i).value = float("nan")
 
 
 def vector_kernel(op: str):

@@ -49,15 +49,16 @@ typedef struct {
  * element is computed again with NumPy's routines (the n_<op> formulas), one element a loop call. The two
  * routines differ by a few ulps (NumPy's are within 4, the C library's within 1), and the formulas
  * (the cancelling ones aside) carry that through without growing it, so LIBM_SLACK = 1024 leaves a wide
- * margin. The f64 kernels keep the C library's routines and state the ulps they may differ by. */
+ * margin. The f64 kernels, and the f32 ones of the formulas that cancel, run NumPy's loop over a block
+ * of the routine's arguments instead (ROUTINE_UNARY below). */
 typedef void (*np_loop)(char **args, const intptr_t *dims, const intptr_t *steps, void *data);
-enum { NP_EXP, NP_EXPM1, NP_LOG, NP_LOG1P, NP_SIN, NP_COS, NP_ROUTINES };
+enum { NP_exp, NP_expm1, NP_log, NP_log1p, NP_sin, NP_cos, NP_ROUTINES };
 static np_loop np_loops[NP_ROUTINES];
 static void *np_data[NP_ROUTINES];
 static int numpy_routines = 0; /* all of them handed over */
 #define LIBM_SLACK 1024
 
-/* Hand NumPy's d->d loop `which` (NP_EXP ..) over; returns whether all are now there. */
+/* Hand NumPy's d->d loop `which` (NP_exp ..) over; returns whether all are now there. */
 int vg_use_numpy_routine(int which, void *loop, void *data) {
     if (which >= 0 && which < NP_ROUTINES) np_loops[which] = (np_loop)loop, np_data[which] = data;
     numpy_routines = 1;
@@ -72,15 +73,18 @@ static double np_call(int which, double x) {
     np_loops[which](args, &n, steps, np_data[which]);
     return y;
 }
-#define NP_ROUTINE(NAME, WHICH) \
-    static double np_##NAME(double x) { return np_call(WHICH, x); }
-NP_ROUTINE(exp, NP_EXP)
-NP_ROUTINE(expm1, NP_EXPM1)
-NP_ROUTINE(log, NP_LOG)
-NP_ROUTINE(log1p, NP_LOG1P)
-NP_ROUTINE(sin, NP_SIN)
-NP_ROUTINE(cos, NP_COS)
-VG_FORMULAS(n_, np_exp, np_expm1, np_log, np_log1p, np_sin, np_cos)
+#define NP_ROUTINE(NAME) \
+    static double np_##NAME(double x) { return np_call(NP_##NAME, x); }
+NP_ROUTINE(exp)
+NP_ROUTINE(expm1)
+NP_ROUTINE(log)
+NP_ROUTINE(log1p)
+NP_ROUTINE(sin)
+NP_ROUTINE(cos)
+/* n_<op>: the formula on NumPy's routine */
+#define NUMPY_FORMULA(NAME, ROUTINE) \
+    VG_FORMULA n_##NAME(double x) { return NAME##_rest(x, np_##ROUTINE(NAME##_arg(x))); }
+VG_ROUTINE_OPS(NUMPY_FORMULA)
 
 /* Whether f32 rounding of y could differ from that of a double within LIBM_SLACK ulps of it: its 29 low
  * mantissa bits within LIBM_SLACK of 0x10000000 (halfway), or |y| below the f32 normals (but 0) */
@@ -160,10 +164,6 @@ F32_OF(gelu_tanh, -3.0f)
         vg_parallel_for(n, min_chunk, threads, NAME##_##SUF##_chunk, &p);                     \
     }
 
-/* an op evaluated in double: f64 by the C library's formula, f32 as F32_OF says */
-#define LIBM_f64(NAME, x) d_##NAME(x)
-#define LIBM_f32(NAME, x) NAME##_f32_scalar(x)
-
 /* the ops in the dtype itself (exactly rounded), then those evaluated in double by d_<op> */
 #define ALL_UNARY(T, SUF, ONE, ZERO, ABS, SQRT)                                   \
     UNARY_FAST(relu, T, SUF, (x > ZERO || isnan(x)) ? x : ZERO)                       \
@@ -174,15 +174,7 @@ F32_OF(gelu_tanh, -3.0f)
     UNARY_FAST(rsqrt, T, SUF, ONE / SQRT(x))                                           \
     UNARY_FAST(sigmoid_deriv, T, SUF, x * (ONE - x))                                   \
     UNARY_FAST(tanh_deriv, T, SUF, ONE - x * x)                                        \
-    UNARY(log, T, SUF, LIBM_##SUF(log, x))                                        \
-    UNARY(expm1, T, SUF, LIBM_##SUF(expm1, x))                                    \
-    UNARY(log1p, T, SUF, LIBM_##SUF(log1p, x))                                    \
-    UNARY(sin, T, SUF, LIBM_##SUF(sin, x))                                        \
-    UNARY(cos, T, SUF, LIBM_##SUF(cos, x))                                        \
-    UNARY(silu_deriv, T, SUF, (T)d_silu_deriv((double)x))                         \
-    UNARY(gelu, T, SUF, (T)d_gelu((double)x))                                     \
-    UNARY(gelu_deriv, T, SUF, (T)d_gelu_deriv((double)x))                         \
-    UNARY(gelu_tanh_deriv, T, SUF, (T)d_gelu_tanh_deriv((double)x))
+    UNARY(gelu, T, SUF, (T)d_gelu((double)x))
 
 /* The binary ops, each given to KERNEL (BINARY, or BINARY_BC below): on floats, and on 64-bit integers
  * (NumPy's: add, sub and mul wrap around, computed in unsigned arithmetic, where C's signed overflow is
@@ -225,12 +217,60 @@ INT64_BINARY(BINARY)
 CAST(double, float, f64_f32)
 CAST(float, double, f32_f64)
 
-/* f64 kernels of the vectorized ops: the scalar formulas */
-UNARY(exp, double, f64, d_exp(x))
-UNARY(sigmoid, double, f64, d_sigmoid(x))
-UNARY(tanh, double, f64, d_tanh(x))
-UNARY(silu, double, f64, d_silu(x))
-UNARY(gelu_tanh, double, f64, d_gelu_tanh(x))
+/* f32 log, expm1, log1p, sin and cos: the C library's routine, or NumPy's where the rounding is in doubt
+ * (F32_OF); exp, sigmoid, tanh, silu and gelu_tanh have vector paths (below) */
+UNARY(log, float, f32, log_f32_scalar(x))
+UNARY(expm1, float, f32, expm1_f32_scalar(x))
+UNARY(log1p, float, f32, log1p_f32_scalar(x))
+UNARY(sin, float, f32, sin_f32_scalar(x))
+UNARY(cos, float, f32, cos_f32_scalar(x))
+
+/* The f64 kernels of the ops evaluated with a routine, and the f32 ones of the formulas that cancel
+ * (where a few ulps of the routine can be many of the result's, too many for F32_OF's test): where
+ * elementwise.py handed NumPy's loops over, a block of the routine's arguments, NumPy's loop over them,
+ * then the rest of each element's formula: the reference's bits; else the C library's formula, an
+ * element at a time. ys may be xs. */
+#define NP_BLOCK 256
+/* the rest of an element's formula, not inlined: a loop the compiler vectorizes may give a NaN of the
+ * other sign where two NaNs meet, and a chunk's bits would then depend on where it starts */
+#define REST_ONE(NAME, ROUTINE) \
+    __attribute__((noinline)) static double NAME##_rest_one(double x, double r) { return NAME##_rest(x, r); }
+VG_ROUTINE_OPS(REST_ONE)
+#define ROUTINE_UNARY(NAME, ROUTINE, T, SUF)                                                  \
+    static void NAME##_##SUF##_chunk(void *ctx, int64_t lo, int64_t hi) {                     \
+        const vg_args *p = (const vg_args *)ctx;                                              \
+        const T *xs = (const T *)p->a;                                                        \
+        T *ys = (T *)p->out;                                                                  \
+        if (!numpy_routines) {                                                                \
+            for (int64_t i = lo; i < hi; i++) ys[i] = (T)d_##NAME((double)xs[i]);             \
+            return;                                                                           \
+        }                                                                                     \
+        const intptr_t steps[2] = {sizeof(double), sizeof(double)};                           \
+        if (sizeof(T) == sizeof(double) && __builtin_strcmp(#NAME, #ROUTINE) == 0) {          \
+            /* the op is its routine: NumPy's loop straight over the chunk (in place too) */     \
+            char *direct[2] = {(char *)(xs + lo), (char *)(ys + lo)};                         \
+            const intptr_t n = hi - lo;                                                       \
+            np_loops[NP_##ROUTINE](direct, &n, steps, np_data[NP_##ROUTINE]);                 \
+            return;                                                                           \
+        }                                                                                     \
+        double arg[NP_BLOCK], r[NP_BLOCK];                                                    \
+        char *args[2] = {(char *)arg, (char *)r};                                             \
+        for (int64_t i0 = lo; i0 < hi; i0 += NP_BLOCK) {                                      \
+            const intptr_t m = hi - i0 < NP_BLOCK ? hi - i0 : NP_BLOCK;                       \
+            for (intptr_t j = 0; j < m; j++) arg[j] = NAME##_arg((double)xs[i0 + j]);         \
+            np_loops[NP_##ROUTINE](args, &m, steps, np_data[NP_##ROUTINE]);                   \
+            for (intptr_t j = 0; j < m; j++) ys[i0 + j] = (T)NAME##_rest_one((double)xs[i0 + j], r[j]); \
+        }                                                                                     \
+    }                                                                                         \
+    void vg_##NAME##_##SUF(const T *x, T *out, int64_t n, int64_t min_chunk, int threads) {   \
+        vg_args p = {x, 0, out};                                                              \
+        vg_parallel_for(n, min_chunk, threads, NAME##_##SUF##_chunk, &p);                     \
+    }
+#define ROUTINE_UNARY_F64(NAME, ROUTINE) ROUTINE_UNARY(NAME, ROUTINE, double, f64)
+VG_ROUTINE_OPS(ROUTINE_UNARY_F64)
+ROUTINE_UNARY(silu_deriv, exp, float, f32)
+ROUTINE_UNARY(gelu_deriv, exp, float, f32)
+ROUTINE_UNARY(gelu_tanh_deriv, expm1, float, f32)
 
 /* ---- vectorized: exp, sigmoid, tanh, silu, gelu_tanh in f32 -------------------------------------------
  *

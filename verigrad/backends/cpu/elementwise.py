@@ -10,11 +10,12 @@ round once (f32 exp, sigmoid, tanh, silu and gelu_tanh take an AVX2 path that gi
 elementwise.c; a native build computes f32 sigmoid and silu in f32 arithmetic, within its tolerance).
 They are exact where NumPy's f64 loops are the C library's (glibc on x86 without AVX-512, say);
 `register` checks this per op on probe values. Where NumPy has routines of its own (its AVX-512 builds),
-their inner loops are handed to elementwise.c (numpy_loops.py), and the f32 kernels of `F32_NUMPY_EXACT`
-recompute with them each element whose rounding the C library's routines leave in doubt: the reference's
-bits again. The other kernels are then stated within `ULP_BOUNDS` ulps, and one whose result cancels
+their inner loops are handed to elementwise.c (numpy_loops.py): the f64 kernels (and the f32 ones of the
+formulas that cancel) run them a block at a time, and the other f32 kernels recompute with them each
+element whose rounding the C library's routines leave in doubt: the reference's bits again. Where they
+cannot be found, the kernels are stated within `ULP_BOUNDS` ulps, and one whose result cancels
 (`CANCELLING`: near a zero of the function one ulp of a routine is many of the result's) within a
-tolerance, `cancelling_tolerance`.
+tolerance, `cancelling_tolerance`. pow keeps the C library's routine, and its bound, where it differs.
 """
 
 from __future__ import annotations
@@ -193,9 +194,6 @@ def same_as_reference(fn: Any, name: str, arity: int, lib: Library) -> bool:
     return bool(np.array_equal(out, expected, equal_nan=True))
 
 
-# f32 ops whose kernels, given NumPy's own routines (numpy_loops.py), recompute the elements in doubt
-# with them (elementwise.c's F32_OF): the reference's bits whoever's routines NumPy uses
-F32_NUMPY_EXACT = ("exp", "expm1", "log", "log1p", "sin", "cos", "sigmoid", "tanh", "silu", "gelu_tanh")
 # the ops whose f64 kernels gave the reference's bits on the probe (the C library's routines are NumPy's
 # here): the fused kernels, which evaluate the C library's formulas, may hold them (fused.libm_members)
 C_LIBRARY_EXACT: set[str] = set()
@@ -275,7 +273,7 @@ def register(backend: Any, lib: Library) -> None:
     numpy_routines = NUMPY_ROUTINES[0] = use_numpy_loops(lib)
     for dtype_name, dtype in DTYPES.items():
         for name in UNARY_EXACT + UNARY_LIBM:
-            same = exact.get(name) or (numpy_routines and dtype_name == "f32" and name in F32_NUMPY_EXACT)
+            same = exact.get(name) or numpy_routines  # NumPy's own routines, where the C library's differ
             stated = EXACT if name in UNARY_EXACT else _libm_exactness(name, dtype_name, bool(same))
             fn = lib.fn(f"vg_{name}_{dtype_name}", _UNARY_ARGS)
             kernel = _unary(fn, dtype, OPS[name].reference, backend, lib.ptr)

@@ -1,12 +1,12 @@
 """NumPy's own f64 inner loops of exp, expm1, log, log1p, sin and cos, for the C kernels to call.
 
-On its AVX-512 builds NumPy computes these with its own SIMD and SVML routines, not the C library's,
-and the f32 references round those doubles; elementwise.c recomputes the few elements whose rounding the
-C library's routines leave in doubt with NumPy's loops, so that its f32 kernels give the reference's
-bits. A loop is read from its ufunc's C struct (NumPy's public `PyUFuncObject`: the `functions` and
-`data` arrays, `ntypes` and `types`), checked against what the struct says of itself (nargs, ntypes, name)
-and then by calling it on probe values, which must give the ufunc's own bits; any mismatch, and the
-kernels keep the C library's routines alone.
+On its AVX-512 builds NumPy computes these with its own SIMD and SVML routines, not the C library's, and
+the references (f32 ones round the doubles) follow them; elementwise.c's f64 kernels run these loops a
+block at a time, and its f32 kernels recompute with them the few elements whose rounding the C library's
+routines leave in doubt, so that both give the reference's bits. A loop is read from its ufunc's C struct
+(NumPy's public `PyUFuncObject`: the `functions` and `data` arrays, `ntypes` and `types`), checked against
+what the struct says of itself (nargs, ntypes, name) and then by calling it on probe values, which must
+give the ufunc's own bits; any mismatch, and the kernels keep the C library's routines alone.
 """
 
 from __future__ import annotations
