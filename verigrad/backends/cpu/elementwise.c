@@ -10,8 +10,8 @@
  *
  * exp, sigmoid, tanh, silu and gelu_tanh in f32 also have AVX2 and AVX-512 paths (see "vectorized"
  * below): double polynomials within a relative 2^-42 of the scalar formulas, rounded once to f32; where
- * that rounding could go either way, the element is recomputed by the scalar formula, so every path
- * gives the same bits. A native build computes f32 sigmoid and silu in f32 arithmetic instead (see
+ * that rounding could go either way, the element is recomputed by the op's routine (ROUTINE_BLOCKS:
+ * NumPy's where it has its own, else the C library's formula), so every path gives the same bits. A native build computes f32 sigmoid and silu in f32 arithmetic instead (see
  * "float activations" below).
  *
  * maximum and minimum are NumPy's: a NaN in either operand gives that NaN (the first when both are),
@@ -40,23 +40,18 @@ typedef struct {
 /* ---- NumPy's own f64 routines ------------------------------------------------------------------------
  *
  * Where NumPy's f64 exp, expm1, log, log1p, sin and cos are its own (its AVX-512 builds: SIMD and SVML
- * routines, within a few ulps, not the C library's), the references' f32 results are those routines'
- * doubles rounded once. elementwise.py then hands their inner loops (the ufuncs' d->d loops) to
- * vg_use_numpy_routine, and the f32 kernels below give the reference's bits: each element is computed
- * with the C library's routines (fast, and for the vector paths, see below, their own polynomials); where
- * that double is within LIBM_SLACK ulps of an f32 rounding point, or the f32 result would be subnormal
- * (where the rounding point is elsewhere), or the input is below the op's cancelling range, the
- * element is computed again with NumPy's routines (the n_<op> formulas), one element a loop call. The two
- * routines differ by a few ulps (NumPy's are within 4, the C library's within 1), and the formulas
- * (the cancelling ones aside) carry that through without growing it, so LIBM_SLACK = 1024 leaves a wide
- * margin. The f64 kernels, and the f32 ones of the formulas that cancel, run NumPy's loop over a block
- * of the routine's arguments instead (ROUTINE_UNARY below). */
+ * routines, within a few ulps, not the C library's), the references follow them (an f32 one rounds their
+ * double once). elementwise.py then hands their inner loops (the ufuncs' d->d loops) to
+ * vg_use_numpy_routine, and every op evaluated with one of them runs it (ROUTINE_BLOCKS): a block of the
+ * routine's arguments, NumPy's loop over the block, then the rest of each element's formula (vg_math.h's
+ * <op>_arg and <op>_rest): the reference's bits. The f32 vector paths (below) keep their own polynomials
+ * and send the elements whose rounding is in doubt there. Without NumPy's loops, the C library's formula,
+ * an element at a time. */
 typedef void (*np_loop)(char **args, const intptr_t *dims, const intptr_t *steps, void *data);
 enum { NP_exp, NP_expm1, NP_log, NP_log1p, NP_sin, NP_cos, NP_ROUTINES };
 static np_loop np_loops[NP_ROUTINES];
 static void *np_data[NP_ROUTINES];
 static int numpy_routines = 0; /* all of them handed over */
-#define LIBM_SLACK 1024
 
 /* Hand NumPy's d->d loop `which` (NP_exp ..) over; returns whether all are now there. */
 int vg_use_numpy_routine(int which, void *loop, void *data) {
@@ -66,57 +61,40 @@ int vg_use_numpy_routine(int which, void *loop, void *data) {
     return numpy_routines;
 }
 
-static double np_call(int which, double x) {
-    double y;
-    char *args[2] = {(char *)&x, (char *)&y};
-    const intptr_t n = 1, steps[2] = {sizeof(double), sizeof(double)};
-    np_loops[which](args, &n, steps, np_data[which]);
-    return y;
-}
-#define NP_ROUTINE(NAME) \
-    static double np_##NAME(double x) { return np_call(NP_##NAME, x); }
-NP_ROUTINE(exp)
-NP_ROUTINE(expm1)
-NP_ROUTINE(log)
-NP_ROUTINE(log1p)
-NP_ROUTINE(sin)
-NP_ROUTINE(cos)
-/* n_<op>: the formula on NumPy's routine */
-#define NUMPY_FORMULA(NAME, ROUTINE) \
-    VG_FORMULA n_##NAME(double x) { return NAME##_rest(x, np_##ROUTINE(NAME##_arg(x))); }
-VG_ROUTINE_OPS(NUMPY_FORMULA)
+#define NP_BLOCK 256
+/* the rest of an element's formula, not inlined: a loop the compiler vectorizes may give a NaN of the
+ * other sign where two NaNs meet, and a result's bits would then depend on where its block starts */
+#define REST_ONE(NAME, ROUTINE) \
+    __attribute__((noinline)) static double NAME##_rest_one(double x, double r) { return NAME##_rest(x, r); }
+VG_ROUTINE_OPS(REST_ONE)
 
-/* Whether f32 rounding of y could differ from that of a double within LIBM_SLACK ulps of it: its 29 low
- * mantissa bits within LIBM_SLACK of 0x10000000 (halfway), or |y| below the f32 normals (but 0) */
-static inline int near_rounding_point(double y) {
-    uint64_t bits;
-    memcpy(&bits, &y, sizeof bits);
-    uint32_t low = (uint32_t)(bits & 0x1FFFFFFF) + LIBM_SLACK - 0x10000000u;
-    return isfinite(y) && (low < 2 * LIBM_SLACK || (fabs(y) < 0x1p-126 && y != 0.0));
-}
-
-/* The f32 NAME of x: the C library's formula rounded once, or (where that rounding is in doubt, and for
- * x below BELOW, where the formula cancels) NumPy's formula, which the reference computes; a NaN input
- * the C library's formula (a NaN keeps its sign through it, as through the reference's). One
- * copy, called by every path, so that a NaN's sign does not depend on the path or on its place in a
- * block (a loop the compiler vectorizes may give NaN's other sign). */
-#define F32_OF(NAME, BELOW)                                                                   \
-    __attribute__((noinline)) static float NAME##_f32_scalar(float x) {                       \
-        if (!numpy_routines || isnan(x)) return (float)d_##NAME((double)x);                   \
-        if (x < (BELOW)) return (float)n_##NAME((double)x);                                   \
-        double y = d_##NAME((double)x);                                                       \
-        return (float)(near_rounding_point(y) ? n_##NAME((double)x) : y);                     \
+/* ys[0..n) = NAME of xs[0..n) in T (ys may be xs), as the section's comment says */
+#define ROUTINE_BLOCKS(NAME, ROUTINE, T, SUF)                                                 \
+    static void NAME##_##SUF##_routine(const T *xs, T *ys, int64_t n) {                       \
+        if (!numpy_routines) {                                                                \
+            for (int64_t i = 0; i < n; i++) ys[i] = (T)d_##NAME((double)xs[i]);               \
+            return;                                                                           \
+        }                                                                                     \
+        const intptr_t steps[2] = {sizeof(double), sizeof(double)};                           \
+        const int routine_itself = __builtin_strcmp(#NAME, #ROUTINE) == 0; /* exp, log, .. */  \
+        if (routine_itself && sizeof(T) == sizeof(double)) { /* the loop straight over them */ \
+            char *direct[2] = {(char *)xs, (char *)ys};                                       \
+            const intptr_t m = n;                                                             \
+            np_loops[NP_##ROUTINE](direct, &m, steps, np_data[NP_##ROUTINE]);                 \
+            return;                                                                           \
+        }                                                                                     \
+        double arg[NP_BLOCK], r[NP_BLOCK];                                                    \
+        char *args[2] = {(char *)arg, (char *)r};                                             \
+        for (int64_t i0 = 0; i0 < n; i0 += NP_BLOCK) {                                        \
+            const intptr_t m = n - i0 < NP_BLOCK ? n - i0 : NP_BLOCK;                         \
+            for (intptr_t j = 0; j < m; j++) arg[j] = NAME##_arg((double)xs[i0 + j]);         \
+            np_loops[NP_##ROUTINE](args, &m, steps, np_data[NP_##ROUTINE]);                   \
+            if (routine_itself) /* one rounding an element: no two NaNs meet */               \
+                for (intptr_t j = 0; j < m; j++) ys[i0 + j] = (T)r[j];                        \
+            else                                                                              \
+                for (intptr_t j = 0; j < m; j++) ys[i0 + j] = (T)NAME##_rest_one((double)xs[i0 + j], r[j]); \
+        }                                                                                     \
     }
-F32_OF(exp, -INFINITY)
-F32_OF(expm1, -INFINITY)
-F32_OF(log, -INFINITY)
-F32_OF(log1p, -INFINITY)
-F32_OF(sin, -INFINITY)
-F32_OF(cos, -INFINITY)
-F32_OF(sigmoid, -INFINITY)
-F32_OF(tanh, -INFINITY)
-F32_OF(silu, -INFINITY)
-F32_OF(gelu_tanh, -3.0f)
 
 /* ---- kernels ----------------------------------------------------------------------------------------- */
 #define UNARY_LOOP(NAME, T, SUF, EXPR, ATTR)                                                  \
@@ -217,50 +195,13 @@ INT64_BINARY(BINARY)
 CAST(double, float, f64_f32)
 CAST(float, double, f32_f64)
 
-/* f32 log, expm1, log1p, sin and cos: the C library's routine, or NumPy's where the rounding is in doubt
- * (F32_OF); exp, sigmoid, tanh, silu and gelu_tanh have vector paths (below) */
-UNARY(log, float, f32, log_f32_scalar(x))
-UNARY(expm1, float, f32, expm1_f32_scalar(x))
-UNARY(log1p, float, f32, log1p_f32_scalar(x))
-UNARY(sin, float, f32, sin_f32_scalar(x))
-UNARY(cos, float, f32, cos_f32_scalar(x))
-
-/* The f64 kernels of the ops evaluated with a routine, and the f32 ones of the formulas that cancel
- * (where a few ulps of the routine can be many of the result's, too many for F32_OF's test): where
- * elementwise.py handed NumPy's loops over, a block of the routine's arguments, NumPy's loop over them,
- * then the rest of each element's formula: the reference's bits; else the C library's formula, an
- * element at a time. ys may be xs. */
-#define NP_BLOCK 256
-/* the rest of an element's formula, not inlined: a loop the compiler vectorizes may give a NaN of the
- * other sign where two NaNs meet, and a chunk's bits would then depend on where it starts */
-#define REST_ONE(NAME, ROUTINE) \
-    __attribute__((noinline)) static double NAME##_rest_one(double x, double r) { return NAME##_rest(x, r); }
-VG_ROUTINE_OPS(REST_ONE)
+/* The kernels of the ops evaluated with a routine (ROUTINE_BLOCKS) but the f32 ones with vector paths:
+ * exp, sigmoid, tanh, silu and gelu_tanh (below) */
 #define ROUTINE_UNARY(NAME, ROUTINE, T, SUF)                                                  \
+    ROUTINE_BLOCKS(NAME, ROUTINE, T, SUF)                                                     \
     static void NAME##_##SUF##_chunk(void *ctx, int64_t lo, int64_t hi) {                     \
         const vg_args *p = (const vg_args *)ctx;                                              \
-        const T *xs = (const T *)p->a;                                                        \
-        T *ys = (T *)p->out;                                                                  \
-        if (!numpy_routines) {                                                                \
-            for (int64_t i = lo; i < hi; i++) ys[i] = (T)d_##NAME((double)xs[i]);             \
-            return;                                                                           \
-        }                                                                                     \
-        const intptr_t steps[2] = {sizeof(double), sizeof(double)};                           \
-        if (sizeof(T) == sizeof(double) && __builtin_strcmp(#NAME, #ROUTINE) == 0) {          \
-            /* the op is its routine: NumPy's loop straight over the chunk (in place too) */     \
-            char *direct[2] = {(char *)(xs + lo), (char *)(ys + lo)};                         \
-            const intptr_t n = hi - lo;                                                       \
-            np_loops[NP_##ROUTINE](direct, &n, steps, np_data[NP_##ROUTINE]);                 \
-            return;                                                                           \
-        }                                                                                     \
-        double arg[NP_BLOCK], r[NP_BLOCK];                                                    \
-        char *args[2] = {(char *)arg, (char *)r};                                             \
-        for (int64_t i0 = lo; i0 < hi; i0 += NP_BLOCK) {                                      \
-            const intptr_t m = hi - i0 < NP_BLOCK ? hi - i0 : NP_BLOCK;                       \
-            for (intptr_t j = 0; j < m; j++) arg[j] = NAME##_arg((double)xs[i0 + j]);         \
-            np_loops[NP_##ROUTINE](args, &m, steps, np_data[NP_##ROUTINE]);                   \
-            for (intptr_t j = 0; j < m; j++) ys[i0 + j] = (T)NAME##_rest_one((double)xs[i0 + j], r[j]); \
-        }                                                                                     \
+        NAME##_##SUF##_routine((const T *)p->a + lo, (T *)p->out + lo, hi - lo);              \
     }                                                                                         \
     void vg_##NAME##_##SUF(const T *x, T *out, int64_t n, int64_t min_chunk, int threads) {   \
         vg_args p = {x, 0, out};                                                              \
@@ -268,9 +209,23 @@ VG_ROUTINE_OPS(REST_ONE)
     }
 #define ROUTINE_UNARY_F64(NAME, ROUTINE) ROUTINE_UNARY(NAME, ROUTINE, double, f64)
 VG_ROUTINE_OPS(ROUTINE_UNARY_F64)
-ROUTINE_UNARY(silu_deriv, exp, float, f32)
-ROUTINE_UNARY(gelu_deriv, exp, float, f32)
-ROUTINE_UNARY(gelu_tanh_deriv, expm1, float, f32)
+#define VECTOR_OPS(X) X(exp, exp) X(sigmoid, exp) X(tanh, expm1) X(silu, exp) X(gelu_tanh, expm1)
+#define SCALAR_OPS(X)                                                                         \
+    X(expm1, expm1) X(log, log) X(log1p, log1p) X(sin, sin) X(cos, cos) X(silu_deriv, exp)    \
+    X(gelu_deriv, exp) X(gelu_tanh_deriv, expm1)
+#define ROUTINE_UNARY_F32(NAME, ROUTINE) ROUTINE_UNARY(NAME, ROUTINE, float, f32)
+SCALAR_OPS(ROUTINE_UNARY_F32)
+
+/* the f32 ops with vector paths: their routine for the elements those leave (and for machines without
+ * them), and one element of it, for the native build's one-element path */
+#define ROUTINE_F32(NAME, ROUTINE)                                                            \
+    ROUTINE_BLOCKS(NAME, ROUTINE, float, f32)                                                 \
+    __attribute__((unused)) static float NAME##_f32_scalar(float x) {                         \
+        float y;                                                                              \
+        NAME##_f32_routine(&x, &y, 1);                                                        \
+        return y;                                                                             \
+    }
+VECTOR_OPS(ROUTINE_F32)
 
 /* ---- vectorized: exp, sigmoid, tanh, silu, gelu_tanh in f32 -------------------------------------------
  *
@@ -294,8 +249,9 @@ ROUTINE_UNARY(gelu_tanh_deriv, expm1, float, f32)
  * unless its 29 low mantissa bits are 0x10000000 (halfway) + d, -ROUND_SLACK <= d < ROUND_SLACK (about
  * 1.2e-4 of random inputs), or the f32 result is subnormal (where the rounding point is elsewhere: exp,
  * sigmoid and silu of x < -87; tanh of a tiny x is x itself in double and needs no care). Such elements,
- * and NaN inputs, are recomputed by the scalar formula, so every element gets the bits the scalar formula
- * gives.
+ * and NaN inputs, are recomputed by the op's routine (ROUTINE_BLOCKS), gathered, so every element gets
+ * the bits the routine gives. The polynomials' doubles are within 3300 ulps of the C library's formula's
+ * and those within a few of NumPy's routines', so the slack holds for either.
  * `verigrad verify --every-f32` holds each kernel, on each path the machine has, to the op's reference
  * on all 2^32 inputs.
  */
@@ -346,7 +302,7 @@ static inline float one_div_ps(float a, float b) { return a / b; }
 #define FSELECT_NEG(x, neg, pos) (signbit(x) ? (neg) : (pos))
 #include "elementwise_float.h"
 
-/* NAME in f32 arithmetic, or by the scalar formula where the vector paths send an element to it */
+/* NAME in f32 arithmetic, or by its routine where the vector paths send an element to it */
 #define FLOAT_ONE(NAME)                                                                       \
     static float NAME##_f32_float_scalar(float x) {                                           \
         if (!(x >= -87.0f)) return NAME##_f32_scalar(x);                                      \
@@ -498,12 +454,16 @@ AVX512_INLINE int near_half_avx512(__m512d y0, __m512d y1) {
  * be a subnormal f32, or the reference's own rounding error may be too large; -INFINITY: none). A block
  * (ys[0..m) from xs[0..m); ys may be xs) is 8 elements (AVX2) or 8 VK512 (AVX-512). */
 #define VECTOR_F32(NAME, UNSURE_BELOW)                                                        \
-    /* the elements of a block in doubt (the bits of `fix`) by the scalar formula */          \
+    /* the elements of a block in doubt (the bits of `fix`) by NAME's routine, gathered */      \
     __attribute__((noinline)) static void NAME##_f32_fix(const float *x, float *y, uint64_t fix) { \
+        float in[64], out[64];                                                                \
+        int at[64], k = 0;                                                                    \
         for (; fix; fix &= fix - 1) {                                                         \
-            int e = __builtin_ctzll(fix);                                                     \
-            y[e] = NAME##_f32_scalar(x[e]);                                                   \
+            at[k] = __builtin_ctzll(fix);                                                     \
+            in[k] = x[at[k]], k++;                                                            \
         }                                                                                     \
+        NAME##_f32_routine(in, out, k);                                                       \
+        for (int j = 0; j < k; j++) y[at[j]] = out[j];                                        \
     }                                                                                         \
     AVX2_INLINE void NAME##_f32_block_avx2(const float *xs, float *ys, int64_t m) {           \
         __m256d xd[2] = {_mm256_cvtps_pd(_mm_loadu_ps(xs)), _mm256_cvtps_pd(_mm_loadu_ps(xs + 4))}, d[2]; \
@@ -622,7 +582,7 @@ FLOAT_F32(silu)
         float *ys = (float *)p->out;                                                          \
         FIRST                                                                                 \
         VECTOR_DISPATCH(NAME, f32)                                                            \
-        for (int64_t i = lo; i < hi; i++) ys[i] = NAME##_f32_scalar(xs[i]);                  \
+        NAME##_f32_routine(xs + lo, ys + lo, hi - lo);                                        \
     }                                                                                         \
     void vg_##NAME##_f32(const float *x, float *out, int64_t n, int64_t min_chunk, int threads) { \
         vg_args p = {x, 0, out};                                                              \
