@@ -93,9 +93,15 @@ def timing_cells(med: dict[str, float], ours: str, others: tuple[str, ...]) -> l
     return cells + [f"{med[ours] / med[way]:.2f}x" for way in others]
 
 
-def kernel_args(description: str, argv: list[str] | None = None) -> argparse.Namespace:
-    """`--threads`, `--repeats` and `--calls` of the per-kernel benchmarks."""
+def kernel_args(
+    description: str,
+    argv: list[str] | None = None,
+    extra: Callable[[argparse.ArgumentParser], Any] | None = None,
+) -> argparse.Namespace:
+    """`--threads`, `--repeats` and `--calls` of the per-kernel benchmarks (and what `extra` adds)."""
     parser = argparse.ArgumentParser(description=description)
+    if extra is not None:
+        extra(parser)
     parser.add_argument("--threads", default="1", help="comma-separated thread counts (default 1)")
     parser.add_argument("--repeats", type=int, default=9, help="timed runs per measurement (default 9)")
     parser.add_argument("--calls", type=int, default=5, help="calls per timed run (default 5)")
@@ -107,11 +113,14 @@ def kernel_args(description: str, argv: list[str] | None = None) -> argparse.Nam
 
 
 def kernel_main(
-    description: str, run: Callable[[argparse.Namespace, Any], Any], argv: list[str] | None
+    description: str,
+    run: Callable[[argparse.Namespace, Any], Any],
+    argv: list[str] | None,
+    extra: Callable[[argparse.ArgumentParser], Any] | None = None,
 ) -> None:
-    """A per-kernel benchmark's main: parse the arguments, get PyTorch, print the machine and the table
-    that `run(args, torch)` makes on the cpu backend."""
-    args = kernel_args(description, argv)
+    """A per-kernel benchmark's main: parse the arguments (`extra` may add some), get PyTorch, print the
+    machine and the table that `run(args, torch)` makes on the cpu backend."""
+    args = kernel_args(description, argv, extra)
     torch = ensure_torch()
     out = console(130)
     out.print(describe_machine(torch))

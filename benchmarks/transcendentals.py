@@ -1,0 +1,80 @@
+"""The cpu backend's transcendental kernels against their NumPy references and PyTorch, in f32 and f64.
+
+For exp, expm1, log, log1p, sin, cos, tanh, sigmoid, silu and gelu_tanh on a vector of `--size` elements
+(normal values of standard deviation 3; log and log1p take their absolute values): verigrad's cpu
+kernel, the op's NumPy reference (which defines its bits) and PyTorch's function. Each kernel is first
+held to its stated exactness against the reference on the same vector (bit for bit where it states
+exact: where NumPy's f64 routines are its own, the kernels run them, see verigrad/backends/cpu/
+numpy_loops.py). The table gives medians over `--repeats` timed runs of `--calls` calls each, the three
+taking turns within each repeat; on one thread the calling thread's CPU time.
+
+PyTorch is only needed here: if it is missing, it is installed (torch==2.13.0).
+
+    python benchmarks/transcendentals.py                  # 1 thread, 400K elements
+    python benchmarks/transcendentals.py --threads 1,2 --size 4000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import numpy as np
+from _common import kernel_main, median_ms, timing_cells, verigrad
+from rich.table import Table
+
+from verigrad.backends import cpu
+from verigrad.registry import OPS
+from verigrad.verify import compare
+
+OPS_TIMED = ("exp", "expm1", "log", "log1p", "sin", "cos", "tanh", "sigmoid", "silu", "gelu_tanh")
+POSITIVE = ("log", "log1p")
+
+
+def torch_function(torch: Any, op: str) -> Any:
+    if op == "gelu_tanh":
+        return lambda t: torch.nn.functional.gelu(t, approximate="tanh")
+    if op == "silu":
+        return torch.nn.functional.silu
+    return getattr(torch, op)
+
+
+def run(args: argparse.Namespace, torch: Any) -> Table:
+    table = Table(title=f"ms per call, {args.size:,} elements; median of {args.repeats} runs of {args.calls}")
+    for column in ("op", "dtype", "threads", "stated", "verigrad", "NumPy", "torch", "/ NumPy", "/ torch"):
+        table.add_column(column, justify="left" if column in ("op", "dtype", "stated") else "right")
+    x = np.random.default_rng(0).normal(0, 3, args.size)
+    for op in OPS_TIMED:
+        for dtype in ("f32", "f64"):
+            xs = (np.abs(x) if op in POSITIVE else x).astype(cpu.DTYPES[dtype])
+            kernel = cpu.cpu.native(OPS[op], getattr(verigrad, dtype))
+            stated = cpu.cpu.exactness(op, dtype)
+            with np.errstate(all="ignore"):
+                verdict = compare(kernel(xs), OPS[op].reference(xs), stated)
+            if verdict.message:
+                sys.exit(f"{op} {dtype}: {verdict.message}")
+            tx, fn = torch.from_numpy(xs), torch_function(torch, op)
+            for n in args.threads:
+                verigrad.set_threads(n)
+                torch.set_num_threads(n)
+                ref = OPS[op].reference
+                ways = {"verigrad": lambda: kernel(xs), "NumPy": lambda: ref(xs), "torch": lambda: fn(tx)}
+                with np.errstate(all="ignore"):
+                    med = median_ms(ways, args.repeats, args.calls, n)
+                cells = timing_cells(med, "verigrad", ("NumPy", "torch"))
+                table.add_row(op, dtype, str(n), str(stated), *cells)
+        table.add_section()
+    return table
+
+
+def sizes(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--size", type=int, default=400_000, help="elements (default 400,000)")
+
+
+def main(argv: list[str] | None = None) -> None:
+    kernel_main(__doc__.splitlines()[0], run, argv, sizes)
+
+
+if __name__ == "__main__":
+    main()
