@@ -3,10 +3,9 @@
  *
  * Each kernel repeats, row by row, the steps of its op's decomposition with the same roundings: the
  * element-wise steps in the dtype, each sum as NumPy's add.reduce gives it (`vg_pairwise_*` of reduce.c:
- * pairwise in double, in blocks of `block` elements), rounded to the dtype before it is used. exp is
- * the exp kernel of elementwise.c and log the C library's (f32: evaluated in double, rounded once); where
- * they differ from the references' exp and log, by a few ulps, so do the results; everything else gives
- * the reference's bits. One thread computes each row, so the result does not
+ * pairwise in double, in blocks of `block` elements), rounded to the dtype before it is used. exp and
+ * log are elementwise.c's kernels (f32: evaluated in double, rounded once); where those differ from the
+ * references' exp and log, by a few ulps, so do the results; everything else gives the reference's bits. One thread computes each row, so the result does not
  * depend on the thread count. `out` may be `x` (in place) for softmax, log_softmax and the norms.
  *
  * x:         [rows, n] input (logits for cross-entropy);
@@ -30,9 +29,12 @@ double vg_pairwise_f32(const float *a, int64_t n, int64_t block);
 double vg_pairwise_f64(const double *a, int64_t n, int64_t block);
 float vg_rowmax_f32(const float *a, int64_t n);
 double vg_rowmax_f64(const double *a, int64_t n);
-/* defined in elementwise.c: the exp kernels (f32: exp in double, rounded once; vectorized where it can) */
+/* defined in elementwise.c: the exp and log kernels (f32: in double, rounded once; exp vectorized where it
+ * can), which give the reference's bits wherever those of the elementwise ops do */
 void vg_exp_f32(const float *x, float *out, int64_t n, int64_t min_chunk, int threads);
 void vg_exp_f64(const double *x, double *out, int64_t n, int64_t min_chunk, int threads);
+void vg_log_f32(const float *x, float *out, int64_t n, int64_t min_chunk, int threads);
+void vg_log_f64(const double *x, double *out, int64_t n, int64_t min_chunk, int threads);
 
 typedef struct {
     const void *x, *w, *b, *g;
@@ -45,8 +47,18 @@ typedef struct {
     int center; /* layer_norm (subtract the mean, add b) rather than rms_norm */
 } vg_rowjob;
 
-static inline float log_f32(float x) { return (float)log((double)x); }
-static inline double log_f64(double x) { return log(x); }
+/* log of one value: elementwise.c's log kernel, which computes it as the reference does (f32: in double,
+ * rounded once; with NumPy's own routine where it has one) */
+static inline float log_f32(float x) {
+    float y;
+    vg_log_f32(&x, &y, 1, 1, 1);
+    return y;
+}
+static inline double log_f64(double x) {
+    double y;
+    vg_log_f64(&x, &y, 1, 1, 1);
+    return y;
+}
 static inline float sqrt_f32(float x) { return sqrtf(x); }
 static inline double sqrt_f64(double x) { return sqrt(x); }
 

@@ -23,7 +23,6 @@ from .._registry import EXACT, Exactness, tolerance, ulp
 from ..reference import composite_reference
 from . import _ffi
 from ._ffi import DTYPES, Library
-from .elementwise import C_LIBRARY_EXACT
 
 ROWS = (
     "softmax",
@@ -38,14 +37,13 @@ ROWS = (
 
 
 # How far from the reference each kernel may be. The norms and their gradients: the same bits. The others
-# call exp (and log): where elementwise.py, registered first, found those exact with the C library's
-# routines (C_LIBRARY_EXACT: they are NumPy's on this machine), they are exact too; otherwise, with exp and
-# log within 4 ulps: softmax divides e by the sum of the e's (4 ulps from e, 4 from the sum, 1 from the
-# division); log_softmax and cross_entropy subtract log(sum(e)) from a number of the same sign, and log
-# turns the sum's relative error into an absolute one (d log s = ds / s), so their bound is relative plus
-# absolute, at 8 epsilons each; cross_entropy_grad subtracts 1 from softmax's target entry, which turns its
-# 9 ulps of a number up to 1 into an absolute error of 9 epsilons times |g|: 32 epsilons hold for |g| <= 3
-# (a mean or summed loss's gradient is 1).
+# call elementwise.c's exp (and log) kernels: where elementwise.py, registered first, states those exact,
+# they are exact too; otherwise, with exp and log within 4 ulps: softmax divides e by the sum of the e's (4
+# ulps from e, 4 from the sum, 1 from the division); log_softmax and cross_entropy subtract log(sum(e)) from
+# a number of the same sign, and log turns the sum's relative error into an absolute one (d log s = ds / s),
+# so their bound is relative plus absolute, at 8 epsilons each; cross_entropy_grad subtracts 1 from
+# softmax's target entry, which turns its 9 ulps of a number up to 1 into an absolute error of 9 epsilons
+# times |g|: 32 epsilons hold for |g| <= 3 (a mean or summed loss's gradient is 1).
 CALLS_EXP = ("softmax", "log_softmax", "cross_entropy", "cross_entropy_grad")
 
 
@@ -56,8 +54,7 @@ def exactness(name: str, dtype_name: str, backend: Any) -> Exactness:
     libm = [OPS[op] for op in ("exp", "log")]
     if name not in CALLS_EXP or all(
         backend.native(op, as_dtype(dtype_name)) is not None
-        and backend.exactness(op.name, dtype_name).is_exact
-        and op.name in C_LIBRARY_EXACT  # exact with the C library's routines, which these kernels call
+        and backend.exactness(op.name, dtype_name).is_exact  # elementwise.c's, which these kernels call
         for op in libm
     ):
         return EXACT
