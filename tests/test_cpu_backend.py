@@ -201,24 +201,15 @@ def test_f32_results_next_to_a_halfway_point_are_rounded_as_the_reference(op, ve
     assert cpu.cpu.exactness(op, "f32").is_exact or not cpu.cpu.exactness(op, "f64").is_exact
 
 
-_LOOP = ctypes.CFUNCTYPE(
-    None, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_ssize_t), ctypes.POINTER(ctypes.c_ssize_t),
-    ctypes.c_void_p,
-)  # fmt: skip
-
-
 @contextlib.contextmanager
 def numpy_routine(routine: str, loop):
-    """elementwise.c calls `loop` (a ctypes callback) in place of NumPy's `routine` inside the block."""
-    use = cpu.cpu.library.fn(
-        "vg_use_numpy_routine", [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int
-    )
-    which = numpy_loops.ROUTINES.index(routine)
+    """elementwise.c calls `loop` (a `numpy_loops.LOOP`) in place of NumPy's `routine` inside the block."""
+    lib = cpu.cpu.library
     try:
-        use(which, ctypes.cast(loop, ctypes.c_void_p), None)
+        elementwise.use_numpy_routine(lib, routine, loop)
         yield
     finally:
-        use(which, *numpy_loops.find(getattr(np, routine)))
+        elementwise.use_numpy_routine(lib, routine, *numpy_loops.find(getattr(np, routine)))
 
 
 def test_numpys_loops_are_read_from_their_ufuncs_and_checked():
@@ -276,7 +267,7 @@ def test_f64_kernels_run_numpys_routine_a_block_at_a_time(op, routine, small_chu
         assert kernel(xs).tobytes() == OPS[op].reference(xs).tobytes()
 
 
-@_LOOP
+@numpy_loops.LOOP
 def _nan_loop_all(args, dims, steps, data):
     """A stand-in for NumPy's d->d loop over dims[0] contiguous doubles: NaN for each."""
     out = args[1]

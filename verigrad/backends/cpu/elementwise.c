@@ -11,8 +11,8 @@
  * exp, sigmoid, tanh, silu and gelu_tanh in f32 also have AVX2 and AVX-512 paths (see "vectorized"
  * below): double polynomials within a relative 2^-42 of the scalar formulas, rounded once to f32; where
  * that rounding could go either way, the element is recomputed by the op's routine (ROUTINE_BLOCKS:
- * NumPy's where it has its own, else the C library's formula), so every path gives the same bits. A native build computes f32 sigmoid and silu in f32 arithmetic instead (see
- * "float activations" below).
+ * NumPy's where it has its own, else the C library's formula), so every path gives the same bits. A
+ * native build computes f32 sigmoid and silu in f32 arithmetic instead (see "float activations" below).
  *
  * maximum and minimum are NumPy's: a NaN in either operand gives that NaN (the first when both are),
  * and on equal operands (0 and -0) the second one. relu is maximum(x, 0).
@@ -435,8 +435,8 @@ AVX512_INLINE int near_half_avx512(__m512d y0, __m512d y1) {
     }
 
 /* The end of a block of B results, which STORE(dst) stores: straight into ys, or, where an element is
- * in doubt (the bits of `fix`) or the block is short (m < B), through a buffer in which NAME's scalar
- * formula recomputes those elements */
+ * in doubt (the bits of `fix`) or the block is short (m < B), through a buffer in which NAME's routine
+ * recomputes those elements */
 #define FINISH_BLOCK(NAME, B, STORE)                                                          \
     if (fix || m < (B)) {                                                                     \
         float yb[B];                                                                          \
@@ -450,7 +450,7 @@ AVX512_INLINE int near_half_avx512(__m512d y0, __m512d y1) {
 #define STORE_HALF_VECTORS(dst) for (int k = 0; k < VK512; k++) _mm256_storeu_ps((dst) + 8 * k, y[k])
 
 /* The f32 kernels of NAME: inputs widened, computed, rounded once; NaN inputs and those below
- * UNSURE_BELOW go to the scalar formula with the elements whose rounding is in doubt (their result may
+ * UNSURE_BELOW go to NAME's routine with the elements whose rounding is in doubt (their result may
  * be a subnormal f32, or the reference's own rounding error may be too large; -INFINITY: none). A block
  * (ys[0..m) from xs[0..m); ys may be xs) is 8 elements (AVX2) or 8 VK512 (AVX-512). */
 #define VECTOR_F32(NAME, UNSURE_BELOW)                                                        \
@@ -574,7 +574,7 @@ FLOAT_F32(silu)
     }
 
 /* The f32 kernel of NAME: FIRST (a native build's float path, or nothing), else the double path, else
- * the scalar formula */
+ * NAME's routine */
 #define VECTORIZED(NAME, FIRST)                                                               \
     static void NAME##_f32_chunk(void *ctx, int64_t lo, int64_t hi) {                         \
         const vg_args *p = (const vg_args *)ctx;                                              \

@@ -10,9 +10,9 @@ round once (f32 exp, sigmoid, tanh, silu and gelu_tanh take an AVX2 path that gi
 elementwise.c; a native build computes f32 sigmoid and silu in f32 arithmetic, within its tolerance).
 They are exact where NumPy's f64 loops are the C library's (glibc on x86 without AVX-512, say);
 `register` checks this per op on probe values. Where NumPy has routines of its own (its AVX-512 builds),
-their inner loops are handed to elementwise.c (numpy_loops.py): the f64 kernels (and the f32 ones of the
-formulas that cancel) run them a block at a time, and the other f32 kernels recompute with them each
-element whose rounding the C library's routines leave in doubt: the reference's bits again. Where they
+their inner loops are handed to elementwise.c (numpy_loops.py): the kernels run them a block at a time,
+but the f32 vector paths, which send them only the elements whose rounding their own polynomials leave
+in doubt: the reference's bits again. Where they
 cannot be found, the kernels are stated within `ULP_BOUNDS` ulps, and one whose result cancels
 (`CANCELLING`: near a zero of the function one ulp of a routine is many of the result's) within a
 tolerance, `cancelling_tolerance`. pow keeps the C library's routine, and its bound, where it differs.
@@ -200,14 +200,20 @@ C_LIBRARY_EXACT: set[str] = set()
 NUMPY_ROUTINES = [False]  # whether elementwise.c has NumPy's loops (`use_numpy_loops`)
 
 
+def use_numpy_routine(lib: Library, routine: str, loop: Any, data: Any = None) -> bool:
+    """Have elementwise.c call `loop` (an address, or a `numpy_loops.LOOP`) for `routine` (one of
+    numpy_loops.ROUTINES); whether it now has a loop for every routine."""
+    use = lib.fn("vg_use_numpy_routine", [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int)
+    return bool(use(numpy_loops.ROUTINES.index(routine), ctypes.cast(loop, ctypes.c_void_p), data))
+
+
 def use_numpy_loops(lib: Library) -> bool:
     """Hand NumPy's f64 loops (numpy_loops.py) to elementwise.c; whether all were found and taken."""
     found = numpy_loops.loops(np.concatenate(_probe(DTYPES["f64"])))
     if found is None:
         return False
-    use = lib.fn("vg_use_numpy_routine", [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int)
-    taken = [use(i, loop, data) for i, (loop, data) in enumerate(found)]
-    return bool(taken[-1])  # the C side says, at the last, whether it has them all
+    taken = [use_numpy_routine(lib, name, *loop) for name, loop in zip(numpy_loops.ROUTINES, found)]
+    return taken[-1]  # the C side says, at the last, whether it has them all
 
 
 def _libm_exactness(name: str, dtype_name: str, exact: bool) -> Exactness:

@@ -18,7 +18,7 @@ import numpy as np
 
 ROUTINES = ("exp", "expm1", "log", "log1p", "sin", "cos")  # elementwise.c's NP_EXP .. NP_COS, in order
 _DOUBLE = 12  # NPY_DOUBLE
-_LOOP = ctypes.CFUNCTYPE(
+LOOP = ctypes.CFUNCTYPE(  # a d->d inner loop: (args, dimensions, steps, data)
     None,
     ctypes.POINTER(ctypes.c_void_p),
     ctypes.POINTER(ctypes.c_ssize_t),
@@ -58,7 +58,7 @@ def _agrees(ufunc: np.ufunc, loop: int, data: int | None, x: np.ndarray) -> bool
     out = np.empty_like(x)
     args = (ctypes.c_void_p * 2)(x.ctypes.data, out.ctypes.data)
     with np.errstate(all="ignore"):
-        _LOOP(loop)(args, (ctypes.c_ssize_t * 1)(x.size), (ctypes.c_ssize_t * 2)(8, 8), data)
+        LOOP(loop)(args, (ctypes.c_ssize_t * 1)(x.size), (ctypes.c_ssize_t * 2)(8, 8), data)
         expected = ufunc(x)
     return bool(np.array_equal(out, expected, equal_nan=True))
 

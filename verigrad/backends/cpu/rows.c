@@ -5,8 +5,8 @@
  * element-wise steps in the dtype, each sum as NumPy's add.reduce gives it (`vg_pairwise_*` of reduce.c:
  * pairwise in double, in blocks of `block` elements), rounded to the dtype before it is used. exp and
  * log are elementwise.c's kernels (f32: evaluated in double, rounded once); where those differ from the
- * references' exp and log, by a few ulps, so do the results; everything else gives the reference's bits. One thread computes each row, so the result does not
- * depend on the thread count. `out` may be `x` (in place) for softmax, log_softmax and the norms.
+ * references' exp and log, by a few ulps, so do the results; everything else gives the reference's bits.
+ * One thread computes each row, so the result does not depend on the thread count. `out` may be `x` (in place) for softmax, log_softmax and the norms.
  *
  * x:         [rows, n] input (logits for cross-entropy);
  * softmax:   out = e / sum(e), e = exp(x - max(x));   log_softmax: out = (x - m) - log(sum(e));
