@@ -1041,6 +1041,62 @@ def test_set_threads_and_min_chunk_take_numpy_integers():
         cpu.set_min_chunk(chunk)
 
 
+def test_the_environment_is_read_at_every_call(monkeypatch):
+    """Without set_threads / set_min_chunk, VERIGRAD_THREADS and VERIGRAD_MIN_CHUNK are read at every
+    call (and NumPy's BLAS follows the thread count); a call's setting wins until None gives it back."""
+    before, chunk = verigrad.backends._registry.THREAD_COUNT.explicit, cpu.MIN_CHUNK.explicit
+    try:
+        verigrad.set_threads(None)
+        cpu.set_min_chunk(None)
+        for value in ("3", "1", "5"):
+            monkeypatch.setenv("VERIGRAD_THREADS", value)
+            monkeypatch.setenv("VERIGRAD_MIN_CHUNK", value + "00")
+            assert (
+                verigrad.get_threads() == cpu.cpu.threads == verigrad.backends.reference.threads == int(value)
+            )
+            assert cpu.min_chunk() == int(value) * 100
+            assert verigrad.backends.blas_threads() in (None, int(value))
+        monkeypatch.setenv("VERIGRAD_THREADS", "three")
+        with pytest.raises(
+            ValueError, match="VERIGRAD_THREADS must be a whole number of at least 1, got 'three'"
+        ):
+            verigrad.get_threads()
+        verigrad.set_threads(2)
+        cpu.set_min_chunk(7)
+        assert (verigrad.get_threads(), cpu.min_chunk()) == (2, 7)  # the call's setting wins
+        monkeypatch.delenv("VERIGRAD_THREADS")
+        monkeypatch.delenv("VERIGRAD_MIN_CHUNK")
+        verigrad.set_threads(None)
+        cpu.set_min_chunk(None)
+        assert verigrad.get_threads() == min(len(os.sched_getaffinity(0)), 8)
+        assert cpu.min_chunk() == 16384
+    finally:
+        verigrad.set_threads(before)
+        cpu.set_min_chunk(chunk)
+
+
+EVERY_CALL = """
+import os
+import numpy as np
+import verigrad
+from verigrad.backends import cpu
+x = np.random.default_rng(0).standard_normal(200_000).astype(np.float32)
+one = verigrad.tensor(x).sigmoid().numpy()
+assert cpu.pool_size() == 0, cpu.pool_size()
+os.environ["VERIGRAD_THREADS"] = "3"
+three = verigrad.tensor(x).sigmoid().numpy()
+assert cpu.pool_size() == 2, cpu.pool_size()  # the next call ran on three threads
+assert one.tobytes() == three.tobytes()
+print("ok")
+"""
+
+
+@needs_cc
+def test_a_kernel_runs_on_the_threads_verigrad_threads_says_when_it_is_called():
+    done = _python(EVERY_CALL, VERIGRAD_THREADS="1", VERIGRAD_MIN_CHUNK="1000")
+    assert done.returncode == 0 and done.stdout.split() == ["ok"], done.stderr
+
+
 NEVER_WARN = [
     ("cpu", op)
     for op in sorted(

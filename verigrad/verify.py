@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from .backends import cpu as _cpu
-from .backends._registry import EXACT, Backend, Exactness, lookup
+from .backends._registry import EXACT, THREAD_COUNT, Backend, Exactness, lookup, set_threads
 from .backends.reference import composite_reference
 from .dtypes import ALL, DType, bf16, from_numpy_dtype
 from .errors import DTypeError, ShapeError
@@ -323,14 +323,15 @@ def _run(kernel: Callable, case: Case) -> tuple[np.ndarray | None, BaseException
 
 @contextlib.contextmanager
 def _threads(backend: Backend, n: int, min_chunk: int | None) -> Iterator[None]:
-    """`backend.threads = n` and the cpu backend's chunk size (None: its default), restored after."""
-    threads, chunk = backend.threads, _cpu.min_chunk()
-    backend.threads = n
+    """`n` threads and the cpu backend's chunk size (None: its default), the settings before restored
+    after (the environment's still in force where they were)."""
+    threads, chunk = THREAD_COUNT.explicit, _cpu.MIN_CHUNK.explicit
+    set_threads(n)
     _cpu.set_min_chunk(min_chunk)
     try:
         yield
     finally:
-        backend.threads = threads
+        set_threads(threads)
         _cpu.set_min_chunk(chunk)
 
 

@@ -6,6 +6,7 @@ runs its NumPy reference. `set_backend("reference")` runs the references themsel
 
 from . import cpu  # the "cpu" backend (registered after the reference)
 from ._registry import (
+    THREAD_COUNT,
     Backend,
     available,
     backend,
@@ -18,7 +19,7 @@ from ._registry import (
 from .blas import blas_threads, set_blas_threads
 from .reference import reference
 
-set_threads(default_threads())  # VERIGRAD_THREADS, else the usable CPUs (at most 8)
+THREAD_COUNT.get()  # VERIGRAD_THREADS checked, and NumPy's BLAS given that many threads
 set_backend("cpu")
 
 __all__ = [

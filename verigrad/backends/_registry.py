@@ -7,6 +7,7 @@ op's NumPy reference. `report()` says which ops are native and which fall back.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -61,12 +62,16 @@ class Backend:
     def __init__(self, name: str, description: str = "") -> None:
         self.name = name
         self.description = description
-        self.threads = 1
         self._kernels: dict[tuple[str, str | None], Kernel] = {}
         self._exactness: dict[tuple[str, str | None], Exactness] = {}
         self._optimizers: dict[tuple[str, str], Kernel] = {}
         self._chosen: dict[tuple[Any, Any], tuple[Kernel, bool]] = {}  # (op, dtype) -> (kernel, native)
         self._chosen_from = self._kernels  # the table those answers came from
+
+    @property
+    def threads(self) -> int:
+        """The threads its kernels may use now: one setting for every backend (`set_threads`)."""
+        return THREAD_COUNT.get()
 
     def register(
         self, op: str, kernel: Kernel, dtype: str | None = None, exactness: Exactness = EXACT
@@ -244,12 +249,62 @@ def env_count(variable: str, least: int = 1) -> int | None:
     return int(text)
 
 
+# CPython's mapping behind os.environ (it changes with it): a read of it costs 1/30 of os.environ.get
+_ENVIRON = getattr(os.environ, "_data", None)
+_UNREAD = object()
+
+
+class CountSetting:
+    """A whole number read at every call of `get()`: the one `set` gave, else the environment variable's
+    (looked up at every call, its text parsed again only when it changes), else `default()`.
+    `applied(value)` is called whenever the value in force may have changed."""
+
+    def __init__(
+        self, variable: str, default: Callable[[], int], applied: Callable[[int], Any] = lambda n: None
+    ) -> None:
+        self.variable, self._default, self._applied = variable, default, applied
+        self.explicit: int | None = None  # what `set` gave
+        self._seen: tuple[Any, int] = (_UNREAD, 0)  # (the variable's text as last read, its value)
+        encodekey = getattr(os.environ, "encodekey", None)
+        if isinstance(_ENVIRON, dict) and encodekey is not None:
+            text = functools.partial(_ENVIRON.get, encodekey(variable))
+        else:
+            text = functools.partial(os.environ.get, variable)
+
+        def unset() -> int:
+            seen = self._seen
+            return seen[1] if text() is seen[0] else self._read(text())
+
+        def get() -> int:  # closures, not methods: kernels call this twice a call
+            return self.explicit if self.explicit is not None else unset()
+
+        self.get, self.unset = get, unset
+        self.unset.__doc__ = "The value without `set`: the environment variable's, else the default."
+
+    def _read(self, text: Any) -> int:
+        value = env_count(self.variable)
+        self._seen = (text, self._default() if value is None else value)
+        if self.explicit is None:
+            self._applied(self._seen[1])
+        return self._seen[1]
+
+    def set(self, n: int | None, what: str) -> None:
+        """Use `n` from now on; None: the environment variable's again, else the default."""
+        self.explicit = None if n is None else count(n, what)
+        self._seen = (_UNREAD, 0)  # read the variable anew
+        if self.explicit is None:
+            self.unset()  # applies it
+        else:
+            self._applied(self.explicit)
+
+
 def default_threads() -> int:
-    """The thread count verigrad starts with: `VERIGRAD_THREADS` where it is set, else the CPUs this
-    process may run on, at most MAX_DEFAULT_THREADS."""
-    threads = env_count("VERIGRAD_THREADS")
-    if threads is not None:
-        return threads
+    """The thread count verigrad uses without `set_threads`: `VERIGRAD_THREADS` where it is set (read at
+    every call), else the CPUs this process may run on, at most MAX_DEFAULT_THREADS."""
+    return THREAD_COUNT.unset()
+
+
+def _usable_cpus() -> int:
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not Linux
@@ -257,15 +312,15 @@ def default_threads() -> int:
     return max(1, min(cpus, MAX_DEFAULT_THREADS))
 
 
+THREAD_COUNT = CountSetting("VERIGRAD_THREADS", _usable_cpus, set_blas_threads)
+
+
 def get_threads() -> int:
     """The number of threads the backends may use now (`set_threads`)."""
     return get_backend().threads
 
 
-def set_threads(n: int) -> None:
-    """The number of threads every backend may use, and NumPy's BLAS with them (verigrad starts at
-    `default_threads()`)."""
-    n = count(n, "threads")
-    for b in _BACKENDS.values():
-        b.threads = n
-    set_blas_threads(n)
+def set_threads(n: int | None) -> None:
+    """The number of threads every backend may use, and NumPy's BLAS with them, from now on; None:
+    `VERIGRAD_THREADS` again, else the usable CPUs (at most 8)."""
+    THREAD_COUNT.set(n, "threads")

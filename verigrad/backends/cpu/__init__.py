@@ -7,9 +7,10 @@ its docstring says which layouts take the C path and how exact the results are. 
 dtype, rank, axis or layout) runs the op's reference inside the kernel, so results are always right. The
 C functions are called through the vg_call extension (fastcall.py), or ctypes where it is not built.
 
-Threads: `verigrad.set_threads(n)` (read at every call; verigrad starts with `VERIGRAD_THREADS`, else
-the usable CPUs, at most 8) splits [0, n) into at most n contiguous chunks of
-at least `min_chunk()` elements (reductions: of whole rows holding at least that many elements); every
+Threads: the count `verigrad.set_threads(n)` gave, else `VERIGRAD_THREADS`, else the usable CPUs (at most
+8), read at every call, splits [0, n) into at most n contiguous chunks of at least `min_chunk()` elements
+(`set_min_chunk`, else `VERIGRAD_MIN_CHUNK`, else 16384, also read at every call; reductions: chunks of
+whole rows holding at least that many elements); every
 thread count gives the same bits (whichever thread computes a chunk: a late pool worker's chunk is taken
 by the others); a worker woken from sleep is moved off the caller's CPU first. `VERIGRAD_PIN_THREADS=1`
 pins pool worker k to the k-th CPU the process may use (for a machine given to one process; see pool.c).
@@ -42,7 +43,7 @@ from . import (
     rows,
 )
 from . import build as _build
-from ._ffi import DTYPES, Library, bufsize, min_chunk, set_min_chunk
+from ._ffi import DTYPES, MIN_CHUNK, Library, bufsize, min_chunk, set_min_chunk
 from .attention import ATTENTION
 from .conv import WINDOW
 from .convolution import CONVOLUTION
@@ -89,6 +90,7 @@ __all__ = [
     "INT64_BINARY",
     "LIBM_ULPS",
     "LINALG",
+    "MIN_CHUNK",
     "QUANT",
     "REDUCE",
     "ROPE",

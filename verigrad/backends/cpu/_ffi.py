@@ -10,23 +10,20 @@ from typing import Any
 
 import numpy as np
 
-from .._registry import count, env_count
+from .._registry import CountSetting
 
 DTYPES = {"f32": np.dtype(np.float32), "f64": np.dtype(np.float64)}
 DEFAULT_MIN_CHUNK = 16384
 RANK = 4  # the rank of the layouts `collapse` gives (the C loops' nest)
 LAYOUTS_KEPT = 256  # a kernel's remembered layouts, at most (a program has a few; a sweep of sizes many)
-_min_chunk = [env_count("VERIGRAD_MIN_CHUNK") or DEFAULT_MIN_CHUNK]
-
-
-def min_chunk() -> int:
-    """The fewest elements a thread is given."""
-    return _min_chunk[0]
+MIN_CHUNK = CountSetting("VERIGRAD_MIN_CHUNK", lambda: DEFAULT_MIN_CHUNK)
+min_chunk = MIN_CHUNK.get  # the fewest elements a thread is given, read at every call
 
 
 def set_min_chunk(n: int | None = None) -> None:
-    """Give each thread at least `n` elements (None: the default, 16384)."""
-    _min_chunk[0] = DEFAULT_MIN_CHUNK if n is None else count(n, "min_chunk")
+    """Give each thread at least `n` elements from now on (None: `VERIGRAD_MIN_CHUNK` again, else
+    16384)."""
+    MIN_CHUNK.set(n, "min_chunk")
 
 
 try:  # NumPy's error state (bufsize included), a new object each time it is set

@@ -86,7 +86,7 @@ class _Kernels:
         )
 
     def _tail(self) -> tuple[int, int]:
-        return _ffi._min_chunk[0], self.backend.threads
+        return _ffi.min_chunk(), self.backend.threads
 
     def im2col(self, x, kernel, stride, padding, dilation, layout, pad_value) -> np.ndarray:
         x = _usable(x)

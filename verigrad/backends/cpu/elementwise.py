@@ -74,7 +74,7 @@ _BC_ARGS = [ctypes.c_void_p] * 4 + [ctypes.c_int64, ctypes.c_int]
 
 
 def _unary(fn: Any, dtype: np.dtype, reference: Callable, backend: Any, ptr: Callable) -> Callable:
-    chunk, reference = _ffi._min_chunk, silenced(reference)
+    chunk, reference = _ffi.min_chunk, silenced(reference)
 
     def kernel(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """fn(x) in a new array, or written into `out` (the result's shape, C-contiguous; it may be x)."""
@@ -84,7 +84,7 @@ def _unary(fn: Any, dtype: np.dtype, reference: Callable, backend: Any, ptr: Cal
             out = np.empty(x.shape, dtype)
         elif not _ffi.writable(out, x.shape, dtype):
             return _ffi.into(kernel(x), out)
-        fn(ptr(x), ptr(out), x.size, chunk[0], backend.threads)
+        fn(ptr(x), ptr(out), x.size, chunk(), backend.threads)
         return out
 
     kernel.takes_out = True  # type: ignore[attr-defined]
@@ -101,14 +101,14 @@ def _cast(
     """The cast op to `target`: C's conversion from the dtypes of `fns` (contiguous arrays), else the
     reference. An optimizer's step size is cast from f64 to f32 every step: in C, a replayed plan makes
     that call without Python."""
-    chunk, reference = _ffi._min_chunk, silenced(reference)
+    chunk, reference = _ffi.min_chunk, silenced(reference)
 
     def kernel(x: np.ndarray, dtype: Any) -> np.ndarray:
         fn = fns.get(x.dtype) if type(x) is np.ndarray and dtype.np == target else None
         if fn is None or not (x.flags.c_contiguous and x.flags.aligned):
             return reference(x, dtype)
         out = np.empty(x.shape, target)
-        fn(ptr(x), ptr(out), x.size, chunk[0], backend.threads)
+        fn(ptr(x), ptr(out), x.size, chunk(), backend.threads)
         return out
 
     return never_warns(kernel)
@@ -137,7 +137,7 @@ def broadcast_dims(a: np.ndarray, b: np.ndarray) -> tuple[tuple[int, ...], Any] 
 def _binary(
     fn: Any, fn_bc: Any, dtype: np.dtype, reference: Callable, backend: Any, ptr: Callable
 ) -> Callable:
-    chunk, reference = _ffi._min_chunk, silenced(reference)
+    chunk, reference = _ffi.min_chunk, silenced(reference)
 
     def kernel(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """fn(a, b) broadcast, in a new array or written into `out` (the result's shape, C-contiguous; it
@@ -160,9 +160,9 @@ def _binary(
         elif not _ffi.writable(out, shape, dtype):
             return _ffi.into(kernel(a, b), out)
         if same:
-            fn(ptr(a), ptr(b), ptr(out), a.size, chunk[0], backend.threads)
+            fn(ptr(a), ptr(b), ptr(out), a.size, chunk(), backend.threads)
         else:
-            fn_bc(ptr(a), ptr(b), ptr(out), found[1], chunk[0], backend.threads)
+            fn_bc(ptr(a), ptr(b), ptr(out), found[1], chunk(), backend.threads)
         return out
 
     kernel.takes_out = True  # type: ignore[attr-defined]

@@ -538,7 +538,7 @@ class FusedKernel:
             target: Any = tuple([np.empty(shape, d) if o is None else o for o, d in zip(outs, dtypes)])
         else:
             target = np.empty(shape, dtypes[0]) if out is None else out
-        if n and call(arrays, target, dims, _ffi._min_chunk[0], self.backend.threads) is False:
+        if n and call(arrays, target, dims, _ffi.min_chunk(), self.backend.threads) is False:
             return _ffi.into(self._fallback(*arrays, params=params), target)
         return target
 

@@ -21,7 +21,7 @@ _COPY_ARGS = [ctypes.c_void_p] * 3 + [ctypes.c_int64, ctypes.c_int64, ctypes.c_i
 
 
 def _contiguous(fn: Any, reference: Callable, backend: Any, ptr: Callable) -> Callable:
-    chunk, reference = _ffi._min_chunk, silenced(reference)
+    chunk, reference = _ffi.min_chunk, silenced(reference)
 
     def kernel(x: np.ndarray) -> np.ndarray:
         if type(x) is not np.ndarray:
@@ -35,7 +35,7 @@ def _contiguous(fn: Any, reference: Callable, backend: Any, ptr: Callable) -> Ca
             return out
         pad = 4 - x.ndim
         dims = (ctypes.c_int64 * 8)(*([1] * pad), *x.shape, *([0] * pad), *x.strides)
-        fn(ptr(x), ptr(out), dims, x.itemsize, chunk[0], backend.threads)
+        fn(ptr(x), ptr(out), dims, x.itemsize, chunk(), backend.threads)
         return out
 
     return never_warns(kernel)

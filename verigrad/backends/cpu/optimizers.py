@@ -23,7 +23,7 @@ SGD_DECAY, SGD_MOMENTUM, SGD_FIRST, SGD_NESTEROV = 1, 2, 4, 8  # optim.c's flags
 
 
 def _adam(fn: Any, dtype: np.dtype, backend: Any, ptr: Callable, decoupled: bool) -> Callable:
-    chunk = _ffi._min_chunk
+    chunk = _ffi.min_chunk
     decay_mode = 2 if decoupled else 1  # optim.c's modes: 1 adds wd p to g, 2 scales p by 1 - lr wd first
 
     def kernel(p: np.ndarray, g: np.ndarray, m: np.ndarray, v: np.ndarray, settings: Any) -> bool:
@@ -33,14 +33,14 @@ def _adam(fn: Any, dtype: np.dtype, backend: Any, ptr: Callable, decoupled: bool
             return False
         s = np.asarray(settings, dtype=np.float64).astype(dtype)  # each rounded once, as the ops do
         mode = decay_mode if settings[1] else 0
-        fn(ptr(p), ptr(g), ptr(m), ptr(v), ptr(s), mode, p.size, chunk[0], backend.threads)
+        fn(ptr(p), ptr(g), ptr(m), ptr(v), ptr(s), mode, p.size, chunk(), backend.threads)
         return True
 
     return kernel
 
 
 def _sgd(fn: Any, dtype: np.dtype, backend: Any, ptr: Callable) -> Callable:
-    chunk = _ffi._min_chunk
+    chunk = _ffi.min_chunk
 
     def kernel(
         p: np.ndarray, g: np.ndarray, buf: np.ndarray | None, settings: Any, *, decay: bool, first: bool,
@@ -63,7 +63,7 @@ def _sgd(fn: Any, dtype: np.dtype, backend: Any, ptr: Callable) -> Callable:
             ptr(s),
             flags,
             p.size,
-            chunk[0],
+            chunk(),
             backend.threads,
         )
         return True

@@ -81,7 +81,7 @@ def describe(shape: tuple[int, ...], axes: tuple[int, ...], block: int, mean: bo
 def _reduce(
     name: str, fn: Any, dtype: np.dtype, reference: Callable, backend: Any, ptr: Callable, ref: Callable
 ) -> Callable:
-    chunk, reference = _ffi._min_chunk, silenced(reference)
+    chunk, reference = _ffi.min_chunk, silenced(reference)
     # NumPy sums an f32 run through its cast buffer: pairwise within each buffer, in order across
     cast = dtype == np.float32 and name in ("sum", "mean")
     mean = name == "mean"
@@ -122,7 +122,7 @@ def _reduce(
             return reference(x, axis, keepdim)
         d, shape, size = found
         out = np.empty(shape, dtype)
-        if fn(ptr(x), ptr(out), ref(d), max(1, chunk[0] * size // x.size), backend.threads):
+        if fn(ptr(x), ptr(out), ref(d), max(1, chunk() * size // x.size), backend.threads):
             return reference(x, axis, keepdim)
         return out
 
@@ -131,7 +131,7 @@ def _reduce(
 
 def _argmax(fns: dict, reference: Callable, backend: Any, ptr: Callable) -> Callable:
     """argmax of an f32 or f64 array (`fns` by dtype); registered for its i64 result."""
-    chunk, reference = _ffi._min_chunk, silenced(reference)
+    chunk, reference = _ffi.min_chunk, silenced(reference)
 
     def kernel(x: np.ndarray, axis: int | None, keepdim: bool) -> np.ndarray:
         fn = fns.get(x.dtype) if type(x) is np.ndarray else None
@@ -147,7 +147,7 @@ def _argmax(fns: dict, reference: Callable, backend: Any, ptr: Callable) -> Call
             outer, n, inner = math.prod(x.shape[:axis]), x.shape[axis], math.prod(x.shape[axis + 1 :])
             shape = x.shape[:axis] + ((1,) if keepdim else ()) + x.shape[axis + 1 :]
         out = np.empty(shape, np.int64)
-        fn(ptr(x), ptr(out), outer, n, inner, max(1, chunk[0] // n), backend.threads)
+        fn(ptr(x), ptr(out), outer, n, inner, max(1, chunk() // n), backend.threads)
         return out
 
     return never_warns(kernel)

@@ -106,7 +106,7 @@ def _kernel(
 
     def run(x: np.ndarray, cos: np.ndarray, sin: np.ndarray, out: np.ndarray, g: np.ndarray) -> np.ndarray:
         if out.size:
-            min_rows = max(1, _ffi._min_chunk[0] // x.shape[-1])
+            min_rows = max(1, _ffi.min_chunk() // x.shape[-1])
             fn(ptr(x), ptr(cos), ptr(sin), ptr(out), ptr(g), min_rows, backend.threads)
         return out
 

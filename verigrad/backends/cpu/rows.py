@@ -98,7 +98,7 @@ class _Rows:
         return self.lib.fn(f"vg_{name}_{self.suffix}", args)
 
     def min_rows(self, n: int) -> int:
-        return max(1, _ffi._min_chunk[0] // n)
+        return max(1, _ffi.min_chunk() // n)
 
 
 def _softmax(k: _Rows, log: bool, fallback: Callable) -> Callable:
