@@ -213,12 +213,77 @@ def numpy_routine(routine: str, loop):
 
 
 def test_numpys_loops_are_read_from_their_ufuncs_and_checked():
-    """Each d->d loop called through its pointer gives its ufunc's bits; a ufunc whose struct does not
-    read as a one-input ufunc gives none."""
+    """Each d->d (power's dd->d) loop called through its pointer gives its ufunc's bits; a ufunc of two
+    outputs, or without an all-f64 loop, gives none."""
     probe = np.concatenate([np.linspace(-50, 50, 10001), [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-310]])
     found = numpy_loops.loops(probe)
     assert found is not None and len(found) == len(numpy_loops.ROUTINES)
-    assert numpy_loops.find(np.add) is None and numpy_loops.find(np.arctan2) is None
+    assert numpy_loops.find(np.divmod) is None and numpy_loops.find(np.isnan) is None
+    x = np.random.default_rng(2).uniform(-3, 3, 1000)
+    for ufunc in (np.arctan2, np.add):  # a two-operand loop that is no routine of elementwise.c
+        loop = numpy_loops.find(ufunc)
+        assert loop is not None and numpy_loops._agrees(ufunc, *loop, x)
+        assert not numpy_loops._agrees(np.subtract if ufunc is np.add else np.add, *loop, x)
+
+
+@numpy_loops.LOOP
+def _nan_power(args, dims, steps, data):
+    """A stand-in for NumPy's dd->d power loop over dims[0] contiguous doubles: NaN for each."""
+    for i in range(dims[0]):
+        ctypes.c_double.from_address(args[2] + 8 * i).value = float("nan")
+
+
+@needs_cc
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_pow_runs_numpys_power_a_block_at_a_time_but_for_squares_and_square_roots(dtype, small_chunks):
+    """Where NumPy's loops were handed over, pow (operands of one shape, and broadcast ones) runs every
+    element through NumPy's power loop (a NaN stand-in here) on 3 threads, but where the exponent is 2 or
+    0.5 (but for a = -inf): a * a and sqrt(a), by value, as the reference has it; with the real loop back,
+    the reference's bits, whichever operand is broadcast."""
+    if not elementwise.NUMPY_ROUTINES[0]:
+        pytest.skip("NumPy's f64 loops were not found here: the C library's routines alone")
+    verigrad.set_threads(3)
+    rng = np.random.default_rng(9)
+    np_dtype = cpu.DTYPES[dtype]
+    a = np.concatenate([rng.uniform(0, 4, 997), [-0.0, -np.inf, np.inf, np.nan, 0.0, -2.0]]).astype(np_dtype)
+    b = rng.choice([2.0, 0.5, 3.0, -1.5, 0.7], a.size).astype(np_dtype)
+    kernel = cpu.cpu.native(OPS["pow"], getattr(verigrad, dtype))
+    cases = [(a, b), (a.reshape(1, -1), b[:7, None]), (a, np_dtype.type(2.0)), (a, np_dtype.type(0.5))]
+    cases += [(a[::-2], b[::-2]), (np_dtype.type(1.5), b)]
+    for x, y in cases:
+        shape = np.broadcast_shapes(np.shape(x), np.shape(y))
+        special = np.broadcast_to((y == 2.0) | ((y == 0.5) & (x != -np.inf)), shape)
+        with numpy_routine("power", _nan_power):
+            got = kernel(np.asarray(x), np.asarray(y))
+        with np.errstate(all="ignore"):
+            expected = OPS["pow"].reference(np.asarray(x), np.asarray(y))
+        assert np.isnan(got[~special]).all() and got[special].tobytes() == expected[special].tobytes()
+        assert kernel(np.asarray(x), np.asarray(y)).tobytes() == expected.tobytes()
+
+
+def test_pows_reference_does_not_depend_on_the_layout():
+    """NumPy squares a broadcast scalar exponent of 2 and takes sqrt for 0.5, and leaves its own routine
+    on long strides: the reference gives x * x and sqrt(x) (with power's values at -0 and -inf) for those
+    exponents wherever they are, and the same bits for every layout of its operands."""
+    pow_ = OPS["pow"].reference
+    x = np.concatenate([np.random.default_rng(4).uniform(0, 9, 5000), [-0.0, -np.inf, 4.0]])
+    with np.errstate(invalid="ignore"):
+        root = np.where(x == -np.inf, np.inf, np.sqrt(x) + 0.0)  # power's +0 at -0 and +inf at -inf
+        for e, expect in ((2.0, x * x), (0.5, root)):
+            for exponent in (np.float64(e), np.full(x.size, e), np.full((3, 1), e)):
+                got = pow_(x, exponent)
+                assert got.tobytes() == np.broadcast_to(expect, got.shape).tobytes()
+        other = np.full(x.size, 1.7)
+        wide = np.zeros((x.size, 600))
+        wide[:, 7] = x  # a column of a wide matrix: 4800-byte strides, beyond NumPy's gathers
+        assert (
+            pow_(wide[:, 7], other).tobytes()
+            == pow_(x, other).tobytes()
+            == pow_(x, np.float64(1.7)).tobytes()
+        )
+        x32 = x.astype(np.float32)
+        root32 = np.where(x32 == -np.inf, np.inf, np.sqrt(x32) + np.float32(0.0))
+        assert pow_(x32, np.float32(0.5)).tobytes() == root32.tobytes()
 
 
 @needs_cc

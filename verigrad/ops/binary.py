@@ -121,14 +121,21 @@ def _in_f64(fn: Callable) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     return evaluate
 
 
-_pow = _in_f64(np.power)  # x ** y
-
-
-def _pow_fast(out: DType, dtypes: tuple[DType, ...], **_) -> Callable | None:
-    """_pow of operands of the result's dtype: for f64 (an optimizer's bias correction) np.power itself."""
-    if not all(d is out for d in dtypes):
-        return None
-    return np.power if out.np == np.float64 else _pow
+def _pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """x ** y: NumPy's f64 power element by element on operands of a common dtype, rounded once to it,
+    but x * x where y is 2 and sqrt(x) where y is 0.5 (with power's +0 at -0 and +inf at -inf). NumPy
+    itself takes those two shortcuts only where the exponent is a broadcast scalar (and its AVX-512 builds
+    leave their own routine for the C library's on strides too long to gather), so its bits depend on
+    the operands' layout; these do not."""
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    x = np.broadcast_to(a, shape).astype(np.float64, order="C")  # unit strides, no broadcast
+    y = np.broadcast_to(b, shape).astype(np.float64, order="C")
+    out = np.power(x, y, out=np.empty(shape))
+    np.multiply(x, x, out=out, where=y == 2.0)
+    root = (y == 0.5) & (x != -np.inf)
+    np.sqrt(x, out=out, where=root)
+    np.add(out, 0.0, out=out, where=root)  # -0 to +0
+    return out.astype(a.dtype, copy=False)
 
 
 pow = _arith(
@@ -139,7 +146,7 @@ pow = _arith(
     low=0.5,
     high=2.0,
     torch=lambda t, a, b: a**b,
-    fast=_pow_fast,
+    fast=lambda out, dtypes, **_: _pow if all(d is out for d in dtypes) else None,
     exact=False,  # a transcendental: libms differ by an ulp (0.5 ** 0.5 in f64, NumPy vs PyTorch)
     doc="x ** y, evaluated in f64 and rounded once; the gradient in y is 0 where x == 0 and y >= 0.",
 )

@@ -39,21 +39,22 @@ typedef struct {
 
 /* ---- NumPy's own f64 routines ------------------------------------------------------------------------
  *
- * Where NumPy's f64 exp, expm1, log, log1p, sin and cos are its own (its AVX-512 builds: SIMD and SVML
- * routines, within a few ulps, not the C library's), the references follow them (an f32 one rounds their
- * double once). elementwise.py then hands their inner loops (the ufuncs' d->d loops) to
+ * Where NumPy's f64 exp, expm1, log, log1p, sin, cos and power are its own (its AVX-512 builds: SIMD and
+ * SVML routines, within a few ulps, not the C library's), the references follow them (an f32 one rounds
+ * their double once). elementwise.py then hands their inner loops (the ufuncs' d->d and dd->d loops) to
  * vg_use_numpy_routine, and every op evaluated with one of them runs it (ROUTINE_BLOCKS): a block of the
  * routine's arguments, NumPy's loop over the block, then the rest of each element's formula (vg_math.h's
- * <op>_arg and <op>_rest): the reference's bits. The f32 vector paths (below) keep their own polynomials
- * and send the elements whose rounding is in doubt there. Without NumPy's loops, the C library's formula,
- * an element at a time. */
+ * <op>_arg and <op>_rest): the reference's bits (pow: see its kernels). The f32 vector paths (below) keep
+ * their own polynomials and send the elements whose rounding is in doubt there. Without NumPy's loops,
+ * the C library's formula, an element at a time. */
 typedef void (*np_loop)(char **args, const intptr_t *dims, const intptr_t *steps, void *data);
-enum { NP_exp, NP_expm1, NP_log, NP_log1p, NP_sin, NP_cos, NP_ROUTINES };
+enum { NP_exp, NP_expm1, NP_log, NP_log1p, NP_sin, NP_cos, NP_power, NP_ROUTINES };
 static np_loop np_loops[NP_ROUTINES];
 static void *np_data[NP_ROUTINES];
 static int numpy_routines = 0; /* all of them handed over */
 
-/* Hand NumPy's d->d loop `which` (NP_exp ..) over; returns whether all are now there. */
+/* Hand NumPy's d->d loop `which` (NP_exp ..; NP_power's is dd->d) over; returns whether all are now
+ * there. */
 int vg_use_numpy_routine(int which, void *loop, void *data) {
     if (which >= 0 && which < NP_ROUTINES) np_loops[which] = (np_loop)loop, np_data[which] = data;
     numpy_routines = 1;
@@ -162,7 +163,6 @@ VG_ROUTINE_OPS(REST_ONE)
     KERNEL(sub, T, SUF, a - b)                                                    \
     KERNEL(mul, T, SUF, a * b)                                                    \
     KERNEL(div, T, SUF, a / b)                                                    \
-    KERNEL(pow, T, SUF, (T)pow((double)a, (double)b))                             \
     KERNEL(maximum, T, SUF, (a > b || isnan(a)) ? a : b)                         \
     KERNEL(minimum, T, SUF, (a < b || isnan(a)) ? a : b)
 #define INT64_BINARY(KERNEL)                                                         \
@@ -177,6 +177,54 @@ ALL_UNARY(double, f64, 1.0, 0.0, fabs, sqrt)
 FLOAT_BINARY(BINARY, float, f32)
 FLOAT_BINARY(BINARY, double, f64)
 INT64_BINARY(BINARY)
+
+/* pow: NumPy's f64 power loop where it was handed over (its AVX-512 builds have their own routine), else
+ * the C library's pow, on the operands widened to double, then pow_rest (vg_math.h), rounded once. The
+ * loop runs over blocks of the operands gathered with unit strides (NumPy's own paths for strided and
+ * broadcast operands differ). */
+
+#define POW_BLOCK 1024
+#define POW(T, SUF)                                                                               \
+    VG_CLONES static void pow_##SUF##_run(const T *a, int64_t sa, const T *b, int64_t sb, T *y,   \
+                                          int64_t n) {                                            \
+        double x0[POW_BLOCK], x1[POW_BLOCK], r[POW_BLOCK];                                        \
+        const intptr_t steps[3] = {sizeof(double), sizeof(double), sizeof(double)};               \
+        for (int64_t i0 = 0; i0 < n; i0 += POW_BLOCK) {                                           \
+            const intptr_t m = n - i0 < POW_BLOCK ? n - i0 : POW_BLOCK;                           \
+            const double *p0 = x0, *p1 = x1;                                                      \
+            if (sizeof(T) == sizeof(double) && sa == 1 && sb == 1) /* the loop reads them in place */ \
+                p0 = (const double *)(const void *)(a + i0), p1 = (const double *)(const void *)(b + i0); \
+            else if (sa == 1 && sb == 1)                                                          \
+                for (intptr_t j = 0; j < m; j++) x0[j] = (double)a[i0 + j], x1[j] = (double)b[i0 + j]; \
+            else                                                                                  \
+                for (intptr_t j = 0; j < m; j++)                                                  \
+                    x0[j] = (double)a[(i0 + j) * sa], x1[j] = (double)b[(i0 + j) * sb];           \
+            char *args[3] = {(char *)p0, (char *)p1, (char *)r};                                  \
+            if (numpy_routines)                                                                   \
+                np_loops[NP_power](args, &m, steps, np_data[NP_power]);                           \
+            else                                                                                  \
+                for (intptr_t j = 0; j < m; j++) r[j] = pow(p0[j], p1[j]);                        \
+            int64_t special = 0; /* exponents of 2 or 0.5 in the block, by their bits: it vectorizes */ \
+            for (intptr_t j = 0; j < m; j++) {                                                    \
+                uint64_t e;                                                                       \
+                memcpy(&e, p1 + j, sizeof e);                                                     \
+                special += (e == 0x4000000000000000u) + (e == 0x3FE0000000000000u);               \
+            }                                                                                     \
+            if (special)                                                                          \
+                for (intptr_t j = 0; j < m; j++) r[j] = pow_rest(p0[j], p1[j], r[j]);             \
+            for (intptr_t j = 0; j < m; j++) y[i0 + j] = (T)r[j];                                 \
+        }                                                                                         \
+    }                                                                                             \
+    static void pow_##SUF##_chunk(void *ctx, int64_t lo, int64_t hi) {                            \
+        const vg_args *p = (const vg_args *)ctx;                                                  \
+        pow_##SUF##_run((const T *)p->a + lo, 1, (const T *)p->b + lo, 1, (T *)p->out + lo, hi - lo); \
+    }                                                                                             \
+    void vg_pow_##SUF(const T *a, const T *b, T *out, int64_t n, int64_t min_chunk, int threads) { \
+        vg_args p = {a, b, out};                                                                  \
+        vg_parallel_for(n, min_chunk, threads, pow_##SUF##_chunk, &p);                            \
+    }
+POW(float, f32)
+POW(double, f64)
 
 /* cast between f32 and f64: C's conversions, f64 to f32 rounded to nearest, ties to even, as NumPy's
  * astype rounds (a NaN stays a NaN of its sign). vg_cast_<from>_<to>(x, out, n, min_chunk, threads) */
@@ -674,3 +722,23 @@ typedef struct {
 FLOAT_BINARY(BINARY_BC, float, f32)
 FLOAT_BINARY(BINARY_BC, double, f64)
 INT64_BINARY(BINARY_BC)
+
+#define POW_BC(T, SUF)                                                                            \
+    static void pow_bc_##SUF##_chunk(void *ctx, int64_t lo, int64_t hi) {                         \
+        const vg_bargs *p = (const vg_bargs *)ctx;                                                \
+        const int64_t *d = p->dims;                                                               \
+        int64_t i = lo;                                                                           \
+        for (vg_run run = vg_run_at(d, lo, hi); i < hi; vg_run_next(&run, d, hi)) {               \
+            pow_##SUF##_run((const T *)p->a + vg_run_offset(run, d + 4), d[7],                    \
+                            (const T *)p->b + vg_run_offset(run, d + 8), d[11], (T *)p->out + i,  \
+                            run.end - i);                                                         \
+            i = run.end;                                                                          \
+        }                                                                                         \
+    }                                                                                             \
+    void vg_pow_bc_##SUF(const T *a, const T *b, T *out, const int64_t *dims, int64_t min_chunk,  \
+                         int threads) {                                                           \
+        vg_bargs p = {a, b, out, dims};                                                           \
+        vg_parallel_for(dims[0] * dims[1] * dims[2] * dims[3], min_chunk, threads, pow_bc_##SUF##_chunk, &p); \
+    }
+POW_BC(float, f32)
+POW_BC(double, f64)

@@ -4,19 +4,17 @@ and f64; add, sub, mul, maximum and minimum also in i64 (a step count, an index 
 compiled plan's integer arithmetic is replayed with the rest (ir/replay.py).
 
 `cast` between f32 and f64 (contiguous arrays; from other dtypes, the reference) gives the reference's
-bits. The ops of `UNARY_EXACT` and the binary ops but pow give the reference's bits. The transcendentals and
-activations (`UNARY_LIBM`, pow) evaluate their references' f64 formulas with the C library's routines and
-round once (f32 exp, sigmoid, tanh, silu and gelu_tanh take an AVX2 path that gives the same bits, see
+bits, and so do the ops of `UNARY_EXACT` and the binary ops. The transcendentals and activations
+(`UNARY_LIBM`, pow) evaluate their references' f64 formulas with the C library's routines and round once
+(f32 exp, sigmoid, tanh, silu and gelu_tanh take an AVX2 path that gives the same bits, see
 elementwise.c; a native build computes f32 sigmoid and silu in f32 arithmetic, within its tolerance).
 They are exact where NumPy's f64 loops are the C library's (glibc on x86 without AVX-512, say);
 `register` checks this per op on probe values. Where NumPy has routines of its own (its AVX-512 builds),
 their inner loops are handed to elementwise.c (numpy_loops.py): the kernels run them a block at a time,
 but the f32 vector paths, which send them only the elements whose rounding their own polynomials leave
-in doubt: the reference's bits again. Where they
-cannot be found, the kernels are stated within `ULP_BOUNDS` ulps, and one whose result cancels
-(`CANCELLING`: near a zero of the function one ulp of a routine is many of the result's) within a
-tolerance, `cancelling_tolerance`. pow keeps the C library's routine, and its bound, where it differs.
-"""
+in doubt: the reference's bits again. Where they cannot be found, the kernels are stated within
+`ULP_BOUNDS` ulps, and one whose result cancels (`CANCELLING`: near a zero of the function one ulp of a
+routine is many of the result's) within a tolerance, `cancelling_tolerance`."""
 
 from __future__ import annotations
 
@@ -285,7 +283,8 @@ def register(backend: Any, lib: Library) -> None:
             kernel = _unary(fn, dtype, OPS[name].reference, backend, lib.ptr)
             backend.register(name, kernel, dtype_name, stated, native_claim(name, dtype_name))
         for name in BINARY:
-            stated = _libm_exactness(name, dtype_name, exact[name]) if name == "pow" else EXACT
+            same = name != "pow" or exact[name] or numpy_routines
+            stated = _libm_exactness(name, dtype_name, bool(same)) if name == "pow" else EXACT
             fn = lib.fn(f"vg_{name}_{dtype_name}", _BINARY_ARGS)
             fn_bc = lib.fn(f"vg_{name}_bc_{dtype_name}", _BC_ARGS)
             kernel = _binary(fn, fn_bc, dtype, OPS[name].reference, backend, lib.ptr)

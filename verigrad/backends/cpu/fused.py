@@ -85,7 +85,7 @@ _FLOAT_BINARY = {
     "sub": "a - b",
     "mul": "a * b",
     "div": "a / b",
-    "pow": "(T)pow((double)a, (double)b)",
+    "pow": "(T)d_pow((double)a, (double)b)",  # vg_math.h
     "maximum": "(a > b || isnan(a)) ? a : b",
     "minimum": "(a < b || isnan(a)) ? a : b",
 }

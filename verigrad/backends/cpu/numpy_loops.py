@@ -1,4 +1,4 @@
-"""NumPy's own f64 inner loops of exp, expm1, log, log1p, sin and cos, for the C kernels to call.
+"""NumPy's own f64 inner loops of exp, expm1, log, log1p, sin, cos and power, for the C kernels to call.
 
 On its AVX-512 builds NumPy computes these with its own SIMD and SVML routines, not the C library's, and
 the references (f32 ones round the doubles) follow them; elementwise.c's f64 kernels run these loops a
@@ -16,9 +16,10 @@ import sys
 
 import numpy as np
 
-ROUTINES = ("exp", "expm1", "log", "log1p", "sin", "cos")  # elementwise.c's NP_EXP .. NP_COS, in order
+# elementwise.c's NP_exp .. NP_power, in order: ufuncs of one operand, then power's two
+ROUTINES = ("exp", "expm1", "log", "log1p", "sin", "cos", "power")
 _DOUBLE = 12  # NPY_DOUBLE
-LOOP = ctypes.CFUNCTYPE(  # a d->d inner loop: (args, dimensions, steps, data)
+LOOP = ctypes.CFUNCTYPE(  # a d->d (or dd->d) inner loop: (args, dimensions, steps, data)
     None,
     ctypes.POINTER(ctypes.c_void_p),
     ctypes.POINTER(ctypes.c_ssize_t),
@@ -32,8 +33,8 @@ def _field(address: int, kind: type) -> object:
 
 
 def find(ufunc: np.ufunc) -> tuple[int, int | None] | None:
-    """The address of `ufunc`'s d->d inner loop and its data pointer, or None where the struct does not
-    read as expected."""
+    """The address of `ufunc`'s f64 inner loop (d->d, or dd->d for two operands) and its data pointer,
+    or None where the struct does not read as expected."""
     if sys.implementation.name != "cpython" or ctypes.sizeof(ctypes.c_void_p) != 8:
         return None
     base = id(ufunc) + 16  # past PyObject_HEAD: nin, nout, nargs, identity (ints), then the pointers
@@ -41,25 +42,28 @@ def find(ufunc: np.ufunc) -> tuple[int, int | None] | None:
     functions, data = _field(base + 16, ctypes.c_void_p), _field(base + 24, ctypes.c_void_p)
     ntypes, name = _field(base + 32, ctypes.c_int), _field(base + 40, ctypes.c_void_p)
     types = _field(base + 48, ctypes.c_void_p)
-    if (nin, nout, nargs, ntypes) != (1, 1, 2, ufunc.ntypes) or not (functions and name and types):
+    if (nin, nout, nargs, ntypes) != (ufunc.nin, 1, ufunc.nin + 1, ufunc.ntypes) or nin not in (1, 2):
         return None
-    if ctypes.string_at(name) != ufunc.__name__.encode():
+    if not (functions and name and types) or ctypes.string_at(name) != ufunc.__name__.encode():
         return None
     signatures = ctypes.string_at(types, ntypes * nargs)
     for i in range(ntypes):
-        if signatures[2 * i] == signatures[2 * i + 1] == _DOUBLE:
+        if set(signatures[nargs * i : nargs * (i + 1)]) == {_DOUBLE}:
             loop = _field(functions + 8 * i, ctypes.c_void_p)
             return (loop, _field(data + 8 * i, ctypes.c_void_p) if data else None) if loop else None
     return None
 
 
 def _agrees(ufunc: np.ufunc, loop: int, data: int | None, x: np.ndarray) -> bool:
-    """Whether the loop gives the ufunc's bits on x (contiguous f64)."""
+    """Whether the loop gives the ufunc's bits on x (contiguous f64; a binary ufunc's second operand is
+    x reversed), every operand with unit strides."""
+    operands = [x, x[::-1].copy()][: ufunc.nin]
     out = np.empty_like(x)
-    args = (ctypes.c_void_p * 2)(x.ctypes.data, out.ctypes.data)
+    args = (ctypes.c_void_p * (ufunc.nin + 1))(*(a.ctypes.data for a in [*operands, out]))
+    steps = (ctypes.c_ssize_t * (ufunc.nin + 1))(*[8] * (ufunc.nin + 1))
     with np.errstate(all="ignore"):
-        LOOP(loop)(args, (ctypes.c_ssize_t * 1)(x.size), (ctypes.c_ssize_t * 2)(8, 8), data)
-        expected = ufunc(x)
+        LOOP(loop)(args, (ctypes.c_ssize_t * 1)(x.size), steps, data)
+        expected = ufunc(*operands)
     return bool(np.array_equal(out, expected, equal_nan=True))
 
 

@@ -73,4 +73,14 @@ VG_FORMULA gelu_tanh_deriv_rest(double x, double u) {
 VG_ROUTINE_OPS(VG_C_LIBRARY_FORMULA)
 VG_FORMULA d_gelu(double x) { return 0.5 * x * (1.0 + erf(x / SQRT2)); }
 
+/* pow given the routine's r = pow(a, b): a * a where b is 2 and sqrt(a) where b is 0.5 (but pow's +0 at -0
+ * and +inf at -inf), as the reference has it (NumPy takes those shortcuts only for a broadcast scalar
+ * exponent) */
+VG_FORMULA pow_rest(double a, double b, double r) {
+    if (b == 2.0) return a * a;
+    if (b == 0.5 && a != -INFINITY) return sqrt(a) + 0.0;
+    return r;
+}
+VG_FORMULA d_pow(double a, double b) { return pow_rest(a, b, pow(a, b)); }
+
 #endif
