@@ -121,15 +121,21 @@ def _in_f64(fn: Callable) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     return evaluate
 
 
+def _f64_filled(a: np.ndarray, shape: tuple) -> np.ndarray:
+    """`a` as f64 of `shape`, C-contiguous (unit strides, nothing broadcast): itself where it is."""
+    if a.dtype == np.float64 and a.shape == shape and a.flags.c_contiguous:
+        return a
+    return np.broadcast_to(a, shape).astype(np.float64, order="C")
+
+
 def _pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """x ** y: NumPy's f64 power element by element on operands of a common dtype, rounded once to it,
     but x * x where y is 2 and sqrt(x) where y is 0.5 (with power's +0 at -0 and +inf at -inf). NumPy
     itself takes those two shortcuts only where the exponent is a broadcast scalar (and its AVX-512 builds
     leave their own routine for the C library's on strides too long to gather), so its bits depend on
     the operands' layout; these do not."""
-    shape = np.broadcast_shapes(a.shape, b.shape)
-    x = np.broadcast_to(a, shape).astype(np.float64, order="C")  # unit strides, no broadcast
-    y = np.broadcast_to(b, shape).astype(np.float64, order="C")
+    shape = a.shape if a.shape == b.shape else np.broadcast_shapes(a.shape, b.shape)
+    x, y = _f64_filled(a, shape), _f64_filled(b, shape)
     out = np.power(x, y, out=np.empty(shape))
     np.multiply(x, x, out=out, where=y == 2.0)
     root = (y == 0.5) & (x != -np.inf)
