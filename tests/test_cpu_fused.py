@@ -5,6 +5,11 @@ for all the fused kernels of a plan; and the layouts and groups that run member 
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -12,7 +17,7 @@ import verigrad
 from verigrad import verify
 from verigrad.backends import cpu
 from verigrad.backends._registry import EXACT, lookup
-from verigrad.backends.cpu import _ffi, elementwise, fused
+from verigrad.backends.cpu import _ffi, elementwise, fused, numpy_loops
 from verigrad.ir import trace
 from verigrad.ir.passes import optimize
 from verigrad.ir.passes.fuse import FusedOp, merge
@@ -147,27 +152,25 @@ def check(kernel, instr, arrays: list[np.ndarray], threads: tuple[int, ...] = (1
 def test_random_fused_groups_give_the_references_bits(small_chunks):
     """Random programs: every fused group the generator takes is exact, on contiguous operands and on
     views, at 1, 2 and 3 threads (chunks of 5 elements: every chunk boundary mid-row). Here it is made
-    to take every group of exact members, also those the backend leaves unfused (`libm_members`)."""
+    to take every group of exact members, also those the backend leaves unfused (`libm_members`): those
+    whose routines are the C library's, and where those are not NumPy's, NumPy's loops (`staged_ops`)."""
     rng = np.random.default_rng(5)
     libm = fused.libm_members(cpu.cpu)
-    exact = {  # the C library's routines only where they are exact themselves (not through NumPy's)
-        key
-        for key, (_, exactness) in cpu.cpu.registered().items()
-        if exactness.is_exact and (key[0] not in fused.LIBM or key[0] in elementwise.C_LIBRARY_EXACT)
-    }
+    exact = {key for key, (_, exactness) in cpu.cpu.registered().items() if exactness.is_exact}
     groups = []
     for fn, specs in every_op() + [random_program(rng) for _ in range(100)]:
         for instr in fused_instrs(optimize(trace(fn, *specs))):
             native = cpu.cpu.native(instr.op, instr.out.spec.dtype)
             assert (native is None) == (fused.supported(instr.op, libm) is not None)
             kernel = fused.kernel(cpu.cpu, instr.op, libm=frozenset(exact))  # AVX2-path ops too
-            if kernel is None:  # only where a routine of the C library is not NumPy's here
+            if kernel is None:  # only where a routine is neither NumPy's nor NumPy's loops were found
                 assert any((m.name, d.name) not in exact for m, d in zip(instr.op.ops, instr.op.dtypes))
                 continue
             groups.append((kernel, instr))
-    # the groups left out hold routines of the C library that are not NumPy's here (where NumPy has its
-    # own f64 exp, log, pow, tanh: on AVX-512 machines)
-    assert len(groups) > (120 if "exp" in elementwise.C_LIBRARY_EXACT else 90)
+    staged = fused.staged_ops(frozenset(exact))
+    with_numpys = [k for k, i in groups if any(m.name in staged for m in i.op.ops)]
+    assert len(groups) > (120 if "exp" in elementwise.C_LIBRARY_EXACT or staged else 90)
+    assert len(with_numpys) > 30 if staged else not with_numpys  # 41 of 143 on an AVX-512 machine
     builds = len(fused.BATCHES.builds)
     for k, (kernel, instr) in enumerate(groups):
         assert kernel.exactness == EXACT
@@ -238,6 +241,68 @@ def test_a_new_trace_of_the_same_step_finds_its_kernels_without_generating_them(
 def _group(fn, *specs):
     [instr] = fused_instrs(optimize(trace(fn, *specs)))
     return instr
+
+
+@numpy_loops.LOOP
+def _nan_exp(args, dims, steps, data):
+    """A stand-in for NumPy's d->d exp loop over dims[0] contiguous doubles: NaN for each."""
+    for i in range(dims[0]):
+        ctypes.c_double.from_address(args[1] + 8 * i).value = float("nan")
+
+
+@numpy_loops.LOOP
+def _nan_power(args, dims, steps, data):
+    """A stand-in for NumPy's dd->d power loop: NaN for each."""
+    for i in range(dims[0]):
+        ctypes.c_double.from_address(args[2] + 8 * i).value = float("nan")
+
+
+@contextlib.contextmanager
+def numpy_routine(routine: str, loop):
+    """Every generated library calls `loop` in place of NumPy's `routine`."""
+    which = numpy_loops.ROUTINES.index(routine)
+    try:
+        for cdll in fused.BATCHES.libraries:
+            fused.use_numpy_loop(cdll, which, loop)
+        yield
+    finally:
+        for cdll in fused.BATCHES.libraries:
+            fused.use_numpy_loop(cdll, which, *elementwise.NUMPY_LOOPS[which])
+
+
+def test_members_whose_routine_is_numpys_own_run_numpys_loop_in_the_kernel(small_chunks):
+    """Where NumPy's f64 exp and power are its own (not the C library's) and their loops were found, a
+    group holding them is still fused: its kernel calls NumPy's loops over stages of each block (a NaN
+    stand-in here makes every result NaN; pow's bias correction, computed once per call, too), on every
+    thread count and layout; with NumPy's loops back, the reference's bits."""
+    if not {"exp", "pow"} <= fused.staged_ops(fused.libm_members(cpu.cpu)):
+        pytest.skip("the C library's exp and pow are NumPy's here, or NumPy's loops were not found")
+    instr = _group(
+        lambda x, y, t: verigrad.exp(x - y) * (1.0 - 0.9**t) + verigrad.sigmoid(y),
+        spec((70, 300), "f64"),
+        spec((300,), "f64"),
+        spec((), "f64"),
+    )
+    kernel = cpu.cpu.native(instr.op, instr.out.spec.dtype)
+    assert kernel is not None  # fused, not run member by member
+    rng = np.random.default_rng(8)
+    arrays = arrays_for(rng, instr, view=True)
+    params = instr.params["params"]
+    check(kernel, instr, arrays, threads=(1, 2, 3))
+    for routine, loop in (("exp", _nan_exp), ("power", _nan_power)):
+        with numpy_routine(routine, loop), np.errstate(all="ignore"):
+            assert np.isnan(kernel(*arrays, params=params)).all()
+    check(kernel, instr, arrays_for(rng, instr, view=False), threads=(1, 3))
+
+
+def test_the_ops_with_a_routine_are_those_of_vg_math():
+    """elementwise.ROUTINE_OF names each op whose formula calls one routine, as vg_math.h's
+    VG_ROUTINE_OPS does (and pow, with NumPy's power)."""
+    text = (Path(cpu.__file__).parent / "vg_math.h").read_text()
+    listed = text[text.index("#define VG_ROUTINE_OPS(X)") :].split("\n\n")[0]
+    pairs = dict(re.findall(r"X\((\w+), (\w+)\)", listed))
+    assert {**pairs, "pow": "power"} == elementwise.ROUTINE_OF
+    assert set(elementwise.ROUTINE_OF.values()) == set(numpy_loops.ROUTINES)
 
 
 def test_layouts_the_kernel_does_not_take_run_the_members():

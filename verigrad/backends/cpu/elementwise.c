@@ -25,6 +25,7 @@
 
 #include "vg.h"
 #include "vg_math.h"
+#include "vg_numpy.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define VG_X86 1
@@ -47,28 +48,11 @@ typedef struct {
  * <op>_arg and <op>_rest): the reference's bits (pow: see its kernels). The f32 vector paths (below) keep
  * their own polynomials and send the elements whose rounding is in doubt there. Without NumPy's loops,
  * the C library's formula, an element at a time. */
-typedef void (*np_loop)(char **args, const intptr_t *dims, const intptr_t *steps, void *data);
-enum { NP_exp, NP_expm1, NP_log, NP_log1p, NP_sin, NP_cos, NP_power, NP_ROUTINES };
-static np_loop np_loops[NP_ROUTINES];
-static void *np_data[NP_ROUTINES];
-static int numpy_routines = 0; /* all of them handed over */
-
 /* Hand NumPy's d->d loop `which` (NP_exp ..; NP_power's is dd->d) over; returns whether all are now
  * there. */
-int vg_use_numpy_routine(int which, void *loop, void *data) {
-    if (which >= 0 && which < NP_ROUTINES) np_loops[which] = (np_loop)loop, np_data[which] = data;
-    numpy_routines = 1;
-    for (int i = 0; i < NP_ROUTINES; i++) numpy_routines &= np_loops[i] != NULL;
-    return numpy_routines;
-}
+int vg_use_numpy_routine(int which, void *loop, void *data) { return np_use(which, loop, data); }
 
 #define NP_BLOCK 256
-/* the rest of an element's formula, not inlined: a loop the compiler vectorizes may give a NaN of the
- * other sign where two NaNs meet, and a result's bits would then depend on where its block starts */
-#define REST_ONE(NAME, ROUTINE) \
-    __attribute__((noinline)) static double NAME##_rest_one(double x, double r) { return NAME##_rest(x, r); }
-VG_ROUTINE_OPS(REST_ONE)
-
 /* ys[0..n) = NAME of xs[0..n) in T (ys may be xs), as the section's comment says */
 #define ROUTINE_BLOCKS(NAME, ROUTINE, T, SUF)                                                 \
     static void NAME##_##SUF##_routine(const T *xs, T *ys, int64_t n) {                       \
@@ -76,24 +60,20 @@ VG_ROUTINE_OPS(REST_ONE)
             for (int64_t i = 0; i < n; i++) ys[i] = (T)d_##NAME((double)xs[i]);               \
             return;                                                                           \
         }                                                                                     \
-        const intptr_t steps[2] = {sizeof(double), sizeof(double)};                           \
         const int routine_itself = __builtin_strcmp(#NAME, #ROUTINE) == 0; /* exp, log, .. */  \
         if (routine_itself && sizeof(T) == sizeof(double)) { /* the loop straight over them */ \
-            char *direct[2] = {(char *)xs, (char *)ys};                                       \
-            const intptr_t m = n;                                                             \
-            np_loops[NP_##ROUTINE](direct, &m, steps, np_data[NP_##ROUTINE]);                 \
+            np_run(NP_##ROUTINE, (const double *)(const void *)xs, 0, (double *)(void *)ys, n); \
             return;                                                                           \
         }                                                                                     \
         double arg[NP_BLOCK], r[NP_BLOCK];                                                    \
-        char *args[2] = {(char *)arg, (char *)r};                                             \
         for (int64_t i0 = 0; i0 < n; i0 += NP_BLOCK) {                                        \
-            const intptr_t m = n - i0 < NP_BLOCK ? n - i0 : NP_BLOCK;                         \
-            for (intptr_t j = 0; j < m; j++) arg[j] = NAME##_arg((double)xs[i0 + j]);         \
-            np_loops[NP_##ROUTINE](args, &m, steps, np_data[NP_##ROUTINE]);                   \
+            const int64_t m = n - i0 < NP_BLOCK ? n - i0 : NP_BLOCK;                          \
+            for (int64_t j = 0; j < m; j++) arg[j] = NAME##_arg((double)xs[i0 + j]);          \
+            np_run(NP_##ROUTINE, arg, 0, r, m);                                               \
             if (routine_itself) /* one rounding an element: no two NaNs meet */               \
-                for (intptr_t j = 0; j < m; j++) ys[i0 + j] = (T)r[j];                        \
+                for (int64_t j = 0; j < m; j++) ys[i0 + j] = (T)r[j];                         \
             else                                                                              \
-                for (intptr_t j = 0; j < m; j++) ys[i0 + j] = (T)NAME##_rest_one((double)xs[i0 + j], r[j]); \
+                for (int64_t j = 0; j < m; j++) ys[i0 + j] = (T)NAME##_rest_one((double)xs[i0 + j], r[j]); \
         }                                                                                     \
     }
 
@@ -188,31 +168,29 @@ INT64_BINARY(BINARY)
     VG_CLONES static void pow_##SUF##_run(const T *a, int64_t sa, const T *b, int64_t sb, T *y,   \
                                           int64_t n) {                                            \
         double x0[POW_BLOCK], x1[POW_BLOCK], r[POW_BLOCK];                                        \
-        const intptr_t steps[3] = {sizeof(double), sizeof(double), sizeof(double)};               \
         for (int64_t i0 = 0; i0 < n; i0 += POW_BLOCK) {                                           \
-            const intptr_t m = n - i0 < POW_BLOCK ? n - i0 : POW_BLOCK;                           \
+            const int64_t m = n - i0 < POW_BLOCK ? n - i0 : POW_BLOCK;                            \
             const double *p0 = x0, *p1 = x1;                                                      \
             if (sizeof(T) == sizeof(double) && sa == 1 && sb == 1) /* the loop reads them in place */ \
                 p0 = (const double *)(const void *)(a + i0), p1 = (const double *)(const void *)(b + i0); \
             else if (sa == 1 && sb == 1)                                                          \
-                for (intptr_t j = 0; j < m; j++) x0[j] = (double)a[i0 + j], x1[j] = (double)b[i0 + j]; \
+                for (int64_t j = 0; j < m; j++) x0[j] = (double)a[i0 + j], x1[j] = (double)b[i0 + j]; \
             else                                                                                  \
-                for (intptr_t j = 0; j < m; j++)                                                  \
+                for (int64_t j = 0; j < m; j++)                                                   \
                     x0[j] = (double)a[(i0 + j) * sa], x1[j] = (double)b[(i0 + j) * sb];           \
-            char *args[3] = {(char *)p0, (char *)p1, (char *)r};                                  \
             if (numpy_routines)                                                                   \
-                np_loops[NP_power](args, &m, steps, np_data[NP_power]);                           \
+                np_run(NP_power, p0, p1, r, m);                                                   \
             else                                                                                  \
-                for (intptr_t j = 0; j < m; j++) r[j] = pow(p0[j], p1[j]);                        \
+                for (int64_t j = 0; j < m; j++) r[j] = pow(p0[j], p1[j]);                         \
             int64_t special = 0; /* exponents of 2 or 0.5 in the block, by their bits: it vectorizes */ \
-            for (intptr_t j = 0; j < m; j++) {                                                    \
+            for (int64_t j = 0; j < m; j++) {                                                     \
                 uint64_t e;                                                                       \
                 memcpy(&e, p1 + j, sizeof e);                                                     \
                 special += (e == 0x4000000000000000u) + (e == 0x3FE0000000000000u);               \
             }                                                                                     \
             if (special)                                                                          \
-                for (intptr_t j = 0; j < m; j++) r[j] = pow_rest(p0[j], p1[j], r[j]);             \
-            for (intptr_t j = 0; j < m; j++) y[i0 + j] = (T)r[j];                                 \
+                for (int64_t j = 0; j < m; j++) r[j] = pow_rest(p0[j], p1[j], r[j]);              \
+            for (int64_t j = 0; j < m; j++) y[i0 + j] = (T)r[j];                                  \
         }                                                                                         \
     }                                                                                             \
     static void pow_##SUF##_chunk(void *ctx, int64_t lo, int64_t hi) {                            \

@@ -196,6 +196,11 @@ def same_as_reference(fn: Any, name: str, arity: int, lib: Library) -> bool:
 # here): the fused kernels, which evaluate the C library's formulas, may hold them (fused.libm_members)
 C_LIBRARY_EXACT: set[str] = set()
 NUMPY_ROUTINES = [False]  # whether elementwise.c has NumPy's loops (`use_numpy_loops`)
+NUMPY_LOOPS: list[tuple[int, int | None]] = []  # those loops, in numpy_loops.ROUTINES' order
+# each op whose formula calls one routine: that routine's NumPy name (vg_math.h's VG_ROUTINE_OPS, and pow)
+ROUTINE_OF = {"exp": "exp", "expm1": "expm1", "log": "log", "log1p": "log1p", "sin": "sin", "cos": "cos"}
+ROUTINE_OF |= {"sigmoid": "exp", "silu": "exp", "silu_deriv": "exp", "gelu_deriv": "exp", "tanh": "expm1"}
+ROUTINE_OF |= {"gelu_tanh": "expm1", "gelu_tanh_deriv": "expm1", "pow": "power"}
 
 
 def use_numpy_routine(lib: Library, routine: str, loop: Any, data: Any = None) -> bool:
@@ -211,7 +216,8 @@ def use_numpy_loops(lib: Library) -> bool:
     if found is None:
         return False
     taken = [use_numpy_routine(lib, name, *loop) for name, loop in zip(numpy_loops.ROUTINES, found)]
-    return taken[-1]  # the C side says, at the last, whether it has them all
+    NUMPY_LOOPS[:] = found if taken[-1] else []  # the C side says, at the last, whether it has them all
+    return taken[-1]
 
 
 def _libm_exactness(name: str, dtype_name: str, exact: bool) -> Exactness:

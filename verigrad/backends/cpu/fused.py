@@ -8,8 +8,13 @@ sqrt, ...), the selections (maximum, minimum, relu, where: NumPy's NaN rules, as
 the conversions are IEEE operations, built without FMA contraction; the transcendentals are
 elementwise.c's formulas (vg_math.h) in double, rounded once. So a fused kernel gives the reference's
 bits, and is stated EXACT (a native build, with contraction, states build.contracted's tolerance): a
-group is fused only where every member is stated exact here (the C library's routines: where
-elementwise.py's probe found them to be NumPy's; in a native build no such routine is). Other groups
+group is fused only where every member is stated exact here. A member with a routine the C library
+computes as NumPy does (elementwise.py's probe) calls the C library; one whose routine NumPy computes
+with its own (exp, log, tanh, pow, .. on NumPy's AVX-512 builds: `staged_ops`) calls NumPy's loop, handed
+to each generated library when it loads: the block is then computed in stages of STAGE elements, each
+member into an array of its own, a staged member's arguments first, then NumPy's loop over them, then
+the rest of its formula (elementwise.c's block routine; a member computed once per call calls the loop
+on its one value). In a native build no such routine is stated exact. Other groups
 (a member or dtype not in `MEMBERS` and `C_TYPES`, f16, integer arithmetic) get no kernel and run
 member by member; so do groups holding an f32 op that elementwise.c computes on an AVX2 path (exp,
 sigmoid, tanh, silu, gelu_tanh), where that path runs: it is several times faster than the scalar
@@ -53,6 +58,7 @@ from . import build as _build
 from ._ffi import collapse
 
 BLOCK = 512  # elements per block (a buffer of this many per input, on the stack)
+STAGE = 128  # elements per stage of a block with NumPy's routines (an array of this many per member)
 
 C_TYPES = {"bool": "uint8_t", "i32": "int32_t", "i64": "int64_t", "f32": "float", "f64": "double"}
 # the type of a value inside the loop: bool values as 32-bit ints (0 or 1), so that a loop mixing them
@@ -110,9 +116,10 @@ def _convert(expr: str, src: str, dst: str) -> str:
     return f"({C_TYPES[dst]})({expr})"
 
 
-def _member(name: str, out: str, args: list[tuple[str, str]]) -> str:
+def _member(name: str, out: str, args: list[tuple[str, str]], staged: frozenset[str] = frozenset()) -> str:
     """One member's C statement block: the value of `name` on `args` ((C variable, dtype) pairs) as its
-    reference computes it, in a variable `r` of `out`'s C type. Unsupported where there is none."""
+    reference computes it, in a variable `r` of `out`'s C type; an op of `staged` with NumPy's routine
+    (vg_np1_<op>: for one value, a member computed once per call). Unsupported where there is none."""
     if out not in C_TYPES or any(d not in C_TYPES for _, d in args):
         raise Unsupported(f"{name} on {', '.join(d for _, d in args)} giving {out}")
     if name == "broadcast_to":  # the same value; the kernel reads the input broadcast
@@ -140,11 +147,19 @@ def _member(name: str, out: str, args: list[tuple[str, str]]) -> str:
         raise Unsupported(f"{name} giving {out}")
     t = C_TYPES[out]
     expr = table[name].replace("{f}", "f" if out == "f32" else "").replace("(T)", f"({t})")
+    if name in staged:
+        expr = f"({t})vg_np1_{name}({', '.join(f'(double){v}' for v in 'ab'[: len(args)])})"
     local = "".join(f"const {t} {v} = {_convert(a, da, out)}; " for v, (a, da) in zip("ab", args))
     return f"{local}r = {expr};"
 
 
-def body(op: Any, inputs: tuple[str, ...], members: Any = None, loads: Any = None) -> list[str]:
+def body(
+    op: Any,
+    inputs: tuple[str, ...],
+    members: Any = None,
+    loads: Any = None,
+    staged: frozenset[str] = frozenset(),
+) -> list[str]:
     """The statements computing `members` (default: all) of the group into `m<j>` from the inputs `x<k>`
     (dtype names `inputs`), each input's statement in `loads` (index -> statement) just before its first
     use: GCC leaves a loop with a conversion of a comparison unvectorised when the loads come first.
@@ -156,7 +171,7 @@ def body(op: Any, inputs: tuple[str, ...], members: Any = None, loads: Any = Non
         if member.name not in MEMBERS:
             raise Unsupported(member.name)
         args = [(f"x{k}", inputs[k]) if kind == "in" else (f"m{k}", dtypes[k]) for kind, k in refs]
-        block = _member(member.name, dtypes[m], args)
+        block = _member(member.name, dtypes[m], args, staged)
         if members is None or m in members:
             lines += [pending.pop(k) for kind, k in refs if kind == "in" and k in pending]
             value = VALUE_TYPES[dtypes[m]]
@@ -189,11 +204,7 @@ typedef struct {
 } ${name}_u;
 VG_CLONES static void ${name}_block(int64_t len, const ${name}_u *u, $args $outs) {
     $invariant
-    $independent
-    for (int64_t j = 0; j < len; j++) {
-        $body
-        $stores
-    }
+    $loop
 }
 /* rows of at most half a block: several to a call (chosen per call; inside the chunk's function, it made
  * the longer rows' loop slower) */
@@ -251,7 +262,72 @@ _ADVANCE = (
 )
 
 
-def function(name: str, op: Any, inputs: tuple[str, ...], scalar: tuple[bool, ...]) -> str:
+def _staged(
+    op: Any,
+    inputs: tuple[str, ...],
+    per_element: set[int],
+    staged: frozenset[str],
+    varying: list[int],
+    load: Any,
+) -> str:
+    """The block's loop where a member is computed with NumPy's routine (`staged`): in stages of
+    VG_STAGE elements, each member into an array of its own, one loop a member; a staged one's
+    arguments first, then NumPy's loop over them, then the rest of its formula (elementwise.c's block
+    routine, the same bits); then the results stored."""
+    dtypes = [d.name for d in op.dtypes]
+
+    def operands(refs: Any) -> str:
+        """The declarations of a member's varying operands at element j of the stage."""
+        decl = {}
+        for kind, k in refs:
+            if kind == "in" and k in varying:
+                decl[("in", k)] = load(k, f"a{k}[s + j]")
+            elif kind != "in" and k in per_element:
+                decl[("m", k)] = f"const {VALUE_TYPES[dtypes[k]]} m{k} = M{k}[j];"
+        return " ".join(decl.values())
+
+    lines = [
+        "for (int64_t s = 0; s < len; s += VG_STAGE) {",
+        "    const int64_t n = len - s < VG_STAGE ? len - s : VG_STAGE;",
+    ]
+    loop = "    for (int64_t j = 0; j < n; j++) {"
+    for m in sorted(per_element):
+        member, refs, out = op.ops[m], op.wiring[m], dtypes[m]
+        args = [(f"x{k}", inputs[k]) if kind == "in" else (f"m{k}", dtypes[k]) for kind, k in refs]
+        here, t = operands(refs), C_TYPES[out]
+        lines.append(f"    {VALUE_TYPES[out]} M{m}[VG_STAGE];")
+        if member.name not in staged:
+            block = _member(member.name, out, args, staged)
+            lines.append(f"{loop} {here} {VALUE_TYPES[out]} r; {block} M{m}[j] = r; }}")
+            continue
+        _member(member.name, out, args)  # Unsupported where the plain member would be
+        a, b = (f"(double){_convert(v, d, out)}" for v, d in (args + args)[:2])
+        if member.name == "pow":
+            lines.append(f"    double A{m}[VG_STAGE], B{m}[VG_STAGE], R{m}[VG_STAGE];")
+            lines.append(f"{loop} {here} A{m}[j] = {a}; B{m}[j] = {b}; }}")
+            lines.append(f"    np_run(NP_power, A{m}, B{m}, R{m}, n);")
+            lines.append(f"{loop} M{m}[j] = ({t})pow_rest(A{m}[j], B{m}[j], R{m}[j]); }}")
+            continue
+        name, routine = member.name, elementwise.ROUTINE_OF[member.name]
+        rest = f"R{m}[j]" if name == routine else f"{name}_rest_one({a}, R{m}[j])"
+        lines.append(f"    double A{m}[VG_STAGE], R{m}[VG_STAGE];")
+        lines.append(f"{loop} {here} A{m}[j] = {name}_arg({a}); }}")
+        lines.append(f"    np_run(NP_{routine}, A{m}, 0, R{m}, n);")
+        lines.append(f"{loop} {'' if name == routine else here} M{m}[j] = ({t}){rest}; }}")
+    stores = " ".join(
+        f"y{r}[s + j] = {f'M{m}[j]' if m in per_element else f'm{m}'};" for r, m in enumerate(op.roots)
+    )
+    lines += [f"{loop} {stores} }}", "}"]
+    return "\n    ".join(lines)
+
+
+def function(
+    name: str,
+    op: Any,
+    inputs: tuple[str, ...],
+    scalar: tuple[bool, ...],
+    staged: frozenset[str] = frozenset(),
+) -> str:
     """The C source of kernel `name` for the group `op` on inputs of dtypes `inputs`, those of one
     element where `scalar` says: `name(const void *const *in, void *out, const int64_t *dims,
     int64_t min_chunk, int threads)`, dims = {shape[0..3], then each input's element strides[0..3]}
@@ -280,20 +356,27 @@ def function(name: str, op: Any, inputs: tuple[str, ...], scalar: tuple[bool, ..
 
     scalars = [k for k in range(len(inputs)) if scalar[k]]
     prologue = [load(k, f"((const {C_TYPES[inputs[k]]} *)in[{k}])[0]") for k in scalars]
-    prologue += body(op, inputs, {m for m in range(len(op.ops)) if same[m]})
+    prologue += body(op, inputs, {m for m in range(len(op.ops)) if same[m]}, staged=staged)
     per_element = {m for m in range(len(op.ops)) if not same[m]}
     prologue += [f"u.{v} = {v};" for v in used]
+    if any(op.ops[m].name in staged for m in per_element):
+        loop = _staged(op, inputs, per_element, staged, varying, load)
+    else:
+        plain = body(op, inputs, per_element, {k: load(k, f"a{k}[j]") for k in varying}, staged)
+        loop = "\n    ".join(
+            ["VG_INDEPENDENT" if len(op.roots) > 1 else "", "for (int64_t j = 0; j < len; j++) {"]
+            + [f"    {line}" for line in plain + [f"y{r}[j] = m{m};" for r, m in enumerate(op.roots)]]
+            + ["}"]
+        )
     return _FUNCTION.substitute(
         what=f"{'/'.join(m.name for m in op.ops)} on {', '.join(inputs)}",
         name=name,
         outs=", ".join(f"{C_TYPES[dtypes[m]]} *{restrict}y{r}" for r, m in enumerate(op.roots)),
-        independent="VG_INDEPENDENT" if len(op.roots) > 1 else "",
-        stores="\n        ".join(f"y{r}[j] = m{m};" for r, m in enumerate(op.roots)),
+        loop=loop,
         targets=targets("at"),
         fields="\n    ".join([f"{VALUE_TYPES[kind[v]]} {v};" for v in used] or ["char unused;"]),
         args="".join(f"const {types[k]} *{restrict}a{k}, " for k in varying),
         invariant="\n    ".join(f"const {VALUE_TYPES[kind[v]]} {v} = u->{v};" for v in used),
-        body="\n        ".join(body(op, inputs, per_element, {k: load(k, f"a{k}[j]") for k in varying})),
         start="\n    ".join(
             [f"{types[k]} b{k}[VG_BLOCK];" for k in varying]
             + [
@@ -324,8 +407,27 @@ PRELUDE = f"""/* Fused element-wise kernels generated by verigrad/backends/cpu/f
 
 #include "vg.h"
 #include "vg_math.h"
+#include "vg_numpy.h"
 
 #define VG_BLOCK {BLOCK}
+#define VG_STAGE {STAGE}
+
+/* NumPy's loop `which` (vg_numpy.h's NP_exp ..), handed over when the library loads */
+int vg_fused_use_numpy(int which, void *loop, void *data) {{ return np_use(which, loop, data); }}
+
+/* <op> of one value with NumPy's routine: a member computed once per call */
+#define VG_NP_ONE(NAME, ROUTINE)                                                   \\
+    __attribute__((unused)) static double vg_np1_##NAME(double x) {{             \\
+        double a = NAME##_arg(x), r;                                               \\
+        np_run(NP_##ROUTINE, &a, 0, &r, 1);                                        \\
+        return NAME##_rest_one(x, r);                                              \\
+    }}
+VG_ROUTINE_OPS(VG_NP_ONE)
+__attribute__((unused)) static double vg_np1_pow(double a, double b) {{
+    double r;
+    np_run(NP_power, &a, &b, &r, 1);
+    return pow_rest(a, b, r);
+}}
 
 /* A loop whose elements are independent (an element's results may be stored over its own inputs) */
 #if defined(__clang__)
@@ -400,6 +502,14 @@ void vg_fused_init(vg_parallel_fn fn) {{ vg_par = fn; }}
 _FN_ARGS = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int]
 
 
+def use_numpy_loop(cdll: ctypes.CDLL, which: int, loop: Any, data: Any = None) -> None:
+    """Have a generated library call `loop` (an address, or a numpy_loops.LOOP) for NumPy's routine
+    `which` (the index of its name in numpy_loops.ROUTINES)."""
+    use = cdll.vg_fused_use_numpy
+    use.argtypes, use.restype = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int
+    use(which, ctypes.cast(loop, ctypes.c_void_p), data)
+
+
 class Batches:
     """The generated functions of the process: built (name -> ctypes function) and pending (name -> C
     text), compiled together at the first call of any pending one."""
@@ -409,6 +519,7 @@ class Batches:
         self.pending: dict[str, str] = {}
         self.failed: dict[str, str] = {}
         self.builds: list[dict[str, Any]] = []  # what each build was: build.py's info, and its functions
+        self.libraries: list[ctypes.CDLL] = []  # the libraries built and loaded
         self._lock = threading.Lock()
 
     def add(self, name: str, text: str) -> None:
@@ -435,6 +546,9 @@ class Batches:
             init = cdll.vg_fused_init
             init.argtypes, init.restype = [ctypes.c_void_p], None
             init(parallel_for)
+            self.libraries.append(cdll)
+            for which, loop in enumerate(elementwise.NUMPY_LOOPS):
+                use_numpy_loop(cdll, which, *loop)
             for n in batch:
                 fn = getattr(cdll, n)
                 fn.argtypes, fn.restype = _FN_ARGS, None
@@ -450,19 +564,31 @@ _LIBM: dict[int, frozenset[tuple[str, str]]] = {}  # id(backend) -> its libm_mem
 # the kernel ----------------------------------------------------------------------------------------
 def libm_members(backend: Any) -> frozenset[tuple[str, str]]:
     """The (op, dtype) pairs of the ops evaluated with C library routines that a group may hold: those
-    whose cpu kernels are stated exact here with the C library's routines alone (not by recomputing with
-    NumPy's, elementwise.py's C_LIBRARY_EXACT), but for the f32 ones with a vector path (elementwise.c)
-    where it runs: that path is several times faster than a fused kernel's scalar formula."""
+    whose cpu kernels are stated exact here, with the C library's routines alone (elementwise.py's
+    C_LIBRARY_EXACT) or with NumPy's loops (then computed with them, `staged_ops`), but for the f32 ones
+    with a vector path (elementwise.c) where it runs: that path is several times faster than a fused
+    kernel's formula."""
     vectorized = backend.library is not None and elementwise.vectorized(backend.library)
     fast = elementwise.VECTORIZED if vectorized else ()
+    numpy = elementwise.NUMPY_ROUTINES[0]
     return frozenset(
         (op, dtype)
         for (op, dtype), (_, exactness) in backend.registered().items()
         if op in LIBM
         and dtype in FLOATS
         and exactness.is_exact
-        and op in elementwise.C_LIBRARY_EXACT
+        and (op in elementwise.C_LIBRARY_EXACT or (numpy and op in elementwise.ROUTINE_OF))
         and not (dtype == "f32" and op in fast)
+    )
+
+
+def staged_ops(libm: frozenset[tuple[str, str]]) -> frozenset[str]:
+    """The ops of `libm` a group computes with NumPy's loops: those whose C library routine is not
+    NumPy's here, where elementwise.c has NumPy's loops."""
+    if not elementwise.NUMPY_ROUTINES[0]:
+        return frozenset()
+    return frozenset(
+        op for op, _ in libm if op in elementwise.ROUTINE_OF and op not in elementwise.C_LIBRARY_EXACT
     )
 
 
@@ -647,7 +773,8 @@ def _generate(op: Any, libm: frozenset[tuple[str, str]]) -> str:
     take the group)."""
     if supported(op, libm) is not None:
         return ""
-    text = function("NAME", op, tuple(spec.dtype.name for spec in op.inputs), scalars(op))
+    inputs = tuple(spec.dtype.name for spec in op.inputs)
+    text = function("NAME", op, inputs, scalars(op), staged_ops(libm))
     name = "vg_fused_" + hashlib.sha256(text.encode()).hexdigest()[:16]
     BATCHES.add(name, text.replace("NAME", name))
     return name
