@@ -1,7 +1,8 @@
 """The cpu backend's transcendental kernels against their NumPy references and PyTorch, in f32 and f64.
 
 For exp, expm1, log, log1p, sin, cos, tanh, sigmoid, silu and gelu_tanh on a vector of `--size` elements
-(normal values of standard deviation 3; log and log1p take their absolute values): verigrad's cpu
+(normal values of standard deviation 3; log and log1p take their absolute values), and pow (those
+absolute values to the power of normal values of standard deviation 1): verigrad's cpu
 kernel, the op's NumPy reference (which defines its bits) and PyTorch's function. Each kernel is first
 held to its stated exactness against the reference on the same vector (bit for bit where it states
 exact: where NumPy's f64 routines are its own, the kernels run them, see verigrad/backends/cpu/
@@ -28,8 +29,16 @@ from verigrad.backends import cpu
 from verigrad.registry import OPS
 from verigrad.verify import compare
 
-OPS_TIMED = ("exp", "expm1", "log", "log1p", "sin", "cos", "tanh", "sigmoid", "silu", "gelu_tanh")
+OPS_TIMED = ("exp", "expm1", "log", "log1p", "sin", "cos", "tanh", "sigmoid", "silu", "gelu_tanh", "pow")
 POSITIVE = ("log", "log1p")
+
+
+def operands(op: str, rng: np.random.Generator, size: int, dtype: np.dtype) -> tuple[np.ndarray, ...]:
+    """The vectors `op` is timed on."""
+    x = rng.normal(0, 3, size)
+    if op == "pow":
+        return np.abs(x).astype(dtype), rng.normal(0, 1, size).astype(dtype)
+    return ((np.abs(x) if op in POSITIVE else x).astype(dtype),)
 
 
 def torch_function(torch: Any, op: str) -> Any:
@@ -44,22 +53,21 @@ def run(args: argparse.Namespace, torch: Any) -> Table:
     table = Table(title=f"ms per call, {args.size:,} elements; median of {args.repeats} runs of {args.calls}")
     for column in ("op", "dtype", "threads", "stated", "verigrad", "NumPy", "torch", "/ NumPy", "/ torch"):
         table.add_column(column, justify="left" if column in ("op", "dtype", "stated") else "right")
-    x = np.random.default_rng(0).normal(0, 3, args.size)
     for op in OPS_TIMED:
         for dtype in ("f32", "f64"):
-            xs = (np.abs(x) if op in POSITIVE else x).astype(cpu.DTYPES[dtype])
+            xs = operands(op, np.random.default_rng(0), args.size, cpu.DTYPES[dtype])
             kernel = cpu.cpu.native(OPS[op], getattr(verigrad, dtype))
             stated = cpu.cpu.exactness(op, dtype)
             with np.errstate(all="ignore"):
-                verdict = compare(kernel(xs), OPS[op].reference(xs), stated)
+                verdict = compare(kernel(*xs), OPS[op].reference(*xs), stated)
             if verdict.message:
                 sys.exit(f"{op} {dtype}: {verdict.message}")
-            tx, fn = torch.from_numpy(xs), torch_function(torch, op)
+            tx, fn = [torch.from_numpy(a) for a in xs], torch_function(torch, op)
             for n in args.threads:
                 verigrad.set_threads(n)
                 torch.set_num_threads(n)
                 ref = OPS[op].reference
-                ways = {"verigrad": lambda: kernel(xs), "NumPy": lambda: ref(xs), "torch": lambda: fn(tx)}
+                ways = {"verigrad": lambda: kernel(*xs), "NumPy": lambda: ref(*xs), "torch": lambda: fn(*tx)}
                 with np.errstate(all="ignore"):
                     med = median_ms(ways, args.repeats, args.calls, n)
                 cells = timing_cells(med, "verigrad", ("NumPy", "torch"))
