@@ -332,6 +332,40 @@ def test_f64_kernels_run_numpys_routine_a_block_at_a_time(op, routine, small_chu
         assert kernel(xs).tobytes() == OPS[op].reference(xs).tobytes()
 
 
+def _nans_among_values(np_dtype: np.dtype, size: int, seed: int) -> np.ndarray:
+    """Normal values of standard deviation 3, a third of them NaNs of random payloads and signs."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(0, 3, size).astype(np_dtype)
+    uint = np.uint64 if np_dtype == np.float64 else np.uint32
+    bits = x.view(uint)
+    exponent = np.array(np.inf, np_dtype).view(uint)
+    payload = rng.integers(1, np.iinfo(uint).max, size, dtype=uint) & ~(
+        exponent | (uint(1) << uint(bits.itemsize * 8 - 1))
+    )
+    sign = rng.integers(0, 2, size, dtype=uint) << uint(bits.itemsize * 8 - 1)
+    picks = rng.random(size) < 0.33
+    bits[picks] = (exponent | payload | sign)[picks]
+    assert np.isnan(x[picks]).all()
+    return x
+
+
+@needs_cc
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+@pytest.mark.parametrize("op", sorted(set(elementwise.ROUTINE_OF) - {"pow"}))
+def test_routine_kernels_give_the_same_nans_wherever_a_block_starts(op, dtype, small_chunks):
+    """NaNs of random payloads and signs among values: no element's bits, a NaN's included, depend on
+    where a chunk or a block of NumPy's routine starts (the formulas' rests run vectorized only where
+    that holds: vg_math.h's <op>_rest_vectorizes), on 1, 2 and 3 threads."""
+    x = _nans_among_values(cpu.DTYPES[dtype], 3000, 11)
+    kernel = cpu.cpu.native(OPS[op], getattr(verigrad, dtype))
+    verigrad.set_threads(1)
+    whole = kernel(x)
+    for threads in (1, 2, 3):
+        verigrad.set_threads(threads)
+        for start in (0, 1, 3, 5, 8, 13):
+            assert kernel(x[start:]).tobytes() == whole[start:].tobytes(), (threads, start)
+
+
 @numpy_loops.LOOP
 def _nan_loop_all(args, dims, steps, data):
     """A stand-in for NumPy's d->d loop over dims[0] contiguous doubles: NaN for each."""

@@ -55,7 +55,7 @@ int vg_use_numpy_routine(int which, void *loop, void *data) { return np_use(whic
 #define NP_BLOCK 256
 /* ys[0..n) = NAME of xs[0..n) in T (ys may be xs), as the section's comment says */
 #define ROUTINE_BLOCKS(NAME, ROUTINE, T, SUF)                                                 \
-    static void NAME##_##SUF##_routine(const T *xs, T *ys, int64_t n) {                       \
+    VG_CLONES static void NAME##_##SUF##_routine(const T *xs, T *ys, int64_t n) {             \
         if (!numpy_routines) {                                                                \
             for (int64_t i = 0; i < n; i++) ys[i] = (T)d_##NAME((double)xs[i]);               \
             return;                                                                           \
@@ -70,8 +70,8 @@ int vg_use_numpy_routine(int which, void *loop, void *data) { return np_use(whic
             const int64_t m = n - i0 < NP_BLOCK ? n - i0 : NP_BLOCK;                          \
             for (int64_t j = 0; j < m; j++) arg[j] = NAME##_arg((double)xs[i0 + j]);          \
             np_run(NP_##ROUTINE, arg, 0, r, m);                                               \
-            if (routine_itself) /* one rounding an element: no two NaNs meet */               \
-                for (int64_t j = 0; j < m; j++) ys[i0 + j] = (T)r[j];                         \
+            if (NAME##_rest_vectorizes)                                                       \
+                for (int64_t j = 0; j < m; j++) ys[i0 + j] = (T)NAME##_rest((double)xs[i0 + j], r[j]); \
             else                                                                              \
                 for (int64_t j = 0; j < m; j++) ys[i0 + j] = (T)NAME##_rest_one((double)xs[i0 + j], r[j]); \
         }                                                                                     \

@@ -309,7 +309,9 @@ def _staged(
             lines.append(f"{loop} M{m}[j] = ({t})pow_rest(A{m}[j], B{m}[j], R{m}[j]); }}")
             continue
         name, routine = member.name, elementwise.ROUTINE_OF[member.name]
-        rest = f"R{m}[j]" if name == routine else f"{name}_rest_one({a}, R{m}[j])"
+        rest = f"R{m}[j]"  # exp, log, ..: the routine's result itself
+        if name != routine:  # vg_math.h says which rests a vectorized loop may run
+            rest = f"({name}_rest_vectorizes ? {name}_rest({a}, {rest}) : {name}_rest_one({a}, {rest}))"
         lines.append(f"    double A{m}[VG_STAGE], R{m}[VG_STAGE];")
         lines.append(f"{loop} {here} A{m}[j] = {name}_arg({a}); }}")
         lines.append(f"    np_run(NP_{routine}, A{m}, 0, R{m}, n);")

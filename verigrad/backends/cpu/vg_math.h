@@ -7,6 +7,8 @@
 #ifndef VG_MATH_H
 #define VG_MATH_H
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 #define SQRT2 0x1.6a09e667f3bcdp+0       /* math.sqrt(2.0) */
 #define SQRT_2PI 0x1.40d931ff62705p+1    /* math.sqrt(2 * math.pi) */
@@ -14,6 +16,17 @@
 #define GELU_A 0.044715
 
 #define VG_FORMULA static inline __attribute__((unused)) double /* a file may use a few of them */
+
+/* c ? a : b without a branch: the compiler makes a branch of the conditional expression, and on the
+ * sign of random values it is mispredicted half the time; and a loop with a branch is not vectorized */
+VG_FORMULA vg_select(int c, double a, double b) {
+    uint64_t ua, ub, m = (uint64_t)0 - (uint64_t)(c != 0);
+    memcpy(&ua, &a, sizeof ua);
+    memcpy(&ub, &b, sizeof ub);
+    ua = (ua & m) | (ub & ~m);
+    memcpy(&a, &ua, sizeof a);
+    return a;
+}
 
 /* Each formula that calls one routine (exp, expm1, log, log1p, sin or cos) as <op>_arg(x), the
  * routine's argument, and <op>_rest(x, r), the rest given the routine's result r: so that the same
@@ -30,17 +43,17 @@ VG_IDENTITY(cos)
 /* e = exp(-|x|); x >= 0 ? 1 / (1 + e) : e / (1 + e) */
 VG_FORMULA sigmoid_arg(double x) { return -fabs(x); }
 VG_FORMULA sigmoid_rest(double x, double e) {
-    double num = x >= 0 ? 1.0 : e; /* a selection, not a branch on the sign (half of them mispredicted) */
+    double num = vg_select(x >= 0, 1.0, e);
     return num / (1.0 + e);
 }
 /* a NaN input: the NaN of the product's first operand, as the reference's multiply gives it (the compiler
  * may put either operand first) */
 VG_FORMULA silu_arg(double x) { return -fabs(x); }
-VG_FORMULA silu_rest(double x, double e) { return isnan(x) ? x : x * sigmoid_rest(x, e); }
+VG_FORMULA silu_rest(double x, double e) { return vg_select(isnan(x), x, x * sigmoid_rest(x, e)); }
 VG_FORMULA silu_deriv_arg(double x) { return -fabs(x); }
 VG_FORMULA silu_deriv_rest(double x, double e) {
     double s = sigmoid_rest(x, e);
-    return isnan(s) ? s : s * (1.0 + x * (1.0 - s));
+    return vg_select(isnan(s), s, s * (1.0 + x * (1.0 - s)));
 }
 /* u = expm1(-2|x|); copysign(-u / (u + 2), x) */
 VG_FORMULA tanh_arg(double x) { return -2.0 * fabs(x); }
@@ -60,6 +73,19 @@ VG_FORMULA gelu_tanh_deriv_rest(double x, double u) {
     double t = tanh_rest(gelu_inner(x), u);
     return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_A * x * x);
 }
+
+/* <op>_rest_vectorizes: whether a loop of <op>_rest may be vectorized. The compiler may give the operands
+ * of a product or a sum in either order, and x86 returns the first operand's NaN where two NaNs meet:
+ * the gelu formulas meet two NaNs of x in products and sums, so their bits could depend on where a
+ * vectorized block starts (they run <op>_rest_one, vg_numpy.h, not inlined). sigmoid's two NaNs are the
+ * same e, in a division (which keeps its order); silu and silu_deriv select the NaN before any product
+ * could meet two; tanh's division keeps its order and copysign sets the sign. */
+enum {
+    exp_rest_vectorizes = 1, expm1_rest_vectorizes = 1, log_rest_vectorizes = 1, log1p_rest_vectorizes = 1,
+    sin_rest_vectorizes = 1, cos_rest_vectorizes = 1, sigmoid_rest_vectorizes = 1, silu_rest_vectorizes = 1,
+    silu_deriv_rest_vectorizes = 1, tanh_rest_vectorizes = 1, gelu_deriv_rest_vectorizes = 0,
+    gelu_tanh_rest_vectorizes = 0, gelu_tanh_deriv_rest_vectorizes = 0
+};
 
 /* X(op, routine) for each of them */
 #define VG_ROUTINE_OPS(X)                                                                     \
