@@ -354,8 +354,9 @@ def _nans_among_values(np_dtype: np.dtype, size: int, seed: int) -> np.ndarray:
 @pytest.mark.parametrize("op", sorted(set(elementwise.ROUTINE_OF) - {"pow"}))
 def test_routine_kernels_give_the_same_nans_wherever_a_block_starts(op, dtype, small_chunks):
     """NaNs of random payloads and signs among values: no element's bits, a NaN's included, depend on
-    where a chunk or a block of NumPy's routine starts (the formulas' rests run vectorized only where
-    that holds: vg_math.h's <op>_rest_vectorizes), on 1, 2 and 3 threads."""
+    where a chunk or a block of NumPy's routine starts (the formulas' rests run as vectorized loops:
+    vg_math.h's rests select an input's NaN where a product or sum would meet two), on 1, 2 and 3
+    threads."""
     x = _nans_among_values(cpu.DTYPES[dtype], 3000, 11)
     kernel = cpu.cpu.native(OPS[op], getattr(verigrad, dtype))
     verigrad.set_threads(1)

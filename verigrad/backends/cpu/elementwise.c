@@ -70,10 +70,7 @@ int vg_use_numpy_routine(int which, void *loop, void *data) { return np_use(whic
             const int64_t m = n - i0 < NP_BLOCK ? n - i0 : NP_BLOCK;                          \
             for (int64_t j = 0; j < m; j++) arg[j] = NAME##_arg((double)xs[i0 + j]);          \
             np_run(NP_##ROUTINE, arg, 0, r, m);                                               \
-            if (NAME##_rest_vectorizes)                                                       \
-                for (int64_t j = 0; j < m; j++) ys[i0 + j] = (T)NAME##_rest((double)xs[i0 + j], r[j]); \
-            else                                                                              \
-                for (int64_t j = 0; j < m; j++) ys[i0 + j] = (T)NAME##_rest_one((double)xs[i0 + j], r[j]); \
+            for (int64_t j = 0; j < m; j++) ys[i0 + j] = (T)NAME##_rest((double)xs[i0 + j], r[j]); \
         }                                                                                     \
     }
 
@@ -447,31 +444,47 @@ AVX512_INLINE int near_half_avx512(__m512d y0, __m512d y1) {
     return _mm512_testn_epi32_mask(v, _mm512_set1_epi32(0x1FFFFFFF & -(2 * ROUND_SLACK)));
 }
 
-/* ys[lo..hi) from xs[lo..hi) by BLOCK(xs + i, ys + i, m), m <= B elements a block; the last few through a
- * padded block (a block reads B elements of xs) */
-#define BLOCKED(ATTR, FN, BLOCK, B)                                                           \
+/* The elements in doubt gathered over blocks: their inputs and where their results go, until NAME's
+ * routine runs on FIX_BATCH or more of them at once (NumPy's loop costs more a call than an element) */
+#define FIX_BATCH 256
+typedef struct {
+    float in[FIX_BATCH + 64]; /* a block adds at most 64 */
+    float *to[FIX_BATCH + 64];
+    int64_t k;
+} vg_fixes;
+
+/* ys[lo..hi) from xs[lo..hi) by BLOCK(xs + i, ys + i, m, fixes), m <= B elements a block; the last few
+ * through a padded block (a block reads B elements of xs); then the elements in doubt left */
+#define BLOCKED(ATTR, FN, BLOCK, B, NAME)                                                     \
     ATTR static void FN(const float *xs, float *ys, int64_t lo, int64_t hi) {                 \
+        vg_fixes f;                                                                           \
+        f.k = 0;                                                                              \
         int64_t i = lo;                                                                       \
-        for (; i + B <= hi; i += B) BLOCK(xs + i, ys + i, B);                                 \
+        for (; i + B <= hi; i += B) BLOCK(xs + i, ys + i, B, &f);                             \
         if (i < hi) {                                                                         \
             float xb[B] = {0};                                                                \
             memcpy(xb, xs + i, (size_t)(hi - i) * sizeof(float));                             \
-            BLOCK(xb, ys + i, hi - i);                                                        \
+            BLOCK(xb, ys + i, hi - i, &f);                                                    \
         }                                                                                     \
+        if (f.k) NAME##_f32_fix(&f);                                                          \
     }
 
-/* The end of a block of B results, which STORE(dst) stores: straight into ys, or, where an element is
- * in doubt (the bits of `fix`) or the block is short (m < B), through a buffer in which NAME's routine
- * recomputes those elements */
+/* The end of a block of B results, which STORE(dst) stores: the inputs in doubt (the bits of `fix`)
+ * kept for NAME's routine first (ys may be xs), then the results stored, straight into ys, or through a
+ * buffer where the block is short (m < B) */
 #define FINISH_BLOCK(NAME, B, STORE)                                                          \
-    if (fix || m < (B)) {                                                                     \
+    for (uint64_t b = (uint64_t)fix; b; b &= b - 1) {                                         \
+        const int j = __builtin_ctzll(b);                                                     \
+        if (j < m) f->in[f->k] = xs[j], f->to[f->k++] = ys + j;                               \
+    }                                                                                         \
+    if (m < (B)) {                                                                            \
         float yb[B];                                                                          \
         STORE(yb);                                                                            \
-        if (fix) NAME##_f32_fix(xs, yb, (uint64_t)fix);                                       \
         memcpy(ys, yb, (size_t)m * sizeof(float));                                            \
     } else {                                                                                  \
         STORE(ys);                                                                            \
-    }
+    }                                                                                         \
+    if (f->k >= FIX_BATCH) NAME##_f32_fix(f);
 #define STORE_HALVES(dst) (_mm_storeu_ps(dst, y0), _mm_storeu_ps((dst) + 4, y1))
 #define STORE_HALF_VECTORS(dst) for (int k = 0; k < VK512; k++) _mm256_storeu_ps((dst) + 8 * k, y[k])
 
@@ -480,18 +493,14 @@ AVX512_INLINE int near_half_avx512(__m512d y0, __m512d y1) {
  * be a subnormal f32, or the reference's own rounding error may be too large; -INFINITY: none). A block
  * (ys[0..m) from xs[0..m); ys may be xs) is 8 elements (AVX2) or 8 VK512 (AVX-512). */
 #define VECTOR_F32(NAME, UNSURE_BELOW)                                                        \
-    /* the elements of a block in doubt (the bits of `fix`) by NAME's routine, gathered */      \
-    __attribute__((noinline)) static void NAME##_f32_fix(const float *x, float *y, uint64_t fix) { \
-        float in[64], out[64];                                                                \
-        int at[64], k = 0;                                                                    \
-        for (; fix; fix &= fix - 1) {                                                         \
-            at[k] = __builtin_ctzll(fix);                                                     \
-            in[k] = x[at[k]], k++;                                                            \
-        }                                                                                     \
-        NAME##_f32_routine(in, out, k);                                                       \
-        for (int j = 0; j < k; j++) y[at[j]] = out[j];                                        \
+    /* the elements in doubt gathered in `f` by NAME's routine, stored where they go */             \
+    __attribute__((noinline)) static void NAME##_f32_fix(vg_fixes *f) {                       \
+        float out[FIX_BATCH + 64];                                                            \
+        NAME##_f32_routine(f->in, out, f->k);                                                 \
+        for (int64_t j = 0; j < f->k; j++) *f->to[j] = out[j];                                \
+        f->k = 0;                                                                             \
     }                                                                                         \
-    AVX2_INLINE void NAME##_f32_block_avx2(const float *xs, float *ys, int64_t m) {           \
+    AVX2_INLINE void NAME##_f32_block_avx2(const float *xs, float *ys, int64_t m, vg_fixes *f) { \
         __m256d xd[2] = {_mm256_cvtps_pd(_mm_loadu_ps(xs)), _mm256_cvtps_pd(_mm_loadu_ps(xs + 4))}, d[2]; \
         NAME##_avx2(xd, d);                                                                   \
         __m128 y0 = _mm256_cvtpd_ps(d[0]), y1 = _mm256_cvtpd_ps(d[1]);                        \
@@ -499,8 +508,8 @@ AVX512_INLINE int near_half_avx512(__m512d y0, __m512d y1) {
         fix |= near_half_avx2(d[0], d[1]);                                                    \
         FINISH_BLOCK(NAME, 8, STORE_HALVES)                                                   \
     }                                                                                         \
-    BLOCKED(AVX2, NAME##_f32_avx2, NAME##_f32_block_avx2, 8)                                  \
-    AVX512_INLINE void NAME##_f32_block_avx512(const float *xs, float *ys, int64_t m) {       \
+    BLOCKED(AVX2, NAME##_f32_avx2, NAME##_f32_block_avx2, 8, NAME)                            \
+    AVX512_INLINE void NAME##_f32_block_avx512(const float *xs, float *ys, int64_t m, vg_fixes *f) { \
         __m512d xd[VK512], d[VK512];                                                          \
         __m256 y[VK512];                                                                      \
         uint64_t fix = 0;                                                                     \
@@ -514,7 +523,7 @@ AVX512_INLINE int near_half_avx512(__m512d y0, __m512d y1) {
         }                                                                                     \
         FINISH_BLOCK(NAME, 8 * VK512, STORE_HALF_VECTORS)                                     \
     }                                                                                         \
-    BLOCKED(AVX512, NAME##_f32_avx512, NAME##_f32_block_avx512, 8 * VK512)
+    BLOCKED(AVX512, NAME##_f32_avx512, NAME##_f32_block_avx512, 8 * VK512, NAME)
 VECTOR_F32(exp, -87.0f)
 VECTOR_F32(sigmoid, -87.0f)
 VECTOR_F32(tanh, -INFINITY)
@@ -550,7 +559,7 @@ VECTOR_F32(gelu_tanh, -3.0f)
 
 /* The f32-arithmetic kernels of NAME (NAME##_float of elementwise_float.h), blocks of FK vectors */
 #define FLOAT_F32(NAME)                                                                       \
-    AVX2_INLINE void NAME##_f32_float_block_avx2(const float *xs, float *ys, int64_t m) {     \
+    AVX2_INLINE void NAME##_f32_float_block_avx2(const float *xs, float *ys, int64_t m, vg_fixes *f) { \
         __m256 x[FK_AVX2], y[FK_AVX2];                                                        \
         uint64_t fix = 0;                                                                     \
         for (int k = 0; k < FK_AVX2; k++) {                                                   \
@@ -561,8 +570,8 @@ VECTOR_F32(gelu_tanh, -3.0f)
         NAME##_float_avx2(x, y);                                                              \
         FINISH_BLOCK(NAME, 8 * FK_AVX2, STORE_AVX2_FLOATS)                                    \
     }                                                                                         \
-    BLOCKED(AVX2, NAME##_f32_float_avx2, NAME##_f32_float_block_avx2, 8 * FK_AVX2)           \
-    AVX512_INLINE void NAME##_f32_float_block_avx512(const float *xs, float *ys, int64_t m) { \
+    BLOCKED(AVX2, NAME##_f32_float_avx2, NAME##_f32_float_block_avx2, 8 * FK_AVX2, NAME)     \
+    AVX512_INLINE void NAME##_f32_float_block_avx512(const float *xs, float *ys, int64_t m, vg_fixes *f) { \
         __m512 x[FK_AVX512], y[FK_AVX512];                                                    \
         uint64_t fix = 0;                                                                     \
         for (int k = 0; k < FK_AVX512; k++) {                                                 \
@@ -572,7 +581,7 @@ VECTOR_F32(gelu_tanh, -3.0f)
         NAME##_float_avx512(x, y);                                                            \
         FINISH_BLOCK(NAME, 16 * FK_AVX512, STORE_AVX512_FLOATS)                               \
     }                                                                                         \
-    BLOCKED(AVX512, NAME##_f32_float_avx512, NAME##_f32_float_block_avx512, 16 * FK_AVX512)
+    BLOCKED(AVX512, NAME##_f32_float_avx512, NAME##_f32_float_block_avx512, 16 * FK_AVX512, NAME)
 FLOAT_F32(sigmoid)
 FLOAT_F32(silu)
 

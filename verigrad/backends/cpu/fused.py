@@ -309,9 +309,7 @@ def _staged(
             lines.append(f"{loop} M{m}[j] = ({t})pow_rest(A{m}[j], B{m}[j], R{m}[j]); }}")
             continue
         name, routine = member.name, elementwise.ROUTINE_OF[member.name]
-        rest = f"R{m}[j]"  # exp, log, ..: the routine's result itself
-        if name != routine:  # vg_math.h says which rests a vectorized loop may run
-            rest = f"({name}_rest_vectorizes ? {name}_rest({a}, {rest}) : {name}_rest_one({a}, {rest}))"
+        rest = f"R{m}[j]" if name == routine else f"{name}_rest({a}, R{m}[j])"  # exp, log, ..: R itself
         lines.append(f"    double A{m}[VG_STAGE], R{m}[VG_STAGE];")
         lines.append(f"{loop} {here} A{m}[j] = {name}_arg({a}); }}")
         lines.append(f"    np_run(NP_{routine}, A{m}, 0, R{m}, n);")
@@ -422,7 +420,7 @@ int vg_fused_use_numpy(int which, void *loop, void *data) {{ return np_use(which
     __attribute__((unused)) static double vg_np1_##NAME(double x) {{             \\
         double a = NAME##_arg(x), r;                                               \\
         np_run(NP_##ROUTINE, &a, 0, &r, 1);                                        \\
-        return NAME##_rest_one(x, r);                                              \\
+        return NAME##_rest(x, r);                                                  \\
     }}
 VG_ROUTINE_OPS(VG_NP_ONE)
 __attribute__((unused)) static double vg_np1_pow(double a, double b) {{

@@ -46,8 +46,10 @@ VG_FORMULA sigmoid_rest(double x, double e) {
     double num = vg_select(x >= 0, 1.0, e);
     return num / (1.0 + e);
 }
-/* a NaN input: the NaN of the product's first operand, as the reference's multiply gives it (the compiler
- * may put either operand first) */
+/* NaN inputs: where a product or a sum would meet two NaNs (the compiler may put either operand first,
+ * and x86 returns the first one's), the rest selects the input's NaN instead, so that a vectorized loop
+ * gives the same bits wherever its blocks start (sigmoid's two NaNs are the same e, in a division, which
+ * keeps its order; so is tanh's, whose sign copysign sets) */
 VG_FORMULA silu_arg(double x) { return -fabs(x); }
 VG_FORMULA silu_rest(double x, double e) { return vg_select(isnan(x), x, x * sigmoid_rest(x, e)); }
 VG_FORMULA silu_deriv_arg(double x) { return -fabs(x); }
@@ -62,30 +64,20 @@ VG_FORMULA gelu_deriv_arg(double x) { return -0.5 * x * x; }
 VG_FORMULA gelu_deriv_rest(double x, double e) {
     double cdf = 0.5 * (1.0 + erf(x / SQRT2));
     double pdf = e / SQRT_2PI;
-    return cdf + x * pdf;
+    return vg_select(isnan(x), x, cdf + x * pdf);
 }
 /* t = tanh(sqrt(2/pi) (x + a x^3)) */
 VG_FORMULA gelu_inner(double x) { return SQRT_2_OVER_PI * (x + GELU_A * x * x * x); }
 VG_FORMULA gelu_tanh_arg(double x) { return tanh_arg(gelu_inner(x)); }
-VG_FORMULA gelu_tanh_rest(double x, double u) { return 0.5 * x * (1.0 + tanh_rest(gelu_inner(x), u)); }
+VG_FORMULA gelu_tanh_rest(double x, double u) {
+    return vg_select(isnan(x), x, 0.5 * x * (1.0 + tanh_rest(gelu_inner(x), u)));
+}
 VG_FORMULA gelu_tanh_deriv_arg(double x) { return tanh_arg(gelu_inner(x)); }
 VG_FORMULA gelu_tanh_deriv_rest(double x, double u) {
     double t = tanh_rest(gelu_inner(x), u);
-    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_A * x * x);
+    double d = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_A * x * x);
+    return vg_select(isnan(x), x, d);
 }
-
-/* <op>_rest_vectorizes: whether a loop of <op>_rest may be vectorized. The compiler may give the operands
- * of a product or a sum in either order, and x86 returns the first operand's NaN where two NaNs meet:
- * the gelu formulas meet two NaNs of x in products and sums, so their bits could depend on where a
- * vectorized block starts (they run <op>_rest_one, vg_numpy.h, not inlined). sigmoid's two NaNs are the
- * same e, in a division (which keeps its order); silu and silu_deriv select the NaN before any product
- * could meet two; tanh's division keeps its order and copysign sets the sign. */
-enum {
-    exp_rest_vectorizes = 1, expm1_rest_vectorizes = 1, log_rest_vectorizes = 1, log1p_rest_vectorizes = 1,
-    sin_rest_vectorizes = 1, cos_rest_vectorizes = 1, sigmoid_rest_vectorizes = 1, silu_rest_vectorizes = 1,
-    silu_deriv_rest_vectorizes = 1, tanh_rest_vectorizes = 1, gelu_deriv_rest_vectorizes = 0,
-    gelu_tanh_rest_vectorizes = 0, gelu_tanh_deriv_rest_vectorizes = 0
-};
 
 /* X(op, routine) for each of them */
 #define VG_ROUTINE_OPS(X)                                                                     \

@@ -30,12 +30,4 @@ static inline void np_run(int which, const double *x, const double *b, double *y
     np_loops[which](b ? binary : unary, &m, steps, np_data[which]);
 }
 
-/* <op>_rest, not inlined: a loop the compiler vectorizes may give a NaN of the other sign where two
- * NaNs meet, and a result's bits would then depend on where its block starts */
-#define VG_REST_ONE(NAME, ROUTINE)                                                                  \
-    __attribute__((noinline, unused)) static double NAME##_rest_one(double x, double r) {         \
-        return NAME##_rest(x, r);                                                                   \
-    }
-VG_ROUTINE_OPS(VG_REST_ONE)
-
 #endif
