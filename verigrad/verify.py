@@ -196,7 +196,7 @@ def _verify_in_mode(
     result.cases = len(cases)
     reference = reference_kernel(op)
     firsts: list[tuple[Case, np.ndarray]] = []  # each case that passed, with its one-thread result
-    with _threads(backend, 1, None):
+    with _threads(1, None):
         for case in cases:
             expected, error = _run(reference, case)
             if _check(result, backend, kernel, case, expected, error, exactness, firsts):
@@ -205,7 +205,7 @@ def _verify_in_mode(
                 return result
     paths = backend.paths(op_name, dtype)
     for path, n in [(path, n) for path in paths for n in threads]:
-        with backend.on_path(path), _threads(backend, n, min_chunk):
+        with backend.on_path(path), _threads(n, min_chunk):
             for case, first in firsts:
                 actual, error, hidden = _run_watched(backend, kernel, case)
                 on = _on(n, min_chunk) + (f" on the {path} path" if path else "")
@@ -322,7 +322,7 @@ def _run(kernel: Callable, case: Case) -> tuple[np.ndarray | None, BaseException
 
 
 @contextlib.contextmanager
-def _threads(backend: Backend, n: int, min_chunk: int | None) -> Iterator[None]:
+def _threads(n: int, min_chunk: int | None) -> Iterator[None]:
     """`n` threads and the cpu backend's chunk size (None: its default), the settings before restored
     after (the environment's still in force where they were)."""
     threads, chunk = THREAD_COUNT.explicit, _cpu.MIN_CHUNK.explicit

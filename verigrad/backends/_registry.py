@@ -272,14 +272,15 @@ class CountSetting:
             text = functools.partial(os.environ.get, variable)
 
         def unset() -> int:
+            """The value without `set`: the environment variable's, else the default."""
             seen = self._seen
             return seen[1] if text() is seen[0] else self._read(text())
 
-        def get() -> int:  # closures, not methods: kernels call this twice a call
+        def get() -> int:
+            """The value in force."""
             return self.explicit if self.explicit is not None else unset()
 
-        self.get, self.unset = get, unset
-        self.unset.__doc__ = "The value without `set`: the environment variable's, else the default."
+        self.get, self.unset = get, unset  # closures, not methods: kernels call `get` twice a call
 
     def _read(self, text: Any) -> int:
         value = env_count(self.variable)

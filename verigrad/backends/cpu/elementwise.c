@@ -160,13 +160,12 @@ INT64_BINARY(BINARY)
  * loop runs over blocks of the operands gathered with unit strides (NumPy's own paths for strided and
  * broadcast operands differ). */
 
-#define POW_BLOCK 1024
 #define POW(T, SUF)                                                                               \
     VG_CLONES static void pow_##SUF##_run(const T *a, int64_t sa, const T *b, int64_t sb, T *y,   \
                                           int64_t n) {                                            \
-        double x0[POW_BLOCK], x1[POW_BLOCK], r[POW_BLOCK];                                        \
-        for (int64_t i0 = 0; i0 < n; i0 += POW_BLOCK) {                                           \
-            const int64_t m = n - i0 < POW_BLOCK ? n - i0 : POW_BLOCK;                            \
+        double x0[NP_BLOCK], x1[NP_BLOCK], r[NP_BLOCK];                                           \
+        for (int64_t i0 = 0; i0 < n; i0 += NP_BLOCK) {                                            \
+            const int64_t m = n - i0 < NP_BLOCK ? n - i0 : NP_BLOCK;                              \
             const double *p0 = x0, *p1 = x1;                                                      \
             if (sizeof(T) == sizeof(double) && sa == 1 && sb == 1) /* the loop reads them in place */ \
                 p0 = (const double *)(const void *)(a + i0), p1 = (const double *)(const void *)(b + i0); \
