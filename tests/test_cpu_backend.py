@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from nan_loops import NAN_BINARY, NAN_UNARY
 
 import verigrad
 from verigrad.backends import cpu
@@ -226,13 +227,6 @@ def test_numpys_loops_are_read_from_their_ufuncs_and_checked():
         assert not numpy_loops._agrees(np.subtract if ufunc is np.add else np.add, *loop, x)
 
 
-@numpy_loops.LOOP
-def _nan_power(args, dims, steps, data):
-    """A stand-in for NumPy's dd->d power loop over dims[0] contiguous doubles: NaN for each."""
-    for i in range(dims[0]):
-        ctypes.c_double.from_address(args[2] + 8 * i).value = float("nan")
-
-
 @needs_cc
 @pytest.mark.parametrize("dtype", ["f32", "f64"])
 def test_pow_runs_numpys_power_a_block_at_a_time_but_for_squares_and_square_roots(dtype, small_chunks):
@@ -253,7 +247,7 @@ def test_pow_runs_numpys_power_a_block_at_a_time_but_for_squares_and_square_root
     for x, y in cases:
         shape = np.broadcast_shapes(np.shape(x), np.shape(y))
         special = np.broadcast_to((y == 2.0) | ((y == 0.5) & (x != -np.inf)), shape)
-        with numpy_routine("power", _nan_power):
+        with numpy_routine("power", NAN_BINARY):
             got = kernel(np.asarray(x), np.asarray(y))
         with np.errstate(all="ignore"):
             expected = OPS["pow"].reference(np.asarray(x), np.asarray(y))
@@ -304,7 +298,7 @@ def test_f32_vector_paths_send_the_elements_in_doubt_to_numpys_routine(op, routi
     near = np.abs(offset) < 2**14
     assert near.sum() > 100
     kernel = cpu.cpu.native(OPS[op], verigrad.f32)
-    with numpy_routine(routine, _nan_loop_all):
+    with numpy_routine(routine, NAN_UNARY):
         actual = kernel(x)
     sent = np.isnan(actual)
     if vector_path == "scalar":
@@ -327,7 +321,7 @@ def test_f64_kernels_run_numpys_routine_a_block_at_a_time(op, routine, small_chu
     x = np.random.default_rng(18).normal(0, 4, 1000)
     for dtype in ("f64",) + (("f32",) if op in cpu.CANCELLING else ()):
         kernel, xs = cpu.cpu.native(OPS[op], getattr(verigrad, dtype)), x.astype(cpu.DTYPES[dtype])
-        with numpy_routine(routine, _nan_loop_all):
+        with numpy_routine(routine, NAN_UNARY):
             assert np.isnan(kernel(xs)).all()
         assert kernel(xs).tobytes() == OPS[op].reference(xs).tobytes()
 
@@ -365,14 +359,6 @@ def test_routine_kernels_give_the_same_nans_wherever_a_block_starts(op, dtype, s
         verigrad.set_threads(threads)
         for start in (0, 1, 3, 5, 8, 13):
             assert kernel(x[start:]).tobytes() == whole[start:].tobytes(), (threads, start)
-
-
-@numpy_loops.LOOP
-def _nan_loop_all(args, dims, steps, data):
-    """A stand-in for NumPy's d->d loop over dims[0] contiguous doubles: NaN for each."""
-    out = args[1]
-    for i in range(dims[0]):
-        ctypes.c_double.from_address(out + 8 * i).value = float("nan")
 
 
 def vector_kernel(op: str):

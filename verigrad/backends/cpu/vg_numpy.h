@@ -1,5 +1,6 @@
 /* NumPy's own f64 inner loops of exp, expm1, log, log1p, sin, cos (d->d) and power (dd->d), handed over
- * by Python (numpy_loops.py reads them from the ufuncs), and the formulas' rests that follow them.
+ * by Python (numpy_loops.py reads them from the ufuncs), how to run one over a block, and each formula
+ * on one value with its routine (vg_math.h's <op>_arg and <op>_rest around the loop).
  * Included by elementwise.c and by the fused kernels' generated libraries, each with tables of its own.
  */
 #ifndef VG_NUMPY_H
@@ -28,6 +29,20 @@ static inline void np_run(int which, const double *x, const double *b, double *y
     const intptr_t m = n, steps[3] = {sizeof(double), sizeof(double), sizeof(double)};
     char *unary[2] = {(char *)x, (char *)y}, *binary[3] = {(char *)x, (char *)b, (char *)y};
     np_loops[which](b ? binary : unary, &m, steps, np_data[which]);
+}
+
+/* <op> of one value with NumPy's routine (a fused kernel's member computed once per call) */
+#define NP_ONE(NAME, ROUTINE)                                                                       \
+    __attribute__((unused)) static double np_one_##NAME(double x) {                               \
+        double a = NAME##_arg(x), r;                                                                \
+        np_run(NP_##ROUTINE, &a, 0, &r, 1);                                                         \
+        return NAME##_rest(x, r);                                                                   \
+    }
+VG_ROUTINE_OPS(NP_ONE)
+__attribute__((unused)) static double np_one_pow(double a, double b) {
+    double r;
+    np_run(NP_power, &a, &b, &r, 1);
+    return pow_rest(a, b, r);
 }
 
 #endif
