@@ -11,19 +11,23 @@ load between repeats cancels out.
 
 Before timing, every verigrad result is checked against the op's reference at the kernel's stated
 exactness: bit for bit in the default build; with VERIGRAD_NATIVE=1 (a native build, which computes f32
-sigmoid in f32 arithmetic) within its tolerance. The title says which build ran. PyTorch is only needed
-here: if it is missing, it is installed (torch==2.13.0).
+sigmoid in f32 arithmetic) within its tolerance. The title says which build ran. `--path` holds both
+sides to one instruction set: verigrad's vector path and PyTorch's kernels (`ATEN_CPU_CAPABILITY`,
+set before PyTorch is imported), so that an AVX-512 machine also measures the comparison a machine
+with AVX2 only would make. PyTorch is only needed here: if it is missing, it is installed
+(torch==2.13.0).
 
     python benchmarks/kernels.py                     # 400K and 4M elements, 1 and 2 threads
     python benchmarks/kernels.py --quick             # 5 repeats
     python benchmarks/kernels.py --sizes 1000000 --threads 2 --repeats 21
-    python benchmarks/kernels.py --path avx2         # the AVX2 path on an AVX-512 machine
+    python benchmarks/kernels.py --path avx2         # both on AVX2: as on a machine without AVX-512
     VERIGRAD_NATIVE=1 python benchmarks/kernels.py   # the native build
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -40,6 +44,7 @@ from verigrad.registry import OPS
 from verigrad.verify import compare
 
 OPS_TIMED = ("sigmoid", "tanh", "relu")
+TORCH_CAPABILITY = {"avx512": "avx512", "avx2": "avx2", "scalar": "default"}  # by --path
 
 
 def time_calls(fn: Callable[[], Any], calls: int, pause: float) -> float:
@@ -87,7 +92,8 @@ def build_kind() -> str:
 def run(args: argparse.Namespace, torch: Any, console: Console) -> Table:
     table = Table(
         title=f"ms per call, f32, median of {args.repeats} runs (ratios: median of the runs' ratios); "
-        f"cpu backend ({cpu.vector_path()} path for sigmoid and tanh; {build_kind()})"
+        f"cpu backend ({cpu.vector_path()} path for sigmoid and tanh; {build_kind()}); "
+        f"PyTorch's kernels: {torch.backends.cpu.get_cpu_capability()}"
     )
     for column, justify in [
         ("elements", "right"),
@@ -139,7 +145,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--pause", type=float, default=0.02, help="seconds idle before each run (0.02)")
     parser.add_argument("--quick", action="store_true", help="5 repeats")
     paths = ("avx512", "avx2", "scalar")
-    parser.add_argument("--path", choices=paths, help="sigmoid's and tanh's vector path (default: fastest)")
+    parser.add_argument(
+        "--path",
+        choices=paths,
+        help="the instruction set of verigrad's vector path and PyTorch's kernels (default: the fastest)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.repeats = 5
@@ -152,6 +162,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    if args.path is not None:
+        os.environ["ATEN_CPU_CAPABILITY"] = TORCH_CAPABILITY[args.path]
     torch = ensure_torch()
     if not cpu.available():
         raise SystemExit("the cpu backend is not available here (no C compiler?)")
