@@ -44,7 +44,8 @@ from verigrad.registry import OPS
 from verigrad.verify import compare
 
 OPS_TIMED = ("sigmoid", "tanh", "relu")
-TORCH_CAPABILITY = {"avx512": "avx512", "avx2": "avx2", "scalar": "default"}  # by --path
+# verigrad's vector paths (--path), each with PyTorch's instruction set of the same width
+TORCH_CAPABILITY = {"avx512": "avx512", "avx2": "avx2", "scalar": "default"}
 
 
 def time_calls(fn: Callable[[], Any], calls: int, pause: float) -> float:
@@ -144,10 +145,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--calls", type=int, default=0, help="calls per timed run (default 4M / size)")
     parser.add_argument("--pause", type=float, default=0.02, help="seconds idle before each run (0.02)")
     parser.add_argument("--quick", action="store_true", help="5 repeats")
-    paths = ("avx512", "avx2", "scalar")
     parser.add_argument(
         "--path",
-        choices=paths,
+        choices=tuple(TORCH_CAPABILITY),
         help="the instruction set of verigrad's vector path and PyTorch's kernels (default: the fastest)",
     )
     args = parser.parse_args(argv)
