@@ -13,8 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from . import modes
-from .ops import tensor
-from .registry import FUNCS
+from .ops import ones_like, tensor, zeros_like
 from .tensor import Tensor
 
 _GRAD_ENABLED = [True]
@@ -104,7 +103,7 @@ def _seed(root: Tensor, grad: Tensor | None, what: str) -> Tensor:
     if grad is None:
         if root.numel() != 1:
             raise RuntimeError(f"{what} without a gradient needs a single value, got {root.shape}")
-        return FUNCS["ones_like"](root.detach())
+        return ones_like(root.detach())
     if tuple(grad.shape) != tuple(root.shape):
         raise RuntimeError(f"gradient shape {grad.shape} does not match {root.shape}")
     return grad
@@ -295,9 +294,7 @@ def value_and_grad(
             found = gradients(out, variables, create_graph=nested)
         else:  # no argument reaches the result
             found = [None] * len(variables)
-        grads = tuple(
-            g if g is not None else FUNCS["zeros_like"](v.detach()) for g, v in zip(found, variables)
-        )
+        grads = tuple(g if g is not None else zeros_like(v.detach()) for g, v in zip(found, variables))
         value = out if nested else out.detach()
         value = (value, aux) if has_aux else value
         return value, (grads[0] if single else grads)
@@ -322,8 +319,3 @@ def grad(
         return (g, value[1]) if has_aux else g
 
     return wrapper
-
-
-FUNCS["backward"] = backward
-FUNCS["register_hook"] = register_hook
-FUNCS["retain_grad"] = retain_grad

@@ -14,8 +14,8 @@ import numpy as np
 from . import ops
 from .autograd import no_grad
 from .errors import ShapeError
+from .functions.pointwise import values_of as _values
 from .losses import reduce as reduce_loss
-from .ops.derived import _values
 from .shapes import shape_text
 from .tensor import Tensor
 

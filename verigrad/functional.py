@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from . import ops, pooling
+from . import functions, ops, pooling
 from .autograd import is_grad_enabled, no_grad
 from .ctc import ctc_loss
 from .errors import ShapeError
@@ -313,7 +313,7 @@ def interpolate(
                 "interpolate: mode='nearest' takes a whole scale_factor (no size, no align_corners)"
             )
         fh, fw = pair(scale_factor, "interpolate's scale_factor", 1)
-        return ops.repeat_interleave(ops.repeat_interleave(x, fh, h_axis), fw, h_axis + 1)
+        return functions.repeat_interleave(functions.repeat_interleave(x, fh, h_axis), fw, h_axis + 1)
     if mode != "bilinear":
         raise ValueError(f"interpolate: mode must be 'nearest' or 'bilinear', got {mode!r}")
     if (size is None) == (scale_factor is None):
@@ -626,20 +626,20 @@ def instance_norm(
 
 def bilinear(x1: Tensor, x2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """y[..., o] = x1[..., i] weight[o, i, j] x2[..., j] (+ bias[o])."""
-    y = ops.einsum("...i,oij,...j->...o", x1, weight, x2)
+    y = functions.einsum("...i,oij,...j->...o", x1, weight, x2)
     return y if bias is None else y + bias
 
 
 def normalize(x: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
     """x / max(||x||_p, eps) along `dim` (PyTorch's F.normalize)."""
-    return x / ops.clamp(x.norm(p, dim=dim, keepdim=True), min=eps)
+    return x / functions.clamp(x.norm(p, dim=dim, keepdim=True), min=eps)
 
 
 def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
     """sum(x1 * x2) / (max(||x1||, eps) * max(||x2||, eps)) along `dim` (PyTorch's: each norm
     clamped)."""
-    n1 = ops.clamp(x1.norm(dim=dim), min=eps)
-    n2 = ops.clamp(x2.norm(dim=dim), min=eps)
+    n1 = functions.clamp(x1.norm(dim=dim), min=eps)
+    n2 = functions.clamp(x2.norm(dim=dim), min=eps)
     return (x1 * x2).sum(axis=dim) / (n1 * n2)
 
 

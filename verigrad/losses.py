@@ -13,7 +13,8 @@ import math
 import numpy as np
 
 from .autograd import no_grad
-from .ops import arange, clamp, log1p, minimum, relu, take, unsqueeze, where
+from .functions import clamp
+from .ops import arange, log1p, minimum, relu, take, unsqueeze, where
 from .tensor import Tensor
 
 REDUCTIONS = ("mean", "sum", "none")

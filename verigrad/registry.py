@@ -1,13 +1,10 @@
-"""Tables filled at import time: every op by name, and the helper functions Tensor methods call.
-
-`Op` records add themselves to OPS; the ops package adds the functions that are not ops (indexing,
-in-place assignment, backward) to FUNCS. Tensor methods look both up when they run, so `tensor.py`
-needs no import of the ops.
-"""
+"""Removed after the branch merges: ops are in `verigrad.ops.REGISTRY`."""
 
 from __future__ import annotations
 
 from typing import Any
 
-OPS: dict[str, Any] = {}
-FUNCS: dict[str, Any] = {}
+from .ops._op import REGISTRY as OPS  # noqa: F401
+from .ops.creation import zeros_like
+
+FUNCS: dict[str, Any] = {"zeros_like": zeros_like}

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from . import ops
+from . import functions, ops
 from .errors import ShapeError
 from .shapes import shape_text
 from .tensor import Tensor
@@ -57,7 +57,7 @@ def _pixel(coord: Tensor, size: int, align_corners: bool, padding_mode: str) -> 
     if padding_mode == "reflection":
         x = _reflect(x, 0, 2 * (size - 1)) if align_corners else _reflect(x, -1, 2 * size - 1)
     if padding_mode in ("border", "reflection"):
-        x = ops.clamp(x, 0, size - 1)
+        x = functions.clamp(x, 0, size - 1)
     return x
 
 
@@ -87,7 +87,7 @@ def grid_sample(
     def read(row: Tensor, col: Tensor) -> Tensor:
         """input at integer positions (as floats), 0 outside the image."""
         inside = (row >= 0) & (row <= h - 1) & (col >= 0) & (col <= w - 1)
-        index = (ops.clamp(row, 0, h - 1) * w + ops.clamp(col, 0, w - 1)).cast("i64")
+        index = (functions.clamp(row, 0, h - 1) * w + functions.clamp(col, 0, w - 1)).cast("i64")
         values = ops.gather(flat, index.expand(n, c, index.shape[2]), axis=2)
         return ops.where(inside, values, 0.0)
 

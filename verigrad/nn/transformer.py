@@ -14,7 +14,8 @@ from typing import Any
 
 from .. import functional as F
 from ..dtypes import f32
-from ..ops import full, triu
+from ..functions import triu
+from ..ops import full
 from ..tensor import Tensor
 from . import init
 from .layers import Dropout, LayerNorm, Linear, ModuleList, MultiheadAttention

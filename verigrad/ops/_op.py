@@ -25,9 +25,10 @@ import numpy as np
 from .. import modes
 from ..dtypes import DEFAULT_FLOAT, DEFAULT_INT, DType, bool_, from_numpy_dtype, promote
 from ..errors import DTypeError, ShapeError
-from ..registry import OPS
 from ..shapes import Spec
 from ..tensor import Tensor, describe
+
+REGISTRY: dict[str, Op] = {}  # every op by name, filled as the op modules define them
 
 
 @dataclass
@@ -78,9 +79,9 @@ class Op:
         self.differentiable = differentiable and (vjp is not None or decompose is not None)
         self._concrete_specs: dict[tuple, Spec] = {}  # eager calls' (operand specs, params) -> result
         self.__doc__ = doc
-        if name in OPS:
+        if name in REGISTRY:
             raise ValueError(f"op {name} is defined twice")
-        OPS[name] = self
+        REGISTRY[name] = self
 
     @property
     def is_composite(self) -> bool:

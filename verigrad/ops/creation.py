@@ -14,7 +14,6 @@ import numpy as np
 from .. import modes
 from ..dtypes import DEFAULT_FLOAT, DType, as_dtype, bf16, from_numpy_dtype, i64
 from ..errors import ShapeError
-from ..registry import FUNCS
 from ..shapes import DimLike, as_shape
 from ..tensor import Tensor
 from ._op import Op, Sample
@@ -306,4 +305,8 @@ def randperm(n: int, dtype: Any = i64, generator: Generator | None = None) -> Te
     return argsort(rand(n, dtype="f64", generator=generator)).cast(dtype)
 
 
-FUNCS.update(ones_like=ones_like, zeros_like=zeros_like, full=full, tensor=tensor, rand=rand, randn=randn)
+def logspace(start: float, end: float, steps: int, base: float = 10.0, dtype: Any = "f32") -> Tensor:
+    """base ** linspace(start, end, steps), computed in f64 and rounded once to `dtype`."""
+    if not isinstance(steps, int) or steps < 0:
+        raise ValueError(f"logspace needs a whole number of steps >= 0, got {steps}")
+    return from_numpy(np.power(float(base), np.linspace(start, end, steps))).cast(dtype)

@@ -12,10 +12,10 @@ import numpy as np
 
 from ..dtypes import DType, bool_, i64
 from ..errors import DTypeError, ShapeError
-from ..registry import OPS
 from ..shapes import Spec, normalize_axes
 from ._op import Op, Sample, no_bf16
 from ._samples import uniform
+from .binary import where
 
 _SHAPES = [
     ((3, 4), None),
@@ -166,12 +166,11 @@ def _prod_vjp(g, out, x, axis, keepdim):
     the group is zero: prod is then 0 and its own gradient is right); at a zero, the product of the
     group's other elements where it is the group's only zero, else 0. The second derivative is right
     but where a group holds two zeros or more (taken as 0 there: PyTorch's cumulative products get it)."""
-    where = OPS["where"]
     zero = x == 0
     safe = where(zero, 1, x)
     full_g, full_out = _expand_back(g, x, axis, keepdim), _expand_back(out, x, axis, keepdim)
     only_zero = zero & (zero.cast(i64).sum(axis=axis, keepdim=True) == 1)
-    others = _expand_back(OPS["prod"](safe, axis=axis, keepdim=True), x, axis, True)
+    others = _expand_back(prod(safe, axis=axis, keepdim=True), x, axis, True)
     return (where(zero, where(only_zero, full_g * others, 0), full_g * full_out / safe),)
 
 

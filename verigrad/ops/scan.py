@@ -14,7 +14,7 @@ from ..shapes import Spec, normalize_axis
 from ._op import Op, Sample, no_bf16
 from ._samples import uniform
 from .binary import eq, where
-from .derived import flip
+from .shaping import flip
 
 
 def _canon(x: Spec, axis: int = 0, dim: int | None = None) -> dict:

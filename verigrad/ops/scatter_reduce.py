@@ -13,19 +13,28 @@ from typing import Any
 import numpy as np
 
 from ..errors import DTypeError, ShapeError
-from ..registry import FUNCS
 from ..shapes import Spec, normalize_axis, shape_text
 from ..tensor import Tensor
 from ._op import Op, Sample, no_bf16
 from ._samples import uniform
 from .binary import eq, where
-from .derived import _spread
-from .index import _positions, gather
+from .index import _positions, gather, gather_grad
+from .movement import pad
 from .shaping import getitem
 
 REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
 _UFUNCS = {"sum": np.add, "mean": np.add, "prod": np.multiply, "amax": np.maximum, "amin": np.minimum}
 _IDENTITY = {"sum": 0.0, "mean": 0.0, "prod": 1.0, "amax": -np.inf, "amin": np.inf}
+
+
+def spread(values: Tensor, index: Tensor, axis: int, shape: tuple) -> Tensor:
+    """Zeros of `shape` with values[..., j, ...] (values cut to index's shape) added at index[..., j, ...]
+    along `axis`."""
+    if tuple(values.shape) != tuple(index.shape):
+        values = getitem(values, tuple(slice(0, n) for n in index.shape))
+    added = gather_grad(values, index, axis=axis, size=shape[axis])
+    widths = tuple((0, n - m) for n, m in zip(shape, added.shape))
+    return added if not builtins.any(w for _, w in widths) else pad(added, widths=widths, value=0.0)
 
 
 def _canon(x: Spec, idx: Spec, src: Spec, axis: int, reduce: str, include_self: bool = True) -> dict:
@@ -90,17 +99,17 @@ def _cut(t: Tensor, idx: Tensor) -> Tensor:
 
 
 def _vjp(g, out, x, idx, src, axis, reduce, include_self):
-    hit = _spread(idx * 0 + 1, idx, axis, tuple(x.shape)) > 0  # the positions some src reaches
+    hit = spread(idx * 0 + 1, idx, axis, tuple(x.shape)) > 0  # the positions some src reaches
     at = lambda t: gather(_cut(t, idx), idx, axis=axis)
     if reduce in ("sum", "mean"):
-        counts = _spread(src * 0 + 1, idx, axis, tuple(x.shape)) + (1 if include_self else 0)
+        counts = spread(src * 0 + 1, idx, axis, tuple(x.shape)) + (1 if include_self else 0)
         share = g / where(counts > 0, counts, 1) if reduce == "mean" else g
         gx = where(hit, share if include_self else 0, g)
         return gx, None, at(share)
     if reduce in ("amax", "amin"):
         # PyTorch's share counts x where it equals the result even without include_self (x then gets none)
         self_in, src_in = eq(x, out), eq(src, at(out))
-        ties = self_in.cast(g.dtype) + _spread(src_in.cast(g.dtype), idx, axis, tuple(x.shape))
+        ties = self_in.cast(g.dtype) + spread(src_in.cast(g.dtype), idx, axis, tuple(x.shape))
         share = g / where(ties > 0, ties, 1)
         gx = where(self_in, share, 0)
         return (gx if include_self else where(hit, 0, gx)), None, where(src_in, at(share), 0)
@@ -108,7 +117,7 @@ def _vjp(g, out, x, idx, src, axis, reduce, include_self):
     from_src = OP(x * 0 + 1, idx, src, axis=axis, reduce="prod", include_self=True)
     gx = where(hit, g * from_src if include_self else 0, g)
     zero = eq(src, 0)
-    zeros_at = at(_spread(zero.cast(g.dtype), idx, axis, tuple(x.shape)))
+    zeros_at = at(spread(zero.cast(g.dtype), idx, axis, tuple(x.shape)))
     nonzero = at(OP(x * 0 + 1, idx, where(zero, 1, src), axis=axis, reduce="prod", include_self=True))
     others = where(
         zero, where(zeros_at == 1, nonzero, 0), where(zeros_at == 0, nonzero / where(zero, 1, src), 0)
@@ -156,6 +165,3 @@ def scatter_reduce(
     if not isinstance(index, Tensor) or not isinstance(src, Tensor):
         raise TypeError("scatter_reduce takes an index tensor and a src tensor")
     return OP(x, index, _cut(src, index), axis=dim, reduce=reduce, include_self=include_self)
-
-
-FUNCS["scatter_reduce"] = scatter_reduce

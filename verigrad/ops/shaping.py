@@ -4,20 +4,20 @@ and in-place assignment (`assign`, `setitem`). They add no op of their own excep
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from .. import modes
-from ..dtypes import bool_, promote
+from ..dtypes import bool_, i64, promote
 from ..errors import DTypeError, ShapeError
-from ..registry import FUNCS
-from ..shapes import Dim, broadcast, normalize_axis, shape_text
+from ..shapes import Dim, broadcast, normalize_axes, normalize_axis, shape_text
 from ..tensor import Tensor, describe
 from ._op import Op, Sample, lift
 from ._samples import uniform
-from .binary import where
-from .creation import full_op
+from .binary import sub, where
+from .creation import arange, full, full_op
 from .index import take, take_grad
 from .movement import broadcast_to, cast, concat, permute, reshape, slice_, unslice
 
@@ -293,13 +293,9 @@ def setitem(target: Tensor, key: Any, value: Any) -> None:
     assign(target, where(region, placed, target))
 
 
-FUNCS.update(
-    setitem=setitem,
-    transpose=transpose,
-    expand=expand,
-    unsqueeze=unsqueeze,
-    squeeze=squeeze,
-    flatten=flatten,
-    getitem=getitem,
-    assign=assign,
-)
+def flip(x: Tensor, dims: int | Sequence[int]) -> Tensor:
+    """x reversed along each axis of `dims` (a copy, as in PyTorch)."""
+    for axis in normalize_axes(dims, x.ndim):
+        last = full((), x.shape[axis] - 1, dtype=i64)  # a size that may be a symbol, bound at run time
+        x = take(x, sub(last, arange(0, x.shape[axis])), axis=axis)
+    return x

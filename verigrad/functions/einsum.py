@@ -13,11 +13,11 @@ from collections import Counter
 from typing import Any
 
 from ..errors import ShapeError
+from ..ops.matmul import matmul
+from ..ops.movement import broadcast_to, permute, reshape
+from ..ops.reduce import sum
 from ..shapes import broadcast, shape_text
 from ..tensor import Tensor
-from .matmul import matmul
-from .movement import broadcast_to, permute, reshape
-from .reduce import sum
 
 
 def _parse(equation: str, ranks: list[int]) -> tuple[list[str], str]:

@@ -1,0 +1,145 @@
+"""Reading and writing by position, written with the ops: index_select / index_add / index_fill,
+scatter / scatter_add, masked_select, nonzero / argwhere and the one-argument where (eager only),
+bucketize."""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+import numpy as np
+
+from .. import modes
+from ..errors import DTypeError, ShapeError
+from ..ops.binary import gt, where
+from ..ops.creation import from_numpy, full
+from ..ops.index import searchsorted, take, take_grad
+from ..ops.scatter_reduce import scatter_reduce, spread
+from ..ops.shaping import getitem
+from ..shapes import normalize_axis, shape_text
+from ..tensor import Tensor, describe
+from .pointwise import values_of
+from .rearrange import broadcast_tensors
+
+
+def index_select(x: Tensor, axis: int, index: Tensor) -> Tensor:
+    """The entries of x at the integer `index` (1-D) along `axis`."""
+    if index.ndim != 1:
+        raise ShapeError(f"index_select needs a 1-D index, got {shape_text(index.shape)}")
+    return take(x, index, axis=axis)
+
+
+def index_add(x: Tensor, dim: int, index: Tensor, source: Tensor, alpha: Any = 1) -> Tensor:
+    """x with source's slices (times alpha) added at the positions `index` names along `dim`; repeated
+    positions add up (PyTorch's index_add)."""
+    axis = normalize_axis(dim, x.ndim)
+    if index.ndim != 1 or index.dtype.kind != "i":
+        raise ShapeError(f"index_add needs a vector of integer positions, got {describe(index)}")
+    added = source if alpha == 1 else source * alpha
+    return x + take_grad(added, index, axis=axis, size=x.shape[axis])
+
+
+def index_fill(x: Tensor, dim: int, index: Any, value: Any) -> Tensor:
+    """x with the slices at `index` (a vector of positions) along `dim` set to `value`."""
+    axis = normalize_axis(dim, x.ndim)
+    positions = index if isinstance(index, Tensor) else from_numpy(np.asarray(index, dtype=np.int64))
+    if positions.ndim > 1 or positions.dtype.kind != "i":
+        raise ValueError(f"index_fill takes a vector of integer positions, got {describe(positions)}")
+    positions = positions.reshape(-1)
+    hit = gt(take_grad(full(tuple(positions.shape), 1.0), positions, axis=0, size=x.shape[axis]), 0)
+    return where(hit.reshape(*([1] * axis), -1, *([1] * (x.ndim - axis - 1))), value, x)
+
+
+def _scatter_index(x: Tensor, dim: int, index: Tensor, src: Any, what: str) -> int:
+    """The axis of a scatter into x, after checking PyTorch's rules: an integer index of x's rank, no
+    larger than src in any dimension, nor than x but along the axis."""
+    axis = normalize_axis(dim, x.ndim)
+    if not isinstance(index, Tensor) or index.dtype.kind != "i":
+        raise DTypeError(f"{what} needs an integer index tensor, got {describe(index)}")
+    shapes = [("the input", x.shape, axis)] + ([("src", src.shape, None)] if isinstance(src, Tensor) else [])
+    for name, shape, skip in shapes:
+        fits = len(shape) == index.ndim and builtins.all(
+            d == skip or not (isinstance(i, int) and isinstance(n, int) and i > n)
+            for d, (i, n) in enumerate(zip(index.shape, shape))
+        )
+        if not fits:
+            along = f" but along dim {axis}" if skip is not None else ""
+            raise ShapeError(
+                f"{what}: the index {shape_text(index.shape)} must have the rank of {name} "
+                f"{shape_text(shape)} and be no larger{along}"
+            )
+    return axis
+
+
+def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    """x with each src[..., j, ...] added at the position index[..., j, ...] names along `dim` (PyTorch's
+    scatter_add; repeated positions add up)."""
+    axis = _scatter_index(x, dim, index, src, "scatter_add")
+    if not isinstance(src, Tensor):
+        raise TypeError(f"scatter_add adds a tensor src, got {type(src).__name__}")
+    return x + spread(src, index, axis, tuple(x.shape))
+
+
+def scatter(
+    x: Tensor, dim: int, index: Tensor, src: Any = None, *, value: Any = None, reduce: Any = None
+) -> Tensor:
+    """x with src[..., j, ...] (or the number `value`) written at the position index[..., j, ...] names
+    along `dim` (PyTorch's scatter). A position the index repeats gets the sum of the values written
+    there (PyTorch leaves which one unspecified); use scatter_add to add into x. reduce="add" or
+    "multiply" reduces into x instead (PyTorch's older form of scatter_reduce)."""
+    if (src is None) == (value is None):
+        raise TypeError("scatter takes one of src (a tensor or a number) and value")
+    src = value if src is None else src
+    axis = _scatter_index(x, dim, index, src, "scatter")
+    if reduce is not None:
+        kinds = {"add": "sum", "multiply": "prod"}
+        if reduce not in kinds:
+            raise ValueError(f"scatter: reduce must be 'add' or 'multiply', got {reduce!r}")
+        values = src if isinstance(src, Tensor) else full(tuple(index.shape), src, dtype=x.dtype)
+        return scatter_reduce(x, axis, index, values, kinds[reduce])
+    shape = tuple(x.shape)
+    hit = gt(spread(full(tuple(index.shape), 1.0), index, axis, shape), 0)  # the positions written
+    written = spread(src, index, axis, shape) if isinstance(src, Tensor) else src
+    return where(hit, written, x)
+
+
+def masked_select(x: Tensor, mask: Tensor) -> Tensor:
+    """The elements of x where the bool mask (broadcast with x) holds, in order, as a vector (eager
+    only: its size depends on the mask)."""
+    x, mask = broadcast_tensors(x, mask)
+    return getitem(x.reshape(-1), mask.reshape(-1))
+
+
+def nonzero(x: Tensor, as_tuple: bool = False) -> Any:
+    """The positions of x's non-zero elements: [n, ndim] i64, or one vector per axis with as_tuple.
+    How many depends on the values: eager only."""
+    modes.eager_only("nonzero")
+    found = np.nonzero(values_of(x, "nonzero"))
+    if as_tuple:
+        return tuple(from_numpy(np.ascontiguousarray(i, dtype=np.int64)) for i in found)
+    return from_numpy(np.ascontiguousarray(np.stack(found, axis=-1), dtype=np.int64).reshape(-1, x.ndim))
+
+
+def argwhere(x: Tensor) -> Tensor:
+    """The positions of x's non-zero elements, [n, ndim] i64 (nonzero's): eager only."""
+    return nonzero(x)
+
+
+_ABSENT = object()
+
+
+def where_or_positions(condition: Any, x: Any = _ABSENT, y: Any = _ABSENT) -> Any:
+    """`verigrad.where`: x where `condition` holds, else y (the where op); with the condition alone, the
+    positions where it holds, one vector per axis (PyTorch's one-argument where: nonzero(as_tuple=True),
+    eager only)."""
+    if x is _ABSENT and y is _ABSENT:
+        return nonzero(condition, as_tuple=True)
+    if x is _ABSENT or y is _ABSENT:
+        raise TypeError("where takes a condition alone, or a condition and the two values to choose from")
+    return where(condition, x, y)
+
+
+def bucketize(input: Tensor, boundaries: Tensor, *, right: bool = False) -> Tensor:
+    """The bucket of each value among the sorted `boundaries` (PyTorch's): searchsorted(boundaries,
+    input, right=right)."""
+    return searchsorted(boundaries, input, right=right)

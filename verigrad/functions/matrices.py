@@ -1,0 +1,164 @@
+"""Matrix functions written with the ops: mm / bmm / outer / addmm, cdist, diagonal / diag / trace,
+tril / triu and their index lists, fill_diagonal_, kron and cross."""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+import numpy as np
+
+from ..errors import ShapeError
+from ..ops.binary import eq, where
+from ..ops.creation import arange, from_numpy
+from ..ops.index import take
+from ..ops.matmul import matmul
+from ..ops.shaping import getitem, stack, unsqueeze
+from ..shapes import normalize_axis, shape_text
+from ..tensor import Tensor, describe
+from .statistics import norm
+
+
+def _ranks(name: str, a: Tensor, b: Tensor, rank: int, what: str) -> None:
+    if a.ndim != rank or b.ndim != rank:
+        raise ShapeError(f"{name} multiplies {what}, got {describe(a)} and {describe(b)}")
+
+
+def mm(a: Tensor, b: Tensor) -> Tensor:
+    """The product of two matrices (PyTorch's mm: 2-D operands only; matmul broadcasts)."""
+    _ranks("mm", a, b, 2, "two matrices")
+    return a @ b
+
+
+def bmm(a: Tensor, b: Tensor) -> Tensor:
+    """Batched matrix products of [B, n, k] and [B, k, m] (PyTorch's bmm: 3-D operands only)."""
+    _ranks("bmm", a, b, 3, "two batches of matrices [B, n, k] and [B, k, m]")
+    return a @ b
+
+
+def outer(a: Tensor, b: Tensor) -> Tensor:
+    """a[i] * b[j] for two vectors."""
+    _ranks("outer", a, b, 1, "two vectors")
+    return unsqueeze(a, -1) * b
+
+
+def addmm(x: Tensor, a: Tensor, b: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
+    """beta x + alpha (a @ b) (PyTorch's addmm; baddbmm is the same on batches)."""
+    product = matmul(a, b)
+    product = product if alpha == 1 else product * alpha
+    return product if beta == 0 else (x if beta == 1 else x * beta) + product
+
+
+def cdist(a: Tensor, b: Tensor, p: float = 2.0) -> Tensor:
+    """The p-norm distances between the rows of a [..., P, M] and of b [..., R, M]: [..., P, R]."""
+    return norm(unsqueeze(a, -2) - unsqueeze(b, -3), p, dim=-1)
+
+
+def diagonal(x: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    """The elements x[..., i, i + offset] of the plane of axes dim1 and dim2 (moved to the end), as
+    PyTorch's diagonal: a take of the flattened plane (sizes of that plane must be concrete)."""
+    a, b = normalize_axis(dim1, x.ndim), normalize_axis(dim2, x.ndim)
+    if a == b:
+        raise ShapeError(f"diagonal needs two different axes, got {dim1} and {dim2}")
+    rows, cols = x.shape[a], x.shape[b]
+    if not isinstance(rows, int) or not isinstance(cols, int):
+        raise ShapeError(f"diagonal needs the plane's sizes to be concrete, got {rows} x {cols}")
+    rest = [i for i in range(x.ndim) if i not in (a, b)]
+    plane = x.permute((*rest, a, b)).reshape((*[x.shape[i] for i in rest], rows * cols))
+    first_row, first_col = (0, offset) if offset >= 0 else (-offset, 0)
+    length = builtins.max(0, builtins.min(rows - first_row, cols - first_col))
+    positions = (arange(0, length) + first_row) * cols + first_col + arange(0, length)
+    return take(plane, positions, axis=plane.ndim - 1)
+
+
+def diag(x: Tensor, diagonal: int = 0) -> Tensor:
+    """A vector's square matrix with it on the `diagonal`-th diagonal (zeros elsewhere); a matrix's
+    diagonal."""
+    if x.ndim == 2:
+        return x.diagonal(diagonal)
+    if x.ndim != 1 or not isinstance(x.shape[0], int):
+        raise ShapeError(f"diag takes a vector (of a concrete length) or a matrix, got {describe(x)}")
+    n = x.shape[0] + builtins.abs(diagonal)
+    row, col = unsqueeze(arange(0, n), -1), unsqueeze(arange(0, n), 0)
+    reads = (row if diagonal >= 0 else col).broadcast_to((n, n)).clamp(0, builtins.max(x.shape[0] - 1, 0))
+    return where(eq(col - row, diagonal), take(x, reads, axis=0), 0).cast(x.dtype)
+
+
+def trace(x: Tensor) -> Tensor:
+    """The sum of a matrix's diagonal."""
+    if x.ndim != 2:
+        raise ShapeError(f"trace takes a matrix, got {describe(x)}")
+    return diagonal(x).sum()
+
+
+def _triangle(x: Tensor, diagonal: int, lower: bool, name: str) -> Tensor:
+    if x.ndim < 2:
+        raise ShapeError(f"{name} needs a matrix (or a batch of them), got {shape_text(x.shape)}")
+    rows, cols = unsqueeze(arange(0, x.shape[-2]), -1), arange(0, x.shape[-1])
+    keep = (cols - rows <= diagonal) if lower else (cols - rows >= diagonal)
+    return where(keep, x, 0)
+
+
+def tril(x: Tensor, diagonal: int = 0) -> Tensor:
+    """The lower triangle of the last two axes (j - i <= diagonal); the rest 0."""
+    return _triangle(x, diagonal, True, "tril")
+
+
+def triu(x: Tensor, diagonal: int = 0) -> Tensor:
+    """The upper triangle of the last two axes (j - i >= diagonal); the rest 0."""
+    return _triangle(x, diagonal, False, "triu")
+
+
+def tril_indices(row: int, col: int, offset: int = 0) -> Tensor:
+    """The [2, n] positions of the lower triangle of a row x col matrix (PyTorch's order)."""
+    return from_numpy(np.stack(np.tril_indices(row, offset, col)).astype(np.int64))
+
+
+def triu_indices(row: int, col: int, offset: int = 0) -> Tensor:
+    """The [2, n] positions of the upper triangle of a row x col matrix (PyTorch's order)."""
+    return from_numpy(np.stack(np.triu_indices(row, offset, col)).astype(np.int64))
+
+
+def fill_diagonal_(x: Tensor, fill_value: Any, wrap: bool = False) -> Tensor:
+    """x's main diagonal set to `fill_value`, in place (PyTorch's): a matrix, or a tensor whose sides
+    are all equal; with `wrap`, a tall matrix's diagonal starts again after each (columns + 1) rows."""
+    shape = tuple(x.shape)
+    if x.ndim < 2 or not builtins.all(isinstance(n, int) for n in shape):
+        raise ShapeError(
+            f"fill_diagonal_ needs a tensor of rank 2 or more with known sides, got {describe(x)}"
+        )
+    if x.ndim > 2 and len(set(shape)) != 1:
+        raise ShapeError(f"fill_diagonal_ needs all sides equal above rank 2, got {shape_text(shape)}")
+    if x.ndim == 2 and wrap and shape[0] > shape[1]:
+        mask = np.arange(shape[0] * shape[1]).reshape(shape) % (shape[1] + 1) == 0
+    else:
+        grid = np.indices(shape)
+        mask = np.all(grid == grid[0], axis=0)
+    return x.assign(where(from_numpy(mask), fill_value, x))
+
+
+def kron(a: Tensor, b: Tensor) -> Tensor:
+    """The Kronecker product: block (i, j, ...) is a[i, j, ...] * b (the shorter operand's shape padded
+    with leading ones)."""
+    rank = max(a.ndim, b.ndim)
+    a = a.reshape(*([1] * (rank - a.ndim)), *a.shape)
+    b = b.reshape(*([1] * (rank - b.ndim)), *b.shape)
+    spread_a = a.reshape(*(d for s in a.shape for d in (s, 1)))
+    spread_b = b.reshape(*(d for s in b.shape for d in (1, s)))
+    return (spread_a * spread_b).reshape(*(sa * sb for sa, sb in zip(a.shape, b.shape)))
+
+
+def cross(a: Tensor, b: Tensor, dim: int = -1) -> Tensor:
+    """The cross product of 3-vectors along `dim` (operands broadcast), as torch.linalg.cross."""
+    axis = normalize_axis(dim, max(a.ndim, b.ndim))
+    for t in (a, b):
+        if t.ndim == max(a.ndim, b.ndim) and t.shape[axis] != 3:
+            raise ValueError(f"cross needs 3 components along dim {dim}, got a shape {tuple(t.shape)}")
+
+    def part(t: Tensor, i: int) -> Any:
+        at = axis - (max(a.ndim, b.ndim) - t.ndim)
+        return getitem(t, (*(slice(None),) * at, i))
+
+    a0, a1, a2 = (part(a, i) for i in range(3))
+    b0, b1, b2 = (part(b, i) for i in range(3))
+    return stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], axis=axis)

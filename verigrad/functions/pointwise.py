@@ -1,0 +1,128 @@
+"""Element-wise functions PyTorch users reach for, written with the ops: clamp, masked_fill, the
+NaN and infinity tests, isclose / allclose / equal, lerp, addcmul / addcdiv, frac, angle conversions
+and log2 / log10."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..ops.binary import eq, ne, sub, where
+from ..tensor import Tensor
+
+
+def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:
+    """x limited to [min, max] (either may be None, or a tensor that broadcasts); NaN stays NaN, and
+    where min > max every value is max, as in PyTorch. The gradient goes as PyTorch's: to x where
+    min <= x <= max, to min where x < min < max, to max where x > max or max < min (so to none where x
+    is outside min == max)."""
+    if min is None and max is None:
+        raise ValueError("clamp needs min or max (or both)")
+    y = x
+    if min is not None:
+        if isinstance(min, Tensor) and max is not None:
+            min = where(min < max, min, min.detach())
+        y = where(x < min, min, y)
+    if max is not None:
+        y = where(y > max, max, y)
+    return y
+
+
+def masked_fill(x: Tensor, mask: Tensor, value: Any) -> Tensor:
+    """x with `value` where the bool `mask` (broadcast to x) holds."""
+    return where(mask, value, x)
+
+
+def isnan(x: Tensor) -> Tensor:
+    return ne(x, x)
+
+
+def isinf(x: Tensor) -> Tensor:
+    return eq(abs(x), math.inf) if x.dtype.is_float else ne(x, x)
+
+
+def isfinite(x: Tensor) -> Tensor:
+    """Neither NaN nor infinite (x - x is 0 exactly then); every integer is."""
+    return eq(sub(x, x), 0)
+
+
+def nan_to_num(x: Tensor, nan: float = 0.0, posinf: Any = None, neginf: Any = None) -> Tensor:
+    """NaN replaced by `nan`, +inf and -inf by `posinf` and `neginf` (default: the dtype's largest and
+    least finite values)."""
+    if not x.dtype.is_float:
+        return x
+    info = np.finfo(x.dtype.np)
+    top = float(info.max) if posinf is None else posinf
+    bottom = float(info.min) if neginf is None else neginf
+    return where(isnan(x), nan, where(eq(x, math.inf), top, where(eq(x, -math.inf), bottom, x)))
+
+
+def isclose(a: Tensor, b: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> Tensor:
+    """|a - b| <= atol + rtol |b| elementwise (PyTorch's): equal values (infinities too) are close, and
+    NaNs are close to each other with `equal_nan`."""
+    gap = abs(sub(a, b))
+    close = eq(a, b) | (isfinite(gap) & (gap <= atol + rtol * abs(b)))  # an infinity: only if equal
+    return close | (isnan(a) & isnan(b)) if equal_nan else close
+
+
+def allclose(a: Any, b: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> bool:
+    """Whether |a - b| <= atol + rtol |b| everywhere (broadcast), as NumPy's and PyTorch's allclose."""
+    return bool(np.allclose(values_of(a, "allclose"), values_of(b, "allclose"), rtol, atol, equal_nan))
+
+
+def equal(a: Tensor, b: Tensor) -> bool:
+    """Whether a and b have the same shape and the same values (PyTorch's torch.equal)."""
+    x, y = values_of(a, "equal"), values_of(b, "equal")
+    return x.shape == y.shape and bool(np.array_equal(x, y))
+
+
+def values_of(x: Any, what: str) -> np.ndarray:
+    if isinstance(x, Tensor):
+        if not isinstance(x.data, np.ndarray):
+            raise TypeError(f"{what} reads values, but this tensor is abstract or traced: {x.spec!r}")
+        return x.numpy()
+    return np.asarray(x)
+
+
+def square(x: Tensor) -> Tensor:
+    return x * x
+
+
+def lerp(start: Tensor, end: Any, weight: Any) -> Tensor:
+    """start + weight * (end - start)."""
+    return start + (end - start) * weight
+
+
+def addcmul(x: Tensor, tensor1: Any, tensor2: Any, value: Any = 1) -> Tensor:
+    """x + value * tensor1 * tensor2."""
+    return x + tensor1 * tensor2 * value
+
+
+def addcdiv(x: Tensor, tensor1: Any, tensor2: Any, value: Any = 1) -> Tensor:
+    """x + value * tensor1 / tensor2."""
+    return x + tensor1 / tensor2 * value
+
+
+def frac(x: Tensor) -> Tensor:
+    """x - trunc(x): the fractional part, with x's sign; its gradient is 1."""
+    return x - x.trunc()
+
+
+def deg2rad(x: Tensor) -> Tensor:
+    return x * (math.pi / 180)
+
+
+def rad2deg(x: Tensor) -> Tensor:
+    return x * (180 / math.pi)
+
+
+def log2(x: Tensor) -> Tensor:
+    """log(x) / log(2), within an ulp or two of a direct log2."""
+    return x.log() * (1 / math.log(2))
+
+
+def log10(x: Tensor) -> Tensor:
+    """log(x) / log(10), within an ulp or two of a direct log10."""
+    return x.log() * (1 / math.log(10))

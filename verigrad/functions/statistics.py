@@ -1,0 +1,147 @@
+"""Reductions written with the ops: var and std (`correction`), var_mean / std_mean, logsumexp, argmin,
+all / any, norm, count_nonzero; and the value-dependent counts bincount and histc (eager only)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .. import modes
+from ..dtypes import bool_, i64
+from ..errors import DTypeError
+from ..ops.binary import eq, ne, sub, where
+from ..ops.creation import from_numpy
+from ..ops.reduce import argmax, max, numel_of, sum
+from ..ops.reduce import min as reduce_min
+from ..shapes import normalize_axes
+from ..tensor import Tensor, describe
+from .pointwise import isinf, values_of
+
+
+def pick(axis: Any, dim: Any) -> Any:
+    """`axis`, or PyTorch's `dim` when it is given."""
+    return dim if dim is not None else axis
+
+
+Axis = int | Sequence[int] | None
+
+
+def var(
+    x: Tensor,
+    axis: Axis = None,
+    correction: int | float = 1,
+    keepdim: bool = False,
+    *,
+    dim: Axis = None,
+    unbiased: bool | None = None,
+) -> Tensor:
+    """The variance over `axis` (all when None): the mean squared deviation, summed and divided by
+    (count - correction); correction 1 (the default, or `unbiased=True`) is Bessel's, 0 the biased one."""
+    if not x.dtype.is_float or x.dtype.name == "bf16":
+        raise DTypeError(f"var and std need an f16, f32 or f64 tensor, got {x.dtype.name}; cast it first")
+    if unbiased is not None:
+        correction = 1 if unbiased else 0
+    axes = normalize_axes(pick(axis, dim), x.ndim)
+    deviation = x - x.mean(axes, keepdim=True)
+    return sum(deviation * deviation, axis=axes, keepdim=keepdim) / (numel_of(x, axis=axes) - correction)
+
+
+def std(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+    """The square root of `var` (same arguments)."""
+    return var(x, *args, **kwargs).sqrt()
+
+
+def var_mean(x: Tensor, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor]:
+    """(var, mean) over the same axes (`var`'s arguments; PyTorch's var_mean)."""
+    axis = kwargs.get("dim", kwargs.get("axis", args[0] if args else None))
+    keepdim = kwargs.get("keepdim", args[2] if len(args) > 2 else False)
+    return var(x, *args, **kwargs), x.mean(normalize_axes(axis, x.ndim), keepdim=keepdim)
+
+
+def std_mean(x: Tensor, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor]:
+    """(std, mean) over the same axes (PyTorch's std_mean)."""
+    v, m = var_mean(x, *args, **kwargs)
+    return v.sqrt(), m
+
+
+def logsumexp(x: Tensor, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
+    """log(sum(exp(x))) over `axis`, shifted by the maximum so that nothing overflows (an infinite
+    maximum is not subtracted, as in PyTorch: all -inf gives -inf); its gradient is the softmax."""
+    axes = normalize_axes(pick(axis, dim), x.ndim)
+    top = max(x, axis=axes, keepdim=True).detach()
+    top = where(isinf(top), 0.0, top)
+    out = (x - top).exp().sum(axes, keepdim=True).log() + top
+    return out if keepdim else out.reshape(tuple(d for i, d in enumerate(x.shape) if i not in axes))
+
+
+def argmin(x: Tensor, axis: int | None = None, keepdim: bool = False, *, dim: int | None = None) -> Tensor:
+    """Index of the first smallest value along `axis` (of the flattened tensor when None), as i64: the
+    first largest of -x, or of -1 - x for integers (which, unlike -x, does not overflow)."""
+    flipped = sub(-1, x.cast(i64) if x.dtype is bool_ else x) if not x.dtype.is_float else -x
+    return argmax(flipped, axis=pick(axis, dim), keepdim=keepdim)
+
+
+def all(x: Tensor, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
+    """Whether every element over `axis` is nonzero (NaN counts as nonzero), as bool."""
+    return eq(sum(eq(x, 0), axis=pick(axis, dim), keepdim=keepdim), 0)
+
+
+def any(x: Tensor, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
+    """Whether some element over `axis` is nonzero (NaN counts as nonzero), as bool."""
+    return ne(sum(ne(x, 0), axis=pick(axis, dim), keepdim=keepdim), 0)
+
+
+def norm(x: Tensor, p: float = 2.0, dim: Axis = None, keepdim: bool = False) -> Tensor:
+    """The p-norm over `dim` (all elements when None), as PyTorch's: p 2 (the square root of the sum of
+    squares, with gradient 0 at a zero vector, as PyTorch's), 1, inf (the largest |x|), -inf (the
+    smallest), 0 (the count of non-zeros) or any other p, (sum |x|^p)^(1/p)."""
+    if not x.dtype.is_float or x.dtype.name == "bf16":
+        raise DTypeError(f"norm needs an f16, f32 or f64 tensor, got {x.dtype.name}; cast it first")
+    axes = normalize_axes(dim, x.ndim)
+    if p == 2:
+        squares = (x * x).sum(axes, keepdim=keepdim)
+        some = squares > 0  # sqrt's gradient at 0 is infinite: the zero vector's is taken as 0
+        return where(some, where(some, squares, 1.0).sqrt(), 0.0)
+    if p == math.inf:
+        return max(abs(x), axis=axes, keepdim=keepdim)
+    if p == -math.inf:
+        return reduce_min(abs(x), axis=axes, keepdim=keepdim)
+    if p == 0:
+        return ne(x, 0).cast(x.dtype).sum(axes, keepdim=keepdim)
+    if p == 1:
+        return abs(x).sum(axes, keepdim=keepdim)
+    return (abs(x) ** p).sum(axes, keepdim=keepdim) ** (1.0 / p)
+
+
+def count_nonzero(x: Tensor, dim: Any = None) -> Tensor:
+    """How many elements are not zero, over `dim` (default all)."""
+    return sum(ne(x, 0).cast(i64), axis=dim)
+
+
+def bincount(x: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Tensor:
+    """How often each value 0..max(x) occurs in the non-negative integer vector x (at least `minlength`
+    bins), or the sum of `weights` at each (in weights' dtype). Its size depends on the values: eager."""
+    modes.eager_only("bincount")
+    values = values_of(x, "bincount")
+    if values.ndim != 1 or values.dtype.kind not in "iub" or (values.size and values.min() < 0):
+        raise ValueError(f"bincount takes a 1-D tensor of non-negative integers, got {describe(x)}")
+    w = None if weights is None else values_of(weights, "bincount")
+    counts = np.bincount(values, w, minlength)
+    return from_numpy(counts.astype(np.int64 if w is None else w.dtype))
+
+
+def histc(x: Tensor, bins: int = 100, min: float = 0.0, max: float = 0.0) -> Tensor:
+    """Counts of x's values in `bins` equal bins over [min, max] (min == max: x's own least and largest,
+    as PyTorch's), values outside ignored, in x's float dtype: eager only."""
+    modes.eager_only("histc")
+    values = values_of(x, "histc").reshape(-1)
+    if not isinstance(bins, int) or bins <= 0:
+        raise ValueError(f"histc needs a positive number of bins, got {bins!r}")
+    low, high = (min, max) if min != max or not values.size else (np.nanmin(values), np.nanmax(values))
+    if low == high:
+        low, high = low - 1, high + 1  # PyTorch's: a range of one value is widened by one each side
+    counts, _ = np.histogram(values[~np.isnan(values)], bins, (float(low), float(high)))
+    return from_numpy(counts.astype(values.dtype))

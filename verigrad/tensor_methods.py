@@ -1,0 +1,472 @@
+"""Tensor's operators and methods, bound in one table from the modules that define them.
+
+`tensor.py` holds the class and what needs no op (shape, dtype, data out, autograd slots); this module
+gives it the rest, as JAX binds its array methods: each name maps to the op or function it calls. An
+entry is the op itself (`x.exp()` is `exp(x)`), an op with the operands swapped (`2 - x`), or, where
+PyTorch's method takes its arguments another way (`dim=`, a shape as several numbers, a dtype), a
+method of a few lines below. Importing `verigrad` binds the table once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from . import autograd
+from .dtypes import DType, as_dtype, f32, f64
+from .errors import ShapeError
+from .functions import indexing, matrices, ordering, pointwise, rearrange, statistics
+from .ops import binary, creation, linalg, movement, reduce, scan, shaping, unary
+from .ops import index as index_ops
+from .ops.composite.softmax import log_softmax, softmax
+from .ops.matmul import matmul
+from .ops.scatter_reduce import scatter_reduce
+from .tensor import Tensor, describe
+
+Axis = int | Sequence[int] | None
+
+
+def _forward(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`x.name(*args)` is `fn(x, *args)`."""
+
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Any:
+        return fn(self, *args, **kwargs)
+
+    method.__doc__ = f"{getattr(fn, 'name', getattr(fn, '__name__', fn))} of this tensor."
+    return method
+
+
+def _reflected(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`o <op> x` when `o` is not a tensor: `fn(o, x)`."""
+
+    def method(self: Tensor, o: Any) -> Any:
+        return fn(o, self)
+
+    return method
+
+
+def _in_place(name: str) -> Callable[..., Tensor]:
+    """`x.name_(*args)`: `x.name(*args)` written into x."""
+
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        return self.assign(getattr(self, name)(*args, **kwargs))
+
+    method.__doc__ = f"{name}, written into this tensor."
+    return method
+
+
+def _axis(axis: Any, dim: Any) -> Any:
+    return dim if dim is not None else axis
+
+
+def _shape_arg(shape: tuple) -> tuple:
+    """Accept both `x.reshape(2, 3)` and `x.reshape((2, 3))`."""
+    if len(shape) == 1 and isinstance(shape[0], list | tuple):
+        return tuple(shape[0])
+    return shape
+
+
+# methods whose arguments differ from the op's ---------------------------------------------------
+ADAPTED: dict[str, Callable[..., Any]] = {}
+
+
+def adapted(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Enter a method written here in the table under its own name."""
+    ADAPTED[fn.__name__] = fn
+    return fn
+
+
+@adapted
+def backward(
+    self: Tensor, grad: Tensor | None = None, create_graph: bool = False, retain_graph: Any = None
+) -> None:
+    """Accumulate gradients into the leaves' `.grad`. The graph is kept whatever `retain_graph` says
+    (it is accepted for PyTorch's code: backward may run again)."""
+    autograd.backward(self, grad, create_graph)
+
+
+@adapted
+def add_(self: Tensor, o: Any, alpha: Any = 1) -> Tensor:
+    return self.assign(self + (o if alpha == 1 else o * alpha))
+
+
+@adapted
+def sub_(self: Tensor, o: Any, alpha: Any = 1) -> Tensor:
+    return self.assign(self - (o if alpha == 1 else o * alpha))
+
+
+@adapted
+def clamp_(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
+    return self.assign(self.clamp(min, max))
+
+
+@adapted
+def clamp_min(self: Tensor, min: Any) -> Tensor:
+    return self.clamp(min=min)
+
+
+@adapted
+def clamp_max(self: Tensor, max: Any) -> Tensor:
+    return self.clamp(max=max)
+
+
+@adapted
+def round(self: Tensor, decimals: int = 0) -> Tensor:
+    """The nearest whole number (halves to even); with `decimals`, of x * 10^decimals, scaled back."""
+    if not decimals:
+        return unary.round_(self)
+    scale = 10.0**decimals
+    return unary.round_(self * scale) / scale
+
+
+@adapted
+def t(self: Tensor) -> Tensor:
+    """A matrix transposed (a vector or a scalar as it is), as PyTorch's t()."""
+    if self.ndim > 2:
+        raise ShapeError(f"t() takes at most 2 dimensions, got {describe(self)}; use mT or transpose")
+    return self.T
+
+
+@adapted
+def where(self: Tensor, cond: Any, other: Any) -> Tensor:
+    """PyTorch's `x.where(cond, y)`: x where cond holds, else y."""
+    return binary.where(cond, self, other)
+
+
+@adapted
+def gelu(self: Tensor, approximate: str = "none") -> Tensor:
+    return (unary.gelu_tanh if approximate == "tanh" else unary.gelu)(self)
+
+
+@adapted
+def square(self: Tensor) -> Tensor:
+    return binary.mul(self, self)
+
+
+@adapted
+def reciprocal(self: Tensor) -> Tensor:
+    return binary.div(1, self)
+
+
+@adapted
+def swapaxes(self: Tensor, a: int, b: int) -> Tensor:
+    return self.transpose(a, b)
+
+
+@adapted
+def uniform_(self: Tensor, a: float = 0.0, b: float = 1.0, generator: Any = None) -> Tensor:
+    """Values drawn uniformly from [a, b), in place."""
+    return self.assign(creation.rand(*self.shape, dtype=self.dtype, generator=generator) * (b - a) + a)
+
+
+@adapted
+def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, generator: Any = None) -> Tensor:
+    """Values drawn from N(mean, std^2), in place."""
+    return self.assign(creation.randn(*self.shape, dtype=self.dtype, generator=generator) * std + mean)
+
+
+# dtype ------------------------------------------------------------------------------------------
+@adapted
+def cast(self: Tensor, dtype: DType | str) -> Tensor:
+    return movement.cast(self, dtype=as_dtype(dtype))
+
+
+@adapted
+def to(self: Tensor, dtype: DType | str) -> Tensor:
+    """A cast; "cpu" (the only device: code written for PyTorch's `.to(device)`) gives self."""
+    if isinstance(dtype, str) and dtype.split(":")[0] in ("cuda", "mps", "xpu"):
+        raise ValueError(f"verigrad runs on the CPU: there is no {dtype!r} device")
+    return self if isinstance(dtype, str) and dtype == "cpu" else self.cast(dtype)
+
+
+@adapted
+def type_as(self: Tensor, other: Tensor) -> Tensor:
+    return self.cast(other.dtype)
+
+
+@adapted
+def type(self: Tensor, dtype: Any = None) -> Any:
+    """PyTorch's: the dtype's name without an argument, else the tensor cast to `dtype`."""
+    return self.dtype.name if dtype is None else self.cast(dtype)
+
+
+def _cast_to(dtype: DType | str) -> Callable[[Tensor], Tensor]:
+    def method(self: Tensor) -> Tensor:
+        return self.cast(dtype)
+
+    method.__doc__ = f"This tensor cast to {as_dtype(dtype).name}."
+    return method
+
+
+@adapted
+def clone(self: Tensor) -> Tensor:
+    """A copy with memory of its own (a cast always makes one), in the graph as PyTorch's clone is."""
+    return self.cast(self.dtype)
+
+
+# PyTorch's new_*: tensors of this one's dtype (unless given)
+@adapted
+def new_full(self: Tensor, size: Any, fill_value: Any, dtype: Any = None) -> Tensor:
+    return creation.full(_shape_arg((size,)), fill_value, dtype=self.dtype if dtype is None else dtype)
+
+
+@adapted
+def new_zeros(self: Tensor, *size: Any, dtype: Any = None) -> Tensor:
+    return self.new_full(_shape_arg(size), 0, dtype)
+
+
+@adapted
+def new_ones(self: Tensor, *size: Any, dtype: Any = None) -> Tensor:
+    return self.new_full(_shape_arg(size), 1, dtype)
+
+
+@adapted
+def new_empty(self: Tensor, *size: Any, dtype: Any = None) -> Tensor:
+    return self.new_zeros(*size, dtype=dtype)
+
+
+@adapted
+def new_tensor(self: Tensor, data: Any, dtype: Any = None) -> Tensor:
+    return creation.tensor(data, dtype=self.dtype if dtype is None else dtype)
+
+
+# reductions (PyTorch's `dim=` beside NumPy's `axis`) -------------------------------------------
+@adapted
+def sum(
+    self: Tensor, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None, dtype: Any = None
+) -> Tensor:
+    """The sum over `axis`; with `dtype`, of the tensor cast to it first (as PyTorch's)."""
+    x = self if dtype is None else self.cast(dtype)
+    return reduce.sum(x, axis=_axis(axis, dim), keepdim=keepdim)
+
+
+@adapted
+def mean(
+    self: Tensor, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None, dtype: Any = None
+) -> Tensor:
+    """The mean over `axis`; with `dtype`, of the tensor cast to it first (as PyTorch's)."""
+    x = self if dtype is None else self.cast(dtype)
+    return reduce.mean(x, axis=_axis(axis, dim), keepdim=keepdim)
+
+
+@adapted
+def max(self: Tensor, axis: Any = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
+    """The largest value over `axis`; given a tensor, the element-wise maximum (as PyTorch)."""
+    if isinstance(axis, Tensor):
+        return binary.maximum(self, axis)
+    return reduce.max(self, axis=_axis(axis, dim), keepdim=keepdim)
+
+
+@adapted
+def min(self: Tensor, axis: Any = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
+    """The smallest value over `axis`; given a tensor, the element-wise minimum (as PyTorch)."""
+    if isinstance(axis, Tensor):
+        return binary.minimum(self, axis)
+    return reduce.min(self, axis=_axis(axis, dim), keepdim=keepdim)
+
+
+def _along_axis(op: Callable[..., Tensor], default: Any, keepdim: bool) -> Callable[..., Tensor]:
+    """A method `x.name(axis, [keepdim], *, dim=)` of an op with those params."""
+    if keepdim:
+
+        def method(self: Tensor, axis: Any = default, keepdim: bool = False, *, dim: Any = None) -> Tensor:
+            return op(self, axis=_axis(axis, dim), keepdim=keepdim)
+
+    else:
+
+        def method(self: Tensor, axis: Any = default, *, dim: Any = None) -> Tensor:
+            return op(self, axis=_axis(axis, dim))
+
+    method.__doc__ = f"{op.name} over `axis` (or PyTorch's `dim`)."
+    return method
+
+
+@adapted
+def argsort(self: Tensor, axis: int = -1, descending: bool = False, *, dim: int | None = None) -> Tensor:
+    return index_ops.argsort(self, axis=_axis(axis, dim), descending=descending)
+
+
+@adapted
+def gather(self: Tensor, axis: int, index: Any) -> Tensor:
+    """PyTorch's gather: out[..., j, ...] = self[..., index[..., j, ...], ...] along `axis`."""
+    return index_ops.gather(self, index, axis=axis)
+
+
+# movement ---------------------------------------------------------------------------------------
+@adapted
+def reshape(self: Tensor, *shape: Any) -> Tensor:
+    return movement.reshape(self, shape=_shape_arg(shape))
+
+
+@adapted
+def permute(self: Tensor, *axes: Any) -> Tensor:
+    return movement.permute(self, axes=tuple(_shape_arg(axes)))
+
+
+def T(self: Tensor) -> Tensor:
+    """All axes reversed, as NumPy's `.T` (a [n, din] becomes [din, n])."""
+    return movement.permute(self, axes=tuple(range(self.ndim - 1, -1, -1)))
+
+
+def mT(self: Tensor) -> Tensor:
+    return shaping.transpose(self, -2, -1)
+
+
+@adapted
+def expand(self: Tensor, *shape: Any) -> Tensor:
+    return shaping.expand(self, _shape_arg(shape))
+
+
+@adapted
+def broadcast_to(self: Tensor, *shape: Any) -> Tensor:
+    return movement.broadcast_to(self, shape=_shape_arg(shape))
+
+
+@adapted
+def expand_as(self: Tensor, other: Tensor) -> Tensor:
+    return self.expand(other.shape)
+
+
+@adapted
+def reshape_as(self: Tensor, other: Tensor) -> Tensor:
+    return self.reshape(other.shape)
+
+
+@adapted
+def flip(self: Tensor, *dims: Any) -> Tensor:
+    return shaping.flip(self, _shape_arg(dims))
+
+
+@adapted
+def pad(self: Tensor, widths: Any, value: float = 0.0) -> Tensor:
+    return movement.pad(self, widths=tuple(tuple(w) for w in widths), value=value)
+
+
+@adapted
+def __getitem__(self: Tensor, key: Any) -> Tensor:
+    return shaping.getitem(self, key)
+
+
+@adapted
+def __setitem__(self: Tensor, key: Any, value: Any) -> None:
+    shaping.setitem(self, key, value)
+
+
+@adapted
+def zero_(self: Tensor) -> Tensor:
+    return self.assign(0)
+
+
+@adapted
+def fill_(self: Tensor, value: Any) -> Tensor:
+    return self.assign(value)
+
+
+@adapted
+def copy_(self: Tensor, src: Any) -> Tensor:
+    """src's values (broadcast to this shape, cast to this dtype) written into this tensor."""
+    return self.assign(src)
+
+
+def _assigning(op: Callable[..., Tensor]) -> Callable[[Tensor, Any], Tensor]:
+    """`x op= o`: x op o written into x."""
+
+    def method(self: Tensor, o: Any) -> Tensor:
+        return self.assign(op(self, o))
+
+    return method
+
+
+# the table ----------------------------------------------------------------------------------------
+OPERATORS: dict[str, Callable[..., Any]] = {
+    "__add__": binary.add,
+    "__sub__": binary.sub,
+    "__mul__": binary.mul,
+    "__truediv__": binary.div,
+    "__mod__": binary.remainder,
+    "__pow__": binary.pow,
+    "__matmul__": matmul,
+    "__eq__": binary.eq,
+    "__ne__": binary.ne,
+    "__lt__": binary.lt,
+    "__le__": binary.le,
+    "__gt__": binary.gt,
+    "__ge__": binary.ge,
+    "__and__": binary.logical_and,
+    "__or__": binary.logical_or,
+    "__neg__": unary.neg,
+    "__abs__": unary.abs,
+    "__invert__": binary.logical_not,
+}
+REFLECTED = {"__radd__": binary.add, "__rsub__": binary.sub, "__rmul__": binary.mul,
+             "__rtruediv__": binary.div, "__rmod__": binary.remainder, "__rpow__": binary.pow,
+             "__rmatmul__": matmul}  # fmt: skip
+IN_PLACE_OPERATORS = {"__iadd__": binary.add, "__isub__": binary.sub, "__imul__": binary.mul,
+                      "__itruediv__": binary.div, "__imod__": binary.remainder}  # fmt: skip
+
+HYPERBOLIC_AND_INVERSE = ("sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh")
+
+# x.name(*args) is fn(x, *args), for these names of each module
+FORWARDED_FROM = {
+    binary: "add sub mul div pow maximum minimum remainder fmod hypot logaddexp atan2 eq ne lt le gt ge",
+    unary: "neg abs exp log expm1 log1p sqrt rsqrt sin cos tanh sigmoid relu silu erf floor ceil trunc sign "
+    + " ".join(HYPERBOLIC_AND_INVERSE),
+    movement: "contiguous",
+    shaping: "assign transpose flatten unsqueeze squeeze",
+    autograd: "register_hook retain_grad",
+    pointwise: "clamp masked_fill isnan isinf isfinite nan_to_num isclose allclose equal lerp addcmul "
+    "addcdiv frac deg2rad rad2deg log2 log10",
+    statistics: "var std logsumexp argmin all any norm count_nonzero bincount histc",
+    rearrange: "split chunk repeat repeat_interleave roll narrow unbind movedim unflatten rot90 diff",
+    matrices: "mm bmm outer diagonal diag trace tril triu fill_diagonal_ kron cross",
+    ordering: "sort topk kthvalue median nanmedian cummax cummin unique unique_consecutive",
+    indexing: "index_select index_add index_fill scatter scatter_add masked_select nonzero argwhere",
+}
+FORWARDED: dict[str, Callable[..., Any]] = {
+    name: getattr(module, name) for module, names in FORWARDED_FROM.items() for name in names.split()
+}
+FORWARDED.update(
+    {"arc" + name[1:]: getattr(unary, name) for name in HYPERBOLIC_AND_INVERSE},  # NumPy's other names
+    matmul=matmul,
+    scatter_reduce=scatter_reduce,
+    inverse=linalg.inv,
+    det=linalg.det,
+)
+ADAPTED.update(
+    argmax=_along_axis(reduce.argmax, None, keepdim=True),
+    prod=_along_axis(reduce.prod, None, keepdim=True),
+    cumsum=_along_axis(scan.cumsum, 0, keepdim=False),
+    cumprod=_along_axis(scan.cumprod, 0, keepdim=False),
+    softmax=_along_axis(softmax, -1, keepdim=False),
+    log_softmax=_along_axis(log_softmax, -1, keepdim=False),
+    float=_cast_to(f32),
+    double=_cast_to(f64),
+    half=_cast_to("f16"),
+    long=_cast_to("i64"),
+    int=_cast_to("i32"),
+    bool=_cast_to("bool"),
+)
+PROPERTIES = {"T": T, "mT": mT}
+ALIASES = {"astype": "cast", "clip": "clamp", "amax": "max", "amin": "min", "view": "reshape", "view_as":
+           "reshape_as", "moveaxis": "movedim", "swapdims": "swapaxes"}  # fmt: skip
+IN_PLACE = ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "relu", "reciprocal", "square",
+            "floor", "ceil", "round", "trunc", "sign", "pow", "lerp", "scatter_reduce", "index_fill",
+            "masked_fill", "mul", "div", "index_add", "scatter", "scatter_add")  # fmt: skip
+
+
+def bind(cls: type = Tensor) -> None:
+    """Set every entry of the table on `cls` (once, when verigrad is imported)."""
+    methods: dict[str, Any] = {name: _forward(fn) for name, fn in {**OPERATORS, **FORWARDED}.items()}
+    methods.update({name: _reflected(fn) for name, fn in REFLECTED.items()})
+    methods.update({name: _assigning(fn) for name, fn in IN_PLACE_OPERATORS.items()})
+    methods.update(ADAPTED)
+    methods.update({name: property(fn) for name, fn in PROPERTIES.items()})
+    methods.update({f"{name}_": _in_place(name) for name in IN_PLACE})
+    methods.update({alias: methods[name] for alias, name in ALIASES.items()})
+    for name, method in methods.items():
+        if getattr(method, "__name__", None) == "method":  # made above: named for where it is bound
+            method.__name__, method.__qualname__ = name, f"{cls.__name__}.{name}"
+        setattr(cls, name, method)
+
+
+bind()
