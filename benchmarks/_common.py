@@ -12,7 +12,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -151,6 +151,28 @@ def timing_cells(med: dict[str, float], ours: str, others: tuple[str, ...]) -> l
     """A table row's timing cells: the median ms of `ours` and of each other way, then `ours` / each."""
     cells = [f"{med[way]:.3f}" for way in (ours, *others)]
     return cells + [f"{med[ours] / med[way]:.2f}x" for way in others]
+
+
+def timing_rows(
+    torch: Any,
+    args: argparse.Namespace,
+    ops: dict[str, dict[str, Callable[[], Any]]],
+    ours: str,
+    others: tuple[str, ...],
+) -> Iterator[tuple[bool, str, str, list[str]]]:
+    """A per-kernel table's rows: at each thread count of `args.threads`, each op of `ops` (its ways)
+    timed by `median_ms`; per row, whether it is the first, the threads cell (on an op's first row),
+    the op and the `timing_cells`."""
+    for n in args.threads:
+        set_threads(torch, n)
+        for i, (name, ways) in enumerate(ops.items()):
+            med = median_ms(ways, args.repeats, args.calls, n)
+            yield (
+                i == 0 and n == args.threads[0],
+                str(n) if i == 0 else "",
+                name,
+                timing_cells(med, ours, others),
+            )
 
 
 def kernel_args(

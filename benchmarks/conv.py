@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from _common import kernel_main, median_ms, set_threads, table, timing_cells, verigrad
+from _common import kernel_main, table, timing_rows, verigrad
 from rich.table import Table
 
 from verigrad.backends import cpu
@@ -85,16 +85,9 @@ def run(args: argparse.Namespace, torch: Any) -> Table:
     out = table(title, [*columns, "kernel / torch"], left=("layer", "op"), no_wrap=True)
     for layer, dims in LAYERS.items():
         fns = runners(torch, *dims)
-        for n in args.threads:
-            set_threads(torch, n)
-            for i, (name, ways) in enumerate(fns.items()):
-                med = median_ms(ways, args.repeats, args.calls, n)
-                out.add_row(
-                    layer if i == 0 and n == args.threads[0] else "",
-                    str(n) if i == 0 else "",
-                    name,
-                    *timing_cells(med, "kernel", ("decomposition", "torch")),
-                )
+        rows = timing_rows(torch, args, fns, "kernel", ("decomposition", "torch"))
+        for first, threads, name, cells in rows:
+            out.add_row(layer if first else "", threads, name, *cells)
         out.add_section()
     return out
 

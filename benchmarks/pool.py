@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from _common import kernel_main, median_ms, set_threads, table, timing_cells, verigrad
+from _common import kernel_main, table, timing_rows, verigrad
 from rich.table import Table
 
 from verigrad.backends import cpu
@@ -99,18 +99,15 @@ def run(args: argparse.Namespace, torch: Any) -> Table:
         for layer, dims in LAYERS.items():
             for layout in ("NCHW", "NHWC"):
                 fns = runners(torch, *dims, layout)
-                for n in args.threads:
-                    set_threads(torch, n)
-                    for i, (name, ways) in enumerate(fns.items()):
-                        med = median_ms(ways, args.repeats, args.calls, n)
-                        first = i == 0 and n == args.threads[0]
-                        out.add_row(
-                            layer if first and layout == "NCHW" else "",
-                            layout if first else "",
-                            str(n) if i == 0 else "",
-                            name,
-                            *timing_cells(med, "kernel", ("general", "torch")),
-                        )
+                rows = timing_rows(torch, args, fns, "kernel", ("general", "torch"))
+                for first, threads, name, cells in rows:
+                    out.add_row(
+                        layer if first and layout == "NCHW" else "",
+                        layout if first else "",
+                        threads,
+                        name,
+                        *cells,
+                    )
             out.add_section()
     return out
 
