@@ -3,10 +3,10 @@
 Three measurements, each next to a peer, printed in one table with the project's targets:
 
   1. The CNN training step (`verigrad.models.digits_cnn()`, cross-entropy, backward, Adam; built as
-     `verigrad/train.py` builds it; batch symbolic) traced, passed through `verigrad.ir.passes.optimize`
-     and planned (target: under 20 ms in all). Peer: the same step's first call under
-     `torch.compile(dynamic=True)`, with an empty compiler cache and again with the cache that call
-     left, each in a fresh process.
+     `verigrad train` builds it with `verigrad.cli.trainer`; batch symbolic) traced, passed through
+     `verigrad.ir.passes.optimize` and planned (target: under 20 ms in all). Peer: the same step's first
+     call under `torch.compile(dynamic=True)`, with an empty compiler cache and again with the cache that
+     call left, each in a fresh process.
   2. `verigrad.check` of a 128-layer MLP whose 129 widths are all different symbols (target: under
      30 ms), and of a GPT-2-small-shaped transformer with symbolic batch and sequence, built inside
      `verigrad.abstract()` (target: under 50 ms). Peer: the times bend-ml reports for its type checks
@@ -31,6 +31,7 @@ torch.compile on CPU needs a C++ compiler; where it fails, the table says why.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import math
 import os
@@ -38,24 +39,27 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from _common import console as make_console
-from _common import describe_machine, ensure_torch, verigrad
+from _common import describe_machine, ensure_torch, table, torch_training_step, verigrad
 from rich.markup import escape
 from rich.table import Table
 
-import verigrad.functional as F
+import verigrad.nn.functional as F
 from verigrad import nn
 from verigrad.backends import cpu
+from verigrad.cli.trainer import make_optimizer, training_step
 from verigrad.ir import trace
 from verigrad.ir.passes import optimize
 from verigrad.ir.plan import Plan, bind
 from verigrad.ir.replay import Replay
-from verigrad.optim import SGD, Adam
+from verigrad.models import digits_cnn_torch
+from verigrad.optim import SGD
 
 CNN_BATCH = 32  # verigrad train's default batch size
 BEND_ML = {"mlp": 0.27, "gpt2": 0.38}  # seconds bend-ml reports for its type checks of these models
@@ -86,17 +90,7 @@ def cnn_step() -> tuple[Callable, tuple]:
     """The training step of `verigrad train` (digits_cnn, cross-entropy, Adam) and its argument specs."""
     verigrad.manual_seed(0)
     model = verigrad.models.digits_cnn()
-    optimizer = Adam(model.parameters(), lr=1e-2)
-    loss_fn = nn.CrossEntropyLoss()
-
-    def step(xb, yb):
-        logits = model(xb)
-        loss = loss_fn(logits, yb)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        return loss
-
+    step = training_step(model, make_optimizer("adam", model.parameters(), None), nn.CrossEntropyLoss())
     b = verigrad.dims("B")
     return step, (verigrad.spec([b, 1, 8, 8]), verigrad.spec([b], "i64"))
 
@@ -130,14 +124,12 @@ TORCH_CNN_CHILD = r"""
 import json, sys, time, traceback
 try:
     import torch
+    from typing import Any
+
+DIGITS_CNN_TORCH
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    nn = torch.nn
-    model = nn.Sequential(
-        nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(128, 10),
-    )
+    model = digits_cnn_torch(torch)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
 
     def step(xb, yb):
@@ -160,7 +152,10 @@ try:
 except Exception as e:
     lines = [ln for ln in traceback.format_exception_only(type(e), e) if ln.strip()]
     print("RESULT " + json.dumps({"error": lines[-1].strip()[:300]}))
-""".replace("BATCH", str(CNN_BATCH))
+"""
+TORCH_CNN_CHILD = TORCH_CNN_CHILD.replace("BATCH", str(CNN_BATCH)).replace(
+    "DIGITS_CNN_TORCH", textwrap.indent(inspect.getsource(digits_cnn_torch), "    ")
+)  # the child builds the CNN with verigrad's own definition, without importing verigrad
 
 
 def torch_compile_first_call(cache_dir: str, timeout: float) -> dict[str, Any]:
@@ -276,15 +271,7 @@ def tiny_step() -> tuple[Callable, Any, Any, dict]:
     verigrad.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
     optimizer = SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
-    loss_fn = nn.CrossEntropyLoss()
-
-    def step(xb, yb):
-        loss = loss_fn(model(xb), yb)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        return loss
-
+    step = training_step(model, optimizer, nn.CrossEntropyLoss())
     return step, model, optimizer, {k: v.numpy().copy() for k, v in model.state_dict().items()}
 
 
@@ -331,13 +318,7 @@ def measure_overhead(torch: Any, repeats: int, calls: int) -> dict[str, Any]:
     model = tnn.Sequential(tnn.Linear(4, 8), tnn.ReLU(), tnn.Linear(8, 2))
     model.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()})
     optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
-    tx, ty = torch.from_numpy(x_np), torch.from_numpy(y_np)
-
-    def torch_step() -> None:
-        loss = torch.nn.functional.cross_entropy(model(tx), ty)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
+    torch_step = torch_training_step(torch, model, optimizer, torch.from_numpy(x_np), torch.from_numpy(y_np))
 
     def run_torch() -> None:
         for _ in range(calls):
@@ -386,22 +367,17 @@ def verdict(value: float, target: float) -> str:
 
 
 def make_table(cnn: dict, checks: dict, overhead: dict, torch_compile: dict | None, repeats: int) -> Table:
-    table = Table(title=f"Speed of the compiler: medians of {repeats} runs (spread: fastest-slowest)")
-    for column, justify in [
-        ("measurement", "left"),
-        ("verigrad", "right"),
-        ("spread", "right"),
-        ("target", "right"),
-        ("met", "center"),
-        ("peer", "left"),
-        ("peer value", "right"),
-    ]:
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    summary = table(
+        f"Speed of the compiler: medians of {repeats} runs (spread: fastest-slowest)",
+        ["measurement", "verigrad", "spread", "target", "met", "peer", "peer value"],
+        left=("measurement", "peer"),
+        center=("met",),
+    )
 
     def row(measurement: str, seconds: list[float] | None = None, *rest: str) -> None:
         cells = [measurement, ms(seconds), spread_ms(seconds)] if seconds else [measurement, "", ""]
         cells += list(rest) + [""] * (4 - len(rest))
-        table.add_row(*(escape(c) for c in cells))  # sizes print as [B, T, ...]: not rich markup
+        summary.add_row(*(escape(c) for c in cells))  # sizes print as [B, T, ...]: not rich markup
 
     st = cnn["stages"]
     raw, optimized, steps = cnn["instructions"]
@@ -417,7 +393,7 @@ def make_table(cnn: dict, checks: dict, overhead: dict, torch_compile: dict | No
     total = statistics.median(st["total"])
     row("  trace + passes + plan", st["total"], "< 20 ms", verdict(total, 0.020), *cold)
     row(f"  first run of the plan (checked; batch {CNN_BATCH})", st["first run"], "", "", *warm)
-    table.add_section()
+    summary.add_section()
 
     mlp, gpt = statistics.median(checks["mlp_check"]), statistics.median(checks["gpt2_check"])
     peer = "bend-ml type check (reported)"
@@ -441,12 +417,12 @@ def make_table(cnn: dict, checks: dict, overhead: dict, torch_compile: dict | No
         f"{BEND_ML['gpt2']:.2f} s",
     )
     row("  building GPT-2 in abstract()", checks["gpt2_build"])
-    table.add_section()
+    summary.add_section()
 
     steps, instrs, ops = overhead["steps"], overhead["instructions"], overhead["torch_ops"]
     plan_step, compiled_step = statistics.median(overhead["plan"]), statistics.median(overhead["compiled"])
     torch_step = statistics.median(overhead["torch"])
-    table.add_row(
+    summary.add_row(
         f"MLP 4-8-2 step (SGD), batch {MLP_BATCH}, reference backend: Plan.run, per kernel call"
         f" ({steps} calls)",
         us(overhead["plan"], steps),
@@ -456,7 +432,7 @@ def make_table(cnn: dict, checks: dict, overhead: dict, torch_compile: dict | No
         f"torch eager, per aten op ({ops} ops)",
         us(overhead["torch"], ops) if ops else "n/a",
     )
-    table.add_row(
+    summary.add_row(
         f"  per instruction of the optimized program ({instrs})",
         us(overhead["plan"], instrs),
         "",
@@ -465,25 +441,25 @@ def make_table(cnn: dict, checks: dict, overhead: dict, torch_compile: dict | No
         "torch eager, whole step",
         f"{torch_step * 1e6:.0f} µs",
     )
-    table.add_row(
+    summary.add_row(
         f"  the same plan before it is generated (its first {Plan.generate_after} runs), per kernel call",
         us(overhead["loop"], steps),
         f"step {statistics.median(overhead['loop']) * 1e6:.0f} µs",
     )
-    table.add_row(
+    summary.add_row(
         "  through verigrad.compile (bind, run, write-back), per kernel call",
         us(overhead["compiled"], steps),
         f"step {compiled_step * 1e6:.0f} µs",
     )
     calls, replayed = overhead["replay_steps"]
-    table.add_row(
+    summary.add_row(
         f"  the step's plan on the cpu backend, replayed ({replayed} of {calls} calls recorded), per call",
         us(overhead["replay"], calls),
         f"step {statistics.median(overhead['replay']) * 1e6:.0f} µs",
         "< 3 µs",
         verdict(statistics.median(overhead["replay"]) / calls, 3e-6),
     )
-    return table
+    return summary
 
 
 def _seconds_or_error(result: dict) -> str:

@@ -22,13 +22,13 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from _common import kernel_main, median_ms, timing_cells, verigrad
+from _common import kernel_main, table, timing_rows, verigrad
 from rich.table import Table
 
 from verigrad.backends import cpu
 from verigrad.backends.cpu.convolution import CONVOLUTION, error_bound
 from verigrad.backends.reference import composite_reference
-from verigrad.registry import OPS
+from verigrad.ops import REGISTRY
 
 BATCH = 64
 LAYERS = {  # (C, H, W, O)
@@ -60,14 +60,14 @@ def runners(torch: Any, c: int, h: int, w: int, o: int) -> dict[str, dict[str, C
     out = {}
     for name in CONVOLUTION:
         arrays, params = calls[name]
-        kernel = cpu.cpu.native(OPS[name], verigrad.f32)
+        kernel = cpu.cpu.native(REGISTRY[name], verigrad.f32)
         if kernel is None:
             raise SystemExit(f"the cpu backend has no f32 {name} kernel")
-        err = np.abs(kernel(*arrays, **params) - composite_reference(OPS[name])(*arrays, **params))
+        err = np.abs(kernel(*arrays, **params) - composite_reference(REGISTRY[name])(*arrays, **params))
         if not (err <= error_bound(name, *arrays, **params)).all():
             raise SystemExit(f"the cpu backend's {name} is outside its error bound")
 
-        def decomposition(op=OPS[name], arrays=arrays, params=params) -> Any:
+        def decomposition(op=REGISTRY[name], arrays=arrays, params=params) -> Any:
             with verigrad.backend("cpu"), verigrad.no_grad():
                 return op.decompose(*(verigrad.from_numpy(a) for a in arrays), **params).data
 
@@ -81,25 +81,15 @@ def runners(torch: Any, c: int, h: int, w: int, o: int) -> dict[str, dict[str, C
 
 def run(args: argparse.Namespace, torch: Any) -> Table:
     title = f"ms per call, f32, batch {BATCH}, median of {args.repeats} runs of {args.calls} calls"
-    table = Table(title=title)
     columns = ["layer", "threads", "op", "kernel", "decomposition", "torch", "kernel / decomposition"]
-    for column in [*columns, "kernel / torch"]:
-        table.add_column(column, justify="left" if column in ("layer", "op") else "right", no_wrap=True)
+    out = table(title, [*columns, "kernel / torch"], left=("layer", "op"), no_wrap=True)
     for layer, dims in LAYERS.items():
         fns = runners(torch, *dims)
-        for n in args.threads:
-            verigrad.set_threads(n)
-            torch.set_num_threads(n)
-            for i, (name, ways) in enumerate(fns.items()):
-                med = median_ms(ways, args.repeats, args.calls, n)
-                table.add_row(
-                    layer if i == 0 and n == args.threads[0] else "",
-                    str(n) if i == 0 else "",
-                    name,
-                    *timing_cells(med, "kernel", ("decomposition", "torch")),
-                )
-        table.add_section()
-    return table
+        rows = timing_rows(torch, args, fns, "kernel", ("decomposition", "torch"))
+        for first, threads, name, cells in rows:
+            out.add_row(layer if first else "", threads, name, *cells)
+        out.add_section()
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-from _common import console
+from _common import console, ms_in_turns, table
 from rich.table import Table
 
 import verigrad
@@ -47,16 +47,7 @@ def medians(fns: dict[str, Callable[[], object]], repeat: int, pause: float, cal
     """The median seconds per call of each function, the functions run in turn: each run one untimed call
     and `calls` timed ones, after a pause in which the other library's spinning threads go to sleep
     (OpenBLAS's spin about 0.1 s after a threaded call, and take a core from the next threaded run)."""
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(repeat):
-        for name, fn in fns.items():
-            time.sleep(pause)
-            fn()
-            start = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            times[name].append((time.perf_counter() - start) / calls)
-    return {name: statistics.median(t) for name, t in times.items()}
+    return {name: statistics.median(ms) / 1e3 for name, ms in ms_in_turns(fns, repeat, calls, pause).items()}
 
 
 def per_call(fns: dict[str, Callable[[], object]], calls: int, repeat: int) -> dict[str, float]:
@@ -72,9 +63,10 @@ def per_call(fns: dict[str, Callable[[], object]], calls: int, repeat: int) -> d
 
 
 def gemm_table(rng: np.random.Generator, threads: list[int], repeat: int, pause: float) -> Table:
-    table = Table(title="f32 GEMM: median ms, GFLOP/s, ratio to NumPy")
-    for col in ("threads", "M x K x N", "NumPy", "fast", "exact", "fast / NumPy", "exact / NumPy"):
-        table.add_column(col, justify="right")
+    out = table(
+        "f32 GEMM: median ms, GFLOP/s, ratio to NumPy",
+        ["threads", "M x K x N", "NumPy", "fast", "exact", "fast / NumPy", "exact / NumPy"],
+    )
     cases = [(f"{m} x {k} x {n}", m, k, n, "") for m, k, n in SHAPES]
     cases += [("16 x 50176 x 9, a^T", 16, 50176, 9, "a"), ("784 x 64 x 256, a^T", 784, 64, 256, "a")]
     cases += [("64 x 784 x 256, b^T", 64, 784, 256, "b"), ("64 x 1568 x 10, b^T", 64, 1568, 10, "b")]
@@ -94,14 +86,15 @@ def gemm_table(rng: np.random.Generator, threads: list[int], repeat: int, pause:
             gflop = 2 * m * k * n / 1e9
             cell = {name: f"{s * 1e3:.3f} ms, {gflop / s:.1f}" for name, s in t.items()}
             ratio = {name: f"{t['numpy'] / t[name]:.2f}x" for name in ("fast", "exact")}
-            table.add_row(str(n_threads), label, cell["numpy"], cell["fast"], cell["exact"], *ratio.values())
-    return table
+            out.add_row(str(n_threads), label, cell["numpy"], cell["fast"], cell["exact"], *ratio.values())
+    return out
 
 
 def tiny_table(rng: np.random.Generator, threads: list[int], repeat: int) -> Table:
-    table = Table(title="f32 tiny products: microseconds per call (least mean of runs), ratio to NumPy")
-    for col in ("threads", "M x K x N", "NumPy", "fast", "exact", "fast / NumPy"):
-        table.add_column(col, justify="right")
+    out = table(
+        "f32 tiny products: microseconds per call (least mean of runs), ratio to NumPy",
+        ["threads", "M x K x N", "NumPy", "fast", "exact", "fast / NumPy"],
+    )
     for n_threads in threads:
         verigrad.set_threads(n_threads)
         for m, k, n in TINY:
@@ -116,7 +109,7 @@ def tiny_table(rng: np.random.Generator, threads: list[int], repeat: int) -> Tab
                 repeat=max(repeat, 5),
             )
             us = {name: f"{s * 1e6:.1f}" for name, s in t.items()}
-            table.add_row(
+            out.add_row(
                 str(n_threads),
                 f"{m} x {k} x {n}",
                 us["numpy"],
@@ -124,7 +117,7 @@ def tiny_table(rng: np.random.Generator, threads: list[int], repeat: int) -> Tab
                 us["exact"],
                 f"{t['numpy'] / t['fast']:.2f}x",
             )
-    return table
+    return out
 
 
 def main() -> None:
@@ -139,8 +132,8 @@ def main() -> None:
     tables = [gemm_table(rng, args.threads, args.repeat, args.pause)]
     tables.append(tiny_table(rng, args.threads, args.repeat))
     verigrad.set_threads(1)
-    for table in tables:
-        console(120).print(table)
+    for printed in tables:
+        console(120).print(printed)
 
 
 if __name__ == "__main__":

@@ -29,33 +29,22 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from _common import console as make_console
-from _common import describe_machine, ensure_torch, positive_ints, verigrad
+from _common import describe_machine, ensure_torch, ms_in_turns, positive_ints, set_threads, table, verigrad
 from rich.console import Console
 from rich.table import Table
 
 from verigrad.backends import cpu
-from verigrad.registry import OPS
+from verigrad.ops import REGISTRY
 from verigrad.verify import compare
 
 OPS_TIMED = ("sigmoid", "tanh", "relu")
 # verigrad's vector paths (--path), each with PyTorch's instruction set of the same width
 TORCH_CAPABILITY = {"avx512": "avx512", "avx2": "avx2", "scalar": "default"}
-
-
-def time_calls(fn: Callable[[], Any], calls: int, pause: float) -> float:
-    """Milliseconds per call over `calls` consecutive calls, after a pause and one untimed call."""
-    time.sleep(pause)
-    fn()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    return (time.perf_counter() - start) * 1e3 / calls
 
 
 def median_ratio(ours: list[float], theirs: list[float]) -> float:
@@ -68,11 +57,11 @@ def runners(torch: Any, x: np.ndarray) -> dict[str, Callable[[], Any]]:
     t = torch.from_numpy(x)
     out: dict[str, Callable[[], Any]] = {}
     for name in OPS_TIMED:
-        kernel = cpu.cpu.native(OPS[name], verigrad.f32)
+        kernel = cpu.cpu.native(REGISTRY[name], verigrad.f32)
         if kernel is None:
             raise SystemExit(f"the cpu backend has no f32 {name} kernel")
         stated = cpu.cpu.exactness(name, "f32")
-        verdict = compare(kernel(x), OPS[name].reference(x), stated)
+        verdict = compare(kernel(x), REGISTRY[name].reference(x), stated)
         if verdict.message:
             raise SystemExit(f"the cpu backend's {name} is outside its claim ({stated}): {verdict.message}")
         out[f"verigrad {name}"] = lambda k=kernel: k(x)
@@ -91,37 +80,26 @@ def build_kind() -> str:
 
 
 def run(args: argparse.Namespace, torch: Any, console: Console) -> Table:
-    table = Table(
-        title=f"ms per call, f32, median of {args.repeats} runs (ratios: median of the runs' ratios); "
+    out = table(
+        f"ms per call, f32, median of {args.repeats} runs (ratios: median of the runs' ratios); "
         f"cpu backend ({cpu.vector_path()} path for sigmoid and tanh; {build_kind()}); "
-        f"PyTorch's kernels: {torch.backends.cpu.get_cpu_capability()}"
+        f"PyTorch's kernels: {torch.backends.cpu.get_cpu_capability()}",
+        ["elements", "threads", "op", "verigrad ms", "torch ms", "verigrad / torch", "verigrad / copy"],
+        left=("op",),
+        no_wrap=True,
     )
-    for column, justify in [
-        ("elements", "right"),
-        ("threads", "right"),
-        ("op", "left"),
-        ("verigrad ms", "right"),
-        ("torch ms", "right"),
-        ("verigrad / torch", "right"),
-        ("verigrad / copy", "right"),
-    ]:
-        table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     rng = np.random.default_rng(0)
     for size in args.sizes:
         x = rng.standard_normal(size).astype(np.float32)
         fns = runners(torch, x)
         calls = args.calls or max(1, 4_000_000 // size)
         for n in args.threads:
-            verigrad.set_threads(n)
-            torch.set_num_threads(n)
-            times: dict[str, list[float]] = {name: [] for name in fns}
-            for _ in range(args.repeats):
-                for name, fn in fns.items():
-                    times[name].append(time_calls(fn, calls, args.pause))
+            set_threads(torch, n)
+            times = ms_in_turns(fns, args.repeats, calls, args.pause)
             med = {name: statistics.median(ms) for name, ms in times.items()}
             for i, name in enumerate(OPS_TIMED):
                 ours, theirs = times[f"verigrad {name}"], times[f"torch {name}"]
-                table.add_row(
+                out.add_row(
                     f"{size:,}" if i == 0 and n == args.threads[0] else "",
                     str(n) if i == 0 else "",
                     name,
@@ -130,11 +108,11 @@ def run(args: argparse.Namespace, torch: Any, console: Console) -> Table:
                     f"{median_ratio(ours, theirs):.2f}x",
                     f"{median_ratio(ours, times['copy']):.2f}x",
                 )
-            table.add_row("", "", "memory copy", f"{med['copy']:.3f}", "", "", "1.00x")
+            out.add_row("", "", "memory copy", f"{med['copy']:.3f}", "", "", "1.00x")
             console.print(f"  {size:,} elements, {n} thread(s): done", style="dim")
-        table.add_section()
+        out.add_section()
     verigrad.set_threads(1)
-    return table
+    return out
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

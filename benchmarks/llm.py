@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 from _common import console as make_console
-from _common import describe_machine, ensure_torch, positive_ints, verigrad
+from _common import describe_machine, ensure_torch, positive_ints, table, verigrad
 from rich.table import Table
 
 FRAMEWORKS = ("verigrad", "llama.cpp", "transformers")
@@ -258,23 +258,27 @@ def ratio_row(name: str, ours: float, theirs: float, target: float, higher_is_be
 
 def run(args: argparse.Namespace, console: Any) -> Table:
     ids = prompt_ids(args.model, args.prompt_tokens)
-    table = Table(
-        title=f"SmolLM2-135M-Instruct Q4_1, {args.prompt_tokens}-token prompt, {args.decode_tokens} greedy "
-        f"tokens: medians of {args.repeats} runs (min-max)"
+    speeds = table(
+        f"SmolLM2-135M-Instruct Q4_1, {args.prompt_tokens}-token prompt, {args.decode_tokens} greedy "
+        f"tokens: medians of {args.repeats} runs (min-max)",
+        [
+            "threads",
+            "framework",
+            "load s",
+            "prompt tok/s",
+            "decode tok/s",
+            "peak RSS MiB",
+            "tokens = llama.cpp",
+        ],
+        left=("framework",),
+        no_wrap=True,
     )
-    for column, justify in [
-        ("threads", "right"),
-        ("framework", "left"),
-        ("load s", "right"),
-        ("prompt tok/s", "right"),
-        ("decode tok/s", "right"),
-        ("peak RSS MiB", "right"),
-        ("tokens = llama.cpp", "right"),
-    ]:
-        table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
-    ratios = Table(title="verigrad / llama.cpp (medians) against the targets")
-    for column in ("threads", "measure", "ratio", "target", "met"):
-        ratios.add_column(column, justify="left" if column == "measure" else "right", no_wrap=True)
+    ratios = table(
+        "verigrad / llama.cpp (medians) against the targets",
+        ["threads", "measure", "ratio", "target", "met"],
+        left=("measure",),
+        no_wrap=True,
+    )
     for n in args.threads:
         results = {}
         for framework in args.frameworks:
@@ -284,10 +288,10 @@ def run(args: argparse.Namespace, console: Any) -> Table:
         for i, (framework, res) in enumerate(results.items()):
             first = str(n) if i == 0 else ""
             if "error" in res:
-                table.add_row(first, framework, f"failed: {res['error']}", "", "", "", "")
+                speeds.add_row(first, framework, f"failed: {res['error']}", "", "", "", "")
                 continue
             p, d = res["prompt_tps"], res["decode_tps"]
-            table.add_row(
+            speeds.add_row(
                 first,
                 framework,
                 f"{res['load_s']:.2f}",
@@ -296,7 +300,7 @@ def run(args: argparse.Namespace, console: Any) -> Table:
                 f"{res['peak_rss_mib']:.0f}",
                 agreement(res["tokens"], reference) if reference else "",
             )
-        table.add_section()
+        speeds.add_section()
         ours, theirs = results.get("verigrad", {}), results.get("llama.cpp", {})
         if "prompt_tps" in ours and "prompt_tps" in theirs:
             rows = [
@@ -319,10 +323,10 @@ def run(args: argparse.Namespace, console: Any) -> Table:
             for i, row in enumerate(rows):
                 ratios.add_row(str(n) if i == 0 else "", *row)
             ratios.add_section()
-    console.print(table)
+    console.print(speeds)
     if ratios.row_count:
         console.print(ratios)
-    return table
+    return speeds
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

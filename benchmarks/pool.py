@@ -23,12 +23,12 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from _common import kernel_main, median_ms, timing_cells, verigrad
+from _common import kernel_main, table, timing_rows, verigrad
 from rich.table import Table
 
 from verigrad.backends import cpu
 from verigrad.backends.cpu import conv
-from verigrad.registry import OPS
+from verigrad.ops import REGISTRY
 
 BATCH = 64
 LAYERS = {
@@ -73,11 +73,11 @@ def runners(torch: Any, c: int, h: int, w: int, layout: str) -> dict[str, dict[s
     theirs = {"max_pool2d": lambda: torch.nn.functional.max_pool2d(tx, 2), "max_pool2d_grad": torch_grad}
     out = {}
     for name, (arrays, before) in calls.items():
-        kernel = cpu.cpu.native(OPS[name], verigrad.f32)
+        kernel = cpu.cpu.native(REGISTRY[name], verigrad.f32)
         if kernel is None:
             raise SystemExit(f"the cpu backend has no f32 {name} kernel")
         with verigrad.backend("reference"), verigrad.no_grad():
-            expected = OPS[name](*(verigrad.from_numpy(a) for a in arrays), **params).numpy()
+            expected = REGISTRY[name](*(verigrad.from_numpy(a) for a in arrays), **params).numpy()
         for result in (kernel(*arrays, **params), before()):
             if result.tobytes() != expected.tobytes():
                 raise SystemExit(f"the cpu backend's {name} does not give the reference's bits")
@@ -93,31 +93,23 @@ def run(args: argparse.Namespace, torch: Any) -> Table:
     title = (
         f"ms per call, f32, batch {BATCH}, 2x2 windows, median of {args.repeats} runs of {args.calls} calls"
     )
-    table = Table(title=title)
     columns = ["layer", "layout", "threads", "op", "kernel", "general", "torch", "kernel / general"]
-    for column in [*columns, "kernel / torch"]:
-        table.add_column(
-            column, justify="left" if column in ("layer", "layout", "op") else "right", no_wrap=True
-        )
+    out = table(title, [*columns, "kernel / torch"], left=("layer", "layout", "op"), no_wrap=True)
     with verigrad.no_grad():
         for layer, dims in LAYERS.items():
             for layout in ("NCHW", "NHWC"):
                 fns = runners(torch, *dims, layout)
-                for n in args.threads:
-                    verigrad.set_threads(n)
-                    torch.set_num_threads(n)
-                    for i, (name, ways) in enumerate(fns.items()):
-                        med = median_ms(ways, args.repeats, args.calls, n)
-                        first = i == 0 and n == args.threads[0]
-                        table.add_row(
-                            layer if first and layout == "NCHW" else "",
-                            layout if first else "",
-                            str(n) if i == 0 else "",
-                            name,
-                            *timing_cells(med, "kernel", ("general", "torch")),
-                        )
-            table.add_section()
-    return table
+                rows = timing_rows(torch, args, fns, "kernel", ("general", "torch"))
+                for first, threads, name, cells in rows:
+                    out.add_row(
+                        layer if first and layout == "NCHW" else "",
+                        layout if first else "",
+                        threads,
+                        name,
+                        *cells,
+                    )
+            out.add_section()
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -20,12 +20,10 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-from _common import console
-from rich.table import Table
+from _common import console, table
 
 import verigrad
-from verigrad.ops.quant import FORMATS, qmatmul_q8
-from verigrad.registry import OPS
+from verigrad.ops.quant import FORMATS, qmatmul, qmatmul_q8
 
 LAYERS, D, FFN, KV = 30, 576, 1536, 192
 LAYER_SHAPES = [
@@ -87,7 +85,7 @@ def main() -> None:
     total = sum(w.nbytes for _, w, _ in weights)
     xs = {k: rng.standard_normal((1, k)).astype(np.float32) for k in (D, FFN)}
     cpu = verigrad.backends.cpu.cpu
-    q8, f32 = cpu.native(OPS["qmatmul_q8"], verigrad.f32), cpu.native(OPS["qmatmul"], verigrad.f32)
+    q8, f32 = cpu.native(qmatmul_q8, verigrad.f32), cpu.native(qmatmul, verigrad.f32)
     tensors = [(q, verigrad.tensor(w, dtype="u8"), k) for q, w, k in weights]
     xt = {k: verigrad.from_numpy(x) for k, x in xs.items()}
 
@@ -102,16 +100,17 @@ def main() -> None:
         "q8 eager op": eager,
         "NumPy read": lambda: [np.maximum.reduce(w.reshape(-1)) for _, w, _ in weights],
     }
-    table = Table(title=f"one decode step's products ({len(weights)} calls, {total / 1e6:.1f} MB): median")
-    for col in ("threads", "path", "ms", "GB/s", "steps/s", "CPU ms (all threads)"):
-        table.add_column(col, justify="right")
+    out = table(
+        f"one decode step's products ({len(weights)} calls, {total / 1e6:.1f} MB): median",
+        ["threads", "path", "ms", "GB/s", "steps/s", "CPU ms (all threads)"],
+    )
     for threads in args.threads:
         verigrad.set_threads(threads)
         for name, (wall, cpu_time) in medians(paths, args.repeat).items():
             rate, steps = f"{total / wall / 1e9:.1f}", f"{1 / wall:.0f}"
-            table.add_row(str(threads), name, f"{wall * 1e3:.2f}", rate, steps, f"{cpu_time * 1e3:.2f}")
+            out.add_row(str(threads), name, f"{wall * 1e3:.2f}", rate, steps, f"{cpu_time * 1e3:.2f}")
     verigrad.set_threads(1)
-    console(100).print(table)
+    console(100).print(out)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ Each is run by every backend in `verigrad.available_backends()` and by PyTorch, 
 (`verigrad.set_threads(n)`, `torch.set_num_threads(n)`), in this one process, from the same initial
 weights. After warm-up steps, `--steps` steps are timed together, `--repeats` times; the frameworks
 take turns within each repeat, so that a change in the machine's load falls on all of them, and each
-timed run starts after a short pause and one untimed step (see `time_steps`). The table
+timed run starts after a short pause and one untimed step (see `ms_per_call` in _common.py). The table
 gives the median over the repeats and their spread (min-max), and the ratio of the medians.
 
 PyTorch is only needed here, never by verigrad: if it is missing, it is installed (torch==2.13.0).
@@ -26,18 +26,27 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from _common import console as make_console
-from _common import describe_machine, ensure_torch, positive_ints, verigrad
+from _common import (
+    describe_machine,
+    ensure_torch,
+    ms_in_turns,
+    positive_ints,
+    set_threads,
+    table,
+    torch_training_step,
+    verigrad,
+)
 from rich.console import Console
 from rich.table import Table
 
 from verigrad import optim as verigrad_optim
+from verigrad.cli.trainer import training_step
 from verigrad.models import digits_cnn, digits_cnn_torch
 from verigrad.nn import CrossEntropyLoss, Linear, ReLU, Sequential
 
@@ -92,16 +101,8 @@ def verigrad_step(
     with verigrad.backend(backend):
         model = workload.build_verigrad()
     optimizer = make_optimizer(verigrad_optim, optimizer_name, model.parameters())
-    loss_fn = CrossEntropyLoss()
     xt, yt = verigrad.tensor(x), verigrad.tensor(y)
-
-    def train_step(x: Any, y: Any) -> Any:
-        loss = loss_fn(model(x), y)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        return loss
-
+    train_step = training_step(model, optimizer, CrossEntropyLoss())
     run = verigrad.compile(train_step) if compiled else train_step
 
     def step() -> None:
@@ -118,52 +119,18 @@ def torch_step(
     model = workload.build_torch(torch)
     model.load_state_dict({k: torch.from_numpy(v.numpy().copy()) for k, v in state.items()})
     optimizer = make_optimizer(torch.optim, optimizer_name, model.parameters())
-    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
-
-    def step() -> None:
-        loss = torch.nn.functional.cross_entropy(model(xt), yt)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-
-    return step
-
-
-def set_threads(torch: Any, n: int) -> None:
-    verigrad.set_threads(n)
-    torch.set_num_threads(n)
-
-
-def time_steps(step: Callable[[], None], steps: int, pause: float) -> float:
-    """Milliseconds per step over `steps` consecutive steps.
-
-    First a pause, so that the worker threads the other framework's runtime left spinning (OpenMP's
-    and OpenBLAS's wait by busy-looping for a while) have gone to sleep and do not compete for the
-    cores; then one untimed step to wake this framework's own threads.
-    """
-    time.sleep(pause)
-    step()
-    start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    return (time.perf_counter() - start) * 1e3 / steps
+    return torch_training_step(torch, model, optimizer, torch.from_numpy(x), torch.from_numpy(y))
 
 
 def run(args: argparse.Namespace, torch: Any, console: Console) -> Table:
     update = "Adam" if args.optimizer == "adam" else "SGD (momentum)"
-    table = Table(
-        title=f"ms per training step (forward + backward + {update} update), f32, batch {BATCH}; "
+    out = table(
+        f"ms per training step (forward + backward + {update} update), f32, batch {BATCH}; "
         f"median of {args.repeats} x {args.steps} steps",
+        ["workload", "threads", "framework", "median ms", "spread ms (min-max)", "ratio vs torch"],
+        left=("workload", "framework"),
+        no_wrap=True,
     )
-    for column, justify in [
-        ("workload", "left"),
-        ("threads", "right"),
-        ("framework", "left"),
-        ("median ms", "right"),
-        ("spread ms (min-max)", "right"),
-        ("ratio vs torch", "right"),
-    ]:
-        table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     rng = np.random.default_rng(0)
     for workload in [w for w in workloads() if w.name in args.workloads]:
         x = rng.random(workload.input_shape, dtype=np.float32)
@@ -181,15 +148,12 @@ def run(args: argparse.Namespace, torch: Any, console: Console) -> Table:
             for step in runners.values():
                 for _ in range(args.warmup):
                     step()
-            times: dict[str, list[float]] = {name: [] for name in runners}
-            for _ in range(args.repeats):
-                for name, step in runners.items():
-                    times[name].append(time_steps(step, args.steps, args.pause))
+            times = ms_in_turns(runners, args.repeats, args.steps, args.pause)
             base = statistics.median(times["torch (eager)"])
             for i, (name, ms) in enumerate(times.items()):
                 median = statistics.median(ms)
                 ratio = f"{median / base:.1f}x" if name.startswith("verigrad") else "1.0x"
-                table.add_row(
+                out.add_row(
                     workload.name if i == 0 and n == args.threads[0] else "",
                     str(n) if i == 0 else "",
                     name,
@@ -198,8 +162,8 @@ def run(args: argparse.Namespace, torch: Any, console: Console) -> Table:
                     ratio,
                 )
             console.print(f"  {workload.name}, {n} thread(s): done", style="dim")
-        table.add_section()
-    return table
+        out.add_section()
+    return out
 
 
 def names(parser: argparse.ArgumentParser, text: str | None, known: list[str], what: str) -> list[str]:

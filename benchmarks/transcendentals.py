@@ -22,11 +22,11 @@ import sys
 from typing import Any
 
 import numpy as np
-from _common import kernel_main, median_ms, timing_cells, verigrad
+from _common import kernel_main, median_ms, set_threads, table, timing_cells, verigrad
 from rich.table import Table
 
 from verigrad.backends import cpu
-from verigrad.registry import OPS
+from verigrad.ops import REGISTRY
 from verigrad.verify import compare
 
 OPS_TIMED = ("exp", "expm1", "log", "log1p", "sin", "cos", "tanh", "sigmoid", "silu", "gelu_tanh", "pow")
@@ -50,30 +50,31 @@ def torch_function(torch: Any, op: str) -> Any:
 
 
 def run(args: argparse.Namespace, torch: Any) -> Table:
-    table = Table(title=f"ms per call, {args.size:,} elements; median of {args.repeats} runs of {args.calls}")
-    for column in ("op", "dtype", "threads", "stated", "verigrad", "NumPy", "torch", "/ NumPy", "/ torch"):
-        table.add_column(column, justify="left" if column in ("op", "dtype", "stated") else "right")
+    out = table(
+        f"ms per call, {args.size:,} elements; median of {args.repeats} runs of {args.calls}",
+        ["op", "dtype", "threads", "stated", "verigrad", "NumPy", "torch", "/ NumPy", "/ torch"],
+        left=("op", "dtype", "stated"),
+    )
     for op in OPS_TIMED:
         for dtype in ("f32", "f64"):
             xs = operands(op, np.random.default_rng(0), args.size, cpu.DTYPES[dtype])
-            kernel = cpu.cpu.native(OPS[op], getattr(verigrad, dtype))
+            kernel = cpu.cpu.native(REGISTRY[op], getattr(verigrad, dtype))
             stated = cpu.cpu.exactness(op, dtype)
             with np.errstate(all="ignore"):
-                verdict = compare(kernel(*xs), OPS[op].reference(*xs), stated)
+                verdict = compare(kernel(*xs), REGISTRY[op].reference(*xs), stated)
             if verdict.message:
                 sys.exit(f"{op} {dtype}: {verdict.message}")
             tx, fn = [torch.from_numpy(a) for a in xs], torch_function(torch, op)
             for n in args.threads:
-                verigrad.set_threads(n)
-                torch.set_num_threads(n)
-                ref = OPS[op].reference
+                set_threads(torch, n)
+                ref = REGISTRY[op].reference
                 ways = {"verigrad": lambda: kernel(*xs), "NumPy": lambda: ref(*xs), "torch": lambda: fn(*tx)}
                 with np.errstate(all="ignore"):
                     med = median_ms(ways, args.repeats, args.calls, n)
                 cells = timing_cells(med, "verigrad", ("NumPy", "torch"))
-                table.add_row(op, dtype, str(n), str(stated), *cells)
-        table.add_section()
-    return table
+                out.add_row(op, dtype, str(n), str(stated), *cells)
+        out.add_section()
+    return out
 
 
 def sizes(parser: argparse.ArgumentParser) -> None:

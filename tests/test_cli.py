@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from verigrad.cli import main
-from verigrad.demos import train_mlp
+from verigrad.cli.demo import train_mlp
 
 
 def test_help_lists_the_commands(capsys):

@@ -10,7 +10,7 @@ from steps import training_step
 
 import verigrad
 from verigrad import DTypeError, ShapeError, dims, nn, spec
-from verigrad.demos import MLP, spirals
+from verigrad.cli.demo import MLP, spirals
 
 B = dims("B")
 H, W = dims("H W", multiple_of=4)

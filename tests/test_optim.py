@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from steps import training_step
 
 import verigrad
 from verigrad import nn, optim
@@ -163,11 +164,9 @@ def test_optimizers_fit_a_small_regression(rng):
         model = nn.Linear(3, 1, dtype="f64")
         opt = make(model.parameters())
         xt, yt = verigrad.tensor(x), verigrad.tensor(y[:, None])
+        step = training_step(model, opt, nn.MSELoss())
         for _ in range(150):
-            loss = nn.MSELoss()(model(xt), yt)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+            loss = step(xt, yt)
         assert float(loss) < 1e-4
         np.testing.assert_allclose(model.weight.numpy()[0], [1.5, -2.0, 0.5], atol=1e-2)
 
@@ -318,14 +317,7 @@ def test_adam_variants_compiled_equal_eager(name):
         optimizer = getattr(optim, name)(model.parameters(), lr=1e-2, weight_decay=0.01)
         x = verigrad.tensor(np.random.default_rng(0).standard_normal((8, 4)))
         y = verigrad.tensor(np.arange(8) % 3)
-
-        def step(x, y):
-            loss = nn.CrossEntropyLoss()(model(x), y)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            return loss
-
+        step = training_step(model, optimizer, nn.CrossEntropyLoss())
         run = verigrad.compile(step) if compiled else step
         for _ in range(12):
             run(x, y)

@@ -11,17 +11,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from steps import training_step
 
 import verigrad
-import verigrad.plot
-import verigrad.train as vt
+import verigrad.cli.plot
+import verigrad.cli.trainer as vt
 from verigrad import nn
 from verigrad.backends import blas_threads
 from verigrad.cli import main
+from verigrad.cli.trainer import TrainConfig, train
 from verigrad.data import DataLoader, load_digits, split
 from verigrad.models import digits_cnn
 from verigrad.optim import Adam
-from verigrad.train import TrainConfig, train
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -108,7 +109,7 @@ def test_the_digit_panel_shows_each_digit_under_its_label(size):
     predicted[4] = 7
     fig, ax = plt.subplots()
     try:
-        verigrad.plot._digit_mosaic(ax, images, labels, predicted, grid=3)
+        verigrad.cli.plot._digit_mosaic(ax, images, labels, predicted, grid=3)
         (shown,) = ax.get_images()
         mosaic = np.ma.getdata(shown.get_array())
         texts = sorted(ax.texts, key=lambda t: (round(t.get_position()[1]), t.get_position()[0]))
@@ -133,7 +134,9 @@ def test_the_picture_leaves_pyplot_alone(tmp_path):
     try:
         history = {"loss": [2.0, 1.0, 0.5, 0.25], "test_accuracy": [0.5, 0.75]}
         digits = np.random.default_rng(6).random((4, 1, 8, 8))
-        path = verigrad.plot.training_picture(history, digits, np.arange(4), np.arange(4), tmp_path / "p.png")
+        path = verigrad.cli.plot.training_picture(
+            history, digits, np.arange(4), np.arange(4), tmp_path / "p.png"
+        )
         assert path.stat().st_size > 10_000
         assert plt.get_fignums() == [mine.number] and plt.gcf() is mine
         assert matplotlib.get_backend() == backend
@@ -170,14 +173,10 @@ def eager_steps(threads: int, steps: int = 4) -> dict[str, np.ndarray]:
     train_x, train_y, _, _ = split(*load_digits(), seed=0)
     verigrad.manual_seed(0)
     model = digits_cnn()
-    optimizer = Adam(model.parameters(), lr=1e-2)
-    loss_fn = nn.CrossEntropyLoss()
+    step = training_step(model, Adam(model.parameters(), lr=1e-2), nn.CrossEntropyLoss())
     loader = DataLoader(train_x, train_y, batch_size=256, shuffle=True, seed=0)
     for (xb, yb), _ in zip(loader, range(steps)):
-        loss = loss_fn(model(xb), yb)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
+        step(xb, yb)
     return {k: v.numpy().copy() for k, v in model.state_dict().items()}
 
 
@@ -219,7 +218,7 @@ def test_train_and_eval_on_mnist_files(tmp_path, rng, monkeypatch, capsys):
     data = tmp_path / "mnist"
     write_mnist(data, rng)
     results = spy_on_train(monkeypatch)
-    monkeypatch.setattr(verigrad.plot, "have_matplotlib", lambda: False)
+    monkeypatch.setattr(verigrad.cli.plot, "have_matplotlib", lambda: False)
     args = ["train", "--data", "mnist", "--data-dir", str(data), "--epochs", "1", "--batch-size", "8"]
     assert main([*args, "--out", str(tmp_path / "run")]) == 0
     (result,) = results
@@ -233,7 +232,7 @@ def test_train_and_eval_on_mnist_files(tmp_path, rng, monkeypatch, capsys):
 # without matplotlib -------------------------------------------------------------------------------
 def test_without_matplotlib_one_line_says_how_to_get_the_picture(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if it were not installed
-    assert not verigrad.plot.have_matplotlib()
+    assert not verigrad.cli.plot.have_matplotlib()
     assert main(["train", "--epochs", "1", "--out", str(tmp_path)]) == 0
     lines = [line for line in plain(capsys.readouterr().out).splitlines() if "picture" in line]
     assert lines == ['no picture: matplotlib is missing (pip install "verigrad[plot]")']

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from steps import training_step
 
 import verigrad
 from verigrad.data import DataLoader, load_digits
@@ -86,12 +87,9 @@ def test_twenty_training_steps_match_torch(optimizer: str, dtype: str) -> None:
     initial = {name: t.numpy().copy() for name, t in ours.state_dict().items()}
     opt = ours_cls(ours.parameters(), **kwargs)
     torch_opt = torch_cls(theirs.parameters(), **kwargs, foreach=False)
-    loss_fn = CrossEntropyLoss()
+    train_step = training_step(ours, opt, CrossEntropyLoss())
     for step, (x, y) in enumerate(batches(dtype)):
-        loss = loss_fn(ours(verigrad.from_numpy(x.copy())), verigrad.from_numpy(y.copy()))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        loss = train_step(verigrad.from_numpy(x.copy()), verigrad.from_numpy(y.copy()))
 
         torch_loss = torch.nn.functional.cross_entropy(theirs(torch.from_numpy(x)), torch.from_numpy(y))
         torch_opt.zero_grad()

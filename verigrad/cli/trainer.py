@@ -1,4 +1,5 @@
-"""`verigrad train` and `verigrad eval`: the digits CNN trained, checkpointed, evaluated and pictured."""
+"""The trainer of `verigrad train` and `verigrad eval`: the digits CNN trained with the training step
+below, checkpointed and evaluated."""
 
 from __future__ import annotations
 
@@ -12,17 +13,17 @@ from typing import Any
 
 import numpy as np
 
-from .autograd import no_grad
-from .backends import backend, default_threads, set_threads
-from .compile import compile as compile_fn
-from .data import DataLoader, load_digits, load_mnist, split
-from .errors import WeightFileError
-from .io import load, save
-from .models import digits_cnn
-from .nn import CrossEntropyLoss, Module
-from .ops import manual_seed
-from .optim import SGD, Adam, AdamW, Optimizer
-from .tensor import Tensor
+from ..autograd import no_grad
+from ..backends import backend, default_threads, set_threads
+from ..compile import compile as compile_fn
+from ..data import DataLoader, load_digits, load_mnist, split
+from ..errors import WeightFileError
+from ..io import load, save
+from ..models import digits_cnn
+from ..nn import CrossEntropyLoss, Module
+from ..ops import manual_seed
+from ..optim import SGD, Adam, AdamW, Optimizer
+from ..tensor import Tensor
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
 DEFAULT_LR = {"adam": 1e-2, "adamw": 1e-2, "sgd": 0.1}
@@ -84,6 +85,22 @@ def make_optimizer(name: str, params: list, lr: float | None) -> Optimizer:
     raise ValueError(f"unknown optimizer {name!r}: use one of {', '.join(OPTIMIZERS)}")
 
 
+def training_step(model: Callable, optimizer: Any, loss_fn: Callable, *, logits: bool = False) -> Callable:
+    """step(x, y): the loss of model(x) against y, its gradients and one optimizer update (PyTorch's loop
+    body as one function, to run eagerly or through `verigrad.compile`); returns the loss, and the
+    logits with `logits=True`."""
+
+    def step(x, y):
+        out = model(x)
+        loss = loss_fn(out, y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return (loss, out) if logits else loss
+
+    return step
+
+
 def cosine_lr(base: float, step: int, total: int) -> float:
     """The learning rate at `step` of `total`: cosine decay from `base` to 0."""
     return base * 0.5 * (1 + math.cos(math.pi * step / total))
@@ -111,7 +128,7 @@ def train(config: TrainConfig, on_step: Callable[[dict[str, Any]], None] | None 
     with backend(config.backend):
         model = digits_cnn(height, width)
         optimizer = make_optimizer(config.optimizer, model.parameters(), config.lr)
-        loss_fn = CrossEntropyLoss()
+        step = training_step(model, optimizer, CrossEntropyLoss(), logits=True)
         loader = DataLoader(
             train_x, train_y, batch_size=config.batch_size, shuffle=True, seed=config.seed, drop_last=True
         )
@@ -119,16 +136,12 @@ def train(config: TrainConfig, on_step: Callable[[dict[str, Any]], None] | None 
         start, steps, total = time.perf_counter(), 0, config.epochs * len(loader)
         base_lr = optimizer.lr
 
-        def train_step(xb: Tensor, yb: Tensor) -> tuple[Tensor, Tensor]:
-            logits = model(xb)
-            loss = loss_fn(logits, yb)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
+        def step_and_accuracy(xb: Tensor, yb: Tensor) -> tuple[Tensor, Tensor]:
+            loss, logits = step(xb, yb)
             return loss, (logits.argmax(axis=1) == yb).cast("f32").mean()
 
         # compiled once (a plan per batch size); on the reference backend the same bits as eager
-        step_fn = compile_fn(train_step) if config.compiled else train_step
+        step_fn = compile_fn(step_and_accuracy) if config.compiled else step_and_accuracy
         for epoch in range(config.epochs):
             for xb, yb in loader:
                 optimizer.lr = cosine_lr(base_lr, steps, total)

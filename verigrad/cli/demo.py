@@ -1,4 +1,4 @@
-"""The demo: a 2-layer MLP learns to tell three interleaved spirals apart, eagerly, with plain SGD.
+"""`verigrad demo`: a 2-layer MLP learns to tell three interleaved spirals apart, eagerly, with plain SGD.
 
 Everything here is public verigrad: tensors, autograd, `functional.cross_entropy`, `no_grad` and
 in-place `assign`. Run it with `verigrad demo`.
@@ -6,6 +6,7 @@ in-place `assign`. Run it with `verigrad demo`.
 
 from __future__ import annotations
 
+import argparse
 import math
 import time
 from collections.abc import Callable
@@ -13,10 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import functional as F
-from .autograd import no_grad
-from .ops import manual_seed, randn, tensor, zeros
-from .tensor import Tensor
+from ..autograd import no_grad
+from ..nn import functional as F
+from ..ops import manual_seed, randn, tensor, zeros
+from ..tensor import Tensor
+from .arguments import positive_int
 
 
 def spirals(points_per_class: int = 200, classes: int = 3, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -103,3 +105,10 @@ def run_demo(steps: int = 300) -> int:
         f"loss {losses[0]:.3f} -> {losses[-1]:.3f} in {elapsed:.1f} s ({steps / elapsed:.0f} steps/s, eager)"
     )
     return 0
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    """`demo`."""
+    demo = sub.add_parser("demo", help="train a small MLP eagerly and print the loss falling")
+    demo.add_argument("--steps", type=positive_int, default=300, help="SGD steps (default 300)")
+    demo.set_defaults(run=lambda args: run_demo(steps=args.steps))

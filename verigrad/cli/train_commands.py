@@ -1,0 +1,117 @@
+"""`verigrad train` and `verigrad eval`: their options, the progress display and the one-line results."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from . import plot, trainer
+from .arguments import THREADS_HELP, positive_float, positive_int
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    """`train` and `eval`."""
+    from ..backends import available
+
+    train = sub.add_parser("train", help="train the CNN on the shipped digits (or MNIST) and save it")
+    train.add_argument("--epochs", type=positive_int, default=12)
+    train.add_argument("--batch-size", type=positive_int, default=32)
+    train.add_argument(
+        "--lr", type=positive_float, default=None, help="default: 1e-2 (adam, adamw), 0.1 (sgd)"
+    )
+    train.add_argument("--optimizer", choices=trainer.OPTIMIZERS, default="adam")
+    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--out", default="runs/digits", help="folder for the checkpoint and the picture")
+    train.add_argument("--backend", choices=available(), default="cpu")
+    train.add_argument(
+        "--threads",
+        type=positive_int,
+        default=None,
+        help=THREADS_HELP,
+    )
+    train.add_argument("--eager", action="store_true", help="run each step eagerly instead of compiled")
+    train.add_argument("--data", choices=("digits", "mnist"), default="digits")
+    train.add_argument("--data-dir", default=None, help="folder with MNIST's IDX files (for --data mnist)")
+    train.set_defaults(run=run_train)
+    evaluate = sub.add_parser("eval", help="test accuracy of a checkpoint written by `verigrad train`")
+    evaluate.add_argument("checkpoint")
+    evaluate.add_argument("--data-dir", default=None)
+    evaluate.set_defaults(run=run_eval)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ..backends import default_threads
+
+    config = trainer.TrainConfig(
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        optimizer=args.optimizer,
+        seed=args.seed,
+        out=args.out,
+        backend=args.backend,
+        threads=args.threads or default_threads(),
+        data=args.data,
+        data_dir=args.data_dir,
+        compiled=not args.eager,
+    )
+    console = Console()
+    console.print(
+        f"[bold]verigrad train[/]: CNN on {config.data}, {config.epochs} epochs, batch {config.batch_size}, "
+        f"{config.optimizer}, backend {config.backend}, {config.threads} thread(s), seed {config.seed}"
+    )
+    columns = (
+        TextColumn("epoch {task.fields[epoch]}/{task.fields[epochs]}"),
+        BarColumn(),
+        TextColumn("step {task.completed}/{task.total}"),
+        TextColumn("loss {task.fields[loss]:.4f}  acc {task.fields[accuracy]:6.1%}"),
+        TextColumn("{task.fields[steps_per_s]:6.1f} steps/s"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task(
+            "train",
+            total=None,
+            epoch=0,
+            epochs=config.epochs,
+            loss=float("nan"),
+            accuracy=0.0,
+            steps_per_s=0.0,
+        )
+
+        def on_step(s: dict) -> None:
+            progress.update(
+                task,
+                completed=s["step"],
+                total=s["steps"],
+                epoch=s["epoch"],
+                loss=s["loss"],
+                accuracy=s["accuracy"],
+                steps_per_s=s["steps_per_s"],
+            )
+
+        result = trainer.train(config, on_step=on_step)
+    console.print(
+        f"test accuracy [bold]{result.test_accuracy:.2%}[/] after {result.seconds:.1f} s of training; "
+        f"checkpoint {escape(str(result.checkpoint))}"
+    )
+    if plot.have_matplotlib():
+        images, labels, predicted = trainer.test_predictions(result.model, config)
+        picture = plot.training_picture(
+            result.history, images, labels, predicted, Path(config.out) / "training.png"
+        )
+        console.print(f"picture {escape(str(picture))}")
+    else:
+        # markup=False: rich would take [plot] for a style tag and drop it
+        console.print('no picture: matplotlib is missing (pip install "verigrad[plot]")', markup=False)
+    return 0
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    accuracy, count = trainer.evaluate(args.checkpoint, data_dir=args.data_dir)
+    print(f"{args.checkpoint}: test accuracy {accuracy:.2%} on {count} images")
+    return 0
