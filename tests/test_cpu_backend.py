@@ -24,8 +24,8 @@ from nan_loops import NAN_BINARY, NAN_UNARY
 
 import verigrad
 from verigrad.backends import cpu
-from verigrad.backends._registry import EXACT
 from verigrad.backends.cpu import elementwise, fastcall, numpy_loops
+from verigrad.backends.kernel_table import EXACT
 from verigrad.registry import OPS
 from verigrad.verify import compare
 
@@ -1130,7 +1130,7 @@ def test_set_threads_and_min_chunk_take_numpy_integers():
 def test_the_environment_is_read_at_every_call(monkeypatch):
     """Without set_threads / set_min_chunk, VERIGRAD_THREADS and VERIGRAD_MIN_CHUNK are read at every
     call (and NumPy's BLAS follows the thread count); a call's setting wins until None gives it back."""
-    before, chunk = verigrad.backends._registry.THREAD_COUNT.explicit, cpu.MIN_CHUNK.explicit
+    before, chunk = verigrad.backends.threads.THREAD_COUNT.explicit, cpu.MIN_CHUNK.explicit
     try:
         verigrad.set_threads(None)
         cpu.set_min_chunk(None)
@@ -1198,7 +1198,7 @@ def test_a_kernel_marked_never_warns_lets_numpy_warn_on_none_of_the_verification
     reduction, matmul, copy and row kernels; the references that only move data): on every case of the
     verification suite (special values, views that take the reference's path) none may warn."""
     from verigrad import verify
-    from verigrad.backends._registry import lookup
+    from verigrad.backends.active import lookup
     from verigrad.backends.reference import composite_reference
     from verigrad.dtypes import as_dtype
 
@@ -1227,7 +1227,7 @@ def test_a_kernel_marked_never_warns_lets_numpy_warn_on_none_of_the_verification
 def test_the_kernel_an_op_runs_follows_registrations_and_replaced_references(monkeypatch) -> None:
     """Backends remember which kernel runs an op on a dtype; registering a kernel, replacing the table
     or the op's reference is seen by the next call."""
-    from verigrad.backends._registry import lookup
+    from verigrad.backends.active import lookup
 
     backend, x = lookup("reference"), verigrad.tensor(np.array([1.0, -2.0], np.float32))
     with verigrad.backend("reference"):

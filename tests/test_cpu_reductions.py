@@ -12,8 +12,8 @@ import pytest
 import verigrad
 import verigrad.functional as F
 from verigrad.backends import cpu
-from verigrad.backends._registry import Backend, tolerance, ulp
 from verigrad.backends.cpu import rows as cpu_rows
+from verigrad.backends.kernel_table import Backend, tolerance, ulp
 from verigrad.backends.reference import _References
 from verigrad.backends.reference import composite_reference as decomposition
 from verigrad.registry import OPS

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from verigrad.backends import _registry, cpu
-from verigrad.backends._registry import Exactness
+from verigrad.backends import active, cpu
+from verigrad.backends.kernel_table import Backend, Exactness
 from verigrad.cli import main
 from verigrad.registry import OPS
 from verigrad.sweep import one_operand_ops, sweep, sweep_paths
@@ -63,8 +63,8 @@ def _one_bit_off_at(bits: int):
     return kernel
 
 
-def _broken(bits: int = HALF) -> _registry.Backend:
-    broken = _registry.Backend("broken-sigmoid", "sigmoid one bit off at one input")
+def _broken(bits: int = HALF) -> Backend:
+    broken = Backend("broken-sigmoid", "sigmoid one bit off at one input")
     broken.register("sigmoid", _one_bit_off_at(bits), "f32")
     return broken
 
@@ -77,7 +77,7 @@ def test_a_kernel_wrong_on_one_input_is_caught_and_the_input_named():
 
 
 def test_a_claim_of_ulps_is_held_in_ulps():
-    loose = _registry.Backend("loose-sigmoid", "sigmoid one bit off at 0.5, claims 1 ulp")
+    loose = Backend("loose-sigmoid", "sigmoid one bit off at 0.5, claims 1 ulp")
     loose.register("sigmoid", _one_bit_off_at(HALF), "f32", Exactness(ulps=1))
     result = sweep(loose, "sigmoid", HALF - 10, HALF + 10)
     assert result.passed and result.worst == 1
@@ -103,7 +103,7 @@ def test_bad_arguments_are_refused_before_any_work():
 def test_the_command_fails_on_a_wrong_kernel_and_names_its_input(capsys, monkeypatch):
     import verigrad.sweep
 
-    monkeypatch.setitem(_registry._BACKENDS, "broken-sigmoid", _broken(0x1234))
+    monkeypatch.setitem(active._BACKENDS, "broken-sigmoid", _broken(0x1234))
     monkeypatch.setattr(verigrad.sweep, "PATTERNS", 1 << 16)  # the command's range: [0, PATTERNS)
     monkeypatch.setattr(verigrad.sweep, "CHUNK", 1 << 12)
     assert main(["verify", "--backend", "broken-sigmoid", "--every-f32"]) == 1
@@ -129,7 +129,7 @@ def test_a_kernel_that_raises_fails_the_sweep_and_names_the_inputs():
             raise RuntimeError("no 0.5 here\nsecond line")
         return OPS["sigmoid"].reference(x)
 
-    raising = _registry.Backend("raising-sigmoid", "sigmoid that raises on a chunk holding 0.5")
+    raising = Backend("raising-sigmoid", "sigmoid that raises on a chunk holding 0.5")
     raising.register("sigmoid", kernel, "f32")
     seen = []
     result = sweep(raising, "sigmoid", HALF - 256, HALF + 256, chunk=128, progress=seen.append)

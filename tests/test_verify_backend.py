@@ -13,9 +13,9 @@ from steps import training_step
 
 import verigrad
 from verigrad import nn, verify
-from verigrad.backends import _registry, cpu
-from verigrad.backends._registry import EXACT, Backend, tolerance, ulp
+from verigrad.backends import active, cpu
 from verigrad.backends.cpu import linalg
+from verigrad.backends.kernel_table import EXACT, Backend, tolerance, ulp
 from verigrad.registry import OPS
 
 HAS_CC = cpu.available()
@@ -355,7 +355,7 @@ def test_an_unknown_op_is_refused_before_any_work():
 
 def test_a_checked_backend_catches_a_wrong_kernel_inside_a_compiled_program(monkeypatch):
     checked = verify.CheckedBackend(_wrong("relu", _shifted_relu), name="checked-wrong")
-    monkeypatch.setitem(_registry._BACKENDS, checked.name, checked)
+    monkeypatch.setitem(active._BACKENDS, checked.name, checked)
     double_relu = verigrad.compile(lambda x: x.relu() * 2)
     x = verigrad.tensor(np.array([-1.0, 0.5, 3.0], np.float32))
     with verigrad.backend(checked.name):
@@ -410,7 +410,7 @@ def test_a_compiled_training_step_on_cpu_meets_every_stated_exactness(monkeypatc
         assert _run_steps("cpu") == reference
 
     checked = verify.CheckedBackend(cpu.cpu)
-    monkeypatch.setitem(_registry._BACKENDS, checked.name, checked)
+    monkeypatch.setitem(active._BACKENDS, checked.name, checked)
     one = _run_steps(checked.name)
     assert checked.failures == [], checked.failures[:3]
     inexact = {key for key in checked.calls if not cpu.cpu.exactness(*key).is_exact}

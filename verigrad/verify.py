@@ -39,8 +39,10 @@ from typing import Any
 import numpy as np
 
 from .backends import cpu as _cpu
-from .backends._registry import EXACT, THREAD_COUNT, Backend, Exactness, lookup, set_threads
+from .backends.active import lookup
+from .backends.kernel_table import EXACT, Backend, Exactness
 from .backends.reference import composite_reference
+from .backends.threads import THREAD_COUNT, set_threads
 from .dtypes import ALL, DType, bf16, from_numpy_dtype
 from .errors import DTypeError, ShapeError
 from .registry import OPS

@@ -25,7 +25,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from .. import blas, memory
-from .._registry import EXACT, Backend, Exactness, add_backend
+from ..active import add_backend
+from ..kernel_table import EXACT, Backend, Exactness
 from ..reference import reference as _reference  # registered first: the reference stays the default
 from . import (
     attention,

@@ -23,8 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from ...ops import REGISTRY, im2col
 from ...ops.composite.conv import cols_shape, out_hw
-from .._registry import EXACT
+from ..kernel_table import EXACT
 from . import _ffi
 from ._ffi import DTYPES, Library
 
@@ -159,9 +160,7 @@ def _innermost_windows(x: np.ndarray, kernel, stride, padding, dilation, layout:
 def _pool(k: _Kernels, fns: tuple[Any, Any], reduce: str, pad_value: float) -> Callable:
     """A pooling kernel: the C ones (`fns`, see `_Kernels.pool`), or the decomposition on the references
     (im2col, then `reduce` over the window axes) where the window axes are the innermost."""
-    from ...registry import OPS
-
-    im2col, reduction = OPS["im2col"].reference, OPS[reduce].reference
+    columns, reduction = im2col.reference, REGISTRY[reduce].reference
 
     innermost: dict[tuple, bool] = {}
 
@@ -174,7 +173,7 @@ def _pool(k: _Kernels, fns: tuple[Any, Any], reduce: str, pad_value: float) -> C
             )
         if found:
             window = {"kernel": kernel, "stride": stride, "padding": padding, "dilation": dilation}
-            cols = im2col(x, **window, layout=layout, pad_value=pad_value)
+            cols = columns(x, **window, layout=layout, pad_value=pad_value)
             return reduction(cols, axis=(2, 3) if layout == "NCHW" else (3, 4), keepdim=False)
         return k.pool(fns, x, kernel, stride, padding, dilation, layout)
 

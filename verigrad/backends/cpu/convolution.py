@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from ...ops import REGISTRY
 from ...ops.composite._common import spatial
 from ...ops.composite.conv import out_hw, weight_dims
 from .. import blas
@@ -59,13 +60,11 @@ class _Kernels:
     """One dtype's C functions, with the reference for the calls they do not take."""
 
     def __init__(self, lib: Library, name: str, dtype: np.dtype, backend: Any, gemm: tuple[int, int]) -> None:
-        from ...registry import OPS
-
         self.dtype, self.backend, self.ptr, self.gemm = dtype, backend, lib.ptr, gemm
         self.c_forward = lib.fn(f"vg_conv2d_{name}", _ARGS, restype=ctypes.c_int)
         self.c_input = lib.fn(f"vg_conv2d_input_grad_{name}", _ARGS, restype=ctypes.c_int)
         self.c_weight = lib.fn(f"vg_conv2d_weight_grad_{name}", _ARGS, restype=ctypes.c_int)
-        self.reference = {op: linalg.single_threaded(composite_reference(OPS[op])) for op in CONVOLUTION}
+        self.reference = {op: linalg.single_threaded(composite_reference(REGISTRY[op])) for op in CONVOLUTION}
         self._setups: dict[tuple, tuple[Any, tuple]] = {}
 
     def _ours(self, a: Any, b: Any) -> bool:
@@ -178,10 +177,8 @@ def error_bound(op: str, *arrays: np.ndarray, **params: Any) -> np.ndarray:
     """The largest |kernel - reference| per element of `op` on these operands, in double: the fast
     matmul path's bound (depth + 2) u s + u |reference|, with s the op on the operands' magnitudes and
     depth its number of products per element (see the module docstring)."""
-    from ...registry import OPS
-
     dtype = arrays[0].dtype
-    reference = composite_reference(OPS[op])
+    reference = composite_reference(REGISTRY[op])
     s = reference(*(np.abs(a.astype(np.float64)) for a in arrays), **params)
     ref = np.abs(reference(*(a.astype(np.float64) for a in arrays), **params))
     layout = params["layout"]

@@ -57,9 +57,10 @@ from typing import Any
 
 import numpy as np
 
+from ...ops import matmul as matmul_op
 from ...ops._op import never_warns, silenced
 from .. import blas
-from .._registry import Exactness, tolerance
+from ..kernel_table import Exactness, tolerance
 from . import _ffi
 from ._ffi import DTYPES, Library
 from .build import UNIT_ROUNDOFF
@@ -625,8 +626,6 @@ def _register_matmul(backend: Any) -> None:
 
 
 def register(backend: Any, lib: Library) -> None:
-    from ...registry import OPS
-
     _state["lib"] = _Functions(lib)
     threads = blas.thread_functions()
     if threads is not None:  # gemm.c runs OpenBLAS on one thread while its tiles run on the pool
@@ -640,7 +639,5 @@ def register(backend: Any, lib: Library) -> None:
         if found is not None and gemv is not None and gemv[1] == found[1]:  # tiles of one row or column
             _state["gemv"][name] = ctypes.cast(gemv[0], ctypes.c_void_p).value
     _state["backend"] = backend
-    _state["kernels"] = {
-        name: _matmul_kernel(dtype, OPS["matmul"].reference) for name, dtype in DTYPES.items()
-    }
+    _state["kernels"] = {name: _matmul_kernel(dtype, matmul_op.reference) for name, dtype in DTYPES.items()}
     _register_matmul(backend)
