@@ -26,8 +26,8 @@ import verigrad
 from verigrad.backends import cpu
 from verigrad.backends.cpu import elementwise, fastcall, numpy_loops
 from verigrad.backends.kernel_table import EXACT
-from verigrad.registry import OPS
-from verigrad.verify import compare
+from verigrad.backends.verification import compare
+from verigrad.ops import REGISTRY
 
 SMALL_CHUNK = 64  # the min chunk the `small_chunks` fixture (conftest.py) sets
 
@@ -103,8 +103,8 @@ def inputs(np_dtype: np.dtype, n: int, seed: int = 0) -> np.ndarray:
 
 def run(op: str, dtype: str, *arrays: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     with np.errstate(all="ignore"):
-        expected = np.asarray(OPS[op].reference(*arrays))
-        actual = cpu.cpu.native(OPS[op], getattr(verigrad, dtype))(*arrays)
+        expected = np.asarray(REGISTRY[op].reference(*arrays))
+        actual = cpu.cpu.native(REGISTRY[op], getattr(verigrad, dtype))(*arrays)
     return actual, expected
 
 
@@ -189,7 +189,7 @@ def test_f32_results_next_to_a_halfway_point_are_rounded_as_the_reference(op, ve
     x = np.arange(0x3E000000, 0x3E000000 + 2**21, dtype=np.uint32).view(np.float32)  # [0.125, 0.25)
     x = np.concatenate([x, -x, x * 64, -x * 256])
     with np.errstate(all="ignore"):
-        low = OPS[op].reference(x.astype(np.float64)).view(np.uint64) & np.uint64(0x1FFFFFFF)
+        low = REGISTRY[op].reference(x.astype(np.float64)).view(np.uint64) & np.uint64(0x1FFFFFFF)
     near = x[np.abs(low.astype(np.int64) - 0x10000000) <= 32768]
     assert near.size >= 100, near.size
     kernel = vector_kernel(op)
@@ -241,7 +241,7 @@ def test_pow_runs_numpys_power_a_block_at_a_time_but_for_squares_and_square_root
     np_dtype = cpu.DTYPES[dtype]
     a = np.concatenate([rng.uniform(0, 4, 997), [-0.0, -np.inf, np.inf, np.nan, 0.0, -2.0]]).astype(np_dtype)
     b = rng.choice([2.0, 0.5, 3.0, -1.5, 0.7], a.size).astype(np_dtype)
-    kernel = cpu.cpu.native(OPS["pow"], getattr(verigrad, dtype))
+    kernel = cpu.cpu.native(REGISTRY["pow"], getattr(verigrad, dtype))
     cases = [(a, b), (a.reshape(1, -1), b[:7, None]), (a, np_dtype.type(2.0)), (a, np_dtype.type(0.5))]
     cases += [(a[::-2], b[::-2]), (np_dtype.type(1.5), b)]
     for x, y in cases:
@@ -250,7 +250,7 @@ def test_pow_runs_numpys_power_a_block_at_a_time_but_for_squares_and_square_root
         with numpy_routine("power", NAN_BINARY):
             got = kernel(np.asarray(x), np.asarray(y))
         with np.errstate(all="ignore"):
-            expected = OPS["pow"].reference(np.asarray(x), np.asarray(y))
+            expected = REGISTRY["pow"].reference(np.asarray(x), np.asarray(y))
         assert np.isnan(got[~special]).all() and got[special].tobytes() == expected[special].tobytes()
         assert kernel(np.asarray(x), np.asarray(y)).tobytes() == expected.tobytes()
 
@@ -259,7 +259,7 @@ def test_pows_reference_does_not_depend_on_the_layout():
     """NumPy squares a broadcast scalar exponent of 2 and takes sqrt for 0.5, and leaves its own routine
     on long strides: the reference gives x * x and sqrt(x) (with power's values at -0 and -inf) for those
     exponents wherever they are, and the same bits for every layout of its operands."""
-    pow_ = OPS["pow"].reference
+    pow_ = REGISTRY["pow"].reference
     x = np.concatenate([np.random.default_rng(4).uniform(0, 9, 5000), [-0.0, -np.inf, 4.0]])
     with np.errstate(invalid="ignore"):
         root = np.where(x == -np.inf, np.inf, np.sqrt(x) + 0.0)  # power's +0 at -0 and +inf at -inf
@@ -293,11 +293,11 @@ def test_f32_vector_paths_send_the_elements_in_doubt_to_numpys_routine(op, routi
     x = np.arange(0x3E000000, 0x3E000000 + 2**22, dtype=np.uint32).view(np.float32)  # [0.125, 0.5)
     x = np.concatenate([x, -x])
     with np.errstate(all="ignore"):
-        reference = OPS[op].reference(x.astype(np.float64))
+        reference = REGISTRY[op].reference(x.astype(np.float64))
     offset = (reference.view(np.uint64) & np.uint64(0x1FFFFFFF)).astype(np.int64) - 0x10000000
     near = np.abs(offset) < 2**14
     assert near.sum() > 100
-    kernel = cpu.cpu.native(OPS[op], verigrad.f32)
+    kernel = cpu.cpu.native(REGISTRY[op], verigrad.f32)
     with numpy_routine(routine, NAN_UNARY):
         actual = kernel(x)
     sent = np.isnan(actual)
@@ -306,7 +306,7 @@ def test_f32_vector_paths_send_the_elements_in_doubt_to_numpys_routine(op, routi
     else:
         assert sent[near].all() and sent.sum() < x.size // 1000, sent.sum()
     assert actual[~sent].tobytes() == reference[~sent].astype(np.float32).tobytes()
-    assert kernel(x).tobytes() == OPS[op].reference(x).tobytes()  # NumPy's routine back: the reference
+    assert kernel(x).tobytes() == REGISTRY[op].reference(x).tobytes()  # NumPy's routine back: the reference
 
 
 @needs_cc
@@ -320,10 +320,10 @@ def test_f64_kernels_run_numpys_routine_a_block_at_a_time(op, routine, small_chu
     verigrad.set_threads(3)
     x = np.random.default_rng(18).normal(0, 4, 1000)
     for dtype in ("f64",) + (("f32",) if op in cpu.CANCELLING else ()):
-        kernel, xs = cpu.cpu.native(OPS[op], getattr(verigrad, dtype)), x.astype(cpu.DTYPES[dtype])
+        kernel, xs = cpu.cpu.native(REGISTRY[op], getattr(verigrad, dtype)), x.astype(cpu.DTYPES[dtype])
         with numpy_routine(routine, NAN_UNARY):
             assert np.isnan(kernel(xs)).all()
-        assert kernel(xs).tobytes() == OPS[op].reference(xs).tobytes()
+        assert kernel(xs).tobytes() == REGISTRY[op].reference(xs).tobytes()
 
 
 def _nans_among_values(np_dtype: np.dtype, size: int, seed: int) -> np.ndarray:
@@ -352,7 +352,7 @@ def test_routine_kernels_give_the_same_nans_wherever_a_block_starts(op, dtype, s
     vg_math.h's rests select an input's NaN where a product or sum would meet two), on 1, 2 and 3
     threads."""
     x = _nans_among_values(cpu.DTYPES[dtype], 3000, 11)
-    kernel = cpu.cpu.native(OPS[op], getattr(verigrad, dtype))
+    kernel = cpu.cpu.native(REGISTRY[op], getattr(verigrad, dtype))
     verigrad.set_threads(1)
     whole = kernel(x)
     for threads in (1, 2, 3):
@@ -395,7 +395,7 @@ def test_every_vector_path_gives_the_same_bits_at_every_length_and_in_place(op):
     assert all(r == results["scalar"] for r in results.values())
     if (op, "f32") in cpu.cpu.registered() and cpu.cpu.exactness(op, "f32").is_exact:
         with np.errstate(all="ignore"):
-            assert results["scalar"][-1] == OPS[op].reference(x).tobytes()
+            assert results["scalar"][-1] == REGISTRY[op].reference(x).tobytes()
 
 
 def test_vector_paths_are_chosen_by_name_and_capped_at_the_machine():
@@ -437,7 +437,10 @@ def test_cast_between_f32_and_f64_gives_astypes_bits(small_chunks):
     specials += [np.inf, -np.inf, np.nan, -np.nan, 0.0, -0.0, 5e-324, 1e300, -1e300]
     random = rng.standard_normal(5033) * 10.0 ** rng.integers(-45, 39, 5033)
     wide = np.concatenate([specials, random])  # 5050 values
-    to_f32, to_f64 = cpu.cpu.native(OPS["cast"], verigrad.f32), cpu.cpu.native(OPS["cast"], verigrad.f64)
+    to_f32, to_f64 = (
+        cpu.cpu.native(REGISTRY["cast"], verigrad.f32),
+        cpu.cpu.native(REGISTRY["cast"], verigrad.f64),
+    )
     with np.errstate(all="ignore"):
         narrow = wide.astype(np.float32)
     for threads in (1, 2, 3):
@@ -460,7 +463,7 @@ def test_cast_between_f32_and_f64_gives_astypes_bits(small_chunks):
 def test_i64_kernels_give_numpys_values_overflow_wrapping_around(op, small_chunks):
     """The i64 kernels against NumPy's wrapping arithmetic: every pair of extremes, random values, and
     operands that broadcast (a row, a column, a 0-d step count), on 1, 2 and 3 threads."""
-    kernel, reference = cpu.cpu.native(OPS[op], verigrad.i64), OPS[op].reference
+    kernel, reference = cpu.cpu.native(REGISTRY[op], verigrad.i64), REGISTRY[op].reference
     rng = np.random.default_rng(5)
     wide = rng.integers(-(2**63), 2**63 - 1, 3000, dtype=np.int64, endpoint=True)
     a = np.concatenate([np.repeat(I64_EXTREMES, I64_EXTREMES.size), wide, wide[::-1] >> 33])
@@ -503,8 +506,8 @@ def test_large_arrays_use_the_default_chunk_and_threads():
 
 @needs_cc
 def test_other_layouts_and_dtypes_fall_back_to_the_reference():
-    relu = cpu.cpu.native(OPS["relu"], verigrad.f32)
-    add = cpu.cpu.native(OPS["add"], verigrad.f32)
+    relu = cpu.cpu.native(REGISTRY["relu"], verigrad.f32)
+    add = cpu.cpu.native(REGISTRY["add"], verigrad.f32)
     x = np.arange(-6, 6, dtype=np.float32).reshape(3, 4)
     assert np.array_equal(relu(x[:, ::2]), np.maximum(x[:, ::2], 0))  # strided
     assert np.array_equal(relu(x.T), np.maximum(x.T, 0))  # Fortran order
@@ -719,7 +722,7 @@ def _bits(a: np.ndarray) -> bytes:
 @pytest.mark.parametrize("dtype", sorted(cpu.DTYPES))
 def test_broadcast_binary_kernels_give_the_reference_bits(op, dtype, small_chunks):
     np_dtype = cpu.DTYPES[dtype]
-    kernel = cpu.cpu.native(OPS[op], getattr(verigrad, dtype))
+    kernel = cpu.cpu.native(REGISTRY[op], getattr(verigrad, dtype))
     rng = np.random.default_rng(11)
     shapes = list(BROADCASTS)
     for _ in range(30):  # random broadcastable shapes of rank <= 4
@@ -731,7 +734,7 @@ def test_broadcast_binary_kernels_give_the_reference_bits(op, dtype, small_chunk
         a = rng.choice(pool, sa).astype(np_dtype)
         b = rng.choice(pool, sb).astype(np_dtype)
         with np.errstate(all="ignore"):
-            expected = OPS[op].reference(a, b)
+            expected = REGISTRY[op].reference(a, b)
             results = []
             for threads in (1, 2, 3):
                 verigrad.set_threads(threads)
@@ -753,7 +756,7 @@ def test_element_wise_kernels_write_into_out_with_the_same_bits(dtype, small_chu
     pool = inputs(np_dtype, 200, seed=6)
     with np.errstate(all="ignore"):
         for op in ("add", "mul", "maximum", "exp", "relu", "neg"):
-            kernel = cpu.cpu.native(OPS[op], getattr(verigrad, dtype))
+            kernel = cpu.cpu.native(REGISTRY[op], getattr(verigrad, dtype))
             binary = op in cpu.BINARY
             for shape_a, shape_b in (((5, 7), (5, 7)), ((5, 7), (7,)), ((), ()), ((3000,), (3000,))):
                 a = rng.choice(pool, shape_a).astype(np_dtype)
@@ -777,7 +780,7 @@ def test_element_wise_loops_split_at_the_outputs_cache_line_give_the_same_bits(d
     pool = inputs(np_dtype, 300, seed=8)
     lanes = 64 // np.dtype(np_dtype).itemsize
     for op in ("add", "relu"):
-        kernel, reference = cpu.cpu.native(OPS[op], getattr(verigrad, dtype)), OPS[op].reference
+        kernel, reference = cpu.cpu.native(REGISTRY[op], getattr(verigrad, dtype)), REGISTRY[op].reference
         for threads in (1, 2, 3):
             verigrad.set_threads(threads)
             for shift in range(lanes):
@@ -793,17 +796,17 @@ def test_broadcast_kernels_take_strided_views_and_every_special_pair(small_chunk
     for dtype, np_dtype in cpu.DTYPES.items():
         s = special_values(np_dtype)
         for op in cpu.BINARY:
-            kernel = cpu.cpu.native(OPS[op], getattr(verigrad, dtype))
+            kernel = cpu.cpu.native(REGISTRY[op], getattr(verigrad, dtype))
             with np.errstate(all="ignore"):
-                assert_matches(kernel(s[:, None], s), OPS[op].reference(s[:, None], s), op, dtype)
+                assert_matches(kernel(s[:, None], s), REGISTRY[op].reference(s[:, None], s), op, dtype)
                 x = np.arange(60, dtype=np_dtype).reshape(3, 4, 5) - 30
                 for a, b in [
                     (x.T, x[0, 0, :3]),
                     (x[:, ::2, ::-1], x[:1, :2, 1:2]),
                     (x.transpose(1, 0, 2), x[:, 0]),
                 ]:
-                    assert_matches(kernel(a, b), OPS[op].reference(a, b), op, dtype)
-    add = cpu.cpu.native(OPS["add"], verigrad.f32)
+                    assert_matches(kernel(a, b), REGISTRY[op].reference(a, b), op, dtype)
+    add = cpu.cpu.native(REGISTRY["add"], verigrad.f32)
     deep = np.ones((1, 2, 1, 2, 1), np.float32)
     assert np.array_equal(add(deep, deep[0]), deep * 2)  # rank 5: the reference
     with pytest.raises(ValueError):
@@ -848,8 +851,8 @@ def _views(x: np.ndarray) -> list[np.ndarray]:
 @needs_cc
 @pytest.mark.parametrize("np_dtype", COPY_DTYPES, ids=lambda t: np.dtype(t).name)
 def test_contiguous_copies_any_view_with_the_reference_bits(np_dtype, small_chunks):
-    kernel = cpu.cpu.native(OPS["contiguous"], verigrad.f32)
-    reference = OPS["contiguous"].reference
+    kernel = cpu.cpu.native(REGISTRY["contiguous"], verigrad.f32)
+    reference = REGISTRY["contiguous"].reference
     cpu.set_min_chunk(3)
     x = _copy_source(np_dtype, (3, 4, 5, 6), seed=np.dtype(np_dtype).itemsize)
     views = _views(x)
@@ -872,8 +875,8 @@ def test_contiguous_copies_any_view_with_the_reference_bits(np_dtype, small_chun
 
 @needs_cc
 def test_contiguous_returns_a_contiguous_input_itself(small_chunks):
-    kernel = cpu.cpu.native(OPS["contiguous"], verigrad.i64)
-    reference = OPS["contiguous"].reference
+    kernel = cpu.cpu.native(REGISTRY["contiguous"], verigrad.i64)
+    reference = REGISTRY["contiguous"].reference
     x = np.arange(24, dtype=np.int64).reshape(2, 3, 4)
     for a in [x, x[1], x[:, :1].reshape(2, 4)[:1], np.array(2, np.float32), np.zeros((0, 3)), x[0, 0, 1:2]]:
         assert a.flags.c_contiguous
@@ -893,7 +896,7 @@ def test_contiguous_large_views_split_over_threads():
             results = []
             for threads in (1, 2, 3):
                 verigrad.set_threads(threads)
-                results.append(cpu.cpu.native(OPS["contiguous"], verigrad.f32)(view))
+                results.append(cpu.cpu.native(REGISTRY["contiguous"], verigrad.f32)(view))
             for r in results:
                 assert r.tobytes() == np.ascontiguousarray(view).tobytes()
         with verigrad.backend("cpu"):
@@ -905,7 +908,7 @@ def test_contiguous_large_views_split_over_threads():
 
 @needs_cc
 def test_contiguous_falls_back_for_other_ranks_item_sizes_and_types(small_chunks):
-    kernel = cpu.cpu.native(OPS["contiguous"], verigrad.f32)
+    kernel = cpu.cpu.native(REGISTRY["contiguous"], verigrad.f32)
     verigrad.set_threads(2)
     deep = np.arange(2 * 3 * 2 * 3 * 2, dtype=np.float32).reshape(2, 3, 2, 3, 2).transpose(4, 3, 2, 1, 0)
     wide = (np.arange(12) + 1j * np.arange(12)).reshape(3, 4).T  # item size 16
@@ -960,11 +963,11 @@ import json, os
 import numpy as np
 import verigrad
 from verigrad.backends import cpu
-from verigrad.registry import OPS
+from verigrad.ops import REGISTRY
 
 verigrad.set_threads(2)
 cpu.set_min_chunk(1)
-cpu.cpu.native(OPS["relu"], verigrad.f32)(np.ones(64, np.float32))  # starts the pool's worker
+cpu.cpu.native(REGISTRY["relu"], verigrad.f32)(np.ones(64, np.float32))  # starts the pool's worker
 tasks = sorted(int(t) for t in os.listdir("/proc/self/task"))
 print(json.dumps([sorted(os.sched_getaffinity(t)) for t in tasks]))
 """
@@ -975,8 +978,8 @@ def test_rapid_tiny_dispatches_with_late_workers_give_every_chunk_once():
     """Thousands of multi-threaded calls of a few microseconds each, with thread counts changing between
     them: the caller and the workers claim chunks from one counter, and a worker that wakes after its
     job is finished must not run a chunk of it (its arguments are gone) nor one of the next job."""
-    add, relu = cpu.cpu.native(OPS["add"], verigrad.f64), cpu.cpu.native(OPS["relu"], verigrad.f64)
-    total = cpu.cpu.native(OPS["sum"], verigrad.f64)
+    add, relu = cpu.cpu.native(REGISTRY["add"], verigrad.f64), cpu.cpu.native(REGISTRY["relu"], verigrad.f64)
+    total = cpu.cpu.native(REGISTRY["sum"], verigrad.f64)
     rng = np.random.default_rng(11)
     a, b, rows = rng.standard_normal(64), rng.standard_normal(64), rng.standard_normal((8, 64))
     cpu.set_min_chunk(1)
@@ -1015,7 +1018,7 @@ import json, os, threading, time
 import numpy as np
 import verigrad
 from verigrad.backends import cpu
-from verigrad.registry import OPS
+from verigrad.ops import REGISTRY
 
 
 def asleep():  # until the pool's worker has stopped spinning and sleeps (at most 10 s)
@@ -1030,7 +1033,7 @@ def asleep():  # until the pool's worker has stopped spinning and sleeps (at mos
 
 verigrad.set_threads(2)
 cpu.set_min_chunk(1)
-relu = cpu.cpu.native(OPS["relu"], verigrad.f32)
+relu = cpu.cpu.native(REGISTRY["relu"], verigrad.f32)
 x = np.ones(64, np.float32)
 relu(x)  # starts the pool's worker
 asleep()
@@ -1189,7 +1192,7 @@ NEVER_WARN = [
         {o for (o, _), (k, _) in cpu.cpu.registered().items() if getattr(k, "never_warns", False)}
     )
     if HAS_CC
-] + [("reference", name) for name, op in OPS.items() if getattr(op.reference, "never_warns", False)]
+] + [("reference", name) for name, op in REGISTRY.items() if getattr(op.reference, "never_warns", False)]
 
 
 @pytest.mark.parametrize(("backend", "name"), NEVER_WARN)
@@ -1197,7 +1200,7 @@ def test_a_kernel_marked_never_warns_lets_numpy_warn_on_none_of_the_verification
     """Eager calls skip NumPy's error state for kernels marked never_warns (the cpu backend's elementwise,
     reduction, matmul, copy and row kernels; the references that only move data): on every case of the
     verification suite (special values, views that take the reference's path) none may warn."""
-    from verigrad import verify
+    from verigrad.backends import verification
     from verigrad.backends.active import lookup
     from verigrad.backends.reference import composite_reference
     from verigrad.dtypes import as_dtype
@@ -1205,9 +1208,11 @@ def test_a_kernel_marked_never_warns_lets_numpy_warn_on_none_of_the_verification
     assert {n for b, n in NEVER_WARN if b == "reference"} >= {"reshape", "permute", "slice"}
     if HAS_CC:
         assert {n for b, n in NEVER_WARN if b == "cpu"} >= {"add", "exp", "sum", "matmul", "softmax"}
-    op, kernels = OPS[name], lookup(backend)
+    op, kernels = REGISTRY[name], lookup(backend)
     cases = list(
-        verify.cases_for(op, lambda d: backend == "reference" or kernels.native(op, as_dtype(d)) is not None)
+        verification.cases_for(
+            op, lambda d: backend == "reference" or kernels.native(op, as_dtype(d)) is not None
+        )
     )
     assert cases
     reference = op.reference or composite_reference(op)
@@ -1235,5 +1240,5 @@ def test_the_kernel_an_op_runs_follows_registrations_and_replaced_references(mon
         monkeypatch.setattr(backend, "_kernels", dict(backend._kernels))  # restored after the test
         backend.register("neg", lambda a: np.full_like(a, 7.0), "f32")
         assert (-x).numpy().tolist() == [7.0, 7.0]
-        monkeypatch.setattr(OPS["abs"], "reference", lambda a: np.full_like(a, 5.0))
+        monkeypatch.setattr(REGISTRY["abs"], "reference", lambda a: np.full_like(a, 5.0))
         assert x.abs().numpy().tolist() == [5.0, 5.0]

@@ -15,8 +15,8 @@ import verigrad
 from verigrad import nn, optim
 from verigrad.backends import cpu
 from verigrad.backends.cpu.conv import WINDOW
+from verigrad.ops import REGISTRY
 from verigrad.ops.composite.conv import cols_shape, out_hw, to_layout
-from verigrad.registry import OPS
 
 SMALL_CHUNK = 1  # the min chunk the `small_chunks` fixture (conftest.py) sets
 
@@ -66,7 +66,7 @@ def _operands(
     rng = np.random.default_rng(seed)
     n, c, h, w = shape
     layout = params["layout"]
-    window = OPS["im2col"].canonical_params(
+    window = REGISTRY["im2col"].canonical_params(
         None, **{k: v for k, v in params.items() if k in ("kernel", "stride", "padding", "dilation")}
     )
     ho, wo = out_hw(h, w, window["kernel"], window["stride"], window["padding"], window["dilation"])
@@ -91,7 +91,7 @@ def _op_params(name: str, shape: tuple, params: dict) -> dict:
 
 def _native(name: str, dtype: str, arrays: list[np.ndarray], params: dict) -> np.ndarray:
     """The registered cpu kernel itself (not a fallback), on the op's canonical params."""
-    op = OPS[name]
+    op = REGISTRY[name]
     tensors = [verigrad.from_numpy(a) for a in arrays]
     canon = op.canonical_params(*(t.spec for t in tensors), **params)
     kernel = cpu.cpu.native(op, getattr(verigrad, dtype))
@@ -103,7 +103,7 @@ def _native(name: str, dtype: str, arrays: list[np.ndarray], params: dict) -> np
 def _reference(name: str, arrays: list[np.ndarray], params: dict) -> np.ndarray:
     """The op's definition: its NumPy reference, or its decomposition run on the reference backend."""
     with verigrad.backend("reference"), verigrad.no_grad(), np.errstate(all="ignore"):
-        return OPS[name](*(verigrad.from_numpy(a.copy()) for a in arrays), **params).numpy()
+        return REGISTRY[name](*(verigrad.from_numpy(a.copy()) for a in arrays), **params).numpy()
 
 
 def _assert_same_bits(actual: np.ndarray, expected: np.ndarray, what: str) -> None:
@@ -195,10 +195,10 @@ def test_mixed_dtypes_are_refused_and_f16_runs_the_decomposition() -> None:
     g = verigrad.from_numpy(rng.standard_normal((1, 2, 2, 2)).astype(np.float32))
     x = verigrad.from_numpy(rng.standard_normal((1, 2, 4, 4)))
     with pytest.raises(verigrad.DTypeError, match="one dtype"):
-        OPS["max_pool2d_grad"](g, x, **params)
-    assert cpu.cpu.native(OPS["max_pool2d"], verigrad.f16) is None
+        REGISTRY["max_pool2d_grad"](g, x, **params)
+    assert cpu.cpu.native(REGISTRY["max_pool2d"], verigrad.f16) is None
     with verigrad.backend("cpu"):
-        out = OPS["max_pool2d"](x.cast(verigrad.f16), kernel=2)
+        out = REGISTRY["max_pool2d"](x.cast(verigrad.f16), kernel=2)
     assert out.dtype is verigrad.f16
 
 
@@ -206,7 +206,7 @@ def test_max_pool_gradient_goes_to_the_first_maximum_on_cpu() -> None:
     x = np.array([[[[0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 1.0, 0.0]]]], np.float32)
     with verigrad.backend("cpu"):
         leaf = verigrad.from_numpy(x).requires_grad_()
-        OPS["max_pool2d"](leaf, kernel=2).sum().backward()
+        REGISTRY["max_pool2d"](leaf, kernel=2).sum().backward()
     assert leaf.grad.numpy().tolist() == [[[[1.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0]]]]
 
 
@@ -268,10 +268,10 @@ def _avg_pool_grads(x: np.ndarray, g: np.ndarray, params: dict) -> list[np.ndarr
         leaf = verigrad.from_numpy(x.copy()).requires_grad_()
         if run == "op":
             with verigrad.backend("cpu"):
-                out = OPS["avg_pool2d"](leaf, **params)
+                out = REGISTRY["avg_pool2d"](leaf, **params)
         else:
-            canon = OPS["avg_pool2d"].canonical_params(leaf.spec, **params)
-            out = OPS["avg_pool2d"].decompose(leaf, **canon)
+            canon = REGISTRY["avg_pool2d"].canonical_params(leaf.spec, **params)
+            out = REGISTRY["avg_pool2d"].decompose(leaf, **canon)
         out.backward(verigrad.from_numpy(g))
         grads.append(leaf.grad.numpy())
     return grads

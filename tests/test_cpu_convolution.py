@@ -19,7 +19,7 @@ from verigrad.backends import cpu
 from verigrad.backends.cpu import linalg
 from verigrad.backends.cpu.convolution import CONVOLUTION, error_bound, implicit_path
 from verigrad.backends.reference import composite_reference
-from verigrad.registry import OPS
+from verigrad.ops import REGISTRY
 
 pytestmark = pytest.mark.skipif(not cpu.available(), reason="the cpu backend could not be built here")
 
@@ -50,8 +50,8 @@ def _case(rng: np.random.Generator, dtype, layout: str, shape, o, k, s, p, d) ->
     if layout == "NHWC":
         x, w = np.ascontiguousarray(x.transpose(0, 2, 3, 1)), np.ascontiguousarray(w.transpose(2, 3, 1, 0))
     specs = (verigrad.from_numpy(x).spec, verigrad.from_numpy(w).spec)
-    params = OPS["conv2d"].canonical_params(*specs, stride=s, padding=p, dilation=d, layout=layout)
-    out = composite_reference(OPS["conv2d"])(x, w, **params)
+    params = REGISTRY["conv2d"].canonical_params(*specs, stride=s, padding=p, dilation=d, layout=layout)
+    out = composite_reference(REGISTRY["conv2d"])(x, w, **params)
     g = rng.uniform(-1, 1, out.shape).astype(dtype)
     return x, w, g, params
 
@@ -69,7 +69,7 @@ def _calls(x, w, g, params) -> dict[str, tuple[tuple, dict[str, Any]]]:
 
 
 def _kernel(op: str, dtype: str):
-    kernel = cpu.cpu.native(OPS[op], getattr(verigrad, dtype))
+    kernel = cpu.cpu.native(REGISTRY[op], getattr(verigrad, dtype))
     assert kernel is not None, f"no cpu kernel for {op} {dtype}"
     return kernel
 
@@ -86,7 +86,7 @@ def test_kernels_are_within_their_bound_and_thread_independent(dtype, layout, ca
         for n in (1, 2, 3):
             verigrad.set_threads(n)
             results.append(kernel(*arrays, **p))
-        ref = composite_reference(OPS[op])(*arrays, **p)
+        ref = composite_reference(REGISTRY[op])(*arrays, **p)
         out = results[0]
         assert out.shape == ref.shape and out.dtype == ref.dtype, op
         for other in results[1:]:
@@ -111,7 +111,7 @@ def test_the_c_path_runs_and_is_not_the_reference(monkeypatch):
         monkeypatch.setitem(kernel.__self__.reference, op, refuse)
         out = kernel(*arrays, **p)
         monkeypatch.undo()
-        if out.tobytes() != composite_reference(OPS[op])(*arrays, **p).tobytes():
+        if out.tobytes() != composite_reference(REGISTRY[op])(*arrays, **p).tobytes():
             differs.add(op)
     assert differs == set(CONVOLUTION)
 
@@ -272,7 +272,7 @@ def test_exact_mode_gives_the_reference_bits(layout):
     with linalg.exact_mode():
         for op, (arrays, p) in _calls(x, w, g, params).items():
             out = _kernel(op, "f32")(*arrays, **p)
-            assert out.tobytes() == composite_reference(OPS[op])(*arrays, **p).tobytes(), op
+            assert out.tobytes() == composite_reference(REGISTRY[op])(*arrays, **p).tobytes(), op
 
 
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
@@ -287,7 +287,7 @@ def test_a_result_that_is_not_finite_is_the_references(layout):
         before = cpu.cpu.reruns()
         out = _kernel(op, "f32")(*arrays, **p)
         assert cpu.cpu.reruns() == before + 1, op  # counted, for the verification's check
-        ref = composite_reference(OPS[op])(*arrays, **p)
+        ref = composite_reference(REGISTRY[op])(*arrays, **p)
         assert not np.isfinite(ref).all()
         np.testing.assert_array_equal(out, ref, strict=True)
     x, w, g, params = _case(rng, np.float32, layout, *CASES[0])
@@ -300,9 +300,9 @@ def test_a_result_that_is_not_finite_is_the_references(layout):
 def test_other_dtypes_and_mixed_operands_run_the_reference():
     rng = np.random.default_rng(4)
     x, w, g, params = _case(rng, np.float64, "NCHW", *CASES[0])
-    assert cpu.cpu.native(OPS["conv2d"], verigrad.f16) is None
+    assert cpu.cpu.native(REGISTRY["conv2d"], verigrad.f16) is None
     out = _kernel("conv2d", "f64")(x.astype(np.float32), w, **params)  # f32 image, f64 weight
-    ref = composite_reference(OPS["conv2d"])(x.astype(np.float32), w, **params)
+    ref = composite_reference(REGISTRY["conv2d"])(x.astype(np.float32), w, **params)
     assert out.dtype == np.float64 and out.tobytes() == ref.tobytes()
     empty = _kernel("conv2d_weight_grad", "f64")(g[:0], x[:0], **params, kernel=(3, 3))
     assert empty.shape == w.shape and not empty.any()
@@ -319,10 +319,10 @@ def test_gradients_through_conv2d_match_autograd_through_its_decomposition(layou
         with verigrad.backend(backend):
             xt, wt = (verigrad.from_numpy(a.copy()).requires_grad_() for a in (x, w))
             if backend == "cpu":
-                out = OPS["conv2d"](xt, wt, **params)
-                assert out._node.op is OPS["conv2d"]  # one tape node: the VJP runs the two ops
+                out = REGISTRY["conv2d"](xt, wt, **params)
+                assert out._node.op is REGISTRY["conv2d"]  # one tape node: the VJP runs the two ops
             else:
-                out = OPS["conv2d"].decompose(xt, wt, **params)
+                out = REGISTRY["conv2d"].decompose(xt, wt, **params)
             (out * verigrad.from_numpy(g)).sum().backward()
             grads[backend] = (xt.grad.numpy(), wt.grad.numpy())
     for ours, theirs in zip(grads["cpu"], grads["reference"]):
@@ -335,8 +335,8 @@ def test_the_first_layers_input_gradient_is_not_computed():
     x, w, _, params = _case(rng, np.float32, "NCHW", *CASES[0])
     with verigrad.backend("cpu"):
         xt, wt = verigrad.from_numpy(x), verigrad.from_numpy(w).requires_grad_()
-        out = OPS["conv2d"](xt, wt, **params)
-        dx, dw = OPS["conv2d"].vjp(verigrad.ones_like(out), out, xt, wt, **params)
+        out = REGISTRY["conv2d"](xt, wt, **params)
+        dx, dw = REGISTRY["conv2d"].vjp(verigrad.ones_like(out), out, xt, wt, **params)
     assert dx is None and dw.shape == w.shape
 
 
@@ -377,13 +377,13 @@ def test_the_compiled_cnn_step_runs_the_convolution_kernels():
 def test_the_gradient_ops_refuse_mismatched_shapes():
     x, w = verigrad.zeros(2, 3, 7, 6), verigrad.zeros(4, 3, 3, 3)
     g = verigrad.zeros(2, 4, 5, 4)  # conv2d(x, w) without padding
-    assert OPS["conv2d_input_grad"](g, w, size=(7, 6)).shape == (2, 3, 7, 6)
-    assert OPS["conv2d_weight_grad"](g, x, kernel=3).shape == (4, 3, 3, 3)
+    assert REGISTRY["conv2d_input_grad"](g, w, size=(7, 6)).shape == (2, 3, 7, 6)
+    assert REGISTRY["conv2d_weight_grad"](g, x, kernel=3).shape == (4, 3, 3, 3)
     with pytest.raises(
         verigrad.ShapeError, match=r"conv2d_input_grad.*an input \[2, 3, 7, 6\] gives \[2, 4, 7, 6\]"
     ):
-        OPS["conv2d_input_grad"](g, w, size=(7, 6), padding=1)
+        REGISTRY["conv2d_input_grad"](g, w, size=(7, 6), padding=1)
     with pytest.raises(verigrad.ShapeError, match="needs the input's size"):
-        OPS["conv2d_input_grad"](g, w)
+        REGISTRY["conv2d_input_grad"](g, w)
     with pytest.raises(verigrad.ShapeError, match=r"conv2d_weight_grad.*5x5 kernel gives \[2, 4, 3, 2\]"):
-        OPS["conv2d_weight_grad"](g, x, kernel=(5, 5))
+        REGISTRY["conv2d_weight_grad"](g, x, kernel=(5, 5))

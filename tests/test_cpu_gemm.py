@@ -16,13 +16,13 @@ import pytest
 import verigrad
 from verigrad.backends import blas, cpu
 from verigrad.backends.cpu import linalg
-from verigrad.registry import OPS
+from verigrad.ops import REGISTRY
 
 pytestmark = pytest.mark.skipif(not cpu.available(), reason="the cpu backend could not be built here")
 
 DTYPES = [np.float32, np.float64]
 PATHS = [False, True]  # exact=
-REFERENCE = OPS["matmul"].reference
+REFERENCE = REGISTRY["matmul"].reference
 
 
 @pytest.fixture(autouse=True)
@@ -462,7 +462,7 @@ def test_products_of_plain_b_as_outer_products_keep_the_bound_and_the_bits(outer
 def test_the_registered_matmul_kernel_follows_the_setting():
     rng = np.random.default_rng(11)
     a, b = rand(rng, (40, 300), np.float32), rand(rng, (300, 30), np.float32)
-    kernel = cpu.cpu.native(OPS["matmul"], verigrad.f32)
+    kernel = cpu.cpu.native(REGISTRY["matmul"], verigrad.f32)
     assert cpu.cpu.exactness("matmul", "f32") == linalg.EXACTNESS[("f32", linalg.exact_default())]
     with linalg.exact_mode():
         assert cpu.cpu.exactness("matmul", "f32") == linalg.EXACTNESS[("f32", True)]
@@ -607,7 +607,7 @@ def test_a_layouts_plan_is_reused_with_other_data(exact):
 PACKAGE_CHILD = """
 import numpy as np
 import verigrad
-from verigrad import verify
+from verigrad.backends import verification
 from verigrad.backends import cpu
 from verigrad.backends.cpu import linalg
 
@@ -621,7 +621,7 @@ for threads in (1, 2, 3):
     verigrad.set_threads(threads)
     results.append(linalg.gemm(a, b, exact=False).tobytes())
 assert len(set(results)) == 1, "the thread count changed the bits"
-report = verify.verify(cpu.cpu, ["matmul"])
+report = verification.verify(cpu.cpu, ["matmul"])
 assert report.ok and len(report.results) == 4, [(r.name, r.dtype, r.message) for r in report.results]
 print("ok")
 """

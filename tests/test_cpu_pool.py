@@ -16,8 +16,8 @@ from test_cpu_conv import _assert_same_bits, _native, _reference, _values
 import verigrad
 from verigrad.backends import cpu
 from verigrad.backends.cpu import conv
+from verigrad.ops import REGISTRY
 from verigrad.ops.composite.conv import to_layout
-from verigrad.registry import OPS
 
 SMALL_CHUNK = 1  # the min chunk the `small_chunks` fixture (conftest.py) sets
 
@@ -67,7 +67,7 @@ def _arrays(name: str, shape: tuple, kernel: Any, layout: str, dtype: str, kind:
     if name != "max_pool2d_grad":
         return [x]
     with verigrad.backend("reference"), verigrad.no_grad():
-        pooled = OPS["max_pool2d"](verigrad.from_numpy(x), **_params("max_pool2d", kernel, layout))
+        pooled = REGISTRY["max_pool2d"](verigrad.from_numpy(x), **_params("max_pool2d", kernel, layout))
     g = _values(rng, pooled.shape, dtype, kind)
     return [g, x]
 

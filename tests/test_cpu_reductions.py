@@ -16,7 +16,7 @@ from verigrad.backends.cpu import rows as cpu_rows
 from verigrad.backends.kernel_table import Backend, tolerance, ulp
 from verigrad.backends.reference import _References
 from verigrad.backends.reference import composite_reference as decomposition
-from verigrad.registry import OPS
+from verigrad.ops import REGISTRY
 
 SMALL_CHUNK = 7  # the min chunk the `small_chunks` fixture (conftest.py) sets
 
@@ -55,7 +55,7 @@ def assert_within(actual, expected, exactness) -> None:
 
 def _kernel(op: str, dtype: str):
     """The cpu kernel of `op` for inputs of `dtype` (argmax's is registered for its i64 result)."""
-    return cpu.cpu.native(OPS[op], verigrad.i64 if op == "argmax" else getattr(verigrad, dtype))
+    return cpu.cpu.native(REGISTRY[op], verigrad.i64 if op == "argmax" else getattr(verigrad, dtype))
 
 
 def special_values(np_dtype) -> np.ndarray:
@@ -90,7 +90,7 @@ def _rows(np_dtype, rows: int, cols: int, seed: int) -> np.ndarray:
 
 def _reduce(op: str, dtype: str, x: np.ndarray, axis, keepdim: bool = False):
     with np.errstate(all="ignore"):
-        return _kernel(op, dtype)(x, axis, keepdim), OPS[op].reference(x, axis, keepdim)
+        return _kernel(op, dtype)(x, axis, keepdim), REGISTRY[op].reference(x, axis, keepdim)
 
 
 REDUCE = ("sum", "mean", "max", "min")
@@ -119,10 +119,10 @@ def test_f32_sums_follow_numpys_buffer_size():
     x = np.ones((2, 3000), np.float32)
     x[:, 0], x[:, 2000] = 1e18, -1e18
     w, b = np.ones((2, 3000), np.float32)
-    whole = OPS["sum"].reference(x, (1,), False)
+    whole = REGISTRY["sum"].reference(x, (1,), False)
     old = np.setbufsize(1024)
     try:
-        assert not np.array_equal(OPS["sum"].reference(x, (1,), False), whole)
+        assert not np.array_equal(REGISTRY["sum"].reference(x, (1,), False), whole)
         for op in ("sum", "mean"):
             assert_within(*_reduce(op, "f32", x, (1,)), cpu.cpu.exactness(op, "f32"))
         _check_row_op("layer_norm", "f32", x, w, b, eps=1e-6)
@@ -223,7 +223,7 @@ def _assert_reference_bits(op: str, dtype: str, x: np.ndarray, axes: tuple) -> N
     """The kernel gives the reference's bits, NaN signs and zero signs included, for 1, 2 and 3 threads
     at the default chunk and at a chunk of 3."""
     with np.errstate(all="ignore"):
-        expected = OPS[op].reference(x, axes, False).tobytes()
+        expected = REGISTRY[op].reference(x, axes, False).tobytes()
     for chunk in (None, 3):
         cpu.set_min_chunk(chunk)
         for threads in (1, 2, 3):
@@ -297,7 +297,7 @@ def _row_inputs(np_dtype, seed: int) -> list[np.ndarray]:
 
 
 def _check_row_op(op: str, dtype: str, *args, **params) -> None:
-    expected = decomposition(OPS[op])(*args, **params)
+    expected = decomposition(REGISTRY[op])(*args, **params)
     actual = _kernel(op, dtype)(*args, **params)
     assert_within(actual, expected, cpu.cpu.exactness(op, dtype))
 
@@ -320,7 +320,7 @@ def test_cross_entropy_reduces_its_row_losses_as_numpy_does(dtype):
     mean = kernel(x, target, "mean")
     assert (
         np.isnan(mean)
-        and mean.tobytes() == OPS["mean"].reference(kernel(x, target, "none"), (0,), False).tobytes()
+        and mean.tobytes() == REGISTRY["mean"].reference(kernel(x, target, "none"), (0,), False).tobytes()
     )
 
 
@@ -409,7 +409,7 @@ def test_softmax_in_place():
         assert _kernel(op, "f64")(y, 1, out=y) is y and y.tobytes() == expected.tobytes()
         y = x.copy()  # along another axis: the decomposition, written into out
         assert _kernel(op, "f64")(y, 0, out=y) is y
-        assert y.tobytes() == decomposition(OPS[op])(x, axis=0).tobytes()
+        assert y.tobytes() == decomposition(REGISTRY[op])(x, axis=0).tobytes()
 
 
 def test_other_axes_views_and_mixed_dtypes_run_the_decomposition():
@@ -417,11 +417,11 @@ def test_other_axes_views_and_mixed_dtypes_run_the_decomposition():
     x = rng.standard_normal((4, 6, 5)).astype(np.float32)
     for op in ("softmax", "log_softmax"):
         for args in [(x, 1), (x, 0), (x.transpose(0, 2, 1), 2), (x[:, ::2], 2), (x[:, :0], 2)]:
-            expected = decomposition(OPS[op])(args[0], axis=args[1])
+            expected = decomposition(REGISTRY[op])(args[0], axis=args[1])
             assert_within(_kernel(op, "f32")(*args), expected, cpu.cpu.exactness(op, "f32"))
     w64, b = rng.standard_normal(5), rng.standard_normal(5).astype(np.float32)
     mixed = _kernel("layer_norm", "f64")(x, w64, b, 1e-5)
-    assert mixed.tobytes() == decomposition(OPS["layer_norm"])(x, w64, b, eps=1e-5).tobytes()
+    assert mixed.tobytes() == decomposition(REGISTRY["layer_norm"])(x, w64, b, eps=1e-5).tobytes()
     assert mixed.dtype == np.float64
     empty = _kernel("cross_entropy", "f32")(np.zeros((0, 3), np.float32), np.zeros(0, np.int64), "sum")
     assert np.asarray(empty).tolist() == 0.0

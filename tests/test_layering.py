@@ -20,8 +20,6 @@ LAYERS = [
     "backends",
     "autograd",
     "eager",
-    "verify",
-    "sweep",
     "ir",
     "compile",
     "losses",

@@ -1,5 +1,6 @@
-"""The every-f32-input check (verigrad/sweep.py): which kernels it takes, ranges of bit patterns held to
-the reference, a kernel wrong on one input caught with that input named, and the command."""
+"""The every-f32-input check (verigrad/backends/verification/sweep.py): which kernels it takes, ranges of
+bit patterns held to the reference, a kernel wrong on one input caught with that input named, and the
+command."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ import pytest
 
 from verigrad.backends import active, cpu
 from verigrad.backends.kernel_table import Backend, Exactness
+from verigrad.backends.verification.sweep import one_operand_ops, sweep, sweep_paths
 from verigrad.cli import main
-from verigrad.registry import OPS
-from verigrad.sweep import one_operand_ops, sweep, sweep_paths
+from verigrad.ops import REGISTRY
 
 needs_cpu = pytest.mark.skipif(not cpu.available(), reason="the cpu backend could not be built here")
 
@@ -56,7 +57,7 @@ def test_paths_a_kernel_does_not_take_are_refused():
 
 def _one_bit_off_at(bits: int):
     def kernel(x: np.ndarray) -> np.ndarray:
-        y = OPS["sigmoid"].reference(x)
+        y = REGISTRY["sigmoid"].reference(x)
         y.view(np.uint32)[x.view(np.uint32) == bits] ^= 1
         return y
 
@@ -101,11 +102,11 @@ def test_bad_arguments_are_refused_before_any_work():
 
 
 def test_the_command_fails_on_a_wrong_kernel_and_names_its_input(capsys, monkeypatch):
-    import verigrad.sweep
+    from verigrad.backends.verification import sweep as sweep_module
 
     monkeypatch.setitem(active._BACKENDS, "broken-sigmoid", _broken(0x1234))
-    monkeypatch.setattr(verigrad.sweep, "PATTERNS", 1 << 16)  # the command's range: [0, PATTERNS)
-    monkeypatch.setattr(verigrad.sweep, "CHUNK", 1 << 12)
+    monkeypatch.setattr(sweep_module, "PATTERNS", 1 << 16)  # the command's range: [0, PATTERNS)
+    monkeypatch.setattr(sweep_module, "CHUNK", 1 << 12)
     assert main(["verify", "--backend", "broken-sigmoid", "--every-f32"]) == 1
     out = capsys.readouterr().out
     assert "every f32 input, broken-sigmoid" in out and "65,536" in out and "fail" in out
@@ -127,7 +128,7 @@ def test_a_kernel_that_raises_fails_the_sweep_and_names_the_inputs():
     def kernel(x: np.ndarray) -> np.ndarray:
         if (x.view(np.uint32) == HALF).any():
             raise RuntimeError("no 0.5 here\nsecond line")
-        return OPS["sigmoid"].reference(x)
+        return REGISTRY["sigmoid"].reference(x)
 
     raising = Backend("raising-sigmoid", "sigmoid that raises on a chunk holding 0.5")
     raising.register("sigmoid", kernel, "f32")
