@@ -136,13 +136,13 @@ def test_the_kernels_registered():
         return elementwise.same_as_reference(lib.fn(f"vg_{op}_f64", args), op, 1, lib)  # NumPy has its own)
 
     libm = list(cpu.UNARY_LIBM)
-    families = cpu.BINARY + cpu.REDUCE + cpu.ROWS + cpu.COPY + cpu.WINDOW + cpu.LINALG + cpu.QUANT
-    families += cpu.ATTENTION + cpu.CONVOLUTION + cpu.ROPE + cpu.CAST
+    families = cpu.BINARY + cpu.REDUCE + cpu.ROWS + cpu.MOVEMENT + cpu.COLUMNS + cpu.POOL + cpu.MATMUL
+    families += cpu.QUANT + cpu.ATTENTION + cpu.CONVOLUTION + cpu.ROPE + cpu.CAST
     assert ops == set(cpu.UNARY_EXACT + tuple(libm) + families)
-    assert {d for op, d in ALL_KERNELS if op not in (*cpu.COPY, "argmax")} == {"f32", "f64", "i64"}
+    assert {d for op, d in ALL_KERNELS if op not in (*cpu.MOVEMENT, "argmax")} == {"f32", "f64", "i64"}
     assert [(op, d) for op, d in ALL_KERNELS if op == "argmax"] == [("argmax", "i64")]  # its result's dtype
     assert {op for op, d in ALL_KERNELS if d == "i64"} == {"argmax", *cpu.INT64_BINARY}
-    assert [(op, d) for op, d in ALL_KERNELS if op in cpu.COPY] == [("contiguous", "None")]  # every dtype
+    assert [(op, d) for op, d in ALL_KERNELS if op in cpu.MOVEMENT] == [("contiguous", "None")]  # every dtype
     for op, dtype in KERNELS:  # exact, or the bound for routines unlike NumPy's
         assert _bound(op, dtype) in (0, cpu.LIBM_ULPS[dtype]), (op, dtype)
         assert _bound(op, dtype) == cpu.ULP_BOUNDS.get((op, dtype), 0)

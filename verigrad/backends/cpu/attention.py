@@ -17,7 +17,7 @@ import numpy as np
 
 from ...ops import cached_attention
 from ..kernel_table import tolerance
-from . import _ffi, linalg
+from . import _ffi, matmul
 from ._ffi import Library
 
 ATTENTION = ("cached_attention",)
@@ -35,7 +35,7 @@ def register(backend: Any, lib: Library) -> None:
     from ...ops.composite.attention import resolve_scale
 
     fn = lib.fn("vg_cached_attention_f32", _ARGS, restype=ctypes.c_int)
-    reference, data = linalg.single_threaded(cached_attention.reference), lib.data
+    reference, data = matmul.single_threaded(cached_attention.reference), lib.data
 
     layouts: dict[tuple, Any] = {}
     ptr = lib.ptr

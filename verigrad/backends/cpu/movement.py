@@ -15,7 +15,7 @@ from ...ops._op import never_warns, silenced
 from . import _ffi
 from ._ffi import Library
 
-COPY = ("contiguous",)
+MOVEMENT = ("contiguous",)
 COPY_ITEMSIZES = (1, 2, 4, 8)
 
 _COPY_ARGS = [ctypes.c_void_p] * 3 + [ctypes.c_int64, ctypes.c_int64, ctypes.c_int]
@@ -43,7 +43,7 @@ def _contiguous(fn: Any, reference: Callable, backend: Any, ptr: Callable) -> Ca
 
 
 def register(backend: Any, lib: Library) -> None:
-    for name in COPY:
+    for name in MOVEMENT:
         backend.register(
             name, _contiguous(lib.fn("vg_copy", _COPY_ARGS), REGISTRY[name].reference, backend, lib.ptr)
         )

@@ -1,4 +1,4 @@
-"""The cpu backend's thread pool (pool.c, `vg_parallel_for`): the calling thread runs chunk 0 and every
+"""The cpu backend's thread pool (threadpool.c, `vg_parallel_for`): the calling thread runs chunk 0 and every
 chunk runs once with the dispatcher's bounds; and where no worker thread can be started (pthread_create
 failing, made so in a child process by an LD_PRELOAD shim), the caller runs every chunk: the same bits
 on 1, 2 and 3 threads, and a pool of no workers."""
