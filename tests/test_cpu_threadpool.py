@@ -1,7 +1,8 @@
-"""The cpu backend's thread pool (threadpool.c, `vg_parallel_for`): the calling thread runs chunk 0 and every
-chunk runs once with the dispatcher's bounds; and where no worker thread can be started (pthread_create
-failing, made so in a child process by an LD_PRELOAD shim), the caller runs every chunk: the same bits
-on 1, 2 and 3 threads, and a pool of no workers."""
+"""The cpu backend's thread pool (threadpool.c, `vg_parallel_for`): the calling thread runs chunk 0 and
+every chunk runs once with the dispatcher's bounds; and where no worker thread can be started
+(pthread_create failing, made so in a child process by an LD_PRELOAD shim), the caller runs every chunk:
+the same bits on 1, 2 and 3 threads, and a pool of no workers. Rapid tiny dispatches with late workers;
+workers pinned only when asked, and woken off the caller's CPU."""
 
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ import sys
 import textwrap
 import threading
 
+import numpy as np
 import pytest
+from fresh_process import ROOT, run_python
 
+import verigrad
 from verigrad.backends import cpu
 from verigrad.backends.cpu import build
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from verigrad.ops import REGISTRY
 
 pytestmark = pytest.mark.skipif(not cpu.available(), reason="the cpu backend could not be built here")
 
@@ -120,3 +123,108 @@ def test_a_worker_that_cannot_start_leaves_its_chunks_to_the_caller(tmp_path):
     assert result["started"] is False  # the shim was in force
     assert all(result["same"]), result["same"]
     assert result["sizes"] == [0] * len(result["sizes"])
+
+
+needs_two_cpus = pytest.mark.skipif(
+    not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="thread placement is tested on Linux with two usable CPUs or more",
+)
+
+PINNED = """
+import json, os
+import numpy as np
+import verigrad
+from verigrad.backends import cpu
+from verigrad.ops import REGISTRY
+
+verigrad.set_threads(2)
+cpu.set_min_chunk(1)
+cpu.cpu.native(REGISTRY["relu"], verigrad.f32)(np.ones(64, np.float32))  # starts the pool's worker
+tasks = sorted(int(t) for t in os.listdir("/proc/self/task"))
+print(json.dumps([sorted(os.sched_getaffinity(t)) for t in tasks]))
+"""
+
+
+def test_rapid_tiny_dispatches_with_late_workers_give_every_chunk_once():
+    """Thousands of multi-threaded calls of a few microseconds each, with thread counts changing between
+    them: the caller and the workers claim chunks from one counter, and a worker that wakes after its
+    job is finished must not run a chunk of it (its arguments are gone) nor one of the next job."""
+    add, relu = cpu.cpu.native(REGISTRY["add"], verigrad.f64), cpu.cpu.native(REGISTRY["relu"], verigrad.f64)
+    total = cpu.cpu.native(REGISTRY["sum"], verigrad.f64)
+    rng = np.random.default_rng(11)
+    a, b, rows = rng.standard_normal(64), rng.standard_normal(64), rng.standard_normal((8, 64))
+    cpu.set_min_chunk(1)
+    try:  # kernels whose jobs differ in layout, one after another: a stale job would be read wrongly
+        for k in range(9000):
+            verigrad.set_threads(1 + k % 3)
+            n = 2 + k % 63
+            kind = k % 3
+            if kind == 0:
+                out, expected = add(a[:n], b[:n]), a[:n] + b[:n]
+            elif kind == 1:
+                out, expected = add(rows[:, :n], b[:n]), rows[:, :n] + b[:n]
+            else:
+                out, expected = relu(a[:n]), np.maximum(a[:n], 0.0)
+            assert out.tobytes() == expected.tobytes(), (k, n)
+            if k % 7 == 0:
+                assert total(rows[:, :n], axis=(1,), keepdim=False).shape == (8,)
+    finally:
+        cpu.set_min_chunk(None)
+        verigrad.set_threads(1)
+
+
+@needs_two_cpus
+@pytest.mark.parametrize("flag", ["1", "0"])
+def test_pool_workers_are_pinned_only_when_asked(flag):
+    done = run_python(PINNED, VERIGRAD_PIN_THREADS=flag)
+    assert done.returncode == 0, done.stderr
+    allowed = sorted(os.sched_getaffinity(0))
+    pinned = [a for a in json.loads(done.stdout) if a != allowed]
+    assert pinned == ([[allowed[1]]] if flag == "1" else [])  # worker 1 on the second usable CPU
+
+
+WOKEN = """
+import json, os, threading, time
+import numpy as np
+import verigrad
+from verigrad.backends import cpu
+from verigrad.ops import REGISTRY
+
+
+def asleep():  # until the pool's worker has stopped spinning and sleeps (at most 10 s)
+    me = str(threading.get_native_id())
+    for _ in range(1000):
+        others = [t for t in os.listdir("/proc/self/task") if t != me]
+        states = [open(f"/proc/self/task/{t}/stat").read().rsplit(")", 1)[1].split()[0] for t in others]
+        if others and all(state == "S" for state in states):
+            return
+        time.sleep(0.01)
+
+
+verigrad.set_threads(2)
+cpu.set_min_chunk(1)
+relu = cpu.cpu.native(REGISTRY["relu"], verigrad.f32)
+x = np.ones(64, np.float32)
+relu(x)  # starts the pool's worker
+asleep()
+before = relu(x).tobytes()
+asleep()
+assert relu(x).tobytes() == before  # woken again: the same bits
+tasks = sorted(int(t) for t in os.listdir("/proc/self/task"))
+print(json.dumps([sorted(os.sched_getaffinity(t)) for t in tasks]))
+"""
+
+
+@needs_two_cpus
+@pytest.mark.parametrize("flag", ["1", "0"])
+def test_a_worker_woken_after_a_pause_runs_off_the_callers_cpu(flag):
+    """A sleeping worker is woken onto the process's CPUs but the caller's (Linux would queue it behind
+    the caller, which keeps computing); a pinned worker keeps its CPU."""
+    done = run_python(WOKEN, VERIGRAD_PIN_THREADS=flag)
+    assert done.returncode == 0, done.stderr
+    allowed = sorted(os.sched_getaffinity(0))
+    masks = [a for a in json.loads(done.stdout) if a != allowed]
+    if flag == "1":
+        assert masks == [[allowed[1]]]
+    else:
+        assert len(masks) == 1 and len(masks[0]) == len(allowed) - 1 and set(masks[0]) < set(allowed)
