@@ -271,6 +271,9 @@ def build_info() -> dict[str, Any]:
     return {**cpu._info, "blas": None if found is None else {"source": found[0], "path": found[1]}}
 
 
+matmul.set_loader(lambda: None if available() else build_info().get("error"))
+
+
 def vectorized() -> bool:
     """Whether the f32 exp, sigmoid, tanh, silu and gelu_tanh kernels take a vector path here."""
     return cpu.load() and cpu.library is not None and elementwise.vectorized(cpu.library)

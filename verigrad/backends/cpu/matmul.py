@@ -71,6 +71,8 @@ FAST_MARGIN = 8.0
 
 _setting = [os.environ.get("VERIGRAD_EXACT_GEMM", "") not in ("", "0")]
 _state: dict[str, Any] = {"lib": None, "backend": None, "kernels": {}, "gemm": {}, "gemv": {}, "fast": None}
+# builds and registers the library: None, or why it cannot (set by the cpu backend, which owns the build)
+_state["load"] = lambda: "the cpu backend is not loaded"
 
 
 def unit_roundoff(dtype: np.dtype) -> float:
@@ -127,13 +129,18 @@ def exact_mode(flag: bool = True) -> Iterator[None]:
 # ---------------------------------------------------------------- the libraries
 
 
+def set_loader(load: Callable[[], str | None]) -> None:
+    """How `_lib` has the library built and these functions registered: `load()` gives None, or why it
+    cannot (the cpu backend sets it)."""
+    _state["load"] = load
+
+
 def _lib() -> Any:
     """The loaded C functions (building the library if need be); RuntimeError when it cannot be built."""
     if _state["lib"] is None:
-        from . import available, build_info
-
-        if not available():
-            raise RuntimeError(f"the cpu backend's C library is unavailable: {build_info().get('error')}")
+        error = _state["load"]()
+        if error is not None:
+            raise RuntimeError(f"the cpu backend's C library is unavailable: {error}")
     return _state["lib"]
 
 
