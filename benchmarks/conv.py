@@ -26,7 +26,7 @@ from _common import kernel_main, table, timing_rows, verigrad
 from rich.table import Table
 
 from verigrad.backends import cpu
-from verigrad.backends.cpu.convolution import CONVOLUTION, error_bound
+from verigrad.backends.cpu.conv import CONVOLUTION, error_bound
 from verigrad.backends.reference import composite_reference
 from verigrad.ops import REGISTRY
 

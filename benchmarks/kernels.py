@@ -39,8 +39,8 @@ from rich.console import Console
 from rich.table import Table
 
 from verigrad.backends import cpu
+from verigrad.backends.verification import compare
 from verigrad.ops import REGISTRY
-from verigrad.verify import compare
 
 OPS_TIMED = ("sigmoid", "tanh", "relu")
 # verigrad's vector paths (--path), each with PyTorch's instruction set of the same width

@@ -26,8 +26,8 @@ from _common import kernel_main, median_ms, set_threads, table, timing_cells, ve
 from rich.table import Table
 
 from verigrad.backends import cpu
+from verigrad.backends.verification import compare
 from verigrad.ops import REGISTRY
-from verigrad.verify import compare
 
 OPS_TIMED = ("exp", "expm1", "log", "log1p", "sin", "cos", "tanh", "sigmoid", "silu", "gelu_tanh", "pow")
 POSITIVE = ("log", "log1p")

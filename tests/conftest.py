@@ -2,7 +2,7 @@
 `python -m pytest tests/parity`; a plain `python -m pytest` runs the main suite.
 
 The suite runs on the cpu backend's default build and settings, whose kernels give the reference's bits
-where they say so: tests of another setting set it themselves (`linalg.exact_mode()` for
+where they say so: tests of another setting set it themselves (`cpu_matmul.exact_mode()` for
 VERIGRAD_EXACT_GEMM=1, `replay.BUDGET` for VERIGRAD_REPLAY_MIB), and test_native_build.py builds and
 verifies the native library (VERIGRAD_NATIVE=1) in a process of its own."""
 
@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 
 import verigrad
-from verigrad.backends.cpu import linalg
+from verigrad.backends.cpu import matmul as cpu_matmul
 from verigrad.ir import replay
 
 PARITY_DIR = Path(__file__).parent / "parity"
 os.environ.pop("VERIGRAD_NATIVE", None)  # read when the first kernel builds the library
 os.environ.pop("VERIGRAD_EXACT_GEMM", None)
-linalg.set_exact(None)  # what the environment says, now the default
+cpu_matmul.set_exact(None)  # what the environment says, now the default
 os.environ.pop("VERIGRAD_REPLAY_MIB", None)
 replay.BUDGET = replay.budget()
 

@@ -57,7 +57,7 @@ def test_ops_lists_the_registry(capsys):
 def _relu_one_ulp_up(x):
     import numpy as np
 
-    from verigrad.registry import OPS
+    from verigrad.ops import REGISTRY as OPS
 
     r = np.asarray(OPS["relu"].reference(x)).astype(np.float32)
     return np.nextafter(r, np.float32(np.inf))
@@ -76,12 +76,12 @@ def test_verify_lists_native_kernels_and_fallbacks_and_passes(capsys):
 
 
 def test_verify_exits_1_and_names_the_failing_kernel_and_input(capsys, monkeypatch):
-    from verigrad.backends import _registry
+    from verigrad.backends import active, kernel_table
 
-    broken = _registry.Backend("broken", "an ulp off")
+    broken = kernel_table.Backend("broken", "an ulp off")
     broken.register("relu", _relu_one_ulp_up, "f32")
     broken.register("neg", lambda x: -x, "f64")  # right
-    monkeypatch.setitem(_registry._BACKENDS, "broken", broken)
+    monkeypatch.setitem(active._BACKENDS, "broken", broken)
     assert main(["verify", "--backend", "broken"]) == 1
     out = capsys.readouterr().out
     assert "relu: f32 exact" in out and "neg: f64 exact" in out and "on the reference (" in out

@@ -115,9 +115,9 @@ def test_without_python_headers_the_kernels_run_through_ctypes():
         "sysconfig.get_paths = lambda: {**paths, 'include': '/nonexistent'}\n"
         "import verigrad\n"
         "from verigrad.backends import cpu\n"
-        "from verigrad.registry import OPS\n"
+        "from verigrad.ops import REGISTRY\n"
         "x = np.linspace(-2, 2, 50000, dtype=np.float32)\n"
-        "out = cpu.cpu.native(OPS['relu'], verigrad.f32)(x)\n"
+        "out = cpu.cpu.native(REGISTRY['relu'], verigrad.f32)(x)\n"
         "assert out.tobytes() == np.maximum(x, 0).tobytes()\n"
         "print(cpu.build_info()['calls'])\n"
     )
@@ -239,9 +239,9 @@ def test_a_recorded_result_is_compared_when_replayed():
     """A call that returns a value (a convolution's "done": 0 where its f32 result overflowed) stops
     `run` at the first record that returns another value than it did when recorded."""
     import verigrad
-    from verigrad.registry import OPS
+    from verigrad.ops import REGISTRY
 
-    conv = cpu.cpu.native(OPS["conv2d"], verigrad.f32)
+    conv = cpu.cpu.native(REGISTRY["conv2d"], verigrad.f32)
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 3, 6, 6), dtype=np.float32)
     w = rng.standard_normal((4, 3, 3, 3), dtype=np.float32)

@@ -11,7 +11,7 @@ from verigrad.backends import cpu
 from verigrad.backends.cpu import rope
 from verigrad.backends.reference import composite_reference
 from verigrad.errors import ShapeError
-from verigrad.registry import OPS
+from verigrad.ops import REGISTRY
 
 SMALL_CHUNK = 5  # the min chunk the `small_chunks` fixture (conftest.py) sets
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.skipif(not cpu.available(), reason="the cpu backend cou
 
 
 def _kernel(dtype: str):
-    return cpu.cpu.native(OPS["rope"], getattr(verigrad, dtype))
+    return cpu.cpu.native(REGISTRY["rope"], getattr(verigrad, dtype))
 
 
 def _tables(rng: np.random.Generator, rows: int, half: int, dtype) -> tuple[np.ndarray, np.ndarray]:
@@ -52,7 +52,7 @@ def _views(rng: np.random.Generator, dtype) -> list[np.ndarray]:
 def test_rope_gives_the_decompositions_bits(dtype, interleaved, small_chunks):
     np_dtype = cpu.DTYPES[dtype]
     rng = np.random.default_rng(7)
-    kernel, reference = _kernel(dtype), composite_reference(OPS["rope"])
+    kernel, reference = _kernel(dtype), composite_reference(REGISTRY["rope"])
     for x in _views(rng, np_dtype):
         t, half = x.shape[-2], x.shape[-1] // 2
         cos, sin = _tables(rng, t + 4, half, np_dtype)
@@ -142,7 +142,7 @@ def test_the_kernel_runs_for_a_compiled_decode_rotation():
     fn = verigrad.compile(lambda x, c, s: verigrad.functional.rope(x, c, s, interleaved=True))
     with verigrad.backend("cpu"):
         out = fn(x, cos, sin)
-    reference = composite_reference(OPS["rope"])
+    reference = composite_reference(REGISTRY["rope"])
     expected = reference(x.numpy(), cos.numpy(), sin.numpy(), offset=0, interleaved=True)
     assert out.numpy().tobytes() == expected.tobytes()
     (plan,) = fn._plans.values()

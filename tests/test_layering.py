@@ -27,8 +27,6 @@ LAYERS = [
     "autograd",
     "tensor_methods",
     "eager",
-    "verify",
-    "sweep",
     "ir",
     "compile",
     "losses",

@@ -18,9 +18,9 @@ pytestmark = pytest.mark.skipif(not cpu.available(), reason="the cpu backend cou
 
 VERIFY_NATIVE = """
 import json
-from verigrad import verify
+from verigrad.backends import verification
 from verigrad.backends import cpu
-report = verify.verify("cpu")
+report = verification.verify("cpu")
 claims = {f"{r.op} {r.dtype}": str(r.exactness) for r in report.results}
 failed = [f"{r.op} {r.dtype}: {r.message}" for r in report.results if r.status == "fail"]
 print(json.dumps({"native": cpu.build_info()["native"], "claims": claims, "failed": failed}))
@@ -70,7 +70,7 @@ import json
 import numpy as np
 import verigrad
 from verigrad.backends import cpu
-from verigrad.registry import OPS
+from verigrad.ops import REGISTRY
 
 # about a million floats of every exponent and both signs, and the edges of the vector paths' range
 spread = np.arange(0, 2**32, 4099, dtype=np.uint64).astype(np.uint32).view(np.float32)
@@ -82,7 +82,7 @@ def ordered(a):
 cpu.set_min_chunk(1000)
 found = {"native": cpu.build_info()["native"], "paths": list(cpu.vector_paths())}
 for name in ("sigmoid", "silu"):
-    kernel, expected = cpu.cpu.native(OPS[name], verigrad.f32), OPS[name].reference(x)
+    kernel, expected = cpu.cpu.native(REGISTRY[name], verigrad.f32), REGISTRY[name].reference(x)
     for path in cpu.vector_paths():
         cpu.vector_path(path)
         bits = set()

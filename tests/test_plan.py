@@ -13,7 +13,7 @@ import verigrad
 from verigrad import functional as F
 from verigrad import nn
 from verigrad.backends import Backend
-from verigrad.backends._registry import lookup
+from verigrad.backends.active import lookup
 from verigrad.backends.cpu import available as cpu_available
 from verigrad.ir import trace
 from verigrad.ir.passes import optimize

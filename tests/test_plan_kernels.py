@@ -10,7 +10,7 @@ from steps import training_step
 
 import verigrad
 from verigrad.backends import Backend, cpu, memory
-from verigrad.backends._registry import EXACT, ulp
+from verigrad.backends.kernel_table import EXACT, ulp
 from verigrad.ir import trace
 from verigrad.ir.passes import optimize
 from verigrad.ir.plan import Plan, bind

@@ -16,7 +16,7 @@ import verigrad
 from verigrad import bf16, f32, f64
 from verigrad.ops import Sample
 
-OPS = dict(sorted(verigrad.REGISTRY.items()))
+REGISTRY = dict(sorted(verigrad.REGISTRY.items()))
 DTYPES = {"f32": f32, "f64": f64}
 
 # Tolerances for ops that are not exactly rounded (`op.exact` False): a few ulps of the dtype, relative
@@ -32,7 +32,7 @@ def _samples(op: Any) -> list[Sample]:
 def _cases(predicate=lambda op: True) -> list[Any]:
     return [
         pytest.param(name, i, id=f"{name}-{i}")
-        for name, op in OPS.items()
+        for name, op in REGISTRY.items()
         if predicate(op)
         for i in range(len(_samples(op)))
     ]
@@ -71,7 +71,7 @@ def _assert_close(actual: np.ndarray, expected: np.ndarray, exact: bool, dtype: 
 @pytest.mark.parametrize("dtype", ["f32", "f64"])
 @pytest.mark.parametrize(("name", "index"), _cases())
 def test_eager_matches_definition(name: str, index: int, dtype: str) -> None:
-    op = OPS[name]
+    op = REGISTRY[name]
     sample = _samples(op)[index]
     arrays = _arrays(sample, dtype)
     inputs = [a.copy() for a in arrays]
@@ -109,7 +109,7 @@ def _strided(a: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize(("name", "index"), _cases())
 def test_strided_inputs_give_the_same_result(name: str, index: int) -> None:
     """Kernels read their inputs through strides: a view gives what a contiguous copy gives."""
-    op = OPS[name]
+    op = REGISTRY[name]
     sample = _samples(op)[index]
     arrays = _arrays(sample, "f64")
     contiguous, _ = _eager(op, arrays, sample.params)
@@ -123,7 +123,7 @@ def test_strided_inputs_give_the_same_result(name: str, index: int) -> None:
 def test_bf16_is_moved_exactly_or_refused(name: str, index: int) -> None:
     """bf16 is for loading, moving and casting: an op refuses it in its rule (before any work), or
     gives what it gives on the same values in f32, rounded to bf16."""
-    op = OPS[name]
+    op = REGISTRY[name]
     sample = _samples(op)[index]
     f32_values = [  # float inputs rounded to bf16 once, held in f32
         verigrad.from_numpy(a).cast(bf16).float().numpy() if a.dtype.kind == "f" else a
@@ -148,7 +148,7 @@ def test_bf16_is_moved_exactly_or_refused(name: str, index: int) -> None:
 @pytest.mark.parametrize(("name", "index"), _cases())
 def test_abstract_spec_matches_eager(name: str, index: int) -> None:
     """The abstract mode gives the same spec as running the op, without running it."""
-    op = OPS[name]
+    op = REGISTRY[name]
     sample = _samples(op)[index]
     arrays = _arrays(sample, "f32")
     out, _ = _eager(op, arrays, sample.params)
@@ -169,7 +169,7 @@ def _scalar(op: Any, arrays: list[np.ndarray], params: dict, cot: np.ndarray) ->
 
 @pytest.mark.parametrize(("name", "index"), _cases(lambda op: op.differentiable))
 def test_gradient_matches_finite_differences(name: str, index: int) -> None:
-    op = OPS[name]
+    op = REGISTRY[name]
     sample = _samples(op)[index]
     arrays = _arrays(sample, "f64")
     leaves = [verigrad.from_numpy(a.copy()).requires_grad_() if a.dtype.kind == "f" else None for a in arrays]
@@ -226,7 +226,7 @@ def _vjp_dot(op: Any, arrays: list[np.ndarray], params: dict, create_graph: bool
 @pytest.mark.parametrize(("name", "index"), _cases(lambda op: op.differentiable))
 def test_second_derivative_matches_finite_differences(name: str, index: int) -> None:
     """create_graph=True: the gradient of <v, VJP(x)> against its directional finite difference."""
-    op = OPS[name]
+    op = REGISTRY[name]
     sample = _samples(op)[index]
     arrays = _arrays(sample, "f64")
     tensors, total = _vjp_dot(op, arrays, sample.params, create_graph=True)
@@ -251,9 +251,9 @@ def test_second_derivative_matches_finite_differences(name: str, index: int) -> 
 
 
 # (c) every op carries what the suites and readers need --------------------------------------------
-@pytest.mark.parametrize("name", list(OPS))
+@pytest.mark.parametrize("name", list(REGISTRY))
 def test_op_has_samples_and_doc(name: str) -> None:
-    op = OPS[name]
+    op = REGISTRY[name]
     assert op.name == name
     assert _samples(op), f"op {name} has no samples, so no suite tests it"
     assert (op.__doc__ or "").strip(), f"op {name} has no doc"
@@ -262,5 +262,5 @@ def test_op_has_samples_and_doc(name: str) -> None:
 
 def test_registry_holds_the_primitive_families() -> None:
     for name in ["add", "exp", "sum", "reshape", "permute", "slice", "take", "matmul", "where", "cast"]:
-        assert name in OPS
+        assert name in REGISTRY
     assert verigrad.REGISTRY["matmul"] is verigrad.matmul

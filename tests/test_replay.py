@@ -389,7 +389,7 @@ def test_a_replay_holds_what_its_calls_point_into(monkeypatch):
     reusing the freed memory does not change a replay's bits."""
     import gc
 
-    from verigrad.backends.cpu import linalg
+    from verigrad.backends.cpu import matmul as cpu_matmul
 
     rng = np.random.default_rng(11)
     w = verigrad.tensor(rng.standard_normal((4, 200, 96)).astype(np.float32))
@@ -400,9 +400,9 @@ def test_a_replay_holds_what_its_calls_point_into(monkeypatch):
         fn = verigrad.compile(lambda x: F.relu(x @ w).sum(axis=2))
         with verigrad.backend("cpu"):
             out = [fn(verigrad.tensor(x)).numpy().copy() for x in xs[:10]]
-            linalg._plans.clear()
+            cpu_matmul._plans.clear()
             gc.collect()
-            junk = [linalg._GemmArgs(*([7] * 16)) for _ in range(2000)]  # the freed memory reused
+            junk = [cpu_matmul._GemmArgs(*([7] * 16)) for _ in range(2000)]  # the freed memory reused
             junk += [np.full(3 * 4, 1 << 40, np.int64) for _ in range(2000)]
             out += [fn(verigrad.tensor(x)).numpy().copy() for x in xs[10:]]
             del junk

@@ -1,16 +1,17 @@
-"""The every-f32-input check (verigrad/sweep.py): which kernels it takes, ranges of bit patterns held to
-the reference, a kernel wrong on one input caught with that input named, and the command."""
+"""The every-f32-input check (verigrad/backends/verification/sweep.py): which kernels it takes, ranges of
+bit patterns held to the reference, a kernel wrong on one input caught with that input named, and the
+command."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from verigrad.backends import _registry, cpu
-from verigrad.backends._registry import Exactness
+from verigrad.backends import active, cpu
+from verigrad.backends.kernel_table import Backend, Exactness
+from verigrad.backends.verification.sweep import one_operand_ops, sweep, sweep_paths
 from verigrad.cli import main
-from verigrad.registry import OPS
-from verigrad.sweep import one_operand_ops, sweep, sweep_paths
+from verigrad.ops import REGISTRY
 
 needs_cpu = pytest.mark.skipif(not cpu.available(), reason="the cpu backend could not be built here")
 
@@ -56,15 +57,15 @@ def test_paths_a_kernel_does_not_take_are_refused():
 
 def _one_bit_off_at(bits: int):
     def kernel(x: np.ndarray) -> np.ndarray:
-        y = OPS["sigmoid"].reference(x)
+        y = REGISTRY["sigmoid"].reference(x)
         y.view(np.uint32)[x.view(np.uint32) == bits] ^= 1
         return y
 
     return kernel
 
 
-def _broken(bits: int = HALF) -> _registry.Backend:
-    broken = _registry.Backend("broken-sigmoid", "sigmoid one bit off at one input")
+def _broken(bits: int = HALF) -> Backend:
+    broken = Backend("broken-sigmoid", "sigmoid one bit off at one input")
     broken.register("sigmoid", _one_bit_off_at(bits), "f32")
     return broken
 
@@ -77,7 +78,7 @@ def test_a_kernel_wrong_on_one_input_is_caught_and_the_input_named():
 
 
 def test_a_claim_of_ulps_is_held_in_ulps():
-    loose = _registry.Backend("loose-sigmoid", "sigmoid one bit off at 0.5, claims 1 ulp")
+    loose = Backend("loose-sigmoid", "sigmoid one bit off at 0.5, claims 1 ulp")
     loose.register("sigmoid", _one_bit_off_at(HALF), "f32", Exactness(ulps=1))
     result = sweep(loose, "sigmoid", HALF - 10, HALF + 10)
     assert result.passed and result.worst == 1
@@ -101,11 +102,11 @@ def test_bad_arguments_are_refused_before_any_work():
 
 
 def test_the_command_fails_on_a_wrong_kernel_and_names_its_input(capsys, monkeypatch):
-    import verigrad.sweep
+    from verigrad.backends.verification import sweep as sweep_module
 
-    monkeypatch.setitem(_registry._BACKENDS, "broken-sigmoid", _broken(0x1234))
-    monkeypatch.setattr(verigrad.sweep, "PATTERNS", 1 << 16)  # the command's range: [0, PATTERNS)
-    monkeypatch.setattr(verigrad.sweep, "CHUNK", 1 << 12)
+    monkeypatch.setitem(active._BACKENDS, "broken-sigmoid", _broken(0x1234))
+    monkeypatch.setattr(sweep_module, "PATTERNS", 1 << 16)  # the command's range: [0, PATTERNS)
+    monkeypatch.setattr(sweep_module, "CHUNK", 1 << 12)
     assert main(["verify", "--backend", "broken-sigmoid", "--every-f32"]) == 1
     out = capsys.readouterr().out
     assert "every f32 input, broken-sigmoid" in out and "65,536" in out and "fail" in out
@@ -127,9 +128,9 @@ def test_a_kernel_that_raises_fails_the_sweep_and_names_the_inputs():
     def kernel(x: np.ndarray) -> np.ndarray:
         if (x.view(np.uint32) == HALF).any():
             raise RuntimeError("no 0.5 here\nsecond line")
-        return OPS["sigmoid"].reference(x)
+        return REGISTRY["sigmoid"].reference(x)
 
-    raising = _registry.Backend("raising-sigmoid", "sigmoid that raises on a chunk holding 0.5")
+    raising = Backend("raising-sigmoid", "sigmoid that raises on a chunk holding 0.5")
     raising.register("sigmoid", kernel, "f32")
     seen = []
     result = sweep(raising, "sigmoid", HALF - 256, HALF + 256, chunk=128, progress=seen.append)

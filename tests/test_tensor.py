@@ -870,7 +870,7 @@ def test_eager_result_specs_are_remembered_per_operands_and_params() -> None:
     shape or param gets its own; a refusal is not remembered; the memory stays bounded."""
     from verigrad.ops import _op
 
-    add, total = verigrad.registry.OPS["add"], verigrad.registry.OPS["sum"]
+    add, total = verigrad.ops.REGISTRY["add"], verigrad.ops.REGISTRY["sum"]
     a, b = verigrad.ones(2, 3), verigrad.ones(3)
     assert (a + b).shape == (2, 3) and (a + b).dtype is verigrad.f32
     assert (a.double() + b).dtype is f64 and (a[:1] + b).shape == (1, 3)

@@ -1,7 +1,8 @@
-"""The backend verification suite (`verigrad.verify`): every native kernel of the cpu backend held to its
-op's reference at its stated exactness, with 1, 2 and 3 threads; proof that the suite catches wrong
-kernels (an ulp off against an exact claim, bits that depend on the thread count, wrong only on NaN, on
-a strided view, on an empty array); and a compiled CNN training step on cpu against the reference."""
+"""The backend verification suite (`verigrad.backends.verification`): every native kernel of the cpu
+backend held to its op's reference at its stated exactness, with 1, 2 and 3 threads; proof that the
+suite catches wrong kernels (an ulp off against an exact claim, bits that depend on the thread count,
+wrong only on NaN, on a strided view, on an empty array); and a compiled CNN training step on cpu
+against the reference."""
 
 from __future__ import annotations
 
@@ -12,37 +13,37 @@ import pytest
 from steps import training_step
 
 import verigrad
-from verigrad import nn, verify
-from verigrad.backends import _registry, cpu
-from verigrad.backends._registry import EXACT, Backend, tolerance, ulp
-from verigrad.backends.cpu import linalg
-from verigrad.registry import OPS
+from verigrad import nn
+from verigrad.backends import active, cpu, verification
+from verigrad.backends.cpu import matmul as cpu_matmul
+from verigrad.backends.kernel_table import EXACT, Backend, tolerance, ulp
+from verigrad.ops import REGISTRY
 
 HAS_CC = cpu.available()
 needs_cc = pytest.mark.skipif(not HAS_CC, reason="the cpu backend could not be built here")
-CPU_KERNELS = verify.native_kernels(cpu.cpu) if HAS_CC else []
+CPU_KERNELS = verification.native_kernels(cpu.cpu) if HAS_CC else []
 
 
 # the suite on the cpu backend: whatever kernels it has, each a test of its own --------------------------
 @needs_cc
 @pytest.mark.parametrize(("op", "dtype"), CPU_KERNELS, ids=[f"{o}-{d or '*'}" for o, d in CPU_KERNELS])
 def test_cpu_kernel_meets_its_stated_exactness(op, dtype):
-    result = verify.verify_kernel(cpu.cpu, op, dtype)
+    result = verification.verify_kernel(cpu.cpu, op, dtype)
     assert result.passed, f"{op} {result.dtype} ({result.exactness}) {result.status}: {result.message}"
     assert result.cases > 0
 
 
 def test_the_suite_restores_threads_and_chunk():
     threads, chunk = cpu.cpu.threads, cpu.min_chunk()
-    verify.verify(_wrong("relu", _shifted_relu), ["relu"])
-    verify.verify(cpu.cpu, ["neg"])
+    verification.verify(_wrong("relu", _shifted_relu), ["relu"])
+    verification.verify(cpu.cpu, ["neg"])
     assert (cpu.cpu.threads, cpu.min_chunk()) == (threads, chunk)
 
 
 def test_the_cases_cover_special_values_sizes_views_and_dtypes():
-    cases = list(verify.cases_for(OPS["relu"], lambda d: d == "f32"))
+    cases = list(verification.cases_for(REGISTRY["relu"], lambda d: d == "f32"))
     names = " | ".join(c.what for c in cases)
-    for words in ("special values", "signed zeros and ones", "->0", "->1", "->600", *verify.LAYOUTS):
+    for words in ("special values", "signed zeros and ones", "->0", "->1", "->600", *verification.LAYOUTS):
         assert words in names, words
     values = np.concatenate([c.arrays[0].ravel() for c in cases if c.arrays[0].dtype == np.float32])
     fi = np.finfo(np.float32)
@@ -54,13 +55,15 @@ def test_the_cases_cover_special_values_sizes_views_and_dtypes():
     layouts = [c.arrays[0] for c in cases if "transposed" in c.what or "offset and strided" in c.what]
     assert layouts and not any(a.flags.c_contiguous for a in layouts if a.size > 1)
     assert any(0 in c.arrays[0].shape for c in cases) and any(c.arrays[0].size >= 600 for c in cases)
-    binary = list(verify.cases_for(OPS["add"], lambda d: d == "f64"))
+    binary = list(verification.cases_for(REGISTRY["add"], lambda d: d == "f64"))
     assert any("(first input)" in c.what and not c.arrays[0].flags.c_contiguous for c in binary)
 
 
 def test_tolerance_claims_leave_the_largest_values_out():
-    exact = {c.what: c for c in verify.cases_for(OPS["sum"], lambda d: d == "f32")}
-    summed = {c.what: c for c in verify.cases_for(OPS["sum"], lambda d: d == "f32", tolerance=True)}
+    exact = {c.what: c for c in verification.cases_for(REGISTRY["sum"], lambda d: d == "f32")}
+    summed = {
+        c.what: c for c in verification.cases_for(REGISTRY["sum"], lambda d: d == "f32", tolerance=True)
+    }
     top = np.finfo(np.float32).max
     assert any((np.abs(c.arrays[0]) == top).any() for c in exact.values())
     assert not any((np.abs(c.arrays[0]) == top).any() for c in summed.values())
@@ -73,34 +76,34 @@ def _f32(*values: float) -> np.ndarray:
 
 def test_compare_counts_ulps_and_matches_nan_with_nan():
     one_up = np.nextafter(np.float32(1), np.float32(2))
-    v = verify.compare(_f32(1, one_up), _f32(1, 1), EXACT)
+    v = verification.compare(_f32(1, one_up), _f32(1, 1), EXACT)
     assert v.message.startswith("other bits") and v.ulps == 1 and v.index == (1,)
-    assert verify.compare(_f32(1, one_up), _f32(1, 1), ulp(1)) == verify.Verdict(ulps=1)
-    assert "2 ulps" in verify.compare(_f32(3, 1), _f32(3, np.nextafter(one_up, 2)), ulp(1)).message
+    assert verification.compare(_f32(1, one_up), _f32(1, 1), ulp(1)) == verification.Verdict(ulps=1)
+    assert "2 ulps" in verification.compare(_f32(3, 1), _f32(3, np.nextafter(one_up, 2)), ulp(1)).message
     nans = np.array([np.nan, -np.nan, np.inf], np.float32)
-    assert verify.compare(nans, nans[[1, 0, 2]], EXACT).message == ""  # NaN meets NaN, either sign
-    assert "NaN where" in verify.compare(_f32(np.nan), _f32(0), ulp(100)).message
-    zeros = verify.compare(_f32(-0.0), _f32(0.0), EXACT)
+    assert verification.compare(nans, nans[[1, 0, 2]], EXACT).message == ""  # NaN meets NaN, either sign
+    assert "NaN where" in verification.compare(_f32(np.nan), _f32(0), ulp(100)).message
+    zeros = verification.compare(_f32(-0.0), _f32(0.0), EXACT)
     assert "other bits" in zeros.message and zeros.ulps == 0
-    assert verify.compare(_f32(-0.0), _f32(0.0), ulp(1)).message == ""
+    assert verification.compare(_f32(-0.0), _f32(0.0), ulp(1)).message == ""
     big = np.finfo(np.float32).max
-    assert verify.compare(_f32(np.inf), _f32(big), ulp(1)).ulps == 1  # the next float after max is inf
-    ints = verify.compare(np.array([1, 2]), np.array([1, 3]), EXACT)
+    assert verification.compare(_f32(np.inf), _f32(big), ulp(1)).ulps == 1  # the next float after max is inf
+    ints = verification.compare(np.array([1, 2]), np.array([1, 3]), EXACT)
     assert "other values" in ints.message and ints.index == (1,)
-    u8 = verify.compare(np.array([[7]], np.uint8), np.array([[9]], np.uint8), ulp(4))
+    u8 = verification.compare(np.array([[7]], np.uint8), np.array([[9]], np.uint8), ulp(4))
     assert "other values" in u8.message and "kernel 7, reference 9" in u8.message
-    bf16 = verify.compare(np.array([0x3F80], np.uint16), np.array([0x3F81], np.uint16), EXACT)
+    bf16 = verification.compare(np.array([0x3F80], np.uint16), np.array([0x3F81], np.uint16), EXACT)
     assert bf16.ulps == 1 and "bf16 0x3f80" in bf16.message  # bf16 bits, an ulp of bf16
-    shapes = verify.compare(np.zeros(2), np.zeros(3), EXACT)
+    shapes = verification.compare(np.zeros(2), np.zeros(3), EXACT)
     assert "reference gives float64[3]" in shapes.message
 
 
 def test_compare_holds_tolerances_to_rtol_and_atol():
     claim = tolerance(1e-6, 1e-9)
-    v = verify.compare(np.array([1 + 5e-7, 0.0, np.inf]), np.array([1.0, 5e-10, np.inf]), claim)
+    v = verification.compare(np.array([1 + 5e-7, 0.0, np.inf]), np.array([1.0, 5e-10, np.inf]), claim)
     assert v.message == "" and v.error == pytest.approx(5e-10 / (1e-6 * 5e-10 + 1e-9))
-    assert "times the claimed" in verify.compare(np.array([1 + 3e-6]), np.array([1.0]), claim).message
-    assert "infinity" in verify.compare(np.array([np.inf]), np.array([1e308]), claim).message
+    assert "times the claimed" in verification.compare(np.array([1 + 3e-6]), np.array([1.0]), claim).message
+    assert "infinity" in verification.compare(np.array([np.inf]), np.array([1e308]), claim).message
 
 
 # the suite catches wrong kernels -----------------------------------------------------------------------
@@ -112,12 +115,12 @@ def _wrong(op: str, kernel, dtype: str = "f32", exactness=EXACT) -> Backend:
 
 def _shifted_relu(x):
     """The reference, one ulp up (NaN stays NaN, inf stays inf)."""
-    r = np.asarray(OPS["relu"].reference(x)).astype(np.float32)
+    r = np.asarray(REGISTRY["relu"].reference(x)).astype(np.float32)
     return np.nextafter(r, np.float32(np.inf))
 
 
-def _only(backend: Backend) -> verify.KernelResult:
-    [result] = verify.verify(backend).results
+def _only(backend: Backend) -> verification.KernelResult:
+    [result] = verification.verify(backend).results
     return result
 
 
@@ -140,7 +143,7 @@ def test_bits_that_depend_on_the_thread_count_fail():
     backend = Backend("wrong")
 
     def exp(x):
-        r = np.asarray(OPS["exp"].reference(x)).astype(np.float32)
+        r = np.asarray(REGISTRY["exp"].reference(x)).astype(np.float32)
         flat = r.reshape(-1)
         cut = -(-flat.size // backend.threads)
         flat[cut:] = np.nextafter(flat[cut:], np.float32(np.inf))
@@ -179,7 +182,7 @@ def test_a_path_that_gives_other_bits_fails_and_is_named():
     backend = TwoPaths("paths")
 
     def exp(x):
-        r = np.asarray(OPS["exp"].reference(x)).astype(np.float32)
+        r = np.asarray(REGISTRY["exp"].reference(x)).astype(np.float32)
         if backend.path == "slow":
             r[x > 1] = np.nextafter(r[x > 1], np.float32(np.inf))
         return r
@@ -206,14 +209,14 @@ def test_the_vector_paths_of_the_cpu_kernels_are_each_verified(monkeypatch):
         return real(path)
 
     monkeypatch.setattr(cpu, "vector_path", spy)
-    assert verify.verify_kernel(cpu.cpu, "sigmoid", "f32").passed
+    assert verification.verify_kernel(cpu.cpu, "sigmoid", "f32").passed
     assert set(taken) >= set(cpu.vector_paths()) and cpu.vector_path() == chosen
     assert cpu.cpu.paths("sigmoid", "f64") == cpu.cpu.paths("relu", "f32") == ("",)
 
 
 def test_a_kernel_wrong_only_on_nan_fails_on_the_special_values():
     def maximum(a, b):  # drops a NaN in b
-        r = OPS["maximum"].reference(a, b)
+        r = REGISTRY["maximum"].reference(a, b)
         return np.where(np.isnan(b) & ~np.isnan(a), a, r)
 
     result = _only(_wrong("maximum", maximum, "f64"))
@@ -234,14 +237,14 @@ def test_a_kernel_wrong_only_on_strided_views_fails_on_them():
 
 def test_a_kernel_that_writes_into_its_input_or_raises_on_empty_arrays_fails():
     def in_place(x):
-        return np.maximum(x, 0, out=x) if x.dtype == np.float32 else OPS["relu"].reference(x)
+        return np.maximum(x, 0, out=x) if x.dtype == np.float32 else REGISTRY["relu"].reference(x)
 
     assert "wrote into an input" in _only(_wrong("relu", in_place)).message
 
     def no_empty(x):
         if x.size == 0:
             raise ValueError("empty")
-        return OPS["relu"].reference(x)
+        return REGISTRY["relu"].reference(x)
 
     result = _only(_wrong("relu", no_empty))
     assert "raised ValueError: empty; the reference returned a result" in result.message
@@ -267,7 +270,7 @@ class Rerunning(Backend):
         def matmul(a, b):
             if always or not (np.abs(a) <= 2.0**20).all() or not (np.abs(b) <= 2.0**20).all():
                 self.count += 1
-            return OPS["matmul"].reference(a, b)
+            return REGISTRY["matmul"].reference(a, b)
 
         self.register("matmul", matmul, "f32")
 
@@ -278,12 +281,12 @@ class Rerunning(Backend):
 def test_a_rerun_on_inputs_that_cannot_overflow_fails():
     """The recomputed result is right, but it hides a kernel whose result held a NaN or an infinity."""
     result = _only(Rerunning(always=True))
-    assert result.status == "fail" and verify.HIDDEN in result.message
+    assert result.status == "fail" and verification.HIDDEN in result.message
     assert _only(Rerunning(always=False)).passed  # reruns where the inputs may overflow are allowed
-    checked = verify.CheckedBackend(Rerunning(always=True))  # and in a checked program's calls
-    matmul = checked.native(OPS["matmul"], verigrad.f32)
+    checked = verification.CheckedBackend(Rerunning(always=True))  # and in a checked program's calls
+    matmul = checked.native(REGISTRY["matmul"], verigrad.f32)
     matmul(np.ones((2, 3), np.float32), np.ones((3, 2), np.float32))
-    assert len(checked.failures) == 1 and verify.HIDDEN in checked.failures[0]
+    assert len(checked.failures) == 1 and verification.HIDDEN in checked.failures[0]
     matmul(np.full((2, 3), 1e30, np.float32), np.ones((3, 2), np.float32))  # may overflow: allowed
     assert len(checked.failures) == 1
 
@@ -299,14 +302,14 @@ class TwoModes(Backend):
 
         def matmul(a, b):
             if self.mode == "exact":
-                loop = linalg.reference_exact(a, b)
+                loop = cpu_matmul.reference_exact(a, b)
                 return loop if self.exact_bits else np.nextafter(loop, np.float32(np.inf))
-            return OPS["matmul"].reference(a, b)
+            return REGISTRY["matmul"].reference(a, b)
 
         self.register("matmul", matmul, "f32", exactness=tolerance(1e-6, 1e-6))
 
     def modes(self, op, dtype):
-        return {"fast": None, "exact": linalg.reference_exact}
+        return {"fast": None, "exact": cpu_matmul.reference_exact}
 
     @contextlib.contextmanager
     def in_mode(self, mode):
@@ -318,44 +321,44 @@ class TwoModes(Backend):
 
 
 def test_each_mode_of_a_kernel_is_verified_and_held_to_its_own_definition():
-    fast, exact = verify.verify(TwoModes(exact_bits=True)).results
+    fast, exact = verification.verify(TwoModes(exact_bits=True)).results
     assert (fast.name, exact.name) == ("matmul (fast)", "matmul (exact)") and fast.passed and exact.passed
-    fast, exact = verify.verify(TwoModes(exact_bits=False)).results
+    fast, exact = verification.verify(TwoModes(exact_bits=False)).results
     assert fast.passed and exact.status == "fail"  # within the tolerance, not the loop's bits
     assert "other bits than the exact mode's definition" in exact.message
 
 
 def test_the_cpu_matmul_is_verified_on_its_fast_and_exact_paths():
-    results = verify.verify(cpu.cpu, ["matmul"]).results
+    results = verification.verify(cpu.cpu, ["matmul"]).results
     assert {(r.dtype, r.mode) for r in results} == {(d, m) for d in ("f32", "f64") for m in ("fast", "exact")}
     assert all(r.passed and r.cases > 100 for r in results)
-    assert linalg.exact_default() is False  # each mode was left as it was
+    assert cpu_matmul.exact_default() is False  # each mode was left as it was
 
 
 def test_kernels_no_case_reaches_are_untested_not_passed():
     backend = Backend("wrong")
-    backend.register("eq", OPS["eq"].reference, "f32")  # eq gives bool: an f32 kernel never runs
+    backend.register("eq", REGISTRY["eq"].reference, "f32")  # eq gives bool: an f32 kernel never runs
     backend.register("no_such_op", lambda x: x, "f32")
-    results = {r.op: r for r in verify.verify(backend).results}
+    results = {r.op: r for r in verification.verify(backend).results}
     assert results["eq"].status == "untested" and "no sample" in results["eq"].message
-    assert results["no_such_op"].status == "untested" and not verify.verify(backend).ok
+    assert results["no_such_op"].status == "untested" and not verification.verify(backend).ok
 
 
 def test_a_reference_kernel_passes_for_every_dtype():
     backend = Backend("wrong")
-    backend.register("where", OPS["where"].reference)  # every dtype
+    backend.register("where", REGISTRY["where"].reference)  # every dtype
     result = _only(backend)
     assert result.passed and result.dtype == "*" and result.cases > 50
 
 
 def test_an_unknown_op_is_refused_before_any_work():
     with pytest.raises(ValueError, match="unknown op 'nope'"):
-        verify.verify(cpu.cpu, ["nope"])
+        verification.verify(cpu.cpu, ["nope"])
 
 
 def test_a_checked_backend_catches_a_wrong_kernel_inside_a_compiled_program(monkeypatch):
-    checked = verify.CheckedBackend(_wrong("relu", _shifted_relu), name="checked-wrong")
-    monkeypatch.setitem(_registry._BACKENDS, checked.name, checked)
+    checked = verification.CheckedBackend(_wrong("relu", _shifted_relu), name="checked-wrong")
+    monkeypatch.setitem(active._BACKENDS, checked.name, checked)
     double_relu = verigrad.compile(lambda x: x.relu() * 2)
     x = verigrad.tensor(np.array([-1.0, 0.5, 3.0], np.float32))
     with verigrad.backend(checked.name):
@@ -409,8 +412,8 @@ def test_a_compiled_training_step_on_cpu_meets_every_stated_exactness(monkeypatc
         m.setattr(cpu.cpu, "_kernels", exact)
         assert _run_steps("cpu") == reference
 
-    checked = verify.CheckedBackend(cpu.cpu)
-    monkeypatch.setitem(_registry._BACKENDS, checked.name, checked)
+    checked = verification.CheckedBackend(cpu.cpu)
+    monkeypatch.setitem(active._BACKENDS, checked.name, checked)
     one = _run_steps(checked.name)
     assert checked.failures == [], checked.failures[:3]
     inexact = {key for key in checked.calls if not cpu.cpu.exactness(*key).is_exact}

@@ -5,19 +5,11 @@ runs its NumPy reference. `set_backend("reference")` runs the references themsel
 """
 
 from . import cpu  # the "cpu" backend (registered after the reference)
-from ._registry import (
-    THREAD_COUNT,
-    Backend,
-    available,
-    backend,
-    default_threads,
-    get_backend,
-    get_threads,
-    set_backend,
-    set_threads,
-)
+from .active import available, backend, get_backend, get_threads, set_backend
 from .blas import blas_threads, set_blas_threads
+from .kernel_table import Backend
 from .reference import reference
+from .threads import THREAD_COUNT, default_threads, set_threads
 
 THREAD_COUNT.get()  # VERIGRAD_THREADS checked, and NumPy's BLAS given that many threads
 set_backend("cpu")

@@ -59,9 +59,9 @@ def run_ops(args: argparse.Namespace) -> int:
 
 def run_verify(args: argparse.Namespace) -> int:
     if args.every_f32:
-        from ..sweep import run_command as sweep_command
+        from ..backends.verification.sweep import run_command as sweep_command
 
         return sweep_command(args.backend, args.op)
-    from ..verify import run_command
+    from ..backends.verification.command import run_command
 
     return run_command(args.backend, args.op)

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..backends._registry import env_count
+from ..backends.threads import env_count
 
 if TYPE_CHECKING:
     from .plan import Plan

@@ -13,7 +13,7 @@ Threads: the count `verigrad.set_threads(n)` gave, else `VERIGRAD_THREADS`, else
 whole rows holding at least that many elements); every
 thread count gives the same bits (whichever thread computes a chunk: a late pool worker's chunk is taken
 by the others); a worker woken from sleep is moved off the caller's CPU first. `VERIGRAD_PIN_THREADS=1`
-pins pool worker k to the k-th CPU the process may use (for a machine given to one process; see pool.c).
+pins pool worker k to the k-th CPU the process may use (for a machine given to one process; see threadpool.c).
 """
 
 from __future__ import annotations
@@ -25,28 +25,28 @@ from collections.abc import Iterator
 from typing import Any
 
 from .. import blas, memory
-from .._registry import EXACT, Backend, Exactness, add_backend
+from ..active import add_backend
+from ..kernel_table import EXACT, Backend, Exactness
 from ..reference import reference as _reference  # registered first: the reference stays the default
 from . import (
     attention,
     conv,
-    convolution,
     elementwise,
     fastcall,
     fused,
-    linalg,
+    matmul,
     movement,
-    optimizers,
+    optim,
+    pool,
     quant,
-    reductions,
+    reduce,
     rope,
     rows,
 )
 from . import build as _build
 from ._ffi import DTYPES, MIN_CHUNK, Library, bufsize, min_chunk, set_min_chunk
 from .attention import ATTENTION
-from .conv import WINDOW
-from .convolution import CONVOLUTION
+from .conv import COLUMNS, CONVOLUTION
 from .elementwise import (
     BINARY,
     CANCELLING,
@@ -57,26 +57,27 @@ from .elementwise import (
     UNARY_EXACT,
     UNARY_LIBM,
 )
-from .linalg import LINALG
-from .movement import COPY
+from .matmul import MATMUL
+from .movement import MOVEMENT
+from .pool import POOL
 from .quant import QUANT
-from .reductions import REDUCE
+from .reduce import REDUCE
 from .rope import ROPE
 from .rows import ROWS
 
 # Each module has `register(backend, library)`.
 KERNEL_FAMILIES = (
     elementwise,
-    reductions,
+    reduce,
     movement,
+    pool,
+    matmul,
     conv,
-    linalg,
-    convolution,
     rows,
     quant,
     attention,
     rope,
-    optimizers,
+    optim,
 )
 
 __all__ = [
@@ -84,13 +85,15 @@ __all__ = [
     "BINARY",
     "CANCELLING",
     "CAST",
+    "COLUMNS",
     "CONVOLUTION",
-    "COPY",
     "DTYPES",
     "INT64_BINARY",
     "LIBM_ULPS",
-    "LINALG",
+    "MATMUL",
     "MIN_CHUNK",
+    "MOVEMENT",
+    "POOL",
     "QUANT",
     "REDUCE",
     "ROPE",
@@ -98,7 +101,6 @@ __all__ = [
     "ULP_BOUNDS",
     "UNARY_EXACT",
     "UNARY_LIBM",
-    "WINDOW",
     "available",
     "build_info",
     "cpu",
@@ -194,10 +196,10 @@ class CpuBackend(Backend):
 
     def modes(self, op: str, dtype: str | None) -> dict[str, Any]:
         """matmul: the fast path and the exact one, where this machine has the fast path; the exact one
-        gives the naive loop's bits (`linalg.reference_exact`) but in a native build, where its sums of
+        gives the naive loop's bits (`matmul.reference_exact`) but in a native build, where its sums of
         products are contracted."""
-        if op == "matmul" and linalg.fast_available():
-            return {"fast": None, "exact": None if self._info.get("native") else linalg.reference_exact}
+        if op == "matmul" and matmul.fast_available():
+            return {"fast": None, "exact": None if self._info.get("native") else matmul.reference_exact}
         return super().modes(op, dtype)
 
     @contextlib.contextmanager
@@ -205,18 +207,18 @@ class CpuBackend(Backend):
         if not mode:
             yield
             return
-        with linalg.exact_mode(mode == "exact"):
+        with matmul.exact_mode(mode == "exact"):
             yield
 
     def samples(self, op: str, rng: Any) -> list[Any]:
-        """matmul: products that the fast path computes with its own kernels (gemm_avx512.c); the
+        """matmul: products that the fast path computes with its own kernels (matmul_avx512.c); the
         convolutions: operands that take the implicit path."""
         if op == "matmul":
-            return linalg.verification_samples(rng)
-        return convolution.verification_samples(op, rng)
+            return matmul.verification_samples(rng)
+        return conv.verification_samples(op, rng)
 
     def reruns(self) -> int:
-        """GEMM's fast path and the convolutions (gemm.c's vg_count_rerun)."""
+        """GEMM's fast path and the convolutions (matmul.c's vg_count_rerun)."""
         return int(self._reruns()) if self.library is not None else 0
 
     def optimizer_kernel(self, name: str, dtype: str) -> Any:
@@ -240,7 +242,7 @@ class CpuBackend(Backend):
     def settings(self) -> tuple:
         """Threads, the thread chunk, the GEMM mode and NumPy's buffer size (OpenBLAS reads its own
         thread count when called, replayed or not)."""
-        return (self.threads, min_chunk(), linalg.exact_default(), bufsize())
+        return (self.threads, min_chunk(), matmul.exact_default(), bufsize())
 
     def report(self) -> dict[str, list[str]]:
         self.load()
@@ -267,6 +269,9 @@ def build_info() -> dict[str, Any]:
     cpu.load()
     found = blas.source()
     return {**cpu._info, "blas": None if found is None else {"source": found[0], "path": found[1]}}
+
+
+matmul.set_loader(lambda: None if available() else build_info().get("error"))
 
 
 def vectorized() -> bool:

@@ -1,6 +1,5 @@
-"""What every kernel family of the cpu backend shares: the thread chunk size, NumPy's buffer size, a fast
-reader of an array's data pointer, typed access to the library's functions, and the collapsed layout of
-broadcast operands."""
+"""What every kernel family of the cpu backend shares: the thread chunk size, NumPy's buffer size, typed
+access to the library's functions, and the collapsed layout of broadcast operands."""
 
 from __future__ import annotations
 
@@ -10,7 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from .._registry import CountSetting
+from ..threads import CountSetting
+from . import fastcall
+from .data_pointer import data_reader
 
 DTYPES = {"f32": np.dtype(np.float32), "f64": np.dtype(np.float64)}
 DEFAULT_MIN_CHUNK = 16384
@@ -45,29 +46,6 @@ def bufsize() -> int:
     return seen[1]
 
 
-def _interface_data(a: np.ndarray) -> int:
-    return a.__array_interface__["data"][0]
-
-
-def data_offset() -> int | None:
-    """Where an ndarray object keeps its data pointer (NumPy's stable object layout), found by probing;
-    reading it there costs a tenth of `__array_interface__`. None when the probe is not conclusive."""
-    probes = [np.empty(n, np.float32) for n in (3, 5, 7)]
-    for offset in range(8, 129, 8):
-        if all(ctypes.c_void_p.from_address(id(a) + offset).value == _interface_data(a) for a in probes):
-            return offset
-    return None
-
-
-def data_reader() -> Callable[[np.ndarray], int]:
-    """A function giving an ndarray's data address."""
-    offset = data_offset()
-    if offset is None:
-        return _interface_data
-    at = ctypes.c_void_p.from_address
-    return lambda a: at(id(a) + offset).value or 0
-
-
 class Library:
     """The loaded shared library: `fn(name, argtypes)` gives a typed function; `data` reads an array's
     data pointer; `ptr(array)` is what a pointer argument of `fn`'s functions takes: the array itself
@@ -77,8 +55,6 @@ class Library:
     into a run's arguments, neither of which it can do for an address made in Python."""
 
     def __init__(self, cdll: ctypes.CDLL) -> None:
-        from . import fastcall
-
         self.cdll = cdll
         self.data = data_reader()
         arrays = fastcall.passes_arrays()
@@ -88,8 +64,6 @@ class Library:
     def fn(self, name: str, argtypes: list, restype: Any = None) -> Any:
         """The function `name` with these argument and result types, called through vg_call where it
         can be (fastcall.py), else through ctypes."""
-        from . import fastcall
-
         f = getattr(self.cdll, name)
         f.argtypes = argtypes
         f.restype = restype

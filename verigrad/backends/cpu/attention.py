@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from .._registry import tolerance
-from . import _ffi, linalg
+from ...ops import cached_attention
+from ..kernel_table import tolerance
+from . import _ffi, matmul
 from ._ffi import Library
 
 ATTENTION = ("cached_attention",)
@@ -32,10 +33,9 @@ _ARGS += [ctypes.c_int]
 
 def register(backend: Any, lib: Library) -> None:
     from ...ops.composite.attention import resolve_scale
-    from ...registry import OPS
 
     fn = lib.fn("vg_cached_attention_f32", _ARGS, restype=ctypes.c_int)
-    reference, data = linalg.single_threaded(OPS["cached_attention"].reference), lib.data
+    reference, data = matmul.single_threaded(cached_attention.reference), lib.data
 
     layouts: dict[tuple, Any] = {}
     ptr = lib.ptr

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .._registry import Exactness, tolerance
+from ..kernel_table import Exactness, tolerance
 
 HERE = Path(__file__).resolve().parent
 # -fno-math-errno after -fno-fast-math, which turns errno back on (and so keeps sqrt a call, unvectorised)

@@ -1,432 +1,499 @@
-/* Sliding-window kernels: im2col, col2im, max_pool2d, avg_pool2d and max_pool2d's gradient.
+/* 2-D convolution (groups=1) and its two gradients, f32 and f64, NCHW with OIHW weights or NHWC with
+ * HWIO weights: the columns of a block of images in a thread's scratch buffer, then one single-threaded
+ * OpenBLAS GEMM per block (matmul.c's vg_blas_call), no transposed copy of the batch:
  *
- * `geo` describes the windows (int64, see the G_ names): the image's sizes, the kernel, stride, padding
- * and dilation, the output sizes, the layout (0 NCHW, 1 NHWC), the image's strides in elements in the
- * logical order (n, c, h, w) whatever the layout, and a second operand's strides: the columns' six
- * strides in their layout's order (col2im), or the output gradient's in the order (n, c, oh, ow).
- * Window (oh, ow) reads image row oh*SH - PH + i*DH and column ow*SW - PW + j*DW at kernel offset (i, j).
+ * - conv2d, NCHW: W (O x CKK) @ cols (CKK x B*HoWo), written in place for a block of one image, else
+ *   copied out image by image; NHWC: cols (B*HoWo x KKC) @ W (KKC x O), in place.
+ * - conv2d_input_grad, NCHW: cols = W^T @ g (the block's output gradients side by side); NHWC: cols =
+ *   g @ W^T; then each image's columns are added back (col2im) in double, kernel offset by kernel offset
+ *   from 0.0, and rounded once, as the reference's col2im does.
+ * - conv2d_weight_grad: per block, a partial dW = g @ cols^T (NCHW) or cols^T @ g (NHWC); the partials
+ *   are added in block order in double and rounded once.
  *
- * Every output element is computed by one thread from its inputs alone (rows split by vg_parallel_for),
- * so the bits do not depend on the thread count. Orders follow the references:
- * - col2im adds, for each image element, the windows covering it in kernel order (i, then j), in double
- *   from 0.0, and rounds once (the reference adds kernel offset by kernel offset into a zeroed f64 image);
- * - max_pool2d folds each window in kernel order, as NumPy's maximum does: a NaN wins (the first), and
- *   on equal operands (0 and -0) the later element;
- * - avg_pool2d adds the window (padding included as 0) in kernel order in double from 0.0, divides by
- *   KH*KW and rounds once (NumPy's order for a reduction over axes that are not the innermost);
- * - max_pool2d_grad sends each window's gradient to its first maximal element (a NaN counts as maximal,
- *   as np.argmax has it) and adds, for each image element, the gradients it receives in kernel order in
- *   double from 0.0 (what col2im does with the gradient columns, whose other entries are 0). Where the
- *   windows do not overlap, an element receives at most one gradient: it is written as g + 0.
+ * - one-channel images (NCHW, stride and dilation 1: a network's first layer), whose columns would be
+ *   only KH*KW rows deep: conv2d and (for rows of at least two vectors) the weight gradient are direct
+ *   loops over vectors of output columns instead (see "One-channel images" below);
+ * - f32, NCHW, stride 1, on a CPU with AVX2 and FMA: conv2d and its two gradients are an implicit GEMM
+ *   (conv_implicit.c); on AVX-512, conv2d and the input gradient of 16 channels or more put
+ *   the channels in the vectors' lanes (the same bits).
  *
- * vg_im2col_<dtype>(x, out, geo, pad_value, min_chunk, threads), vg_col2im_<dtype>(cols, out, geo, ...),
- * vg_max_pool_<dtype>(x, out, geo, ...), vg_avg_pool_<dtype>(x, out, geo, ...) and
- * vg_max_pool_grad_<dtype>(x, gy, out, geo, ...), which returns -1 when it cannot allocate its buffer
- * of window maxima (0 otherwise); `out` is C-contiguous, min_chunk counts elements.
+ * NCHW columns are copied from a zero-padded copy of the image, so the copies need no bounds tests.
+ * Blocks depend on the shape alone (block_of) and each is computed whole by one thread, so the bits do
+ * not depend on the thread count. `geo` holds the sizes (the G_ names); the operands are C-contiguous.
+ * Each function returns 1, or 0 when the result holds an infinity or a NaN (an f32 partial sum may
+ * overflow where the reference's does not: the caller then runs the reference).
  */
-#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "vg.h"
+#include "conv.h"
 
-enum {
-    G_N, G_C, G_H, G_W, G_KH, G_KW, G_SH, G_SW, G_PH, G_PW, G_DH, G_DW, G_HO, G_WO, G_LAYOUT,
-    G_XS, /* 4 image strides: n, c, h, w */
-    G_YS = G_XS + 4, /* 6 strides of the second operand */
-    G_LEN = G_YS + 6
-};
+enum { NO_TRANS = 111, TRANS = 112 };
+
+/* A block's columns take about this many elements: conv2d and the input gradient, whose products are
+ * written out block by block, keep them in cache; the weight gradient's, summed over the blocks, are
+ * larger. And a batch is cut into at least MIN_BLOCKS blocks, if it can be (the threads' work units). */
+#define COLS_BUDGET (1 << 16)
+#define SUMS_BUDGET (1 << 18)
+#define MIN_BLOCKS 8
+#define MAX_TAPS 64 /* the direct path's kernels (one-channel images): at most this many taps */
+
+/* Images per block: as many as fit the budget, but at least MIN_BLOCKS blocks (and one image). */
+static int64_t block_of(const int64_t *g, int64_t per_image, int64_t budget) {
+    int64_t b = budget / (per_image > 0 ? per_image : 1);
+    int64_t most = (g[G_N] + MIN_BLOCKS - 1) / MIN_BLOCKS;
+    if (b > most) b = most;
+    return b > 0 ? b : 1;
+}
 
 typedef struct {
-    const void *x;
-    const void *y; /* the columns (col2im) or the output gradient (max_pool2d_grad) */
+    void *fn; /* cblas_?gemm */
+    int int64;
+    const void *a, *b; /* conv2d: x, w; input grad: g, w; weight grad: g, x */
     void *out;
-    int32_t *arg; /* max_pool2d_grad: each window's first maximum (kernel offset i*KW + j) */
-    int64_t arg_base; /* the output row whose maxima arg[0] starts with */
+    void *partial; /* weight grad: one O x CKK partial sum per block */
     const int64_t *g;
-    double pad;
-} vg_wargs;
+    int64_t block;
+    int bad;
+} conv_job;
 
-static int64_t rows_per_chunk(int64_t min_chunk, int64_t row) {
-    int64_t r = row > 0 ? min_chunk / row : min_chunk;
-    return r > 0 ? r : 1;
-}
+PAD_IMAGE(float, f32)
+PAD_IMAGE(double, f64)
 
-static inline int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
-
-/* The windows o in [lo, hi) of `n` whose position o*stride + off lies in [0, size). */
-static inline void inside(int64_t off, int64_t stride, int64_t size, int64_t n, int64_t *lo, int64_t *hi) {
-    int64_t a = -floor_div(off, stride); /* ceil(-off / stride) */
-    int64_t b = floor_div(size - 1 - off, stride) + 1;
-    *lo = a < 0 ? 0 : (a > n ? n : a);
-    *hi = b > n ? n : b;
-    if (*hi < *lo) *hi = *lo;
-}
-
-/* The window along an axis that puts kernel offset k at image position p, or -1. */
-static inline int64_t window_at(int64_t p, int64_t pad, int64_t k, int64_t dil, int64_t stride, int64_t n) {
-    int64_t t = p + pad - k * dil;
-    if (t < 0 || t % stride) return -1;
-    t /= stride;
-    return t < n ? t : -1;
-}
-
-/* A thread's small work buffer (a row or a plane); out of memory there aborts. */
-static inline void *scratch(int64_t n, size_t size) {
-    void *p = malloc((size_t)(n > 0 ? n : 1) * size);
-    if (!p) abort();
-    return p;
-}
-
-/* Whether an image element can lie in two windows (or may: a stride that is a multiple of the
- * dilation can skip the elements two windows would share). */
-static int windows_overlap(const int64_t *g) {
-    return g[G_SH] < g[G_DH] * (g[G_KH] - 1) + 1 || g[G_SW] < g[G_DW] * (g[G_KW] - 1) + 1;
-}
-
-/* Kernel column j's windows: those in [lo, hi) read inside the image, window ow at element
- * first + ow*SW*sw of the image row. */
-typedef struct {
-    int64_t lo, hi, first;
-} vg_span;
-
-static vg_span *column_spans(const int64_t *g) {
-    vg_span *sp = (vg_span *)scratch(g[G_KW], sizeof(vg_span));
-    for (int64_t j = 0; j < g[G_KW]; j++) {
-        int64_t off = j * g[G_DW] - g[G_PW];
-        inside(off, g[G_SW], g[G_W], g[G_WO], &sp[j].lo, &sp[j].hi);
-        sp[j].first = off * g[G_XS + 3];
+#define CONV_KERNELS(T, NAME)                                                                            \
+    /* NCHW columns of one image: rows (c, i, j) of HO*WO elements, `ld` apart, copied from the padded   \
+     * image (`padded`, a scratch buffer of C*(H+2PH)*(W+2PW) elements) without bounds tests. */         \
+    COPY_LOOPS VG_CLONES static void cols_nchw_##NAME(const T *x, const int64_t *g, T *dst, int64_t ld,  \
+                                                      T *padded) {                                       \
+        const int64_t KH = g[G_KH], KW = g[G_KW], HO = g[G_HO], WO = g[G_WO], SW = g[G_SW];              \
+        const int64_t WP = g[G_W] + 2 * g[G_PW], PLANE = (g[G_H] + 2 * g[G_PH]) * WP;                    \
+        const int64_t ROW = g[G_SH] * WP;                                                                \
+        pad_image_##NAME(x, g, padded);                                                                  \
+        for (int64_t c = 0; c < g[G_C]; c++)                                                             \
+            for (int64_t i = 0; i < KH; i++)                                                             \
+                for (int64_t j = 0; j < KW; j++) {                                                       \
+                    T *o = dst + ((c * KH + i) * KW + j) * ld;                                           \
+                    const T *s = padded + c * PLANE + i * g[G_DH] * WP + j * g[G_DW];                    \
+                    if (SW == 1 && WO == 4) /* small images: rows of a fixed length, one move each */    \
+                        for (int64_t oh = 0; oh < HO; oh++, o += 4, s += ROW)                            \
+                            for (int64_t ow = 0; ow < 4; ow++) o[ow] = s[ow];                            \
+                    else if (SW == 1 && WO == 8)                                                         \
+                        for (int64_t oh = 0; oh < HO; oh++, o += 8, s += ROW)                            \
+                            for (int64_t ow = 0; ow < 8; ow++) o[ow] = s[ow];                            \
+                    else if (SW == 1 && WO >= VG_LANES(T)) /* vectors, the last one ending at WO */      \
+                        for (int64_t oh = 0; oh < HO; oh++, o += WO, s += ROW)                           \
+                            for (int64_t c0 = 0; c0 < WO; c0 += VG_LANES(T)) {                           \
+                                const int64_t c = c0 + VG_LANES(T) <= WO ? c0 : WO - VG_LANES(T);        \
+                                memcpy(o + c, s + c, VG_VECTOR);                                         \
+                            }                                                                            \
+                    else                                                                                 \
+                        for (int64_t oh = 0; oh < HO; oh++, o += WO, s += ROW) {                         \
+                            if (SW == 1)                                                                 \
+                                for (int64_t ow = 0; ow < WO; ow++) o[ow] = s[ow];                       \
+                            else                                                                         \
+                                for (int64_t ow = 0; ow < WO; ow++) o[ow] = s[ow * SW];                  \
+                        }                                                                                \
+                }                                                                                        \
+    }                                                                                                    \
+                                                                                                         \
+    /* NHWC columns of one image: rows (oh, ow) of KH*KW*C elements in the order (i, j, c). */           \
+    COPY_LOOPS static void cols_nhwc_##NAME(const T *x, const int64_t *g, T *dst) {                      \
+        const int64_t C = g[G_C], H = g[G_H], W = g[G_W], KH = g[G_KH], KW = g[G_KW];                    \
+        for (int64_t oh = 0; oh < g[G_HO]; oh++)                                                         \
+            for (int64_t ow = 0; ow < g[G_WO]; ow++)                                                     \
+                for (int64_t i = 0; i < KH; i++) {                                                       \
+                    int64_t ih = oh * g[G_SH] - g[G_PH] + i * g[G_DH];                                   \
+                    for (int64_t j = 0; j < KW; j++, dst += C) {                                         \
+                        int64_t iw = ow * g[G_SW] - g[G_PW] + j * g[G_DW];                               \
+                        if (ih < 0 || ih >= H || iw < 0 || iw >= W) {                                    \
+                            for (int64_t c = 0; c < C; c++) dst[c] = 0;                                  \
+                        } else {                                                                         \
+                            const T *src = x + (ih * W + iw) * C;                                        \
+                            for (int64_t c = 0; c < C; c++) dst[c] = src[c];                             \
+                        }                                                                                \
+                    }                                                                                    \
+                }                                                                                        \
+    }                                                                                                    \
+                                                                                                         \
+    /* col2im of one image into dx: its columns (as cols_* lays them out) added in double from 0.0,      \
+     * kernel offset by kernel offset, and rounded once. NCHW adds into the padded image (`acc` holds    \
+     * C*(H+2PH)*(W+2PW) doubles) without bounds tests, then drops the padding. */                       \
+    VG_CLONES static void add_back_##NAME(const T *cols, int64_t ld, const int64_t *g, double *acc, T *dx) { \
+        const int64_t C = g[G_C], H = g[G_H], W = g[G_W], KH = g[G_KH], KW = g[G_KW];                    \
+        const int64_t HO = g[G_HO], WO = g[G_WO], SW = g[G_SW];                                          \
+        if (!g[G_NHWC]) {                                                                                \
+            const int64_t HP = H + 2 * g[G_PH], WP = W + 2 * g[G_PW], ROW = g[G_SH] * WP;                \
+            memset(acc, 0, (size_t)(C * HP * WP) * sizeof(double));                                      \
+            for (int64_t c = 0; c < C; c++)                                                              \
+                for (int64_t i = 0; i < KH; i++)                                                         \
+                    for (int64_t j = 0; j < KW; j++) {                                                   \
+                        const T *r = cols + ((c * KH + i) * KW + j) * ld;                                \
+                        double *a = acc + c * HP * WP + i * g[G_DH] * WP + j * g[G_DW];                  \
+                        if (SW == 1 && WO == 4) /* small images: rows of a fixed length */               \
+                            for (int64_t oh = 0; oh < HO; oh++, r += 4, a += ROW)                        \
+                                for (int64_t ow = 0; ow < 4; ow++) a[ow] += (double)r[ow];               \
+                        else if (SW == 1 && WO == 8)                                                     \
+                            for (int64_t oh = 0; oh < HO; oh++, r += 8, a += ROW)                        \
+                                for (int64_t ow = 0; ow < 8; ow++) a[ow] += (double)r[ow];               \
+                        else                                                                             \
+                            for (int64_t oh = 0; oh < HO; oh++, r += WO, a += ROW) {                     \
+                                if (SW == 1)                                                             \
+                                    for (int64_t ow = 0; ow < WO; ow++) a[ow] += (double)r[ow];          \
+                                else                                                                     \
+                                    for (int64_t ow = 0; ow < WO; ow++) a[ow * SW] += (double)r[ow];     \
+                            }                                                                            \
+                    }                                                                                    \
+            for (int64_t c = 0; c < C; c++)                                                              \
+                for (int64_t h = 0; h < H; h++) {                                                        \
+                    const double *a = acc + (c * HP + h + g[G_PH]) * WP + g[G_PW];                       \
+                    T *d = dx + (c * H + h) * W;                                                         \
+                    for (int64_t w = 0; w < W; w++) d[w] = (T)a[w];                                      \
+                }                                                                                        \
+            return;                                                                                      \
+        }                                                                                                \
+        const int64_t KKC = KH * KW * C;                                                                 \
+        memset(acc, 0, (size_t)(C * H * W) * sizeof(double));                                            \
+        for (int64_t i = 0; i < KH; i++)                                                                 \
+            for (int64_t j = 0; j < KW; j++)                                                             \
+                for (int64_t oh = 0; oh < HO; oh++) {                                                    \
+                    int64_t ih = oh * g[G_SH] - g[G_PH] + i * g[G_DH];                                   \
+                    if (ih < 0 || ih >= H) continue;                                                     \
+                    for (int64_t ow = 0; ow < WO; ow++) {                                                \
+                        int64_t iw = ow * SW - g[G_PW] + j * g[G_DW];                                    \
+                        if (iw < 0 || iw >= W) continue;                                                 \
+                        double *a = acc + (ih * W + iw) * C;                                             \
+                        const T *r = cols + (oh * WO + ow) * KKC + (i * KW + j) * C;                     \
+                        for (int64_t c = 0; c < C; c++) a[c] += (double)r[c];                            \
+                    }                                                                                    \
+                }                                                                                        \
+        for (int64_t e = 0; e < C * H * W; e++) dx[e] = (T)acc[e];                                       \
+    }                                                                                                    \
+                                                                                                         \
+    /* The output gradients of images n0 .. n0+nb side by side (NCHW): O rows of nb*HO*WO. */            \
+    static void gather_##NAME(const T *gy, const int64_t *g, int64_t n0, int64_t nb, T *rows) {          \
+        const int64_t O = g[G_O], HOWO = g[G_HO] * g[G_WO], ld = nb * HOWO;                              \
+        for (int64_t k = 0; k < nb; k++)                                                                 \
+            for (int64_t o = 0; o < O; o++)                                                              \
+                memcpy(rows + o * ld + k * HOWO, gy + ((n0 + k) * O + o) * HOWO, (size_t)HOWO * sizeof(T)); \
+    }                                                                                                    \
+                                                                                                         \
+    /* conv2d on blocks of images. NCHW: one product W @ cols for the block, written in place for a      \
+     * block of one image, else into `res` and copied out image by image. */                             \
+    static void forward_chunk_##NAME(void *ctx, int64_t lo, int64_t hi) {                                \
+        conv_job *J = (conv_job *)ctx;                                                                   \
+        const int64_t *g = J->g;                                                                         \
+        const int64_t N = g[G_N], O = g[G_O], HOWO = g[G_HO] * g[G_WO];                                  \
+        const int64_t IMG = g[G_C] * g[G_H] * g[G_W], CKK = g[G_C] * g[G_KH] * g[G_KW];                  \
+        const int64_t PADDED = g[G_C] * (g[G_H] + 2 * g[G_PH]) * (g[G_W] + 2 * g[G_PW]);                 \
+        const T *x = (const T *)J->a, *w = (const T *)J->b;                                              \
+        T *out = (T *)J->out;                                                                            \
+        T *cols = (T *)scratch(J->block * HOWO * CKK, sizeof(T));                                        \
+        T *padded = g[G_NHWC] ? 0 : (T *)zeroed_scratch(PADDED, sizeof(T));                              \
+        T *res = g[G_NHWC] || J->block == 1 ? 0 : (T *)scratch(J->block * HOWO * O, sizeof(T));          \
+        int ok = 1;                                                                                      \
+        for (int64_t b = lo; b < hi; b++) {                                                              \
+            int64_t n0 = b * J->block, nb = N - n0 < J->block ? N - n0 : J->block, ld = nb * HOWO;       \
+            T *o = out + n0 * HOWO * O;                                                                  \
+            if (!g[G_NHWC]) {                                                                            \
+                T *dst = nb == 1 ? o : res;                                                              \
+                for (int64_t k = 0; k < nb; k++)                                                         \
+                    cols_nchw_##NAME(x + (n0 + k) * IMG, g, cols + k * HOWO, ld, padded);                \
+                vg_blas_call_##NAME(J->fn, J->int64, NO_TRANS, NO_TRANS, O, ld, CKK, w, CKK, cols, ld,   \
+                                    (T)0, dst, ld);                                                      \
+                if (dst == res)                                                                          \
+                    for (int64_t k = 0; k < nb; k++)                                                     \
+                        for (int64_t r = 0; r < O; r++)                                                  \
+                            memcpy(o + (k * O + r) * HOWO, res + r * ld + k * HOWO, (size_t)HOWO * sizeof(T)); \
+            } else {                                                                                     \
+                for (int64_t k = 0; k < nb; k++) cols_nhwc_##NAME(x + (n0 + k) * IMG, g, cols + k * HOWO * CKK); \
+                vg_blas_call_##NAME(J->fn, J->int64, NO_TRANS, NO_TRANS, ld, O, CKK, cols, CKK, w, O,    \
+                                    (T)0, o, O);                                                         \
+            }                                                                                            \
+            ok &= vg_all_finite_##NAME(o, 1, nb * HOWO * O, nb * HOWO * O);                              \
+        }                                                                                                \
+        free(cols);                                                                                      \
+        free(padded);                                                                                    \
+        free(res);                                                                                       \
+        if (!ok) __atomic_store_n(&J->bad, 1, __ATOMIC_RELAXED);                                         \
+    }                                                                                                    \
+                                                                                                         \
+    /* conv2d_input_grad on blocks of images: one product for the block's columns (NCHW: of its output   \
+     * gradients side by side, for a block of more than one image), then col2im image by image. */       \
+    static void input_chunk_##NAME(void *ctx, int64_t lo, int64_t hi) {                                  \
+        conv_job *J = (conv_job *)ctx;                                                                   \
+        const int64_t *g = J->g;                                                                         \
+        const int64_t N = g[G_N], O = g[G_O], HOWO = g[G_HO] * g[G_WO];                                  \
+        const int64_t IMG = g[G_C] * g[G_H] * g[G_W], CKK = g[G_C] * g[G_KH] * g[G_KW];                  \
+        const int64_t PADDED = g[G_C] * (g[G_H] + 2 * g[G_PH]) * (g[G_W] + 2 * g[G_PW]);                 \
+        const T *gy = (const T *)J->a, *w = (const T *)J->b;                                             \
+        T *dx = (T *)J->out;                                                                             \
+        double *acc = (double *)scratch(PADDED, sizeof(double));                                         \
+        T *cols = (T *)scratch(J->block * HOWO * CKK, sizeof(T));                                        \
+        T *rows = g[G_NHWC] || J->block == 1 ? 0 : (T *)scratch(J->block * HOWO * O, sizeof(T));         \
+        int ok = 1;                                                                                      \
+        for (int64_t b = lo; b < hi; b++) {                                                              \
+            int64_t n0 = b * J->block, nb = N - n0 < J->block ? N - n0 : J->block, ld = nb * HOWO;       \
+            if (!g[G_NHWC]) {                                                                            \
+                const T *src = gy + n0 * O * HOWO;                                                       \
+                if (nb > 1) {                                                                            \
+                    gather_##NAME(gy, g, n0, nb, rows);                                                  \
+                    src = rows;                                                                          \
+                }                                                                                        \
+                vg_blas_call_##NAME(J->fn, J->int64, TRANS, NO_TRANS, CKK, ld, O, w, CKK, src, ld, (T)0, \
+                                    cols, ld);                                                           \
+                for (int64_t k = 0; k < nb; k++)                                                         \
+                    add_back_##NAME(cols + k * HOWO, ld, g, acc, dx + (n0 + k) * IMG);                   \
+            } else {                                                                                     \
+                vg_blas_call_##NAME(J->fn, J->int64, NO_TRANS, TRANS, ld, CKK, O, gy + n0 * HOWO * O, O, \
+                                    w, O, (T)0, cols, CKK);                                              \
+                for (int64_t k = 0; k < nb; k++)                                                         \
+                    add_back_##NAME(cols + k * HOWO * CKK, 0, g, acc, dx + (n0 + k) * IMG);              \
+            }                                                                                            \
+            ok &= vg_all_finite_##NAME(dx + n0 * IMG, 1, nb * IMG, nb * IMG);                            \
+        }                                                                                                \
+        free(acc);                                                                                       \
+        free(cols);                                                                                      \
+        free(rows);                                                                                      \
+        if (!ok) __atomic_store_n(&J->bad, 1, __ATOMIC_RELAXED);                                         \
+    }                                                                                                    \
+                                                                                                         \
+    /* conv2d_weight_grad: units are blocks; each writes its partial sum. */                             \
+    static void weight_chunk_##NAME(void *ctx, int64_t lo, int64_t hi) {                                 \
+        conv_job *J = (conv_job *)ctx;                                                                   \
+        const int64_t *g = J->g;                                                                         \
+        const int64_t N = g[G_N], O = g[G_O], HOWO = g[G_HO] * g[G_WO];                                  \
+        const int64_t IMG = g[G_C] * g[G_H] * g[G_W], CKK = g[G_C] * g[G_KH] * g[G_KW];                  \
+        const int64_t PADDED = g[G_C] * (g[G_H] + 2 * g[G_PH]) * (g[G_W] + 2 * g[G_PW]);                 \
+        const T *gy = (const T *)J->a, *x = (const T *)J->b;                                             \
+        T *cols = (T *)scratch(J->block * HOWO * CKK, sizeof(T));                                        \
+        T *rows = g[G_NHWC] ? 0 : (T *)scratch(J->block * HOWO * O, sizeof(T));                          \
+        T *padded = g[G_NHWC] ? 0 : (T *)zeroed_scratch(PADDED, sizeof(T));                              \
+        for (int64_t b = lo; b < hi; b++) {                                                              \
+            int64_t n0 = b * J->block, nb = N - n0 < J->block ? N - n0 : J->block, ld = nb * HOWO;       \
+            T *part = (T *)J->partial + b * O * CKK;                                                     \
+            if (!g[G_NHWC]) {                                                                            \
+                for (int64_t k = 0; k < nb; k++)                                                         \
+                    cols_nchw_##NAME(x + (n0 + k) * IMG, g, cols + k * HOWO, ld, padded);                \
+                gather_##NAME(gy, g, n0, nb, rows);                                                      \
+                vg_blas_call_##NAME(J->fn, J->int64, NO_TRANS, TRANS, O, CKK, ld, rows, ld, cols, ld,    \
+                                    (T)0, part, CKK);                                                    \
+            } else {                                                                                     \
+                for (int64_t k = 0; k < nb; k++) cols_nhwc_##NAME(x + (n0 + k) * IMG, g, cols + k * HOWO * CKK); \
+                vg_blas_call_##NAME(J->fn, J->int64, TRANS, NO_TRANS, CKK, O, ld, cols, CKK,             \
+                                    gy + n0 * HOWO * O, O, (T)0, part, O);                               \
+            }                                                                                            \
+        }                                                                                                \
+        free(cols);                                                                                      \
+        free(rows);                                                                                      \
+        free(padded);                                                                                    \
+    }                                                                                                    \
+                                                                                                         \
+    /* One-channel images (NCHW, C = 1, stride and dilation 1, at most MAX_TAPS taps, output rows of at  \
+     * least a vector): a direct convolution, where im2col's columns would be only KH*KW rows deep for the \
+     * GEMM. Output rows go in vectors of VG_LANES(T) columns (GCC's vector extension: AVX2 or SSE2      \
+     * registers, the same operations either way), the last vector of a row ending at its end (it repeats \
+     * some columns of the one before, with the same sums); the forward pass computes two rows of four   \
+     * output channels at once, each element the sum of its KH*KW products in tap order from 0; the weight \
+     * gradient (for rows of at least two vectors: on narrower ones the GEMM is faster) sums a block's   \
+     * products per tap in a vector over the block's rows, its lanes then added in order in double. Sums of \
+     * the depths the module docstring states (KH*KW; N*HO*WO) in other orders than the GEMM's: within the \
+     * same bound, and fixed by the shape, so the same bits for any thread count. */                     \
+    typedef T vec_##NAME __attribute__((vector_size(VG_VECTOR)));                                        \
+                                                                                                         \
+    static int direct_##NAME(const int64_t *g) {                                                         \
+        return !g[G_NHWC] && g[G_C] == 1 && g[G_SH] == 1 && g[G_SW] == 1 && g[G_DH] == 1 && g[G_DW] == 1 && \
+               g[G_KH] * g[G_KW] <= MAX_TAPS && g[G_WO] >= VG_LANES(T);                                  \
+    }                                                                                                    \
+                                                                                                         \
+    VG_CLONES COPY_LOOPS static void direct_forward_chunk_##NAME(void *ctx, int64_t lo, int64_t hi) {    \
+        conv_job *J = (conv_job *)ctx;                                                                   \
+        const int64_t *g = J->g;                                                                         \
+        const int64_t H = g[G_H], W = g[G_W], O = g[G_O], TAPS = g[G_KH] * g[G_KW], PLANE = g[G_HO] * g[G_WO]; \
+        const int64_t HO = g[G_HO], WO = g[G_WO], WP = W + 2 * g[G_PW], L = VG_LANES(T);                 \
+        const T *x = (const T *)J->a, *w = (const T *)J->b;                                              \
+        T *padded = (T *)zeroed_scratch((H + 2 * g[G_PH]) * WP, sizeof(T));                              \
+        T wq[4 * MAX_TAPS]; /* four output channels' weights, zeros past the last channel */             \
+        int64_t off[MAX_TAPS];                                                                           \
+        tap_offsets(g, off);                                                                             \
+        int ok = 1;                                                                                      \
+        for (int64_t n = lo; n < hi; n++) {                                                              \
+            pad_image_##NAME(x + n * H * W, g, padded);                                                  \
+            T *y = (T *)J->out + n * O * PLANE;                                                          \
+            for (int64_t o = 0; o < O; o += 4) {                                                         \
+                const int64_t m = O - o < 4 ? O - o : 4;                                                 \
+                for (int64_t k = 0; k < 4 * TAPS; k++) wq[k] = k < m * TAPS ? w[o * TAPS + k] : (T)0;    \
+                for (int64_t oh = 0; oh < HO; oh += 2) { /* rows oh and oh1: eight sums in flight */     \
+                    const int64_t oh1 = oh + 1 < HO ? oh + 1 : oh;                                       \
+                    const T *r0 = padded + oh * WP, *r1 = padded + oh1 * WP;                             \
+                    T *y0 = y + o * PLANE + oh * WO, *y1 = y + o * PLANE + oh1 * WO;                     \
+                    for (int64_t c0 = 0; c0 < WO; c0 += L) {                                             \
+                        const int64_t c = c0 + L <= WO ? c0 : WO - L;                                    \
+                        vec_##NAME a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, b0 = {0}, b1 = {0}, b2 = {0}, b3 = {0}; \
+                        for (int64_t t = 0; t < TAPS; t++) {                                             \
+                            vec_##NAME u, v;                                                             \
+                            memcpy(&u, r0 + off[t] + c, sizeof u);                                       \
+                            memcpy(&v, r1 + off[t] + c, sizeof v);                                       \
+                            const T w0 = wq[t], w1 = wq[TAPS + t], w2 = wq[2 * TAPS + t], w3 = wq[3 * TAPS + t]; \
+                            a0 += u * w0;                                                                \
+                            a1 += u * w1;                                                                \
+                            a2 += u * w2;                                                                \
+                            a3 += u * w3;                                                                \
+                            b0 += v * w0;                                                                \
+                            b1 += v * w1;                                                                \
+                            b2 += v * w2;                                                                \
+                            b3 += v * w3;                                                                \
+                        }                                                                                \
+                        memcpy(y0 + c, &a0, sizeof a0);                                                  \
+                        memcpy(y1 + c, &b0, sizeof b0);                                                  \
+                        if (m > 1) {                                                                     \
+                            memcpy(y0 + PLANE + c, &a1, sizeof a1);                                      \
+                            memcpy(y1 + PLANE + c, &b1, sizeof b1);                                      \
+                        }                                                                                \
+                        if (m > 2) {                                                                     \
+                            memcpy(y0 + 2 * PLANE + c, &a2, sizeof a2);                                  \
+                            memcpy(y1 + 2 * PLANE + c, &b2, sizeof b2);                                  \
+                        }                                                                                \
+                        if (m > 3) {                                                                     \
+                            memcpy(y0 + 3 * PLANE + c, &a3, sizeof a3);                                  \
+                            memcpy(y1 + 3 * PLANE + c, &b3, sizeof b3);                                  \
+                        }                                                                                \
+                    }                                                                                    \
+                }                                                                                        \
+            }                                                                                            \
+            ok &= vg_all_finite_##NAME(y, 1, O * PLANE, O * PLANE);                                      \
+        }                                                                                                \
+        free(padded);                                                                                    \
+        if (!ok) __atomic_store_n(&J->bad, 1, __ATOMIC_RELAXED);                                         \
+    }                                                                                                    \
+                                                                                                         \
+    /* The weight gradient of output channel o over images n0 .. n0+nb (`padded`: their padded images, one \
+     * after the other) into sums[TAPS]; inlined with TAPS a constant 9, its vectors stay in registers. */ \
+    static inline __attribute__((always_inline)) void direct_sums_##NAME(const T *gy, const T *padded,   \
+        const int64_t *g, const int64_t *off, int64_t n0, int64_t nb, int64_t o, int64_t TAPS, double *sums) { \
+        const int64_t HO = g[G_HO], WO = g[G_WO], WP = g[G_W] + 2 * g[G_PW], L = VG_LANES(T);            \
+        const int64_t PADDED = (g[G_H] + 2 * g[G_PH]) * WP;                                              \
+        vec_##NAME acc[MAX_TAPS], keep, u, v;                                                            \
+        for (int64_t e = 0; e < L; e++) /* the last vector's lanes that repeat columns: off */           \
+            keep[e] = e < L - (WO % L ? WO % L : L) ? (T)0 : (T)1;                                       \
+        for (int64_t t = 0; t < TAPS; t++) acc[t] = (vec_##NAME){0};                                     \
+        for (int64_t k = 0; k < nb; k++)                                                                 \
+            for (int64_t oh = 0; oh < HO; oh++) {                                                        \
+                const T *gr = gy + ((n0 + k) * g[G_O] + o) * HO * WO + oh * WO;                          \
+                const T *row = padded + k * PADDED + oh * WP;                                            \
+                for (int64_t c0 = 0; c0 < WO; c0 += L) {                                                 \
+                    const int64_t c = c0 + L <= WO ? c0 : WO - L;                                        \
+                    memcpy(&u, gr + c, sizeof u);                                                        \
+                    if (c != c0) u *= keep;                                                              \
+                    for (int64_t t = 0; t < TAPS; t++) {                                                 \
+                        memcpy(&v, row + off[t] + c, sizeof v);                                          \
+                        acc[t] += u * v;                                                                 \
+                    }                                                                                    \
+                }                                                                                        \
+            }                                                                                            \
+        for (int64_t t = 0; t < TAPS; t++) {                                                             \
+            double sum = 0.0;                                                                            \
+            for (int64_t e = 0; e < L; e++) sum += (double)acc[t][e];                                    \
+            sums[t] = sum;                                                                               \
+        }                                                                                                \
+    }                                                                                                    \
+                                                                                                         \
+    VG_CLONES COPY_LOOPS static void direct_weight_chunk_##NAME(void *ctx, int64_t lo, int64_t hi) {     \
+        conv_job *J = (conv_job *)ctx;                                                                   \
+        const int64_t *g = J->g;                                                                         \
+        const int64_t N = g[G_N], IMG = g[G_H] * g[G_W], O = g[G_O], TAPS = g[G_KH] * g[G_KW];           \
+        const int64_t PADDED = (g[G_H] + 2 * g[G_PH]) * (g[G_W] + 2 * g[G_PW]);                          \
+        const T *gy = (const T *)J->a, *x = (const T *)J->b;                                             \
+        T *padded = (T *)zeroed_scratch(J->block * PADDED, sizeof(T));                                   \
+        int64_t off[MAX_TAPS];                                                                           \
+        double sums[MAX_TAPS];                                                                           \
+        tap_offsets(g, off);                                                                             \
+        for (int64_t b = lo; b < hi; b++) {                                                              \
+            const int64_t n0 = b * J->block, nb = N - n0 < J->block ? N - n0 : J->block;                 \
+            T *part = (T *)J->partial + b * O * TAPS;                                                    \
+            for (int64_t k = 0; k < nb; k++) pad_image_##NAME(x + (n0 + k) * IMG, g, padded + k * PADDED); \
+            for (int64_t o = 0; o < O; o++) {                                                            \
+                if (TAPS == 9)                                                                           \
+                    direct_sums_##NAME(gy, padded, g, off, n0, nb, o, 9, sums);                          \
+                else                                                                                     \
+                    direct_sums_##NAME(gy, padded, g, off, n0, nb, o, TAPS, sums);                       \
+                for (int64_t t = 0; t < TAPS; t++) part[o * TAPS + t] = (T)sums[t];                      \
+            }                                                                                            \
+        }                                                                                                \
+        free(padded);                                                                                    \
+    }                                                                                                    \
+                                                                                                         \
+    /* The number of blocks (the work units) and the images per block, for a scratch budget. */          \
+    static int64_t units_##NAME(const int64_t *g, int64_t budget, int64_t *block) {                      \
+        *block = block_of(g, g[G_HO] * g[G_WO] * g[G_C] * g[G_KH] * g[G_KW], budget);                    \
+        return (g[G_N] + *block - 1) / *block;                                                           \
+    }                                                                                                    \
+                                                                                                         \
+    int vg_conv2d_##NAME(void *fn, int int64, const T *x, const T *w, T *out, const int64_t *g, int threads) { \
+        conv_job J = {.fn = fn, .int64 = int64, .a = x, .b = w, .out = out, .g = g};                     \
+        if (direct_##NAME(g)) {                                                                          \
+            vg_parallel_for(g[G_N], 1, threads, direct_forward_chunk_##NAME, &J);                        \
+            return vg_count_rerun(!J.bad);                                                               \
+        }                                                                                                \
+        if (vg_implicit_##NAME(g)) return vg_count_rerun(vg_implicit_forward_##NAME(x, w, out, g, threads)); \
+        int64_t units = units_##NAME(g, COLS_BUDGET, &J.block);                                          \
+        vg_blas_single_begin();                                                                          \
+        vg_parallel_for(units, 1, threads, forward_chunk_##NAME, &J);                                    \
+        vg_blas_single_end();                                                                            \
+        return vg_count_rerun(!J.bad);                                                                   \
+    }                                                                                                    \
+                                                                                                         \
+    int vg_conv2d_input_grad_##NAME(void *fn, int int64, const T *gy, const T *w, T *dx, const int64_t *g, \
+                                    int threads) {                                                       \
+        conv_job J = {.fn = fn, .int64 = int64, .a = gy, .b = w, .out = dx, .g = g};                     \
+        int done = vg_implicit_input_##NAME(gy, w, dx, g, threads); /* -1: not taken */                  \
+        if (done >= 0) return vg_count_rerun(done);                                                      \
+        int64_t units = units_##NAME(g, COLS_BUDGET, &J.block);                                          \
+        vg_blas_single_begin();                                                                          \
+        vg_parallel_for(units, 1, threads, input_chunk_##NAME, &J);                                      \
+        vg_blas_single_end();                                                                            \
+        return vg_count_rerun(!J.bad);                                                                   \
+    }                                                                                                    \
+                                                                                                         \
+    int vg_conv2d_weight_grad_##NAME(void *fn, int int64, const T *gy, const T *x, T *dw, const int64_t *g, \
+                                     int threads) {                                                      \
+        conv_job J = {.fn = fn, .int64 = int64, .a = gy, .b = x, .out = dw, .g = g};                     \
+        const int64_t size = g[G_O] * g[G_C] * g[G_KH] * g[G_KW];                                        \
+        int64_t units = units_##NAME(g, SUMS_BUDGET, &J.block);                                          \
+        J.partial = scratch(units * size, sizeof(T));                                                    \
+        if (direct_##NAME(g) && g[G_WO] >= 2 * VG_LANES(T)) { /* narrower rows: the GEMM is faster */    \
+            vg_parallel_for(units, 1, threads, direct_weight_chunk_##NAME, &J);                          \
+        } else if (vg_implicit_##NAME(g)) {                                                              \
+            vg_implicit_weight_##NAME(gy, x, (T *)J.partial, g, J.block, units, threads);                \
+        } else {                                                                                         \
+            vg_blas_single_begin();                                                                      \
+            vg_parallel_for(units, 1, threads, weight_chunk_##NAME, &J);                                 \
+            vg_blas_single_end();                                                                        \
+        }                                                                                                \
+        const T *part = (const T *)J.partial;                                                            \
+        double *sum = (double *)zeroed_scratch(size, sizeof(double)); /* block by block, in order */     \
+        for (int64_t b = 0; b < units; b++)                                                              \
+            for (int64_t e = 0; e < size; e++) sum[e] += (double)part[b * size + e];                     \
+        for (int64_t e = 0; e < size; e++) dw[e] = (T)sum[e];                                            \
+        free(sum);                                                                                       \
+        free(J.partial);                                                                                 \
+        return vg_count_rerun(vg_all_finite_##NAME(dw, 1, size, size));                                  \
     }
-    return sp;
+
+/* f64 keeps the columns and OpenBLAS: no implicit path (never taken; the input gradient says -1) */
+static inline int vg_implicit_f64(const int64_t *g) { return (void)g, 0; }
+static inline void vg_implicit_weight_f64(const double *gy, const double *x, double *partial, const int64_t *g,
+                                       int64_t block, int64_t units, int threads) {
+    (void)gy, (void)x, (void)partial, (void)g, (void)block, (void)units, (void)threads;
+}
+static inline int vg_implicit_forward_f64(const double *x, const double *w, double *out, const int64_t *g,
+                                       int threads) {
+    return (void)x, (void)w, (void)out, (void)g, (void)threads, 0;
+}
+static inline int vg_implicit_input_f64(const double *gy, const double *w, double *dx, const int64_t *g,
+                                     int threads) {
+    return (void)gy, (void)w, (void)dx, (void)g, (void)threads, -1;
 }
 
-#define WINDOW_KERNELS(T, NAME)                                                                         \
-    /* One window row at kernel column j (its span sp): dst[ow] = image row `src` at column          \
-     * ow*SW - PW + j*DW, or pad outside. */  \
-    static inline void fill_row_##NAME(T *dst, const T *src, const int64_t *g, const vg_span *sp,     \
-                                       T pad) {                                                        \
-        const int64_t WO = g[G_WO], step = g[G_SW] * g[G_XS + 3], lo = sp->lo, hi = sp->hi;            \
-        if (!src) {                                                                                     \
-            for (int64_t o = 0; o < WO; o++) dst[o] = pad;                                              \
-            return;                                                                                     \
-        }                                                                                               \
-        for (int64_t o = 0; o < lo; o++) dst[o] = pad;                                                  \
-        const T *s = src + sp->first;                                                                   \
-        if (step == 1) {                                                                                \
-            memcpy(dst + lo, s + lo, (size_t)(hi - lo) * sizeof(T));                                    \
-        } else {                                                                                        \
-            for (int64_t o = lo; o < hi; o++) dst[o] = s[o * step];                                     \
-        }                                                                                               \
-        for (int64_t o = hi; o < WO; o++) dst[o] = pad;                                                 \
-    }                                                                                                   \
-                                                                                                        \
-    /* The image row of (n, c) at window row oh and kernel row i, or NULL (padding). */                 \
-    static inline const T *image_row_##NAME(const T *x, const int64_t *g, int64_t n, int64_t c,         \
-                                            int64_t oh, int64_t i) {                                    \
-        int64_t ih = oh * g[G_SH] - g[G_PH] + i * g[G_DH];                                              \
-        if (ih < 0 || ih >= g[G_H]) return 0;                                                           \
-        return x + n * g[G_XS] + c * g[G_XS + 1] + ih * g[G_XS + 2];                                    \
-    }                                                                                                   \
-                                                                                                        \
-    /* im2col NCHW: rows (n, c, i, j) of HO*WO elements; NHWC: rows (n, oh) of WO*KH*KW*C elements */   \
-    static void im2col_chunk_##NAME(void *ctx, int64_t lo, int64_t hi) {                                \
-        const vg_wargs *a = (const vg_wargs *)ctx;                                                      \
-        const int64_t *g = a->g;                                                                        \
-        const T *x = (const T *)a->x;                                                                   \
-        T *out = (T *)a->out;                                                                           \
-        const T pad = (T)a->pad;                                                                        \
-        const int64_t C = g[G_C], KH = g[G_KH], KW = g[G_KW], HO = g[G_HO], WO = g[G_WO];               \
-        vg_span *sp = column_spans(g);                                                                  \
-        for (int64_t r = lo; r < hi; r++) {                                                             \
-            if (g[G_LAYOUT] == 0) {                                                                     \
-                int64_t j = r % KW, i = (r / KW) % KH, c = (r / (KW * KH)) % C, n = r / (KW * KH * C);  \
-                T *o = out + r * HO * WO;                                                               \
-                for (int64_t oh = 0; oh < HO; oh++)                                                     \
-                    fill_row_##NAME(o + oh * WO, image_row_##NAME(x, g, n, c, oh, i), g, sp + j, pad);       \
-            } else {                                                                                    \
-                const int64_t W = g[G_W], sc = g[G_XS + 1], sw = g[G_XS + 3];                           \
-                int64_t oh = r % HO, n = r / HO;                                                        \
-                T *o = out + r * WO * KH * KW * C;                                                      \
-                for (int64_t ow = 0; ow < WO; ow++)                                                     \
-                    for (int64_t i = 0; i < KH; i++) {                                                  \
-                        const T *row = image_row_##NAME(x, g, n, 0, oh, i);                             \
-                        for (int64_t j = 0; j < KW; j++, o += C) {                                      \
-                            int64_t iw = ow * g[G_SW] - g[G_PW] + j * g[G_DW];                          \
-                            if (!row || iw < 0 || iw >= W) {                                            \
-                                for (int64_t c = 0; c < C; c++) o[c] = pad;                             \
-                            } else if (sc == 1) {                                                       \
-                                const T *s = row + iw * sw;                                             \
-                                for (int64_t c = 0; c < C; c++) o[c] = s[c];                            \
-                            } else {                                                                    \
-                                const T *s = row + iw * sw;                                             \
-                                for (int64_t c = 0; c < C; c++) o[c] = s[c * sc];                       \
-                            }                                                                           \
-                        }                                                                               \
-                    }                                                                                   \
-            }                                                                                           \
-        }                                                                                               \
-        free(sp);                                                                                       \
-    }                                                                                                   \
-                                                                                                        \
-    void vg_im2col_##NAME(const T *x, T *out, const int64_t *g, double pad, int64_t min_chunk,          \
-                          int threads) {                                                                \
-        vg_wargs a = {.x = x, .out = out, .g = g, .pad = pad};                                          \
-        int64_t rows, row;                                                                              \
-        if (g[G_LAYOUT] == 0)                                                                           \
-            rows = g[G_N] * g[G_C] * g[G_KH] * g[G_KW], row = g[G_HO] * g[G_WO];                        \
-        else                                                                                            \
-            rows = g[G_N] * g[G_HO], row = g[G_WO] * g[G_KH] * g[G_KW] * g[G_C];                        \
-        vg_parallel_for(rows, rows_per_chunk(min_chunk, row), threads, im2col_chunk_##NAME, &a);        \
-    }                                                                                                   \
-                                                                                                        \
-    /* Sums into the image, in kernel order, in double: NCHW planes (n, c) of H*W elements, NHWC rows   \
-     * (n, h) of W*C. col2im adds the columns; max_pool2d_grad (arg set) adds the output gradient of    \
-     * each window whose first maximum the element is. */                                               \
-    static void sum_chunk_##NAME(void *ctx, int64_t lo, int64_t hi) {                                   \
-        const vg_wargs *a = (const vg_wargs *)ctx;                                                      \
-        const int64_t *g = a->g, *ys = g + G_YS;                                                        \
-        const T *y = (const T *)a->y;                                                                   \
-        const int32_t *arg = a->arg;                                                                    \
-        T *out = (T *)a->out;                                                                           \
-        const int64_t C = g[G_C], H = g[G_H], W = g[G_W], KH = g[G_KH], KW = g[G_KW];                   \
-        const int64_t HO = g[G_HO], WO = g[G_WO], SH = g[G_SH], SW = g[G_SW], nhwc = g[G_LAYOUT];       \
-        const int64_t size = nhwc ? W * C : H * W;                                                      \
-        double *acc = (double *)scratch(size, sizeof(double));                                          \
-        for (int64_t r = lo; r < hi; r++) {                                                             \
-            for (int64_t e = 0; e < size; e++) acc[e] = 0.0;                                            \
-            for (int64_t i = 0; i < KH; i++) {                                                          \
-                int64_t offh = i * g[G_DH] - g[G_PH], h0, h1;                                           \
-                inside(offh, SH, H, HO, &h0, &h1);                                                      \
-                for (int64_t j = 0; j < KW; j++) {                                                      \
-                    int32_t k = (int32_t)(i * KW + j);                                                  \
-                    int64_t offw = j * g[G_DW] - g[G_PW], w0, w1;                                       \
-                    inside(offw, SW, W, WO, &w0, &w1);                                                  \
-                    if (!nhwc) {                                                                        \
-                        int64_t n = r / C, c = r % C;                                                   \
-                        for (int64_t oh = h0; oh < h1; oh++) {                                          \
-                            double *d = acc + (oh * SH + offh) * W + offw;                              \
-                            if (arg) {                                                                  \
-                                const int32_t *wa = arg + (r * HO + oh) * WO;                           \
-                                const T *s = y + n * ys[0] + c * ys[1] + oh * ys[2];                    \
-                                for (int64_t ow = w0; ow < w1; ow++)                                    \
-                                    if (wa[ow] == k) d[ow * SW] += (double)s[ow * ys[3]];               \
-                            } else { /* columns [n, c, i, j, oh, ow] */                                 \
-                                const T *s =                                                            \
-                                    y + n * ys[0] + c * ys[1] + i * ys[2] + j * ys[3] + oh * ys[4];     \
-                                for (int64_t ow = w0; ow < w1; ow++)                                    \
-                                    d[ow * SW] += (double)s[ow * ys[5]];                                \
-                            }                                                                           \
-                        }                                                                               \
-                        continue;                                                                       \
-                    }                                                                                   \
-                    int64_t n = r / H, oh = window_at(r % H, g[G_PH], i, g[G_DH], SH, HO);              \
-                    if (oh < 0) break;                                                                  \
-                    for (int64_t ow = w0; ow < w1; ow++) {                                              \
-                        double *d = acc + (ow * SW + offw) * C;                                         \
-                        if (arg) {                                                                      \
-                            const int32_t *wa = arg + ((n * HO + oh) * WO + ow) * C;                    \
-                            const T *s = y + n * ys[0] + oh * ys[2] + ow * ys[3];                       \
-                            for (int64_t c = 0; c < C; c++)                                             \
-                                if (wa[c] == k) d[c] += (double)s[c * ys[1]];                           \
-                        } else { /* columns [n, oh, ow, i, j, c] */                                     \
-                            const T *s =                                                                \
-                                y + n * ys[0] + oh * ys[1] + ow * ys[2] + i * ys[3] + j * ys[4];        \
-                            for (int64_t c = 0; c < C; c++) d[c] += (double)s[c * ys[5]];               \
-                        }                                                                               \
-                    }                                                                                   \
-                }                                                                                       \
-            }                                                                                           \
-            T *o = out + r * size;                                                                      \
-            for (int64_t e = 0; e < size; e++) o[e] = (T)acc[e];                                        \
-        }                                                                                               \
-        free(acc);                                                                                      \
-    }                                                                                                   \
-                                                                                                        \
-    static void sum_into_image_##NAME(vg_wargs *a, int64_t min_chunk, int threads) {                    \
-        const int64_t *g = a->g;                                                                        \
-        int64_t units = g[G_N] * (g[G_LAYOUT] ? g[G_H] : g[G_C]);                                       \
-        int64_t size = g[G_W] * (g[G_LAYOUT] ? g[G_C] : g[G_H]) * g[G_KH] * g[G_KW];                    \
-        vg_parallel_for(units, rows_per_chunk(min_chunk, size), threads, sum_chunk_##NAME, a);          \
-    }                                                                                                   \
-                                                                                                        \
-    void vg_col2im_##NAME(const T *cols, T *out, const int64_t *g, int64_t min_chunk, int threads) {    \
-        vg_wargs a = {.y = cols, .out = out, .g = g};                                                   \
-        sum_into_image_##NAME(&a, min_chunk, threads);                                                  \
-    }                                                                                                   \
-                                                                                                        \
-    /* Pooling over output rows: (n, c, oh) of WO elements (NCHW) or (n, oh, ow) of C (NHWC). Each      \
-     * kernel offset's values (a row of WO, or the C channels of one pixel) are folded in turn. */      \
-    typedef struct {                                                                                    \
-        T *vals;       /* one kernel offset's values */                                                 \
-        T *best;       /* max, argmax */                                                                \
-        double *sum;   /* avg */                                                                        \
-        int32_t *arg;  /* argmax: the kernel offset of `best` */                                        \
-    } pool_acc_##NAME;                                                                                  \
-                                                                                                        \
-    /* mode 0: max into best; 1: sum; 2: first maximum's offset into arg (best alongside). */           \
-    static inline void fold_##NAME(pool_acc_##NAME *p, int64_t len, int32_t k, int mode) {              \
-        const T *v = p->vals;                                                                           \
-        if (mode == 1) {                                                                                \
-            for (int64_t e = 0; e < len; e++) p->sum[e] += (double)v[e];                                \
-        } else if (k == 0) {                                                                            \
-            for (int64_t e = 0; e < len; e++) p->best[e] = v[e];                                        \
-            if (mode == 2)                                                                              \
-                for (int64_t e = 0; e < len; e++) p->arg[e] = 0;                                        \
-        } else if (mode == 0) {                                                                         \
-            for (int64_t e = 0; e < len; e++) {                                                         \
-                T b = p->best[e];                                                                       \
-                p->best[e] = (b > v[e] || isnan(b)) ? b : v[e];                                         \
-            }                                                                                           \
-        } else {                                                                                        \
-            for (int64_t e = 0; e < len; e++) {                                                         \
-                T b = p->best[e];                                                                       \
-                int take = (!isnan(b)) & ((v[e] > b) | isnan(v[e])); /* no branch: unpredictable */     \
-                p->best[e] = take ? v[e] : b;                                                           \
-                p->arg[e] = take ? k : p->arg[e];                                                       \
-            }                                                                                           \
-        }                                                                                               \
-    }                                                                                                   \
-                                                                                                        \
-    static void pool_rows_##NAME(const vg_wargs *a, int64_t lo, int64_t hi, int mode) {                 \
-        const int64_t *g = a->g;                                                                        \
-        const T *x = (const T *)a->x;                                                                   \
-        const int64_t C = g[G_C], W = g[G_W], KH = g[G_KH], KW = g[G_KW], HO = g[G_HO], WO = g[G_WO];   \
-        const int64_t nhwc = g[G_LAYOUT], len = nhwc ? C : WO, sc = g[G_XS + 1], sw = g[G_XS + 3];      \
-        const T pad = mode == 1 ? (T)0 : (T)-INFINITY;                                                  \
-        pool_acc_##NAME p;                                                                              \
-        p.vals = (T *)scratch(len, sizeof(T));                                                          \
-        T *own = (T *)scratch(len, sizeof(T));                                                          \
-        p.best = own;                                                                                   \
-        p.sum = (double *)scratch(len, sizeof(double));                                                 \
-        p.arg = 0;                                                                                      \
-        vg_span *sp = column_spans(g);                                                                  \
-        for (int64_t r = lo; r < hi; r++) {                                                             \
-            int64_t n, c = 0, oh, ow = 0;                                                               \
-            if (nhwc)                                                                                   \
-                ow = r % WO, oh = (r / WO) % HO, n = r / (WO * HO);                                     \
-            else                                                                                        \
-                oh = r % HO, c = (r / HO) % C, n = r / (HO * C);                                        \
-            if (mode == 2) p.arg = a->arg + (r - a->arg_base) * len;                                    \
-            if (mode == 0) p.best = (T *)a->out + r * len;                                              \
-            if (mode == 1)                                                                              \
-                for (int64_t e = 0; e < len; e++) p.sum[e] = 0.0;                                       \
-            for (int64_t i = 0; i < KH; i++) {                                                          \
-                const T *row = image_row_##NAME(x, g, n, c, oh, i);                                     \
-                for (int64_t j = 0; j < KW; j++) {                                                      \
-                    if (!nhwc) {                                                                        \
-                        fill_row_##NAME(p.vals, row, g, sp + j, pad);                                        \
-                    } else {                                                                            \
-                        int64_t iw = ow * g[G_SW] - g[G_PW] + j * g[G_DW];                              \
-                        if (!row || iw < 0 || iw >= W) {                                                \
-                            for (int64_t e = 0; e < C; e++) p.vals[e] = pad;                            \
-                        } else {                                                                        \
-                            const T *s = row + iw * sw;                                                 \
-                            for (int64_t e = 0; e < C; e++) p.vals[e] = s[e * sc];                      \
-                        }                                                                               \
-                    }                                                                                   \
-                    fold_##NAME(&p, len, (int32_t)(i * KW + j), mode);                                  \
-                }                                                                                       \
-            }                                                                                           \
-            if (mode == 1) {                                                                            \
-                T *o = (T *)a->out + r * len;                                                           \
-                const double count = (double)(KH * KW);                                                 \
-                for (int64_t e = 0; e < len; e++) o[e] = (T)(p.sum[e] / count);                         \
-            }                                                                                           \
-        }                                                                                               \
-        free(p.vals);                                                                                   \
-        free(own);                                                                                      \
-        free(p.sum);                                                                                    \
-        free(sp);                                                                                       \
-    }                                                                                                   \
-    static void max_chunk_##NAME(void *ctx, int64_t lo, int64_t hi) {                                   \
-        pool_rows_##NAME((const vg_wargs *)ctx, lo, hi, 0);                                             \
-    }                                                                                                   \
-    static void avg_chunk_##NAME(void *ctx, int64_t lo, int64_t hi) {                                   \
-        pool_rows_##NAME((const vg_wargs *)ctx, lo, hi, 1);                                             \
-    }                                                                                                   \
-    static void argmax_chunk_##NAME(void *ctx, int64_t lo, int64_t hi) {                                \
-        pool_rows_##NAME((const vg_wargs *)ctx, lo, hi, 2);                                             \
-    }                                                                                                   \
-                                                                                                        \
-    static void pool_##NAME(vg_wargs *a, vg_chunk_fn fn, int64_t min_chunk, int threads) {              \
-        const int64_t *g = a->g;                                                                        \
-        int64_t rows = g[G_N] * g[G_HO] * (g[G_LAYOUT] ? g[G_WO] : g[G_C]);                             \
-        int64_t row = (g[G_LAYOUT] ? g[G_C] : g[G_WO]) * g[G_KH] * g[G_KW];                             \
-        vg_parallel_for(rows, rows_per_chunk(min_chunk, row), threads, fn, a);                          \
-    }                                                                                                   \
-                                                                                                        \
-    void vg_max_pool_##NAME(const T *x, T *out, const int64_t *g, int64_t min_chunk, int threads) {     \
-        vg_wargs a = {.x = x, .out = out, .g = g};                                                      \
-        pool_##NAME(&a, max_chunk_##NAME, min_chunk, threads);                                          \
-    }                                                                                                   \
-                                                                                                        \
-    void vg_avg_pool_##NAME(const T *x, T *out, const int64_t *g, int64_t min_chunk, int threads) {     \
-        vg_wargs a = {.x = x, .out = out, .g = g};                                                      \
-        pool_##NAME(&a, avg_chunk_##NAME, min_chunk, threads);                                          \
-    }                                                                                                   \
-                                                                                                        \
-    /* max_pool2d_grad, windows that do not overlap: output rows as in pooling, a block at a time (their \
-     * first maxima found first); each window writes its gradient (+ 0, as the sum from 0 gives) at its \
-     * first maximum, into an image of zeros. */                                                        \
-    static void put_chunk_##NAME(void *ctx, int64_t lo, int64_t hi) {                                   \
-        const vg_wargs *a = (const vg_wargs *)ctx;                                                      \
-        const int64_t *g = a->g, *gs = g + G_YS;                                                        \
-        const T *gy = (const T *)a->y;                                                                  \
-        T *out = (T *)a->out;                                                                           \
-        const int64_t C = g[G_C], H = g[G_H], W = g[G_W], KH = g[G_KH], KW = g[G_KW];                   \
-        const int64_t HO = g[G_HO], WO = g[G_WO], nhwc = g[G_LAYOUT], len = nhwc ? C : WO;              \
-        const int64_t block = 64;                                                                       \
-        int64_t *at = (int64_t *)scratch(2 * KH * KW, sizeof(int64_t)); /* k: (i*DH, j*DW) */           \
-        for (int64_t k = 0; k < KH * KW; k++) {                                                         \
-            at[2 * k] = (k / KW) * g[G_DH];                                                             \
-            at[2 * k + 1] = (k % KW) * g[G_DW];                                                         \
-        }                                                                                               \
-        vg_wargs b = *a;                                                                                \
-        b.arg = (int32_t *)scratch(block * len, sizeof(int32_t));                                       \
-        for (int64_t start = lo; start < hi; start += block) {                                          \
-            int64_t end = hi - start < block ? hi : start + block;                                      \
-            b.arg_base = start;                                                                         \
-            pool_rows_##NAME(&b, start, end, 2);                                                        \
-            for (int64_t r = start; r < end; r++) {                                                     \
-                int64_t n, c = 0, oh, ow = 0;                                                           \
-                if (nhwc)                                                                               \
-                    ow = r % WO, oh = (r / WO) % HO, n = r / (WO * HO);                                 \
-                else                                                                                    \
-                    oh = r % HO, c = (r / HO) % C, n = r / (HO * C);                                    \
-                const int32_t *wa = b.arg + (r - start) * len;                                          \
-                const int64_t h0 = oh * g[G_SH] - g[G_PH];                                              \
-                for (int64_t e = 0; e < len; e++) {                                                     \
-                    int64_t cc = nhwc ? e : c, oo = nhwc ? ow : e;                                      \
-                    int64_t ih = h0 + at[2 * wa[e]], iw = oo * g[G_SW] - g[G_PW] + at[2 * wa[e] + 1];   \
-                    if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue; /* a padding element */       \
-                    T v = gy[n * gs[0] + cc * gs[1] + oh * gs[2] + oo * gs[3]] + (T)0;                  \
-                    out[nhwc ? ((n * H + ih) * W + iw) * C + cc : ((n * C + cc) * H + ih) * W + iw] = v; \
-                }                                                                                       \
-            }                                                                                           \
-        }                                                                                               \
-        free(b.arg);                                                                                    \
-        free(at);                                                                                       \
-    }                                                                                                   \
-                                                                                                        \
-    /* 0 on success, -1 when the windows' maximum offsets cannot be allocated. */                       \
-    int vg_max_pool_grad_##NAME(const T *x, const T *gy, T *out, const int64_t *g, int64_t min_chunk,   \
-                                int threads) {                                                          \
-        vg_wargs a = {.x = x, .y = gy, .out = out, .g = g};                                             \
-        if (!windows_overlap(g)) {                                                                      \
-            memset(out, 0, (size_t)(g[G_N] * g[G_C] * g[G_H] * g[G_W]) * sizeof(T));                    \
-            pool_##NAME(&a, put_chunk_##NAME, min_chunk, threads);                                      \
-            return 0;                                                                                   \
-        }                                                                                               \
-        int64_t outs = g[G_N] * g[G_C] * g[G_HO] * g[G_WO];                                             \
-        a.arg = (int32_t *)malloc((size_t)(outs > 0 ? outs : 1) * sizeof(int32_t));                     \
-        if (!a.arg) return -1;                                                                          \
-        pool_##NAME(&a, argmax_chunk_##NAME, min_chunk, threads);                                       \
-        sum_into_image_##NAME(&a, min_chunk, threads);                                                  \
-        free(a.arg);                                                                                    \
-        return 0;                                                                                       \
-    }
-
-
-WINDOW_KERNELS(float, f32)
-WINDOW_KERNELS(double, f64)
+CONV_KERNELS(float, f32)
+CONV_KERNELS(double, f64)

@@ -1,97 +1,82 @@
-"""Sliding-window kernels (conv.c): im2col, col2im, max_pool2d, avg_pool2d and max_pool2d_grad, NCHW and
-NHWC, any stride, padding and dilation, inputs read through their strides (a transposed or broadcast
-view is not copied first).
+"""Convolution kernels: conv2d, conv2d_input_grad and conv2d_weight_grad in f32 and f64 (conv.c,
+conv_implicit.c), NCHW with OIHW weights and NHWC with HWIO weights, any stride, padding and dilation;
+and the columns they are products of, im2col and col2im (conv_im2col.c), which give the reference's bits
+(im2col copies; col2im adds each image element's contributions in the reference's order, kernel offset
+by kernel offset, in double from 0, rounded once), inputs read through their strides.
 
-All give the reference's bits: im2col and the pooling maxima copy and compare; col2im and
-max_pool2d_grad add each image element's contributions in the reference's order (kernel offset by kernel
-offset, in double from 0, rounded once); avg_pool2d adds each window in kernel order in double, as NumPy's
-reduction over axes that are not the innermost does. Where the window axes are the innermost ones (NCHW
-with a 1x1 output, NHWC with one channel), NumPy's inner loops sum pairwise and take SIMD maxima (which
-break 0/-0 ties in their own order): the pools then run their decompositions on the references.
-Threads split rows of the output (or of the image, for the sums into it).
+The columns of a block of images go to a thread's scratch buffer and one single-threaded OpenBLAS GEMM
+per block computes its part (no transposed copy of the whole batch); the input gradient's columns are
+added back in double and rounded once, and the weight gradient's partial sums over the blocks are added
+in block order in double. One-channel images (NCHW, stride and dilation 1) take direct loops over
+vectors of output columns for conv2d and, on rows of at least two vectors, the weight gradient (a GEMM
+of depth KH*KW wastes most of its time on packing). On a CPU with AVX2 and FMA, f32 NCHW convolutions
+of stride 1 (at least six output channels, rows of 4 or of at least 8 pixels) take an implicit GEMM
+instead: no columns in memory, each element one FMA chain over its taps in order; their input gradient
+is the convolution of the output gradient with the flipped kernel on the same path, and their weight
+gradient a block's FMA chains over its pixels (`implicit_path`).
+Blocks depend on the shape alone, so every thread count gives the same bits; the stated exactness does
+not change in exact mode (the kernels then give the reference's bits, which the statement covers).
 
-The pools first try pooling.c's kernels, for windows that tile the image (stride == kernel, no padding or
-dilation, the innermost axis contiguous: the common 2x2 pool): one pass over the data on SIMD vectors,
-the same bits; they decline every other case, which conv.c's kernels take.
+How close to the reference (for f32 a double sum rounded once, for f64 NumPy's dgemm): each element
+is a sum of `depth` products (conv2d: C*KH*KW; the input gradient: at most O*KH*KW, as KH*KW sums of O
+rounded once more; the weight gradient: N*Ho*Wo), computed as OpenBLAS sums them, so the bound is the
+fast matmul path's (`matmul.EXACTNESS`, for operands of magnitude at most `matmul.UNIT` and depth at
+most `matmul.K_STATED`); `error_bound` gives it per element. A result holding an infinity or a NaN (an
+f32 partial sum may overflow where the reference's does not) is computed again by the reference, and
+so is every call in exact mode (`matmul.set_exact`, `VERIGRAD_EXACT_GEMM=1`), and every call the C path
+does not take (mixed dtypes, empty operands, no BLAS): those give the reference's bits, computed with
+NumPy's BLAS on one thread (on several it splits a product otherwise, and the bits would change with
+the thread count).
 """
 
 from __future__ import annotations
 
 import ctypes
+import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from ...ops.composite.conv import cols_shape, out_hw
-from .._registry import EXACT
-from . import _ffi
+from ...ops import REGISTRY
+from ...ops.composite._common import spatial
+from ...ops.composite.conv import cols_shape, out_hw, weight_dims
+from .. import blas
+from ..kernel_table import EXACT
+from ..reference import composite_reference
+from . import _ffi, matmul
 from ._ffi import DTYPES, Library
+from .window import TAIL, elements, geometry, logical, usable
 
-WINDOW = ("im2col", "col2im", "max_pool2d", "avg_pool2d", "max_pool2d_grad")
+COLUMNS = ("im2col", "col2im")
+CONVOLUTION = ("conv2d", "conv2d_input_grad", "conv2d_weight_grad")
 
-_GEO = ctypes.c_int64 * 25  # conv.c's G_LEN
+_GEO = ctypes.c_int64 * 16  # conv.h's G_LEN
 _P = ctypes.c_void_p
-_TAIL = [ctypes.c_int64, ctypes.c_int]  # min_chunk, threads
+_ARGS = [_P, ctypes.c_int, _P, _P, _P, _P, ctypes.c_int]  # gemm, its integer width, 3 arrays, geo, threads
 
 
-def _elements(a: np.ndarray) -> list[int]:
-    """The strides of `a` in elements (0 along a size-1 axis)."""
-    return [0 if n == 1 else s // a.itemsize for n, s in zip(a.shape, a.strides)]
-
-
-def _usable(a: np.ndarray) -> np.ndarray:
-    """`a` itself when it is aligned with whole-element strides, else a contiguous copy. (Its dtype is
-    the kernel's: every window op's result has its operands' dtype.)"""
-    if a.flags.carray:  # C-contiguous and aligned: whole-element strides (the usual case, checked first)
-        return a
-    if not a.flags.aligned or any(s % a.itemsize for s in a.strides):
-        a = np.ascontiguousarray(a)
-    return a
-
-
-def _logical(strides: list[int], layout: str) -> list[int]:
-    """Image strides in the order (n, c, h, w)."""
-    return strides if layout == "NCHW" else [strides[0], strides[3], strides[1], strides[2]]
-
-
-def _geometry(x_shape: tuple, layout: str, kernel, stride, padding, dilation, x_strides, y_strides=()):
-    n, c, h, w = x_shape if layout == "NCHW" else (x_shape[0], x_shape[3], x_shape[1], x_shape[2])
+def _geometry(n, c, h, w, o, kernel, stride, padding, dilation, layout: str) -> tuple[Any, int, int]:
+    """conv.h's geometry array, and the output's height and width."""
     ho, wo = out_hw(h, w, kernel, stride, padding, dilation)
-    values = [n, c, h, w, *kernel, *stride, *padding, *dilation, ho, wo, int(layout == "NHWC")]
-    values += [*x_strides, *y_strides]
-    return _GEO(*values), (n, c, ho, wo)
+    return _GEO(n, c, h, w, o, *kernel, *stride, *padding, *dilation, ho, wo, int(layout == "NHWC")), ho, wo
 
 
-def _pooled_shape(n: int, c: int, ho: int, wo: int, layout: str) -> tuple:
-    return (n, c, ho, wo) if layout == "NCHW" else (n, ho, wo, c)
-
-
-class _Kernels:
-    """The wrappers of one dtype's C functions."""
+class _Columns:
+    """im2col and col2im of one dtype (conv_im2col.c)."""
 
     def __init__(self, lib: Library, name: str, dtype: np.dtype, backend: Any) -> None:
         self.dtype, self.backend, self.ptr = dtype, backend, lib.ptr
-        self._layouts: dict[tuple, tuple[Any, tuple]] = {}
-        self.c_im2col = lib.fn(f"vg_im2col_{name}", [_P, _P, _P, ctypes.c_double, *_TAIL])
-        self.c_col2im = lib.fn(f"vg_col2im_{name}", [_P, _P, _P, *_TAIL])
-        self.c_max = lib.fn(f"vg_max_pool_{name}", [_P, _P, _P, *_TAIL])
-        self.c_avg = lib.fn(f"vg_avg_pool_{name}", [_P, _P, _P, *_TAIL])
-        self.c_max_grad = lib.fn(f"vg_max_pool_grad_{name}", [_P, _P, _P, _P, *_TAIL], restype=ctypes.c_int)
-        # pooling.c's: 0 when the windows do not tile the image (conv.c's kernel then runs)
-        self.c_tile_max = lib.fn(f"vg_tile_max_pool_{name}", [_P, _P, _P, *_TAIL], restype=ctypes.c_int)
-        self.c_tile_avg = lib.fn(f"vg_tile_avg_pool_{name}", [_P, _P, _P, *_TAIL], restype=ctypes.c_int)
-        self.c_tile_max_grad = lib.fn(
-            f"vg_tile_max_pool_grad_{name}", [_P, _P, _P, _P, *_TAIL], restype=ctypes.c_int
-        )
+        self.c_im2col = lib.fn(f"vg_im2col_{name}", [_P, _P, _P, ctypes.c_double, *TAIL])
+        self.c_col2im = lib.fn(f"vg_col2im_{name}", [_P, _P, _P, *TAIL])
 
     def _tail(self) -> tuple[int, int]:
         return _ffi.min_chunk(), self.backend.threads
 
     def im2col(self, x, kernel, stride, padding, dilation, layout, pad_value) -> np.ndarray:
-        x = _usable(x)
-        geo, (n, c, ho, wo) = _geometry(
-            x.shape, layout, kernel, stride, padding, dilation, _logical(_elements(x), layout)
+        x = usable(x)
+        geo, (n, c, ho, wo) = geometry(
+            x.shape, layout, kernel, stride, padding, dilation, logical(elements(x), layout)
         )
         out = np.empty(cols_shape(n, c, ho, wo, kernel, layout), self.dtype)
         if out.size:
@@ -99,10 +84,10 @@ class _Kernels:
         return out
 
     def col2im(self, cols, kernel, stride, padding, dilation, layout, size) -> np.ndarray:
-        cols = _usable(cols)
+        cols = usable(cols)
         n, c = (cols.shape[0], cols.shape[1]) if layout == "NCHW" else (cols.shape[0], cols.shape[5])
         shape = (n, c, *size) if layout == "NCHW" else (n, *size, c)
-        geo, _ = _geometry(shape, layout, kernel, stride, padding, dilation, [0] * 4, _elements(cols))
+        geo, _ = geometry(shape, layout, kernel, stride, padding, dilation, [0] * 4, elements(cols))
         out = np.empty(shape, self.dtype)
         if out.size:
             if cols.size:
@@ -111,87 +96,164 @@ class _Kernels:
                 out.fill(0)
         return out
 
-    def window_geometry(self, x, g, kernel, stride, padding, dilation, layout) -> tuple[Any, tuple]:
-        """(conv.c's geometry, the pooled shape) for a pool of x (and its output gradient g, or None),
-        made once per shapes, strides and params (a training step pools the same layouts every step)."""
-        key = (x.shape, x.strides, None if g is None else (g.shape, g.strides), kernel, stride, padding)
-        key = (key, dilation, layout)
-        found = self._layouts.get(key)
+
+class _Convolutions:
+    """One dtype's C functions, with the reference for the calls they do not take."""
+
+    def __init__(self, lib: Library, name: str, dtype: np.dtype, backend: Any, gemm: tuple[int, int]) -> None:
+        self.dtype, self.backend, self.ptr, self.gemm = dtype, backend, lib.ptr, gemm
+        self.c_forward = lib.fn(f"vg_conv2d_{name}", _ARGS, restype=ctypes.c_int)
+        self.c_input = lib.fn(f"vg_conv2d_input_grad_{name}", _ARGS, restype=ctypes.c_int)
+        self.c_weight = lib.fn(f"vg_conv2d_weight_grad_{name}", _ARGS, restype=ctypes.c_int)
+        self.reference = {op: matmul.single_threaded(composite_reference(REGISTRY[op])) for op in CONVOLUTION}
+        self._setups: dict[tuple, tuple[Any, tuple]] = {}
+
+    def _ours(self, a: Any, b: Any) -> bool:
+        """Whether the C path takes these operands (the fast path on, one dtype: the kernel's)."""
+        return (
+            type(a) is np.ndarray
+            and type(b) is np.ndarray
+            and a.dtype == self.dtype
+            and b.dtype == self.dtype
+            and not matmul.exact_default()
+        )
+
+    def _run(self, fn: Any, a: np.ndarray, b: np.ndarray, shape: tuple, geo: Any) -> np.ndarray | None:
+        """The C call into a new array, or None where it gave an infinity or a NaN, or the result is
+        empty (the reference's zeros)."""
+        if not math.prod(shape):
+            return None
+        a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+        out = np.empty(shape, self.dtype)
+        ptr = self.ptr
+        done = fn(*self.gemm, ptr(a), ptr(b), ptr(out), geo, self.backend.threads)
+        return out if done else None
+
+    def _setup(self, key: tuple, make: Callable[[], tuple[Any, tuple]]) -> tuple[Any, tuple]:
+        """The geometry array and the result's shape for a call's shapes and params, made once."""
+        found = self._setups.get(key)
         if found is None:
-            extra = () if g is None else _logical(_elements(g), layout)
-            geo, (n, c, ho, wo) = _geometry(
-                x.shape, layout, kernel, stride, padding, dilation, _logical(_elements(x), layout), extra
-            )
-            found = _ffi.remember(self._layouts, key, (geo, _pooled_shape(n, c, ho, wo, layout)))
+            found = _ffi.remember(self._setups, key, make())
         return found
 
-    def pool(self, fns: tuple[Any, Any], x, kernel, stride, padding, dilation, layout) -> np.ndarray:
-        """`fns`: pooling.c's kernel, and conv.c's for the cases it declines."""
-        x = _usable(x)
-        geo, shape = self.window_geometry(x, None, kernel, stride, padding, dilation, layout)
-        out = np.empty(shape, self.dtype)
-        if out.size:
-            args = (self.ptr(x), self.ptr(out), geo, *self._tail())
-            if not fns[0](*args):
-                fns[1](*args)
-        return out
+    def conv2d(self, x, w, stride, padding, dilation, layout) -> np.ndarray:
+        if self._ours(x, w) and x.size and w.size:
 
-    def max_pool_grad(self, g, x, kernel, stride, padding, dilation, layout) -> np.ndarray:
-        g, x = _usable(g), _usable(x)
-        geo, _ = self.window_geometry(x, g, kernel, stride, padding, dilation, layout)
-        out = np.empty(x.shape, self.dtype)
-        if out.size:
-            args = (self.ptr(x), self.ptr(g), self.ptr(out), geo, *self._tail())
-            if not self.c_tile_max_grad(*args) and self.c_max_grad(*args):
-                raise MemoryError("max_pool2d_grad: cannot allocate the windows' maximum offsets")
-        return out
+            def make() -> tuple[Any, tuple]:
+                n, c, h, wd = spatial(x.shape, layout)
+                o, _, kh, kw = weight_dims(w.shape, layout)
+                geo, ho, wo = _geometry(n, c, h, wd, o, (kh, kw), stride, padding, dilation, layout)
+                return geo, (n, o, ho, wo) if layout == "NCHW" else (n, ho, wo, o)
+
+            geo, shape = self._setup(("f", x.shape, w.shape, stride, padding, dilation, layout), make)
+            out = self._run(self.c_forward, x, w, shape, geo)
+            if out is not None:
+                return out
+        return self.reference["conv2d"](
+            x, w, stride=stride, padding=padding, dilation=dilation, layout=layout
+        )
+
+    def input_grad(self, g, w, stride, padding, dilation, layout, size) -> np.ndarray:
+        if self._ours(g, w) and g.size and w.size:
+
+            def make() -> tuple[Any, tuple]:
+                n = g.shape[0]
+                o, c, kh, kw = weight_dims(w.shape, layout)
+                geo, _, _ = _geometry(n, c, *size, o, (kh, kw), stride, padding, dilation, layout)
+                return geo, (n, c, *size) if layout == "NCHW" else (n, *size, c)
+
+            geo, shape = self._setup(("i", g.shape, w.shape, stride, padding, dilation, layout, size), make)
+            out = self._run(self.c_input, g, w, shape, geo)
+            if out is not None:
+                return out
+        params = {"stride": stride, "padding": padding, "dilation": dilation, "layout": layout}
+        return self.reference["conv2d_input_grad"](g, w, **params, size=size)
+
+    def weight_grad(self, g, x, kernel, stride, padding, dilation, layout) -> np.ndarray:
+        if self._ours(g, x) and g.size and x.size:
+
+            def make() -> tuple[Any, tuple]:
+                n, c, h, wd = spatial(x.shape, layout)
+                o = g.shape[1] if layout == "NCHW" else g.shape[3]
+                geo, _, _ = _geometry(n, c, h, wd, o, kernel, stride, padding, dilation, layout)
+                return geo, (o, c, *kernel) if layout == "NCHW" else (*kernel, c, o)
+
+            key = ("w", g.shape, x.shape, kernel, stride, padding, dilation, layout)
+            geo, shape = self._setup(key, make)
+            out = self._run(self.c_weight, g, x, shape, geo)
+            if out is not None:
+                return out
+        params = {"stride": stride, "padding": padding, "dilation": dilation, "layout": layout}
+        return self.reference["conv2d_weight_grad"](g, x, kernel=kernel, **params)
 
 
-def _innermost_windows(x: np.ndarray, kernel, stride, padding, dilation, layout: str) -> bool:
-    """Whether the window axes of x's columns are the innermost ones: NumPy then reduces them with its
-    inner-loop code (pairwise sums; SIMD maxima, which break 0/-0 ties in another order)."""
-    if layout == "NHWC":
-        return x.shape[3] == 1
-    ho, wo = out_hw(x.shape[2], x.shape[3], kernel, stride, padding, dilation)
-    return ho * wo == 1
+def implicit_path(lib: Library) -> bool:
+    """Whether f32 stride-1 NCHW convolutions of several channels take the implicit-GEMM path here
+    (conv_implicit.c: the CPU has AVX2 and FMA)."""
+    return bool(lib.fn("vg_conv_implicit", [], restype=ctypes.c_int)())
 
 
-def _pool(k: _Kernels, fns: tuple[Any, Any], reduce: str, pad_value: float) -> Callable:
-    """A pooling kernel: the C ones (`fns`, see `_Kernels.pool`), or the decomposition on the references
-    (im2col, then `reduce` over the window axes) where the window axes are the innermost."""
-    from ...registry import OPS
+def verification_samples(op: str, rng: np.random.Generator) -> list[Any]:
+    """The convolution ops' inputs for the verification suite that reach the implicit path (its samples
+    have 3 output channels, too few): f32 NCHW, stride 1, rows of 10 pixels (channels in the lanes on
+    AVX-512, for 16 channels or more) and of 4 (two rows a vector)."""
+    from ...ops._op import Sample
+    from ...ops._samples import uniform
 
-    im2col, reduction = OPS["im2col"].reference, OPS[reduce].reference
+    params = {"stride": 1, "padding": 1, "dilation": 1, "layout": "NCHW"}
+    if op == "conv2d":
+        return [
+            Sample((uniform(rng, (2, 6, 10, 10)), uniform(rng, (20, 6, 3, 3))), params),
+            Sample((uniform(rng, (2, 6, 4, 4)), uniform(rng, (8, 6, 3, 3))), params),
+        ]
+    g = uniform(rng, (2, 8, 10, 10))
+    if op == "conv2d_input_grad":  # a convolution with 16 output channels
+        return [Sample((g, uniform(rng, (8, 16, 3, 3))), {**params, "size": (10, 10)})]
+    if op == "conv2d_weight_grad":
+        return [Sample((g, uniform(rng, (2, 6, 10, 10))), {**params, "kernel": (3, 3)})]
+    return []
 
-    innermost: dict[tuple, bool] = {}
 
-    def pool2d(x, kernel, stride, padding, dilation, layout) -> np.ndarray:
-        key = (x.shape, kernel, stride, padding, dilation, layout)
-        found = innermost.get(key)
-        if found is None:
-            found = _ffi.remember(
-                innermost, key, _innermost_windows(x, kernel, stride, padding, dilation, layout)
-            )
-        if found:
-            window = {"kernel": kernel, "stride": stride, "padding": padding, "dilation": dilation}
-            cols = im2col(x, **window, layout=layout, pad_value=pad_value)
-            return reduction(cols, axis=(2, 3) if layout == "NCHW" else (3, 4), keepdim=False)
-        return k.pool(fns, x, kernel, stride, padding, dilation, layout)
-
-    return pool2d
+def error_bound(op: str, *arrays: np.ndarray, **params: Any) -> np.ndarray:
+    """The largest |kernel - reference| per element of `op` on these operands, in double: the fast
+    matmul path's bound (depth + 2) u s + u |reference|, with s the op on the operands' magnitudes and
+    depth its number of products per element (see the module docstring)."""
+    dtype = arrays[0].dtype
+    reference = composite_reference(REGISTRY[op])
+    s = reference(*(np.abs(a.astype(np.float64)) for a in arrays), **params)
+    ref = np.abs(reference(*(a.astype(np.float64) for a in arrays), **params))
+    layout = params["layout"]
+    if op == "conv2d":
+        o, c, kh, kw = weight_dims(arrays[1].shape, layout)
+        depth = c * kh * kw
+    elif op == "conv2d_input_grad":
+        o, c, kh, kw = weight_dims(arrays[1].shape, layout)
+        depth = o * kh * kw + kh * kw  # KH*KW GEMM results, each rounded, added and rounded once more
+    else:
+        n, ho, wo = (arrays[0].shape[i] for i in ((0, 2, 3) if layout == "NCHW" else (0, 1, 2)))
+        depth = n * ho * wo
+    u = matmul.unit_roundoff(dtype)
+    return (depth + 2) * u * s + u * ref
 
 
 def register(backend: Any, lib: Library) -> None:
-    """The kernels copy, select, and sum in double then divide: no product feeds an addition, so a
-    native build's contraction changes nothing and they state the reference's bits there too."""
+    """im2col copies and col2im sums in double: no product feeds an addition, so a native build's
+    contraction changes nothing and they state the reference's bits there too."""
     for name, dtype in DTYPES.items():
-        k = _Kernels(lib, name, dtype, backend)
-        kernels = {
-            "im2col": k.im2col,
-            "col2im": k.col2im,
-            "max_pool2d": _pool(k, (k.c_tile_max, k.c_max), "max", -np.inf),
-            "avg_pool2d": _pool(k, (k.c_tile_avg, k.c_avg), "mean", 0.0),
-            "max_pool2d_grad": k.max_pool_grad,
+        k = _Columns(lib, name, dtype, backend)
+        backend.register("im2col", k.im2col, name, EXACT, native=EXACT)
+        backend.register("col2im", k.col2im, name, EXACT, native=EXACT)
+    for name, dtype in DTYPES.items():
+        found = blas.cblas(("s" if name == "f32" else "d") + "gemm")
+        if found is None:
+            continue  # no BLAS here: the ops run their decompositions on the other kernels
+        gemm = (ctypes.cast(found[0], ctypes.c_void_p).value, int(found[1]))
+        k = _Convolutions(lib, name, dtype, backend, gemm)
+        exactness = matmul.EXACTNESS[(name, False)]
+        kernels: dict[str, Callable] = {
+            "conv2d": k.conv2d,
+            "conv2d_input_grad": k.input_grad,
+            "conv2d_weight_grad": k.weight_grad,
         }
         for op, kernel in kernels.items():
-            backend.register(op, kernel, name, EXACT, native=EXACT)
+            backend.register(op, kernel, name, exactness)

@@ -24,8 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from ...ops import REGISTRY, cast
 from ...ops._op import never_warns, silenced
-from .._registry import EXACT, Exactness, tolerance, ulp
+from ..kernel_table import EXACT, Exactness, tolerance, ulp
 from . import _ffi, numpy_loops
 from ._ffi import DTYPES, Library, collapse
 
@@ -181,14 +182,12 @@ def _probe(np_dtype: np.dtype) -> list[np.ndarray]:
 def same_as_reference(fn: Any, name: str, arity: int, lib: Library) -> bool:
     """Whether the f64 C kernel `fn` gives its op's reference bits on the probe values (so the C
     library's routines are NumPy's here)."""
-    from ...registry import OPS
-
     x = np.concatenate(_probe(DTYPES["f64"]))
     args = [x] if arity == 1 else [np.abs(x), np.random.default_rng(1).permutation(x) / 20]
     out = np.empty_like(x)
     fn(*(lib.data(a) for a in args), lib.data(out), x.size, x.size, 1)
     with np.errstate(all="ignore"):
-        expected = np.asarray(OPS[name].reference(*args))
+        expected = np.asarray(REGISTRY[name].reference(*args))
     return bool(np.array_equal(out, expected, equal_nan=True))
 
 
@@ -272,8 +271,6 @@ def vectorized(lib: Library) -> bool:
 
 
 def register(backend: Any, lib: Library) -> None:
-    from ...registry import OPS
-
     exact = {
         name: same_as_reference(lib.fn(f"vg_{name}_f64", _UNARY_ARGS), name, 1, lib) for name in UNARY_LIBM
     }
@@ -286,20 +283,20 @@ def register(backend: Any, lib: Library) -> None:
             same = exact.get(name) or numpy_routines  # NumPy's own routines, where the C library's differ
             stated = EXACT if name in UNARY_EXACT else _libm_exactness(name, dtype_name, bool(same))
             fn = lib.fn(f"vg_{name}_{dtype_name}", _UNARY_ARGS)
-            kernel = _unary(fn, dtype, OPS[name].reference, backend, lib.ptr)
+            kernel = _unary(fn, dtype, REGISTRY[name].reference, backend, lib.ptr)
             backend.register(name, kernel, dtype_name, stated, native_claim(name, dtype_name))
         for name in BINARY:
             same = name != "pow" or exact[name] or numpy_routines
             stated = _libm_exactness(name, dtype_name, bool(same)) if name == "pow" else EXACT
             fn = lib.fn(f"vg_{name}_{dtype_name}", _BINARY_ARGS)
             fn_bc = lib.fn(f"vg_{name}_bc_{dtype_name}", _BC_ARGS)
-            kernel = _binary(fn, fn_bc, dtype, OPS[name].reference, backend, lib.ptr)
+            kernel = _binary(fn, fn_bc, dtype, REGISTRY[name].reference, backend, lib.ptr)
             backend.register(name, kernel, dtype_name, stated, native_claim(name, dtype_name))
     for target in sorted({to for _, to in CASTS}):
         fns = {DTYPES[a]: lib.fn(f"vg_cast_{a}_{b}", _UNARY_ARGS) for a, b in CASTS if b == target}
-        kernel = _cast(fns, DTYPES[target], OPS["cast"].reference, backend, lib.ptr)
+        kernel = _cast(fns, DTYPES[target], cast.reference, backend, lib.ptr)
         backend.register("cast", kernel, target, EXACT, native_claim("cast", target))
     for name in INT64_BINARY:
         fn, fn_bc = lib.fn(f"vg_{name}_i64", _BINARY_ARGS), lib.fn(f"vg_{name}_bc_i64", _BC_ARGS)
-        kernel = _binary(fn, fn_bc, np.dtype(np.int64), OPS[name].reference, backend, lib.ptr)
+        kernel = _binary(fn, fn_bc, np.dtype(np.int64), REGISTRY[name].reference, backend, lib.ptr)
         backend.register(name, kernel, "i64", EXACT)

@@ -2,7 +2,7 @@
 
 A ctypes call converts every argument through its argtypes entry (2-4 us for a kernel's 5-8 arguments),
 which is more than many kernels' work. The vg_call extension (extension/vg_call.c) takes the signature
-once and converts the arguments in C: a NumPy array (its data pointer, read where `_ffi.data_reader`
+once and converts the arguments in C: a NumPy array (its data pointer, read where `data_pointer.data_reader`
 reads it), a Python int (a pointer or a size), None, a ctypes array or structure (by its address), a
 float. It is built like the library (the system compiler, the user's cache
 folder), with the running Python's headers, on Linux x86-64 and AArch64 (the calling conventions it
@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from . import _ffi
 from . import build as _build
+from .data_pointer import data_offset
 
 SOURCE = Path(__file__).resolve().parent / "extension" / "vg_call.c"
 _INTEGERS = (
@@ -82,7 +82,7 @@ def _load() -> tuple[Any, str]:
         loader.exec_module(loaded)
     except (_build.BuildError, ImportError, OSError) as e:
         return None, f"ctypes (vg_call: {e})"
-    offset = _ffi.data_offset()
+    offset = data_offset()
     if offset is not None:  # arrays passed as they are, read in C where `data` reads them
         loaded.arrays(np.ndarray, offset)
         _state["arrays"] = True

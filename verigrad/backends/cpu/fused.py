@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 
 from ...dtypes import as_dtype, from_numpy_dtype, promote
-from .._registry import EXACT, Exactness
+from ..kernel_table import EXACT, Exactness
 from . import _ffi, elementwise, fastcall
 from . import build as _build
 from ._ffi import collapse

@@ -10,11 +10,12 @@ from typing import Any
 
 import numpy as np
 
+from ...ops import REGISTRY
 from ...ops._op import never_warns, silenced
 from . import _ffi
 from ._ffi import Library
 
-COPY = ("contiguous",)
+MOVEMENT = ("contiguous",)
 COPY_ITEMSIZES = (1, 2, 4, 8)
 
 _COPY_ARGS = [ctypes.c_void_p] * 3 + [ctypes.c_int64, ctypes.c_int64, ctypes.c_int]
@@ -42,9 +43,7 @@ def _contiguous(fn: Any, reference: Callable, backend: Any, ptr: Callable) -> Ca
 
 
 def register(backend: Any, lib: Library) -> None:
-    from ...registry import OPS
-
-    for name in COPY:
+    for name in MOVEMENT:
         backend.register(
-            name, _contiguous(lib.fn("vg_copy", _COPY_ARGS), OPS[name].reference, backend, lib.ptr)
+            name, _contiguous(lib.fn("vg_copy", _COPY_ARGS), REGISTRY[name].reference, backend, lib.ptr)
         )

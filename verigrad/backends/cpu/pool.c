@@ -1,240 +1,210 @@
-/* A persistent thread pool and the deterministic chunk dispatcher.
+/* Sliding-window pooling: max_pool2d, avg_pool2d and max_pool2d's gradient, NCHW and NHWC, any stride,
+ * padding and dilation (the window geometry of window.h); pool_tiled.c takes the windows that tile the
+ * image first.
  *
- * vg_parallel_for splits [0, n) into T contiguous chunks, T = max(1, min(threads, n / min_chunk, 64)).
- * The chunk bounds depend only on n and T, and every kernel computes each chunk on its own, so the result
- * is the same for every thread count and whichever thread computes a chunk. The caller runs chunk 0
- * without the counter (so it takes the first chunk even when a spinning worker reaches the counter
- * first), then it and the pool's workers 1..T-1 claim chunks 1..T-1 from a shared counter until none is
- * left, and the caller returns when all are done: a worker that wakes late (a sleeping thread takes tens
- * of microseconds to run again, and one woken after a pause often lands on its waker's core for a while)
- * leaves its chunks to the others instead of holding the caller up; a worker that cannot be started
- * claims nothing (with none started, the caller runs every chunk).
+ * Every output element is computed by one thread from its inputs alone (rows split by vg_parallel_for),
+ * so the bits do not depend on the thread count. Orders follow the references:
+ * - max_pool2d folds each window in kernel order, as NumPy's maximum does: a NaN wins (the first), and
+ *   on equal operands (0 and -0) the later element;
+ * - avg_pool2d adds the window (padding included as 0) in kernel order in double from 0.0, divides by
+ *   KH*KW and rounds once (NumPy's order for a reduction over axes that are not the innermost);
+ * - max_pool2d_grad sends each window's gradient to its first maximal element (a NaN counts as maximal,
+ *   as np.argmax has it) and adds, for each image element, the gradients it receives in kernel order in
+ *   double from 0.0 (what col2im does with the gradient columns, whose other entries are 0:
+ *   vg_sum_into_image of conv_im2col.c). Where the windows do not overlap, an element receives at most
+ *   one gradient: it is written as g + 0.
  *
- * Waiting spins first (SPINS pause instructions, yielding the CPU every 64 of them, so that a busy
- * machine's other threads are not held up) and only then sleeps on a condition variable: a decode step
- * dispatches a 30-100 us product every few microseconds. A dispatch that wakes sleeping workers first
- * moves them off the caller's CPU (`steer_sleepers`): Linux puts a thread woken after a pause on its
- * waker's CPU, behind the caller, and a dispatch after a pause then ran on one core.
+ * vg_max_pool_<dtype>(x, out, geo, min_chunk, threads), vg_avg_pool_<dtype>(x, out, geo, ...) and
+ * vg_max_pool_grad_<dtype>(x, gy, out, geo, ...), which returns -1 when it cannot allocate its buffer
+ * of window maxima (0 otherwise); `out` is C-contiguous, min_chunk counts elements.
  */
-#define _GNU_SOURCE
-#include <pthread.h>
-#include <sched.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
-#include "vg.h"
+#include "window.h"
 
-#define VG_MAX_THREADS 64
-
-static pthread_mutex_t dispatch_lock = PTHREAD_MUTEX_INITIALIZER; /* one dispatch at a time */
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t work_cv = PTHREAD_COND_INITIALIZER;
-static pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER;
-
-static int nworkers = 0; /* workers 1..nworkers are running */
-static pthread_t tids[VG_MAX_THREADS];
-static int sleeping[VG_MAX_THREADS]; /* worker k waits on work_cv (written under `lock`) */
-static int pinned = 0;               /* VERIGRAD_PIN_THREADS=1: workers keep their CPUs */
-static unsigned long generation = 0; /* written under `lock`; read atomically by spinning threads */
-static unsigned long start_generation[VG_MAX_THREADS];
-static int pending = 0; /* chunks not yet done; atomic */
-static int active = 0;  /* workers between reading the job and their last claim; atomic */
-static int atfork_set = 0;
-
-static struct {
-    vg_chunk_fn fn;
-    void *ctx;
-    int64_t n;
-    int chunks;  /* T */
-    int helpers; /* workers 1..helpers take part */
-    int next;    /* the next chunk to claim (from 1: the caller runs chunk 0); atomic */
-} job;
-
-static void chunk_bounds(int64_t n, int chunks, int i, int64_t *lo, int64_t *hi) {
-    int64_t base = n / chunks, rem = n % chunks;
-    *lo = i * base + (i < rem ? i : rem);
-    *hi = *lo + base + (i < rem ? 1 : 0);
+/* Whether an image element can lie in two windows (or may: a stride that is a multiple of the
+ * dilation can skip the elements two windows would share). */
+static int windows_overlap(const int64_t *g) {
+    return g[G_SH] < g[G_DH] * (g[G_KH] - 1) + 1 || g[G_SW] < g[G_DW] * (g[G_KW] - 1) + 1;
 }
 
-/* Runs chunk c; returns whether it was the job's last to finish. */
-static int run_chunk(vg_chunk_fn fn, void *ctx, int64_t n, int chunks, int c) {
-    int64_t lo, hi;
-    chunk_bounds(n, chunks, c, &lo, &hi);
-    fn(ctx, lo, hi);
-    return __atomic_sub_fetch(&pending, 1, __ATOMIC_ACQ_REL) == 0;
-}
-
-/* Claims and runs the job's chunks until none is left (fn, ctx, n and chunks read by the claimer). A
- * worker that finishes the last chunk wakes the caller; the caller (`caller`) checks `pending` itself. */
-static void run_chunks(vg_chunk_fn fn, void *ctx, int64_t n, int chunks, int caller) {
-    for (;;) {
-        int c = __atomic_fetch_add(&job.next, 1, __ATOMIC_ACQ_REL);
-        if (c >= chunks) return;
-        if (run_chunk(fn, ctx, n, chunks, c) && !caller) {
-            pthread_mutex_lock(&lock);
-            pthread_cond_signal(&done_cv);
-            pthread_mutex_unlock(&lock);
-        }
+#define POOL_KERNELS(T, NAME)                                                                           \
+    WINDOW_ROWS(T, NAME)                                                                                \
+                                                                                                        \
+    /* Pooling over output rows: (n, c, oh) of WO elements (NCHW) or (n, oh, ow) of C (NHWC). Each      \
+     * kernel offset's values (a row of WO, or the C channels of one pixel) are folded in turn. */      \
+    typedef struct {                                                                                    \
+        T *vals;       /* one kernel offset's values */                                                 \
+        T *best;       /* max, argmax */                                                                \
+        double *sum;   /* avg */                                                                        \
+        int32_t *arg;  /* argmax: the kernel offset of `best` */                                        \
+    } pool_acc_##NAME;                                                                                  \
+                                                                                                        \
+    /* mode 0: max into best; 1: sum; 2: first maximum's offset into arg (best alongside). */           \
+    static inline void fold_##NAME(pool_acc_##NAME *p, int64_t len, int32_t k, int mode) {              \
+        const T *v = p->vals;                                                                           \
+        if (mode == 1) {                                                                                \
+            for (int64_t e = 0; e < len; e++) p->sum[e] += (double)v[e];                                \
+        } else if (k == 0) {                                                                            \
+            for (int64_t e = 0; e < len; e++) p->best[e] = v[e];                                        \
+            if (mode == 2)                                                                              \
+                for (int64_t e = 0; e < len; e++) p->arg[e] = 0;                                        \
+        } else if (mode == 0) {                                                                         \
+            for (int64_t e = 0; e < len; e++) {                                                         \
+                T b = p->best[e];                                                                       \
+                p->best[e] = (b > v[e] || isnan(b)) ? b : v[e];                                         \
+            }                                                                                           \
+        } else {                                                                                        \
+            for (int64_t e = 0; e < len; e++) {                                                         \
+                T b = p->best[e];                                                                       \
+                int take = (!isnan(b)) & ((v[e] > b) | isnan(v[e])); /* no branch: unpredictable */     \
+                p->best[e] = take ? v[e] : b;                                                           \
+                p->arg[e] = take ? k : p->arg[e];                                                       \
+            }                                                                                           \
+        }                                                                                               \
+    }                                                                                                   \
+                                                                                                        \
+    static void pool_rows_##NAME(const vg_wargs *a, int64_t lo, int64_t hi, int mode) {                 \
+        const int64_t *g = a->g;                                                                        \
+        const T *x = (const T *)a->x;                                                                   \
+        const int64_t C = g[G_C], W = g[G_W], KH = g[G_KH], KW = g[G_KW], HO = g[G_HO], WO = g[G_WO];   \
+        const int64_t nhwc = g[G_LAYOUT], len = nhwc ? C : WO, sc = g[G_XS + 1], sw = g[G_XS + 3];      \
+        const T pad = mode == 1 ? (T)0 : (T)-INFINITY;                                                  \
+        pool_acc_##NAME p;                                                                              \
+        p.vals = (T *)scratch(len, sizeof(T));                                                          \
+        T *own = (T *)scratch(len, sizeof(T));                                                          \
+        p.best = own;                                                                                   \
+        p.sum = (double *)scratch(len, sizeof(double));                                                 \
+        p.arg = 0;                                                                                      \
+        vg_span *sp = column_spans(g);                                                                  \
+        for (int64_t r = lo; r < hi; r++) {                                                             \
+            int64_t n, c = 0, oh, ow = 0;                                                               \
+            if (nhwc)                                                                                   \
+                ow = r % WO, oh = (r / WO) % HO, n = r / (WO * HO);                                     \
+            else                                                                                        \
+                oh = r % HO, c = (r / HO) % C, n = r / (HO * C);                                        \
+            if (mode == 2) p.arg = a->arg + (r - a->arg_base) * len;                                    \
+            if (mode == 0) p.best = (T *)a->out + r * len;                                              \
+            if (mode == 1)                                                                              \
+                for (int64_t e = 0; e < len; e++) p.sum[e] = 0.0;                                       \
+            for (int64_t i = 0; i < KH; i++) {                                                          \
+                const T *row = image_row_##NAME(x, g, n, c, oh, i);                                     \
+                for (int64_t j = 0; j < KW; j++) {                                                      \
+                    if (!nhwc) {                                                                        \
+                        fill_row_##NAME(p.vals, row, g, sp + j, pad);                                   \
+                    } else {                                                                            \
+                        int64_t iw = ow * g[G_SW] - g[G_PW] + j * g[G_DW];                              \
+                        if (!row || iw < 0 || iw >= W) {                                                \
+                            for (int64_t e = 0; e < C; e++) p.vals[e] = pad;                            \
+                        } else {                                                                        \
+                            const T *s = row + iw * sw;                                                 \
+                            for (int64_t e = 0; e < C; e++) p.vals[e] = s[e * sc];                      \
+                        }                                                                               \
+                    }                                                                                   \
+                    fold_##NAME(&p, len, (int32_t)(i * KW + j), mode);                                  \
+                }                                                                                       \
+            }                                                                                           \
+            if (mode == 1) {                                                                            \
+                T *o = (T *)a->out + r * len;                                                           \
+                const double count = (double)(KH * KW);                                                 \
+                for (int64_t e = 0; e < len; e++) o[e] = (T)(p.sum[e] / count);                         \
+            }                                                                                           \
+        }                                                                                               \
+        free(p.vals);                                                                                   \
+        free(own);                                                                                      \
+        free(p.sum);                                                                                    \
+        free(sp);                                                                                       \
+    }                                                                                                   \
+    static void max_chunk_##NAME(void *ctx, int64_t lo, int64_t hi) {                                   \
+        pool_rows_##NAME((const vg_wargs *)ctx, lo, hi, 0);                                             \
+    }                                                                                                   \
+    static void avg_chunk_##NAME(void *ctx, int64_t lo, int64_t hi) {                                   \
+        pool_rows_##NAME((const vg_wargs *)ctx, lo, hi, 1);                                             \
+    }                                                                                                   \
+    static void argmax_chunk_##NAME(void *ctx, int64_t lo, int64_t hi) {                                \
+        pool_rows_##NAME((const vg_wargs *)ctx, lo, hi, 2);                                             \
+    }                                                                                                   \
+                                                                                                        \
+    static void pool_##NAME(vg_wargs *a, vg_chunk_fn fn, int64_t min_chunk, int threads) {              \
+        const int64_t *g = a->g;                                                                        \
+        int64_t rows = g[G_N] * g[G_HO] * (g[G_LAYOUT] ? g[G_WO] : g[G_C]);                             \
+        int64_t row = (g[G_LAYOUT] ? g[G_C] : g[G_WO]) * g[G_KH] * g[G_KW];                             \
+        vg_parallel_for(rows, rows_per_chunk(min_chunk, row), threads, fn, a);                          \
+    }                                                                                                   \
+                                                                                                        \
+    void vg_max_pool_##NAME(const T *x, T *out, const int64_t *g, int64_t min_chunk, int threads) {     \
+        vg_wargs a = {.x = x, .out = out, .g = g};                                                      \
+        pool_##NAME(&a, max_chunk_##NAME, min_chunk, threads);                                          \
+    }                                                                                                   \
+                                                                                                        \
+    void vg_avg_pool_##NAME(const T *x, T *out, const int64_t *g, int64_t min_chunk, int threads) {     \
+        vg_wargs a = {.x = x, .out = out, .g = g};                                                      \
+        pool_##NAME(&a, avg_chunk_##NAME, min_chunk, threads);                                          \
+    }                                                                                                   \
+                                                                                                        \
+    /* max_pool2d_grad, windows that do not overlap: output rows as in pooling, a block at a time (their \
+     * first maxima found first); each window writes its gradient (+ 0, as the sum from 0 gives) at its \
+     * first maximum, into an image of zeros. */                                                        \
+    static void put_chunk_##NAME(void *ctx, int64_t lo, int64_t hi) {                                   \
+        const vg_wargs *a = (const vg_wargs *)ctx;                                                      \
+        const int64_t *g = a->g, *gs = g + G_YS;                                                        \
+        const T *gy = (const T *)a->y;                                                                  \
+        T *out = (T *)a->out;                                                                           \
+        const int64_t C = g[G_C], H = g[G_H], W = g[G_W], KH = g[G_KH], KW = g[G_KW];                   \
+        const int64_t HO = g[G_HO], WO = g[G_WO], nhwc = g[G_LAYOUT], len = nhwc ? C : WO;              \
+        const int64_t block = 64;                                                                       \
+        int64_t *at = (int64_t *)scratch(2 * KH * KW, sizeof(int64_t)); /* k: (i*DH, j*DW) */           \
+        for (int64_t k = 0; k < KH * KW; k++) {                                                         \
+            at[2 * k] = (k / KW) * g[G_DH];                                                             \
+            at[2 * k + 1] = (k % KW) * g[G_DW];                                                         \
+        }                                                                                               \
+        vg_wargs b = *a;                                                                                \
+        b.arg = (int32_t *)scratch(block * len, sizeof(int32_t));                                       \
+        for (int64_t start = lo; start < hi; start += block) {                                          \
+            int64_t end = hi - start < block ? hi : start + block;                                      \
+            b.arg_base = start;                                                                         \
+            pool_rows_##NAME(&b, start, end, 2);                                                        \
+            for (int64_t r = start; r < end; r++) {                                                     \
+                int64_t n, c = 0, oh, ow = 0;                                                           \
+                if (nhwc)                                                                               \
+                    ow = r % WO, oh = (r / WO) % HO, n = r / (WO * HO);                                 \
+                else                                                                                    \
+                    oh = r % HO, c = (r / HO) % C, n = r / (HO * C);                                    \
+                const int32_t *wa = b.arg + (r - start) * len;                                          \
+                const int64_t h0 = oh * g[G_SH] - g[G_PH];                                              \
+                for (int64_t e = 0; e < len; e++) {                                                     \
+                    int64_t cc = nhwc ? e : c, oo = nhwc ? ow : e;                                      \
+                    int64_t ih = h0 + at[2 * wa[e]], iw = oo * g[G_SW] - g[G_PW] + at[2 * wa[e] + 1];   \
+                    if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue; /* a padding element */       \
+                    T v = gy[n * gs[0] + cc * gs[1] + oh * gs[2] + oo * gs[3]] + (T)0;                  \
+                    out[nhwc ? ((n * H + ih) * W + iw) * C + cc : ((n * C + cc) * H + ih) * W + iw] = v; \
+                }                                                                                       \
+            }                                                                                           \
+        }                                                                                               \
+        free(b.arg);                                                                                    \
+        free(at);                                                                                       \
+    }                                                                                                   \
+                                                                                                        \
+    /* 0 on success, -1 when the windows' maximum offsets cannot be allocated. */                       \
+    int vg_max_pool_grad_##NAME(const T *x, const T *gy, T *out, const int64_t *g, int64_t min_chunk,   \
+                                int threads) {                                                          \
+        vg_wargs a = {.x = x, .y = gy, .out = out, .g = g};                                             \
+        if (!windows_overlap(g)) {                                                                      \
+            memset(out, 0, (size_t)(g[G_N] * g[G_C] * g[G_H] * g[G_W]) * sizeof(T));                    \
+            pool_##NAME(&a, put_chunk_##NAME, min_chunk, threads);                                      \
+            return 0;                                                                                   \
+        }                                                                                               \
+        int64_t outs = g[G_N] * g[G_C] * g[G_HO] * g[G_WO];                                             \
+        a.arg = (int32_t *)malloc((size_t)(outs > 0 ? outs : 1) * sizeof(int32_t));                     \
+        if (!a.arg) return -1;                                                                          \
+        pool_##NAME(&a, argmax_chunk_##NAME, min_chunk, threads);                                       \
+        vg_sum_into_image_##NAME(&a, min_chunk, threads);                                               \
+        free(a.arg);                                                                                    \
+        return 0;                                                                                       \
     }
-}
 
-#define SPINS 100000
-
-static inline void cpu_relax(int i) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-    if (i % 64 == 63) sched_yield(); /* give way to a thread waiting for this CPU */
-}
-
-/* With VERIGRAD_PIN_THREADS=1, worker `id` runs on the id-th CPU the process may use (when there are
- * that many). Unpinned, a thread woken after a pause is often placed on its waker's CPU and shares a core
- * with the caller for a while; pinned, it cannot move away from a CPU another process keeps busy, and
- * several processes pin their workers to the same CPUs: so it is a choice for a machine given to one
- * process, as OpenMP's OMP_PROC_BIND is. */
-static int pin_set(int id, cpu_set_t *one) {
-    const char *flag = getenv("VERIGRAD_PIN_THREADS");
-    if (flag == 0 || flag[0] == 0 || (flag[0] == '0' && flag[1] == 0)) return 0;
-    pinned = 1;
-    cpu_set_t allowed;
-    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return 0;
-    for (int cpu = 0, seen = 0; cpu < CPU_SETSIZE; cpu++) {
-        if (!CPU_ISSET(cpu, &allowed)) continue;
-        if (seen++ == id) {
-            CPU_ZERO(one);
-            CPU_SET(cpu, one);
-            return 1;
-        }
-    }
-    return 0;
-}
-
-static void *worker(void *arg);
-
-/* Worker `id`, pinned from its creation (set in its attributes) where asked. */
-static int start_worker(pthread_t *tid, int id) {
-    pthread_attr_t attr;
-    if (pthread_attr_init(&attr) != 0) return -1;
-    cpu_set_t one;
-    if (pin_set(id, &one)) pthread_attr_setaffinity_np(&attr, sizeof one, &one);
-    int failed = pthread_create(tid, &attr, worker, (void *)(intptr_t)id);
-    pthread_attr_destroy(&attr);
-    return failed;
-}
-
-static void *worker(void *arg) {
-    int id = (int)(intptr_t)arg;
-    pthread_mutex_lock(&lock);
-    unsigned long seen = start_generation[id];
-    for (;;) {
-        if (generation == seen) { /* spin before sleeping (see above) */
-            pthread_mutex_unlock(&lock);
-            for (int i = 0; i < SPINS && __atomic_load_n(&generation, __ATOMIC_ACQUIRE) == seen; i++) cpu_relax(i);
-            pthread_mutex_lock(&lock);
-        }
-        sleeping[id] = 1;
-        while (generation == seen) pthread_cond_wait(&work_cv, &lock);
-        sleeping[id] = 0;
-        seen = generation;
-        if (id <= job.helpers) { /* the job read under the lock; the caller waits for `active` */
-            vg_chunk_fn fn = job.fn;
-            void *ctx = job.ctx;
-            int64_t n = job.n;
-            int chunks = job.chunks;
-            __atomic_add_fetch(&active, 1, __ATOMIC_ACQ_REL);
-            pthread_mutex_unlock(&lock);
-            run_chunks(fn, ctx, n, chunks, 0);
-            pthread_mutex_lock(&lock);
-            if (__atomic_sub_fetch(&active, 1, __ATOMIC_ACQ_REL) == 0) pthread_cond_signal(&done_cv);
-        }
-    }
-    return 0;
-}
-
-/* The pool's threads do not exist in a forked child: start again with none. */
-static void reset_after_fork(void) {
-    pthread_mutex_init(&dispatch_lock, 0);
-    pthread_mutex_init(&lock, 0);
-    pthread_cond_init(&work_cv, 0);
-    pthread_cond_init(&done_cv, 0);
-    nworkers = 0;
-    pending = 0;
-    active = 0;
-    for (int id = 0; id < VG_MAX_THREADS; id++) sleeping[id] = 0;
-}
-
-int vg_pool_size(void) { return nworkers; }
-
-/* Workers 1..helpers that sleep are woken onto CPUs other than the caller's (unless pinned): Linux
- * places a thread woken after a pause on its waker's CPU, where it waits behind the caller (which keeps
- * computing its chunks) for milliseconds, so that a dispatch after a pause ran on one core. A worker
- * already spinning is left where it is. Called under `lock`. */
-static void steer_sleepers(int helpers) {
-    if (pinned) return;
-    int any = 0;
-    for (int id = 1; id <= helpers; id++) any |= sleeping[id];
-    if (!any) return;
-    cpu_set_t allowed; /* read each time: the process's CPUs may have changed */
-    int cpu = sched_getcpu();
-    if (cpu < 0 || sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
-    if (!CPU_ISSET(cpu, &allowed) || CPU_COUNT(&allowed) < 2) return;
-    cpu_set_t others = allowed;
-    CPU_CLR(cpu, &others);
-    for (int id = 1; id <= helpers; id++)
-        if (sleeping[id]) pthread_setaffinity_np(tids[id], sizeof others, &others);
-}
-
-void vg_parallel_for(int64_t n, int64_t min_chunk, int threads, vg_chunk_fn fn, void *ctx) {
-    if (min_chunk < 1) min_chunk = 1;
-    int64_t t = threads;
-    if (n / min_chunk < t) t = n / min_chunk;
-    if (t > VG_MAX_THREADS) t = VG_MAX_THREADS;
-    if (t <= 1) {
-        if (n > 0) fn(ctx, 0, n);
-        return;
-    }
-    int chunks = (int)t;
-    pthread_mutex_lock(&dispatch_lock);
-    pthread_mutex_lock(&lock);
-    if (!atfork_set) {
-        pthread_atfork(0, 0, reset_after_fork);
-        atfork_set = 1;
-    }
-    while (nworkers < chunks - 1) {
-        pthread_t tid;
-        int id = nworkers + 1;
-        start_generation[id] = generation;
-        if (start_worker(&tid, id) != 0) break;
-        pthread_detach(tid);
-        tids[id] = tid;
-        nworkers = id;
-    }
-    int helpers = nworkers < chunks - 1 ? nworkers : chunks - 1;
-    job.fn = fn;
-    job.ctx = ctx;
-    job.n = n;
-    job.chunks = chunks;
-    job.helpers = helpers;
-    __atomic_store_n(&job.next, 1, __ATOMIC_RELEASE);
-    __atomic_store_n(&pending, chunks, __ATOMIC_RELEASE);
-    __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
-    if (helpers > 0) {
-        steer_sleepers(helpers);
-        pthread_cond_broadcast(&work_cv);
-    }
-    pthread_mutex_unlock(&lock);
-
-    run_chunk(fn, ctx, n, chunks, 0); /* the caller's chunk, whoever else is awake */
-    run_chunks(fn, ctx, n, chunks, 1);
-
-    /* every chunk done, and no worker still holding this job (it would claim from the next one's counter) */
-    for (int i = 0; i < SPINS && (__atomic_load_n(&pending, __ATOMIC_ACQUIRE) > 0 ||
-                                  __atomic_load_n(&active, __ATOMIC_ACQUIRE) > 0); i++)
-        cpu_relax(i);
-    pthread_mutex_lock(&lock);
-    while (__atomic_load_n(&pending, __ATOMIC_ACQUIRE) > 0 || __atomic_load_n(&active, __ATOMIC_ACQUIRE) > 0)
-        pthread_cond_wait(&done_cv, &lock);
-    job.helpers = 0; /* closed: a worker that gets the lock only now takes no part (its ctx is gone) */
-    pthread_mutex_unlock(&lock);
-    pthread_mutex_unlock(&dispatch_lock);
-}
+POOL_KERNELS(float, f32)
+POOL_KERNELS(double, f64)

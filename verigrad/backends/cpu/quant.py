@@ -23,10 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from ...ops.quant import Q8_QTYPES
-from .._registry import EXACT, tolerance
+from ...ops import REGISTRY, qembedding
+from ...ops.quant import Q8_QTYPES, rms_norm_qmatmul_q8
+from ..kernel_table import EXACT, tolerance
 from ..reference import composite_reference
-from . import _ffi, linalg
+from . import _ffi, matmul
 from ._ffi import Library
 
 QTYPES = {"q8_0": 0, "q4_0": 1, "q4_1": 2, "q4_k": 3, "q6_k": 4}  # quant.c's format codes
@@ -127,20 +128,16 @@ def simd(flag: bool | None = None) -> bool:
 
 
 def register(backend: Any, lib: Library) -> None:
-    from ...registry import OPS
-
     _state["simd"] = lib.fn("vg_quant_simd", [ctypes.c_int], restype=ctypes.c_int)
     for name, (symbol, qtypes) in _FUNCTIONS.items():
         fn = lib.fn(symbol, _ARGS, restype=ctypes.c_int)
-        kernel = _kernel(fn, qtypes, linalg.single_threaded(OPS[name].reference), backend, lib.ptr)
+        kernel = _kernel(fn, qtypes, matmul.single_threaded(REGISTRY[name].reference), backend, lib.ptr)
         backend.register(name, kernel, "f32", EXACT if name == "qmatmul_q8" else QMATMUL_EXACTNESS)
     fn = lib.fn(
         "vg_rms_norm_qmatmul_q8", [*_ARGS, ctypes.c_void_p, ctypes.c_double, ctypes.c_int64], ctypes.c_int
     )
-    reference = linalg.single_threaded(composite_reference(OPS["rms_norm_qmatmul_q8"]))
+    reference = matmul.single_threaded(composite_reference(rms_norm_qmatmul_q8))
     backend.register("rms_norm_qmatmul_q8", _normed_kernel(fn, reference, backend, lib.ptr), "f32", EXACT)
     p, i64 = ctypes.c_void_p, ctypes.c_int64
     fn = lib.fn("vg_qembedding", [ctypes.c_int, p, i64, i64, i64, p, i64, p, i64, ctypes.c_int], i64)
-    backend.register(
-        "qembedding", _embedding(fn, OPS["qembedding"].reference, backend, lib.ptr), "f32", EXACT
-    )
+    backend.register("qembedding", _embedding(fn, qembedding.reference, backend, lib.ptr), "f32", EXACT)

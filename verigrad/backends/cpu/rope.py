@@ -19,8 +19,9 @@ import numpy as np
 
 from ...dtypes import as_dtype
 from ...errors import ShapeError
+from ...ops import contiguous, rope
 from ...shapes import shape_text
-from .._registry import EXACT
+from ..kernel_table import EXACT
 from ..reference import composite_reference
 from . import _ffi
 from ._ffi import DTYPES, Library
@@ -151,10 +152,8 @@ def _kernel(
 
 
 def register(backend: Any, lib: Library) -> None:
-    from ...registry import OPS
-
-    reference = composite_reference(OPS["rope"])
+    reference = composite_reference(rope)
     for dtype_name, dtype in DTYPES.items():
         fn = lib.fn(f"vg_rope_{dtype_name}", _ARGS)
-        copy = backend.native(OPS["contiguous"], as_dtype(dtype_name))  # movement registers it first
+        copy = backend.native(contiguous, as_dtype(dtype_name))  # movement registers it first
         backend.register("rope", _kernel(fn, dtype, backend, lib.ptr, reference, copy), dtype_name, EXACT)

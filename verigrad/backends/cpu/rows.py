@@ -18,8 +18,12 @@ from typing import Any
 import numpy as np
 
 from ...dtypes import as_dtype, from_numpy_dtype
+from ...ops import cross_entropy, exp, layer_norm, log, log_softmax, mean, rms_norm, softmax
+from ...ops import sum as reduce_sum
 from ...ops._op import never_warns, silenced
-from .._registry import EXACT, Exactness, tolerance, ulp
+from ...ops.composite.loss import cross_entropy_grad
+from ...ops.composite.norm import layer_norm_grad, rms_norm_grad
+from ..kernel_table import EXACT, Exactness, tolerance, ulp
 from ..reference import composite_reference
 from . import _ffi
 from ._ffi import DTYPES, Library
@@ -49,9 +53,7 @@ CALLS_EXP = ("softmax", "log_softmax", "cross_entropy", "cross_entropy_grad")
 
 def exactness(name: str, dtype_name: str, backend: Any) -> Exactness:
     """What the kernel of `name` states for `dtype_name` on `backend` (see above)."""
-    from ...registry import OPS
-
-    libm = [OPS[op] for op in ("exp", "log")]
+    libm = [exp, log]
     if name not in CALLS_EXP or all(
         backend.native(op, as_dtype(dtype_name)) is not None
         and backend.exactness(op.name, dtype_name).is_exact  # elementwise.c's, which these kernels call
@@ -123,13 +125,11 @@ def _softmax(k: _Rows, log: bool, fallback: Callable) -> Callable:
 
 
 def _cross_entropy(k: _Rows, fallback: Callable) -> Callable:
-    from ...registry import OPS
-
     fn = k.fn("xent", _XENT_ARGS)
     total = k.fn("total", [_P, _I, _I, _T, _P])
     dtype = from_numpy_dtype(k.dtype)
     reduce = {
-        name: silenced(OPS[name].fast(dtype, (dtype,), axis=(0,), keepdim=False)) for name in ("sum", "mean")
+        op.name: silenced(op.fast(dtype, (dtype,), axis=(0,), keepdim=False)) for op in (reduce_sum, mean)
     }
 
     def kernel(logits: np.ndarray, target: np.ndarray, reduction: str) -> np.ndarray:
@@ -216,19 +216,17 @@ def _norm_grad(k: _Rows, center: bool, fallback: Callable) -> Callable:
 
 
 def register(backend: Any, lib: Library) -> None:
-    from ...registry import OPS
-
     for dtype_name in DTYPES:
         k = _Rows(lib, dtype_name, backend)
         kernels = {
-            "softmax": _softmax(k, False, composite_reference(OPS["softmax"])),
-            "log_softmax": _softmax(k, True, composite_reference(OPS["log_softmax"])),
-            "cross_entropy": _cross_entropy(k, composite_reference(OPS["cross_entropy"])),
-            "cross_entropy_grad": _cross_entropy_grad(k, composite_reference(OPS["cross_entropy_grad"])),
-            "layer_norm": _layer_norm(k, composite_reference(OPS["layer_norm"])),
-            "rms_norm": _rms_norm(k, composite_reference(OPS["rms_norm"])),
-            "layer_norm_grad": _norm_grad(k, True, composite_reference(OPS["layer_norm_grad"])),
-            "rms_norm_grad": _norm_grad(k, False, composite_reference(OPS["rms_norm_grad"])),
+            "softmax": _softmax(k, False, composite_reference(softmax)),
+            "log_softmax": _softmax(k, True, composite_reference(log_softmax)),
+            "cross_entropy": _cross_entropy(k, composite_reference(cross_entropy)),
+            "cross_entropy_grad": _cross_entropy_grad(k, composite_reference(cross_entropy_grad)),
+            "layer_norm": _layer_norm(k, composite_reference(layer_norm)),
+            "rms_norm": _rms_norm(k, composite_reference(rms_norm)),
+            "layer_norm_grad": _norm_grad(k, True, composite_reference(layer_norm_grad)),
+            "rms_norm_grad": _norm_grad(k, False, composite_reference(rms_norm_grad)),
         }
         for name, kernel in kernels.items():  # the fallbacks silence NumPy themselves
             backend.register(name, never_warns(kernel), dtype_name, exactness(name, dtype_name, backend))

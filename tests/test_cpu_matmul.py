@@ -1,4 +1,4 @@
-"""GEMM, GEMV, dot and axpy of the cpu backend (verigrad.backends.cpu.linalg): the exact path bit for bit
+"""GEMM, GEMV, dot and axpy of the cpu backend (verigrad.backends.cpu.matmul): the exact path bit for bit
 against its definition (double sums in increasing k, rounded once), both paths within their error bounds
 of the matmul reference, NaN and infinities where the reference has them, reference-BLAS alpha/beta
 semantics, empty and size-1 dimensions, views, and the same bits for 1, 2 and 3 threads."""
@@ -15,14 +15,14 @@ import pytest
 
 import verigrad
 from verigrad.backends import blas, cpu
-from verigrad.backends.cpu import linalg
-from verigrad.registry import OPS
+from verigrad.backends.cpu import matmul as cpu_matmul
+from verigrad.ops import REGISTRY
 
 pytestmark = pytest.mark.skipif(not cpu.available(), reason="the cpu backend could not be built here")
 
 DTYPES = [np.float32, np.float64]
 PATHS = [False, True]  # exact=
-REFERENCE = OPS["matmul"].reference
+REFERENCE = REGISTRY["matmul"].reference
 
 
 @pytest.fixture(autouse=True)
@@ -44,7 +44,7 @@ def within_bound(actual: np.ndarray, a: np.ndarray, b: np.ndarray, exact: bool) 
     """actual is the reference's NaN/infinity where the reference has one, else within error_bound."""
     with np.errstate(all="ignore"):
         expected = REFERENCE(a, b)
-        bound = linalg.error_bound(a, b, exact)
+        bound = cpu_matmul.error_bound(a, b, exact)
     assert actual.shape == expected.shape and actual.dtype == expected.dtype
     finite = np.isfinite(expected)
     np.testing.assert_array_equal(np.isnan(actual), np.isnan(expected))
@@ -61,7 +61,7 @@ def fast_on_every_thread_count(va: np.ndarray, vb: np.ndarray, a: np.ndarray, b:
     results = set()
     for threads in (1, 2, 3):
         verigrad.set_threads(threads)
-        out = linalg.matmul(va, vb, exact=False)
+        out = cpu_matmul.matmul(va, vb, exact=False)
         within_bound(out, a, b, False)
         results.add(bits(out))
     assert len(results) == 1, (a.shape, b.shape)
@@ -77,8 +77,8 @@ def test_exact_path_is_the_increasing_k_double_sum(dtype, shape):
     m, k, n = shape
     rng = np.random.default_rng(m * 1000 + k)
     a, b = rand(rng, (m, k), dtype), rand(rng, (k, n), dtype)
-    out = linalg.gemm(a, b, exact=True)
-    assert bits(out) == bits(linalg.reference_exact(a, b))
+    out = cpu_matmul.gemm(a, b, exact=True)
+    assert bits(out) == bits(cpu_matmul.reference_exact(a, b))
     if dtype == np.float32:  # double sums of exact products, rounded once: the reference's bits here
         assert bits(out) == bits(REFERENCE(a, b))
 
@@ -87,12 +87,12 @@ def test_exact_path_is_the_increasing_k_double_sum(dtype, shape):
 def test_the_portable_micro_kernel_gives_the_vectorized_bits(dtype):
     rng = np.random.default_rng(13)
     a, b = rand(rng, (50, 300), dtype), rand(rng, (300, 70), dtype)
-    vectorized = linalg.gemm(a, b, exact=True)
-    linalg._lib().portable_only(1)
+    vectorized = cpu_matmul.gemm(a, b, exact=True)
+    cpu_matmul._lib().portable_only(1)
     try:
-        assert bits(linalg.gemm(a, b, exact=True)) == bits(vectorized)
+        assert bits(cpu_matmul.gemm(a, b, exact=True)) == bits(vectorized)
     finally:
-        linalg._lib().portable_only(0)
+        cpu_matmul._lib().portable_only(0)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -101,9 +101,9 @@ def test_both_paths_are_within_their_bound_of_the_reference(dtype, exact):
     rng = np.random.default_rng(1)
     for m, k, n in [*SHAPES, (32, 3136, 16), (300, 64, 200)]:
         a, b = rand(rng, (m, k), dtype), rand(rng, (k, n), dtype)
-        within_bound(linalg.gemm(a, b, exact=exact), a, b, exact)
+        within_bound(cpu_matmul.gemm(a, b, exact=exact), a, b, exact)
         uniform = rng.uniform(0, 1, (m, k)).astype(dtype), rng.uniform(0, 1, (k, n)).astype(dtype)
-        within_bound(linalg.gemm(*uniform, exact=exact), *uniform, exact)
+        within_bound(cpu_matmul.gemm(*uniform, exact=exact), *uniform, exact)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -115,15 +115,15 @@ def test_nan_and_infinities_where_the_reference_has_them(dtype, exact):
     b = rand(rng, (30, 40), dtype)
     a.reshape(-1)[rng.choice(a.size, 25, replace=False)] = rng.choice(specials, 25)
     b.reshape(-1)[rng.choice(b.size, 25, replace=False)] = rng.choice(specials, 25)
-    within_bound(linalg.gemm(a, b, exact=exact), a, b, exact)
+    within_bound(cpu_matmul.gemm(a, b, exact=exact), a, b, exact)
     # only special values: inf * 0, inf - inf, signed zeros
     a, b = rng.choice(specials, (9, 7)), rng.choice(specials, (7, 11))
-    within_bound(linalg.gemm(a, b, exact=exact), a, b, exact)
+    within_bound(cpu_matmul.gemm(a, b, exact=exact), a, b, exact)
     # a short k: the fast path checks the operands rather than c (m k + k n < m n)
     a, b = rand(rng, (70, 3), dtype), rand(rng, (3, 90), dtype)
     for value in (np.nan, np.inf):
         a[5, 1] = value
-        within_bound(linalg.gemm(a, b, exact=exact), a, b, exact)
+        within_bound(cpu_matmul.gemm(a, b, exact=exact), a, b, exact)
 
 
 @pytest.mark.parametrize("exact", PATHS)
@@ -133,13 +133,13 @@ def test_f32_partial_sums_that_overflow_give_the_reference(exact):
     wide = np.tile(small[0], (40, 1)), np.tile(small[1], (1, 50))
     for a, b in [small, wide]:  # c scanned; the operands checked (m k + k n < m n)
         before = cpu.cpu.reruns()
-        out = linalg.gemm(a, b, exact=exact)
+        out = cpu_matmul.gemm(a, b, exact=exact)
         assert bits(out) == bits(REFERENCE(a, b))
         assert np.isfinite(out).all()
         # the fast path's infinity, computed again, is counted (the verification's check needs it)
         assert cpu.cpu.reruns() == before + (0 if exact else 1)
         before = cpu.cpu.reruns()
-        linalg.gemm(a / 4e37, b, exact=exact)  # nothing overflows: nothing computed again
+        cpu_matmul.gemm(a / 4e37, b, exact=exact)  # nothing overflows: nothing computed again
         assert cpu.cpu.reruns() == before
 
 
@@ -149,11 +149,11 @@ def test_beta_zero_does_not_read_c(dtype, exact):
     rng = np.random.default_rng(3)
     a, b = rand(rng, (30, 20), dtype), rand(rng, (20, 10), dtype)
     c = np.full((30, 10), np.nan, dtype)
-    out = linalg.gemm(a, b, c, beta=0.0, exact=exact)
+    out = cpu_matmul.gemm(a, b, c, beta=0.0, exact=exact)
     assert out is c and not np.isnan(c).any()
-    assert bits(c) == bits(linalg.gemm(a, b, exact=exact))
+    assert bits(c) == bits(cpu_matmul.gemm(a, b, exact=exact))
     y = np.full(30, np.nan, dtype)
-    linalg.gemv(a, b[:, 0], y, exact=exact)
+    cpu_matmul.gemv(a, b[:, 0], y, exact=exact)
     assert not np.isnan(y).any()
     within_bound(y, a, b[:, 0], exact)
 
@@ -165,12 +165,12 @@ def test_alpha_zero_does_not_read_a_and_b(dtype, exact):
     a, b = np.full((8, 5), np.nan, dtype), np.full((5, 6), np.inf, dtype)
     c = rand(rng, (8, 6), dtype)
     expected = (c.astype(np.float64) * 0.5).astype(dtype)
-    assert bits(linalg.gemm(a, b, c, alpha=0.0, beta=0.5, exact=exact)) == bits(expected)
-    assert bits(linalg.gemm(a, b, c, alpha=0.0, beta=0.0, exact=exact)) == bits(np.zeros((8, 6), dtype))
+    assert bits(cpu_matmul.gemm(a, b, c, alpha=0.0, beta=0.5, exact=exact)) == bits(expected)
+    assert bits(cpu_matmul.gemm(a, b, c, alpha=0.0, beta=0.0, exact=exact)) == bits(np.zeros((8, 6), dtype))
     y = rand(rng, (8,), dtype)
-    assert bits(linalg.gemv(a, b[:, 0], y.copy(), alpha=0.0, beta=1.0, exact=exact)) == bits(y)
+    assert bits(cpu_matmul.gemv(a, b[:, 0], y.copy(), alpha=0.0, beta=1.0, exact=exact)) == bits(y)
     x = np.full(8, np.nan, dtype)
-    assert bits(linalg.axpy(0.0, x, y.copy(), exact=exact)) == bits(y)
+    assert bits(cpu_matmul.axpy(0.0, x, y.copy(), exact=exact)) == bits(y)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -182,10 +182,10 @@ def test_batched_and_strided_products_keep_the_alpha_beta_rules(dtype, exact):
     rng = np.random.default_rng(6)
     a = rand(rng, (3, 1, 40, 24), dtype).swapaxes(-1, -2)  # [3, 1, 24, 40], k along a's rows
     b = rand(rng, (2, 40, 17), dtype)
-    expected = linalg.gemm(np.ascontiguousarray(a), b, exact=exact)
+    expected = cpu_matmul.gemm(np.ascontiguousarray(a), b, exact=exact)
     buffer = np.full((3, 2, 24, 2 * 17), np.nan, dtype)
     c = buffer[..., ::2]
-    assert linalg.gemm(a, b, c, beta=0.0, exact=exact) is c
+    assert cpu_matmul.gemm(a, b, c, beta=0.0, exact=exact) is c
     within_bound(c, a, b, exact)
     if exact:
         assert bits(c) == bits(expected)
@@ -194,7 +194,7 @@ def test_batched_and_strided_products_keep_the_alpha_beta_rules(dtype, exact):
     poisoned_b = np.where(rng.random(b.shape) < 0.1, np.inf, b).astype(dtype)
     before = c.copy()
     scaled = (before.astype(np.float64) * -2.0).astype(dtype)
-    assert bits(linalg.gemm(poisoned_a, poisoned_b, c, alpha=0.0, beta=-2.0, exact=exact)) == bits(scaled)
+    assert bits(cpu_matmul.gemm(poisoned_a, poisoned_b, c, alpha=0.0, beta=-2.0, exact=exact)) == bits(scaled)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -205,8 +205,8 @@ def test_exact_alpha_beta_round_once(dtype):
     for k in range(300):
         acc = acc + a[:, k : k + 1].astype(np.float64) * b[k : k + 1, :].astype(np.float64)
     expected = (2.5 * acc + -0.75 * c.astype(np.float64)).astype(dtype)
-    assert bits(linalg.gemm(a, b, c.copy(), alpha=2.5, beta=-0.75, exact=True)) == bits(expected)
-    fast = linalg.gemm(a, b, c.copy(), alpha=2.5, beta=-0.75, exact=False)
+    assert bits(cpu_matmul.gemm(a, b, c.copy(), alpha=2.5, beta=-0.75, exact=True)) == bits(expected)
+    fast = cpu_matmul.gemm(a, b, c.copy(), alpha=2.5, beta=-0.75, exact=False)
     np.testing.assert_allclose(fast, expected, rtol=0, atol=1e-4 if dtype == np.float32 else 1e-12)
 
 
@@ -216,14 +216,14 @@ def test_empty_and_size_one_dimensions(dtype, exact):
     rng = np.random.default_rng(6)
     for sa, sb in [((0, 3), (3, 2)), ((2, 0), (0, 3)), ((3, 2), (2, 0)), ((1, 1), (1, 1)), ((1, 5), (5, 1))]:
         a, b = rand(rng, sa, dtype), rand(rng, sb, dtype)
-        out = linalg.matmul(a, b, exact=exact)
+        out = cpu_matmul.matmul(a, b, exact=exact)
         assert out.shape == REFERENCE(a, b).shape
         within_bound(out, a, b, exact)
     for sa, sb in [((2, 0, 3), (3, 4)), ((0, 2, 3), (1, 3, 4)), ((3, 1, 4), (1, 4, 1))]:
         a, b = rand(rng, sa, dtype), rand(rng, sb, dtype)
-        within_bound(linalg.matmul(a, b, exact=exact), a, b, exact)
+        within_bound(cpu_matmul.matmul(a, b, exact=exact), a, b, exact)
     c = np.full((4, 3), np.nan, dtype)  # k = 0: c = beta c, zeros for beta = 0
-    assert bits(linalg.gemm(np.ones((4, 0), dtype), np.ones((0, 3), dtype), c, exact=exact)) == bits(
+    assert bits(cpu_matmul.gemm(np.ones((4, 0), dtype), np.ones((0, 3), dtype), c, exact=exact)) == bits(
         np.zeros((4, 3), dtype)
     )
 
@@ -253,17 +253,17 @@ def test_views(dtype, exact):
     bits, differ with the transposition)."""
     rng = np.random.default_rng(7)
     a, b = rand(rng, (37, 29), dtype), rand(rng, (29, 23), dtype)
-    expected = bits(linalg.gemm(a, b, exact=exact))
+    expected = bits(cpu_matmul.gemm(a, b, exact=exact))
     for na, va in views(a).items():
         for nb, vb in views(b).items():
             assert np.array_equal(va, a) and np.array_equal(vb, b)
-            out = linalg.gemm(va, vb, exact=exact)
+            out = cpu_matmul.gemm(va, vb, exact=exact)
             if exact:
                 assert bits(out) == expected, (na, nb)
             else:
                 within_bound(out, a, b, exact)
     c = np.zeros((37, 46), dtype)[:, ::2]  # a strided c receives the same bits
-    assert bits(linalg.gemm(a, b, c, exact=exact)) == expected
+    assert bits(cpu_matmul.gemm(a, b, c, exact=exact)) == expected
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -273,10 +273,10 @@ def test_batches_broadcast_as_in_numpy(dtype, exact):
     cases = [((3, 5, 4), (4, 6)), ((2, 1, 5, 4), (3, 4, 6)), ((5, 4), (2, 4, 3)), ((4,), (2, 4, 3))]
     for sa, sb in [*cases, ((2, 7, 300), (2, 300, 9))]:  # the last: k in two blocks, per item
         a, b = rand(rng, sa, dtype), rand(rng, sb, dtype)
-        out = linalg.matmul(a, b, exact=exact)
+        out = cpu_matmul.matmul(a, b, exact=exact)
         within_bound(out, a, b, exact)
         if exact and a.ndim > 1:
-            assert bits(out) == bits(linalg.reference_exact(a, b))
+            assert bits(out) == bits(cpu_matmul.reference_exact(a, b))
         if a.ndim == 1:
             continue
         batch = out.shape[:-2]
@@ -285,12 +285,12 @@ def test_batches_broadcast_as_in_numpy(dtype, exact):
             np.broadcast_to(b, (*batch, *b.shape[-2:])),
         )
         for i in np.ndindex(batch):  # each item is that item's own product
-            item = linalg.matmul(
+            item = cpu_matmul.matmul(
                 np.ascontiguousarray(wide_a[i]), np.ascontiguousarray(wide_b[i]), exact=exact
             )
             assert bits(out[i]) == bits(item)
     x = rand(rng, (3, 4, 5), dtype)  # a transposed batch: b = x^T per item, no copy needed
-    within_bound(linalg.matmul(x, x.mT, exact=exact), x, np.ascontiguousarray(x.mT), exact)
+    within_bound(cpu_matmul.matmul(x, x.mT, exact=exact), x, np.ascontiguousarray(x.mT), exact)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -299,19 +299,20 @@ def test_vectors_gemv_dot_axpy(dtype, exact):
     rng = np.random.default_rng(9)
     a, x, v = rand(rng, (300, 200), dtype), rand(rng, (200,), dtype), rand(rng, (300,), dtype)
     for lhs, rhs in [(a, x), (v, a), (x, x), (a.T, v), (a[::2, ::3], x[::3])]:
-        within_bound(linalg.matmul(lhs, rhs, exact=exact), lhs, rhs, exact)
+        within_bound(cpu_matmul.matmul(lhs, rhs, exact=exact), lhs, rhs, exact)
     if exact:
-        assert bits(linalg.gemv(a, x, exact=True)) == bits(linalg.reference_exact(a, x[:, None])[:, 0])
+        exact_gemv = cpu_matmul.reference_exact(a, x[:, None])[:, 0]
+        assert bits(cpu_matmul.gemv(a, x, exact=True)) == bits(exact_gemv)
         total = 0.0
         for p, q in zip(x.astype(np.float64), x[::-1].astype(np.float64)):
             total = total + p * q
-        assert linalg.dot(x, x[::-1], exact=True) == np.array(total, dtype)
+        assert cpu_matmul.dot(x, x[::-1], exact=True) == np.array(total, dtype)
         y = v.copy()
-        linalg.axpy(-1.5, v[::-1], y, exact=True)
+        cpu_matmul.axpy(-1.5, v[::-1], y, exact=True)
         assert bits(y) == bits((-1.5 * v[::-1].astype(np.float64) + v.astype(np.float64)).astype(dtype))
     else:
         y = v.copy()
-        linalg.axpy(-1.5, v[::-1], y, exact=False)
+        cpu_matmul.axpy(-1.5, v[::-1], y, exact=False)
         exact_sum = -1.5 * v[::-1].astype(np.float64) + v
         bound = np.finfo(dtype).eps * (np.abs(1.5 * v[::-1]) + np.abs(v))  # two roundings at most
         assert (np.abs(y - exact_sum) <= bound).all()
@@ -328,7 +329,7 @@ def test_every_thread_count_gives_the_same_bits(dtype, exact):
         results = []
         for threads in (1, 2, 3, 1):
             verigrad.set_threads(threads)
-            results.append(bits(linalg.matmul(a, b, exact=exact)))
+            results.append(bits(cpu_matmul.matmul(a, b, exact=exact)))
             assert blas.blas_threads() in (None, threads)  # the fast path gives OpenBLAS its count back
         assert len(set(results)) == 1, (sa, sb)
     assert cpu.pool_size() >= 2
@@ -341,7 +342,7 @@ def test_tiles_for_small_kernels_keep_the_bound_and_the_bits(dtype, small_kernel
     fast path then cuts c into tiles of that size. Forced on or off (whatever this machine's OpenBLAS
     has), every layout and a batch stay within the bound and give the same bits for 1, 2 and 3 threads."""
     rng = np.random.default_rng(16)
-    lib = linalg._state["lib"]
+    lib = cpu_matmul._state["lib"]
     try:
         lib.blas_small_kernels(small_kernel_work)
         for sa, sb in [((3000, 144), (144, 32)), ((1100, 40), (40, 128)), ((3, 200, 100), (100, 60))]:
@@ -362,7 +363,7 @@ def test_wide_products_computed_transposed_keep_the_bound_and_the_bits(dtype, tr
     batch, a c with a longer row stride, a NaN, alpha and beta stay within the bound (or the reference
     BLAS semantics) with the same bits on 1, 2 and 3 threads."""
     rng = np.random.default_rng(17)
-    lib = linalg._state["lib"]
+    lib = cpu_matmul._state["lib"]
     try:
         lib.blas_transposed_wide(int(transposed_wide))
         lib.dot_products(0)  # they would take most of these products
@@ -376,15 +377,15 @@ def test_wide_products_computed_transposed_keep_the_bound_and_the_bits(dtype, tr
                 fast_on_every_thread_count(va, bt, a, np.ascontiguousarray(bt))
         a, b = rand(rng, (32, 100), dtype), rand(rng, (64, 100), dtype)
         wide = np.zeros((32, 74), dtype)
-        linalg.gemm(a, b.T, wide[:, 5:69], alpha=-2.0, exact=False)
+        cpu_matmul.gemm(a, b.T, wide[:, 5:69], alpha=-2.0, exact=False)
         within_bound(wide[:, 5:69], -2.0 * a, np.ascontiguousarray(b.T), False)
         assert not wide[:, :5].any() and not wide[:, 69:].any()  # nothing written past c
         c = rand(rng, (32, 64), dtype)
         expected = a.astype(np.float64) @ b.T.astype(np.float64) + 0.5 * c
-        out = linalg.gemm(a, b.T, c.copy(), beta=0.5, exact=False)  # c read: computed directly
+        out = cpu_matmul.gemm(a, b.T, c.copy(), beta=0.5, exact=False)  # c read: computed directly
         assert np.allclose(out, expected, rtol=1e-4, atol=1e-4)
         a[3, 7] = np.nan  # row 3 of c is NaN, as the reference's
-        within_bound(linalg.matmul(a, b.T, exact=False), a, np.ascontiguousarray(b.T), False)
+        within_bound(cpu_matmul.matmul(a, b.T, exact=False), a, np.ascontiguousarray(b.T), False)
     finally:
         lib.blas_transposed_wide(int(blas.transposes_wide()))
         lib.dot_products(1)
@@ -397,17 +398,17 @@ def products_with_alpha_beta_and_nan(rng, m: int, k: int, n: int, b_transposed: 
     a = rand(rng, (m, k), np.float32)
     b = rand(rng, (n, k), np.float32).T if b_transposed else rand(rng, (k, n), np.float32)
     wide = np.zeros((m, n + 14), np.float32)
-    linalg.gemm(a, b, wide[:, 5 : n + 5], alpha=-2.0, exact=False)
+    cpu_matmul.gemm(a, b, wide[:, 5 : n + 5], alpha=-2.0, exact=False)
     within_bound(wide[:, 5 : n + 5], -2.0 * a, np.ascontiguousarray(b), False)
     assert not wide[:, :5].any() and not wide[:, n + 5 :].any()
     c = rand(rng, (m, n), np.float32)
     for beta in (1.0, 0.5):
         expected = a.astype(np.float64) @ b.astype(np.float64) + beta * c
-        out = linalg.gemm(a, b, c.copy(), beta=beta, exact=False)
+        out = cpu_matmul.gemm(a, b, c.copy(), beta=beta, exact=False)
         assert np.allclose(out, expected, rtol=1e-4, atol=1e-4)
     a[m - 1, 7] = np.nan  # the last row of c is NaN, as the reference's
     b[9, n - 1] = np.inf  # and the last column infinite or NaN
-    within_bound(linalg.matmul(a, b, exact=False), a, np.ascontiguousarray(b), False)
+    within_bound(cpu_matmul.matmul(a, b, exact=False), a, np.ascontiguousarray(b), False)
 
 
 @pytest.mark.parametrize("dot_products", [False, True])
@@ -418,7 +419,7 @@ def test_products_with_b_transposed_as_dot_products_keep_the_bound_and_the_bits(
     longer row stride, alpha and beta, and a NaN stay within the bound (or the reference BLAS semantics)
     with the same bits on 1, 2 and 3 threads."""
     rng = np.random.default_rng(18)
-    lib = linalg._state["lib"]
+    lib = cpu_matmul._state["lib"]
     try:
         lib.dot_products(int(dot_products))
         cases = [((64, 784), (256, 784)), ((63, 785), (255, 785)), ((37, 300), (50, 300))]
@@ -443,7 +444,7 @@ def test_products_of_plain_b_as_outer_products_keep_the_bound_and_the_bits(outer
     accumulated) and 0.5, and a NaN stay within the bound (or the reference BLAS semantics) with the same
     bits on 1, 2 and 3 threads."""
     rng = np.random.default_rng(19)
-    lib = linalg._state["lib"]
+    lib = cpu_matmul._state["lib"]
     try:
         lib.outer_products(int(outer_products))
         cases = [((37, 2100), (2100, 77)), ((200, 1030), (1030, 150)), ((2, 20, 2050), (2, 2050, 17))]
@@ -462,14 +463,14 @@ def test_products_of_plain_b_as_outer_products_keep_the_bound_and_the_bits(outer
 def test_the_registered_matmul_kernel_follows_the_setting():
     rng = np.random.default_rng(11)
     a, b = rand(rng, (40, 300), np.float32), rand(rng, (300, 30), np.float32)
-    kernel = cpu.cpu.native(OPS["matmul"], verigrad.f32)
-    assert cpu.cpu.exactness("matmul", "f32") == linalg.EXACTNESS[("f32", linalg.exact_default())]
-    with linalg.exact_mode():
-        assert cpu.cpu.exactness("matmul", "f32") == linalg.EXACTNESS[("f32", True)]
-        assert bits(kernel(a, b)) == bits(linalg.reference_exact(a, b))
-    with linalg.exact_mode(False):
-        assert cpu.cpu.exactness("matmul", "f64") == linalg.EXACTNESS[("f64", False)]
-        assert bits(kernel(a, b)) == bits(linalg.matmul(a, b, exact=False))
+    kernel = cpu.cpu.native(REGISTRY["matmul"], verigrad.f32)
+    assert cpu.cpu.exactness("matmul", "f32") == cpu_matmul.EXACTNESS[("f32", cpu_matmul.exact_default())]
+    with cpu_matmul.exact_mode():
+        assert cpu.cpu.exactness("matmul", "f32") == cpu_matmul.EXACTNESS[("f32", True)]
+        assert bits(kernel(a, b)) == bits(cpu_matmul.reference_exact(a, b))
+    with cpu_matmul.exact_mode(False):
+        assert cpu.cpu.exactness("matmul", "f64") == cpu_matmul.EXACTNESS[("f64", False)]
+        assert bits(kernel(a, b)) == bits(cpu_matmul.matmul(a, b, exact=False))
     ints = np.arange(6).reshape(2, 3)
     assert np.array_equal(kernel(ints, ints.T), REFERENCE(ints, ints.T))  # other dtypes: the reference
     assert kernel(a, b.astype(np.float64)).dtype == np.float64
@@ -482,39 +483,39 @@ def test_the_stated_tolerances_hold_for_their_range():
     """EXACTNESS's rtol/atol cover the error bounds for |a|, |b| <= UNIT and k <= K_STATED."""
     rng = np.random.default_rng(12)
     for (name, dtype), (m, n) in itertools.product(cpu.DTYPES.items(), [(16, 16), (1, 300), (300, 1)]):
-        a = rng.uniform(-linalg.UNIT, linalg.UNIT, (m, linalg.K_STATED)).astype(dtype)
-        b = rng.uniform(-linalg.UNIT, linalg.UNIT, (linalg.K_STATED, n)).astype(dtype)
+        a = rng.uniform(-cpu_matmul.UNIT, cpu_matmul.UNIT, (m, cpu_matmul.K_STATED)).astype(dtype)
+        b = rng.uniform(-cpu_matmul.UNIT, cpu_matmul.UNIT, (cpu_matmul.K_STATED, n)).astype(dtype)
         ref = np.abs(REFERENCE(a, b).astype(np.float64))
         for exact in PATHS:
-            claim = linalg.EXACTNESS[(name, exact)]
-            err = np.abs(linalg.gemm(a, b, exact=exact).astype(np.float64) - REFERENCE(a, b))
+            claim = cpu_matmul.EXACTNESS[(name, exact)]
+            err = np.abs(cpu_matmul.gemm(a, b, exact=exact).astype(np.float64) - REFERENCE(a, b))
             assert (err <= claim.rtol * ref + claim.atol).all()
             if not exact:  # OpenBLAS's error stays below half the margin the claim takes
-                s = linalg.abs_product(a, b)
-                u = linalg.unit_roundoff(dtype)
-                assert (err <= linalg.FAST_MARGIN / 2 * u * s + u * ref).all()
+                s = cpu_matmul.abs_product(a, b)
+                u = cpu_matmul.unit_roundoff(dtype)
+                assert (err <= cpu_matmul.FAST_MARGIN / 2 * u * s + u * ref).all()
 
 
 def test_bad_operands_are_refused_before_any_work():
     a, b = np.ones((3, 4), np.float32), np.ones((5, 2), np.float32)
     with pytest.raises(ValueError, match="inner sizes 4 and 5"):
-        linalg.gemm(a, b)
+        cpu_matmul.gemm(a, b)
     with pytest.raises(TypeError, match="one dtype"):
-        linalg.gemm(a, np.ones((4, 2)))
+        cpu_matmul.gemm(a, np.ones((4, 2)))
     with pytest.raises(ValueError, match="do not broadcast"):
-        linalg.gemm(np.ones((2, 3, 4), np.float32), np.ones((3, 4, 2), np.float32))
+        cpu_matmul.gemm(np.ones((2, 3, 4), np.float32), np.ones((3, 4, 2), np.float32))
     c = np.ones((3, 3), np.float32)
     with pytest.raises(ValueError, match="c has shape"):
-        linalg.gemm(a, np.ones((4, 2), np.float32), c)
+        cpu_matmul.gemm(a, np.ones((4, 2), np.float32), c)
     square = np.ones((3, 3), np.float32)
     with pytest.raises(ValueError, match="overlaps"):
-        linalg.gemm(square, square, square)
+        cpu_matmul.gemm(square, square, square)
     with pytest.raises(ValueError, match="two vectors"):
-        linalg.dot(np.ones(3, np.float32), np.ones(4, np.float32))
+        cpu_matmul.dot(np.ones(3, np.float32), np.ones(4, np.float32))
 
 
 def test_the_cblas_functions_are_found():
-    assert linalg.fast_available()
+    assert cpu_matmul.fast_available()
     fn, int64 = blas.cblas("sgemm")
     assert callable(fn) and isinstance(int64, bool)
     assert blas.cblas("no_such_function") is None
@@ -528,14 +529,14 @@ def test_one_row_or_column_products_take_every_layout(dtype):
     for m, k, n in [(1, 300, 700), (700, 300, 1), (1, 1, 5), (5, 1, 1), (1, 7, 1)]:
         a, b = rand(rng, (m, k), dtype), rand(rng, (k, n), dtype)
         for va, vb in itertools.product(views(a).values(), views(b).values()):
-            within_bound(linalg.matmul(va, vb, exact=False), a, b, False)
+            within_bound(cpu_matmul.matmul(va, vb, exact=False), a, b, False)
         c = rand(rng, (m, n), dtype)
-        out = linalg.gemm(a.T.copy().T, b, c.copy(), alpha=-2.0, beta=0.5, exact=False)
+        out = cpu_matmul.gemm(a.T.copy().T, b, c.copy(), alpha=-2.0, beta=0.5, exact=False)
         expected = -2.0 * REFERENCE(a, b).astype(np.float64) + 0.5 * c
-        bound = 2 * linalg.error_bound(a, b, False) + np.finfo(dtype).eps * np.abs(expected)
+        bound = 2 * cpu_matmul.error_bound(a, b, False) + np.finfo(dtype).eps * np.abs(expected)
         assert (np.abs(out - expected) <= bound).all()
         nan = np.full((m, n), np.nan, dtype)
-        assert not np.isnan(linalg.gemm(a, b, nan, exact=False)).any()
+        assert not np.isnan(cpu_matmul.gemm(a, b, nan, exact=False)).any()
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -551,16 +552,16 @@ def test_a_gemv_whose_matrix_has_rows_along_k_is_split_along_k(dtype):
         va = np.asfortranarray(a) if b.shape[1] == 1 else a  # the column's a: stored along m
         fast_on_every_thread_count(va, b, a, b)
         c = rand(rng, (a.shape[0], b.shape[1]), dtype)
-        out = linalg.gemm(va, b, c.copy(), alpha=-1.5, beta=0.25, exact=False)
+        out = cpu_matmul.gemm(va, b, c.copy(), alpha=-1.5, beta=0.25, exact=False)
         expected = -1.5 * REFERENCE(a, b).astype(np.float64) + 0.25 * c
-        assert (np.abs(out - expected) <= 2 * linalg.error_bound(a, b, False) + np.finfo(dtype).eps).all()
+        assert (np.abs(out - expected) <= 2 * cpu_matmul.error_bound(a, b, False) + np.finfo(dtype).eps).all()
         nan = np.full(c.shape, np.nan, dtype)
-        assert linalg.gemm(va, b, nan, exact=False) is nan and not np.isnan(nan).any()
+        assert cpu_matmul.gemm(va, b, nan, exact=False) is nan and not np.isnan(nan).any()
     a = np.ones((1, 768), np.float32)
     a[:, :384], a[:, 384:] = 2e36, -2e36  # each block's f32 sum overflows; the double sum does not
     b = np.ones((768, 2304), np.float32)
     before = cpu.cpu.reruns()
-    out = linalg.matmul(a, b, exact=False)
+    out = cpu_matmul.matmul(a, b, exact=False)
     assert bits(out) == bits(REFERENCE(a, b)) and np.isfinite(out).all()
     assert cpu.cpu.reruns() == before + 1
 
@@ -576,14 +577,14 @@ def test_a_long_k_with_a_small_c_is_summed_in_fixed_blocks(dtype):
         for va, vb in [(a, b), (np.asfortranarray(a), np.asfortranarray(b))]:
             fast_on_every_thread_count(va, vb, a, b)
         c = rand(rng, (m, n), dtype)
-        out = linalg.gemm(a, b, c.copy(), alpha=3.0, beta=-1.0, exact=False)
+        out = cpu_matmul.gemm(a, b, c.copy(), alpha=3.0, beta=-1.0, exact=False)
         expected = 3.0 * REFERENCE(a, b).astype(np.float64) - c
-        assert (np.abs(out - expected) <= 3 * linalg.error_bound(a, b, False) + np.finfo(dtype).eps).all()
+        assert (np.abs(out - expected) <= 3 * cpu_matmul.error_bound(a, b, False) + np.finfo(dtype).eps).all()
     a = np.ones((2, 8192), np.float32)
     a[:, : 8192 // 2] = 3e35  # the first blocks' f32 sums overflow; the double sum does not
     a[:, 8192 // 2 :] = -3e35
     b = np.ones((8192, 2), np.float32)
-    out = linalg.matmul(a, b, exact=False)
+    out = cpu_matmul.matmul(a, b, exact=False)
     assert bits(out) == bits(REFERENCE(a, b)) and np.isfinite(out).all()
 
 
@@ -595,33 +596,33 @@ def test_a_layouts_plan_is_reused_with_other_data(exact):
     products = set()
     for _ in range(3):
         a, b = rand(rng, (37, 300), np.float32), rand(rng, (300, 23), np.float32)
-        out = linalg.matmul(a, b, exact=exact)
+        out = cpu_matmul.matmul(a, b, exact=exact)
         within_bound(out, a, b, exact)
         products.add(bits(out))
     assert len(products) == 3
     unaligned = views(a)["unaligned"]
     assert unaligned.strides == a.strides and not unaligned.flags.aligned
-    assert bits(linalg.matmul(unaligned, b, exact=exact)) == bits(out)
+    assert bits(cpu_matmul.matmul(unaligned, b, exact=exact)) == bits(out)
 
 
 PACKAGE_CHILD = """
 import numpy as np
 import verigrad
-from verigrad import verify
+from verigrad.backends import verification
 from verigrad.backends import cpu
-from verigrad.backends.cpu import linalg
+from verigrad.backends.cpu import matmul as cpu_matmul
 
 info = cpu.build_info()["blas"]
 assert info["source"] == "scipy-openblas32" and "scipy_openblas32" in info["path"], info
-assert linalg.fast_available()
+assert cpu_matmul.fast_available()
 rng = np.random.default_rng(0)
 a, b = rng.standard_normal((300, 200)).astype(np.float32), rng.standard_normal((200, 70)).astype(np.float32)
 results = []
 for threads in (1, 2, 3):
     verigrad.set_threads(threads)
-    results.append(linalg.gemm(a, b, exact=False).tobytes())
+    results.append(cpu_matmul.gemm(a, b, exact=False).tobytes())
 assert len(set(results)) == 1, "the thread count changed the bits"
-report = verify.verify(cpu.cpu, ["matmul"])
+report = verification.verify(cpu.cpu, ["matmul"])
 assert report.ok and len(report.results) == 4, [(r.name, r.dtype, r.message) for r in report.results]
 print("ok")
 """

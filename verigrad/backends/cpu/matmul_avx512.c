@@ -1,4 +1,4 @@
-/* The fast path's own f32 GEMM kernels for AVX-512; gemm.c decides which products they take.
+/* The fast path's own f32 GEMM kernels for AVX-512; matmul.c decides which products they take.
  *
  * An f32 c = alpha * a b^T + beta * c whose a and b^T are both stored with rows along k (an nn.Linear's
  * x @ W^T), computed as dot products on AVX-512 instead of by OpenBLAS: a block of 4x4 elements of c
@@ -19,7 +19,7 @@
  */
 #include <stdint.h>
 
-#include "gemm.h"
+#include "matmul.h"
 #include "vg.h"
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
@@ -243,7 +243,7 @@ int vg_gemm_outer_product(blas_job *g, int64_t batch, int threads) {
     vg_parallel_for(units, cdiv(BLAS_THREAD_WORK, OUTER_MC * OUTER_NC * g->k), threads, outer_chunk, g);
     return !g->bad;
 }
-#else /* gemm.c never calls these here (vg_has_avx512 is 0) */
+#else /* matmul.c never calls these here (vg_has_avx512 is 0) */
 #define NOT_HERE(NAME)                                                                        \
     int NAME(blas_job *g, int64_t batch, int threads) {                                       \
         (void)g, (void)batch, (void)threads;                                                  \

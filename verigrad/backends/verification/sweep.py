@@ -1,6 +1,6 @@
 """Every f32 input: a backend's f32 kernel of a one-operand element-wise op (sigmoid, tanh, exp, ...) run
 on all 2^32 bit patterns, NaNs, infinities and subnormals included, and held to its op's reference at
-the kernel's stated exactness, as the verification suite holds it on samples (`verify.compare`).
+the kernel's stated exactness, as the verification suite holds it on samples (`compare.compare`).
 
 The patterns go in chunks of `CHUNK` consecutive ones; the reference of the next chunks is computed on
 other threads while the kernel runs on this one (on the backend's threads). A full sweep of one op takes
@@ -24,11 +24,15 @@ from typing import Any
 
 import numpy as np
 
-from .backends._registry import Backend, Exactness, count, lookup
-from .dtypes import f32
-from .registry import OPS
-from .shapes import Spec
-from .verify import compare, one_line, reference_kernel, result_spec
+from ...dtypes import f32
+from ...ops import REGISTRY
+from ...shapes import Spec
+from ..active import lookup
+from ..kernel_table import Backend, Exactness
+from ..threads import count
+from .cases import result_spec
+from .compare import compare, one_line
+from .suite import reference_kernel
 
 PATTERNS = 1 << 32  # every f32 bit pattern
 CHUNK = 1 << 22  # patterns per call of the kernel
@@ -58,7 +62,7 @@ def one_operand_ops(backend: Backend) -> list[str]:
     vector = Spec([7], f32)
     names = []
     for name, dtype in backend.registered():
-        op = OPS.get(name)
+        op = REGISTRY.get(name)
         if dtype == "f32" and op is not None and not op.variadic:
             found = result_spec(op, [vector], {})
             if found is not None and found == (vector, {}):
@@ -108,7 +112,7 @@ def sweep_paths(
     if not 0 <= start < stop <= PATTERNS:
         raise ValueError(f"the patterns must satisfy 0 <= start < stop <= 2^32, got [{start}, {stop})")
     chunk = count(chunk, "chunk")
-    kernel, reference = backend.native(OPS[op], f32), reference_kernel(OPS[op])
+    kernel, reference = backend.native(REGISTRY[op], f32), reference_kernel(REGISTRY[op])
     results = [Sweep(op, backend.exactness(op, "f32"), path=p) for p in paths]
     began = time.perf_counter()
     bounds = [(lo, min(lo + chunk, stop)) for lo in range(start, stop, chunk)]

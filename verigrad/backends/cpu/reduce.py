@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy as np
 
+from ...ops import REGISTRY, argmax
 from ...ops._op import never_warns, silenced
-from .._registry import EXACT
+from ..kernel_table import EXACT
 from . import _ffi
 from ._ffi import DTYPES, Library
 
@@ -154,14 +155,12 @@ def _argmax(fns: dict, reference: Callable, backend: Any, ptr: Callable) -> Call
 
 
 def register(backend: Any, lib: Library) -> None:
-    from ...registry import OPS
-
     for dtype_name, dtype in DTYPES.items():
         for name in REDUCE[:-1]:
             fn = lib.fn(f"vg_{'sum' if name == 'mean' else name}_{dtype_name}", _ARGS, ctypes.c_int)
-            kernel = _reduce(name, fn, dtype, OPS[name].reference, backend, lib.ptr, lib.ref)
+            kernel = _reduce(name, fn, dtype, REGISTRY[name].reference, backend, lib.ptr, lib.ref)
             # sums, a division and selections: nothing a native build's contraction changes
             backend.register(name, kernel, dtype_name, EXACT, native=EXACT)
     # the op's dtype is its result's, i64, for every input dtype
     fns = {dtype: lib.fn(f"vg_argmax_{name}", _ARGMAX_ARGS) for name, dtype in DTYPES.items()}
-    backend.register("argmax", _argmax(fns, OPS["argmax"].reference, backend, lib.ptr), "i64")
+    backend.register("argmax", _argmax(fns, argmax.reference, backend, lib.ptr), "i64")

@@ -1,7 +1,7 @@
 """Matrix products on the cpu backend: GEMM (batched, strided, broadcast), GEMV, dot and axpy in f32 and f64,
 on two paths.
 
-- The fast path calls the CBLAS functions of the OpenBLAS that NumPy ships (`blas.cblas`). gemm.c cuts c
+- The fast path calls the CBLAS functions of the OpenBLAS that NumPy ships (`blas.cblas`). matmul.c cuts c
   into tiles that depend on the shape alone (and on whether OpenBLAS's kernels for the CPU include its
   small-matrix ones, which read a and b in place: then a tile is as many whole rows as one of them
   takes) and runs one OpenBLAS call per tile on verigrad's pool, with
@@ -14,14 +14,14 @@ on two paths.
   are (OpenBLAS packs each layout its own way, so their bits may differ from a contiguous copy's),
   others are copied first. A product that gives an infinity or a NaN (an f32 partial sum may overflow
   where the reference's double one does not) is computed again on the exact path. On AVX-512, f32
-  products of the shapes where they measured faster skip OpenBLAS for gemm_avx512.c's kernels: c = a b^T
+  products of the shapes where they measured faster skip OpenBLAS for matmul_avx512.c's kernels: c = a b^T
   with both read along k (an nn.Linear's x @ W^T) as dot products, c = a b with few rows and a long k
   as outer products; the shape alone decides how each element is computed, so again the thread count
   does not change the bits.
 - `matmul` (which the registered kernel calls) prepares the C call's arguments once per dtype, shape,
   strides and path, so a call on a layout seen before is one allocation and one foreign call (a few
   microseconds over NumPy's matmul).
-- The exact path (gemm.c): each element is summed in double in increasing k (a product, then a sum), by
+- The exact path (matmul.c): each element is summed in double in increasing k (a product, then a sum), by
   one thread, and rounded once: the reference's rounding rule in a fixed order, the same bits for every
   thread count and layout. Blocked, with an AVX2 micro-kernel where the CPU has it (the portable
   kernel's bits).
@@ -57,19 +57,22 @@ from typing import Any
 
 import numpy as np
 
+from ...ops import matmul as matmul_op
 from ...ops._op import never_warns, silenced
 from .. import blas
-from .._registry import Exactness, tolerance
+from ..kernel_table import Exactness, tolerance
 from . import _ffi
 from ._ffi import DTYPES, Library
 from .build import UNIT_ROUNDOFF
 
-LINALG = ("matmul",)
+MATMUL = ("matmul",)
 UNIT, K_STATED = 3.0, 1024  # the operands' magnitude and the depth the rtol/atol statements hold for
 FAST_MARGIN = 8.0
 
 _setting = [os.environ.get("VERIGRAD_EXACT_GEMM", "") not in ("", "0")]
 _state: dict[str, Any] = {"lib": None, "backend": None, "kernels": {}, "gemm": {}, "gemv": {}, "fast": None}
+# builds and registers the library: None, or why it cannot (set by the cpu backend, which owns the build)
+_state["load"] = lambda: "the cpu backend is not loaded"
 
 
 def unit_roundoff(dtype: np.dtype) -> float:
@@ -126,13 +129,18 @@ def exact_mode(flag: bool = True) -> Iterator[None]:
 # ---------------------------------------------------------------- the libraries
 
 
+def set_loader(load: Callable[[], str | None]) -> None:
+    """How `_lib` has the library built and these functions registered: `load()` gives None, or why it
+    cannot (the cpu backend sets it)."""
+    _state["load"] = load
+
+
 def _lib() -> Any:
     """The loaded C functions (building the library if need be); RuntimeError when it cannot be built."""
     if _state["lib"] is None:
-        from . import available, build_info
-
-        if not available():
-            raise RuntimeError(f"the cpu backend's C library is unavailable: {build_info().get('error')}")
+        error = _state["load"]()
+        if error is not None:
+            raise RuntimeError(f"the cpu backend's C library is unavailable: {error}")
     return _state["lib"]
 
 
@@ -160,7 +168,7 @@ def fast_available() -> bool:
 
 
 class _Functions:
-    """The C functions of gemm.c, typed."""
+    """The C functions of matmul.c, typed."""
 
     def __init__(self, lib: Library) -> None:
         f64, p, c_int = ctypes.c_double, ctypes.c_void_p, ctypes.c_int
@@ -185,7 +193,7 @@ class _Functions:
 
 
 class _GemmArgs(ctypes.Structure):
-    """gemm.c's vg_gemm_args: a product's path and layout, all a call needs besides the data pointers."""
+    """matmul.c's vg_gemm_args: a product's path and layout, all a call needs besides the data pointers."""
 
     _fields_ = [
         ("f64", ctypes.c_int64),
@@ -289,7 +297,7 @@ def _gemm_args(
     return args
 
 
-# what gemm.c's vg_gemm returns besides 1 (done): the operand to give in another layout
+# what matmul.c's vg_gemm returns besides 1 (done): the operand to give in another layout
 _BLAS_A, _BLAS_B, _BLAS_C = -1, -2, -3
 
 
@@ -365,7 +373,7 @@ def single_threaded(reference: Callable) -> Callable:
 def one_blas_thread() -> Iterator[None]:
     """OpenBLAS on one thread inside (verigrad's pool runs the tiles: OpenBLAS's own split of a product
     over its threads changes the bits with the thread count); such sections may overlap, in several
-    Python threads: gemm.c counts them, and the last to end puts OpenBLAS's thread count back."""
+    Python threads: matmul.c counts them, and the last to end puts OpenBLAS's thread count back."""
     lib = _state["lib"]
     if lib is None:  # no library: no kernel that needs it runs
         yield
@@ -625,22 +633,18 @@ def _register_matmul(backend: Any) -> None:
 
 
 def register(backend: Any, lib: Library) -> None:
-    from ...registry import OPS
-
     _state["lib"] = _Functions(lib)
     threads = blas.thread_functions()
-    if threads is not None:  # gemm.c runs OpenBLAS on one thread while its tiles run on the pool
+    if threads is not None:  # matmul.c runs OpenBLAS on one thread while its tiles run on the pool
         _state["lib"].blas_threads(*(ctypes.cast(f, ctypes.c_void_p) for f in threads))
-    _state["lib"].blas_small_kernels(blas.small_kernel_work())  # gemm.c's tiles suit them
+    _state["lib"].blas_small_kernels(blas.small_kernel_work())  # matmul.c's tiles suit them
     _state["lib"].blas_transposed_wide(int(blas.transposes_wide()))
-    for name in DTYPES:  # the cblas_?gemm pointer and integer width, for gemm.c's tiles
+    for name in DTYPES:  # the cblas_?gemm pointer and integer width, for matmul.c's tiles
         found, gemv = _blas(_prefix(name) + "gemm"), _blas(_prefix(name) + "gemv")
         if found is not None:
             _state["gemm"][name] = (ctypes.cast(found[0], ctypes.c_void_p).value, int(found[1]))
         if found is not None and gemv is not None and gemv[1] == found[1]:  # tiles of one row or column
             _state["gemv"][name] = ctypes.cast(gemv[0], ctypes.c_void_p).value
     _state["backend"] = backend
-    _state["kernels"] = {
-        name: _matmul_kernel(dtype, OPS["matmul"].reference) for name, dtype in DTYPES.items()
-    }
+    _state["kernels"] = {name: _matmul_kernel(dtype, matmul_op.reference) for name, dtype in DTYPES.items()}
     _register_matmul(backend)

@@ -1,4 +1,5 @@
-"""Backends: a kernel table keyed by (op, dtype), with the reference as the fallback for the rest.
+"""A backend: a kernel table keyed by (op, dtype), with the reference as the fallback for the rest, and
+the exactness each kernel states.
 
 A backend registers kernels with `Backend.register`; `kernel(op, dtype)` returns its own kernel or the
 op's NumPy reference. `report()` says which ops are native and which fall back.
@@ -7,16 +8,14 @@ op's NumPy reference. `report()` says which ops are native and which fall back.
 from __future__ import annotations
 
 import contextlib
-import functools
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..registry import OPS
-from .blas import set_blas_threads
+from ..ops import REGISTRY
+from .threads import THREAD_COUNT
 
 Kernel = Callable[..., Any]
 
@@ -170,7 +169,7 @@ class Backend:
         return kernel
 
     def report(self) -> dict[str, list[str]]:
-        names = sorted(OPS)
+        names = sorted(REGISTRY)
         native = [n for n in names if any(k[0] == n for k in self._kernels)]
         return {"native": native, "fallback": [n for n in names if n not in native]}
 
@@ -180,148 +179,3 @@ class Backend:
 
 def _composite_reference(op: Any) -> Kernel:
     raise LookupError(f"{op.name} is a composite op: run its decomposition")
-
-
-_BACKENDS: dict[str, Backend] = {}
-_ACTIVE: list[Backend] = []
-
-
-def add_backend(backend: Backend) -> Backend:
-    _BACKENDS[backend.name] = backend
-    if not _ACTIVE:
-        _ACTIVE.append(backend)
-    return backend
-
-
-def available() -> list[str]:
-    return sorted(_BACKENDS)
-
-
-def get_backend() -> Backend:
-    """The backend eager ops run on now."""
-    return _ACTIVE[-1]
-
-
-def lookup(name: str) -> Backend:
-    """The backend called `name`; ValueError naming the available ones otherwise."""
-    if name not in _BACKENDS:
-        raise ValueError(f"unknown backend {name!r}; available: {', '.join(available())}")
-    return _BACKENDS[name]
-
-
-def set_backend(name: str) -> Backend:
-    """Make `name` the backend for everything that follows."""
-    _ACTIVE[0] = lookup(name)
-    return _ACTIVE[0]
-
-
-@contextlib.contextmanager
-def backend(name: str) -> Iterator[Backend]:
-    """Run the enclosed code on backend `name`."""
-    _ACTIVE.append(lookup(name))
-    try:
-        yield _ACTIVE[-1]
-    finally:
-        _ACTIVE.pop()
-
-
-MAX_DEFAULT_THREADS = 8
-
-
-def count(value: Any, what: str) -> int:
-    """`value` as a whole number of at least 1 (an int, or a NumPy integer), or a clear error naming
-    `what`."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{what} must be a whole number, got {type(value).__name__} {value!r}")
-    if value < 1:
-        raise ValueError(f"{what} must be at least 1, got {value}")
-    return int(value)
-
-
-def env_count(variable: str, least: int = 1) -> int | None:
-    """The environment variable `variable` as a whole number of at least `least`, or None where it is
-    unset or empty; any other text is refused by name."""
-    text = os.environ.get(variable, "").strip()
-    if not text:
-        return None
-    if not text.isdecimal() or int(text) < least:
-        raise ValueError(f"{variable} must be a whole number of at least {least}, got {text!r}")
-    return int(text)
-
-
-# CPython's mapping behind os.environ (it changes with it): a read of it costs 1/30 of os.environ.get
-_ENVIRON = getattr(os.environ, "_data", None)
-_UNREAD = object()
-
-
-class CountSetting:
-    """A whole number read at every call of `get()`: the one `set` gave, else the environment variable's
-    (looked up at every call, its text parsed again only when it changes), else `default()`.
-    `applied(value)` is called whenever the value in force may have changed."""
-
-    def __init__(
-        self, variable: str, default: Callable[[], int], applied: Callable[[int], Any] = lambda n: None
-    ) -> None:
-        self.variable, self._default, self._applied = variable, default, applied
-        self.explicit: int | None = None  # what `set` gave
-        self._seen: tuple[Any, int] = (_UNREAD, 0)  # (the variable's text as last read, its value)
-        encodekey = getattr(os.environ, "encodekey", None)
-        if isinstance(_ENVIRON, dict) and encodekey is not None:
-            text = functools.partial(_ENVIRON.get, encodekey(variable))
-        else:
-            text = functools.partial(os.environ.get, variable)
-
-        def unset() -> int:
-            """The value without `set`: the environment variable's, else the default."""
-            seen = self._seen
-            return seen[1] if text() is seen[0] else self._read(text())
-
-        def get() -> int:
-            """The value in force."""
-            return self.explicit if self.explicit is not None else unset()
-
-        self.get, self.unset = get, unset  # closures, not methods: kernels call `get` twice a call
-
-    def _read(self, text: Any) -> int:
-        value = env_count(self.variable)
-        self._seen = (text, self._default() if value is None else value)
-        if self.explicit is None:
-            self._applied(self._seen[1])
-        return self._seen[1]
-
-    def set(self, n: int | None, what: str) -> None:
-        """Use `n` from now on; None: the environment variable's again, else the default."""
-        self.explicit = None if n is None else count(n, what)
-        self._seen = (_UNREAD, 0)  # read the variable anew
-        if self.explicit is None:
-            self.unset()  # applies it
-        else:
-            self._applied(self.explicit)
-
-
-def default_threads() -> int:
-    """The thread count verigrad uses without `set_threads`: `VERIGRAD_THREADS` where it is set (read at
-    every call), else the CPUs this process may run on, at most MAX_DEFAULT_THREADS."""
-    return THREAD_COUNT.unset()
-
-
-def _usable_cpus() -> int:
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not Linux
-        cpus = os.cpu_count() or 1
-    return max(1, min(cpus, MAX_DEFAULT_THREADS))
-
-
-THREAD_COUNT = CountSetting("VERIGRAD_THREADS", _usable_cpus, set_blas_threads)
-
-
-def get_threads() -> int:
-    """The number of threads the backends may use now (`set_threads`)."""
-    return get_backend().threads
-
-
-def set_threads(n: int | None) -> None:
-    """The number of threads every backend may use, and NumPy's BLAS with them, from now on; None:
-    `VERIGRAD_THREADS` again, else the usable CPUs (at most 8)."""
-    THREAD_COUNT.set(n, "threads")

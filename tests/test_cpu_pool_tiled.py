@@ -1,8 +1,8 @@
-"""The cpu backend's pooling fast paths (pooling.c): windows that tile the image (stride == kernel, no
+"""The cpu backend's pooling fast paths (pool_tiled.c): windows that tile the image (stride == kernel, no
 padding or dilation, the innermost axis contiguous). Bit for bit against the references on rows of windows
 that fill whole vectors, half vectors, overlapping last vectors and no vector at all, images with columns
 and rows no window covers, special values and ties, views, and 1/2/3 threads; and which cases the fast
-path takes (the rest run conv.c's general kernels)."""
+path takes (the rest run pool.c's general kernels)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from test_cpu_conv import _assert_same_bits, _native, _reference, _values
+from test_cpu_window import _assert_same_bits, _native, _reference, _values
 
 import verigrad
 from verigrad.backends import cpu
-from verigrad.backends.cpu import conv
+from verigrad.backends.cpu import pool
+from verigrad.backends.cpu import window as cpu_window
+from verigrad.ops import REGISTRY
 from verigrad.ops.composite.conv import to_layout
-from verigrad.registry import OPS
 
 SMALL_CHUNK = 1  # the min chunk the `small_chunks` fixture (conftest.py) sets
 
@@ -38,7 +39,7 @@ TILED = [
     ((2, 5, 8, 13), (2, 4)),
     ((2, 3, 7, 6), (3, 1)),
     ((2, 3, 5, 4), 1),
-    ((2, 1, 6, 8), 2),  # NHWC with one channel: the pools run their decompositions, the gradient pooling.c
+    ((2, 1, 6, 8), 2),  # NHWC with one channel: the pools run their decompositions, the gradient pool_tiled.c
     # NCHW rows 8 and 4 wide, taken as one run of windows, 8 a step (AVX2): whole steps, steps and a
     # rest, and a rest only
     ((2, 3, 4, 4), 2),
@@ -67,7 +68,7 @@ def _arrays(name: str, shape: tuple, kernel: Any, layout: str, dtype: str, kind:
     if name != "max_pool2d_grad":
         return [x]
     with verigrad.backend("reference"), verigrad.no_grad():
-        pooled = OPS["max_pool2d"](verigrad.from_numpy(x), **_params("max_pool2d", kernel, layout))
+        pooled = REGISTRY["max_pool2d"](verigrad.from_numpy(x), **_params("max_pool2d", kernel, layout))
     g = _values(rng, pooled.shape, dtype, kind)
     return [g, x]
 
@@ -130,20 +131,20 @@ def test_every_thread_count_gives_the_same_bits(name: str, small_chunks) -> None
 
 
 def _takes(name: str, x: np.ndarray, layout: str, g_view: Any = None, **window: Any) -> bool:
-    """Whether pooling.c's kernel takes the case (returns 1) rather than leaving it to conv.c's; the
+    """Whether pool_tiled.c's kernel takes the case (returns 1) rather than leaving it to pool.c's; the
     gradient (max_pool2d_grad) is zeros of the pooled shape, seen through `g_view`."""
     window = {"kernel": (2, 2), "stride": (2, 2), "padding": (0, 0), "dilation": (1, 1), **window}
-    x_strides = conv._logical(conv._elements(x), layout)
-    geo, (n, c, ho, wo) = conv._geometry(x.shape, layout, *window.values(), x_strides)
-    pooled = conv._pooled_shape(n, c, ho, wo, layout)
+    x_strides = cpu_window.logical(cpu_window.elements(x), layout)
+    geo, (n, c, ho, wo) = cpu_window.geometry(x.shape, layout, *window.values(), x_strides)
+    pooled = pool._pooled_shape(n, c, ho, wo, layout)
     fn = getattr(cpu.cpu.library.cdll, f"vg_tile_{name.replace('2d', '')}_f32")
     if name != "max_pool2d_grad":
         out = np.empty(pooled, x.dtype)
         return bool(fn(x.ctypes.data, out.ctypes.data, geo, 1 << 30, 1))
     g = np.zeros(pooled, x.dtype)
     g = g if g_view is None else g_view(g)
-    g_strides = conv._logical(conv._elements(g), layout)
-    geo, _ = conv._geometry(x.shape, layout, *window.values(), x_strides, g_strides)
+    g_strides = cpu_window.logical(cpu_window.elements(g), layout)
+    geo, _ = cpu_window.geometry(x.shape, layout, *window.values(), x_strides, g_strides)
     out = np.empty(x.shape, x.dtype)
     return bool(fn(x.ctypes.data, g.ctypes.data, out.ctypes.data, geo, 1 << 30, 1))
 

@@ -1,0 +1,240 @@
+/* A persistent thread pool and the deterministic chunk dispatcher.
+ *
+ * vg_parallel_for splits [0, n) into T contiguous chunks, T = max(1, min(threads, n / min_chunk, 64)).
+ * The chunk bounds depend only on n and T, and every kernel computes each chunk on its own, so the result
+ * is the same for every thread count and whichever thread computes a chunk. The caller runs chunk 0
+ * without the counter (so it takes the first chunk even when a spinning worker reaches the counter
+ * first), then it and the pool's workers 1..T-1 claim chunks 1..T-1 from a shared counter until none is
+ * left, and the caller returns when all are done: a worker that wakes late (a sleeping thread takes tens
+ * of microseconds to run again, and one woken after a pause often lands on its waker's core for a while)
+ * leaves its chunks to the others instead of holding the caller up; a worker that cannot be started
+ * claims nothing (with none started, the caller runs every chunk).
+ *
+ * Waiting spins first (SPINS pause instructions, yielding the CPU every 64 of them, so that a busy
+ * machine's other threads are not held up) and only then sleeps on a condition variable: a decode step
+ * dispatches a 30-100 us product every few microseconds. A dispatch that wakes sleeping workers first
+ * moves them off the caller's CPU (`steer_sleepers`): Linux puts a thread woken after a pause on its
+ * waker's CPU, behind the caller, and a dispatch after a pause then ran on one core.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "vg.h"
+
+#define VG_MAX_THREADS 64
+
+static pthread_mutex_t dispatch_lock = PTHREAD_MUTEX_INITIALIZER; /* one dispatch at a time */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t work_cv = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER;
+
+static int nworkers = 0; /* workers 1..nworkers are running */
+static pthread_t tids[VG_MAX_THREADS];
+static int sleeping[VG_MAX_THREADS]; /* worker k waits on work_cv (written under `lock`) */
+static int pinned = 0;               /* VERIGRAD_PIN_THREADS=1: workers keep their CPUs */
+static unsigned long generation = 0; /* written under `lock`; read atomically by spinning threads */
+static unsigned long start_generation[VG_MAX_THREADS];
+static int pending = 0; /* chunks not yet done; atomic */
+static int active = 0;  /* workers between reading the job and their last claim; atomic */
+static int atfork_set = 0;
+
+static struct {
+    vg_chunk_fn fn;
+    void *ctx;
+    int64_t n;
+    int chunks;  /* T */
+    int helpers; /* workers 1..helpers take part */
+    int next;    /* the next chunk to claim (from 1: the caller runs chunk 0); atomic */
+} job;
+
+static void chunk_bounds(int64_t n, int chunks, int i, int64_t *lo, int64_t *hi) {
+    int64_t base = n / chunks, rem = n % chunks;
+    *lo = i * base + (i < rem ? i : rem);
+    *hi = *lo + base + (i < rem ? 1 : 0);
+}
+
+/* Runs chunk c; returns whether it was the job's last to finish. */
+static int run_chunk(vg_chunk_fn fn, void *ctx, int64_t n, int chunks, int c) {
+    int64_t lo, hi;
+    chunk_bounds(n, chunks, c, &lo, &hi);
+    fn(ctx, lo, hi);
+    return __atomic_sub_fetch(&pending, 1, __ATOMIC_ACQ_REL) == 0;
+}
+
+/* Claims and runs the job's chunks until none is left (fn, ctx, n and chunks read by the claimer). A
+ * worker that finishes the last chunk wakes the caller; the caller (`caller`) checks `pending` itself. */
+static void run_chunks(vg_chunk_fn fn, void *ctx, int64_t n, int chunks, int caller) {
+    for (;;) {
+        int c = __atomic_fetch_add(&job.next, 1, __ATOMIC_ACQ_REL);
+        if (c >= chunks) return;
+        if (run_chunk(fn, ctx, n, chunks, c) && !caller) {
+            pthread_mutex_lock(&lock);
+            pthread_cond_signal(&done_cv);
+            pthread_mutex_unlock(&lock);
+        }
+    }
+}
+
+#define SPINS 100000
+
+static inline void cpu_relax(int i) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if (i % 64 == 63) sched_yield(); /* give way to a thread waiting for this CPU */
+}
+
+/* With VERIGRAD_PIN_THREADS=1, worker `id` runs on the id-th CPU the process may use (when there are
+ * that many). Unpinned, a thread woken after a pause is often placed on its waker's CPU and shares a core
+ * with the caller for a while; pinned, it cannot move away from a CPU another process keeps busy, and
+ * several processes pin their workers to the same CPUs: so it is a choice for a machine given to one
+ * process, as OpenMP's OMP_PROC_BIND is. */
+static int pin_set(int id, cpu_set_t *one) {
+    const char *flag = getenv("VERIGRAD_PIN_THREADS");
+    if (flag == 0 || flag[0] == 0 || (flag[0] == '0' && flag[1] == 0)) return 0;
+    pinned = 1;
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return 0;
+    for (int cpu = 0, seen = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, &allowed)) continue;
+        if (seen++ == id) {
+            CPU_ZERO(one);
+            CPU_SET(cpu, one);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void *worker(void *arg);
+
+/* Worker `id`, pinned from its creation (set in its attributes) where asked. */
+static int start_worker(pthread_t *tid, int id) {
+    pthread_attr_t attr;
+    if (pthread_attr_init(&attr) != 0) return -1;
+    cpu_set_t one;
+    if (pin_set(id, &one)) pthread_attr_setaffinity_np(&attr, sizeof one, &one);
+    int failed = pthread_create(tid, &attr, worker, (void *)(intptr_t)id);
+    pthread_attr_destroy(&attr);
+    return failed;
+}
+
+static void *worker(void *arg) {
+    int id = (int)(intptr_t)arg;
+    pthread_mutex_lock(&lock);
+    unsigned long seen = start_generation[id];
+    for (;;) {
+        if (generation == seen) { /* spin before sleeping (see above) */
+            pthread_mutex_unlock(&lock);
+            for (int i = 0; i < SPINS && __atomic_load_n(&generation, __ATOMIC_ACQUIRE) == seen; i++) cpu_relax(i);
+            pthread_mutex_lock(&lock);
+        }
+        sleeping[id] = 1;
+        while (generation == seen) pthread_cond_wait(&work_cv, &lock);
+        sleeping[id] = 0;
+        seen = generation;
+        if (id <= job.helpers) { /* the job read under the lock; the caller waits for `active` */
+            vg_chunk_fn fn = job.fn;
+            void *ctx = job.ctx;
+            int64_t n = job.n;
+            int chunks = job.chunks;
+            __atomic_add_fetch(&active, 1, __ATOMIC_ACQ_REL);
+            pthread_mutex_unlock(&lock);
+            run_chunks(fn, ctx, n, chunks, 0);
+            pthread_mutex_lock(&lock);
+            if (__atomic_sub_fetch(&active, 1, __ATOMIC_ACQ_REL) == 0) pthread_cond_signal(&done_cv);
+        }
+    }
+    return 0;
+}
+
+/* The pool's threads do not exist in a forked child: start again with none. */
+static void reset_after_fork(void) {
+    pthread_mutex_init(&dispatch_lock, 0);
+    pthread_mutex_init(&lock, 0);
+    pthread_cond_init(&work_cv, 0);
+    pthread_cond_init(&done_cv, 0);
+    nworkers = 0;
+    pending = 0;
+    active = 0;
+    for (int id = 0; id < VG_MAX_THREADS; id++) sleeping[id] = 0;
+}
+
+int vg_pool_size(void) { return nworkers; }
+
+/* Workers 1..helpers that sleep are woken onto CPUs other than the caller's (unless pinned): Linux
+ * places a thread woken after a pause on its waker's CPU, where it waits behind the caller (which keeps
+ * computing its chunks) for milliseconds, so that a dispatch after a pause ran on one core. A worker
+ * already spinning is left where it is. Called under `lock`. */
+static void steer_sleepers(int helpers) {
+    if (pinned) return;
+    int any = 0;
+    for (int id = 1; id <= helpers; id++) any |= sleeping[id];
+    if (!any) return;
+    cpu_set_t allowed; /* read each time: the process's CPUs may have changed */
+    int cpu = sched_getcpu();
+    if (cpu < 0 || sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
+    if (!CPU_ISSET(cpu, &allowed) || CPU_COUNT(&allowed) < 2) return;
+    cpu_set_t others = allowed;
+    CPU_CLR(cpu, &others);
+    for (int id = 1; id <= helpers; id++)
+        if (sleeping[id]) pthread_setaffinity_np(tids[id], sizeof others, &others);
+}
+
+void vg_parallel_for(int64_t n, int64_t min_chunk, int threads, vg_chunk_fn fn, void *ctx) {
+    if (min_chunk < 1) min_chunk = 1;
+    int64_t t = threads;
+    if (n / min_chunk < t) t = n / min_chunk;
+    if (t > VG_MAX_THREADS) t = VG_MAX_THREADS;
+    if (t <= 1) {
+        if (n > 0) fn(ctx, 0, n);
+        return;
+    }
+    int chunks = (int)t;
+    pthread_mutex_lock(&dispatch_lock);
+    pthread_mutex_lock(&lock);
+    if (!atfork_set) {
+        pthread_atfork(0, 0, reset_after_fork);
+        atfork_set = 1;
+    }
+    while (nworkers < chunks - 1) {
+        pthread_t tid;
+        int id = nworkers + 1;
+        start_generation[id] = generation;
+        if (start_worker(&tid, id) != 0) break;
+        pthread_detach(tid);
+        tids[id] = tid;
+        nworkers = id;
+    }
+    int helpers = nworkers < chunks - 1 ? nworkers : chunks - 1;
+    job.fn = fn;
+    job.ctx = ctx;
+    job.n = n;
+    job.chunks = chunks;
+    job.helpers = helpers;
+    __atomic_store_n(&job.next, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&pending, chunks, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
+    if (helpers > 0) {
+        steer_sleepers(helpers);
+        pthread_cond_broadcast(&work_cv);
+    }
+    pthread_mutex_unlock(&lock);
+
+    run_chunk(fn, ctx, n, chunks, 0); /* the caller's chunk, whoever else is awake */
+    run_chunks(fn, ctx, n, chunks, 1);
+
+    /* every chunk done, and no worker still holding this job (it would claim from the next one's counter) */
+    for (int i = 0; i < SPINS && (__atomic_load_n(&pending, __ATOMIC_ACQUIRE) > 0 ||
+                                  __atomic_load_n(&active, __ATOMIC_ACQUIRE) > 0); i++)
+        cpu_relax(i);
+    pthread_mutex_lock(&lock);
+    while (__atomic_load_n(&pending, __ATOMIC_ACQUIRE) > 0 || __atomic_load_n(&active, __ATOMIC_ACQUIRE) > 0)
+        pthread_cond_wait(&done_cv, &lock);
+    job.helpers = 0; /* closed: a worker that gets the lock only now takes no part (its ctx is gone) */
+    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&dispatch_lock);
+}
