@@ -48,7 +48,7 @@ from _common import describe_machine, ensure_torch, verigrad
 from rich.markup import escape
 from rich.table import Table
 
-import verigrad.functional as F
+import verigrad.nn.functional as F
 from verigrad import nn
 from verigrad.backends import cpu
 from verigrad.ir import trace

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import verigrad
-import verigrad.functional as F
+import verigrad.nn.functional as F
 from verigrad.backends import cpu
 from verigrad.backends._registry import Backend, tolerance, ulp
 from verigrad.backends.cpu import rows as cpu_rows

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import verigrad
-import verigrad.functional as F
+import verigrad.nn.functional as F
 from verigrad import nn
 from verigrad.optim import SGD, Adam, lr_scheduler
 

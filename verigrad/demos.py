@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import functional as F
 from .autograd import no_grad
+from .nn import functional as F
 from .ops import manual_seed, randn, tensor, zeros
 from .tensor import Tensor
 

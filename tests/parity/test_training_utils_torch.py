@@ -11,7 +11,7 @@ import torch.nn.functional as TF
 from gradients import check_values_and_gradients as _check
 
 import verigrad
-import verigrad.functional as F
+import verigrad.nn.functional as F
 from verigrad import nn
 from verigrad.optim import lr_scheduler
 

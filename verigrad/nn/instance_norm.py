@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import functional as F
 from ..dtypes import f32
 from ..errors import ShapeError
 from ..ops import ones, zeros
 from ..shapes import DimLike
 from ..tensor import Tensor, describe
+from . import functional as F
 from .module import Module
 
 

@@ -7,15 +7,15 @@ from typing import Any
 
 import numpy as np
 
-from .. import functional as F
 from ..autograd import no_grad
 from ..dtypes import f32, f64
 from ..errors import ShapeError
-from ..losses import REDUCTIONS
 from ..ops import arange as ops_arange
 from ..ops import full, ones, tensor, zeros
 from ..shapes import DimLike, shape_text
 from ..tensor import Tensor, describe
+from . import functional as F
+from .functional.losses import REDUCTIONS
 from .init import fan_in_bound, normal, uniform
 from .module import Module
 

@@ -12,10 +12,10 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from .. import functional as F
 from ..dtypes import f32
 from ..ops import full, triu
 from ..tensor import Tensor
+from . import functional as F
 from . import init
 from .layers import Dropout, LayerNorm, Linear, ModuleList, MultiheadAttention
 from .module import Module
