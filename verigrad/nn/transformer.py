@@ -17,8 +17,12 @@ from ..ops import full, triu
 from ..tensor import Tensor
 from . import functional as F
 from . import init
-from .layers import Dropout, LayerNorm, Linear, ModuleList, MultiheadAttention
+from .attention import MultiheadAttention
+from .containers import ModuleList
+from .dropout import Dropout
+from .linear import Linear
 from .module import Module
+from .normalization import LayerNorm
 
 _ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu}
 
