@@ -74,7 +74,7 @@ from .pooling import (
 )
 from .quant import QEmbedding, QLinear
 from .recurrent import GRU, LSTM
-from .sampling import Upsample
+from .resampling import Upsample
 from .transformer import (
     Transformer,
     TransformerDecoder,

@@ -66,7 +66,7 @@ from .pooling import (
     max_pool2d,
     max_unpool2d,
 )
-from .sampling import affine_grid, grid_sample, interpolate
+from .resampling import affine_grid, grid_sample, interpolate
 
 __all__ = [
     "adaptive_avg_pool2d",
