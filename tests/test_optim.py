@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from steps import training_step
 
 import verigrad
 from verigrad import nn, optim
@@ -318,14 +319,7 @@ def test_adam_variants_compiled_equal_eager(name):
         optimizer = getattr(optim, name)(model.parameters(), lr=1e-2, weight_decay=0.01)
         x = verigrad.tensor(np.random.default_rng(0).standard_normal((8, 4)))
         y = verigrad.tensor(np.arange(8) % 3)
-
-        def step(x, y):
-            loss = nn.CrossEntropyLoss()(model(x), y)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            return loss
-
+        step = training_step(model, optimizer, nn.CrossEntropyLoss())
         run = verigrad.compile(step) if compiled else step
         for _ in range(12):
             run(x, y)

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from steps import training_step
 
 import verigrad
 import verigrad.nn.functional as F
@@ -113,14 +114,7 @@ def test_compiled_steps_follow_a_cycled_momentum_as_eager_ones_do(optimizer) -> 
                 else Adam(model.parameters())
             )
             schedule = lr_scheduler.OneCycleLR(opt, max_lr=0.2, total_steps=8)
-
-            def step(x, y):
-                loss = nn.CrossEntropyLoss()(model(x), y)
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-                return loss
-
+            step = training_step(model, opt, nn.CrossEntropyLoss())
             run = verigrad.compile(step) if compiled else step
             for _ in range(8):
                 run(x, y)
