@@ -10,14 +10,19 @@ from .functional.losses import REDUCTIONS
 from .module import Module
 
 
+def _checked(reduction: str) -> str:
+    """`reduction`, refused when made rather than at the first call if it is not one F's losses take."""
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"reduction must be one of {', '.join(REDUCTIONS)}, got {reduction!r}")
+    return reduction
+
+
 class _Loss(Module):
     """A loss module: F.<name>(input, target, reduction=..., **settings)."""
 
     def __init__(self, reduction: str = "mean", **settings: Any):
         super().__init__()
-        if reduction not in REDUCTIONS:
-            raise ValueError(f"reduction must be one of {', '.join(REDUCTIONS)}, got {reduction!r}")
-        self.reduction, self.settings = reduction, settings
+        self.reduction, self.settings = _checked(reduction), settings
 
     def forward(self, *inputs: Tensor) -> Tensor:
         return self.loss(*inputs, reduction=self.reduction, **self.settings)
@@ -163,9 +168,7 @@ class CTCLoss(Module):
 
     def __init__(self, blank: int = 0, reduction: str = "mean", zero_infinity: bool = False):
         super().__init__()
-        if reduction not in REDUCTIONS:
-            raise ValueError(f"reduction must be one of {', '.join(REDUCTIONS)}, got {reduction!r}")
-        self.blank, self.reduction, self.zero_infinity = blank, reduction, zero_infinity
+        self.blank, self.reduction, self.zero_infinity = blank, _checked(reduction), zero_infinity
 
     def forward(self, log_probs: Tensor, targets: Any, input_lengths: Any, target_lengths: Any) -> Tensor:
         settings = {"blank": self.blank, "reduction": self.reduction, "zero_infinity": self.zero_infinity}
