@@ -59,7 +59,7 @@ PROMPT = (
 
 def run_verigrad(path: str, threads: int) -> Callable[[list[int], int], tuple[float, float, list[int]]]:
     from verigrad.autograd import no_grad
-    from verigrad.models.registry import load_language_model
+    from verigrad.models.catalog import load_language_model
 
     verigrad.set_threads(threads)
     model, _ = load_language_model(path)

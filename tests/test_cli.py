@@ -189,13 +189,13 @@ def fake_model(tmp_path, monkeypatch):
     """Registers the language model 'table': greedy text ' world!' after the prompt's last token 'hello'."""
     from lm_fakes import TableLM, chain_table, token_id, tokenizer
 
-    from verigrad.models import registry
+    from verigrad.models import catalog
 
     tok = tokenizer(tmp_path)
     hello, world, bang = token_id("hello"), token_id("Ġworld"), token_id("!")
     newline = tok.encode("\n")[0]  # the chat prompt ends with "assistant\n"
     model = TableLM(chain_table(tok.vocab_size, {hello: world, world: bang, bang: 2, newline: hello}), 128)
-    monkeypatch.setitem(registry.LANGUAGE_MODELS, "table", lambda activations: (model, tok))
+    monkeypatch.setitem(catalog.LANGUAGE_MODELS, "table", lambda activations: (model, tok))
     return model
 
 
@@ -266,8 +266,8 @@ def test_chat_survives_a_turn_too_long(fake_model, monkeypatch, capsys):
 def test_the_matmul_line_names_the_quantized_kernels():
     import numpy as np
 
+    from verigrad.models.catalog import matmul_description
     from verigrad.models.lm import LanguageModel
-    from verigrad.models.registry import matmul_description
     from verigrad.nn import Linear
     from verigrad.nn.quant import QLinear
 

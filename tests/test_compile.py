@@ -140,7 +140,7 @@ def test_two_modules_with_the_same_parameter_names_are_both_updated(rng):
 
 def test_demo_mlp_step_with_manual_updates_is_bit_identical():
     """The demo's own loop body (assign under no_grad, .grad = None), compiled and eager."""
-    from verigrad import functional as F
+    from verigrad.nn import functional as F
 
     x, y = (verigrad.tensor(a) for a in spirals(points_per_class=30))
 

@@ -11,7 +11,7 @@ import pytest
 
 import verigrad
 from verigrad import DTypeError, ShapeError, f64, ops
-from verigrad import functional as F
+from verigrad.nn import functional as F
 from verigrad.ops import REGISTRY
 from verigrad.ops.composite._common import window_out
 from verigrad.shapes import evaluate

@@ -139,7 +139,7 @@ def test_the_kernel_runs_for_a_compiled_decode_rotation():
     """In a compiled function the rope op is one step of the kernel (not its decomposition's steps)."""
     x = verigrad.tensor(np.random.default_rng(1).standard_normal((1, 12, 1, 64), dtype=np.float32))
     cos, sin = (verigrad.tensor(a) for a in _tables(np.random.default_rng(2), 1, 32, np.float32))
-    fn = verigrad.compile(lambda x, c, s: verigrad.functional.rope(x, c, s, interleaved=True))
+    fn = verigrad.compile(lambda x, c, s: verigrad.nn.functional.rope(x, c, s, interleaved=True))
     with verigrad.backend("cpu"):
         out = fn(x, cos, sin)
     reference = composite_reference(REGISTRY["rope"])

@@ -12,7 +12,7 @@ import pytest
 from test_cpu_reduce import DTYPES, REDUCE, _kernel, _reduce, assert_within
 
 import verigrad
-import verigrad.functional as F
+import verigrad.nn.functional as F
 from verigrad.backends import cpu
 from verigrad.backends.cpu import rows as cpu_rows
 from verigrad.backends.kernel_table import Backend, tolerance, ulp

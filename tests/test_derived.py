@@ -1,4 +1,4 @@
-"""The PyTorch-named functions written with ops (verigrad/ops/derived.py) and the Tensor methods around
+"""The PyTorch-named functions written with ops (verigrad/functions/) and the Tensor methods around
 them: values against NumPy on both backends, symbolic shapes, compiled runs against eager ones, and the
 refusals. Gradients and PyTorch's own values: tests/parity/test_derived_torch.py."""
 
@@ -193,7 +193,7 @@ def test_refusals() -> None:
 
 
 def test_scaled_dot_product_attention_paths_and_refusals() -> None:
-    import verigrad.functional as F
+    import verigrad.nn.functional as F
 
     B, T = verigrad.dims("B T")
     q = verigrad.spec([B, 4, T, 8])
@@ -231,7 +231,7 @@ def test_sort_topk_and_gather_by_hand(backend) -> None:
 
 def test_the_new_functions_compile_as_they_run_eagerly(backend) -> None:
     """A compiled step through each of them, over three batch sizes, against eager runs of the same."""
-    import verigrad.functional as F
+    import verigrad.nn.functional as F
 
     w = verigrad.tensor(np.random.default_rng(1).standard_normal((6, 4)))
 
@@ -252,7 +252,7 @@ def test_the_new_functions_compile_as_they_run_eagerly(backend) -> None:
 
 
 def test_a_compiled_training_step_through_them_matches_eager(backend) -> None:
-    import verigrad.functional as F
+    import verigrad.nn.functional as F
 
     weights = []
     for compiled in (False, True):

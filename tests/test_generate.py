@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from lm_fakes import TableLM, chain_table, token_id, tokenizer
 
-from verigrad.models.generate import SamplingOptions, filtered_logits, generate, next_token
+from verigrad.models.lm import generate
+from verigrad.models.sampling import SamplingOptions, filtered_logits, next_token
 
 GREEDY = {"temperature": 0.0}
 
@@ -204,7 +205,7 @@ def _gpt2_folder(folder, vocab_size: int):
 
 
 def test_cached_generation_equals_recomputing_the_whole_sequence(tmp_path):
-    from verigrad.models.registry import load_language_model
+    from verigrad.models.catalog import load_language_model
 
     vocab = tokenizer(tmp_path).vocab_size
     _gpt2_folder(tmp_path, vocab)
@@ -227,7 +228,7 @@ def test_generating_again_and_again_on_the_cpu_backend_gives_the_same_tokens(tmp
     import verigrad as vg
     from verigrad.backends import cpu
     from verigrad.ir.plan import Plan
-    from verigrad.models.registry import load_language_model
+    from verigrad.models.catalog import load_language_model
 
     monkeypatch.setattr(Plan, "replay", replay)
     _gpt2_folder(tmp_path, tokenizer(tmp_path).vocab_size)
@@ -244,7 +245,7 @@ def test_generating_again_and_again_on_the_cpu_backend_gives_the_same_tokens(tmp
 
 def test_registry_errors_name_what_is_missing(tmp_path):
     from verigrad.errors import WeightFileError
-    from verigrad.models.registry import load_language_model
+    from verigrad.models.catalog import load_language_model
 
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(WeightFileError, match=r"needs model\.safetensors"):

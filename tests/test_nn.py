@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import verigrad
-import verigrad.functional as F
+import verigrad.nn.functional as F
 from verigrad import nn
 from verigrad.models import digits_cnn
 

@@ -10,7 +10,6 @@ import pytest
 from steps import training_step
 
 import verigrad
-from verigrad import functional as F
 from verigrad import nn
 from verigrad.backends import Backend
 from verigrad.backends.active import lookup
@@ -18,6 +17,7 @@ from verigrad.backends.cpu import available as cpu_available
 from verigrad.ir import trace
 from verigrad.ir.passes import optimize
 from verigrad.ir.plan import Merged, Plan, bind
+from verigrad.nn import functional as F
 from verigrad.optim import SGD, Adam
 
 OPS = dict(sorted(verigrad.REGISTRY.items()))

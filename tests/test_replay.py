@@ -14,7 +14,7 @@ import pytest
 from steps import training_step
 
 import verigrad
-import verigrad.functional as F
+import verigrad.nn.functional as F
 from verigrad import nn
 from verigrad.backends import cpu as cpu_backend
 from verigrad.ir import replay

@@ -10,7 +10,7 @@ import pytest
 from steps import training_step
 
 import verigrad
-import verigrad.functional as F
+import verigrad.nn.functional as F
 from verigrad import nn
 from verigrad.optim import SGD, Adam, lr_scheduler
 

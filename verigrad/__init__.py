@@ -1,6 +1,6 @@
 """verigrad: every op has one NumPy definition; shapes are checked symbolically before anything runs."""
 
-from . import data, functional, io, linalg, models, nn, optim
+from . import data, io, linalg, models, nn, optim
 from . import eager as _eager
 from . import tensor_methods as _tensor_methods  # binds the Tensor methods
 from .autograd import (

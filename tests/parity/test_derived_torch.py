@@ -1,4 +1,4 @@
-"""The PyTorch-named functions written with ops (verigrad/ops/derived.py, and the Tensor methods that
+"""The PyTorch-named functions written with ops (verigrad/functions/, and the Tensor methods that
 are one call into an op): values and gradients against PyTorch's in f64, with the values PyTorch
 treats specially (NaN, infinities, ties with the bounds) among the inputs."""
 
@@ -10,7 +10,7 @@ import torch
 from gradients import check_values_and_gradients as _check
 
 import verigrad
-import verigrad.functional as F
+import verigrad.nn.functional as F
 from verigrad import nn
 
 X = np.array([[-2.0, -1.0, -0.5, 0.0], [0.5, 1.0, 1.5, 3.0], [2.0, -3.0, 0.25, -0.75]])

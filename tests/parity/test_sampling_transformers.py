@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from verigrad.models.generate import SamplingOptions, filtered_logits
+from verigrad.models.sampling import SamplingOptions, filtered_logits
 
 CASES = [
     SamplingOptions(temperature=1.0, top_k=0, top_p=1.0, repeat_penalty=1.3),

@@ -66,7 +66,7 @@ def run_fetch(args: argparse.Namespace) -> int:
 def _open_language_model(args: argparse.Namespace):
     """The model and tokenizer of --model, and one line on stderr saying what runs."""
     from ..backends import get_backend
-    from ..models.registry import load_language_model, matmul_description
+    from ..models.catalog import load_language_model, matmul_description
 
     model, tokenizer = load_language_model(args.model, args.activations)
     print(
@@ -114,7 +114,7 @@ def _print_piece(text: str) -> None:
 
 @_on_backend
 def run_generate(args: argparse.Namespace) -> int:
-    from ..models.generate import generate
+    from ..models.lm import generate
 
     model, tokenizer = _open_language_model(args)
     if args.raw or not tokenizer.chat_template:
@@ -130,7 +130,7 @@ def run_generate(args: argparse.Namespace) -> int:
 
 @_on_backend
 def run_chat(args: argparse.Namespace) -> int:
-    from ..models.generate import generate
+    from ..models.lm import generate
 
     model, tokenizer = _open_language_model(args)
     if not tokenizer.chat_template:

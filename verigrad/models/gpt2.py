@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import functional as F
 from ..io.hf import read_config, read_tensors
 from ..modes import abstract
 from ..nn import Embedding, LayerNorm, Module, ModuleList
+from ..nn import functional as F
 from ..nn.init import normal
 from ..ops import attention, cached_attention, from_numpy, take, zeros
 from ..shapes import DimLike, exact_div

@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import functional as F
 from ..errors import WeightFileError
 from ..io.gguf import GGUFFile, read_gguf, stacked_rows
 from ..modes import abstract
 from ..nn import Embedding, Linear, Module, ModuleList, RMSNorm
+from ..nn import functional as F
 from ..nn.quant import QEmbedding, QLinear
 from ..ops import attention, cached_attention, concat, from_numpy, take, zeros
 from ..ops.quant import BLOCK_QTYPES

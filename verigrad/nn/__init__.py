@@ -1,87 +1,80 @@
-"""Neural-network modules, as in PyTorch's `torch.nn`."""
+"""Neural-network modules, as in PyTorch's `torch.nn`: a module per family of layers, and `functional`."""
 
-from . import init, utils
-from .instance_norm import InstanceNorm1d, InstanceNorm2d
-from .layers import (
+from . import functional, init, utils
+from .activations import (
     CELU,
     ELU,
     GELU,
     GLU,
     SELU,
-    AdaptiveAvgPool2d,
-    AdaptiveMaxPool2d,
-    AvgPool1d,
-    AvgPool2d,
-    BatchNorm1d,
-    BatchNorm2d,
-    BCELoss,
-    BCEWithLogitsLoss,
-    Bilinear,
-    Conv1d,
-    Conv2d,
-    ConvTranspose2d,
-    CosineEmbeddingLoss,
-    CrossEntropyLoss,
-    CTCLoss,
-    Dropout,
-    Dropout2d,
-    Embedding,
-    Flatten,
-    Fold,
-    GaussianNLLLoss,
-    GroupNorm,
     Hardsigmoid,
     Hardswish,
     Hardtanh,
-    HingeEmbeddingLoss,
-    HuberLoss,
-    Identity,
-    L1Loss,
-    LayerNorm,
     LeakyReLU,
-    Linear,
     LogSigmoid,
     LogSoftmax,
-    MarginRankingLoss,
-    MaxPool1d,
-    MaxPool2d,
-    MaxUnpool2d,
     Mish,
-    ModuleDict,
-    ModuleList,
-    MSELoss,
-    MultiheadAttention,
-    MultiMarginLoss,
-    NLLLoss,
-    Parameter,
-    ParameterList,
-    PixelShuffle,
-    PixelUnshuffle,
-    PoissonNLLLoss,
     PReLU,
-    ReflectionPad2d,
     ReLU,
     ReLU6,
-    ReplicationPad2d,
-    RMSNorm,
-    Sequential,
     Sigmoid,
     SiLU,
-    SmoothL1Loss,
-    SoftMarginLoss,
     Softmax,
     Softmax2d,
     Softplus,
     Softsign,
     Tanh,
+)
+from .attention import MultiheadAttention
+from .containers import ModuleDict, ModuleList, Parameter, ParameterList, Sequential
+from .convolution import Conv1d, Conv2d, ConvTranspose2d, Fold, Unfold
+from .dropout import Dropout, Dropout2d
+from .embedding import Embedding
+from .flatten import Flatten
+from .linear import Bilinear, Identity, Linear
+from .losses import (
+    BCELoss,
+    BCEWithLogitsLoss,
+    CosineEmbeddingLoss,
+    CrossEntropyLoss,
+    CTCLoss,
+    GaussianNLLLoss,
+    HingeEmbeddingLoss,
+    HuberLoss,
+    L1Loss,
+    MarginRankingLoss,
+    MSELoss,
+    MultiMarginLoss,
+    NLLLoss,
+    PoissonNLLLoss,
+    SmoothL1Loss,
+    SoftMarginLoss,
     TripletMarginLoss,
-    Unfold,
-    Upsample,
-    ZeroPad2d,
 )
 from .module import Module
+from .normalization import (
+    BatchNorm1d,
+    BatchNorm2d,
+    GroupNorm,
+    InstanceNorm1d,
+    InstanceNorm2d,
+    LayerNorm,
+    RMSNorm,
+)
+from .padding import ReflectionPad2d, ReplicationPad2d, ZeroPad2d
+from .pixel_shuffle import PixelShuffle, PixelUnshuffle
+from .pooling import (
+    AdaptiveAvgPool2d,
+    AdaptiveMaxPool2d,
+    AvgPool1d,
+    AvgPool2d,
+    MaxPool1d,
+    MaxPool2d,
+    MaxUnpool2d,
+)
 from .quant import QEmbedding, QLinear
 from .recurrent import GRU, LSTM
+from .resampling import Upsample
 from .transformer import (
     Transformer,
     TransformerDecoder,

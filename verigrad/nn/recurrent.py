@@ -12,11 +12,11 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from .. import functional as F
 from ..dtypes import f32
 from ..errors import ShapeError
 from ..ops import concat, sigmoid, stack, tanh, zeros
 from ..tensor import Tensor, describe
+from . import functional as F
 from .init import fan_in_bound, uniform
 from .module import Module
 

@@ -12,14 +12,18 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from .. import functional as F
 from ..dtypes import f32
 from ..functions import triu
 from ..ops import full
 from ..tensor import Tensor
+from . import functional as F
 from . import init
-from .layers import Dropout, LayerNorm, Linear, ModuleList, MultiheadAttention
+from .attention import MultiheadAttention
+from .containers import ModuleList
+from .dropout import Dropout
+from .linear import Linear
 from .module import Module
+from .normalization import LayerNorm
 
 _ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu}
 

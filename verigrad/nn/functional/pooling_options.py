@@ -1,7 +1,7 @@
 """PyTorch's pooling options beyond the pooling ops' own windows, written with ops (so they differentiate):
 `ceil_mode` (a last window that may run past the input), `count_include_pad` and `divisor_override` for
 average pooling, `return_indices` for max pooling and its inverse `max_unpool2d`, and adaptive pooling
-to any output size. NCHW; `verigrad.functional` calls these only when an option asks for them.
+to any output size. NCHW; `pooling.py` calls these only when an option asks for them.
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from typing import Any
 
 import numpy as np
 
-from . import ops
-from .errors import ShapeError
-from .ops.composite._common import pair
-from .ops.index import place
-from .shapes import shape_text
-from .tensor import Tensor
+from ... import ops
+from ...errors import ShapeError
+from ...ops.composite._common import pair
+from ...ops.index import place
+from ...shapes import shape_text
+from ...tensor import Tensor
 
 
 def _concrete(x: Tensor, what: str) -> tuple[int, int]:

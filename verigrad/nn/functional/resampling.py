@@ -1,19 +1,22 @@
-"""Spatial transformers, as PyTorch's: `affine_grid` (the sampling positions an affine map gives) and
-`grid_sample` (an image read at positions in [-1, 1]: bilinear or nearest, with zeros, border or
-reflection padding), written with gathers and weights, so they differentiate in the image and in the
-grid. NCHW.
+"""Images resampled, as PyTorch's: `interpolate` (nearest by whole factors, or bilinear to any size),
+`affine_grid` (the sampling positions an affine map gives) and `grid_sample` (an image read at positions
+in [-1, 1]: bilinear or nearest, with zeros, border or reflection padding), written with gathers and
+weights, so they differentiate in the image and in the grid. NCHW unless a `layout` says otherwise.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
-from . import functions, ops
-from .errors import ShapeError
-from .shapes import shape_text
-from .tensor import Tensor
+from ... import functions, ops
+from ...errors import ShapeError
+from ...ops.composite._common import pair
+from ...shapes import shape_text
+from ...tensor import Tensor
+from ._windows import IntPair
 
 MODES = ("bilinear", "nearest")
 PADDINGS = ("zeros", "border", "reflection")
@@ -100,3 +103,52 @@ def grid_sample(
         bottom = read(y0 + 1, x0) * (1 - wx) + read(y0 + 1, x0 + 1) * wx
         out = top * (1 - wy) + bottom * wy
     return out.reshape(n, c, ho, wo)
+
+
+def interpolate(
+    x: Tensor,
+    size: IntPair | None = None,
+    scale_factor: Any = None,
+    mode: str = "nearest",
+    align_corners: bool | None = None,
+    layout: str = "NCHW",
+) -> Tensor:
+    """Images resized to `size` (H, W) or by `scale_factor`, as PyTorch's interpolate: "nearest" by
+    whole factors (each pixel repeated), or "bilinear" to any size (each output pixel a weighted mean of
+    its four nearest input pixels, at PyTorch's source coordinates for `align_corners` False or True)."""
+    h_axis = 2 if layout == "NCHW" else 1
+    if mode == "nearest":
+        if size is not None or align_corners is not None:
+            raise ValueError(
+                "interpolate: mode='nearest' takes a whole scale_factor (no size, no align_corners)"
+            )
+        fh, fw = pair(scale_factor, "interpolate's scale_factor", 1)
+        return functions.repeat_interleave(functions.repeat_interleave(x, fh, h_axis), fw, h_axis + 1)
+    if mode != "bilinear":
+        raise ValueError(f"interpolate: mode must be 'nearest' or 'bilinear', got {mode!r}")
+    if (size is None) == (scale_factor is None):
+        raise ValueError("interpolate: give one of size and scale_factor")
+    factors = scale_factor if isinstance(scale_factor, tuple | list) else (scale_factor, scale_factor)
+    sizes = size if isinstance(size, tuple | list) else (size, size)
+    for axis, factor, wanted in zip((h_axis, h_axis + 1), factors, sizes):
+        n = x.shape[axis]
+        if not isinstance(n, int):
+            raise ShapeError(f"interpolate: bilinear needs concrete sizes, got {n}")
+        out = wanted if wanted is not None else math.floor(n * factor)
+        low, high, weight = (ops.from_numpy(a) for a in _linear_taps(n, out, factor, bool(align_corners)))
+        w = weight.reshape([-1 if a == axis else 1 for a in range(x.ndim)]).cast(x.dtype)
+        x = ops.take(x, low, axis=axis) * (1 - w) + ops.take(x, high, axis=axis) * w
+    return x
+
+
+def _linear_taps(n: int, out: int, factor: float | None, align_corners: bool) -> tuple:
+    """For each of `out` positions resampled from `n`: the two input positions it lies between and its
+    weight toward the second, at PyTorch's source coordinates."""
+    i = np.arange(out, dtype=np.float64)
+    if align_corners:
+        src = i * ((n - 1) / (out - 1)) if out > 1 else np.zeros(out)
+    else:
+        scale = 1.0 / factor if factor is not None else n / out
+        src = np.maximum((i + 0.5) * scale - 0.5, 0.0)
+    low = np.minimum(np.floor(src).astype(np.int64), n - 1)
+    return low, np.minimum(low + 1, n - 1), src - low

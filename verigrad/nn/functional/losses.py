@@ -1,9 +1,8 @@
-"""Loss functions written with ops, as in `torch.nn.functional` (re-exported by `verigrad.functional`):
-mse_loss, l1_loss, smooth_l1_loss, huber_loss, nll_loss, binary_cross_entropy,
-binary_cross_entropy_with_logits, kl_div, and the margin and likelihood losses (margin_ranking_loss,
-hinge_embedding_loss, soft_margin_loss, cosine_embedding_loss, multi_margin_loss, triplet_margin_loss,
-poisson_nll_loss, gaussian_nll_loss). Each takes `reduction`: "mean" (the default), "sum" or "none"
-(kl_div also "batchmean").
+"""Loss functions written with ops, as in `torch.nn.functional`: cross_entropy, mse_loss, l1_loss,
+smooth_l1_loss, huber_loss, nll_loss, binary_cross_entropy, binary_cross_entropy_with_logits, kl_div,
+and the margin and likelihood losses (margin_ranking_loss, hinge_embedding_loss, soft_margin_loss,
+cosine_embedding_loss, multi_margin_loss, triplet_margin_loss, poisson_nll_loss, gaussian_nll_loss).
+Each takes `reduction`: "mean" (the default), "sum" or "none" (kl_div also "batchmean").
 """
 
 from __future__ import annotations
@@ -12,10 +11,15 @@ import math
 
 import numpy as np
 
-from .autograd import no_grad
-from .functions import clamp
-from .ops import arange, log1p, minimum, relu, take, unsqueeze, where
-from .tensor import Tensor
+from ... import ops
+from ...autograd import no_grad
+from ...errors import ShapeError
+from ...functions import clamp
+from ...ops import arange, log1p, minimum, relu, take, unsqueeze, where
+from ...shapes import shape_text
+from ...tensor import Tensor
+from .activations import log_softmax
+from .distance import pairwise_distance
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -29,6 +33,42 @@ def reduce(loss: Tensor, reduction: str, name: str) -> Tensor:
     if reduction == "none":
         return loss
     raise ValueError(f"{name}: reduction must be one of {', '.join(REDUCTIONS)}, got {reduction!r}")
+
+
+def cross_entropy(
+    input: Tensor,
+    target: Tensor,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+    weight: Tensor | None = None,
+    ignore_index: int | None = None,
+) -> Tensor:
+    """Cross-entropy of logits [N, C] against integer classes [N]; reduction 'mean', 'sum' or 'none'.
+    With label_smoothing e, PyTorch's: (1 - e) times it plus e times the mean over classes of
+    -log_softmax. With `weight` [C], each sample's loss times its class's weight, and 'mean' divides by
+    the weights' sum; targets equal to `ignore_index` add nothing (and count for nothing in 'mean')."""
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {label_smoothing}")
+    if weight is not None or ignore_index is not None:
+        if label_smoothing:
+            raise NotImplementedError("cross_entropy: label_smoothing with weight or ignore_index")
+        if weight is not None and weight.shape != input.shape[-1:]:
+            classes_text = shape_text(input.shape[-1:])
+            raise ShapeError(f"cross_entropy: weight must be {classes_text}, got {shape_text(weight.shape)}")
+        ignored = -100 if ignore_index is None else ignore_index  # PyTorch's default
+        return nll_loss(log_softmax(input, -1), target, reduction, ignored, weight)
+    if label_smoothing:
+        nll = cross_entropy(input, target, reduction="none")
+        uniform = -ops.log_softmax(input, axis=-1).mean(axis=-1)
+        loss = nll * (1.0 - label_smoothing) + uniform * label_smoothing
+        return reduce(loss, reduction, "cross_entropy")
+    if isinstance(target, Tensor) and isinstance(target.data, np.ndarray) and target.dtype.kind == "i":
+        classes = input.shape[-1]
+        values = target.data
+        if values.size and isinstance(classes, int) and (values.min() < 0 or values.max() >= classes):
+            bad = values[(values < 0) | (values >= classes)][0]
+            raise IndexError(f"cross_entropy: target {bad} is out of range for {classes} classes")
+    return ops.cross_entropy(input, target, reduction=reduction)
 
 
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
@@ -190,13 +230,6 @@ def multi_margin_loss(
     others = arange(0, scores.shape[1]) != classes.reshape(-1, 1)
     loss = where(others, hinge, 0.0).sum(axis=1) / scores.shape[1]
     return reduce(loss if input.ndim == 2 else loss.reshape(()), reduction, "multi_margin_loss")
-
-
-def pairwise_distance(
-    x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False
-) -> Tensor:
-    """||x1 - x2 + eps||_p along the last dimension (PyTorch's eps inside the norm)."""
-    return (x1 - x2 + eps).norm(p=p, dim=-1, keepdim=keepdim)
 
 
 def triplet_margin_loss(

@@ -11,13 +11,13 @@ from typing import Any
 
 import numpy as np
 
-from . import ops
-from .autograd import no_grad
-from .errors import ShapeError
-from .functions.pointwise import values_of as _values
+from ... import ops
+from ...autograd import no_grad
+from ...errors import ShapeError
+from ...functions.pointwise import values_of as _values
+from ...shapes import shape_text
+from ...tensor import Tensor
 from .losses import reduce as reduce_loss
-from .shapes import shape_text
-from .tensor import Tensor
 
 _IMPOSSIBLE = -1e30  # log 0 in the recursion: finite, so that no gradient is NaN; below it means none
 

@@ -1,5 +1,5 @@
-"""Language models by name or path: `load_language_model("smollm2" | "model.gguf" | FOLDER)` gives the
-model and its tokenizer.
+"""The catalog of language models, by name or path: `load_language_model("smollm2" | "model.gguf" |
+FOLDER)` gives the model and its tokenizer.
 
 A name in `LANGUAGE_MODELS` runs its loader (SmolLM2-135M-Instruct: fetched into the cache on first
 use); a `.gguf` file is read as a Llama-architecture model with its own tokenizer; a folder with

@@ -1,0 +1,77 @@
+"""How the next token is chosen from a language model's logits, as transformers samples.
+
+`next_token` follows transformers' order and definitions: the repetition penalty on every token already
+in the context (a positive logit divided by the penalty, a negative one multiplied, as in llama.cpp and
+CTRL), then temperature, top-k (ties with the k-th logit kept), top-p (the smallest set of most likely
+tokens whose probability reaches p), then a draw from a seeded `numpy.random.Generator`. Temperature 0
+is greedy (the first maximum). The same seed gives the same tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class SamplingOptions:
+    """How the next token is chosen; 0 turns top-k off, 1 turns top-p and the repeat penalty off."""
+
+    temperature: float = 0.8
+    top_k: int = 40
+    top_p: float = 0.95
+    repeat_penalty: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.temperature >= 0:
+            raise ValueError(f"temperature must be 0 (greedy) or more, got {self.temperature}")
+        if not (isinstance(self.top_k, int | np.integer) and self.top_k >= 0):
+            raise ValueError(f"top_k must be an integer >= 0 (0: off), got {self.top_k!r}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1] (1: off), got {self.top_p}")
+        if not self.repeat_penalty > 0:
+            raise ValueError(f"repeat_penalty must be positive (1: off), got {self.repeat_penalty}")
+
+
+def filtered_logits(logits: np.ndarray, previous: Sequence[int], options: SamplingOptions) -> np.ndarray:
+    """The scores sampling draws from (f64): penalized, divided by the temperature, and -inf for every
+    token top-k or top-p removes. With temperature 0, the penalized logits."""
+    scores = np.array(logits, dtype=np.float64).reshape(-1)
+    if options.repeat_penalty != 1.0 and len(previous):
+        seen = np.unique(np.asarray(previous, dtype=np.int64))
+        s = scores[seen]
+        scores[seen] = np.where(s < 0, s * options.repeat_penalty, s / options.repeat_penalty)
+    if options.temperature == 0:
+        return scores
+    scores /= options.temperature
+    if 0 < options.top_k < scores.size:
+        kth = np.partition(scores, scores.size - options.top_k)[scores.size - options.top_k]
+        scores[scores < kth] = -np.inf
+    if options.top_p < 1.0:
+        finite = np.flatnonzero(scores > -np.inf)  # after top-k, only k tokens are left to sort
+        order = finite[np.argsort(scores[finite], kind="stable")]  # ascending, as transformers sorts
+        cumulative = np.cumsum(_softmax(scores[order]))
+        remove = cumulative <= 1.0 - options.top_p
+        remove[-1] = False  # the most likely token always stays
+        scores[order[remove]] = -np.inf
+    return scores
+
+
+def next_token(
+    logits: np.ndarray, previous: Sequence[int], options: SamplingOptions, rng: np.random.Generator
+) -> int:
+    """The next token after `previous` given the model's `logits` [vocab]."""
+    scores = filtered_logits(logits, previous, options)
+    if options.temperature == 0:
+        return int(np.argmax(scores))
+    cumulative = np.cumsum(_softmax(scores))
+    i = int(np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right"))
+    return min(i, scores.size - 1)
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - np.max(x))
+    return e / e.sum()

@@ -1,0 +1,23 @@
+"""Sizes of convolution and pooling windows, and the 1-D ops as the 2-D ones over [N, C, 1, L]."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ... import ops
+from ...tensor import Tensor
+
+IntPair = int | tuple[int, int]
+
+
+def as_2d(fn: Any, x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+    """A 1-D op of [N, C, L] as the 2-D one of [N, C, 1, L] (int sizes become (1, k), (0, p), ...)."""
+    return fn(ops.unsqueeze(x, 2), *args, **kwargs).squeeze(2)
+
+
+def pair_1d(value: Any, unit: int) -> tuple[int, int] | None:
+    """A 1-D size as the 2-D pair whose first size is `unit` (None stays None)."""
+    if value is None:
+        return None
+    (n,) = (value,) if isinstance(value, int) else tuple(value)
+    return (unit, n)
