@@ -80,7 +80,8 @@ from ..autograd import no_grad
 from ..backends import Backend
 from ..backends.memory import retain_freed
 from ..dtypes import DType
-from ..eager import conform, decomposition_kernel
+from ..backends.reference import decomposition_kernel
+from ..eager import EAGER, conform
 from ..errors import DTypeError, ShapeError
 from ..shapes import Dim, Spec, evaluate, multiple_of, shape_text
 from ..tensor import Tensor
@@ -339,7 +340,7 @@ class Plan:
                     inner = dict(zip(sub.inputs, ins))
                     self._emit(sub.instrs, inner, inlined=True)
                     return inner[sub.outputs[0]]
-                kernel = decomposition_kernel(op)
+                kernel = decomposition_kernel(op, EAGER)
         else:
             kernel = backend.kernel(op, spec.dtype)
         key: Any = None

@@ -9,13 +9,24 @@ program(%0 x: f32[n,din], %1 w: f32[dout,din]) {
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..dtypes import DType
 from ..shapes import Dim, Spec
-from .program import Instr, Program, Value, const_text
+
+if TYPE_CHECKING:  # annotations only: program.py imports this module
+    from .program import Instr, Program, Value
+
+
+def const_text(value: np.ndarray) -> str:
+    if value.ndim == 0:
+        return str(value[()])  # the shortest text that reads back as the same value of its dtype
+    flat = value.reshape(-1)
+    if flat.size and (flat == flat[0]).all():
+        return f"full({flat[0]})"
+    return "array(...)"
 
 
 def spec_text(spec: Spec) -> str:

@@ -10,7 +10,7 @@ program, by that group, and is not an output or update; so every value read else
 (it is a group's root, or is computed by an instruction of its own). Groups of one are left alone.
 
 The fused instruction's op is a `FusedOp`, made per group and not registered: its shape and dtype rules
-chain the members' rules (so `verify` re-checks it), its `reference` runs the members' references in
+chain the members' rules (so `validate` re-checks it), its `reference` runs the members' references in
 order with the executor's dtype conversion after each (so on the reference backend the program gives the
 same bits as unfused), and the members' params travel in the instruction's params (so symbolic sizes in
 them are bound with the rest). A backend finds no kernel named "fused" and runs `reference`, unchanged;

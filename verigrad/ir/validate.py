@@ -3,16 +3,21 @@ re-derived from its op's shape and dtype rules. Passes run it in the tests."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..tensor import Tensor
 from .printer import instr_text, spec_text
-from .program import Program
+
+if TYPE_CHECKING:  # annotations only: program.py imports this module
+    from .program import Program
 
 
 class IRError(Exception):
     """A Program that is not well formed."""
 
 
-def verify(program: Program) -> None:
+def validate(program: Program) -> None:
+    """Raise IRError where `program` is not well formed (see the module docstring)."""
     defined: set[int] = set()
     for v in program.inputs:
         if v.id in defined:
