@@ -79,8 +79,8 @@ from .. import modes
 from ..autograd import no_grad
 from ..backends import Backend
 from ..backends.memory import retain_freed
-from ..dtypes import DType
 from ..backends.reference import decomposition_kernel
+from ..dtypes import DType
 from ..eager import EAGER, conform
 from ..errors import DTypeError, ShapeError
 from ..shapes import Dim, Spec, evaluate, multiple_of, shape_text

@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-
 from ..shapes import DimLike, Spec, evaluate, numel
 from .printer import format_program
 from .validate import validate
@@ -123,4 +122,3 @@ class Program:
 def nbytes(spec: Spec) -> DimLike:
     """The size of a value of `spec` in bytes (symbolic when its shape is)."""
     return numel(spec.shape) * spec.dtype.itemsize
-
