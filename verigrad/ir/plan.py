@@ -85,7 +85,7 @@ from ..eager import EAGER, conform
 from ..errors import DTypeError, ShapeError
 from ..shapes import Dim, Spec, evaluate, multiple_of, shape_text
 from ..tensor import Tensor
-from .passes.fuse import FusedOp, merge, mergeable
+from .passes.fuse import FusedGroup, merge, mergeable
 from .program import Program, Value
 from .replay import Replay, Results, root
 from .trace import TraceMode
@@ -325,15 +325,15 @@ class Plan:
         fused group that may be merged (`whole`) keeps its kernel however small: a merged call costs
         less than the members of its groups."""
         backend = self.backend
-        if op.is_composite or isinstance(op, FusedOp):
+        if op.is_composite or op.is_fused:
             kernel = backend.native(op, spec.dtype)
             small = not whole and self._small_exact(op, ins, spec)
-            if isinstance(op, FusedOp) and kernel is None and not small:
+            if op.is_fused and kernel is None and not small:
                 hoisted = self._hoisted(op, params["params"], ins, spec, inlined, whole)
                 if hoisted is not None:
                     return hoisted
-            if isinstance(op, FusedOp) and (kernel is None or small):  # small: ufuncs cost less than C
-                return self._members(op, params["params"], ins)[len(op.ops) - 1]
+            if op.is_fused and (kernel is None or small):  # small: ufuncs cost less than C
+                return self._members(op.group, params["params"], ins)[len(op.group.ops) - 1]
             if kernel is None:
                 sub = _decomposition(op, params, tuple([self.specs[i] for i in ins]), spec)
                 if sub is not None:
@@ -388,7 +388,7 @@ class Plan:
         return self.backend.exactness(op.name, spec.dtype.name).is_exact
 
     def _members(
-        self, op: FusedOp, params: tuple, ins: tuple[int, ...], which: Sequence[int] | None = None
+        self, op: FusedGroup, params: tuple, ins: tuple[int, ...], which: Sequence[int] | None = None
     ) -> dict[int, int]:
         """A fused group the backend has no kernel for: each member (of `which`, in order; default all) a
         step of its own, running the kernel it would run unfused, checked and converted as every step
@@ -402,12 +402,13 @@ class Plan:
         return done
 
     def _hoisted(
-        self, op: FusedOp, params: tuple, ins: tuple[int, ...], spec: Spec, inlined: bool, whole: bool
+        self, fused: Any, params: tuple, ins: tuple[int, ...], spec: Spec, inlined: bool, whole: bool
     ) -> int | None:
         """A fused group the backend has no kernel for, where it has one for the group less the members
         computed from one-element values alone (Adam's bias corrections, whose pow the cpu backend does
         not fuse where the C library's is not NumPy's): those members as steps of their own, the rest a
         group reading their results; None where that is not so."""
+        op = fused.group
         if not op.inputs:
             return None
         same: list[bool] = []  # computed from one-element values alone
@@ -426,13 +427,13 @@ class Plan:
         place = {m: ("m", j) for j, m in enumerate(rest)} | {
             m: ("in", len(ins) + j) for j, m in enumerate(read)
         }
-        rest_op = FusedOp(
+        rest_op = FusedGroup(
             tuple(op.ops[m] for m in rest),
             tuple(tuple(place[k] if kind == "m" else (kind, k) for kind, k in op.wiring[m]) for m in rest),
             tuple(op.dtypes[m] for m in rest),
             (*op.inputs, *(Spec(shapes[m], op.dtypes[m]) for m in read)),
             tuple(place[m][1] for m in op.roots),
-        )
+        ).op()
         if self.backend.native(rest_op, spec.dtype) is None:
             return None
         done = self._members(op, params, ins, [m for m, one in enumerate(same) if one])
@@ -819,7 +820,7 @@ def _writes_into(step: Step) -> bool:
 
 def _fused_step(step: Step) -> bool:
     """Whether the step runs a fused group's own kernel (one that may write into `out=`)."""
-    return isinstance(step.op, FusedOp) and "params" in step.params and _writes_into(step)
+    return step.op.is_fused and "params" in step.params and _writes_into(step)
 
 
 def _args(step: Step) -> tuple[int, ...]:

@@ -62,12 +62,23 @@ def instr_text(instr: Instr) -> str:
     head = f"%{instr.out.id}: {spec_text(instr.out.spec)} = {instr.name}"
     if instr.name == "const":
         return f"{head} {const_text(instr.params['value'])}"
-    own = getattr(instr.op, "text", None)  # an op that prints its own operands: ir/passes/fuse.py
-    if own is not None:
-        return head + own(instr)
+    if instr.op.is_fused:
+        return head + _group_text(instr)
     args = "".join(f" %{a.id}" for a in instr.args)
     params = ", ".join(f"{k}={param_text(v)}" for k, v in instr.params.items() if not _is_quiet(k, v))
     return head + args + (f" ({params})" if params else "")
+
+
+def _group_text(instr: Instr) -> str:
+    """` %3 %4 {relu(add(%3, %4))}`: a fused group's inputs and its composed expression."""
+    group = instr.op.group
+    done: list[str] = []
+    for op, refs, p in zip(group.ops, group.wiring, instr.params["params"]):
+        args = [f"%{instr.args[k].id}" if kind == "in" else done[k] for kind, k in refs]
+        args += [f"{k}={param_text(v)}" for k, v in p]
+        done.append(f"{op.name}({', '.join(args)})")
+    inputs = "".join(f" %{a.id}" for a in instr.args)
+    return f"{inputs} {{{done[-1]}}}"
 
 
 def _is_quiet(key: str, value: Any) -> bool:

@@ -25,7 +25,7 @@ from __future__ import annotations
 from ...shapes import Dim
 from ..program import Program, nbytes
 from ._rewrite import VIEW_OPS, results
-from .fuse import is_elementwise
+from .fuse import is_elementwise, is_fused
 
 
 def run(program: Program) -> Program:
@@ -102,7 +102,7 @@ def _aliases(instr) -> bool:
 
 
 def _elementwise(instr) -> bool:
-    return instr.name == "fused" or is_elementwise(instr)
+    return is_fused(instr) or is_elementwise(instr)
 
 
 def _inplace_input(instr, owner: dict, last: dict, i: int, size) -> int | None:
