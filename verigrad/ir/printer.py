@@ -1,4 +1,5 @@
 """Print a Program: a header with the inputs, one line per instruction, `backward:`, and returns.
+(It reads programs without importing program.py, which imports it for `str(program)`.)
 
 program(%0 x: f32[n,din], %1 w: f32[dout,din]) {
   %2: f32[din,dout] = permute %1 (axes=(1,0))
@@ -9,15 +10,12 @@ program(%0 x: f32[n,din], %1 w: f32[dout,din]) {
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ..dtypes import DType
 from ..shapes import Dim, Spec
-
-if TYPE_CHECKING:  # annotations only: program.py imports this module
-    from .program import Instr, Program, Value
 
 
 def const_text(value: np.ndarray) -> str:
@@ -58,7 +56,8 @@ def param_text(value: Any) -> str:
     return str(value)
 
 
-def instr_text(instr: Instr) -> str:
+def instr_text(instr: Any) -> str:
+    """One instruction (an `Instr`) as a line of the program's text, without its indent."""
     head = f"%{instr.out.id}: {spec_text(instr.out.spec)} = {instr.name}"
     if instr.name == "const":
         return f"{head} {const_text(instr.params['value'])}"
@@ -69,7 +68,7 @@ def instr_text(instr: Instr) -> str:
     return head + args + (f" ({params})" if params else "")
 
 
-def _group_text(instr: Instr) -> str:
+def _group_text(instr: Any) -> str:
     """` %3 %4 {relu(add(%3, %4))}`: a fused group's inputs and its composed expression."""
     group = instr.op.group
     done: list[str] = []
@@ -85,11 +84,12 @@ def _is_quiet(key: str, value: Any) -> bool:
     return any(value == q and type(value) is type(q) for q in _QUIET.get(key, ()))
 
 
-def _input_text(v: Value) -> str:
+def _input_text(v: Any) -> str:
     return f"%{v.id} {v.name}: {spec_text(v.spec)}"
 
 
-def format_program(program: Program) -> str:
+def format_program(program: Any) -> str:
+    """The text of a `Program` (see the module docstring)."""
     inputs = [_input_text(v) for v in program.inputs]
     if len(inputs) <= 4:
         lines = [f"program({', '.join(inputs)}) {{"]
