@@ -29,16 +29,23 @@ from .passes.lower import small_exact
 
 
 def choose(
-    backend: Backend, op: Any, params: dict, spec: Spec, operands: tuple[Spec, ...], whole: bool
+    backend: Backend,
+    op: Any,
+    params: dict,
+    spec: Spec,
+    operands: tuple[Spec, ...],
+    whole: bool,
+    native: Callable | None,
 ) -> tuple[Callable, Callable | None]:
     """The kernel of a step computing `op(*operands, **params)` of concrete `spec` on `backend`, and,
     where that is a leaner one for small operands, the backend's own (what a replay records; else
-    None). `whole`: a fused result a plan may merge, which keeps the backend's kernel."""
-    if op.is_composite or op.is_fused:
-        kernel = backend.native(op, spec.dtype) or decomposition_kernel(op, EAGER)
+    None). `whole`: a fused result a plan may merge, which keeps the backend's kernel; `native`: the
+    backend's kernel for a composite or fused op, as lowering found it (None: it has none)."""
+    if op.group is not None or op.decompose is not None:  # fused or composite: as lowering found
+        kernel = native or decomposition_kernel(op, EAGER)
     else:
         kernel = backend.kernel(op, spec.dtype)
-    bound = native = None
+    bound = native = None  # native: now the backend's kernel where a leaner one runs
     if kernel is not op.reference and not whole and small_exact(backend, op, spec, operands):
         if op.fast is not None:
             bound = op.fast(spec.dtype, tuple([s.dtype for s in operands]), **params)

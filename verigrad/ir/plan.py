@@ -51,7 +51,7 @@ from . import kernel_choice
 from .kernel_choice import ALIASING
 from .passes import lower, memplan
 from .passes.fuse import merge, mergeable
-from .program import Program, Value
+from .program import Program
 from .replay import Replay, Results, root
 from .steps import (
     Merged,
@@ -121,16 +121,11 @@ class Plan:
         self.program = program
         self.values = dict(values)
         self.backend = backend
-        self.lowered = lower.run(program, self.values, backend)
-        self._slots: dict[Value, int] = {}
         self.specs: list[Spec] = []  # concrete spec of each slot
         self.consts: dict[int, np.ndarray] = {}
         self.steps: list[Step] = []
-        self.input_slots = [self._new_slot(v) for v in self.lowered.inputs]
-        self._bind_kernels(self.lowered, mergeable(program))
-        self.output_slots = [self._slots[v] for v in self.lowered.outputs]
+        self.input_slots, self.output_slots, self.update_slots = self._bind_kernels()
         self.update_names = list(program.updates)
-        self.update_slots = {name: self._slots[v] for name, v in self.lowered.updates.items()}
         self._fold_known_steps()
         self._no_alias_out()
         self.instructions = len(self.steps)
@@ -165,29 +160,41 @@ class Plan:
     merge = True
 
     # building ----------------------------------------------------------------------------------
-    def _new_slot(self, v: Value) -> int:
-        slot = self._slots[v] = len(self.specs)
-        self.specs.append(v.spec)
-        return slot
-
-    def _bind_kernels(self, lowered: Program, whole: set[int]) -> None:
-        """A slot for each value of the lowered program and a step for each instruction but constants,
-        its kernel chosen for the backend (kernel_choice.py); `whole`: the fused results a merged call
-        may compute, which keep the backend's kernel however small."""
+    def _bind_kernels(self) -> tuple[list[int], list[int], dict[str, int]]:
+        """The program lowered for the backend and the binding (passes/lower.py); a slot for each value
+        of it (the inputs first) and a step for each instruction but constants, its kernel chosen for
+        the backend (kernel_choice.py). Fused results a merged call may compute (`whole`) keep the
+        backend's kernel however small. Returns the slots of the inputs, outputs and updates."""
+        whole = mergeable(self.program)
+        natives: dict[int, Any] = {}  # the backend's kernels lowering found, by value id
+        lowered = lower.run(self.program, self.values, self.backend, whole, natives)
         specs = self.specs
+        slots: dict[int, int] = {}
+        for v in lowered.inputs:
+            slots[v.id] = len(specs)
+            specs.append(v.spec)
         for instr in lowered.instrs:
-            slot = self._new_slot(instr.out)
+            slot = slots[instr.out.id] = len(specs)
+            specs.append(instr.out.spec)
             if isinstance(instr.op, str):  # "const"
                 self.consts[slot] = instr.params["value"]
                 continue
-            ins = tuple([self._slots[a] for a in instr.args])
+            ins = tuple([slots[a.id] for a in instr.args])
             spec, params = instr.out.spec, instr.params
+            operands = tuple([specs[i] for i in ins])
+            found = natives.get(instr.out.id)
             kernel, native = kernel_choice.choose(
-                self.backend, instr.op, params, spec, tuple([specs[i] for i in ins]), instr.out.id in whole
+                self.backend, instr.op, params, spec, operands, instr.out.id in whole, found
             )
             step = Step(instr.op, kernel, ins, slot, spec, params)
             step.native = native
             self.steps.append(step)
+        outputs = [slots[v.id] for v in lowered.outputs]
+        return (
+            [slots[v.id] for v in lowered.inputs],
+            outputs,
+            {n: slots[v.id] for n, v in lowered.updates.items()},
+        )
 
     def _fold_known_steps(self) -> None:
         """Steps whose result the binding already fixes become constants: those with no inputs (a

@@ -190,7 +190,7 @@ def mergeable(program: Program) -> set[int]:
         for a in instr.args:
             readers[a.id] = readers.get(a.id, 0) + 1
     outputs = {v.id for v in program.outputs}
-    fused = {instr.out.id: instr for instr in program.instrs if is_fused(instr)}
+    fused = {i.out.id: i for i in program.instrs if type(i.op) is not str and i.op.group is not None}
     found: set[int] = set()
     for instr in fused.values():
         parts = {

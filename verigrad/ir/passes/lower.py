@@ -37,9 +37,19 @@ from ..trace import TraceMode
 from .fuse import FusedGroup, mergeable
 
 
-def run(program: Program, values: dict[str, int], backend: Any) -> Program:
-    """`program` lowered for `backend` with the symbols bound to `values` (see the module docstring)."""
-    return _Lowering(program, values, backend).lowered
+def run(
+    program: Program,
+    values: dict[str, int],
+    backend: Any,
+    whole: set[int] | None = None,
+    natives: dict[int, Any] | None = None,
+) -> Program:
+    """`program` lowered for `backend` with the symbols bound to `values` (see the module docstring).
+    `whole`: `fuse.mergeable(program)`, where the caller has it. `natives`, where given, receives the
+    backend's kernel (or None) for each composite or fused instruction left, by the id of its value:
+    the plan binds it without looking it up again."""
+    whole = mergeable(program) if whole is None else whole
+    return _Lowering(program, values, backend, whole, {} if natives is None else natives).lowered
 
 
 def small_exact(backend: Any, op: Any, spec: Spec, operands: Sequence[Spec]) -> bool:
@@ -92,10 +102,13 @@ class Concrete:
 
 
 class _Lowering:
-    def __init__(self, program: Program, values: dict[str, int], backend: Any) -> None:
+    def __init__(
+        self, program: Program, values: dict[str, int], backend: Any, whole: set[int], natives: dict
+    ) -> None:
         self.backend = backend
+        self.natives = natives
         self.concrete = Concrete(values)
-        self.whole = mergeable(program)  # fused results kept whole, however small
+        self.whole = whole  # fused results kept whole, however small
         self.same: dict[Any, Value] = {}  # (op, arguments, params) of an inlined instruction -> its value
         out = self.lowered = Program(
             n_args=program.n_args, captured=list(program.captured), _next=program._next
@@ -143,16 +156,19 @@ class _Lowering:
         it; `out_id` the id of the program's value it is (None: a value of an inlined decomposition or
         of a group's member). An instruction of an inlined decomposition is merged with an equal one."""
         backend = self.backend
-        if op.is_composite or op.is_fused:
+        kernel = None
+        group = op.group
+        whole_op = group is not None or op.decompose is not None  # fused or composite
+        if whole_op:
             kernel = backend.native(op, spec.dtype)
             whole = out_id is not None and out_id in self.whole
             small = not whole and small_exact(backend, op, spec, [a.spec for a in args])
-            if op.is_fused and kernel is None and not small:
-                hoisted = self._hoisted(op.group, params["params"], args, spec, out_id, inlined)
+            if group is not None and kernel is None and not small:
+                hoisted = self._hoisted(group, params["params"], args, spec, out_id, inlined)
                 if hoisted is not None:
                     return hoisted
-            if op.is_fused and (kernel is None or small):  # small: ufuncs cost less than C
-                return self._members(op.group, params["params"], args)[len(op.group.ops) - 1]
+            if group is not None and (kernel is None or small):  # small: ufuncs cost less than C
+                return self._members(group, params["params"], args)[len(group.ops) - 1]
             if kernel is None:
                 sub = decomposition(op, params, tuple([a.spec for a in args]), spec)
                 if sub is not None:
@@ -171,6 +187,8 @@ class _Lowering:
                 return found
         out = self._new_value(spec, out_id)
         self.lowered.instrs.append(Instr(op, args, params, out))
+        if whole_op:
+            self.natives[out.id] = kernel
         if key is not None:
             self.same[key] = out
         return out
