@@ -189,12 +189,8 @@ class Plan:
             step = Step(instr.op, kernel, ins, slot, spec, params)
             step.native = native
             self.steps.append(step)
-        outputs = [slots[v.id] for v in lowered.outputs]
-        return (
-            [slots[v.id] for v in lowered.inputs],
-            outputs,
-            {n: slots[v.id] for n, v in lowered.updates.items()},
-        )
+        updates = {name: slots[v.id] for name, v in lowered.updates.items()}
+        return [slots[v.id] for v in lowered.inputs], [slots[v.id] for v in lowered.outputs], updates
 
     def _fold_known_steps(self) -> None:
         """Steps whose result the binding already fixes become constants: those with no inputs (a
