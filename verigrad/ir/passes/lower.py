@@ -158,8 +158,8 @@ class _Lowering:
         backend = self.backend
         kernel = None
         group = op.group
-        whole_op = group is not None or op.decompose is not None  # fused or composite
-        if whole_op:
+        expandable = group is not None or op.decompose is not None  # fused or composite
+        if expandable:
             kernel = backend.native(op, spec.dtype)
             whole = out_id is not None and out_id in self.whole
             small = not whole and small_exact(backend, op, spec, [a.spec for a in args])
@@ -187,7 +187,7 @@ class _Lowering:
                 return found
         out = self._new_value(spec, out_id)
         self.lowered.instrs.append(Instr(op, args, params, out))
-        if whole_op:
+        if expandable:
             self.natives[out.id] = kernel
         if key is not None:
             self.same[key] = out
