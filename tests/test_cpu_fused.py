@@ -1,5 +1,5 @@
 """The cpu backend's generated kernels for fused element-wise groups (verigrad/backends/cpu/fused.py):
-random element-wise programs, traced and fused, whose fused kernels must give `FusedOp.reference`'s
+random element-wise programs, traced and fused, whose fused kernels must give the group's `reference`'s
 bits on special values, broadcast operands and strided views, for every thread count; one compiler call
 for all the fused kernels of a plan; and the layouts and groups that run member by member instead."""
 
@@ -21,7 +21,7 @@ from verigrad.backends.kernel_table import EXACT
 from verigrad.backends.verification import compare
 from verigrad.ir import trace
 from verigrad.ir.passes import optimize
-from verigrad.ir.passes.fuse import FusedOp, merge
+from verigrad.ir.passes.fuse import is_fused, merge
 from verigrad.ir.plan import Plan, bind
 from verigrad.ops import REGISTRY
 from verigrad.shapes import spec
@@ -125,7 +125,7 @@ def every_op() -> list:
 
 
 def fused_instrs(program):
-    return [instr for instr in program.instrs if isinstance(instr.op, FusedOp)]
+    return [instr for instr in program.instrs if is_fused(instr)]
 
 
 def arrays_for(rng: np.random.Generator, instr, view: bool) -> list[np.ndarray]:
@@ -160,14 +160,16 @@ def test_random_fused_groups_give_the_references_bits(small_chunks):
     for fn, specs in every_op() + [random_program(rng) for _ in range(100)]:
         for instr in fused_instrs(optimize(trace(fn, *specs))):
             native = cpu.cpu.native(instr.op, instr.out.spec.dtype)
-            assert (native is None) == (fused.supported(instr.op, libm) is not None)
-            kernel = fused.kernel(cpu.cpu, instr.op, libm=frozenset(exact))  # AVX2-path ops too
+            assert (native is None) == (fused.supported(instr.op.group, libm) is not None)
+            kernel = fused.kernel(cpu.cpu, instr.op.group, libm=frozenset(exact))  # AVX2-path ops too
             if kernel is None:  # only where a routine is neither NumPy's nor NumPy's loops were found
-                assert any((m.name, d.name) not in exact for m, d in zip(instr.op.ops, instr.op.dtypes))
+                assert any(
+                    (m.name, d.name) not in exact for m, d in zip(instr.op.group.ops, instr.op.group.dtypes)
+                )
                 continue
             groups.append((kernel, instr))
     staged = fused.staged_ops(frozenset(exact))
-    with_numpys = [k for k, i in groups if any(m.name in staged for m in i.op.ops)]
+    with_numpys = [k for k, i in groups if any(m.name in staged for m in i.op.group.ops)]
     assert len(groups) > (120 if "exp" in elementwise.C_LIBRARY_EXACT or staged else 90)
     assert len(with_numpys) > 30 if staged else not with_numpys  # 41 of 143 on an AVX-512 machine
     builds = len(fused.BATCHES.builds)
@@ -212,7 +214,7 @@ def test_a_compiled_training_update_runs_each_group_in_one_step():
 
 
 def test_a_new_trace_of_the_same_step_finds_its_kernels_without_generating_them(monkeypatch):
-    """Each trace makes new FusedOp objects; groups of the same structure (members, wiring, dtypes,
+    """Each trace makes new fused ops; groups of the same structure (members, wiring, dtypes,
     one-element inputs) get the function generated for the first, without generating C again."""
     rng = np.random.default_rng(9)
     w, g = (verigrad.tensor(rng.random((40, 500), dtype=np.float32)) for _ in range(2))
@@ -344,7 +346,7 @@ def test_merged_groups_give_each_groups_bits_in_one_call(small_chunks):
     assert len(instrs) == 3
     results = [instr.out for instr in instrs]
     op, keys, params = merge([(i.op, i.args, i.params["params"]) for i in instrs], results)
-    assert op.roots[-1] == len(op.ops) - 1 and len(op.roots) == 3
+    assert op.group.roots[-1] == len(op.group.ops) - 1 and len(op.group.roots) == 3
     kernel = cpu.cpu.native(op, instrs[-1].out.spec.dtype)
     rng = np.random.default_rng(8)
     values = {a: rng.standard_normal(tuple(a.spec.shape)).astype(a.spec.dtype.np) for a in keys}
@@ -442,9 +444,9 @@ def test_groups_the_generator_does_not_take_have_no_kernel():
     ]:
         instr = _group(fn, spec((4, 4), dtype), spec((4, 4), dtype))
         assert cpu.cpu.native(instr.op, instr.out.spec.dtype) is None
-        assert fused.supported(instr.op, frozenset()) is not None
+        assert fused.supported(instr.op.group, frozenset()) is not None
     exp = _group(lambda a: verigrad.exp(a) * 2.0, spec((4,)))
-    assert fused.supported(exp.op, frozenset()) == "exp in f32: not exact here, or faster unfused"
+    assert fused.supported(exp.op.group, frozenset()) == "exp in f32: not exact here, or faster unfused"
     if cpu.vectorized():  # the AVX2 path of f32 exp is faster than a fused kernel's scalar formula
         assert cpu.cpu.native(exp.op, exp.out.spec.dtype) is None
 
@@ -458,13 +460,13 @@ def test_members_of_one_element_inputs_are_computed_once_with_the_same_bits():
 
     program = optimize(trace(update, spec((40, 30)), spec((40, 30)), spec(())))
     [instr] = fused_instrs(program)
-    scalar = fused.scalars(instr.op)
-    same, _ = fused.uniform(instr.op, scalar)
-    once = sorted(m.name for m, one in zip(instr.op.ops, same) if one)
+    scalar = fused.scalars(instr.op.group)
+    same, _ = fused.uniform(instr.op.group, scalar)
+    once = sorted(m.name for m, one in zip(instr.op.group.ops, same) if one)
     assert once == ["pow", "pow", "sqrt", "sub", "sub"]  # 0.9**t, 1 - ..., 0.999**t, 1 - ..., sqrt
     # made to take pow also where the C library's is not NumPy's (then held to the reference only on the
     # steps where the two agree on 0.9**t and 0.999**t)
-    kernel = fused.kernel(cpu.cpu, instr.op, libm=fused.libm_members(cpu.cpu) | {("pow", "f32")})
+    kernel = fused.kernel(cpu.cpu, instr.op.group, libm=fused.libm_members(cpu.cpu) | {("pow", "f32")})
     pow_kernel = cpu.cpu.native(REGISTRY["pow"], verigrad.f32)
     step = [a.id for a in instr.args].index(program.inputs[2].id)
     rng = np.random.default_rng(4)

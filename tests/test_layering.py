@@ -21,7 +21,6 @@ LAYERS = [
     "tensor",
     "modes",
     "ops",
-    "registry",
     "functions",
     "backends",
     "autograd",

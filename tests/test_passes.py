@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 import verigrad as vg
-from verigrad.backends import get_backend
+from verigrad.backends import Backend, get_backend
 from verigrad.ir import IRError
-from verigrad.ir.passes import PIPELINE, constfold, cse, dce, fuse, memplan, optimize, simplify
+from verigrad.ir.passes import PIPELINE, constfold, cse, dce, fuse, lower, memplan, optimize, simplify
 from verigrad.ir.passes.simplify import refines
 from verigrad.ir.plan import Plan, bind
 from verigrad.models import digits_cnn
@@ -282,8 +282,16 @@ def test_fuse_makes_trees_of_elementwise_ops_one_instruction(rng):
         "max",
     ]
     first, second = fused
-    assert [op.name for op in first.op.ops] == ["add", "relu"]  # in program order, the root last
-    assert {op.name for op in second.op.ops} == {"mul", "sub", "exp", "gt", "where", "broadcast_to", "cast"}
+    assert [op.name for op in first.op.group.ops] == ["add", "relu"]  # in program order, the root last
+    assert {op.name for op in second.op.group.ops} == {
+        "mul",
+        "sub",
+        "exp",
+        "gt",
+        "where",
+        "broadcast_to",
+        "cast",
+    }
     assert "{relu(add(%0, %2))}" in str(after)
 
 
@@ -300,7 +308,7 @@ def test_a_bias_add_and_relu_fuse_in_a_training_step():
         return loss, w.grad, b.grad
 
     p = optimize(vg.trace(step, vg.spec([n, 3])))
-    fused = [[op.name for op in i.op.ops] for i in p if i.name == "fused"]
+    fused = [[op.name for op in i.op.group.ops] for i in p if i.name == "fused"]
     assert ["add", "relu"] in fused, fused
     x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, 2.5, -3.0], np.float32)
     deriv = REGISTRY["relu_deriv"].reference
@@ -336,6 +344,25 @@ def test_fused_rules_are_checked_by_verify():
     wrong = p.copy([type(instr)(instr.op, (y, y), instr.params, instr.out)])  # [3] * [3] is no [2,3]
     with pytest.raises(IRError, match=r"rules give f32\[3\]"):
         wrong.verify()
+
+
+# lowering for a backend and a binding ------------------------------------------------------------
+def test_lower_inlines_what_the_backend_lacks_with_concrete_sizes():
+    from verigrad.backends.reference import reference
+
+    n = vg.dims("n")
+    program = optimize(vg.trace(lambda x: (x.softmax(-1) * 2.0 + 1.0).relu(), vg.spec([n, 4])))
+    assert {"softmax", "fused"} <= {i.name for i in program}
+    lowered = lower.run(program, {"n": 3}, reference).verify()  # no kernel for either here
+    names = [i.name for i in lowered]
+    assert "softmax" not in names and "fused" not in names and {"exp", "relu"} <= set(names)
+    assert [(v.id, v.name, v.spec) for v in lowered.inputs] == [(0, "x", vg.spec([3, 4]))]
+    assert lowered.outputs[0].spec == vg.spec([3, 4])  # a member's value: the group was split
+    fake = Backend("fake-softmax-for-tests", "a backend made by a test")
+    fake.register("softmax", lambda x, axis: x)
+    (kept,) = [i for i in lower.run(program, {"n": 3}, fake) if i.name == "softmax"]  # its own kernel
+    (traced,) = [i for i in program if i.name == "softmax"]
+    assert kept.out.id == traced.out.id and kept.out.spec == vg.spec([3, 4])  # the program's value
 
 
 # memory planning -------------------------------------------------------------------------------

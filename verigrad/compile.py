@@ -10,7 +10,12 @@ from typing import Any
 import numpy as np
 
 from . import modes
+from .autograd import is_grad_enabled
+from .backends import get_backend
 from .errors import ShapeError
+from .ir.passes import dce, optimize
+from .ir.plan import Plan, bind
+from .ir.trace import trace_function, unflatten
 from .ops import from_numpy, tensor
 from .shapes import Spec, dims, is_concrete, multiple_of
 from .tensor import Tensor
@@ -126,9 +131,6 @@ class Compiled:
         return entry
 
     def _trace(self, specs: tuple[Spec, ...]) -> tuple[Any, Any]:
-        from .ir.passes import dce, optimize
-        from .ir.trace import trace_function
-
         program, tree = trace_function(self.fn, specs)
         self.counts["traces"] += 1
         if program.backward_at is not None and dce.run(program).backward_at is None:
@@ -140,7 +142,6 @@ class Compiled:
         return (optimize(program) if self.optimize else program), tree
 
     def __call__(self, *args: Any) -> Any:
-        is_grad_enabled, get_backend, Plan, bind, unflatten = _call_imports()
         if modes.current().name != "eager" or (
             is_grad_enabled() and any(isinstance(a, Tensor) and a.requires_grad for a in args)
         ):
@@ -198,17 +199,6 @@ class Compiled:
 
     def __repr__(self) -> str:
         return f"<compiled {_name(self.fn)}: {self.counts}>"
-
-
-@functools.cache
-def _call_imports() -> tuple[Any, ...]:
-    """What a call uses from modules that import this one (imported at the first call, not each)."""
-    from .autograd import is_grad_enabled
-    from .backends import get_backend
-    from .ir.plan import Plan, bind
-    from .ir.trace import unflatten
-
-    return is_grad_enabled, get_backend, Plan, bind, unflatten
 
 
 def _as_tensor(a: Any) -> Tensor:

@@ -7,9 +7,10 @@ from typing import Any
 import numpy as np
 
 from . import modes
-from .autograd import Node, is_grad_enabled, no_grad
+from .autograd import Node, is_grad_enabled
 from .backends import get_backend
-from .dtypes import DType, from_numpy_dtype
+from .backends.reference import decomposition_kernel
+from .dtypes import DType
 from .shapes import Spec, shape_text
 from .tensor import Tensor
 
@@ -36,7 +37,7 @@ class EagerMode(modes.Mode):
             if kernel is None:
                 if not needs_grad:
                     return op.decompose(*args, **params)
-                kernel = decomposition_kernel(op)  # one tape node with the op's VJP
+                kernel = decomposition_kernel(op, EAGER)  # one tape node with the op's VJP
         else:
             kernel = backend.kernel(op, out.dtype)
         if getattr(kernel, "never_warns", False):
@@ -61,17 +62,6 @@ class EagerMode(modes.Mode):
         if not target.data.flags.writeable:
             raise RuntimeError("cannot write into a broadcast (read-only) view")
         np.copyto(target.data, value.data)
-
-
-def decomposition_kernel(op: Any) -> Any:
-    """A kernel for a composite op that runs its decomposition eagerly, without recording gradients."""
-
-    def run(*arrays: np.ndarray, **params: Any) -> np.ndarray:
-        tensors = [Tensor(Spec(a.shape, from_numpy_dtype(a.dtype)), a) for a in arrays]
-        with modes.using(EAGER), no_grad():
-            return op.decompose(*tensors, **params).data
-
-    return run
 
 
 def conform(op: Any, result: Any, out: Spec) -> np.ndarray:

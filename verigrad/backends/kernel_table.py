@@ -164,7 +164,7 @@ class Backend:
             return chosen[0]
         native = self.native(op, dtype)
         kernel = native or op.reference or _composite_reference(op)
-        if op.name != "fused":
+        if not op.is_fused:
             self._chosen[(op, dtype)] = (kernel, native is not None)
         return kernel
 

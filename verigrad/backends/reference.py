@@ -1,8 +1,9 @@
 """The reference backend: every op runs its NumPy reference. It has no code per op.
 
-`composite_reference(op)` is the reference of a composite op as a kernel: its decomposition with every
-op in it run by its NumPy reference (what a backend's fused kernel is measured against, and what it
-runs for the cases its C code does not take).
+`decomposition_kernel(op, mode)` runs a composite op's decomposition as a kernel, each op in it run by
+`mode`; `composite_reference(op)` is that with every op run by its NumPy reference: the reference of a
+composite op (what a backend's fused kernel is measured against, and what it runs for the cases its C
+code does not take). Eager mode and compiled plans run it in eager mode where a backend has no kernel.
 """
 
 from __future__ import annotations
@@ -40,12 +41,18 @@ class _References(modes.Mode):
 _REFERENCES = _References()
 
 
-def composite_reference(op: Any) -> Callable[..., np.ndarray]:
-    """A kernel running `op`'s decomposition on the references: the reference of a composite op."""
+def decomposition_kernel(op: Any, mode: modes.Mode) -> Callable[..., np.ndarray]:
+    """A kernel running the composite `op`'s decomposition on its arrays, each op in it run by `mode`
+    (which records no gradients: its operands are new tensors that require none)."""
 
     def run(*arrays: np.ndarray, **params: Any) -> np.ndarray:
         tensors = [Tensor(Spec(a.shape, from_numpy_dtype(a.dtype)), a) for a in arrays]
-        with modes.using(_REFERENCES), np.errstate(all="ignore"):
+        with modes.using(mode), np.errstate(all="ignore"):
             return op.decompose(*tensors, **params).data
 
     return run
+
+
+def composite_reference(op: Any) -> Callable[..., np.ndarray]:
+    """A kernel running `op`'s decomposition on the references: the reference of a composite op."""
+    return decomposition_kernel(op, _REFERENCES)

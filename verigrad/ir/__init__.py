@@ -1,7 +1,7 @@
-"""The IR: trace a function into a Program, print it, verify it, transform it, plan it."""
+"""The IR: trace a function into a Program, print it, validate it, transform it, plan it."""
 
 from .program import Instr, Program, Value
 from .trace import TraceMode, trace
-from .verify import IRError, verify
+from .validate import IRError, validate
 
-__all__ = ["IRError", "Instr", "Program", "TraceMode", "Value", "trace", "verify"]
+__all__ = ["IRError", "Instr", "Program", "TraceMode", "Value", "trace", "validate"]

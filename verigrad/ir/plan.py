@@ -1,73 +1,40 @@
 """A `Plan` is a Program bound to concrete sizes and a backend: a straight line of kernel calls.
 
-Building it resolves every symbol (from the arguments' shapes), every param and every kernel once:
-
-- a kernel is the backend's own for (op, dtype), else the op's NumPy reference; where the reference
-  is chosen and the op offers `fast` for the operands' dtypes, that leaner equivalent (the same
-  result, bit for bit, without the per-call dtype rule and no-op casts);
-- the same bits, cheaper, chosen from the concrete shapes: a backend kernel stated exact on a result
-  and operands of fewer elements than the backend's `ufunc_below` runs as the op's `fast`, or as its
-  reference where that is a ufunc (a ufunc call costs a fraction of a C kernel's set-up); `where` on a
-  0-d condition returns the chosen branch (not where that would hand the caller an argument's or
-  another result's array); a reshape that must copy (a permuted view) copies through the backend's
-  `contiguous` kernel (`_SHAPED_FAST`);
-- a composite op the backend has no kernel for is replaced by the instructions of its decomposition,
-  traced once for the concrete operands: the same kernels eager mode runs for it, without a trip
-  through eager dispatch per call;
-- a fused group (passes/fuse.py) the backend has no kernel for, or whose result and operands are all
-  smaller than the backend's `ufunc_below`, runs its members as steps of their own: the kernels they
-  would run unfused (ufuncs, on small operands), without a loop over the members inside a kernel. But
-  where the backend has a kernel for the group less its members computed from one-element values alone
-  (an optimizer's bias corrections), only those run as steps of their own, and the rest stays a group.
+Building it resolves every symbol (from the arguments' shapes) and lowers the program for the backend
+(passes/lower.py: decompositions inlined, fused groups split where the backend runs them better so),
+then binds a kernel to each lowered instruction (kernel_choice.py) and a slot to each value. Steps the
+binding fixes (no inputs, such as an inlined decomposition's `arange`, or `numel_of`) run once then and
+become constants. Which steps write their result into an input's array is the memory plan's decision
+(passes/memplan.py `calls_inplace`); `Plan.inplace = False` (on the class or a plan, before its first
+run) turns it off.
 
 The first run checks every kernel's result against its instruction's spec, as eager mode's `conform`
 does: a result of the wrong shape is an error; one of another dtype (or a NumPy scalar) is converted,
-and that instruction keeps the conversion. Later runs call the kernels directly, in a loop over
-the steps; once a plan has run `generate_after` times, it becomes a Python function generated for it,
-one line per kernel call (`print(plan.source)`), which saves the loop's overhead (a few tenths of a
-microsecond per call) at a one-time cost of compiling that source (tens of microseconds per line).
+and that instruction keeps the conversion. It also checks that each in-place step's result, allocated
+this once, has its input's strides (else the step allocates), and keeps those strides: a later run
+with other strides, or whose arguments share memory with a captured tensor written into, turns in
+place off. Later runs call the kernels directly, in a loop over the steps; once a plan has run
+`generate_after` times, it becomes a Python function generated for it, one line per kernel call
+(`print(plan.source)`), which saves the loop's overhead (a few tenths of a microsecond per call) at a
+one-time cost of compiling that source (tens of microseconds per line).
 
 On a backend that can record its kernel calls (the cpu backend's vg_call), a plan run more than
 `replay_after` times records one run's calls and replays them from then on (ir/replay.py): each step
 that made only C calls is one of them, without its Python; `Plan.replay = False` (or
 `VERIGRAD_REPLAY=0`) turns it off.
 
-In place (passes/memplan.py plans it for the program; the plan decides it for its own steps, which
-inline decompositions and run fused groups member by member): a step whose kernel is a NumPy ufunc
-writes its result into an input's array (`ufunc(a, b, out=a)`) where that is provably the same result, bit
-for bit, layout included:
-
-- at build time: every operand and the result have one dtype and the input the result's shape (so the
-  ufunc's own loop gives that dtype, as it would allocate it); the input's array was allocated by an
-  earlier ufunc step of this run (never a program input, a captured tensor, a constant, or a kernel's
-  result that may be a view of any of them), and neither it nor anything that may view it (the result
-  of any step that is not a ufunc's is taken to view its inputs) is read later or returned;
-- on the first run, which allocates every result and checks it: the result the ufunc allocated has the
-  input's strides. Layouts follow from the inputs' strides alone, so later runs with inputs of the
-  strides the first run had run those steps in place; a run with other strides turns in place off.
-
-An update of a captured tensor (an optimizer's new parameter or moment) is written into that tensor's
-own array, where the step that makes it writes element-wise into `out=` (a ufunc of one dtype, or a
-kernel that says it `writes_into`, as the cpu backend's fused kernels), and neither the tensor nor
-anything that may view it is read after that step; `compile` then has nothing to copy back. A run
-whose arguments share memory with a tensor so written turns in place off.
-
-`Plan.inplace = False` (on the class or a plan, before its first run) turns it off.
-
 Merged calls: fused steps whose results only one later fused step of their shape reads (an optimizer's
 new moments, which the parameter's update reads) run, from the second run on, as one call of a kernel
 the backend makes for the group of groups (passes/fuse.py `merge`): one pass reads the gradient and
 the old values and writes every result, each into the array its step would have written. They merge
 only where no step between them writes into an array (the merged call reads the earlier steps' inputs
-later than they did). `Plan.merge = False` turns it off. Steps the binding fixes (no inputs, such as an
-inlined decomposition's `arange`, or `numel_of`) run once when the plan is built and become constants.
+later than they did). `Plan.merge = False` turns it off.
 """
 
 from __future__ import annotations
 
 import collections
 import functools
-import math
 import operator
 import os
 from collections.abc import Callable, Sequence
@@ -75,19 +42,27 @@ from typing import Any
 
 import numpy as np
 
-from .. import modes
-from ..autograd import no_grad
 from ..backends import Backend
 from ..backends.memory import retain_freed
-from ..dtypes import DType
-from ..eager import conform, decomposition_kernel
+from ..eager import conform
 from ..errors import DTypeError, ShapeError
 from ..shapes import Dim, Spec, evaluate, multiple_of, shape_text
-from ..tensor import Tensor
-from .passes.fuse import FusedOp, merge, mergeable
-from .program import Program, Value
+from . import kernel_choice
+from .kernel_choice import ALIASING
+from .passes import lower, memplan
+from .passes.fuse import merge, mergeable
+from .program import Program
 from .replay import Replay, Results, root
-from .trace import TraceMode
+from .steps import (
+    Merged,
+    Step,
+    call_args,
+    call_outs,
+    fixed_kernel,
+    is_fused_step,
+    is_ufunc_step,
+    writes_into,
+)
 
 RECORDINGS = 4  # recordings of a plan's calls, at most (each made after a run that could not replay)
 
@@ -138,98 +113,6 @@ def _plain_symbol(d: Any) -> str | None:
     return None
 
 
-def concrete(value: Any, values: dict[str, int]) -> Any:
-    """A param with every Dim replaced by its value."""
-    if isinstance(value, Dim):
-        return value.evaluate(values)
-    if isinstance(value, tuple):
-        return tuple(concrete(v, values) for v in value)
-    if isinstance(value, list):
-        return [concrete(v, values) for v in value]
-    return value
-
-
-_PLAIN = (int, float, str, bool, type(None))
-
-
-class _Concrete:
-    """`concrete` with each Dim and each shape evaluated once per plan (a program repeats a few sizes)."""
-
-    def __init__(self, values: dict[str, int]) -> None:
-        self.values = values
-        self.dims: dict[Dim, int] = {}
-        self.shapes: dict[tuple, tuple] = {}
-
-    def __call__(self, value: Any) -> Any:
-        if isinstance(value, _PLAIN):  # the common case first
-            return value
-        if isinstance(value, Dim):
-            n = self.dims.get(value)
-            if n is None:
-                n = self.dims[value] = value.evaluate(self.values)
-            return n
-        if isinstance(value, tuple):
-            return tuple(map(self, value))
-        if isinstance(value, list):
-            return [self(v) for v in value]
-        return value
-
-    def shape(self, shape: tuple) -> tuple:
-        out = self.shapes.get(shape)
-        if out is None:
-            out = self.shapes[shape] = (
-                shape if all(type(d) is int for d in shape) else tuple(map(self, shape))
-            )
-        return out
-
-
-class Step:
-    """One kernel call: slots in, one slot out, and the spec its result must have."""
-
-    __slots__ = ("fix", "ins", "into", "kernel", "native", "op", "out", "params", "spec")
-
-    def __init__(
-        self,
-        op: Any,
-        kernel: Callable,
-        ins: tuple[int, ...],
-        out: int,
-        spec: Spec,
-        params: dict | None = None,
-    ) -> None:
-        self.op, self.kernel, self.ins, self.out, self.spec = op, kernel, ins, out, spec
-        self.params = params or {}
-        self.fix: str | None = None  # after the first run: None, "asarray" or "conform"
-        self.into: int | None = None  # the input slot whose array the result is written into
-        self.native: Callable | None = None  # the backend's kernel where a leaner one runs (small operands)
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"x{i}" for i in self.ins)
-        into = "" if self.into is None else f" (into x{self.into})"
-        return f"x{self.out}: {self.spec!r} = {self.op.name}({args}){into}"
-
-
-class Merged(Step):
-    """Fused steps run as one kernel call in the last one's place (see `Plan._merge_groups`): `outs`
-    their result slots (the last one's last), `intos` the slot each is written into (None: a new
-    array), `parts` the steps it stands for."""
-
-    __slots__ = ("intos", "outs", "parts")
-
-    def __init__(self, op: Any, kernel: Callable, ins: tuple[int, ...], parts: list[Step]) -> None:
-        super().__init__(op, kernel, ins, parts[-1].out, parts[-1].spec)
-        self.parts = parts
-        self.outs = tuple([part.out for part in parts])
-        self.intos = tuple([part.into for part in parts])
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"x{i}" for i in self.ins)
-        outs = ", ".join(
-            f"x{o}" + ("" if i is None else f" (into x{i})") for o, i in zip(self.outs, self.intos)
-        )
-        return f"{outs} = {self.op.name}({args})"
-
-
 class Plan:
     """The program's instructions as kernel calls over numbered slots, for one binding of the symbols."""
 
@@ -238,18 +121,11 @@ class Plan:
         self.program = program
         self.values = dict(values)
         self.backend = backend
-        self._concrete = _Concrete(self.values)
-        self._slots: dict[Value, int] = {}  # also holds the decompositions' values
         self.specs: list[Spec] = []  # concrete spec of each slot
         self.consts: dict[int, np.ndarray] = {}
         self.steps: list[Step] = []
-        self._same: dict[Any, int] = {}  # (op, input slots, params) -> the slot that computed it
-        self._mergeable = mergeable(program)  # fused results kept whole, however small
-        self.input_slots = [self._new_slot(v, self._spec(v.spec)) for v in program.inputs]
-        self._emit(program.instrs, self._slots)
-        self.output_slots = [self._slots[v] for v in program.outputs]
+        self.input_slots, self.output_slots, self.update_slots = self._bind_kernels()
         self.update_names = list(program.updates)
-        self.update_slots = {name: self._slots[v] for name, v in program.updates.items()}
         self._fold_known_steps()
         self._no_alias_out()
         self.instructions = len(self.steps)
@@ -277,166 +153,44 @@ class Plan:
     replay_after = 8
     replay = os.environ.get("VERIGRAD_REPLAY", "1") != "0"
 
-    # whether the first run may turn on in place for the steps that allow it (see the module docstring)
+    # whether the first run may turn on in place for the steps the memory plan allows
     inplace = True
 
     # whether later runs make one call of each group of `_merge_groups`
     merge = True
 
     # building ----------------------------------------------------------------------------------
-    def _spec(self, spec: Spec) -> Spec:
-        shape = self._concrete.shape(spec.shape)
-        return spec if shape is spec.shape else Spec(shape, spec.dtype)
-
-    def _new_slot(self, v: Value, spec: Spec) -> int:
-        slot = self._slots[v] = len(self.specs)
-        self.specs.append(spec)
-        return slot
-
-    def _emit(self, instrs: Sequence[Any], slots: dict[Value, int], inlined: bool = False) -> None:
-        """Steps for `instrs`, whose values `slots` maps (arguments in, results added). The steps of
-        inlined decompositions are merged with equal earlier ones (softmax's backward after
-        cross_entropy's forward repeats its max, sub and exp); the passes did that for the rest."""
-        concrete_param = self._concrete
-        for instr in instrs:
-            op = instr.op
-            if isinstance(op, str):  # "const"
-                value = instr.params["value"]
-                slots[instr.out] = slot = len(self.specs)
-                self.specs.append(Spec(value.shape, instr.out.spec.dtype))
-                self.consts[slot] = value
+    def _bind_kernels(self) -> tuple[list[int], list[int], dict[str, int]]:
+        """The program lowered for the backend and the binding (passes/lower.py); a slot for each value
+        of it (the inputs first) and a step for each instruction but constants, its kernel chosen for
+        the backend (kernel_choice.py). Fused results a merged call may compute (`whole`) keep the
+        backend's kernel however small. Returns the slots of the inputs, outputs and updates."""
+        whole = mergeable(self.program)
+        natives: dict[int, Any] = {}  # the backend's kernels lowering found, by value id
+        lowered = lower.run(self.program, self.values, self.backend, whole, natives)
+        specs = self.specs
+        slots: dict[int, int] = {}
+        for v in lowered.inputs:
+            slots[v.id] = len(specs)
+            specs.append(v.spec)
+        for instr in lowered.instrs:
+            slot = slots[instr.out.id] = len(specs)
+            specs.append(instr.out.spec)
+            if isinstance(instr.op, str):  # "const"
+                self.consts[slot] = instr.params["value"]
                 continue
-            ins = tuple([slots[a] for a in instr.args])
-            params = {k: concrete_param(p) for k, p in instr.params.items()} if instr.params else {}
-            whole = not inlined and instr.out.id in self._mergeable
-            slots[instr.out] = self._call(op, params, ins, self._spec(instr.out.spec), inlined, whole)
-
-    def _call(
-        self,
-        op: Any,
-        params: dict,
-        ins: tuple[int, ...],
-        spec: Spec,
-        inlined: bool = False,
-        whole: bool = False,
-    ) -> int:
-        """The slot holding `op(*ins, **params)` of concrete `spec`, after the steps that compute it. A
-        fused group that may be merged (`whole`) keeps its kernel however small: a merged call costs
-        less than the members of its groups."""
-        backend = self.backend
-        if op.is_composite or isinstance(op, FusedOp):
-            kernel = backend.native(op, spec.dtype)
-            small = not whole and self._small_exact(op, ins, spec)
-            if isinstance(op, FusedOp) and kernel is None and not small:
-                hoisted = self._hoisted(op, params["params"], ins, spec, inlined, whole)
-                if hoisted is not None:
-                    return hoisted
-            if isinstance(op, FusedOp) and (kernel is None or small):  # small: ufuncs cost less than C
-                return self._members(op, params["params"], ins)[len(op.ops) - 1]
-            if kernel is None:
-                sub = _decomposition(op, params, tuple([self.specs[i] for i in ins]), spec)
-                if sub is not None:
-                    inner = dict(zip(sub.inputs, ins))
-                    self._emit(sub.instrs, inner, inlined=True)
-                    return inner[sub.outputs[0]]
-                kernel = decomposition_kernel(op)
-        else:
-            kernel = backend.kernel(op, spec.dtype)
-        key: Any = None
-        if inlined:
-            try:
-                key = (op, ins, tuple((k, _param_key(v)) for k, v in params.items()))
-            except TypeError:
-                key = None
-        if key is not None:
-            slot = self._same.get(key)
-            if slot is not None:
-                return slot
-        bound = native = None
-        if kernel is not op.reference and not whole and self._small_exact(op, ins, spec):
-            if op.fast is not None:
-                bound = op.fast(spec.dtype, tuple([self.specs[i].dtype for i in ins]), **params)
-            elif isinstance(op.reference, np.ufunc) and not params:  # neg, abs: already lean
-                bound = op.reference
-            if bound is not None:  # a replay makes the backend's call, which costs less without Python
-                native = functools.partial(kernel, **params) if params else kernel
-        if kernel is op.reference:
-            shaped = _SHAPED_FAST.get(op.name)
-            if shaped is not None:
-                bound = shaped(backend, spec, tuple([self.specs[i] for i in ins]), params)
-            if bound is None and op.fast is not None:
-                bound = op.fast(spec.dtype, tuple([self.specs[i].dtype for i in ins]), **params)
-        if bound is None:
-            bound = functools.partial(kernel, **params) if params else kernel
-        out = len(self.specs)
-        self.specs.append(spec)
-        step = Step(op, bound, ins, out, spec, params)
-        step.native = native
-        self.steps.append(step)
-        if key is not None:
-            self._same[key] = out
-        return out
-
-    def _small_exact(self, op: Any, ins: tuple[int, ...], spec: Spec) -> bool:
-        """Whether the backend's kernel is exact and the result and every operand have fewer elements
-        than its `ufunc_below` (0 where it has none): the op's `fast` NumPy kernel then gives the same
-        bits at a lower per-call cost."""
-        small = getattr(self.backend, "ufunc_below", 0)
-        if math.prod(spec.shape) >= small or any(math.prod(self.specs[i].shape) >= small for i in ins):
-            return False
-        return self.backend.exactness(op.name, spec.dtype.name).is_exact
-
-    def _members(
-        self, op: FusedOp, params: tuple, ins: tuple[int, ...], which: Sequence[int] | None = None
-    ) -> dict[int, int]:
-        """A fused group the backend has no kernel for: each member (of `which`, in order; default all) a
-        step of its own, running the kernel it would run unfused, checked and converted as every step
-        is; the slots of their results."""
-        done: dict[int, int] = {}
-        for m in range(len(op.ops)) if which is None else which:
-            member, refs, member_params = op.ops[m], op.wiring[m], dict(params[m])
-            args = tuple([ins[k] if kind == "in" else done[k] for kind, k in refs])
-            shape = member.shape_rule(*[self.specs[i].shape for i in args], **member_params)
-            done[m] = self._call(member, member_params, args, Spec(shape, op.dtypes[m]))
-        return done
-
-    def _hoisted(
-        self, op: FusedOp, params: tuple, ins: tuple[int, ...], spec: Spec, inlined: bool, whole: bool
-    ) -> int | None:
-        """A fused group the backend has no kernel for, where it has one for the group less the members
-        computed from one-element values alone (Adam's bias corrections, whose pow the cpu backend does
-        not fuse where the C library's is not NumPy's): those members as steps of their own, the rest a
-        group reading their results; None where that is not so."""
-        if not op.inputs:
-            return None
-        same: list[bool] = []  # computed from one-element values alone
-        for refs in op.wiring:
-            same.append(
-                all(math.prod(self.specs[ins[k]].shape) == 1 if kind == "in" else same[k] for kind, k in refs)
+            ins = tuple([slots[a.id] for a in instr.args])
+            spec, params = instr.out.spec, instr.params
+            operands = tuple([specs[i] for i in ins])
+            found = natives.get(instr.out.id)
+            kernel, native = kernel_choice.choose(
+                self.backend, instr.op, params, spec, operands, instr.out.id in whole, found
             )
-        rest = [m for m, one in enumerate(same) if not one]
-        if len(rest) == len(same) or any(same[m] for m in op.roots):
-            return None
-        read = sorted({k for m in rest for kind, k in op.wiring[m] if kind == "m" and same[k]})
-        shapes: dict[int, tuple] = {}
-        for m in (m for m, one in enumerate(same) if one):
-            args = [self.specs[ins[k]].shape if kind == "in" else shapes[k] for kind, k in op.wiring[m]]
-            shapes[m] = op.ops[m].shape_rule(*args, **dict(params[m]))
-        place = {m: ("m", j) for j, m in enumerate(rest)} | {
-            m: ("in", len(ins) + j) for j, m in enumerate(read)
-        }
-        rest_op = FusedOp(
-            tuple(op.ops[m] for m in rest),
-            tuple(tuple(place[k] if kind == "m" else (kind, k) for kind, k in op.wiring[m]) for m in rest),
-            tuple(op.dtypes[m] for m in rest),
-            (*op.inputs, *(Spec(shapes[m], op.dtypes[m]) for m in read)),
-            tuple(place[m][1] for m in op.roots),
-        )
-        if self.backend.native(rest_op, spec.dtype) is None:
-            return None
-        done = self._members(op, params, ins, [m for m, one in enumerate(same) if one])
-        rest_params = {"params": tuple(params[m] for m in rest)}
-        return self._call(rest_op, rest_params, (*ins, *(done[m] for m in read)), spec, inlined, whole)
+            step = Step(instr.op, kernel, ins, slot, spec, params)
+            step.native = native
+            self.steps.append(step)
+        updates = {name: slots[v.id] for name, v in lowered.updates.items()}
+        return [slots[v.id] for v in lowered.inputs], [slots[v.id] for v in lowered.outputs], updates
 
     def _fold_known_steps(self) -> None:
         """Steps whose result the binding already fixes become constants: those with no inputs (a
@@ -457,96 +211,30 @@ class Plan:
         self.steps = kept
 
     def _no_alias_out(self) -> None:
-        """A step whose kernel may return an operand's array (`_SHAPED_FAST`) copies instead where that
+        """A step whose kernel may return an operand's array (kernel_choice.py) copies instead where that
         would make a result the same array as an argument, a captured tensor, a constant or another
         result: the caller owns each result."""
         shared = {*self.input_slots, *self.consts, *self.output_slots}
         for step in self.steps:
-            found = _ALIASING.get(step.kernel)
+            found = ALIASING.get(step.kernel)
             if found is not None and (step.out in shared or shared.intersection(step.ins[found[1]])):
                 step.kernel = found[0]
 
     def _inplace_candidates(self) -> dict[int, int]:
-        """Step index -> an input slot the step may write its result into, by the rules of the module
-        docstring that need no run: a ufunc of one dtype, an input of the result's shape allocated by
-        an earlier ufunc step, which nothing reads, views or returns afterwards."""
-        steps = self.steps
-        fresh = {step.out for step in steps if _ufunc_step(step)}  # arrays a ufunc allocated
-        allocated = fresh | {step.out for step in steps if _writes_into(step)}  # new arrays, never views
-        if not allocated:
-            return {}
-        end = len(steps)
-        last: dict[int, int] = {}  # slot -> the last step reading it (end: returned)
-        for k, step in enumerate(steps):
-            for i in step.ins:
-                last[i] = k
-        for slot in (*self.output_slots, *self.update_slots.values()):
-            last[slot] = end
-        roots: dict[int, frozenset] = {}  # slot -> the allocations its array may be (a view of)
-        for slot in (*self.input_slots, *self.consts):
-            roots[slot] = frozenset((slot,))
-        # allocation -> the last step reading any slot that may hold (a view of) it
-        held_until: dict[int, int] = {slot: last.get(slot, -1) for slot in self.input_slots}
-        candidates: dict[int, int] = {}
-        for k, step in enumerate(steps):
-            into = None
-            if step.out in fresh and len(step.spec.shape):
-                into = self._into(step, k, roots, held_until, last, fresh)
-            if into is not None:
-                candidates[k] = into
-                roots[step.out] = roots[into]
-            elif step.out in allocated:
-                roots[step.out] = frozenset((step.out,))
-            else:  # any other kernel's result may view its inputs
-                roots[step.out] = frozenset((step.out,)).union(*[roots[i] for i in step.ins])
-            read = last.get(step.out, -1)
-            for r in roots[step.out]:
-                if held_until.get(r, -1) < read:
-                    held_until[r] = read
-        candidates.update(self._update_targets(held_until))
-        return candidates
-
-    def _update_targets(self, held_until: dict[int, int]) -> dict[int, int]:
-        """Step index -> the captured input slot it may write its result into: the result is the update
-        of that tensor (its new value, which `compile` would copy into it), made by a step that writes
-        element-wise into `out=` a result of the input's spec, and neither the input nor anything that
-        may view it is read after that step (an optimizer's last read of a parameter or a moment)."""
-        program = self.program
-        captured = dict(
-            zip([v.name for v in program.inputs[program.n_args :]], self.input_slots[program.n_args :])
+        """Step index -> the input slot the memory plan lets the step write its result into."""
+        steps, program = self.steps, self.program
+        n = program.n_args
+        return memplan.calls_inplace(
+            steps,
+            self.specs,
+            inputs=self.input_slots,
+            consts=list(self.consts),
+            outputs=self.output_slots,
+            captured=dict(zip([v.name for v in program.inputs[n:]], self.input_slots[n:])),
+            updates=self.update_slots,
+            ufuncs={k for k, step in enumerate(steps) if is_ufunc_step(step)},
+            writers={k for k, step in enumerate(steps) if writes_into(step)},
         )
-        made_by = {step.out: k for k, step in enumerate(self.steps)}
-        outputs = set(self.output_slots)
-        shared = collections.Counter(self.update_slots.values())
-        targets: dict[int, int] = {}
-        for name, u in self.update_slots.items():
-            k, c = made_by.get(u), captured.get(name)
-            if k is None or c is None or u in outputs or shared[u] != 1:
-                continue
-            step = self.steps[k]
-            if step.spec != self.specs[c] or held_until.get(c, -1) > k:
-                continue
-            if _writes_into(step) or (
-                _ufunc_step(step) and all(self.specs[i].dtype is step.spec.dtype for i in step.ins)
-            ):
-                targets[k] = c
-        return targets
-
-    def _into(self, step: Step, k: int, roots: dict, held_until: dict, last: dict, fresh: set) -> int | None:
-        spec = step.spec
-        specs = self.specs
-        for i in step.ins:
-            if specs[i].dtype is not spec.dtype:
-                return None
-        for i in step.ins:
-            if specs[i].shape != spec.shape or len(roots[i]) != 1:
-                continue
-            (r,) = roots[i]
-            if r not in fresh or held_until.get(r, -1) > k:
-                continue  # not a ufunc's allocation, or read (itself or a view) after this step
-            if all(j == i or r not in roots[j] for j in step.ins):  # read through no other view here
-                return i
-        return None
 
     def _merge_groups(self) -> list[tuple[tuple[int, ...], Any, Callable, tuple[int, ...]]]:
         """Groups of fused steps `(k1, ..., k)` that a run may make one kernel call at step k, each with
@@ -565,7 +253,7 @@ class Plan:
         roots: set[int] = set()
         groups = []
         for k, step in enumerate(steps):
-            if not _fused_step(step):
+            if not is_fused_step(step):
                 continue
             parts = sorted(
                 {
@@ -575,7 +263,7 @@ class Plan:
                     and i not in outputs
                     and readers[i] == {k}
                     and made_by[i] not in roots
-                    and _fused_step(steps[made_by[i]])
+                    and is_fused_step(steps[made_by[i]])
                     and steps[made_by[i]].spec.shape == step.spec.shape
                 }
             )
@@ -707,7 +395,7 @@ class Plan:
                 result, target = env[step.out], env[into]
                 # a ufunc's result of no dimensions is a NumPy scalar ("asarray"); into `out=` it is
                 # that array (an optimizer's step count)
-                plain = step.fix is None or (step.fix == "asarray" and _ufunc_step(step))
+                plain = step.fix is None or (step.fix == "asarray" and is_ufunc_step(step))
                 if plain and result.strides == target.strides and target.flags.writeable:
                     step.into = into
             if any(step.into is not None for step in self.steps):
@@ -724,7 +412,7 @@ class Plan:
     def _start_loop(self) -> None:
         """The calls of later runs (`_schedule`), and the loop that makes them."""
         self.calls = self._schedule()
-        self._loop = [(_fixed(step), _args(step), _outs(step)) for step in self.calls]
+        self._loop = [(fixed_kernel(step), call_args(step), call_outs(step)) for step in self.calls]
 
     def _inplace_holds(self, arrays: Sequence[np.ndarray]) -> bool:
         """Whether a run on `arrays` may keep in place: the first run's strides, and no array written
@@ -766,7 +454,7 @@ class Plan:
         keep = set(self.output_slots) | set(self.update_slots.values()) | set(self.input_slots)
         last: dict[int, int] = {}
         for k, step in enumerate(self.calls):
-            for i in _args(step):
+            for i in call_args(step):
                 last[i] = k
         dead_after: dict[int, list[int]] = {}
         for slot, k in last.items():
@@ -787,7 +475,7 @@ class Plan:
             elif step.fix == "conform":
                 namespace[f"op{k}"], namespace[f"spec{k}"] = step.op, step.spec
                 call = f"conform(op{k}, {call}, spec{k})"
-            outs = _outs(step)
+            outs = call_outs(step)
             targets = ", ".join(f"x{o}" for o in outs) if isinstance(outs, tuple) else f"x{outs}"
             lines.append(f"    {targets} = {call}  # {step.op.name}")
             for out in outs if isinstance(outs, tuple) else (outs,):
@@ -801,183 +489,3 @@ class Plan:
         self.source = "\n".join(lines) + "\n"
         exec(compile(self.source, f"<plan of {len(self.steps)} steps>", "exec"), namespace)
         return namespace["run"]
-
-
-def _ufunc_step(step: Step) -> bool:
-    """Whether the step calls a NumPy ufunc on its arrays alone (one result, allocated by the ufunc)."""
-    kernel = step.kernel
-    return isinstance(kernel, np.ufunc) and kernel.nout == 1 and kernel.nin == len(step.ins)
-
-
-def _writes_into(step: Step) -> bool:
-    """Whether the step's kernel allocates a new array for its result, or writes it into `out=` (an
-    array of the result's spec, which may be one of its inputs): a fused kernel's."""
-    kernel = step.kernel
-    return getattr(getattr(kernel, "func", kernel), "writes_into", False) is True
-
-
-def _fused_step(step: Step) -> bool:
-    """Whether the step runs a fused group's own kernel (one that may write into `out=`)."""
-    return isinstance(step.op, FusedOp) and "params" in step.params and _writes_into(step)
-
-
-def _args(step: Step) -> tuple[int, ...]:
-    """The slots the loop passes to the step's kernel: its inputs, then the slot(s) it writes into."""
-    if isinstance(step, Merged):
-        return (*step.ins, *[i for i in step.intos if i is not None])
-    return step.ins if step.into is None else (*step.ins, step.into)
-
-
-def _outs(step: Step) -> Any:
-    """The slot the step's result goes to; a merged call's, a tuple of them."""
-    return step.outs if isinstance(step, Merged) else step.out
-
-
-def _into(kernel: Callable) -> Callable:
-    """The kernel (a ufunc, or one that `_writes_into`) on all its arguments but the last, into the last
-    (as `out`)."""
-    return lambda *arrays: kernel(*arrays[:-1], out=arrays[-1])
-
-
-def recording_kernel(step: Step, fixed: Callable) -> Callable:
-    """What a replay records for the step (ir/replay.py): the backend's kernel where the plan runs a
-    leaner one on small operands (a replayed call costs less than the ufunc's Python), writing into
-    the step's input where the step does and the kernel `takes_out`; else the loop's kernel `fixed`."""
-    native = step.native
-    if native is None or isinstance(step, Merged):
-        return fixed
-    if step.into is None:
-        return native
-    if getattr(getattr(native, "func", native), "takes_out", False):
-        return _into(native)
-    return fixed
-
-
-def _fixed(step: Step) -> Callable:
-    """The step's kernel with the conversion its first result needed, if any."""
-    kernel, op, spec = step.kernel, step.op, step.spec
-    if isinstance(step, Merged):
-        n, intos = len(step.ins), step.intos
-
-        def merged(*arrays: np.ndarray) -> Any:
-            extra = iter(arrays[n:])
-            return kernel(*arrays[:n], out=tuple([None if i is None else next(extra) for i in intos]))
-
-        return merged
-    if step.into is not None:
-        return _into(kernel)
-    if step.fix == "asarray":
-        return lambda *arrays: np.asarray(kernel(*arrays))
-    if step.fix == "conform":
-        return lambda *arrays: conform(op, kernel(*arrays), spec)
-    return kernel
-
-
-def _select(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return a if c else b
-
-
-def _where_select(backend: Backend, out: Spec, specs: tuple[Spec, ...], params: dict) -> Callable | None:
-    """`where` with a 0-d condition and both branches of the result's spec (an optimizer's first-step
-    test): the chosen branch itself, the bits np.where would copy it to."""
-    c, a, b = specs
-    return _select if not c.shape and a == out and b == out else None
-
-
-_RESHAPE_NO_COPY = np.lib.NumpyVersion(np.__version__) >= "2.1.0"  # np.reshape(..., copy=False)
-
-
-def _merged(x: np.ndarray) -> np.ndarray:
-    """A view of x with its adjacent axes merged where their strides allow (and size-1 axes dropped):
-    a permuted array's few blocks."""
-    shape: list[int] = []
-    strides: list[int] = []
-    for n, step in zip(x.shape, x.strides):
-        if n == 1:
-            continue
-        if shape and strides[-1] == step * n:
-            shape[-1] *= n
-            strides[-1] = step
-        else:
-            shape.append(n)
-            strides.append(step)
-    return x.reshape(shape)  # a view: each merge keeps the elements' addresses
-
-
-def _reshape_copying(backend: Backend, out: Spec, specs: tuple[Spec, ...], params: dict) -> Callable | None:
-    """`reshape` that copies (a permuted view, say) through the backend's `contiguous` kernel, after
-    merging the view's axes (its C copy takes up to 4 axes): the same elements, in a new C-contiguous
-    array, as np.reshape's copy; a view where np.reshape gives one."""
-    from ..registry import OPS
-
-    contiguous = backend.native(OPS["contiguous"], out.dtype)
-    if contiguous is None or not _RESHAPE_NO_COPY:
-        return None
-    shape = params["shape"]
-
-    def reshape(x: np.ndarray) -> np.ndarray:
-        if x.flags.c_contiguous:  # a view (the check costs less than copy=False's)
-            return x.reshape(shape)
-        try:
-            return x.reshape(shape, copy=False)
-        except ValueError:  # no view of x has this shape
-            return contiguous(_merged(x)).reshape(shape)
-
-    return reshape
-
-
-# op name -> for the backend, the result's and operands' concrete specs and the params, a leaner
-# equivalent of the op's reference (as `Op.fast`, but chosen by shape), or None
-_SHAPED_FAST: dict[str, Callable[..., Callable | None]] = {
-    "where": _where_select,
-    "reshape": _reshape_copying,
-}
-# such a kernel -> one that copies (the same bits), and the operands it may return
-_ALIASING: dict[Callable, tuple[Callable, slice]] = {_select: (np.where, slice(1, None))}
-
-
-# composite ops without a kernel: their decompositions, traced for concrete operands ------------
-_DECOMPOSITIONS: dict[Any, Program | None] = {}
-
-
-def _decomposition(op: Any, params: dict, specs: tuple[Spec, ...], out: Spec) -> Program | None:
-    """The decomposition of `op` for operands of these concrete specs, as a Program whose one output
-    has the spec `out` (None when it cannot be traced, reads tensors it was not given, or gives
-    another spec: the plan then runs it eagerly, as `decomposition_kernel`)."""
-    try:
-        key: Any = (op.name, specs, tuple((k, _param_key(v)) for k, v in sorted(params.items())))
-    except TypeError:
-        key = None  # a param this cache cannot tell apart reliably: trace again
-    if key is not None and key in _DECOMPOSITIONS:
-        return _DECOMPOSITIONS[key]
-    program = Program()
-    args = [Tensor(s, program.add_input(s, f"a{i}")) for i, s in enumerate(specs)]
-    program.n_args = len(args)
-    mode = TraceMode(program)
-    try:
-        with modes.using(mode), no_grad():
-            result = op.decompose(*args, **params)
-        program.outputs = [mode.value_of(result)] if isinstance(result, Tensor) else []
-    except Exception:  # a decomposition that only runs eagerly: the plan runs it so, per call
-        program.outputs = []
-    ok = not mode.captured and program.outputs and program.outputs[0].spec == out
-    program = program if ok else None
-    if key is not None:
-        if len(_DECOMPOSITIONS) > 4096:
-            _DECOMPOSITIONS.clear()
-        _DECOMPOSITIONS[key] = program
-    return program
-
-
-def _param_key(value: Any) -> Any:
-    """A key that tells apart every two params a decomposition could treat differently (0.0 and
-    -0.0, 1 and 1.0 and True); TypeError for a kind of value it does not know."""
-    if isinstance(value, float):
-        return (float, value.hex())
-    if value is None or isinstance(value, bool | int | str):
-        return (type(value), value)
-    if isinstance(value, tuple):
-        return (tuple, tuple(_param_key(v) for v in value))
-    if isinstance(value, DType):
-        return (DType, value.name)
-    raise TypeError(f"no cache key for {type(value).__name__}")

@@ -1,4 +1,5 @@
 """Print a Program: a header with the inputs, one line per instruction, `backward:`, and returns.
+(It reads programs without importing program.py, which imports it for `str(program)`.)
 
 program(%0 x: f32[n,din], %1 w: f32[dout,din]) {
   %2: f32[din,dout] = permute %1 (axes=(1,0))
@@ -15,7 +16,15 @@ import numpy as np
 
 from ..dtypes import DType
 from ..shapes import Dim, Spec
-from .program import Instr, Program, Value, const_text
+
+
+def const_text(value: np.ndarray) -> str:
+    if value.ndim == 0:
+        return str(value[()])  # the shortest text that reads back as the same value of its dtype
+    flat = value.reshape(-1)
+    if flat.size and (flat == flat[0]).all():
+        return f"full({flat[0]})"
+    return "array(...)"
 
 
 def spec_text(spec: Spec) -> str:
@@ -47,27 +56,40 @@ def param_text(value: Any) -> str:
     return str(value)
 
 
-def instr_text(instr: Instr) -> str:
+def instr_text(instr: Any) -> str:
+    """One instruction (an `Instr`) as a line of the program's text, without its indent."""
     head = f"%{instr.out.id}: {spec_text(instr.out.spec)} = {instr.name}"
     if instr.name == "const":
         return f"{head} {const_text(instr.params['value'])}"
-    own = getattr(instr.op, "text", None)  # an op that prints its own operands: ir/passes/fuse.py
-    if own is not None:
-        return head + own(instr)
+    if instr.op.is_fused:
+        return head + _group_text(instr)
     args = "".join(f" %{a.id}" for a in instr.args)
     params = ", ".join(f"{k}={param_text(v)}" for k, v in instr.params.items() if not _is_quiet(k, v))
     return head + args + (f" ({params})" if params else "")
+
+
+def _group_text(instr: Any) -> str:
+    """` %3 %4 {relu(add(%3, %4))}`: a fused group's inputs and its composed expression."""
+    group = instr.op.group
+    done: list[str] = []
+    for op, refs, p in zip(group.ops, group.wiring, instr.params["params"]):
+        args = [f"%{instr.args[k].id}" if kind == "in" else done[k] for kind, k in refs]
+        args += [f"{k}={param_text(v)}" for k, v in p]
+        done.append(f"{op.name}({', '.join(args)})")
+    inputs = "".join(f" %{a.id}" for a in instr.args)
+    return f"{inputs} {{{done[-1]}}}"
 
 
 def _is_quiet(key: str, value: Any) -> bool:
     return any(value == q and type(value) is type(q) for q in _QUIET.get(key, ()))
 
 
-def _input_text(v: Value) -> str:
+def _input_text(v: Any) -> str:
     return f"%{v.id} {v.name}: {spec_text(v.spec)}"
 
 
-def format_program(program: Program) -> str:
+def format_program(program: Any) -> str:
+    """The text of a `Program` (see the module docstring)."""
     inputs = [_input_text(v) for v in program.inputs]
     if len(inputs) <= 4:
         lines = [f"program({', '.join(inputs)}) {{"]

@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from ..shapes import DimLike, Spec, evaluate, numel
+from .printer import format_program
+from .validate import validate
 
 
 @dataclass(eq=False)
@@ -96,8 +96,6 @@ class Program:
         return len(self.instrs)
 
     def __str__(self) -> str:
-        from .printer import format_program
-
         return format_program(self)
 
     def memory(self, values: dict[str, int]) -> dict[str, int]:
@@ -116,21 +114,11 @@ class Program:
         }
 
     def verify(self) -> Program:
-        from .verify import verify
-
-        verify(self)
+        """The program itself, after `validate` found it well formed (IRError where it is not)."""
+        validate(self)
         return self
 
 
 def nbytes(spec: Spec) -> DimLike:
     """The size of a value of `spec` in bytes (symbolic when its shape is)."""
     return numel(spec.shape) * spec.dtype.itemsize
-
-
-def const_text(value: np.ndarray) -> str:
-    if value.ndim == 0:
-        return str(value[()])  # the shortest text that reads back as the same value of its dtype
-    flat = value.reshape(-1)
-    if flat.size and (flat == flat[0]).all():
-        return f"full({flat[0]})"
-    return "array(...)"

@@ -38,14 +38,12 @@ import operator
 import threading
 import weakref
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ..backends.threads import env_count
-
-if TYPE_CHECKING:
-    from .plan import Plan
+from .steps import recording_kernel
 
 CHECKS = 4  # runs that may each find a step to take out of the replay, at most
 
@@ -66,9 +64,10 @@ Results = tuple[list[np.ndarray], dict[str, np.ndarray]]
 
 
 class Replay:
-    """The recording of one plan's steps (`record`), checked (`_check`) and replayed (`run`)."""
+    """The recording of one plan's steps (`record`), checked (`_check`) and replayed (`run`); `plan` is
+    the Plan (ir/plan.py) it was recorded from."""
 
-    def __init__(self, plan: Plan, tape: Any, arrays: Sequence[np.ndarray]) -> None:
+    def __init__(self, plan: Any, tape: Any, arrays: Sequence[np.ndarray]) -> None:
         n = plan.program.n_args
         self.plan, self.tape = plan, tape
         self.settings = plan.backend.settings()
@@ -89,7 +88,7 @@ class Replay:
 
     # recording ------------------------------------------------------------------------------------
     @classmethod
-    def record(cls, plan: Plan, arrays: Sequence[np.ndarray]) -> tuple[Replay | None, Results | None]:
+    def record(cls, plan: Any, arrays: Sequence[np.ndarray]) -> tuple[Replay | None, Results | None]:
         """A run of the plan made while the backend records its calls (its outputs and updates, as
         `Plan.run` gives them), and the Replay of them (None where it cannot replay); (None, None),
         with nothing run, where the backend has no tape or the arguments' memory is not apart."""
@@ -102,8 +101,6 @@ class Replay:
         env = plan._template.copy()
         for slot, a in zip(plan.input_slots, arrays):
             env[slot] = a
-        from .plan import recording_kernel
-
         with plan.backend.recording(tape), np.errstate(all="ignore"):
             for step, (kernel, ins, out) in zip(plan.calls, plan._loop):
                 start, foreign = len(tape), tape.foreign

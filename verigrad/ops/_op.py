@@ -60,6 +60,7 @@ class Op:
         differentiable: bool = True,
         fast: Callable[..., Callable[..., Any] | None] | None = None,
         doc: str = "",
+        group: Any = None,
     ) -> None:
         if (reference is None) == (decompose is None):
             raise ValueError(f"op {name}: give exactly one of reference or decompose")
@@ -79,6 +80,9 @@ class Op:
         self.differentiable = differentiable and (vjp is not None or decompose is not None)
         self._concrete_specs: dict[tuple, Spec] = {}  # eager calls' (operand specs, params) -> result
         self.__doc__ = doc
+        self.group = group  # a fused group's members (ir/passes/fuse.py); such an op is not registered
+        if group is not None:
+            return
         if name in REGISTRY:
             raise ValueError(f"op {name} is defined twice")
         REGISTRY[name] = self
@@ -86,6 +90,11 @@ class Op:
     @property
     def is_composite(self) -> bool:
         return self.decompose is not None
+
+    @property
+    def is_fused(self) -> bool:
+        """Whether the op is a fused group of element-wise ops, made per program by the fuse pass."""
+        return self.group is not None
 
     def __repr__(self) -> str:
         return f"<op {self.name}>"

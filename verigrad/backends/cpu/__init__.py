@@ -174,8 +174,8 @@ class CpuBackend(Backend):
     def native(self, op: Any, dtype: Any) -> Any:
         if not self._loaded:
             self.load()
-        if op.name == "fused":  # a fused group (ir/passes/fuse.py): its generated kernel, see fused.py
-            return fused.kernel(self, op)
+        if op.is_fused:  # a fused group (ir/passes/fuse.py): its generated kernel, see fused.py
+            return fused.kernel(self, op.group)
         return super().native(op, dtype)
 
     def paths(self, op: str, dtype: str | None) -> tuple[str, ...]:

@@ -1,8 +1,8 @@
-"""Fused element-wise kernels: one C function per fused group (ir/passes/fuse.py `FusedOp`), generated
+"""Fused element-wise kernels: one C function per fused group (ir/passes/fuse.py `FusedGroup`), generated
 from its members, that computes the group's root for every output element in one pass.
 
 Each member's result is held in a variable of its dtype's C type, so it is rounded to that dtype exactly
-as `FusedOp.reference` converts after each member; its operands are first converted to the dtype its
+as `FusedGroup.reference` converts after each member; its operands are first converted to the dtype its
 reference computes in, as the reference converts them. The exactly rounded ops (add, sub, mul, div,
 sqrt, ...), the selections (maximum, minimum, relu, where: NumPy's NaN rules, as in elementwise.c) and
 the conversions are IEEE operations, built without FMA contraction; the transcendentals are
@@ -30,7 +30,7 @@ call per row cost more than the row's arithmetic (relu(x + bias) on 64x32x4x4: 3
 of one element as traced (an optimizer's step size, its bias correction `beta ** t`) and the members
 that read only such values are computed once per call, before the loop, by the same statements. What
 this does not take (rank over 4 after collapsing, a stride that is not a whole number of elements, an
-array that is not an aligned ndarray of the traced dtype) runs `FusedOp.fast`: the same bits.
+array that is not an aligned ndarray of the traced dtype) runs `FusedGroup.fast`: the same bits.
 
 Compilation: `kernel(backend, op)` returns a `FusedKernel` at once and adds its C function to a pending
 batch; the first call of any pending kernel compiles the whole batch in one compiler call (build.py:
@@ -595,7 +595,7 @@ def supported(op: Any, libm: frozenset[tuple[str, str]]) -> str | None:
 
 class FusedKernel:
     """The group's generated C function (built at the first call) on the layouts it takes, else
-    `FusedOp.fast`. Called as the plan calls a fused kernel: `kernel(*arrays, params=...)`."""
+    `FusedGroup.fast`. Called as the plan calls a fused kernel: `kernel(*arrays, params=...)`."""
 
     exactness: Exactness  # EXACT, but in a build with contraction (build.contracted)
     writes_into = True  # the plan may pass `out=`: an array of the result's spec, even an input
@@ -706,7 +706,7 @@ class FusedKernel:
         return shape, (ctypes.c_int64 * len(dims))(*dims), count, usable
 
     def _fallback(self, *arrays: Any, params: tuple) -> Any:
-        """The members' NumPy kernels (FusedOp.fast for the arrays' dtypes): the same bits."""
+        """The members' NumPy kernels (FusedGroup.fast for the arrays' dtypes): the same bits."""
         arrays = tuple(np.asarray(a) for a in arrays)
         dtypes = tuple(from_numpy_dtype(a.dtype) for a in arrays)
         return self.op.fast(self.op.dtypes[-1], dtypes, params)(*arrays)
@@ -743,7 +743,7 @@ _NAMES: dict[tuple, str] = {}  # a group's structure and the libm set -> its fun
 def _structure(op: Any) -> tuple:
     """What a group's C function depends on: its members' names, wiring and dtypes, its inputs' dtypes
     and which of them are of one element, and its results (a new trace of the same step makes new
-    FusedOp objects of the same structure, which find their function without generating it again)."""
+    FusedGroup objects of the same structure, which find their function without generating it again)."""
     return (
         tuple(m.name for m in op.ops),
         op.wiring,

@@ -39,7 +39,7 @@ class CheckedBackend(Backend):
 
     def native(self, op: Any, dtype: Any) -> Any:
         kernel = self.inner.native(op, dtype)
-        fused = op.name == "fused" and hasattr(kernel, "exactness")  # a fused group's kernel: its claim
+        fused = op.is_fused and hasattr(kernel, "exactness")  # a fused group's kernel: its claim
         if kernel is None or (op.name not in REGISTRY and not fused):
             return kernel
         key = (op.name, dtype.name)

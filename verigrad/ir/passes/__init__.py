@@ -7,7 +7,12 @@ dce         instructions no result needs dropped
 fuse        trees of element-wise instructions made one `fused` instruction
 memplan     buffers assigned by liveness, reused, and element-wise ops run in place (annotations only)
 
-Each pass leaves a program that `verify` accepts and that gives the same bits on the reference backend.
+lower       for one backend and one binding of the symbols: sizes made concrete, decompositions the
+            backend has no kernel for inlined, fused groups it runs better member by member split.
+            Not in `PIPELINE`: a plan (ir/plan.py) runs it when it is built, then asks
+            `memplan.calls_inplace` which of the lowered program's kernel calls run in place.
+
+Each pass leaves a program that `validate` accepts and that gives the same bits on the reference backend.
 Folding first gives simplify and cse constants to work on; dce then drops what they left unused; fusion
 needs the final uses; the memory plan holds only for the instructions it was made for, so it is last.
 """

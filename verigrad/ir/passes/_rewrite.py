@@ -115,7 +115,7 @@ def is_compact(v: Value, producer: dict[int, Instr], memo: dict[int, bool]) -> b
         out = False  # an input
     elif is_const(instr):
         out = compact_array(np.asarray(instr.params["value"]))
-    elif instr.name == "fused":
+    elif instr.op.is_fused:
         out = True  # its root is element-wise: a fresh array
     elif instr.op.is_composite:
         out = False

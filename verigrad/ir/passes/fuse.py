@@ -9,13 +9,14 @@ root). A group grows from a root up through the arguments whose value is used ex
 program, by that group, and is not an output or update; so every value read elsewhere stays available
 (it is a group's root, or is computed by an instruction of its own). Groups of one are left alone.
 
-The fused instruction's op is a `FusedOp`, made per group and not registered: its shape and dtype rules
-chain the members' rules (so `verify` re-checks it), its `reference` runs the members' references in
-order with the executor's dtype conversion after each (so on the reference backend the program gives the
-same bits as unfused), and the members' params travel in the instruction's params (so symbolic sizes in
-them are bound with the rest). A backend finds no kernel named "fused" and runs `reference`, unchanged;
-`FusedOp.fast` (see verigrad/ops/_op.py) runs each member's `fast` kernel where it has one, and
-`FusedOp.bind` runs the members with any kernels given (a backend's own, say).
+The fused instruction's op is an `Op` named "fused", made per group and not registered, whose `group` (a
+`FusedGroup`) holds the members: its shape and dtype rules chain the members' rules (so `validate`
+re-checks it), its `reference` runs the members' references in order with the executor's dtype
+conversion after each (so on the reference backend the program gives the same bits as unfused), and the
+members' params travel in the instruction's params (so symbolic sizes in them are bound with the rest).
+A backend without fused kernels finds none for it and runs `reference`, unchanged; `FusedGroup.fast`
+(see verigrad/ops/_op.py) runs each member's `fast` kernel where it has one, and `FusedGroup.bind` runs
+the members with any kernels given (a backend's own, say).
 
 A reduction could absorb its element-wise producers (softmax, layer_norm, cross_entropy) where a backend
 has such kernels; `backend_absorbs_reductions` says whether one does. The reference backend has none, so
@@ -30,9 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ...ops import REGISTRY
-from ...shapes import Spec
-from ..printer import param_text
+from ...ops import REGISTRY, Op
 from ..program import Instr, Program
 from ._rewrite import Rewriter, results, uses
 
@@ -50,6 +49,11 @@ def is_elementwise(instr: Instr) -> bool:
     return not isinstance(op, str) and op.name in ELEMENTWISE and REGISTRY.get(op.name) is op
 
 
+def is_fused(instr: Instr) -> bool:
+    """Whether the instruction computes a fused group."""
+    return not isinstance(instr.op, str) and instr.op.is_fused
+
+
 def backend_absorbs_reductions(backend: Any, dtype: Any) -> bool:
     """Whether `backend` has native kernels for the reductions that could absorb element-wise producers
     (softmax, log_softmax, layer_norm, rms_norm, cross_entropy) in `dtype`. The reference backend has
@@ -57,22 +61,12 @@ def backend_absorbs_reductions(backend: Any, dtype: Any) -> bool:
     return any(backend.native(REGISTRY[name], dtype) is not None for name in REDUCTIONS)
 
 
-class FusedOp:
-    """An op-like record for one fused group (see the module docstring). Members are in program order,
-    the last one the root; `wiring[m]` says where member m reads each argument: ("in", k) the group's
-    k-th input, ("m", j) member j's result. A group `merge` made has several results: the members
-    `roots` (the last one is the root its rules describe); its kernels return them as a tuple."""
-
-    name = "fused"
-    is_composite = False
-    differentiable = False
-    decompose = None
-    vjp = None
-    canonical_params = None
-    positional: tuple[str, ...] = ()
-    variadic = True
-    samples = None
-    torch = None
+class FusedGroup:
+    """The members of one fused group (see the module docstring), in program order, the last one the
+    root; `wiring[m]` says where member m reads each argument: ("in", k) the group's k-th input,
+    ("m", j) member j's result. A group `merge` made has several results: the members `roots` (the last
+    one is the root its rules describe); its kernels return them as a tuple. `op()` is the group as an
+    `Op`, whose params are `params`: each member's params, in order."""
 
     def __init__(
         self, ops: tuple, wiring: tuple, dtypes: tuple, inputs: tuple = (), roots: tuple = ()
@@ -83,11 +77,21 @@ class FusedOp:
         self.inputs = inputs  # the group's inputs' specs as traced (empty: not known)
         self.roots = roots or (len(ops) - 1,)  # the members whose results the group gives
         self.exact = all(op.exact for op in ops)
-        self.reference = self._reference  # one object, as a registered op's reference is
-        self.__doc__ = "A fused group of element-wise ops: " + ", ".join(op.name for op in ops)
 
-    def __repr__(self) -> str:
-        return f"<op fused {'/'.join(op.name for op in self.ops)}>"
+    def op(self) -> Op:
+        """The group as an op: the members' rules chained, their references run in order."""
+        return Op(
+            "fused",
+            shape=self.shape_rule,
+            dtype=self.dtype_rule,
+            reference=self.reference,
+            fast=self.fast,
+            variadic=True,
+            exact=self.exact,
+            differentiable=False,
+            doc="A fused group of element-wise ops: " + ", ".join(op.name for op in self.ops),
+            group=self,
+        )
 
     def _chain(self, rule: str, inputs: tuple, params: tuple) -> Any:
         """The members' `rule` (shape_rule or dtype_rule) applied in order; the root's result."""
@@ -102,10 +106,6 @@ class FusedOp:
 
     def dtype_rule(self, *dtypes: Any, params: tuple) -> Any:
         return self._chain("dtype_rule", dtypes, params)
-
-    def spec(self, *args: Any, params: tuple) -> Spec:
-        shape = self.shape_rule(*(a.shape for a in args), params=params)
-        return Spec(shape, self.dtype_rule(*(a.dtype for a in args), params=params))
 
     def bind(self, kernels: list[Callable[..., Any]]) -> Callable[..., np.ndarray]:
         """A kernel for the group: member m is `kernels[m]` called on its arrays (params bound), its result
@@ -135,25 +135,15 @@ class FusedOp:
             kernels.append(kernel or functools.partial(op.reference, **dict(p)))
         return self.bind(kernels)
 
-    def _reference(self, *arrays: np.ndarray, params: tuple) -> np.ndarray:
+    def reference(self, *arrays: np.ndarray, params: tuple) -> np.ndarray:
         """The members' references, in order."""
         kernels = [functools.partial(op.reference, **dict(p)) for op, p in zip(self.ops, params)]
         return self.bind(kernels)(*arrays)
 
-    def text(self, instr: Instr) -> str:
-        """` %3 %4 {relu(add(%3, %4))}`: what the printer writes after the op's name."""
-        done: list[str] = []
-        for op, refs, p in zip(self.ops, self.wiring, instr.params["params"]):
-            args = [f"%{instr.args[k].id}" if kind == "in" else done[k] for kind, k in refs]
-            args += [f"{k}={param_text(v)}" for k, v in p]
-            done.append(f"{op.name}({', '.join(args)})")
-        inputs = "".join(f" %{a.id}" for a in instr.args)
-        return f"{inputs} {{{done[-1]}}}"
 
-
-def merge(groups: list[tuple[FusedOp, tuple, tuple]], results: list[Any]) -> tuple[FusedOp, tuple, tuple]:
-    """Fused groups computed in one pass: `groups` holds each group's op, its inputs (keys: the slots
-    or values that hold them) and its params, in an order where a group reads only earlier groups'
+def merge(groups: list[tuple[Op, tuple, tuple]], results: list[Any]) -> tuple[Op, tuple, tuple]:
+    """Fused groups computed in one pass: `groups` holds each group's fused op, its inputs (keys: the
+    slots or values that hold them) and its params, in an order where a group reads only earlier groups'
     `results` (the key of each group's result); a group's input that is an earlier group's result is
     read from that member. The merged op gives every group's result, in order (`roots`); also its
     inputs' keys and its params."""
@@ -165,7 +155,8 @@ def merge(groups: list[tuple[FusedOp, tuple, tuple]], results: list[Any]) -> tup
     keys: list = []
     roots: list[int] = []
     root_of: dict[Any, int] = {}
-    for (op, inputs, group_params), result in zip(groups, results):
+    for (fused_op, inputs, group_params), result in zip(groups, results):
+        op = fused_op.group
         base = len(ops)
         for refs in op.wiring:
             merged = []
@@ -186,7 +177,8 @@ def merge(groups: list[tuple[FusedOp, tuple, tuple]], results: list[Any]) -> tup
         roots.append(base + op.roots[-1])
         root_of[result] = roots[-1]
     known = tuple(specs) if all(s is not None for s in specs) else ()
-    return FusedOp(tuple(ops), tuple(wiring), tuple(dtypes), known, tuple(roots)), tuple(keys), tuple(params)
+    group = FusedGroup(tuple(ops), tuple(wiring), tuple(dtypes), known, tuple(roots))
+    return group.op(), tuple(keys), tuple(params)
 
 
 def mergeable(program: Program) -> set[int]:
@@ -198,7 +190,7 @@ def mergeable(program: Program) -> set[int]:
         for a in instr.args:
             readers[a.id] = readers.get(a.id, 0) + 1
     outputs = {v.id for v in program.outputs}
-    fused = {instr.out.id: instr for instr in program.instrs if isinstance(instr.op, FusedOp)}
+    fused = {i.out.id: i for i in program.instrs if type(i.op) is not str and i.op.group is not None}
     found: set[int] = set()
     for instr in fused.values():
         parts = {
@@ -255,7 +247,7 @@ def _groups(program: Program) -> dict[int, list[int]]:
     return groups
 
 
-def _fused(members: list[Instr]) -> tuple[FusedOp, tuple, dict]:
+def _fused(members: list[Instr]) -> tuple[Op, tuple, dict]:
     position = {instr.out.id: m for m, instr in enumerate(members)}
     inputs: list = []
     slot: dict[int, int] = {}
@@ -271,11 +263,11 @@ def _fused(members: list[Instr]) -> tuple[FusedOp, tuple, dict]:
                     inputs.append(a)
                 refs.append(("in", slot[a.id]))
         wiring.append(tuple(refs))
-    op = FusedOp(
+    group = FusedGroup(
         tuple(instr.op for instr in members),
         tuple(wiring),
         tuple(instr.out.spec.dtype for instr in members),
         tuple(a.spec for a in inputs),
     )
     params = tuple(tuple(instr.params.items()) for instr in members)
-    return op, tuple(inputs), {"params": params}
+    return group.op(), tuple(inputs), {"params": params}
