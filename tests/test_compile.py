@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from steps import training_step
 
 import verigrad
 from verigrad import DTypeError, ShapeError, dims, nn, spec
 from verigrad.cli.demo import MLP, spirals
+from verigrad.cli.trainer import training_step
 
 B = dims("B")
 H, W = dims("H W", multiple_of=4)

@@ -142,6 +142,7 @@ def test_without_a_compiler_one_line_says_so_and_training_runs_on_the_reference(
     import numpy as np, verigrad
     from verigrad import nn
     from verigrad.backends import cpu
+    from verigrad.cli.trainer import training_step
     from verigrad.optim import Adam
 
     def steps(name):
@@ -150,12 +151,10 @@ def test_without_a_compiler_one_line_says_so_and_training_runs_on_the_reference(
         opt = Adam(model.parameters(), lr=1e-2)
         x = np.random.default_rng(0).standard_normal((16, 4)).astype(np.float32)
         y = np.arange(16) % 3
+        step = training_step(model, opt, nn.CrossEntropyLoss())
         with verigrad.backend(name):
             for _ in range(3):
-                loss = nn.CrossEntropyLoss()(model(x), y)
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
+                step(x, y)
         return [p.numpy() for p in model.parameters()]
 
     same = all(np.array_equal(a, b) for a, b in zip(steps("cpu"), steps("reference")))

@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from steps import training_step
 
 import verigrad
 from verigrad import nn, optim
@@ -19,6 +18,7 @@ from verigrad.backends import cpu
 from verigrad.backends.cpu import matmul as cpu_matmul
 from verigrad.backends.cpu.conv import CONVOLUTION, error_bound, implicit_path
 from verigrad.backends.reference import composite_reference
+from verigrad.cli.trainer import training_step
 from verigrad.ops import REGISTRY
 
 pytestmark = pytest.mark.skipif(not cpu.available(), reason="the cpu backend could not be built here")

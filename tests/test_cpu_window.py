@@ -9,13 +9,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from steps import training_step
 
 import verigrad
 from verigrad import nn, optim
 from verigrad.backends import cpu
 from verigrad.backends.cpu.conv import COLUMNS
 from verigrad.backends.cpu.pool import POOL
+from verigrad.cli.trainer import training_step
 from verigrad.ops import REGISTRY
 from verigrad.ops.composite.conv import cols_shape, out_hw, to_layout
 

@@ -7,10 +7,10 @@ import math
 
 import numpy as np
 import pytest
-from steps import training_step
 
 import verigrad
 from verigrad import nn, optim
+from verigrad.cli.trainer import training_step
 from verigrad.optim import SGD, Adam, AdamW
 
 TIGHT = {"rtol": 1e-12, "atol": 1e-15}

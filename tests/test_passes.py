@@ -14,6 +14,7 @@ import pytest
 
 import verigrad as vg
 from verigrad.backends import Backend, get_backend
+from verigrad.cli.trainer import training_step
 from verigrad.ir import IRError
 from verigrad.ir.passes import PIPELINE, constfold, cse, dce, fuse, lower, memplan, optimize, simplify
 from verigrad.ir.passes.simplify import refines
@@ -428,15 +429,7 @@ def cnn_step(optimize: bool, seed: int = 0):
     vg.manual_seed(seed)
     model = digits_cnn()
     optimizer = Adam(model.parameters(), lr=1e-2)
-    loss_fn = CrossEntropyLoss()
-
-    def step(x, y):
-        loss = loss_fn(model(x), y)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        return loss
-
+    step = training_step(model, optimizer, CrossEntropyLoss())
     return vg.compile(step, optimize=optimize), model, optimizer
 
 

@@ -7,13 +7,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from steps import training_step
 
 import verigrad
 from verigrad import nn
 from verigrad.backends import Backend
 from verigrad.backends.active import lookup
 from verigrad.backends.cpu import available as cpu_available
+from verigrad.cli.trainer import training_step
 from verigrad.ir import trace
 from verigrad.ir.passes import optimize
 from verigrad.ir.plan import Merged, Plan, bind

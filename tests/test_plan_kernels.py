@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from steps import training_step
 
 import verigrad
 from verigrad.backends import Backend, cpu, memory
 from verigrad.backends.kernel_table import EXACT, ulp
+from verigrad.cli.trainer import training_step
 from verigrad.ir import trace
 from verigrad.ir.passes import optimize
 from verigrad.ir.plan import Plan, bind

@@ -11,12 +11,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from steps import training_step
 
 import verigrad
 import verigrad.nn.functional as F
 from verigrad import nn
 from verigrad.backends import cpu as cpu_backend
+from verigrad.cli.trainer import training_step
 from verigrad.ir import replay
 from verigrad.ir.plan import Plan
 from verigrad.optim import Adam

@@ -12,6 +12,7 @@ import pytest
 
 import verigrad
 from verigrad import DTypeError, ShapeError, dims, nn, spec, trace
+from verigrad.cli.trainer import training_step
 from verigrad.ir import IRError, Program
 from verigrad.ir.program import Instr
 
@@ -59,23 +60,10 @@ def test_a_forward_program_keeps_composite_ops_whole():
     backward.verify()
 
 
-def _train_step(model, opt, loss_fn=None):
-    loss_fn = loss_fn or nn.CrossEntropyLoss()
-
-    def step(x, y):
-        loss = loss_fn(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        return loss
-
-    return step
-
-
 def test_training_step_program_names_parameters_and_optimizer_state():
     model = verigrad.models.digits_cnn()
     opt = verigrad.optim.Adam(model.parameters(), lr=1e-2)
-    program = trace(_train_step(model, opt), spec([B, 1, 8, 8]), spec([B], "i64"))
+    program = trace(training_step(model, opt, nn.CrossEntropyLoss()), spec([B, 1, 8, 8]), spec([B], "i64"))
     program.verify()
     names = [v.name for v in program.inputs]
     params = [n for n, _ in model.named_parameters()]
@@ -103,7 +91,7 @@ def test_a_trace_leaves_no_traced_value_behind():
     before = verigrad.ones(2, 3)
     model.weight.grad = before  # a gradient from an earlier eager step
     weights = model.weight.numpy().copy()
-    trace(_train_step(model, opt, nn.MSELoss()), spec([B, 3]), spec([B, 2]))
+    trace(training_step(model, opt, nn.MSELoss()), spec([B, 3]), spec([B, 2]))
     assert model.weight.grad is before and model.bias.grad is None
     assert all(not p.is_abstract and p.is_leaf for p in model.parameters())
     np.testing.assert_array_equal(model.weight.numpy(), weights)  # tracing computes nothing
@@ -143,7 +131,7 @@ def test_names_through_a_bound_method():
             self.opt = verigrad.optim.SGD(self.model.parameters(), lr=0.1, momentum=0.9)
 
         def step(self, x, y):
-            return _train_step(self.model, self.opt)(x, y)
+            return training_step(self.model, self.opt, nn.CrossEntropyLoss())(x, y)
 
     trainer = Trainer()
     program = trace(trainer.step, spec([B, 4]), spec([B], "i64"))

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from steps import training_step
 
 import verigrad
 import verigrad.cli.plot
@@ -19,7 +18,7 @@ import verigrad.cli.trainer as vt
 from verigrad import nn
 from verigrad.backends import blas_threads
 from verigrad.cli import main
-from verigrad.cli.trainer import TrainConfig, train
+from verigrad.cli.trainer import TrainConfig, train, training_step
 from verigrad.data import DataLoader, load_digits, split
 from verigrad.models import digits_cnn
 from verigrad.optim import Adam

@@ -7,11 +7,11 @@ import math
 
 import numpy as np
 import pytest
-from steps import training_step
 
 import verigrad
 import verigrad.nn.functional as F
 from verigrad import nn
+from verigrad.cli.trainer import training_step
 from verigrad.optim import SGD, Adam, lr_scheduler
 
 

@@ -10,13 +10,13 @@ import contextlib
 
 import numpy as np
 import pytest
-from steps import training_step
 
 import verigrad
 from verigrad import nn
 from verigrad.backends import active, cpu, verification
 from verigrad.backends.cpu import matmul as cpu_matmul
 from verigrad.backends.kernel_table import EXACT, Backend, tolerance, ulp
+from verigrad.cli.trainer import training_step
 from verigrad.ops import REGISTRY
 
 HAS_CC = cpu.available()

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from steps import training_step
 
 import verigrad
+from verigrad.cli.trainer import training_step
 from verigrad.data import DataLoader, load_digits
 from verigrad.models import digits_cnn, digits_cnn_torch
 from verigrad.nn import CrossEntropyLoss

@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 import torch
-from steps import training_step
 
 import verigrad
 from verigrad import nn
+from verigrad.cli.trainer import training_step
 from verigrad.optim import lr_scheduler
 
 RNG = np.random.default_rng(11)
