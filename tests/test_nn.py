@@ -653,16 +653,34 @@ def test_digits_cnn_checks_for_every_size():
 
 
 def cnn_with_linear(in_features) -> nn.Sequential:
-    return nn.Sequential(
-        nn.Conv2d(1, 16, 3, padding=1),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 3, padding=1),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Flatten(),
-        nn.Linear(in_features, 10),
-    )
+    """The digits CNN with a classifier taking `in_features` inputs (the right size or a wrong one)."""
+    model = digits_cnn()
+    model[7] = nn.Linear(in_features, 10)
+    return model
+
+
+def test_a_sequential_layer_is_replaced_by_index_keeping_its_name():
+    model = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
+    model[1], model[-1] = nn.Tanh(), nn.Linear(3, 4)
+    assert isinstance(model[1], nn.Tanh) and len(model) == 3
+    assert [name for name, _ in model.named_parameters()] == ["0.weight", "0.bias", "2.weight", "2.bias"]
+    assert model(verigrad.zeros(5, 2)).shape == (5, 4)
+    with pytest.raises(IndexError):
+        model[3] = nn.ReLU()
+
+
+def test_a_replaced_attribute_keeps_its_place_in_the_parameter_order():
+    """As PyTorch's: `net.first = Linear(...)` does not move `first` after `second` (an optimizer built
+    after it sees the parameters in the same order, and state_dict's keys stay in place)."""
+    net = nn.Module()
+    net.first, net.second = nn.Linear(2, 2), nn.Linear(2, 2)
+    net.scale = verigrad.ones(2, requires_grad=True)
+    net.first = nn.Linear(2, 3)
+    net.scale = verigrad.zeros(2, requires_grad=True)
+    assert [n for n, _ in net.named_parameters()] == [
+        "scale", "first.weight", "first.bias", "second.weight", "second.bias"
+    ]  # fmt: skip
+    assert list(net.state_dict())[:3] == ["scale", "first.weight", "first.bias"]
 
 
 def test_a_wrong_linear_size_is_refused_naming_the_layer_and_the_line():

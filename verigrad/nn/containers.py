@@ -21,6 +21,10 @@ class Sequential(Module):
     def __getitem__(self, i: int) -> Module:
         return list(self._modules.values())[i]
 
+    def __setitem__(self, i: int, module: Module) -> None:
+        """Replace layer i (PyTorch's `model[i] = layer`), keeping its name."""
+        setattr(self, list(self._modules)[i], module)
+
     def __len__(self) -> int:
         return len(self._modules)
 

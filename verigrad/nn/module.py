@@ -38,15 +38,17 @@ class Module:
     def __setattr__(self, name: str, value: Any) -> None:
         if "_parameters" not in self.__dict__:
             raise AttributeError(f"{type(self).__name__}.__init__ must call super().__init__() first")
-        for table in (self._parameters, self._buffers, self._modules):
-            table.pop(name, None)
         if isinstance(value, Module):
-            self._modules[name] = value
-        elif isinstance(value, Tensor) and name not in self.__dict__.get("_buffer_names", ()):
-            if value.requires_grad:
-                self._parameters[name] = value
-            else:
-                self._buffers[name] = value
+            target = self._modules
+        elif isinstance(value, Tensor):
+            target = self._parameters if value.requires_grad else self._buffers
+        else:
+            target = None
+        for table in (self._parameters, self._buffers, self._modules):
+            if table is not target:
+                table.pop(name, None)
+        if target is not None:
+            target[name] = value  # a name the table holds keeps its place (and so its order), as in PyTorch
         object.__setattr__(self, name, value)
 
     def add_module(self, name: str, module: Module) -> None:

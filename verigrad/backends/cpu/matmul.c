@@ -19,14 +19,6 @@
 #include "matmul.h"
 #include "vg.h"
 
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#include <immintrin.h>
-#define VG_X86 1
-#define X86_ONLY(code) code
-#else
-#define X86_ONLY(code)
-#endif
-
 #define MR 6   /* micro-tile rows */
 #define NR 8   /* micro-tile columns */
 #define MC 48  /* rows of a work unit (a multiple of MR) */

@@ -5,6 +5,14 @@
 
 #include <stdint.h>
 
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <immintrin.h>
+#define VG_X86 1
+#define X86_ONLY(code) code /* code only x86 compiles */
+#else
+#define X86_ONLY(code)
+#endif
+
 #define BLAS_THREAD_WORK 262144 /* multiply-adds a thread is given at least (waking one costs microseconds) */
 
 static inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }

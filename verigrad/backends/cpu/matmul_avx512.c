@@ -22,9 +22,7 @@
 #include "matmul.h"
 #include "vg.h"
 
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#include <immintrin.h>
-#define VG_X86 1
+#ifdef VG_X86 /* matmul.h: x86 with GCC or clang */
 #define AVX512_FN __attribute__((target("avx2,fma,avx512f,avx512dq")))
 #define AVX512_INLINE __attribute__((target("avx2,fma,avx512f,avx512dq"), always_inline)) static inline
 

@@ -12,14 +12,6 @@
 #include "matmul.h"
 #include "vg.h"
 
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#include <immintrin.h>
-#define VG_X86 1
-#define X86_ONLY(code) code
-#else
-#define X86_ONLY(code)
-#endif
-
 /* ---------------------------------------------------------------- fast path: OpenBLAS on tiles */
 
 /* cblas_?gemm with 64-bit or 32-bit integers (OpenBLAS built with or without USE64BITINT). */
