@@ -18,8 +18,6 @@
 
 #include "conv.h"
 
-PAD_IMAGE(float, f32)
-
 #define IMPLICIT_CH 6     /* output channels of a tile */
 #define IMPLICIT_MAX_K 4608 /* taps (C*KH*KW) at most */
 
@@ -58,6 +56,8 @@ typedef struct {
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #include <immintrin.h>
+
+PAD_IMAGE(float, f32) /* the padded image the x86 tiles read */
 
 /* 4-wide rows: for each kernel column j, the padded image's columns j*DW .. j*DW + 3 of every row, packed
  * (stack[j][c][r][0..3]), so that a tap's two rows of 4 pixels are 8 neighbours (one load, no insert). */
