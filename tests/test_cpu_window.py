@@ -13,11 +13,11 @@ import pytest
 import verigrad
 from verigrad import nn, optim
 from verigrad.backends import cpu
-from verigrad.backends.cpu.conv import COLUMNS
-from verigrad.backends.cpu.pool import POOL
+from verigrad.backends.cpu.convolution import COLUMNS
+from verigrad.backends.cpu.pooling import POOL
 from verigrad.cli.trainer import training_step
 from verigrad.ops import REGISTRY
-from verigrad.ops.composite.conv import cols_shape, out_hw, to_layout
+from verigrad.ops.composite.convolution import cols_shape, out_hw, to_layout
 
 SMALL_CHUNK = 1  # the min chunk the `small_chunks` fixture (conftest.py) sets
 WINDOW = COLUMNS + POOL  # the kernels of window.h: the convolution's columns and the pools
@@ -226,7 +226,7 @@ def _cnn_step(backend: str):
 
 def test_the_compiled_cnn_step_runs_the_window_kernels() -> None:
     """Every window op of the digits CNN's training step (max_pool2d, max_pool2d_grad; the convolutions
-    run their own kernels, see test_cpu_conv.py) runs its cpu kernel in the compiled plan, and the
+    run their own kernels, see test_cpu_convolution.py) runs its cpu kernel in the compiled plan, and the
     step gives the reference step's numbers."""
     rng = np.random.default_rng(0)
     x = verigrad.from_numpy(rng.standard_normal((8, 1, 8, 8)).astype(np.float32))

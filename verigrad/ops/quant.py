@@ -346,7 +346,7 @@ def _normed_dtype(x: DType, weight: DType, w: DType, qtype: str, eps: float) -> 
 
 
 def _normed_decompose(x, weight, w, qtype: str, eps: float):
-    from .composite.norm import rms_norm  # the composite ops import this module's package
+    from .composite.normalization import rms_norm  # the composite ops import this module's package
 
     return qmatmul_q8(rms_norm(x, weight, eps=eps), w, qtype=qtype)
 

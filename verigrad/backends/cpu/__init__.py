@@ -30,14 +30,14 @@ from ..kernel_table import EXACT, Backend, Exactness
 from ..reference import reference as _reference  # registered first: the reference stays the default
 from . import (
     attention,
-    conv,
+    convolution,
     elementwise,
     fastcall,
     fused,
     matmul,
     movement,
     optim,
-    pool,
+    pooling,
     quant,
     reduce,
     rope,
@@ -46,7 +46,7 @@ from . import (
 from . import build as _build
 from ._ffi import DTYPES, MIN_CHUNK, Library, bufsize, min_chunk, set_min_chunk
 from .attention import ATTENTION
-from .conv import COLUMNS, CONVOLUTION
+from .convolution import COLUMNS, CONVOLUTION
 from .elementwise import (
     BINARY,
     CANCELLING,
@@ -59,7 +59,7 @@ from .elementwise import (
 )
 from .matmul import MATMUL
 from .movement import MOVEMENT
-from .pool import POOL
+from .pooling import POOL
 from .quant import QUANT
 from .reduce import REDUCE
 from .rope import ROPE
@@ -70,9 +70,9 @@ KERNEL_FAMILIES = (
     elementwise,
     reduce,
     movement,
-    pool,
+    pooling,
     matmul,
-    conv,
+    convolution,
     rows,
     quant,
     attention,
@@ -215,7 +215,7 @@ class CpuBackend(Backend):
         convolutions: operands that take the implicit path."""
         if op == "matmul":
             return matmul.verification_samples(rng)
-        return conv.verification_samples(op, rng)
+        return convolution.verification_samples(op, rng)
 
     def reruns(self) -> int:
         """GEMM's fast path and the convolutions (matmul.c's vg_count_rerun)."""

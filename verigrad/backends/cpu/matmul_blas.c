@@ -1,7 +1,7 @@
 /* The fast path of matrix products: c cut into tiles that depend on the shape alone, one single-threaded
  * OpenBLAS call per tile on verigrad's pool (or, on AVX-512, for the f32 shapes where they measured
  * faster, the dot-product and outer-product kernels of matmul_avx512.c); and single OpenBLAS calls for
- * the other kernel families (conv.c), with OpenBLAS on one thread meanwhile. matmul.c's vg_gemm chooses
+ * the other kernel families (convolution.c), with OpenBLAS on one thread meanwhile. matmul.c's vg_gemm chooses
  * this path or the exact one.
  */
 #include <pthread.h>
@@ -450,7 +450,7 @@ BLAS_TILES(double, f64, dgemm64_fn, dgemm32_fn, dgemv64_fn, dgemv32_fn, 0)
 /* ---------------------------------------------------------------- for other kernel families */
 
 /* c = a @ b + beta * c, one row-major cblas_?gemm call on the calling thread (ta, tb: 111 no transpose,
- * 112 transpose), through the pointer and integer width matmul.py hands over: conv.c runs one
+ * 112 transpose), through the pointer and integer width matmul.py hands over: convolution.c runs one
  * per image (or block of images), between vg_blas_single_begin (OpenBLAS to one thread) and
  * vg_blas_single_end (its count back). */
 #define BLAS_CALL(T, NAME, F64, F32)                                                                     \

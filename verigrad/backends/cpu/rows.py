@@ -21,8 +21,8 @@ from ...dtypes import as_dtype, from_numpy_dtype
 from ...ops import cross_entropy, exp, layer_norm, log, log_softmax, mean, rms_norm, softmax
 from ...ops import sum as reduce_sum
 from ...ops._op import never_warns, silenced
-from ...ops.composite.loss import cross_entropy_grad
-from ...ops.composite.norm import layer_norm_grad, rms_norm_grad
+from ...ops.composite.losses import cross_entropy_grad
+from ...ops.composite.normalization import layer_norm_grad, rms_norm_grad
 from ..kernel_table import EXACT, Exactness, tolerance, ulp
 from ..reference import composite_reference
 from . import _ffi

@@ -1,4 +1,4 @@
-/* What the sliding-window kernels share: conv_im2col.c's (im2col, col2im) and pool.c's (max_pool2d,
+/* What the sliding-window kernels share: convolution_im2col.c's (im2col, col2im) and pooling.c's (max_pool2d,
  * avg_pool2d, max_pool2d_grad). `geo` describes the windows (int64, see the G_ names): the image's sizes,
  * the kernel, stride, padding and dilation, the output sizes, the layout (0 NCHW, 1 NHWC), the image's
  * strides in elements in the logical order (n, c, h, w) whatever the layout, and a second operand's
@@ -107,9 +107,9 @@ static inline vg_span *column_spans(const int64_t *g) {
         return x + n * g[G_XS] + c * g[G_XS + 1] + ih * g[G_XS + 2];                                    \
     }
 
-/* Sums into the image, in kernel order, in double (conv_im2col.c): the columns (col2im), or with
+/* Sums into the image, in kernel order, in double (convolution_im2col.c): the columns (col2im), or with
  * `a->arg` set, the output gradient of each window whose first maximum the element is (max_pool2d_grad,
- * pool.c). */
+ * pooling.c). */
 void vg_sum_into_image_f32(vg_wargs *a, int64_t min_chunk, int threads);
 void vg_sum_into_image_f64(vg_wargs *a, int64_t min_chunk, int threads);
 

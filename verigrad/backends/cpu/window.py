@@ -1,6 +1,6 @@
-"""The geometry array of the sliding-window kernels (window.h), which conv_im2col.c (im2col, col2im) and
-pool.c (the pools) read: an image's sizes and strides, the window's params and a second operand's
-strides; and the operands those kernels take as they are."""
+"""The geometry array of the sliding-window kernels (window.h), which convolution_im2col.c (im2col,
+col2im) and pooling.c (the pools) read: an image's sizes and strides, the window's params and a second
+operand's strides; and the operands those kernels take as they are."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ...ops.composite.conv import out_hw
+from ...ops.composite.convolution import out_hw
 
 GEO = ctypes.c_int64 * 25  # window.h's G_LEN
 TAIL = [ctypes.c_int64, ctypes.c_int]  # min_chunk, threads

@@ -9,7 +9,7 @@ from typing import Any
 from ... import ops
 from ...errors import ShapeError
 from ...ops.composite._common import pair
-from ...ops.composite.conv import conv2d_input_grad, out_hw, window_params
+from ...ops.composite.convolution import conv2d_input_grad, out_hw, window_params
 from ...shapes import shape_text
 from ...tensor import Tensor
 from ._windows import IntPair, as_2d, pair_1d

@@ -1,11 +1,11 @@
 """Composite ops: defined by decompositions into primitives (their reference), some with own VJPs."""
 
 from .attention import attention, cached_attention
-from .conv import col2im, conv2d, im2col
+from .convolution import col2im, conv2d, im2col
 from .dropout import dropout
 from .embedding import embedding
-from .loss import cross_entropy
-from .norm import layer_norm, rms_norm
-from .pool import avg_pool2d, max_pool2d
+from .losses import cross_entropy
+from .normalization import layer_norm, rms_norm
+from .pooling import avg_pool2d, max_pool2d
 from .rope import rope
 from .softmax import log_softmax, softmax

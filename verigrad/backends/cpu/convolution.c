@@ -14,7 +14,7 @@
  *   only KH*KW rows deep: conv2d and (for rows of at least two vectors) the weight gradient are direct
  *   loops over vectors of output columns instead (see "One-channel images" below);
  * - f32, NCHW, stride 1, on a CPU with AVX2 and FMA: conv2d and its two gradients are an implicit GEMM
- *   (conv_implicit.c); on AVX-512, conv2d and the input gradient of 16 channels or more put
+ *   (convolution_implicit.c); on AVX-512, conv2d and the input gradient of 16 channels or more put
  *   the channels in the vectors' lanes (the same bits).
  *
  * NCHW columns are copied from a zero-padded copy of the image, so the copies need no bounds tests.
@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conv.h"
+#include "convolution.h"
 
 enum { NO_TRANS = 111, TRANS = 112 };
 

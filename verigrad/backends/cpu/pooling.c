@@ -1,5 +1,5 @@
 /* Sliding-window pooling: max_pool2d, avg_pool2d and max_pool2d's gradient, NCHW and NHWC, any stride,
- * padding and dilation (the window geometry of window.h); pool_tiled.c takes the windows that tile the
+ * padding and dilation (the window geometry of window.h); pooling_tiled.c takes the windows that tile the
  * image first.
  *
  * Every output element is computed by one thread from its inputs alone (rows split by vg_parallel_for),
@@ -11,7 +11,7 @@
  * - max_pool2d_grad sends each window's gradient to its first maximal element (a NaN counts as maximal,
  *   as np.argmax has it) and adds, for each image element, the gradients it receives in kernel order in
  *   double from 0.0 (what col2im does with the gradient columns, whose other entries are 0:
- *   vg_sum_into_image of conv_im2col.c). Where the windows do not overlap, an element receives at most
+ *   vg_sum_into_image of convolution_im2col.c). Where the windows do not overlap, an element receives at most
  *   one gradient: it is written as g + 0.
  *
  * vg_max_pool_<dtype>(x, out, geo, min_chunk, threads), vg_avg_pool_<dtype>(x, out, geo, ...) and

@@ -1,7 +1,7 @@
-/* What conv.c (the columns path and the one-channel images' direct loops) shares with conv_implicit.c (the
+/* What convolution.c (the columns path and the one-channel images' direct loops) shares with convolution_implicit.c (the
  * implicit GEMM): the geometry array (the G_ names), aligned scratch buffers, the taps' offsets in a
  * padded image, the padded copy of an image, the matmul.c functions they call, and the implicit path's
- * entry points (f32; conv.c's f64 stubs decline every case). */
+ * entry points (f32; convolution.c's f64 stubs decline every case). */
 #ifndef VG_CONV_H
 #define VG_CONV_H
 
@@ -57,7 +57,7 @@ static inline void stack_offsets(const int64_t *g, int64_t *off) {
             for (int64_t j = 0; j < g[G_KW]; j++, k++) off[k] = j * COLUMN + c * HP * 4 + i * g[G_DH] * 4;
 }
 
-/* The image copies (PAD_IMAGE, conv.c's columns) are short rows (a few to a few dozen elements): plain
+/* The image copies (PAD_IMAGE, convolution.c's columns) are short rows (a few to a few dozen elements): plain
  * loops beat memcpy calls. */
 #if defined(__GNUC__) && !defined(__clang__)
 #define COPY_LOOPS __attribute__((optimize("no-tree-loop-distribute-patterns")))
@@ -85,7 +85,7 @@ static inline void stack_offsets(const int64_t *g, int64_t *off) {
             }                                                                                            \
     }
 
-/* The implicit GEMM (conv_implicit.c): whether it takes a convolution, and conv2d, its input gradient
+/* The implicit GEMM (convolution_implicit.c): whether it takes a convolution, and conv2d, its input gradient
  * (-1: not taken) and a block's weight-gradient partial sums on it. */
 int vg_implicit_f32(const int64_t *g);
 int vg_implicit_forward_f32(const float *x, const float *w, float *out, const int64_t *g, int threads);

@@ -1,4 +1,4 @@
-/* Fast paths of pool.c's pooling kernels (max_pool2d, avg_pool2d, max_pool2d_grad) for windows that tile
+/* Fast paths of pooling.c's pooling kernels (max_pool2d, avg_pool2d, max_pool2d_grad) for windows that tile
  * the image: stride == kernel, no padding, no dilation, and the innermost axis (w in NCHW, c in NHWC)
  * contiguous in the image and the output gradient. One pass over the data, on SSE2 vectors (elsewhere
  * scalar), 2x2 windows specialised; packed f32 NCHW images 4 or 8 wide as one run of windows on AVX2
@@ -7,12 +7,12 @@
  * on SSE2, where a masked step of 16 was slower).
  *
  * `geo` is window.h's geometry array (the G_ layout below is its own). Each function returns 1 when it
- * ran, 0 when the case is not one of its own (the caller then runs pool.c's kernel, which takes any).
- * The results are pool.c's bit for bit, so the references' (see pool.c for why these orders):
+ * ran, 0 when the case is not one of its own (the caller then runs pooling.c's kernel, which takes any).
+ * The results are pooling.c's bit for bit, so the references' (see pooling.c for why these orders):
  * - max folds each window in kernel order: best = v0, then best = (best > v || best is NaN) ? best : v;
  * - avg adds the window in kernel order in double from 0.0, divides by KH*KW and rounds once;
  * - max_pool2d_grad gives each window's first maximal element (a NaN counts as maximal) the window's
- *   gradient + 0 (pool.c's sum from 0.0 with one term), and every other element 0: windows that tile do
+ *   gradient + 0 (pooling.c's sum from 0.0 with one term), and every other element 0: windows that tile do
  *   not share elements.
  * Threads split rows of windows ((n, c, oh) in NCHW, (n, oh) in NHWC); each row writes its own outputs
  * (for the gradient: its KH image rows, and the last row also the rows no window covers), so the bits
@@ -289,7 +289,7 @@ static void run_rows(const int64_t *g, vg_chunk_fn fn, void *ctx, int64_t min_ch
     vg_parallel_for(rows, rows_per_chunk(min_chunk, row), threads, fn, ctx);
 }
 
-/* A thread's work buffer (a row of windows); out of memory there aborts, as in pool.c. */
+/* A thread's work buffer (a row of windows); out of memory there aborts, as in pooling.c. */
 static void *scratch(int64_t n, size_t size) {
     void *p = malloc((size_t)(n > 0 ? n : 1) * size);
     if (!p) abort();

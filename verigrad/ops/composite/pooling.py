@@ -23,7 +23,7 @@ from .._samples import uniform
 from ..binary import eq, where
 from ..creation import arange, zeros_like
 from ._common import float_inputs, pair, spatial
-from .conv import WINDOW_CASES, col2im, cols_shape, im2col, out_hw, to_layout, window_params
+from .convolution import WINDOW_CASES, col2im, cols_shape, im2col, out_hw, to_layout, window_params
 
 
 def _canon(x: Spec, kernel, stride=None, padding=0, dilation=1, layout="NCHW") -> dict:

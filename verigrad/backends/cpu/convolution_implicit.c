@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "conv.h"
+#include "convolution.h"
 
 #define IMPLICIT_CH 6     /* output channels of a tile */
 #define IMPLICIT_MAX_K 4608 /* taps (C*KH*KW) at most */

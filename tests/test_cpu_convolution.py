@@ -16,7 +16,7 @@ import verigrad
 from verigrad import nn, optim
 from verigrad.backends import cpu
 from verigrad.backends.cpu import matmul as cpu_matmul
-from verigrad.backends.cpu.conv import CONVOLUTION, error_bound, implicit_path
+from verigrad.backends.cpu.convolution import CONVOLUTION, error_bound, implicit_path
 from verigrad.backends.reference import composite_reference
 from verigrad.cli.trainer import training_step
 from verigrad.ops import REGISTRY

@@ -1,6 +1,6 @@
-"""Pooling kernels (pool.c, pool_tiled.c): max_pool2d, avg_pool2d and max_pool2d_grad, NCHW and NHWC, any
-stride, padding and dilation, inputs read through their strides (a transposed or broadcast view is not
-copied first).
+"""Pooling kernels (pooling.c, pooling_tiled.c): max_pool2d, avg_pool2d and max_pool2d_grad, NCHW and
+NHWC, any stride, padding and dilation, inputs read through their strides (a transposed or broadcast
+view is not copied first).
 
 All give the reference's bits: the maxima copy and compare; max_pool2d_grad adds each image element's
 contributions in the reference's order (kernel offset by kernel offset, in double from 0, rounded once);
@@ -10,9 +10,9 @@ channel), NumPy's inner loops sum pairwise and take SIMD maxima (which break 0/-
 order): the pools then run their decompositions on the references. Threads split rows of the output (or
 of the image, for the sums into it).
 
-The pools first try pool_tiled.c's kernels, for windows that tile the image (stride == kernel, no padding
+The pools first try pooling_tiled.c's kernels, for windows that tile the image (stride == kernel, no padding
 or dilation, the innermost axis contiguous: the common 2x2 pool): one pass over the data on SIMD vectors,
-the same bits; they decline every other case, which pool.c's kernels take.
+the same bits; they decline every other case, which pooling.c's kernels take.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ...ops import REGISTRY, im2col
-from ...ops.composite.conv import out_hw
+from ...ops.composite.convolution import out_hw
 from ..kernel_table import EXACT
 from . import _ffi
 from ._ffi import DTYPES, Library
@@ -40,7 +40,8 @@ def _pooled_shape(n: int, c: int, ho: int, wo: int, layout: str) -> tuple:
 
 
 class _Pools:
-    """The wrappers of one dtype's C functions: pool_tiled.c's, then pool.c's for the cases they decline."""
+    """The wrappers of one dtype's C functions: pooling_tiled.c's, then pooling.c's for the cases they
+    decline."""
 
     def __init__(self, lib: Library, name: str, dtype: np.dtype, backend: Any) -> None:
         self.dtype, self.backend, self.ptr = dtype, backend, lib.ptr
@@ -48,7 +49,7 @@ class _Pools:
         self.c_max = lib.fn(f"vg_max_pool_{name}", [_P, _P, _P, *TAIL])
         self.c_avg = lib.fn(f"vg_avg_pool_{name}", [_P, _P, _P, *TAIL])
         self.c_max_grad = lib.fn(f"vg_max_pool_grad_{name}", [_P, _P, _P, _P, *TAIL], restype=ctypes.c_int)
-        # pool_tiled.c's: 0 when the windows do not tile the image (pool.c's kernel then runs)
+        # pooling_tiled.c's: 0 when the windows do not tile the image (pooling.c's kernel then runs)
         self.c_tile_max = lib.fn(f"vg_tile_max_pool_{name}", [_P, _P, _P, *TAIL], restype=ctypes.c_int)
         self.c_tile_avg = lib.fn(f"vg_tile_avg_pool_{name}", [_P, _P, _P, *TAIL], restype=ctypes.c_int)
         self.c_tile_max_grad = lib.fn(
@@ -73,7 +74,7 @@ class _Pools:
         return found
 
     def pool(self, fns: tuple[Any, Any], x, kernel, stride, padding, dilation, layout) -> np.ndarray:
-        """`fns`: pool_tiled.c's kernel, and pool.c's for the cases it declines."""
+        """`fns`: pooling_tiled.c's kernel, and pooling.c's for the cases it declines."""
         x = usable(x)
         geo, shape = self.windowgeometry(x, None, kernel, stride, padding, dilation, layout)
         out = np.empty(shape, self.dtype)

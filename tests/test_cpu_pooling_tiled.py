@@ -1,8 +1,8 @@
-"""The cpu backend's pooling fast paths (pool_tiled.c): windows that tile the image (stride == kernel, no
+"""The cpu backend's pooling fast paths (pooling_tiled.c): windows that tile the image (stride == kernel, no
 padding or dilation, the innermost axis contiguous). Bit for bit against the references on rows of windows
 that fill whole vectors, half vectors, overlapping last vectors and no vector at all, images with columns
 and rows no window covers, special values and ties, views, and 1/2/3 threads; and which cases the fast
-path takes (the rest run pool.c's general kernels)."""
+path takes (the rest run pooling.c's general kernels)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from test_cpu_window import _assert_same_bits, _native, _reference, _values
 
 import verigrad
 from verigrad.backends import cpu
-from verigrad.backends.cpu import pool
+from verigrad.backends.cpu import pooling
 from verigrad.backends.cpu import window as cpu_window
 from verigrad.ops import REGISTRY
-from verigrad.ops.composite.conv import to_layout
+from verigrad.ops.composite.convolution import to_layout
 
 SMALL_CHUNK = 1  # the min chunk the `small_chunks` fixture (conftest.py) sets
 
@@ -39,7 +39,8 @@ TILED = [
     ((2, 5, 8, 13), (2, 4)),
     ((2, 3, 7, 6), (3, 1)),
     ((2, 3, 5, 4), 1),
-    ((2, 1, 6, 8), 2),  # NHWC with one channel: the pools run their decompositions, the gradient pool_tiled.c
+    # NHWC with one channel: the pools run their decompositions, the gradient pooling_tiled.c
+    ((2, 1, 6, 8), 2),
     # NCHW rows 8 and 4 wide, taken as one run of windows, 8 a step (AVX2): whole steps, steps and a
     # rest, and a rest only
     ((2, 3, 4, 4), 2),
@@ -131,12 +132,12 @@ def test_every_thread_count_gives_the_same_bits(name: str, small_chunks) -> None
 
 
 def _takes(name: str, x: np.ndarray, layout: str, g_view: Any = None, **window: Any) -> bool:
-    """Whether pool_tiled.c's kernel takes the case (returns 1) rather than leaving it to pool.c's; the
+    """Whether pooling_tiled.c's kernel takes the case (returns 1) rather than leaving it to pooling.c's; the
     gradient (max_pool2d_grad) is zeros of the pooled shape, seen through `g_view`."""
     window = {"kernel": (2, 2), "stride": (2, 2), "padding": (0, 0), "dilation": (1, 1), **window}
     x_strides = cpu_window.logical(cpu_window.elements(x), layout)
     geo, (n, c, ho, wo) = cpu_window.geometry(x.shape, layout, *window.values(), x_strides)
-    pooled = pool._pooled_shape(n, c, ho, wo, layout)
+    pooled = pooling._pooled_shape(n, c, ho, wo, layout)
     fn = getattr(cpu.cpu.library.cdll, f"vg_tile_{name.replace('2d', '')}_f32")
     if name != "max_pool2d_grad":
         out = np.empty(pooled, x.dtype)

@@ -11,8 +11,8 @@ take turns within each repeat. On one thread the time is the calling thread's CP
 
 PyTorch is only needed here: if it is missing, it is installed (torch==2.13.0).
 
-    python benchmarks/conv.py                 # 1 thread, 9 repeats
-    python benchmarks/conv.py --threads 1,2 --repeats 15
+    python benchmarks/convolution.py                 # 1 thread, 9 repeats
+    python benchmarks/convolution.py --threads 1,2 --repeats 15
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from _common import kernel_main, table, timing_rows, verigrad
 from rich.table import Table
 
 from verigrad.backends import cpu
-from verigrad.backends.cpu.conv import CONVOLUTION, error_bound
+from verigrad.backends.cpu.convolution import CONVOLUTION, error_bound
 from verigrad.backends.reference import composite_reference
 from verigrad.ops import REGISTRY
 

@@ -5,7 +5,7 @@
  * so the bits do not depend on the thread count. col2im adds, for each image element, the windows
  * covering it in kernel order (i, then j), in double from 0.0, and rounds once (the reference adds kernel
  * offset by kernel offset into a zeroed f64 image); vg_sum_into_image does that sum for col2im and for
- * pool.c's max_pool2d_grad.
+ * pooling.c's max_pool2d_grad.
  *
  * vg_im2col_<dtype>(x, out, geo, pad_value, min_chunk, threads) and vg_col2im_<dtype>(cols, out, geo,
  * min_chunk, threads); `out` is C-contiguous, min_chunk counts elements.

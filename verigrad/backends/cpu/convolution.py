@@ -1,6 +1,7 @@
-"""Convolution kernels: conv2d, conv2d_input_grad and conv2d_weight_grad in f32 and f64 (conv.c,
-conv_implicit.c), NCHW with OIHW weights and NHWC with HWIO weights, any stride, padding and dilation;
-and the columns they are products of, im2col and col2im (conv_im2col.c), which give the reference's bits
+"""Convolution kernels: conv2d, conv2d_input_grad and conv2d_weight_grad in f32 and f64 (convolution.c,
+convolution_implicit.c), NCHW with OIHW weights and NHWC with HWIO weights, any stride, padding and
+dilation; and the columns they are products of, im2col and col2im (convolution_im2col.c), which give the
+reference's bits
 (im2col copies; col2im adds each image element's contributions in the reference's order, kernel offset
 by kernel offset, in double from 0, rounded once), inputs read through their strides.
 
@@ -40,7 +41,7 @@ import numpy as np
 
 from ...ops import REGISTRY
 from ...ops.composite._common import spatial
-from ...ops.composite.conv import cols_shape, out_hw, weight_dims
+from ...ops.composite.convolution import cols_shape, out_hw, weight_dims
 from .. import blas
 from ..kernel_table import EXACT
 from ..reference import composite_reference
@@ -51,19 +52,19 @@ from .window import TAIL, elements, geometry, logical, usable
 COLUMNS = ("im2col", "col2im")
 CONVOLUTION = ("conv2d", "conv2d_input_grad", "conv2d_weight_grad")
 
-_GEO = ctypes.c_int64 * 16  # conv.h's G_LEN
+_GEO = ctypes.c_int64 * 16  # convolution.h's G_LEN
 _P = ctypes.c_void_p
 _ARGS = [_P, ctypes.c_int, _P, _P, _P, _P, ctypes.c_int]  # gemm, its integer width, 3 arrays, geo, threads
 
 
 def _geometry(n, c, h, w, o, kernel, stride, padding, dilation, layout: str) -> tuple[Any, int, int]:
-    """conv.h's geometry array, and the output's height and width."""
+    """convolution.h's geometry array, and the output's height and width."""
     ho, wo = out_hw(h, w, kernel, stride, padding, dilation)
     return _GEO(n, c, h, w, o, *kernel, *stride, *padding, *dilation, ho, wo, int(layout == "NHWC")), ho, wo
 
 
 class _Columns:
-    """im2col and col2im of one dtype (conv_im2col.c)."""
+    """im2col and col2im of one dtype (convolution_im2col.c)."""
 
     def __init__(self, lib: Library, name: str, dtype: np.dtype, backend: Any) -> None:
         self.dtype, self.backend, self.ptr = dtype, backend, lib.ptr
@@ -189,7 +190,7 @@ class _Convolutions:
 
 def implicit_path(lib: Library) -> bool:
     """Whether f32 stride-1 NCHW convolutions of several channels take the implicit-GEMM path here
-    (conv_implicit.c: the CPU has AVX2 and FMA)."""
+    (convolution_implicit.c: the CPU has AVX2 and FMA)."""
     return bool(lib.fn("vg_conv_implicit", [], restype=ctypes.c_int)())
 
 

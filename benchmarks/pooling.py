@@ -1,8 +1,8 @@
-"""Pooling kernels of the cpu backend against pool.c's general ones and PyTorch, on the digits CNN's 2x2
+"""Pooling kernels of the cpu backend against pooling.c's general ones and PyTorch, on the digits CNN's 2x2
 max pools (f32, batch 64, NCHW and NHWC; 28x28 and 8x8 images).
 
-For each layer: max_pool2d and max_pool2d_grad as the cpu backend's kernels (pool_tiled.c's, for windows
-that tile the image), as pool.c's general kernels (the path before pool_tiled.c; forced by declining the
+For each layer: max_pool2d and max_pool2d_grad as the cpu backend's kernels (pooling_tiled.c's, for windows
+that tile the image), as pooling.c's general kernels (the path before pooling_tiled.c; forced by declining the
 fast path), and PyTorch's max_pool2d, and for the gradient max_pool2d with indices followed by its
 backward (verigrad's gradient op finds the maxima again from the image). Every kernel is checked against
 the op's reference first (the same bits). The table gives medians over `--repeats` timed runs of
@@ -12,8 +12,8 @@ on more, wall time.
 
 PyTorch is only needed here: if it is missing, it is installed (torch==2.13.0).
 
-    python benchmarks/pool.py                 # 1 thread, 9 repeats
-    python benchmarks/pool.py --threads 1,2 --repeats 15
+    python benchmarks/pooling.py                 # 1 thread, 9 repeats
+    python benchmarks/pooling.py --threads 1,2 --repeats 15
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from _common import kernel_main, table, timing_rows, verigrad
 from rich.table import Table
 
 from verigrad.backends import cpu
-from verigrad.backends.cpu import pool
+from verigrad.backends.cpu import pooling
 from verigrad.ops import REGISTRY
 
 BATCH = 64
@@ -40,15 +40,15 @@ LAYERS = {
 WINDOW = {"kernel": (2, 2), "stride": (2, 2), "padding": (0, 0), "dilation": (1, 1)}
 
 
-def general_kernels() -> pool._Pools:
-    """pool.c's f32 pooling kernels alone: pool_tiled.c's gradient kernel declines every case."""
-    k = pool._Pools(cpu.cpu.library, "f32", np.dtype(np.float32), cpu.cpu)
+def general_kernels() -> pooling._Pools:
+    """pooling.c's f32 pooling kernels alone: pooling_tiled.c's gradient kernel declines every case."""
+    k = pooling._Pools(cpu.cpu.library, "f32", np.dtype(np.float32), cpu.cpu)
     k.c_tile_max_grad = lambda *args: 0
     return k
 
 
 def runners(torch: Any, c: int, h: int, w: int, layout: str) -> dict[str, dict[str, Callable[[], Any]]]:
-    """Per op: the kernel (checked first), pool.c's general kernel, PyTorch."""
+    """Per op: the kernel (checked first), pooling.c's general kernel, PyTorch."""
     rng = np.random.default_rng(0)
     x = np.maximum(rng.standard_normal((BATCH, c, h, w)), 0).astype(np.float32)  # ReLU outputs: ties
     g = rng.standard_normal((BATCH, c, h // 2, w // 2)).astype(np.float32)
