@@ -53,7 +53,7 @@ def test_parameters_are_found_from_attributes_in_order():
     net = Net()
     names = [n for n, _ in net.named_parameters()]
     assert names == ["scale", "fc1.weight", "fc1.bias", "fc2.weight"]  # own first, then children
-    params = net.parameters()
+    params = list(net.parameters())
     expected = [net.scale, net.fc1.weight, net.fc1.bias, net.fc2.weight]
     assert len(params) == 4 and all(p is q for p, q in zip(params, expected))
     assert all(p.requires_grad for p in params)
@@ -343,7 +343,7 @@ def test_layer_norm_and_rms_norm(rng):
     mean, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
     np.testing.assert_allclose(ln(t64(x)).numpy(), (x - mean) / np.sqrt(var + 1e-5) * w + b, **TIGHT)
     plain = nn.LayerNorm(6, elementwise_affine=False, dtype="f64")
-    assert plain.parameters() == []
+    assert list(plain.parameters()) == []
     np.testing.assert_allclose(plain(t64(x)).numpy(), (x - mean) / np.sqrt(var + 1e-5), **TIGHT)
     rms = nn.RMSNorm(6, eps=1e-6, dtype="f64")
     set_params(rms, weight=w)

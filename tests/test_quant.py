@@ -202,7 +202,7 @@ def test_qlinear_views_the_bytes_and_picks_its_op():
     raw = weights("q4_1", 12, 64)
     layer = nn.QLinear(raw, "q4_1", (12, 64), activations="q8")
     assert layer.weight.dtype.name == "u8" and np.shares_memory(layer.weight.numpy(), raw)
-    assert layer.parameters() == [] and set(layer.state_dict()) == {"weight"}
+    assert list(layer.parameters()) == [] and set(layer.state_dict()) == {"weight"}
     x = vg.from_numpy(x_values((2, 64)))
     np.testing.assert_array_equal(layer(x).numpy(), qmatmul_q8(x, layer.weight, qtype="q4_1").numpy())
     plain = nn.QLinear(raw, "q4_1", (12, 64))

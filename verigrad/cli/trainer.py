@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,7 +74,7 @@ def load_data(data: str, data_dir: str | None, seed: int) -> tuple[np.ndarray, .
     raise ValueError(f"unknown data set {data!r}: use 'digits' or 'mnist'")
 
 
-def make_optimizer(name: str, params: list, lr: float | None) -> Optimizer:
+def make_optimizer(name: str, params: Iterable[Tensor], lr: float | None) -> Optimizer:
     lr = DEFAULT_LR[name] if lr is None else lr
     if name == "adam":
         return Adam(params, lr=lr)

@@ -63,20 +63,37 @@ class Module:
         self._buffers[name] = value
 
     # traversal ----------------------------------------------------------------------------------
-    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
+    # Generators, as PyTorch's. A module or tensor reached twice (tied weights, a layer used in two
+    # places) is listed once unless remove_duplicate=False, so an optimizer updates it once a step.
+    def named_modules(
+        self, memo: set[Module] | None = None, prefix: str = "", remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Module]]:
+        """(dotted name, module) for this module and every submodule, depth first, each module once."""
+        if memo is None:
+            memo = set()
+        if self in memo:
+            return
+        if remove_duplicate:
+            memo.add(self)
         yield prefix, self
         for name, child in self._modules.items():
-            yield from child.named_modules(f"{prefix}.{name}" if prefix else name)
+            yield from child.named_modules(memo, _dotted(prefix, name), remove_duplicate)
 
     def modules(self) -> Iterator[Module]:
         for _, m in self.named_modules():
             yield m
 
-    def children(self) -> Iterator[Module]:
-        yield from self._modules.values()
-
     def named_children(self) -> Iterator[tuple[str, Module]]:
-        yield from self._modules.items()
+        """(name, module) for the direct submodules, a module held under two names listed once."""
+        seen: set[int] = set()
+        for name, child in self._modules.items():
+            if id(child) not in seen:
+                seen.add(id(child))
+                yield name, child
+
+    def children(self) -> Iterator[Module]:
+        for _, child in self.named_children():
+            yield child
 
     def apply(self, fn: Any) -> Module:
         """fn(module) for every submodule, children first, then this one (as PyTorch, e.g. to initialize)."""
@@ -85,21 +102,42 @@ class Module:
         fn(self)
         return self
 
-    def named_parameters(self) -> Iterator[tuple[str, Tensor]]:
-        for prefix, m in self.named_modules():
-            for name, p in m._parameters.items():
-                yield (f"{prefix}.{name}" if prefix else name), p
+    def named_parameters(
+        self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Tensor]]:
+        """(dotted name, parameter) for this module's parameters and, with `recurse`, its submodules'."""
+        yield from self._named_members("_parameters", prefix, recurse, remove_duplicate)
 
-    def parameters(self) -> list[Tensor]:
-        return [p for _, p in self.named_parameters()]
+    def parameters(self, recurse: bool = True) -> Iterator[Tensor]:
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
 
-    def named_buffers(self) -> Iterator[tuple[str, Tensor]]:
-        for prefix, m in self.named_modules():
-            for name, b in m._buffers.items():
-                yield (f"{prefix}.{name}" if prefix else name), b
+    def named_buffers(
+        self, prefix: str = "", recurse: bool = True, remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Tensor]]:
+        """(dotted name, buffer) for this module's buffers and, with `recurse`, its submodules'."""
+        yield from self._named_members("_buffers", prefix, recurse, remove_duplicate)
 
-    def buffers(self) -> list[Tensor]:
-        return [b for _, b in self.named_buffers()]
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    def _named_members(
+        self, table: str, prefix: str, recurse: bool, remove_duplicate: bool
+    ) -> Iterator[tuple[str, Tensor]]:
+        modules = (
+            self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate)
+            if recurse
+            else [(prefix, self)]
+        )
+        seen: set[int] = set()  # by identity: a tensor's == compares elements
+        for module_prefix, module in modules:
+            for name, t in getattr(module, table).items():
+                if id(t) in seen:
+                    continue
+                if remove_duplicate:
+                    seen.add(id(t))
+                yield _dotted(module_prefix, name), t
 
     def requires_grad_(self, flag: bool = True) -> Module:
         """Freeze (False) or unfreeze every parameter: a frozen one gets no gradient, and an optimizer
@@ -110,8 +148,18 @@ class Module:
 
     # state ----------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Tensor]:
-        """Every parameter and buffer by its dotted name (the tensors themselves, not copies)."""
-        return {**dict(self.named_parameters()), **dict(self.named_buffers())}
+        """Every parameter and buffer by its dotted name (the tensors themselves, not copies), in PyTorch's
+        order: a module's parameters, then its buffers, then its children's. A tied tensor is under each
+        of its names, as in PyTorch."""
+        state: dict[str, Tensor] = {}
+        self._save_state(state, "")
+        return state
+
+    def _save_state(self, state: dict[str, Tensor], prefix: str) -> None:
+        for table in (self._parameters, self._buffers):
+            state.update((prefix + name, t) for name, t in table.items())
+        for name, child in self._modules.items():
+            child._save_state(state, f"{prefix}{name}.")
 
     def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> None:
         """Copy values in; with `strict`, any missing, extra, mis-shaped or mis-typed entry is an error
@@ -249,6 +297,10 @@ class Module:
         ]
         head = f"{type(self).__name__}({self.extra_repr()}"
         return head + ("\n" + "\n".join(lines) + "\n)" if lines else ")")
+
+
+def _dotted(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name
 
 
 def _name_layer(root: Module, error: Any) -> None:
