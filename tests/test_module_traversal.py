@@ -127,3 +127,10 @@ def test_functions_taking_parameters_accept_a_generator() -> None:
     np.testing.assert_array_equal(model.weight.numpy(), [[0.0, 1.0]])
     np.testing.assert_array_equal(model.bias.numpy(), [2.0])
     assert len(SGD(model.parameters(), lr=0.1).params) == 2
+
+
+def test_a_buffer_registered_as_none_is_not_state() -> None:
+    model = nn.Linear(2, 2)
+    model.register_buffer("mask", None)
+    assert model.mask is None
+    assert list(model.buffers()) == [] and set(model.state_dict()) == {"weight", "bias"}

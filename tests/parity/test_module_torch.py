@@ -189,3 +189,12 @@ def test_traversals_are_generators_as_in_torch(shared_pair: tuple[Any, Any], met
     assert isinstance(first, tuple) == isinstance(expected, tuple)
     if isinstance(expected, tuple):
         assert first[0] == expected[0]
+
+
+def test_a_buffer_registered_as_none_is_left_out_as_in_torch() -> None:
+    ours, theirs = nn.Linear(2, 2), torch.nn.Linear(2, 2)
+    ours.register_buffer("mask", None)
+    theirs.register_buffer("mask", None)
+    assert ours.mask is None and theirs.mask is None
+    assert names(ours.named_buffers()) == names(theirs.named_buffers()) == []
+    assert list(ours.state_dict()) == list(theirs.state_dict())

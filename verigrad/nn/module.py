@@ -56,7 +56,7 @@ class Module:
             raise TypeError(f"add_module needs a Module, got {type(module).__name__}")
         self.__setattr__(name, module)
 
-    def register_buffer(self, name: str, value: Tensor) -> None:
+    def register_buffer(self, name: str, value: Tensor | None) -> None:
         """Keep `value` as state that `state_dict` saves but optimizers do not train."""
         self.__setattr__(name, value)
         self._parameters.pop(name, None)
@@ -133,7 +133,7 @@ class Module:
         seen: set[int] = set()  # by identity: a tensor's == compares elements
         for module_prefix, module in modules:
             for name, t in getattr(module, table).items():
-                if id(t) in seen:
+                if t is None or id(t) in seen:  # a buffer registered as None is no state yet, as in PyTorch
                     continue
                 if remove_duplicate:
                     seen.add(id(t))
@@ -157,7 +157,7 @@ class Module:
 
     def _save_state(self, state: dict[str, Tensor], prefix: str) -> None:
         for table in (self._parameters, self._buffers):
-            state.update((prefix + name, t) for name, t in table.items())
+            state.update((prefix + name, t) for name, t in table.items() if t is not None)
         for name, child in self._modules.items():
             child._save_state(state, f"{prefix}{name}.")
 
