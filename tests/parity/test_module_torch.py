@@ -198,3 +198,11 @@ def test_a_buffer_registered_as_none_is_left_out_as_in_torch() -> None:
     assert ours.mask is None and theirs.mask is None
     assert names(ours.named_buffers()) == names(theirs.named_buffers()) == []
     assert list(ours.state_dict()) == list(theirs.state_dict())
+
+
+def test_an_optimizer_given_a_parameter_twice_warns_as_torch() -> None:
+    ours, theirs = twin_gpts("f32")
+    with pytest.warns(UserWarning, match="duplicate parameters"):
+        torch.optim.AdamW([*theirs.parameters(), theirs.head.weight])
+    with pytest.warns(UserWarning, match="more than once"):
+        verigrad.optim.AdamW([*ours.parameters(), ours.head.weight])

@@ -9,6 +9,7 @@ beta1), so a compiled step sees their current values.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
@@ -86,6 +87,13 @@ class Optimizer:
             if not isinstance(p, Tensor) or not p.dtype.is_float:
                 what = f"a {p.dtype.name} tensor" if isinstance(p, Tensor) else type(p).__name__
                 raise ValueError(f"parameter {i} is {what}; optimizers train float tensors")
+        if len({id(p) for p in self.params}) < len(self.params):
+            warnings.warn(  # as PyTorch's: a parameter listed twice is updated twice a step
+                "the optimizer got a parameter more than once (a tied weight listed under each name?); "
+                "each copy is updated, so it moves twice a step",
+                UserWarning,
+                stacklevel=3,
+            )
         if not any(p.requires_grad for p in self.params):
             raise ValueError(f"none of the {len(self.params)} parameters requires grad: nothing to train")
         self.defaults = Hyperparameters(defaults)
