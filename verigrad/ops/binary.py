@@ -13,6 +13,7 @@ import numpy as np
 from ..dtypes import DType, bool_, from_numpy_dtype, promote
 from ..errors import DTypeError
 from ..shapes import broadcast
+from ..tensor import Tensor
 from ._op import Op, Sample, float_dtype, no_bf16, numeric_dtype, unbroadcast
 from ._samples import BINARY_SHAPES, binary, uniform
 
@@ -64,8 +65,13 @@ def _both(x, y, gx: Callable, gy: Callable):
 
 
 def _pow_vjp(g, out, x, y):
+    """PyTorch's: 0 for x where y == 0 (even at x == 0, where y x^(y-1) is NaN), and 0 for y where x == 0
+    and y >= 0 (where out log(x) is 0 * -inf)."""
     return _both(
-        x, y, lambda: g * y * x ** (y - 1), lambda: where((x == 0) & (y >= 0), 0.0, g * out * x.log())
+        x,
+        y,
+        lambda: where(y == 0, 0.0, g * (y * x ** (y - 1))),
+        lambda: g * where((x == 0) & (y >= 0), 0.0, out * x.log()),
     )
 
 
@@ -144,18 +150,54 @@ def _pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out.astype(a.dtype, copy=False)
 
 
-pow = _arith(
+def _integer_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """x ** y on integers, wrapping around as PyTorch's; a negative y gives 0, or 1 and -1 for the bases
+    1 and -1 (PyTorch's integer power, where NumPy raises)."""
+    negative = b < 0
+    out = np.power(a, np.where(negative, 0, b).astype(b.dtype, copy=False))
+    if negative.any():
+        reciprocal = np.where(a == 1, 1, np.where(a == -1, np.where(b % 2 == 0, 1, -1), 0))
+        out = np.where(negative, reciprocal, out).astype(a.dtype, copy=False)
+    return out
+
+
+def _any_pow(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return _pow(a, b) if a.dtype.kind == "f" else _integer_pow(a, b)
+
+
+def _pow_dtype(*dtypes: DType, **_) -> DType:
+    """The promoted dtype, integers kept (as PyTorch); bool ** bool has no power, as in PyTorch."""
+    out = numeric_dtype(*dtypes)
+    if all(d is bool_ for d in dtypes):
+        raise DTypeError("pow is not defined for two bool tensors; cast one to an integer or float dtype")
+    return out
+
+
+_power = _arith(
     "pow",
-    _pow,
+    _any_pow,
     _pow_vjp,
-    dtype=float_dtype,
+    dtype=_pow_dtype,
     low=0.5,
     high=2.0,
     torch=lambda t, a, b: a**b,
-    fast=lambda out, dtypes, **_: _pow if all(d is out for d in dtypes) else None,
+    fast=lambda out, dtypes, **_: _any_pow if all(d is out for d in dtypes) else None,
     exact=False,  # a transcendental: libms differ by an ulp (0.5 ** 0.5 in f64, NumPy vs PyTorch)
-    doc="x ** y, evaluated in f64 and rounded once; the gradient in y is 0 where x == 0 and y >= 0.",
+    doc="x ** y in the promoted dtype, floats evaluated in f64 and rounded once, integers as PyTorch's "
+    "(wrapping around; a negative tensor exponent gives 0, or +-1 for a base of +-1). The gradient in x is "
+    "0 where y == 0, in y 0 where x == 0 and y >= 0.",
 )
+
+
+def pow(x: Tensor | float, y: Tensor | float) -> Tensor:
+    """x ** y (the `pow` op); an integer or bool tensor to a negative Python int raises, as in PyTorch."""
+    if isinstance(x, Tensor) and not x.dtype.is_float and _is_negative_int(y):
+        raise DTypeError(f"Integers to negative integer powers are not allowed ({x.dtype.name} ** {y}).")
+    return _power(x, y)
+
+
+def _is_negative_int(value: object) -> bool:
+    return isinstance(value, int | np.integer) and not isinstance(value, bool) and value < 0
 
 
 atan2 = _arith(

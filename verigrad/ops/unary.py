@@ -15,7 +15,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ._op import Op, float_dtype, numeric_dtype, same_shape
+from ..dtypes import DType, bool_
+from ..errors import DTypeError
+from ._op import Op, float_dtype, no_bf16, numeric_dtype, same_shape
 from ._samples import unary
 from .creation import zeros_like
 
@@ -104,6 +106,22 @@ def _gelu_tanh_deriv(x: np.ndarray) -> np.ndarray:
     return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _SQRT_2_OVER_PI * (1 + 3 * _GELU_A * x * x)
 
 
+def _not_bool(name: str) -> Callable[[DType], DType]:
+    """The dtype rule of an arithmetic op PyTorch does not define on bool tensors (abs, floor, ...)."""
+
+    def rule(x: DType, **_) -> DType:
+        if x is bool_:
+            raise DTypeError(f"{name} is not defined for bool tensors (as in PyTorch); cast them first")
+        return numeric_dtype(x)
+
+    return rule
+
+
+def _same_dtype(x: DType, **_) -> DType:
+    no_bf16(x)
+    return x
+
+
 neg = Op(
     "neg",
     shape=same_shape,
@@ -117,7 +135,7 @@ neg = Op(
 abs = Op(
     "abs",
     shape=same_shape,
-    dtype=numeric_dtype,
+    dtype=_not_bool("abs"),
     reference=np.abs,
     vjp=lambda g, out, x: (g * ((x > 0).cast(g.dtype) - (x < 0).cast(g.dtype)),),
     samples=unary(),
@@ -126,19 +144,19 @@ abs = Op(
 )
 
 
-def _stepwise(name: str, fn: Callable[[np.ndarray], np.ndarray], doc: str) -> Op:
+def _stepwise(
+    name: str, fn: Callable[[np.ndarray], np.ndarray], doc: str, dtype: Callable[..., DType] | None = None
+) -> Op:
     """An op constant between steps (floor, round, sign, ...): its gradient is 0; integers are whole
-    already (sign excepted), and bool becomes i64, as in the other arithmetic."""
+    already (sign excepted) and keep their dtype; bool is refused, as in PyTorch, unless `dtype` says."""
 
     def reference(x: np.ndarray) -> np.ndarray:
-        if x.dtype.kind == "b":
-            x = x.astype(np.int64)
-        return fn(x) if x.dtype.kind == "f" or fn is _sign else x.copy()
+        return fn(x) if x.dtype.kind == "f" or (fn is _sign and x.dtype.kind != "b") else x.copy()
 
     return Op(
         name,
         shape=same_shape,
-        dtype=numeric_dtype,
+        dtype=dtype or _not_bool(name),
         reference=reference,
         vjp=lambda g, out, x: (zeros_like(g),),
         samples=unary(-3.0, 3.0),
@@ -157,7 +175,12 @@ def _sign(x: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(x), x.dtype.type(0), np.sign(x)) if x.dtype.kind == "f" else np.sign(x)
 
 
-sign = _stepwise("sign", _sign, "-1, 0 or 1 as x is negative, zero or positive; 0 for NaN (as PyTorch).")
+sign = _stepwise(
+    "sign",
+    _sign,
+    "-1, 0 or 1 as x is negative, zero or positive; 0 for NaN; bool stays bool (as PyTorch).",
+    dtype=_same_dtype,
+)
 exp = _float_op(
     "exp", in_f64(np.exp), lambda g, out, x: (g * out,), torch=lambda t, x: t.exp(x), doc="e ** x."
 )
@@ -294,15 +317,25 @@ log1p = _float_op(
     torch=lambda t, x: t.log1p(x),
     doc="log(1 + x), accurate near 0; NaN below -1, -inf at -1.",
 )
-relu = _float_op(
+
+
+def _relu(x: np.ndarray) -> np.ndarray:
+    return np.maximum(x, 0).astype(x.dtype, copy=False)
+
+
+relu = Op(
     "relu",
-    lambda x: np.maximum(x, 0).astype(x.dtype),
+    shape=same_shape,
+    dtype=_not_bool("relu"),
+    reference=_relu,
     # relu(x) > 0 exactly where x > 0: the derivative read from the output, so a program need not keep
     # x for the backward pass and a bias add feeding relu fuses with it
-    lambda g, out, x: (g * relu_deriv(out),),
-    exact=True,
+    vjp=lambda g, out, x: (g * relu_deriv(out),),
+    samples=unary(),
     torch=lambda t, x: t.relu(x),
-    doc="max(x, 0); its gradient at 0 is 0.",
+    exact=True,
+    fast=lambda out, dtypes: _relu,
+    doc="max(x, 0), integers kept integer (as PyTorch); its gradient at 0 is 0.",
 )
 erf = _float_op(
     "erf",

@@ -69,9 +69,14 @@ def elu(x: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
 
 
 def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
-    """log(1 + exp(beta x)) / beta, and x itself where beta x > threshold (as PyTorch)."""
+    """log(1 + exp(beta x)) / beta, and x itself where beta x > threshold (as PyTorch); the gradient is
+    sigmoid(beta x), and 1 above the threshold."""
     scaled = x * beta
-    return ops.where(scaled > threshold, x, ops.log1p(ops.exp(scaled)) / beta)
+    linear = scaled > threshold
+    # the curve only ever sees inputs up to the threshold: exp(350) is inf, and the gradient where() sends
+    # it there, 0 * inf, would be NaN
+    curve = ops.where(linear, 0.0, scaled)
+    return ops.where(linear, x, ops.log1p(ops.exp(curve)) / beta)
 
 
 def hardtanh(x: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
