@@ -308,7 +308,7 @@ def test_archives_that_are_not_torch_save_checkpoints_are_named_so(tmp_path):
     with pytest.raises(verigrad.WeightFileError, match="TorchScript archive"):
         io.load(script)
     other = _write_archive(tmp_path / "o.pt", {"readme.txt": b"hello"})
-    with pytest.raises(verigrad.WeightFileError, match="without data.pkl"):
+    with pytest.raises(verigrad.WeightFileError, match=r"without data\.pkl"):
         io.load(other)
 
 

@@ -517,6 +517,7 @@ def _allowed_names(reader: _Reader) -> dict[str, Any]:
         "torch.device": _device,
         "_codecs.encode": _encode,
         "builtins.set": set,
+        "__builtin__.set": set,  # Python 2's name, which protocol 2 pickles write
     }
     allowed |= {f"torch.{name}": _StorageType(name, np.dtype(t)) for name, t in _STORAGE_TYPES.items()}
     allowed["torch.UntypedStorage"] = _StorageType("UntypedStorage", np.dtype("u1"))
