@@ -79,6 +79,8 @@ def _mixed_state(rng) -> dict:
         "bool": verigrad.tensor(np.array([True, False])),
         "scalar": verigrad.tensor(np.float64(2.5)),
         "empty": verigrad.tensor(np.zeros((0, 4), np.float32)),
+        "foreign": np.frombuffer(np.float32(1.5).tobytes(), np.float32).reshape(()),  # saved as a copy
+        "big_endian": np.array([[1, -2], [3, 4]], ">i4").T,
         "nested": OrderedDict(
             steps=[1, 2**70, -3, (0.5, "adam", None, True)],
             arrays=(np.array([-3, 4], np.int16), np.array([-128, 127], np.int8)),
@@ -335,3 +337,11 @@ def test_bytes_devices_dtypes_and_sizes_load_as_plain_values(tmp_path):
     )
     loaded = io.load(_hand_made(tmp_path / "v.pt", pickled))
     assert loaded == [b"\xff\x01", "cuda:1", verigrad.bf16, (2, 3)]
+
+
+def test_plain_values_are_pickled_as_python_reads_them(tmp_path):
+    edges = [0, 255, 256, 65535, 65536, -1, 2**31 - 1, 2**31, -(2**31), -(2**31) - 1, 2**63, -(2**2100)]
+    values = {"ints": edges, "floats": (0.1, -0.0, float("inf")), "text": "\u00e9\ud800", "nothing": None}
+    path = io.save(OrderedDict(values), tmp_path / "plain.pt")
+    assert pickle.loads(_records(path)["archive/data.pkl"]) == OrderedDict(values)
+    assert io.load(path) == OrderedDict(values)

@@ -63,17 +63,29 @@ _TORCH_DTYPES = {
     "uint8": "u8",
     "bool": "bool",
 }
-_TORCH_NAME_OF_DTYPE = {"f64": "float64", "f32": "float32", "f16": "float16", "bf16": "bfloat16"} | {
-    "i64": "int64",
-    "i32": "int32",
-    "u8": "uint8",
-    "bool": "bool",
-}
+# verigrad's dtype -> torch's canonical name of it (the first listed above)
+_TORCH_NAME_OF_DTYPE = {ours: theirs for theirs, ours in reversed(_TORCH_DTYPES.items())}
 
 _LEGACY_MAGIC = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19"  # pickled 0x1950a86a20f9469cfc6c
 _ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
 _ALIGNMENT = 64  # torch aligns each storage's bytes in the archive, so that they can be memory-mapped
 _ARCHIVE = "archive"
+# what reading a damaged archive or pickle raises (a hostile one too: the rebuild functions check their
+# arguments, but a wrong count of them is the call's TypeError)
+_DAMAGE = (
+    zipfile.BadZipFile,
+    pickle.UnpicklingError,
+    EOFError,
+    KeyError,
+    ValueError,
+    TypeError,
+    IndexError,
+    AttributeError,
+    struct.error,
+    OverflowError,
+    RecursionError,
+    NotImplementedError,
+)
 
 
 def is_zip_archive(head: bytes) -> bool:
@@ -115,9 +127,8 @@ def _write_aligned(archive: zipfile.ZipFile, offset: int, name: str, blob: bytes
     info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
     zip64 = len(blob) * 1.05 > zipfile.ZIP64_LIMIT  # zipfile then adds a 20-byte zip64 field
     header = 30 + len(name.encode()) + 4 + (20 if zip64 else 0)
-    info.extra = (
-        b"FB" + struct.pack("<H", -(offset + header) % _ALIGNMENT) + b"Z" * (-(offset + header) % _ALIGNMENT)
-    )
+    padding = -(offset + header) % _ALIGNMENT
+    info.extra = b"FB" + struct.pack("<H", padding) + b"Z" * padding
     archive.writestr(info, blob)
 
 
@@ -144,7 +155,7 @@ class _StorageWriter:
     def add(self, array: np.ndarray, storage_type: str) -> _StoredTensor:
         owner = _memory_owner(array)
         if owner is None:
-            array = np.ascontiguousarray(array).astype(array.dtype.newbyteorder("<"), copy=False)
+            array = np.asarray(array, array.dtype.newbyteorder("<"), order="C")  # 0-d stays 0-d
             key = self._new(array)
             return _StoredTensor(storage_type, key, array.size, 0, _element_strides(array))
         if id(owner) not in self._keys:
@@ -225,11 +236,10 @@ class _PickleWriter:
             self._out += b"M" + struct.pack("<H", n)
         elif -(2**31) <= n < 2**31:
             self._out += b"J" + struct.pack("<i", n)
-        else:
+        else:  # LONG1 or LONG4: the two's-complement bytes, least significant first
             body = n.to_bytes((n.bit_length() + 8) // 8, "little", signed=True)
-            self._out += (
-                b"\x8a" + bytes([len(body)]) if len(body) < 256 else b"\x8b" + struct.pack("<i", len(body))
-            ) + body
+            size = bytes([len(body)]) if len(body) < 256 else struct.pack("<i", len(body))
+            self._out += (b"\x8a" if len(body) < 256 else b"\x8b") + size + body
 
     def _str(self, text: str) -> None:
         body = text.encode("utf-8", "surrogatepass")
@@ -286,7 +296,7 @@ class _PickleWriter:
         self._value(stored.strides, where)
         self._value(bool(isinstance(value, Tensor) and value.requires_grad), where)
         self._global("collections", "OrderedDict")
-        self._out += b")Rt" + b"R"
+        self._out += b")RtR"  # the backward hooks, an empty OrderedDict; the arguments; the call
         self._memo[id(value)] = len(self._memo)
         self._kept.append(value)
         self._out += b"r" + struct.pack("<I", self._memo[id(value)])
@@ -316,16 +326,7 @@ def read_archive(path: Path) -> Any:
             return _Reader(path, archive).load()
     except WeightFileError:
         raise
-    except (zipfile.BadZipFile, pickle.UnpicklingError, EOFError, KeyError, ValueError, TypeError) as e:
-        raise WeightFileError(f"{path}: not a valid PyTorch checkpoint ({type(e).__name__}: {e})") from None
-    except (
-        IndexError,
-        AttributeError,
-        struct.error,
-        OverflowError,
-        RecursionError,
-        NotImplementedError,
-    ) as e:
+    except _DAMAGE as e:
         raise WeightFileError(f"{path}: not a valid PyTorch checkpoint ({type(e).__name__}: {e})") from None
 
 
@@ -347,6 +348,8 @@ class _Storage:
 
 
 class _Reader:
+    """One archive being read: its records' folder, byte order, and the storages read so far by key."""
+
     def __init__(self, path: Path, archive: zipfile.ZipFile) -> None:
         self.path, self.archive = path, archive
         self.prefix = self._prefix()
@@ -414,9 +417,7 @@ class _Reader:
         if storage_type.name == "BoolStorage":
             return _Storage(array.view(np.uint8) != 0, as_dtype("bool"), storage_type)
         dtype = from_numpy_dtype(array.dtype.newbyteorder("="))  # int8 and int16 widen to i32
-        return _Storage(
-            array.astype(dtype.np), dtype, storage_type
-        )  # a native-order copy that can be written
+        return _Storage(array.astype(dtype.np), dtype, storage_type)  # a native-order copy, writable
 
     def error(self, what: str) -> WeightFileError:
         return WeightFileError(f"{self.path}: not a valid PyTorch checkpoint: {what}")
@@ -464,7 +465,7 @@ def _is_count(value: Any) -> bool:
 
 def _with_requires_grad(reader: _Reader, tensor: Any, requires_grad: Any) -> Tensor:
     if not isinstance(tensor, Tensor) or not isinstance(requires_grad, bool):
-        raise reader.error(f"a parameter of {type(tensor).__name__} with requires_grad={requires_grad!r}")
+        raise reader.error(f"requires_grad={requires_grad!r} on a {type(tensor).__name__}")
     if requires_grad and not tensor.dtype.is_float:
         raise reader.error(f"a {tensor.dtype.name} tensor that requires grad")
     return tensor.requires_grad_(requires_grad) if requires_grad else tensor
@@ -520,7 +521,6 @@ def _allowed_names(reader: _Reader) -> dict[str, Any]:
         "__builtin__.set": set,  # Python 2's name, which protocol 2 pickles write
     }
     allowed |= {f"torch.{name}": _StorageType(name, np.dtype(t)) for name, t in _STORAGE_TYPES.items()}
-    allowed["torch.UntypedStorage"] = _StorageType("UntypedStorage", np.dtype("u1"))
     allowed |= {f"torch.{name}": as_dtype(ours) for name, ours in _TORCH_DTYPES.items()}
     return allowed
 
