@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fresh_process import run_python
 
 import verigrad
 from verigrad import io
@@ -345,3 +346,19 @@ def test_plain_values_are_pickled_as_python_reads_them(tmp_path):
     path = io.save(OrderedDict(values), tmp_path / "plain.pt")
     assert pickle.loads(_records(path)["archive/data.pkl"]) == OrderedDict(values)
     assert io.load(path) == OrderedDict(values)
+
+
+def test_saving_and_loading_need_no_torch(tmp_path):
+    """In a process where `import torch` fails, a checkpoint is written and read back."""
+    done = run_python(
+        f"""
+        import sys
+        sys.modules["torch"] = None  # any import of torch now raises ImportError
+        import verigrad
+        path = verigrad.save({{"w": verigrad.ones(2, 3), "step": 4}}, {str(tmp_path / "w.pt")!r})
+        state = verigrad.load(path)
+        assert state["w"].shape == (2, 3) and state["step"] == 4
+        print("ok")
+        """
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr

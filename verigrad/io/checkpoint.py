@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 from safetensors import SafetensorError, deserialize
@@ -49,10 +50,11 @@ def save(obj: Any, path: str | os.PathLike, metadata: dict[str, str] | None = No
     if path.suffix.lower() in torch_format.TORCH_SUFFIXES:
         if metadata is not None:
             raise TypeError(f"{path}: metadata is written to safetensors files only")
-        blob = torch_format.archive_bytes(obj)
+        write = torch_format.archive_writer(obj)
     else:
         blob = _safetensors_bytes(obj, metadata)
-    _write_atomically(path, blob)
+        write = lambda file: file.write(blob)
+    _write_atomically(path, write)
     return path
 
 
@@ -71,12 +73,13 @@ def _safetensors_bytes(state: dict[str, Any], metadata: dict[str, str] | None) -
     return _st_save(arrays, metadata=metadata)
 
 
-def _write_atomically(path: Path, blob: bytes) -> None:
+def _write_atomically(path: Path, write: Callable[[BinaryIO], Any]) -> None:
+    """`write` into a temporary file beside `path`, then the file renamed over `path`."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(blob)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes the file private; a checkpoint is not

@@ -21,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -101,27 +101,35 @@ def is_legacy_checkpoint(head: bytes) -> bool:
 # writing ------------------------------------------------------------------------------------------
 
 
-def archive_bytes(obj: Any) -> bytes:
-    """The bytes of a torch.save checkpoint of `obj`: tensors and arrays (f64, f32, f16, bf16, i64, i32,
-    i16, i8, u8, bool) in dicts, OrderedDicts, lists and tuples, with ints, floats, strings, bools and
-    None."""
+def archive_writer(obj: Any) -> Callable[[BinaryIO], None]:
+    """The function that writes a torch.save checkpoint of `obj` to a binary file: tensors and arrays
+    (f64, f32, f16, bf16, i64, i32, i16, i8, u8, bool) in dicts, OrderedDicts, lists and tuples, with
+    ints, floats, strings, bools and None. `obj` is pickled now, so what cannot be saved is refused before
+    any file is made; the storages are written from the tensors' memory, not copied first."""
     storages = _StorageWriter()
-    records = {"data.pkl": _PickleWriter(storages).dump(obj)}
+    records: dict[str, bytes | memoryview] = {"data.pkl": _PickleWriter(storages).dump(obj)}
     records |= {
         ".format_version": b"1",
         ".storage_alignment": str(_ALIGNMENT).encode(),
         "byteorder": b"little",
     }
-    records |= {f"data/{key}": blob for key, blob in enumerate(storages.blobs)}
+    records |= {f"data/{key}": _bytes_of(array) for key, array in enumerate(storages.arrays)}
     records["version"] = b"3\n"
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
+    return lambda file: _write_records(file, records)
+
+
+def _bytes_of(array: np.ndarray) -> memoryview:
+    """A contiguous array's memory as bytes, without a copy."""
+    return memoryview(array.reshape(-1).view(np.uint8))
+
+
+def _write_records(file: BinaryIO, records: dict[str, bytes | memoryview]) -> None:
+    with zipfile.ZipFile(file, "w", zipfile.ZIP_STORED) as archive:
         for name, blob in records.items():
-            _write_aligned(archive, buffer.tell(), f"{_ARCHIVE}/{name}", blob)
-    return buffer.getvalue()
+            _write_aligned(archive, file.tell(), f"{_ARCHIVE}/{name}", blob)
 
 
-def _write_aligned(archive: zipfile.ZipFile, offset: int, name: str, blob: bytes) -> None:
+def _write_aligned(archive: zipfile.ZipFile, offset: int, name: str, blob: bytes | memoryview) -> None:
     """One stored record whose bytes start at a multiple of _ALIGNMENT, padded as torch pads: an extra
     field 'FB' in the local header."""
     info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
@@ -148,7 +156,7 @@ class _StorageWriter:
     view of that memory, so tensors that share memory share one storage in the file, as torch saves."""
 
     def __init__(self) -> None:
-        self.blobs: list[bytes] = []
+        self.arrays: list[np.ndarray] = []  # by key, each contiguous
         self._keys: dict[int, int] = {}  # id of the memory's owner -> storage key
         self._owners: list[np.ndarray] = []  # kept alive so that their ids stay theirs
 
@@ -165,8 +173,8 @@ class _StorageWriter:
         return _StoredTensor(storage_type, self._keys[id(owner)], owner.size, offset, _element_strides(array))
 
     def _new(self, array: np.ndarray) -> int:
-        self.blobs.append(array.tobytes())
-        return len(self.blobs) - 1
+        self.arrays.append(array)
+        return len(self.arrays) - 1
 
 
 def _memory_owner(array: np.ndarray) -> np.ndarray | None:
