@@ -263,3 +263,18 @@ def test_the_legacy_format_is_refused_with_a_clear_message(tmp_path: Path) -> No
     torch.save({"w": torch.ones(2)}, tmp_path / "old.pt", _use_new_zipfile_serialization=False)
     with pytest.raises(WeightFileError, match=r"legacy format .*_use_new_zipfile_serialization=False"):
         load(tmp_path / "old.pt")
+
+
+def test_a_gpt2_pytorch_model_bin_with_tied_weights_reads_in_verigrad(tmp_path: Path) -> None:
+    """A transformers GPT-2's state_dict saved as pytorch_model.bin (as save_pretrained wrote it before
+    safetensors): every tensor reads with torch's values, and the tied embedding and head stay one."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(n_layer=1, n_head=2, n_embd=8, vocab_size=16, n_positions=8)
+    torch.manual_seed(0)
+    theirs = transformers.GPT2LMHeadModel(config).state_dict()
+    torch.save(theirs, tmp_path / "pytorch_model.bin")
+    ours = load(tmp_path / "pytorch_model.bin")
+    _assert_same(ours, theirs)
+    assert theirs["lm_head.weight"].data_ptr() == theirs["transformer.wte.weight"].data_ptr()
+    ours["lm_head.weight"].numpy()[0, 0] = 123.0
+    assert ours["transformer.wte.weight"].numpy()[0, 0] == 123.0
