@@ -97,6 +97,7 @@ def _our_checkpoint() -> dict[str, Any]:
         narrow=[np.array([-32768, 1, 32767], np.int16), np.array([-128, 0, 127], np.int8)],
         meta={"step": 7, "big": -(2**70), "lr": 1e-3, "name": "adamw", "betas": (0.9, 0.999), "x": None},
         flags=(True, False),
+        parameter=verigrad.nn.Parameter(verigrad.ones(2)),
     )
 
 
@@ -105,7 +106,7 @@ def _torch_value(value: Any) -> Any:
     if isinstance(value, verigrad.Tensor):
         if value.dtype.name == "bf16":
             return torch.from_numpy(_our_bits(value).view(np.int16)).view(torch.bfloat16)  # the same bits
-        return torch.from_numpy(value.numpy().copy())
+        return torch.from_numpy(value.numpy().copy()).requires_grad_(value.requires_grad)
     if isinstance(value, np.ndarray):
         return torch.from_numpy(value.copy())
     if isinstance(value, dict):
@@ -118,6 +119,7 @@ def _torch_value(value: Any) -> Any:
 def _assert_torch_equal(got: Any, want: Any, where: str = "") -> None:
     if isinstance(want, torch.Tensor):
         assert isinstance(got, torch.Tensor) and got.dtype == want.dtype and got.shape == want.shape, where
+        assert got.requires_grad == want.requires_grad, where
         np.testing.assert_array_equal(_torch_bits(got), _torch_bits(want), err_msg=where)
     elif isinstance(want, dict):
         assert type(got) is type(want) and list(got) == list(want), where
