@@ -1,4 +1,4 @@
-"""Files: checkpoints (safetensors) and GGUF weight files."""
+"""Files: checkpoints (PyTorch's own format and safetensors) and GGUF weight files."""
 
 from .checkpoint import load, save
 from .gguf import GGUFFile, GGUFTensor, read_gguf

@@ -1,16 +1,17 @@
-"""Checkpoints in the safetensors format: written atomically, read with every tensor checked.
+"""Checkpoints, written atomically and read with every tensor checked: PyTorch's own format for `.pt`,
+`.pth` and `.bin` (`torch.load` reads them; see `torch_format`), safetensors for any other name.
 
 `save` writes to a temporary file in the same folder and renames it over the target, so a crash
-never leaves a half-written checkpoint. The files are plain safetensors: PyTorch reads them with
-`safetensors.torch.load_file`.
+never leaves a half-written checkpoint. `load` tells the formats apart by their first bytes.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 from safetensors import SafetensorError, deserialize
@@ -21,6 +22,7 @@ from ..errors import WeightFileError
 from ..modes import current
 from ..ops import from_numpy
 from ..tensor import Tensor
+from . import torch_format
 
 # safetensors dtype -> the little-endian NumPy type its bytes are read as (BF16: its bits, which is
 # how verigrad stores bf16); U8 is u8; I8, I16, U16 and U32 widen as `from_numpy` widens them
@@ -40,9 +42,23 @@ _FILE_DTYPES = {
 }
 
 
-def save(state: dict[str, Any], path: str | os.PathLike, metadata: dict[str, str] | None = None) -> Path:
-    """Write a state dict (name -> tensor or array) to `path` in the safetensors format."""
+def save(obj: Any, path: str | os.PathLike, metadata: dict[str, str] | None = None) -> Path:
+    """Write `obj` to `path`: as torch.save does for a `.pt`, `.pth` or `.bin` name (tensors in nested
+    dicts, lists and tuples, with numbers, strings and None), else a state dict (name -> tensor or array)
+    in the safetensors format, with its `metadata`."""
     path = Path(path)
+    if path.suffix.lower() in torch_format.TORCH_SUFFIXES:
+        if metadata is not None:
+            raise TypeError(f"{path}: metadata is written to safetensors files only")
+        write = torch_format.archive_writer(obj)
+    else:
+        blob = _safetensors_bytes(obj, metadata)
+        write = lambda file: file.write(blob)
+    _write_atomically(path, write)
+    return path
+
+
+def _safetensors_bytes(state: dict[str, Any], metadata: dict[str, str] | None) -> bytes:
     arrays = {}
     for name, value in state.items():
         if not isinstance(name, str):
@@ -54,12 +70,16 @@ def save(state: dict[str, Any], path: str | os.PathLike, metadata: dict[str, str
         if not isinstance(value, np.ndarray):
             raise TypeError(f"{name}: expected a tensor or an array, got {type(value).__name__}")
         arrays[name] = np.asarray(value, order="C")  # not ascontiguousarray: it makes 0-d into 1-d
-    blob = _st_save(arrays, metadata=metadata)
+    return _st_save(arrays, metadata=metadata)
+
+
+def _write_atomically(path: Path, write: Callable[[BinaryIO], Any]) -> None:
+    """`write` into a temporary file beside `path`, then the file renamed over `path`."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(blob)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes the file private; a checkpoint is not
@@ -67,18 +87,40 @@ def save(state: dict[str, Any], path: str | os.PathLike, metadata: dict[str, str
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return path
 
 
-def load(path: str | os.PathLike) -> dict[str, Tensor]:
-    """Read a safetensors file into tensors (name -> Tensor)."""
+def load(path: str | os.PathLike) -> Any:
+    """Read a checkpoint: a PyTorch one (any torch.save file, such as a `pytorch_model.bin` or an
+    optimizer's state) gives the object saved, its tensors as verigrad tensors, without running code
+    from the file; a safetensors file gives its tensors by name."""
     path = Path(path)
+    head = _read(path, 16)
+    if torch_format.is_zip_archive(head):
+        return torch_format.read_archive(path)
+    if torch_format.is_legacy_checkpoint(head):
+        raise WeightFileError(
+            f"{path}: PyTorch's legacy format (torch.save before 1.6, or _use_new_zipfile_serialization="
+            "False), which verigrad does not read; save it again with torch.save's default format"
+        )
+    if path.suffix.lower() in torch_format.TORCH_SUFFIXES:
+        raise WeightFileError(
+            f"{path}: not a PyTorch checkpoint (torch.save writes a zip archive; this is not one)"
+        )
+    return _read_safetensors(path, _read(path))
+
+
+def _read(path: Path, size: int = -1) -> bytes:
+    """The file's first `size` bytes (all of them if -1)."""
     try:
-        blob = path.read_bytes()
+        with open(path, "rb") as f:
+            return f.read(size)
     except FileNotFoundError:
         raise WeightFileError(f"{path}: no such checkpoint") from None
     except OSError as e:
         raise WeightFileError(f"{path}: cannot be read ({e})") from None
+
+
+def _read_safetensors(path: Path, blob: bytes) -> dict[str, Tensor]:
     try:
         views = deserialize(blob)
     except (SafetensorError, ValueError, TypeError) as e:
