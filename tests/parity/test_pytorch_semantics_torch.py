@@ -247,3 +247,39 @@ def test_calls_pytorch_refuses_are_refused() -> None:
         torch.tensor(X).max(dim=(0, 1))
     with pytest.raises(TypeError, match="amax"):
         verigrad.tensor(X).max(dim=(0, 1))
+
+
+REDUCTIONS = [
+    "sum",
+    "mean",
+    "amax",
+    "amin",
+    "argmax",
+    "argmin",
+    "prod",
+    "var",
+    "std",
+    "logsumexp",
+    "all",
+    "any",
+]
+
+
+@pytest.mark.parametrize("name", REDUCTIONS)
+@pytest.mark.parametrize("dim", [0, -1, 1, -2])
+def test_reductions_of_a_0d_tensor_take_dim_0_and_minus_1(name, dim) -> None:
+    """PyTorch reduces a 0-d tensor over dim 0 or -1 (to itself) and refuses any other dim."""
+    value = np.array(1.5)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # var of one element
+            want = getattr(torch, name)(torch.from_numpy(value), dim)
+            kept = getattr(torch.from_numpy(value), name)(dim, True)
+    except IndexError:
+        with pytest.raises(verigrad.ShapeError, match="out of range"):
+            getattr(verigrad, name)(verigrad.tensor(value), dim)
+        return
+    _same(getattr(verigrad, name)(verigrad.tensor(value), dim), want)
+    _same(getattr(verigrad.tensor(value), name)(dim, True), kept)
+    if want.dtype == torch.float64 and name not in ("var", "std"):
+        _check({"x": value}, lambda x: getattr(x, name)(dim), lambda x: getattr(x, name)(dim))
