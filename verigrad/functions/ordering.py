@@ -60,16 +60,22 @@ def _scalar_as_vector(find: Callable[..., Any]) -> Callable[..., Any]:
     return along
 
 
+def _entries_at(x: Tensor, index: Tensor, axis: int, keepdim: bool) -> SortResult:
+    """x's entries at `index` (one per row along `axis`, keepdim-shaped) with the index: the gradient
+    goes to those entries alone."""
+    values = gather(x, index, axis=axis)
+    if not keepdim:
+        values, index = squeeze(values, axis), squeeze(index, axis)
+    return SortResult(values, index)
+
+
 @_scalar_as_vector
 def _extreme_along(x: Tensor, dim: int, keepdim: bool, largest: bool) -> SortResult:
     """The first largest (or smallest) entry along `dim` and its index; NaN counts as the extreme, as
     PyTorch's. The gradient goes to that one entry, as PyTorch's max(dim)."""
     axis = normalize_axis(dim, x.ndim)
     index = (argmax if largest else argmin)(x, axis=axis, keepdim=True)
-    values = gather(x, index, axis=axis)
-    if not keepdim:
-        values, index = squeeze(values, axis), squeeze(index, axis)
-    return SortResult(values, index)
+    return _entries_at(x, index, axis, keepdim)
 
 
 def _extreme(x: Tensor, dim: Any, keepdim: bool, largest: bool, what: str) -> Any:
@@ -132,10 +138,7 @@ def _pick_at(x: Tensor, axis: int, position: Tensor, keepdim: bool) -> SortResul
     """The entry at `position` (one per row, keepdim-shaped, i64) of x sorted along `axis`."""
     order = argsort(x, axis=axis)
     index = gather(order, position, axis=axis)
-    values = gather(x, index, axis=axis)
-    if not keepdim:
-        values, index = squeeze(values, axis), squeeze(index, axis)
-    return SortResult(values, index)
+    return _entries_at(x, index, axis, keepdim)
 
 
 def _flat_or(x: Tensor, dim: Any) -> tuple[Tensor, int]:
@@ -213,10 +216,7 @@ def _mode(x: Tensor, dim: int, keepdim: bool) -> SortResult:
     value = amin(where(frequent, x, amax(x, axis, keepdim=True)), axis, keepdim=True)
     positions = arange(1, size + 1).reshape(*([1] * axis), size, *([1] * (x.ndim - axis - 1)))
     index = argmax(mul(eq(x, value), positions), axis=axis, keepdim=True)  # its last occurrence
-    values = gather(x, index, axis=axis)
-    if not keepdim:
-        values, index = squeeze(values, axis), squeeze(index, axis)
-    return SortResult(values, index)
+    return _entries_at(x, index, axis, keepdim)
 
 
 def mode(x: Tensor, dim: int = -1, keepdim: bool = False) -> SortResult:
