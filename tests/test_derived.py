@@ -372,3 +372,8 @@ def test_refused_as_pytorch_refuses() -> None:
         _eq(getattr(verigrad, name)(verigrad.tensor(2.0), -1).indices, 0)
     with pytest.raises(TypeError, match="amax takes several"):
         verigrad.tensor(VALUES).max((0, 1))
+
+
+def test_mode_refuses_nan_whose_pytorch_answer_follows_its_sort() -> None:
+    with pytest.raises(ValueError, match="NaN"):
+        verigrad.tensor([np.nan, 1.0, np.nan]).mode()

@@ -221,7 +221,10 @@ def _mode(x: Tensor, dim: int, keepdim: bool) -> SortResult:
 
 def mode(x: Tensor, dim: int = -1, keepdim: bool = False) -> SortResult:
     """PyTorch's mode: the most frequent value along `dim` (the smallest of those equally frequent) and
-    the index of its last occurrence, as the named tuple (values, indices). NaN equals nothing here."""
+    the index of its last occurrence, as the named tuple (values, indices). A NaN is refused when it runs
+    eagerly (PyTorch's answer there follows its sort's internals; a trace cannot see the values)."""
+    if modes.current().name == "eager" and x.dtype.is_float and np.isnan(values_of(x, "mode")).any():
+        raise ValueError("mode of a tensor holding NaN is not PyTorch's here; replace the NaN first")
     return _mode(x, dim, keepdim)
 
 
