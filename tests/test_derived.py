@@ -292,3 +292,88 @@ def test_repeat_interleave_by_hand_and_symbolic(backend) -> None:
     )
     with pytest.raises(ValueError, match="whole number of repeats"):
         verigrad.tensor([1, 2]).repeat_interleave(verigrad.tensor([1, 2]))
+
+
+def test_max_min_mode_and_aminmax_by_hand(backend) -> None:
+    """Along a dim, PyTorch's (values, indices): the first extreme's index, NaN counting as the extreme."""
+    x = verigrad.tensor(VALUES)
+    found = x.max(1)
+    assert isinstance(found, tuple) and found._fields == ("values", "indices")
+    _eq(found.values, [4.0, np.nan, np.inf])
+    _eq(found[1], [3, 0, 3])
+    _eq(verigrad.min(x, 0, keepdim=True).indices, [[1, 0, 1, 1]])
+    _eq(x.min(dim=0).values, [np.nan, -2.0, -np.inf, -0.0])
+    assert x.max().shape == () and np.isnan(x.max().item())
+    _eq(x.amax(1), [4.0, np.nan, np.inf])  # values only, several dims too
+    _eq(verigrad.amin(x, (0, 1)), np.nan)
+    modes = verigrad.tensor([[1.0, 2.0, 2.0, 1.0, 3.0], [4.0, 4.0, 4.0, 0.0, 0.0]]).mode(1)
+    _eq(modes.values, [1.0, 4.0])  # the smallest of the most frequent, at its last occurrence
+    _eq(modes.indices, [3, 2])
+    low, high = verigrad.aminmax(verigrad.tensor([[3, -1], [0, 7]]), dim=0)
+    _eq(low, [0, -1])
+    _eq(high, [3, 7])
+
+
+def test_scatter_keeps_the_last_write_by_hand(backend) -> None:
+    written = verigrad.zeros(1, 4).scatter(
+        1, verigrad.tensor([[0, 0, 1, 1]]), verigrad.tensor([[1.0, 2, 3, 4]])
+    )
+    _eq(written, [[2.0, 4.0, 0.0, 0.0]])
+    x = verigrad.zeros(1, 4, requires_grad=True)
+    src = verigrad.tensor([[1.0, 2, 3, 4]], requires_grad=True)
+    (x.scatter(1, verigrad.tensor([[0, 0, 1, 1]]), src) * verigrad.tensor([1.0, 2, 3, 4])).sum().backward()
+    _eq(x.grad, [[0.0, 0.0, 3.0, 4.0]])  # none where written
+    _eq(src.grad, [[1.0, 1.0, 2.0, 2.0]])  # each src the gradient at its position, as PyTorch's
+
+
+def test_var_with_no_degrees_of_freedom_left_by_hand(backend) -> None:
+    x = verigrad.tensor([[1.0, 2.0, 3.0], [5.0, 5.0, 5.0]])
+    _eq(x.var(1, correction=2), [2.0, 0.0])
+    _eq(x.var(1, correction=3), [np.inf, np.nan])  # a sum over 0 degrees of freedom, not below 0
+    _eq(x.std(1, correction=4), [np.inf, np.nan])
+
+
+def test_bool_extremes_and_triangles_stay_bool(backend) -> None:
+    a, b = verigrad.tensor([True, False, True]), verigrad.tensor([False, False, True])
+    assert verigrad.maximum(a, b).dtype is verigrad.bool_ and verigrad.minimum(a, b).dtype is verigrad.bool_
+    _eq(verigrad.maximum(a, b), [True, False, True])
+    _eq(a.minimum(b), [False, False, True])
+    ones = verigrad.ones(2, 3, dtype="bool")
+    _eq(ones.tril(), [[True, False, False], [True, True, False]])
+    assert verigrad.triu(ones, 1).dtype is verigrad.bool_
+
+
+def test_pytorch_style_results_compile_with_symbolic_sizes(backend) -> None:
+    B, N = verigrad.dims("B N")
+    spec = verigrad.spec([B, N])
+    assert verigrad.check(lambda x: x.max(1), spec) == (verigrad.spec([B]), verigrad.spec([B], "i64"))
+    assert verigrad.check(lambda x: x.mode(0), spec).values == verigrad.spec([N])
+    assert verigrad.check(lambda x: x.aminmax(dim=1, keepdim=True), spec).max == verigrad.spec([B, 1])
+
+    def f(x, i):
+        picked = x.max(1).values + x.min(0, keepdim=True).indices.sum() + x.mode(1).values
+        return picked + x.scatter(1, i, x * 2).sum(1), x.var(1, correction=5)
+
+    compiled = verigrad.compile(f)
+    rng = np.random.default_rng(3)
+    for batch in (5, 3, 5):
+        x = verigrad.tensor(rng.integers(0, 3, (batch, 4)).astype(float))
+        i = verigrad.tensor(rng.integers(0, 4, (batch, 4)))
+        for got, want in zip(compiled(x, i), f(x, i)):
+            _eq(got, want.numpy())
+
+
+def test_refused_as_pytorch_refuses() -> None:
+    with pytest.raises(verigrad.DTypeError, match="bool"):
+        verigrad.linspace(0, 1, 3, dtype="bool")
+    for name in ("cummax", "cummin", "max", "sort", "mode"):
+        with pytest.raises(ShapeError, match="dim 1 is out of range for the 0-d"):
+            getattr(verigrad, name)(verigrad.tensor(2.0), 1)
+        _eq(getattr(verigrad, name)(verigrad.tensor(2.0), -1).indices, 0)
+    with pytest.raises(TypeError, match="amax takes several"):
+        verigrad.tensor(VALUES).max((0, 1))
+
+
+def test_mode_refuses_nan_whose_pytorch_answer_follows_its_sort() -> None:
+    with pytest.raises(ValueError, match="NaN"):
+        verigrad.tensor([np.nan, 1.0, np.nan]).mode()

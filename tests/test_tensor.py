@@ -177,8 +177,10 @@ def test_reductions_with_keepdim_and_dim_keyword() -> None:
     _eq(x.sum(dim=-1), [6.0, 15.0])
     _eq(x.mean(dim=0), [2.5, 3.5, 4.5])
     _eq(x.mean(), np.float32(3.5))
-    _eq(x.max(dim=1), [3.0, 6.0])
-    _eq(x.min(dim=0, keepdim=True), [[1.0, 2.0, 3.0]])
+    _eq(x.max(dim=1).values, [3.0, 6.0])  # PyTorch's (values, indices) along a dim
+    _eq(x.max(dim=1).indices, [2, 2], i64)
+    _eq(x.min(dim=0, keepdim=True).values, [[1.0, 2.0, 3.0]])
+    _eq(x.amax(dim=1), [3.0, 6.0])
     _eq(x.max(), np.float32(6.0))
     _eq(verigrad.sum(x, dim=0), [5.0, 7.0, 9.0])
     _eq(verigrad.tensor([[1, 2], [3, 4]], dtype="i32").sum(dim=0), [4, 6], i64)

@@ -23,6 +23,9 @@ from .functions import (
     addmm,
     all,
     allclose,
+    amax,
+    amin,
+    aminmax,
     any,
     argmin,
     argwhere,
@@ -61,9 +64,12 @@ from .functions import (
     logsumexp,
     masked_fill,
     masked_select,
+    max,
     median,
     meshgrid,
+    min,
     mm,
+    mode,
     movedim,
     multinomial,
     nan_to_num,
@@ -159,10 +165,8 @@ from .ops import (
     lt,
     manual_seed,
     matmul,
-    max,
     maximum,
     mean,
-    min,
     minimum,
     mul,
     ne,
@@ -214,7 +218,6 @@ from .tensor import Tensor
 
 cat = concat  # PyTorch's names for the same functions
 clip = clamp
-amax, amin = max, min
 set_num_threads, get_num_threads = set_threads, get_threads
 float32, float64, float16, bfloat16, int32, int64, uint8 = f32, f64, f16, bf16, i32, i64, u8
 double, half, long = f64, f16, i64

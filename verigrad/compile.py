@@ -25,7 +25,8 @@ def _out_specs(value: Any) -> Any:
     if isinstance(value, Tensor):
         return value.spec
     if isinstance(value, tuple | list):
-        return type(value)(_out_specs(v) for v in value)
+        specs = [_out_specs(v) for v in value]
+        return type(value)(*specs) if hasattr(value, "_fields") else type(value)(specs)  # named tuples too
     if isinstance(value, dict):
         return {k: _out_specs(v) for k, v in value.items()}
     return value

@@ -399,6 +399,10 @@ def normalize_axes(axis: int | Sequence[int] | None, ndim: int) -> tuple[int, ..
     if axis is None:
         return tuple(range(ndim))
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    if ndim == 0:  # PyTorch's: a 0-d tensor takes dim 0 and -1, reducing over nothing
+        if any(a not in (0, -1) for a in axes):
+            raise ShapeError(f"axis {axis} is out of range for 0 dimensions (it takes 0 or -1)")
+        return ()
     out = tuple(sorted({normalize_axis(a, ndim) for a in axes}))
     if len(out) != len(axes):
         raise ShapeError(f"repeated axis in {axis}")

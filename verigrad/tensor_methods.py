@@ -249,22 +249,6 @@ def mean(
     return reduce.mean(x, axis=_axis(axis, dim), keepdim=keepdim)
 
 
-@adapted
-def max(self: Tensor, axis: Any = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
-    """The largest value over `axis`; given a tensor, the element-wise maximum (as PyTorch)."""
-    if isinstance(axis, Tensor):
-        return binary.maximum(self, axis)
-    return reduce.max(self, axis=_axis(axis, dim), keepdim=keepdim)
-
-
-@adapted
-def min(self: Tensor, axis: Any = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
-    """The smallest value over `axis`; given a tensor, the element-wise minimum (as PyTorch)."""
-    if isinstance(axis, Tensor):
-        return binary.minimum(self, axis)
-    return reduce.min(self, axis=_axis(axis, dim), keepdim=keepdim)
-
-
 def _along_axis(op: Callable[..., Tensor], default: Any, keepdim: bool) -> Callable[..., Tensor]:
     """A method `x.name(axis, [keepdim], *, dim=)` of an op with those params."""
     if keepdim:
@@ -416,10 +400,11 @@ FORWARDED_FROM = {
     autograd: "register_hook retain_grad",
     pointwise: "clamp masked_fill isnan isinf isfinite nan_to_num isclose allclose equal lerp addcmul "
     "addcdiv frac deg2rad rad2deg log2 log10",
-    statistics: "var std logsumexp argmin all any norm count_nonzero bincount histc",
+    statistics: "amax amin var std logsumexp argmin all any norm count_nonzero bincount histc",
     rearrange: "split chunk repeat repeat_interleave roll narrow unbind movedim unflatten rot90 diff",
     matrices: "mm bmm outer diagonal diag trace tril triu fill_diagonal_ kron cross",
-    ordering: "sort topk kthvalue median nanmedian cummax cummin unique unique_consecutive",
+    ordering: "max min aminmax sort topk kthvalue median nanmedian mode cummax cummin unique "
+    "unique_consecutive",
     indexing: "index_select index_add index_fill scatter scatter_add masked_select nonzero argwhere",
 }
 FORWARDED: dict[str, Callable[..., Any]] = {
@@ -447,8 +432,8 @@ ADAPTED.update(
     bool=_cast_to("bool"),
 )
 PROPERTIES = {"T": T, "mT": mT}
-ALIASES = {"astype": "cast", "clip": "clamp", "amax": "max", "amin": "min", "view": "reshape", "view_as":
-           "reshape_as", "moveaxis": "movedim", "swapdims": "swapaxes"}  # fmt: skip
+ALIASES = {"astype": "cast", "clip": "clamp", "view": "reshape", "view_as": "reshape_as",
+           "moveaxis": "movedim", "swapdims": "swapaxes"}  # fmt: skip
 IN_PLACE = ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "relu", "reciprocal", "square",
             "floor", "ceil", "round", "trunc", "sign", "pow", "lerp", "scatter_reduce", "index_fill",
             "masked_fill", "mul", "div", "index_add", "scatter", "scatter_add")  # fmt: skip

@@ -34,11 +34,16 @@ from .matrices import (
     triu_indices,
 )
 from .ordering import (
+    MinMax,
     SortResult,
+    aminmax,
     cummax,
     cummin,
     kthvalue,
+    max,
     median,
+    min,
+    mode,
     nanmedian,
     sort,
     topk,
@@ -82,6 +87,8 @@ from .rearrange import (
 )
 from .statistics import (
     all,
+    amax,
+    amin,
     any,
     argmin,
     bincount,

@@ -10,15 +10,16 @@ from typing import Any
 import numpy as np
 
 from .. import modes
+from ..dtypes import i64
 from ..errors import DTypeError, ShapeError
-from ..ops.binary import gt, where
-from ..ops.creation import from_numpy, full
-from ..ops.index import searchsorted, take, take_grad
+from ..ops.binary import eq, gt, where
+from ..ops.creation import arange, from_numpy, full
+from ..ops.index import gather, searchsorted, take, take_grad
 from ..ops.scatter_reduce import scatter_reduce, spread
 from ..ops.shaping import getitem
 from ..shapes import normalize_axis, shape_text
 from ..tensor import Tensor, describe
-from .pointwise import values_of
+from .pointwise import isfinite, values_of
 from .rearrange import broadcast_tensors
 
 
@@ -80,13 +81,34 @@ def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     return x + spread(src, index, axis, tuple(x.shape))
 
 
+def _last_writes(x: Tensor, index: Tensor, axis: int) -> Tensor:
+    """Where each entry of `index` is the last along `axis` to name its position (bool, index-shaped):
+    the one PyTorch's scatter on the CPU leaves written there."""
+    count = index.shape[axis]
+    along = arange(count).reshape(*([1] * axis), count, *([1] * (index.ndim - axis - 1)))
+    order = along.broadcast_to(tuple(index.shape))
+    last = scatter_reduce(full(tuple(x.shape), -1, dtype=i64), axis, index, order, "amax")
+    reach = tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(index.shape))
+    return eq(gather(getitem(last, reach), index, axis=axis), order)
+
+
+def _written(src: Tensor, last: Tensor) -> Tensor:
+    """src where it is the last write, else 0 in value; each src keeps a gradient (PyTorch's: the
+    output's gradient at the position it names, written or not)."""
+    if not src.dtype.is_float:
+        return where(last, src, 0)
+    fixed = src.detach()
+    return where(last, src, where(isfinite(fixed), src - fixed, 0))
+
+
 def scatter(
     x: Tensor, dim: int, index: Tensor, src: Any = None, *, value: Any = None, reduce: Any = None
 ) -> Tensor:
     """x with src[..., j, ...] (or the number `value`) written at the position index[..., j, ...] names
-    along `dim` (PyTorch's scatter). A position the index repeats gets the sum of the values written
-    there (PyTorch leaves which one unspecified); use scatter_add to add into x. reduce="add" or
-    "multiply" reduces into x instead (PyTorch's older form of scatter_reduce)."""
+    along `dim` (PyTorch's scatter). Where the index repeats a position, the last value along `dim`
+    written there stays, as PyTorch's on the CPU (every src gets the gradient at its position); use
+    scatter_add to add into x. reduce="add" or "multiply" reduces into x instead (PyTorch's older form
+    of scatter_reduce)."""
     if (src is None) == (value is None):
         raise TypeError("scatter takes one of src (a tensor or a number) and value")
     src = value if src is None else src
@@ -99,8 +121,10 @@ def scatter(
         return scatter_reduce(x, axis, index, values, kinds[reduce])
     shape = tuple(x.shape)
     hit = gt(spread(full(tuple(index.shape), 1.0), index, axis, shape), 0)  # the positions written
-    written = spread(src, index, axis, shape) if isinstance(src, Tensor) else src
-    return where(hit, written, x)
+    if not isinstance(src, Tensor):
+        return where(hit, src, x)
+    used = getitem(src, tuple(slice(0, n) for n in index.shape))  # PyTorch reads src as far as index
+    return where(hit, spread(_written(used, _last_writes(x, index, axis)), index, axis, shape), x)
 
 
 def masked_select(x: Tensor, mask: Tensor) -> Tensor:

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ..dtypes import bool_
 from ..errors import ShapeError
 from ..ops.binary import eq, where
 from ..ops.creation import arange, from_numpy
@@ -96,7 +97,7 @@ def _triangle(x: Tensor, diagonal: int, lower: bool, name: str) -> Tensor:
         raise ShapeError(f"{name} needs a matrix (or a batch of them), got {shape_text(x.shape)}")
     rows, cols = unsqueeze(arange(0, x.shape[-2]), -1), arange(0, x.shape[-1])
     keep = (cols - rows <= diagonal) if lower else (cols - rows >= diagonal)
-    return where(keep, x, 0)
+    return where(keep, x, False if x.dtype is bool_ else 0)
 
 
 def tril(x: Tensor, diagonal: int = 0) -> Tensor:

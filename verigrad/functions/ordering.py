@@ -1,39 +1,118 @@
 """Functions of the stable sort (NaN above every number): sort and topk, the order statistics kthvalue,
-median and nanmedian, the running extremes cummax and cummin (each with the indices it came from, as
-PyTorch's (values, indices)), and unique / unique_consecutive (eager only)."""
+median, nanmedian and mode, PyTorch's max and min along a dim, the running extremes cummax and cummin
+(each with the indices it came from, as PyTorch's named tuple (values, indices)), aminmax, and unique /
+unique_consecutive (eager only)."""
 
 from __future__ import annotations
 
+import functools
+import numbers
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from .. import modes
 from ..dtypes import i64
-from ..ops.binary import ne, sub, where
-from ..ops.creation import from_numpy, full
+from ..errors import ShapeError
+from ..ops.binary import eq, maximum, minimum, mul, ne, sub, where
+from ..ops.creation import arange, from_numpy, full
 from ..ops.index import argsort, gather
-from ..ops.reduce import sum
+from ..ops.reduce import argmax, sum
+from ..ops.reduce import max as reduce_max
+from ..ops.reduce import min as reduce_min
 from ..ops.scan import running_extreme_index
-from ..ops.shaping import getitem, squeeze
+from ..ops.shaping import getitem, squeeze, unsqueeze
 from ..shapes import normalize_axis
-from ..tensor import Tensor
+from ..tensor import Tensor, describe
 from .pointwise import isnan, values_of
 from .rearrange import concrete_size
-from .statistics import pick
+from .statistics import amax, amin, argmin, pick
 
 
 class SortResult(NamedTuple):
-    """PyTorch's (values, indices) of sort and topk."""
+    """PyTorch's named tuple (values, indices) of max, min, sort, topk, kthvalue, median, mode, cummax..."""
 
     values: Tensor
     indices: Tensor
 
 
+class MinMax(NamedTuple):
+    """PyTorch's named tuple (min, max) of aminmax."""
+
+    min: Tensor
+    max: Tensor
+
+
+def _scalar_as_vector(find: Callable[..., Any]) -> Callable[..., Any]:
+    """`find(x, dim, ...)` for a 0-d x too, as PyTorch's: dim 0 or -1 reads it as a 1-element vector,
+    and any other dim is out of range."""
+
+    @functools.wraps(find)
+    def along(x: Tensor, dim: Any, *args: Any, **kwargs: Any) -> Any:
+        if x.ndim or dim is None:
+            return find(x, dim, *args, **kwargs)
+        if dim not in (0, -1):
+            raise ShapeError(f"dim {dim} is out of range for the 0-d {describe(x)} (it takes dim 0 or -1)")
+        found = find(x.reshape(1), 0, *args, **kwargs)
+        return type(found)(*(t.reshape(()) for t in found))
+
+    return along
+
+
+def _entries_at(x: Tensor, index: Tensor, axis: int, keepdim: bool) -> SortResult:
+    """x's entries at `index` (one per row along `axis`, keepdim-shaped) with the index: the gradient
+    goes to those entries alone."""
+    values = gather(x, index, axis=axis)
+    if not keepdim:
+        values, index = squeeze(values, axis), squeeze(index, axis)
+    return SortResult(values, index)
+
+
+@_scalar_as_vector
+def _extreme_along(x: Tensor, dim: int, keepdim: bool, largest: bool) -> SortResult:
+    """The first largest (or smallest) entry along `dim` and its index; NaN counts as the extreme, as
+    PyTorch's. The gradient goes to that one entry, as PyTorch's max(dim)."""
+    axis = normalize_axis(dim, x.ndim)
+    index = (argmax if largest else argmin)(x, axis=axis, keepdim=True)
+    return _entries_at(x, index, axis, keepdim)
+
+
+def _extreme(x: Tensor, dim: Any, keepdim: bool, largest: bool, what: str) -> Any:
+    if isinstance(dim, Tensor):
+        return (maximum if largest else minimum)(x, dim)
+    if dim is None:
+        return (reduce_max if largest else reduce_min)(x)
+    if not isinstance(dim, numbers.Integral) or isinstance(dim, bool):
+        raise TypeError(f"{what} takes one dim (an int), got {dim!r}; a{what} takes several")
+    return _extreme_along(x, int(dim), keepdim, largest)
+
+
+def max(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Any:
+    """PyTorch's max: of all elements, a tensor; along one `dim`, the named tuple (values, indices), the
+    index of the first largest (NaN counts as largest); given a tensor, the element-wise maximum."""
+    return _extreme(x, pick(axis, dim), keepdim, True, "max")
+
+
+def min(x: Tensor, dim: Any = None, keepdim: bool = False, *, axis: Any = None) -> Any:
+    """PyTorch's min: as `max`, of the smallest."""
+    return _extreme(x, pick(axis, dim), keepdim, False, "min")
+
+
+def aminmax(x: Tensor, *, dim: int | None = None, keepdim: bool = False) -> MinMax:
+    """PyTorch's aminmax: the named tuple (min, max) of amin and amax over `dim` (all when None)."""
+    return MinMax(amin(x, dim, keepdim), amax(x, dim, keepdim))
+
+
+@_scalar_as_vector
+def _sorted(x: Tensor, axis: int, descending: bool) -> SortResult:
+    order = argsort(x, axis=axis, descending=descending)
+    return SortResult(gather(x, order, axis=axis), order)
+
+
 def sort(x: Tensor, axis: int = -1, descending: bool = False, *, dim: int | None = None) -> SortResult:
     """x sorted along `axis` (stably; NaN above every number), with the indices it came from."""
-    order = argsort(x, axis=pick(axis, dim), descending=descending)
-    return SortResult(gather(x, order, axis=pick(axis, dim)), order)
+    return _sorted(x, pick(axis, dim), descending)
 
 
 def topk(
@@ -41,7 +120,12 @@ def topk(
 ) -> SortResult:
     """The k largest (or smallest) entries along `axis`, in order, with their indices (ties: the
     earlier index first)."""
-    axis = normalize_axis(pick(axis, dim), x.ndim)
+    return _top(x, pick(axis, dim), k, largest)
+
+
+@_scalar_as_vector
+def _top(x: Tensor, axis: int, k: int, largest: bool) -> SortResult:
+    axis = normalize_axis(axis, x.ndim)
     size = concrete_size(x, axis, "topk")
     if not isinstance(k, int) or not 0 <= k <= size:
         raise ValueError(f"topk needs 0 <= k <= {size}, got {k}")
@@ -54,16 +138,14 @@ def _pick_at(x: Tensor, axis: int, position: Tensor, keepdim: bool) -> SortResul
     """The entry at `position` (one per row, keepdim-shaped, i64) of x sorted along `axis`."""
     order = argsort(x, axis=axis)
     index = gather(order, position, axis=axis)
-    values = gather(x, index, axis=axis)
-    if not keepdim:
-        values, index = squeeze(values, axis), squeeze(index, axis)
-    return SortResult(values, index)
+    return _entries_at(x, index, axis, keepdim)
 
 
 def _flat_or(x: Tensor, dim: Any) -> tuple[Tensor, int]:
     return (x.reshape(-1), 0) if dim is None else (x, normalize_axis(dim, x.ndim))
 
 
+@_scalar_as_vector
 def _median(x: Tensor, dim: Any, keepdim: bool, skip_nan: bool) -> Any:
     x_, axis = _flat_or(x, dim)
     size = concrete_size(x_, axis, "median")
@@ -81,6 +163,11 @@ def _median(x: Tensor, dim: Any, keepdim: bool, skip_nan: bool) -> Any:
 
 def kthvalue(x: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> SortResult:
     """The k-th smallest entry along `dim` (k from 1), with its index (ties: the earlier index)."""
+    return _kth(x, dim, k, keepdim)
+
+
+@_scalar_as_vector
+def _kth(x: Tensor, dim: int, k: int, keepdim: bool) -> SortResult:
     axis = normalize_axis(dim, x.ndim)
     size = concrete_size(x, axis, "kthvalue")
     if not isinstance(k, int) or not 1 <= k <= size:
@@ -100,10 +187,8 @@ def nanmedian(x: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
     return _median(x, dim, keepdim, skip_nan=True)
 
 
+@_scalar_as_vector
 def _running_extreme(x: Tensor, dim: int, largest: bool) -> SortResult:
-    if x.ndim == 0:
-        found = _running_extreme(x.reshape(1), 0, largest)
-        return SortResult(found.values.reshape(()), found.indices.reshape(()))
     axis = normalize_axis(dim, x.ndim)
     index = running_extreme_index(x, axis=axis, largest=largest)
     return SortResult(gather(x, index, axis=axis), index)
@@ -117,6 +202,30 @@ def cummax(x: Tensor, dim: int) -> SortResult:
 def cummin(x: Tensor, dim: int) -> SortResult:
     """The running minimum along `dim` and where it is (as cummax)."""
     return _running_extreme(x, dim, False)
+
+
+@_scalar_as_vector
+def _mode(x: Tensor, dim: int, keepdim: bool) -> SortResult:
+    axis = normalize_axis(dim, x.ndim)
+    size = x.shape[axis]
+    if isinstance(size, int) and size == 0:
+        raise ValueError("mode of an empty dimension")
+    # counts[..., i, ...]: how many entries along the axis equal entry i (an n x n comparison)
+    counts = sum(eq(unsqueeze(x, axis + 1), unsqueeze(x, axis)), axis=axis + 1)
+    frequent = eq(counts, amax(counts, axis, keepdim=True))
+    value = amin(where(frequent, x, amax(x, axis, keepdim=True)), axis, keepdim=True)
+    positions = arange(1, size + 1).reshape(*([1] * axis), size, *([1] * (x.ndim - axis - 1)))
+    index = argmax(mul(eq(x, value), positions), axis=axis, keepdim=True)  # its last occurrence
+    return _entries_at(x, index, axis, keepdim)
+
+
+def mode(x: Tensor, dim: int = -1, keepdim: bool = False) -> SortResult:
+    """PyTorch's mode: the most frequent value along `dim` (the smallest of those equally frequent) and
+    the index of its last occurrence, as the named tuple (values, indices). A NaN is refused when it runs
+    eagerly (PyTorch's answer there follows its sort's internals; a trace cannot see the values)."""
+    if modes.current().name == "eager" and x.dtype.is_float and np.isnan(values_of(x, "mode")).any():
+        raise ValueError("mode of a tensor holding NaN is not PyTorch's here; replace the NaN first")
+    return _mode(x, dim, keepdim)
 
 
 def unique(

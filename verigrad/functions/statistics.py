@@ -1,5 +1,6 @@
-"""Reductions written with the ops: var and std (`correction`), var_mean / std_mean, logsumexp, argmin,
-all / any, norm, count_nonzero; and the value-dependent counts bincount and histc (eager only)."""
+"""Reductions written with the ops: amax / amin, var and std (`correction`), var_mean / std_mean,
+logsumexp, argmin, all / any, norm, count_nonzero; and the value-dependent counts bincount and histc
+(eager only)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import numpy as np
 from .. import modes
 from ..dtypes import bool_, i64
 from ..errors import DTypeError
-from ..ops.binary import eq, ne, sub, where
+from ..ops.binary import eq, maximum, ne, sub, where
 from ..ops.creation import from_numpy
 from ..ops.reduce import argmax, max, numel_of, sum
 from ..ops.reduce import min as reduce_min
@@ -27,6 +28,21 @@ def pick(axis: Any, dim: Any) -> Any:
 
 
 Axis = int | Sequence[int] | None
+
+
+def _all_if_empty(dim: Axis) -> Axis:
+    """PyTorch's amax / amin read dim=() as all dims."""
+    return None if isinstance(dim, Sequence) and not len(dim) else dim
+
+
+def amax(x: Tensor, dim: Axis = None, keepdim: bool = False, *, axis: Axis = None) -> Tensor:
+    """The largest value over `dim` (all when None or ()), without indices; ties share the gradient."""
+    return max(x, axis=_all_if_empty(pick(axis, dim)), keepdim=keepdim)
+
+
+def amin(x: Tensor, dim: Axis = None, keepdim: bool = False, *, axis: Axis = None) -> Tensor:
+    """The smallest value over `dim` (all when None or ()), as amax."""
+    return reduce_min(x, axis=_all_if_empty(pick(axis, dim)), keepdim=keepdim)
 
 
 def var(
@@ -46,7 +62,9 @@ def var(
         correction = 1 if unbiased else 0
     axes = normalize_axes(pick(axis, dim), x.ndim)
     deviation = x - x.mean(axes, keepdim=True)
-    return sum(deviation * deviation, axis=axes, keepdim=keepdim) / (numel_of(x, axis=axes) - correction)
+    # PyTorch's: no fewer than 0 degrees of freedom (a positive sum over 0 is inf, 0 over 0 NaN)
+    freedom = maximum(numel_of(x, axis=axes) - correction, 0)
+    return sum(deviation * deviation, axis=axes, keepdim=keepdim) / freedom
 
 
 def std(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:

@@ -278,10 +278,18 @@ fmod = _arith(
 )
 fmod.samples = _divisor_samples
 
+
+def _extreme_dtype(*dtypes: DType, **_) -> DType:
+    """maximum / minimum in the promoted dtype: of two bools, a bool (as PyTorch's)."""
+    no_bf16(*dtypes)
+    return promote(*dtypes)
+
+
 maximum = _arith(
     "maximum",
     np.maximum,
     lambda g, out, x, y: _tie_split(g, x, y, x > y),
+    dtype=_extreme_dtype,
     exact=True,
     torch=lambda t, a, b: t.maximum(a, b),
     doc="The larger of x and y; on ties each gets half the gradient.",
@@ -290,6 +298,7 @@ minimum = _arith(
     "minimum",
     np.minimum,
     lambda g, out, x, y: _tie_split(g, x, y, x < y),
+    dtype=_extreme_dtype,
     exact=True,
     torch=lambda t, a, b: t.minimum(a, b),
     doc="The smaller of x and y; on ties each gets half the gradient.",

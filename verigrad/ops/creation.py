@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from .. import modes
-from ..dtypes import DEFAULT_FLOAT, DType, as_dtype, bf16, from_numpy_dtype, i64
-from ..errors import ShapeError
+from ..dtypes import DEFAULT_FLOAT, DType, as_dtype, bf16, bool_, from_numpy_dtype, i64
+from ..errors import DTypeError, ShapeError
 from ..shapes import DimLike, as_shape
 from ..tensor import Tensor
 from ._op import Op, Sample
@@ -192,6 +192,8 @@ def linspace(start: float, end: float, steps: int, dtype: Any = DEFAULT_FLOAT) -
     """`steps` values from start to end, evenly spaced (both ends included; as NumPy's linspace)."""
     if not isinstance(steps, int) or steps < 0:
         raise ValueError(f"linspace needs a whole number of steps >= 0, got {steps}")
+    if as_dtype(dtype) is bool_:
+        raise DTypeError("linspace makes numbers, not bool (as PyTorch's); compare its result instead")
     return tensor(np.linspace(start, end, steps), dtype=dtype)
 
 

@@ -229,6 +229,9 @@ def _argmax_canon(x: Spec, axis=None, keepdim: bool = False, dim=None) -> dict:
     axis = dim if dim is not None else axis
     if axis is not None and not isinstance(axis, int):
         raise ShapeError(f"argmax takes one axis or None, got {axis}")
+    if axis is not None and not x.ndim:
+        normalize_axes(axis, 0)  # 0 or -1: of a 0-d tensor, the index 0 as with no axis
+        return {"axis": None, "keepdim": keepdim}
     return {"axis": None if axis is None else normalize_axes(axis, x.ndim)[0], "keepdim": keepdim}
 
 

@@ -136,7 +136,7 @@ def adaptive_pool2d(x: Tensor, output_size: Any, reduce: str) -> Tensor:
         parts = []
         for start, end in _bounds(n, o):
             window = x[:, :, start:end] if axis == 2 else x[:, :, :, start:end]
-            parts.append(getattr(window, reduce)(axis, keepdim=True))
+            parts.append(getattr(window, "amax" if reduce == "max" else reduce)(axis, keepdim=True))
         x = ops.concat(parts, axis=axis)
     return x
 

@@ -49,7 +49,7 @@ def _window(kernel, stride, padding, dilation) -> dict:
 
 def _max_pool(x, kernel, stride, padding, dilation, layout):
     cols = im2col(x, **_window(kernel, stride, padding, dilation), layout=layout, pad_value=-np.inf)
-    return cols.max(axis=_window_axes(layout))
+    return cols.amax(axis=_window_axes(layout))
 
 
 def _max_pool_vjp(g, out, x, kernel, stride, padding, dilation, layout):

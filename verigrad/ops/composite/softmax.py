@@ -36,12 +36,12 @@ def _dtype(x: DType, axis: int) -> DType:
 
 
 def _softmax(x, axis: int):
-    e = (x - x.max(axis=axis, keepdim=True)).exp()
+    e = (x - x.amax(axis=axis, keepdim=True)).exp()
     return e / e.sum(axis=axis, keepdim=True)
 
 
 def _log_softmax(x, axis: int):
-    z = x - x.max(axis=axis, keepdim=True)
+    z = x - x.amax(axis=axis, keepdim=True)
     return z - z.exp().sum(axis=axis, keepdim=True).log()
 
 
