@@ -41,7 +41,8 @@ def test_the_suite_restores_threads_and_chunk():
 
 
 def test_the_cases_cover_special_values_sizes_views_and_dtypes():
-    cases = list(verification.cases_for(REGISTRY["sigmoid"], lambda d: d == "f32"))
+    # sqrt: its f32 kernel also gets int and bool operands (relu keeps ints, as PyTorch's)
+    cases = list(verification.cases_for(REGISTRY["sqrt"], lambda d: d == "f32"))
     names = " | ".join(c.what for c in cases)
     for words in ("special values", "signed zeros and ones", "->0", "->1", "->600", *verification.LAYOUTS):
         assert words in names, words
@@ -113,10 +114,16 @@ def _wrong(op: str, kernel, dtype: str = "f32", exactness=EXACT) -> Backend:
     return backend
 
 
-def _shifted_relu(x):
-    """The reference, one ulp up (NaN stays NaN, inf stays inf)."""
-    r = np.asarray(REGISTRY["relu"].reference(x)).astype(np.float32)
-    return np.nextafter(r, np.float32(np.inf))
+def _one_ulp_up(op: str):
+    def kernel(x):
+        """The reference, one ulp up (NaN stays NaN, inf stays inf)."""
+        r = np.asarray(REGISTRY[op].reference(x)).astype(np.float32)
+        return np.nextafter(r, np.float32(np.inf))
+
+    return kernel
+
+
+_shifted_relu = _one_ulp_up("relu")
 
 
 def _only(backend: Backend) -> verification.KernelResult:
@@ -125,17 +132,16 @@ def _only(backend: Backend) -> verification.KernelResult:
 
 
 def test_an_ulp_off_fails_an_exact_claim_and_meets_an_ulp_claim():
-    result = _only(_wrong("relu", _shifted_relu))
+    # sqrt: its f32 kernel also gets bool operands (relu refuses them, as PyTorch's)
+    result = _only(_wrong("sqrt", _one_ulp_up("sqrt")))
     assert result.status == "fail" and result.worst_ulps == 1 and result.failing is not None
     assert "other bits than the reference (claimed exact)" in result.message
-    assert result.message.startswith("sample 0, f32 (f32[])")  # relu keeps an integer dtype: f32 first
+    assert result.message.startswith("sample 0, bool (bool[])")  # bool input, f32 result
     assert result.message.endswith(
-        "kernel 0.547846794128418 (0x3f0c3fb0), reference 0.5478467345237732 (0x3f0c3faf); "
-        "inputs there: 0.5478467345237732 (0x3f0c3faf)"
+        "kernel 1.0000001192092896 (0x3f800001), reference 1.0 (0x3f800000); inputs there: True"
     )
-    loose = _only(_wrong("relu", _shifted_relu, exactness=ulp(1)))
-    every_case = list(verification.cases_for(REGISTRY["relu"], lambda d: d == "f32"))
-    assert loose.passed and loose.worst_ulps == 1 and loose.cases == len(every_case) > 80
+    loose = _only(_wrong("sqrt", _one_ulp_up("sqrt"), exactness=ulp(1)))
+    assert loose.passed and loose.worst_ulps == 1 and loose.cases > 100
 
 
 def test_bits_that_depend_on_the_thread_count_fail():
