@@ -540,7 +540,7 @@ def test_scatter_scatter_add_and_fill_diagonal_by_hand() -> None:
     x = verigrad.ones(3)
     index = verigrad.tensor([0, 2, 0])
     assert x.scatter_add(0, index, verigrad.tensor([1.0, 2.0, 4.0])).numpy().tolist() == [6, 1, 3]
-    assert x.scatter(0, index, verigrad.tensor([1.0, 2.0, 4.0])).numpy().tolist() == [4, 1, 2]  # the last write
+    assert x.scatter(0, index, verigrad.tensor([1.0, 2.0, 4.0])).numpy().tolist() == [4, 1, 2]  # last wins
     f = verigrad.compile(lambda t, i, s: t.scatter_add(0, i, s))
     assert f(x, index, verigrad.tensor([1.0, 2.0, 4.0])).numpy().tolist() == [6, 1, 3]
     with pytest.raises(verigrad.DTypeError, match="scatter needs an integer index tensor"):
