@@ -247,6 +247,12 @@ def test_calls_pytorch_refuses_are_refused() -> None:
         torch.tensor(X).max(dim=(0, 1))
     with pytest.raises(TypeError, match="amax"):
         verigrad.tensor(X).max(dim=(0, 1))
+    for dtype in (torch.int64, torch.int32, torch.bool):
+        with pytest.raises(RuntimeError):
+            torch.frac(torch.tensor([1, 2], dtype=dtype))
+    for dtype in ("i64", "i32", "bool"):
+        with pytest.raises(verigrad.DTypeError, match="frac takes a floating tensor"):
+            verigrad.frac(verigrad.tensor([1, 2], dtype=dtype))
 
 
 REDUCTIONS = [

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import DTypeError
 from ..ops.binary import eq, ne, sub, where
 from ..tensor import Tensor
 
@@ -106,7 +107,10 @@ def addcdiv(x: Tensor, tensor1: Any, tensor2: Any, value: Any = 1) -> Tensor:
 
 
 def frac(x: Tensor) -> Tensor:
-    """x - trunc(x): the fractional part, with x's sign; its gradient is 1."""
+    """x - trunc(x): the fractional part, with x's sign; its gradient is 1. Of a float tensor only, as
+    PyTorch's (an integer has no fractional part to take)."""
+    if not x.dtype.is_float:
+        raise DTypeError(f"frac takes a floating tensor, got {x.dtype.name}")
     return x - x.trunc()
 
 
