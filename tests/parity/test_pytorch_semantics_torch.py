@@ -289,3 +289,23 @@ def test_reductions_of_a_0d_tensor_take_dim_0_and_minus_1(name, dim) -> None:
     _same(getattr(verigrad.tensor(value), name)(dim, True), kept)
     if want.dtype == torch.float64 and name not in ("var", "std"):
         _check({"x": value}, lambda x: getattr(x, name)(dim), lambda x: getattr(x, name)(dim))
+
+
+def test_arithmetic_of_two_bools_as_pytorch() -> None:
+    """bool + bool and bool * bool stay bool (or, and); a bool with a number promotes; -, %, fmod of two
+    bools and -bool are refused, as PyTorch's."""
+    a, b = [True, True, False, False], [True, False, True, False]
+    ta, tb, va, vb = torch.tensor(a), torch.tensor(b), verigrad.tensor(a), verigrad.tensor(b)
+    for fn in (lambda x, y: x + y, lambda x, y: x * y, lambda x, y: x + True, lambda x, y: x * 1.5,
+               lambda x, y: x + 2, lambda x, y: y * x.long()):  # fmt: skip
+        want, got = fn(ta, tb), fn(va, vb)
+        assert (
+            str(want.dtype).removeprefix("torch.")
+            == {"bool": "bool", "i64": "int64", "f32": "float32"}[got.dtype.name]
+        )
+        assert got.numpy().tolist() == want.numpy().tolist()
+    for fn in (lambda x, y: x - y, lambda x, y: x % y, lambda x, y: x.fmod(y), lambda x, y: -x):
+        with pytest.raises(RuntimeError):
+            fn(ta, tb)
+        with pytest.raises(verigrad.DTypeError, match="bool"):
+            fn(va, vb)

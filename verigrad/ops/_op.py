@@ -248,7 +248,7 @@ def float_dtype(*dtypes: DType, **_: Any) -> DType:
 
 
 def numeric_dtype(*dtypes: DType, **_: Any) -> DType:
-    """Arithmetic on the promoted dtype; bool arithmetic is done in i64 (as `True + True == 2`)."""
+    """Arithmetic on the promoted dtype; on bools in i64 (add and mul keep two bools bool: binary.py)."""
     no_bf16(*dtypes)
     d = _promoted(dtypes)
     return DEFAULT_INT if d is bool_ else d

@@ -22,6 +22,24 @@ def _in(dtype: DType, *arrays: np.ndarray) -> list[np.ndarray]:
     return [a.astype(dtype.np, copy=False) for a in arrays]
 
 
+def _logical_on_bool(*dtypes: DType, **_) -> DType:
+    """add and mul keep two bools bool (or, and), as PyTorch's; other dtypes as numeric_dtype."""
+    no_bf16(*dtypes)
+    out = promote(*dtypes)
+    return bool_ if out is bool_ else numeric_dtype(*dtypes)
+
+
+def _refusing_bool(name: str, hint: str) -> Callable[..., DType]:
+    """numeric_dtype, refusing two bools as PyTorch does (`name` of two bool tensors is not supported)."""
+
+    def rule(*dtypes: DType, **_) -> DType:
+        if promote(*dtypes) is bool_:
+            raise DTypeError(f"{name} of two bool tensors is not supported (as in PyTorch){hint}")
+        return numeric_dtype(*dtypes)
+
+    return rule
+
+
 def _arith(
     name: str, fn: Callable, vjp: Callable, *, dtype=numeric_dtype, low=-2.0, high=2.0, fast=None, **kw
 ):
@@ -89,6 +107,7 @@ add = _arith(
     "add",
     np.add,
     lambda g, out, x, y: _both(x, y, lambda: g, lambda: g),
+    dtype=_logical_on_bool,
     torch=lambda t, a, b: a + b,
     doc="x + y",
 )
@@ -96,6 +115,7 @@ sub = _arith(
     "sub",
     np.subtract,
     lambda g, out, x, y: _both(x, y, lambda: g, lambda: -g),
+    dtype=_refusing_bool("sub", "; cast them to an integer dtype first"),
     torch=lambda t, a, b: a - b,
     doc="x - y",
 )
@@ -103,6 +123,7 @@ mul = _arith(
     "mul",
     np.multiply,
     lambda g, out, x, y: _both(x, y, lambda: g * y, lambda: g * x),
+    dtype=_logical_on_bool,
     torch=lambda t, a, b: a * b,
     doc="x * y",
 )
@@ -261,6 +282,7 @@ remainder = _arith(
     np.remainder,
     # x - y floor(x / y): d/dx 1, d/dy -floor(x / y) (PyTorch's)
     lambda g, out, x, y: _both(x, y, lambda: g, lambda: -g * _rounded_quotient(x, y, "floor")),
+    dtype=_refusing_bool("remainder", ""),
     exact=True,
     torch=lambda t, a, b: t.remainder(a, b),
     doc="x - y floor(x / y), with the sign of y (Python's %; as C's fmod, then y added where the signs "
@@ -272,6 +294,7 @@ fmod = _arith(
     "fmod",
     np.fmod,
     lambda g, out, x, y: _both(x, y, lambda: g, lambda: -g * _rounded_quotient(x, y, "trunc")),
+    dtype=_refusing_bool("fmod", ""),
     exact=True,
     torch=lambda t, a, b: t.fmod(a, b),
     doc="x - y trunc(x / y), with the sign of x (C's fmod: exact).",

@@ -125,7 +125,7 @@ def _same_dtype(x: DType, **_) -> DType:
 neg = Op(
     "neg",
     shape=same_shape,
-    dtype=numeric_dtype,
+    dtype=_not_bool("neg"),
     reference=np.negative,
     vjp=lambda g, out, x: (-g,),
     samples=unary(),
