@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fresh_process import run_python
+from nested import assert_nested
 
 import verigrad
 from verigrad import io
@@ -89,18 +90,10 @@ def _mixed_state(rng) -> dict:
     }
 
 
-def _assert_same(got, want, where="") -> None:
-    """Equal values, containers of the same types, tensors of the same dtype and values (int16 and int8
-    arrays load as i32, as verigrad holds them)."""
-    if isinstance(want, dict):
-        assert type(got) is type(want) and list(got) == list(want), where
-        for key in want:
-            _assert_same(got[key], want[key], f"{where}[{key!r}]")
-    elif isinstance(want, list | tuple):
-        assert type(got) is type(want) and len(got) == len(want), where
-        for i, (g, w) in enumerate(zip(got, want, strict=True)):
-            _assert_same(g, w, f"{where}[{i}]")
-    elif isinstance(want, verigrad.Tensor | np.ndarray):
+def _same_leaf(got, want, where: str) -> None:
+    """A tensor of the same dtype and values (int16 and int8 arrays load as i32, as verigrad holds
+    them), or an equal plain value."""
+    if isinstance(want, verigrad.Tensor | np.ndarray):
         assert isinstance(got, verigrad.Tensor), where
         expected = want.numpy() if isinstance(want, verigrad.Tensor) else want
         if isinstance(want, verigrad.Tensor):
@@ -108,6 +101,11 @@ def _assert_same(got, want, where="") -> None:
         assert got.shape == expected.shape and np.array_equal(got.numpy(), expected), where
     else:
         assert type(got) is type(want) and got == want, where
+
+
+def _assert_same(got, want) -> None:
+    """Equal values, container by container (tests/nested.py)."""
+    assert_nested(got, want, _same_leaf)
 
 
 @pytest.mark.parametrize("suffix", [".pt", ".pth", ".bin"])

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from nested import assert_nested
 
 import verigrad
 from verigrad.data import load_digits
@@ -53,9 +54,9 @@ def _our_bits(t: verigrad.Tensor) -> np.ndarray:
     return _bits(t.numpy())
 
 
-def _assert_same(ours: Any, theirs: Any, where: str = "") -> None:
-    """verigrad's value and torch's are the same: containers of the same type and keys, tensors of the
-    same dtype (torch's int8 and int16 load as verigrad's i32), shape and bits, equal plain values."""
+def _same_leaf(ours: Any, theirs: Any, where: str) -> None:
+    """A tensor of the same dtype (torch's int8 and int16 load as verigrad's i32), shape and bits, or an
+    equal plain value."""
     if isinstance(theirs, torch.Tensor):
         assert isinstance(ours, verigrad.Tensor), where
         assert ours.shape == tuple(theirs.shape), where
@@ -66,16 +67,13 @@ def _assert_same(ours: Any, theirs: Any, where: str = "") -> None:
             assert TORCH_DTYPES[ours.dtype.name] == theirs.dtype, where
             np.testing.assert_array_equal(_our_bits(ours), _torch_bits(theirs), err_msg=where)
         assert ours.requires_grad == theirs.requires_grad, where
-    elif isinstance(theirs, dict):
-        assert type(ours) is type(theirs) and list(ours) == list(theirs), where
-        for key in theirs:
-            _assert_same(ours[key], theirs[key], f"{where}[{key!r}]")
-    elif isinstance(theirs, list | tuple):
-        assert type(ours) is type(theirs) and len(ours) == len(theirs), where
-        for i, (o, t) in enumerate(zip(ours, theirs, strict=True)):
-            _assert_same(o, t, f"{where}[{i}]")
     else:
         assert type(ours) is type(theirs) and ours == theirs, where
+
+
+def _assert_same(ours: Any, theirs: Any) -> None:
+    """verigrad's value and torch's are the same, container by container (tests/nested.py)."""
+    assert_nested(ours, theirs, _same_leaf)
 
 
 def _our_checkpoint() -> dict[str, Any]:
@@ -116,21 +114,17 @@ def _torch_value(value: Any) -> Any:
     return value
 
 
-def _assert_torch_equal(got: Any, want: Any, where: str = "") -> None:
+def _torch_leaf(got: Any, want: Any, where: str) -> None:
     if isinstance(want, torch.Tensor):
         assert isinstance(got, torch.Tensor) and got.dtype == want.dtype and got.shape == want.shape, where
         assert got.requires_grad == want.requires_grad, where
         np.testing.assert_array_equal(_torch_bits(got), _torch_bits(want), err_msg=where)
-    elif isinstance(want, dict):
-        assert type(got) is type(want) and list(got) == list(want), where
-        for key in want:
-            _assert_torch_equal(got[key], want[key], f"{where}[{key!r}]")
-    elif isinstance(want, list | tuple):
-        assert type(got) is type(want) and len(got) == len(want), where
-        for i, (g, w) in enumerate(zip(got, want, strict=True)):
-            _assert_torch_equal(g, w, f"{where}[{i}]")
     else:
         assert type(got) is type(want) and got == want, where
+
+
+def _assert_torch_equal(got: Any, want: Any) -> None:
+    assert_nested(got, want, _torch_leaf)
 
 
 @pytest.mark.parametrize("suffix", [".pt", ".pth", ".bin"])
