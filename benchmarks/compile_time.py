@@ -109,7 +109,7 @@ def measure_cnn(repeats: int) -> dict[str, Any]:
         t2 = time.perf_counter()
         plan = Plan(optimized, bind(optimized, (x, y)), verigrad.get_backend())
         t3 = time.perf_counter()
-        plan.run([x.data, y.data] + [t.data.copy() for t in optimized.captured])
+        plan.run([x.payload, y.payload] + [t.payload.copy() for t in optimized.captured])
         t4 = time.perf_counter()
         if i >= 2:  # the first two are warm-up
             for name, seconds in zip(stages, (t1 - t0, t2 - t1, t3 - t2, t3 - t0, t4 - t3)):
@@ -283,7 +283,7 @@ def measure_overhead(torch: Any, repeats: int, calls: int) -> dict[str, Any]:
     step, _, _, state = tiny_step()
     program = optimize(trace(step, verigrad.spec(["B", 4]), verigrad.spec(["B"], "i64")))
     values = bind(program, (x, y))
-    arrays = [x.data, y.data] + [t.data for t in program.captured]
+    arrays = [x.payload, y.payload] + [t.payload for t in program.captured]
     generated = Plan(program, values, verigrad.get_backend())
     looping = Plan(program, values, verigrad.get_backend())
     looping.generate_after = math.inf  # stays in its loop over the steps

@@ -69,7 +69,7 @@ def runners(torch: Any, c: int, h: int, w: int, o: int) -> dict[str, dict[str, C
 
         def decomposition(op=REGISTRY[name], arrays=arrays, params=params) -> Any:
             with verigrad.backend("cpu"), verigrad.no_grad():
-                return op.decompose(*(verigrad.from_numpy(a) for a in arrays), **params).data
+                return op.decompose(*(verigrad.from_numpy(a) for a in arrays), **params).payload
 
         out[name] = {
             "kernel": lambda k=kernel, a=arrays, p=params: k(*a, **p),

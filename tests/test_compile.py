@@ -474,5 +474,5 @@ def test_grads_are_not_left_traced_after_a_compiled_step():
     compiled(np.ones((4, 3), np.float32))
     compiled(np.ones((4, 3), np.float32))
     assert model.weight.grad is earlier and model.bias.grad is None
-    assert all(isinstance(p.data, np.ndarray) for p in model.parameters())
+    assert all(isinstance(p.payload, np.ndarray) for p in model.parameters())
     assert opt.steps == 2

@@ -196,7 +196,7 @@ def test_a_compiled_training_update_runs_each_group_in_one_step():
 
     program = optimize(trace(update, w.spec, g.spec, v.spec, b.spec))
     assert len(fused_instrs(program)) == 3
-    arrays = [t.data for t in (w, g, v, b)]
+    arrays = [t.payload for t in (w, g, v, b)]
     builds = len(fused.BATCHES.builds)
     plan = Plan(program, bind(program, [w, g, v, b]), cpu.cpu)
     out = plan.run(arrays)[0]
@@ -234,8 +234,8 @@ def test_a_new_trace_of_the_same_step_finds_its_kernels_without_generating_them(
     assert not generated and kernel.name == kernels[0].name
     params = instr.params["params"]
     assert (
-        kernel(w.data, g.data, params=params).tobytes()
-        == instr.op.reference(w.data, g.data, params=params).tobytes()
+        kernel(w.payload, g.payload, params=params).tobytes()
+        == instr.op.reference(w.payload, g.payload, params=params).tobytes()
     )
 
 

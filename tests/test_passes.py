@@ -50,7 +50,7 @@ def execute(program, *arrays: np.ndarray) -> list[np.ndarray]:
     """The program run by the executor on the active (reference) backend: outputs, then updates."""
     args = [vg.from_numpy(a) for a in arrays]
     plan = Plan(program, bind(program, args), get_backend())
-    outputs, updates = plan.run([*arrays, *(t.data for t in program.captured)])
+    outputs, updates = plan.run([*arrays, *(t.payload for t in program.captured)])
     return [*outputs, *(updates[k] for k in sorted(updates))]
 
 

@@ -40,7 +40,7 @@ def _plan(fn, specs, args, backend=None) -> tuple[Plan, Any]:
 
 
 def _run(plan: Plan, program: Any, args: list) -> tuple[list, dict]:
-    return plan.run([a.data for a in args] + [t.data for t in program.captured])
+    return plan.run([a.payload for a in args] + [t.payload for t in program.captured])
 
 
 def test_steps_the_binding_fixes_become_constants():
@@ -222,9 +222,9 @@ def test_a_decomposition_that_cannot_be_traced_runs_eagerly_in_the_plan():
     from verigrad.ops import Op
 
     def decompose(x):
-        if not isinstance(x.data, np.ndarray):  # reads data: it only runs eagerly
+        if not isinstance(x.payload, np.ndarray):  # reads data: it only runs eagerly
             raise TypeError("needs data")
-        return x * float(np.abs(x.data).max())
+        return x * float(np.abs(x.payload).max())
 
     op = Op(
         "test_scale_by_max",
@@ -357,7 +357,7 @@ def test_an_inplace_step_writes_into_its_inputs_array():
         _same(out, fn(*args[:1]).numpy())
     assert [s.op.name for s in plan.inplace_steps] == ["mul", "sqrt", "sub"]
     assert out is made[-1] and not np.shares_memory(out, made[-2])  # one array per run, reused in it
-    assert not any(np.shares_memory(out, a.data) for a in args)
+    assert not any(np.shares_memory(out, a.payload) for a in args)
 
 
 def test_no_step_writes_into_what_is_read_later_or_returned():
@@ -419,7 +419,7 @@ def test_an_update_is_written_into_its_tensor_with_the_same_bits():
     rng = np.random.default_rng(4)
     start = rng.random(20000, dtype=np.float32)  # over the cpu backend's ufunc_below: its fused kernel
     p, p_eager, g = verigrad.tensor(start), verigrad.tensor(start), verigrad.tensor(start[::-1].copy())
-    array = p.data
+    array = p.payload
     compiled, eager = verigrad.compile(_decay_step(p, g)), _decay_step(p_eager, g)
     for _ in range(5):
         x = verigrad.tensor(rng.random(20000, dtype=np.float32))
@@ -428,7 +428,7 @@ def test_an_update_is_written_into_its_tensor_with_the_same_bits():
     (plan,) = compiled._plans.values()
     (name,) = plan.update_names
     assert _written_into_inputs(plan) == [(plan.input_slots[-2], plan.update_slots[name])]
-    assert p.data is array  # the tensor's own array, updated in place: nothing to copy back
+    assert p.payload is array  # the tensor's own array, updated in place: nothing to copy back
 
 
 def test_an_update_is_not_written_in_place_when_an_argument_shares_its_memory():
@@ -440,7 +440,7 @@ def test_an_update_is_not_written_in_place_when_an_argument_shares_its_memory():
     compiled, eager = verigrad.compile(_decay_step(p, g)), _decay_step(p_eager, g)
     for k in range(6):
         x = verigrad.tensor(rng.random(20000, dtype=np.float32))
-        x, x_eager = (verigrad.from_numpy(p.data), verigrad.tensor(p_eager.numpy())) if k >= 3 else (x, x)
+        x, x_eager = (verigrad.from_numpy(p.payload), verigrad.tensor(p_eager.numpy())) if k >= 3 else (x, x)
         _same(compiled(x).numpy(), eager(x_eager).numpy())
         _same(p.numpy(), p_eager.numpy())
         (plan,) = compiled._plans.values()
@@ -461,7 +461,7 @@ def test_in_place_is_rechecked_when_a_captured_array_changes():
     (plan,) = compiled._plans.values()
     assert plan._written
     x = rng.random(20000, dtype=np.float32)
-    arrays = [x] + [t.data for t in plan.program.captured]
+    arrays = [x] + [t.payload for t in plan.program.captured]
     assert plan._inplace_holds(arrays)
     (w,) = plan._written
     other = next(i for i in range(1, len(arrays)) if i != w)

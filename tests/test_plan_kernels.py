@@ -24,7 +24,7 @@ def _plan(fn, args, backend=None) -> Plan:
 
 
 def _runs(plan: Plan, args, times: int = 4) -> list:
-    arrays = [a.data for a in args] + [t.data for t in plan.program.captured]
+    arrays = [a.payload for a in args] + [t.payload for t in plan.program.captured]
     return [plan.run(arrays)[0] for _ in range(times)]  # checked, loop, loop, generated
 
 
@@ -144,8 +144,8 @@ def test_cpu_reshape_of_a_permuted_view_copies_through_the_contiguous_kernel():
     assert [k.__qualname__ for k in kernels] == ["_reshape_copying.<locals>.reshape"] * 2
     for copied, viewed in _runs(plan, args):
         np.testing.assert_array_equal(copied, x.transpose(1, 2, 3, 0, 4, 5).reshape(12, 100), strict=True)
-        assert copied.flags.c_contiguous and not np.shares_memory(copied, args[0].data)
-        assert np.shares_memory(viewed, args[0].data)  # a view, as np.reshape gives
+        assert copied.flags.c_contiguous and not np.shares_memory(copied, args[0].payload)
+        assert np.shares_memory(viewed, args[0].payload)  # a view, as np.reshape gives
 
 
 # malloc ------------------------------------------------------------------------------------------

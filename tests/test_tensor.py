@@ -324,8 +324,8 @@ def test_tensor_of_a_tensor_keeps_its_dtype() -> None:
         src = verigrad.tensor([1, 0], dtype=dtype)
         copy = verigrad.tensor(src)
         assert copy.dtype is dtype
-        assert not np.shares_memory(copy.data, src.data)
-        np.testing.assert_array_equal(copy.data, src.data)
+        assert not np.shares_memory(copy.payload, src.payload)
+        np.testing.assert_array_equal(copy.payload, src.payload)
     assert verigrad.tensor(verigrad.tensor([1.0]), dtype="f64").dtype is f64
 
 
@@ -436,7 +436,7 @@ def test_bf16_rounds_to_nearest_even(f32_bits: int, bf16_bits: int) -> None:
     x = verigrad.from_numpy(np.array([f32_bits], dtype=np.uint32).view(np.float32))
     b = x.cast("bf16")
     assert b.dtype is bf16
-    assert b.data.dtype == np.uint16 and int(b.data[0]) == bf16_bits
+    assert b.payload.dtype == np.uint16 and int(b.payload[0]) == bf16_bits
     back = b.float().numpy().view(np.uint32)
     assert int(back[0]) == bf16_bits << 16
 

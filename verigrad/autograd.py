@@ -206,7 +206,7 @@ def _accumulate(leaf: Tensor, g: Tensor) -> None:
     if leaf.grad is None:
         leaf.grad = g
         return
-    if type(leaf.grad.data) is not type(g.data):
+    if type(leaf.grad.payload) is not type(g.payload):
         # a traced backward pass meeting a gradient computed outside the trace: the compiled function
         # would add that one gradient again on every call, which is not what running it eagerly does
         raise RuntimeError(

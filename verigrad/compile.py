@@ -150,8 +150,8 @@ class Compiled:
         args = self._lift(args)
         program, tree = self._entry(args)
         backend = get_backend()
-        arrays = [a.data for a in args]
-        captured = [t.data for t in program.captured]
+        arrays = [a.payload for a in args]
+        captured = [t.payload for t in program.captured]
         # the plan for arguments of shapes, dtypes and layouts seen before, without binding again
         layouts = tuple([_layout(a) for a in arrays]) + self._captured_layouts(program, captured)
         seen = (id(program), backend.name, tuple([(a.shape, a.dtype) for a in arrays]), layouts)
@@ -231,13 +231,13 @@ def _write_back(by_name: dict[str, Tensor], updates: dict[str, np.ndarray]) -> N
     wrote in place).
     A value that is (a view of) another captured tensor's memory is copied first, so `a, b = b, a` swaps
     rather than duplicates."""
-    updates = {name: a for name, a in updates.items() if a is not by_name[name].data}  # written in place
+    updates = {name: a for name, a in updates.items() if a is not by_name[name].payload}  # written in place
     if not updates:
         return
-    targets = {id(_root(by_name[name].data)) for name in updates}
+    targets = {id(_root(by_name[name].payload)) for name in updates}
     safe = {name: array.copy() if id(_root(array)) in targets else array for name, array in updates.items()}
     for name, array in safe.items():
-        np.copyto(by_name[name].data, array)
+        np.copyto(by_name[name].payload, array)
 
 
 def _default_specs(args: tuple[Tensor, ...]) -> tuple[Spec, ...]:

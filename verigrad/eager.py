@@ -21,12 +21,12 @@ class EagerMode(modes.Mode):
     def apply(self, op: Any, args: tuple[Tensor, ...], params: dict, out: Spec) -> Tensor:
         arrays, wanted = [], False  # one pass over the operands: their data, and whether one wants a grad
         for a in args:
-            if not isinstance(a.data, np.ndarray):
+            if not isinstance(a.payload, np.ndarray):
                 raise TypeError(
                     f"{op.name}: an abstract tensor {a.spec!r} reached eager code; "
                     "specs only run inside verigrad.check or verigrad.abstract()"
                 )
-            arrays.append(a.data)
+            arrays.append(a.payload)
             wanted = wanted or a.requires_grad
         needs_grad = wanted and op.differentiable and is_grad_enabled()
         backend = get_backend()
@@ -59,9 +59,9 @@ class EagerMode(modes.Mode):
             raise RuntimeError(
                 "a tensor that requires grad is being updated in place; do it under verigrad.no_grad()"
             )
-        if not target.data.flags.writeable:
+        if not target.payload.flags.writeable:
             raise RuntimeError("cannot write into a broadcast (read-only) view")
-        np.copyto(target.data, value.data)
+        np.copyto(target.payload, value.payload)
 
 
 def conform(op: Any, result: Any, out: Spec) -> np.ndarray:

@@ -1,9 +1,10 @@
 """`Tensor`: a spec, a payload, autograd slots; its operators and methods are bound in `tensor_methods.py`.
 
-The payload is what the current mode made: a NumPy array in eager mode (possibly a strided view),
-None in abstract mode, an IR value when tracing. This module holds what needs no op; the operators and
-the methods that run ops are bound from the op modules in one table, `tensor_methods.py`, so the ops can
-import this module and this module imports none of them.
+The payload (`Tensor.payload`) is what the current mode made: a NumPy array in eager mode (possibly a
+strided view), None in abstract mode, an IR value when tracing; `Tensor.data` is PyTorch's, a tensor
+sharing it. This module holds what needs no op; the operators and the methods that run ops are bound
+from the op modules in one table, `tensor_methods.py`, so the ops can import this module and this
+module imports none of them.
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ Axis = int | Sequence[int] | None
 class Tensor:
     """An n-dimensional array with a (possibly symbolic) shape, a dtype and optional gradient."""
 
-    __slots__ = ("__weakref__", "_hooks", "_node", "data", "grad", "requires_grad", "spec")
+    __slots__ = ("__weakref__", "_hooks", "_node", "grad", "payload", "requires_grad", "spec")
     __array_priority__ = 1000  # NumPy defers `ndarray + Tensor` to Tensor.__radd__
 
     def __init__(self, spec: Spec, data: Any, requires_grad: bool = False) -> None:
         self.spec = spec
-        self.data = data
+        self.payload = data
         self.grad: Tensor | None = None
         self._node: Any = None  # the autograd record of the op that made this tensor
         self._hooks: list | None = None  # register_hook's functions
@@ -72,7 +73,7 @@ class Tensor:
 
     @property
     def is_abstract(self) -> bool:
-        return not isinstance(self.data, np.ndarray)
+        return not isinstance(self.payload, np.ndarray)
 
     def stride(self, axis: int | None = None) -> tuple[int, ...] | int:
         """Element strides of the payload, as in PyTorch: a [2,3,4] contiguous tensor has (12,4,1)."""
@@ -92,9 +93,9 @@ class Tensor:
 
     # data out ----------------------------------------------------------------------------------
     def _array(self, what: str) -> np.ndarray:
-        if not isinstance(self.data, np.ndarray):
+        if not isinstance(self.payload, np.ndarray):
             raise TypeError(f"{what} needs data, but this tensor is abstract: {self.spec!r}")
-        return self.data
+        return self.payload
 
     def numpy(self) -> np.ndarray:
         """The values as a NumPy array (a view of the tensor's memory where the dtype allows)."""
@@ -143,7 +144,21 @@ class Tensor:
         return self
 
     def detach(self) -> Tensor:
-        return Tensor(self.spec, self.data)
+        return Tensor(self.spec, self.payload)
+
+    @property
+    def data(self) -> Tensor:
+        """PyTorch's `.data`: this tensor's values without history, sharing its storage.
+
+        Writes through it (`p.data.add_(g, alpha=-lr)`, `p.data.copy_(w)`) change `p` and are not recorded.
+        """
+        return Tensor(self.spec, self.payload)
+
+    @data.setter
+    def data(self, value: Tensor) -> None:
+        if not isinstance(value, Tensor):
+            raise TypeError(f"Tensor.data must be set to a Tensor, not {type(value).__name__}")
+        self.spec, self.payload = value.spec, value.payload
 
     @property
     def is_leaf(self) -> bool:

@@ -309,3 +309,25 @@ def test_arithmetic_of_two_bools_as_pytorch() -> None:
             fn(ta, tb)
         with pytest.raises(verigrad.DTypeError, match="bool"):
             fn(va, vb)
+
+
+def test_data_is_a_tensor_sharing_the_storage_without_history() -> None:
+    """`p.data` writes through to p and is not recorded, as in PyTorch's hand-written SGD steps."""
+    start = np.linspace(-1.0, 1.0, 6).reshape(2, 3)
+    results = []
+    for lib in (verigrad, torch):
+        p = lib.tensor(start.copy(), requires_grad=True)
+        (p * p).sum().backward()
+        d = p.data
+        assert isinstance(d, lib.Tensor) and not d.requires_grad and d.grad_fn is None
+        p.data.add_(p.grad, alpha=-0.5)  # a step of SGD by hand
+        p.data.mul_(2.0)
+        (p * 3.0).sum().backward()  # still a leaf with its gradient, the writes above not recorded
+        results.append((p.detach().numpy().copy(), p.grad.numpy().copy(), p.is_leaf))
+        p.data = lib.zeros(4, dtype=lib.float64)  # assigning .data replaces the values and the shape
+        assert tuple(p.shape) == (4,) and p.requires_grad
+    np.testing.assert_array_equal(results[0][0], results[1][0])
+    np.testing.assert_array_equal(results[0][1], results[1][1])
+    assert results[0][2] and results[1][2]
+    with pytest.raises(TypeError):
+        verigrad.zeros(2).data = np.zeros(2)  # PyTorch too accepts only a tensor

@@ -31,7 +31,7 @@ class _References(modes.Mode):
     def apply(self, op: Any, args: tuple[Tensor, ...], params: dict, out: Spec) -> Tensor:
         if op.is_composite:
             return op.decompose(*args, **params)
-        result = np.asarray(op.reference(*(a.data for a in args), **params))
+        result = np.asarray(op.reference(*(a.payload for a in args), **params))
         return Tensor(out, result.astype(out.dtype.np, copy=False))
 
     def constant(self, array: np.ndarray, dtype: Any) -> Tensor:
@@ -48,7 +48,7 @@ def decomposition_kernel(op: Any, mode: modes.Mode) -> Callable[..., np.ndarray]
     def run(*arrays: np.ndarray, **params: Any) -> np.ndarray:
         tensors = [Tensor(Spec(a.shape, from_numpy_dtype(a.dtype)), a) for a in arrays]
         with modes.using(mode), np.errstate(all="ignore"):
-            return op.decompose(*tensors, **params).data
+            return op.decompose(*tensors, **params).payload
 
     return run
 

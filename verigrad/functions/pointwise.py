@@ -81,7 +81,7 @@ def equal(a: Tensor, b: Tensor) -> bool:
 
 def values_of(x: Any, what: str) -> np.ndarray:
     if isinstance(x, Tensor):
-        if not isinstance(x.data, np.ndarray):
+        if not isinstance(x.payload, np.ndarray):
             raise TypeError(f"{what} reads values, but this tensor is abstract or traced: {x.spec!r}")
         return x.numpy()
     return np.asarray(x)

@@ -56,9 +56,9 @@ class TraceMode(modes.Mode):
         self.saved_grads: dict[int, tuple[Tensor, Any]] = {id(t): (t, t.grad) for t in watch or ()}
 
     def value_of(self, t: Tensor) -> Value:
-        if isinstance(t.data, Value):
-            return t.data
-        if not isinstance(t.data, np.ndarray):
+        if isinstance(t.payload, Value):
+            return t.payload
+        if not isinstance(t.payload, np.ndarray):
             raise TypeError(f"an abstract tensor {t.spec!r} reached a trace; pass it as an argument")
         key = id(t)
         if key not in self.bound:
@@ -84,7 +84,7 @@ class TraceMode(modes.Mode):
         if needs_grad and op.vjp is None and op.is_composite:
             self.decomposed = True
             return op.decompose(*args, **params)  # the backward pass needs the primitives
-        values = tuple([a.data if type(a.data) is Value else self.value_of(a) for a in args])
+        values = tuple([a.payload if type(a.payload) is Value else self.value_of(a) for a in args])
         value = self.program.emit(op, values, params, out)
         t = Tensor(out, value)
         if needs_grad:
@@ -98,8 +98,8 @@ class TraceMode(modes.Mode):
 
     def assign(self, target: Tensor, value: Tensor) -> None:
         new = self.value_of(value)
-        if isinstance(target.data, Value):
-            target.data = new  # a tensor made inside the trace: rebind it (SSA)
+        if isinstance(target.payload, Value):
+            target.payload = new  # a tensor made inside the trace: rebind it (SSA)
             if id(target) in self.arguments:  # an argument: written back into the caller's tensor
                 self.program.updates[self.arguments[id(target)]] = new
             return

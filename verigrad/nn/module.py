@@ -200,8 +200,8 @@ class Module:
             raise DTypeError(f"modules compute in f32 or f64, not {target.name}")
         for t in [*self.parameters(), *self.buffers()]:
             if t.dtype.is_float and t.dtype is not target:
-                if isinstance(t.data, np.ndarray):
-                    t.data = t.data.astype(target.np)
+                if isinstance(t.payload, np.ndarray):
+                    t.payload = t.payload.astype(target.np)
                 t.spec = Spec(t.spec.shape, target)
                 t.grad = None
         return self

@@ -46,7 +46,7 @@ def clip_grad_norm_(
         powers = [(p.grad * p.grad if norm_type == 2 else p.grad.abs() ** norm_type).sum() for p in params]
         total = stack([s.cast(dtype) for s in powers]).sum()
         total = total.sqrt() if norm_type == 2 else total ** (1.0 / norm_type)
-    if error_if_nonfinite and isinstance(total.data, np.ndarray) and not np.isfinite(total.data):
+    if error_if_nonfinite and isinstance(total.payload, np.ndarray) and not np.isfinite(total.payload):
         raise RuntimeError(
             f"the total {norm_type}-norm of the gradients is {total.item()}; clip_grad_norm_ with "
             "error_if_nonfinite=False would scale them by it anyway"

@@ -88,7 +88,7 @@ class Adam(Optimizer):
             -(lr / (1 - np.power(beta1, t))),
         ]
         m, v = self.buffer(index, "exp_avg"), self.buffer(index, "exp_avg_sq")
-        return bool(kernel(p.data, g.data, m.data, v.data, settings))
+        return bool(kernel(p.payload, g.payload, m.payload, v.payload, settings))
 
     def _op_update(self, index: int, p: Tensor, g: Tensor) -> None:
         beta2 = self.betas[1]

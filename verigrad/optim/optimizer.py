@@ -25,7 +25,7 @@ from ..tensor import Tensor
 def fused_kernel(name: str, p: Tensor) -> Any:
     """The active backend's whole-vector update for optimizer `name` on p's dtype, in eager mode only (a
     traced step keeps the op-based update, so the program shows it); None otherwise."""
-    if modes.current().name != "eager" or not isinstance(p.data, np.ndarray):
+    if modes.current().name != "eager" or not isinstance(p.payload, np.ndarray):
         return None
     return get_backend().optimizer_kernel(name, p.dtype.name)
 
@@ -34,7 +34,7 @@ def _count(counter: Tensor, eager: bool) -> None:
     """counter += 1: in place in NumPy eagerly (the same bits as the ops, without their 10-20 us), as ops
     in a trace (so a compiled step counts)."""
     if eager:
-        np.add(counter.data, 1, out=counter.data)
+        np.add(counter.payload, 1, out=counter.payload)
     else:
         counter.assign(counter + 1)
 
@@ -213,6 +213,6 @@ class Optimizer:
             for name, t in new.items():
                 old = own.get(name)
                 if old is not None and old.shape == t.shape and old.dtype is t.dtype:
-                    np.copyto(old.data, t.data)
+                    np.copyto(old.payload, t.payload)
                     new[name] = old
         self.state = loaded

@@ -79,7 +79,7 @@ class Adagrad(Optimizer):
         settings = {"lr": lr, "lr_decay": lr_decay, "weight_decay": weight_decay, "eps": eps}
         super().__init__(params, {**settings, "initial_accumulator_value": initial_accumulator_value})
         for state in self.state:
-            np.copyto(state["sum"].data, initial_accumulator_value)
+            np.copyto(state["sum"].payload, initial_accumulator_value)
 
     def state_names(self) -> tuple[str, ...]:
         return ("sum",)

@@ -51,10 +51,10 @@ class SGD(Optimizer):
         kernel = fused_kernel("sgd", p)
         if kernel is None:
             return False
-        buf = self.buffer(index, "momentum_buffer").data if self.momentum else None
+        buf = self.buffer(index, "momentum_buffer").payload if self.momentum else None
         first = self.momentum and float(self.buffer(index, "step").item()) == 1
         settings = [self.weight_decay, self.momentum, 1 - self.dampening, -float(self.defaults.lr.item())]
-        return bool(kernel(p.data, g.data, buf, settings, decay=bool(self.weight_decay), first=first,
+        return bool(kernel(p.payload, g.payload, buf, settings, decay=bool(self.weight_decay), first=first,
                            nesterov=self.nesterov))  # fmt: skip
 
     def _op_update(self, index: int, p: Tensor, g: Tensor) -> None:

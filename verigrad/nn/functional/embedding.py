@@ -28,7 +28,7 @@ def one_hot(target: Tensor, num_classes: int = -1) -> Tensor:
     if target.dtype.kind != "i":
         raise TypeError(f"one_hot takes integer classes, got {target.dtype.name}")
     if num_classes == -1:
-        if not isinstance(target.data, np.ndarray):
+        if not isinstance(target.payload, np.ndarray):
             raise ValueError("one_hot of an abstract or traced tensor needs num_classes")
-        num_classes = int(target.data.max()) + 1 if target.data.size else 0
+        num_classes = int(target.payload.max()) + 1 if target.payload.size else 0
     return (ops.unsqueeze(target, -1) == ops.arange(0, num_classes)).cast("i64")

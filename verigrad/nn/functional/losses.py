@@ -62,9 +62,9 @@ def cross_entropy(
         uniform = -ops.log_softmax(input, axis=-1).mean(axis=-1)
         loss = nll * (1.0 - label_smoothing) + uniform * label_smoothing
         return reduce(loss, reduction, "cross_entropy")
-    if isinstance(target, Tensor) and isinstance(target.data, np.ndarray) and target.dtype.kind == "i":
+    if isinstance(target, Tensor) and isinstance(target.payload, np.ndarray) and target.dtype.kind == "i":
         classes = input.shape[-1]
-        values = target.data
+        values = target.payload
         if values.size and isinstance(classes, int) and (values.min() < 0 or values.max() >= classes):
             bad = values[(values < 0) | (values >= classes)][0]
             raise IndexError(f"cross_entropy: target {bad} is out of range for {classes} classes")
@@ -117,8 +117,9 @@ def nll_loss(
     if target.dtype.kind != "i":
         raise TypeError(f"nll_loss: the classes must be integers, got {target.dtype.name}")
     classes = input.shape[1]
-    if isinstance(target.data, np.ndarray) and isinstance(classes, int):
-        bad = target.data[((target.data < 0) | (target.data >= classes)) & (target.data != ignore_index)]
+    if isinstance(target.payload, np.ndarray) and isinstance(classes, int):
+        t = target.payload
+        bad = t[((t < 0) | (t >= classes)) & (t != ignore_index)]
         if bad.size:
             raise IndexError(f"nll_loss: target {bad[0]} is out of range for {classes} classes")
     chosen = unsqueeze(target, 1) == arange(0, classes)
