@@ -17,6 +17,10 @@ PACKAGE = Path(__file__).resolve().parent.parent / "verigrad"
 LAYERS = [
     "errors",
     "dtypes",
+    "devices",
+    "accelerator",
+    "settings",
+    "typeinfo",
     "shapes",
     "tensor",
     "modes",
@@ -31,6 +35,7 @@ LAYERS = [
     "linalg",
     "nn",
     "optim",
+    "utils",
     "data",
     "io",
     "models",

@@ -21,7 +21,7 @@ from .ops import index as index_ops
 from .ops.composite.softmax import log_softmax, softmax
 from .ops.matmul import matmul
 from .ops.scatter_reduce import scatter_reduce
-from .tensor import Tensor, describe
+from .tensor import LEGACY_NAMES, LEGACY_TYPES, Tensor, describe, to_arguments
 
 Axis = int | Sequence[int] | None
 
@@ -172,11 +172,12 @@ def cast(self: Tensor, dtype: DType | str) -> Tensor:
 
 
 @adapted
-def to(self: Tensor, dtype: DType | str) -> Tensor:
-    """A cast; "cpu" (the only device: code written for PyTorch's `.to(device)`) gives self."""
-    if isinstance(dtype, str) and dtype.split(":")[0] in ("cuda", "mps", "xpu"):
-        raise ValueError(f"verigrad runs on the CPU: there is no {dtype!r} device")
-    return self if isinstance(dtype, str) and dtype == "cpu" else self.cast(dtype)
+def to(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+    """PyTorch's `to(dtype)`, `to(device, dtype)`, `to(other)`, with `non_blocking`, `copy`: self when
+    nothing changes (unless `copy=True`); a device other than the CPU is refused."""
+    dtype, copy = to_arguments("Tensor.to", args, kwargs)
+    out = self if dtype is None or dtype is self.dtype else self.cast(dtype)
+    return self.clone() if copy and out is self else out
 
 
 @adapted
@@ -185,9 +186,17 @@ def type_as(self: Tensor, other: Tensor) -> Tensor:
 
 
 @adapted
-def type(self: Tensor, dtype: Any = None) -> Any:
-    """PyTorch's: the dtype's name without an argument, else the tensor cast to `dtype`."""
-    return self.dtype.name if dtype is None else self.cast(dtype)
+def type(self: Tensor, dtype: Any = None, non_blocking: bool = False) -> Any:
+    """PyTorch's: the legacy type's name ("torch.FloatTensor") without an argument, else the tensor cast
+    to `dtype` (a dtype, a legacy type such as `verigrad.DoubleTensor`, or its name)."""
+    if dtype is None:
+        return LEGACY_NAMES.get(self.dtype, f"torch.{self.dtype.name}")
+    if isinstance(dtype, str) and dtype.startswith("torch."):
+        named = LEGACY_TYPES.get(dtype.removeprefix("torch."))
+        if named is None:
+            raise ValueError(f"Tensor.type({dtype!r}): not one of {sorted(LEGACY_NAMES.values())}")
+        dtype = named
+    return self.to(getattr(dtype, "dtype", dtype))
 
 
 def _cast_to(dtype: DType | str) -> Callable[[Tensor], Tensor]:
