@@ -488,11 +488,11 @@ def randn_like(
 def _randint_bounds(args: tuple, low: Any, high: Any, size: Any, where: str, with_size: bool = True) -> tuple:
     """PyTorch's `(high, size)` and `(low, high, size)` (by position or name) as (low, high, size)."""
     names = ("low", "high", "size") if with_size else ("low", "high")
-    given = dict(zip(names[-len(args) :] if len(args) < len(names) else names, args)) if args else {}
     if len(args) > len(names):
-        raise TypeError(
-            f"{where} takes at most {len(names)} positional arguments ({', '.join(names)}), got {len(args)}"
-        )
+        raise TypeError(f"{where} takes at most {len(names)} positional arguments ({', '.join(names)})")
+    # one argument is high; two are (high, size), or (low, high) without a size; three all
+    placed = names if len(args) == len(names) else ("high", "size")[: len(args)]
+    given = dict(zip(placed, args))
     for name, value in (("low", low), ("high", high), ("size", size)):
         if value is not None:
             if name in given:
