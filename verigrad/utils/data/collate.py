@@ -49,11 +49,11 @@ def default_collate(batch: Sequence[Any]) -> Any:
         except TypeError:  # a mapping that cannot be made from a dict
             return collated
     if _is_namedtuple(elem):
-        return type(elem)(*(default_collate(list(field)) for field in zip(*batch)))
+        return type(elem)(*(default_collate(field) for field in zip(*batch)))
     if isinstance(elem, Sequence):
         if len({len(sample) for sample in batch}) != 1:
             raise RuntimeError("each element in list of batch should be of equal size")
-        fields = [default_collate(list(field)) for field in zip(*batch)]
+        fields = [default_collate(field) for field in zip(*batch)]  # tuples: strings stay tuples
         if isinstance(elem, tuple):
             return fields  # PyTorch's: a list of batches for tuple samples
         try:
