@@ -17,9 +17,9 @@ _state: dict[str, Any] = {"deterministic": False, "warn_only": False, "matmul_pr
 # what `set_printoptions` set (NumPy's names too); a tensor's repr passes them to `np.array2string`
 PRINT_OPTIONS: dict[str, Any] = {}
 _PROFILES = {
-    "default": {"precision": 4, "threshold": 1000, "edgeitems": 3, "linewidth": 80},
-    "short": {"precision": 2, "threshold": 1000, "edgeitems": 2, "linewidth": 80},
-    "full": {"precision": 4, "threshold": 2**63 - 1, "edgeitems": 3, "linewidth": 80},
+    "default": {"precision": 4, "threshold": 1000, "edgeitems": 3, "max_line_width": 80},
+    "short": {"precision": 2, "threshold": 1000, "edgeitems": 2, "max_line_width": 80},
+    "full": {"precision": 4, "threshold": 2**63 - 1, "edgeitems": 3, "max_line_width": 80},
 }
 
 
@@ -97,4 +97,4 @@ def set_printoptions(
         if value is not None:
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"set_printoptions: {key} must be a whole number >= 0, not {value!r}")
-            PRINT_OPTIONS[key] = value
+            PRINT_OPTIONS["max_line_width" if key == "linewidth" else key] = value

@@ -215,28 +215,47 @@ def clone(self: Tensor) -> Tensor:
 
 # PyTorch's new_*: tensors of this one's dtype (unless given)
 @adapted
-def new_full(self: Tensor, size: Any, fill_value: Any, dtype: Any = None) -> Tensor:
-    return creation.full(_shape_arg((size,)), fill_value, dtype=self.dtype if dtype is None else dtype)
+def new_full(
+    self: Tensor,
+    size: Any,
+    fill_value: Any,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    dtype = self.dtype if dtype is None else dtype
+    return creation.full(
+        _shape_arg((size,)), fill_value, dtype=dtype, device=device, requires_grad=requires_grad
+    )
 
 
 @adapted
-def new_zeros(self: Tensor, *size: Any, dtype: Any = None) -> Tensor:
-    return self.new_full(_shape_arg(size), 0, dtype)
+def new_zeros(
+    self: Tensor, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Tensor:
+    return self.new_full(_shape_arg(size), 0, dtype, device, requires_grad)
 
 
 @adapted
-def new_ones(self: Tensor, *size: Any, dtype: Any = None) -> Tensor:
-    return self.new_full(_shape_arg(size), 1, dtype)
+def new_ones(
+    self: Tensor, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Tensor:
+    return self.new_full(_shape_arg(size), 1, dtype, device, requires_grad)
 
 
 @adapted
-def new_empty(self: Tensor, *size: Any, dtype: Any = None) -> Tensor:
-    return self.new_zeros(*size, dtype=dtype)
+def new_empty(
+    self: Tensor, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Tensor:
+    return self.new_full(_shape_arg(size), 0, dtype, device, requires_grad)
 
 
 @adapted
-def new_tensor(self: Tensor, data: Any, dtype: Any = None) -> Tensor:
-    return creation.tensor(data, dtype=self.dtype if dtype is None else dtype)
+def new_tensor(
+    self: Tensor, data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Tensor:
+    dtype = self.dtype if dtype is None else dtype
+    return creation.tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 # reductions (PyTorch's `dim=` beside NumPy's `axis`) -------------------------------------------

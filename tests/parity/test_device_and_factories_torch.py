@@ -67,6 +67,11 @@ DETERMINISTIC = {
     "full_like": lambda t: t.full_like(t.zeros(2, dtype=t.int64), 4),
     "empty_like grad": lambda t: t.empty_like(t.zeros(2), requires_grad=True).detach().zero_(),
     "zeros_like grad": lambda t: t.zeros_like(t.zeros(2), requires_grad=True),
+    "new_zeros device": lambda t: t.zeros(2, dtype=t.float64).new_zeros((2, 3), device="cpu"),
+    "new_ones sizes": lambda t: t.zeros(1, dtype=t.int64).new_ones(2, 2, device=t.device("cpu")),
+    "new_full grad": lambda t: t.zeros(1).new_full((2,), 1.5, requires_grad=True),
+    "new_empty dtype": lambda t: t.zeros(1).new_empty(3, dtype=t.int64, device="cpu").zero_(),
+    "new_tensor": lambda t: t.zeros(1, dtype=t.float64).new_tensor([1, 2], device=t.device("cpu")),
     "legacy Tensor(list)": lambda t: t.Tensor([1, 2, 3]),
     "legacy Tensor(nested)": lambda t: t.Tensor([[1.5, 2], [3, 4]]),
     "legacy Tensor(sizes)": lambda t: t.Tensor(2, 3).zero_(),
@@ -95,6 +100,8 @@ RANDOM = {
     "randint low high size": lambda t: t.randint(-3, 4, (2, 3)),
     "randint size=": lambda t: t.randint(5, size=(3,)),
     "randint all named": lambda t: t.randint(low=2, high=5, size=(4,), device="cpu"),
+    "randint low high size=": lambda t: t.randint(2, 5, size=(3,)),
+    "randint low high=": lambda t: t.randint(2, high=5, size=(3,)),
     "randint float dtype": lambda t: t.randint(0, 10, (8,), dtype=t.float32, requires_grad=True),
     "randint i32": lambda t: t.randint(3, (2, 2), dtype=t.int32, generator=t.Generator().manual_seed(1)),
     "randint_like high": lambda t: t.randint_like(t.zeros(2, 2), 5),
@@ -106,7 +113,7 @@ RANDOM = {
 }
 RANGES = {"randint high size": (0, 10), "randint low high size": (-3, 4), "randint size=": (0, 5),
           "randint all named": (2, 5), "randint float dtype": (0, 10), "randint i32": (0, 3),
-          "randint_like high": (0, 5), "randint_like low high": (1, 4)}  # fmt: skip
+          "randint low high size=": (2, 5), "randint low high=": (2, 5), "randint_like high": (0, 5), "randint_like low high": (1, 4)}  # fmt: skip
 
 
 @pytest.mark.parametrize("name", RANDOM)

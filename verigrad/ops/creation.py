@@ -487,22 +487,16 @@ def randn_like(
 
 def _randint_bounds(args: tuple, low: Any, high: Any, size: Any, where: str, with_size: bool = True) -> tuple:
     """PyTorch's `(high, size)` and `(low, high, size)` (by position or name) as (low, high, size)."""
-    names = ("low", "high", "size") if with_size else ("low", "high")
-    if len(args) > len(names):
-        raise TypeError(f"{where} takes at most {len(names)} positional arguments ({', '.join(names)})")
-    # one argument is high; two are (high, size), or (low, high) without a size; three all
-    placed = names if len(args) == len(names) else ("high", "size")[: len(args)]
-    given = dict(zip(placed, args))
-    for name, value in (("low", low), ("high", high), ("size", size)):
-        if value is not None:
-            if name in given:
-                raise TypeError(f"{where}: {name} is given twice")
-            given[name] = value
-    if "high" not in given or (with_size and "size" not in given):
-        raise TypeError(
-            f"{where} needs high{' and size' if with_size else ''}: "
-            f"{where}(high{', size' * with_size}) or {where}(low, high{', size' * with_size})"
-        )
+    named = {k: v for k, v in (("low", low), ("high", high), ("size", size)) if v is not None}
+    forms = [("high", "size"), ("low", "high", "size")] if with_size else [("high",), ("low", "high")]
+    for form in forms:
+        positional = [name for name in form if name not in named]
+        if len(positional) == len(args) and set(named) <= set(form):
+            given = {**named, **dict(zip(positional, args))}
+            break
+    else:
+        shown = " or ".join(f"{where}({', '.join(form)})" for form in forms)
+        raise TypeError(f"{where} takes {shown}; got {len(args)} positional and {sorted(named)} by name")
     bounds = (given.get("low", 0), given["high"])
     if not all(isinstance(b, int | np.integer) and not isinstance(b, bool) for b in bounds):
         raise TypeError(f"{where}: low and high must be whole numbers, got {bounds}")
