@@ -111,9 +111,18 @@ RANDOM = {
     "rand_like": lambda t: t.rand_like(t.zeros(2, dtype=t.float64)),
     "randn_like dtype grad": lambda t: t.randn_like(t.zeros(3), dtype=t.float64, requires_grad=True),
 }
-RANGES = {"randint high size": (0, 10), "randint low high size": (-3, 4), "randint size=": (0, 5),
-          "randint all named": (2, 5), "randint float dtype": (0, 10), "randint i32": (0, 3),
-          "randint low high size=": (2, 5), "randint low high=": (2, 5), "randint_like high": (0, 5), "randint_like low high": (1, 4)}  # fmt: skip
+RANGES = {
+    "randint high size": (0, 10),
+    "randint low high size": (-3, 4),
+    "randint size=": (0, 5),
+    "randint all named": (2, 5),
+    "randint low high size=": (2, 5),
+    "randint low high=": (2, 5),
+    "randint float dtype": (0, 10),
+    "randint i32": (0, 3),
+    "randint_like high": (0, 5),
+    "randint_like low high": (1, 4),
+}
 
 
 @pytest.mark.parametrize("name", RANDOM)
