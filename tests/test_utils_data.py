@@ -74,6 +74,12 @@ def test_collate_containers() -> None:
     )
     ordered = default_collate([collections.OrderedDict(z=1, a=2), collections.OrderedDict(z=3, a=4)])
     assert type(ordered) is collections.OrderedDict and list(ordered) == ["z", "a"]
+    counts = default_collate([collections.defaultdict(int, k=1), collections.defaultdict(int, k=2)])
+    assert (
+        type(counts) is collections.defaultdict
+        and values(counts["k"]) == ("i64", [1, 2])
+        and counts["new"] == 0
+    )
 
 
 def test_collate_refusals() -> None:

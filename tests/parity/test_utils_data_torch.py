@@ -156,6 +156,7 @@ COLLATED = {
     "nested dicts": [{"a": {"b": [1, 2.0]}, "c": "s"}, {"a": {"b": [3, 4.0]}, "c": "t"}],
     "named tuples": [Point(1, 2.0), Point(3, 4.0)],
     "ordered dicts": [collections.OrderedDict(z=1, a=2.0), collections.OrderedDict(z=3, a=4.0)],
+    "defaultdicts": [collections.defaultdict(list, k=1.5), collections.defaultdict(list, k=2.5)],
 }
 
 

@@ -3,7 +3,8 @@ arrays into tensors, for a DataLoader that does not batch)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import copy
+from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,18 @@ def _is_namedtuple(x: Any) -> bool:
 
 def _numpy_kind_ok(array: np.ndarray | np.generic) -> bool:
     return array.dtype.kind in "biuf"
+
+
+def _same_mapping(like: Mapping, values: dict) -> Any:
+    """`values` in a mapping of `like`'s type (a copy of it updated, as PyTorch's), else a dict."""
+    try:
+        if isinstance(like, MutableMapping):
+            clone = copy.copy(like)
+            clone.update(values)
+            return clone
+        return type(like)(values)  # type: ignore[call-arg]
+    except TypeError:
+        return values
 
 
 def default_collate(batch: Sequence[Any]) -> Any:
@@ -43,11 +56,7 @@ def default_collate(batch: Sequence[Any]) -> Any:
     if isinstance(elem, str | bytes):
         return batch
     if isinstance(elem, Mapping):
-        collated = {key: default_collate([d[key] for d in batch]) for key in elem}
-        try:
-            return type(elem)(collated)  # type: ignore[call-arg]
-        except TypeError:  # a mapping that cannot be made from a dict
-            return collated
+        return _same_mapping(elem, {key: default_collate([d[key] for d in batch]) for key in elem})
     if _is_namedtuple(elem):
         return type(elem)(*(default_collate(field) for field in zip(*batch)))
     if isinstance(elem, Sequence):
@@ -70,11 +79,7 @@ def default_convert(data: Any) -> Any:
     if isinstance(data, np.ndarray | np.generic):
         return as_tensor(data) if _numpy_kind_ok(data) else data
     if isinstance(data, Mapping):
-        converted = {key: default_convert(value) for key, value in data.items()}
-        try:
-            return type(data)(converted)  # type: ignore[call-arg]
-        except TypeError:
-            return converted
+        return _same_mapping(data, {key: default_convert(value) for key, value in data.items()})
     if _is_namedtuple(data):
         return type(data)(*(default_convert(d) for d in data))
     if isinstance(data, tuple):
