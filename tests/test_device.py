@@ -127,6 +127,22 @@ def test_type_names_and_casts() -> None:
         x.type("torch.CharTensor")
 
 
+def test_generators_take_the_cpu() -> None:
+    g = verigrad.Generator(device="cpu")
+    assert (
+        g.initial_seed() == 0
+        and g.device == verigrad.device("cpu")
+        and verigrad.Generator(7).initial_seed() == 7
+    )
+    assert verigrad.Generator(verigrad.device("cpu")).manual_seed(3).initial_seed() == 3
+    np.testing.assert_array_equal(
+        verigrad.rand(3, generator=verigrad.Generator("cpu").manual_seed(1)).numpy(),
+        verigrad.rand(3, generator=verigrad.Generator(1)).numpy(),
+    )
+    with pytest.raises(NoDeviceError, match="Generator: verigrad runs on the CPU"):
+        verigrad.Generator(device="cuda")
+
+
 def test_module_to() -> None:
     model = nn.Linear(2, 3)
     weight = model.weight

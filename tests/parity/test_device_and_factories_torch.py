@@ -219,6 +219,14 @@ def test_to_keeps_the_graph_and_type_names() -> None:
         assert x.is_cuda is False and x.is_cpu is True and x.get_device() == -1
 
 
+def test_generators_on_the_cpu_as_pytorchs() -> None:
+    for t in (torch, verigrad):
+        g = t.Generator(device="cpu").manual_seed(4)
+        assert g.initial_seed() == 4 and g.device == t.device("cpu")
+        assert t.Generator("cpu").manual_seed(2).initial_seed() == 2
+        assert isinstance(g.seed(), int) and g.initial_seed() != 4
+
+
 def test_module_to_as_pytorchs() -> None:
     for t, nn in ((torch, torch.nn), (verigrad, verigrad.nn)):
         model = nn.Linear(2, 2)

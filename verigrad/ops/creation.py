@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 
 from .. import modes
-from ..devices import as_device
+from ..devices import CPU, as_device
+from ..devices import device as device_type
 from ..dtypes import DEFAULT_FLOAT, DType, as_dtype, bf16, bool_, from_numpy_dtype, i64
 from ..errors import DTypeError, ShapeError
 from ..shapes import DimLike, as_shape
@@ -23,14 +24,34 @@ from .movement import cast
 
 
 class Generator:
-    """A seedable source of op seeds: the same seed gives the same sequence of random tensors."""
+    """A seedable source of op seeds: the same seed gives the same sequence of random tensors.
 
-    def __init__(self, seed: int = 0) -> None:
+    `Generator(seed)`, or PyTorch's `Generator()` / `Generator(device="cpu")` (seed 0 until `manual_seed`).
+    """
+
+    def __init__(self, seed: int | str | device_type = 0, device: Any = None) -> None:
+        if isinstance(seed, str | device_type):  # PyTorch's Generator("cpu")
+            seed, device = 0, seed
+        as_device(device, "Generator")
         self.manual_seed(seed)
 
     def manual_seed(self, seed: int) -> Generator:
-        self._rng = np.random.Generator(np.random.PCG64(int(seed)))
+        self._initial = int(seed)
+        self._rng = np.random.Generator(np.random.PCG64(self._initial))
         return self
+
+    def initial_seed(self) -> int:
+        return self._initial
+
+    def seed(self) -> int:
+        """Reseed from the operating system's entropy; the new seed."""
+        new = int(np.random.SeedSequence().entropy % 2**63)
+        self.manual_seed(new)
+        return new
+
+    @property
+    def device(self) -> device_type:
+        return CPU
 
     def next_seed(self) -> int:
         return int(self._rng.integers(0, 2**63 - 1))
