@@ -119,6 +119,8 @@ def test_type_names_and_casts() -> None:
         and verigrad.zeros(1, dtype="i64").type() == "torch.LongTensor"
     )
     assert verigrad.zeros(1, dtype="bool").type() == "torch.BoolTensor"
+    assert verigrad.zeros(1, dtype="bf16").type() == "torch.BFloat16Tensor"
+    assert verigrad.tensor([1.5]).type("torch.BFloat16Tensor").dtype is verigrad.bf16
     x = verigrad.tensor([1.7, -2.5])
     assert x.type("torch.LongTensor").numpy().tolist() == [1, -2]
     assert x.type(verigrad.DoubleTensor).dtype is verigrad.f64 and x.type(verigrad.f64).dtype is verigrad.f64

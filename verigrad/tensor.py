@@ -16,7 +16,7 @@ import numpy as np
 
 from . import settings
 from .devices import CPU, as_device, device, is_device, no_device
-from .dtypes import DType, as_dtype, bool_, f16, f32, f64, i32, i64, u8
+from .dtypes import DType, as_dtype, bf16, bool_, f16, f32, f64, i32, i64, u8
 from .shapes import Dim, DimLike, Spec, shape_text
 
 Axis = int | Sequence[int] | None
@@ -250,7 +250,7 @@ def _legacy_payload(dtype: DType, args: tuple) -> tuple[Spec, np.ndarray]:
     return Spec(tuple(array.shape), dtype), array
 
 
-class _LegacyType(type):
+class LegacyType(type):
     """The class of FloatTensor, LongTensor, ...: calling one makes a Tensor of its dtype, and a tensor of
     that dtype is an instance, as PyTorch's."""
 
@@ -264,7 +264,7 @@ class _LegacyType(type):
 
 
 LEGACY_TYPES = {
-    name: _LegacyType(name, (), {"dtype": dtype, "__doc__": f"PyTorch's legacy {name}, of {dtype.name}."})
+    name: LegacyType(name, (), {"dtype": dtype, "__doc__": f"PyTorch's legacy {name}, of {dtype.name}."})
     for name, dtype in [
         ("FloatTensor", f32),
         ("DoubleTensor", f64),
@@ -275,4 +275,7 @@ LEGACY_TYPES = {
         ("BoolTensor", bool_),
     ]
 }
-LEGACY_NAMES = {cls.dtype: f"torch.{name}" for name, cls in LEGACY_TYPES.items()}
+# PyTorch's legacy type names, as `x.type()` gives them and `x.type(name)` takes them
+LEGACY_NAMES = {cls.dtype: f"torch.{name}" for name, cls in LEGACY_TYPES.items()} | {
+    bf16: "torch.BFloat16Tensor"
+}

@@ -21,7 +21,7 @@ from .ops import index as index_ops
 from .ops.composite.softmax import log_softmax, softmax
 from .ops.matmul import matmul
 from .ops.scatter_reduce import scatter_reduce
-from .tensor import LEGACY_NAMES, LEGACY_TYPES, Tensor, describe, to_arguments
+from .tensor import LEGACY_NAMES, LegacyType, Tensor, describe, to_arguments
 
 Axis = int | Sequence[int] | None
 
@@ -190,13 +190,13 @@ def type(self: Tensor, dtype: Any = None, non_blocking: bool = False) -> Any:
     """PyTorch's: the legacy type's name ("torch.FloatTensor") without an argument, else the tensor cast
     to `dtype` (a dtype, a legacy type such as `verigrad.DoubleTensor`, or its name)."""
     if dtype is None:
-        return LEGACY_NAMES.get(self.dtype, f"torch.{self.dtype.name}")
+        return LEGACY_NAMES[self.dtype]
     if isinstance(dtype, str) and dtype.startswith("torch."):
-        named = LEGACY_TYPES.get(dtype.removeprefix("torch."))
-        if named is None:
+        named = [d for d, name in LEGACY_NAMES.items() if name == dtype]
+        if not named:
             raise ValueError(f"Tensor.type({dtype!r}): not one of {sorted(LEGACY_NAMES.values())}")
-        dtype = named
-    return self.to(getattr(dtype, "dtype", dtype))
+        dtype = named[0]
+    return self.to(dtype.dtype if isinstance(dtype, LegacyType) else dtype)
 
 
 def _cast_to(dtype: DType | str) -> Callable[[Tensor], Tensor]:

@@ -209,11 +209,11 @@ def test_to_keeps_the_graph_and_type_names() -> None:
         x = t.tensor([1.0, 2.0], requires_grad=True)
         (x.to(t.float64) * 3).sum().backward()
         assert x.grad.tolist() == [3.0, 3.0] and x.grad.dtype == t.float32
-        names = [
-            t.zeros(1, dtype=d).type() for d in (t.float32, t.float64, t.int64, t.int32, t.uint8, t.bool)
-        ]
-        assert names == ["torch.FloatTensor", "torch.DoubleTensor", "torch.LongTensor", "torch.IntTensor",
-                         "torch.ByteTensor", "torch.BoolTensor"]  # fmt: skip
+        dtypes = (t.float32, t.float64, t.float16, t.bfloat16, t.int64, t.int32, t.uint8, t.bool)
+        names = [t.zeros(1, dtype=d).type() for d in dtypes]
+        kinds = ["Float", "Double", "Half", "BFloat16", "Long", "Int", "Byte", "Bool"]
+        assert names == [f"torch.{kind}Tensor" for kind in kinds]
+        assert [t.zeros(1).type(name).dtype for name in names] == list(dtypes)
         assert isinstance(t.zeros(1), t.FloatTensor) and not isinstance(t.zeros(1), t.LongTensor)
         assert isinstance(t.zeros(1), t.Tensor) and isinstance(t.Tensor([1]), t.Tensor)
         assert x.is_cuda is False and x.is_cpu is True and x.get_device() == -1
