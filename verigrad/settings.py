@@ -7,6 +7,7 @@ f32 and the default device the CPU: asking for another is refused rather than ig
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from .devices import CPU, as_device, device
@@ -39,11 +40,14 @@ def is_deterministic_algorithms_warn_only_enabled() -> bool:
 
 
 def set_float32_matmul_precision(precision: str) -> None:
-    """PyTorch's switch ("highest", "high", "medium"): recorded only, f32 products are computed in f32."""
+    """PyTorch's switch ("highest", "high", "medium"): recorded only, f32 products are computed in f32.
+    Another value is warned of and changes nothing, as PyTorch's."""
     if precision not in ("highest", "high", "medium"):
-        raise ValueError(
-            f"set_float32_matmul_precision: precision is 'highest', 'high' or 'medium', not {precision!r}"
+        warnings.warn(
+            f"set_float32_matmul_precision: {precision!r} is not 'highest', 'high' or 'medium'; ignored",
+            stacklevel=2,
         )
+        return
     _state["matmul_precision"] = precision
 
 

@@ -267,6 +267,9 @@ def test_queries_as_pytorchs_without_an_accelerator() -> None:
         for precision in ("high", "medium", "highest"):
             t.set_float32_matmul_precision(precision)
             assert t.get_float32_matmul_precision() == precision
+        with pytest.warns(UserWarning):
+            t.set_float32_matmul_precision("low")
+        assert t.get_float32_matmul_precision() == "highest"
         with pytest.raises(TypeError):
             t.set_default_dtype(t.int64)
         x = t.zeros(2, 3)
