@@ -110,16 +110,11 @@ def as_tensor(data: Any, dtype: DType | str | None = None, device: Any = None) -
     """PyTorch's as_tensor: a tensor or NumPy array itself (sharing its memory) where its dtype is the one
     asked for, else a tensor made as `tensor(data, dtype)`."""
     _placed("as_tensor", device)
-    if isinstance(data, Tensor):
-        return data if dtype is None or as_dtype(dtype) is data.dtype else cast(data, dtype=as_dtype(dtype))
     if isinstance(data, np.ndarray) and data.dtype.kind in "biuf":
-        shared = from_numpy(data)
-        return (
-            shared
-            if dtype is None or as_dtype(dtype) is shared.dtype
-            else cast(shared, dtype=as_dtype(dtype))
-        )
-    return tensor(data, dtype)
+        data = from_numpy(data)
+    if not isinstance(data, Tensor):
+        return tensor(data, dtype)
+    return data if dtype is None or as_dtype(dtype) is data.dtype else cast(data, dtype=as_dtype(dtype))
 
 
 def from_numpy(array: np.ndarray) -> Tensor:
