@@ -115,8 +115,12 @@ def is_device(value: Any) -> bool:
 
 def no_device(name: str, where: str) -> NoDeviceError:
     """The error for asking `where` for the device `name`."""
-    hint = " (code written for PyTorch can drop .cuda() and .to('cuda'))" if "cuda" in name else ""
-    return NoDeviceError(f"{where}: verigrad runs on the CPU: there is no {name!r} device{hint}")
+    if name.startswith("cuda"):
+        why = "an AssertionError, as PyTorch's 'Torch not compiled with CUDA enabled'; code written for"
+        why += " PyTorch can drop .cuda() and .to('cuda')"
+    else:
+        why = "a RuntimeError, as PyTorch's for a device it was not built with"
+    return NoDeviceError(f"{where}: verigrad runs on the CPU: there is no {name!r} device ({why})")
 
 
 def as_device(value: Any, where: str) -> device:
