@@ -229,6 +229,19 @@ def test_shapes_given_every_way() -> None:
     ).numpy().tolist() == [1, 1]
 
 
+def test_half_precision_draws_stay_below_one() -> None:
+    """f16 and bf16 uniforms are f32 draws cut to 11 and 8 significant bits (rounding could give 1.0)."""
+    for dtype, bits in (("f16", 11), ("bf16", 8)):
+        r = verigrad.rand(20000, dtype=dtype, generator=verigrad.Generator(0))
+        values = r.numpy().astype(np.float64)
+        assert r.dtype.name == dtype and values.min() >= 0 and values.max() == 1 - 2.0**-bits
+        np.testing.assert_array_equal(values * 2**bits, np.floor(values * 2**bits))
+    normal = verigrad.randn(1000, dtype="f16", generator=verigrad.Generator(1))
+    assert normal.dtype is verigrad.f16 and abs(float(normal.numpy().astype(np.float64).mean())) < 0.1
+    with pytest.raises(TypeError, match="random floats are made in f32 or f64, not i64"):
+        verigrad.rand(2, dtype="i64")
+
+
 def test_full_takes_its_dtype_from_the_fill_value() -> None:
     assert verigrad.full((2,), 3).dtype is verigrad.i64 and verigrad.full((2,), 3).numpy().tolist() == [3, 3]
     assert (

@@ -441,12 +441,21 @@ def _seed(generator: Generator | None) -> int:
     return (generator or default_generator).next_seed()
 
 
+_HALF_BITS = {"f16": 11, "bf16": 8}  # significant bits: f16 and bf16 draws are f32 draws made shorter
+
+
 def _float_randoms(where: str, op: Op, shape: tuple, size: Any, generator: Any, out: Any, dtype: Any,
                    device: Any, requires_grad: bool) -> Tensor:  # fmt: skip
     _placed(where, device, out)
     shape = _shape_args(shape, size, where)
-    dtype = DEFAULT_FLOAT if dtype is None else dtype
-    return _grad(op(shape=shape, seed=_seed(generator), dtype=dtype), requires_grad)
+    dtype = DEFAULT_FLOAT if dtype is None else as_dtype(dtype)
+    if dtype.name not in _HALF_BITS:
+        return _grad(op(shape=shape, seed=_seed(generator), dtype=dtype), requires_grad)
+    draw = op(shape=shape, seed=_seed(generator), dtype=DEFAULT_FLOAT)
+    if op is rand_op:  # kept below 1: the f32 draw cut to the half type's bits, as PyTorch draws them
+        scale = 2.0 ** _HALF_BITS[dtype.name]
+        draw = (draw * scale).floor() / scale
+    return _grad(draw.cast(dtype), requires_grad)
 
 
 def rand(
