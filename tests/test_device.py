@@ -76,7 +76,9 @@ def test_devices_other_than_the_cpu_raise_what_pytorch_code_catches() -> None:
 def test_tensor_device_and_to() -> None:
     x = verigrad.tensor([1.5, -2.0])
     assert x.device == verigrad.device("cpu") and x.device.type == "cpu" and x.cpu() is x
-    assert x.is_cpu and not x.is_cuda and x.get_device() == -1
+    assert x.is_cpu and not x.is_cuda and x.get_device() == -1 and not x.is_pinned()
+    with pytest.raises(NoDeviceError, match=r"Tensor\.pin_memory"):
+        x.pin_memory()
     assert x.to("cpu") is x and x.to(verigrad.device("cpu", 0)) is x and x.to("cpu", non_blocking=True) is x
     assert x.to(verigrad.f32) is x and x.to(x) is x and x.to(None) is x
     for y in (
@@ -127,6 +129,14 @@ def test_type_names_and_casts() -> None:
     assert x.type(verigrad.f32) is x
     with pytest.raises(ValueError, match=r"torch\.FloatTensor"):
         x.type("torch.CharTensor")
+
+
+def test_default_generator_seeds() -> None:
+    verigrad.manual_seed(12)
+    assert verigrad.initial_seed() == 12
+    new = verigrad.seed()
+    assert verigrad.initial_seed() == new and 0 <= new < 2**63
+    verigrad.manual_seed(0)
 
 
 def test_generators_take_the_cpu() -> None:

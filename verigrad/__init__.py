@@ -215,6 +215,7 @@ from .ops import (
 )
 from .ops import inv as inverse  # PyTorch's torch.inverse (torch.linalg.inv)
 from .ops.creation import as_tensor, randint_like
+from .ops.creation import default_generator as _default_generator
 from .settings import (
     are_deterministic_algorithms_enabled,
     get_default_device,
@@ -250,6 +251,16 @@ BoolTensor, ByteTensor, DoubleTensor, FloatTensor, HalfTensor, IntTensor, LongTe
         "LongTensor",
     )
 )
+
+
+def initial_seed() -> int:
+    """The seed the default generator was last seeded with."""
+    return _default_generator.initial_seed()
+
+
+def seed() -> int:
+    """Seed the default generator from the operating system's entropy; the new seed."""
+    return _default_generator.seed()
 
 
 def is_tensor(obj: object) -> bool:

@@ -181,6 +181,12 @@ class Tensor:
         """-1, PyTorch's answer for a tensor on the CPU."""
         return -1
 
+    def is_pinned(self) -> bool:
+        return False
+
+    def pin_memory(self, *args: Any) -> Tensor:
+        raise no_device("accelerator", "Tensor.pin_memory()")  # as PyTorch's without an accelerator
+
     @property
     def grad_fn(self) -> Any:
         """The autograd record of the op that made this tensor (None for a leaf), as PyTorch's grad_fn."""

@@ -220,7 +220,11 @@ def test_to_keeps_the_graph_and_type_names() -> None:
         assert [t.zeros(1).type(name).dtype for name in names] == list(dtypes)
         assert isinstance(t.zeros(1), t.FloatTensor) and not isinstance(t.zeros(1), t.LongTensor)
         assert isinstance(t.zeros(1), t.Tensor) and isinstance(t.Tensor([1]), t.Tensor)
-        assert x.is_cuda is False and x.is_cpu is True and x.get_device() == -1
+        assert x.is_cuda is False and x.is_cpu is True and x.get_device() == -1 and x.is_pinned() is False
+        with pytest.raises(RuntimeError):
+            x.pin_memory()
+        t.manual_seed(9)
+        assert t.initial_seed() == 9
 
 
 def test_generators_on_the_cpu_as_pytorchs() -> None:
