@@ -269,7 +269,8 @@ def test_loader_options() -> None:
         persistent_workers=True,
         multiprocessing_context="spawn",
     )
-    assert [values(b[1])[1] for b in quiet] == [[0, 10, 20, 30], [40, 50, 60]] and calls == []
+    with pytest.warns(UserWarning, match="pin_memory=True has no effect"):
+        assert [values(b[1])[1] for b in quiet] == [[0, 10, 20, 30], [40, 50, 60]] and calls == []
     assert get_worker_info() is None
     rows = list(DataLoader([{"v": 1.5, "s": "a"}, {"v": 2.5, "s": "b"}], batch_size=2))
     assert values(rows[0]["v"]) == ("f64", [1.5, 2.5]) and rows[0]["s"] == ["a", "b"]

@@ -9,6 +9,7 @@ of it in each worker.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -105,6 +106,11 @@ class DataLoader:
         return len(self.batch_sampler if self._auto_collation else self.sampler)
 
     def __iter__(self) -> Iterator[Any]:
+        if self.pin_memory:
+            warnings.warn(
+                "DataLoader: pin_memory=True has no effect, there is no accelerator (as PyTorch warns)",
+                stacklevel=2,
+            )
         if isinstance(self.dataset, IterableDataset):
             yield from self._stream()
         elif self._auto_collation:
