@@ -34,6 +34,10 @@ def test_device_objects() -> None:
     assert str(verigrad.device("cuda", 1)) == "cuda:1" and verigrad.device("mps").type == "mps"
     with pytest.raises(AttributeError):
         cpu.type = "cuda"  # read-only, as PyTorch's
+    with verigrad.device("cpu") as entered:  # PyTorch's default-device block
+        assert entered == cpu and verigrad.zeros(1).device == cpu
+    with pytest.raises(NoDeviceError, match="with device"), verigrad.device("cuda"):
+        pass
 
 
 @pytest.mark.parametrize(

@@ -98,6 +98,14 @@ class device:
     def __reduce__(self) -> tuple:
         return (device, (self._type, self._index))
 
+    def __enter__(self) -> device:
+        """`with device("cpu"):` as PyTorch's default-device block: the CPU is already the default."""
+        as_device(self, "with device(...)")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
 
 CPU = device("cpu")
 
