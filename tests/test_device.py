@@ -371,6 +371,10 @@ def test_cuda_accelerator_and_backends_queries() -> None:
     assert verigrad.accelerator.device_count() == 0 and verigrad.backends.mps.is_available() is False
     with pytest.raises(NoDeviceError):
         verigrad.accelerator.current_device_index()
+    with pytest.raises(NoDeviceError, match=r"verigrad\.cuda\.get_device_name\(\)"):
+        verigrad.cuda.get_device_name(0)
+    with pytest.raises(NoDeviceError, match=r"verigrad\.cuda\.amp\.autocast"):
+        verigrad.cuda.amp.autocast
     cudnn = verigrad.backends.cudnn
     assert (cudnn.enabled, cudnn.benchmark, cudnn.deterministic) == (True, False, False)
     try:

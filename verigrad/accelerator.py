@@ -73,14 +73,25 @@ class _Cuda:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-
-        def refused(*args: Any, **kwargs: Any) -> Any:
-            raise no_device("cuda", f"verigrad.cuda.{name}()")
-
-        return refused
+        return _Refused(f"verigrad.cuda.{name}")
 
     def __repr__(self) -> str:
         return "verigrad.cuda (no CUDA: verigrad runs on the CPU)"
+
+
+class _Refused:
+    """Anything else of `torch.cuda`: calling it or reading from it raises `NoDeviceError`."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise no_device("cuda", f"{self._path}()")
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise no_device("cuda", f"{self._path}.{name}")
 
 
 cuda = _Cuda()
