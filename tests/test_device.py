@@ -374,7 +374,7 @@ def test_cuda_accelerator_and_backends_queries() -> None:
     with pytest.raises(NoDeviceError, match=r"verigrad\.cuda\.get_device_name\(\)"):
         verigrad.cuda.get_device_name(0)
     with pytest.raises(NoDeviceError, match=r"verigrad\.cuda\.amp\.autocast"):
-        verigrad.cuda.amp.autocast
+        verigrad.cuda.amp.autocast(enabled=False)
     cudnn = verigrad.backends.cudnn
     assert (cudnn.enabled, cudnn.benchmark, cudnn.deterministic) == (True, False, False)
     try:
