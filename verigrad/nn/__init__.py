@@ -64,12 +64,20 @@ from .normalization import (
 from .padding import ReflectionPad2d, ReplicationPad2d, ZeroPad2d
 from .pixel_shuffle import PixelShuffle, PixelUnshuffle
 from .pooling import (
+    AdaptiveAvgPool1d,
     AdaptiveAvgPool2d,
+    AdaptiveAvgPool3d,
+    AdaptiveMaxPool1d,
     AdaptiveMaxPool2d,
+    AdaptiveMaxPool3d,
     AvgPool1d,
     AvgPool2d,
+    AvgPool3d,
+    LPPool1d,
+    LPPool2d,
     MaxPool1d,
     MaxPool2d,
+    MaxPool3d,
     MaxUnpool2d,
 )
 from .quant import QEmbedding, QLinear

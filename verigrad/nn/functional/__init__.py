@@ -58,22 +58,35 @@ from .normalization import group_norm, instance_norm, layer_norm, normalize, rms
 from .padding import pad
 from .pixel_shuffle import pixel_shuffle, pixel_unshuffle
 from .pooling import (
+    adaptive_avg_pool1d,
     adaptive_avg_pool2d,
+    adaptive_avg_pool3d,
+    adaptive_max_pool1d,
     adaptive_max_pool2d,
+    adaptive_max_pool3d,
     avg_pool1d,
     avg_pool2d,
+    avg_pool3d,
+    lp_pool1d,
+    lp_pool2d,
     max_pool1d,
     max_pool2d,
+    max_pool3d,
     max_unpool2d,
 )
 from .resampling import affine_grid, grid_sample, interpolate
 
 __all__ = [
+    "adaptive_avg_pool1d",
     "adaptive_avg_pool2d",
+    "adaptive_avg_pool3d",
+    "adaptive_max_pool1d",
     "adaptive_max_pool2d",
+    "adaptive_max_pool3d",
     "affine_grid",
     "avg_pool1d",
     "avg_pool2d",
+    "avg_pool3d",
     "bilinear",
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
@@ -109,9 +122,12 @@ __all__ = [
     "linear",
     "log_softmax",
     "logsigmoid",
+    "lp_pool1d",
+    "lp_pool2d",
     "margin_ranking_loss",
     "max_pool1d",
     "max_pool2d",
+    "max_pool3d",
     "max_unpool2d",
     "mish",
     "mse_loss",

@@ -1,7 +1,7 @@
 """PyTorch's pooling options beyond the pooling ops' own windows, written with ops (so they differentiate):
 `ceil_mode` (a last window that may run past the input), `count_include_pad` and `divisor_override` for
-average pooling, `return_indices` for max pooling and its inverse `max_unpool2d`, and adaptive pooling
-to any output size. NCHW; `pooling.py` calls these only when an option asks for them.
+average pooling, `return_indices` for max pooling and its inverse `max_unpool2d`. NCHW; `pooling.py`
+calls these only when an option asks for them.
 """
 
 from __future__ import annotations
@@ -117,28 +117,6 @@ def avg_pool2d(
 
     divisor = np.outer(counts(h, oh, kh, sh, ph), counts(w, ow, kw, sw, pw)).astype(np.float64)
     return sums / ops.tensor(divisor).cast(x.dtype)
-
-
-def _bounds(size: int, out: int) -> list[tuple[int, int]]:
-    """PyTorch's adaptive windows: [floor(i n / out), ceil((i + 1) n / out))."""
-    return [((i * size) // out, -(-((i + 1) * size) // out)) for i in range(out)]
-
-
-def adaptive_pool2d(x: Tensor, output_size: Any, reduce: str) -> Tensor:
-    """Means or maxima ("mean", "max") over PyTorch's adaptive windows, any output size: a window is a
-    rectangle, so rows then columns (a None size keeps the input's)."""
-    h, w = _concrete(x, f"adaptive_{reduce}_pool2d")
-    sizes = output_size if isinstance(output_size, tuple | list) else (output_size, output_size)
-    out_h, out_w = (h if sizes[0] is None else sizes[0]), (w if sizes[1] is None else sizes[1])
-    if not all(isinstance(o, int) and o > 0 for o in (out_h, out_w)):
-        raise ValueError(f"adaptive pooling needs positive output sizes, got {output_size!r}")
-    for axis, (n, o) in ((2, (h, out_h)), (3, (w, out_w))):
-        parts = []
-        for start, end in _bounds(n, o):
-            window = x[:, :, start:end] if axis == 2 else x[:, :, :, start:end]
-            parts.append(getattr(window, "amax" if reduce == "max" else reduce)(axis, keepdim=True))
-        x = ops.concat(parts, axis=axis)
-    return x
 
 
 def max_unpool2d(
