@@ -67,3 +67,49 @@ def test_pooling_refusals() -> None:
         F.adaptive_avg_pool3d(verigrad.ones(1, 1, 2, 2, 2), (1, 1))
     with pytest.raises(verigrad.ShapeError, match=r"max_pool3d takes \[N, C, \*3 spatial sizes\]"):
         F.max_pool3d(verigrad.ones(2, 2), 1)
+
+
+def test_interpolate_source_positions() -> None:
+    x = t64(np.arange(7.0).reshape(1, 1, 7))
+    # nearest: floor(i / 1.1) for scale_factor 1.1 (size 7 kept): PyTorch's 1-D kernel moves pixels
+    np.testing.assert_array_equal(F.interpolate(x, scale_factor=1.1).numpy().ravel(), [0, 0, 1, 2, 3, 4, 5])
+    # with recompute_scale_factor the step is 7 / 7: a copy
+    out = F.interpolate(x, scale_factor=1.1, recompute_scale_factor=True)
+    np.testing.assert_array_equal(out.numpy().ravel(), np.arange(7.0))
+    # nearest-exact: floor((i + 0.5) * 7 / 3) = 1, 3, 5
+    np.testing.assert_array_equal(F.interpolate(x, size=3, mode="nearest-exact").numpy().ravel(), [1, 3, 5])
+    # linear, align_corners=False: source (i + 0.5) * 7 / 2 - 0.5 = 1.25, 4.75
+    np.testing.assert_allclose(F.interpolate(x, size=2, mode="linear").numpy().ravel(), [1.25, 4.75])
+    # align_corners=True: the corners meet, i * 6 / 3
+    out = F.interpolate(x, size=4, mode="linear", align_corners=True)
+    np.testing.assert_allclose(out.numpy().ravel(), [0, 2, 4, 6])
+    # area: adaptive means over [0, 3), [2, 5), [4, 7)
+    np.testing.assert_allclose(F.interpolate(x, size=3, mode="area").numpy().ravel(), [1, 3, 5])
+
+
+def test_interpolate_bicubic_weights() -> None:
+    # a 2x upsampling reads at t = 0.25 / 0.75 past a pixel: Keys' weights with A = -0.75
+    a, t = -0.75, 0.25
+    far = ((a * (1 + t) - 5 * a) * (1 + t) + 8 * a) * (1 + t) - 4 * a
+    near = ((a + 2) * t - (a + 3)) * t * t + 1
+    x = np.zeros((1, 1, 1, 8))
+    x[0, 0, 0, 3] = 1.0
+    out = F.interpolate(t64(x), size=(1, 16), mode="bicubic").numpy().ravel()
+    # output 8 reads at 3.75 (floor 3, t 0.75): pixel 3 weighs near(0.75); output 9 at 4.25: far(1.25)
+    np.testing.assert_allclose(out[8], ((a + 2) * 0.75 - (a + 3)) * 0.75 * 0.75 + 1)
+    np.testing.assert_allclose(out[9], far)
+    np.testing.assert_allclose(out[7], near)  # 3.25: t = 0.25 past pixel 3
+
+
+def test_interpolate_refusals() -> None:
+    x = verigrad.ones(1, 2, 4, 4)
+    with pytest.raises(NotImplementedError, match="antialias=True is not supported"):
+        F.interpolate(x, size=2, mode="bilinear", antialias=True)
+    with pytest.raises(ValueError, match="align_corners option can only be set"):
+        F.interpolate(x, size=2, align_corners=False)
+    with pytest.raises(ValueError, match="only one of size or scale_factor"):
+        F.interpolate(x, size=2, scale_factor=2)
+    with pytest.raises(ValueError, match="same number of spatial dimensions"):
+        F.interpolate(x, size=(2, 2, 2))
+    with pytest.raises(TypeError, match="mode 'bilinear' takes a float tensor"):
+        F.interpolate(verigrad.tensor(np.ones((1, 1, 2, 2), dtype=np.int64)), size=3, mode="bilinear")

@@ -26,7 +26,7 @@ def _both(x: np.ndarray, grad: bool) -> tuple[verigrad.Tensor, torch.Tensor]:
     return (ours.requires_grad_(True), theirs.requires_grad_(True)) if grad else (ours, theirs)
 
 
-def check(call: Callable[[Any, Any], Any], *arrays: np.ndarray, grad: bool = True) -> None:
+def check(call: Callable[[Any, Any], Any], *arrays: np.ndarray, grad: bool = True, atol: float = 0) -> None:
     """call(F, *inputs) run with verigrad's functional (and nn) and PyTorch's: equal values, dtypes and
     shapes, equal indices where it returns (values, indices), and equal gradients of sum(out * g)."""
     pairs = [_both(a, grad) for a in arrays]
@@ -38,14 +38,14 @@ def check(call: Callable[[Any, Any], Any], *arrays: np.ndarray, grad: bool = Tru
         out, expected = out[0], expected[0]
     assert out.shape == tuple(expected.shape)
     assert out.dtype.name == DTYPES[expected.dtype]
-    np.testing.assert_allclose(out.numpy(), expected.detach().numpy(), rtol=RTOL, atol=0)
+    np.testing.assert_allclose(out.numpy(), expected.detach().numpy(), rtol=RTOL, atol=atol)
     if not grad:
         return
     g = np.random.default_rng(3).standard_normal(out.shape)
     out.backward(verigrad.from_numpy(g.copy()))
     expected.backward(torch.from_numpy(g.copy()))
     for (ours, theirs), _ in zip(pairs, arrays):
-        np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=RTOL, atol=1e-15)
+        np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=RTOL, atol=max(atol, 1e-15))
 
 
 def _module(name: str, *args: Any, **kwargs: Any) -> Callable[[Any, Any], Any]:
@@ -180,3 +180,86 @@ def test_max_pool3d_all_minus_inf_indices() -> None:
     """A window of -inf only: PyTorch's index is its first element inside the input, not the padding."""
     x = np.full((1, 1, 2, 3, 3), -np.inf)
     check(lambda F, x: F.max_pool3d(x, 3, 2, 1, return_indices=True), x)
+
+
+# interpolation --------------------------------------------------------------------------------------
+INTERPOLATE_SHAPES = {3: (2, 3, 7), 4: (1, 2, 5, 7), 5: (1, 2, 3, 5, 4)}
+INTERPOLATE_MODES = [
+    (nd, mode, corners)
+    for nd, modes in (
+        (3, ("nearest", "nearest-exact", "linear", "area")),
+        (4, ("nearest", "nearest-exact", "bilinear", "bicubic", "area")),
+        (5, ("nearest", "nearest-exact", "trilinear", "area")),
+    )
+    for mode in modes
+    for corners in ((None,) if mode in ("nearest", "nearest-exact", "area") else (False, True))
+]
+SIZES = [1, 2, 3, 4, 5, 6, 7, 9, 10, 13, 17]
+SCALES = [0.5, 0.7, 1.0, 1.1, 1.5, 1.7, 2.0, 2.5, 3.0, 1 / 3, 2.3, 0.9999, 4.2]
+# Where an axis keeps its size (or, for nearest, doubles it) by a scale_factor other than 1 (or 2),
+# PyTorch's backward kernels copy (or halve) while their forward kernels step by 1 / scale_factor, so
+# PyTorch's gradient is not its forward's; verigrad's is (README: Running PyTorch code). Values only there.
+FORWARD_ONLY = {"nearest": (1, 2), "bicubic": (1,)}
+
+
+def _torch_backward_differs(shape: tuple, mode: str, nd: int, scale: float | None, recompute: Any) -> bool:
+    if scale is None or recompute or (mode == "nearest" and nd == 4):
+        return False
+    return any(int(n * scale) == m * n and scale != m for n in shape[2:] for m in FORWARD_ONLY.get(mode, ()))
+
+
+@pytest.mark.parametrize(("nd", "mode", "align_corners"), INTERPOLATE_MODES)
+def test_interpolate_sizes(nd: int, mode: str, align_corners: bool | None) -> None:
+    """Up and down to every size, PyTorch's source positions and weights exactly. atol 1e-12 as in
+    gradients.py: PyTorch's kernels fuse multiply-adds, so a value near 0 (a cancelling sum) can differ
+    in its last bits."""
+    x = RNG.standard_normal(INTERPOLATE_SHAPES[nd])
+    for size in SIZES:
+        check(lambda F, x: F.interpolate(x, size=size, mode=mode, align_corners=align_corners), x, atol=1e-12)
+
+
+@pytest.mark.parametrize(("nd", "mode", "align_corners"), INTERPOLATE_MODES)
+@pytest.mark.parametrize("recompute", [None, True])
+def test_interpolate_scale_factors(nd: int, mode: str, align_corners: bool | None, recompute: Any) -> None:
+    """Non-integer scale factors: the source position steps by 1 / scale_factor unless recomputed."""
+    x = RNG.standard_normal(INTERPOLATE_SHAPES[nd])
+    for scale in SCALES:
+        options = {"mode": mode, "align_corners": align_corners, "recompute_scale_factor": recompute}
+        grad = not _torch_backward_differs(x.shape, mode, nd, scale, recompute)
+        check(lambda F, x: F.interpolate(x, scale_factor=scale, **options), x, atol=1e-12, grad=grad)
+
+
+def test_interpolate_per_axis_sizes_and_layers() -> None:
+    x = RNG.standard_normal((1, 2, 5, 7))
+    check(lambda F, x: F.interpolate(x, size=(3, 11), mode="bicubic", align_corners=True), x, atol=1e-12)
+    check(lambda F, x: F.interpolate(x, scale_factor=(0.5, 2.5), mode="nearest-exact"), x)
+    check(_module("Upsample", scale_factor=1.7, mode="bilinear"), x, atol=1e-12)
+    check(_module("Upsample", size=(4, 9, 3), mode="trilinear"), x[None], atol=1e-12)
+    check(_module("UpsamplingNearest2d", scale_factor=3), x)
+    check(_module("UpsamplingBilinear2d", size=(8, 4)), x, atol=1e-12)
+
+
+def test_interpolate_nearest_of_integers() -> None:
+    x = RNG.integers(0, 255, (1, 3, 4, 5)).astype(np.uint8)
+    check(lambda F, x: F.interpolate(x, scale_factor=1.7), x, grad=False)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"size": 4, "scale_factor": 2},
+        {},
+        {"size": (2, 3), "mode": "linear"},
+        {"size": 4, "mode": "bilinear"},
+        {"size": 4, "mode": "nearest", "align_corners": True},
+        {"size": 4, "mode": "linear", "recompute_scale_factor": True},
+        {"size": 4, "mode": "linear", "antialias": True},
+        {"size": 4, "mode": "cubic"},
+    ],
+)
+def test_interpolate_refusals_match(options: dict) -> None:
+    x = np.ones((1, 2, 6))
+    with pytest.raises((ValueError, NotImplementedError, RuntimeError)):
+        TF.interpolate(torch.from_numpy(x), **options)
+    with pytest.raises((ValueError, NotImplementedError)):
+        VF.interpolate(verigrad.from_numpy(x), **options)

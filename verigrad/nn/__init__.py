@@ -82,7 +82,7 @@ from .pooling import (
 )
 from .quant import QEmbedding, QLinear
 from .recurrent import GRU, LSTM
-from .resampling import Upsample
+from .resampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 from .transformer import (
     Transformer,
     TransformerDecoder,
