@@ -113,3 +113,28 @@ def test_interpolate_refusals() -> None:
         F.interpolate(x, size=(2, 2, 2))
     with pytest.raises(TypeError, match="mode 'bilinear' takes a float tensor"):
         F.interpolate(verigrad.tensor(np.ones((1, 1, 2, 2), dtype=np.int64)), size=3, mode="bilinear")
+
+
+def test_negative_padding_crops() -> None:
+    x = t64(np.arange(6.0).reshape(1, 6))
+    np.testing.assert_array_equal(F.pad(x, (-1, 2)).numpy(), [[1, 2, 3, 4, 5, 0, 0]])
+    np.testing.assert_array_equal(F.pad(x, (1, -2), mode="reflect").numpy(), [[1, 0, 1, 2, 3]])
+    np.testing.assert_array_equal(F.pad(x, (2, -1), mode="replicate").numpy(), [[0, 0, 0, 1, 2, 3, 4]])
+    # circular wraps around what the crop leaves: [0..4], so the two before are 3 and 4
+    np.testing.assert_array_equal(F.pad(x, (2, -1), mode="circular").numpy(), [[3, 4, 0, 1, 2, 3, 4]])
+    F.pad(x, (2, -1), mode="circular").sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [[1, 1, 1, 2, 2, 0]])
+
+
+def test_padding_layers_and_refusals() -> None:
+    x = verigrad.ones(1, 1, 2, 2, 2)
+    assert nn.ConstantPad3d((1, 0, 0, 1, 2, 0), 3.0)(x).shape == (1, 1, 4, 3, 3)
+    assert nn.ReflectionPad1d(1)(verigrad.ones(1, 3)).shape == (1, 5)
+    with pytest.raises(ValueError, match="ZeroPad2d: padding must be an int or 4 ints"):
+        nn.ZeroPad2d((1, 2))
+    with pytest.raises(ValueError, match="doesn't take in value argument"):
+        F.pad(x, (1, 1), mode="replicate", value=1.0)
+    with pytest.raises(NotImplementedError, match="padding size 2 is not supported for 5D input"):
+        F.pad(x, (1, 1), mode="replicate")
+    with pytest.raises(ValueError, match="would have a negative size"):
+        F.pad(x, (-2, -1))

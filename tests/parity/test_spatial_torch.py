@@ -263,3 +263,52 @@ def test_interpolate_refusals_match(options: dict) -> None:
         TF.interpolate(torch.from_numpy(x), **options)
     with pytest.raises((ValueError, NotImplementedError)):
         VF.interpolate(verigrad.from_numpy(x), **options)
+
+
+# padding ------------------------------------------------------------------------------------------
+PADS = {
+    1: [(1, 2), (-1, 2), (2, -3), (-1, -2), (0, 4)],
+    2: [(1, 2, 0, 3), (1, -2, -1, 1), (-1, -1, -1, -1), (2, -1, 3, 0)],
+    3: [(1, 2, 0, 1, 2, 1), (-1, 1, 2, -2, 1, 0), (0, 0, -1, 1, 1, 1)],
+}
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "replicate", "circular"])
+@pytest.mark.parametrize("axes", [1, 2, 3])
+@pytest.mark.parametrize("batched", [True, False])
+def test_pad_modes_and_negative_widths(mode: str, axes: int, batched: bool) -> None:
+    """Each mode on 1 to 3 trailing axes, widths cropping (negative) as well as padding."""
+    x = RNG.standard_normal((2, 3, 5, 6, 7)[4 - axes - batched :])
+    for widths in PADS[axes]:
+        check(lambda F, x: F.pad(x, widths, mode=mode), x)
+    if mode == "constant":
+        check(lambda F, x: F.pad(x, PADS[axes][1], value=2.5), x)
+
+
+@pytest.mark.parametrize("axes", [1, 2, 3])
+def test_padding_layers(axes: int) -> None:
+    x = RNG.standard_normal((2, 3, 5, 6, 7)[3 - axes :])
+    widths = PADS[axes][1]
+    for kind in ("Zero", "Reflection", "Replication", "Circular"):
+        check(_module(f"{kind}Pad{axes}d", widths), x)
+        check(_module(f"{kind}Pad{axes}d", 1), x)
+    check(_module(f"ConstantPad{axes}d", widths, -1.5), x)
+
+
+@pytest.mark.parametrize(
+    ("widths", "mode", "value", "shape"),
+    [
+        ((1, 1), "reflect", 1.0, (2, 6)),
+        ((7, 0), "circular", None, (2, 6)),
+        ((6, 0), "reflect", None, (2, 6)),
+        ((1, 1), "reflect", None, (6,)),
+        ((1, 1), "replicate", None, (1, 1, 1, 6)),
+        ((-3, -4), "constant", None, (2, 6)),
+    ],
+)
+def test_pad_refusals_match(widths: tuple, mode: str, value: Any, shape: tuple) -> None:
+    x = np.ones(shape)
+    with pytest.raises((RuntimeError, NotImplementedError, ValueError)):
+        TF.pad(torch.from_numpy(x), widths, mode=mode, value=value)
+    with pytest.raises((ValueError, NotImplementedError)):
+        VF.pad(verigrad.from_numpy(x), widths, mode=mode, value=value)
