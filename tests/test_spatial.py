@@ -138,3 +138,33 @@ def test_padding_layers_and_refusals() -> None:
         F.pad(x, (1, 1), mode="replicate")
     with pytest.raises(ValueError, match="would have a negative size"):
         F.pad(x, (-2, -1))
+
+
+def test_conv3d_and_grouped_conv1d_by_hand() -> None:
+    x = t64(np.arange(8.0).reshape(1, 1, 2, 2, 2))
+    w = t64(np.ones((1, 1, 2, 1, 1)))  # sums the two depth slices
+    np.testing.assert_array_equal(F.conv3d(x, w).numpy(), [[[[[4, 6], [8, 10]]]]])
+    # depthwise conv1d: each channel with its own filter
+    x1 = t64([[[1.0, 2.0, 3.0], [10.0, 20.0, 30.0]]])
+    w1 = t64([[[1.0, 1.0]], [[1.0, -1.0]]])
+    np.testing.assert_array_equal(F.conv1d(x1, w1, groups=2).numpy(), [[[3, 5], [-10, -10]]])
+
+
+def test_conv_transpose3d_is_conv3ds_adjoint() -> None:
+    rng = np.random.default_rng(1)
+    x, w = rng.standard_normal((1, 2, 5, 3, 5)), rng.standard_normal((3, 2, 2, 2, 3))
+    g = rng.standard_normal((1, 3, 3, 1, 3))  # depth 5 -> 3, and back to 5 with output_padding 1
+    window = {"stride": (2, 1, 2), "padding": (1, 0, 1), "dilation": (1, 2, 1)}
+    left = (F.conv3d(t64(x), t64(w), **window).numpy() * g).sum()
+    right = (F.conv_transpose3d(t64(g), t64(w), **window, output_padding=(1, 0, 0)).numpy() * x).sum()
+    np.testing.assert_allclose(left, right, rtol=1e-12)
+
+
+def test_conv_layers_padding_mode_by_hand() -> None:
+    conv = nn.Conv1d(1, 1, 3, padding=1, bias=False, padding_mode="circular", dtype="f64")
+    conv.load_state_dict({"weight": verigrad.tensor(np.array([[[1.0, 0.0, 0.0]]]))})  # reads x[i - 1]
+    np.testing.assert_array_equal(
+        conv(verigrad.tensor([[[1.0, 2.0, 3.0]]], dtype="f64")).numpy(), [[[3, 1, 2]]]
+    )
+    with pytest.raises(ValueError, match="Conv2d: padding_mode must be one of"):
+        nn.Conv2d(1, 1, 3, padding_mode="mirror")

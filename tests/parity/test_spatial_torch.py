@@ -312,3 +312,108 @@ def test_pad_refusals_match(widths: tuple, mode: str, value: Any, shape: tuple) 
         TF.pad(torch.from_numpy(x), widths, mode=mode, value=value)
     with pytest.raises((ValueError, NotImplementedError)):
         VF.pad(verigrad.from_numpy(x), widths, mode=mode, value=value)
+
+
+# convolutions -------------------------------------------------------------------------------------
+CONV_WINDOWS = [
+    {},
+    {"stride": 2, "padding": 1, "dilation": 2},
+    {"padding": "same", "dilation": 2},
+    {"padding": "same"},
+    {"padding": "valid", "stride": 3},
+]
+TRANSPOSED_WINDOWS = [
+    {},
+    {"stride": 2, "padding": 1},
+    {"stride": 2, "padding": 1, "output_padding": 1, "dilation": 2},
+    {"stride": 3, "output_padding": 2},
+    {"dilation": 2, "output_padding": 1},  # output_padding past the stride: windows that read zeros
+]
+CONV_INPUTS = {1: (2, 4, 9), 2: (2, 4, 7, 8), 3: (2, 4, 5, 6, 7)}
+KERNELS = {1: (3,), 2: (3, 2), 3: (2, 3, 2)}
+
+
+@pytest.mark.parametrize("dims", [1, 2, 3])
+@pytest.mark.parametrize("groups", [1, 2, 4])
+@pytest.mark.parametrize("window", CONV_WINDOWS)
+def test_convolutions(dims: int, groups: int, window: dict) -> None:
+    """conv1d/2d/3d, grouped (4: depthwise) and dilated, with padding "same" (odd and even totals) and
+    "valid": values and the gradients of the input, the weight and the bias."""
+    x = RNG.standard_normal(CONV_INPUTS[dims])
+    w = RNG.standard_normal((8, 4 // groups, *KERNELS[dims]))
+    b = RNG.standard_normal(8)
+    name = f"conv{dims}d"
+    check(lambda F, x, w, b: getattr(F, name)(x, w, b, groups=groups, **window), x, w, b, atol=1e-12)
+
+
+@pytest.mark.parametrize("dims", [1, 2, 3])
+@pytest.mark.parametrize("groups", [1, 2, 4])
+@pytest.mark.parametrize("window", TRANSPOSED_WINDOWS)
+def test_transposed_convolutions(dims: int, groups: int, window: dict) -> None:
+    x = RNG.standard_normal(CONV_INPUTS[dims])
+    w = RNG.standard_normal((4, 2, *KERNELS[dims]))  # [C_in, C_out / groups, *kernel]
+    b = RNG.standard_normal(2 * groups)
+    name = f"conv_transpose{dims}d"
+    check(lambda F, x, w, b: getattr(F, name)(x, w, b, groups=groups, **window), x, w, b, atol=1e-12)
+
+
+def test_positional_arguments_are_pytorchs() -> None:
+    """groups is conv's 7th argument and conv_transpose's 7th (dilation its 8th), as in PyTorch."""
+    x, w = RNG.standard_normal((1, 4, 6, 6)), RNG.standard_normal((4, 2, 3, 3))
+    check(lambda F, x, w: F.conv2d(x, w, None, 1, 1, 2, 2), x, w, atol=1e-12)
+    check(lambda F, x, w: F.conv_transpose2d(x, w, None, 2, 1, 1, 2, 2), x, w, atol=1e-12)
+
+
+def _load(ours: Any, theirs: Any) -> None:
+    ours.load_state_dict({k: verigrad.tensor(v.detach().numpy()) for k, v in theirs.state_dict().items()})
+
+
+@pytest.mark.parametrize("dims", [1, 2, 3])
+@pytest.mark.parametrize("padding_mode", ["zeros", "reflect", "replicate", "circular"])
+@pytest.mark.parametrize("padding", [1, "same", (2, 1, 0)])
+def test_conv_layers_padding_modes(dims: int, padding_mode: str, padding: Any) -> None:
+    """nn.Conv1d/2d/3d with PyTorch's positional arguments (stride, padding, dilation, groups, bias,
+    padding_mode) and its state dict: outputs and every gradient."""
+    padding = padding[:dims] if isinstance(padding, tuple) else padding
+    args = (4, 6, KERNELS[dims], 1, padding, 2 if padding == "same" else 1, 2, True, padding_mode)
+    theirs = getattr(tnn, f"Conv{dims}d")(*args).double()
+    ours = getattr(vnn, f"Conv{dims}d")(*args).double()
+    assert ours.weight.shape == tuple(theirs.weight.shape)
+    _load(ours, theirs)
+    x = RNG.standard_normal(CONV_INPUTS[dims])
+    check(lambda F, x: ours(x) if F is VF else theirs(x), x, atol=1e-12)
+    for name in ("weight", "bias"):
+        np.testing.assert_allclose(
+            getattr(ours, name).grad.numpy(), getattr(theirs, name).grad.numpy(), rtol=RTOL, atol=1e-12
+        )
+
+
+@pytest.mark.parametrize("dims", [1, 2, 3])
+def test_conv_transpose_layers(dims: int) -> None:
+    args = (
+        4,
+        6,
+        KERNELS[dims],
+        2,
+        1,
+        1,
+        2,
+        True,
+        2,
+    )  # stride, padding, output_padding, groups, bias, dilation
+    theirs = getattr(tnn, f"ConvTranspose{dims}d")(*args).double()
+    ours = getattr(vnn, f"ConvTranspose{dims}d")(*args).double()
+    assert ours.weight.shape == tuple(theirs.weight.shape)
+    _load(ours, theirs)
+    check(lambda F, x: ours(x) if F is VF else theirs(x), RNG.standard_normal(CONV_INPUTS[dims]), atol=1e-12)
+
+
+def test_conv_layer_refusals() -> None:
+    with pytest.raises(ValueError, match="padding_mode must be one of zeros, reflect"):
+        vnn.Conv2d(2, 2, 3, padding_mode="mirror")
+    with pytest.raises(ValueError, match='only "zeros" padding_mode'):
+        vnn.ConvTranspose2d(2, 2, 3, padding_mode="reflect")
+    with pytest.raises(ValueError, match="divisible by groups"):
+        vnn.Conv1d(4, 6, 3, groups=4)
+    with pytest.raises(ValueError):
+        tnn.Conv1d(4, 6, 3, groups=4)

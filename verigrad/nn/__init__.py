@@ -27,7 +27,16 @@ from .activations import (
 )
 from .attention import MultiheadAttention
 from .containers import ModuleDict, ModuleList, Parameter, ParameterList, Sequential
-from .convolution import Conv1d, Conv2d, ConvTranspose2d, Fold, Unfold
+from .convolution import (
+    Conv1d,
+    Conv2d,
+    Conv3d,
+    ConvTranspose1d,
+    ConvTranspose2d,
+    ConvTranspose3d,
+    Fold,
+    Unfold,
+)
 from .dropout import Dropout, Dropout2d
 from .embedding import Embedding
 from .flatten import Flatten

@@ -29,7 +29,16 @@ from .activations import (
     tanh,
 )
 from .attention import rope, scaled_dot_product_attention
-from .convolution import conv1d, conv2d, conv_transpose2d, fold, unfold
+from .convolution import (
+    conv1d,
+    conv2d,
+    conv3d,
+    conv_transpose1d,
+    conv_transpose2d,
+    conv_transpose3d,
+    fold,
+    unfold,
+)
 from .ctc import ctc_loss
 from .distance import cosine_similarity, pairwise_distance
 from .dropout import dropout, dropout2d
@@ -93,7 +102,10 @@ __all__ = [
     "celu",
     "conv1d",
     "conv2d",
+    "conv3d",
+    "conv_transpose1d",
     "conv_transpose2d",
+    "conv_transpose3d",
     "cosine_embedding_loss",
     "cosine_similarity",
     "cross_entropy",
