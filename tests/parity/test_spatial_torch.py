@@ -417,3 +417,71 @@ def test_conv_layer_refusals() -> None:
         vnn.Conv1d(4, 6, 3, groups=4)
     with pytest.raises(ValueError):
         tnn.Conv1d(4, 6, 3, groups=4)
+
+
+# 2-D pooling options ------------------------------------------------------------------------------
+@INPUTS
+@pytest.mark.parametrize(
+    "window",
+    [
+        {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True},
+        {"kernel_size": (2, 3), "stride": (2, 1), "dilation": (2, 1), "return_indices": True},
+        {
+            "kernel_size": 3,
+            "stride": 2,
+            "padding": 1,
+            "dilation": 2,
+            "ceil_mode": True,
+            "return_indices": True,
+        },
+    ],
+)
+def test_max_pool2d_options(x5: np.ndarray, window: dict) -> None:
+    check(lambda F, x: F.max_pool2d(x, **window), x5[0])
+    check(_module("MaxPool2d", **window), x5[0])
+
+
+@pytest.mark.parametrize(
+    "window",
+    [
+        {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True},
+        {"kernel_size": 3, "stride": 2, "padding": 1, "count_include_pad": False},
+        {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True, "count_include_pad": False},
+        {"kernel_size": (2, 3), "divisor_override": 4},
+    ],
+)
+def test_avg_pool2d_options(window: dict) -> None:
+    check(lambda F, x: F.avg_pool2d(x, **window), X5[0])
+    check(_module("AvgPool2d", **window), X5[0])
+
+
+def test_max_unpool2d() -> None:
+    x = np.ascontiguousarray(X5[0, ..., :6])
+    pooled, indices = TF.max_pool2d(torch.from_numpy(x), 2, return_indices=True)
+    check(
+        lambda F, p: F.max_unpool2d(p, verigrad.from_numpy(indices.numpy()) if F is VF else indices, 2),
+        pooled.numpy(),
+    )
+
+
+def test_unbatched_inputs() -> None:
+    """PyTorch's convolutions and pools take an input without its batch axis."""
+    x1, x2, x3 = (
+        RNG.standard_normal((4, 9)),
+        RNG.standard_normal((4, 7, 8)),
+        RNG.standard_normal((4, 5, 6, 7)),
+    )
+    w = RNG.standard_normal((6, 2, 3, 3, 3))
+    check(lambda F, x, w: F.conv1d(x, w, groups=2), x1, w[:, :, 0, 0], atol=1e-12)
+    check(lambda F, x, w: F.conv2d(x, w, padding=1, groups=2), x2, w[:, :, 0], atol=1e-12)
+    check(lambda F, x, w: F.conv3d(x, w, groups=2), x3, w, atol=1e-12)
+    wt = RNG.standard_normal((4, 3, 3, 3, 3))
+    check(lambda F, x, w: F.conv_transpose1d(x, w, stride=2), x1, wt[:, :, 0, 0], atol=1e-12)
+    check(lambda F, x, w: F.conv_transpose2d(x, w, stride=2), x2, wt[:, :, 0], atol=1e-12)
+    check(lambda F, x, w: F.conv_transpose3d(x, w, stride=2), x3, wt, atol=1e-12)
+    check(lambda F, x: F.max_pool1d(x, 2, return_indices=True), x1)
+    check(lambda F, x: F.avg_pool1d(x, 3, 2, 1), x1)
+    check(lambda F, x: F.max_pool2d(x, 3, 2, 1, return_indices=True), x2)
+    check(lambda F, x: F.avg_pool2d(x, 2, ceil_mode=True), x2)
+    check(lambda F, x: F.avg_pool3d(x, 2), x3)
+    check(lambda F, x: F.adaptive_avg_pool2d(x, 3), x2)

@@ -35,3 +35,9 @@ def sizes_nd(value: Any, n: int, what: str, minimum: int) -> tuple[int, ...]:
     if any(v < minimum for v in items):
         raise ValueError(f"{what} must be at least {minimum}, got {value!r}")
     return items
+
+
+def unbatched(fn: Any, x: Tensor, *args: Any, **kwargs: Any) -> Any:
+    """fn of an input without its batch axis, as of a batch of one (PyTorch's unbatched inputs)."""
+    out = fn(ops.unsqueeze(x, 0), *args, **kwargs)
+    return tuple(o.squeeze(0) for o in out) if isinstance(out, tuple) else out.squeeze(0)

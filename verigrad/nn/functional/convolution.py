@@ -12,7 +12,7 @@ from ...ops.composite._common import pair, window_out
 from ...ops.composite.convolution import conv2d_input_grad, out_hw, window_params
 from ...shapes import shape_text
 from ...tensor import Tensor
-from ._windows import IntPair, as_2d, pair_1d, sizes_nd
+from ._windows import IntPair, as_2d, pair_1d, sizes_nd, unbatched
 
 
 def conv2d(
@@ -30,6 +30,8 @@ def conv2d(
     padding="valid" is 0; "same" (stride 1) keeps H and W, as PyTorch: the extra row or column of an
     even kernel's padding goes after. With `groups` (NCHW), the channels and the filters are cut into
     that many groups, each group's filters convolving its own channels (depthwise: groups = C)."""
+    if x.ndim == 3:
+        return unbatched(conv2d, x, weight, bias, stride, padding, dilation, groups, layout=layout)
     if isinstance(padding, str):
         spatial = (2, 3) if layout == "NCHW" else (1, 2)
         kernel = weight.shape[2:] if layout == "NCHW" else weight.shape[:2]
@@ -86,6 +88,8 @@ def conv_transpose2d(
     (PyTorch's): conv2d's gradient for its input, into an image of (H - 1) stride - 2 padding +
     dilation (k - 1) + output_padding + 1 a side; with `groups`, each group of input channels makes its
     own C_out / groups output channels."""
+    if x.ndim == 3:
+        return unbatched(conv_transpose2d, x, weight, bias, stride, padding, output_padding, groups, dilation)
     sh, sw = pair(stride, "stride", 1)
     ph, pw = pair(padding, "padding", 0)
     oh, ow = pair(output_padding, "output padding", 0)
@@ -131,6 +135,8 @@ def conv_transpose1d(
 ) -> Tensor:
     """The transposed 1-D convolution of [N, C_in, L] with [C_in, C_out / groups, K]: the 2-D one over
     [N, C_in, 1, L]."""
+    if x.ndim == 2:
+        return unbatched(conv_transpose1d, x, weight, bias, stride, padding, output_padding, groups, dilation)
     window = [pair_1d(v, u) for v, u in ((stride, 1), (padding, 0), (output_padding, 0))]
     out = conv_transpose2d(
         ops.unsqueeze(x, 2), ops.unsqueeze(weight, 2), bias, *window, groups, pair_1d(dilation, 1)
@@ -169,6 +175,8 @@ def conv1d(
     groups: int = 1,
 ) -> Tensor:
     """1-D convolution of [N, C, L] with [O, C / groups, K] weights: the 2-D one over [N, C, 1, L]."""
+    if x.ndim == 2:
+        return unbatched(conv1d, x, weight, bias, stride, padding, dilation, groups)
     window = {
         "stride": pair_1d(stride, 1),
         "padding": padding if isinstance(padding, str) else pair_1d(padding, 0),
@@ -190,6 +198,8 @@ def conv3d(
     """3-D convolution of [N, C, D, H, W] with [O, C / groups, KD, KH, KW] weights (PyTorch's, padding
     "same" and "valid" too): for each depth tap kd, the 2-D convolution of the depth slices it reads
     (all output depths as one batch) with weight[:, :, kd], summed over kd."""
+    if x.ndim == 4:
+        return unbatched(conv3d, x, weight, bias, stride, padding, dilation, groups)
     if x.ndim != 5 or weight.ndim != 5:
         raise ShapeError(
             f"conv3d takes x [N, C, D, H, W] and weight [O, C / groups, KD, KH, KW], got "
@@ -234,6 +244,8 @@ def conv_transpose3d(
     (conv3d's adjoint): for each depth tap kd, the transposed 2-D convolution of every input depth slice
     with weight[:, :, kd], spread at stride along the output depth from kd dilation on, summed, and cut
     to (D - 1) stride - 2 padding + dilation (KD - 1) + output_padding + 1."""
+    if x.ndim == 4:
+        return unbatched(conv_transpose3d, x, weight, bias, stride, padding, output_padding, groups, dilation)
     if x.ndim != 5 or weight.ndim != 5:
         raise ShapeError(
             f"conv_transpose3d takes x [N, C, D, H, W] and weight [C_in, C_out / groups, KD, KH, KW], got "

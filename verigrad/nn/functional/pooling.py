@@ -11,7 +11,7 @@ import numpy as np
 from ... import ops
 from ...tensor import Tensor
 from . import pooling_options, pooling_windows
-from ._windows import IntPair, as_2d, pair_1d, sizes_nd
+from ._windows import IntPair, as_2d, pair_1d, sizes_nd, unbatched
 
 
 def max_pool2d(
@@ -27,6 +27,10 @@ def max_pool2d(
     """Window maxima (stride defaults to the kernel size; -inf padding); gradients go to each window's
     first maximum. ceil_mode keeps a last partial window; return_indices also gives each maximum's flat
     index h W + w (NCHW), for max_unpool2d. Integer images keep their dtype (as PyTorch's)."""
+    if x.ndim == 3:
+        return unbatched(
+            max_pool2d, x, kernel_size, stride, padding, dilation, ceil_mode, return_indices, layout
+        )
     if not x.dtype.is_float and x.dtype.name != "bool":
         _nchw_only(layout, "max_pool2d of an integer image")
         return _max_pool_nd(
@@ -52,6 +56,18 @@ def avg_pool2d(
 ) -> Tensor:
     """Window means, zero padding counted in the divisor (count_include_pad; else only the input's
     elements), or divided by divisor_override; ceil_mode keeps a last partial window (NCHW)."""
+    if x.ndim == 3:
+        return unbatched(
+            avg_pool2d,
+            x,
+            kernel_size,
+            stride,
+            padding,
+            ceil_mode,
+            count_include_pad,
+            divisor_override,
+            layout,
+        )
     if ceil_mode or not count_include_pad or divisor_override is not None:
         _nchw_only(layout, "avg_pool2d with ceil_mode, count_include_pad=False or divisor_override")
         return pooling_options.avg_pool2d(
@@ -70,6 +86,8 @@ def max_pool1d(
     return_indices: bool = False,
 ) -> Any:
     """Window maxima of [N, C, L]: max_pool2d over [N, C, 1, L] (indices are positions along L)."""
+    if x.ndim == 2:
+        return unbatched(max_pool1d, x, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
     options = (pair_1d(dilation, 1), ceil_mode, return_indices)
     out = max_pool2d(
         ops.unsqueeze(x, 2), pair_1d(kernel_size, 1), pair_1d(stride, 1), pair_1d(padding, 0), *options
@@ -86,6 +104,8 @@ def avg_pool1d(
     count_include_pad: bool = True,
 ) -> Tensor:
     """Window means of [N, C, L] (zero padding counted in the divisor unless count_include_pad=False)."""
+    if x.ndim == 2:
+        return unbatched(avg_pool1d, x, kernel_size, stride, padding, ceil_mode, count_include_pad)
     window = (pair_1d(kernel_size, 1), pair_1d(stride, 1), pair_1d(padding, 0))
     return as_2d(avg_pool2d, x, *window, ceil_mode, count_include_pad)
 

@@ -19,6 +19,7 @@ from ... import ops
 from ...errors import ShapeError
 from ...shapes import shape_text
 from ...tensor import Tensor
+from ._windows import unbatched
 
 # per axis: for each output position, the input positions of its window (-1 outside the input)
 AxisTable = np.ndarray
@@ -63,12 +64,6 @@ def check_input(x: Tensor, n: int, what: str) -> None:
         )
 
 
-def _batched(x: Tensor, n: int, what: str) -> tuple[Tensor, bool]:
-    """x as [N, C, *spatial] (an unbatched [C, *spatial] gets N = 1)."""
-    check_input(x, n, what)
-    return (x, False) if x.ndim == n + 2 else (ops.unsqueeze(x, 0), True)
-
-
 def _windows(x: Tensor, table: np.ndarray) -> Tensor:
     """x [N, C, *spatial] gathered by a flat table [O, K]: [N, C, O, K]."""
     n, c = x.shape[0], x.shape[1]
@@ -78,8 +73,9 @@ def _windows(x: Tensor, table: np.ndarray) -> Tensor:
 def max_pool(x: Tensor, axes: Sequence[AxisTable], what: str, return_indices: bool) -> Any:
     """Each window's maximum, [N, C, *outs] (the gradient to its first maximum), and with return_indices
     the flat index of that maximum in the input's spatial axes (PyTorch's)."""
-    nd = len(axes)
-    x, unbatched = _batched(x, nd, what)
+    check_input(x, len(axes), what)
+    if x.ndim == len(axes) + 1:
+        return unbatched(max_pool, x, axes, what, return_indices)
     table = _flat_table(axes, x.shape[2:])
     first_inside = table[np.arange(len(table)), (table >= 0).argmax(1)]
     if (first_inside < 0).any():
@@ -91,23 +87,22 @@ def max_pool(x: Tensor, axes: Sequence[AxisTable], what: str, return_indices: bo
     n, c = x.shape[0], x.shape[1]
     values = ops.gather(windows, first, axis=3).reshape(n, c, *outs)
     if not return_indices:
-        return values.squeeze(0) if unbatched else values
+        return values
     positions = ops.from_numpy(table).expand(n, c, *table.shape)
-    indices = ops.gather(positions, first, axis=3).reshape(n, c, *outs)
-    return (values.squeeze(0), indices.squeeze(0)) if unbatched else (values, indices)
+    return values, ops.gather(positions, first, axis=3).reshape(n, c, *outs)
 
 
 def sum_pool(x: Tensor, axes: Sequence[AxisTable], what: str) -> Tensor:
     """Each window's sum over the input's elements in it, [N, C, *outs]."""
-    nd = len(axes)
-    x, unbatched = _batched(x, nd, what)
+    check_input(x, len(axes), what)
+    if x.ndim == len(axes) + 1:
+        return unbatched(sum_pool, x, axes, what)
     n, c = x.shape[0], x.shape[1]
     table = _flat_table(axes, x.shape[2:])
     flat = ops.concat([x.reshape(n, c, -1), ops.zeros(n, c, 1, dtype=x.dtype)], axis=2)
     windows = ops.take(flat, ops.from_numpy(np.where(table >= 0, table, flat.shape[2] - 1)), axis=2)
     # added in window order, one element after another, as PyTorch's kernels add (a running sum)
-    sums = ops.cumsum(windows, axis=3)[..., -1].reshape(n, c, *(a.shape[0] for a in axes))
-    return sums.squeeze(0) if unbatched else sums
+    return ops.cumsum(windows, axis=3)[..., -1].reshape(n, c, *(a.shape[0] for a in axes))
 
 
 def adaptive_counts(axes: Sequence[AxisTable]) -> np.ndarray:
