@@ -7,6 +7,7 @@ weights, so they differentiate in the image and in the grid. NCHW unless a `layo
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 import numpy as np
@@ -200,11 +201,11 @@ def _output_sizes(
             f"with spatial dimensions of {list(spatial)} and {what} of {given!r}"
         )
     if size is not None:
-        if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in values):
             raise TypeError(f"interpolate: size must be ints, got {size!r}")
-        sizes, scales = values, [None] * dims
+        sizes, scales = [int(v) for v in values], [None] * dims
     else:
-        if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        if not all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in values):
             raise TypeError(f"interpolate: scale_factor must be numbers, got {scale_factor!r}")
         sizes = [math.floor(float(n) * float(f)) for n, f in zip(spatial, values)]
         scales = [None] * dims if recompute or mode == "area" else [float(f) for f in values]
