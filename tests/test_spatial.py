@@ -59,6 +59,8 @@ def test_integer_max_pool_keeps_the_dtype() -> None:
 
 
 def test_pooling_refusals() -> None:
+    with pytest.raises(TypeError, match="max_pool1d of i64 needs return_indices=True"):
+        F.max_pool1d(verigrad.tensor(np.ones((1, 1, 4), dtype=np.int64)), 2)
     with pytest.raises(ValueError, match=r"max_pool3d: padding .* at most half the kernel_size"):
         F.max_pool3d(verigrad.ones(1, 1, 4, 4, 4), 2, padding=2)
     with pytest.raises(TypeError, match="avg_pool3d takes a float tensor, got i64"):
@@ -111,6 +113,8 @@ def test_interpolate_refusals() -> None:
         F.interpolate(x, size=2, scale_factor=2)
     with pytest.raises(ValueError, match="same number of spatial dimensions"):
         F.interpolate(x, size=(2, 2, 2))
+    with pytest.raises(TypeError, match="mode 'nearest' takes a float or u8 tensor"):
+        F.interpolate(verigrad.tensor(np.ones((1, 1, 2, 2), dtype=np.int64)), size=3)
     with pytest.raises(TypeError, match="mode 'bilinear' takes a float tensor"):
         F.interpolate(verigrad.tensor(np.ones((1, 1, 2, 2), dtype=np.int64)), size=3, mode="bilinear")
 

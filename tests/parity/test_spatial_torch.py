@@ -174,6 +174,22 @@ def test_integer_max_pool(dtype: type, window: dict) -> None:
     x = RNG.integers(-50 if dtype is np.int64 else 0, 50, (2, 3, 6, 7)).astype(dtype)
     check(lambda F, x: F.max_pool2d(x, **window), x, grad=False)
     check(lambda F, x: F.max_pool3d(x, **window), x[None], grad=False)
+    check(lambda F, x: F.max_pool1d(x, 3, 2, 1, return_indices=True), x[0], grad=False)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.bool_])
+def test_integer_refusals_match(dtype: type) -> None:
+    """Where PyTorch's CPU has no integer kernel, verigrad refuses too."""
+    x = np.ones((1, 2, 4, 4), dtype=dtype)
+    for call in (
+        lambda F, x: F.interpolate(x, scale_factor=2),
+        lambda F, x: F.max_pool1d(x[0], 2),
+        lambda F, x: F.adaptive_max_pool2d(x, 2),
+    ):
+        with pytest.raises((RuntimeError, NotImplementedError)):
+            call(TF, torch.from_numpy(x))
+        with pytest.raises(TypeError):
+            call(VF, verigrad.from_numpy(x))
 
 
 def test_max_pool3d_all_minus_inf_indices() -> None:
@@ -485,3 +501,24 @@ def test_unbatched_inputs() -> None:
     check(lambda F, x: F.avg_pool2d(x, 2, ceil_mode=True), x2)
     check(lambda F, x: F.avg_pool3d(x, 2), x3)
     check(lambda F, x: F.adaptive_avg_pool2d(x, 3), x2)
+
+
+def test_float32_keeps_its_dtype() -> None:
+    """f32 in, f32 out, PyTorch's values to f32 rounding (its kernels and ours round differently)."""
+    x = RNG.standard_normal((1, 2, 9, 11)).astype(np.float32)
+    w = RNG.standard_normal((2, 4, 3, 3)).astype(np.float32)  # [C_in, C_out, 3, 3]
+    weights = {VF: verigrad.from_numpy(w), TF: torch.from_numpy(w)}
+    calls = [
+        lambda F, x: F.interpolate(x, scale_factor=2.3, mode="bicubic"),
+        lambda F, x: F.interpolate(x, size=(4, 17), mode="bilinear", align_corners=True),
+        lambda F, x: F.interpolate(x, scale_factor=0.7, mode="nearest-exact"),
+        lambda F, x: F.max_pool3d(x, 2),
+        lambda F, x: F.avg_pool3d(x, 2, ceil_mode=True),
+        lambda F, x: F.adaptive_avg_pool2d(x, (4, 5)),
+        lambda F, x: F.pad(x, (2, -1, 1, 1), mode="circular"),
+        lambda F, x: F.conv_transpose2d(x, weights[F], stride=2),
+    ]
+    for call in calls:
+        out, expected = call(VF, verigrad.from_numpy(x)), call(TF, torch.from_numpy(x))
+        assert out.dtype.name == "f32" and out.shape == tuple(expected.shape)
+        np.testing.assert_allclose(out.numpy(), expected.numpy(), rtol=1e-5, atol=1e-5)

@@ -88,6 +88,10 @@ def max_pool1d(
     """Window maxima of [N, C, L]: max_pool2d over [N, C, 1, L] (indices are positions along L)."""
     if x.ndim == 2:
         return unbatched(max_pool1d, x, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+    if not x.dtype.is_float and not return_indices:
+        raise TypeError(
+            f"max_pool1d of {x.dtype.name} needs return_indices=True (PyTorch has no other kernel)"
+        )
     options = (pair_1d(dilation, 1), ceil_mode, return_indices)
     out = max_pool2d(
         ops.unsqueeze(x, 2), pair_1d(kernel_size, 1), pair_1d(stride, 1), pair_1d(padding, 0), *options

@@ -149,8 +149,9 @@ def interpolate(
         )
     if mode == "area":
         return _area(input, sizes)
-    if mode not in ("nearest", "nearest-exact") and not input.dtype.is_float:
-        raise TypeError(f"interpolate: mode {mode!r} takes a float tensor, got {input.dtype.name}")
+    if not input.dtype.is_float and (mode not in ("nearest", "nearest-exact") or input.dtype.name != "u8"):
+        allowed = "a float or u8 tensor" if mode.startswith("nearest") else "a float tensor"
+        raise TypeError(f"interpolate: mode {mode!r} takes {allowed} (as PyTorch), got {input.dtype.name}")
     opmath = np.float64 if input.dtype.name == "f64" else np.float32
     x = input
     for axis in reversed(range(2, input.ndim)):
