@@ -103,10 +103,18 @@ def test_interpolate_bicubic_weights() -> None:
     np.testing.assert_allclose(out[7], near)  # 3.25: t = 0.25 past pixel 3
 
 
+def test_interpolate_antialias_averages_what_it_covers() -> None:
+    # 6 -> 2: scale 3, so a triangle 3 wide each side of the centres 1.5 and 4.5; output 0 weighs inputs
+    # 0..3 by 2/3, 1, 2/3, 1/3 (normalised: 1/4, 3/8, 1/4, 1/8), output 1 inputs 2..5 by 1/8, 1/4, 3/8, 1/4
+    x = t64(np.arange(6.0).reshape(1, 1, 1, 6))
+    out = F.interpolate(x, size=(1, 2), mode="bilinear", antialias=True)
+    np.testing.assert_allclose(out.numpy().ravel(), [1.25, 3.75], rtol=1e-15)
+
+
 def test_interpolate_refusals() -> None:
     x = verigrad.ones(1, 2, 4, 4)
-    with pytest.raises(NotImplementedError, match="antialias=True is not supported"):
-        F.interpolate(x, size=2, mode="bilinear", antialias=True)
+    with pytest.raises(ValueError, match="anti-alias option is restricted to bilinear and bicubic"):
+        F.interpolate(x, size=2, mode="nearest", antialias=True)
     with pytest.raises(ValueError, match="align_corners option can only be set"):
         F.interpolate(x, size=2, align_corners=False)
     with pytest.raises(ValueError, match="only one of size or scale_factor"):

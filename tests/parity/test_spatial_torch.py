@@ -245,6 +245,24 @@ def test_interpolate_scale_factors(nd: int, mode: str, align_corners: bool | Non
         check(lambda F, x: F.interpolate(x, scale_factor=scale, **options), x, atol=1e-12, grad=grad)
 
 
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_interpolate_antialias(mode: str, align_corners: bool) -> None:
+    """Antialiased shrinking (the filter widened by the scale, weights normalised) and growing."""
+    x = RNG.standard_normal((2, 3, 9, 13))
+    options = {"mode": mode, "align_corners": align_corners, "antialias": True}
+    for size in [(1, 1), (2, 3), (4, 5), (5, 13), (9, 6), (12, 20), (3, 30)]:
+        check(lambda F, x: F.interpolate(x, size=size, **options), x, atol=1e-12)
+    for scale in [0.3, 0.5, 0.77, 1.5, 2.2]:
+        for recompute in (None, True):
+            call = lambda F, x: F.interpolate(
+                x, scale_factor=scale, recompute_scale_factor=recompute, **options
+            )
+            check(call, x, atol=1e-12)
+    # 1.1 keeps 9 and 13: PyTorch's forward copies, its backward steps by 1 / 1.1 (README)
+    check(lambda F, x: F.interpolate(x, scale_factor=1.1, **options), x, atol=1e-12, grad=False)
+
+
 def test_interpolate_per_axis_sizes_and_layers() -> None:
     x = RNG.standard_normal((1, 2, 5, 7))
     check(lambda F, x: F.interpolate(x, size=(3, 11), mode="bicubic", align_corners=True), x, atol=1e-12)

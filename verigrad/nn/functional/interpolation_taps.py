@@ -84,3 +84,45 @@ def cubic(n_in: int, n_out: int, align_corners: bool, scale_factor: float | None
     one = opmath(1)
     weights = (far(t + one), near(t), near(one - t), far(one - t + one))
     return [(np.clip(index - 1 + j, 0, n_in - 1), w) for j, w in enumerate(weights)]
+
+
+def _aa_filter(x: np.ndarray, cubic: bool, opmath: type) -> np.ndarray:
+    """PyTorch's antialiasing filters: the triangle, or Keys' cubic with A = -0.5 (Pillow's)."""
+    x = np.abs(x)
+    if not cubic:
+        return np.where(x < 1, opmath(1) - x, opmath(0))
+    a = opmath(-0.5)
+    near = ((a + 2) * x - (a + 3)) * x * x + 1
+    far = ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    return np.where(x < 1, near, np.where(x < 2, far, opmath(0)))
+
+
+def antialiased(
+    n_in: int, n_out: int, align_corners: bool, scale_factor: float | None, opmath: type, cubic: bool
+) -> Taps:
+    """PyTorch's antialiased bilinear / bicubic (_compute_indices_min_size_weights_aa): when shrinking,
+    the filter widens by the scale, so each output averages every input it covers; the weights are
+    normalised to sum to 1. An axis that keeps its size is copied. A tap past an output's window reads
+    index n_in (a zero the caller appends)."""
+    if n_in == n_out:
+        return [(np.arange(n_out), None)]
+    scale = _scale(n_in, n_out, align_corners, scale_factor, opmath)
+    half = opmath(2.0 if cubic else 1.0)
+    support = half * scale if scale >= 1 else half
+    invscale = opmath(1) / scale if scale >= 1 else opmath(1)
+    size = int(np.ceil(support)) * 2 + 1
+    center = (scale * (np.arange(n_out) + 0.5)).astype(opmath)
+    start = np.maximum((center - support + 0.5).astype(np.int64), 0)
+    count = np.clip(np.minimum((center + support + 0.5).astype(np.int64), n_in) - start, 0, size)
+    j = np.arange(size)
+    inside = j[None, :] < count[:, None]
+    weights = _aa_filter(
+        ((j[None, :] + start[:, None] - center[:, None] + 0.5) * invscale).astype(opmath), cubic, opmath
+    )
+    weights = np.where(inside, weights, opmath(0))
+    total = np.zeros(n_out, dtype=opmath)
+    for k in range(size):  # PyTorch's running total, one tap after another
+        total = total + weights[:, k]
+    weights = np.where(total[:, None] != 0, weights / np.where(total == 0, 1, total)[:, None], weights)
+    index = np.where(inside, start[:, None] + j[None, :], n_in)
+    return [(index[:, k], weights[:, k].astype(opmath)) for k in range(size)]

@@ -125,8 +125,9 @@ def interpolate(
     `layout`): to `size`, or to floor(n * scale_factor) reading at 1 / scale_factor steps (unless
     recompute_scale_factor, which steps by n / size). Modes: nearest (PyTorch's floor(i * scale)),
     nearest-exact, linear / bilinear / trilinear and bicubic (A = -0.75, clamped at the border; both
-    with align_corners), area (adaptive average pooling). Each axis in turn, last first, as gathers and
-    weights, so it differentiates; antialias is not implemented."""
+    with align_corners), area (adaptive average pooling); antialias (bilinear, bicubic) widens the filter
+    when shrinking, as PyTorch's (and Pillow's). Each axis in turn, last first, as gathers and weights, so
+    it differentiates."""
     if layout == "NHWC":
         if input.ndim != 4:
             raise ShapeError(f"interpolate: layout 'NHWC' takes a 4-D image, got {shape_text(input.shape)}")
@@ -135,13 +136,11 @@ def interpolate(
     if layout != "NCHW":
         raise ValueError(f"interpolate: layout must be 'NCHW' or 'NHWC', got {layout!r}")
     sizes, scales = _output_sizes(input, size, scale_factor, mode, align_corners, recompute_scale_factor)
-    if antialias:
-        if mode not in ("bilinear", "bicubic") or input.ndim != 4:
-            raise ValueError(
-                "interpolate: anti-alias option is restricted to bilinear and bicubic modes and requires "
-                "a 4-D tensor as input"
-            )
-        raise NotImplementedError("interpolate: antialias=True is not supported yet")
+    if antialias and (mode not in ("bilinear", "bicubic") or input.ndim != 4):
+        raise ValueError(
+            "interpolate: anti-alias option is restricted to bilinear and bicubic modes and requires "
+            "a 4-D tensor as input"
+        )
     dims = input.ndim - 2
     if mode in _SPATIAL and _SPATIAL[mode] != dims:
         raise NotImplementedError(
@@ -159,6 +158,10 @@ def interpolate(
         if mode in ("nearest", "nearest-exact"):
             exact = mode == "nearest-exact"
             taps = interpolation_taps.nearest(n, out, scale, exact, shortcuts=dims == 2 and not exact)
+        elif antialias:
+            taps = interpolation_taps.antialiased(
+                n, out, bool(align_corners), scale, opmath, mode == "bicubic"
+            )
         elif mode == "bicubic":
             taps = interpolation_taps.cubic(n, out, bool(align_corners), scale, opmath)
         else:
@@ -222,6 +225,9 @@ def _resample_axis(x: Tensor, axis: int, taps: interpolation_taps.Taps) -> Tenso
     """sum over taps of x[index] * weight along `axis` (one tap without a weight: a gather)."""
     shape = [1] * x.ndim
     shape[axis] = -1
+    if any((index >= x.shape[axis]).any() for index, _ in taps):  # taps past a window read a zero
+        zero = ops.zeros(*[1 if a == axis else d for a, d in enumerate(x.shape)], dtype=x.dtype)
+        x = ops.concat([x, zero], axis=axis)
     out = None
     for index, weight in taps:
         term = ops.take(x, ops.from_numpy(index.astype(np.int64)), axis=axis)
