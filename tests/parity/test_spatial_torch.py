@@ -540,3 +540,33 @@ def test_float32_keeps_its_dtype() -> None:
         out, expected = call(VF, verigrad.from_numpy(x)), call(TF, torch.from_numpy(x))
         assert out.dtype.name == "f32" and out.shape == tuple(expected.shape)
         np.testing.assert_allclose(out.numpy(), expected.numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dims", [1, 2, 3])
+def test_max_unpool(dims: int) -> None:
+    """max_pool's values back at their indices, overlapping windows too (a position named twice)."""
+    x = RNG.standard_normal((2, 3, 6, 4, 6)[3 - dims :])
+    for kernel, stride in ((2, None), (3, 2)):
+        pooled, indices = getattr(TF, f"max_pool{dims}d")(
+            torch.from_numpy(x), kernel, stride, return_indices=True
+        )
+        given = {VF: verigrad.from_numpy(indices.numpy()), TF: indices}
+        if stride is None:  # else the default size, (n - 1) stride + kernel, is 5 and misses index 5
+            check(lambda F, p: getattr(F, f"max_unpool{dims}d")(p, given[F], kernel, stride), pooled.numpy())
+        sizes = x.shape[2:]
+        check(
+            lambda F, p: getattr(F, f"max_unpool{dims}d")(p, given[F], kernel, stride, 0, sizes),
+            pooled.numpy(),
+        )
+        unpool = {
+            VF: getattr(vnn, f"MaxUnpool{dims}d")(kernel, stride),
+            TF: getattr(tnn, f"MaxUnpool{dims}d")(kernel, stride),
+        }
+        check(lambda F, p: unpool[F](p, given[F], sizes), pooled.numpy())
+
+
+def test_deprecated_upsample_functions() -> None:
+    x = RNG.standard_normal((1, 2, 5, 7))
+    check(lambda F, x: F.upsample(x, scale_factor=1.5, mode="bicubic"), x, atol=1e-12)
+    check(lambda F, x: F.upsample_nearest(x, size=(3, 9)), x)
+    check(lambda F, x: F.upsample_bilinear(x, scale_factor=2), x, atol=1e-12)

@@ -103,7 +103,9 @@ from .pooling import (
     MaxPool1d,
     MaxPool2d,
     MaxPool3d,
+    MaxUnpool1d,
     MaxUnpool2d,
+    MaxUnpool3d,
 )
 from .quant import QEmbedding, QLinear
 from .recurrent import GRU, LSTM

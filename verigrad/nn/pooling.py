@@ -166,12 +166,26 @@ class AvgPool2d(Module):
 class MaxUnpool2d(Module):
     """max_pool2d's values put back at their indices (see F.max_unpool2d)."""
 
+    unpool = staticmethod(F.max_unpool2d)
+
     def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0):
         super().__init__()
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
 
     def forward(self, x: Tensor, indices: Tensor, output_size: Any = None) -> Tensor:
-        return F.max_unpool2d(x, indices, self.kernel_size, self.stride, self.padding, output_size)
+        return self.unpool(x, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+
+class MaxUnpool1d(MaxUnpool2d):
+    """max_pool1d's values put back at their indices (see F.max_unpool1d)."""
+
+    unpool = staticmethod(F.max_unpool1d)
+
+
+class MaxUnpool3d(MaxUnpool2d):
+    """max_pool3d's values put back at their indices (see F.max_unpool3d)."""
+
+    unpool = staticmethod(F.max_unpool3d)
 
 
 class AdaptiveAvgPool2d(Module):

@@ -81,9 +81,11 @@ from .pooling import (
     max_pool1d,
     max_pool2d,
     max_pool3d,
+    max_unpool1d,
     max_unpool2d,
+    max_unpool3d,
 )
-from .resampling import affine_grid, grid_sample, interpolate
+from .resampling import affine_grid, grid_sample, interpolate, upsample, upsample_bilinear, upsample_nearest
 
 __all__ = [
     "adaptive_avg_pool1d",
@@ -140,7 +142,9 @@ __all__ = [
     "max_pool1d",
     "max_pool2d",
     "max_pool3d",
+    "max_unpool1d",
     "max_unpool2d",
+    "max_unpool3d",
     "mish",
     "mse_loss",
     "multi_margin_loss",
@@ -169,4 +173,7 @@ __all__ = [
     "tanh",
     "triplet_margin_loss",
     "unfold",
+    "upsample",
+    "upsample_bilinear",
+    "upsample_nearest",
 ]

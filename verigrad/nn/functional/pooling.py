@@ -298,6 +298,18 @@ def _float_only(x: Tensor, what: str) -> None:
         )
 
 
+def max_unpool1d(
+    x: Tensor,
+    indices: Tensor,
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = 0,
+    output_size: Any = None,
+) -> Tensor:
+    """max_pool1d's values put back at their indices in zeros of the pooled-from length."""
+    return pooling_options.max_unpool(x, indices, 1, kernel_size, stride, padding, output_size)
+
+
 def max_unpool2d(
     x: Tensor,
     indices: Tensor,
@@ -307,7 +319,19 @@ def max_unpool2d(
     output_size: Any = None,
 ) -> Tensor:
     """max_pool2d's values put back at their indices in zeros of the pooled-from size (NCHW)."""
-    return pooling_options.max_unpool2d(x, indices, kernel_size, stride, padding, output_size)
+    return pooling_options.max_unpool(x, indices, 2, kernel_size, stride, padding, output_size)
+
+
+def max_unpool3d(
+    x: Tensor,
+    indices: Tensor,
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = 0,
+    output_size: Any = None,
+) -> Tensor:
+    """max_pool3d's values put back at their indices in zeros of the pooled-from size."""
+    return pooling_options.max_unpool(x, indices, 3, kernel_size, stride, padding, output_size)
 
 
 def _nchw_only(layout: str, what: str) -> None:

@@ -17,6 +17,7 @@ from ...ops.composite._common import pair
 from ...ops.index import place
 from ...shapes import shape_text
 from ...tensor import Tensor
+from ._windows import sizes_nd
 
 
 def _concrete(x: Tensor, what: str) -> tuple[int, int]:
@@ -119,23 +120,30 @@ def avg_pool2d(
     return sums / ops.tensor(divisor).cast(x.dtype)
 
 
-def max_unpool2d(
-    x: Tensor, indices: Tensor, kernel: Any, stride: Any, padding: Any, output_size: Any = None
+def max_unpool(
+    x: Tensor, indices: Tensor, nd: int, kernel: Any, stride: Any, padding: Any, output_size: Any = None
 ) -> Tensor:
-    """The inverse of max pooling with indices: zeros of the unpooled size, each value written at its
-    flat index (h W + w)."""
-    n, c, ih, iw = x.shape
-    k, p = pair(kernel, "kernel_size", 1), pair(padding, "padding", 0)
-    s = pair(stride if stride is not None else kernel, "stride", 1)
+    """The inverse of max pooling with indices over `nd` spatial axes: zeros of the unpooled size
+    ((n - 1) stride - 2 padding + kernel a side, or `output_size`), each value written at its flat
+    index (h W + w in 2-D)."""
+    what = f"max_unpool{nd}d"
+    if x.ndim != nd + 2:
+        raise ShapeError(f"{what} takes [N, C, {nd} spatial sizes], got {shape_text(x.shape)}")
+    k = sizes_nd(kernel, nd, f"{what}'s kernel_size", 1)
+    s = k if stride is None else sizes_nd(stride, nd, f"{what}'s stride", 1)
+    p = sizes_nd(padding, nd, f"{what}'s padding", 0)
     if output_size is None:
-        oh, ow = ((ih - 1) * s[0] - 2 * p[0] + k[0], (iw - 1) * s[1] - 2 * p[1] + k[1])
+        sizes = tuple((n - 1) * s[i] - 2 * p[i] + k[i] for i, n in enumerate(x.shape[2:]))
     else:
-        oh, ow = tuple(output_size)[-2:]
+        sizes = tuple(output_size)[-nd:]
+        if len(sizes) != nd:
+            raise ValueError(f"{what}: output_size must give {nd} sizes, got {output_size!r}")
     if tuple(indices.shape) != tuple(x.shape):
         raise ShapeError(
-            f"max_unpool2d: indices {shape_text(indices.shape)} and input {shape_text(x.shape)} differ"
+            f"{what}: indices {shape_text(indices.shape)} and input {shape_text(x.shape)} differ"
         )
+    n, c = x.shape[0], x.shape[1]
     # overlapping windows may name one position twice, with the same value: written once; each window
     # gets its position's gradient, as PyTorch's
-    flat = place(x.reshape(n, c, -1), indices.reshape(n, c, -1), axis=2, size=oh * ow)
-    return flat.reshape(n, c, oh, ow)
+    flat = place(x.reshape(n, c, -1), indices.reshape(n, c, -1), axis=2, size=math.prod(sizes))
+    return flat.reshape(n, c, *sizes)

@@ -241,3 +241,24 @@ def _area(x: Tensor, sizes: list[int]) -> Tensor:
     """area: PyTorch's adaptive average pooling to the output size."""
     pool = {1: adaptive_avg_pool1d, 2: adaptive_avg_pool2d, 3: adaptive_avg_pool3d}[x.ndim - 2]
     return pool(x, tuple(sizes))
+
+
+def upsample(
+    input: Tensor,
+    size: Any = None,
+    scale_factor: Any = None,
+    mode: str = "nearest",
+    align_corners: Any = None,
+) -> Tensor:
+    """PyTorch's deprecated name for interpolate."""
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input: Tensor, size: Any = None, scale_factor: Any = None) -> Tensor:
+    """PyTorch's deprecated nearest upsampling: interpolate(mode="nearest")."""
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input: Tensor, size: Any = None, scale_factor: Any = None) -> Tensor:
+    """PyTorch's deprecated bilinear upsampling: interpolate(mode="bilinear", align_corners=True)."""
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
