@@ -570,3 +570,15 @@ def test_deprecated_upsample_functions() -> None:
     check(lambda F, x: F.upsample(x, scale_factor=1.5, mode="bicubic"), x, atol=1e-12)
     check(lambda F, x: F.upsample_nearest(x, size=(3, 9)), x)
     check(lambda F, x: F.upsample_bilinear(x, scale_factor=2), x, atol=1e-12)
+
+
+def test_max_pool_nan_windows() -> None:
+    """A window holding NaN: NaN, and the index and gradient of its last NaN, as PyTorch's kernels."""
+    x = RNG.standard_normal((1, 2, 4, 6, 6))
+    x[RNG.random(x.shape) < 0.2] = np.nan
+    check(lambda F, x: F.max_pool3d(x, 2, return_indices=True), x)
+    check(lambda F, x: F.max_pool3d(x, 3, 2, 1, ceil_mode=True), x)
+    check(lambda F, x: F.adaptive_max_pool3d(x, (3, 4, 5), return_indices=True), x)
+    check(lambda F, x: F.max_pool2d(x, 3, 2, 1, return_indices=True), x[0])
+    check(lambda F, x: F.adaptive_max_pool2d(x, 4, return_indices=True), x[0])
+    check(lambda F, x: F.max_pool1d(x, 2, return_indices=True), x[0, 0])

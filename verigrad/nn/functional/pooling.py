@@ -26,20 +26,17 @@ def max_pool2d(
 ) -> Any:
     """Window maxima (stride defaults to the kernel size; -inf padding); gradients go to each window's
     first maximum. ceil_mode keeps a last partial window; return_indices also gives each maximum's flat
-    index h W + w (NCHW), for max_unpool2d. Integer images keep their dtype (as PyTorch's)."""
+    index h W + w (NCHW), for max_unpool2d; these and integer images (their dtype kept, as PyTorch's)
+    take the gathered windows, where a window holding NaN gives its last NaN as PyTorch's."""
     if x.ndim == 3:
         return unbatched(
             max_pool2d, x, kernel_size, stride, padding, dilation, ceil_mode, return_indices, layout
         )
-    if not x.dtype.is_float and x.dtype.name != "bool":
-        _nchw_only(layout, "max_pool2d of an integer image")
+    if ceil_mode or return_indices or not (x.dtype.is_float or x.dtype.name == "bool"):
+        _nchw_only(layout, "max_pool2d with ceil_mode, return_indices or an integer image")
         return _max_pool_nd(
             x, 2, kernel_size, stride, padding, dilation, ceil_mode, return_indices, "max_pool2d"
         )
-    if ceil_mode or return_indices:
-        _nchw_only(layout, "max_pool2d with ceil_mode or return_indices")
-        options = (ceil_mode, return_indices)
-        return pooling_options.max_pool2d(x, kernel_size, stride, padding, dilation, *options)
     window = {"kernel": kernel_size, "stride": stride, "padding": padding, "dilation": dilation}
     return ops.max_pool2d(x, **window, layout=layout)
 

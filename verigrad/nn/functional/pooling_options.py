@@ -1,7 +1,6 @@
 """PyTorch's pooling options beyond the pooling ops' own windows, written with ops (so they differentiate):
 `ceil_mode` (a last window that may run past the input), `count_include_pad` and `divisor_override` for
-average pooling, `return_indices` for max pooling and its inverse `max_unpool2d`. NCHW; `pooling.py`
-calls these only when an option asks for them.
+average pooling, and max unpooling. NCHW; `pooling.py` calls these only when an option asks for them.
 """
 
 from __future__ import annotations
@@ -65,28 +64,6 @@ def _geometry(
         (n, out_size(n, k[i], s[i], p[i], d[i], ceil_mode), k[i], s[i], p[i], d[i])
         for i, n in enumerate((h, w))
     ]
-
-
-def max_pool2d(
-    x: Tensor, kernel: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool, return_indices: bool
-) -> Any:
-    """Window maxima with ceil_mode and/or the flat index (h W + w) of each window's first maximum."""
-    geometry = _geometry(x, kernel, stride, padding, dilation, ceil_mode, "max_pool2d")
-    (_, oh, kh, sh, ph, dh), (w, ow, kw, sw, pw, dw) = geometry
-    padded = _padded(x, geometry, -math.inf)
-    values = ops.max_pool2d(padded, kernel=(kh, kw), stride=(sh, sw), padding=0, dilation=(dh, dw))
-    values = values[:, :, :oh, :ow]
-    if not return_indices:
-        return values
-    n, c = x.shape[0], x.shape[1]
-    windows = ops.im2col(padded, kernel=(kh, kw), stride=(sh, sw), padding=0, dilation=(dh, dw))
-    # im2col gives [N, C, kh, kw, rows, cols] (every window of the padded image): each one's first maximum
-    rows, cols = windows.shape[4], windows.shape[5]
-    first = windows.reshape(n, c, kh * kw, rows, cols)[:, :, :, :oh, :ow].argmax(2)  # [N, C, oh, ow]
-    offsets = np.add.outer(np.arange(kh) * dh * w, np.arange(kw) * dw).reshape(-1)
-    starts = np.add.outer((np.arange(oh) * sh - ph) * w, np.arange(ow) * sw - pw)
-    flat = ops.take(ops.tensor(offsets.astype(np.int64)), first) + ops.tensor(starts.astype(np.int64))
-    return values, flat
 
 
 def avg_pool2d(

@@ -4,7 +4,8 @@ input's spatial axes flattened are gathered by it into [N, C, O, K] (O outputs, 
 
 A slot outside the input reads, for a maximum, the window's first element inside it (so the first
 maximum in window order is an element of the input, as PyTorch's index is, even where every element is
--inf, and integers need no sentinel), and for a sum a zero appended to the input. Used for 3-D pooling,
+-inf, and integers need no sentinel), and for a sum a zero appended to the input. A window holding NaN
+gives its last NaN, as PyTorch's kernels do. Used for 3-D pooling,
 adaptive pooling, integer max pooling and `area` interpolation; the 2-D float windows keep their ops.
 """
 
@@ -80,9 +81,14 @@ def max_pool(x: Tensor, axes: Sequence[AxisTable], what: str, return_indices: bo
     first_inside = table[np.arange(len(table)), (table >= 0).argmax(1)]
     if (first_inside < 0).any():
         raise ShapeError(f"{what}: a window lies wholly in the padding")
-    table = np.where(table >= 0, table, first_inside[:, None])
+    inside = table >= 0
+    table = np.where(inside, table, first_inside[:, None])
     windows = _windows(x, table)
     first = windows.argmax(axis=3, keepdim=True)  # [N, C, O, 1]
+    if x.dtype.is_float:  # a window holding NaN: its last NaN inside the input, as PyTorch's
+        slots = ops.from_numpy(np.where(inside, np.arange(table.shape[1]), -1))
+        last_nan = ops.where(windows.isnan(), slots, -1).amax(axis=3, keepdim=True)
+        first = ops.where(last_nan >= 0, last_nan, first)
     outs = tuple(a.shape[0] for a in axes)
     n, c = x.shape[0], x.shape[1]
     values = ops.gather(windows, first, axis=3).reshape(n, c, *outs)
