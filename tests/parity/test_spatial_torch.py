@@ -582,3 +582,12 @@ def test_max_pool_nan_windows() -> None:
     check(lambda F, x: F.max_pool2d(x, 3, 2, 1, return_indices=True), x[0])
     check(lambda F, x: F.adaptive_max_pool2d(x, 4, return_indices=True), x[0])
     check(lambda F, x: F.max_pool1d(x, 2, return_indices=True), x[0, 0])
+
+
+def test_empty_adaptive_outputs() -> None:
+    """An output size of 0 gives PyTorch's empty output (area interpolation too); PyTorch's backward
+    refuses an empty gradient, so values only."""
+    x = RNG.standard_normal((1, 2, 3, 5, 4))
+    check(lambda F, x: F.adaptive_avg_pool3d(x, (0, 2, 2)), x, grad=False)
+    check(lambda F, x: F.adaptive_max_pool2d(x[0], (0, 2), True), x[0], grad=False)
+    check(lambda F, x: F.interpolate(x, scale_factor=0.3, mode="area"), x, grad=False)

@@ -202,8 +202,8 @@ def _adaptive_axes(x: Tensor, nd: int, output_size: Any, what: str) -> list[np.n
     if len(sizes) != nd:
         raise ValueError(f"{what}: output_size must be an int or {nd} sizes, got {output_size!r}")
     sizes = tuple(n if o is None else o for n, o in zip(x.shape[-nd:], sizes))
-    if not all(isinstance(o, int) and not isinstance(o, bool) and o > 0 for o in sizes):
-        raise ValueError(f"{what}: output_size must be positive ints (or None), got {output_size!r}")
+    if not all(isinstance(o, int) and not isinstance(o, bool) and o >= 0 for o in sizes):
+        raise ValueError(f"{what}: output_size must be ints of at least 0 (or None), got {output_size!r}")
     return [pooling_windows.adaptive_axis(n, o) for n, o in zip(x.shape[-nd:], sizes)]
 
 

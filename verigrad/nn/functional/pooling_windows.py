@@ -34,6 +34,8 @@ def regular_axis(size: int, out: int, kernel: int, stride: int, padding: int, di
 
 def adaptive_axis(size: int, out: int) -> AxisTable:
     """PyTorch's adaptive windows [floor(i n / out), ceil((i + 1) n / out)), padded with -1 to the longest."""
+    if out == 0:  # PyTorch's empty output
+        return np.zeros((0, 1), dtype=np.int64)
     starts = np.arange(out) * size // out
     ends = -(-(np.arange(out) + 1) * size // out)
     positions = starts[:, None] + np.arange(int((ends - starts).max()))
@@ -52,8 +54,8 @@ def _flat_table(axes: Sequence[AxisTable], sizes: Sequence[int]) -> np.ndarray:
         shape[i], shape[n + i] = axes[i].shape
         table = axes[i].reshape(shape)
         flat, outside, stride = flat + table * stride, outside | (table < 0), stride * sizes[i]
-    out = int(np.prod([a.shape[0] for a in axes]))
-    return np.where(outside, -1, flat).reshape(out, -1)
+    out, slots = int(np.prod([a.shape[0] for a in axes])), int(np.prod([a.shape[1] for a in axes]))
+    return np.where(outside, -1, flat).reshape(out, slots)
 
 
 def check_input(x: Tensor, n: int, what: str) -> None:

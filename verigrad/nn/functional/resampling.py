@@ -213,7 +213,9 @@ def _output_sizes(
             raise TypeError(f"interpolate: scale_factor must be numbers, got {scale_factor!r}")
         sizes = [math.floor(float(n) * float(f)) for n, f in zip(spatial, values)]
         scales = [None] * dims if recompute or mode == "area" else [float(f) for f in values]
-    if any(n <= 0 for n in spatial) or any(o <= 0 for o in sizes):
+    if any(n <= 0 for n in spatial) or any(
+        o < (0 if mode == "area" else 1) for o in sizes
+    ):  # area: empty too
         raise ValueError(
             f"interpolate: input and output sizes should be greater than 0, but got input {list(spatial)} "
             f"and output {sizes}"
