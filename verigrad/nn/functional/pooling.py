@@ -111,16 +111,25 @@ def avg_pool1d(
     return as_2d(avg_pool2d, x, *window, ceil_mode, count_include_pad)
 
 
-def _regular_axes(
-    x: Tensor, nd: int, kernel: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool, what: str
-) -> list[np.ndarray]:
-    """Each spatial axis's window table for PyTorch's kernel, stride (default: the kernel), padding (at
-    most half the kernel), dilation and ceil_mode."""
+def _window_sizes(
+    nd: int, kernel: Any, stride: Any, padding: Any, dilation: Any, what: str
+) -> tuple[tuple[int, ...], ...]:
+    """PyTorch's kernel, stride (default: the kernel), padding (at most half the kernel) and dilation,
+    nd ints each."""
     k = sizes_nd(kernel, nd, f"{what}'s kernel_size", 1)
     s = k if stride is None or stride == [] else sizes_nd(stride, nd, f"{what}'s stride", 1)
     p, d = sizes_nd(padding, nd, f"{what}'s padding", 0), sizes_nd(dilation, nd, f"{what}'s dilation", 1)
     if any(2 * p[i] > k[i] for i in range(nd)):
         raise ValueError(f"{what}: padding {p} must be at most half the kernel_size {k}")
+    return k, s, p, d
+
+
+def _regular_axes(
+    x: Tensor, sizes: tuple[tuple[int, ...], ...], ceil_mode: bool, what: str
+) -> list[np.ndarray]:
+    """Each spatial axis's window table for the window `sizes` (_window_sizes) and ceil_mode."""
+    k, s, p, d = sizes
+    nd = len(k)
     pooling_windows.check_input(x, nd, what)
     axes = []
     for i, n in enumerate(x.shape[-nd:]):
@@ -140,7 +149,7 @@ def _max_pool_nd(
     indices: bool,
     what: str,
 ) -> Any:
-    axes = _regular_axes(x, nd, kernel, stride, padding, dilation, ceil_mode, what)
+    axes = _regular_axes(x, _window_sizes(nd, kernel, stride, padding, dilation, what), ceil_mode, what)
     return pooling_windows.max_pool(x, axes, what, indices)
 
 
@@ -170,26 +179,14 @@ def avg_pool3d(
     """Window means of [N, C, D, H, W] (or [C, D, H, W]) with PyTorch's divisors: the window clipped to
     the padded input (count_include_pad), or to the input, or `divisor_override`."""
     _float_only(x, "avg_pool3d")
-    axes = _regular_axes(x, 3, kernel_size, stride, padding, 1, ceil_mode, "avg_pool3d")
+    sizes = _window_sizes(3, kernel_size, stride, padding, 1, "avg_pool3d")
+    axes = _regular_axes(x, sizes, ceil_mode, "avg_pool3d")
     sums = pooling_windows.sum_pool(x, axes, "avg_pool3d")
     if divisor_override is not None:
-        if (
-            not isinstance(divisor_override, int)
-            or isinstance(divisor_override, bool)
-            or divisor_override <= 0
-        ):
-            raise ValueError(
-                f"avg_pool3d: divisor_override must be a positive integer, got {divisor_override!r}"
-            )
-        return sums / divisor_override
-    k = sizes_nd(kernel_size, 3, "kernel_size", 1)
-    s = k if stride is None or stride == [] else sizes_nd(stride, 3, "stride", 1)
-    p = sizes_nd(padding, 3, "padding", 0)
-    divisor = np.ones((1, 1, 1))
+        return sums / pooling_options.checked_divisor(divisor_override, "avg_pool3d")
+    (k, s, p, _), divisor = sizes, np.ones((1, 1, 1))
     for i, (n, table) in enumerate(zip(x.shape[-3:], axes)):
-        start = np.arange(table.shape[0]) * s[i] - p[i]
-        end = np.minimum(start + k[i], n + p[i])
-        count = end - start if count_include_pad else np.minimum(end, n) - np.maximum(start, 0)
+        count = pooling_options.window_counts(n, table.shape[0], k[i], s[i], p[i], count_include_pad)
         divisor = divisor * count.reshape([-1 if a == i else 1 for a in range(3)])
     return sums / ops.from_numpy(divisor).cast(x.dtype)
 

@@ -82,19 +82,26 @@ def avg_pool2d(
     padded = _padded(x, geometry, 0.0)
     sums = ops.avg_pool2d(padded, kernel=(kh, kw), stride=(sh, sw), padding=0)[:, :, :oh, :ow] * (kh * kw)
     if divisor_override is not None:
-        if not isinstance(divisor_override, int) or divisor_override <= 0:
-            raise ValueError(
-                f"avg_pool2d: divisor_override must be a positive integer, got {divisor_override!r}"
-            )
-        return sums / divisor_override
+        return sums / checked_divisor(divisor_override, "avg_pool2d")
 
-    def counts(n: int, o: int, k: int, s: int, p: int) -> np.ndarray:
-        start = np.arange(o) * s - p
-        end = np.minimum(start + k, n + p)
-        return end - start if count_include_pad else np.minimum(end, n) - np.maximum(start, 0)
-
-    divisor = np.outer(counts(h, oh, kh, sh, ph), counts(w, ow, kw, sw, pw)).astype(np.float64)
+    rows = window_counts(h, oh, kh, sh, ph, count_include_pad)
+    divisor = np.outer(rows, window_counts(w, ow, kw, sw, pw, count_include_pad)).astype(np.float64)
     return sums / ops.tensor(divisor).cast(x.dtype)
+
+
+def checked_divisor(divisor_override: Any, what: str) -> int:
+    """divisor_override, which must be a positive int."""
+    if not isinstance(divisor_override, int) or isinstance(divisor_override, bool) or divisor_override <= 0:
+        raise ValueError(f"{what}: divisor_override must be a positive integer, got {divisor_override!r}")
+    return divisor_override
+
+
+def window_counts(n: int, out: int, k: int, s: int, p: int, count_include_pad: bool) -> np.ndarray:
+    """PyTorch's average-pool divisor along one axis: each window clipped to the padded input
+    (count_include_pad) or to the input itself."""
+    start = np.arange(out) * s - p
+    end = np.minimum(start + k, n + p)
+    return end - start if count_include_pad else np.minimum(end, n) - np.maximum(start, 0)
 
 
 def max_unpool(
