@@ -98,8 +98,8 @@ def tensor(
         array = np.array(data)
         if array.dtype.kind not in "biuf":
             raise TypeError(f"cannot make a tensor from {type(data).__name__} of {array.dtype}")
-        if not isinstance(data, np.ndarray | np.generic) and array.dtype == np.float64:
-            array = array.astype(np.float32)
+        if dtype is None and not isinstance(data, np.ndarray | np.generic) and array.dtype == np.float64:
+            array = array.astype(np.float32)  # the default float; a dtype given is reached in one rounding
         out = from_numpy(array if array.flags.c_contiguous else array.copy())  # np.array copied it
     if dtype is not None and as_dtype(dtype) is not out.dtype:
         out = cast(out, dtype=as_dtype(dtype))
