@@ -242,6 +242,6 @@ def test_f32_parameters_stay_f32_and_track_torch(config: str) -> None:
     for i, (p, t) in enumerate(zip(ours, theirs)):
         assert p.dtype.name == "f32", f"parameter {i} became {p.dtype.name}"
         for name, buffer in optimizer.state[p].items():
-            want = "f64" if name == "step" else "f32"  # the step count is a double, as in PyTorch
+            want = "f32"  # the step count too: an f32 scalar, PyTorch's default dtype
             assert buffer.dtype.name == want, f"parameter {i}: state {name} is {buffer.dtype.name}"
         np.testing.assert_allclose(p.numpy(), t.detach().numpy(), rtol=1e-5, atol=1e-6, err_msg=f"{i}")

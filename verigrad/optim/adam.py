@@ -113,7 +113,7 @@ class Adam(Optimizer):
         lr, beta1 = group.lr, group.tensors["beta1"]  # 0-d f64 tensors: PyTorch computes these settings
         # in Python doubles
         g, m, v = decay_and_moments(self, p, g, group, state, beta1)
-        t = state["step"]
+        t = self.count(state)
         step_size = lr / (1 - beta1**t)
         if group["amsgrad"]:  # the largest second moment so far (PyTorch's AMSGrad)
             largest = state["max_exp_avg_sq"]

@@ -46,7 +46,7 @@ class Adamax(Optimizer):
         m, u = state["exp_avg"], state["exp_inf"]
         m.assign(m + (g - m) * (1 - beta1))
         u.assign(maximum(u * beta2, g.abs() + group["eps"]))
-        step_size = group.lr / (1 - beta1 ** state["step"])
+        step_size = group.lr / (1 - beta1 ** self.count(state))
         p.assign(p + (m / u) * self.scalar(-step_size, p))
 
 
@@ -92,7 +92,7 @@ class NAdam(Optimizer):
         beta1, beta2 = group["betas"]
         lr = group.lr
         g, m, v = decay_and_moments(self, p, g, group, state, tensor(np.array(beta1)))
-        t = state["step"]
+        t = self.count(state)
         decay = group["momentum_decay"]
         mu = (1 - 0.5 * 0.96 ** (t * decay)) * beta1
         mu_next = (1 - 0.5 * 0.96 ** ((t + 1) * decay)) * beta1
@@ -137,7 +137,7 @@ class RAdam(Optimizer):
         beta1, beta2 = group["betas"]
         lr = group.lr
         _, m, v = decay_and_moments(self, p, g, group, state, tensor(np.array(beta1)))
-        t = state["step"]
+        t = self.count(state)
         correction2 = 1 - beta2**t
         rho_inf = 2 / (1 - beta2) - 1
         rho = rho_inf - 2 * t * beta2**t / correction2

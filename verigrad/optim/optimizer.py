@@ -19,6 +19,7 @@ import numpy as np
 from .. import modes
 from ..autograd import enable_grad, no_grad
 from ..backends import get_backend
+from ..dtypes import f64
 from ..ops import tensor, zeros_like
 from ..tensor import Tensor
 
@@ -211,8 +212,8 @@ class Optimizer:
     # state ------------------------------------------------------------------------------------------
     def _fresh_state(self, p: Tensor, group: Mapping[str, Any]) -> dict[str, Tensor]:
         # "step" counts the updates of this parameter (steps where it had a gradient), as PyTorch's
-        # per-parameter `step` does: Adam's bias correction uses it
-        state = {"step": tensor(np.array(0.0))}
+        # per-parameter `step` does (an f32 scalar, its default dtype): Adam's bias correction uses it
+        state = {"step": tensor(np.array(0.0, dtype=np.float32))}
         state.update({name: zeros_like(p.detach()) for name in self.state_names(group)})
         return state
 
@@ -305,6 +306,11 @@ class Optimizer:
                 with no_grad():
                     p.grad.zero_()
 
+    @staticmethod
+    def count(state: dict[str, Tensor]) -> Tensor:
+        """A parameter's update count in f64, the precision PyTorch computes its corrections in."""
+        return state["step"].cast(f64)
+
     def scalar(self, value: Tensor, like: Tensor) -> Tensor:
         """A 0-d f64 setting (the learning rate, a bias correction) in a parameter's dtype."""
         return value.cast(like.dtype)
@@ -385,10 +391,11 @@ class Optimizer:
         saved values where shape and dtype allow, new ones otherwise."""
         own = self._slots[id(p)]
         new = self._fresh_state(p, group)
-        new["step"] = tensor(np.array(1.0))  # a state PyTorch saved without a count (SGD's) is past step 1
+        # a state PyTorch saved without a count (SGD's) is past step 1
+        new["step"] = tensor(np.array(1.0, dtype=np.float32))
         for name, value in values.items():
             if name == "step":
-                new["step"] = tensor(np.array(float(_number(value))))
+                new["step"] = tensor(np.array(_number(value), dtype=np.float32))
             elif isinstance(value, Tensor | np.ndarray):
                 copy = tensor(value)  # a copy: the dict's tensors stay unshared
                 new[name] = copy.cast(p.dtype) if copy.dtype.is_float else copy

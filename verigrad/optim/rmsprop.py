@@ -118,6 +118,6 @@ class Adagrad(Optimizer):
             g = g + p * group["weight_decay"]
         total = state["sum"]
         total.assign(total + g * g)
-        steps = state["step"].cast(p.dtype)
-        rate = self.scalar(-group.lr, p) / ((steps - 1) * group["lr_decay"] + 1)
+        # PyTorch's rate lr / (1 + (t - 1) lr_decay), in f64 as it computes it
+        rate = self.scalar(-group.lr / ((self.count(state) - 1) * group["lr_decay"] + 1), p)
         p.assign(p + g / (total.sqrt() + group["eps"]) * rate)
