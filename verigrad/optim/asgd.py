@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ..dtypes import f32
 from ..ops import maximum, tensor, where
 from ..tensor import Tensor
 from .optimizer import Hyperparameters, Optimizer, check_lr
@@ -51,12 +52,14 @@ class ASGD(Optimizer):
         lambd, alpha, t0 = group["lambd"], group["alpha"], group["t0"]
         t, eta, mu, ax = self.count(state), state["eta"], state["mu"], state["ax"]
         lr = group.lr
-        eta.assign(where(t == 1, lr.cast(eta.dtype), eta))
+        eta.assign(where(t == 1, lr.cast(f32).cast(eta.dtype), eta))
         if group["weight_decay"]:
             g = g + p * group["weight_decay"]
         rate = eta.cast(lr.dtype)
         p.assign(p * self.scalar(1 - lambd * rate, p))
         p.assign(p + g * self.scalar(-rate, p))
         ax.assign(where(mu == 1, p, ax + (p - ax) * mu.cast(p.dtype)))
-        eta.assign((lr / (1 + lr * lambd * t) ** alpha).cast(eta.dtype))
-        mu.assign((1 / maximum(t - t0, 1.0)).cast(mu.dtype))
+        # PyTorch makes the new values f32 tensors (its default dtype), then copies them into its state
+        # (which a loaded state dict has made the parameter's dtype)
+        eta.assign((lr / (1 + lr * lambd * t) ** alpha).cast(f32).cast(eta.dtype))
+        mu.assign((1 / maximum(t - t0, 1.0)).cast(f32).cast(mu.dtype))

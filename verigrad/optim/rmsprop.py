@@ -75,7 +75,7 @@ class RMSprop(Optimizer):
 
 class Adagrad(Optimizer):
     """s += g^2; p -= lr / (1 + (t - 1) lr_decay) * g / (sqrt(s) + eps), s starting at
-    initial_accumulator_value."""
+    initial_accumulator_value (the optimizer's, in every group, as PyTorch's)."""
 
     def __init__(
         self,
@@ -107,7 +107,8 @@ class Adagrad(Optimizer):
 
     def _fresh_state(self, p: Tensor, group: Mapping[str, Any]) -> dict[str, Tensor]:
         state = super()._fresh_state(p, group)
-        np.copyto(state["sum"].payload, group["initial_accumulator_value"])
+        # PyTorch fills every group's sums with the optimizer's value (a group's own is not read)
+        np.copyto(state["sum"].payload, self.defaults["initial_accumulator_value"])
         return state
 
     def _has_state(self, slot: dict[str, Tensor]) -> bool:
