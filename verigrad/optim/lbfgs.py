@@ -127,11 +127,6 @@ def _strong_wolfe(
     return bracket_f[low_pos], bracket_g[low_pos], bracket[low_pos], ls_func_evals
 
 
-# the state PyTorch keeps (on the first parameter), in its order
-_STATE = ("func_evals", "n_iter", "d", "t", "old_dirs", "old_stps", "ro", "H_diag", "prev_flat_grad",
-          "prev_loss", "al")  # fmt: skip
-
-
 class LBFGS(Optimizer):
     """L-BFGS (PyTorch's, after minFunc): `step(closure)` runs up to `max_iter` iterations (at most
     `max_eval` evaluations of the closure), each along the direction the last `history_size` curvature
@@ -176,7 +171,7 @@ class LBFGS(Optimizer):
     def _public_state(self, p: Tensor) -> dict[str, Any]:
         if not self._lbfgs or p is not self.param_groups[0]["params"][0]:
             return {}
-        return {k: _as_tensors(self._lbfgs[k]) for k in _STATE if k in self._lbfgs}
+        return {k: _as_tensors(v) for k, v in self._lbfgs.items()}  # PyTorch's names, in its order
 
     def _loaded_state(self, p: Tensor, group: Hyperparameters, values: Mapping[str, Any]) -> dict[str, Any]:
         if p is self.param_groups[0]["params"][0]:
