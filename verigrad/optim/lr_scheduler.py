@@ -46,6 +46,9 @@ class LRScheduler:
     def step(self) -> None:
         """The next epoch's rates (call it after `optimizer.step()`)."""
         self._step_count += 1
+        self._next_epoch()
+
+    def _next_epoch(self) -> None:
         self.last_epoch += 1
         self.advance(self.last_epoch)
         self._set_rates(self._rates(self.last_epoch))
@@ -191,6 +194,9 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         _positive("T_mult", T_mult)
         self.T_0, self.T_i, self.T_mult, self.eta_min, self.T_cur = T_0, T_0, T_mult, eta_min, -1
         super().__init__(optimizer, last_epoch)
+
+    def step(self) -> None:
+        self._next_epoch()  # PyTorch's own step, which does not count its calls
 
     def advance(self, epoch: int) -> None:
         self.T_cur += 1
