@@ -37,7 +37,7 @@ SCHEDULES: dict[str, tuple[str, dict[str, Any]]] = {
             "base_momentum": [0.8, 0.7],
             "max_momentum": [0.9, 0.95],
         },
-    ),  # fmt: skip
+    ),
 }
 
 
