@@ -86,6 +86,8 @@ def test_state_is_keyed_by_parameter_from_its_first_update_with_pytorchs_names()
     assert list(opt.state[a]) == ["step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"]
     assert opt.state[a]["step"].item() == 1 and opt.state[a]["step"].dtype.name == "f32"
     np.testing.assert_allclose(opt.state[a]["exp_avg"].numpy(), 0.1 * G1, **TIGHT)
+    opt.state[a]["exp_avg"] = verigrad.tensor(np.zeros(4))  # written into the optimizer's own
+    assert not opt.state_dict()["state"][0]["exp_avg"].numpy().any()
     sgd = SGD([a], lr=0.1, momentum=0.9)
     sgd.step()
     assert list(sgd.state[a]) == ["momentum_buffer"]  # PyTorch's SGD keeps no step count
@@ -136,7 +138,9 @@ def test_keywords_that_change_nothing_on_the_cpu_are_accepted_and_the_others_ref
     for opt in (SGD([p], foreach=True), Adam([p], fused=True), optim.Adagrad([p], foreach=False)):
         give_grad(p, G1)
         opt.step()
-    with pytest.raises(ValueError, match=r"Adam: differentiable=True \(autograd through the optimizer step\)"):
+    with pytest.raises(
+        ValueError, match=r"Adam: differentiable=True \(autograd through the optimizer step\)"
+    ):
         Adam([p], differentiable=True)
     with pytest.raises(ValueError, match="RMSprop: capturable=True is for CUDA graphs"):
         optim.RMSprop([p], capturable=True)
@@ -282,3 +286,36 @@ def test_lbfgs_first_iteration_and_its_closure() -> None:
         opt.step()
     with pytest.raises(ValueError, match="line_search_fn must be None or 'strong_wolfe'"):
         optim.LBFGS([x], line_search_fn="armijo")
+
+
+def test_an_optimizer_written_as_pytorchs_are_keeps_its_state_in_pytorchs_way() -> None:
+    """A subclass with its own step() filling `self.state[p]` (a defaultdict, as PyTorch's), and its
+    state dict going out and back in."""
+
+    class SignSGD(optim.Optimizer):
+        def __init__(self, params, lr=0.1):
+            super().__init__(params, {"lr": lr})
+
+        @verigrad.no_grad()
+        def step(self, closure=None):
+            for group in self.param_groups:
+                for p in group["params"]:
+                    state = self.state[p]
+                    if len(state) == 0:
+                        state["count"] = 0
+                        state["last"] = verigrad.zeros_like(p)
+                    state["count"] += 1
+                    state["last"].copy_(p.grad.sign())
+                    p.add_(state["last"], alpha=-group["lr"])
+
+    p = param(P0)
+    opt = SignSGD([p])
+    for g in (G1, G2):
+        give_grad(p, g)
+        opt.step()
+    np.testing.assert_allclose(p.numpy(), P0 - 0.1 * np.sign(G1) - 0.1 * np.sign(G2), **TIGHT)
+    saved = opt.state_dict()
+    assert saved["state"][0]["count"] == 2 and saved["param_groups"][0]["params"] == [0]
+    other = SignSGD([param(P0)])
+    other.load_state_dict(saved)
+    assert other.state[other.param_groups[0]["params"][0]]["count"] == 2

@@ -159,6 +159,8 @@ class LBFGS(Optimizer):
         if len(self.param_groups) != 1:
             raise ValueError("LBFGS doesn't support per-parameter options (parameter groups)")
 
+    own_state = True
+
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         if self.param_groups:
             raise ValueError("LBFGS doesn't support per-parameter options (parameter groups)")

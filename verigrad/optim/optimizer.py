@@ -11,6 +11,7 @@ rate, momentum, Adam's beta1), so a compiled step sees their current values.
 from __future__ import annotations
 
 import warnings
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -80,6 +81,28 @@ class Hyperparameters(dict):
         return self[key]
 
 
+class StateEntry(dict):
+    """`optimizer.state[p]`: p's state tensors by name; a tensor written to a name is copied into the
+    optimizer's own (which compiled steps read) where its shape and dtype allow, else replaces it."""
+
+    def __init__(self, values: dict[str, Any], slot: dict[str, Any]) -> None:
+        super().__init__(values)
+        self._slot = slot
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        own = self._slot.get(name)
+        if (
+            isinstance(own, Tensor)
+            and isinstance(value, Tensor)
+            and (own.shape, own.dtype) == (value.shape, value.dtype)
+        ):
+            np.copyto(own.payload, value.payload)
+        else:
+            self._slot[name] = value
+            own = value
+        super().__setitem__(name, own)
+
+
 class State(Mapping):
     """`optimizer.state`: PyTorch's mapping from a parameter to its state (`step`, `exp_avg`, ...), with
     an entry for each parameter the optimizer has state for (those updated so far). The tensors are the
@@ -133,6 +156,7 @@ class Optimizer:
     `update(p, g, group, state)` in ops."""
 
     hidden_state: tuple[str, ...] = ()  # state verigrad keeps that PyTorch's optimizer has not
+    own_state = False  # a verigrad optimizer that keeps its state its own way (LBFGS)
 
     def state_names(self, group: Mapping[str, Any]) -> tuple[str, ...]:
         """The state tensors each parameter of `group` has (made as zeros with the group)."""
@@ -156,7 +180,10 @@ class Optimizer:
             groups = [{"params": groups}]
         for group in groups:
             self.add_param_group(group)
-        self.state = State(self)
+        # a subclass written as PyTorch's are (its own step() filling self.state[p]) gets PyTorch's
+        # state, a defaultdict; verigrad's own write update() and keep their state in tensors
+        self._plain_state = type(self).update is Optimizer.update and not self.own_state
+        self.state: Any = defaultdict(dict) if self._plain_state else State(self)
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         """Add a group (a dict with "params" and any per-group settings; the others are `defaults`)."""
@@ -218,11 +245,14 @@ class Optimizer:
         return state
 
     def _public_state(self, p: Tensor) -> dict[str, Any]:
-        """PyTorch's `state[p]`: empty until p's first update, then its state tensors by PyTorch's names."""
+        """PyTorch's `state[p]`: empty until p's first update, then its state tensors by PyTorch's names
+        (writable)."""
+        if self._plain_state:
+            return self.state.get(p, {})
         slot = self._slots.get(id(p))
         if slot is None or not self._has_state(slot):
             return {}
-        return {k: v for k, v in slot.items() if k not in self.hidden_state}
+        return StateEntry({k: v for k, v in slot.items() if k not in self.hidden_state}, slot)
 
     def _has_state(self, slot: dict[str, Tensor]) -> bool:
         return float(slot["step"].item()) > 0
@@ -377,6 +407,13 @@ class Optimizer:
             group.update({**saved, "params": params})  # in its saved place, as PyTorch's
             if names is not None and "param_names" not in saved:
                 group["param_names"] = names
+        if self._plain_state:
+            self.state = defaultdict(dict)
+            for key, values in state_dict["state"].items():
+                if key in id_map:  # PyTorch's casts: floating tensors to the parameter's dtype, not the step
+                    p = id_map[key][0]
+                    self.state[p] = {name: _copy_as(v, p, name != "step") for name, v in values.items()}
+            return
         loaded: dict[int, dict[str, Any]] = {}
         for key, values in state_dict["state"].items():
             if key in id_map:
@@ -396,17 +433,23 @@ class Optimizer:
         for name, value in values.items():
             if name == "step":
                 new["step"] = tensor(np.array(_number(value), dtype=np.float32))
-            elif isinstance(value, Tensor | np.ndarray):
-                copy = tensor(value)  # a copy: the dict's tensors stay unshared
-                new[name] = copy.cast(p.dtype) if copy.dtype.is_float else copy
             else:
-                new[name] = value
+                new[name] = _copy_as(value, p, True)
         for name, t in new.items():
             old = own.get(name)
             if isinstance(t, Tensor) and old is not None and old.shape == t.shape and old.dtype is t.dtype:
                 np.copyto(old.payload, t.payload)
                 new[name] = old
         return new
+
+
+def _copy_as(value: Any, p: Tensor, cast: bool) -> Any:
+    """A copy of a loaded tensor (the dict's tensors stay unshared), floating ones in p's dtype if `cast`;
+    anything else as it is."""
+    if not isinstance(value, Tensor | np.ndarray):
+        return value
+    copy = tensor(value)
+    return copy.cast(p.dtype) if cast and copy.dtype.is_float else copy
 
 
 def _number(value: Any) -> float:
