@@ -29,8 +29,9 @@ def give_grad(p: verigrad.Tensor, g) -> None:
 def test_groups_fill_in_the_defaults_and_their_settings_are_read_at_each_step() -> None:
     a, b = param(P0), param(P0)
     opt = SGD([{"params": [a], "weight_decay": 0.1}, {"params": b, "lr": 0.5}], lr=0.1, momentum=0)
-    assert opt.defaults == {"lr": 0.1, "momentum": 0, "dampening": 0, "weight_decay": 0, "nesterov": False,
-                            "maximize": False, "foreach": None, "differentiable": False, "fused": None}  # fmt: skip
+    assert opt.defaults == {"lr": 0.1, "momentum": 0, "dampening": 0, "weight_decay": 0,
+                            "nesterov": False, "maximize": False, "foreach": None, "differentiable": False,
+                            "fused": None}  # fmt: skip
     first, second = opt.param_groups
     assert first["params"][0] is a and second["params"][0] is b  # one tensor alone is a list of one
     assert (first["lr"], first["weight_decay"], second["lr"], second["weight_decay"]) == (0.1, 0.1, 0.5, 0)
@@ -282,7 +283,7 @@ def test_lbfgs_first_iteration_and_its_closure() -> None:
     np.testing.assert_allclose(x.numpy(), c, **TIGHT)
     state = opt.state[x]
     assert state["func_evals"] == 2 and state["n_iter"] == 2 and state["H_diag"].item() == pytest.approx(1.0)
-    with pytest.raises(TypeError, match="LBFGS.step needs a closure"):
+    with pytest.raises(TypeError, match=r"LBFGS\.step needs a closure"):
         opt.step()
     with pytest.raises(ValueError, match="line_search_fn must be None or 'strong_wolfe'"):
         optim.LBFGS([x], line_search_fn="armijo")
