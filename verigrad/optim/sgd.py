@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import numpy as np
+
 from ..ops import where
 from ..tensor import Tensor
 from .optimizer import Hyperparameters, Optimizer, check_lr, fused_kernel
@@ -48,8 +50,9 @@ class SGD(Optimizer):
         return ("momentum_buffer",) if group["momentum"] else ()
 
     def update(self, p: Tensor, g: Tensor, group: Hyperparameters, state: dict[str, Tensor]) -> None:
-        if "momentum_buffer" not in state and group["momentum"]:  # momentum turned on after the start
-            state.update(self._fresh_state(p, group) | {"step": state["step"]})
+        if "momentum_buffer" not in state and group["momentum"]:  # momentum turned on after the start:
+            state.update(self._fresh_state(p, group))  # the buffer starts as this gradient, as PyTorch's
+            np.copyto(state["step"].payload, 1)  # (SGD's count only marks the buffer's first step)
         if not self._fused_update(p, g, group, state):
             self._op_update(p, g, group, state)
 
