@@ -126,6 +126,19 @@ def test_state_dict_is_pytorchs_and_loads_back() -> None:
 
 
 # keywords -------------------------------------------------------------------------------------------
+def test_momentum_turned_on_while_training_starts_from_that_gradient() -> None:
+    p = param(P0)
+    opt = SGD([p], lr=0.1)
+    give_grad(p, G1)
+    opt.step()
+    opt.param_groups[0].update(momentum=0.9, dampening=0.5)
+    for g in (G2, G1):
+        give_grad(p, g)
+        opt.step()
+    buf = 0.9 * G2 + 0.5 * G1  # the buffer starts as G2, undampened
+    np.testing.assert_allclose(p.numpy(), P0 - 0.1 * G1 - 0.1 * G2 - 0.1 * buf, **TIGHT)
+
+
 def test_maximize_ascends() -> None:
     p = param(P0)
     opt = SGD([p], lr=0.1, maximize=True, weight_decay=0.5)

@@ -131,6 +131,7 @@ def test_two_groups_match_torch_step_for_step(config: str) -> None:
         _step(theirs, theirs_opt, step, torch)
         _assert_params(ours, theirs, f"after step {step + 1}")
     _assert_state(ours, theirs, ours_opt, theirs_opt)
+    assert repr(ours_opt) == repr(theirs_opt)
     moved = max(float(np.abs(p.numpy() - s).max()) for p, s in zip(ours.parameters(), start))
     assert moved > 1e-2, "the parameters barely moved; the comparison would prove little"
 

@@ -186,11 +186,11 @@ class Optimizer:
         self.state: Any = defaultdict(dict) if self._plain_state else State(self)
 
     def __repr__(self) -> str:
-        lines = [f"{type(self).__name__} ("]
+        text = f"{type(self).__name__} ("
         for i, group in enumerate(self.param_groups):
-            lines.append(f"Parameter Group {i}")
-            lines += [f"    {key}: {group[key]}" for key in sorted(group) if key != "params"]
-        return "\n".join(lines) + "\n)"
+            text += f"\nParameter Group {i}\n"
+            text += "".join(f"    {key}: {group[key]}\n" for key in sorted(group) if key != "params")
+        return text + ")"
 
     def add_param_group(self, param_group: dict[str, Any]) -> None:
         """Add a group (a dict with "params" and any per-group settings; the others are `defaults`)."""
