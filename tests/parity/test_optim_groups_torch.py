@@ -201,3 +201,31 @@ def test_a_group_added_while_training_is_stepped_as_torchs() -> None:
         _assert_params(ours, theirs, f"after step {step + 1}")
         np.testing.assert_allclose(ours_extra.numpy(), theirs_extra.detach().numpy(), rtol=RTOL, atol=ATOL)
     assert ours_opt.state_dict()["param_groups"] == theirs_opt.state_dict()["param_groups"]
+
+
+OPTIMIZERS = ["SGD", "Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop", "Adagrad", "Adadelta", "Rprop",
+              "ASGD", "LBFGS"]  # fmt: skip
+SCHEDULES = ["StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR", "CosineAnnealingWarmRestarts",
+             "LinearLR", "LambdaLR", "SequentialLR", "OneCycleLR", "ReduceLROnPlateau"]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "name", [f"optim.{n}" for n in OPTIMIZERS] + [f"optim.lr_scheduler.{n}" for n in SCHEDULES]
+)
+def test_signatures_are_pytorchs(name: str) -> None:
+    """The same parameters in the same order, positional or keyword-only as PyTorch's, with the same
+    defaults, and the same `defaults` dict (keys in PyTorch's order, values) for each optimizer."""
+    import inspect
+
+    ours, theirs = verigrad, torch
+    for part in name.split("."):
+        ours, theirs = getattr(ours, part), getattr(theirs, part)
+    mine, want = inspect.signature(ours).parameters, inspect.signature(theirs).parameters
+    assert list(mine) == list(want)
+    for key, p in want.items():
+        assert (mine[key].kind, mine[key].default) == (p.kind, p.default), key
+    if name.startswith("optim.lr_scheduler"):
+        return
+    ours_opt = ours([verigrad.zeros(2, requires_grad=True)])
+    theirs_opt = theirs([torch.zeros(2, requires_grad=True)])
+    assert list(ours_opt.defaults.items()) == list(theirs_opt.defaults.items())

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import verigrad
-from verigrad.optim import SGD, Adagrad, Adam, Adamax, AdamW, NAdam, RAdam, RMSprop
+from verigrad.optim import ASGD, SGD, Adadelta, Adagrad, Adam, Adamax, AdamW, NAdam, RAdam, RMSprop, Rprop
 
 RTOL = ATOL = 1e-12
 STEPS = 10
@@ -83,6 +83,18 @@ CONFIGS: dict[str, tuple[Any, Any, dict[str, Any]]] = {
         torch.optim.Adagrad,
         {"lr": 0.1, "lr_decay": 0.05, "initial_accumulator_value": 0.3, "weight_decay": 0.02, "eps": 1e-6},
     ),
+    "adam-amsgrad-maximize": (Adam, torch.optim.Adam, {"lr": 1e-2, "amsgrad": True, "maximize": True}),
+    "adadelta": (Adadelta, torch.optim.Adadelta, {}),
+    "adadelta-weight-decay": (Adadelta, torch.optim.Adadelta, {"lr": 0.5, "rho": 0.7, "weight_decay": 0.1}),
+    "rprop": (Rprop, torch.optim.Rprop, {}),
+    "rprop-etas-sizes": (
+        Rprop,
+        torch.optim.Rprop,
+        {"lr": 0.1, "etas": (0.4, 1.1), "step_sizes": (0.01, 0.3)},
+    ),
+    "asgd": (ASGD, torch.optim.ASGD, {}),
+    # t0 within the steps: the average starts following the parameters
+    "asgd-averaging": (ASGD, torch.optim.ASGD, {"lr": 0.05, "lambd": 0.01, "t0": 4, "weight_decay": 0.1}),
 }
 
 
@@ -227,7 +239,9 @@ def test_resumed_from_state_dict_matches_uninterrupted_torch(config: str) -> Non
     _assert_state(resumed, torch_optimizer, resumed_params, theirs)
 
 
-@pytest.mark.parametrize("config", ["sgd-momentum", "adam", "adamw-weight-decay"])
+@pytest.mark.parametrize(
+    "config", ["sgd-momentum", "adam", "adamw-weight-decay", "adadelta", "rprop", "asgd"]
+)
 def test_f32_parameters_stay_f32_and_track_torch(config: str) -> None:
     """In f32 the update is computed in f32 (no promotion to f64) and follows PyTorch's to f32
     rounding: 10 steps agree to a few ulps of the parameters' size."""
