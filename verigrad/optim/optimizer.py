@@ -82,8 +82,9 @@ class Hyperparameters(dict):
 
 
 class StateEntry(dict):
-    """`optimizer.state[p]`: p's state tensors by name; a tensor written to a name is copied into the
-    optimizer's own (which compiled steps read) where its shape and dtype allow, else replaces it."""
+    """`optimizer.state[p]`: p's state tensors by name; a tensor (or, for a scalar, a number) written to a
+    name is copied into the optimizer's own (which compiled steps read) where its shape and dtype allow,
+    else replaces it."""
 
     def __init__(self, values: dict[str, Any], slot: dict[str, Any]) -> None:
         super().__init__(values)
@@ -91,12 +92,13 @@ class StateEntry(dict):
 
     def __setitem__(self, name: str, value: Any) -> None:
         own = self._slot.get(name)
-        if (
+        number = isinstance(value, int | float) and isinstance(own, Tensor) and own.shape == ()
+        if number or (
             isinstance(own, Tensor)
             and isinstance(value, Tensor)
             and (own.shape, own.dtype) == (value.shape, value.dtype)
         ):
-            np.copyto(own.payload, value.payload)
+            np.copyto(own.payload, value if number else value.payload)
         else:
             self._slot[name] = value
             own = value
@@ -125,9 +127,6 @@ class State(Mapping):
 
     def __repr__(self) -> str:
         return repr(dict(self.items()))
-
-
-_KEYWORDS = ("foreach", "fused", "capturable", "differentiable")
 
 
 def check_keywords(name: str, group: Mapping[str, Any]) -> None:
@@ -267,9 +266,6 @@ class Optimizer:
     def _unique_params(self) -> list[Tensor]:
         return list({id(p): p for p in self.params}.values())
 
-    def _group_of(self, p: Tensor) -> Hyperparameters:
-        return next(g for g in self.param_groups if any(q is p for q in g["params"]))
-
     def _follow_parameters(self) -> None:
         """Remake the state of a parameter not updated yet whose dtype changed since the optimizer was
         made (`model.double()` after it): PyTorch makes the state at the first step, in the parameter's
@@ -278,7 +274,7 @@ class Optimizer:
             for p in group["params"]:
                 slot = self._slots[id(p)]
                 if float(slot["step"].item()) == 0 and any(
-                    name != "step" and t.shape == p.shape and t.dtype is not p.dtype
+                    name != "step" and isinstance(t, Tensor) and t.shape == p.shape and t.dtype is not p.dtype
                     for name, t in slot.items()
                 ):
                     self._slots[id(p)] = self._fresh_state(p, group)
