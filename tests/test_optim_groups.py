@@ -333,3 +333,16 @@ def test_an_optimizer_written_as_pytorchs_are_keeps_its_state_in_pytorchs_way() 
     other = SignSGD([param(P0)])
     other.load_state_dict(saved)
     assert other.state[other.param_groups[0]["params"][0]]["count"] == 2
+
+
+def test_a_state_dict_without_a_newer_setting_takes_its_default() -> None:
+    """A state dict from an older PyTorch (no decoupled_weight_decay in its groups) loads and steps."""
+    p = param(P0)
+    opt = Adam([p], lr=0.1)
+    saved = opt.state_dict()
+    del saved["param_groups"][0]["decoupled_weight_decay"]
+    other = Adam([param(P0)], lr=0.1)
+    other.load_state_dict(saved)
+    assert other.param_groups[0]["decoupled_weight_decay"] is False
+    give_grad(other.param_groups[0]["params"][0], G1)
+    other.step()

@@ -223,8 +223,8 @@ class Optimizer:
         check_keywords(type(self).__name__, group)
         if len({id(p) for p in params}) < len(params):
             warnings.warn(  # as PyTorch's: a parameter listed twice is updated twice a step
-                "optimizer contains a parameter group with duplicate parameters (a tied weight listed "
-                "under each name?); each copy is updated, so it moves twice a step",
+                "optimizer contains a parameter group with duplicate parameters: one given more than once "
+                "(a tied weight listed under each name?) is updated once per listing each step",
                 UserWarning,
                 stacklevel=3,
             )
@@ -410,6 +410,8 @@ class Optimizer:
             group.update({**saved, "params": params})  # in its saved place, as PyTorch's
             if names is not None and "param_names" not in saved:
                 group["param_names"] = names
+            for key, value in self.defaults.items():  # a setting an older PyTorch did not save
+                group.setdefault(key, value)
         if self._plain_state:
             self.state = defaultdict(dict)
             for key, values in state_dict["state"].items():
