@@ -346,3 +346,13 @@ def test_a_state_dict_without_a_newer_setting_takes_its_default() -> None:
     assert other.param_groups[0]["decoupled_weight_decay"] is False
     give_grad(other.param_groups[0]["params"][0], G1)
     other.step()
+
+
+def test_a_parameter_appended_to_a_groups_params_is_trained() -> None:
+    a, b = param(P0), param(P0)
+    opt = Adam([a], lr=0.1)
+    opt.param_groups[0]["params"].append(b)  # as PyTorch code may do instead of add_param_group
+    give_grad(b, G1)
+    opt.step()
+    np.testing.assert_allclose(b.numpy(), P0 - 0.1 * G1 / (np.abs(G1) + 1e-8), **TIGHT)
+    assert list(opt.state) == [b] and opt.state_dict()["param_groups"][0]["params"] == [0, 1]

@@ -269,13 +269,20 @@ class Optimizer:
     def _follow_parameters(self) -> None:
         """Remake the state of a parameter not updated yet whose dtype changed since the optimizer was
         made (`model.double()` after it): PyTorch makes the state at the first step, in the parameter's
-        dtype then. State that updates have written is kept as it is."""
+        dtype then. State that updates have written is kept as it is. A parameter appended to a group's
+        "params" gets its state here."""
         for group in self.param_groups:
             for p in group["params"]:
-                slot = self._slots[id(p)]
-                if float(slot["step"].item()) == 0 and any(
-                    name != "step" and isinstance(t, Tensor) and t.shape == p.shape and t.dtype is not p.dtype
-                    for name, t in slot.items()
+                slot = self._slots.get(id(p))
+                if slot is None or (
+                    float(slot["step"].item()) == 0
+                    and any(
+                        name != "step"
+                        and isinstance(t, Tensor)
+                        and t.shape == p.shape
+                        and t.dtype is not p.dtype
+                        for name, t in slot.items()
+                    )
                 ):
                     self._slots[id(p)] = self._fresh_state(p, group)
 
@@ -306,6 +313,7 @@ class Optimizer:
     @property
     def param_steps(self) -> list[int]:
         """Each parameter's update count, in `params` order."""
+        self._follow_parameters()
         return [int(self._slots[id(p)]["step"].item()) for p in self.params]
 
     def _indices(self) -> dict[int, int]:
@@ -431,7 +439,7 @@ class Optimizer:
     def _loaded_state(self, p: Tensor, group: Hyperparameters, values: Mapping[str, Any]) -> dict[str, Any]:
         """One parameter's loaded state: the optimizer's tensors (compiled steps read them) given the
         saved values where shape and dtype allow, new ones otherwise."""
-        own = self._slots[id(p)]
+        own = self._slots.get(id(p), {})
         new = self._fresh_state(p, group)
         # a state PyTorch saved without a count (SGD's) is past step 1
         new["step"] = tensor(np.array(1.0, dtype=np.float32))
