@@ -166,6 +166,8 @@ def test_keywords_that_change_nothing_on_the_cpu_are_accepted_and_the_others_ref
         Adam([p], fused=True, differentiable=True)
     with pytest.raises(TypeError, match="a Tensor lr is not supported"):
         SGD([p], lr=verigrad.tensor(0.1))
+    with pytest.raises(TypeError, match="Tensor betas are not supported"):
+        Adam([p], betas=(verigrad.tensor(0.9), 0.999))
     with pytest.raises(ValueError, match="Nesterov momentum requires a momentum and zero dampening"):
         SGD([p], nesterov=True)
     with pytest.raises(ValueError, match=r"Invalid beta parameter at index 1: 1\.0"):

@@ -23,6 +23,8 @@ def adam_settings(lr: float, betas: tuple[float, float], eps: float, weight_deca
     if not eps >= 0.0:
         raise ValueError(f"Invalid epsilon value: {eps}")
     for i, beta in enumerate(betas):
+        if isinstance(beta, Tensor):
+            raise TypeError("Tensor betas are not supported by verigrad; pass floats")
         if not 0.0 <= beta < 1.0:
             raise ValueError(f"Invalid beta parameter at index {i}: {beta}")
     if not weight_decay >= 0.0:
