@@ -358,3 +358,27 @@ def test_a_parameter_appended_to_a_groups_params_is_trained() -> None:
     opt.step()
     np.testing.assert_allclose(b.numpy(), P0 - 0.1 * G1 / (np.abs(G1) + 1e-8), **TIGHT)
     assert list(opt.state) == [b] and opt.state_dict()["param_groups"][0]["params"] == [0, 1]
+
+
+def test_step_and_state_dict_hooks_run_as_pytorchs() -> None:
+    p = param(P0)
+    opt = SGD([p], lr=0.1, momentum=0.9)
+    seen = []
+    pre = opt.register_step_pre_hook(lambda o, args, kwargs: seen.append(("pre", o is opt, args, kwargs)))
+    opt.register_step_post_hook(lambda o, args, kwargs: seen.append(("post", o is opt)))
+    opt.register_state_dict_post_hook(lambda o, state: {**state, "extra": 1})
+    opt.register_load_state_dict_pre_hook(lambda o, state: {k: v for k, v in state.items() if k != "extra"})
+    give_grad(p, G1)
+    opt.step()
+    assert seen == [("pre", True, (), {}), ("post", True)]
+    pre.remove()
+    opt.step()
+    assert seen[-1] == ("post", True) and len(seen) == 3
+    saved = opt.state_dict()
+    assert saved["extra"] == 1
+    opt.load_state_dict(saved)
+    lbfgs = optim.LBFGS([p])  # a subclass's own step runs the hooks once
+    calls = []
+    lbfgs.register_step_post_hook(lambda o, args, kwargs: calls.append(len(args)))
+    lbfgs.step(lambda: (p**2).sum())
+    assert calls == [1]

@@ -23,6 +23,7 @@ from ..backends import get_backend
 from ..dtypes import f64
 from ..ops import tensor, zeros_like
 from ..tensor import Tensor
+from .hooks import OptimizerHooks
 
 
 def fused_kernel(name: str, p: Tensor) -> Any:
@@ -150,9 +151,9 @@ def check_lr(lr: Any) -> None:
         raise ValueError(f"Invalid learning rate: {lr}")
 
 
-class Optimizer:
+class Optimizer(OptimizerHooks):
     """Holds the parameter groups and each parameter's state; subclasses write
-    `update(p, g, group, state)` in ops."""
+    `update(p, g, group, state)` in ops (or, as PyTorch's, their own `step`)."""
 
     hidden_state: tuple[str, ...] = ()  # state verigrad keeps that PyTorch's optimizer has not
     own_state = False  # a verigrad optimizer that keeps its state its own way (LBFGS)
