@@ -382,3 +382,13 @@ def test_step_and_state_dict_hooks_run_as_pytorchs() -> None:
     lbfgs.register_step_post_hook(lambda o, args, kwargs: calls.append(len(args)))
     lbfgs.step(lambda: (p**2).sum())
     assert calls == [1]
+
+
+def test_adagrad_has_state_at_once_for_its_first_parameters_only() -> None:
+    a, b = param(P0), param(P0)
+    opt = optim.Adagrad([a], initial_accumulator_value=0.5)
+    opt.add_param_group({"params": [b]})
+    assert list(opt.state) == [a] and opt.state[a]["sum"].numpy().tolist() == [0.5] * 4
+    give_grad(b, G1)
+    opt.step()
+    assert list(opt.state) == [a, b] and list(opt.state_dict()["state"]) == [0, 1]

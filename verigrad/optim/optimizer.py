@@ -257,11 +257,11 @@ class Optimizer(OptimizerHooks):
         if self._plain_state:
             return self.state.get(p, {})
         slot = self._slots.get(id(p))
-        if slot is None or not self._has_state(slot):
+        if slot is None or not self._has_state(p, slot):
             return {}
         return StateEntry({k: v for k, v in slot.items() if k not in self.hidden_state}, slot)
 
-    def _has_state(self, slot: dict[str, Tensor]) -> bool:
+    def _has_state(self, p: Tensor, slot: dict[str, Tensor]) -> bool:
         return float(slot["step"].item()) > 0
 
     def _unique_params(self) -> list[Tensor]:

@@ -101,6 +101,7 @@ class Adagrad(Optimizer):
                     "initial_accumulator_value": initial_accumulator_value, "foreach": foreach,
                     "maximize": maximize, "differentiable": differentiable, "fused": fused}  # fmt: skip
         super().__init__(params, settings)
+        self._made_with = {id(p) for p in self.params}  # whose state PyTorch makes with the optimizer
 
     def state_names(self, group: Mapping[str, Any]) -> tuple[str, ...]:
         return ("sum",)
@@ -111,8 +112,10 @@ class Adagrad(Optimizer):
         np.copyto(state["sum"].payload, self.defaults["initial_accumulator_value"])
         return state
 
-    def _has_state(self, slot: dict[str, Tensor]) -> bool:
-        return True  # PyTorch's Adagrad makes each parameter's state with the optimizer
+    def _has_state(self, p: Tensor, slot: dict[str, Tensor]) -> bool:
+        # PyTorch's Adagrad makes the state of the parameters it is made with at once, of those added
+        # later at their first update
+        return id(p) in self._made_with or super()._has_state(p, slot)
 
     def update(self, p: Tensor, g: Tensor, group: Hyperparameters, state: dict[str, Tensor]) -> None:
         if group["weight_decay"]:
