@@ -131,10 +131,11 @@ def test_one_cycle_by_hand() -> None:
     schedule = lr_scheduler.OneCycleLR(
         opt, max_lr=1.0, total_steps=4, pct_start=0.5, anneal_strategy="linear"
     )
-    assert (opt.lr, opt.momentum) == (1.0 / 25, 0.95)  # the optimizer's own rate is replaced
-    assert opt.defaults.tensors["momentum"].item() == 0.95
+    group = opt.param_groups[0]
+    assert (group["lr"], group["momentum"]) == (1.0 / 25, 0.95)  # the optimizer's own rate is replaced
+    assert group.tensors["momentum"].item() == 0.95
     schedule.step()
-    assert (opt.lr, opt.momentum) == (1.0, 0.85)  # the top: pct_start of 4 steps, less one
+    assert (group["lr"], group["momentum"]) == (1.0, 0.85)  # the top: pct_start of 4 steps, less one
     for _ in range(3):
         schedule.step()
     with pytest.raises(ValueError, match="stepped 5 times; the schedule has 4"):
@@ -175,15 +176,16 @@ def test_schedules_by_hand_and_their_state() -> None:
         rates.append(schedule.get_last_lr()[0])
         schedule.step()
     assert rates == [1.0, 1.0, 0.5, 0.5, 0.25, 0.25]
-    assert opt.defaults.lr.item() == 0.125 and opt.param_groups[0]["lr"] == 0.125
+    assert opt.param_groups[0].lr.item() == 0.125 and opt.param_groups[0]["lr"] == 0.125
     saved = schedule.state_dict()
     other = lr_scheduler.StepLR(SGD([verigrad.zeros(1, requires_grad=True)], lr=1.0), step_size=2, gamma=0.5)
     other.load_state_dict(saved)
+    other.optimizer.load_state_dict(opt.state_dict())  # the rates are the optimizer's, as in PyTorch
     other.step()
     schedule.step()
     assert other.get_last_lr() == schedule.get_last_lr() == [0.125]
     opt.param_groups[0]["lr"] = 0.3  # PyTorch's way of setting it by hand
-    assert opt.lr == 0.3 and opt.defaults.lr.item() == 0.3
+    assert opt.lr == 0.3 and opt.param_groups[0].lr.item() == 0.3
     warm = lr_scheduler.LinearLR(
         SGD([verigrad.zeros(1, requires_grad=True)], lr=0.1), 0.5, 1.0, total_iters=2
     )

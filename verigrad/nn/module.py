@@ -227,9 +227,14 @@ class Module:
     def eval(self) -> Module:
         return self.train(False)
 
-    def zero_grad(self) -> None:
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Forget the parameters' gradients (PyTorch's default), or with set_to_none=False zero them."""
         for p in self.parameters():
-            p.grad = None
+            if set_to_none or p.grad is None:
+                p.grad = None
+            else:
+                with no_grad():
+                    p.grad.zero_()
 
     # calling ------------------------------------------------------------------------------------
     def forward(self, *args: Any, **kwargs: Any) -> Any:
