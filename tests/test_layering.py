@@ -29,6 +29,7 @@ LAYERS = [
     "ir",
     "compile",
     "linalg",
+    "special",
     "nn",
     "optim",
     "data",

@@ -33,6 +33,7 @@ NO_TORCH_COUNTERPART = {
     "silu_deriv",
     "tanh_deriv",
     # VJP helpers that scatter a gradient back into zeros (slice's and take's VJPs); as above
+    "sinc_deriv",
     "take_grad",
     "unslice",
     # VJPs as ops (one kernel for a backend); the ops' gradients above them are compared with PyTorch's
