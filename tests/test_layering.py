@@ -17,6 +17,10 @@ PACKAGE = Path(__file__).resolve().parent.parent / "verigrad"
 LAYERS = [
     "errors",
     "dtypes",
+    "devices",
+    "accelerator",
+    "settings",
+    "typeinfo",
     "shapes",
     "tensor",
     "modes",
@@ -32,6 +36,7 @@ LAYERS = [
     "special",
     "nn",
     "optim",
+    "utils",
     "data",
     "io",
     "models",

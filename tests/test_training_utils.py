@@ -238,7 +238,7 @@ def test_adaptive_pooling_and_wide_layer_norm_refusals() -> None:
     assert pooled == verigrad.spec([B, 8, 1, 1])  # the global mean: any size, symbols too
     x = verigrad.ones(1, 2, 5, 4)
     with pytest.raises(
-        verigrad.ShapeError, match="known H and W"
+        verigrad.ShapeError, match="of known sizes"
     ):  # windows that do not divide: sizes needed
         verigrad.check(lambda x: F.adaptive_avg_pool2d(x, 2), verigrad.spec([B, 8, H, W]))
     np.testing.assert_array_equal(F.adaptive_avg_pool2d(x, 2).numpy(), np.ones((1, 2, 2, 2)))
@@ -353,7 +353,7 @@ def test_pytorchs_dtype_names_threads_and_creation_helpers() -> None:
     assert x.new_zeros(2, 3).dtype is verigrad.f64 and x.new_zeros((2, 3)).shape == (2, 3)
     assert x.new_ones(2).numpy().tolist() == [1.0, 1.0] and x.new_full((1,), 7).numpy().tolist() == [7.0]
     assert x.new_tensor([1, 2]).dtype is verigrad.f64 and x.new_empty(3, dtype="i64").dtype is verigrad.i64
-    assert x.type() == "f64" and x.type(verigrad.float32).dtype is verigrad.f32
+    assert x.type() == "torch.DoubleTensor" and x.type(verigrad.float32).dtype is verigrad.f32
     verigrad.manual_seed(3)
     p = verigrad.randperm(50)
     assert p.dtype is verigrad.i64 and sorted(p.numpy().tolist()) == list(range(50))
@@ -741,12 +741,12 @@ def test_diagonals_channel_dropout_and_warm_restarts_by_hand() -> None:
 
 def test_device_queries_for_code_written_for_gpus() -> None:
     device = "cuda" if verigrad.cuda.is_available() else "cpu"  # PyTorch's idiom
-    assert device == "cpu" and verigrad.cuda.device_count() == 0 and verigrad.device("cpu") == "cpu"
-    assert verigrad.zeros(2).to(device).device == "cpu" and nn.Linear(2, 2).to(device) is not None
+    assert device == "cpu" and verigrad.cuda.device_count() == 0 and str(verigrad.device("cpu")) == "cpu"
+    assert verigrad.zeros(2).to(device).device.type == "cpu" and nn.Linear(2, 2).to(device) is not None
     with pytest.raises(ValueError, match="verigrad runs on the CPU: there is no 'cuda:0' device"):
         verigrad.zeros(2).to("cuda:0")
     with pytest.raises(ValueError, match="no 'cuda' device"):
-        verigrad.device("cuda")
+        verigrad.zeros(2, device=verigrad.device("cuda"))  # made as PyTorch makes it, refused when used
 
 
 def test_new_helpers_by_hand_and_their_refusals() -> None:
@@ -853,9 +853,9 @@ def test_interpolation_refusals_and_layouts() -> None:
     nchw = F.interpolate(x.permute(0, 3, 1, 2), size=(6, 3), mode="bilinear")
     nhwc = F.interpolate(x, size=(6, 3), mode="bilinear", layout="NHWC")
     np.testing.assert_array_equal(nhwc.permute(0, 3, 1, 2).numpy(), nchw.numpy())
-    with pytest.raises(ValueError, match="give one of size and scale_factor"):
+    with pytest.raises(ValueError, match="either size or scale_factor should be defined"):
         F.interpolate(x, mode="bilinear")
-    with pytest.raises(ValueError, match="mode must be 'nearest' or 'bilinear'"):
-        F.interpolate(x, scale_factor=2, mode="bicubic")
-    with pytest.raises(ValueError, match="mode='nearest' takes a whole scale_factor"):
-        F.interpolate(x, size=(2, 2))
+    with pytest.raises(NotImplementedError, match="mode must be one of nearest, nearest-exact"):
+        F.interpolate(x, scale_factor=2, mode="cubic")
+    with pytest.raises(NotImplementedError, match="got 4D input, but trilinear mode needs 5D input"):
+        F.interpolate(x, size=(2, 2), mode="trilinear")

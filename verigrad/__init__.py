@@ -1,8 +1,9 @@
 """verigrad: every op has one NumPy definition; shapes are checked symbolically before anything runs."""
 
-from . import data, io, linalg, models, nn, optim, special
+from . import accelerator, data, io, linalg, models, nn, optim, special, utils
 from . import eager as _eager
 from . import tensor_methods as _tensor_methods  # binds the Tensor methods
+from .accelerator import cuda
 from .autograd import (
     enable_grad,
     grad,
@@ -15,6 +16,7 @@ from .autograd import (
 from .backends import available as available_backends
 from .backends import backend, get_backend, get_threads, set_backend, set_threads
 from .compile import check, compile
+from .devices import device
 from .dtypes import DType, bf16, bool_, f16, f32, f64, i32, i64, u8
 from .errors import DTypeError, ShapeError, VerigradError, WeightFileError
 from .functions import (
@@ -264,10 +266,24 @@ from .ops import (
     zeros_like,
 )
 from .ops import inv as inverse  # PyTorch's torch.inverse (torch.linalg.inv)
-from .ops import tensor as as_tensor
+from .ops.creation import as_tensor, randint_like
+from .ops.creation import default_generator as _default_generator
 from .ops.special import digamma, erfc, erfinv, i0, lgamma, nextafter, signbit, sinc
+from .settings import (
+    are_deterministic_algorithms_enabled,
+    get_default_device,
+    get_default_dtype,
+    get_float32_matmul_precision,
+    is_deterministic_algorithms_warn_only_enabled,
+    set_default_device,
+    set_default_dtype,
+    set_float32_matmul_precision,
+    set_printoptions,
+    use_deterministic_algorithms,
+)
 from .shapes import Dim, Spec, dims, spec
-from .tensor import Tensor
+from .tensor import LEGACY_TYPES, Tensor
+from .typeinfo import finfo, iinfo
 
 cat = concat  # PyTorch's names for the same functions
 clip = clamp
@@ -276,23 +292,47 @@ float32, float64, float16, bfloat16, int32, int64, uint8 = f32, f64, f16, bf16, 
 double, half, long = f64, f16, i64
 
 
-def device(name: str = "cpu") -> str:
-    """PyTorch's torch.device for the device verigrad runs on: "cpu" (a GPU's name is refused)."""
-    if name.split(":")[0] != "cpu":
-        raise ValueError(f"verigrad runs on the CPU: there is no {name!r} device")
-    return "cpu"
+BoolTensor, ByteTensor, DoubleTensor, FloatTensor, HalfTensor, IntTensor, LongTensor = (
+    LEGACY_TYPES[name]
+    for name in (
+        "BoolTensor",
+        "ByteTensor",
+        "DoubleTensor",
+        "FloatTensor",
+        "HalfTensor",
+        "IntTensor",
+        "LongTensor",
+    )
+)
 
 
-class cuda:
-    """PyTorch's torch.cuda queries, answered for verigrad: it has no GPU backend."""
+def initial_seed() -> int:
+    """The seed the default generator was last seeded with."""
+    return _default_generator.initial_seed()
 
-    @staticmethod
-    def is_available() -> bool:
-        return False
 
-    @staticmethod
-    def device_count() -> int:
-        return 0
+def seed() -> int:
+    """Seed the default generator from the operating system's entropy; the new seed."""
+    return _default_generator.seed()
+
+
+def is_tensor(obj: object) -> bool:
+    """Whether `obj` is a verigrad Tensor."""
+    return isinstance(obj, Tensor)
+
+
+def is_floating_point(input: Tensor) -> bool:
+    """Whether the tensor's dtype is a floating one."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"is_floating_point() takes a Tensor, not {type(input).__name__}")
+    return input.dtype.is_float
+
+
+def numel(input: Tensor) -> int:
+    """The number of elements of the tensor."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"numel() takes a Tensor, not {type(input).__name__}")
+    return input.numel()
 
 
 __version__ = "0.1.0"

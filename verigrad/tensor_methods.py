@@ -32,7 +32,7 @@ from .ops import special as special_ops
 from .ops.composite.softmax import log_softmax, softmax
 from .ops.matmul import matmul
 from .ops.scatter_reduce import scatter_reduce
-from .tensor import Tensor, describe
+from .tensor import LEGACY_NAMES, LegacyType, Tensor, describe, to_arguments
 
 Axis = int | Sequence[int] | None
 
@@ -183,11 +183,12 @@ def cast(self: Tensor, dtype: DType | str) -> Tensor:
 
 
 @adapted
-def to(self: Tensor, dtype: DType | str) -> Tensor:
-    """A cast; "cpu" (the only device: code written for PyTorch's `.to(device)`) gives self."""
-    if isinstance(dtype, str) and dtype.split(":")[0] in ("cuda", "mps", "xpu"):
-        raise ValueError(f"verigrad runs on the CPU: there is no {dtype!r} device")
-    return self if isinstance(dtype, str) and dtype == "cpu" else self.cast(dtype)
+def to(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+    """PyTorch's `to(dtype)`, `to(device, dtype)`, `to(other)`, with `non_blocking`, `copy`: self when
+    nothing changes (unless `copy=True`); a device other than the CPU is refused."""
+    dtype, copy = to_arguments("Tensor.to", args, kwargs)
+    out = self if dtype is None or dtype is self.dtype else self.cast(dtype)
+    return self.clone() if copy and out is self else out
 
 
 @adapted
@@ -196,9 +197,17 @@ def type_as(self: Tensor, other: Tensor) -> Tensor:
 
 
 @adapted
-def type(self: Tensor, dtype: Any = None) -> Any:
-    """PyTorch's: the dtype's name without an argument, else the tensor cast to `dtype`."""
-    return self.dtype.name if dtype is None else self.cast(dtype)
+def type(self: Tensor, dtype: Any = None, non_blocking: bool = False) -> Any:
+    """PyTorch's: the legacy type's name ("torch.FloatTensor") without an argument, else the tensor cast
+    to `dtype` (a dtype, a legacy type such as `verigrad.DoubleTensor`, or its name)."""
+    if dtype is None:
+        return LEGACY_NAMES[self.dtype]
+    if isinstance(dtype, str) and dtype.startswith("torch."):
+        named = [d for d, name in LEGACY_NAMES.items() if name == dtype]
+        if not named:
+            raise ValueError(f"Tensor.type({dtype!r}): not one of {sorted(LEGACY_NAMES.values())}")
+        dtype = named[0]
+    return self.to(dtype.dtype if isinstance(dtype, LegacyType) else dtype)
 
 
 def _cast_to(dtype: DType | str) -> Callable[[Tensor], Tensor]:
@@ -217,28 +226,47 @@ def clone(self: Tensor) -> Tensor:
 
 # PyTorch's new_*: tensors of this one's dtype (unless given)
 @adapted
-def new_full(self: Tensor, size: Any, fill_value: Any, dtype: Any = None) -> Tensor:
-    return creation.full(_shape_arg((size,)), fill_value, dtype=self.dtype if dtype is None else dtype)
+def new_full(
+    self: Tensor,
+    size: Any,
+    fill_value: Any,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    dtype = self.dtype if dtype is None else dtype
+    return creation.full(
+        _shape_arg((size,)), fill_value, dtype=dtype, device=device, requires_grad=requires_grad
+    )
 
 
 @adapted
-def new_zeros(self: Tensor, *size: Any, dtype: Any = None) -> Tensor:
-    return self.new_full(_shape_arg(size), 0, dtype)
+def new_zeros(
+    self: Tensor, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Tensor:
+    return self.new_full(_shape_arg(size), 0, dtype, device, requires_grad)
 
 
 @adapted
-def new_ones(self: Tensor, *size: Any, dtype: Any = None) -> Tensor:
-    return self.new_full(_shape_arg(size), 1, dtype)
+def new_ones(
+    self: Tensor, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Tensor:
+    return self.new_full(_shape_arg(size), 1, dtype, device, requires_grad)
 
 
 @adapted
-def new_empty(self: Tensor, *size: Any, dtype: Any = None) -> Tensor:
-    return self.new_zeros(*size, dtype=dtype)
+def new_empty(
+    self: Tensor, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Tensor:
+    return self.new_full(_shape_arg(size), 0, dtype, device, requires_grad)
 
 
 @adapted
-def new_tensor(self: Tensor, data: Any, dtype: Any = None) -> Tensor:
-    return creation.tensor(data, dtype=self.dtype if dtype is None else dtype)
+def new_tensor(
+    self: Tensor, data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Tensor:
+    dtype = self.dtype if dtype is None else dtype
+    return creation.tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 # reductions (PyTorch's `dim=` beside NumPy's `axis`) -------------------------------------------

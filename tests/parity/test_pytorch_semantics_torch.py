@@ -331,3 +331,15 @@ def test_data_is_a_tensor_sharing_the_storage_without_history() -> None:
     assert results[0][2] and results[1][2]
     with pytest.raises(TypeError):
         verigrad.zeros(2).data = np.zeros(2)  # PyTorch too accepts only a tensor
+
+
+def test_python_floats_reach_a_wider_dtype_in_one_rounding() -> None:
+    """`tensor(0.3, dtype=float64)` and `fill_(0.3)` on f64 hold the double 0.3, not its f32 rounding."""
+    for lib in (verigrad, torch):
+        x = lib.zeros(3, dtype=lib.float64)
+        x.fill_(0.3)
+        x[0] = 0.1
+        values = [lib.tensor(0.3, dtype=lib.float64).item(), lib.tensor([0.7], dtype=lib.float64).tolist()[0]]
+        assert values == [0.3, 0.7] and x.tolist() == [0.1, 0.3, 0.3]
+        assert lib.zeros(2, dtype=lib.int64).fill_(1.7).tolist() == [1, 1]
+        assert lib.tensor([0.3], dtype=lib.float16).tolist() == [np.float16(0.3)]
