@@ -131,6 +131,7 @@ from .functions import (
     scatter,
     scatter_add,
     sgn,
+    sinc,
     sort,
     split,
     square,
@@ -268,7 +269,7 @@ from .ops import (
 from .ops import inv as inverse  # PyTorch's torch.inverse (torch.linalg.inv)
 from .ops.creation import as_tensor, randint_like
 from .ops.creation import default_generator as _default_generator
-from .ops.special import digamma, erfc, erfinv, i0, lgamma, nextafter, signbit, sinc
+from .ops.special import digamma, erfc, erfinv, i0, lgamma, nextafter, signbit
 from .settings import (
     are_deterministic_algorithms_enabled,
     get_default_device,

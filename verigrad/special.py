@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from .functions.special import entr, log_ndtr, logit, mvlgamma, ndtr, polygamma, xlogy
+from .functions.special import entr, log_ndtr, logit, mvlgamma, ndtr, polygamma, sinc, xlogy
 from .functions.statistics import logsumexp
 from .ops import expm1, log_softmax, round, sigmoid, softmax
-from .ops.special import digamma, erfc, erfinv, i0, i1, lgamma, sinc
+from .ops.special import digamma, erfc, erfinv, i0, i1, lgamma
 from .ops.unary import erf
 
 expit = sigmoid

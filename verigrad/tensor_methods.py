@@ -445,9 +445,9 @@ FORWARDED_FROM = {
     ordering: "max min aminmax sort topk kthvalue median nanmedian mode cummax cummin unique "
     "unique_consecutive",
     indexing: "index_select index_add index_fill scatter scatter_add masked_select nonzero argwhere",
-    special_ops: "erfc erfinv lgamma digamma i0 sinc signbit nextafter",
-    special: "xlogy logit fmax fmin sgn heaviside ldexp logical_xor mvlgamma logaddexp2 positive negative "
-    "absolute fix arctan2",
+    special_ops: "erfc erfinv lgamma digamma i0 signbit nextafter",
+    special: "sinc xlogy logit fmax fmin sgn heaviside ldexp logical_xor mvlgamma logaddexp2 positive "
+    "negative absolute fix arctan2",
     joining: "tile ravel fliplr flipud tensor_split hsplit vsplit dsplit msort take",
     nan_reductions: "nansum nanmean quantile nanquantile",
 }

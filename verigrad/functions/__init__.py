@@ -137,6 +137,7 @@ from .special import (
     positive,
     reciprocal,
     sgn,
+    sinc,
     xlogy,
 )
 from .statistics import (

@@ -7,14 +7,14 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..dtypes import bool_
+from ..dtypes import DEFAULT_FLOAT, bool_
 from ..errors import DTypeError
 from ..ops.binary import atan2, div, logaddexp, ne, where
 from ..ops.creation import tensor
 from ..ops.special import erfc, lgamma
 from ..ops.special import polygamma as _polygamma
 from ..ops.special import xlogy as _xlogy
-from ..ops.unary import abs, acos, acosh, asin, asinh, atan, atanh, log, neg, trunc
+from ..ops.unary import abs, acos, acosh, asin, asinh, atan, atanh, log, neg, sin, trunc
 from ..tensor import Tensor
 from .pointwise import isnan
 
@@ -31,6 +31,13 @@ def _as_tensor(x: Any, like: Any = None) -> Tensor:
 def xlogy(x: Any, y: Any) -> Tensor:
     """x * log(y), 0 where x is 0, NaN where y is NaN (Python numbers take the other's dtype)."""
     return _xlogy(_as_tensor(x, y), _as_tensor(y, x))
+
+
+def sinc(x: Tensor) -> Tensor:
+    """sin(pi x) / (pi x), 1 at 0 (the normalised sinc, as PyTorch's); integers give f32."""
+    x = x if x.dtype.is_float else x.cast(DEFAULT_FLOAT)
+    scaled = where(x == 0, 1.0, x) * math.pi  # 1 where x is 0, so that no 0/0 reaches the gradient
+    return where(x == 0, 1.0, sin(scaled) / scaled)
 
 
 def logit(x: Tensor, eps: float | None = None) -> Tensor:
