@@ -33,6 +33,7 @@ LAYERS = [
     "ir",
     "compile",
     "linalg",
+    "special",
     "nn",
     "optim",
     "utils",

@@ -15,9 +15,20 @@ from typing import Any
 from . import autograd
 from .dtypes import DType, as_dtype, f32, f64
 from .errors import ShapeError
-from .functions import indexing, matrices, ordering, pointwise, rearrange, statistics
+from .functions import (
+    indexing,
+    joining,
+    matrices,
+    nan_reductions,
+    ordering,
+    pointwise,
+    rearrange,
+    special,
+    statistics,
+)
 from .ops import binary, creation, linalg, movement, reduce, scan, shaping, unary
 from .ops import index as index_ops
+from .ops import special as special_ops
 from .ops.composite.softmax import log_softmax, softmax
 from .ops.matmul import matmul
 from .ops.scatter_reduce import scatter_reduce
@@ -434,6 +445,11 @@ FORWARDED_FROM = {
     ordering: "max min aminmax sort topk kthvalue median nanmedian mode cummax cummin unique "
     "unique_consecutive",
     indexing: "index_select index_add index_fill scatter scatter_add masked_select nonzero argwhere",
+    special_ops: "erfc erfinv lgamma digamma i0 signbit nextafter",
+    special: "sinc xlogy logit fmax fmin sgn heaviside ldexp logical_xor mvlgamma logaddexp2 positive "
+    "negative absolute fix arctan2",
+    joining: "tile ravel fliplr flipud tensor_split hsplit vsplit dsplit msort take",
+    nan_reductions: "nansum nanmean quantile nanquantile",
 }
 FORWARDED: dict[str, Callable[..., Any]] = {
     name: getattr(module, name) for module, names in FORWARDED_FROM.items() for name in names.split()
@@ -458,6 +474,7 @@ ADAPTED.update(
     long=_cast_to("i64"),
     int=_cast_to("i32"),
     bool=_cast_to("bool"),
+    polygamma=lambda self, n: special_ops.polygamma(self, n=n),
 )
 PROPERTIES = {"T": T, "mT": mT}
 ALIASES = {"astype": "cast", "clip": "clamp", "view": "reshape", "view_as": "reshape_as",
