@@ -12,9 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from . import autograd
 from .dtypes import DType, as_dtype, f32, f64
-from .errors import ShapeError
+from .errors import DTypeError, ShapeError
 from .functions import (
     indexing,
     joining,
@@ -56,11 +58,25 @@ def _reflected(fn: Callable[..., Any]) -> Callable[..., Any]:
     return method
 
 
+_CATEGORY = {"b": 0, "i": 1, "u": 1, "f": 2}
+
+
+def _write_result(self: Tensor, result: Tensor) -> Tensor:
+    """An in-place op's result written into self; as PyTorch, refused where it would be cast to a lower
+    category (a float result into an integer tensor, an integer one into a bool tensor)."""
+    if isinstance(result, Tensor) and _CATEGORY[result.dtype.kind] > _CATEGORY[self.dtype.kind]:
+        raise DTypeError(
+            f"result type {result.dtype.name} can't be cast to the desired output type {self.dtype.name} "
+            "of an in-place op (as in PyTorch); use an out-of-place op and .to(dtype)"
+        )
+    return self.assign(result)
+
+
 def _in_place(name: str) -> Callable[..., Tensor]:
     """`x.name_(*args)`: `x.name(*args)` written into x."""
 
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-        return self.assign(getattr(self, name)(*args, **kwargs))
+        return _write_result(self, getattr(self, name)(*args, **kwargs))
 
     method.__doc__ = f"{name}, written into this tensor."
     return method
@@ -98,17 +114,17 @@ def backward(
 
 @adapted
 def add_(self: Tensor, o: Any, alpha: Any = 1) -> Tensor:
-    return self.assign(self + (o if alpha == 1 else o * alpha))
+    return _write_result(self, self + (o if alpha == 1 else o * alpha))
 
 
 @adapted
 def sub_(self: Tensor, o: Any, alpha: Any = 1) -> Tensor:
-    return self.assign(self - (o if alpha == 1 else o * alpha))
+    return _write_result(self, self - (o if alpha == 1 else o * alpha))
 
 
 @adapted
 def clamp_(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
-    return self.assign(self.clamp(min, max))
+    return _write_result(self, self.clamp(min, max))
 
 
 @adapted
@@ -322,6 +338,44 @@ def reshape(self: Tensor, *shape: Any) -> Tensor:
 
 
 @adapted
+def view(self: Tensor, *shape: Any) -> Tensor:
+    """PyTorch's view: the same memory seen with another shape, refused where that needs a copy (as
+    PyTorch's; `reshape` copies there); `view(dtype)` reinterprets the bytes (eager only)."""
+    if len(shape) == 1 and isinstance(shape[0], DType | str) and not isinstance(shape[0], int):
+        return _view_as_dtype(self, as_dtype(shape[0]))
+    shape = _shape_arg(shape)
+    data = self.payload
+    if isinstance(data, np.ndarray) and data.size and not data.flags.c_contiguous:
+        try:
+            viewed = data.view()
+            viewed.shape = tuple(-1 if d == -1 else int(d) for d in shape)
+        except (AttributeError, ValueError) as error:
+            if "incompatible" not in str(error) and "copy" not in str(error):
+                raise
+            raise RuntimeError(
+                f"view size {list(shape)} is not compatible with the tensor's size and strides "
+                f"{describe(self)} (its memory would need a copy); use .reshape(...) instead"
+            ) from None
+    return movement.reshape(self, shape=shape)
+
+
+def _view_as_dtype(self: Tensor, dtype: DType) -> Tensor:
+    data = self.payload
+    if not isinstance(data, np.ndarray):
+        raise TypeError(
+            f"view(dtype) reinterprets stored bytes: it runs eagerly only, not on {describe(self)}"
+        )
+    if self.requires_grad:
+        raise RuntimeError("view(dtype) of a tensor that requires grad has no gradient; detach() it first")
+    return creation.from_numpy(data.view(dtype.np))
+
+
+@adapted
+def view_as(self: Tensor, other: Tensor) -> Tensor:
+    return view(self, *other.shape)
+
+
+@adapted
 def permute(self: Tensor, *axes: Any) -> Tensor:
     return movement.permute(self, axes=tuple(_shape_arg(axes)))
 
@@ -395,7 +449,7 @@ def _assigning(op: Callable[..., Tensor]) -> Callable[[Tensor, Any], Tensor]:
     """`x op= o`: x op o written into x."""
 
     def method(self: Tensor, o: Any) -> Tensor:
-        return self.assign(op(self, o))
+        return _write_result(self, op(self, o))
 
     return method
 
@@ -477,7 +531,7 @@ ADAPTED.update(
     polygamma=lambda self, n: special_ops.polygamma(self, n=n),
 )
 PROPERTIES = {"T": T, "mT": mT}
-ALIASES = {"astype": "cast", "clip": "clamp", "view": "reshape", "view_as": "reshape_as",
+ALIASES = {"astype": "cast", "clip": "clamp",
            "moveaxis": "movedim", "swapdims": "swapaxes"}  # fmt: skip
 IN_PLACE = ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "relu", "reciprocal", "square",
             "floor", "ceil", "round", "trunc", "sign", "pow", "lerp", "scatter_reduce", "index_fill",
