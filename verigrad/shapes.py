@@ -389,7 +389,8 @@ def spec(shape: int | str | Dim | Iterable, dtype: DType | str = "f32") -> Spec:
 
 # rules shared by many ops ----------------------------------------------------------------------
 def normalize_axis(axis: int, ndim: int) -> int:
-    if not -ndim <= axis < max(ndim, 1):
+    """axis as a non-negative int; a 0-d tensor takes 0 and -1, as PyTorch's."""
+    if not -max(ndim, 1) <= axis < max(ndim, 1):
         raise ShapeError(f"axis {axis} is out of range for {ndim} dimensions")
     return axis % ndim if ndim else 0
 

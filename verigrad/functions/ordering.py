@@ -110,8 +110,11 @@ def _sorted(x: Tensor, axis: int, descending: bool) -> SortResult:
     return SortResult(gather(x, order, axis=axis), order)
 
 
-def sort(x: Tensor, axis: int = -1, descending: bool = False, *, dim: int | None = None) -> SortResult:
-    """x sorted along `axis` (stably; NaN above every number), with the indices it came from."""
+def sort(
+    x: Tensor, axis: int = -1, descending: bool = False, *, dim: int | None = None, stable: bool = False
+) -> SortResult:
+    """x sorted along `axis` (stably, whatever `stable` says: ties keep their order; NaN above every
+    number), with the indices it came from."""
     return _sorted(x, pick(axis, dim), descending)
 
 

@@ -4,6 +4,7 @@ logsumexp, argmin, all / any, norm, count_nonzero; and the value-dependent count
 
 from __future__ import annotations
 
+import builtins
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -89,8 +90,11 @@ def logsumexp(x: Tensor, axis: Axis = None, keepdim: bool = False, *, dim: Axis 
     """log(sum(exp(x))) over `axis`, shifted by the maximum so that nothing overflows (an infinite
     maximum is not subtracted, as in PyTorch: all -inf gives -inf); its gradient is the softmax."""
     axes = normalize_axes(pick(axis, dim), x.ndim)
-    top = max(x, axis=axes, keepdim=True).detach()
-    top = where(isinf(top), 0.0, top)
+    if builtins.any(x.shape[a] == 0 for a in axes if isinstance(x.shape[a], int)):
+        top = 0.0  # over no elements: log(0) = -inf, as PyTorch's (max would refuse the empty axis)
+    else:
+        top = max(x, axis=axes, keepdim=True).detach()
+        top = where(isinf(top), 0.0, top)
     out = (x - top).exp().sum(axes, keepdim=True).log() + top
     return out if keepdim else out.reshape(tuple(d for i, d in enumerate(x.shape) if i not in axes))
 

@@ -162,13 +162,18 @@ place = Op(
 
 
 # argsort --------------------------------------------------------------------------------------
-def _argsort_canon(x: Spec, axis: int = -1, descending: bool = False, dim: int | None = None) -> dict:
-    """`axis` (or PyTorch's `dim`) and the order."""
+def _argsort_canon(
+    x: Spec, axis: int = -1, descending: bool = False, dim: int | None = None, stable: bool = False
+) -> dict:
+    """`axis` (or PyTorch's `dim`) and the order. The sort is always stable, which is one of the orders
+    `stable=False` allows and the one PyTorch's CPU sort gives."""
     return {"axis": normalize_axis(dim if dim is not None else axis, x.ndim), "descending": bool(descending)}
 
 
 def _argsort_reference(x: np.ndarray, axis: int, descending: bool) -> np.ndarray:
     """Stable: ties keep their order; NaN sorts above every number (last ascending, first descending)."""
+    if x.ndim == 0:
+        return np.zeros((), dtype=np.int64)
     if not descending:
         return np.argsort(x, axis=axis, kind="stable").astype(np.int64)
     flipped = np.argsort(np.flip(x, axis), axis=axis, kind="stable")

@@ -139,7 +139,7 @@ sum = Op(
 )
 mean = Op(
     "mean",
-    shape=_nonempty_shape,
+    shape=_reduced_shape,  # over no elements: NaN, as PyTorch's
     dtype=_mean_dtype,
     params=_canon,
     positional=("axis", "keepdim"),

@@ -20,13 +20,11 @@ from ._common import float_inputs
 def _canon(x: Spec, axis: int = -1, dim: int | None = None) -> dict:
     """`axis` (or PyTorch's `dim`)."""
     axis = dim if dim is not None else axis
-    if x.ndim == 0:
-        raise ShapeError("needs a tensor of at least one dimension, got a 0-d one")
     return {"axis": normalize_axis(axis, x.ndim)}
 
 
 def _shape(x: tuple, axis: int) -> tuple:
-    if x[axis] == 0:
+    if x and x[axis] == 0:  # a 0-d tensor normalizes over itself (dim 0 or -1, as PyTorch's)
         raise ShapeError(f"axis {axis} is empty: there is nothing to normalize over")
     return x
 
@@ -46,7 +44,17 @@ def _log_softmax(x, axis: int):
 
 
 def _samples(rng: np.random.Generator) -> list[Sample]:
-    cases = [((3, 4), -1), ((2, 3, 4), 1), ((5,), 0), ((1, 5), -1), ((4, 1), -1), ((0, 3), 1), ((2, 3), 0)]
+    cases = [
+        ((3, 4), -1),
+        ((2, 3, 4), 1),
+        ((5,), 0),
+        ((1, 5), -1),
+        ((4, 1), -1),
+        ((0, 3), 1),
+        ((2, 3), 0),
+        ((), 0),
+        ((), -1),
+    ]
     out = [Sample((uniform(rng, s),), {"axis": a}) for s, a in cases]
     out.append(Sample((np.array([[30.0, 30.0, -30.0], [1.0, 2.0, 3.0]]),), {"axis": -1}))
     return out
