@@ -266,8 +266,10 @@ def _along_axis(op: Callable[..., Tensor], default: Any, keepdim: bool) -> Calla
 
 
 @adapted
-def argsort(self: Tensor, axis: int = -1, descending: bool = False, *, dim: int | None = None) -> Tensor:
-    return index_ops.argsort(self, axis=_axis(axis, dim), descending=descending)
+def argsort(
+    self: Tensor, axis: int = -1, descending: bool = False, *, dim: int | None = None, stable: bool = False
+) -> Tensor:
+    return index_ops.argsort(self, axis=_axis(axis, dim), descending=descending, stable=stable)
 
 
 @adapted
@@ -333,7 +335,7 @@ def __getitem__(self: Tensor, key: Any) -> Tensor:
 
 @adapted
 def __setitem__(self: Tensor, key: Any, value: Any) -> None:
-    shaping.setitem(self, key, value)
+    indexing.setitem(self, key, value)
 
 
 @adapted
@@ -405,7 +407,8 @@ FORWARDED_FROM = {
     matrices: "mm bmm outer diagonal diag trace tril triu fill_diagonal_ kron cross",
     ordering: "max min aminmax sort topk kthvalue median nanmedian mode cummax cummin unique "
     "unique_consecutive",
-    indexing: "index_select index_add index_fill scatter scatter_add masked_select nonzero argwhere",
+    indexing: "index_select index_add index_fill scatter scatter_add masked_select nonzero argwhere "
+    "index_put index_put_ index_copy masked_scatter take_along_dim",
 }
 FORWARDED: dict[str, Callable[..., Any]] = {
     name: getattr(module, name) for module, names in FORWARDED_FROM.items() for name in names.split()
@@ -436,7 +439,8 @@ ALIASES = {"astype": "cast", "clip": "clamp", "view": "reshape", "view_as": "res
            "moveaxis": "movedim", "swapdims": "swapaxes"}  # fmt: skip
 IN_PLACE = ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "relu", "reciprocal", "square",
             "floor", "ceil", "round", "trunc", "sign", "pow", "lerp", "scatter_reduce", "index_fill",
-            "masked_fill", "mul", "div", "index_add", "scatter", "scatter_add")  # fmt: skip
+            "masked_fill", "mul", "div", "index_add", "scatter", "scatter_add", "index_copy",
+            "masked_scatter")  # fmt: skip
 
 
 def bind(cls: type = Tensor) -> None:

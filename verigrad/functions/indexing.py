@@ -1,6 +1,6 @@
-"""Reading and writing by position, written with the ops: index_select / index_add / index_fill,
-scatter / scatter_add, masked_select, nonzero / argwhere and the one-argument where (eager only),
-bucketize."""
+"""Reading and writing by position, written with the ops: index_select / index_add / index_fill /
+index_copy, scatter / scatter_add, `x[key] = value` and index_put, take_along_dim, masked_select /
+masked_scatter, nonzero / argwhere and the one-argument where (eager only), bucketize."""
 
 from __future__ import annotations
 
@@ -10,14 +10,16 @@ from typing import Any
 import numpy as np
 
 from .. import modes
-from ..dtypes import i64
+from ..dtypes import bool_, i64
 from ..errors import DTypeError, ShapeError
 from ..ops.binary import eq, gt, where
 from ..ops.creation import arange, from_numpy, full
 from ..ops.index import gather, searchsorted, take, take_grad
+from ..ops.movement import broadcast_to, cast, reshape
 from ..ops.scatter_reduce import scatter_reduce, spread
-from ..ops.shaping import getitem
-from ..shapes import normalize_axis, shape_text
+from ..ops.shaping import assign, getitem
+from ..ops.shaping import setitem as basic_setitem
+from ..shapes import broadcast, normalize_axis, shape_text
 from ..tensor import Tensor, describe
 from .pointwise import isfinite, values_of
 from .rearrange import broadcast_tensors
@@ -138,10 +140,12 @@ def nonzero(x: Tensor, as_tuple: bool = False) -> Any:
     """The positions of x's non-zero elements: [n, ndim] i64, or one vector per axis with as_tuple.
     How many depends on the values: eager only."""
     modes.eager_only("nonzero")
-    found = np.nonzero(values_of(x, "nonzero"))
+    values = values_of(x, "nonzero")
+    found = np.nonzero(values.reshape(1) if values.ndim == 0 else values)  # a 0-d tensor is one of one
     if as_tuple:
         return tuple(from_numpy(np.ascontiguousarray(i, dtype=np.int64)) for i in found)
-    return from_numpy(np.ascontiguousarray(np.stack(found, axis=-1), dtype=np.int64).reshape(-1, x.ndim))
+    positions = np.stack(found, axis=-1)[:, : x.ndim]  # of a 0-d tensor: [n, 0], as PyTorch's
+    return from_numpy(np.ascontiguousarray(positions, dtype=np.int64))
 
 
 def argwhere(x: Tensor) -> Tensor:
@@ -167,3 +171,128 @@ def bucketize(input: Tensor, boundaries: Tensor, *, right: bool = False) -> Tens
     """The bucket of each value among the sorted `boundaries` (PyTorch's): searchsorted(boundaries,
     input, right=right)."""
     return searchsorted(boundaries, input, right=right)
+
+
+# writing through an index: x[key] = value, index_put -------------------------------------------
+def _positions_of(x: Tensor, key: Any) -> Tensor:
+    """The flat position in x of each element x[key] reads (x[key]'s shape, i64): the same rules, the
+    same checks."""
+    return getitem(arange(x.numel(), dtype=i64).reshape(tuple(x.shape)), key)
+
+
+def _put(x: Tensor, key: Any, values: Any, accumulate: bool, what: str) -> Tensor:
+    """x with `values` (broadcast to x[key]'s shape) written at the elements x[key] reads, or added there
+    with `accumulate` (repeated positions add up); written, a repeated position keeps its last value, as
+    PyTorch's on the CPU, and every value gets the gradient at its position."""
+    positions = _positions_of(x, key)
+    values = values if isinstance(values, Tensor) else full((), values, dtype=x.dtype)
+    try:
+        fits = broadcast(tuple(values.shape), tuple(positions.shape)) == tuple(positions.shape)
+    except ShapeError:
+        fits = False
+    if not fits:
+        raise ShapeError(
+            f"{what}: values of shape {shape_text(values.shape)} cannot be broadcast to the indexing "
+            f"result of shape {shape_text(positions.shape)}"
+        )
+    values = broadcast_to(cast(values, dtype=x.dtype), shape=tuple(positions.shape)).reshape(-1)
+    positions, flat = positions.reshape(-1), reshape(x, shape=(-1,))
+    if accumulate:
+        return (flat + take_grad(values, positions, axis=0, size=flat.shape[0])).reshape(tuple(x.shape))
+    return scatter(flat, 0, positions, values).reshape(tuple(x.shape))
+
+
+def _writes_where(x: Tensor, key: Any, value: Any) -> bool:
+    """`x[mask] = v` that `where(mask, v, x)` writes (compiles too): a mask of x's shape, one value."""
+    if not (isinstance(key, Tensor) and key.dtype is bool_ and tuple(key.shape) == tuple(x.shape)):
+        return False
+    return not isinstance(value, Tensor) or builtins.all(d == 1 for d in value.shape)
+
+
+def setitem(x: Tensor, key: Any, value: Any) -> None:
+    """`x[key] = value` by PyTorch's rules (value broadcast to x[key]'s shape): basic indices write into
+    the view; integer arrays and bool masks write their elements, a repeated position its last value."""
+    if _writes_where(x, key, value):
+        basic_setitem(x, key, value.reshape(()) if isinstance(value, Tensor) else value)
+        return
+    items = key if isinstance(key, tuple) else (key,)
+    if builtins.all(k is None or k is Ellipsis or isinstance(k, int | slice) for k in items):
+        basic_setitem(x, key, value)
+        return
+    assign(x, _put(x, key, value, False, "setitem"))
+
+
+def _index_tuple(indices: Any, what: str) -> tuple:
+    if not isinstance(indices, tuple | list) or not builtins.all(
+        k is None or isinstance(k, Tensor) for k in indices
+    ):
+        raise TypeError(f"{what} takes a tuple of index tensors (or None), got {indices!r}")
+    return tuple(slice(None) if k is None else k for k in indices)
+
+
+def index_put(x: Tensor, indices: Any, values: Any, accumulate: bool = False) -> Tensor:
+    """x with `values` put at x[indices] (a tuple of integer or bool tensors): a repeated position keeps
+    its last value, or with `accumulate` they all add up (PyTorch's index_put)."""
+    return _put(x, _index_tuple(indices, "index_put"), values, bool(accumulate), "index_put")
+
+
+def index_put_(x: Tensor, indices: Any, values: Any, accumulate: bool = False) -> Tensor:
+    """index_put written into x."""
+    return assign(x, index_put(x, indices, values, accumulate))
+
+
+def index_copy(x: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
+    """x with its slices at `index` (a vector of positions) along `dim` replaced by source's, in order
+    (PyTorch's index_copy; a repeated position keeps its last)."""
+    axis = normalize_axis(dim, x.ndim)
+    if not isinstance(index, Tensor) or index.ndim > 1 or index.dtype.kind != "i":
+        raise ShapeError(f"index_copy needs a vector of integer positions, got {describe(index)}")
+    index = index.reshape(-1)
+    want = (*x.shape[:axis], index.shape[0], *x.shape[axis + 1 :]) if x.ndim else tuple(index.shape)
+    if not isinstance(source, Tensor) or tuple(source.shape) != tuple(want):
+        got = describe(source)
+        raise ShapeError(
+            f"index_copy: source must be {shape_text(want)} for {describe(x)} along {axis}, got {got}"
+        )
+    if not x.ndim:
+        return _put(x.reshape(1), (index,), source, False, "index_copy").reshape(())
+    return _put(x, (slice(None),) * axis + (index,), source, False, "index_copy")
+
+
+def masked_scatter(x: Tensor, mask: Tensor, source: Tensor) -> Tensor:
+    """x with source's first elements (in order) written where the bool mask (broadcast to x) holds
+    (PyTorch's masked_scatter): eager only, as how many depends on the mask."""
+    if not isinstance(mask, Tensor) or mask.dtype is not bool_:
+        raise DTypeError(f"masked_scatter needs a bool mask, got {describe(mask)}")
+    mask = broadcast_to(mask, shape=tuple(x.shape))
+    count = int(values_of(mask, "masked_scatter").sum())
+    if source.numel() < count:
+        raise ValueError(
+            f"masked_scatter: the mask holds at {count} positions but source {describe(source)} has fewer"
+        )
+    return _put(x, mask, source.reshape(-1)[:count], False, "masked_scatter")
+
+
+def take_along_dim(x: Tensor, indices: Tensor, dim: int | None = None) -> Tensor:
+    """x's entries at `indices` along `dim` (PyTorch's take_along_dim: gather with x and indices
+    broadcast but along `dim`); without dim, of the flattened x at the flattened indices."""
+    if not isinstance(indices, Tensor) or indices.dtype.kind != "i":
+        raise DTypeError(f"take_along_dim needs an integer index tensor, got {describe(indices)}")
+    if dim is None:
+        return gather(x.reshape(-1), indices.reshape(-1), axis=0)
+    axis = normalize_axis(dim, x.ndim)
+    if indices.ndim != x.ndim:
+        raise ShapeError(
+            f"take_along_dim: indices {describe(indices)} must have as many dimensions as {describe(x)}"
+        )
+    x_shape, i_shape = list(x.shape), list(indices.shape)
+    x_shape[axis] = i_shape[axis] = 1
+    try:
+        common = list(broadcast(tuple(x_shape), tuple(i_shape)))
+    except ShapeError:
+        raise ShapeError(
+            f"take_along_dim: {describe(x)} and indices {describe(indices)} must broadcast but along {axis}"
+        ) from None
+    x = broadcast_to(x, shape=(*common[:axis], x.shape[axis], *common[axis + 1 :]))
+    indices = broadcast_to(indices, shape=(*common[:axis], indices.shape[axis], *common[axis + 1 :]))
+    return gather(x, indices, axis=axis)
