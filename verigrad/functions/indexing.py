@@ -15,7 +15,7 @@ from ..errors import DTypeError, ShapeError
 from ..ops.binary import eq, gt, where
 from ..ops.creation import arange, from_numpy, full
 from ..ops.index import gather, searchsorted, take, take_grad
-from ..ops.movement import broadcast_to, cast, reshape
+from ..ops.movement import broadcast_to, reshape
 from ..ops.scatter_reduce import scatter_reduce, spread
 from ..ops.shaping import assign, getitem
 from ..ops.shaping import setitem as basic_setitem
@@ -184,6 +184,11 @@ def _put(x: Tensor, key: Any, values: Any, accumulate: bool, what: str) -> Tenso
     """x with `values` (broadcast to x[key]'s shape) written at the elements x[key] reads, or added there
     with `accumulate` (repeated positions add up); written, a repeated position keeps its last value, as
     PyTorch's on the CPU, and every value gets the gradient at its position."""
+    if isinstance(values, Tensor) and values.dtype is not x.dtype:
+        raise RuntimeError(
+            f"{what}: the values must have the dtype of the tensor written into, as PyTorch's: got "
+            f"{describe(values)} for {describe(x)}; cast them first"
+        )
     positions = _positions_of(x, key)
     values = values if isinstance(values, Tensor) else full((), values, dtype=x.dtype)
     try:
@@ -195,7 +200,7 @@ def _put(x: Tensor, key: Any, values: Any, accumulate: bool, what: str) -> Tenso
             f"{what}: values of shape {shape_text(values.shape)} cannot be broadcast to the indexing "
             f"result of shape {shape_text(positions.shape)}"
         )
-    values = broadcast_to(cast(values, dtype=x.dtype), shape=tuple(positions.shape)).reshape(-1)
+    values = broadcast_to(values, shape=tuple(positions.shape)).reshape(-1)
     positions, flat = positions.reshape(-1), reshape(x, shape=(-1,))
     if accumulate:
         return (flat + take_grad(values, positions, axis=0, size=flat.shape[0])).reshape(tuple(x.shape))
@@ -285,14 +290,15 @@ def take_along_dim(x: Tensor, indices: Tensor, dim: int | None = None) -> Tensor
         raise ShapeError(
             f"take_along_dim: indices {describe(indices)} must have as many dimensions as {describe(x)}"
         )
-    x_shape, i_shape = list(x.shape), list(indices.shape)
-    x_shape[axis] = i_shape[axis] = 1
-    try:
-        common = list(broadcast(tuple(x_shape), tuple(i_shape)))
+    try:  # PyTorch's: each broadcast with the other, but along `axis`, where each keeps its own size
+        sized = list(x.shape)
+        sized[axis] = indices.shape[axis]
+        indices = broadcast_to(indices, shape=broadcast(tuple(sized), tuple(indices.shape)))
+        sized = list(indices.shape)
+        sized[axis] = x.shape[axis]
+        x = broadcast_to(x, shape=broadcast(tuple(sized), tuple(x.shape)))
     except ShapeError:
         raise ShapeError(
             f"take_along_dim: {describe(x)} and indices {describe(indices)} must broadcast but along {axis}"
         ) from None
-    x = broadcast_to(x, shape=(*common[:axis], x.shape[axis], *common[axis + 1 :]))
-    indices = broadcast_to(indices, shape=(*common[:axis], indices.shape[axis], *common[axis + 1 :]))
     return gather(x, indices, axis=axis)
