@@ -163,6 +163,7 @@ from .ops import (
     log1p,
     log_softmax,
     logaddexp,
+    logcumsumexp,
     logical_and,
     logical_not,
     logical_or,

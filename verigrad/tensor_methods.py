@@ -403,7 +403,7 @@ FORWARDED_FROM = {
     pointwise: "clamp masked_fill isnan isinf isfinite nan_to_num isclose allclose equal lerp addcmul "
     "addcdiv frac deg2rad rad2deg log2 log10",
     statistics: "amax amin var std logsumexp argmin all any norm count_nonzero bincount histc",
-    rearrange: "split chunk repeat repeat_interleave roll narrow unbind movedim unflatten rot90 diff",
+    rearrange: "split chunk repeat repeat_interleave roll narrow unbind movedim unflatten rot90 diff unfold",
     matrices: "mm bmm outer diagonal diag trace tril triu fill_diagonal_ kron cross",
     ordering: "max min aminmax sort topk kthvalue median nanmedian mode cummax cummin unique "
     "unique_consecutive",
@@ -425,6 +425,7 @@ ADAPTED.update(
     prod=_along_axis(reduce.prod, None, keepdim=True),
     cumsum=_along_axis(scan.cumsum, 0, keepdim=False),
     cumprod=_along_axis(scan.cumprod, 0, keepdim=False),
+    logcumsumexp=_along_axis(scan.logcumsumexp, 0, keepdim=False),
     softmax=_along_axis(softmax, -1, keepdim=False),
     log_softmax=_along_axis(log_softmax, -1, keepdim=False),
     float=_cast_to(f32),

@@ -1,5 +1,6 @@
 """Tensors cut, tiled, rolled and re-axed by position, as PyTorch's: split / chunk, repeat,
-repeat_interleave, roll, narrow, unbind, movedim, unflatten, broadcast_tensors, meshgrid, rot90, diff."""
+repeat_interleave, roll, narrow, unbind, movedim, unflatten, broadcast_tensors, meshgrid, rot90, diff,
+and Tensor.unfold's sliding windows."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import ShapeError
-from ..ops.creation import full
-from ..ops.movement import concat
+from ..ops.creation import arange, full
+from ..ops.index import take
+from ..ops.movement import concat, permute
 from ..ops.shaping import flip, getitem, unsqueeze
 from ..shapes import broadcast, normalize_axis, shape_text
 from ..tensor import Tensor, describe
@@ -144,14 +146,17 @@ def broadcast_tensors(*tensors: Any) -> tuple[Tensor, ...]:
 
 
 def meshgrid(*tensors: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
-    """Coordinate grids of 1-D tensors: "ij" (PyTorch's default) gives shape (len0, len1, ...), "xy"
-    swaps the first two."""
+    """Coordinate grids of 1-D (or 0-d, one-element) tensors: "ij" (PyTorch's default) gives shape
+    (len0, len1, ...), "xy" swaps the first two."""
     if len(tensors) == 1 and isinstance(tensors[0], list | tuple):
         tensors = tuple(tensors[0])
     if indexing not in ("ij", "xy"):
         raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
-    if builtins.any(t.ndim != 1 for t in tensors):
-        raise ShapeError(f"meshgrid takes vectors, got {', '.join(describe(t) for t in tensors)}")
+    if builtins.any(t.ndim > 1 for t in tensors):
+        raise ShapeError(f"meshgrid takes 0-d or 1-d tensors, got {', '.join(describe(t) for t in tensors)}")
+    if len({t.dtype for t in tensors}) > 1:
+        raise TypeError(f"meshgrid needs tensors of one dtype, got {', '.join(describe(t) for t in tensors)}")
+    tensors = tuple(t.reshape(-1) for t in tensors)
     order = list(range(len(tensors)))
     if indexing == "xy" and len(tensors) > 1:
         order[0], order[1] = 1, 0
@@ -195,3 +200,23 @@ def diff(
     for _ in range(n):
         x = getitem(x, (*head, slice(1, None))) - getitem(x, (*head, slice(None, -1)))
     return x
+
+
+def unfold(x: Tensor, dimension: int, size: int, step: int) -> Tensor:
+    """Every window of `size` along `dimension`, `step` apart, as PyTorch's Tensor.unfold: that axis
+    becomes the windows' count and a last axis of `size` holds each window (a take of the windows'
+    positions, so overlapping windows add up their gradients)."""
+    if x.ndim == 0:  # PyTorch's: a 0-d tensor as a vector of one, its windows' axis dropped
+        normalize_axis(dimension, 0)
+        return unfold(x.reshape(1), 0, size, step).reshape(size)
+    axis = normalize_axis(dimension, x.ndim)
+    length = concrete_size(x, axis, "unfold")
+    if not isinstance(step, int) or step <= 0:
+        raise ValueError(f"unfold: step is {step} but must be > 0")
+    if not isinstance(size, int) or not 0 <= size <= length:
+        raise ValueError(f"unfold: the size along dimension {axis} is {length} but the window size is {size}")
+    count = (length - size) // step + 1
+    starts = (arange(0, count) * step).reshape(count, 1)
+    windows = take(x, starts + arange(0, size).reshape(1, size), axis=axis)  # [..., count, size, ...]
+    rest = range(axis + 2, windows.ndim)
+    return permute(windows, axes=(*range(axis + 1), *rest, axis + 1))
