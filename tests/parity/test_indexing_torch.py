@@ -264,3 +264,110 @@ def test_take_along_dim_refuses_what_torch_refuses() -> None:
     for lib in (torch, verigrad):
         with pytest.raises((RuntimeError, ValueError)):
             lib.take_along_dim(lib.zeros(2, 3), lib.zeros(3, dtype=lib.int64), 1)
+
+
+# ops of the family: logcumsumexp, unfold, einsum's diagonals, the stable sort, flatten ---------------
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_logcumsumexp_values_and_gradients(dim: int) -> None:
+    check_values_and_gradients(
+        {"x": X[0].copy()},
+        lambda x: verigrad.logcumsumexp(x, dim),
+        lambda x: torch.logcumsumexp(x, dim),
+    )
+
+
+def test_logcumsumexp_of_infinities_and_large_values() -> None:
+    x = np.array([[-np.inf, 0.5, 800.0, -np.inf, 1.0], [-np.inf, -np.inf, 2.0, np.inf, 3.0]])
+    ours = verigrad.from_numpy(x.copy()).logcumsumexp(1)
+    theirs = torch.from_numpy(x.copy()).logcumsumexp(1)
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    f32 = verigrad.from_numpy(x.astype(np.float32)).logcumsumexp(1)
+    assert f32.dtype.name == "f32"
+    np.testing.assert_array_equal(f32.numpy(), torch.from_numpy(x.astype(np.float32)).logcumsumexp(1).numpy())
+    with pytest.raises(NotImplementedError):
+        torch.arange(3).logcumsumexp(0)
+    with pytest.raises(TypeError, match="logcumsumexp needs an f16, f32 or f64 tensor"):
+        verigrad.arange(3).logcumsumexp(0)
+
+
+@pytest.mark.parametrize(
+    ("dim", "size", "step"), [(1, 3, 2), (1, 4, 1), (0, 1, 1), (-1, 2, 3), (1, 0, 2), (2, 5, 5), (0, 3, 1)]
+)
+def test_unfold_values_and_gradients(dim: int, size: int, step: int) -> None:
+    check_values_and_gradients(
+        {"x": X.copy()},
+        lambda x: x.unfold(dim, size, step),
+        lambda x: x.unfold(dim, size, step),
+    )
+
+
+@pytest.mark.parametrize(("size", "step"), [(6, 1), (2, 0), (-1, 1)])
+def test_unfold_refuses_what_torch_refuses(size: int, step: int) -> None:
+    with pytest.raises(RuntimeError):
+        torch.from_numpy(X).unfold(2, size, step)
+    with pytest.raises(ValueError, match="unfold"):
+        verigrad.from_numpy(X).unfold(2, size, step)
+
+
+@pytest.mark.parametrize(
+    ("equation", "shapes"),
+    [
+        ("ii->i", [(4, 4)]),
+        ("ii", [(4, 4)]),
+        ("iij->j", [(3, 3, 2)]),
+        ("bii->bi", [(2, 3, 3)]),
+        ("iji->j", [(3, 2, 3)]),
+        ("iii->i", [(3, 3, 3)]),
+        ("ii,ij->j", [(3, 3), (3, 4)]),
+        ("bii,bj->bij", [(2, 3, 3), (2, 4)]),
+        ("...ii->...i", [(2, 3, 3)]),
+    ],
+)
+def test_einsum_with_a_repeated_letter(equation: str, shapes: list) -> None:
+    rng = np.random.default_rng(5)
+    arrays = {f"a{k}": rng.standard_normal(s) for k, s in enumerate(shapes)}
+    check_values_and_gradients(
+        arrays,
+        lambda **a: verigrad.einsum(equation, *a.values()),
+        lambda **a: torch.einsum(equation, *a.values()),
+    )
+
+
+TIES = np.array([[1.0, 2.0, 1.0, np.nan, 2.0, 0.5, 1.0], [3.0, 3.0, 3.0, -1.0, np.nan, np.nan, 3.0]])
+
+
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_stable_sort_keeps_torch_tie_order(dim: int, descending: bool) -> None:
+    ours, theirs = verigrad.from_numpy(TIES.copy()), torch.from_numpy(TIES.copy())
+    a = ours.sort(dim=dim, descending=descending, stable=True)
+    b = theirs.sort(dim=dim, descending=descending, stable=True)
+    np.testing.assert_array_equal(a.values.numpy(), b.values.numpy())
+    np.testing.assert_array_equal(a.indices.numpy(), b.indices.numpy())
+    for fn in (lambda lib, x: lib.argsort(x, dim=dim, descending=descending, stable=True),
+               lambda lib, x: x.argsort(dim=dim, descending=descending, stable=True)):  # fmt: skip
+        np.testing.assert_array_equal(fn(verigrad, ours).numpy(), fn(torch, theirs).numpy())
+    check_values_and_gradients(
+        {"x": np.nan_to_num(TIES, nan=7.0)},
+        lambda x: x.sort(dim=dim, descending=descending, stable=True).values,
+        lambda x: x.sort(dim=dim, descending=descending, stable=True).values,
+    )
+
+
+@pytest.mark.parametrize(("start", "end"), [(0, -1), (1, 2), (0, 1), (-2, -1), (1, 1), (2, 2)])
+def test_flatten_start_and_end_dims(start: int, end: int) -> None:
+    check_values_and_gradients(
+        {"x": X.copy()},
+        lambda x: x.flatten(start, end),
+        lambda x: x.flatten(start, end),
+    )
+    ours = verigrad.flatten(verigrad.from_numpy(X), start_dim=start, end_dim=end)
+    assert ours.shape == tuple(torch.flatten(torch.from_numpy(X), start_dim=start, end_dim=end).shape)
+
+
+def test_flatten_refuses_what_torch_refuses() -> None:
+    for start, end in [(2, 1), (0, 3)]:
+        with pytest.raises((RuntimeError, IndexError)):
+            torch.from_numpy(X).flatten(start, end)
+        with pytest.raises(ValueError, match="flatten"):
+            verigrad.from_numpy(X).flatten(start, end)

@@ -185,6 +185,7 @@ argsort = Op(
     shape=lambda x, axis, descending: x,
     dtype=lambda x, axis, descending: (no_bf16(x), i64)[1],
     params=_argsort_canon,
+    positional=("axis", "descending"),  # PyTorch's argsort(input, dim, descending)
     reference=_argsort_reference,
     samples=lambda rng: (
         [
