@@ -149,8 +149,10 @@ def _take_arrays(y: Tensor, arrays: list[tuple[int, Tensor]]) -> Tensor:
     linear: Any = None
     size: Any = 1
     for a, i in arrays:
-        i = where(lt(i, 0), add(i, y.shape[a]), i)  # -1 is the last
-        linear = i if linear is None else add(mul(linear, y.shape[a]), i)
+        n = full((), y.shape[a], dtype=i64) if isinstance(y.shape[a], Dim) else y.shape[a]
+        if not isinstance(i.payload, np.ndarray) or (i.payload < 0).any():
+            i = where(lt(i, 0), add(i, n), i)  # -1 is the last
+        linear = i if linear is None else add(mul(linear, n), i)
         size = size * y.shape[a]
     if tuple(linear.shape) != tuple(indexed):
         linear = broadcast_to(linear, shape=indexed)
