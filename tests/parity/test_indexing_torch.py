@@ -193,6 +193,20 @@ def test_bad_keys_raise_index_error_as_torch(key) -> None:
         verigrad.from_numpy(X.copy())[_key(key, verigrad)] = 1.0
 
 
+@pytest.mark.parametrize("position", [-1, 3])
+def test_index_select_add_copy_take_no_negative_positions(position: int) -> None:
+    calls = [
+        lambda lib, x, i: x.index_select(0, i),
+        lambda lib, x, i: x.index_add(0, i, lib.ones(1, 4, dtype=lib.float64)),
+        lambda lib, x, i: x.index_copy(0, i, lib.ones(1, 4, dtype=lib.float64)),
+    ]
+    for call in calls:
+        with pytest.raises((IndexError, RuntimeError)):
+            call(torch, torch.from_numpy(X[0]).reshape(4, 5)[:3, :4], torch.tensor([position]))
+        with pytest.raises(IndexError, match="out of range"):
+            call(verigrad, verigrad.from_numpy(X[0]).reshape(4, 5)[:3, :4], verigrad.tensor([position]))
+
+
 def test_out_of_range_raises_before_any_work() -> None:
     ours = verigrad.from_numpy(X.copy())
     with pytest.raises(IndexError, match="index 7 is out of range for dimension 1 of size 4"):

@@ -190,8 +190,18 @@ def test_extremes_over_no_elements_raise_as_torch() -> None:
     _same(verigrad.from_numpy(EMPTY.copy()).amax(1), torch.from_numpy(EMPTY.copy()).amax(1))
 
 
-def test_normalizing_along_an_axis_of_a_tensor_with_no_elements() -> None:
+@pytest.mark.parametrize("shape", [(0, 3), (3, 0)])
+def test_normalizing_along_an_axis_of_a_tensor_with_no_elements(shape: tuple) -> None:
     for name in ("softmax", "log_softmax", "cumsum", "logcumsumexp"):
-        ours = getattr(verigrad, name)(verigrad.from_numpy(EMPTY.copy()), 1)
-        theirs = getattr(torch, name)(torch.from_numpy(EMPTY.copy()), 1)
+        ours = getattr(verigrad, name)(verigrad.zeros(*shape, dtype="f64"), 1)
+        theirs = getattr(torch, name)(torch.zeros(*shape, dtype=torch.float64), 1)
         _same(ours, theirs)
+
+
+def test_median_of_no_elements() -> None:
+    for name in ("median", "nanmedian"):
+        _same(getattr(verigrad.zeros(0), name)(), getattr(torch.zeros(0), name)())
+    with pytest.raises(IndexError):
+        torch.zeros(0, 3).median(0)
+    with pytest.raises(ValueError, match="median of an empty dimension"):
+        verigrad.zeros(0, 3).median(0)

@@ -25,10 +25,21 @@ from .pointwise import isfinite, values_of
 from .rearrange import broadcast_tensors
 
 
+def _in_range(index: Tensor, size: Any, what: str) -> None:
+    """Eagerly, every position in [0, size) (PyTorch's index_select, index_add and index_copy take no
+    negative positions), before any work."""
+    values = index.payload
+    if isinstance(values, np.ndarray) and isinstance(size, int) and values.size:
+        bad = values[(values < 0) | (values >= size)]
+        if bad.size:
+            raise IndexError(f"{what}: index {bad.flat[0]} is out of range for a dimension of size {size}")
+
+
 def index_select(x: Tensor, axis: int, index: Tensor) -> Tensor:
     """The entries of x at the integer `index` (1-D) along `axis`."""
     if index.ndim != 1:
         raise ShapeError(f"index_select needs a 1-D index, got {shape_text(index.shape)}")
+    _in_range(index, x.shape[normalize_axis(axis, x.ndim)], "index_select")
     return take(x, index, axis=axis)
 
 
@@ -38,6 +49,7 @@ def index_add(x: Tensor, dim: int, index: Tensor, source: Tensor, alpha: Any = 1
     axis = normalize_axis(dim, x.ndim)
     if index.ndim != 1 or index.dtype.kind != "i":
         raise ShapeError(f"index_add needs a vector of integer positions, got {describe(index)}")
+    _in_range(index, x.shape[axis], "index_add")
     added = source if alpha == 1 else source * alpha
     return x + take_grad(added, index, axis=axis, size=x.shape[axis])
 
@@ -253,6 +265,7 @@ def index_copy(x: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
     if not isinstance(index, Tensor) or index.ndim > 1 or index.dtype.kind != "i":
         raise ShapeError(f"index_copy needs a vector of integer positions, got {describe(index)}")
     index = index.reshape(-1)
+    _in_range(index, x.shape[axis] if x.ndim else 1, "index_copy")
     want = (*x.shape[:axis], index.shape[0], *x.shape[axis + 1 :]) if x.ndim else tuple(index.shape)
     if not isinstance(source, Tensor) or tuple(source.shape) != tuple(want):
         got = describe(source)

@@ -152,6 +152,8 @@ def _flat_or(x: Tensor, dim: Any) -> tuple[Tensor, int]:
 def _median(x: Tensor, dim: Any, keepdim: bool, skip_nan: bool) -> Any:
     x_, axis = _flat_or(x, dim)
     size = concrete_size(x_, axis, "median")
+    if size == 0 and dim is None and x.dtype.is_float:
+        return full((), float("nan"), dtype=x.dtype)  # PyTorch's median of no elements
     if size == 0:
         raise ValueError("median of an empty dimension")
     nans = sum(isnan(x_), axis=axis, keepdim=True)  # i64

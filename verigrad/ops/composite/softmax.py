@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 
 from ...dtypes import DType
-from ...errors import ShapeError
 from ...shapes import Spec, normalize_axis
 from .._op import Op, Sample
 from .._samples import uniform
@@ -24,8 +23,6 @@ def _canon(x: Spec, axis: int = -1, dim: int | None = None) -> dict:
 
 
 def _shape(x: tuple, axis: int) -> tuple:
-    if x and x[axis] == 0:  # a 0-d tensor normalizes over itself (dim 0 or -1, as PyTorch's)
-        raise ShapeError(f"axis {axis} is empty: there is nothing to normalize over")
     return x
 
 
@@ -33,12 +30,21 @@ def _dtype(x: DType, axis: int) -> DType:
     return float_inputs(x, what="input")
 
 
+def _empty_along(x, axis: int) -> bool:
+    """Whether there is nothing to normalize over: the result is x's (empty) shape, as PyTorch's."""
+    return bool(x.ndim) and isinstance(x.shape[axis], int) and x.shape[axis] == 0
+
+
 def _softmax(x, axis: int):
+    if _empty_along(x, axis):
+        return x * 1
     e = (x - x.amax(axis=axis, keepdim=True)).exp()
     return e / e.sum(axis=axis, keepdim=True)
 
 
 def _log_softmax(x, axis: int):
+    if _empty_along(x, axis):
+        return x * 1
     z = x - x.amax(axis=axis, keepdim=True)
     return z - z.exp().sum(axis=axis, keepdim=True).log()
 
