@@ -16,7 +16,7 @@ from .backends import available as available_backends
 from .backends import backend, get_backend, get_threads, set_backend, set_threads
 from .compile import check, compile
 from .dtypes import DType, bf16, bool_, f16, f32, f64, i32, i64, u8
-from .errors import DTypeError, ShapeError, VerigradError, WeightFileError
+from .errors import AxisError, DTypeError, IndexDTypeError, ShapeError, VerigradError, WeightFileError
 from .functions import (
     addcdiv,
     addcmul,

@@ -207,6 +207,15 @@ def test_index_select_add_copy_take_no_negative_positions(position: int) -> None
             call(verigrad, verigrad.from_numpy(X[0]).reshape(4, 5)[:3, :4], verigrad.tensor([position]))
 
 
+def test_float_indices_and_dims_out_of_range_raise_index_error_as_torch() -> None:
+    for lib in (torch, verigrad):
+        x = lib.zeros(3, 4)
+        calls = (lambda: x[lib.tensor([0.0, 1.0])], lambda: x.sum(2), lambda: x.softmax(-3), lambda: x[1.5])
+        for call in calls:
+            with pytest.raises(IndexError):
+                call()
+
+
 def test_out_of_range_raises_before_any_work() -> None:
     ours = verigrad.from_numpy(X.copy())
     with pytest.raises(IndexError, match="index 7 is out of range for dimension 1 of size 4"):

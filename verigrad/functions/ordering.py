@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import modes
 from ..dtypes import i64
-from ..errors import ShapeError
+from ..errors import AxisError
 from ..ops.binary import eq, maximum, minimum, mul, ne, sub, where
 from ..ops.creation import arange, from_numpy, full
 from ..ops.index import argsort, gather
@@ -53,7 +53,7 @@ def _scalar_as_vector(find: Callable[..., Any]) -> Callable[..., Any]:
         if x.ndim or dim is None:
             return find(x, dim, *args, **kwargs)
         if dim not in (0, -1):
-            raise ShapeError(f"dim {dim} is out of range for the 0-d {describe(x)} (it takes dim 0 or -1)")
+            raise AxisError(f"dim {dim} is out of range for the 0-d {describe(x)} (it takes dim 0 or -1)")
         found = find(x.reshape(1), 0, *args, **kwargs)
         return type(found)(*(t.reshape(()) for t in found))
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import modes
 from ..dtypes import bool_, i64, promote
-from ..errors import DTypeError, ShapeError
+from ..errors import IndexDTypeError, ShapeError
 from ..shapes import Dim, broadcast, normalize_axes, normalize_axis, shape_text
 from ..tensor import Tensor, describe
 from ._op import Op, Sample, lift
@@ -230,7 +230,7 @@ def _as_index(k: Any, x: Tensor) -> Any:
             array = array.astype(np.int64)
         return lift([array])[0]
     reason = f"cannot index with {type(k).__name__} {k!r} (ints, slices, None, ..., integer or bool tensors)"
-    raise DTypeError(reason).locate("getitem", (describe(x), repr(k)))
+    raise IndexDTypeError(reason).locate("getitem", (describe(x), repr(k)))
 
 
 def _consumes(k: Any) -> int:
@@ -259,7 +259,7 @@ def _check_array(k: Tensor, x: Tensor, dim: int) -> None:
     """An integer index tensor: its dtype, and eagerly each position in range, before any work."""
     if k.dtype.kind != "i":
         reason = f"cannot index with {k.dtype.name} values (only integer or bool tensors)"
-        raise DTypeError(reason).locate("getitem", (describe(x), describe(k)))
+        raise IndexDTypeError(reason).locate("getitem", (describe(x), describe(k)))
     size = x.shape[dim]
     if isinstance(size, int) and isinstance(k.payload, np.ndarray) and k.payload.size:
         bad = k.payload[(k.payload >= size) | (k.payload < -size)]
