@@ -127,6 +127,16 @@ def test_written_tensors_must_have_the_dtype_numbers_are_cast() -> None:
             x.index_put_((lib.tensor([0]),), lib.tensor([2.5]))
 
 
+def test_writes_into_bf16_and_integer_tensors() -> None:
+    for name in ("bfloat16", "int32", "bool"):
+        ours = verigrad.zeros(5, dtype=getattr(verigrad, name))
+        theirs = torch.zeros(5, dtype=getattr(torch, name))
+        for x, lib in ((ours, verigrad), (theirs, torch)):
+            x[[1, 1, 3]] = lib.tensor([1.5, 2.5, 3.0]).to(x.dtype)
+            x[lib.tensor([True, False, False, False, True])] = 1
+        np.testing.assert_array_equal(ours.float().numpy(), theirs.float().numpy())
+
+
 INDEX_PUT_CASES = [  # into a [6, 10]
     ((np.array([1, 1, 3, 0]),), (4, 10)),  # a row repeated: without accumulate, the last stays
     ((np.array([2, 0, 2]), np.array([4, 4, 4])), (3,)),

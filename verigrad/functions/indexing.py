@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from .. import modes
-from ..dtypes import bool_, i64
+from ..dtypes import bf16, bool_, f32, i64
 from ..errors import DTypeError, ShapeError
 from ..ops.binary import eq, gt, where
 from ..ops.creation import arange, from_numpy, full
@@ -201,6 +201,9 @@ def _put(x: Tensor, key: Any, values: Any, accumulate: bool, what: str) -> Tenso
             f"{what}: the values must have the dtype of the tensor written into, as PyTorch's: got "
             f"{describe(values)} for {describe(x)}; cast them first"
         )
+    if x.dtype is bf16 and not accumulate:  # bf16 holds no arithmetic: written through f32, exactly
+        lifted = values.cast(f32) if isinstance(values, Tensor) else values
+        return _put(x.cast(f32), key, lifted, False, what).cast(bf16)
     positions = _positions_of(x, key)
     values = values if isinstance(values, Tensor) else full((), values, dtype=x.dtype)
     try:
@@ -222,6 +225,8 @@ def _put(x: Tensor, key: Any, values: Any, accumulate: bool, what: str) -> Tenso
 def _writes_where(x: Tensor, key: Any, value: Any) -> bool:
     """`x[mask] = v` that `where(mask, v, x)` writes (compiles too): a mask of x's shape, one value."""
     if not (isinstance(key, Tensor) and key.dtype is bool_ and tuple(key.shape) == tuple(x.shape)):
+        return False
+    if x.dtype is bf16:  # where refuses bf16: `_put` writes it through f32
         return False
     return not isinstance(value, Tensor) or builtins.all(d == 1 for d in value.shape)
 
