@@ -256,6 +256,15 @@ def test_index_fill_values_and_gradients() -> None:
     )
 
 
+def test_index_fill_with_a_0d_tensor_value_differentiates_it() -> None:
+    index = np.array([3, 0])  # (PyTorch's backward to the value refuses a negative position)
+    check_values_and_gradients(
+        {"x": X[0].copy(), "v": np.array(2.5)},
+        lambda x, v: x.index_fill(0, verigrad.from_numpy(index), v),
+        lambda x, v: x.index_fill(0, torch.from_numpy(index), v),
+    )
+
+
 def test_masked_scatter_values_and_gradients() -> None:
     mask = X[0] > 0
     check_values_and_gradients(
