@@ -97,6 +97,7 @@ def test_shaping_a_scalar() -> None:
         _same(ours.unsqueeze(dim), theirs.unsqueeze(dim))
         _same(ours.flatten(dim, dim), theirs.flatten(dim, dim))
     _same(ours.squeeze(), theirs.squeeze())
+    _same(ours.squeeze((0,)), theirs.squeeze((0,)))
     _same(ours.flatten(), theirs.flatten())
     _same(verigrad.flatten(ours), torch.flatten(theirs))
     _same(ours.T, theirs.T)
@@ -205,3 +206,14 @@ def test_median_of_no_elements() -> None:
         torch.zeros(0, 3).median(0)
     with pytest.raises(ValueError, match="median of an empty dimension"):
         verigrad.zeros(0, 3).median(0)
+
+
+def test_squeeze_several_dims() -> None:
+    ours, theirs = verigrad.zeros(1, 2, 1, 1), torch.zeros(1, 2, 1, 1)
+    for dims in ((0, 2), (1,), (), (-1, 0), [2, 3], 0, 1):
+        _same(ours.squeeze(dims), theirs.squeeze(dims))
+        _same(verigrad.squeeze(ours, dim=dims), torch.squeeze(theirs, dim=dims))
+    with pytest.raises(RuntimeError):
+        theirs.squeeze((0, 0))
+    with pytest.raises(ValueError, match="name an axis twice"):
+        ours.squeeze((0, 0))

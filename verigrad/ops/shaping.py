@@ -55,13 +55,17 @@ def unsqueeze(x: Tensor, axis: int) -> Tensor:
     return reshape(x, shape=(*x.shape[:axis], 1, *x.shape[axis:]))
 
 
-def squeeze(x: Tensor, axis: int | None = None) -> Tensor:
+def squeeze(x: Tensor, axis: int | Sequence[int] | None = None, *, dim: Any = None) -> Tensor:
+    """x without its axes of size 1: all of them, or those among `axis` (PyTorch's `dim`: an int or a
+    sequence of them; a 0-d tensor takes 0 and -1 and stays as it is)."""
+    axis = dim if dim is not None else axis
     if axis is None:
         return reshape(x, shape=tuple(d for d in x.shape if d != 1))
-    axis = _axis(x, axis, x.ndim, "squeeze")
-    if x.ndim == 0 or x.shape[axis] != 1:  # a 0-d tensor takes dim 0 or -1 and stays as it is
-        return x
-    return reshape(x, shape=x.shape[:axis] + x.shape[axis + 1 :])
+    axes = [_axis(x, a, x.ndim, "squeeze") for a in ((axis,) if isinstance(axis, int) else axis)]
+    if len(set(axes)) != len(axes):
+        raise ShapeError(f"dims {tuple(axis)} name an axis twice").locate("squeeze", (describe(x),))
+    shape = tuple(d for i, d in enumerate(x.shape) if not (i in axes and d == 1))
+    return x if shape == tuple(x.shape) else reshape(x, shape=shape)
 
 
 def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
