@@ -217,3 +217,37 @@ def test_squeeze_several_dims() -> None:
         theirs.squeeze((0, 0))
     with pytest.raises(ValueError, match="name an axis twice"):
         ours.squeeze((0, 0))
+
+
+ZERO = np.array(0)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda lib, x, v: x.gather(0, lib.from_numpy(ZERO.copy())) * v,
+        lambda lib, x, v: x.scatter(-1, lib.from_numpy(ZERO.copy()), v),
+        lambda lib, x, v: x.scatter_add(0, lib.from_numpy(ZERO.copy()), v),
+        lambda lib, x, v: x.index_fill(0, lib.from_numpy(ZERO.copy()), v),
+        lambda lib, x, v: x.index_add(0, lib.tensor([0]), v),
+        lambda lib, x, v: x.index_copy(-1, lib.tensor([0]), v),
+        lambda lib, x, v: lib.take_along_dim(x, lib.from_numpy(ZERO.copy())) * v,
+        lambda lib, x, v: x.transpose(0, -1) * v,
+        lambda lib, x, v: x.index_select(0, lib.tensor([0])) * v,
+        lambda lib, x, v: x.index_select(-1, lib.from_numpy(ZERO.copy())) * v,
+    ],
+)
+def test_indexing_functions_of_a_scalar(call) -> None:
+    check_values_and_gradients(
+        {"x": SCALAR.copy(), "v": np.array(0.75)},
+        lambda x, v: call(verigrad, x * 1.0, v),
+        lambda x, v: call(torch, x * 1.0, v),
+    )
+
+
+def test_indexing_functions_of_a_scalar_refuse_what_torch_refuses() -> None:
+    for lib in (torch, verigrad):
+        with pytest.raises(IndexError):
+            lib.take_along_dim(lib.tensor(2.5), lib.tensor(0), 0)
+        with pytest.raises((RuntimeError, ValueError)):
+            lib.tensor(2.5).index_select(0, lib.tensor([0, 0]))

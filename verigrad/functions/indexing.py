@@ -5,13 +5,15 @@ masked_scatter, nonzero / argwhere and the one-argument where (eager only), buck
 from __future__ import annotations
 
 import builtins
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from .. import modes
 from ..dtypes import bf16, bool_, f32, i64
-from ..errors import DTypeError, ShapeError
+from ..errors import AxisError, DTypeError, ShapeError
 from ..ops.binary import eq, gt, where
 from ..ops.creation import arange, from_numpy, full
 from ..ops.index import gather, searchsorted, take, take_grad
@@ -36,13 +38,39 @@ def _in_range(index: Tensor, size: Any, what: str) -> None:
 
 
 def index_select(x: Tensor, axis: int, index: Tensor) -> Tensor:
-    """The entries of x at the integer `index` (1-D) along `axis`."""
-    if index.ndim != 1:
-        raise ShapeError(f"index_select needs a 1-D index, got {shape_text(index.shape)}")
+    """The entries of x at the integer `index` (0-d or 1-D) along `axis`; of a 0-d x, its one entry."""
+    if index.ndim > 1:
+        raise ShapeError(f"index_select needs a 0-d or 1-D index, got {shape_text(index.shape)}")
+    if x.ndim == 0:
+        normalize_axis(axis, 0)
+        if index.numel() != 1:
+            raise ShapeError(f"index_select of a 0-d tensor takes one index, got {describe(index)}")
+        _in_range(index, 1, "index_select")
+        return take(x.reshape(1), index.reshape(1), axis=0).reshape(())
     _in_range(index, x.shape[normalize_axis(axis, x.ndim)], "index_select")
-    return take(x, index, axis=axis)
+    return take(x, index.reshape(-1), axis=axis)
 
 
+def _scalar_as_vector(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """`fn(x, dim, ...)` for a 0-d x too, as PyTorch's: dim 0 or -1, and x and the 0-d tensors among
+    the arguments read as vectors of one."""
+
+    @functools.wraps(fn)
+    def along(x: Tensor, dim: int, *args: Any, **kwargs: Any) -> Tensor:
+        if not isinstance(x, Tensor) or x.ndim:
+            return fn(x, dim, *args, **kwargs)
+        normalize_axis(dim, 0)
+
+        def vector(a: Any) -> Any:
+            return a.reshape(1) if isinstance(a, Tensor) and a.ndim == 0 else a
+
+        found = fn(x.reshape(1), 0, *map(vector, args), **{k: vector(v) for k, v in kwargs.items()})
+        return found.reshape(())
+
+    return along
+
+
+@_scalar_as_vector
 def index_add(x: Tensor, dim: int, index: Tensor, source: Tensor, alpha: Any = 1) -> Tensor:
     """x with source's slices (times alpha) added at the positions `index` names along `dim`; repeated
     positions add up (PyTorch's index_add)."""
@@ -54,6 +82,7 @@ def index_add(x: Tensor, dim: int, index: Tensor, source: Tensor, alpha: Any = 1
     return x + take_grad(added, index, axis=axis, size=x.shape[axis])
 
 
+@_scalar_as_vector
 def index_fill(x: Tensor, dim: int, index: Any, value: Any) -> Tensor:
     """x with the slices at `index` (a vector of positions) along `dim` set to `value`."""
     axis = normalize_axis(dim, x.ndim)
@@ -86,6 +115,7 @@ def _scatter_index(x: Tensor, dim: int, index: Tensor, src: Any, what: str) -> i
     return axis
 
 
+@_scalar_as_vector
 def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     """x with each src[..., j, ...] added at the position index[..., j, ...] names along `dim` (PyTorch's
     scatter_add; repeated positions add up)."""
@@ -115,6 +145,7 @@ def _written(src: Tensor, last: Tensor) -> Tensor:
     return where(last, src, where(isfinite(fixed), src - fixed, 0))
 
 
+@_scalar_as_vector
 def scatter(
     x: Tensor, dim: int, index: Tensor, src: Any = None, *, value: Any = None, reduce: Any = None
 ) -> Tensor:
@@ -263,6 +294,7 @@ def index_put_(x: Tensor, indices: Any, values: Any, accumulate: bool = False) -
     return assign(x, index_put(x, indices, values, accumulate))
 
 
+@_scalar_as_vector
 def index_copy(x: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
     """x with its slices at `index` (a vector of positions) along `dim` replaced by source's, in order
     (PyTorch's index_copy; a repeated position keeps its last)."""
@@ -270,15 +302,13 @@ def index_copy(x: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
     if not isinstance(index, Tensor) or index.ndim > 1 or index.dtype.kind != "i":
         raise ShapeError(f"index_copy needs a vector of integer positions, got {describe(index)}")
     index = index.reshape(-1)
-    _in_range(index, x.shape[axis] if x.ndim else 1, "index_copy")
-    want = (*x.shape[:axis], index.shape[0], *x.shape[axis + 1 :]) if x.ndim else tuple(index.shape)
+    _in_range(index, x.shape[axis], "index_copy")
+    want = (*x.shape[:axis], index.shape[0], *x.shape[axis + 1 :])
     if not isinstance(source, Tensor) or tuple(source.shape) != tuple(want):
         got = describe(source)
         raise ShapeError(
             f"index_copy: source must be {shape_text(want)} for {describe(x)} along {axis}, got {got}"
         )
-    if not x.ndim:
-        return _put(x.reshape(1), (index,), source, False, "index_copy").reshape(())
     return _put(x, (slice(None),) * axis + (index,), source, False, "index_copy")
 
 
@@ -303,6 +333,8 @@ def take_along_dim(x: Tensor, indices: Tensor, dim: int | None = None) -> Tensor
         raise DTypeError(f"take_along_dim needs an integer index tensor, got {describe(indices)}")
     if dim is None:
         return gather(x.reshape(-1), indices.reshape(-1), axis=0)
+    if x.ndim == 0:
+        raise AxisError(f"take_along_dim: dim {dim} of a 0-d tensor (PyTorch's: it has no dimensions)")
     axis = normalize_axis(dim, x.ndim)
     if indices.ndim != x.ndim:
         raise ShapeError(

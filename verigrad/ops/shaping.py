@@ -33,7 +33,8 @@ def transpose(x: Tensor, a: int = -2, b: int = -1) -> Tensor:
     """Axes a and b swapped: a view with swapped strides."""
     axes = list(range(x.ndim))
     a, b = _axis(x, a, x.ndim, "transpose"), _axis(x, b, x.ndim, "transpose")
-    axes[a], axes[b] = axes[b], axes[a]
+    if x.ndim:  # a 0-d tensor takes 0 and -1 and stays as it is
+        axes[a], axes[b] = axes[b], axes[a]
     return permute(x, axes=tuple(axes))
 
 
