@@ -233,20 +233,21 @@ def new_tensor(self: Tensor, data: Any, dtype: Any = None) -> Tensor:
 # reductions (PyTorch's `dim=` beside NumPy's `axis`) -------------------------------------------
 @adapted
 def sum(
-    self: Tensor, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None, dtype: Any = None
+    self: Tensor, dim: Axis = None, keepdim: bool = False, *, axis: Axis = None, dtype: Any = None
 ) -> Tensor:
-    """The sum over `axis`; with `dtype`, of the tensor cast to it first (as PyTorch's)."""
+    """The sum over PyTorch's `dim` (`()` sums all) or NumPy's `axis` (`()` sums none); with `dtype`, of
+    the tensor cast to it first (as PyTorch's)."""
     x = self if dtype is None else self.cast(dtype)
-    return reduce.sum(x, axis=_axis(axis, dim), keepdim=keepdim)
+    return reduce.sum(x, axis=axis, dim=dim, keepdim=keepdim)
 
 
 @adapted
 def mean(
-    self: Tensor, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None, dtype: Any = None
+    self: Tensor, dim: Axis = None, keepdim: bool = False, *, axis: Axis = None, dtype: Any = None
 ) -> Tensor:
-    """The mean over `axis`; with `dtype`, of the tensor cast to it first (as PyTorch's)."""
+    """The mean over `dim` or `axis` (as `sum`); with `dtype`, of the tensor cast to it first."""
     x = self if dtype is None else self.cast(dtype)
-    return reduce.mean(x, axis=_axis(axis, dim), keepdim=keepdim)
+    return reduce.mean(x, axis=axis, dim=dim, keepdim=keepdim)
 
 
 def _along_axis(op: Callable[..., Tensor], default: Any, keepdim: bool) -> Callable[..., Tensor]:

@@ -251,3 +251,27 @@ def test_indexing_functions_of_a_scalar_refuse_what_torch_refuses() -> None:
             lib.take_along_dim(lib.tensor(2.5), lib.tensor(0), 0)
         with pytest.raises((RuntimeError, ValueError)):
             lib.tensor(2.5).index_select(0, lib.tensor([0, 0]))
+
+
+@pytest.mark.parametrize("dims", [(), []])
+def test_an_empty_dim_list_reduces_all_or_none_as_torch(dims) -> None:
+    """PyTorch's sum, mean, std, var, norm, count_nonzero, amax over dim=() reduce all; all / any none."""
+    calls = [
+        lambda lib, x: x.sum(dims),
+        lambda lib, x: x.sum(dim=dims, keepdim=True),
+        lambda lib, x: lib.sum(x, dims),
+        lambda lib, x: x.mean(dim=dims),
+        lambda lib, x: x.norm(dim=dims),
+        lambda lib, x: x.amax(dims),
+    ]
+    for call in calls:
+        check_values_and_gradients(
+            {"x": np.arange(6.0).reshape(2, 3) - 2.5}, lambda x: call(verigrad, x), lambda x: call(torch, x)
+        )
+    x = np.arange(6.0).reshape(2, 3) - 2.5  # std and var: values (PyTorch's gradient over dim=() is inf)
+    _same(verigrad.from_numpy(x).std(dims), torch.from_numpy(x).std(dims))
+    _same(verigrad.from_numpy(x).var(dim=dims), torch.from_numpy(x).var(dim=dims))
+    for name in ("count_nonzero", "any", "all"):
+        ours = getattr(verigrad.from_numpy(np.eye(2)), name)(dims)
+        theirs = getattr(torch.from_numpy(np.eye(2)), name)(dims)
+        _same(ours, theirs)
