@@ -59,6 +59,10 @@ def test_writes_keep_the_last_value_at_a_repeated_position() -> None:
     y = _m()
     y[[1, 1, 1]] += 1.0  # read, add, write: once, not three times (PyTorch's)
     assert y[1].tolist() == [5.0, 6.0, 7.0, 8.0]
+    w = _m()
+    w[True] = -1.0  # a Python bool: a 0-d bool index (a new axis), as PyTorch's
+    w[0, False] = 5.0  # writes nothing
+    assert w.tolist() == (-np.ones((3, 4))).tolist()
     z = _m()
     z[verigrad.tensor([True, False, True]), 0] = verigrad.tensor([-1.0, -2.0], dtype="f64")
     assert z[:, 0].tolist() == [-1.0, 4.0, -2.0]

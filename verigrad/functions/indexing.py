@@ -262,6 +262,11 @@ def _writes_where(x: Tensor, key: Any, value: Any) -> bool:
     return not isinstance(value, Tensor) or builtins.all(d == 1 for d in value.shape)
 
 
+def _basic(k: Any) -> bool:
+    """An int or a slice (a Python bool is PyTorch's 0-d bool index, not an int)."""
+    return isinstance(k, int | np.integer | slice) and not isinstance(k, bool | np.bool_)
+
+
 def setitem(x: Tensor, key: Any, value: Any) -> None:
     """`x[key] = value` by PyTorch's rules (value broadcast to x[key]'s shape): basic indices write into
     the view; integer arrays and bool masks write their elements, a repeated position its last value."""
@@ -269,7 +274,7 @@ def setitem(x: Tensor, key: Any, value: Any) -> None:
         basic_setitem(x, key, value.reshape(()) if isinstance(value, Tensor) else value)
         return
     items = key if isinstance(key, tuple) else (key,)
-    if builtins.all(k is None or k is Ellipsis or isinstance(k, int | slice) for k in items):
+    if builtins.all(k is None or k is Ellipsis or _basic(k) for k in items):
         basic_setitem(x, key, value)
         return
     assign(x, _put(x, key, value, False, "setitem"))

@@ -203,10 +203,10 @@ def _parse_key(x: Tensor, key: Any) -> tuple[list, list, list]:
             dim += 1
         elif k.dtype is bool_ and k.ndim == 0:  # PyTorch's: a new axis, kept (True) or emptied (False)
             layout.append(None)
-            kept = np.zeros(1 if values_of_mask(k, x).item() else 0, dtype=np.int64)
+            kept = np.zeros(1 if _mask_values(k, x).item() else 0, dtype=np.int64)
             arrays.append((len(layout) - 1, lift([kept])[0]))
         elif k.dtype is bool_:
-            for j, found in enumerate(np.nonzero(values_of_mask(k, x, dim))):
+            for j, found in enumerate(np.nonzero(_mask_values(k, x, dim))):
                 index.append(slice(None))
                 layout.append(dim + j)
                 arrays.append((len(layout) - 1, lift([found.astype(np.int64)])[0]))
@@ -247,7 +247,7 @@ def _consumes(k: Any) -> int:
     return 1
 
 
-def values_of_mask(mask: Tensor, x: Tensor, dim: int = 0) -> np.ndarray:
+def _mask_values(mask: Tensor, x: Tensor, dim: int = 0) -> np.ndarray:
     """A bool mask's values, after checking that it matches x's axes from `dim` on. Which positions it
     names depends on the values: eager only."""
     modes.eager_only("x[mask]", "in compiled code use where(mask, x, other)")
