@@ -45,6 +45,8 @@ READ_KEYS = [
     ([],),
     (np.array([], dtype=np.int64), ALL, 0),
     (ALL, ALL, np.array([[1, 1], [1, 3]])),  # repeated positions: their gradients add up
+    (np.array(0), ALL, [-1]),  # a 0-d integer tensor selects as an int: [-1] stays in place
+    (np.array(2), E, False),
 ]
 ZERO_D_INDEX = (np.array(1),)  # a 0-d integer tensor: as an int, but a copy
 
@@ -435,3 +437,61 @@ def test_flatten_refuses_what_torch_refuses() -> None:
             torch.from_numpy(X).flatten(start, end)
         with pytest.raises(ValueError, match="flatten"):
             verigrad.from_numpy(X).flatten(start, end)
+
+
+def _random_item(rng: np.random.Generator, size: int):
+    """One index item of every kind PyTorch takes, at random."""
+    kind = rng.integers(9)
+    if kind == 0:
+        return slice(rng.choice([None, 0, 1]), rng.choice([None, -1, size]), rng.choice([None, 1, 2]))
+    if kind == 1:
+        return int(rng.integers(-size, size))
+    if kind in (2, 3):
+        shapes = [(2,), (1,), (2, 1), (3,), ()]
+        return rng.integers(-size, size, shapes[rng.integers(len(shapes))])
+    if kind == 4:
+        return rng.random(size) > 0.5
+    if kind == 5:
+        return None
+    if kind == 6:
+        return [int(i) for i in rng.integers(0, size, 2)]
+    if kind == 7:
+        return bool(rng.integers(2))
+    return Ellipsis
+
+
+def test_random_keys_read_and_write_as_torch() -> None:
+    """Keys drawn at random from every kind of item: the same values and shapes read, the same tensor
+    after a write of values of the read's shape, or an IndexError from both (or from verigrad alone
+    where PyTorch reads nothing, out of range: its result is empty)."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 4, 5, 2))
+    for _ in range(600):
+        key, dim = [], 0
+        for _ in range(rng.integers(1, 5)):
+            if dim >= x.ndim:
+                break
+            item = _random_item(rng, x.shape[dim])
+            if item is Ellipsis and any(k is Ellipsis for k in key):
+                continue
+            key.append(item)
+            dim += item is not None and item is not Ellipsis and not isinstance(item, bool)
+        key = tuple(key)
+        try:
+            expected = torch.from_numpy(x.copy())[_key(key, torch)]
+        except IndexError:
+            with pytest.raises(IndexError):
+                verigrad.from_numpy(x.copy())[_key(key, verigrad)]
+            continue
+        try:
+            got = verigrad.from_numpy(x.copy())[_key(key, verigrad)]
+        except IndexError:
+            assert expected.numel() == 0, key
+            continue
+        assert got.shape == tuple(expected.shape), key
+        np.testing.assert_array_equal(got.numpy(), expected.numpy(), err_msg=repr(key))
+        values = rng.standard_normal(tuple(expected.shape))
+        ours, theirs = verigrad.from_numpy(x.copy()), torch.from_numpy(x.copy())
+        ours[_key(key, verigrad)] = verigrad.from_numpy(values.copy())
+        theirs[_key(key, torch)] = torch.from_numpy(values.copy())
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy(), err_msg=repr(key))

@@ -222,7 +222,9 @@ def _parse_key(x: Tensor, key: Any) -> tuple[list, list, list]:
 
 def _as_index(k: Any, x: Tensor) -> Any:
     """One item of a key as None, ..., a slice, an int or a tensor (a list or an array made one; a
-    Python bool a 0-d bool tensor, as PyTorch's)."""
+    Python bool a 0-d bool tensor, and a 0-d integer tensor an int, as PyTorch's)."""
+    if isinstance(k, Tensor) and k.ndim == 0 and k.dtype.kind == "i" and isinstance(k.payload, np.ndarray):
+        return int(k.item())  # PyTorch's: a 0-d integer tensor selects as an int does
     if k is None or k is Ellipsis or isinstance(k, slice | Tensor):
         return k
     if isinstance(k, bool | np.bool_):
