@@ -228,8 +228,10 @@ def test_bad_keys_raise_index_error_as_torch(key) -> None:
 
 
 @pytest.mark.parametrize("position", [-1, 3])
-def test_index_select_add_copy_take_no_negative_positions(position: int) -> None:
+def test_positions_of_scatter_and_index_functions_are_never_negative(position: int) -> None:
     calls = [
+        lambda lib, x, i: x.scatter(0, i.reshape(1, 1), 1.0),
+        lambda lib, x, i: x.scatter_add(0, i.reshape(1, 1), lib.ones(1, 1, dtype=lib.float64)),
         lambda lib, x, i: x.index_select(0, i),
         lambda lib, x, i: x.index_add(0, i, lib.ones(1, 4, dtype=lib.float64)),
         lambda lib, x, i: x.index_copy(0, i, lib.ones(1, 4, dtype=lib.float64)),
@@ -495,3 +497,36 @@ def test_random_keys_read_and_write_as_torch() -> None:
         ours[_key(key, verigrad)] = verigrad.from_numpy(values.copy())
         theirs[_key(key, torch)] = torch.from_numpy(values.copy())
         np.testing.assert_array_equal(ours.numpy(), theirs.numpy(), err_msg=repr(key))
+
+
+@pytest.mark.parametrize(("start", "length"), [(-2, 2), (1, 3), (4, 0), (0, 4), (3, 2), (-5, 1), (2, -1)])
+def test_narrow_as_torch(start: int, length: int) -> None:
+    try:
+        expected = torch.from_numpy(X).narrow(2, start, length)
+    except (IndexError, RuntimeError) as e:
+        with pytest.raises(IndexError if isinstance(e, IndexError) else ValueError, match="narrow"):
+            verigrad.from_numpy(X).narrow(2, start, length)
+        return
+    check_values_and_gradients(
+        {"x": X.copy()}, lambda x: x.narrow(2, start, length), lambda x: x.narrow(2, start, length)
+    )
+    assert expected.shape[2] == length
+
+
+def test_repeat_interleave_with_a_tensor_of_counts() -> None:
+    counts = np.array([2, 0, 1])
+    check_values_and_gradients(
+        {"x": X[:, 0].copy()},
+        lambda x: x.repeat_interleave(verigrad.from_numpy(counts), dim=0),
+        lambda x: x.repeat_interleave(torch.from_numpy(counts), dim=0),
+    )
+    check_values_and_gradients(
+        {"x": X[0, :3, :2].copy()},
+        lambda x: verigrad.repeat_interleave(x, verigrad.tensor([1, 3, 0, 2, 1, 1])),
+        lambda x: torch.repeat_interleave(x, torch.tensor([1, 3, 0, 2, 1, 1])),
+    )
+    check_values_and_gradients(
+        {"x": X[0].copy()},
+        lambda x: x.repeat_interleave(verigrad.tensor([2]), dim=1),
+        lambda x: x.repeat_interleave(torch.tensor([2]), dim=1),
+    )

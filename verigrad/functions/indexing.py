@@ -112,6 +112,7 @@ def _scatter_index(x: Tensor, dim: int, index: Tensor, src: Any, what: str) -> i
                 f"{what}: the index {shape_text(index.shape)} must have the rank of {name} "
                 f"{shape_text(shape)} and be no larger{along}"
             )
+    _in_range(index, x.shape[axis], what)
     return axis
 
 

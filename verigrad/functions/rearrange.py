@@ -8,8 +8,11 @@ import builtins
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
+from .. import modes
 from ..errors import ShapeError
-from ..ops.creation import arange, full
+from ..ops.creation import arange, from_numpy, full
 from ..ops.index import take
 from ..ops.movement import concat, permute
 from ..ops.shaping import flip, getitem, unsqueeze
@@ -74,7 +77,12 @@ def repeat(x: Tensor, *sizes: Any) -> Tensor:
 
 def repeat_interleave(x: Tensor, repeats: int, axis: int | None = None, *, dim: int | None = None) -> Tensor:
     """Each element repeated `repeats` times in place along `axis` ([a, b] -> [a, a, b, b]); with no
-    axis, of the flattened tensor. An integer count (PyTorch also takes a tensor of counts)."""
+    axis, of the flattened tensor. A tensor of counts, one per element (or one for all), repeats each
+    its own number of times (eager only: the size depends on the counts)."""
+    if isinstance(repeats, Tensor) and repeats.numel() != 1:
+        return _repeat_each(x, repeats, pick(axis, dim))
+    if isinstance(repeats, Tensor):
+        repeats = int(repeats.item())
     if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 0:
         raise ValueError(f"repeat_interleave takes a whole number of repeats >= 0, got {repeats!r}")
     axis = pick(axis, dim)
@@ -85,6 +93,22 @@ def repeat_interleave(x: Tensor, repeats: int, axis: int | None = None, *, dim: 
     shape = (*x.shape[: axis + 1], repeats, *x.shape[axis + 1 :])
     merged = (*x.shape[:axis], x.shape[axis] * repeats, *x.shape[axis + 1 :])
     return spread.broadcast_to(shape).reshape(merged)
+
+
+def _repeat_each(x: Tensor, repeats: Tensor, axis: int | None) -> Tensor:
+    """x's entries along `axis` each repeated its own count of times: a take of the repeated positions."""
+    modes.eager_only("repeat_interleave with a tensor of counts")
+    if axis is None:
+        x, axis = x.reshape(-1), 0
+    axis = normalize_axis(axis, x.ndim)
+    counts = repeats.numpy()
+    if repeats.dtype.kind != "i" or counts.ndim != 1 or len(counts) != x.shape[axis] or (counts < 0).any():
+        raise ValueError(
+            f"repeat_interleave: the counts must be {x.shape[axis]} whole numbers >= 0 (one per entry along "
+            f"dim {axis}), got {describe(repeats)}"
+        )
+    positions = np.repeat(np.arange(len(counts)), counts).astype(np.int64)
+    return take(x, from_numpy(positions), axis=axis)
 
 
 def roll(x: Tensor, shifts: Any, dims: Any = None) -> Tensor:
@@ -105,8 +129,17 @@ def roll(x: Tensor, shifts: Any, dims: Any = None) -> Tensor:
 
 
 def narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
-    """x[..., start:start + length, ...] along `dim`."""
+    """x[..., start:start + length, ...] along `dim` (a negative start counts from the end), as a view;
+    a piece that does not fit is refused, as PyTorch's."""
     axis = normalize_axis(dim, x.ndim)
+    size, start, length = x.shape[axis], int(start), int(length)
+    if not isinstance(size, int):  # a symbol: the slice as given
+        return getitem(x, (*(slice(None),) * axis, slice(start, start + length)))
+    if not -size <= start <= size:
+        raise IndexError(f"narrow: start {start} is out of range for a dimension of size {size}")
+    start = start % size if start < 0 else start
+    if length < 0 or start + length > size:
+        raise ValueError(f"narrow: start {start} + length {length} does not fit a dimension of size {size}")
     return getitem(x, (*(slice(None),) * axis, slice(start, start + length)))
 
 
