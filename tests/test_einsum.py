@@ -62,11 +62,30 @@ def test_einsum_refusals() -> None:
         verigrad.einsum("ijk->i", a)
     with pytest.raises(ValueError, match="names 2 operands, 1 given"):
         verigrad.einsum("ij,jk", a)
-    with pytest.raises(ValueError, match="repeated within one operand"):
-        verigrad.einsum("ii->i", verigrad.ones(3, 3))
+    with pytest.raises(ShapeError, match="'i' in 'ii' must have one size for a diagonal, got 3, 2"):
+        verigrad.einsum("ii->i", verigrad.ones(3, 2))
     with pytest.raises(ValueError, match="output 'iz' must name each input letter at most once"):
         verigrad.einsum("ij->iz", a)
     with pytest.raises(ValueError, match="lower-case letters"):
         verigrad.einsum("iJ->i", a)
     with pytest.raises(TypeError, match="an equation and one or more tensors"):
         verigrad.einsum("ij->i", np.ones((2, 3)))
+
+
+def test_a_letter_repeated_in_an_operand_takes_its_diagonal() -> None:
+    m = verigrad.arange(9.0).reshape(3, 3)  # [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
+    assert verigrad.einsum("ii->i", m).tolist() == [0.0, 4.0, 8.0]
+    assert verigrad.einsum("ii", m).item() == 12.0  # implicit: the trace
+    assert verigrad.einsum("ij,ii->j", m, m).tolist() == [
+        0 * 0 + 4 * 3 + 8 * 6,
+        0 + 4 * 4 + 8 * 7,
+        0 + 4 * 5 + 8 * 8,
+    ]
+    t = verigrad.arange(18.0).reshape(3, 3, 2)  # t[i, i, j] = 6i + 2i + j
+    assert verigrad.einsum("iij->j", t).tolist() == [0 + 8 + 16, 1 + 9 + 17]
+    cube = verigrad.arange(27.0).reshape(3, 3, 3)
+    assert verigrad.einsum("iii->i", cube).tolist() == [0.0, 13.0, 26.0]
+    assert verigrad.einsum("iji->j", cube).tolist() == [0 + 10 + 20, 3 + 13 + 23, 6 + 16 + 26]
+    x = verigrad.arange(9.0).reshape(3, 3).requires_grad_()
+    verigrad.einsum("ii->i", x).sum().backward()
+    assert x.grad.tolist() == np.eye(3).tolist()  # the diagonal's gradient goes to the diagonal alone

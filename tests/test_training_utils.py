@@ -675,9 +675,9 @@ def test_mask_selection_comparison_methods_and_in_place_variants() -> None:
     y[y < 0] = y[y < 0] * 10  # the selected values, in order
     y[y > 0] += 1
     assert y.numpy().tolist() == [2.0, -20.0, 4.0, -40.0]
-    with pytest.raises(verigrad.ShapeError, match=r"cannot assign \[3\] to x\[mask\] of \[2\]"):
+    with pytest.raises(verigrad.ShapeError, match=r"values of shape \[3\] cannot be broadcast .* \[2\]"):
         y[y > 0] = verigrad.tensor([1.0, 2.0, 3.0])
-    with pytest.raises(verigrad.ShapeError, match="a bool mask indexes the leading axes"):
+    with pytest.raises(IndexError, match=r"the shape of the mask \[2\] does not match"):
         rows[verigrad.tensor([True, False])]
     with pytest.raises(TypeError, match="runs eagerly"):
         verigrad.compile(lambda t: t[t > 0].sum())(verigrad.tensor([1.0, -1.0]))

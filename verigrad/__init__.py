@@ -18,7 +18,7 @@ from .backends import backend, get_backend, get_threads, set_backend, set_thread
 from .compile import check, compile
 from .devices import device
 from .dtypes import DType, bf16, bool_, f16, f32, f64, i32, i64, u8
-from .errors import DTypeError, ShapeError, VerigradError, WeightFileError
+from .errors import AxisError, DTypeError, IndexDTypeError, ShapeError, VerigradError, WeightFileError
 from .functions import (
     absolute,
     addcdiv,
@@ -80,6 +80,9 @@ from .functions import (
     hsplit,
     hstack,
     index_add,
+    index_copy,
+    index_fill,
+    index_put,
     index_select,
     isclose,
     isfinite,
@@ -96,6 +99,7 @@ from .functions import (
     logit,
     logsumexp,
     masked_fill,
+    masked_scatter,
     masked_select,
     max,
     median,
@@ -140,6 +144,7 @@ from .functions import (
     swapaxes,
     swapdims,
     take,
+    take_along_dim,
     tensor_split,
     tile,
     topk,
@@ -214,6 +219,7 @@ from .ops import (
     log1p,
     log_softmax,
     logaddexp,
+    logcumsumexp,
     logical_and,
     logical_not,
     logical_or,

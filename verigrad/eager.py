@@ -59,6 +59,11 @@ class EagerMode(modes.Mode):
             raise RuntimeError(
                 "a tensor that requires grad is being updated in place; do it under verigrad.no_grad()"
             )
+        if value.requires_grad and is_grad_enabled():  # PyTorch records it; here its gradient would be lost
+            raise RuntimeError(
+                "a value that requires grad is written in place into a tensor that does not; verigrad "
+                "does not record in-place writes yet: write it out of place (index_put, where, cat)"
+            )
         if not target.payload.flags.writeable:
             raise RuntimeError("cannot write into a broadcast (read-only) view")
         np.copyto(target.payload, value.payload)

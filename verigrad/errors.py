@@ -79,5 +79,13 @@ class DTypeError(_OpError, TypeError):
     """Operands whose dtypes an op does not accept."""
 
 
+class AxisError(ShapeError, IndexError):
+    """An axis (dim) out of range: a ShapeError, and PyTorch's IndexError."""
+
+
+class IndexDTypeError(DTypeError, IndexError):
+    """Index values of a dtype that cannot index (a float tensor): a DTypeError, and PyTorch's IndexError."""
+
+
 class WeightFileError(VerigradError, ValueError):
     """A weight or data file that is missing, truncated or does not match what it should hold."""

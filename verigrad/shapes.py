@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from .dtypes import DType, as_dtype, f32
-from .errors import ShapeError
+from .errors import AxisError, ShapeError
 
 Monomial = tuple[tuple[str, int], ...]  # ((atom, power), ...) sorted by atom
 
@@ -389,8 +389,9 @@ def spec(shape: int | str | Dim | Iterable, dtype: DType | str = "f32") -> Spec:
 
 # rules shared by many ops ----------------------------------------------------------------------
 def normalize_axis(axis: int, ndim: int) -> int:
-    if not -ndim <= axis < max(ndim, 1):
-        raise ShapeError(f"axis {axis} is out of range for {ndim} dimensions")
+    """axis as a non-negative int; a 0-d tensor takes 0 and -1, as PyTorch's."""
+    if not -max(ndim, 1) <= axis < max(ndim, 1):
+        raise AxisError(f"axis {axis} is out of range for {ndim} dimensions")
     return axis % ndim if ndim else 0
 
 
@@ -401,7 +402,7 @@ def normalize_axes(axis: int | Sequence[int] | None, ndim: int) -> tuple[int, ..
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     if ndim == 0:  # PyTorch's: a 0-d tensor takes dim 0 and -1, reducing over nothing
         if any(a not in (0, -1) for a in axes):
-            raise ShapeError(f"axis {axis} is out of range for 0 dimensions (it takes 0 or -1)")
+            raise AxisError(f"axis {axis} is out of range for 0 dimensions (it takes 0 or -1)")
         return ()
     out = tuple(sorted({normalize_axis(a, ndim) for a in axes}))
     if len(out) != len(axes):

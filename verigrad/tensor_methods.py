@@ -288,20 +288,21 @@ def new_tensor(
 # reductions (PyTorch's `dim=` beside NumPy's `axis`) -------------------------------------------
 @adapted
 def sum(
-    self: Tensor, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None, dtype: Any = None
+    self: Tensor, dim: Axis = None, keepdim: bool = False, *, axis: Axis = None, dtype: Any = None
 ) -> Tensor:
-    """The sum over `axis`; with `dtype`, of the tensor cast to it first (as PyTorch's)."""
+    """The sum over PyTorch's `dim` (`()` sums all) or NumPy's `axis` (`()` sums none); with `dtype`, of
+    the tensor cast to it first (as PyTorch's)."""
     x = self if dtype is None else self.cast(dtype)
-    return reduce.sum(x, axis=_axis(axis, dim), keepdim=keepdim)
+    return reduce.sum(x, axis=axis, dim=dim, keepdim=keepdim)
 
 
 @adapted
 def mean(
-    self: Tensor, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None, dtype: Any = None
+    self: Tensor, dim: Axis = None, keepdim: bool = False, *, axis: Axis = None, dtype: Any = None
 ) -> Tensor:
-    """The mean over `axis`; with `dtype`, of the tensor cast to it first (as PyTorch's)."""
+    """The mean over `dim` or `axis` (as `sum`); with `dtype`, of the tensor cast to it first."""
     x = self if dtype is None else self.cast(dtype)
-    return reduce.mean(x, axis=_axis(axis, dim), keepdim=keepdim)
+    return reduce.mean(x, axis=axis, dim=dim, keepdim=keepdim)
 
 
 def _along_axis(op: Callable[..., Tensor], default: Any, keepdim: bool) -> Callable[..., Tensor]:
@@ -321,8 +322,10 @@ def _along_axis(op: Callable[..., Tensor], default: Any, keepdim: bool) -> Calla
 
 
 @adapted
-def argsort(self: Tensor, axis: int = -1, descending: bool = False, *, dim: int | None = None) -> Tensor:
-    return index_ops.argsort(self, axis=_axis(axis, dim), descending=descending)
+def argsort(
+    self: Tensor, axis: int = -1, descending: bool = False, *, dim: int | None = None, stable: bool = False
+) -> Tensor:
+    return index_ops.argsort(self, axis=_axis(axis, dim), descending=descending, stable=stable)
 
 
 @adapted
@@ -426,7 +429,7 @@ def __getitem__(self: Tensor, key: Any) -> Tensor:
 
 @adapted
 def __setitem__(self: Tensor, key: Any, value: Any) -> None:
-    shaping.setitem(self, key, value)
+    indexing.setitem(self, key, value)
 
 
 @adapted
@@ -494,11 +497,12 @@ FORWARDED_FROM = {
     pointwise: "clamp masked_fill isnan isinf isfinite nan_to_num isclose allclose equal lerp addcmul "
     "addcdiv frac deg2rad rad2deg log2 log10",
     statistics: "amax amin var std logsumexp argmin all any norm count_nonzero bincount histc",
-    rearrange: "split chunk repeat repeat_interleave roll narrow unbind movedim unflatten rot90 diff",
+    rearrange: "split chunk repeat repeat_interleave roll narrow unbind movedim unflatten rot90 diff unfold",
     matrices: "mm bmm outer diagonal diag trace tril triu fill_diagonal_ kron cross",
     ordering: "max min aminmax sort topk kthvalue median nanmedian mode cummax cummin unique "
     "unique_consecutive",
-    indexing: "index_select index_add index_fill scatter scatter_add masked_select nonzero argwhere",
+    indexing: "index_select index_add index_fill scatter scatter_add masked_select nonzero argwhere "
+    "index_put index_put_ index_copy masked_scatter take_along_dim",
     special_ops: "erfc erfinv lgamma digamma i0 signbit nextafter",
     special: "sinc xlogy logit fmax fmin sgn heaviside ldexp logical_xor mvlgamma logaddexp2 positive "
     "negative absolute fix arctan2",
@@ -520,6 +524,7 @@ ADAPTED.update(
     prod=_along_axis(reduce.prod, None, keepdim=True),
     cumsum=_along_axis(scan.cumsum, 0, keepdim=False),
     cumprod=_along_axis(scan.cumprod, 0, keepdim=False),
+    logcumsumexp=_along_axis(scan.logcumsumexp, 0, keepdim=False),
     softmax=_along_axis(softmax, -1, keepdim=False),
     log_softmax=_along_axis(log_softmax, -1, keepdim=False),
     float=_cast_to(f32),
@@ -535,7 +540,8 @@ ALIASES = {"astype": "cast", "clip": "clamp",
            "moveaxis": "movedim", "swapdims": "swapaxes"}  # fmt: skip
 IN_PLACE = ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "relu", "reciprocal", "square",
             "floor", "ceil", "round", "trunc", "sign", "pow", "lerp", "scatter_reduce", "index_fill",
-            "masked_fill", "mul", "div", "index_add", "scatter", "scatter_add")  # fmt: skip
+            "masked_fill", "mul", "div", "index_add", "scatter", "scatter_add", "index_copy",
+            "masked_scatter")  # fmt: skip
 
 
 def bind(cls: type = Tensor) -> None:

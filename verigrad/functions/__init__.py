@@ -8,12 +8,16 @@ from .indexing import (
     argwhere,
     bucketize,
     index_add,
+    index_copy,
     index_fill,
+    index_put,
     index_select,
+    masked_scatter,
     masked_select,
     nonzero,
     scatter,
     scatter_add,
+    take_along_dim,
     where_or_positions,
 )
 from .joining import (

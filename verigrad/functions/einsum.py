@@ -1,18 +1,22 @@
 """`einsum`, written with the ops: each operand's letters that appear nowhere else are summed first,
 then the operands are joined left to right, each pair as one batched matrix product (batch letters,
 then the kept letters of each side, the shared ones contracted), and the result is permuted to the
-output's order. Equations as NumPy's and PyTorch's: explicit (`"bij,bjk->bik"`) or implicit (the
+output's order. A letter repeated within one operand (`"ii->i"`) takes that operand's diagonal first.
+Equations as NumPy's and PyTorch's: explicit (`"bij,bjk->bik"`) or implicit (the
 letters that appear once, in alphabetical order), with `...` for leading axes.
 """
 
 from __future__ import annotations
 
+import builtins
 import math
 import string
 from collections import Counter
 from typing import Any
 
 from ..errors import ShapeError
+from ..ops.creation import arange
+from ..ops.index import take
 from ..ops.matmul import matmul
 from ..ops.movement import broadcast_to, permute, reshape
 from ..ops.reduce import sum
@@ -43,9 +47,6 @@ def _parse(equation: str, ranks: list[int]) -> tuple[list[str], str]:
             own = rank - len(term.replace("...", ""))
             term = term.replace("...", spare[ellipsis_rank - own : ellipsis_rank])
         expanded.append(term)
-    for term in expanded:
-        if len(set(term)) != len(term):
-            raise ValueError(f"einsum: a letter repeated within one operand ({term!r}) is not supported")
     if arrow:
         output = output.replace("...", spare[:ellipsis_rank])
         unknown = set(output) - set("".join(expanded))
@@ -56,6 +57,28 @@ def _parse(equation: str, ranks: list[int]) -> tuple[list[str], str]:
         once = sorted(c for c, n in counts.items() if n == 1 and c.islower())
         output = spare[:ellipsis_rank] + "".join(once)
     return expanded, output
+
+
+def _diagonals(x: Tensor, term: str) -> tuple[Tensor, str]:
+    """x's diagonal over the axes of each letter it repeats (`"ii"`), the letter once, last: those axes
+    moved to the end and merged, then read at the positions (i, i, ...)."""
+    for c in dict.fromkeys(term):
+        at = [i for i, letter in enumerate(term) if letter == c]
+        if len(at) < 2:
+            continue
+        n = x.shape[at[0]]
+        if any(x.shape[i] != n for i in at):
+            sizes = ", ".join(str(x.shape[i]) for i in at)
+            raise ShapeError(
+                f"einsum: the axes of {c!r} in {term!r} must have one size for a diagonal, got {sizes}"
+            )
+        rest = [i for i in range(len(term)) if i not in at]
+        x = permute(x, axes=(*rest, *at))
+        x = reshape(x, shape=(*x.shape[: len(rest)], n ** len(at)))
+        step = builtins.sum(n**j for j in range(len(at)))  # from (i, ..., i) to (i+1, ..., i+1)
+        x = take(x, arange(0, n) * step, axis=len(rest))
+        term = "".join(term[i] for i in rest) + c
+    return x, term
 
 
 def _sum_out(x: Tensor, term: str, keep: set[str]) -> tuple[Tensor, str]:
@@ -98,6 +121,7 @@ def einsum(equation: str, *operands: Any) -> Tensor:
     if not operands or not all(isinstance(x, Tensor) for x in operands):
         raise TypeError("einsum takes an equation and one or more tensors")
     terms, output = _parse(equation, [x.ndim for x in operands])
+    operands, terms = zip(*(_diagonals(x, t) for x, t in zip(operands, terms)))
     x, term = operands[0], terms[0]
     for k in range(len(operands)):
         later = set(output).union(*terms[k + 1 :])

@@ -1,45 +1,88 @@
-"""Reading and writing by position, written with the ops: index_select / index_add / index_fill,
-scatter / scatter_add, masked_select, nonzero / argwhere and the one-argument where (eager only),
-bucketize."""
+"""Reading and writing by position, written with the ops: index_select / index_add / index_fill /
+index_copy, scatter / scatter_add, `x[key] = value` and index_put, take_along_dim, masked_select /
+masked_scatter, nonzero / argwhere and the one-argument where (eager only), bucketize."""
 
 from __future__ import annotations
 
 import builtins
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from .. import modes
-from ..dtypes import i64
-from ..errors import DTypeError, ShapeError
+from ..dtypes import bf16, bool_, f32, i64
+from ..errors import AxisError, DTypeError, ShapeError
 from ..ops.binary import eq, gt, where
 from ..ops.creation import arange, from_numpy, full
 from ..ops.index import gather, searchsorted, take, take_grad
+from ..ops.movement import broadcast_to, reshape
 from ..ops.scatter_reduce import scatter_reduce, spread
-from ..ops.shaping import getitem
-from ..shapes import normalize_axis, shape_text
+from ..ops.shaping import assign, getitem
+from ..ops.shaping import setitem as basic_setitem
+from ..shapes import broadcast, normalize_axis, shape_text
 from ..tensor import Tensor, describe
 from .pointwise import isfinite, values_of
 from .rearrange import broadcast_tensors
 
 
+def _in_range(index: Tensor, size: Any, what: str) -> None:
+    """Eagerly, every position in [0, size) (PyTorch's index_select, index_add and index_copy take no
+    negative positions), before any work."""
+    values = index.payload
+    if isinstance(values, np.ndarray) and isinstance(size, int) and values.size:
+        bad = values[(values < 0) | (values >= size)]
+        if bad.size:
+            raise IndexError(f"{what}: index {bad.flat[0]} is out of range for a dimension of size {size}")
+
+
 def index_select(x: Tensor, axis: int, index: Tensor) -> Tensor:
-    """The entries of x at the integer `index` (1-D) along `axis`."""
-    if index.ndim != 1:
-        raise ShapeError(f"index_select needs a 1-D index, got {shape_text(index.shape)}")
-    return take(x, index, axis=axis)
+    """The entries of x at the integer `index` (0-d or 1-D) along `axis`; of a 0-d x, its one entry."""
+    if index.ndim > 1:
+        raise ShapeError(f"index_select needs a 0-d or 1-D index, got {shape_text(index.shape)}")
+    if x.ndim == 0:
+        normalize_axis(axis, 0)
+        if index.numel() != 1:
+            raise ShapeError(f"index_select of a 0-d tensor takes one index, got {describe(index)}")
+        _in_range(index, 1, "index_select")
+        return take(x.reshape(1), index.reshape(1), axis=0).reshape(())
+    _in_range(index, x.shape[normalize_axis(axis, x.ndim)], "index_select")
+    return take(x, index.reshape(-1), axis=axis)
 
 
+def _scalar_as_vector(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """`fn(x, dim, ...)` for a 0-d x too, as PyTorch's: dim 0 or -1, and x and the 0-d tensors among
+    the arguments read as vectors of one."""
+
+    @functools.wraps(fn)
+    def along(x: Tensor, dim: int, *args: Any, **kwargs: Any) -> Tensor:
+        if not isinstance(x, Tensor) or x.ndim:
+            return fn(x, dim, *args, **kwargs)
+        normalize_axis(dim, 0)
+
+        def vector(a: Any) -> Any:
+            return a.reshape(1) if isinstance(a, Tensor) and a.ndim == 0 else a
+
+        found = fn(x.reshape(1), 0, *map(vector, args), **{k: vector(v) for k, v in kwargs.items()})
+        return found.reshape(())
+
+    return along
+
+
+@_scalar_as_vector
 def index_add(x: Tensor, dim: int, index: Tensor, source: Tensor, alpha: Any = 1) -> Tensor:
     """x with source's slices (times alpha) added at the positions `index` names along `dim`; repeated
     positions add up (PyTorch's index_add)."""
     axis = normalize_axis(dim, x.ndim)
     if index.ndim != 1 or index.dtype.kind != "i":
         raise ShapeError(f"index_add needs a vector of integer positions, got {describe(index)}")
+    _in_range(index, x.shape[axis], "index_add")
     added = source if alpha == 1 else source * alpha
     return x + take_grad(added, index, axis=axis, size=x.shape[axis])
 
 
+@_scalar_as_vector
 def index_fill(x: Tensor, dim: int, index: Any, value: Any) -> Tensor:
     """x with the slices at `index` (a vector of positions) along `dim` set to `value`."""
     axis = normalize_axis(dim, x.ndim)
@@ -69,9 +112,11 @@ def _scatter_index(x: Tensor, dim: int, index: Tensor, src: Any, what: str) -> i
                 f"{what}: the index {shape_text(index.shape)} must have the rank of {name} "
                 f"{shape_text(shape)} and be no larger{along}"
             )
+    _in_range(index, x.shape[axis], what)
     return axis
 
 
+@_scalar_as_vector
 def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     """x with each src[..., j, ...] added at the position index[..., j, ...] names along `dim` (PyTorch's
     scatter_add; repeated positions add up)."""
@@ -101,6 +146,7 @@ def _written(src: Tensor, last: Tensor) -> Tensor:
     return where(last, src, where(isfinite(fixed), src - fixed, 0))
 
 
+@_scalar_as_vector
 def scatter(
     x: Tensor, dim: int, index: Tensor, src: Any = None, *, value: Any = None, reduce: Any = None
 ) -> Tensor:
@@ -138,10 +184,12 @@ def nonzero(x: Tensor, as_tuple: bool = False) -> Any:
     """The positions of x's non-zero elements: [n, ndim] i64, or one vector per axis with as_tuple.
     How many depends on the values: eager only."""
     modes.eager_only("nonzero")
-    found = np.nonzero(values_of(x, "nonzero"))
+    values = values_of(x, "nonzero")
+    found = np.nonzero(values.reshape(1) if values.ndim == 0 else values)  # a 0-d tensor is one of one
     if as_tuple:
         return tuple(from_numpy(np.ascontiguousarray(i, dtype=np.int64)) for i in found)
-    return from_numpy(np.ascontiguousarray(np.stack(found, axis=-1), dtype=np.int64).reshape(-1, x.ndim))
+    positions = np.stack(found, axis=-1)[:, : x.ndim]  # of a 0-d tensor: [n, 0], as PyTorch's
+    return from_numpy(np.ascontiguousarray(positions, dtype=np.int64))
 
 
 def argwhere(x: Tensor) -> Tensor:
@@ -167,3 +215,146 @@ def bucketize(input: Tensor, boundaries: Tensor, *, right: bool = False) -> Tens
     """The bucket of each value among the sorted `boundaries` (PyTorch's): searchsorted(boundaries,
     input, right=right)."""
     return searchsorted(boundaries, input, right=right)
+
+
+# writing through an index: x[key] = value, index_put -------------------------------------------
+def _positions_of(x: Tensor, key: Any) -> Tensor:
+    """The flat position in x of each element x[key] reads (x[key]'s shape, i64): the same rules, the
+    same checks."""
+    return getitem(arange(x.numel(), dtype=i64).reshape(tuple(x.shape)), key)
+
+
+def _put(x: Tensor, key: Any, values: Any, accumulate: bool, what: str) -> Tensor:
+    """x with `values` (broadcast to x[key]'s shape) written at the elements x[key] reads, or added there
+    with `accumulate` (repeated positions add up); written, a repeated position keeps its last value, as
+    PyTorch's on the CPU, and every value gets the gradient at its position."""
+    if isinstance(values, Tensor) and values.dtype is not x.dtype:
+        raise RuntimeError(
+            f"{what}: the values must have the dtype of the tensor written into, as PyTorch's: got "
+            f"{describe(values)} for {describe(x)}; cast them first"
+        )
+    if x.dtype is bf16 and not accumulate:  # bf16 holds no arithmetic: written through f32, exactly
+        lifted = values.cast(f32) if isinstance(values, Tensor) else values
+        return _put(x.cast(f32), key, lifted, False, what).cast(bf16)
+    positions = _positions_of(x, key)
+    values = values if isinstance(values, Tensor) else full((), values, dtype=x.dtype)
+    try:
+        fits = broadcast(tuple(values.shape), tuple(positions.shape)) == tuple(positions.shape)
+    except ShapeError:
+        fits = False
+    if not fits:
+        raise ShapeError(
+            f"{what}: values of shape {shape_text(values.shape)} cannot be broadcast to the indexing "
+            f"result of shape {shape_text(positions.shape)}"
+        )
+    values = broadcast_to(values, shape=tuple(positions.shape)).reshape(-1)
+    positions, flat = positions.reshape(-1), reshape(x, shape=(-1,))
+    if accumulate:
+        return (flat + take_grad(values, positions, axis=0, size=flat.shape[0])).reshape(tuple(x.shape))
+    return scatter(flat, 0, positions, values).reshape(tuple(x.shape))
+
+
+def _writes_where(x: Tensor, key: Any, value: Any) -> bool:
+    """`x[mask] = v` that `where(mask, v, x)` writes (compiles too): a mask of x's shape, one value."""
+    if not (isinstance(key, Tensor) and key.dtype is bool_ and tuple(key.shape) == tuple(x.shape)):
+        return False
+    if x.dtype is bf16:  # where refuses bf16: `_put` writes it through f32
+        return False
+    return not isinstance(value, Tensor) or builtins.all(d == 1 for d in value.shape)
+
+
+def _basic(k: Any) -> bool:
+    """An int or a slice (a Python bool is PyTorch's 0-d bool index, not an int)."""
+    return isinstance(k, int | np.integer | slice) and not isinstance(k, bool | np.bool_)
+
+
+def setitem(x: Tensor, key: Any, value: Any) -> None:
+    """`x[key] = value` by PyTorch's rules (value broadcast to x[key]'s shape): basic indices write into
+    the view; integer arrays and bool masks write their elements, a repeated position its last value."""
+    if _writes_where(x, key, value):
+        basic_setitem(x, key, value.reshape(()) if isinstance(value, Tensor) else value)
+        return
+    items = key if isinstance(key, tuple) else (key,)
+    if builtins.all(k is None or k is Ellipsis or _basic(k) for k in items):
+        basic_setitem(x, key, value)
+        return
+    assign(x, _put(x, key, value, False, "setitem"))
+
+
+def _index_tuple(indices: Any, what: str) -> tuple:
+    if not isinstance(indices, tuple | list) or not builtins.all(
+        k is None or isinstance(k, Tensor) for k in indices
+    ):
+        raise TypeError(f"{what} takes a tuple of index tensors (or None), got {indices!r}")
+    return tuple(slice(None) if k is None else k for k in indices)
+
+
+def index_put(x: Tensor, indices: Any, values: Any, accumulate: bool = False) -> Tensor:
+    """x with `values` put at x[indices] (a tuple of integer or bool tensors): a repeated position keeps
+    its last value, or with `accumulate` they all add up (PyTorch's index_put)."""
+    return _put(x, _index_tuple(indices, "index_put"), values, bool(accumulate), "index_put")
+
+
+def index_put_(x: Tensor, indices: Any, values: Any, accumulate: bool = False) -> Tensor:
+    """index_put written into x."""
+    return assign(x, index_put(x, indices, values, accumulate))
+
+
+@_scalar_as_vector
+def index_copy(x: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
+    """x with its slices at `index` (a vector of positions) along `dim` replaced by source's, in order
+    (PyTorch's index_copy; a repeated position keeps its last)."""
+    axis = normalize_axis(dim, x.ndim)
+    if not isinstance(index, Tensor) or index.ndim > 1 or index.dtype.kind != "i":
+        raise ShapeError(f"index_copy needs a vector of integer positions, got {describe(index)}")
+    index = index.reshape(-1)
+    _in_range(index, x.shape[axis], "index_copy")
+    want = (*x.shape[:axis], index.shape[0], *x.shape[axis + 1 :])
+    if not isinstance(source, Tensor) or tuple(source.shape) != tuple(want):
+        got = describe(source)
+        raise ShapeError(
+            f"index_copy: source must be {shape_text(want)} for {describe(x)} along {axis}, got {got}"
+        )
+    return _put(x, (slice(None),) * axis + (index,), source, False, "index_copy")
+
+
+def masked_scatter(x: Tensor, mask: Tensor, source: Tensor) -> Tensor:
+    """x with source's first elements (in order) written where the bool mask (broadcast to x) holds
+    (PyTorch's masked_scatter): eager only, as how many depends on the mask."""
+    if not isinstance(mask, Tensor) or mask.dtype is not bool_:
+        raise DTypeError(f"masked_scatter needs a bool mask, got {describe(mask)}")
+    mask = broadcast_to(mask, shape=tuple(x.shape))
+    count = int(values_of(mask, "masked_scatter").sum())
+    if source.numel() < count:
+        raise ValueError(
+            f"masked_scatter: the mask holds at {count} positions but source {describe(source)} has fewer"
+        )
+    return _put(x, mask, source.reshape(-1)[:count], False, "masked_scatter")
+
+
+def take_along_dim(x: Tensor, indices: Tensor, dim: int | None = None) -> Tensor:
+    """x's entries at `indices` along `dim` (PyTorch's take_along_dim: gather with x and indices
+    broadcast but along `dim`); without dim, of the flattened x at the flattened indices."""
+    if not isinstance(indices, Tensor) or indices.dtype.kind != "i":
+        raise DTypeError(f"take_along_dim needs an integer index tensor, got {describe(indices)}")
+    if dim is None:
+        return gather(x.reshape(-1), indices.reshape(-1), axis=0)
+    if x.ndim == 0:
+        raise AxisError(f"take_along_dim: dim {dim} of a 0-d tensor (PyTorch's: it has no dimensions)")
+    axis = normalize_axis(dim, x.ndim)
+    if indices.ndim != x.ndim:
+        raise ShapeError(
+            f"take_along_dim: indices {describe(indices)} must have as many dimensions as {describe(x)}"
+        )
+    try:  # PyTorch's: each broadcast with the other, but along `axis`, where each keeps its own size
+        sized = list(x.shape)
+        sized[axis] = indices.shape[axis]
+        indices = broadcast_to(indices, shape=broadcast(tuple(sized), tuple(indices.shape)))
+        sized = list(indices.shape)
+        sized[axis] = x.shape[axis]
+        x = broadcast_to(x, shape=broadcast(tuple(sized), tuple(x.shape)))
+    except ShapeError:
+        raise ShapeError(
+            f"take_along_dim: {describe(x)} and indices {describe(indices)} must broadcast but along {axis}"
+        ) from None
+    return gather(x, indices, axis=axis)

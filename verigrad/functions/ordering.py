@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import modes
 from ..dtypes import i64
-from ..errors import ShapeError
+from ..errors import AxisError
 from ..ops.binary import eq, maximum, minimum, mul, ne, sub, where
 from ..ops.creation import arange, from_numpy, full
 from ..ops.index import argsort, gather
@@ -53,7 +53,7 @@ def _scalar_as_vector(find: Callable[..., Any]) -> Callable[..., Any]:
         if x.ndim or dim is None:
             return find(x, dim, *args, **kwargs)
         if dim not in (0, -1):
-            raise ShapeError(f"dim {dim} is out of range for the 0-d {describe(x)} (it takes dim 0 or -1)")
+            raise AxisError(f"dim {dim} is out of range for the 0-d {describe(x)} (it takes dim 0 or -1)")
         found = find(x.reshape(1), 0, *args, **kwargs)
         return type(found)(*(t.reshape(()) for t in found))
 
@@ -110,8 +110,11 @@ def _sorted(x: Tensor, axis: int, descending: bool) -> SortResult:
     return SortResult(gather(x, order, axis=axis), order)
 
 
-def sort(x: Tensor, axis: int = -1, descending: bool = False, *, dim: int | None = None) -> SortResult:
-    """x sorted along `axis` (stably; NaN above every number), with the indices it came from."""
+def sort(
+    x: Tensor, axis: int = -1, descending: bool = False, *, dim: int | None = None, stable: bool = False
+) -> SortResult:
+    """x sorted along `axis` (stably, whatever `stable` says: ties keep their order; NaN above every
+    number), with the indices it came from."""
     return _sorted(x, pick(axis, dim), descending)
 
 
@@ -149,6 +152,8 @@ def _flat_or(x: Tensor, dim: Any) -> tuple[Tensor, int]:
 def _median(x: Tensor, dim: Any, keepdim: bool, skip_nan: bool) -> Any:
     x_, axis = _flat_or(x, dim)
     size = concrete_size(x_, axis, "median")
+    if size == 0 and dim is None and x.dtype.is_float:
+        return full((), float("nan"), dtype=x.dtype)  # PyTorch's median of no elements
     if size == 0:
         raise ValueError("median of an empty dimension")
     nans = sum(isnan(x_), axis=axis, keepdim=True)  # i64

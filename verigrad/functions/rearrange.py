@@ -1,5 +1,6 @@
 """Tensors cut, tiled, rolled and re-axed by position, as PyTorch's: split / chunk, repeat,
-repeat_interleave, roll, narrow, unbind, movedim, unflatten, broadcast_tensors, meshgrid, rot90, diff."""
+repeat_interleave, roll, narrow, unbind, movedim, unflatten, broadcast_tensors, meshgrid, rot90, diff,
+and Tensor.unfold's sliding windows."""
 
 from __future__ import annotations
 
@@ -7,9 +8,13 @@ import builtins
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
+from .. import modes
 from ..errors import ShapeError
-from ..ops.creation import full
-from ..ops.movement import concat
+from ..ops.creation import arange, from_numpy, full
+from ..ops.index import take
+from ..ops.movement import concat, permute
 from ..ops.shaping import flip, getitem, unsqueeze
 from ..shapes import broadcast, normalize_axis, shape_text
 from ..tensor import Tensor, describe
@@ -72,7 +77,12 @@ def repeat(x: Tensor, *sizes: Any) -> Tensor:
 
 def repeat_interleave(x: Tensor, repeats: int, axis: int | None = None, *, dim: int | None = None) -> Tensor:
     """Each element repeated `repeats` times in place along `axis` ([a, b] -> [a, a, b, b]); with no
-    axis, of the flattened tensor. An integer count (PyTorch also takes a tensor of counts)."""
+    axis, of the flattened tensor. A tensor of counts, one per element (or one for all), repeats each
+    its own number of times (eager only: the size depends on the counts)."""
+    if isinstance(repeats, Tensor) and repeats.numel() != 1:
+        return _repeat_each(x, repeats, pick(axis, dim))
+    if isinstance(repeats, Tensor):
+        repeats = int(repeats.item())
     if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 0:
         raise ValueError(f"repeat_interleave takes a whole number of repeats >= 0, got {repeats!r}")
     axis = pick(axis, dim)
@@ -83,6 +93,22 @@ def repeat_interleave(x: Tensor, repeats: int, axis: int | None = None, *, dim: 
     shape = (*x.shape[: axis + 1], repeats, *x.shape[axis + 1 :])
     merged = (*x.shape[:axis], x.shape[axis] * repeats, *x.shape[axis + 1 :])
     return spread.broadcast_to(shape).reshape(merged)
+
+
+def _repeat_each(x: Tensor, repeats: Tensor, axis: int | None) -> Tensor:
+    """x's entries along `axis` each repeated its own count of times: a take of the repeated positions."""
+    modes.eager_only("repeat_interleave with a tensor of counts")
+    if axis is None:
+        x, axis = x.reshape(-1), 0
+    axis = normalize_axis(axis, x.ndim)
+    counts = repeats.numpy()
+    if repeats.dtype.kind != "i" or counts.ndim != 1 or len(counts) != x.shape[axis] or (counts < 0).any():
+        raise ValueError(
+            f"repeat_interleave: the counts must be {x.shape[axis]} whole numbers >= 0 (one per entry along "
+            f"dim {axis}), got {describe(repeats)}"
+        )
+    positions = np.repeat(np.arange(len(counts)), counts).astype(np.int64)
+    return take(x, from_numpy(positions), axis=axis)
 
 
 def roll(x: Tensor, shifts: Any, dims: Any = None) -> Tensor:
@@ -103,8 +129,17 @@ def roll(x: Tensor, shifts: Any, dims: Any = None) -> Tensor:
 
 
 def narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
-    """x[..., start:start + length, ...] along `dim`."""
+    """x[..., start:start + length, ...] along `dim` (a negative start counts from the end), as a view;
+    a piece that does not fit is refused, as PyTorch's."""
     axis = normalize_axis(dim, x.ndim)
+    size, start, length = x.shape[axis], int(start), int(length)
+    if not isinstance(size, int):  # a symbol: the slice as given
+        return getitem(x, (*(slice(None),) * axis, slice(start, start + length)))
+    if not -size <= start <= size:
+        raise IndexError(f"narrow: start {start} is out of range for a dimension of size {size}")
+    start = start % size if start < 0 else start
+    if length < 0 or start + length > size:
+        raise ValueError(f"narrow: start {start} + length {length} does not fit a dimension of size {size}")
     return getitem(x, (*(slice(None),) * axis, slice(start, start + length)))
 
 
@@ -144,14 +179,17 @@ def broadcast_tensors(*tensors: Any) -> tuple[Tensor, ...]:
 
 
 def meshgrid(*tensors: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
-    """Coordinate grids of 1-D tensors: "ij" (PyTorch's default) gives shape (len0, len1, ...), "xy"
-    swaps the first two."""
+    """Coordinate grids of 1-D (or 0-d, one-element) tensors: "ij" (PyTorch's default) gives shape
+    (len0, len1, ...), "xy" swaps the first two."""
     if len(tensors) == 1 and isinstance(tensors[0], list | tuple):
         tensors = tuple(tensors[0])
     if indexing not in ("ij", "xy"):
         raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
-    if builtins.any(t.ndim != 1 for t in tensors):
-        raise ShapeError(f"meshgrid takes vectors, got {', '.join(describe(t) for t in tensors)}")
+    if builtins.any(t.ndim > 1 for t in tensors):
+        raise ShapeError(f"meshgrid takes 0-d or 1-d tensors, got {', '.join(describe(t) for t in tensors)}")
+    if len({t.dtype for t in tensors}) > 1:
+        raise TypeError(f"meshgrid needs tensors of one dtype, got {', '.join(describe(t) for t in tensors)}")
+    tensors = tuple(t.reshape(-1) for t in tensors)
     order = list(range(len(tensors)))
     if indexing == "xy" and len(tensors) > 1:
         order[0], order[1] = 1, 0
@@ -195,3 +233,23 @@ def diff(
     for _ in range(n):
         x = getitem(x, (*head, slice(1, None))) - getitem(x, (*head, slice(None, -1)))
     return x
+
+
+def unfold(x: Tensor, dimension: int, size: int, step: int) -> Tensor:
+    """Every window of `size` along `dimension`, `step` apart, as PyTorch's Tensor.unfold: that axis
+    becomes the windows' count and a last axis of `size` holds each window (a take of the windows'
+    positions, so overlapping windows add up their gradients)."""
+    if x.ndim == 0:  # PyTorch's: a 0-d tensor as a vector of one, its windows' axis dropped
+        normalize_axis(dimension, 0)
+        return unfold(x.reshape(1), 0, size, step).reshape(size)
+    axis = normalize_axis(dimension, x.ndim)
+    length = concrete_size(x, axis, "unfold")
+    if not isinstance(step, int) or step <= 0:
+        raise ValueError(f"unfold: step is {step} but must be > 0")
+    if not isinstance(size, int) or not 0 <= size <= length:
+        raise ValueError(f"unfold: the size along dimension {axis} is {length} but the window size is {size}")
+    count = (length - size) // step + 1
+    starts = (arange(0, count) * step).reshape(count, 1)
+    windows = take(x, starts + arange(0, size).reshape(1, size), axis=axis)  # [..., count, size, ...]
+    rest = range(axis + 2, windows.ndim)
+    return permute(windows, axes=(*range(axis + 1), *rest, axis + 1))

@@ -4,6 +4,7 @@ logsumexp, argmin, all / any, norm, count_nonzero; and the value-dependent count
 
 from __future__ import annotations
 
+import builtins
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -31,7 +32,7 @@ Axis = int | Sequence[int] | None
 
 
 def _all_if_empty(dim: Axis) -> Axis:
-    """PyTorch's amax / amin read dim=() as all dims."""
+    """PyTorch's amax, amin, var, std, norm and count_nonzero read dim=() as all dims."""
     return None if isinstance(dim, Sequence) and not len(dim) else dim
 
 
@@ -60,8 +61,8 @@ def var(
         raise DTypeError(f"var and std need an f16, f32 or f64 tensor, got {x.dtype.name}; cast it first")
     if unbiased is not None:
         correction = 1 if unbiased else 0
-    axes = normalize_axes(pick(axis, dim), x.ndim)
-    deviation = x - x.mean(axes, keepdim=True)
+    axes = normalize_axes(_all_if_empty(pick(axis, dim)), x.ndim)
+    deviation = x - x.mean(axis=axes, keepdim=True)
     # PyTorch's: no fewer than 0 degrees of freedom (a positive sum over 0 is inf, 0 over 0 NaN)
     freedom = maximum(numel_of(x, axis=axes) - correction, 0)
     return sum(deviation * deviation, axis=axes, keepdim=keepdim) / freedom
@@ -76,7 +77,7 @@ def var_mean(x: Tensor, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor]:
     """(var, mean) over the same axes (`var`'s arguments; PyTorch's var_mean)."""
     axis = kwargs.get("dim", kwargs.get("axis", args[0] if args else None))
     keepdim = kwargs.get("keepdim", args[2] if len(args) > 2 else False)
-    return var(x, *args, **kwargs), x.mean(normalize_axes(axis, x.ndim), keepdim=keepdim)
+    return var(x, *args, **kwargs), x.mean(axis=normalize_axes(_all_if_empty(axis), x.ndim), keepdim=keepdim)
 
 
 def std_mean(x: Tensor, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor]:
@@ -88,9 +89,12 @@ def std_mean(x: Tensor, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor]:
 def logsumexp(x: Tensor, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
     """log(sum(exp(x))) over `axis`, shifted by the maximum so that nothing overflows (an infinite
     maximum is not subtracted, as in PyTorch: all -inf gives -inf); its gradient is the softmax."""
-    axes = normalize_axes(pick(axis, dim), x.ndim)
-    top = max(x, axis=axes, keepdim=True).detach()
-    top = where(isinf(top), 0.0, top)
+    axes = normalize_axes(_all_if_empty(pick(axis, dim)), x.ndim)
+    if builtins.any(x.shape[a] == 0 for a in axes if isinstance(x.shape[a], int)):
+        top = 0.0  # over no elements: log(0) = -inf, as PyTorch's (max would refuse the empty axis)
+    else:
+        top = max(x, axis=axes, keepdim=True).detach()
+        top = where(isinf(top), 0.0, top)
     out = (x - top).exp().sum(axes, keepdim=True).log() + top
     return out if keepdim else out.reshape(tuple(d for i, d in enumerate(x.shape) if i not in axes))
 
@@ -103,13 +107,24 @@ def argmin(x: Tensor, axis: int | None = None, keepdim: bool = False, *, dim: in
 
 
 def all(x: Tensor, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
-    """Whether every element over `axis` is nonzero (NaN counts as nonzero), as bool."""
+    """Whether every element over `axis` is nonzero (NaN counts as nonzero), as bool; over dim=(), each
+    element (PyTorch's)."""
+    if _none(pick(axis, dim)):
+        return ne(x, 0)
     return eq(sum(eq(x, 0), axis=pick(axis, dim), keepdim=keepdim), 0)
 
 
 def any(x: Tensor, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
-    """Whether some element over `axis` is nonzero (NaN counts as nonzero), as bool."""
+    """Whether some element over `axis` is nonzero (NaN counts as nonzero), as bool; over dim=(), each
+    element (PyTorch's)."""
+    if _none(pick(axis, dim)):
+        return ne(x, 0)
     return ne(sum(ne(x, 0), axis=pick(axis, dim), keepdim=keepdim), 0)
+
+
+def _none(dim: Axis) -> bool:
+    """An empty sequence of dims: PyTorch's all and any reduce over none."""
+    return isinstance(dim, Sequence) and not len(dim)
 
 
 def norm(x: Tensor, p: float = 2.0, dim: Axis = None, keepdim: bool = False) -> Tensor:
@@ -118,7 +133,7 @@ def norm(x: Tensor, p: float = 2.0, dim: Axis = None, keepdim: bool = False) -> 
     smallest), 0 (the count of non-zeros) or any other p, (sum |x|^p)^(1/p)."""
     if not x.dtype.is_float or x.dtype.name == "bf16":
         raise DTypeError(f"norm needs an f16, f32 or f64 tensor, got {x.dtype.name}; cast it first")
-    axes = normalize_axes(dim, x.ndim)
+    axes = normalize_axes(_all_if_empty(dim), x.ndim)
     if p == 2:
         squares = (x * x).sum(axes, keepdim=keepdim)
         some = squares > 0  # sqrt's gradient at 0 is infinite: the zero vector's is taken as 0
@@ -136,7 +151,7 @@ def norm(x: Tensor, p: float = 2.0, dim: Axis = None, keepdim: bool = False) -> 
 
 def count_nonzero(x: Tensor, dim: Any = None) -> Tensor:
     """How many elements are not zero, over `dim` (default all)."""
-    return sum(ne(x, 0).cast(i64), axis=dim)
+    return sum(ne(x, 0).cast(i64), axis=_all_if_empty(dim))
 
 
 def bincount(x: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Tensor:

@@ -73,7 +73,7 @@ from .matmul import matmul
 from .movement import broadcast_to, cast, concat, contiguous, pad, permute, reshape, slice_, unslice
 from .quant import dequantize_op, qembedding, qmatmul, qmatmul_q8
 from .reduce import argmax, max, mean, min, numel_of, prod, sum
-from .scan import cumprod, cumsum, running_extreme_index
+from .scan import cumprod, cumsum, logcumsumexp, running_extreme_index
 from .scatter_reduce import scatter_reduce, spread
 from .shaping import assign, expand, flatten, flip, getitem, squeeze, stack, transpose, unsqueeze
 from .special import digamma, erfc, erfinv, i0, i1, lgamma, nextafter, polygamma, signbit

@@ -81,7 +81,19 @@ def _positions(idx: np.ndarray, axis: int) -> tuple[np.ndarray, ...]:
     return tuple(grid)
 
 
+def _gather_reference(x: np.ndarray, idx: np.ndarray, axis: int) -> np.ndarray:
+    if x.ndim == 0:  # PyTorch's: a 0-d tensor as a vector of one
+        return np.take_along_axis(x.reshape(1), idx.reshape(1), axis=0).reshape(())
+    return np.take_along_axis(x, idx, axis=axis)
+
+
+def _gather_vjp(g, out, x, idx, axis):
+    return (gather_grad(g, idx, axis=axis, size=x.shape[axis] if x.ndim else 1), None)
+
+
 def _gather_grad_reference(g: np.ndarray, idx: np.ndarray, axis: int, size: int) -> np.ndarray:
+    if g.ndim == 0:
+        return _gather_grad_reference(g.reshape(1), idx.reshape(1), 0, size).reshape(())
     out = np.zeros((*g.shape[:axis], size, *g.shape[axis + 1 :]), dtype=g.dtype)
     np.add.at(out, _positions(idx, axis), g)
     return out
@@ -92,6 +104,7 @@ def _gather_samples(rng: np.random.Generator) -> list[Sample]:
         Sample((uniform(rng, (3, 5)), rng.integers(0, 5, (3, 4))), {"axis": 1}),
         Sample((uniform(rng, (4, 2)), rng.integers(0, 4, (6, 2))), {"axis": 0}),
         Sample((uniform(rng, (2, 3, 4)), np.array([[[1, 1]] * 3] * 2)), {"axis": 2}),
+        Sample((uniform(rng, ()), np.array(0)), {"axis": 0}),  # PyTorch's: a 0-d tensor, a vector of one
     ]
 
 
@@ -100,8 +113,8 @@ gather = Op(
     shape=_gather_shape,
     dtype=_take_dtype,
     params=_take_canon,
-    reference=lambda x, idx, axis: np.take_along_axis(x, idx, axis=axis),
-    vjp=lambda g, out, x, idx, axis: (gather_grad(g, idx, axis=axis, size=x.shape[axis]), None),
+    reference=_gather_reference,
+    vjp=_gather_vjp,
     samples=_gather_samples,
     torch=lambda t, x, idx, axis: t.gather(x, axis, idx),
     exact=True,
@@ -111,7 +124,7 @@ gather = Op(
 
 gather_grad = Op(
     "gather_grad",
-    shape=lambda g, idx, axis, size: (*g[:axis], size, *g[axis + 1 :]),
+    shape=lambda g, idx, axis, size: (*g[:axis], size, *g[axis + 1 :]) if g else (),
     dtype=lambda g, idx, axis, size: (no_bf16(g), g)[1],
     reference=_gather_grad_reference,
     vjp=lambda g2, out, g, idx, axis, size: (gather(g2, idx, axis=axis), None),
@@ -162,13 +175,18 @@ place = Op(
 
 
 # argsort --------------------------------------------------------------------------------------
-def _argsort_canon(x: Spec, axis: int = -1, descending: bool = False, dim: int | None = None) -> dict:
-    """`axis` (or PyTorch's `dim`) and the order."""
+def _argsort_canon(
+    x: Spec, axis: int = -1, descending: bool = False, dim: int | None = None, stable: bool = False
+) -> dict:
+    """`axis` (or PyTorch's `dim`) and the order. The sort is always stable, which is one of the orders
+    `stable=False` allows and the one PyTorch's CPU sort gives."""
     return {"axis": normalize_axis(dim if dim is not None else axis, x.ndim), "descending": bool(descending)}
 
 
 def _argsort_reference(x: np.ndarray, axis: int, descending: bool) -> np.ndarray:
     """Stable: ties keep their order; NaN sorts above every number (last ascending, first descending)."""
+    if x.ndim == 0:
+        return np.zeros((), dtype=np.int64)
     if not descending:
         return np.argsort(x, axis=axis, kind="stable").astype(np.int64)
     flipped = np.argsort(np.flip(x, axis), axis=axis, kind="stable")
@@ -180,6 +198,7 @@ argsort = Op(
     shape=lambda x, axis, descending: x,
     dtype=lambda x, axis, descending: (no_bf16(x), i64)[1],
     params=_argsort_canon,
+    positional=("axis", "descending"),  # PyTorch's argsort(input, dim, descending)
     reference=_argsort_reference,
     samples=lambda rng: (
         [

@@ -31,8 +31,10 @@ _SHAPES = [
 
 
 def _canon(x: Spec, axis=None, keepdim: bool = False, dim=None) -> dict:
-    """`axis` (or PyTorch's `dim`): an int, a sequence of ints, or None for all axes."""
-    axis = dim if dim is not None else axis
+    """NumPy's `axis` (an int, a sequence of ints, or None for all axes: `()` reduces none) or PyTorch's
+    `dim` (the same, but `()` or `[]` reduces all, as PyTorch's sum, mean and prod do)."""
+    if dim is not None:
+        axis = None if not isinstance(dim, int) and len(dim) == 0 else dim
     return {"axis": normalize_axes(axis, x.ndim), "keepdim": bool(keepdim)}
 
 
@@ -128,7 +130,7 @@ sum = Op(
     shape=_reduced_shape,
     dtype=_sum_dtype,
     params=_canon,
-    positional=("axis", "keepdim"),
+    positional=("dim", "keepdim"),  # PyTorch's sum(input, dim, keepdim)
     reference=_float_sum,
     vjp=lambda g, out, x, axis, keepdim: (_expand_back(g, x, axis, keepdim),),
     fast=_sum_fast,
@@ -139,10 +141,10 @@ sum = Op(
 )
 mean = Op(
     "mean",
-    shape=_nonempty_shape,
+    shape=_reduced_shape,  # over no elements: NaN, as PyTorch's
     dtype=_mean_dtype,
     params=_canon,
-    positional=("axis", "keepdim"),
+    positional=("dim", "keepdim"),  # PyTorch's sum(input, dim, keepdim)
     reference=_mean,
     fast=_mean_fast,
     vjp=lambda g, out, x, axis, keepdim: (
@@ -194,7 +196,7 @@ prod = Op(
     shape=_reduced_shape,
     dtype=_sum_dtype,
     params=_canon,
-    positional=("axis", "keepdim"),
+    positional=("dim", "keepdim"),  # PyTorch's sum(input, dim, keepdim)
     reference=_float_prod,
     vjp=_prod_vjp,
     samples=_prod_samples,
@@ -211,7 +213,7 @@ def _extreme(name: str, reduce_fn, torch_name: str, which: str) -> Op:
         shape=_nonempty_shape,
         dtype=lambda x, **_: (no_bf16(x), x)[1],
         params=_canon,
-        positional=("axis", "keepdim"),
+        positional=("dim", "keepdim"),  # PyTorch's sum(input, dim, keepdim)
         reference=lambda x, axis, keepdim: reduce_fn(x, axis=axis, keepdims=keepdim),
         vjp=_extreme_vjp,
         samples=lambda rng: _samples(rng, nonempty=True),
@@ -254,7 +256,7 @@ argmax = Op(
     shape=_argmax_shape,
     dtype=lambda x, **_: (no_bf16(x), i64)[1],
     params=_argmax_canon,
-    positional=("axis", "keepdim"),
+    positional=("dim", "keepdim"),  # PyTorch's sum(input, dim, keepdim)
     reference=_argmax,
     samples=lambda rng: [
         Sample((uniform(rng, s),), {"axis": a, "keepdim": k})

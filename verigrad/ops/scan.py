@@ -1,5 +1,5 @@
-"""Running sums and products along one axis: cumsum, cumprod; and the running maximum and minimum,
-cummax and cummin (the positions by an op of their own, the values gathered from them).
+"""Running sums and products along one axis: cumsum, cumprod, logcumsumexp; and the running maximum and
+minimum, cummax and cummin (the positions by an op of their own, the values gathered from them).
 
 Rounding rule (as the sums' and products'): f16/f32 accumulate in f64 and each output is rounded once to
 the input dtype; f64 accumulates in f64; integer and bool inputs give i64.
@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import i64
+from ..dtypes import DType, i64
+from ..errors import DTypeError
 from ..shapes import Spec, normalize_axis
 from ._op import Op, Sample, no_bf16
 from ._samples import uniform
 from .binary import eq, where
 from .shaping import flip
+from .unary import abs as abs_
 
 
 def _canon(x: Spec, axis: int = 0, dim: int | None = None) -> dict:
@@ -135,4 +137,57 @@ running_extreme_index = Op(
     exact=True,
     doc="The index of the running maximum (or minimum) of x along `axis`; ties and NaN as PyTorch's "
     "cummax/cummin.",
+)
+
+
+# logcumsumexp -------------------------------------------------------------------------------------
+def _logcumsumexp_dtype(x: DType, axis: int) -> DType:
+    if not x.is_float or x.name == "bf16":
+        raise DTypeError(f"logcumsumexp needs an f16, f32 or f64 tensor, got {x.name}; cast it first")
+    return x
+
+
+def _logcumsumexp_reference(x: np.ndarray, axis: int) -> np.ndarray:
+    """log(cumsum(exp(x))) as running logaddexp in f64, rounded once (no overflow: -inf stays -inf)."""
+    if x.ndim == 0:
+        return x.copy()
+    return np.logaddexp.accumulate(x.astype(np.float64), axis=axis).astype(x.dtype)
+
+
+def _reverse_logcumsumexp(v, axis: int):
+    """log of the running sum of exp(v) from the last position back to each one."""
+    return flip(logcumsumexp(flip(v, axis), axis=axis), axis)
+
+
+def _logcumsumexp_vjp(g, out, x, axis):
+    """d out_i / d x_k = exp(x_k - out_i) for i >= k, so x_k's gradient is exp(x_k) times the sum of
+    g_i exp(-out_i) from k on: summed in log space, the positive and the negative part of g apart, as
+    PyTorch's, so that no exp overflows (the log of a part's zeros is the dtype's lowest, not -inf, which
+    -inf - -inf would make NaN)."""
+    if x.ndim == 0:
+        return (g,)
+    lowest = float(np.finfo(g.dtype.np).min)
+
+    def part(positive):
+        log_g = where(positive, where(positive, abs_(g), 1.0).log(), lowest)
+        return (x + _reverse_logcumsumexp(log_g - out, axis)).exp()
+
+    return (part(g > 0) - part(g < 0),)
+
+
+logcumsumexp = Op(
+    "logcumsumexp",
+    shape=lambda x, axis: x,
+    dtype=_logcumsumexp_dtype,
+    params=_canon,
+    positional=("axis",),
+    reference=_logcumsumexp_reference,
+    vjp=_logcumsumexp_vjp,
+    samples=lambda rng: (
+        [Sample((uniform(rng, s),), {"axis": a}) for s, a in _SHAPES]
+        + [Sample((np.array([[-3.0, 0.5, 80.0, -5.0], [1.0, -40.0, 2.0, 3.0]]),), {"axis": 1})]
+    ),
+    torch=lambda t, x, axis: t.logcumsumexp(x, dim=axis),
+    exact=False,
+    doc="log(cumsum(exp(x))) along `axis`, without overflow: out[i] = logaddexp(out[i - 1], x[i]).",
 )

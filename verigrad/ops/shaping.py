@@ -3,7 +3,6 @@ and in-place assignment (`assign`, `setitem`). They add no op of their own excep
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,14 +10,14 @@ import numpy as np
 
 from .. import modes
 from ..dtypes import bool_, i64, promote
-from ..errors import DTypeError, ShapeError
+from ..errors import IndexDTypeError, ShapeError
 from ..shapes import Dim, broadcast, normalize_axes, normalize_axis, shape_text
 from ..tensor import Tensor, describe
 from ._op import Op, Sample, lift
 from ._samples import uniform
-from .binary import sub, where
+from .binary import add, lt, mul, sub, where
 from .creation import arange, full, full_op
-from .index import take, take_grad
+from .index import take
 from .movement import broadcast_to, cast, concat, permute, reshape, slice_, unslice
 
 
@@ -34,7 +33,8 @@ def transpose(x: Tensor, a: int = -2, b: int = -1) -> Tensor:
     """Axes a and b swapped: a view with swapped strides."""
     axes = list(range(x.ndim))
     a, b = _axis(x, a, x.ndim, "transpose"), _axis(x, b, x.ndim, "transpose")
-    axes[a], axes[b] = axes[b], axes[a]
+    if x.ndim:  # a 0-d tensor takes 0 and -1 and stays as it is
+        axes[a], axes[b] = axes[b], axes[a]
     return permute(x, axes=tuple(axes))
 
 
@@ -56,19 +56,28 @@ def unsqueeze(x: Tensor, axis: int) -> Tensor:
     return reshape(x, shape=(*x.shape[:axis], 1, *x.shape[axis:]))
 
 
-def squeeze(x: Tensor, axis: int | None = None) -> Tensor:
+def squeeze(x: Tensor, axis: int | Sequence[int] | None = None, *, dim: Any = None) -> Tensor:
+    """x without its axes of size 1: all of them, or those among `axis` (PyTorch's `dim`: an int or a
+    sequence of them; a 0-d tensor takes 0 and -1 and stays as it is)."""
+    axis = dim if dim is not None else axis
     if axis is None:
         return reshape(x, shape=tuple(d for d in x.shape if d != 1))
-    axis = _axis(x, axis, x.ndim, "squeeze")
-    if x.shape[axis] != 1:
-        return x
-    return reshape(x, shape=x.shape[:axis] + x.shape[axis + 1 :])
+    axes = [_axis(x, a, x.ndim, "squeeze") for a in ((axis,) if isinstance(axis, int) else axis)]
+    if len(set(axes)) != len(axes):
+        raise ShapeError(f"dims {tuple(axis)} name an axis twice").locate("squeeze", (describe(x),))
+    shape = tuple(d for i, d in enumerate(x.shape) if not (i in axes and d == 1))
+    return x if shape == tuple(x.shape) else reshape(x, shape=shape)
 
 
-def flatten(x: Tensor, start: int = 0, end: int = -1) -> Tensor:
+def flatten(x: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    """The axes start_dim..end_dim (inclusive) merged into one, as PyTorch's; a 0-d tensor gives [1]."""
     if x.ndim == 0:
+        _axis(x, start_dim, 0, "flatten"), _axis(x, end_dim, 0, "flatten")
         return reshape(x, shape=(1,))
-    start, end = _axis(x, start, x.ndim, "flatten"), _axis(x, end, x.ndim, "flatten")
+    start, end = _axis(x, start_dim, x.ndim, "flatten"), _axis(x, end_dim, x.ndim, "flatten")
+    if start > end:
+        reason = f"start_dim {start_dim} comes after end_dim {end_dim}"
+        raise ShapeError(reason).locate("flatten", (describe(x),))
     size: Any = 1
     for d in x.shape[start : end + 1]:
         size = size * d
@@ -107,80 +116,65 @@ stack = Op(
 
 # indexing --------------------------------------------------------------------------------------
 def getitem(x: Tensor, key: Any) -> Tensor:
-    """Basic indexing (ints, slices, None, ...) as views; one integer array indexes with `take`; a bool
-    mask over the leading axes selects the elements (rows) where it holds, eagerly."""
-    if isinstance(key, Tensor) and key.dtype is bool_:
-        return _masked_rows(x, key)
+    """x[key] by PyTorch's rules: ints, slices, None and ... select a view; integer tensors or lists and
+    bool masks (their positions, eagerly) index by broadcasting together, the result taking their
+    shape where they stand together or in front where slices or None part them."""
     out, view = _select(x, key)
     if view and out is not x:
         modes.current().made_view(out, x, key)
     return out
 
 
-def _masked_rows(x: Tensor, mask: Tensor) -> Tensor:
-    """x[mask] for a bool mask shaped as x's leading axes: the selected elements (or rows) in order, as
-    a take of x's rows (so it differentiates). How many depends on the values: eager only."""
-    modes.eager_only("x[mask]", "in compiled code use where(mask, x, other) or x[mask] = value")
-    _mask_fits(x, mask, "getitem")
-    rows = reshape(x, shape=(-1, *x.shape[mask.ndim :]))
-    positions = np.flatnonzero(mask.numpy())
-    return take(rows, lift([positions.astype(np.int64)])[0], axis=0)
-
-
-def _selected_values(target: Tensor, mask: Tensor, value: Tensor) -> bool:
-    """Whether `value` gives one row per element the mask holds (x[mask]'s shape) rather than values
-    that broadcast over x."""
-    try:
-        broadcast(value.shape, target.shape)
-        return False
-    except ShapeError:
-        return value.ndim == target.ndim - mask.ndim + 1
-
-
-def _mask_fits(x: Tensor, mask: Tensor, op: str) -> None:
-    if tuple(x.shape[: mask.ndim]) != tuple(mask.shape):
-        reason = f"a bool mask indexes the leading axes: {shape_text(mask.shape)} for {shape_text(x.shape)}"
-        raise ShapeError(reason).locate(op, (describe(x), describe(mask)))
-
-
-def _scattered(target: Tensor, mask: Tensor, rows: Tensor) -> Tensor:
-    """The rows of x[mask] put back at the mask's places (zeros elsewhere), shaped as target."""
-    modes.eager_only("x[mask]", "in compiled code use where(mask, x, other) or x[mask] = value")
-    _mask_fits(target, mask, "setitem")
-    found = np.flatnonzero(mask.numpy()).astype(np.int64)
-    selected = (len(found), *target.shape[mask.ndim :])  # x[mask]'s shape
-    if tuple(rows.shape) != selected:
-        raise ShapeError(f"cannot assign {shape_text(rows.shape)} to x[mask] of {shape_text(selected)}")
-    positions = lift([found])[0]
-    size = math.prod(target.shape[: mask.ndim])
-    return reshape(take_grad(rows, positions, axis=0, size=size), shape=target.shape)
-
-
 def _select(x: Tensor, key: Any) -> tuple[Tensor, bool]:
-    """x[key] as ops, and whether it is a view (basic indices; an integer array selects a copy):
-    getitem without telling the mode that a view was made."""
+    """x[key] as ops, and whether it is a view (basic indices only): getitem without telling the mode
+    that a view was made."""
     index, layout, arrays = _parse_key(x, key)
     out = x
     if any(s != slice(None) for s in index):
         out = slice_(out, index=tuple(index))
-    for axis, array in arrays:
-        out = take(out, array, axis=axis)
-    shape: list = []
-    for kind, d in layout:
-        if kind == "keep":
-            shape.append(out.shape[d + _shift(arrays, d)])
-        elif kind == "new":
-            shape.append(1)
-        elif kind == "array":
-            shape.extend(arrays[0][1].shape)
-    return (out if tuple(shape) == out.shape else reshape(out, shape=tuple(shape))), not arrays
+    shape = tuple(1 if d is None else out.shape[d] for d in layout)
+    if shape != tuple(out.shape):
+        out = reshape(out, shape=shape)
+    if not arrays:
+        return out, True
+    return _take_arrays(out, arrays), False
+
+
+def _take_arrays(y: Tensor, arrays: list[tuple[int, Tensor]]) -> Tensor:
+    """y indexed at axes `at` by the integer tensors (broadcast together): the axes merged into one and
+    indexed by the linear position, so that one `take` reads them all and its gradient adds up at
+    repeated positions. Apart (not adjacent), the indexed axes go in front, as NumPy's and PyTorch's."""
+    at = [a for a, _ in arrays]
+    try:
+        indexed = broadcast(*(tuple(i.shape) for _, i in arrays))
+    except ShapeError:
+        shapes = ", ".join(shape_text(i.shape) for _, i in arrays)
+        reason = f"shape mismatch: indexing tensors could not be broadcast together: {shapes}"
+        raise IndexError(reason) from None
+    linear: Any = None
+    size: Any = 1
+    for a, i in arrays:
+        n = full((), y.shape[a], dtype=i64) if isinstance(y.shape[a], Dim) else y.shape[a]
+        if not isinstance(i.payload, np.ndarray) or (i.payload < 0).any():
+            i = where(lt(i, 0), add(i, n), i)  # -1 is the last
+        linear = i if linear is None else add(mul(linear, n), i)
+        size = size * y.shape[a]
+    if tuple(linear.shape) != tuple(indexed):
+        linear = broadcast_to(linear, shape=indexed)
+    if at != list(range(at[0], at[0] + len(at))):
+        rest = [d for d in range(y.ndim) if d not in at]
+        y, at = permute(y, axes=(*at, *rest)), list(range(len(at)))
+    merged = reshape(y, shape=(*y.shape[: at[0]], size, *y.shape[at[-1] + 1 :]))
+    return take(merged, linear, axis=at[0])
 
 
 def _parse_key(x: Tensor, key: Any) -> tuple[list, list, list]:
-    """An index key as a slice per axis of x, the layout of the result (each entry "keep" an axis,
-    "drop" it (an int), "new" (None) or "array"), and the (axis, integer tensor) of an array index."""
+    """An index key as a slice per axis of x (an int: its one position), the layout of the result
+    after those slices (an axis of the sliced x, or None for a new axis of size 1; an int's axis is
+    dropped), and the (layout position, integer tensor) of each array index, bounds checked."""
     items = list(key) if isinstance(key, tuple) else [key]
-    consumed = sum(1 for k in items if k is not None and k is not Ellipsis)
+    items = [_as_index(k, x) for k in items]
+    consumed = sum(_consumes(k) for k in items)
     if sum(1 for k in items if k is Ellipsis) > 1:  # `is`: `in` would call Tensor.__eq__
         raise IndexError("an index can only have a single ellipsis")
     if consumed > x.ndim:
@@ -192,36 +186,92 @@ def _parse_key(x: Tensor, key: Any) -> tuple[list, list, list]:
     else:
         items += [slice(None)] * (x.ndim - consumed)
 
-    index, layout, dim, arrays = [], [], 0, []
+    index: list = []
+    layout: list = []
+    arrays: list = []
+    dim = 0
     for k in items:
         if k is None:
-            layout.append(("new", None))
-            continue
-        size = x.shape[dim]
-        if isinstance(k, slice):
+            layout.append(None)
+        elif isinstance(k, slice):
             index.append(k)
-            layout.append(("keep", dim))
-        elif isinstance(k, int | np.integer) and not isinstance(k, bool):
-            i = _check_int(int(k), size, dim)
+            layout.append(dim)
+            dim += 1
+        elif isinstance(k, int):
+            i = _check_int(k, x.shape[dim], dim)
             index.append(slice(i, i + 1))
-            layout.append(("drop", dim))
+            dim += 1
+        elif k.dtype is bool_ and k.ndim == 0:  # PyTorch's: a new axis, kept (True) or emptied (False)
+            layout.append(None)
+            kept = np.zeros(1 if _mask_values(k, x).item() else 0, dtype=np.int64)
+            arrays.append((len(layout) - 1, lift([kept])[0]))
+        elif k.dtype is bool_:
+            for j, found in enumerate(np.nonzero(_mask_values(k, x, dim))):
+                index.append(slice(None))
+                layout.append(dim + j)
+                arrays.append((len(layout) - 1, lift([found.astype(np.int64)])[0]))
+            dim += k.ndim
         else:
-            array = k if isinstance(k, Tensor) else lift([np.asarray(k)])[0]
-            if array.dtype.kind != "i":
-                reason = f"cannot index with {array.dtype.name} values (only integer arrays)"
-                raise DTypeError(reason).locate("getitem", (describe(x), describe(array)))
+            _check_array(k, x, dim)
             index.append(slice(None))
-            layout.append(("array", dim))
-            arrays.append((dim, array))
-        dim += 1
-    if len(arrays) > 1:
-        raise IndexError("indexing with more than one integer array is not supported; use take")
+            layout.append(dim)
+            arrays.append((len(layout) - 1, k))
+            dim += 1
     return index, layout, arrays
 
 
-def _shift(arrays: list, d: int) -> int:
-    """How far axis d moved right because an earlier axis became the index array's dimensions."""
-    return sum(a.ndim - 1 for axis, a in arrays if axis < d)
+def _as_index(k: Any, x: Tensor) -> Any:
+    """One item of a key as None, ..., a slice, an int or a tensor (a list or an array made one; a
+    Python bool a 0-d bool tensor, and a 0-d integer tensor an int, as PyTorch's)."""
+    if isinstance(k, Tensor) and k.ndim == 0 and k.dtype.kind == "i" and isinstance(k.payload, np.ndarray):
+        return int(k.item())  # PyTorch's: a 0-d integer tensor selects as an int does
+    if k is None or k is Ellipsis or isinstance(k, slice | Tensor):
+        return k
+    if isinstance(k, bool | np.bool_):
+        return lift([np.array(bool(k))])[0]
+    if isinstance(k, int | np.integer):
+        return int(k)
+    if isinstance(k, list | tuple | np.ndarray):
+        array = np.asarray(k)
+        if array.size == 0 and array.dtype.kind == "f":  # x[[]]: an empty list of positions
+            array = array.astype(np.int64)
+        return lift([array])[0]
+    reason = f"cannot index with {type(k).__name__} {k!r} (ints, slices, None, ..., integer or bool tensors)"
+    raise IndexDTypeError(reason).locate("getitem", (describe(x), repr(k)))
+
+
+def _consumes(k: Any) -> int:
+    """How many of x's axes an index item reads."""
+    if k is None or k is Ellipsis:
+        return 0
+    if isinstance(k, Tensor) and k.dtype is bool_:
+        return k.ndim
+    return 1
+
+
+def _mask_values(mask: Tensor, x: Tensor, dim: int = 0) -> np.ndarray:
+    """A bool mask's values, after checking that it matches x's axes from `dim` on. Which positions it
+    names depends on the values: eager only."""
+    modes.eager_only("x[mask]", "in compiled code use where(mask, x, other)")
+    span = tuple(x.shape[dim : dim + mask.ndim])
+    if tuple(mask.shape) != span:
+        raise IndexError(
+            f"the shape of the mask {shape_text(mask.shape)} does not match the shape of the indexed "
+            f"tensor {shape_text(x.shape)} at dimension {dim}"
+        )
+    return mask.numpy()
+
+
+def _check_array(k: Tensor, x: Tensor, dim: int) -> None:
+    """An integer index tensor: its dtype, and eagerly each position in range, before any work."""
+    if k.dtype.kind != "i":
+        reason = f"cannot index with {k.dtype.name} values (only integer or bool tensors)"
+        raise IndexDTypeError(reason).locate("getitem", (describe(x), describe(k)))
+    size = x.shape[dim]
+    if isinstance(size, int) and isinstance(k.payload, np.ndarray) and k.payload.size:
+        bad = k.payload[(k.payload >= size) | (k.payload < -size)]
+        if bad.size:
+            raise IndexError(f"index {bad.flat[0]} is out of range for dimension {dim} of size {size}")
 
 
 def _check_int(i: int, size: Any, dim: int) -> Any:
@@ -265,22 +315,17 @@ def _refresh_views(mode: modes.Mode, base: Tensor) -> None:
 
 
 def setitem(target: Tensor, key: Any, value: Any) -> None:
-    """`target[key] = value`: with a bool tensor key, value is written where the key holds (broadcast to
-    target's shape); with basic indices (ints, slices, None, ...), into the part they select. Eagerly
-    that is a write into the view; traced, the same values as a new value of the whole tensor (a view
-    made in a trace is a value of its own, which a write would leave the tensor without; a write into
-    such a view, `v = x[k]; v += 1`, writes x too)."""
+    """`target[key] = value` for basic indices (ints, slices, None, ...), or a bool mask of target's
+    shape with a value that broadcasts to target (written where the mask holds): eagerly a write into
+    the view; traced, the same values as a new value of the whole tensor (a view made in a trace is a
+    value of its own, which a write would leave the tensor without; a write into such a view,
+    `v = x[k]; v += 1`, writes x too). Other keys are `functions.indexing.setitem`'s."""
     if isinstance(key, Tensor) and key.dtype is bool_:
-        if isinstance(value, Tensor) and _selected_values(target, key, value):
-            value = _scattered(target, key, value)  # x[mask] = x[mask] * 2: the selected ones, in order
         assign(target, where(key, value, target))
         return
     index, _, arrays = _parse_key(target, key)
     if arrays:
-        raise IndexError(
-            "assignment through integer-array indices is not supported (they select a copy); "
-            "use a bool mask, basic indices and slices, or index_select and concat"
-        )
+        raise IndexError("shaping.setitem writes through basic indices; integer arrays are index_put's")
     view = _select(target, key)[0]
     if modes.current().name == "eager":
         assign(view, value)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 
 from ...dtypes import DType
-from ...errors import ShapeError
 from ...shapes import Spec, normalize_axis
 from .._op import Op, Sample
 from .._samples import uniform
@@ -20,14 +19,10 @@ from ._common import float_inputs
 def _canon(x: Spec, axis: int = -1, dim: int | None = None) -> dict:
     """`axis` (or PyTorch's `dim`)."""
     axis = dim if dim is not None else axis
-    if x.ndim == 0:
-        raise ShapeError("needs a tensor of at least one dimension, got a 0-d one")
     return {"axis": normalize_axis(axis, x.ndim)}
 
 
 def _shape(x: tuple, axis: int) -> tuple:
-    if x[axis] == 0:
-        raise ShapeError(f"axis {axis} is empty: there is nothing to normalize over")
     return x
 
 
@@ -35,18 +30,37 @@ def _dtype(x: DType, axis: int) -> DType:
     return float_inputs(x, what="input")
 
 
+def _empty_along(x, axis: int) -> bool:
+    """Whether there is nothing to normalize over: the result is x's (empty) shape, as PyTorch's."""
+    return bool(x.ndim) and isinstance(x.shape[axis], int) and x.shape[axis] == 0
+
+
 def _softmax(x, axis: int):
+    if _empty_along(x, axis):
+        return x * 1
     e = (x - x.amax(axis=axis, keepdim=True)).exp()
     return e / e.sum(axis=axis, keepdim=True)
 
 
 def _log_softmax(x, axis: int):
+    if _empty_along(x, axis):
+        return x * 1
     z = x - x.amax(axis=axis, keepdim=True)
     return z - z.exp().sum(axis=axis, keepdim=True).log()
 
 
 def _samples(rng: np.random.Generator) -> list[Sample]:
-    cases = [((3, 4), -1), ((2, 3, 4), 1), ((5,), 0), ((1, 5), -1), ((4, 1), -1), ((0, 3), 1), ((2, 3), 0)]
+    cases = [
+        ((3, 4), -1),
+        ((2, 3, 4), 1),
+        ((5,), 0),
+        ((1, 5), -1),
+        ((4, 1), -1),
+        ((0, 3), 1),
+        ((2, 3), 0),
+        ((), 0),
+        ((), -1),
+    ]
     out = [Sample((uniform(rng, s),), {"axis": a}) for s, a in cases]
     out.append(Sample((np.array([[30.0, 30.0, -30.0], [1.0, 2.0, 3.0]]),), {"axis": -1}))
     return out
