@@ -287,6 +287,7 @@ POS = _rng.uniform(0.5, 2.0, (3, 4))
 UNIT = _rng.uniform(-0.9, 0.9, (3, 4))
 PROB = _rng.uniform(0.05, 0.95, (3, 4))
 A32 = A.astype(np.float32)
+A16 = A.astype(np.float16)
 INT = _rng.integers(-5, 6, (3, 4))  # i64
 I32 = INT.astype(np.int32)
 IPOS = _rng.integers(1, 6, (3, 4))
@@ -2372,6 +2373,115 @@ def _backward_of_vector_refused(t: Any, x: Any) -> Any:
     return x.grad
 
 
+def _in(ctx: Any, fn: Callable[[], Any]) -> Any:
+    with ctx:
+        return fn()
+
+
+def _retain_graph(t: Any, x: Any) -> Any:
+    y = (x * x).sum()
+    y.backward(retain_graph=True)
+    y.backward()
+    return x.grad
+
+
+def _backward_gradient(t: Any, x: Any) -> Any:
+    (x * 3).backward(gradient=t.ones_like(x) * 2)
+    return x.grad
+
+
+def _hook(t: Any, x: Any) -> Any:
+    x.register_hook(lambda g: g * 2)
+    (x * x).sum().backward()
+    return x.grad
+
+
+def _grad_context(t: Any, x: Any) -> Any:
+    with t.set_grad_enabled(False):
+        off = (x * 2).requires_grad
+    with t.set_grad_enabled(True):
+        on = (x * 2).requires_grad
+    return off, on
+
+
+def _manual_sgd(t: Any, x: Any) -> Any:
+    m = t.nn.Linear(4, 2).double()
+    with t.no_grad():
+        m.weight.fill_(0.5)
+        m.bias.zero_()
+    w = m.weight
+    m(x).pow(2).sum().backward()
+    with t.no_grad():
+        for p in m.parameters():
+            p -= 0.1 * p.grad
+    return w.detach().clone(), m.weight.detach().clone(), m.bias.detach().clone()
+
+
+def _manual_sgd_sub(t: Any, x: Any) -> Any:
+    m = t.nn.Linear(4, 2).double()
+    with t.no_grad():
+        m.weight.fill_(0.5)
+        m.bias.zero_()
+    m(x).pow(2).sum().backward()
+    with t.no_grad():
+        for p in m.parameters():
+            p.sub_(0.1 * p.grad)
+            p.grad.zero_()
+    return m.weight.detach().clone(), m.weight.grad
+
+
+def _step_in_place(t: Any, x: Any) -> Any:
+    m = t.nn.Linear(4, 2).double()
+    with t.no_grad():
+        m.weight.fill_(0.5)
+        m.bias.zero_()
+    w = m.weight
+    opt = t.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    for _ in range(2):
+        opt.zero_grad()
+        m(x).pow(2).sum().backward()
+        opt.step()
+    return w is m.weight, w.detach().clone()
+
+
+def _iadd_alias(t: Any, x: Any) -> Any:
+    alias = x
+    x += 1
+    return alias
+
+
+def _imul_alias(t: Any, x: Any, y: Any) -> Any:
+    alias = x
+    x *= y
+    return alias
+
+
+def _numpy_shares(t: Any, x: Any) -> Any:
+    x.numpy()[0, 0] = 5.0
+    return x
+
+
+def _from_numpy_shares(t: Any) -> Any:
+    a = np.zeros(3)
+    x = t.from_numpy(a)
+    a[0] = 1.0
+    return x
+
+
+def _as_tensor_shares(t: Any) -> Any:
+    a = np.zeros(3)
+    x = t.as_tensor(a)
+    a[0] = 1.0
+    return x
+
+
+def _tensor_copies(t: Any) -> Any:
+    a = np.zeros(3)
+    x = t.tensor(a)
+    a[0] = 1.0
+    return x
+
+
 CALLS += [
     _c("autograd.grad", _grad_of, A),
     _c("gradients accumulate", _twice, A, grad=True),
@@ -2388,6 +2498,44 @@ CALLS += [
     _c("is_grad_enabled", lambda t: t.is_grad_enabled()),
     _c("requires_grad_ on an int refused", lambda t, x: x.requires_grad_(), INT),
     _c("x.grad of a non-leaf is None", lambda t, x: ((x * 2).sum().backward(), x.grad)[1], A),
+    _c("backward(retain_graph=True) twice", _retain_graph, A),
+    _c("backward(gradient=...)", _backward_gradient, A),
+    _c("register_hook doubles the gradient", _hook, A),
+    _c("set_grad_enabled as a context", _grad_context, A),
+    _c("inference_mode", lambda t, x: _in(t.inference_mode(), lambda: (x * 2).requires_grad), A),
+    _c("x.detach().requires_grad_()", lambda t, x: x.detach().requires_grad_().is_leaf, A),
+    _c("manual SGD: p -= lr * p.grad under no_grad", _manual_sgd, A, grad=False),
+    _c("manual SGD: p.sub_(lr * p.grad); p.grad.zero_()", _manual_sgd_sub, A, grad=False),
+    _c("optimizer.step() updates the parameter object", _step_in_place, A, grad=False),
+    _c("x += 1 is in place (an alias sees it)", _iadd_alias, A, grad=False),
+    _c("x *= y is in place (an alias sees it)", _imul_alias, A, B, grad=False),
+    _c("x.add_(1) returns x", lambda t, x: x.add_(1) is x, A, grad=False),
+    _c("x.numpy() shares memory", _numpy_shares, A, grad=False),
+    _c("from_numpy shares memory", _from_numpy_shares),
+    _c("as_tensor of an array shares memory", _as_tensor_shares),
+    _c("tensor(array) copies", _tensor_copies),
+    _c("x.shape == (3, 4)", lambda t, x: x.shape == (3, 4), A),
+    _c("Size", lambda t: tuple(t.Size([2, 3]))),
+    _c(
+        "x.dtype == float", lambda t, x: (x.dtype == t.float, t.float32 == t.float, x.dtype == t.float64), A32
+    ),
+    _c("x.is_cuda", lambda t, x: x.is_cuda, A),
+    _c("x.device == device('cpu')", lambda t, x: x.device == t.device("cpu"), A),
+    _c("len of 0-d refused", lambda t, x: len(x.sum()), A),
+    _c("u8 + 250 wraps", lambda t, x: x + 250, np.arange(12, dtype=np.uint8).reshape(3, 4)),
+    _c("u8 - 1 wraps", lambda t, x: x - 1, np.arange(12, dtype=np.uint8).reshape(3, 4)),
+    _c("u8.sum() is i64", lambda t, x: x.sum(), np.arange(200, 212, dtype=np.uint8)),
+    _c("u8.float() / 255", lambda t, x: x.float() / 255, np.arange(12, dtype=np.uint8)),
+    _c("u8 * 2.0 is f32", lambda t, x: x * 2.0, np.arange(12, dtype=np.uint8)),
+    _c("u8 + i64", lambda t, x, y: x + y, np.arange(12, dtype=np.uint8).reshape(3, 4), INT),
+    _c("i32 * i32 stays i32", lambda t, x: x * x, I32),
+    _c("f16 + 1", lambda t, x: x + 1, A16),
+    _c("f16 sum", lambda t, x: x.sum(), A3.astype(np.float16)),
+    _c("f16 matmul", lambda t, x, y: x @ y, A16, D.astype(np.float16)),
+    _c("f16 + f32 is f32", lambda t, x, y: x + y, A16, A32),
+    _c("bf16 round trip", lambda t, x: x.to(t.bfloat16).float(), A32),
+    _c("bf16 * 3", lambda t, x: x.to(t.bfloat16) * 3, A32),
+    _c("f16 softmax", lambda t, x: t.nn.functional.softmax(x, dim=-1), A16),
 ]
 
 
