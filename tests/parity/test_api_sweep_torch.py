@@ -1943,6 +1943,61 @@ def _schedule(make: Callable[[Any, Any], Any], steps: int = 12) -> Callable[...,
     return fn
 
 
+def _lr_changed_by_hand(t: Any, m: Any, x: Any, y: Any) -> Any:
+    opt = t.optim.Adam(m.parameters(), lr=0.1)
+    for step in range(4):
+        if step == 2:
+            for g in opt.param_groups:
+                g["lr"] = 0.01
+        opt.zero_grad()
+        t.nn.functional.mse_loss(m(x), y).backward()
+        opt.step()
+    return [p.detach() for p in m.parameters()]
+
+
+def _optimizer_state(t: Any, m: Any, x: Any, y: Any) -> Any:
+    opt = t.optim.Adam(m.parameters(), lr=0.1)
+    t.nn.functional.mse_loss(m(x), y).backward()
+    opt.step()
+    state = opt.state_dict()
+    return (
+        sorted(state),
+        state["param_groups"][0]["params"],
+        sorted(state["state"][0]),
+        state["state"][0]["exp_avg"],
+        float(state["state"][0]["step"]),
+    )
+
+
+def _optimizer_round_trip(t: Any, m: Any, x: Any, y: Any) -> Any:
+    opt = t.optim.Adam(m.parameters(), lr=0.1)
+    for _ in range(2):
+        opt.zero_grad()
+        t.nn.functional.mse_loss(m(x), y).backward()
+        opt.step()
+    saved = opt.state_dict()
+    fresh = t.optim.Adam(m.parameters(), lr=0.5)
+    fresh.load_state_dict(saved)
+    fresh.zero_grad()
+    t.nn.functional.mse_loss(m(x), y).backward()
+    fresh.step()
+    return [p.detach() for p in m.parameters()], fresh.param_groups[0]["lr"]
+
+
+def _add_param_group(t: Any, m: Any, x: Any, y: Any) -> Any:
+    opt = t.optim.SGD([m.weight], lr=0.1)
+    opt.add_param_group({"params": [m.bias], "lr": 0.5})
+    t.nn.functional.mse_loss(m(x), y).backward()
+    opt.step()
+    return [p.detach() for p in m.parameters()], len(opt.param_groups)
+
+
+def _bn_train_then_eval(t: Any, m: Any, x: Any) -> Any:
+    for _ in range(3):
+        m(x)
+    return m.eval()(x)
+
+
 _OPTIMIZERS = {
     "SGD(lr=0.1)": lambda t, m: t.optim.SGD(m.parameters(), lr=0.1),
     "SGD(momentum=0.9)": lambda t, m: t.optim.SGD(m.parameters(), lr=0.1, momentum=0.9),
@@ -2031,6 +2086,36 @@ CALLS += [
         )[2],
         A,
         grad=False,
+    ),
+    Call(
+        "optim: lr changed by hand mid-training",
+        _lr_changed_by_hand,
+        (_X8, _Y8),
+        False,
+        lambda t: t.nn.Linear(4, 2),
+    ),
+    Call(
+        "optim: state_dict() keys",
+        lambda t, m, x, y: sorted(t.optim.Adam(m.parameters()).state_dict()),
+        (_X8, _Y8),
+        False,
+        lambda t: t.nn.Linear(4, 2),
+    ),
+    Call("optim: Adam state_dict", _optimizer_state, (_X8, _Y8), False, lambda t: t.nn.Linear(4, 2)),
+    Call(
+        "optim: load_state_dict round trip",
+        _optimizer_round_trip,
+        (_X8, _Y8),
+        False,
+        lambda t: t.nn.Linear(4, 2),
+    ),
+    Call("optim: add_param_group", _add_param_group, (_X8, _Y8), False, lambda t: t.nn.Linear(4, 2)),
+    Call(
+        "BatchNorm1d: three training steps, then eval",
+        _bn_train_then_eval,
+        (_X8,),
+        True,
+        lambda t: t.nn.BatchNorm1d(4, momentum=0.3),
     ),
     _layer(
         "ReduceLROnPlateau",
@@ -2535,6 +2620,36 @@ CALLS += [
     _c("f16 + f32 is f32", lambda t, x, y: x + y, A16, A32),
     _c("bf16 round trip", lambda t, x: x.to(t.bfloat16).float(), A32),
     _c("bf16 * 3", lambda t, x: x.to(t.bfloat16) * 3, A32),
+    _c("f32 sum of 10^6 elements", lambda t, x: x.sum(), _rng.standard_normal(10**6).astype(np.float32) + 3),
+    _c(
+        "f32 mean of 10^6 elements", lambda t, x: x.mean(), _rng.standard_normal(10**6).astype(np.float32) + 3
+    ),
+    _c(
+        "f32 var with a large mean",
+        lambda t, x: x.var(),
+        (_rng.standard_normal(1000) + 1e4).astype(np.float32),
+    ),
+    _c("f64 var with a large mean", lambda t, x: x.var(), _rng.standard_normal(1000) + 1e8),
+    _c(
+        "logsumexp of an all -inf row",
+        lambda t, x: t.logsumexp(x, 1),
+        np.array([[-np.inf, -np.inf], [0.0, 1.0]]),
+    ),
+    _c(
+        "logsumexp of +inf", lambda t, x: t.logsumexp(x, 1), np.array([[np.inf, 1.0], [0.0, 1.0]]), grad=False
+    ),
+    _c(
+        "F.cross_entropy of large f32 logits",
+        lambda t, x, y: t.nn.functional.cross_entropy(x * 1e4, y),
+        LOGITS.astype(np.float32),
+        TARGET,
+    ),
+    _c("F.log_softmax of large f32", lambda t, x: t.nn.functional.log_softmax(x * 1e4, 1), A32),
+    _c("exp of f32 100 is inf", lambda t, x: t.exp(x * 1000), A32, grad=False),
+    _c("int % 0 refused", lambda t, x: x % 0, INT),
+    _c("bool.mean() refused", lambda t, m: m.mean(), MASK),
+    _c("sum(dim=0) of an empty", lambda t: t.zeros(0, 3).sum(0)),
+    _c("max(dim=1) of int", lambda t, x: x.max(1), INT),
     _c("f16 softmax", lambda t, x: t.nn.functional.softmax(x, dim=-1), A16),
 ]
 
