@@ -2458,6 +2458,22 @@ def _backward_of_vector_refused(t: Any, x: Any) -> Any:
     return x.grad
 
 
+def _forward_hook(t: Any, x: Any) -> Any:
+    m = t.nn.Linear(4, 2).double()
+    seen = []
+    handle = m.register_forward_hook(lambda mod, args, out: seen.append(tuple(out.shape)) or out * 2)
+    y = m(x)
+    handle.remove()
+    z = m(x)
+    return seen, bool(t.allclose(y, z * 2))
+
+
+def _forward_pre_hook(t: Any, x: Any) -> Any:
+    m = t.nn.Linear(4, 2).double()
+    m.register_forward_pre_hook(lambda mod, args: (args[0] * 0,))
+    return m(x).detach() - m.bias.detach()
+
+
 def _in(ctx: Any, fn: Callable[[], Any]) -> Any:
     with ctx:
         return fn()
@@ -2650,6 +2666,93 @@ CALLS += [
     _c("bool.mean() refused", lambda t, m: m.mean(), MASK),
     _c("sum(dim=0) of an empty", lambda t: t.zeros(0, 3).sum(0)),
     _c("max(dim=1) of int", lambda t, x: x.max(1), INT),
+    _c("pad_sequence", lambda t, a, b: t.nn.utils.rnn.pad_sequence([a, b]), A, A[:2].copy()),
+    _c(
+        "pad_sequence(batch_first, padding_value)",
+        lambda t, a, b: t.nn.utils.rnn.pad_sequence([a, b], batch_first=True, padding_value=-1.0),
+        A,
+        A[:2].copy(),
+    ),
+    _c(
+        "index_add with repeated indices", lambda t, x, s: x.index_add(0, t.tensor([0, 0, 2]), s), A, A.copy()
+    ),
+    _c(
+        "scatter_add with colliding indices",
+        lambda t, x, s: x.scatter_add(0, t.zeros(2, 4, dtype=t.long), s),
+        A,
+        A[:2].copy(),
+    ),
+    _c(
+        "scatter with colliding indices (last wins)",
+        lambda t, x, s: x.scatter(0, t.zeros(2, 4, dtype=t.long), s),
+        A,
+        A[:2].copy(),
+        grad=False,
+    ),
+    _c(
+        "bincount(weights, minlength)",
+        lambda t, i, w: t.bincount(i, weights=w, minlength=6),
+        np.array([0, 1, 1, 4]),
+        B,
+    ),
+    _c("one_hot(-1) refused", lambda t, i: t.nn.functional.one_hot(i), np.array([0, -1])),
+    _c(
+        "F.grid_sample",
+        lambda t, x, g: t.nn.functional.grid_sample(x, g, align_corners=False),
+        A4,
+        _rng.uniform(-1, 1, (2, 3, 3, 2)),
+    ),
+    _c(
+        "F.affine_grid",
+        lambda t, th: t.nn.functional.affine_grid(th, [2, 3, 4, 4], align_corners=False),
+        _rng.standard_normal((2, 2, 3)),
+    ),
+    _c("cumsum(dtype=float64) of int", lambda t, x: x.cumsum(0, dtype=t.float64), INT),
+    _c("flip(-1)", lambda t, x: x.flip(-1), A3),
+    _c("triu of a batch", lambda t, x: t.triu(x), A3),
+    _c("repeat(0, 1)", lambda t, x: x.repeat(0, 1), A),
+    _c("tensor(list of 0-d tensors)", lambda t: t.tensor([t.tensor(1.0), t.tensor(2.0)])),
+    _c("stack of python-built rows", lambda t, x: t.stack([x[i] * i for i in range(3)]), A),
+    _c("topk of int", lambda t, x: x.topk(2), np.array([[3, 1, 4, 1], [5, 9, 2, 6]])),
+    _c("argmax() of 3-D is a flat index", lambda t, x: x.argmax(), A3),
+    _c("F.conv2d(stride=(2, 1))", lambda t, x, w: t.nn.functional.conv2d(x, w, stride=(2, 1)), A4, _K2),
+    _c(
+        "F.conv2d f32",
+        lambda t, x, w, b: t.nn.functional.conv2d(x, w, b, padding=1),
+        A4.astype(np.float32),
+        _K2.astype(np.float32),
+        B.astype(np.float32),
+    ),
+    _c(
+        "F.max_pool2d((2, 3), stride=(1, 2))",
+        lambda t, x: t.nn.functional.max_pool2d(x, (2, 3), stride=(1, 2)),
+        A4,
+    ),
+    _c(
+        "F.avg_pool2d(divisor_override=2)",
+        lambda t, x: t.nn.functional.avg_pool2d(x, 2, divisor_override=2),
+        A4,
+    ),
+    _c(
+        "F.adaptive_avg_pool2d((None, 2))", lambda t, x: t.nn.functional.adaptive_avg_pool2d(x, (None, 2)), A4
+    ),
+    _c(
+        "F.interpolate(scale_factor=(2, 3))",
+        lambda t, x: t.nn.functional.interpolate(x, scale_factor=(2, 3)),
+        A4,
+    ),
+    _c("F.pad 4-D (1, 1, 2, 2)", lambda t, x: t.nn.functional.pad(x, (1, 1, 2, 2)), A4),
+    _c("F.pad 4-D reflect", lambda t, x: t.nn.functional.pad(x, (1, 2, 2, 1), mode="reflect"), A4),
+    _c("nn.Upsample(size=(7, 5))", lambda t, x: t.nn.Upsample(size=(7, 5))(x), A4),
+    _c(
+        "nn.Upsample(bilinear, align_corners=True)",
+        lambda t, x: t.nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True)(x),
+        A4,
+    ),
+    _c("F.embedding of a 0-d index", lambda t, w: t.nn.functional.embedding(t.tensor(2), w), A),
+    _c("F.linear f32 with f64 weight refused", lambda t, x, w: t.nn.functional.linear(x, w), A32, _W),
+    _c("register_forward_hook", lambda t, x: _forward_hook(t, x), A),
+    _c("register_forward_pre_hook", lambda t, x: _forward_pre_hook(t, x), A),
     _c("f16 softmax", lambda t, x: t.nn.functional.softmax(x, dim=-1), A16),
 ]
 
