@@ -2693,7 +2693,7 @@ CALLS += [
         "bincount(weights, minlength)",
         lambda t, i, w: t.bincount(i, weights=w, minlength=6),
         np.array([0, 1, 1, 4]),
-        B,
+        Const(B),
     ),
     _c("one_hot(-1) refused", lambda t, i: t.nn.functional.one_hot(i), np.array([0, -1])),
     _c(
