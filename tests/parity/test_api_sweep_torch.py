@@ -2784,6 +2784,30 @@ def test_call_gives_pytorchs_answer_or_an_error(call: Call) -> None:
     assert outcome.kind != "silent", f"{call.name}: {outcome.detail}"
 
 
+def _on_verigrad(t: Any) -> bool:
+    return t is verigrad
+
+
+@pytest.mark.parametrize(
+    ("fn", "inputs", "kind"),
+    [
+        (lambda t, x: x * (3 if _on_verigrad(t) else 2), (A,), "silent"),  # values
+        (lambda t, x: x.float() if _on_verigrad(t) else x, (A,), "silent"),  # dtype
+        (lambda t, x: x[None] if _on_verigrad(t) else x, (A,), "silent"),  # shape
+        (lambda t, x: x.detach() if _on_verigrad(t) else x, (A,), "silent"),  # requires_grad
+        (lambda t, x: x * x.detach() * 2 if _on_verigrad(t) else x * x, (A,), "silent"),  # gradient only
+        (lambda t, x: (x.sum(), x) if _on_verigrad(t) else (x.sum(),), (A,), "silent"),  # structure
+        (lambda t, x: x.sum().item() if _on_verigrad(t) else int(x.sum().item()), (A,), "silent"),  # type
+        (lambda t, x: x if _on_verigrad(t) else x.view(5, -1), (A,), "silent"),  # PyTorch refuses
+        (lambda t, x: x.view(5, -1) if _on_verigrad(t) else x, (A,), "unsupported"),
+        (lambda t, x: x.view(5, -1), (A,), "both refuse"),
+        (lambda t, x: (x * 2, x.argmax()), (A,), "same"),
+    ],
+)
+def test_the_harness_tells_a_silent_difference_from_a_refusal(fn, inputs, kind) -> None:
+    assert run(Call("harness", fn, inputs)).kind == kind
+
+
 def test_the_sweep_is_broad() -> None:
     assert len(CALLS) >= 600
     assert len(set(_ids())) == len(CALLS)
