@@ -856,7 +856,7 @@ CALLS += [
     _c("view((2, -1))", lambda t, x: x.view((2, -1)), A),
     _c("view(5, -1) refused", lambda t, x: x.view(5, -1), A),
     _c("view after transpose refused", lambda t, x: x.t().view(-1), A),
-    _c("view(dtype) refused or reinterprets", lambda t, x: x.view(t.int64), A),
+    _c("view(dtype) reinterprets the bytes", lambda t, x: x.view(t.int64), A),
     _c("reshape(2, -1)", lambda t, x: x.reshape(2, -1), A),
     _c("reshape((-1,))", lambda t, x: x.reshape((-1,)), A),
     _c("reshape(x, (6, 2))", lambda t, x: t.reshape(x, (6, 2)), A),
@@ -1339,7 +1339,7 @@ CALLS += [
     ),
     _c("F.sdpa 3-d", lambda t, q, k, v: _F(t).scaled_dot_product_attention(q, k, v), _Q[0], _KV[0], _KV[0]),
     _c(
-        "F.sdpa(is_causal and attn_mask) refused",
+        "F.sdpa(attn_mask and is_causal)",
         lambda t, q, m: _F(t).scaled_dot_product_attention(q, q, q, attn_mask=m, is_causal=True),
         _Q,
         np.ones((5, 5), bool),
