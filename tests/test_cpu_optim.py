@@ -64,7 +64,9 @@ def _run(backend: str, make, np_dtype: type, threads: int) -> list[np.ndarray]:
                 p.grad = verigrad.tensor(g)
             opt.step()
             history += [t.numpy().copy() for t in params]
-            history += [t.numpy().copy() for s in opt.state for name, t in s.items() if name != "step"]
+            history += [
+                t.numpy().copy() for s in opt.state.values() for name, t in s.items() if name != "step"
+            ]
     return history
 
 

@@ -1,5 +1,6 @@
-"""verigrad.data: the DataLoader's batches and seeded shuffling, the shipped digits, the split, and the
-MNIST IDX reader on files written here (plain and gzipped, whole, truncated and wrong)."""
+"""verigrad.data: the DataLoader's batches and seeded shuffling (verigrad.utils.data's DataLoader
+underneath), the shipped digits, the split, and the MNIST IDX reader on files written here (plain and
+gzipped, whole, truncated and wrong)."""
 
 from __future__ import annotations
 
@@ -280,5 +281,20 @@ def test_pytorchs_datasets_give_the_same_batches() -> None:
     assert isinstance(rows[0], verigrad.Tensor) and rows[0].shape == (4, 4) and rows[-1].shape == (2, 4)
     dataset = TensorDataset(x, y)
     assert len(dataset) == 10 and dataset[3][1] == 3
-    with pytest.raises(ValueError, match="arrays differ in length"):
+    with pytest.raises(ValueError, match="differ in length"):
         TensorDataset(x, y[:5])
+
+
+def test_dtype_converts_the_float_batches_of_any_dataset() -> None:
+    class Items(Dataset):
+        def __len__(self):
+            return 3
+
+        def __getitem__(self, i):
+            return np.full(2, i, np.float64), i
+
+    xb, yb = next(iter(DataLoader(Items(), batch_size=3, dtype="f32")))
+    assert xb.dtype.name == "f32" and xb.numpy().tolist() == [[0, 0], [1, 1], [2, 2]]
+    assert yb.dtype.name == "i64" and yb.numpy().tolist() == [0, 1, 2]
+    xb, yb = next(iter(DataLoader(TensorDataset(np.zeros((2, 1)), np.arange(2)), batch_size=2, dtype="f32")))
+    assert xb.dtype.name == "f32" and yb.dtype.name == "i64"

@@ -75,14 +75,14 @@ def test_training_step_program_names_parameters_and_optimizer_state():
     # (settings a schedule changes) are read only
     assert (
         "opt.beta1" in names
-        and program.captured[names.index("opt.beta1") - 2] is opt.defaults.tensors["beta1"]
+        and program.captured[names.index("opt.beta1") - 2] is opt.param_groups[0].tensors["beta1"]
     )
     assert set(program.updates) == set(names[2:]) - {"opt.lr", "opt.beta1"}
     text = str(program)
     assert "\nbackward:\n" in text
     assert text.index("= cross_entropy") < text.index("backward:")
     assert re.search(r"\n  0\.weight <- %\d+\n", text)
-    assert program.captured[names.index("opt.lr") - 2] is opt.defaults.lr
+    assert program.captured[names.index("opt.lr") - 2] is opt.param_groups[0].lr
 
 
 def test_a_trace_leaves_no_traced_value_behind():

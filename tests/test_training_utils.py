@@ -131,10 +131,11 @@ def test_one_cycle_by_hand() -> None:
     schedule = lr_scheduler.OneCycleLR(
         opt, max_lr=1.0, total_steps=4, pct_start=0.5, anneal_strategy="linear"
     )
-    assert (opt.lr, opt.momentum) == (1.0 / 25, 0.95)  # the optimizer's own rate is replaced
-    assert opt.defaults.tensors["momentum"].item() == 0.95
+    group = opt.param_groups[0]
+    assert (group["lr"], group["momentum"]) == (1.0 / 25, 0.95)  # the optimizer's own rate is replaced
+    assert group.tensors["momentum"].item() == 0.95
     schedule.step()
-    assert (opt.lr, opt.momentum) == (1.0, 0.85)  # the top: pct_start of 4 steps, less one
+    assert (group["lr"], group["momentum"]) == (1.0, 0.85)  # the top: pct_start of 4 steps, less one
     for _ in range(3):
         schedule.step()
     with pytest.raises(ValueError, match="stepped 5 times; the schedule has 4"):
@@ -175,15 +176,16 @@ def test_schedules_by_hand_and_their_state() -> None:
         rates.append(schedule.get_last_lr()[0])
         schedule.step()
     assert rates == [1.0, 1.0, 0.5, 0.5, 0.25, 0.25]
-    assert opt.defaults.lr.item() == 0.125 and opt.param_groups[0]["lr"] == 0.125
+    assert opt.param_groups[0].lr.item() == 0.125 and opt.param_groups[0]["lr"] == 0.125
     saved = schedule.state_dict()
     other = lr_scheduler.StepLR(SGD([verigrad.zeros(1, requires_grad=True)], lr=1.0), step_size=2, gamma=0.5)
     other.load_state_dict(saved)
+    other.optimizer.load_state_dict(opt.state_dict())  # the rates are the optimizer's, as in PyTorch
     other.step()
     schedule.step()
     assert other.get_last_lr() == schedule.get_last_lr() == [0.125]
     opt.param_groups[0]["lr"] = 0.3  # PyTorch's way of setting it by hand
-    assert opt.lr == 0.3 and opt.defaults.lr.item() == 0.3
+    assert opt.lr == 0.3 and opt.param_groups[0].lr.item() == 0.3
     warm = lr_scheduler.LinearLR(
         SGD([verigrad.zeros(1, requires_grad=True)], lr=0.1), 0.5, 1.0, total_iters=2
     )
@@ -238,7 +240,7 @@ def test_adaptive_pooling_and_wide_layer_norm_refusals() -> None:
     assert pooled == verigrad.spec([B, 8, 1, 1])  # the global mean: any size, symbols too
     x = verigrad.ones(1, 2, 5, 4)
     with pytest.raises(
-        verigrad.ShapeError, match="known H and W"
+        verigrad.ShapeError, match="of known sizes"
     ):  # windows that do not divide: sizes needed
         verigrad.check(lambda x: F.adaptive_avg_pool2d(x, 2), verigrad.spec([B, 8, H, W]))
     np.testing.assert_array_equal(F.adaptive_avg_pool2d(x, 2).numpy(), np.ones((1, 2, 2, 2)))
@@ -353,7 +355,7 @@ def test_pytorchs_dtype_names_threads_and_creation_helpers() -> None:
     assert x.new_zeros(2, 3).dtype is verigrad.f64 and x.new_zeros((2, 3)).shape == (2, 3)
     assert x.new_ones(2).numpy().tolist() == [1.0, 1.0] and x.new_full((1,), 7).numpy().tolist() == [7.0]
     assert x.new_tensor([1, 2]).dtype is verigrad.f64 and x.new_empty(3, dtype="i64").dtype is verigrad.i64
-    assert x.type() == "f64" and x.type(verigrad.float32).dtype is verigrad.f32
+    assert x.type() == "torch.DoubleTensor" and x.type(verigrad.float32).dtype is verigrad.f32
     verigrad.manual_seed(3)
     p = verigrad.randperm(50)
     assert p.dtype is verigrad.i64 and sorted(p.numpy().tolist()) == list(range(50))
@@ -741,12 +743,12 @@ def test_diagonals_channel_dropout_and_warm_restarts_by_hand() -> None:
 
 def test_device_queries_for_code_written_for_gpus() -> None:
     device = "cuda" if verigrad.cuda.is_available() else "cpu"  # PyTorch's idiom
-    assert device == "cpu" and verigrad.cuda.device_count() == 0 and verigrad.device("cpu") == "cpu"
-    assert verigrad.zeros(2).to(device).device == "cpu" and nn.Linear(2, 2).to(device) is not None
+    assert device == "cpu" and verigrad.cuda.device_count() == 0 and str(verigrad.device("cpu")) == "cpu"
+    assert verigrad.zeros(2).to(device).device.type == "cpu" and nn.Linear(2, 2).to(device) is not None
     with pytest.raises(ValueError, match="verigrad runs on the CPU: there is no 'cuda:0' device"):
         verigrad.zeros(2).to("cuda:0")
     with pytest.raises(ValueError, match="no 'cuda' device"):
-        verigrad.device("cuda")
+        verigrad.zeros(2, device=verigrad.device("cuda"))  # made as PyTorch makes it, refused when used
 
 
 def test_new_helpers_by_hand_and_their_refusals() -> None:
@@ -853,9 +855,9 @@ def test_interpolation_refusals_and_layouts() -> None:
     nchw = F.interpolate(x.permute(0, 3, 1, 2), size=(6, 3), mode="bilinear")
     nhwc = F.interpolate(x, size=(6, 3), mode="bilinear", layout="NHWC")
     np.testing.assert_array_equal(nhwc.permute(0, 3, 1, 2).numpy(), nchw.numpy())
-    with pytest.raises(ValueError, match="give one of size and scale_factor"):
+    with pytest.raises(ValueError, match="either size or scale_factor should be defined"):
         F.interpolate(x, mode="bilinear")
-    with pytest.raises(ValueError, match="mode must be 'nearest' or 'bilinear'"):
-        F.interpolate(x, scale_factor=2, mode="bicubic")
-    with pytest.raises(ValueError, match="mode='nearest' takes a whole scale_factor"):
-        F.interpolate(x, size=(2, 2))
+    with pytest.raises(NotImplementedError, match="mode must be one of nearest, nearest-exact"):
+        F.interpolate(x, scale_factor=2, mode="cubic")
+    with pytest.raises(NotImplementedError, match="got 4D input, but trilinear mode needs 5D input"):
+        F.interpolate(x, size=(2, 2), mode="trilinear")

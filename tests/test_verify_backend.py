@@ -401,7 +401,7 @@ def _run_steps(backend_name: str, steps: int = 20, threads: int = 1) -> dict[str
     finally:
         verigrad.set_threads(1)
     out["params"] = [p.numpy().tobytes() for p in model.parameters()]
-    out["state"] = [np.asarray(v.numpy()).tobytes() for v in opt.state_dict()["state"].values()]
+    out["state"] = [np.asarray(t.numpy()).tobytes() for s in opt.state.values() for t in s.values()]
     return out
 
 

@@ -1,8 +1,9 @@
 """verigrad: every op has one NumPy definition; shapes are checked symbolically before anything runs."""
 
-from . import data, io, linalg, models, nn, optim
+from . import accelerator, data, io, linalg, models, nn, optim, special, utils
 from . import eager as _eager
 from . import tensor_methods as _tensor_methods  # binds the Tensor methods
+from .accelerator import cuda
 from .autograd import (
     enable_grad,
     grad,
@@ -15,9 +16,11 @@ from .autograd import (
 from .backends import available as available_backends
 from .backends import backend, get_backend, get_threads, set_backend, set_threads
 from .compile import check, compile
+from .devices import device
 from .dtypes import DType, bf16, bool_, f16, f32, f64, i32, i64, u8
 from .errors import DTypeError, ShapeError, VerigradError, WeightFileError
 from .functions import (
+    absolute,
     addcdiv,
     addcmul,
     addmm,
@@ -27,16 +30,31 @@ from .functions import (
     amin,
     aminmax,
     any,
+    arccos,
+    arccosh,
+    arcsin,
+    arcsinh,
+    arctan,
+    arctan2,
+    arctanh,
     argmin,
     argwhere,
+    atleast_1d,
+    atleast_2d,
+    atleast_3d,
     bernoulli,
     bincount,
+    block_diag,
     bmm,
     broadcast_tensors,
+    broadcast_to,
     bucketize,
+    cartesian_prod,
     cdist,
     chunk,
     clamp,
+    column_stack,
+    combinations,
     count_nonzero,
     cross,
     cummax,
@@ -45,11 +63,22 @@ from .functions import (
     diag,
     diagonal,
     diff,
+    dsplit,
+    dstack,
     einsum,
+    entr,
     equal,
     fill_diagonal_,
+    fix,
+    fliplr,
+    flipud,
+    fmax,
+    fmin,
     frac,
+    heaviside,
     histc,
+    hsplit,
+    hstack,
     index_add,
     index_select,
     isclose,
@@ -58,9 +87,13 @@ from .functions import (
     isnan,
     kron,
     kthvalue,
+    ldexp,
     lerp,
     log2,
     log10,
+    logaddexp2,
+    logical_xor,
+    logit,
     logsumexp,
     masked_fill,
     masked_select,
@@ -70,25 +103,45 @@ from .functions import (
     min,
     mm,
     mode,
+    moveaxis,
     movedim,
+    msort,
     multinomial,
+    mvlgamma,
     nan_to_num,
+    nanmean,
     nanmedian,
+    nanquantile,
+    nansum,
     narrow,
+    negative,
     nonzero,
     norm,
     outer,
+    polygamma,
+    positive,
+    quantile,
     rad2deg,
+    ravel,
+    reciprocal,
     repeat_interleave,
     roll,
     rot90,
+    row_stack,
     scatter,
     scatter_add,
+    sgn,
+    sinc,
     sort,
     split,
     square,
     std,
     std_mean,
+    swapaxes,
+    swapdims,
+    take,
+    tensor_split,
+    tile,
     topk,
     tril,
     tril_indices,
@@ -100,6 +153,9 @@ from .functions import (
     unique_consecutive,
     var,
     var_mean,
+    vsplit,
+    vstack,
+    xlogy,
 )
 from .functions import addmm as baddbmm  # the same on batches
 from .functions.indexing import where_or_positions as where  # the where op, and the one-argument form
@@ -202,7 +258,6 @@ from .ops import (
     stack,
     sub,
     sum,
-    take,
     tanh,
     tensor,
     transpose,
@@ -212,9 +267,24 @@ from .ops import (
     zeros_like,
 )
 from .ops import inv as inverse  # PyTorch's torch.inverse (torch.linalg.inv)
-from .ops import tensor as as_tensor
+from .ops.creation import as_tensor, randint_like
+from .ops.creation import default_generator as _default_generator
+from .ops.special import digamma, erfc, erfinv, i0, lgamma, nextafter, signbit
+from .settings import (
+    are_deterministic_algorithms_enabled,
+    get_default_device,
+    get_default_dtype,
+    get_float32_matmul_precision,
+    is_deterministic_algorithms_warn_only_enabled,
+    set_default_device,
+    set_default_dtype,
+    set_float32_matmul_precision,
+    set_printoptions,
+    use_deterministic_algorithms,
+)
 from .shapes import Dim, Spec, dims, spec
-from .tensor import Tensor
+from .tensor import LEGACY_TYPES, Tensor
+from .typeinfo import finfo, iinfo
 
 cat = concat  # PyTorch's names for the same functions
 clip = clamp
@@ -223,23 +293,47 @@ float32, float64, float16, bfloat16, int32, int64, uint8 = f32, f64, f16, bf16, 
 double, half, long = f64, f16, i64
 
 
-def device(name: str = "cpu") -> str:
-    """PyTorch's torch.device for the device verigrad runs on: "cpu" (a GPU's name is refused)."""
-    if name.split(":")[0] != "cpu":
-        raise ValueError(f"verigrad runs on the CPU: there is no {name!r} device")
-    return "cpu"
+BoolTensor, ByteTensor, DoubleTensor, FloatTensor, HalfTensor, IntTensor, LongTensor = (
+    LEGACY_TYPES[name]
+    for name in (
+        "BoolTensor",
+        "ByteTensor",
+        "DoubleTensor",
+        "FloatTensor",
+        "HalfTensor",
+        "IntTensor",
+        "LongTensor",
+    )
+)
 
 
-class cuda:
-    """PyTorch's torch.cuda queries, answered for verigrad: it has no GPU backend."""
+def initial_seed() -> int:
+    """The seed the default generator was last seeded with."""
+    return _default_generator.initial_seed()
 
-    @staticmethod
-    def is_available() -> bool:
-        return False
 
-    @staticmethod
-    def device_count() -> int:
-        return 0
+def seed() -> int:
+    """Seed the default generator from the operating system's entropy; the new seed."""
+    return _default_generator.seed()
+
+
+def is_tensor(obj: object) -> bool:
+    """Whether `obj` is a verigrad Tensor."""
+    return isinstance(obj, Tensor)
+
+
+def is_floating_point(input: Tensor) -> bool:
+    """Whether the tensor's dtype is a floating one."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"is_floating_point() takes a Tensor, not {type(input).__name__}")
+    return input.dtype.is_float
+
+
+def numel(input: Tensor) -> int:
+    """The number of elements of the tensor."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"numel() takes a Tensor, not {type(input).__name__}")
+    return input.numel()
 
 
 __version__ = "0.1.0"

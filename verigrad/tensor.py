@@ -14,10 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from .dtypes import DType
+from . import settings
+from .devices import CPU, as_device, device, is_device, no_device
+from .dtypes import DType, as_dtype, bf16, bool_, f16, f32, f64, i32, i64, u8
 from .shapes import Dim, DimLike, Spec, shape_text
 
 Axis = int | Sequence[int] | None
+_NONE: Any = object()  # an argument not given
 
 
 class Tensor:
@@ -26,7 +29,9 @@ class Tensor:
     __slots__ = ("__weakref__", "_hooks", "_node", "grad", "payload", "requires_grad", "spec")
     __array_priority__ = 1000  # NumPy defers `ndarray + Tensor` to Tensor.__radd__
 
-    def __init__(self, spec: Spec, data: Any, requires_grad: bool = False) -> None:
+    def __init__(self, spec: Any = _NONE, data: Any = _NONE, *sizes: int, requires_grad: bool = False):
+        if not isinstance(spec, Spec):  # PyTorch's legacy constructor: Tensor([1, 2]), Tensor(2, 3)
+            spec, data = _legacy_payload(f32, tuple(a for a in (spec, data, *sizes) if a is not _NONE))
         self.spec = spec
         self.payload = data
         self.grad: Tensor | None = None
@@ -88,7 +93,7 @@ class Tensor:
         grad = ", requires_grad=True" if self.requires_grad else ""
         if self.is_abstract:
             return f"Tensor(spec={self.spec!r}{grad})"
-        body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
+        body = np.array2string(self.numpy(), separator=", ", prefix="tensor(", **settings.PRINT_OPTIONS)
         return f"tensor({body}, dtype={self.dtype.name}{grad})"
 
     # data out ----------------------------------------------------------------------------------
@@ -168,9 +173,19 @@ class Tensor:
         return self
 
     def cuda(self, *args: Any, **kwargs: Any) -> Tensor:
-        raise ValueError(
-            "verigrad runs on the CPU: there is no CUDA device (code written for PyTorch can drop .cuda())"
-        )
+        raise no_device("cuda", "Tensor.cuda()")
+
+    is_cpu, is_cuda, is_mps, is_meta = True, False, False, False
+
+    def get_device(self) -> int:
+        """-1, PyTorch's answer for a tensor on the CPU."""
+        return -1
+
+    def is_pinned(self) -> bool:
+        return False
+
+    def pin_memory(self, *args: Any) -> Tensor:
+        raise no_device("accelerator", "Tensor.pin_memory()")  # as PyTorch's without an accelerator
 
     @property
     def grad_fn(self) -> Any:
@@ -178,8 +193,8 @@ class Tensor:
         return self._node
 
     @property
-    def device(self) -> str:
-        return "cpu"
+    def device(self) -> device:
+        return CPU
 
 
 def describe(x: Any) -> str:
@@ -189,3 +204,84 @@ def describe(x: Any) -> str:
     if isinstance(x, Dim):
         return str(x)
     return repr(x)
+
+
+def _is_index(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# PyTorch's `.to(...)` ---------------------------------------------------------------------------
+def to_arguments(where: str, args: tuple, kwargs: dict) -> tuple[DType | None, bool]:
+    """PyTorch's `.to` arguments read: `(dtype)`, `(device, dtype)`, `(tensor)`, with `non_blocking` and
+    `copy` after them or by name. Gives the dtype asked for (None: keep it) and `copy`; a device other
+    than the CPU is refused."""
+    unknown = set(kwargs) - {"device", "dtype", "non_blocking", "copy"}
+    if unknown:
+        raise TypeError(f"{where}() got unexpected keyword arguments {sorted(unknown)}")
+    rest = list(args)
+    dev, dtype = kwargs.get("device"), kwargs.get("dtype")
+    if rest and isinstance(rest[0], Tensor):
+        dtype = rest.pop(0).dtype
+    else:
+        if rest and (rest[0] is None or is_device(rest[0]) or _is_index(rest[0])):
+            dev = rest.pop(0)
+        if rest and not isinstance(rest[0], bool):
+            dtype = rest.pop(0)
+    if len(rest) > 2 or not all(isinstance(flag, bool) for flag in rest):
+        raise TypeError(
+            f"{where}() takes (dtype), (device, dtype) or (tensor), then non_blocking and copy; got {args!r}"
+        )
+    as_device(dev, where)
+    copy = rest[1] if len(rest) == 2 else bool(kwargs.get("copy", False))
+    return (None if dtype is None else as_dtype(dtype)), copy
+
+
+# PyTorch's legacy constructors: Tensor(data), Tensor(*sizes), FloatTensor, LongTensor, ... -------------
+def _legacy_payload(dtype: DType, args: tuple) -> tuple[Spec, np.ndarray]:
+    """The spec and values of `Tensor(data)` (its values in `dtype`), `Tensor(*sizes)` (zeros: PyTorch
+    leaves them uninitialised) or `Tensor()` (empty)."""
+    if len(args) == 1 and isinstance(args[0], Tensor):
+        return args[0].spec, args[0].payload  # PyTorch's alias of the same storage
+    if all(isinstance(a, int | np.integer) and not isinstance(a, bool) for a in args):
+        array = np.zeros(tuple(int(a) for a in args) if args else (0,), dtype.np)
+    elif len(args) == 1 and isinstance(args[0], list | tuple | np.ndarray):
+        array = np.array(args[0], dtype=np.float64 if dtype.is_float else None)
+        if array.dtype.kind not in "biuf":
+            raise TypeError(f"{dtype.name} tensor: cannot make one from {array.dtype} values")
+        array = np.ascontiguousarray(array.astype(dtype.np))
+    else:
+        raise TypeError(
+            f"Tensor(): takes values or whole-number sizes, not {[type(a).__name__ for a in args]}"
+        )
+    return Spec(tuple(array.shape), dtype), array
+
+
+class LegacyType(type):
+    """The class of FloatTensor, LongTensor, ...: calling one makes a Tensor of its dtype, and a tensor of
+    that dtype is an instance, as PyTorch's."""
+
+    dtype: DType
+
+    def __call__(cls, *args: Any) -> Tensor:
+        return Tensor(*_legacy_payload(cls.dtype, args))
+
+    def __instancecheck__(cls, x: Any) -> bool:
+        return isinstance(x, Tensor) and x.dtype is cls.dtype
+
+
+LEGACY_TYPES = {
+    name: LegacyType(name, (), {"dtype": dtype, "__doc__": f"PyTorch's legacy {name}, of {dtype.name}."})
+    for name, dtype in [
+        ("FloatTensor", f32),
+        ("DoubleTensor", f64),
+        ("HalfTensor", f16),
+        ("ByteTensor", u8),
+        ("IntTensor", i32),
+        ("LongTensor", i64),
+        ("BoolTensor", bool_),
+    ]
+}
+# PyTorch's legacy type names, as `x.type()` gives them and `x.type(name)` takes them
+LEGACY_NAMES = {cls.dtype: f"torch.{name}" for name, cls in LEGACY_TYPES.items()} | {
+    bf16: "torch.BFloat16Tensor"
+}

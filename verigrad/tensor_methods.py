@@ -12,16 +12,29 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from . import autograd
 from .dtypes import DType, as_dtype, f32, f64
-from .errors import ShapeError
-from .functions import indexing, matrices, ordering, pointwise, rearrange, statistics
+from .errors import DTypeError, ShapeError
+from .functions import (
+    indexing,
+    joining,
+    matrices,
+    nan_reductions,
+    ordering,
+    pointwise,
+    rearrange,
+    special,
+    statistics,
+)
 from .ops import binary, creation, linalg, movement, reduce, scan, shaping, unary
 from .ops import index as index_ops
+from .ops import special as special_ops
 from .ops.composite.softmax import log_softmax, softmax
 from .ops.matmul import matmul
 from .ops.scatter_reduce import scatter_reduce
-from .tensor import Tensor, describe
+from .tensor import LEGACY_NAMES, LegacyType, Tensor, describe, to_arguments
 
 Axis = int | Sequence[int] | None
 
@@ -45,11 +58,25 @@ def _reflected(fn: Callable[..., Any]) -> Callable[..., Any]:
     return method
 
 
+_CATEGORY = {"b": 0, "i": 1, "u": 1, "f": 2}
+
+
+def _write_result(self: Tensor, result: Tensor) -> Tensor:
+    """An in-place op's result written into self; as PyTorch, refused where it would be cast to a lower
+    category (a float result into an integer tensor, an integer one into a bool tensor)."""
+    if isinstance(result, Tensor) and _CATEGORY[result.dtype.kind] > _CATEGORY[self.dtype.kind]:
+        raise DTypeError(
+            f"result type {result.dtype.name} can't be cast to the desired output type {self.dtype.name} "
+            "of an in-place op (as in PyTorch); use an out-of-place op and .to(dtype)"
+        )
+    return self.assign(result)
+
+
 def _in_place(name: str) -> Callable[..., Tensor]:
     """`x.name_(*args)`: `x.name(*args)` written into x."""
 
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-        return self.assign(getattr(self, name)(*args, **kwargs))
+        return _write_result(self, getattr(self, name)(*args, **kwargs))
 
     method.__doc__ = f"{name}, written into this tensor."
     return method
@@ -87,17 +114,17 @@ def backward(
 
 @adapted
 def add_(self: Tensor, o: Any, alpha: Any = 1) -> Tensor:
-    return self.assign(self + (o if alpha == 1 else o * alpha))
+    return _write_result(self, self + (o if alpha == 1 else o * alpha))
 
 
 @adapted
 def sub_(self: Tensor, o: Any, alpha: Any = 1) -> Tensor:
-    return self.assign(self - (o if alpha == 1 else o * alpha))
+    return _write_result(self, self - (o if alpha == 1 else o * alpha))
 
 
 @adapted
 def clamp_(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
-    return self.assign(self.clamp(min, max))
+    return _write_result(self, self.clamp(min, max))
 
 
 @adapted
@@ -172,11 +199,12 @@ def cast(self: Tensor, dtype: DType | str) -> Tensor:
 
 
 @adapted
-def to(self: Tensor, dtype: DType | str) -> Tensor:
-    """A cast; "cpu" (the only device: code written for PyTorch's `.to(device)`) gives self."""
-    if isinstance(dtype, str) and dtype.split(":")[0] in ("cuda", "mps", "xpu"):
-        raise ValueError(f"verigrad runs on the CPU: there is no {dtype!r} device")
-    return self if isinstance(dtype, str) and dtype == "cpu" else self.cast(dtype)
+def to(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+    """PyTorch's `to(dtype)`, `to(device, dtype)`, `to(other)`, with `non_blocking`, `copy`: self when
+    nothing changes (unless `copy=True`); a device other than the CPU is refused."""
+    dtype, copy = to_arguments("Tensor.to", args, kwargs)
+    out = self if dtype is None or dtype is self.dtype else self.cast(dtype)
+    return self.clone() if copy and out is self else out
 
 
 @adapted
@@ -185,9 +213,17 @@ def type_as(self: Tensor, other: Tensor) -> Tensor:
 
 
 @adapted
-def type(self: Tensor, dtype: Any = None) -> Any:
-    """PyTorch's: the dtype's name without an argument, else the tensor cast to `dtype`."""
-    return self.dtype.name if dtype is None else self.cast(dtype)
+def type(self: Tensor, dtype: Any = None, non_blocking: bool = False) -> Any:
+    """PyTorch's: the legacy type's name ("torch.FloatTensor") without an argument, else the tensor cast
+    to `dtype` (a dtype, a legacy type such as `verigrad.DoubleTensor`, or its name)."""
+    if dtype is None:
+        return LEGACY_NAMES[self.dtype]
+    if isinstance(dtype, str) and dtype.startswith("torch."):
+        named = [d for d, name in LEGACY_NAMES.items() if name == dtype]
+        if not named:
+            raise ValueError(f"Tensor.type({dtype!r}): not one of {sorted(LEGACY_NAMES.values())}")
+        dtype = named[0]
+    return self.to(dtype.dtype if isinstance(dtype, LegacyType) else dtype)
 
 
 def _cast_to(dtype: DType | str) -> Callable[[Tensor], Tensor]:
@@ -206,28 +242,47 @@ def clone(self: Tensor) -> Tensor:
 
 # PyTorch's new_*: tensors of this one's dtype (unless given)
 @adapted
-def new_full(self: Tensor, size: Any, fill_value: Any, dtype: Any = None) -> Tensor:
-    return creation.full(_shape_arg((size,)), fill_value, dtype=self.dtype if dtype is None else dtype)
+def new_full(
+    self: Tensor,
+    size: Any,
+    fill_value: Any,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    dtype = self.dtype if dtype is None else dtype
+    return creation.full(
+        _shape_arg((size,)), fill_value, dtype=dtype, device=device, requires_grad=requires_grad
+    )
 
 
 @adapted
-def new_zeros(self: Tensor, *size: Any, dtype: Any = None) -> Tensor:
-    return self.new_full(_shape_arg(size), 0, dtype)
+def new_zeros(
+    self: Tensor, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Tensor:
+    return self.new_full(_shape_arg(size), 0, dtype, device, requires_grad)
 
 
 @adapted
-def new_ones(self: Tensor, *size: Any, dtype: Any = None) -> Tensor:
-    return self.new_full(_shape_arg(size), 1, dtype)
+def new_ones(
+    self: Tensor, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Tensor:
+    return self.new_full(_shape_arg(size), 1, dtype, device, requires_grad)
 
 
 @adapted
-def new_empty(self: Tensor, *size: Any, dtype: Any = None) -> Tensor:
-    return self.new_zeros(*size, dtype=dtype)
+def new_empty(
+    self: Tensor, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Tensor:
+    return self.new_full(_shape_arg(size), 0, dtype, device, requires_grad)
 
 
 @adapted
-def new_tensor(self: Tensor, data: Any, dtype: Any = None) -> Tensor:
-    return creation.tensor(data, dtype=self.dtype if dtype is None else dtype)
+def new_tensor(
+    self: Tensor, data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Tensor:
+    dtype = self.dtype if dtype is None else dtype
+    return creation.tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 # reductions (PyTorch's `dim=` beside NumPy's `axis`) -------------------------------------------
@@ -280,6 +335,44 @@ def gather(self: Tensor, axis: int, index: Any) -> Tensor:
 @adapted
 def reshape(self: Tensor, *shape: Any) -> Tensor:
     return movement.reshape(self, shape=_shape_arg(shape))
+
+
+@adapted
+def view(self: Tensor, *shape: Any) -> Tensor:
+    """PyTorch's view: the same memory seen with another shape, refused where that needs a copy (as
+    PyTorch's; `reshape` copies there); `view(dtype)` reinterprets the bytes (eager only)."""
+    if len(shape) == 1 and isinstance(shape[0], DType | str) and not isinstance(shape[0], int):
+        return _view_as_dtype(self, as_dtype(shape[0]))
+    shape = _shape_arg(shape)
+    data = self.payload
+    if isinstance(data, np.ndarray) and data.size and not data.flags.c_contiguous:
+        try:
+            viewed = data.view()
+            viewed.shape = tuple(-1 if d == -1 else int(d) for d in shape)
+        except (AttributeError, ValueError) as error:
+            if "incompatible" not in str(error) and "copy" not in str(error):
+                raise
+            raise RuntimeError(
+                f"view size {list(shape)} is not compatible with the tensor's size and strides "
+                f"{describe(self)} (its memory would need a copy); use .reshape(...) instead"
+            ) from None
+    return movement.reshape(self, shape=shape)
+
+
+def _view_as_dtype(self: Tensor, dtype: DType) -> Tensor:
+    data = self.payload
+    if not isinstance(data, np.ndarray):
+        raise TypeError(
+            f"view(dtype) reinterprets stored bytes: it runs eagerly only, not on {describe(self)}"
+        )
+    if self.requires_grad:
+        raise RuntimeError("view(dtype) of a tensor that requires grad has no gradient; detach() it first")
+    return creation.from_numpy(data.view(dtype.np))
+
+
+@adapted
+def view_as(self: Tensor, other: Tensor) -> Tensor:
+    return view(self, *other.shape)
 
 
 @adapted
@@ -356,7 +449,7 @@ def _assigning(op: Callable[..., Tensor]) -> Callable[[Tensor, Any], Tensor]:
     """`x op= o`: x op o written into x."""
 
     def method(self: Tensor, o: Any) -> Tensor:
-        return self.assign(op(self, o))
+        return _write_result(self, op(self, o))
 
     return method
 
@@ -406,6 +499,11 @@ FORWARDED_FROM = {
     ordering: "max min aminmax sort topk kthvalue median nanmedian mode cummax cummin unique "
     "unique_consecutive",
     indexing: "index_select index_add index_fill scatter scatter_add masked_select nonzero argwhere",
+    special_ops: "erfc erfinv lgamma digamma i0 signbit nextafter",
+    special: "sinc xlogy logit fmax fmin sgn heaviside ldexp logical_xor mvlgamma logaddexp2 positive "
+    "negative absolute fix arctan2",
+    joining: "tile ravel fliplr flipud tensor_split hsplit vsplit dsplit msort take",
+    nan_reductions: "nansum nanmean quantile nanquantile",
 }
 FORWARDED: dict[str, Callable[..., Any]] = {
     name: getattr(module, name) for module, names in FORWARDED_FROM.items() for name in names.split()
@@ -430,9 +528,10 @@ ADAPTED.update(
     long=_cast_to("i64"),
     int=_cast_to("i32"),
     bool=_cast_to("bool"),
+    polygamma=lambda self, n: special_ops.polygamma(self, n=n),
 )
 PROPERTIES = {"T": T, "mT": mT}
-ALIASES = {"astype": "cast", "clip": "clamp", "view": "reshape", "view_as": "reshape_as",
+ALIASES = {"astype": "cast", "clip": "clamp",
            "moveaxis": "movedim", "swapdims": "swapaxes"}  # fmt: skip
 IN_PLACE = ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "relu", "reciprocal", "square",
             "floor", "ceil", "round", "trunc", "sign", "pow", "lerp", "scatter_reduce", "index_fill",

@@ -540,5 +540,5 @@ def test_index_fill_sum_dtype_grad_fn_and_no_cuda() -> None:
     assert leaf.grad_fn is None and (leaf * 2).grad_fn is not None
     for thing in (leaf, nn.Linear(2, 2)):
         assert thing.cpu() is thing
-        with pytest.raises(ValueError, match="no CUDA device"):
+        with pytest.raises(ValueError, match="no 'cuda' device"):
             thing.cuda()

@@ -299,6 +299,11 @@ def test_forward_matches_torch(name: str, dtype: str, index: int) -> None:
 
 
 # gradients -------------------------------------------------------------------------------------
+# PyTorch's gradient of digamma is its trigamma, a short series 4e-10 from the exact value (verigrad's
+# polygamma(1) is within 1e-15 of it: tests/parity/test_special_and_joining_torch.py checks exact values)
+TORCH_SERIES_GRADIENT_RTOL = {"digamma": 1e-9}
+
+
 @pytest.mark.parametrize(("name", "dtype", "index"), _cases(grad=True))
 def test_gradient_matches_torch(name: str, dtype: str, index: int) -> None:
     op, sample, arrays = _setup(name, dtype, index)
@@ -317,6 +322,9 @@ def test_gradient_matches_torch(name: str, dtype: str, index: int) -> None:
         if not isinstance(a, verigrad.Tensor) or not a.requires_grad:
             continue
         ga = a.grad.numpy() if a.grad is not None else np.zeros(a.numpy().shape, a.dtype.np)
+        if name in TORCH_SERIES_GRADIENT_RTOL and dtype == "f64":
+            np.testing.assert_allclose(ga, gb, rtol=TORCH_SERIES_GRADIENT_RTOL[name], atol=0)
+            continue
         assert_matches(ga, gb, dtype, False, f"{name}: gradient of input {i}", truth)
 
 
@@ -328,7 +336,8 @@ SPECIAL = np.array([0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.0, 1e-30, 100.0, -100.0, 
 # callers settle each their own way (NumPy raises on an exact zero pivot, and its det is 0 there; PyTorch
 # gives NaN). Their samples and gradients are held to PyTorch's above; singular input in test_linalg.py.
 # And searchsorted: a sequence filled with special values is not sorted, where the result is unspecified.
-NO_SPECIAL_VALUES = {"inv", "det", "solve", "searchsorted"}
+# polygamma: at its poles (0, -1, ...) PyTorch's series gives large finite numbers, verigrad inf or NaN
+NO_SPECIAL_VALUES = {"inv", "det", "solve", "searchsorted", "polygamma"}
 
 
 def _special_forward(op: Any, arrays: list[Any], dtype: str, params: dict, what: str) -> None:

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import verigrad
-from verigrad.optim import SGD, Adagrad, Adam, Adamax, AdamW, NAdam, RAdam, RMSprop
+from verigrad.optim import ASGD, SGD, Adadelta, Adagrad, Adam, Adamax, AdamW, NAdam, RAdam, RMSprop, Rprop
 
 RTOL = ATOL = 1e-12
 STEPS = 10
@@ -83,19 +83,19 @@ CONFIGS: dict[str, tuple[Any, Any, dict[str, Any]]] = {
         torch.optim.Adagrad,
         {"lr": 0.1, "lr_decay": 0.05, "initial_accumulator_value": 0.3, "weight_decay": 0.02, "eps": 1e-6},
     ),
+    "adam-amsgrad-maximize": (Adam, torch.optim.Adam, {"lr": 1e-2, "amsgrad": True, "maximize": True}),
+    "adadelta": (Adadelta, torch.optim.Adadelta, {}),
+    "adadelta-weight-decay": (Adadelta, torch.optim.Adadelta, {"lr": 0.5, "rho": 0.7, "weight_decay": 0.1}),
+    "rprop": (Rprop, torch.optim.Rprop, {}),
+    "rprop-etas-sizes": (
+        Rprop,
+        torch.optim.Rprop,
+        {"lr": 0.1, "etas": (0.4, 1.1), "step_sizes": (0.01, 0.3)},
+    ),
+    "asgd": (ASGD, torch.optim.ASGD, {}),
+    # t0 within the steps: the average starts following the parameters
+    "asgd-averaging": (ASGD, torch.optim.ASGD, {"lr": 0.05, "lambd": 0.01, "t0": 4, "weight_decay": 0.1}),
 }
-
-# verigrad's state names are PyTorch's
-STATE_NAMES = (
-    "momentum_buffer",
-    "exp_avg",
-    "exp_avg_sq",
-    "exp_inf",
-    "mu_product",
-    "square_avg",
-    "grad_avg",
-    "sum",
-)
 
 
 def _torch_optimizer(cls: Any, params: list[torch.Tensor], kwargs: dict[str, Any]) -> Any:
@@ -134,22 +134,21 @@ def _assert_params(ours, theirs, when: str) -> None:
         )
 
 
-def _assert_state(optimizer, torch_optimizer, theirs) -> None:
-    for i, t in enumerate(theirs):
+def _assert_state(optimizer, torch_optimizer, ours, theirs) -> None:
+    """`optimizer.state[p]` has PyTorch's names, counts and values: no entry until p's first update."""
+    for i, (p, t) in enumerate(zip(ours, theirs)):
         expected = torch_optimizer.state.get(t, {})
-        names = [n for n in STATE_NAMES if n in expected and expected[n] is not None]
-        # verigrad makes every state tensor with the optimizer (so a compiled step can read it);
-        # PyTorch makes them at a parameter's first update: until then ours must still be zeros
-        assert set(names) <= set(optimizer.state[i]), f"parameter {i}: state names differ"
-        for name in set(optimizer.state[i]) - set(names) - {"step"}:
-            assert not optimizer.state[i][name].numpy().any(), f"parameter {i}: {name} changed early"
-        torch_steps = float(expected["step"]) if "step" in expected else None
-        if torch_steps is not None:
-            assert optimizer.state[i]["step"].item() == torch_steps, f"parameter {i}: step count"
-        for name in names:
+        state = optimizer.state[p]
+        assert (p in optimizer.state) == (t in torch_optimizer.state), f"parameter {i}: state entry"
+        assert list(state) == list(expected), f"parameter {i}: state names differ"
+        for name, want in expected.items():
+            if name == "step":
+                assert state["step"].item() == float(want), f"parameter {i}: step count"
+                continue
+            assert state[name].dtype.name == str(want.dtype).removeprefix("torch.").replace("float", "f")
             np.testing.assert_allclose(
-                optimizer.state[i][name].numpy(),
-                expected[name].numpy(),
+                state[name].numpy(),
+                want.numpy(),
                 rtol=RTOL,
                 atol=ATOL,
                 err_msg=f"parameter {i}, state {name}",
@@ -167,7 +166,7 @@ def test_ten_steps_match_torch(config: str) -> None:
         optimizer.step()
         torch_optimizer.step()
         _assert_params(ours, theirs, f"after step {step + 1}")
-    _assert_state(optimizer, torch_optimizer, theirs)
+    _assert_state(optimizer, torch_optimizer, ours, theirs)
     moved = max(float(np.abs(p.numpy() - a).max()) for p, a in zip(ours, params))
     assert moved > 1e-3, "the parameters barely moved; the comparison would prove little"
 
@@ -189,7 +188,7 @@ def test_parameters_without_a_gradient_are_skipped_as_torch_does(config: str) ->
         optimizer.step()
         torch_optimizer.step()
         _assert_params(ours, theirs, f"after step {step + 1}")
-    _assert_state(optimizer, torch_optimizer, theirs)
+    _assert_state(optimizer, torch_optimizer, ours, theirs)
     np.testing.assert_array_equal(ours[3].numpy(), params[3])
 
 
@@ -203,7 +202,7 @@ def test_learning_rate_changed_between_steps(config: str) -> None:
     optimizer, torch_optimizer = ours_cls(ours, **kwargs), _torch_optimizer(torch_cls, theirs, kwargs)
     for step in range(STEPS):
         lr = kwargs["lr"] * 0.5 * (1 + math.cos(math.pi * step / STEPS))
-        optimizer.defaults["lr"] = lr
+        optimizer.param_groups[0]["lr"] = lr
         torch_optimizer.param_groups[0]["lr"] = lr
         _set_grads(ours, theirs, grads[step])
         optimizer.step()
@@ -237,10 +236,12 @@ def test_resumed_from_state_dict_matches_uninterrupted_torch(config: str) -> Non
         torch_optimizer.step()
         _assert_params(resumed_params, theirs, f"after step {step + 1}, resumed")
         _assert_params(ours, theirs, f"after step {step + 1}, uninterrupted")
-    _assert_state(resumed, torch_optimizer, theirs)
+    _assert_state(resumed, torch_optimizer, resumed_params, theirs)
 
 
-@pytest.mark.parametrize("config", ["sgd-momentum", "adam", "adamw-weight-decay"])
+@pytest.mark.parametrize(
+    "config", ["sgd-momentum", "adam", "adamw-weight-decay", "adadelta", "rprop", "asgd"]
+)
 def test_f32_parameters_stay_f32_and_track_torch(config: str) -> None:
     """In f32 the update is computed in f32 (no promotion to f64) and follows PyTorch's to f32
     rounding: 10 steps agree to a few ulps of the parameters' size."""
@@ -254,7 +255,7 @@ def test_f32_parameters_stay_f32_and_track_torch(config: str) -> None:
         torch_optimizer.step()
     for i, (p, t) in enumerate(zip(ours, theirs)):
         assert p.dtype.name == "f32", f"parameter {i} became {p.dtype.name}"
-        for name, buffer in optimizer.state[i].items():
-            want = "f64" if name == "step" else "f32"  # the step count is a double, as in PyTorch
+        for name, buffer in optimizer.state[p].items():
+            want = "f32"  # the step count too: an f32 scalar, PyTorch's default dtype
             assert buffer.dtype.name == want, f"parameter {i}: state {name} is {buffer.dtype.name}"
         np.testing.assert_allclose(p.numpy(), t.detach().numpy(), rtol=1e-5, atol=1e-6, err_msg=f"{i}")

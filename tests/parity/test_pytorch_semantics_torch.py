@@ -331,3 +331,40 @@ def test_data_is_a_tensor_sharing_the_storage_without_history() -> None:
     assert results[0][2] and results[1][2]
     with pytest.raises(TypeError):
         verigrad.zeros(2).data = np.zeros(2)  # PyTorch too accepts only a tensor
+
+
+def test_python_floats_reach_a_wider_dtype_in_one_rounding() -> None:
+    """`tensor(0.3, dtype=float64)` and `fill_(0.3)` on f64 hold the double 0.3, not its f32 rounding."""
+    for lib in (verigrad, torch):
+        x = lib.zeros(3, dtype=lib.float64)
+        x.fill_(0.3)
+        x[0] = 0.1
+        values = [lib.tensor(0.3, dtype=lib.float64).item(), lib.tensor([0.7], dtype=lib.float64).tolist()[0]]
+        assert values == [0.3, 0.7] and x.tolist() == [0.1, 0.3, 0.3]
+        assert lib.zeros(2, dtype=lib.int64).fill_(1.7).tolist() == [1, 1]
+        assert lib.tensor([0.3], dtype=lib.float16).tolist() == [np.float16(0.3)]
+
+
+def test_in_place_ops_refuse_a_result_of_a_higher_category() -> None:
+    """`int_tensor.add_(1.5)` raises in PyTorch (it truncated here); an int result into floats is fine."""
+    for lib in (verigrad, torch):
+        x = lib.tensor([1, 2])
+        for write in (lambda: x.add_(1.5), lambda: x.mul_(0.5), lambda: x.div_(2), lambda: x.sqrt_()):
+            with pytest.raises((RuntimeError, TypeError)):
+                write()
+        with pytest.raises((RuntimeError, TypeError)):
+            lib.tensor([True, False]).add_(1)
+        x += 1
+        y = lib.tensor([1.0, 2.0], dtype=lib.float64)
+        y.add_(lib.tensor([1, 1]))
+        assert x.tolist() == [2, 3] and y.tolist() == [2.0, 3.0]
+
+
+def test_view_refuses_what_needs_a_copy() -> None:
+    for lib in (verigrad, torch):
+        x = lib.arange(12.0).reshape(3, 4)
+        for make in (lambda: x.t().view(-1), lambda: x[:, :2].view(6)):
+            with pytest.raises(RuntimeError):
+                make()
+        assert tuple(x.t().view(4, 3).shape) == (4, 3) and tuple(x[1:].view(8).shape) == (8,)
+        assert x.view(lib.int32).dtype == lib.int32 and tuple(x.view_as(lib.ones(2, 6)).shape) == (2, 6)

@@ -1,5 +1,6 @@
-"""`DataLoader`: batches of tensors from arrays or a dataset, shuffled by a seed that changes every
-epoch; `Dataset` and `TensorDataset`, PyTorch's datasets."""
+"""verigrad's own `DataLoader(x, y, batch_size=..., shuffle=True, seed=...)`: batches of arrays (or of a
+dataset), shuffled by a seed whose order changes every epoch. It is PyTorch's `DataLoader`
+(`verigrad.utils.data`) over a `TensorDataset` of the arrays, with a seeded sampler."""
 
 from __future__ import annotations
 
@@ -8,40 +9,33 @@ from typing import Any
 
 import numpy as np
 
-from ..ops import tensor
+from ..ops import cast
+from ..ops.creation import as_tensor
 from ..tensor import Tensor
+from ..utils import data as torch_data
+from ..utils.data import Dataset, Sampler, TensorDataset
 
 
-def _array(a: Any) -> np.ndarray:
-    return a.numpy() if isinstance(a, Tensor) else np.asarray(a)
+class SeededShuffle(Sampler):
+    """0 .. n-1 in an order drawn from NumPy's PCG64 seeded with `seed`; a new order every epoch."""
 
+    def __init__(self, n: int, seed: int) -> None:
+        self.n, self._rng = n, np.random.default_rng(seed)
 
-class Dataset:
-    """PyTorch's map-style dataset: a subclass gives `__len__` and `__getitem__` (DataLoader takes any
-    object that has both)."""
-
-    def __len__(self) -> int:
-        raise NotImplementedError(f"{type(self).__name__} has no __len__")
-
-    def __getitem__(self, i: Any) -> Any:
-        raise NotImplementedError(f"{type(self).__name__} has no __getitem__")
-
-
-class TensorDataset(Dataset):
-    """Rows of equally long arrays or tensors: `dataset[i]` is the tuple of their i-th rows."""
-
-    def __init__(self, *arrays: Any) -> None:
-        if not arrays:
-            raise ValueError("TensorDataset needs at least one array")
-        self.arrays = tuple(_array(a) for a in arrays)
-        if len({len(a) for a in self.arrays}) != 1:
-            raise ValueError(f"arrays differ in length: {[len(a) for a in self.arrays]}")
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._rng.permutation(self.n).tolist())
 
     def __len__(self) -> int:
-        return len(self.arrays[0])
+        return self.n
 
-    def __getitem__(self, i: Any) -> tuple[np.ndarray, ...]:
-        return tuple(a[i] for a in self.arrays)
+
+def _cast_floats(batch: Any, dtype: str) -> Any:
+    """The float tensors of a collated batch (alone, or in a list or tuple) cast to `dtype`."""
+    if isinstance(batch, Tensor):
+        return cast(batch, dtype=dtype) if batch.dtype.is_float and batch.dtype.name != dtype else batch
+    if isinstance(batch, list | tuple):
+        return type(batch)(_cast_floats(b, dtype) for b in batch)
+    return batch
 
 
 def _is_dataset(x: Any) -> bool:
@@ -49,10 +43,11 @@ def _is_dataset(x: Any) -> bool:
     return indexable and not isinstance(x, np.ndarray | Tensor | list)
 
 
-class DataLoader:
-    """Batches of the arrays (or tensors) given, or of a dataset (anything with `len` and `[i]`, as
-    PyTorch's): `DataLoader(x, y)` and `DataLoader(TensorDataset(x, y))` both give (x, y) batches, and a
-    dataset whose items are single arrays gives single tensors. The same seed gives the same batches."""
+class DataLoader(torch_data.DataLoader):
+    """Batches of the arrays (or tensors) given, or of a dataset (anything with `len` and `[i]`):
+    `DataLoader(x, y)` and `DataLoader(TensorDataset(x, y))` both give [x, y] batches, and a dataset
+    whose items are single arrays gives single tensors. `dtype` converts float batches. The same seed
+    gives the same batches."""
 
     def __init__(
         self,
@@ -65,49 +60,20 @@ class DataLoader:
     ) -> None:
         if not arrays:
             raise ValueError("DataLoader needs at least one array, or a dataset")
-        self.dataset = None
+        collate_fn = None
         if len(arrays) == 1 and isinstance(arrays[0], TensorDataset):
-            arrays = arrays[0].arrays
-        elif len(arrays) == 1 and _is_dataset(arrays[0]):
-            self.dataset = arrays[0]
-        else:
-            arrays = tuple(_array(a) for a in arrays)
-            if len({len(a) for a in arrays}) != 1:
-                raise ValueError(f"arrays differ in length: {[len(a) for a in arrays]}")
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-        self.arrays = arrays
-        self.batch_size, self.shuffle, self.drop_last = batch_size, shuffle, drop_last
-        self.dtype = dtype
-        self._rng = np.random.default_rng(seed)
+            arrays = arrays[0].tensors
+        if len(arrays) == 1 and _is_dataset(arrays[0]):
+            dataset = arrays[0]
+            if dtype is not None:
+                collate_fn = lambda items: _cast_floats(torch_data.default_collate(items), dtype)
+        else:  # the float arrays converted once, not batch by batch
+            tensors = [a if isinstance(a, Tensor) else as_tensor(np.asarray(a)) for a in arrays]
+            dataset = TensorDataset(*(_cast_floats(t, dtype) if dtype else t for t in tensors))
+        sampler = SeededShuffle(len(dataset), seed) if shuffle else None
+        super().__init__(
+            dataset, batch_size=batch_size, sampler=sampler, drop_last=drop_last, collate_fn=collate_fn
+        )
 
-    def _size(self) -> int:
-        return len(self.dataset) if self.dataset is not None else len(self.arrays[0])
 
-    def __len__(self) -> int:
-        n = self._size()
-        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
-
-    def __iter__(self) -> Iterator[Any]:
-        n = self._size()
-        order = self._rng.permutation(n) if self.shuffle else np.arange(n)
-        for b in range(len(self)):
-            index = order[b * self.batch_size : (b + 1) * self.batch_size]
-            if self.dataset is None:
-                yield tuple(self._tensor(a[index]) for a in self.arrays)
-            else:
-                yield self._collate([self.dataset[int(i)] for i in index])
-
-    def _collate(self, items: list[Any]) -> Any:
-        """A dataset's items stacked: a tuple of batches for tuple items, else one batch."""
-        if isinstance(items[0], tuple | list):
-            return tuple(self._stacked(fields) for fields in zip(*items))
-        return self._stacked(items)
-
-    def _stacked(self, rows: Any) -> Tensor:
-        return self._tensor(np.stack([_array(row) for row in rows]))
-
-    def _tensor(self, batch: np.ndarray) -> Tensor:
-        if self.dtype is not None and batch.dtype.kind == "f":
-            return tensor(batch, dtype=self.dtype)
-        return tensor(batch)
+__all__ = ["DataLoader", "Dataset", "SeededShuffle", "TensorDataset"]

@@ -27,7 +27,16 @@ from .activations import (
 )
 from .attention import MultiheadAttention
 from .containers import ModuleDict, ModuleList, Parameter, ParameterList, Sequential
-from .convolution import Conv1d, Conv2d, ConvTranspose2d, Fold, Unfold
+from .convolution import (
+    Conv1d,
+    Conv2d,
+    Conv3d,
+    ConvTranspose1d,
+    ConvTranspose2d,
+    ConvTranspose3d,
+    Fold,
+    Unfold,
+)
 from .dropout import Dropout, Dropout2d
 from .embedding import Embedding
 from .flatten import Flatten
@@ -61,20 +70,46 @@ from .normalization import (
     LayerNorm,
     RMSNorm,
 )
-from .padding import ReflectionPad2d, ReplicationPad2d, ZeroPad2d
+from .padding import (
+    CircularPad1d,
+    CircularPad2d,
+    CircularPad3d,
+    ConstantPad1d,
+    ConstantPad2d,
+    ConstantPad3d,
+    ReflectionPad1d,
+    ReflectionPad2d,
+    ReflectionPad3d,
+    ReplicationPad1d,
+    ReplicationPad2d,
+    ReplicationPad3d,
+    ZeroPad1d,
+    ZeroPad2d,
+    ZeroPad3d,
+)
 from .pixel_shuffle import PixelShuffle, PixelUnshuffle
 from .pooling import (
+    AdaptiveAvgPool1d,
     AdaptiveAvgPool2d,
+    AdaptiveAvgPool3d,
+    AdaptiveMaxPool1d,
     AdaptiveMaxPool2d,
+    AdaptiveMaxPool3d,
     AvgPool1d,
     AvgPool2d,
+    AvgPool3d,
+    LPPool1d,
+    LPPool2d,
     MaxPool1d,
     MaxPool2d,
+    MaxPool3d,
+    MaxUnpool1d,
     MaxUnpool2d,
+    MaxUnpool3d,
 )
 from .quant import QEmbedding, QLinear
 from .recurrent import GRU, LSTM
-from .resampling import Upsample
+from .resampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 from .transformer import (
     Transformer,
     TransformerDecoder,

@@ -1,7 +1,9 @@
-"""Convolution layers, as PyTorch's: Conv1d, Conv2d, ConvTranspose2d, and Unfold/Fold (im2col and back)."""
+"""Convolution layers, as PyTorch's: Conv1d/2d/3d (groups, dilation, padding "same"/"valid", padding_mode),
+ConvTranspose1d/2d/3d, and Unfold/Fold (im2col and back)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ..dtypes import f32
@@ -11,122 +13,242 @@ from . import functional as F
 from .init import fan_in_bound, uniform
 from .module import Module
 
-
-def _pair(v: Any) -> tuple[Any, Any]:
-    return (v, v) if not isinstance(v, tuple | list) else tuple(v)  # type: ignore[return-value]
+PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
 
-class Conv1d(Module):
-    """1-D convolution of [N, C, L]: weight [out, in, k] (PyTorch's initialisation)."""
-
-    def __init__(
-        self,
-        in_channels: DimLike,
-        out_channels: DimLike,
-        kernel_size: int,
-        stride: int = 1,
-        padding: int = 0,
-        dilation: int = 1,
-        bias: bool = True,
-        dtype: Any = f32,
-    ):
-        super().__init__()
-        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, kernel_size
-        self.stride, self.padding, self.dilation = stride, padding, dilation
-        bound = fan_in_bound(in_channels * kernel_size)
-        self.weight = uniform((out_channels, in_channels, kernel_size), bound, dtype)
-        self.bias = uniform((out_channels,), bound, dtype) if bias else None
-
-    def forward(self, x: Tensor) -> Tensor:
-        return F.conv1d(x, self.weight, self.bias, self.stride, self.padding, self.dilation)
-
-    def extra_repr(self) -> str:
-        return (
-            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "
-            f"padding={self.padding}"
-        )
+def _sizes(v: Any, n: int) -> tuple:
+    return (v,) * n if not isinstance(v, tuple | list) else tuple(v)
 
 
-class Conv2d(Module):
-    """2-D convolution. NCHW: weight [out, in, kh, kw]; NHWC: weight [kh, kw, in, out]."""
+class _ConvNd(Module):
+    """PyTorch's _ConvNd: the weight [out, in / groups, *kernel] (transposed: [in, out / groups, *kernel]),
+    its bias, and padding_mode (the input padded by F.pad in that mode, then convolved unpadded)."""
+
+    dims = 2
+    transposed = False
 
     def __init__(
         self,
         in_channels: DimLike,
         out_channels: DimLike,
-        kernel_size: int | tuple[int, int],
-        stride: int | tuple[int, int] = 1,
-        padding: int | tuple[int, int] | str = 0,
-        dilation: int | tuple[int, int] = 1,
-        bias: bool = True,
-        layout: str = "NCHW",
-        dtype: Any = f32,
-        groups: int = 1,
+        kernel_size: Any,
+        stride: Any,
+        padding: Any,
+        dilation: Any,
+        groups: int,
+        bias: bool,
+        padding_mode: str,
+        dtype: Any,
+        output_padding: Any = 0,
     ):
         super().__init__()
-        kh, kw = _pair(kernel_size)
-        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, (kh, kw)
-        self.stride, self.padding, self.dilation, self.layout = stride, padding, dilation, layout
-        self.groups = groups
-        bound = fan_in_bound(in_channels // groups * kh * kw)
-        shape = (
-            (out_channels, in_channels // groups, kh, kw)
-            if layout == "NCHW"
-            else (kh, kw, in_channels, out_channels)
-        )
+        name = type(self).__name__
+        if padding_mode not in PADDING_MODES:
+            raise ValueError(
+                f"{name}: padding_mode must be one of {', '.join(PADDING_MODES)}, got {padding_mode!r}"
+            )
+        if self.transposed and padding_mode != "zeros":
+            raise ValueError(f'{name}: only "zeros" padding_mode is supported')
+        if (
+            not isinstance(groups, int)
+            or groups < 1
+            or (groups > 1 and (in_channels % groups or out_channels % groups))
+        ):
+            raise ValueError(
+                f"{name}: in_channels and out_channels must be divisible by groups, got {groups!r}"
+            )
+        if isinstance(padding, str) and (padding not in ("same", "valid") or self.transposed):
+            raise ValueError(f"{name}: padding {padding!r} is not 'valid' or 'same' (or a transposed one)")
+        kernel = _sizes(kernel_size, self.dims)
+        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, kernel
+        self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
+        self.output_padding, self.padding_mode = output_padding, padding_mode
+        receptive = math.prod(kernel)
+        if self.transposed:
+            shape = (in_channels, out_channels // groups, *kernel)
+            bound = fan_in_bound(out_channels // groups * receptive)  # PyTorch's fan-in: the weight's dim 1
+        else:
+            shape = (out_channels, in_channels // groups, *kernel)
+            bound = fan_in_bound(in_channels // groups * receptive)
         self.weight = uniform(shape, bound, dtype)
         self.bias = uniform((out_channels,), bound, dtype) if bias else None
 
-    def forward(self, x: Tensor) -> Tensor:
-        return F.conv2d(
-            x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.layout, self.groups
-        )
+    def _padded(self, x: Tensor) -> tuple[Tensor, Any]:
+        """x and the padding left for the convolution: padding_mode other than zeros pads x first."""
+        if self.padding_mode == "zeros":
+            return x, self.padding
+        if self.padding == "valid":
+            return x, 0
+        if self.padding == "same":
+            totals = [d * (k - 1) for d, k in zip(_sizes(self.dilation, self.dims), self.kernel_size)]
+            sides = [(t // 2, t - t // 2) for t in totals]
+        else:
+            sides = [(p, p) for p in _sizes(self.padding, self.dims)]
+        return F.pad(x, [w for side in reversed(sides) for w in side], mode=self.padding_mode), 0
 
     def extra_repr(self) -> str:
-        return (
-            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "
-            f"padding={self.padding}, layout={self.layout}"
+        text = (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
+        )
+        if self.padding != 0:
+            text += f", padding={self.padding}"
+        if self.groups != 1:
+            text += f", groups={self.groups}"
+        return text + ("" if self.padding_mode == "zeros" else f", padding_mode={self.padding_mode}")
+
+
+class Conv1d(_ConvNd):
+    """1-D convolution of [N, C, L]: weight [out, in / groups, k] (PyTorch's arguments and initialisation)."""
+
+    dims = 1
+
+    def __init__(
+        self,
+        in_channels: DimLike,
+        out_channels: DimLike,
+        kernel_size: Any,
+        stride: Any = 1,
+        padding: Any = 0,
+        dilation: Any = 1,
+        groups: int = 1,
+        bias: bool = True,
+        padding_mode: str = "zeros",
+        dtype: Any = f32,
+    ):
+        super().__init__(
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+            bias,
+            padding_mode,
+            dtype,
         )
 
+    def forward(self, x: Tensor) -> Tensor:
+        x, padding = self._padded(x)
+        return F.conv1d(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
 
-class ConvTranspose2d(Module):
-    """Transposed 2-D convolution of NCHW images: weight [in, out, kh, kw] (PyTorch's layout and
-    initialisation; see F.conv_transpose2d)."""
+
+class Conv2d(_ConvNd):
+    """2-D convolution. NCHW: weight [out, in / groups, kh, kw]; NHWC (`layout`): weight [kh, kw, in, out]."""
+
+    def __init__(
+        self,
+        in_channels: DimLike,
+        out_channels: DimLike,
+        kernel_size: Any,
+        stride: Any = 1,
+        padding: Any = 0,
+        dilation: Any = 1,
+        groups: int = 1,
+        bias: bool = True,
+        padding_mode: str = "zeros",
+        dtype: Any = f32,
+        *,
+        layout: str = "NCHW",
+    ):
+        super().__init__(
+            in_channels,
+            out_channels,
+            kernel_size,
+            stride,
+            padding,
+            dilation,
+            groups,
+            bias,
+            padding_mode,
+            dtype,
+        )
+        self.layout = layout
+        if layout == "NHWC":
+            if padding_mode != "zeros":
+                raise ValueError("Conv2d: layout 'NHWC' takes padding_mode 'zeros'")
+            self.weight = self.weight.detach().permute(2, 3, 1, 0).contiguous().requires_grad_(True)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x, padding = self._padded(x)
+        window = (self.stride, padding, self.dilation, self.groups)
+        return F.conv2d(x, self.weight, self.bias, *window, layout=self.layout)
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + ("" if self.layout == "NCHW" else f", layout={self.layout}")
+
+
+class Conv3d(Conv1d):
+    """3-D convolution of [N, C, D, H, W]: weight [out, in / groups, kd, kh, kw]."""
+
+    dims = 3
+
+    def forward(self, x: Tensor) -> Tensor:
+        x, padding = self._padded(x)
+        return F.conv3d(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
+
+
+class ConvTranspose1d(_ConvNd):
+    """Transposed 1-D convolution of [N, C, L]: weight [in, out / groups, k] (see F.conv_transpose1d)."""
+
+    dims, transposed = 1, True
 
     def __init__(
         self,
         in_channels: int,
         out_channels: int,
-        kernel_size: int | tuple[int, int],
-        stride: int | tuple[int, int] = 1,
-        padding: int | tuple[int, int] = 0,
-        output_padding: int | tuple[int, int] = 0,
+        kernel_size: Any,
+        stride: Any = 1,
+        padding: Any = 0,
+        output_padding: Any = 0,
+        groups: int = 1,
         bias: bool = True,
-        dilation: int | tuple[int, int] = 1,
+        dilation: Any = 1,
+        padding_mode: str = "zeros",
         dtype: Any = f32,
     ):
-        super().__init__()
-        kh, kw = _pair(kernel_size)
-        self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, (kh, kw)
-        self.stride, self.padding, self.output_padding, self.dilation = (
+        super().__init__(
+            in_channels,
+            out_channels,
+            kernel_size,
             stride,
             padding,
-            output_padding,
             dilation,
+            groups,
+            bias,
+            padding_mode,
+            dtype,
+            output_padding,
         )
-        bound = fan_in_bound(out_channels * kh * kw)  # PyTorch's fan-in of this weight: its dim 1
-        self.weight = uniform((in_channels, out_channels, kh, kw), bound, dtype)
-        self.bias = uniform((out_channels,), bound, dtype) if bias else None
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.conv_transpose2d(
-            x, self.weight, self.bias, self.stride, self.padding, self.output_padding, self.dilation
+        return self.conv(
+            x,
+            self.weight,
+            self.bias,
+            self.stride,
+            self.padding,
+            self.output_padding,
+            self.groups,
+            self.dilation,
         )
 
-    def extra_repr(self) -> str:
-        return (
-            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
-        )
+    conv = staticmethod(F.conv_transpose1d)
+
+
+class ConvTranspose2d(ConvTranspose1d):
+    """Transposed 2-D convolution of NCHW images: weight [in, out / groups, kh, kw] (see
+    F.conv_transpose2d)."""
+
+    dims = 2
+    conv = staticmethod(F.conv_transpose2d)
+
+
+class ConvTranspose3d(ConvTranspose1d):
+    """Transposed 3-D convolution of [N, C, D, H, W]: weight [in, out / groups, kd, kh, kw]."""
+
+    dims = 3
+    conv = staticmethod(F.conv_transpose3d)
 
 
 class Unfold(Module):

@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 
 from ..autograd import RemovableHandle, no_grad
-from ..dtypes import as_dtype
+from ..devices import no_device
 from ..errors import DTypeError, ShapeError
 from ..ops import tensor
 from ..shapes import Spec, shape_text
-from ..tensor import Tensor
+from ..tensor import Tensor, to_arguments
 
 _CALL_STACK: list[Module] = []
 
@@ -189,13 +189,13 @@ class Module:
                     target.assign(state[k] if isinstance(state[k], Tensor) else tensor(state[k]))
 
     # dtypes ---------------------------------------------------------------------------------------
-    def to(self, dtype: Any) -> Module:
-        """Every float parameter and buffer converted to `dtype` in place (the same tensor objects); make
-        the optimizer after it, as its state takes the parameters' dtype when it is made. "cpu", the
-        only device, changes nothing."""
-        if isinstance(dtype, str) and dtype == "cpu":
+    def to(self, *args: Any, **kwargs: Any) -> Module:
+        """Every float parameter and buffer converted to the dtype asked for (`to(dtype)`, `to(device,
+        dtype)`, `to(tensor)`) in place (the same tensor objects); make the optimizer after it, as its
+        state takes the parameters' dtype when it is made. The CPU, the only device, changes nothing."""
+        target, _ = to_arguments("Module.to", args, kwargs)
+        if target is None:
             return self
-        target = as_dtype(dtype)
         if not target.is_float or target.name in ("f16", "bf16"):
             raise DTypeError(f"modules compute in f32 or f64, not {target.name}")
         for t in [*self.parameters(), *self.buffers()]:
@@ -216,9 +216,7 @@ class Module:
         return self
 
     def cuda(self, *args: Any, **kwargs: Any) -> Module:
-        raise ValueError(
-            "verigrad runs on the CPU: there is no CUDA device (code written for PyTorch can drop .cuda())"
-        )
+        raise no_device("cuda", "Module.cuda()")
 
     # modes ----------------------------------------------------------------------------------------
     def train(self, mode: bool = True) -> Module:
@@ -229,9 +227,14 @@ class Module:
     def eval(self) -> Module:
         return self.train(False)
 
-    def zero_grad(self) -> None:
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Forget the parameters' gradients (PyTorch's default), or with set_to_none=False zero them."""
         for p in self.parameters():
-            p.grad = None
+            if set_to_none or p.grad is None:
+                p.grad = None
+            else:
+                with no_grad():
+                    p.grad.zero_()
 
     # calling ------------------------------------------------------------------------------------
     def forward(self, *args: Any, **kwargs: Any) -> Any:

@@ -1,4 +1,5 @@
-"""Pooling layers, as PyTorch's: max and average pooling in 1-D and 2-D, adaptive pooling, MaxUnpool2d."""
+"""Pooling layers, as PyTorch's: max and average pooling in 1-D, 2-D and 3-D, adaptive pooling, lp pooling
+and MaxUnpool2d."""
 
 from __future__ import annotations
 
@@ -10,17 +11,102 @@ from .module import Module
 
 
 class MaxPool1d(Module):
-    def __init__(self, kernel_size: int, stride: int | None = None, padding: int = 0):
+    """Window maxima of [N, C, L] (see F.max_pool1d)."""
+
+    def __init__(
+        self,
+        kernel_size: Any,
+        stride: Any = None,
+        padding: Any = 0,
+        dilation: Any = 1,
+        return_indices: bool = False,
+        ceil_mode: bool = False,
+    ):
+        super().__init__()
+        self.kernel_size, self.stride, self.padding, self.dilation = kernel_size, stride, padding, dilation
+        self.return_indices, self.ceil_mode = return_indices, ceil_mode
+
+    def forward(self, x: Tensor) -> Any:
+        window = (self.kernel_size, self.stride, self.padding, self.dilation)
+        return self.pool(x, *window, self.ceil_mode, self.return_indices)
+
+    pool = staticmethod(F.max_pool1d)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride or self.kernel_size}"
+
+
+class MaxPool3d(MaxPool1d):
+    """Window maxima of [N, C, D, H, W] (see F.max_pool3d)."""
+
+    pool = staticmethod(F.max_pool3d)
+
+
+class AvgPool1d(Module):
+    """Window means of [N, C, L] (see F.avg_pool1d)."""
+
+    def __init__(
+        self,
+        kernel_size: Any,
+        stride: Any = None,
+        padding: Any = 0,
+        ceil_mode: bool = False,
+        count_include_pad: bool = True,
+    ):
         super().__init__()
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.max_pool1d(x, self.kernel_size, self.stride, self.padding)
+        options = (self.ceil_mode, self.count_include_pad)
+        return F.avg_pool1d(x, self.kernel_size, self.stride, self.padding, *options)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride or self.kernel_size}"
 
 
-class AvgPool1d(MaxPool1d):
+class AvgPool3d(AvgPool1d):
+    """Window means of [N, C, D, H, W] (see F.avg_pool3d)."""
+
+    def __init__(
+        self,
+        kernel_size: Any,
+        stride: Any = None,
+        padding: Any = 0,
+        ceil_mode: bool = False,
+        count_include_pad: bool = True,
+        divisor_override: int | None = None,
+    ):
+        super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad)
+        self.divisor_override = divisor_override
+
     def forward(self, x: Tensor) -> Tensor:
-        return F.avg_pool1d(x, self.kernel_size, self.stride, self.padding)
+        options = (self.ceil_mode, self.count_include_pad, self.divisor_override)
+        return F.avg_pool3d(x, self.kernel_size, self.stride, self.padding, *options)
+
+
+class LPPool1d(Module):
+    """The p-norm of each window of [N, C, L] (see F.lp_pool1d)."""
+
+    pool = staticmethod(F.lp_pool1d)
+
+    def __init__(self, norm_type: float, kernel_size: Any, stride: Any = None, ceil_mode: bool = False):
+        super().__init__()
+        self.norm_type, self.kernel_size, self.stride, self.ceil_mode = (
+            norm_type,
+            kernel_size,
+            stride,
+            ceil_mode,
+        )
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.pool(x, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
+
+
+class LPPool2d(LPPool1d):
+    """The p-norm of each window of [N, C, H, W] (see F.lp_pool2d)."""
+
+    pool = staticmethod(F.lp_pool2d)
 
 
 class MaxPool2d(Module):
@@ -80,12 +166,26 @@ class AvgPool2d(Module):
 class MaxUnpool2d(Module):
     """max_pool2d's values put back at their indices (see F.max_unpool2d)."""
 
+    unpool = staticmethod(F.max_unpool2d)
+
     def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0):
         super().__init__()
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
 
     def forward(self, x: Tensor, indices: Tensor, output_size: Any = None) -> Tensor:
-        return F.max_unpool2d(x, indices, self.kernel_size, self.stride, self.padding, output_size)
+        return self.unpool(x, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+
+class MaxUnpool1d(MaxUnpool2d):
+    """max_pool1d's values put back at their indices (see F.max_unpool1d)."""
+
+    unpool = staticmethod(F.max_unpool1d)
+
+
+class MaxUnpool3d(MaxUnpool2d):
+    """max_pool3d's values put back at their indices (see F.max_unpool3d)."""
+
+    unpool = staticmethod(F.max_unpool3d)
 
 
 class AdaptiveAvgPool2d(Module):
@@ -114,3 +214,39 @@ class AdaptiveMaxPool2d(Module):
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"
+
+
+class AdaptiveAvgPool1d(Module):
+    """Means over an output_size of windows of [N, C, L] (see F.adaptive_avg_pool1d)."""
+
+    pool = staticmethod(F.adaptive_avg_pool1d)
+
+    def __init__(self, output_size: Any):
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.pool(x, self.output_size)
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveAvgPool3d(AdaptiveAvgPool1d):
+    """Means over an output_size grid of [N, C, D, H, W] (see F.adaptive_avg_pool3d)."""
+
+    pool = staticmethod(F.adaptive_avg_pool3d)
+
+
+class AdaptiveMaxPool1d(AdaptiveMaxPool2d):
+    """Maxima over an output_size of windows of [N, C, L] (see F.adaptive_max_pool1d)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.adaptive_max_pool1d(x, self.output_size, self.return_indices)
+
+
+class AdaptiveMaxPool3d(AdaptiveMaxPool2d):
+    """Maxima over an output_size grid of [N, C, D, H, W] (see F.adaptive_max_pool3d)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.adaptive_max_pool3d(x, self.output_size, self.return_indices)

@@ -1,4 +1,5 @@
-"""Upsample, as PyTorch's: images resized (see F.interpolate)."""
+"""Upsampling layers, as PyTorch's: Upsample, UpsamplingNearest2d, UpsamplingBilinear2d (see
+F.interpolate)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from .module import Module
 
 
 class Upsample(Module):
-    """Upsampling: nearest by whole factors, or bilinear to any size (see F.interpolate)."""
+    """Resizing to `size` or by `scale_factor` in any of F.interpolate's modes (and `layout`)."""
 
     def __init__(
         self,
@@ -18,14 +19,32 @@ class Upsample(Module):
         scale_factor: Any = None,
         mode: str = "nearest",
         align_corners: bool | None = None,
+        recompute_scale_factor: bool | None = None,
+        *,
         layout: str = "NCHW",
     ):
         super().__init__()
         self.size, self.scale_factor, self.mode, self.layout = size, scale_factor, mode, layout
-        self.align_corners = align_corners
+        self.align_corners, self.recompute_scale_factor = align_corners, recompute_scale_factor
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.interpolate(x, self.size, self.scale_factor, self.mode, self.align_corners, self.layout)
+        options = (self.align_corners, self.recompute_scale_factor)
+        return F.interpolate(x, self.size, self.scale_factor, self.mode, *options, layout=self.layout)
 
     def extra_repr(self) -> str:
-        return f"scale_factor={self.scale_factor}, mode={self.mode!r}"
+        what = f"size={self.size}" if self.size is not None else f"scale_factor={self.scale_factor}"
+        return f"{what}, mode={self.mode!r}"
+
+
+class UpsamplingNearest2d(Upsample):
+    """Nearest upsampling of [N, C, H, W] (PyTorch's floor(i * scale) source pixels)."""
+
+    def __init__(self, size: Any = None, scale_factor: Any = None):
+        super().__init__(size, scale_factor, "nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    """Bilinear upsampling of [N, C, H, W] with align_corners=True, as PyTorch's."""
+
+    def __init__(self, size: Any = None, scale_factor: Any = None):
+        super().__init__(size, scale_factor, "bilinear", align_corners=True)

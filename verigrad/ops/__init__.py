@@ -76,6 +76,7 @@ from .reduce import argmax, max, mean, min, numel_of, prod, sum
 from .scan import cumprod, cumsum, running_extreme_index
 from .scatter_reduce import scatter_reduce, spread
 from .shaping import assign, expand, flatten, flip, getitem, squeeze, stack, transpose, unsqueeze
+from .special import digamma, erfc, erfinv, i0, i1, lgamma, nextafter, polygamma, signbit
 from .unary import (
     abs,
     acos,

@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 
 from .. import modes
+from ..devices import CPU, as_device
+from ..devices import device as device_type
 from ..dtypes import DEFAULT_FLOAT, DType, as_dtype, bf16, bool_, from_numpy_dtype, i64
 from ..errors import DTypeError, ShapeError
 from ..shapes import DimLike, as_shape
@@ -22,14 +24,34 @@ from .movement import cast
 
 
 class Generator:
-    """A seedable source of op seeds: the same seed gives the same sequence of random tensors."""
+    """A seedable source of op seeds: the same seed gives the same sequence of random tensors.
 
-    def __init__(self, seed: int = 0) -> None:
+    `Generator(seed)`, or PyTorch's `Generator()` / `Generator(device="cpu")` (seed 0 until `manual_seed`).
+    """
+
+    def __init__(self, seed: int | str | device_type = 0, device: Any = None) -> None:
+        if isinstance(seed, str | device_type):  # PyTorch's Generator("cpu")
+            seed, device = 0, seed
+        as_device(device, "Generator")
         self.manual_seed(seed)
 
     def manual_seed(self, seed: int) -> Generator:
-        self._rng = np.random.Generator(np.random.PCG64(int(seed)))
+        self._initial = int(seed)
+        self._rng = np.random.Generator(np.random.PCG64(self._initial))
         return self
+
+    def initial_seed(self) -> int:
+        return self._initial
+
+    def seed(self) -> int:
+        """Reseed from the operating system's entropy; the new seed."""
+        new = int(np.random.SeedSequence().entropy % 2**63)
+        self.manual_seed(new)
+        return new
+
+    @property
+    def device(self) -> device_type:
+        return CPU
 
     def next_seed(self) -> int:
         return int(self._rng.integers(0, 2**63 - 1))
@@ -43,24 +65,56 @@ def manual_seed(seed: int) -> Generator:
     return default_generator.manual_seed(seed)
 
 
+# PyTorch's factory arguments ------------------------------------------------------------------
+def _placed(where: str, device: Any, out: Any = None) -> None:
+    """Refuse, before any work, a device other than the CPU and `out=`."""
+    as_device(device, where)
+    if out is not None:
+        raise TypeError(
+            f"{where}: out= is not supported; use the tensor it returns (x.copy_(result) to fill x)"
+        )
+
+
+def _grad(t: Tensor, requires_grad: bool) -> Tensor:
+    return t.requires_grad_(True) if requires_grad else t
+
+
 # data in ---------------------------------------------------------------------------------------
-def tensor(data: Any, dtype: DType | str | None = None, requires_grad: bool = False) -> Tensor:
+def tensor(
+    data: Any,
+    dtype: DType | str | None = None,
+    device: Any = None,
+    requires_grad: bool = False,
+    pin_memory: bool = False,
+) -> Tensor:
     """A tensor holding a copy of `data` (nested lists, scalars, NumPy arrays or tensors).
 
     Python floats give f32, ints i64, bools bool; NumPy arrays keep their dtype.
     """
+    _placed("tensor", device)
     if isinstance(data, Tensor):  # a copy of the stored values, in their dtype (bf16 bits too)
         out = modes.current().constant(np.array(data._array("tensor()"), order="C"), data.dtype)
     else:
         array = np.array(data)
         if array.dtype.kind not in "biuf":
             raise TypeError(f"cannot make a tensor from {type(data).__name__} of {array.dtype}")
-        if not isinstance(data, np.ndarray | np.generic) and array.dtype == np.float64:
-            array = array.astype(np.float32)
+        if dtype is None and not isinstance(data, np.ndarray | np.generic) and array.dtype == np.float64:
+            array = array.astype(np.float32)  # the default float; a dtype given is reached in one rounding
         out = from_numpy(array if array.flags.c_contiguous else array.copy())  # np.array copied it
     if dtype is not None and as_dtype(dtype) is not out.dtype:
         out = cast(out, dtype=as_dtype(dtype))
-    return out.requires_grad_(True) if requires_grad else out
+    return _grad(out, requires_grad)
+
+
+def as_tensor(data: Any, dtype: DType | str | None = None, device: Any = None) -> Tensor:
+    """PyTorch's as_tensor: a tensor or NumPy array itself (sharing its memory) where its dtype is the one
+    asked for, else a tensor made as `tensor(data, dtype)`."""
+    _placed("as_tensor", device)
+    if isinstance(data, np.ndarray) and data.dtype.kind in "biuf":
+        data = from_numpy(data)
+    if not isinstance(data, Tensor):
+        return tensor(data, dtype)
+    return data if dtype is None or as_dtype(dtype) is data.dtype else cast(data, dtype=as_dtype(dtype))
 
 
 def from_numpy(array: np.ndarray) -> Tensor:
@@ -86,7 +140,12 @@ def _torch_dtype(t: Any, dtype: DType) -> Any:
 
 
 # fills and ranges ------------------------------------------------------------------------------
-def _shape_args(shape: tuple) -> tuple[DimLike, ...]:
+def _shape_args(shape: tuple, size: Any = None, where: str = "") -> tuple[DimLike, ...]:
+    """A shape given as several sizes, one list, tuple or Size, or PyTorch's `size=`."""
+    if size is not None:
+        if shape:
+            raise TypeError(f"{where}: the shape is given twice, as sizes {shape} and as size={size}")
+        shape = (size,)
     if len(shape) == 1 and isinstance(shape[0], list | tuple | str):
         shape = shape[0]
     return as_shape(shape)
@@ -114,37 +173,118 @@ full_op = Op(
 )
 
 
-def full(shape: Any, value: float, dtype: DType | str = DEFAULT_FLOAT) -> Tensor:
-    return full_op(shape=shape, dtype=dtype, value=value)
+def _fill_dtype(value: Any) -> DType:
+    """PyTorch's dtype for a fill value: bool, i64 for a whole number, else the default float."""
+    if isinstance(value, bool | np.bool_):
+        return bool_
+    return i64 if isinstance(value, int | np.integer) else DEFAULT_FLOAT
 
 
-def zeros(*shape: Any, dtype: DType | str = DEFAULT_FLOAT, requires_grad: bool = False) -> Tensor:
-    return full_op(shape=_shape_args(shape), dtype=dtype, value=0).requires_grad_(requires_grad)
+def full(
+    size: Any,
+    fill_value: Any,
+    *,
+    out: Any = None,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """A tensor of `size` filled with `fill_value`; its dtype, unless given, is PyTorch's: bool for a
+    bool, i64 for an int, f32 for a float."""
+    _placed("full", device, out)
+    dtype = _fill_dtype(fill_value) if dtype is None else dtype
+    return _grad(full_op(shape=_shape_args((size,)), dtype=dtype, value=fill_value), requires_grad)
 
 
-def ones(*shape: Any, dtype: DType | str = DEFAULT_FLOAT, requires_grad: bool = False) -> Tensor:
-    return full_op(shape=_shape_args(shape), dtype=dtype, value=1).requires_grad_(requires_grad)
+def _filled(where: str, value: float, shape: tuple, size: Any, out: Any, dtype: Any, device: Any) -> Tensor:
+    _placed(where, device, out)
+    return full_op(
+        shape=_shape_args(shape, size, where), dtype=DEFAULT_FLOAT if dtype is None else dtype, value=value
+    )
 
 
-def zeros_like(x: Tensor, dtype: Any = None) -> Tensor:
-    return full_like(x, 0, dtype)
+def zeros(
+    *shape: Any,
+    size: Any = None,
+    out: Any = None,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    return _grad(_filled("zeros", 0, shape, size, out, dtype, device), requires_grad)
 
 
-def ones_like(x: Tensor, dtype: Any = None) -> Tensor:
-    return full_like(x, 1, dtype)
+def ones(
+    *shape: Any,
+    size: Any = None,
+    out: Any = None,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    return _grad(_filled("ones", 1, shape, size, out, dtype, device), requires_grad)
 
 
-def full_like(x: Tensor, value: float, dtype: Any = None) -> Tensor:
-    return full_op(shape=x.shape, dtype=x.dtype if dtype is None else dtype, value=value)
-
-
-def empty(*shape: Any, dtype: Any = DEFAULT_FLOAT) -> Tensor:
+def empty(
+    *shape: Any,
+    size: Any = None,
+    out: Any = None,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
     """PyTorch's empty: here a tensor of zeros (no uninitialised memory is ever handed out)."""
-    return full_op(shape=_shape_args(shape), dtype=dtype, value=0)
+    return _grad(_filled("empty", 0, shape, size, out, dtype, device), requires_grad)
 
 
-def empty_like(x: Tensor) -> Tensor:
-    return zeros_like(x)
+def full_like(
+    x: Tensor,
+    fill_value: float,
+    dtype: Any = None,
+    *,
+    device: Any = None,
+    requires_grad: bool = False,
+    memory_format: Any = None,
+) -> Tensor:
+    """A tensor of x's shape (and dtype, unless given) filled with `fill_value` (`memory_format=` is
+    accepted: the result is contiguous)."""
+    _placed("full_like", device)
+    out = full_op(shape=x.shape, dtype=x.dtype if dtype is None else dtype, value=fill_value)
+    return _grad(out, requires_grad)
+
+
+def zeros_like(
+    x: Tensor,
+    dtype: Any = None,
+    *,
+    device: Any = None,
+    requires_grad: bool = False,
+    memory_format: Any = None,
+) -> Tensor:
+    return full_like(x, 0, dtype, device=device, requires_grad=requires_grad)
+
+
+def ones_like(
+    x: Tensor,
+    dtype: Any = None,
+    *,
+    device: Any = None,
+    requires_grad: bool = False,
+    memory_format: Any = None,
+) -> Tensor:
+    return full_like(x, 1, dtype, device=device, requires_grad=requires_grad)
+
+
+def empty_like(
+    x: Tensor,
+    dtype: Any = None,
+    *,
+    device: Any = None,
+    requires_grad: bool = False,
+    memory_format: Any = None,
+) -> Tensor:
+    """PyTorch's empty_like: here zeros."""
+    return full_like(x, 0, dtype, device=device, requires_grad=requires_grad)
 
 
 def _arange_params(start: DimLike, stop: DimLike, step: int, dtype: Any) -> dict:
@@ -173,10 +313,24 @@ arange_op = Op(
 )
 
 
-def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None) -> Tensor:
-    """start, start + step, ... up to stop (excluded): i64 by default for whole numbers (sizes may be
+def arange(
+    start: Any,
+    end: Any = None,
+    step: Any = 1,
+    *,
+    out: Any = None,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """start, start + step, ... up to end (excluded): i64 by default for whole numbers (sizes may be
     symbols), and for a float among them, as PyTorch, start + i * step in f64 rounded to `dtype` (f32 by
-    default) for i < ceil((stop - start) / step)."""
+    default) for i < ceil((end - start) / step)."""
+    _placed("arange", device, out)
+    return _grad(_arange(start, end, step, dtype), requires_grad)
+
+
+def _arange(start: Any, stop: Any, step: Any, dtype: Any) -> Tensor:
     if stop is None:
         start, stop = 0, start
     if not any(isinstance(v, float | np.floating) for v in (start, stop, step)):
@@ -188,13 +342,23 @@ def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None) -> Te
     return values.cast(DEFAULT_FLOAT if dtype is None else dtype)
 
 
-def linspace(start: float, end: float, steps: int, dtype: Any = DEFAULT_FLOAT) -> Tensor:
+def linspace(
+    start: float,
+    end: float,
+    steps: int,
+    *,
+    out: Any = None,
+    dtype: Any = DEFAULT_FLOAT,
+    device: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
     """`steps` values from start to end, evenly spaced (both ends included; as NumPy's linspace)."""
+    _placed("linspace", device, out)
     if not isinstance(steps, int) or steps < 0:
         raise ValueError(f"linspace needs a whole number of steps >= 0, got {steps}")
     if as_dtype(dtype) is bool_:
         raise DTypeError("linspace makes numbers, not bool (as PyTorch's); compare its result instead")
-    return tensor(np.linspace(start, end, steps), dtype=dtype)
+    return tensor(np.linspace(start, end, steps), dtype=dtype, requires_grad=requires_grad)
 
 
 eye_op = Op(
@@ -213,8 +377,17 @@ eye_op = Op(
 )
 
 
-def eye(n: DimLike, m: DimLike | None = None, dtype: Any = DEFAULT_FLOAT) -> Tensor:
-    return eye_op(n=n, m=m, dtype=dtype)
+def eye(
+    n: DimLike,
+    m: DimLike | None = None,
+    *,
+    out: Any = None,
+    dtype: Any = DEFAULT_FLOAT,
+    device: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    _placed("eye", device, out)
+    return _grad(eye_op(n=n, m=m, dtype=dtype), requires_grad)
 
 
 # random ----------------------------------------------------------------------------------------
@@ -268,47 +441,173 @@ def _seed(generator: Generator | None) -> int:
     return (generator or default_generator).next_seed()
 
 
+_HALF_BITS = {"f16": 11, "bf16": 8}  # significant bits: f16 and bf16 draws are f32 draws made shorter
+
+
+def _float_randoms(where: str, op: Op, shape: tuple, size: Any, generator: Any, out: Any, dtype: Any,
+                   device: Any, requires_grad: bool) -> Tensor:  # fmt: skip
+    _placed(where, device, out)
+    shape = _shape_args(shape, size, where)
+    dtype = DEFAULT_FLOAT if dtype is None else as_dtype(dtype)
+    if dtype.name not in _HALF_BITS:
+        return _grad(op(shape=shape, seed=_seed(generator), dtype=dtype), requires_grad)
+    draw = op(shape=shape, seed=_seed(generator), dtype=DEFAULT_FLOAT)
+    if op is rand_op:  # kept below 1: the f32 draw cut to the half type's bits, as PyTorch draws them
+        scale = 2.0 ** _HALF_BITS[dtype.name]
+        draw = (draw * scale).floor() / scale
+    return _grad(draw.cast(dtype), requires_grad)
+
+
 def rand(
     *shape: Any,
-    dtype: Any = DEFAULT_FLOAT,
+    size: Any = None,
     generator: Generator | None = None,
+    out: Any = None,
+    dtype: Any = None,
+    device: Any = None,
     requires_grad: bool = False,
 ) -> Tensor:
-    out = rand_op(shape=_shape_args(shape), seed=_seed(generator), dtype=dtype)
-    return out.requires_grad_(requires_grad)
+    """Uniform [0, 1) floats of the shape given (several sizes, a tuple, or `size=`)."""
+    return _float_randoms("rand", rand_op, shape, size, generator, out, dtype, device, requires_grad)
 
 
 def randn(
     *shape: Any,
-    dtype: Any = DEFAULT_FLOAT,
+    size: Any = None,
     generator: Generator | None = None,
+    out: Any = None,
+    dtype: Any = None,
+    device: Any = None,
     requires_grad: bool = False,
 ) -> Tensor:
-    out = randn_op(shape=_shape_args(shape), seed=_seed(generator), dtype=dtype)
-    return out.requires_grad_(requires_grad)
+    """Standard normal floats of the shape given (several sizes, a tuple, or `size=`)."""
+    return _float_randoms("randn", randn_op, shape, size, generator, out, dtype, device, requires_grad)
 
 
-def rand_like(x: Tensor, generator: Generator | None = None) -> Tensor:
-    return rand(*x.shape, dtype=x.dtype, generator=generator)
+def rand_like(
+    x: Tensor,
+    generator: Generator | None = None,
+    *,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+    memory_format: Any = None,
+) -> Tensor:
+    dtype = x.dtype if dtype is None else dtype
+    return rand(*x.shape, dtype=dtype, generator=generator, device=device, requires_grad=requires_grad)
 
 
-def randn_like(x: Tensor, generator: Generator | None = None) -> Tensor:
-    return randn(*x.shape, dtype=x.dtype, generator=generator)
+def randn_like(
+    x: Tensor,
+    generator: Generator | None = None,
+    *,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+    memory_format: Any = None,
+) -> Tensor:
+    dtype = x.dtype if dtype is None else dtype
+    return randn(*x.shape, dtype=dtype, generator=generator, device=device, requires_grad=requires_grad)
 
 
-def randint(low: int, high: int, shape: Any, dtype: Any = i64, generator: Generator | None = None) -> Tensor:
-    if high <= low:
-        raise ValueError(f"randint needs low < high, got [{low}, {high})")
-    return randint_op(shape=shape, seed=_seed(generator), dtype=dtype, low=low, high=high)
+def _randint_bounds(args: tuple, low: Any, high: Any, size: Any, where: str, with_size: bool = True) -> tuple:
+    """PyTorch's `(high, size)` and `(low, high, size)` (by position or name) as (low, high, size)."""
+    named = {k: v for k, v in (("low", low), ("high", high), ("size", size)) if v is not None}
+    forms = [("high", "size"), ("low", "high", "size")] if with_size else [("high",), ("low", "high")]
+    for form in forms:
+        positional = [name for name in form if name not in named]
+        if len(positional) == len(args) and set(named) <= set(form):
+            given = {**named, **dict(zip(positional, args))}
+            break
+    else:
+        shown = " or ".join(f"{where}({', '.join(form)})" for form in forms)
+        raise TypeError(f"{where} takes {shown}; got {len(args)} positional and {sorted(named)} by name")
+    bounds = (given.get("low", 0), given["high"])
+    if not all(isinstance(b, int | np.integer) and not isinstance(b, bool) for b in bounds):
+        raise TypeError(f"{where}: low and high must be whole numbers, got {bounds}")
+    if bounds[1] <= bounds[0]:
+        raise ValueError(f"{where} needs low < high, got [{bounds[0]}, {bounds[1]})")
+    shape = given.get("size")
+    if with_size and not isinstance(shape, list | tuple):
+        raise TypeError(f"{where}: size must be a tuple of ints, not {type(shape).__name__}")
+    return int(bounds[0]), int(bounds[1]), shape
 
 
-def randperm(n: int, dtype: Any = i64, generator: Generator | None = None) -> Tensor:
+def randint(
+    *args: Any,
+    low: Any = None,
+    high: Any = None,
+    size: Any = None,
+    generator: Generator | None = None,
+    out: Any = None,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """Integers in [low, high) (low 0 unless given) of shape `size`: PyTorch's `randint(high, size)`,
+    `randint(low, high, size)`; i64 unless `dtype` says otherwise (a float dtype holds whole numbers)."""
+    low, high, shape = _randint_bounds(args, low, high, size, "randint")
+    _placed("randint", device, out)
+    dtype = i64 if dtype is None else as_dtype(dtype)
+    if dtype is bool_ or (dtype.kind == "u" and low < 0):
+        raise ValueError(f"randint: [{low}, {high}) does not fit {dtype.name}")
+    draw = randint_op(shape=as_shape(shape), seed=_seed(generator), dtype=i64, low=low, high=high)
+    return _grad(draw if dtype is i64 else cast(draw, dtype=dtype), requires_grad)
+
+
+def randint_like(
+    x: Tensor,
+    *args: Any,
+    low: Any = None,
+    high: Any = None,
+    generator: Generator | None = None,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+    memory_format: Any = None,
+) -> Tensor:
+    """Integers in [low, high) of x's shape and dtype (unless given): `randint_like(x, high)`,
+    `randint_like(x, low, high)`."""
+    low, high, _ = _randint_bounds(args, low, high, None, "randint_like", with_size=False)
+    dtype = x.dtype if dtype is None else dtype
+    return randint(
+        low,
+        high,
+        tuple(x.shape),
+        generator=generator,
+        dtype=dtype,
+        device=device,
+        requires_grad=requires_grad,
+    )
+
+
+def randperm(
+    n: int,
+    *,
+    generator: Generator | None = None,
+    out: Any = None,
+    dtype: Any = i64,
+    device: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
     """A random permutation of 0 .. n-1 (the order that sorts n uniform doubles)."""
-    return argsort(rand(n, dtype="f64", generator=generator)).cast(dtype)
+    _placed("randperm", device, out)
+    return _grad(argsort(rand(n, dtype="f64", generator=generator)).cast(dtype), requires_grad)
 
 
-def logspace(start: float, end: float, steps: int, base: float = 10.0, dtype: Any = "f32") -> Tensor:
+def logspace(
+    start: float,
+    end: float,
+    steps: int,
+    base: float = 10.0,
+    *,
+    out: Any = None,
+    dtype: Any = DEFAULT_FLOAT,
+    device: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
     """base ** linspace(start, end, steps), computed in f64 and rounded once to `dtype`."""
+    _placed("logspace", device, out)
     if not isinstance(steps, int) or steps < 0:
         raise ValueError(f"logspace needs a whole number of steps >= 0, got {steps}")
-    return from_numpy(np.power(float(base), np.linspace(start, end, steps))).cast(dtype)
+    return _grad(from_numpy(np.power(float(base), np.linspace(start, end, steps))).cast(dtype), requires_grad)

@@ -235,7 +235,8 @@ def _check_int(i: int, size: Any, dim: int) -> Any:
 # in place --------------------------------------------------------------------------------------
 def assign(target: Tensor, value: Any) -> Tensor:
     """Write `value` (broadcast and cast to target's shape and dtype) into `target`."""
-    (value,) = lift([value]) if not isinstance(value, Tensor) else (value,)
+    if not isinstance(value, Tensor):  # a Python number takes the target's dtype, as an operand would
+        value = lift([value])[0] if target.dtype.name == "bf16" else lift([target, value])[1]
     try:
         fits = broadcast(target.shape, value.shape) == target.shape
     except ShapeError:
@@ -286,7 +287,8 @@ def setitem(target: Tensor, key: Any, value: Any) -> None:
         return
     part = slice_.canonical_params(target.spec, tuple(index))["index"]
     sliced_shape = slice_.shape_rule(target.shape, part)
-    (value,) = lift([value]) if not isinstance(value, Tensor) else (value,)
+    if not isinstance(value, Tensor):  # a Python number takes the target's dtype, as an operand would
+        value = lift([value])[0] if target.dtype.name == "bf16" else lift([target, value])[1]
     value = broadcast_to(cast(value, dtype=target.dtype), shape=view.shape)
     placed = unslice(reshape(value, shape=sliced_shape), shape=target.shape, index=part)
     region = unslice(full_op(shape=sliced_shape, dtype=bool_, value=True), shape=target.shape, index=part)

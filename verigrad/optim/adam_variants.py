@@ -3,14 +3,15 @@ follows a learning-rate schedule, and shows the update)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
 from ..ops import maximum, tensor, where
 from ..tensor import Tensor
 from .adam import adam_settings, decay_and_moments
-from .optimizer import Optimizer
+from .optimizer import Hyperparameters, Optimizer
 
 
 class Adamax(Optimizer):
@@ -19,25 +20,33 @@ class Adamax(Optimizer):
 
     def __init__(
         self,
-        params: Iterable[Tensor],
+        params: Iterable[Any],
         lr: float = 2e-3,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
-        weight_decay: float = 0.0,
+        weight_decay: float = 0,
+        foreach: bool | None = None,
+        *,
+        maximize: bool = False,
+        differentiable: bool = False,
+        capturable: bool = False,
     ) -> None:
-        super().__init__(params, adam_settings("Adamax", lr, betas, eps, weight_decay))
+        settings = adam_settings(lr, betas, eps, weight_decay)
+        settings |= {"foreach": foreach, "maximize": maximize, "differentiable": differentiable,
+                     "capturable": capturable}  # fmt: skip
+        super().__init__(params, settings)
 
-    def state_names(self) -> tuple[str, ...]:
+    def state_names(self, group: Mapping[str, Any]) -> tuple[str, ...]:
         return ("exp_avg", "exp_inf")
 
-    def update(self, index: int, p: Tensor, g: Tensor) -> None:
-        beta1, beta2 = self.betas
-        if self.weight_decay:
-            g = g + p * self.weight_decay
-        m, u = self.buffer(index, "exp_avg"), self.buffer(index, "exp_inf")
+    def update(self, p: Tensor, g: Tensor, group: Hyperparameters, state: dict[str, Tensor]) -> None:
+        beta1, beta2 = group["betas"]
+        if group["weight_decay"]:
+            g = g + p * group["weight_decay"]
+        m, u = state["exp_avg"], state["exp_inf"]
         m.assign(m + (g - m) * (1 - beta1))
-        u.assign(maximum(u * beta2, g.abs() + self.eps))
-        step_size = self.defaults.lr / (1 - beta1 ** self.buffer(index, "step"))
+        u.assign(maximum(u * beta2, g.abs() + group["eps"]))
+        step_size = group.lr / (1 - beta1 ** self.count(state))
         p.assign(p + (m / u) * self.scalar(-step_size, p))
 
 
@@ -50,38 +59,47 @@ class NAdam(Optimizer):
 
     def __init__(
         self,
-        params: Iterable[Tensor],
+        params: Iterable[Any],
         lr: float = 2e-3,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
-        weight_decay: float = 0.0,
+        weight_decay: float = 0,
         momentum_decay: float = 4e-3,
         decoupled_weight_decay: bool = False,
+        *,
+        foreach: bool | None = None,
+        maximize: bool = False,
+        capturable: bool = False,
+        differentiable: bool = False,
     ) -> None:
-        if not momentum_decay >= 0:
-            raise ValueError(f"invalid NAdam momentum_decay: {momentum_decay}")
-        settings = adam_settings("NAdam", lr, betas, eps, weight_decay)
-        settings |= {"momentum_decay": momentum_decay, "decoupled_weight_decay": decoupled_weight_decay}
+        settings = adam_settings(lr, betas, eps, weight_decay)
+        if not momentum_decay >= 0.0:
+            raise ValueError(f"Invalid momentum_decay value: {momentum_decay}")
+        settings |= {"momentum_decay": momentum_decay, "decoupled_weight_decay": decoupled_weight_decay,
+                     "maximize": maximize, "foreach": foreach, "capturable": capturable,
+                     "differentiable": differentiable}  # fmt: skip
         super().__init__(params, settings)
 
-    def state_names(self) -> tuple[str, ...]:
+    def state_names(self, group: Mapping[str, Any]) -> tuple[str, ...]:
         return ("exp_avg", "exp_avg_sq")
 
-    def _fresh_state(self, p: Tensor) -> dict[str, Tensor]:
+    def _fresh_state(self, p: Tensor, group: Mapping[str, Any]) -> dict[str, Tensor]:
         # the product of the mu_t, in f32 as PyTorch keeps it (its default scalar dtype, whatever p's)
-        return {**super()._fresh_state(p), "mu_product": tensor(np.array(1.0, dtype=np.float32))}
+        state = super()._fresh_state(p, group)
+        return {"step": state.pop("step"), "mu_product": tensor(np.array(1.0, dtype=np.float32)), **state}
 
-    def update(self, index: int, p: Tensor, g: Tensor) -> None:
-        beta1, beta2 = self.betas
-        lr = self.defaults.lr
-        g, m, v = decay_and_moments(self, index, p, g, self.decoupled_weight_decay, tensor(np.array(beta1)))
-        t = self.buffer(index, "step")
-        mu = (1 - 0.5 * 0.96 ** (t * self.momentum_decay)) * beta1
-        mu_next = (1 - 0.5 * 0.96 ** ((t + 1) * self.momentum_decay)) * beta1
-        product = self.buffer(index, "mu_product")
+    def update(self, p: Tensor, g: Tensor, group: Hyperparameters, state: dict[str, Tensor]) -> None:
+        beta1, beta2 = group["betas"]
+        lr = group.lr
+        g, m, v = decay_and_moments(self, p, g, group, state, tensor(np.array(beta1)))
+        t = self.count(state)
+        decay = group["momentum_decay"]
+        mu = (1 - 0.5 * 0.96 ** (t * decay)) * beta1
+        mu_next = (1 - 0.5 * 0.96 ** ((t + 1) * decay)) * beta1
+        product = state["mu_product"]
         product.assign(product * mu.cast(product.dtype))
         product = product.cast(mu.dtype)
-        denom = (v / self.scalar(1 - beta2**t, p)).sqrt() + self.eps
+        denom = (v / self.scalar(1 - beta2**t, p)).sqrt() + group["eps"]
         p.assign(p + (g / denom) * self.scalar(-lr * (1 - mu) / (1 - product), p))
         p.assign(p + (m / denom) * self.scalar(-lr * mu_next / (1 - product * mu_next), p))
 
@@ -94,24 +112,32 @@ class RAdam(Optimizer):
 
     def __init__(
         self,
-        params: Iterable[Tensor],
+        params: Iterable[Any],
         lr: float = 1e-3,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
-        weight_decay: float = 0.0,
+        weight_decay: float = 0,
         decoupled_weight_decay: bool = False,
+        *,
+        foreach: bool | None = None,
+        maximize: bool = False,
+        capturable: bool = False,
+        differentiable: bool = False,
     ) -> None:
-        settings = adam_settings("RAdam", lr, betas, eps, weight_decay)
-        super().__init__(params, settings | {"decoupled_weight_decay": decoupled_weight_decay})
+        settings = adam_settings(lr, betas, eps, weight_decay)
+        settings |= {"maximize": maximize, "foreach": foreach, "capturable": capturable,
+                     "decoupled_weight_decay": decoupled_weight_decay,
+                     "differentiable": differentiable}  # fmt: skip
+        super().__init__(params, settings)
 
-    def state_names(self) -> tuple[str, ...]:
+    def state_names(self, group: Mapping[str, Any]) -> tuple[str, ...]:
         return ("exp_avg", "exp_avg_sq")
 
-    def update(self, index: int, p: Tensor, g: Tensor) -> None:
-        beta1, beta2 = self.betas
-        lr = self.defaults.lr
-        _, m, v = decay_and_moments(self, index, p, g, self.decoupled_weight_decay, tensor(np.array(beta1)))
-        t = self.buffer(index, "step")
+    def update(self, p: Tensor, g: Tensor, group: Hyperparameters, state: dict[str, Tensor]) -> None:
+        beta1, beta2 = group["betas"]
+        lr = group.lr
+        _, m, v = decay_and_moments(self, p, g, group, state, tensor(np.array(beta1)))
+        t = self.count(state)
         correction2 = 1 - beta2**t
         rho_inf = 2 / (1 - beta2) - 1
         rho = rho_inf - 2 * t * beta2**t / correction2
@@ -120,5 +146,5 @@ class RAdam(Optimizer):
         rho_safe = where(rectified, rho, rho_inf)
         rect = ((rho_safe - 4) * (rho_safe - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_safe)).sqrt()
         momentum = m * self.scalar(lr / (1 - beta1**t), p)
-        adaptive = momentum * self.scalar(correction2.sqrt() * rect, p) / (v.sqrt() + self.eps)
+        adaptive = momentum * self.scalar(correction2.sqrt() * rect, p) / (v.sqrt() + group["eps"])
         p.assign(p - where(rectified, adaptive, momentum))

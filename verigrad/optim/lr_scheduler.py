@@ -2,17 +2,19 @@
 CosineAnnealingLR, CosineAnnealingWarmRestarts, LinearLR, LambdaLR, OneCycleLR (which also cycles the
 momentum), SequentialLR (one schedule after another), and ReduceLROnPlateau (driven by a metric).
 
-A schedule sets the optimizer's learning rate (and OneCycleLR its momentum), which live in tensors
-compiled steps read, so a compiled training step follows them without being traced again. Made, a
-schedule sets epoch 0's rate; each `step()` (after `optimizer.step()`, once per epoch or per batch)
-moves to the next epoch. The rates are formed from the current one by the same arithmetic PyTorch
-uses, so the two give the same floats step for step.
+A schedule sets each parameter group's learning rate (and OneCycleLR its momentum), which live in
+tensors compiled steps read, so a compiled training step follows them without being traced again. Made,
+a schedule sets epoch 0's rates; each `step()` (after `optimizer.step()`, once per epoch or per batch)
+moves to the next epoch. The rates are formed from the current ones by the same arithmetic PyTorch
+uses, so the two give the same floats step for step; `state_dict()` is PyTorch's (the schedule's
+attributes; the rates themselves are in the optimizer's state dict).
 """
 
 from __future__ import annotations
 
 import bisect
 import math
+import types
 from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -21,38 +23,88 @@ from .optimizer import Optimizer
 
 
 class LRScheduler:
-    """The base: subclasses give `rate(lr, epoch)`, epoch's learning rate from the previous epoch's."""
+    """The base: subclasses give `rate(lr, base_lr, epoch, index)`, group `index`'s learning rate at
+    `epoch` from its rate at the previous epoch and its initial rate."""
 
-    def __init__(self, optimizer: Optimizer) -> None:
-        if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"a schedule needs a verigrad optimizer, got {type(optimizer).__name__}")
-        self.optimizer, self.base_lr = optimizer, _initial_rate(optimizer)
-        self.last_epoch = -1
+    def __init__(self, optimizer: Optimizer, last_epoch: int = -1) -> None:
+        _check_optimizer(optimizer)
+        _only_fresh(type(self).__name__, last_epoch)
+        self.optimizer = optimizer
+        for group in optimizer.param_groups:  # the rate before any schedule (PyTorch's initial_lr): a
+            group.setdefault("initial_lr", group["lr"])  # later schedule starts from it too
+        self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
+        self.last_epoch = last_epoch
+        self._step_count = 0
         self.step()
 
-    def rate(self, lr: float, epoch: int) -> float:
+    def rate(self, lr: float, base_lr: float, epoch: int, index: int) -> float:
         raise NotImplementedError
 
+    def advance(self, epoch: int) -> None:
+        """What a schedule updates once a step, before each group's rate (none here)."""
+
     def step(self) -> None:
+        """The next epoch's rates (call it after `optimizer.step()`)."""
+        self._step_count += 1
+        self._next_epoch()
+
+    def _next_epoch(self) -> None:
         self.last_epoch += 1
-        self.optimizer.lr = self.rate(self.optimizer.lr, self.last_epoch)
+        self.advance(self.last_epoch)
+        self._set_rates(self._rates(self.last_epoch))
+
+    def _rates(self, epoch: int) -> list[float]:
+        groups = self.optimizer.param_groups
+        return [self.rate(g["lr"], base, epoch, i) for i, (g, base) in enumerate(zip(groups, self.base_lrs))]
+
+    def _set_rates(self, rates: list[float]) -> None:
+        for group, lr in zip(self.optimizer.param_groups, rates):
+            group["lr"] = lr
+        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+
+    def restart(self) -> None:
+        """Epoch 0 again, from the initial rates (SequentialLR's switch to this schedule, as PyTorch's
+        `_update_lr(0)`: the closed form where the schedule has one)."""
+        self.last_epoch = 0
+        closed = getattr(self, "closed_form", None)
+        if closed is None:
+            self._set_rates(self._rates(0))
+        else:
+            self._set_rates([closed(base, 0) for base in self.base_lrs])
 
     def get_last_lr(self) -> list[float]:
-        """The rate the last `step()` set, one per parameter group (verigrad's optimizers have one)."""
-        return [self.optimizer.lr]
+        """The rates the last `step()` set, one per parameter group."""
+        return self._last_lr
 
     def state_dict(self) -> dict[str, Any]:
-        return {"last_epoch": self.last_epoch, "base_lr": self.base_lr, "lr": self.optimizer.lr}
+        """PyTorch's: the schedule's attributes but the optimizer (whose state dict holds the rates)."""
+        return {key: value for key, value in self.__dict__.items() if key != "optimizer"}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.last_epoch, self.base_lr = int(state["last_epoch"]), float(state["base_lr"])
-        self.optimizer.lr = float(state["lr"])
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.__dict__.update(state_dict)
 
 
-def _initial_rate(optimizer: Optimizer) -> float:
-    """The rate before any schedule, kept by the first one made (PyTorch's initial_lr): a later schedule
-    of the same optimizer starts from it too, whatever the first has set since."""
-    return optimizer.defaults.setdefault("initial_lr", optimizer.lr)
+def _check_optimizer(optimizer: Any) -> None:
+    if not isinstance(optimizer, Optimizer):
+        raise TypeError(f"a schedule needs a verigrad optimizer, got {type(optimizer).__name__}")
+
+
+def _only_fresh(name: str, last_epoch: int) -> None:
+    if last_epoch != -1:
+        raise ValueError(
+            f"{name}: last_epoch={last_epoch} (resuming by epoch) is not supported; make the schedule with "
+            "last_epoch=-1 and load its state_dict()"
+        )
+
+
+def _per_group(name: str, optimizer: Optimizer, value: Any) -> list[Any]:
+    """A setting given once or one per parameter group (PyTorch's `_format_param`)."""
+    if isinstance(value, list | tuple):
+        if len(value) != len(optimizer.param_groups):
+            raise ValueError(f"{name} must have the same length as optimizer.param_groups: "
+                             f"{len(optimizer.param_groups)}, got {len(value)}")  # fmt: skip
+        return list(value)
+    return [value] * len(optimizer.param_groups)
 
 
 def _positive(name: str, value: Any) -> None:
@@ -61,92 +113,111 @@ def _positive(name: str, value: Any) -> None:
 
 
 class StepLR(LRScheduler):
-    """The rate times `gamma` every `step_size` epochs."""
+    """Each rate times `gamma` every `step_size` epochs."""
 
-    def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1) -> None:
+    def __init__(
+        self, optimizer: Optimizer, step_size: int, gamma: float = 0.1, last_epoch: int = -1
+    ) -> None:
         _positive("step_size", step_size)
         self.step_size, self.gamma = step_size, gamma
-        super().__init__(optimizer)
+        super().__init__(optimizer, last_epoch)
 
-    def rate(self, lr: float, epoch: int) -> float:
+    def rate(self, lr: float, base_lr: float, epoch: int, index: int) -> float:
         return lr * self.gamma if epoch > 0 and epoch % self.step_size == 0 else lr
+
+    def closed_form(self, base_lr: float, epoch: int) -> float:
+        return base_lr * self.gamma ** (epoch // self.step_size)
 
 
 class MultiStepLR(LRScheduler):
-    """The rate times `gamma` at each epoch of `milestones` (a milestone given twice counts twice)."""
+    """Each rate times `gamma` at each epoch of `milestones` (a milestone given twice counts twice)."""
 
-    def __init__(self, optimizer: Optimizer, milestones: Iterable[int], gamma: float = 0.1) -> None:
+    def __init__(
+        self, optimizer: Optimizer, milestones: Iterable[int], gamma: float = 0.1, last_epoch: int = -1
+    ) -> None:
         self.milestones, self.gamma = Counter(int(m) for m in milestones), gamma
-        super().__init__(optimizer)
+        super().__init__(optimizer, last_epoch)
 
-    def rate(self, lr: float, epoch: int) -> float:
+    def rate(self, lr: float, base_lr: float, epoch: int, index: int) -> float:
         times = self.milestones.get(epoch, 0)
         return lr * self.gamma**times if times else lr
 
+    def closed_form(self, base_lr: float, epoch: int) -> float:
+        return base_lr * self.gamma ** bisect.bisect_right(sorted(self.milestones.elements()), epoch)
+
 
 class ExponentialLR(LRScheduler):
-    """The rate times `gamma` every epoch."""
+    """Each rate times `gamma` every epoch."""
 
-    def __init__(self, optimizer: Optimizer, gamma: float) -> None:
+    def __init__(self, optimizer: Optimizer, gamma: float, last_epoch: int = -1) -> None:
         self.gamma = gamma
-        super().__init__(optimizer)
+        super().__init__(optimizer, last_epoch)
 
-    def rate(self, lr: float, epoch: int) -> float:
+    def rate(self, lr: float, base_lr: float, epoch: int, index: int) -> float:
         return lr * self.gamma if epoch > 0 else lr
+
+    def closed_form(self, base_lr: float, epoch: int) -> float:
+        return base_lr * self.gamma**epoch
 
 
 class CosineAnnealingLR(LRScheduler):
-    """From the initial rate down to `eta_min` along half a cosine over `T_max` epochs, then back up
+    """From each initial rate down to `eta_min` along half a cosine over `T_max` epochs, then back up
     (SGDR without restarts): eta_min + (base - eta_min) (1 + cos(pi epoch / T_max)) / 2, reached by
     PyTorch's recurrence from the previous rate."""
 
-    def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0) -> None:
+    def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0, last_epoch: int = -1) -> None:
         _positive("T_max", T_max)
         self.T_max, self.eta_min = T_max, eta_min
-        super().__init__(optimizer)
+        super().__init__(optimizer, last_epoch)
 
-    def rate(self, lr: float, epoch: int) -> float:
+    def rate(self, lr: float, base_lr: float, epoch: int, index: int) -> float:
         period, low = self.T_max, self.eta_min
         if epoch == 0:
             return lr
         if (epoch - 1 - period) % (2 * period) == 0:  # at the bottom: the ratio below would be 0 / 0
-            return lr + (self.base_lr - low) * (1 - math.cos(math.pi / period)) / 2
+            return lr + (base_lr - low) * (1 - math.cos(math.pi / period)) / 2
         ratio = (1 + math.cos(math.pi * epoch / period)) / (1 + math.cos(math.pi * (epoch - 1) / period))
         return ratio * (lr - low) + low
+
+    def closed_form(self, base_lr: float, epoch: int) -> float:
+        return self.eta_min + (base_lr - self.eta_min) * (1 + math.cos(math.pi * epoch / self.T_max)) / 2
 
 
 class CosineAnnealingWarmRestarts(LRScheduler):
     """SGDR: eta_min + (base - eta_min) (1 + cos(pi T_cur / T_i)) / 2, T_cur counting epochs since the
     last restart, each period T_mult times the last (the first T_0)."""
 
-    def __init__(self, optimizer: Optimizer, T_0: int, T_mult: int = 1, eta_min: float = 0.0) -> None:
+    def __init__(
+        self, optimizer: Optimizer, T_0: int, T_mult: int = 1, eta_min: float = 0.0, last_epoch: int = -1
+    ) -> None:
         _positive("T_0", T_0)
         _positive("T_mult", T_mult)
         self.T_0, self.T_i, self.T_mult, self.eta_min, self.T_cur = T_0, T_0, T_mult, eta_min, -1
-        super().__init__(optimizer)
+        super().__init__(optimizer, last_epoch)
 
-    def rate(self, lr: float, epoch: int) -> float:
+    def step(self) -> None:
+        self._next_epoch()  # PyTorch's own step, which does not count its calls
+
+    def advance(self, epoch: int) -> None:
         self.T_cur += 1
         if self.T_cur >= self.T_i:
             self.T_cur, self.T_i = self.T_cur - self.T_i, self.T_i * self.T_mult
-        return (
-            self.eta_min + (self.base_lr - self.eta_min) * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
-        )
 
-    def state_dict(self) -> dict[str, Any]:
-        return super().state_dict() | {"T_cur": self.T_cur, "T_i": self.T_i}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        self.T_cur, self.T_i = int(state["T_cur"]), int(state["T_i"])
+    def rate(self, lr: float, base_lr: float, epoch: int, index: int) -> float:
+        return self.eta_min + (base_lr - self.eta_min) * (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
 
 
 class LinearLR(LRScheduler):
-    """The initial rate times a factor going linearly from `start_factor` to `end_factor` over
+    """Each initial rate times a factor going linearly from `start_factor` to `end_factor` over
     `total_iters` epochs (a warm-up), then constant."""
 
     def __init__(
-        self, optimizer: Optimizer, start_factor: float = 1 / 3, end_factor: float = 1.0, total_iters: int = 5
+        self,
+        optimizer: Optimizer,
+        start_factor: float = 1 / 3,
+        end_factor: float = 1.0,
+        total_iters: int = 5,
+        last_epoch: int = -1,
     ) -> None:
         if not 0 < start_factor <= 1 or not 0 <= end_factor <= 1:
             raise ValueError(
@@ -154,9 +225,9 @@ class LinearLR(LRScheduler):
             )
         _positive("total_iters", total_iters)
         self.start_factor, self.end_factor, self.total_iters = start_factor, end_factor, total_iters
-        super().__init__(optimizer)
+        super().__init__(optimizer, last_epoch)
 
-    def rate(self, lr: float, epoch: int) -> float:
+    def rate(self, lr: float, base_lr: float, epoch: int, index: int) -> float:
         if epoch == 0:
             return lr * self.start_factor
         if epoch > self.total_iters:
@@ -164,91 +235,134 @@ class LinearLR(LRScheduler):
         change = self.end_factor - self.start_factor
         return lr * (1.0 + change / (self.total_iters * self.start_factor + (epoch - 1) * change))
 
+    def closed_form(self, base_lr: float, epoch: int) -> float:
+        change = self.end_factor - self.start_factor
+        return base_lr * (self.start_factor + change * min(self.total_iters, epoch) / self.total_iters)
+
 
 class LambdaLR(LRScheduler):
-    """The initial rate times `lr_lambda(epoch)`."""
+    """Each initial rate times `lr_lambda(epoch)` (one function, or one per parameter group)."""
 
-    def __init__(self, optimizer: Optimizer, lr_lambda: Callable[[int], float]) -> None:
-        if not callable(lr_lambda):
-            raise TypeError("lr_lambda must be a function of the epoch")
-        self.lr_lambda = lr_lambda
-        super().__init__(optimizer)
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        lr_lambda: Callable[[int], float] | list[Callable[[int], float]],
+        last_epoch: int = -1,
+    ) -> None:
+        count = len(optimizer.param_groups)
+        if isinstance(lr_lambda, list | tuple) and len(lr_lambda) != count:
+            raise ValueError(f"Expected {count} lr_lambdas, but got {len(lr_lambda)}")
+        lambdas = _per_group("lr_lambda", optimizer, lr_lambda)
+        if not all(callable(f) for f in lambdas):
+            raise TypeError("lr_lambda must be a function of the epoch (or a list of them, one per group)")
+        self.lr_lambdas = lambdas
+        super().__init__(optimizer, last_epoch)
 
-    def rate(self, lr: float, epoch: int) -> float:
-        return self.base_lr * self.lr_lambda(epoch)
+    def rate(self, lr: float, base_lr: float, epoch: int, index: int) -> float:
+        return base_lr * self.lr_lambdas[index](epoch)
+
+    def state_dict(self) -> dict[str, Any]:
+        """PyTorch's: a function's own attributes are kept (a plain function's are not: None)."""
+        state = {k: v for k, v in super().state_dict().items() if k != "lr_lambdas"}
+        state["lr_lambdas"] = [
+            None if isinstance(f, types.FunctionType) else dict(vars(f)) for f in self.lr_lambdas
+        ]
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        lambdas = state_dict["lr_lambdas"]
+        super().load_state_dict({k: v for k, v in state_dict.items() if k != "lr_lambdas"})
+        for f, saved in zip(self.lr_lambdas, lambdas):
+            if saved is not None:
+                vars(f).update(saved)
 
 
 class SequentialLR(LRScheduler):
     """`schedulers` (of this optimizer) in turn: the i-th from epoch milestones[i - 1] on, started at its
-    epoch 0 from the initial rate, as PyTorch's."""
+    epoch 0 from the initial rates, as PyTorch's."""
 
     def __init__(
-        self, optimizer: Optimizer, schedulers: Iterable[LRScheduler], milestones: Iterable[int]
+        self,
+        optimizer: Optimizer,
+        schedulers: Iterable[LRScheduler],
+        milestones: Iterable[int],
+        last_epoch: int = -1,
     ) -> None:
+        _only_fresh("SequentialLR", last_epoch)
         schedulers, milestones = list(schedulers), list(milestones)
         if not schedulers or len(milestones) != len(schedulers) - 1:
             raise ValueError(
                 f"SequentialLR needs one milestone fewer than schedulers, got {len(milestones)} "
                 f"for {len(schedulers)}"
             )
+        if any(isinstance(s, ReduceLROnPlateau) for s in schedulers):
+            raise ValueError("SequentialLR does not support ReduceLROnPlateau (its step needs a metric)")
         if any(s.optimizer is not optimizer for s in schedulers):
             raise ValueError("SequentialLR: every scheduler must be of the optimizer given")
         if milestones != sorted(milestones) or any(not isinstance(m, int) or m <= 0 for m in milestones):
             raise ValueError(
                 f"SequentialLR: milestones must be increasing positive integers, got {milestones}"
             )
-        self.schedulers, self.milestones = schedulers, milestones
-        self.optimizer, self.base_lr = optimizer, _initial_rate(optimizer)
-        optimizer.lr = self.base_lr  # undo what the schedulers set when they were made
+        self.optimizer, self._schedulers, self._milestones = optimizer, schedulers, milestones
+        for group in optimizer.param_groups:  # undo what the schedulers set when they were made
+            group["lr"] = group["initial_lr"]
+        self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
         for scheduler in schedulers:
             scheduler.last_epoch -= 1
+        schedulers[0]._step_count = 0
         schedulers[0].step()
-        self.last_epoch = 0
+        self.last_epoch, self._step_count = 0, 1
+        self._last_lr = schedulers[0].get_last_lr()
 
     def step(self) -> None:
+        self._step_count += 1
         self.last_epoch += 1
-        index = bisect.bisect_right(self.milestones, self.last_epoch)
-        scheduler = self.schedulers[index]
-        if index > 0 and self.milestones[index - 1] == self.last_epoch:  # its epoch 0, from the start
-            scheduler.last_epoch = 0
-            self.optimizer.lr = scheduler.rate(self.base_lr, 0)
+        index = bisect.bisect_right(self._milestones, self.last_epoch)
+        scheduler = self._schedulers[index]
+        if index > 0 and self._milestones[index - 1] == self.last_epoch:  # its epoch 0, from the start
+            scheduler.restart()
         else:
             scheduler.step()
+        self._last_lr = scheduler.get_last_lr()
 
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "schedulers": [s.state_dict() for s in self.schedulers]}
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        return state | {"_schedulers": [s.state_dict() for s in self._schedulers]}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        for scheduler, saved in zip(self.schedulers, state["schedulers"]):
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.__dict__.update({k: v for k, v in state_dict.items() if k != "_schedulers"})
+        for scheduler, saved in zip(self._schedulers, state_dict["_schedulers"]):
             scheduler.load_state_dict(saved)
-        self.optimizer.lr = float(state["lr"])
 
 
 class OneCycleLR(LRScheduler):
-    """The 1cycle policy, stepped once per batch: the rate rises from max_lr / div_factor to `max_lr` over
-    the first `pct_start` of `total_steps` (or epochs x steps_per_epoch), then falls to the start rate /
-    `final_div_factor`, along half cosines (or lines); with `cycle_momentum`, the optimizer's momentum
-    (SGD's, RMSprop's, or Adam's beta1) goes the other way between `max_momentum` and `base_momentum`.
-    `three_phase`: up, back down to the start rate, then down to the least. PyTorch's formulas; the
-    optimizer's own rate is replaced. A step past the last raises."""
+    """The 1cycle policy, stepped once per batch: each rate rises from max_lr / div_factor to `max_lr` (one
+    for all groups or one per group) over the first `pct_start` of `total_steps` (or epochs x
+    steps_per_epoch), then falls to the start rate / `final_div_factor`, along half cosines (or lines);
+    with `cycle_momentum`, each group's momentum (SGD's, RMSprop's, or Adam's beta1) goes the other way
+    between `max_momentum` and `base_momentum`. `three_phase`: up, back down to the start rate, then down
+    to the least. PyTorch's formulas, and its keys in each group (initial_lr, max_lr, min_lr,
+    max_momentum, base_momentum); the optimizer's own rate is replaced. A step past the last raises."""
 
     def __init__(
         self,
         optimizer: Optimizer,
-        max_lr: float,
+        max_lr: float | list[float],
         total_steps: int | None = None,
         epochs: int | None = None,
         steps_per_epoch: int | None = None,
         pct_start: float = 0.3,
         anneal_strategy: str = "cos",
         cycle_momentum: bool = True,
-        base_momentum: float = 0.85,
-        max_momentum: float = 0.95,
+        base_momentum: float | list[float] = 0.85,
+        max_momentum: float | list[float] = 0.95,
         div_factor: float = 25.0,
         final_div_factor: float = 1e4,
         three_phase: bool = False,
+        last_epoch: int = -1,
     ) -> None:
+        _check_optimizer(optimizer)
+        _only_fresh("OneCycleLR", last_epoch)
         if total_steps is None:
             if epochs is None or steps_per_epoch is None:
                 raise ValueError("OneCycleLR needs total_steps, or epochs and steps_per_epoch")
@@ -264,39 +378,52 @@ class OneCycleLR(LRScheduler):
         if cycle_momentum and self.key not in optimizer.defaults:
             name = type(optimizer).__name__
             raise ValueError(f"cycle_momentum needs an optimizer with a momentum or betas; {name} has none")
-        self.total_steps, self.cycle_momentum = total_steps, cycle_momentum
-        self.anneal = _cosine if anneal_strategy == "cos" else _linear
-        start, least = max_lr / div_factor, max_lr / div_factor / final_div_factor
-        up = float(pct_start * total_steps) - 1
-        # (the step a phase ends at, its rates from and to, its momenta from and to)
+        self.total_steps, self.cycle_momentum, self._anneal_func_type = (
+            total_steps,
+            cycle_momentum,
+            anneal_strategy,
+        )
+        for group, top in zip(optimizer.param_groups, _per_group("max_lr", optimizer, max_lr)):
+            group["initial_lr"] = top / div_factor
+            group["max_lr"] = top
+            group["min_lr"] = group["initial_lr"] / final_div_factor
+        if cycle_momentum:
+            tops = _per_group("max_momentum", optimizer, max_momentum)
+            bases = _per_group("base_momentum", optimizer, base_momentum)
+            for group, top, base in zip(optimizer.param_groups, tops, bases):
+                self._momentum(group, top)
+                group["max_momentum"], group["base_momentum"] = top, base
+        up, down = float(pct_start * total_steps) - 1, float(2 * pct_start * total_steps) - 2
+        # (the step a phase ends at, the group keys of its rates from and to, of its momenta from and to)
         self.phases = (
-            [(up, start, max_lr, max_momentum, base_momentum),
-             (float(2 * pct_start * total_steps) - 2, max_lr, start, base_momentum, max_momentum),
-             (total_steps - 1, start, least, max_momentum, max_momentum)]
+            [(up, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
+             (down, "max_lr", "initial_lr", "base_momentum", "max_momentum"),
+             (total_steps - 1, "initial_lr", "min_lr", "max_momentum", "max_momentum")]
             if three_phase
-            else [(up, start, max_lr, max_momentum, base_momentum),
-                  (total_steps - 1, max_lr, least, base_momentum, max_momentum)]
+            else [(up, "initial_lr", "max_lr", "max_momentum", "base_momentum"),
+                  (total_steps - 1, "max_lr", "min_lr", "base_momentum", "max_momentum")]
         )  # fmt: skip
-        super().__init__(optimizer)
+        super().__init__(optimizer, last_epoch)
 
-    def rate(self, lr: float, epoch: int) -> float:
+    def rate(self, lr: float, base_lr: float, epoch: int, index: int) -> float:
         if epoch > self.total_steps:
             raise ValueError(
                 f"stepped {epoch} times; the schedule has {self.total_steps} steps (total_steps)"
             )
+        group = self.optimizer.param_groups[index]
+        anneal = _cosine if self._anneal_func_type == "cos" else _linear
         begin = 0.0
         for k, (end, lr_from, lr_to, m_from, m_to) in enumerate(self.phases):
             if epoch <= end or k == len(self.phases) - 1:
                 part = (epoch - begin) / (end - begin)
                 if self.cycle_momentum:
-                    self._momentum(self.anneal(m_from, m_to, part))
-                return self.anneal(lr_from, lr_to, part)
+                    self._momentum(group, anneal(group[m_from], group[m_to], part))
+                return anneal(group[lr_from], group[lr_to], part)
             begin = end
         raise AssertionError("unreachable: the last phase takes every step")
 
-    def _momentum(self, value: float) -> None:
-        settings = self.optimizer.defaults
-        settings[self.key] = (value, *settings["betas"][1:]) if self.key == "betas" else value
+    def _momentum(self, group: dict[str, Any], value: float) -> None:
+        group[self.key] = (value, *group["betas"][1:]) if self.key == "betas" else value
 
 
 def _cosine(start: float, end: float, part: float) -> float:
@@ -308,10 +435,11 @@ def _linear(start: float, end: float, part: float) -> float:
 
 
 class ReduceLROnPlateau:
-    """The rate times `factor` once a metric (`step(metric)`, e.g. each epoch's validation loss) has not
+    """Each rate times `factor` once a metric (`step(metric)`, e.g. each epoch's validation loss) has not
     improved for more than `patience` epochs, as PyTorch's: improved means below best * (1 - threshold)
     for mode "min" ("rel"; best - threshold for "abs"; above for "max"); after a cut, `cooldown` epochs
-    count no bad epochs; the rate stops at `min_lr`, and a cut smaller than `eps` is not made."""
+    count no bad epochs; a rate stops at its `min_lr` (one, or one per group), and a cut smaller than
+    `eps` is not made."""
 
     def __init__(
         self,
@@ -322,24 +450,26 @@ class ReduceLROnPlateau:
         threshold: float = 1e-4,
         threshold_mode: str = "rel",
         cooldown: int = 0,
-        min_lr: float = 0.0,
+        min_lr: float | list[float] = 0.0,
         eps: float = 1e-8,
     ) -> None:
-        if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"a schedule needs a verigrad optimizer, got {type(optimizer).__name__}")
+        _check_optimizer(optimizer)
         if mode not in ("min", "max") or threshold_mode not in ("rel", "abs"):
             raise ValueError(
                 "mode must be 'min' or 'max' and threshold_mode 'rel' or 'abs', "
                 f"got {mode!r} and {threshold_mode!r}"
             )
-        if not 0.0 <= factor < 1.0:
+        if not factor < 1.0:
             raise ValueError(f"factor must be in [0, 1), got {factor}")
+        if isinstance(min_lr, list | tuple) and len(min_lr) != len(optimizer.param_groups):
+            raise ValueError(f"expected {len(optimizer.param_groups)} min_lrs, got {len(min_lr)}")
         self.optimizer, self.mode, self.factor, self.patience = optimizer, mode, factor, patience
         self.threshold, self.threshold_mode, self.cooldown = threshold, threshold_mode, cooldown
-        self.min_lr, self.eps = min_lr, eps
+        self.min_lrs, self.eps = _per_group("min_lr", optimizer, min_lr), eps
         self.best = math.inf if mode == "min" else -math.inf
         self.num_bad_epochs = self.cooldown_counter = 0
         self.last_epoch = 0
+        self._last_lr = [group["lr"] for group in optimizer.param_groups]
 
     def is_better(self, value: float) -> bool:
         if self.mode == "min":
@@ -365,23 +495,23 @@ class ReduceLROnPlateau:
             self.cooldown_counter -= 1
             self.num_bad_epochs = 0
         if self.num_bad_epochs > self.patience:
-            old = self.optimizer.lr
-            new = max(old * self.factor, self.min_lr)
-            if old - new > self.eps:
-                self.optimizer.lr = new
+            for group, least in zip(self.optimizer.param_groups, self.min_lrs):
+                old = float(group["lr"])
+                new = max(old * self.factor, least)
+                if old - new > self.eps:
+                    group["lr"] = new
             self.cooldown_counter, self.num_bad_epochs = self.cooldown, 0
+        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
 
     def get_last_lr(self) -> list[float]:
-        return [self.optimizer.lr]
+        return self._last_lr
 
     def state_dict(self) -> dict[str, Any]:
-        keys = ("best", "num_bad_epochs", "cooldown_counter", "last_epoch")
-        return {k: getattr(self, k) for k in keys} | {"lr": self.optimizer.lr}
+        """PyTorch's: the schedule's attributes but the optimizer (whose state dict holds the rates)."""
+        return {key: value for key, value in self.__dict__.items() if key != "optimizer"}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        for key in ("best", "num_bad_epochs", "cooldown_counter", "last_epoch"):
-            setattr(self, key, state[key])
-        self.optimizer.lr = float(state["lr"])
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.__dict__.update(state_dict)
 
 
 __all__ = [

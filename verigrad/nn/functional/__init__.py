@@ -29,7 +29,16 @@ from .activations import (
     tanh,
 )
 from .attention import rope, scaled_dot_product_attention
-from .convolution import conv1d, conv2d, conv_transpose2d, fold, unfold
+from .convolution import (
+    conv1d,
+    conv2d,
+    conv3d,
+    conv_transpose1d,
+    conv_transpose2d,
+    conv_transpose3d,
+    fold,
+    unfold,
+)
 from .ctc import ctc_loss
 from .distance import cosine_similarity, pairwise_distance
 from .dropout import dropout, dropout2d
@@ -58,29 +67,47 @@ from .normalization import group_norm, instance_norm, layer_norm, normalize, rms
 from .padding import pad
 from .pixel_shuffle import pixel_shuffle, pixel_unshuffle
 from .pooling import (
+    adaptive_avg_pool1d,
     adaptive_avg_pool2d,
+    adaptive_avg_pool3d,
+    adaptive_max_pool1d,
     adaptive_max_pool2d,
+    adaptive_max_pool3d,
     avg_pool1d,
     avg_pool2d,
+    avg_pool3d,
+    lp_pool1d,
+    lp_pool2d,
     max_pool1d,
     max_pool2d,
+    max_pool3d,
+    max_unpool1d,
     max_unpool2d,
+    max_unpool3d,
 )
-from .resampling import affine_grid, grid_sample, interpolate
+from .resampling import affine_grid, grid_sample, interpolate, upsample, upsample_bilinear, upsample_nearest
 
 __all__ = [
+    "adaptive_avg_pool1d",
     "adaptive_avg_pool2d",
+    "adaptive_avg_pool3d",
+    "adaptive_max_pool1d",
     "adaptive_max_pool2d",
+    "adaptive_max_pool3d",
     "affine_grid",
     "avg_pool1d",
     "avg_pool2d",
+    "avg_pool3d",
     "bilinear",
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
     "celu",
     "conv1d",
     "conv2d",
+    "conv3d",
+    "conv_transpose1d",
     "conv_transpose2d",
+    "conv_transpose3d",
     "cosine_embedding_loss",
     "cosine_similarity",
     "cross_entropy",
@@ -109,10 +136,15 @@ __all__ = [
     "linear",
     "log_softmax",
     "logsigmoid",
+    "lp_pool1d",
+    "lp_pool2d",
     "margin_ranking_loss",
     "max_pool1d",
     "max_pool2d",
+    "max_pool3d",
+    "max_unpool1d",
     "max_unpool2d",
+    "max_unpool3d",
     "mish",
     "mse_loss",
     "multi_margin_loss",
@@ -141,4 +173,7 @@ __all__ = [
     "tanh",
     "triplet_margin_loss",
     "unfold",
+    "upsample",
+    "upsample_bilinear",
+    "upsample_nearest",
 ]

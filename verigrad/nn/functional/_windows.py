@@ -21,3 +21,23 @@ def pair_1d(value: Any, unit: int) -> tuple[int, int] | None:
         return None
     (n,) = (value,) if isinstance(value, int) else tuple(value)
     return (unit, n)
+
+
+def sizes_nd(value: Any, n: int, what: str, minimum: int) -> tuple[int, ...]:
+    """An int, or n ints, as n ints, each at least `minimum` (PyTorch's _single/_pair/_triple)."""
+    items = (
+        (value,) * n if isinstance(value, int) else tuple(value) if isinstance(value, list | tuple) else ()
+    )
+    if len(items) == 1:
+        items = items * n
+    if len(items) != n or not all(isinstance(v, int) and not isinstance(v, bool) for v in items):
+        raise ValueError(f"{what} must be an int or {n} ints, got {value!r}")
+    if any(v < minimum for v in items):
+        raise ValueError(f"{what} must be at least {minimum}, got {value!r}")
+    return items
+
+
+def unbatched(fn: Any, x: Tensor, *args: Any, **kwargs: Any) -> Any:
+    """fn of an input without its batch axis, as of a batch of one (PyTorch's unbatched inputs)."""
+    out = fn(ops.unsqueeze(x, 0), *args, **kwargs)
+    return tuple(o.squeeze(0) for o in out) if isinstance(out, tuple) else out.squeeze(0)

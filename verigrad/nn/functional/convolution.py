@@ -1,6 +1,6 @@
-"""Convolutions, as in `torch.nn.functional`: conv1d, conv2d (grouped, and PyTorch's padding="same"),
-conv_transpose2d, and unfold/fold (im2col's columns and back). Images are NCHW unless `layout="NHWC"`
-is given (conv weights are then [KH, KW, C, O])."""
+"""Convolutions, as in `torch.nn.functional`: conv1d, conv2d, conv3d and their transposes (grouped,
+dilated, and PyTorch's padding="same"/"valid"), and unfold/fold (im2col's columns and back). Images
+are NCHW unless conv2d's `layout="NHWC"` is given (its weights are then [KH, KW, C, O])."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from typing import Any
 
 from ... import ops
 from ...errors import ShapeError
-from ...ops.composite._common import pair
+from ...ops.composite._common import pair, window_out
 from ...ops.composite.convolution import conv2d_input_grad, out_hw, window_params
 from ...shapes import shape_text
 from ...tensor import Tensor
-from ._windows import IntPair, as_2d, pair_1d
+from ._windows import IntPair, as_2d, pair_1d, sizes_nd, unbatched
 
 
 def conv2d(
@@ -20,44 +20,58 @@ def conv2d(
     weight: Tensor,
     bias: Tensor | None = None,
     stride: IntPair = 1,
-    padding: IntPair = 0,
+    padding: IntPair | str = 0,
     dilation: IntPair = 1,
-    layout: str = "NCHW",
     groups: int = 1,
+    *,
+    layout: str = "NCHW",
 ) -> Tensor:
     """2-D convolution: NCHW with [O, C / groups, KH, KW] weights or NHWC with [KH, KW, C, O].
     padding="valid" is 0; "same" (stride 1) keeps H and W, as PyTorch: the extra row or column of an
     even kernel's padding goes after. With `groups` (NCHW), the channels and the filters are cut into
     that many groups, each group's filters convolving its own channels (depthwise: groups = C)."""
+    if x.ndim == 3:
+        return unbatched(conv2d, x, weight, bias, stride, padding, dilation, groups, layout=layout)
     if isinstance(padding, str):
-        x, padding = _named_padding(x, weight, padding, stride, dilation, layout)
+        spatial = (2, 3) if layout == "NCHW" else (1, 2)
+        kernel = weight.shape[2:] if layout == "NCHW" else weight.shape[:2]
+        x, padding = _named_padding(x, kernel, padding, stride, dilation, spatial, "conv2d")
     window = {"stride": stride, "padding": padding, "dilation": dilation, "layout": layout}
     if groups == 1:
         out = ops.conv2d(x, weight, **window)
     else:
-        out = ops.concat(
-            [ops.conv2d(xg, wg, **window) for xg, wg in _grouped(x, weight, groups, layout)], axis=1
-        )
+        if layout != "NCHW":
+            raise NotImplementedError("conv2d: groups > 1 takes NCHW images")
+        out = _grouped(lambda xg, wg: ops.conv2d(xg, wg, **window), x, weight, groups, "conv2d")
     if bias is None:
         return out
     return out + (bias.reshape(bias.shape[0], 1, 1) if layout == "NCHW" else bias)
 
 
-def _grouped(x: Tensor, weight: Tensor, groups: int, layout: str) -> list[tuple[Tensor, Tensor]]:
-    """(channels, filters) of each group of a grouped convolution, after checking that they divide."""
-    if layout != "NCHW":
-        raise NotImplementedError("conv2d: groups > 1 takes NCHW images")
+def _grouped(
+    conv: Any, x: Tensor, weight: Tensor, groups: int, what: str, transposed: bool = False
+) -> Tensor:
+    """A grouped convolution: the channels and the filters cut into `groups`, each group's filters
+    convolving its own channels, their outputs concatenated (weights [O, C / groups, ...], or
+    [C, O / groups, ...] transposed)."""
     channels, filters = x.shape[1], weight.shape[0]
-    if not isinstance(groups, int) or groups < 1 or channels % groups or filters % groups:
+    if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
+        raise ValueError(f"{what}: groups must be a positive int, got {groups!r}")
+    if transposed and filters != channels:
+        raise ShapeError(f"{what}: weight {shape_text(weight.shape)} needs {channels} input channels")
+    if channels % groups or filters % groups:
         raise ShapeError(
-            f"conv2d: {channels} channels and {filters} filters do not split into {groups!r} groups"
+            f"{what}: {channels} channels and {filters} filters do not split into {groups} groups"
         )
-    if weight.shape[1] != channels // groups:
+    if not transposed and weight.shape[1] != channels // groups:
         raise ShapeError(
-            f"conv2d: weight {shape_text(weight.shape)} needs {channels // groups} input channels a group"
+            f"{what}: weight {shape_text(weight.shape)} needs {channels // groups} input channels a group"
         )
+    if groups == 1:
+        return conv(x, weight)
     c, o = channels // groups, filters // groups
-    return [(x[:, g * c : (g + 1) * c], weight[g * o : (g + 1) * o]) for g in range(groups)]
+    parts = [conv(x[:, g * c : (g + 1) * c], weight[g * o : (g + 1) * o]) for g in range(groups)]
+    return ops.concat(parts, axis=1)
 
 
 def conv_transpose2d(
@@ -67,18 +81,22 @@ def conv_transpose2d(
     stride: IntPair = 1,
     padding: IntPair = 0,
     output_padding: IntPair = 0,
+    groups: int = 1,
     dilation: IntPair = 1,
 ) -> Tensor:
-    """The transposed 2-D convolution of x [N, C_in, H, W] with weight [C_in, C_out, kh, kw] (PyTorch's,
-    groups=1): conv2d's gradient for its input, into an image of (H - 1) stride - 2 padding +
-    dilation (k - 1) + output_padding + 1 a side."""
+    """The transposed 2-D convolution of x [N, C_in, H, W] with weight [C_in, C_out / groups, kh, kw]
+    (PyTorch's): conv2d's gradient for its input, into an image of (H - 1) stride - 2 padding +
+    dilation (k - 1) + output_padding + 1 a side; with `groups`, each group of input channels makes its
+    own C_out / groups output channels."""
+    if x.ndim == 3:
+        return unbatched(conv_transpose2d, x, weight, bias, stride, padding, output_padding, groups, dilation)
     sh, sw = pair(stride, "stride", 1)
     ph, pw = pair(padding, "padding", 0)
     oh, ow = pair(output_padding, "output padding", 0)
     dh, dw = pair(dilation, "dilation", 1)
     if x.ndim != 4 or weight.ndim != 4:
         raise ShapeError(
-            f"conv_transpose2d takes x [N, C, H, W] and weight [C_in, C_out, kh, kw], got "
+            f"conv_transpose2d takes x [N, C, H, W] and weight [C_in, C_out / groups, kh, kw], got "
             f"{shape_text(x.shape)} and {shape_text(weight.shape)}"
         )
     if oh >= max(sh, dh) or ow >= max(sw, dw):
@@ -88,31 +106,62 @@ def conv_transpose2d(
         (n - 1) * s - 2 * p + d * (k - 1) + o + 1
         for n, s, p, d, k, o in [(x.shape[2], sh, ph, dh, kh, oh), (x.shape[3], sw, pw, dw, kw, ow)]
     )
+    if any(isinstance(n, int) and n <= 0 for n in size):
+        raise ShapeError(f"conv_transpose2d: the output size {size} is not positive")
     window = {"stride": (sh, sw), "padding": (ph, pw), "dilation": (dh, dw)}
-    out = conv2d_input_grad(x, weight, **window, size=size)
+    # an output_padding of at least the stride (allowed below the dilation) makes room for more windows
+    # than x has: they read zeros
+    reach = out_hw(*size, (kh, kw), **window)
+    extra = [r - n for r, n in zip(reach, x.shape[2:])]
+    if any(isinstance(e, int) and e > 0 for e in extra):
+        x = x.pad([(0, 0), (0, 0), (0, extra[0]), (0, extra[1])])
+
+    def one(xg: Tensor, wg: Tensor) -> Tensor:
+        return conv2d_input_grad(xg, wg, **window, size=size)
+
+    out = _grouped(one, x, weight, groups, "conv_transpose2d", transposed=True)
     return out if bias is None else out + bias.reshape(bias.shape[0], 1, 1)
 
 
+def conv_transpose1d(
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: int = 1,
+    padding: int = 0,
+    output_padding: int = 0,
+    groups: int = 1,
+    dilation: int = 1,
+) -> Tensor:
+    """The transposed 1-D convolution of [N, C_in, L] with [C_in, C_out / groups, K]: the 2-D one over
+    [N, C_in, 1, L]."""
+    if x.ndim == 2:
+        return unbatched(conv_transpose1d, x, weight, bias, stride, padding, output_padding, groups, dilation)
+    window = [pair_1d(v, u) for v, u in ((stride, 1), (padding, 0), (output_padding, 0))]
+    out = conv_transpose2d(
+        ops.unsqueeze(x, 2), ops.unsqueeze(weight, 2), bias, *window, groups, pair_1d(dilation, 1)
+    )
+    return out.squeeze(2)
+
+
 def _named_padding(
-    x: Tensor, weight: Tensor, padding: str, stride: IntPair, dilation: IntPair, layout: str
-) -> tuple[Tensor, IntPair]:
-    """x and the conv2d padding for PyTorch's padding="valid" or "same" (x padded first where a side
-    needs one more than the other)."""
+    x: Tensor, kernel: Any, padding: str, stride: Any, dilation: Any, spatial: tuple, what: str
+) -> tuple[Tensor, Any]:
+    """x and the padding for PyTorch's padding="valid" or "same" over the `spatial` axes (x padded first
+    where a side needs one more than the other)."""
+    n = len(spatial)
     if padding == "valid":
         return x, 0
     if padding != "same":
-        raise ValueError(f"conv2d: padding must be a size, 'valid' or 'same', got {padding!r}")
-    if pair(stride, "conv2d's stride", 1) != (1, 1):
-        raise ValueError("conv2d: padding='same' needs stride 1 (as in PyTorch)")
-    kernel = weight.shape[2:] if layout == "NCHW" else weight.shape[:2]
-    totals = [d * (k - 1) for d, k in zip(pair(dilation, "conv2d's dilation", 1), kernel)]
+        raise ValueError(f"{what}: padding must be a size, 'valid' or 'same', got {padding!r}")
+    if sizes_nd(stride, n, f"{what}'s stride", 1) != (1,) * n:
+        raise ValueError(f"{what}: padding='same' needs stride 1 (as in PyTorch)")
+    totals = [d * (k - 1) for d, k in zip(sizes_nd(dilation, n, f"{what}'s dilation", 1), kernel)]
     if all(t % 2 == 0 for t in totals):
-        return x, (totals[0] // 2, totals[1] // 2)
-    sides = [(t // 2, t - t // 2) for t in totals]
-    spatial = (2, 3) if layout == "NCHW" else (1, 2)
+        return x, tuple(t // 2 for t in totals)
     widths = [(0, 0)] * x.ndim
-    for axis, side in zip(spatial, sides):
-        widths[axis] = side
+    for axis, t in zip(spatial, totals):
+        widths[axis] = (t // 2, t - t // 2)
     return x.pad(widths), 0
 
 
@@ -123,14 +172,125 @@ def conv1d(
     stride: int = 1,
     padding: int | str = 0,
     dilation: int = 1,
+    groups: int = 1,
 ) -> Tensor:
-    """1-D convolution of [N, C, L] with [O, C, K] weights: the 2-D one over [N, C, 1, L]."""
+    """1-D convolution of [N, C, L] with [O, C / groups, K] weights: the 2-D one over [N, C, 1, L]."""
+    if x.ndim == 2:
+        return unbatched(conv1d, x, weight, bias, stride, padding, dilation, groups)
     window = {
         "stride": pair_1d(stride, 1),
         "padding": padding if isinstance(padding, str) else pair_1d(padding, 0),
         "dilation": pair_1d(dilation, 1),
+        "groups": groups,
     }
     return as_2d(conv2d, x, ops.unsqueeze(weight, 2), bias, **window)
+
+
+def conv3d(
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: Any = 1,
+    padding: Any = 0,
+    dilation: Any = 1,
+    groups: int = 1,
+) -> Tensor:
+    """3-D convolution of [N, C, D, H, W] with [O, C / groups, KD, KH, KW] weights (PyTorch's, padding
+    "same" and "valid" too): for each depth tap kd, the 2-D convolution of the depth slices it reads
+    (all output depths as one batch) with weight[:, :, kd], summed over kd."""
+    if x.ndim == 4:
+        return unbatched(conv3d, x, weight, bias, stride, padding, dilation, groups)
+    if x.ndim != 5 or weight.ndim != 5:
+        raise ShapeError(
+            f"conv3d takes x [N, C, D, H, W] and weight [O, C / groups, KD, KH, KW], got "
+            f"{shape_text(x.shape)} and {shape_text(weight.shape)}"
+        )
+    if isinstance(padding, str):
+        x, padding = _named_padding(x, weight.shape[2:], padding, stride, dilation, (2, 3, 4), "conv3d")
+    s = sizes_nd(stride, 3, "conv3d's stride", 1)
+    p = sizes_nd(padding, 3, "conv3d's padding", 0)
+    d = sizes_nd(dilation, 3, "conv3d's dilation", 1)
+    out = _grouped(lambda xg, wg: _conv3d(xg, wg, s, p, d), x, weight, groups, "conv3d")
+    return out if bias is None else out + bias.reshape(bias.shape[0], 1, 1, 1)
+
+
+def _conv3d(x: Tensor, weight: Tensor, stride: tuple, padding: tuple, dilation: tuple) -> Tensor:
+    n, c, depth = x.shape[:3]
+    o, kd = weight.shape[0], weight.shape[2]
+    out_depth = window_out(depth, kd, stride[0], padding[0], dilation[0], "depth")
+    x = x.pad([(0, 0), (0, 0), (padding[0], padding[0]), (0, 0), (0, 0)]) if padding[0] else x
+    window = {"stride": stride[1:], "padding": padding[1:], "dilation": dilation[1:]}
+    total = None
+    for k in range(kd):
+        start = k * dilation[0]
+        slices = x[:, :, start : start + stride[0] * (out_depth - 1) + 1 : stride[0]]  # [N, C, Do, H, W]
+        flat = slices.permute(0, 2, 1, 3, 4).reshape(n * out_depth, c, *x.shape[3:])
+        part = ops.conv2d(flat, weight[:, :, k], **window)
+        total = part if total is None else total + part
+    return total.reshape(n, out_depth, o, *total.shape[2:]).permute(0, 2, 1, 3, 4)
+
+
+def conv_transpose3d(
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    stride: Any = 1,
+    padding: Any = 0,
+    output_padding: Any = 0,
+    groups: int = 1,
+    dilation: Any = 1,
+) -> Tensor:
+    """The transposed 3-D convolution of [N, C_in, D, H, W] with [C_in, C_out / groups, KD, KH, KW]
+    (conv3d's adjoint): for each depth tap kd, the transposed 2-D convolution of every input depth slice
+    with weight[:, :, kd], spread at stride along the output depth from kd dilation on, summed, and cut
+    to (D - 1) stride - 2 padding + dilation (KD - 1) + output_padding + 1."""
+    if x.ndim == 4:
+        return unbatched(conv_transpose3d, x, weight, bias, stride, padding, output_padding, groups, dilation)
+    if x.ndim != 5 or weight.ndim != 5:
+        raise ShapeError(
+            f"conv_transpose3d takes x [N, C, D, H, W] and weight [C_in, C_out / groups, KD, KH, KW], got "
+            f"{shape_text(x.shape)} and {shape_text(weight.shape)}"
+        )
+    s = sizes_nd(stride, 3, "conv_transpose3d's stride", 1)
+    p = sizes_nd(padding, 3, "conv_transpose3d's padding", 0)
+    op = sizes_nd(output_padding, 3, "conv_transpose3d's output_padding", 0)
+    d = sizes_nd(dilation, 3, "conv_transpose3d's dilation", 1)
+    if any(o >= max(si, di) for o, si, di in zip(op, s, d)):
+        raise ValueError(f"conv_transpose3d: output_padding must be below stride or dilation, got {op}")
+    out = _grouped(
+        lambda xg, wg: _conv_transpose3d(xg, wg, s, p, op, d),
+        x,
+        weight,
+        groups,
+        "conv_transpose3d",
+        transposed=True,
+    )
+    return out if bias is None else out + bias.reshape(bias.shape[0], 1, 1, 1)
+
+
+def _conv_transpose3d(
+    x: Tensor, weight: Tensor, stride: tuple, padding: tuple, output_padding: tuple, dilation: tuple
+) -> Tensor:
+    n, c, depth = x.shape[:3]
+    kd = weight.shape[2]
+    full = (depth - 1) * stride[0] + dilation[0] * (kd - 1) + 1 + output_padding[0]
+    out_depth = full - 2 * padding[0]
+    flat = x.permute(0, 2, 1, 3, 4).reshape(n * depth, c, *x.shape[3:])
+    total = None
+    for k in range(kd):
+        part = conv_transpose2d(
+            flat, weight[:, :, k], None, stride[1:], padding[1:], output_padding[1:], 1, dilation[1:]
+        )
+        part = part.reshape(n, depth, *part.shape[1:])  # [N, D, C_out, Ho, Wo]
+        if stride[0] > 1:  # stride - 1 zero slices after each
+            part = ops.stack([part] + [part * 0] * (stride[0] - 1), 2).reshape(
+                n, depth * stride[0], *part.shape[2:]
+            )
+            part = part[:, : (depth - 1) * stride[0] + 1]
+        start = k * dilation[0]
+        part = part.pad([(0, 0), (start, full - start - part.shape[1]), (0, 0), (0, 0), (0, 0)])
+        total = part if total is None else total + part
+    return total[:, padding[0] : padding[0] + out_depth].permute(0, 2, 1, 3, 4)
 
 
 def unfold(x: Tensor, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride: Any = 1) -> Tensor:

@@ -1,4 +1,5 @@
-"""Padding, as in `torch.nn.functional`'s pad: constant, reflect, replicate and circular."""
+"""Padding, as in `torch.nn.functional`'s pad: constant, reflect, replicate and circular; a negative
+width crops that side."""
 
 from __future__ import annotations
 
@@ -14,35 +15,68 @@ from ...tensor import Tensor
 PAD_MODES = ("constant", "reflect", "replicate", "circular")
 
 
-def pad(x: Tensor, pad: Sequence[int], mode: str = "constant", value: float = 0.0) -> Tensor:
+def pad(x: Tensor, pad: Sequence[int], mode: str = "constant", value: float | None = None) -> Tensor:
     """PyTorch's F.pad: `pad` gives (before, after) pairs from the last axis backwards, so (1, 2) pads
-    the last axis and (1, 2, 3, 4) the last two (the last by 1 and 2). `mode`: "constant" (`value`),
-    "reflect" (mirrored about the edge element, which is not repeated), "replicate" (the edge element
-    repeated) or "circular" (wrapped around); the last three take the elements at positions a NumPy
-    table computes, so their gradients add back where an element was copied."""
+    the last axis and (1, 2, 3, 4) the last two (the last by 1 and 2); a negative width removes that
+    many elements instead. `mode`: "constant" (`value`, default 0), "reflect" (mirrored about the edge
+    element, which is not repeated), "replicate" (the edge element repeated) or "circular" (wrapped
+    around what is left after cropping); the last three pad 1 to 3 trailing axes of an input with one or
+    two more (PyTorch's), taking the elements at positions a NumPy table computes, so their gradients add
+    back where an element was copied."""
     if mode not in PAD_MODES:
         raise ValueError(f"pad: mode must be one of {', '.join(PAD_MODES)}, got {mode!r}")
     if len(pad) % 2 or len(pad) // 2 > x.ndim:
         raise ValueError(f"pad needs (before, after) pairs for at most {x.ndim} axes, got {tuple(pad)}")
+    if not all(isinstance(p, int) and not isinstance(p, bool) for p in pad):
+        raise TypeError(f"pad: the widths must be ints, got {tuple(pad)}")
     pairs = [(pad[i], pad[i + 1]) for i in range(0, len(pad), 2)][::-1]
+    first = x.ndim - len(pairs)
+    for axis, (before, after) in zip(range(first, x.ndim), pairs):
+        if isinstance(x.shape[axis], int) and x.shape[axis] + before + after < 0:
+            raise ValueError(
+                f"pad: axis {axis} of size {x.shape[axis]} padded by {(before, after)} would have a "
+                "negative size"
+            )
     if mode == "constant":
-        return x.pad([(0, 0)] * (x.ndim - len(pairs)) + pairs, value=value)
-    for axis, (before, after) in zip(range(x.ndim - len(pairs), x.ndim), pairs):
+        x = _crop(x, first, pairs)
+        widths = [(max(a, 0), max(b, 0)) for a, b in pairs]
+        return x.pad([(0, 0)] * first + widths, value=0.0 if value is None else value)
+    if value is not None and value != 0:
+        raise ValueError(f'pad: padding mode "{mode}" doesn\'t take in value argument')
+    if x.ndim not in (len(pairs) + 1, len(pairs) + 2) or len(pairs) > 3:
+        raise NotImplementedError(
+            f"pad: padding size {len(pad)} is not supported for {x.ndim}D input in mode {mode!r}: 2 pads a "
+            "2D or 3D input, 4 a 3D or 4D one, 6 a 4D or 5D one"
+        )
+    if mode == "circular":  # wraps around what the negative widths leave
+        x = _crop(x, first, pairs)
+        pairs = [(max(a, 0), max(b, 0)) for a, b in pairs]
+    for axis, (before, after) in zip(range(first, x.ndim), pairs):
         if before or after:
             x = ops.take(x, ops.from_numpy(_pad_positions(x.shape[axis], before, after, mode)), axis=axis)
     return x
 
 
+def _crop(x: Tensor, first: int, pairs: list[tuple[int, int]]) -> Tensor:
+    """x without the elements negative widths remove."""
+    if all(a >= 0 and b >= 0 for a, b in pairs):
+        return x
+    index: list[Any] = [slice(None)] * first
+    index += [slice(max(-a, 0), x.shape[first + i] - max(-b, 0)) for i, (a, b) in enumerate(pairs)]
+    return x[tuple(index)]
+
+
 def _pad_positions(size: Any, before: int, after: int, mode: str) -> np.ndarray:
-    """The positions along an axis of `size` that the padded axis reads, in order."""
+    """The positions along an axis of `size` that the padded (or cropped) axis reads, in order."""
     if not isinstance(size, int):
         raise ShapeError(f"pad: mode {mode!r} needs concrete sizes, got {size}")
-    if min(before, after) < 0:
-        raise ValueError(f"pad: mode {mode!r} takes no negative padding, got {(before, after)}")
     if mode == "reflect" and max(before, after) >= size:
         raise ValueError(f"pad: reflect padding must be smaller than the size {size}, got {(before, after)}")
     if mode == "circular" and max(before, after) > size:
-        raise ValueError(f"pad: circular padding must be at most the size {size}, got {(before, after)}")
+        raise ValueError(
+            f"pad: circular padding must be at most the size {size} (it would wrap around more than once), "
+            f"got {(before, after)}"
+        )
     positions = np.arange(-before, size + after)
     if mode == "reflect":
         positions = np.abs(positions)

@@ -1,7 +1,6 @@
 """PyTorch's pooling options beyond the pooling ops' own windows, written with ops (so they differentiate):
 `ceil_mode` (a last window that may run past the input), `count_include_pad` and `divisor_override` for
-average pooling, `return_indices` for max pooling and its inverse `max_unpool2d`, and adaptive pooling
-to any output size. NCHW; `pooling.py` calls these only when an option asks for them.
+average pooling, and max unpooling. NCHW; `pooling.py` calls these only when an option asks for them.
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ from ...ops.composite._common import pair
 from ...ops.index import place
 from ...shapes import shape_text
 from ...tensor import Tensor
+from ._windows import sizes_nd
 
 
 def _concrete(x: Tensor, what: str) -> tuple[int, int]:
@@ -66,28 +66,6 @@ def _geometry(
     ]
 
 
-def max_pool2d(
-    x: Tensor, kernel: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool, return_indices: bool
-) -> Any:
-    """Window maxima with ceil_mode and/or the flat index (h W + w) of each window's first maximum."""
-    geometry = _geometry(x, kernel, stride, padding, dilation, ceil_mode, "max_pool2d")
-    (_, oh, kh, sh, ph, dh), (w, ow, kw, sw, pw, dw) = geometry
-    padded = _padded(x, geometry, -math.inf)
-    values = ops.max_pool2d(padded, kernel=(kh, kw), stride=(sh, sw), padding=0, dilation=(dh, dw))
-    values = values[:, :, :oh, :ow]
-    if not return_indices:
-        return values
-    n, c = x.shape[0], x.shape[1]
-    windows = ops.im2col(padded, kernel=(kh, kw), stride=(sh, sw), padding=0, dilation=(dh, dw))
-    # im2col gives [N, C, kh, kw, rows, cols] (every window of the padded image): each one's first maximum
-    rows, cols = windows.shape[4], windows.shape[5]
-    first = windows.reshape(n, c, kh * kw, rows, cols)[:, :, :, :oh, :ow].argmax(2)  # [N, C, oh, ow]
-    offsets = np.add.outer(np.arange(kh) * dh * w, np.arange(kw) * dw).reshape(-1)
-    starts = np.add.outer((np.arange(oh) * sh - ph) * w, np.arange(ow) * sw - pw)
-    flat = ops.take(ops.tensor(offsets.astype(np.int64)), first) + ops.tensor(starts.astype(np.int64))
-    return values, flat
-
-
 def avg_pool2d(
     x: Tensor,
     kernel: Any,
@@ -104,60 +82,52 @@ def avg_pool2d(
     padded = _padded(x, geometry, 0.0)
     sums = ops.avg_pool2d(padded, kernel=(kh, kw), stride=(sh, sw), padding=0)[:, :, :oh, :ow] * (kh * kw)
     if divisor_override is not None:
-        if not isinstance(divisor_override, int) or divisor_override <= 0:
-            raise ValueError(
-                f"avg_pool2d: divisor_override must be a positive integer, got {divisor_override!r}"
-            )
-        return sums / divisor_override
+        return sums / checked_divisor(divisor_override, "avg_pool2d")
 
-    def counts(n: int, o: int, k: int, s: int, p: int) -> np.ndarray:
-        start = np.arange(o) * s - p
-        end = np.minimum(start + k, n + p)
-        return end - start if count_include_pad else np.minimum(end, n) - np.maximum(start, 0)
-
-    divisor = np.outer(counts(h, oh, kh, sh, ph), counts(w, ow, kw, sw, pw)).astype(np.float64)
+    rows = window_counts(h, oh, kh, sh, ph, count_include_pad)
+    divisor = np.outer(rows, window_counts(w, ow, kw, sw, pw, count_include_pad)).astype(np.float64)
     return sums / ops.tensor(divisor).cast(x.dtype)
 
 
-def _bounds(size: int, out: int) -> list[tuple[int, int]]:
-    """PyTorch's adaptive windows: [floor(i n / out), ceil((i + 1) n / out))."""
-    return [((i * size) // out, -(-((i + 1) * size) // out)) for i in range(out)]
+def checked_divisor(divisor_override: Any, what: str) -> int:
+    """divisor_override, which must be a positive int."""
+    if not isinstance(divisor_override, int) or isinstance(divisor_override, bool) or divisor_override <= 0:
+        raise ValueError(f"{what}: divisor_override must be a positive integer, got {divisor_override!r}")
+    return divisor_override
 
 
-def adaptive_pool2d(x: Tensor, output_size: Any, reduce: str) -> Tensor:
-    """Means or maxima ("mean", "max") over PyTorch's adaptive windows, any output size: a window is a
-    rectangle, so rows then columns (a None size keeps the input's)."""
-    h, w = _concrete(x, f"adaptive_{reduce}_pool2d")
-    sizes = output_size if isinstance(output_size, tuple | list) else (output_size, output_size)
-    out_h, out_w = (h if sizes[0] is None else sizes[0]), (w if sizes[1] is None else sizes[1])
-    if not all(isinstance(o, int) and o > 0 for o in (out_h, out_w)):
-        raise ValueError(f"adaptive pooling needs positive output sizes, got {output_size!r}")
-    for axis, (n, o) in ((2, (h, out_h)), (3, (w, out_w))):
-        parts = []
-        for start, end in _bounds(n, o):
-            window = x[:, :, start:end] if axis == 2 else x[:, :, :, start:end]
-            parts.append(getattr(window, "amax" if reduce == "max" else reduce)(axis, keepdim=True))
-        x = ops.concat(parts, axis=axis)
-    return x
+def window_counts(n: int, out: int, k: int, s: int, p: int, count_include_pad: bool) -> np.ndarray:
+    """PyTorch's average-pool divisor along one axis: each window clipped to the padded input
+    (count_include_pad) or to the input itself."""
+    start = np.arange(out) * s - p
+    end = np.minimum(start + k, n + p)
+    return end - start if count_include_pad else np.minimum(end, n) - np.maximum(start, 0)
 
 
-def max_unpool2d(
-    x: Tensor, indices: Tensor, kernel: Any, stride: Any, padding: Any, output_size: Any = None
+def max_unpool(
+    x: Tensor, indices: Tensor, nd: int, kernel: Any, stride: Any, padding: Any, output_size: Any = None
 ) -> Tensor:
-    """The inverse of max pooling with indices: zeros of the unpooled size, each value written at its
-    flat index (h W + w)."""
-    n, c, ih, iw = x.shape
-    k, p = pair(kernel, "kernel_size", 1), pair(padding, "padding", 0)
-    s = pair(stride if stride is not None else kernel, "stride", 1)
+    """The inverse of max pooling with indices over `nd` spatial axes: zeros of the unpooled size
+    ((n - 1) stride - 2 padding + kernel a side, or `output_size`), each value written at its flat
+    index (h W + w in 2-D)."""
+    what = f"max_unpool{nd}d"
+    if x.ndim != nd + 2:
+        raise ShapeError(f"{what} takes [N, C, {nd} spatial sizes], got {shape_text(x.shape)}")
+    k = sizes_nd(kernel, nd, f"{what}'s kernel_size", 1)
+    s = k if stride is None else sizes_nd(stride, nd, f"{what}'s stride", 1)
+    p = sizes_nd(padding, nd, f"{what}'s padding", 0)
     if output_size is None:
-        oh, ow = ((ih - 1) * s[0] - 2 * p[0] + k[0], (iw - 1) * s[1] - 2 * p[1] + k[1])
+        sizes = tuple((n - 1) * s[i] - 2 * p[i] + k[i] for i, n in enumerate(x.shape[2:]))
     else:
-        oh, ow = tuple(output_size)[-2:]
+        sizes = tuple(output_size)[-nd:]
+        if len(sizes) != nd:
+            raise ValueError(f"{what}: output_size must give {nd} sizes, got {output_size!r}")
     if tuple(indices.shape) != tuple(x.shape):
         raise ShapeError(
-            f"max_unpool2d: indices {shape_text(indices.shape)} and input {shape_text(x.shape)} differ"
+            f"{what}: indices {shape_text(indices.shape)} and input {shape_text(x.shape)} differ"
         )
+    n, c = x.shape[0], x.shape[1]
     # overlapping windows may name one position twice, with the same value: written once; each window
     # gets its position's gradient, as PyTorch's
-    flat = place(x.reshape(n, c, -1), indices.reshape(n, c, -1), axis=2, size=oh * ow)
-    return flat.reshape(n, c, oh, ow)
+    flat = place(x.reshape(n, c, -1), indices.reshape(n, c, -1), axis=2, size=math.prod(sizes))
+    return flat.reshape(n, c, *sizes)

@@ -1,4 +1,4 @@
-"""Images resampled, as PyTorch's: `interpolate` (nearest by whole factors, or bilinear to any size),
+"""Images resampled, as PyTorch's: `interpolate` (nearest, nearest-exact, (bi/tri)linear, bicubic, area),
 `affine_grid` (the sampling positions an affine map gives) and `grid_sample` (an image read at positions
 in [-1, 1]: bilinear or nearest, with zeros, border or reflection padding), written with gathers and
 weights, so they differentiate in the image and in the grid. NCHW unless a `layout` says otherwise.
@@ -7,16 +7,17 @@ weights, so they differentiate in the image and in the grid. NCHW unless a `layo
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 import numpy as np
 
 from ... import functions, ops
 from ...errors import ShapeError
-from ...ops.composite._common import pair
 from ...shapes import shape_text
 from ...tensor import Tensor
-from ._windows import IntPair
+from . import interpolation_taps
+from .pooling import adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d
 
 MODES = ("bilinear", "nearest")
 PADDINGS = ("zeros", "border", "reflection")
@@ -105,50 +106,161 @@ def grid_sample(
     return out.reshape(n, c, ho, wo)
 
 
+INTERPOLATE_MODES = ("nearest", "nearest-exact", "linear", "bilinear", "bicubic", "trilinear", "area")
+_SPATIAL = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}  # the modes of one rank
+
+
 def interpolate(
-    x: Tensor,
-    size: IntPair | None = None,
+    input: Tensor,
+    size: Any = None,
     scale_factor: Any = None,
     mode: str = "nearest",
     align_corners: bool | None = None,
+    recompute_scale_factor: bool | None = None,
+    antialias: bool = False,
+    *,
     layout: str = "NCHW",
 ) -> Tensor:
-    """Images resized to `size` (H, W) or by `scale_factor`, as PyTorch's interpolate: "nearest" by
-    whole factors (each pixel repeated), or "bilinear" to any size (each output pixel a weighted mean of
-    its four nearest input pixels, at PyTorch's source coordinates for `align_corners` False or True)."""
-    h_axis = 2 if layout == "NCHW" else 1
-    if mode == "nearest":
-        if size is not None or align_corners is not None:
-            raise ValueError(
-                "interpolate: mode='nearest' takes a whole scale_factor (no size, no align_corners)"
+    """PyTorch's F.interpolate of [N, C, *spatial] (1 to 3 spatial axes; a 4-D NHWC image with
+    `layout`): to `size`, or to floor(n * scale_factor) reading at 1 / scale_factor steps (unless
+    recompute_scale_factor, which steps by n / size). Modes: nearest (PyTorch's floor(i * scale)),
+    nearest-exact, linear / bilinear / trilinear and bicubic (A = -0.75, clamped at the border; both
+    with align_corners), area (adaptive average pooling); antialias (bilinear, bicubic) widens the filter
+    when shrinking, as PyTorch's (and Pillow's). Each axis in turn, last first, as gathers and weights, so
+    it differentiates."""
+    if layout == "NHWC":
+        if input.ndim != 4:
+            raise ShapeError(f"interpolate: layout 'NHWC' takes a 4-D image, got {shape_text(input.shape)}")
+        args = (size, scale_factor, mode, align_corners, recompute_scale_factor, antialias)
+        return interpolate(input.permute(0, 3, 1, 2), *args).permute(0, 2, 3, 1)
+    if layout != "NCHW":
+        raise ValueError(f"interpolate: layout must be 'NCHW' or 'NHWC', got {layout!r}")
+    sizes, scales = _output_sizes(input, size, scale_factor, mode, align_corners, recompute_scale_factor)
+    if antialias and (mode not in ("bilinear", "bicubic") or input.ndim != 4):
+        raise ValueError(
+            "interpolate: anti-alias option is restricted to bilinear and bicubic modes and requires "
+            "a 4-D tensor as input"
+        )
+    dims = input.ndim - 2
+    if mode in _SPATIAL and _SPATIAL[mode] != dims:
+        raise NotImplementedError(
+            f"interpolate: got {input.ndim}D input, but {mode} mode needs {_SPATIAL[mode] + 2}D input"
+        )
+    if mode == "area":
+        return _area(input, sizes)
+    if not input.dtype.is_float and (mode not in ("nearest", "nearest-exact") or input.dtype.name != "u8"):
+        allowed = "a float or u8 tensor" if mode.startswith("nearest") else "a float tensor"
+        raise TypeError(f"interpolate: mode {mode!r} takes {allowed} (as PyTorch), got {input.dtype.name}")
+    opmath = np.float64 if input.dtype.name == "f64" else np.float32
+    x = input
+    for axis in reversed(range(2, input.ndim)):
+        n, out, scale = input.shape[axis], sizes[axis - 2], scales[axis - 2]
+        if mode in ("nearest", "nearest-exact"):
+            exact = mode == "nearest-exact"
+            taps = interpolation_taps.nearest(n, out, scale, exact, shortcuts=dims == 2 and not exact)
+        elif antialias:
+            taps = interpolation_taps.antialiased(
+                n, out, bool(align_corners), scale, opmath, mode == "bicubic"
             )
-        fh, fw = pair(scale_factor, "interpolate's scale_factor", 1)
-        return functions.repeat_interleave(functions.repeat_interleave(x, fh, h_axis), fw, h_axis + 1)
-    if mode != "bilinear":
-        raise ValueError(f"interpolate: mode must be 'nearest' or 'bilinear', got {mode!r}")
-    if (size is None) == (scale_factor is None):
-        raise ValueError("interpolate: give one of size and scale_factor")
-    factors = scale_factor if isinstance(scale_factor, tuple | list) else (scale_factor, scale_factor)
-    sizes = size if isinstance(size, tuple | list) else (size, size)
-    for axis, factor, wanted in zip((h_axis, h_axis + 1), factors, sizes):
-        n = x.shape[axis]
-        if not isinstance(n, int):
-            raise ShapeError(f"interpolate: bilinear needs concrete sizes, got {n}")
-        out = wanted if wanted is not None else math.floor(n * factor)
-        low, high, weight = (ops.from_numpy(a) for a in _linear_taps(n, out, factor, bool(align_corners)))
-        w = weight.reshape([-1 if a == axis else 1 for a in range(x.ndim)]).cast(x.dtype)
-        x = ops.take(x, low, axis=axis) * (1 - w) + ops.take(x, high, axis=axis) * w
+        elif mode == "bicubic":
+            taps = interpolation_taps.cubic(n, out, bool(align_corners), scale, opmath)
+        else:
+            taps = interpolation_taps.linear(n, out, bool(align_corners), scale, opmath)
+        x = _resample_axis(x, axis, taps)
     return x
 
 
-def _linear_taps(n: int, out: int, factor: float | None, align_corners: bool) -> tuple:
-    """For each of `out` positions resampled from `n`: the two input positions it lies between and its
-    weight toward the second, at PyTorch's source coordinates."""
-    i = np.arange(out, dtype=np.float64)
-    if align_corners:
-        src = i * ((n - 1) / (out - 1)) if out > 1 else np.zeros(out)
+def _output_sizes(
+    x: Tensor, size: Any, scale_factor: Any, mode: str, align_corners: Any, recompute: Any
+) -> tuple[list[int], list[float | None]]:
+    """The output's spatial sizes and the scale factor each axis steps by (None: in / out), checked as
+    PyTorch checks them."""
+    if mode not in INTERPOLATE_MODES:
+        raise NotImplementedError(
+            f"interpolate: mode must be one of {', '.join(INTERPOLATE_MODES)}, got {mode!r}"
+        )
+    if mode in ("nearest", "nearest-exact", "area") and align_corners is not None:
+        raise ValueError(
+            "interpolate: align_corners option can only be set with the interpolating modes: "
+            "linear | bilinear | bicubic | trilinear"
+        )
+    if x.ndim not in (3, 4, 5):
+        raise NotImplementedError(
+            f"interpolate: only 3-D, 4-D and 5-D inputs are supported (got {x.ndim}-D) for mode {mode!r}"
+        )
+    dims, spatial = x.ndim - 2, tuple(x.shape[2:])
+    if not all(isinstance(n, int) for n in spatial):
+        raise ShapeError(f"interpolate needs concrete spatial sizes, got {shape_text(x.shape)}")
+    if size is not None and scale_factor is not None:
+        raise ValueError("interpolate: only one of size or scale_factor should be defined")
+    if size is None and scale_factor is None:
+        raise ValueError("interpolate: either size or scale_factor should be defined")
+    if recompute and size is not None:
+        raise ValueError("interpolate: recompute_scale_factor is not meaningful with an explicit size")
+    given, what = (size, "output size") if size is not None else (scale_factor, "scale_factor")
+    values = list(given) if isinstance(given, tuple | list) else [given] * dims
+    if len(values) != dims:
+        raise ValueError(
+            f"interpolate: input and output must have the same number of spatial dimensions, but got input "
+            f"with spatial dimensions of {list(spatial)} and {what} of {given!r}"
+        )
+    if size is not None:
+        if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in values):
+            raise TypeError(f"interpolate: size must be ints, got {size!r}")
+        sizes, scales = [int(v) for v in values], [None] * dims
     else:
-        scale = 1.0 / factor if factor is not None else n / out
-        src = np.maximum((i + 0.5) * scale - 0.5, 0.0)
-    low = np.minimum(np.floor(src).astype(np.int64), n - 1)
-    return low, np.minimum(low + 1, n - 1), src - low
+        if not all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in values):
+            raise TypeError(f"interpolate: scale_factor must be numbers, got {scale_factor!r}")
+        sizes = [math.floor(float(n) * float(f)) for n, f in zip(spatial, values)]
+        scales = [None] * dims if recompute or mode == "area" else [float(f) for f in values]
+    if any(n <= 0 for n in spatial) or any(
+        o < (0 if mode == "area" else 1) for o in sizes
+    ):  # area: empty too
+        raise ValueError(
+            f"interpolate: input and output sizes should be greater than 0, but got input {list(spatial)} "
+            f"and output {sizes}"
+        )
+    return sizes, scales
+
+
+def _resample_axis(x: Tensor, axis: int, taps: interpolation_taps.Taps) -> Tensor:
+    """sum over taps of x[index] * weight along `axis` (one tap without a weight: a gather)."""
+    shape = [1] * x.ndim
+    shape[axis] = -1
+    if any((index >= x.shape[axis]).any() for index, _ in taps):  # taps past a window read a zero
+        zero = ops.zeros(*[1 if a == axis else d for a, d in enumerate(x.shape)], dtype=x.dtype)
+        x = ops.concat([x, zero], axis=axis)
+    out = None
+    for index, weight in taps:
+        term = ops.take(x, ops.from_numpy(index.astype(np.int64)), axis=axis)
+        if weight is not None:
+            term = term * ops.from_numpy(weight.reshape(shape)).cast(x.dtype)
+        out = term if out is None else out + term
+    return out
+
+
+def _area(x: Tensor, sizes: list[int]) -> Tensor:
+    """area: PyTorch's adaptive average pooling to the output size."""
+    pool = {1: adaptive_avg_pool1d, 2: adaptive_avg_pool2d, 3: adaptive_avg_pool3d}[x.ndim - 2]
+    return pool(x, tuple(sizes))
+
+
+def upsample(
+    input: Tensor,
+    size: Any = None,
+    scale_factor: Any = None,
+    mode: str = "nearest",
+    align_corners: Any = None,
+) -> Tensor:
+    """PyTorch's deprecated name for interpolate."""
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input: Tensor, size: Any = None, scale_factor: Any = None) -> Tensor:
+    """PyTorch's deprecated nearest upsampling: interpolate(mode="nearest")."""
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input: Tensor, size: Any = None, scale_factor: Any = None) -> Tensor:
+    """PyTorch's deprecated bilinear upsampling: interpolate(mode="bilinear", align_corners=True)."""
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)

@@ -1,0 +1,144 @@
+"""PyTorch's element-wise special and sign functions written with the ops: xlogy, logit, fmax / fmin,
+reciprocal, sgn, heaviside, ldexp, logical_xor, mvlgamma, logaddexp2, the probit pair ndtr / log_ndtr,
+entr, and PyTorch's aliases (positive, negative, absolute, arc*, fix). Their gradients are the ops'."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..dtypes import DEFAULT_FLOAT, bool_
+from ..errors import DTypeError
+from ..ops.binary import atan2, div, logaddexp, ne, where
+from ..ops.creation import tensor
+from ..ops.special import erfc, lgamma
+from ..ops.special import polygamma as _polygamma
+from ..ops.special import xlogy as _xlogy
+from ..ops.unary import abs, acos, acosh, asin, asinh, atan, atanh, log, neg, sin, trunc
+from ..tensor import Tensor
+from .pointwise import isnan
+
+_LN2 = math.log(2.0)
+
+
+def _as_tensor(x: Any, like: Any = None) -> Tensor:
+    if isinstance(x, Tensor):
+        return x
+    dtype = like.dtype if isinstance(like, Tensor) and like.dtype.is_float else None
+    return tensor(x, dtype=dtype)
+
+
+def xlogy(x: Any, y: Any) -> Tensor:
+    """x * log(y), 0 where x is 0, NaN where y is NaN (Python numbers take the other's dtype)."""
+    return _xlogy(_as_tensor(x, y), _as_tensor(y, x))
+
+
+def sinc(x: Tensor) -> Tensor:
+    """sin(pi x) / (pi x), 1 at 0 (the normalised sinc, as PyTorch's); integers give f32."""
+    x = x if x.dtype.is_float else x.cast(DEFAULT_FLOAT)
+    scaled = where(x == 0, 1.0, x) * math.pi  # 1 where x is 0, so that no 0/0 reaches the gradient
+    return where(x == 0, 1.0, sin(scaled) / scaled)
+
+
+def logit(x: Tensor, eps: float | None = None) -> Tensor:
+    """log(p / (1 - p)); with `eps`, p is x clamped to [eps, 1 - eps] first (its gradient 0 outside)."""
+    p = x if eps is None else x.clamp(eps, 1.0 - eps)
+    return log(p / (1.0 - p))
+
+
+def fmax(x: Any, y: Any) -> Tensor:
+    """The larger of x and y element by element; where one is NaN, the other (NumPy's fmax)."""
+    x, y = _as_tensor(x, y), _as_tensor(y, x)
+    return where((x >= y) | isnan(y), x, y)
+
+
+def fmin(x: Any, y: Any) -> Tensor:
+    """The smaller of x and y element by element; where one is NaN, the other (NumPy's fmin)."""
+    x, y = _as_tensor(x, y), _as_tensor(y, x)
+    return where((x <= y) | isnan(y), x, y)
+
+
+def reciprocal(x: Tensor) -> Tensor:
+    """1 / x (integers give f32, as PyTorch's)."""
+    return div(1.0, x)
+
+
+def sgn(x: Tensor) -> Tensor:
+    """The sign of x: -1, 0 or 1 (for real tensors PyTorch's sgn is sign)."""
+    return x.sign()
+
+
+def positive(x: Tensor) -> Tensor:
+    """x itself; refused for bool tensors, as PyTorch's."""
+    if x.dtype is bool_:
+        raise DTypeError("positive is not defined for bool tensors (as in PyTorch)")
+    return x
+
+
+def heaviside(x: Tensor, values: Any) -> Tensor:
+    """0 where x < 0, `values` where x == 0, 1 where x > 0 (x and values of one dtype, as PyTorch's)."""
+    values = _as_tensor(values, x)
+    if values.dtype is not x.dtype:
+        raise DTypeError(
+            f"heaviside takes x and values of one dtype, got {x.dtype.name} and {values.dtype.name}"
+        )
+    return where(x == 0, values, (x > 0).cast(x.dtype))
+
+
+def ldexp(x: Tensor, other: Any) -> Tensor:
+    """x * 2 ** other, in x's float dtype (integers give f32)."""
+    other = _as_tensor(other)
+    scale = 2.0 ** other.cast(x.dtype if x.dtype.is_float else other.dtype)
+    return x * scale
+
+
+def logical_xor(x: Any, y: Any) -> Tensor:
+    """True where exactly one of x and y is non-zero (any dtypes)."""
+    return ne(_as_tensor(x) != 0, _as_tensor(y) != 0)
+
+
+def mvlgamma(x: Tensor, p: int) -> Tensor:
+    """The multivariate log-gamma of dimension p: sum of lgamma(x - i/2) for i < p, plus
+    p(p-1)/4 log(pi); x must exceed (p - 1) / 2, as PyTorch checks."""
+    if not isinstance(p, int) or p < 1:
+        raise ValueError(f"mvlgamma takes a dimension p >= 1, got {p!r}")
+    if not x.is_abstract and bool((x <= (p - 1) / 2).any()):
+        raise ValueError(f"mvlgamma: all elements must be greater than (p-1)/2 = {(p - 1) / 2}")
+    total = lgamma(x)
+    for i in range(1, p):
+        total = total + lgamma(x - i / 2)
+    return total + p * (p - 1) / 4 * math.log(math.pi)
+
+
+def logaddexp2(x: Any, y: Any) -> Tensor:
+    """log2(2**x + 2**y) without overflow."""
+    x, y = _as_tensor(x, y), _as_tensor(y, x)
+    return logaddexp(x * _LN2, y * _LN2) / _LN2
+
+
+def ndtr(x: Tensor) -> Tensor:
+    """The standard normal CDF, erfc(-x / sqrt 2) / 2."""
+    return erfc(neg(x) * (1 / math.sqrt(2.0))) * 0.5
+
+
+def log_ndtr(x: Tensor) -> Tensor:
+    """log of the standard normal CDF."""
+    return log(ndtr(x))
+
+
+def entr(x: Tensor) -> Tensor:
+    """-x log x elementwise: 0 at 0, -inf below 0, NaN at NaN."""
+    value = neg(x) * log(where(x > 0, x, 1.0))
+    return where(x > 0, value, where(x == 0, 0.0 * value, where(isnan(x), x, -math.inf)))
+
+
+negative = neg
+absolute = abs
+arccos, arcsin, arctan, arctan2 = acos, asin, atan, atan2
+arccosh, arcsinh, arctanh = acosh, asinh, atanh
+fix = trunc
+
+
+def polygamma(n: int, x: Tensor) -> Tensor:
+    """PyTorch's polygamma(n, input): the n-th derivative of digamma."""
+    return _polygamma(x, n=n)
