@@ -7,25 +7,79 @@ from typing import Any
 import numpy as np
 
 from . import modes
-from .autograd import Node, is_grad_enabled
+from .autograd import _GRAD_ENABLED, Node, is_grad_enabled
 from .backends import get_backend
+from .backends.active import _ACTIVE
 from .backends.reference import decomposition_kernel
 from .dtypes import DType
 from .shapes import Spec, shape_text
 from .tensor import Tensor
 
 
+class Plan:
+    """What eager calls of one op on operands of the same specs and params share, found once (`Op.__call__`
+    keeps one per key): the result's spec and, for a primitive op, the kernel that the backend it was
+    chosen on runs (while that backend's `stamp` stands), and whether it may let NumPy warn."""
+
+    __slots__ = ("backend", "kernel", "native", "out", "stamp", "warns")
+
+    def __init__(self, out: Spec) -> None:
+        self.out = out
+        self.backend: Any = None  # none chosen yet
+
+    def choose(self, op: Any, backend: Any) -> None:
+        self.kernel = backend.kernel(op, self.out.dtype)
+        self.native = self.kernel is not op.reference  # a reference may be replaced: checked per call
+        self.warns = not getattr(self.kernel, "never_warns", False)
+        self.backend, self.stamp = backend, backend.stamp
+
+
 class EagerMode(modes.Mode):
     name = "eager"
+
+    def plan(self, op: Any, args: tuple[Tensor, ...], params: dict) -> Plan:
+        """The plan of a call of `op` on `args` (the spec rules run here: their errors are raised now)."""
+        return Plan(op._spec(args, params))
+
+    def run(self, op: Any, args: tuple[Tensor, ...], params: dict, plan: Plan) -> Tensor:
+        """`apply` with the work that depends only on the specs, params and backend done once (`plan`):
+        the same kernel, the same result, the same errors."""
+        if op.decompose is not None or op.group is not None:
+            return self.apply(op, args, params, plan.out)
+        backend = _ACTIVE[-1]
+        if plan.backend is not backend or plan.stamp is not backend.stamp:
+            plan.choose(op, backend)
+        kernel = plan.kernel
+        if not plan.native and kernel is not op.reference:
+            plan.choose(op, backend)
+            kernel = plan.kernel
+        arrays, wanted = [], False
+        for a in args:
+            data = a.payload
+            if type(data) is not np.ndarray and not isinstance(data, np.ndarray):
+                raise _abstract(op, a)
+            arrays.append(data)
+            if a.requires_grad:
+                wanted = True
+        if plan.warns:
+            with np.errstate(all="ignore"):  # log(-1) is NaN by definition, not a warning
+                result = kernel(*arrays, **params)
+        else:
+            result = kernel(*arrays, **params)
+        out = plan.out
+        if type(result) is not np.ndarray or result.dtype is not out.dtype.np or result.shape != out.shape:
+            result = conform(op, result, out)
+        t = Tensor(out, result)
+        if wanted and op.differentiable and _GRAD_ENABLED[-1]:
+            t.requires_grad = True
+            t._node = Node(op, args, params)
+        return t
 
     def apply(self, op: Any, args: tuple[Tensor, ...], params: dict, out: Spec) -> Tensor:
         arrays, wanted = [], False  # one pass over the operands: their data, and whether one wants a grad
         for a in args:
             if not isinstance(a.payload, np.ndarray):
-                raise TypeError(
-                    f"{op.name}: an abstract tensor {a.spec!r} reached eager code; "
-                    "specs only run inside verigrad.check or verigrad.abstract()"
-                )
+                raise _abstract(op, a)
             arrays.append(a.payload)
             wanted = wanted or a.requires_grad
         needs_grad = wanted and op.differentiable and is_grad_enabled()
@@ -62,6 +116,13 @@ class EagerMode(modes.Mode):
         if not target.payload.flags.writeable:
             raise RuntimeError("cannot write into a broadcast (read-only) view")
         np.copyto(target.payload, value.payload)
+
+
+def _abstract(op: Any, a: Tensor) -> TypeError:
+    return TypeError(
+        f"{op.name}: an abstract tensor {a.spec!r} reached eager code; "
+        "specs only run inside verigrad.check or verigrad.abstract()"
+    )
 
 
 def conform(op: Any, result: Any, out: Spec) -> np.ndarray:

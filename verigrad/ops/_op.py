@@ -78,7 +78,7 @@ class Op:
         self.exact = exact
         self.fast = fast  # see the module docstring
         self.differentiable = differentiable and (vjp is not None or decompose is not None)
-        self._concrete_specs: dict[tuple, Spec] = {}  # eager calls' (operand specs, params) -> result
+        self._eager_plans: dict[tuple, Any] = {}  # eager calls' (operand specs, params) -> eager.Plan
         self.__doc__ = doc
         self.group = group  # a fused group's members (ir/passes/fuse.py); such an op is not registered
         if group is not None:
@@ -139,27 +139,70 @@ class Op:
                 break
         else:
             tensors = args  # all tensors already (the common case): nothing to lift
-        if self.canonical_params is not None:
-            try:
-                params = self.canonical_params(*[t.spec for t in tensors], **params)
-            except (ShapeError, DTypeError) as e:
-                raise e.locate(self.name, tuple(describe(a) for a in tensors)) from None
         mode = modes._STACK[-1]  # modes.current(), inlined
-        if mode.name != "eager":
-            return mode.apply(self, tensors, params, self._spec(tensors, params))
-        # concrete shapes: the rules' answer is a function of the specs and params, remembered (an
-        # unhashable param, a slice before Python 3.12, is computed every time)
+        if mode.name == "eager":
+            return self._eager(mode, tensors, params)
+        if self.canonical_params is not None:
+            params = self._canonical(tensors, params)
+        return mode.apply(self, tensors, params, self._spec(tensors, params))
+
+    def _canonical(self, tensors: tuple[Tensor, ...], params: dict[str, Any]) -> dict[str, Any]:
         try:
+            return self.canonical_params(*[t.spec for t in tensors], **params)  # type: ignore[misc]
+        except (ShapeError, DTypeError) as e:
+            raise e.locate(self.name, tuple(describe(a) for a in tensors)) from None
+
+    def _eager(self, mode: Any, tensors: tuple[Tensor, ...], params: dict[str, Any]) -> Tensor:
+        """An eager call: with concrete shapes, the canonical params, the rules' answer and the kernel are
+        functions of the operand specs and the params (and the backend), remembered in an eager plan.
+        Params are keyed as given where their canonical form is computed, so only by values that are
+        equal exactly (`_exact_items`); a call whose params cannot be so keyed is planned every time."""
+        canonical = self.canonical_params is not None
+        if not params:
+            key: tuple | None = (*[t.spec for t in tensors],)
+        elif not canonical:
             key = (*[t.spec for t in tensors], *params.items())
-            out = self._concrete_specs[key]
-        except KeyError:
-            out = self._spec(tensors, params)
-            if len(self._concrete_specs) >= SPECS_KEPT:
-                self._concrete_specs.clear()
-            self._concrete_specs[key] = out
-        except TypeError:
-            out = self._spec(tensors, params)
-        return mode.apply(self, tensors, params, out)
+        else:
+            items = _exact_items(params)
+            key = None if items is None else (*[t.spec for t in tensors], items)
+        try:
+            found = self._eager_plans[key]  # type: ignore[index]
+        except (KeyError, TypeError):  # not seen yet, or not hashable (a slice before Python 3.12)
+            found = None
+        if found is None:
+            if canonical:
+                params = self._canonical(tensors, params)
+            found = (params if canonical else None, mode.plan(self, tensors, params))
+            if key is not None:
+                try:
+                    if len(self._eager_plans) >= SPECS_KEPT:
+                        self._eager_plans.clear()
+                    self._eager_plans[key] = found
+                except TypeError:
+                    pass
+        elif canonical:
+            params = found[0]
+        return mode.run(self, tensors, params, found[1])
+
+
+_PLAIN_PARAMS = frozenset({int, bool, str, type(None), DType})
+_TUPLE_ELEMENTS = frozenset({int, type(None)})
+
+
+def _exact_items(params: dict[str, Any]) -> tuple | None:
+    """`params`' items as a key under which two calls meet only when their params are the same values of
+    the same types (True is not 1, nor 2.0 2): each paired with its type; None where a value is not an
+    int, bool, string, None, dtype or a tuple of ints and Nones (a float: -0.0 equals 0.0)."""
+    out = []
+    for name, value in params.items():
+        kind = type(value)
+        if kind is tuple:
+            if not _TUPLE_ELEMENTS.issuperset(map(type, value)):
+                return None
+        elif kind not in _PLAIN_PARAMS:
+            return None
+        out.append((name, value, kind))
+    return tuple(out)
 
 
 def never_warns(kernel: Callable) -> Callable:
@@ -181,7 +224,7 @@ def silenced(reference: Callable) -> Callable:
 
 
 _SEQUENCES = (list, tuple)
-SPECS_KEPT = 1024  # result specs an op remembers for eager calls
+SPECS_KEPT = 1024  # plans an op remembers for eager calls
 
 
 def lift(args: Sequence[Any]) -> tuple[Tensor, ...]:
