@@ -186,23 +186,49 @@ class Op:
 
 
 _PLAIN_PARAMS = frozenset({int, bool, str, type(None), DType})
-_TUPLE_ELEMENTS = frozenset({int, type(None)})
+_INTS = frozenset({int, type(None)})
 
 
 def _exact_items(params: dict[str, Any]) -> tuple | None:
     """`params`' items as a key under which two calls meet only when their params are the same values of
     the same types (True is not 1, nor 2.0 2): each paired with its type; None where a value is not an
-    int, bool, string, None, dtype or a tuple of ints and Nones (a float: -0.0 equals 0.0)."""
+    int, bool, string, None, dtype, or a tuple of ints, Nones, slices of them and such tuples (a float:
+    -0.0 equals 0.0)."""
     out = []
     for name, value in params.items():
         kind = type(value)
         if kind is tuple:
-            if not _TUPLE_ELEMENTS.issuperset(map(type, value)):
-                return None
+            if not _INTS.issuperset(map(type, value)):  # ints and Nones stand for themselves
+                try:
+                    value = _exact_value(value)
+                except _Unkeyed:
+                    return None
         elif kind not in _PLAIN_PARAMS:
             return None
         out.append((name, value, kind))
     return tuple(out)
+
+
+class _Unkeyed(Exception):
+    pass
+
+
+def _exact_value(value: Any) -> Any:
+    """A tuple of ints, Nones, bools, slices of ints and Nones, and such tuples, as a key that tells each
+    element's type apart; _Unkeyed for anything else."""
+    kind = type(value)
+    if kind is int or value is None:
+        return value
+    if kind is bool:
+        return ("bool", value)
+    if kind is slice:
+        parts = (value.start, value.stop, value.step)
+        if not _INTS.issuperset(map(type, parts)):
+            raise _Unkeyed
+        return ("slice", *parts)
+    if kind is tuple:
+        return ("tuple", *[_exact_value(v) for v in value])
+    raise _Unkeyed
 
 
 def never_warns(kernel: Callable) -> Callable:
