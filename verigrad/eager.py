@@ -21,11 +21,11 @@ class Plan:
     backend's `stamp` stands): for a composite op its native kernel or None; and whether the kernel may
     let NumPy warn."""
 
-    __slots__ = ("backend", "kernel", "native", "out", "stamp", "warns")
+    __slots__ = ("kernel", "native", "out", "stamp", "warns")
 
     def __init__(self, out: Spec) -> None:
         self.out = out
-        self.backend: Any = None  # none chosen yet
+        self.stamp: Any = None  # no kernel chosen yet
 
     def choose(self, op: Any, backend: Any) -> None:
         if op.decompose is None:
@@ -34,7 +34,7 @@ class Plan:
         else:
             self.kernel, self.native = backend.native(op, self.out.dtype), True
         self.warns = not getattr(self.kernel, "never_warns", False)
-        self.backend, self.stamp = backend, backend.stamp
+        self.stamp = backend.stamp
 
 
 class EagerMode(modes.Mode):
@@ -51,7 +51,7 @@ class EagerMode(modes.Mode):
         """Run `op`'s kernel on the active backend now (`plan` says which, once per backend and table),
         and record a tape node where an operand requires grad."""
         backend = _ACTIVE[-1]
-        if plan.backend is not backend or plan.stamp is not backend.stamp or op.group is not None:
+        if plan.stamp is not backend.stamp or op.group is not None:  # each backend's stamps are its own
             plan.choose(op, backend)  # a fused group's generated kernel is looked up every time
         kernel = plan.kernel
         if not plan.native and kernel is not op.reference:

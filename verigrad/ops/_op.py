@@ -140,11 +140,32 @@ class Op:
         else:
             tensors = args  # all tensors already (the common case): nothing to lift
         mode = modes._STACK[-1]  # modes.current(), inlined
-        if mode.name == "eager":
-            return self._eager(mode, tensors, params)
-        if self.canonical_params is not None:
-            params = self._canonical(tensors, params)
-        return mode.apply(self, tensors, params, self._spec(tensors, params))
+        if mode.name != "eager":
+            if self.canonical_params is not None:
+                params = self._canonical(tensors, params)
+            return mode.apply(self, tensors, params, self._spec(tensors, params))
+        # Eagerly, shapes are concrete: the canonical params, the rules' answer and the kernel are
+        # functions of the operand specs and the params (and the backend), kept in a plan per key. Params
+        # are keyed as given where a canonical form is computed from them, so only by values that are
+        # equal exactly (`_exact_items`); a call whose params cannot be so keyed is planned every time.
+        n = len(tensors)
+        if n == 1:
+            key: tuple | None = (tensors[0].spec,)
+        elif n == 2:
+            key = (tensors[0].spec, tensors[1].spec)
+        else:
+            key = tuple([t.spec for t in tensors])
+        if params:
+            if self.canonical_params is None:
+                key = (*key, *params.items())
+            else:
+                items = _exact_items(params)
+                key = None if items is None else (*key, items)
+        try:
+            found = self._eager_plans[key]  # type: ignore[index]
+        except (KeyError, TypeError):  # not seen yet, or not hashable (a slice before Python 3.12)
+            found = self._plan(mode, tensors, params, key)
+        return mode.run(self, tensors, params if found[0] is None else found[0], found[1])
 
     def _canonical(self, tensors: tuple[Tensor, ...], params: dict[str, Any]) -> dict[str, Any]:
         try:
@@ -152,37 +173,21 @@ class Op:
         except (ShapeError, DTypeError) as e:
             raise e.locate(self.name, tuple(describe(a) for a in tensors)) from None
 
-    def _eager(self, mode: Any, tensors: tuple[Tensor, ...], params: dict[str, Any]) -> Tensor:
-        """An eager call: with concrete shapes, the canonical params, the rules' answer and the kernel are
-        functions of the operand specs and the params (and the backend), remembered in an eager plan.
-        Params are keyed as given where their canonical form is computed, so only by values that are
-        equal exactly (`_exact_items`); a call whose params cannot be so keyed is planned every time."""
-        canonical = self.canonical_params is not None
-        if not params:
-            key: tuple | None = (*[t.spec for t in tensors],)
-        elif not canonical:
-            key = (*[t.spec for t in tensors], *params.items())
-        else:
-            items = _exact_items(params)
-            key = None if items is None else (*[t.spec for t in tensors], items)
-        try:
-            found = self._eager_plans[key]  # type: ignore[index]
-        except (KeyError, TypeError):  # not seen yet, or not hashable (a slice before Python 3.12)
-            found = None
-        if found is None:
-            if canonical:
-                params = self._canonical(tensors, params)
-            found = (params if canonical else None, mode.plan(self, tensors, params))
-            if key is not None:
-                try:
-                    if len(self._eager_plans) >= SPECS_KEPT:
-                        self._eager_plans.clear()
-                    self._eager_plans[key] = found
-                except TypeError:
-                    pass
-        elif canonical:
-            params = found[0]
-        return mode.run(self, tensors, params, found[1])
+    def _plan(self, mode: Any, tensors: tuple[Tensor, ...], params: dict[str, Any], key: Any) -> tuple:
+        """(the canonical params or None where the op has no canonical form, the eager mode's plan),
+        kept under `key` where there is one."""
+        canonical = None
+        if self.canonical_params is not None:
+            params = canonical = self._canonical(tensors, params)
+        found = (canonical, mode.plan(self, tensors, params))
+        if key is not None:
+            try:
+                if len(self._eager_plans) >= SPECS_KEPT:
+                    self._eager_plans.clear()
+                self._eager_plans[key] = found
+            except TypeError:
+                pass
+        return found
 
 
 _PLAIN_PARAMS = frozenset({int, bool, str, type(None), DType})
