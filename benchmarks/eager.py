@@ -69,8 +69,11 @@ def op_runner(torch: Any, F: Any, op: Callable, x: Any, y: Any, mode: str) -> Ca
     return chain
 
 
-def gpt(torch: Any, nn: Any, F: Any, vocab: int, d: int, heads: int, layers: int, T: int) -> Any:
-    """A nanoGPT-style decoder written against the PyTorch API of (torch, nn, F)."""
+def gpt(
+    torch: Any, nn: Any, F: Any, vocab: int, d: int, heads: int, layers: int, T: int, gelu: str = "none"
+) -> Any:
+    """A nanoGPT-style decoder written against the PyTorch API of (torch, nn, F); `gelu` is the MLP's
+    GELU's `approximate` ("none": erf, as nanoGPT's nn.GELU())."""
 
     class Block(nn.Module):
         def __init__(self) -> None:
@@ -90,7 +93,7 @@ def gpt(torch: Any, nn: Any, F: Any, vocab: int, d: int, heads: int, layers: int
             att = att.masked_fill(self.mask[:, :, :L, :L] == 0, float("-inf"))
             y = (F.softmax(att, dim=-1) @ v).transpose(1, 2).contiguous().view(B, L, C)
             x = x + self.proj(y)
-            return x + self.out(F.gelu(self.fc(self.ln2(x))))
+            return x + self.out(F.gelu(self.fc(self.ln2(x)), approximate=gelu))
 
     class GPT(nn.Module):
         def __init__(self) -> None:
@@ -113,7 +116,7 @@ def gpt_step(
 ) -> tuple[Callable, dict]:
     """A training step (forward, cross-entropy, backward, AdamW) of the GPT on fixed random tokens, and
     the model's state (the initial weights: PyTorch's, copied into verigrad's model)."""
-    model = gpt(torch, nn, F, args.vocab, args.d, args.heads, args.layers, args.T)
+    model = gpt(torch, nn, F, args.vocab, args.d, args.heads, args.layers, args.T, args.gelu)
     if state is not None:
         model.load_state_dict({k: torch.tensor(v) for k, v in state.items()})
     rng = np.random.default_rng(0)
@@ -159,8 +162,8 @@ def run_ops(args: argparse.Namespace, torch: Any) -> Table:
 def run_gpt(args: argparse.Namespace, torch: Any) -> Table:
     out = table(
         f"ms per eager GPT training step (forward, backward, AdamW): {args.layers} layers, d={args.d}, "
-        f"{args.heads} heads, T={args.T}, batch {args.batch}, vocab {args.vocab}; 1 thread, median of "
-        f"{args.repeats} runs of {args.steps}",
+        f"{args.heads} heads, T={args.T}, batch {args.batch}, vocab {args.vocab}, GELU {args.gelu}; "
+        f"1 thread, median of {args.repeats} runs of {args.steps}",
         ["framework", "first loss", "median ms", "verigrad / torch"],
         left=("framework",),
     )
@@ -189,6 +192,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--T", type=int, default=32)
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--vocab", type=int, default=256)
+    parser.add_argument(
+        "--gelu", choices=("none", "tanh"), default="none", help="the GELU's approximate (default none: erf)"
+    )
     args = parser.parse_args(argv)
     args.ops = [o.strip() for o in args.ops.split(",") if o.strip()]
     unknown = [o for o in args.ops if o not in OPS]

@@ -75,7 +75,10 @@ class EagerMode(modes.Mode):
                     return op.decompose(*args, **params)
                 kernel = decomposition_kernel(op, EAGER)  # one tape node with the op's VJP
                 warns = True
-        result = quietly(kernel, arrays, params) if warns else kernel(*arrays, **params)
+        if warns:
+            result = quietly(kernel, arrays, params)
+        else:
+            result = kernel(*arrays, **params) if params else kernel(*arrays)
         out = plan.out
         if type(result) is not np.ndarray or result.dtype is not out.dtype.np or result.shape != out.shape:
             result = conform(op, result, out)

@@ -199,6 +199,9 @@ def _exact_items(params: dict[str, Any]) -> tuple | None:
     the same types (True is not 1, nor 2.0 2): each paired with its type; None where a value is not an
     int, bool, string, None, dtype, or a tuple of ints, Nones, slices of them and such tuples (a float:
     -0.0 equals 0.0)."""
+    kinds = tuple(map(type, params.values()))
+    if _PLAIN_PARAMS.issuperset(kinds):  # no tuple (the common case): the items and their types
+        return (*params.items(), kinds)
     out = []
     for name, value in params.items():
         kind = type(value)
