@@ -191,6 +191,7 @@ class Op:
 
 
 _PLAIN_PARAMS = frozenset({int, bool, str, type(None), DType})
+_PLAIN_OR_TUPLE = _PLAIN_PARAMS | {tuple}
 _INTS = frozenset({int, type(None)})
 
 
@@ -202,6 +203,12 @@ def _exact_items(params: dict[str, Any]) -> tuple | None:
     kinds = tuple(map(type, params.values()))
     if _PLAIN_PARAMS.issuperset(kinds):  # no tuple (the common case): the items and their types
         return (*params.items(), kinds)
+    if _PLAIN_OR_TUPLE.issuperset(kinds):  # tuples of ints and Nones (a shape, axes): as the common case
+        for value in params.values():
+            if type(value) is tuple and not _INTS.issuperset(map(type, value)):
+                break
+        else:
+            return (*params.items(), kinds)
     out = []
     for name, value in params.items():
         kind = type(value)
