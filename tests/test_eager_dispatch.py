@@ -189,3 +189,21 @@ def test_the_eager_mode_is_the_default() -> None:
     from verigrad import modes
 
     assert modes.current() is EAGER
+
+
+def test_enable_grad_is_a_block_and_a_decorator_and_nests() -> None:
+    x = verigrad.ones(2, requires_grad=True)
+
+    @verigrad.enable_grad()
+    def doubled(t: verigrad.Tensor) -> verigrad.Tensor:
+        return t * 2
+
+    with verigrad.no_grad():
+        assert doubled(x).requires_grad
+        with verigrad.enable_grad():
+            assert (x * 2).requires_grad
+            with verigrad.no_grad():
+                assert not (x * 2).requires_grad
+            assert (x * 2).requires_grad
+        assert not (x * 2).requires_grad
+    assert verigrad.is_grad_enabled()

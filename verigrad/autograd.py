@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import modes
@@ -23,12 +23,17 @@ def is_grad_enabled() -> bool:
     return _GRAD_ENABLED[-1]
 
 
-@contextlib.contextmanager
-def _grad_mode(enabled: bool) -> Iterator[None]:
-    _GRAD_ENABLED.append(enabled)
-    try:
-        yield
-    finally:
+class _grad_mode(contextlib.ContextDecorator):
+    """Grad mode `enabled` inside the block, or the decorated function (a class, not a generator: every
+    backward enters one)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+
+    def __enter__(self) -> None:
+        _GRAD_ENABLED.append(self.enabled)
+
+    def __exit__(self, *exc: object) -> None:
         _GRAD_ENABLED.pop()
 
 
