@@ -94,6 +94,20 @@ def test_minus_zero_and_zero_fill_apart() -> None:
     assert not np.signbit(verigrad.full((2,), 0.0).numpy()).any()
 
 
+def test_float_params_are_planned_once_per_value_and_sign() -> None:
+    """layer_norm's eps (a float) keeps one plan; another eps gets its own and its own result."""
+    layer_norm = REGISTRY["layer_norm"]
+    rng = np.random.default_rng(1)
+    x = verigrad.tensor(rng.standard_normal((3, 4)))
+    w, b = verigrad.ones(4, dtype=verigrad.f64), verigrad.zeros(4, dtype=verigrad.f64)
+    layer_norm._eager_plans.clear()
+    first = [layer_norm(x, w, b, eps=1e-5).numpy() for _ in range(3)]
+    assert len(layer_norm._eager_plans) == 1
+    other = layer_norm(x, w, b, eps=1.0).numpy()
+    assert len(layer_norm._eager_plans) == 2
+    assert all(np.array_equal(f, first[0]) for f in first) and not np.allclose(other, first[0])
+
+
 def test_exact_keys_tell_types_apart() -> None:
     key = _op._exact_items
     assert key({"a": (1, 2)}) != key({"a": (1, True)})
@@ -101,7 +115,9 @@ def test_exact_keys_tell_types_apart() -> None:
     assert key({"a": (slice(0, 2), slice(None))}) == key({"a": (slice(0, 2), slice(None))})
     assert key({"a": (slice(0, 2),)}) != key({"a": (slice(0, 2.0),)})
     assert key({"a": (slice(0, 2.0),)}) is None
-    assert key({"v": 0.0}) is None and key({"v": [1, 2]}) is None
+    assert key({"v": 0.0}) != key({"v": -0.0}) and key({"v": 1.0}) != key({"v": 1})
+    assert key({"v": 0.0, "s": (1, 2)}) != key({"v": -0.0, "s": (1, 2)})
+    assert key({"v": (0.5,)}) is None and key({"v": [1, 2]}) is None
     assert key({"d": verigrad.f32, "n": None, "s": "mean"}) is not None
 
 

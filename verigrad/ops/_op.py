@@ -16,6 +16,7 @@ for those dtypes. A compiled plan asks for it once, when it is built.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -190,25 +191,27 @@ class Op:
         return found
 
 
-_PLAIN_PARAMS = frozenset({int, bool, str, type(None), DType})
+_PLAIN_PARAMS = frozenset({int, bool, float, str, type(None), DType})
 _PLAIN_OR_TUPLE = _PLAIN_PARAMS | {tuple}
 _INTS = frozenset({int, type(None)})
 
 
 def _exact_items(params: dict[str, Any]) -> tuple | None:
     """`params`' items as a key under which two calls meet only when their params are the same values of
-    the same types (True is not 1, nor 2.0 2): each paired with its type; None where a value is not an
-    int, bool, string, None, dtype, or a tuple of ints, Nones, slices of them and such tuples (a float:
-    -0.0 equals 0.0)."""
+    the same types (True is not 1, nor 2.0 2, nor -0.0 0.0): with their types (and floats' signs); None
+    where a value is not an int, bool, float, string, None, dtype, or a tuple of ints, Nones, slices of
+    them and such tuples."""
     kinds = tuple(map(type, params.values()))
-    if _PLAIN_PARAMS.issuperset(kinds):  # no tuple (the common case): the items and their types
+    if _PLAIN_PARAMS.issuperset(kinds) or (_PLAIN_OR_TUPLE.issuperset(kinds) and _int_tuples(params)):
+        # the common case (no tuple, or tuples of ints and Nones: a shape, axes): the items, their types,
+        # and each float's sign (-0.0 == 0.0; a NaN equals nothing, so it is planned anew)
+        if float in kinds:
+            return (
+                *params.items(),
+                kinds,
+                *[math.copysign(1.0, v) for v in params.values() if type(v) is float],
+            )
         return (*params.items(), kinds)
-    if _PLAIN_OR_TUPLE.issuperset(kinds):  # tuples of ints and Nones (a shape, axes): as the common case
-        for value in params.values():
-            if type(value) is tuple and not _INTS.issuperset(map(type, value)):
-                break
-        else:
-            return (*params.items(), kinds)
     out = []
     for name, value in params.items():
         kind = type(value)
@@ -220,8 +223,15 @@ def _exact_items(params: dict[str, Any]) -> tuple | None:
                     return None
         elif kind not in _PLAIN_PARAMS:
             return None
+        elif kind is float:
+            value = (value, math.copysign(1.0, value))
         out.append((name, value, kind))
     return tuple(out)
+
+
+def _int_tuples(params: dict[str, Any]) -> bool:
+    """Whether every tuple among `params`' values holds only ints and Nones."""
+    return all(_INTS.issuperset(map(type, v)) for v in params.values() if type(v) is tuple)
 
 
 class _Unkeyed(Exception):
