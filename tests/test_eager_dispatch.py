@@ -223,3 +223,14 @@ def test_enable_grad_is_a_block_and_a_decorator_and_nests() -> None:
             assert (x * 2).requires_grad
         assert not (x * 2).requires_grad
     assert verigrad.is_grad_enabled()
+
+
+@pytest.mark.parametrize("value", [0.1, 1 / 3, -0.0, 1e-46, 3.4028235677973366e38, float("inf")])
+def test_a_python_float_meets_a_tensor_in_its_dtype_rounded_once(value: float) -> None:
+    for dtype in (verigrad.f32, verigrad.f64):
+        x = verigrad.ones(2, dtype=dtype)
+        expected = np.ones(2, dtype.np) * np.asarray(value).astype(dtype.np)
+        for result in (x * value, value * x):
+            assert result.dtype is dtype
+            assert result.numpy().tobytes() == expected.tobytes()
+    assert (verigrad.ones(2, dtype=verigrad.i64) * 0.5).dtype is verigrad.f32  # an int tensor: as before

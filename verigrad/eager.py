@@ -14,6 +14,9 @@ from .dtypes import DType
 from .shapes import Spec, shape_text
 from .tensor import Tensor
 
+_CONSTANT_SPECS: dict[tuple, Spec] = {}  # the specs of tensors made from data (Python scalars lifted)
+_CONSTANT_SPECS_KEPT = 1024
+
 
 class Plan:
     """What eager calls of one op on operands of the same specs and params share, found once (`Op.__call__`
@@ -89,7 +92,13 @@ class EagerMode(modes.Mode):
         return t
 
     def constant(self, array: np.ndarray, dtype: DType) -> Tensor:
-        return Tensor(Spec(tuple(array.shape), dtype), array)
+        key = (array.shape, dtype)  # one spec per shape and dtype: made once, and its hash remembered
+        spec = _CONSTANT_SPECS.get(key)
+        if spec is None:
+            if len(_CONSTANT_SPECS) >= _CONSTANT_SPECS_KEPT:
+                _CONSTANT_SPECS.clear()
+            spec = _CONSTANT_SPECS[key] = Spec(tuple(array.shape), dtype)
+        return Tensor(spec, array)
 
     def assign(self, target: Tensor, value: Tensor) -> None:
         if target.requires_grad and is_grad_enabled():

@@ -288,9 +288,13 @@ def lift(args: Sequence[Any]) -> tuple[Tensor, ...]:
     tensor_dtypes = [a.dtype for a in args if isinstance(a, Tensor)]
     joined = promote(*tensor_dtypes) if tensor_dtypes else None
     out = []
+    constant = modes.current().constant
     for a in args:
         if isinstance(a, Tensor):
             out.append(a)
+            continue
+        if type(a) is float and joined is not None and joined.name in _FLOATS:  # x * 0.5: the common case
+            out.append(constant(np.array(a, joined.np), joined))  # one rounding of the double, as astype
             continue
         array = np.asarray(a)
         if array.dtype.kind not in "biuf":
@@ -299,11 +303,12 @@ def lift(args: Sequence[Any]) -> tuple[Tensor, ...]:
             dtype = from_numpy_dtype(array.dtype)
         else:  # Python scalars and lists are weakly typed
             dtype = _scalar_dtype(_KIND_EXAMPLE[array.dtype.kind], joined)
-        out.append(modes.current().constant(array.astype(dtype.np, copy=False), dtype))
+        out.append(constant(array.astype(dtype.np, copy=False), dtype))
     return tuple(out)
 
 
 _KIND_EXAMPLE = {"b": True, "i": 0, "u": 0, "f": 0.0}
+_FLOATS = ("f32", "f64")
 
 
 def _scalar_dtype(value: bool | int | float, joined: DType | None) -> DType:
