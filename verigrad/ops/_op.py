@@ -79,7 +79,7 @@ class Op:
         self.exact = exact
         self.fast = fast  # see the module docstring
         self.differentiable = differentiable and (vjp is not None or decompose is not None)
-        self._eager_plans: dict[tuple, Any] = {}  # eager calls' (operand specs, params) -> eager.Plan
+        self._eager_plans: dict[tuple, Any] = {}  # eager calls' (operand shapes and dtypes, params) -> plan
         self.__doc__ = doc
         self.group = group  # a fused group's members (ir/passes/fuse.py); such an op is not registered
         if group is not None:
@@ -149,13 +149,17 @@ class Op:
         # functions of the operand specs and the params (and the backend), kept in a plan per key. Params
         # are keyed as given where a canonical form is computed from them, so only by values that are
         # equal exactly (`_exact_items`); a call whose params cannot be so keyed is planned every time.
+        # The operands are keyed by their shapes and dtypes (hashed and compared in C, where a Spec's
+        # hash and equality are Python calls).
         n = len(tensors)
         if n == 1:
-            key: tuple | None = (tensors[0].spec,)
+            s = tensors[0].spec
+            key: tuple | None = (s.shape, s.dtype)
         elif n == 2:
-            key = (tensors[0].spec, tensors[1].spec)
+            s, s2 = tensors[0].spec, tensors[1].spec
+            key = (s.shape, s.dtype, s2.shape, s2.dtype)
         else:
-            key = tuple([t.spec for t in tensors])
+            key = tuple([part for t in tensors for part in (t.spec.shape, t.spec.dtype)])
         if params:
             if self.canonical_params is None:
                 key = (*key, *params.items())
