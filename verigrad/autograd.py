@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import modes
@@ -23,12 +23,17 @@ def is_grad_enabled() -> bool:
     return _GRAD_ENABLED[-1]
 
 
-@contextlib.contextmanager
-def _grad_mode(enabled: bool) -> Iterator[None]:
-    _GRAD_ENABLED.append(enabled)
-    try:
-        yield
-    finally:
+class _grad_mode(contextlib.ContextDecorator):
+    """Grad mode `enabled` inside the block, or the decorated function (a class, not a generator: every
+    backward enters one)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+
+    def __enter__(self) -> None:
+        _GRAD_ENABLED.append(self.enabled)
+
+    def __exit__(self, *exc: object) -> None:
         _GRAD_ENABLED.pop()
 
 
@@ -141,14 +146,18 @@ def _propagate(root: Tensor, grad: Tensor, create_graph: bool, wrt: list[Tensor]
             for inp, gi in zip(node.inputs, node.op.vjp(g, t, *node.inputs, **node.params)):
                 if gi is None or not inp.requires_grad:
                     continue
-                if gi.shape != inp.shape:
-                    raise RuntimeError(
-                        f"the VJP of {node.op.name} gave a gradient of shape {gi.shape} "
-                        f"for an input of shape {inp.shape}"
-                    )
-                if gi.dtype is not inp.dtype:  # mixed-dtype ops: each input's gradient in its own dtype
-                    gi = gi.cast(inp.dtype)
-                grads[id(inp)] = gi if id(inp) not in grads else grads[id(inp)] + gi
+                given, wanted = gi.spec, inp.spec
+                if given is not wanted:  # (the same spec object: the same shape and dtype)
+                    if given.shape != wanted.shape:
+                        raise RuntimeError(
+                            f"the VJP of {node.op.name} gave a gradient of shape {gi.shape} "
+                            f"for an input of shape {inp.shape}"
+                        )
+                    if given.dtype is not wanted.dtype:  # mixed-dtype ops: each input's gradient in its own
+                        gi = gi.cast(inp.dtype)
+                key = id(inp)
+                before = grads.get(key)
+                grads[key] = gi if before is None else before + gi
     return found
 
 

@@ -56,16 +56,29 @@ def tolerance(rtol: float, atol: float = 0.0) -> Exactness:
 
 
 class Backend:
-    """A named kernel table; every op it lacks runs its reference."""
+    """A named kernel table; every op it lacks runs its reference.
+
+    `stamp` is a new object whenever a kernel is registered or the table replaced: an eager call's
+    remembered kernel (eager.py) stands while the stamp it was chosen under does.
+    """
 
     def __init__(self, name: str, description: str = "") -> None:
         self.name = name
         self.description = description
-        self._kernels: dict[tuple[str, str | None], Kernel] = {}
+        self._kernels = {}  # see the property: replacing the table renews `stamp`
         self._exactness: dict[tuple[str, str | None], Exactness] = {}
         self._optimizers: dict[tuple[str, str], Kernel] = {}
         self._chosen: dict[tuple[Any, Any], tuple[Kernel, bool]] = {}  # (op, dtype) -> (kernel, native)
         self._chosen_from = self._kernels  # the table those answers came from
+
+    @property
+    def _kernels(self) -> dict[tuple[str, str | None], Kernel]:
+        return self._table
+
+    @_kernels.setter
+    def _kernels(self, table: dict[tuple[str, str | None], Kernel]) -> None:
+        self._table = table
+        self.stamp = object()
 
     @property
     def threads(self) -> int:
@@ -80,6 +93,7 @@ class Backend:
         self._kernels[(op, dtype)] = kernel
         self._exactness[(op, dtype)] = exactness
         self._chosen.clear()
+        self.stamp = object()
 
     def register_optimizer(self, name: str, dtype: str, kernel: Kernel) -> None:
         """Add a whole-vector update for optimizer `name` ("adam") on `dtype`; see verigrad.optim."""

@@ -16,6 +16,7 @@ for those dtypes. A compiled plan asks for it once, when it is built.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -78,7 +79,7 @@ class Op:
         self.exact = exact
         self.fast = fast  # see the module docstring
         self.differentiable = differentiable and (vjp is not None or decompose is not None)
-        self._concrete_specs: dict[tuple, Spec] = {}  # eager calls' (operand specs, params) -> result
+        self._eager_plans: dict[tuple, Any] = {}  # eager calls' (operand shapes and dtypes, params) -> plan
         self.__doc__ = doc
         self.group = group  # a fused group's members (ir/passes/fuse.py); such an op is not registered
         if group is not None:
@@ -139,27 +140,124 @@ class Op:
                 break
         else:
             tensors = args  # all tensors already (the common case): nothing to lift
-        if self.canonical_params is not None:
-            try:
-                params = self.canonical_params(*[t.spec for t in tensors], **params)
-            except (ShapeError, DTypeError) as e:
-                raise e.locate(self.name, tuple(describe(a) for a in tensors)) from None
         mode = modes._STACK[-1]  # modes.current(), inlined
         if mode.name != "eager":
+            if self.canonical_params is not None:
+                params = self._canonical(tensors, params)
             return mode.apply(self, tensors, params, self._spec(tensors, params))
-        # concrete shapes: the rules' answer is a function of the specs and params, remembered (an
-        # unhashable param, a slice before Python 3.12, is computed every time)
+        # Eagerly, shapes are concrete: the canonical params, the rules' answer and the kernel are
+        # functions of the operand specs and the params (and the backend), kept in a plan per key. Params
+        # are keyed as given where a canonical form is computed from them, so only by values that are
+        # equal exactly (`_exact_items`); a call whose params cannot be so keyed is planned every time.
+        # The operands are keyed by their shapes and dtypes (hashed and compared in C, where a Spec's
+        # hash and equality are Python calls).
+        n = len(tensors)
+        if n == 1:
+            s = tensors[0].spec
+            key: tuple | None = (s.shape, s.dtype)
+        elif n == 2:
+            s, s2 = tensors[0].spec, tensors[1].spec
+            key = (s.shape, s.dtype, s2.shape, s2.dtype)
+        else:
+            key = tuple([part for t in tensors for part in (t.spec.shape, t.spec.dtype)])
+        if params:
+            if self.canonical_params is None:
+                key = (*key, *params.items())
+            else:
+                items = _exact_items(params)
+                key = None if items is None else (*key, items)
         try:
-            key = (*[t.spec for t in tensors], *params.items())
-            out = self._concrete_specs[key]
-        except KeyError:
-            out = self._spec(tensors, params)
-            if len(self._concrete_specs) >= SPECS_KEPT:
-                self._concrete_specs.clear()
-            self._concrete_specs[key] = out
-        except TypeError:
-            out = self._spec(tensors, params)
-        return mode.apply(self, tensors, params, out)
+            found = self._eager_plans[key]  # type: ignore[index]
+        except (KeyError, TypeError):  # not seen yet, or not hashable (a slice before Python 3.12)
+            found = self._plan(mode, tensors, params, key)
+        return mode.run(self, tensors, params if found[0] is None else found[0], found[1])
+
+    def _canonical(self, tensors: tuple[Tensor, ...], params: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return self.canonical_params(*[t.spec for t in tensors], **params)  # type: ignore[misc]
+        except (ShapeError, DTypeError) as e:
+            raise e.locate(self.name, tuple(describe(a) for a in tensors)) from None
+
+    def _plan(self, mode: Any, tensors: tuple[Tensor, ...], params: dict[str, Any], key: Any) -> tuple:
+        """(the canonical params or None where the op has no canonical form, the eager mode's plan),
+        kept under `key` where there is one."""
+        canonical = None
+        if self.canonical_params is not None:
+            params = canonical = self._canonical(tensors, params)
+        found = (canonical, mode.plan(self, tensors, params))
+        if key is not None:
+            try:
+                if len(self._eager_plans) >= SPECS_KEPT:
+                    self._eager_plans.clear()
+                self._eager_plans[key] = found
+            except TypeError:
+                pass
+        return found
+
+
+_PLAIN_PARAMS = frozenset({int, bool, float, str, type(None), DType})
+_PLAIN_OR_TUPLE = _PLAIN_PARAMS | {tuple}
+_INTS = frozenset({int, type(None)})
+
+
+def _exact_items(params: dict[str, Any]) -> tuple | None:
+    """`params`' items as a key under which two calls meet only when their params are the same values of
+    the same types (True is not 1, nor 2.0 2, nor -0.0 0.0): with their types (and floats' signs); None
+    where a value is not an int, bool, float, string, None, dtype, or a tuple of ints, Nones, slices of
+    them and such tuples."""
+    kinds = tuple(map(type, params.values()))
+    if _PLAIN_PARAMS.issuperset(kinds) or (_PLAIN_OR_TUPLE.issuperset(kinds) and _int_tuples(params)):
+        # the common case (no tuple, or tuples of ints and Nones: a shape, axes): the items, their types,
+        # and each float's sign (-0.0 == 0.0; a NaN equals nothing, so it is planned anew)
+        if float in kinds:
+            return (
+                *params.items(),
+                kinds,
+                *[math.copysign(1.0, v) for v in params.values() if type(v) is float],
+            )
+        return (*params.items(), kinds)
+    out = []
+    for name, value in params.items():
+        kind = type(value)
+        if kind is tuple:
+            if not _INTS.issuperset(map(type, value)):  # ints and Nones stand for themselves
+                try:
+                    value = _exact_value(value)
+                except _Unkeyed:
+                    return None
+        elif kind not in _PLAIN_PARAMS:
+            return None
+        elif kind is float:
+            value = (value, math.copysign(1.0, value))
+        out.append((name, value, kind))
+    return tuple(out)
+
+
+def _int_tuples(params: dict[str, Any]) -> bool:
+    """Whether every tuple among `params`' values holds only ints and Nones."""
+    return all(_INTS.issuperset(map(type, v)) for v in params.values() if type(v) is tuple)
+
+
+class _Unkeyed(Exception):
+    pass
+
+
+def _exact_value(value: Any) -> Any:
+    """A tuple of ints, Nones, bools, slices of ints and Nones, and such tuples, as a key that tells each
+    element's type apart; _Unkeyed for anything else."""
+    kind = type(value)
+    if kind is int or value is None:
+        return value
+    if kind is bool:
+        return ("bool", value)
+    if kind is slice:
+        parts = (value.start, value.stop, value.step)
+        if not _INTS.issuperset(map(type, parts)):
+            raise _Unkeyed
+        return ("slice", *parts)
+    if kind is tuple:
+        return ("tuple", *[_exact_value(v) for v in value])
+    raise _Unkeyed
 
 
 def never_warns(kernel: Callable) -> Callable:
@@ -181,7 +279,7 @@ def silenced(reference: Callable) -> Callable:
 
 
 _SEQUENCES = (list, tuple)
-SPECS_KEPT = 1024  # result specs an op remembers for eager calls
+SPECS_KEPT = 1024  # plans an op remembers for eager calls
 
 
 def lift(args: Sequence[Any]) -> tuple[Tensor, ...]:
@@ -194,9 +292,13 @@ def lift(args: Sequence[Any]) -> tuple[Tensor, ...]:
     tensor_dtypes = [a.dtype for a in args if isinstance(a, Tensor)]
     joined = promote(*tensor_dtypes) if tensor_dtypes else None
     out = []
+    constant = modes.current().constant
     for a in args:
         if isinstance(a, Tensor):
             out.append(a)
+            continue
+        if type(a) is float and joined is not None and joined.name in _FLOATS:  # x * 0.5: the common case
+            out.append(constant(np.array(a, joined.np), joined))  # one rounding of the double, as astype
             continue
         array = np.asarray(a)
         if array.dtype.kind not in "biuf":
@@ -205,11 +307,12 @@ def lift(args: Sequence[Any]) -> tuple[Tensor, ...]:
             dtype = from_numpy_dtype(array.dtype)
         else:  # Python scalars and lists are weakly typed
             dtype = _scalar_dtype(_KIND_EXAMPLE[array.dtype.kind], joined)
-        out.append(modes.current().constant(array.astype(dtype.np, copy=False), dtype))
+        out.append(constant(array.astype(dtype.np, copy=False), dtype))
     return tuple(out)
 
 
 _KIND_EXAMPLE = {"b": True, "i": 0, "u": 0, "f": 0.0}
+_FLOATS = ("f32", "f64")
 
 
 def _scalar_dtype(value: bool | int | float, joined: DType | None) -> DType:
