@@ -73,7 +73,7 @@ from .pooling import (
     MaxUnpool2d,
 )
 from .quant import QEmbedding, QLinear
-from .recurrent import GRU, LSTM
+from .recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from .resampling import Upsample
 from .transformer import (
     Transformer,
