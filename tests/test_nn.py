@@ -76,8 +76,14 @@ def test_reassigning_an_attribute_replaces_what_it_registered():
     assert "fc2.bias" in dict(net.named_parameters())
     net.fc2 = None  # no longer a module: its parameters go
     assert not any(n.startswith("fc2.") for n, _ in net.named_parameters())
-    net.scale = verigrad.ones(3)  # a tensor without grad is state, not a parameter
-    assert "scale" not in dict(net.named_parameters()) and "scale" in net.state_dict()
+    net.scale = verigrad.ones(3)  # a parameter's name keeps a tensor a parameter (frozen)
+    assert net.state_dict()["scale"] is net.scale and dict(net.named_parameters())["scale"] is net.scale
+    net.offset = verigrad.ones(3)  # a tensor without grad is a plain attribute, as in PyTorch
+    assert "offset" not in net.state_dict() and not any(b is net.offset for b in net.buffers())
+    net.seen = verigrad.ones(1)  # a buffer's name keeps a tensor a buffer
+    assert net.state_dict()["seen"] is net.seen
+    net.scale = None
+    assert "scale" not in net.state_dict() and net.scale is None
 
 
 def test_forgetting_super_init_is_a_clear_error():
@@ -800,7 +806,8 @@ def test_embedding_from_pretrained_and_softmax_dtype():
     table = np.arange(8.0).reshape(4, 2)
     frozen = nn.Embedding.from_pretrained(table)
     np.testing.assert_array_equal(frozen(verigrad.tensor([3, 0])).numpy(), table[[3, 0]])
-    assert not frozen.weight.requires_grad and list(frozen.parameters()) == []
+    assert not frozen.weight.requires_grad  # frozen, yet a parameter (in state_dict), as PyTorch's
+    assert next(frozen.parameters()) is frozen.weight and list(frozen.buffers()) == []
     table[0, 0] = 99.0  # a copy: the module does not change with the array
     assert frozen.weight.numpy()[0, 0] == 0.0
     trained = nn.Embedding.from_pretrained(verigrad.tensor(table), freeze=False, padding_idx=1)

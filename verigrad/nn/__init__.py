@@ -26,7 +26,7 @@ from .activations import (
     Tanh,
 )
 from .attention import MultiheadAttention
-from .containers import ModuleDict, ModuleList, Parameter, ParameterList, Sequential
+from .containers import ModuleDict, ModuleList, Parameter, ParameterDict, ParameterList, Sequential
 from .convolution import Conv1d, Conv2d, ConvTranspose2d, Fold, Unfold
 from .dropout import Dropout, Dropout2d
 from .embedding import Embedding

@@ -1,0 +1,158 @@
+"""The Module API against PyTorch's: what an attribute becomes, buffers (persistent or not), traversal,
+modes, get_submodule / get_parameter / get_buffer, load_state_dict's result and errors, and the
+containers (Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict) as lists and dicts."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+import pytest
+import torch
+
+import verigrad
+
+
+def _build(lib, make):
+    """The same model in either library: a module holding a parameter, a plain tensor, buffers and
+    children."""
+
+    class Net(lib.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = lib.nn.Parameter(make(np.ones(3)))
+            self.frozen = lib.nn.Parameter(make(np.zeros(2)), requires_grad=False)
+            self.plain = make(np.ones(2))  # a tensor that does not require grad: an attribute
+            self.register_buffer("seen", make(np.zeros(1)))
+            self.register_buffer("scratch", make(np.zeros(4)), persistent=False)
+            self.register_buffer("later", None)
+            self.body = lib.nn.Sequential(lib.nn.Linear(2, 3), lib.nn.ReLU(), lib.nn.Linear(3, 1))
+            self.empty = None
+
+    return Net()
+
+
+def _names(pairs) -> list[str]:
+    return [name for name, _ in pairs]
+
+
+def test_what_attributes_become_and_what_state_holds() -> None:
+    ours = _build(verigrad, lambda a: verigrad.tensor(a))
+    theirs = _build(torch, lambda a: torch.tensor(a))
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    assert _names(ours.named_parameters()) == _names(theirs.named_parameters())
+    assert _names(ours.named_buffers()) == _names(theirs.named_buffers())
+    assert _names(ours.named_modules()) == _names(theirs.named_modules())
+    assert _names(ours.named_children()) == _names(theirs.named_children())
+    assert _names(ours.named_modules(prefix="m")) == _names(theirs.named_modules(prefix="m"))
+    assert not ours.frozen.requires_grad and ours.get_parameter("frozen") is ours.frozen
+    assert ours.get_submodule("body.2") is ours.body[2]
+    assert ours.get_parameter("body.0.bias") is ours.body[0].bias
+    assert ours.get_buffer("scratch") is ours.scratch and ours.later is None
+    for call in [
+        lambda m: m.get_submodule("body.5"),
+        lambda m: m.get_parameter("seen"),
+        lambda m: m.get_buffer("scale"),
+        lambda m: m.get_parameter("body.0.nothing"),
+    ]:
+        with pytest.raises(AttributeError):
+            call(theirs)
+        with pytest.raises(AttributeError):
+            call(ours)
+    ours.seen = verigrad.ones(1)  # a buffer's name keeps a buffer
+    theirs.seen = torch.ones(1)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    del ours.seen, theirs.seen
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+
+
+def test_modes_apply_and_requires_grad_return_the_module() -> None:
+    for lib in (verigrad, torch):
+        model = lib.nn.Sequential(lib.nn.Linear(2, 2), lib.nn.Dropout(0.5))
+        assert model.train() is model and model.eval() is model and not model[1].training
+        assert model.requires_grad_(False) is model
+        assert not any(p.requires_grad for p in model.parameters())
+        seen = []
+        assert model.apply(lambda m: seen.append(type(m).__name__)) is model
+        assert seen == ["Linear", "Dropout", "Sequential"]
+        with pytest.raises(ValueError):
+            model.train("yes")
+
+
+def test_load_state_dict_returns_the_incompatible_keys() -> None:
+    ours, theirs = verigrad.nn.Linear(2, 3), torch.nn.Linear(2, 3)
+    state = {"bias": np.zeros(3, np.float32), "extra": np.zeros(1, np.float32)}
+    got = ours.load_state_dict(state, strict=False)
+    want = theirs.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()}, strict=False)
+    assert got == want and got.missing_keys == ["weight"] and got.unexpected_keys == ["extra"]
+    assert ours.load_state_dict(ours.state_dict()) == theirs.load_state_dict(theirs.state_dict())
+    with pytest.raises(
+        RuntimeError, match=r"Error\(s\) in loading state_dict for Linear:\n\tmissing: weight"
+    ):
+        ours.load_state_dict(state)
+    with pytest.raises(RuntimeError, match="Error"):
+        theirs.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()})
+
+
+def test_containers_behave_as_lists_and_dicts() -> None:
+    for lib in (verigrad, torch):
+        nn_ = lib.nn
+        a, b, c, d = nn_.ReLU(), nn_.Tanh(), nn_.Sigmoid(), nn_.Identity()
+        layers = nn_.ModuleList([a, b])
+        layers.append(c).extend([d])
+        layers.insert(1, nn_.ELU())
+        assert [type(m).__name__ for m in layers] == ["ReLU", "ELU", "Tanh", "Sigmoid", "Identity"]
+        assert len(layers) == 5 and layers[-1] is d and b in layers and nn_.ReLU() not in layers
+        assert isinstance(layers[1:3], nn_.ModuleList) and list(layers[1:3])[1] is b
+        del layers[0]
+        assert _names(layers.named_children()) == ["0", "1", "2", "3"] and layers[0] is not a
+        assert layers.pop(1) is b and len(layers) == 3
+        layers += nn_.ModuleList([a])
+        assert layers[3] is a and not isinstance(layers, nn_.Sequential)
+
+        seq = nn_.Sequential(
+            OrderedDict([("first", nn_.Linear(2, 3)), ("act", a), ("last", nn_.Linear(3, 1))])
+        )
+        assert _names(seq.named_children()) == ["first", "act", "last"] and seq[1] is a
+        assert _names(seq[1:].named_children()) == ["act", "last"]
+        seq.append(b)
+        assert len(seq) == 4 and seq[-1] is b
+        del seq[1]
+        assert _names(seq.named_children()) == ["0", "1", "2"]
+
+        named = nn_.ModuleDict({"a": a})
+        named["b"] = b
+        named.update([("c", c)])
+        assert list(named) == ["a", "b", "c"] and "b" in named and len(named) == 3
+        assert named.pop("a") is a and list(named.keys()) == ["b", "c"]
+        del named["b"]
+        assert list(named) == ["c"]
+        named.clear()
+        assert len(named) == 0
+
+        make = verigrad.ones if lib is verigrad else torch.ones
+        params = nn_.ParameterList([make(2), make(3)])
+        params.append(make(4))
+        assert len(params) == 3 and all(p.requires_grad for p in params)
+        assert _names(params.named_parameters()) == ["0", "1", "2"]
+        assert [p.shape[0] for p in params[1:]] == [3, 4]
+        table = nn_.ParameterDict({"w": make(2)})
+        table["v"] = make(3)
+        assert list(table) == ["w", "v"] and "v" in table and table["v"].requires_grad
+        assert _names(table.named_parameters()) == ["w", "v"]
+        assert table.pop("w").shape[0] == 2 and list(table.keys()) == ["v"]
+        with pytest.raises(IndexError):
+            params[3]
+
+
+def test_reprs_as_pytorch() -> None:
+    def build(lib):
+        nn_ = lib.nn
+        return nn_.Sequential(
+            nn_.Linear(3, 4),
+            nn_.ModuleList([nn_.Linear(4, 4) for _ in range(3)] + [nn_.ReLU()]),
+            nn_.ModuleDict({"act": nn_.Tanh()}),
+            nn_.LSTM(4, 2),
+        )
+
+    assert repr(build(verigrad)) == repr(build(torch))
