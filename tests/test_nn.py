@@ -391,7 +391,7 @@ def test_cross_entropy_loss(rng):
     log_p = shifted - np.log(np.exp(shifted).sum(1, keepdims=True))
     per_item = -log_p[np.arange(5), target]
     for reduction, expected in (("mean", per_item.mean()), ("sum", per_item.sum()), ("none", per_item)):
-        got = nn.CrossEntropyLoss(reduction)(t64(logits), verigrad.tensor(target)).numpy()
+        got = nn.CrossEntropyLoss(reduction=reduction)(t64(logits), verigrad.tensor(target)).numpy()
         np.testing.assert_allclose(got, expected, **TIGHT)
     lt = t64(logits).requires_grad_()
     nn.CrossEntropyLoss()(lt, verigrad.tensor(target)).backward()
@@ -402,9 +402,16 @@ def test_cross_entropy_loss(rng):
 def test_mse_loss(rng):
     a, b = rng.standard_normal((4, 3)), rng.standard_normal((4, 3))
     np.testing.assert_allclose(nn.MSELoss()(t64(a), t64(b)).numpy(), ((a - b) ** 2).mean(), **TIGHT)
-    np.testing.assert_allclose(nn.MSELoss("sum")(t64(a), t64(b)).numpy(), ((a - b) ** 2).sum(), **TIGHT)
+    np.testing.assert_allclose(
+        nn.MSELoss(reduction="sum")(t64(a), t64(b)).numpy(), ((a - b) ** 2).sum(), **TIGHT
+    )
     with pytest.raises(ValueError, match="reduction"):
-        nn.MSELoss("max")
+        nn.MSELoss(reduction="max")
+    with pytest.raises(TypeError, match="size_average must be a bool or None"):
+        nn.MSELoss("sum")  # PyTorch's first argument is size_average: a string there is refused
+    with pytest.warns(UserWarning, match="please use reduction='sum'"):
+        summed = nn.MSELoss(size_average=False)
+    assert summed.reduction == "sum"
 
 
 def test_sequential_runs_in_order_and_indexes():

@@ -28,6 +28,7 @@ from .activations import (
 from .attention import MultiheadAttention
 from .containers import ModuleDict, ModuleList, Parameter, ParameterDict, ParameterList, Sequential
 from .convolution import Conv1d, Conv2d, ConvTranspose2d, Fold, Unfold
+from .distance import CosineSimilarity, PairwiseDistance
 from .dropout import Dropout, Dropout2d
 from .embedding import Embedding
 from .flatten import Flatten
@@ -41,15 +42,18 @@ from .losses import (
     GaussianNLLLoss,
     HingeEmbeddingLoss,
     HuberLoss,
+    KLDivLoss,
     L1Loss,
     MarginRankingLoss,
     MSELoss,
+    MultiLabelSoftMarginLoss,
     MultiMarginLoss,
     NLLLoss,
     PoissonNLLLoss,
     SmoothL1Loss,
     SoftMarginLoss,
     TripletMarginLoss,
+    TripletMarginWithDistanceLoss,
 )
 from .module import Module
 from .normalization import (

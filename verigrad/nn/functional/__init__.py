@@ -48,11 +48,13 @@ from .losses import (
     margin_ranking_loss,
     mse_loss,
     multi_margin_loss,
+    multilabel_soft_margin_loss,
     nll_loss,
     poisson_nll_loss,
     smooth_l1_loss,
     soft_margin_loss,
     triplet_margin_loss,
+    triplet_margin_with_distance_loss,
 )
 from .normalization import group_norm, instance_norm, layer_norm, normalize, rms_norm
 from .padding import pad
@@ -116,6 +118,7 @@ __all__ = [
     "mish",
     "mse_loss",
     "multi_margin_loss",
+    "multilabel_soft_margin_loss",
     "nll_loss",
     "normalize",
     "one_hot",
@@ -140,5 +143,6 @@ __all__ = [
     "softsign",
     "tanh",
     "triplet_margin_loss",
+    "triplet_margin_with_distance_loss",
     "unfold",
 ]
