@@ -824,4 +824,4 @@ def test_embedding_from_pretrained_and_softmax_dtype():
         nn.Embedding.from_pretrained(np.ones(3))
     x = verigrad.tensor([1.0, 2.0, 3.0])
     assert F.softmax(x, dim=0, dtype=verigrad.f64).dtype == verigrad.f64
-    assert F.log_softmax(x, 0, verigrad.f64).dtype == verigrad.f64
+    assert F.log_softmax(x, 0, dtype=verigrad.f64).dtype == verigrad.f64

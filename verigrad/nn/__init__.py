@@ -7,6 +7,7 @@ from .activations import (
     GELU,
     GLU,
     SELU,
+    Hardshrink,
     Hardsigmoid,
     Hardswish,
     Hardtanh,
@@ -17,13 +18,18 @@ from .activations import (
     PReLU,
     ReLU,
     ReLU6,
+    RReLU,
     Sigmoid,
     SiLU,
     Softmax,
     Softmax2d,
+    Softmin,
     Softplus,
+    Softshrink,
     Softsign,
     Tanh,
+    Tanhshrink,
+    Threshold,
 )
 from .attention import MultiheadAttention
 from .containers import ModuleDict, ModuleList, Parameter, ParameterDict, ParameterList, Sequential
