@@ -4,6 +4,7 @@ containers (Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict) as
 
 from __future__ import annotations
 
+import inspect
 from collections import OrderedDict
 
 import numpy as np
@@ -156,3 +157,23 @@ def test_reprs_as_pytorch() -> None:
         )
 
     assert repr(build(verigrad)) == repr(build(torch))
+
+
+@pytest.mark.parametrize(
+    ("ours", "theirs"), [(verigrad, torch), (verigrad.nn.functional, torch.nn.functional)]
+)
+def test_public_functions_have_names_and_docs(ours, theirs) -> None:
+    """Every name PyTorch has as a function is one here with __name__, __qualname__, __module__ and a
+    docstring; an op (an Op record) names itself, as a function does."""
+    missing = []
+    for name in dir(ours):
+        theirs_fn = getattr(theirs, name, None)
+        if name.startswith("_") or theirs_fn is None or inspect.isclass(theirs_fn) or not callable(theirs_fn):
+            continue
+        fn = getattr(ours, name)
+        if inspect.isclass(fn) or inspect.ismodule(fn):
+            continue
+        if not all(getattr(fn, attr, None) for attr in ("__name__", "__qualname__", "__module__", "__doc__")):
+            missing.append(name)
+    assert missing == []
+    assert verigrad.exp.__name__ == verigrad.exp.__qualname__ == "exp" and verigrad.exp.__module__

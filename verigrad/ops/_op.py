@@ -80,6 +80,7 @@ class Op:
         self.differentiable = differentiable and (vjp is not None or decompose is not None)
         self._concrete_specs: dict[tuple, Spec] = {}  # eager calls' (operand specs, params) -> result
         self.__doc__ = doc
+        self.__name__ = self.__qualname__ = name  # as a function's, for code that names what it calls
         self.group = group  # a fused group's members (ir/passes/fuse.py); such an op is not registered
         if group is not None:
             return

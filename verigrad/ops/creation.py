@@ -115,26 +115,32 @@ full_op = Op(
 
 
 def full(shape: Any, value: float, dtype: DType | str = DEFAULT_FLOAT) -> Tensor:
+    """A tensor of `shape` filled with `value`."""
     return full_op(shape=shape, dtype=dtype, value=value)
 
 
 def zeros(*shape: Any, dtype: DType | str = DEFAULT_FLOAT, requires_grad: bool = False) -> Tensor:
+    """A tensor of zeros."""
     return full_op(shape=_shape_args(shape), dtype=dtype, value=0).requires_grad_(requires_grad)
 
 
 def ones(*shape: Any, dtype: DType | str = DEFAULT_FLOAT, requires_grad: bool = False) -> Tensor:
+    """A tensor of ones."""
     return full_op(shape=_shape_args(shape), dtype=dtype, value=1).requires_grad_(requires_grad)
 
 
 def zeros_like(x: Tensor, dtype: Any = None) -> Tensor:
+    """Zeros shaped as x (its dtype unless `dtype`)."""
     return full_like(x, 0, dtype)
 
 
 def ones_like(x: Tensor, dtype: Any = None) -> Tensor:
+    """Ones shaped as x (its dtype unless `dtype`)."""
     return full_like(x, 1, dtype)
 
 
 def full_like(x: Tensor, value: float, dtype: Any = None) -> Tensor:
+    """`value` shaped as x (its dtype unless `dtype`)."""
     return full_op(shape=x.shape, dtype=x.dtype if dtype is None else dtype, value=value)
 
 
@@ -144,6 +150,7 @@ def empty(*shape: Any, dtype: Any = DEFAULT_FLOAT) -> Tensor:
 
 
 def empty_like(x: Tensor) -> Tensor:
+    """PyTorch's empty_like: here zeros shaped as x."""
     return zeros_like(x)
 
 
@@ -214,6 +221,7 @@ eye_op = Op(
 
 
 def eye(n: DimLike, m: DimLike | None = None, dtype: Any = DEFAULT_FLOAT) -> Tensor:
+    """The n x m identity (m = n if not given)."""
     return eye_op(n=n, m=m, dtype=dtype)
 
 
@@ -274,6 +282,7 @@ def rand(
     generator: Generator | None = None,
     requires_grad: bool = False,
 ) -> Tensor:
+    """Uniform draws in [0, 1), from the seedable generator."""
     out = rand_op(shape=_shape_args(shape), seed=_seed(generator), dtype=dtype)
     return out.requires_grad_(requires_grad)
 
@@ -284,19 +293,23 @@ def randn(
     generator: Generator | None = None,
     requires_grad: bool = False,
 ) -> Tensor:
+    """Standard normal draws, from the seedable generator."""
     out = randn_op(shape=_shape_args(shape), seed=_seed(generator), dtype=dtype)
     return out.requires_grad_(requires_grad)
 
 
 def rand_like(x: Tensor, generator: Generator | None = None) -> Tensor:
+    """rand shaped as x, in its dtype."""
     return rand(*x.shape, dtype=x.dtype, generator=generator)
 
 
 def randn_like(x: Tensor, generator: Generator | None = None) -> Tensor:
+    """randn shaped as x, in its dtype."""
     return randn(*x.shape, dtype=x.dtype, generator=generator)
 
 
 def randint(low: int, high: int, shape: Any, dtype: Any = i64, generator: Generator | None = None) -> Tensor:
+    """Integers drawn uniformly from [low, high)."""
     if high <= low:
         raise ValueError(f"randint needs low < high, got [{low}, {high})")
     return randint_op(shape=shape, seed=_seed(generator), dtype=dtype, low=low, high=high)

@@ -52,11 +52,13 @@ def expand(x: Tensor, shape: tuple) -> Tensor:
 
 
 def unsqueeze(x: Tensor, axis: int) -> Tensor:
+    """x with a dimension of size 1 inserted at `axis`."""
     axis = _axis(x, axis, x.ndim + 1, "unsqueeze")
     return reshape(x, shape=(*x.shape[:axis], 1, *x.shape[axis:]))
 
 
 def squeeze(x: Tensor, axis: int | None = None) -> Tensor:
+    """x without its dimensions of size 1 (only `axis`, if given and of size 1)."""
     if axis is None:
         return reshape(x, shape=tuple(d for d in x.shape if d != 1))
     axis = _axis(x, axis, x.ndim, "squeeze")
@@ -66,6 +68,7 @@ def squeeze(x: Tensor, axis: int | None = None) -> Tensor:
 
 
 def flatten(x: Tensor, start: int = 0, end: int = -1) -> Tensor:
+    """x with dimensions start..end merged into one."""
     if x.ndim == 0:
         return reshape(x, shape=(1,))
     start, end = _axis(x, start, x.ndim, "flatten"), _axis(x, end, x.ndim, "flatten")

@@ -53,6 +53,7 @@ def avg_pool2d(
 
 
 def max_pool1d(x: Tensor, kernel_size: int, stride: int | None = None, padding: int = 0) -> Tensor:
+    """Window maxima of [N, C, L] (or [C, L]) along L."""
     return as_2d(max_pool2d, x, pair_1d(kernel_size, 1), pair_1d(stride, 1), pair_1d(padding, 0))
 
 
