@@ -177,3 +177,15 @@ def test_public_functions_have_names_and_docs(ours, theirs) -> None:
             missing.append(name)
     assert missing == []
     assert verigrad.exp.__name__ == verigrad.exp.__qualname__ == "exp" and verigrad.exp.__module__
+
+
+def test_to_takes_pytorchs_forms_and_backward_hooks_are_refused() -> None:
+    for lib, f64 in ((verigrad, verigrad.f64), (torch, torch.float64)):
+        model = lib.nn.Linear(2, 3)
+        assert model.to("cpu", f64) is model and model.weight.dtype == f64
+        assert model.to(device="cpu", dtype=lib.float32).weight.dtype == lib.float32
+        assert model.to(lib.zeros(1, dtype=f64)).bias.dtype == f64
+    with pytest.raises(ValueError, match="runs on the CPU"):
+        verigrad.nn.Linear(2, 3).to("cuda:0")
+    with pytest.raises(NotImplementedError, match="register_full_backward_hook is not supported"):
+        verigrad.nn.Linear(2, 3).register_full_backward_hook(lambda module, grad_in, grad_out: None)

@@ -323,11 +323,25 @@ class Module:
         return IncompatibleKeys(missing, unexpected)
 
     # dtypes ---------------------------------------------------------------------------------------
-    def to(self, dtype: Any) -> Module:
-        """Every float parameter and buffer converted to `dtype` in place (the same tensor objects); make
-        the optimizer after it, as its state takes the parameters' dtype when it is made. "cpu", the
-        only device, changes nothing."""
-        if isinstance(dtype, str) and dtype == "cpu":
+    def to(self, *args: Any, **kwargs: Any) -> Module:
+        """PyTorch's forms: to(dtype), to(device), to(device, dtype), to(tensor) (its dtype), with
+        device= and dtype= by name. Every float parameter and buffer is converted to the dtype in place
+        (the same tensor objects); make the optimizer after it, as its state takes the parameters' dtype
+        when it is made. "cpu", the only device, changes nothing; another is refused."""
+        device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
+        kwargs.pop("non_blocking", None)
+        if kwargs or len(args) > 2:
+            raise TypeError(f"to() takes a device and/or a dtype (or a tensor), got {args} {kwargs}")
+        for arg in args:
+            if isinstance(arg, Tensor):
+                dtype = arg.dtype
+            elif _is_device(arg):
+                device = arg
+            else:
+                dtype = arg
+        if device is not None and str(device).split(":")[0] != "cpu":
+            raise ValueError(f"verigrad runs on the CPU: there is no {str(device)!r} device")
+        if dtype is None:
             return self
         target = as_dtype(dtype)
         if not target.is_float or target.name in ("f16", "bf16"):
@@ -385,6 +399,22 @@ class Module:
         with_kwargs); what it returns, if not None, replaces the output."""
         return self._add_hook("_forward_hooks", hook, with_kwargs)
 
+    def register_full_backward_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        """Not supported: refused rather than never called."""
+        raise NotImplementedError(
+            f"{type(self).__name__}.register_full_backward_hook is not supported; register a hook on a "
+            "tensor instead (tensor.register_hook(fn) gets its gradient)"
+        )
+
+    def register_full_backward_pre_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        """Not supported: refused rather than never called."""
+        raise NotImplementedError(
+            f"{type(self).__name__}.register_full_backward_pre_hook is not supported; register a hook on "
+            "the output tensor instead (output.register_hook(fn) gets its gradient)"
+        )
+
+    register_backward_hook = register_full_backward_hook
+
     def _add_hook(self, table: str, hook: Callable, with_kwargs: bool) -> RemovableHandle:
         if not callable(hook):
             raise TypeError(f"a module hook must be a function, not {type(hook).__name__}")
@@ -434,6 +464,11 @@ class Module:
         ]
         head = f"{type(self).__name__}({self.extra_repr()}"
         return head + ("\n" + "\n".join(lines) + "\n)" if lines else ")")
+
+
+def _is_device(value: Any) -> bool:
+    """Whether a positional argument of `to` names a device ("cpu", "cuda:0") rather than a dtype."""
+    return isinstance(value, str) and value.split(":")[0] in ("cpu", "cuda", "mps", "xpu", "meta")
 
 
 def _dotted(prefix: str, name: str) -> str:
