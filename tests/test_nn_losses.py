@@ -93,3 +93,11 @@ def test_loss_modules_take_pytorchs_positions() -> None:
         nn.MSELoss(None, None, "mean", 1)  # one argument too many
     with pytest.raises(TypeError, match="weight must be a tensor"):
         nn.BCELoss("sum")
+
+
+def test_multilabel_margin_loss_by_hand() -> None:
+    """PyTorch's documented example: classes 3 and 0 (the list ends at -1), the others 1 and 2."""
+    x, y = verigrad.tensor([[0.1, 0.2, 0.4, 0.8]]), verigrad.tensor([[3, 0, -1, 1]])
+    np.testing.assert_allclose(F.multilabel_margin_loss(x, y).item(), 0.85, rtol=1e-6)
+    with pytest.raises(IndexError, match="target 4 is out of range"):
+        F.multilabel_margin_loss(x, verigrad.tensor([[4, -1, 0, 0]]))

@@ -138,6 +138,13 @@ HuberLoss = _loss_module(
 SoftMarginLoss = _loss_module(
     "SoftMarginLoss", F.soft_margin_loss, _LEGACY, "input, target", "See F.soft_margin_loss."
 )
+MultiLabelMarginLoss = _loss_module(
+    "MultiLabelMarginLoss",
+    F.multilabel_margin_loss,
+    _LEGACY,
+    "input, target",
+    "See F.multilabel_margin_loss.",
+)
 MultiLabelSoftMarginLoss = _loss_module(
     "MultiLabelSoftMarginLoss",
     F.multilabel_soft_margin_loss,

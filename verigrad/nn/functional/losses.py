@@ -17,6 +17,7 @@ import numpy as np
 from ... import ops
 from ...autograd import is_grad_enabled, no_grad
 from ...errors import ShapeError
+from ...functions import any as any_of
 from ...functions import clamp
 from ...ops import arange, log1p, minimum, relu, take, unsqueeze, where
 from ...shapes import shape_text
@@ -518,6 +519,36 @@ def multi_margin_loss(
     others = arange(0, scores.shape[1]) != classes.reshape(-1, 1)
     loss = where(others, hinge, 0.0).sum(axis=1) / scores.shape[1]
     return reduce_loss(loss if input.ndim == 2 else loss.reshape(()), reduction, "multi_margin_loss")
+
+
+def multilabel_margin_loss(
+    input: Tensor,
+    target: Tensor,
+    size_average: bool | None = None,
+    reduce: bool | None = None,
+    reduction: str = "mean",
+) -> Tensor:
+    """For scores [C] or [N, C] and target class indices of the same shape, read up to the first -1:
+    the sum over those classes j and the other classes i of max(0, 1 - (x[j] - x[i])), over C."""
+    reduction = checked_reduction("multilabel_margin_loss", reduction, size_average, reduce)
+    if input.ndim not in (1, 2) or tuple(target.shape) != tuple(input.shape):
+        raise ShapeError(
+            "multilabel_margin_loss takes scores [C] or [N, C] and target indices of the same shape, got "
+            f"{shape_text(input.shape)} and {shape_text(target.shape)}"
+        )
+    if target.dtype.kind != "i":
+        raise TypeError(f"multilabel_margin_loss: the classes must be integers, got {target.dtype.name}")
+    classes = input.shape[-1]
+    _check_class_range("multilabel_margin_loss", target, classes, -1)
+    scores, listed = (input, target) if input.ndim == 2 else (unsqueeze(input, 0), unsqueeze(target, 0))
+    valid = ops.cumprod((listed != -1).cast(listed.dtype), axis=1) == 1  # before the first -1
+    picked = where(valid, listed, 0)
+    is_class = unsqueeze(picked, 2) == arange(0, classes)  # [N, J, C]: entry j names class c
+    is_target = any_of(is_class & unsqueeze(valid, 2), dim=1)  # [N, C]
+    hinge = relu(1 - unsqueeze(scores.gather(1, picked), 2) + unsqueeze(scores, 1))  # [N, J, C]
+    counted = unsqueeze(valid, 2) & ~unsqueeze(is_target, 1)
+    loss = where(counted, hinge, 0.0).sum(axis=(1, 2)) / classes
+    return reduce_loss(loss if input.ndim == 2 else loss.reshape(()), reduction, "multilabel_margin_loss")
 
 
 def multilabel_soft_margin_loss(
