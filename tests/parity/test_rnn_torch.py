@@ -128,9 +128,24 @@ def test_cells(name, how) -> None:
 
 
 def test_signatures_reprs_and_errors_as_pytorch() -> None:
-    for name in ["RNNCell", "LSTMCell", "GRUCell"]:
-        theirs = [p for p in inspect.signature(getattr(torch.nn, name)).parameters if p not in ("device",)]
+    for name in ["RNNCell", "LSTMCell", "GRUCell", "MultiheadAttention", "PReLU"]:
+        theirs = list(inspect.signature(getattr(torch.nn, name)).parameters)
         assert list(inspect.signature(getattr(nn, name)).parameters) == theirs
+    order = ["input_size", "hidden_size", "num_layers", "bias", "batch_first", "dropout", "bidirectional"]
+    assert list(inspect.signature(nn.LSTM).parameters) == [*order, "proj_size", "device", "dtype"]
+    assert list(inspect.signature(nn.GRU).parameters) == [*order, "device", "dtype"]
+    assert list(inspect.signature(nn.RNN).parameters) == [
+        *order[:3],
+        "nonlinearity",
+        *order[3:],
+        "device",
+        "dtype",
+    ]
+    assert nn.GRUCell(3, 4, device="cpu").weight_ih.dtype.name == "f32"
+    with pytest.raises(ValueError, match="runs on the CPU"):
+        nn.LSTM(3, 4, device="cuda")
+    with pytest.raises(NotImplementedError, match="kdim or vdim"):
+        nn.MultiheadAttention(8, 2, kdim=4)
     for args, settings in [
         ((3, 4), {"num_layers": 2, "nonlinearity": "relu"}),
         ((3, 4, 2, "relu", False), {}),

@@ -6,12 +6,11 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from ..dtypes import f32
 from ..errors import ShapeError
 from ..ops import full
 from ..tensor import Tensor, describe
 from . import functional as F
-from .module import Module
+from .module import Module, factory_dtype
 
 
 def _activation(name: str, fn: Any) -> type[Module]:
@@ -165,8 +164,9 @@ class Softshrink(Hardshrink):
 class PReLU(Module):
     """x where x > 0, else weight * x: one learned slope, or one per channel (num_parameters)."""
 
-    def __init__(self, num_parameters: int = 1, init: float = 0.25, dtype: Any = f32):
+    def __init__(self, num_parameters: int = 1, init: float = 0.25, device: Any = None, dtype: Any = None):
         super().__init__()
+        dtype = factory_dtype("PReLU", device, dtype)
         self.num_parameters, self.init = num_parameters, init
         self.weight = full((num_parameters,), init, dtype=dtype).requires_grad_(True)
 

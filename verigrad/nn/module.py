@@ -466,6 +466,14 @@ class Module:
         return head + ("\n" + "\n".join(lines) + "\n)" if lines else ")")
 
 
+def factory_dtype(name: str, device: Any = None, dtype: Any = None) -> Any:
+    """The dtype a layer's parameters are made in from PyTorch's factory arguments (device=, dtype=):
+    f32 when None; a device other than the CPU is refused."""
+    if device is not None and str(device).split(":")[0] != "cpu":
+        raise ValueError(f"{name}: verigrad runs on the CPU: there is no {str(device)!r} device")
+    return "f32" if dtype is None else dtype
+
+
 def _is_device(value: Any) -> bool:
     """Whether a positional argument of `to` names a device ("cpu", "cuda:0") rather than a dtype."""
     return isinstance(value, str) and value.split(":")[0] in ("cpu", "cuda", "mps", "xpu", "meta")

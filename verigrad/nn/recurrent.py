@@ -21,7 +21,7 @@ from ..shapes import shape_text
 from ..tensor import Tensor, describe
 from . import functional as F
 from .init import fan_in_bound, uniform
-from .module import Module
+from .module import Module, factory_dtype
 
 State = tuple[Tensor, ...]  # h, or h and c
 _NONLINEARITIES: dict[str, Callable[[Tensor], Tensor]] = {"tanh": tanh, "relu": relu}
@@ -220,9 +220,11 @@ class RNN(_Recurrent):
         batch_first: bool = False,
         dropout: float = 0.0,
         bidirectional: bool = False,
-        dtype: Any = f32,
+        device: Any = None,
+        dtype: Any = None,
     ):
         activation = _nonlinearity("RNN", nonlinearity)
+        dtype = factory_dtype("RNN", device, dtype)
         super().__init__(
             input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, dtype=dtype
         )
@@ -254,8 +256,10 @@ class LSTM(_Recurrent):
         dropout: float = 0.0,
         bidirectional: bool = False,
         proj_size: int = 0,
-        dtype: Any = f32,
+        device: Any = None,
+        dtype: Any = None,
     ):
+        dtype = factory_dtype("LSTM", device, dtype)
         super().__init__(
             input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, proj_size, dtype
         )
@@ -280,8 +284,10 @@ class GRU(_Recurrent):
         batch_first: bool = False,
         dropout: float = 0.0,
         bidirectional: bool = False,
-        dtype: Any = f32,
+        device: Any = None,
+        dtype: Any = None,
     ):
+        dtype = factory_dtype("GRU", device, dtype)
         super().__init__(
             input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, dtype=dtype
         )
@@ -298,8 +304,11 @@ class _Cell(Module):
     gates = 1
     states = 1
 
-    def __init__(self, input_size: int, hidden_size: int, bias: bool = True, dtype: Any = f32):
+    def __init__(
+        self, input_size: int, hidden_size: int, bias: bool = True, device: Any = None, dtype: Any = None
+    ):
         super().__init__()
+        dtype = factory_dtype(type(self).__name__, device, dtype)
         if input_size < 1 or hidden_size < 1:
             name = type(self).__name__
             raise ValueError(f"{name} needs input_size and hidden_size >= 1, got {input_size}, {hidden_size}")
@@ -356,10 +365,11 @@ class RNNCell(_Cell):
         hidden_size: int,
         bias: bool = True,
         nonlinearity: str = "tanh",
-        dtype: Any = f32,
+        device: Any = None,
+        dtype: Any = None,
     ):
         activation = _nonlinearity("RNNCell", nonlinearity)
-        super().__init__(input_size, hidden_size, bias, dtype)
+        super().__init__(input_size, hidden_size, bias, device, dtype)
         self.nonlinearity = nonlinearity
         object.__setattr__(self, "step", _rnn_step(activation))
 
