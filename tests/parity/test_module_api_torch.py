@@ -189,3 +189,14 @@ def test_to_takes_pytorchs_forms_and_backward_hooks_are_refused() -> None:
         verigrad.nn.Linear(2, 3).to("cuda:0")
     with pytest.raises(NotImplementedError, match="register_full_backward_hook is not supported"):
         verigrad.nn.Linear(2, 3).register_full_backward_hook(lambda module, grad_in, grad_out: None)
+
+
+def test_a_name_taken_by_an_attribute_is_refused_as_pytorch() -> None:
+    for lib in (verigrad, torch):
+        with pytest.raises(KeyError, match="already exists"):
+            lib.nn.ModuleDict({"update": lib.nn.ReLU()})
+        layer = lib.nn.Linear(2, 2)
+        with pytest.raises(KeyError, match="already exists"):
+            layer.register_buffer("weight", lib.zeros(2))
+        with pytest.raises(KeyError, match="already exists"):
+            layer.register_buffer("forward", lib.zeros(2))

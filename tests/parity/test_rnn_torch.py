@@ -59,10 +59,15 @@ RNN_SETTINGS = [
 ]
 
 
-@pytest.mark.parametrize("settings", RNN_SETTINGS)
+GRU_SETTINGS = [{k: v for k, v in s.items() if k != "nonlinearity"} for s in RNN_SETTINGS[1:]]
+
+
+@pytest.mark.parametrize(
+    ("name", "settings"), [("RNN", s) for s in RNN_SETTINGS] + [("GRU", s) for s in GRU_SETTINGS]
+)
 @pytest.mark.parametrize("given", ["h0", "no h0", "unbatched"])
-def test_rnn(settings, given) -> None:
-    ours, theirs = _twins("RNN", 3, 4, **settings)
+def test_rnn_and_gru(name, settings, given) -> None:
+    ours, theirs = _twins(name, 3, 4, **settings)
     ours.eval(), theirs.eval()
     layers = settings.get("num_layers", 1) * (2 if settings.get("bidirectional") else 1)
     shape = (5, 3) if given == "unbatched" else (2, 5, 3) if settings.get("batch_first") else (5, 2, 3)

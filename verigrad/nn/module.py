@@ -146,11 +146,8 @@ class Module:
             raise TypeError(f"{function}: the {what} name must be a string, got {type(name).__name__}")
         if not name or "." in name:
             raise KeyError(f"{function}: the {what} name must be non-empty and contain no '.', got {name!r}")
-        if name in self.__dict__ and name not in table and name not in self._all_registered():
+        if hasattr(self, name) and name not in table:  # a method or another attribute, as PyTorch
             raise KeyError(f"{function}: attribute {name!r} already exists")
-
-    def _all_registered(self) -> set[str]:
-        return {*self._parameters, *self._buffers, *self._modules}
 
     def get_submodule(self, target: str) -> Module:
         """The submodule at the dotted path `target` ("" is this module)."""
