@@ -825,3 +825,20 @@ def test_embedding_from_pretrained_and_softmax_dtype():
     x = verigrad.tensor([1.0, 2.0, 3.0])
     assert F.softmax(x, dim=0, dtype=verigrad.f64).dtype == verigrad.f64
     assert F.log_softmax(x, 0, dtype=verigrad.f64).dtype == verigrad.f64
+
+
+def test_full_backward_hooks_see_and_replace_the_gradients_by_hand():
+    layer = nn.Linear(2, 1, bias=False, dtype="f64")
+    layer.load_state_dict({"weight": np.array([[2.0, -1.0]])})
+    seen = []
+    layer.register_full_backward_pre_hook(lambda m, grad_output: (grad_output[0] * 10,))
+    handle = layer.register_full_backward_hook(lambda m, gi, go: seen.append((gi[0].numpy(), go[0].numpy())))
+    x = t64([[1.0, 3.0]]).requires_grad_()
+    layer(x).sum().backward()
+    np.testing.assert_array_equal(seen[0][1], [[10.0]])  # dL/dy = 1, times 10 by the pre-hook
+    np.testing.assert_array_equal(seen[0][0], [[20.0, -10.0]])  # through the weight
+    np.testing.assert_array_equal(x.grad.numpy(), [[20.0, -10.0]])
+    np.testing.assert_array_equal(layer.weight.grad.numpy(), [[10.0, 30.0]])
+    handle.remove()
+    with pytest.raises(NotImplementedError, match="backward hooks run eagerly only"):
+        verigrad.compile(lambda v: layer(v).sum())(t64([[1.0, 3.0]]))  # traced: a hook would run once

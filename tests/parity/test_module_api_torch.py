@@ -179,7 +179,7 @@ def test_public_functions_have_names_and_docs(ours, theirs) -> None:
     assert verigrad.exp.__name__ == verigrad.exp.__qualname__ == "exp" and verigrad.exp.__module__
 
 
-def test_to_takes_pytorchs_forms_and_backward_hooks_are_refused() -> None:
+def test_to_takes_pytorchs_forms_and_the_deprecated_backward_hook_is_refused() -> None:
     for lib, f64 in ((verigrad, verigrad.f64), (torch, torch.float64)):
         model = lib.nn.Linear(2, 3)
         assert model.to("cpu", f64) is model and model.weight.dtype == f64
@@ -187,8 +187,8 @@ def test_to_takes_pytorchs_forms_and_backward_hooks_are_refused() -> None:
         assert model.to(lib.zeros(1, dtype=f64)).bias.dtype == f64
     with pytest.raises(ValueError, match="runs on the CPU"):
         verigrad.nn.Linear(2, 3).to("cuda:0")
-    with pytest.raises(NotImplementedError, match="register_full_backward_hook is not supported"):
-        verigrad.nn.Linear(2, 3).register_full_backward_hook(lambda module, grad_in, grad_out: None)
+    with pytest.raises(NotImplementedError, match="register_backward_hook is not supported"):
+        verigrad.nn.Linear(2, 3).register_backward_hook(lambda module, grad_in, grad_out: None)
 
 
 def test_a_name_taken_by_an_attribute_is_refused_as_pytorch() -> None:
@@ -200,3 +200,71 @@ def test_a_name_taken_by_an_attribute_is_refused_as_pytorch() -> None:
             layer.register_buffer("weight", lib.zeros(2))
         with pytest.raises(KeyError, match="already exists"):
             layer.register_buffer("forward", lib.zeros(2))
+
+
+def _hooked_run(lib, name: str, arrays: dict[str, np.ndarray]):
+    """A module of each library with the same weights, a backward pre-hook scaling grad_output and a
+    backward hook recording (grad_input, grad_output) and doubling grad_input[0]: the gradients and
+    what the hooks saw."""
+    f64 = torch.float64 if lib is torch else "f64"
+    if name == "Bilinear":
+        module = lib.nn.Bilinear(3, 2, 2, dtype=f64)
+    elif name == "LSTM":
+        module = lib.nn.LSTM(3, 2, dtype=f64)
+    else:
+        module = lib.nn.Linear(3, 2, dtype=f64)
+    state = {
+        k: np.random.default_rng(1).standard_normal(tuple(v.shape)) for k, v in module.state_dict().items()
+    }
+    module.load_state_dict({k: torch.tensor(v) if lib is torch else v for k, v in state.items()})
+    seen = []
+
+    def scale_output(m, grad_output):
+        assert m is module
+        return tuple(None if g is None else g * 3 for g in grad_output)
+
+    def record(m, grad_input, grad_output):
+        seen.append((grad_input, grad_output))
+        return (None if grad_input[0] is None else grad_input[0] * 2, *grad_input[1:])
+
+    module.register_full_backward_pre_hook(scale_output)
+    handle = module.register_full_backward_hook(record)
+    make = torch.tensor if lib is torch else verigrad.tensor
+    inputs = {k: make(v).requires_grad_(k != "frozen") for k, v in arrays.items()}
+    out = module(*inputs.values())
+    total = out[0].sum() + (out[1][0] * out[1][0]).sum() if name == "LSTM" else (out * out).sum()
+    total.backward()
+    handle.remove()
+    grads = [None if t.grad is None else t.grad.numpy() for t in inputs.values()]
+    params = {k: p.grad.numpy() for k, p in module.named_parameters()}
+
+    def numpy_of(group):
+        return [None if g is None else g.detach().numpy() for g in group]
+
+    return grads, params, [(numpy_of(gi), numpy_of(go)) for gi, go in seen]
+
+
+@pytest.mark.filterwarnings("ignore:Full backward hook is firing")  # both libraries' notice, no input grad
+@pytest.mark.parametrize(
+    ("name", "arrays"),
+    [
+        ("Linear", {"x": np.arange(6.0).reshape(2, 3) / 4}),
+        ("Linear", {"frozen": np.arange(6.0).reshape(2, 3) / 4}),  # no input takes a gradient
+        ("Bilinear", {"a": np.arange(6.0).reshape(2, 3) / 5, "b": np.ones((2, 2)) / 3}),
+        ("LSTM", {"x": np.arange(12.0).reshape(2, 2, 3) / 7}),  # outputs (y, (h, c)): y's gradient only
+    ],
+)
+def test_full_backward_hooks_as_pytorchs(name, arrays) -> None:
+    ours, theirs = _hooked_run(verigrad, name, arrays), _hooked_run(torch, name, arrays)
+    for a, b in zip(ours[0], theirs[0]):
+        assert (a is None) == (b is None)
+        if a is not None:
+            np.testing.assert_allclose(a, b, rtol=1e-12)
+    for k in theirs[1]:
+        np.testing.assert_allclose(ours[1][k], theirs[1][k], rtol=1e-12, err_msg=k)
+    assert len(ours[2]) == len(theirs[2]) == 1
+    for mine, their in zip(ours[2][0], theirs[2][0]):
+        assert [g is None for g in mine] == [g is None for g in their]
+        for a, b in zip(mine, their):
+            if a is not None:
+                np.testing.assert_allclose(a, b, rtol=1e-12)

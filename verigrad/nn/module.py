@@ -15,12 +15,13 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..autograd import RemovableHandle, no_grad
+from ..autograd import RemovableHandle, is_grad_enabled, no_grad
 from ..dtypes import as_dtype
 from ..errors import DTypeError, ShapeError
 from ..ops import tensor
 from ..shapes import Spec, shape_text
 from ..tensor import Tensor
+from .backward_hooks import run_with_backward_hooks
 
 _CALL_STACK: list[Module] = []
 _MARKED: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()  # nn.Parameter's
@@ -397,31 +398,41 @@ class Module:
         return self._add_hook("_forward_hooks", hook, with_kwargs)
 
     def register_full_backward_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
-        """Not supported: refused rather than never called."""
-        raise NotImplementedError(
-            f"{type(self).__name__}.register_full_backward_hook is not supported; register a hook on a "
-            "tensor instead (tensor.register_hook(fn) gets its gradient)"
-        )
+        """Call `hook(module, grad_input, grad_output)` once a backward pass, when the gradients of the
+        module's inputs are known (None for an input that is no tensor or takes none); what it returns,
+        if not None, replaces grad_input. Eager calls only (see nn/backward_hooks.py)."""
+        return self._add_hook("_backward_hooks", hook, False, prepend)
 
     def register_full_backward_pre_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
-        """Not supported: refused rather than never called."""
+        """Call `hook(module, grad_output)` once a backward pass, when the gradients of the module's
+        outputs are known; what it returns, if not None, replaces grad_output."""
+        return self._add_hook("_backward_pre_hooks", hook, False, prepend)
+
+    def register_backward_hook(self, hook: Callable) -> RemovableHandle:
+        """PyTorch's deprecated backward hook, which may see the wrong gradients there: refused."""
         raise NotImplementedError(
-            f"{type(self).__name__}.register_full_backward_pre_hook is not supported; register a hook on "
-            "the output tensor instead (output.register_hook(fn) gets its gradient)"
+            f"{type(self).__name__}.register_backward_hook is not supported (PyTorch deprecated it): use "
+            "register_full_backward_hook"
         )
 
-    register_backward_hook = register_full_backward_hook
-
-    def _add_hook(self, table: str, hook: Callable, with_kwargs: bool) -> RemovableHandle:
+    def _add_hook(
+        self, table: str, hook: Callable, with_kwargs: bool, prepend: bool = False
+    ) -> RemovableHandle:
         if not callable(hook):
             raise TypeError(f"a module hook must be a function, not {type(hook).__name__}")
         hooks = self.__dict__.setdefault(table, [])
         entry = (hook, with_kwargs)
-        hooks.append(entry)
+        hooks.insert(0 if prepend else len(hooks), entry)
         return RemovableHandle(hooks, entry)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self.__dict__.get("_forward_pre_hooks") or self.__dict__.get("_forward_hooks"):
+        hooked = self.__dict__
+        if (
+            hooked.get("_forward_pre_hooks")
+            or hooked.get("_forward_hooks")
+            or hooked.get("_backward_hooks")
+            or hooked.get("_backward_pre_hooks")
+        ):
             return self._hooked_call(args, kwargs)
         return self._call(args, kwargs)
 
@@ -432,6 +443,14 @@ class Module:
                 args, kwargs = changed
             elif changed is not None:
                 args = changed if isinstance(changed, tuple) else (changed,)
+        backward = [h for h, _ in self.__dict__.get("_backward_hooks", ())]
+        backward_pre = [h for h, _ in self.__dict__.get("_backward_pre_hooks", ())]
+        if (backward or backward_pre) and is_grad_enabled():
+            return run_with_backward_hooks(self, args, kwargs, self._forward_hooked, backward_pre, backward)
+        return self._forward_hooked(args, kwargs)
+
+    def _forward_hooked(self, args: tuple, kwargs: dict) -> Any:
+        """forward, then the forward hooks."""
         output = self._call(args, kwargs)
         for hook, with_kwargs in list(self.__dict__.get("_forward_hooks", ())):
             changed = hook(self, args, kwargs, output) if with_kwargs else hook(self, args, output)
