@@ -1,10 +1,12 @@
 """`Module`: parameters, buffers and submodules found from attributes, as in PyTorch.
 
-A tensor attribute that requires grad is a parameter; `register_buffer` adds state that is saved
-but not trained (BatchNorm's running statistics). Inside `verigrad.abstract()` modules are built from
-specs, so a model can be checked for every size with `verigrad.check`. A shape error raised inside a
-module's forward names the layer it happened in. Forward hooks (`register_forward_pre_hook`,
-`register_forward_hook`) see and may replace a call's arguments and output.
+A parameter is a tensor made by `nn.Parameter` or a leaf tensor that requires grad; `register_buffer`
+adds state that is saved (unless persistent=False) but not trained (BatchNorm's running statistics); any
+other tensor attribute is a plain one. Inside `verigrad.abstract()` modules are built from specs, so a
+model can be checked for every size with `verigrad.check`. A shape error raised inside a module's forward
+names the layer it happened in. Forward hooks (`register_forward_pre_hook`, `register_forward_hook`) see
+and may replace a call's arguments and output; backward hooks (`register_full_backward_pre_hook`,
+`register_full_backward_hook`, in backward_hooks.py) its gradients.
 """
 
 from __future__ import annotations
