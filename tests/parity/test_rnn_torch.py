@@ -175,3 +175,9 @@ def test_signatures_reprs_and_errors_as_pytorch() -> None:
         nn.LSTMCell(3, 4)(verigrad.randn(2, 3), (verigrad.randn(2, 4), verigrad.randn(3, 4)))
     with pytest.raises(verigrad.ShapeError, match="LSTMCell takes"):
         nn.LSTMCell(3, 4)(verigrad.randn(2, 2, 3))
+    with pytest.raises(ValueError, match="does not match weight dtype"):  # PyTorch's refusal
+        torch.nn.LSTM(3, 4)(torch.zeros(5, 2, 3, dtype=torch.float64))
+    with pytest.raises(verigrad.DTypeError, match="input dtype f64 does not match the weights' f32"):
+        nn.LSTM(3, 4)(verigrad.zeros(5, 2, 3, dtype="f64"))
+    with pytest.raises(verigrad.DTypeError, match="state dtype f64"):
+        nn.GRUCell(3, 4)(verigrad.zeros(2, 3), verigrad.zeros(2, 4, dtype="f64"))
