@@ -179,5 +179,9 @@ def test_signatures_reprs_and_errors_as_pytorch() -> None:
         torch.nn.LSTM(3, 4)(torch.zeros(5, 2, 3, dtype=torch.float64))
     with pytest.raises(verigrad.DTypeError, match="input dtype f64 does not match the weights' f32"):
         nn.LSTM(3, 4)(verigrad.zeros(5, 2, 3, dtype="f64"))
+    with pytest.raises(RuntimeError):  # PyTorch's, from its projection
+        torch.nn.MultiheadAttention(4, 2)(*(torch.zeros(3, 1, 4, dtype=torch.float64),) * 3)
+    with pytest.raises(verigrad.DTypeError, match="query dtype f64 does not match"):
+        nn.MultiheadAttention(4, 2)(*(verigrad.zeros(3, 1, 4, dtype="f64"),) * 3)
     with pytest.raises(verigrad.DTypeError, match="state dtype f64"):
         nn.GRUCell(3, 4)(verigrad.zeros(2, 3), verigrad.zeros(2, 4, dtype="f64"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..errors import DTypeError
 from ..ops import arange, zeros
 from ..tensor import Tensor
 from . import functional as F
@@ -67,6 +68,12 @@ class MultiheadAttention(Module):
         average_attn_weights: bool = True,
         is_causal: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            if t.dtype is not self.in_proj_weight.dtype:  # a product would promote it silently
+                raise DTypeError(
+                    f"MultiheadAttention: {name} dtype {t.dtype.name} does not match the weights' "
+                    f"{self.in_proj_weight.dtype.name}, as PyTorch refuses"
+                )
         unbatched = query.ndim == 2
         if unbatched:
             query, key, value = (t.unsqueeze(1) for t in (query, key, value))
