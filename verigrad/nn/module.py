@@ -494,6 +494,8 @@ def factory_dtype(name: str, device: Any = None, dtype: Any = None) -> Any:
 
 def _is_device(value: Any) -> bool:
     """Whether a positional argument of `to` names a device ("cpu", "cuda:0") rather than a dtype."""
+    if type(value).__name__ == "device":  # a device object (its str is the name)
+        return True
     return isinstance(value, str) and value.split(":")[0] in ("cpu", "cuda", "mps", "xpu", "meta")
 
 
