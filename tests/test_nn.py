@@ -76,8 +76,14 @@ def test_reassigning_an_attribute_replaces_what_it_registered():
     assert "fc2.bias" in dict(net.named_parameters())
     net.fc2 = None  # no longer a module: its parameters go
     assert not any(n.startswith("fc2.") for n, _ in net.named_parameters())
-    net.scale = verigrad.ones(3)  # a tensor without grad is state, not a parameter
-    assert "scale" not in dict(net.named_parameters()) and "scale" in net.state_dict()
+    net.scale = verigrad.ones(3)  # a parameter's name keeps a tensor a parameter (frozen)
+    assert net.state_dict()["scale"] is net.scale and dict(net.named_parameters())["scale"] is net.scale
+    net.offset = verigrad.ones(3)  # a tensor without grad is a plain attribute, as in PyTorch
+    assert "offset" not in net.state_dict() and not any(b is net.offset for b in net.buffers())
+    net.seen = verigrad.ones(1)  # a buffer's name keeps a tensor a buffer
+    assert net.state_dict()["seen"] is net.seen
+    net.scale = None
+    assert "scale" not in net.state_dict() and net.scale is None
 
 
 def test_forgetting_super_init_is_a_clear_error():
@@ -385,7 +391,7 @@ def test_cross_entropy_loss(rng):
     log_p = shifted - np.log(np.exp(shifted).sum(1, keepdims=True))
     per_item = -log_p[np.arange(5), target]
     for reduction, expected in (("mean", per_item.mean()), ("sum", per_item.sum()), ("none", per_item)):
-        got = nn.CrossEntropyLoss(reduction)(t64(logits), verigrad.tensor(target)).numpy()
+        got = nn.CrossEntropyLoss(reduction=reduction)(t64(logits), verigrad.tensor(target)).numpy()
         np.testing.assert_allclose(got, expected, **TIGHT)
     lt = t64(logits).requires_grad_()
     nn.CrossEntropyLoss()(lt, verigrad.tensor(target)).backward()
@@ -396,9 +402,16 @@ def test_cross_entropy_loss(rng):
 def test_mse_loss(rng):
     a, b = rng.standard_normal((4, 3)), rng.standard_normal((4, 3))
     np.testing.assert_allclose(nn.MSELoss()(t64(a), t64(b)).numpy(), ((a - b) ** 2).mean(), **TIGHT)
-    np.testing.assert_allclose(nn.MSELoss("sum")(t64(a), t64(b)).numpy(), ((a - b) ** 2).sum(), **TIGHT)
+    np.testing.assert_allclose(
+        nn.MSELoss(reduction="sum")(t64(a), t64(b)).numpy(), ((a - b) ** 2).sum(), **TIGHT
+    )
     with pytest.raises(ValueError, match="reduction"):
-        nn.MSELoss("max")
+        nn.MSELoss(reduction="max")
+    with pytest.raises(TypeError, match="size_average must be a bool or None"):
+        nn.MSELoss("sum")  # PyTorch's first argument is size_average: a string there is refused
+    with pytest.warns(UserWarning, match="please use reduction='sum'"):
+        summed = nn.MSELoss(size_average=False)
+    assert summed.reduction == "sum"
 
 
 def test_sequential_runs_in_order_and_indexes():
@@ -802,7 +815,8 @@ def test_embedding_from_pretrained_and_softmax_dtype():
     table = np.arange(8.0).reshape(4, 2)
     frozen = nn.Embedding.from_pretrained(table)
     np.testing.assert_array_equal(frozen(verigrad.tensor([3, 0])).numpy(), table[[3, 0]])
-    assert not frozen.weight.requires_grad and list(frozen.parameters()) == []
+    assert not frozen.weight.requires_grad  # frozen, yet a parameter (in state_dict), as PyTorch's
+    assert next(frozen.parameters()) is frozen.weight and list(frozen.buffers()) == []
     table[0, 0] = 99.0  # a copy: the module does not change with the array
     assert frozen.weight.numpy()[0, 0] == 0.0
     trained = nn.Embedding.from_pretrained(verigrad.tensor(table), freeze=False, padding_idx=1)
@@ -812,4 +826,21 @@ def test_embedding_from_pretrained_and_softmax_dtype():
         nn.Embedding.from_pretrained(np.ones(3))
     x = verigrad.tensor([1.0, 2.0, 3.0])
     assert F.softmax(x, dim=0, dtype=verigrad.f64).dtype == verigrad.f64
-    assert F.log_softmax(x, 0, verigrad.f64).dtype == verigrad.f64
+    assert F.log_softmax(x, 0, dtype=verigrad.f64).dtype == verigrad.f64
+
+
+def test_full_backward_hooks_see_and_replace_the_gradients_by_hand():
+    layer = nn.Linear(2, 1, bias=False, dtype="f64")
+    layer.load_state_dict({"weight": np.array([[2.0, -1.0]])})
+    seen = []
+    layer.register_full_backward_pre_hook(lambda m, grad_output: (grad_output[0] * 10,))
+    handle = layer.register_full_backward_hook(lambda m, gi, go: seen.append((gi[0].numpy(), go[0].numpy())))
+    x = t64([[1.0, 3.0]]).requires_grad_()
+    layer(x).sum().backward()
+    np.testing.assert_array_equal(seen[0][1], [[10.0]])  # dL/dy = 1, times 10 by the pre-hook
+    np.testing.assert_array_equal(seen[0][0], [[20.0, -10.0]])  # through the weight
+    np.testing.assert_array_equal(x.grad.numpy(), [[20.0, -10.0]])
+    np.testing.assert_array_equal(layer.weight.grad.numpy(), [[10.0, 30.0]])
+    handle.remove()
+    with pytest.raises(NotImplementedError, match="backward hooks run eagerly only"):
+        verigrad.compile(lambda v: layer(v).sum())(t64([[1.0, 3.0]]))  # traced: a hook would run once

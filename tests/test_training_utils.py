@@ -41,12 +41,12 @@ def test_losses_by_hand() -> None:
 
 def test_loss_modules_and_their_refusals() -> None:
     x, t = verigrad.tensor([[1.0, 2.0]]), verigrad.tensor([[0.0, 0.0]])
-    assert nn.MSELoss("sum")(x, t).item() == 5.0
+    assert nn.MSELoss(reduction="sum")(x, t).item() == 5.0
     assert nn.L1Loss()(x, t).item() == 1.5
     assert nn.MSELoss(reduction="none")(x, t).shape == (1, 2)
-    assert "beta=0.5" in repr(nn.SmoothL1Loss(beta=0.5))
+    assert nn.SmoothL1Loss(beta=0.5).beta == 0.5 and repr(nn.SmoothL1Loss(beta=0.5)) == "SmoothL1Loss()"
     with pytest.raises(ValueError, match="reduction must be one of mean, sum, none, got 'avg'"):
-        nn.L1Loss("avg")
+        nn.L1Loss(reduction="avg")
     with pytest.raises(ValueError, match="reduction must be one of"):
         F.mse_loss(x, t, reduction="avg")
     log_probs = verigrad.tensor(np.log([[0.5, 0.5]]))
@@ -54,7 +54,7 @@ def test_loss_modules_and_their_refusals() -> None:
         F.nll_loss(log_probs, verigrad.tensor([2]))
     with pytest.raises(TypeError, match="classes must be integers"):
         F.nll_loss(log_probs, verigrad.tensor([1.0]))
-    with pytest.raises(ValueError, match=r"log-probabilities \[N, C\] and classes \[N\]"):
+    with pytest.raises(ValueError, match=r"for input \[2\] the class indices must be \[\], got \[1\]"):
         F.nll_loss(verigrad.tensor([0.1, 0.9]), verigrad.tensor([1]))
 
 
@@ -777,8 +777,7 @@ def test_new_helpers_by_hand_and_their_refusals() -> None:
     logits, target = verigrad.randn(3, 4), verigrad.tensor([0, 1, 2])
     with pytest.raises(verigrad.ShapeError, match=r"cross_entropy: weight must be \[4\], got \[3\]"):
         F.cross_entropy(logits, target, weight=verigrad.ones(3))
-    with pytest.raises(NotImplementedError, match="label_smoothing with weight"):
-        F.cross_entropy(logits, target, weight=verigrad.ones(4), label_smoothing=0.1)
+    assert F.cross_entropy(logits, target, weight=verigrad.ones(4), label_smoothing=0.1).shape == ()
     ignored = F.cross_entropy(logits, verigrad.tensor([0, -1, 2]), ignore_index=-1)
     kept = F.cross_entropy(logits[verigrad.tensor([0, 2])], verigrad.tensor([0, 2]))
     assert ignored.item() == pytest.approx(kept.item(), rel=1e-6)  # the ignored sample counts for nothing

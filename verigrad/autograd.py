@@ -20,6 +20,7 @@ _GRAD_ENABLED = [True]
 
 
 def is_grad_enabled() -> bool:
+    """Whether operations are recorded for backward now (False inside no_grad)."""
     return _GRAD_ENABLED[-1]
 
 

@@ -76,7 +76,7 @@ def test_binary_cross_entropy(reduction) -> None:
     logits = PRED * 30  # large magnitudes: the logits form must not overflow
     _check(
         {"x": logits, "t": 1 / (1 + np.exp(-TARGET))},
-        lambda x, t: nn.BCEWithLogitsLoss(reduction)(x, t),
+        lambda x, t: nn.BCEWithLogitsLoss(reduction=reduction)(x, t),
         lambda x, t: torch.nn.BCEWithLogitsLoss(reduction=reduction)(x, t),
     )
     edges = np.array([0.0, 1.0, 1.0, 0.0])  # log(0): PyTorch bounds each log below by -100
@@ -110,20 +110,20 @@ def test_weighted_losses(reduction: str) -> None:
     _check(
         {"x": logits},
         lambda x: F.cross_entropy(
-            x, verigrad.tensor(target), reduction, weight=verigrad.tensor(weight), ignore_index=-100
+            x, verigrad.tensor(target), reduction=reduction, weight=verigrad.tensor(weight), ignore_index=-100
         ),
         lambda x: TF.cross_entropy(x, torch.tensor(target), torch.tensor(weight), reduction=reduction),
     )
     _check(
         {"x": logits},
-        lambda x: nn.CrossEntropyLoss(reduction, ignore_index=-100)(x, verigrad.tensor(target)),
+        lambda x: nn.CrossEntropyLoss(reduction=reduction, ignore_index=-100)(x, verigrad.tensor(target)),
         lambda x: torch.nn.CrossEntropyLoss(reduction=reduction)(x, torch.tensor(target)),
     )
     labels = (RNG.random((6, 4)) > 0.5).astype(np.float64)
     _check(
         {"x": logits},
         lambda x: F.binary_cross_entropy_with_logits(
-            x, verigrad.tensor(labels), reduction, pos_weight=verigrad.tensor(weight)
+            x, verigrad.tensor(labels), reduction=reduction, pos_weight=verigrad.tensor(weight)
         ),
         lambda x: TF.binary_cross_entropy_with_logits(
             x, torch.tensor(labels), reduction=reduction, pos_weight=torch.tensor(weight)
@@ -140,7 +140,7 @@ def test_weighted_losses(reduction: str) -> None:
         _check(
             {"x": logits},
             lambda x, m=mode, lt=log_target, g=given: F.kl_div(
-                F.log_softmax(x, 1), verigrad.tensor(g), m, log_target=lt
+                F.log_softmax(x, 1), verigrad.tensor(g), reduction=m, log_target=lt
             ),
             lambda x, m=mode, lt=log_target, g=given: TF.kl_div(
                 TF.log_softmax(x, 1), torch.tensor(g), reduction=m, log_target=lt

@@ -37,10 +37,12 @@ def masked_fill(x: Tensor, mask: Tensor, value: Any) -> Tensor:
 
 
 def isnan(x: Tensor) -> Tensor:
+    """True where x is NaN."""
     return ne(x, x)
 
 
 def isinf(x: Tensor) -> Tensor:
+    """True where x is +-inf."""
     return eq(abs(x), math.inf) if x.dtype.is_float else ne(x, x)
 
 
@@ -88,6 +90,7 @@ def values_of(x: Any, what: str) -> np.ndarray:
 
 
 def square(x: Tensor) -> Tensor:
+    """x * x."""
     return x * x
 
 
@@ -115,10 +118,12 @@ def frac(x: Tensor) -> Tensor:
 
 
 def deg2rad(x: Tensor) -> Tensor:
+    """Degrees to radians."""
     return x * (math.pi / 180)
 
 
 def rad2deg(x: Tensor) -> Tensor:
+    """Radians to degrees."""
     return x * (180 / math.pi)
 
 

@@ -7,6 +7,7 @@ from .activations import (
     GELU,
     GLU,
     SELU,
+    Hardshrink,
     Hardsigmoid,
     Hardswish,
     Hardtanh,
@@ -17,16 +18,21 @@ from .activations import (
     PReLU,
     ReLU,
     ReLU6,
+    RReLU,
     Sigmoid,
     SiLU,
     Softmax,
     Softmax2d,
+    Softmin,
     Softplus,
+    Softshrink,
     Softsign,
     Tanh,
+    Tanhshrink,
+    Threshold,
 )
 from .attention import MultiheadAttention
-from .containers import ModuleDict, ModuleList, Parameter, ParameterList, Sequential
+from .containers import ModuleDict, ModuleList, Parameter, ParameterDict, ParameterList, Sequential
 from .convolution import (
     Conv1d,
     Conv2d,
@@ -37,6 +43,7 @@ from .convolution import (
     Fold,
     Unfold,
 )
+from .distance import CosineSimilarity, PairwiseDistance
 from .dropout import Dropout, Dropout2d
 from .embedding import Embedding
 from .flatten import Flatten
@@ -50,15 +57,19 @@ from .losses import (
     GaussianNLLLoss,
     HingeEmbeddingLoss,
     HuberLoss,
+    KLDivLoss,
     L1Loss,
     MarginRankingLoss,
     MSELoss,
+    MultiLabelMarginLoss,
+    MultiLabelSoftMarginLoss,
     MultiMarginLoss,
     NLLLoss,
     PoissonNLLLoss,
     SmoothL1Loss,
     SoftMarginLoss,
     TripletMarginLoss,
+    TripletMarginWithDistanceLoss,
 )
 from .module import Module
 from .normalization import (
@@ -108,7 +119,7 @@ from .pooling import (
     MaxUnpool3d,
 )
 from .quant import QEmbedding, QLinear
-from .recurrent import GRU, LSTM
+from .recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from .resampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 from .transformer import (
     Transformer,

@@ -5,13 +5,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..dtypes import f32
+from ..errors import DTypeError
 from ..ops import arange, zeros
 from ..tensor import Tensor
 from . import functional as F
 from .init import uniform
 from .linear import Linear
-from .module import Module
+from .module import Module, factory_dtype
 
 
 class MultiheadAttention(Module):
@@ -29,10 +29,21 @@ class MultiheadAttention(Module):
         num_heads: int,
         dropout: float = 0.0,
         bias: bool = True,
+        add_bias_kv: bool = False,
+        add_zero_attn: bool = False,
+        kdim: int | None = None,
+        vdim: int | None = None,
         batch_first: bool = False,
-        dtype: Any = f32,
+        device: Any = None,
+        dtype: Any = None,
     ):
         super().__init__()
+        dtype = factory_dtype("MultiheadAttention", device, dtype)
+        if add_bias_kv or add_zero_attn or kdim not in (None, embed_dim) or vdim not in (None, embed_dim):
+            raise NotImplementedError(
+                "MultiheadAttention: add_bias_kv, add_zero_attn and a kdim or vdim other than embed_dim are "
+                "not supported"
+            )
         if not 0.0 <= dropout <= 1.0:
             raise ValueError(f"MultiheadAttention: dropout must be in [0, 1], got {dropout}")
         if embed_dim % num_heads:
@@ -57,6 +68,12 @@ class MultiheadAttention(Module):
         average_attn_weights: bool = True,
         is_causal: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            if t.dtype is not self.in_proj_weight.dtype:  # a product would promote it silently
+                raise DTypeError(
+                    f"MultiheadAttention: {name} dtype {t.dtype.name} does not match the weights' "
+                    f"{self.in_proj_weight.dtype.name}, as PyTorch refuses"
+                )
         unbatched = query.ndim == 2
         if unbatched:
             query, key, value = (t.unsqueeze(1) for t in (query, key, value))

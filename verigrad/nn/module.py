@@ -1,27 +1,58 @@
 """`Module`: parameters, buffers and submodules found from attributes, as in PyTorch.
 
-A tensor attribute that requires grad is a parameter; `register_buffer` adds state that is saved
-but not trained (BatchNorm's running statistics). Inside `verigrad.abstract()` modules are built from
-specs, so a model can be checked for every size with `verigrad.check`. A shape error raised inside a
-module's forward names the layer it happened in. Forward hooks (`register_forward_pre_hook`,
-`register_forward_hook`) see and may replace a call's arguments and output.
+A parameter is a tensor made by `nn.Parameter` or a leaf tensor that requires grad; `register_buffer`
+adds state that is saved (unless persistent=False) but not trained (BatchNorm's running statistics); any
+other tensor attribute is a plain one. Inside `verigrad.abstract()` modules are built from specs, so a
+model can be checked for every size with `verigrad.check`. A shape error raised inside a module's forward
+names the layer it happened in. Forward hooks (`register_forward_pre_hook`, `register_forward_hook`) see
+and may replace a call's arguments and output; backward hooks (`register_full_backward_pre_hook`,
+`register_full_backward_hook`, in backward_hooks.py) its gradients.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..autograd import RemovableHandle, no_grad
+from ..autograd import RemovableHandle, is_grad_enabled, no_grad
 from ..devices import no_device
 from ..errors import DTypeError, ShapeError
 from ..ops import tensor
 from ..shapes import Spec, shape_text
 from ..tensor import Tensor, to_arguments
+from .backward_hooks import run_with_backward_hooks
 
 _CALL_STACK: list[Module] = []
+_MARKED: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()  # nn.Parameter's
+
+
+class IncompatibleKeys(NamedTuple):
+    """What `load_state_dict` returns, as PyTorch's: the model's keys the state lacked, and the state's
+    keys the model has not."""
+
+    missing_keys: list[str]
+    unexpected_keys: list[str]
+
+
+class StateDictError(RuntimeError, ValueError):
+    """A state dict that does not fit the model (PyTorch raises RuntimeError)."""
+
+
+def mark_parameter(t: Tensor) -> Tensor:
+    """Make `t` a parameter when assigned to a module, whether or not it requires grad (nn.Parameter)."""
+    _MARKED[id(t)] = t
+    return t
+
+
+def is_parameter(value: Any) -> bool:
+    """Whether a module attribute set to `value` is a parameter: a tensor made by nn.Parameter, or a leaf
+    tensor that requires grad."""
+    if not isinstance(value, Tensor):
+        return False
+    return _MARKED.get(id(value)) is value or (value.requires_grad and value.is_leaf)
 
 
 class Module:
@@ -33,34 +64,121 @@ class Module:
         object.__setattr__(self, "_parameters", {})
         object.__setattr__(self, "_buffers", {})
         object.__setattr__(self, "_modules", {})
+        object.__setattr__(self, "_non_persistent_buffers_set", set())
         object.__setattr__(self, "training", True)
 
     def __setattr__(self, name: str, value: Any) -> None:
+        """As PyTorch's: a parameter (made by `nn.Parameter`, or a leaf tensor that requires grad) or a
+        module is registered under `name`, a tensor given to a buffer's name stays a buffer, and one given
+        to a parameter's name stays a parameter; any other value, a plain tensor too, is a plain
+        attribute (neither state nor trained)."""
         if "_parameters" not in self.__dict__:
             raise AttributeError(f"{type(self).__name__}.__init__ must call super().__init__() first")
         if isinstance(value, Module):
             target = self._modules
-        elif isinstance(value, Tensor):
-            target = self._parameters if value.requires_grad else self._buffers
+        elif is_parameter(value) or (name in self._parameters and isinstance(value, Tensor)):
+            target = self._parameters  # PyTorch refuses a plain tensor there; here it is a frozen parameter
+        elif name in self._buffers and (value is None or isinstance(value, Tensor)):
+            target = self._buffers
+        elif value is None and (name in self._parameters or name in self._modules):
+            target = self._parameters if name in self._parameters else self._modules
         else:
             target = None
         for table in (self._parameters, self._buffers, self._modules):
             if table is not target:
                 table.pop(name, None)
+        if target is not self._buffers:
+            self._non_persistent_buffers_set.discard(name)
         if target is not None:
             target[name] = value  # a name the table holds keeps its place (and so its order), as in PyTorch
         object.__setattr__(self, name, value)
 
-    def add_module(self, name: str, module: Module) -> None:
-        if not isinstance(module, Module):
-            raise TypeError(f"add_module needs a Module, got {type(module).__name__}")
-        self.__setattr__(name, module)
+    def __delattr__(self, name: str) -> None:
+        for table in (self._parameters, self._buffers, self._modules):
+            table.pop(name, None)
+        self._non_persistent_buffers_set.discard(name)
+        object.__delattr__(self, name)
 
-    def register_buffer(self, name: str, value: Tensor | None) -> None:
-        """Keep `value` as state that `state_dict` saves but optimizers do not train."""
-        self.__setattr__(name, value)
-        self._parameters.pop(name, None)
-        self._buffers[name] = value
+    def add_module(self, name: str, module: Module | None) -> None:
+        """Register `module` (or None, a place for one) as the submodule `name`."""
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"add_module needs a Module, got {type(module).__name__}")
+        self._check_name("add_module", "module", name, self._modules)
+        self._modules[name] = module
+        object.__setattr__(self, name, module)
+
+    register_module = add_module
+
+    def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
+        """Keep `tensor` as state that optimizers do not train; `state_dict` saves it unless not
+        `persistent` (then it is moved by `to` but neither saved nor loaded)."""
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(
+                f"register_buffer: cannot assign {type(tensor).__name__} object to buffer {name!r} "
+                "(a Tensor or None expected)"
+            )
+        self._check_name("register_buffer", "buffer", name, self._buffers)
+        for table in (self._parameters, self._modules):
+            table.pop(name, None)
+        self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent_buffers_set.discard(name)
+        else:
+            self._non_persistent_buffers_set.add(name)
+        object.__setattr__(self, name, tensor)
+
+    def register_parameter(self, name: str, param: Tensor | None) -> None:
+        """Register `param` (a tensor, trained from now on, or None: no parameter there) as `name`."""
+        if param is not None and not isinstance(param, Tensor):
+            raise TypeError(
+                f"register_parameter: cannot assign {type(param).__name__} object to parameter {name!r} "
+                "(a Tensor or None expected)"
+            )
+        self._check_name("register_parameter", "parameter", name, self._parameters)
+        if param is not None and not is_parameter(param):
+            param.requires_grad_(True)
+        for table in (self._buffers, self._modules):
+            table.pop(name, None)
+        self._parameters[name] = param
+        object.__setattr__(self, name, param)
+
+    def _check_name(self, function: str, what: str, name: Any, table: dict) -> None:
+        if "_parameters" not in self.__dict__:
+            raise AttributeError(f"{type(self).__name__}.__init__ must call super().__init__() first")
+        if not isinstance(name, str):
+            raise TypeError(f"{function}: the {what} name must be a string, got {type(name).__name__}")
+        if not name or "." in name:
+            raise KeyError(f"{function}: the {what} name must be non-empty and contain no '.', got {name!r}")
+        if hasattr(self, name) and name not in table:  # a method or another attribute, as PyTorch
+            raise KeyError(f"{function}: attribute {name!r} already exists")
+
+    def get_submodule(self, target: str) -> Module:
+        """The submodule at the dotted path `target` ("" is this module)."""
+        module: Module = self
+        walked = type(self).__name__
+        for part in target.split(".") if target else []:
+            child = module._modules.get(part) if isinstance(module, Module) else None
+            if child is None:
+                raise AttributeError(f"{walked} has no attribute `{part}`")
+            module, walked = child, f"{walked}.{part}"
+        return module
+
+    def get_parameter(self, target: str) -> Tensor:
+        """The parameter at the dotted path `target` ("layer.weight")."""
+        return self._get_member(target, "_parameters", "parameter")
+
+    def get_buffer(self, target: str) -> Tensor:
+        """The buffer at the dotted path `target` ("bn.running_mean")."""
+        return self._get_member(target, "_buffers", "buffer")
+
+    def _get_member(self, target: str, table: str, what: str) -> Tensor:
+        path, _, name = target.rpartition(".")
+        module = self.get_submodule(path)
+        if name not in module.__dict__:
+            raise AttributeError(f"{type(module).__name__} has no attribute `{name}`")
+        if name not in getattr(module, table):
+            raise AttributeError(f"`{name}` is not a {what}")
+        return getattr(module, table)[name]
 
     # traversal ----------------------------------------------------------------------------------
     # Generators, as PyTorch's. A module or tensor reached twice (tied weights, a layer used in two
@@ -77,7 +195,8 @@ class Module:
             memo.add(self)
         yield prefix, self
         for name, child in self._modules.items():
-            yield from child.named_modules(memo, _dotted(prefix, name), remove_duplicate)
+            if child is not None:
+                yield from child.named_modules(memo, _dotted(prefix, name), remove_duplicate)
 
     def modules(self) -> Iterator[Module]:
         for _, m in self.named_modules():
@@ -87,7 +206,7 @@ class Module:
         """(name, module) for the direct submodules, a module held under two names listed once."""
         seen: set[int] = set()
         for name, child in self._modules.items():
-            if id(child) not in seen:
+            if child is not None and id(child) not in seen:
                 seen.add(id(child))
                 yield name, child
 
@@ -147,32 +266,44 @@ class Module:
         return self
 
     # state ----------------------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Tensor]:
-        """Every parameter and buffer by its dotted name (the tensors themselves, not copies), in PyTorch's
-        order: a module's parameters, then its buffers, then its children's. A tied tensor is under each
-        of its names, as in PyTorch."""
-        state: dict[str, Tensor] = {}
-        self._save_state(state, "")
+    def state_dict(
+        self, *, destination: dict | None = None, prefix: str = "", keep_vars: bool = False
+    ) -> dict[str, Tensor]:
+        """Every parameter and persistent buffer by its dotted name (the tensors themselves, not copies;
+        `keep_vars` is accepted for PyTorch's sake), in PyTorch's order: a module's parameters, then its
+        buffers, then its children's. A tied tensor is under each of its names, as in PyTorch."""
+        state: dict[str, Tensor] = {} if destination is None else destination
+        self._save_state(state, prefix)
         return state
 
     def _save_state(self, state: dict[str, Tensor], prefix: str) -> None:
-        for table in (self._parameters, self._buffers):
-            state.update((prefix + name, t) for name, t in table.items() if t is not None)
+        state.update((prefix + name, t) for name, t in self._parameters.items() if t is not None)
+        state.update(
+            (prefix + name, t)
+            for name, t in self._buffers.items()
+            if t is not None and name not in self._non_persistent_buffers_set
+        )
         for name, child in self._modules.items():
-            child._save_state(state, f"{prefix}{name}.")
+            if child is not None:
+                child._save_state(state, f"{prefix}{name}.")
 
-    def load_state_dict(self, state: dict[str, Any], strict: bool = True) -> None:
-        """Copy values in; with `strict`, any missing, extra, mis-shaped or mis-typed entry is an error
-        that names every offending tensor, and nothing is copied."""
+    def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True, assign: bool = False) -> Any:
+        """Copy values in and return PyTorch's named tuple (missing_keys, unexpected_keys). With `strict`,
+        a missing or extra key is an error; a mis-shaped or mis-typed entry always is. The error
+        (a RuntimeError, and a ValueError) names every offending tensor, and then nothing is copied."""
+        if assign:
+            raise NotImplementedError("load_state_dict: assign=True is not supported; the values are copied")
         own = self.state_dict()
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
         problems = []
         if strict:
-            problems += [f"missing: {k}" for k in own if k not in state]
-            problems += [f"unexpected: {k}" for k in state if k not in own]
+            problems += [f"missing: {k}" for k in missing]
+            problems += [f"unexpected: {k}" for k in unexpected]
         for k, target in own.items():
-            if k not in state:
+            if k not in state_dict:
                 continue
-            value = state[k]
+            value = state_dict[k]
             shape, dtype = tuple(value.shape), getattr(value, "dtype", None)
             dtype_name = getattr(dtype, "name", str(dtype))
             if shape != tuple(target.shape):
@@ -182,11 +313,14 @@ class Module:
             elif dtype_name not in (target.dtype.name, target.dtype.np.name):
                 problems.append(f"{k}: dtype {dtype_name} in the state, {target.dtype.name} in the model")
         if problems:
-            raise ValueError("load_state_dict refused:\n  " + "\n  ".join(problems))
+            lines = "\n\t".join(problems)
+            raise StateDictError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t{lines}")
         with no_grad():
             for k, target in own.items():
-                if k in state:
-                    target.assign(state[k] if isinstance(state[k], Tensor) else tensor(state[k]))
+                if k in state_dict:
+                    value = state_dict[k]
+                    target.assign(value if isinstance(value, Tensor) else tensor(value))
+        return IncompatibleKeys(missing, unexpected)
 
     # dtypes ---------------------------------------------------------------------------------------
     def to(self, *args: Any, **kwargs: Any) -> Module:
@@ -220,6 +354,9 @@ class Module:
 
     # modes ----------------------------------------------------------------------------------------
     def train(self, mode: bool = True) -> Module:
+        """Training mode (dropout on, batch statistics) for this module and every submodule; returns it."""
+        if not isinstance(mode, bool):
+            raise ValueError(f"train: the training mode is expected to be a bool, got {type(mode).__name__}")
         for m in self.modules():
             object.__setattr__(m, "training", mode)
         return self
@@ -251,16 +388,42 @@ class Module:
         with_kwargs); what it returns, if not None, replaces the output."""
         return self._add_hook("_forward_hooks", hook, with_kwargs)
 
-    def _add_hook(self, table: str, hook: Callable, with_kwargs: bool) -> RemovableHandle:
+    def register_full_backward_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        """Call `hook(module, grad_input, grad_output)` once a backward pass, when the gradients of the
+        module's inputs are known (None for an input that is no tensor or takes none); what it returns,
+        if not None, replaces grad_input. Eager calls only (see nn/backward_hooks.py)."""
+        return self._add_hook("_backward_hooks", hook, False, prepend)
+
+    def register_full_backward_pre_hook(self, hook: Callable, prepend: bool = False) -> RemovableHandle:
+        """Call `hook(module, grad_output)` once a backward pass, when the gradients of the module's
+        outputs are known; what it returns, if not None, replaces grad_output."""
+        return self._add_hook("_backward_pre_hooks", hook, False, prepend)
+
+    def register_backward_hook(self, hook: Callable) -> RemovableHandle:
+        """PyTorch's deprecated backward hook, which may see the wrong gradients there: refused."""
+        raise NotImplementedError(
+            f"{type(self).__name__}.register_backward_hook is not supported (PyTorch deprecated it): use "
+            "register_full_backward_hook"
+        )
+
+    def _add_hook(
+        self, table: str, hook: Callable, with_kwargs: bool, prepend: bool = False
+    ) -> RemovableHandle:
         if not callable(hook):
             raise TypeError(f"a module hook must be a function, not {type(hook).__name__}")
         hooks = self.__dict__.setdefault(table, [])
         entry = (hook, with_kwargs)
-        hooks.append(entry)
+        hooks.insert(0 if prepend else len(hooks), entry)
         return RemovableHandle(hooks, entry)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if self.__dict__.get("_forward_pre_hooks") or self.__dict__.get("_forward_hooks"):
+        hooked = self.__dict__
+        if (
+            hooked.get("_forward_pre_hooks")
+            or hooked.get("_forward_hooks")
+            or hooked.get("_backward_hooks")
+            or hooked.get("_backward_pre_hooks")
+        ):
             return self._hooked_call(args, kwargs)
         return self._call(args, kwargs)
 
@@ -271,6 +434,14 @@ class Module:
                 args, kwargs = changed
             elif changed is not None:
                 args = changed if isinstance(changed, tuple) else (changed,)
+        backward = [h for h, _ in self.__dict__.get("_backward_hooks", ())]
+        backward_pre = [h for h, _ in self.__dict__.get("_backward_pre_hooks", ())]
+        if (backward or backward_pre) and is_grad_enabled():
+            return run_with_backward_hooks(self, args, kwargs, self._forward_hooked, backward_pre, backward)
+        return self._forward_hooked(args, kwargs)
+
+    def _forward_hooked(self, args: tuple, kwargs: dict) -> Any:
+        """forward, then the forward hooks."""
         output = self._call(args, kwargs)
         for hook, with_kwargs in list(self.__dict__.get("_forward_hooks", ())):
             changed = hook(self, args, kwargs, output) if with_kwargs else hook(self, args, output)
@@ -300,6 +471,14 @@ class Module:
         ]
         head = f"{type(self).__name__}({self.extra_repr()}"
         return head + ("\n" + "\n".join(lines) + "\n)" if lines else ")")
+
+
+def factory_dtype(name: str, device: Any = None, dtype: Any = None) -> Any:
+    """The dtype a layer's parameters are made in from PyTorch's factory arguments (device=, dtype=):
+    f32 when None; a device other than the CPU is refused."""
+    if device is not None and str(device).split(":")[0] != "cpu":
+        raise ValueError(f"{name}: verigrad runs on the CPU: there is no {str(device)!r} device")
+    return "f32" if dtype is None else dtype
 
 
 def _dotted(prefix: str, name: str) -> str:

@@ -41,7 +41,7 @@ class QLinear(Module):
         super().__init__()
         if activations not in ("f32", "q8"):
             raise ValueError(f"QLinear: activations must be 'f32' or 'q8', got {activations!r}")
-        self.weight = _weight(raw, qtype, shape, "QLinear")
+        self.register_buffer("weight", _weight(raw, qtype, shape, "QLinear"))
         self.qtype, self.activations = qtype, activations
         self.out_features, self.in_features = (int(s) for s in shape)
         self._op = qmatmul_q8 if activations == "q8" and qtype in Q8_QTYPES else qmatmul
@@ -68,7 +68,7 @@ class QEmbedding(Module):
 
     def __init__(self, raw: np.ndarray, qtype: str, shape: tuple[int, int]):
         super().__init__()
-        self.weight = _weight(raw, qtype, shape, "QEmbedding")
+        self.register_buffer("weight", _weight(raw, qtype, shape, "QEmbedding"))
         self.qtype = qtype
         self.num_embeddings, self.embedding_dim = (int(s) for s in shape)
 

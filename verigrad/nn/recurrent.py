@@ -1,6 +1,7 @@
-"""`nn.LSTM` and `nn.GRU`, as PyTorch's: their parameter names (so their state dicts load), gate orders
-(LSTM: input, forget, cell, output; GRU: reset, update, new), layers, dropout between them in training,
-bidirectional runs, batch_first and unbatched inputs.
+"""`nn.RNN`, `nn.LSTM` and `nn.GRU`, and their one-step cells `RNNCell`, `LSTMCell`, `GRUCell`, as
+PyTorch's: their parameter names (so their state dicts load), gate orders (LSTM: input, forget, cell,
+output; GRU: reset, update, new), layers, dropout between them in training, bidirectional runs,
+batch_first, unbatched inputs, and LSTM's projection of h (`proj_size`).
 
 Each step is written with ops, so it differentiates and traces as they do; the input's part of every
 gate is one product over all time steps (per layer and direction), the recurrent part one product a
@@ -10,20 +11,72 @@ step. The number of steps must be a concrete size: the loop over them is Python'
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from ..dtypes import f32
-from ..errors import ShapeError
-from ..ops import concat, sigmoid, stack, tanh, zeros
+from ..errors import DTypeError, ShapeError
+from ..ops import concat, relu, sigmoid, stack, tanh, zeros
+from ..shapes import shape_text
 from ..tensor import Tensor, describe
 from . import functional as F
 from .init import fan_in_bound, uniform
-from .module import Module
+from .module import Module, factory_dtype
+
+State = tuple[Tensor, ...]  # h, or h and c
+
+
+def _check_dtypes(name: str, weight: Tensor, x: Tensor, state: State | None) -> None:
+    """Input and states in the weights' dtype, as PyTorch demands (a product would promote silently)."""
+    for what, t in [("input", x), *(("state", s) for s in state or ())]:
+        if t.dtype is not weight.dtype:
+            raise DTypeError(
+                f"{name}: {what} dtype {t.dtype.name} does not match the weights' {weight.dtype.name}; "
+                f"convert it (.to({weight.dtype.name})) or the model (model.to({t.dtype.name}))"
+            )
+
+
+_NONLINEARITIES: dict[str, Callable[[Tensor], Tensor]] = {"tanh": tanh, "relu": relu}
+
+
+def _gate(parts: Tensor, k: int, size: int) -> Tensor:
+    return parts[..., k * size : (k + 1) * size]
+
+
+def _rnn_step(activation: Callable[[Tensor], Tensor]) -> Callable[..., tuple[Tensor, ...]]:
+    def step(inputs: Tensor, hidden: Tensor, state: tuple[Tensor, ...], size: int) -> tuple[Tensor, ...]:
+        return (activation(inputs + hidden),)
+
+    return step
+
+
+def _lstm_step(inputs: Tensor, hidden: Tensor, state: tuple[Tensor, ...], size: int) -> tuple[Tensor, ...]:
+    """One LSTM step from the gates' input and recurrent parts (biases added) and (h, c): (h, c)."""
+    gates = inputs + hidden
+    i, f = sigmoid(_gate(gates, 0, size)), sigmoid(_gate(gates, 1, size))
+    g, o = tanh(_gate(gates, 2, size)), sigmoid(_gate(gates, 3, size))
+    c = f * state[1] + i * g
+    return o * tanh(c), c
+
+
+def _gru_step(inputs: Tensor, hidden: Tensor, state: tuple[Tensor, ...], size: int) -> tuple[Tensor, ...]:
+    """PyTorch's GRU step, the recurrent bias of the new gate inside the reset:
+    n = tanh(x W_in + b_in + r * (h W_hn + b_hn))."""
+    r = sigmoid(_gate(inputs, 0, size) + _gate(hidden, 0, size))
+    z = sigmoid(_gate(inputs, 1, size) + _gate(hidden, 1, size))
+    n = tanh(_gate(inputs, 2, size) + r * _gate(hidden, 2, size))
+    return ((1 - z) * n + z * state[0],)
+
+
+def _nonlinearity(name: str, nonlinearity: str) -> Callable[[Tensor], Tensor]:
+    if nonlinearity not in _NONLINEARITIES:
+        raise ValueError(f"{name}: unknown nonlinearity {nonlinearity!r}; select from 'tanh' or 'relu'")
+    return _NONLINEARITIES[nonlinearity]
 
 
 class _Recurrent(Module):
     """The layers and directions of a recurrent network whose cell has `gates` gates and keeps
-    `states` tensors (h, or h and c) of hidden_size per sequence."""
+    `states` tensors (h, or h and c) per sequence."""
 
     gates = 1
     states = 1
@@ -37,11 +90,12 @@ class _Recurrent(Module):
         batch_first: bool = False,
         dropout: float = 0.0,
         bidirectional: bool = False,
+        proj_size: int = 0,
         dtype: Any = f32,
     ):
         super().__init__()
         name = type(self).__name__
-        if not 0 <= dropout <= 1 or isinstance(dropout, bool):
+        if isinstance(dropout, bool) or not 0 <= dropout <= 1:
             raise ValueError(f"{name}: dropout must be a probability in [0, 1], got {dropout!r}")
         if dropout and num_layers == 1:
             warnings.warn(
@@ -51,18 +105,22 @@ class _Recurrent(Module):
             raise ValueError(
                 f"{name} needs num_layers and hidden_size >= 1, got {num_layers} and {hidden_size}"
             )
+        if proj_size < 0 or (proj_size and proj_size >= hidden_size):
+            raise ValueError(f"{name}: proj_size must be in [0, hidden_size), got {proj_size}")
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
-        self.dropout = float(dropout)
+        self.dropout, self.proj_size = float(dropout), proj_size
         self.bias, self.batch_first, self.bidirectional = bias, batch_first, bidirectional
-        bound, rows = fan_in_bound(hidden_size), self.gates * hidden_size
+        bound, rows, out = fan_in_bound(hidden_size), self.gates * hidden_size, proj_size or hidden_size
         for layer in range(num_layers):
-            width = input_size if layer == 0 else hidden_size * self.directions
+            width = input_size if layer == 0 else out * self.directions
             for suffix in self._suffixes(layer):
                 setattr(self, f"weight_ih{suffix}", uniform((rows, width), bound, dtype))
-                setattr(self, f"weight_hh{suffix}", uniform((rows, hidden_size), bound, dtype))
+                setattr(self, f"weight_hh{suffix}", uniform((rows, out), bound, dtype))
                 if bias:
                     setattr(self, f"bias_ih{suffix}", uniform((rows,), bound, dtype))
                     setattr(self, f"bias_hh{suffix}", uniform((rows,), bound, dtype))
+                if proj_size:
+                    setattr(self, f"weight_hr{suffix}", uniform((proj_size, hidden_size), bound, dtype))
 
     @property
     def directions(self) -> int:
@@ -71,16 +129,20 @@ class _Recurrent(Module):
     def _suffixes(self, layer: int) -> list[str]:
         return [f"_l{layer}", f"_l{layer}_reverse"][: self.directions]
 
+    def _state_sizes(self) -> tuple[int, ...]:
+        """The last size of each state tensor: h's (the projection's, if any), then c's."""
+        return (self.proj_size or self.hidden_size, self.hidden_size)[: self.states]
+
     def _forward(self, x: Tensor, state: tuple[Tensor, ...] | None) -> tuple[Tensor, tuple[Tensor, ...]]:
-        """The outputs and the final states, each [D * num_layers, N, hidden_size]."""
+        """The outputs and the final states, each [D * num_layers, N, size]."""
         name = type(self).__name__
         if x.ndim not in (2, 3) or x.shape[-1] != self.input_size:
             size = self.input_size
             raise ShapeError(f"{name} takes [T, N, {size}] or [T, {size}], got {describe(x)}")
+        _check_dtypes(name, self.weight_ih_l0, x, state)
         unbatched = x.ndim == 2
         if unbatched:
             x = x.unsqueeze(1)
-            state = None if state is None else tuple(s.unsqueeze(1) for s in state)
         elif self.batch_first:
             x = x.transpose(0, 1)
         steps, batch = x.shape[0], x.shape[1]
@@ -88,10 +150,16 @@ class _Recurrent(Module):
             raise ShapeError(
                 f"{name} loops over the time steps in Python: their number must be concrete, got {steps}"
             )
+        layers = self.num_layers * self.directions
         if state is None:
-            state = (
-                zeros(self.num_layers * self.directions, batch, self.hidden_size, dtype=x.dtype),
-            ) * self.states
+            state = tuple(zeros(layers, batch, size, dtype=x.dtype) for size in self._state_sizes())
+        else:
+            for s, size, what in zip(state, self._state_sizes(), ("h0", "c0")):
+                want = (layers, size) if unbatched else (layers, batch, size)
+                if tuple(s.shape) != want:
+                    raise ShapeError(f"{name}: {what} must be {shape_text(want)}, got {describe(s)}")
+            if unbatched:
+                state = tuple(s.unsqueeze(1) for s in state)
         finals: list[tuple[Tensor, ...]] = []
         for layer in range(self.num_layers):
             outputs = []
@@ -117,67 +185,232 @@ class _Recurrent(Module):
             inputs = inputs + getattr(self, f"bias_ih{suffix}")
         recurrent = getattr(self, f"weight_hh{suffix}").T
         recurrent_bias = getattr(self, f"bias_hh{suffix}") if self.bias else None
+        projection = getattr(self, f"weight_hr{suffix}").T if self.proj_size else None
         outputs: list[Tensor] = [None] * x.shape[0]  # type: ignore[list-item]
         for t in range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0]):
             hidden = state[0] @ recurrent
-            state = self.cell(inputs[t], hidden if recurrent_bias is None else hidden + recurrent_bias, state)
+            hidden = hidden if recurrent_bias is None else hidden + recurrent_bias
+            state = self.step(inputs[t], hidden, state, self.hidden_size)
+            if projection is not None:
+                state = (state[0] @ projection, *state[1:])
             outputs[t] = state[0]
         return stack(outputs), state
 
-    def cell(self, inputs: Tensor, hidden: Tensor, state: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+    def step(self, inputs: Tensor, hidden: Tensor, state: State, size: int) -> State:
         """One step: the gates' input part and recurrent part (biases added), the state -> new state."""
         raise NotImplementedError
 
-    def gate(self, parts: Tensor, k: int) -> Tensor:
-        size = self.hidden_size
-        return parts[:, k * size : (k + 1) * size]
+    def _settings(self) -> list[tuple[str, Any, Any]]:
+        """(name, value, default) of the settings a repr shows when not their default, in PyTorch's order."""
+        return [
+            ("proj_size", self.proj_size, 0),
+            ("num_layers", self.num_layers, 1),
+            ("bias", self.bias, True),
+            ("batch_first", self.batch_first, False),
+            ("dropout", self.dropout, 0.0),
+            ("bidirectional", self.bidirectional, False),
+        ]
 
     def extra_repr(self) -> str:
-        extra = "".join(
-            f", {name}={value}"
-            for name, value, default in [
-                ("num_layers", self.num_layers, 1),
-                ("bias", self.bias, True),
-                ("batch_first", self.batch_first, False),
-                ("dropout", self.dropout, 0.0),
-                ("bidirectional", self.bidirectional, False),
-            ]
-            if value != default
-        )
+        extra = "".join(f", {name}={value}" for name, value, default in self._settings() if value != default)
         return f"{self.input_size}, {self.hidden_size}{extra}"
+
+
+class RNN(_Recurrent):
+    """Elman network over [T, N, input_size] ([N, T, ...] with batch_first, or [T, input_size]
+    unbatched): h_t = nonlinearity(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh), nonlinearity "tanh" or
+    "relu"; `rnn(x, h0)` returns (output [T, N, D * hidden_size], h_n [D * num_layers, N, hidden_size])."""
+
+    gates, states = 1, 1
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        nonlinearity: str = "tanh",
+        bias: bool = True,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        device: Any = None,
+        dtype: Any = None,
+    ):
+        activation = _nonlinearity("RNN", nonlinearity)
+        dtype = factory_dtype("RNN", device, dtype)
+        super().__init__(
+            input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, dtype=dtype
+        )
+        self.nonlinearity = nonlinearity
+        object.__setattr__(self, "step", _rnn_step(activation))
+
+    def forward(self, input: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        out, (h_n,) = self._forward(input, None if hx is None else (hx,))
+        return out, h_n
 
 
 class LSTM(_Recurrent):
     """Long short-term memory over [T, N, input_size] ([N, T, ...] with batch_first, or [T, input_size]
-    unbatched): `lstm(x, (h0, c0))` returns (output [T, N, D * hidden_size], (h_n, c_n) [D * num_layers,
-    N, hidden_size]), D = 2 if bidirectional else 1. Parameters are U(-1/sqrt(hidden_size), same)."""
+    unbatched): `lstm(x, (h0, c0))` returns (output [T, N, D * H_out], (h_n [D * num_layers, N, H_out],
+    c_n [D * num_layers, N, hidden_size])), D = 2 if bidirectional else 1, H_out = proj_size or
+    hidden_size (with proj_size, h is projected by weight_hr after each step). Parameters are
+    U(-1/sqrt(hidden_size), same)."""
 
     gates, states = 4, 2
+    step = staticmethod(_lstm_step)
 
-    def forward(self, x: Tensor, state: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Any]:
-        return self._forward(x, state)
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        bias: bool = True,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        proj_size: int = 0,
+        device: Any = None,
+        dtype: Any = None,
+    ):
+        dtype = factory_dtype("LSTM", device, dtype)
+        super().__init__(
+            input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, proj_size, dtype
+        )
 
-    def cell(self, inputs: Tensor, hidden: Tensor, state: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
-        gates = inputs + hidden
-        i, f = sigmoid(self.gate(gates, 0)), sigmoid(self.gate(gates, 1))
-        g, o = tanh(self.gate(gates, 2)), sigmoid(self.gate(gates, 3))
-        c = f * state[1] + i * g
-        return o * tanh(c), c
+    def forward(self, input: Tensor, hx: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Any]:
+        return self._forward(input, hx)
 
 
 class GRU(_Recurrent):
     """Gated recurrent unit over [T, N, input_size] (as LSTM's layout): `gru(x, h0)` returns (output
-    [T, N, D * hidden_size], h_n [D * num_layers, N, hidden_size]); PyTorch's formula, the recurrent
-    bias of the new gate inside the reset: n = tanh(x W_in + b_in + r * (h W_hn + b_hn))."""
+    [T, N, D * hidden_size], h_n [D * num_layers, N, hidden_size]); see `_gru_step` for the formula."""
 
     gates, states = 3, 1
+    step = staticmethod(_gru_step)
 
-    def forward(self, x: Tensor, h0: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        out, (h_n,) = self._forward(x, None if h0 is None else (h0,))
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        bias: bool = True,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        device: Any = None,
+        dtype: Any = None,
+    ):
+        dtype = factory_dtype("GRU", device, dtype)
+        super().__init__(
+            input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, dtype=dtype
+        )
+
+    def forward(self, input: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        out, (h_n,) = self._forward(input, None if hx is None else (hx,))
         return out, h_n
 
-    def cell(self, inputs: Tensor, hidden: Tensor, state: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
-        r = sigmoid(self.gate(inputs, 0) + self.gate(hidden, 0))
-        z = sigmoid(self.gate(inputs, 1) + self.gate(hidden, 1))
-        n = tanh(self.gate(inputs, 2) + r * self.gate(hidden, 2))
-        return ((1 - z) * n + z * state[0],)
+
+class _Cell(Module):
+    """One step of a recurrent network, with PyTorch's cell parameters weight_ih [gates * H, input_size],
+    weight_hh [gates * H, H] and biases bias_ih, bias_hh [gates * H]."""
+
+    gates = 1
+    states = 1
+
+    def __init__(
+        self, input_size: int, hidden_size: int, bias: bool = True, device: Any = None, dtype: Any = None
+    ):
+        super().__init__()
+        dtype = factory_dtype(type(self).__name__, device, dtype)
+        if input_size < 1 or hidden_size < 1:
+            name = type(self).__name__
+            raise ValueError(f"{name} needs input_size and hidden_size >= 1, got {input_size}, {hidden_size}")
+        self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
+        bound, rows = fan_in_bound(hidden_size), self.gates * hidden_size
+        self.weight_ih = uniform((rows, input_size), bound, dtype)
+        self.weight_hh = uniform((rows, hidden_size), bound, dtype)
+        if bias:
+            self.bias_ih = uniform((rows,), bound, dtype)
+            self.bias_hh = uniform((rows,), bound, dtype)
+        else:
+            self.register_parameter("bias_ih", None)
+            self.register_parameter("bias_hh", None)
+
+    def _step(self, x: Tensor, state: tuple[Tensor, ...] | None) -> tuple[Tensor, ...]:
+        name = type(self).__name__
+        if x.ndim not in (1, 2) or x.shape[-1] != self.input_size:
+            size = self.input_size
+            raise ShapeError(f"{name} takes [N, {size}] or [{size}], got {describe(x)}")
+        _check_dtypes(name, self.weight_ih, x, state)
+        unbatched = x.ndim == 1
+        if unbatched:
+            x = x.unsqueeze(0)
+        want = (x.shape[0], self.hidden_size)
+        if state is None:
+            state = tuple(zeros(*want, dtype=x.dtype) for _ in range(self.states))
+        else:
+            for s, what in zip(state, ("h", "c")):
+                if tuple(s.shape) != want[unbatched:]:
+                    expected = shape_text(want[unbatched:])
+                    raise ShapeError(f"{name}: {what} must be {expected}, got {describe(s)}")
+            if unbatched:
+                state = tuple(s.unsqueeze(0) for s in state)
+        inputs, hidden = x @ self.weight_ih.T, state[0] @ self.weight_hh.T
+        if self.bias:
+            inputs, hidden = inputs + self.bias_ih, hidden + self.bias_hh
+        new = self.step(inputs, hidden, state, self.hidden_size)
+        return tuple(s.squeeze(0) for s in new) if unbatched else new
+
+    def step(self, inputs: Tensor, hidden: Tensor, state: State, size: int) -> State:
+        raise NotImplementedError
+
+    def extra_repr(self) -> str:
+        extra = "" if self.bias else ", bias=False"
+        return f"{self.input_size}, {self.hidden_size}{extra}"
+
+
+class RNNCell(_Cell):
+    """One Elman step: `cell(x, h)` (x [N, input_size] or [input_size], h zeros if not given) returns
+    h' = nonlinearity(x W_ih^T + b_ih + h W_hh^T + b_hh)."""
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        bias: bool = True,
+        nonlinearity: str = "tanh",
+        device: Any = None,
+        dtype: Any = None,
+    ):
+        activation = _nonlinearity("RNNCell", nonlinearity)
+        super().__init__(input_size, hidden_size, bias, device, dtype)
+        self.nonlinearity = nonlinearity
+        object.__setattr__(self, "step", _rnn_step(activation))
+
+    def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:
+        return self._step(input, None if hx is None else (hx,))[0]
+
+    def extra_repr(self) -> str:
+        extra = "" if self.nonlinearity == "tanh" else f", nonlinearity={self.nonlinearity}"
+        return super().extra_repr() + extra
+
+
+class LSTMCell(_Cell):
+    """One LSTM step: `cell(x, (h, c))` returns (h', c') (zeros for a state not given)."""
+
+    gates, states = 4, 2
+    step = staticmethod(_lstm_step)
+
+    def forward(self, input: Tensor, hx: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
+        h, c = self._step(input, hx)
+        return h, c
+
+
+class GRUCell(_Cell):
+    """One GRU step: `cell(x, h)` returns h' (see `_gru_step` for the formula)."""
+
+    gates = 3
+    step = staticmethod(_gru_step)
+
+    def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:
+        return self._step(input, None if hx is None else (hx,))[0]

@@ -51,9 +51,13 @@ class _Layer(Module):
         super().__init__()
         if isinstance(activation, str) and activation not in _ACTIVATIONS:
             raise ValueError(f"activation should be relu or gelu, not {activation!r}")
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout, bias, batch_first, dtype)
+        self.self_attn = MultiheadAttention(
+            d_model, nhead, dropout, bias, batch_first=batch_first, dtype=dtype
+        )
         if self.cross_attention:
-            self.multihead_attn = MultiheadAttention(d_model, nhead, dropout, bias, batch_first, dtype)
+            self.multihead_attn = MultiheadAttention(
+                d_model, nhead, dropout, bias, batch_first=batch_first, dtype=dtype
+            )
         self.linear1 = Linear(d_model, dim_feedforward, bias, dtype)
         self.dropout = Dropout(dropout)
         self.linear2 = Linear(dim_feedforward, d_model, bias, dtype)

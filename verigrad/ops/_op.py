@@ -81,6 +81,7 @@ class Op:
         self.differentiable = differentiable and (vjp is not None or decompose is not None)
         self._eager_plans: dict[tuple, Any] = {}  # eager calls' (operand shapes and dtypes, params) -> plan
         self.__doc__ = doc
+        self.__name__ = self.__qualname__ = name  # as a function's, for code that names what it calls
         self.group = group  # a fused group's members (ir/passes/fuse.py); such an op is not registered
         if group is not None:
             return

@@ -52,6 +52,7 @@ def expand(x: Tensor, shape: tuple) -> Tensor:
 
 
 def unsqueeze(x: Tensor, axis: int) -> Tensor:
+    """x with a dimension of size 1 inserted at `axis`."""
     axis = _axis(x, axis, x.ndim + 1, "unsqueeze")
     return reshape(x, shape=(*x.shape[:axis], 1, *x.shape[axis:]))
 

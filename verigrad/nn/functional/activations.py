@@ -1,8 +1,11 @@
-"""Activation functions, as in `torch.nn.functional`: softmax and log_softmax, the ReLU family, GELU,
-SiLU, the sigmoid and tanh families, and PReLU and GLU; `inplace=True` as PyTorch's (see `_inplace`)."""
+"""Activation functions, as in `torch.nn.functional`, with PyTorch's signatures: softmax, log_softmax
+and softmin, the ReLU family, GELU, SiLU, the sigmoid and tanh families, the shrinks, threshold, RReLU,
+PReLU and GLU; `inplace=True` as PyTorch's (see `_inplace`), and the in-place forms relu_, elu_, ...
+"""
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from ... import ops
@@ -12,135 +15,248 @@ from ...shapes import shape_text
 from ...tensor import Tensor
 
 
-def softmax(x: Tensor, dim: int = -1, dtype: Any = None) -> Tensor:
+def _softmax_dim(name: str, ndim: int, dim: int | None) -> int:
+    """`dim`, or PyTorch's deprecated implicit choice when None (0 for 0-, 1- and 3-D input, else 1),
+    with its warning."""
+    if dim is not None:
+        return dim
+    implicit = 0 if ndim in (0, 1, 3) else 1
+    warnings.warn(
+        f"Implicit dimension choice for {name} has been deprecated. Change the call to include dim=X as an "
+        "argument.",
+        UserWarning,
+        stacklevel=3,
+    )
+    return implicit
+
+
+def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> Tensor:
     """exp(x) / sum(exp(x)) along `dim`, max-subtracted so it cannot overflow; with `dtype`, x is cast
-    to it first (as PyTorch's)."""
-    return ops.softmax(x if dtype is None else x.cast(dtype), axis=dim)
+    to it first (as PyTorch's). No dim: PyTorch's implicit one, with its warning."""
+    dim = _softmax_dim("softmax", input.ndim, dim)
+    return ops.softmax(input if dtype is None else input.cast(dtype), axis=dim)
 
 
-def log_softmax(x: Tensor, dim: int = -1, dtype: Any = None) -> Tensor:
-    """log(softmax(x)) along `dim`, computed without forming softmax; `dtype` as softmax's."""
-    return ops.log_softmax(x if dtype is None else x.cast(dtype), axis=dim)
+def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> Tensor:
+    """log(softmax(x)) along `dim`, computed without forming softmax; `dim` and `dtype` as softmax's."""
+    dim = _softmax_dim("log_softmax", input.ndim, dim)
+    return ops.log_softmax(input if dtype is None else input.cast(dtype), axis=dim)
 
 
-def relu(x: Tensor, inplace: bool = False) -> Tensor:
-    """max(x, 0)."""
-    return _inplace(x, ops.relu(x), inplace)
-
-
-def gelu(x: Tensor, approximate: str = "none") -> Tensor:
-    """GELU with the exact normal CDF, or its tanh approximation with approximate='tanh'."""
-    if approximate not in ("none", "tanh"):
-        raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
-    return ops.gelu_tanh(x) if approximate == "tanh" else ops.gelu(x)
+def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> Tensor:
+    """softmax(-x) along `dim`; `dim` and `dtype` as softmax's."""
+    dim = _softmax_dim("softmin", input.ndim, dim)
+    return ops.softmax(-(input if dtype is None else input.cast(dtype)), axis=dim)
 
 
 def _inplace(x: Tensor, y: Tensor, inplace: bool) -> Tensor:
     """PyTorch's `inplace=True`: y written into x, and x returned, where x takes no part in a gradient;
-    else y itself (the same values; the memory is not saved)."""
+    else y itself (the same values, x unchanged: use what is returned)."""
     if inplace and not (x.requires_grad and is_grad_enabled()):
         return x.assign(y)
     return y
 
 
-def silu(x: Tensor, inplace: bool = False) -> Tensor:
+def relu(input: Tensor, inplace: bool = False) -> Tensor:
+    """max(x, 0)."""
+    return _inplace(input, ops.relu(input), inplace)
+
+
+def gelu(input: Tensor, approximate: str = "none") -> Tensor:
+    """GELU with the exact normal CDF, or its tanh approximation with approximate='tanh'."""
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return ops.gelu_tanh(input) if approximate == "tanh" else ops.gelu(input)
+
+
+def silu(input: Tensor, inplace: bool = False) -> Tensor:
     """x * sigmoid(x)."""
-    return _inplace(x, ops.silu(x), inplace)
+    return _inplace(input, ops.silu(input), inplace)
 
 
-def sigmoid(x: Tensor) -> Tensor:
+def sigmoid(input: Tensor) -> Tensor:
     """1 / (1 + exp(-x))."""
-    return ops.sigmoid(x)
+    return ops.sigmoid(input)
 
 
-def tanh(x: Tensor) -> Tensor:
+def tanh(input: Tensor) -> Tensor:
     """Hyperbolic tangent."""
-    return ops.tanh(x)
+    return ops.tanh(input)
 
 
-def leaky_relu(x: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
+def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
     """x where x > 0, else negative_slope * x."""
-    return _inplace(x, ops.where(x > 0, x, x * negative_slope), inplace)
+    return _inplace(input, ops.where(input > 0, input, input * negative_slope), inplace)
 
 
-def elu(x: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """x where x > 0, else alpha * (exp(x) - 1) (by expm1)."""
-    return _inplace(x, ops.where(x > 0, x, ops.expm1(x) * alpha), inplace)
+    return _inplace(input, ops.where(input > 0, input, ops.expm1(input) * alpha), inplace)
 
 
-def softplus(x: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """log(1 + exp(beta x)) / beta, and x itself where beta x > threshold (as PyTorch); the gradient is
     sigmoid(beta x), and 1 above the threshold."""
-    scaled = x * beta
+    scaled = input * beta
     linear = scaled > threshold
     # the curve only ever sees inputs up to the threshold: exp(350) is inf, and the gradient where() sends
     # it there, 0 * inf, would be NaN
     curve = ops.where(linear, 0.0, scaled)
-    return ops.where(linear, x, ops.log1p(ops.exp(curve)) / beta)
+    return ops.where(linear, input, ops.log1p(ops.exp(curve)) / beta)
 
 
-def hardtanh(x: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
+def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
     """x limited to [min_val, max_val]; the gradient passes strictly inside (as PyTorch's)."""
-    return _inplace(x, ops.where(x <= min_val, min_val, ops.where(x >= max_val, max_val, x)), inplace)
+    if min_val > max_val:
+        raise ValueError(f"hardtanh: min_val ({min_val}) must not be greater than max_val ({max_val})")
+    clipped = ops.where(input <= min_val, min_val, ops.where(input >= max_val, max_val, input))
+    return _inplace(input, clipped, inplace)
 
 
-def relu6(x: Tensor, inplace: bool = False) -> Tensor:
-    return hardtanh(x, 0.0, 6.0, inplace)
+def relu6(input: Tensor, inplace: bool = False) -> Tensor:
+    """min(max(x, 0), 6)."""
+    return hardtanh(input, 0.0, 6.0, inplace)
 
 
-def mish(x: Tensor, inplace: bool = False) -> Tensor:
+def mish(input: Tensor, inplace: bool = False) -> Tensor:
     """x * tanh(softplus(x))."""
-    return _inplace(x, x * ops.tanh(softplus(x)), inplace)
+    return _inplace(input, input * ops.tanh(softplus(input)), inplace)
 
 
-def hardsigmoid(x: Tensor, inplace: bool = False) -> Tensor:
+def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
     """relu6(x + 3) / 6: 0 below -3, 1 above 3, linear between."""
-    return _inplace(x, relu6(x + 3.0) / 6.0, inplace)
+    return _inplace(input, relu6(input + 3.0) / 6.0, inplace)
 
 
-def hardswish(x: Tensor, inplace: bool = False) -> Tensor:
+def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
     """x * hardsigmoid(x)."""
-    return _inplace(x, x * hardsigmoid(x), inplace)
+    return _inplace(input, input * hardsigmoid(input), inplace)
 
 
 _SELU_ALPHA, _SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
 
 
-def selu(x: Tensor, inplace: bool = False) -> Tensor:
+def selu(input: Tensor, inplace: bool = False) -> Tensor:
     """scale * elu(x, alpha) with the self-normalising constants (alpha 1.6733, scale 1.0507)."""
-    return _inplace(x, elu(x, _SELU_ALPHA) * _SELU_SCALE, inplace)
+    return _inplace(input, elu(input, _SELU_ALPHA) * _SELU_SCALE, inplace)
 
 
-def celu(x: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """x where x > 0, else alpha * (exp(x / alpha) - 1)."""
     if alpha == 0:
         raise ValueError("celu: alpha must not be 0")
-    return _inplace(x, ops.where(x > 0, x, ops.expm1(x / alpha) * alpha), inplace)
+    return _inplace(input, ops.where(input > 0, input, ops.expm1(input / alpha) * alpha), inplace)
 
 
-def softsign(x: Tensor) -> Tensor:
+def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
+    """x where x > threshold, else value."""
+    return _inplace(input, ops.where(input > threshold, input, value), inplace)
+
+
+_threshold = threshold  # for threshold_, whose argument has the name
+
+
+def rrelu(
+    input: Tensor,
+    lower: float = 1.0 / 8,
+    upper: float = 1.0 / 3,
+    training: bool = False,
+    inplace: bool = False,
+) -> Tensor:
+    """Randomized leaky ReLU: x where x > 0, else a * x, with a drawn from U(lower, upper) per element in
+    training and (lower + upper) / 2 otherwise."""
+    if not 0 <= lower <= upper:
+        raise ValueError(f"rrelu: need 0 <= lower <= upper, got lower={lower}, upper={upper}")
+    if not training:
+        return leaky_relu(input, (lower + upper) / 2, inplace)
+    slope = ops.rand_like(input) * (upper - lower) + lower
+    return _inplace(input, ops.where(input > 0, input, input * slope), inplace)
+
+
+def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """x where |x| > lambd, else 0."""
+    return ops.where((input > lambd) | (input < -lambd), input, 0.0)
+
+
+def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
+    """x - lambd above lambd, x + lambd below -lambd, else 0 (lambd >= 0)."""
+    if lambd < 0:
+        raise ValueError(f"softshrink: lambd must be greater or equal to 0, got {lambd}")
+    return ops.where(input > lambd, input - lambd, ops.where(input < -lambd, input + lambd, 0.0))
+
+
+def tanhshrink(input: Tensor) -> Tensor:
+    """x - tanh(x)."""
+    return input - ops.tanh(input)
+
+
+def softsign(input: Tensor) -> Tensor:
     """x / (1 + |x|)."""
-    return x / (ops.abs(x) + 1.0)
+    return input / (ops.abs(input) + 1.0)
 
 
-def logsigmoid(x: Tensor) -> Tensor:
+def logsigmoid(input: Tensor) -> Tensor:
     """log(sigmoid(x)) = -softplus(-x), without overflow for large |x|."""
-    return ops.minimum(x, 0.0) - ops.log1p(ops.exp(-ops.abs(x)))
+    return ops.minimum(input, 0.0) - ops.log1p(ops.exp(-ops.abs(input)))
 
 
-def glu(x: Tensor, dim: int = -1) -> Tensor:
+def glu(input: Tensor, dim: int = -1) -> Tensor:
     """a * sigmoid(b) for the halves a, b of x along `dim` (of even length)."""
-    size = x.shape[dim]
+    size = input.shape[dim]
     if isinstance(size, int) and size % 2:
-        raise ShapeError(f"glu: dimension {dim} of {shape_text(x.shape)} has odd length {size}; it is halved")
-    a, b = x.chunk(2, dim)
+        raise ShapeError(
+            f"glu: dimension {dim} of {shape_text(input.shape)} has odd length {size}; it is halved"
+        )
+    a, b = input.chunk(2, dim)
     return a * ops.sigmoid(b)
 
 
-def prelu(x: Tensor, weight: Tensor) -> Tensor:
+def prelu(input: Tensor, weight: Tensor) -> Tensor:
     """x where x > 0, else weight * x; weight has one value, or one per channel (dimension 1 of x)."""
     if weight.ndim != 1:
         raise ShapeError(f"prelu: weight must be one-dimensional, got {shape_text(weight.shape)}")
-    if weight.shape[0] != 1 and x.ndim >= 2:
-        weight = weight.reshape(weight.shape[0], *([1] * (x.ndim - 2)))
-    return ops.where(x > 0, x, weight * x)
+    if weight.shape[0] != 1 and input.ndim >= 2:
+        weight = weight.reshape(weight.shape[0], *([1] * (input.ndim - 2)))
+    return ops.where(input > 0, input, weight * input)
+
+
+# PyTorch's in-place forms: the result written into the input, which is returned; as every in-place
+# update, refused on a tensor that requires grad
+def relu_(input: Tensor) -> Tensor:
+    """relu, in place."""
+    return input.assign(relu(input))
+
+
+def elu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    """elu, in place."""
+    return input.assign(elu(input, alpha))
+
+
+def leaky_relu_(input: Tensor, negative_slope: float = 0.01) -> Tensor:
+    """leaky_relu, in place."""
+    return input.assign(leaky_relu(input, negative_slope))
+
+
+def hardtanh_(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    """hardtanh, in place."""
+    return input.assign(hardtanh(input, min_val, max_val))
+
+
+def threshold_(input: Tensor, threshold: float, value: float) -> Tensor:
+    """threshold, in place."""
+    return input.assign(_threshold(input, threshold, value))
+
+
+def rrelu_(input: Tensor, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False) -> Tensor:
+    """rrelu, in place."""
+    return input.assign(rrelu(input, lower, upper, training))
+
+
+def celu_(input: Tensor, alpha: float = 1.0) -> Tensor:
+    """celu, in place."""
+    return input.assign(celu(input, alpha))
+
+
+def selu_(input: Tensor) -> Tensor:
+    """selu, in place."""
+    return input.assign(selu(input))

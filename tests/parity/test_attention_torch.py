@@ -1,0 +1,91 @@
+"""F.scaled_dot_product_attention against PyTorch's in everything its signature offers: enable_gqa, bool
+and float masks (with is_causal too), scale, fully masked queries, dropout's statistics; values and
+gradients in f64."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+import torch
+from gradients import check_values_and_gradients as _check
+
+import verigrad
+import verigrad.nn.functional as F
+
+RNG = np.random.default_rng(23)
+
+
+def test_signature_is_pytorchs() -> None:
+    names = [p.name for p in inspect.signature(F.scaled_dot_product_attention).parameters.values()]
+    assert names == ["query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"]
+
+
+CASES = [
+    "gqa",
+    "gqa causal square",
+    "gqa bool mask",
+    "float mask causal",
+    "bool mask causal",
+    "scale",
+    "fully masked query",
+    "broadcast mask",
+    "5-D",
+]
+
+
+@pytest.mark.parametrize("how", CASES)
+def test_against_pytorch(how) -> None:
+    heads, kv_heads = (4, 2) if how.startswith("gqa") else (3, 3)
+    length = 5 if "square" in how else 4
+    lead = (2, 1) if how == "5-D" else (2,)
+    arrays = {
+        "q": RNG.standard_normal((*lead, heads, length, 6)),
+        "k": RNG.standard_normal((*lead, kv_heads, 5, 6)),
+        "v": RNG.standard_normal((*lead, kv_heads, 5, 3)),
+    }
+    mask = RNG.random((length, 5)) > 0.4
+    mask[:, 0] = True
+    settings: dict = {"enable_gqa": how.startswith("gqa"), "is_causal": "causal" in how}
+    if how == "scale":
+        settings["scale"] = 0.37
+    masks = {
+        "gqa bool mask": mask,
+        "float mask": np.where(mask, 0.3, -1.5),
+        "fully masked query": np.where(np.arange(length)[:, None] == 1, -np.inf, 0.0) * np.ones((1, 5)),
+        "broadcast mask": np.where(RNG.random((2, 1, length, 5)) > 0.5, 0.0, -0.8),
+    }
+
+    def run(convert, fn):
+        def call(q, k, v):
+            extra = {} if how not in masks else {"attn_mask": convert(masks[how])}
+            return fn(q, k, v, **extra, **settings)
+
+        return call
+
+    _check(
+        arrays,
+        run(verigrad.tensor, F.scaled_dot_product_attention),
+        run(torch.from_numpy, torch.nn.functional.scaled_dot_product_attention),
+    )
+
+
+def test_refusals_and_dropout() -> None:
+    q, kv = verigrad.randn(1, 4, 3, 8), verigrad.randn(1, 3, 3, 8)
+    with pytest.raises(
+        verigrad.ShapeError, match=r"heads in key \(3\) must divide the number of heads in query \(4\)"
+    ):
+        F.scaled_dot_product_attention(q, kv, kv, enable_gqa=True)
+    with pytest.raises(ValueError, match="dropout_p"):
+        F.scaled_dot_product_attention(q, q, q, dropout_p=-0.1)
+    mask = verigrad.ones(3, 3).bool()
+    with pytest.raises(ValueError, match="attn_mask should not be set when is_causal=True"):
+        F.scaled_dot_product_attention(q, q, q, attn_mask=mask, is_causal=True)  # PyTorch's math path's error
+    verigrad.manual_seed(1)
+    ones = verigrad.ones(1, 1, 64, 8, dtype="f64")
+    v = verigrad.tensor(np.eye(64)[None, None])  # output row i is query i's attention weights
+    weights = F.scaled_dot_product_attention(ones, ones, v, dropout_p=0.5).numpy()
+    kept = weights != 0
+    assert 0.4 < kept.mean() < 0.6
+    np.testing.assert_allclose(weights[kept], 2 / 64, rtol=1e-12)  # uniform weights, kept ones doubled
