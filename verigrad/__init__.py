@@ -213,7 +213,7 @@ from .ops import (
 )
 from .ops import inv as inverse  # PyTorch's torch.inverse (torch.linalg.inv)
 from .ops import tensor as as_tensor
-from .shapes import Dim, Spec, dims, spec
+from .shapes import Dim, Size, Spec, dims, spec
 from .tensor import Tensor
 
 cat = concat  # PyTorch's names for the same functions

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .dtypes import DType
-from .shapes import Dim, DimLike, Spec, shape_text
+from .shapes import Dim, DimLike, Size, Spec, shape_text
 
 Axis = int | Sequence[int] | None
 
@@ -38,8 +38,9 @@ class Tensor:
 
     # description -------------------------------------------------------------------------------
     @property
-    def shape(self) -> tuple[DimLike, ...]:
-        return self.spec.shape
+    def shape(self) -> Size | tuple[DimLike, ...]:
+        """The shape: a `Size` (PyTorch's `torch.Size`), or a tuple holding `Dim`s when it is symbolic."""
+        return self.spec.size
 
     @property
     def dtype(self) -> DType:
@@ -54,22 +55,37 @@ class Tensor:
 
     ndimension = dim
 
-    def size(self, axis: int | None = None) -> Any:
-        return self.shape if axis is None else self.shape[axis]
+    def size(self, axis: int | None = None, *, dim: int | None = None) -> Any:
+        """The shape (a `Size`) or, given `dim`, that dimension's size."""
+        if dim is not None:
+            if axis is not None:
+                raise TypeError("size() takes dim once (as the argument or as dim=), not both")
+            axis = dim
+        if axis is None:
+            return self.spec.size
+        if isinstance(axis, bool) or not isinstance(axis, int):
+            raise TypeError(f"size(dim): dim must be an int, not {type(axis).__name__}")
+        shape = self.spec.shape
+        if not -len(shape) <= axis < len(shape):
+            raise IndexError(
+                f"size({axis}): dimension out of range for a tensor of {len(shape)} dimensions "
+                f"(expected one in [{-len(shape)}, {len(shape) - 1}])"
+            )
+        return shape[axis]
 
     def nelement(self) -> DimLike:
         return self.numel()
 
     def numel(self) -> DimLike:
         n: DimLike = 1
-        for d in self.shape:
+        for d in self.spec.shape:
             n = n * d
         return n
 
     def __len__(self) -> int:
-        if not self.shape:
+        if not self.spec.shape:
             raise TypeError("len() of a 0-d tensor")
-        return self.shape[0]  # type: ignore[return-value]
+        return self.spec.shape[0]  # type: ignore[return-value]
 
     @property
     def is_abstract(self) -> bool:
