@@ -3,14 +3,25 @@ checkpoints, in both directions (`torch.load(weights_only=True)` reads what veri
 
 from __future__ import annotations
 
+import io
 import pickle
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
+from test_torch_checkpoint_torch import (
+    _assert_same,
+    _assert_torch_equal,
+    _our_checkpoint,
+    _torch_checkpoint,
+    _torch_value,
+)
 
 import verigrad
 from verigrad import Size
+from verigrad.io.map_location import MapLocationError
+from verigrad.models import digits_cnn_torch
 
 SHAPES = [(), (0,), (2, 3), (1, 4, 1), (2, 0, 3)]
 
@@ -68,3 +79,98 @@ def test_size_of_a_dim_as_torch(dim: int) -> None:
             t.size(dim)
         with pytest.raises(IndexError):
             x.size(dim)
+
+
+# save and load with PyTorch's arguments, through binary files ---------------------------------------
+
+
+def _buffer(save: Any, obj: Any, **kwargs: Any) -> io.BytesIO:
+    buffer = io.BytesIO()
+    save(obj, buffer, **kwargs)
+    buffer.seek(0)
+    return buffer
+
+
+def _torch_training_state() -> dict[str, Any]:
+    """A model's and an Adam optimizer's state_dicts after a step, the checkpoint zoo of the other parity
+    file, a Size and a non-contiguous view, as a training script saves them in one file."""
+    torch.manual_seed(0)
+    model = digits_cnn_torch(torch)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    model(torch.randn(4, 1, 8, 8)).square().mean().backward()
+    optimizer.step()
+    base = torch.arange(24.0, dtype=torch.float64).reshape(4, 6)
+    return {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "zoo": _torch_checkpoint(),
+        "epoch": 3,
+        "shape": base.shape,
+        "views": [base, base[::2, 1::3], base.T],
+    }
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"map_location": "cpu"},
+        {"map_location": {"cpu": "cpu", "cuda:0": "cpu"}},
+        {"map_location": lambda storage, location: storage},
+        {"weights_only": False},
+        {"weights_only": True, "mmap": False},
+        {"pickle_module": pickle, "weights_only": False},
+        {"encoding": "latin1"},
+    ],
+    ids=["default", "cpu", "dict", "function", "not_weights_only", "mmap_false", "pickle", "encoding"],
+)
+def test_torch_training_state_loads_from_a_file_object_as_torch_loads_it(kwargs: dict) -> None:
+    theirs = _torch_training_state()
+    blob = _buffer(torch.save, theirs).getvalue()
+    expected = torch.load(io.BytesIO(blob), **kwargs)
+    ours = verigrad.load(io.BytesIO(blob), **kwargs)
+    shape = expected.pop("shape")
+    assert type(ours.pop("shape")) is Size and shape == (4, 6)
+    _assert_same(ours, expected)
+    view = ours["views"][1]
+    assert view.stride() == expected["views"][1].stride() and not view.is_contiguous()
+    ours["views"][0].numpy()[2, 4] = -1.0  # the views share the base's storage, as torch's do
+    assert view.numpy()[1, 1] == -1.0 and ours["views"][2].numpy()[4, 2] == -1.0
+
+
+def test_a_map_location_function_sees_the_locations_torch_gives_it() -> None:
+    blob = _buffer(torch.save, {"a": torch.ones(2), "b": torch.zeros(3)}).getvalue()
+    theirs: list = []
+    ours: list = []
+    torch.load(io.BytesIO(blob), map_location=lambda s, loc: theirs.append(loc) or s)
+    verigrad.load(io.BytesIO(blob), map_location=lambda s, loc: ours.append(loc) or s)
+    assert ours == theirs == ["cpu", "cpu"]
+
+
+@pytest.mark.parametrize(
+    "ours, theirs, kwargs",
+    [
+        (MapLocationError, Exception, {"map_location": "cuda"}),  # torch without CUDA raises too
+        (RuntimeError, RuntimeError, {"pickle_module": pickle, "weights_only": True}),
+        (ValueError, ValueError, {"mmap": True}),
+    ],
+    ids=["cuda", "pickle_module", "mmap"],
+)
+def test_load_refuses_where_torch_load_refuses(ours: type, theirs: type, kwargs: dict) -> None:
+    blob = _buffer(torch.save, {"w": torch.ones(2)}).getvalue()
+    with pytest.raises(theirs):
+        torch.load(io.BytesIO(blob), **kwargs)
+    with pytest.raises(ours):
+        verigrad.load(io.BytesIO(blob), **kwargs)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"pickle_protocol": 4}, {"_disable_byteorder_record": True}], ids=str)
+def test_verigrad_saves_to_a_file_object_that_torch_loads_with_weights_only(kwargs: dict) -> None:
+    base = np.arange(12.0).reshape(3, 4)
+    ours = _our_checkpoint() | {"shape": verigrad.zeros(2, 3).shape, "views": [base, base[:, 1::2], base.T]}
+    theirs = torch.load(_buffer(verigrad.save, ours, **kwargs), weights_only=True)
+    assert type(theirs.pop("shape")) is torch.Size and type(ours.pop("shape")) is Size
+    _assert_torch_equal(theirs, _torch_value(ours))
+    views = theirs["views"]
+    assert views[1].stride() == (4, 2) and views[2].stride() == (1, 4)
+    assert views[1].untyped_storage().data_ptr() == views[0].untyped_storage().data_ptr()
