@@ -174,3 +174,80 @@ def test_verigrad_saves_to_a_file_object_that_torch_loads_with_weights_only(kwar
     views = theirs["views"]
     assert views[1].stride() == (4, 2) and views[2].stride() == (1, 4)
     assert views[1].untyped_storage().data_ptr() == views[0].untyped_storage().data_ptr()
+
+
+# Module.half() / bfloat16() / to(dtype) and Tensor.to ----------------------------------------------
+
+
+def _pair() -> tuple[verigrad.nn.Module, torch.nn.Module]:
+    """The same Linear + BatchNorm1d in both, with the same f32 weights, buffers and gradients (values that
+    round up, down and to even in both half formats, and special values)."""
+    rng = np.random.default_rng(0)
+    values = np.concatenate(
+        [[1 / 3, -2 / 3, 65504.0, 1e-8, -0.0, np.inf, np.nan, 1 + 2**-11], rng.standard_normal(32)]
+    )
+    ours = verigrad.nn.Sequential(verigrad.nn.Linear(8, 5), verigrad.nn.BatchNorm1d(5))
+    theirs = torch.nn.Sequential(torch.nn.Linear(8, 5), torch.nn.BatchNorm1d(5))
+    for p, q in zip(ours.parameters(), theirs.parameters(), strict=True):
+        data = values[: p.numel()].reshape(tuple(p.shape)).astype(np.float32)
+        grad = np.roll(values, 3)[: p.numel()].reshape(tuple(p.shape)).astype(np.float32)
+        p.data.copy_(verigrad.tensor(data))
+        p.grad = verigrad.tensor(grad)
+        q.data.copy_(torch.from_numpy(data))
+        q.grad = torch.from_numpy(grad)
+    ours[1].running_var.copy_(verigrad.tensor(values[:5].astype(np.float32)))
+    theirs[1].running_var.copy_(torch.from_numpy(values[:5].astype(np.float32)))
+    return ours, theirs
+
+
+def _float_bits(t: Any) -> np.ndarray:
+    """The stored bits, every NaN as one pattern (PyTorch's bf16 cast of NaN gives 0xFFFF on some paths and
+    0x7FC0 on others: NaN either way)."""
+    if isinstance(t, torch.Tensor):
+        t = t.detach()
+        nan, t = t.isnan().numpy(), t.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+        bits = t.numpy().view(f"u{t.element_size()}")
+    else:
+        nan, bits = np.isnan(t.float().numpy()), (t.payload if t.dtype.name == "bf16" else t.numpy())
+        bits = bits.view(f"u{t.dtype.itemsize}")
+    return np.where(nan, 0, bits)
+
+
+@pytest.mark.parametrize(
+    "cast",
+    [
+        lambda m, lib: m.half(),
+        lambda m, lib: m.bfloat16(),
+        lambda m, lib: m.to(lib.float16),
+        lambda m, lib: m.to(lib.bfloat16),
+        lambda m, lib: m.half().float(),
+        lambda m, lib: m.bfloat16().double(),
+    ],
+    ids=["half", "bfloat16", "to_f16", "to_bf16", "half_float", "bf16_double"],
+)
+def test_module_casts_parameters_buffers_and_grads_as_torch(cast: Any) -> None:
+    ours, theirs = _pair()
+    kept = [(p, p.grad) for p in ours.parameters()]
+    assert cast(ours, verigrad) is ours and cast(theirs, torch) is theirs
+    for (name, p), q in zip(ours.named_parameters(), theirs.parameters(), strict=True):
+        assert q.dtype == {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}.get(
+            p.dtype.name, torch.float64
+        )
+        np.testing.assert_array_equal(_float_bits(p), _float_bits(q), err_msg=name)
+        np.testing.assert_array_equal(_float_bits(p.grad), _float_bits(q.grad), err_msg=name)
+        assert p.grad.dtype is p.dtype and p.requires_grad == q.requires_grad
+    assert all(p is q and p.grad is g for (p, g), q in zip(kept, ours.parameters(), strict=True))
+    np.testing.assert_array_equal(_float_bits(ours[1].running_var), _float_bits(theirs[1].running_var))
+
+
+@pytest.mark.parametrize("dtype, method", [("float16", "half"), ("bfloat16", "bfloat16")])
+def test_tensor_to_and_cast_methods_round_as_torch(dtype: str, method: str) -> None:
+    values = np.array([1 / 3, -2 / 3, 65504.0, 70000.0, 1e-8, 1 + 2**-11, 1 + 3 * 2**-11, np.nan], np.float32)
+    x, t = verigrad.tensor(values, requires_grad=True), torch.tensor(values, requires_grad=True)
+    for ours, theirs in [(x.to(getattr(verigrad, dtype)), t.to(getattr(torch, dtype))),
+                         (getattr(x, method)(), getattr(t, method)())]:  # fmt: skip
+        np.testing.assert_array_equal(_float_bits(ours), _float_bits(theirs))
+        assert ours.requires_grad and theirs.requires_grad
+    x.to(getattr(verigrad, dtype)).float().sum().backward()
+    t.to(getattr(torch, dtype)).float().sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), t.grad.numpy())
