@@ -168,3 +168,16 @@ def test_a_size_is_saved_as_torch_size_and_loads_as_a_size() -> None:
     got = verigrad.load(buffer)
     assert type(got["shape"]) is Size and got["shape"] == (2, 3) and type(got["empty"]) is Size
     assert type(got["plain"]) is tuple
+
+
+def test_views_loaded_from_a_checkpoint_still_share_their_storage_when_saved_again() -> None:
+    base = np.arange(12.0).reshape(3, 4)
+    loaded = verigrad.load(_saved({"base": base, "t": base.T, "slice": base[1:, ::2]}))
+    again = _saved(loaded)
+    with zipfile.ZipFile(again) as archive:
+        assert [n for n in archive.namelist() if "/data/" in n] == ["archive/data/0"]  # one storage, not 3
+    again.seek(0)
+    back = verigrad.load(again)
+    back["base"].numpy()[2, 2] = -1.0
+    assert back["t"].numpy()[2, 2] == -1.0 and back["slice"].numpy()[1, 1] == -1.0
+    assert back["slice"].stride() == (4, 2) and back["t"].stride() == (1, 4)

@@ -464,8 +464,10 @@ def _rebuild_tensor(reader: _Reader) -> Callable[..., Tensor]:
             raise reader.error(f"a tensor rebuilt from {type(storage).__name__}, not a storage")
         _check_layout(reader, storage, offset, size, stride)
         array = storage.array
-        view = np.lib.stride_tricks.as_strided(
-            array[offset:], shape=size, strides=tuple(s * array.itemsize for s in stride)
+        # an ndarray whose base is the storage's array (as_strided's is not), so that saving it again
+        # finds the storage it shares, as torch.save does
+        view = np.ndarray(
+            size, array.dtype, array, offset * array.itemsize, tuple(s * array.itemsize for s in stride)
         )
         tensor = current().constant(view, storage.dtype)
         return _with_requires_grad(reader, tensor, requires_grad)
