@@ -107,3 +107,9 @@ def test_a_size_is_taken_as_a_shape() -> None:
     held = verigrad.tensor(x.shape)  # as torch.tensor(torch.Size([2, 3])): the numbers, in i64
     assert held.tolist() == [2, 3] and held.dtype is verigrad.i64
     assert Spec(x.shape) == Spec((2, 3)) and hash(Spec(x.shape)) == hash(Spec((2, 3)))
+
+
+def test_numpy_integers_given_to_an_op_show_as_ints_in_the_size() -> None:
+    x = verigrad.arange(6.0).reshape(np.int64(2), 3)
+    x.spec = Spec((np.int64(2), 3))  # as the op makes it when no equal spec was made before it
+    assert type(x.shape) is Size and x.shape == (2, 3) and type(x.shape[0]) is int and type(x.size(0)) is int

@@ -418,10 +418,11 @@ class Size(tuple):
 
 
 def as_size(shape: Shape) -> Size | Shape:
-    """A shape as `Tensor.shape` shows it: a `Size` when every entry is an int, else the tuple itself."""
+    """A shape as `Tensor.shape` shows it: a `Size` of Python ints (NumPy integers an op was given become
+    ints) when no entry is a `Dim`, else the tuple itself."""
     for d in shape:
         if type(d) is not int:
-            return shape
+            return shape if any(isinstance(e, Dim) for e in shape) else Size(shape)
     return tuple.__new__(Size, shape)
 
 

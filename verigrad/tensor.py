@@ -65,7 +65,7 @@ class Tensor:
             return self.spec.size
         if isinstance(axis, bool) or not isinstance(axis, int):
             raise TypeError(f"size(dim): dim must be an int, not {type(axis).__name__}")
-        shape = self.spec.shape
+        shape = self.spec.size
         if not -len(shape) <= axis < len(shape):
             raise IndexError(
                 f"size({axis}): dimension out of range for a tensor of {len(shape)} dimensions "
