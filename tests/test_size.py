@@ -113,3 +113,4 @@ def test_numpy_integers_given_to_an_op_show_as_ints_in_the_size() -> None:
     x = verigrad.arange(6.0).reshape(np.int64(2), 3)
     x.spec = Spec((np.int64(2), 3))  # as the op makes it when no equal spec was made before it
     assert type(x.shape) is Size and x.shape == (2, 3) and type(x.shape[0]) is int and type(x.size(0)) is int
+    assert type(x.numel()) is int and x.numel() == 6

@@ -78,7 +78,7 @@ class Tensor:
 
     def numel(self) -> DimLike:
         n: DimLike = 1
-        for d in self.spec.shape:
+        for d in self.spec.size:  # ints, as Tensor.shape shows them
             n = n * d
         return n
 
