@@ -758,12 +758,31 @@ def test_module_dtype_conversion_in_place():
     bn = nn.BatchNorm2d(2).double()
     assert bn.running_var.dtype is verigrad.f64
     assert model.float()[2].bias.dtype is verigrad.f32
-    with pytest.raises(verigrad.DTypeError, match="modules compute in f32 or f64, not i64"):
+    with pytest.raises(verigrad.DTypeError, match=r"Module\.to only accepts floating point dtypes, not i64"):
         model.to("i64")
     B = verigrad.dims("B")
     with verigrad.abstract():
         symbolic = nn.Linear(3, 2).double()
     assert verigrad.check(symbolic, verigrad.spec([B, 3], "f64")) == verigrad.spec([B, 2], "f64")
+
+
+def test_module_half_and_bfloat16_cast_parameters_buffers_and_grads_in_place():
+    """As PyTorch's: floats round to nearest even (1/3 is 0x3555 in f16, 0x3EAB in bf16), the gradient is
+    cast along (the same tensor), integer buffers stay."""
+    layer = nn.Linear(1, 1)
+    layer.weight.data.fill_(1 / 3)
+    layer(verigrad.ones(1, 1)).sum().backward()
+    layer.weight.grad.fill_(1 / 3)
+    bn = nn.BatchNorm1d(1)
+    weight, grad = layer.weight, layer.weight.grad
+    assert layer.half() is layer and layer.weight is weight and weight.requires_grad
+    assert weight.dtype is verigrad.f16 and weight.numpy().view(np.uint16)[0, 0] == 0x3555
+    assert weight.grad is grad and grad.dtype is verigrad.f16 and grad.numpy()[0, 0] == np.float16(1 / 3)
+    assert layer.float().bfloat16() is layer and weight.dtype is verigrad.bf16
+    assert weight.payload[0, 0] == 0x3EAB and weight.grad is grad and grad.dtype is verigrad.bf16
+    bn.register_buffer("steps", verigrad.tensor([3]))
+    assert bn.half().running_mean.dtype is verigrad.f16 and bn.steps.dtype is verigrad.i64
+    assert verigrad.tensor([1 / 3]).bfloat16().payload[0] == 0x3EAB
 
 
 def test_transformer_encoder_layers_are_independent_copies_and_arguments_are_checked():

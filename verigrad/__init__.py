@@ -288,7 +288,7 @@ from .settings import (
     set_printoptions,
     use_deterministic_algorithms,
 )
-from .shapes import Dim, Spec, dims, spec
+from .shapes import Dim, Size, Spec, dims, spec
 from .tensor import LEGACY_TYPES, Tensor
 from .typeinfo import finfo, iinfo
 

@@ -11,9 +11,12 @@ never constant. A symbol may be declared a multiple of an integer (``dims("H", m
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any, SupportsIndex
 
 from .dtypes import DType, as_dtype, f32
 from .errors import AxisError, ShapeError
@@ -356,6 +359,73 @@ def is_concrete(shape: Sequence[DimLike]) -> bool:
     return all(isinstance(d, int) for d in shape)
 
 
+class Size(tuple):
+    """PyTorch's `torch.Size`: the concrete shape `Tensor.shape` and `Tensor.size()` give, a tuple of ints.
+
+    It equals and hashes as the plain tuple (`x.shape == (2, 3)`); slicing it or adding a tuple to it gives
+    a `Size`, and `Size` is how a shape is told from a tensor's data (`Tensor(x.shape)` means a shape).
+    A symbolic shape (one with a `Dim`) is a plain tuple: a `Size` holds ints only.
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, sizes: Iterable[SupportsIndex] = ()) -> Size:
+        try:
+            items = list(sizes)
+        except TypeError:
+            raise TypeError(f"Size() takes an iterable of ints, not {type(sizes).__name__}") from None
+        for i, d in enumerate(items):
+            if type(d) is not int:
+                if isinstance(d, Dim) or not hasattr(d, "__index__"):
+                    raise TypeError(f"Size() takes an iterable of ints (item {i} is {type(d).__name__})")
+                items[i] = operator.index(d)
+        return tuple.__new__(cls, items)
+
+    def numel(self) -> int:
+        """The number of elements a tensor of this shape holds (1 for `Size([])`)."""
+        n = 1
+        for d in self:
+            n *= d
+        return n
+
+    def __getitem__(self, key: Any) -> Any:
+        if type(key) is slice:
+            return tuple.__new__(Size, tuple.__getitem__(self, key))
+        return tuple.__getitem__(self, key)
+
+    def __add__(self, other: Any) -> Any:
+        if not isinstance(other, tuple):
+            return NotImplemented
+        return Size(tuple.__add__(self, other))
+
+    def __radd__(self, other: Any) -> Any:
+        if not isinstance(other, tuple):
+            return NotImplemented
+        return Size(tuple.__add__(other, self))
+
+    def __mul__(self, n: SupportsIndex) -> Size:
+        return tuple.__new__(Size, tuple.__mul__(self, n))
+
+    __rmul__ = __mul__
+
+    def __reduce__(self) -> tuple:
+        return (Size, (tuple(self),))
+
+    def __repr__(self) -> str:
+        return f"verigrad.Size({list(self)})"
+
+    __str__ = __repr__
+
+
+def as_size(shape: Shape) -> Size | Shape:
+    """A shape as `Tensor.shape` shows it: a `Size` of Python ints (NumPy integers an op was given become
+    ints) when no entry is a `Dim`, else the tuple itself."""
+    for d in shape:
+        if type(d) is not int:
+            return shape if any(isinstance(e, Dim) for e in shape) else Size(shape)
+    return tuple.__new__(Size, shape)
+
+
 @dataclass(frozen=True)
 class Spec:
     """What an op knows of a tensor before it runs: its (possibly symbolic) shape and its dtype."""
@@ -377,6 +447,11 @@ class Spec:
     @property
     def ndim(self) -> int:
         return len(self.shape)
+
+    @functools.cached_property
+    def size(self) -> Size | Shape:
+        """The shape as `Tensor.shape` gives it (`as_size`), made once per spec: eager calls reuse specs."""
+        return as_size(self.shape)
 
     def __repr__(self) -> str:
         return f"{self.dtype.name}{shape_text(self.shape)}"

@@ -17,7 +17,7 @@ import numpy as np
 from . import settings
 from .devices import CPU, as_device, device, is_device, no_device
 from .dtypes import DType, as_dtype, bf16, bool_, f16, f32, f64, i32, i64, u8
-from .shapes import Dim, DimLike, Spec, shape_text
+from .shapes import Dim, DimLike, Size, Spec, shape_text
 
 Axis = int | Sequence[int] | None
 _NONE: Any = object()  # an argument not given
@@ -43,8 +43,9 @@ class Tensor:
 
     # description -------------------------------------------------------------------------------
     @property
-    def shape(self) -> tuple[DimLike, ...]:
-        return self.spec.shape
+    def shape(self) -> Size | tuple[DimLike, ...]:
+        """The shape: a `Size` (PyTorch's `torch.Size`), or a tuple holding `Dim`s when it is symbolic."""
+        return self.spec.size
 
     @property
     def dtype(self) -> DType:
@@ -59,22 +60,37 @@ class Tensor:
 
     ndimension = dim
 
-    def size(self, axis: int | None = None) -> Any:
-        return self.shape if axis is None else self.shape[axis]
+    def size(self, axis: int | None = None, *, dim: int | None = None) -> Any:
+        """The shape (a `Size`) or, given `dim`, that dimension's size."""
+        if dim is not None:
+            if axis is not None:
+                raise TypeError("size() takes dim once (as the argument or as dim=), not both")
+            axis = dim
+        if axis is None:
+            return self.spec.size
+        if isinstance(axis, bool) or not isinstance(axis, int):
+            raise TypeError(f"size(dim): dim must be an int, not {type(axis).__name__}")
+        shape = self.spec.size
+        if not -len(shape) <= axis < len(shape):
+            raise IndexError(
+                f"size({axis}): dimension out of range for a tensor of {len(shape)} dimensions "
+                f"(expected one in [{-len(shape)}, {len(shape) - 1}])"
+            )
+        return shape[axis]
 
     def nelement(self) -> DimLike:
         return self.numel()
 
     def numel(self) -> DimLike:
         n: DimLike = 1
-        for d in self.shape:
+        for d in self.spec.size:  # ints, as Tensor.shape shows them
             n = n * d
         return n
 
     def __len__(self) -> int:
-        if not self.shape:
+        if not self.spec.shape:
             raise TypeError("len() of a 0-d tensor")
-        return self.shape[0]  # type: ignore[return-value]
+        return self.spec.shape[0]  # type: ignore[return-value]
 
     @property
     def is_abstract(self) -> bool:
@@ -242,6 +258,8 @@ def _legacy_payload(dtype: DType, args: tuple) -> tuple[Spec, np.ndarray]:
     leaves them uninitialised) or `Tensor()` (empty)."""
     if len(args) == 1 and isinstance(args[0], Tensor):
         return args[0].spec, args[0].payload  # PyTorch's alias of the same storage
+    if len(args) == 1 and isinstance(args[0], Size):  # Tensor(x.shape): a shape, as PyTorch's
+        args = tuple(args[0])
     if all(isinstance(a, int | np.integer) and not isinstance(a, bool) for a in args):
         array = np.zeros(tuple(int(a) for a in args) if args else (0,), dtype.np)
     elif len(args) == 1 and isinstance(args[0], list | tuple | np.ndarray):

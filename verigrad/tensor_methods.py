@@ -530,6 +530,7 @@ ADAPTED.update(
     float=_cast_to(f32),
     double=_cast_to(f64),
     half=_cast_to("f16"),
+    bfloat16=_cast_to("bf16"),
     long=_cast_to("i64"),
     int=_cast_to("i32"),
     bool=_cast_to("bool"),

@@ -186,12 +186,14 @@ def test_torch_checkpoint_reads_in_verigrad(tmp_path: Path) -> None:
     np.testing.assert_array_equal(ours["bf16"].float().numpy(), theirs["bf16"].float().numpy())
 
 
-def test_torch_devices_dtypes_sizes_and_bytes_read_as_plain_values(tmp_path: Path) -> None:
+def test_torch_devices_dtypes_sizes_and_bytes_read_as_verigrads(tmp_path: Path) -> None:
     torch.save(
         [torch.device("cpu"), torch.float32, torch.Size([2, 3]), b"\x00\xff", {1, 2}], tmp_path / "m.pt"
     )
     assert torch.load(tmp_path / "m.pt", weights_only=True)  # all of which weights_only admits
-    assert load(tmp_path / "m.pt") == ["cpu", verigrad.float32, (2, 3), b"\x00\xff", {1, 2}]
+    loaded = load(tmp_path / "m.pt")
+    assert loaded == [verigrad.device("cpu"), verigrad.float32, (2, 3), b"\x00\xff", {1, 2}]
+    assert isinstance(loaded[2], verigrad.Size)
 
 
 def test_torch_model_checkpoint_loads_into_the_verigrad_model(tmp_path: Path) -> None:

@@ -25,10 +25,13 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from ..devices import device
 from ..dtypes import DType, as_dtype, bf16, from_numpy_dtype
 from ..errors import WeightFileError
 from ..modes import current
+from ..shapes import Size
 from ..tensor import Tensor
+from .map_location import LocationMap, MapLocationError
 
 TORCH_SUFFIXES = frozenset({".pt", ".pth", ".bin"})
 
@@ -101,18 +104,17 @@ def is_legacy_checkpoint(head: bytes) -> bool:
 # writing ------------------------------------------------------------------------------------------
 
 
-def archive_writer(obj: Any) -> Callable[[BinaryIO], None]:
+def archive_writer(obj: Any, byteorder_record: bool = True) -> Callable[[BinaryIO], None]:
     """The function that writes a torch.save checkpoint of `obj` to a binary file: tensors and arrays
     (f64, f32, f16, bf16, i64, i32, i16, i8, u8, bool) in dicts, OrderedDicts, lists and tuples, with
     ints, floats, strings, bools and None. `obj` is pickled now, so what cannot be saved is refused before
-    any file is made; the storages are written from the tensors' memory, not copied first."""
+    any file is made; the storages are written from the tensors' memory, not copied first. Without
+    `byteorder_record` (torch.save's `_disable_byteorder_record`) the archive has no `byteorder` record."""
     storages = _StorageWriter()
     records: dict[str, bytes | memoryview] = {"data.pkl": _PickleWriter(storages).dump(obj)}
-    records |= {
-        ".format_version": b"1",
-        ".storage_alignment": str(_ALIGNMENT).encode(),
-        "byteorder": b"little",
-    }
+    records |= {".format_version": b"1", ".storage_alignment": str(_ALIGNMENT).encode()}
+    if byteorder_record:
+        records["byteorder"] = b"little"
     records |= {f"data/{key}": _bytes_of(array) for key, array in enumerate(storages.arrays)}
     records["version"] = b"3\n"
     return lambda file: _write_records(file, records)
@@ -231,6 +233,11 @@ class _PickleWriter:
             self._tensor(value, where)
         elif isinstance(value, DType):
             self._global("torch", _TORCH_NAME_OF_DTYPE[value.name])
+        elif isinstance(value, Size):  # as torch.Size pickles: torch.Size((2, 3))
+            self._global("torch", "Size")
+            self._out += b"("
+            self._value(tuple(value), where)
+            self._out += b"tR"
         elif isinstance(value, tuple | list | dict):
             self._container(value, where)
         else:
@@ -326,16 +333,23 @@ def _array_and_storage_type(value: Tensor | np.ndarray, where: str) -> tuple[np.
 # reading ------------------------------------------------------------------------------------------
 
 
-def read_archive(path: Path) -> Any:
-    """The object a torch.save checkpoint holds, its tensors as verigrad tensors. Raises WeightFileError
-    naming `path` for a damaged file or one that asks for anything but tensors and plain containers."""
+def read_archive(
+    file: Path | BinaryIO,
+    name: Path | str,
+    location_map: LocationMap = lambda location: None,
+    encoding: str = "utf-8",
+) -> Any:
+    """The object a torch.save checkpoint (a path or a binary file) holds, its tensors as verigrad tensors.
+    Raises WeightFileError naming the file (`name`) for a damaged one or one that asks for anything but
+    tensors and plain containers; `location_map` checks each storage's saved location (`map_location`);
+    `encoding` decodes Python 2 strings, as pickle's."""
     try:
-        with zipfile.ZipFile(path) as archive:
-            return _Reader(path, archive).load()
-    except WeightFileError:
+        with zipfile.ZipFile(file) as archive:
+            return _Reader(name, archive, location_map, encoding).load()
+    except (WeightFileError, MapLocationError):
         raise
     except _DAMAGE as e:
-        raise WeightFileError(f"{path}: not a valid PyTorch checkpoint ({type(e).__name__}: {e})") from None
+        raise WeightFileError(f"{name}: not a valid PyTorch checkpoint ({type(e).__name__}: {e})") from None
 
 
 @dataclass(frozen=True)
@@ -358,15 +372,18 @@ class _Storage:
 class _Reader:
     """One archive being read: its records' folder, byte order, and the storages read so far by key."""
 
-    def __init__(self, path: Path, archive: zipfile.ZipFile) -> None:
+    def __init__(
+        self, path: Path | str, archive: zipfile.ZipFile, location_map: LocationMap, encoding: str
+    ) -> None:
         self.path, self.archive = path, archive
+        self.location_map, self.encoding = location_map, encoding
         self.prefix = self._prefix()
         self.byteorder = self._byteorder()
         self.storages: dict[str, _Storage] = {}
 
     def load(self) -> Any:
         pickled = io.BytesIO(self.archive.read(f"{self.prefix}/data.pkl"))
-        return _RestrictedUnpickler(pickled, self).load()
+        return _RestrictedUnpickler(pickled, self, self.encoding).load()
 
     def _prefix(self) -> str:
         names = self.archive.namelist()
@@ -393,10 +410,13 @@ class _Reader:
         """The storage a persistent id ("storage", type, key, location, numel) names, read once."""
         if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"):
             raise self.error(f"a persistent id {pid!r} that is not a storage")
-        _, storage_type, key, _location, numel = pid  # every location loads onto the CPU
+        _, storage_type, key, location, numel = pid
         if not isinstance(storage_type, _StorageType) or not isinstance(key, str):
             raise self.error(f"a storage of type {storage_type!r} under key {key!r}")
+        if not isinstance(location, str):
+            raise self.error(f"storage {key} saved on {location!r}, which is not a device's name")
         if key not in self.storages:
+            self.location_map(location)  # map_location's say; every storage loads onto the CPU
             self.storages[key] = self._read_storage(storage_type, key, numel)
         storage = self.storages[key]
         if storage.array.size != numel or storage.storage_type != storage_type:
@@ -445,8 +465,10 @@ def _rebuild_tensor(reader: _Reader) -> Callable[..., Tensor]:
             raise reader.error(f"a tensor rebuilt from {type(storage).__name__}, not a storage")
         _check_layout(reader, storage, offset, size, stride)
         array = storage.array
-        view = np.lib.stride_tricks.as_strided(
-            array[offset:], shape=size, strides=tuple(s * array.itemsize for s in stride)
+        # an ndarray whose base is the storage's array (as_strided's is not), so that saving it again
+        # finds the storage it shares, as torch.save does
+        view = np.ndarray(
+            size, array.dtype, array, offset * array.itemsize, tuple(s * array.itemsize for s in stride)
         )
         tensor = current().constant(view, storage.dtype)
         return _with_requires_grad(reader, tensor, requires_grad)
@@ -494,11 +516,12 @@ def _rebuild_from_type_v2(func: Any, new_type: Any, args: Any, state: Any) -> An
     return func(*args)
 
 
-def _device(kind: Any, index: Any = None) -> str:
-    """A pickled torch.device, as verigrad names devices ("cpu", "cuda:0")."""
+def _device(kind: Any, index: Any = None) -> Any:
+    """A pickled torch.device: a `verigrad.device` for the CPU, the name of another ("cuda:0")."""
     if not isinstance(kind, str) or not (index is None or _is_count(index)):
         raise TypeError(f"torch.device({kind!r}, {index!r})")
-    return kind if index is None or ":" in kind else f"{kind}:{index}"
+    name = kind if index is None or ":" in kind else f"{kind}:{index}"
+    return device(name) if name.split(":")[0] == "cpu" else name
 
 
 def _encode(text: Any, encoding: str = "utf-8") -> bytes:
@@ -522,7 +545,7 @@ def _allowed_names(reader: _Reader) -> dict[str, Any]:
         "torch._tensor._rebuild_from_type_v2": _rebuild_from_type_v2,
         "torch.Tensor": _TensorClass(),
         "torch.nn.parameter.Parameter": _TensorClass(),
-        "torch.Size": tuple,
+        "torch.Size": Size,
         "torch.device": _device,
         "_codecs.encode": _encode,
         "builtins.set": set,
@@ -536,8 +559,8 @@ def _allowed_names(reader: _Reader) -> dict[str, Any]:
 class _RestrictedUnpickler(pickle.Unpickler):
     """Admits only `_allowed_names`; every other global is refused, naming it, before anything runs."""
 
-    def __init__(self, file: io.BytesIO, reader: _Reader) -> None:
-        super().__init__(file)
+    def __init__(self, file: io.BytesIO, reader: _Reader, encoding: str) -> None:
+        super().__init__(file, encoding=encoding)
         self._reader = reader
         self._allowed = _allowed_names(reader)
 
@@ -546,7 +569,8 @@ class _RestrictedUnpickler(pickle.Unpickler):
         if found is None:
             raise WeightFileError(
                 f"{self._reader.path}: the checkpoint asks for {module}.{name}, which a weights-only load "
-                "refuses (loading it could run code); verigrad reads tensors and plain containers only"
+                "refuses (loading it could run code); verigrad reads tensors and plain containers only, "
+                "with weights_only=False too"
             )
         return found
 

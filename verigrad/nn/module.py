@@ -330,14 +330,15 @@ class Module:
         target, _ = to_arguments("Module.to", args, kwargs)
         if target is None:
             return self
-        if not target.is_float or target.name in ("f16", "bf16"):
-            raise DTypeError(f"modules compute in f32 or f64, not {target.name}")
+        if not target.is_float:
+            raise DTypeError(f"Module.to only accepts floating point dtypes, not {target.name}")
         for t in [*self.parameters(), *self.buffers()]:
             if t.dtype.is_float and t.dtype is not target:
-                if isinstance(t.payload, np.ndarray):
-                    t.payload = t.payload.astype(target.np)
+                if isinstance(t.payload, np.ndarray):  # cast as Tensor.to casts (bf16: round to nearest even)
+                    t.payload = t.detach().to(target).payload
                 t.spec = Spec(t.spec.shape, target)
-                t.grad = None
+                if t.grad is not None:  # PyTorch casts the gradient along, in place too
+                    t.grad.data = t.grad.detach().to(target)
         return self
 
     def float(self) -> Module:
@@ -345,6 +346,12 @@ class Module:
 
     def double(self) -> Module:
         return self.to("f64")
+
+    def half(self) -> Module:
+        return self.to("f16")
+
+    def bfloat16(self) -> Module:
+        return self.to("bf16")
 
     def cpu(self) -> Module:
         return self
