@@ -15,9 +15,11 @@ from .autograd import (
 from .backends import available as available_backends
 from .backends import backend, get_backend, get_threads, set_backend, set_threads
 from .compile import check, compile
-from .dtypes import DType, bf16, bool_, f16, f32, f64, i32, i64, u8
+from .dtypes import DType, bf16, bool_, can_cast, f16, f32, f64, i8, i16, i32, i64, is_floating_point, u8
+from .dtypes import promote as promote_types
 from .errors import DTypeError, ShapeError, VerigradError, WeightFileError
 from .functions import (
+    add,
     addcdiv,
     addcmul,
     addmm,
@@ -45,6 +47,7 @@ from .functions import (
     diag,
     diagonal,
     diff,
+    div,
     einsum,
     equal,
     fill_diagonal_,
@@ -89,6 +92,7 @@ from .functions import (
     square,
     std,
     std_mean,
+    sub,
     topk,
     tril,
     tril_indices,
@@ -112,7 +116,6 @@ from .ops import (
     abs,
     acos,
     acosh,
-    add,
     arange,
     argmax,
     argsort,
@@ -121,26 +124,34 @@ from .ops import (
     atan,
     atan2,
     atanh,
+    bitwise_and,
+    bitwise_left_shift,
+    bitwise_not,
+    bitwise_or,
+    bitwise_right_shift,
+    bitwise_xor,
     cast,
     ceil,
     concat,
+    copysign,
     cos,
     cosh,
     cumprod,
     cumsum,
     det,
-    div,
     empty,
     empty_like,
     eq,
     erf,
     exp,
+    exp2,
     expand,
     expm1,
     eye,
     flatten,
     flip,
     floor,
+    floor_divide,
     fmod,
     from_dlpack,
     from_numpy,
@@ -186,6 +197,7 @@ from .ops import (
     relu,
     remainder,
     reshape,
+    result_type,
     round,
     rsqrt,
     scatter_reduce,
@@ -200,12 +212,13 @@ from .ops import (
     sqrt,
     squeeze,
     stack,
-    sub,
     sum,
     take,
+    tan,
     tanh,
     tensor,
     transpose,
+    true_divide,
     trunc,
     unsqueeze,
     zeros,
@@ -220,7 +233,7 @@ cat = concat  # PyTorch's names for the same functions
 clip = clamp
 set_num_threads, get_num_threads = set_threads, get_threads
 float32, float64, float16, bfloat16, int32, int64, uint8 = f32, f64, f16, bf16, i32, i64, u8
-double, half, long = f64, f16, i64
+int8, int16, short, double, half, long = i8, i16, i16, f64, f16, i64
 
 
 def device(name: str = "cpu") -> str:
@@ -246,4 +259,4 @@ __version__ = "0.1.0"
 
 # `from verigrad import *` gives every public name but these two, which would hide Python's own
 __all__ = sorted(name for name in dir() if not name.startswith("_"))
-float, bool = f32, bool_  # as torch.float and torch.bool: `vg.float`, `vg.bool`
+float, bool, int = f32, bool_, i32  # as torch.float, torch.bool and torch.int: `vg.float`, `vg.int`

@@ -1,6 +1,6 @@
-"""Element-wise functions PyTorch users reach for, written with the ops: clamp, masked_fill, the
-NaN and infinity tests, isclose / allclose / equal, lerp, addcmul / addcdiv, frac, angle conversions
-and log2 / log10."""
+"""Element-wise functions PyTorch users reach for, written with the ops: add / sub with alpha, div with
+a rounding mode, clamp, masked_fill, the NaN and infinity tests, isclose / allclose / equal, lerp,
+addcmul / addcdiv, frac, angle conversions and log2 / log10."""
 
 from __future__ import annotations
 
@@ -10,8 +10,39 @@ from typing import Any
 import numpy as np
 
 from ..errors import DTypeError
-from ..ops.binary import eq, ne, sub, where
+from ..ops import binary
+from ..ops.binary import eq, ne, where
 from ..tensor import Tensor
+
+_ROUNDING = {None: binary.div, "trunc": binary.div_trunc, "floor": binary.div_floor}
+
+
+def add(x: Any, y: Any, *, alpha: Any = 1) -> Tensor:
+    """x + alpha * y (PyTorch's add): with an alpha other than 1, one fused multiply-add (a single
+    rounding, as PyTorch's); an integer result takes an integer alpha, a bool alpha a bool result."""
+    if type(alpha) is int and alpha == 1:
+        return binary.add(x, y)
+    return binary.scaled_add(x, y, alpha=alpha)
+
+
+def sub(x: Any, y: Any, *, alpha: Any = 1) -> Tensor:
+    """x - alpha * y (PyTorch's sub): add with -alpha; two bool tensors and a bool alpha are refused, as
+    in PyTorch."""
+    if type(alpha) is int and alpha == 1:
+        return binary.sub(x, y)
+    if isinstance(alpha, bool):
+        raise DTypeError(f"sub: alpha={alpha!r}: a bool alpha is not supported for subtraction (as PyTorch)")
+    if all(isinstance(a, Tensor) and a.dtype.kind == "b" for a in (x, y)):
+        return binary.sub(x, y)  # raises, naming sub
+    return binary.scaled_add(x, y, alpha=-alpha)
+
+
+def div(x: Any, y: Any, *, rounding_mode: str | None = None) -> Tensor:
+    """x / y (PyTorch's div): true division, or with rounding_mode "trunc" (towards zero) or "floor"
+    (down), which keep integer dtypes and raise ZeroDivisionError for an integer divisor of 0."""
+    if rounding_mode not in _ROUNDING:
+        raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+    return _ROUNDING[rounding_mode](x, y)
 
 
 def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:
