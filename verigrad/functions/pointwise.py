@@ -26,13 +26,13 @@ def add(x: Any, y: Any, *, alpha: Any = 1) -> Tensor:
 
 
 def sub(x: Any, y: Any, *, alpha: Any = 1) -> Tensor:
-    """x - alpha * y (PyTorch's sub): add with -alpha; two bool tensors and a bool alpha are refused, as
-    in PyTorch."""
+    """x - alpha * y (PyTorch's sub): add with -alpha; a bool tensor and a bool alpha are refused, as in
+    PyTorch."""
     if type(alpha) is int and alpha == 1:
         return binary.sub(x, y)
     if isinstance(alpha, bool):
         raise DTypeError(f"sub: alpha={alpha!r}: a bool alpha is not supported for subtraction (as PyTorch)")
-    if all(isinstance(a, Tensor) and a.dtype.kind == "b" for a in (x, y)):
+    if any(isinstance(a, Tensor) and a.dtype.kind == "b" for a in (x, y)):
         return binary.sub(x, y)  # raises, naming sub
     return binary.scaled_add(x, y, alpha=-alpha)
 

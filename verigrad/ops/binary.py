@@ -14,7 +14,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..dtypes import DEFAULT_FLOAT, DEFAULT_INT, DType, bool_, from_numpy_dtype, promote
+from .. import modes
+from ..dtypes import DEFAULT_FLOAT, DEFAULT_INT, DType, bf16, bool_, from_numpy_dtype, promote
 from ..errors import DTypeError
 from ..shapes import broadcast
 from ..tensor import Tensor
@@ -39,6 +40,8 @@ def result_type(*operands: object) -> DType:
 
 
 def _scalar_dtype(value: object) -> DType:
+    if isinstance(value, list | tuple):  # a Python sequence of numbers is weak as its numbers are
+        value = _KIND_EXAMPLE.get(np.asarray(value).dtype.kind, value)
     if isinstance(value, bool | np.bool_):
         return bool_
     if isinstance(value, int | np.integer):
@@ -46,6 +49,9 @@ def _scalar_dtype(value: object) -> DType:
     if isinstance(value, float | np.floating):
         return DEFAULT_FLOAT
     raise TypeError(f"result_type takes tensors and Python numbers, got {type(value).__name__} {value!r}")
+
+
+_KIND_EXAMPLE = {"b": True, "i": 0, "u": 0, "f": 0.0}
 
 
 def _combine(higher: DType | None, lower: DType | None) -> DType | None:
@@ -61,8 +67,9 @@ def _combine(higher: DType | None, lower: DType | None) -> DType | None:
 
 class Elementwise(Op):
     """An element-wise op whose operands (from `first` on; where's condition is not one) are promoted as
-    PyTorch's: a 0-d tensor whose category its operands with dimensions already hold is cast to their
-    dtype first, as PyTorch casts it (an f32 tensor times an f64 0-d tensor is computed in f32).
+    PyTorch's: Python scalars and the 0-d tensors of a category its operands with dimensions already
+    hold take the dtype the op computes in before anything else (an f32 tensor times an f64 0-d tensor
+    is computed in f32; -1 in a u8 tensor's division stays -1.0, in its sum wraps to 255).
 
     `no_derivative` marks an op PyTorch records but cannot differentiate (floor_divide): its result
     requires grad, and a backward pass through it raises this message, as PyTorch's does."""
@@ -73,10 +80,11 @@ class Elementwise(Op):
         super().__init__(name, **kw)
         self.first = first
         self.no_derivative = no_derivative
+        self.to_float = kw.get("dtype") is float_dtype  # integers computed in the default float
 
     def __call__(self, *args, **params) -> Tensor:
         if len(args) - self.first > 1:
-            args = _weak_zero_dim(args, self.first)
+            args = _weak_operands(self, args)
         return super().__call__(*args, **params)
 
 
@@ -87,20 +95,40 @@ def _refusing_vjp(message: str) -> Callable:
     return vjp
 
 
-def _weak_zero_dim(args: tuple, first: int) -> tuple:
+def _weak_operands(op: Elementwise, args: tuple) -> tuple:
+    first = op.first
     operands = args[first:]
     if all(type(a) is Tensor for a in operands):
         dtype = operands[0].dtype
         if all(a.dtype is dtype for a in operands):
             return args  # the common case: nothing to promote
-        tensors = operands
-    else:
-        tensors = lift(operands)
-    if all(t.ndim for t in tensors) or not any(t.ndim for t in tensors):
-        return (*args[:first], *tensors)
-    out = result_type(*tensors)
-    tensors = tuple(t if t.ndim or t.dtype is out else cast(t, out) for t in tensors)
+        if all(a.ndim for a in operands) or not any(a.ndim for a in operands):
+            return args  # no 0-d tensor beside one with dimensions: the reference converts them
+    operands = tuple(lift((a,))[0] if isinstance(a, np.ndarray) else a for a in operands)  # arrays: strong
+    out = result_type(*operands)
+    compute = DEFAULT_FLOAT if op.to_float and not out.is_float else out
+    if compute is bf16:
+        return (*args[:first], *lift(operands))  # refused by the dtype rule
+    dims = any(isinstance(a, Tensor) and a.ndim for a in operands)
+    tensors = []
+    for a in operands:
+        if not isinstance(a, Tensor):
+            a = _scalar(a, compute)
+        elif dims and not a.ndim and a.dtype is not compute and a.dtype is not bool_:
+            a = cast(a, compute)  # a bool never changes the promoted dtype and stays bool for the rules
+        tensors.append(a)
     return (*args[:first], *tensors)
+
+
+def _scalar(value: object, compute: DType) -> Tensor:
+    """A Python (or NumPy) scalar as a constant in the dtype the op computes in, wrapping around as
+    PyTorch's conversion does (u8 + 300 adds 44); a bool stays bool."""
+    array = np.asarray(value)
+    if array.dtype.kind not in "biuf":
+        raise TypeError(f"cannot make a tensor from {type(value).__name__} {value!r}")
+    dtype = bool_ if array.dtype.kind == "b" else compute
+    with np.errstate(all="ignore"):
+        return modes.current().constant(np.array(array.astype(dtype.np)), dtype)
 
 
 def _in(dtype: DType, *arrays: np.ndarray) -> list[np.ndarray]:
@@ -123,6 +151,16 @@ def _refusing_bool(name: str, hint: str) -> Callable[..., DType]:
         return numeric_dtype(*dtypes)
 
     return rule
+
+
+def _sub_dtype(*dtypes: DType, **_) -> DType:
+    """numeric_dtype, refusing any bool operand as PyTorch's subtraction does."""
+    if bool_ in dtypes:
+        raise DTypeError(
+            "subtraction with a bool tensor is not supported (as in PyTorch); use ~ or logical_not to "
+            "invert a mask, or cast to an integer dtype first"
+        )
+    return numeric_dtype(*dtypes)
 
 
 def _arith(
@@ -200,7 +238,7 @@ sub = _arith(
     "sub",
     np.subtract,
     lambda g, out, x, y: _both(x, y, lambda: g, lambda: -g),
-    dtype=_refusing_bool("sub", "; cast them to an integer dtype first"),
+    dtype=_sub_dtype,
     torch=lambda t, a, b: a - b,
     doc="x - y",
 )
@@ -263,23 +301,27 @@ def _fma_f64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """a * b + c rounded once, in f64 (Boldo and Melquiond's emulation, exact): the product as the
     double p plus its error (Dekker's product of Veltkamp's halves), c + p as TwoSum's s + t, and
     s + RO(t + error), RO rounding to odd. Where the halves or the error could overflow or underflow (a
-    product beyond 2^+-960, an operand beyond 2^990) it is computed exactly with fractions; where an
-    operand is not finite, or the product is exactly 0, a * b + c is the fma's own answer."""
-    a, b, c = np.broadcast_arrays(a, b, c)
-    p = a * b
-    ah, al = _split(a)
-    bh, bl = _split(b)
-    err = ((ah * bh - p) + ah * bl + al * bh) + al * bl
-    s, t = _two_sum(c, p)
-    out = s + _odd_sum(t, err)
-    size = np.abs(p)
-    plain = ~(np.isfinite(a) & np.isfinite(b) & np.isfinite(c)) | (a == 0) | (b == 0)
-    big = np.maximum(np.abs(a), np.maximum(np.abs(b), np.abs(c)))
-    exact = ~plain & ((size > 2.0**960) | (size < 2.0**-960) | (big > 2.0**990))
-    out = np.where(plain, p + c, out)
-    for i in zip(*np.nonzero(exact)):
+    product beyond 2^+-960, an operand beyond 2^990) it is computed exactly with fractions. Where a or b
+    is not finite, or 0, a * b + c is the fma's own answer (the product is exact); where only c is not
+    finite, c is."""
+    shape = np.broadcast_shapes(np.shape(a), np.shape(b), np.shape(c))
+    a, b, c = (np.array(np.broadcast_to(v, shape), np.float64).reshape(-1) for v in (a, b, c))
+    with np.errstate(over="ignore", invalid="ignore"):  # where the halves overflow: replaced below
+        p = a * b
+        ah, al = _split(a)
+        bh, bl = _split(b)
+        err = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+        s, t = _two_sum(c, p)
+        out = s + _odd_sum(t, err)
+    factors = np.isfinite(a) & np.isfinite(b)
+    plain = ~factors | (a == 0) | (b == 0)
+    with np.errstate(invalid="ignore"):
+        out = np.where(plain, p + c, np.where(np.isfinite(c), out, c))
+    size, big = np.abs(p), np.maximum(np.abs(a), np.maximum(np.abs(b), np.abs(c)))
+    exact = ~plain & np.isfinite(c) & ((size > 2.0**960) | (size < 2.0**-960) | (big > 2.0**990))
+    for i in np.flatnonzero(exact):
         out[i] = _fraction_fma(float(a[i]), float(b[i]), float(c[i]))
-    return out
+    return out.reshape(shape)
 
 
 def _fraction_fma(a: float, b: float, c: float) -> float:
@@ -306,7 +348,7 @@ def _scaled_add_reference(x: np.ndarray, y: np.ndarray, alpha: float | int | boo
     if out.kind == "b":
         return x | (y & bool(alpha))
     if out.kind in "iu":
-        return (x + y * out.type(alpha)).astype(out, copy=False)
+        return (x + y * np.array(alpha).astype(out)).astype(out, copy=False)  # alpha wraps as y does
     if out == np.float64:
         return _fma_f64(np.float64(alpha), y, x)
     return _fma_f32(np.float32(alpha), y, x).astype(out, copy=False)
@@ -418,9 +460,12 @@ _power = _arith(
 
 
 def pow(x: Tensor | float, y: Tensor | float) -> Tensor:
-    """x ** y (the `pow` op); an integer or bool tensor to a negative Python int raises, as in PyTorch."""
+    """x ** y (the `pow` op); an integer or bool tensor to a negative Python int raises, as in PyTorch; a
+    bool tensor to a Python bool is itself (True) or True (False), as PyTorch's powers 1 and 0."""
     if isinstance(x, Tensor) and not x.dtype.is_float and _is_negative_int(y):
         raise DTypeError(f"Integers to negative integer powers are not allowed ({x.dtype.name} ** {y}).")
+    if isinstance(x, Tensor) and x.dtype is bool_ and isinstance(y, bool):
+        return logical_or(x, not y)
     return _power(x, y)
 
 
@@ -476,7 +521,6 @@ copysign = _arith(
     lambda g, out, x, y: _both(x, y, lambda: g * where(x == 0, 0.0, out / x), lambda: g * 0.0),
     dtype=float_dtype,
     torch=lambda t, a, b: t.copysign(a, b),
-    fast=lambda out, dtypes, **_: None,
     doc="|x| with the sign of y (-0.0 and NaN's sign bit counted); integers give f32.",
 )
 
@@ -506,9 +550,23 @@ def _checked(fn: Callable) -> Callable:
     return evaluate
 
 
+def _remainder(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """PyTorch's: fmod(a, b), plus b where that is non-zero and its sign is not b's (so a zero keeps
+    a's sign, where Python's % gives b's); f16 computed in f32."""
+    _no_zero_divisor(b)
+    if a.dtype.kind != "f":
+        return np.remainder(a, b)
+    return _opmath(_float_remainder)(a, b)
+
+
+def _float_remainder(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    mod = np.fmod(a, b)
+    return np.where((mod != 0) & ((b < 0) != (mod < 0)), mod + b, mod)
+
+
 remainder = _arith(
     "remainder",
-    _checked(np.remainder),
+    _remainder,
     # x - y floor(x / y): d/dx 1, d/dy -floor(x / y) (PyTorch's)
     lambda g, out, x, y: _both(x, y, lambda: g, lambda: -g * _rounded_quotient(x, y, "floor")),
     dtype=_refusing_bool("remainder", ""),
@@ -558,9 +616,16 @@ def _floor_divide_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.floor_divide(a, b)
 
 
+def _quotient(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a / b rounded to their dtype (f16: divided in f32, rounded once, as PyTorch's half arithmetic)."""
+    if a.dtype == np.float16:
+        return (a.astype(np.float32) / b.astype(np.float32)).astype(np.float16)
+    return a / b
+
+
 def _trunc_divide_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype.kind == "f":
-        return _opmath(lambda a, b: np.trunc(a / b))(a, b)
+        return np.trunc(_quotient(a, b))
     _no_zero_divisor(b)
     return ((a - np.fmod(a, b)) // b).astype(a.dtype, copy=False)
 
@@ -577,7 +642,6 @@ floor_divide = _arith(
     "div(x, y, rounding_mode='floor') has one (zero)",
     dtype=_refusing_bool("floor_divide", "; cast them to an integer dtype first"),
     torch=lambda t, a, b: t.floor_divide(a, b),
-    fast=lambda out, dtypes, **_: None,
     doc="x / y rounded down (Python's //): floats as PyTorch's (a whole number, a / y where y is 0); "
     "integers raise ZeroDivisionError for a zero divisor. PyTorch gives it no derivative, nor does verigrad.",
 )
@@ -588,7 +652,6 @@ div_floor = _arith(
     _zero_gradients,
     dtype=_refusing_bool("div with rounding_mode='floor'", "; cast them to an integer dtype first"),
     torch=lambda t, a, b: t.div(a, b, rounding_mode="floor"),
-    fast=lambda out, dtypes, **_: None,
     doc="div(x, y, rounding_mode='floor'): floor_divide, with PyTorch's zero gradient.",
 )
 div_floor.samples = lambda rng: _divisor_samples(rng)
@@ -598,7 +661,6 @@ div_trunc = _arith(
     _zero_gradients,
     dtype=_refusing_bool("div with rounding_mode='trunc'", "; cast them to an integer dtype first"),
     torch=lambda t, a, b: t.div(a, b, rounding_mode="trunc"),
-    fast=lambda out, dtypes, **_: None,
     doc="div(x, y, rounding_mode='trunc'): x / y rounded towards zero (floats: trunc of the rounded "
     "quotient; integers as C's /, ZeroDivisionError for a zero divisor); its gradient is zero, as PyTorch's.",
 )
