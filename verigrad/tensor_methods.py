@@ -162,6 +162,12 @@ def reciprocal(self: Tensor) -> Tensor:
 
 
 @adapted
+def __rtruediv__(self: Tensor, o: Any) -> Tensor:
+    """`o / x` for a number o: PyTorch's reciprocal(x) * o, rounded twice (as PyTorch computes it)."""
+    return binary.mul(binary.div(1, self), o)
+
+
+@adapted
 def swapaxes(self: Tensor, a: int, b: int) -> Tensor:
     return self.transpose(a, b)
 
@@ -411,7 +417,7 @@ OPERATORS: dict[str, Callable[..., Any]] = {
     "__invert__": binary.bitwise_not,
 }
 REFLECTED = {"__radd__": binary.add, "__rsub__": binary.sub, "__rmul__": binary.mul,
-             "__rtruediv__": binary.div, "__rmod__": binary.remainder, "__rpow__": binary.pow,
+             "__rmod__": binary.remainder, "__rpow__": binary.pow,
              "__rmatmul__": matmul, "__rfloordiv__": binary.floor_divide, "__rand__": binary.bitwise_and,
              "__ror__": binary.bitwise_or, "__rxor__": binary.bitwise_xor,
              "__rlshift__": binary.bitwise_left_shift, "__rrshift__": binary.bitwise_right_shift}  # fmt: skip

@@ -558,3 +558,50 @@ def test_integer_reductions_and_pointwise(name: str) -> None:
         lambda m, a: a.mean(),
     ):
         _both(lambda fn=fn: fn(verigrad, x), lambda fn=fn: fn(torch, t), name)
+
+
+def test_masked_fill_keeps_the_tensors_dtype() -> None:
+    mask = [True, False, True]
+    for name, value in [("i64", 2.5), ("i8", -3.7), ("u8", 7), ("f32", 0.1), ("f16", 2.5), ("bool", 0)]:
+        values = [True, False, True] if name == "bool" else [1, 2, 3]
+        for fill in (value, "tensor"):
+            ours_v = verigrad.tensor(np.float64(value)) if fill == "tensor" else value
+            theirs_v = torch.tensor(value, dtype=torch.float64) if fill == "tensor" else value
+            _same(
+                _vg(values, name).masked_fill(_vg(mask, "bool"), ours_v),
+                _torch(values, name).masked_fill(_torch(mask, "bool"), theirs_v),
+                f"masked_fill {name} {fill}",
+            )
+
+
+SCALAR_OPS = {
+    "mul": (lambda m, x, s: x * s),
+    "rmul": (lambda m, x, s: s * x),
+    "div": (lambda m, x, s: x / s),
+    "rdiv": (lambda m, x, s: s / x),
+    "floordiv": (lambda m, x, s: x // s),
+    "rfloordiv": (lambda m, x, s: s // x),
+    "trunc": (lambda m, x, s: m.div(x, s, rounding_mode="trunc")),
+    "add": (lambda m, x, s: x + s),
+    "rsub": (lambda m, x, s: s - x),
+    "mul 0-d": (lambda m, x, s: x * m.tensor(s, dtype=m.float64)),
+    "0-d mul": (lambda m, x, s: x[0] * s),
+}
+
+
+@pytest.mark.parametrize("name", ["f16", "f32", "f64", "i32", "u8"])
+@pytest.mark.parametrize("op", list(SCALAR_OPS))
+def test_arithmetic_with_a_scalar_rounds_as_torch(name: str, op: str) -> None:
+    """f16 times (or divided by) a scalar computes in f32 with the scalar's f32 value; `s / x` is
+    reciprocal(x) * s (two roundings), in every dtype, as PyTorch's."""
+    rng = np.random.default_rng(0)
+    values = rng.uniform(0.5, 4, 3000) * (1 if name == "u8" else rng.choice([-1, 1], 3000))
+    if name[0] in "iu":
+        values = np.round(values)
+    fn = SCALAR_OPS[op]
+    for s in (0.1, 3, 7.3):
+        _both(
+            lambda: fn(verigrad, _vg(values, name), s),
+            lambda: fn(torch, _torch(values, name), s),
+            f"{op} {s}",
+        )

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import DTypeError
-from ..ops import binary
+from ..ops import binary, cast, from_numpy
 from ..ops.binary import eq, ne, where
 from ..tensor import Tensor
 
@@ -63,7 +63,12 @@ def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:
 
 
 def masked_fill(x: Tensor, mask: Tensor, value: Any) -> Tensor:
-    """x with `value` where the bool `mask` (broadcast to x) holds."""
+    """x with `value` where the bool `mask` (broadcast to x) holds, in x's dtype (as PyTorch's: 2.5 fills
+    an integer tensor with 2)."""
+    if isinstance(value, Tensor):
+        value = value if value.dtype is x.dtype else cast(value, x.dtype)
+    else:
+        value = from_numpy(np.array(value).astype(x.dtype.np))
     return where(mask, value, x)
 
 

@@ -15,7 +15,7 @@ from fractions import Fraction
 import numpy as np
 
 from .. import modes
-from ..dtypes import DEFAULT_FLOAT, DEFAULT_INT, DType, bf16, bool_, from_numpy_dtype, promote
+from ..dtypes import DEFAULT_FLOAT, DEFAULT_INT, DType, bf16, bool_, f16, f32, from_numpy_dtype, promote
 from ..errors import DTypeError
 from ..shapes import broadcast
 from ..tensor import Tensor
@@ -71,20 +71,36 @@ class Elementwise(Op):
     hold take the dtype the op computes in before anything else (an f32 tensor times an f64 0-d tensor
     is computed in f32; -1 in a u8 tensor's division stays -1.0, in its sum wraps to 255).
 
+    With `opmath_scalar` (mul: "either" operand; the divisions: "second", the divisor), an f16 result
+    with such a scalar operand there is computed in f32 with the scalar's f32 value and rounded once to
+    f16, as PyTorch's kernels take that operand in their f32 arithmetic (f16 x * 0.1 is x * 0.1f
+    rounded, not x * f16(0.1)).
+
     `no_derivative` marks an op PyTorch records but cannot differentiate (floor_divide): its result
     requires grad, and a backward pass through it raises this message, as PyTorch's does."""
 
-    def __init__(self, name: str, *, first: int = 0, no_derivative: str | None = None, **kw) -> None:
+    def __init__(
+        self,
+        name: str,
+        *,
+        first: int = 0,
+        no_derivative: str | None = None,
+        opmath_scalar: str | None = None,
+        **kw,
+    ) -> None:
         if no_derivative is not None:
             kw["vjp"] = _refusing_vjp(no_derivative)
         super().__init__(name, **kw)
         self.first = first
         self.no_derivative = no_derivative
+        self.opmath_scalar = opmath_scalar
         self.to_float = kw.get("dtype") is float_dtype  # integers computed in the default float
 
     def __call__(self, *args, **params) -> Tensor:
         if len(args) - self.first > 1:
-            args = _weak_operands(self, args)
+            args, back = _weak_operands(self, args)
+            if back is not None:
+                return cast(super().__call__(*args, **params), back)
         return super().__call__(*args, **params)
 
 
@@ -95,29 +111,36 @@ def _refusing_vjp(message: str) -> Callable:
     return vjp
 
 
-def _weak_operands(op: Elementwise, args: tuple) -> tuple:
+def _weak_operands(op: Elementwise, args: tuple) -> tuple[tuple, DType | None]:
+    """The operands promoted as PyTorch's (see Elementwise), and the dtype to cast the result to where
+    it is computed in f32 for f16 (`opmath_scalar`), else None."""
     first = op.first
     operands = args[first:]
     if all(type(a) is Tensor for a in operands):
         dtype = operands[0].dtype
         if all(a.dtype is dtype for a in operands):
-            return args  # the common case: nothing to promote
+            return args, None  # the common case: nothing to promote
         if all(a.ndim for a in operands) or not any(a.ndim for a in operands):
-            return args  # no 0-d tensor beside one with dimensions: the reference converts them
+            return args, None  # no 0-d tensor beside one with dimensions: the reference converts them
     operands = tuple(lift((a,))[0] if isinstance(a, np.ndarray) else a for a in operands)  # arrays: strong
     out = result_type(*operands)
     compute = DEFAULT_FLOAT if op.to_float and not out.is_float else out
     if compute is bf16:
-        return (*args[:first], *lift(operands))  # refused by the dtype rule
+        return (*args[:first], *lift(operands)), None  # refused by the dtype rule
     dims = any(isinstance(a, Tensor) and a.ndim for a in operands)
+    weak = [not isinstance(a, Tensor) or (dims and not a.ndim and a.dtype is not bool_) for a in operands]
+    back = None
+    placed = weak[-1] if op.opmath_scalar == "second" else any(weak)
+    if op.opmath_scalar and compute is f16 and placed and not all(weak):
+        compute, back = f32, f16
     tensors = []
-    for a in operands:
+    for a, is_weak in zip(operands, weak):
         if not isinstance(a, Tensor):
             a = _scalar(a, compute)
-        elif dims and not a.ndim and a.dtype is not compute and a.dtype is not bool_:
+        elif is_weak and a.dtype is not compute:
             a = cast(a, compute)  # a bool never changes the promoted dtype and stays bool for the rules
         tensors.append(a)
-    return (*args[:first], *tensors)
+    return (*args[:first], *tensors), back
 
 
 def _scalar(value: object, compute: DType) -> Tensor:
@@ -247,6 +270,7 @@ mul = _arith(
     np.multiply,
     lambda g, out, x, y: _both(x, y, lambda: g * y, lambda: g * x),
     dtype=_logical_on_bool,
+    opmath_scalar="either",
     torch=lambda t, a, b: a * b,
     doc="x * y",
 )
@@ -257,6 +281,7 @@ div = _arith(
     dtype=float_dtype,
     low=0.5,
     high=2.0,
+    opmath_scalar="second",
     torch=lambda t, a, b: a / b,
     doc="True division; int operands give f32.",
 )
@@ -641,6 +666,7 @@ floor_divide = _arith(
     no_derivative="the derivative of floor_divide (//) is not implemented, as in PyTorch; "
     "div(x, y, rounding_mode='floor') has one (zero)",
     dtype=_refusing_bool("floor_divide", "; cast them to an integer dtype first"),
+    opmath_scalar="second",
     torch=lambda t, a, b: t.floor_divide(a, b),
     doc="x / y rounded down (Python's //): floats as PyTorch's (a whole number, a / y where y is 0); "
     "integers raise ZeroDivisionError for a zero divisor. PyTorch gives it no derivative, nor does verigrad.",
@@ -651,6 +677,7 @@ div_floor = _arith(
     _floor_divide_reference,
     _zero_gradients,
     dtype=_refusing_bool("div with rounding_mode='floor'", "; cast them to an integer dtype first"),
+    opmath_scalar="second",
     torch=lambda t, a, b: t.div(a, b, rounding_mode="floor"),
     doc="div(x, y, rounding_mode='floor'): floor_divide, with PyTorch's zero gradient.",
 )
@@ -660,6 +687,7 @@ div_trunc = _arith(
     _trunc_divide_reference,
     _zero_gradients,
     dtype=_refusing_bool("div with rounding_mode='trunc'", "; cast them to an integer dtype first"),
+    opmath_scalar="second",
     torch=lambda t, a, b: t.div(a, b, rounding_mode="trunc"),
     doc="div(x, y, rounding_mode='trunc'): x / y rounded towards zero (floats: trunc of the rounded "
     "quotient; integers as C's /, ZeroDivisionError for a zero divisor); its gradient is zero, as PyTorch's.",

@@ -92,6 +92,7 @@ def _unary(fn: Any, dtype: np.dtype, reference: Callable, backend: Any, ptr: Cal
 
 
 CAST = ("cast",)
+SCALED = ("scaled_add",)  # x + alpha * y, one fma
 CASTS = (("f64", "f32"), ("f32", "f64"))  # (from, to): vg_cast_<from>_<to>
 
 
@@ -319,9 +320,10 @@ def register(backend: Any, lib: Library) -> None:
             fn_bc = lib.fn(f"vg_{name}_bc_{dtype_name}", _BC_ARGS)
             kernel = _binary(fn, fn_bc, dtype, REGISTRY[name].reference, backend, lib.ptr)
             backend.register(name, kernel, dtype_name, stated, native_claim(name, dtype_name))
-        fn = lib.fn(f"vg_scaled_add_{dtype_name}", _SCALED_ARGS)
-        kernel = _scaled_add(fn, dtype, REGISTRY["scaled_add"].reference, backend, lib.ptr)
-        backend.register("scaled_add", kernel, dtype_name, EXACT, native_claim("scaled_add", dtype_name))
+        for name in SCALED:
+            fn = lib.fn(f"vg_{name}_{dtype_name}", _SCALED_ARGS)
+            kernel = _scaled_add(fn, dtype, REGISTRY[name].reference, backend, lib.ptr)
+            backend.register(name, kernel, dtype_name, EXACT, native_claim(name, dtype_name))
     for target in sorted({to for _, to in CASTS}):
         fns = {DTYPES[a]: lib.fn(f"vg_cast_{a}_{b}", _UNARY_ARGS) for a, b in CASTS if b == target}
         kernel = _cast(fns, DTYPES[target], cast.reference, backend, lib.ptr)
