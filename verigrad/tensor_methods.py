@@ -49,10 +49,15 @@ def _in_place(name: str) -> Callable[..., Tensor]:
     """`x.name_(*args)`: `x.name(*args)` written into x."""
 
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-        return self.assign(_castable(getattr(self, name)(*args, **kwargs), self, name + "_"))
+        out = getattr(self, name)(*args, **kwargs)
+        return self.assign(out if name in _FILLING else _castable(out, self, name + "_"))
 
     method.__doc__ = f"{name}, written into this tensor."
     return method
+
+
+# in-place methods that write values given to them, which PyTorch casts to the tensor's dtype
+_FILLING = ("index_fill", "scatter", "masked_fill", "index_add", "scatter_add", "scatter_reduce")
 
 
 def _castable(result: Tensor, into: Tensor, what: str) -> Tensor:
@@ -110,7 +115,7 @@ def sub_(self: Tensor, o: Any, alpha: Any = 1) -> Tensor:
 
 @adapted
 def clamp_(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
-    return self.assign(self.clamp(min, max))
+    return self.assign(_castable(self.clamp(min, max), self, "clamp_"))
 
 
 @adapted

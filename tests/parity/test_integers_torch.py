@@ -605,3 +605,21 @@ def test_arithmetic_with_a_scalar_rounds_as_torch(name: str, op: str) -> None:
             lambda: fn(torch, _torch(values, name), s),
             f"{op} {s}",
         )
+
+
+def test_in_place_fills_cast_and_clamp_refuses() -> None:
+    """index_fill_ and scatter_ cast the value given to the tensor's dtype; clamp_ with float bounds on
+    an integer tensor raises; as PyTorch's."""
+    index = [0, 2]
+    for fn in (
+        lambda m, x: x.index_fill_(0, m.tensor(index), 2.5),
+        lambda m, x: x.scatter_(0, m.tensor(index), -3.7),
+        lambda m, x: x.clamp_(0.5, 1.5),
+        lambda m, x: x.clamp_(0, 2),
+        lambda m, x: x.masked_fill_(m.tensor([True, False, True]), 9.9),
+    ):
+        _both(
+            lambda fn=fn: fn(verigrad, _vg([1, 2, 3], "i32")),
+            lambda fn=fn: fn(torch, _torch([1, 2, 3], "i32")),
+            "fill",
+        )
