@@ -182,7 +182,7 @@ def test_uint8_arrays_are_u8():
     raw = np.zeros(3, np.uint8)
     t = vg.from_numpy(raw)
     assert t.dtype.name == "u8" and np.shares_memory(t.numpy(), raw)
-    assert as_dtype(np.uint8).name == "u8" and vg.from_numpy(np.zeros(3, np.int8)).dtype == vg.i32
+    assert as_dtype(np.uint8).name == "u8" and vg.from_numpy(np.zeros(3, np.int8)).dtype == vg.int8
 
 
 def test_f64_activations():

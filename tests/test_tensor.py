@@ -314,7 +314,9 @@ def test_creation_ops() -> None:
     _eq(verigrad.tensor([True, False]), [True, False], verigrad.bool_)
     _eq(verigrad.tensor(np.array([1.5])), [1.5], f64)  # NumPy arrays keep their dtype
     _eq(verigrad.tensor(np.arange(3, dtype=np.uint8)), [0, 1, 2], verigrad.dtypes.u8)
-    _eq(verigrad.tensor(np.arange(3, dtype=np.int8)), [0, 1, 2], i32)
+    _eq(verigrad.tensor(np.arange(3, dtype=np.int8)), [0, 1, 2], verigrad.dtypes.i8)
+    _eq(verigrad.tensor(np.arange(3, dtype=np.int16)), [0, 1, 2], verigrad.dtypes.i16)
+    _eq(verigrad.tensor(np.arange(3, dtype=np.uint16)), [0, 1, 2], i32)
     z = verigrad.zeros(2, requires_grad=True)
     assert z.requires_grad and z.is_leaf
 
@@ -488,7 +490,8 @@ def test_promotion_with_python_scalars() -> None:
     assert (verigrad.tensor([1.0], dtype="f16") * 2.0).dtype is f16
     assert (x + x.double()).dtype is f64
     assert (x + i).dtype is f32
-    assert (x + np.float64(1.0)).dtype is f64  # a NumPy scalar carries its dtype
+    assert (x + np.float64(1.0)).dtype is f32  # a NumPy scalar is a Python scalar to PyTorch
+    assert (verigrad.tensor([1, 2], dtype="i8") + np.int64(1)).dtype is verigrad.i8
 
 
 # autograd --------------------------------------------------------------------------------------

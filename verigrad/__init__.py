@@ -17,10 +17,12 @@ from .backends import available as available_backends
 from .backends import backend, get_backend, get_threads, set_backend, set_threads
 from .compile import check, compile
 from .devices import device
-from .dtypes import DType, bf16, bool_, f16, f32, f64, i32, i64, u8
+from .dtypes import DType, bf16, bool_, can_cast, f16, f32, f64, i8, i16, i32, i64, u8
+from .dtypes import promote as promote_types
 from .errors import AxisError, DTypeError, IndexDTypeError, ShapeError, VerigradError, WeightFileError
 from .functions import (
     absolute,
+    add,
     addcdiv,
     addcmul,
     addmm,
@@ -63,6 +65,7 @@ from .functions import (
     diag,
     diagonal,
     diff,
+    div,
     dsplit,
     dstack,
     einsum,
@@ -141,6 +144,7 @@ from .functions import (
     square,
     std,
     std_mean,
+    sub,
     swapaxes,
     swapdims,
     take,
@@ -173,7 +177,6 @@ from .ops import (
     abs,
     acos,
     acosh,
-    add,
     arange,
     argmax,
     argsort,
@@ -182,26 +185,34 @@ from .ops import (
     atan,
     atan2,
     atanh,
+    bitwise_and,
+    bitwise_left_shift,
+    bitwise_not,
+    bitwise_or,
+    bitwise_right_shift,
+    bitwise_xor,
     cast,
     ceil,
     concat,
+    copysign,
     cos,
     cosh,
     cumprod,
     cumsum,
     det,
-    div,
     empty,
     empty_like,
     eq,
     erf,
     exp,
+    exp2,
     expand,
     expm1,
     eye,
     flatten,
     flip,
     floor,
+    floor_divide,
     fmod,
     from_dlpack,
     from_numpy,
@@ -248,6 +259,7 @@ from .ops import (
     relu,
     remainder,
     reshape,
+    result_type,
     round,
     rsqrt,
     scatter_reduce,
@@ -262,11 +274,12 @@ from .ops import (
     sqrt,
     squeeze,
     stack,
-    sub,
     sum,
+    tan,
     tanh,
     tensor,
     transpose,
+    true_divide,
     trunc,
     unsqueeze,
     zeros,
@@ -296,7 +309,7 @@ cat = concat  # PyTorch's names for the same functions
 clip = clamp
 set_num_threads, get_num_threads = set_threads, get_threads
 float32, float64, float16, bfloat16, int32, int64, uint8 = f32, f64, f16, bf16, i32, i64, u8
-double, half, long = f64, f16, i64
+int8, int16, short, double, half, long = i8, i16, i16, f64, f16, i64
 
 
 BoolTensor, ByteTensor, DoubleTensor, FloatTensor, HalfTensor, IntTensor, LongTensor = (
@@ -346,4 +359,4 @@ __version__ = "0.1.0"
 
 # `from verigrad import *` gives every public name but these two, which would hide Python's own
 __all__ = sorted(name for name in dir() if not name.startswith("_"))
-float, bool = f32, bool_  # as torch.float and torch.bool: `vg.float`, `vg.bool`
+float, bool, int = f32, bool_, i32  # as torch.float, torch.bool and torch.int: `vg.float`, `vg.int`

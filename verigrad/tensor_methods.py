@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from . import autograd
-from .dtypes import DType, as_dtype, f32, f64
+from .dtypes import DType, as_dtype, can_cast, f32, f64
 from .errors import DTypeError, ShapeError
 from .functions import (
     indexing,
@@ -58,28 +58,30 @@ def _reflected(fn: Callable[..., Any]) -> Callable[..., Any]:
     return method
 
 
-_CATEGORY = {"b": 0, "i": 1, "u": 1, "f": 2}
-
-
-def _write_result(self: Tensor, result: Tensor) -> Tensor:
-    """An in-place op's result written into self; as PyTorch, refused where it would be cast to a lower
-    category (a float result into an integer tensor, an integer one into a bool tensor)."""
-    if isinstance(result, Tensor) and _CATEGORY[result.dtype.kind] > _CATEGORY[self.dtype.kind]:
-        raise DTypeError(
-            f"result type {result.dtype.name} can't be cast to the desired output type {self.dtype.name} "
-            "of an in-place op (as in PyTorch); use an out-of-place op and .to(dtype)"
-        )
-    return self.assign(result)
-
-
 def _in_place(name: str) -> Callable[..., Tensor]:
     """`x.name_(*args)`: `x.name(*args)` written into x."""
 
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-        return _write_result(self, getattr(self, name)(*args, **kwargs))
+        out = getattr(self, name)(*args, **kwargs)
+        return self.assign(out if name in _FILLING else _castable(out, self, name + "_"))
 
     method.__doc__ = f"{name}, written into this tensor."
     return method
+
+
+# in-place methods that write values given to them, which PyTorch casts to the tensor's dtype
+_FILLING = ("index_fill", "scatter", "masked_fill", "index_add", "scatter_add", "scatter_reduce")
+
+
+def _castable(result: Tensor, into: Tensor, what: str) -> Tensor:
+    """`result`, if an in-place op may write it into `into`: not a float into an integer tensor, nor a
+    number into a bool one (PyTorch raises, where a cast would silently change the values)."""
+    if not can_cast(result.dtype, into.dtype):
+        raise DTypeError(
+            f"{what}: the result type {result.dtype.name} can't be cast to the tensor's {into.dtype.name} "
+            "(as in PyTorch); compute out of place or cast first"
+        )
+    return result
 
 
 def _axis(axis: Any, dim: Any) -> Any:
@@ -114,17 +116,19 @@ def backward(
 
 @adapted
 def add_(self: Tensor, o: Any, alpha: Any = 1) -> Tensor:
-    return _write_result(self, self + (o if alpha == 1 else o * alpha))
+    """self + alpha * o written into self, with one rounding (as PyTorch's)."""
+    return self.assign(_castable(pointwise.add(self, o, alpha=alpha), self, "add_"))
 
 
 @adapted
 def sub_(self: Tensor, o: Any, alpha: Any = 1) -> Tensor:
-    return _write_result(self, self - (o if alpha == 1 else o * alpha))
+    """self - alpha * o written into self, with one rounding (as PyTorch's)."""
+    return self.assign(_castable(pointwise.sub(self, o, alpha=alpha), self, "sub_"))
 
 
 @adapted
 def clamp_(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
-    return _write_result(self, self.clamp(min, max))
+    return self.assign(_castable(self.clamp(min, max), self, "clamp_"))
 
 
 @adapted
@@ -176,6 +180,12 @@ def reciprocal(self: Tensor) -> Tensor:
 
 
 @adapted
+def __rtruediv__(self: Tensor, o: Any) -> Tensor:
+    """`o / x` for a number o: PyTorch's reciprocal(x) * o, rounded twice (as PyTorch computes it)."""
+    return binary.mul(binary.div(1, self), o)
+
+
+@adapted
 def swapaxes(self: Tensor, a: int, b: int) -> Tensor:
     return self.transpose(a, b)
 
@@ -224,6 +234,17 @@ def type(self: Tensor, dtype: Any = None, non_blocking: bool = False) -> Any:
             raise ValueError(f"Tensor.type({dtype!r}): not one of {sorted(LEGACY_NAMES.values())}")
         dtype = named[0]
     return self.to(dtype.dtype if isinstance(dtype, LegacyType) else dtype)
+
+
+@adapted
+def is_floating_point(self: Tensor) -> bool:
+    return self.dtype.is_float
+
+
+@adapted
+def element_size(self: Tensor) -> int:
+    """Bytes an element (PyTorch's element_size)."""
+    return self.dtype.itemsize
 
 
 def _cast_to(dtype: DType | str) -> Callable[[Tensor], Tensor]:
@@ -452,7 +473,7 @@ def _assigning(op: Callable[..., Tensor]) -> Callable[[Tensor, Any], Tensor]:
     """`x op= o`: x op o written into x."""
 
     def method(self: Tensor, o: Any) -> Tensor:
-        return _write_result(self, op(self, o))
+        return self.assign(_castable(op(self, o), self, getattr(op, "name", "in-place op")))
 
     return method
 
@@ -463,6 +484,7 @@ OPERATORS: dict[str, Callable[..., Any]] = {
     "__sub__": binary.sub,
     "__mul__": binary.mul,
     "__truediv__": binary.div,
+    "__floordiv__": binary.floor_divide,
     "__mod__": binary.remainder,
     "__pow__": binary.pow,
     "__matmul__": matmul,
@@ -472,30 +494,41 @@ OPERATORS: dict[str, Callable[..., Any]] = {
     "__le__": binary.le,
     "__gt__": binary.gt,
     "__ge__": binary.ge,
-    "__and__": binary.logical_and,
-    "__or__": binary.logical_or,
+    "__and__": binary.bitwise_and,
+    "__or__": binary.bitwise_or,
+    "__xor__": binary.bitwise_xor,
+    "__lshift__": binary.bitwise_left_shift,
+    "__rshift__": binary.bitwise_right_shift,
     "__neg__": unary.neg,
     "__abs__": unary.abs,
-    "__invert__": binary.logical_not,
+    "__invert__": binary.bitwise_not,
 }
 REFLECTED = {"__radd__": binary.add, "__rsub__": binary.sub, "__rmul__": binary.mul,
-             "__rtruediv__": binary.div, "__rmod__": binary.remainder, "__rpow__": binary.pow,
-             "__rmatmul__": matmul}  # fmt: skip
+             "__rmod__": binary.remainder, "__rpow__": binary.pow,
+             "__rmatmul__": matmul, "__rfloordiv__": binary.floor_divide, "__rand__": binary.bitwise_and,
+             "__ror__": binary.bitwise_or, "__rxor__": binary.bitwise_xor,
+             "__rlshift__": binary.bitwise_left_shift, "__rrshift__": binary.bitwise_right_shift}  # fmt: skip
 IN_PLACE_OPERATORS = {"__iadd__": binary.add, "__isub__": binary.sub, "__imul__": binary.mul,
-                      "__itruediv__": binary.div, "__imod__": binary.remainder}  # fmt: skip
+                      "__itruediv__": binary.div, "__imod__": binary.remainder,
+                      "__ifloordiv__": binary.floor_divide, "__iand__": binary.bitwise_and,
+                      "__ior__": binary.bitwise_or, "__ixor__": binary.bitwise_xor,
+                      "__ilshift__": binary.bitwise_left_shift,
+                      "__irshift__": binary.bitwise_right_shift}  # fmt: skip
 
 HYPERBOLIC_AND_INVERSE = ("sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh")
 
 # x.name(*args) is fn(x, *args), for these names of each module
 FORWARDED_FROM = {
-    binary: "add sub mul div pow maximum minimum remainder fmod hypot logaddexp atan2 eq ne lt le gt ge",
-    unary: "neg abs exp log expm1 log1p sqrt rsqrt sin cos tanh sigmoid relu silu erf floor ceil trunc sign "
-    + " ".join(HYPERBOLIC_AND_INVERSE),
+    binary: "mul pow maximum minimum remainder fmod hypot logaddexp atan2 eq ne lt le gt ge floor_divide "
+    "true_divide copysign bitwise_and bitwise_or bitwise_xor bitwise_not bitwise_left_shift "
+    "bitwise_right_shift",
+    unary: "neg abs exp exp2 log expm1 log1p sqrt rsqrt sin cos tan tanh sigmoid relu silu erf floor ceil "
+    "trunc sign " + " ".join(HYPERBOLIC_AND_INVERSE),
     movement: "contiguous",
     shaping: "assign transpose flatten unsqueeze squeeze",
     autograd: "register_hook retain_grad",
-    pointwise: "clamp masked_fill isnan isinf isfinite nan_to_num isclose allclose equal lerp addcmul "
-    "addcdiv frac deg2rad rad2deg log2 log10",
+    pointwise: "add sub div clamp masked_fill isnan isinf isfinite nan_to_num isclose allclose equal lerp "
+    "addcmul addcdiv frac deg2rad rad2deg log2 log10",
     statistics: "amax amin var std logsumexp argmin all any norm count_nonzero bincount histc",
     rearrange: "split chunk repeat repeat_interleave roll narrow unbind movedim unflatten rot90 diff unfold",
     matrices: "mm bmm outer diagonal diag trace tril triu fill_diagonal_ kron cross",
@@ -533,6 +566,9 @@ ADAPTED.update(
     bfloat16=_cast_to("bf16"),
     long=_cast_to("i64"),
     int=_cast_to("i32"),
+    short=_cast_to("i16"),
+    char=_cast_to("i8"),
+    byte=_cast_to("u8"),
     bool=_cast_to("bool"),
     polygamma=lambda self, n: special_ops.polygamma(self, n=n),
 )
@@ -542,7 +578,9 @@ ALIASES = {"astype": "cast", "clip": "clamp",
 IN_PLACE = ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "relu", "reciprocal", "square",
             "floor", "ceil", "round", "trunc", "sign", "pow", "lerp", "scatter_reduce", "index_fill",
             "masked_fill", "mul", "div", "index_add", "scatter", "scatter_add", "index_copy",
-            "masked_scatter")  # fmt: skip
+            "masked_scatter", "floor_divide", "remainder", "fmod", "true_divide", "copysign", "tan", "exp2",
+            "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bitwise_left_shift",
+            "bitwise_right_shift")  # fmt: skip
 
 
 def bind(cls: type = Tensor) -> None:

@@ -121,8 +121,8 @@ def test_loaded_tensors_do_not_share_memory_with_the_file_bytes(tmp_path: Path) 
     np.testing.assert_array_equal(w.numpy(), [2.0, 2.0, 2.0])
 
 
-def test_narrow_torch_integers_widen_to_i32(tmp_path: Path) -> None:
-    """int8 and int16 load as i32 with their values (as from_numpy widens them); uint8 is u8."""
+def test_narrow_torch_integers_keep_their_dtypes(tmp_path: Path) -> None:
+    """uint8, int8 and int16 load as u8, i8 and i16 with their values."""
     theirs = {
         "u8": torch.tensor([0, 7, 255], dtype=torch.uint8),
         "i8": torch.tensor([-128, 0, 127], dtype=torch.int8),
@@ -131,7 +131,7 @@ def test_narrow_torch_integers_widen_to_i32(tmp_path: Path) -> None:
     save_file(theirs, str(tmp_path / "narrow.safetensors"))
     ours = load(tmp_path / "narrow.safetensors")
     for name, t in theirs.items():
-        want = "u8" if name == "u8" else "i32"
+        want = name
         assert ours[name].dtype.name == want, name
         np.testing.assert_array_equal(ours[name].numpy(), t.numpy().astype(ours[name].dtype.np), err_msg=name)
 

@@ -147,7 +147,8 @@ def _cases(grad: bool, floats: bool = False, public: bool = False) -> list[Any]:
     and runs once, as f64."""
     cases = []
     for name, op in OPS.items():
-        if (op.torch if public else _torch_fn(op)) is None or (grad and not op.differentiable):
+        refused = getattr(op, "no_derivative", None) is not None  # torch refuses it too (floor_divide)
+        if (op.torch if public else _torch_fn(op)) is None or (grad and (not op.differentiable or refused)):
             continue
         for index, sample in enumerate(_samples(op)):
             if (grad or floats) and not _has_float(sample):

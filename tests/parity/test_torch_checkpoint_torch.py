@@ -33,6 +33,8 @@ TORCH_DTYPES = {
     "i64": torch.int64,
     "i32": torch.int32,
     "u8": torch.uint8,
+    "i8": torch.int8,
+    "i16": torch.int16,
     "bool": torch.bool,
 }
 
@@ -55,17 +57,12 @@ def _our_bits(t: verigrad.Tensor) -> np.ndarray:
 
 
 def _same_leaf(ours: Any, theirs: Any, where: str) -> None:
-    """A tensor of the same dtype (torch's int8 and int16 load as verigrad's i32), shape and bits, or an
-    equal plain value."""
+    """A tensor of the same dtype, shape and bits, or an equal plain value."""
     if isinstance(theirs, torch.Tensor):
         assert isinstance(ours, verigrad.Tensor), where
         assert ours.shape == tuple(theirs.shape), where
-        if theirs.dtype in (torch.int8, torch.int16):
-            assert ours.dtype.name == "i32", where
-            np.testing.assert_array_equal(ours.numpy(), theirs.numpy(), err_msg=where)
-        else:
-            assert TORCH_DTYPES[ours.dtype.name] == theirs.dtype, where
-            np.testing.assert_array_equal(_our_bits(ours), _torch_bits(theirs), err_msg=where)
+        assert TORCH_DTYPES[ours.dtype.name] == theirs.dtype, where
+        np.testing.assert_array_equal(_our_bits(ours), _torch_bits(theirs), err_msg=where)
         assert ours.requires_grad == theirs.requires_grad, where
     else:
         assert type(ours) is type(theirs) and ours == theirs, where

@@ -83,11 +83,13 @@ from .ordering import (
     unique_consecutive,
 )
 from .pointwise import (
+    add,
     addcdiv,
     addcmul,
     allclose,
     clamp,
     deg2rad,
+    div,
     equal,
     frac,
     isclose,
@@ -101,6 +103,7 @@ from .pointwise import (
     nan_to_num,
     rad2deg,
     square,
+    sub,
 )
 from .rearrange import (
     broadcast_tensors,

@@ -1,6 +1,6 @@
-"""Element-wise functions PyTorch users reach for, written with the ops: clamp, masked_fill, the
-NaN and infinity tests, isclose / allclose / equal, lerp, addcmul / addcdiv, frac, angle conversions
-and log2 / log10."""
+"""Element-wise functions PyTorch users reach for, written with the ops: add / sub with alpha, div with
+a rounding mode, clamp, masked_fill, the NaN and infinity tests, isclose / allclose / equal, lerp,
+addcmul / addcdiv, frac, angle conversions and log2 / log10."""
 
 from __future__ import annotations
 
@@ -10,8 +10,39 @@ from typing import Any
 import numpy as np
 
 from ..errors import DTypeError
-from ..ops.binary import eq, ne, sub, where
+from ..ops import binary, cast, from_numpy
+from ..ops.binary import eq, ne, where
 from ..tensor import Tensor
+
+_ROUNDING = {None: binary.div, "trunc": binary.div_trunc, "floor": binary.div_floor}
+
+
+def add(x: Any, y: Any, *, alpha: Any = 1) -> Tensor:
+    """x + alpha * y (PyTorch's add): with an alpha other than 1, one fused multiply-add (a single
+    rounding, as PyTorch's); an integer result takes an integer alpha, a bool alpha a bool result."""
+    if type(alpha) is int and alpha == 1:
+        return binary.add(x, y)
+    return binary.scaled_add(x, y, alpha=alpha)
+
+
+def sub(x: Any, y: Any, *, alpha: Any = 1) -> Tensor:
+    """x - alpha * y (PyTorch's sub): add with -alpha; a bool tensor and a bool alpha are refused, as in
+    PyTorch."""
+    if type(alpha) is int and alpha == 1:
+        return binary.sub(x, y)
+    if isinstance(alpha, bool):
+        raise DTypeError(f"sub: alpha={alpha!r}: a bool alpha is not supported for subtraction (as PyTorch)")
+    if any(isinstance(a, Tensor) and a.dtype.kind == "b" for a in (x, y)):
+        return binary.sub(x, y)  # raises, naming sub
+    return binary.scaled_add(x, y, alpha=-alpha)
+
+
+def div(x: Any, y: Any, *, rounding_mode: str | None = None) -> Tensor:
+    """x / y (PyTorch's div): true division, or with rounding_mode "trunc" (towards zero) or "floor"
+    (down), which keep integer dtypes and raise ZeroDivisionError for an integer divisor of 0."""
+    if rounding_mode not in _ROUNDING:
+        raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+    return _ROUNDING[rounding_mode](x, y)
 
 
 def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:
@@ -32,7 +63,12 @@ def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:
 
 
 def masked_fill(x: Tensor, mask: Tensor, value: Any) -> Tensor:
-    """x with `value` where the bool `mask` (broadcast to x) holds."""
+    """x with `value` where the bool `mask` (broadcast to x) holds, in x's dtype (as PyTorch's: 2.5 fills
+    an integer tensor with 2)."""
+    if isinstance(value, Tensor):
+        value = value if value.dtype is x.dtype else cast(value, x.dtype)
+    else:
+        value = from_numpy(np.array(value).astype(x.dtype.np))
     return where(mask, value, x)
 
 

@@ -59,8 +59,8 @@ def var(
     (count - correction); correction 1 (the default, or `unbiased=True`) is Bessel's, 0 the biased one."""
     if not x.dtype.is_float or x.dtype.name == "bf16":
         raise DTypeError(f"var and std need an f16, f32 or f64 tensor, got {x.dtype.name}; cast it first")
-    if unbiased is not None:
-        correction = 1 if unbiased else 0
+    if unbiased is not None or isinstance(correction, bool):  # x.var(dim, True): PyTorch's unbiased
+        correction = 1 if (correction if unbiased is None else unbiased) else 0
     axes = normalize_axes(_all_if_empty(pick(axis, dim)), x.ndim)
     deviation = x - x.mean(axis=axes, keepdim=True)
     # PyTorch's: no fewer than 0 degrees of freedom (a positive sum over 0 is inf, 0 over 0 NaN)

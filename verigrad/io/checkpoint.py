@@ -29,7 +29,7 @@ from . import torch_format
 from .map_location import location_map
 
 # safetensors dtype -> the little-endian NumPy type its bytes are read as (BF16: its bits, which is
-# how verigrad stores bf16); U8 is u8; I8, I16, U16 and U32 widen as `from_numpy` widens them
+# how verigrad stores bf16); U8, I8 and I16 are u8, i8 and i16; U16 and U32 widen as `from_numpy` widens them
 _FILE_DTYPES = {
     "F64": "<f8",
     "F32": "<f4",

@@ -63,6 +63,9 @@ _TORCH_DTYPES = {
     "long": "i64",
     "int32": "i32",
     "int": "i32",
+    "int16": "i16",
+    "short": "i16",
+    "int8": "i8",
     "uint8": "u8",
     "bool": "bool",
 }
@@ -444,7 +447,7 @@ class _Reader:
             return _Storage(array.astype(np.uint16), bf16, storage_type)
         if storage_type.name == "BoolStorage":
             return _Storage(array.view(np.uint8) != 0, as_dtype("bool"), storage_type)
-        dtype = from_numpy_dtype(array.dtype.newbyteorder("="))  # int8 and int16 widen to i32
+        dtype = from_numpy_dtype(array.dtype.newbyteorder("="))
         return _Storage(array.astype(dtype.np), dtype, storage_type)  # a native-order copy, writable
 
     def error(self, what: str) -> WeightFileError:

@@ -304,9 +304,9 @@ def lift(args: Sequence[Any]) -> tuple[Tensor, ...]:
         array = np.asarray(a)
         if array.dtype.kind not in "biuf":
             raise TypeError(f"cannot make a tensor from {type(a).__name__} {a!r}")
-        if isinstance(a, np.ndarray | np.generic):
+        if isinstance(a, np.ndarray):
             dtype = from_numpy_dtype(array.dtype)
-        else:  # Python scalars and lists are weakly typed
+        else:  # Python and NumPy scalars and lists are weakly typed (as PyTorch's)
             dtype = _scalar_dtype(_KIND_EXAMPLE[array.dtype.kind], joined)
         out.append(constant(array.astype(dtype.np, copy=False), dtype))
     return tuple(out)

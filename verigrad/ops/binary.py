@@ -1,21 +1,157 @@
-"""Element-wise binary ops with NumPy broadcasting, comparisons, and `where`.
+"""Element-wise binary ops with NumPy broadcasting, comparisons, bitwise ops, and `where`.
 
-Operands are computed in their promoted dtype (bool < i32 < i64 < f16 < bf16 < f32 < f64); Python
-scalars take the tensor's dtype. Gradients are summed back to each operand's shape.
+Operands are computed in the dtype PyTorch's promotion gives them (`result_type`): bool < integers <
+floats; within a category, tensors with dimensions decide over 0-d tensors, and those over Python
+scalars (an f32 tensor times an f64 0-d tensor is f32; an i32 tensor plus 2.5 is f32). Gradients are
+summed back to each operand's shape.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from fractions import Fraction
 
 import numpy as np
 
-from ..dtypes import DType, bool_, from_numpy_dtype, promote
+from .. import modes
+from ..dtypes import DEFAULT_FLOAT, DEFAULT_INT, DType, bf16, bool_, f16, f32, from_numpy_dtype, promote
 from ..errors import DTypeError
 from ..shapes import broadcast
 from ..tensor import Tensor
-from ._op import Op, Sample, float_dtype, no_bf16, numeric_dtype, unbroadcast
+from ._op import Op, Sample, float_dtype, lift, no_bf16, numeric_dtype, unbroadcast
 from ._samples import BINARY_SHAPES, binary, uniform
+from .movement import cast
+
+
+# PyTorch's promotion of operands --------------------------------------------------------------
+def result_type(*operands: object) -> DType:
+    """PyTorch's torch.result_type: the dtype an element-wise op computes these operands in. Each
+    group, tensors with dimensions, 0-d tensors and Python scalars, is promoted on its own; a later group
+    counts only where its category (bool < integer < float) is higher than the earlier ones'."""
+    groups: list[DType | None] = [None, None, None]
+    for a in operands:
+        if isinstance(a, Tensor):
+            group, d = (0 if a.ndim else 1), a.dtype
+        else:
+            group, d = 2, _scalar_dtype(a)
+        groups[group] = d if groups[group] is None else promote(groups[group], d)
+    return _combine(groups[0], _combine(groups[1], groups[2]))
+
+
+def _scalar_dtype(value: object) -> DType:
+    if isinstance(value, list | tuple):  # a Python sequence of numbers is weak as its numbers are
+        value = _KIND_EXAMPLE.get(np.asarray(value).dtype.kind, value)
+    if isinstance(value, bool | np.bool_):
+        return bool_
+    if isinstance(value, int | np.integer):
+        return DEFAULT_INT
+    if isinstance(value, float | np.floating):
+        return DEFAULT_FLOAT
+    raise TypeError(f"result_type takes tensors and Python numbers, got {type(value).__name__} {value!r}")
+
+
+_KIND_EXAMPLE = {"b": True, "i": 0, "u": 0, "f": 0.0}
+
+
+def _combine(higher: DType | None, lower: DType | None) -> DType | None:
+    """`higher`, unless `lower` is of a higher category (PyTorch's combine_categories)."""
+    if higher is None or lower is None:
+        return lower if higher is None else higher
+    if higher.is_float:
+        return higher
+    if higher is bool_ or lower.is_float:
+        return promote(higher, lower)
+    return higher
+
+
+class Elementwise(Op):
+    """An element-wise op whose operands (from `first` on; where's condition is not one) are promoted as
+    PyTorch's: Python scalars and the 0-d tensors of a category its operands with dimensions already
+    hold take the dtype the op computes in before anything else (an f32 tensor times an f64 0-d tensor
+    is computed in f32; -1 in a u8 tensor's division stays -1.0, in its sum wraps to 255).
+
+    With `opmath_scalar` (mul: "either" operand; the divisions: "second", the divisor), an f16 result
+    with such a scalar operand there is computed in f32 with the scalar's f32 value and rounded once to
+    f16, as PyTorch's kernels take that operand in their f32 arithmetic (f16 x * 0.1 is x * 0.1f
+    rounded, not x * f16(0.1)).
+
+    `no_derivative` marks an op PyTorch records but cannot differentiate (floor_divide): its result
+    requires grad, and a backward pass through it raises this message, as PyTorch's does."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        first: int = 0,
+        no_derivative: str | None = None,
+        opmath_scalar: str | None = None,
+        **kw,
+    ) -> None:
+        if no_derivative is not None:
+            kw["vjp"] = _refusing_vjp(no_derivative)
+        super().__init__(name, **kw)
+        self.first = first
+        self.no_derivative = no_derivative
+        self.opmath_scalar = opmath_scalar
+        self.to_float = kw.get("dtype") is float_dtype  # integers computed in the default float
+
+    def __call__(self, *args, **params) -> Tensor:
+        if len(args) - self.first > 1:
+            args, back = _weak_operands(self, args)
+            if back is not None:
+                return cast(super().__call__(*args, **params), back)
+        return super().__call__(*args, **params)
+
+
+def _refusing_vjp(message: str) -> Callable:
+    def vjp(*_, **__):
+        raise NotImplementedError(message)
+
+    return vjp
+
+
+def _weak_operands(op: Elementwise, args: tuple) -> tuple[tuple, DType | None]:
+    """The operands promoted as PyTorch's (see Elementwise), and the dtype to cast the result to where
+    it is computed in f32 for f16 (`opmath_scalar`), else None."""
+    first = op.first
+    operands = args[first:]
+    if all(type(a) is Tensor for a in operands):
+        dtype = operands[0].dtype
+        if all(a.dtype is dtype for a in operands):
+            return args, None  # the common case: nothing to promote
+        if all(a.ndim for a in operands) or not any(a.ndim for a in operands):
+            return args, None  # no 0-d tensor beside one with dimensions: the reference converts them
+    operands = tuple(lift((a,))[0] if isinstance(a, np.ndarray) else a for a in operands)  # arrays: strong
+    out = result_type(*operands)
+    compute = DEFAULT_FLOAT if op.to_float and not out.is_float else out
+    if compute is bf16:
+        return (*args[:first], *lift(operands)), None  # refused by the dtype rule
+    dims = any(isinstance(a, Tensor) and a.ndim for a in operands)
+    weak = [not isinstance(a, Tensor) or (dims and not a.ndim and a.dtype is not bool_) for a in operands]
+    back = None
+    placed = weak[-1] if op.opmath_scalar == "second" else any(weak)
+    if op.opmath_scalar and compute is f16 and placed and not all(weak):
+        compute, back = f32, f16
+    tensors = []
+    for a, is_weak in zip(operands, weak):
+        if not isinstance(a, Tensor):
+            a = _scalar(a, compute)
+        elif is_weak and a.dtype is not compute:
+            a = cast(a, compute)  # a bool never changes the promoted dtype and stays bool for the rules
+        tensors.append(a)
+    return (*args[:first], *tensors), back
+
+
+def _scalar(value: object, compute: DType) -> Tensor:
+    """A Python (or NumPy) scalar as a constant in the dtype the op computes in, wrapping around as
+    PyTorch's conversion does (u8 + 300 adds 44); a bool stays bool."""
+    array = np.asarray(value)
+    if array.dtype.kind not in "biuf":
+        raise TypeError(f"cannot make a tensor from {type(value).__name__} {value!r}")
+    dtype = bool_ if array.dtype.kind == "b" else compute
+    with np.errstate(all="ignore"):
+        return modes.current().constant(np.array(array.astype(dtype.np)), dtype)
 
 
 def _in(dtype: DType, *arrays: np.ndarray) -> list[np.ndarray]:
@@ -40,6 +176,16 @@ def _refusing_bool(name: str, hint: str) -> Callable[..., DType]:
     return rule
 
 
+def _sub_dtype(*dtypes: DType, **_) -> DType:
+    """numeric_dtype, refusing any bool operand as PyTorch's subtraction does."""
+    if bool_ in dtypes:
+        raise DTypeError(
+            "subtraction with a bool tensor is not supported (as in PyTorch); use ~ or logical_not to "
+            "invert a mask, or cast to an integer dtype first"
+        )
+    return numeric_dtype(*dtypes)
+
+
 def _arith(
     name: str, fn: Callable, vjp: Callable, *, dtype=numeric_dtype, low=-2.0, high=2.0, fast=None, **kw
 ):
@@ -47,7 +193,7 @@ def _arith(
         out = dtype(_np_dtype(a), _np_dtype(b))
         return fn(*_in(out, a, b))
 
-    return Op(
+    return Elementwise(
         name,
         shape=broadcast,
         dtype=dtype,
@@ -115,7 +261,7 @@ sub = _arith(
     "sub",
     np.subtract,
     lambda g, out, x, y: _both(x, y, lambda: g, lambda: -g),
-    dtype=_refusing_bool("sub", "; cast them to an integer dtype first"),
+    dtype=_sub_dtype,
     torch=lambda t, a, b: a - b,
     doc="x - y",
 )
@@ -124,6 +270,7 @@ mul = _arith(
     np.multiply,
     lambda g, out, x, y: _both(x, y, lambda: g * y, lambda: g * x),
     dtype=_logical_on_bool,
+    opmath_scalar="either",
     torch=lambda t, a, b: a * b,
     doc="x * y",
 )
@@ -134,8 +281,135 @@ div = _arith(
     dtype=float_dtype,
     low=0.5,
     high=2.0,
+    opmath_scalar="second",
     torch=lambda t, a, b: a / b,
     doc="True division; int operands give f32.",
+)
+
+
+def _opmath(fn: Callable) -> Callable:
+    """fn on operands of a common float dtype, f16 evaluated in f32 and rounded once (PyTorch's)."""
+
+    def evaluate(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if a.dtype != np.float16:
+            return fn(a, b)
+        return fn(a.astype(np.float32), b.astype(np.float32)).astype(np.float16)
+
+    return evaluate
+
+
+# x + alpha * y with one rounding (PyTorch's add and sub with alpha) ----------------------------
+def _two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """s = a + b rounded and its error e: a + b = s + e exactly (Knuth's TwoSum; no overflow)."""
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def _odd_sum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a + b rounded to odd: the exact sum where it is a double, else the neighbour of the two around it
+    whose last significand bit is 1; a later rounding to fewer bits is then the exact sum's."""
+    s, e = _two_sum(a, b)
+    even = (s.view(np.int64) & 1) == 0
+    move = (e != 0) & even & np.isfinite(e)
+    return np.where(move, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
+
+
+def _split(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Veltkamp's split of a double into two halves of 26 bits: a = hi + lo exactly."""
+    c = 134217729.0 * a  # 2^27 + 1
+    hi = c - (c - a)
+    return hi, a - hi
+
+
+def _fma_f64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """a * b + c rounded once, in f64 (Boldo and Melquiond's emulation, exact): the product as the
+    double p plus its error (Dekker's product of Veltkamp's halves), c + p as TwoSum's s + t, and
+    s + RO(t + error), RO rounding to odd. Where the halves or the error could overflow or underflow (a
+    product beyond 2^+-960, an operand beyond 2^990) it is computed exactly with fractions. Where a or b
+    is not finite, or 0, a * b + c is the fma's own answer (the product is exact); where only c is not
+    finite, c is."""
+    shape = np.broadcast_shapes(np.shape(a), np.shape(b), np.shape(c))
+    a, b, c = (np.array(np.broadcast_to(v, shape), np.float64).reshape(-1) for v in (a, b, c))
+    with np.errstate(over="ignore", invalid="ignore"):  # where the halves overflow: replaced below
+        p = a * b
+        ah, al = _split(a)
+        bh, bl = _split(b)
+        err = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+        s, t = _two_sum(c, p)
+        out = s + _odd_sum(t, err)
+    factors = np.isfinite(a) & np.isfinite(b)
+    plain = ~factors | (a == 0) | (b == 0)
+    with np.errstate(invalid="ignore"):
+        out = np.where(plain, p + c, np.where(np.isfinite(c), out, c))
+    size, big = np.abs(p), np.maximum(np.abs(a), np.maximum(np.abs(b), np.abs(c)))
+    exact = ~plain & np.isfinite(c) & ((size > 2.0**960) | (size < 2.0**-960) | (big > 2.0**990))
+    for i in np.flatnonzero(exact):
+        out[i] = _fraction_fma(float(a[i]), float(b[i]), float(c[i]))
+    return out.reshape(shape)
+
+
+def _fraction_fma(a: float, b: float, c: float) -> float:
+    """a * b + c of finite doubles, exactly rounded (Python's int division rounds exactly)."""
+    exact = Fraction(a) * Fraction(b) + Fraction(c)
+    try:
+        return float(exact)
+    except OverflowError:
+        return math.inf if exact > 0 else -math.inf
+
+
+def _fma_f32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """a * b + c of f32 values rounded once to f32: the product is exact in f64 (24 + 24 bits), the sum
+    rounded to odd in f64 (53 bits, more than 24 + 2), so its rounding to f32 is the exact sum's."""
+    p = a.astype(np.float64) * b.astype(np.float64)
+    return _odd_sum(p, c.astype(np.float64)).astype(np.float32)
+
+
+def _scaled_add_reference(x: np.ndarray, y: np.ndarray, alpha: float | int | bool) -> np.ndarray:
+    """x + alpha * y in the common dtype: floats with one rounding (f16 computed in f32, as PyTorch), integers
+    wrapping around, bools as x or (alpha and y)."""
+    out = promote(_np_dtype(x), _np_dtype(y)).np
+    x, y = x.astype(out, copy=False), y.astype(out, copy=False)
+    if out.kind == "b":
+        return x | (y & bool(alpha))
+    if out.kind in "iu":
+        return (x + y * np.array(alpha).astype(out)).astype(out, copy=False)  # alpha wraps as y does
+    if out == np.float64:
+        return _fma_f64(np.float64(alpha), y, x)
+    return _fma_f32(np.float32(alpha), y, x).astype(out, copy=False)
+
+
+def _scaled_add_dtype(x: DType, y: DType, alpha: float | int | bool) -> DType:
+    no_bf16(x, y)
+    out = promote(x, y)
+    if not out.is_float and isinstance(alpha, float):
+        raise DTypeError(f"alpha={alpha!r}: for integer tensors, alpha must not be a float (as PyTorch)")
+    if out is not bool_ and isinstance(alpha, bool):
+        raise DTypeError(f"alpha={alpha!r}: a bool alpha is only supported for bool results (as PyTorch)")
+    return out
+
+
+def _scaled_add_samples(rng: np.random.Generator) -> list[Sample]:
+    """The binary samples but those where y is broadcast along the last axis (one element, a column):
+    PyTorch's loop then rounds alpha * y on its own for some elements (see the README's table)."""
+    out = [Sample(s.args, {"alpha": -0.1}) for s in binary()(rng) if _y_along_last_axis(*s.args)]
+    return [*out, Sample((uniform(rng, (37,)), uniform(rng, (37,))), {"alpha": 3.0})]
+
+
+def _y_along_last_axis(x: np.ndarray, y: np.ndarray) -> bool:
+    return np.ndim(y) > 0 and (np.shape(y)[-1] != 1 or np.ndim(x) == 0 or np.shape(x)[-1] == 1)
+
+
+scaled_add = Elementwise(
+    "scaled_add",
+    shape=lambda a, b, alpha: broadcast(a, b),
+    dtype=_scaled_add_dtype,
+    reference=_scaled_add_reference,
+    vjp=lambda g, out, x, y, alpha: _both(x, y, lambda: g, lambda: g * alpha),
+    samples=_scaled_add_samples,
+    torch=lambda t, a, b, alpha: t.add(a, b, alpha=alpha),
+    doc="x + alpha * y with a single rounding (a fused multiply-add, as PyTorch's add(x, y, alpha=); "
+    "f32 and f16 with alpha rounded to f32): PyTorch's add and sub with alpha.",
 )
 
 
@@ -211,9 +485,12 @@ _power = _arith(
 
 
 def pow(x: Tensor | float, y: Tensor | float) -> Tensor:
-    """x ** y (the `pow` op); an integer or bool tensor to a negative Python int raises, as in PyTorch."""
+    """x ** y (the `pow` op); an integer or bool tensor to a negative Python int raises, as in PyTorch; a
+    bool tensor to a Python bool is itself (True) or True (False), as PyTorch's powers 1 and 0."""
     if isinstance(x, Tensor) and not x.dtype.is_float and _is_negative_int(y):
         raise DTypeError(f"Integers to negative integer powers are not allowed ({x.dtype.name} ** {y}).")
+    if isinstance(x, Tensor) and x.dtype is bool_ and isinstance(y, bool):
+        return logical_or(x, not y)
     return _power(x, y)
 
 
@@ -262,6 +539,17 @@ logaddexp = _arith(
 )
 
 
+copysign = _arith(
+    "copysign",
+    _opmath(np.copysign),
+    # PyTorch's: to x, g * out / x (the sign change), 0 where x is 0; to y none (0)
+    lambda g, out, x, y: _both(x, y, lambda: g * where(x == 0, 0.0, out / x), lambda: g * 0.0),
+    dtype=float_dtype,
+    torch=lambda t, a, b: t.copysign(a, b),
+    doc="|x| with the sign of y (-0.0 and NaN's sign bit counted); integers give f32.",
+)
+
+
 def _divisor_samples(rng: np.random.Generator) -> list[Sample]:
     """Dividends of either sign and divisors kept away from zero (an integer remainder by zero has no
     value), broadcast as the binary samples are."""
@@ -277,9 +565,33 @@ def _rounded_quotient(x, y, rounding: str):
     return getattr((x / y).detach(), rounding)()
 
 
+def _checked(fn: Callable) -> Callable:
+    """fn, raising ZeroDivisionError first for an integer divisor of zero (as PyTorch)."""
+
+    def evaluate(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        _no_zero_divisor(b)
+        return fn(a, b)
+
+    return evaluate
+
+
+def _remainder(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """PyTorch's: fmod(a, b), plus b where that is non-zero and its sign is not b's (so a zero keeps
+    a's sign, where Python's % gives b's); f16 computed in f32."""
+    _no_zero_divisor(b)
+    if a.dtype.kind != "f":
+        return np.remainder(a, b)
+    return _opmath(_float_remainder)(a, b)
+
+
+def _float_remainder(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    mod = np.fmod(a, b)
+    return np.where((mod != 0) & ((b < 0) != (mod < 0)), mod + b, mod)
+
+
 remainder = _arith(
     "remainder",
-    np.remainder,
+    _remainder,
     # x - y floor(x / y): d/dx 1, d/dy -floor(x / y) (PyTorch's)
     lambda g, out, x, y: _both(x, y, lambda: g, lambda: -g * _rounded_quotient(x, y, "floor")),
     dtype=_refusing_bool("remainder", ""),
@@ -292,7 +604,7 @@ remainder.samples = _divisor_samples
 
 fmod = _arith(
     "fmod",
-    np.fmod,
+    _checked(np.fmod),
     lambda g, out, x, y: _both(x, y, lambda: g, lambda: -g * _rounded_quotient(x, y, "trunc")),
     dtype=_refusing_bool("fmod", ""),
     exact=True,
@@ -300,6 +612,190 @@ fmod = _arith(
     doc="x - y trunc(x / y), with the sign of x (C's fmod: exact).",
 )
 fmod.samples = _divisor_samples
+
+
+# integer division ------------------------------------------------------------------------------
+def _no_zero_divisor(b: np.ndarray) -> None:
+    """Integer division by zero has no value: PyTorch raises ZeroDivisionError, so does verigrad."""
+    if b.dtype.kind in "biu" and not b.all():
+        raise ZeroDivisionError("ZeroDivisionError: integer division (or remainder) by zero")
+
+
+@_opmath
+def _floor_floats(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """PyTorch's (and Python's) float floor division: (a - fmod(a, b)) / b, one less where the remainder's
+    sign is not b's, rounded to the nearer whole number; a / b where b is 0; a signed zero for 0."""
+    mod = np.fmod(a, b)
+    div = (a - mod) / b
+    div = np.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1, div)
+    floored = np.floor(div)
+    floored = np.where(div - floored > 0.5, floored + 1, floored)
+    out = np.where(div != 0, floored, np.copysign(np.zeros_like(div), a / b))
+    return np.where(b == 0, a / b, out).astype(a.dtype, copy=False)
+
+
+def _floor_divide_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if a.dtype.kind == "f":
+        return _floor_floats(a, b)
+    _no_zero_divisor(b)
+    return np.floor_divide(a, b)
+
+
+def _quotient(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a / b rounded to their dtype (f16: divided in f32, rounded once, as PyTorch's half arithmetic)."""
+    if a.dtype == np.float16:
+        return (a.astype(np.float32) / b.astype(np.float32)).astype(np.float16)
+    return a / b
+
+
+def _trunc_divide_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if a.dtype.kind == "f":
+        return np.trunc(_quotient(a, b))
+    _no_zero_divisor(b)
+    return ((a - np.fmod(a, b)) // b).astype(a.dtype, copy=False)
+
+
+def _zero_gradients(g, out, x, y):
+    return _both(x, y, lambda: g * 0.0, lambda: g * 0.0)
+
+
+floor_divide = _arith(
+    "floor_divide",
+    _floor_divide_reference,
+    None,
+    no_derivative="the derivative of floor_divide (//) is not implemented, as in PyTorch; "
+    "div(x, y, rounding_mode='floor') has one (zero)",
+    dtype=_refusing_bool("floor_divide", "; cast them to an integer dtype first"),
+    opmath_scalar="second",
+    torch=lambda t, a, b: t.floor_divide(a, b),
+    doc="x / y rounded down (Python's //): floats as PyTorch's (a whole number, a / y where y is 0); "
+    "integers raise ZeroDivisionError for a zero divisor. PyTorch gives it no derivative, nor does verigrad.",
+)
+floor_divide.samples = lambda rng: _divisor_samples(rng)
+div_floor = _arith(
+    "div_floor",
+    _floor_divide_reference,
+    _zero_gradients,
+    dtype=_refusing_bool("div with rounding_mode='floor'", "; cast them to an integer dtype first"),
+    opmath_scalar="second",
+    torch=lambda t, a, b: t.div(a, b, rounding_mode="floor"),
+    doc="div(x, y, rounding_mode='floor'): floor_divide, with PyTorch's zero gradient.",
+)
+div_floor.samples = lambda rng: _divisor_samples(rng)
+div_trunc = _arith(
+    "div_trunc",
+    _trunc_divide_reference,
+    _zero_gradients,
+    dtype=_refusing_bool("div with rounding_mode='trunc'", "; cast them to an integer dtype first"),
+    opmath_scalar="second",
+    torch=lambda t, a, b: t.div(a, b, rounding_mode="trunc"),
+    doc="div(x, y, rounding_mode='trunc'): x / y rounded towards zero (floats: trunc of the rounded "
+    "quotient; integers as C's /, ZeroDivisionError for a zero divisor); its gradient is zero, as PyTorch's.",
+)
+div_trunc.samples = lambda rng: _divisor_samples(rng)
+
+
+def true_divide(x: Tensor | float, y: Tensor | float) -> Tensor:
+    """x / y (the `div` op): PyTorch's true_divide."""
+    return div(x, y)
+
+
+# bitwise ---------------------------------------------------------------------------------------
+def _integer_dtype(name: str, *, bools: bool = True) -> Callable[..., DType]:
+    """The promoted dtype of integer (and, for `bools`, bool) operands; floats refused, as PyTorch."""
+
+    def rule(*dtypes: DType, **_) -> DType:
+        out = promote(*dtypes)
+        if out.is_float or (out is bool_ and not bools):
+            allowed = "integer or bool" if bools else "integer"
+            raise DTypeError(f"{name} takes {allowed} tensors (as PyTorch), got {out.name}")
+        return out
+
+    return rule
+
+
+def _integer_samples(low: int, high: int, shift: bool = False) -> Callable:
+    def samples(rng: np.random.Generator) -> list[Sample]:
+        out = []
+        for sa, sb in BINARY_SHAPES:
+            b = rng.integers(0, 70, sb) if shift else rng.integers(low, high, sb)
+            out.append(Sample((rng.integers(low, high, sa), b)))
+        if not shift:
+            out.append(Sample((rng.random((3, 4)) > 0.5, rng.random((3, 4)) > 0.5)))
+        return out
+
+    return samples
+
+
+def _bitwise(name: str, fn: Callable, doc: str) -> Op:
+    return _arith(
+        name,
+        fn,
+        None,
+        dtype=_integer_dtype(name),
+        torch=lambda t, a, b: getattr(t, name)(a, b),
+        fast=lambda out, dtypes, **_: fn if all(d is out for d in dtypes) else None,
+        doc=doc,
+    )
+
+
+bitwise_and = _bitwise("bitwise_and", np.bitwise_and, "x & y bit by bit, on integers and bools (and).")
+bitwise_or = _bitwise("bitwise_or", np.bitwise_or, "x | y bit by bit, on integers and bools (or).")
+bitwise_xor = _bitwise("bitwise_xor", np.bitwise_xor, "x ^ y bit by bit, on integers and bools (xor).")
+for _op in (bitwise_and, bitwise_or, bitwise_xor):
+    _op.samples = _integer_samples(-100, 100)
+
+
+def _left_shift(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a << b, 0 where b is negative or at least the width (PyTorch's)."""
+    width = a.dtype.itemsize * 8
+    inside = (b >= 0) & (b < width)
+    return np.where(inside, np.left_shift(a, np.where(inside, b, 0)), 0).astype(a.dtype, copy=False)
+
+
+def _right_shift(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a >> b (arithmetic for signed integers), shifted by width - 1 for signed and width for unsigned
+    integers where b is negative or too large: the sign fill, or 0 (PyTorch's)."""
+    most = a.dtype.itemsize * 8 - (1 if a.dtype.kind == "i" else 0)
+    outside = (b < 0) | (b >= most)
+    if a.dtype.kind == "u":
+        return np.where(outside, 0, np.right_shift(a, np.where(outside, 0, b))).astype(a.dtype, copy=False)
+    return np.right_shift(a, np.where(outside, most, b).astype(a.dtype, copy=False))
+
+
+def _shift(name: str, fn: Callable, doc: str) -> Op:
+    return _arith(
+        name,
+        fn,
+        None,
+        dtype=_integer_dtype(name, bools=False),
+        torch=lambda t, a, b: getattr(t, name)(a, b),
+        fast=lambda out, dtypes, **_: fn if all(d is out for d in dtypes) else None,
+        doc=doc,
+    )
+
+
+bitwise_left_shift = _shift("bitwise_left_shift", _left_shift, f"x << y: {_left_shift.__doc__}")
+bitwise_right_shift = _shift("bitwise_right_shift", _right_shift, f"x >> y: {_right_shift.__doc__}")
+for _op in (bitwise_left_shift, bitwise_right_shift):
+    _op.samples = _integer_samples(-1000, 1000, shift=True)
+
+
+def _bitwise_not_dtype(x: DType, **_) -> DType:
+    if x.is_float:
+        raise DTypeError(f"bitwise_not (~) takes integer or bool tensors (as PyTorch), got {x.name}")
+    return x
+
+
+bitwise_not = Op(
+    "bitwise_not",
+    shape=lambda s: s,
+    dtype=_bitwise_not_dtype,
+    reference=lambda x: np.logical_not(x) if x.dtype.kind == "b" else np.invert(x),
+    samples=lambda rng: [Sample((rng.integers(-100, 100, (3, 4)),)), *_bool_samples(1)(rng)],
+    torch=lambda t, x: t.bitwise_not(x),
+    doc="~x: each bit flipped on integers, not x on bools.",
+)
 
 
 def _extreme_dtype(*dtypes: DType, **_) -> DType:
@@ -339,7 +835,7 @@ def _compare(name: str, fn: Callable, torch_name: str) -> Op:
         joined = promote(_np_dtype(a), _np_dtype(b))
         return fn(*_in(joined, a, b))
 
-    return Op(
+    return Elementwise(
         name,
         shape=broadcast,
         dtype=_compare_dtype,
@@ -419,8 +915,9 @@ def _where_vjp(g, out, c, x, y):
     return (None, unbroadcast(where(c, g, 0.0), x.shape), unbroadcast(where(c, 0.0, g), y.shape))
 
 
-where = Op(
+where = Elementwise(
     "where",
+    first=1,
     shape=broadcast,
     dtype=_where_dtype,
     reference=_where_reference,

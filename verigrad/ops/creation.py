@@ -98,8 +98,11 @@ def tensor(
         array = np.array(data)
         if array.dtype.kind not in "biuf":
             raise TypeError(f"cannot make a tensor from {type(data).__name__} of {array.dtype}")
-        if dtype is None and not isinstance(data, np.ndarray | np.generic) and array.dtype == np.float64:
-            array = array.astype(np.float32)  # the default float; a dtype given is reached in one rounding
+        python = not isinstance(data, np.ndarray | np.generic)
+        if python and array.dtype == np.float64 and dtype is None:  # with a dtype: one rounding, to it
+            array = array.astype(np.float32)
+        if python and dtype is not None:
+            _fits(array, as_dtype(dtype))
         out = from_numpy(array if array.flags.c_contiguous else array.copy())  # np.array copied it
     if dtype is not None and as_dtype(dtype) is not out.dtype:
         out = cast(out, dtype=as_dtype(dtype))
@@ -117,8 +120,19 @@ def as_tensor(data: Any, dtype: DType | str | None = None, device: Any = None) -
     return data if dtype is None or as_dtype(dtype) is data.dtype else cast(data, dtype=as_dtype(dtype))
 
 
+def _fits(array: np.ndarray, dtype: DType) -> None:
+    """PyTorch's check of Python numbers for an integer dtype: a signed one must hold them, an unsigned
+    one their magnitudes (-1 wraps to 255 in u8, 300 is refused in i8)."""
+    if dtype.kind not in "iu" or array.dtype.kind not in "iu" or not array.size:
+        return
+    top = np.iinfo(dtype.np).max
+    low = np.iinfo(dtype.np).min if dtype.kind == "i" else -top
+    if array.min() < low or array.max() > top:
+        raise ValueError(f"tensor(): a value cannot be converted to {dtype.name} without overflow")
+
+
 def from_numpy(array: np.ndarray) -> Tensor:
-    """A tensor sharing `array`'s memory (int8, int16 and uint16 widen to i32 with a copy)."""
+    """A tensor sharing `array`'s memory (uint16 widens to i32, uint32 and uint64 to i64, with a copy)."""
     if isinstance(array, np.generic):  # a NumPy scalar: a 0-d array holding its value
         array = np.asarray(array)
     if not isinstance(array, np.ndarray):

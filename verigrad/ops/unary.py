@@ -221,6 +221,22 @@ cos = _float_op(
     torch=lambda t, x: t.cos(x),
     doc="Cosine (radians).",
 )
+tan = _float_op(
+    "tan",
+    in_f64(np.tan),
+    lambda g, out, x: (g * (out * out + 1),),
+    low=-1.4,
+    high=1.4,
+    torch=lambda t, x: t.tan(x),
+    doc="Tangent (radians); its gradient 1 + tan(x)^2 (PyTorch's, from the result).",
+)
+exp2 = _float_op(
+    "exp2",
+    in_f64(np.exp2),
+    lambda g, out, x: (g * out * math.log(2.0),),
+    torch=lambda t, x: t.exp2(x),
+    doc="2 ** x.",
+)
 sinh = _float_op(
     "sinh",
     in_f64(np.sinh),

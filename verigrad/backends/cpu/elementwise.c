@@ -155,6 +155,33 @@ FLOAT_BINARY(BINARY, float, f32)
 FLOAT_BINARY(BINARY, double, f64)
 INT64_BINARY(BINARY)
 
+/* scaled_add: a + alpha * b rounded once (C's fma, exactly rounded as the reference's emulation is;
+ * PyTorch's add and sub with alpha), alpha rounded to the dtype first, on same-shape operands */
+typedef struct {
+    const void *a;
+    const void *b;
+    void *out;
+    double alpha;
+} vg_scaled_args;
+
+#define SCALED_ADD(T, SUF, FMA)                                                                   \
+    static void scaled_add_##SUF##_chunk(void *ctx, int64_t lo, int64_t hi) {                     \
+        const vg_scaled_args *p = (const vg_scaled_args *)ctx;                                    \
+        const T *restrict as = (const T *)p->a;                                                   \
+        const T *restrict bs = (const T *)p->b;                                                   \
+        T *restrict ys = (T *)p->out;                                                             \
+        const T alpha = (T)p->alpha;                                                              \
+        for (int64_t i = lo; i < hi; i++) ys[i] = FMA(alpha, bs[i], as[i]);                       \
+    }                                                                                             \
+    void vg_scaled_add_##SUF(const T *a, const T *b, T *out, int64_t n, double alpha,             \
+                             int64_t min_chunk, int threads) {                                    \
+        vg_scaled_args p = {a, b, out, alpha};                                                    \
+        vg_parallel_for(n, min_chunk, threads, scaled_add_##SUF##_chunk, &p);                     \
+    }
+
+SCALED_ADD(float, f32, fmaf)
+SCALED_ADD(double, f64, fma)
+
 /* pow: NumPy's f64 power loop where it was handed over (its AVX-512 builds have their own routine), else
  * the C library's pow, on the operands widened to double, then pow_rest (vg_math.h), rounded once. The
  * loop runs over blocks of the operands gathered with unit strides (NumPy's own paths for strided and

@@ -1,7 +1,8 @@
 """Element-wise kernels: unary ops on contiguous arrays; binary ops on operands of one shape or of shapes
 that broadcast (rank at most 4, any element strides, broadcast dimensions read with stride 0). In f32
 and f64; add, sub, mul, maximum and minimum also in i64 (a step count, an index offset), so that a
-compiled plan's integer arithmetic is replayed with the rest (ir/replay.py).
+compiled plan's integer arithmetic is replayed with the rest (ir/replay.py). scaled_add (PyTorch's add
+with alpha) is C's fma on operands of one shape, exactly the reference's emulated fma.
 
 `cast` between f32 and f64 (contiguous arrays; from other dtypes, the reference) gives the reference's
 bits, and so do the ops of `UNARY_EXACT` and the binary ops. The transcendentals and activations
@@ -91,6 +92,7 @@ def _unary(fn: Any, dtype: np.dtype, reference: Callable, backend: Any, ptr: Cal
 
 
 CAST = ("cast",)
+SCALED = ("scaled_add",)  # x + alpha * y, one fma
 CASTS = (("f64", "f32"), ("f32", "f64"))  # (from, to): vg_cast_<from>_<to>
 
 
@@ -168,6 +170,32 @@ def _binary(
     return never_warns(kernel)
 
 
+_SCALED_ARGS = [ctypes.c_void_p] * 3 + [ctypes.c_int64, ctypes.c_double, ctypes.c_int64, ctypes.c_int]
+
+
+def _scaled_add(fn: Any, dtype: np.dtype, reference: Callable, backend: Any, ptr: Callable) -> Callable:
+    """scaled_add (a + alpha * b, one fma) in C on same-shape contiguous operands of `dtype` (an
+    optimizer's p.add_(g, alpha=-lr)), else the reference."""
+    chunk, reference = _ffi.min_chunk, silenced(reference)
+
+    def kernel(a: np.ndarray, b: np.ndarray, alpha: float) -> np.ndarray:
+        if (
+            type(a) is not np.ndarray
+            or type(b) is not np.ndarray
+            or a.dtype != dtype
+            or b.dtype != dtype
+            or a.shape != b.shape
+            or not (a.flags.c_contiguous and b.flags.c_contiguous and a.flags.aligned and b.flags.aligned)
+            or isinstance(alpha, bool)
+        ):
+            return reference(a, b, alpha=alpha)
+        out = np.empty(a.shape, dtype)
+        fn(ptr(a), ptr(b), ptr(out), a.size, float(alpha), chunk(), backend.threads)
+        return out
+
+    return never_warns(kernel)
+
+
 def _probe(np_dtype: np.dtype) -> list[np.ndarray]:
     """Values that exercise every branch of the formulas: special values, a fine grid and random values
     on several scales."""
@@ -236,7 +264,7 @@ FLOAT_ULPS = {"sigmoid": 2, "silu": 3}
 # kernels in which no product feeds an addition (one IEEE operation an element, or 1 - x then a
 # product): a native build's contraction cannot change them, so they state the reference's bits there too
 UNCONTRACTED = ("relu", "relu_deriv", "neg", "abs", "sqrt", "rsqrt", "sigmoid_deriv", "cast")
-UNCONTRACTED += ("add", "sub", "mul", "div", "maximum", "minimum")
+UNCONTRACTED += ("add", "sub", "mul", "div", "maximum", "minimum", "scaled_add")  # scaled_add: an fma
 
 
 def native_claim(name: str, dtype_name: str) -> Exactness | None:
@@ -292,6 +320,10 @@ def register(backend: Any, lib: Library) -> None:
             fn_bc = lib.fn(f"vg_{name}_bc_{dtype_name}", _BC_ARGS)
             kernel = _binary(fn, fn_bc, dtype, REGISTRY[name].reference, backend, lib.ptr)
             backend.register(name, kernel, dtype_name, stated, native_claim(name, dtype_name))
+        for name in SCALED:
+            fn = lib.fn(f"vg_{name}_{dtype_name}", _SCALED_ARGS)
+            kernel = _scaled_add(fn, dtype, REGISTRY[name].reference, backend, lib.ptr)
+            backend.register(name, kernel, dtype_name, EXACT, native_claim(name, dtype_name))
     for target in sorted({to for _, to in CASTS}):
         fns = {DTYPES[a]: lib.fn(f"vg_cast_{a}_{b}", _UNARY_ARGS) for a, b in CASTS if b == target}
         kernel = _cast(fns, DTYPES[target], cast.reference, backend, lib.ptr)
