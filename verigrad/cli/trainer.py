@@ -21,7 +21,7 @@ from ..errors import WeightFileError
 from ..io import load, save
 from ..models import digits_cnn
 from ..nn import CrossEntropyLoss, Module
-from ..ops import manual_seed
+from ..ops import from_numpy, manual_seed
 from ..optim import SGD, Adam, AdamW, Optimizer
 from ..tensor import Tensor
 
@@ -91,6 +91,7 @@ def training_step(model: Callable, optimizer: Any, loss_fn: Callable, *, logits:
     logits with `logits=True`."""
 
     def step(x, y):
+        x, y = (from_numpy(a) if isinstance(a, np.ndarray) else a for a in (x, y))  # as PyTorch: tensors
         out = model(x)
         loss = loss_fn(out, y)
         optimizer.zero_grad()

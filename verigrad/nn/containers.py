@@ -125,10 +125,10 @@ class Sequential(_Indexed):
             return Sequential(OrderedDict(list(self._modules.items())[i]))
         return super().__getitem__(i)
 
-    def forward(self, input: Any) -> Any:
+    def forward(self, x: Any) -> Any:  # PyTorch names it input; x is the name a traced program prints
         for layer in self._modules.values():
-            input = layer(input)
-        return input
+            x = layer(x)
+        return x
 
 
 class ModuleList(_Indexed):
