@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..autograd import RemovableHandle, is_grad_enabled, no_grad
-from ..devices import no_device
+from ..devices import as_device, no_device
 from ..errors import DTypeError, ShapeError
 from ..ops import tensor
 from ..shapes import Spec, shape_text
@@ -269,23 +269,22 @@ class Module:
     def state_dict(
         self, *, destination: dict | None = None, prefix: str = "", keep_vars: bool = False
     ) -> dict[str, Tensor]:
-        """Every parameter and persistent buffer by its dotted name (the tensors themselves, not copies;
-        `keep_vars` is accepted for PyTorch's sake), in PyTorch's order: a module's parameters, then its
-        buffers, then its children's. A tied tensor is under each of its names, as in PyTorch."""
+        """Every parameter and persistent buffer by its dotted name, in PyTorch's order: a module's
+        parameters, then its buffers, then its children's. As PyTorch's, each is detached (no grad,
+        sharing the storage: a write into it changes the model) unless `keep_vars`, which gives the
+        tensors themselves. A tied tensor is under each of its names."""
         state: dict[str, Tensor] = {} if destination is None else destination
-        self._save_state(state, prefix)
+        self._save_state(state, prefix, keep_vars)
         return state
 
-    def _save_state(self, state: dict[str, Tensor], prefix: str) -> None:
-        state.update((prefix + name, t) for name, t in self._parameters.items() if t is not None)
-        state.update(
-            (prefix + name, t)
-            for name, t in self._buffers.items()
-            if t is not None and name not in self._non_persistent_buffers_set
-        )
+    def _save_state(self, state: dict[str, Tensor], prefix: str, keep_vars: bool) -> None:
+        tables = [self._parameters.items()]
+        tables.append((k, t) for k, t in self._buffers.items() if k not in self._non_persistent_buffers_set)
+        for table in tables:
+            state.update((prefix + name, t if keep_vars else t.data) for name, t in table if t is not None)
         for name, child in self._modules.items():
             if child is not None:
-                child._save_state(state, f"{prefix}{name}.")
+                child._save_state(state, f"{prefix}{name}.", keep_vars)
 
     def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True, assign: bool = False) -> Any:
         """Copy values in and return PyTorch's named tuple (missing_keys, unexpected_keys). With `strict`,
@@ -293,7 +292,7 @@ class Module:
         (a RuntimeError, and a ValueError) names every offending tensor, and then nothing is copied."""
         if assign:
             raise NotImplementedError("load_state_dict: assign=True is not supported; the values are copied")
-        own = self.state_dict()
+        own = self.state_dict(keep_vars=True)
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
         problems = []
@@ -475,10 +474,20 @@ class Module:
 
 def factory_dtype(name: str, device: Any = None, dtype: Any = None) -> Any:
     """The dtype a layer's parameters are made in from PyTorch's factory arguments (device=, dtype=):
-    f32 when None; a device other than the CPU is refused."""
-    if device is not None and str(device).split(":")[0] != "cpu":
-        raise ValueError(f"{name}: verigrad runs on the CPU: there is no {str(device)!r} device")
+    f32 when None; a device other than the CPU is refused (`NoDeviceError`, as every factory's)."""
+    as_device(device, name)
     return "f32" if dtype is None else dtype
+
+
+def check_dtypes(name: str, weight: Tensor, *inputs: tuple[str, Tensor | None]) -> None:
+    """Each (what, tensor) of `inputs` in the weights' dtype, as PyTorch demands: an operation with
+    them would promote the input silently. Called before any work."""
+    for what, t in inputs:
+        if t is not None and t.dtype is not weight.dtype:
+            raise DTypeError(
+                f"{name}: {what} dtype {t.dtype.name} does not match the weights' {weight.dtype.name}; "
+                f"convert it (.to({weight.dtype.name})) or the model (model.to({t.dtype.name}))"
+            )
 
 
 def _dotted(prefix: str, name: str) -> str:
