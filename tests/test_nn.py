@@ -263,9 +263,11 @@ def test_dropout_is_seeded_scaled_and_the_identity_in_eval():
     drop.eval()
     y = verigrad.randn(3, 5)
     assert np.array_equal(drop(y).numpy(), y.numpy())
-    for p in (1.0, -0.1):
+    for p in (1.1, -0.1):
         with pytest.raises(ValueError, match="dropout probability"):
             nn.Dropout(p)
+    drop.train()
+    assert nn.Dropout(1.0)(y).tolist() == [[0.0] * 5] * 3  # PyTorch's p=1: every element dropped
 
 
 def test_dropout_gradient_is_the_mask():

@@ -110,7 +110,8 @@ class Sequential(_Indexed):
     """Layers applied in order, given as arguments or as one OrderedDict of named layers (as PyTorch's);
     indexable (a slice is a Sequential) and iterable."""
 
-    def __init__(self, *layers: Any):
+    def __init__(self, *args: Any):
+        layers = args
         if len(layers) == 1 and isinstance(layers[0], OrderedDict):
             Module.__init__(self)
             for name, layer in layers[0].items():
@@ -133,13 +134,15 @@ class Sequential(_Indexed):
 
 class ModuleList(_Indexed):
     """A list of modules whose parameters are registered (no forward of its own); made from an
-    iterable of modules, as in PyTorch, or from the modules themselves."""
+    iterable of modules, as in PyTorch (`modules=`), or from the modules themselves."""
 
-    def __init__(self, *modules: Any):
-        if len(modules) == 1 and not isinstance(modules[0], Module):
-            modules = tuple(modules[0])
-        elif not modules:
-            modules = ()
+    def __init__(self, modules: Iterable[Module] | Module | None = None, *more: Module):
+        if modules is None:
+            modules = more
+        elif isinstance(modules, Module):
+            modules = (modules, *more)
+        elif more:
+            raise TypeError("ModuleList takes an iterable of modules, or the modules themselves")
         super().__init__(modules)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:

@@ -479,12 +479,16 @@ def factory_dtype(name: str, device: Any = None, dtype: Any = None) -> Any:
     return "f32" if dtype is None else dtype
 
 
+class LayerDTypeError(DTypeError, RuntimeError):
+    """A layer's input in another dtype than its weights: a RuntimeError, as PyTorch's."""
+
+
 def check_dtypes(name: str, weight: Tensor, *inputs: tuple[str, Tensor | None]) -> None:
     """Each (what, tensor) of `inputs` in the weights' dtype, as PyTorch demands: an operation with
     them would promote the input silently. Called before any work."""
     for what, t in inputs:
         if t is not None and t.dtype is not weight.dtype:
-            raise DTypeError(
+            raise LayerDTypeError(
                 f"{name}: {what} dtype {t.dtype.name} does not match the weights' {weight.dtype.name}; "
                 f"convert it (.to({weight.dtype.name})) or the model (model.to({t.dtype.name}))"
             )
