@@ -351,3 +351,33 @@ def test_a_state_dict_of_detached_tensors_loads_into_a_model() -> None:
     other.load_state_dict(ours.state_dict())
     np.testing.assert_array_equal(other[0].weight.numpy(), theirs[0].weight.detach().numpy())
     assert other[0].weight.requires_grad and other[0].weight is not ours[0].weight
+
+
+def _custom(library: Any, extra: str, children: bool) -> Any:
+    class Block(library.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            if children:
+                self.act = library.nn.ReLU()
+                self.pool = library.nn.Sequential(library.nn.MaxPool2d(2))
+
+        def extra_repr(self) -> str:
+            return extra
+
+    return Block()
+
+
+@pytest.mark.parametrize("extra", ["", "size=3", "size=3\nscale=2"])
+@pytest.mark.parametrize("children", [False, True])
+def test_a_module_s_settings_and_children_print_as_torch_s(extra: str, children: bool) -> None:
+    assert repr(_custom(verigrad, extra, children)) == repr(_custom(torch, extra, children))
+
+
+@pytest.mark.parametrize("count", [0, 1, 2])
+def test_parameter_lists_and_dicts_print_as_torch_s_but_for_the_dtype_s_name(count: int) -> None:
+    ours = nn.ParameterList([nn.Parameter(verigrad.ones(3)) for _ in range(count)])
+    theirs = torch.nn.ParameterList([torch.nn.Parameter(torch.ones(3)) for _ in range(count)])
+    assert repr(ours) == repr(theirs).replace("torch.float32", "f32")
+    ours = nn.ParameterDict({f"p{i}": nn.Parameter(verigrad.ones(3)) for i in range(count)})
+    theirs = torch.nn.ParameterDict({f"p{i}": torch.nn.Parameter(torch.ones(3)) for i in range(count)})
+    assert repr(ours) == repr(theirs).replace("torch.FloatTensor", "f32")

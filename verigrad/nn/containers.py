@@ -271,9 +271,6 @@ class ParameterList(Module):
     def extra_repr(self) -> str:
         return "\n".join(f"  ({i}): {_describe_parameter(p)}" for i, p in enumerate(self))
 
-    def __repr__(self) -> str:
-        return f"ParameterList(\n{self.extra_repr()}\n)" if len(self) else "ParameterList()"
-
 
 class ParameterDict(Module):
     """Tensors trained as parameters, by name (PyTorch's ParameterDict)."""
@@ -335,9 +332,9 @@ class ParameterDict(Module):
         for key, value in pairs:
             self[key] = value
 
-    def __repr__(self) -> str:
-        lines = "\n".join(f"  ({k}): {_describe_parameter(v)}" for k, v in self.items())
-        return f"ParameterDict(\n{lines}\n)" if len(self) else "ParameterDict()"
+    def extra_repr(self) -> str:
+        """PyTorch's lines (printed indented again by Module's repr, as PyTorch's are)."""
+        return "\n".join(f"  ({k}): {_describe_parameter(v)}" for k, v in self.items())
 
 
 def _describe_parameter(p: Any) -> str:

@@ -465,11 +465,17 @@ class Module:
         return ""
 
     def __repr__(self) -> str:
-        lines = [
-            f"  ({name}): {repr(m).replace(chr(10), chr(10) + '  ')}" for name, m in self._modules.items()
+        """PyTorch's: one line of settings in the parentheses; else each line of them, then each child,
+        on its own line, indented."""
+        extra = self.extra_repr()
+        extra_lines = extra.split("\n") if extra else []
+        children = [
+            f"({name}): {repr(m).replace(chr(10), chr(10) + '  ')}" for name, m in self._modules.items()
         ]
-        head = f"{type(self).__name__}({self.extra_repr()}"
-        return head + ("\n" + "\n".join(lines) + "\n)" if lines else ")")
+        if len(extra_lines) == 1 and not children:
+            return f"{type(self).__name__}({extra_lines[0]})"
+        lines = extra_lines + children
+        return f"{type(self).__name__}(" + ("\n  " + "\n  ".join(lines) + "\n" if lines else "") + ")"
 
 
 def factory_dtype(name: str, device: Any = None, dtype: Any = None) -> Any:
