@@ -214,3 +214,18 @@ def test_a_tied_weight_is_one_storage_under_each_name() -> None:
     state = model.state_dict()
     state["1.weight"].zero_()
     assert state["0.weight"].tolist() == [[[0.0]]] and model[0].weight.tolist() == [[[0.0]]]
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_transformer_layers_refuse_another_dtype_before_their_first_norm(norm_first: bool) -> None:
+    x, y = verigrad.ones(3, 1, 4), verigrad.ones(3, 1, 4, dtype=verigrad.float64)
+    encoder = nn.TransformerEncoderLayer(4, 2, 8, norm_first=norm_first)
+    with pytest.raises(
+        RuntimeError, match="TransformerEncoderLayer: src dtype f64 does not match the weights' f32"
+    ):
+        encoder(y)
+    decoder = nn.TransformerDecoderLayer(4, 2, 8, norm_first=norm_first)
+    for args, what in [((y, x), "tgt"), ((x, y), "memory")]:
+        with pytest.raises(RuntimeError, match=f"TransformerDecoderLayer: {what} dtype f64 does not match"):
+            decoder(*args)
+    assert encoder(x).dtype.name == "f32" and decoder(x, x).dtype.name == "f32"

@@ -145,14 +145,18 @@ def test_an_input_of_another_dtype_than_the_weights_raises_as_in_torch(
         layer(verigrad.tensor(x, dtype=getattr(verigrad, given)))
 
 
-def test_attention_and_transformer_refuse_another_dtype_as_torch() -> None:
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_attention_and_transformer_refuse_another_dtype_as_torch(norm_first: bool) -> None:
     x = np.ones((3, 1, 4))
-    for text in MODELS[:2]:
+    for text, args, name, what in [
+        ("MultiheadAttention(4, 2)", 3, "MultiheadAttention", "query"),
+        (f"TransformerEncoderLayer(4, 2, 8, norm_first={norm_first})", 1, "TransformerEncoderLayer", "src"),
+        (f"TransformerDecoderLayer(4, 2, 8, norm_first={norm_first})", 2, "TransformerDecoderLayer", "tgt"),
+    ]:
         with pytest.raises(RuntimeError):
-            args = (torch.tensor(x),) * (3 if text.startswith("Multi") else 1)
-            _build(torch, text)(*args)
-        with pytest.raises(RuntimeError, match="MultiheadAttention: query dtype f64 does not match"):
-            _build(verigrad, text)(*(verigrad.tensor(x),) * (3 if text.startswith("Multi") else 1))
+            _build(torch, text)(*(torch.tensor(x),) * args)
+        with pytest.raises(RuntimeError, match=f"{name}: {what} dtype f64 does not match the weights' f32"):
+            _build(verigrad, text)(*(verigrad.tensor(x),) * args)
 
 
 REPRS = [

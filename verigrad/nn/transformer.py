@@ -22,7 +22,7 @@ from .attention import MultiheadAttention
 from .containers import ModuleList
 from .dropout import Dropout
 from .linear import Linear
-from .module import Module, factory_dtype
+from .module import Module, check_dtypes, factory_dtype
 from .normalization import LayerNorm
 
 _ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu}
@@ -108,6 +108,7 @@ class TransformerEncoderLayer(_Layer):
         src_key_padding_mask: Tensor | None = None,
         is_causal: bool = False,
     ) -> Tensor:
+        check_dtypes(type(self).__name__, self.linear1.weight, ("src", src))  # before a norm_first norm
         masks = (src_mask, src_key_padding_mask, is_causal)
         return self._blocks(
             src,
@@ -137,6 +138,7 @@ class TransformerDecoderLayer(_Layer):
         tgt_is_causal: bool = False,
         memory_is_causal: bool = False,
     ) -> Tensor:
+        check_dtypes(type(self).__name__, self.linear1.weight, ("tgt", tgt), ("memory", memory))
         own = (tgt_mask, tgt_key_padding_mask, tgt_is_causal)
         other = (memory_mask, memory_key_padding_mask, memory_is_causal)
         return self._blocks(
