@@ -37,6 +37,9 @@ def test_dtype_makes_every_parameter_in_it_and_the_cpu_is_the_only_device(make) 
         make(device="cuda")
     with pytest.raises(RuntimeError, match="no 'mps' device"):
         make(device="mps")
+    for dtype in (verigrad.int64, "bool"):
+        with pytest.raises(RuntimeError, match=r"dtype must be a float dtype .*, got (i64|bool)"):
+            make(dtype=dtype)
 
 
 def test_a_conv_in_f64_computes_in_f64() -> None:

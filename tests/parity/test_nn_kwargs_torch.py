@@ -111,6 +111,10 @@ def test_device_and_dtype_make_the_parameters_as_torch(text: str) -> None:
         _build(verigrad, text, device="cuda")
     with pytest.raises(RuntimeError):  # PyTorch's without CUDA too (an AssertionError, a RuntimeError)
         _build(verigrad, text, device="cuda:0")
+    with pytest.raises(RuntimeError, match="Only Tensors of floating point"):
+        _build(torch, text, dtype=torch.int64)
+    with pytest.raises(RuntimeError, match="dtype must be a float dtype"):
+        _build(verigrad, text, dtype=verigrad.int64)
 
 
 @pytest.mark.parametrize("text, shape", FACTORIES)

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..autograd import RemovableHandle, is_grad_enabled, no_grad
 from ..devices import as_device, no_device
+from ..dtypes import DType, as_dtype, f32
 from ..errors import DTypeError, ShapeError
 from ..ops import tensor
 from ..shapes import Spec, shape_text
@@ -478,15 +479,22 @@ class Module:
         return f"{type(self).__name__}(" + ("\n  " + "\n  ".join(lines) + "\n" if lines else "") + ")"
 
 
-def factory_dtype(name: str, device: Any = None, dtype: Any = None) -> Any:
+def factory_dtype(name: str, device: Any = None, dtype: Any = None) -> DType:
     """The dtype a layer's parameters are made in from PyTorch's factory arguments (device=, dtype=):
-    f32 when None; a device other than the CPU is refused (`NoDeviceError`, as every factory's)."""
+    f32 when None, else a float dtype (trained parameters are floats, as PyTorch demands); a device
+    other than the CPU is refused (`NoDeviceError`, as every factory's)."""
     as_device(device, name)
-    return "f32" if dtype is None else dtype
+    found = f32 if dtype is None else as_dtype(dtype)
+    if not found.is_float:
+        raise LayerDTypeError(
+            f"{name}: dtype must be a float dtype (its parameters are trained), got {found.name}"
+        )
+    return found
 
 
 class LayerDTypeError(DTypeError, RuntimeError):
-    """A layer's input in another dtype than its weights: a RuntimeError, as PyTorch's."""
+    """A dtype a layer refuses (an input in another dtype than its weights, integer weights): a
+    RuntimeError, as PyTorch's."""
 
 
 def check_dtypes(name: str, weight: Tensor, *inputs: tuple[str, Tensor | None]) -> None:
