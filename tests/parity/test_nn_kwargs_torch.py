@@ -389,3 +389,40 @@ def test_parameter_lists_and_dicts_print_as_torch_s_but_for_the_dtype_s_name(cou
     ours = nn.ParameterDict({f"p{i}": nn.Parameter(verigrad.ones(3)) for i in range(count)})
     theirs = torch.nn.ParameterDict({f"p{i}": torch.nn.Parameter(torch.ones(3)) for i in range(count)})
     assert repr(ours) == repr(theirs).replace("torch.FloatTensor", "f32")
+
+
+@pytest.mark.parametrize(
+    "text, shape",
+    [
+        ("AvgPool1d(3)", (1, 2, 9)),
+        ("AvgPool1d(3, 2, 1)", (1, 2, 9)),
+        ("MaxPool1d(3)", (1, 2, 9)),
+        ("LPPool1d(2, 3)", (1, 2, 9)),
+        ("MaxPool2d(2)", (1, 2, 4, 4)),
+        ("AvgPool2d(2, 1, 1, count_include_pad=False)", (1, 2, 4, 4)),
+        ("AvgPool3d(2)", (1, 2, 4, 4, 4)),
+        ("MaxPool3d(2, 1)", (1, 2, 3, 3, 3)),
+        ("ZeroPad2d((1, 0, 2, 1))", (1, 2, 3, 3)),
+        ("ConstantPad1d(2, 1.5)", (1, 2, 3)),
+        ("Upsample(scale_factor=2)", (1, 2, 3, 3)),
+        ("Upsample(scale_factor=(2, 3), mode='bilinear')", (1, 2, 3, 3)),
+        ("PixelShuffle(2)", (1, 8, 2, 2)),
+        ("Fold(4, 2, stride=2)", (1, 8, 4)),
+        ("Unfold(2)", (1, 2, 3, 3)),
+        ("Dropout(0.5)", (2, 3)),  # eval: the identity
+    ],
+)
+def test_layers_built_from_the_kept_settings_compute_as_torch_s(text: str, shape: tuple[int, ...]) -> None:
+    x = np.random.default_rng(0).standard_normal(shape)
+    ours = eval(f"nn.{text}", {"nn": verigrad.nn}).eval()
+    theirs = eval(f"nn.{text}", {"nn": torch.nn}).eval()
+    got, expected = ours(verigrad.tensor(x)), theirs(torch.tensor(x))
+    assert got.dtype.name == "f64" and tuple(got.shape) == tuple(expected.shape)
+    np.testing.assert_allclose(got.numpy(), expected.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_max_unpool_undoes_max_pool_as_torch_s() -> None:
+    x = np.random.default_rng(1).standard_normal((1, 2, 4, 4))
+    y, i = nn.MaxPool2d(2, return_indices=True)(verigrad.tensor(x))
+    ty, ti = torch.nn.MaxPool2d(2, return_indices=True)(torch.tensor(x))
+    np.testing.assert_array_equal(nn.MaxUnpool2d(2)(y, i).numpy(), torch.nn.MaxUnpool2d(2)(ty, ti).numpy())
