@@ -426,3 +426,17 @@ def test_max_unpool_undoes_max_pool_as_torch_s() -> None:
     y, i = nn.MaxPool2d(2, return_indices=True)(verigrad.tensor(x))
     ty, ti = torch.nn.MaxPool2d(2, return_indices=True)(torch.tensor(x))
     np.testing.assert_array_equal(nn.MaxUnpool2d(2)(y, i).numpy(), torch.nn.MaxUnpool2d(2)(ty, ti).numpy())
+
+
+def test_state_dict_s_signature_and_positional_arguments_are_torch_s() -> None:
+    ours, theirs = _pair()
+    signature = inspect.signature(nn.Module.state_dict)
+    assert [(p.name, p.kind, p.default) for p in signature.parameters.values()] == [
+        (p.name, p.kind, p.default) for p in inspect.signature(torch.nn.Module.state_dict).parameters.values()
+    ]
+    for model in (ours, theirs):
+        mine: dict[str, Any] = {}
+        with pytest.warns(FutureWarning, match="Positional args are being deprecated"):
+            assert model.state_dict(mine, "m.", True) is mine
+        assert list(mine) == ["m.0.weight", "m.0.bias", "m.1.weight", "m.1.bias", "m.1.shift"]
+        assert mine["m.0.weight"] is model[0].weight

@@ -11,6 +11,7 @@ and may replace a call's arguments and output; backward hooks (`register_full_ba
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
@@ -268,12 +269,25 @@ class Module:
 
     # state ----------------------------------------------------------------------------------------
     def state_dict(
-        self, *, destination: dict | None = None, prefix: str = "", keep_vars: bool = False
+        self, *args: Any, destination: dict | None = None, prefix: str = "", keep_vars: bool = False
     ) -> dict[str, Tensor]:
         """Every parameter and persistent buffer by its dotted name, in PyTorch's order: a module's
         parameters, then its buffers, then its children's. As PyTorch's, each is detached (no grad,
         sharing the storage: a write into it changes the model) unless `keep_vars`, which gives the
-        tensors themselves. A tied tensor is under each of its names."""
+        tensors themselves. A tied tensor is under each of its names. The arguments given by position
+        (destination, prefix, keep_vars) are taken with PyTorch's FutureWarning."""
+        if args:
+            if len(args) > 3:
+                raise TypeError(f"state_dict takes at most 3 positional arguments, got {len(args)}")
+            warnings.warn(
+                "Positional args are being deprecated, use kwargs instead (state_dict(destination=..., "
+                "prefix=..., keep_vars=...))",
+                FutureWarning,
+                stacklevel=2,
+            )
+            destination = args[0] if destination is None else destination
+            prefix = args[1] if len(args) > 1 and prefix == "" else prefix
+            keep_vars = args[2] if len(args) > 2 and keep_vars is False else keep_vars
         state: dict[str, Tensor] = {} if destination is None else destination
         self._save_state(state, prefix, keep_vars)
         return state
