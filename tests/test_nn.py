@@ -61,11 +61,16 @@ def test_parameters_are_found_from_attributes_in_order():
     assert [n for n, _ in net.named_modules()] == ["", "fc1", "act", "fc2", "drop"]
 
 
-def test_state_dict_holds_parameters_and_buffers_themselves():
+def test_state_dict_holds_detached_views_and_with_keep_vars_the_tensors_themselves():
     net = Net()
     state = net.state_dict()
     assert set(state) == {"scale", "fc1.weight", "fc1.bias", "fc2.weight", "seen"}
-    assert state["fc1.weight"] is net.fc1.weight and state["seen"] is net.seen
+    weight = state["fc1.weight"]
+    assert weight is not net.fc1.weight and not weight.requires_grad and net.fc1.weight.requires_grad
+    weight.add_(1.0)  # shares the storage, as PyTorch's
+    assert weight.tolist() == net.fc1.weight.tolist()
+    kept = net.state_dict(keep_vars=True)
+    assert kept["fc1.weight"] is net.fc1.weight and kept["seen"] is net.seen
     assert not net.seen.requires_grad and all(p is not net.seen for p in net.parameters())
 
 
@@ -77,11 +82,14 @@ def test_reassigning_an_attribute_replaces_what_it_registered():
     net.fc2 = None  # no longer a module: its parameters go
     assert not any(n.startswith("fc2.") for n, _ in net.named_parameters())
     net.scale = verigrad.ones(3)  # a parameter's name keeps a tensor a parameter (frozen)
-    assert net.state_dict()["scale"] is net.scale and dict(net.named_parameters())["scale"] is net.scale
+    assert (
+        net.state_dict(keep_vars=True)["scale"] is net.scale
+        and dict(net.named_parameters())["scale"] is net.scale
+    )
     net.offset = verigrad.ones(3)  # a tensor without grad is a plain attribute, as in PyTorch
     assert "offset" not in net.state_dict() and not any(b is net.offset for b in net.buffers())
     net.seen = verigrad.ones(1)  # a buffer's name keeps a tensor a buffer
-    assert net.state_dict()["seen"] is net.seen
+    assert net.state_dict(keep_vars=True)["seen"] is net.seen
     net.scale = None
     assert "scale" not in net.state_dict() and net.scale is None
 
@@ -255,9 +263,11 @@ def test_dropout_is_seeded_scaled_and_the_identity_in_eval():
     drop.eval()
     y = verigrad.randn(3, 5)
     assert np.array_equal(drop(y).numpy(), y.numpy())
-    for p in (1.0, -0.1):
+    for p in (1.1, -0.1):
         with pytest.raises(ValueError, match="dropout probability"):
             nn.Dropout(p)
+    drop.train()
+    assert nn.Dropout(1.0)(y).tolist() == [[0.0] * 5] * 3  # PyTorch's p=1: every element dropped
 
 
 def test_dropout_gradient_is_the_mask():

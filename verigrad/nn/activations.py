@@ -10,7 +10,7 @@ from ..errors import ShapeError
 from ..ops import full
 from ..tensor import Tensor, describe
 from . import functional as F
-from .module import Module, factory_dtype
+from .module import Module, check_dtypes, factory_dtype
 
 
 def _activation(name: str, fn: Any) -> type[Module]:
@@ -171,6 +171,7 @@ class PReLU(Module):
         self.weight = full((num_parameters,), init, dtype=dtype).requires_grad_(True)
 
     def forward(self, input: Tensor) -> Tensor:
+        check_dtypes("PReLU", self.weight, ("input", input))
         return F.prelu(input, self.weight)
 
     def extra_repr(self) -> str:

@@ -5,13 +5,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..errors import DTypeError
 from ..ops import arange, zeros
 from ..tensor import Tensor
 from . import functional as F
 from .init import uniform
 from .linear import Linear
-from .module import Module, factory_dtype
+from .module import Module, check_dtypes, factory_dtype
+
+
+class NonDynamicallyQuantizableLinear(Linear):
+    """PyTorch's name of the attention's output projection, a Linear (its repr shows the name)."""
 
 
 class MultiheadAttention(Module):
@@ -53,7 +56,7 @@ class MultiheadAttention(Module):
         bound = math.sqrt(6.0 / (embed_dim + 3 * embed_dim))  # PyTorch's xavier_uniform_ of [3E, E]
         self.in_proj_weight = uniform((3 * embed_dim, embed_dim), bound, dtype)
         self.in_proj_bias = zeros(3 * embed_dim, dtype=dtype, requires_grad=True) if bias else None
-        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype)
+        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, dtype=dtype)
         if bias:
             self.out_proj.bias = zeros(embed_dim, dtype=dtype, requires_grad=True)
 
@@ -68,12 +71,9 @@ class MultiheadAttention(Module):
         average_attn_weights: bool = True,
         is_causal: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
-        for name, t in (("query", query), ("key", key), ("value", value)):
-            if t.dtype is not self.in_proj_weight.dtype:  # a product would promote it silently
-                raise DTypeError(
-                    f"MultiheadAttention: {name} dtype {t.dtype.name} does not match the weights' "
-                    f"{self.in_proj_weight.dtype.name}, as PyTorch refuses"
-                )
+        check_dtypes(
+            "MultiheadAttention", self.in_proj_weight, ("query", query), ("key", key), ("value", value)
+        )
         unbatched = query.ndim == 2
         if unbatched:
             query, key, value = (t.unsqueeze(1) for t in (query, key, value))
@@ -117,10 +117,6 @@ class MultiheadAttention(Module):
         if average_attn_weights:
             weights = weights.mean(1)
         return out, weights.squeeze(0) if unbatched else weights
-
-    def extra_repr(self) -> str:
-        text = f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, batch_first={self.batch_first}"
-        return text + (f", dropout={self.dropout}" if self.dropout else "")
 
 
 def _masked(scores: Tensor, mask: Tensor) -> Tensor:

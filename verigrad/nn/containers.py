@@ -110,7 +110,8 @@ class Sequential(_Indexed):
     """Layers applied in order, given as arguments or as one OrderedDict of named layers (as PyTorch's);
     indexable (a slice is a Sequential) and iterable."""
 
-    def __init__(self, *layers: Any):
+    def __init__(self, *args: Any):
+        layers = args
         if len(layers) == 1 and isinstance(layers[0], OrderedDict):
             Module.__init__(self)
             for name, layer in layers[0].items():
@@ -133,13 +134,15 @@ class Sequential(_Indexed):
 
 class ModuleList(_Indexed):
     """A list of modules whose parameters are registered (no forward of its own); made from an
-    iterable of modules, as in PyTorch, or from the modules themselves."""
+    iterable of modules, as in PyTorch (`modules=`), or from the modules themselves."""
 
-    def __init__(self, *modules: Any):
-        if len(modules) == 1 and not isinstance(modules[0], Module):
-            modules = tuple(modules[0])
-        elif not modules:
-            modules = ()
+    def __init__(self, modules: Iterable[Module] | Module | None = None, *more: Module):
+        if modules is None:
+            modules = more
+        elif isinstance(modules, Module):
+            modules = (modules, *more)
+        elif more:
+            raise TypeError("ModuleList takes an iterable of modules, or the modules themselves")
         super().__init__(modules)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
@@ -268,9 +271,6 @@ class ParameterList(Module):
     def extra_repr(self) -> str:
         return "\n".join(f"  ({i}): {_describe_parameter(p)}" for i, p in enumerate(self))
 
-    def __repr__(self) -> str:
-        return f"ParameterList(\n{self.extra_repr()}\n)" if len(self) else "ParameterList()"
-
 
 class ParameterDict(Module):
     """Tensors trained as parameters, by name (PyTorch's ParameterDict)."""
@@ -332,9 +332,9 @@ class ParameterDict(Module):
         for key, value in pairs:
             self[key] = value
 
-    def __repr__(self) -> str:
-        lines = "\n".join(f"  ({k}): {_describe_parameter(v)}" for k, v in self.items())
-        return f"ParameterDict(\n{lines}\n)" if len(self) else "ParameterDict()"
+    def extra_repr(self) -> str:
+        """PyTorch's lines (printed indented again by Module's repr, as PyTorch's are)."""
+        return "\n".join(f"  ({k}): {_describe_parameter(v)}" for k, v in self.items())
 
 
 def _describe_parameter(p: Any) -> str:

@@ -6,18 +6,22 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..dtypes import f32
 from ..shapes import DimLike
 from ..tensor import Tensor
 from . import functional as F
 from .init import fan_in_bound, uniform
-from .module import Module
+from .module import Module, check_dtypes, factory_dtype
 
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
 
 def _sizes(v: Any, n: int) -> tuple:
     return (v,) * n if not isinstance(v, tuple | list) else tuple(v)
+
+
+def _window(v: Any, n: int) -> Any:
+    """A window setting as PyTorch keeps it: a tuple of n sizes, or the string "same" or "valid"."""
+    return v if isinstance(v, str) else _sizes(v, n)
 
 
 class _ConvNd(Module):
@@ -38,11 +42,13 @@ class _ConvNd(Module):
         groups: int,
         bias: bool,
         padding_mode: str,
+        device: Any,
         dtype: Any,
         output_padding: Any = 0,
     ):
         super().__init__()
         name = type(self).__name__
+        dtype = factory_dtype(name, device, dtype)
         if padding_mode not in PADDING_MODES:
             raise ValueError(
                 f"{name}: padding_mode must be one of {', '.join(PADDING_MODES)}, got {padding_mode!r}"
@@ -60,9 +66,10 @@ class _ConvNd(Module):
         if isinstance(padding, str) and (padding not in ("same", "valid") or self.transposed):
             raise ValueError(f"{name}: padding {padding!r} is not 'valid' or 'same' (or a transposed one)")
         kernel = _sizes(kernel_size, self.dims)
+        n = self.dims
         self.in_channels, self.out_channels, self.kernel_size = in_channels, out_channels, kernel
-        self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
-        self.output_padding, self.padding_mode = output_padding, padding_mode
+        self.stride, self.padding, self.dilation = _sizes(stride, n), _window(padding, n), _sizes(dilation, n)
+        self.groups, self.output_padding, self.padding_mode = groups, _sizes(output_padding, n), padding_mode
         receptive = math.prod(kernel)
         if self.transposed:
             shape = (in_channels, out_channels // groups, *kernel)
@@ -86,14 +93,25 @@ class _ConvNd(Module):
             sides = [(p, p) for p in _sizes(self.padding, self.dims)]
         return F.pad(x, [w for side in reversed(sides) for w in side], mode=self.padding_mode), 0
 
+    def _check_input(self, x: Tensor) -> None:
+        check_dtypes(type(self).__name__, self.weight, ("input", x))
+
     def extra_repr(self) -> str:
+        """PyTorch's: the settings that differ from their defaults, after the channels, kernel and stride."""
+        n = self.dims
         text = (
             f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}"
         )
-        if self.padding != 0:
+        if self.padding != (0,) * n:
             text += f", padding={self.padding}"
+        if self.dilation != (1,) * n:
+            text += f", dilation={self.dilation}"
+        if self.output_padding != (0,) * n:
+            text += f", output_padding={self.output_padding}"
         if self.groups != 1:
             text += f", groups={self.groups}"
+        if self.bias is None:
+            text += ", bias=False"
         return text + ("" if self.padding_mode == "zeros" else f", padding_mode={self.padding_mode}")
 
 
@@ -113,7 +131,8 @@ class Conv1d(_ConvNd):
         groups: int = 1,
         bias: bool = True,
         padding_mode: str = "zeros",
-        dtype: Any = f32,
+        device: Any = None,
+        dtype: Any = None,
     ):
         super().__init__(
             in_channels,
@@ -125,10 +144,12 @@ class Conv1d(_ConvNd):
             groups,
             bias,
             padding_mode,
+            device,
             dtype,
         )
 
     def forward(self, x: Tensor) -> Tensor:
+        self._check_input(x)
         x, padding = self._padded(x)
         return F.conv1d(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
 
@@ -147,7 +168,8 @@ class Conv2d(_ConvNd):
         groups: int = 1,
         bias: bool = True,
         padding_mode: str = "zeros",
-        dtype: Any = f32,
+        device: Any = None,
+        dtype: Any = None,
         *,
         layout: str = "NCHW",
     ):
@@ -161,6 +183,7 @@ class Conv2d(_ConvNd):
             groups,
             bias,
             padding_mode,
+            device,
             dtype,
         )
         self.layout = layout
@@ -170,6 +193,7 @@ class Conv2d(_ConvNd):
             self.weight = self.weight.detach().permute(2, 3, 1, 0).contiguous().requires_grad_(True)
 
     def forward(self, x: Tensor) -> Tensor:
+        self._check_input(x)
         x, padding = self._padded(x)
         window = (self.stride, padding, self.dilation, self.groups)
         return F.conv2d(x, self.weight, self.bias, *window, layout=self.layout)
@@ -184,6 +208,7 @@ class Conv3d(Conv1d):
     dims = 3
 
     def forward(self, x: Tensor) -> Tensor:
+        self._check_input(x)
         x, padding = self._padded(x)
         return F.conv3d(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
 
@@ -205,7 +230,8 @@ class ConvTranspose1d(_ConvNd):
         bias: bool = True,
         dilation: Any = 1,
         padding_mode: str = "zeros",
-        dtype: Any = f32,
+        device: Any = None,
+        dtype: Any = None,
     ):
         super().__init__(
             in_channels,
@@ -217,11 +243,13 @@ class ConvTranspose1d(_ConvNd):
             groups,
             bias,
             padding_mode,
+            device,
             dtype,
             output_padding,
         )
 
     def forward(self, x: Tensor) -> Tensor:
+        self._check_input(x)
         return self.conv(
             x,
             self.weight,
@@ -256,10 +284,21 @@ class Unfold(Module):
 
     def __init__(self, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride: Any = 1):
         super().__init__()
-        self.window = {"kernel_size": kernel_size, "dilation": dilation, "padding": padding, "stride": stride}
+        self.kernel_size, self.dilation, self.padding, self.stride = kernel_size, dilation, padding, stride
+
+    def _window(self) -> dict[str, Any]:
+        return {
+            "kernel_size": self.kernel_size,
+            "dilation": self.dilation,
+            "padding": self.padding,
+            "stride": self.stride,
+        }
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.unfold(x, **self.window)
+        return F.unfold(x, **self._window())
+
+    def extra_repr(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self._window().items())
 
 
 class Fold(Unfold):
@@ -272,4 +311,7 @@ class Fold(Unfold):
         self.output_size = output_size
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.fold(x, self.output_size, **self.window)
+        return F.fold(x, self.output_size, **self._window())
+
+    def extra_repr(self) -> str:
+        return f"output_size={self.output_size}, " + super().extra_repr()

@@ -4,27 +4,31 @@ from __future__ import annotations
 
 from ..tensor import Tensor
 from . import functional as F
+from .functional.activations import _inplace
 from .module import Module
 
 
 class Dropout(Module):
-    """Zeroes each element with probability p in training (scaling the rest by 1/(1-p))."""
+    """Zeroes each element with probability p in training (scaling the rest by 1/(1-p)); `inplace` as
+    F.relu's (written into the input where it takes no part in a gradient)."""
 
-    def __init__(self, p: float = 0.5):
+    drop = staticmethod(F.dropout)
+
+    def __init__(self, p: float = 0.5, inplace: bool = False):
         super().__init__()
-        if not 0 <= p < 1:
-            raise ValueError(f"dropout probability must be in [0, 1), got {p}")
-        self.p = p
+        if not 0 <= p <= 1:
+            raise ValueError(f"{type(self).__name__}: dropout probability must be in [0, 1], got {p}")
+        self.p, self.inplace = p, inplace
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.dropout(x, self.p, training=self.training)
+        y = self.drop(x, self.p, training=self.training)
+        return y if y is x else _inplace(x, y, self.inplace)
 
     def extra_repr(self) -> str:
-        return f"p={self.p}"
+        return f"p={self.p}, inplace={self.inplace}"
 
 
 class Dropout2d(Dropout):
     """Zeroes whole channels of [N, C, H, W] with probability p in training (see F.dropout2d)."""
 
-    def forward(self, x: Tensor) -> Tensor:
-        return F.dropout2d(x, self.p, training=self.training)
+    drop = staticmethod(F.dropout2d)

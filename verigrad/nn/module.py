@@ -11,6 +11,7 @@ and may replace a call's arguments and output; backward hooks (`register_full_ba
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
@@ -18,7 +19,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..autograd import RemovableHandle, is_grad_enabled, no_grad
-from ..devices import no_device
+from ..devices import as_device, no_device
+from ..dtypes import DType, as_dtype, f32
 from ..errors import DTypeError, ShapeError
 from ..ops import tensor
 from ..shapes import Spec, shape_text
@@ -267,25 +269,37 @@ class Module:
 
     # state ----------------------------------------------------------------------------------------
     def state_dict(
-        self, *, destination: dict | None = None, prefix: str = "", keep_vars: bool = False
+        self, *args: Any, destination: dict | None = None, prefix: str = "", keep_vars: bool = False
     ) -> dict[str, Tensor]:
-        """Every parameter and persistent buffer by its dotted name (the tensors themselves, not copies;
-        `keep_vars` is accepted for PyTorch's sake), in PyTorch's order: a module's parameters, then its
-        buffers, then its children's. A tied tensor is under each of its names, as in PyTorch."""
+        """Every parameter and persistent buffer by its dotted name, in PyTorch's order: a module's
+        parameters, then its buffers, then its children's. As PyTorch's, each is detached (no grad,
+        sharing the storage: a write into it changes the model) unless `keep_vars`, which gives the
+        tensors themselves. A tied tensor is under each of its names. The arguments given by position
+        (destination, prefix, keep_vars) are taken with PyTorch's FutureWarning."""
+        if args:
+            if len(args) > 3:
+                raise TypeError(f"state_dict takes at most 3 positional arguments, got {len(args)}")
+            warnings.warn(
+                "Positional args are being deprecated, use kwargs instead (state_dict(destination=..., "
+                "prefix=..., keep_vars=...))",
+                FutureWarning,
+                stacklevel=2,
+            )
+            destination = args[0] if destination is None else destination
+            prefix = args[1] if len(args) > 1 and prefix == "" else prefix
+            keep_vars = args[2] if len(args) > 2 and keep_vars is False else keep_vars
         state: dict[str, Tensor] = {} if destination is None else destination
-        self._save_state(state, prefix)
+        self._save_state(state, prefix, keep_vars)
         return state
 
-    def _save_state(self, state: dict[str, Tensor], prefix: str) -> None:
-        state.update((prefix + name, t) for name, t in self._parameters.items() if t is not None)
-        state.update(
-            (prefix + name, t)
-            for name, t in self._buffers.items()
-            if t is not None and name not in self._non_persistent_buffers_set
-        )
+    def _save_state(self, state: dict[str, Tensor], prefix: str, keep_vars: bool) -> None:
+        tables = [self._parameters.items()]
+        tables.append((k, t) for k, t in self._buffers.items() if k not in self._non_persistent_buffers_set)
+        for table in tables:
+            state.update((prefix + name, t if keep_vars else t.data) for name, t in table if t is not None)
         for name, child in self._modules.items():
             if child is not None:
-                child._save_state(state, f"{prefix}{name}.")
+                child._save_state(state, f"{prefix}{name}.", keep_vars)
 
     def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True, assign: bool = False) -> Any:
         """Copy values in and return PyTorch's named tuple (missing_keys, unexpected_keys). With `strict`,
@@ -293,7 +307,7 @@ class Module:
         (a RuntimeError, and a ValueError) names every offending tensor, and then nothing is copied."""
         if assign:
             raise NotImplementedError("load_state_dict: assign=True is not supported; the values are copied")
-        own = self.state_dict()
+        own = self.state_dict(keep_vars=True)
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
         problems = []
@@ -473,19 +487,46 @@ class Module:
         return ""
 
     def __repr__(self) -> str:
-        lines = [
-            f"  ({name}): {repr(m).replace(chr(10), chr(10) + '  ')}" for name, m in self._modules.items()
+        """PyTorch's: one line of settings in the parentheses; else each line of them, then each child,
+        on its own line, indented."""
+        extra = self.extra_repr()
+        extra_lines = extra.split("\n") if extra else []
+        children = [
+            f"({name}): {repr(m).replace(chr(10), chr(10) + '  ')}" for name, m in self._modules.items()
         ]
-        head = f"{type(self).__name__}({self.extra_repr()}"
-        return head + ("\n" + "\n".join(lines) + "\n)" if lines else ")")
+        if len(extra_lines) == 1 and not children:
+            return f"{type(self).__name__}({extra_lines[0]})"
+        lines = extra_lines + children
+        return f"{type(self).__name__}(" + ("\n  " + "\n  ".join(lines) + "\n" if lines else "") + ")"
 
 
-def factory_dtype(name: str, device: Any = None, dtype: Any = None) -> Any:
+def factory_dtype(name: str, device: Any = None, dtype: Any = None) -> DType:
     """The dtype a layer's parameters are made in from PyTorch's factory arguments (device=, dtype=):
-    f32 when None; a device other than the CPU is refused."""
-    if device is not None and str(device).split(":")[0] != "cpu":
-        raise ValueError(f"{name}: verigrad runs on the CPU: there is no {str(device)!r} device")
-    return "f32" if dtype is None else dtype
+    f32 when None, else a float dtype (trained parameters are floats, as PyTorch demands); a device
+    other than the CPU is refused (`NoDeviceError`, as every factory's)."""
+    as_device(device, name)
+    found = f32 if dtype is None else as_dtype(dtype)
+    if not found.is_float:
+        raise LayerDTypeError(
+            f"{name}: dtype must be a float dtype (its parameters are trained), got {found.name}"
+        )
+    return found
+
+
+class LayerDTypeError(DTypeError, RuntimeError):
+    """A dtype a layer refuses (an input in another dtype than its weights, integer weights): a
+    RuntimeError, as PyTorch's."""
+
+
+def check_dtypes(name: str, weight: Tensor, *inputs: tuple[str, Tensor | None]) -> None:
+    """Each (what, tensor) of `inputs` in the weights' dtype, as PyTorch demands: an operation with
+    them would promote the input silently. Called before any work."""
+    for what, t in inputs:
+        if t is not None and t.dtype is not weight.dtype:
+            raise LayerDTypeError(
+                f"{name}: {what} dtype {t.dtype.name} does not match the weights' {weight.dtype.name}; "
+                f"convert it (.to({weight.dtype.name})) or the model (model.to({t.dtype.name}))"
+            )
 
 
 def _dotted(prefix: str, name: str) -> str:

@@ -29,7 +29,7 @@ class _Pad(Module):
         return F.pad(x, self.padding, mode=self.mode, value=self.value)
 
     def extra_repr(self) -> str:
-        return f"{self.padding}" + (f", value={self.value}" if self.mode == "constant" else "")
+        return f"{self.padding}"
 
 
 class ZeroPad1d(_Pad):
@@ -59,7 +59,14 @@ class ZeroPad3d(_Pad):
         super().__init__(padding, 0.0)
 
 
-class ConstantPad1d(_Pad):
+class _ConstantPad(_Pad):
+    """PyTorch prints a constant pad's padding and value by name."""
+
+    def extra_repr(self) -> str:
+        return f"padding={self.padding}, value={self.value}"
+
+
+class ConstantPad1d(_ConstantPad):
     """F.pad of the last 1 axes with `value`."""
 
     mode, axes = "constant", 1
@@ -68,7 +75,7 @@ class ConstantPad1d(_Pad):
         super().__init__(padding, value)
 
 
-class ConstantPad2d(_Pad):
+class ConstantPad2d(_ConstantPad):
     """F.pad of the last 2 axes with `value`."""
 
     mode, axes = "constant", 2
@@ -77,7 +84,7 @@ class ConstantPad2d(_Pad):
         super().__init__(padding, value)
 
 
-class ConstantPad3d(_Pad):
+class ConstantPad3d(_ConstantPad):
     """F.pad of the last 3 axes with `value`."""
 
     mode, axes = "constant", 3

@@ -17,6 +17,9 @@ class PixelShuffle(Module):
     def forward(self, x: Tensor) -> Tensor:
         return F.pixel_shuffle(x, self.upscale_factor)
 
+    def extra_repr(self) -> str:
+        return f"upscale_factor={self.upscale_factor}"
+
 
 class PixelUnshuffle(Module):
     """[N, C, H r, W r] -> [N, C r^2, H, W] (see F.pixel_unshuffle)."""
@@ -27,3 +30,6 @@ class PixelUnshuffle(Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return F.pixel_unshuffle(x, self.downscale_factor)
+
+    def extra_repr(self) -> str:
+        return f"downscale_factor={self.downscale_factor}"

@@ -10,6 +10,14 @@ from . import functional as F
 from .module import Module
 
 
+def _sizes(v: Any, n: int) -> tuple:
+    return tuple(v) if isinstance(v, tuple | list) else (v,) * n
+
+
+def _one(v: Any) -> tuple:
+    return _sizes(v, 1)
+
+
 class MaxPool1d(Module):
     """Window maxima of [N, C, L] (see F.max_pool1d)."""
 
@@ -23,7 +31,8 @@ class MaxPool1d(Module):
         ceil_mode: bool = False,
     ):
         super().__init__()
-        self.kernel_size, self.stride, self.padding, self.dilation = kernel_size, stride, padding, dilation
+        self.kernel_size, self.padding, self.dilation = kernel_size, padding, dilation
+        self.stride = stride if stride is not None else kernel_size  # as PyTorch keeps it
         self.return_indices, self.ceil_mode = return_indices, ceil_mode
 
     def forward(self, x: Tensor) -> Any:
@@ -33,7 +42,10 @@ class MaxPool1d(Module):
     pool = staticmethod(F.max_pool1d)
 
     def extra_repr(self) -> str:
-        return f"kernel_size={self.kernel_size}, stride={self.stride or self.kernel_size}"
+        return (
+            f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+            f"dilation={self.dilation}, ceil_mode={self.ceil_mode}"
+        )
 
 
 class MaxPool3d(MaxPool1d):
@@ -54,7 +66,8 @@ class AvgPool1d(Module):
         count_include_pad: bool = True,
     ):
         super().__init__()
-        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        self.kernel_size, self.padding = _one(kernel_size), _one(padding)  # PyTorch keeps 1-tuples here
+        self.stride = _one(stride if stride is not None else kernel_size)
         self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
 
     def forward(self, x: Tensor) -> Tensor:
@@ -62,10 +75,10 @@ class AvgPool1d(Module):
         return F.avg_pool1d(x, self.kernel_size, self.stride, self.padding, *options)
 
     def extra_repr(self) -> str:
-        return f"kernel_size={self.kernel_size}, stride={self.stride or self.kernel_size}"
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
-class AvgPool3d(AvgPool1d):
+class AvgPool3d(Module):
     """Window means of [N, C, D, H, W] (see F.avg_pool3d)."""
 
     def __init__(
@@ -77,12 +90,20 @@ class AvgPool3d(AvgPool1d):
         count_include_pad: bool = True,
         divisor_override: int | None = None,
     ):
-        super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad)
+        super().__init__()
+        self.kernel_size, self.padding = kernel_size, padding
+        self.stride = stride if stride is not None else kernel_size  # as PyTorch keeps it
+        self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
         self.divisor_override = divisor_override
 
     def forward(self, x: Tensor) -> Tensor:
         options = (self.ceil_mode, self.count_include_pad, self.divisor_override)
-        return F.avg_pool3d(x, self.kernel_size, self.stride, self.padding, *options)
+        return self.pool(x, self.kernel_size, self.stride, self.padding, *options)
+
+    pool = staticmethod(F.avg_pool3d)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
 class LPPool1d(Module):
@@ -102,6 +123,12 @@ class LPPool1d(Module):
     def forward(self, x: Tensor) -> Tensor:
         return self.pool(x, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
 
+    def extra_repr(self) -> str:
+        return (
+            f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, stride={self.stride}, "
+            f"ceil_mode={self.ceil_mode}"
+        )
+
 
 class LPPool2d(LPPool1d):
     """The p-norm of each window of [N, C, H, W] (see F.lp_pool2d)."""
@@ -109,8 +136,8 @@ class LPPool2d(LPPool1d):
     pool = staticmethod(F.lp_pool2d)
 
 
-class MaxPool2d(Module):
-    """Window maxima (see F.max_pool2d): PyTorch's arguments, and `layout`."""
+class MaxPool2d(MaxPool1d):
+    """Window maxima (see F.max_pool2d): PyTorch's arguments, and verigrad's keyword `layout`."""
 
     def __init__(
         self,
@@ -120,22 +147,19 @@ class MaxPool2d(Module):
         dilation: Any = 1,
         return_indices: bool = False,
         ceil_mode: bool = False,
+        *,
         layout: str = "NCHW",
     ):
-        super().__init__()
-        self.kernel_size, self.stride, self.padding, self.dilation = kernel_size, stride, padding, dilation
-        self.return_indices, self.ceil_mode, self.layout = return_indices, ceil_mode, layout
+        super().__init__(kernel_size, stride, padding, dilation, return_indices, ceil_mode)
+        self.layout = layout
 
     def forward(self, x: Tensor) -> Any:
         window = (self.kernel_size, self.stride, self.padding, self.dilation)
         return F.max_pool2d(x, *window, self.ceil_mode, self.return_indices, layout=self.layout)
 
-    def extra_repr(self) -> str:
-        return f"kernel_size={self.kernel_size}, stride={self.stride or self.kernel_size}"
 
-
-class AvgPool2d(Module):
-    """Window means (see F.avg_pool2d): PyTorch's arguments, and `layout`."""
+class AvgPool2d(AvgPool3d):
+    """Window means (see F.avg_pool2d): PyTorch's arguments, and verigrad's keyword `layout`."""
 
     def __init__(
         self,
@@ -145,53 +169,54 @@ class AvgPool2d(Module):
         ceil_mode: bool = False,
         count_include_pad: bool = True,
         divisor_override: int | None = None,
+        *,
         layout: str = "NCHW",
     ):
-        super().__init__()
-        self.kernel_size, self.stride, self.padding, self.layout = kernel_size, stride, padding, layout
-        self.ceil_mode, self.count_include_pad, self.divisor_override = (
-            ceil_mode,
-            count_include_pad,
-            divisor_override,
-        )
+        super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+        self.layout = layout
 
     def forward(self, x: Tensor) -> Tensor:
         options = (self.ceil_mode, self.count_include_pad, self.divisor_override)
         return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, *options, layout=self.layout)
-
-    def extra_repr(self) -> str:
-        return f"kernel_size={self.kernel_size}, stride={self.stride or self.kernel_size}"
 
 
 class MaxUnpool2d(Module):
     """max_pool2d's values put back at their indices (see F.max_unpool2d)."""
 
     unpool = staticmethod(F.max_unpool2d)
+    dims = 2
 
     def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0):
         super().__init__()
-        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        n = self.dims  # PyTorch keeps n-tuples here
+        self.kernel_size, self.padding = _sizes(kernel_size, n), _sizes(padding, n)
+        self.stride = _sizes(stride if stride is not None else kernel_size, n)
 
     def forward(self, x: Tensor, indices: Tensor, output_size: Any = None) -> Tensor:
         return self.unpool(x, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 
 class MaxUnpool1d(MaxUnpool2d):
     """max_pool1d's values put back at their indices (see F.max_unpool1d)."""
 
     unpool = staticmethod(F.max_unpool1d)
+    dims = 1
 
 
 class MaxUnpool3d(MaxUnpool2d):
     """max_pool3d's values put back at their indices (see F.max_unpool3d)."""
 
     unpool = staticmethod(F.max_unpool3d)
+    dims = 3
 
 
 class AdaptiveAvgPool2d(Module):
     """Means over an output_size grid (see F.adaptive_avg_pool2d)."""
 
-    def __init__(self, output_size: Any, layout: str = "NCHW"):
+    def __init__(self, output_size: Any, *, layout: str = "NCHW"):
         super().__init__()
         self.output_size, self.layout = output_size, layout
 

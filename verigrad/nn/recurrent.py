@@ -15,25 +15,15 @@ from collections.abc import Callable
 from typing import Any
 
 from ..dtypes import f32
-from ..errors import DTypeError, ShapeError
+from ..errors import ShapeError
 from ..ops import concat, relu, sigmoid, stack, tanh, zeros
 from ..shapes import shape_text
 from ..tensor import Tensor, describe
 from . import functional as F
 from .init import fan_in_bound, uniform
-from .module import Module, factory_dtype
+from .module import Module, check_dtypes, factory_dtype
 
 State = tuple[Tensor, ...]  # h, or h and c
-
-
-def _check_dtypes(name: str, weight: Tensor, x: Tensor, state: State | None) -> None:
-    """Input and states in the weights' dtype, as PyTorch demands (a product would promote silently)."""
-    for what, t in [("input", x), *(("state", s) for s in state or ())]:
-        if t.dtype is not weight.dtype:
-            raise DTypeError(
-                f"{name}: {what} dtype {t.dtype.name} does not match the weights' {weight.dtype.name}; "
-                f"convert it (.to({weight.dtype.name})) or the model (model.to({t.dtype.name}))"
-            )
 
 
 _NONLINEARITIES: dict[str, Callable[[Tensor], Tensor]] = {"tanh": tanh, "relu": relu}
@@ -139,7 +129,7 @@ class _Recurrent(Module):
         if x.ndim not in (2, 3) or x.shape[-1] != self.input_size:
             size = self.input_size
             raise ShapeError(f"{name} takes [T, N, {size}] or [T, {size}], got {describe(x)}")
-        _check_dtypes(name, self.weight_ih_l0, x, state)
+        check_dtypes(name, self.weight_ih_l0, ("input", x), *(("state", s) for s in state or ()))
         unbatched = x.ndim == 2
         if unbatched:
             x = x.unsqueeze(1)
@@ -341,7 +331,7 @@ class _Cell(Module):
         if x.ndim not in (1, 2) or x.shape[-1] != self.input_size:
             size = self.input_size
             raise ShapeError(f"{name} takes [N, {size}] or [{size}], got {describe(x)}")
-        _check_dtypes(name, self.weight_ih, x, state)
+        check_dtypes(name, self.weight_ih, ("input", x), *(("state", s) for s in state or ()))
         unbatched = x.ndim == 1
         if unbatched:
             x = x.unsqueeze(0)

@@ -24,7 +24,11 @@ class Upsample(Module):
         layout: str = "NCHW",
     ):
         super().__init__()
-        self.size, self.scale_factor, self.mode, self.layout = size, scale_factor, mode, layout
+        if isinstance(scale_factor, tuple | list):  # kept as floats, as PyTorch keeps them
+            scale_factor = tuple(float(s) for s in scale_factor)
+        elif scale_factor:
+            scale_factor = float(scale_factor)
+        self.size, self.scale_factor, self.mode, self.layout = size, scale_factor or None, mode, layout
         self.align_corners, self.recompute_scale_factor = align_corners, recompute_scale_factor
 
     def forward(self, x: Tensor) -> Tensor:
@@ -32,7 +36,9 @@ class Upsample(Module):
         return F.interpolate(x, self.size, self.scale_factor, self.mode, *options, layout=self.layout)
 
     def extra_repr(self) -> str:
-        what = f"size={self.size}" if self.size is not None else f"scale_factor={self.scale_factor}"
+        what = (
+            f"scale_factor={self.scale_factor!r}" if self.scale_factor is not None else f"size={self.size!r}"
+        )
         return f"{what}, mode={self.mode!r}"
 
 

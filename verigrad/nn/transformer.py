@@ -22,10 +22,11 @@ from .attention import MultiheadAttention
 from .containers import ModuleList
 from .dropout import Dropout
 from .linear import Linear
-from .module import Module
+from .module import Module, check_dtypes, factory_dtype
 from .normalization import LayerNorm
 
 _ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu}
+_Activation = str | Callable[[Tensor], Tensor]
 
 
 class _Layer(Module):
@@ -41,14 +42,16 @@ class _Layer(Module):
         nhead: int,
         dim_feedforward: int = 2048,
         dropout: float = 0.1,
-        activation: str | Callable[[Tensor], Tensor] = "relu",
+        activation: _Activation = F.relu,
         layer_norm_eps: float = 1e-5,
         batch_first: bool = False,
         norm_first: bool = False,
         bias: bool = True,
-        dtype: Any = f32,
+        device: Any = None,
+        dtype: Any = None,
     ):
         super().__init__()
+        dtype = factory_dtype(type(self).__name__, device, dtype)
         if isinstance(activation, str) and activation not in _ACTIVATIONS:
             raise ValueError(f"activation should be relu or gelu, not {activation!r}")
         self.self_attn = MultiheadAttention(
@@ -58,12 +61,13 @@ class _Layer(Module):
             self.multihead_attn = MultiheadAttention(
                 d_model, nhead, dropout, bias, batch_first=batch_first, dtype=dtype
             )
-        self.linear1 = Linear(d_model, dim_feedforward, bias, dtype)
+        self.linear1 = Linear(d_model, dim_feedforward, bias, dtype=dtype)
         self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias, dtype)
+        self.linear2 = Linear(dim_feedforward, d_model, bias, dtype=dtype)
         self.norm_first = norm_first
-        for i in range(1, self.norms + 1):
+        for i in range(1, self.norms + 1):  # the norms, then the dropouts: PyTorch's order (and repr)
             setattr(self, f"norm{i}", LayerNorm(d_model, layer_norm_eps, bias=bias, dtype=dtype))
+        for i in range(1, self.norms + 1):
             setattr(self, f"dropout{i}", Dropout(dropout))
         self.activation = _ACTIVATIONS[activation] if isinstance(activation, str) else activation
 
@@ -104,6 +108,7 @@ class TransformerEncoderLayer(_Layer):
         src_key_padding_mask: Tensor | None = None,
         is_causal: bool = False,
     ) -> Tensor:
+        check_dtypes(type(self).__name__, self.linear1.weight, ("src", src))  # before a norm_first norm
         masks = (src_mask, src_key_padding_mask, is_causal)
         return self._blocks(
             src,
@@ -133,6 +138,7 @@ class TransformerDecoderLayer(_Layer):
         tgt_is_causal: bool = False,
         memory_is_causal: bool = False,
     ) -> Tensor:
+        check_dtypes(type(self).__name__, self.linear1.weight, ("tgt", tgt), ("memory", memory))
         own = (tgt_mask, tgt_key_padding_mask, tgt_is_causal)
         other = (memory_mask, memory_key_padding_mask, memory_is_causal)
         return self._blocks(
@@ -226,16 +232,18 @@ class Transformer(Module):
         num_decoder_layers: int = 6,
         dim_feedforward: int = 2048,
         dropout: float = 0.1,
-        activation: str | Callable[[Tensor], Tensor] = "relu",
+        activation: _Activation = F.relu,
         custom_encoder: Module | None = None,
         custom_decoder: Module | None = None,
         layer_norm_eps: float = 1e-5,
         batch_first: bool = False,
         norm_first: bool = False,
         bias: bool = True,
-        dtype: Any = f32,
+        device: Any = None,
+        dtype: Any = None,
     ):
         super().__init__()
+        dtype = factory_dtype("Transformer", device, dtype)
         settings = (
             dim_feedforward,
             dropout,
@@ -244,17 +252,16 @@ class Transformer(Module):
             batch_first,
             norm_first,
             bias,
-            dtype,
         )
 
         def norm() -> LayerNorm:
             return LayerNorm(d_model, layer_norm_eps, bias=bias, dtype=dtype)
 
         self.encoder = custom_encoder or TransformerEncoder(
-            TransformerEncoderLayer(d_model, nhead, *settings), num_encoder_layers, norm()
+            TransformerEncoderLayer(d_model, nhead, *settings, dtype=dtype), num_encoder_layers, norm()
         )
         self.decoder = custom_decoder or TransformerDecoder(
-            TransformerDecoderLayer(d_model, nhead, *settings), num_decoder_layers, norm()
+            TransformerDecoderLayer(d_model, nhead, *settings, dtype=dtype), num_decoder_layers, norm()
         )
         self.d_model, self.nhead, self.batch_first = d_model, nhead, batch_first
         for p in self.parameters():
