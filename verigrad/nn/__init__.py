@@ -55,10 +55,13 @@ from .module import Module
 from .normalization import (
     BatchNorm1d,
     BatchNorm2d,
+    BatchNorm3d,
     GroupNorm,
     InstanceNorm1d,
     InstanceNorm2d,
+    InstanceNorm3d,
     LayerNorm,
+    LocalResponseNorm,
     RMSNorm,
 )
 from .padding import ReflectionPad2d, ReplicationPad2d, ZeroPad2d

@@ -167,7 +167,8 @@ class Module:
         own = self.state_dict()
         problems = []
         if strict:
-            problems += [f"missing: {k}" for k in own if k not in state]
+            # a norm layer's step count may be missing, as PyTorch admits (checkpoints from before it had one)
+            problems += [f"missing: {k}" for k in own if k not in state and not _step_count(k)]
             problems += [f"unexpected: {k}" for k in state if k not in own]
         for k, target in own.items():
             if k not in state:
@@ -301,6 +302,10 @@ class Module:
 
 def _dotted(prefix: str, name: str) -> str:
     return f"{prefix}.{name}" if prefix else name
+
+
+def _step_count(key: str) -> bool:
+    return key.rpartition(".")[2] == "num_batches_tracked"
 
 
 def _name_layer(root: Module, error: Any) -> None:

@@ -54,7 +54,15 @@ from .losses import (
     soft_margin_loss,
     triplet_margin_loss,
 )
-from .normalization import group_norm, instance_norm, layer_norm, normalize, rms_norm
+from .normalization import (
+    batch_norm,
+    group_norm,
+    instance_norm,
+    layer_norm,
+    local_response_norm,
+    normalize,
+    rms_norm,
+)
 from .padding import pad
 from .pixel_shuffle import pixel_shuffle, pixel_unshuffle
 from .pooling import (
@@ -74,6 +82,7 @@ __all__ = [
     "affine_grid",
     "avg_pool1d",
     "avg_pool2d",
+    "batch_norm",
     "bilinear",
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
@@ -107,6 +116,7 @@ __all__ = [
     "layer_norm",
     "leaky_relu",
     "linear",
+    "local_response_norm",
     "log_softmax",
     "logsigmoid",
     "margin_ranking_loss",
