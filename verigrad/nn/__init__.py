@@ -29,7 +29,7 @@ from .attention import MultiheadAttention
 from .containers import ModuleDict, ModuleList, Parameter, ParameterList, Sequential
 from .convolution import Conv1d, Conv2d, ConvTranspose2d, Fold, Unfold
 from .dropout import Dropout, Dropout2d
-from .embedding import Embedding
+from .embedding import Embedding, EmbeddingBag
 from .flatten import Flatten
 from .linear import Bilinear, Identity, Linear
 from .losses import (

@@ -33,7 +33,7 @@ from .convolution import conv1d, conv2d, conv_transpose2d, fold, unfold
 from .ctc import ctc_loss
 from .distance import cosine_similarity, pairwise_distance
 from .dropout import dropout, dropout2d
-from .embedding import embedding, one_hot
+from .embedding import embedding, embedding_bag, one_hot
 from .linear import bilinear, linear
 from .losses import (
     binary_cross_entropy,
@@ -98,6 +98,7 @@ __all__ = [
     "dropout2d",
     "elu",
     "embedding",
+    "embedding_bag",
     "fold",
     "gaussian_nll_loss",
     "gelu",

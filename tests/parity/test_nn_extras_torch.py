@@ -1,0 +1,153 @@
+"""Embedding's options, EmbeddingBag, one_hot's refusals, distances, Unflatten, pad_sequence and the
+initialisers against PyTorch's: values, dtypes, shapes and f64 gradients."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as TF
+from gradients import check_values_and_gradients as _check
+
+import verigrad
+import verigrad.nn.functional as F
+from verigrad import nn
+
+RNG = np.random.default_rng(31)
+TIGHT = {"rtol": 1e-12, "atol": 1e-12}
+
+
+def _both(x: np.ndarray) -> tuple[verigrad.Tensor, torch.Tensor]:
+    return verigrad.tensor(x), torch.from_numpy(np.array(x))
+
+
+@pytest.mark.parametrize(
+    ("values", "num_classes", "message"),
+    [
+        ([0, -1], -1, "Class values must be non-negative"),
+        ([0, 3], 2, "Class values must be smaller than num_classes"),
+        ([], -1, "Can not infer total number of classes from empty tensor"),
+    ],
+)
+def test_one_hot_refuses_as_torch(values, num_classes, message) -> None:
+    with pytest.raises(RuntimeError, match=message):
+        TF.one_hot(torch.tensor(values, dtype=torch.int64), num_classes)
+    with pytest.raises(ValueError, match=message):
+        F.one_hot(verigrad.tensor(np.array(values, dtype=np.int64)), num_classes)
+
+
+def test_one_hot_values_and_dtype() -> None:
+    ours, theirs = _both(np.array([[2, 0], [1, 1]]))
+    out, expected = F.one_hot(ours, 4), TF.one_hot(theirs, 4)
+    assert out.dtype.name == "i64" and out.shape == tuple(expected.shape)
+    np.testing.assert_array_equal(out.numpy(), expected.numpy())
+    assert F.one_hot(verigrad.tensor(np.zeros(0, np.int64)), 3).shape == (0, 3)
+    with pytest.raises(TypeError, match="integer classes of dtype i64"):
+        F.one_hot(verigrad.tensor([0.0, 1.0]))
+
+
+IDX = np.array([[0, 2, 4], [2, 2, 1]])
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"padding_idx": 2},
+        {"padding_idx": -1},
+        {"scale_grad_by_freq": True},
+        {"scale_grad_by_freq": True, "padding_idx": 1},
+    ],
+)
+def test_embedding_options(kwargs) -> None:
+    w = RNG.standard_normal((5, 3))
+    ours_idx, theirs_idx = _both(IDX)
+    _check(
+        {"w": w},
+        lambda w: F.embedding(ours_idx, w, **kwargs),
+        lambda w: TF.embedding(theirs_idx, w, **kwargs),
+    )
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, 3.0])
+def test_embedding_max_norm_renormalises_the_used_rows_in_place(norm_type) -> None:
+    w = RNG.standard_normal((5, 3)) * 2
+    ours_w, theirs_w = _both(w)
+    ours_idx, theirs_idx = _both(IDX)
+    out = F.embedding(ours_idx, ours_w, max_norm=1.5, norm_type=norm_type)
+    expected = TF.embedding(theirs_idx, theirs_w, max_norm=1.5, norm_type=norm_type)
+    np.testing.assert_allclose(out.numpy(), expected.numpy(), **TIGHT)
+    np.testing.assert_allclose(ours_w.numpy(), theirs_w.numpy(), **TIGHT)  # row 3 untouched
+    np.testing.assert_array_equal(ours_w.numpy()[3], w[3])
+
+
+def test_embedding_module_options() -> None:
+    torch.manual_seed(0)
+    theirs = torch.nn.Embedding(5, 3, padding_idx=0, max_norm=1.0, scale_grad_by_freq=True).double()
+    ours = nn.Embedding(5, 3, padding_idx=0, max_norm=1.0, scale_grad_by_freq=True, dtype="f64")
+    ours.load_state_dict({"weight": theirs.weight.detach().numpy().copy()})
+    assert repr(ours) == repr(theirs)
+    out, expected = ours(verigrad.tensor(IDX)), theirs(torch.from_numpy(IDX))
+    np.testing.assert_allclose(out.numpy(), expected.detach().numpy(), **TIGHT)
+    (out * out).sum().backward()
+    (expected * expected).sum().backward()
+    np.testing.assert_allclose(ours.weight.grad.numpy(), theirs.weight.grad.numpy(), **TIGHT)
+    with pytest.raises(ValueError, match="sparse"):
+        nn.Embedding(5, 3, sparse=True)
+
+
+BAG_INPUT = np.array([1, 2, 4, 5, 4, 3, 2, 0])
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+@pytest.mark.parametrize(
+    ("offsets", "include_last_offset"),
+    [([0, 3, 3, 5], False), ([0, 2, 8], True), ([0], False)],
+)
+@pytest.mark.parametrize("padding_idx", [None, 2])
+def test_embedding_bag_with_offsets(mode, offsets, include_last_offset, padding_idx) -> None:
+    w = RNG.standard_normal((6, 3))
+    ours_input, theirs_input = _both(BAG_INPUT)
+    ours_offsets, theirs_offsets = _both(np.array(offsets))
+    settings = {"mode": mode, "include_last_offset": include_last_offset, "padding_idx": padding_idx}
+    _check(
+        {"w": w},
+        lambda w: F.embedding_bag(ours_input, w, ours_offsets, **settings),
+        lambda w: TF.embedding_bag(theirs_input, w, theirs_offsets, **settings),
+    )
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag_2d_input(mode) -> None:
+    w = RNG.standard_normal((6, 3))
+    ours_input, theirs_input = _both(np.array([[1, 2, 4], [5, 5, 0]]))
+    _check(
+        {"w": w},
+        lambda w: F.embedding_bag(ours_input, w, mode=mode),
+        lambda w: TF.embedding_bag(theirs_input, w, mode=mode),
+    )
+
+
+def test_embedding_bag_per_sample_weights() -> None:
+    w, psw = RNG.standard_normal((6, 3)), RNG.standard_normal(8)
+    ours_input, theirs_input = _both(BAG_INPUT)
+    ours_offsets, theirs_offsets = _both(np.array([0, 3, 6]))
+    _check(
+        {"w": w, "psw": psw},
+        lambda w, psw: F.embedding_bag(ours_input, w, ours_offsets, mode="sum", per_sample_weights=psw),
+        lambda w, psw: TF.embedding_bag(theirs_input, w, theirs_offsets, mode="sum", per_sample_weights=psw),
+    )
+    with pytest.raises(ValueError, match="per_sample_weights"):
+        F.embedding_bag(ours_input, verigrad.tensor(w), ours_offsets, per_sample_weights=verigrad.tensor(psw))
+
+
+def test_embedding_bag_module() -> None:
+    torch.manual_seed(0)
+    theirs = torch.nn.EmbeddingBag(6, 3, mode="max", padding_idx=1).double()
+    ours = nn.EmbeddingBag(6, 3, mode="max", padding_idx=1, dtype="f64")
+    ours.load_state_dict({"weight": theirs.weight.detach().numpy().copy()})
+    assert repr(ours) == repr(theirs)
+    out = ours(verigrad.tensor(BAG_INPUT), verigrad.tensor(np.array([0, 4])))
+    expected = theirs(torch.from_numpy(BAG_INPUT), torch.from_numpy(np.array([0, 4])))
+    np.testing.assert_allclose(out.numpy(), expected.detach().numpy(), **TIGHT)
+    assert out.dtype.name == "f64" and out.shape == tuple(expected.shape)
