@@ -1,7 +1,10 @@
 """verigrad: every op has one NumPy definition; shapes are checked symbolically before anything runs."""
 
+from typing import Any as _Any
+
 from . import data, io, linalg, models, nn, optim
 from . import eager as _eager
+from . import functions as _functions
 from . import tensor_methods as _tensor_methods  # binds the Tensor methods
 from .autograd import (
     enable_grad,
@@ -45,6 +48,7 @@ from .functions import (
     diag,
     diagonal,
     diff,
+    dot,
     einsum,
     equal,
     fill_diagonal_,
@@ -52,6 +56,7 @@ from .functions import (
     histc,
     index_add,
     index_select,
+    inner,
     isclose,
     isfinite,
     isinf,
@@ -61,9 +66,11 @@ from .functions import (
     lerp,
     log2,
     log10,
+    logdet,
     logsumexp,
     masked_fill,
     masked_select,
+    matrix_power,
     max,
     median,
     meshgrid,
@@ -84,11 +91,13 @@ from .functions import (
     rot90,
     scatter,
     scatter_add,
+    slogdet,
     sort,
     split,
     square,
     std,
     std_mean,
+    tensordot,
     topk,
     tril,
     tril_indices,
@@ -100,11 +109,13 @@ from .functions import (
     unique_consecutive,
     var,
     var_mean,
+    vdot,
 )
 from .functions import addmm as baddbmm  # the same on batches
 from .functions.indexing import where_or_positions as where  # the where op, and the one-argument form
 from .io import load, save
-from .ir import Program, trace
+from .ir import Program
+from .ir import trace as _ir_trace
 from .modes import abstract
 from .ops import (
     REGISTRY,
@@ -221,6 +232,17 @@ clip = clamp
 set_num_threads, get_num_threads = set_threads, get_threads
 float32, float64, float16, bfloat16, int32, int64, uint8 = f32, f64, f16, bf16, i32, i64, u8
 double, half, long = f64, f16, i64
+
+
+def trace(x: _Any, *specs: _Any, **kwargs: _Any) -> _Any:
+    """PyTorch's torch.trace(x), the sum of a matrix's diagonal, for a tensor; for a function,
+    verigrad's IR tracer `trace(fn, *specs, names=None)` (also verigrad.ir.trace), which records it
+    as a Program."""
+    if isinstance(x, Tensor):
+        if specs or kwargs:
+            raise TypeError("trace(input) takes one matrix (the IR tracer takes a function first)")
+        return _functions.trace(x)
+    return _ir_trace(x, *specs, **kwargs)
 
 
 def device(name: str = "cpu") -> str:
