@@ -318,3 +318,12 @@ def test_vecdot_cross_solve_inv_det() -> None:
         lambda m, b: verigrad.linalg.solve(m, b),
         lambda m, b: torch.linalg.solve(m, b),
     )
+
+
+def test_tensor_methods() -> None:
+    a, v = _spd((3, 3)), RNG.standard_normal(3)
+    _check({"a": a}, lambda a: a.matrix_power(3), lambda a: a.matrix_power(3))
+    _check({"a": a}, lambda a: a.logdet(), lambda a: a.logdet())
+    _check({"a": a}, lambda a: a.slogdet()[1], lambda a: a.slogdet()[1])
+    _check({"a": a, "v": v}, lambda a, v: a[0].dot(v) + a[1].vdot(v), lambda a, v: a[0].dot(v) + a[1].vdot(v))
+    _check({"a": a, "v": v}, lambda a, v: a.inner(v), lambda a, v: a.inner(v))
