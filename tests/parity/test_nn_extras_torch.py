@@ -3,6 +3,8 @@ initialisers against PyTorch's: values, dtypes, shapes and f64 gradients."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -151,3 +153,70 @@ def test_embedding_bag_module() -> None:
     expected = theirs(torch.from_numpy(BAG_INPUT), torch.from_numpy(np.array([0, 4])))
     np.testing.assert_allclose(out.numpy(), expected.detach().numpy(), **TIGHT)
     assert out.dtype.name == "f64" and out.shape == tuple(expected.shape)
+
+
+@pytest.mark.parametrize(
+    ("sa", "sb", "dim"),
+    [((4, 3), (4, 3), 1), ((1, 3), (4, 3), 1), ((2, 3, 4), (2, 3, 4), -1), ((5,), (5,), 0)],
+)
+def test_cosine_similarity(sa, sb, dim) -> None:
+    a, b = RNG.standard_normal(sa), RNG.standard_normal(sb)
+    _check(
+        {"a": a, "b": b},
+        lambda a, b: F.cosine_similarity(a, b, dim),
+        lambda a, b: TF.cosine_similarity(a, b, dim),
+    )
+    ours, theirs = nn.CosineSimilarity(dim, eps=1e-3), torch.nn.CosineSimilarity(dim, eps=1e-3)
+    _check({"a": a, "b": b}, lambda a, b: ours(a, b), lambda a, b: theirs(a, b))
+
+
+def test_cosine_similarity_clamps_small_norms_as_torch() -> None:
+    a, b = RNG.standard_normal((3, 4)) * 1e-9, RNG.standard_normal((3, 4))
+    a[0] = 0.0
+    _check({"a": a, "b": b}, lambda a, b: F.cosine_similarity(a, b), lambda a, b: TF.cosine_similarity(a, b))
+
+
+@pytest.mark.parametrize(("p", "keepdim"), [(2.0, False), (1.0, True), (3.0, False), (math.inf, False)])
+@pytest.mark.parametrize(("sa", "sb"), [((4, 3), (4, 3)), ((3,), (2, 3)), ((2, 1, 3), (4, 3))])
+def test_pairwise_distance(p, keepdim, sa, sb) -> None:
+    a, b = RNG.standard_normal(sa), RNG.standard_normal(sb)
+    _check(
+        {"a": a, "b": b},
+        lambda a, b: F.pairwise_distance(a, b, p, 1e-6, keepdim),
+        lambda a, b: TF.pairwise_distance(a, b, p, 1e-6, keepdim),
+    )
+    ours, theirs = nn.PairwiseDistance(p, keepdim=keepdim), torch.nn.PairwiseDistance(p, keepdim=keepdim)
+    _check({"a": a, "b": b}, lambda a, b: ours(a, b), lambda a, b: theirs(a, b))
+
+
+def test_unflatten() -> None:
+    x = RNG.standard_normal((2, 12))
+    for dim, sizes in ((1, (3, 4)), (-1, [2, -1, 3]), (0, (1, 2))):
+        ours, theirs = nn.Unflatten(dim, sizes), torch.nn.Unflatten(dim, sizes)
+        _check({"x": x}, lambda x: ours(x), lambda x: theirs(x))
+    assert repr(nn.Unflatten(1, (3, 4))) == repr(torch.nn.Unflatten(1, (3, 4)))
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize("padding_side", ["right", "left"])
+def test_pad_sequence(batch_first, padding_side) -> None:
+    arrays = {
+        "a": RNG.standard_normal((3, 2)),
+        "b": RNG.standard_normal((1, 2)),
+        "c": RNG.standard_normal((4, 2)),
+    }
+    settings = {"batch_first": batch_first, "padding_value": -1.5, "padding_side": padding_side}
+    _check(
+        arrays,
+        lambda a, b, c: nn.utils.rnn.pad_sequence([a, b, c], **settings),
+        lambda a, b, c: torch.nn.utils.rnn.pad_sequence([a, b, c], **settings),
+    )
+    ints = [np.arange(3), np.arange(2)]
+    out = nn.utils.rnn.pad_sequence([verigrad.tensor(v) for v in ints], True)
+    expected = torch.nn.utils.rnn.pad_sequence([torch.tensor(v) for v in ints], True)
+    assert out.dtype.name == "i64" and expected.dtype == torch.int64
+    np.testing.assert_array_equal(out.numpy(), expected.numpy())
+    from verigrad.nn.utils.rnn import pad_sequence
+
+    with pytest.raises(ValueError, match="padding_side"):
+        pad_sequence([verigrad.ones(2)], padding_side="middle")

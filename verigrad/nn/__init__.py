@@ -28,9 +28,10 @@ from .activations import (
 from .attention import MultiheadAttention
 from .containers import ModuleDict, ModuleList, Parameter, ParameterList, Sequential
 from .convolution import Conv1d, Conv2d, ConvTranspose2d, Fold, Unfold
+from .distance import CosineSimilarity, PairwiseDistance
 from .dropout import Dropout, Dropout2d
 from .embedding import Embedding, EmbeddingBag
-from .flatten import Flatten
+from .flatten import Flatten, Unflatten
 from .linear import Bilinear, Identity, Linear
 from .losses import (
     BCELoss,
