@@ -220,3 +220,97 @@ def test_pad_sequence(batch_first, padding_side) -> None:
 
     with pytest.raises(ValueError, match="padding_side"):
         pad_sequence([verigrad.ones(2)], padding_side="middle")
+
+
+GAINS = [
+    ("linear", None),
+    ("conv1d", None),
+    ("conv2d", None),
+    ("conv3d", None),
+    ("conv_transpose1d", None),
+    ("conv_transpose2d", None),
+    ("conv_transpose3d", None),
+    ("sigmoid", None),
+    ("tanh", None),
+    ("relu", None),
+    ("leaky_relu", None),
+    ("leaky_relu", 0.2),
+    ("leaky_relu", 3),
+    ("selu", None),
+]
+
+
+@pytest.mark.parametrize(("name", "param"), GAINS)
+def test_calculate_gain(name, param) -> None:
+    assert nn.init.calculate_gain(name, param) == torch.nn.init.calculate_gain(name, param)
+
+
+@pytest.mark.parametrize(
+    ("name", "param"), [("identity", None), ("gelu", None), ("leaky_relu", True), ("leaky_relu", "x")]
+)
+def test_calculate_gain_refuses_as_torch(name, param) -> None:
+    with pytest.raises(ValueError):
+        torch.nn.init.calculate_gain(name, param)
+    with pytest.raises(ValueError):
+        nn.init.calculate_gain(name, param)
+
+
+def _moments(values: np.ndarray) -> tuple[float, float, float, float]:
+    return values.mean(), values.std(), values.min(), values.max()
+
+
+def test_trunc_normal_matches_torchs_distribution() -> None:
+    ours = nn.init.trunc_normal_(verigrad.empty(400, 500), 0.5, 2.0, -1.0, 3.0).numpy()
+    theirs = torch.nn.init.trunc_normal_(torch.empty(400, 500), 0.5, 2.0, -1.0, 3.0).numpy()
+    assert ours.dtype == theirs.dtype == np.float32
+    np.testing.assert_allclose(_moments(ours), _moments(theirs), atol=0.02)
+    assert ours.min() >= -1.0 and ours.max() <= 3.0
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (5, 3), (4, 2, 3)])
+def test_orthogonal_(shape) -> None:
+    ours = nn.init.orthogonal_(verigrad.empty(*shape, dtype="f64"), gain=2.0).numpy().reshape(shape[0], -1)
+    theirs = (
+        torch.nn.init.orthogonal_(torch.empty(*shape, dtype=torch.float64), gain=2.0)
+        .numpy()
+        .reshape(shape[0], -1)
+    )
+    small = min(ours.shape)
+    for q in (ours, theirs):
+        gram = q @ q.T if q.shape[0] == small else q.T @ q
+        np.testing.assert_allclose(gram, 4 * np.eye(small), atol=1e-12)
+
+
+def test_sparse_() -> None:
+    ours = nn.init.sparse_(verigrad.empty(10, 6), 0.25, std=0.5).numpy()
+    theirs = torch.nn.init.sparse_(torch.empty(10, 6), 0.25, std=0.5).numpy()
+    np.testing.assert_array_equal((ours == 0).sum(0), (theirs == 0).sum(0))
+
+
+@pytest.mark.parametrize(
+    ("fn", "kwargs"),
+    [
+        ("xavier_uniform_", {"gain": 2.0}),
+        ("xavier_normal_", {"gain": 0.5}),
+        ("kaiming_uniform_", {"a": 0.3, "mode": "fan_out", "nonlinearity": "leaky_relu"}),
+        ("kaiming_normal_", {"mode": "fan_in", "nonlinearity": "relu"}),
+        ("kaiming_uniform_", {"nonlinearity": "conv_transpose2d"}),
+    ],
+)
+def test_fan_initialisers_match_torchs_spread(fn, kwargs) -> None:
+    generator = verigrad.Generator().manual_seed(3)
+    ours = getattr(nn.init, fn)(verigrad.empty(300, 40, 3), generator=generator, **kwargs).numpy()
+    theirs = getattr(torch.nn.init, fn)(torch.empty(300, 40, 3), **kwargs).numpy()
+    np.testing.assert_allclose(ours.std(), theirs.std(), rtol=0.03)
+    if "uniform" in fn:
+        np.testing.assert_allclose(np.abs(ours).max(), np.abs(theirs).max(), rtol=0.01)
+
+
+def test_eye_and_constant_() -> None:
+    np.testing.assert_array_equal(
+        nn.init.eye_(verigrad.empty(2, 3)).numpy(), torch.nn.init.eye_(torch.empty(2, 3)).numpy()
+    )
+    np.testing.assert_array_equal(
+        nn.init.constant_(verigrad.empty(2), val=0.5).numpy(),
+        torch.nn.init.constant_(torch.empty(2), val=0.5).numpy(),
+    )
