@@ -235,3 +235,24 @@ def test_a_state_without_num_batches_tracked_loads_as_in_torch() -> None:
     assert int(ours.num_batches_tracked.item()) == int(theirs.num_batches_tracked) == 0
     with pytest.raises(ValueError, match="missing: running_var"):
         ours.load_state_dict({k: v for k, v in state.items() if k != "running_var"})
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "kwargs"),
+    [
+        ("LayerNorm", ((2, 3),), {}),
+        ("LayerNorm", (4,), {"bias": False}),
+        ("LayerNorm", (4,), {"elementwise_affine": False}),
+        ("GroupNorm", (2, 4), {}),
+        ("GroupNorm", (2, 4), {"bias": False}),
+        ("GroupNorm", (2, 4), {"affine": False}),
+        ("InstanceNorm1d", (3,), {}),
+        ("InstanceNorm2d", (3,), {"affine": True, "bias": False}),
+        ("BatchNorm1d", (3,), {"bias": False, "momentum": None}),
+        ("RMSNorm", ((2, 3),), {"eps": 1e-3, "elementwise_affine": False}),
+    ],
+)
+def test_reprs_and_state_keys(name, args, kwargs) -> None:
+    ours, theirs = getattr(nn, name)(*args, **kwargs), getattr(torch.nn, name)(*args, **kwargs)
+    assert repr(ours) == repr(theirs)
+    assert list(ours.state_dict()) == list(theirs.state_dict())

@@ -108,6 +108,11 @@ class BatchNorm3d(_BatchNorm):
     ranks = (5,)
 
 
+def _sizes(normalized_shape: Any) -> tuple:
+    """A normalized_shape as a tuple (PyTorch's modules keep it so: a size n is (n,))."""
+    return tuple(normalized_shape) if isinstance(normalized_shape, tuple | list) else (normalized_shape,)
+
+
 class LayerNorm(Module):
     """Normalise over the last dimension (or the last len(normalized_shape)), then scale and shift
     (elementwise_affine; the shift only with bias, as in PyTorch)."""
@@ -121,17 +126,20 @@ class LayerNorm(Module):
         dtype: Any = f32,
     ):
         super().__init__()
-        self.normalized_shape, self.eps = normalized_shape, eps
-        self.weight = ones(normalized_shape, dtype=dtype, requires_grad=True) if elementwise_affine else None
-        shifted = elementwise_affine and bias
-        self.bias = zeros(normalized_shape, dtype=dtype, requires_grad=True) if shifted else None
+        shape = _sizes(normalized_shape)
+        self.normalized_shape, self.eps, self.elementwise_affine = shape, eps, elementwise_affine
+        self.weight = ones(shape, dtype=dtype, requires_grad=True) if elementwise_affine else None
+        self.bias = zeros(shape, dtype=dtype, requires_grad=True) if elementwise_affine and bias else None
 
     def forward(self, x: Tensor) -> Tensor:
         shape = self.normalized_shape
         return F.layer_norm(x, self.weight, self.bias, self.eps, normalized_shape=shape)
 
     def extra_repr(self) -> str:
-        return f"{self.normalized_shape}, eps={self.eps}"
+        return (
+            f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, "
+            f"bias={self.bias is not None}"
+        )
 
 
 class GroupNorm(Module):
@@ -139,20 +147,30 @@ class GroupNorm(Module):
     then scale and shift per channel (affine)."""
 
     def __init__(
-        self, num_groups: int, num_channels: DimLike, eps: float = 1e-5, affine: bool = True, dtype: Any = f32
+        self,
+        num_groups: int,
+        num_channels: DimLike,
+        eps: float = 1e-5,
+        affine: bool = True,
+        dtype: Any = f32,
+        *,
+        bias: bool = True,
     ):
         super().__init__()
         if isinstance(num_channels, int) and (num_groups <= 0 or num_channels % num_groups):
             raise ValueError(f"GroupNorm: {num_channels} channels do not split into {num_groups} groups")
-        self.num_groups, self.num_channels, self.eps = num_groups, num_channels, eps
+        self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
         self.weight = ones(num_channels, dtype=dtype, requires_grad=True) if affine else None
-        self.bias = zeros(num_channels, dtype=dtype, requires_grad=True) if affine else None
+        self.bias = zeros(num_channels, dtype=dtype, requires_grad=True) if affine and bias else None
 
     def forward(self, x: Tensor) -> Tensor:
         return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
-        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}"
+        return (
+            f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+            f"bias={self.bias is not None}"
+        )
 
 
 class RMSNorm(Module):
@@ -167,7 +185,7 @@ class RMSNorm(Module):
         dtype: Any = f32,
     ):
         super().__init__()
-        shape = tuple(normalized_shape) if isinstance(normalized_shape, tuple | list) else (normalized_shape,)
+        shape = _sizes(normalized_shape)
         self.normalized_shape, self.eps, self.elementwise_affine = shape, eps, elementwise_affine
         self.weight = ones(shape, dtype=dtype, requires_grad=True) if elementwise_affine else None
 
@@ -189,12 +207,14 @@ class _InstanceNorm(Module):
         affine: bool = False,
         track_running_stats: bool = False,
         dtype: Any = f32,
+        *,
+        bias: bool = True,
     ):
         super().__init__()
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         self.weight = ones(num_features, dtype=dtype, requires_grad=True) if affine else None
-        self.bias = zeros(num_features, dtype=dtype, requires_grad=True) if affine else None
+        self.bias = zeros(num_features, dtype=dtype, requires_grad=True) if affine and bias else None
         if track_running_stats:
             self.register_buffer("running_mean", zeros(num_features, dtype=dtype))
             self.register_buffer("running_var", ones(num_features, dtype=dtype))
@@ -216,7 +236,7 @@ class _InstanceNorm(Module):
     def extra_repr(self) -> str:
         return (
             f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-            f"track_running_stats={self.track_running_stats}"
+            f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}"
         )
 
 
