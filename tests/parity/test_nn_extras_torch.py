@@ -106,12 +106,19 @@ BAG_INPUT = np.array([1, 2, 4, 5, 4, 3, 2, 0])
     ("offsets", "include_last_offset"),
     [([0, 3, 3, 5], False), ([0, 2, 8], True), ([0], False)],
 )
-@pytest.mark.parametrize("padding_idx", [None, 2])
-def test_embedding_bag_with_offsets(mode, offsets, include_last_offset, padding_idx) -> None:
+@pytest.mark.parametrize(("padding_idx", "scale_grad_by_freq"), [(None, False), (2, False)])
+def test_embedding_bag_with_offsets(
+    mode, offsets, include_last_offset, padding_idx, scale_grad_by_freq
+) -> None:
     w = RNG.standard_normal((6, 3))
     ours_input, theirs_input = _both(BAG_INPUT)
     ours_offsets, theirs_offsets = _both(np.array(offsets))
-    settings = {"mode": mode, "include_last_offset": include_last_offset, "padding_idx": padding_idx}
+    settings = {
+        "mode": mode,
+        "include_last_offset": include_last_offset,
+        "padding_idx": padding_idx,
+        "scale_grad_by_freq": scale_grad_by_freq,
+    }
     _check(
         {"w": w},
         lambda w: F.embedding_bag(ours_input, w, ours_offsets, **settings),
@@ -141,6 +148,8 @@ def test_embedding_bag_per_sample_weights() -> None:
     )
     with pytest.raises(ValueError, match="per_sample_weights"):
         F.embedding_bag(ours_input, verigrad.tensor(w), ours_offsets, per_sample_weights=verigrad.tensor(psw))
+    with pytest.raises(ValueError, match="scale_grad_by_freq"):
+        F.embedding_bag(ours_input, verigrad.tensor(w), ours_offsets, scale_grad_by_freq=True)
 
 
 def test_embedding_bag_module() -> None:

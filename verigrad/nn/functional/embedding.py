@@ -45,13 +45,18 @@ def embedding(
         _renorm_used_rows(weight, input, float(max_norm), float(norm_type))
     rows = ops.embedding(weight, input)
     if scale_grad_by_freq:
-        counts = _lookups(weight, input)
-        share = ops.unsqueeze(1.0 / ops.embedding(ops.unsqueeze(counts, -1), input)[..., 0], -1)
-        rows = rows.detach() + (rows - rows.detach()) * share  # the values unchanged, the gradient scaled
+        rows = _scaled_by_freq(rows, weight, input)
     if padding_idx is None:
         return rows
     padding = ops.unsqueeze(input == padding_idx, -1)  # over the lookups, not the table
     return ops.where(padding, rows.detach(), rows)
+
+
+def _scaled_by_freq(rows: Tensor, weight: Tensor, idx: Tensor) -> Tensor:
+    """rows with their values unchanged and their gradient divided by how often idx names each row."""
+    counts = _lookups(weight, idx)
+    share = ops.unsqueeze(1.0 / ops.embedding(ops.unsqueeze(counts, -1), idx)[..., 0], -1)
+    return rows.detach() + (rows - rows.detach()) * share
 
 
 def _lookups(weight: Tensor, idx: Tensor) -> Tensor:
@@ -93,7 +98,7 @@ def embedding_bag(
     equal to `padding_idx` are left out; `per_sample_weights` (mode "sum" only) scale each row."""
     if mode not in _BAG_MODES:
         raise ValueError(f"embedding_bag: mode must be one of {_BAG_MODES}, got {mode!r}")
-    if scale_grad_by_freq or sparse:
+    if scale_grad_by_freq or sparse:  # PyTorch's bag gradient by frequency does not follow its docs yet
         raise ValueError("embedding_bag: scale_grad_by_freq and sparse are not supported; leave them False")
     if input.dtype.kind != "i":
         raise TypeError(f"embedding_bag: input must be an integer tensor, got {describe(input)}")
