@@ -29,6 +29,7 @@ __all__ = [
     "eigh",
     "eigvalsh",
     "inv",
+    "lstsq",
     "matrix_norm",
     "matrix_power",
     "norm",
@@ -136,6 +137,36 @@ def pinv(
     kept = s > tol
     inverse = ops.where(kept, 1.0 / ops.where(kept, s, 1.0), 0.0).cast(s.dtype)
     return (vh.mT * ops.unsqueeze(inverse, -2)) @ u.mT
+
+
+class LstsqResult(NamedTuple):
+    solution: Tensor
+    residuals: Tensor
+    rank: Tensor
+    singular_values: Tensor
+
+
+def lstsq(A: Tensor, B: Tensor, rcond: float | None = None, *, driver: str | None = None) -> LstsqResult:
+    """The least-squares (minimum-norm) solution X of A X = B, as PyTorch's default CPU driver "gelsy"
+    gives it: with the rank of each A (singular values above rcond times the largest; rcond eps *
+    max(m, n) by default), and residuals and singular_values empty. B [..., m, k], or [..., m] for a
+    vector; written with pinv."""
+    if driver not in (None, "gelsy"):
+        raise ValueError(
+            f"lstsq: only the driver 'gelsy' (PyTorch's CPU default) is supported, got {driver!r}"
+        )
+    if A.ndim < 2:
+        raise ShapeError(f"lstsq: A must be a matrix or a batch of them, got {describe(A)}")
+    vector = B.ndim == A.ndim - 1
+    if (B.shape[-1] if vector else B.shape[-2]) != A.shape[-2]:
+        raise ShapeError(f"lstsq: A {describe(A)} and B {describe(B)} need the same number of rows")
+    cutoff = max(A.shape[-2], A.shape[-1]) * _eps(A) if rcond is None else rcond
+    s = ops.svdvals(A.detach())
+    rank = (s > s[..., :1] * cutoff).cast("i64").sum(-1)
+    solution = pinv(A, rtol=cutoff)
+    solution = (solution @ B.unsqueeze(-1))[..., 0] if vector else solution @ B
+    empty = ops.zeros((0,), dtype=A.dtype)
+    return LstsqResult(solution, empty, rank, empty)
 
 
 def _eps(a: Tensor) -> float:

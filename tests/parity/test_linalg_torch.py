@@ -327,3 +327,22 @@ def test_tensor_methods() -> None:
     _check({"a": a}, lambda a: a.slogdet()[1], lambda a: a.slogdet()[1])
     _check({"a": a, "v": v}, lambda a, v: a[0].dot(v) + a[1].vdot(v), lambda a, v: a[0].dot(v) + a[1].vdot(v))
     _check({"a": a, "v": v}, lambda a, v: a.inner(v), lambda a, v: a.inner(v))
+
+
+@pytest.mark.parametrize(
+    ("sa", "sb"), [((5, 3), (5, 2)), ((2, 4, 4), (2, 4, 1)), ((5, 3), (5,)), ((3, 5), (3, 2))]
+)
+def test_lstsq(sa, sb) -> None:
+    a, b = RNG.standard_normal(sa), RNG.standard_normal(sb)
+    _check(
+        {"a": a, "b": b},
+        lambda a, b: verigrad.linalg.lstsq(a, b).solution,
+        lambda a, b: torch.linalg.lstsq(a, b).solution,
+    )
+    ours, theirs = (
+        verigrad.linalg.lstsq(verigrad.tensor(a), verigrad.tensor(b)),
+        torch.linalg.lstsq(torch.tensor(a), torch.tensor(b)),
+    )
+    for o, t in zip(ours[1:], theirs[1:]):
+        assert o.shape == tuple(t.shape) and o.dtype.np == t.numpy().dtype
+    np.testing.assert_array_equal(ours.rank.numpy(), theirs.rank.numpy())
