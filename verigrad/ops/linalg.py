@@ -4,7 +4,9 @@ symmetric eigendecomposition (`eigvalsh`, `eigh_vectors`), the singular values a
 is one op per result). The references are NumPy's LAPACK routines; f16 and f32 are computed in f64 and
 rounded once, as matmul's products are. A singular matrix gives what LAPACK gives: `inv` and `solve`
 raise NumPy's LinAlgError, `det` is 0; `cholesky` of a matrix that is not positive-definite raises it.
-Gradients through singular vectors and QR factors are refused (not yet written), never left out.
+The VJPs are PyTorch's (the ops on symmetric matrices give its symmetric gradient); where PyTorch's
+gradient is not defined (svd with full_matrices of a non-square matrix) or not written here (qr of a
+wide matrix), the backward pass raises, never leaves a gradient out.
 """
 
 from __future__ import annotations
