@@ -251,7 +251,7 @@ VECTOR_NORMS = [
 @pytest.mark.parametrize(("ord", "dim", "keepdim"), VECTOR_NORMS)
 def test_vector_norm(ord, dim, keepdim) -> None:
     x = RNG.standard_normal((2, 3, 4))
-    if ord == 0:  # a count: its values (PyTorch's gradient of it is zeros)
+    if ord == 0:  # a count: its values (PyTorch gives it no gradient either)
         out = verigrad.linalg.vector_norm(verigrad.tensor(x), 0, dim, keepdim)
         expected = torch.linalg.vector_norm(torch.tensor(x), 0, dim, keepdim)
         assert out.dtype.name == "f64" and out.shape == tuple(expected.shape)
