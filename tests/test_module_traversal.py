@@ -95,6 +95,7 @@ def test_state_dict_keeps_every_alias_and_module_order() -> None:
         "1.bias",
         "1.running_mean",
         "1.running_var",
+        "1.num_batches_tracked",
     ]
     assert state["tied"].payload is state["0.weight"].payload  # detached views of one storage
 

@@ -288,7 +288,7 @@ def batchnorm_reference(x, weight, bias, mean, var, eps=1e-5):
 def test_batchnorm2d_running_stats_and_outputs_match_numpy(rng):
     bn = nn.BatchNorm2d(3, dtype="f64")
     assert [n for n, _ in bn.named_parameters()] == ["weight", "bias"]
-    assert [n for n, _ in bn.named_buffers()] == ["running_mean", "running_var"]
+    assert [n for n, _ in bn.named_buffers()] == ["running_mean", "running_var", "num_batches_tracked"]
     assert np.array_equal(bn.running_mean.numpy(), np.zeros(3))
     assert np.array_equal(bn.running_var.numpy(), np.ones(3))
     w, b = rng.uniform(0.5, 2, 3), rng.standard_normal(3)
@@ -454,7 +454,7 @@ def test_apply_buffers_and_freezing():
     seen = []
     model.apply(lambda m: seen.append(type(m).__name__))
     assert seen == ["Linear", "BatchNorm2d", "Linear", "Sequential"]  # children first
-    assert [b.shape for b in model.buffers()] == [(4,), (4,)]
+    assert [b.shape for b in model.buffers()] == [(4,), (4,), ()]
     with verigrad.no_grad():
         model.apply(lambda m: m.bias.zero_() if isinstance(m, nn.Linear) else None)
     assert not model[2].bias.numpy().any()

@@ -1,7 +1,10 @@
 """verigrad: every op has one NumPy definition; shapes are checked symbolically before anything runs."""
 
+from typing import Any as _Any
+
 from . import accelerator, data, io, linalg, models, nn, optim, special, utils
 from . import eager as _eager
+from . import functions as _functions
 from . import tensor_methods as _tensor_methods  # binds the Tensor methods
 from .accelerator import cuda
 from .autograd import (
@@ -66,6 +69,7 @@ from .functions import (
     diagonal,
     diff,
     div,
+    dot,
     dsplit,
     dstack,
     einsum,
@@ -87,6 +91,7 @@ from .functions import (
     index_fill,
     index_put,
     index_select,
+    inner,
     isclose,
     isfinite,
     isinf,
@@ -98,12 +103,14 @@ from .functions import (
     log2,
     log10,
     logaddexp2,
+    logdet,
     logical_xor,
     logit,
     logsumexp,
     masked_fill,
     masked_scatter,
     masked_select,
+    matrix_power,
     max,
     median,
     meshgrid,
@@ -139,6 +146,7 @@ from .functions import (
     scatter_add,
     sgn,
     sinc,
+    slogdet,
     sort,
     split,
     square,
@@ -150,6 +158,7 @@ from .functions import (
     take,
     take_along_dim,
     tensor_split,
+    tensordot,
     tile,
     topk,
     tril,
@@ -162,6 +171,7 @@ from .functions import (
     unique_consecutive,
     var,
     var_mean,
+    vdot,
     vsplit,
     vstack,
     xlogy,
@@ -169,7 +179,8 @@ from .functions import (
 from .functions import addmm as baddbmm  # the same on batches
 from .functions.indexing import where_or_positions as where  # the where op, and the one-argument form
 from .io import load, save
-from .ir import Program, trace
+from .ir import Program
+from .ir import trace as _ir_trace
 from .modes import abstract
 from .ops import (
     REGISTRY,
@@ -324,6 +335,17 @@ BoolTensor, ByteTensor, DoubleTensor, FloatTensor, HalfTensor, IntTensor, LongTe
         "LongTensor",
     )
 )
+
+
+def trace(x: _Any, *specs: _Any, **kwargs: _Any) -> _Any:
+    """PyTorch's torch.trace(x), the sum of a matrix's diagonal, for a tensor; for a function,
+    verigrad's IR tracer `trace(fn, *specs, names=None)` (also verigrad.ir.trace), which records it
+    as a Program."""
+    if isinstance(x, Tensor):
+        if specs or kwargs:
+            raise TypeError("trace(input) takes one matrix (the IR tracer takes a function first)")
+        return _functions.trace(x)
+    return _ir_trace(x, *specs, **kwargs)
 
 
 def initial_seed() -> int:

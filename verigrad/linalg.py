@@ -1,8 +1,251 @@
-"""`verigrad.linalg`, as torch.linalg: the inverse, the determinant and the solution of linear systems
-of square matrices, batched over leading axes (the ops of verigrad/ops/linalg.py, differentiable)."""
+"""`verigrad.linalg`, as torch.linalg: inverses, determinants and solutions of square systems, the
+decompositions (cholesky, eigh, svd, qr) and what is written with them (pinv, norms), batched over
+leading axes and differentiable (the ops of verigrad/ops/linalg.py and the functions of
+verigrad/functions/matrices.py).
+
+The decompositions of symmetric matrices read one triangle, as PyTorch's: `_symmetric_from` writes the
+matrix the op sees, with the read triangle's values and, as in PyTorch, a gradient that is symmetric.
+"""
 
 from __future__ import annotations
 
-from .ops import det, inv, solve
+import math
+from typing import Any, NamedTuple
 
-__all__ = ["det", "inv", "solve"]
+import numpy as np
+
+from . import functions, ops
+from .errors import ShapeError
+from .functions import cross as _cross
+from .functions import matrix_power, slogdet
+from .ops import det, inv, solve
+from .shapes import normalize_axis
+from .tensor import Tensor, describe
+
+__all__ = [
+    "cholesky",
+    "cross",
+    "det",
+    "eigh",
+    "eigvalsh",
+    "inv",
+    "lstsq",
+    "matrix_norm",
+    "matrix_power",
+    "norm",
+    "pinv",
+    "qr",
+    "slogdet",
+    "solve",
+    "svd",
+    "svdvals",
+    "vecdot",
+    "vector_norm",
+]
+
+
+def _symmetric_from(a: Tensor, upper: bool) -> Tensor:
+    """The symmetric matrix of a's lower (or upper) triangle; the gradient reaches a's entries as given
+    (PyTorch's: the op's symmetric gradient lands on both triangles)."""
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise ShapeError(f"expected batches of square matrices [..., n, n], got {describe(a)}")
+    rows, cols = ops.unsqueeze(ops.arange(0, a.shape[-2]), -1), ops.arange(0, a.shape[-1])
+    read = (cols >= rows) if upper else (cols <= rows)
+    mirrored = a.mT.detach() + (a - a.detach())  # the other triangle's values, a's own gradient
+    return ops.where(read, a, mirrored)
+
+
+def _uplo(name: str, uplo: str) -> bool:
+    if uplo not in ("L", "U"):
+        raise ValueError(f"{name}: UPLO must be 'L' or 'U', got {uplo!r}")
+    return uplo == "U"
+
+
+def cholesky(A: Tensor, *, upper: bool = False) -> Tensor:
+    """L (lower triangular, L L^T = A) of each symmetric positive-definite A, reading its lower
+    triangle; with `upper`, U = L^T reading the upper triangle (PyTorch's)."""
+    lower = ops.cholesky(_symmetric_from(A, upper))
+    return lower.mT if upper else lower
+
+
+class EighResult(NamedTuple):
+    eigenvalues: Tensor
+    eigenvectors: Tensor
+
+
+def eigh(A: Tensor, UPLO: str = "L") -> EighResult:
+    """(eigenvalues ascending, eigenvectors as columns) of each symmetric A, reading the UPLO triangle."""
+    sym = _symmetric_from(A, _uplo("eigh", UPLO))
+    return EighResult(ops.eigvalsh(sym), ops.eigh_vectors(sym))
+
+
+def eigvalsh(A: Tensor, UPLO: str = "L") -> Tensor:
+    """The eigenvalues, ascending, of each symmetric A, reading the UPLO triangle."""
+    return ops.eigvalsh(_symmetric_from(A, _uplo("eigvalsh", UPLO)))
+
+
+class SVDResult(NamedTuple):
+    U: Tensor
+    S: Tensor
+    Vh: Tensor
+
+
+def svd(A: Tensor, full_matrices: bool = True, *, driver: str | None = None) -> SVDResult:
+    """(U, S, Vh) with A = U diag(S) Vh, S descending; U [..., m, m] and Vh [..., n, n] with
+    full_matrices, else [..., m, k] and [..., k, n] (k = min(m, n)). Singular vectors are unique up to
+    sign; a wide A's may take other signs than PyTorch's (the products agree)."""
+    if driver is not None:
+        raise ValueError("svd: driver is for CUDA inputs in PyTorch; leave it None")
+    u = ops.svd_u(A, full_matrices=full_matrices)
+    return SVDResult(u, ops.svdvals(A), ops.svd_vh(A, full_matrices=full_matrices))
+
+
+def svdvals(A: Tensor, *, driver: str | None = None) -> Tensor:
+    """The singular values, descending, of each A [..., m, n]."""
+    if driver is not None:
+        raise ValueError("svdvals: driver is for CUDA inputs in PyTorch; leave it None")
+    return ops.svdvals(A)
+
+
+class QRResult(NamedTuple):
+    Q: Tensor
+    R: Tensor
+
+
+def qr(A: Tensor, mode: str = "reduced") -> QRResult:
+    """(Q, R) with A = Q R (Householder): mode "reduced", "complete", or "r" (R alone; Q empty)."""
+    if mode not in ("reduced", "complete", "r"):
+        raise ValueError(f"qr: mode must be 'reduced', 'complete' or 'r', got {mode!r}")
+    if mode == "r":
+        return QRResult(ops.zeros((0,), dtype=A.dtype), ops.qr_r(A, mode="reduced"))
+    return QRResult(ops.qr_q(A, mode=mode), ops.qr_r(A, mode=mode))
+
+
+def pinv(
+    A: Tensor, *, atol: float | None = None, rtol: float | None = None, hermitian: bool = False
+) -> Tensor:
+    """The Moore-Penrose pseudo-inverse by the SVD, as PyTorch's: singular values at most
+    max(atol, rtol * the largest) are dropped (rtol max(m, n) * eps when neither is given)."""
+    if hermitian:
+        raise ValueError("pinv: hermitian=True is not supported yet; leave it False (the same result)")
+    if rtol is None:
+        rtol = 0.0 if atol is not None and atol > 0 else max(A.shape[-2], A.shape[-1]) * _eps(A)
+    u, s, vh = svd(A, full_matrices=False)
+    tol = s[..., :1] * rtol  # S is descending: its first is the largest
+    if atol:
+        tol = functions.clamp(tol, min=atol)
+    kept = s > tol
+    inverse = ops.where(kept, 1.0 / ops.where(kept, s, 1.0), 0.0).cast(s.dtype)
+    return (vh.mT * ops.unsqueeze(inverse, -2)) @ u.mT
+
+
+class LstsqResult(NamedTuple):
+    solution: Tensor
+    residuals: Tensor
+    rank: Tensor
+    singular_values: Tensor
+
+
+def lstsq(A: Tensor, B: Tensor, rcond: float | None = None, *, driver: str | None = None) -> LstsqResult:
+    """The least-squares (minimum-norm) solution X of A X = B, as PyTorch's default CPU driver "gelsy"
+    gives it: with the rank of each A (singular values above rcond times the largest; rcond eps *
+    max(m, n) by default), and residuals and singular_values empty. B [..., m, k], or [..., m] for a
+    vector; written with pinv."""
+    if driver not in (None, "gelsy"):
+        raise ValueError(
+            f"lstsq: only the driver 'gelsy' (PyTorch's CPU default) is supported, got {driver!r}"
+        )
+    if A.ndim < 2:
+        raise ShapeError(f"lstsq: A must be a matrix or a batch of them, got {describe(A)}")
+    vector = B.ndim == A.ndim - 1
+    if (B.shape[-1] if vector else B.shape[-2]) != A.shape[-2]:
+        raise ShapeError(f"lstsq: A {describe(A)} and B {describe(B)} need the same number of rows")
+    cutoff = max(A.shape[-2], A.shape[-1]) * _eps(A) if rcond is None else rcond
+    s = ops.svdvals(A.detach())
+    rank = (s > s[..., :1] * cutoff).cast("i64").sum(-1)
+    solution = pinv(A, rtol=cutoff)
+    solution = (solution @ B.unsqueeze(-1))[..., 0] if vector else solution @ B
+    empty = ops.zeros((0,), dtype=A.dtype)
+    return LstsqResult(solution, empty, rank, empty)
+
+
+def _eps(a: Tensor) -> float:
+    return float(np.finfo(a.dtype.np).eps)
+
+
+def cross(input: Tensor, other: Tensor, *, dim: int = -1) -> Tensor:
+    """The cross product of 3-vectors along `dim` (operands broadcast)."""
+    return _cross(input, other, dim)
+
+
+def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
+    """The dot product of the vectors along `dim` (operands broadcast)."""
+    return (x * y).sum(dim)
+
+
+def _dims(dim: Any) -> tuple[int, ...] | None:
+    return (dim,) if isinstance(dim, int) else (None if dim is None else tuple(dim))
+
+
+def vector_norm(
+    x: Tensor, ord: float = 2, dim: Any = None, keepdim: bool = False, *, dtype: Any = None
+) -> Tensor:
+    """The `ord`-norm of the vectors along `dim` (all elements as one vector when None): 2, 1, inf,
+    -inf, 0 (the count of non-zeros) or any other p, (sum |x|^p)^(1/p)."""
+    if isinstance(ord, str):
+        raise ValueError(f"linalg.vector_norm: ord must be a number, got {ord!r} (see matrix_norm)")
+    if dtype is not None:
+        x = x.cast(dtype)
+    return functions.norm(x, float(ord), dim=_dims(dim), keepdim=keepdim)
+
+
+_MATRIX_ORDS = ("fro", "nuc", math.inf, -math.inf, 1, -1, 2, -2)
+
+
+def matrix_norm(
+    A: Tensor, ord: Any = "fro", dim: tuple[int, int] = (-2, -1), keepdim: bool = False, *, dtype: Any = None
+) -> Tensor:
+    """The `ord` norm of the matrices in the axes `dim`: "fro", "nuc" (the sum of singular values),
+    inf / -inf (the largest / smallest row sum of |a|), 1 / -1 (column sums), 2 / -2 (the largest /
+    smallest singular value)."""
+    if ord not in _MATRIX_ORDS:
+        raise ValueError(f"linalg.matrix_norm: ord must be one of {_MATRIX_ORDS}, got {ord!r}")
+    if A.ndim < 2:
+        raise ShapeError(
+            f"linalg.matrix_norm: the input tensor A must have at least 2 dimensions, got {describe(A)}"
+        )
+    if dtype is not None:
+        A = A.cast(dtype)
+    d0, d1 = (normalize_axis(d, A.ndim) for d in dim)
+    if d0 == d1:
+        raise ValueError(f"linalg.matrix_norm: dims must be different, got {dim}")
+    if ord == "fro":
+        return functions.norm(A, 2.0, dim=(d0, d1), keepdim=keepdim)
+    if ord in ("nuc", 2, -2):
+        s = ops.svdvals(A.movedim((d0, d1), (-2, -1)))
+        out = s.sum(-1) if ord == "nuc" else (s.amax(-1) if ord == 2 else s.amin(-1))
+        if keepdim:
+            for d in sorted((d0, d1)):
+                out = ops.unsqueeze(out, d)
+        return out
+    if abs(ord) == math.inf:
+        d0, d1 = d1, d0
+    if not keepdim and d0 < d1:
+        d1 -= 1
+    sums = ops.abs(A).sum(d0, keepdim=keepdim)
+    return sums.amax(d1, keepdim=keepdim) if ord > 0 else sums.amin(d1, keepdim=keepdim)
+
+
+def norm(A: Tensor, ord: Any = None, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+    """PyTorch's linalg.norm: a matrix norm when `ord` is a string or `dim` names two axes (or, with an
+    ord and no dim, A is a matrix), a vector norm otherwise (ord None: 2, or "fro" for a matrix)."""
+    dims = _dims(dim)
+    if ord is None:
+        return vector_norm(A, 2, dims, keepdim, dtype=dtype)
+    if dims is None:
+        if A.ndim not in (1, 2):
+            raise ValueError(f"linalg.norm: an ord needs a 1-D or 2-D input or dim, got {describe(A)}")
+        dims = tuple(range(A.ndim))
+    if isinstance(ord, str) or len(dims) == 2:
+        return matrix_norm(A, ord, dims, keepdim, dtype=dtype)
+    return vector_norm(A, ord, dims, keepdim, dtype=dtype)

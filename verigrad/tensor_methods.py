@@ -531,7 +531,8 @@ FORWARDED_FROM = {
     "addcmul addcdiv frac deg2rad rad2deg log2 log10",
     statistics: "amax amin var std logsumexp argmin all any norm count_nonzero bincount histc",
     rearrange: "split chunk repeat repeat_interleave roll narrow unbind movedim unflatten rot90 diff unfold",
-    matrices: "mm bmm outer diagonal diag trace tril triu fill_diagonal_ kron cross",
+    matrices: "mm bmm outer diagonal diag trace tril triu fill_diagonal_ kron cross dot vdot inner "
+    "matrix_power logdet slogdet",
     ordering: "max min aminmax sort topk kthvalue median nanmedian mode cummax cummin unique "
     "unique_consecutive",
     indexing: "index_select index_add index_fill scatter scatter_add masked_select nonzero argwhere "

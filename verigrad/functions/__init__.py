@@ -48,21 +48,29 @@ from .joining import (
     vstack,
 )
 from .matrices import (
+    SignLogAbsDet,
     addmm,
     bmm,
     cdist,
     cross,
     diag,
     diagonal,
+    dot,
     fill_diagonal_,
+    inner,
     kron,
+    logdet,
+    matrix_power,
     mm,
     outer,
+    slogdet,
+    tensordot,
     trace,
     tril,
     tril_indices,
     triu,
     triu_indices,
+    vdot,
 )
 from .nan_reductions import nanmean, nanquantile, nansum, quantile
 from .ordering import (

@@ -1,18 +1,21 @@
-"""Matrix functions written with the ops: mm / bmm / outer / addmm, cdist, diagonal / diag / trace,
-tril / triu and their index lists, fill_diagonal_, kron and cross."""
+"""Matrix functions written with the ops: mm / bmm / outer / addmm, dot / vdot / inner / tensordot,
+matrix_power, logdet / slogdet, cdist, diagonal / diag / trace, tril / triu and their index lists,
+fill_diagonal_, kron and cross."""
 
 from __future__ import annotations
 
 import builtins
-from typing import Any
+import math
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..dtypes import bool_
-from ..errors import ShapeError
+from ..errors import DTypeError, ShapeError
 from ..ops.binary import eq, where
-from ..ops.creation import arange, from_numpy
+from ..ops.creation import arange, eye, from_numpy
 from ..ops.index import take
+from ..ops.linalg import det, inv
 from ..ops.matmul import matmul
 from ..ops.shaping import getitem, stack, unsqueeze
 from ..shapes import normalize_axis, shape_text
@@ -48,6 +51,111 @@ def addmm(x: Tensor, a: Tensor, b: Tensor, *, beta: Any = 1, alpha: Any = 1) -> 
     product = matmul(a, b)
     product = product if alpha == 1 else product * alpha
     return product if beta == 0 else (x if beta == 1 else x * beta) + product
+
+
+def dot(a: Tensor, b: Tensor) -> Tensor:
+    """The inner product of two vectors of one length and dtype (PyTorch's dot)."""
+    if a.ndim != 1 or b.ndim != 1:
+        raise ShapeError(f"dot: 1D tensors expected, but got {describe(a)} and {describe(b)}")
+    if a.shape[0] != b.shape[0]:
+        raise ShapeError(f"dot: the vectors must have the same length, got {describe(a)} and {describe(b)}")
+    if a.dtype is not b.dtype:
+        raise DTypeError(
+            f"dot: expected both vectors to have same dtype, but found {a.dtype.name} and {b.dtype.name}"
+        )
+    return matmul(a, b)
+
+
+def vdot(a: Tensor, b: Tensor) -> Tensor:
+    """dot with the first vector conjugated: dot itself for real tensors (PyTorch's vdot)."""
+    return dot(a, b)
+
+
+def inner(a: Tensor, b: Tensor) -> Tensor:
+    """The sum of products over the last axes of a and b (a 0-d operand scales the other), PyTorch's
+    inner: a [..., n] and b [..., n] give [a's leading axes, b's leading axes]."""
+    if a.ndim == 0 or b.ndim == 0:
+        return a * b
+    return tensordot(a, b, ([a.ndim - 1], [b.ndim - 1]))
+
+
+def tensordot(a: Tensor, b: Tensor, dims: Any = 2) -> Tensor:
+    """The sum of products over `dims` (PyTorch's tensordot): an int d (a's last d axes with b's first d),
+    or a pair of axis lists (a's dims[0][k] with b's dims[1][k]); the result's axes are a's others, then
+    b's others."""
+    if isinstance(dims, int):
+        if dims < 0:
+            raise ValueError(f"tensordot expects dims >= 0, but got dims={dims}")
+        if dims > builtins.min(a.ndim, b.ndim):
+            raise ShapeError(
+                f"tensordot: dims={dims} is more than the rank of {describe(a)} or {describe(b)}"
+            )
+        left, right = list(range(a.ndim - dims, a.ndim)), list(range(dims))
+    else:
+        left, right = ([d] if isinstance(d, int) else list(d) for d in dims)
+        if len(left) != len(right):
+            raise ShapeError(f"tensordot: both dimension lists should have the same length, got {dims}")
+        left = [normalize_axis(d, a.ndim) for d in left]
+        right = [normalize_axis(d, b.ndim) for d in right]
+    for i, j in zip(left, right):
+        if a.shape[i] != b.shape[j]:
+            raise ShapeError(
+                f"tensordot: contracted dimensions need to match, but first has size {a.shape[i]} in dim {i} "
+                f"and second has size {b.shape[j]} in dim {j}"
+            )
+    keep_a = [i for i in range(a.ndim) if i not in left]
+    keep_b = [j for j in range(b.ndim) if j not in right]
+    size = math.prod([a.shape[i] for i in left], start=1)
+    lhs = a.permute((*keep_a, *left)).reshape(math.prod([a.shape[i] for i in keep_a], start=1), size)
+    rhs = b.permute((*right, *keep_b)).reshape(size, math.prod([b.shape[j] for j in keep_b], start=1))
+    return matmul(lhs, rhs).reshape(*[a.shape[i] for i in keep_a], *[b.shape[j] for j in keep_b])
+
+
+def _square(name: str, a: Tensor) -> None:
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise ShapeError(f"{name}: A must be batches of square matrices, got {describe(a)}")
+
+
+def matrix_power(a: Tensor, n: int) -> Tensor:
+    """A^n for square A [..., k, k] by PyTorch's binary powering (the same products in the same order):
+    n 0 is the identity, a negative n the inverse's power."""
+    _square("matrix_power", a)
+    if not isinstance(n, int):
+        raise TypeError(f"matrix_power: n must be an int, got {n!r}")
+    if n == 0:
+        return (eye(a.shape[-1], dtype=a.dtype) + a * 0).cast(a.dtype)
+    if n < 0:
+        a, n = inv(a), -n
+    if n <= 3:
+        return a if n == 1 else (a @ a if n == 2 else (a @ a) @ a)
+    z = result = None
+    while n > 0:
+        bit, n = n % 2, n // 2
+        z = a if z is None else z @ z
+        if bit:
+            result = z if result is None else result @ z
+    return result
+
+
+class SignLogAbsDet(NamedTuple):
+    """slogdet's result, as PyTorch's named tuple."""
+
+    sign: Tensor
+    logabsdet: Tensor
+
+
+def slogdet(a: Tensor) -> SignLogAbsDet:
+    """(sign(det A), log|det A|) of each square matrix (PyTorch's slogdet): log|det A|'s gradient is
+    A^-T; the sign has none."""
+    _square("slogdet", a)
+    d = det(a)
+    return SignLogAbsDet(d.detach().sign(), d.abs().log())
+
+
+def logdet(a: Tensor) -> Tensor:
+    """log(det A) of each square matrix: nan where det A < 0, -inf where it is 0 (PyTorch's logdet)."""
+    _square("logdet", a)
+    return det(a).log()
 
 
 def cdist(a: Tensor, b: Tensor, p: float = 2.0) -> Tensor:
@@ -86,9 +194,9 @@ def diag(x: Tensor, diagonal: int = 0) -> Tensor:
 
 
 def trace(x: Tensor) -> Tensor:
-    """The sum of a matrix's diagonal."""
+    """The sum of a matrix's diagonal (PyTorch's trace)."""
     if x.ndim != 2:
-        raise ShapeError(f"trace takes a matrix, got {describe(x)}")
+        raise ShapeError(f"trace: expected a matrix, got {describe(x)}")
     return diagonal(x).sum()
 
 
@@ -151,6 +259,11 @@ def kron(a: Tensor, b: Tensor) -> Tensor:
 
 def cross(a: Tensor, b: Tensor, dim: int = -1) -> Tensor:
     """The cross product of 3-vectors along `dim` (operands broadcast), as torch.linalg.cross."""
+    if a.ndim != b.ndim:
+        raise ShapeError(
+            f"linalg.cross: inputs must have the same number of dimensions, got {describe(a)} "
+            f"and {describe(b)}"
+        )
     axis = normalize_axis(dim, max(a.ndim, b.ndim))
     for t in (a, b):
         if t.ndim == max(a.ndim, b.ndim) and t.shape[axis] != 3:

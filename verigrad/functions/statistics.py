@@ -16,6 +16,7 @@ from ..dtypes import bool_, i64
 from ..errors import DTypeError
 from ..ops.binary import eq, maximum, ne, sub, where
 from ..ops.creation import from_numpy
+from ..ops.linalg import svdvals
 from ..ops.reduce import argmax, max, numel_of, sum
 from ..ops.reduce import min as reduce_min
 from ..shapes import normalize_axes
@@ -129,10 +130,17 @@ def _none(dim: Axis) -> bool:
 
 def norm(x: Tensor, p: float = 2.0, dim: Axis = None, keepdim: bool = False) -> Tensor:
     """The p-norm over `dim` (all elements when None), as PyTorch's: p 2 (the square root of the sum of
-    squares, with gradient 0 at a zero vector, as PyTorch's), 1, inf (the largest |x|), -inf (the
-    smallest), 0 (the count of non-zeros) or any other p, (sum |x|^p)^(1/p)."""
+    squares, with gradient 0 at a zero vector, as PyTorch's; "fro" too), 1, inf (the largest |x|), -inf
+    (the smallest), 0 (the count of non-zeros), "nuc" (the sum of a matrix's singular values) or any
+    other p, (sum |x|^p)^(1/p)."""
     if not x.dtype.is_float or x.dtype.name == "bf16":
         raise DTypeError(f"norm needs an f16, f32 or f64 tensor, got {x.dtype.name}; cast it first")
+    if isinstance(p, str):  # PyTorch's matrix norms: "fro" is the 2-norm of the elements
+        if p == "nuc":
+            return _nuclear(x, dim, keepdim)
+        if p != "fro":
+            raise ValueError(f"norm: p must be a number, 'fro' or 'nuc', got {p!r}")
+        p = 2.0
     axes = normalize_axes(_all_if_empty(dim), x.ndim)
     if p == 2:
         squares = (x * x).sum(axes, keepdim=keepdim)
@@ -147,6 +155,17 @@ def norm(x: Tensor, p: float = 2.0, dim: Axis = None, keepdim: bool = False) -> 
     if p == 1:
         return abs(x).sum(axes, keepdim=keepdim)
     return (abs(x) ** p).sum(axes, keepdim=keepdim) ** (1.0 / p)
+
+
+def _nuclear(x: Tensor, dim: Axis, keepdim: bool) -> Tensor:
+    """The sum of the singular values of the matrices in the two axes `dim` (those of a matrix if None)."""
+    axes = normalize_axes(dim, x.ndim) if dim is not None else ((0, 1) if x.ndim == 2 else ())
+    if len(axes) != 2:
+        raise ValueError(f"norm: 'nuc' needs a matrix or two dims, got {x.ndim}-D input and dim={dim}")
+    out = svdvals(x.movedim(axes, (-2, -1))).sum(-1)
+    for axis in sorted(axes) if keepdim else ():
+        out = out.unsqueeze(axis)
+    return out
 
 
 def count_nonzero(x: Tensor, dim: Any = None) -> Tensor:

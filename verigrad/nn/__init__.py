@@ -45,8 +45,8 @@ from .convolution import (
 )
 from .distance import CosineSimilarity, PairwiseDistance
 from .dropout import Dropout, Dropout2d
-from .embedding import Embedding
-from .flatten import Flatten
+from .embedding import Embedding, EmbeddingBag
+from .flatten import Flatten, Unflatten
 from .linear import Bilinear, Identity, Linear
 from .losses import (
     BCELoss,
@@ -75,10 +75,13 @@ from .module import Module
 from .normalization import (
     BatchNorm1d,
     BatchNorm2d,
+    BatchNorm3d,
     GroupNorm,
     InstanceNorm1d,
     InstanceNorm2d,
+    InstanceNorm3d,
     LayerNorm,
+    LocalResponseNorm,
     RMSNorm,
 )
 from .padding import (

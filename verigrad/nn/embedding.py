@@ -1,4 +1,4 @@
-"""Embedding, as PyTorch's: rows of a trained table by integer index."""
+"""Embedding and EmbeddingBag, as PyTorch's: rows of a trained table by integer index (reduced per bag)."""
 
 from __future__ import annotations
 
@@ -25,10 +25,18 @@ class Embedding(Module):
         num_embeddings: DimLike,
         embedding_dim: DimLike,
         padding_idx: int | None = None,
+        max_norm: float | None = None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
+        sparse: bool = False,
         dtype: Any = f32,
     ):
         super().__init__()
         self.num_embeddings, self.embedding_dim, self.padding_idx = num_embeddings, embedding_dim, padding_idx
+        self.max_norm, self.norm_type = max_norm, norm_type
+        self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
+        if sparse:
+            raise ValueError("Embedding: sparse gradients are not supported (sparse=True); use sparse=False")
         self.weight = normal((num_embeddings, embedding_dim), 1.0, dtype)
         if padding_idx is not None:  # PyTorch's: the padding row starts at zeros and is never trained
             with no_grad():
@@ -36,21 +44,80 @@ class Embedding(Module):
 
     @classmethod
     def from_pretrained(
-        cls, embeddings: Any, freeze: bool = True, padding_idx: int | None = None
+        cls, embeddings: Any, freeze: bool = True, padding_idx: int | None = None, **options: Any
     ) -> Embedding:
         """An Embedding whose table is `embeddings` [num_embeddings, embedding_dim] (a copy), trained
         unless `freeze`; the padding row is kept as given."""
         table = embeddings if isinstance(embeddings, Tensor) else tensor(np.asarray(embeddings))
         if table.ndim != 2:
             raise ShapeError(f"Embedding.from_pretrained needs a 2-D table, got {shape_text(table.shape)}")
-        module = cls(table.shape[0], table.shape[1], dtype=table.dtype)
+        module = cls(table.shape[0], table.shape[1], dtype=table.dtype, **options)
         module.weight = table.detach().clone().requires_grad_(not freeze)
         module.padding_idx = padding_idx
         return module
 
     def forward(self, idx: Tensor) -> Tensor:
-        return F.embedding(self.weight, idx, self.padding_idx)
+        return F.embedding(
+            idx, self.weight, self.padding_idx, self.max_norm, self.norm_type, self.scale_grad_by_freq
+        )
 
     def extra_repr(self) -> str:
-        padding = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
-        return f"{self.num_embeddings}, {self.embedding_dim}{padding}"
+        text = f"{self.num_embeddings}, {self.embedding_dim}"
+        if self.padding_idx is not None:
+            text += f", padding_idx={self.padding_idx}"
+        if self.max_norm is not None:
+            text += f", max_norm={self.max_norm}"
+        if self.norm_type != 2:
+            text += f", norm_type={self.norm_type}"
+        if self.scale_grad_by_freq:
+            text += f", scale_grad_by_freq={self.scale_grad_by_freq}"
+        return text
+
+
+class EmbeddingBag(Module):
+    """Rows of a [num_embeddings, embedding_dim] table (N(0, 1)) reduced per bag: "sum", "mean" or "max"
+    (see F.embedding_bag)."""
+
+    def __init__(
+        self,
+        num_embeddings: DimLike,
+        embedding_dim: DimLike,
+        max_norm: float | None = None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
+        mode: str = "mean",
+        sparse: bool = False,
+        include_last_offset: bool = False,
+        padding_idx: int | None = None,
+        dtype: Any = f32,
+    ):
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.max_norm, self.norm_type, self.scale_grad_by_freq = max_norm, norm_type, scale_grad_by_freq
+        self.mode, self.sparse, self.include_last_offset = mode, sparse, include_last_offset
+        self.padding_idx = padding_idx
+        self.weight = normal((num_embeddings, embedding_dim), 1.0, dtype)
+        if padding_idx is not None:
+            with no_grad():
+                self.weight[padding_idx] = 0.0
+
+    def forward(
+        self, input: Tensor, offsets: Tensor | None = None, per_sample_weights: Tensor | None = None
+    ) -> Tensor:
+        return F.embedding_bag(
+            input,
+            self.weight,
+            offsets,
+            self.max_norm,
+            self.norm_type,
+            self.scale_grad_by_freq,
+            self.mode,
+            self.sparse,
+            per_sample_weights,
+            self.include_last_offset,
+            self.padding_idx,
+        )
+
+    def extra_repr(self) -> str:
+        text = f"{self.num_embeddings}, {self.embedding_dim}, mode={self.mode!r}"
+        return text if self.padding_idx is None else f"{text}, padding_idx={self.padding_idx}"

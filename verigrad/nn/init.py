@@ -1,6 +1,7 @@
 """Parameter initialisation as in PyTorch, drawn from the seedable generator: the layers' own
-(`uniform`, `normal`), and PyTorch's in-place `zeros_`, `ones_`, `constant_`, `uniform_`, `normal_`,
-`xavier_uniform_`, `xavier_normal_`, `kaiming_uniform_`, `kaiming_normal_` with `calculate_gain`.
+(`uniform`, `normal`), and PyTorch's in-place `zeros_`, `ones_`, `constant_`, `eye_`, `uniform_`,
+`normal_`, `trunc_normal_`, `xavier_uniform_`, `xavier_normal_`, `kaiming_uniform_`, `kaiming_normal_`,
+`orthogonal_` and `sparse_`, with `calculate_gain`.
 
 Sizes may be symbolic (inside `verigrad.abstract()`): the bounds then do not matter, only the specs.
 """
@@ -9,9 +10,11 @@ from __future__ import annotations
 
 import math
 
+from .. import linalg
 from ..autograd import no_grad
-from ..dtypes import DType, f32
-from ..ops import Generator, full, ones_like, rand, randn, zeros_like
+from ..dtypes import DType, bool_, f32, f64
+from ..functions import scatter
+from ..ops import Generator, eye, full, ones, ones_like, rand, randn, randperm, stack, where, zeros_like
 from ..shapes import DimLike
 from ..tensor import Tensor
 
@@ -44,8 +47,15 @@ def ones_(t: Tensor) -> Tensor:
     return _fill(t, ones_like(t))
 
 
-def constant_(t: Tensor, value: float) -> Tensor:
-    return _fill(t, full(t.shape, value, dtype=t.dtype))
+def constant_(t: Tensor, val: float) -> Tensor:
+    return _fill(t, full(t.shape, val, dtype=t.dtype))
+
+
+def eye_(t: Tensor) -> Tensor:
+    """The identity matrix (ones on the diagonal of a 2-D tensor, zeros elsewhere)."""
+    if t.ndim != 2:
+        raise ValueError(f"eye_: only tensors with 2 dimensions are supported, got {t.ndim}")
+    return _fill(t, eye(t.shape[0], t.shape[1], dtype=t.dtype))
 
 
 def uniform_(t: Tensor, a: float = 0.0, b: float = 1.0, generator: Generator | None = None) -> Tensor:
@@ -59,22 +69,33 @@ def normal_(t: Tensor, mean: float = 0.0, std: float = 1.0, generator: Generator
         return t.normal_(mean, std, generator)
 
 
+_LINEAR = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
+
+
 def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
-    """PyTorch's recommended gains: 1 for linear layers and sigmoid, 5/3 for tanh, sqrt(2) for relu,
-    sqrt(2 / (1 + slope^2)) for leaky_relu (slope `param`, default 0.01), 3/4 for selu."""
-    linear = ("linear", "identity", "conv1d", "conv2d", "conv3d", "sigmoid")
-    if nonlinearity in linear:
-        return 1.0
+    """PyTorch's recommended gains: 1 for the linear maps (linear, conv*, conv_transpose*) and sigmoid,
+    5/3 for tanh, sqrt(2) for relu, sqrt(2 / (1 + slope^2)) for leaky_relu (slope `param`, default
+    0.01), 3/4 for selu."""
+    if nonlinearity in _LINEAR or nonlinearity == "sigmoid":
+        return 1
     if nonlinearity == "tanh":
         return 5.0 / 3
     if nonlinearity == "relu":
         return math.sqrt(2.0)
     if nonlinearity == "leaky_relu":
-        slope = 0.01 if param is None else float(param)
+        if param is None:
+            slope = 0.01
+        elif isinstance(param, int | float) and not isinstance(param, bool):
+            slope = param
+        else:
+            raise ValueError(f"calculate_gain: negative_slope {param} not a valid number")
         return math.sqrt(2.0 / (1 + slope**2))
     if nonlinearity == "selu":
         return 3.0 / 4
-    raise ValueError(f"unknown nonlinearity {nonlinearity!r}")
+    raise ValueError(
+        f"calculate_gain: unknown nonlinearity {nonlinearity!r} (unsupported); use one of "
+        f"{', '.join((*_LINEAR, 'sigmoid', 'tanh', 'relu', 'leaky_relu', 'selu'))}"
+    )
 
 
 def fans(t: Tensor) -> tuple[int, int]:
@@ -123,3 +144,69 @@ def kaiming_normal_(
     generator: Generator | None = None,
 ) -> Tensor:
     return normal_(t, 0.0, _kaiming_std(t, a, mode, nonlinearity), generator)
+
+
+def _erfinv(y: Tensor) -> Tensor:
+    """erf's inverse on (-1, 1): Winitzki's approximation refined by three Newton steps (f64 then)."""
+    w = -(1 - y * y).log()
+    a = 0.147
+    first = 2 / (math.pi * a) + w / 2
+    x = (first * first + w / a).sqrt().sub(first).sqrt() * y.sign()
+    for _ in range(3):
+        x = x - (x.erf() - y) / ((-(x * x)).exp() * (2 / math.sqrt(math.pi)))
+    return x
+
+
+def trunc_normal_(
+    t: Tensor,
+    mean: float = 0.0,
+    std: float = 1.0,
+    a: float = -2.0,
+    b: float = 2.0,
+    generator: Generator | None = None,
+) -> Tensor:
+    """N(mean, std) truncated to [a, b], by PyTorch's method: uniform between the bounds' normal CDFs,
+    through the inverse CDF, clamped to [a, b]."""
+    if not a < b:
+        raise ValueError(f"trunc_normal_: a must be below b, got a={a}, b={b}")
+    cdf = lambda v: (1.0 + math.erf(v / math.sqrt(2.0))) / 2.0
+    low, high = cdf((a - mean) / std), cdf((b - mean) / std)
+    with no_grad():
+        u = rand(*t.shape, dtype=f64, generator=generator) * (2 * high - 2 * low) + (2 * low - 1)
+        values = (_erfinv(u) * (std * math.sqrt(2.0)) + mean).clamp(a, b)
+        return t.assign(values.cast(t.dtype))
+
+
+def orthogonal_(t: Tensor, gain: float = 1.0, generator: Generator | None = None) -> Tensor:
+    """A (semi-)orthogonal matrix, times gain, for t flattened to [rows, the rest] (PyTorch's: the Q of a
+    normal matrix's QR, its columns' signs those of R's diagonal)."""
+    if t.ndim < 2:
+        raise ValueError("orthogonal_: only tensors with 2 or more dimensions are supported")
+    rows = t.shape[0]
+    cols = t.numel() // rows if rows else 0
+    with no_grad():
+        flat = randn(rows, cols, dtype=f64, generator=generator)
+        if rows < cols:
+            flat = flat.mT
+        q, r = linalg.qr(flat)
+        q = q * r.diagonal(0, -2, -1).sign().unsqueeze(-2)
+        if rows < cols:
+            q = q.mT
+        return t.assign((q * gain).reshape(t.shape).cast(t.dtype))
+
+
+def sparse_(t: Tensor, sparsity: float, std: float = 0.01, generator: Generator | None = None) -> Tensor:
+    """A 2-D matrix N(0, std) with ceil(sparsity * rows) zeros in each column, at random rows."""
+    if t.ndim != 2:
+        raise ValueError(f"sparse_: only tensors with 2 dimensions are supported, got {t.ndim}")
+    rows, cols = t.shape
+    zeros_per_column = math.ceil(sparsity * rows)
+    with no_grad():
+        values = randn(rows, cols, dtype=t.dtype, generator=generator) * std
+        keep = ones((rows, cols), dtype=bool_)
+        if zeros_per_column:
+            picks = stack(
+                [randperm(rows, generator=generator)[:zeros_per_column] for _ in range(cols)], axis=1
+            )
+            keep = scatter(keep, 0, picks, value=False)
+        return t.assign(where(keep, values, 0.0).cast(t.dtype))

@@ -312,7 +312,8 @@ class Module:
         unexpected = [k for k in state_dict if k not in own]
         problems = []
         if strict:
-            problems += [f"missing: {k}" for k in missing]
+            # a norm layer's step count may be missing, as PyTorch admits (checkpoints from before it had one)
+            problems += [f"missing: {k}" for k in missing if not _step_count(k)]
             problems += [f"unexpected: {k}" for k in unexpected]
         for k, target in own.items():
             if k not in state_dict:
@@ -531,6 +532,10 @@ def check_dtypes(name: str, weight: Tensor, *inputs: tuple[str, Tensor | None]) 
 
 def _dotted(prefix: str, name: str) -> str:
     return f"{prefix}.{name}" if prefix else name
+
+
+def _step_count(key: str) -> bool:
+    return key.rpartition(".")[2] == "num_batches_tracked"
 
 
 def _name_layer(root: Module, error: Any) -> None:

@@ -1,60 +1,83 @@
-"""Normalisation layers, as PyTorch's: BatchNorm1d/2d and InstanceNorm1d/2d (with running statistics
-for eval()), LayerNorm, GroupNorm and RMSNorm."""
+"""Normalisation layers, as PyTorch's: BatchNorm1d/2d/3d and InstanceNorm1d/2d/3d (with running
+statistics for eval()), LayerNorm, GroupNorm, RMSNorm and LocalResponseNorm."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ..autograd import no_grad
-from ..dtypes import f32, f64
+from ..dtypes import f32, f64, i64
 from ..errors import ShapeError
-from ..ops import full, ones, zeros
+from ..ops import ones, ones_like, zeros, zeros_like
 from ..shapes import DimLike
 from ..tensor import Tensor, describe
 from . import functional as F
+from .functional.normalization import channel_norm
 from .module import Module
 
 
 class _BatchNorm(Module):
-    """Batch normalisation per channel over the other axes, with running statistics for eval()."""
+    """Batch normalisation per channel over the other axes, with running statistics for eval() (as
+    PyTorch's: `momentum=None` is the cumulative average, num_batches_tracked counts the steps)."""
 
     ranks: tuple[int, ...] = ()
 
-    def __init__(self, num_features: DimLike, eps: float = 1e-5, momentum: float = 0.1, dtype: Any = f32):
+    def __init__(
+        self,
+        num_features: DimLike,
+        eps: float = 1e-5,
+        momentum: float | None = 0.1,
+        affine: bool = True,
+        track_running_stats: bool = True,
+        dtype: Any = f32,
+        *,
+        bias: bool = True,
+    ):
         super().__init__()
+        if momentum is not None and not isinstance(momentum, int | float):
+            raise TypeError(f"{type(self).__name__}: momentum must be a number or None, got {momentum!r}")
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
-        self.weight = ones(num_features, dtype=dtype, requires_grad=True)
-        self.bias = zeros(num_features, dtype=dtype, requires_grad=True)
-        self.register_buffer("running_mean", zeros(num_features, dtype=dtype))
-        self.register_buffer("running_var", ones(num_features, dtype=dtype))
+        self.affine, self.track_running_stats = affine, track_running_stats
+        self.weight = ones(num_features, dtype=dtype, requires_grad=True) if affine else None
+        self.bias = zeros(num_features, dtype=dtype, requires_grad=True) if affine and bias else None
+        if track_running_stats:
+            self.register_buffer("running_mean", zeros(num_features, dtype=dtype))
+            self.register_buffer("running_var", ones(num_features, dtype=dtype))
+            self.register_buffer("num_batches_tracked", zeros((), dtype=i64))
+        else:
+            for name in ("running_mean", "running_var", "num_batches_tracked"):
+                self.register_buffer(name, None)
 
     def channel_axis(self, x: Tensor) -> int:
         return 1
+
+    def reset_running_stats(self) -> None:
+        if self.track_running_stats:
+            with no_grad():
+                self.running_mean.assign(zeros_like(self.running_mean))
+                self.running_var.assign(ones_like(self.running_var))
+                self.num_batches_tracked.assign(zeros_like(self.num_batches_tracked))
 
     def forward(self, x: Tensor) -> Tensor:
         if x.ndim not in self.ranks:
             wanted = " or ".join(f"{r}-D" for r in self.ranks)
             raise ShapeError(f"{type(self).__name__} takes {wanted} input, got {describe(x)}")
-        channel = self.channel_axis(x)
-        axes = tuple(i for i in range(x.ndim) if i != channel)
-        shape = tuple(self.num_features if i == channel else 1 for i in range(x.ndim))
-        if self.training:
-            mean = x.mean(axes, keepdim=True)
-            centered = x - mean
-            var = (centered * centered).mean(axes, keepdim=True)
+        factor: float | Tensor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats:
             with no_grad():
-                m = self.momentum
-                self.running_mean.assign(self.running_mean * (1 - m) + mean.reshape(-1).detach() * m)
-                unbiased = var.reshape(-1).detach() * _bessel(x.numel() // x.shape[channel], var.dtype)
-                self.running_var.assign(self.running_var * (1 - m) + unbiased * m)
-        else:
-            centered = x - self.running_mean.reshape(shape)
-            var = self.running_var.reshape(shape)
-        y = centered * (var + self.eps).rsqrt()
-        return y * self.weight.reshape(shape) + self.bias.reshape(shape)
+                self.num_batches_tracked.assign(self.num_batches_tracked + 1)
+            if self.momentum is None:  # the cumulative average: 1 / steps (PyTorch's float of the count)
+                factor = (1.0 / self.num_batches_tracked.cast(f64)).cast(self.running_mean.dtype)
+        use_batch = self.training or not self.track_running_stats
+        channel = self.channel_axis(x)
+        stats = (self.running_mean, self.running_var)  # None without track_running_stats
+        return channel_norm(x, channel, *stats, self.weight, self.bias, use_batch, factor, self.eps)
 
     def extra_repr(self) -> str:
-        return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}"
+        return (
+            f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+            f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}"
+        )
 
 
 class BatchNorm1d(_BatchNorm):
@@ -64,33 +87,30 @@ class BatchNorm1d(_BatchNorm):
 
 
 class BatchNorm2d(_BatchNorm):
-    """Batch normalisation over (N, H, W) per channel, with running statistics for eval()."""
+    """Batch normalisation over (N, H, W) per channel, with running statistics for eval(); `layout`
+    "NHWC" (verigrad's) takes the channels last."""
 
     ranks = (4,)
 
-    def __init__(
-        self,
-        num_features: DimLike,
-        eps: float = 1e-5,
-        momentum: float = 0.1,
-        layout: str = "NCHW",
-        dtype: Any = f32,
-    ):
-        super().__init__(num_features, eps, momentum, dtype)
+    def __init__(self, num_features: DimLike, *args: Any, layout: str = "NCHW", **kwargs: Any):
+        super().__init__(num_features, *args, **kwargs)
+        if layout not in ("NCHW", "NHWC"):
+            raise ValueError(f"BatchNorm2d: layout must be 'NCHW' or 'NHWC', got {layout!r}")
         self.layout = layout
 
     def channel_axis(self, x: Tensor) -> int:
         return 1 if self.layout == "NCHW" else 3
 
 
-def _bessel(count: DimLike, dtype: Any) -> Tensor | float:
-    """n / (n - 1) for n values, as a tensor: in a compiled step n may be a symbol, evaluated when the
-    plan is bound (as a Python number it was left at 1 there). Formed in f64 and rounded once, as the
-    Python float it replaces was; 1 for a single value."""
-    if isinstance(count, int) and count <= 1:
-        return 1.0
-    n = full((), count, dtype=f64)
-    return (n / (n - 1)).cast(dtype)
+class BatchNorm3d(_BatchNorm):
+    """Batch normalisation of [N, C, D, H, W] per channel C."""
+
+    ranks = (5,)
+
+
+def _sizes(normalized_shape: Any) -> tuple:
+    """A normalized_shape as a tuple (PyTorch's modules keep it so: a size n is (n,))."""
+    return tuple(normalized_shape) if isinstance(normalized_shape, tuple | list) else (normalized_shape,)
 
 
 class LayerNorm(Module):
@@ -106,17 +126,20 @@ class LayerNorm(Module):
         dtype: Any = f32,
     ):
         super().__init__()
-        self.normalized_shape, self.eps = normalized_shape, eps
-        self.weight = ones(normalized_shape, dtype=dtype, requires_grad=True) if elementwise_affine else None
-        shifted = elementwise_affine and bias
-        self.bias = zeros(normalized_shape, dtype=dtype, requires_grad=True) if shifted else None
+        shape = _sizes(normalized_shape)
+        self.normalized_shape, self.eps, self.elementwise_affine = shape, eps, elementwise_affine
+        self.weight = ones(shape, dtype=dtype, requires_grad=True) if elementwise_affine else None
+        self.bias = zeros(shape, dtype=dtype, requires_grad=True) if elementwise_affine and bias else None
 
     def forward(self, x: Tensor) -> Tensor:
         shape = self.normalized_shape
         return F.layer_norm(x, self.weight, self.bias, self.eps, normalized_shape=shape)
 
     def extra_repr(self) -> str:
-        return f"{self.normalized_shape}, eps={self.eps}"
+        return (
+            f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, "
+            f"bias={self.bias is not None}"
+        )
 
 
 class GroupNorm(Module):
@@ -124,35 +147,53 @@ class GroupNorm(Module):
     then scale and shift per channel (affine)."""
 
     def __init__(
-        self, num_groups: int, num_channels: DimLike, eps: float = 1e-5, affine: bool = True, dtype: Any = f32
+        self,
+        num_groups: int,
+        num_channels: DimLike,
+        eps: float = 1e-5,
+        affine: bool = True,
+        dtype: Any = f32,
+        *,
+        bias: bool = True,
     ):
         super().__init__()
         if isinstance(num_channels, int) and (num_groups <= 0 or num_channels % num_groups):
             raise ValueError(f"GroupNorm: {num_channels} channels do not split into {num_groups} groups")
-        self.num_groups, self.num_channels, self.eps = num_groups, num_channels, eps
+        self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
         self.weight = ones(num_channels, dtype=dtype, requires_grad=True) if affine else None
-        self.bias = zeros(num_channels, dtype=dtype, requires_grad=True) if affine else None
+        self.bias = zeros(num_channels, dtype=dtype, requires_grad=True) if affine and bias else None
 
     def forward(self, x: Tensor) -> Tensor:
         return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
-        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}"
+        return (
+            f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+            f"bias={self.bias is not None}"
+        )
 
 
 class RMSNorm(Module):
-    """x * rsqrt(mean(x^2) + eps) * weight over the last dimension (Llama's norm)."""
+    """x * rsqrt(mean(x^2) + eps) * weight over the last len(normalized_shape) axes (Llama's norm); eps
+    None (the default) is the machine epsilon of the input's dtype, as PyTorch's."""
 
-    def __init__(self, dim: DimLike, eps: float = 1e-6, dtype: Any = f32):
+    def __init__(
+        self,
+        normalized_shape: DimLike | tuple,
+        eps: float | None = None,
+        elementwise_affine: bool = True,
+        dtype: Any = f32,
+    ):
         super().__init__()
-        self.dim, self.eps = dim, eps
-        self.weight = ones(dim, dtype=dtype, requires_grad=True)
+        shape = _sizes(normalized_shape)
+        self.normalized_shape, self.eps, self.elementwise_affine = shape, eps, elementwise_affine
+        self.weight = ones(shape, dtype=dtype, requires_grad=True) if elementwise_affine else None
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.rms_norm(x, self.weight, self.eps)
+        return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
 
     def extra_repr(self) -> str:
-        return f"{self.dim}, eps={self.eps}"
+        return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
 
 
 class _InstanceNorm(Module):
@@ -166,15 +207,18 @@ class _InstanceNorm(Module):
         affine: bool = False,
         track_running_stats: bool = False,
         dtype: Any = f32,
+        *,
+        bias: bool = True,
     ):
         super().__init__()
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         self.weight = ones(num_features, dtype=dtype, requires_grad=True) if affine else None
-        self.bias = zeros(num_features, dtype=dtype, requires_grad=True) if affine else None
+        self.bias = zeros(num_features, dtype=dtype, requires_grad=True) if affine and bias else None
         if track_running_stats:
             self.register_buffer("running_mean", zeros(num_features, dtype=dtype))
             self.register_buffer("running_var", ones(num_features, dtype=dtype))
+            self.register_buffer("num_batches_tracked", zeros((), dtype=i64))  # PyTorch's, never counted
 
     def forward(self, x: Tensor) -> Tensor:
         if x.ndim not in (self.rank, self.rank - 1):
@@ -192,7 +236,7 @@ class _InstanceNorm(Module):
     def extra_repr(self) -> str:
         return (
             f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
-            f"track_running_stats={self.track_running_stats}"
+            f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}"
         )
 
 
@@ -206,3 +250,23 @@ class InstanceNorm2d(_InstanceNorm):
     """Instance normalisation of [N, C, H, W] (or [C, H, W])."""
 
     rank = 4
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Instance normalisation of [N, C, D, H, W] (or [C, D, H, W])."""
+
+    rank = 5
+
+
+class LocalResponseNorm(Module):
+    """Each channel over its `size` neighbours' mean square (see F.local_response_norm)."""
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0):
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.local_response_norm(x, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self) -> str:
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"

@@ -52,7 +52,8 @@ class QLinear(Module):
     def normed(self, x: Tensor, norm: Any) -> Tensor:
         """self(norm(x)) for an RMSNorm `norm`: with 8-bit activations one op (`rms_norm_qmatmul_q8`, the
         same bits as the two)."""
-        if self._op is qmatmul_q8:
+        fusable = norm.eps is not None and norm.weight is not None and len(norm.normalized_shape) == 1
+        if self._op is qmatmul_q8 and fusable:  # over the last axis, with a weight and a stated eps
             return rms_norm_qmatmul_q8(x, norm.weight, self.weight, qtype=self.qtype, eps=norm.eps)
         return self(norm(x))
 

@@ -81,7 +81,19 @@ from .creation import (
     zeros_like,
 )
 from .index import argsort, gather, gather_grad, searchsorted, take, take_grad
-from .linalg import det, inv, solve
+from .linalg import (
+    cholesky,
+    det,
+    eigh_vectors,
+    eigvalsh,
+    inv,
+    qr_q,
+    qr_r,
+    solve,
+    svd_u,
+    svd_vh,
+    svdvals,
+)
 from .matmul import matmul
 from .movement import broadcast_to, cast, concat, contiguous, pad, permute, reshape, slice_, unslice
 from .quant import dequantize_op, qembedding, qmatmul, qmatmul_q8

@@ -1,7 +1,12 @@
-"""Linear algebra on square matrices, batched over leading axes: `inv`, `det` and `solve` (PyTorch's
-torch.linalg ones). The references are NumPy's LAPACK routines; f16 and f32 are computed in f64 and
+"""Linear algebra on matrices, batched over leading axes: `inv`, `det`, `solve`, `cholesky`, the
+symmetric eigendecomposition (`eigvalsh`, `eigh_vectors`), the singular values and vectors (`svdvals`,
+`svd_u`, `svd_vh`) and `qr_q` / `qr_r` (PyTorch's torch.linalg ones; a decomposition of several results
+is one op per result). The references are NumPy's LAPACK routines; f16 and f32 are computed in f64 and
 rounded once, as matmul's products are. A singular matrix gives what LAPACK gives: `inv` and `solve`
-raise NumPy's LinAlgError, `det` is 0.
+raise NumPy's LinAlgError, `det` is 0; `cholesky` of a matrix that is not positive-definite raises it.
+The VJPs are PyTorch's (the ops on symmetric matrices give its symmetric gradient); where PyTorch's
+gradient is not defined (svd with full_matrices of a non-square matrix) or not written here (qr of a
+wide matrix), the backward pass raises, never leaves a gradient out.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from ..dtypes import DType, from_numpy_dtype
 from ..errors import ShapeError
 from ..shapes import broadcast, shape_text
 from ._op import Op, Sample, float_dtype, unbroadcast
+from .binary import where
+from .creation import arange, eye
 
 
 def _square(a: tuple, what: str) -> None:
@@ -128,4 +135,281 @@ solve = Op(
     exact=False,
     doc="x with A x = B for square A [..., n, n] and B [..., n, k] (batch axes broadcast), or B [..., n]"
     " shaped as A less its last axis (vectors).",
+)
+
+
+def _matrix(a: tuple, what: str) -> None:
+    if len(a) < 2:
+        raise ShapeError(f"{what} takes matrices [..., m, n], got {shape_text(a)}")
+
+
+def _tril(x, offset: int = 0):
+    """The lower triangle of the last two axes (written with the ops, for the VJPs)."""
+    rows, cols = arange(0, x.shape[-2]).unsqueeze(-1), arange(0, x.shape[-1])
+    return where(cols - rows <= offset, x, 0.0).cast(x.dtype)
+
+
+def _cholesky_vjp(g, out, a):
+    """PyTorch's: gA = L^-H Phi L^-1 with Phi = (tril(L^H gL) + tril(L^H gL, -1)^H) / 2 (symmetric)."""
+    phi = _tril(out.mT @ g)
+    phi = (phi + _tril(phi, -1).mT) * 0.5
+    left = solve(out.mT, phi)  # L^-H Phi
+    return (solve(out.mT, left.mT).mT,)  # (L^-H Phi) L^-1
+
+
+def _spd(rng: np.random.Generator, shape: tuple) -> np.ndarray:
+    """Symmetric positive-definite samples with well separated eigenvalues."""
+    m = rng.uniform(-1, 1, shape)
+    n = shape[-1]
+    return m @ np.swapaxes(m, -1, -2) + np.diag(np.arange(1.0, n + 1) * 2)
+
+
+cholesky = Op(
+    "cholesky",
+    shape=lambda a: (_square(a, "cholesky"), a)[1],
+    dtype=_square_dtype,
+    reference=lambda a: _in_f64(lambda x: np.linalg.cholesky(_symmetric(x)), a),
+    vjp=_cholesky_vjp,
+    samples=lambda rng: [Sample((_spd(rng, s),)) for s in [(1, 1), (3, 3), (2, 4, 4)]],
+    torch=lambda t, a: t.linalg.cholesky(a),
+    exact=False,
+    doc="The lower-triangular L with L L^T = A for each symmetric positive-definite A [..., n, n] "
+    "(LAPACK's; of (A + A^T) / 2).",
+)
+
+
+def _symmetric(a: np.ndarray) -> np.ndarray:
+    """(A + A^T) / 2: A itself when A is symmetric. The ops on symmetric matrices are functions of it, so
+    that their gradient is PyTorch's symmetric one (verigrad.linalg reads the lower triangle first)."""
+    return (a + np.swapaxes(a, -1, -2)) / 2
+
+
+def _eigh(a: np.ndarray, part: int) -> np.ndarray:
+    return np.linalg.eigh(_symmetric(a))[part]
+
+
+def _eigvalsh_vjp(g, out, a):
+    v = eigh_vectors(a)
+    return ((v * g.unsqueeze(-2)) @ v.mT,)  # V diag(g) V^T
+
+
+def _eigh_vectors_vjp(g, out, a):
+    """PyTorch's: V (skew(V^T gV) / E) V^T, E[i, j] = L[j] - L[i] (1 on the diagonal, where skew is 0)."""
+    values = eigvalsh(a)
+    vg = out.mT @ g
+    skew = (vg - vg.mT) * 0.5
+    gaps = values.unsqueeze(-2) - values.unsqueeze(-1) + eye(values.shape[-1], dtype=values.dtype)
+    return (out @ (skew / gaps) @ out.mT,)
+
+
+eigvalsh = Op(
+    "eigvalsh",
+    shape=lambda a: (_square(a, "eigvalsh"), a[:-1])[1],
+    dtype=_square_dtype,
+    reference=lambda a: _in_f64(lambda x: _eigh(x, 0), a),
+    vjp=_eigvalsh_vjp,
+    samples=lambda rng: [Sample((_spd(rng, s),)) for s in [(1, 1), (3, 3), (2, 4, 4)]],
+    torch=lambda t, a: t.linalg.eigvalsh(a),
+    exact=False,
+    doc="The eigenvalues, ascending, of each symmetric A [..., n, n] -> [..., n] (of (A + A^T) / 2).",
+)
+
+eigh_vectors = Op(
+    "eigh_vectors",
+    shape=lambda a: (_square(a, "eigh"), a)[1],
+    dtype=_square_dtype,
+    reference=lambda a: _in_f64(lambda x: _eigh(x, 1), a),
+    vjp=_eigh_vectors_vjp,
+    samples=lambda rng: [Sample((_spd(rng, s),)) for s in [(1, 1), (3, 3), (2, 4, 4)]],
+    exact=False,
+    doc="The eigenvectors (columns, LAPACK's signs) of each symmetric A [..., n, n], in the order of "
+    "eigvalsh (of (A + A^T) / 2).",
+)
+
+
+def _general(rng: np.random.Generator, shape: tuple) -> np.ndarray:
+    """Samples with well separated singular values."""
+    return rng.uniform(-1, 1, shape) + np.eye(*shape[-2:]) * np.arange(1.0, min(shape[-2:]) + 1).max() * 2
+
+
+def _svd_samples(rng: np.random.Generator) -> list[Sample]:
+    """Square and tall matrices (a wide one's singular vectors may take other signs than PyTorch's;
+    full_matrices of a non-square matrix has no gradient)."""
+    cases = [((3, 3), True), ((3, 3), False), ((2, 4, 3), False), ((1, 1), True)]
+    return [Sample((_general(rng, s),), {"full_matrices": f}) for s, f in cases]
+
+
+def _qr_samples(rng: np.random.Generator) -> list[Sample]:
+    """Square and tall matrices (the gradient is PyTorch's for those)."""
+    cases = [((3, 3), "reduced"), ((3, 3), "complete"), ((2, 4, 3), "reduced"), ((1, 1), "reduced")]
+    return [Sample((_general(rng, s),), {"mode": m}) for s, m in cases]
+
+
+def _svdvals_shape(a: tuple) -> tuple:
+    _matrix(a, "svdvals")
+    return (*a[:-2], min(a[-2], a[-1]))
+
+
+def _svd_u_shape(a: tuple, full_matrices: bool) -> tuple:
+    _matrix(a, "svd")
+    return (*a[:-1], a[-2] if full_matrices else min(a[-2], a[-1]))
+
+
+def _svd_vh_shape(a: tuple, full_matrices: bool) -> tuple:
+    _matrix(a, "svd")
+    return (*a[:-2], a[-1] if full_matrices else min(a[-2], a[-1]), a[-1])
+
+
+def _svdvals_vjp(g, out, a):
+    u, vh = svd_u(a, full_matrices=False), svd_vh(a, full_matrices=False)
+    return ((u * g.unsqueeze(-2)) @ vh,)  # U diag(g) V^H
+
+
+def _svd_parts(a):
+    """(U, S, V) of the reduced SVD, and the gaps E[i, j] = S[j]^2 - S[i]^2 (1 on the diagonal)."""
+    u, vh, sv = svd_u(a, full_matrices=False), svd_vh(a, full_matrices=False), svdvals(a)
+    sq = sv * sv
+    gaps = sq.unsqueeze(-2) - sq.unsqueeze(-1) + eye(sv.shape[-1], dtype=sv.dtype)
+    return u, sv, vh.mT, gaps
+
+
+def _full_refused(a, full_matrices: bool, what: str) -> None:
+    if full_matrices and a.shape[-1] != a.shape[-2]:
+        raise NotImplementedError(
+            f"the gradient through {what} with full_matrices=True of a non-square matrix is not defined "
+            "(as in PyTorch): use full_matrices=False"
+        )
+
+
+def _svd_u_vjp(g, out, a, full_matrices: bool):
+    """PyTorch's svd_backward for gU alone: U (skew(U^T gU) S / E) V^T, plus (gU - U U^T gU) S^-1 V^T
+    for a tall A."""
+    _full_refused(a, full_matrices, "svd's U")
+    u, sv, v, gaps = _svd_parts(a)
+    ug = u.mT @ g
+    inner = (ug - ug.mT) * sv.unsqueeze(-2) / gaps
+    ga = u @ inner @ v.mT
+    if a.shape[-2] > a.shape[-1]:
+        ga = ga + ((g - u @ ug) / sv.unsqueeze(-2)) @ v.mT
+    return (ga,)
+
+
+def _svd_vh_vjp(g, out, a, full_matrices: bool):
+    """PyTorch's svd_backward for gVh alone: U (S skew(V^T gV) / E) V^T, plus U S^-1 (gV - V V^T gV)^T
+    for a wide A."""
+    _full_refused(a, full_matrices, "svd's Vh")
+    u, sv, v, gaps = _svd_parts(a)
+    gv = g.mT
+    vg = v.mT @ gv
+    inner = sv.unsqueeze(-1) * (vg - vg.mT) / gaps
+    ga = u @ inner @ v.mT
+    if a.shape[-2] < a.shape[-1]:
+        ga = ga + (u / sv.unsqueeze(-2)) @ (gv - v @ vg).mT
+    return (ga,)
+
+
+def _flag(a, full_matrices: bool = True) -> dict:
+    return {"full_matrices": bool(full_matrices)}
+
+
+svdvals = Op(
+    "svdvals",
+    shape=_svdvals_shape,
+    dtype=_square_dtype,
+    reference=lambda a: _in_f64(lambda x: np.linalg.svd(x, compute_uv=False), a),
+    vjp=_svdvals_vjp,
+    samples=lambda rng: [Sample((_general(rng, s),)) for s in [(1, 1), (3, 3), (2, 4, 3), (3, 5)]],
+    torch=lambda t, a: t.linalg.svdvals(a),
+    exact=False,
+    doc="The singular values, descending, of each A [..., m, n] -> [..., min(m, n)].",
+)
+
+svd_u = Op(
+    "svd_u",
+    shape=_svd_u_shape,
+    dtype=_square_dtype,
+    params=_flag,
+    reference=lambda a, full_matrices: _in_f64(lambda x: np.linalg.svd(x, full_matrices)[0], a),
+    vjp=_svd_u_vjp,
+    samples=_svd_samples,
+    exact=False,
+    doc="The left singular vectors U of A [..., m, n] (LAPACK's signs): [..., m, m], or [..., m, k] "
+    "without full_matrices (k = min(m, n)).",
+)
+
+svd_vh = Op(
+    "svd_vh",
+    shape=_svd_vh_shape,
+    dtype=_square_dtype,
+    params=_flag,
+    reference=lambda a, full_matrices: _in_f64(lambda x: np.linalg.svd(x, full_matrices)[2], a),
+    vjp=_svd_vh_vjp,
+    samples=_svd_samples,
+    exact=False,
+    doc="The right singular vectors V^H of A [..., m, n] (LAPACK's signs): [..., n, n], or [..., k, n] "
+    "without full_matrices (k = min(m, n)).",
+)
+
+
+def _qr_mode(a, mode: str = "reduced") -> dict:
+    if mode not in ("reduced", "complete"):
+        raise ShapeError(f"qr: mode must be 'reduced' or 'complete', got {mode!r}")
+    return {"mode": mode}
+
+
+def _qr_q_shape(a: tuple, mode: str) -> tuple:
+    _matrix(a, "qr")
+    return (*a[:-1], a[-2] if mode == "complete" else min(a[-2], a[-1]))
+
+
+def _qr_r_shape(a: tuple, mode: str) -> tuple:
+    _matrix(a, "qr")
+    return (*a[:-2], a[-2] if mode == "complete" else min(a[-2], a[-1]), a[-1])
+
+
+def _qr_vjp(gq, gr, a, mode: str):
+    """PyTorch's linalg_qr_backward for A [..., m, n] with m >= n: with M = R gR^T - gQ^T Q,
+    gA = (gQ + Q copyltu(M)) R^-T, copyltu(M) the symmetric matrix of M's lower triangle."""
+    m, n = a.shape[-2], a.shape[-1]
+    if m < n or (mode == "complete" and m != n):
+        raise NotImplementedError(
+            "the gradient through qr is defined for A [..., m, n] with m >= n (mode='reduced', or "
+            f"'complete' of a square A), as in PyTorch; got {shape_text(a.shape)} with mode={mode!r}"
+        )
+    q, r = qr_q(a, mode="reduced"), qr_r(a, mode="reduced")
+    mm = -(gq.mT @ q) if gq is not None else None
+    if gr is not None:
+        mm = r @ gr.mT if mm is None else mm + r @ gr.mT
+    low = _tril(mm, -1)
+    sym = _tril(mm) + low.mT
+    b = q @ sym if gq is None else gq + q @ sym
+    return (solve(r, b.mT).mT,)  # b R^-T
+
+
+qr_q = Op(
+    "qr_q",
+    shape=_qr_q_shape,
+    dtype=_square_dtype,
+    params=_qr_mode,
+    reference=lambda a, mode: _in_f64(lambda x: np.linalg.qr(x, mode)[0], a),
+    vjp=lambda g, out, a, mode: _qr_vjp(g, None, a, mode),
+    samples=_qr_samples,
+    torch=lambda t, a, mode: t.linalg.qr(a, mode)[0],
+    exact=False,
+    doc="Q of A = QR (Householder, LAPACK's signs) for A [..., m, n]: [..., m, k] reduced, [..., m, m] "
+    "complete.",
+)
+
+qr_r = Op(
+    "qr_r",
+    shape=_qr_r_shape,
+    dtype=_square_dtype,
+    params=_qr_mode,
+    reference=lambda a, mode: _in_f64(lambda x: np.linalg.qr(x, mode)[1], a),
+    vjp=lambda g, out, a, mode: _qr_vjp(None, g, a, mode),
+    samples=_qr_samples,
+    torch=lambda t, a, mode: t.linalg.qr(a, mode)[1],
+    exact=False,
+    doc="R of A = QR (upper triangular, LAPACK's signs) for A [..., m, n]: [..., k, n] reduced, "
+    "[..., m, n] complete.",
 )

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dtypes import DType, from_numpy_dtype
+from ..dtypes import DType, bool_, from_numpy_dtype
+from ..errors import DTypeError
 from ..shapes import matmul_shape
-from ._op import Op, Sample, numeric_dtype, unbroadcast
+from ._op import Op, Sample, no_bf16, numeric_dtype, unbroadcast
 from ._samples import uniform
 
 
@@ -19,6 +20,16 @@ def _reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if out.is_float and out.itemsize < 8:
         return np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(out.np)
     return np.matmul(a.astype(out.np, copy=False), b.astype(out.np, copy=False))
+
+
+def _dtype(a: DType, b: DType) -> DType:
+    """PyTorch's: both operands of one dtype, which the product keeps (no promotion); not bool."""
+    no_bf16(a, b)
+    if a is not b:
+        raise DTypeError(f"expected m1 and m2 to have the same dtype, but got: {a.name} != {b.name}")
+    if a is bool_:
+        raise DTypeError("matrix products of bool tensors are not supported (as in PyTorch); cast them first")
+    return a
 
 
 def _fast(out: DType, dtypes: tuple[DType, ...]):
@@ -79,7 +90,7 @@ def _swapped(shape: tuple) -> tuple:
 matmul = Op(
     "matmul",
     shape=matmul_shape,
-    dtype=numeric_dtype,
+    dtype=_dtype,
     reference=_reference,
     vjp=_vjp,
     samples=lambda rng: [

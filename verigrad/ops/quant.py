@@ -260,7 +260,7 @@ qmatmul = Op(
     shape=_qmatmul_shape,
     dtype=_qmatmul_dtype,
     reference=_qmatmul_reference,
-    vjp=lambda g, out, x, w, qtype: (g @ dequantize_op(w, qtype=qtype), None),
+    vjp=lambda g, out, x, w, qtype: (g @ dequantize_op(w, qtype=qtype).cast(g.dtype), None),
     samples=_qmatmul_samples(BLOCK_QTYPES),
     exact=False,
     doc="x @ dequantize(w).T for a quantized weight w (u8 blocks of `qtype`), as nn.Linear does: "

@@ -56,7 +56,7 @@ from .convolution import (
 from .ctc import ctc_loss
 from .distance import cosine_similarity, pairwise_distance
 from .dropout import dropout, dropout2d
-from .embedding import embedding, one_hot
+from .embedding import embedding, embedding_bag, one_hot
 from .linear import bilinear, linear
 from .losses import (
     binary_cross_entropy,
@@ -80,7 +80,15 @@ from .losses import (
     triplet_margin_loss,
     triplet_margin_with_distance_loss,
 )
-from .normalization import group_norm, instance_norm, layer_norm, normalize, rms_norm
+from .normalization import (
+    batch_norm,
+    group_norm,
+    instance_norm,
+    layer_norm,
+    local_response_norm,
+    normalize,
+    rms_norm,
+)
 from .padding import pad
 from .pixel_shuffle import pixel_shuffle, pixel_unshuffle
 from .pooling import (
@@ -115,6 +123,7 @@ __all__ = [
     "avg_pool1d",
     "avg_pool2d",
     "avg_pool3d",
+    "batch_norm",
     "bilinear",
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
@@ -135,6 +144,7 @@ __all__ = [
     "elu",
     "elu_",
     "embedding",
+    "embedding_bag",
     "fold",
     "gaussian_nll_loss",
     "gelu",
@@ -156,6 +166,7 @@ __all__ = [
     "leaky_relu",
     "leaky_relu_",
     "linear",
+    "local_response_norm",
     "log_softmax",
     "logsigmoid",
     "lp_pool1d",

@@ -1,16 +1,19 @@
-"""Normalizations, as in `torch.nn.functional`: layer_norm and rms_norm (by their ops), group_norm and
-instance_norm (written with ops), and normalize (x over its p-norm)."""
+"""Normalizations, as in `torch.nn.functional`: layer_norm and rms_norm (by their ops), batch_norm,
+group_norm, instance_norm and local_response_norm (written with ops), and normalize (x over its p-norm)."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
+import numpy as np
+
 from ... import functions, ops
 from ...autograd import no_grad
+from ...dtypes import f64
 from ...errors import ShapeError
-from ...shapes import Dim, as_shape, shape_text
-from ...tensor import Tensor
+from ...shapes import Dim, DimLike, as_shape, shape_text
+from ...tensor import Tensor, describe
 
 
 def layer_norm(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
@@ -45,10 +48,96 @@ def _layer_norm(
     return out if axes == 1 else out.reshape(*lead, *tail)
 
 
-def rms_norm(x: Tensor, weight: Tensor | None = None, eps: float = 1e-6) -> Tensor:
-    """x * rsqrt(mean(x^2) + eps) * weight over the last axis (a missing weight is ones)."""
-    weight = ops.ones(x.shape[-1:], dtype=x.dtype) if weight is None else weight
-    return ops.rms_norm(x, weight, eps=eps)
+def rms_norm(
+    x: Tensor, normalized_shape: Any, weight: Tensor | None = None, eps: float | None = None
+) -> Tensor:
+    """x * rsqrt(mean(x^2) + eps) * weight over the last len(normalized_shape) axes (PyTorch's order; a
+    missing weight is ones, a missing eps the machine epsilon of x's dtype, as PyTorch's)."""
+    if isinstance(normalized_shape, Tensor):
+        raise TypeError(
+            "rms_norm(input, normalized_shape, weight=None, eps=None): normalized_shape must be "
+            f"a size or a tuple of sizes, got {describe(normalized_shape)} (pass it as weight=)"
+        )
+    wanted = as_shape(normalized_shape)
+    axes = len(wanted)
+    if not axes or tuple(x.shape[x.ndim - axes :]) != wanted or x.ndim < axes:
+        raise ShapeError(f"rms_norm over {shape_text(wanted)}, but the input is {describe(x)}")
+    if eps is None:
+        eps = float(np.finfo(x.dtype.np).eps)
+    lead, size = x.shape[: x.ndim - axes], math.prod(wanted, start=1)
+    flat = x if axes == 1 else x.reshape(*lead, size)
+    weight = ops.ones((size,), dtype=x.dtype) if weight is None else weight.reshape(size)
+    out = ops.rms_norm(flat, weight, eps=eps)
+    return out if axes == 1 else out.reshape(x.shape)
+
+
+def batch_norm(
+    input: Tensor,
+    running_mean: Tensor | None,
+    running_var: Tensor | None,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    training: bool = False,
+    momentum: float | Tensor = 0.1,
+    eps: float = 1e-5,
+) -> Tensor:
+    """input [N, C, ...] normalised per channel C over the other axes (PyTorch's F.batch_norm): in
+    training by the batch's mean and biased variance, the running statistics (if given) moving by
+    `momentum` towards the mean and the unbiased variance; otherwise by the running statistics."""
+    return channel_norm(input, 1, running_mean, running_var, weight, bias, training, momentum, eps)
+
+
+def channel_norm(
+    x: Tensor,
+    channel: int,
+    running_mean: Tensor | None,
+    running_var: Tensor | None,
+    weight: Tensor | None,
+    bias: Tensor | None,
+    training: bool,
+    momentum: float | Tensor,
+    eps: float,
+) -> Tensor:
+    """batch_norm with the channels on axis `channel` (BatchNorm2d's NHWC layout puts them last)."""
+    if x.ndim < 2:
+        raise ShapeError(f"batch_norm takes [N, C, ...], got {describe(x)}")
+    axes = tuple(i for i in range(x.ndim) if i != channel)
+    shape = tuple(x.shape[channel] if i == channel else 1 for i in range(x.ndim))
+    if training:
+        count = x.numel() // x.shape[channel]
+        if isinstance(count, int) and count <= 1:
+            raise ValueError(
+                f"Expected more than 1 value per channel when training, got input size {shape_text(x.shape)}"
+            )
+        mean = x.mean(axes, keepdim=True)
+        centered = x - mean
+        var = (centered * centered).mean(axes, keepdim=True)
+        with no_grad():
+            m = momentum
+            if running_mean is not None:
+                running_mean.assign(running_mean * (1 - m) + mean.reshape(-1).detach() * m)
+            if running_var is not None:
+                unbiased = var.reshape(-1).detach() * _bessel(count, var.dtype)
+                running_var.assign(running_var * (1 - m) + unbiased * m)
+    else:
+        if running_mean is None or running_var is None:
+            raise ValueError("batch_norm: running_mean and running_var must be given when not training")
+        centered = x - running_mean.reshape(shape)
+        var = running_var.reshape(shape)
+    y = centered * (var + eps).rsqrt()
+    if weight is not None:
+        y = y * weight.reshape(shape)
+    return y if bias is None else y + bias.reshape(shape)
+
+
+def _bessel(count: DimLike, dtype: Any) -> Tensor | float:
+    """n / (n - 1) for n values, as a tensor: in a compiled step n may be a symbol, evaluated when the
+    plan is bound (as a Python number it was left at 1 there). Formed in f64 and rounded once, as the
+    Python float it replaces was; 1 for a single value."""
+    if isinstance(count, int) and count <= 1:
+        return 1.0
+    n = ops.full((), count, dtype=f64)
+    return (n / (n - 1)).cast(dtype)
 
 
 def group_norm(
@@ -114,3 +203,29 @@ def instance_norm(
 def normalize(x: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
     """x / max(||x||_p, eps) along `dim` (PyTorch's F.normalize)."""
     return x / functions.clamp(x.norm(p, dim=dim, keepdim=True), min=eps)
+
+
+def local_response_norm(
+    input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0
+) -> Tensor:
+    """input [N, C, ...] over (k + alpha / size * sum of squares over `size` neighbouring channels)^beta,
+    the window zero-padded size // 2 before and (size - 1) // 2 after (PyTorch's F.local_response_norm)."""
+    if input.ndim < 3:
+        raise ShapeError(f"local_response_norm takes [N, C, ...] (3-D or more), got {describe(input)}")
+    if not isinstance(size, int) or size < 1:
+        raise ValueError(f"local_response_norm: size must be a positive integer, got {size!r}")
+    channels = input.shape[1]
+    sq = (input * input).reshape(input.shape[0], channels, -1)
+    padded = ops.concat(
+        [
+            ops.zeros((sq.shape[0], size // 2, sq.shape[2]), dtype=sq.dtype),
+            sq,
+            ops.zeros((sq.shape[0], (size - 1) // 2, sq.shape[2]), dtype=sq.dtype),
+        ],
+        axis=1,
+    )
+    window = padded[:, 0:channels]
+    for i in range(1, size):
+        window = window + padded[:, i : i + channels]
+    div = (window.reshape(input.shape) / size * alpha + k) ** beta
+    return input / div

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from ...dtypes import promote
 from ...errors import ShapeError
 from ...shapes import Spec, shape_text
 from .._op import Op, Sample
@@ -258,7 +259,14 @@ def _conv_vjp(g, out, x, w, stride, padding, dilation, layout):
     return dx, conv2d_weight_grad(g, x, **window, kernel=kernel) if w.requires_grad else None
 
 
+def _alike(a, b):
+    """a and b in their promoted dtype: conv2d admits two float dtypes, its products one."""
+    d = promote(a.dtype, b.dtype)
+    return a.cast(d), b.cast(d)
+
+
 def _conv_decompose(x, w, stride, padding, dilation, layout):
+    x, w = _alike(x, w)
     o, c, kh, kw = weight_dims(w.shape, layout)
     cols = im2col(x, kernel=(kh, kw), stride=stride, padding=padding, dilation=dilation, layout=layout)
     if layout == "NCHW":
@@ -350,6 +358,7 @@ def _weight_grad_shape(g: tuple, x: tuple, kernel, stride, padding, dilation, la
 
 def _input_grad(g, w, stride, padding, dilation, layout, size):
     """The columns W^T g (one matmul over the batch, as in conv2d), added back with col2im."""
+    g, w = _alike(g, w)
     o, c, kh, kw = weight_dims(w.shape, layout)
     if layout == "NCHW":
         n, _, ho, wo = g.shape
@@ -364,6 +373,7 @@ def _input_grad(g, w, stride, padding, dilation, layout, size):
 
 def _weight_grad(g, x, kernel, stride, padding, dilation, layout):
     """g times the transposed columns of x, summed over the batch in one matmul."""
+    g, x = _alike(g, x)
     cols = im2col(x, kernel=kernel, stride=stride, padding=padding, dilation=dilation, layout=layout)
     kh, kw = kernel
     if layout == "NCHW":

@@ -13,9 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from ..autograd import no_grad
-from ..ops import concat, stack, zeros
-from ..tensor import Tensor
+from ...autograd import no_grad
+from ...ops import concat, stack, zeros
+from ...tensor import Tensor
+from . import rnn
 
 
 def _with_grads(parameters: Tensor | Iterable[Tensor]) -> list[Tensor]:

@@ -1,0 +1,55 @@
+"""Distances, Unflatten and pad_sequence against hand-computed values."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import verigrad
+import verigrad.nn.functional as F
+from verigrad import nn
+from verigrad.nn.utils.rnn import pad_sequence
+
+
+def t(values) -> verigrad.Tensor:
+    return verigrad.tensor(np.array(values, dtype=np.float64))
+
+
+def test_cosine_similarity_by_hand() -> None:
+    out = F.cosine_similarity(t([[1, 0], [3, 4]]), t([[0, 2], [6, 8]]))
+    np.testing.assert_allclose(out.numpy(), [0, 1], atol=1e-15)
+    tiny = F.cosine_similarity(t([1e-9, 0]), t([1, 0]), dim=0, eps=1e-3)  # the tiny norm is clamped
+    assert math.isclose(tiny.item(), 1e-9 / 1e-3, rel_tol=1e-12)
+    assert F.cosine_similarity(t([[1, 0]]), t([[1, 0], [0, 1]])).shape == (2,)  # broadcast
+    assert nn.CosineSimilarity(dim=0)(t([1, 0]), t([1, 0])).item() == 1
+
+
+def test_pairwise_distance_by_hand() -> None:
+    out = F.pairwise_distance(t([[0, 0]]), t([[3, 4]]), eps=0.0)
+    np.testing.assert_allclose(out.numpy(), [5], rtol=1e-15)
+    assert nn.PairwiseDistance(p=1.0, eps=0.0, keepdim=True)(t([[0, 0]]), t([[3, 4]])).numpy().tolist() == [
+        [7]
+    ]
+
+
+def test_unflatten_by_hand() -> None:
+    x = verigrad.arange(0, 12).reshape(2, 6)
+    assert nn.Unflatten(1, (2, 3))(x).shape == (2, 2, 3)
+    assert nn.Unflatten(-1, [3, -1])(x).shape == (2, 3, 2)
+    with pytest.raises(TypeError, match="unflattened_size"):
+        nn.Unflatten(1, 6)
+
+
+def test_pad_sequence_by_hand() -> None:
+    a, b = t([1, 2, 3]), t([4])
+    np.testing.assert_array_equal(pad_sequence([a, b]).numpy(), [[1, 4], [2, 0], [3, 0]])
+    np.testing.assert_array_equal(
+        pad_sequence([a, b], batch_first=True, padding_value=-1, padding_side="left").numpy(),
+        [[1, 2, 3], [-1, -1, 4]],
+    )
+    with pytest.raises(ValueError, match="empty"):
+        pad_sequence([])
+    with pytest.raises(verigrad.ShapeError, match="every sequence"):
+        pad_sequence([t([[1, 2]]), t([[1, 2, 3]])])
