@@ -1,4 +1,5 @@
 """Learning-rate schedules, as PyTorch's `torch.optim.lr_scheduler`: StepLR, MultiStepLR, ExponentialLR,
+MultiplicativeLR, ConstantLR, PolynomialLR,
 CosineAnnealingLR, CosineAnnealingWarmRestarts, LinearLR, LambdaLR, OneCycleLR (which also cycles the
 momentum), SequentialLR (one schedule after another), and ReduceLROnPlateau (driven by a metric).
 
@@ -127,6 +128,58 @@ class StepLR(LRScheduler):
 
     def closed_form(self, base_lr: float, epoch: int) -> float:
         return base_lr * self.gamma ** (epoch // self.step_size)
+
+
+class MultiplicativeLR(LRScheduler):
+    """Each rate times `lr_lambda(epoch)` every epoch (one function, or one per parameter group)."""
+
+    def __init__(
+        self, optimizer: Optimizer, lr_lambda: Callable[[int], float] | list, last_epoch: int = -1
+    ) -> None:
+        self.lr_lambdas = _per_group("lr_lambda", optimizer, lr_lambda)
+        super().__init__(optimizer, last_epoch)
+
+    def rate(self, lr: float, base_lr: float, epoch: int, index: int) -> float:
+        return lr * self.lr_lambdas[index](epoch) if epoch > 0 else lr
+
+
+class ConstantLR(LRScheduler):
+    """Each rate times `factor` until epoch `total_iters`, then the initial rate again."""
+
+    def __init__(
+        self, optimizer: Optimizer, factor: float = 1.0 / 3, total_iters: int = 5, last_epoch: int = -1
+    ) -> None:
+        if not 0 <= factor <= 1:
+            raise ValueError("Constant multiplicative factor expected to be between 0 and 1.")
+        self.factor, self.total_iters = factor, total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def rate(self, lr: float, base_lr: float, epoch: int, index: int) -> float:
+        if epoch == 0:
+            return lr * self.factor
+        return lr * (1.0 / self.factor) if epoch == self.total_iters else lr
+
+    def closed_form(self, base_lr: float, epoch: int) -> float:
+        return base_lr * (self.factor + (epoch >= self.total_iters) * (1 - self.factor))
+
+
+class PolynomialLR(LRScheduler):
+    """Each rate decayed by (1 - epoch / total_iters) ** power, reaching 0 at `total_iters`."""
+
+    def __init__(
+        self, optimizer: Optimizer, total_iters: int = 5, power: float = 1.0, last_epoch: int = -1
+    ) -> None:
+        self.total_iters, self.power = total_iters, power
+        super().__init__(optimizer, last_epoch)
+
+    def rate(self, lr: float, base_lr: float, epoch: int, index: int) -> float:
+        if epoch == 0 or epoch > self.total_iters:
+            return lr
+        n = self.total_iters
+        return lr * ((1.0 - epoch / n) / (1.0 - (epoch - 1) / n)) ** self.power
+
+    def closed_form(self, base_lr: float, epoch: int) -> float:
+        return base_lr * (1.0 - min(self.total_iters, epoch) / self.total_iters) ** self.power
 
 
 class MultiStepLR(LRScheduler):
