@@ -164,10 +164,7 @@ def _cross_entropy_op(
     of rows not ignored. None where ignore_index is a class (the general path then)."""
     if isinstance(classes, int) and 0 <= ignore_index < classes:
         return None
-    values = target.payload
-    if isinstance(values, np.ndarray) and not (values == ignore_index).any():  # eager, nothing ignored
-        return ops.cross_entropy(input, target, reduction=reduction)
-    kept = target != ignore_index  # in a trace the values are unknown: the mask is part of the program
+    kept = target != ignore_index  # one program eagerly and traced (compiled = eager, bit for bit)
     loss = where(kept, ops.cross_entropy(input, where(kept, target, 0), reduction="none"), 0.0)
     if reduction == "none":
         return loss
