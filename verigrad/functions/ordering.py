@@ -18,9 +18,7 @@ from ..errors import AxisError
 from ..ops.binary import eq, maximum, minimum, mul, ne, sub, where
 from ..ops.creation import arange, from_numpy, full
 from ..ops.index import argsort, gather
-from ..ops.reduce import argmax, sum
-from ..ops.reduce import max as reduce_max
-from ..ops.reduce import min as reduce_min
+from ..ops.reduce import argmax, max_of_all, min_of_all, sum
 from ..ops.scan import running_extreme_index
 from ..ops.shaping import getitem, squeeze, unsqueeze
 from ..shapes import normalize_axis
@@ -82,7 +80,7 @@ def _extreme(x: Tensor, dim: Any, keepdim: bool, largest: bool, what: str) -> An
     if isinstance(dim, Tensor):
         return (maximum if largest else minimum)(x, dim)
     if dim is None:
-        return (reduce_max if largest else reduce_min)(x)
+        return (max_of_all if largest else min_of_all)(x)
     if not isinstance(dim, numbers.Integral) or isinstance(dim, bool):
         raise TypeError(f"{what} takes one dim (an int), got {dim!r}; a{what} takes several")
     return _extreme_along(x, int(dim), keepdim, largest)
