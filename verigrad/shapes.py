@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from .dtypes import DType, as_dtype, f32
-from .errors import AxisError, ShapeError
+from .errors import AxisError, DTypeError, ShapeError
 
 Monomial = tuple[tuple[str, int], ...]  # ((atom, power), ...) sorted by atom
 
@@ -388,8 +388,15 @@ def spec(shape: int | str | Dim | Iterable, dtype: DType | str = "f32") -> Spec:
 
 
 # rules shared by many ops ----------------------------------------------------------------------
+def _refuse_bool(axis: object) -> None:
+    """A bool is no dim (PyTorch raises; Python would read True as 1)."""
+    if isinstance(axis, bool):
+        raise DTypeError(f"a dim must be an int, not the bool {axis}")
+
+
 def normalize_axis(axis: int, ndim: int) -> int:
     """axis as a non-negative int; a 0-d tensor takes 0 and -1, as PyTorch's."""
+    _refuse_bool(axis)
     if not -max(ndim, 1) <= axis < max(ndim, 1):
         raise AxisError(f"axis {axis} is out of range for {ndim} dimensions")
     return axis % ndim if ndim else 0
@@ -400,6 +407,8 @@ def normalize_axes(axis: int | Sequence[int] | None, ndim: int) -> tuple[int, ..
     if axis is None:
         return tuple(range(ndim))
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    for a in axes:
+        _refuse_bool(a)
     if ndim == 0:  # PyTorch's: a 0-d tensor takes dim 0 and -1, reducing over nothing
         if any(a not in (0, -1) for a in axes):
             raise AxisError(f"axis {axis} is out of range for 0 dimensions (it takes 0 or -1)")

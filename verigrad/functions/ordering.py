@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import modes
-from ..dtypes import i64
+from ..dtypes import bool_, i64
 from ..errors import AxisError
 from ..ops.binary import eq, maximum, minimum, mul, ne, sub, where
 from ..ops.creation import arange, from_numpy, full
@@ -72,7 +72,8 @@ def _extreme_along(x: Tensor, dim: int, keepdim: bool, largest: bool) -> SortRes
     """The first largest (or smallest) entry along `dim` and its index; NaN counts as the extreme, as
     PyTorch's. The gradient goes to that one entry, as PyTorch's max(dim)."""
     axis = normalize_axis(dim, x.ndim)
-    index = (argmax if largest else argmin)(x, axis=axis, keepdim=True)
+    keys = x.cast(i64) if x.dtype is bool_ else x  # argmax refuses bool, as PyTorch's; max(dim) takes it
+    index = (argmax if largest else argmin)(keys, axis=axis, keepdim=True)
     return _entries_at(x, index, axis, keepdim)
 
 

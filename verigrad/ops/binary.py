@@ -282,6 +282,17 @@ def _divisor_samples(rng: np.random.Generator) -> list[Sample]:
     return out
 
 
+def _nonzero_integer_divisor(fn: Callable) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """fn, refusing an integer divisor that holds a zero as PyTorch does (NumPy would give 0)."""
+
+    def evaluate(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if b.dtype.kind in "iub" and not b.all():
+            raise ZeroDivisionError(f"{fn.__name__}: integer division by zero (PyTorch raises it too)")
+        return fn(a, b)
+
+    return evaluate
+
+
 def _rounded_quotient(x, y, rounding: str):
     """x / y rounded ("floor" or "trunc"), as the part of a remainder's gradient that has none."""
     return getattr((x / y).detach(), rounding)()
@@ -289,7 +300,7 @@ def _rounded_quotient(x, y, rounding: str):
 
 remainder = _arith(
     "remainder",
-    np.remainder,
+    _nonzero_integer_divisor(np.remainder),
     # x - y floor(x / y): d/dx 1, d/dy -floor(x / y) (PyTorch's)
     lambda g, out, x, y: _both(x, y, lambda: g, lambda: -g * _rounded_quotient(x, y, "floor")),
     dtype=_refusing_bool("remainder", ""),
@@ -302,7 +313,7 @@ remainder.samples = _divisor_samples
 
 fmod = _arith(
     "fmod",
-    np.fmod,
+    _nonzero_integer_divisor(np.fmod),
     lambda g, out, x, y: _both(x, y, lambda: g, lambda: -g * _rounded_quotient(x, y, "trunc")),
     dtype=_refusing_bool("fmod", ""),
     exact=True,

@@ -277,10 +277,17 @@ def _argmax(x: np.ndarray, axis: int | None, keepdim: bool) -> np.ndarray:
     return np.argmax(x, axis=axis, keepdims=keepdim).astype(np.int64)
 
 
+def _argmax_dtype(x: DType, **_) -> DType:
+    no_bf16(x)
+    if x is bool_:
+        raise DTypeError("argmax does not support bool input (as PyTorch); cast it to an integer dtype first")
+    return i64
+
+
 argmax = Op(
     "argmax",
     shape=_argmax_shape,
-    dtype=lambda x, **_: (no_bf16(x), i64)[1],
+    dtype=_argmax_dtype,
     params=_argmax_canon,
     positional=("dim", "keepdim"),  # PyTorch's sum(input, dim, keepdim)
     reference=_argmax,
