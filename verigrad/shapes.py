@@ -406,14 +406,13 @@ def normalize_axes(axis: int | Sequence[int] | None, ndim: int) -> tuple[int, ..
     """Reduction axes as sorted non-negative ints; None means all axes."""
     if axis is None:
         return tuple(range(ndim))
+    _refuse_bool(axis)  # (inside a sequence PyTorch takes True as 1)
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
-    for a in axes:
-        _refuse_bool(a)
     if ndim == 0:  # PyTorch's: a 0-d tensor takes dim 0 and -1, reducing over nothing
         if any(a not in (0, -1) for a in axes):
             raise AxisError(f"axis {axis} is out of range for 0 dimensions (it takes 0 or -1)")
         return ()
-    out = tuple(sorted({normalize_axis(a, ndim) for a in axes}))
+    out = tuple(sorted({normalize_axis(int(a) if isinstance(a, bool) else a, ndim) for a in axes}))
     if len(out) != len(axes):
         raise ShapeError(f"repeated axis in {axis}")
     return out
