@@ -87,6 +87,16 @@ def test_a_shared_part_of_a_freed_graph_raises_too() -> None:
         (h * 3).sum().backward()
 
 
+def test_every_node_a_pass_goes_through_is_freed() -> None:
+    """PyTorch lets ops that saved no tensors (add, sum) run backward again; verigrad frees every node
+    (the README lists the difference)."""
+    x = _leaf([1.0, 2.0])
+    y = (x + 1).sum()
+    y.backward()
+    with pytest.raises(RuntimeError, match="second time"):
+        y.backward()
+
+
 def test_retain_graph_keeps_it_for_one_more_pass() -> None:
     x = _leaf([1.0, 2.0])
     y = (x * x).sum()
