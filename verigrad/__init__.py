@@ -9,13 +9,13 @@ from . import tensor_methods as _tensor_methods  # binds the Tensor methods
 from .accelerator import cuda
 from .autograd import (
     enable_grad,
-    grad,
     inference_mode,
     is_grad_enabled,
     no_grad,
     set_grad_enabled,
     value_and_grad,
 )
+from .autograd import grad_transform as grad  # JAX's transform; verigrad.autograd.grad is PyTorch's
 from .backends import available as available_backends
 from .backends import backend, get_backend, get_threads, set_backend, set_threads
 from .compile import check, compile

@@ -74,20 +74,29 @@ class set_grad_enabled(contextlib.ContextDecorator):
 
 
 class Node:
-    """How a tensor was made: the op, its input tensors and its params."""
+    """How a tensor was made: the op, its input tensors and its params; `freed` once a backward pass went
+    through it without retain_graph (PyTorch frees its saved tensors then: a second pass raises)."""
 
-    __slots__ = ("inputs", "op", "params")
+    __slots__ = ("freed", "inputs", "op", "params")
 
     def __init__(self, op: Any, inputs: tuple[Tensor, ...], params: dict) -> None:
         self.op, self.inputs, self.params = op, inputs, params
+        self.freed = False
 
 
-def _topological(root: Tensor, stop: set[int] | None = None) -> list[Tensor]:
-    """Tensors that lead to `root`, inputs before the tensors made from them; the walk does not go
-    past a tensor whose id is in `stop` (the variables `gradients` differentiates by)."""
+_FREED = (
+    "Trying to backward through the graph a second time (or directly access saved tensors after they have "
+    "already been freed). Saved intermediate values of the graph are freed when you call .backward() or "
+    "autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time or "
+    "if you need to access saved tensors after calling backward."
+)
+
+
+def _topological(roots: Sequence[Tensor]) -> list[Tensor]:
+    """Tensors that lead to `roots`, inputs before the tensors made from them."""
     order: list[Tensor] = []
     seen: set[int] = set()
-    stack: list[tuple[Tensor, bool]] = [(root, False)]
+    stack: list[tuple[Tensor, bool]] = [(r, False) for r in reversed(roots)]
     while stack:
         t, done = stack.pop()
         if done:
@@ -97,38 +106,65 @@ def _topological(root: Tensor, stop: set[int] | None = None) -> list[Tensor]:
             continue
         seen.add(id(t))
         stack.append((t, True))
-        if t._node is not None and (stop is None or id(t) not in stop):
+        if t._node is not None:
             stack.extend((i, False) for i in t._node.inputs if i.requires_grad and id(i) not in seen)
     return order
 
 
-def _seed(root: Tensor, grad: Tensor | None, what: str) -> Tensor:
-    if not root.requires_grad:
-        raise RuntimeError(f"{what} on a tensor that does not require grad (no leaf needs it)")
+def _as_tensors(value: Tensor | Sequence[Tensor], what: str) -> list[Tensor]:
+    items = [value] if isinstance(value, Tensor) else list(value)
+    for i, t in enumerate(items):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{what}: element {i} is {type(t).__name__}, not a Tensor")
+    return items
+
+
+def _seeds(roots: list[Tensor], grads: Any, what: str) -> list[Tensor]:
+    """The gradient each root starts with (ones for a single value where none is given), checked before
+    any work; marks the start of a trace's backward section."""
+    given: list[Any] = [None] * len(roots) if grads is None else _as_grads(grads, len(roots), what)
+    for i, (root, grad) in enumerate(zip(roots, given)):
+        if not root.requires_grad:
+            raise RuntimeError(
+                f"{what}: element {i} of tensors does not require grad and does not have a grad_fn"
+            )
+        if grad is None and root.numel() != 1:
+            raise RuntimeError(
+                f"{what}: grad can be implicitly created only for scalar outputs, got {root.shape}"
+            )
+        if grad is not None and tuple(grad.shape) != tuple(root.shape):
+            raise RuntimeError(f"{what}: gradient shape {grad.shape} does not match {root.shape}")
     modes.current().begin_backward()  # a trace marks where its backward section starts
-    if grad is None:
-        if root.numel() != 1:
-            raise RuntimeError(f"{what} without a gradient needs a single value, got {root.shape}")
-        return ones_like(root.detach())
-    if tuple(grad.shape) != tuple(root.shape):
-        raise RuntimeError(f"gradient shape {grad.shape} does not match {root.shape}")
-    return grad
+    return [ones_like(r.detach()) if g is None else g for r, g in zip(roots, given)]
 
 
-def _propagate(root: Tensor, grad: Tensor, create_graph: bool, wrt: list[Tensor] | None) -> dict[int, Tensor]:
-    """Apply the VJPs from `root` (whose gradient is `grad`) back to the leaves, in reverse topological
-    order. With `wrt` None every leaf's gradient is accumulated into its `.grad`; otherwise the walk
-    stops at the tensors of `wrt`, only the branches that reach them are differentiated, and their
-    gradients are returned by id (no `.grad` is touched)."""
-    stop = None if wrt is None else {id(t) for t in wrt}
-    order = _topological(root, stop)
-    if stop is not None:  # prune: keep the tensors from which some variable can be reached
-        reaches: set[int] = set()
+def _as_grads(grads: Any, count: int, what: str) -> list[Any]:
+    items = [grads] if isinstance(grads, Tensor) else list(grads)
+    if len(items) != count:
+        raise RuntimeError(f"{what}: got {len(items)} gradients for {count} tensors")
+    return [tensor(g) if g is not None and not isinstance(g, Tensor) else g for g in items]
+
+
+def _propagate(
+    roots: list[Tensor], seeds: list[Tensor], create_graph: bool, retain_graph: bool, wrt: list[Tensor] | None
+) -> dict[int, Tensor]:
+    """Apply the VJPs from `roots` (whose gradients are `seeds`) back to the leaves, in reverse topological
+    order. With `wrt` None every leaf's gradient is accumulated into its `.grad`; otherwise only the
+    branches that reach a tensor of `wrt` are differentiated, and those tensors' gradients are returned
+    by id (no `.grad` is touched). Without `retain_graph` each node passed is freed."""
+    order = _topological(roots)
+    reaches: set[int] | None = None
+    if wrt is not None:  # prune: keep the tensors from which some variable can be reached
+        reaches = {id(t) for t in wrt}
         for t in order:
-            if id(t) in stop or (t._node is not None and any(id(i) in reaches for i in t._node.inputs)):
+            if t._node is not None and any(id(i) in reaches for i in t._node.inputs):
                 reaches.add(id(t))
         order = [t for t in order if id(t) in reaches]
-    grads: dict[int, Tensor] = {id(root): grad}
+    wanted = None if wrt is None else {id(t) for t in wrt}
+    grads: dict[int, Tensor] = {}
+    for root, seed in zip(roots, seeds):
+        before = grads.get(id(root))
+        grads[id(root)] = seed if before is None else before + seed
     found: dict[int, Tensor] = {}
     with _grad_mode(create_graph):
         for t in reversed(order):
@@ -137,28 +173,34 @@ def _propagate(root: Tensor, grad: Tensor, create_graph: bool, wrt: list[Tensor]
                 continue
             if t._hooks:
                 g = _hooked(t, g)
-            if stop is not None and id(t) in stop:
-                found[id(t)] = g
-                continue
-            if t._node is None:
-                _accumulate(t, g)
-                continue
+            if wanted is not None and id(t) in wanted:
+                found[id(t)] = g  # and on through its node: a variable made from another gives it a part
             node = t._node
+            if node is None:
+                if wanted is None:
+                    _accumulate(t, g)
+                continue
+            if reaches is not None and not any(id(i) in reaches for i in node.inputs):
+                continue
+            if node.freed:
+                raise RuntimeError(_FREED)
             for inp, gi in zip(node.inputs, node.op.vjp(g, t, *node.inputs, **node.params)):
-                if gi is None or not inp.requires_grad:
+                if gi is None or not inp.requires_grad or (reaches is not None and id(inp) not in reaches):
                     continue
-                given, wanted = gi.spec, inp.spec
-                if given is not wanted:  # (the same spec object: the same shape and dtype)
-                    if given.shape != wanted.shape:
+                given, want = gi.spec, inp.spec
+                if given is not want:  # (the same spec object: the same shape and dtype)
+                    if given.shape != want.shape:
                         raise RuntimeError(
                             f"the VJP of {node.op.name} gave a gradient of shape {gi.shape} "
                             f"for an input of shape {inp.shape}"
                         )
-                    if given.dtype is not wanted.dtype:  # mixed-dtype ops: each input's gradient in its own
+                    if given.dtype is not want.dtype:  # mixed-dtype ops: each input's gradient in its own
                         gi = gi.cast(inp.dtype)
                 key = id(inp)
                 before = grads.get(key)
                 grads[key] = gi if before is None else before + gi
+            if not retain_graph:
+                node.freed = True
     return found
 
 
@@ -226,20 +268,95 @@ def _accumulate(leaf: Tensor, g: Tensor) -> None:
     leaf.grad = leaf.grad + g
 
 
-def backward(root: Tensor, grad: Tensor | None = None, create_graph: bool = False) -> None:
-    """Accumulate d(root)/d(leaf) into `.grad` of every leaf that requires grad."""
-    _propagate(root, _seed(root, grad, "backward()"), create_graph, None)
+def backward(
+    tensors: Tensor | Sequence[Tensor],
+    grad_tensors: Tensor | Sequence[Tensor | None] | None = None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    inputs: Tensor | Sequence[Tensor] | None = None,
+) -> None:
+    """PyTorch's `autograd.backward`: accumulate the gradients of `tensors` (seeded with `grad_tensors`,
+    ones for single values) into `.grad` of every leaf that requires grad, or of `inputs` only. The graph
+    is freed unless `retain_graph` (which defaults to `create_graph`): a second pass through it raises."""
+    roots = _as_tensors(tensors, "backward()")
+    if not roots:
+        raise RuntimeError("backward() got no tensors to differentiate")
+    retain = create_graph if retain_graph is None else bool(retain_graph)
+    targets = None if inputs is None else _as_tensors(inputs, "backward(inputs=...)")
+    if targets is not None:
+        if not targets:
+            raise RuntimeError("backward(): inputs, when given, must not be empty")
+        for i, t in enumerate(targets):
+            if not t.requires_grad:
+                raise RuntimeError(f"backward(): input {i} of inputs does not require grad")
+    seeds = _seeds(roots, grad_tensors, "backward()")
+    found = _propagate(roots, seeds, create_graph, retain, targets)
+    for t in targets or ():
+        g = found.get(id(t))
+        if g is not None:
+            _accumulate(t, g)
+
+
+def grad(
+    outputs: Tensor | Sequence[Tensor],
+    inputs: Tensor | Sequence[Tensor],
+    grad_outputs: Tensor | Sequence[Tensor | None] | None = None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    only_inputs: bool = True,
+    allow_unused: bool | None = None,
+    is_grads_batched: bool = False,
+    materialize_grads: bool = False,
+) -> tuple[Tensor | None, ...]:
+    """PyTorch's `autograd.grad`: the gradients of `outputs` (seeded with `grad_outputs`) with respect to
+    each of `inputs`, as a tuple; no `.grad` changes. An input the outputs do not depend on raises, or
+    gives None with `allow_unused`, zeros with `materialize_grads`. With `create_graph` the gradients
+    have their own history (higher derivatives). The graph is freed unless `retain_graph` (default
+    `create_graph`). JAX's function transform is `verigrad.grad`."""
+    if is_grads_batched:
+        raise NotImplementedError(
+            "autograd.grad: is_grads_batched=True (vmap over grad_outputs) is not supported"
+        )
+    if materialize_grads and allow_unused is False:
+        raise ValueError(
+            "autograd.grad: expected allow_unused to be True or not passed when materialize_grads=True, "
+            "but got: allow_unused=False."
+        )
+    allow = materialize_grads if allow_unused is None else bool(allow_unused)
+    roots = _as_tensors(outputs, "autograd.grad(outputs)")
+    variables = _as_tensors(inputs, "autograd.grad(inputs)")
+    if not roots or not variables:
+        raise RuntimeError("autograd.grad needs at least one output and one input")
+    for i, t in enumerate(variables):
+        if not t.requires_grad:
+            raise RuntimeError(
+                f"autograd.grad: input {i} (one of the differentiated Tensors) does not require grad"
+            )
+    retain = create_graph if retain_graph is None else bool(retain_graph)
+    seeds = _seeds(roots, grad_outputs, "autograd.grad()")
+    found = _propagate(roots, seeds, create_graph, retain, variables)
+    out: list[Tensor | None] = []
+    for i, t in enumerate(variables):
+        g = found.get(id(t))
+        if g is None:
+            if not allow:
+                raise RuntimeError(
+                    f"autograd.grad: the differentiated Tensor at index {i} appears to not have been used in "
+                    "the graph. Set allow_unused=True if this is the desired behavior."
+                )
+            if materialize_grads:
+                g = zeros_like(t.detach())
+        out.append(g)
+    return tuple(out)
 
 
 def gradients(
     root: Tensor, wrt: Sequence[Tensor], grad: Tensor | None = None, create_graph: bool = False
 ) -> list[Tensor | None]:
-    """d(root)/d(t) for each t of `wrt` (None where root does not depend on t); no `.grad` changes.
-
-    The tensors of `wrt` need not be leaves: the gradient stops at them. In a trace the VJPs become
-    instructions after the program's `backward:` mark, as every op call does.
-    """
-    found = _propagate(root, _seed(root, grad, "gradients()"), create_graph, list(wrt))
+    """d(root)/d(t) for each t of `wrt` (None where root does not depend on t); no `.grad` changes and
+    the graph is kept. In a trace the VJPs become instructions after the program's `backward:` mark, as
+    every op call does."""
+    found = _propagate([root], _seeds([root], grad, "gradients()"), create_graph, True, list(wrt))
     return [found.get(id(t)) for t in wrt]
 
 
@@ -312,10 +429,11 @@ def value_and_grad(
     return wrapper
 
 
-def grad(
+def grad_transform(
     fn: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False
 ) -> Callable[..., Any]:
-    """As JAX's `grad`: the gradient of the scalar-valued `fn` with respect to its positional argument
+    """`verigrad.grad`, as JAX's `grad` (`verigrad.autograd.grad` is PyTorch's): the gradient of the
+    scalar-valued `fn` with respect to its positional argument
     `argnums` (a tuple of gradients when `argnums` is a tuple); see `value_and_grad`.
 
     >>> verigrad.grad(lambda x: (x * x).sum())(verigrad.tensor([1.0, 2.0]))

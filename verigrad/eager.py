@@ -68,7 +68,9 @@ class EagerMode(modes.Mode):
             arrays.append(data)
             if a.requires_grad:
                 wanted = True
-        needs_grad = wanted and op.differentiable and _GRAD_ENABLED[-1]
+        # as PyTorch's: only a floating result has a gradient (a cast to an integer, a comparison, an
+        # index is a constant)
+        needs_grad = wanted and op.differentiable and _GRAD_ENABLED[-1] and plan.out.dtype.is_float
         warns = plan.warns
         if op.decompose is not None:
             if needs_grad and op.vjp is None:

@@ -19,7 +19,7 @@ from fractions import Fraction
 from typing import Any, SupportsIndex
 
 from .dtypes import DType, as_dtype, f32
-from .errors import AxisError, ShapeError
+from .errors import AxisError, DTypeError, ShapeError
 
 Monomial = tuple[tuple[str, int], ...]  # ((atom, power), ...) sorted by atom
 
@@ -463,8 +463,15 @@ def spec(shape: int | str | Dim | Iterable, dtype: DType | str = "f32") -> Spec:
 
 
 # rules shared by many ops ----------------------------------------------------------------------
+def _refuse_bool(axis: object) -> None:
+    """A bool is no dim (PyTorch raises; Python would read True as 1)."""
+    if isinstance(axis, bool):
+        raise DTypeError(f"a dim must be an int, not the bool {axis}")
+
+
 def normalize_axis(axis: int, ndim: int) -> int:
     """axis as a non-negative int; a 0-d tensor takes 0 and -1, as PyTorch's."""
+    _refuse_bool(axis)
     if not -max(ndim, 1) <= axis < max(ndim, 1):
         raise AxisError(f"axis {axis} is out of range for {ndim} dimensions")
     return axis % ndim if ndim else 0
@@ -474,12 +481,13 @@ def normalize_axes(axis: int | Sequence[int] | None, ndim: int) -> tuple[int, ..
     """Reduction axes as sorted non-negative ints; None means all axes."""
     if axis is None:
         return tuple(range(ndim))
+    _refuse_bool(axis)  # (inside a sequence PyTorch takes True as 1)
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     if ndim == 0:  # PyTorch's: a 0-d tensor takes dim 0 and -1, reducing over nothing
         if any(a not in (0, -1) for a in axes):
             raise AxisError(f"axis {axis} is out of range for 0 dimensions (it takes 0 or -1)")
         return ()
-    out = tuple(sorted({normalize_axis(a, ndim) for a in axes}))
+    out = tuple(sorted({normalize_axis(int(a) if isinstance(a, bool) else a, ndim) for a in axes}))
     if len(out) != len(axes):
         raise ShapeError(f"repeated axis in {axis}")
     return out

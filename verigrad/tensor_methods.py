@@ -107,11 +107,15 @@ def adapted(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 @adapted
 def backward(
-    self: Tensor, grad: Tensor | None = None, create_graph: bool = False, retain_graph: Any = None
+    self: Tensor,
+    gradient: Tensor | None = None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    inputs: Any = None,
 ) -> None:
-    """Accumulate gradients into the leaves' `.grad`. The graph is kept whatever `retain_graph` says
-    (it is accepted for PyTorch's code: backward may run again)."""
-    autograd.backward(self, grad, create_graph)
+    """PyTorch's: accumulate gradients into the leaves' `.grad` (see `autograd.backward`); the graph is
+    freed unless `retain_graph` (default `create_graph`)."""
+    autograd.backward(self, None if gradient is None else [gradient], retain_graph, create_graph, inputs)
 
 
 @adapted

@@ -13,14 +13,12 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import modes
-from ..dtypes import i64
+from ..dtypes import bool_, i64
 from ..errors import AxisError
 from ..ops.binary import eq, maximum, minimum, mul, ne, sub, where
 from ..ops.creation import arange, from_numpy, full
 from ..ops.index import argsort, gather
-from ..ops.reduce import argmax, sum
-from ..ops.reduce import max as reduce_max
-from ..ops.reduce import min as reduce_min
+from ..ops.reduce import argmax, max_of_all, min_of_all, sum
 from ..ops.scan import running_extreme_index
 from ..ops.shaping import getitem, squeeze, unsqueeze
 from ..shapes import normalize_axis
@@ -74,7 +72,8 @@ def _extreme_along(x: Tensor, dim: int, keepdim: bool, largest: bool) -> SortRes
     """The first largest (or smallest) entry along `dim` and its index; NaN counts as the extreme, as
     PyTorch's. The gradient goes to that one entry, as PyTorch's max(dim)."""
     axis = normalize_axis(dim, x.ndim)
-    index = (argmax if largest else argmin)(x, axis=axis, keepdim=True)
+    keys = x.cast(i64) if x.dtype is bool_ else x  # argmax refuses bool, as PyTorch's; max(dim) takes it
+    index = (argmax if largest else argmin)(keys, axis=axis, keepdim=True)
     return _entries_at(x, index, axis, keepdim)
 
 
@@ -82,7 +81,7 @@ def _extreme(x: Tensor, dim: Any, keepdim: bool, largest: bool, what: str) -> An
     if isinstance(dim, Tensor):
         return (maximum if largest else minimum)(x, dim)
     if dim is None:
-        return (reduce_max if largest else reduce_min)(x)
+        return (max_of_all if largest else min_of_all)(x)
     if not isinstance(dim, numbers.Integral) or isinstance(dim, bool):
         raise TypeError(f"{what} takes one dim (an int), got {dim!r}; a{what} takes several")
     return _extreme_along(x, int(dim), keepdim, largest)

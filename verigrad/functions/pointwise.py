@@ -49,7 +49,7 @@ def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:
     """x limited to [min, max] (either may be None, or a tensor that broadcasts); NaN stays NaN, and
     where min > max every value is max, as in PyTorch. The gradient goes as PyTorch's: to x where
     min <= x <= max, to min where x < min < max, to max where x > max or max < min (so to none where x
-    is outside min == max)."""
+    is outside min == max), and none to a NaN x."""
     if min is None and max is None:
         raise ValueError("clamp needs min or max (or both)")
     y = x
@@ -59,6 +59,8 @@ def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:
         y = where(x < min, min, y)
     if max is not None:
         y = where(y > max, max, y)
+    if x.requires_grad:  # a NaN x takes no gradient, as in PyTorch (the value is NaN either way)
+        y = where(ne(x, x), x.detach(), y)
     return y
 
 

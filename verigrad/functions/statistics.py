@@ -103,7 +103,9 @@ def logsumexp(x: Tensor, axis: Axis = None, keepdim: bool = False, *, dim: Axis 
 def argmin(x: Tensor, axis: int | None = None, keepdim: bool = False, *, dim: int | None = None) -> Tensor:
     """Index of the first smallest value along `axis` (of the flattened tensor when None), as i64: the
     first largest of -x, or of -1 - x for integers (which, unlike -x, does not overflow)."""
-    flipped = sub(-1, x.cast(i64) if x.dtype is bool_ else x) if not x.dtype.is_float else -x
+    if x.dtype is bool_:
+        raise DTypeError("argmin does not support bool input (as PyTorch); cast it to an integer dtype first")
+    flipped = sub(-1, x) if not x.dtype.is_float else -x
     return argmax(flipped, axis=pick(axis, dim), keepdim=keepdim)
 
 

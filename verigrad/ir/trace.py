@@ -76,7 +76,7 @@ class TraceMode(modes.Mode):
 
     def apply(self, op: Any, args: tuple[Tensor, ...], params: dict, out: Spec) -> Tensor:
         needs_grad = False
-        if op.differentiable and _GRAD_ENABLED[-1]:  # is_grad_enabled(), inlined
+        if op.differentiable and _GRAD_ENABLED[-1] and out.dtype.is_float:  # only a float result has a grad
             for a in args:
                 if a.requires_grad:
                     needs_grad = True

@@ -97,7 +97,7 @@ from .linalg import (
 from .matmul import matmul
 from .movement import broadcast_to, cast, concat, contiguous, pad, permute, reshape, slice_, unslice
 from .quant import dequantize_op, qembedding, qmatmul, qmatmul_q8
-from .reduce import argmax, max, mean, min, numel_of, prod, sum
+from .reduce import argmax, max, max_of_all, mean, min, min_of_all, numel_of, prod, sum
 from .scan import cumprod, cumsum, logcumsumexp, running_extreme_index
 from .scatter_reduce import scatter_reduce, spread
 from .shaping import assign, expand, flatten, flip, getitem, squeeze, stack, transpose, unsqueeze

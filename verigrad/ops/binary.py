@@ -230,22 +230,25 @@ def _both(x, y, gx: Callable, gy: Callable):
 
 def _pow_vjp(g, out, x, y):
     """PyTorch's: 0 for x where y == 0 (even at x == 0, where y x^(y-1) is NaN), and 0 for y where x == 0
-    and y >= 0 (where out log(x) is 0 * -inf)."""
+    and y >= 0 (where out log(x) is 0 * -inf); formed in the result's dtype (log of an f32 base in f64
+    where the exponent is f64), each cast back to its operand's dtype by autograd."""
+    a, b = x.cast(out.dtype), y.cast(out.dtype)
     return _both(
         x,
         y,
-        lambda: where(y == 0, 0.0, g * (y * x ** (y - 1))),
-        lambda: g * where((x == 0) & (y >= 0), 0.0, out * x.log()),
+        lambda: where(b == 0, 0.0, g * (b * a ** (b - 1))),
+        lambda: g * where((a == 0) & (b >= 0), 0.0, out * a.log()),
     )
 
 
-def _tie_split(g, x, y, keep_x):
-    """max/min gradient: to the chosen operand; half to each on ties (as PyTorch does)."""
+def _tie_split(g, x, y, x_loses, y_loses):
+    """max/min gradient, as PyTorch's: half to each operand on ties, none to the one that loses, all to
+    both where neither loses nor ties (a NaN on either side)."""
     return _both(
         x,
         y,
-        lambda: where(x == y, g * 0.5, where(keep_x, g, 0.0)),
-        lambda: where(x == y, g * 0.5, where(keep_x, 0.0, g)),
+        lambda: where(x == y, g * 0.5, where(x_loses, 0.0, g)),
+        lambda: where(x == y, g * 0.5, where(y_loses, 0.0, g)),
     )
 
 
@@ -498,11 +501,18 @@ def _is_negative_int(value: object) -> bool:
     return isinstance(value, int | np.integer) and not isinstance(value, bool) and value < 0
 
 
+def _atan2_vjp(g, y, x):
+    """PyTorch's: g x / r2 and -g y / r2 with r2 = x^2 + y^2, but 0 and -0 at the origin (0 / 0 there)."""
+    r2 = x * x + y * y
+    r2 = where(r2 == 0, 1.0, r2)
+    return _both(y, x, lambda: g * x / r2, lambda: -g * y / r2)
+
+
 atan2 = _arith(
     "atan2",
     _in_f64(np.arctan2),
-    # d atan2(y, x) = (x dy - y dx) / (x^2 + y^2)
-    lambda g, out, y, x: _both(y, x, lambda: g * x / (x * x + y * y), lambda: -g * y / (x * x + y * y)),
+    # d atan2(y, x) = (x dy - y dx) / (x^2 + y^2); at the origin 0 (and -0), as PyTorch's
+    lambda g, out, y, x: _atan2_vjp(g, y, x),
     dtype=float_dtype,
     low=-2.0,
     high=2.0,
@@ -807,7 +817,7 @@ def _extreme_dtype(*dtypes: DType, **_) -> DType:
 maximum = _arith(
     "maximum",
     np.maximum,
-    lambda g, out, x, y: _tie_split(g, x, y, x > y),
+    lambda g, out, x, y: _tie_split(g, x, y, x < y, x > y),
     dtype=_extreme_dtype,
     exact=True,
     torch=lambda t, a, b: t.maximum(a, b),
@@ -816,7 +826,7 @@ maximum = _arith(
 minimum = _arith(
     "minimum",
     np.minimum,
-    lambda g, out, x, y: _tie_split(g, x, y, x < y),
+    lambda g, out, x, y: _tie_split(g, x, y, x > y, x < y),
     dtype=_extreme_dtype,
     exact=True,
     torch=lambda t, a, b: t.minimum(a, b),

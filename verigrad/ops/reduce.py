@@ -1,4 +1,5 @@
-"""Reductions over one or several axes, with keepdim: sum, mean, prod, max, min, argmax, and numel_of.
+"""Reductions over one or several axes, with keepdim: sum, mean, prod, max, min, argmax, and numel_of;
+max_of_all and min_of_all, PyTorch's max() and min() of every element.
 
 Rounding rule (kernels must reproduce it): a float sum or mean of f16/f32 values accumulates in f64
 and rounds once to the input dtype at the end; f64 accumulates in f64. Integer and bool sums give i64.
@@ -227,6 +228,31 @@ max = _extreme("max", np.max, "amax", "Largest")
 min = _extreme("min", np.min, "amin", "Smallest")
 
 
+def _all_extreme_vjp(g, out, x):
+    """PyTorch's max() / min() of every element: the gradient shared evenly among the elements equal to
+    the result, or among the NaNs where it is NaN (amax's would be NaN everywhere)."""
+    hit = where(out != out, x != x, x == out).cast(g.dtype)
+    return (g * hit / hit.sum(),)
+
+
+def _extreme_of_all(name: str, reduce_op: Op, torch_name: str, which: str) -> Op:
+    return Op(
+        name,
+        shape=lambda x: _nonempty_shape(x, tuple(range(len(x))), False),
+        dtype=lambda x: (no_bf16(x), x)[1],
+        decompose=lambda x: reduce_op(x),
+        vjp=_all_extreme_vjp,
+        samples=lambda rng: [Sample((uniform(rng, s),), {}) for s in [(3, 4), (5,), (2, 3, 4), ()]],
+        torch=lambda t, x: getattr(t, torch_name)(x),
+        doc=f"{which} of all the elements (PyTorch's {torch_name}() without a dim); ties share the gradient "
+        "evenly, and where some are NaN the NaNs share it.",
+    )
+
+
+max_of_all = _extreme_of_all("max_of_all", max, "max", "The largest")
+min_of_all = _extreme_of_all("min_of_all", min, "min", "The smallest")
+
+
 def _argmax_canon(x: Spec, axis=None, keepdim: bool = False, dim=None) -> dict:
     axis = dim if dim is not None else axis
     if axis is not None and not isinstance(axis, int):
@@ -251,10 +277,17 @@ def _argmax(x: np.ndarray, axis: int | None, keepdim: bool) -> np.ndarray:
     return np.argmax(x, axis=axis, keepdims=keepdim).astype(np.int64)
 
 
+def _argmax_dtype(x: DType, **_) -> DType:
+    no_bf16(x)
+    if x is bool_:
+        raise DTypeError("argmax does not support bool input (as PyTorch); cast it to an integer dtype first")
+    return i64
+
+
 argmax = Op(
     "argmax",
     shape=_argmax_shape,
-    dtype=lambda x, **_: (no_bf16(x), i64)[1],
+    dtype=_argmax_dtype,
     params=_argmax_canon,
     positional=("dim", "keepdim"),  # PyTorch's sum(input, dim, keepdim)
     reference=_argmax,
