@@ -108,7 +108,8 @@ def _same(ours: Any, theirs: Any, where: str, flags: bool = True, tol: float | N
             raise Difference(f"{where}: dtype {got_dtype}, PyTorch's {want_dtype}")
         if tuple(ours.shape) != tuple(theirs.shape):
             raise Difference(f"{where}: shape {tuple(ours.shape)}, PyTorch's {tuple(theirs.shape)}")
-        want = theirs.detach().float().numpy() if want_dtype == "bf16" else theirs.detach().numpy()
+        # force: PyTorch's gradient of sgn (and the like) is a ZeroTensor, which has no plain NumPy view
+        want = theirs.detach().float().numpy() if want_dtype == "bf16" else theirs.detach().numpy(force=True)
         got = np.asarray(ours.detach().numpy(), dtype=want.dtype)
         tol = TOLERANCE.get(want_dtype, 0.0) if tol is None else tol
         atol = tol
@@ -633,9 +634,12 @@ _INT_UNARY = [
     "relu",
     "frac",
 ]
+# digamma's gradient is PyTorch's trigamma, a series up to ~5e-10 off the exact value verigrad gives
+_UNARY_GRAD_RTOL = {"digamma": 1e-9}
 for _name, _x in _UNARY.items():
-    CALLS.append(Call(f"{_name}(x)", lambda t, x, n=_name: getattr(t, n)(x), (_x,)))
-    CALLS.append(Call(f"x.{_name}()", lambda t, x, n=_name: getattr(x, n)(), (_x,)))
+    _rtol = _UNARY_GRAD_RTOL.get(_name)
+    CALLS.append(Call(f"{_name}(x)", lambda t, x, n=_name: getattr(t, n)(x), (_x,), grad_rtol=_rtol))
+    CALLS.append(Call(f"x.{_name}()", lambda t, x, n=_name: getattr(x, n)(), (_x,), grad_rtol=_rtol))
     CALLS.append(Call(f"{_name}(f32)", lambda t, x, n=_name: getattr(t, n)(x), (_x.astype(np.float32),)))
 for _name in _INT_UNARY:
     _x = IPOS if _name in ("sqrt", "reciprocal", "log1p") else INT
@@ -654,7 +658,9 @@ CALLS += [
     _c("relu gradient at 0", lambda t, x: t.relu(x), np.array([0.0, -1.0, 2.0])),
     _c("pow gradient at 0", lambda t, x: x**2.5, np.array([0.0, 1.0, 4.0])),
     _c("x ** 0.5 at 0: gradient", lambda t, x: x**0.5, np.array([0.0, 1.0])),
-    _c("polygamma(1, x)", lambda t, x: t.polygamma(1, x), POS),
+    # polygamma(1, x) is held to exact values in test_special_and_joining_torch.py: PyTorch's trigamma
+    # series is up to ~5e-10 off (a documented difference in the README's table)
+    _c("polygamma(2, x)", lambda t, x: t.polygamma(2, x), POS),
     _c("mvlgamma", lambda t, x: t.mvlgamma(x + 2, 2), POS),
 ]
 
@@ -982,7 +988,7 @@ CALLS += [
     _c("int(x)", lambda t, x: int(x[0, 0]), INT),
     _c("bool(x) of one", lambda t, x: bool(x[0, 0] > 0), A),
     _c("bool(x) of many refused", lambda t, x: bool(x > 0), A),
-    _c("x.numpy() refused with grad", lambda t, x: x.numpy(), A),
+    # x.numpy() of a tensor requiring grad gives the values (PyTorch refuses): documented in the README
     _c("x.to(float32)", lambda t, x: x.to(t.float32), A),
     _c("x.to(dtype=int64)", lambda t, x: x.to(dtype=t.int64), A * 3),
     _c("x.to('cpu')", lambda t, x: x.to("cpu"), A),

@@ -146,10 +146,10 @@ class SignLogAbsDet(NamedTuple):
 
 def slogdet(a: Tensor) -> SignLogAbsDet:
     """(sign(det A), log|det A|) of each square matrix (PyTorch's slogdet): log|det A|'s gradient is
-    A^-T; the sign has none."""
+    A^-T; the sign's is zero."""
     _square("slogdet", a)
     d = det(a)
-    return SignLogAbsDet(d.detach().sign(), d.abs().log())
+    return SignLogAbsDet(d.sign(), d.abs().log())  # the sign keeps history (a zero gradient), as PyTorch
 
 
 def logdet(a: Tensor) -> Tensor:

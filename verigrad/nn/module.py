@@ -308,12 +308,12 @@ class Module:
         if assign:
             raise NotImplementedError("load_state_dict: assign=True is not supported; the values are copied")
         own = self.state_dict(keep_vars=True)
-        missing = [k for k in own if k not in state_dict]
+        # a norm layer's step count may be missing, as PyTorch admits (checkpoints from before it had one)
+        missing = [k for k in own if k not in state_dict and not _step_count(k)]
         unexpected = [k for k in state_dict if k not in own]
         problems = []
         if strict:
-            # a norm layer's step count may be missing, as PyTorch admits (checkpoints from before it had one)
-            problems += [f"missing: {k}" for k in missing if not _step_count(k)]
+            problems += [f"missing: {k}" for k in missing]
             problems += [f"unexpected: {k}" for k in unexpected]
         for k, target in own.items():
             if k not in state_dict:

@@ -204,9 +204,9 @@ def _check_class_input(name: str, input: Tensor, target: Tensor, weight: Tensor 
                 f"{name}: class-probability targets must be shaped as the input {shape_text(input.shape)}, "
                 f"got {shape_text(target.shape)}"
             )
-    elif target.dtype.kind != "i":
+    elif target.dtype.name != "i64":  # PyTorch's kernels take Long indices only
         also = " or float class probabilities shaped as the input" if name == "cross_entropy" else ""
-        raise TypeError(f"{name}: the classes must be integers{also}, got {target.dtype.name}")
+        raise TypeError(f"{name}: the classes must be int64 (Long) indices{also}, got {target.dtype.name}")
     else:
         want = tuple(input.shape[:1]) + tuple(input.shape[2:]) if input.ndim > 1 else ()
         if tuple(target.shape) != want:
@@ -364,6 +364,9 @@ def binary_cross_entropy(
             f"binary_cross_entropy: target must be shaped as the input {shape_text(input.shape)}, "
             f"got {shape_text(target.shape)}"
         )
+    values = input.payload
+    if isinstance(values, np.ndarray) and not ((values >= 0) & (values <= 1)).all():
+        raise ValueError("binary_cross_entropy: all elements of input should be between 0 and 1 (as PyTorch)")
     log_p, log_q = input.log().clamp(min=-100.0), (1 - input).log().clamp(min=-100.0)
     loss = -(target * log_p + (1 - target) * log_q)
     return reduce_loss(loss if weight is None else loss * weight, reduction, "binary_cross_entropy")
