@@ -18,7 +18,7 @@ from ...ops._op import never_warns, silenced
 from . import _ffi
 from ._ffi import Library
 
-MOVEMENT = ("contiguous",)
+MOVEMENT = ("contiguous", "broadcast_to")
 COPY_ITEMSIZES = (1, 2, 4, 8)
 
 _COPY_ARGS = [ctypes.c_void_p] * 3 + [ctypes.c_int64, ctypes.c_int64, ctypes.c_int]
@@ -69,7 +69,7 @@ def _broadcast_to(reference: Callable) -> Callable:
 
 def register(backend: Any, lib: Library) -> None:
     backend.register("broadcast_to", _broadcast_to(REGISTRY["broadcast_to"].reference))
-    for name in MOVEMENT:
-        backend.register(
-            name, _contiguous(lib.fn("vg_copy", _COPY_ARGS), REGISTRY[name].reference, backend, lib.ptr)
-        )
+    backend.register(
+        "contiguous",
+        _contiguous(lib.fn("vg_copy", _COPY_ARGS), REGISTRY["contiguous"].reference, backend, lib.ptr),
+    )
