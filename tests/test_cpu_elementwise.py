@@ -127,14 +127,14 @@ def test_kernel_matches_the_reference(op, dtype, small_chunks):
 
 @pytest.fixture(params=cpu.vector_paths() if HAS_CC else ["scalar"])
 def vector_path(request: pytest.FixtureRequest):
-    """Each path of the f32 exp, sigmoid, tanh, silu and gelu_tanh kernels the machine has, in turn."""
+    """Each path of the f32 kernels of elementwise.VECTORIZED the machine has, in turn."""
     with cpu.cpu.on_path(request.param):
         assert cpu.vector_path() == request.param
         yield request.param
 
 
 @needs_cc
-@pytest.mark.parametrize("op", ["exp", "sigmoid", "tanh", "silu", "gelu_tanh"])
+@pytest.mark.parametrize("op", list(elementwise.VECTORIZED))
 def test_f32_results_next_to_a_halfway_point_are_rounded_as_the_reference(op, vector_path):
     """Inputs whose f64 result lies within 32768 double ulps (elementwise.c's ROUND_SLACK) of a point halfway
     between two f32s: the vector paths' rounding test hands them to the scalar formula, so they get its
@@ -235,7 +235,9 @@ def test_pows_reference_does_not_depend_on_the_layout():
 
 
 @needs_cc
-@pytest.mark.parametrize(("op", "routine"), [("exp", "exp"), ("sigmoid", "exp"), ("gelu_tanh", "expm1")])
+@pytest.mark.parametrize(
+    ("op", "routine"), [("exp", "exp"), ("sigmoid", "exp"), ("gelu_tanh", "expm1"), ("gelu_deriv", "exp")]
+)
 def test_f32_vector_paths_send_the_elements_in_doubt_to_numpys_routine(op, routine, vector_path):
     """A vector path's f32 results whose rounding its own polynomials leave in doubt go to NumPy's routine
     (here a stand-in that gives NaN): every element whose reference double lies within 2^14 ulps of a
@@ -275,7 +277,7 @@ def test_f64_kernels_run_numpys_routine_a_block_at_a_time(op, routine, small_chu
     x = np.random.default_rng(18).normal(0, 4, 1000)
     for dtype in ("f64",) + (("f32",) if op in cpu.CANCELLING else ()):
         kernel, xs = cpu.cpu.native(REGISTRY[op], getattr(verigrad, dtype)), x.astype(cpu.DTYPES[dtype])
-        with numpy_routine(routine, NAN_UNARY):
+        with numpy_routine(routine, NAN_UNARY), cpu.cpu.on_path("scalar"):  # f32: no vector path
             assert np.isnan(kernel(xs)).all()
         assert kernel(xs).tobytes() == REGISTRY[op].reference(xs).tobytes()
 
@@ -330,7 +332,7 @@ def vector_kernel(op: str):
 
 
 @needs_cc
-@pytest.mark.parametrize("op", ["exp", "sigmoid", "tanh", "silu", "gelu_tanh"])
+@pytest.mark.parametrize("op", list(elementwise.VECTORIZED))
 def test_every_vector_path_gives_the_same_bits_at_every_length_and_in_place(op):
     """Each block length's tail (AVX2 takes 8 elements a block, AVX-512 32), the special values and
     inputs whose rounding is sent to the scalar formula spread over blocks, and a result written over its

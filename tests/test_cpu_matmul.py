@@ -358,24 +358,26 @@ def test_tiles_for_small_kernels_keep_the_bound_and_the_bits(dtype, small_kernel
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("transposed_wide", [False, True])
 def test_wide_products_computed_transposed_keep_the_bound_and_the_bits(dtype, transposed_wide):
-    """On OpenBLAS's AVX-512 cores an f32 c = a b^T with fewer rows than columns is computed as c^T = b
-    a^T and transposed back. Forced on or off (whatever this machine's OpenBLAS has): every layout of a, a
-    batch, a c with a longer row stride, a NaN, alpha and beta stay within the bound (or the reference
+    """On OpenBLAS's AVX-512 cores an f32 c = a b^T with fewer rows than columns and k >= 128 is computed as
+    c^T = b a^T and transposed back. Forced on or off (whatever this machine's OpenBLAS has): every layout
+    of a, a batch, a c with a longer row stride, a NaN, alpha and beta stay within the bound (or the reference
     BLAS semantics) with the same bits on 1, 2 and 3 threads."""
     rng = np.random.default_rng(17)
     lib = cpu_matmul._state["lib"]
     try:
         lib.blas_transposed_wide(int(transposed_wide))
         lib.dot_products(0)  # they would take most of these products
-        cases = [((64, 784), (256, 784)), ((32, 100), (64, 100)), ((3, 33, 40), (3, 90, 40))]
-        cases += [((33, 40), (3, 90, 40)), ((3, 33, 40), (90, 40))]  # a or b broadcast over the batch
+        # k >= 128: matmul_blas.c transposes no product of a shorter k
+        cases = [((64, 784), (256, 784)), ((32, 130), (64, 130)), ((3, 33, 140), (3, 90, 140))]
+        cases += [((33, 140), (3, 90, 140)), ((3, 33, 140), (90, 140))]  # a or b broadcast over the batch
+        cases += [((32, 64), (256, 64))]  # k < 128: not transposed
         for sa, sb in [*cases, ((8, 50), (800, 50)), ((300, 20), (310, 20))]:  # few rows; not transposed
             a, b = rand(rng, sa, dtype), rand(rng, sb, dtype)
             bt = np.swapaxes(b, -1, -2)  # the transposed b
             layouts = [a] if a.ndim > 2 else [a, np.asfortranarray(a)]
             for va in layouts:
                 fast_on_every_thread_count(va, bt, a, np.ascontiguousarray(bt))
-        a, b = rand(rng, (32, 100), dtype), rand(rng, (64, 100), dtype)
+        a, b = rand(rng, (32, 130), dtype), rand(rng, (64, 130), dtype)
         wide = np.zeros((32, 74), dtype)
         cpu_matmul.gemm(a, b.T, wide[:, 5:69], alpha=-2.0, exact=False)
         within_bound(wide[:, 5:69], -2.0 * a, np.ascontiguousarray(b.T), False)

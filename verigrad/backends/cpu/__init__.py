@@ -181,7 +181,7 @@ class CpuBackend(Backend):
         return super().native(op, dtype)
 
     def paths(self, op: str, dtype: str | None) -> tuple[str, ...]:
-        """The f32 exp, sigmoid, tanh, silu and gelu_tanh kernels: each vector path the machine has."""
+        """The f32 kernels of elementwise.VECTORIZED: each vector path the machine has."""
         return vector_paths() if dtype == "f32" and op in elementwise.VECTORIZED else ("",)
 
     @contextlib.contextmanager
@@ -277,12 +277,12 @@ matmul.set_loader(lambda: None if available() else build_info().get("error"))
 
 
 def vectorized() -> bool:
-    """Whether the f32 exp, sigmoid, tanh, silu and gelu_tanh kernels take a vector path here."""
+    """Whether the f32 kernels of elementwise.VECTORIZED take a vector path here."""
     return cpu.load() and cpu.library is not None and elementwise.vectorized(cpu.library)
 
 
 def vector_path(path: str | None = None) -> str:
-    """The path of the f32 exp, sigmoid, tanh, silu and gelu_tanh kernels: "avx512", "avx2" or "scalar"
+    """The path of the f32 kernels of elementwise.VECTORIZED: "avx512", "avx2" or "scalar"
     (also without a library). `path` first chooses one (the fastest the machine has at most that
     one); each gives the same bits (in a native build, sigmoid's and silu's vector paths compute in f32
     and give the same bits as each other, not as the scalar one), so this is for timing and for

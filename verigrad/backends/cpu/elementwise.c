@@ -19,6 +19,7 @@
  *
  * vg_<op>_<dtype>(x, out, n, min_chunk, threads) and vg_<op>_<dtype>(a, b, out, n, min_chunk, threads).
  */
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -129,8 +130,7 @@ int vg_use_numpy_routine(int which, void *loop, void *data) { return np_use(whic
     UNARY_FAST(sqrt, T, SUF, SQRT(x))                                                  \
     UNARY_FAST(rsqrt, T, SUF, ONE / SQRT(x))                                           \
     UNARY_FAST(sigmoid_deriv, T, SUF, x * (ONE - x))                                   \
-    UNARY_FAST(tanh_deriv, T, SUF, ONE - x * x)                                        \
-    UNARY(gelu, T, SUF, (T)d_gelu((double)x))
+    UNARY_FAST(tanh_deriv, T, SUF, ONE - x * x)
 
 /* The binary ops, each given to KERNEL (BINARY, or BINARY_BC below): on floats, and on 64-bit integers
  * (NumPy's: add, sub and mul wrap around, computed in unsigned arithmetic, where C's signed overflow is
@@ -151,6 +151,10 @@ int vg_use_numpy_routine(int which, void *loop, void *data) { return np_use(whic
 
 ALL_UNARY(float, f32, 1.0f, 0.0f, fabsf, sqrtf)
 ALL_UNARY(double, f64, 1.0, 0.0, fabs, sqrt)
+UNARY(gelu, double, f64, d_gelu(x)) /* f32 gelu has vector paths (below) */
+/* erf: the C library's, which CPython's math.erf (the reference's) calls */
+UNARY(erf, double, f64, erf(x))
+UNARY(erf, float, f32, (float)erf((double)x))
 FLOAT_BINARY(BINARY, float, f32)
 FLOAT_BINARY(BINARY, double, f64)
 INT64_BINARY(BINARY)
@@ -258,10 +262,11 @@ CAST(float, double, f32_f64)
     }
 #define ROUTINE_UNARY_F64(NAME, ROUTINE) ROUTINE_UNARY(NAME, ROUTINE, double, f64)
 VG_ROUTINE_OPS(ROUTINE_UNARY_F64)
-#define VECTOR_OPS(X) X(exp, exp) X(sigmoid, exp) X(tanh, expm1) X(silu, exp) X(gelu_tanh, expm1)
+#define VECTOR_OPS(X)                                                                         \
+    X(exp, exp) X(sigmoid, exp) X(tanh, expm1) X(silu, exp) X(gelu_tanh, expm1) X(gelu_deriv, exp)
 #define SCALAR_OPS(X)                                                                         \
     X(expm1, expm1) X(log, log) X(log1p, log1p) X(sin, sin) X(cos, cos) X(silu_deriv, exp)    \
-    X(gelu_deriv, exp) X(gelu_tanh_deriv, expm1)
+    X(gelu_tanh_deriv, expm1)
 #define ROUTINE_UNARY_F32(NAME, ROUTINE) ROUTINE_UNARY(NAME, ROUTINE, float, f32)
 SCALAR_OPS(ROUTINE_UNARY_F32)
 
@@ -275,6 +280,10 @@ SCALAR_OPS(ROUTINE_UNARY_F32)
         return y;                                                                             \
     }
 VECTOR_OPS(ROUTINE_F32)
+/* gelu's routine is erf, which NumPy does not have: the C library's, an element at a time */
+static void gelu_f32_routine(const float *xs, float *ys, int64_t n) {
+    for (int64_t i = 0; i < n; i++) ys[i] = (float)d_gelu((double)xs[i]);
+}
 
 /* ---- vectorized: exp, sigmoid, tanh, silu, gelu_tanh in f32 -------------------------------------------
  *
@@ -363,6 +372,11 @@ FLOAT_ONE(sigmoid)
 FLOAT_ONE(silu)
 
 #define ROUND_SLACK 32768
+/* gelu_deriv's zero (x = -0.75179): the inputs around it that go to its routine (VECTOR_F32_HOLE). Its
+ * vector path's doubles are within 140 ulps of the scalar formula's for x >= -3 but near the zero, where
+ * that grows to 24576 ulps; outside this hole 1536 at most (measured on 6M inputs in [-0.8, -0.7]) */
+#define GELU_DERIV_HOLE_LO -0.756f
+#define GELU_DERIV_HOLE_HI -0.747f
 
 #ifdef VG_X86
 #define AVX2_TARGET "avx2,fma"
@@ -518,7 +532,11 @@ typedef struct {
  * UNSURE_BELOW go to NAME's routine with the elements whose rounding is in doubt (their result may
  * be a subnormal f32, or the reference's own rounding error may be too large; -INFINITY: none). A block
  * (ys[0..m) from xs[0..m); ys may be xs) is 8 elements (AVX2) or 8 VK512 (AVX-512). */
-#define VECTOR_F32(NAME, UNSURE_BELOW)                                                        \
+#define VECTOR_F32(NAME, UNSURE_BELOW) VECTOR_F32_HOLE(NAME, UNSURE_BELOW, INFINITY, NAN, NAN)
+/* the same, with the inputs above UNSURE_ABOVE and those in [HOLE_LO, HOLE_HI] also sent to NAME's
+ * routine (near a zero of the result, where the polynomials' absolute error is many ulps of it, or where
+ * the result is a subnormal f32; NAN: none) */
+#define VECTOR_F32_HOLE(NAME, UNSURE_BELOW, UNSURE_ABOVE, HOLE_LO, HOLE_HI)                   \
     /* the elements in doubt gathered in `f` by NAME's routine, stored where they go */             \
     __attribute__((noinline)) static void NAME##_f32_fix(vg_fixes *f) {                       \
         float out[FIX_BATCH + 64];                                                            \
@@ -530,7 +548,11 @@ typedef struct {
         __m256d xd[2] = {_mm256_cvtps_pd(_mm_loadu_ps(xs)), _mm256_cvtps_pd(_mm_loadu_ps(xs + 4))}, d[2]; \
         NAME##_avx2(xd, d);                                                                   \
         __m128 y0 = _mm256_cvtpd_ps(d[0]), y1 = _mm256_cvtpd_ps(d[1]);                        \
-        int fix = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(xs), _mm256_set1_ps(UNSURE_BELOW), _CMP_NGE_UQ)); \
+        __m256 x8 = _mm256_loadu_ps(xs);                                                      \
+        __m256 hole = _mm256_and_ps(_mm256_cmp_ps(x8, _mm256_set1_ps(HOLE_LO), _CMP_GE_OQ),  \
+                                    _mm256_cmp_ps(x8, _mm256_set1_ps(HOLE_HI), _CMP_LE_OQ)); \
+        hole = _mm256_or_ps(hole, _mm256_cmp_ps(x8, _mm256_set1_ps(UNSURE_ABOVE), _CMP_GT_OQ)); \
+        int fix = _mm256_movemask_ps(_mm256_or_ps(_mm256_cmp_ps(x8, _mm256_set1_ps(UNSURE_BELOW), _CMP_NGE_UQ), hole)); \
         fix |= near_half_avx2(d[0], d[1]);                                                    \
         FINISH_BLOCK(NAME, 8, STORE_HALVES)                                                   \
     }                                                                                         \
@@ -545,6 +567,9 @@ typedef struct {
         for (int k = 0; k < VK512; k += 2) {                                                  \
             __m512 x16 = _mm512_loadu_ps(xs + 8 * k);                                         \
             uint64_t low = _mm512_cmp_ps_mask(x16, _mm512_set1_ps(UNSURE_BELOW), _CMP_NGE_UQ); \
+            low |= _mm512_cmp_ps_mask(x16, _mm512_set1_ps(HOLE_LO), _CMP_GE_OQ) &             \
+                   _mm512_cmp_ps_mask(x16, _mm512_set1_ps(HOLE_HI), _CMP_LE_OQ);               \
+            low |= _mm512_cmp_ps_mask(x16, _mm512_set1_ps(UNSURE_ABOVE), _CMP_GT_OQ);        \
             fix |= (low | (uint64_t)near_half_avx512(d[k], d[k + 1])) << 8 * k;                \
         }                                                                                     \
         FINISH_BLOCK(NAME, 8 * VK512, STORE_HALF_VECTORS)                                     \
@@ -555,6 +580,9 @@ VECTOR_F32(sigmoid, -87.0f)
 VECTOR_F32(tanh, -INFINITY)
 VECTOR_F32(silu, -87.0f)
 VECTOR_F32(gelu_tanh, -3.0f)
+/* gelu of |x| < 2^-120 is subnormal or zero; gelu_deriv of +inf is the reference's inf * 0, NaN */
+VECTOR_F32_HOLE(gelu, -3.0f, INFINITY, -0x1p-120f, 0x1p-120f)
+VECTOR_F32_HOLE(gelu_deriv, -3.0f, FLT_MAX, GELU_DERIV_HOLE_LO, GELU_DERIV_HOLE_HI)
 
 #define FK_AVX2 2 /* vectors a block */
 #define FK_AVX512 2
@@ -655,6 +683,8 @@ VECTORIZED(sigmoid, FLOAT_FIRST(sigmoid))
 VECTORIZED(tanh, )
 VECTORIZED(silu, FLOAT_FIRST(silu))
 VECTORIZED(gelu_tanh, )
+VECTORIZED(gelu, )
+VECTORIZED(gelu_deriv, )
 
 /* The path the f32 exp, sigmoid, tanh, silu and gelu_tanh kernels take: 2 AVX-512, 1 AVX2, 0 the scalar
  * formula. A `level` >= 0 first chooses it, capped at what the machine has (for the tests and the

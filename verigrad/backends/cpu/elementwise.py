@@ -7,7 +7,7 @@ with alpha) is C's fma on operands of one shape, exactly the reference's emulate
 `cast` between f32 and f64 (contiguous arrays; from other dtypes, the reference) gives the reference's
 bits, and so do the ops of `UNARY_EXACT` and the binary ops. The transcendentals and activations
 (`UNARY_LIBM`, pow) evaluate their references' f64 formulas with the C library's routines and round once
-(f32 exp, sigmoid, tanh, silu and gelu_tanh take an AVX2 path that gives the same bits, see
+(f32 exp, sigmoid, tanh, silu, gelu_tanh, gelu and gelu_deriv take an AVX2 path that gives the same bits, see
 elementwise.c; a native build computes f32 sigmoid and silu in f32 arithmetic, within its tolerance).
 They are exact where NumPy's f64 loops are the C library's (glibc on x86 without AVX-512, say);
 `register` checks this per op on probe values. Where NumPy has routines of its own (its AVX-512 builds),
@@ -33,7 +33,7 @@ from ._ffi import DTYPES, Library, collapse
 
 UNARY_EXACT = ("relu", "relu_deriv", "neg", "abs", "sqrt", "rsqrt", "sigmoid_deriv", "tanh_deriv")
 UNARY_LIBM = ("exp", "log", "expm1", "log1p", "sin", "cos", "tanh", "sigmoid", "silu", "silu_deriv")
-UNARY_LIBM += ("gelu", "gelu_deriv", "gelu_tanh", "gelu_tanh_deriv")
+UNARY_LIBM += ("gelu", "gelu_deriv", "gelu_tanh", "gelu_tanh_deriv", "erf")
 BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum")
 INT64_BINARY = ("add", "sub", "mul", "maximum", "minimum")  # NumPy's: add, sub and mul wrap around
 CANCELLING = ("silu_deriv", "gelu_deriv", "gelu_tanh", "gelu_tanh_deriv")
@@ -256,7 +256,15 @@ def _libm_exactness(name: str, dtype_name: str, exact: bool) -> Exactness:
     return ulp(LIBM_ULPS[dtype_name])
 
 
-VECTORIZED = ("exp", "sigmoid", "tanh", "silu", "gelu_tanh")  # in f32: elementwise.c's vector paths
+VECTORIZED = (
+    "exp",
+    "sigmoid",
+    "tanh",
+    "silu",
+    "gelu_tanh",
+    "gelu",
+    "gelu_deriv",
+)  # f32: elementwise.c vector paths
 # f32 ops that a native build computes in f32 arithmetic (elementwise_float.h), and the ulps from the
 # reference it then states: the most measured on every f32 input, against the reference's formula with
 # the C library's exp and with NumPy's own (its AVX-512 builds) alike
@@ -308,7 +316,8 @@ def register(backend: Any, lib: Library) -> None:
     numpy_routines = NUMPY_ROUTINES[0] = use_numpy_loops(lib)
     for dtype_name, dtype in DTYPES.items():
         for name in UNARY_EXACT + UNARY_LIBM:
-            same = exact.get(name) or numpy_routines  # NumPy's own routines, where the C library's differ
+            # NumPy's own routines, where the C library's differ (erf and gelu's erf: the C library's alone)
+            same = exact.get(name) or (numpy_routines and name in ROUTINE_OF)
             stated = EXACT if name in UNARY_EXACT else _libm_exactness(name, dtype_name, bool(same))
             fn = lib.fn(f"vg_{name}_{dtype_name}", _UNARY_ARGS)
             kernel = _unary(fn, dtype, REGISTRY[name].reference, backend, lib.ptr)

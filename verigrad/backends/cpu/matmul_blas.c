@@ -146,13 +146,15 @@ void vg_gemm_blas_small_kernels(int64_t work) { small_kernel_work = work; }
  * when c has at least 768 columns (8x768x2304: 1.93x), where fewer columns lost up to 2x; at 192 rows
  * and more it lost up to 18% (the transposition costs more than it saves). In f64, and on the AVX2
  * cores, it gained nothing. On AVX-512 most of these products are dot products (dot_applies, tried
- * first); this remains for those (k > 1024, k < 256). */
+ * first); this remains for those (k > 1024, k < 256), but k < 128: there it lost (Intel Xeon with AVX-512,
+ * one thread: 128x64x256 0.74x, 64x64x128 0.73x, 128x64x768 0.76x, 128x96x256 0.88x; a GPT's
+ * [4, 32, 64] @ W^T of 256 rows). */
 static int transposed_wide = 0;
 
 void vg_gemm_blas_transposed_wide(int flag) { transposed_wide = flag; }
 
-static int transposes(int f32, int tb, int64_t m, int64_t n, double beta) {
-    if (!transposed_wide || !f32 || tb != 112 || beta != 0.0 || m >= n) return 0;
+static int transposes(int f32, int tb, int64_t m, int64_t n, int64_t k, double beta) {
+    if (!transposed_wide || !f32 || tb != 112 || beta != 0.0 || m >= n || k < 128) return 0;
     return (m >= 32 && m <= 128) || (m >= 8 && m < 32 && n >= 768);
 }
 
@@ -405,7 +407,7 @@ static int gemv_along_k(const blas_job *g) {
             return own == 1 ? vg_gemm_dot_product(&g, batch, threads)                                  \
                             : vg_gemm_outer_product(&g, batch, threads);                               \
         }                                                                                              \
-        if (transposes(IS_F32, tb, m, n, beta)) {                                                      \
+        if (transposes(IS_F32, tb, m, n, k, beta)) {                                                      \
             /* c^T = b^T a^T, b^T (n x k) given plain; tiles of c^T keep its height: in two (not the    \
              * usual four) tiles of 128x64 for a 64x784x256 product, 2 threads take one each and 1 thread \
              * 0.309 ms, where four tiles of 128x32 took 0.331 ms and four of 64x64 0.359 ms. */        \

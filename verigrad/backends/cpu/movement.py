@@ -1,6 +1,9 @@
 """Movement kernels: `contiguous` copies a strided view of rank at most 4 and item size 1, 2, 4 or 8 (any
 strides: negative, zero) byte for byte into a new C-contiguous array, chunked over the flattened output;
-a C-contiguous input is returned itself, as the reference does. Registered for every dtype."""
+a C-contiguous input is returned itself, as the reference does. `broadcast_to` makes the reference's view
+(zero strides on the broadcast dimensions, read-only) of a C-contiguous array from strides remembered
+per layout, without NumPy's argument checks (a sum's gradient is broadcast so on every backward). Both
+registered for every dtype."""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from ...ops._op import never_warns, silenced
 from . import _ffi
 from ._ffi import Library
 
-MOVEMENT = ("contiguous",)
+MOVEMENT = ("contiguous", "broadcast_to")
 COPY_ITEMSIZES = (1, 2, 4, 8)
 
 _COPY_ARGS = [ctypes.c_void_p] * 3 + [ctypes.c_int64, ctypes.c_int64, ctypes.c_int]
@@ -42,8 +45,31 @@ def _contiguous(fn: Any, reference: Callable, backend: Any, ptr: Callable) -> Ca
     return never_warns(kernel)
 
 
+_BROADCAST: dict[tuple, tuple[int, ...]] = {}
+
+
+def _broadcast_to(reference: Callable) -> Callable:
+    reference = silenced(reference)
+
+    def kernel(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+        if type(x) is not np.ndarray or not x.flags.c_contiguous or x.dtype.hasobject:
+            return reference(x, shape)
+        key = (x.shape, x.strides, shape)
+        strides = _BROADCAST.get(key)
+        if strides is None:  # the reference's view the first time: its checks and its strides
+            view = reference(x, shape)
+            _ffi.remember(_BROADCAST, key, view.strides)
+            return view
+        out = np.ndarray(shape, x.dtype, x, 0, strides)
+        out.flags.writeable = False
+        return out
+
+    return never_warns(kernel)
+
+
 def register(backend: Any, lib: Library) -> None:
-    for name in MOVEMENT:
-        backend.register(
-            name, _contiguous(lib.fn("vg_copy", _COPY_ARGS), REGISTRY[name].reference, backend, lib.ptr)
-        )
+    backend.register("broadcast_to", _broadcast_to(REGISTRY["broadcast_to"].reference))
+    backend.register(
+        "contiguous",
+        _contiguous(lib.fn("vg_copy", _COPY_ARGS), REGISTRY["contiguous"].reference, backend, lib.ptr),
+    )

@@ -1,0 +1,73 @@
+"""The f32 gelu and gelu_deriv kernels' vector paths (elementwise_vector.h's erfcx polynomial): the
+reference's bits at the edges of the inputs they keep, on every path and thread count."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import verigrad
+from verigrad.backends import cpu
+from verigrad.ops import REGISTRY
+
+needs_cc = pytest.mark.skipif(not cpu.available(), reason="the cpu backend could not be built here")
+
+
+def _around(values: list[float], n: int = 40) -> np.ndarray:
+    """Each value and its n f32 neighbours on either side."""
+    x = np.array(values, np.float32).view(np.int32)
+    steps = np.arange(-n, n + 1, dtype=np.int32)
+    return (x[:, None] + steps[None, :]).ravel().view(np.float32)
+
+
+# the edges of what the vector paths keep: -3 (below: the routine), gelu_deriv's hole around its zero
+# (-0.756, -0.747, the zero -0.75179), gelu's tiny inputs (2^-120), the clamps (t = 6 and 10 of |x| /
+# sqrt2, x = 15), the largest float and the special values
+EDGES = [-3.0, -0.756, -0.747, -0.75179, 2.0**-120, -(2.0**-120), 6 * math.sqrt(2), 10 * math.sqrt(2), 15.0]
+EDGES += [3.4028234e38, -3.4028234e38, 1e-38, -1e-38]
+SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 1e-45, -1e-45], np.float32)
+
+
+def inputs() -> np.ndarray:
+    rng = np.random.default_rng(7)
+    parts = [_around([e for e in EDGES if abs(e) < 3e38]), SPECIAL, rng.normal(0, 1.5, 20000)]
+    parts += [rng.uniform(-0.8, -0.7, 5000), rng.uniform(-3.5, 20, 5000), _around([3.4028234e38], 0)]
+    return np.concatenate([np.asarray(p, np.float32) for p in parts])
+
+
+@needs_cc
+@pytest.mark.parametrize("op", ["gelu", "gelu_deriv"])
+def test_vector_paths_give_the_references_bits_at_their_edges(op):
+    """Every vector path (and the scalar formula), on 1 and 3 threads: the bits of the op's reference,
+    a NaN's sign and payload included."""
+    x = inputs()
+    with np.errstate(all="ignore"):
+        expected = REGISTRY[op].reference(x)
+    kernel = cpu.cpu.native(REGISTRY[op], verigrad.f32)
+    for path in cpu.vector_paths():
+        with cpu.cpu.on_path(path):
+            for threads in (1, 3):
+                verigrad.set_threads(threads)
+                got = kernel(x)
+                bad = got.view(np.uint32) != expected.view(np.uint32)
+                assert not bad.any(), (path, threads, x[bad][:8], got[bad][:8], expected[bad][:8])
+    verigrad.set_threads(1)
+
+
+@needs_cc
+def test_hand_computed_values():
+    """gelu(1) = Phi(1) = 0.841344746..., gelu(-1) = -0.158655254..., gelu'(0) = 0.5, gelu'(1) =
+    Phi(1) + phi(1) = 1.0833154705..., gelu(+inf) = inf, gelu'(+inf) = NaN (the reference's inf * 0)."""
+    x = np.array([1.0, -1.0, 0.0, np.inf, 2.0, 40.0], np.float32)
+    gelu = cpu.cpu.native(REGISTRY["gelu"], verigrad.f32)(x)
+    deriv = cpu.cpu.native(REGISTRY["gelu_deriv"], verigrad.f32)(x)
+    phi = math.exp(-0.5) / math.sqrt(2 * math.pi)
+    expected = [0.8413447460685429, -0.15865525393145707, 0.0, math.inf, 2 * 0.9772498680518208, 40.0]
+    assert gelu.tolist() == np.array(expected, np.float32).tolist()
+    assert (
+        deriv[:3].tolist()
+        == np.array([0.8413447460685429 + phi, 0.15865525393145707 - phi, 0.5], np.float32).tolist()
+    )
+    assert np.isnan(deriv[3]) and deriv[5] == 1.0
