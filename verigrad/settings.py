@@ -32,10 +32,12 @@ def use_deterministic_algorithms(mode: bool, *, warn_only: bool = False) -> None
 
 
 def are_deterministic_algorithms_enabled() -> bool:
+    """Whether use_deterministic_algorithms(True) was set (verigrad's kernels are deterministic anyway)."""
     return _state["deterministic"]
 
 
 def is_deterministic_algorithms_warn_only_enabled() -> bool:
+    """Whether use_deterministic_algorithms was set with warn_only=True."""
     return _state["warn_only"]
 
 
@@ -52,10 +54,12 @@ def set_float32_matmul_precision(precision: str) -> None:
 
 
 def get_float32_matmul_precision() -> str:
+    """The f32 matmul precision set (verigrad computes f32 products in f32 whatever it is)."""
     return _state["matmul_precision"]
 
 
 def get_default_dtype() -> DType:
+    """The dtype of float tensors made from Python numbers: f32."""
     return DEFAULT_FLOAT
 
 
@@ -72,6 +76,7 @@ def set_default_dtype(dtype: DType | str) -> None:
 
 
 def get_default_device() -> device:
+    """The device tensors are made on: the CPU."""
     return CPU
 
 

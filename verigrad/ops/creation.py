@@ -225,6 +225,7 @@ def zeros(
     device: Any = None,
     requires_grad: bool = False,
 ) -> Tensor:
+    """A tensor of zeros of the given size (the default float dtype unless `dtype`)."""
     return _grad(_filled("zeros", 0, shape, size, out, dtype, device), requires_grad)
 
 
@@ -236,6 +237,7 @@ def ones(
     device: Any = None,
     requires_grad: bool = False,
 ) -> Tensor:
+    """A tensor of ones of the given size (the default float dtype unless `dtype`)."""
     return _grad(_filled("ones", 1, shape, size, out, dtype, device), requires_grad)
 
 
@@ -275,6 +277,7 @@ def zeros_like(
     requires_grad: bool = False,
     memory_format: Any = None,
 ) -> Tensor:
+    """Zeros shaped as x (its dtype unless `dtype`)."""
     return full_like(x, 0, dtype, device=device, requires_grad=requires_grad)
 
 
@@ -286,6 +289,7 @@ def ones_like(
     requires_grad: bool = False,
     memory_format: Any = None,
 ) -> Tensor:
+    """Ones shaped as x (its dtype unless `dtype`)."""
     return full_like(x, 1, dtype, device=device, requires_grad=requires_grad)
 
 
@@ -400,6 +404,7 @@ def eye(
     device: Any = None,
     requires_grad: bool = False,
 ) -> Tensor:
+    """The n x m identity matrix (m = n unless given)."""
     _placed("eye", device, out)
     return _grad(eye_op(n=n, m=m, dtype=dtype), requires_grad)
 
@@ -507,6 +512,7 @@ def rand_like(
     requires_grad: bool = False,
     memory_format: Any = None,
 ) -> Tensor:
+    """Uniform draws in [0, 1) shaped as x (its dtype unless `dtype`)."""
     dtype = x.dtype if dtype is None else dtype
     return rand(*x.shape, dtype=dtype, generator=generator, device=device, requires_grad=requires_grad)
 
@@ -520,6 +526,7 @@ def randn_like(
     requires_grad: bool = False,
     memory_format: Any = None,
 ) -> Tensor:
+    """Standard normal draws shaped as x (its dtype unless `dtype`)."""
     dtype = x.dtype if dtype is None else dtype
     return randn(*x.shape, dtype=dtype, generator=generator, device=device, requires_grad=requires_grad)
 
