@@ -317,7 +317,7 @@ def test_a_bool_inside_a_tuple_of_dims_is_an_int_as_in_pytorch() -> None:
     ],
 )
 def test_an_integer_remainder_by_zero_raises(fn) -> None:
-    with pytest.raises(ZeroDivisionError, match="integer division by zero"):
+    with pytest.raises(ZeroDivisionError, match="integer division"):
         fn()
 
 
