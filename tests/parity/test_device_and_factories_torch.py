@@ -266,6 +266,8 @@ def test_queries_as_pytorchs_without_an_accelerator() -> None:
         assert t.get_default_dtype() == t.float32 and t.get_default_device() == t.device("cpu")
         t.set_default_dtype(t.float32)
         t.set_default_device("cpu")
+        if t is torch:  # PyTorch keeps a device mode for the rest of the process: take it away again
+            t.set_default_device(None)
         t.use_deterministic_algorithms(True)
         assert t.are_deterministic_algorithms_enabled() is True
         t.use_deterministic_algorithms(False)
