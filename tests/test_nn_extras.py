@@ -53,3 +53,16 @@ def test_pad_sequence_by_hand() -> None:
         pad_sequence([])
     with pytest.raises(verigrad.ShapeError, match="every sequence"):
         pad_sequence([t([[1, 2]]), t([[1, 2, 3]])])
+
+
+def test_alpha_dropout_keeps_a_standard_normal_standard_and_is_the_identity_in_eval() -> None:
+    x = verigrad.randn(400_000, dtype=verigrad.float64, generator=verigrad.manual_seed(3))
+    y = F.alpha_dropout(x, 0.2, training=True, generator=verigrad.manual_seed(4))
+    assert abs(float(y.mean())) < 0.01 and abs(float(y.var()) - 1.0) < 0.01
+    alpha = 1.7580993408473766
+    a = 1 / math.sqrt((alpha * alpha * 0.2 + 1) * 0.8)
+    dropped = np.isclose(y.numpy(), -alpha * a * 0.8, rtol=0, atol=1e-12)  # a dropped element's value
+    assert 0.19 < dropped.mean() < 0.21
+    assert F.alpha_dropout(x, 0.2) is x and F.alpha_dropout(x, 0.2, training=False) is x
+    with pytest.raises(ValueError):
+        F.alpha_dropout(x, 1.5, training=True)

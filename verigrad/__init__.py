@@ -177,7 +177,9 @@ from .functions import (
     xlogy,
 )
 from .functions import addmm as baddbmm  # the same on batches
+from .functions.indexing import gather
 from .functions.indexing import where_or_positions as where  # the where op, and the one-argument form
+from .functions.pointwise import round
 from .io import load, save
 from .ir import Program
 from .ir import trace as _ir_trace
@@ -229,7 +231,6 @@ from .ops import (
     from_numpy,
     full,
     full_like,
-    gather,
     ge,
     gelu,
     getitem,
@@ -271,7 +272,6 @@ from .ops import (
     remainder,
     reshape,
     result_type,
-    round,
     rsqrt,
     scatter_reduce,
     searchsorted,
@@ -316,7 +316,7 @@ from .shapes import Dim, Size, Spec, dims, spec
 from .tensor import LEGACY_TYPES, Tensor
 from .typeinfo import finfo, iinfo
 
-cat = concat  # PyTorch's names for the same functions
+cat = concatenate = concat  # PyTorch's names for the same functions
 clip = clamp
 set_num_threads, get_num_threads = set_threads, get_threads
 float32, float64, float16, bfloat16, int32, int64, uint8 = f32, f64, f16, bf16, i32, i64, u8

@@ -146,15 +146,6 @@ def clamp_max(self: Tensor, max: Any) -> Tensor:
 
 
 @adapted
-def round(self: Tensor, decimals: int = 0) -> Tensor:
-    """The nearest whole number (halves to even); with `decimals`, of x * 10^decimals, scaled back."""
-    if not decimals:
-        return unary.round_(self)
-    scale = 10.0**decimals
-    return unary.round_(self * scale) / scale
-
-
-@adapted
 def t(self: Tensor) -> Tensor:
     """A matrix transposed (a vector or a scalar as it is), as PyTorch's t()."""
     if self.ndim > 2:
@@ -347,6 +338,24 @@ def _along_axis(op: Callable[..., Tensor], default: Any, keepdim: bool) -> Calla
 
 
 @adapted
+def cumsum(self: Tensor, axis: Any = 0, *, dim: Any = None, dtype: Any = None) -> Tensor:
+    """Running sums along `axis` (PyTorch's `dim`), in `dtype` when given (the input cast first)."""
+    return scan.cumsum(self if dtype is None else self.to(dtype), axis=_axis(axis, dim))
+
+
+@adapted
+def cumprod(self: Tensor, axis: Any = 0, *, dim: Any = None, dtype: Any = None) -> Tensor:
+    """Running products along `axis` (PyTorch's `dim`), in `dtype` when given (the input cast first)."""
+    return scan.cumprod(self if dtype is None else self.to(dtype), axis=_axis(axis, dim))
+
+
+@adapted
+def round(self: Tensor, decimals: int = 0) -> Tensor:
+    """Rounded half to even, to `decimals` places as PyTorch's: round(x * 10^d) / 10^d."""
+    return pointwise.round(self, decimals=decimals)
+
+
+@adapted
 def argsort(
     self: Tensor, axis: int = -1, descending: bool = False, *, dim: int | None = None, stable: bool = False
 ) -> Tensor:
@@ -354,9 +363,9 @@ def argsort(
 
 
 @adapted
-def gather(self: Tensor, axis: int, index: Any) -> Tensor:
-    """PyTorch's gather: out[..., j, ...] = self[..., index[..., j, ...], ...] along `axis`."""
-    return index_ops.gather(self, index, axis=axis)
+def gather(self: Tensor, dim: int, index: Any, *, sparse_grad: bool = False) -> Tensor:
+    """PyTorch's gather: out[..., j, ...] = self[..., index[..., j, ...], ...] along `dim`."""
+    return indexing.gather(self, dim, index, sparse_grad=sparse_grad)
 
 
 # movement ---------------------------------------------------------------------------------------
@@ -504,6 +513,7 @@ OPERATORS: dict[str, Callable[..., Any]] = {
     "__lshift__": binary.bitwise_left_shift,
     "__rshift__": binary.bitwise_right_shift,
     "__neg__": unary.neg,
+    "__pos__": special.positive,
     "__abs__": unary.abs,
     "__invert__": binary.bitwise_not,
 }
@@ -560,8 +570,6 @@ FORWARDED.update(
 ADAPTED.update(
     argmax=_along_axis(reduce.argmax, None, keepdim=True),
     prod=_along_axis(reduce.prod, None, keepdim=True),
-    cumsum=_along_axis(scan.cumsum, 0, keepdim=False),
-    cumprod=_along_axis(scan.cumprod, 0, keepdim=False),
     logcumsumexp=_along_axis(scan.logcumsumexp, 0, keepdim=False),
     softmax=_along_axis(softmax, -1, keepdim=False),
     log_softmax=_along_axis(log_softmax, -1, keepdim=False),

@@ -16,7 +16,8 @@ from ..dtypes import bf16, bool_, f32, i64
 from ..errors import AxisError, DTypeError, ShapeError
 from ..ops.binary import eq, gt, where
 from ..ops.creation import arange, from_numpy, full
-from ..ops.index import gather, searchsorted, take, take_grad
+from ..ops.index import gather as gather_along
+from ..ops.index import searchsorted, take, take_grad
 from ..ops.movement import broadcast_to, reshape
 from ..ops.scatter_reduce import scatter_reduce, spread
 from ..ops.shaping import assign, getitem
@@ -134,7 +135,7 @@ def _last_writes(x: Tensor, index: Tensor, axis: int) -> Tensor:
     order = along.broadcast_to(tuple(index.shape))
     last = scatter_reduce(full(tuple(x.shape), -1, dtype=i64), axis, index, order, "amax")
     reach = tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(index.shape))
-    return eq(gather(getitem(last, reach), index, axis=axis), order)
+    return eq(gather_along(getitem(last, reach), index, axis=axis), order)
 
 
 def _written(src: Tensor, last: Tensor) -> Tensor:
@@ -338,7 +339,7 @@ def take_along_dim(x: Tensor, indices: Tensor, dim: int | None = None) -> Tensor
     if not isinstance(indices, Tensor) or indices.dtype.kind != "i":
         raise DTypeError(f"take_along_dim needs an integer index tensor, got {describe(indices)}")
     if dim is None:
-        return gather(x.reshape(-1), indices.reshape(-1), axis=0)
+        return gather_along(x.reshape(-1), indices.reshape(-1), axis=0)
     if x.ndim == 0:
         raise AxisError(f"take_along_dim: dim {dim} of a 0-d tensor (PyTorch's: it has no dimensions)")
     axis = normalize_axis(dim, x.ndim)
@@ -357,4 +358,11 @@ def take_along_dim(x: Tensor, indices: Tensor, dim: int | None = None) -> Tensor
         raise ShapeError(
             f"take_along_dim: {describe(x)} and indices {describe(indices)} must broadcast but along {axis}"
         ) from None
-    return gather(x, indices, axis=axis)
+    return gather_along(x, indices, axis=axis)
+
+
+def gather(input: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False) -> Tensor:
+    """PyTorch's gather: out[..., j, ...] = input[..., index[..., j, ...], ...] along `dim`."""
+    if sparse_grad:
+        raise ValueError("gather: sparse_grad=True is not supported (verigrad has no sparse tensors)")
+    return gather_along(input, index, axis=dim)

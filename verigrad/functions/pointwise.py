@@ -12,6 +12,7 @@ import numpy as np
 from ..errors import DTypeError
 from ..ops import binary, cast, from_numpy
 from ..ops.binary import eq, ne, where
+from ..ops.unary import round_ as _round_half_even
 from ..tensor import Tensor
 
 _ROUNDING = {None: binary.div, "trunc": binary.div_trunc, "floor": binary.div_floor}
@@ -173,3 +174,18 @@ def log2(x: Tensor) -> Tensor:
 def log10(x: Tensor) -> Tensor:
     """log(x) / log(10), within an ulp or two of a direct log10."""
     return x.log() * (1 / math.log(10))
+
+
+def round(x: Tensor, *, decimals: int = 0) -> Tensor:
+    """x rounded half to even to `decimals` places, as PyTorch's: round(x * 10^d) / 10^d for d > 0,
+    round(x / 10^-d) * 10^-d for d < 0."""
+    if not isinstance(decimals, int) or isinstance(decimals, bool):
+        raise TypeError(f"round: decimals must be an int, got {decimals!r}")
+    if decimals == 0:
+        return _round_half_even(x)
+    if not x.dtype.is_float:
+        raise DTypeError(f"round with decimals takes a float tensor, got {x.dtype.name} (as PyTorch)")
+    scale = 10.0 ** abs(decimals)
+    if decimals > 0:
+        return _round_half_even(x * scale) / scale
+    return _round_half_even(x / scale) * scale

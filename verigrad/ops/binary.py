@@ -866,8 +866,8 @@ ge = _compare("ge", np.greater_equal, "ge")
 
 
 def _bool_dtype(*dtypes: DType) -> DType:
-    if any(d is not bool_ for d in dtypes):
-        raise DTypeError(f"logical ops take bool tensors, got {', '.join(d.name for d in dtypes)}")
+    """Logical ops read any dtype as PyTorch's do (non-zero, NaN too, is true) and give bool."""
+    no_bf16(*dtypes)
     return bool_
 
 
@@ -882,7 +882,7 @@ logical_and = Op(
     reference=np.logical_and,
     samples=_bool_samples(2),
     torch=lambda t, a, b: t.logical_and(a, b),
-    doc="x and y, element-wise on bool tensors.",
+    doc="x and y, element-wise (non-zero is true).",
 )
 logical_or = Op(
     "logical_or",
@@ -891,7 +891,7 @@ logical_or = Op(
     reference=np.logical_or,
     samples=_bool_samples(2),
     torch=lambda t, a, b: t.logical_or(a, b),
-    doc="x or y, element-wise on bool tensors.",
+    doc="x or y, element-wise (non-zero is true).",
 )
 logical_not = Op(
     "logical_not",
@@ -900,7 +900,7 @@ logical_not = Op(
     reference=np.logical_not,
     samples=_bool_samples(1),
     torch=lambda t, a: t.logical_not(a),
-    doc="not x, element-wise on a bool tensor.",
+    doc="not x, element-wise (non-zero is true).",
 )
 
 

@@ -55,7 +55,7 @@ from .convolution import (
 )
 from .ctc import ctc_loss
 from .distance import cosine_similarity, pairwise_distance
-from .dropout import dropout, dropout2d
+from .dropout import alpha_dropout, dropout, dropout2d
 from .embedding import embedding, embedding_bag, one_hot
 from .linear import bilinear, linear
 from .losses import (
@@ -120,6 +120,7 @@ __all__ = [
     "adaptive_max_pool2d",
     "adaptive_max_pool3d",
     "affine_grid",
+    "alpha_dropout",
     "avg_pool1d",
     "avg_pool2d",
     "avg_pool3d",

@@ -27,3 +27,28 @@ def dropout2d(x: Tensor, p: float = 0.5, training: bool = True, generator: Gener
         return dropout(x, p, training)  # checks p
     keep = dropout(ops.ones(*x.shape[: x.ndim - 2], 1, 1, dtype=x.dtype), p, generator=generator)
     return x * keep
+
+
+_SELU_SATURATION = 1.7580993408473766  # -scale * alpha of SELU: where a dropped unit is set
+
+
+def alpha_dropout(
+    input: Tensor,
+    p: float = 0.5,
+    training: bool = False,
+    inplace: bool = False,
+    generator: Generator | None = None,
+) -> Tensor:
+    """SELU's dropout, as PyTorch's: a dropped element is set to SELU's saturation value and the result
+    is scaled and shifted so that a standard normal input keeps mean 0 and variance 1; the identity when
+    not training."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return input * 0.0
+    keep = ops.dropout(ops.ones(*input.shape, dtype=input.dtype), p=p, seed=_seed(generator)) * (1.0 - p)
+    a = 1.0 / ((_SELU_SATURATION**2 * p + 1) * (1 - p)) ** 0.5
+    shift = (keep - 1.0) * (_SELU_SATURATION * a) + _SELU_SATURATION * a * p
+    return input * (keep * a) + shift
