@@ -177,9 +177,12 @@ def test_verigrad_model_checkpoint_loads_into_the_torch_model(tmp_path: Path) ->
         np.testing.assert_array_equal(_torch_numpy_bits(t), _our_bits(ours.state_dict()[name]), name)
 
 
-def test_torch_checkpoint_of_another_dtype_is_refused_by_the_model(tmp_path: Path) -> None:
-    """An f64 checkpoint does not silently load into an f32 model: load_state_dict names each tensor."""
-    save_file(torch_cnn(torch.float64).state_dict(), str(tmp_path / "f64.safetensors"))
-    model = digits_cnn(dtype="f32")
-    with pytest.raises(ValueError, match=r"0\.weight: dtype f64 in the state, f32 in the model"):
-        model.load_state_dict(load(tmp_path / "f64.safetensors"))
+def test_torch_checkpoint_of_another_dtype_is_cast_as_pytorch_casts(tmp_path: Path) -> None:
+    """An f64 checkpoint loads into an f32 model as into PyTorch's: each value rounded to f32."""
+    state = torch_cnn(torch.float64).state_dict()
+    save_file(state, str(tmp_path / "f64.safetensors"))
+    model, theirs = digits_cnn(dtype="f32"), torch_cnn(torch.float32)
+    model.load_state_dict(load(tmp_path / "f64.safetensors"))
+    theirs.load_state_dict(state)
+    for name, t in theirs.state_dict().items():
+        np.testing.assert_array_equal(model.state_dict()[name].numpy(), t.numpy(), name)

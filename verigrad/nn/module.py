@@ -302,9 +302,10 @@ class Module:
                 child._save_state(state, f"{prefix}{name}.", keep_vars)
 
     def load_state_dict(self, state_dict: dict[str, Any], strict: bool = True, assign: bool = False) -> Any:
-        """Copy values in and return PyTorch's named tuple (missing_keys, unexpected_keys). With `strict`,
-        a missing or extra key is an error; a mis-shaped or mis-typed entry always is. The error
-        (a RuntimeError, and a ValueError) names every offending tensor, and then nothing is copied."""
+        """Copy values in, cast to each tensor's dtype as PyTorch's `copy_` casts, and return PyTorch's
+        named tuple (missing_keys, unexpected_keys). With `strict`, a missing or extra key is an error; a
+        mis-shaped entry always is. The error (a RuntimeError, and a ValueError) names every offending
+        tensor, and then nothing is copied."""
         if assign:
             raise NotImplementedError("load_state_dict: assign=True is not supported; the values are copied")
         own = self.state_dict(keep_vars=True)
@@ -319,14 +320,11 @@ class Module:
             if k not in state_dict:
                 continue
             value = state_dict[k]
-            shape, dtype = tuple(value.shape), getattr(value, "dtype", None)
-            dtype_name = getattr(dtype, "name", str(dtype))
+            shape = tuple(value.shape)
             if shape != tuple(target.shape):
                 problems.append(
                     f"{k}: shape {shape_text(shape)} in the state, {shape_text(target.shape)} in the model"
                 )
-            elif dtype_name not in (target.dtype.name, target.dtype.np.name):
-                problems.append(f"{k}: dtype {dtype_name} in the state, {target.dtype.name} in the model")
         if problems:
             lines = "\n\t".join(problems)
             raise StateDictError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t{lines}")
