@@ -368,3 +368,16 @@ def test_view_refuses_what_needs_a_copy() -> None:
                 make()
         assert tuple(x.t().view(4, 3).shape) == (4, 3) and tuple(x[1:].view(8).shape) == (8,)
         assert x.view(lib.int32).dtype == lib.int32 and tuple(x.view_as(lib.ones(2, 6)).shape) == (2, 6)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "amax", "amin", "prod"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_gradients_with_fewer_index_rows_than_the_input(reduce, include_self) -> None:
+    """The index reaches every row of x while having fewer rows itself (amax's backward failed there)."""
+    rng = np.random.default_rng(11)
+    x, src, index = rng.standard_normal((3, 4)), rng.standard_normal((2, 3)), np.array([[0, 1, 2], [1, 0, 2]])
+    _check(
+        {"x": x, "src": src},
+        lambda x, src: x.scatter_reduce(0, verigrad.tensor(index), src, reduce, include_self=include_self),
+        lambda x, src: x.scatter_reduce(0, torch.tensor(index), src, reduce, include_self=include_self),
+    )

@@ -98,9 +98,15 @@ def _cut(t: Tensor, idx: Tensor) -> Tensor:
     return getitem(t, tuple(slice(0, n) for n in idx.shape))
 
 
+def _cut_off_axis(t: Tensor, idx: Tensor, axis: int) -> Tensor:
+    """t cut to idx's shape on every axis but `axis`, where idx's values index t's whole length."""
+    keep = tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(idx.shape))
+    return t if all(k == slice(None) or k.stop == m for k, m in zip(keep, t.shape)) else getitem(t, keep)
+
+
 def _vjp(g, out, x, idx, src, axis, reduce, include_self):
     hit = spread(idx * 0 + 1, idx, axis, tuple(x.shape)) > 0  # the positions some src reaches
-    at = lambda t: gather(_cut(t, idx), idx, axis=axis)
+    at = lambda t: gather(_cut_off_axis(t, idx, axis), idx, axis=axis)  # t's values where src went
     if reduce in ("sum", "mean"):
         counts = spread(src * 0 + 1, idx, axis, tuple(x.shape)) + (1 if include_self else 0)
         share = g / where(counts > 0, counts, 1) if reduce == "mean" else g
