@@ -28,7 +28,7 @@ from .functions import (
     special,
     statistics,
 )
-from .ops import binary, creation, linalg, movement, reduce, scan, shaping, unary
+from .ops import binary, bitwise, creation, linalg, movement, reduce, scan, shaping, unary
 from .ops import index as index_ops
 from .ops import special as special_ops
 from .ops.composite.softmax import log_softmax, softmax
@@ -507,35 +507,36 @@ OPERATORS: dict[str, Callable[..., Any]] = {
     "__le__": binary.le,
     "__gt__": binary.gt,
     "__ge__": binary.ge,
-    "__and__": binary.bitwise_and,
-    "__or__": binary.bitwise_or,
-    "__xor__": binary.bitwise_xor,
-    "__lshift__": binary.bitwise_left_shift,
-    "__rshift__": binary.bitwise_right_shift,
+    "__and__": bitwise.bitwise_and,
+    "__or__": bitwise.bitwise_or,
+    "__xor__": bitwise.bitwise_xor,
+    "__lshift__": bitwise.bitwise_left_shift,
+    "__rshift__": bitwise.bitwise_right_shift,
     "__neg__": unary.neg,
     "__pos__": special.positive,
     "__abs__": unary.abs,
-    "__invert__": binary.bitwise_not,
+    "__invert__": bitwise.bitwise_not,
 }
 REFLECTED = {"__radd__": binary.add, "__rsub__": binary.sub, "__rmul__": binary.mul,
              "__rmod__": binary.remainder, "__rpow__": binary.pow,
-             "__rmatmul__": matmul, "__rfloordiv__": binary.floor_divide, "__rand__": binary.bitwise_and,
-             "__ror__": binary.bitwise_or, "__rxor__": binary.bitwise_xor,
-             "__rlshift__": binary.bitwise_left_shift, "__rrshift__": binary.bitwise_right_shift}  # fmt: skip
+             "__rmatmul__": matmul, "__rfloordiv__": binary.floor_divide, "__rand__": bitwise.bitwise_and,
+             "__ror__": bitwise.bitwise_or, "__rxor__": bitwise.bitwise_xor,
+             "__rlshift__": bitwise.bitwise_left_shift,
+             "__rrshift__": bitwise.bitwise_right_shift}  # fmt: skip
 IN_PLACE_OPERATORS = {"__iadd__": binary.add, "__isub__": binary.sub, "__imul__": binary.mul,
                       "__itruediv__": binary.div, "__imod__": binary.remainder,
-                      "__ifloordiv__": binary.floor_divide, "__iand__": binary.bitwise_and,
-                      "__ior__": binary.bitwise_or, "__ixor__": binary.bitwise_xor,
-                      "__ilshift__": binary.bitwise_left_shift,
-                      "__irshift__": binary.bitwise_right_shift}  # fmt: skip
+                      "__ifloordiv__": binary.floor_divide, "__iand__": bitwise.bitwise_and,
+                      "__ior__": bitwise.bitwise_or, "__ixor__": bitwise.bitwise_xor,
+                      "__ilshift__": bitwise.bitwise_left_shift,
+                      "__irshift__": bitwise.bitwise_right_shift}  # fmt: skip
 
 HYPERBOLIC_AND_INVERSE = ("sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh")
 
 # x.name(*args) is fn(x, *args), for these names of each module
 FORWARDED_FROM = {
     binary: "mul pow maximum minimum remainder fmod hypot logaddexp atan2 eq ne lt le gt ge floor_divide "
-    "true_divide copysign bitwise_and bitwise_or bitwise_xor bitwise_not bitwise_left_shift "
-    "bitwise_right_shift",
+    "true_divide copysign",
+    bitwise: "bitwise_and bitwise_or bitwise_xor bitwise_not bitwise_left_shift bitwise_right_shift",
     unary: "neg abs exp exp2 log expm1 log1p sqrt rsqrt sin cos tan tanh sigmoid relu silu erf floor ceil "
     "trunc sign " + " ".join(HYPERBOLIC_AND_INVERSE),
     movement: "contiguous",

@@ -4,15 +4,14 @@ GPT written once against the PyTorch API, give PyTorch's values, dtypes, shapes 
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
+from programs import gpt
 
 import verigrad
-import verigrad.nn as vg_nn
 import verigrad.nn.functional as vg_F
 
 OPS = {
@@ -71,48 +70,12 @@ def test_small_ops_through_their_plans_give_pytorchs_values_and_gradients(name: 
                 assert not fn(verigrad, vg_F, x, y).requires_grad
 
 
-def _gpt(torch: Any, nn: Any, F: Any, vocab: int = 32, d: int = 16, heads: int = 2, T: int = 8) -> Any:
-    """A two-layer nanoGPT-style decoder written against the PyTorch API of (torch, nn, F), in f64."""
-
-    class Block(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-            self.fc, self.out = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-            self.register_buffer("mask", torch.tril(torch.ones(T, T)).view(1, 1, T, T))
-
-        def forward(self, x: Any) -> Any:
-            B, L, C = x.shape
-            q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
-            q, k, v = (z.view(B, L, heads, C // heads).transpose(1, 2) for z in (q, k, v))
-            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C // heads))
-            att = att.masked_fill(self.mask[:, :, :L, :L] == 0, float("-inf"))
-            y = (F.softmax(att, dim=-1) @ v).transpose(1, 2).contiguous().view(B, L, C)
-            x = x + self.proj(y)
-            return x + self.out(F.gelu(self.fc(self.ln2(x))))
-
-    class GPT(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(T, d)
-            self.blocks = nn.ModuleList([Block() for _ in range(2)])
-            self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, vocab, bias=False)
-
-        def forward(self, idx: Any) -> Any:
-            x = self.tok(idx) + self.pos(torch.arange(idx.shape[1]))
-            for block in self.blocks:
-                x = block(x)
-            return self.head(self.ln(x))
-
-    return GPT().double()
-
-
 def test_eager_gpt_training_steps_give_pytorchs_losses_and_weights() -> None:
-    torch.manual_seed(0)
-    theirs = _gpt(torch, torch.nn, torch.nn.functional)
-    ours = _gpt(verigrad, vg_nn, vg_F)
-    ours.load_state_dict({k: verigrad.tensor(v.numpy()) for k, v in theirs.state_dict().items()})
+    cfg = gpt.Config(vocab_size=32, block_size=8, n_embd=16, n_head=2, manual_mask=True)
+    state = gpt.initial_state(cfg)
+    theirs, ours = gpt.build(torch, cfg).double(), gpt.build(verigrad, cfg).double()
+    theirs.load_state_dict({k: torch.tensor(v) for k, v in state.items()})
+    ours.load_state_dict({k: verigrad.tensor(v) for k, v in state.items()})
     rng = np.random.default_rng(0)
     idx, target = rng.integers(0, 32, (3, 8)), rng.integers(0, 32, (3, 8))
     runs = []
@@ -120,7 +83,8 @@ def test_eager_gpt_training_steps_give_pytorchs_losses_and_weights() -> None:
         optimizer = t.optim.AdamW(model.parameters(), lr=1e-2)
         losses = []
         for _ in range(3):
-            loss = F.cross_entropy(model(t.tensor(idx)).view(-1, 32), t.tensor(target).view(-1))
+            logits, _ = model(t.tensor(idx))
+            loss = F.cross_entropy(logits.view(-1, 32), t.tensor(target).view(-1))
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()

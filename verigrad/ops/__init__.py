@@ -4,12 +4,6 @@ from ._op import REGISTRY, Op, Sample, unbroadcast
 from .binary import (
     add,
     atan2,
-    bitwise_and,
-    bitwise_left_shift,
-    bitwise_not,
-    bitwise_or,
-    bitwise_right_shift,
-    bitwise_xor,
     copysign,
     div,
     div_floor,
@@ -37,6 +31,14 @@ from .binary import (
     sub,
     true_divide,
     where,
+)
+from .bitwise import (
+    bitwise_and,
+    bitwise_left_shift,
+    bitwise_not,
+    bitwise_or,
+    bitwise_right_shift,
+    bitwise_xor,
 )
 from .composite import (
     attention,

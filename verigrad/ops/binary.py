@@ -1,4 +1,4 @@
-"""Element-wise binary ops with NumPy broadcasting, comparisons, bitwise ops, and `where`.
+"""Element-wise binary ops with NumPy broadcasting, comparisons and `where` (bitwise ops: bitwise.py).
 
 Operands are computed in the dtype PyTorch's promotion gives them (`result_type`): bool < integers <
 floats; within a category, tensors with dimensions decide over 0-d tensors, and those over Python
@@ -8,9 +8,7 @@ summed back to each operand's shape.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from fractions import Fraction
 
 import numpy as np
 
@@ -19,6 +17,7 @@ from ..dtypes import DEFAULT_FLOAT, DEFAULT_INT, DType, bf16, bool_, f16, f32, f
 from ..errors import DTypeError
 from ..shapes import broadcast
 from ..tensor import Tensor
+from ._fma import fma_f32, fma_f64
 from ._op import Op, Sample, float_dtype, lift, no_bf16, numeric_dtype, unbroadcast
 from ._samples import BINARY_SHAPES, binary, uniform
 from .movement import cast
@@ -302,72 +301,6 @@ def _opmath(fn: Callable) -> Callable:
 
 
 # x + alpha * y with one rounding (PyTorch's add and sub with alpha) ----------------------------
-def _two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """s = a + b rounded and its error e: a + b = s + e exactly (Knuth's TwoSum; no overflow)."""
-    s = a + b
-    bb = s - a
-    return s, (a - (s - bb)) + (b - bb)
-
-
-def _odd_sum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a + b rounded to odd: the exact sum where it is a double, else the neighbour of the two around it
-    whose last significand bit is 1; a later rounding to fewer bits is then the exact sum's."""
-    s, e = _two_sum(a, b)
-    even = (s.view(np.int64) & 1) == 0
-    move = (e != 0) & even & np.isfinite(e)
-    return np.where(move, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
-
-
-def _split(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Veltkamp's split of a double into two halves of 26 bits: a = hi + lo exactly."""
-    c = 134217729.0 * a  # 2^27 + 1
-    hi = c - (c - a)
-    return hi, a - hi
-
-
-def _fma_f64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """a * b + c rounded once, in f64 (Boldo and Melquiond's emulation, exact): the product as the
-    double p plus its error (Dekker's product of Veltkamp's halves), c + p as TwoSum's s + t, and
-    s + RO(t + error), RO rounding to odd. Where the halves or the error could overflow or underflow (a
-    product beyond 2^+-960, an operand beyond 2^990) it is computed exactly with fractions. Where a or b
-    is not finite, or 0, a * b + c is the fma's own answer (the product is exact); where only c is not
-    finite, c is."""
-    shape = np.broadcast_shapes(np.shape(a), np.shape(b), np.shape(c))
-    a, b, c = (np.array(np.broadcast_to(v, shape), np.float64).reshape(-1) for v in (a, b, c))
-    with np.errstate(over="ignore", invalid="ignore"):  # where the halves overflow: replaced below
-        p = a * b
-        ah, al = _split(a)
-        bh, bl = _split(b)
-        err = ((ah * bh - p) + ah * bl + al * bh) + al * bl
-        s, t = _two_sum(c, p)
-        out = s + _odd_sum(t, err)
-    factors = np.isfinite(a) & np.isfinite(b)
-    plain = ~factors | (a == 0) | (b == 0)
-    with np.errstate(invalid="ignore"):
-        out = np.where(plain, p + c, np.where(np.isfinite(c), out, c))
-    size, big = np.abs(p), np.maximum(np.abs(a), np.maximum(np.abs(b), np.abs(c)))
-    exact = ~plain & np.isfinite(c) & ((size > 2.0**960) | (size < 2.0**-960) | (big > 2.0**990))
-    for i in np.flatnonzero(exact):
-        out[i] = _fraction_fma(float(a[i]), float(b[i]), float(c[i]))
-    return out.reshape(shape)
-
-
-def _fraction_fma(a: float, b: float, c: float) -> float:
-    """a * b + c of finite doubles, exactly rounded (Python's int division rounds exactly)."""
-    exact = Fraction(a) * Fraction(b) + Fraction(c)
-    try:
-        return float(exact)
-    except OverflowError:
-        return math.inf if exact > 0 else -math.inf
-
-
-def _fma_f32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """a * b + c of f32 values rounded once to f32: the product is exact in f64 (24 + 24 bits), the sum
-    rounded to odd in f64 (53 bits, more than 24 + 2), so its rounding to f32 is the exact sum's."""
-    p = a.astype(np.float64) * b.astype(np.float64)
-    return _odd_sum(p, c.astype(np.float64)).astype(np.float32)
-
-
 def _scaled_add_reference(x: np.ndarray, y: np.ndarray, alpha: float | int | bool) -> np.ndarray:
     """x + alpha * y in the common dtype: floats with one rounding (f16 computed in f32, as PyTorch), integers
     wrapping around, bools as x or (alpha and y)."""
@@ -378,8 +311,8 @@ def _scaled_add_reference(x: np.ndarray, y: np.ndarray, alpha: float | int | boo
     if out.kind in "iu":
         return (x + y * np.array(alpha).astype(out)).astype(out, copy=False)  # alpha wraps as y does
     if out == np.float64:
-        return _fma_f64(np.float64(alpha), y, x)
-    return _fma_f32(np.float32(alpha), y, x).astype(out, copy=False)
+        return fma_f64(np.float64(alpha), y, x)
+    return fma_f32(np.float32(alpha), y, x).astype(out, copy=False)
 
 
 def _scaled_add_dtype(x: DType, y: DType, alpha: float | int | bool) -> DType:
@@ -708,104 +641,6 @@ div_trunc.samples = lambda rng: _divisor_samples(rng)
 def true_divide(x: Tensor | float, y: Tensor | float) -> Tensor:
     """x / y (the `div` op): PyTorch's true_divide."""
     return div(x, y)
-
-
-# bitwise ---------------------------------------------------------------------------------------
-def _integer_dtype(name: str, *, bools: bool = True) -> Callable[..., DType]:
-    """The promoted dtype of integer (and, for `bools`, bool) operands; floats refused, as PyTorch."""
-
-    def rule(*dtypes: DType, **_) -> DType:
-        out = promote(*dtypes)
-        if out.is_float or (out is bool_ and not bools):
-            allowed = "integer or bool" if bools else "integer"
-            raise DTypeError(f"{name} takes {allowed} tensors (as PyTorch), got {out.name}")
-        return out
-
-    return rule
-
-
-def _integer_samples(low: int, high: int, shift: bool = False) -> Callable:
-    def samples(rng: np.random.Generator) -> list[Sample]:
-        out = []
-        for sa, sb in BINARY_SHAPES:
-            b = rng.integers(0, 70, sb) if shift else rng.integers(low, high, sb)
-            out.append(Sample((rng.integers(low, high, sa), b)))
-        if not shift:
-            out.append(Sample((rng.random((3, 4)) > 0.5, rng.random((3, 4)) > 0.5)))
-        return out
-
-    return samples
-
-
-def _bitwise(name: str, fn: Callable, doc: str) -> Op:
-    return _arith(
-        name,
-        fn,
-        None,
-        dtype=_integer_dtype(name),
-        torch=lambda t, a, b: getattr(t, name)(a, b),
-        fast=lambda out, dtypes, **_: fn if all(d is out for d in dtypes) else None,
-        doc=doc,
-    )
-
-
-bitwise_and = _bitwise("bitwise_and", np.bitwise_and, "x & y bit by bit, on integers and bools (and).")
-bitwise_or = _bitwise("bitwise_or", np.bitwise_or, "x | y bit by bit, on integers and bools (or).")
-bitwise_xor = _bitwise("bitwise_xor", np.bitwise_xor, "x ^ y bit by bit, on integers and bools (xor).")
-for _op in (bitwise_and, bitwise_or, bitwise_xor):
-    _op.samples = _integer_samples(-100, 100)
-
-
-def _left_shift(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a << b, 0 where b is negative or at least the width (PyTorch's)."""
-    width = a.dtype.itemsize * 8
-    inside = (b >= 0) & (b < width)
-    return np.where(inside, np.left_shift(a, np.where(inside, b, 0)), 0).astype(a.dtype, copy=False)
-
-
-def _right_shift(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a >> b (arithmetic for signed integers), shifted by width - 1 for signed and width for unsigned
-    integers where b is negative or too large: the sign fill, or 0 (PyTorch's)."""
-    most = a.dtype.itemsize * 8 - (1 if a.dtype.kind == "i" else 0)
-    outside = (b < 0) | (b >= most)
-    if a.dtype.kind == "u":
-        return np.where(outside, 0, np.right_shift(a, np.where(outside, 0, b))).astype(a.dtype, copy=False)
-    return np.right_shift(a, np.where(outside, most, b).astype(a.dtype, copy=False))
-
-
-def _shift(name: str, fn: Callable, doc: str) -> Op:
-    return _arith(
-        name,
-        fn,
-        None,
-        dtype=_integer_dtype(name, bools=False),
-        torch=lambda t, a, b: getattr(t, name)(a, b),
-        fast=lambda out, dtypes, **_: fn if all(d is out for d in dtypes) else None,
-        doc=doc,
-    )
-
-
-bitwise_left_shift = _shift("bitwise_left_shift", _left_shift, f"x << y: {_left_shift.__doc__}")
-bitwise_right_shift = _shift("bitwise_right_shift", _right_shift, f"x >> y: {_right_shift.__doc__}")
-for _op in (bitwise_left_shift, bitwise_right_shift):
-    _op.samples = _integer_samples(-1000, 1000, shift=True)
-
-
-def _bitwise_not_dtype(x: DType, **_) -> DType:
-    if x.is_float:
-        raise DTypeError(f"bitwise_not (~) takes integer or bool tensors (as PyTorch), got {x.name}")
-    return x
-
-
-bitwise_not = Op(
-    "bitwise_not",
-    shape=lambda s: s,
-    dtype=_bitwise_not_dtype,
-    reference=lambda x: np.logical_not(x) if x.dtype.kind == "b" else np.invert(x),
-    samples=lambda rng: [Sample((rng.integers(-100, 100, (3, 4)),)), *_bool_samples(1)(rng)],
-    torch=lambda t, x: t.bitwise_not(x),
-    doc="~x: each bit flipped on integers, not x on bools.",
-)
 
 
 def _extreme_dtype(*dtypes: DType, **_) -> DType:
