@@ -16,12 +16,10 @@ from . import modes
 from .ops import ones_like, tensor, zeros_like
 from .tensor import Tensor
 
-_GRAD_ENABLED = [True]
-
 
 def is_grad_enabled() -> bool:
     """Whether operations are recorded for backward now (False inside no_grad)."""
-    return _GRAD_ENABLED[-1]
+    return modes.LOCAL.grad[-1]
 
 
 class _grad_mode(contextlib.ContextDecorator):
@@ -32,20 +30,20 @@ class _grad_mode(contextlib.ContextDecorator):
         self.enabled = enabled
 
     def __enter__(self) -> None:
-        _GRAD_ENABLED.append(self.enabled)
+        modes.LOCAL.grad.append(self.enabled)
 
     def __exit__(self, *exc: object) -> None:
-        _GRAD_ENABLED.pop()
+        modes.LOCAL.grad.pop()
 
 
 class no_grad(contextlib.ContextDecorator):
     """Ops inside record no gradient history (as a context manager or a decorator)."""
 
     def __enter__(self) -> None:
-        _GRAD_ENABLED.append(False)
+        modes.LOCAL.grad.append(False)
 
     def __exit__(self, *exc: object) -> None:
-        _GRAD_ENABLED.pop()
+        modes.LOCAL.grad.pop()
 
 
 def enable_grad() -> contextlib.AbstractContextManager[None]:
@@ -62,15 +60,16 @@ class set_grad_enabled(contextlib.ContextDecorator):
     for its block, then back to what it was."""
 
     def __init__(self, mode: bool) -> None:
-        self.previous = _GRAD_ENABLED[-1]
-        _GRAD_ENABLED[-1] = bool(mode)
+        grad = modes.LOCAL.grad
+        self.previous = grad[-1]
+        grad[-1] = bool(mode)
         self.mode = bool(mode)
 
     def __enter__(self) -> None:
-        _GRAD_ENABLED[-1] = self.mode
+        modes.LOCAL.grad[-1] = self.mode
 
     def __exit__(self, *exc: object) -> None:
-        _GRAD_ENABLED[-1] = self.previous
+        modes.LOCAL.grad[-1] = self.previous
 
 
 class Node:

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 from . import modes
-from .autograd import _GRAD_ENABLED, Node, is_grad_enabled
+from .autograd import Node, is_grad_enabled
 from .backends.active import _ACTIVE
 from .backends.reference import decomposition_kernel
 from .dtypes import DType
@@ -70,7 +70,7 @@ class EagerMode(modes.Mode):
                 wanted = True
         # as PyTorch's: only a floating result has a gradient (a cast to an integer, a comparison, an
         # index is a constant)
-        needs_grad = wanted and op.differentiable and _GRAD_ENABLED[-1] and plan.out.dtype.is_float
+        needs_grad = wanted and op.differentiable and modes.LOCAL.grad[-1] and plan.out.dtype.is_float
         warns = plan.warns
         if op.decompose is not None:
             if needs_grad and op.vjp is None:

@@ -7,6 +7,7 @@ Every mode answers the same two questions: `apply` (run or record an op whose ou
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -70,28 +71,43 @@ def eager_only(what: str, instead: str = "") -> None:
         raise TypeError(f"{what}'s size depends on the values: it runs eagerly, not in a trace{hint}")
 
 
-_STACK: list[Mode] = []
+_DEFAULT: list[Mode] = []  # the bottom of every thread's stack (the eager mode)
+
+
+class ThreadState(threading.local):
+    """What each thread has of its own, as in PyTorch: the mode stack (a trace in one thread records
+    nothing of another's ops) and grad mode (`grad[-1]`; `no_grad` pushes, `set_grad_enabled` sets)."""
+
+    def __init__(self) -> None:
+        self.stack: list[Mode] = list(_DEFAULT)
+        self.grad: list[bool] = [True]
+
+
+LOCAL = ThreadState()
 
 
 def current() -> Mode:
-    return _STACK[-1]
+    return LOCAL.stack[-1]
 
 
 def set_default(mode: Mode) -> None:
     """Install the bottom of the stack (the eager mode does this when it is imported)."""
-    if _STACK:
-        _STACK[0] = mode
+    _DEFAULT[:] = [mode]
+    stack = LOCAL.stack
+    if stack:
+        stack[0] = mode
     else:
-        _STACK.append(mode)
+        stack.append(mode)
 
 
 @contextlib.contextmanager
 def using(mode: Mode) -> Iterator[Mode]:
-    _STACK.append(mode)
+    stack = LOCAL.stack
+    stack.append(mode)
     try:
         yield mode
     finally:
-        _STACK.pop()
+        stack.pop()
 
 
 def abstract() -> contextlib.AbstractContextManager[Mode]:

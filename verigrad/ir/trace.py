@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from .. import modes
-from ..autograd import _GRAD_ENABLED, Node, no_grad
+from ..autograd import Node, no_grad
 from ..dtypes import DType
 from ..shapes import Spec
 from ..tensor import Tensor
@@ -76,7 +76,7 @@ class TraceMode(modes.Mode):
 
     def apply(self, op: Any, args: tuple[Tensor, ...], params: dict, out: Spec) -> Tensor:
         needs_grad = False
-        if op.differentiable and _GRAD_ENABLED[-1] and out.dtype.is_float:  # only a float result has a grad
+        if op.differentiable and modes.LOCAL.grad[-1] and out.dtype.is_float:  # only a float result: a grad
             for a in args:
                 if a.requires_grad:
                     needs_grad = True

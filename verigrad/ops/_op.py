@@ -141,7 +141,7 @@ class Op:
                 break
         else:
             tensors = args  # all tensors already (the common case): nothing to lift
-        mode = modes._STACK[-1]  # modes.current(), inlined
+        mode = modes.LOCAL.stack[-1]  # modes.current(), inlined
         if mode.name != "eager":
             if self.canonical_params is not None:
                 params = self._canonical(tensors, params)
