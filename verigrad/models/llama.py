@@ -285,22 +285,20 @@ def gguf_config(gguf: GGUFFile) -> LlamaConfig:
         )
     n_layers = _integer(gguf, "llama.block_count", 1, len(gguf.tensors) // len(_BLOCK))
     heads = _integer(gguf, "llama.attention.head_count", 1, dim)
+    if dim % heads and "llama.rope.dimension_count" not in gguf.metadata:
+        raise WeightFileError(
+            f"{gguf.path}: llama.attention.head_count ({heads}) must divide llama.embedding_length ({dim}) "
+            "(or llama.rope.dimension_count give the head size)"
+        )
     kv_heads = _integer(gguf, "llama.attention.head_count_kv", 1, heads, default=heads)
     if heads % kv_heads:
         raise WeightFileError(
             f"{gguf.path}: llama.attention.head_count_kv ({kv_heads}) must divide "
             f"llama.attention.head_count ({heads})"
         )
-    if dim % heads and "llama.rope.dimension_count" not in gguf.metadata:
-        raise WeightFileError(
-            f"{gguf.path}: llama.attention.head_count ({heads}) must divide llama.embedding_length ({dim}) "
-            "(or llama.rope.dimension_count give the head size)"
-        )
     head_dim = _integer(gguf, "llama.rope.dimension_count", 2, dim, default=max(dim // heads, 2))
     if head_dim % 2:
-        raise WeightFileError(
-            f"{gguf.path}: llama.rope.dimension_count is {head_dim}: RoPE needs an even size"
-        )
+        raise WeightFileError(f"{gguf.path}: llama.rope.dimension_count is {head_dim}; RoPE needs it even")
     vocab_size = _integer(gguf, "llama.vocab_size", 1, default=vocab)
     if vocab_size != vocab:
         raise WeightFileError(
