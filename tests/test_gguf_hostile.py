@@ -154,11 +154,17 @@ def patch(path: Path, name: str, *, qtype: int | None = None, offset_delta: int 
 
 
 def refused(path: Path, match: str, load=Llama.from_gguf) -> WeightFileError:
-    """The WeightFileError loading `path` raises: quick, short, naming the file and matching `match`."""
+    """The WeightFileError loading `path` raises: in under a second and 100 MB, short, naming the file and
+    matching `match`."""
     start = time.perf_counter()
-    with pytest.raises(WeightFileError, match=match) as info:
-        load(path)
-    assert time.perf_counter() - start < 1.0
+    tracemalloc.start()
+    try:
+        with pytest.raises(WeightFileError, match=match) as info:
+            load(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert time.perf_counter() - start < 1.0 and peak < 100 * 2**20
     message = str(info.value)
     assert message.startswith(str(path)) and len(message) < 600, message[:1000]
     return info.value
