@@ -12,6 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import gguf
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -22,7 +23,7 @@ from verigrad.errors import WeightFileError
 from verigrad.models.llama import Llama
 
 FUZZ = settings(
-    max_examples=40,
+    max_examples=50,
     deadline=None,  # each case is timed below (< 1 s), the first one includes compiling kernels
     database=None,
     derandomize=True,
@@ -38,6 +39,26 @@ def original() -> tuple[bytes, int]:
         data = tiny_llama(Path(folder) / "tiny.gguf").read_bytes()
     header = data.rindex(b"output.weight") + len(b"output.weight") + 4 + 16 + 4 + 8
     return data, header
+
+
+@pytest.fixture(scope="module")
+def fields() -> list[tuple[int, int]]:
+    """(where, width) of every 4- or 8-byte number of the valid file's header: the counts, each key's
+    value type, string and array lengths and scalar values, each tensor's dims count, dims, type and
+    offset (found with the gguf package's own reader)."""
+    with tempfile.TemporaryDirectory() as folder:
+        reader = gguf.GGUFReader(tiny_llama(Path(folder) / "tiny.gguf"))
+        base = reader.data.ctypes.data
+        parts = [p for f in reader.fields.values() for p in f.parts]
+        parts += [p for t in reader.tensors for p in t.field.parts]
+        found = {
+            (p.ctypes.data - base + i * p.itemsize, p.itemsize)
+            for p in parts
+            if p.itemsize in (4, 8) and p.dtype.kind in "ui"
+            for i in range(p.size)
+        }
+        del reader, parts
+    return sorted(found)
 
 
 def load_and_run(data: bytes) -> None:
@@ -79,16 +100,15 @@ def test_truncated(original, cut):
     load_and_run(blob[: cut % (header + 64) if cut % 2 else cut % len(blob)])
 
 
+numbers = st.one_of(st.sampled_from(EDGES), st.integers(0, 2**64 - 1))
+
+
 @FUZZ
-@given(
-    where=st.floats(0, 1),
-    width=st.sampled_from([4, 8]),
-    value=st.one_of(st.sampled_from(EDGES), st.integers(0, 2**64 - 1)),
-)
-def test_edited_fields(original, where, width, value):
-    """A 4- or 8-byte field of the header (a count, length, type, dim or offset, or a value) overwritten."""
-    blob, header = original
-    mutant = bytearray(blob)
-    at = 8 + int(where * (header - 16))
-    struct.pack_into("<I" if width == 4 else "<Q", mutant, at, value % 2 ** (8 * width))
+@given(edits=st.lists(st.tuples(st.floats(0, 1), numbers), min_size=1, max_size=2))
+def test_edited_fields(original, fields, edits):
+    """One or two numbers of the header (a count, length, type, dim, offset or hyperparameter) overwritten."""
+    mutant = bytearray(original[0])
+    for where, value in edits:
+        at, width = fields[int(where * (len(fields) - 1))]
+        struct.pack_into("<I" if width == 4 else "<Q", mutant, at, value % 2 ** (8 * width))
     load_and_run(bytes(mutant))
