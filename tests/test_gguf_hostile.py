@@ -117,6 +117,8 @@ def tiny_llama(
             w.add_bool(key, value)
         elif isinstance(value, int):
             w.add_uint32(key, value)
+        elif isinstance(value, list):
+            w.add_array(key, value)
         else:
             w.add_float32(key, value)
     for name, (array, qtype) in (tiny_tensors() if tensors is None else tensors).items():
