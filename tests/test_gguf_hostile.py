@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import mmap
 import struct
+import threading
 import time
 import tracemalloc
 from pathlib import Path
@@ -21,6 +22,7 @@ import pytest
 
 from verigrad.errors import WeightFileError
 from verigrad.io.gguf import read_gguf
+from verigrad.models import llama
 from verigrad.models.catalog import load_gguf
 from verigrad.models.llama import MAX_CONTEXT, Llama
 from verigrad.nn.quant import QLinear
@@ -348,6 +350,30 @@ def test_rope_tables_grow_with_the_positions_and_give_the_same_logits(tiny):
     assert model.rope[0].shape[0] == 512
     again = np.concatenate([model(ids[:, :3], long).numpy(), model(ids[:, 3:4], long).numpy()], axis=1)
     np.testing.assert_array_equal(first, again)
+
+
+def test_rope_tables_grown_from_two_threads_cover_both(tiny, monkeypatch):
+    """A short table that takes longer to make than a long one (made slow here) must not replace it."""
+    model = Llama.from_gguf(tiny)
+    make = llama.rope_tables
+
+    def slow_when_short(positions: int, head_dim: int, base: float):
+        if positions <= 64:
+            time.sleep(0.2)
+        return make(positions, head_dim, base)
+
+    monkeypatch.setattr(llama, "rope_tables", slow_when_short)
+    got = {}
+    threads = [
+        threading.Thread(target=lambda n=n: got.update({n: model.rope_rows(n)[0].shape[0]}))
+        for n in (10, 1000)
+    ]
+    threads[0].start()
+    time.sleep(0.05)  # the short table is being made
+    threads[1].start()
+    for t in threads:
+        t.join()
+    assert got[10] >= 10 and got[1000] >= 1000 and model.rope[0].shape[0] == 1024
 
 
 def test_a_long_value_is_shown_short(tmp_path):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,7 @@ from ._weights import install
 
 MIN_ROPE_ROWS = 64  # the RoPE tables' first length (they double as longer prompts or caches come)
 MAX_CONTEXT = 2**24  # a GGUF file's llama.context_length (16M positions; the longest models have 10M)
+_ROPE_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -180,12 +182,16 @@ class Llama(CachedDecoder):
         if not (isinstance(positions, int) and isinstance(c.head_dim, int)):  # symbolic sizes: shapes only
             table = zeros(positions, c.head_dim / 2)
             return table, table
-        if self.rope is None or self.rope[0].shape[0] < positions:
-            rows = max(MIN_ROPE_ROWS, 1 << (positions - 1).bit_length())
-            cos, sin = rope_tables(rows, c.head_dim, c.rope_base)
-            self.rope = (from_numpy(cos), from_numpy(sin))
-            self.cached(c.n_layers, c.n_kv_heads, c.head_dim)
-        return self.rope
+        rope = self.rope
+        if rope is None or rope[0].shape[0] < positions:
+            with _ROPE_LOCK:  # the tables only grow, even when threads ask for different lengths at once
+                rope = self.rope
+                if rope is None or rope[0].shape[0] < positions:
+                    rows = max(MIN_ROPE_ROWS, 1 << (positions - 1).bit_length())
+                    cos, sin = rope_tables(rows, c.head_dim, c.rope_base)
+                    rope = self.rope = (from_numpy(cos), from_numpy(sin))
+                    self.cached(c.n_layers, c.n_kv_heads, c.head_dim)
+        return rope
 
     def forward(self, ids: Any, cache: Any = None, last_only: bool = False) -> Tensor:
         ids = token_ids(ids)
