@@ -420,6 +420,13 @@ def test_lengths_past_the_file_and_bad_values_are_refused(tmp_path, record, matc
     refused(path, match, read_gguf)
 
 
+def test_a_huge_bad_key_is_shown_short(tmp_path):
+    """30 MB of bytes that are not UTF-8 as a key: the message shows a few (a repr of all is 120 MB)."""
+    path = tmp_path / "k.gguf"
+    path.write_bytes(header(text(b"\xff" * 3 * 10**7) + struct.pack("<II", 4, 1)))
+    refused(path, r"metadata key 0: not UTF-8 text: b'\\xff\\xff.*'\.\.\. \(30000000 bytes\)$", read_gguf)
+
+
 def test_huge_counts_are_refused(tmp_path):
     path = tmp_path / "c.gguf"
     path.write_bytes(header(n_kv=2**62) + bytes(64))

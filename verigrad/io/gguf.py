@@ -19,6 +19,7 @@ import contextlib
 import itertools
 import mmap
 import os
+import reprlib
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,9 @@ MAX_DIMS = 4  # GGML_MAX_DIMS
 MAX_NAME = 63  # GGML_MAX_NAME - 1: llama.cpp's tensor names are at most 63 bytes
 MAX_ELEMENTS = 2**63 - 1  # llama.cpp counts elements in int64
 SHOWN = 60  # characters of a value an error shows
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = SHOWN
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = 8
 # tensor types whose values NumPy holds directly (the rest are blocks of bytes)
 _VALUE_DTYPES = {"f32": "<f4", "f16": "<f2", "bf16": "<u2"}
 
@@ -108,10 +112,13 @@ class GGUFFile:
 
 
 def shown(value: Any) -> str:
-    """A value for an error message: a short printable string as it is, anything else as its repr, cut
-    to SHOWN characters (a hostile file's values may be megabytes long)."""
-    text = value if isinstance(value, str) and value.isprintable() else repr(value)
-    return text if len(text) <= SHOWN else f"{text[: SHOWN - 3]}... ({len(text)} characters)"
+    """A value for an error message, at most about SHOWN characters, made without first writing it all out
+    (a hostile file's strings and arrays may be gigabytes long): a printable string as it is, else a repr."""
+    if isinstance(value, str) and value[:SHOWN].isprintable():
+        return value if len(value) <= SHOWN else f"{value[: SHOWN - 3]}... ({len(value)} characters)"
+    if isinstance(value, bytes | bytearray) and len(value) > SHOWN:
+        return f"{bytes(value[:SHOWN])!r}... ({len(value)} bytes)"
+    return _REPR.repr(value)
 
 
 class _CheckedReader(GGUFReader):
