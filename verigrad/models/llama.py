@@ -194,6 +194,7 @@ class Llama(CachedDecoder):
         return rope
 
     def forward(self, ids: Any, cache: Any = None, last_only: bool = False) -> Tensor:
+        """CachedDecoder's forward, once the RoPE tables cover the prompt, or the cache's capacity."""
         ids = token_ids(ids)
         check_room(cache, ids, self.context_length)  # before the tables grow
         self.rope_rows(cache.capacity if cache is not None else ids.shape[1])
