@@ -261,3 +261,38 @@ def test_not_a_gguf_file(tmp_path):
         read_gguf(path)
     with pytest.raises(WeightFileError, match="no such GGUF file"):
         read_gguf(tmp_path / "missing.gguf")
+
+
+def test_every_value_type_reads_back(tmp_path):
+    """Scalars and arrays of each GGUF value type (arrays of numbers are read in one step, of strings
+    without a view per length) come back as the Python values written."""
+    V = gguf.GGUFValueType
+    numbers = {
+        V.UINT8: [0, 255],
+        V.INT8: [-128, 127],
+        V.UINT16: [0, 65535],
+        V.INT16: [-32768, 32767],
+        V.UINT32: [0, 2**32 - 1],
+        V.INT32: [-(2**31), 2**31 - 1],
+        V.UINT64: [0, 2**64 - 1],
+        V.INT64: [-(2**63), 2**63 - 1],
+        V.FLOAT32: [0.5, -2.25],
+        V.FLOAT64: [1e300, -0.1],
+        V.BOOL: [True, False],
+    }
+    w = gguf.GGUFWriter(str(tmp_path / "v.gguf"), "llama")
+    for vtype, values in numbers.items():
+        w.add_key_value(f"scalar.{vtype.name}", values[1], vtype)
+        w.add_key_value(f"array.{vtype.name}", values, V.ARRAY, vtype)
+    w.add_key_value("array.STRING", ["", "é", "a b" * 100], V.ARRAY, V.STRING)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    f = read_gguf(tmp_path / "v.gguf")
+    for vtype, values in numbers.items():
+        scalar, array = f.metadata[f"scalar.{vtype.name}"], f.metadata[f"array.{vtype.name}"]
+        assert scalar == values[1] and type(scalar) is type(values[1]), vtype
+        assert array == values and [type(v) for v in array] == [type(v) for v in values], vtype
+    assert f.metadata["array.STRING"] == ["", "é", "a b" * 100]
+    assert f.tensors == {} and f.version == 3

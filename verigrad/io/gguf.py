@@ -1,9 +1,13 @@
 """GGUF weight files (llama.cpp's format): metadata and tensors, memory-mapped, every size checked.
 
-`read_gguf(path)` parses the header (a few hundred kB even for large models) and maps the file: a
-tensor's `.raw` is a read-only view of its bytes, so nothing is copied until `.dequantize()`. Every
-tensor's type, shape and byte range are checked when the file is opened; a bad file raises
-`WeightFileError` naming the file, the tensor, and the expected and found sizes.
+`read_gguf(path)` reads the header with the `gguf` package's `GGUFReader` and maps the file: a tensor's
+`.raw` is a read-only view of its bytes, so nothing is copied until `.dequantize()`. On top of the
+reader, every read stays inside the file and the header is held to what llama.cpp checks, and more:
+counts and string and array lengths fit in the bytes left, no arrays of arrays, tensor names unique and
+under 64 bytes, at most 4 dimensions each >= 1, element counts below 2^63, known types whose block
+divides the row, and tensors packed in order (each at the previous one's end padded to
+`general.alignment`) up to the file's end, so a shifted offset or a relabelled type is refused. Any
+problem is a `WeightFileError` naming the file and the field or tensor, with long values cut short.
 
 Shapes are given in PyTorch's order (GGUF lists dimensions fastest first): `blk.0.ffn_gate.weight` of a
 model with d=576 and FFN 1536 has shape (1536, 576), like `nn.Linear.weight`.
@@ -15,30 +19,31 @@ import contextlib
 import itertools
 import mmap
 import os
+import reprlib
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from gguf import GGUFReader, ReaderField
+from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType
 
 from ..errors import WeightFileError
 from ..ops.quant import FORMATS, dequantize
 
 MAGIC = b"GGUF"
+VERSIONS = (2, 3)
 DEFAULT_ALIGNMENT = 32
-
-# metadata value types: id -> struct code (8: string, 9: array)
-_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
-_STRING, _ARRAY = 8, 9
-_ARRAY_NUMPY = {  # arrays of numbers are read in one step
-    **{0: "u1", 1: "i1", 2: "<u2", 3: "<i2", 4: "<u4", 5: "<i4", 6: "<f4", 7: "?"},
-    **{10: "<u8", 11: "<i8", 12: "<f8"},
-}
+MAX_DIMS = 4  # GGML_MAX_DIMS
+MAX_NAME = 63  # GGML_MAX_NAME - 1: llama.cpp's tensor names are at most 63 bytes
+MAX_ELEMENTS = 2**63 - 1  # llama.cpp counts elements in int64
+SHOWN = 60  # characters of a value an error shows
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = SHOWN
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = 8
 # tensor types whose values NumPy holds directly (the rest are blocks of bytes)
 _VALUE_DTYPES = {"f32": "<f4", "f16": "<f2", "bf16": "<u2"}
-# GGML type ids of the formats verigrad reads; other ids are looked up in the `gguf` package
-_GGML_TYPES = {0: "f32", 1: "f16", 2: "q4_0", 3: "q4_1", 8: "q8_0", 12: "q4_k", 14: "q6_k", 30: "bf16"}
 
 
 @dataclass(frozen=True)
@@ -106,47 +111,184 @@ class GGUFFile:
         )
 
 
-class _Cursor:
-    """Reads little-endian values from the mapped header, raising WeightFileError past the end."""
+def shown(value: Any) -> str:
+    """A value for an error message, at most about SHOWN characters, made without first writing it all out
+    (a hostile file's strings and arrays may be gigabytes long): a printable string as it is, else a repr."""
+    if isinstance(value, str) and value[:SHOWN].isprintable():
+        return value if len(value) <= SHOWN else f"{value[: SHOWN - 3]}... ({len(value)} characters)"
+    if isinstance(value, bytes | bytearray) and len(value) > SHOWN:
+        return f"{bytes(value[:SHOWN])!r}... ({len(value)} bytes)"
+    return _REPR.repr(value)
 
-    def __init__(self, buf: mmap.mmap, path: Path) -> None:
-        self.buf, self.path, self.pos, self.size = buf, path, 0, len(buf)
 
-    def need(self, n: int, what: str) -> int:
-        start = self.pos
-        if n < 0 or start + n > self.size:
+class _CheckedReader(GGUFReader):
+    """GGUFReader that reads only inside the file and refuses what llama.cpp refuses, naming the file and
+    the field: a count, string or array longer than the bytes left, an unknown value type, an array of
+    arrays, a repeated key, a tensor name that is not UTF-8. Arrays of numbers are read in one step and
+    arrays of strings without a NumPy view per length (GGUFReader takes 4 s on SmolLM2's tokenizer)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.what, self.plain = path, "the header", None
+        super().__init__(path)
+
+    def refuse(self, reason: str) -> WeightFileError:
+        return WeightFileError(f"{self.path}: {self.what}: {reason}")
+
+    def _get(self, offset: int, dtype: Any, count: int = 1, override_order: Any = None) -> np.ndarray:
+        if self.plain is None:  # a plain view of the map: slicing np.memmap costs ~10x more
+            self.plain = self.data.view(np.ndarray)
+        count, size = int(count), self.plain.size
+        end = offset + np.dtype(dtype).itemsize * count
+        if count < 0 or end > size:
             raise WeightFileError(
-                f"{self.path}: the file ends inside the header ({what} needs bytes {start}..{start + n}, "
-                f"the file has {self.size} bytes); it is truncated or not a GGUF file"
+                f"{self.path}: the file ends inside the header ({self.what} needs bytes {offset}..{end}, "
+                f"the file has {size} bytes); it is truncated or not a GGUF file"
             )
-        self.pos += n
-        return start
+        return self.plain[offset:end].view(dtype)
 
-    def scalar(self, code: str, what: str) -> Any:
-        start = self.need(struct.calcsize(code), what)
-        return struct.unpack_from("<" + code, self.buf, start)[0]
+    def _bound(self, count: int, at: int, least: int, what: str) -> int:
+        """`count` items of at least `least` bytes each, refused unless they fit in the bytes after `at`."""
+        if count * least > self.plain.size - at:
+            raise WeightFileError(
+                f"{self.path}: the file ends inside the header ({self.what}: {count} {what} need at least "
+                f"{count * least} bytes, {self.plain.size - at} are left); it is truncated or not a GGUF file"
+            )
+        return count
 
-    def string(self, what: str) -> str:
-        n = self.scalar("Q", what)
-        start = self.need(n, what)
+    def _value_type(self, raw: int) -> GGUFValueType:
         try:
-            return self.buf[start : start + n].decode("utf-8")
-        except UnicodeDecodeError:
-            raise WeightFileError(f"{self.path}: {what} is not valid UTF-8") from None
+            return GGUFValueType(int(raw))
+        except ValueError:
+            raise self.refuse(f"unknown value type {int(raw)}") from None
 
-    def value(self, vtype: int, what: str) -> Any:
-        if vtype in _SCALARS:
-            return self.scalar(_SCALARS[vtype], what)
-        if vtype == _STRING:
-            return self.string(what)
-        if vtype == _ARRAY:
-            itype, count = self.scalar("I", what), self.scalar("Q", what)
-            if itype in _ARRAY_NUMPY:
-                dtype = np.dtype(_ARRAY_NUMPY[itype])
-                start = self.need(count * dtype.itemsize, what)
-                return np.frombuffer(self.buf, dtype, count, start).tolist()
-            return [self.value(itype, what) for _ in range(count)]
-        raise WeightFileError(f"{self.path}: {what} has unknown value type {vtype}")
+    def _build_fields(self, offs: int, count: int) -> int:
+        for i in range(self._bound(int(count), offs, 13, "metadata keys")):  # key length, type, value
+            orig, self.what = offs, f"metadata key {i}"
+            klen, kdata = self._get_str(offs)
+            key = self._text(kdata)
+            offs, self.what = offs + 8 + kdata.nbytes, f"metadata {shown(key)}"
+            if key in self.fields:
+                raise self.refuse("the key appears twice")
+            vtype = self._get(offs, np.uint32)
+            size, parts, idxs, types = self._get_field_parts(offs + 4, int(vtype[0]))
+            self.fields[key] = ReaderField(
+                orig, key, [klen, kdata, vtype, *parts], [i + 3 for i in idxs], types
+            )
+            offs += 4 + size
+        return offs
+
+    def _get_field_parts(self, orig_offs: int, raw_type: int) -> tuple[int, list, list[int], list]:
+        gtype = self._value_type(raw_type)
+        if gtype != GGUFValueType.ARRAY:
+            return super()._get_field_parts(orig_offs, raw_type)
+        itype, alen = self._get(orig_offs, np.uint32), self._get(orig_offs + 4, np.uint64)
+        item, n, at = self._value_type(itype[0]), int(alen[0]), orig_offs + 12
+        if item == GGUFValueType.ARRAY:
+            raise self.refuse("an array of arrays (llama.cpp reads none)")
+        if item != GGUFValueType.STRING:
+            values = self._get(at, self.gguf_scalar_to_np[item], n)
+            return 12 + values.nbytes, [itype, alen, values], [2], [gtype, item]
+        parts: list = [itype, alen]
+        plain, size = self.plain, self.plain.size
+        for _ in range(self._bound(n, at, 8, "strings")):
+            if at + 8 > size:
+                self._get(at, np.uint64)  # the file-ends error
+            (length,) = struct.unpack_from("<Q", plain, at)
+            if at + 8 + length > size:
+                self._get(at + 8, np.uint8, length)
+            parts.append(plain[at + 8 : at + 8 + length])
+            at += 8 + length
+        return at - orig_offs, parts, list(range(2, len(parts))), [gtype, item]
+
+    def _text(self, data: np.ndarray) -> str:
+        try:
+            return str(bytes(data), encoding="utf-8")
+        except UnicodeDecodeError:
+            raise self.refuse(f"not UTF-8 text: {shown(bytes(data))}") from None
+
+    def _build_tensor_info(self, offs: int, count: int) -> tuple[int, list[ReaderField]]:
+        fields = []
+        for i in range(self._bound(int(count), offs, 24, "tensors")):  # name length, dims, type, offset
+            self.what = f"tensor {i}"
+            name_len, name_data = self._get_str(offs)
+            name = self._text(name_data)
+            self.what = f"tensor {shown(name)}"
+            if len(name_data) > MAX_NAME:
+                raise self.refuse(f"the name is {len(name_data)} bytes long, llama.cpp allows {MAX_NAME}")
+            at = offs + 8 + name_data.nbytes
+            n_dims = self._get(at, np.uint32)
+            if n_dims[0] > MAX_DIMS:
+                raise self.refuse(f"{int(n_dims[0])} dimensions, at most {MAX_DIMS} are allowed")
+            dims = self._get(at + 4, np.uint64, n_dims[0])
+            at += 4 + dims.nbytes
+            raw_dtype, offset = self._get(at, np.uint32), self._get(at + 4, np.uint64)
+            parts = [name_len, name_data, n_dims, dims, raw_dtype, offset]
+            fields.append(ReaderField(offs, name, parts, [1, 3, 4, 5]))
+            offs = at + 12
+        return offs, fields
+
+    def _build_tensors(self, start_offs: int, fields: list[ReaderField]) -> None:
+        self.what = "the tensors"
+        _check_layout(self.path, fields, start_offs, int(self.alignment), self.plain.size)
+        super()._build_tensors(start_offs, fields)
+
+
+def _ggml_type(path: Path, name: str, type_id: int) -> tuple[GGMLQuantizationType, int, int]:
+    """(type, block size, bytes per block) of a GGML type id."""
+    try:
+        ggml = GGMLQuantizationType(type_id)
+        block, nbytes = GGML_QUANT_SIZES[ggml]
+    except (ValueError, KeyError):
+        raise WeightFileError(f"{path}: tensor {shown(name)} has unknown GGML type {type_id}") from None
+    return ggml, block, nbytes
+
+
+def _check_layout(path: Path, fields: list[ReaderField], data_start: int, alignment: int, size: int) -> None:
+    """Every tensor's shape, type and bytes: each one starts where the previous one ends (padded to
+    `alignment`), as llama.cpp requires, and the last one ends at the file's end, so a shifted offset or
+    a type relabelled to one of another size is refused instead of read as other weights."""
+    names: set[str] = set()
+    end, previous = 0, None
+    for f in fields:
+        name, dims, type_id, offset = f.name, f.parts[3].tolist(), int(f.parts[4][0]), int(f.parts[5][0])
+        label = f"tensor {shown(name)}"
+        if name in names:
+            raise WeightFileError(f"{path}: {label} appears twice")
+        names.add(name)
+        ggml, block, nbytes = _ggml_type(path, name, type_id)
+        shape = tuple(reversed(dims))
+        if not all(d >= 1 for d in dims):
+            raise WeightFileError(f"{path}: {label} has shape {shape}: every dimension must be at least 1")
+        count = 1
+        for d in dims:
+            count *= d
+        if count > MAX_ELEMENTS:
+            raise WeightFileError(f"{path}: {label} has shape {shape}: {count} elements, more than 2^63 - 1")
+        if dims and dims[0] % block:
+            raise WeightFileError(
+                f"{path}: {label} has shape {shape}, but {ggml.name.lower()} stores rows in blocks of "
+                f"{block} values, so the last dimension ({dims[0]}) must be a multiple of {block}"
+            )
+        length = count // block * nbytes
+        start = data_start + offset
+        if offset != end:
+            before = f"tensor {shown(previous)} before it ends" if previous else "the first tensor starts"
+            raise WeightFileError(
+                f"{path}: {label} starts at data offset {offset}, but {before} at {end} (tensors follow each "
+                f"other, padded to {alignment} bytes): an offset, type or shape in the header is wrong"
+            )
+        if start + length > size:
+            raise WeightFileError(
+                f"{path}: {label} ({ggml.name.lower()}, shape {shape}) needs {length} bytes at offset "
+                f"{start}, but the file has only {max(size - start, 0)} bytes there ({size} in all): the "
+                "file is truncated; download it again"
+            )
+        end, previous = offset + -(-length // alignment) * alignment, name
+    if previous is not None and size > data_start + end:
+        raise WeightFileError(
+            f"{path}: the file has {size - data_start - end} bytes after its last tensor {shown(previous)}: "
+            "a type or shape in the header is wrong, or something was appended to the file"
+        )
 
 
 def read_gguf(path: str | os.PathLike) -> GGUFFile:
@@ -154,35 +296,50 @@ def read_gguf(path: str | os.PathLike) -> GGUFFile:
     path = Path(path)
     try:
         with open(path, "rb") as f:
-            buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if os.fstat(f.fileno()).st_size else b""
+            start = f.read(8)
     except FileNotFoundError:
         raise WeightFileError(f"{path}: no such GGUF file") from None
     except OSError as e:
         raise WeightFileError(f"{path}: cannot read the file: {e}") from None
-    if buf[:4] != MAGIC:
-        raise WeightFileError(f"{path}: not a GGUF file (it does not start with b'GGUF', found {buf[:4]!r})")
-    cur = _Cursor(buf, path)  # type: ignore[arg-type]
-    cur.pos = 4
-    version = cur.scalar("I", "the version")
-    if version not in (2, 3):
-        raise WeightFileError(f"{path}: GGUF version {version} is not supported (verigrad reads 2 and 3)")
-    n_tensors, n_keys = cur.scalar("Q", "the tensor count"), cur.scalar("Q", "the key count")
-    metadata: dict[str, Any] = {}
-    for i in range(n_keys):
-        key = cur.string(f"metadata key {i}")
-        metadata[key] = cur.value(cur.scalar("I", f"the type of {key}"), f"metadata {key}")
-    infos = []
-    for i in range(n_tensors):
-        name = cur.string(f"tensor name {i}")
-        ndim = cur.scalar("I", f"tensor {name}")
-        dims = [cur.scalar("Q", f"tensor {name}") for _ in range(ndim)]
-        infos.append((name, tuple(reversed(dims)), cur.scalar("I", f"tensor {name}"), cur.scalar("Q", name)))
-    alignment = metadata.get("general.alignment", DEFAULT_ALIGNMENT)
-    if not isinstance(alignment, int) or alignment <= 0 or alignment & (alignment - 1):
-        raise WeightFileError(f"{path}: general.alignment must be a power of two, found {alignment!r}")
-    data_start = -(-cur.pos // alignment) * alignment
-    tensors = _map_tensors(buf, path, infos, data_start)  # type: ignore[arg-type]
-    return GGUFFile(path, version, metadata, tensors)
+    if start[:4] != MAGIC:
+        raise WeightFileError(
+            f"{path}: not a GGUF file (it does not start with b'GGUF', found {start[:4]!r})"
+        )
+    version = int.from_bytes(start[4:], "little")
+    if len(start) == 8 and version not in VERSIONS:  # big-endian files too: their version reads wrong
+        raise WeightFileError(
+            f"{path}: GGUF version {version} is not supported (verigrad reads little-endian versions 2 and 3)"
+        )
+    try:
+        reader = _CheckedReader(path)
+    except OSError as e:
+        raise WeightFileError(f"{path}: cannot read the file: {e}") from None
+    except WeightFileError:
+        raise
+    except (ValueError, KeyError) as e:  # what GGUFReader checks itself (general.alignment)
+        raise WeightFileError(f"{path}: {shown(str(e))}") from None
+    metadata = {}
+    for key, f in reader.fields.items():
+        if not key.startswith("GGUF."):
+            try:
+                metadata[key] = f.contents()
+            except UnicodeDecodeError:
+                raise WeightFileError(f"{path}: metadata {shown(key)}: a string is not UTF-8 text") from None
+    tensors = {t.name: _tensor(path, t) for t in reader.tensors}
+    return GGUFFile(path, int(version), metadata, tensors)
+
+
+def _tensor(path: Path, t: Any) -> GGUFTensor:
+    """A GGUFTensor viewing the reader's bytes of `t` (values for f32/f16/bf16, else rows of blocks)."""
+    qtype = t.tensor_type.name.lower()
+    shape = tuple(int(d) for d in reversed(t.shape.tolist()))
+    data = t.data.reshape(-1).view(np.uint8)
+    if qtype in _VALUE_DTYPES:
+        raw = data.view(_VALUE_DTYPES[qtype]).reshape(shape)
+    else:
+        rows = int(np.prod(shape[:-1], dtype=np.int64)) if len(shape) > 1 else 1
+        raw = data.reshape(rows, -1)
+    return GGUFTensor(t.name, qtype, shape, raw, str(path))
 
 
 def stacked_rows(tensors: list[GGUFTensor]) -> np.ndarray:
@@ -221,57 +378,3 @@ def _drop_pages(raw: np.ndarray) -> None:
     if hi > lo:
         with contextlib.suppress(OSError, ValueError):
             buf.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
-
-
-def _qtype(path: Path, name: str, type_id: int) -> tuple[str, int, int]:
-    """(name, block size, bytes per block) of a GGML type id."""
-    if type_id in _GGML_TYPES:
-        fmt = FORMATS[_GGML_TYPES[type_id]]
-        return fmt.name, fmt.block, fmt.nbytes
-    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType  # only for the rarer types
-
-    try:
-        ggml = GGMLQuantizationType(type_id)
-        block, nbytes = GGML_QUANT_SIZES[ggml]
-    except (ValueError, KeyError):
-        raise WeightFileError(f"{path}: tensor {name} has unknown GGML type {type_id}") from None
-    return ggml.name.lower(), block, nbytes
-
-
-def _map_tensors(buf: mmap.mmap, path: Path, infos: list, data_start: int) -> dict[str, GGUFTensor]:
-    size = len(buf)
-    tensors: dict[str, GGUFTensor] = {}
-    extents = []
-    for name, shape, type_id, offset in infos:
-        qtype, block, nbytes = _qtype(path, name, type_id)
-        if name in tensors:
-            raise WeightFileError(f"{path}: tensor {name} appears twice")
-        k = shape[-1] if shape else 1
-        if k % block:
-            raise WeightFileError(
-                f"{path}: tensor {name} has shape {shape}, but {qtype} stores rows in blocks of {block} "
-                f"values, so the last dimension ({k}) must be a multiple of {block}"
-            )
-        rows = int(np.prod(shape[:-1], dtype=np.int64)) if len(shape) > 1 else 1
-        row_bytes = k // block * nbytes
-        start, length = data_start + offset, rows * row_bytes
-        if start + length > size:
-            raise WeightFileError(
-                f"{path}: tensor {name} ({qtype}, shape {shape}) needs {length} bytes at offset {start}, "
-                f"but the file has only {max(size - start, 0)} bytes there ({size} in all): the file is "
-                "truncated; download it again"
-            )
-        extents.append((start, start + length, name))
-        if qtype in _VALUE_DTYPES:
-            raw = np.frombuffer(buf, _VALUE_DTYPES[qtype], rows * k, start).reshape(shape)
-        else:
-            raw = np.frombuffer(buf, np.uint8, length, start).reshape(rows, row_bytes)
-        tensors[name] = GGUFTensor(name, qtype, tuple(int(d) for d in shape), raw, str(path))
-    extents.sort()
-    for (_, end, a), (next_start, _, b) in itertools.pairwise(extents):
-        if end > next_start:
-            raise WeightFileError(
-                f"{path}: tensor {a} ends at byte {end}, after tensor {b} starts ({next_start}): the "
-                "shapes in the header do not match the data"
-            )
-    return tensors

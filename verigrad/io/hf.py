@@ -9,6 +9,7 @@ file, the tensor, what was expected and what was found.
 from __future__ import annotations
 
 import json
+import math
 import os
 import struct
 from collections.abc import Callable, Iterable, Mapping
@@ -18,10 +19,14 @@ from typing import Any
 import numpy as np
 
 from ..errors import WeightFileError
+from .gguf import shown
 
 # safetensors float dtypes -> how their bytes are read (BF16: the top half of an f32)
 _FLOATS = {"F32": "<f4", "F16": "<f2", "BF16": "<u2", "F64": "<f8"}
-_ITEMSIZE = {"F32": 4, "F16": 2, "BF16": 2, "F64": 8}
+# every safetensors dtype and its bytes per value (a file of any of them is read; the floats are loaded)
+_ITEMSIZE = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2}
+_ITEMSIZE |= {"I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}
+MAX_HEADER = 100_000_000  # the safetensors library's limit on the header's size
 
 
 def read_config(folder: str | os.PathLike, required: Iterable[str]) -> dict[str, Any]:
@@ -41,20 +46,80 @@ def read_config(folder: str | os.PathLike, required: Iterable[str]) -> dict[str,
     return config
 
 
+def _no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"key {shown(next(k for k in keys if keys.count(k) > 1))} appears twice")
+    return dict(pairs)
+
+
 def _header(path: Path, blob: np.ndarray) -> tuple[dict[str, Any], int]:
+    """The tensors' entries (name -> (dtype, shape, begin, end), data offsets from the returned start),
+    each checked as the safetensors library checks them: a known dtype, a shape of counts, as many bytes
+    as they need, and together covering the data exactly, in some order, without overlap."""
     if blob.size < 8:
         raise WeightFileError(f"{path}: truncated: {blob.size} bytes, not even the 8-byte header size")
     (size,) = struct.unpack("<Q", blob[:8].tobytes())
-    if 8 + size > blob.size:
-        raise WeightFileError(f"{path}: truncated: the header needs {8 + size} bytes, found {blob.size}")
+    if size > MAX_HEADER or 8 + size > blob.size:
+        raise WeightFileError(
+            f"{path}: the header claims {size} bytes; the file has {blob.size} (and a header at most "
+            f"{MAX_HEADER}): it is truncated or not a safetensors file"
+        )
     try:
-        header = json.loads(blob[8 : 8 + size].tobytes())
-    except ValueError as e:
-        raise WeightFileError(f"{path}: not a safetensors file (bad header: {e})") from None
+        header = json.loads(blob[8 : 8 + size].tobytes(), object_pairs_hook=_no_repeats)
+    except (ValueError, RecursionError) as e:
+        raise WeightFileError(f"{path}: not a safetensors file (bad header: {shown(str(e))})") from None
     if not isinstance(header, dict):
         raise WeightFileError(f"{path}: not a safetensors file (the header is not a JSON object)")
-    header.pop("__metadata__", None)
-    return header, 8 + size
+    metadata = header.pop("__metadata__", {})
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise WeightFileError(f"{path}: __metadata__ must map names to strings, found {shown(metadata)}")
+    entries = {name: _entry(path, name, info) for name, info in header.items()}
+    start, end = 8 + size, 0
+    for name, (_, _, begin, stop) in sorted(entries.items(), key=lambda item: item[1][2:]):
+        if begin != end:
+            raise WeightFileError(
+                f"{path}: tensor {shown(name)} starts at data offset {begin}, but the tensors before it end "
+                f"at {end}: the data offsets overlap or leave a gap"
+            )
+        end = stop
+    if start + end > blob.size:
+        raise WeightFileError(
+            f"{path}: truncated file: needs bytes up to {start + end}, the file has {blob.size}"
+        )
+    if start + end < blob.size:
+        raise WeightFileError(
+            f"{path}: the tensors' data ends at byte {start + end}, but the file has {blob.size} bytes: "
+            "the header is wrong or something was appended"
+        )
+    return entries, start
+
+
+def _entry(path: Path, name: str, info: Any) -> tuple[str, tuple[int, ...], int, int]:
+    """(dtype, shape, begin, end) of a header entry, or a WeightFileError naming the tensor."""
+    label = f"{path}: tensor {shown(name)}"
+    if not isinstance(info, dict) or set(info) != {"dtype", "shape", "data_offsets"}:
+        raise WeightFileError(f"{label}: expected dtype, shape and data_offsets, found {shown(info)}")
+    dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
+    if not isinstance(dtype, str) or dtype not in _ITEMSIZE:
+        raise WeightFileError(
+            f"{label}: unknown dtype {shown(dtype)} (safetensors has {', '.join(_ITEMSIZE)})"
+        )
+    if not isinstance(shape, list) or not all(_count(d) for d in shape):
+        raise WeightFileError(f"{label}: the shape must be a list of counts, found {shown(shape)}")
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(_count(o) for o in offsets)):
+        raise WeightFileError(f"{label}: data_offsets must be [begin, end], found {shown(offsets)}")
+    begin, end = offsets
+    nbytes = math.prod(shape) * _ITEMSIZE[dtype]
+    if end - begin != nbytes:
+        raise WeightFileError(
+            f"{label}: data_offsets {offsets} hold {end - begin} bytes, but {dtype}{shape} needs {nbytes}"
+        )
+    return dtype, tuple(shape), begin, end
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def read_tensors(
@@ -78,7 +143,14 @@ def read_tensors(
     except (OSError, ValueError) as e:
         raise WeightFileError(f"{path}: cannot be read ({e})") from None
     header, start = _header(path, blob)
-    entries = {rename(name): (name, info) for name, info in header.items()}
+    entries: dict[str, tuple[str, tuple]] = {}
+    for raw, entry in header.items():
+        name = rename(raw)
+        if name in entries:
+            raise WeightFileError(
+                f"{path}: tensors {shown(entries[name][0])} and {shown(raw)} are both {name}"
+            )
+        entries[name] = (raw, entry)
     optional = set(optional)
     problems = [
         f"missing tensor {n} (expected {list(s)})"
@@ -86,31 +158,26 @@ def read_tensors(
         if n not in entries and n not in optional
     ]
     problems += [
-        f"unexpected tensor {raw}" for n, (raw, _) in entries.items() if n not in expected and not ignore(n)
+        f"unexpected tensor {shown(raw)}"
+        for n, (raw, _) in entries.items()
+        if n not in expected and not ignore(n)
     ]
     found: dict[str, tuple[str, int, int]] = {}
     for name, shape in expected.items():
         if name not in entries:
             continue
-        raw, info = entries[name]
-        dtype, got, (begin, end) = info.get("dtype"), tuple(info.get("shape", ())), info.get("data_offsets")
+        raw, (dtype, got, begin, end) = entries[name]
         if dtype not in _FLOATS:
-            problems.append(f"tensor {raw}: dtype {dtype}, expected a float type ({', '.join(_FLOATS)})")
+            problems.append(
+                f"tensor {shown(raw)}: dtype {dtype}, expected a float type ({', '.join(_FLOATS)})"
+            )
         elif got != tuple(shape):
-            problems.append(f"tensor {raw}: shape {list(got)}, expected {list(shape)}")
-        elif end - begin != int(np.prod(shape)) * _ITEMSIZE[dtype]:
-            problems.append(
-                f"tensor {raw}: {end - begin} bytes, expected {int(np.prod(shape)) * _ITEMSIZE[dtype]} "
-                f"for {dtype}{list(shape)}"
-            )
-        elif start + end > blob.size:
-            problems.append(
-                f"tensor {raw}: truncated file: needs bytes up to {start + end}, the file has {blob.size}"
-            )
+            problems.append(f"tensor {shown(raw)}: shape {shown(list(got))}, expected {list(shape)}")
         else:
             found[name] = (dtype, start + begin, start + end)
     if problems:
-        raise WeightFileError(f"{path}: " + "; ".join(problems))
+        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+        raise WeightFileError(f"{path}: " + "; ".join(problems[:5]) + more)
     out = {}
     for name, (dtype, begin, end) in found.items():
         array = blob[begin:end].view(_FLOATS[dtype]).reshape(expected[name])

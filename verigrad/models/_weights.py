@@ -16,8 +16,8 @@ from ..tensor import Tensor
 def install(model: Module, arrays: dict[str, Any], source: str) -> None:
     """Give every parameter and buffer of `model` (by its state_dict name) the array of that name.
 
-    A missing, extra or mis-shaped entry is a WeightFileError naming `source` and each tensor; nothing
-    is installed then. Parameters stay parameters (they require grad), buffers stay buffers.
+    A missing, extra or mis-shaped entry is a WeightFileError naming `source` and the first five tensors
+    at fault; nothing is installed then. Parameters stay parameters (they require grad), buffers stay buffers.
     """
     own = model.state_dict()
     problems = [
@@ -30,7 +30,8 @@ def install(model: Module, arrays: dict[str, Any], source: str) -> None:
         if k in own and tuple(v.shape) != tuple(own[k].shape)
     ]
     if problems:
-        raise WeightFileError(f"{source}: " + "; ".join(problems))
+        more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+        raise WeightFileError(f"{source}: " + "; ".join(problems[:5]) + more)
     params = dict(model.named_parameters())
     for name, value in arrays.items():
         *path, attr = name.split(".")

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import WeightFileError
-from ..io.gguf import read_gguf
+from ..io.gguf import read_gguf, shown
 from ..io.tokenizer import Tokenizer
 from .fetch import fetch
 from .lm import LanguageModel
@@ -31,7 +31,7 @@ def load_gguf(path: str | os.PathLike, activations: str = "q8") -> tuple[Languag
     gguf = read_gguf(path)
     if gguf.arch not in GGUF_ARCHITECTURES:
         raise WeightFileError(
-            f"{gguf.path}: architecture {gguf.arch!r} is not supported "
+            f"{gguf.path}: architecture {shown(gguf.arch)} is not supported "
             f"(verigrad runs {', '.join(GGUF_ARCHITECTURES)})"
         )
     tokenizer = Tokenizer.from_gguf(gguf)  # first: a bad tokenizer fails before the weights load

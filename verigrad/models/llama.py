@@ -12,24 +12,30 @@ With a KV cache, a forward is one compiled step (models/_decoder.py).
 from __future__ import annotations
 
 import functools
+import math
 import os
+import threading
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..errors import WeightFileError
-from ..io.gguf import GGUFFile, read_gguf, stacked_rows
+from ..io.gguf import GGUFFile, GGUFTensor, read_gguf, shown, stacked_rows
 from ..modes import abstract
 from ..nn import Embedding, Linear, Module, ModuleList, RMSNorm
 from ..nn import functional as F
 from ..nn.quant import QEmbedding, QLinear
 from ..ops import attention, cached_attention, concat, from_numpy, take, zeros
-from ..ops.quant import BLOCK_QTYPES
+from ..ops.quant import BLOCK_QTYPES, FORMATS
 from ..shapes import DimLike
 from ..tensor import Tensor
-from ._decoder import CachedDecoder
+from ._decoder import CachedDecoder, check_room, token_ids
 from ._weights import install
+
+MIN_ROPE_ROWS = 64  # the RoPE tables' first length (they double as longer prompts or caches come)
+MAX_CONTEXT = 2**24  # a GGUF file's llama.context_length (16M positions; the longest models have 10M)
+_ROPE_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -165,18 +171,40 @@ class Llama(CachedDecoder):
         self.layers = ModuleList(*(LlamaBlock(c) for _ in range(c.n_layers)))
         self.norm = RMSNorm(c.dim, eps=c.norm_eps)
         self.lm_head = None if c.tie_embeddings else Linear(c.dim, c.vocab_size, bias=False)
-        if isinstance(c.context_length, int) and isinstance(c.head_dim, int):
-            cos, sin = (from_numpy(a) for a in rope_tables(c.context_length, c.head_dim, c.rope_base))
-        else:
-            cos = sin = zeros(c.context_length, c.head_dim / 2)
-        self.register_buffer("rope_cos", cos)
-        self.register_buffer("rope_sin", sin)
+        self.rope: tuple[Tensor, Tensor] | None = None  # cos and sin rows of the positions run so far
         self.cached(c.n_layers, c.n_kv_heads, c.head_dim)
+
+    def rope_rows(self, positions: DimLike) -> tuple[Tensor, Tensor]:
+        """The RoPE tables (cos, sin) of at least `positions` positions. They are made for the positions the
+        model runs, not for `context_length` (a file's claim), on first use and again, twice as long, when
+        a longer prompt or cache comes; the compiled step is then built anew (it captured the old ones)."""
+        c = self.config
+        if not (isinstance(positions, int) and isinstance(c.head_dim, int)):  # symbolic sizes: shapes only
+            table = zeros(positions, c.head_dim / 2)
+            return table, table
+        rope = self.rope
+        if rope is None or rope[0].shape[0] < positions:
+            with _ROPE_LOCK:  # the tables only grow, even when threads ask for different lengths at once
+                rope = self.rope
+                if rope is None or rope[0].shape[0] < positions:
+                    rows = max(MIN_ROPE_ROWS, 1 << (positions - 1).bit_length())
+                    cos, sin = rope_tables(rows, c.head_dim, c.rope_base)
+                    rope = self.rope = (from_numpy(cos), from_numpy(sin))
+                    self.cached(c.n_layers, c.n_kv_heads, c.head_dim)
+        return rope
+
+    def forward(self, ids: Any, cache: Any = None, last_only: bool = False) -> Tensor:
+        """CachedDecoder's forward, once the RoPE tables cover the prompt, or the cache's capacity."""
+        ids = token_ids(ids)
+        check_room(cache, ids, self.context_length)  # before the tables grow
+        self.rope_rows(cache.capacity if cache is not None else ids.shape[1])
+        return super().forward(ids, cache, last_only)
 
     def hidden(self, ids: Tensor) -> Tensor:
         t = ids.shape[1]
         x = self.embed_tokens(ids)
-        rope = (self.rope_cos[:t], self.rope_sin[:t])
+        cos, sin = self.rope_rows(t)
+        rope = (cos[:t], sin[:t])
         for block in self.layers:
             x, _, _ = block(x, rope, None)
         return x
@@ -187,7 +215,8 @@ class Llama(CachedDecoder):
         """The cached forward (see models/_decoder.py): logits (of the last token alone with `last_only`),
         then each layer's new keys and values."""
         x = self.embed_tokens(ids)
-        rope = (take(self.rope_cos, positions), take(self.rope_sin, positions))
+        cos, sin = self.rope if self.rope is not None else self.rope_rows(self.context_length)
+        rope = (take(cos, positions), take(sin, positions))
         new = []
         for i, block in enumerate(self.layers):
             x, k, v = block(x, rope, (windows[2 * i], windows[2 * i + 1], bias))
@@ -205,12 +234,7 @@ class Llama(CachedDecoder):
         (Hugging Face's LlamaForCausalLM) is dropped. Nothing is copied or randomly initialised."""
         with abstract():
             model = cls(config)
-        arrays = {k.removeprefix("model."): v for k, v in state.items()}
-        if "rope_cos" not in arrays:
-            arrays["rope_cos"], arrays["rope_sin"] = rope_tables(
-                config.context_length, config.head_dim, config.rope_base
-            )
-        install(model, arrays, source)
+        install(model, {k.removeprefix("model."): v for k, v in state.items()}, source)
         return model
 
     @classmethod
@@ -223,20 +247,14 @@ class Llama(CachedDecoder):
             raise ValueError(f"activations must be 'f32' or 'q8', got {activations!r}")
         gguf = source if isinstance(source, GGUFFile) else read_gguf(source)
         config = gguf_config(gguf)
+        groups = _gguf_groups(gguf, config)  # every tensor checked before anything is built
         with abstract():
             model = cls(config)
         state: dict[str, Any] = {}
-        state["rope_cos"], state["rope_sin"] = rope_tables(
-            config.context_length, config.head_dim, config.rope_base
-        )
-        for ours, group in _gguf_groups(gguf, config).items():
+        for ours, group in groups.items():
             *path, attr, _ = ours.split(".")
             owner = functools.reduce(getattr, path, model)
-            expected = tuple(getattr(owner, attr).weight.shape)
             shape = (sum(t.shape[0] for t in group), *group[0].shape[1:])
-            if shape != expected:
-                names = " + ".join(f"{t.name} {list(t.shape)}" for t in group)
-                raise WeightFileError(f"{gguf.path}: tensor {names}: expected shape {list(expected)}")
             qtype = group[0].qtype
             if any(t.qtype != qtype for t in group) or qtype not in BLOCK_QTYPES:
                 state[ours] = np.concatenate([t.dequantize() for t in group])
@@ -255,28 +273,81 @@ class Llama(CachedDecoder):
 
 
 def gguf_config(gguf: GGUFFile) -> LlamaConfig:
-    """The hyperparameters under llama.cpp's keys (a missing key is a WeightFileError naming it)."""
+    """The hyperparameters under llama.cpp's keys, each of the right type and in range and consistent with
+    the others and with the token embedding, checked before anything is allocated: a WeightFileError
+    names the file, the key and its value."""
     arch = gguf.arch
     if arch != "llama":
-        raise WeightFileError(f"{gguf.path}: architecture {arch!r}, but this loader reads 'llama' files")
-    heads = int(gguf.require("llama.attention.head_count"))
-    dim = int(gguf.require("llama.embedding_length"))
-    vocab = gguf.tensor("token_embd.weight").shape[0]
+        raise WeightFileError(f"{gguf.path}: architecture {shown(arch)}, but this loader reads 'llama' files")
+    embedding = gguf.tensor("token_embd.weight")
+    if len(embedding.shape) != 2:
+        raise WeightFileError(
+            f"{gguf.path}: tensor token_embd.weight has shape {embedding.shape}, expected 2-D"
+        )
+    vocab, width = embedding.shape
+    dim = _integer(gguf, "llama.embedding_length", 1, width)
+    if dim != width:
+        raise WeightFileError(
+            f"{gguf.path}: llama.embedding_length is {dim}, but token_embd.weight has rows of {width} values"
+        )
+    n_layers = _integer(gguf, "llama.block_count", 1, len(gguf.tensors) // len(_BLOCK))
+    heads = _integer(gguf, "llama.attention.head_count", 1, dim)
+    if dim % heads and "llama.rope.dimension_count" not in gguf.metadata:
+        raise WeightFileError(
+            f"{gguf.path}: llama.attention.head_count ({heads}) must divide llama.embedding_length ({dim}) "
+            "(or llama.rope.dimension_count give the head size)"
+        )
+    kv_heads = _integer(gguf, "llama.attention.head_count_kv", 1, heads, default=heads)
+    if heads % kv_heads:
+        raise WeightFileError(
+            f"{gguf.path}: llama.attention.head_count_kv ({kv_heads}) must divide "
+            f"llama.attention.head_count ({heads})"
+        )
+    head_dim = _integer(gguf, "llama.rope.dimension_count", 2, dim, default=max(dim // heads, 2))
+    if head_dim % 2:
+        raise WeightFileError(f"{gguf.path}: llama.rope.dimension_count is {head_dim}; RoPE needs it even")
+    vocab_size = _integer(gguf, "llama.vocab_size", 1, default=vocab)
+    if vocab_size != vocab:
+        raise WeightFileError(
+            f"{gguf.path}: llama.vocab_size is {vocab_size}, but token_embd.weight has {vocab} rows"
+        )
     return LlamaConfig(
-        vocab_size=int(gguf.get("llama.vocab_size", vocab)),
+        vocab_size=vocab,
         dim=dim,
-        n_layers=int(gguf.require("llama.block_count")),
+        n_layers=n_layers,
         n_heads=heads,
-        n_kv_heads=int(gguf.get("llama.attention.head_count_kv", heads)),
-        head_dim=int(gguf.get("llama.rope.dimension_count", dim // heads)),
-        ffn_dim=int(gguf.require("llama.feed_forward_length")),
-        norm_eps=float(gguf.require("llama.attention.layer_norm_rms_epsilon")),
-        rope_base=float(gguf.get("llama.rope.freq_base", 10000.0)),
-        context_length=int(gguf.require("llama.context_length")),
+        n_kv_heads=kv_heads,
+        head_dim=head_dim,
+        ffn_dim=_integer(gguf, "llama.feed_forward_length", 1),
+        norm_eps=_real(gguf, "llama.attention.layer_norm_rms_epsilon", high=1.0),
+        rope_base=_real(gguf, "llama.rope.freq_base", default=10000.0),
+        context_length=_integer(gguf, "llama.context_length", 1, MAX_CONTEXT),
         rope_interleaved=True,
         tie_embeddings="output.weight" not in gguf.tensors,
         fused=True,
     )
+
+
+def _integer(gguf: GGUFFile, key: str, low: int, high: int | None = None, default: int | None = None) -> int:
+    """The integer under `key` (required unless a default is given), refused unless in low..high."""
+    value = gguf.require(key) if default is None else gguf.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise WeightFileError(f"{gguf.path}: {key} must be an integer, found {shown(value)}")
+    if value < low or (high is not None and value > high):
+        allowed = f"at least {low}" if high is None else f"in {low}..{high}"
+        raise WeightFileError(f"{gguf.path}: {key} is {value}; it must be {allowed}")
+    return value
+
+
+def _real(gguf: GGUFFile, key: str, high: float = math.inf, default: float | None = None) -> float:
+    """The number under `key` (required unless a default is given), refused unless finite, > 0, < high."""
+    value = gguf.require(key) if default is None else gguf.get(key, default)
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise WeightFileError(f"{gguf.path}: {key} must be a number, found {shown(value)}")
+    if not (0 < value < high and math.isfinite(value)):
+        bound = "finite" if high == math.inf else f"below {high}"
+        raise WeightFileError(f"{gguf.path}: {key} is {value}; it must be above 0 and {bound}")
+    return float(value)
 
 
 # llama.cpp's tensor names -> ours (per block: blk.{i}.NAME -> layers.{i}.NAME)
@@ -298,21 +369,39 @@ _FUSED = {  # our fused matrices and their parts, in the order their rows are st
 }
 
 
-def _gguf_groups(gguf: GGUFFile, config: LlamaConfig) -> dict[str, list[Any]]:
-    """Our parameter name -> the GGUF tensors that make it (several for the fused matrices); a missing
-    tensor is a WeightFileError naming it."""
+def _gguf_groups(gguf: GGUFFile, config: LlamaConfig) -> dict[str, list[GGUFTensor]]:
+    """Our parameter name -> the GGUF tensors that make it (several for the fused matrices). Every tensor
+    the config needs must be there with the shape it implies and a type verigrad reads, and no other:
+    a WeightFileError names the file and the first few tensors at fault."""
+    c = config
+    q, kv = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
+    shapes = {"token_embd.weight": (c.vocab_size, c.dim), "output_norm.weight": (c.dim,)}
+    if not c.tie_embeddings:
+        shapes["output.weight"] = (c.vocab_size, c.dim)
+    block = {"attn_norm": (c.dim,), "attn_q": (q, c.dim), "attn_k": (kv, c.dim), "attn_v": (kv, c.dim)}
+    block |= {"attn_output": (c.dim, q), "ffn_norm": (c.dim,), "ffn_gate": (c.ffn_dim, c.dim)}
+    block |= {"ffn_up": (c.ffn_dim, c.dim), "ffn_down": (c.dim, c.ffn_dim)}
     wanted = {"token_embd.weight": "embed_tokens.weight", "output_norm.weight": "norm.weight"}
-    if not config.tie_embeddings:
+    if not c.tie_embeddings:
         wanted["output.weight"] = "lm_head.weight"
-    for i in range(config.n_layers):
+    for i in range(c.n_layers):
         for theirs, ours in _BLOCK.items():
             wanted[f"blk.{i}.{theirs}.weight"] = f"layers.{i}.{ours}.weight"
-    missing = [name for name in wanted if name not in gguf.tensors]
-    if missing:
-        raise WeightFileError(f"{gguf.path}: missing tensor(s) {', '.join(missing)}")
+            shapes[f"blk.{i}.{theirs}.weight"] = block[theirs]
     if "rope_freqs.weight" in gguf.tensors:
         raise WeightFileError(f"{gguf.path}: tensor rope_freqs.weight: scaled RoPE is not supported")
-    groups: dict[str, list[Any]] = {}
+    problems = [f"missing tensor {name}" for name in wanted if name not in gguf.tensors]
+    problems += [f"unexpected tensor {shown(name)}" for name in gguf.tensors if name not in wanted]
+    for name, shape in shapes.items():
+        t = gguf.tensors.get(name)
+        if t is not None and t.shape != shape:
+            problems.append(f"tensor {name} has shape {list(t.shape)}, expected {list(shape)}")
+        elif t is not None and t.qtype not in FORMATS:
+            problems.append(f"tensor {name} is stored as {t.qtype}, which verigrad does not read")
+    if problems:
+        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
+        raise WeightFileError(f"{gguf.path}: " + "; ".join(problems[:3]) + more)
+    groups: dict[str, list[GGUFTensor]] = {}
     for theirs, ours in wanted.items():
         for fused, parts in _FUSED.items():
             for part in parts:
