@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 
 import gguf
 import numpy as np
@@ -274,3 +275,27 @@ def test_gpt2_weight_file_errors(tmp_path):
     (tmp_path / "cut" / "config.json").write_text(json.dumps({"vocab_size": 37}))
     with pytest.raises(WeightFileError, match=r"missing key.*n_positions"):
         GPT2.from_safetensors(tmp_path / "cut")
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("n_layer", 100000, r"n_layer is 100000; it must be in 1\.\.1024"),
+        ("n_layer", 0, r"n_layer is 0"),
+        ("n_head", 5, r"n_embd 24 is not a multiple of n_head 5"),
+        ("n_embd", "24", r"n_embd must be an integer, found 24"),
+        ("n_positions", 2**40, r"n_positions is 1099511627776"),
+        ("vocab_size", True, r"vocab_size must be an integer"),
+        ("layer_norm_epsilon", float("nan"), r"layer_norm_epsilon is nan; it must be above 0"),
+    ],
+)
+def test_gpt2_hostile_config_refused_before_building(tmp_path, key, value, message):
+    """config.json's sizes are checked before a model of that size is built (n_layer=100000 built 100000
+    abstract blocks before the tensor check)."""
+    _save_gpt2(_random_gpt2(), tmp_path / "m")
+    path = tmp_path / "m" / "config.json"
+    path.write_text(json.dumps(json.loads(path.read_text()) | {key: value}))
+    start = time.perf_counter()
+    with pytest.raises(WeightFileError, match=message):
+        GPT2.from_safetensors(tmp_path / "m")
+    assert time.perf_counter() - start < 1.0

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from ..errors import WeightFileError
+from ..io.gguf import shown
 from ..nn import Module
 from ..ops import from_numpy
 from ..shapes import shape_text
 from ..tensor import Tensor
+
+MAX_CONTEXT = 2**24  # a GGUF file's llama.context_length (16M positions; the longest models have 10M)
 
 
 def install(model: Module, arrays: dict[str, Any], source: str) -> None:
@@ -43,3 +47,23 @@ def install(model: Module, arrays: dict[str, Any], source: str) -> None:
             setattr(owner, attr, t.detach().requires_grad_(True))
         else:
             owner.register_buffer(attr, t)
+
+
+def checked_integer(source: Any, key: str, value: Any, low: int, high: int | None = None) -> int:
+    """A model file's hyperparameter `key`: an integer in low..high, or a WeightFileError naming `source`."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise WeightFileError(f"{source}: {key} must be an integer, found {shown(value)}")
+    if value < low or (high is not None and value > high):
+        allowed = f"at least {low}" if high is None else f"in {low}..{high}"
+        raise WeightFileError(f"{source}: {key} is {value}; it must be {allowed}")
+    return value
+
+
+def checked_real(source: Any, key: str, value: Any, high: float = math.inf) -> float:
+    """A model file's hyperparameter `key`: a finite number in (0, high), or a WeightFileError."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise WeightFileError(f"{source}: {key} must be a number, found {shown(value)}")
+    if not (0 < value < high and math.isfinite(value)):
+        bound = "finite" if high == math.inf else f"below {high}"
+        raise WeightFileError(f"{source}: {key} is {value}; it must be above 0 and {bound}")
+    return float(value)

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import WeightFileError
 from ..io.hf import read_config, read_tensors
 from ..modes import abstract
 from ..nn import Embedding, LayerNorm, Module, ModuleList
@@ -23,7 +24,7 @@ from ..ops import attention, cached_attention, from_numpy, take, zeros
 from ..shapes import DimLike, exact_div
 from ..tensor import Tensor
 from ._decoder import CachedDecoder
-from ._weights import install
+from ._weights import MAX_CONTEXT, checked_integer, checked_real, install
 
 
 @dataclass(frozen=True)
@@ -145,7 +146,7 @@ class GPT2(CachedDecoder):
         """GPT-2 from a Hugging Face folder (`config.json`, `model.safetensors`), every tensor checked."""
         folder = Path(folder)
         raw = read_config(folder, required=("vocab_size", "n_positions", "n_embd", "n_layer", "n_head"))
-        config = GPT2Config.from_dict(raw)
+        config = GPT2Config.from_dict(_checked(raw, folder / "config.json"))
         with abstract():
             model = cls(config, tied=True)
         expected = {k: tuple(t.shape) for k, t in model.state_dict().items()}
@@ -162,3 +163,27 @@ class GPT2(CachedDecoder):
         if head is not None and not np.array_equal(head, arrays["wte.weight"]):
             model.lm_head = from_numpy(head).requires_grad_(True)
         return model
+
+
+MAX_LAYERS = 1024  # above any published GPT-2; checked before the model is built
+MAX_WIDTH = 1 << 20
+
+
+def _checked(raw: dict[str, Any], path: Path) -> dict[str, Any]:
+    """config.json's hyperparameters, each of the right type and in range (a WeightFileError otherwise),
+    before a model of that size is built."""
+    width = checked_integer(path, "n_embd", raw["n_embd"], 1, MAX_WIDTH)
+    heads = checked_integer(path, "n_head", raw["n_head"], 1, width)
+    if width % heads:
+        raise WeightFileError(f"{path}: n_embd {width} is not a multiple of n_head {heads}")
+    config = {
+        "vocab_size": checked_integer(path, "vocab_size", raw["vocab_size"], 1, (1 << 31) - 1),
+        "n_positions": checked_integer(path, "n_positions", raw["n_positions"], 1, MAX_CONTEXT),
+        "n_embd": width,
+        "n_layer": checked_integer(path, "n_layer", raw["n_layer"], 1, MAX_LAYERS),
+        "n_head": heads,
+    }
+    if "layer_norm_epsilon" in raw:
+        eps = raw["layer_norm_epsilon"]
+        config["layer_norm_epsilon"] = checked_real(path, "layer_norm_epsilon", eps, 1.0)
+    return config

@@ -31,10 +31,9 @@ from ..ops.quant import BLOCK_QTYPES, FORMATS
 from ..shapes import DimLike
 from ..tensor import Tensor
 from ._decoder import CachedDecoder, check_room, token_ids
-from ._weights import install
+from ._weights import MAX_CONTEXT, checked_integer, checked_real, install
 
 MIN_ROPE_ROWS = 64  # the RoPE tables' first length (they double as longer prompts or caches come)
-MAX_CONTEXT = 2**24  # a GGUF file's llama.context_length (16M positions; the longest models have 10M)
 _ROPE_LOCK = threading.Lock()
 
 
@@ -331,23 +330,13 @@ def gguf_config(gguf: GGUFFile) -> LlamaConfig:
 def _integer(gguf: GGUFFile, key: str, low: int, high: int | None = None, default: int | None = None) -> int:
     """The integer under `key` (required unless a default is given), refused unless in low..high."""
     value = gguf.require(key) if default is None else gguf.get(key, default)
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise WeightFileError(f"{gguf.path}: {key} must be an integer, found {shown(value)}")
-    if value < low or (high is not None and value > high):
-        allowed = f"at least {low}" if high is None else f"in {low}..{high}"
-        raise WeightFileError(f"{gguf.path}: {key} is {value}; it must be {allowed}")
-    return value
+    return checked_integer(gguf.path, key, value, low, high)
 
 
 def _real(gguf: GGUFFile, key: str, high: float = math.inf, default: float | None = None) -> float:
     """The number under `key` (required unless a default is given), refused unless finite, > 0, < high."""
     value = gguf.require(key) if default is None else gguf.get(key, default)
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        raise WeightFileError(f"{gguf.path}: {key} must be a number, found {shown(value)}")
-    if not (0 < value < high and math.isfinite(value)):
-        bound = "finite" if high == math.inf else f"below {high}"
-        raise WeightFileError(f"{gguf.path}: {key} is {value}; it must be above 0 and {bound}")
-    return float(value)
+    return checked_real(gguf.path, key, value, high)
 
 
 # llama.cpp's tensor names -> ours (per block: blk.{i}.NAME -> layers.{i}.NAME)
