@@ -13,7 +13,6 @@ from __future__ import annotations
 import codecs
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers
 from tokenizers import Tokenizer as _Backend
 
 from ..errors import WeightFileError
+from .chat_template import ChatTemplate
 from .gguf import GGUFFile, read_gguf
 
 # Token types of llama.cpp's vocabulary (`tokenizer.ggml.token_type`).
@@ -253,21 +253,16 @@ class Tokenizer:
         for m in messages:
             if not (isinstance(m, Mapping) and isinstance(m.get("role"), str) and "content" in m):
                 raise ValueError(f"a chat message is a dict with 'role' and 'content', got {m!r}")
-        import jinja2
-
         if self._template is None:
-            self._template = _compile_template(self.chat_template)
+            self._template = ChatTemplate(self.chat_template, self.source)
         names = {"bos_token": self.bos_id, "eos_token": self.eos_id}
         tokens = {k: self._bytes[i].decode("utf-8", "replace") for k, i in names.items() if i is not None}
-        try:
-            return self._template.render(
-                messages=[dict(m) for m in messages],
-                add_generation_prompt=add_generation_prompt,
-                **tokens,
-                **extra,
-            )
-        except jinja2.TemplateError as e:
-            raise ValueError(f"the chat template failed: {e}") from None
+        return self._template.render(
+            messages=[dict(m) for m in messages],
+            add_generation_prompt=add_generation_prompt,
+            **tokens,
+            **extra,
+        )
 
 
 class StreamDecoder:
@@ -320,35 +315,3 @@ def _read_json(path: Path) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise WeightFileError(f"{path}: cannot read it as JSON: {e}") from None
-
-
-def _compile_template(source: str) -> Any:
-    """The template in jinja2's immutable sandbox, with the helpers chat templates use (as transformers)."""
-    import jinja2
-    import jinja2.ext
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    def raise_exception(message: str) -> None:
-        raise jinja2.TemplateError(message)
-
-    def tojson(
-        x: Any,
-        ensure_ascii: bool = False,
-        indent: Any = None,
-        separators: Any = None,
-        sort_keys: bool = False,
-    ):
-        return json.dumps(
-            x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
-        )
-
-    env = ImmutableSandboxedEnvironment(
-        trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols]
-    )
-    env.filters["tojson"] = tojson
-    env.globals["raise_exception"] = raise_exception
-    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
-    try:
-        return env.from_string(source)
-    except jinja2.TemplateSyntaxError as e:
-        raise ValueError(f"the chat template does not parse: {e}") from None
