@@ -100,6 +100,9 @@ QWEN_STYLE = """{%- set ns = namespace(multi_step_tool=true, last_query_index=me
     {{- '<|im_end|>\\n' }}
 {%- endfor %}
 {%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}
+{{- ', '.join(messages | map(attribute='role')) }}{{- messages | map(attribute='role') | join('/') }}
+{{- (messages | selectattr('role', 'equalto', 'user') | first).content }}
+{{- messages | map(attribute='role') | list }}
 {{- '%-5s|%5.2f' % ('end', 3.14159) }}{{- ' ' * 3 }}{{- [1, 2] * 2 }}{{- 2 ** 10 }}{{- 'x'.center(7) }}
 """
 TOOLS = [
@@ -209,6 +212,8 @@ HOSTILE = {
     "format_filter": "{{ '%0999999999d' | format(1) }}",
     "replace_filter": "{{ ('a' * 100000) | replace('a', 'b' * 100000) }}",
     "join_filter": "{% set l = ['a' * 1000000] * 1000 %}{{ l | join }}",
+    "join_filter_of_a_generator": "{% set s = 'a' * 1000000 %}{{ ([s] * 1000) | map('string') | join }}",
+    "str_join_of_a_generator": "{% set s = 'a' * 1000000 %}{{ ''.join(([s] * 1000) | map('string')) }}",
     "batch_filter": "{{ [1] | batch(1000000000, 'x') | list }}",
     "slice_filter": "{{ [1] | slice(1000000000) | list }}",
     "wordwrap_filter": "{{ ('a ' * 100000) | wordwrap(1, wrapstring='x' * 100000) }}",

@@ -84,7 +84,7 @@ class _Budget:
     def step(self) -> None:
         self.steps -= 1
         if self.steps < 0:
-            raise _Limit(f"more than {self.limits.steps:,} loop iterations and calls")
+            raise _Limit(f"more than {self.limits.steps:,} loop iterations, calls and filters")
         if time.monotonic() > self.deadline:
             raise _Limit(f"the render ran past {self.limits.seconds:g} s")
 
@@ -259,8 +259,13 @@ def _bounded_range(*args: Any) -> range:
     return r
 
 
+def _materialized(value: Any) -> Any:
+    """An iterator's items in a list (a generator from `map` or `select` has no size until it runs)."""
+    return list(value) if isinstance(value, Iterator) else value
+
+
 def _str_method_check(method: Callable[..., Any], args: tuple, kwargs: dict) -> None:
-    """Refuse a call of a str method that would make more than the budget allows."""
+    """Refuse a call of a str method that would make more than the budget allows (`args` materialized)."""
     s, name, budget = method.__self__, method.__name__, _budget()  # type: ignore[attr-defined]
     what = f"str.{name}"
     if name in ("center", "ljust", "rjust", "zfill") and args and isinstance(args[0], int):
@@ -272,7 +277,7 @@ def _str_method_check(method: Callable[..., Any], args: tuple, kwargs: dict) -> 
         count = s.count(args[0]) if args[0] else len(s) + 1
         budget.check(len(s) + count * len(args[1]), what)
     elif name == "join" and args:
-        items = list(args[0]) if not isinstance(args[0], str) else args[0]
+        items = args[0]
         for item in items:
             _sized(item, what)
         budget.check(sum(len(i) for i in items if isinstance(i, str)) + len(s) * len(items), what)
@@ -331,7 +336,10 @@ def _bounded_filter(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
     def bounded(context: Any, value: Any, *args: Any, **kwargs: Any) -> Any:
         budget = _budget()
         budget.step()
-        _filter_check(name, value, args, kwargs)
+        items = _materialized(value)
+        _filter_check(name, items, args, kwargs)
+        if items is not value:
+            value = iter(items)  # still an iterator: the filter sees what it would have seen
         if pass_arg is _PassArg.context:
             result = func(context, value, *args, **kwargs)
         elif pass_arg is _PassArg.eval_context:
@@ -428,6 +436,7 @@ class _Environment(ImmutableSandboxedEnvironment):
         budget.step()
         owner = getattr(getattr(__obj, "__wrapped__", __obj), "__self__", None)  # str.format is wrapped
         if isinstance(owner, str):
+            args = tuple(map(_materialized, args))
             _str_method_check(getattr(__obj, "__wrapped__", __obj), args, kwargs)
         if isinstance(__obj, LoopContext) and args:  # a recursive loop's next level counts its items too
             args = (_Counted(args[0]), *args[1:])
