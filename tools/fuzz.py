@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 import traceback
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -336,20 +337,19 @@ def run_case(load: Callable[[Path], None], path: Path, time_limit: float, memory
         os.close(read_end)
         limit = _address_space() + memory_mib * 2**20
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        warnings.simplefilter("ignore")  # NumPy's on the NaN a mutated scale gives: the table counts outcomes
         try:
             load(path)
             report = {"kind": "loaded"}
         except Wrong as e:
-            report = {"kind": "wrong", "detail": str(e)}
+            report = {"kind": "wrong", "detail": str(e)[:2000]}
         except VerigradError as e:
-            report = {"kind": "refused", "detail": f"{type(e).__name__}: {e}"}
+            report = {"kind": "refused", "detail": f"{type(e).__name__}: {str(e)[:2000]}"}
         except BaseException as e:
-            where = traceback.extract_tb(e.__traceback__)[-1]
-            report = {
-                "kind": "other",
-                "detail": f"{type(e).__name__}: {e} ({Path(where.filename).name}:{where.lineno})",
-            }
-        os.write(write_end, json.dumps(report)[:4000].encode())
+            frame = traceback.extract_tb(e.__traceback__)[-1]
+            where = f"{Path(frame.filename).name}:{frame.lineno}"
+            report = {"kind": "other", "detail": f"{type(e).__name__}: {str(e)[:2000]} ({where})"}
+        os.write(write_end, json.dumps(report).encode())
         os._exit(0)
     os.close(write_end)
     status, usage, timed_out = None, None, False

@@ -215,7 +215,8 @@ class Tokenizer:
     # text <-> ids ------------------------------------------------------------------------------------
 
     def encode(self, text: str, add_special: bool = True) -> list[int]:
-        """Token ids of `text`; with `add_special`, BOS/EOS around them when the model asks for them."""
+        """Token ids of `text`; with `add_special`, BOS/EOS around them when the model asks for them.
+        Text with a byte the vocabulary has no token for is refused (BPE would drop it silently)."""
         if not isinstance(text, str):
             raise TypeError(f"encode takes a str, got {type(text).__name__}")
         name = self.source or "this tokenizer"
@@ -228,7 +229,7 @@ class Tokenizer:
             ) from None
         if self._unspellable and len(raw.translate(None, self._unspellable)) != len(raw):
             i, char = next((i, c) for i, c in enumerate(text) if set(c.encode()) & set(self._unspellable))
-            raise ValueError(
+            raise WeightFileError(  # the file's vocabulary lacks a byte
                 f"{name}: the vocabulary has no token for a byte of {char!r} (character {i} of the text), "
                 "so the text cannot be encoded"
             )
