@@ -211,6 +211,14 @@ def test_gpt2_folder_prefers_tokenizer_json(tmp_path, tok):
     assert again.apply_chat_template([{"role": "system", "content": "s"}]).startswith("<|im_start|>system\ns")
 
 
+def test_gpt2_folder_with_a_bos_id_that_is_not_an_integer(tmp_path):
+    """config.json's bos_token_id "0" raised a TypeError comparing it with the vocabulary's size."""
+    _gpt2_files(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps({"bos_token_id": "0", "eos_token_id": 0}))
+    with pytest.raises(WeightFileError, match="the BOS token id is '0', not an integer"):
+        Tokenizer.from_gpt2_folder(tmp_path)
+
+
 def test_gpt2_folder_without_tokenizer_files(tmp_path):
     with pytest.raises(WeightFileError, match=r"no tokenizer\.json, nor vocab\.json and merges\.txt"):
         Tokenizer.from_gpt2_folder(tmp_path)

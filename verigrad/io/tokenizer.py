@@ -100,6 +100,8 @@ class Tokenizer:
         self.source = source
         self.vocab_size = 1 + max(backend.get_vocab(with_added_tokens=True).values(), default=-1)
         for what, i in (("BOS", bos_id), ("EOS", eos_id)):
+            if i is not None and not _is(i, int):  # a config.json may hold anything
+                raise WeightFileError(f"{source}: the {what} token id is {i!r:.60}, not an integer")
             if i is not None and not 0 <= i < self.vocab_size:
                 raise WeightFileError(
                     f"{source}: {what} token id {i} is outside the vocabulary (0 ... {self.vocab_size - 1})"
