@@ -17,7 +17,7 @@ import math
 import operator
 import re
 import time
-from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
+from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, Mapping, Sized, ValuesView
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
@@ -292,10 +292,47 @@ def _str_method_check(method: Callable[..., Any], args: tuple, kwargs: dict) -> 
 # filters -------------------------------------------------------------------------------------------------
 
 
+# filters that make text of their whole input (the others count or pick its items, or check themselves)
+_TEXT_FILTERS = frozenset(
+    [
+        "string",
+        "join",
+        "format",
+        "center",
+        "indent",
+        "trim",
+        "upper",
+        "lower",
+        "title",
+        "capitalize",
+        "replace",
+        "truncate",
+        "wordwrap",
+        "striptags",
+        "urlize",
+        "urlencode",
+        "e",
+        "escape",
+        "forceescape",
+        "safe",
+        "pprint",
+        "xmlattr",
+        "wordcount",
+        "int",
+        "float",
+    ]
+)
+
+
 def _filter_check(name: str, value: Any, args: tuple, kwargs: dict) -> None:
     """Checks of the filters whose arguments can make a result far larger than their input."""
     budget, what = _budget(), f"the {name} filter"
-    length = len(value) if isinstance(value, str) else _size(value, budget.chars)
+    if isinstance(value, str):
+        length = len(value)
+    elif name in _TEXT_FILTERS:
+        length = _size(value, budget.chars)
+    else:  # the items, not their text: a filter like `length` costs nothing on a long conversation
+        length = len(value) if isinstance(value, Sized) else 0
     arg = lambda i, key, default: args[i] if len(args) > i else kwargs.get(key, default)
     if name == "center":
         width = arg(0, "width", 80)
