@@ -95,7 +95,7 @@ TEMPLATES = st.builds(
 
 
 @settings(
-    max_examples=300, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck)
+    max_examples=200, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck)
 )
 @given(TEMPLATES)
 def test_generated_templates_render_or_refuse_cleanly(source):

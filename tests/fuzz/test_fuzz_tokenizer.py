@@ -52,7 +52,7 @@ KEYS = sorted(FIELDS)
 
 
 @settings(
-    max_examples=400, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck)
+    max_examples=300, deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck)
 )
 @given(st.fixed_dictionaries({}, optional=FIELDS))
 def test_fuzzed_metadata_gives_a_clean_error_or_a_working_tokenizer(changes):
