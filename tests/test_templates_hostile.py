@@ -5,6 +5,7 @@ Qwen-style one with a namespace) render exactly as jinja2's plain sandbox render
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import tracemalloc
@@ -13,7 +14,7 @@ import pytest
 from lm_fakes import tokenizer
 
 from verigrad.errors import TemplateError
-from verigrad.io.chat_template import LIMITS, ChatTemplate
+from verigrad.io.chat_template import LIMITS, ChatTemplate, Limits
 
 SMOLLM2 = (
     "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>"
@@ -316,6 +317,26 @@ def test_a_template_renders_again_after_a_refusal():
     with pytest.raises(TemplateError, match="loop iterations"):
         template.render(n=1000)
     assert template.render(n=300) == template.render(n=300) == "300"
+
+
+def test_limits_of_ones_own_apply():
+    small = Limits(steps=10, range_length=5, int_bits=64, tojson_indent=2, chars=100, depth=3)
+    cases = {
+        "{% for i in [1] * 20 %}{% endfor %}": "more than 10 loop iterations",
+        "{{ range(6) | list }}": "range(6,) has 6 items (at most 5)",
+        "{{ 2 ** 65 }}": "about 65 bits (at most 64)",
+        "{{ [1] | tojson(indent=3) }}": "it takes 0 to 2",
+        "{{ 'a' * 101 }}": "of the 100 a render may make",
+        "{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}": "calls nested more than 3 deep",
+    }
+    for source, says in cases.items():
+        with pytest.raises(TemplateError, match=re.escape(says)):
+            ChatTemplate(source, "t.gguf", small).render()
+        if "macro" not in source:
+            ChatTemplate(source).render()  # within the default limits
+    assert ChatTemplate(
+        "{{ range(5) | list }}{{ 2 ** 64 }}", limits=small
+    ).render() == "[0, 1, 2, 3, 4]" + str(2**64)
 
 
 def test_threads_render_with_budgets_of_their_own():

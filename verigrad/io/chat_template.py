@@ -167,8 +167,9 @@ def _sized(value: Any, what: str) -> None:
 
 
 def _check_int_product(bits: float, what: str) -> None:
-    if bits > LIMITS.int_bits:
-        raise _Limit(f"{what} would make an integer of about {bits:,.0f} bits (at most {LIMITS.int_bits:,})")
+    most = _budget().limits.int_bits
+    if bits > most:
+        raise _Limit(f"{what} would make an integer of about {bits:,.0f} bits (at most {most:,})")
 
 
 def _repeat_count(left: Any, right: Any) -> tuple[Any, int] | None:
@@ -254,8 +255,9 @@ def _concat(context: Any, parts: list[Any]) -> str:
 
 def _bounded_range(*args: Any) -> range:
     r = range(*args)
-    if len(r) > LIMITS.range_length:
-        raise _Limit(f"range{args} has {len(r):,} items (at most {LIMITS.range_length:,})")
+    most = _budget().limits.range_length
+    if len(r) > most:
+        raise _Limit(f"range{args} has {len(r):,} items (at most {most:,})")
     return r
 
 
@@ -396,12 +398,10 @@ def _tojson(
     x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None, sort_keys: bool = False
 ) -> str:
     """transformers' tojson (unicode kept), with a bounded indent and the result's size checked first."""
-    step = len(indent) if isinstance(indent, str) else indent
-    if step is not None and not (isinstance(step, int) and 0 <= step <= LIMITS.tojson_indent):
-        raise _Limit(
-            f"tojson's indent is {indent!r:.40}; it takes 0 to {LIMITS.tojson_indent} (or a string as long)"
-        )
     budget = _budget()
+    step, most = len(indent) if isinstance(indent, str) else indent, budget.limits.tojson_indent
+    if step is not None and not (isinstance(step, int) and 0 <= step <= most):
+        raise _Limit(f"tojson's indent is {indent!r:.40}; it takes 0 to {most} (or a string as long)")
     # an indented line is at most (nesting depth) * indent longer: a depth past 1000 fails in json anyway
     budget.check(_size(x, budget.chars) * (1 + (step or 0)), "tojson")
     return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
