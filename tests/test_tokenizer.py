@@ -264,7 +264,11 @@ def from_metadata(**changes):
             {"tokenizer__ggml__merges": ["h e", None]},
             "tokenizer.ggml.merges is an array whose entry 1 is None",
         ),
-        ({"tokenizer__ggml__merges": ["q z"]}, "the tokenizer's merges do not fit its tokens"),
+        (
+            {"tokenizer__ggml__merges": ["q z"]},
+            "cannot build a BPE tokenizer of its tokens and merges: Error while initializing BPE: "
+            "Token `qz` out of vocabulary",
+        ),
         (
             {"tokenizer__ggml__token_type": 1.0},
             "tokenizer.ggml.token_type is a float, expected an array of ints",
@@ -306,3 +310,10 @@ def test_text_the_vocabulary_cannot_spell_is_refused_not_dropped():
         tok.encode("a\x04b")
     with pytest.raises(ValueError, match=r"'\\ud800' at character 2, a lone surrogate"):
         tok.encode("ab\ud800")
+
+
+def test_gpt2_folder_with_a_vocabulary_that_is_not_a_dict(tmp_path):
+    _gpt2_files(tmp_path)
+    (tmp_path / "vocab.json").write_text(json.dumps(["a", "b"]))
+    with pytest.raises(WeightFileError, match="cannot build a BPE tokenizer of its tokens and merges"):
+        Tokenizer.from_gpt2_folder(tmp_path)

@@ -347,8 +347,10 @@ def _added(content: str, special: bool) -> AddedToken:
 def _bpe(vocab: dict[str, int], merges: list[tuple[str, str]], split: str | None, source: str) -> _Backend:
     try:
         backend = _Backend(models.BPE(vocab=vocab, merges=merges))
-    except Exception as e:  # the library's own message: a merge of tokens the vocabulary lacks
-        raise WeightFileError(f"{source}: the tokenizer's merges do not fit its tokens: {e}") from None
+    except Exception as e:  # the library's own message (a merge of tokens the vocabulary lacks)
+        raise WeightFileError(
+            f"{source}: cannot build a BPE tokenizer of its tokens and merges: {e}"
+        ) from None
     if split is None:
         backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     else:
