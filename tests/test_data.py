@@ -298,3 +298,73 @@ def test_dtype_converts_the_float_batches_of_any_dataset() -> None:
     assert yb.dtype.name == "i64" and yb.numpy().tolist() == [0, 1, 2]
     xb, yb = next(iter(DataLoader(TensorDataset(np.zeros((2, 1)), np.arange(2)), batch_size=2, dtype="f32")))
     assert xb.dtype.name == "f32" and yb.dtype.name == "i64"
+
+
+def test_load_mnist_refuses_labels_that_are_not_digits(tmp_path, rng):
+    """Fuzzed label files with a byte past 9 loaded as classes 10..255, indexing past a 10-way output."""
+    make_mnist(tmp_path, rng, gz=False)
+    write(
+        tmp_path / "train-labels-idx1-ubyte",
+        idx_bytes(np.array([1, 2, 3, 77, 4, 200], np.uint8), IDX_LABELS_MAGIC),
+    )
+    with pytest.raises(verigrad.WeightFileError) as info:
+        load_mnist(tmp_path, "train")
+    message = str(info.value)
+    assert message.startswith(str(tmp_path / "train-labels-idx1-ubyte"))
+    assert "label 77 (item 3) is not a digit 0-9; 2 of the 6 labels are outside 0-9" in message
+
+
+def test_load_mnist_refuses_images_that_are_not_28x28(tmp_path, rng):
+    make_mnist(tmp_path, rng, gz=False)
+    write(tmp_path / "t10k-images-idx3-ubyte", idx_bytes(np.zeros((4, 5, 7), np.uint8), IDX_IMAGES_MAGIC))
+    with pytest.raises(
+        verigrad.WeightFileError, match=r"t10k-images-idx3-ubyte: images of 5x7 pixels; MNIST's"
+    ):
+        load_mnist(tmp_path, "test")
+
+
+@pytest.mark.parametrize("name", ["images-idx3-ubyte", "images-idx3-ubyte.gz"])
+def test_header_sizes_are_python_ints_not_int64(tmp_path, name):
+    """2**31 * 2**31 * 4 is 0 in int64: the old check passed an empty file, then reshape raised a bare
+    ValueError (or, with data, a wrapped size matched the wrong length)."""
+    header = struct.pack(">I3I", IDX_IMAGES_MAGIC, 2**31, 2**31, 4)
+    path = write(tmp_path / name, header)
+    with pytest.raises(
+        verigrad.WeightFileError,
+        match=r"header says \(2147483648, 2147483648, 4\) = "
+        r"18,446,744,073,709,551,616 bytes of data, the file has 0",
+    ):
+        read_idx(path, IDX_IMAGES_MAGIC)
+
+
+def test_a_plain_file_is_measured_before_its_data_is_read(tmp_path, monkeypatch):
+    """A header claiming 4 GiB in a 20-byte file is refused from its length, without reading the data."""
+    path = write(tmp_path / "labels", struct.pack(">II", IDX_LABELS_MAGIC, 2**32 - 1) + b"\1" * 12)
+    from verigrad.data import datasets
+
+    def no_read(*args):
+        raise AssertionError("the data was read")
+
+    monkeypatch.setattr(datasets, "_read_at_most", no_read)
+    with pytest.raises(verigrad.WeightFileError, match=r"4,294,967,295 bytes of data, the file has 12 "):
+        read_idx(path, IDX_LABELS_MAGIC)
+
+
+@pytest.mark.parametrize(
+    ("magic", "says"),
+    [
+        (0x00000D03, "0x00000d03"),
+        (0x00000804, "0x00000804"),
+        (0x00000802, "0x00000802"),
+        (0x01000803, "0x01000803"),
+    ],
+    ids=["float_data", "four_dims", "two_dims", "nonzero_lead"],
+)
+def test_the_data_type_and_dimension_count_are_checked(tmp_path, idx_images, magic, says):
+    path = write(
+        tmp_path / "x-idx3-ubyte", struct.pack(">I", magic) + idx_bytes(idx_images, IDX_IMAGES_MAGIC)[4:]
+    )
+    with pytest.raises(
+        verigrad.WeightFileError, match=f"x-idx3-ubyte: magic number {says}, expected 0x00000803"
+    ):
+        read_idx(path, IDX_IMAGES_MAGIC)

@@ -211,6 +211,14 @@ def test_gpt2_folder_prefers_tokenizer_json(tmp_path, tok):
     assert again.apply_chat_template([{"role": "system", "content": "s"}]).startswith("<|im_start|>system\ns")
 
 
+def test_gpt2_folder_with_a_bos_id_that_is_not_an_integer(tmp_path):
+    """config.json's bos_token_id "0" raised a TypeError comparing it with the vocabulary's size."""
+    _gpt2_files(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps({"bos_token_id": "0", "eos_token_id": 0}))
+    with pytest.raises(WeightFileError, match="the BOS token id is '0', not an integer"):
+        Tokenizer.from_gpt2_folder(tmp_path)
+
+
 def test_gpt2_folder_without_tokenizer_files(tmp_path):
     with pytest.raises(WeightFileError, match=r"no tokenizer\.json, nor vocab\.json and merges\.txt"):
         Tokenizer.from_gpt2_folder(tmp_path)
@@ -222,4 +230,90 @@ def test_a_vocabulary_that_is_not_byte_level_is_refused(tmp_path):
 
     (tmp_path / "tokenizer.json").write_text(Backend(models.BPE({"a": 0, "▁b": 1}, [])).to_str())
     with pytest.raises(WeightFileError, match=r"token 1 \('▁b'\) is not in GPT-2's byte alphabet"):
+        Tokenizer.from_gpt2_folder(tmp_path)
+
+
+def from_metadata(**changes):
+    """The tokenizer of in-memory GGUF metadata: the fakes' vocabulary with `changes` (dots as "__")."""
+    from pathlib import Path
+
+    from verigrad.io.gguf import GGUFFile
+
+    tokens, types = vocabulary()
+    metadata = {
+        "tokenizer.ggml.model": "gpt2",
+        "tokenizer.ggml.tokens": tokens,
+        "tokenizer.ggml.token_type": types,
+        "tokenizer.ggml.merges": MERGES,
+        "tokenizer.ggml.bos_token_id": 1,
+        "tokenizer.ggml.eos_token_id": 2,
+    }
+    metadata.update({k.replace("__", "."): v for k, v in changes.items()})
+    return Tokenizer.from_gguf(GGUFFile(path=Path("bad.gguf"), version=3, metadata=metadata, tensors={}))
+
+
+@pytest.mark.parametrize(
+    ("changes", "says"),
+    [
+        ({"tokenizer__ggml__tokens": "abc"}, "tokenizer.ggml.tokens is a str, expected an array of strs"),
+        (
+            {"tokenizer__ggml__tokens": [*vocabulary()[0][:-1], 7]},
+            "tokenizer.ggml.tokens is an array whose entry 269 is 7",
+        ),
+        (
+            {"tokenizer__ggml__merges": ["h e", None]},
+            "tokenizer.ggml.merges is an array whose entry 1 is None",
+        ),
+        (
+            {"tokenizer__ggml__merges": ["q z"]},
+            "cannot build a BPE tokenizer of its tokens and merges: Error while initializing BPE: "
+            "Token `qz` out of vocabulary",
+        ),
+        (
+            {"tokenizer__ggml__token_type": 1.0},
+            "tokenizer.ggml.token_type is a float, expected an array of ints",
+        ),
+        ({"tokenizer__ggml__token_type": [True] * 270}, "entry 0 is True (a bool), expected ints"),
+        (
+            {"tokenizer__ggml__bos_token_id": "1"},
+            "tokenizer.ggml.bos_token_id is '1' (a str), expected an int",
+        ),
+        (
+            {"tokenizer__ggml__eos_token_id": True},
+            "tokenizer.ggml.eos_token_id is True (a bool), expected an int",
+        ),
+        ({"tokenizer__ggml__bos_token_id": 270}, "BOS token id 270 is outside the vocabulary (0 ... 269)"),
+        ({"tokenizer__ggml__add_bos_token": "false"}, "tokenizer.ggml.add_bos_token is 'false' (a str)"),
+        ({"tokenizer__ggml__pre": ["llama3"]}, "tokenizer.ggml.pre is ['llama3'] (a list), expected a str"),
+        ({"tokenizer__chat_template": 3}, "tokenizer.chat_template is 3 (an int), expected a str"),
+        ({"tokenizer__ggml__model": ["gpt2"]}, "tokenizer.ggml.model is ['gpt2']"),
+    ],
+)
+def test_metadata_of_the_wrong_type_is_refused_naming_the_field(changes, says):
+    """Each was silently misread (a str of tokens read as one token a character, "false" as True) or
+    raised a TypeError/AttributeError/the tokenizers library's bare Exception."""
+    with pytest.raises(WeightFileError, match=r"^bad\.gguf: ") as info:
+        from_metadata(**changes)
+    assert says in str(info.value)
+
+
+def test_text_the_vocabulary_cannot_spell_is_refused_not_dropped():
+    """A vocabulary without the byte 0x04's token (SmolLM2's has no token for 21 bytes) dropped it from
+    the text silently; a lone surrogate raised the tokenizers library's TypeError."""
+    tokens, types = vocabulary()
+    cut = [t for t in tokens if t != byte_alphabet()[4]]
+    tok = from_metadata(tokenizer__ggml__tokens=cut, tokenizer__ggml__token_type=types[:-1])
+    assert tok.decode(tok.encode("hello\x03")) == "hello\x03"
+    with pytest.raises(
+        WeightFileError, match=r"bad.gguf: the vocabulary has no token for a byte of '\\x04' \(character 1"
+    ):
+        tok.encode("a\x04b")
+    with pytest.raises(ValueError, match=r"'\\ud800' at character 2, a lone surrogate"):
+        tok.encode("ab\ud800")
+
+
+def test_gpt2_folder_with_a_vocabulary_that_is_not_a_dict(tmp_path):
+    _gpt2_files(tmp_path)
+    (tmp_path / "vocab.json").write_text(json.dumps(["a", "b"]))
+    with pytest.raises(WeightFileError, match="cannot build a BPE tokenizer of its tokens and merges"):
         Tokenizer.from_gpt2_folder(tmp_path)

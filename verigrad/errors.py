@@ -89,3 +89,7 @@ class IndexDTypeError(DTypeError, IndexError):
 
 class WeightFileError(VerigradError, ValueError):
     """A weight or data file that is missing, truncated or does not match what it should hold."""
+
+
+class TemplateError(VerigradError, ValueError):
+    """A chat template that does not parse, fails while rendering, or goes past a render limit."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 import codecs
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers
 from tokenizers import Tokenizer as _Backend
 
 from ..errors import WeightFileError
+from .chat_template import ChatTemplate
 from .gguf import GGUFFile, read_gguf
 
 # Token types of llama.cpp's vocabulary (`tokenizer.ggml.token_type`).
@@ -100,9 +100,11 @@ class Tokenizer:
         self.source = source
         self.vocab_size = 1 + max(backend.get_vocab(with_added_tokens=True).values(), default=-1)
         for what, i in (("BOS", bos_id), ("EOS", eos_id)):
+            if i is not None and not _is(i, int):  # a config.json may hold anything
+                raise WeightFileError(f"{source}: the {what} token id is {i!r:.60}, not an integer")
             if i is not None and not 0 <= i < self.vocab_size:
                 raise WeightFileError(
-                    f"{source}: {what} token id {i} is outside the vocabulary ({self.vocab_size})"
+                    f"{source}: {what} token id {i} is outside the vocabulary (0 ... {self.vocab_size - 1})"
                 )
         self.bos_id, self.eos_id = bos_id, eos_id
         self.add_bos, self.add_eos = add_bos, add_eos
@@ -125,6 +127,8 @@ class Tokenizer:
                     "byte-level BPE vocabularies"
                 )
             table[i] = bytes(unspell[c] for c in token)
+        # bytes with no token of their own: BPE would drop them from a text without a word
+        self._unspellable = bytes(set(range(256)) - {t[0] for t in table if len(t) == 1})
         for i, t in added.items():
             table[i] = t.content.encode("utf-8")
         return table
@@ -136,16 +140,17 @@ class Tokenizer:
         """The tokenizer a GGUF file describes (a `GGUFFile` from `verigrad.io.gguf.read_gguf`, or a path)."""
         if not isinstance(gguf, GGUFFile):
             gguf = read_gguf(gguf)
-        meta, source = gguf.metadata, str(gguf.path)
+        source = str(gguf.path)
+        field = _Fields(gguf)
         kind = gguf.require("tokenizer.ggml.model")
         if kind != "gpt2":
             raise WeightFileError(
-                f"{source}: tokenizer.ggml.model is {kind!r}; verigrad reads byte-level BPE tokenizers "
+                f"{source}: tokenizer.ggml.model is {kind!r:.60}; verigrad reads byte-level BPE tokenizers "
                 "('gpt2')"
             )
-        tokens = list(gguf.require("tokenizer.ggml.tokens"))
-        merges = list(gguf.require("tokenizer.ggml.merges"))
-        types = list(meta.get("tokenizer.ggml.token_type") or [NORMAL] * len(tokens))
+        tokens = field.list_of("tokenizer.ggml.tokens", str)
+        merges = field.list_of("tokenizer.ggml.merges", str)
+        types = field.list_of("tokenizer.ggml.token_type", int, default=[NORMAL] * len(tokens))
         if len(types) != len(tokens):
             raise WeightFileError(
                 f"{source}: tokenizer.ggml.token_type has {len(types)} entries, expected {len(tokens)} "
@@ -155,23 +160,22 @@ class Tokenizer:
         vocab = {_byte_spelling(t, alphabet): i for i, t in enumerate(tokens)}
         if len(vocab) != len(tokens):
             raise WeightFileError(f"{source}: tokenizer.ggml.tokens has repeated tokens")
-        backend = _bpe(
-            vocab, _split_merges(merges, source), PRE_TOKENIZER_SPLITS.get(meta.get("tokenizer.ggml.pre"))
-        )
+        pre = field.scalar("tokenizer.ggml.pre", str, None)
+        backend = _bpe(vocab, _split_merges(merges, source), PRE_TOKENIZER_SPLITS.get(pre), source)
         # Control tokens written outside the byte alphabet are llama.cpp mislabels (transformers skips them).
         backend.add_special_tokens(
-            [_added(t, True) for t, k in zip(tokens, types) if k == CONTROL and set(t) <= alphabet]
+            [_added(t, True) for t, k in zip(tokens, types) if k == CONTROL and t and set(t) <= alphabet]
         )
         backend.add_tokens(
-            [_added(t, False) for t, k in zip(tokens, types) if k == USER_DEFINED and t in vocab]
+            [_added(t, False) for t, k in zip(tokens, types) if k == USER_DEFINED and t and t in vocab]
         )
         return cls(
             backend,
-            bos_id=meta.get("tokenizer.ggml.bos_token_id"),
-            eos_id=meta.get("tokenizer.ggml.eos_token_id"),
-            add_bos=bool(meta.get("tokenizer.ggml.add_bos_token", False)),
-            add_eos=bool(meta.get("tokenizer.ggml.add_eos_token", False)),
-            chat_template=meta.get("tokenizer.chat_template"),
+            bos_id=field.scalar("tokenizer.ggml.bos_token_id", int, None),
+            eos_id=field.scalar("tokenizer.ggml.eos_token_id", int, None),
+            add_bos=field.scalar("tokenizer.ggml.add_bos_token", bool, False),
+            add_eos=field.scalar("tokenizer.ggml.add_eos_token", bool, False),
+            chat_template=field.scalar("tokenizer.chat_template", str, None),
             source=source,
         )
 
@@ -197,7 +201,7 @@ class Tokenizer:
             vocab = _read_json(folder / "vocab.json")
             lines = (folder / "merges.txt").read_text(encoding="utf-8").splitlines()
             merges = [m for m in lines if m and not m.startswith("#version")]
-            backend = _bpe(vocab, _split_merges(merges, str(folder / "merges.txt")), None)
+            backend = _bpe(vocab, _split_merges(merges, str(folder / "merges.txt")), None, str(folder))
             backend.add_special_tokens([_added("<|endoftext|>", True)] if "<|endoftext|>" in vocab else [])
         else:
             raise WeightFileError(f"{folder}: no tokenizer.json, nor vocab.json and merges.txt")
@@ -213,9 +217,24 @@ class Tokenizer:
     # text <-> ids ------------------------------------------------------------------------------------
 
     def encode(self, text: str, add_special: bool = True) -> list[int]:
-        """Token ids of `text`; with `add_special`, BOS/EOS around them when the model asks for them."""
+        """Token ids of `text`; with `add_special`, BOS/EOS around them when the model asks for them.
+        Text with a byte the vocabulary has no token for is refused (BPE would drop it silently)."""
         if not isinstance(text, str):
             raise TypeError(f"encode takes a str, got {type(text).__name__}")
+        name = self.source or "this tokenizer"
+        try:
+            raw = text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ValueError(
+                f"{name}: the text has {text[e.start]!r} at character {e.start}, a lone surrogate: not "
+                "Unicode text"
+            ) from None
+        if self._unspellable and len(raw.translate(None, self._unspellable)) != len(raw):
+            i, char = next((i, c) for i, c in enumerate(text) if set(c.encode()) & set(self._unspellable))
+            raise WeightFileError(  # the file's vocabulary lacks a byte
+                f"{name}: the vocabulary has no token for a byte of {char!r} (character {i} of the text), "
+                "so the text cannot be encoded"
+            )
         ids = self.backend.encode(text, add_special_tokens=False).ids
         if add_special and self.add_bos and self.bos_id is not None:
             ids.insert(0, self.bos_id)
@@ -253,21 +272,16 @@ class Tokenizer:
         for m in messages:
             if not (isinstance(m, Mapping) and isinstance(m.get("role"), str) and "content" in m):
                 raise ValueError(f"a chat message is a dict with 'role' and 'content', got {m!r}")
-        import jinja2
-
         if self._template is None:
-            self._template = _compile_template(self.chat_template)
+            self._template = ChatTemplate(self.chat_template, self.source)
         names = {"bos_token": self.bos_id, "eos_token": self.eos_id}
         tokens = {k: self._bytes[i].decode("utf-8", "replace") for k, i in names.items() if i is not None}
-        try:
-            return self._template.render(
-                messages=[dict(m) for m in messages],
-                add_generation_prompt=add_generation_prompt,
-                **tokens,
-                **extra,
-            )
-        except jinja2.TemplateError as e:
-            raise ValueError(f"the chat template failed: {e}") from None
+        return self._template.render(
+            messages=[dict(m) for m in messages],
+            add_generation_prompt=add_generation_prompt,
+            **tokens,
+            **extra,
+        )
 
 
 class StreamDecoder:
@@ -288,12 +302,55 @@ class StreamDecoder:
         return self._utf8.decode(b"", final=True)
 
 
+class _Fields:
+    """The tokenizer's metadata fields, each checked for its type (a WeightFileError names the field)."""
+
+    def __init__(self, gguf: GGUFFile) -> None:
+        self.gguf = gguf
+
+    def _refuse(self, key: str, what: str, expected: str) -> WeightFileError:
+        return WeightFileError(f"{self.gguf.path}: {key} is {what}, expected {expected}")
+
+    def scalar(self, key: str, kind: type, default: Any) -> Any:
+        value = self.gguf.metadata.get(key, default)
+        if value is default or _is(value, kind):
+            return value
+        raise self._refuse(key, f"{value!r:.60} ({_a(type(value))})", _a(kind))
+
+    def list_of(self, key: str, kind: type, default: list | None = None) -> list:
+        value = self.gguf.require(key) if default is None else self.gguf.metadata.get(key, default)
+        if not isinstance(value, list | tuple):
+            raise self._refuse(key, _a(type(value)), f"an array of {kind.__name__}s")
+        for i, item in enumerate(value):
+            if not _is(item, kind):
+                raise self._refuse(
+                    key,
+                    f"an array whose entry {i} is {item!r:.60} ({_a(type(item))})",
+                    f"{kind.__name__}s",
+                )
+        return list(value)
+
+
+def _a(kind: type) -> str:
+    return f"{'an' if kind.__name__[0] in 'aeiou' else 'a'} {kind.__name__}"
+
+
+def _is(value: Any, kind: type) -> bool:
+    """isinstance, except that a bool is not an int here (GGUF stores them apart)."""
+    return isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
+
+
 def _added(content: str, special: bool) -> AddedToken:
     return AddedToken(content, normalized=False, special=special)
 
 
-def _bpe(vocab: dict[str, int], merges: list[tuple[str, str]], split: str | None) -> _Backend:
-    backend = _Backend(models.BPE(vocab=vocab, merges=merges))
+def _bpe(vocab: dict[str, int], merges: list[tuple[str, str]], split: str | None, source: str) -> _Backend:
+    try:
+        backend = _Backend(models.BPE(vocab=vocab, merges=merges))
+    except Exception as e:  # the library's own message (a merge of tokens the vocabulary lacks)
+        raise WeightFileError(
+            f"{source}: cannot build a BPE tokenizer of its tokens and merges: {e}"
+        ) from None
     if split is None:
         backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     else:
@@ -320,35 +377,3 @@ def _read_json(path: Path) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise WeightFileError(f"{path}: cannot read it as JSON: {e}") from None
-
-
-def _compile_template(source: str) -> Any:
-    """The template in jinja2's immutable sandbox, with the helpers chat templates use (as transformers)."""
-    import jinja2
-    import jinja2.ext
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    def raise_exception(message: str) -> None:
-        raise jinja2.TemplateError(message)
-
-    def tojson(
-        x: Any,
-        ensure_ascii: bool = False,
-        indent: Any = None,
-        separators: Any = None,
-        sort_keys: bool = False,
-    ):
-        return json.dumps(
-            x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys
-        )
-
-    env = ImmutableSandboxedEnvironment(
-        trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols]
-    )
-    env.filters["tojson"] = tojson
-    env.globals["raise_exception"] = raise_exception
-    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
-    try:
-        return env.from_string(source)
-    except jinja2.TemplateSyntaxError as e:
-        raise ValueError(f"the chat template does not parse: {e}") from None
