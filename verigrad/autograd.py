@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -56,20 +57,36 @@ def inference_mode(mode: bool = True) -> contextlib.AbstractContextManager[None]
 
 
 class set_grad_enabled(contextlib.ContextDecorator):
-    """Turn gradient recording on or off: as a call, from here on; as a context manager or a decorator,
-    for its block, then back to what it was."""
+    """Turn gradient recording on or off in this thread: as a call, from here on; as a context manager or
+    a decorator, for its block, then back to what it was (decorating changes nothing, as PyTorch's).
+
+    Grad mode is each thread's own (`modes.LOCAL`): a block pushes onto this thread's grad stack and
+    pops, so one instance may decorate a function that several threads run at once."""
 
     def __init__(self, mode: bool) -> None:
-        grad = modes.LOCAL.grad
-        self.previous = grad[-1]
-        grad[-1] = bool(mode)
         self.mode = bool(mode)
+        grad = modes.LOCAL.grad
+        self._call: tuple[int, bool] | None = (threading.get_ident(), grad[-1])  # the call's, to undo
+        grad[-1] = self.mode
+
+    def _undo_call(self) -> None:
+        """Put back what the call (`__init__`) changed where this thread made it: `with
+        set_grad_enabled(m):` and `@set_grad_enabled(m)` act for their block alone."""
+        call = self._call
+        if call is not None and call[0] == threading.get_ident():
+            self._call = None
+            modes.LOCAL.grad[-1] = call[1]
 
     def __enter__(self) -> None:
-        modes.LOCAL.grad[-1] = self.mode
+        self._undo_call()
+        modes.LOCAL.grad.append(self.mode)
 
     def __exit__(self, *exc: object) -> None:
-        modes.LOCAL.grad[-1] = self.previous
+        modes.LOCAL.grad.pop()
+
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        self._undo_call()
+        return super().__call__(fn)
 
 
 class Node:

@@ -1,0 +1,223 @@
+"""Threads: grad mode, the mode and backend stacks, tracing, the compile caches, plans and their replay,
+nn.Module's call stack, the RNG and the C thread pool, each used by several Python threads at once.
+
+Each race runs its workers behind a `threading.Barrier` (so that their first calls meet) and asserts the
+bits of every result equal a run of the same work in one thread, with no exception.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import verigrad
+from verigrad import modes, nn
+from verigrad.backends import cpu
+
+THREADS = 4
+ROUNDS = 100  # rounds of the cheap races (eager training and inference)
+COMPILE_ROUNDS = 12  # rounds whose first calls trace and plan (tens of milliseconds each)
+
+needs_cc = pytest.mark.skipif(not cpu.available(), reason="the cpu backend could not be built here")
+BACKEND = "cpu" if cpu.available() else "reference"  # its C kernels, thread pool and replay where built
+
+
+@pytest.fixture(autouse=True)
+def _frequent_switches():
+    """Threads take turns every 20 us instead of 5 ms, so that a race shows in a few rounds; and a test
+    that fails midway leaves this thread's grad mode on for the next."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(2e-5)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(interval)
+        modes.LOCAL.grad[:] = [True]
+
+
+def _race(workers: list[Callable[[], Any]], backend: str | None = BACKEND) -> list[Any]:
+    """Each worker in a thread of its own on `backend`, started together behind a barrier; their results
+    in order. An exception in any worker fails the test with that worker's traceback."""
+    barrier = threading.Barrier(len(workers))
+    results: list[Any] = [None] * len(workers)
+    errors: list[BaseException] = []
+
+    def run(k: int) -> None:
+        try:
+            barrier.wait()
+            with verigrad.backend(backend) if backend else contextlib.nullcontext():
+                results[k] = workers[k]()
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(len(workers))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
+def _bits(t: Any) -> bytes:
+    return np.ascontiguousarray(t.numpy() if isinstance(t, verigrad.Tensor) else t).tobytes()
+
+
+# small models, made from NumPy arrays (the default generator is shared: drawing from it in several
+# threads would give each model weights that depend on the threads' order) ---------------------------
+def _mlp(seed: int) -> nn.Module:
+    rng = np.random.default_rng(seed)
+    model = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3))
+    state = {k: rng.standard_normal(v.shape).astype(np.float32) * 0.3 for k, v in model.state_dict().items()}
+    model.load_state_dict({k: verigrad.from_numpy(v) for k, v in state.items()})
+    return model
+
+
+def _batch(seed: int, n: int = 8) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(100 + seed)
+    return rng.standard_normal((n, 6)).astype(np.float32), rng.integers(0, 3, n)
+
+
+def _weights(model: nn.Module) -> dict[str, bytes]:
+    return {k: _bits(v) for k, v in model.state_dict().items()}
+
+
+def _train_eager(seed: int, optimizer: str = "adam", steps: int = 3) -> dict[str, bytes]:
+    """Its own model trained eagerly (grad mode on: this thread records while others do not)."""
+    model = _mlp(seed)
+    opt = (verigrad.optim.Adam if optimizer == "adam" else verigrad.optim.SGD)(model.parameters(), lr=0.05)
+    loss_fn = nn.CrossEntropyLoss()
+    x, y = _batch(seed)
+    for _ in range(steps):
+        loss = loss_fn(model(verigrad.from_numpy(x)), verigrad.from_numpy(y))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return _weights(model)
+
+
+def _infer(model: nn.Module, x: np.ndarray, how: str) -> bytes:
+    """model(x) under no_grad or inference_mode: no history, and grad mode back on after."""
+    context = verigrad.no_grad() if how == "no_grad" else verigrad.inference_mode()
+    with context:
+        assert not verigrad.is_grad_enabled()
+        out = model(verigrad.from_numpy(x))
+    assert verigrad.is_grad_enabled()
+    assert not out.requires_grad and out.grad_fn is None
+    return _bits(out)
+
+
+# grad mode ---------------------------------------------------------------------------------------
+def test_grad_mode_is_per_thread():
+    """no_grad in one thread leaves grad mode on in another (PyTorch keeps grad mode per thread)."""
+    inside, go_on = threading.Event(), threading.Event()
+    seen = []
+
+    def quiet():
+        with verigrad.no_grad():
+            inside.set()
+            go_on.wait(5)
+
+    def records():
+        inside.wait(5)
+        w = verigrad.ones(3, requires_grad=True)
+        seen.append((verigrad.is_grad_enabled(), (w * 2).requires_grad))
+        go_on.set()
+
+    _race([quiet, records])
+    assert seen == [(True, True)]
+
+
+def test_set_grad_enabled_as_a_function_sets_this_thread_alone():
+    seen = []
+
+    def off():
+        verigrad.set_grad_enabled(False)
+        seen.append(("off", verigrad.is_grad_enabled()))
+
+    def on():
+        seen.append(("on", verigrad.is_grad_enabled()))
+
+    threading.Thread(target=off).start()
+    for t in threading.enumerate():
+        if t is not threading.current_thread():
+            t.join()
+    _race([on])
+    assert sorted(seen) == [("off", False), ("on", True)]
+    assert verigrad.is_grad_enabled()
+
+
+def test_set_grad_enabled_as_a_context_manager_and_as_a_decorator():
+    """As PyTorch's: a block restores what was before it; decorating does not change grad mode."""
+    with verigrad.set_grad_enabled(False):
+        assert not verigrad.is_grad_enabled()
+    assert verigrad.is_grad_enabled()
+
+    @verigrad.set_grad_enabled(False)
+    def quiet():
+        return verigrad.is_grad_enabled()
+
+    assert verigrad.is_grad_enabled()  # decorating changed nothing
+    assert quiet() is False
+    assert verigrad.is_grad_enabled()
+    with verigrad.no_grad():
+        assert quiet() is False
+        assert not verigrad.is_grad_enabled()  # the call put back what it found
+        with verigrad.enable_grad():
+            assert quiet() is False
+            assert verigrad.is_grad_enabled()
+
+
+@pytest.mark.parametrize(
+    "make", [verigrad.no_grad, verigrad.inference_mode, lambda: verigrad.set_grad_enabled(False)]
+)
+def test_one_grad_mode_instance_decorates_a_function_called_from_several_threads(make):
+    """One instance as a decorator, its function called by several threads at once, some with grad mode
+    on and some under no_grad: each thread's grad mode inside is off, and after it what it was before."""
+    decorator = make()
+
+    @decorator
+    def inside(pause: threading.Barrier) -> bool:
+        pause.wait(5)  # every thread inside at once
+        return verigrad.is_grad_enabled()
+
+    pause = threading.Barrier(THREADS)
+
+    def call(k: int) -> tuple[bool, bool]:
+        if k % 2:
+            with verigrad.no_grad():
+                return inside(pause), verigrad.is_grad_enabled()
+        return inside(pause), verigrad.is_grad_enabled()
+
+    for _ in range(10):
+        assert _race([lambda k=k: call(k) for k in range(THREADS)]) == [
+            (False, k % 2 == 0) for k in range(THREADS)
+        ]
+    assert verigrad.is_grad_enabled()
+
+
+# eager training and inference at once -----------------------------------------------------------------
+def test_training_while_other_threads_infer_under_no_grad_and_inference_mode():
+    """Thread 0 trains its model with Adam, thread 1 with SGD; threads 2 and 3 run another model under
+    no_grad and inference_mode: the weights and outputs are the bits of a run in one thread, every round
+    (before grad mode was per thread, a no_grad elsewhere turned recording off mid-step: an error, or
+    once in 8 the weights trained without a gradient and no error)."""
+    model = _mlp(9)
+    x, _ = _batch(9, 16)
+    workers = [
+        lambda: _train_eager(0, "adam"),
+        lambda: _train_eager(1, "sgd"),
+        lambda: _infer(model, x, "no_grad"),
+        lambda: _infer(model, x, "inference"),
+    ]
+    with verigrad.backend(BACKEND):
+        expected = [work() for work in workers]
+    for _ in range(ROUNDS):
+        assert _race(workers) == expected
