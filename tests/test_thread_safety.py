@@ -19,6 +19,7 @@ import pytest
 import verigrad
 from verigrad import modes, nn
 from verigrad.backends import cpu
+from verigrad.cli.trainer import training_step
 
 THREADS = 4
 ROUNDS = 100  # rounds of the cheap races (eager training and inference)
@@ -221,3 +222,51 @@ def test_training_while_other_threads_infer_under_no_grad_and_inference_mode():
         expected = [work() for work in workers]
     for _ in range(ROUNDS):
         assert _race(workers) == expected
+
+
+# compiled steps -------------------------------------------------------------------------------------
+def _compiled_training(seed: int, runs: int) -> dict[str, bytes]:
+    """Its own model and its own compiled step, run `runs` times (past the replay's recording)."""
+    model = _mlp(seed)
+    opt = verigrad.optim.Adam(model.parameters(), lr=0.05)
+    step = verigrad.compile(training_step(model, opt, nn.CrossEntropyLoss()))
+    x, y = _batch(seed)
+    for _ in range(runs):
+        step(x, y)
+    return _weights(model)
+
+
+@needs_cc
+def test_first_calls_of_compiled_training_steps_race():
+    """Each thread traces, plans, records and replays its own compiled step at the same time as the
+    others (before, two threads making the first calls of their own steps failed 7 times in 9)."""
+    runs = 12  # past Plan.replay_after: each records its calls and replays them
+    with verigrad.backend(BACKEND):
+        expected = [_compiled_training(k, runs) for k in range(THREADS)]
+    for _ in range(COMPILE_ROUNDS):
+        assert _race([lambda k=k: _compiled_training(k, runs) for k in range(THREADS)]) == expected
+
+
+@needs_cc
+def test_one_compiled_inference_function_called_by_several_threads():
+    """Several threads make the first calls of one compiled function at once, then keep calling it
+    (its plan runs, records its calls and replays while the others run it): every output is the bits
+    of one thread's; it traced once and planned once."""
+    model = _mlp(5)
+    xs = [_batch(k, 8)[0] for k in range(THREADS)]
+
+    def forward(x):
+        with verigrad.no_grad():
+            return model(x).softmax(-1)
+
+    with verigrad.backend(BACKEND):
+        expected = [_bits(forward(verigrad.from_numpy(x))) for x in xs]
+    for _ in range(COMPILE_ROUNDS):
+        shared = verigrad.compile(forward)
+
+        def calls(k: int, shared=shared) -> list[bytes]:
+            return [_bits(shared(xs[k])) for _ in range(12)]
+
+        results = _race([lambda k=k: calls(k) for k in range(THREADS)])
+        assert results == [[e] * 12 for e in expected]
+        assert shared.stats()["traces"] == 1 and shared.stats()["plans"] == 1
