@@ -270,3 +270,35 @@ def test_one_compiled_inference_function_called_by_several_threads():
         results = _race([lambda k=k: calls(k) for k in range(THREADS)])
         assert results == [[e] * 12 for e in expected]
         assert shared.stats()["traces"] == 1 and shared.stats()["plans"] == 1
+
+
+# the rest of the per-thread state ---------------------------------------------------------------------
+def test_a_backend_block_in_one_thread_leaves_the_others_on_theirs():
+    """`verigrad.backend(name)` in one thread does not change another's kernels (this test runs inside
+    conftest's `backend("reference")` block: a new thread starts on the process default, cpu)."""
+    inside, go_on = threading.Event(), threading.Event()
+    seen = []
+
+    def other():
+        with verigrad.backend("reference"):
+            inside.set()
+            go_on.wait(5)
+            seen.append(("other", verigrad.get_backend().name))
+
+    def this():
+        inside.wait(5)
+        seen.append(("this", verigrad.get_backend().name, (verigrad.ones(2) + 1).numpy().tolist()))
+        go_on.set()
+
+    _race([other, this], backend=None)
+    assert sorted(seen) == [("other", "reference"), ("this", "cpu", [2.0, 2.0])]
+    assert verigrad.get_backend().name == "reference"
+
+
+def test_set_backend_sets_the_default_every_thread_starts_from():
+    try:
+        verigrad.set_backend("reference")
+        assert _race([lambda: verigrad.get_backend().name] * 2, backend=None) == ["reference"] * 2
+    finally:
+        verigrad.set_backend("cpu")
+    assert _race([lambda: verigrad.get_backend().name], backend=None) == ["cpu"]
