@@ -302,3 +302,26 @@ def test_set_backend_sets_the_default_every_thread_starts_from():
     finally:
         verigrad.set_backend("cpu")
     assert _race([lambda: verigrad.get_backend().name], backend=None) == ["cpu"]
+
+
+def test_module_call_stack_is_per_thread():
+    """A ShapeError in a layer names the layer by its path from the outermost module of its own thread,
+    while other threads are inside modules of their own."""
+    bad = nn.Sequential(nn.Linear(4, 3), nn.Linear(5, 2))
+    good = _mlp(2)
+    x4 = verigrad.zeros(2, 4)
+    x6 = verigrad.zeros(2, 6)
+
+    def fails() -> str:
+        with pytest.raises(verigrad.ShapeError) as info:
+            bad(x4)
+        return str(info.value)
+
+    def runs() -> str:
+        for _ in range(20):
+            good(x6)
+        return "ok"
+
+    message = fails()
+    for _ in range(ROUNDS // 4):
+        assert _race([fails, runs, fails, runs]) == [message, "ok", message, "ok"]
