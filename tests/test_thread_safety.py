@@ -325,3 +325,36 @@ def test_module_call_stack_is_per_thread():
     message = fails()
     for _ in range(ROUNDS // 4):
         assert _race([fails, runs, fails, runs]) == [message, "ok", message, "ok"]
+
+
+def test_draws_from_the_default_generator_are_atomic():
+    """Threads drawing from the shared default generator at once get the numbers one thread would draw
+    (in some order): none twice, none lost."""
+    draws = 500
+    verigrad.manual_seed(11)
+    one = sorted(verigrad.randint(0, 2**62, (1,)).item() for _ in range(THREADS * draws))
+    verigrad.manual_seed(11)
+    got = _race([lambda: [verigrad.randint(0, 2**62, (1,)).item() for _ in range(draws)]] * THREADS)
+    assert sorted(v for part in got for v in part) == one
+
+
+@needs_cc
+def test_the_c_thread_pool_serves_several_python_threads_at_once():
+    """Products large enough to split over the pool, from several Python threads at once (vg_call lets
+    go of the GIL during a kernel): every result has the bits of one thread's."""
+    rng = np.random.default_rng(3)
+    pairs = [
+        (verigrad.from_numpy(rng.standard_normal((96, 128)).astype(np.float32)),
+         verigrad.from_numpy(rng.standard_normal((128, 80)).astype(np.float32)))
+        for _ in range(THREADS)
+    ]  # fmt: skip
+    before = verigrad.get_threads()
+    verigrad.set_threads(2)
+    try:
+        with verigrad.backend(BACKEND):
+            expected = [_bits(a @ b) for a, b in pairs]
+        for _ in range(ROUNDS // 4):
+            got = _race([lambda a=a, b=b: [_bits(a @ b) for _ in range(10)] for a, b in pairs])
+            assert got == [[e] * 10 for e in expected]
+    finally:
+        verigrad.set_threads(before)
