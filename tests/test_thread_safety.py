@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from fresh_process import run_python
 
 import verigrad
 from verigrad import modes, nn
@@ -302,6 +303,32 @@ def test_set_backend_sets_the_default_every_thread_starts_from():
     finally:
         verigrad.set_backend("cpu")
     assert _race([lambda: verigrad.get_backend().name], backend=None) == ["cpu"]
+
+
+LOAD_RACE = """
+import threading
+from verigrad.backends import cpu
+barrier = threading.Barrier(4)
+seen = []
+def ask():
+    barrier.wait()
+    seen.append(cpu.available())
+threads = [threading.Thread(target=ask) for _ in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(seen)
+"""
+
+
+@needs_cc
+def test_threads_asking_for_the_cpu_backend_while_it_loads_wait_for_it():
+    """In a fresh process, 4 threads ask for the cpu backend at once: one loads its library and registers
+    its kernels, the others wait (they were told it was unavailable: 3 in 4, every time)."""
+    done = run_python(LOAD_RACE)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[-2] == str([True] * 4)
 
 
 def test_module_call_stack_is_per_thread():
