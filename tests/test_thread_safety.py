@@ -138,20 +138,21 @@ def test_grad_mode_is_per_thread():
 
 
 def test_set_grad_enabled_as_a_function_sets_this_thread_alone():
+    turned_off, checked = threading.Event(), threading.Event()
     seen = []
 
     def off():
         verigrad.set_grad_enabled(False)
+        turned_off.set()
+        checked.wait(5)
         seen.append(("off", verigrad.is_grad_enabled()))
 
     def on():
+        turned_off.wait(5)
         seen.append(("on", verigrad.is_grad_enabled()))
+        checked.set()
 
-    threading.Thread(target=off).start()
-    for t in threading.enumerate():
-        if t is not threading.current_thread():
-            t.join()
-    _race([on])
+    _race([off, on])
     assert sorted(seen) == [("off", False), ("on", True)]
     assert verigrad.is_grad_enabled()
 
