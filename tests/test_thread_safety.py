@@ -21,6 +21,8 @@ import verigrad
 from verigrad import modes, nn
 from verigrad.backends import cpu
 from verigrad.cli.trainer import training_step
+from verigrad.ir import replay, steps
+from verigrad.ir.plan import Plan
 
 THREADS = 4
 ROUNDS = 100  # rounds of the cheap races (eager training and inference)
@@ -272,6 +274,66 @@ def test_one_compiled_inference_function_called_by_several_threads():
         results = _race([lambda k=k: calls(k) for k in range(THREADS)])
         assert results == [[e] * 12 for e in expected]
         assert shared.stats()["traces"] == 1 and shared.stats()["plans"] == 1
+
+
+@needs_cc
+def test_a_recording_is_not_cut_short_by_another_threads(monkeypatch):
+    """Thread A's plan records its calls (ir/replay.py); after its first step it gives thread B half a
+    second to start recording its own plan (vg_call keeps one tape: B's recording took A's later calls
+    off A's tape, which then ran in Python). Each plan records every step, as it does alone."""
+    rng = np.random.default_rng(8)
+    w1, w2 = (verigrad.from_numpy(rng.standard_normal(s).astype(np.float32)) for s in ((256, 128), (128, 64)))
+    x = rng.standard_normal((64, 256)).astype(np.float32)
+
+    def compiled():
+        return verigrad.compile(lambda x: ((x @ w1).tanh() @ w2).relu().sum(-1))
+
+    def recorded(fn: Any) -> Any:
+        (plan,) = fn._plans.values()
+        return plan._replay
+
+    monkeypatch.setattr(Plan, "replay", True)
+    with verigrad.backend("cpu"):
+        alone = compiled()
+        expected = [_bits(alone(x)) for _ in range(Plan.replay_after + 3)]
+    kinds = recorded(alone).kinds
+    assert replay.REPLAY in kinds
+    a, b = compiled(), compiled()
+    a_recording, b_recording = threading.Event(), threading.Event()
+    recording, kernel_for = cpu.cpu.recording, steps.recording_kernel
+
+    @contextlib.contextmanager
+    def noted(tape: Any) -> Any:
+        with recording(tape):
+            (a_recording if threading.current_thread().name == "A" else b_recording).set()
+            yield
+
+    def slowed(step: Any, fixed: Any) -> Any:
+        if threading.current_thread().name == "A":
+            b_recording.wait(0.5)  # B starts recording now, unless it must wait for A's to end
+        return kernel_for(step, fixed)
+
+    monkeypatch.setattr(cpu.cpu, "recording", noted)
+    monkeypatch.setattr(replay, "recording_kernel", slowed)
+    with verigrad.backend("cpu"):
+        for _ in range(Plan.replay_after):
+            a(x), b(x)
+    results: dict[str, list[bytes]] = {}
+
+    def run(fn: Any, name: str) -> None:
+        with verigrad.backend("cpu"):
+            results[name] = [_bits(fn(x)) for _ in range(3)]
+
+    threads = [threading.Thread(target=run, args=(fn, name), name=name) for fn, name in ((a, "A"), (b, "B"))]
+    threads[0].start()
+    assert a_recording.wait(5)
+    threads[1].start()
+    for t in threads:
+        t.join()
+    assert results == {"A": expected[-3:], "B": expected[-3:]}
+    for fn in (a, b):  # without the lock, A's steps after the first ran in Python: it gave up replaying
+        found = recorded(fn)
+        assert isinstance(found, replay.Replay) and found.kinds == kinds, found
 
 
 # the rest of the per-thread state ---------------------------------------------------------------------
