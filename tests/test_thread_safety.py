@@ -252,6 +252,35 @@ def test_first_calls_of_compiled_training_steps_race():
 
 
 @needs_cc
+def test_one_compiled_training_step_called_by_several_threads_applies_every_step():
+    """4 threads call one compiled step of one model on one batch, 6 times each: the weights are those
+    of 24 steps in one thread (a run's updates are written back before the next run of the plan reads
+    them: no step lost)."""
+    x, y = _batch(3)
+
+    def setup() -> tuple[nn.Module, Any]:
+        model = _mlp(3)
+        opt = verigrad.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        return model, verigrad.compile(training_step(model, opt, nn.CrossEntropyLoss()))
+
+    with verigrad.backend(BACKEND):
+        model, step = setup()
+        for _ in range(THREADS * 6):
+            step(x, y)
+    expected = _weights(model)
+    for _ in range(COMPILE_ROUNDS):
+        model, step = setup()
+
+        def calls(step=step) -> None:
+            for _ in range(6):
+                step(x, y)
+
+        _race([calls] * THREADS)
+        assert _weights(model) == expected
+        assert step.stats()["hits"] == THREADS * 6 - 1
+
+
+@needs_cc
 def test_one_compiled_inference_function_called_by_several_threads():
     """Several threads make the first calls of one compiled function at once, then keep calling it
     (its plan runs, records its calls and replays while the others run it): every output is the bits

@@ -65,7 +65,8 @@ class Compiled:
     require grad, the function simply runs (so it composes with `trace`, `grad` and `check`).
 
     Threads may call it at once: a lock of its own makes one trace per signature and one plan per
-    binding (the others wait for it), and a plan runs one call at a time (`Plan.run`).
+    binding (the others wait for it), and a plan runs one call at a time, its updates written back before
+    the next (`Plan.run`): threads calling one training step on one model apply every step, in turn.
     """
 
     def __init__(self, fn: Callable[..., Any], specs: tuple[Spec, ...] | None = None, optimize: bool = True):
@@ -167,12 +168,13 @@ class Compiled:
         plan = self._seen.get(seen)
         if plan is None:
             plan = self._plan(program, args, seen, layouts, backend)
-        outputs, updates = plan.run(arrays + captured)
-        if updates:
-            targets = self._captured_by_name(program)
-            if any(name not in targets for name in updates):  # arguments the function wrote into
-                targets = {**targets, **{v.name: a for v, a in zip(program.inputs, args)}}
-            _write_back(targets, updates)
+        with plan.lock:  # and the write-back: another thread's run of the plan reads the updates
+            outputs, updates = plan.run_locked(arrays + captured)
+            if updates:
+                targets = self._captured_by_name(program)
+                if any(name not in targets for name in updates):  # arguments the function wrote into
+                    targets = {**targets, **{v.name: a for v, a in zip(program.inputs, args)}}
+                _write_back(targets, updates)
         results = [Tensor(Spec(o.shape, v.spec.dtype), o) for o, v in zip(outputs, program.outputs)]
         return unflatten(tree, iter(results))
 
