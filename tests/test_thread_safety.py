@@ -180,6 +180,28 @@ def test_set_grad_enabled_as_a_context_manager_and_as_a_decorator():
             assert verigrad.is_grad_enabled()
 
 
+def test_grad_modes_decorate_without_their_call():
+    """As PyTorch's: `@no_grad`, `@enable_grad` and `@inference_mode` decorate without the call (the name
+    was bound to a no_grad object: calling it returned a wrapper and ran nothing, or raised), and
+    `@inference_mode(False)` leaves grad mode as it is; anything else is refused by name."""
+
+    def grad_mode() -> bool:
+        return verigrad.is_grad_enabled()
+
+    quiet, kept = verigrad.no_grad(grad_mode), verigrad.inference_mode(False)(grad_mode)
+    inference, enabled = verigrad.inference_mode(grad_mode), verigrad.enable_grad(grad_mode)
+    assert (quiet(), inference(), kept(), enabled()) == (False, False, True, True)
+    with verigrad.no_grad():
+        assert (kept(), enabled(), verigrad.is_grad_enabled()) == (False, True, False)
+    assert verigrad.is_grad_enabled()
+    with pytest.raises(
+        TypeError, match="inference_mode takes a bool \\(mode\\) or a function to decorate, got int 1"
+    ):
+        verigrad.inference_mode(1)
+    with pytest.raises(TypeError, match="no_grad takes a function to decorate, or nothing, got str 'x'"):
+        verigrad.no_grad("x")
+
+
 @pytest.mark.parametrize(
     "make", [verigrad.no_grad, verigrad.inference_mode, lambda: verigrad.set_grad_enabled(False)]
 )

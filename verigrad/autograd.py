@@ -38,7 +38,12 @@ class _grad_mode(contextlib.ContextDecorator):
 
 
 class no_grad(contextlib.ContextDecorator):
-    """Ops inside record no gradient history (as a context manager or a decorator)."""
+    """Ops inside record no gradient history (as a context manager or a decorator, `@no_grad()` or
+    `@no_grad` as PyTorch's)."""
+
+    def __new__(cls, fn: Callable[..., Any] | None = None) -> Any:
+        self = super().__new__(cls)
+        return self if fn is None else _decorate(self, fn, "no_grad takes a function to decorate, or nothing")
 
     def __enter__(self) -> None:
         modes.LOCAL.grad.append(False)
@@ -47,13 +52,37 @@ class no_grad(contextlib.ContextDecorator):
         modes.LOCAL.grad.pop()
 
 
-def enable_grad() -> contextlib.AbstractContextManager[None]:
-    return _grad_mode(True)
+def enable_grad(fn: Callable[..., Any] | None = None) -> Any:
+    """Grad mode on inside the block (as a context manager or a decorator, with or without the call)."""
+    if fn is None:
+        return _grad_mode(True)
+    return _decorate(_grad_mode(True), fn, "enable_grad takes a function to decorate, or nothing")
 
 
-def inference_mode(mode: bool = True) -> contextlib.AbstractContextManager[None]:
-    """PyTorch's inference_mode: no_grad (with mode=False, grad mode as it is)."""
-    return no_grad() if mode else contextlib.nullcontext()
+def inference_mode(mode: bool | Callable[..., Any] = True) -> Any:
+    """PyTorch's inference_mode: no_grad (with mode=False, grad mode as it is); `@inference_mode` decorates
+    too."""
+    if isinstance(mode, bool):
+        return no_grad() if mode else _grad_mode_kept()
+    return _decorate(no_grad(), mode, "inference_mode takes a bool (mode) or a function to decorate")
+
+
+class _grad_mode_kept(contextlib.ContextDecorator):
+    """A block (or decorated function) that leaves grad mode as it is: `inference_mode(False)`."""
+
+    def __enter__(self) -> None:
+        pass
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def _decorate(mode: contextlib.ContextDecorator, fn: Any, takes: str) -> Callable[..., Any]:
+    """`fn` run inside `mode` (a grad mode used as a decorator without its call: `@no_grad`); TypeError
+    saying what the grad mode `takes` where fn is not a function."""
+    if not callable(fn):
+        raise TypeError(f"{takes}, got {type(fn).__name__} {fn!r}")
+    return mode(fn)
 
 
 class set_grad_enabled(contextlib.ContextDecorator):
