@@ -178,7 +178,7 @@ def test_arguments_as_views_replay_with_their_own_strides(monkeypatch):
 
 
 def test_two_threads_run_one_compiled_function(monkeypatch):
-    """One run at a time replays (the fixed buffers are the plan's); the other runs in Python. On two
+    """The runs take turns (the plan's lock: its fixed buffers are one), each replaying. On two
     threads each (OpenBLAS too, outside verigrad's one-thread sections, which then overlap)."""
     monkeypatch.setattr(Plan, "replay", True)
     verigrad.set_threads(2)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -37,7 +38,12 @@ class _grad_mode(contextlib.ContextDecorator):
 
 
 class no_grad(contextlib.ContextDecorator):
-    """Ops inside record no gradient history (as a context manager or a decorator)."""
+    """Ops inside record no gradient history (as a context manager or a decorator, `@no_grad()` or
+    `@no_grad` as PyTorch's)."""
+
+    def __new__(cls, fn: Callable[..., Any] | None = None) -> Any:
+        self = super().__new__(cls)
+        return self if fn is None else _decorate(self, fn, "no_grad takes a function to decorate, or nothing")
 
     def __enter__(self) -> None:
         modes.LOCAL.grad.append(False)
@@ -46,30 +52,70 @@ class no_grad(contextlib.ContextDecorator):
         modes.LOCAL.grad.pop()
 
 
-def enable_grad() -> contextlib.AbstractContextManager[None]:
-    return _grad_mode(True)
+def enable_grad(fn: Callable[..., Any] | None = None) -> Any:
+    """Grad mode on inside the block (as a context manager or a decorator, with or without the call)."""
+    if fn is None:
+        return _grad_mode(True)
+    return _decorate(_grad_mode(True), fn, "enable_grad takes a function to decorate, or nothing")
 
 
-def inference_mode(mode: bool = True) -> contextlib.AbstractContextManager[None]:
-    """PyTorch's inference_mode: no_grad (with mode=False, grad mode as it is)."""
-    return no_grad() if mode else contextlib.nullcontext()
+def inference_mode(mode: bool | Callable[..., Any] = True) -> Any:
+    """PyTorch's inference_mode: no_grad (with mode=False, grad mode as it is); `@inference_mode` decorates
+    too."""
+    if isinstance(mode, bool):
+        return no_grad() if mode else _grad_mode_kept()
+    return _decorate(no_grad(), mode, "inference_mode takes a bool (mode) or a function to decorate")
+
+
+class _grad_mode_kept(contextlib.ContextDecorator):
+    """A block (or decorated function) that leaves grad mode as it is: `inference_mode(False)`."""
+
+    def __enter__(self) -> None:
+        pass
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def _decorate(mode: contextlib.ContextDecorator, fn: Any, takes: str) -> Callable[..., Any]:
+    """`fn` run inside `mode` (a grad mode used as a decorator without its call: `@no_grad`); TypeError
+    saying what the grad mode `takes` where fn is not a function."""
+    if not callable(fn):
+        raise TypeError(f"{takes}, got {type(fn).__name__} {fn!r}")
+    return mode(fn)
 
 
 class set_grad_enabled(contextlib.ContextDecorator):
-    """Turn gradient recording on or off: as a call, from here on; as a context manager or a decorator,
-    for its block, then back to what it was."""
+    """Turn gradient recording on or off in this thread: as a call, from here on; as a context manager or
+    a decorator, for its block, then back to what it was (decorating changes nothing, as PyTorch's).
+
+    Grad mode is each thread's own (`modes.LOCAL`): a block pushes onto this thread's grad stack and
+    pops, so one instance may decorate a function that several threads run at once."""
 
     def __init__(self, mode: bool) -> None:
-        grad = modes.LOCAL.grad
-        self.previous = grad[-1]
-        grad[-1] = bool(mode)
         self.mode = bool(mode)
+        grad = modes.LOCAL.grad
+        self._call: tuple[int, bool] | None = (threading.get_ident(), grad[-1])  # the call's, to undo
+        grad[-1] = self.mode
+
+    def _undo_call(self) -> None:
+        """Put back what the call (`__init__`) changed where this thread made it: `with
+        set_grad_enabled(m):` and `@set_grad_enabled(m)` act for their block alone."""
+        call = self._call
+        if call is not None and call[0] == threading.get_ident():
+            self._call = None
+            modes.LOCAL.grad[-1] = call[1]
 
     def __enter__(self) -> None:
-        modes.LOCAL.grad[-1] = self.mode
+        self._undo_call()
+        modes.LOCAL.grad.append(self.mode)
 
     def __exit__(self, *exc: object) -> None:
-        modes.LOCAL.grad[-1] = self.previous
+        modes.LOCAL.grad.pop()
+
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        self._undo_call()
+        return super().__call__(fn)
 
 
 class Node:

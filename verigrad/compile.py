@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -62,6 +63,10 @@ class Compiled:
     history; a function whose backward pass feeds nothing it returns or updates raises RuntimeError
     (its gradients would be lost). Called inside a trace, under `verigrad.abstract()`, or with arguments that
     require grad, the function simply runs (so it composes with `trace`, `grad` and `check`).
+
+    Threads may call it at once: a lock of its own makes one trace per signature and one plan per
+    binding (the others wait for it), and a plan runs one call at a time, its updates written back before
+    the next (`Plan.run`): threads calling one training step on one model apply every step, in turn.
     """
 
     def __init__(self, fn: Callable[..., Any], specs: tuple[Spec, ...] | None = None, optimize: bool = True):
@@ -81,7 +86,8 @@ class Compiled:
         self._layouts: dict[int, tuple[list, tuple]] = {}  # program -> its captured arrays, their layouts
         self._quick: dict[Any, tuple[Any, Any]] = {}  # argument shapes and dtypes -> _entry's answer
         self._captured: dict[int, dict[str, Tensor]] = {}  # program -> its captured tensors by name
-        self.counts = {"traces": 0, "plans": 0, "hits": 0}
+        self.counts = {"traces": 0, "plans": 0}  # hits: the plans' runs but their first (`stats`)
+        self._lock = threading.RLock()  # held while tracing and planning (`_traced` may call itself)
         functools.update_wrapper(self, fn, updated=())
 
     def program(self, *args: Any) -> Any:
@@ -113,6 +119,10 @@ class Compiled:
         return entry
 
     def _traced(self, args: tuple[Tensor, ...]) -> tuple[Any, Any]:
+        with self._lock:
+            return self._traced_locked(args)
+
+    def _traced_locked(self, args: tuple[Tensor, ...]) -> tuple[Any, Any]:
         specs = self.specs or _default_specs(args)
         key = tuple(specs)
         if key in self._needs_concrete:
@@ -125,7 +135,7 @@ class Compiled:
                 if self.specs is not None or all(is_concrete(s.shape) for s in specs):
                     raise
                 self._needs_concrete.add(key)  # the function needs concrete sizes: trace per size
-                return self._traced(args)
+                return self._traced_locked(args)
             self._programs[key] = entry
         if self.specs is not None and key not in self._needs_concrete:
             self._fixed = entry
@@ -157,6 +167,26 @@ class Compiled:
         seen = (id(program), backend.name, tuple([(a.shape, a.dtype) for a in arrays]), layouts)
         plan = self._seen.get(seen)
         if plan is None:
+            plan = self._plan(program, args, seen, layouts, backend)
+        with plan.lock:  # and the write-back: another thread's run of the plan reads the updates
+            outputs, updates = plan.run_locked(arrays + captured)
+            if updates:
+                targets = self._captured_by_name(program)
+                if any(name not in targets for name in updates):  # arguments the function wrote into
+                    targets = {**targets, **{v.name: a for v, a in zip(program.inputs, args)}}
+                _write_back(targets, updates)
+        results = [Tensor(Spec(o.shape, v.spec.dtype), o) for o, v in zip(outputs, program.outputs)]
+        return unflatten(tree, iter(results))
+
+    def _plan(
+        self, program: Any, args: tuple[Tensor, ...], seen: tuple, layouts: tuple, backend: Any
+    ) -> Plan:
+        """The plan for these arguments (`seen`: their program, backend, shapes, dtypes and layouts), built
+        on first use; one thread builds it while the others wait."""
+        with self._lock:
+            plan = self._seen.get(seen)
+            if plan is not None:
+                return plan
             values = bind(program, args)
             key = (id(program), tuple(sorted(values.items())), layouts, backend.name)
             plan = self._plans.get(key)
@@ -166,15 +196,7 @@ class Compiled:
             if len(self._seen) > 1024:
                 self._seen.clear()
             self._seen[seen] = plan
-        self.counts["hits"] += plan.runs > 0
-        outputs, updates = plan.run(arrays + captured)
-        if updates:
-            targets = self._captured_by_name(program)
-            if any(name not in targets for name in updates):  # arguments the function wrote into
-                targets = {**targets, **{v.name: a for v, a in zip(program.inputs, args)}}
-            _write_back(targets, updates)
-        results = [Tensor(Spec(o.shape, v.spec.dtype), o) for o, v in zip(outputs, program.outputs)]
-        return unflatten(tree, iter(results))
+            return plan
 
     def _captured_layouts(self, program: Any, arrays: list[np.ndarray]) -> tuple[str, ...]:
         """The layouts of the captured tensors' arrays, remembered while they are the same arrays (a
@@ -195,11 +217,12 @@ class Compiled:
         return found
 
     def stats(self) -> dict[str, int]:
-        """How many traces, plans built, and plan cache hits so far."""
-        return dict(self.counts)
+        """How many traces, plans built, and plan cache hits (calls that ran a plan already run) so far."""
+        hits = sum(max(plan.runs - 1, 0) for plan in list(self._plans.values()))
+        return {**self.counts, "hits": hits}
 
     def __repr__(self) -> str:
-        return f"<compiled {_name(self.fn)}: {self.counts}>"
+        return f"<compiled {_name(self.fn)}: {self.stats()}>"
 
 
 def _as_tensor(a: Any) -> Tensor:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -26,10 +27,15 @@ Monomial = tuple[tuple[str, int], ...]  # ((atom, power), ...) sorted by atom
 _MULTIPLE_OF: dict[str, int] = {}  # symbol -> the integer every value of it is a multiple of
 _FLOORS: dict[str, tuple[Dim, int]] = {}  # floor atom -> (numerator, divisor)
 _ORDER: dict[str, int] = {}  # atom -> when it was first made; monomials list atoms in this order
+_ORDER_LOCK = threading.Lock()  # two threads' new atoms get two keys (a tie would order terms by chance)
 
 
 def _atom_key(atom: str) -> int:
-    return _ORDER.setdefault(atom, len(_ORDER))
+    key = _ORDER.get(atom)
+    if key is None:
+        with _ORDER_LOCK:
+            key = _ORDER.setdefault(atom, len(_ORDER))
+    return key
 
 
 class Dim:

@@ -1,21 +1,47 @@
 """The backends by name and the active one: `set_backend` for everything that follows, `backend(name)` for
-a block."""
+a block.
+
+`set_backend` sets the process's default, which every thread starts from; `backend(name)` is a block of
+this thread's alone (as PyTorch keeps no global that one thread's block would change under another's):
+each thread keeps the stack of its blocks (`LOCAL.stack`), and the active backend is its top, else the
+default."""
 
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 
 from .kernel_table import Backend
 
 _BACKENDS: dict[str, Backend] = {}
-_ACTIVE: list[Backend] = []
+_DEFAULT: list[Backend] = []  # the process's default: the bottom of every thread's stack
+
+
+class _Blocks(threading.local):
+    """This thread's `backend(name)` blocks, innermost last."""
+
+    def __init__(self) -> None:
+        self.stack: list[Backend] = []
+
+    def __getitem__(self, i: int) -> Backend:
+        """`_ACTIVE[-1]`: the active backend (the default below this thread's blocks)."""
+        stack = self.stack
+        if i == -1 and stack:
+            return stack[-1]
+        return [*_DEFAULT, *stack][i]
+
+
+LOCAL = _Blocks()
+# what eager.py reads (`_ACTIVE[-1]`, the active backend): the thread's top, else the default. Reading
+# `LOCAL.stack[-1] if LOCAL.stack else _DEFAULT[0]` (get_backend) saves a Python call.
+_ACTIVE = LOCAL
 
 
 def add_backend(backend: Backend) -> Backend:
     _BACKENDS[backend.name] = backend
-    if not _ACTIVE:
-        _ACTIVE.append(backend)
+    if not _DEFAULT:
+        _DEFAULT.append(backend)
     return backend
 
 
@@ -24,8 +50,9 @@ def available() -> list[str]:
 
 
 def get_backend() -> Backend:
-    """The backend eager ops run on now."""
-    return _ACTIVE[-1]
+    """The backend ops run on now in this thread."""
+    stack = LOCAL.stack
+    return stack[-1] if stack else _DEFAULT[0]
 
 
 def lookup(name: str) -> Backend:
@@ -36,19 +63,21 @@ def lookup(name: str) -> Backend:
 
 
 def set_backend(name: str) -> Backend:
-    """Make `name` the backend for everything that follows."""
-    _ACTIVE[0] = lookup(name)
-    return _ACTIVE[0]
+    """Make `name` the process's default backend, for everything that follows in every thread (outside
+    its `backend(name)` blocks)."""
+    _DEFAULT[0] = lookup(name)
+    return _DEFAULT[0]
 
 
 @contextlib.contextmanager
 def backend(name: str) -> Iterator[Backend]:
-    """Run the enclosed code on backend `name`."""
-    _ACTIVE.append(lookup(name))
+    """Run the enclosed code on backend `name` (this thread's: other threads keep theirs)."""
+    stack = LOCAL.stack
+    stack.append(lookup(name))
     try:
-        yield _ACTIVE[-1]
+        yield stack[-1]
     finally:
-        _ACTIVE.pop()
+        stack.pop()
 
 
 def get_threads() -> int:

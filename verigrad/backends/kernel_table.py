@@ -8,6 +8,7 @@ op's NumPy reference. `report()` says which ops are native and which fall back.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -59,7 +60,8 @@ class Backend:
     """A named kernel table; every op it lacks runs its reference.
 
     `stamp` is a new object whenever a kernel is registered or the table replaced: an eager call's
-    remembered kernel (eager.py) stands while the stamp it was chosen under does.
+    remembered kernel (eager.py) stands while the stamp it was chosen under does (read the stamp before
+    the kernel: a registration between them then shows). Threads may register while others look up.
     """
 
     def __init__(self, name: str, description: str = "") -> None:
@@ -70,6 +72,7 @@ class Backend:
         self._optimizers: dict[tuple[str, str], Kernel] = {}
         self._chosen: dict[tuple[Any, Any], tuple[Kernel, bool]] = {}  # (op, dtype) -> (kernel, native)
         self._chosen_from = self._kernels  # the table those answers came from
+        self._lock = threading.Lock()  # registering, and remembering an answer of the table's
 
     @property
     def _kernels(self) -> dict[tuple[str, str | None], Kernel]:
@@ -90,10 +93,11 @@ class Backend:
     ) -> None:
         """Add a kernel for `op` (for one dtype name, or every dtype when None), stating how close it is
         to the op's reference; the verification suite holds it to that."""
-        self._kernels[(op, dtype)] = kernel
-        self._exactness[(op, dtype)] = exactness
-        self._chosen.clear()
-        self.stamp = object()
+        with self._lock:
+            self._kernels[(op, dtype)] = kernel
+            self._exactness[(op, dtype)] = exactness
+            self._chosen.clear()
+            self.stamp = object()
 
     def register_optimizer(self, name: str, dtype: str, kernel: Kernel) -> None:
         """Add a whole-vector update for optimizer `name` ("adam") on `dtype`; see verigrad.optim."""
@@ -171,15 +175,19 @@ class Backend:
         until a kernel is registered or the table replaced; a fused group's generated kernel is looked
         up every time)."""
         if self._chosen_from is not self._kernels:
-            self._chosen.clear()
-            self._chosen_from = self._kernels
+            with self._lock:
+                self._chosen.clear()
+                self._chosen_from = self._kernels
         chosen = self._chosen.get((op, dtype))
         if chosen is not None and (chosen[1] or chosen[0] is op.reference):  # a reference may be replaced
             return chosen[0]
+        stamp = self.stamp
         native = self.native(op, dtype)
         kernel = native or op.reference or _composite_reference(op)
         if not op.is_fused:
-            self._chosen[(op, dtype)] = (kernel, native is not None)
+            with self._lock:
+                if self.stamp is stamp:  # else a kernel was registered meanwhile: not remembered
+                    self._chosen[(op, dtype)] = (kernel, native is not None)
         return kernel
 
     def report(self) -> dict[str, list[str]]:

@@ -29,6 +29,12 @@ the backend makes for the group of groups (passes/fuse.py `merge`): one pass rea
 the old values and writes every result, each into the array its step would have written. They merge
 only where no step between them writes into an array (the merged call reads the earlier steps' inputs
 later than they did). `Plan.merge = False` turns it off.
+
+Threads: a plan runs one call at a time (`run` holds the plan's `lock`; about 0.1 us). Its first runs decide
+in place, merging, the generated function and the recording, and a replay writes the plan's fixed
+buffers: two threads calling one compiled function with the same binding take turns rather than each
+keeping buffers of its own (a plan's buffers can be a model's activations). Plans of other bindings or
+functions run at the same time.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ import collections
 import functools
 import operator
 import os
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -144,6 +151,7 @@ class Plan:
         self._replay: Replay | bool | None = None  # the recorded calls; False: never (ir/replay.py)
         self._recordings = 0
         self.source: str | None = None  # its text
+        self.lock = threading.Lock()  # one run at a time (see the module docstring)
 
     # runs before the plan becomes a generated function: compiling its source costs about as much as
     # the loop's overhead over some 60 runs, so a plan run this often is likely to be run far more
@@ -306,7 +314,14 @@ class Plan:
         return self._loop is not None
 
     def run(self, arrays: Sequence[np.ndarray]) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
-        """Outputs and updated captured tensors (by name) for input arrays in `program.inputs` order."""
+        """Outputs and updated captured tensors (by name) for input arrays in `program.inputs` order; a
+        thread waits while another runs the plan."""
+        with self.lock:
+            return self.run_locked(arrays)
+
+    def run_locked(self, arrays: Sequence[np.ndarray]) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
+        """`run`, the caller holding `lock` (a compiled call holds it until it has written the updates
+        back, so that the next run reads them)."""
         self.runs += 1
         if self._strides is not None and not self._inplace_holds(arrays):
             self._no_inplace()  # other layouts than the first run's, or inputs that share memory now

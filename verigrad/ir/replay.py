@@ -57,6 +57,9 @@ def budget() -> int:
 
 
 BUDGET = budget()
+# one recording at a time in the process: vg_call keeps one tape, and a second thread starting to record
+# would take the first's calls off its tape
+_RECORDING = threading.Lock()
 REPLAY, VIEW, PYTHON = "replay", "view", "python"
 VIEW_OPS = frozenset({"reshape", "permute", "broadcast_to", "slice", "cast", "contiguous"})  # may view
 
@@ -101,7 +104,7 @@ class Replay:
         env = plan._template.copy()
         for slot, a in zip(plan.input_slots, arrays):
             env[slot] = a
-        with plan.backend.recording(tape), np.errstate(all="ignore"):
+        with _RECORDING, plan.backend.recording(tape), np.errstate(all="ignore"):
             for step, (kernel, ins, out) in zip(plan.calls, plan._loop):
                 start, foreign = len(tape), tape.foreign
                 args = [env[i] for i in ins]
@@ -380,32 +383,37 @@ def _held_bytes(held: list, given: set[int]) -> int:
 
 
 class _Live:
-    """The replays that hold buffers, least recently run first, within BUDGET bytes in all."""
+    """The replays that hold buffers, least recently run first, within BUDGET bytes in all (plans of
+    several threads: a lock, reentrant as a replay collected while it is held forgets itself)."""
 
     def __init__(self) -> None:
         self.entries: collections.OrderedDict[int, tuple[weakref.ref, int]] = collections.OrderedDict()
         self.total = 0
+        self.lock = threading.RLock()
 
     def add(self, replay: Replay) -> None:
         key = id(replay)
-        self.entries[key] = (weakref.ref(replay, lambda _: self._forget(key)), replay.bytes)
-        self.total += replay.bytes
-        while self.total > BUDGET and len(self.entries) > 1:
-            oldest, (ref, _) = next(iter(self.entries.items()))
-            self._forget(oldest)
-            old = ref()
-            if old is not None and old.plan._replay is old:
-                old.plan._replay = None  # its buffers go; run often again, it records again
+        with self.lock:
+            self.entries[key] = (weakref.ref(replay, lambda _: self._forget(key)), replay.bytes)
+            self.total += replay.bytes
+            while self.total > BUDGET and len(self.entries) > 1:
+                oldest, (ref, _) = next(iter(self.entries.items()))
+                self._forget(oldest)
+                old = ref()
+                if old is not None and old.plan._replay is old:
+                    old.plan._replay = None  # its buffers go; run often again, it records again
 
     def touch(self, replay: Replay) -> None:
         key = id(replay)
-        if key in self.entries:
-            self.entries.move_to_end(key)
+        with self.lock:
+            if key in self.entries:
+                self.entries.move_to_end(key)
 
     def _forget(self, key: int) -> None:
-        found = self.entries.pop(key, None)
-        if found is not None:
-            self.total -= found[1]
+        with self.lock:
+            found = self.entries.pop(key, None)
+            if found is not None:
+                self.total -= found[1]
 
 
 _live = _Live()

@@ -11,6 +11,7 @@ and may replace a call's arguments and output; backward hooks (`register_full_ba
 
 from __future__ import annotations
 
+import threading
 import warnings
 import weakref
 from collections.abc import Callable, Iterator
@@ -27,7 +28,16 @@ from ..shapes import Spec, shape_text
 from ..tensor import Tensor, to_arguments
 from .backward_hooks import run_with_backward_hooks
 
-_CALL_STACK: list[Module] = []
+
+class _Calls(threading.local):
+    """The modules each thread is inside the forward of, outermost first (a layer's error is named by
+    the path from its own thread's outermost module)."""
+
+    def __init__(self) -> None:
+        self.stack: list[Module] = []
+
+
+_CALLS = _Calls()
 _MARKED: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()  # nn.Parameter's
 
 
@@ -470,17 +480,18 @@ class Module:
         return output
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
-        _CALL_STACK.append(self)
+        stack = _CALLS.stack
+        stack.append(self)
         try:
             return self.forward(*args, **kwargs)
         except (ShapeError, DTypeError) as e:
             if getattr(e, "layer", None) is None:
                 e.layer = self  # the innermost module where it happened
-            if len(_CALL_STACK) == 1:  # the outermost module names the layer by its path
+            if len(stack) == 1:  # the outermost module names the layer by its path
                 _name_layer(self, e)
             raise
         finally:
-            _CALL_STACK.pop()
+            stack.pop()
 
     def extra_repr(self) -> str:
         return ""

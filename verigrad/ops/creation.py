@@ -7,6 +7,7 @@ the reference (NumPy's PCG64 seeded with it) gives the same bits for the same se
 from __future__ import annotations
 
 import math
+import threading
 from typing import Any
 
 import numpy as np
@@ -27,17 +28,21 @@ class Generator:
     """A seedable source of op seeds: the same seed gives the same sequence of random tensors.
 
     `Generator(seed)`, or PyTorch's `Generator()` / `Generator(device="cpu")` (seed 0 until `manual_seed`).
+    As PyTorch's, the default generator is the process's: each draw and each reseeding is atomic, so
+    threads drawing at once get the numbers one thread would draw, in some order, none twice.
     """
 
     def __init__(self, seed: int | str | device_type = 0, device: Any = None) -> None:
         if isinstance(seed, str | device_type):  # PyTorch's Generator("cpu")
             seed, device = 0, seed
         as_device(device, "Generator")
+        self._lock = threading.Lock()
         self.manual_seed(seed)
 
     def manual_seed(self, seed: int) -> Generator:
-        self._initial = int(seed)
-        self._rng = np.random.Generator(np.random.PCG64(self._initial))
+        rng = np.random.Generator(np.random.PCG64(int(seed)))
+        with self._lock:
+            self._initial, self._rng = int(seed), rng
         return self
 
     def initial_seed(self) -> int:
@@ -54,7 +59,8 @@ class Generator:
         return CPU
 
     def next_seed(self) -> int:
-        return int(self._rng.integers(0, 2**63 - 1))
+        with self._lock:
+            return int(self._rng.integers(0, 2**63 - 1))
 
 
 default_generator = Generator(0)

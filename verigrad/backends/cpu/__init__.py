@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -125,7 +126,9 @@ class CpuBackend(Backend):
 
     def __init__(self) -> None:
         super().__init__("cpu", "C kernels on a thread pool; the reference for the rest")
-        self._loaded = False
+        self._loaded = False  # True once loaded (or failed): set last, so a thread that sees it sees all
+        self._loading = threading.RLock()  # one thread builds and registers; the others wait for it
+        self._in_load = False  # the loading thread asking again (its families' registration)
         self._info: dict[str, Any] = {}
         self.library: Library | None = None
         self._reruns: Any = None
@@ -152,10 +155,20 @@ class CpuBackend(Backend):
         return bool(self._info.get("native", False))
 
     def load(self) -> bool:
-        """Build or load the library and register the kernels; False (and one line) when it cannot."""
+        """Build or load the library and register the kernels; False (and one line) when it cannot. A
+        thread that asks while another loads waits for it (it was told False, and ran the reference)."""
         if self._loaded:
             return self.library is not None
-        self._loaded = True
+        with self._loading:
+            if self._loaded or self._in_load:  # done meanwhile, or asked again while loading
+                return self.library is not None
+            self._in_load = True
+            try:
+                return self._load()
+            finally:
+                self._loaded, self._in_load = True, False
+
+    def _load(self) -> bool:
         try:
             cdll, info = _build.build()
         except _build.BuildError as e:

@@ -8,7 +8,9 @@
  * left, and the caller returns when all are done: a worker that wakes late (a sleeping thread takes tens
  * of microseconds to run again, and one woken after a pause often lands on its waker's core for a while)
  * leaves its chunks to the others instead of holding the caller up; a worker that cannot be started
- * claims nothing (with none started, the caller runs every chunk).
+ * claims nothing (with none started, the caller runs every chunk). One caller uses the pool at a time:
+ * another that dispatches meanwhile (a second Python thread: kernel calls let go of the GIL) runs its
+ * chunks itself (`run_alone_if_taken`).
  *
  * Waiting spins first (SPINS pause instructions, yielding the CPU every 64 of them, so that a busy
  * machine's other threads are not held up) and only then sleeps on a condition variable: a decode step
@@ -26,7 +28,7 @@
 
 #define VG_MAX_THREADS 64
 
-static pthread_mutex_t dispatch_lock = PTHREAD_MUTEX_INITIALIZER; /* one dispatch at a time */
+static pthread_mutex_t dispatch_lock = PTHREAD_MUTEX_INITIALIZER; /* one caller uses the pool at a time */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t work_cv = PTHREAD_COND_INITIALIZER;
 static pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER;
@@ -184,6 +186,19 @@ static void steer_sleepers(int helpers) {
         if (sleeping[id]) pthread_setaffinity_np(tids[id], sizeof others, &others);
 }
 
+/* A caller that finds the pool taken (another Python thread's kernel, or a chunk that dispatches again)
+ * runs its chunks itself, in order: the same bounds, so the same bits, without waiting for the other
+ * caller's job (nor, for a nested dispatch, a wait on its own). */
+static int run_alone_if_taken(int64_t n, int chunks, vg_chunk_fn fn, void *ctx) {
+    if (pthread_mutex_trylock(&dispatch_lock) == 0) return 0;
+    for (int c = 0; c < chunks; c++) {
+        int64_t lo, hi;
+        chunk_bounds(n, chunks, c, &lo, &hi);
+        fn(ctx, lo, hi);
+    }
+    return 1;
+}
+
 void vg_parallel_for(int64_t n, int64_t min_chunk, int threads, vg_chunk_fn fn, void *ctx) {
     if (min_chunk < 1) min_chunk = 1;
     int64_t t = threads;
@@ -194,7 +209,7 @@ void vg_parallel_for(int64_t n, int64_t min_chunk, int threads, vg_chunk_fn fn, 
         return;
     }
     int chunks = (int)t;
-    pthread_mutex_lock(&dispatch_lock);
+    if (run_alone_if_taken(n, chunks, fn, ctx)) return; /* else it holds dispatch_lock */
     pthread_mutex_lock(&lock);
     if (!atfork_set) {
         pthread_atfork(0, 0, reset_after_fork);
