@@ -8,7 +8,7 @@ import numpy as np
 
 from . import modes
 from .autograd import Node, is_grad_enabled
-from .backends.active import _ACTIVE
+from .backends import active
 from .backends.reference import decomposition_kernel
 from .dtypes import DType
 from .shapes import Spec, shape_text
@@ -53,7 +53,8 @@ class EagerMode(modes.Mode):
     def run(self, op: Any, args: tuple[Tensor, ...], params: dict, plan: Plan) -> Tensor:
         """Run `op`'s kernel on the active backend now (`plan` says which, once per backend and table),
         and record a tape node where an operand requires grad."""
-        backend = _ACTIVE[-1]
+        blocks = active.LOCAL.stack  # this thread's backend blocks, else the process's default
+        backend = blocks[-1] if blocks else active._DEFAULT[0]
         if plan.stamp is not backend.stamp or op.group is not None:  # each backend's stamps are its own
             plan.choose(op, backend)  # a fused group's generated kernel is looked up every time
         kernel = plan.kernel

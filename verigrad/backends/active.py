@@ -24,18 +24,8 @@ class _Blocks(threading.local):
     def __init__(self) -> None:
         self.stack: list[Backend] = []
 
-    def __getitem__(self, i: int) -> Backend:
-        """`_ACTIVE[-1]`: the active backend (the default below this thread's blocks)."""
-        stack = self.stack
-        if i == -1 and stack:
-            return stack[-1]
-        return [*_DEFAULT, *stack][i]
-
 
 LOCAL = _Blocks()
-# what eager.py reads (`_ACTIVE[-1]`, the active backend): the thread's top, else the default. Reading
-# `LOCAL.stack[-1] if LOCAL.stack else _DEFAULT[0]` (get_backend) saves a Python call.
-_ACTIVE = LOCAL
 
 
 def add_backend(backend: Backend) -> Backend:
