@@ -19,6 +19,11 @@
  *    in C order of the reduced groups. Outputs are done in tiles of TILE neighbours, which read memory in
  *    order and give the same bits.
  * mean: that sum divided by the count, in double. f32 results round once at the end.
+ * Threads take blocks of whole outputs; a sum with fewer outputs than threads (a whole array's sum) and
+ * runs of at least LEAF elements is split inside the outputs instead (`split_sum`): pairwise_ splits a
+ * run above PW_BLOCK elements in two (the first part a multiple of 8) and adds the two parts' sums, so
+ * the subtrees of at most LEAF elements (the leaves) are summed by the threads, and each output's sum is
+ * then formed from them with the same tree and the same additions in the same order: the same bits.
  * A NaN result asks for the reference: which NaN an addition of two gives depends on the order of its
  * operands, which C compilers and NumPy's SIMD loops swap freely.
  *
@@ -37,11 +42,13 @@
  */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "vg.h"
 
 #define PW_BLOCK 128
+#define LEAF 8192 /* at least PW_BLOCK */
 #define VG_RMAX 8
 #define TILE 256
 
@@ -91,6 +98,62 @@ static inline int64_t next_offset(const vg_red *d, int64_t *idx, int64_t off) {
     }
     return off;
 }
+
+/* The fewest outputs a thread is given, for `min_elems` elements (the Python side's thread chunk). */
+static int64_t min_outputs(const vg_red *d, int64_t min_elems) {
+    int64_t per_output = reduced_count(d) * (d->inner_reduced ? d->inner : 1);
+    int64_t m = per_output > 0 ? min_elems / per_output : 1;
+    return m < 1 ? 1 : m;
+}
+
+/* split_sum's leaves: a subtree of pairwise_'s sum of a run, `n` elements from element `off` */
+typedef struct {
+    int64_t off, n;
+} vg_leaf;
+
+/* Appends the leaves of pairwise_(x + off, n) from leaves[k] on (leaves NULL: counts them); returns
+ * the next k. */
+static int64_t tree_leaves(int64_t off, int64_t n, vg_leaf *leaves, int64_t k) {
+    if (n <= LEAF) {
+        if (leaves) leaves[k] = (vg_leaf){off, n};
+        return k + 1;
+    }
+    int64_t n2 = n / 2;
+    n2 -= n2 % 8;
+    k = tree_leaves(off, n2, leaves, k);
+    return tree_leaves(off + n2, n - n2, leaves, k);
+}
+
+/* pairwise_'s sum of a run of n elements from its leaves' sums, sums[*k] on (as pairwise_ adds them). */
+static double from_leaves(int64_t n, const double *sums, int64_t *k) {
+    if (n <= LEAF) return sums[(*k)++];
+    int64_t n2 = n / 2;
+    n2 -= n2 % 8;
+    double first = from_leaves(n2, sums, k);
+    return first + from_leaves(n - n2, sums, k);
+}
+
+/* The leaves of every output's sum, in the order the sums take them (leaves NULL: counts them). */
+static int64_t all_leaves(const vg_red *d, vg_leaf *leaves) {
+    int64_t outs = outputs(d), nred = reduced_count(d), inner = d->inner, block = d->block, k = 0;
+    int64_t idx[VG_RMAX];
+    for (int64_t o = 0; o < outs; o++) {
+        int64_t base = kept_offset(d, o), off = 0;
+        memset(idx, 0, sizeof idx);
+        for (int64_t j = 0; j < nred; j++) {
+            for (int64_t s = 0; s < inner; s += block)
+                k = tree_leaves(base + off + s, inner - s < block ? inner - s : block, leaves, k);
+            off = next_offset(d, idx, off);
+        }
+    }
+    return k;
+}
+
+typedef struct {
+    const void *x;
+    const vg_leaf *leaves;
+    double *sums;
+} vg_leafjob;
 
 #define PAIRWISE(T, SUF)                                                                      \
     static double pairwise_##SUF(const T *a, int64_t n) {                                     \
@@ -190,9 +253,47 @@ static inline int64_t next_offset(const vg_red *d, int64_t *idx, int64_t off) {
             o += n;                                                                           \
         }                                                                                     \
     }                                                                                         \
-    int vg_sum_##SUF(const T *x, T *out, const vg_red *d, int64_t min_out, int threads) {     \
+    static void leaf_sums_##SUF(void *ctx, int64_t lo, int64_t hi) {                         \
+        vg_leafjob *p = (vg_leafjob *)ctx;                                                    \
+        const T *xs = (const T *)p->x;                                                        \
+        for (int64_t i = lo; i < hi; i++)                                                     \
+            p->sums[i] = pairwise_##SUF(xs + p->leaves[i].off, p->leaves[i].n);               \
+    }                                                                                         \
+    /* sum_chunk's outputs from the leaves' sums (see the top); -1 without memory for them */ \
+    static int split_sum_##SUF(const T *x, T *out, const vg_red *d, int64_t min_elems, int threads) { \
+        int64_t count = all_leaves(d, 0), outs = outputs(d), nred = reduced_count(d), k = 0;  \
+        int64_t inner = d->inner, block = d->block;                                           \
+        vg_leaf *leaves = malloc(sizeof *leaves * (size_t)count);                             \
+        double *sums = malloc(sizeof *sums * (size_t)count), scale = (double)d->count;        \
+        if (!leaves || !sums) {                                                               \
+            free(leaves), free(sums);                                                         \
+            return -1;                                                                        \
+        }                                                                                     \
+        all_leaves(d, leaves);                                                                \
+        vg_leafjob p = {x, leaves, sums};                                                     \
+        vg_parallel_for(count, (min_elems + LEAF - 1) / LEAF, threads, leaf_sums_##SUF, &p);  \
+        int ref = 0;                                                                          \
+        for (int64_t o = 0; o < outs; o++) {                                                  \
+            double acc = 0.0;                                                                 \
+            for (int64_t j = 0; j < nred; j++) {                                              \
+                double run = 0.0; /* vg_pairwise_'s sum of the run's blocks */                \
+                for (int64_t s = 0; s < inner; s += block)                                    \
+                    run += from_leaves(inner - s < block ? inner - s : block, sums, &k);      \
+                acc += run;                                                                   \
+            }                                                                                 \
+            out[o] = (T)(scale > 0 ? acc / scale : acc);                                      \
+            ref |= acc != acc;                                                                \
+        }                                                                                     \
+        free(leaves), free(sums);                                                             \
+        return ref;                                                                           \
+    }                                                                                         \
+    int vg_sum_##SUF(const T *x, T *out, const vg_red *d, int64_t min_elems, int threads) {   \
+        if (threads > 1 && d->inner_reduced && d->inner >= LEAF && outputs(d) < threads) {    \
+            int ref = split_sum_##SUF(x, out, d, min_elems, threads);                         \
+            if (ref >= 0) return ref;                                                         \
+        }                                                                                     \
         vg_rjob p = {x, out, d, 0};                                                           \
-        vg_parallel_for(outputs(d), min_out, threads, sum_##SUF##_chunk, &p);                 \
+        vg_parallel_for(outputs(d), min_outputs(d, min_elems), threads, sum_##SUF##_chunk, &p); \
         return p.ref;                                                                         \
     }
 
@@ -402,9 +503,9 @@ typedef uint64_t vg_u64 __attribute__((may_alias));
             o += n;                                                                           \
         }                                                                                     \
     }                                                                                         \
-    int vg_##NAME##_##SUF(const T *x, T *out, const vg_red *d, int64_t min_out, int threads) { \
+    int vg_##NAME##_##SUF(const T *x, T *out, const vg_red *d, int64_t min_elems, int threads) { \
         vg_rjob p = {x, out, d, 0};                                                           \
-        vg_parallel_for(outputs(d), min_out, threads, NAME##_##SUF##_chunk, &p);              \
+        vg_parallel_for(outputs(d), min_outputs(d, min_elems), threads, NAME##_##SUF##_chunk, &p); \
         return p.ref;                                                                         \
     }
 
