@@ -45,6 +45,7 @@ def kernels() -> dict[str, Callable[[], object]]:
         "sum of 4M f32": lambda: x.sum(),
         "sum of 4M f64": lambda: x64.sum(),
         "sum 2048x2048 f32, axis 1": lambda: x.reshape(2048, 2048).sum(1),
+        "max of 4M f32": lambda: x.max(),
         "conv2d 8x32x64x64, 64 3x3 filters": lambda: F.conv2d(images, weight, padding=1),
         "qmatmul q4_0, 1x4096 by 4096x4096": lambda: qmatmul(v, q4, qtype="q4_0"),
         "qmatmul q8_0, 1x4096 by 4096x4096": lambda: qmatmul(v, q8, qtype="q8_0"),

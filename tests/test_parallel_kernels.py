@@ -42,6 +42,8 @@ def _cases() -> dict[str, Callable[[], verigrad.Tensor]]:
         "sum of 4M f32": lambda: x.sum(),
         "sum of 4M f64": lambda: x64.sum(),
         "mean of 4M f32": lambda: x.mean(),
+        "max of 4M f32": lambda: x.max(),
+        "min of 4M f64": lambda: x64.min(),
         "sum 2048x2048 f32, axis 1": lambda: square.sum(1),
         "sum 2048x2048 f32, axis 0": lambda: square.sum(0),
         "conv2d 4x16x64x64, 32 3x3 filters": lambda: F.conv2d(images, weight, padding=1),
@@ -117,18 +119,44 @@ SPLIT_SUMS = [  # (shape, axes, whether split): fewer outputs than threads (redu
 ]
 
 
+SPECIAL = {  # values put into the arrays: where max and min must fold exactly or ask the reference
+    "finite": [],
+    "an infinity": [np.inf],
+    "a NaN": [np.nan],
+    "both zeros": ["zeros", -0.0],  # every element 0 but one -0
+    "-inf and +inf": [-np.inf, np.inf],
+}
+
+
+def reduced(name: str, axes: tuple[int, ...] | None) -> Callable[[verigrad.Tensor], verigrad.Tensor]:
+    """x's sum, mean, max or min over `axes` (all where None)."""
+    if name in ("max", "min") and axes is not None:
+        return lambda x: getattr(x, "amax" if name == "max" else "amin")(axes)
+    return lambda x: getattr(x, name)(axes) if axes is not None else getattr(x, name)()
+
+
+@pytest.mark.parametrize("special", list(SPECIAL))
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize(("shape", "axes", "split"), SPLIT_SUMS)
-def test_sums_split_inside_their_outputs_give_the_reference_bits(on_cpu, shape, axes, split, dtype):
+def test_reductions_split_inside_their_outputs_give_the_reference_bits(
+    on_cpu, shape, axes, split, dtype, special
+):
     rng = np.random.default_rng(7)
-    x = verigrad.tensor((rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 4, shape)).astype(dtype))
+    values = rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 4, shape)
+    for i, v in enumerate(SPECIAL[special]):
+        if v == "zeros":
+            values[...] = 0.0
+        else:
+            values.reshape(-1)[(i + 1) * values.size // 3] = v
+    x = verigrad.tensor(values.astype(dtype))
     cpu.set_min_chunk(4096)
     try:
-        for name in ("sum", "mean"):
+        for name in ("sum", "mean", "max", "min"):
+            op = reduced(name, axes)
             with verigrad.backend("reference"):
-                expected = getattr(x, name)(axes).numpy().tobytes()
+                expected = op(x).numpy().tobytes()
             for threads in (1, 2, 3, 4):
-                result, counts = run(lambda: getattr(x, name)(axes), threads)
+                result, counts = run(lambda: op(x), threads)
                 assert result == expected, (name, threads)
                 busy = sum(1 for c in counts if c)
                 assert busy == min(threads, 4 if split else shape[0]), (name, threads, counts)

@@ -24,6 +24,9 @@
  * run above PW_BLOCK elements in two (the first part a multiple of 8) and adds the two parts' sums, so
  * the subtrees of at most LEAF elements (the leaves) are summed by the threads, and each output's sum is
  * then formed from them with the same tree and the same additions in the same order: the same bits.
+ * max and min split such outputs at the same leaves (`<op>_split`): the threads take the leaves' fast
+ * passes, whose results any order combines to the same bits where there is no NaN or infinity (else
+ * the exact fold runs, on one thread) and the result is not a zero beside the other zero (the reference).
  * A NaN result asks for the reference: which NaN an addition of two gives depends on the order of its
  * operands, which C compilers and NumPy's SIMD loops swap freely.
  *
@@ -503,7 +506,53 @@ typedef uint64_t vg_u64 __attribute__((may_alias));
             o += n;                                                                           \
         }                                                                                     \
     }                                                                                         \
+    typedef struct {                                                                          \
+        const T *x;                                                                           \
+        const vg_leaf *leaves;                                                                \
+        T *vals, *chks;                                                                       \
+    } NAME##_##SUF##_pieces;                                                                  \
+    static void NAME##_##SUF##_piece(void *ctx, int64_t lo, int64_t hi) {                     \
+        NAME##_##SUF##_pieces *p = (NAME##_##SUF##_pieces *)ctx;                              \
+        for (int64_t i = lo; i < hi; i++) {                                                   \
+            const T *a = p->x + p->leaves[i].off;                                             \
+            p->chks[i] = 0;                                                                   \
+            p->vals[i] = NAME##_##SUF##_fast(a, p->leaves[i].n, a[0], &p->chks[i]);            \
+        }                                                                                     \
+    }                                                                                         \
+    /* fold's outputs from pieces of their runs folded by the threads (see the top); -1 without \
+     * memory for them */                                                                     \
+    static int NAME##_##SUF##_split(const T *x, T *out, const vg_red *d, int64_t min_elems, int threads) { \
+        int64_t count = all_leaves(d, 0), outs = outputs(d), k = 0;                           \
+        vg_leaf *leaves = malloc(sizeof *leaves * (size_t)count);                             \
+        T *vals = malloc(sizeof *vals * (size_t)count), *chks = malloc(sizeof *chks * (size_t)count); \
+        if (!leaves || !vals || !chks) {                                                      \
+            free(leaves), free(vals), free(chks);                                             \
+            return -1;                                                                        \
+        }                                                                                     \
+        all_leaves(d, leaves);                                                                \
+        NAME##_##SUF##_pieces p = {x, leaves, vals, chks};                                    \
+        vg_parallel_for(count, (min_elems + LEAF - 1) / LEAF, threads, NAME##_##SUF##_piece, &p); \
+        int64_t per_output = count / outs, nred = reduced_count(d);                           \
+        int ref = 0;                                                                          \
+        for (int64_t o = 0; o < outs; o++, k += per_output) {                                 \
+            const T *base = x + kept_offset(d, o);                                            \
+            T r = vals[k], chk = 0;                                                           \
+            for (int64_t i = k; i < k + per_output; i++) {                                    \
+                r = vals[i] CMP r ? vals[i] : r;                                              \
+                chk += chks[i];                                                               \
+            }                                                                                 \
+            if (chk != chk) r = NAME##_##SUF##_fold(d, base, nred, 0); /* a NaN or an infinity */ \
+            ref |= r != r || (r == 0 && other_zero_##SUF(d, base, nred, d->inner, r));        \
+            out[o] = r;                                                                       \
+        }                                                                                     \
+        free(leaves), free(vals), free(chks);                                                 \
+        return ref;                                                                           \
+    }                                                                                         \
     int vg_##NAME##_##SUF(const T *x, T *out, const vg_red *d, int64_t min_elems, int threads) { \
+        if (threads > 1 && d->inner_reduced && d->inner >= LEAF && outputs(d) < threads) {    \
+            int ref = NAME##_##SUF##_split(x, out, d, min_elems, threads);                    \
+            if (ref >= 0) return ref;                                                         \
+        }                                                                                     \
         vg_rjob p = {x, out, d, 0};                                                           \
         vg_parallel_for(outputs(d), min_outputs(d, min_elems), threads, NAME##_##SUF##_chunk, &p); \
         return p.ref;                                                                         \

@@ -1,6 +1,6 @@
 """Reduction kernels: sum, mean, max and min over any set of axes, and argmax over one axis or all, of a
-C-contiguous array; one thread per block of output elements, but for a sum or mean with fewer outputs
-than threads (a whole array's sum), which the threads split inside the outputs (reduce.c `split_sum`).
+C-contiguous array; one thread per block of output elements, but for a sum, mean, max or min with fewer
+outputs than threads (a whole array's), which the threads split inside the outputs (reduce.c).
 
 All five give the reference's bits: reduce.c follows the order NumPy's add.reduce takes for a C-contiguous
 array (pairwise sums of the contiguous runs when the last axis is reduced, element after element
