@@ -268,3 +268,19 @@ def test_a_killed_build_leaves_nothing_under_the_name_and_its_leftovers_go(tmp_p
     done = run_python(BUILD_PROBE % 7, VERIGRAD_CACHE=str(folder))
     assert done.returncode == 0 and json.loads(done.stdout) == {"probe": 7, "cached": False}, done.stderr
     assert not [p.name for p in folder.iterdir() if p.name.startswith(cache.TEMPORARY)]
+
+
+def test_a_record_that_cannot_be_written_costs_a_build_not_the_library(private_cache, monkeypatch):
+    """A cache folder where the record cannot be written (full, read-only): the library just built (or
+    found whole) still serves; unrecorded, it is built anew by the next process."""
+
+    def cannot_write(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(cache, "remember", cannot_write)
+    lib, info = build.build("probe", PROBE % 4)
+    assert lib.probe() == 4 and not info["cached"]
+    assert not list(private_cache.glob("*.json"))
+    done = run_python(BUILD_PROBE % 4, VERIGRAD_CACHE=str(private_cache))
+    assert done.returncode == 0 and json.loads(done.stdout) == {"probe": 4, "cached": False}, done.stderr
+    assert "no size and SHA-256 recorded for it" in done.stderr

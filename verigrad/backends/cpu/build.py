@@ -22,6 +22,7 @@ count): `contracted` says what a kernel then states.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import os
@@ -211,14 +212,13 @@ def build(
         return _last_built(folder, opts, prefix, source, load, e)
     path = folder / library_name(cc, version, opts, prefix, source)
     record = folder / record_name(opts, prefix, source)
-    lib, why = _checked(path, record)
-    seconds, cached = 0.0, True
-    if lib is None or cache.read_record(record).get("library") != path.name:
+    lib, _ = _checked(path, record)
+    seconds, cached = 0.0, lib is not None
+    if lib is None:
         try:
             with cache.locked(folder):  # another process may have built it (or be building it) meanwhile
-                if lib is None:
-                    lib, why = _checked(path, record)
-                built = None
+                lib, why = _checked(path, record)
+                cached = lib is not None
                 if lib is None:
                     if path.exists():
                         print(
@@ -226,11 +226,14 @@ def build(
                             file=sys.stderr,
                         )
                     seconds, built = _compile(cc, opts, folder, path, prefix, source)
-                    cached = False
                     lib = _open(path)
-                cache.remember(record, path.name, cc, version, built)
+                    with contextlib.suppress(OSError):  # unrecorded, it is built anew next time: slow, right
+                        cache.remember(record, path.name, cc, version, built)
         except OSError as e:
             raise BuildError(f"cannot write to the cache folder {folder}: {e}") from None
+    if cache.read_record(record).get("library") != path.name:  # the one a build without a compiler takes
+        with contextlib.suppress(OSError), cache.locked(folder):
+            cache.remember(record, path.name, cc, version, None)
     info = _info(cc, version, opts, path, cached=cached)
     info["build_seconds"] = seconds
     return (lib if load else None), info
