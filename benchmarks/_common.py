@@ -40,7 +40,8 @@ def ensure_torch() -> Any:
         return importlib.import_module("torch")
 
 
-def describe_machine(torch: Any) -> str:
+def describe_machine(torch: Any = None) -> str:
+    """The CPU model, usable cores, load average and versions (PyTorch's where `torch` is given)."""
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as f:
@@ -51,7 +52,8 @@ def describe_machine(torch: Any) -> str:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     return (
         f"{cpu}, {cores} usable cores, load average {load:.2f}; Python {platform.python_version()}, "
-        f"NumPy {np.__version__}, verigrad {verigrad.__version__}, torch {torch.__version__}"
+        f"NumPy {np.__version__}, verigrad {verigrad.__version__}"
+        + (f", torch {torch.__version__}" if torch is not None else "")
     )
 
 

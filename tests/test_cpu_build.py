@@ -1,6 +1,7 @@
 """How the cpu backend's C library is built (build.py): once per cache folder, anew when a cached one
 does not load, the last one built serving where there is no compiler (and only for its sources, flags
-and compiler), one line and the reference without one, compilations run side by side."""
+and compiler), one line and the reference without one, compilations run side by side. A damaged cache
+(cut, flipped bytes, records gone or wrong, killed or concurrent builds): test_kernel_cache.py."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from fresh_process import run_python
 
 import verigrad
 from verigrad.backends import cpu
-from verigrad.backends.cpu import fastcall
+from verigrad.backends.cpu import cache, fastcall
 
 HAS_CC = cpu.available()
 needs_cc = pytest.mark.skipif(not HAS_CC, reason="the cpu backend could not be built here")
@@ -51,29 +52,13 @@ def test_the_library_is_built_once_per_cache_folder(built_cache):
     assert libraries == sorted([os.path.basename(info["path"]), *calls])
     records = sorted(p.name for p in folder.glob("*.json"))  # one for each library; no temporary left
     assert [r.split("-")[0] for r in records] == [p.split("-")[0] for p in libraries]
-    assert len(list(folder.iterdir())) == len(libraries) + len(records)
+    assert len(list(folder.iterdir())) == len(libraries) + len(records) + 1  # and the lock
+    assert (folder / cache.LOCK).exists()
     ctypes_asked = os.environ.get("VERIGRAD_CTYPES", "") not in ("", "0")
     assert (info["calls"] == "vg_call") == bool(calls) == (fastcall.supported() and not ctypes_asked)
     second = json.loads(run_python(INFO, VERIGRAD_CACHE=str(folder)).stdout)
     assert second["cached"] and second["path"] == info["path"] and second["build_seconds"] == 0
     assert cpu.build_info()["available"]
-
-
-@needs_cc
-def test_a_cached_library_that_does_not_load_is_built_anew(built_cache, tmp_path):
-    """A cut or damaged library (the backend's, and vg_call's, which fastcall.py loads itself) is built
-    again in its place by the next process, which runs on it."""
-    folder, first = built_cache
-    cache = shutil.copytree(folder, tmp_path / "cache")
-    for library in cache.glob("*.so"):
-        library.write_bytes(b"not a library\n")
-    done = run_python(INFO, VERIGRAD_CACHE=str(cache))
-    assert done.returncode == 0 and "unavailable" not in done.stderr, done.stderr
-    info = json.loads(done.stdout)
-    assert info["available"] and not info["cached"] and info["path"] == str(cache / Path(first["path"]).name)
-    assert info["calls"] == first["calls"]
-    second = json.loads(run_python(INFO, VERIGRAD_CACHE=str(cache)).stdout)
-    assert second["available"] and second["cached"] and second["calls"] == first["calls"]
 
 
 @needs_cc
@@ -115,7 +100,12 @@ def test_without_a_compiler_a_record_serves_only_its_sources_flags_and_compiler(
 
 
 @needs_cc
-def test_a_damaged_library_is_one_error_without_a_compiler_and_replaced_with_one(tmp_path, monkeypatch):
+@pytest.mark.parametrize("vouched", [True, False], ids=["its checksum recorded", "another recorded"])
+def test_a_damaged_library_is_one_error_without_a_compiler_and_replaced_with_one(
+    tmp_path, monkeypatch, vouched
+):
+    """Whether the record vouches for the file (it is whole but does not load) or not (it was cut after
+    it was recorded), it is never loaded: one error naming it without a compiler, built anew with one."""
     from verigrad.backends.cpu import build
 
     monkeypatch.setenv("VERIGRAD_CACHE", str(tmp_path))
@@ -123,18 +113,26 @@ def test_a_damaged_library_is_one_error_without_a_compiler_and_replaced_with_one
     version = build.compiler_version(cc)
     path = tmp_path / build.library_name(cc, version, build.flags(), "probe", PROBE % 3)
     path.write_bytes(b"\x7fELF, cut short")
-    build._remember(tmp_path / build.record_name(build.flags(), "probe", PROBE % 3), path.name, cc, version)
+    recorded = cache.checksum(path) if vouched else {"size": 16000, "sha256": "0" * 64}
+    with cache.locked(tmp_path):
+        cache.remember(
+            tmp_path / build.record_name(build.flags(), "probe", PROBE % 3), path.name, cc, version, recorded
+        )
 
     def no_compiler() -> list[str]:
         raise build.BuildError("no C compiler found")
 
     monkeypatch.setattr(build, "find_compiler", no_compiler)
-    with pytest.raises(build.BuildError, match=r"^cannot load .*; it cannot be built anew: no C compiler"):
+    why = "it does not load: .*" if vouched else "15 bytes where 16000 were recorded"
+    damaged = (
+        rf"^the cached library {path} is damaged \({why}\); it cannot be built anew: no C compiler found$"
+    )
+    with pytest.raises(build.BuildError, match=damaged):
         build.build("probe", PROBE % 3)
     monkeypatch.setattr(build, "find_compiler", lambda: cc)
     lib, info = build.build("probe", PROBE % 3)
     assert lib.probe() == 3 and not info["cached"] and info["path"] == str(path)
-    assert sorted(p.suffix for p in tmp_path.iterdir()) == [".json", ".so"]  # no temporary left
+    assert sorted(p.suffix for p in tmp_path.iterdir()) == ["", ".json", ".so"]  # the lock; no temporary
 
 
 def test_without_a_compiler_one_line_says_so_and_training_runs_on_the_reference(tmp_path):
@@ -205,7 +203,7 @@ def test_a_failing_compiler_is_one_error_and_leaves_nothing_in_the_cache(tmp_pat
     monkeypatch.setenv("VERIGRAD_CACHE", str(cache))
     with pytest.raises(build.BuildError, match=r"the C build failed .*fake\.c:1: error: broken"):
         build.build()
-    assert list(cache.iterdir()) == []  # no library, no object files, no temporary
+    assert [p.name for p in cache.iterdir()] == [".lock"]  # no library, no object files, no temporary
 
 
 def test_the_build_starts_the_next_compilation_when_any_finishes(tmp_path):

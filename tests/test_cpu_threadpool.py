@@ -81,7 +81,7 @@ except RuntimeError:
     started = False
 cpu.set_min_chunk(4)
 rng = np.random.default_rng(3)
-same, sizes = [], []
+same, sizes, chunks = [], [], []
 for dtype, np_dtype in ((verigrad.f32, np.float32), (verigrad.f64, np.float64)):
     x, y = rng.standard_normal((2, 101)).astype(np_dtype)
     for op, args in (("relu", (x,)), ("add", (x, y)), ("mul", (x, y[:1]))):
@@ -90,7 +90,11 @@ for dtype, np_dtype in ((verigrad.f32, np.float32), (verigrad.f64, np.float64)):
             verigrad.set_threads(threads)
             same.append(cpu.cpu.native(REGISTRY[op], dtype)(*args).tobytes() == expected)
             sizes.append(cpu.pool_size())
-print(json.dumps({"started": started, "same": same, "sizes": sizes}))
+            with cpu.static_schedule():  # the chunks of workers that could not start: the caller's
+                cpu.chunks_run()
+                same.append(cpu.cpu.native(REGISTRY[op], dtype)(*args).tobytes() == expected)
+                chunks.append(cpu.chunks_run())
+print(json.dumps({"started": started, "same": same, "sizes": sizes, "chunks": chunks}))
 """
 
 
@@ -114,7 +118,7 @@ def _shim(tmp_path) -> str:
 def test_a_worker_that_cannot_start_leaves_its_chunks_to_the_caller(tmp_path):
     """pthread_create fails (EAGAIN) in a child process using this process's built library (the cache is
     shared: the child compiles nothing): each kernel gives the reference's bits on 1, 2 and 3 threads,
-    and the pool has no workers."""
+    and the pool has no workers; in the static schedule too, the caller running every chunk."""
     env = {**os.environ, "PYTHONPATH": ROOT, "LD_PRELOAD": _shim(tmp_path), "OPENBLAS_NUM_THREADS": "1"}
     code = textwrap.dedent(NO_THREADS)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT)
@@ -123,6 +127,7 @@ def test_a_worker_that_cannot_start_leaves_its_chunks_to_the_caller(tmp_path):
     assert result["started"] is False  # the shim was in force
     assert all(result["same"]), result["same"]
     assert result["sizes"] == [0] * len(result["sizes"])
+    assert result["chunks"] == [[threads] for _ in range(6) for threads in (1, 2, 3)]
 
 
 needs_two_cpus = pytest.mark.skipif(

@@ -14,6 +14,8 @@ whole rows holding at least that many elements); every
 thread count gives the same bits (whichever thread computes a chunk: a late pool worker's chunk is taken
 by the others); a worker woken from sleep is moved off the caller's CPU first. `VERIGRAD_PIN_THREADS=1`
 pins pool worker k to the k-th CPU the process may use (for a machine given to one process; see threadpool.c).
+`chunks_run()` says how many chunks each thread ran, and inside `static_schedule()` chunk k is run by
+pool thread k: together they show whether a kernel ran on as many threads as it should.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
+
+import numpy as np
 
 from .. import blas, memory
 from ..active import add_backend
@@ -67,6 +71,8 @@ from .reduce import REDUCE
 from .rope import ROPE
 from .rows import ROWS
 
+MAX_POOL_THREADS = 64  # threadpool.c's VG_MAX_THREADS
+
 # Each module has `register(backend, library)`.
 KERNEL_FAMILIES = (
     elementwise,
@@ -106,10 +112,12 @@ __all__ = [
     "UNARY_LIBM",
     "available",
     "build_info",
+    "chunks_run",
     "cpu",
     "min_chunk",
     "pool_size",
     "set_min_chunk",
+    "static_schedule",
     "vector_path",
     "vector_paths",
     "vectorized",
@@ -181,6 +189,8 @@ class CpuBackend(Backend):
         for family in KERNEL_FAMILIES:
             family.register(self, lib)
         lib.fn("vg_pool_size", [], restype=ctypes.c_int)
+        lib.fn("vg_pool_chunks", [ctypes.c_void_p, ctypes.c_int, ctypes.c_int], restype=ctypes.c_int)
+        lib.fn("vg_pool_static", [ctypes.c_int], restype=ctypes.c_int)
         self._reruns = lib.fn("vg_reruns", [], restype=ctypes.c_int64)
         self.library = lib
         self._info = {"available": True, **info, "calls": fastcall.status()}
@@ -317,3 +327,30 @@ def vector_paths() -> tuple[str, ...]:
 def pool_size() -> int:
     """The number of pool threads started so far (0 before any multi-threaded call)."""
     return int(cpu.library.cdll.vg_pool_size()) if cpu.load() and cpu.library is not None else 0
+
+
+def chunks_run(reset: bool = True) -> tuple[int, ...]:
+    """The chunks each thread ran since the last reset (`reset`: from now on), a count per thread: the
+    calling threads' first (a call run whole on one thread is one chunk), then pool worker 1's, 2's, ...
+    up to the last started; () without a library."""
+    if not (cpu.load() and cpu.library is not None):
+        return ()
+    counts = np.zeros(MAX_POOL_THREADS, np.int64)
+    cpu.library.cdll.vg_pool_chunks(counts.ctypes.data, MAX_POOL_THREADS, int(reset))
+    return tuple(int(c) for c in counts[: pool_size() + 1])
+
+
+@contextlib.contextmanager
+def static_schedule() -> Iterator[None]:
+    """Inside, chunk k of every split is run by pool thread k (chunk 0 by the caller), whatever the
+    timing, so that `chunks_run` says which threads a kernel's split gives work to (for tests: the
+    chunks, and so the bits, are the ones of the usual schedule, where an idle thread takes a late one's
+    chunk)."""
+    if not (cpu.load() and cpu.library is not None):
+        yield
+        return
+    was = cpu.library.cdll.vg_pool_static(1)
+    try:
+        yield
+    finally:
+        cpu.library.cdll.vg_pool_static(was)

@@ -6,12 +6,14 @@ package are compiled (each on its own, as many at once as there are CPUs) and li
 compiler (path and version) and the flags, so a change to any of them builds anew. `build` also builds
 one other C source (the fused kernels of fused.py, which include this package's headers; the vg_call
 extension of fastcall.py) the same way, into `<cache>/<prefix>-<hash>.so`. The cache folder is
-`VERIGRAD_CACHE`, else `verigrad` in the user's cache directory. The library is written to a temporary
-file and moved into place, so processes building at once do not see half a file; a cached one that does
-not load (cut or damaged) is built anew, once. Beside each library, `<prefix>-<hash>.json` (the hash
-covering the sources and flags, not the compiler) records the compiler it was built with, so that without
-a compiler the library last built for these sources and flags still serves (`compiler_missing` in the
-build's info then says why), and never one built from other sources or flags.
+`VERIGRAD_CACHE`, else `verigrad` in the user's cache directory (cache.py). The library is written to a
+temporary file and moved into place, holding the folder's lock, so processes building at once build it
+once and never see half a file. Beside each library, `<prefix>-<hash>.json` (the hash covering the sources
+and flags, not the compiler) records the size and SHA-256 of each library built for them and the compiler
+of the last, so that a cached library is loaded only when it is whole (one cut short or damaged is built
+anew, with one line on stderr naming it, as is one that does not load), and without a compiler the
+library last built for these sources and flags still serves (`compiler_missing` in the build's info then
+says why), and never one built from other sources or flags.
 
 Default flags give the reference's bits: no FMA contraction, no fast-math. `VERIGRAD_NATIVE=1` allows
 contraction and tunes for this machine (results may then differ in the last bits, never with the thread
@@ -23,23 +25,26 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import hashlib
-import json
 import os
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from ..kernel_table import Exactness, tolerance
+from . import cache
+from .cache import cache_dir
 
 HERE = Path(__file__).resolve().parent
 # -fno-math-errno after -fno-fast-math, which turns errno back on (and so keeps sqrt a call, unvectorised)
 BASE_FLAGS = ["-O3", "-fPIC", "-shared", "-std=c11", "-pthread", "-fno-fast-math", "-fno-math-errno"]
 EXACT_FLAGS = ["-ffp-contract=off"]
 NATIVE_FLAGS = ["-ffp-contract=fast", "-march=native", "-DVG_NATIVE"]
+RECORD_FORMAT = "checksums"  # in a record's name: a record of an earlier format (without them) is not read
 
 
 class BuildError(RuntimeError):
@@ -72,13 +77,6 @@ def contracted(exactness: Exactness, dtype: str | None, with_contraction: bool) 
 
 def flags() -> list[str]:
     return BASE_FLAGS + (NATIVE_FLAGS if native() else EXACT_FLAGS)
-
-
-def cache_dir() -> Path:
-    if os.environ.get("VERIGRAD_CACHE"):
-        return Path(os.environ["VERIGRAD_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "verigrad"
 
 
 def find_compiler() -> list[str]:
@@ -132,7 +130,7 @@ def library_name(
 def record_name(opts: list[str], prefix: str = "cpu", source: str | None = None) -> str:
     """`<prefix>-<hash>.json`, the hash covering what `library_name`'s does but the compiler: the record
     of the last library built (or loaded) for these sources and flags."""
-    return f"{prefix}-{_digest(source, opts)}.json"
+    return f"{prefix}-{_digest(source, [RECORD_FORMAT, *opts])}.json"
 
 
 def _check(done: subprocess.CompletedProcess, cc: list[str]) -> None:
@@ -202,9 +200,9 @@ def _run_parallel(
 def build(
     prefix: str = "cpu", source: str | None = None, includes: tuple[str, ...] = (), load: bool = True
 ) -> tuple[ctypes.CDLL | None, dict[str, Any]]:
-    """The loaded library (None without `load`) and what was built how; BuildError with a one-line
-    reason otherwise. The package's sources, or the C `source` (for a library named `prefix`), compiled
-    with the `includes` folders besides this package's."""
+    """The loaded library (None without `load`: the caller loads it, once it is checked here) and what was
+    built how; BuildError with a one-line reason otherwise. The package's sources, or the C `source` (for
+    a library named `prefix`), compiled with the `includes` folders besides this package's."""
     opts = flags() + [f"-I{folder}" for folder in includes]
     folder = cache_dir()
     try:
@@ -213,16 +211,46 @@ def build(
     except BuildError as e:
         return _last_built(folder, opts, prefix, source, load, e)
     path = folder / library_name(cc, version, opts, prefix, source)
-    try:
-        lib = _open(path) if path.exists() else None
-    except BuildError:  # cut or damaged (never half-written, see _compile): built anew
-        lib = None
-    info = _info(cc, version, opts, path, cached=lib is not None)
+    record = folder / record_name(opts, prefix, source)
+    lib, _ = _checked(path, record)
+    seconds, cached = 0.0, lib is not None
     if lib is None:
-        info["build_seconds"] = _compile(cc, opts, folder, path, prefix, source)
-        lib = _open(path)
-    _remember(folder / record_name(opts, prefix, source), path.name, cc, version)
+        try:
+            with cache.locked(folder):  # another process may have built it (or be building it) meanwhile
+                lib, why = _checked(path, record)
+                cached = lib is not None
+                if lib is None:
+                    if path.exists():
+                        print(
+                            f"verigrad: the cached library {path} is damaged ({why}); building it anew",
+                            file=sys.stderr,
+                        )
+                    seconds, built = _compile(cc, opts, folder, path, prefix, source)
+                    lib = _open(path)
+                    with contextlib.suppress(OSError):  # unrecorded, it is built anew next time: slow, right
+                        cache.remember(record, path.name, cc, version, built)
+        except OSError as e:
+            raise BuildError(f"cannot write to the cache folder {folder}: {e}") from None
+    if cache.read_record(record).get("library") != path.name:  # the one a build without a compiler takes
+        with contextlib.suppress(OSError), cache.locked(folder):
+            cache.remember(record, path.name, cc, version, None)
+    info = _info(cc, version, opts, path, cached=cached)
+    info["build_seconds"] = seconds
     return (lib if load else None), info
+
+
+def _checked(path: Path, record: Path) -> tuple[ctypes.CDLL | None, str]:
+    """The cached library at `path` loaded, where it is whole (`record`'s size and SHA-256) and loads;
+    else None and why not."""
+    if not path.exists():
+        return None, "missing"
+    why = cache.damage(path, record)
+    if why is not None:
+        return None, why
+    try:
+        return ctypes.CDLL(str(path)), ""
+    except OSError as e:
+        return None, f"it does not load: {e}"
 
 
 def _info(cc: list[str], version: str, opts: list[str], path: Path, cached: bool) -> dict[str, Any]:
@@ -238,7 +266,8 @@ def _info(cc: list[str], version: str, opts: list[str], path: Path, cached: bool
 
 
 def _open(path: Path) -> ctypes.CDLL:
-    """The library loaded: also the check of a cached one, and of one its caller loads itself (vg_call)."""
+    """The library just built loaded: also the check that it loads, for one its caller loads itself
+    (vg_call)."""
     try:
         return ctypes.CDLL(str(path))
     except OSError as e:
@@ -247,8 +276,9 @@ def _open(path: Path) -> ctypes.CDLL:
 
 def _compile(
     cc: list[str], opts: list[str], folder: Path, path: Path, prefix: str, source: str | None
-) -> float:
-    """Builds the library into a temporary file in `folder`, moved onto `path` when done; the seconds."""
+) -> tuple[float, dict[str, Any]]:
+    """Builds the library into a temporary file in `folder`, moved onto `path` when done: the seconds it
+    took and its checksum. A failure leaves no part of it (and no temporary) behind."""
     start = time.perf_counter()
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -263,48 +293,34 @@ def _compile(
                 srcs = [Path(objects) / f"{prefix}.c"]
                 srcs[0].write_text(source)
             _compile_and_link(cc, opts, objects, tmp, srcs)
+        built = cache.checksum(Path(tmp))
         os.replace(tmp, path)
     except (OSError, subprocess.SubprocessError) as e:
         raise BuildError(f"the C build failed ({cc[0]}): {e}") from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    return round(time.perf_counter() - start, 3)
-
-
-def _remember(record: Path, name: str, cc: list[str], version: str) -> None:
-    """Writes the record of library `name` (moved into place, as the library), unless it says so already."""
-    text = json.dumps({"library": name, "compiler": cc, "version": version})
-    with contextlib.suppress(OSError):  # without the record, only a build without a compiler misses it
-        if record.exists() and record.read_text() == text:
-            return
-        fd, tmp = tempfile.mkstemp(prefix=".record-", suffix=".json", dir=record.parent)
-        try:
-            with os.fdopen(fd, "w") as f:
-                f.write(text)
-            os.replace(tmp, record)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+    return round(time.perf_counter() - start, 3), built
 
 
 def _last_built(
     folder: Path, opts: list[str], prefix: str, source: str | None, load: bool, missing: BuildError
 ) -> tuple[ctypes.CDLL | None, dict[str, Any]]:
     """Without a compiler (`missing` says why): the library that the record for these sources and flags
-    names, if these sources and flags with the recorded compiler give that name; else `missing`."""
+    names, if these sources and flags with the recorded compiler give that name and it is whole; else
+    `missing`."""
+    record = folder / record_name(opts, prefix, source)
     try:
-        record = json.loads((folder / record_name(opts, prefix, source)).read_text())
-        cc, version, name = [str(w) for w in record["compiler"]], str(record["version"]), record["library"]
-    except (OSError, ValueError, TypeError, KeyError):
+        found = cache.read_record(record)
+        cc, version, name = [str(w) for w in found["compiler"]], str(found["version"]), found["library"]
+    except (TypeError, KeyError):
         raise missing from None
     path = folder / library_name(cc, version, opts, prefix, source)
     if name != path.name or not path.exists():
         raise missing
-    try:
-        lib = _open(path)
-    except BuildError as e:
-        raise BuildError(f"{e}; it cannot be built anew: {missing}") from None
+    lib, why = _checked(path, record)
+    if lib is None:
+        raise BuildError(f"the cached library {path} is damaged ({why}); it cannot be built anew: {missing}")
     return (lib if load else None), {
         **_info(cc, version, opts, path, cached=True),
         "compiler_missing": str(missing),

@@ -19,6 +19,14 @@
  *    in C order of the reduced groups. Outputs are done in tiles of TILE neighbours, which read memory in
  *    order and give the same bits.
  * mean: that sum divided by the count, in double. f32 results round once at the end.
+ * Threads take blocks of whole outputs; a sum with fewer outputs than threads (a whole array's sum) and
+ * runs of at least LEAF elements is split inside the outputs instead (`split_sum`): pairwise_ splits a
+ * run above PW_BLOCK elements in two (the first part a multiple of 8) and adds the two parts' sums, so
+ * the subtrees of at most LEAF elements (the leaves) are summed by the threads, and each output's sum is
+ * then formed from them with the same tree and the same additions in the same order: the same bits.
+ * max and min split such outputs at the same leaves (`<op>_split`): the threads take the leaves' fast
+ * passes, whose results any order combines to the same bits where there is no NaN or infinity (else
+ * the exact fold runs, on one thread) and the result is not a zero beside the other zero (the reference).
  * A NaN result asks for the reference: which NaN an addition of two gives depends on the order of its
  * operands, which C compilers and NumPy's SIMD loops swap freely.
  *
@@ -37,11 +45,13 @@
  */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "vg.h"
 
 #define PW_BLOCK 128
+#define LEAF 8192 /* at least PW_BLOCK */
 #define VG_RMAX 8
 #define TILE 256
 
@@ -91,6 +101,62 @@ static inline int64_t next_offset(const vg_red *d, int64_t *idx, int64_t off) {
     }
     return off;
 }
+
+/* The fewest outputs a thread is given, for `min_elems` elements (the Python side's thread chunk). */
+static int64_t min_outputs(const vg_red *d, int64_t min_elems) {
+    int64_t per_output = reduced_count(d) * (d->inner_reduced ? d->inner : 1);
+    int64_t m = per_output > 0 ? min_elems / per_output : 1;
+    return m < 1 ? 1 : m;
+}
+
+/* split_sum's leaves: a subtree of pairwise_'s sum of a run, `n` elements from element `off` */
+typedef struct {
+    int64_t off, n;
+} vg_leaf;
+
+/* Appends the leaves of pairwise_(x + off, n) from leaves[k] on (leaves NULL: counts them); returns
+ * the next k. */
+static int64_t tree_leaves(int64_t off, int64_t n, vg_leaf *leaves, int64_t k) {
+    if (n <= LEAF) {
+        if (leaves) leaves[k] = (vg_leaf){off, n};
+        return k + 1;
+    }
+    int64_t n2 = n / 2;
+    n2 -= n2 % 8;
+    k = tree_leaves(off, n2, leaves, k);
+    return tree_leaves(off + n2, n - n2, leaves, k);
+}
+
+/* pairwise_'s sum of a run of n elements from its leaves' sums, sums[*k] on (as pairwise_ adds them). */
+static double from_leaves(int64_t n, const double *sums, int64_t *k) {
+    if (n <= LEAF) return sums[(*k)++];
+    int64_t n2 = n / 2;
+    n2 -= n2 % 8;
+    double first = from_leaves(n2, sums, k);
+    return first + from_leaves(n - n2, sums, k);
+}
+
+/* The leaves of every output's sum, in the order the sums take them (leaves NULL: counts them). */
+static int64_t all_leaves(const vg_red *d, vg_leaf *leaves) {
+    int64_t outs = outputs(d), nred = reduced_count(d), inner = d->inner, block = d->block, k = 0;
+    int64_t idx[VG_RMAX];
+    for (int64_t o = 0; o < outs; o++) {
+        int64_t base = kept_offset(d, o), off = 0;
+        memset(idx, 0, sizeof idx);
+        for (int64_t j = 0; j < nred; j++) {
+            for (int64_t s = 0; s < inner; s += block)
+                k = tree_leaves(base + off + s, inner - s < block ? inner - s : block, leaves, k);
+            off = next_offset(d, idx, off);
+        }
+    }
+    return k;
+}
+
+typedef struct {
+    const void *x;
+    const vg_leaf *leaves;
+    double *sums;
+} vg_leafjob;
 
 #define PAIRWISE(T, SUF)                                                                      \
     static double pairwise_##SUF(const T *a, int64_t n) {                                     \
@@ -190,9 +256,47 @@ static inline int64_t next_offset(const vg_red *d, int64_t *idx, int64_t off) {
             o += n;                                                                           \
         }                                                                                     \
     }                                                                                         \
-    int vg_sum_##SUF(const T *x, T *out, const vg_red *d, int64_t min_out, int threads) {     \
+    static void leaf_sums_##SUF(void *ctx, int64_t lo, int64_t hi) {                         \
+        vg_leafjob *p = (vg_leafjob *)ctx;                                                    \
+        const T *xs = (const T *)p->x;                                                        \
+        for (int64_t i = lo; i < hi; i++)                                                     \
+            p->sums[i] = pairwise_##SUF(xs + p->leaves[i].off, p->leaves[i].n);               \
+    }                                                                                         \
+    /* sum_chunk's outputs from the leaves' sums (see the top); -1 without memory for them */ \
+    static int split_sum_##SUF(const T *x, T *out, const vg_red *d, int64_t min_elems, int threads) { \
+        int64_t count = all_leaves(d, 0), outs = outputs(d), nred = reduced_count(d), k = 0;  \
+        int64_t inner = d->inner, block = d->block;                                           \
+        vg_leaf *leaves = malloc(sizeof *leaves * (size_t)count);                             \
+        double *sums = malloc(sizeof *sums * (size_t)count), scale = (double)d->count;        \
+        if (!leaves || !sums) {                                                               \
+            free(leaves), free(sums);                                                         \
+            return -1;                                                                        \
+        }                                                                                     \
+        all_leaves(d, leaves);                                                                \
+        vg_leafjob p = {x, leaves, sums};                                                     \
+        vg_parallel_for(count, (min_elems + LEAF - 1) / LEAF, threads, leaf_sums_##SUF, &p);  \
+        int ref = 0;                                                                          \
+        for (int64_t o = 0; o < outs; o++) {                                                  \
+            double acc = 0.0;                                                                 \
+            for (int64_t j = 0; j < nred; j++) {                                              \
+                double run = 0.0; /* vg_pairwise_'s sum of the run's blocks */                \
+                for (int64_t s = 0; s < inner; s += block)                                    \
+                    run += from_leaves(inner - s < block ? inner - s : block, sums, &k);      \
+                acc += run;                                                                   \
+            }                                                                                 \
+            out[o] = (T)(scale > 0 ? acc / scale : acc);                                      \
+            ref |= acc != acc;                                                                \
+        }                                                                                     \
+        free(leaves), free(sums);                                                             \
+        return ref;                                                                           \
+    }                                                                                         \
+    int vg_sum_##SUF(const T *x, T *out, const vg_red *d, int64_t min_elems, int threads) {   \
+        if (threads > 1 && d->inner_reduced && d->inner >= LEAF && outputs(d) < threads) {    \
+            int ref = split_sum_##SUF(x, out, d, min_elems, threads);                         \
+            if (ref >= 0) return ref;                                                         \
+        }                                                                                     \
         vg_rjob p = {x, out, d, 0};                                                           \
-        vg_parallel_for(outputs(d), min_out, threads, sum_##SUF##_chunk, &p);                 \
+        vg_parallel_for(outputs(d), min_outputs(d, min_elems), threads, sum_##SUF##_chunk, &p); \
         return p.ref;                                                                         \
     }
 
@@ -402,9 +506,55 @@ typedef uint64_t vg_u64 __attribute__((may_alias));
             o += n;                                                                           \
         }                                                                                     \
     }                                                                                         \
-    int vg_##NAME##_##SUF(const T *x, T *out, const vg_red *d, int64_t min_out, int threads) { \
+    typedef struct {                                                                          \
+        const T *x;                                                                           \
+        const vg_leaf *leaves;                                                                \
+        T *vals, *chks;                                                                       \
+    } NAME##_##SUF##_pieces;                                                                  \
+    static void NAME##_##SUF##_piece(void *ctx, int64_t lo, int64_t hi) {                     \
+        NAME##_##SUF##_pieces *p = (NAME##_##SUF##_pieces *)ctx;                              \
+        for (int64_t i = lo; i < hi; i++) {                                                   \
+            const T *a = p->x + p->leaves[i].off;                                             \
+            p->chks[i] = 0;                                                                   \
+            p->vals[i] = NAME##_##SUF##_fast(a, p->leaves[i].n, a[0], &p->chks[i]);            \
+        }                                                                                     \
+    }                                                                                         \
+    /* fold's outputs from pieces of their runs folded by the threads (see the top); -1 without \
+     * memory for them */                                                                     \
+    static int NAME##_##SUF##_split(const T *x, T *out, const vg_red *d, int64_t min_elems, int threads) { \
+        int64_t count = all_leaves(d, 0), outs = outputs(d), k = 0;                           \
+        vg_leaf *leaves = malloc(sizeof *leaves * (size_t)count);                             \
+        T *vals = malloc(sizeof *vals * (size_t)count), *chks = malloc(sizeof *chks * (size_t)count); \
+        if (!leaves || !vals || !chks) {                                                      \
+            free(leaves), free(vals), free(chks);                                             \
+            return -1;                                                                        \
+        }                                                                                     \
+        all_leaves(d, leaves);                                                                \
+        NAME##_##SUF##_pieces p = {x, leaves, vals, chks};                                    \
+        vg_parallel_for(count, (min_elems + LEAF - 1) / LEAF, threads, NAME##_##SUF##_piece, &p); \
+        int64_t per_output = count / outs, nred = reduced_count(d);                           \
+        int ref = 0;                                                                          \
+        for (int64_t o = 0; o < outs; o++, k += per_output) {                                 \
+            const T *base = x + kept_offset(d, o);                                            \
+            T r = vals[k], chk = 0;                                                           \
+            for (int64_t i = k; i < k + per_output; i++) {                                    \
+                r = vals[i] CMP r ? vals[i] : r;                                              \
+                chk += chks[i];                                                               \
+            }                                                                                 \
+            if (chk != chk) r = NAME##_##SUF##_fold(d, base, nred, 0); /* a NaN or an infinity */ \
+            ref |= r != r || (r == 0 && other_zero_##SUF(d, base, nred, d->inner, r));        \
+            out[o] = r;                                                                       \
+        }                                                                                     \
+        free(leaves), free(vals), free(chks);                                                 \
+        return ref;                                                                           \
+    }                                                                                         \
+    int vg_##NAME##_##SUF(const T *x, T *out, const vg_red *d, int64_t min_elems, int threads) { \
+        if (threads > 1 && d->inner_reduced && d->inner >= LEAF && outputs(d) < threads) {    \
+            int ref = NAME##_##SUF##_split(x, out, d, min_elems, threads);                    \
+            if (ref >= 0) return ref;                                                         \
+        }                                                                                     \
         vg_rjob p = {x, out, d, 0};                                                           \
-        vg_parallel_for(outputs(d), min_out, threads, NAME##_##SUF##_chunk, &p);              \
+        vg_parallel_for(outputs(d), min_outputs(d, min_elems), threads, NAME##_##SUF##_chunk, &p); \
         return p.ref;                                                                         \
     }
 

@@ -1,5 +1,6 @@
 """Reduction kernels: sum, mean, max and min over any set of axes, and argmax over one axis or all, of a
-C-contiguous array; one thread per block of output elements.
+C-contiguous array; one thread per block of output elements, but for a sum, mean, max or min with fewer
+outputs than threads (a whole array's), which the threads split inside the outputs (reduce.c).
 
 All five give the reference's bits: reduce.c follows the order NumPy's add.reduce takes for a C-contiguous
 array (pairwise sums of the contiguous runs when the last axis is reduced, element after element
@@ -87,11 +88,11 @@ def _reduce(
     cast = dtype == np.float32 and name in ("sum", "mean")
     mean = name == "mean"
 
-    # (shape, axes, keepdim, block) -> (the description, the result's shape and its element count), or
+    # (shape, axes, keepdim, block) -> (the description and the result's shape), or
     # None where the kernel does not take it
-    calls: dict[tuple, tuple[Any, tuple, int] | None] = {}
+    calls: dict[tuple, tuple[Any, tuple] | None] = {}
 
-    def call(shape: tuple, axis: tuple, keepdim: bool, block: int) -> tuple[Any, tuple, int] | None:
+    def call(shape: tuple, axis: tuple, keepdim: bool, block: int) -> tuple[Any, tuple] | None:
         if not all(-len(shape) <= a < len(shape) for a in axis):
             return None  # the reference says what is wrong
         axis = tuple(a % len(shape) for a in axis)
@@ -102,7 +103,7 @@ def _reduce(
             out = tuple(1 if i in axis else n for i, n in enumerate(shape))
         else:
             out = tuple(n for i, n in enumerate(shape) if i not in axis)
-        return d, out, math.prod(out)
+        return d, out
 
     def kernel(x: np.ndarray, axis: tuple, keepdim: bool) -> np.ndarray:
         if (
@@ -121,9 +122,9 @@ def _reduce(
             found = call(x.shape, tuple(axis), keepdim, key[3])
         if found is None:
             return reference(x, axis, keepdim)
-        d, shape, size = found
+        d, shape = found
         out = np.empty(shape, dtype)
-        if fn(ptr(x), ptr(out), ref(d), max(1, chunk() * size // x.size), backend.threads):
+        if fn(ptr(x), ptr(out), ref(d), chunk(), backend.threads):
             return reference(x, axis, keepdim)
         return out
 

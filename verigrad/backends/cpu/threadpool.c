@@ -17,6 +17,12 @@
  * dispatches a 30-100 us product every few microseconds. A dispatch that wakes sleeping workers first
  * moves them off the caller's CPU (`steer_sleepers`): Linux puts a thread woken after a pause on its
  * waker's CPU, behind the caller, and a dispatch after a pause then ran on one core.
+ *
+ * Each thread counts the chunks it runs (`vg_pool_chunks`: a relaxed atomic increment per chunk, on a
+ * cache line of its own), so that a test can see that a kernel which should run on several threads did.
+ * Which thread claims a chunk depends on timing; `vg_pool_static(1)` makes it depend on nothing: chunk c
+ * is run by worker c (chunk 0 by the caller, as are those of workers that could not be started), the
+ * caller waiting for them. For tests: the chunks, and so the bits, are the same either way.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -42,6 +48,13 @@ static unsigned long start_generation[VG_MAX_THREADS];
 static int pending = 0; /* chunks not yet done; atomic */
 static int active = 0;  /* workers between reading the job and their last claim; atomic */
 static int atfork_set = 0;
+static int static_schedule = 0; /* vg_pool_static */
+
+/* chunks run by the calling threads (0) and by worker k (k); one cache line each */
+static struct {
+    int64_t chunks;
+    char pad[64 - sizeof(int64_t)];
+} ran[VG_MAX_THREADS];
 
 static struct {
     vg_chunk_fn fn;
@@ -49,6 +62,7 @@ static struct {
     int64_t n;
     int chunks;  /* T */
     int helpers; /* workers 1..helpers take part */
+    int fixed;   /* the static schedule: worker k runs chunk k */
     int next;    /* the next chunk to claim (from 1: the caller runs chunk 0); atomic */
 } job;
 
@@ -58,25 +72,28 @@ static void chunk_bounds(int64_t n, int chunks, int i, int64_t *lo, int64_t *hi)
     *hi = *lo + base + (i < rem ? 1 : 0);
 }
 
-/* Runs chunk c; returns whether it was the job's last to finish. */
-static int run_chunk(vg_chunk_fn fn, void *ctx, int64_t n, int chunks, int c) {
+/* Runs chunk c on thread `id` (0: the caller); returns whether it was the job's last to finish. */
+static int run_chunk(vg_chunk_fn fn, void *ctx, int64_t n, int chunks, int c, int id) {
     int64_t lo, hi;
     chunk_bounds(n, chunks, c, &lo, &hi);
     fn(ctx, lo, hi);
+    __atomic_add_fetch(&ran[id].chunks, 1, __ATOMIC_RELAXED);
     return __atomic_sub_fetch(&pending, 1, __ATOMIC_ACQ_REL) == 0;
 }
 
-/* Claims and runs the job's chunks until none is left (fn, ctx, n and chunks read by the claimer). A
- * worker that finishes the last chunk wakes the caller; the caller (`caller`) checks `pending` itself. */
-static void run_chunks(vg_chunk_fn fn, void *ctx, int64_t n, int chunks, int caller) {
+/* Claims and runs the job's chunks until none is left (fn, ctx, n and chunks read by the claimer); in
+ * the static schedule (`fixed`), worker `id` runs chunk `id` only. A worker that finishes the last chunk
+ * wakes the caller; the caller (id 0) checks `pending` itself. */
+static void run_chunks(vg_chunk_fn fn, void *ctx, int64_t n, int chunks, int id, int fixed) {
     for (;;) {
-        int c = __atomic_fetch_add(&job.next, 1, __ATOMIC_ACQ_REL);
+        int c = fixed ? id : __atomic_fetch_add(&job.next, 1, __ATOMIC_ACQ_REL);
         if (c >= chunks) return;
-        if (run_chunk(fn, ctx, n, chunks, c) && !caller) {
+        if (run_chunk(fn, ctx, n, chunks, c, id) && id > 0) {
             pthread_mutex_lock(&lock);
             pthread_cond_signal(&done_cv);
             pthread_mutex_unlock(&lock);
         }
+        if (fixed) return;
     }
 }
 
@@ -142,10 +159,10 @@ static void *worker(void *arg) {
             vg_chunk_fn fn = job.fn;
             void *ctx = job.ctx;
             int64_t n = job.n;
-            int chunks = job.chunks;
+            int chunks = job.chunks, fixed = job.fixed;
             __atomic_add_fetch(&active, 1, __ATOMIC_ACQ_REL);
             pthread_mutex_unlock(&lock);
-            run_chunks(fn, ctx, n, chunks, 0);
+            run_chunks(fn, ctx, n, chunks, id, fixed);
             pthread_mutex_lock(&lock);
             if (__atomic_sub_fetch(&active, 1, __ATOMIC_ACQ_REL) == 0) pthread_cond_signal(&done_cv);
         }
@@ -166,6 +183,24 @@ static void reset_after_fork(void) {
 }
 
 int vg_pool_size(void) { return nworkers; }
+
+/* The chunks run by the calling threads (out[0]) and by workers 1..size-1 since the last reset (`reset`:
+ * set to 0 as they are read); returns how many counts there are (VG_MAX_THREADS). */
+int vg_pool_chunks(int64_t *out, int size, int reset) {
+    for (int id = 0; id < size && id < VG_MAX_THREADS; id++)
+        out[id] = reset ? __atomic_exchange_n(&ran[id].chunks, 0, __ATOMIC_RELAXED)
+                        : __atomic_load_n(&ran[id].chunks, __ATOMIC_RELAXED);
+    return VG_MAX_THREADS;
+}
+
+/* The static schedule on (1) or off (0), from the next dispatch; returns the previous setting. */
+int vg_pool_static(int on) {
+    pthread_mutex_lock(&dispatch_lock);
+    int was = static_schedule;
+    static_schedule = on != 0;
+    pthread_mutex_unlock(&dispatch_lock);
+    return was;
+}
 
 /* Workers 1..helpers that sleep are woken onto CPUs other than the caller's (unless pinned): Linux
  * places a thread woken after a pause on its waker's CPU, where it waits behind the caller (which keeps
@@ -205,7 +240,10 @@ void vg_parallel_for(int64_t n, int64_t min_chunk, int threads, vg_chunk_fn fn, 
     if (n / min_chunk < t) t = n / min_chunk;
     if (t > VG_MAX_THREADS) t = VG_MAX_THREADS;
     if (t <= 1) {
-        if (n > 0) fn(ctx, 0, n);
+        if (n > 0) {
+            fn(ctx, 0, n);
+            __atomic_add_fetch(&ran[0].chunks, 1, __ATOMIC_RELAXED);
+        }
         return;
     }
     int chunks = (int)t;
@@ -230,6 +268,7 @@ void vg_parallel_for(int64_t n, int64_t min_chunk, int threads, vg_chunk_fn fn, 
     job.n = n;
     job.chunks = chunks;
     job.helpers = helpers;
+    job.fixed = static_schedule;
     __atomic_store_n(&job.next, 1, __ATOMIC_RELEASE);
     __atomic_store_n(&pending, chunks, __ATOMIC_RELEASE);
     __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
@@ -239,8 +278,11 @@ void vg_parallel_for(int64_t n, int64_t min_chunk, int threads, vg_chunk_fn fn, 
     }
     pthread_mutex_unlock(&lock);
 
-    run_chunk(fn, ctx, n, chunks, 0); /* the caller's chunk, whoever else is awake */
-    run_chunks(fn, ctx, n, chunks, 1);
+    run_chunk(fn, ctx, n, chunks, 0, 0); /* the caller's chunk, whoever else is awake */
+    if (job.fixed)                       /* and those of workers that could not be started */
+        for (int c = helpers + 1; c < chunks; c++) run_chunk(fn, ctx, n, chunks, c, 0);
+    else
+        run_chunks(fn, ctx, n, chunks, 0, 0);
 
     /* every chunk done, and no worker still holding this job (it would claim from the next one's counter) */
     for (int i = 0; i < SPINS && (__atomic_load_n(&pending, __ATOMIC_ACQUIRE) > 0 ||
