@@ -104,7 +104,7 @@ def recording_kernel(step: Step, fixed: Callable) -> Callable:
     if native is None or isinstance(step, Merged):
         return fixed
     if step.into is None:
-        return native
+        return _fixed(native, step)  # with the conversion the step's first result needed (a 0-d sum's)
     if getattr(getattr(native, "func", native), "takes_out", False):
         return _into(native)
     return fixed
@@ -112,7 +112,7 @@ def recording_kernel(step: Step, fixed: Callable) -> Callable:
 
 def fixed_kernel(step: Step) -> Callable:
     """The step's kernel with the conversion its first result needed, if any."""
-    kernel, op, spec = step.kernel, step.op, step.spec
+    kernel = step.kernel
     if isinstance(step, Merged):
         n, intos = len(step.ins), step.intos
 
@@ -123,6 +123,12 @@ def fixed_kernel(step: Step) -> Callable:
         return merged
     if step.into is not None:
         return _into(kernel)
+    return _fixed(kernel, step)
+
+
+def _fixed(kernel: Callable, step: Step) -> Callable:
+    """`kernel` with the conversion the step's first result needed, if any."""
+    op, spec = step.op, step.spec
     if step.fix == "asarray":
         return lambda *arrays: np.asarray(kernel(*arrays))
     if step.fix == "conform":

@@ -30,6 +30,7 @@ from ..kernel_table import EXACT, Backend, Exactness
 from ..reference import reference as _reference  # registered first: the reference stays the default
 from . import (
     attention,
+    checks,
     convolution,
     elementwise,
     fastcall,
@@ -46,6 +47,7 @@ from . import (
 from . import build as _build
 from ._ffi import DTYPES, MIN_CHUNK, Library, bufsize, min_chunk, set_min_chunk
 from .attention import ATTENTION
+from .checks import CHECKS
 from .convolution import COLUMNS, CONVOLUTION
 from .elementwise import (
     BINARY,
@@ -79,6 +81,7 @@ KERNEL_FAMILIES = (
     attention,
     rope,
     optim,
+    checks,
 )
 
 __all__ = [
@@ -86,6 +89,7 @@ __all__ = [
     "BINARY",
     "CANCELLING",
     "CAST",
+    "CHECKS",
     "COLUMNS",
     "CONVOLUTION",
     "DTYPES",

@@ -59,6 +59,12 @@ static inline double log_f64(double x) {
     vg_log_f64(&x, &y, 1, 1, 1);
     return y;
 }
+/* whether a class target is outside [0, n): cross_entropy and its gradient refuse it */
+static int targets_out_of_range(const int64_t *target, int64_t rows, int64_t n) {
+    for (int64_t r = 0; r < rows; r++)
+        if ((uint64_t)target[r] >= (uint64_t)n) return 1;
+    return 0;
+}
 static inline float sqrt_f32(float x) { return sqrtf(x); }
 static inline double sqrt_f64(double x) { return sqrt(x); }
 
@@ -102,14 +108,17 @@ static inline double sqrt_f64(double x) { return sqrt(x); }
             T m = vg_rowmax_##SUF(row, n);                                                    \
             T l = log_##SUF(exps_##SUF(row, tmp, tmp + n, n, m, p->block));                   \
             int64_t t = p->target[r];                                                         \
-            ((T *)p->out)[r] = (t >= 0 && t < n) ? -((row[t] - m) - l) : (T)-0.0;             \
+            ((T *)p->out)[r] = -((row[t] - m) - l); /* t in [0, n): vg_xent checked */         \
         }                                                                                     \
         free(tmp);                                                                            \
     }                                                                                         \
-    void vg_xent_##SUF(const T *x, const int64_t *target, T *nll, int64_t rows, int64_t n,    \
-                       int64_t block, int64_t min_rows, int threads) {                        \
+    /* 1 (before any work) where a target is outside [0, n) */                               \
+    int vg_xent_##SUF(const T *x, const int64_t *target, T *nll, int64_t rows, int64_t n,     \
+                      int64_t block, int64_t min_rows, int threads) {                         \
+        if (targets_out_of_range(target, rows, n)) return 1;                                  \
         vg_rowjob p = {.x = x, .target = target, .out = nll, .n = n, .block = block};         \
         vg_parallel_for(rows, min_rows, threads, xent_##SUF##_chunk, &p);                     \
+        return 0;                                                                             \
     }                                                                                         \
     static void xent_grad_##SUF##_chunk(void *ctx, int64_t lo, int64_t hi) {                  \
         const vg_rowjob *p = (const vg_rowjob *)ctx;                                          \
@@ -125,12 +134,14 @@ static inline double sqrt_f64(double x) { return sqrt(x); }
         }                                                                                     \
         free(tmp);                                                                            \
     }                                                                                         \
-    void vg_xent_grad_##SUF(const T *x, const int64_t *target, const T *scale,                \
-                            int64_t scale_step, T *out, int64_t rows, int64_t n, int64_t block, \
-                            int64_t min_rows, int threads) {                                  \
+    int vg_xent_grad_##SUF(const T *x, const int64_t *target, const T *scale,                 \
+                           int64_t scale_step, T *out, int64_t rows, int64_t n, int64_t block, \
+                           int64_t min_rows, int threads) {                                   \
+        if (targets_out_of_range(target, rows, n)) return 1;                                  \
         vg_rowjob p = {.x = x, .target = target, .scale = scale, .scale_step = scale_step,    \
                        .out = out, .n = n, .block = block};                                   \
         vg_parallel_for(rows, min_rows, threads, xent_grad_##SUF##_chunk, &p);                \
+        return 0;                                                                             \
     }                                                                                         \
     /* w (and b) may be null: layer_norm without them is the normalized x */                  \
     static void norm_##SUF##_chunk(void *ctx, int64_t lo, int64_t hi) {                       \

@@ -21,6 +21,7 @@ from ...dtypes import as_dtype, from_numpy_dtype
 from ...ops import cross_entropy, exp, layer_norm, log, log_softmax, mean, rms_norm, softmax
 from ...ops import sum as reduce_sum
 from ...ops._op import never_warns, silenced
+from ...ops.checks import out_of_range
 from ...ops.composite.losses import cross_entropy_grad
 from ...ops.composite.normalization import layer_norm_grad, rms_norm_grad
 from ..kernel_table import EXACT, Exactness, tolerance, ulp
@@ -96,8 +97,8 @@ class _Rows:
         """NumPy sums an f32 row through its cast buffer (8192 elements): pairwise within each."""
         return _ffi.bufsize() if self.suffix == "f32" else 1 << 62
 
-    def fn(self, name: str, args: list) -> Any:
-        return self.lib.fn(f"vg_{name}_{self.suffix}", args)
+    def fn(self, name: str, args: list, restype: Any = None) -> Any:
+        return self.lib.fn(f"vg_{name}_{self.suffix}", args, restype)
 
     def min_rows(self, n: int) -> int:
         return max(1, _ffi.min_chunk() // n)
@@ -125,8 +126,8 @@ def _softmax(k: _Rows, log: bool, fallback: Callable) -> Callable:
 
 
 def _cross_entropy(k: _Rows, fallback: Callable) -> Callable:
-    fn = k.fn("xent", _XENT_ARGS)
-    total = k.fn("total", [_P, _I, _I, _T, _P])
+    fn = k.fn("xent", _XENT_ARGS, ctypes.c_int)
+    total = k.fn("total", [_P, _I, _I, _T, _P], ctypes.c_int)
     dtype = from_numpy_dtype(k.dtype)
     reduce = {
         op.name: silenced(op.fast(dtype, (dtype,), axis=(0,), keepdim=False)) for op in (reduce_sum, mean)
@@ -139,20 +140,23 @@ def _cross_entropy(k: _Rows, fallback: Callable) -> Callable:
         n, c = logits.shape
         target = np.ascontiguousarray(target, np.int64)
         nll = np.empty(n, k.dtype)
-        fn(k.ptr(rows), k.ptr(target), k.ptr(nll), n, c, k.block, k.min_rows(c), k.backend.threads)
+        if fn(k.ptr(rows), k.ptr(target), k.ptr(nll), n, c, k.block, k.min_rows(c), k.backend.threads):
+            raise_target_error(target, c)
         if reduction == "none":
             return nll
         # the sum or mean op's reference order (NumPy's pairwise sum in double, rounded once), in C; a
-        # NaN's bits depend on NumPy's order: its own kernel then
+        # NaN's bits depend on NumPy's order: its own kernel then (C says so, so that a replay of the
+        # call stops there too), its result an array as on every other input
         out = np.empty((), k.dtype)
-        total(k.ptr(nll), n, k.block, int(reduction == "mean"), k.ptr(out))
-        return out if out == out else reduce[reduction](nll)
+        if total(k.ptr(nll), n, k.block, int(reduction == "mean"), k.ptr(out)):
+            return np.asarray(reduce[reduction](nll))
+        return out
 
     return kernel
 
 
 def _cross_entropy_grad(k: _Rows, fallback: Callable) -> Callable:
-    fn = k.fn("xent_grad", _XENT_GRAD_ARGS)
+    fn = k.fn("xent_grad", _XENT_GRAD_ARGS, ctypes.c_int)
 
     def kernel(logits: np.ndarray, target: np.ndarray, g: np.ndarray, reduction: str) -> np.ndarray:
         rows, scale = _rows_of(logits, k.dtype), _rows_of(np.asarray(g), k.dtype)
@@ -164,10 +168,16 @@ def _cross_entropy_grad(k: _Rows, fallback: Callable) -> Callable:
         target, out = np.ascontiguousarray(target, np.int64), np.empty(logits.shape, k.dtype)
         step = int(reduction == "none")
         args = (n, c, k.block, k.min_rows(c), k.backend.threads)
-        fn(k.ptr(rows), k.ptr(target), k.ptr(scale), step, k.ptr(out), *args)
+        if fn(k.ptr(rows), k.ptr(target), k.ptr(scale), step, k.ptr(out), *args):
+            raise_target_error(target, c)
         return out
 
     return kernel
+
+
+def raise_target_error(target: np.ndarray, classes: int) -> None:
+    """The cross_entropy op's error for a class target out of range (the C kernel found one)."""
+    raise out_of_range(target, classes, "cross_entropy", "target", None)
 
 
 def _layer_norm(k: _Rows, fallback: Callable) -> Callable:

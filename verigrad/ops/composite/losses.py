@@ -3,8 +3,8 @@
 The decomposition is log_softmax and a one-hot mask built by comparing arange(C) with the targets
 (no gather), so C may be symbolic. The VJP is the op `cross_entropy_grad(logits, target, g)`:
 (softmax(logits) - onehot) times the incoming gradient, divided by N for the mean (one kernel for a
-backend; its decomposition is the reference). A target outside [0, C) selects nothing and contributes a
-loss of 0; the functional wrapper checks the range when it has the data.
+backend; its decomposition is the reference). A target outside [0, C) raises IndexError, eagerly and in
+a compiled plan alike (the decomposition checks it with `check_index`, a backend's kernel itself).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from ...shapes import Spec, shape_text
 from .._op import Op, Sample
 from .._samples import uniform
 from ..binary import eq, where
+from ..checks import check_index
 from ..creation import arange
 from ..reduce import numel_of
 from ._common import float_inputs
@@ -58,7 +59,8 @@ def _dtype(logits: DType, target: DType, reduction: str) -> DType:
 
 
 def _one_hot(target, classes):
-    """[N, C] bool: row i is True at column target[i]."""
+    """[N, C] bool: row i is True at column target[i], each target checked to be in [0, C)."""
+    target = check_index(target, size=classes, name="cross_entropy", what="target")
     return eq(arange(classes), target.reshape(target.shape[0], 1))
 
 

@@ -1,0 +1,91 @@
+"""`check_index`: integer positions checked against a size, in eager mode and in compiled plans alike.
+
+Functions that take positions (gather, scatter, index_select, embedding, one_hot, the class targets of
+cross_entropy and nll_loss) pass them through this op: its result is a copy of the positions (the
+entries equal to `ignore`, where given, made 0), and any other entry outside [0, size) raises the
+caller's error, naming the function, the value and the size. As an op it is an instruction of a traced
+program, so a compiled plan and its replay check the data of every run as an eager call does (the cpu
+backend's kernel checks in C and returns an error code, which stops a replay: ir/replay.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..dtypes import DType
+from ..errors import DTypeError
+from ..shapes import Spec
+from ._op import Op, Sample
+
+# what the positions are, and the error an entry out of range raises
+WHATS = ("index", "target", "class")
+
+
+def _canon(idx: Spec, size: Any, name: str, what: str = "index", ignore: int | None = None) -> dict:
+    if what not in WHATS:
+        raise ValueError(f"check_index: what must be one of {', '.join(WHATS)}, got {what!r}")
+    if not isinstance(name, str):
+        raise TypeError(f"check_index: name must be the checking function's name, got {name!r}")
+    return {"size": size, "name": name, "what": what, "ignore": None if ignore is None else int(ignore)}
+
+
+def _dtype(idx: DType, **_: Any) -> DType:
+    if idx.kind != "i":
+        raise DTypeError(f"positions must be an integer tensor, got {idx.name}")
+    return idx
+
+
+def out_of_range(values: np.ndarray, size: int, name: str, what: str, ignore: int | None) -> Exception | None:
+    """The error for the first entry of `values` outside [0, size) and not `ignore`; None if none is."""
+    bad = (values < 0) | (values >= size)
+    if ignore is not None:
+        bad &= values != ignore
+    if not bad.any():
+        return None
+    first = values[bad].flat[0]
+    if what == "target":
+        return IndexError(f"{name}: target {first} is out of range for {size} classes")
+    if what == "class":  # PyTorch's one_hot messages
+        if (values[bad] < 0).any():
+            return ValueError(f"{name}: Class values must be non-negative.")
+        return ValueError(f"{name}: Class values must be smaller than num_classes ({size}).")
+    return IndexError(f"{name}: index {first} is out of range for a dimension of size {size}")
+
+
+def _reference(idx: np.ndarray, size: int, name: str, what: str, ignore: int | None) -> np.ndarray:
+    out = np.array(idx, dtype=idx.dtype, order="C")  # a copy: the caller owns each result
+    if out.size and (out.min() < 0 or out.max() >= size):
+        error = out_of_range(out, size, name, what, ignore)
+        if error is not None:
+            raise error
+    if ignore is not None:
+        out[out == ignore] = 0
+    return out
+
+
+def _samples(rng: np.random.Generator) -> list[Sample]:
+    return [
+        Sample((rng.integers(0, 5, (4,)),), {"size": 5, "name": "gather"}),
+        Sample((rng.integers(0, 3, (2, 3)),), {"size": 3, "name": "one_hot", "what": "class"}),
+        Sample(
+            (np.array([2, -100, 0, -100]),),
+            {"size": 3, "name": "nll_loss", "what": "target", "ignore": -100},
+        ),
+        Sample((np.array(4),), {"size": 5, "name": "index_select"}),
+        Sample((np.zeros((0,), np.int64),), {"size": 0, "name": "embedding"}),
+    ]
+
+
+check_index = Op(
+    "check_index",
+    shape=lambda idx, **_: idx,
+    dtype=_dtype,
+    params=_canon,
+    reference=_reference,
+    samples=_samples,
+    differentiable=False,
+    doc="A copy of the integer positions idx, each in [0, size) (an entry equal to `ignore` made 0); "
+    "any other raises the error of the function `name` (IndexError; one_hot's ValueError).",
+)
