@@ -319,7 +319,8 @@ def test_an_in_place_step_that_differs_keeps_pythons_result(monkeypatch):
                         and call.spec == verigrad.spec([], "f32")
                     )
                     _, ins, slot = plan._loop[step]
-                    add = plan.calls[step].native  # the C kernel, then one more addition in Python
+                    # the C kernel (the plan's own on two float operands), then one more addition
+                    add = plan.calls[step].native or plan.calls[step].kernel
                     plan.calls[step].native = None  # the recording records what the loop runs
 
                     def patched(a: np.ndarray, b: np.ndarray, out: np.ndarray, add: Any = add) -> np.ndarray:

@@ -46,7 +46,12 @@ def choose(
     else:
         kernel = backend.kernel(op, spec.dtype)
     bound = native = None  # native: now the backend's kernel where a leaner one runs
-    if kernel is not op.reference and not whole and small_exact(backend, op, spec, operands):
+    if (
+        kernel is not op.reference
+        and not whole
+        and small_exact(backend, op, spec, operands)
+        and not picks_a_nan(spec, operands)
+    ):
         if op.fast is not None:
             bound = op.fast(spec.dtype, tuple([s.dtype for s in operands]), **params)
         elif isinstance(op.reference, np.ufunc) and not params:  # neg, abs: already lean
@@ -62,6 +67,13 @@ def choose(
     if bound is None:
         bound = functools.partial(kernel, **params) if params else kernel
     return bound, native
+
+
+def picks_a_nan(spec: Spec, operands: tuple[Spec, ...]) -> bool:
+    """Whether the op may meet two NaNs and give one of them: a float result of two float operands or
+    more. Which one NumPy's loops give differs between their vector and scalar paths (NaN + -NaN), so
+    their bits are not the backend kernel's, which eager mode runs: the plan runs that kernel too."""
+    return spec.dtype.is_float and sum(1 for s in operands if s.dtype.is_float) >= 2
 
 
 def _select(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:

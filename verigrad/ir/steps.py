@@ -66,6 +66,14 @@ def is_ufunc_step(step: Step) -> bool:
     return isinstance(kernel, np.ufunc) and kernel.nout == 1 and kernel.nin == len(step.ins)
 
 
+def takes_out_step(step: Step) -> bool:
+    """Whether the step calls a backend's element-wise kernel on its arrays alone that allocates its
+    result, or writes it into `out=` (`takes_out`: an array of the result's spec, which may be an
+    input), as a ufunc does."""
+    kernel = step.kernel
+    return getattr(kernel, "takes_out", False) is True and not isinstance(step, Merged)
+
+
 def writes_into(step: Step) -> bool:
     """Whether the step's kernel allocates a new array for its result, or writes it into `out=` (an
     array of the result's spec, which may be one of its inputs): a fused kernel's."""
