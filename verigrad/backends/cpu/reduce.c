@@ -137,12 +137,10 @@ static inline int64_t next_offset(const vg_red *d, int64_t *idx, int64_t off) {
         for (int64_t s = 0; s < n; s += block) acc += pairwise_##SUF(a + s, n - s < block ? n - s : block); \
         return acc;                                                                           \
     }                                                                                         \
-    /* out[0] = that sum (or, with `mean`, it divided by n), rounded once to T; returns 1 where \
-       it is NaN (whose bits depend on NumPy's order: the caller then asks NumPy) */          \
-    int vg_total_##SUF(const T *a, int64_t n, int64_t block, int mean, T *out) {              \
+    /* out[0] = that sum (or, with `mean`, it divided by n), rounded once to T */             \
+    void vg_total_##SUF(const T *a, int64_t n, int64_t block, int mean, T *out) {             \
         double s = vg_pairwise_##SUF(a, n, block);                                            \
         out[0] = (T)(mean ? s / (double)n : s);                                               \
-        return out[0] != out[0];                                                              \
     }
 
 /* sum and mean: SCALE(acc) is the result before the cast to T. */

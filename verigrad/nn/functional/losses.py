@@ -139,11 +139,10 @@ def cross_entropy(
             raise ValueError("cross_entropy: ignore_index is not supported for class-probability targets")
         return _cross_entropy_probabilities(input, target, weight, reduction, label_smoothing, classes)
     _constant_weights("cross_entropy", weight=weight)
-    checked = _class_targets("cross_entropy", target, classes, ignore_index)
     if weight is None and not label_smoothing and input.ndim == 2:
-        fast = _cross_entropy_op(input, target, checked, ignore_index, reduction, classes)
-        if fast is not None:
-            return fast
+        # the cross_entropy op: one kernel forward and one backward, which check the targets
+        return ops.cross_entropy(input, target, reduction=reduction, ignore_index=ignore_index)
+    checked = _class_targets("cross_entropy", target, classes, ignore_index)
     log_p = log_softmax(input, 1)
     loss, weights = _class_nll(log_p, target, checked, weight, ignore_index)
     result = _class_reduce(loss, weights, reduction)
@@ -154,22 +153,6 @@ def cross_entropy(
     return result * (1.0 - label_smoothing) + _class_reduce(smooth, weights, reduction) * (
         label_smoothing / classes
     )
-
-
-def _cross_entropy_op(
-    input: Tensor, target: Tensor, checked: Tensor, ignore_index: int, reduction: str, classes: Any
-) -> Tensor | None:
-    """The cross_entropy op (one kernel, forward and backward) per row for [N, C] logits, an ignored
-    row given class 0 (`checked`: `_class_targets`) and its loss (and so its gradient) masked out;
-    "mean" divides the sum by the count of rows not ignored. None where ignore_index is a class (the
-    general path then)."""
-    if isinstance(classes, int) and 0 <= ignore_index < classes:
-        return None
-    kept = target != ignore_index  # one program eagerly and traced (compiled = eager, bit for bit)
-    loss = where(kept, ops.cross_entropy(input, checked, reduction="none"), 0.0)
-    if reduction == "none":
-        return loss
-    return loss.sum() / kept.sum().cast(input.dtype) if reduction == "mean" else loss.sum()
 
 
 def _cross_entropy_probabilities(
