@@ -174,7 +174,8 @@ def _cross_entropy(k: _Rows, fallback: Callable) -> Callable:
             return out
         if not (mean_ and ignoring):
             return np.asarray(reduce[reduction](nll))
-        return np.asarray(reduce["sum"](nll) / k.dtype.type(np.count_nonzero(targets != ignore)))
+        with np.errstate(all="ignore"):  # all rows ignored: 0 / 0, NaN as the reference's
+            return np.asarray(reduce["sum"](nll) / k.dtype.type(np.count_nonzero(targets != ignore)))
 
     return kernel
 
