@@ -255,3 +255,16 @@ def test_the_ops_cross_entropy_refuses_targets_out_of_range_on_both_backends():
         message = "cross_entropy: target 10 is out of range for 10 classes"
         with verigrad.backend(backend), pytest.raises(IndexError, match=message):
             verigrad.ops.cross_entropy(verigrad.tensor(LOGITS), target)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("bad", [-1, 10, np.iinfo(np.int32).min])
+def test_eager_checks_read_every_integer_dtype(dtype, bad):
+    """Eagerly the check is one max over the positions read as unsigned (no op call): a negative one of
+    any width is larger than any size."""
+    index = np.array([[0, 9]] * 4, dtype)
+    index[2, 1] = bad
+    with pytest.raises(IndexError, match=re.escape(f"gather: index {bad} is out of range")):
+        verigrad.gather(verigrad.tensor(LOGITS), 1, verigrad.tensor(index))
+    index[2, 1] = 9
+    assert verigrad.gather(verigrad.tensor(LOGITS), 1, verigrad.tensor(index)).shape == (4, 2)

@@ -15,7 +15,7 @@ from .. import modes
 from ..dtypes import bf16, bool_, f32, i64
 from ..errors import AxisError, DTypeError, ShapeError
 from ..ops.binary import eq, gt, where
-from ..ops.checks import check_index
+from ..ops.checks import checked
 from ..ops.creation import arange, from_numpy, full
 from ..ops.index import gather as gather_along
 from ..ops.index import searchsorted, take, take_grad
@@ -33,7 +33,7 @@ def _in_range(index: Tensor, size: Any, what: str) -> Tensor:
     """The positions, each checked to be in [0, size) (PyTorch's index_select, index_add, index_copy,
     gather and scatter take no negative positions): `check_index`, which raises IndexError before any
     work eagerly, and in a compiled plan on every run."""
-    return check_index(index, size=size, name=what)
+    return checked(index, size, what)
 
 
 def index_select(x: Tensor, axis: int, index: Tensor) -> Tensor:

@@ -14,9 +14,11 @@ from typing import Any
 
 import numpy as np
 
+from .. import modes
 from ..dtypes import DType
 from ..errors import DTypeError
 from ..shapes import Spec
+from ..tensor import Tensor
 from ._op import Op, Sample
 
 # what the positions are, and the error an entry out of range raises
@@ -76,6 +78,22 @@ def _samples(rng: np.random.Generator) -> list[Sample]:
         Sample((np.array(4),), {"size": 5, "name": "index_select"}),
         Sample((np.zeros((0,), np.int64),), {"size": 0, "name": "embedding"}),
     ]
+
+
+def checked(idx: Tensor, size: Any, name: str, what: str = "index", ignore: int | None = None) -> Tensor:
+    """`check_index(idx, ...)`; in eager mode, where no entry is ignored, the check alone, idx itself (a
+    min and a max, without an op call and a copy): the same error. Traced, the op, which a compiled plan
+    runs on every call."""
+    values = idx.payload
+    eager = isinstance(values, np.ndarray) and isinstance(size, int) and modes.current().name == "eager"
+    if ignore is not None or not eager or what not in WHATS:
+        return check_index(idx, size=size, name=name, what=what, ignore=ignore)
+    # one max over the positions read as unsigned: a negative one is larger than any size
+    if values.size and values.view(f"u{values.itemsize}").max() >= size:
+        error = out_of_range(values, size, name, what, None)
+        if error is not None:
+            raise error
+    return idx
 
 
 check_index = Op(

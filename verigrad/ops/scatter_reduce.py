@@ -18,7 +18,7 @@ from ..tensor import Tensor
 from ._op import Op, Sample, no_bf16
 from ._samples import uniform
 from .binary import eq, where
-from .checks import check_index
+from .checks import checked
 from .index import _positions, gather, gather_grad
 from .movement import pad
 from .shaping import getitem
@@ -173,5 +173,5 @@ def scatter_reduce(
     if not isinstance(index, Tensor) or not isinstance(src, Tensor):
         raise TypeError("scatter_reduce takes an index tensor and a src tensor")
     if isinstance(x, Tensor) and x.ndim and index.dtype.kind == "i":
-        index = check_index(index, size=x.shape[normalize_axis(dim, x.ndim)], name="scatter_reduce")
+        index = checked(index, x.shape[normalize_axis(dim, x.ndim)], "scatter_reduce")
     return OP(x, index, _cut(src, index), axis=dim, reduce=reduce, include_self=include_self)

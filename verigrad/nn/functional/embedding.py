@@ -9,6 +9,7 @@ from ... import functions, ops
 from ...autograd import no_grad
 from ...errors import ShapeError
 from ...functions.pointwise import values_of
+from ...ops.checks import checked
 from ...tensor import Tensor, describe
 
 
@@ -184,5 +185,5 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
             raise ValueError("one_hot: Can not infer total number of classes from empty tensor.")
         num_classes = int(values.max()) + 1
     # negative classes or ones >= num_classes raise ValueError, eagerly and compiled alike
-    classes = ops.check_index(tensor, size=num_classes, name="one_hot", what="class")
+    classes = checked(tensor, num_classes, "one_hot", what="class")
     return (ops.unsqueeze(classes, -1) == ops.arange(0, num_classes)).cast("i64")

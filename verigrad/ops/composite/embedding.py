@@ -11,7 +11,7 @@ from ...errors import DTypeError, ShapeError
 from ...shapes import shape_text
 from .._op import Op, Sample
 from .._samples import uniform
-from ..checks import check_index
+from ..checks import checked
 from ..index import take
 
 
@@ -31,9 +31,7 @@ embedding = Op(
     "embedding",
     shape=_shape,
     dtype=_dtype,
-    decompose=lambda weight, idx: take(
-        weight, check_index(idx, size=weight.shape[0], name="embedding"), axis=0
-    ),
+    decompose=lambda weight, idx: take(weight, checked(idx, weight.shape[0], "embedding"), axis=0),
     samples=lambda rng: [
         Sample((uniform(rng, (6, 3)), np.array([[0, 5, 2], [2, 2, 1]]))),
         Sample((uniform(rng, (4, 1)), np.array([3, 0, 3]))),
