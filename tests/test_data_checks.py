@@ -148,6 +148,30 @@ CASES: list[tuple[str, Callable, tuple, tuple, type, str]] = [
         "embedding: index -1 is out of range for a dimension of size 5",
     ),
     (
+        "getitem",
+        lambda x, i: x[i],
+        (LOGITS, np.array([3, -4])),
+        (LOGITS, np.array([3, 4])),
+        IndexError,
+        "index 4 is out of range for dimension 0 of size 4",
+    ),
+    (
+        "getitem negative",  # counted from the end as far as -size: past it, not wrapped again
+        lambda x, i: x[:, i],
+        (LOGITS, np.array([9, -10])),
+        (LOGITS, np.array([9, -11])),
+        IndexError,
+        "index -11 is out of range for dimension 1 of size 10",
+    ),
+    (
+        "index_put",
+        lambda x, i: x.index_put((i,), verigrad.tensor(np.float32(1.0))),
+        (LOGITS, np.array([0, -1])),
+        (LOGITS, np.array([0, -5])),
+        IndexError,
+        "index -5 is out of range for dimension 0 of size 4",
+    ),
+    (
         "one_hot",
         lambda c: F.one_hot(c, 3),
         (np.array([0, 2, 1]),),

@@ -21,8 +21,9 @@ from ..shapes import Spec
 from ..tensor import Tensor
 from ._op import Op, Sample
 
-# what the positions are, and the error an entry out of range raises
-WHATS = ("index", "target", "class")
+# what the positions are, and the error an entry out of range raises; "item": x[index]'s positions, in
+# [-size, size) (a negative one counted from the end, made positive), `name` the dimension indexed
+WHATS = ("index", "target", "class", "item")
 
 
 def _canon(idx: Spec, size: Any, name: str, what: str = "index", ignore: int | None = None) -> dict:
@@ -41,7 +42,7 @@ def _dtype(idx: DType, **_: Any) -> DType:
 
 def out_of_range(values: np.ndarray, size: int, name: str, what: str, ignore: int | None) -> Exception | None:
     """The error for the first entry of `values` outside [0, size) and not `ignore`; None if none is."""
-    bad = (values < 0) | (values >= size)
+    bad = (values < (-size if what == "item" else 0)) | (values >= size)
     if ignore is not None:
         bad &= values != ignore
     if not bad.any():
@@ -53,6 +54,8 @@ def out_of_range(values: np.ndarray, size: int, name: str, what: str, ignore: in
         if (values[bad] < 0).any():
             return ValueError(f"{name}: Class values must be non-negative.")
         return ValueError(f"{name}: Class values must be smaller than num_classes ({size}).")
+    if what == "item":
+        return IndexError(f"index {first} is out of range for {name} of size {size}")
     return IndexError(f"{name}: index {first} is out of range for a dimension of size {size}")
 
 
@@ -64,6 +67,8 @@ def _reference(idx: np.ndarray, size: int, name: str, what: str, ignore: int | N
             raise error
     if ignore is not None:
         out[out == ignore] = 0
+    if what == "item":
+        out[out < 0] += size
     return out
 
 
@@ -76,6 +81,7 @@ def _samples(rng: np.random.Generator) -> list[Sample]:
             {"size": 3, "name": "nll_loss", "what": "target", "ignore": -100},
         ),
         Sample((np.array(4),), {"size": 5, "name": "index_select"}),
+        Sample((np.array([[-3, 2], [0, -1]]),), {"size": 3, "name": "dimension 0", "what": "item"}),
         Sample((np.zeros((0,), np.int64),), {"size": 0, "name": "embedding"}),
     ]
 
@@ -89,7 +95,11 @@ def checked(idx: Tensor, size: Any, name: str, what: str = "index", ignore: int 
     if ignore is not None or not eager or what not in WHATS:
         return check_index(idx, size=size, name=name, what=what, ignore=ignore)
     # one max over the positions read as unsigned: a negative one is larger than any size
-    if values.size and values.view(f"u{values.itemsize}").max() >= size:
+    if what == "item":  # [-size, size): idx as it is, whose negative entries x[idx] counts from the end
+        outside = values.size and (values.min() < -size or values.max() >= size)
+    else:  # one max over the positions read as unsigned: a negative one is larger than any size
+        outside = values.size and values.view(f"u{values.itemsize}").max() >= size
+    if outside:
         error = out_of_range(values, size, name, what, None)
         if error is not None:
             raise error

@@ -17,7 +17,15 @@ from ._ffi import Library
 CHECKS = ("check_index",)
 
 _I64 = np.dtype(np.int64)
-_ARGS = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int]
+_ARGS = [
+    ctypes.c_void_p,
+    ctypes.c_void_p,
+    ctypes.c_int64,
+    ctypes.c_int64,
+    ctypes.c_int64,
+    ctypes.c_int,
+    ctypes.c_int,
+]
 
 
 def _check_index(fn: Any, reference: Callable, ptr: Callable) -> Callable:
@@ -26,7 +34,8 @@ def _check_index(fn: Any, reference: Callable, ptr: Callable) -> Callable:
         if not (plain and idx.flags.c_contiguous and idx.flags.aligned):
             return reference(idx, size, name, what, ignore)
         out = np.empty(idx.shape, _I64)
-        if fn(ptr(idx), ptr(out), idx.size, size, 0 if ignore is None else ignore, ignore is not None):
+        ignoring, wrap = ignore is not None, what == "item"
+        if fn(ptr(idx), ptr(out), idx.size, size, ignore if ignoring else 0, ignoring, wrap):
             return reference(idx, size, name, what, ignore)  # which raises the op's error
         return out
 
