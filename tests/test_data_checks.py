@@ -172,6 +172,30 @@ CASES: list[tuple[str, Callable, tuple, tuple, type, str]] = [
         "index -5 is out of range for dimension 0 of size 4",
     ),
     (
+        "take",  # PyTorch's take counts a negative position from the end
+        lambda x, i: verigrad.take(x, i),
+        (LOGITS, np.array([0, -40])),
+        (LOGITS, np.array([0, -41])),
+        IndexError,
+        "index -41 is out of range for dimension 0 of size 40",
+    ),
+    (
+        "take_along_dim",  # a gather: no negative positions
+        lambda x, i: verigrad.take_along_dim(x, i, 1),
+        (LOGITS, np.zeros((4, 1), np.int64)),
+        (LOGITS, np.full((4, 1), -1)),
+        IndexError,
+        "take_along_dim: index -1 is out of range for a dimension of size 10",
+    ),
+    (
+        "index_fill",
+        lambda x, i: x.index_fill(1, i, 0.0),
+        (LOGITS, np.array([0, -10])),
+        (LOGITS, np.array([0, -11])),
+        IndexError,
+        "index -11 is out of range for dimension 1 of size 10",
+    ),
+    (
         "one_hot",
         lambda c: F.one_hot(c, 3),
         (np.array([0, 2, 1]),),

@@ -88,7 +88,7 @@ def index_fill(x: Tensor, dim: int, index: Any, value: Any) -> Tensor:
     positions = index if isinstance(index, Tensor) else from_numpy(np.asarray(index, dtype=np.int64))
     if positions.ndim > 1 or positions.dtype.kind != "i":
         raise ValueError(f"index_fill takes a vector of integer positions, got {describe(positions)}")
-    positions = positions.reshape(-1)
+    positions = checked(positions.reshape(-1), x.shape[axis], f"dimension {axis}", what="item")
     hit = gt(take_grad(full(tuple(positions.shape), 1.0), positions, axis=0, size=x.shape[axis]), 0)
     return where(hit.reshape(*([1] * axis), -1, *([1] * (x.ndim - axis - 1))), value, x)
 
@@ -335,7 +335,8 @@ def take_along_dim(x: Tensor, indices: Tensor, dim: int | None = None) -> Tensor
     if not isinstance(indices, Tensor) or indices.dtype.kind != "i":
         raise DTypeError(f"take_along_dim needs an integer index tensor, got {describe(indices)}")
     if dim is None:
-        return gather_along(x.reshape(-1), indices.reshape(-1), axis=0)
+        flat = x.reshape(-1)
+        return gather_along(flat, _in_range(indices.reshape(-1), flat.shape[0], "take_along_dim"), axis=0)
     if x.ndim == 0:
         raise AxisError(f"take_along_dim: dim {dim} of a 0-d tensor (PyTorch's: it has no dimensions)")
     axis = normalize_axis(dim, x.ndim)
@@ -354,7 +355,7 @@ def take_along_dim(x: Tensor, indices: Tensor, dim: int | None = None) -> Tensor
         raise ShapeError(
             f"take_along_dim: {describe(x)} and indices {describe(indices)} must broadcast but along {axis}"
         ) from None
-    return gather_along(x, indices, axis=axis)
+    return gather_along(x, _in_range(indices, x.shape[axis], "take_along_dim"), axis=axis)
 
 
 def gather(input: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False) -> Tensor:
