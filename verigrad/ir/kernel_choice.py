@@ -7,9 +7,11 @@
 - the same bits, cheaper, chosen from the concrete shapes: a backend kernel stated exact on a result
   and operands of fewer elements than the backend's `ufunc_below` runs as the op's `fast`, or as its
   reference where that is a ufunc (a ufunc call costs a fraction of a C kernel's set-up), except in a
-  fused group a plan may merge (`whole`); `where` on a 0-d condition returns the chosen branch (not
-  where that would hand the caller an argument's or another result's array: `ALIASING`); a reshape
-  that must copy (a permuted view) copies through the backend's `contiguous` kernel (`_SHAPED_FAST`).
+  fused group a plan may merge (`whole`) and on two float operands (`picks_a_nan`: NumPy's loops give
+  NaN + -NaN either sign, and eager mode runs the backend's kernel); `where` on a 0-d condition returns
+  the chosen branch (not where that would hand the caller an argument's or another result's array:
+  `ALIASING`); a reshape that must copy (a permuted view) copies through the backend's `contiguous`
+  kernel (`_SHAPED_FAST`).
 """
 
 from __future__ import annotations

@@ -12,11 +12,12 @@ are moved to each run's own arguments (`Tape.rebind`). So a run replays only
 - under the settings it was recorded with (`Backend.settings`: threads, chunk size, ...);
 - and it returns copies of the outputs, which the next run overwrites.
 
-Steps are of three kinds, decided by the recording run: a step whose calls all went onto the tape is
-replayed; a movement op that made none and whose result views its operand needs nothing (its view is
-of the same buffers; a view of an argument is made again for each run's argument); the rest (a NumPy
-ufunc, a kernel that called C through ctypes) run in Python, each result copied into the buffer the
-recording run gave it.
+Steps are of three kinds, decided by the recording run: a step whose calls all went onto the tape, and
+whose results they made, is replayed (not one whose C call said "not done" and which then computed in
+Python: replaying the call alone would repeat the recording's result); a movement op that made none and
+whose result views its operand needs nothing (its view is of the same buffers; a view of an argument is
+made again for each run's argument); the rest (a NumPy ufunc, a kernel that called C through ctypes) run
+in Python, each result copied into the buffer the recording run gave it.
 
 Kernels are pure functions of their operands (the op contract: the only writes into an operand are the
 plan's own, in place, into a step's result). A kernel could still compute in Python, or pass C a value
