@@ -6,6 +6,7 @@ axes and views; and eager training on them."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -92,11 +93,22 @@ def test_row_kernels_match_their_decompositions(dtype):
         for op in ("softmax", "log_softmax"):
             _check_row_op(op, dtype, x, axis=x.ndim - 1)
         if x.ndim == 2:
-            target = rng.integers(-1, n + 1, x.shape[0])  # some outside [0, n): a loss of 0
+            target = rng.integers(0, n, x.shape[0])
             for reduction in ("none", "mean", "sum"):
                 _check_row_op("cross_entropy", dtype, x, target.astype(np.int32), reduction=reduction)
                 g = np.ones((), np_dtype) if reduction != "none" else rng.uniform(-3, 3, x.shape[0])
                 _check_row_op("cross_entropy_grad", dtype, x, target, g.astype(np_dtype), reduction=reduction)
+                for bad in (-1, n):  # the kernel refuses a target outside [0, n) as the reference does
+                    wrong = target.copy()
+                    wrong[-1] = bad
+                    message = f"cross_entropy: target {bad} is out of range for {n} classes"
+                    for run in (_kernel("cross_entropy", dtype), decomposition(REGISTRY["cross_entropy"])):
+                        with pytest.raises(IndexError, match=re.escape(message)):
+                            run(x, wrong, reduction=reduction)
+                    with pytest.raises(IndexError, match=re.escape(message)):
+                        _kernel("cross_entropy_grad", dtype)(
+                            x, wrong, g.astype(np_dtype), reduction=reduction
+                        )
         w, b = rng.standard_normal((2, n)).astype(np_dtype)
         g = rng.standard_normal(x.shape).astype(np_dtype)
         for eps in (1e-5, 0.1):

@@ -4,6 +4,8 @@ same bits), and the malloc setting that keeps freed pages for the next step."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -79,8 +81,10 @@ def _backend_with(kernel, below: int, exactness=EXACT) -> Backend:
     return fake
 
 
-def _mul_args(n: int):
+def _mul_args(n: int, dtype: Any = np.float32):
     x = np.arange(n, dtype=np.float32).reshape(-1, 4) / 7
+    if dtype != np.float32:
+        x = np.arange(n).reshape(-1, 4).astype(dtype)
     return [verigrad.tensor(x), verigrad.tensor(x[::-1].copy())]
 
 
@@ -92,12 +96,29 @@ def test_an_exact_kernel_on_operands_under_the_backends_size_runs_as_the_ufunc(n
         calls.append(1)
         return np.multiply(a, b)
 
-    args = _mul_args(n)
+    args = _mul_args(n, np.int64)
     plan = _plan(lambda a, b: a * b, args, _backend_with(kernel, below=64))
     assert (_step_kernels(plan, "mul") == [np.multiply]) is small
     for (out,) in _runs(plan, args):
         np.testing.assert_array_equal(out, args[0].numpy() * args[1].numpy(), strict=True)
     assert bool(calls) is not small
+
+
+def test_two_float_operands_keep_the_backends_kernel_however_small():
+    """NumPy's loops give NaN + -NaN either sign (its vector and scalar paths differ): a plan runs eager
+    mode's kernel, the backend's, on two float operands, for eager's bits."""
+    calls = []
+
+    def kernel(a, b, out=None):
+        calls.append(1)
+        return np.multiply(a, b, out=out)
+
+    args = _mul_args(8)
+    plan = _plan(lambda a, b: a * b, args, _backend_with(kernel, below=64))
+    assert _step_kernels(plan, "mul") != [np.multiply]
+    for (out,) in _runs(plan, args):
+        np.testing.assert_array_equal(out, args[0].numpy() * args[1].numpy(), strict=True)
+    assert calls
 
 
 def test_an_inexact_kernel_is_kept_on_small_operands():

@@ -358,3 +358,12 @@ def test_compiled_training_gives_the_eager_bits(tmp_path):
     assert fast.history == slow.history
     for name, value in fast.model.state_dict().items():
         assert np.array_equal(value.numpy(), slow.model.state_dict()[name].numpy()), name
+
+
+def test_a_diverging_run_trains_to_the_end_and_says_so(tmp_path, capsys):
+    """--lr inf makes the loss NaN after the first step: the compiled step goes on (its kernels return
+    arrays on NaN too, and replays them), and the command reports the divergence and exits 1."""
+    assert main(["train", "--lr", "inf", "--epochs", "1", "--out", str(tmp_path)]) == 1
+    out = plain(capsys.readouterr().out)
+    assert "training diverged: the loss was nan at step 2 of 44 (--lr inf)" in " ".join(out.split())
+    assert (tmp_path / "model.safetensors").exists()

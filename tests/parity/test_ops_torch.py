@@ -32,6 +32,9 @@ NO_TORCH_COUNTERPART = {
     "sigmoid_deriv",
     "silu_deriv",
     "tanh_deriv",
+    # positions checked against a size (the functions that read them raise PyTorch's errors' kinds;
+    # tests/test_data_checks.py)
+    "check_index",
     # VJP helpers that scatter a gradient back into zeros (slice's and take's VJPs); as above
     "take_grad",
     "unslice",

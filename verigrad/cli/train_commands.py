@@ -99,6 +99,14 @@ def run_train(args: argparse.Namespace) -> int:
         f"test accuracy [bold]{result.test_accuracy:.2%}[/] after {result.seconds:.1f} s of training; "
         f"checkpoint {escape(str(result.checkpoint))}"
     )
+    if result.diverged_at is not None:
+        loss = result.history["loss"][result.diverged_at - 1]
+        console.print(
+            f"training diverged: the loss was {loss} at step {result.diverged_at} of "
+            f"{len(result.history['loss'])} (--lr {config.lr}); the checkpoint holds what it made of the "
+            "weights. Try a smaller --lr.",
+            markup=False,
+        )
     if plot.have_matplotlib():
         images, labels, predicted = trainer.test_predictions(result.model, config)
         picture = plot.training_picture(
@@ -108,7 +116,7 @@ def run_train(args: argparse.Namespace) -> int:
     else:
         # markup=False: rich would take [plot] for a style tag and drop it
         console.print('no picture: matplotlib is missing (pip install "verigrad[plot]")', markup=False)
-    return 0
+    return 0 if result.diverged_at is None else 1
 
 
 def run_eval(args: argparse.Namespace) -> int:

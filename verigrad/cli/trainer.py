@@ -61,6 +61,7 @@ class TrainResult:
     checkpoint: Path
     history: dict[str, list[float]] = field(default_factory=dict)
     model: Module | None = None
+    diverged_at: int | None = None  # the first step (from 1) whose loss was not finite (NaN or inf)
 
 
 def load_data(data: str, data_dir: str | None, seed: int) -> tuple[np.ndarray, ...]:
@@ -135,6 +136,7 @@ def train(config: TrainConfig, on_step: Callable[[dict[str, Any]], None] | None 
         )
         history: dict[str, list[float]] = {"loss": [], "train_accuracy": [], "test_accuracy": []}
         start, steps, total = time.perf_counter(), 0, config.epochs * len(loader)
+        diverged_at: int | None = None
         base_lr = optimizer.lr
 
         def step_and_accuracy(xb: Tensor, yb: Tensor) -> tuple[Tensor, Tensor]:
@@ -149,6 +151,8 @@ def train(config: TrainConfig, on_step: Callable[[dict[str, Any]], None] | None 
                 loss, batch_accuracy = step_fn(xb, yb)
                 steps += 1
                 history["loss"].append(float(loss))
+                if diverged_at is None and not math.isfinite(history["loss"][-1]):
+                    diverged_at = steps
                 history["train_accuracy"].append(float(batch_accuracy))
                 if on_step is not None:
                     elapsed = time.perf_counter() - start
@@ -173,7 +177,7 @@ def train(config: TrainConfig, on_step: Callable[[dict[str, Any]], None] | None 
         "config": json.dumps(asdict(config)),
     }
     checkpoint = save(model.state_dict(), out / "model.safetensors", metadata=meta)
-    return TrainResult(config, test_accuracy, seconds, checkpoint, history, model)
+    return TrainResult(config, test_accuracy, seconds, checkpoint, history, model, diverged_at)
 
 
 def load_model(path: str | Path) -> tuple[Module, TrainConfig]:

@@ -15,6 +15,7 @@ from .. import modes
 from ..dtypes import bf16, bool_, f32, i64
 from ..errors import AxisError, DTypeError, ShapeError
 from ..ops.binary import eq, gt, where
+from ..ops.checks import checked
 from ..ops.creation import arange, from_numpy, full
 from ..ops.index import gather as gather_along
 from ..ops.index import searchsorted, take, take_grad
@@ -28,14 +29,11 @@ from .pointwise import isfinite, values_of
 from .rearrange import broadcast_tensors
 
 
-def _in_range(index: Tensor, size: Any, what: str) -> None:
-    """Eagerly, every position in [0, size) (PyTorch's index_select, index_add and index_copy take no
-    negative positions), before any work."""
-    values = index.payload
-    if isinstance(values, np.ndarray) and isinstance(size, int) and values.size:
-        bad = values[(values < 0) | (values >= size)]
-        if bad.size:
-            raise IndexError(f"{what}: index {bad.flat[0]} is out of range for a dimension of size {size}")
+def _in_range(index: Tensor, size: Any, what: str) -> Tensor:
+    """The positions, each checked to be in [0, size) (PyTorch's index_select, index_add, index_copy,
+    gather and scatter take no negative positions): `check_index`, which raises IndexError before any
+    work eagerly, and in a compiled plan on every run."""
+    return checked(index, size, what)
 
 
 def index_select(x: Tensor, axis: int, index: Tensor) -> Tensor:
@@ -46,9 +44,9 @@ def index_select(x: Tensor, axis: int, index: Tensor) -> Tensor:
         normalize_axis(axis, 0)
         if index.numel() != 1:
             raise ShapeError(f"index_select of a 0-d tensor takes one index, got {describe(index)}")
-        _in_range(index, 1, "index_select")
+        index = _in_range(index, 1, "index_select")
         return take(x.reshape(1), index.reshape(1), axis=0).reshape(())
-    _in_range(index, x.shape[normalize_axis(axis, x.ndim)], "index_select")
+    index = _in_range(index, x.shape[normalize_axis(axis, x.ndim)], "index_select")
     return take(x, index.reshape(-1), axis=axis)
 
 
@@ -78,7 +76,7 @@ def index_add(x: Tensor, dim: int, index: Tensor, source: Tensor, alpha: Any = 1
     axis = normalize_axis(dim, x.ndim)
     if index.ndim != 1 or index.dtype.kind != "i":
         raise ShapeError(f"index_add needs a vector of integer positions, got {describe(index)}")
-    _in_range(index, x.shape[axis], "index_add")
+    index = _in_range(index, x.shape[axis], "index_add")
     added = source if alpha == 1 else source * alpha
     return x + take_grad(added, index, axis=axis, size=x.shape[axis])
 
@@ -90,14 +88,14 @@ def index_fill(x: Tensor, dim: int, index: Any, value: Any) -> Tensor:
     positions = index if isinstance(index, Tensor) else from_numpy(np.asarray(index, dtype=np.int64))
     if positions.ndim > 1 or positions.dtype.kind != "i":
         raise ValueError(f"index_fill takes a vector of integer positions, got {describe(positions)}")
-    positions = positions.reshape(-1)
+    positions = checked(positions.reshape(-1), x.shape[axis], f"dimension {axis}", what="item")
     hit = gt(take_grad(full(tuple(positions.shape), 1.0), positions, axis=0, size=x.shape[axis]), 0)
     return where(hit.reshape(*([1] * axis), -1, *([1] * (x.ndim - axis - 1))), value, x)
 
 
-def _scatter_index(x: Tensor, dim: int, index: Tensor, src: Any, what: str) -> int:
-    """The axis of a scatter into x, after checking PyTorch's rules: an integer index of x's rank, no
-    larger than src in any dimension, nor than x but along the axis."""
+def _scatter_index(x: Tensor, dim: int, index: Tensor, src: Any, what: str) -> tuple[int, Tensor]:
+    """The axis of a scatter into x and the index checked (`_in_range`), after checking PyTorch's rules:
+    an integer index of x's rank, no larger than src in any dimension, nor than x but along the axis."""
     axis = normalize_axis(dim, x.ndim)
     if not isinstance(index, Tensor) or index.dtype.kind != "i":
         raise DTypeError(f"{what} needs an integer index tensor, got {describe(index)}")
@@ -113,15 +111,14 @@ def _scatter_index(x: Tensor, dim: int, index: Tensor, src: Any, what: str) -> i
                 f"{what}: the index {shape_text(index.shape)} must have the rank of {name} "
                 f"{shape_text(shape)} and be no larger{along}"
             )
-    _in_range(index, x.shape[axis], what)
-    return axis
+    return axis, _in_range(index, x.shape[axis], what)
 
 
 @_scalar_as_vector
 def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     """x with each src[..., j, ...] added at the position index[..., j, ...] names along `dim` (PyTorch's
     scatter_add; repeated positions add up)."""
-    axis = _scatter_index(x, dim, index, src, "scatter_add")
+    axis, index = _scatter_index(x, dim, index, src, "scatter_add")
     if not isinstance(src, Tensor):
         raise TypeError(f"scatter_add adds a tensor src, got {type(src).__name__}")
     return x + spread(src, index, axis, tuple(x.shape))
@@ -159,7 +156,7 @@ def scatter(
     if (src is None) == (value is None):
         raise TypeError("scatter takes one of src (a tensor or a number) and value")
     src = value if src is None else src
-    axis = _scatter_index(x, dim, index, src, "scatter")
+    axis, index = _scatter_index(x, dim, index, src, "scatter")
     if reduce is not None:
         kinds = {"add": "sum", "multiply": "prod"}
         if reduce not in kinds:
@@ -308,8 +305,7 @@ def index_copy(x: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
     axis = normalize_axis(dim, x.ndim)
     if not isinstance(index, Tensor) or index.ndim > 1 or index.dtype.kind != "i":
         raise ShapeError(f"index_copy needs a vector of integer positions, got {describe(index)}")
-    index = index.reshape(-1)
-    _in_range(index, x.shape[axis], "index_copy")
+    index = _in_range(index.reshape(-1), x.shape[axis], "index_copy")
     want = (*x.shape[:axis], index.shape[0], *x.shape[axis + 1 :])
     if not isinstance(source, Tensor) or tuple(source.shape) != tuple(want):
         got = describe(source)
@@ -339,7 +335,8 @@ def take_along_dim(x: Tensor, indices: Tensor, dim: int | None = None) -> Tensor
     if not isinstance(indices, Tensor) or indices.dtype.kind != "i":
         raise DTypeError(f"take_along_dim needs an integer index tensor, got {describe(indices)}")
     if dim is None:
-        return gather_along(x.reshape(-1), indices.reshape(-1), axis=0)
+        flat = x.reshape(-1)
+        return gather_along(flat, _in_range(indices.reshape(-1), flat.shape[0], "take_along_dim"), axis=0)
     if x.ndim == 0:
         raise AxisError(f"take_along_dim: dim {dim} of a 0-d tensor (PyTorch's: it has no dimensions)")
     axis = normalize_axis(dim, x.ndim)
@@ -358,11 +355,13 @@ def take_along_dim(x: Tensor, indices: Tensor, dim: int | None = None) -> Tensor
         raise ShapeError(
             f"take_along_dim: {describe(x)} and indices {describe(indices)} must broadcast but along {axis}"
         ) from None
-    return gather_along(x, indices, axis=axis)
+    return gather_along(x, _in_range(indices, x.shape[axis], "take_along_dim"), axis=axis)
 
 
 def gather(input: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False) -> Tensor:
     """PyTorch's gather: out[..., j, ...] = input[..., index[..., j, ...], ...] along `dim`."""
     if sparse_grad:
         raise ValueError("gather: sparse_grad=True is not supported (verigrad has no sparse tensors)")
+    if isinstance(input, Tensor) and isinstance(index, Tensor) and input.ndim:
+        index = _in_range(index, input.shape[normalize_axis(dim, input.ndim)], "gather")
     return gather_along(input, index, axis=dim)

@@ -8,6 +8,7 @@ import itertools
 from collections.abc import Sequence
 from typing import Any
 
+from ..ops.checks import checked
 from ..ops.creation import tensor, zeros
 from ..ops.index import take as _take_along
 from ..ops.movement import concat
@@ -211,13 +212,17 @@ def combinations(x: Tensor, r: int = 2, with_replacement: bool = False) -> Tenso
 
 def take(x: Tensor, index: Tensor, *, axis: int | None = None, dim: int | None = None) -> Tensor:
     """PyTorch's take: elements of the FLATTENED x at `index` (any shape; the result has its shape).
-    With `axis=` it takes along that axis instead (NumPy's take with an axis)."""
+    With `axis=` it takes along that axis instead (NumPy's take with an axis). A position outside
+    [-size, size) raises IndexError, eagerly and compiled alike (a negative one counts from the end)."""
     axis = pick(axis, dim)
     if not isinstance(index, Tensor):
         index = tensor(index)
     if axis is None:
-        return _take_along(x.reshape(-1), index, axis=0)
-    return _take_along(x, index, axis=normalize_axis(axis, x.ndim))
+        x, axis = x.reshape(-1), 0
+    axis = normalize_axis(axis, x.ndim)
+    if index.dtype.kind == "i":
+        index = checked(index, x.shape[axis], f"dimension {axis}", what="item")
+    return _take_along(x, index, axis=axis)
 
 
 __all__ = [

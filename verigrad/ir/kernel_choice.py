@@ -7,9 +7,11 @@
 - the same bits, cheaper, chosen from the concrete shapes: a backend kernel stated exact on a result
   and operands of fewer elements than the backend's `ufunc_below` runs as the op's `fast`, or as its
   reference where that is a ufunc (a ufunc call costs a fraction of a C kernel's set-up), except in a
-  fused group a plan may merge (`whole`); `where` on a 0-d condition returns the chosen branch (not
-  where that would hand the caller an argument's or another result's array: `ALIASING`); a reshape
-  that must copy (a permuted view) copies through the backend's `contiguous` kernel (`_SHAPED_FAST`).
+  fused group a plan may merge (`whole`) and on two float operands (`picks_a_nan`: NumPy's loops give
+  NaN + -NaN either sign, and eager mode runs the backend's kernel); `where` on a 0-d condition returns
+  the chosen branch (not where that would hand the caller an argument's or another result's array:
+  `ALIASING`); a reshape that must copy (a permuted view) copies through the backend's `contiguous`
+  kernel (`_SHAPED_FAST`).
 """
 
 from __future__ import annotations
@@ -46,7 +48,12 @@ def choose(
     else:
         kernel = backend.kernel(op, spec.dtype)
     bound = native = None  # native: now the backend's kernel where a leaner one runs
-    if kernel is not op.reference and not whole and small_exact(backend, op, spec, operands):
+    if (
+        kernel is not op.reference
+        and not whole
+        and small_exact(backend, op, spec, operands)
+        and not picks_a_nan(spec, operands)
+    ):
         if op.fast is not None:
             bound = op.fast(spec.dtype, tuple([s.dtype for s in operands]), **params)
         elif isinstance(op.reference, np.ufunc) and not params:  # neg, abs: already lean
@@ -62,6 +69,13 @@ def choose(
     if bound is None:
         bound = functools.partial(kernel, **params) if params else kernel
     return bound, native
+
+
+def picks_a_nan(spec: Spec, operands: tuple[Spec, ...]) -> bool:
+    """Whether the op may meet two NaNs and give one of them: a float result of two float operands or
+    more. Which one NumPy's loops give differs between their vector and scalar paths (NaN + -NaN), so
+    their bits are not the backend kernel's, which eager mode runs: the plan runs that kernel too."""
+    return spec.dtype.is_float and sum(1 for s in operands if s.dtype.is_float) >= 2
 
 
 def _select(c: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -68,6 +68,7 @@ from .steps import (
     fixed_kernel,
     is_fused_step,
     is_ufunc_step,
+    takes_out_step,
     writes_into,
 )
 
@@ -240,7 +241,7 @@ class Plan:
             outputs=self.output_slots,
             captured=dict(zip([v.name for v in program.inputs[n:]], self.input_slots[n:])),
             updates=self.update_slots,
-            ufuncs={k for k, step in enumerate(steps) if is_ufunc_step(step)},
+            ufuncs={k for k, step in enumerate(steps) if is_ufunc_step(step) or takes_out_step(step)},
             writers={k for k, step in enumerate(steps) if writes_into(step)},
         )
 

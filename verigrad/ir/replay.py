@@ -12,11 +12,12 @@ are moved to each run's own arguments (`Tape.rebind`). So a run replays only
 - under the settings it was recorded with (`Backend.settings`: threads, chunk size, ...);
 - and it returns copies of the outputs, which the next run overwrites.
 
-Steps are of three kinds, decided by the recording run: a step whose calls all went onto the tape is
-replayed; a movement op that made none and whose result views its operand needs nothing (its view is
-of the same buffers; a view of an argument is made again for each run's argument); the rest (a NumPy
-ufunc, a kernel that called C through ctypes) run in Python, each result copied into the buffer the
-recording run gave it.
+Steps are of three kinds, decided by the recording run: a step whose calls all went onto the tape, and
+whose results they made, is replayed (not one whose C call said "not done" and which then computed in
+Python: replaying the call alone would repeat the recording's result); a movement op that made none and
+whose result views its operand needs nothing (its view is of the same buffers; a view of an argument is
+made again for each run's argument); the rest (a NumPy ufunc, a kernel that called C through ctypes) run
+in Python, each result copied into the buffer the recording run gave it.
 
 Kernels are pure functions of their operands (the op contract: the only writes into an operand are the
 plan's own, in place, into a step's result). A kernel could still compute in Python, or pass C a value
@@ -106,13 +107,14 @@ class Replay:
             env[slot] = a
         with _RECORDING, plan.backend.recording(tape), np.errstate(all="ignore"):
             for step, (kernel, ins, out) in zip(plan.calls, plan._loop):
-                start, foreign = len(tape), tape.foreign
+                start, foreign, held = len(tape), tape.foreign, len(tape.held)
                 args = [env[i] for i in ins]
                 slots, results = _pairs(out, recording_kernel(step, kernel)(*args))
                 for slot, r in zip(slots, results):
                     env[slot] = r
                 self.marks.append((start, len(tape)))
-                self.kinds.append(self._kind(start, foreign, step, args, results))
+                written = tape.held[held:] if len(tape) > start else []
+                self.kinds.append(self._kind(start, foreign, step, args, results, written))
         self.env = env
         tape.inputs(spans)
         argument_roots = {id(root(a)) for a in arrays[:n]}
@@ -160,8 +162,9 @@ class Replay:
         into its buffer); at least as many replayed steps as Python ones."""
         return self.kinds.count(REPLAY) >= self.kinds.count(PYTHON)
 
-    def _kind(self, start: int, foreign: int, step: Any, args: list, results: tuple) -> str:
-        """REPLAY, VIEW or PYTHON for a step of the recording run (see the module docstring)."""
+    def _kind(self, start: int, foreign: int, step: Any, args: list, results: tuple, written: list) -> str:
+        """REPLAY, VIEW or PYTHON for a step of the recording run (see the module docstring); `written`:
+        the objects the step's recorded calls hold (the arrays they read and wrote)."""
         tape = self.tape
         stop = len(tape)
         into = bool(_written_inputs(step))
@@ -172,7 +175,13 @@ class Replay:
             views = all(isinstance(r, np.ndarray) and id(root(r)) in roots for r in results)
             return VIEW if views and not into and step.op.name in VIEW_OPS else PYTHON
         # a step that writes into an input and may stop midway could not be redone in Python
-        return PYTHON if into and tape.checked(start, stop) else REPLAY
+        if into and tape.checked(start, stop):
+            return PYTHON
+        # a result no recorded call made (a kernel whose C call said "not done" and which then computed
+        # in Python, as a sum's signed zero or a NaN loss makes it): replaying the call alone would
+        # leave the recording's stale result
+        made = {id(root(a)) for a in _arrays(written)}
+        return REPLAY if all(id(root(r)) in made for r in results if isinstance(r, np.ndarray)) else PYTHON
 
     def _schedule(self) -> None:
         """The replay as actions in order: (first record, last record + 1) for each run of replayed
@@ -344,6 +353,17 @@ def _without(held: Any, roots: set[int]) -> Any:
     if isinstance(held, tuple):
         return tuple([_without(item, roots) for item in held])
     return held
+
+
+def _arrays(held: list) -> list[np.ndarray]:
+    """The arrays among a recorded call's held arguments (inside tuples too)."""
+    found = []
+    for h in held:
+        if isinstance(h, np.ndarray):
+            found.append(h)
+        elif isinstance(h, tuple):
+            found.extend(_arrays(list(h)))
+    return found
 
 
 def _written_inputs(step: Any) -> list[int]:

@@ -66,6 +66,14 @@ def is_ufunc_step(step: Step) -> bool:
     return isinstance(kernel, np.ufunc) and kernel.nout == 1 and kernel.nin == len(step.ins)
 
 
+def takes_out_step(step: Step) -> bool:
+    """Whether the step calls a backend's element-wise kernel on its arrays alone that allocates its
+    result, or writes it into `out=` (`takes_out`: an array of the result's spec, which may be an
+    input), as a ufunc does."""
+    kernel = step.kernel
+    return getattr(kernel, "takes_out", False) is True and not isinstance(step, Merged)
+
+
 def writes_into(step: Step) -> bool:
     """Whether the step's kernel allocates a new array for its result, or writes it into `out=` (an
     array of the result's spec, which may be one of its inputs): a fused kernel's."""
@@ -104,7 +112,7 @@ def recording_kernel(step: Step, fixed: Callable) -> Callable:
     if native is None or isinstance(step, Merged):
         return fixed
     if step.into is None:
-        return native
+        return _fixed(native, step)  # with the conversion the step's first result needed (a 0-d sum's)
     if getattr(getattr(native, "func", native), "takes_out", False):
         return _into(native)
     return fixed
@@ -112,7 +120,7 @@ def recording_kernel(step: Step, fixed: Callable) -> Callable:
 
 def fixed_kernel(step: Step) -> Callable:
     """The step's kernel with the conversion its first result needed, if any."""
-    kernel, op, spec = step.kernel, step.op, step.spec
+    kernel = step.kernel
     if isinstance(step, Merged):
         n, intos = len(step.ins), step.intos
 
@@ -123,6 +131,12 @@ def fixed_kernel(step: Step) -> Callable:
         return merged
     if step.into is not None:
         return _into(kernel)
+    return _fixed(kernel, step)
+
+
+def _fixed(kernel: Callable, step: Step) -> Callable:
+    """`kernel` with the conversion the step's first result needed, if any."""
+    op, spec = step.op, step.spec
     if step.fix == "asarray":
         return lambda *arrays: np.asarray(kernel(*arrays))
     if step.fix == "conform":

@@ -40,6 +40,7 @@ from .bitwise import (
     bitwise_right_shift,
     bitwise_xor,
 )
+from .checks import check_index
 from .composite import (
     attention,
     avg_pool2d,

@@ -18,6 +18,7 @@ from ..tensor import Tensor
 from ._op import Op, Sample, no_bf16
 from ._samples import uniform
 from .binary import eq, where
+from .checks import checked
 from .index import _positions, gather, gather_grad
 from .movement import pad
 from .shaping import getitem
@@ -167,7 +168,10 @@ OP = Op(
 def scatter_reduce(
     x: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, *, include_self: bool = True
 ) -> Tensor:
-    """PyTorch's scatter_reduce (src cut to the index's shape, as PyTorch reads it)."""
+    """PyTorch's scatter_reduce (src cut to the index's shape, as PyTorch reads it); a position outside
+    [0, size) along `dim` raises IndexError, eagerly and compiled alike (`check_index`)."""
     if not isinstance(index, Tensor) or not isinstance(src, Tensor):
         raise TypeError("scatter_reduce takes an index tensor and a src tensor")
+    if isinstance(x, Tensor) and x.ndim and index.dtype.kind == "i":
+        index = checked(index, x.shape[normalize_axis(dim, x.ndim)], "scatter_reduce")
     return OP(x, index, _cut(src, index), axis=dim, reduce=reduce, include_self=include_self)

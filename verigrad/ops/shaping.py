@@ -16,6 +16,7 @@ from ..tensor import Tensor, describe
 from ._op import Op, Sample, lift
 from ._samples import uniform
 from .binary import add, lt, mul, sub, where
+from .checks import checked
 from .creation import arange, full, full_op
 from .index import take
 from .movement import broadcast_to, cast, concat, permute, reshape, slice_, unslice
@@ -213,7 +214,7 @@ def _parse_key(x: Tensor, key: Any) -> tuple[list, list, list]:
                 arrays.append((len(layout) - 1, lift([found.astype(np.int64)])[0]))
             dim += k.ndim
         else:
-            _check_array(k, x, dim)
+            k = _check_array(k, x, dim)
             index.append(slice(None))
             layout.append(dim)
             arrays.append((len(layout) - 1, k))
@@ -263,16 +264,13 @@ def _mask_values(mask: Tensor, x: Tensor, dim: int = 0) -> np.ndarray:
     return mask.numpy()
 
 
-def _check_array(k: Tensor, x: Tensor, dim: int) -> None:
-    """An integer index tensor: its dtype, and eagerly each position in range, before any work."""
+def _check_array(k: Tensor, x: Tensor, dim: int) -> Tensor:
+    """An integer index tensor, its dtype checked and each position in [-size, size) (`checked`: eagerly
+    before any work, and in a compiled plan on every run; a negative one counted from the end)."""
     if k.dtype.kind != "i":
         reason = f"cannot index with {k.dtype.name} values (only integer or bool tensors)"
         raise IndexDTypeError(reason).locate("getitem", (describe(x), describe(k)))
-    size = x.shape[dim]
-    if isinstance(size, int) and isinstance(k.payload, np.ndarray) and k.payload.size:
-        bad = k.payload[(k.payload >= size) | (k.payload < -size)]
-        if bad.size:
-            raise IndexError(f"index {bad.flat[0]} is out of range for dimension {dim} of size {size}")
+    return checked(k, x.shape[dim], f"dimension {dim}", what="item")
 
 
 def _check_int(i: int, size: Any, dim: int) -> Any:

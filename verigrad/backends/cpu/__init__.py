@@ -35,6 +35,7 @@ from ..kernel_table import EXACT, Backend, Exactness
 from ..reference import reference as _reference  # registered first: the reference stays the default
 from . import (
     attention,
+    checks,
     convolution,
     elementwise,
     fastcall,
@@ -51,6 +52,7 @@ from . import (
 from . import build as _build
 from ._ffi import DTYPES, MIN_CHUNK, Library, bufsize, min_chunk, set_min_chunk
 from .attention import ATTENTION
+from .checks import CHECKS
 from .convolution import COLUMNS, CONVOLUTION
 from .elementwise import (
     BINARY,
@@ -86,6 +88,7 @@ KERNEL_FAMILIES = (
     attention,
     rope,
     optim,
+    checks,
 )
 
 __all__ = [
@@ -93,6 +96,7 @@ __all__ = [
     "BINARY",
     "CANCELLING",
     "CAST",
+    "CHECKS",
     "COLUMNS",
     "CONVOLUTION",
     "DTYPES",

@@ -125,7 +125,9 @@ def _reduce(
         d, shape = found
         out = np.empty(shape, dtype)
         if fn(ptr(x), ptr(out), ref(d), chunk(), backend.threads):
-            return reference(x, axis, keepdim)
+            # a signed zero the C sum cannot tell: the reference's, an array as on every other input (a
+            # compiled plan checks a kernel's result type on its first run only)
+            return np.asarray(reference(x, axis, keepdim))
         return out
 
     return never_warns(kernel)

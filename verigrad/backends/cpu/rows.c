@@ -10,8 +10,12 @@
  *
  * x:         [rows, n] input (logits for cross-entropy);
  * softmax:   out = e / sum(e), e = exp(x - max(x));   log_softmax: out = (x - m) - log(sum(e));
- * xent:      nll[r] = -((x[r, t] - m) - log(sum(e))) for t = target[r] in [0, n), else -0.0;
- * xent_grad: out[r, j] = (softmax(x)[r, j] - (j == t)) * scale[r * scale_step];
+ * xent:      nll[r] = -((x[r, t] - m) - log(sum(e))) for t = target[r] in [0, n); 0 where t is the
+ *            ignored class (has_ignore); returns 1, before any work, where another t is out of range;
+ * xent_total: the sum of the nll (or their mean: over the rows, or over those not ignored) as the
+ *            reference reduces them; returns 1 where it is NaN (whose bits depend on NumPy's order);
+ * xent_grad: out[r, j] = (softmax(x)[r, j] - (j == t)) * g[r * g_step] (for a mean, g divided by the
+ *            count of rows not ignored, in the dtype); 0 on an ignored row; returns 1 as xent does;
  * layer_norm: xc = x - mean(x); out = xc * (1 / sqrt(mean(xc * xc) + eps)) * w + b;
  * rms_norm:  out = x * (1 / sqrt(mean(x * x) + eps)) * w;
  * norm_grad: the gradient of layer_norm (center) or rms_norm with respect to x, for the output's
@@ -42,6 +46,8 @@ typedef struct {
     const void *scale;
     void *out;
     int64_t n, block, scale_step;
+    int64_t ignore, count; /* the ignored class (where has_ignore); the mean's count (0: a sum) */
+    int has_ignore;
     double eps;
     int log;    /* log_softmax rather than softmax */
     int center; /* layer_norm (subtract the mean, add b) rather than rms_norm */
@@ -58,6 +64,21 @@ static inline double log_f64(double x) {
     double y;
     vg_log_f64(&x, &y, 1, 1, 1);
     return y;
+}
+/* whether a class target other than the ignored one is outside [0, n): cross_entropy and its gradient
+ * refuse it */
+static int targets_out_of_range(const int64_t *target, int64_t rows, int64_t n, int has_ignore,
+                                int64_t ignore) {
+    for (int64_t r = 0; r < rows; r++)
+        if ((uint64_t)target[r] >= (uint64_t)n && !(has_ignore && target[r] == ignore)) return 1;
+    return 0;
+}
+/* how many targets are not the ignored class */
+static int64_t kept_rows(const int64_t *target, int64_t rows, int has_ignore, int64_t ignore) {
+    int64_t kept = rows;
+    if (has_ignore)
+        for (int64_t r = 0; r < rows; r++) kept -= target[r] == ignore;
+    return kept;
 }
 static inline float sqrt_f32(float x) { return sqrtf(x); }
 static inline double sqrt_f64(double x) { return sqrt(x); }
@@ -99,17 +120,37 @@ static inline double sqrt_f64(double x) { return sqrt(x); }
         T *tmp = (T *)malloc(2 * (size_t)n * sizeof(T));                                      \
         for (int64_t r = lo; r < hi; r++) {                                                   \
             const T *row = (const T *)p->x + r * n;                                           \
+            int64_t t = p->target[r];                                                         \
+            if (p->has_ignore && t == p->ignore) {                                            \
+                ((T *)p->out)[r] = (T)0;                                                      \
+                continue;                                                                     \
+            }                                                                                 \
             T m = vg_rowmax_##SUF(row, n);                                                    \
             T l = log_##SUF(exps_##SUF(row, tmp, tmp + n, n, m, p->block));                   \
-            int64_t t = p->target[r];                                                         \
-            ((T *)p->out)[r] = (t >= 0 && t < n) ? -((row[t] - m) - l) : (T)-0.0;             \
+            ((T *)p->out)[r] = -((row[t] - m) - l); /* t in [0, n): vg_xent checked */         \
         }                                                                                     \
         free(tmp);                                                                            \
     }                                                                                         \
-    void vg_xent_##SUF(const T *x, const int64_t *target, T *nll, int64_t rows, int64_t n,    \
-                       int64_t block, int64_t min_rows, int threads) {                        \
-        vg_rowjob p = {.x = x, .target = target, .out = nll, .n = n, .block = block};         \
+    int vg_xent_##SUF(const T *x, const int64_t *target, T *nll, int64_t rows, int64_t n,     \
+                      int64_t block, int has_ignore, int64_t ignore, int64_t min_rows, int threads) { \
+        if (targets_out_of_range(target, rows, n, has_ignore, ignore)) return 1;              \
+        vg_rowjob p = {.x = x, .target = target, .out = nll, .n = n, .block = block,          \
+                       .has_ignore = has_ignore, .ignore = ignore};                           \
         vg_parallel_for(rows, min_rows, threads, xent_##SUF##_chunk, &p);                     \
+        return 0;                                                                             \
+    }                                                                                         \
+    /* mean: 0 a sum, 1 a mean */                                                             \
+    int vg_xent_total_##SUF(const T *nll, const int64_t *target, int64_t rows, int64_t block,  \
+                            int mean, int has_ignore, int64_t ignore, T *out) {               \
+        double s = vg_pairwise_##SUF(nll, rows, block);                                       \
+        if (!mean) {                                                                          \
+            out[0] = (T)s;                                                                    \
+        } else if (!has_ignore) {                                                             \
+            out[0] = (T)(s / (double)rows); /* the mean op's reference */                     \
+        } else { /* the sum, then divided by the count in the dtype */                        \
+            out[0] = (T)s / (T)kept_rows(target, rows, has_ignore, ignore);                   \
+        }                                                                                     \
+        return out[0] != out[0];                                                              \
     }                                                                                         \
     static void xent_grad_##SUF##_chunk(void *ctx, int64_t lo, int64_t hi) {                  \
         const vg_rowjob *p = (const vg_rowjob *)ctx;                                          \
@@ -118,19 +159,29 @@ static inline double sqrt_f64(double x) { return sqrt(x); }
         for (int64_t r = lo; r < hi; r++) {                                                   \
             const T *row = (const T *)p->x + r * n;                                           \
             T *out = (T *)p->out + r * n;                                                     \
+            int64_t t = p->target[r];                                                         \
+            if (p->has_ignore && t == p->ignore) {                                            \
+                for (int64_t i = 0; i < n; i++) out[i] = (T)0;                                \
+                continue;                                                                     \
+            }                                                                                 \
             T s = exps_##SUF(row, tmp, out, n, vg_rowmax_##SUF(row, n), p->block);            \
             T g = ((const T *)p->scale)[r * p->scale_step];                                   \
-            int64_t t = p->target[r];                                                         \
+            if (p->count) g = g / (T)p->count;                                                \
             for (int64_t i = 0; i < n; i++) out[i] = (out[i] / s - (T)(i == t)) * g;          \
         }                                                                                     \
         free(tmp);                                                                            \
     }                                                                                         \
-    void vg_xent_grad_##SUF(const T *x, const int64_t *target, const T *scale,                \
-                            int64_t scale_step, T *out, int64_t rows, int64_t n, int64_t block, \
-                            int64_t min_rows, int threads) {                                  \
-        vg_rowjob p = {.x = x, .target = target, .scale = scale, .scale_step = scale_step,    \
-                       .out = out, .n = n, .block = block};                                   \
+    /* mean: g divided by the count of rows not ignored */                                   \
+    int vg_xent_grad_##SUF(const T *x, const int64_t *target, const T *g, int64_t g_step,     \
+                           T *out, int64_t rows, int64_t n, int64_t block, int mean,          \
+                           int has_ignore, int64_t ignore, int64_t min_rows, int threads) {   \
+        if (targets_out_of_range(target, rows, n, has_ignore, ignore)) return 1;              \
+        vg_rowjob p = {.x = x, .target = target, .scale = g, .scale_step = g_step,            \
+                       .out = out, .n = n, .block = block, .has_ignore = has_ignore,          \
+                       .ignore = ignore,                                                      \
+                       .count = mean ? kept_rows(target, rows, has_ignore, ignore) : 0};      \
         vg_parallel_for(rows, min_rows, threads, xent_grad_##SUF##_chunk, &p);                \
+        return 0;                                                                             \
     }                                                                                         \
     /* w (and b) may be null: layer_norm without them is the normalized x */                  \
     static void norm_##SUF##_chunk(void *ctx, int64_t lo, int64_t hi) {                       \

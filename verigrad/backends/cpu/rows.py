@@ -18,9 +18,10 @@ from typing import Any
 import numpy as np
 
 from ...dtypes import as_dtype, from_numpy_dtype
-from ...ops import cross_entropy, exp, layer_norm, log, log_softmax, mean, rms_norm, softmax
+from ...ops import contiguous, cross_entropy, exp, layer_norm, log, log_softmax, mean, rms_norm, softmax
 from ...ops import sum as reduce_sum
 from ...ops._op import never_warns, silenced
+from ...ops.checks import out_of_range
 from ...ops.composite.losses import cross_entropy_grad
 from ...ops.composite.normalization import layer_norm_grad, rms_norm_grad
 from ..kernel_table import EXACT, Exactness, tolerance, ulp
@@ -68,19 +69,21 @@ def exactness(name: str, dtype_name: str, backend: Any) -> Exactness:
 
 _P, _I, _T = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
 _SOFTMAX_ARGS = [_P, _P, _I, _I, _I, _T, _I, _T]
-_XENT_ARGS = [_P, _P, _P, _I, _I, _I, _I, _T]
-_XENT_GRAD_ARGS = [_P, _P, _P, _I, _P, _I, _I, _I, _I, _T]
+_XENT_ARGS = [_P, _P, _P, _I, _I, _I, _T, _I, _I, _T]
+_XENT_TOTAL_ARGS = [_P, _P, _I, _I, _T, _T, _I, _P]
+_XENT_GRAD_ARGS = [_P, _P, _P, _I, _P, _I, _I, _I, _T, _T, _I, _I, _T]
+_TARGET = np.dtype(np.int64)
 _LAYER_NORM_ARGS = [_P, _P, _P, _P, _I, _I, ctypes.c_double, _I, _I, _T]
 _RMS_NORM_ARGS = [_P, _P, _P, _I, _I, ctypes.c_double, _I, _I, _T]
 _NORM_GRAD_ARGS = [_P, _P, _P, _P, _I, _I, ctypes.c_double, _T, _I, _I, _T]
 
 
-def _rows_of(x: np.ndarray, dtype: np.dtype) -> np.ndarray | None:
-    """`x` as C-contiguous rows of `dtype` (copied if it is a view), or None if it is not of that dtype
+def _rows_of(x: np.ndarray, dtype: np.dtype, copy: Callable = np.ascontiguousarray) -> np.ndarray | None:
+    """`x` as C-contiguous rows of `dtype` (a view copied by `copy`), or None if it is not of that dtype
     or has no elements."""
     if type(x) is not np.ndarray or x.dtype != dtype or x.size == 0:
         return None
-    return x if x.flags.c_contiguous and x.flags.aligned else np.ascontiguousarray(x)
+    return x if x.flags.c_contiguous and x.flags.aligned else copy(x)
 
 
 class _Rows:
@@ -96,8 +99,16 @@ class _Rows:
         """NumPy sums an f32 row through its cast buffer (8192 elements): pairwise within each."""
         return _ffi.bufsize() if self.suffix == "f32" else 1 << 62
 
-    def fn(self, name: str, args: list) -> Any:
-        return self.lib.fn(f"vg_{name}_{self.suffix}", args)
+    def fn(self, name: str, args: list, restype: Any = None) -> Any:
+        return self.lib.fn(f"vg_{name}_{self.suffix}", args, restype)
+
+    def rows_of(self, x: np.ndarray) -> np.ndarray | None:
+        """`_rows_of` with a view copied by the backend's `contiguous` kernel: a C copy, which a compiled
+        plan's replay makes again (a copy made in Python would be repeated as it was)."""
+        if type(x) is np.ndarray and x.flags.c_contiguous and x.flags.aligned:
+            return _rows_of(x, self.dtype)
+        copy = self.backend.native(contiguous, as_dtype(self.suffix)) or np.ascontiguousarray
+        return _rows_of(x, self.dtype, copy)
 
     def min_rows(self, n: int) -> int:
         return max(1, _ffi.min_chunk() // n)
@@ -108,7 +119,7 @@ def _softmax(k: _Rows, log: bool, fallback: Callable) -> Callable:
 
     def kernel(x: np.ndarray, axis: int, out: np.ndarray | None = None) -> np.ndarray:
         """softmax (log_softmax) of `x` along `axis`, into `out` when given (which may be `x`)."""
-        rows = _rows_of(x, k.dtype)
+        rows = k.rows_of(x)
         if rows is None or axis != x.ndim - 1 or (out is not None and not out.flags.c_contiguous):
             result = fallback(x, axis=axis)
             if out is None:
@@ -124,47 +135,70 @@ def _softmax(k: _Rows, log: bool, fallback: Callable) -> Callable:
     return kernel
 
 
+def _targets(target: Any) -> np.ndarray | None:
+    """The class targets as the C kernels read them (C-contiguous i64), or None (the reference then: a
+    copy made here would be a value a compiled plan's replay repeats)."""
+    if type(target) is not np.ndarray or target.dtype != _TARGET or not target.flags.c_contiguous:
+        return None
+    return target
+
+
 def _cross_entropy(k: _Rows, fallback: Callable) -> Callable:
-    fn = k.fn("xent", _XENT_ARGS)
-    total = k.fn("total", [_P, _I, _I, _T, _P])
+    fn = k.fn("xent", _XENT_ARGS, ctypes.c_int)
+    total = k.fn("xent_total", _XENT_TOTAL_ARGS, ctypes.c_int)
     dtype = from_numpy_dtype(k.dtype)
     reduce = {
         op.name: silenced(op.fast(dtype, (dtype,), axis=(0,), keepdim=False)) for op in (reduce_sum, mean)
     }
 
-    def kernel(logits: np.ndarray, target: np.ndarray, reduction: str) -> np.ndarray:
-        rows = _rows_of(logits, k.dtype)
-        if rows is None:
-            return fallback(logits, target, reduction=reduction)
+    def kernel(
+        logits: np.ndarray, target: np.ndarray, reduction: str, ignore_index: int | None = None
+    ) -> np.ndarray:
+        rows, targets = k.rows_of(logits), _targets(target)
+        if rows is None or targets is None:
+            return fallback(logits, target, reduction=reduction, ignore_index=ignore_index)
         n, c = logits.shape
-        target = np.ascontiguousarray(target, np.int64)
+        ignoring, ignore = ignore_index is not None, ignore_index or 0
         nll = np.empty(n, k.dtype)
-        fn(k.ptr(rows), k.ptr(target), k.ptr(nll), n, c, k.block, k.min_rows(c), k.backend.threads)
+        args = (n, c, k.block, ignoring, ignore, k.min_rows(c), k.backend.threads)
+        if fn(k.ptr(rows), k.ptr(targets), k.ptr(nll), *args):
+            raise out_of_range(target, c, "cross_entropy", "target", ignore_index)
         if reduction == "none":
             return nll
-        # the sum or mean op's reference order (NumPy's pairwise sum in double, rounded once), in C; a
-        # NaN's bits depend on NumPy's order: its own kernel then
+        # the reference's reduction (NumPy's pairwise sum in double, rounded once; a mean over the rows
+        # kept, in the dtype), in C; a NaN's bits depend on NumPy's order: its own kernels then (C says
+        # so, so that a replay of the call stops there too), the result an array as on any other input
         out = np.empty((), k.dtype)
-        total(k.ptr(nll), n, k.block, int(reduction == "mean"), k.ptr(out))
-        return out if out == out else reduce[reduction](nll)
+        mean_ = reduction == "mean"
+        if not total(k.ptr(nll), k.ptr(targets), n, k.block, int(mean_), ignoring, ignore, k.ptr(out)):
+            return out
+        if not (mean_ and ignoring):
+            return np.asarray(reduce[reduction](nll))
+        with np.errstate(all="ignore"):  # all rows ignored: 0 / 0, NaN as the reference's
+            return np.asarray(reduce["sum"](nll) / k.dtype.type(np.count_nonzero(targets != ignore)))
 
     return kernel
 
 
 def _cross_entropy_grad(k: _Rows, fallback: Callable) -> Callable:
-    fn = k.fn("xent_grad", _XENT_GRAD_ARGS)
+    fn = k.fn("xent_grad", _XENT_GRAD_ARGS, ctypes.c_int)
 
-    def kernel(logits: np.ndarray, target: np.ndarray, g: np.ndarray, reduction: str) -> np.ndarray:
-        rows, scale = _rows_of(logits, k.dtype), _rows_of(np.asarray(g), k.dtype)
-        if rows is None or scale is None or not logits.shape[0]:  # no rows: the mean's N would be 0
-            return fallback(logits, target, g, reduction=reduction)
+    def kernel(
+        logits: np.ndarray,
+        target: np.ndarray,
+        g: np.ndarray,
+        reduction: str,
+        ignore_index: int | None = None,
+    ) -> np.ndarray:
+        rows, scale, targets = k.rows_of(logits), k.rows_of(np.asarray(g)), _targets(target)
+        if rows is None or scale is None or targets is None or not logits.shape[0]:  # no rows: no mean
+            return fallback(logits, target, g, reduction=reduction, ignore_index=ignore_index)
         n, c = logits.shape
-        if reduction == "mean":  # the reference divides g by N in the dtype, once
-            scale = np.asarray(scale / k.dtype.type(n))
-        target, out = np.ascontiguousarray(target, np.int64), np.empty(logits.shape, k.dtype)
-        step = int(reduction == "none")
-        args = (n, c, k.block, k.min_rows(c), k.backend.threads)
-        fn(k.ptr(rows), k.ptr(target), k.ptr(scale), step, k.ptr(out), *args)
+        out = np.empty(logits.shape, k.dtype)
+        step, mean_ = int(reduction == "none"), int(reduction == "mean")  # C divides g by the count
+        args = (n, c, k.block, mean_, ignore_index is not None, ignore_index or 0, k.min_rows(c))
+        if fn(k.ptr(rows), k.ptr(targets), k.ptr(scale), step, k.ptr(out), *args, k.backend.threads):
+            raise out_of_range(target, c, "cross_entropy", "target", ignore_index)
         return out
 
     return kernel
@@ -174,7 +208,7 @@ def _layer_norm(k: _Rows, fallback: Callable) -> Callable:
     fn = k.fn("layer_norm", _LAYER_NORM_ARGS)
 
     def kernel(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
-        rows, w, b = _rows_of(x, k.dtype), _rows_of(weight, k.dtype), _rows_of(bias, k.dtype)
+        rows, w, b = k.rows_of(x), k.rows_of(weight), k.rows_of(bias)
         if rows is None or w is None or b is None:
             return fallback(x, weight, bias, eps=eps)
         out, n = np.empty(x.shape, k.dtype), x.shape[-1]
@@ -189,7 +223,7 @@ def _rms_norm(k: _Rows, fallback: Callable) -> Callable:
     fn = k.fn("rms_norm", _RMS_NORM_ARGS)
 
     def kernel(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
-        rows, w = _rows_of(x, k.dtype), _rows_of(weight, k.dtype)
+        rows, w = k.rows_of(x), k.rows_of(weight)
         if rows is None or w is None:
             return fallback(x, weight, eps=eps)
         out, n = np.empty(x.shape, k.dtype), x.shape[-1]
@@ -204,7 +238,7 @@ def _norm_grad(k: _Rows, center: bool, fallback: Callable) -> Callable:
     fn = k.fn("norm_grad", _NORM_GRAD_ARGS)
 
     def kernel(g: np.ndarray, x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
-        rows, grad, w = _rows_of(x, k.dtype), _rows_of(g, k.dtype), _rows_of(weight, k.dtype)
+        rows, grad, w = k.rows_of(x), k.rows_of(g), k.rows_of(weight)
         if rows is None or grad is None or w is None:
             return fallback(g, x, weight, eps=eps)
         out, n = np.empty(x.shape, k.dtype), x.shape[-1]

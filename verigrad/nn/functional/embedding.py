@@ -9,6 +9,7 @@ from ... import functions, ops
 from ...autograd import no_grad
 from ...errors import ShapeError
 from ...functions.pointwise import values_of
+from ...ops.checks import checked
 from ...tensor import Tensor, describe
 
 
@@ -183,9 +184,6 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
         if not values.size:
             raise ValueError("one_hot: Can not infer total number of classes from empty tensor.")
         num_classes = int(values.max()) + 1
-    if values is not None and values.size:
-        if values.min() < 0:
-            raise ValueError("one_hot: Class values must be non-negative.")
-        if values.max() >= num_classes:
-            raise ValueError(f"one_hot: Class values must be smaller than num_classes ({num_classes}).")
-    return (ops.unsqueeze(tensor, -1) == ops.arange(0, num_classes)).cast("i64")
+    # negative classes or ones >= num_classes raise ValueError, eagerly and compiled alike
+    classes = checked(tensor, num_classes, "one_hot", what="class")
+    return (ops.unsqueeze(classes, -1) == ops.arange(0, num_classes)).cast("i64")

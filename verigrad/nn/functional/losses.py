@@ -139,13 +139,12 @@ def cross_entropy(
             raise ValueError("cross_entropy: ignore_index is not supported for class-probability targets")
         return _cross_entropy_probabilities(input, target, weight, reduction, label_smoothing, classes)
     _constant_weights("cross_entropy", weight=weight)
-    _check_class_range("cross_entropy", target, classes, ignore_index)
     if weight is None and not label_smoothing and input.ndim == 2:
-        fast = _cross_entropy_op(input, target, ignore_index, reduction, classes)
-        if fast is not None:
-            return fast
+        # the cross_entropy op: one kernel forward and one backward, which check the targets
+        return ops.cross_entropy(input, target, reduction=reduction, ignore_index=ignore_index)
+    checked = _class_targets("cross_entropy", target, classes, ignore_index)
     log_p = log_softmax(input, 1)
-    loss, weights = _class_nll(log_p, target, weight, ignore_index)
+    loss, weights = _class_nll(log_p, target, checked, weight, ignore_index)
     result = _class_reduce(loss, weights, reduction)
     if not label_smoothing:
         return result
@@ -154,21 +153,6 @@ def cross_entropy(
     return result * (1.0 - label_smoothing) + _class_reduce(smooth, weights, reduction) * (
         label_smoothing / classes
     )
-
-
-def _cross_entropy_op(
-    input: Tensor, target: Tensor, ignore_index: int, reduction: str, classes: Any
-) -> Tensor | None:
-    """The cross_entropy op (one kernel, forward and backward) per row for [N, C] logits, an ignored
-    row given class 0 and its loss (and so its gradient) masked out; "mean" divides the sum by the count
-    of rows not ignored. None where ignore_index is a class (the general path then)."""
-    if isinstance(classes, int) and 0 <= ignore_index < classes:
-        return None
-    kept = target != ignore_index  # one program eagerly and traced (compiled = eager, bit for bit)
-    loss = where(kept, ops.cross_entropy(input, where(kept, target, 0), reduction="none"), 0.0)
-    if reduction == "none":
-        return loss
-    return loss.sum() / kept.sum().cast(input.dtype) if reduction == "mean" else loss.sum()
 
 
 def _cross_entropy_probabilities(
@@ -221,13 +205,10 @@ def _check_class_input(name: str, input: Tensor, target: Tensor, weight: Tensor 
     return classes
 
 
-def _check_class_range(name: str, target: Tensor, classes: Any, ignore_index: int) -> None:
-    """An index outside [0, C) other than ignore_index is refused, where the data is at hand."""
-    values = target.payload
-    if isinstance(values, np.ndarray) and isinstance(classes, int) and values.size:
-        bad = values[((values < 0) | (values >= classes)) & (values != ignore_index)]
-        if bad.size:
-            raise IndexError(f"{name}: target {bad.flat[0]} is out of range for {classes} classes")
+def _class_targets(name: str, target: Tensor, classes: Any, ignore_index: int) -> Tensor:
+    """The class targets checked (`check_index`: an index outside [0, C) other than ignore_index raises
+    IndexError, eagerly and in a compiled plan's every run), those equal to ignore_index made 0."""
+    return ops.check_index(target, size=classes, name=name, what="target", ignore=ignore_index)
 
 
 def _class_axis(weight: Tensor, ndim: int) -> Tensor:
@@ -236,12 +217,12 @@ def _class_axis(weight: Tensor, ndim: int) -> Tensor:
 
 
 def _class_nll(
-    log_p: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int
+    log_p: Tensor, target: Tensor, checked: Tensor, weight: Tensor | None, ignore_index: int
 ) -> tuple[Tensor, Tensor]:
-    """(-w[t] log_p[t], w[t]) per sample of log_p [N, C, d1, ...] and target [N, d1, ...], both 0 where
-    the target is ignored (w = 1 without weights). The class is picked by comparing with arange(C), so
-    C may be symbolic."""
-    hit = unsqueeze(target, 1) == arange(0, log_p.shape[1]).reshape(-1, *([1] * (log_p.ndim - 2)))
+    """(-w[t] log_p[t], w[t]) per sample of log_p [N, C, d1, ...] and target [N, d1, ...] (`checked`:
+    `_class_targets`), both 0 where the target is ignored (w = 1 without weights). The class is picked
+    by comparing with arange(C), so C may be symbolic."""
+    hit = unsqueeze(checked, 1) == arange(0, log_p.shape[1]).reshape(-1, *([1] * (log_p.ndim - 2)))
     kept = target != ignore_index
     picked = where(hit, log_p, 0.0).sum(1)
     if weight is None:
@@ -341,8 +322,8 @@ def nll_loss(
     if input.ndim == 1:  # one sample: as a batch of one
         out = nll_loss(unsqueeze(input, 0), unsqueeze(target, 0), weight, None, ignore_index, None, reduction)
         return out.reshape(()) if reduction == "none" else out
-    _check_class_range("nll_loss", target, classes, ignore_index)
-    loss, weights = _class_nll(input, target, weight, ignore_index)
+    checked = _class_targets("nll_loss", target, classes, ignore_index)
+    loss, weights = _class_nll(input, target, checked, weight, ignore_index)
     return _class_reduce(loss, weights, reduction)
 
 
@@ -542,10 +523,14 @@ def multilabel_margin_loss(
     if target.dtype.kind != "i":
         raise TypeError(f"multilabel_margin_loss: the classes must be integers, got {target.dtype.name}")
     classes = input.shape[-1]
-    _check_class_range("multilabel_margin_loss", target, classes, -1)
-    scores, listed = (input, target) if input.ndim == 2 else (unsqueeze(input, 0), unsqueeze(target, 0))
+    checked = _class_targets("multilabel_margin_loss", target, classes, -1)
+    scores, listed, checked = (
+        (input, target, checked)
+        if input.ndim == 2
+        else (unsqueeze(input, 0), unsqueeze(target, 0), unsqueeze(checked, 0))
+    )
     valid = ops.cumprod((listed != -1).cast(listed.dtype), axis=1) == 1  # before the first -1
-    picked = where(valid, listed, 0)
+    picked = where(valid, checked, 0)
     is_class = unsqueeze(picked, 2) == arange(0, classes)  # [N, J, C]: entry j names class c
     is_target = any_of(is_class & unsqueeze(valid, 2), dim=1)  # [N, C]
     hinge = relu(1 - unsqueeze(scores.gather(1, picked), 2) + unsqueeze(scores, 1))  # [N, J, C]

@@ -1,4 +1,6 @@
-"""embedding: rows of a [V, D] table picked by integer indices of any shape, through `take`."""
+"""embedding: rows of a [V, D] table picked by integer indices of any shape, through `take`; an index
+outside [0, V) raises IndexError (as PyTorch's, negative ones too), eagerly and compiled alike
+(`check_index`)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from ...errors import DTypeError, ShapeError
 from ...shapes import shape_text
 from .._op import Op, Sample
 from .._samples import uniform
+from ..checks import checked
 from ..index import take
 
 
@@ -28,7 +31,7 @@ embedding = Op(
     "embedding",
     shape=_shape,
     dtype=_dtype,
-    decompose=lambda weight, idx: take(weight, idx, axis=0),
+    decompose=lambda weight, idx: take(weight, checked(idx, weight.shape[0], "embedding"), axis=0),
     samples=lambda rng: [
         Sample((uniform(rng, (6, 3)), np.array([[0, 5, 2], [2, 2, 1]]))),
         Sample((uniform(rng, (4, 1)), np.array([3, 0, 3]))),
