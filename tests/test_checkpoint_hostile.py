@@ -1,0 +1,243 @@
+"""Checkpoints under hostile conditions: the same tensors give the same bytes in every process, saves
+killed by SIGKILL leave no temporary behind once the file is saved or loaded again (and the file is the
+old one or the new one, whole), and the temporaries of live writers or of other files are left alone."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fresh_process import ROOT, run_python
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from verigrad import io
+from verigrad.io import atomic
+from verigrad.io.safetensors_format import read_metadata
+
+SAVE_TWICE = """
+import hashlib, sys
+import numpy as np
+import verigrad
+from verigrad import io
+from verigrad.models import digits_cnn
+verigrad.manual_seed(3)
+state = {**digits_cnn().state_dict(), "steps": np.arange(5), "flag": np.array([True, False])}
+meta = {"model": "digits_cnn", "height": "8", "width": "8", "note": "é", "a": "1", "z": "2"}
+for name in sys.argv[1:]:
+    io.save(state, name, **({"metadata": meta} if name.endswith(".safetensors") else {}))
+    print(hashlib.sha256(open(name, "rb").read()).hexdigest())
+"""
+
+
+def _save_in_a_process(folder: Path) -> list[str]:
+    names = [str(folder / "m.safetensors"), str(folder / "m.pt")]
+    done = subprocess.run(
+        [sys.executable, "-c", SAVE_TWICE, *names],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+def test_the_same_state_saved_by_two_processes_has_the_same_sha256(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first, second = _save_in_a_process(tmp_path / "a"), _save_in_a_process(tmp_path / "b")
+    assert len(first) == 2 and first == second
+    header = _header(tmp_path / "a" / "m.safetensors")
+    assert list(header) == sorted(header)
+    assert list(header["__metadata__"]) == sorted(header["__metadata__"])
+    assert read_metadata(tmp_path / "a" / "m.safetensors")["note"] == "é"
+
+
+def _header(path: Path) -> dict:
+    blob = path.read_bytes()
+    size = struct.unpack("<Q", blob[:8])[0]
+    return json.loads(blob[8 : 8 + size])
+
+
+@settings(database=None, derandomize=True, max_examples=25, deadline=None)
+@given(
+    st.dictionaries(
+        st.text(min_size=1, max_size=6),
+        st.sampled_from(["f8", "f4", "f2", "i8", "i4", "i2", "i1", "u1", "u2", "u4", "?"]),
+        max_size=5,
+    ),
+    st.dictionaries(st.text(max_size=5), st.text(max_size=5), max_size=4),
+    st.randoms(use_true_random=False),
+)
+def test_any_order_of_the_same_tensors_and_metadata_gives_the_same_bytes(dtypes, metadata, random):
+    """The bytes depend on the tensors and metadata, not on the order they were given in; the file reads
+    back with every tensor's bits, and is a valid safetensors file (the package reads it)."""
+    from safetensors.numpy import load
+
+    from verigrad.io.safetensors_format import safetensors_bytes
+
+    rng = np.random.default_rng(len(dtypes))
+    arrays = {k: (rng.standard_normal(3 + i) * 100).astype(t) for i, (k, t) in enumerate(dtypes.items())}
+    names, keys = list(arrays), list(metadata)
+    random.shuffle(names)
+    random.shuffle(keys)
+    blob = safetensors_bytes(arrays, metadata)
+    assert safetensors_bytes({n: arrays[n] for n in names}, {k: metadata[k] for k in keys}) == blob
+    back = load(blob)
+    assert set(back) == set(arrays)
+    for name, array in arrays.items():
+        assert back[name].dtype == array.dtype and back[name].tobytes() == array.tobytes()
+    header = json.loads(blob[8 : 8 + struct.unpack("<Q", blob[:8])[0]])
+    assert header.get("__metadata__", {}) == metadata
+
+
+def test_metadata_must_map_strings_to_strings(tmp_path):
+    with pytest.raises(TypeError, match=r"metadata must map str to str; 'epoch': 3 is not"):
+        io.save({"a": np.zeros(2)}, tmp_path / "m.safetensors", metadata={"epoch": 3})
+    assert os.listdir(tmp_path) == []
+
+
+KEEP_SAVING = """
+import sys
+import numpy as np
+from verigrad import io
+path, size = sys.argv[1], int(sys.argv[2])
+big = np.zeros(size, np.float32)
+print("ready", flush=True)
+step = 1
+while True:
+    big[:] = step
+    io.save({"big": big, "step": np.array(step)}, path)
+    step += 1
+"""
+
+
+def _kill_midway(path: Path, size: int, delay: float) -> None:
+    """Start a process saving `path` over and over and SIGKILL it `delay` seconds after it is ready."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", KEEP_SAVING, str(path), str(size)],
+        stdout=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": ROOT},
+        cwd=ROOT,
+    )
+    try:
+        assert child.stdout.readline().strip() == b"ready"
+        time.sleep(delay)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+
+
+def _check_whole(path: Path) -> None:
+    state = io.load(path)
+    big, step = state["big"].numpy(), int(state["step"].item())
+    assert big.shape == (8 << 20,) and step >= 0 and (big == step).all()
+
+
+def test_saves_killed_midway_leave_no_temporary_after_the_next_save(tmp_path):
+    """A SIGKILL during a 32 MB save leaves its temporary (nothing can remove it then); the next save,
+    by the next process, removes it, so they never pile up, and the file is whole (the old or the new
+    one) all along."""
+    path = tmp_path / "ck.safetensors"
+    io.save({"big": np.zeros(8 << 20, np.float32), "step": np.array(0)}, path)
+    landed = 0
+    for kill in range(15):
+        _kill_midway(path, 8 << 20, 0.1 + 0.04 * (kill % 4))
+        left = atomic.temporaries(path)
+        assert len(left) <= 1, f"after {kill + 1} kills, {len(left)} temporaries pile up"
+        landed += len(left)
+        _check_whole(path)
+        if landed == 3:
+            break
+    assert landed == 3, f"only {landed} of 15 kills landed mid-save"
+    io.save({"big": np.full(8 << 20, 7, np.float32), "step": np.array(7)}, path)
+    assert os.listdir(tmp_path) == ["ck.safetensors"]
+    _check_whole(path)
+
+
+def test_a_load_removes_the_temporaries_of_killed_saves_too(tmp_path):
+    path = tmp_path / "ck.pt"
+    io.save({"a": np.arange(3.0)}, path)
+    dead = _dead_pid()
+    for token in ("abcdef01", "0000ffff"):
+        (tmp_path / f".ck.pt.{dead}.{token}.tmp").write_bytes(b"half")
+    assert len(atomic.temporaries(path)) == 2
+    np.testing.assert_array_equal(io.load(path)["a"].numpy(), np.arange(3.0))
+    assert os.listdir(tmp_path) == ["ck.pt"]
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_only_stale_temporaries_of_the_same_file_are_removed(tmp_path):
+    """Kept: a live writer's temporary (this process's, another thread may be saving), a recent one of an
+    earlier verigrad (no pid in its name), other files' temporaries and other files. Removed: a dead
+    writer's, and any untouched for longer than STALE_AFTER."""
+    path = tmp_path / "m.safetensors"
+    dead = _dead_pid()
+    keep = [
+        f".m.safetensors.{os.getpid()}.abcdef01.tmp",  # this process: alive
+        ".m.safetensors.k3x_9a2b.tmp",  # an earlier version's, recent
+        f".m.safetensors.1.{dead}.abcdef01.tmp",  # the temporary of "m.safetensors.1"
+        f".other.safetensors.{dead}.abcdef01.tmp",
+        f".m.safetensors.{dead}.abcdef01.tmp.bak",
+        "m.safetensors.tmp",
+    ]
+    gone = [f".m.safetensors.{dead}.abcdef01.tmp", ".m.safetensors.oldoldol.tmp"]
+    for name in keep + gone:
+        (tmp_path / name).write_bytes(b"x")
+    old = time.time() - atomic.STALE_AFTER - 60
+    os.utime(tmp_path / ".m.safetensors.oldoldol.tmp", (old, old))
+    io.save({"a": np.zeros(2)}, path)
+    assert sorted(os.listdir(tmp_path)) == sorted([*keep, "m.safetensors"])
+
+
+def test_a_pt_save_goes_through_the_same_atomic_write(tmp_path):
+    path = tmp_path / "ck.pt"
+    (tmp_path / f".ck.pt.{_dead_pid()}.abcdef01.tmp").write_bytes(b"half")
+    io.save({"a": np.arange(3.0)}, path)
+    assert os.listdir(tmp_path) == ["ck.pt"]
+
+
+def test_a_checkpoint_in_a_read_only_folder_still_loads(tmp_path):
+    """Removing stale temporaries is best effort: a folder that cannot be written does not stop a load."""
+    path = tmp_path / "ck.safetensors"
+    io.save({"a": np.arange(3.0)}, path)
+    (tmp_path / f".ck.safetensors.{_dead_pid()}.abcdef01.tmp").write_bytes(b"half")
+    tmp_path.chmod(0o555)
+    try:
+        np.testing.assert_array_equal(io.load(path)["a"].numpy(), np.arange(3.0))
+    finally:
+        tmp_path.chmod(0o755)
+
+
+def test_a_fresh_process_saving_gets_the_same_bytes_as_this_one(tmp_path):
+    done = run_python(
+        f"""
+        import numpy as np
+        from verigrad import io
+        io.save({{"w": np.arange(12, dtype=np.float32).reshape(3, 4)}}, {str(tmp_path / "b.safetensors")!r},
+                metadata={{"k2": "v", "k1": "v"}})
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    io.save(
+        {"w": np.arange(12, dtype=np.float32).reshape(3, 4)},
+        tmp_path / "a.safetensors",
+        metadata={"k1": "v", "k2": "v"},
+    )
+    a, b = (hashlib.sha256((tmp_path / n).read_bytes()).digest() for n in ("a.safetensors", "b.safetensors"))
+    assert a == b
