@@ -82,7 +82,18 @@ def test_a_bad_variable_is_warned_of_once_not_at_every_call(monkeypatch):
 
 @pytest.mark.parametrize(
     ("text", "value"),
-    [("", None), (" 7 ", 7), ("0", None), ("8", 8), ("9", None), ("٣", None), ("+3", None), ("3_000", None), ("-4", None), ("2.5", None)],
+    [
+        ("", None),
+        (" 7 ", 7),
+        ("0", None),
+        ("8", 8),
+        ("9", None),
+        ("٣", None),
+        ("+3", None),
+        ("3_000", None),
+        ("-4", None),
+        ("2.5", None),
+    ],
 )
 def test_env_count(monkeypatch, text, value):
     monkeypatch.setenv("VERIGRAD_TEST_COUNT", text)
