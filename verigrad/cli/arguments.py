@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..backends.threads import MAX_THREADS
+from ..backends.threads import MAX_COUNT, MAX_THREADS
 
 THREADS_HELP = f"default: VERIGRAD_THREADS, else every core (at most 8); at most {MAX_THREADS}"
 MAX_EPOCHS = 1_000_000  # a million passes over the data: any more is a typo, not a plan
@@ -28,7 +28,7 @@ def _bounded(kind: type, what: str, zero: bool = False, most: float | None = Non
     """An argparse type: a finite number of `kind` greater than 0 (or equal to it with `zero`), at most
     `most`, or a one-line error."""
     adjective = "non-negative" if zero else "positive"
-    expected = f"a {adjective} {what}" + ("" if most is None else f" of at most {most:g}")
+    expected = f"a {adjective} {what}" + ("" if most is None else f" of at most {most}")
 
     def parse(text: str):
         try:
@@ -52,6 +52,7 @@ thread_count = _bounded(int, "integer", most=MAX_THREADS)
 epoch_count = _bounded(int, "integer", most=MAX_EPOCHS)
 step_count = _bounded(int, "integer", most=MAX_STEPS)
 fraction = _bounded(float, "number", most=1)
+batch_size = _bounded(int, "integer", most=MAX_COUNT)
 
 
 def existing_file(text: str) -> str:
