@@ -142,10 +142,9 @@ def prepare(config: TrainConfig) -> tuple[np.ndarray, ...]:
     """The data of `config`, once everything that can be checked before training is: the backend, the
     data, the batch size against it, and the output folder and files. Raises ValueError naming what is
     wrong; nothing is written."""
-    from ..backends import available
+    from ..backends.active import lookup
 
-    if config.backend not in available():
-        raise ValueError(f"unknown backend {config.backend!r}: use one of {', '.join(available())}")
+    lookup(config.backend)  # a ValueError naming the backends there are
     out = Path(config.out)
     if out.exists() and not out.is_dir():
         raise ValueError(f"{out}: the output folder exists and is not a directory")
