@@ -58,6 +58,8 @@ PARSER_ERRORS = [
     (["generate", "hi", "--max-tokens", "0"], "--max-tokens", "got 0"),
     (["generate", "hi", "--repeat-penalty", "inf"], "--repeat-penalty", "got 'inf'"),
     (["generate", "hi", "--threads", BIG], "--threads", "at most 1024"),
+    (["generate", "hi", "--seed", "-1"], "--seed", "expected a non-negative integer, got -1"),
+    (["chat", "--seed", "-5"], "--seed", "got -5"),
     (["chat", "--context", "0"], "--context", "got 0"),
     (["chat", "--threads", "0"], "--threads", "got 0"),
     (["verify", "--backend", "gpu"], "--backend", "invalid choice: 'gpu'"),

@@ -46,7 +46,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--top-k", type=non_negative_int, default=40, help="0: off (default 40)")
         p.add_argument("--top-p", type=fraction, default=0.95, help="1: off (default 0.95)")
         p.add_argument("--repeat-penalty", type=positive_float, default=1.0, help="1: off (default 1.0)")
-        p.add_argument("--seed", type=int, default=0, help="the same seed gives the same text (default 0)")
+        p.add_argument(
+            "--seed", type=non_negative_int, default=0, help="the same seed gives the same text (default 0)"
+        )
         p.add_argument(
             "--threads",
             type=thread_count,
