@@ -11,6 +11,7 @@ import signal
 import struct
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -241,3 +242,36 @@ def test_a_fresh_process_saving_gets_the_same_bytes_as_this_one(tmp_path):
     )
     a, b = (hashlib.sha256((tmp_path / n).read_bytes()).digest() for n in ("a.safetensors", "b.safetensors"))
     assert a == b
+
+
+def test_threads_saving_the_same_file_at_once_leave_one_whole_file(tmp_path):
+    """Each save is atomic on its own: eight threads saving the same file five times each leave one of
+    their states, whole, with the usual permissions, and no temporary (a thread's temporary is never taken
+    for a dead writer's, as they share the process id)."""
+    path = tmp_path / "ck.safetensors"
+    errors = []
+
+    def save_often(k: int) -> None:
+        try:
+            for i in range(5):
+                io.save({"w": np.full(50_000, 10 * k + i, np.float32)}, path, metadata={"k": str(k)})
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=save_often, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert os.listdir(tmp_path) == ["ck.safetensors"]
+    w = io.load(path)["w"].numpy()
+    k = int(read_metadata(path)["k"])
+    assert (w == w[0]).all() and w[0] == 10 * k + 4  # the last state of one thread
+    assert path.stat().st_mode & 0o777 == 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
