@@ -21,6 +21,7 @@ from fresh_process import ROOT, run_python
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import verigrad
 from verigrad import io
 from verigrad.io import atomic
 from verigrad.io.safetensors_format import read_metadata
@@ -28,6 +29,7 @@ from verigrad.io.safetensors_format import read_metadata
 SAVE_TWICE = """
 import hashlib, sys
 import numpy as np
+import verigrad
 import verigrad
 from verigrad import io
 from verigrad.models import digits_cnn
@@ -111,6 +113,7 @@ def test_metadata_must_map_strings_to_strings(tmp_path):
 KEEP_SAVING = """
 import sys
 import numpy as np
+import verigrad
 from verigrad import io
 path, size = sys.argv[1], int(sys.argv[2])
 big = np.zeros(size, np.float32)
@@ -275,3 +278,29 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+FLIPS = st.lists(st.tuples(st.integers(0, 200), st.integers(0, 255)), min_size=1, max_size=6)
+
+
+@settings(database=None, derandomize=True, max_examples=150, deadline=None)
+@given(FLIPS, st.integers(0, 400))
+def test_a_corrupted_checkpoint_is_read_whole_or_refused_naming_the_file(tmp_path_factory, flips, cut):
+    """Bytes changed or cut anywhere (header length, JSON, metadata, data): `load` and `read_metadata`
+    give a WeightFileError naming the file, or what the file now says; never another exception."""
+    from verigrad.io.safetensors_format import safetensors_bytes
+
+    blob = bytearray(safetensors_bytes({"w": np.arange(6, dtype=np.float32)}, {"model": "digits_cnn"}))
+    for where, value in flips:
+        if where < len(blob):
+            blob[where] = value
+    path = tmp_path_factory.mktemp("fuzz") / "ck.safetensors"
+    path.write_bytes(bytes(blob[: len(blob) - cut // 10]))
+    for read in (io.load, read_metadata):
+        try:
+            got = read(path)
+        except verigrad.WeightFileError as e:
+            assert str(path) in str(e)
+        else:
+            assert isinstance(got, dict)
+            assert all(isinstance(k, str) for k in got)
