@@ -110,63 +110,64 @@ def test_metadata_must_map_strings_to_strings(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-KEEP_SAVING = """
-import sys
+SAVE_THEN_HANG = """
+import os, sys, time
 import numpy as np
-import verigrad
 from verigrad import io
-path, size = sys.argv[1], int(sys.argv[2])
-big = np.zeros(size, np.float32)
-print("ready", flush=True)
-step = 1
-while True:
+path, saves = sys.argv[1], int(sys.argv[2])
+big = np.zeros(1 << 20, np.float32)
+for step in range(1, saves + 1):
     big[:] = step
     io.save({"big": big, "step": np.array(step)}, path)
-    step += 1
+
+def hang(fd):  # the next save stops with its temporary written, before the rename
+    print("mid-save", flush=True)
+    time.sleep(60)
+
+os.fsync = hang
+big[:] = saves + 1
+io.save({"big": big, "step": np.array(saves + 1)}, path)
 """
 
 
-def _kill_midway(path: Path, size: int, delay: float) -> None:
-    """Start a process saving `path` over and over and SIGKILL it `delay` seconds after it is ready."""
+def _kill_midway(path: Path, saves: int) -> int:
+    """Start a process that saves `path` `saves` times, then SIGKILL it in the middle of one more save;
+    its process id."""
     child = subprocess.Popen(
-        [sys.executable, "-c", KEEP_SAVING, str(path), str(size)],
+        [sys.executable, "-c", SAVE_THEN_HANG, str(path), str(saves)],
         stdout=subprocess.PIPE,
         env={**os.environ, "PYTHONPATH": ROOT},
         cwd=ROOT,
     )
     try:
-        assert child.stdout.readline().strip() == b"ready"
-        time.sleep(delay)
+        assert child.stdout.readline().strip() == b"mid-save"
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait()
+    return child.pid
 
 
-def _check_whole(path: Path) -> None:
+def _check_whole(path: Path, step: int) -> None:
     state = io.load(path)
-    big, step = state["big"].numpy(), int(state["step"].item())
-    assert big.shape == (8 << 20,) and step >= 0 and (big == step).all()
+    big = state["big"].numpy()
+    assert int(state["step"].item()) == step and big.shape == (1 << 20,) and (big == step).all()
 
 
 def test_saves_killed_midway_leave_no_temporary_after_the_next_save(tmp_path):
-    """A SIGKILL during a 32 MB save leaves its temporary (nothing can remove it then); the next save,
-    by the next process, removes it, so they never pile up, and the file is whole (the old or the new
-    one) all along."""
+    """A SIGKILL in the middle of a save leaves its temporary (nothing can remove it then); the next
+    save, by the next process, removes it, so they never pile up (before, each kill left one more), and
+    the file is whole all along: the last save that finished."""
     path = tmp_path / "ck.safetensors"
-    io.save({"big": np.zeros(8 << 20, np.float32), "step": np.array(0)}, path)
-    landed = 0
-    for kill in range(15):
-        _kill_midway(path, 8 << 20, 0.1 + 0.04 * (kill % 4))
-        left = atomic.temporaries(path)
-        assert len(left) <= 1, f"after {kill + 1} kills, {len(left)} temporaries pile up"
-        landed += len(left)
-        _check_whole(path)
-        if landed == 3:
-            break
-    assert landed == 3, f"only {landed} of 15 kills landed mid-save"
-    io.save({"big": np.full(8 << 20, 7, np.float32), "step": np.array(7)}, path)
+    io.save({"big": np.zeros(1 << 20, np.float32), "step": np.array(0)}, path)
+    last = 0
+    for saves in (0, 2, 1, 0):
+        pid = _kill_midway(path, saves)
+        last = saves or last
+        assert [p for _, p in atomic.temporaries(path)] == [pid]  # the killed save's, alone
+        _check_whole(path, last)
+    io.save({"big": np.full(1 << 20, 7, np.float32), "step": np.array(7)}, path)
     assert os.listdir(tmp_path) == ["ck.safetensors"]
-    _check_whole(path)
+    _check_whole(path, 7)
 
 
 def test_a_load_removes_the_temporaries_of_killed_saves_too(tmp_path):
