@@ -89,6 +89,18 @@ def test_a_bad_value_is_refused_by_the_parser_in_one_line(argv, argument, messag
     assert not out.exists()
 
 
+def test_a_data_dir_without_mnist_is_refused_not_ignored(tmp_path, capsys):
+    """Before, `--data-dir` without `--data mnist` trained (or evaluated) on the digits, silently."""
+    out = tmp_path / "run"
+    assert main(["train", "--data-dir", str(tmp_path), "--out", str(out)]) == 1
+    one_line(capsys.readouterr().err, "train", f"--data-dir {tmp_path} is for --data mnist")
+    assert not out.exists()
+    checkpoint = tmp_path / "digits.safetensors"
+    verigrad.io.save(verigrad.models.digits_cnn().state_dict(), checkpoint, metadata=_cnn_metadata())
+    assert main(["eval", str(checkpoint), "--data-dir", str(tmp_path)]) == 1
+    one_line(capsys.readouterr().err, "eval", "is for --data mnist")
+
+
 def test_an_output_folder_that_is_a_file_is_refused_before_training(tmp_path, capsys):
     taken = tmp_path / "taken"
     taken.write_text("precious")

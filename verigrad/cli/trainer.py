@@ -81,6 +81,8 @@ class TrainResult:
 def load_data(data: str, data_dir: str | None, seed: int) -> tuple[np.ndarray, ...]:
     """(train_x, train_y, test_x, test_y) of the shipped digits (split by seed) or of MNIST."""
     if data == "digits":
+        if data_dir is not None:  # else MNIST asked for without --data mnist would train on the digits
+            raise ValueError(f"--data-dir {data_dir} is for --data mnist; the digits ship with verigrad")
         return split(*load_digits(), test_fraction=0.2, seed=seed)
     if data == "mnist":
         if data_dir is None:
