@@ -170,6 +170,15 @@ def test_saves_killed_midway_leave_no_temporary_after_the_next_save(tmp_path):
     _check_whole(path, 7)
 
 
+def test_a_save_to_a_folder_is_refused_before_writing(tmp_path):
+    """Before, the whole file was written to a temporary, then the rename failed naming the temporary."""
+    for name in ("ck.safetensors", "ck.pt"):
+        (tmp_path / name).mkdir()
+        with pytest.raises(IsADirectoryError, match=f"{name}: is a directory; the file to write must be"):
+            io.save({"a": np.zeros(3)}, tmp_path / name)
+    assert sorted(os.listdir(tmp_path)) == ["ck.pt", "ck.safetensors"]
+
+
 def test_a_load_removes_the_temporaries_of_killed_saves_too(tmp_path):
     path = tmp_path / "ck.pt"
     io.save({"a": np.arange(3.0)}, path)

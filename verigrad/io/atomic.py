@@ -23,6 +23,8 @@ STALE_AFTER = 3600.0
 def write_atomically(path: Path, write: Callable[[BinaryIO], Any]) -> None:
     """`write` into a temporary file beside `path`, then the file renamed over `path`: `path` is the old
     file or the new one, whole, whatever happens."""
+    if path.is_dir():
+        raise IsADirectoryError(f"{path}: is a directory; the file to write must be named")
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(path)
     tmp, fd = _create_temporary(path)
