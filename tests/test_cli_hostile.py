@@ -233,3 +233,27 @@ def test_the_same_run_writes_the_same_checkpoint_bytes_wherever_it_is_written(tm
         verigrad.set_threads(before)
     assert paths[0].read_bytes() == paths[1].read_bytes()
     assert main(["eval", str(Path(paths[0]))]) == 0
+
+
+def test_a_picture_that_fails_midway_leaves_the_old_one(tmp_path, monkeypatch):
+    """The training picture is written whole or not at all, as the checkpoint is."""
+    from matplotlib.figure import Figure
+
+    from verigrad.cli import plot
+
+    def half_then_fail(self, target, **kwargs):
+        if isinstance(target, str | os.PathLike):  # as savefig writes to a path
+            Path(target).write_bytes(b"\x89PNG half")
+        else:
+            target.write(b"\x89PNG half")
+        raise OSError("No space left on device")
+
+    picture = tmp_path / "training.png"
+    picture.write_bytes(b"the old picture")
+    monkeypatch.setattr(Figure, "savefig", half_then_fail)
+    history = {"loss": [2.0, 1.0], "train_accuracy": [0.5, 0.6], "test_accuracy": [0.7]}
+    images, labels = np.zeros((4, 1, 8, 8)), np.arange(4)
+    with pytest.raises(OSError, match="No space left"):
+        plot.training_picture(history, images, labels, labels, picture, grid=2)
+    assert picture.read_bytes() == b"the old picture"
+    assert os.listdir(tmp_path) == ["training.png"]
