@@ -1,17 +1,91 @@
-"""PyTorch's process-wide switches, as far as they mean something on verigrad.
+"""PyTorch's process-wide switches, as far as they mean something on verigrad, and the environment
+variables verigrad reads (`env_count`, `env_flag`, `env_choice`).
 
 verigrad's kernels are deterministic and compute f32 matrix products in f32, so the determinism and
 matmul-precision switches are recorded and answered back but change no result. The default dtype is
 f32 and the default device the CPU: asking for another is refused rather than ignored.
+
+An environment variable set to what it cannot mean is ignored with a one-line RuntimeWarning naming it,
+its value, what it may be and what is used instead (as PyTorch ignores a bad OMP_NUM_THREADS): importing
+verigrad never fails for it, and no variable verigrad reads changes a result, only how fast it comes.
 """
 
 from __future__ import annotations
 
+import os
 import warnings
 from typing import Any
 
 from .devices import CPU, as_device, device
 from .dtypes import DEFAULT_FLOAT, DType, as_dtype
+
+FLAG_WORDS = {
+    "1": True,
+    "true": True,
+    "yes": True,
+    "on": True,
+    "0": False,
+    "false": False,
+    "no": False,
+    "off": False,
+}
+
+
+def env_text(variable: str) -> str:
+    """The environment variable's text, stripped ("" where it is unset)."""
+    return os.environ.get(variable, "").strip()
+
+
+def env_warning(variable: str, text: str, allowed: str, instead: str) -> None:
+    """One line on stderr (a RuntimeWarning) saying the variable's text is ignored, and why."""
+    warnings.warn_explicit(
+        f"{variable}={text!r} is ignored: it must be {allowed}; using {instead}",
+        RuntimeWarning,
+        "<environment>",
+        0,
+    )
+
+
+def env_count(
+    variable: str, least: int = 1, most: int | None = None, default: str = "the default"
+) -> int | None:
+    """The environment variable as a whole number from `least` to `most`; None where it is unset or
+    empty, and, with a warning naming `default` as what is used instead, where it is anything else."""
+    text = env_text(variable)
+    if not text:
+        return None
+    if text.isascii() and text.isdecimal() and int(text) >= least and (most is None or int(text) <= most):
+        return int(text)
+    allowed = (
+        f"a whole number of at least {least}" if most is None else f"a whole number from {least} to {most}"
+    )
+    env_warning(variable, text, allowed, default)
+    return None
+
+
+def env_flag(variable: str, default: bool) -> bool:
+    """The environment variable as a switch (1, true, yes, on / 0, false, no, off, in any case);
+    `default` where it is unset, empty or anything else (with a warning)."""
+    text = env_text(variable)
+    if not text:
+        return default
+    if text.lower() in FLAG_WORDS:
+        return FLAG_WORDS[text.lower()]
+    env_warning(variable, text, "1, true, yes, on, 0, false, no or off", f"{int(default)} (the default)")
+    return default
+
+
+def env_choice(variable: str, choices: tuple[str, ...]) -> str | None:
+    """The environment variable as one of `choices` (in any case); None where it is unset, empty or
+    anything else (with a warning)."""
+    text = env_text(variable)
+    if not text:
+        return None
+    if text.lower() in choices:
+        return text.lower()
+    env_warning(variable, text, f"one of {', '.join(choices)}", "the default")
+    return None
+
 
 _state: dict[str, Any] = {"deterministic": False, "warn_only": False, "matmul_precision": "highest"}
 

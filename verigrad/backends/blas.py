@@ -18,6 +18,8 @@ import os
 import sys
 from typing import Any
 
+from ..settings import env_choice
+
 
 def _names(function: str) -> tuple[str, ...]:
     """How the OpenBLAS wheels (scipy-openblas64, scipy-openblas32) and plain builds name `function`."""
@@ -40,9 +42,7 @@ _CBLAS_NAMES = ("scipy_cblas_{}64_", "cblas_{}64_", "scipy_cblas_{}", "cblas_{}"
 
 def _chosen() -> tuple[str, ...]:
     """The sources to try, in order, as `VERIGRAD_BLAS` says (unset: NumPy's, then the package's)."""
-    choice = os.environ.get("VERIGRAD_BLAS", "").strip().lower()
-    if choice and choice not in SOURCES:
-        raise ValueError(f"VERIGRAD_BLAS must be one of {', '.join(SOURCES)}; got {choice!r}")
+    choice = env_choice("VERIGRAD_BLAS", SOURCES)
     return (choice,) if choice else SOURCES
 
 

@@ -17,8 +17,9 @@ VERIGRAD_RETAIN_MEMORY=0. Outside glibc it does nothing.
 from __future__ import annotations
 
 import ctypes
-import os
 import sys
+
+from ..settings import env_flag
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
 MMAP_MAX = 32 << 20  # the largest mmap threshold glibc accepts (64-bit)
@@ -28,8 +29,8 @@ _done = [False]
 
 
 def enabled() -> bool:
-    """Whether the environment allows `retain_freed` (VERIGRAD_RETAIN_MEMORY is not 0)."""
-    return os.environ.get("VERIGRAD_RETAIN_MEMORY", "1") != "0"
+    """Whether the environment allows `retain_freed` (VERIGRAD_RETAIN_MEMORY is not 0, false, no or off)."""
+    return env_flag("VERIGRAD_RETAIN_MEMORY", True)
 
 
 def retain_freed() -> bool:

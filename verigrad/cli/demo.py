@@ -18,7 +18,7 @@ from ..autograd import no_grad
 from ..nn import functional as F
 from ..ops import manual_seed, randn, tensor, zeros
 from ..tensor import Tensor
-from .arguments import positive_int
+from .arguments import MAX_STEPS, step_count
 
 
 def spirals(points_per_class: int = 200, classes: int = 3, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -110,5 +110,7 @@ def run_demo(steps: int = 300) -> int:
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """`demo`."""
     demo = sub.add_parser("demo", help="train a small MLP eagerly and print the loss falling")
-    demo.add_argument("--steps", type=positive_int, default=300, help="SGD steps (default 300)")
+    demo.add_argument(
+        "--steps", type=step_count, default=300, help=f"SGD steps (default 300; at most {MAX_STEPS})"
+    )
     demo.set_defaults(run=lambda args: run_demo(steps=args.steps))

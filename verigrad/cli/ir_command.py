@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .arguments import positive_int
+from .arguments import batch_size
 from .trainer import OPTIMIZERS
 
 IR_MODELS = ("cnn", "mlp")
@@ -34,7 +34,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         default=True,
         help="print after the default pass pipeline (default), or as traced (--no-passes)",
     )
-    ir.add_argument("--batch", type=positive_int, default=None, help="a concrete batch (default: symbol B)")
+    ir.add_argument("--batch", type=batch_size, default=None, help="a concrete batch (default: symbol B)")
     ir.set_defaults(run=run_ir)
 
 
@@ -89,6 +89,8 @@ def script_program(path: Path):
     from ..ir import Program, trace
     from ..shapes import Spec
 
+    if path.is_dir():
+        raise ValueError(f"{path}: is a directory, not a script")
     if not path.is_file():
         raise ValueError(f"no such script: {path}")
     try:

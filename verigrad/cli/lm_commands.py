@@ -6,7 +6,15 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .arguments import THREADS_HELP, non_negative_float, non_negative_int, positive_float, positive_int
+from .arguments import (
+    THREADS_HELP,
+    fraction,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    thread_count,
+)
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -36,12 +44,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--max-tokens", type=positive_int, default=256, help="per reply (default 256)")
         p.add_argument("--temperature", type=non_negative_float, default=0.8, help="0: greedy (default 0.8)")
         p.add_argument("--top-k", type=non_negative_int, default=40, help="0: off (default 40)")
-        p.add_argument("--top-p", type=positive_float, default=0.95, help="1: off (default 0.95)")
+        p.add_argument("--top-p", type=fraction, default=0.95, help="1: off (default 0.95)")
         p.add_argument("--repeat-penalty", type=positive_float, default=1.0, help="1: off (default 1.0)")
-        p.add_argument("--seed", type=int, default=0, help="the same seed gives the same text (default 0)")
+        p.add_argument(
+            "--seed", type=non_negative_int, default=0, help="the same seed gives the same text (default 0)"
+        )
         p.add_argument(
             "--threads",
-            type=positive_int,
+            type=thread_count,
             default=None,
             help=THREADS_HELP,
         )

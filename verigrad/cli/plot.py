@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..io.atomic import write_atomically
+
 
 def have_matplotlib() -> bool:
     return importlib.util.find_spec("matplotlib") is not None
@@ -49,7 +51,7 @@ def training_picture(
 
     _digit_mosaic(fig.add_subplot(outer[1]), images[: grid * grid, 0], labels, predicted, grid)
     path = Path(path)
-    fig.savefig(path, bbox_inches="tight")
+    write_atomically(path, lambda f: fig.savefig(f, format="png", bbox_inches="tight"))  # never half a PNG
     return path
 
 

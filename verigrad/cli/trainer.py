@@ -1,8 +1,14 @@
 """The trainer of `verigrad train` and `verigrad eval`: the digits CNN trained with the training step
-below, checkpointed and evaluated."""
+below, checkpointed and evaluated.
+
+Everything that can be checked is checked before the first step (`prepare`: the config, the data, the
+batch against the data, the output folder), a loss that is not finite stops training before any file is
+written, and the checkpoint holds what decides the weights (not the output folder or the thread count),
+so the same run gives the same file bytes wherever it runs."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
@@ -15,12 +21,16 @@ import numpy as np
 
 from ..autograd import no_grad
 from ..backends import backend, default_threads, set_threads
+from ..backends.threads import MAX_THREADS
 from ..compile import compile as compile_fn
 from ..data import DataLoader, load_digits, load_mnist, split
 from ..errors import WeightFileError
 from ..io import load, save
+from ..io.safetensors_format import read_metadata
+from ..io.torch_format import is_zip_archive
 from ..models import digits_cnn
 from ..nn import CrossEntropyLoss, Module
+from ..nn.module import StateDictError
 from ..ops import from_numpy, manual_seed
 from ..optim import SGD, Adam, AdamW, Optimizer
 from ..tensor import Tensor
@@ -45,10 +55,15 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         for name in ("epochs", "batch_size", "threads"):
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise ValueError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
-        if self.lr is not None and not self.lr > 0:
-            raise ValueError(f"lr must be positive, got {self.lr}")
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.threads > MAX_THREADS:
+            raise ValueError(f"threads must be at most {MAX_THREADS}, got {self.threads}")
+        if self.lr is not None and not (isinstance(self.lr, int | float) and 0 < self.lr < math.inf):
+            raise ValueError(f"lr must be a finite positive number, got {self.lr!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {self.seed!r}")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"unknown optimizer {self.optimizer!r}: use one of {', '.join(OPTIMIZERS)}")
 
@@ -61,12 +76,13 @@ class TrainResult:
     checkpoint: Path
     history: dict[str, list[float]] = field(default_factory=dict)
     model: Module | None = None
-    diverged_at: int | None = None  # the first step (from 1) whose loss was not finite (NaN or inf)
 
 
 def load_data(data: str, data_dir: str | None, seed: int) -> tuple[np.ndarray, ...]:
     """(train_x, train_y, test_x, test_y) of the shipped digits (split by seed) or of MNIST."""
     if data == "digits":
+        if data_dir is not None:  # else MNIST asked for without --data mnist would train on the digits
+            raise ValueError(f"--data-dir {data_dir} is for --data mnist; the digits ship with verigrad")
         return split(*load_digits(), test_fraction=0.2, seed=seed)
     if data == "mnist":
         if data_dir is None:
@@ -120,10 +136,41 @@ def accuracy(model: Module, x: np.ndarray, y: np.ndarray, batch_size: int = 256)
     return float((predicted == y).mean()), predicted
 
 
-def train(config: TrainConfig, on_step: Callable[[dict[str, Any]], None] | None = None) -> TrainResult:
-    """Train the CNN; `on_step` receives a dict (epoch, step, loss, accuracy, steps_per_s) each step."""
+CHECKPOINT, PICTURE = "model.safetensors", "training.png"
+SAVED_FIELDS = ("epochs", "batch_size", "lr", "optimizer", "seed", "backend", "data", "data_dir", "compiled")
+
+
+def prepare(config: TrainConfig) -> tuple[np.ndarray, ...]:
+    """The data of `config`, once everything that can be checked before training is: the backend, the
+    data, the batch size against it, and the output folder and files. Raises ValueError naming what is
+    wrong; nothing is written."""
+    from ..backends.active import lookup
+
+    lookup(config.backend)  # a ValueError naming the backends there are
+    out = Path(config.out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out}: the output folder exists and is not a directory")
+    for name in (CHECKPOINT, PICTURE):
+        if (out / name).is_dir():
+            raise ValueError(f"{out / name}: is a directory, where the {name} file is to be written")
+    data = load_data(config.data, config.data_dir, config.seed)
+    if config.batch_size > len(data[0]):
+        raise ValueError(
+            f"batch size {config.batch_size} is larger than the {len(data[0])} training images of "
+            f"{config.data}: an epoch would have no step (whole batches only)"
+        )
+    return data
+
+
+def train(
+    config: TrainConfig,
+    on_step: Callable[[dict[str, Any]], None] | None = None,
+    data: tuple[np.ndarray, ...] | None = None,
+) -> TrainResult:
+    """Train the CNN; `on_step` receives a dict (epoch, step, loss, accuracy, steps_per_s) each step.
+    `data`: what `prepare(config)` returned (else it is called here)."""
+    train_x, train_y, test_x, test_y = prepare(config) if data is None else data
     set_threads(config.threads)
-    train_x, train_y, test_x, test_y = load_data(config.data, config.data_dir, config.seed)
     height, width = train_x.shape[2:]
     manual_seed(config.seed)
     out = Path(config.out)
@@ -136,7 +183,6 @@ def train(config: TrainConfig, on_step: Callable[[dict[str, Any]], None] | None 
         )
         history: dict[str, list[float]] = {"loss": [], "train_accuracy": [], "test_accuracy": []}
         start, steps, total = time.perf_counter(), 0, config.epochs * len(loader)
-        diverged_at: int | None = None
         base_lr = optimizer.lr
 
         def step_and_accuracy(xb: Tensor, yb: Tensor) -> tuple[Tensor, Tensor]:
@@ -151,8 +197,11 @@ def train(config: TrainConfig, on_step: Callable[[dict[str, Any]], None] | None 
                 loss, batch_accuracy = step_fn(xb, yb)
                 steps += 1
                 history["loss"].append(float(loss))
-                if diverged_at is None and not math.isfinite(history["loss"][-1]):
-                    diverged_at = steps
+                if not math.isfinite(history["loss"][-1]):
+                    raise ValueError(
+                        f"the loss is {history['loss'][-1]} at step {steps} (epoch {epoch + 1}): training "
+                        f"diverged, no checkpoint written; try a smaller learning rate than {base_lr}"
+                    )
                 history["train_accuracy"].append(float(batch_accuracy))
                 if on_step is not None:
                     elapsed = time.perf_counter() - start
@@ -174,27 +223,67 @@ def train(config: TrainConfig, on_step: Callable[[dict[str, Any]], None] | None 
         "model": "digits_cnn",
         "height": str(height),
         "width": str(width),
-        "config": json.dumps(asdict(config)),
+        "config": json.dumps({name: asdict(config)[name] for name in SAVED_FIELDS}),
     }
-    checkpoint = save(model.state_dict(), out / "model.safetensors", metadata=meta)
-    return TrainResult(config, test_accuracy, seconds, checkpoint, history, model, diverged_at)
+    checkpoint = save(model.state_dict(), out / CHECKPOINT, metadata=meta)
+    return TrainResult(config, test_accuracy, seconds, checkpoint, history, model)
 
 
 def load_model(path: str | Path) -> tuple[Module, TrainConfig]:
-    """The CNN saved by `train`, and the config it was trained with."""
-    from safetensors import safe_open
-
+    """The CNN saved by `train`, and the config it was trained with; a file that is not one (no verigrad
+    metadata, or metadata that does not describe the CNN) is refused naming the file and the field."""
     path = Path(path)
-    state = load(path)  # checks that the file exists and is valid
-    with safe_open(str(path), framework="numpy") as f:
-        meta = f.metadata() or {}
+    state = load(path)  # checks that the file exists and is a valid checkpoint
+    with open(path, "rb") as f:
+        if is_zip_archive(f.read(16)):
+            raise WeightFileError(
+                f"{path}: a PyTorch checkpoint of {len(state)} entries, not one written by `verigrad train` "
+                "(it writes model.safetensors with the model's metadata)"
+            )
+    meta = read_metadata(path)
     if meta.get("model") != "digits_cnn":
         raise WeightFileError(
-            f"{path}: not a checkpoint written by `verigrad train` (no digits_cnn metadata)"
+            f"{path}: not a checkpoint written by `verigrad train` (no digits_cnn metadata; "
+            f"its metadata keys: {sorted(meta) or 'none'})"
         )
-    model = digits_cnn(int(meta["height"]), int(meta["width"]))
-    model.load_state_dict(state)
-    return model, TrainConfig(**json.loads(meta["config"]))
+    height, width = (_metadata_size(path, meta, name) for name in ("height", "width"))
+    config = _metadata_config(path, meta)
+    model = digits_cnn(height, width)
+    try:
+        model.load_state_dict(state)
+    except StateDictError as e:  # one line per tensor: given as one line, the first few
+        problems = [line.strip() for line in str(e).splitlines()[1:]]
+        more = f"; and {len(problems) - 4} more" if len(problems) > 4 else ""
+        raise WeightFileError(
+            f"{path}: its tensors do not fit the digits CNN ({'; '.join(problems[:4])}{more})"
+        ) from None
+    return model, config
+
+
+def _metadata_size(path: Path, meta: dict[str, str], name: str) -> int:
+    text = meta.get(name)
+    if text is None or not (text.isascii() and text.isdecimal()) or not 0 < int(text) <= 4096:
+        raise WeightFileError(
+            f"{path}: its metadata field {name!r} is {text!r}: expected a size from 1 to 4096"
+        )
+    return int(text)
+
+
+def _metadata_config(path: Path, meta: dict[str, str]) -> TrainConfig:
+    try:
+        fields = json.loads(meta.get("config", ""))
+    except ValueError:
+        fields = None
+    if not isinstance(fields, dict) or not set(fields) <= {f.name for f in dataclasses.fields(TrainConfig)}:
+        raise WeightFileError(
+            f"{path}: its metadata field 'config' is not a `verigrad train` config: "
+            f"{meta.get('config')!r:.200}"
+        )
+    fields.pop("threads", None)  # written by earlier versions; not the reader's
+    try:
+        return TrainConfig(**fields)
+    except (TypeError, ValueError) as e:
+        raise WeightFileError(f"{path}: its metadata field 'config' is not valid ({e})") from None
 
 
 def evaluate(path: str | Path, data_dir: str | None = None) -> tuple[float, int]:

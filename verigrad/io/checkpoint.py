@@ -3,7 +3,9 @@
 any other name. `save` and `load` take `torch.save`'s and `torch.load`'s arguments.
 
 `save` writes to a temporary file in the same folder and renames it over the target, so a crash
-never leaves a half-written checkpoint. `load` tells the formats apart by their first bytes.
+never leaves a half-written checkpoint, and the temporaries of killed saves are removed by the next save
+or load of the same file (`atomic`). The same tensors and metadata give the same file bytes. `load` tells
+the formats apart by their first bytes.
 """
 
 from __future__ import annotations
@@ -11,14 +13,12 @@ from __future__ import annotations
 import io
 import os
 import pickle
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
 from safetensors import SafetensorError, deserialize
-from safetensors.numpy import save as _st_save
 
 from ..dtypes import bf16
 from ..errors import WeightFileError
@@ -26,7 +26,9 @@ from ..modes import current
 from ..ops import from_numpy
 from ..tensor import Tensor
 from . import torch_format
+from .atomic import remove_stale_temporaries, write_atomically
 from .map_location import location_map
+from .safetensors_format import safetensors_bytes
 
 # safetensors dtype -> the little-endian NumPy type its bytes are read as (BF16: its bits, which is
 # how verigrad stores bf16); U8, I8 and I16 are u8, i8 and i16; U16 and U32 widen as `from_numpy` widens them
@@ -89,7 +91,7 @@ def save(
     else:
         blob = _safetensors_bytes(obj, metadata)
         write = lambda file: file.write(blob)
-    _write_atomically(path, write)
+    write_atomically(path, write)
     return path
 
 
@@ -105,23 +107,7 @@ def _safetensors_bytes(state: dict[str, Any], metadata: dict[str, str] | None) -
         if not isinstance(value, np.ndarray):
             raise TypeError(f"{name}: expected a tensor or an array, got {type(value).__name__}")
         arrays[name] = np.asarray(value, order="C")  # not ascontiguousarray: it makes 0-d into 1-d
-    return _st_save(arrays, metadata=metadata)
-
-
-def _write_atomically(path: Path, write: Callable[[BinaryIO], Any]) -> None:
-    """`write` into a temporary file beside `path`, then the file renamed over `path`."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes the file private; a checkpoint is not
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    return safetensors_bytes(arrays, metadata)
 
 
 def load(
@@ -146,6 +132,7 @@ def load(
     if hasattr(f, "read"):
         return _load_file(f, locate, encoding)
     path = Path(f)
+    remove_stale_temporaries(path)
     head = _read(path, 16)
     if torch_format.is_zip_archive(head):
         return torch_format.read_archive(path, path, locate, encoding)
@@ -236,9 +223,3 @@ def _read_safetensors(path: Path | str, blob: bytes) -> dict[str, Tensor]:
         array = array.astype(array.dtype.newbyteorder("="))  # a native-order copy that can be written
         out[name] = current().constant(array, bf16) if view["dtype"] == "BF16" else from_numpy(array)
     return out
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
