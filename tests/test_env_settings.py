@@ -5,6 +5,8 @@ fails for it, and the result is the same (no variable changes a result, only how
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -134,3 +136,23 @@ def test_env_choice(monkeypatch):
         assert blas._chosen() == blas.SOURCES
     monkeypatch.delenv("VERIGRAD_BLAS")
     assert blas._chosen() == blas.SOURCES
+
+
+@pytest.mark.parametrize(
+    ("variable", "expression"),
+    [
+        ("VERIGRAD_REPLAY", "__import__('verigrad.ir.plan', fromlist=['x']).Plan.replay"),
+        ("VERIGRAD_NATIVE", "__import__('verigrad.backends.cpu.build', fromlist=['x']).native()"),
+        ("VERIGRAD_EXACT_GEMM", "__import__('verigrad.backends.cpu.matmul', fromlist=['x'])._setting[0]"),
+    ],
+)
+def test_switches_that_change_a_path_read_off_as_off(variable, expression):
+    """VERIGRAD_NATIVE=false turned on -march=native with FMA contraction, VERIGRAD_EXACT_GEMM=false the
+    exact GEMM, and VERIGRAD_REPLAY=off left replay on (any text but "0" was on)."""
+    code = f"print(*[bool({expression})])"
+    for text, want in (("off", "False"), ("false", "False"), ("0", "False"), ("on", "True"), ("1", "True")):
+        env = {**os.environ, variable: text}
+        done = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        )
+        assert done.stdout.split()[-1] == want, (variable, text, done.stdout, done.stderr)

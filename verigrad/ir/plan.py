@@ -42,13 +42,13 @@ from __future__ import annotations
 import collections
 import functools
 import operator
-import os
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from .. import settings
 from ..backends import Backend
 from ..backends.memory import retain_freed
 from ..eager import conform
@@ -160,7 +160,7 @@ class Plan:
 
     # runs before a plan records its calls and replays them (ir/replay.py); `replay = False` turns it off
     replay_after = 8
-    replay = os.environ.get("VERIGRAD_REPLAY", "1") != "0"
+    replay = settings.env_flag("VERIGRAD_REPLAY", True)
 
     # whether the first run may turn on in place for the steps the memory plan allows
     inplace = True

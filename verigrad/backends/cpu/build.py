@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ... import settings
 from ..kernel_table import Exactness, tolerance
 from . import cache
 from .cache import cache_dir
@@ -63,7 +64,7 @@ UNIT_ROUNDOFF = {"f32": 2.0**-24, "f64": 2.0**-53}
 
 
 def native() -> bool:
-    return os.environ.get("VERIGRAD_NATIVE", "") not in ("", "0")
+    return settings.env_flag("VERIGRAD_NATIVE", False)
 
 
 def contracted(exactness: Exactness, dtype: str | None, with_contraction: bool) -> Exactness:

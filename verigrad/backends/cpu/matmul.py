@@ -51,12 +51,12 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
-import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
+from ... import settings
 from ...ops import matmul as matmul_op
 from ...ops._op import never_warns, silenced
 from .. import blas
@@ -69,7 +69,7 @@ MATMUL = ("matmul",)
 UNIT, K_STATED = 3.0, 1024  # the operands' magnitude and the depth the rtol/atol statements hold for
 FAST_MARGIN = 8.0
 
-_setting = [os.environ.get("VERIGRAD_EXACT_GEMM", "") not in ("", "0")]
+_setting = [settings.env_flag("VERIGRAD_EXACT_GEMM", False)]
 _state: dict[str, Any] = {"lib": None, "backend": None, "kernels": {}, "gemm": {}, "gemv": {}, "fast": None}
 # builds and registers the library: None, or why it cannot (set by the cpu backend, which owns the build)
 _state["load"] = lambda: "the cpu backend is not loaded"
@@ -109,7 +109,7 @@ def exact_default() -> bool:
 def set_exact(flag: bool | None) -> None:
     """Take the exact path by default (True), the fast one (False), or what the environment says (None);
     the registered matmul kernel's stated exactness follows."""
-    _setting[0] = os.environ.get("VERIGRAD_EXACT_GEMM", "") not in ("", "0") if flag is None else bool(flag)
+    _setting[0] = settings.env_flag("VERIGRAD_EXACT_GEMM", False) if flag is None else bool(flag)
     backend = _state["backend"]
     if backend is not None:
         _register_matmul(backend)

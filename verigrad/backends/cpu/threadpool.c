@@ -29,6 +29,7 @@
 #include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <strings.h>
 
 #include "vg.h"
 
@@ -113,7 +114,9 @@ static inline void cpu_relax(int i) {
  * process, as OpenMP's OMP_PROC_BIND is. */
 static int pin_set(int id, cpu_set_t *one) {
     const char *flag = getenv("VERIGRAD_PIN_THREADS");
-    if (flag == 0 || flag[0] == 0 || (flag[0] == '0' && flag[1] == 0)) return 0;
+    if (flag == 0 || !(strcasecmp(flag, "1") == 0 || strcasecmp(flag, "true") == 0 ||
+                       strcasecmp(flag, "yes") == 0 || strcasecmp(flag, "on") == 0))
+        return 0; /* as settings.env_flag reads a switch; anything else (it only moves threads) is off */
     pinned = 1;
     cpu_set_t allowed;
     if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return 0;
