@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -175,18 +174,27 @@ def test_a_replay_recorded_where_a_kernel_fell_back_to_numpy_is_not_stale():
         assert _same(_run(compiled, arrays), _run(fn, arrays))
 
 
-@pytest.mark.xfail(
-    cpu_backend.available(),
-    strict=True,
-    reason="not fixed: on operands past the cpu backend's ufunc_below a plan fuses element-wise ops into "
-    "one generated C kernel, eager mode runs them one by one; for NaN + NaN the compiler may pick either "
-    "operand's NaN (an add is commutative to it), so a NaN's sign can differ (its position does not)",
-)
 def test_nan_signs_in_fused_kernels():
     """Found by this file's fuzz test (with more examples than CI runs): the gradient of
-    cross_entropy(x - x.mean(0)) on NaNs, [4096, 5], whose last step is a fused add of two NaNs."""
+    cross_entropy(x - x.mean(0)) on NaNs, [4096, 5], whose last step is a fused add of two NaNs. Past the
+    cpu backend's ufunc_below a plan fuses element-wise ops into one generated C kernel, and for NaN + NaN
+    the C compiler may take either operand's NaN (an add is commutative to it): IEEE 754 leaves the sign
+    of a NaN result unspecified, and the kernels' EXACT claim (`verigrad verify`) is the reference's bits
+    with NaN meeting NaN whatever its sign and payload. That is what holds here: every other bit, and
+    every NaN's position."""
     fn = _program(["mean"], "cross_entropy", True)
     nan = np.full((N * TILE, C), np.nan, np.float32)
     arrays = [nan, nan.copy(), np.zeros((N * TILE, 2), np.int64), np.zeros(N * TILE, np.int64)]
     with verigrad.backend("cpu" if cpu_backend.available() else "reference"):
-        assert _same(_run(verigrad.compile(fn), arrays), _run(fn, arrays))
+        compiled, eager = _run(verigrad.compile(fn), arrays), _run(fn, arrays)
+    assert _same(_canonical_nans(compiled), _canonical_nans(eager))
+    assert any(np.isnan(a).any() for a in eager)
+
+
+def _canonical_nans(results: Any) -> Any:
+    """The arrays with every NaN replaced by the one quiet NaN (its sign and payload dropped)."""
+    if isinstance(results, tuple):
+        return results
+    return [
+        np.where(np.isnan(a), np.array(np.nan, a.dtype), a) if a.dtype.kind == "f" else a for a in results
+    ]
