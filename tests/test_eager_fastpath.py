@@ -256,3 +256,25 @@ def test_python_floats_are_rounded_once_to_the_tensors_dtype(cpu) -> None:
         same_outcome(lambda value=value: x * value)
         same_outcome(lambda value=value: value / x)
     assert (x * 0.1).tolist() == (x.payload * np.float32(0.1)).tolist()
+
+
+def test_without_vg_call_nothing_is_bound() -> None:
+    """VERIGRAD_CTYPES=1 (kernels through ctypes): the Python calls, as before vg_eager."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import verigrad, numpy as np\n"
+        "from verigrad.backends.cpu import fastcall\n"
+        "from verigrad.ops._op import Op\n"
+        "x = verigrad.tensor(np.ones((2, 2), np.float32))\n"
+        "with verigrad.backend('cpu'):\n"
+        "    y = (x + x).exp() / 3.0\n"
+        "print(type(verigrad.Tensor.__dict__['__add__']).__name__, type(Op.__dict__['__call__']).__name__)\n"
+        "print(fastcall.eager_status().split(' ')[0], y.tolist()[0][0])\n"
+    )
+    env = {**os.environ, "VERIGRAD_CTYPES": "1"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["function", "function", "python", str(float(np.float32(np.exp(2)) / 3))]
