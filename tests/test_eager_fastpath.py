@@ -160,6 +160,33 @@ def test_fuzz_c_calls_give_the_python_calls_results(cpu, a, b, unary, binary, sc
         same_outcome(lambda: verigrad.cat([x, y], dim=0))
 
 
+def test_views_are_numpys_views_both_ways(cpu) -> None:
+    base = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
+    arrays = [base, base.transpose(2, 0, 1), base[:, ::2], np.asfortranarray(base), base[..., :0]]
+    for a in arrays:
+        x = Tensor(verigrad.shapes.Spec(a.shape, verigrad.f32), a).requires_grad_(True)
+        calls = [
+            lambda: x.reshape(-1),
+            lambda: x.reshape(a.shape[0], -1),
+            lambda: x.permute(2, 0, 1),
+            lambda: x.transpose(0, -1),
+            lambda: x.mT,
+            lambda: x.reshape(2, 3, 2, -1) if a.size else x.reshape(0, 5),
+            lambda: x[1:, ::2],
+            lambda: x[:, -2:5, 1:3],
+            lambda: x[..., 1:1],
+        ]
+        for call in calls:
+            same_outcome(call)
+            on, off = both_ways(call)
+            if isinstance(on, Exception):
+                continue
+            assert on.payload.strides == off.payload.strides
+            assert np.shares_memory(on.payload, a) == np.shares_memory(off.payload, a)
+    same_outcome(lambda: x.reshape(5, 7))  # a refused shape: the same error
+    same_outcome(lambda: x.permute(0, 0, 1))
+
+
 def test_gradients_through_c_calls_match_the_python_calls(cpu) -> None:
     rng = np.random.default_rng(0)
     data = [rng.standard_normal((8, 8)).astype(np.float32) for _ in range(2)]

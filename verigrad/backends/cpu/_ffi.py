@@ -78,8 +78,9 @@ class Library:
         return ctypes.cast(getattr(self.cdll, name), ctypes.c_void_p).value or 0
 
 
-# the calling conventions vg_eager.c calls a kernel's C function by (its `direct`)
-DIRECT_UNARY, DIRECT_BINARY = 1, 2
+# the calling conventions vg_eager.c calls a kernel's C function by (its `direct`), and the NumPy
+# calls it makes for a view op's reference (x.reshape(shape), x.transpose(axes), x[slices])
+DIRECT_UNARY, DIRECT_BINARY, DIRECT_RESHAPE, DIRECT_PERMUTE, DIRECT_SLICE = 1, 2, 3, 4, 5
 
 
 def direct(kernel: Any, kind: int, fn: int, fn_bc: int, dtype: np.dtype, backend: Any) -> Any:

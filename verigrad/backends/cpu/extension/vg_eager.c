@@ -25,6 +25,9 @@
 #define MAX_OPERANDS 8
 #define FAST_UNARY 1
 #define FAST_BINARY 2
+#define FAST_RESHAPE 3 /* the reference's np.reshape(x, shape): x.reshape(shape) */
+#define FAST_PERMUTE 4 /* the reference's np.transpose(x, axes): x.transpose(axes) */
+#define FAST_SLICE 5   /* the reference's x[tuple(slice(*t) for t in index)] */
 
 /* set by `setup` */
 static PyTypeObject *tensor_type, *node_type, *dtype_type, *size_type;
@@ -37,7 +40,7 @@ static int (*recording)(void) = NULL; /* vg_call's: whether this thread records 
 static PyObject *scalar_specs[2];      /* the spec of a 0-d f32 and f64 constant (made by `constant`) */
 static PyObject *S_stack, *S_grad, *S_plans, *S_variadic, *S_positional, *S_canonical, *S_decompose,
     *S_group, *S_differentiable, *S_vjp, *S_reference, *S_shape, *S_dtype, *S_kind, *S_np, *S_threads, *S_first,
-    *S_stamp, *S_plan, *S_run;
+    *S_stamp, *S_plan, *S_run, *S_axes, *S_index;
 static int ready = 0;
 
 #define SLOT(o, at) (*(PyObject **)((char *)(o) + (at)))
@@ -148,8 +151,62 @@ static int same_dims(PyArrayObject *a, PyArrayObject *b) {
 /* The kernel of `fast` = (kind, fn, fn_bc, typenum, backend, chunk) called as its Python wrapper
  * (elementwise.py's _unary and _binary) calls it, on arrays it takes there: a new array, NOT_HANDLED
  * (no exception) for arrays the wrapper would not give to that function, or NULL with an exception. */
-static PyObject *direct(PyObject *fast, PyObject **arrays, Py_ssize_t n) {
-    if (!PyTuple_CheckExact(fast) || PyTuple_GET_SIZE(fast) != 6) return NOT_HANDLED;
+/* the int64s of tuple `t` (at most NPY_MAXDIMS) into `out`: their count, or -1 (no exception) for
+ * another value */
+static int int_items(PyObject *t, npy_intp *out) {
+    if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) > NPY_MAXDIMS) return -1;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(t); k++) {
+        PyObject *v = PyTuple_GET_ITEM(t, k);
+        if (!PyLong_CheckExact(v)) return -1;
+        out[k] = PyLong_AsSsize_t(v);
+        if (out[k] == -1 && PyErr_Occurred()) return PyErr_Clear(), -1;
+    }
+    return (int)PyTuple_GET_SIZE(t);
+}
+
+/* x[slices] for the slice op's index ((start, stop, step) ints per axis), as its reference indexes */
+static PyObject *sliced(PyObject *x, PyObject *index) {
+    if (!PyTuple_CheckExact(index)) return NOT_HANDLED;
+    Py_ssize_t n = PyTuple_GET_SIZE(index);
+    PyObject *key = PyTuple_New(n);
+    if (key == NULL) return NULL;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *t = PyTuple_GET_ITEM(index, k);
+        if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 3 || !PyLong_CheckExact(PyTuple_GET_ITEM(t, 0)) ||
+            !PyLong_CheckExact(PyTuple_GET_ITEM(t, 1)) || !PyLong_CheckExact(PyTuple_GET_ITEM(t, 2)))
+            return Py_DECREF(key), NOT_HANDLED;
+        PyObject *s = PySlice_New(PyTuple_GET_ITEM(t, 0), PyTuple_GET_ITEM(t, 1), PyTuple_GET_ITEM(t, 2));
+        if (s == NULL) return Py_DECREF(key), NULL;
+        PyTuple_SET_ITEM(key, k, s);
+    }
+    PyObject *r = PyObject_GetItem(x, key);
+    Py_DECREF(key);
+    return r;
+}
+
+/* A view kernel (`fast` = (kind,)) as the NumPy method its reference calls: x.reshape(shape),
+ * x.transpose(axes) (the one param a tuple of ints) or x[slices]; NOT_HANDLED (no exception) otherwise. */
+static PyObject *view(int kind, PyObject *x, PyObject *params) {
+    if (!PyArray_CheckExact(x) || PyDict_GET_SIZE(params) != 1) return NOT_HANDLED; /* (a subclass's own) */
+    PyObject *name = kind == FAST_RESHAPE ? S_shape : kind == FAST_PERMUTE ? S_axes : S_index;
+    PyObject *value = PyDict_GetItemWithError(params, name);
+    if (value == NULL) return PyErr_Occurred() ? NULL : NOT_HANDLED;
+    if (kind == FAST_SLICE) return sliced(x, value);
+    npy_intp items[NPY_MAXDIMS];
+    int n = int_items(value, items);
+    if (n < 0) return NOT_HANDLED;
+    PyArray_Dims dims = {items, n};
+    if (kind == FAST_RESHAPE) return PyArray_Newshape((PyArrayObject *)x, &dims, NPY_CORDER);
+    return PyArray_Transpose((PyArrayObject *)x, &dims);
+}
+
+static PyObject *direct(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyObject *params) {
+    if (PyTuple_CheckExact(fast) && PyTuple_GET_SIZE(fast) == 1 && n == 1) {
+        long kind = PyLong_AsLong(PyTuple_GET_ITEM(fast, 0));
+        if (kind == -1 && PyErr_Occurred()) return NULL;
+        return kind >= FAST_RESHAPE && kind <= FAST_SLICE ? view((int)kind, arrays[0], params) : NOT_HANDLED;
+    }
+    if (!PyTuple_CheckExact(fast) || PyTuple_GET_SIZE(fast) != 6 || PyDict_GET_SIZE(params) != 0) return NOT_HANDLED;
     int kind = (int)PyLong_AsLong(PyTuple_GET_ITEM(fast, 0));
     int typenum = (int)PyLong_AsLong(PyTuple_GET_ITEM(fast, 3));
     if (PyErr_Occurred()) return NULL;
@@ -580,8 +637,8 @@ static PyObject *call_op_on(PyObject *op, PyObject *const *in, Py_ssize_t n, PyO
         }
     }
     PyObject *r = NOT_HANDLED;
-    if (fast != Py_None && PyDict_GET_SIZE(params) == 0) {
-        r = direct(fast, arrays, n);
+    if (fast != Py_None) {
+        r = direct(fast, arrays, n, params);
         if (r == NULL) goto done;
     }
     if (r == NOT_HANDLED) {
@@ -807,7 +864,8 @@ PyMODINIT_FUNC PyInit_vg_eager(void) {
         intern(&S_differentiable, "differentiable") || intern(&S_vjp, "vjp") || intern(&S_reference, "reference") || intern(&S_shape, "shape") ||
         intern(&S_dtype, "dtype") || intern(&S_kind, "kind") || intern(&S_np, "np") ||
         intern(&S_threads, "threads") || intern(&S_first, "first") || intern(&S_stamp, "stamp") ||
-        intern(&S_plan, "_plan") || intern(&S_run, "run"))
+        intern(&S_plan, "_plan") || intern(&S_run, "run") ||
+        intern(&S_axes, "axes") || intern(&S_index, "index"))
         return NULL;
     if (PyType_Ready(&MethodType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
