@@ -175,6 +175,9 @@ def test_views_are_numpys_views_both_ways(cpu) -> None:
             lambda: x[1:, ::2],
             lambda: x[:, -2:5, 1:3],
             lambda: x[..., 1:1],
+            lambda: verigrad.cat([x, x.detach() * 2.0], dim=-1),
+            lambda: verigrad.cat((x, x, x), 0),
+            lambda: verigrad.cat([x, x.double()], dim=1),  # two dtypes: the reference converts
         ]
         for call in calls:
             same_outcome(call)

@@ -79,8 +79,9 @@ class Library:
 
 
 # the calling conventions vg_eager.c calls a kernel's C function by (its `direct`), and the NumPy
-# calls it makes for a view op's reference (x.reshape(shape), x.transpose(axes), x[slices])
-DIRECT_UNARY, DIRECT_BINARY, DIRECT_RESHAPE, DIRECT_PERMUTE, DIRECT_SLICE = 1, 2, 3, 4, 5
+# calls it makes for a view op's reference (x.reshape(shape), x.transpose(axes), x[slices]) and for
+# concat's (np.concatenate of arrays of one dtype)
+DIRECT_UNARY, DIRECT_BINARY, DIRECT_RESHAPE, DIRECT_PERMUTE, DIRECT_SLICE, DIRECT_CONCAT = 1, 2, 3, 4, 5, 6
 
 
 def direct(kernel: Any, kind: int, fn: int, fn_bc: int, dtype: np.dtype, backend: Any) -> Any:

@@ -28,6 +28,7 @@
 #define FAST_RESHAPE 3 /* the reference's np.reshape(x, shape): x.reshape(shape) */
 #define FAST_PERMUTE 4 /* the reference's np.transpose(x, axes): x.transpose(axes) */
 #define FAST_SLICE 5   /* the reference's x[tuple(slice(*t) for t in index)] */
+#define FAST_CONCAT 6  /* the reference's np.concatenate(xs, axis), the xs of one dtype */
 
 /* set by `setup` */
 static PyTypeObject *tensor_type, *node_type, *dtype_type, *size_type;
@@ -40,7 +41,7 @@ static int (*recording)(void) = NULL; /* vg_call's: whether this thread records 
 static PyObject *scalar_specs[2];      /* the spec of a 0-d f32 and f64 constant (made by `constant`) */
 static PyObject *S_stack, *S_grad, *S_plans, *S_variadic, *S_positional, *S_canonical, *S_decompose,
     *S_group, *S_differentiable, *S_vjp, *S_reference, *S_shape, *S_dtype, *S_kind, *S_np, *S_threads, *S_first,
-    *S_stamp, *S_plan, *S_run, *S_axes, *S_index;
+    *S_stamp, *S_plan, *S_run, *S_axes, *S_index, *S_axis;
 static int ready = 0;
 
 #define SLOT(o, at) (*(PyObject **)((char *)(o) + (at)))
@@ -200,7 +201,33 @@ static PyObject *view(int kind, PyObject *x, PyObject *params) {
     return PyArray_Transpose((PyArrayObject *)x, &dims);
 }
 
+/* np.concatenate(arrays, axis) of exact ndarrays of one dtype (the concat reference converts none of
+ * them then), the one param `axis` an int; NOT_HANDLED (no exception) otherwise */
+static PyObject *concatenated(PyObject **arrays, Py_ssize_t n, PyObject *params) {
+    if (n < 1 || PyDict_GET_SIZE(params) != 1) return NOT_HANDLED;
+    PyObject *axis = PyDict_GetItemWithError(params, S_axis);
+    if (axis == NULL) return PyErr_Occurred() ? NULL : NOT_HANDLED;
+    if (!PyLong_CheckExact(axis)) return NOT_HANDLED;
+    int overflow;
+    long a = PyLong_AsLongAndOverflow(axis, &overflow);
+    if (overflow || a < -NPY_MAXDIMS || a >= NPY_MAXDIMS) return PyErr_Occurred() ? NULL : NOT_HANDLED;
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (!PyArray_CheckExact(arrays[k]) ||
+            PyArray_DESCR((PyArrayObject *)arrays[k]) != PyArray_DESCR((PyArrayObject *)arrays[0]))
+            return NOT_HANDLED;
+    PyObject *list = PyList_New(n);
+    if (list == NULL) return NULL;
+    for (Py_ssize_t k = 0; k < n; k++) PyList_SET_ITEM(list, k, Py_NewRef(arrays[k]));
+    PyObject *r = PyArray_Concatenate(list, (int)a);
+    Py_DECREF(list);
+    return r;
+}
+
 static PyObject *direct(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyObject *params) {
+    if (PyTuple_CheckExact(fast) && PyTuple_GET_SIZE(fast) == 1 &&
+        PyLong_AsLong(PyTuple_GET_ITEM(fast, 0)) == FAST_CONCAT)
+        return concatenated(arrays, n, params);
+    if (PyErr_Occurred()) return NULL;
     if (PyTuple_CheckExact(fast) && PyTuple_GET_SIZE(fast) == 1 && n == 1) {
         long kind = PyLong_AsLong(PyTuple_GET_ITEM(fast, 0));
         if (kind == -1 && PyErr_Occurred()) return NULL;
@@ -865,7 +892,7 @@ PyMODINIT_FUNC PyInit_vg_eager(void) {
         intern(&S_dtype, "dtype") || intern(&S_kind, "kind") || intern(&S_np, "np") ||
         intern(&S_threads, "threads") || intern(&S_first, "first") || intern(&S_stamp, "stamp") ||
         intern(&S_plan, "_plan") || intern(&S_run, "run") ||
-        intern(&S_axes, "axes") || intern(&S_index, "index"))
+        intern(&S_axes, "axes") || intern(&S_index, "index") || intern(&S_axis, "axis"))
         return NULL;
     if (PyType_Ready(&MethodType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
