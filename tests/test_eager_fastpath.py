@@ -190,6 +190,27 @@ def test_views_are_numpys_views_both_ways(cpu) -> None:
     same_outcome(lambda: x.permute(0, 0, 1))
 
 
+@pytest.mark.parametrize("grad", [False, True])
+def test_every_ops_samples_give_the_python_calls_outcome(cpu, grad: bool) -> None:
+    """The registry's samples of every op (its params, its dtypes, its errors) through both calls."""
+    for name, op in sorted(REGISTRY.items()):
+        if op.samples is None:
+            continue
+        for sample in op.samples(np.random.default_rng(0)):
+            args = [
+                verigrad.tensor(a, requires_grad=grad and a.dtype.kind == "f") if type(a) is np.ndarray else a
+                for a in sample.args
+            ]
+            on, off = both_ways(lambda op=op, args=args, params=sample.params: op(*args, **params))
+            if isinstance(off, Exception) or isinstance(on, Exception):
+                assert type(on) is type(off), name
+                assert str(on).split("\n")[0] == str(off).split("\n")[0], name  # (each at its own line)
+                continue
+            pairs = zip(*[r if isinstance(r, tuple) else (r,) for r in (on, off)])
+            for a, b in pairs:
+                same_tensor(a, b)
+
+
 def test_gradients_through_c_calls_match_the_python_calls(cpu) -> None:
     rng = np.random.default_rng(0)
     data = [rng.standard_normal((8, 8)).astype(np.float32) for _ in range(2)]
