@@ -189,7 +189,7 @@ def install_c_calls() -> bool:
     from . import tensor_methods
     from .backends.cpu import fastcall
     from .dtypes import f32, f64
-    from .ops._op import Op
+    from .ops._op import REGISTRY, Op
     from .ops.binary import Elementwise
 
     ext = fastcall.eager_module()
@@ -208,6 +208,9 @@ def install_c_calls() -> bool:
         setattr(
             Tensor, name, _named(ext.Method(op, python, swap=swap, elementwise=isinstance(op, Elementwise)))
         )
+    # x.transpose(a, b): shaping.transpose's common case (two int axes in range) made in C
+    _PYTHON[(Tensor, "transpose")] = python = Tensor.__dict__["transpose"]
+    Tensor.transpose = _named(ext.Method(REGISTRY["permute"], python, transpose=True))
     _C_CALLS["module"] = ext
     return True
 

@@ -424,7 +424,7 @@ def T(self: Tensor) -> Tensor:
 
 
 def mT(self: Tensor) -> Tensor:
-    return shaping.transpose(self, -2, -1)
+    return self.transpose(-2, -1)  # (eager.py may bind transpose to C)
 
 
 @adapted

@@ -722,9 +722,43 @@ typedef struct {
     vectorcallfunc vectorcall;
     PyObject *op;       /* None: Op.__call__, the op is the first argument */
     PyObject *fallback; /* the Python code it stands for, called with the same arguments */
-    int swap, elementwise;
+    int swap, elementwise, transpose;
     PyObject *dict;
 } Method;
+
+/* x.transpose(a=-2, b=-1) as shaping.transpose's common case: two int axes in range of x's n > 0
+ * dimensions swapped, permute(x, axes=...) called; NOT_HANDLED for anything else */
+static PyObject *transposed(PyObject *permute, PyObject *const *args, Py_ssize_t n, PyObject *kwnames) {
+    if (kwnames != NULL || n < 1 || n > 3 || !PyObject_TypeCheck(args[0], tensor_type)) return NOT_HANDLED;
+    PyObject *shape = PyObject_GetAttr(SLOT(args[0], t_spec), S_shape);
+    if (shape == NULL) return NULL;
+    Py_ssize_t ndim = PyTuple_Check(shape) ? PyTuple_GET_SIZE(shape) : -1;
+    Py_DECREF(shape);
+    long ab[2] = {-2, -1};
+    for (Py_ssize_t k = 1; k < n; k++) {
+        if (!PyLong_CheckExact(args[k])) return NOT_HANDLED;
+        int overflow;
+        ab[k - 1] = PyLong_AsLongAndOverflow(args[k], &overflow);
+        if (overflow) return NOT_HANDLED;
+        if (ab[k - 1] == -1 && PyErr_Occurred()) return NULL;
+    }
+    if (ndim < 1 || ndim > NPY_MAXDIMS || ab[0] < -ndim || ab[0] >= ndim || ab[1] < -ndim || ab[1] >= ndim)
+        return NOT_HANDLED; /* shaping.transpose says what is wrong, or takes a 0-d tensor */
+    Py_ssize_t a = (ab[0] + ndim) % ndim, b = (ab[1] + ndim) % ndim;
+    PyObject *axes = PyTuple_New(ndim);
+    if (axes == NULL) return NULL;
+    for (Py_ssize_t k = 0; k < ndim; k++) {
+        PyObject *v = PyLong_FromSsize_t(k == a ? b : k == b ? a : k);
+        if (v == NULL) return Py_DECREF(axes), NULL;
+        PyTuple_SET_ITEM(axes, k, v);
+    }
+    PyObject *call[2] = {args[0], axes};
+    PyObject *names = PyTuple_Pack(1, S_axes);
+    PyObject *r = names == NULL ? NULL : call_op(permute, call, 1, names, 0);
+    Py_XDECREF(names);
+    Py_DECREF(axes);
+    return r;
+}
 
 static PyObject *method_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     Method *m = (Method *)self;
@@ -732,6 +766,8 @@ static PyObject *method_call(PyObject *self, PyObject *const *args, size_t nargs
     PyObject *r = NOT_HANDLED;
     if (m->op == Py_None) {
         if (n >= 1) r = call_op(args[0], args + 1, n - 1, kwnames, m->elementwise);
+    } else if (m->transpose) {
+        if (ready) r = transposed(m->op, args, n, kwnames);
     } else if (m->swap) {
         if (n == 2 && kwnames == NULL) {
             PyObject *swapped[2] = {args[1], args[0]};
@@ -746,16 +782,17 @@ static PyObject *method_call(PyObject *self, PyObject *const *args, size_t nargs
 
 static PyObject *method_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     PyObject *op, *fallback;
-    int swap = 0, elementwise = 0;
-    static char *names[] = {"op", "fallback", "swap", "elementwise", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|pp:Method", names, &op, &fallback, &swap, &elementwise))
+    int swap = 0, elementwise = 0, transpose = 0;
+    static char *names[] = {"op", "fallback", "swap", "elementwise", "transpose", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|ppp:Method", names, &op, &fallback, &swap, &elementwise,
+                                     &transpose))
         return NULL;
     Method *m = (Method *)type->tp_alloc(type, 0);
     if (m == NULL) return NULL;
     m->vectorcall = method_call;
     m->op = Py_NewRef(op);
     m->fallback = Py_NewRef(fallback);
-    m->swap = swap, m->elementwise = elementwise;
+    m->swap = swap, m->elementwise = elementwise, m->transpose = transpose;
     return (PyObject *)m;
 }
 
@@ -808,7 +845,8 @@ static PyTypeObject MethodType = {
     .tp_getattro = PyObject_GenericGetAttr,
     .tp_setattro = PyObject_GenericSetAttr,
     .tp_members = method_members,
-    .tp_doc = "Method(op, fallback, swap=False, elementwise=False): an op's eager call in C (vg_eager.c).",
+    .tp_doc = "Method(op, fallback, swap=False, elementwise=False, transpose=False): an op's eager call in C "
+              "(vg_eager.c); with transpose, x.transpose(a, b) calling the permute op.",
 };
 
 /* setup(Tensor, Plan, Node, DType, Size, f32, f64, eager_mode, local, active, conform, error_state, quiet,
