@@ -14,6 +14,7 @@ PyTorch is only needed here: if it is missing, it is installed (torch==2.13.0).
 
     python benchmarks/eager.py                  # every op, then the GPT step
     python benchmarks/eager.py --ops add,sum --no-gpt --repeats 15
+    python benchmarks/eager.py --python-calls   # with verigrad's eager calls in Python (no vg_eager)
 """
 
 from __future__ import annotations
@@ -186,6 +187,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=5, help="GPT steps per timed run (default 5)")
     parser.add_argument("--no-ops", action="store_true", help="skip the small ops")
     parser.add_argument("--no-gpt", action="store_true", help="skip the GPT training step")
+    parser.add_argument(
+        "--python-calls", action="store_true", help="eager calls in Python, not vg_eager's C (docs/eager.md)"
+    )
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--d", type=int, default=64)
     parser.add_argument("--heads", type=int, default=4)
@@ -213,6 +217,9 @@ def main(argv: list[str] | None = None) -> None:
     out = console(110)
     out.print(describe_machine(torch))
     set_threads(torch, 1)
+    verigrad.ones(1) + 1.0  # the cpu backend loaded: vg_eager bound where it can be
+    calls = verigrad.eager.c_calls(not args.python_calls)
+    out.print(f"verigrad's eager calls: {'vg_eager (C)' if calls and not args.python_calls else 'Python'}")
     if not args.no_ops:
         out.print(run_ops(args, torch))
     if not args.no_gpt:

@@ -9,6 +9,7 @@ remembered; NumPy's warnings stay off inside kernels and on outside them.
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ import verigrad
 from verigrad.backends import active
 from verigrad.backends.kernel_table import Backend
 from verigrad.eager import EAGER, Plan, quietly
+from verigrad.errors import DTypeError, ShapeError
 from verigrad.ops import REGISTRY, _op
 
 
@@ -119,6 +121,75 @@ def test_exact_keys_tell_types_apart() -> None:
     assert key({"v": 0.0, "s": (1, 2)}) != key({"v": -0.0, "s": (1, 2)})
     assert key({"v": (0.5,)}) is None and key({"v": [1, 2]}) is None
     assert key({"d": verigrad.f32, "n": None, "s": "mean"}) is not None
+
+
+def test_a_shape_given_as_a_size_is_keyed_apart_from_a_tuple() -> None:
+    key = _op._exact_items
+    size = verigrad.ones(2, 3).shape
+    assert key({"shape": size}) is not None and key({"shape": size}) != key({"shape": (2, 3)})
+    assert key({"shape": size, "value": 1}) != key({"shape": size, "value": True})
+    full, x = REGISTRY["full"], verigrad.zeros(2, 3)
+    full._eager_plans.clear()
+    for _ in range(3):
+        ones = verigrad.ones_like(x)  # full(shape=x.shape): planned once, not per call
+    assert len(full._eager_plans) == 1 and ones.tolist() == [[1.0] * 3] * 2
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        (slice(1, 3), slice(None, None, 2)),
+        slice(-2, None),
+        (slice(None), slice(None)),
+        (),
+        (slice(None, None, -1),),
+        (slice(0, 2), slice(0, 1), slice(0, 1)),
+        (slice(1, 2), 0),
+        (Ellipsis, slice(1, 3)),
+    ],
+)
+def test_keys_of_slices_give_what_the_general_parse_gives(key) -> None:
+    from verigrad.ops import shaping
+
+    x = verigrad.tensor(np.arange(24.0).reshape(4, 6))
+    general = shaping._parse_key  # the path every key took before slices had their own
+
+    def parsed() -> Any:
+        index, layout, _ = general(x, key)
+        out = shaping.slice_(x, index=tuple(index)) if any(s != slice(None) for s in index) else x
+        shape = tuple(1 if d is None else out.shape[d] for d in layout)
+        return out if shape == tuple(out.shape) else out.reshape(shape)
+
+    outcomes = []
+    for way in (lambda: x[key], parsed):
+        try:
+            outcomes.append(way().numpy())
+        except Exception as e:  # the same error both ways (each at its own line)
+            outcomes.append((type(e), str(e).split("\n")[0]))
+    if isinstance(outcomes[0], tuple):
+        assert outcomes[0] == outcomes[1]
+    else:
+        np.testing.assert_array_equal(outcomes[0], outcomes[1])
+        assert outcomes[0].strides == outcomes[1].strides and np.shares_memory(outcomes[0], x.numpy())
+
+
+def test_transpose_takes_every_axis_pair_as_normalize_axis_does() -> None:
+    from verigrad.shapes import normalize_axis
+
+    for ndim in range(4):
+        x = verigrad.tensor(np.arange(2.0**ndim).reshape((2,) * ndim))
+        axes = [*range(-ndim - 2, ndim + 2), True]
+        for a, b in [(a, b) for a in axes for b in axes]:
+            try:
+                first, second = normalize_axis(a, ndim), normalize_axis(b, ndim)
+            except (ShapeError, DTypeError) as e:  # refused as the general path refuses it
+                with pytest.raises(type(e)):
+                    x.transpose(a, b)
+                continue
+            want = np.swapaxes(x.numpy(), first, second) if ndim else x.numpy()
+            got = x.transpose(a, b).numpy()
+            np.testing.assert_array_equal(got, want)
+            assert got.strides == want.strides
 
 
 def test_slices_are_planned_once_and_give_numpys_views() -> None:

@@ -142,17 +142,22 @@ def _topological(roots: Sequence[Tensor]) -> list[Tensor]:
     order: list[Tensor] = []
     seen: set[int] = set()
     stack: list[tuple[Tensor, bool]] = [(r, False) for r in reversed(roots)]
+    pop, push, visit, done_with = stack.pop, stack.append, seen.add, order.append  # (the walk's hot loop)
     while stack:
-        t, done = stack.pop()
+        t, done = pop()
         if done:
-            order.append(t)
+            done_with(t)
             continue
-        if id(t) in seen:
+        key = id(t)
+        if key in seen:
             continue
-        seen.add(id(t))
-        stack.append((t, True))
-        if t._node is not None:
-            stack.extend((i, False) for i in t._node.inputs if i.requires_grad and id(i) not in seen)
+        visit(key)
+        push((t, True))
+        node = t._node
+        if node is not None:
+            for i in node.inputs:
+                if i.requires_grad and id(i) not in seen:
+                    push((i, False))
     return order
 
 

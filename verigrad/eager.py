@@ -11,7 +11,7 @@ from .autograd import Node, is_grad_enabled
 from .backends import active
 from .backends.reference import decomposition_kernel
 from .dtypes import DType
-from .shapes import Spec, shape_text
+from .shapes import Size, Spec, shape_text
 from .tensor import Tensor
 
 _CONSTANT_SPECS: dict[tuple, Spec] = {}  # the specs of tensors made from data (Python scalars lifted)
@@ -21,10 +21,11 @@ _CONSTANT_SPECS_KEPT = 1024
 class Plan:
     """What eager calls of one op on operands of the same specs and params share, found once (`Op.__call__`
     keeps one per key): the result's spec; the kernel that the backend it was chosen on runs (while that
-    backend's `stamp` stands): for a composite op its native kernel or None; and whether the kernel may
-    let NumPy warn."""
+    backend's `stamp` stands): for a composite op its native kernel or None; whether the kernel may
+    let NumPy warn; and how vg_eager may call the kernel's C function itself (`fast`: see `_ffi.direct`),
+    or None."""
 
-    __slots__ = ("kernel", "native", "out", "stamp", "warns")
+    __slots__ = ("fast", "kernel", "native", "out", "stamp", "warns")
 
     def __init__(self, out: Spec) -> None:
         self.out = out
@@ -37,7 +38,10 @@ class Plan:
         else:
             self.kernel, self.native = backend.native(op, self.out.dtype), True
         self.warns = not getattr(self.kernel, "never_warns", False)
+        self.fast = getattr(self.kernel, "eager_c", None)
         self.stamp = backend.stamp
+        if _C_CALLS["try"] and getattr(backend, "library", None) is not None:
+            install_c_calls()  # the cpu backend's library is loaded: vg_eager can be built beside it
 
 
 class EagerMode(modes.Mode):
@@ -169,3 +173,58 @@ def conform(op: Any, result: Any, out: Spec) -> np.ndarray:
 
 EAGER = EagerMode()
 modes.set_default(EAGER)
+
+# Eager calls in C (backends/cpu/extension/vg_eager.c): Op.__call__, Elementwise.__call__ and Tensor's
+# methods that call one op become vg_eager Methods once the cpu backend's library is loaded; each runs
+# the steps of `Op.__call__` and `EagerMode.run` above with the same objects, and hands whatever it does
+# not take to the Python code it replaces (kept in `_PYTHON`).
+_C_CALLS: dict[str, Any] = {"try": True, "module": None}
+_PYTHON: dict[tuple[type, str], Any] = {}
+
+
+def install_c_calls() -> bool:
+    """Bind the ops' eager calls and Tensor's op methods to vg_eager (once); whether they are bound."""
+    if not _C_CALLS["try"]:
+        return _C_CALLS["module"] is not None
+    _C_CALLS["try"] = False
+    from . import tensor_methods
+    from .backends.cpu import fastcall
+    from .dtypes import f32, f64
+    from .ops._op import REGISTRY, Op
+    from .ops.binary import Elementwise
+
+    ext = fastcall.eager_module()
+    if ext is None:
+        return False
+    ext.setup(Tensor, Plan, Node, DType, Size, f32, f64, EAGER, modes.LOCAL, _ACTIVE, conform,
+              _ERROR_STATE, _QUIET, fastcall.recording_test())  # fmt: skip
+    _PYTHON[(Op, "__call__")] = Op.__dict__["__call__"]
+    _PYTHON[(Elementwise, "__call__")] = Elementwise.__dict__["__call__"]
+    Op.__call__ = _named(ext.Method(None, _PYTHON[(Op, "__call__")]))
+    Elementwise.__call__ = _named(ext.Method(None, _PYTHON[(Elementwise, "__call__")], elementwise=True))
+    for name, (op, swap) in tensor_methods.op_methods().items():
+        if type(op).__call__ not in (Op.__call__, Elementwise.__call__):
+            continue  # a class of its own call
+        _PYTHON[(Tensor, name)] = python = Tensor.__dict__[name]
+        setattr(
+            Tensor, name, _named(ext.Method(op, python, swap=swap, elementwise=isinstance(op, Elementwise)))
+        )
+    # x.transpose(a, b): shaping.transpose's common case (two int axes in range) made in C
+    _PYTHON[(Tensor, "transpose")] = python = Tensor.__dict__["transpose"]
+    Tensor.transpose = _named(ext.Method(REGISTRY["permute"], python, transpose=True))
+    _C_CALLS["module"] = ext
+    return True
+
+
+def _named(method: Any) -> Any:
+    """A vg_eager Method named and documented as the Python function it stands for."""
+    for name in ("__name__", "__qualname__", "__doc__", "__module__"):
+        setattr(method, name, getattr(method.fallback, name, None))
+    return method
+
+
+def c_calls(on: bool) -> bool:
+    """Turn the eager calls in C on or off (off: every call runs the Python code); whether they were on.
+    For tests and benchmarks that compare both ways."""
+    ext = _C_CALLS["module"]
+    return False if ext is None else bool(ext.enabled(on))

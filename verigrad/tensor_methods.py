@@ -31,6 +31,7 @@ from .functions import (
 from .ops import binary, bitwise, creation, linalg, movement, reduce, scan, shaping, unary
 from .ops import index as index_ops
 from .ops import special as special_ops
+from .ops._op import Op
 from .ops.composite.softmax import log_softmax, softmax
 from .ops.matmul import matmul
 from .ops.scatter_reduce import scatter_reduce
@@ -423,7 +424,7 @@ def T(self: Tensor) -> Tensor:
 
 
 def mT(self: Tensor) -> Tensor:
-    return shaping.transpose(self, -2, -1)
+    return self.transpose(-2, -1)  # (eager.py may bind transpose to C)
 
 
 @adapted
@@ -595,6 +596,14 @@ IN_PLACE = ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "rel
             "masked_scatter", "floor_divide", "remainder", "fmod", "true_divide", "copysign", "tan", "exp2",
             "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bitwise_left_shift",
             "bitwise_right_shift")  # fmt: skip
+
+
+def op_methods() -> dict[str, tuple[Any, bool]]:
+    """The methods that call one op with the tensor first (or second: reflected), by name: (op, swapped).
+    eager.py binds them to its calls in C where it can."""
+    out = {name: (fn, False) for name, fn in {**OPERATORS, **FORWARDED}.items() if isinstance(fn, Op)}
+    out.update({name: (fn, True) for name, fn in REFLECTED.items() if isinstance(fn, Op)})
+    return out
 
 
 def bind(cls: type = Tensor) -> None:

@@ -26,7 +26,7 @@ import numpy as np
 from .. import modes
 from ..dtypes import DEFAULT_FLOAT, DEFAULT_INT, DType, bool_, from_numpy_dtype, promote
 from ..errors import DTypeError, ShapeError
-from ..shapes import Spec
+from ..shapes import Size, Spec
 from ..tensor import Tensor, describe
 
 REGISTRY: dict[str, Op] = {}  # every op by name, filled as the op modules define them
@@ -197,15 +197,16 @@ class Op:
 
 
 _PLAIN_PARAMS = frozenset({int, bool, float, str, type(None), DType})
-_PLAIN_OR_TUPLE = _PLAIN_PARAMS | {tuple}
+_TUPLES = (tuple, Size)  # a Size (x.shape given as a shape) is keyed as a tuple, its kind apart
+_PLAIN_OR_TUPLE = _PLAIN_PARAMS | set(_TUPLES)
 _INTS = frozenset({int, type(None)})
 
 
 def _exact_items(params: dict[str, Any]) -> tuple | None:
     """`params`' items as a key under which two calls meet only when their params are the same values of
     the same types (True is not 1, nor 2.0 2, nor -0.0 0.0): with their types (and floats' signs); None
-    where a value is not an int, bool, float, string, None, dtype, or a tuple of ints, Nones, slices of
-    them and such tuples."""
+    where a value is not an int, bool, float, string, None, dtype, a Size, or a tuple of ints, Nones,
+    slices of them and such tuples."""
     kinds = tuple(map(type, params.values()))
     if _PLAIN_PARAMS.issuperset(kinds) or (_PLAIN_OR_TUPLE.issuperset(kinds) and _int_tuples(params)):
         # the common case (no tuple, or tuples of ints and Nones: a shape, axes): the items, their types,
@@ -235,8 +236,8 @@ def _exact_items(params: dict[str, Any]) -> tuple | None:
 
 
 def _int_tuples(params: dict[str, Any]) -> bool:
-    """Whether every tuple among `params`' values holds only ints and Nones."""
-    return all(_INTS.issuperset(map(type, v)) for v in params.values() if type(v) is tuple)
+    """Whether every tuple (or Size) among `params`' values holds only ints and Nones."""
+    return all(_INTS.issuperset(map(type, v)) for v in params.values() if type(v) in _TUPLES)
 
 
 class _Unkeyed(Exception):

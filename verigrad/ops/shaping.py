@@ -32,6 +32,11 @@ def _axis(x: Tensor, axis: int, ndim: int, fn: str) -> int:
 
 def transpose(x: Tensor, a: int = -2, b: int = -1) -> Tensor:
     """Axes a and b swapped: a view with swapped strides."""
+    n = x.ndim
+    if type(a) is int and type(b) is int and -n <= a < n and -n <= b < n:  # the common case, as below
+        axes = list(range(n))
+        axes[a % n], axes[b % n] = axes[b % n], axes[a % n]
+        return permute(x, axes=tuple(axes))
     axes = list(range(x.ndim))
     a, b = _axis(x, a, x.ndim, "transpose"), _axis(x, b, x.ndim, "transpose")
     if x.ndim:  # a 0-d tensor takes 0 and -1 and stays as it is
@@ -130,6 +135,9 @@ def getitem(x: Tensor, key: Any) -> Tensor:
 def _select(x: Tensor, key: Any) -> tuple[Tensor, bool]:
     """x[key] as ops, and whether it is a view (basic indices only): getitem without telling the mode
     that a view was made."""
+    index = _slices(x, key)
+    if index is not None:  # slices only: what _parse_key gives for them, without its work
+        return (x if index == (_ALL,) * len(index) else slice_(x, index=index)), True
     index, layout, arrays = _parse_key(x, key)
     out = x
     if any(s != slice(None) for s in index):
@@ -140,6 +148,20 @@ def _select(x: Tensor, key: Any) -> tuple[Tensor, bool]:
     if not arrays:
         return out, True
     return _take_arrays(out, arrays), False
+
+
+_ALL = slice(None)
+
+
+def _slices(x: Tensor, key: Any) -> tuple | None:
+    """A key of slices only (one, or a tuple of at most x.ndim) as a slice per axis of x, the axes it
+    leaves taken whole; None for any other key (ints, None, ..., tensors: `_parse_key`)."""
+    if type(key) is slice:
+        key = (key,)
+    elif type(key) is not tuple or not all(type(k) is slice for k in key):
+        return None
+    pad = x.ndim - len(key)
+    return None if pad < 0 else key + (_ALL,) * pad
 
 
 def _take_arrays(y: Tensor, arrays: list[tuple[int, Tensor]]) -> Tensor:

@@ -73,6 +73,24 @@ class Library:
             return lambda *args: f(*[data(a) if type(a) is np.ndarray else a for a in args])
         return fast
 
+    def address(self, name: str) -> int:
+        """The address of the library's function `name` (for vg_eager's direct calls, see `direct`)."""
+        return ctypes.cast(getattr(self.cdll, name), ctypes.c_void_p).value or 0
+
+
+# the calling conventions vg_eager.c calls a kernel's C function by (its `direct`), and the NumPy
+# calls it makes for a view op's reference (x.reshape(shape), x.transpose(axes), x[slices]) and for
+# concat's (np.concatenate of arrays of one dtype)
+DIRECT_UNARY, DIRECT_BINARY, DIRECT_RESHAPE, DIRECT_PERMUTE, DIRECT_SLICE, DIRECT_CONCAT = 1, 2, 3, 4, 5, 6
+
+
+def direct(kernel: Any, kind: int, fn: int, fn_bc: int, dtype: np.dtype, backend: Any) -> Any:
+    """Mark `kernel` (a Python wrapper) as calling the C function at address `fn` (`fn_bc` on a 0-d
+    operand) in calling convention `kind`, with `backend.threads` and `min_chunk()`, for eager calls in C
+    (eager.py's Plan reads `eager_c`); the kernel itself."""
+    kernel.eager_c = (kind, fn, fn_bc, dtype.num, backend, min_chunk)
+    return kernel
+
 
 def _itself(a: np.ndarray) -> np.ndarray:
     return a

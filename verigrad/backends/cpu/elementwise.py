@@ -321,6 +321,7 @@ def register(backend: Any, lib: Library) -> None:
             stated = EXACT if name in UNARY_EXACT else _libm_exactness(name, dtype_name, bool(same))
             fn = lib.fn(f"vg_{name}_{dtype_name}", _UNARY_ARGS)
             kernel = _unary(fn, dtype, REGISTRY[name].reference, backend, lib.ptr)
+            _ffi.direct(kernel, _ffi.DIRECT_UNARY, lib.address(f"vg_{name}_{dtype_name}"), 0, dtype, backend)
             backend.register(name, kernel, dtype_name, stated, native_claim(name, dtype_name))
         for name in BINARY:
             same = name != "pow" or exact[name] or numpy_routines
@@ -328,6 +329,7 @@ def register(backend: Any, lib: Library) -> None:
             fn = lib.fn(f"vg_{name}_{dtype_name}", _BINARY_ARGS)
             fn_bc = lib.fn(f"vg_{name}_bc_{dtype_name}", _BC_ARGS)
             kernel = _binary(fn, fn_bc, dtype, REGISTRY[name].reference, backend, lib.ptr)
+            _binary_direct(kernel, lib, name, dtype_name, dtype, backend)
             backend.register(name, kernel, dtype_name, stated, native_claim(name, dtype_name))
         for name in SCALED:
             fn = lib.fn(f"vg_{name}_{dtype_name}", _SCALED_ARGS)
@@ -340,4 +342,13 @@ def register(backend: Any, lib: Library) -> None:
     for name in INT64_BINARY:
         fn, fn_bc = lib.fn(f"vg_{name}_i64", _BINARY_ARGS), lib.fn(f"vg_{name}_bc_i64", _BC_ARGS)
         kernel = _binary(fn, fn_bc, np.dtype(np.int64), REGISTRY[name].reference, backend, lib.ptr)
+        _binary_direct(kernel, lib, name, "i64", np.dtype(np.int64), backend)
         backend.register(name, kernel, "i64", EXACT)
+
+
+def _binary_direct(
+    kernel: Any, lib: Library, name: str, dtype_name: str, dtype: np.dtype, backend: Any
+) -> None:
+    """`_ffi.direct` for a binary kernel: vg_<name>_<dtype> and its broadcast form vg_<name>_bc_<dtype>."""
+    fn, fn_bc = lib.address(f"vg_{name}_{dtype_name}"), lib.address(f"vg_{name}_bc_{dtype_name}")
+    _ffi.direct(kernel, _ffi.DIRECT_BINARY, fn, fn_bc, dtype, backend)

@@ -71,15 +71,8 @@ def _load() -> tuple[Any, str]:
     include = sysconfig.get_paths().get("include") or ""
     if not (Path(include) / "Python.h").exists():
         return None, "ctypes (no Python.h for the vg_call extension)"
-    source = f"/* {sys.version} */\n" + SOURCE.read_text()  # one build per Python
     try:
-        _, info = _build.build("vg_call", source, includes=(include,), load=False)
-        loader = importlib.machinery.ExtensionFileLoader("vg_call", info["path"])
-        spec = importlib.util.spec_from_file_location("vg_call", info["path"], loader=loader)
-        if spec is None:
-            return None, "ctypes (vg_call could not be loaded)"
-        loaded = importlib.util.module_from_spec(spec)
-        loader.exec_module(loaded)
+        loaded = _extension("vg_call", SOURCE, (include,))
     except (_build.BuildError, ImportError, OSError) as e:
         return None, f"ctypes (vg_call: {e})"
     offset = data_offset()
@@ -88,6 +81,53 @@ def _load() -> tuple[Any, str]:
         _state["arrays"] = True
         _state["layout"] = _layout_reader(loaded, offset)
     return loaded, "vg_call"
+
+
+def _extension(name: str, source: Path, includes: tuple[str, ...]) -> Any:
+    """The CPython extension `name` built from `source` (once per Python: its version is in the source's
+    hash) through `build.build`, as the library is, and imported; BuildError, ImportError or OSError."""
+    text = f"/* {sys.version} */\n" + source.read_text()
+    _, info = _build.build(name, text, includes=includes, load=False)
+    loader = importlib.machinery.ExtensionFileLoader(name, info["path"])
+    spec = importlib.util.spec_from_file_location(name, info["path"], loader=loader)
+    if spec is None:
+        raise ImportError(f"{name} could not be loaded")
+    loaded = importlib.util.module_from_spec(spec)
+    loader.exec_module(loaded)
+    return loaded
+
+
+EAGER_SOURCE = Path(__file__).resolve().parent / "extension" / "vg_eager.c"
+
+
+def eager_module() -> Any:
+    """The vg_eager extension (extension/vg_eager.c: the eager call of an op in C), built with NumPy's
+    headers where vg_call passes arrays; None otherwise (the reason in `eager_status()`)."""
+    if "eager" not in _state:
+        _state["eager"], _state["eager_status"] = _load_eager()
+    return _state["eager"]
+
+
+def eager_status() -> str:
+    """How eager calls run: "vg_eager", or "python (<why>)"."""
+    eager_module()
+    return _state["eager_status"]
+
+
+def _load_eager() -> tuple[Any, str]:
+    if not passes_arrays():
+        return None, f"python (vg_call does not pass arrays: {status()})"
+    include = sysconfig.get_paths().get("include") or ""
+    try:
+        loaded = _extension("vg_eager", EAGER_SOURCE, (include, np.get_include()))
+    except (_build.BuildError, ImportError, OSError) as e:
+        return None, f"python (vg_eager: {e})"
+    return loaded, "vg_eager"
+
+
+def recording_test() -> Any:
+    """vg_call's test of whether this thread records a tape (a capsule vg_eager calls), or None."""
+    return getattr(module(), "recording_test", None)
 
 
 _FLAGS = {"C_CONTIGUOUS": 0x1, "ALIGNED": 0x100, "WRITEABLE": 0x400}  # NumPy's flag bits

@@ -68,6 +68,13 @@ def _broadcast_to(reference: Callable) -> Callable:
 
 
 def register(backend: Any, lib: Library) -> None:
+    # the references of reshape and permute are np.reshape and np.transpose, which call x.reshape(shape)
+    # and x.transpose(axes), slice's x[slices], concat's np.concatenate (of arrays of one dtype, which it
+    # does not convert): vg_eager makes those calls itself (_ffi.DIRECT_RESHAPE, ...)
+    REGISTRY["reshape"].reference.eager_c = (_ffi.DIRECT_RESHAPE,)
+    REGISTRY["permute"].reference.eager_c = (_ffi.DIRECT_PERMUTE,)
+    REGISTRY["slice"].reference.eager_c = (_ffi.DIRECT_SLICE,)
+    REGISTRY["concat"].reference.eager_c = (_ffi.DIRECT_CONCAT,)
     backend.register("broadcast_to", _broadcast_to(REGISTRY["broadcast_to"].reference))
     backend.register(
         "contiguous",

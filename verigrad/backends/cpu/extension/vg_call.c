@@ -520,6 +520,10 @@ static PyObject *record(PyObject *module, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+/* Whether this thread's calls go onto a tape now: for vg_eager.c, which calls kernels itself only when
+ * none does (a capsule "vg_call.recording" in the module's `recording_test`). */
+static int is_recording(void) { return recording != NULL && PyThread_get_thread_ident() == recording_thread; }
+
 static PyMethodDef methods[] = {
     {"record", record, METH_O, "record(tape): later calls also go onto the tape; record(None): stop"},
     {"function", function, METH_VARARGS, "function(address, signature, returns, fallback)"},
@@ -537,5 +541,7 @@ PyMODINIT_FUNC PyInit_vg_call(void) {
     if (m == NULL) return NULL;
     Py_INCREF(&TapeType);
     if (PyModule_AddObject(m, "Tape", (PyObject *)&TapeType) < 0) return Py_DECREF(&TapeType), Py_DECREF(m), NULL;
+    PyObject *test = PyCapsule_New((void *)is_recording, "vg_call.recording", NULL);
+    if (test == NULL || PyModule_AddObject(m, "recording_test", test) < 0) return Py_XDECREF(test), Py_DECREF(m), NULL;
     return m;
 }

@@ -1,0 +1,331 @@
+"""Eager calls in C (backends/cpu/extension/vg_eager.c): the same results, bits, errors and autograd
+records as the Python code they replace (`eager.c_calls(False)` runs that code), the same plans, and
+the Python code wherever the C path does not apply (another mode, a recording tape, grad mode off in
+another thread)."""
+
+from __future__ import annotations
+
+import inspect
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import verigrad
+from verigrad import eager
+from verigrad.backends.cpu import fastcall
+from verigrad.errors import DTypeError, ShapeError
+from verigrad.ops import REGISTRY
+from verigrad.ops._op import Op
+from verigrad.tensor import Tensor
+
+
+@pytest.fixture
+def cpu():
+    """The cpu backend, with the eager calls in C bound."""
+    with verigrad.backend("cpu") as backend:
+        if not backend.load() or not eager.install_c_calls():
+            pytest.skip(f"no C calls here: {fastcall.eager_status()}")
+        was = eager.c_calls(True)
+        try:
+            yield backend
+        finally:
+            eager.c_calls(was)
+
+
+def both_ways(fn):
+    """fn() with the C calls on, then off: (result on, result off), or the exceptions raised."""
+    out = []
+    for on in (True, False):
+        was = eager.c_calls(on)
+        try:
+            out.append(fn())
+        except Exception as e:  # compared below
+            out.append(e)
+        finally:
+            eager.c_calls(was)
+    return out
+
+
+def same_tensor(a: Tensor, b: Tensor) -> None:
+    """The same values to the bit, spec, grad flag and autograd record (op, the input tensors, params)."""
+    assert type(a) is type(b) is Tensor
+    assert a.spec == b.spec and a.payload.dtype == b.payload.dtype and a.payload.shape == b.payload.shape
+    assert a.payload.tobytes() == b.payload.tobytes()
+    assert a.requires_grad == b.requires_grad
+    assert (a._node is None) == (b._node is None)
+    if a._node is not None:
+        assert a._node.op is b._node.op and a._node.params == b._node.params and not a._node.freed
+        assert len(a._node.inputs) == len(b._node.inputs)
+        for i, j in zip(a._node.inputs, b._node.inputs):
+            assert i.spec == j.spec and i.payload.tobytes() == j.payload.tobytes()
+            assert i.requires_grad == j.requires_grad
+
+
+def same_outcome(fn) -> None:
+    on, off = both_ways(fn)
+    if isinstance(off, Exception):
+        assert type(on) is type(off) and str(on) == str(off)
+    else:
+        same_tensor(on, off)
+
+
+def test_the_calls_are_bound_in_c(cpu) -> None:
+    assert type(Op.__dict__["__call__"]).__name__ == "Method"
+    for name in ("__add__", "__radd__", "__truediv__", "__matmul__", "exp", "relu", "tanh", "__neg__"):
+        method = Tensor.__dict__[name]
+        assert type(method).__name__ == "Method", name
+    x = verigrad.ones(2)
+    assert x.exp.__self__ is x and Tensor.exp(x).tolist() == x.exp().tolist()
+    assert inspect.signature(Tensor.__add__) == inspect.signature(Tensor.__add__.__wrapped__)
+    assert Tensor.__add__.__name__ == "__add__" and Tensor.__add__.__qualname__ == "Tensor.__add__"
+
+
+def test_c_and_python_share_one_plan_per_key(cpu) -> None:
+    x = verigrad.tensor(np.arange(24, dtype=np.float32).reshape(4, 6))
+    calls = {
+        "add": lambda: x + x,
+        "div": lambda: x / 3.0,
+        "sum": lambda: x.sum(dim=1, keepdim=True),
+        "reshape": lambda: x.reshape(2, -1),
+        "slice": lambda: x[1:3, ::2],
+        "permute": lambda: x.transpose(0, 1),
+        "pad": lambda: REGISTRY["pad"](x, widths=((1, 0), (0, 2)), value=-1.5),
+        "concat": lambda: verigrad.cat([x, x], dim=-1),
+    }
+    for name, call in calls.items():
+        REGISTRY[name]._eager_plans.clear()
+        eager.c_calls(False)
+        call()
+        kept = len(REGISTRY[name]._eager_plans)
+        eager.c_calls(True)
+        call()
+        assert kept >= 1 and len(REGISTRY[name]._eager_plans) == kept, name
+
+
+UNARY = ("exp", "relu", "tanh", "neg", "abs", "sigmoid", "sqrt", "log")
+BINARY = ("add", "sub", "mul", "div", "maximum", "minimum", "pow")
+SHAPES = ((), (1,), (3,), (2, 3), (4, 1, 5), (0, 3))
+
+
+@st.composite
+def operands(draw):
+    dtype = draw(st.sampled_from([np.float32, np.float64, np.int64]))
+    shape = draw(st.sampled_from(SHAPES))
+    values = draw(st.lists(st.floats(-4, 4, width=32), min_size=64, max_size=64))
+    a = np.resize(np.array(values, np.float64), int(np.prod(shape))).reshape(shape).astype(dtype)
+    layout = draw(st.sampled_from(["contiguous", "transposed", "strided", "scalar"]))
+    if layout == "transposed" and a.ndim >= 2:
+        a = np.ascontiguousarray(a.swapaxes(-1, -2)).swapaxes(-1, -2)
+    elif layout == "strided" and a.ndim >= 1:
+        a = np.repeat(a, 2, axis=-1)[..., ::2]
+    elif layout == "scalar":
+        a = a.reshape(-1)[:1].reshape(()) if a.size else np.zeros((), dtype)
+    return a
+
+
+def tensor_of(a: np.ndarray, grad: bool) -> Tensor:
+    t = Tensor(verigrad.shapes.Spec(a.shape, verigrad.dtypes.from_numpy_dtype(a.dtype)), a)
+    return t.requires_grad_(True) if grad and t.dtype.is_float else t
+
+
+@settings(
+    database=None,
+    derandomize=True,
+    max_examples=80,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],  # the backend stays the same throughout
+)
+@given(
+    a=operands(),
+    b=operands(),
+    unary=st.sampled_from(UNARY),
+    binary=st.sampled_from(BINARY),
+    scalar=st.sampled_from([3.0, -0.0, 0.5, float("nan"), float("inf"), 2, -7, 2**70, True]),
+    grads=st.tuples(st.booleans(), st.booleans(), st.booleans()),
+    swapped=st.booleans(),
+)
+def test_fuzz_c_calls_give_the_python_calls_results(cpu, a, b, unary, binary, scalar, grads, swapped) -> None:
+    x, y = tensor_of(a, grads[0]), tensor_of(b, grads[1])
+    with verigrad.set_grad_enabled(grads[2]):
+        same_outcome(lambda: getattr(verigrad, unary)(x))
+        same_outcome(lambda: getattr(x, unary)())
+        same_outcome(lambda: REGISTRY[binary](x, y))
+        same_outcome(lambda: REGISTRY[binary](x, scalar) if not swapped else REGISTRY[binary](scalar, x))
+        same_outcome(lambda: x + scalar if not swapped else scalar - x)
+        same_outcome(lambda: x * y)
+        same_outcome(lambda: x.sum(dim=-1) if x.ndim else x.sum())
+        same_outcome(lambda: verigrad.cat([x, y], dim=0))
+
+
+def test_views_are_numpys_views_both_ways(cpu) -> None:
+    base = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 3, 4)
+    arrays = [base, base.transpose(2, 0, 1), base[:, ::2], np.asfortranarray(base), base[..., :0]]
+    for a in arrays:
+        x = Tensor(verigrad.shapes.Spec(a.shape, verigrad.f32), a).requires_grad_(True)
+        calls = [
+            lambda: x.reshape(-1),
+            lambda: x.reshape(a.shape[0], -1),
+            lambda: x.permute(2, 0, 1),
+            lambda: x.transpose(0, -1),
+            lambda: x.mT,
+            lambda: x.reshape(2, 3, 2, -1) if a.size else x.reshape(0, 5),
+            lambda: x[1:, ::2],
+            lambda: x[:, -2:5, 1:3],
+            lambda: x[..., 1:1],
+            lambda: verigrad.cat([x, x.detach() * 2.0], dim=-1),
+            lambda: verigrad.cat((x, x, x), 0),
+            lambda: verigrad.cat([x, x.double()], dim=1),  # two dtypes: the reference converts
+        ]
+        for call in calls:
+            same_outcome(call)
+            on, off = both_ways(call)
+            if isinstance(on, Exception):
+                continue
+            assert on.payload.strides == off.payload.strides
+            assert np.shares_memory(on.payload, a) == np.shares_memory(off.payload, a)
+    same_outcome(lambda: x.reshape(5, 7))  # a refused shape: the same error
+    same_outcome(lambda: x.permute(0, 0, 1))
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_every_ops_samples_give_the_python_calls_outcome(cpu, grad: bool) -> None:
+    """The registry's samples of every op (its params, its dtypes, its errors) through both calls."""
+    for name, op in sorted(REGISTRY.items()):
+        if op.samples is None:
+            continue
+        for sample in op.samples(np.random.default_rng(0)):
+            args = [
+                verigrad.tensor(a, requires_grad=grad and a.dtype.kind == "f") if type(a) is np.ndarray else a
+                for a in sample.args
+            ]
+            on, off = both_ways(lambda op=op, args=args, params=sample.params: op(*args, **params))
+            if isinstance(off, Exception) or isinstance(on, Exception):
+                assert type(on) is type(off), name
+                assert str(on).split("\n")[0] == str(off).split("\n")[0], name  # (each at its own line)
+                continue
+            pairs = zip(*[r if isinstance(r, tuple) else (r,) for r in (on, off)])
+            for a, b in pairs:
+                same_tensor(a, b)
+
+
+def test_gradients_through_c_calls_match_the_python_calls(cpu) -> None:
+    rng = np.random.default_rng(0)
+    data = [rng.standard_normal((8, 8)).astype(np.float32) for _ in range(2)]
+
+    def step() -> list[bytes]:
+        x, w = (verigrad.tensor(d, requires_grad=True) for d in data)
+        h = (x @ w).tanh() * 0.5 - x.exp() / 3.0
+        loss = verigrad.nn.functional.softmax(h[:, 1:5], dim=-1).sum() + (2.0 - h).relu().mean()
+        loss.backward()
+        return [loss.payload.tobytes(), x.grad.payload.tobytes(), w.grad.payload.tobytes()]
+
+    on, off = both_ways(step)
+    assert on == off
+
+
+def test_errors_are_the_python_calls_errors(cpu) -> None:
+    x, y = verigrad.ones(2, 3), verigrad.ones(3, 2)
+    same_outcome(lambda: x + y)
+    same_outcome(lambda: x @ verigrad.ones(4, 4))
+    same_outcome(lambda: verigrad.ones(2, dtype=verigrad.bool) - verigrad.ones(2, dtype=verigrad.bool))
+    same_outcome(lambda: x + "a")
+    same_outcome(lambda: verigrad.cat([], dim=0))
+    on, off = both_ways(lambda: x + y)
+    assert isinstance(on, ShapeError) and "test_eager_fastpath.py" in str(on)  # the user's line
+    on, off = both_ways(lambda: x.sum(dim=True))
+    assert type(on) is type(off) and str(on) == str(off)
+    with pytest.raises(DTypeError):
+        verigrad.ones(2, dtype=verigrad.bool) - verigrad.ones(2, dtype=verigrad.bool)
+
+
+def test_other_modes_take_the_python_calls(cpu) -> None:
+    with verigrad.abstract():
+        x = verigrad.ones(2, 3)
+        y = (x + 1.5).exp()
+    assert y.payload is None and y.shape == (2, 3)
+
+    def f(a):
+        return (a * 2.0 + a).sum()
+
+    program = verigrad.trace(f, verigrad.shapes.spec([3]))
+    assert [i.name for i in program.instrs] == ["const", "mul", "add", "sum"]
+
+
+def test_a_replaced_eager_run_gets_the_calls(cpu, monkeypatch) -> None:
+    seen = []
+    run = eager.EagerMode.run
+
+    def counting(self, op, args, params, plan):
+        seen.append(op.name)
+        return run(self, op, args, params, plan)
+
+    x = verigrad.ones(3)
+    x + x  # planned
+    monkeypatch.setattr(eager.EagerMode, "run", counting)
+    assert (x + x).tolist() == [2.0] * 3 and (x * 2.0).exp().shape == (3,)
+    assert seen == ["add", "mul", "exp"]
+
+
+def test_grad_mode_is_read_per_thread(cpu) -> None:
+    x = verigrad.ones(4, requires_grad=True)
+    seen: dict[str, bool] = {}
+    go, done = threading.Event(), threading.Event()
+
+    def other() -> None:
+        with verigrad.no_grad():
+            go.set()
+            done.wait(5)
+            seen["other"] = (x * 2.0).requires_grad
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    go.wait(5)
+    seen["main"] = (x * 2.0).requires_grad  # the other thread's no_grad is its own
+    done.set()
+    thread.join()
+    assert seen == {"main": True, "other": False}
+
+
+def test_a_recording_tape_gets_the_calls(cpu) -> None:
+    tape = cpu.tape()
+    if tape is None:
+        pytest.skip("vg_call does not record here")
+    x = verigrad.tensor(np.ones((4, 4), np.float32))
+    with cpu.recording(tape):
+        y = x + x
+        z = (y / 3.0).exp()
+    assert len(tape) == 3  # each kernel call went through vg_call onto the tape
+    assert z.payload.tobytes() == np.exp(np.float32(2) / np.float32(3)).repeat(16).tobytes()
+
+
+def test_python_floats_are_rounded_once_to_the_tensors_dtype(cpu) -> None:
+    x = verigrad.tensor(np.array([1.0, -2.0, 0.0], np.float32))
+    for value in (0.1, 1e40, -0.0, 3, -(2**40)):
+        same_outcome(lambda value=value: x * value)
+        same_outcome(lambda value=value: value / x)
+    assert (x * 0.1).tolist() == (x.payload * np.float32(0.1)).tolist()
+
+
+def test_without_vg_call_nothing_is_bound() -> None:
+    """VERIGRAD_CTYPES=1 (kernels through ctypes): the Python calls, as before vg_eager."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import verigrad, numpy as np\n"
+        "from verigrad.backends.cpu import fastcall\n"
+        "from verigrad.ops._op import Op\n"
+        "x = verigrad.tensor(np.ones((2, 2), np.float32))\n"
+        "with verigrad.backend('cpu'):\n"
+        "    y = (x + x).exp() / 3.0\n"
+        "print(type(verigrad.Tensor.__dict__['__add__']).__name__, type(Op.__dict__['__call__']).__name__)\n"
+        "print(fastcall.eager_status().split(' ')[0], y.tolist()[0][0])\n"
+    )
+    env = {**os.environ, "VERIGRAD_CTYPES": "1"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["function", "function", "python", str(float(np.float32(np.exp(2)) / 3))]

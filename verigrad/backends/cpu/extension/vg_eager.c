@@ -1,0 +1,941 @@
+/* vg_eager: the eager call of an op in C (docs/eager.md), where Python's would only repeat known steps.
+ *
+ * `Method(op, fallback, swap)` is a method descriptor (Py_TPFLAGS_METHOD_DESCRIPTOR, vectorcall): bound
+ * on Tensor (`__add__`, `exp`, ...) it calls `op` on (self, *args) ((other, self) with `swap`); with op
+ * None it is an `Op.__call__`, the op being the first argument. A call runs what `Op.__call__`
+ * (ops/_op.py) and `EagerMode.run` (eager.py) run, in the same order and with the same objects: the plan
+ * key (the operands' shapes and dtypes, the params keyed as `_exact_items` keys them where the op has
+ * canonical params), the op's plan (made in Python, `Op._plan`, the first time), the backend's stamp,
+ * the kernel on the operands' arrays, the result Tensor, the autograd Node where one is needed. A kernel
+ * whose plan says `fast` (a C kernel of a known calling convention: element-wise unary, binary on
+ * same-shape or scalar operands) is called through its function pointer on arrays allocated here, with
+ * exactly the arguments its Python wrapper would pass. Anything else (another mode, a variadic op, an
+ * operand that is not a tensor or a float or int beside float tensors, a plan to choose again, a
+ * warning kernel, a composite op, a tape recording) goes to `fallback`, the Python code, unchanged.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <structmember.h>
+
+#define MAX_OPERANDS 8
+#define FAST_UNARY 1
+#define FAST_BINARY 2
+#define FAST_RESHAPE 3 /* the reference's np.reshape(x, shape): x.reshape(shape) */
+#define FAST_PERMUTE 4 /* the reference's np.transpose(x, axes): x.transpose(axes) */
+#define FAST_SLICE 5   /* the reference's x[tuple(slice(*t) for t in index)] */
+#define FAST_CONCAT 6  /* the reference's np.concatenate(xs, axis), the xs of one dtype */
+
+/* set by `setup` */
+static PyTypeObject *tensor_type, *node_type, *dtype_type, *size_type;
+static Py_ssize_t t_spec, t_payload, t_grad, t_node, t_hooks, t_rg;      /* Tensor's slots */
+static Py_ssize_t p_kernel, p_native, p_out, p_stamp, p_warns, p_fast;   /* Plan's */
+static Py_ssize_t n_op, n_inputs, n_params, n_freed;                     /* Node's */
+static PyObject *eager_mode, *local, *active, *run_function, *constant;
+static PyObject *error_state, *quiet_states; /* eager.py's _ERROR_STATE (or None) and _QUIET */
+static int (*recording)(void) = NULL; /* vg_call's: whether this thread records a tape */
+static PyObject *scalar_specs[2];      /* the spec of a 0-d f32 and f64 constant (made by `constant`) */
+static PyObject *S_stack, *S_grad, *S_plans, *S_variadic, *S_positional, *S_canonical, *S_decompose,
+    *S_group, *S_differentiable, *S_vjp, *S_reference, *S_shape, *S_dtype, *S_kind, *S_np, *S_threads, *S_first,
+    *S_stamp, *S_plan, *S_run, *S_axes, *S_index, *S_axis;
+static int ready = 0;
+
+#define SLOT(o, at) (*(PyObject **)((char *)(o) + (at)))
+static char not_handled; /* a sentinel, never handed to Python */
+#define NOT_HANDLED ((PyObject *)&not_handled)
+
+/* the offset of slot `name` of `type` (a member descriptor in its dict) */
+static int offset_of(PyTypeObject *type, const char *name, Py_ssize_t *out) {
+    PyObject *d = PyDict_GetItemString(type->tp_dict, name);
+    if (d == NULL || Py_TYPE(d) != &PyMemberDescr_Type) {
+        PyErr_Format(PyExc_TypeError, "vg_eager: %s.%s is not a slot", type->tp_name, name);
+        return -1;
+    }
+    PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+    if (m->type != T_OBJECT_EX) {
+        PyErr_Format(PyExc_TypeError, "vg_eager: %s.%s is not an object slot", type->tp_name, name);
+        return -1;
+    }
+    *out = m->offset;
+    return 0;
+}
+
+/* a new reference to attribute `name`'s truth: 1, 0, or -1 with an exception */
+static int truth(PyObject *o, PyObject *name) {
+    PyObject *v = PyObject_GetAttr(o, name);
+    if (v == NULL) return -1;
+    int r = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return r;
+}
+
+/* the last item of list attribute `name` of modes.LOCAL (borrowed from the list, which the thread's
+ * state holds), or NULL with an exception */
+static PyObject *top_of(PyObject *name) {
+    PyObject *list = PyObject_GetAttr(local, name);
+    if (list == NULL) return NULL;
+    PyObject *top = NULL;
+    if (PyList_Check(list) && PyList_GET_SIZE(list) > 0) top = PyList_GET_ITEM(list, PyList_GET_SIZE(list) - 1);
+    else PyErr_SetString(PyExc_RuntimeError, "vg_eager: an empty mode stack");
+    Py_XINCREF(top);
+    Py_DECREF(list);
+    return top;
+}
+
+static PyObject *new_tensor(PyObject *spec, PyObject *payload) { /* steals payload */
+    PyObject *t = tensor_type->tp_alloc(tensor_type, 0);
+    if (t == NULL) return Py_DECREF(payload), NULL;
+    Py_INCREF(spec);
+    SLOT(t, t_spec) = spec;
+    SLOT(t, t_payload) = payload;
+    Py_INCREF(Py_None), SLOT(t, t_grad) = Py_None;
+    Py_INCREF(Py_None), SLOT(t, t_node) = Py_None;
+    Py_INCREF(Py_None), SLOT(t, t_hooks) = Py_None;
+    Py_INCREF(Py_False), SLOT(t, t_rg) = Py_False;
+    return t;
+}
+
+/* a Python float or int beside float tensors of `typenum` (DType `dtype`), as `_scalar` and `lift` make
+ * it: a 0-d constant of that dtype (one rounding of the double, or the int64 converted); NOT_HANDLED for
+ * an int past int64 */
+static PyObject *scalar(PyObject *v, int typenum, PyObject *dtype) {
+    double d = 0;
+    long long i = 0;
+    int is_float = PyFloat_CheckExact(v);
+    if (is_float) {
+        d = PyFloat_AS_DOUBLE(v);
+    } else {
+        int overflow;
+        i = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (i == -1 && PyErr_Occurred()) return NULL;
+        if (overflow) return NOT_HANDLED;
+    }
+    PyObject *a = PyArray_SimpleNew(0, NULL, typenum);
+    if (a == NULL) return NULL;
+    void *data = PyArray_DATA((PyArrayObject *)a);
+    if (typenum == NPY_FLOAT32) *(float *)data = is_float ? (float)d : (float)i;
+    else *(double *)data = is_float ? d : (double)i;
+    PyObject **spec = &scalar_specs[typenum == NPY_FLOAT32 ? 0 : 1];
+    if (*spec == NULL) { /* the first: `constant` makes the tensor, and its spec is kept */
+        PyObject *t = PyObject_CallFunctionObjArgs(constant, a, dtype, NULL);
+        Py_DECREF(a);
+        if (t != NULL && PyObject_TypeCheck(t, tensor_type)) {
+            *spec = SLOT(t, t_spec);
+            Py_INCREF(*spec);
+        }
+        return t;
+    }
+    return new_tensor(*spec, a);
+}
+
+static PyObject *dtype_f32, *dtype_f64, *conform_fn;
+
+/* the NumPy type number of DType `d` where it is f32 or f64, else -1 */
+static int float_typenum(PyObject *d) { return d == dtype_f32 ? NPY_FLOAT32 : d == dtype_f64 ? NPY_FLOAT64 : -1; }
+
+typedef void (*unary_fn)(const void *, void *, int64_t, int64_t, int);
+typedef void (*binary_fn)(const void *, const void *, void *, int64_t, int64_t, int);
+typedef void (*broadcast_fn)(const void *, const void *, void *, const int64_t *, int64_t, int);
+
+static int same_dims(PyArrayObject *a, PyArrayObject *b) {
+    int nd = PyArray_NDIM(a);
+    if (nd != PyArray_NDIM(b)) return 0;
+    for (int d = 0; d < nd; d++)
+        if (PyArray_DIMS(a)[d] != PyArray_DIMS(b)[d]) return 0;
+    return 1;
+}
+
+/* The kernel of `fast` = (kind, fn, fn_bc, typenum, backend, chunk) called as its Python wrapper
+ * (elementwise.py's _unary and _binary) calls it, on arrays it takes there: a new array, NOT_HANDLED
+ * (no exception) for arrays the wrapper would not give to that function, or NULL with an exception. */
+/* the int64s of tuple `t` (at most NPY_MAXDIMS) into `out`: their count, or -1 (no exception) for
+ * another value */
+static int int_items(PyObject *t, npy_intp *out) {
+    if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) > NPY_MAXDIMS) return -1;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(t); k++) {
+        PyObject *v = PyTuple_GET_ITEM(t, k);
+        if (!PyLong_CheckExact(v)) return -1;
+        out[k] = PyLong_AsSsize_t(v);
+        if (out[k] == -1 && PyErr_Occurred()) return PyErr_Clear(), -1;
+    }
+    return (int)PyTuple_GET_SIZE(t);
+}
+
+/* x[slices] for the slice op's index ((start, stop, step) ints per axis), as its reference indexes */
+static PyObject *sliced(PyObject *x, PyObject *index) {
+    if (!PyTuple_CheckExact(index)) return NOT_HANDLED;
+    Py_ssize_t n = PyTuple_GET_SIZE(index);
+    PyObject *key = PyTuple_New(n);
+    if (key == NULL) return NULL;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *t = PyTuple_GET_ITEM(index, k);
+        if (!PyTuple_CheckExact(t) || PyTuple_GET_SIZE(t) != 3 || !PyLong_CheckExact(PyTuple_GET_ITEM(t, 0)) ||
+            !PyLong_CheckExact(PyTuple_GET_ITEM(t, 1)) || !PyLong_CheckExact(PyTuple_GET_ITEM(t, 2)))
+            return Py_DECREF(key), NOT_HANDLED;
+        PyObject *s = PySlice_New(PyTuple_GET_ITEM(t, 0), PyTuple_GET_ITEM(t, 1), PyTuple_GET_ITEM(t, 2));
+        if (s == NULL) return Py_DECREF(key), NULL;
+        PyTuple_SET_ITEM(key, k, s);
+    }
+    PyObject *r = PyObject_GetItem(x, key);
+    Py_DECREF(key);
+    return r;
+}
+
+/* A view kernel (`fast` = (kind,)) as the NumPy method its reference calls: x.reshape(shape),
+ * x.transpose(axes) (the one param a tuple of ints) or x[slices]; NOT_HANDLED (no exception) otherwise. */
+static PyObject *view(int kind, PyObject *x, PyObject *params) {
+    if (!PyArray_CheckExact(x) || PyDict_GET_SIZE(params) != 1) return NOT_HANDLED; /* (a subclass's own) */
+    PyObject *name = kind == FAST_RESHAPE ? S_shape : kind == FAST_PERMUTE ? S_axes : S_index;
+    PyObject *value = PyDict_GetItemWithError(params, name);
+    if (value == NULL) return PyErr_Occurred() ? NULL : NOT_HANDLED;
+    if (kind == FAST_SLICE) return sliced(x, value);
+    npy_intp items[NPY_MAXDIMS];
+    int n = int_items(value, items);
+    if (n < 0) return NOT_HANDLED;
+    PyArray_Dims dims = {items, n};
+    if (kind == FAST_RESHAPE) return PyArray_Newshape((PyArrayObject *)x, &dims, NPY_CORDER);
+    return PyArray_Transpose((PyArrayObject *)x, &dims);
+}
+
+/* np.concatenate(arrays, axis) of exact ndarrays of one dtype (the concat reference converts none of
+ * them then), the one param `axis` an int; NOT_HANDLED (no exception) otherwise */
+static PyObject *concatenated(PyObject **arrays, Py_ssize_t n, PyObject *params) {
+    if (n < 1 || PyDict_GET_SIZE(params) != 1) return NOT_HANDLED;
+    PyObject *axis = PyDict_GetItemWithError(params, S_axis);
+    if (axis == NULL) return PyErr_Occurred() ? NULL : NOT_HANDLED;
+    if (!PyLong_CheckExact(axis)) return NOT_HANDLED;
+    int overflow;
+    long a = PyLong_AsLongAndOverflow(axis, &overflow);
+    if (overflow || a < -NPY_MAXDIMS || a >= NPY_MAXDIMS) return PyErr_Occurred() ? NULL : NOT_HANDLED;
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (!PyArray_CheckExact(arrays[k]) ||
+            PyArray_DESCR((PyArrayObject *)arrays[k]) != PyArray_DESCR((PyArrayObject *)arrays[0]))
+            return NOT_HANDLED;
+    PyObject *list = PyList_New(n);
+    if (list == NULL) return NULL;
+    for (Py_ssize_t k = 0; k < n; k++) PyList_SET_ITEM(list, k, Py_NewRef(arrays[k]));
+    PyObject *r = PyArray_Concatenate(list, (int)a);
+    Py_DECREF(list);
+    return r;
+}
+
+static PyObject *direct(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyObject *params) {
+    if (PyTuple_CheckExact(fast) && PyTuple_GET_SIZE(fast) == 1 &&
+        PyLong_AsLong(PyTuple_GET_ITEM(fast, 0)) == FAST_CONCAT)
+        return concatenated(arrays, n, params);
+    if (PyErr_Occurred()) return NULL;
+    if (PyTuple_CheckExact(fast) && PyTuple_GET_SIZE(fast) == 1 && n == 1) {
+        long kind = PyLong_AsLong(PyTuple_GET_ITEM(fast, 0));
+        if (kind == -1 && PyErr_Occurred()) return NULL;
+        return kind >= FAST_RESHAPE && kind <= FAST_SLICE ? view((int)kind, arrays[0], params) : NOT_HANDLED;
+    }
+    if (!PyTuple_CheckExact(fast) || PyTuple_GET_SIZE(fast) != 6 || PyDict_GET_SIZE(params) != 0) return NOT_HANDLED;
+    int kind = (int)PyLong_AsLong(PyTuple_GET_ITEM(fast, 0));
+    int typenum = (int)PyLong_AsLong(PyTuple_GET_ITEM(fast, 3));
+    if (PyErr_Occurred()) return NULL;
+    PyArray_Descr *want = PyArray_DescrFromType(typenum);
+    if (want == NULL) return NULL;
+    Py_DECREF(want); /* a builtin descriptor: NumPy holds it */
+    PyArrayObject *a = (PyArrayObject *)arrays[0], *b = n > 1 ? (PyArrayObject *)arrays[1] : NULL;
+    const int64_t *dims_arg = NULL;
+    int64_t dims[12];
+    PyArrayObject *shape_of = a;
+    if (kind == FAST_UNARY) {
+        if (n != 1 || !PyArray_CheckExact(a) || PyArray_DESCR(a) != want ||
+            !PyArray_CHKFLAGS(a, NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED))
+            return NOT_HANDLED;
+    } else if (kind == FAST_BINARY) {
+        if (n != 2 || !PyArray_CheckExact(a) || !PyArray_CheckExact(b) || PyArray_DESCR(a) != want ||
+            PyArray_DESCR(b) != want || !PyArray_ISALIGNED(a) || !PyArray_ISALIGNED(b))
+            return NOT_HANDLED;
+        int ca = PyArray_IS_C_CONTIGUOUS(a), cb = PyArray_IS_C_CONTIGUOUS(b);
+        if (!(same_dims(a, b) && ca && cb)) {
+            /* one operand 0-d, the other C-contiguous and not empty: `_ffi.collapse` merges every
+             * dimension of the other into one (size-1 ones skipped) */
+            PyArrayObject *full = PyArray_NDIM(a) == 0 ? b : PyArray_NDIM(b) == 0 ? a : NULL;
+            if (full == NULL || !PyArray_IS_C_CONTIGUOUS(full) || PyArray_SIZE(full) == 0) return NOT_HANDLED;
+            int64_t size = PyArray_SIZE(full), step = size > 1 ? 1 : 0;
+            int64_t layout[12] = {1, 1, 1, size, 0, 0, 0, full == a ? step : 0, 0, 0, 0, full == b ? step : 0};
+            memcpy(dims, layout, sizeof(dims));
+            dims_arg = dims;
+            shape_of = full;
+        }
+    } else {
+        return NOT_HANDLED;
+    }
+    if (recording != NULL && recording()) return NOT_HANDLED; /* a tape takes vg_call's calls only */
+    void *fn = PyLong_AsVoidPtr(PyTuple_GET_ITEM(fast, dims_arg ? 2 : 1));
+    if (fn == NULL) return PyErr_Occurred() ? NULL : NOT_HANDLED;
+    PyObject *c = PyObject_CallNoArgs(PyTuple_GET_ITEM(fast, 5));
+    if (c == NULL) return NULL;
+    long long chunk = PyLong_AsLongLong(c);
+    Py_DECREF(c);
+    PyObject *t = PyObject_GetAttr(PyTuple_GET_ITEM(fast, 4), S_threads);
+    if (t == NULL) return NULL;
+    int threads = (int)PyLong_AsLong(t);
+    Py_DECREF(t);
+    if (PyErr_Occurred()) return NULL;
+    PyObject *out = PyArray_SimpleNew(PyArray_NDIM(shape_of), PyArray_DIMS(shape_of), typenum);
+    if (out == NULL) return NULL;
+    void *y = PyArray_DATA((PyArrayObject *)out);
+    int64_t size = PyArray_SIZE(shape_of);
+    Py_BEGIN_ALLOW_THREADS
+    if (kind == FAST_UNARY) ((unary_fn)fn)(PyArray_DATA(a), y, size, chunk, threads);
+    else if (dims_arg == NULL) ((binary_fn)fn)(PyArray_DATA(a), PyArray_DATA(b), y, size, chunk, threads);
+    else ((broadcast_fn)fn)(PyArray_DATA(a), PyArray_DATA(b), y, dims_arg, chunk, threads);
+    Py_END_ALLOW_THREADS
+    return out;
+}
+
+/* whether array `r` is what EagerMode.run keeps as it is: an ndarray of the spec's dtype and shape */
+static int conforms(PyObject *r, PyObject *out) {
+    if (!PyArray_CheckExact(r)) return 0;
+    PyObject *dtype = PyObject_GetAttr(out, S_dtype);
+    if (dtype == NULL) return -1;
+    PyObject *np_dtype = PyObject_GetAttr(dtype, S_np);
+    Py_DECREF(dtype);
+    if (np_dtype == NULL) return -1;
+    int same = (PyObject *)PyArray_DESCR((PyArrayObject *)r) == np_dtype;
+    Py_DECREF(np_dtype);
+    if (!same) return 0;
+    PyObject *shape = PyObject_GetAttr(out, S_shape);
+    if (shape == NULL) return -1;
+    int nd = PyArray_NDIM((PyArrayObject *)r);
+    same = PyTuple_Check(shape) && PyTuple_GET_SIZE(shape) == nd;
+    for (int d = 0; same && d < nd; d++) {
+        PyObject *size = PyTuple_GET_ITEM(shape, d);
+        same = PyLong_CheckExact(size) && PyLong_AsSsize_t(size) == PyArray_DIMS((PyArrayObject *)r)[d];
+    }
+    Py_DECREF(shape);
+    if (PyErr_Occurred()) return -1;
+    return same;
+}
+
+static int is_plain(PyObject *v) {
+    PyTypeObject *kind = Py_TYPE(v);
+    return kind == &PyLong_Type || kind == &PyBool_Type || kind == &PyFloat_Type || kind == &PyUnicode_Type ||
+           v == Py_None || kind == dtype_type;
+}
+
+/* whether `v` is a tuple (or a Size) of ints and Nones only (`_op._int_tuples`) */
+static int int_tuple(PyObject *v) {
+    if (!PyTuple_CheckExact(v) && Py_TYPE(v) != size_type) return 0;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(v); k++) {
+        PyObject *item = PyTuple_GET_ITEM(v, k);
+        if (!PyLong_CheckExact(item) && item != Py_None) return 0;
+    }
+    return 1;
+}
+
+static char unkeyed; /* `_op._Unkeyed` */
+#define UNKEYED ((PyObject *)&unkeyed)
+
+/* `_op._exact_value`: a tuple of ints, Nones, bools, slices of ints and Nones and such tuples as a key
+ * that tells each element's type apart; UNKEYED for anything else (NULL with an exception) */
+static PyObject *exact_value(PyObject *v) {
+    if (PyLong_CheckExact(v) || v == Py_None) return Py_NewRef(v);
+    if (PyBool_Check(v)) return Py_BuildValue("(sO)", "bool", v);
+    if (PySlice_Check(v)) {
+        PySliceObject *s = (PySliceObject *)v;
+        PyObject *parts[3] = {s->start, s->stop, s->step};
+        for (int k = 0; k < 3; k++)
+            if (!PyLong_CheckExact(parts[k]) && parts[k] != Py_None) return UNKEYED;
+        return Py_BuildValue("(sOOO)", "slice", s->start, s->stop, s->step);
+    }
+    if (PyTuple_CheckExact(v)) {
+        Py_ssize_t n = PyTuple_GET_SIZE(v);
+        PyObject *out = PyTuple_New(n + 1);
+        if (out == NULL) return NULL;
+        PyTuple_SET_ITEM(out, 0, PyUnicode_FromString("tuple"));
+        if (PyTuple_GET_ITEM(out, 0) == NULL) return Py_DECREF(out), NULL;
+        for (Py_ssize_t k = 0; k < n; k++) {
+            PyObject *item = exact_value(PyTuple_GET_ITEM(v, k));
+            if (item == NULL || item == UNKEYED) return Py_DECREF(out), item;
+            PyTuple_SET_ITEM(out, k + 1, item);
+        }
+        return out;
+    }
+    return UNKEYED;
+}
+
+/* The params (`values`, named by kwnames) keyed as `_op._exact_items` keys them: Py_None where they
+ * cannot be keyed, NULL with an exception */
+static PyObject *exact_params(PyObject *const *values, PyObject *kwnames, Py_ssize_t m) {
+    Py_ssize_t floats = 0;
+    int plain = 1, common = 1; /* plain kinds only; or those and tuples of ints and Nones */
+    for (Py_ssize_t k = 0; k < m; k++) {
+        if (Py_TYPE(values[k]) == &PyFloat_Type) floats++;
+        if (!is_plain(values[k])) {
+            plain = 0;
+            if (!int_tuple(values[k])) common = 0;
+        }
+    }
+    if (plain || common) { /* (*items, kinds, *each float's sign) */
+        PyObject *items = PyTuple_New(m + 1 + floats), *kinds = PyTuple_New(m);
+        if (items == NULL || kinds == NULL) return Py_XDECREF(items), Py_XDECREF(kinds), NULL;
+        PyTuple_SET_ITEM(items, m, kinds);
+        for (Py_ssize_t k = 0, f = 0; k < m; k++) {
+            PyObject *item = PyTuple_Pack(2, PyTuple_GET_ITEM(kwnames, k), values[k]);
+            if (item == NULL) return Py_DECREF(items), NULL;
+            PyTuple_SET_ITEM(items, k, item);
+            PyTuple_SET_ITEM(kinds, k, Py_NewRef((PyObject *)Py_TYPE(values[k])));
+            if (Py_TYPE(values[k]) == &PyFloat_Type) {
+                PyObject *sign = PyFloat_FromDouble(copysign(1.0, PyFloat_AS_DOUBLE(values[k])));
+                if (sign == NULL) return Py_DECREF(items), NULL;
+                PyTuple_SET_ITEM(items, m + 1 + f++, sign);
+            }
+        }
+        return items;
+    }
+    PyObject *out = PyTuple_New(m); /* ((name, value, kind), ...), a tuple's value as `exact_value` */
+    if (out == NULL) return NULL;
+    for (Py_ssize_t k = 0; k < m; k++) {
+        PyObject *v = values[k], *kind = (PyObject *)Py_TYPE(v), *value;
+        if (PyTuple_CheckExact(v)) {
+            value = int_tuple(v) ? Py_NewRef(v) : exact_value(v);
+            if (value == UNKEYED) return Py_DECREF(out), Py_NewRef(Py_None);
+        } else if (!is_plain(v)) {
+            return Py_DECREF(out), Py_NewRef(Py_None);
+        } else if (PyFloat_CheckExact(v)) {
+            value = Py_BuildValue("(Od)", v, copysign(1.0, PyFloat_AS_DOUBLE(v)));
+        } else {
+            value = Py_NewRef(v);
+        }
+        if (value == NULL) return Py_DECREF(out), NULL;
+        PyObject *item = PyTuple_Pack(3, PyTuple_GET_ITEM(kwnames, k), value, kind);
+        Py_DECREF(value);
+        if (item == NULL) return Py_DECREF(out), NULL;
+        PyTuple_SET_ITEM(out, k, item);
+    }
+    return out;
+}
+
+/* `kernel(*arrays, **params)` with NumPy's floating-point warnings off, as eager.py's `quietly` runs it
+ * once it has made the quiet form of the error state in force; NOT_HANDLED (no exception) before that */
+static PyObject *quietly(PyObject *kernel, PyObject **arrays, Py_ssize_t n, PyObject *params) {
+    if (error_state == Py_None) return NOT_HANDLED;
+    PyObject *state;
+    if (PyContextVar_Get(error_state, NULL, &state) < 0) return NULL;
+    if (state == NULL) return NOT_HANDLED;
+    PyObject *quiet = PyDict_GetItemWithError(quiet_states, state);
+    Py_DECREF(state);
+    if (quiet == NULL) return PyErr_Occurred() ? NULL : NOT_HANDLED;
+    PyObject *token = PyContextVar_Set(error_state, quiet);
+    if (token == NULL) return NULL;
+    PyObject *r = PyObject_VectorcallDict(kernel, arrays, n, PyDict_GET_SIZE(params) ? params : NULL);
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    int reset = PyContextVar_Reset(error_state, token);
+    Py_DECREF(token);
+    if (reset < 0) {
+        Py_XDECREF(r), Py_XDECREF(type), Py_XDECREF(value), Py_XDECREF(traceback);
+        return NULL;
+    }
+    PyErr_Restore(type, value, traceback);
+    return r;
+}
+
+static PyObject *call_op_on(PyObject *op, PyObject *const *in, Py_ssize_t n, PyObject *kwnames, int elementwise);
+
+/* The eager call of `op` on `in` (n operands, then the params named by kwnames): the result tensor,
+ * NOT_HANDLED (no exception) where the Python code must run it, or NULL with an exception. */
+static PyObject *call_op(PyObject *op, PyObject *const *in, Py_ssize_t n, PyObject *kwnames, int elementwise) {
+    if (!ready || n > MAX_OPERANDS) return NOT_HANDLED;
+    PyObject *mode = top_of(S_stack);
+    if (mode == NULL) return NULL;
+    Py_DECREF(mode); /* the thread's stack holds it: only its identity is needed */
+    if (mode != eager_mode) return NOT_HANDLED;
+    /* EagerMode.run as it was at setup (not replaced: a test counting its calls, say) */
+    PyObject *run = PyObject_GetAttr(eager_mode, S_run);
+    if (run == NULL) return NULL;
+    int same = PyMethod_Check(run) && PyMethod_GET_FUNCTION(run) == run_function;
+    Py_DECREF(run);
+    if (!same) return NOT_HANDLED;
+    int v = truth(op, S_variadic);
+    if (v < 0) return NULL;
+    if (v && n > 0 && (PyList_CheckExact(in[0]) || PyTuple_CheckExact(in[0]))) {
+        /* cat([x, y], dim=0): the sequence's items are the operands (params after it: Python's) */
+        if (n > 1) return NOT_HANDLED;
+        PyObject *items = PySequence_Fast(in[0], "");
+        if (items == NULL) return NULL;
+        Py_ssize_t k = PySequence_Fast_GET_SIZE(items), m = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+        PyObject *r = NOT_HANDLED;
+        if (k >= 1 && k <= MAX_OPERANDS && m <= MAX_OPERANDS) {
+            PyObject *all[2 * MAX_OPERANDS];
+            for (Py_ssize_t j = 0; j < k; j++) all[j] = PySequence_Fast_GET_ITEM(items, j);
+            for (Py_ssize_t j = 0; j < m; j++) all[k + j] = in[1 + j];
+            r = call_op_on(op, all, k, kwnames, elementwise);
+        }
+        Py_DECREF(items);
+        return r;
+    }
+    return call_op_on(op, in, n, kwnames, elementwise);
+}
+
+/* call_op, the operands given one by one */
+static PyObject *call_op_on(PyObject *op, PyObject *const *in, Py_ssize_t n, PyObject *kwnames, int elementwise) {
+    int v;
+    if (n > MAX_OPERANDS) return NOT_HANDLED; /* none: a factory (full, arange) keyed by its params */
+    if (n > 1 && !PyObject_TypeCheck(in[1], tensor_type)) {
+        v = truth(op, S_positional);
+        if (v != 0) return v < 0 ? NULL : NOT_HANDLED;
+    }
+    Py_ssize_t scalar_at = -1;
+    PyObject *dtype = NULL; /* the tensors' dtype where they share one, else NULL */
+    int mixed = 0, dims_seen = 0, scalars_seen = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (PyObject_TypeCheck(in[k], tensor_type)) {
+            PyObject *spec = SLOT(in[k], t_spec);
+            PyObject *d = PyObject_GetAttr(spec, S_dtype);
+            if (d == NULL) return NULL;
+            Py_DECREF(d); /* a dtype lives as long as verigrad */
+            if (dtype == NULL && !mixed) dtype = d;
+            else if (d != dtype) mixed = 1, dtype = NULL;
+            if (elementwise && scalar_at < 0) {
+                PyObject *shape = PyObject_GetAttr(spec, S_shape);
+                if (shape == NULL) return NULL;
+                if (PyTuple_Check(shape) && PyTuple_GET_SIZE(shape) > 0) dims_seen = 1;
+                else scalars_seen = 1;
+                Py_DECREF(shape);
+            }
+        } else if ((PyFloat_CheckExact(in[k]) || PyLong_CheckExact(in[k])) && scalar_at < 0) {
+            scalar_at = k;
+        } else {
+            return NOT_HANDLED;
+        }
+    }
+    int typenum = dtype == NULL ? -1 : float_typenum(dtype);
+    if (scalar_at >= 0 && (n < 2 || typenum < 0)) return NOT_HANDLED;
+    if (elementwise && (scalar_at >= 0 || (mixed && dims_seen && scalars_seen))) {
+        /* Elementwise._weak_operands: a scalar beside float tensors of one dtype from `first` on takes
+         * their dtype; tensors of several dtypes, some with dimensions and some 0-d, are promoted there */
+        if (scalar_at < 0) return NOT_HANDLED;
+        PyObject *first = PyObject_GetAttr(op, S_first);
+        if (first == NULL) return NULL;
+        long f = PyLong_AsLong(first);
+        Py_DECREF(first);
+        if (f == -1 && PyErr_Occurred()) return NULL;
+        if (f != 0) return NOT_HANDLED;
+    }
+    PyObject *tensors = PyTuple_New(n);
+    if (tensors == NULL) return NULL;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *t;
+        if (k == scalar_at) {
+            t = scalar(in[k], typenum, dtype);
+            if (t == NOT_HANDLED) return Py_DECREF(tensors), NOT_HANDLED;
+            if (t == NULL) return Py_DECREF(tensors), NULL;
+        } else {
+            t = in[k];
+            Py_INCREF(t);
+        }
+        PyTuple_SET_ITEM(tensors, k, t);
+    }
+    PyObject *result = NULL, *key = NULL, *params = NULL, *found = NULL, *backend = NULL, *stamp = NULL;
+    PyObject *arrays[MAX_OPERANDS] = {NULL};
+    Py_ssize_t m = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    /* the key: the operands' shapes and dtypes, then the params */
+    PyObject *canonical = PyObject_GetAttr(op, S_canonical);
+    if (canonical == NULL) goto done;
+    Py_ssize_t extra = m == 0 ? 0 : canonical == Py_None ? m : 1;
+    key = PyTuple_New(2 * n + extra);
+    if (key == NULL) goto done;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *spec = SLOT(PyTuple_GET_ITEM(tensors, k), t_spec);
+        PyObject *shape = PyObject_GetAttr(spec, S_shape), *d = PyObject_GetAttr(spec, S_dtype);
+        if (shape == NULL || d == NULL) {
+            Py_XDECREF(shape), Py_XDECREF(d);
+            goto done;
+        }
+        PyTuple_SET_ITEM(key, 2 * k, shape);
+        PyTuple_SET_ITEM(key, 2 * k + 1, d);
+    }
+    if (m > 0) {
+        params = PyDict_New();
+        if (params == NULL) goto done;
+        for (Py_ssize_t k = 0; k < m; k++)
+            if (PyDict_SetItem(params, PyTuple_GET_ITEM(kwnames, k), in[n + k]) < 0) goto done;
+        if (canonical == Py_None) {
+            for (Py_ssize_t k = 0; k < m; k++) {
+                PyObject *item = PyTuple_Pack(2, PyTuple_GET_ITEM(kwnames, k), in[n + k]);
+                if (item == NULL) goto done;
+                PyTuple_SET_ITEM(key, 2 * n + k, item);
+            }
+        } else {
+            PyObject *items = exact_params(in + n, kwnames, m);
+            if (items == NULL) goto done;
+            if (items == Py_None) {
+                Py_DECREF(items);
+                Py_CLEAR(key);
+            } else {
+                PyTuple_SET_ITEM(key, 2 * n, items);
+            }
+        }
+    } else {
+        params = PyDict_New(); /* the call's own (empty) params: a Node keeps them */
+        if (params == NULL) goto done;
+    }
+    if (key != NULL) {
+        PyObject *plans = PyObject_GetAttr(op, S_plans);
+        if (plans == NULL) goto done;
+        found = PyDict_Check(plans) ? PyDict_GetItemWithError(plans, key) : NULL;
+        Py_XINCREF(found);
+        Py_DECREF(plans);
+        if (found == NULL && PyErr_Occurred()) {
+            if (!PyErr_ExceptionMatches(PyExc_TypeError)) goto done;
+            PyErr_Clear(); /* a key that cannot be hashed: planned every time, as in Python */
+        }
+    }
+    if (found == NULL) {
+        found = PyObject_CallMethodObjArgs(op, S_plan, eager_mode, tensors, params, key ? key : Py_None, NULL);
+        if (found == NULL) goto done;
+    }
+    if (!PyTuple_Check(found) || PyTuple_GET_SIZE(found) != 2) {
+        PyErr_SetString(PyExc_TypeError, "vg_eager: a plan is (canonical params, plan)");
+        goto done;
+    }
+    PyObject *plan = PyTuple_GET_ITEM(found, 1);
+    if (PyTuple_GET_ITEM(found, 0) != Py_None) Py_SETREF(params, Py_NewRef(PyTuple_GET_ITEM(found, 0)));
+    /* EagerMode.run */
+    if (!PyList_Check(active) || PyList_GET_SIZE(active) == 0) goto python_run;
+    backend = Py_NewRef(PyList_GET_ITEM(active, PyList_GET_SIZE(active) - 1));
+    stamp = PyObject_GetAttr(backend, S_stamp);
+    if (stamp == NULL) goto done;
+    if (SLOT(plan, p_stamp) != stamp) goto python_run; /* chosen again there */
+    PyObject *group = PyObject_GetAttr(op, S_group);
+    if (group == NULL) goto done;
+    Py_DECREF(group);
+    if (group != Py_None) goto python_run; /* its kernel looked up every time */
+    v = PyObject_IsTrue(SLOT(plan, p_native));
+    if (v < 0) goto done;
+    if (!v) { /* the op's reference: chosen again there if it was replaced */
+        PyObject *reference = PyObject_GetAttr(op, S_reference);
+        if (reference == NULL) goto done;
+        Py_DECREF(reference);
+        if (reference != SLOT(plan, p_kernel)) goto python_run;
+    }
+    int wanted = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *t = PyTuple_GET_ITEM(tensors, k);
+        arrays[k] = SLOT(t, t_payload);
+        if (!PyArray_Check(arrays[k])) goto python_run; /* its error */
+        v = PyObject_IsTrue(SLOT(t, t_rg));
+        if (v < 0) goto done;
+        wanted |= v;
+    }
+    PyObject *out = SLOT(plan, p_out);
+    int needs_grad = 0;
+    if (wanted) {
+        v = truth(op, S_differentiable);
+        if (v < 0) goto done;
+        if (v) {
+            PyObject *on = top_of(S_grad);
+            if (on == NULL) goto done;
+            v = PyObject_IsTrue(on);
+            Py_DECREF(on);
+            if (v < 0) goto done;
+        }
+        if (v) {
+            PyObject *d = PyObject_GetAttr(out, S_dtype);
+            if (d == NULL) goto done;
+            PyObject *kind = PyObject_GetAttr(d, S_kind);
+            Py_DECREF(d);
+            if (kind == NULL) goto done; /* is_float, as its property reads it: kind == "f" */
+            v = PyUnicode_Check(kind) && PyUnicode_CompareWithASCIIString(kind, "f") == 0;
+            Py_DECREF(kind);
+        }
+        needs_grad = v;
+    }
+    PyObject *kernel = SLOT(plan, p_kernel), *fast = SLOT(plan, p_fast);
+    PyObject *decompose = PyObject_GetAttr(op, S_decompose);
+    if (decompose == NULL) goto done;
+    Py_DECREF(decompose);
+    if (decompose != Py_None) { /* a composite op runs its native kernel; else its decomposition there */
+        if (kernel == Py_None) goto python_run;
+        if (needs_grad) {
+            PyObject *vjp = PyObject_GetAttr(op, S_vjp);
+            if (vjp == NULL) goto done;
+            Py_DECREF(vjp);
+            if (vjp == Py_None) goto python_run;
+        }
+    }
+    PyObject *r = NOT_HANDLED;
+    if (fast != Py_None) {
+        r = direct(fast, arrays, n, params);
+        if (r == NULL) goto done;
+    }
+    if (r == NOT_HANDLED) {
+        v = PyObject_IsTrue(SLOT(plan, p_warns));
+        if (v < 0) goto done;
+        if (v) {
+            r = quietly(kernel, arrays, n, params);
+            if (r == NOT_HANDLED) goto python_run; /* the quiet state made there */
+        } else {
+            r = PyObject_VectorcallDict(kernel, arrays, n, PyDict_GET_SIZE(params) ? params : NULL);
+        }
+        if (r == NULL) goto done;
+    }
+    v = conforms(r, out);
+    if (v < 0) {
+        Py_DECREF(r);
+        goto done;
+    }
+    if (!v) {
+        Py_SETREF(r, PyObject_CallFunctionObjArgs(conform_fn, op, r, out, NULL));
+        if (r == NULL) goto done;
+    }
+    result = new_tensor(out, r);
+    if (result == NULL || !needs_grad) goto done;
+    PyObject *node = node_type->tp_alloc(node_type, 0);
+    if (node == NULL) {
+        Py_CLEAR(result);
+        goto done;
+    }
+    SLOT(node, n_op) = Py_NewRef(op);
+    SLOT(node, n_inputs) = Py_NewRef(tensors);
+    SLOT(node, n_params) = Py_NewRef(params);
+    SLOT(node, n_freed) = Py_NewRef(Py_False);
+    Py_SETREF(SLOT(result, t_rg), Py_NewRef(Py_True));
+    Py_SETREF(SLOT(result, t_node), node);
+    goto done;
+python_run:
+    result = PyObject_CallMethodObjArgs(eager_mode, S_run, op, tensors, params, PyTuple_GET_ITEM(found, 1), NULL);
+done:
+    Py_XDECREF(canonical);
+    Py_XDECREF(key);
+    Py_XDECREF(params);
+    Py_XDECREF(found);
+    Py_XDECREF(backend);
+    Py_XDECREF(stamp);
+    Py_DECREF(tensors);
+    return result;
+}
+
+/* ---- Method: a method descriptor calling `op` ---- */
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *op;       /* None: Op.__call__, the op is the first argument */
+    PyObject *fallback; /* the Python code it stands for, called with the same arguments */
+    int swap, elementwise, transpose;
+    PyObject *dict;
+} Method;
+
+/* x.transpose(a=-2, b=-1) as shaping.transpose's common case: two int axes in range of x's n > 0
+ * dimensions swapped, permute(x, axes=...) called; NOT_HANDLED for anything else */
+static PyObject *transposed(PyObject *permute, PyObject *const *args, Py_ssize_t n, PyObject *kwnames) {
+    if (kwnames != NULL || n < 1 || n > 3 || !PyObject_TypeCheck(args[0], tensor_type)) return NOT_HANDLED;
+    PyObject *shape = PyObject_GetAttr(SLOT(args[0], t_spec), S_shape);
+    if (shape == NULL) return NULL;
+    Py_ssize_t ndim = PyTuple_Check(shape) ? PyTuple_GET_SIZE(shape) : -1;
+    Py_DECREF(shape);
+    long ab[2] = {-2, -1};
+    for (Py_ssize_t k = 1; k < n; k++) {
+        if (!PyLong_CheckExact(args[k])) return NOT_HANDLED;
+        int overflow;
+        ab[k - 1] = PyLong_AsLongAndOverflow(args[k], &overflow);
+        if (overflow) return NOT_HANDLED;
+        if (ab[k - 1] == -1 && PyErr_Occurred()) return NULL;
+    }
+    if (ndim < 1 || ndim > NPY_MAXDIMS || ab[0] < -ndim || ab[0] >= ndim || ab[1] < -ndim || ab[1] >= ndim)
+        return NOT_HANDLED; /* shaping.transpose says what is wrong, or takes a 0-d tensor */
+    Py_ssize_t a = (ab[0] + ndim) % ndim, b = (ab[1] + ndim) % ndim;
+    PyObject *axes = PyTuple_New(ndim);
+    if (axes == NULL) return NULL;
+    for (Py_ssize_t k = 0; k < ndim; k++) {
+        PyObject *v = PyLong_FromSsize_t(k == a ? b : k == b ? a : k);
+        if (v == NULL) return Py_DECREF(axes), NULL;
+        PyTuple_SET_ITEM(axes, k, v);
+    }
+    PyObject *call[2] = {args[0], axes};
+    PyObject *names = PyTuple_Pack(1, S_axes);
+    PyObject *r = names == NULL ? NULL : call_op(permute, call, 1, names, 0);
+    Py_XDECREF(names);
+    Py_DECREF(axes);
+    return r;
+}
+
+static PyObject *method_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Method *m = (Method *)self;
+    Py_ssize_t n = PyVectorcall_NARGS(nargsf);
+    PyObject *r = NOT_HANDLED;
+    if (m->op == Py_None) {
+        if (n >= 1) r = call_op(args[0], args + 1, n - 1, kwnames, m->elementwise);
+    } else if (m->transpose) {
+        if (ready) r = transposed(m->op, args, n, kwnames);
+    } else if (m->swap) {
+        if (n == 2 && kwnames == NULL) {
+            PyObject *swapped[2] = {args[1], args[0]};
+            r = call_op(m->op, swapped, 2, NULL, m->elementwise);
+        }
+    } else {
+        r = call_op(m->op, args, n, kwnames, m->elementwise);
+    }
+    if (r != NOT_HANDLED) return r;
+    return PyObject_Vectorcall(m->fallback, args, n, kwnames);
+}
+
+static PyObject *method_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
+    PyObject *op, *fallback;
+    int swap = 0, elementwise = 0, transpose = 0;
+    static char *names[] = {"op", "fallback", "swap", "elementwise", "transpose", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|ppp:Method", names, &op, &fallback, &swap, &elementwise,
+                                     &transpose))
+        return NULL;
+    Method *m = (Method *)type->tp_alloc(type, 0);
+    if (m == NULL) return NULL;
+    m->vectorcall = method_call;
+    m->op = Py_NewRef(op);
+    m->fallback = Py_NewRef(fallback);
+    m->swap = swap, m->elementwise = elementwise, m->transpose = transpose;
+    return (PyObject *)m;
+}
+
+static int method_traverse(PyObject *self, visitproc visit, void *arg) {
+    Method *m = (Method *)self;
+    Py_VISIT(m->op);
+    Py_VISIT(m->fallback);
+    Py_VISIT(m->dict);
+    return 0;
+}
+
+static int method_clear(PyObject *self) {
+    Method *m = (Method *)self;
+    Py_CLEAR(m->op);
+    Py_CLEAR(m->fallback);
+    Py_CLEAR(m->dict);
+    return 0;
+}
+
+static void method_dealloc(PyObject *self) {
+    PyObject_GC_UnTrack(self);
+    method_clear(self);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyObject *method_get(PyObject *self, PyObject *obj, PyObject *type) {
+    if (obj == NULL || obj == Py_None) return Py_NewRef(self);
+    return PyMethod_New(self, obj);
+}
+
+static PyMemberDef method_members[] = {
+    {"op", T_OBJECT, offsetof(Method, op), READONLY, "the op it calls (None: the first argument)"},
+    {"fallback", T_OBJECT, offsetof(Method, fallback), READONLY, "the Python code it stands for"},
+    {"__wrapped__", T_OBJECT, offsetof(Method, fallback), READONLY, "the Python code (its signature)"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject MethodType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "vg_eager.Method",
+    .tp_basicsize = sizeof(Method),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR | Py_TPFLAGS_HAVE_GC,
+    .tp_vectorcall_offset = offsetof(Method, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_new = method_new,
+    .tp_traverse = method_traverse,
+    .tp_clear = method_clear,
+    .tp_dealloc = method_dealloc,
+    .tp_descr_get = method_get,
+    .tp_dictoffset = offsetof(Method, dict),
+    .tp_getattro = PyObject_GenericGetAttr,
+    .tp_setattro = PyObject_GenericSetAttr,
+    .tp_members = method_members,
+    .tp_doc = "Method(op, fallback, swap=False, elementwise=False, transpose=False): an op's eager call in C "
+              "(vg_eager.c); with transpose, x.transpose(a, b) calling the permute op.",
+};
+
+/* setup(Tensor, Plan, Node, DType, Size, f32, f64, eager_mode, local, active, conform, error_state, quiet,
+ * recording): the objects the calls read, and vg_call's recording test (a capsule, or None) */
+static PyObject *setup(PyObject *module, PyObject *args) {
+    PyObject *tensor, *plan, *node, *dtype, *size, *f32, *f64, *mode, *loc, *act, *conf, *state, *quiet, *rec;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!OOOOO!OOO!O:setup", &PyType_Type, &tensor, &PyType_Type, &plan,
+                          &PyType_Type, &node, &PyType_Type, &dtype, &PyType_Type, &size, &f32, &f64, &mode, &loc,
+                          &PyList_Type, &act, &conf, &state, &PyDict_Type, &quiet, &rec))
+        return NULL;
+    ready = 0;
+    PyTypeObject *t = (PyTypeObject *)tensor, *p = (PyTypeObject *)plan, *nd = (PyTypeObject *)node;
+    if (offset_of(t, "spec", &t_spec) || offset_of(t, "payload", &t_payload) || offset_of(t, "grad", &t_grad) ||
+        offset_of(t, "_node", &t_node) || offset_of(t, "_hooks", &t_hooks) || offset_of(t, "requires_grad", &t_rg) ||
+        offset_of(p, "kernel", &p_kernel) || offset_of(p, "native", &p_native) || offset_of(p, "out", &p_out) ||
+        offset_of(p, "stamp", &p_stamp) || offset_of(p, "warns", &p_warns) || offset_of(p, "fast", &p_fast) ||
+        offset_of(nd, "op", &n_op) || offset_of(nd, "inputs", &n_inputs) || offset_of(nd, "params", &n_params) ||
+        offset_of(nd, "freed", &n_freed))
+        return NULL;
+    if (rec != Py_None) {
+        recording = (int (*)(void))PyCapsule_GetPointer(rec, "vg_call.recording");
+        if (recording == NULL) return NULL;
+    }
+    Py_XSETREF(tensor_type, (PyTypeObject *)Py_NewRef(tensor));
+    Py_XSETREF(node_type, (PyTypeObject *)Py_NewRef(node));
+    Py_XSETREF(dtype_type, (PyTypeObject *)Py_NewRef(dtype));
+    Py_XSETREF(size_type, (PyTypeObject *)Py_NewRef(size));
+    Py_XSETREF(dtype_f32, Py_NewRef(f32));
+    Py_XSETREF(dtype_f64, Py_NewRef(f64));
+    Py_XSETREF(eager_mode, Py_NewRef(mode));
+    Py_XSETREF(local, Py_NewRef(loc));
+    Py_XSETREF(active, Py_NewRef(act));
+    if (state != Py_None && !PyContextVar_CheckExact(state))
+        return PyErr_Format(PyExc_TypeError, "vg_eager: the error state is a ContextVar or None");
+    Py_XSETREF(error_state, Py_NewRef(state));
+    Py_XSETREF(quiet_states, Py_NewRef(quiet));
+    Py_XSETREF(conform_fn, Py_NewRef(conf));
+    PyObject *run = PyObject_GetAttrString(mode, "run");
+    if (run == NULL) return NULL;
+    if (!PyMethod_Check(run)) return Py_DECREF(run), PyErr_Format(PyExc_TypeError, "vg_eager: mode.run is a method");
+    Py_XSETREF(run_function, Py_NewRef(PyMethod_GET_FUNCTION(run)));
+    Py_DECREF(run);
+    Py_XSETREF(constant, PyObject_GetAttrString(mode, "constant"));
+    Py_CLEAR(scalar_specs[0]);
+    Py_CLEAR(scalar_specs[1]);
+    if (constant == NULL) return NULL;
+    ready = 1;
+    Py_RETURN_NONE;
+}
+
+/* enabled(flag): calls go to their fallbacks while off (a test compares both ways) */
+static PyObject *enabled(PyObject *module, PyObject *arg) {
+    int on = PyObject_IsTrue(arg);
+    if (on < 0) return NULL;
+    if (on && tensor_type == NULL) return PyErr_Format(PyExc_RuntimeError, "vg_eager: setup first");
+    int was = ready;
+    ready = on;
+    return PyBool_FromLong(was);
+}
+
+static PyMethodDef methods[] = {
+    {"setup", setup, METH_VARARGS, "setup(Tensor, Plan, Node, DType, Size, f32, f64, mode, local, active, conform, "
+                                   "error_state, quiet, recording)"},
+    {"enabled", enabled, METH_O, "enabled(flag): turn the C calls on or off; gives the previous state"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "vg_eager", NULL, -1, methods};
+
+static int intern(PyObject **at, const char *text) {
+    *at = PyUnicode_InternFromString(text);
+    return *at == NULL ? -1 : 0;
+}
+
+PyMODINIT_FUNC PyInit_vg_eager(void) {
+    import_array();
+    if (intern(&S_stack, "stack") || intern(&S_grad, "grad") || intern(&S_plans, "_eager_plans") ||
+        intern(&S_variadic, "variadic") || intern(&S_positional, "positional") ||
+        intern(&S_canonical, "canonical_params") || intern(&S_decompose, "decompose") || intern(&S_group, "group") ||
+        intern(&S_differentiable, "differentiable") || intern(&S_vjp, "vjp") || intern(&S_reference, "reference") || intern(&S_shape, "shape") ||
+        intern(&S_dtype, "dtype") || intern(&S_kind, "kind") || intern(&S_np, "np") ||
+        intern(&S_threads, "threads") || intern(&S_first, "first") || intern(&S_stamp, "stamp") ||
+        intern(&S_plan, "_plan") || intern(&S_run, "run") ||
+        intern(&S_axes, "axes") || intern(&S_index, "index") || intern(&S_axis, "axis"))
+        return NULL;
+    if (PyType_Ready(&MethodType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    Py_INCREF(&MethodType);
+    if (PyModule_AddObject(m, "Method", (PyObject *)&MethodType) < 0) return Py_DECREF(&MethodType), Py_DECREF(m), NULL;
+    return m;
+}
