@@ -144,9 +144,11 @@ def _compile_and_link(cc: list[str], opts: list[str], objects: str, out: str, sr
     """Each source compiled to an object file, as many at once as there are CPUs; then one link. One
     source is compiled and linked in one call."""
     opts = [*opts, "-I", str(HERE)]
-    if len(srcs) == 1:
-        cmd = [*cc, *opts, str(srcs[0]), "-o", out, "-lm"]
-        _check(subprocess.run(cmd, capture_output=True, text=True, timeout=600), cc)
+    if len(srcs) == 1:  # compiled from its own folder: the library names the file, not the cache's path,
+        # so the same source gives the same bytes in any cache folder
+        cmd = [*cc, *opts, srcs[0].name, "-o", os.path.abspath(out), "-lm"]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=srcs[0].parent)
+        _check(done, cc)
         return
     compile_opts = [o for o in opts if o != "-shared"]
     jobs = []

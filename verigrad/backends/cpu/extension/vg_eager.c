@@ -35,7 +35,8 @@ static PyTypeObject *tensor_type, *node_type, *dtype_type, *size_type;
 static Py_ssize_t t_spec, t_payload, t_grad, t_node, t_hooks, t_rg;      /* Tensor's slots */
 static Py_ssize_t p_kernel, p_native, p_out, p_stamp, p_warns, p_fast;   /* Plan's */
 static Py_ssize_t n_op, n_inputs, n_params, n_freed;                     /* Node's */
-static PyObject *eager_mode, *local, *active, *run_function, *constant;
+static PyObject *eager_mode, *local, *run_function, *constant;
+static PyObject *active, *active_default; /* backends.active's LOCAL (its `stack`: this thread's blocks) and _DEFAULT */
 static PyObject *error_state, *quiet_states; /* eager.py's _ERROR_STATE (or None) and _QUIET */
 static int (*recording)(void) = NULL; /* vg_call's: whether this thread records a tape */
 static PyObject *scalar_specs[2];      /* the spec of a 0-d f32 and f64 constant (made by `constant`) */
@@ -601,8 +602,17 @@ static PyObject *call_op_on(PyObject *op, PyObject *const *in, Py_ssize_t n, PyO
     PyObject *plan = PyTuple_GET_ITEM(found, 1);
     if (PyTuple_GET_ITEM(found, 0) != Py_None) Py_SETREF(params, Py_NewRef(PyTuple_GET_ITEM(found, 0)));
     /* EagerMode.run */
-    if (!PyList_Check(active) || PyList_GET_SIZE(active) == 0) goto python_run;
-    backend = Py_NewRef(PyList_GET_ITEM(active, PyList_GET_SIZE(active) - 1));
+    { /* this thread's innermost backend block, else the process's default */
+        PyObject *blocks = PyObject_GetAttr(active, S_stack);
+        if (blocks == NULL) goto done;
+        PyObject *from = PyList_Check(blocks) && PyList_GET_SIZE(blocks) > 0 ? blocks : active_default;
+        if (!PyList_Check(from) || PyList_GET_SIZE(from) == 0) {
+            Py_DECREF(blocks);
+            goto python_run;
+        }
+        backend = Py_NewRef(PyList_GET_ITEM(from, PyList_GET_SIZE(from) - 1));
+        Py_DECREF(blocks);
+    }
     stamp = PyObject_GetAttr(backend, S_stamp);
     if (stamp == NULL) goto done;
     if (SLOT(plan, p_stamp) != stamp) goto python_run; /* chosen again there */
@@ -849,13 +859,14 @@ static PyTypeObject MethodType = {
               "(vg_eager.c); with transpose, x.transpose(a, b) calling the permute op.",
 };
 
-/* setup(Tensor, Plan, Node, DType, Size, f32, f64, eager_mode, local, active, conform, error_state, quiet,
- * recording): the objects the calls read, and vg_call's recording test (a capsule, or None) */
+/* setup(Tensor, Plan, Node, DType, Size, f32, f64, eager_mode, local, active, active_default, conform,
+ * error_state, quiet, recording): the objects the calls read, and vg_call's recording test (a capsule, or None) */
 static PyObject *setup(PyObject *module, PyObject *args) {
-    PyObject *tensor, *plan, *node, *dtype, *size, *f32, *f64, *mode, *loc, *act, *conf, *state, *quiet, *rec;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!OOOOO!OOO!O:setup", &PyType_Type, &tensor, &PyType_Type, &plan,
+    PyObject *tensor, *plan, *node, *dtype, *size, *f32, *f64, *mode, *loc, *act, *dflt, *conf, *state, *quiet,
+        *rec;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!OOOOOO!OOO!O:setup", &PyType_Type, &tensor, &PyType_Type, &plan,
                           &PyType_Type, &node, &PyType_Type, &dtype, &PyType_Type, &size, &f32, &f64, &mode, &loc,
-                          &PyList_Type, &act, &conf, &state, &PyDict_Type, &quiet, &rec))
+                          &act, &PyList_Type, &dflt, &conf, &state, &PyDict_Type, &quiet, &rec))
         return NULL;
     ready = 0;
     PyTypeObject *t = (PyTypeObject *)tensor, *p = (PyTypeObject *)plan, *nd = (PyTypeObject *)node;
@@ -879,6 +890,7 @@ static PyObject *setup(PyObject *module, PyObject *args) {
     Py_XSETREF(eager_mode, Py_NewRef(mode));
     Py_XSETREF(local, Py_NewRef(loc));
     Py_XSETREF(active, Py_NewRef(act));
+    Py_XSETREF(active_default, Py_NewRef(dflt));
     if (state != Py_None && !PyContextVar_CheckExact(state))
         return PyErr_Format(PyExc_TypeError, "vg_eager: the error state is a ContextVar or None");
     Py_XSETREF(error_state, Py_NewRef(state));
@@ -908,7 +920,7 @@ static PyObject *enabled(PyObject *module, PyObject *arg) {
 }
 
 static PyMethodDef methods[] = {
-    {"setup", setup, METH_VARARGS, "setup(Tensor, Plan, Node, DType, Size, f32, f64, mode, local, active, conform, "
+    {"setup", setup, METH_VARARGS, "setup(Tensor, Plan, Node, DType, Size, f32, f64, mode, local, active, active_default, conform, "
                                    "error_state, quiet, recording)"},
     {"enabled", enabled, METH_O, "enabled(flag): turn the C calls on or off; gives the previous state"},
     {NULL, NULL, 0, NULL},
