@@ -12,9 +12,9 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import modes
+from . import modes, versions
 from .ops import ones_like, tensor, zeros_like
-from .tensor import Tensor
+from .tensor import LEGACY_NAMES, Tensor
 
 
 def is_grad_enabled() -> bool:
@@ -74,13 +74,22 @@ class set_grad_enabled(contextlib.ContextDecorator):
 
 class Node:
     """How a tensor was made: the op, its input tensors and its params; `freed` once a backward pass went
-    through it without retain_graph (PyTorch frees its saved tensors then: a second pass raises)."""
+    through it without retain_graph (PyTorch frees its saved tensors then: a second pass raises);
+    `stamp`, the in-place write clock when it was made (`versions`): an input written in place since is
+    its snapshot here, and memory written since is stale."""
 
-    __slots__ = ("freed", "inputs", "op", "params")
+    __slots__ = ("freed", "inputs", "op", "params", "stamp")
 
     def __init__(self, op: Any, inputs: tuple[Tensor, ...], params: dict) -> None:
         self.op, self.inputs, self.params = op, inputs, params
         self.freed = False
+        self.stamp = versions.clock
+
+    def saved(self) -> tuple[Tensor, ...]:
+        """The inputs as they were when the node was made (an input written in place since: its snapshot)."""
+        if not versions.has_redirects():
+            return self.inputs
+        return tuple(versions.resolve(i, self.stamp) for i in self.inputs)
 
 
 _FREED = (
@@ -106,8 +115,52 @@ def _topological(roots: Sequence[Tensor]) -> list[Tensor]:
         seen.add(id(t))
         stack.append((t, True))
         if t._node is not None:
-            stack.extend((i, False) for i in t._node.inputs if i.requires_grad and id(i) not in seen)
+            stack.extend((i, False) for i in t._node.saved() if i.requires_grad and id(i) not in seen)
     return order
+
+
+_MODIFIED = (
+    "one of the variables needed for gradient computation has been modified by an inplace operation: "
+    "[{what}]{which}, is at version {now}; expected version {then} instead. Hint: {hint}"
+)
+_HINTS = {
+    "values": "it was written in place (itself under no_grad, or through a view or an alias of its memory) "
+    "after {op} used it, and verigrad does not keep its old values there; clone() it before the write, or "
+    "write out of place",
+    "history": "it was written in place (under no_grad, or through a view or an alias of its memory) after "
+    "it was computed and before {op} used it, so its history no longer gives its values (PyTorch "
+    "regenerates a view's history, verigrad does not); take the view again after the write, or clone() "
+    "before it",
+}
+
+
+def _modified(x: Tensor, changed: tuple[int, int], hint: str, op: str) -> RuntimeError:
+    shape = ", ".join(str(d) for d in x.shape)
+    which = "" if x._node is None else f", which is output 0 of {x._node.op.name}"
+    what = f"{LEGACY_NAMES.get(x.dtype, x.dtype.name)} [{shape}]"
+    text = _MODIFIED.format(what=what, which=which, now=changed[0], then=changed[1], hint=_HINTS[hint])
+    return RuntimeError(text.format(op=op))
+
+
+def _check_unmodified(t: Tensor, node: Node | None, inputs: tuple[Tensor, ...]) -> None:
+    """PyTorch's version check, before any VJP of `node` (which made `t` from `inputs`) runs: the values
+    it holds are those it was made with (memory written in place since raises, unless its VJP reads no
+    value); and each input with history was not written between its own node and this one (its history
+    would not give the values this node used). With `node` None, `t` is a root."""
+    if node is None:
+        changed = None if t._node is None else versions.written_after(t.payload, t._node.stamp)
+        if changed is not None:
+            raise _modified(t, changed, "history", "backward")
+        return
+    if not getattr(node.op, "reads_no_values", False):
+        for x in (t, *inputs):
+            changed = versions.written_after(x.payload, node.stamp)
+            if changed is not None:
+                raise _modified(x, changed, "values", node.op.name)
+    for x in inputs:
+        changed = None if x._node is None else versions.written_after(x.payload, x._node.stamp, node.stamp)
+        if changed is not None:
+            raise _modified(x, changed, "history", node.op.name)
 
 
 def _as_tensors(value: Tensor | Sequence[Tensor], what: str) -> list[Tensor]:
@@ -156,7 +209,7 @@ def _propagate(
     if wrt is not None:  # prune: keep the tensors from which some variable can be reached
         reaches = {id(t) for t in wrt}
         for t in order:
-            if t._node is not None and any(id(i) in reaches for i in t._node.inputs):
+            if t._node is not None and any(id(i) in reaches for i in t._node.saved()):
                 reaches.add(id(t))
         order = [t for t in order if id(t) in reaches]
     wanted = None if wrt is None else {id(t) for t in wrt}
@@ -165,6 +218,9 @@ def _propagate(
         before = grads.get(id(root))
         grads[id(root)] = seed if before is None else before + seed
     found: dict[int, Tensor] = {}
+    if versions.any_writes():
+        for root in roots:
+            _check_unmodified(root, None, ())
     with _grad_mode(create_graph):
         for t in reversed(order):
             g = grads.pop(id(t), None)
@@ -179,11 +235,14 @@ def _propagate(
                 if wanted is None:
                     _accumulate(t, g)
                 continue
-            if reaches is not None and not any(id(i) in reaches for i in node.inputs):
+            inputs = node.saved()
+            if reaches is not None and not any(id(i) in reaches for i in inputs):
                 continue
             if node.freed:
                 raise RuntimeError(_FREED)
-            for inp, gi in zip(node.inputs, node.op.vjp(g, t, *node.inputs, **node.params)):
+            if versions.any_writes():
+                _check_unmodified(t, node, inputs)
+            for inp, gi in zip(inputs, node.op.vjp(g, t, *inputs, **node.params)):
                 if gi is None or not inp.requires_grad or (reaches is not None and id(inp) not in reaches):
                     continue
                 given, want = gi.spec, inp.spec

@@ -1,0 +1,167 @@
+"""In-place writes recorded for autograd, as PyTorch records them.
+
+`x.add_(y)` on a tensor with history is `assign(x, add(x, y))`: the new value is computed out of place
+from x, then `write` puts it in x's memory (so views and aliases see it) and gives x a new history, a
+node from the value. Nodes made before the write still mean x as it was: x's snapshot (a copy of its old
+values, with its old history), which they find through `versions.resolve`. A write through a view
+(`y[:, 0].mul_(2)`, `y.view(-1).add_(1)`) gives each base of the view a new history too (PyTorch's
+CopySlices): the base as it was outside the view's elements, the view's new values inside.
+
+Memory changed another way (under no_grad, or through an alias that is not the view's base) is caught
+in backward by the version check (`versions.written_after`): PyTorch's "modified by an inplace
+operation" error, never a gradient from the wrong values.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import versions
+from .autograd import Node
+from .ops import take, tensor, where, zeros_like
+from .tensor import Tensor
+
+_LEAF = "a leaf Variable that requires grad is being used in an in-place operation."
+_VIEW_OF_LEAF = "a view of a leaf Variable that requires grad is being used in an in-place operation."
+_STALE_VIEW = (
+    "an in-place write through a view made before its base was itself written in place: verigrad does "
+    "not regenerate the view's history (PyTorch does); take the view again after the write"
+)
+_UNTRACKED_VIEW = (
+    "an in-place write of a value that requires grad into a view of a tensor that does not require grad: "
+    "verigrad cannot give the viewed tensor a history; write into that tensor itself (x[key] = value, "
+    "x.index_put_) or clone() the view first"
+)
+
+
+class _Assign:
+    """The op of a node made by an in-place write: the tensor takes the value's gradient; the tensor as it
+    was gets none from here (zeros where the value was not computed from it, as PyTorch's)."""
+
+    name = "assign"
+    reads_no_values = True  # (of its output and inputs: only their shapes)
+
+    @staticmethod
+    def vjp(g: Tensor, out: Tensor, old: Tensor, value: Tensor, feeds: bool) -> tuple:
+        return (None if feeds else zeros_like(g), g)
+
+
+class _AssignView:
+    """The op of a base's node after a write through its view (PyTorch's CopySlices): `inside` marks the
+    base's elements that are the view's, `positions` where each view element sits in the flat base."""
+
+    name = "assign_view"
+    reads_no_values = True
+
+    @staticmethod
+    def vjp(g: Tensor, out: Tensor, old: Tensor, view: Tensor, inside: Tensor, positions: Tensor) -> tuple:
+        return (where(inside, zeros_like(g), g), take(g.reshape(-1), positions, axis=0).reshape(view.shape))
+
+
+def write(target: Tensor, value: Tensor) -> None:
+    """Write `value` (target's shape and dtype) into `target` and record it for autograd (grad mode is on
+    and one of them requires grad)."""
+    chain = _bases(target) if target._node is not None else [target]
+    if target._node is None and target.requires_grad:
+        raise RuntimeError(_LEAF)
+    if target._node is None and target.payload.base is not None:
+        raise RuntimeError(_UNTRACKED_VIEW)
+    # the tensors as they were (copies, as a node made before may need their values): the target, its
+    # bases, and the other views of its memory that computing the value used (x.reshape(-1) of an x
+    # without history has no link to x)
+    olds = [_snapshot(t) for t in chain]
+    others_of = _aliases(value, target, chain)
+    others = [_snapshot(t) for t in others_of]
+    feeds = value._node is not None and any(i is target for i in value._node.inputs)
+    np.copyto(target.payload, value.payload)
+    tick = versions.note_write(target.payload)
+    for t, old in zip(chain, olds):
+        versions.redirect(t, tick, old)
+    for t, old in zip(others_of, others):
+        versions.redirect(t, tick, old)
+    target._node = Node(_Assign, (olds[0], value), {"feeds": feeds})
+    target.requires_grad = True
+    for base, old in zip(chain[1:], olds[1:]):
+        inside, positions = _placement(base.payload, target.payload)
+        base._node = Node(_AssignView, (old, target), {"inside": inside, "positions": positions})
+        base.requires_grad = True
+
+
+def _snapshot(t: Tensor) -> Tensor:
+    old = Tensor(t.spec, t.payload.copy())
+    old._node, old.requires_grad = t._node, t.requires_grad
+    return old
+
+
+def _aliases(value: Tensor, target: Tensor, chain: list[Tensor]) -> list[Tensor]:
+    """The tensors other than `chain` that share memory with `target` and are inputs of the nodes made
+    since the last in-place write that lead to `value` (each node is visited by one write at most)."""
+    owner, memory = versions.root(target.payload), target.payload
+    skip = {id(t) for t in chain}
+    found: list[Tensor] = []
+    seen: set[int] = set()
+    stack = [value._node] if value._node is not None else []
+    while stack:
+        node = stack.pop()
+        for i in node.inputs:
+            if id(i) in seen:
+                continue
+            seen.add(id(i))
+            data = i.payload
+            mine = id(i) not in skip and type(data) is np.ndarray and versions.root(data) is owner
+            if mine and versions.shares_memory(data, memory):
+                found.append(i)
+            if i._node is not None and i._node.stamp == versions.clock:
+                stack.append(i._node)
+    return found
+
+
+def _bases(target: Tensor) -> list[Tensor]:
+    """target, then the tensors it is a view of (each made by an op from the next, sharing its memory),
+    up to the first that was not made as a view; a view of a leaf that requires grad is refused."""
+    chain = [target]
+    t = target
+    while t._node is not None:
+        owner = versions.root(t.payload)
+        base = next(
+            (
+                i
+                for i in t._node.inputs
+                if isinstance(i.payload, np.ndarray) and versions.root(i.payload) is owner
+            ),
+            None,
+        )
+        if base is None:
+            break
+        if versions.resolve(base, t._node.stamp) is not base:
+            raise RuntimeError(_STALE_VIEW)
+        if base._node is None:
+            raise RuntimeError(_VIEW_OF_LEAF if base.requires_grad else _UNTRACKED_VIEW)
+        chain.append(base)
+        t = base
+    return chain
+
+
+def _addresses(a: np.ndarray) -> np.ndarray:
+    """The address of each element of `a`, in a's shape."""
+    out = np.full(a.shape, a.__array_interface__["data"][0], np.int64)
+    for axis, (size, stride) in enumerate(zip(a.shape, a.strides)):
+        out += (np.arange(size, dtype=np.int64) * stride).reshape((size,) + (1,) * (a.ndim - axis - 1))
+    return out
+
+
+def _placement(base: np.ndarray, view: np.ndarray) -> tuple[Tensor, Tensor]:
+    """Where the elements of `view` are in `base`: a bool mask of base's shape, and each view element's
+    position in the flat base (C order)."""
+    at = _addresses(base).reshape(-1)
+    order = np.argsort(at, kind="stable")
+    wanted = _addresses(view).reshape(-1)
+    found = order[np.minimum(np.searchsorted(at, wanted, sorter=order), max(at.size - 1, 0))]
+    if view.itemsize != base.itemsize or not np.array_equal(at[found], wanted):
+        raise RuntimeError(
+            "an in-place write through a view whose elements are not elements of its base "
+            f"(a view of another dtype, {view.dtype} of {base.dtype}): write out of place"
+        )
+    inside = np.zeros(base.size, dtype=bool)
+    inside[found] = True
+    return tensor(inside.reshape(base.shape)), tensor(found.astype(np.int64))
