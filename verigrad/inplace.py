@@ -40,9 +40,10 @@ class _Assign:
 
     name = "assign"
     reads_no_values = True  # (of its output and inputs: only their shapes)
+    written = True  # its tensor is one written in place, not a view of its inputs
 
     @staticmethod
-    def vjp(g: Tensor, out: Tensor, old: Tensor, value: Tensor, feeds: bool) -> tuple:
+    def vjp(g: Tensor, out: Tensor, old: Tensor, value: Tensor, feeds: bool, bases: tuple) -> tuple:
         return (None if feeds else zeros_like(g), g)
 
 
@@ -52,9 +53,12 @@ class _AssignView:
 
     name = "assign_view"
     reads_no_values = True
+    written = True
 
     @staticmethod
-    def vjp(g: Tensor, out: Tensor, old: Tensor, view: Tensor, inside: Tensor, positions: Tensor) -> tuple:
+    def vjp(
+        g: Tensor, out: Tensor, old: Tensor, view: Tensor, inside: Tensor, positions: Tensor, bases: tuple
+    ) -> tuple:
         return (where(inside, zeros_like(g), g), take(g.reshape(-1), positions, axis=0).reshape(view.shape))
 
 
@@ -79,11 +83,12 @@ def write(target: Tensor, value: Tensor) -> None:
         versions.redirect(t, tick, old)
     for t, old in zip(others_of, others):
         versions.redirect(t, tick, old)
-    target._node = Node(_Assign, (olds[0], value), {"feeds": feeds})
+    target._node = Node(_Assign, (olds[0], value), {"feeds": feeds, "bases": tuple(chain[1:])})
     target.requires_grad = True
-    for base, old in zip(chain[1:], olds[1:]):
+    for i, (base, old) in enumerate(zip(chain[1:], olds[1:]), 2):
         inside, positions = _placement(base.payload, target.payload)
-        base._node = Node(_AssignView, (old, target), {"inside": inside, "positions": positions})
+        params = {"inside": inside, "positions": positions, "bases": tuple(chain[i:])}
+        base._node = Node(_AssignView, (old, target), params)
         base.requires_grad = True
 
 
@@ -117,28 +122,34 @@ def _aliases(value: Tensor, target: Tensor, chain: list[Tensor]) -> list[Tensor]
 
 
 def _bases(target: Tensor) -> list[Tensor]:
-    """target, then the tensors it is a view of (each made by an op from the next, sharing its memory),
-    up to the first that was not made as a view; a view of a leaf that requires grad is refused."""
+    """target, then the tensors it is a view of (each made by an op from the next, sharing its memory, or
+    written in place as a view of them), up to the first that is no view; a view of a leaf that requires
+    grad is refused, and a view whose base was written in place after the view was made."""
     chain = [target]
     t = target
     while t._node is not None:
-        owner = versions.root(t.payload)
-        base = next(
-            (
+        if getattr(t._node.op, "written", False):  # written in place before: its bases then
+            bases = list(t._node.params["bases"])
+        else:
+            owner = versions.root(t.payload)
+            bases = [
                 i
                 for i in t._node.inputs
                 if isinstance(i.payload, np.ndarray) and versions.root(i.payload) is owner
-            ),
-            None,
-        )
-        if base is None:
+            ]
+            bases = bases[:1]
+        if not bases:
             break
-        if versions.resolve(base, t._node.stamp) is not base:
-            raise RuntimeError(_STALE_VIEW)
-        if base._node is None:
-            raise RuntimeError(_VIEW_OF_LEAF if base.requires_grad else _UNTRACKED_VIEW)
-        chain.append(base)
-        t = base
+        for base in bases:
+            if versions.resolve(base, t._node.stamp) is not base:
+                raise RuntimeError(_STALE_VIEW)
+        if bases[0]._node is None:
+            raise RuntimeError(_VIEW_OF_LEAF if bases[0].requires_grad else _UNTRACKED_VIEW)
+        if getattr(t._node.op, "written", False):
+            chain.extend(bases)
+            break
+        chain.append(bases[0])
+        t = bases[0]
     return chain
 
 
