@@ -142,6 +142,35 @@ def _modified(x: Tensor, changed: tuple[int, int], hint: str, op: str) -> Runtim
     return RuntimeError(text.format(op=op))
 
 
+def _each_other(inputs: tuple[Tensor, ...]) -> tuple[int, ...]:
+    """mul's and matmul's: each operand's value is read for the other's gradient."""
+    return tuple(i for i, other in ((0, 1), (1, 0)) if inputs[other].requires_grad)
+
+
+# the inputs whose values an op's VJP reads (of its output, none), for the ops where that is fewer than
+# all of them and the output: as PyTorch saves only what its backward reads, the version check passes
+# over the rest (`h.add_(r)` after `z = h + 1` is fine); an op not listed has all of them checked
+_NOTHING = (
+    "add", "sub", "scaled_add", "neg", "positive", "reshape", "permute", "broadcast_to", "contiguous", "cast",
+    "slice", "unslice", "pad", "concat", "sum", "mean", "assign", "assign_view",
+)  # fmt: skip
+_READS: dict[str, tuple[int, ...] | Callable[[tuple[Tensor, ...]], tuple[int, ...]]] = {
+    **dict.fromkeys(_NOTHING, ()),
+    **dict.fromkeys(("take", "take_grad", "gather"), (1,)),
+    "where": (0,),
+    "mul": _each_other,
+    "matmul": _each_other,
+}
+
+
+def _read(t: Tensor, node: Node, inputs: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+    """The tensors whose values `node`'s VJP reads (`t`, its output, among them unless listed)."""
+    reads = _READS.get(node.op.name)
+    if reads is None:
+        return (t, *inputs)
+    return tuple(inputs[i] for i in (reads(inputs) if callable(reads) else reads))
+
+
 def _check_unmodified(t: Tensor, node: Node | None, inputs: tuple[Tensor, ...]) -> None:
     """PyTorch's version check, before any VJP of `node` (which made `t` from `inputs`) runs: the values
     it holds are those it was made with (memory written in place since raises, unless its VJP reads no
@@ -152,11 +181,10 @@ def _check_unmodified(t: Tensor, node: Node | None, inputs: tuple[Tensor, ...]) 
         if changed is not None:
             raise _modified(t, changed, "history", "backward")
         return
-    if not getattr(node.op, "reads_no_values", False):
-        for x in (t, *inputs):
-            changed = versions.written_after(x.payload, node.stamp)
-            if changed is not None:
-                raise _modified(x, changed, "values", node.op.name)
+    for x in _read(t, node, inputs):
+        changed = versions.written_after(x.payload, node.stamp)
+        if changed is not None:
+            raise _modified(x, changed, "values", node.op.name)
     for x in inputs:
         changed = None if x._node is None else versions.written_after(x.payload, x._node.stamp, node.stamp)
         if changed is not None:

@@ -39,7 +39,6 @@ class _Assign:
     was gets none from here (zeros where the value was not computed from it, as PyTorch's)."""
 
     name = "assign"
-    reads_no_values = True  # (of its output and inputs: only their shapes)
     written = True  # its tensor is one written in place, not a view of its inputs
 
     @staticmethod
@@ -52,7 +51,6 @@ class _AssignView:
     base's elements that are the view's, `positions` where each view element sits in the flat base."""
 
     name = "assign_view"
-    reads_no_values = True
     written = True
 
     @staticmethod
