@@ -201,10 +201,10 @@ def test_the_old_history_is_kept_alive_only_while_the_tensor_is() -> None:
     y = x * 2.0
     y.relu_()
     key = id(y)
-    assert key in versions._REDIRECTS
+    assert key in versions.REDIRECTS
     del y
     gc.collect()
-    assert key not in versions._REDIRECTS
+    assert key not in versions.REDIRECTS
 
 
 # fuzz: a program of in-place writes against the same program out of place ---------------------------

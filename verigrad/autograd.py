@@ -87,9 +87,10 @@ class Node:
 
     def saved(self) -> tuple[Tensor, ...]:
         """The inputs as they were when the node was made (an input written in place since: its snapshot)."""
-        if not versions.has_redirects():
-            return self.inputs
-        return tuple(versions.resolve(i, self.stamp) for i in self.inputs)
+        inputs, redirects = self.inputs, versions.REDIRECTS
+        if not redirects or not any(id(i) in redirects for i in inputs):
+            return inputs
+        return tuple(versions.resolve(i, self.stamp) for i in inputs)
 
 
 _FREED = (
@@ -181,14 +182,18 @@ def _check_unmodified(t: Tensor, node: Node | None, inputs: tuple[Tensor, ...]) 
         if changed is not None:
             raise _modified(t, changed, "history", "backward")
         return
-    for x in _read(t, node, inputs):
-        changed = versions.written_after(x.payload, node.stamp)
-        if changed is not None:
-            raise _modified(x, changed, "values", node.op.name)
+    stamp = node.stamp
+    if stamp != versions.clock:  # else nothing was written since the node was made
+        for x in _read(t, node, inputs):
+            changed = versions.written_after(x.payload, stamp)
+            if changed is not None:
+                raise _modified(x, changed, "values", node.op.name)
     for x in inputs:
-        changed = None if x._node is None else versions.written_after(x.payload, x._node.stamp, node.stamp)
-        if changed is not None:
-            raise _modified(x, changed, "history", node.op.name)
+        made = x._node
+        if made is not None and made.stamp != stamp:
+            changed = versions.written_after(x.payload, made.stamp, stamp)
+            if changed is not None:
+                raise _modified(x, changed, "history", node.op.name)
 
 
 def _as_tensors(value: Tensor | Sequence[Tensor], what: str) -> list[Tensor]:

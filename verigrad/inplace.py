@@ -14,6 +14,8 @@ operation" error, never a gradient from the wrong values.
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from . import versions
@@ -71,22 +73,20 @@ def write(target: Tensor, value: Tensor) -> None:
     # the tensors as they were (copies, as a node made before may need their values): the target, its
     # bases, and the other views of its memory that computing the value used (x.reshape(-1) of an x
     # without history has no link to x)
-    olds = [_snapshot(t) for t in chain]
-    others_of = _aliases(value, target, chain)
-    others = [_snapshot(t) for t in others_of]
+    olds = {id(t): (t, _snapshot(t)) for t in chain}
     feeds = value._node is not None and any(i is target for i in value._node.inputs)
+    _rebind(value, target, olds)
     np.copyto(target.payload, value.payload)
     tick = versions.note_write(target.payload)
-    for t, old in zip(chain, olds):
+    for t, old in olds.values():
         versions.redirect(t, tick, old)
-    for t, old in zip(others_of, others):
-        versions.redirect(t, tick, old)
-    target._node = Node(_Assign, (olds[0], value), {"feeds": feeds, "bases": tuple(chain[1:])})
+    bases = tuple(weakref.ref(b) for b in chain[1:])  # weak: a base no one holds needs no new history
+    target._node = Node(_Assign, (olds[id(target)][1], value), {"feeds": feeds, "bases": bases})
     target.requires_grad = True
-    for i, (base, old) in enumerate(zip(chain[1:], olds[1:]), 2):
+    for i, base in enumerate(chain[1:], 1):
         inside, positions = _placement(base.payload, target.payload)
-        params = {"inside": inside, "positions": positions, "bases": tuple(chain[i:])}
-        base._node = Node(_AssignView, (old, target), params)
+        params = {"inside": inside, "positions": positions, "bases": bases[i:]}
+        base._node = Node(_AssignView, (olds[id(base)][1], target), params)
         base.requires_grad = True
 
 
@@ -96,27 +96,30 @@ def _snapshot(t: Tensor) -> Tensor:
     return old
 
 
-def _aliases(value: Tensor, target: Tensor, chain: list[Tensor]) -> list[Tensor]:
-    """The tensors other than `chain` that share memory with `target` and are inputs of the nodes made
-    since the last in-place write that lead to `value` (each node is visited by one write at most)."""
-    owner, memory = versions.root(target.payload), target.payload
-    skip = {id(t) for t in chain}
-    found: list[Tensor] = []
+def _rebind(value: Tensor, target: Tensor, olds: dict[int, tuple[Tensor, Tensor]]) -> None:
+    """Make the nodes that lead from `olds` (the target and its bases) to `value`, all made since the last
+    in-place write, hold the snapshots in `olds` instead (so the target's new node makes no cycle with
+    them); any other tensor those nodes hold that shares memory with `target` gets a snapshot in `olds`
+    too. Each node is visited by one write at most."""
+    owner, memory, clock = versions.root(target.payload), target.payload, versions.clock
+    chain = set(olds)
     seen: set[int] = set()
-    stack = [value._node] if value._node is not None else []
+    stack = [value._node] if value._node is not None and id(value) not in chain else []
     while stack:
         node = stack.pop()
-        for i in node.inputs:
-            if id(i) in seen:
-                continue
-            seen.add(id(i))
-            data = i.payload
-            mine = id(i) not in skip and type(data) is np.ndarray and versions.root(data) is owner
-            if mine and versions.shares_memory(data, memory):
-                found.append(i)
-            if i._node is not None and i._node.stamp == versions.clock:
-                stack.append(i._node)
-    return found
+        inputs = node.inputs
+        for i in inputs:
+            key = id(i)
+            if key not in seen:
+                seen.add(key)
+                data = i.payload
+                mine = type(data) is np.ndarray and versions.root(data) is owner
+                if key not in chain and mine and versions.shares_memory(data, memory):
+                    olds[key] = (i, _snapshot(i))
+                if key not in chain and i._node is not None and i._node.stamp == clock:
+                    stack.append(i._node)  # (not behind the chain: made before the target's memory was)
+        if any(id(i) in olds for i in inputs):
+            node.inputs = tuple(olds[id(i)][1] if id(i) in olds else i for i in inputs)
 
 
 def _bases(target: Tensor) -> list[Tensor]:
@@ -127,7 +130,7 @@ def _bases(target: Tensor) -> list[Tensor]:
     t = target
     while t._node is not None:
         if getattr(t._node.op, "written", False):  # written in place before: its bases then
-            bases = list(t._node.params["bases"])
+            bases = [b for b in (ref() for ref in t._node.params["bases"]) if b is not None]
         else:
             owner = versions.root(t.payload)
             bases = [

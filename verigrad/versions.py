@@ -31,7 +31,7 @@ class _Memory:
 
 
 _MEMORY: dict[int, _Memory] = {}  # id(root array) -> its writes
-_REDIRECTS: dict[int, tuple[weakref.ref, list[tuple[int, Any]]]] = {}  # id(tensor) -> (clock, snapshot)s
+REDIRECTS: dict[int, tuple[weakref.ref, list[tuple[int, Any]]]] = {}  # id(tensor) -> (clock, snapshot)s
 
 
 def root(a: np.ndarray) -> np.ndarray:
@@ -111,16 +111,16 @@ def _overlaps(owner: np.ndarray, region: tuple, a: np.ndarray) -> bool:
 def redirect(t: Any, tick: int, snapshot: Any) -> None:
     """`t` was written in place at clock `tick`: nodes made before then mean `snapshot` (t as it was)."""
     key = id(t)
-    entry = _REDIRECTS.get(key)
+    entry = REDIRECTS.get(key)
     if entry is None or entry[0]() is not t:
-        entry = _REDIRECTS[key] = (weakref.ref(t, lambda _, key=key: _REDIRECTS.pop(key, None)), [])
+        entry = REDIRECTS[key] = (weakref.ref(t, lambda _, key=key: REDIRECTS.pop(key, None)), [])
     entry[1].append((tick, snapshot))
 
 
 def resolve(t: Any, stamp: int) -> Any:
     """The tensor a node made at clock `stamp` means by `t`: t, or its snapshot from the first in-place
     write of t after the node."""
-    entry = _REDIRECTS.get(id(t))
+    entry = REDIRECTS.get(id(t))
     if entry is None or entry[0]() is not t:
         return t
     writes = entry[1]
@@ -130,7 +130,3 @@ def resolve(t: Any, stamp: int) -> Any:
 
 def any_writes() -> bool:
     return bool(_MEMORY)
-
-
-def has_redirects() -> bool:
-    return bool(_REDIRECTS)
