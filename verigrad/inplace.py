@@ -80,6 +80,8 @@ def write(target: Tensor, value: Tensor) -> None:
     tick = versions.note_write(target.payload)
     for t, old in olds.values():
         versions.redirect(t, tick, old)
+    for t in chain:
+        _move_hooks(t, olds[id(t)][1])
     bases = tuple(weakref.ref(b) for b in chain[1:])  # weak: a base no one holds needs no new history
     target._node = Node(_Assign, (olds[id(target)][1], value), {"feeds": feeds, "bases": bases})
     target.requires_grad = True
@@ -94,6 +96,18 @@ def _snapshot(t: Tensor) -> Tensor:
     old = Tensor(t.spec, t.payload.copy())
     old._node, old.requires_grad = t._node, t.requires_grad
     return old
+
+
+def _move_hooks(t: Tensor, old: Tensor) -> None:
+    """As PyTorch's: the hooks registered on `t` before the write take the gradient of t as it was (its
+    snapshot `old`); retain_grad's stays, and keeps the gradient of t as written."""
+    hooks = t._hooks
+    if not hooks:
+        return
+    kept = [h for h in hooks if getattr(h, "retains", None) is t]
+    for h in kept:
+        hooks.remove(h)  # the same list: a handle of a hook that moved removes it from the snapshot
+    old._hooks, t._hooks = hooks, kept or None
 
 
 def _rebind(value: Tensor, target: Tensor, olds: dict[int, tuple[Tensor, Tensor]]) -> None:

@@ -323,3 +323,18 @@ def test_a_model_trains_with_inplace_relus_as_in_pytorch() -> None:
 def _weights() -> list[np.ndarray]:
     rng = np.random.default_rng(3)
     return [rng.normal(size=s) for s in ((8, 5), (8,), (3, 8), (3,))]
+
+
+def test_hooks_registered_before_a_write_see_the_old_version_retain_grad_the_new() -> None:
+    results = []
+    for lib in (torch, verigrad):
+        x = lib.tensor([1.0, -2.0, 3.0], dtype=lib.float64, requires_grad=True)
+        y = x * 2.0
+        seen = []
+        y.register_hook(lambda g, seen=seen: seen.append(("before", g.tolist())))
+        y.retain_grad()
+        y.mul_(3.0)
+        y.register_hook(lambda g, seen=seen: seen.append(("after", g.tolist())))
+        (y * y).sum().backward()
+        results.append((seen, y.grad.tolist(), x.grad.tolist()))
+    assert results[1] == results[0]
