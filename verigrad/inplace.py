@@ -179,11 +179,17 @@ def _addresses(a: np.ndarray) -> np.ndarray:
 def _placement(base: np.ndarray, view: np.ndarray) -> tuple[Tensor, Tensor]:
     """Where the elements of `view` are in `base`: a bool mask of base's shape, and each view element's
     position in the flat base (C order)."""
-    at = _addresses(base).reshape(-1)
-    order = np.argsort(at, kind="stable")
     wanted = _addresses(view).reshape(-1)
-    found = order[np.minimum(np.searchsorted(at, wanted, sorter=order), max(at.size - 1, 0))]
-    if view.itemsize != base.itemsize or not np.array_equal(at[found], wanted):
+    if base.flags.c_contiguous:  # an element's position is its offset over the item size
+        offset = wanted - base.__array_interface__["data"][0]
+        found = offset // base.itemsize
+        ok = bool(np.all((offset % base.itemsize == 0) & (found >= 0) & (found < base.size)))
+    else:
+        at = _addresses(base).reshape(-1)
+        order = np.argsort(at, kind="stable")
+        found = order[np.minimum(np.searchsorted(at, wanted, sorter=order), max(at.size - 1, 0))]
+        ok = bool(np.array_equal(at[found], wanted))
+    if view.itemsize != base.itemsize or not ok:
         raise RuntimeError(
             "an in-place write through a view whose elements are not elements of its base "
             f"(a view of another dtype, {view.dtype} of {base.dtype}): write out of place"
