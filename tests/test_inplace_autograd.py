@@ -89,6 +89,17 @@ def test_zero_fill_and_copy_give_the_old_history_zeros() -> None:
     assert _grad(x) == [0.0, 0.0, 0.0] and _grad(v) == [1.0, 1.0, 1.0]
 
 
+def test_a_tensor_written_from_its_own_memory() -> None:
+    x = _x((1.0, 2.0, 3.0, 4.0))
+    y = x * 1.0
+    y.copy_(y)
+    y[1:].copy_(y[:-1])  # overlapping (PyTorch refuses it): y = [x0, x0, x1, x2]
+    y.add_(y)
+    assert y.tolist() == [2.0, 2.0, 4.0, 6.0]
+    (y * y).sum().backward()
+    assert _grad(x) == [16.0, 16.0, 24.0, 0.0]
+
+
 def test_a_leaf_and_a_view_of_a_leaf_are_refused() -> None:
     w = _x()
     with pytest.raises(RuntimeError, match=r"^a leaf Variable that requires grad is being used in an in-"):

@@ -75,7 +75,7 @@ def write(target: Tensor, value: Tensor) -> None:
     # without history has no link to x)
     olds = {id(t): (t, _snapshot(t)) for t in chain}
     feeds = value._node is not None and any(i is target for i in value._node.inputs)
-    _rebind(value, target, olds)
+    value = _rebind(value, target, olds)  # (a snapshot where the value is the target's memory itself)
     np.copyto(target.payload, value.payload)
     tick = versions.note_write(target.payload)
     for t, old in olds.values():
@@ -110,30 +110,37 @@ def _move_hooks(t: Tensor, old: Tensor) -> None:
     old._hooks, t._hooks = hooks, kept or None
 
 
-def _rebind(value: Tensor, target: Tensor, olds: dict[int, tuple[Tensor, Tensor]]) -> None:
+def _rebind(value: Tensor, target: Tensor, olds: dict[int, tuple[Tensor, Tensor]]) -> Tensor:
     """Make the nodes that lead from `olds` (the target and its bases) to `value`, all made since the last
     in-place write, hold the snapshots in `olds` instead (so the target's new node makes no cycle with
-    them); any other tensor those nodes hold that shares memory with `target` gets a snapshot in `olds`
-    too. Each node is visited by one write at most."""
+    them); any other tensor there (the value itself too) that shares memory with `target` gets a snapshot
+    in `olds` as well. Each node is visited by one write at most. Gives what the new node is to hold for
+    the value: itself, or its snapshot."""
     owner, memory, clock = versions.root(target.payload), target.payload, versions.clock
     chain = set(olds)
-    seen: set[int] = set()
-    stack = [value._node] if value._node is not None and id(value) not in chain else []
+
+    def visit(t: Tensor) -> bool:
+        """Note a snapshot of `t` if it shares memory with the target; whether to go on through its node."""
+        key, data = id(t), t.payload
+        if key in chain:
+            return False
+        if type(data) is np.ndarray and versions.root(data) is owner and versions.shares_memory(data, memory):
+            olds[key] = (t, _snapshot(t))
+        return t._node is not None and t._node.stamp == clock  # (not behind the chain: made before)
+
+    seen = {id(value)}
+    stack = [value._node] if visit(value) else []
     while stack:
         node = stack.pop()
         inputs = node.inputs
         for i in inputs:
-            key = id(i)
-            if key not in seen:
-                seen.add(key)
-                data = i.payload
-                mine = type(data) is np.ndarray and versions.root(data) is owner
-                if key not in chain and mine and versions.shares_memory(data, memory):
-                    olds[key] = (i, _snapshot(i))
-                if key not in chain and i._node is not None and i._node.stamp == clock:
-                    stack.append(i._node)  # (not behind the chain: made before the target's memory was)
+            if id(i) not in seen:
+                seen.add(id(i))
+                if visit(i):
+                    stack.append(i._node)
         if any(id(i) in olds for i in inputs):
             node.inputs = tuple(olds[id(i)][1] if id(i) in olds else i for i in inputs)
+    return olds[id(value)][1] if id(value) in olds else value
 
 
 def _bases(target: Tensor) -> list[Tensor]:
