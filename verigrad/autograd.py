@@ -128,10 +128,9 @@ _HINTS = {
     "values": "it was written in place (itself under no_grad, or through a view or an alias of its memory) "
     "after {op} used it, and verigrad does not keep its old values there; clone() it before the write, or "
     "write out of place",
-    "history": "it was written in place (under no_grad, or through a view or an alias of its memory) after "
-    "it was computed and before {op} used it, so its history no longer gives its values (PyTorch "
-    "regenerates a view's history, verigrad does not); take the view again after the write, or clone() "
-    "before it",
+    "history": "it is a view (or an alias) of memory that a recorded in-place write through another tensor "
+    "changed after it was computed and before {op} used it, so its history no longer gives its values "
+    "(PyTorch regenerates a view's history, verigrad does not); take the view again after the write",
 }
 
 
@@ -174,11 +173,12 @@ def _read(t: Tensor, node: Node, inputs: tuple[Tensor, ...]) -> tuple[Tensor, ..
 
 def _check_unmodified(t: Tensor, node: Node | None, inputs: tuple[Tensor, ...]) -> None:
     """PyTorch's version check, before any VJP of `node` (which made `t` from `inputs`) runs: the values
-    it holds are those it was made with (memory written in place since raises, unless its VJP reads no
-    value); and each input with history was not written between its own node and this one (its history
-    would not give the values this node used). With `node` None, `t` is a root."""
+    its VJP reads are those it was made with (memory written in place since raises); and no input with
+    history is a view of memory that a write autograd recorded through another tensor changed between its
+    own node and this one (PyTorch would have regenerated its history; a write under no_grad changes no
+    history, in either). With `node` None, `t` is a root."""
     if node is None:
-        changed = None if t._node is None else versions.written_after(t.payload, t._node.stamp)
+        changed = None if t._node is None else versions.written_after(t.payload, t._node.stamp, None, True)
         if changed is not None:
             raise _modified(t, changed, "history", "backward")
         return
@@ -191,7 +191,7 @@ def _check_unmodified(t: Tensor, node: Node | None, inputs: tuple[Tensor, ...]) 
     for x in inputs:
         made = x._node
         if made is not None and made.stamp != stamp:
-            changed = versions.written_after(x.payload, made.stamp, stamp)
+            changed = versions.written_after(x.payload, made.stamp, stamp, True)
             if changed is not None:
                 raise _modified(x, changed, "history", node.op.name)
 

@@ -77,7 +77,7 @@ def write(target: Tensor, value: Tensor) -> None:
     feeds = value._node is not None and any(i is target for i in value._node.inputs)
     value = _rebind(value, target, olds)  # (a snapshot where the value is the target's memory itself)
     np.copyto(target.payload, value.payload)
-    tick = versions.note_write(target.payload)
+    tick = versions.note_write(target.payload, recorded=True)
     for t, old in olds.values():
         versions.redirect(t, tick, old)
     for t in chain:

@@ -20,14 +20,15 @@ _KEPT = 16  # regions kept per buffer; older writes merge into one of the whole 
 
 
 class _Memory:
-    """The writes of one buffer: its version (writes so far) and the recent ones, as
-    (clock, writes, region): `region` (byte offset, shape, strides, itemsize) or None for all of it."""
+    """The writes of one buffer: its version (writes so far) and the recent ones, as (clock, writes,
+    region, recorded): `region` (byte offset, shape, strides, itemsize) or None for all of it; `recorded`,
+    whether autograd recorded it (gave the tensors written a new history)."""
 
     __slots__ = ("last", "ref", "version", "writes")
 
     def __init__(self, ref: weakref.ref) -> None:
         self.ref, self.version, self.last = ref, 0, 0
-        self.writes: list[tuple[int, int, tuple | None]] = []
+        self.writes: list[tuple[int, int, tuple | None, bool]] = []
 
 
 _MEMORY: dict[int, _Memory] = {}  # id(root array) -> its writes
@@ -46,8 +47,9 @@ def _address(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]
 
 
-def note_write(a: np.ndarray) -> int:
-    """Tick the clock for a write of `a` (all of it) and note it against its memory; the new reading."""
+def note_write(a: np.ndarray, recorded: bool = False) -> int:
+    """Tick the clock for a write of `a` (all of it), `recorded` by autograd or not, and note it against
+    its memory; the new reading."""
     global clock
     clock += 1
     owner = root(a)
@@ -60,9 +62,10 @@ def note_write(a: np.ndarray) -> int:
         region = (_address(a) - _address(owner), a.shape, a.strides, a.itemsize)
     memory.version += 1
     memory.last = clock
-    memory.writes.append((clock, 1, region))
+    memory.writes.append((clock, 1, region, recorded))
     if len(memory.writes) > _KEPT:
-        memory.writes = [(clock, sum(n for _, n, _ in memory.writes), None)]
+        merged = sum(w[1] for w in memory.writes), any(w[3] for w in memory.writes)
+        memory.writes = [(clock, merged[0], None, merged[1])]
     return clock
 
 
@@ -73,9 +76,12 @@ def version(a: np.ndarray) -> int:
     return 0 if memory is None or memory.ref() is not owner else memory.version
 
 
-def written_after(a: Any, stamp: int, upto: int | None = None) -> tuple[int, int] | None:
+def written_after(
+    a: Any, stamp: int, upto: int | None = None, recorded: bool = False
+) -> tuple[int, int] | None:
     """(version now, version at clock `stamp`) where part of `a`'s memory was written after the clock read
-    `stamp` (and by the time it read `upto`, when given); None where it was not, or `a` is no array."""
+    `stamp` (and by the time it read `upto`, when given; by a write autograd recorded, with `recorded`);
+    None where it was not, or `a` is no array."""
     if not _MEMORY or type(a) is not np.ndarray:
         return None
     owner = root(a)
@@ -83,10 +89,10 @@ def written_after(a: Any, stamp: int, upto: int | None = None) -> tuple[int, int
     if memory is None or memory.last <= stamp or memory.ref() is not owner:
         return None
     last = memory.last if upto is None else upto
-    later = [region for tick, _, region in memory.writes if stamp < tick <= last]
+    later = [w[2] for w in memory.writes if stamp < w[0] <= last and (w[3] or not recorded)]
     if not any(region is None or _overlaps(owner, region, a) for region in later):
         return None
-    return memory.version, memory.version - sum(n for tick, n, _ in memory.writes if tick > stamp)
+    return memory.version, memory.version - sum(w[1] for w in memory.writes if w[0] > stamp)
 
 
 def shares_memory(a: np.ndarray, b: np.ndarray) -> bool:

@@ -338,3 +338,22 @@ def test_hooks_registered_before_a_write_see_the_old_version_retain_grad_the_new
         (y * y).sum().backward()
         results.append((seen, y.grad.tolist(), x.grad.tolist()))
     assert results[1] == results[0]
+
+
+def test_values_changed_under_no_grad_where_no_backward_reads_them_as_pytorch() -> None:
+    # the straight-through estimator: values rounded outside autograd, the history kept
+    results = []
+    for lib in (torch, verigrad):
+        x = lib.tensor([0.3, -1.7, 2.2], dtype=lib.float64, requires_grad=True)
+        y = x * 2.0
+        with lib.no_grad():
+            y.copy_(y.round())
+        z = x * 3.0
+        z.data.add_(1.0)
+        w = (y + z) * 1.0
+        v = w[:2]
+        with lib.no_grad():
+            w[0] = 5.0
+        (v * 2.0 + w.sum()).sum().backward()
+        results.append((v.tolist(), w.tolist(), x.grad.tolist()))
+    assert results[1] == results[0]
