@@ -277,3 +277,64 @@ def test_in_place_programs_give_the_out_of_place_gradients(steps, seed) -> None:
     np.testing.assert_allclose(got[0], want[0], rtol=1e-13, atol=1e-13)
     np.testing.assert_allclose(got[1], want[1], rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(got[2], want[2], rtol=1e-12, atol=1e-12)
+
+
+# fuzz: views kept across writes, writes under no_grad: the gradient is the derivative of the values
+# (central differences), or a RuntimeError, never another number ---------------------------------------
+SMOOTH = ["add", "mul", "mul_w", "tanh", "sigmoid", "sub_w"]
+ACTIONS = ["write", "write_view", "keep_view", "no_grad_add", "use_view"]
+
+
+def _actions_program(x0: np.ndarray, w0: float, actions: list[tuple[str, int, str]], grad: bool) -> tuple:
+    """Run `actions` on h = x * 1; the loss sums h and the kept views used along the way."""
+    x = verigrad.tensor(x0, requires_grad=grad)
+    w = verigrad.tensor(np.float64(w0), requires_grad=grad)
+    h = x * 1.0
+    kept: list[verigrad.Tensor] = []
+    loss = verigrad.tensor(np.float64(0.0))
+    for action, k, step in actions:
+        key = KEYS[k]
+        if action == "write":
+            _in_place(step, h[key], w)
+        elif action == "write_view" and kept:
+            _in_place(step, kept[-1], w)
+        elif action == "keep_view":
+            kept.append(h[key])
+        elif action == "no_grad_add":
+            with verigrad.no_grad():
+                h[key].add_(0.25)
+        elif action == "use_view" and kept:
+            loss = loss + (kept[0] * 0.5).tanh().sum()
+    loss = loss + (h * h).sum()
+    return loss, x, w
+
+
+def _value(x0: np.ndarray, w0: float, actions: list) -> float:
+    with verigrad.no_grad():
+        return float(_actions_program(x0, w0, actions, False)[0].item())
+
+
+@settings(max_examples=50, deadline=None, database=None, derandomize=True)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(ACTIONS), st.integers(0, len(KEYS) - 1), st.sampled_from(SMOOTH)),
+        min_size=1,
+        max_size=7,
+    ),
+    st.integers(0, 2**31 - 1),
+)
+def test_writes_with_views_kept_give_the_derivative_or_raise(actions, seed) -> None:
+    rng = np.random.default_rng(seed)
+    x0, u = rng.normal(size=(3, 5)) * 0.5, rng.normal(size=(3, 5))
+    w0, eps = 0.8, 1e-6
+    try:
+        loss, x, w = _actions_program(x0, w0, actions, True)
+        loss.backward()
+    except RuntimeError as e:  # a refusal, each with its reason
+        assert "inplace operation" in str(e) or "in-place" in str(e) or "in place" in str(e), str(e)
+        return
+    along = (_value(x0 + eps * u, w0, actions) - _value(x0 - eps * u, w0, actions)) / (2 * eps)
+    got = 0.0 if x.grad is None else float((x.grad.numpy() * u).sum())
+    np.testing.assert_allclose(got, along, rtol=1e-5, atol=1e-6)
+    want_w = (_value(x0, w0 + eps, actions) - _value(x0, w0 - eps, actions)) / (2 * eps)
+    np.testing.assert_allclose(0.0 if w.grad is None else w.grad.item(), want_w, rtol=1e-5, atol=1e-6)
