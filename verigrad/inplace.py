@@ -27,8 +27,9 @@ from .tensor import Tensor
 _LEAF = "a leaf Variable that requires grad is being used in an in-place operation."
 _VIEW_OF_LEAF = "a view of a leaf Variable that requires grad is being used in an in-place operation."
 _STALE_VIEW = (
-    "an in-place write through a view made before its base was itself written in place: verigrad does "
-    "not regenerate the view's history (PyTorch does); take the view again after the write"
+    "an in-place write through a view written in place before, whose memory was then written through "
+    "another tensor (or not a view of a tensor with history): verigrad does not regenerate its history "
+    "(PyTorch does); take the view again after the write"
 )
 _UNTRACKED_VIEW = (
     "an in-place write of a value that requires grad into a view of a tensor that does not require grad: "
@@ -151,7 +152,8 @@ def _bases(target: Tensor) -> list[Tensor]:
     chain = [target]
     t = target
     while t._node is not None:
-        if getattr(t._node.op, "written", False):  # written in place before: its bases then
+        written = getattr(t._node.op, "written", False)
+        if written:  # written in place before: its bases then
             bases = [b for b in (ref() for ref in t._node.params["bases"]) if b is not None]
         else:
             owner = versions.root(t.payload)
@@ -161,19 +163,37 @@ def _bases(target: Tensor) -> list[Tensor]:
                 if isinstance(i.payload, np.ndarray) and versions.root(i.payload) is owner
             ]
             bases = bases[:1]
+        ticks = versions.recorded_ticks(t.payload, t._node.stamp)
+        if ticks != []:  # its memory was written through another tensor since its node was made
+            if written or not bases or ticks is None:
+                raise RuntimeError(_STALE_VIEW)
+            _regenerate(t, ticks)
         if not bases:
             break
-        for base in bases:
-            if versions.resolve(base, t._node.stamp) is not base:
-                raise RuntimeError(_STALE_VIEW)
         if bases[0]._node is None:
             raise RuntimeError(_VIEW_OF_LEAF if bases[0].requires_grad else _UNTRACKED_VIEW)
-        if getattr(t._node.op, "written", False):
+        if written:
             chain.extend(bases)
             break
         chain.append(bases[0])
         t = bases[0]
     return chain
+
+
+def _regenerate(view: Tensor, ticks: list[int]) -> None:
+    """PyTorch's regenerated view: `view`, made by its node's op from a base whose memory was written in
+    place since (at clock readings `ticks`), is made by that op again for each span between those writes
+    (the same op and inputs, the span's clock reading: the base as it was then); nodes made in a span
+    find its own (`redirect`)."""
+    node = view._node
+    made = node
+    for tick in ticks:
+        old = Tensor(view.spec, view.payload)  # its values now: the version check guards a node reading them
+        old._node, old.requires_grad = made, view.requires_grad
+        versions.redirect(view, tick, old)
+        made = Node(node.op, node.inputs, node.params)
+        made.stamp = tick
+    view._node = Node(node.op, node.inputs, node.params)
 
 
 def _addresses(a: np.ndarray) -> np.ndarray:

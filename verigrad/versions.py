@@ -120,7 +120,7 @@ def redirect(t: Any, tick: int, snapshot: Any) -> None:
     entry = REDIRECTS.get(key)
     if entry is None or entry[0]() is not t:
         entry = REDIRECTS[key] = (weakref.ref(t, lambda _, key=key: REDIRECTS.pop(key, None)), [])
-    entry[1].append((tick, snapshot))
+    bisect.insort(entry[1], (tick, snapshot), key=lambda w: w[0])
 
 
 def resolve(t: Any, stamp: int) -> Any:
@@ -132,6 +132,22 @@ def resolve(t: Any, stamp: int) -> Any:
     writes = entry[1]
     at = bisect.bisect_right(writes, stamp, key=lambda w: w[0])
     return writes[at][1] if at < len(writes) else t
+
+
+def recorded_ticks(a: np.ndarray, after: int) -> list[int] | None:
+    """The clock readings of the writes autograd recorded of `a`'s memory after clock `after`; None where
+    older writes were merged and they cannot be told."""
+    owner = root(a)
+    memory = _MEMORY.get(id(owner))
+    if memory is None or memory.last <= after or memory.ref() is not owner:
+        return []
+    ticks = []
+    for tick, n, region, recorded in memory.writes:
+        if tick > after and recorded and (region is None or _overlaps(owner, region, a)):
+            if n > 1:
+                return None
+            ticks.append(tick)
+    return ticks
 
 
 def any_writes() -> bool:

@@ -138,6 +138,16 @@ def disjoint_view_made_before(lib, x, w1, b1, w2, b2, v):
     return h @ w2 + right.sum()
 
 
+def view_made_before_its_base_was_written(lib, x, w1, b1, w2, b2, v):
+    h = _hidden(lib, x, w1, b1)
+    row, col = h[1], h[:, 2:4]
+    h.mul_(w1[0])
+    col.add_(1.0)  # its history made again from h as written (PyTorch regenerates it)
+    row.mul_(v[1])
+    h[2:].tanh_()
+    return h @ w2
+
+
 def zero_fill_copy(lib, x, w1, b1, w2, b2, v):
     a = _hidden(lib, x, w1, b1)
     a.zero_()
@@ -183,6 +193,7 @@ PROGRAMS = [
     write_through_flat_view,
     write_through_transpose_then_base,
     disjoint_view_made_before,
+    view_made_before_its_base_was_written,
     zero_fill_copy,
     saved_but_only_by_a_constant,
     exp_then_write,
