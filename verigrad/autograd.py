@@ -12,6 +12,8 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from . import modes, versions
 from .ops import ones_like, tensor, zeros_like
 from .tensor import LEGACY_NAMES, Tensor
@@ -102,22 +104,69 @@ _FREED = (
 
 
 def _topological(roots: Sequence[Tensor]) -> list[Tensor]:
-    """Tensors that lead to `roots`, inputs before the tensors made from them."""
-    order: list[Tensor] = []
-    seen: set[int] = set()
-    stack: list[tuple[Tensor, bool]] = [(r, False) for r in reversed(roots)]
-    while stack:
-        t, done = stack.pop()
-        if done:
-            order.append(t)
-            continue
-        if id(t) in seen:
-            continue
-        seen.add(id(t))
-        stack.append((t, True))
-        if t._node is not None:
-            stack.extend((i, False) for i in t._node.saved() if i.requires_grad and id(i) not in seen)
-    return order
+    """Tensors that lead to `roots`, inputs before the tensors made from them; a view among them whose
+    memory was written in place through another tensor since it was made has its history made again
+    first (`regenerate`, as PyTorch's), and the walk starts over."""
+    while True:
+        order: list[Tensor] = []
+        seen: set[int] = set()
+        stack: list[tuple[Tensor, bool]] = [(r, False) for r in reversed(roots)]
+        last = versions.last_recorded
+        stale = None
+        while stack:
+            t, done = stack.pop()
+            if done:
+                order.append(t)
+                continue
+            if id(t) in seen:
+                continue
+            seen.add(id(t))
+            stack.append((t, True))
+            node = t._node
+            if node is not None:
+                if node.stamp < last and stale is None and _remade_view(t):
+                    ticks = versions.recorded_ticks(t.payload, node.stamp)
+                    if ticks:
+                        stale = (t, ticks)
+                stack.extend((i, False) for i in node.saved() if i.requires_grad and id(i) not in seen)
+        if stale is None:
+            return order
+        regenerate(*stale)
+
+
+def _remade_view(t: Tensor) -> bool:
+    """Whether `t` is a view whose history may be made again (not one pinned to a span between writes)."""
+    return view_base(t) is not None and not versions.pinned(t)
+
+
+def view_base(t: Tensor) -> Tensor | None:
+    """The tensor that `t`'s node made t a view of (its first input sharing t's memory), or None: no node,
+    a node of an in-place write, or an op whose result is memory of its own."""
+    node = t._node
+    if node is None or getattr(node.op, "written", False) or type(t.payload) is not np.ndarray:
+        return None
+    owner = versions.root(t.payload)
+    for i in node.inputs:
+        if type(i.payload) is np.ndarray and versions.root(i.payload) is owner:
+            return i
+    return None
+
+
+def regenerate(view: Tensor, ticks: list[int]) -> None:
+    """PyTorch's regenerated view: `view`, made by its node's op from a base whose memory was written in
+    place since (at clock readings `ticks`), is made by that op again for each span between those writes
+    (the same op and inputs, the span's clock reading: the base as it was then); nodes made in a span
+    find its own (`versions.redirect`), and nodes made from now on the view as the base is now."""
+    node = view._node
+    made = node
+    for tick in ticks:
+        old = Tensor(view.spec, view.payload)  # its values now: the version check guards a node reading them
+        old._node, old.requires_grad = made, view.requires_grad
+        versions.pin(old)
+        versions.redirect(view, tick, old)
+        made = Node(node.op, node.inputs, node.params)
+        made.stamp = tick
+    view._node = Node(node.op, node.inputs, node.params)
 
 
 _MODIFIED = (

@@ -20,7 +20,7 @@ import weakref
 import numpy as np
 
 from . import versions
-from .autograd import Node
+from .autograd import Node, regenerate, view_base
 from .ops import take, tensor, where, zeros_like
 from .tensor import Tensor
 
@@ -156,18 +156,13 @@ def _bases(target: Tensor) -> list[Tensor]:
         if written:  # written in place before: its bases then
             bases = [b for b in (ref() for ref in t._node.params["bases"]) if b is not None]
         else:
-            owner = versions.root(t.payload)
-            bases = [
-                i
-                for i in t._node.inputs
-                if isinstance(i.payload, np.ndarray) and versions.root(i.payload) is owner
-            ]
-            bases = bases[:1]
+            base = view_base(t)
+            bases = [] if base is None else [base]
         ticks = versions.recorded_ticks(t.payload, t._node.stamp)
         if ticks != []:  # its memory was written through another tensor since its node was made
             if written or not bases or ticks is None:
                 raise RuntimeError(_STALE_VIEW)
-            _regenerate(t, ticks)
+            regenerate(t, ticks)
         if not bases:
             break
         if bases[0]._node is None:
@@ -178,22 +173,6 @@ def _bases(target: Tensor) -> list[Tensor]:
         chain.append(bases[0])
         t = bases[0]
     return chain
-
-
-def _regenerate(view: Tensor, ticks: list[int]) -> None:
-    """PyTorch's regenerated view: `view`, made by its node's op from a base whose memory was written in
-    place since (at clock readings `ticks`), is made by that op again for each span between those writes
-    (the same op and inputs, the span's clock reading: the base as it was then); nodes made in a span
-    find its own (`redirect`)."""
-    node = view._node
-    made = node
-    for tick in ticks:
-        old = Tensor(view.spec, view.payload)  # its values now: the version check guards a node reading them
-        old._node, old.requires_grad = made, view.requires_grad
-        versions.redirect(view, tick, old)
-        made = Node(node.op, node.inputs, node.params)
-        made.stamp = tick
-    view._node = Node(node.op, node.inputs, node.params)
 
 
 def _addresses(a: np.ndarray) -> np.ndarray:

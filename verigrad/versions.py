@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 clock = 0  # in-place writes so far; a node made now keeps this reading
+last_recorded = 0  # the reading of the last write autograd recorded
 _KEPT = 16  # regions kept per buffer; older writes merge into one of the whole buffer (an upper bound)
 
 
@@ -50,8 +51,10 @@ def _address(a: np.ndarray) -> int:
 def note_write(a: np.ndarray, recorded: bool = False) -> int:
     """Tick the clock for a write of `a` (all of it), `recorded` by autograd or not, and note it against
     its memory; the new reading."""
-    global clock
+    global clock, last_recorded
     clock += 1
+    if recorded:
+        last_recorded = clock
     owner = root(a)
     key = id(owner)
     memory = _MEMORY.get(key)
@@ -148,6 +151,21 @@ def recorded_ticks(a: np.ndarray, after: int) -> list[int] | None:
                 return None
             ticks.append(tick)
     return ticks
+
+
+_PINNED: dict[int, weakref.ref] = {}  # id(tensor) -> the tensor: a view as it was in a span between writes
+
+
+def pin(t: Any) -> None:
+    """`t` is a view as it was between two writes of its memory (it shares the memory, written since):
+    its history stays that span's."""
+    key = id(t)
+    _PINNED[key] = weakref.ref(t, lambda _, key=key: _PINNED.pop(key, None))
+
+
+def pinned(t: Any) -> bool:
+    ref = _PINNED.get(id(t))
+    return ref is not None and ref() is t
 
 
 def any_writes() -> bool:

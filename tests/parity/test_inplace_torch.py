@@ -148,6 +148,15 @@ def view_made_before_its_base_was_written(lib, x, w1, b1, w2, b2, v):
     return h @ w2
 
 
+def views_used_after_a_write_through_a_sibling(lib, x, w1, b1, w2, b2, v):
+    h = _hidden(lib, x, w1, b1)
+    left, middle = h[:, :3], h[1:3]
+    early = (left * 2.0).sum()
+    h[:, 2:5].mul_(v[0, :3])
+    middle.add_(1.0)
+    return left @ w2[:3] + middle.sum() + early + h @ w2
+
+
 def zero_fill_copy(lib, x, w1, b1, w2, b2, v):
     a = _hidden(lib, x, w1, b1)
     a.zero_()
@@ -194,6 +203,7 @@ PROGRAMS = [
     write_through_transpose_then_base,
     disjoint_view_made_before,
     view_made_before_its_base_was_written,
+    views_used_after_a_write_through_a_sibling,
     zero_fill_copy,
     saved_but_only_by_a_constant,
     exp_then_write,
