@@ -196,8 +196,8 @@ def _each_other(inputs: tuple[Tensor, ...]) -> tuple[int, ...]:
     return tuple(i for i, other in ((0, 1), (1, 0)) if inputs[other].requires_grad)
 
 
-# the inputs whose values an op's VJP reads (of its output, none), for the ops where that is fewer than
-# all of them and the output: as PyTorch saves only what its backward reads, the version check passes
+# the inputs whose values an op's VJP reads (-1: its output), for the ops where that is fewer than all
+# of them and the output: as PyTorch saves only what its backward reads, the version check passes
 # over the rest (`h.add_(r)` after `z = h + 1` is fine); an op not listed has all of them checked
 _NOTHING = (
     "add", "sub", "scaled_add", "neg", "positive", "reshape", "permute", "broadcast_to", "contiguous", "cast",
@@ -206,18 +206,29 @@ _NOTHING = (
 _READS: dict[str, tuple[int, ...] | Callable[[tuple[Tensor, ...]], tuple[int, ...]]] = {
     **dict.fromkeys(_NOTHING, ()),
     **dict.fromkeys(("take", "take_grad", "gather"), (1,)),
+    # (-1: the output) their backward reads their result, not their input (PyTorch's too)
+    **dict.fromkeys(
+        ("exp", "expm1", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "softmax", "log_softmax"), (-1,)
+    ),
     "where": (0,),
     "mul": _each_other,
     "matmul": _each_other,
 }
 
 
+def reads(node: Node) -> tuple[int, ...] | None:
+    """The positions of the inputs whose values `node`'s VJP reads (-1: its output), None for all of them
+    and the output (an op not listed in `_READS`)."""
+    listed = _READS.get(node.op.name)
+    return listed(node.inputs) if callable(listed) else listed
+
+
 def _read(t: Tensor, node: Node, inputs: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
     """The tensors whose values `node`'s VJP reads (`t`, its output, among them unless listed)."""
-    reads = _READS.get(node.op.name)
-    if reads is None:
+    listed = reads(node)
+    if listed is None:
         return (t, *inputs)
-    return tuple(inputs[i] for i in (reads(inputs) if callable(reads) else reads))
+    return tuple(t if i == -1 else inputs[i] for i in listed)
 
 
 def _check_unmodified(t: Tensor, node: Node | None, inputs: tuple[Tensor, ...]) -> None:
@@ -239,7 +250,7 @@ def _check_unmodified(t: Tensor, node: Node | None, inputs: tuple[Tensor, ...]) 
                 raise _modified(x, changed, "values", node.op.name)
     for x in inputs:
         made = x._node
-        if made is not None and made.stamp != stamp:
+        if made is not None and made.stamp != stamp and not versions.pinned(x):  # (pinned: as it was)
             changed = versions.written_after(x.payload, made.stamp, stamp, True)
             if changed is not None:
                 raise _modified(x, changed, "history", node.op.name)

@@ -20,7 +20,7 @@ import weakref
 import numpy as np
 
 from . import versions
-from .autograd import Node, regenerate, view_base
+from .autograd import Node, reads, regenerate, view_base
 from .ops import take, tensor, where, zeros_like
 from .tensor import Tensor
 
@@ -51,17 +51,18 @@ class _Assign:
 
 
 class _AssignView:
-    """The op of a base's node after a write through its view (PyTorch's CopySlices): `inside` marks the
-    base's elements that are the view's, `positions` where each view element sits in the flat base."""
+    """The op of a base's node after a write through its view (PyTorch's CopySlices): `positions`, where
+    each view element sits in the flat base (the base as it was gets the gradient elsewhere)."""
 
     name = "assign_view"
     written = True
 
     @staticmethod
-    def vjp(
-        g: Tensor, out: Tensor, old: Tensor, view: Tensor, inside: Tensor, positions: Tensor, bases: tuple
-    ) -> tuple:
-        return (where(inside, zeros_like(g), g), take(g.reshape(-1), positions, axis=0).reshape(view.shape))
+    def vjp(g: Tensor, out: Tensor, old: Tensor, view: Tensor, positions: Tensor, bases: tuple) -> tuple:
+        inside = np.zeros(int(np.prod(g.shape)), dtype=bool)  # made here: a write keeps positions only
+        inside[positions.numpy()] = True
+        outside = where(tensor(inside.reshape(tuple(g.shape))), zeros_like(g), g)
+        return (outside, take(g.reshape(-1), positions, axis=0).reshape(view.shape))
 
 
 def write(target: Tensor, value: Tensor) -> None:
@@ -72,12 +73,19 @@ def write(target: Tensor, value: Tensor) -> None:
         raise RuntimeError(_LEAF)
     if target._node is None and target.payload.base is not None:
         raise RuntimeError(_UNTRACKED_VIEW)
-    # the tensors as they were (copies, as a node made before may need their values): the target, its
-    # bases, and the other views of its memory that computing the value used (x.reshape(-1) of an x
-    # without history has no link to x)
-    olds = {id(t): (t, _snapshot(t)) for t in chain}
+    # the tensors as they were: the target, its bases, and the other views of its memory that computing
+    # the value used (x.reshape(-1) of an x without history has no link to x); a copy where a node that
+    # reads it is known (its own node, one that computed the value), else its memory, which the version
+    # check guards as PyTorch's does
     feeds = value._node is not None and any(i is target for i in value._node.inputs)
-    value = _rebind(value, target, olds)  # (a snapshot where the value is the target's memory itself)
+    nodes, aliases, read = _walk(value, target, {id(t) for t in chain})
+    olds = {id(t): (t, _snapshot(t, id(t) in read or _reads_output(t))) for t in chain}
+    olds.update((id(t), (t, _snapshot(t, True))) for t in aliases)
+    for node in nodes:  # they hold the snapshots: the target's new node makes no cycle with them
+        if any(id(i) in olds for i in node.inputs):
+            node.inputs = tuple(olds[id(i)][1] if id(i) in olds else i for i in node.inputs)
+    if id(value) in olds:  # the target's memory itself
+        value = olds[id(value)][1]
     np.copyto(target.payload, value.payload)
     tick = versions.note_write(target.payload, recorded=True)
     for t, old in olds.values():
@@ -88,16 +96,26 @@ def write(target: Tensor, value: Tensor) -> None:
     target._node = Node(_Assign, (olds[id(target)][1], value), {"feeds": feeds, "bases": bases})
     target.requires_grad = True
     for i, base in enumerate(chain[1:], 1):
-        inside, positions = _placement(base.payload, target.payload)
-        params = {"inside": inside, "positions": positions, "bases": bases[i:]}
+        params = {"positions": _placement(base.payload, target.payload), "bases": bases[i:]}
         base._node = Node(_AssignView, (olds[id(base)][1], target), params)
         base.requires_grad = True
 
 
-def _snapshot(t: Tensor) -> Tensor:
-    old = Tensor(t.spec, t.payload.copy())
+def _snapshot(t: Tensor, copy: bool) -> Tensor:
+    """A tensor with t's history and its values (a copy) or memory (not copied: it will change)."""
+    old = Tensor(t.spec, t.payload.copy() if copy else t.payload)
     old._node, old.requires_grad = t._node, t.requires_grad
+    if not copy:
+        versions.pin(old)  # its history is that before the write, which its memory will not show
     return old
+
+
+def _reads_output(t: Tensor) -> bool:
+    """Whether the backward of the node that made `t` reads t's values."""
+    if t._node is None:
+        return False
+    listed = reads(t._node)
+    return listed is None or -1 in listed
 
 
 def _move_hooks(t: Tensor, old: Tensor) -> None:
@@ -112,37 +130,39 @@ def _move_hooks(t: Tensor, old: Tensor) -> None:
     old._hooks, t._hooks = hooks, kept or None
 
 
-def _rebind(value: Tensor, target: Tensor, olds: dict[int, tuple[Tensor, Tensor]]) -> Tensor:
-    """Make the nodes that lead from `olds` (the target and its bases) to `value`, all made since the last
-    in-place write, hold the snapshots in `olds` instead (so the target's new node makes no cycle with
-    them); any other tensor there (the value itself too) that shares memory with `target` gets a snapshot
-    in `olds` as well. Each node is visited by one write at most. Gives what the new node is to hold for
-    the value: itself, or its snapshot."""
+def _walk(value: Tensor, target: Tensor, chain: set[int]) -> tuple[list[Node], list[Tensor], set[int]]:
+    """The nodes that lead from the tensors of `chain` (ids: the target and its bases) to `value`, all
+    made since the last in-place write (so a node is walked by one write at most); the other tensors they
+    hold (the value too) that share memory with the target; and the ids of those of `chain` whose values
+    one of them reads."""
     owner, memory, clock = versions.root(target.payload), target.payload, versions.clock
-    chain = set(olds)
+    nodes: list[Node] = []
+    aliases: list[Tensor] = []
+    read: set[int] = set()
 
     def visit(t: Tensor) -> bool:
-        """Note a snapshot of `t` if it shares memory with the target; whether to go on through its node."""
+        """Note `t` if it shares memory with the target; whether to go on through its node."""
         key, data = id(t), t.payload
         if key in chain:
             return False
         if type(data) is np.ndarray and versions.root(data) is owner and versions.shares_memory(data, memory):
-            olds[key] = (t, _snapshot(t))
+            aliases.append(t)
         return t._node is not None and t._node.stamp == clock  # (not behind the chain: made before)
 
     seen = {id(value)}
     stack = [value._node] if visit(value) else []
     while stack:
         node = stack.pop()
-        inputs = node.inputs
-        for i in inputs:
+        nodes.append(node)
+        listed = reads(node)
+        for k, i in enumerate(node.inputs):
+            if id(i) in chain and (listed is None or k in listed):
+                read.add(id(i))
             if id(i) not in seen:
                 seen.add(id(i))
                 if visit(i):
                     stack.append(i._node)
-        if any(id(i) in olds for i in inputs):
-            node.inputs = tuple(olds[id(i)][1] if id(i) in olds else i for i in inputs)
-    return olds[id(value)][1] if id(value) in olds else value
+    return nodes, aliases, read
 
 
 def _bases(target: Tensor) -> list[Tensor]:
@@ -183,9 +203,8 @@ def _addresses(a: np.ndarray) -> np.ndarray:
     return out
 
 
-def _placement(base: np.ndarray, view: np.ndarray) -> tuple[Tensor, Tensor]:
-    """Where the elements of `view` are in `base`: a bool mask of base's shape, and each view element's
-    position in the flat base (C order)."""
+def _placement(base: np.ndarray, view: np.ndarray) -> Tensor:
+    """Where each element of `view` is in `base`: its position in the flat base (C order)."""
     wanted = _addresses(view).reshape(-1)
     if base.flags.c_contiguous:  # an element's position is its offset over the item size
         offset = wanted - base.__array_interface__["data"][0]
@@ -201,6 +220,4 @@ def _placement(base: np.ndarray, view: np.ndarray) -> tuple[Tensor, Tensor]:
             "an in-place write through a view whose elements are not elements of its base "
             f"(a view of another dtype, {view.dtype} of {base.dtype}): write out of place"
         )
-    inside = np.zeros(base.size, dtype=bool)
-    inside[found] = True
-    return tensor(inside.reshape(base.shape)), tensor(found.astype(np.int64))
+    return tensor(found.astype(np.int64))

@@ -328,8 +328,8 @@ def setitem(target: Tensor, key: Any, value: Any) -> None:
     if arrays:
         raise IndexError("shaping.setitem writes through basic indices; integer arrays are index_put's")
     view = _select(target, key)[0]
-    if modes.current().name == "eager" and not _recorded(target, value):
-        assign(view, value)
+    if modes.current().name == "eager" and (target._node is not None or not _recorded(target, value)):
+        assign(view, value)  # (a view of a tensor with history: recorded as a write through a view)
         return
     part = slice_.canonical_params(target.spec, tuple(index))["index"]
     sliced_shape = slice_.shape_rule(target.shape, part)
@@ -342,8 +342,8 @@ def setitem(target: Tensor, key: Any, value: Any) -> None:
 
 
 def _recorded(target: Tensor, value: Any) -> bool:
-    """Whether writing `value` into `target` is recorded for autograd: the write is then one of the whole
-    tensor (a view of a tensor without history could not give that tensor one)."""
+    """Whether writing `value` into `target` is recorded for autograd: into a tensor without history, the
+    write is then one of the whole tensor (a view of it could not give it one)."""
     wants = target.requires_grad or (isinstance(value, Tensor) and value.requires_grad)
     return wants and modes.LOCAL.grad[-1]
 
