@@ -2,11 +2,11 @@
 
 `x.add_(y)` on a tensor with history is `assign(x, add(x, y))`: the new value is computed out of place
 from x, then `write` puts it in x's memory (so views and aliases see it) and gives x a new history, a
-node from the value. Nodes made before the write still mean x as it was: x's snapshot (a copy of its old
-values, with its old history), which the nodes that computed the value hold directly and the others find
-through `versions.resolve`. A write through a view (`y[:, 0].mul_(2)`, `y.view(-1).add_(1)`) gives each
-base of the view a new history too (PyTorch's CopySlices): the base as it was outside the view's
-elements, the view's new values inside.
+node from the value. Nodes made before the write still mean x as it was: x's snapshot (its old history,
+with a copy of its old values where a backward known to read them needs them, else its memory), which
+the nodes that computed the value hold directly and the others find through `versions.resolve`. A
+write through a view (`y[:, 0].mul_(2)`, `y.view(-1).add_(1)`) gives each base of the view a new history
+too (PyTorch's CopySlices): the base as it was outside the view's elements, the view's new values inside.
 
 Memory changed another way (under no_grad, or through an alias that is not the view's base) is caught in
 backward by the version check (`versions.written_after`) where a backward reads it: PyTorch's "modified

@@ -4,7 +4,8 @@ clock's reading when they are made, and backward asks `written_after` whether a 
 changed since (PyTorch's "modified by an inplace operation" error). Nothing here runs on an op call.
 
 Also the tensors that in-place writes gave a new history (`redirect`): nodes made before the write still
-mean the tensor as it was, its snapshot (`resolve`).
+mean the tensor as it was, its snapshot (`resolve`); and the snapshots that share memory written since
+(`pin`), whose history stays that of their time.
 """
 
 from __future__ import annotations
