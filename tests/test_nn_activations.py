@@ -48,13 +48,16 @@ def test_softmax_without_dim_takes_pytorchs_implicit_one() -> None:
         assert nn.LogSoftmax()(_t(x[0])).shape == (3, 4)
 
 
-def test_inplace_writes_into_an_input_outside_gradients_and_the_forms_ending_in_underscore() -> None:
+def test_inplace_writes_into_the_input_and_the_forms_ending_in_underscore() -> None:
     x = _t()
     assert F.leaky_relu(x, 0.5, inplace=True) is x and x.numpy()[0] == -1.0
     y = _t()
     assert F.relu_(y) is y and float(y.numpy().min()) == 0.0
-    tracked = _t().requires_grad_()
-    out = F.relu(tracked, inplace=True)  # part of a gradient: a new tensor, the input kept
-    assert out is not tracked and tracked.numpy()[0] == -2.0
-    with pytest.raises(RuntimeError, match="in place"):
-        F.selu_(tracked)
+    leaf = _t().requires_grad_()
+    for write in (lambda t: F.relu(t, inplace=True), F.selu_, nn.ReLU(inplace=True)):
+        with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an"):
+            write(leaf)
+    h = leaf * 3.0  # not a leaf: written in place, the write recorded
+    assert F.relu(h, inplace=True) is h and h.numpy()[0] == 0.0
+    h.sum().backward()
+    assert leaf.grad.tolist() == [3.0 if v > 0 else 0.0 for v in leaf.tolist()]

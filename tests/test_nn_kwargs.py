@@ -169,12 +169,16 @@ def test_module_list_takes_an_iterable_or_the_modules() -> None:
         nn.ModuleList([a], b)
 
 
-def test_dropout_inplace_writes_into_an_input_without_gradient() -> None:
+def test_dropout_inplace_writes_into_the_input() -> None:
     x = verigrad.tensor([1.0, 2.0, 3.0])
     assert nn.Dropout(1.0, inplace=True)(x) is x and x.tolist() == [0.0, 0.0, 0.0]
     y = verigrad.tensor([1.0, 2.0, 3.0], requires_grad=True)
-    out = nn.Dropout(1.0, inplace=True)(y)  # y takes part in a gradient: a new tensor (see F.relu)
-    assert out is not y and y.tolist() == [1.0, 2.0, 3.0] and out.tolist() == [0.0, 0.0, 0.0]
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
+        nn.Dropout(1.0, inplace=True)(y)  # as PyTorch's
+    h = y * 2.0
+    assert nn.Dropout(1.0, inplace=True)(h) is h and h.tolist() == [0.0, 0.0, 0.0]  # recorded
+    h.sum().backward()
+    assert y.grad.tolist() == [0.0, 0.0, 0.0]
     z = verigrad.tensor([1.0, 2.0])
     assert nn.Dropout(0.5, inplace=True).eval()(z) is z and z.tolist() == [1.0, 2.0]
 

@@ -13,9 +13,11 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import modes
+import numpy as np
+
+from . import modes, versions
 from .ops import ones_like, tensor, zeros_like
-from .tensor import Tensor
+from .tensor import LEGACY_NAMES, Tensor
 
 
 def is_grad_enabled() -> bool:
@@ -120,13 +122,23 @@ class set_grad_enabled(contextlib.ContextDecorator):
 
 class Node:
     """How a tensor was made: the op, its input tensors and its params; `freed` once a backward pass went
-    through it without retain_graph (PyTorch frees its saved tensors then: a second pass raises)."""
+    through it without retain_graph (PyTorch frees its saved tensors then: a second pass raises);
+    `stamp`, the in-place write clock when it was made (`versions`): an input written in place since is
+    its snapshot here, and memory written since is stale."""
 
-    __slots__ = ("freed", "inputs", "op", "params")
+    __slots__ = ("freed", "inputs", "op", "params", "stamp")
 
     def __init__(self, op: Any, inputs: tuple[Tensor, ...], params: dict) -> None:
         self.op, self.inputs, self.params = op, inputs, params
         self.freed = False
+        self.stamp = versions.clock
+
+    def saved(self) -> tuple[Tensor, ...]:
+        """The inputs as they were when the node was made (an input written in place since: its snapshot)."""
+        inputs, redirects = self.inputs, versions.REDIRECTS
+        if not redirects or not any(id(i) in redirects for i in inputs):
+            return inputs
+        return tuple(versions.resolve(i, self.stamp) for i in inputs)
 
 
 _FREED = (
@@ -138,27 +150,158 @@ _FREED = (
 
 
 def _topological(roots: Sequence[Tensor]) -> list[Tensor]:
-    """Tensors that lead to `roots`, inputs before the tensors made from them."""
-    order: list[Tensor] = []
-    seen: set[int] = set()
-    stack: list[tuple[Tensor, bool]] = [(r, False) for r in reversed(roots)]
-    pop, push, visit, done_with = stack.pop, stack.append, seen.add, order.append  # (the walk's hot loop)
-    while stack:
-        t, done = pop()
-        if done:
-            done_with(t)
-            continue
-        key = id(t)
-        if key in seen:
-            continue
-        visit(key)
-        push((t, True))
-        node = t._node
-        if node is not None:
-            for i in node.inputs:
-                if i.requires_grad and id(i) not in seen:
-                    push((i, False))
-    return order
+    """Tensors that lead to `roots`, inputs before the tensors made from them; a view among them whose
+    memory was written in place through another tensor since it was made has its history made again
+    first (`regenerate`, as PyTorch's), and the walk starts over."""
+    while True:
+        order: list[Tensor] = []
+        seen: set[int] = set()
+        stack: list[tuple[Tensor, bool]] = [(r, False) for r in reversed(roots)]
+        last = versions.last_recorded
+        stale = None
+        pop, push, visit, done_with = stack.pop, stack.append, seen.add, order.append  # (the hot loop)
+        while stack:
+            t, done = pop()
+            if done:
+                done_with(t)
+                continue
+            key = id(t)
+            if key in seen:
+                continue
+            visit(key)
+            push((t, True))
+            node = t._node
+            if node is not None:
+                if node.stamp < last and stale is None and _remade_view(t):
+                    ticks = versions.recorded_ticks(t.payload, node.stamp)
+                    if ticks:
+                        stale = (t, ticks)
+                stack.extend((i, False) for i in node.saved() if i.requires_grad and id(i) not in seen)
+        if stale is None:
+            return order
+        regenerate(*stale)
+
+
+def _remade_view(t: Tensor) -> bool:
+    """Whether `t` is a view whose history may be made again (not one pinned to a span between writes)."""
+    return view_base(t) is not None and not versions.pinned(t)
+
+
+def view_base(t: Tensor) -> Tensor | None:
+    """The tensor that `t`'s node made t a view of (its first input sharing t's memory), or None: no node,
+    a node of an in-place write, or an op whose result is memory of its own."""
+    node = t._node
+    if node is None or getattr(node.op, "written", False) or type(t.payload) is not np.ndarray:
+        return None
+    owner = versions.root(t.payload)
+    for i in node.inputs:
+        if type(i.payload) is np.ndarray and versions.root(i.payload) is owner:
+            return i
+    return None
+
+
+def regenerate(view: Tensor, ticks: list[int]) -> None:
+    """PyTorch's regenerated view: `view`, made by its node's op from a base whose memory was written in
+    place since (at clock readings `ticks`), is made by that op again for each span between those writes
+    (the same op and inputs, the span's clock reading: the base as it was then); nodes made in a span
+    find its own (`versions.redirect`), and nodes made from now on the view as the base is now."""
+    node = view._node
+    made = node
+    for tick in ticks:
+        old = Tensor(view.spec, view.payload)  # its values now: the version check guards a node reading them
+        old._node, old.requires_grad = made, view.requires_grad
+        versions.pin(old)
+        versions.redirect(view, tick, old)
+        made = Node(node.op, node.inputs, node.params)
+        made.stamp = tick
+    view._node = Node(node.op, node.inputs, node.params)
+
+
+_MODIFIED = (
+    "one of the variables needed for gradient computation has been modified by an inplace operation: "
+    "[{what}]{which}, is at version {now}; expected version {then} instead. Hint: {hint}"
+)
+_HINTS = {
+    "values": "it was written in place (itself under no_grad, or through a view or an alias of its memory) "
+    "after {op} used it, and verigrad does not keep its old values there; clone() it before the write, or "
+    "write out of place",
+    "history": "it is a view (or an alias) of memory that a recorded in-place write through another tensor "
+    "changed after it was computed and before {op} used it, so its history no longer gives its values "
+    "(PyTorch regenerates a view's history, verigrad does not); take the view again after the write",
+}
+
+
+def _modified(x: Tensor, changed: tuple[int, int], hint: str, op: str) -> RuntimeError:
+    shape = ", ".join(str(d) for d in x.shape)
+    which = "" if x._node is None else f", which is output 0 of {x._node.op.name}"
+    what = f"{LEGACY_NAMES.get(x.dtype, x.dtype.name)} [{shape}]"
+    text = _MODIFIED.format(what=what, which=which, now=changed[0], then=changed[1], hint=_HINTS[hint])
+    return RuntimeError(text.format(op=op))
+
+
+def _each_other(inputs: tuple[Tensor, ...]) -> tuple[int, ...]:
+    """mul's and matmul's: each operand's value is read for the other's gradient."""
+    return tuple(i for i, other in ((0, 1), (1, 0)) if inputs[other].requires_grad)
+
+
+# the inputs whose values an op's VJP reads (-1: its output), for the ops where that is fewer than all
+# of them and the output: as PyTorch saves only what its backward reads, the version check passes
+# over the rest (`h.add_(r)` after `z = h + 1` is fine); an op not listed has all of them checked
+_NOTHING = (
+    "add", "sub", "scaled_add", "neg", "positive", "reshape", "permute", "broadcast_to", "contiguous", "cast",
+    "slice", "unslice", "pad", "concat", "sum", "mean", "assign", "assign_view",
+)  # fmt: skip
+_READS: dict[str, tuple[int, ...] | Callable[[tuple[Tensor, ...]], tuple[int, ...]]] = {
+    **dict.fromkeys(_NOTHING, ()),
+    **dict.fromkeys(("take", "take_grad", "gather"), (1,)),
+    # (-1: the output) their backward reads their result, not their input (PyTorch's too)
+    **dict.fromkeys(
+        ("exp", "expm1", "sqrt", "rsqrt", "tanh", "sigmoid", "relu", "softmax", "log_softmax"), (-1,)
+    ),
+    "where": (0,),
+    "mul": _each_other,
+    "matmul": _each_other,
+}
+
+
+def reads(node: Node) -> tuple[int, ...] | None:
+    """The positions of the inputs whose values `node`'s VJP reads (-1: its output), None for all of them
+    and the output (an op not listed in `_READS`)."""
+    listed = _READS.get(node.op.name)
+    return listed(node.inputs) if callable(listed) else listed
+
+
+def _read(t: Tensor, node: Node, inputs: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+    """The tensors whose values `node`'s VJP reads (`t`, its output, among them unless listed)."""
+    listed = reads(node)
+    if listed is None:
+        return (t, *inputs)
+    return tuple(t if i == -1 else inputs[i] for i in listed)
+
+
+def _check_unmodified(t: Tensor, node: Node | None, inputs: tuple[Tensor, ...]) -> None:
+    """PyTorch's version check, before any VJP of `node` (which made `t` from `inputs`) runs: the values
+    its VJP reads are those it was made with (memory written in place since raises); and no input with
+    history is a view of memory that a write autograd recorded through another tensor changed between its
+    own node and this one (PyTorch would have regenerated its history; a write under no_grad changes no
+    history, in either). With `node` None, `t` is a root."""
+    if node is None:
+        changed = None if t._node is None else versions.written_after(t.payload, t._node.stamp, None, True)
+        if changed is not None:
+            raise _modified(t, changed, "history", "backward")
+        return
+    stamp = node.stamp
+    if stamp != versions.clock:  # else nothing was written since the node was made
+        for x in _read(t, node, inputs):
+            changed = versions.written_after(x.payload, stamp)
+            if changed is not None:
+                raise _modified(x, changed, "values", node.op.name)
+    for x in inputs:
+        made = x._node
+        if made is not None and made.stamp != stamp and not versions.pinned(x):  # (pinned: as it was)
+            changed = versions.written_after(x.payload, made.stamp, stamp, True)
+            if changed is not None:
+                raise _modified(x, changed, "history", node.op.name)
 
 
 def _as_tensors(value: Tensor | Sequence[Tensor], what: str) -> list[Tensor]:
@@ -207,7 +350,7 @@ def _propagate(
     if wrt is not None:  # prune: keep the tensors from which some variable can be reached
         reaches = {id(t) for t in wrt}
         for t in order:
-            if t._node is not None and any(id(i) in reaches for i in t._node.inputs):
+            if t._node is not None and any(id(i) in reaches for i in t._node.saved()):
                 reaches.add(id(t))
         order = [t for t in order if id(t) in reaches]
     wanted = None if wrt is None else {id(t) for t in wrt}
@@ -216,6 +359,9 @@ def _propagate(
         before = grads.get(id(root))
         grads[id(root)] = seed if before is None else before + seed
     found: dict[int, Tensor] = {}
+    if versions.any_writes():
+        for root in roots:
+            _check_unmodified(root, None, ())
     with _grad_mode(create_graph):
         for t in reversed(order):
             g = grads.pop(id(t), None)
@@ -230,11 +376,14 @@ def _propagate(
                 if wanted is None:
                     _accumulate(t, g)
                 continue
-            if reaches is not None and not any(id(i) in reaches for i in node.inputs):
+            inputs = node.saved()
+            if reaches is not None and not any(id(i) in reaches for i in inputs):
                 continue
             if node.freed:
                 raise RuntimeError(_FREED)
-            for inp, gi in zip(node.inputs, node.op.vjp(g, t, *node.inputs, **node.params)):
+            if versions.any_writes():
+                _check_unmodified(t, node, inputs)
+            for inp, gi in zip(inputs, node.op.vjp(g, t, *inputs, **node.params)):
                 if gi is None or not inp.requires_grad or (reaches is not None and id(inp) not in reaches):
                     continue
                 given, want = gi.spec, inp.spec

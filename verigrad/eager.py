@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from . import modes
+from . import inplace, modes, versions
 from .autograd import Node, is_grad_enabled
 from .backends import active
 from .backends.reference import decomposition_kernel
@@ -108,18 +108,15 @@ class EagerMode(modes.Mode):
         return Tensor(spec, array)
 
     def assign(self, target: Tensor, value: Tensor) -> None:
-        if target.requires_grad and is_grad_enabled():
-            raise RuntimeError(
-                "a tensor that requires grad is being updated in place; do it under verigrad.no_grad()"
-            )
-        if value.requires_grad and is_grad_enabled():  # PyTorch records it; here its gradient would be lost
-            raise RuntimeError(
-                "a value that requires grad is written in place into a tensor that does not; verigrad "
-                "does not record in-place writes yet: write it out of place (index_put, where, cat)"
-            )
+        """Write `value` (target's shape and dtype) into target's memory, ticking its version; recorded
+        for autograd, as PyTorch records it, where grad mode is on and either requires grad."""
         if not target.payload.flags.writeable:
             raise RuntimeError("cannot write into a broadcast (read-only) view")
+        if (target.requires_grad or value.requires_grad) and is_grad_enabled():
+            inplace.write(target, value)
+            return
         np.copyto(target.payload, value.payload)
+        versions.note_write(target.payload)
 
 
 try:  # NumPy's error state, a new object each time it is set (as in backends/cpu/_ffi.py)

@@ -177,8 +177,18 @@ def test_in_place_forms_write_into_the_input(name, args) -> None:
     kept = verigrad.tensor(X.copy())
     assert getattr(F, name)(kept, *args, inplace=True) is kept
     np.testing.assert_allclose(kept.numpy(), theirs.numpy(), rtol=1e-12)
-    with pytest.raises(RuntimeError, match="in place"):
-        getattr(F, name + "_")(verigrad.tensor(X, requires_grad=True), *args)
+    message = "a leaf Variable that requires grad is being used in an in-place operation."
+    for lib, functional in ((torch, TF), (verigrad, F)):
+        with pytest.raises(RuntimeError, match=message):
+            getattr(functional, name + "_")(lib.tensor(X, requires_grad=True), *args)
+    grads = []  # a non-leaf: the write recorded, as PyTorch's
+    for lib, functional in ((torch, TF), (verigrad, F)):
+        x = lib.tensor(X, requires_grad=True)
+        h = x * 1.5
+        assert getattr(functional, name)(h, *args, inplace=True) is h
+        (h * h).sum().backward()
+        grads.append(x.grad.numpy())
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-12)
 
 
 def test_inplace_layers_and_rrelu_in_training() -> None:

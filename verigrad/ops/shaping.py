@@ -348,8 +348,8 @@ def setitem(target: Tensor, key: Any, value: Any) -> None:
     if arrays:
         raise IndexError("shaping.setitem writes through basic indices; integer arrays are index_put's")
     view = _select(target, key)[0]
-    if modes.current().name == "eager":
-        assign(view, value)
+    if modes.current().name == "eager" and (target._node is not None or not _recorded(target, value)):
+        assign(view, value)  # (a view of a tensor with history: recorded as a write through a view)
         return
     part = slice_.canonical_params(target.spec, tuple(index))["index"]
     sliced_shape = slice_.shape_rule(target.shape, part)
@@ -359,6 +359,13 @@ def setitem(target: Tensor, key: Any, value: Any) -> None:
     placed = unslice(reshape(value, shape=sliced_shape), shape=target.shape, index=part)
     region = unslice(full_op(shape=sliced_shape, dtype=bool_, value=True), shape=target.shape, index=part)
     assign(target, where(region, placed, target))
+
+
+def _recorded(target: Tensor, value: Any) -> bool:
+    """Whether writing `value` into `target` is recorded for autograd: into a tensor without history, the
+    write is then one of the whole tensor (a view of it could not give it one)."""
+    wants = target.requires_grad or (isinstance(value, Tensor) and value.requires_grad)
+    return wants and modes.LOCAL.grad[-1]
 
 
 def flip(x: Tensor, dims: int | Sequence[int]) -> Tensor:

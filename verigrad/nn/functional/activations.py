@@ -9,7 +9,6 @@ import warnings
 from typing import Any
 
 from ... import ops
-from ...autograd import is_grad_enabled
 from ...errors import ShapeError
 from ...shapes import shape_text
 from ...tensor import Tensor
@@ -50,11 +49,9 @@ def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: 
 
 
 def _inplace(x: Tensor, y: Tensor, inplace: bool) -> Tensor:
-    """PyTorch's `inplace=True`: y written into x, and x returned, where x takes no part in a gradient;
-    else y itself (the same values, x unchanged: use what is returned)."""
-    if inplace and not (x.requires_grad and is_grad_enabled()):
-        return x.assign(y)
-    return y
+    """PyTorch's `inplace=True`: y written into x (recorded for autograd as any in-place write), and x
+    returned; else y."""
+    return x.assign(y) if inplace else y
 
 
 def relu(input: Tensor, inplace: bool = False) -> Tensor:
@@ -220,8 +217,8 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
     return ops.where(input > 0, input, weight * input)
 
 
-# PyTorch's in-place forms: the result written into the input, which is returned; as every in-place
-# update, refused on a tensor that requires grad
+# PyTorch's in-place forms: the result written into the input, which is returned (recorded for autograd
+# as every in-place write; refused on a leaf that requires grad)
 def relu_(input: Tensor) -> Tensor:
     """relu, in place."""
     return input.assign(relu(input))
