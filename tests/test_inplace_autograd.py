@@ -12,8 +12,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import verigrad
-from verigrad import versions
+from verigrad import eager, versions
 
+
+@pytest.fixture(autouse=True, params=["reference", "cpu"])
+def _backend(request: pytest.FixtureRequest):
+    """Every test on the reference backend, and on the cpu one with its eager calls in C (vg_eager makes
+    the nodes there: each must keep the write clock's reading as Node() does)."""
+    with verigrad.backend(request.param) as backend:
+        if request.param == "cpu" and not (backend.load() and eager.install_c_calls()):
+            pytest.skip("the cpu backend's C calls could not be built here")
+        yield
 
 def _x(values=(0.5, -1.0, 2.0)) -> verigrad.Tensor:
     return verigrad.tensor(np.array(values, np.float64), requires_grad=True)

@@ -194,7 +194,7 @@ def install_c_calls() -> bool:
     if ext is None:
         return False
     ext.setup(Tensor, Plan, Node, DType, Size, f32, f64, EAGER, modes.LOCAL, active.LOCAL, active._DEFAULT,
-              conform, _ERROR_STATE, _QUIET, fastcall.recording_test())  # fmt: skip
+              versions, conform, _ERROR_STATE, _QUIET, fastcall.recording_test())  # fmt: skip
     _PYTHON[(Op, "__call__")] = Op.__dict__["__call__"]
     _PYTHON[(Elementwise, "__call__")] = Elementwise.__dict__["__call__"]
     Op.__call__ = _named(ext.Method(None, _PYTHON[(Op, "__call__")]))

@@ -34,15 +34,16 @@
 static PyTypeObject *tensor_type, *node_type, *dtype_type, *size_type;
 static Py_ssize_t t_spec, t_payload, t_grad, t_node, t_hooks, t_rg;      /* Tensor's slots */
 static Py_ssize_t p_kernel, p_native, p_out, p_stamp, p_warns, p_fast;   /* Plan's */
-static Py_ssize_t n_op, n_inputs, n_params, n_freed;                     /* Node's */
+static Py_ssize_t n_op, n_inputs, n_params, n_freed, n_stamp;            /* Node's */
 static PyObject *eager_mode, *local, *run_function, *constant;
 static PyObject *active, *active_default; /* backends.active's LOCAL (its `stack`: this thread's blocks) and _DEFAULT */
+static PyObject *versions_module; /* verigrad.versions: a new Node's stamp is its `clock` */
 static PyObject *error_state, *quiet_states; /* eager.py's _ERROR_STATE (or None) and _QUIET */
 static int (*recording)(void) = NULL; /* vg_call's: whether this thread records a tape */
 static PyObject *scalar_specs[2];      /* the spec of a 0-d f32 and f64 constant (made by `constant`) */
 static PyObject *S_stack, *S_grad, *S_plans, *S_variadic, *S_positional, *S_canonical, *S_decompose,
     *S_group, *S_differentiable, *S_vjp, *S_reference, *S_shape, *S_dtype, *S_kind, *S_np, *S_threads, *S_first,
-    *S_stamp, *S_plan, *S_run, *S_axes, *S_index, *S_axis;
+    *S_stamp, *S_plan, *S_run, *S_axes, *S_index, *S_axis, *S_clock;
 static int ready = 0;
 
 #define SLOT(o, at) (*(PyObject **)((char *)(o) + (at)))
@@ -709,6 +710,12 @@ static PyObject *call_op_on(PyObject *op, PyObject *const *in, Py_ssize_t n, PyO
     SLOT(node, n_inputs) = Py_NewRef(tensors);
     SLOT(node, n_params) = Py_NewRef(params);
     SLOT(node, n_freed) = Py_NewRef(Py_False);
+    SLOT(node, n_stamp) = PyObject_GetAttr(versions_module, S_clock); /* as Node.__init__ */
+    if (SLOT(node, n_stamp) == NULL) {
+        Py_DECREF(node);
+        Py_CLEAR(result);
+        goto done;
+    }
     Py_SETREF(SLOT(result, t_rg), Py_NewRef(Py_True));
     Py_SETREF(SLOT(result, t_node), node);
     goto done;
@@ -859,14 +866,14 @@ static PyTypeObject MethodType = {
               "(vg_eager.c); with transpose, x.transpose(a, b) calling the permute op.",
 };
 
-/* setup(Tensor, Plan, Node, DType, Size, f32, f64, eager_mode, local, active, active_default, conform,
- * error_state, quiet, recording): the objects the calls read, and vg_call's recording test (a capsule, or None) */
+/* setup(Tensor, Plan, Node, DType, Size, f32, f64, eager_mode, local, active, active_default, versions,
+ * conform, error_state, quiet, recording): the objects the calls read, and vg_call's recording test (a capsule, or None) */
 static PyObject *setup(PyObject *module, PyObject *args) {
-    PyObject *tensor, *plan, *node, *dtype, *size, *f32, *f64, *mode, *loc, *act, *dflt, *conf, *state, *quiet,
-        *rec;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!OOOOOO!OOO!O:setup", &PyType_Type, &tensor, &PyType_Type, &plan,
+    PyObject *tensor, *plan, *node, *dtype, *size, *f32, *f64, *mode, *loc, *act, *dflt, *vers, *conf, *state,
+        *quiet, *rec;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!OOOOOO!OOOO!O:setup", &PyType_Type, &tensor, &PyType_Type, &plan,
                           &PyType_Type, &node, &PyType_Type, &dtype, &PyType_Type, &size, &f32, &f64, &mode, &loc,
-                          &act, &PyList_Type, &dflt, &conf, &state, &PyDict_Type, &quiet, &rec))
+                          &act, &PyList_Type, &dflt, &vers, &conf, &state, &PyDict_Type, &quiet, &rec))
         return NULL;
     ready = 0;
     PyTypeObject *t = (PyTypeObject *)tensor, *p = (PyTypeObject *)plan, *nd = (PyTypeObject *)node;
@@ -875,7 +882,7 @@ static PyObject *setup(PyObject *module, PyObject *args) {
         offset_of(p, "kernel", &p_kernel) || offset_of(p, "native", &p_native) || offset_of(p, "out", &p_out) ||
         offset_of(p, "stamp", &p_stamp) || offset_of(p, "warns", &p_warns) || offset_of(p, "fast", &p_fast) ||
         offset_of(nd, "op", &n_op) || offset_of(nd, "inputs", &n_inputs) || offset_of(nd, "params", &n_params) ||
-        offset_of(nd, "freed", &n_freed))
+        offset_of(nd, "freed", &n_freed) || offset_of(nd, "stamp", &n_stamp))
         return NULL;
     if (rec != Py_None) {
         recording = (int (*)(void))PyCapsule_GetPointer(rec, "vg_call.recording");
@@ -891,6 +898,7 @@ static PyObject *setup(PyObject *module, PyObject *args) {
     Py_XSETREF(local, Py_NewRef(loc));
     Py_XSETREF(active, Py_NewRef(act));
     Py_XSETREF(active_default, Py_NewRef(dflt));
+    Py_XSETREF(versions_module, Py_NewRef(vers));
     if (state != Py_None && !PyContextVar_CheckExact(state))
         return PyErr_Format(PyExc_TypeError, "vg_eager: the error state is a ContextVar or None");
     Py_XSETREF(error_state, Py_NewRef(state));
@@ -920,7 +928,7 @@ static PyObject *enabled(PyObject *module, PyObject *arg) {
 }
 
 static PyMethodDef methods[] = {
-    {"setup", setup, METH_VARARGS, "setup(Tensor, Plan, Node, DType, Size, f32, f64, mode, local, active, active_default, conform, "
+    {"setup", setup, METH_VARARGS, "setup(Tensor, Plan, Node, DType, Size, f32, f64, mode, local, active, active_default, versions, conform, "
                                    "error_state, quiet, recording)"},
     {"enabled", enabled, METH_O, "enabled(flag): turn the C calls on or off; gives the previous state"},
     {NULL, NULL, 0, NULL},
@@ -942,7 +950,8 @@ PyMODINIT_FUNC PyInit_vg_eager(void) {
         intern(&S_dtype, "dtype") || intern(&S_kind, "kind") || intern(&S_np, "np") ||
         intern(&S_threads, "threads") || intern(&S_first, "first") || intern(&S_stamp, "stamp") ||
         intern(&S_plan, "_plan") || intern(&S_run, "run") ||
-        intern(&S_axes, "axes") || intern(&S_index, "index") || intern(&S_axis, "axis"))
+        intern(&S_axes, "axes") || intern(&S_index, "index") || intern(&S_axis, "axis") ||
+        intern(&S_clock, "clock"))
         return NULL;
     if (PyType_Ready(&MethodType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
