@@ -24,6 +24,7 @@ def _backend(request: pytest.FixtureRequest):
             pytest.skip("the cpu backend's C calls could not be built here")
         yield
 
+
 def _x(values=(0.5, -1.0, 2.0)) -> verigrad.Tensor:
     return verigrad.tensor(np.array(values, np.float64), requires_grad=True)
 
