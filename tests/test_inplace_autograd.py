@@ -362,3 +362,23 @@ def test_writes_with_views_kept_give_the_derivative_or_raise(actions, seed) -> N
     np.testing.assert_allclose(got, along, rtol=1e-5, atol=1e-6)
     want_w = (_value(x0, w0 + eps, actions) - _value(x0, w0 - eps, actions)) / (2 * eps)
     np.testing.assert_allclose(0.0 if w.grad is None else w.grad.item(), want_w, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "make", [lambda ps: verigrad.optim.SGD(ps, lr=0.1, momentum=0.9), verigrad.optim.Adam]
+)
+def test_an_optimizer_step_is_a_write_of_its_parameters(make) -> None:
+    """As PyTorch's: a graph that saved a parameter's value before `step()` raises in backward after it
+    (the cpu backend's fused update kernels wrote the parameters without a version tick: the backward
+    then used the new weights, silently)."""
+    w = verigrad.nn.Parameter(verigrad.tensor([1.0, 2.0]))
+    opt = make([w])
+    (w * w).sum().backward()
+    y = (w * w).sum()
+    opt.step()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()
+    z = (w * w).sum()  # a graph made after the step is fine
+    opt.zero_grad()
+    z.backward()
+    np.testing.assert_array_equal(w.grad.numpy(), 2 * w.detach().numpy())

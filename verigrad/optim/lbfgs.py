@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import modes
+from .. import modes, versions
 from ..autograd import enable_grad, no_grad
 from ..ops import tensor
 from ..tensor import Tensor
@@ -203,11 +203,13 @@ class LBFGS(Optimizer):
             n = p.numel()
             step = np.asarray(step_size, p.dtype.np) * update[offset : offset + n].reshape(p.shape)
             np.add(p.payload, step, out=p.payload)
+            versions.note_write(p.payload)
             offset += n
 
     def _set_param(self, values: list[np.ndarray]) -> None:
         for p, value in zip(self._params(), values):
             np.copyto(p.payload, value)
+            versions.note_write(p.payload)
 
     def _directional_evaluate(
         self, closure: Callable, x: list[np.ndarray], t: Scalar, d: np.ndarray

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import modes
+from .. import modes, versions
 from ..autograd import enable_grad, no_grad
 from ..backends import get_backend
 from ..dtypes import f64
@@ -375,6 +375,10 @@ class Optimizer(OptimizerHooks):
                     state = self._slots[id(p)]
                     _count(state["step"], eager)
                     self.update(p, -p.grad if group.get("maximize") else p.grad, group, state)
+                    if (
+                        eager
+                    ):  # a write of p, as PyTorch's: a graph that saved p's old value raises in backward
+                        versions.note_write(p.payload)
         return loss
 
     def update(self, p: Tensor, g: Tensor, group: Hyperparameters, state: dict[str, Tensor]) -> None:
