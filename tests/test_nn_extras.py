@@ -66,3 +66,15 @@ def test_alpha_dropout_keeps_a_standard_normal_standard_and_is_the_identity_in_e
     assert F.alpha_dropout(x, 0.2) is x and F.alpha_dropout(x, 0.2, training=False) is x
     with pytest.raises(ValueError):
         F.alpha_dropout(x, 1.5, training=True)
+
+
+@pytest.mark.parametrize("drop", [F.dropout, F.dropout2d, F.alpha_dropout])
+def test_functional_dropouts_take_inplace_fourth_as_pytorch(drop):
+    """F.dropout(x, p, training, inplace): the fourth argument was read as the generator (an
+    AttributeError), and alpha_dropout's inplace=True left x as it was, silently."""
+    x = verigrad.ones(2, 3, 4, 4)
+    y = drop(x, 0.5, True, True)
+    assert y is x
+    assert (x.numpy() != 1.0).any()
+    z = verigrad.ones(2, 3, 4, 4)
+    assert drop(z, 0.5, True, False) is not z and (z.numpy() == 1.0).all()

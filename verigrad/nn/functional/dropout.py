@@ -7,26 +7,42 @@ from ...errors import ShapeError
 from ...ops.creation import Generator, _seed
 from ...shapes import shape_text
 from ...tensor import Tensor
+from .activations import _inplace
 
 
-def dropout(x: Tensor, p: float = 0.5, training: bool = True, generator: Generator | None = None) -> Tensor:
-    """Zero elements with probability p and scale the rest by 1/(1-p); the identity when not training."""
+def dropout(
+    input: Tensor,
+    p: float = 0.5,
+    training: bool = True,
+    inplace: bool = False,
+    *,
+    generator: Generator | None = None,
+) -> Tensor:
+    """Zero elements with probability p and scale the rest by 1/(1-p); the identity when not training;
+    `inplace` as PyTorch's (the result written into `input`)."""
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability must be in [0, 1], got {p}")
     if not training or p == 0.0:
-        return x
-    return ops.dropout(x, p=p, seed=_seed(generator))
+        return input
+    return _inplace(input, ops.dropout(input, p=p, seed=_seed(generator)), inplace)
 
 
-def dropout2d(x: Tensor, p: float = 0.5, training: bool = True, generator: Generator | None = None) -> Tensor:
+def dropout2d(
+    input: Tensor,
+    p: float = 0.5,
+    training: bool = True,
+    inplace: bool = False,
+    *,
+    generator: Generator | None = None,
+) -> Tensor:
     """Zero whole channels of [N, C, H, W] (or [C, H, W]) with probability p, scaling the rest by
-    1/(1-p); the identity when not training."""
-    if x.ndim not in (3, 4):
-        raise ShapeError(f"dropout2d takes [N, C, H, W] or [C, H, W], got {shape_text(x.shape)}")
+    1/(1-p); the identity when not training; `inplace` as PyTorch's."""
+    if input.ndim not in (3, 4):
+        raise ShapeError(f"dropout2d takes [N, C, H, W] or [C, H, W], got {shape_text(input.shape)}")
     if not training or p == 0.0:
-        return dropout(x, p, training)  # checks p
-    keep = dropout(ops.ones(*x.shape[: x.ndim - 2], 1, 1, dtype=x.dtype), p, generator=generator)
-    return x * keep
+        return dropout(input, p, training)  # checks p
+    keep = dropout(ops.ones(*input.shape[: input.ndim - 2], 1, 1, dtype=input.dtype), p, generator=generator)
+    return _inplace(input, input * keep, inplace)
 
 
 _SELU_SATURATION = 1.7580993408473766  # -scale * alpha of SELU: where a dropped unit is set
@@ -47,8 +63,8 @@ def alpha_dropout(
     if not training or p == 0.0:
         return input
     if p == 1.0:
-        return input * 0.0
+        return _inplace(input, input * 0.0, inplace)
     keep = ops.dropout(ops.ones(*input.shape, dtype=input.dtype), p=p, seed=_seed(generator)) * (1.0 - p)
     a = 1.0 / ((_SELU_SATURATION**2 * p + 1) * (1 - p)) ** 0.5
     shift = (keep - 1.0) * (_SELU_SATURATION * a) + _SELU_SATURATION * a * p
-    return input * (keep * a) + shift
+    return _inplace(input, input * (keep * a) + shift, inplace)
