@@ -135,7 +135,7 @@ def test_in_place_methods(backend) -> None:
     x.clamp_(-1.0, 1.0)
     _eq(x, np.array([[1.0] * 3, [-1.0] * 3]))
     w = verigrad.ones(3, requires_grad=True)
-    with pytest.raises(RuntimeError, match="in place"):
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
         w.mul_(2)
 
 

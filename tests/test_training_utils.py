@@ -409,8 +409,11 @@ def test_in_place_activations_zero_grad_to_zeros_and_dim_names() -> None:
     x = verigrad.tensor([-1.0, 2.0])
     assert F.relu(x, inplace=True) is x and x.numpy().tolist() == [0.0, 2.0]  # written in place
     w = verigrad.tensor([-1.0, 2.0], requires_grad=True)
-    y = nn.ReLU(inplace=True)(w)  # a tensor in a gradient: the same values, w left as it was
-    assert y is not w and y.numpy().tolist() == [0.0, 2.0] and w.numpy().tolist() == [-1.0, 2.0]
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
+        nn.ReLU(inplace=True)(w)  # as PyTorch: a leaf that requires grad is not written in place
+    h = w * 1.0
+    y = nn.ReLU(inplace=True)(h)  # a non-leaf: written, and recorded for backward
+    assert y is h and y.numpy().tolist() == [0.0, 2.0] and w.numpy().tolist() == [-1.0, 2.0]
     y.sum().backward()
     assert w.grad.numpy().tolist() == [0.0, 1.0]
     assert repr(nn.ReLU(inplace=True)) == "ReLU(inplace=True)" and repr(nn.ReLU()) == "ReLU()"
