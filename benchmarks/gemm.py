@@ -12,9 +12,9 @@ OpenBLAS's threads spin for about 0.1 s after NumPy's threaded product, on the c
 needs), and prints medians, GFLOP/s and the ratio to NumPy (above 1: faster than NumPy).
 
 The second table: the cost of one call on tiny products (an MLP layer at batch 64, a matrix-vector
-product), where the per-call overhead is most of the time: the minimum over repetitions of the mean
-microseconds per call, NumPy's matmul, verigrad's matmul (the function the cpu backend's kernel calls)
-and its exact path.
+product, 64^3 with b plain and transposed), where the per-call overhead is most of the time: the minimum
+over repetitions of the mean microseconds per call, NumPy's matmul, verigrad's matmul (the function the
+cpu backend's kernel calls) and its exact path.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ import verigrad
 from verigrad.backends.cpu import matmul as cpu_matmul
 
 SHAPES = [(6272, 144, 32), (1568, 288, 64), (3136, 32, 128), (32, 3136, 128)]  # M x K x N
-TINY = [(64, 10, 256), (64, 256, 10), (1, 576, 576)]
+# the last two: a backward's g @ W^T against the same product of a plain b (b^T copied plain first)
+TINY = [(64, 10, 256, ""), (64, 256, 10, ""), (1, 576, 576, ""), (64, 64, 64, ""), (64, 64, 64, "b")]
 
 
 def operands(rng: np.random.Generator, m: int, k: int, n: int, transposed: str = ""):
@@ -97,8 +98,8 @@ def tiny_table(rng: np.random.Generator, threads: list[int], repeat: int) -> Tab
     )
     for n_threads in threads:
         verigrad.set_threads(n_threads)
-        for m, k, n in TINY:
-            a, b = operands(rng, m, k, n)
+        for m, k, n, transposed in TINY:
+            a, b = operands(rng, m, k, n, transposed)
             t = per_call(
                 {
                     "numpy": lambda: np.matmul(a, b),
@@ -111,7 +112,7 @@ def tiny_table(rng: np.random.Generator, threads: list[int], repeat: int) -> Tab
             us = {name: f"{s * 1e6:.1f}" for name, s in t.items()}
             out.add_row(
                 str(n_threads),
-                f"{m} x {k} x {n}",
+                f"{m} x {k} x {n}" + (f", {transposed}^T" if transposed else ""),
                 us["numpy"],
                 us["fast"],
                 us["exact"],

@@ -393,6 +393,71 @@ def test_wide_products_computed_transposed_keep_the_bound_and_the_bits(dtype, tr
         lib.dot_products(1)
 
 
+def transposed(b: np.ndarray, offset: int = 0) -> np.ndarray:
+    """b's values as the transpose of a view (rows along k) whose rows are `offset` elements longer, starting
+    `offset` elements in: an F-contiguous b for 0, a slice of a wider matrix else."""
+    store = np.zeros((b.shape[1], b.shape[0] + offset), b.dtype)
+    store[:, offset:] = b.T
+    return store[:, offset:].T
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("small_kernel_work", [0, blas.SMALL_KERNEL_WORK])
+def test_a_small_product_with_b_transposed_gives_the_plain_b_bits(dtype, small_kernel_work):
+    """Where OpenBLAS's small-matrix kernels take a product (one tile, at least 32 rows), a transposed b (an
+    F-contiguous one, or a slice of a wider matrix) is copied plain first: c = a b^T then has the bits of the
+    product with b given plain, on 1, 2 and 3 threads, and alpha, beta and a strided c keep their
+    semantics. Forced off (no small kernels) the bound and thread invariance still hold."""
+    rng = np.random.default_rng(18)
+    lib = cpu_matmul._state["lib"]
+    try:
+        lib.blas_small_kernels(small_kernel_work)
+        # 8 x 8 blocks and partial edges in n and k; k = 1; one tile of 100^3; two tiles of 64 rows
+        for m, k, n in [(64, 64, 64), (33, 37, 53), (40, 7, 9), (32, 1, 5), (100, 100, 100), (128, 64, 64)]:
+            a, b = rand(rng, (m, k), dtype), rand(rng, (k, n), dtype)
+            plain = bits(cpu_matmul.matmul(a, b, exact=False))
+            for offset in (0, 3):
+                bt = transposed(b, offset)
+                assert bt.strides[0] == bt.itemsize and np.array_equal(bt, b)
+                fast_on_every_thread_count(a, bt, a, b)
+                if small_kernel_work:
+                    assert bits(cpu_matmul.matmul(a, bt, exact=False)) == plain, (m, k, n, offset)
+        a, b = rand(rng, (48, 40), dtype), rand(rng, (40, 24), dtype)
+        wide = np.full((48, 30), 7.0, dtype)
+        cpu_matmul.gemm(a, transposed(b, 5), wide[:, 3:27], alpha=-2.0, exact=False)
+        within_bound(wide[:, 3:27], -2.0 * a, b, False)
+        assert (wide[:, :3] == 7).all() and (wide[:, 27:] == 7).all()  # nothing written past c
+        c = rand(rng, (48, 24), dtype)
+        expected = cpu_matmul.gemm(a, b, c.copy(), beta=0.5, exact=False)
+        out = cpu_matmul.gemm(a, transposed(b), c.copy(), beta=0.5, exact=False)
+        assert bits(out) == bits(expected) if small_kernel_work else np.allclose(out, expected, 1e-5, 1e-5)
+        b[3, 7] = np.nan  # column 7 of c is NaN, as the reference's
+        within_bound(cpu_matmul.matmul(a, transposed(b), exact=False), a, b, False)
+    finally:
+        lib.blas_small_kernels(blas.small_kernel_work())
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", ["NN", "NT", "TN", "TT", "batched NT", "sliced"])
+def test_every_layout_against_the_reference(dtype, layout):
+    """A backward's products (g @ W^T, x^T @ g) and the other layouts: the exact path has the reference
+    order's bits, the fast path is within the bound with the same bits on 1, 2 and 3 threads."""
+    rng = np.random.default_rng(19)
+    a, b = rand(rng, (3, 64, 48) if layout == "batched NT" else (64, 48), dtype), rand(rng, (48, 40), dtype)
+    va = np.asfortranarray(a) if layout in ("TN", "TT") else a
+    vb = transposed(b) if layout in ("NT", "TT") else b
+    if layout == "batched NT":
+        b = rand(rng, (3, 48, 40), dtype)
+        vb = np.swapaxes(np.ascontiguousarray(np.swapaxes(b, -1, -2)), -1, -2)
+    if layout == "sliced":
+        wide = np.zeros((48, 45), dtype)  # b: a slice of a wider matrix (a longer row stride)
+        wide[:, 5:] = b
+        va, vb = views(a)["strided"], wide[:, 5:]
+    assert np.array_equal(va, a) and np.array_equal(vb, b)
+    assert bits(cpu_matmul.matmul(va, vb, exact=True)) == bits(cpu_matmul.reference_exact(a, b))
+    fast_on_every_thread_count(va, vb, a, b)
+
+
 def products_with_alpha_beta_and_nan(rng, m: int, k: int, n: int, b_transposed: bool) -> None:
     """The fast path's c = alpha a b into a c with a longer row stride (nothing written past it), c = a b
     + beta c for beta 1 and 0.5, and a NaN and an infinity in a and b: within the bound, or the

@@ -12,7 +12,9 @@ on two paths.
   depth depends on the shape alone, one OpenBLAS call each, summed in block order in double and
   rounded once. Views BLAS can take (a unit stride on one axis: transposed, offset) are passed as they
   are (OpenBLAS packs each layout its own way, so their bits may differ from a contiguous copy's),
-  others are copied first. A product that gives an infinity or a NaN (an f32 partial sum may overflow
+  others are copied first; but a transposed b with a plain a, in a product OpenBLAS's small-matrix
+  kernels take (from 32 rows), is copied plain in C (they refuse that layout; the bits are the plain
+  product's). A product that gives an infinity or a NaN (an f32 partial sum may overflow
   where the reference's double one does not) is computed again on the exact path. On AVX-512, f32
   products of the shapes where they measured faster skip OpenBLAS for matmul_avx512.c's kernels: c = a b^T
   with both read along k (an nn.Linear's x @ W^T) as dot products, c = a b with few rows and a long k

@@ -275,6 +275,69 @@ static int outer_applies(int f32, int tb, int64_t m, int64_t n, int64_t k, doubl
     return vg_has_avx512();
 }
 
+/* Whether a plain a and a transposed b (rows along k: a backward's g @ W^T) go as a plain a and a copy of
+ * b made plain: where OpenBLAS's small-matrix kernels take a product (at most small_kernel_work, one batch
+ * item) they refuse that layout and OpenBLAS packs both operands, which costs more than the copy. Tried
+ * after the dot products and the transposed wide products (their shapes stay theirs). Measured on one
+ * thread of an Intel Xeon with AVX-512, f32, against NT as it was (m x k x n): 64x64x64 6.3 us against 8.9
+ * (NN 5.7), 100x100x100 23 us against 35, 128x64x64 9.7 against 16; f64 100x100x100 35 against 51. Left
+ * as it was where it lost: fewer than 32 rows (16x200x64: 11.8 us against 5.8 with the copy not
+ * vectorized; 8x64x8 2.4 against 1.7), a transposed a too (TT made TN: 10 us against 8 at 64^3). The bits
+ * are those of the product with b given plain (the shape alone decides), on every thread count. */
+static int plain_b_applies(int64_t batch, int64_t m, int64_t n, int64_t k, int ta, int tb) {
+    return ta == 111 && tb == 112 && batch == 1 && m >= 32 && n > 1 && m * n * k <= small_kernel_work;
+}
+
+/* plain[p, j] = bt[j, p] for j < n, p < k (bt: n rows of k, row stride ldb; plain: k x n, contiguous):
+ * a transposed b as a plain one. On AVX2, f32 in blocks of 8 x 8 (a copy: the same values either way). */
+#ifdef VG_X86
+__attribute__((target("avx2"))) static void plain_b_f32_avx2(const float *bt, int64_t n, int64_t k, int64_t ldb,
+                                                             float *plain) {
+    int64_t n8 = n / 8 * 8, k8 = k / 8 * 8;
+    for (int64_t j = 0; j < n8; j += 8)
+        for (int64_t p = 0; p < k8; p += 8) {
+            const float *s = bt + j * ldb + p;
+            __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + ldb), r2 = _mm256_loadu_ps(s + 2 * ldb);
+            __m256 r3 = _mm256_loadu_ps(s + 3 * ldb), r4 = _mm256_loadu_ps(s + 4 * ldb);
+            __m256 r5 = _mm256_loadu_ps(s + 5 * ldb), r6 = _mm256_loadu_ps(s + 6 * ldb);
+            __m256 r7 = _mm256_loadu_ps(s + 7 * ldb);
+            __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
+            __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
+            __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+            __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+            __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee);
+            __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
+            __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee);
+            __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+            float *d = plain + p * n + j;
+            _mm256_storeu_ps(d, _mm256_permute2f128_ps(u0, u4, 0x20));
+            _mm256_storeu_ps(d + n, _mm256_permute2f128_ps(u1, u5, 0x20));
+            _mm256_storeu_ps(d + 2 * n, _mm256_permute2f128_ps(u2, u6, 0x20));
+            _mm256_storeu_ps(d + 3 * n, _mm256_permute2f128_ps(u3, u7, 0x20));
+            _mm256_storeu_ps(d + 4 * n, _mm256_permute2f128_ps(u0, u4, 0x31));
+            _mm256_storeu_ps(d + 5 * n, _mm256_permute2f128_ps(u1, u5, 0x31));
+            _mm256_storeu_ps(d + 6 * n, _mm256_permute2f128_ps(u2, u6, 0x31));
+            _mm256_storeu_ps(d + 7 * n, _mm256_permute2f128_ps(u3, u7, 0x31));
+        }
+    for (int64_t j = 0; j < n; j++) /* the edges: the last k % 8 columns of every row, the last n % 8 rows */
+        for (int64_t p = j < n8 ? k8 : 0; p < k; p++) plain[p * n + j] = bt[j * ldb + p];
+}
+#endif
+
+static void plain_b_f32(const float *bt, int64_t n, int64_t k, int64_t ldb, float *plain) {
+    X86_ONLY(if (__builtin_cpu_supports("avx2")) {
+        plain_b_f32_avx2(bt, n, k, ldb, plain);
+        return;
+    })
+    for (int64_t j = 0; j < n; j++)
+        for (int64_t p = 0; p < k; p++) plain[p * n + j] = bt[j * ldb + p];
+}
+
+static void plain_b_f64(const double *bt, int64_t n, int64_t k, int64_t ldb, double *plain) {
+    for (int64_t j = 0; j < n; j++)
+        for (int64_t p = 0; p < k; p++) plain[p * n + j] = bt[j * ldb + p];
+}
+
 /* Whether a GEMV (c of one row or column) is split along k rather than into tiles of c: where its matrix
  * (b for a row, a for a column) has its rows along k, a tile of c would read a strip of every row, and
  * OpenBLAS streams a block of whole rows faster. Measured on one thread (Zen 4), c = a b for a of one row
@@ -407,6 +470,15 @@ static int gemv_along_k(const blas_job *g) {
             return own == 1 ? vg_gemm_dot_product(&g, batch, threads)                                  \
                             : vg_gemm_outer_product(&g, batch, threads);                               \
         }                                                                                              \
+        int64_t plain_offs[3];                                                                           \
+        T *plain_b = plain_b_applies(batch, m, n, k, ta, tb) && !transposes(IS_F32, tb, m, n, k, beta)       \
+                         ? malloc(sizeof(T) * (size_t)(k * n))                                           \
+                         : NULL;                                                                         \
+        if (plain_b) { /* b^T (n rows of k) copied into a plain k x n b, which the small kernels read */  \
+            plain_b_##NAME(b + offs[1], n, k, ldb, plain_b);                                               \
+            plain_offs[0] = offs[0], plain_offs[1] = 0, plain_offs[2] = offs[2];                         \
+            g.b = plain_b, g.tb = tb = 111, g.ldb = ldb = n, g.offs = plain_offs;                        \
+        }                                                                                                \
         if (transposes(IS_F32, tb, m, n, k, beta)) {                                                      \
             /* c^T = b^T a^T, b^T (n x k) given plain; tiles of c^T keep its height: in two (not the    \
              * usual four) tiles of 128x64 for a 64x784x256 product, 2 threads take one each and 1 thread \
@@ -443,6 +515,7 @@ static int gemv_along_k(const blas_job *g) {
             free(g.parts);                                                                               \
         }                                                                                                \
         if (g.out) free(g.c);                                                                            \
+        free(plain_b);                                                                                   \
         return !g.bad;                                                                                   \
     }
 
