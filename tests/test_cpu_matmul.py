@@ -672,6 +672,35 @@ def test_a_layouts_plan_is_reused_with_other_data(exact):
     assert bits(cpu_matmul.matmul(unaligned, b, exact=exact)) == bits(out)
 
 
+@pytest.mark.parametrize("exact", PATHS)
+def test_a_layout_blas_cannot_take_is_copied_without_the_general_path(exact, monkeypatch):
+    """A broadcast operand (sum()'s gradient: zero strides) is copied row-major on every call, and after
+    the first call the plan copies it itself: the same bits as the first call and as the product of the
+    copies, without `_gemm_into`'s second preparation; an unaligned b of that layout still goes there."""
+    rng = np.random.default_rng(20)
+    cpu_matmul._plans.clear()
+    calls = []
+    general = cpu_matmul._gemm_into
+    monkeypatch.setattr(cpu_matmul, "_gemm_into", lambda *args: calls.append(1) or general(*args))
+    for side in ("a", "b", "both"):
+        for step in range(3):
+            x, y = rand(rng, (1, 1), np.float32), rand(rng, (40, 40), np.float32)
+            flat = np.broadcast_to(x, (40, 40))
+            a, b = {"a": (flat, y), "b": (y, flat), "both": (flat, np.broadcast_to(-x, (40, 40)))}[side]
+            calls.clear()
+            out = cpu_matmul.matmul(a, b, exact=exact)
+            assert len(calls) == (1 if step == 0 and not exact else 0), (side, step)  # exact: any layout
+            expected = cpu_matmul.matmul(np.ascontiguousarray(a), np.ascontiguousarray(b), exact=exact)
+            assert bits(out) == bits(expected), (side, step)
+    unaligned = views(y)["unaligned"]
+    assert unaligned.strides == y.strides and not unaligned.flags.aligned
+    calls.clear()
+    assert bits(cpu_matmul.matmul(np.broadcast_to(x, (40, 40)), unaligned, exact=exact)) == bits(
+        cpu_matmul.matmul(np.broadcast_to(x, (40, 40)), y, exact=exact)
+    )
+    assert calls == [1]
+
+
 PACKAGE_CHILD = """
 import numpy as np
 import verigrad

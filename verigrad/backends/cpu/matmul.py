@@ -303,14 +303,17 @@ def _gemm_args(
 _BLAS_A, _BLAS_B, _BLAS_C = -1, -2, -3
 
 
-def _gemm_into(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float, beta: float, exact: bool) -> None:
+def _gemm_into(
+    a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float, beta: float, exact: bool
+) -> tuple[np.ndarray, np.ndarray]:
     """c[..., m, n] = alpha * a[..., m, k] @ b[..., k, n] + beta * c, batch dimensions broadcast to c's;
     operands of one checked dtype, any layout: those the path cannot take are copied first (on the fast
     path, BLAS takes a unit stride on one axis: transposed and offset views as they are; OpenBLAS packs
-    each layout its own way, so their bits may differ from a contiguous copy's)."""
+    each layout its own way, so their bits may differ from a contiguous copy's). Returns the operands as
+    computed (a row-major copy where one was made)."""
     fns = _state["lib"] or _lib()
     if c.size == 0:
-        return
+        return a, b
     a, b = _usable(a), _usable(b)
     work = c if _aligned(c) else None
     while True:
@@ -328,19 +331,24 @@ def _gemm_into(a: np.ndarray, b: np.ndarray, c: np.ndarray, alpha: float, beta: 
             work = None
     if work is not c:
         c[...] = work
+    return a, b
 
 
 class _Product:
     """a @ b for one dtype, path and layout of the operands (2-D or batched): vg_gemm's arguments
-    prepared once, so that a call is one allocation and one foreign call. An operand whose data is not
-    aligned, or a layout BLAS cannot take, goes through `_gemm_into`."""
+    prepared once, so that a call is one allocation and one foreign call. A layout BLAS cannot take (a
+    broadcast gradient's zero strides) is learnt on the first call, which copies that operand row-major
+    as `_gemm_into` does: later calls copy it and make one foreign call with arguments prepared for the
+    copy. An operand whose data is not aligned goes through `_gemm_into`."""
 
-    __slots__ = ("args", "args_ref", "dtype", "exact", "ptr", "run", "shape")
+    __slots__ = ("args", "args_ref", "copied", "dtype", "exact", "ptr", "run", "shape")
 
     def __init__(self, a: np.ndarray, b: np.ndarray, shape: tuple[int, ...], exact: bool) -> None:
         fns = _state["lib"] or _lib()
         self.shape, self.dtype, self.exact, self.run, self.ptr = shape, a.dtype, exact, fns.gemm, fns.ptr
         self.args: _GemmArgs | None = None
+        # which operands every call copies row-major first (the layout's answer), and the arguments then
+        self.copied: tuple[bool, bool, _GemmArgs, Any] | None = None
         c = np.empty(shape, a.dtype)  # the layout of every call's c (not touched: no page is written)
         if c.size and _aligned(a) and _aligned(b):
             self.args = _gemm_args(a, b, c, 1.0, 0.0, exact)
@@ -352,9 +360,20 @@ class _Product:
             if c.size:
                 _gemm_into(a, b, c, 1.0, 0.0, self.exact)
             return c
-        ptr = self.ptr
-        if self.run(self.args_ref, ptr(a), ptr(b), ptr(c), _threads()) != 1:
-            _gemm_into(a, b, c, 1.0, 0.0, self.exact)
+        ptr, copied = self.ptr, self.copied
+        if copied is not None:
+            copy_a, copy_b, _, args_ref = copied
+            a2, b2 = a.copy(order="C") if copy_a else a, b.copy(order="C") if copy_b else b
+            if self.run(args_ref, ptr(a2), ptr(b2), ptr(c), _threads()) != 1:
+                _gemm_into(a, b, c, 1.0, 0.0, self.exact)
+            return c
+        done = self.run(self.args_ref, ptr(a), ptr(b), ptr(c), _threads())
+        if done == 1:
+            return c
+        a2, b2 = _gemm_into(a, b, c, 1.0, 0.0, self.exact)
+        if done in (_BLAS_A, _BLAS_B) and a.flags.aligned and b.flags.aligned:  # the layout, not the data
+            args = _gemm_args(a2, b2, c, 1.0, 0.0, self.exact)
+            self.copied = (a2 is not a, b2 is not b, args, _state["lib"].ref(args))
         return c
 
 
