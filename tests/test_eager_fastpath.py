@@ -329,3 +329,85 @@ def test_without_vg_call_nothing_is_bound() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["function", "function", "python", str(float(np.float32(np.exp(2)) / 3))]
+
+
+REDUCTION_CALLS = {
+    "all": lambda x: x.sum(),
+    "dim": lambda x: x.sum(dim=1),
+    "dims keepdim": lambda x: x.sum(dim=(0, -1), keepdim=True),
+    "axis": lambda x: x.sum(axis=0),
+    "no axes": lambda x: x.sum(axis=()),
+    "dim () is all": lambda x: x.sum(dim=()),
+    "dim [] is all": lambda x: x.sum(dim=[]),
+    "dim over axis": lambda x: x.sum(dim=-1, axis=0),
+    "keepdim 1": lambda x: x.sum(keepdim=1),
+    "positional": lambda x: x.sum(1, True),
+    "dtype": lambda x: x.sum(dtype=verigrad.f64),
+    "out of range": lambda x: x.sum(dim=5),
+    "bool dim": lambda x: x.sum(dim=True),
+    "unknown keyword": lambda x: x.sum(foo=1),
+    "a tensor dim": lambda x: x.sum(x),
+    "mean": lambda x: x.mean(),
+    "mean dim keepdim": lambda x: x.mean(dim=1, keepdim=True),
+    "mean axis": lambda x: x.mean(axis=(0,)),
+    "mean positional": lambda x: x.mean(0),
+    "mean dtype": lambda x: x.mean(dtype=verigrad.f64),
+}
+
+
+def test_sum_and_mean_methods_are_bound_in_c(cpu) -> None:
+    for name in ("sum", "mean"):
+        method = Tensor.__dict__[name]
+        assert type(method).__name__ == "Method" and method.__name__ == name, name
+        assert inspect.signature(method) == inspect.signature(method.__wrapped__)
+
+
+@pytest.mark.parametrize("grad", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.bool_])
+@pytest.mark.parametrize("shape", [(3, 4), (2, 1, 5), (0, 3), (3, 0)])
+def test_sum_and_mean_give_the_python_methods_outcome(cpu, grad: bool, dtype, shape) -> None:
+    """x.sum(...) and x.mean(...) in C: the bits, records and errors of the Python methods, whatever
+    keywords, positional dims, dtypes, empty axes or wrong values the call has."""
+    a = (np.arange(int(np.prod(shape))).reshape(shape) * 0.37 - 1).astype(dtype)
+    x = tensor_of(a, grad)
+    for name, call in REDUCTION_CALLS.items():
+        on, off = both_ways(lambda call=call: call(x))
+        if isinstance(off, Exception) or isinstance(on, Exception):
+            assert type(on) is type(off) and str(on) == str(off), name
+        else:
+            same_tensor(on, off)
+
+
+def test_gradients_through_c_sum_and_mean_match_the_python_methods(cpu) -> None:
+    data = np.random.default_rng(1).standard_normal((5, 7)).astype(np.float32)
+
+    def step() -> list[bytes]:
+        x = verigrad.tensor(data, requires_grad=True)
+        loss = x.exp().sum(dim=1, keepdim=True).mean() + (x * x).mean(axis=0).sum()
+        loss.backward()
+        return [loss.payload.tobytes(), x.grad.payload.tobytes()]
+
+    on, off = both_ways(step)
+    assert on == off
+
+
+def test_a_method_with_keywords_takes_only_self_and_those_keywords(cpu) -> None:
+    """Method(..., keywords=): the op gets every keyword, the call's value or the default, in order; a
+    call with another keyword or a second positional argument is the fallback's."""
+    seen = []
+
+    def fallback(*args, **kwargs):
+        seen.append((len(args), sorted(kwargs)))
+        return "fallback"
+
+    ext = eager._C_CALLS["module"]
+    method = ext.Method(REGISTRY["sum"], fallback, keywords={"axis": None, "keepdim": False})
+    x = verigrad.tensor(np.ones((2, 3), np.float32))
+    assert method(x, axis=1).tolist() == [3.0, 3.0] and method(x).tolist() == 6.0 and seen == []
+    assert method(x, keepdim=True).shape == (1, 1)
+    assert method(x, dim=1) == "fallback" and method(x, 1) == "fallback"
+    assert seen == [(1, ["dim"]), (2, [])]
+    with pytest.raises(TypeError, match="keywords must be a dict"):
+        ext.Method(REGISTRY["sum"], fallback, keywords=["dim"])
+    with pytest.raises(TypeError, match="a keyword must be a str"):
+        ext.Method(REGISTRY["sum"], fallback, keywords={1: None})

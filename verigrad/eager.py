@@ -209,6 +209,12 @@ def install_c_calls() -> bool:
     # x.transpose(a, b): shaping.transpose's common case (two int axes in range) made in C
     _PYTHON[(Tensor, "transpose")] = python = Tensor.__dict__["transpose"]
     Tensor.transpose = _named(ext.Method(REGISTRY["permute"], python, transpose=True))
+    # x.sum(), x.mean(dim=1, keepdim=True): the op called as tensor_methods' sum and mean call it (the same
+    # keywords, defaults and order: the same plan key); a positional dim or a dtype goes through the method
+    for name in ("sum", "mean"):
+        _PYTHON[(Tensor, name)] = python = Tensor.__dict__[name]
+        keywords = {"axis": None, "dim": None, "keepdim": False}
+        setattr(Tensor, name, _named(ext.Method(REGISTRY[name], python, keywords=keywords)))
     _C_CALLS["module"] = ext
     return True
 

@@ -740,6 +740,7 @@ typedef struct {
     PyObject *op;       /* None: Op.__call__, the op is the first argument */
     PyObject *fallback; /* the Python code it stands for, called with the same arguments */
     int swap, elementwise, transpose;
+    PyObject *names, *defaults; /* NULL, or keywords and their values: see method_call */
     PyObject *dict;
 } Method;
 
@@ -777,11 +778,39 @@ static PyObject *transposed(PyObject *permute, PyObject *const *args, Py_ssize_t
     return r;
 }
 
+#define MAX_KEYWORDS 8
+
+/* A Method with keywords (`names`, their `defaults`) takes self and those keywords only: the op is called
+ * with every one of them, in their order, the call's value or the default, as its Python method calls it
+ * (the same params, the same plan key); NOT_HANDLED for any other call. */
+static PyObject *call_with_keywords(Method *m, PyObject *const *args, Py_ssize_t n, PyObject *kwnames) {
+    Py_ssize_t count = PyTuple_GET_SIZE(m->names);
+    if (n != 1 || count > MAX_KEYWORDS) return NOT_HANDLED;
+    PyObject *values[1 + MAX_KEYWORDS];
+    values[0] = args[0];
+    for (Py_ssize_t j = 0; j < count; j++) values[1 + j] = PyTuple_GET_ITEM(m->defaults, j);
+    Py_ssize_t given = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t k = 0; k < given; k++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, k);
+        Py_ssize_t j = 0;
+        for (; j < count; j++) {
+            int same = PyUnicode_Compare(name, PyTuple_GET_ITEM(m->names, j));
+            if (same == -1 && PyErr_Occurred()) return NULL;
+            if (same == 0) break;
+        }
+        if (j == count) return NOT_HANDLED; /* another keyword: the fallback says what is wrong */
+        values[1 + j] = args[1 + k];
+    }
+    return call_op(m->op, values, 1, m->names, 0);
+}
+
 static PyObject *method_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     Method *m = (Method *)self;
     Py_ssize_t n = PyVectorcall_NARGS(nargsf);
     PyObject *r = NOT_HANDLED;
-    if (m->op == Py_None) {
+    if (m->names != NULL) {
+        r = call_with_keywords(m, args, n, kwnames);
+    } else if (m->op == Py_None) {
         if (n >= 1) r = call_op(args[0], args + 1, n - 1, kwnames, m->elementwise);
     } else if (m->transpose) {
         if (ready) r = transposed(m->op, args, n, kwnames);
@@ -799,17 +828,36 @@ static PyObject *method_call(PyObject *self, PyObject *const *args, size_t nargs
 
 static PyObject *method_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     PyObject *op, *fallback;
+    PyObject *keywords = Py_None, *kw_names = NULL, *kw_defaults = NULL;
     int swap = 0, elementwise = 0, transpose = 0;
-    static char *names[] = {"op", "fallback", "swap", "elementwise", "transpose", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|ppp:Method", names, &op, &fallback, &swap, &elementwise,
-                                     &transpose))
+    static char *names[] = {"op", "fallback", "swap", "elementwise", "transpose", "keywords", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|pppO:Method", names, &op, &fallback, &swap, &elementwise,
+                                     &transpose, &keywords))
         return NULL;
+    if (keywords != Py_None) {
+        if (!PyDict_CheckExact(keywords) || PyDict_GET_SIZE(keywords) > MAX_KEYWORDS) {
+            PyErr_Format(PyExc_TypeError, "Method: keywords must be a dict of at most %d keywords and their "
+                         "defaults, or None, got %R", MAX_KEYWORDS, keywords);
+            return NULL;
+        }
+        PyObject *keys = PyDict_Keys(keywords), *values = PyDict_Values(keywords);
+        kw_names = keys == NULL ? NULL : PyList_AsTuple(keys);
+        kw_defaults = values == NULL ? NULL : PyList_AsTuple(values);
+        Py_XDECREF(keys), Py_XDECREF(values);
+        for (Py_ssize_t k = 0; kw_names != NULL && k < PyTuple_GET_SIZE(kw_names); k++)
+            if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(kw_names, k))) {
+                PyErr_Format(PyExc_TypeError, "Method: a keyword must be a str, got %R", PyTuple_GET_ITEM(kw_names, k));
+                Py_CLEAR(kw_names);
+            }
+        if (kw_names == NULL || kw_defaults == NULL) return Py_XDECREF(kw_names), Py_XDECREF(kw_defaults), NULL;
+    }
     Method *m = (Method *)type->tp_alloc(type, 0);
-    if (m == NULL) return NULL;
+    if (m == NULL) return Py_XDECREF(kw_names), Py_XDECREF(kw_defaults), NULL;
     m->vectorcall = method_call;
     m->op = Py_NewRef(op);
     m->fallback = Py_NewRef(fallback);
     m->swap = swap, m->elementwise = elementwise, m->transpose = transpose;
+    m->names = kw_names, m->defaults = kw_defaults;
     return (PyObject *)m;
 }
 
@@ -817,6 +865,8 @@ static int method_traverse(PyObject *self, visitproc visit, void *arg) {
     Method *m = (Method *)self;
     Py_VISIT(m->op);
     Py_VISIT(m->fallback);
+    Py_VISIT(m->names);
+    Py_VISIT(m->defaults);
     Py_VISIT(m->dict);
     return 0;
 }
@@ -825,6 +875,8 @@ static int method_clear(PyObject *self) {
     Method *m = (Method *)self;
     Py_CLEAR(m->op);
     Py_CLEAR(m->fallback);
+    Py_CLEAR(m->names);
+    Py_CLEAR(m->defaults);
     Py_CLEAR(m->dict);
     return 0;
 }
@@ -862,8 +914,9 @@ static PyTypeObject MethodType = {
     .tp_getattro = PyObject_GenericGetAttr,
     .tp_setattro = PyObject_GenericSetAttr,
     .tp_members = method_members,
-    .tp_doc = "Method(op, fallback, swap=False, elementwise=False, transpose=False): an op's eager call in C "
-              "(vg_eager.c); with transpose, x.transpose(a, b) calling the permute op.",
+    .tp_doc = "Method(op, fallback, swap=False, elementwise=False, transpose=False, names=None): an op's eager "
+              "call in C (vg_eager.c); with transpose, x.transpose(a, b) calling the permute op; with keywords (a "
+              "dict: names and defaults), C takes only self and those keywords and passes them all, in order.",
 };
 
 /* setup(Tensor, Plan, Node, DType, Size, f32, f64, eager_mode, local, active, active_default, versions,
