@@ -411,3 +411,72 @@ def test_a_method_with_keywords_takes_only_self_and_those_keywords(cpu) -> None:
         ext.Method(REGISTRY["sum"], fallback, keywords=["dim"])
     with pytest.raises(TypeError, match="a keyword must be a str"):
         ext.Method(REGISTRY["sum"], fallback, keywords={1: None})
+
+
+def row_arrays(dtype) -> list[np.ndarray]:
+    """softmax's operands: C-contiguous rows (the C call's) and everything the wrapper takes otherwise."""
+    rng = np.random.default_rng(2)
+    base = (rng.standard_normal((3, 4, 6)) * 30).astype(dtype)
+    base[0, 0, :2] = [np.inf, -np.inf]
+    base[1, 1, 3] = np.nan
+    return [
+        base,
+        base[0],
+        base[0, 0],
+        base.transpose(2, 0, 1),
+        base[:, ::2],
+        np.asfortranarray(base),
+        base[..., :0],
+        base[0, 0, 0],  # 0-d
+        (rng.standard_normal((2, 9000)) * 5).astype(dtype),  # a row past NumPy's 8192-element cast buffer
+    ]
+
+
+@pytest.mark.parametrize("grad", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_softmax_rows_in_c_give_the_python_calls_outcome(cpu, grad: bool, dtype) -> None:
+    """F.softmax and F.log_softmax: the C call of rows.c's kernel gives the wrapper's bits, records and
+    errors, over the last axis or another, on views, empty and 0-d arrays, with NumPy's cast buffer
+    changed (f32 rows are summed in blocks of it)."""
+    F = verigrad.nn.functional
+    for a in row_arrays(dtype):
+        x = tensor_of(a, grad)
+        for dim in range(-max(a.ndim, 1), max(a.ndim, 1) + 1):
+            for fn in (F.softmax, F.log_softmax):
+                same_outcome(lambda fn=fn, dim=dim: fn(x, dim=dim))
+    x = tensor_of(row_arrays(dtype)[-1], grad)
+    was = np.getbufsize()
+    try:
+        np.setbufsize(1024)
+        for fn in (F.softmax, F.log_softmax):
+            same_outcome(lambda fn=fn: fn(x, dim=-1))
+            on, _ = both_ways(lambda fn=fn: fn(x, dim=-1))
+            eager.c_calls(False)
+            try:
+                assert on.payload.tobytes() == fn(x, dim=-1).payload.tobytes()
+            finally:
+                eager.c_calls(True)
+    finally:
+        np.setbufsize(was)
+
+
+def test_softmax_plans_call_the_row_kernels_in_c(cpu) -> None:
+    from verigrad.backends.cpu.rows import DIRECT_ROWS
+
+    x = verigrad.tensor(np.ones((4, 5), np.float32))
+    F = verigrad.nn.functional
+    for name, fn in (("softmax", F.softmax), ("log_softmax", F.log_softmax)):
+        REGISTRY[name]._eager_plans.clear()
+        fn(x, dim=1)
+        (plan,) = [plan for _, plan in REGISTRY[name]._eager_plans.values()]
+        assert plan.fast[0] == DIRECT_ROWS and plan.fast[2] == (name == "log_softmax"), name
+
+
+def test_a_recording_tape_gets_the_row_kernels_calls(cpu) -> None:
+    tape = cpu.tape()
+    if tape is None:
+        pytest.skip("vg_call does not record here")
+    x = verigrad.tensor(np.ones((4, 4), np.float32))
+    with cpu.recording(tape):
+        y = verigrad.nn.functional.softmax(x, dim=-1)
+    assert len(tape) == 1 and y.payload.tobytes() == np.full((4, 4), 0.25, np.float32).tobytes()

@@ -8,7 +8,8 @@
  * canonical params), the op's plan (made in Python, `Op._plan`, the first time), the backend's stamp,
  * the kernel on the operands' arrays, the result Tensor, the autograd Node where one is needed. A kernel
  * whose plan says `fast` (a C kernel of a known calling convention: element-wise unary, binary on
- * same-shape or scalar operands) is called through its function pointer on arrays allocated here, with
+ * same-shape or scalar operands; softmax and log_softmax over the last axis) is called through its function
+ * pointer on arrays allocated here, with
  * exactly the arguments its Python wrapper would pass. Anything else (another mode, a variadic op, an
  * operand that is not a tensor or a float or int beside float tensors, a plan to choose again, a
  * warning kernel, a composite op, a tape recording) goes to `fallback`, the Python code, unchanged.
@@ -29,6 +30,7 @@
 #define FAST_PERMUTE 4 /* the reference's np.transpose(x, axes): x.transpose(axes) */
 #define FAST_SLICE 5   /* the reference's x[tuple(slice(*t) for t in index)] */
 #define FAST_CONCAT 6  /* the reference's np.concatenate(xs, axis), the xs of one dtype */
+#define FAST_ROWS 7    /* rows.py's softmax and log_softmax over the last axis (see `rows_call`) */
 
 /* set by `setup` */
 static PyTypeObject *tensor_type, *node_type, *dtype_type, *size_type;
@@ -225,7 +227,70 @@ static PyObject *concatenated(PyObject **arrays, Py_ssize_t n, PyObject *params)
     return r;
 }
 
+typedef void (*rows_fn)(const void *, void *, int64_t, int64_t, int64_t, int, int64_t, int);
+
+/* the int a callable `f` returns (Python's min_chunk(), a block size): 0 with an exception, or the value */
+static int called_int(PyObject *f, long long *out) {
+    PyObject *v = PyObject_CallNoArgs(f);
+    if (v == NULL) return -1;
+    *out = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* A row kernel (`fast` = (FAST_ROWS, fn, log, typenum, backend, min_chunk, block)) as rows.py's `_softmax`
+ * wrapper calls its C function: one C-contiguous aligned non-empty array of the dtype, the one param
+ * `axis` its last axis; fn(x, out, rows, n, block(), log, max(1, min_chunk() // n), backend.threads) into a
+ * new array. NOT_HANDLED (no exception) for anything else: the wrapper copies a view or runs the
+ * reference. */
+static PyObject *rows_call(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyObject *params) {
+    if (n != 1 || PyDict_GET_SIZE(params) != 1) return NOT_HANDLED;
+    PyObject *axis = PyDict_GetItemWithError(params, S_axis);
+    if (axis == NULL) return PyErr_Occurred() ? NULL : NOT_HANDLED;
+    int typenum = (int)PyLong_AsLong(PyTuple_GET_ITEM(fast, 3));
+    int log = (int)PyLong_AsLong(PyTuple_GET_ITEM(fast, 2));
+    if (PyErr_Occurred()) return NULL;
+    PyArray_Descr *want = PyArray_DescrFromType(typenum);
+    if (want == NULL) return NULL;
+    Py_DECREF(want); /* a builtin descriptor: NumPy holds it */
+    PyArrayObject *a = (PyArrayObject *)arrays[0];
+    if (!PyLong_CheckExact(axis) || !PyArray_CheckExact(a) || PyArray_DESCR(a) != want || PyArray_NDIM(a) < 1 ||
+        PyArray_SIZE(a) == 0 || !PyArray_CHKFLAGS(a, NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED))
+        return NOT_HANDLED;
+    int overflow;
+    long ax = PyLong_AsLongAndOverflow(axis, &overflow);
+    if (ax == -1 && PyErr_Occurred()) return NULL;
+    int nd = PyArray_NDIM(a);
+    if (overflow || ax != nd - 1) return NOT_HANDLED;
+    if (recording != NULL && recording()) return NOT_HANDLED; /* a tape takes vg_call's calls only */
+    void *fn = PyLong_AsVoidPtr(PyTuple_GET_ITEM(fast, 1));
+    if (fn == NULL) return PyErr_Occurred() ? NULL : NOT_HANDLED;
+    long long chunk, block;
+    if (called_int(PyTuple_GET_ITEM(fast, 6), &block) < 0 || called_int(PyTuple_GET_ITEM(fast, 5), &chunk) < 0)
+        return NULL;
+    PyObject *t = PyObject_GetAttr(PyTuple_GET_ITEM(fast, 4), S_threads);
+    if (t == NULL) return NULL;
+    int threads = (int)PyLong_AsLong(t);
+    Py_DECREF(t);
+    if (PyErr_Occurred()) return NULL;
+    int64_t cols = PyArray_DIMS(a)[nd - 1], rows = PyArray_SIZE(a) / cols;
+    int64_t min_rows = chunk / cols; /* Python's floor division, for chunk >= 0; 1 at least either way */
+    if (min_rows < 1) min_rows = 1;
+    PyObject *out = PyArray_SimpleNew(nd, PyArray_DIMS(a), typenum);
+    if (out == NULL) return NULL;
+    void *y = PyArray_DATA((PyArrayObject *)out);
+    Py_BEGIN_ALLOW_THREADS
+    ((rows_fn)fn)(PyArray_DATA(a), y, rows, cols, block, log, min_rows, threads);
+    Py_END_ALLOW_THREADS
+    return out;
+}
+
 static PyObject *direct(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyObject *params) {
+    if (PyTuple_CheckExact(fast) && PyTuple_GET_SIZE(fast) == 7) {
+        long kind = PyLong_AsLong(PyTuple_GET_ITEM(fast, 0));
+        if (kind == -1 && PyErr_Occurred()) return NULL;
+        return kind == FAST_ROWS ? rows_call(fast, arrays, n, params) : NOT_HANDLED;
+    }
     if (PyTuple_CheckExact(fast) && PyTuple_GET_SIZE(fast) == 1 &&
         PyLong_AsLong(PyTuple_GET_ITEM(fast, 0)) == FAST_CONCAT)
         return concatenated(arrays, n, params);
