@@ -480,3 +480,71 @@ def test_a_recording_tape_gets_the_row_kernels_calls(cpu) -> None:
     with cpu.recording(tape):
         y = verigrad.nn.functional.softmax(x, dim=-1)
     assert len(tape) == 1 and y.payload.tobytes() == np.full((4, 4), 0.25, np.float32).tobytes()
+
+
+def reduce_arrays(dtype) -> list[np.ndarray]:
+    """Reductions' operands: C-contiguous arrays (the C call's), signed zeros and NaNs (which the kernel
+    leaves to the reference), views, empty and 0-d arrays."""
+    rng = np.random.default_rng(3)
+    base = (rng.standard_normal((3, 4, 5)) * 10).astype(dtype)
+    zeros = np.full((2, 3), -0.0, dtype)
+    nans = base.copy()
+    nans[1, 2, 3] = np.nan
+    long = (rng.standard_normal(20000) * 3).astype(dtype)  # past NumPy's 8192-element cast buffer
+    return [base, zeros, nans, base.transpose(2, 0, 1), base[:, ::2], base[..., :0], base[0, 0, 0], long]
+
+
+REDUCE_CALLS = [
+    lambda x: x.sum(),
+    lambda x: x.sum(dim=-1),
+    lambda x: x.sum(dim=(0, 1), keepdim=True),
+    lambda x: x.mean(),
+    lambda x: x.mean(dim=0, keepdim=True),
+    lambda x: x.amax(dim=-1),
+    lambda x: x.amin(dim=(0, -1)),
+    lambda x: REGISTRY["sum"](x, axis=[0]),  # a list of axes: the wrapper's
+]
+
+
+@pytest.mark.parametrize("grad", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_reductions_in_c_give_the_python_calls_outcome(cpu, grad: bool, dtype) -> None:
+    """sum, mean, max and min: the C call of reduce.c's kernel (on a layout the wrapper described) gives
+    the wrapper's bits, records and errors, the first call and the next, with NumPy's cast buffer changed
+    (f32 sums are cut at it)."""
+    for a in reduce_arrays(dtype):
+        x = tensor_of(a, grad)
+        for call in REDUCE_CALLS:
+            for _ in range(2):  # the first call describes the layout, the next finds it
+                same_outcome(lambda call=call: call(x))
+    x = tensor_of(np.random.default_rng(5).standard_normal((3, 20000)).astype(dtype), grad)
+    was = np.getbufsize()
+    try:
+        for size in (1024, 8192 * 2):
+            np.setbufsize(size)
+            for call in REDUCE_CALLS:
+                same_outcome(lambda call=call: call(x))
+    finally:
+        np.setbufsize(was)
+
+
+def test_reduction_plans_call_the_kernels_in_c(cpu) -> None:
+    from verigrad.backends.cpu.reduce import DIRECT_REDUCE
+
+    x = verigrad.tensor(np.ones((4, 5), np.float32))
+    for name, call in (("sum", lambda: x.sum(dim=1)), ("mean", lambda: x.mean()), ("max", lambda: x.amax(1))):
+        REGISTRY[name]._eager_plans.clear()
+        call()
+        (plan,) = [plan for _, plan in REGISTRY[name]._eager_plans.values()]
+        assert plan.fast[0] == DIRECT_REDUCE and len(plan.fast[2]) >= 1, name
+
+
+def test_a_recording_tape_gets_the_reductions_calls(cpu) -> None:
+    tape = cpu.tape()
+    if tape is None:
+        pytest.skip("vg_call does not record here")
+    x = verigrad.tensor(np.ones((4, 4), np.float32))
+    x.sum(dim=0)  # the layout described
+    with cpu.recording(tape):
+        y = x.sum(dim=0)
+    assert len(tape) == 1 and y.payload.tobytes() == np.full(4, 4.0, np.float32).tobytes()

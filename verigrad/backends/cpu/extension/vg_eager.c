@@ -31,6 +31,7 @@
 #define FAST_SLICE 5   /* the reference's x[tuple(slice(*t) for t in index)] */
 #define FAST_CONCAT 6  /* the reference's np.concatenate(xs, axis), the xs of one dtype */
 #define FAST_ROWS 7    /* rows.py's softmax and log_softmax over the last axis (see `rows_call`) */
+#define FAST_REDUCE 8  /* reduce.py's sum, mean, max and min of a layout it has described (see `reduce_call`) */
 
 /* set by `setup` */
 static PyTypeObject *tensor_type, *node_type, *dtype_type, *size_type;
@@ -45,7 +46,7 @@ static int (*recording)(void) = NULL; /* vg_call's: whether this thread records 
 static PyObject *scalar_specs[2];      /* the spec of a 0-d f32 and f64 constant (made by `constant`) */
 static PyObject *S_stack, *S_grad, *S_plans, *S_variadic, *S_positional, *S_canonical, *S_decompose,
     *S_group, *S_differentiable, *S_vjp, *S_reference, *S_shape, *S_dtype, *S_kind, *S_np, *S_threads, *S_first,
-    *S_stamp, *S_plan, *S_run, *S_axes, *S_index, *S_axis, *S_clock;
+    *S_stamp, *S_plan, *S_run, *S_axes, *S_index, *S_axis, *S_clock, *S_keepdim;
 static int ready = 0;
 
 #define SLOT(o, at) (*(PyObject **)((char *)(o) + (at)))
@@ -285,11 +286,84 @@ static PyObject *rows_call(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyOb
     return out;
 }
 
+typedef int (*reduce_fn)(const void *, void *, const void *, int64_t, int);
+
+/* A reduction (`fast` = (FAST_REDUCE, fn, calls, typenum, backend, min_chunk, block)) as reduce.py's
+ * `_reduce` wrapper calls its C function, where that wrapper has described the layout already: one
+ * C-contiguous aligned non-empty array of the dtype, the params `axis` (a tuple) and `keepdim`; its
+ * description and result shape found in `calls` under (x.shape, axis, keepdim, block()); fn(x, out,
+ * description, min_chunk(), backend.threads) into a new array. NOT_HANDLED (no exception) for anything
+ * else, a layout not described yet or the kernel's refusal (a signed zero it cannot tell): the wrapper. */
+static PyObject *reduce_call(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyObject *params) {
+    if (n != 1 || PyDict_GET_SIZE(params) != 2) return NOT_HANDLED;
+    PyObject *axis = PyDict_GetItemWithError(params, S_axis);
+    if (axis == NULL) return PyErr_Occurred() ? NULL : NOT_HANDLED;
+    PyObject *keepdim = PyDict_GetItemWithError(params, S_keepdim);
+    if (keepdim == NULL) return PyErr_Occurred() ? NULL : NOT_HANDLED;
+    int typenum = (int)PyLong_AsLong(PyTuple_GET_ITEM(fast, 3));
+    if (PyErr_Occurred()) return NULL;
+    PyArray_Descr *want = PyArray_DescrFromType(typenum);
+    if (want == NULL) return NULL;
+    Py_DECREF(want); /* a builtin descriptor: NumPy holds it */
+    PyArrayObject *a = (PyArrayObject *)arrays[0];
+    PyObject *calls = PyTuple_GET_ITEM(fast, 2);
+    if (!PyTuple_CheckExact(axis) || !PyBool_Check(keepdim) || !PyDict_CheckExact(calls) || !PyArray_CheckExact(a) ||
+        PyArray_DESCR(a) != want || PyArray_SIZE(a) == 0 ||
+        !PyArray_CHKFLAGS(a, NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED))
+        return NOT_HANDLED;
+    if (recording != NULL && recording()) return NOT_HANDLED; /* a tape takes vg_call's calls only */
+    long long chunk, block;
+    if (called_int(PyTuple_GET_ITEM(fast, 6), &block) < 0) return NULL;
+    PyObject *shape = PyObject_GetAttr((PyObject *)a, S_shape);
+    if (shape == NULL) return NULL;
+    PyObject *b = PyLong_FromLongLong(block);
+    PyObject *key = b == NULL ? NULL : PyTuple_Pack(4, shape, axis, keepdim, b);
+    Py_DECREF(shape);
+    Py_XDECREF(b);
+    if (key == NULL) return NULL;
+    PyObject *found = PyDict_GetItemWithError(calls, key);
+    Py_DECREF(key);
+    if (found == NULL) return PyErr_Occurred() ? NULL : NOT_HANDLED; /* described there first */
+    if (!PyTuple_CheckExact(found) || PyTuple_GET_SIZE(found) != 2) return NOT_HANDLED; /* None: not the kernel's */
+    Py_INCREF(found); /* the cache may be emptied by another thread while the kernel runs */
+    npy_intp dims[NPY_MAXDIMS];
+    int nd = int_items(PyTuple_GET_ITEM(found, 1), dims);
+    void *fn = PyLong_AsVoidPtr(PyTuple_GET_ITEM(fast, 1));
+    PyObject *r = NOT_HANDLED, *out = NULL;
+    Py_buffer desc = {0};
+    if (nd < 0 || fn == NULL) goto end;
+    if (called_int(PyTuple_GET_ITEM(fast, 5), &chunk) < 0) goto failed;
+    PyObject *t = PyObject_GetAttr(PyTuple_GET_ITEM(fast, 4), S_threads);
+    if (t == NULL) goto failed;
+    int threads = (int)PyLong_AsLong(t);
+    Py_DECREF(t);
+    if (PyErr_Occurred()) goto failed;
+    if (PyObject_GetBuffer(PyTuple_GET_ITEM(found, 0), &desc, PyBUF_SIMPLE) < 0) goto failed;
+    out = PyArray_SimpleNew(nd, dims, typenum);
+    if (out == NULL) goto failed;
+    int refused;
+    Py_BEGIN_ALLOW_THREADS
+    refused = ((reduce_fn)fn)(PyArray_DATA(a), PyArray_DATA((PyArrayObject *)out), desc.buf, chunk, threads);
+    Py_END_ALLOW_THREADS
+    if (refused) Py_CLEAR(out); /* the wrapper runs the reference */
+    else r = out;
+    goto end;
+failed:
+    r = NULL;
+end:
+    if (desc.obj != NULL) PyBuffer_Release(&desc);
+    Py_DECREF(found);
+    if (r == NOT_HANDLED && PyErr_Occurred()) r = NULL;
+    return r;
+}
+
 static PyObject *direct(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyObject *params) {
     if (PyTuple_CheckExact(fast) && PyTuple_GET_SIZE(fast) == 7) {
         long kind = PyLong_AsLong(PyTuple_GET_ITEM(fast, 0));
         if (kind == -1 && PyErr_Occurred()) return NULL;
-        return kind == FAST_ROWS ? rows_call(fast, arrays, n, params) : NOT_HANDLED;
+        return kind == FAST_ROWS     ? rows_call(fast, arrays, n, params)
+               : kind == FAST_REDUCE ? reduce_call(fast, arrays, n, params)
+                                     : NOT_HANDLED;
     }
     if (PyTuple_CheckExact(fast) && PyTuple_GET_SIZE(fast) == 1 &&
         PyLong_AsLong(PyTuple_GET_ITEM(fast, 0)) == FAST_CONCAT)
@@ -1069,6 +1143,7 @@ PyMODINIT_FUNC PyInit_vg_eager(void) {
         intern(&S_threads, "threads") || intern(&S_first, "first") || intern(&S_stamp, "stamp") ||
         intern(&S_plan, "_plan") || intern(&S_run, "run") ||
         intern(&S_axes, "axes") || intern(&S_index, "index") || intern(&S_axis, "axis") ||
+        intern(&S_keepdim, "keepdim") ||
         intern(&S_clock, "clock"))
         return NULL;
     if (PyType_Ready(&MethodType) < 0) return NULL;
