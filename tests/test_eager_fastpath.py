@@ -548,3 +548,39 @@ def test_a_recording_tape_gets_the_reductions_calls(cpu) -> None:
     with cpu.recording(tape):
         y = x.sum(dim=0)
     assert len(tape) == 1 and y.payload.tobytes() == np.full(4, 4.0, np.float32).tobytes()
+
+
+GETITEM_KEYS = [
+    (slice(None), slice(1, 5)),
+    slice(1, 3),
+    slice(-2, None, 2),
+    (slice(None), slice(None)),  # the tensor itself
+    (),
+    slice(None),
+    (slice(None), slice(None), slice(None), slice(None)),  # too many: the error
+    slice(None, None, -1),  # refused step
+    slice(None, None, 0),
+    slice("a", None),
+    slice(2**70, None),
+    (slice(0, 1), Ellipsis),  # not slices only: the Python code
+    0,
+    (0, slice(1, 3)),
+    None,
+]
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_getitem_slices_in_c_give_the_python_calls_outcome(cpu, grad: bool) -> None:
+    """x[slices] in C: shaping.getitem's view (the same strides and memory), record and errors, and the
+    tensor itself where every slice takes its axis whole."""
+    assert type(Tensor.__dict__["__getitem__"]).__name__ == "Method"
+    base = np.arange(3 * 4 * 5, dtype=np.float32).reshape(3, 4, 5)
+    for a in (base, base.transpose(2, 0, 1), base[:, ::2], base[0, 0, 0], base[:0]):
+        x = tensor_of(a, grad)
+        for key in GETITEM_KEYS:
+            same_outcome(lambda key=key: x[key])
+            on, off = both_ways(lambda key=key: x[key])
+            if not isinstance(on, Exception):
+                assert (on is x) == (off is x), key
+                assert on.payload.strides == off.payload.strides, key
+                assert np.shares_memory(on.payload, a) == np.shares_memory(off.payload, a), key

@@ -878,7 +878,7 @@ typedef struct {
     vectorcallfunc vectorcall;
     PyObject *op;       /* None: Op.__call__, the op is the first argument */
     PyObject *fallback; /* the Python code it stands for, called with the same arguments */
-    int swap, elementwise, transpose;
+    int swap, elementwise, transpose, getitem;
     PyObject *names, *defaults; /* NULL, or keywords and their values: see method_call */
     PyObject *dict;
 } Method;
@@ -943,12 +943,61 @@ static PyObject *call_with_keywords(Method *m, PyObject *const *args, Py_ssize_t
     return call_op(m->op, values, 1, m->names, 0);
 }
 
+/* x[key] as shaping.getitem's slices-only case: a slice or a tuple of at most x.ndim slices, padded with
+ * slice(None) to one per axis; x itself where every one is slice(None), else the slice op called with
+ * index= that tuple (an eager view: the mode's made_view does nothing there). NOT_HANDLED otherwise. */
+static PyObject *getitem_slices(PyObject *slice_op, PyObject *const *args, Py_ssize_t n, PyObject *kwnames) {
+    if (kwnames != NULL || n != 2 || !PyObject_TypeCheck(args[0], tensor_type)) return NOT_HANDLED;
+    PyObject *key = args[1];
+    Py_ssize_t k = 1;
+    if (PyTuple_CheckExact(key)) {
+        k = PyTuple_GET_SIZE(key);
+        for (Py_ssize_t j = 0; j < k; j++)
+            if (!PySlice_Check(PyTuple_GET_ITEM(key, j))) return NOT_HANDLED;
+    } else if (!PySlice_Check(key)) {
+        return NOT_HANDLED;
+    }
+    PyObject *shape = PyObject_GetAttr(SLOT(args[0], t_spec), S_shape);
+    if (shape == NULL) return NULL;
+    Py_ssize_t ndim = PyTuple_Check(shape) ? PyTuple_GET_SIZE(shape) : -1;
+    Py_DECREF(shape);
+    if (ndim < k) return NOT_HANDLED; /* too many indices: shaping.getitem says so */
+    PyObject *index = PyTuple_New(ndim);
+    if (index == NULL) return NULL;
+    int whole = 1;
+    for (Py_ssize_t j = 0; j < ndim; j++) {
+        PyObject *s = j >= k ? NULL : PyTuple_CheckExact(key) ? PyTuple_GET_ITEM(key, j) : key;
+        if (s == NULL) {
+            s = PySlice_New(NULL, NULL, NULL);
+            if (s == NULL) return Py_DECREF(index), NULL;
+        } else {
+            PySliceObject *sl = (PySliceObject *)s;
+            whole &= sl->start == Py_None && sl->stop == Py_None && sl->step == Py_None;
+            Py_INCREF(s);
+        }
+        PyTuple_SET_ITEM(index, j, s);
+    }
+    PyObject *r;
+    if (whole) {
+        r = Py_NewRef(args[0]);
+    } else {
+        PyObject *call[2] = {args[0], index};
+        PyObject *names = PyTuple_Pack(1, S_index);
+        r = names == NULL ? NULL : call_op(slice_op, call, 1, names, 0);
+        Py_XDECREF(names);
+    }
+    Py_DECREF(index);
+    return r;
+}
+
 static PyObject *method_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     Method *m = (Method *)self;
     Py_ssize_t n = PyVectorcall_NARGS(nargsf);
     PyObject *r = NOT_HANDLED;
     if (m->names != NULL) {
         r = call_with_keywords(m, args, n, kwnames);
+    } else if (m->getitem) {
+        if (ready) r = getitem_slices(m->op, args, n, kwnames);
     } else if (m->op == Py_None) {
         if (n >= 1) r = call_op(args[0], args + 1, n - 1, kwnames, m->elementwise);
     } else if (m->transpose) {
@@ -968,10 +1017,10 @@ static PyObject *method_call(PyObject *self, PyObject *const *args, size_t nargs
 static PyObject *method_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     PyObject *op, *fallback;
     PyObject *keywords = Py_None, *kw_names = NULL, *kw_defaults = NULL;
-    int swap = 0, elementwise = 0, transpose = 0;
-    static char *names[] = {"op", "fallback", "swap", "elementwise", "transpose", "keywords", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|pppO:Method", names, &op, &fallback, &swap, &elementwise,
-                                     &transpose, &keywords))
+    int swap = 0, elementwise = 0, transpose = 0, getitem = 0;
+    static char *names[] = {"op", "fallback", "swap", "elementwise", "transpose", "keywords", "getitem", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|pppOp:Method", names, &op, &fallback, &swap, &elementwise,
+                                     &transpose, &keywords, &getitem))
         return NULL;
     if (keywords != Py_None) {
         if (!PyDict_CheckExact(keywords) || PyDict_GET_SIZE(keywords) > MAX_KEYWORDS) {
@@ -995,7 +1044,7 @@ static PyObject *method_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     m->vectorcall = method_call;
     m->op = Py_NewRef(op);
     m->fallback = Py_NewRef(fallback);
-    m->swap = swap, m->elementwise = elementwise, m->transpose = transpose;
+    m->swap = swap, m->elementwise = elementwise, m->transpose = transpose, m->getitem = getitem;
     m->names = kw_names, m->defaults = kw_defaults;
     return (PyObject *)m;
 }
@@ -1055,7 +1104,7 @@ static PyTypeObject MethodType = {
     .tp_members = method_members,
     .tp_doc = "Method(op, fallback, swap=False, elementwise=False, transpose=False, names=None): an op's eager "
               "call in C (vg_eager.c); with transpose, x.transpose(a, b) calling the permute op; with keywords (a "
-              "dict: names and defaults), C takes only self and those keywords and passes them all, in order.",
+              "dict: names and defaults), C takes only self and those keywords and passes them all, in order; with getitem, x[slices] calling the slice op.",
 };
 
 /* setup(Tensor, Plan, Node, DType, Size, f32, f64, eager_mode, local, active, active_default, versions,
