@@ -562,17 +562,31 @@ GETITEM_KEYS = [
     slice(None, None, 0),
     slice("a", None),
     slice(2**70, None),
-    (slice(0, 1), Ellipsis),  # not slices only: the Python code
     0,
+    -1,
+    3,  # out of range for some axes
     (0, slice(1, 3)),
+    (slice(None), -2),
+    (slice(1, None), 1, slice(None, None, 2)),
+    (1, 2, 3),
+    (-3, -4, -5),
+    (1, 2, 3, 4),  # too many
+    (slice(None), 10),
+    2**70,
+    (slice(None), slice("a", None), 1),
+    (5, slice("a", None)),  # the int's error first
+    (slice(0, 1), Ellipsis),  # not ints and slices only: the Python code
+    True,
+    np.int64(1),
     None,
 ]
 
 
 @pytest.mark.parametrize("grad", [False, True])
-def test_getitem_slices_in_c_give_the_python_calls_outcome(cpu, grad: bool) -> None:
-    """x[slices] in C: shaping.getitem's view (the same strides and memory), record and errors, and the
-    tensor itself where every slice takes its axis whole."""
+def test_getitem_ints_and_slices_in_c_give_the_python_calls_outcome(cpu, grad: bool) -> None:
+    """x[ints and slices] in C: shaping.getitem's view (the same strides and memory), records (a slice,
+    then a reshape where ints drop axes) and errors, and the tensor itself where every slice takes its
+    axis whole."""
     assert type(Tensor.__dict__["__getitem__"]).__name__ == "Method"
     base = np.arange(3 * 4 * 5, dtype=np.float32).reshape(3, 4, 5)
     for a in (base, base.transpose(2, 0, 1), base[:, ::2], base[0, 0, 0], base[:0]):
@@ -584,3 +598,18 @@ def test_getitem_slices_in_c_give_the_python_calls_outcome(cpu, grad: bool) -> N
                 assert (on is x) == (off is x), key
                 assert on.payload.strides == off.payload.strides, key
                 assert np.shares_memory(on.payload, a) == np.shares_memory(off.payload, a), key
+
+
+def test_gradients_through_c_getitem_match_the_python_calls(cpu) -> None:
+    data = np.random.default_rng(6).standard_normal((4, 6)).astype(np.float32)
+
+    def step() -> list[bytes]:
+        x = verigrad.tensor(data, requires_grad=True)
+        y = x.exp()
+        loss = (y[1] * 2.0).sum() + y[:, 2:5].sum() + y[-1, 1:3].mean() + y[2, 3]
+        loss.backward()
+        node = y[0]._node
+        return [loss.payload.tobytes(), x.grad.payload.tobytes(), node.op.name, node.inputs[0]._node.op.name]
+
+    on, off = both_ways(step)
+    assert on == off and on[2:] == ["reshape", "slice"]

@@ -215,11 +215,11 @@ def install_c_calls() -> bool:
         _PYTHON[(Tensor, name)] = python = Tensor.__dict__[name]
         keywords = {"axis": None, "dim": None, "keepdim": False}
         setattr(Tensor, name, _named(ext.Method(REGISTRY[name], python, keywords=keywords)))
-    # x[:, 1:5]: shaping.getitem's slices-only case, the slice op called in C (an eager view is made_view's
-    # no-op, as Mode's: EagerMode keeps it)
+    # x[:, 1:5], x[0]: shaping.getitem's case of ints and slices, its slice and reshape ops called in C (an
+    # eager view is made_view's no-op, as Mode's: EagerMode keeps it)
     if EagerMode.made_view is modes.Mode.made_view:
         _PYTHON[(Tensor, "__getitem__")] = python = Tensor.__dict__["__getitem__"]
-        Tensor.__getitem__ = _named(ext.Method(REGISTRY["slice"], python, getitem=True))
+        Tensor.__getitem__ = _named(ext.Method(REGISTRY["slice"], python, getitem=REGISTRY["reshape"]))
     _C_CALLS["module"] = ext
     return True
 

@@ -878,7 +878,8 @@ typedef struct {
     vectorcallfunc vectorcall;
     PyObject *op;       /* None: Op.__call__, the op is the first argument */
     PyObject *fallback; /* the Python code it stands for, called with the same arguments */
-    int swap, elementwise, transpose, getitem;
+    int swap, elementwise, transpose;
+    PyObject *getitem; /* NULL, or the reshape op: x[key] calling the slice op (`op`), then it (`getitem_basic`) */
     PyObject *names, *defaults; /* NULL, or keywords and their values: see method_call */
     PyObject *dict;
 } Method;
@@ -943,50 +944,102 @@ static PyObject *call_with_keywords(Method *m, PyObject *const *args, Py_ssize_t
     return call_op(m->op, values, 1, m->names, 0);
 }
 
-/* x[key] as shaping.getitem's slices-only case: a slice or a tuple of at most x.ndim slices, padded with
- * slice(None) to one per axis; x itself where every one is slice(None), else the slice op called with
- * index= that tuple (an eager view: the mode's made_view does nothing there). NOT_HANDLED otherwise. */
-static PyObject *getitem_slices(PyObject *slice_op, PyObject *const *args, Py_ssize_t n, PyObject *kwnames) {
+/* `op(x, name=value)` as call_op calls it, else (NOT_HANDLED there) as the op's own call does */
+static PyObject *call_op_with(PyObject *op, PyObject *x, PyObject *name, PyObject *value) {
+    PyObject *call[2] = {x, value};
+    PyObject *names = PyTuple_Pack(1, name);
+    if (names == NULL) return NULL;
+    PyObject *r = call_op(op, call, 1, names, 0);
+    if (r == NOT_HANDLED) r = PyObject_Vectorcall(op, call, 1, names);
+    Py_DECREF(names);
+    return r;
+}
+
+/* x[key] as shaping.getitem's basic case of ints and slices only: a slice, an int or a tuple of at most
+ * x.ndim of them, padded with slice(None) to one per axis, an int i of an axis of size n (-n <= i < n)
+ * read as slice(i % n, i % n + 1); x itself where every slice is slice(None); else the slice op called
+ * with index= that tuple, then, where ints dropped axes, the reshape op with the shape of the axes left
+ * (an eager view: the mode's made_view does nothing there). NOT_HANDLED for anything else (None, ...,
+ * tensors, an int out of range or of a symbolic axis, too many indices, another mode). */
+static PyObject *getitem_basic(Method *m, PyObject *const *args, Py_ssize_t n, PyObject *kwnames) {
     if (kwnames != NULL || n != 2 || !PyObject_TypeCheck(args[0], tensor_type)) return NOT_HANDLED;
     PyObject *key = args[1];
-    Py_ssize_t k = 1;
-    if (PyTuple_CheckExact(key)) {
-        k = PyTuple_GET_SIZE(key);
-        for (Py_ssize_t j = 0; j < k; j++)
-            if (!PySlice_Check(PyTuple_GET_ITEM(key, j))) return NOT_HANDLED;
-    } else if (!PySlice_Check(key)) {
-        return NOT_HANDLED;
+    int is_tuple = PyTuple_CheckExact(key);
+    Py_ssize_t k = is_tuple ? PyTuple_GET_SIZE(key) : 1;
+    for (Py_ssize_t j = 0; j < k; j++) {
+        PyObject *item = is_tuple ? PyTuple_GET_ITEM(key, j) : key;
+        if (!PySlice_Check(item) && !PyLong_CheckExact(item)) return NOT_HANDLED;
     }
     PyObject *shape = PyObject_GetAttr(SLOT(args[0], t_spec), S_shape);
     if (shape == NULL) return NULL;
     Py_ssize_t ndim = PyTuple_Check(shape) ? PyTuple_GET_SIZE(shape) : -1;
-    Py_DECREF(shape);
-    if (ndim < k) return NOT_HANDLED; /* too many indices: shaping.getitem says so */
-    PyObject *index = PyTuple_New(ndim);
-    if (index == NULL) return NULL;
-    int whole = 1;
+    if (ndim < k) return Py_DECREF(shape), NOT_HANDLED; /* too many indices: shaping.getitem says so */
+    PyObject *index = PyTuple_New(ndim), *r = NOT_HANDLED;
+    if (index == NULL) return Py_DECREF(shape), NULL;
+    int whole = 1, ints = 0;
     for (Py_ssize_t j = 0; j < ndim; j++) {
-        PyObject *s = j >= k ? NULL : PyTuple_CheckExact(key) ? PyTuple_GET_ITEM(key, j) : key;
+        PyObject *s = j >= k ? NULL : is_tuple ? PyTuple_GET_ITEM(key, j) : key;
         if (s == NULL) {
             s = PySlice_New(NULL, NULL, NULL);
-            if (s == NULL) return Py_DECREF(index), NULL;
+        } else if (PyLong_CheckExact(s)) {
+            PyObject *size = PyTuple_GET_ITEM(shape, j);
+            int overflow;
+            long long i = PyLong_AsLongLongAndOverflow(s, &overflow), sz = 0;
+            if (!overflow && !(i == -1 && PyErr_Occurred()) && PyLong_CheckExact(size))
+                sz = PyLong_AsLongLongAndOverflow(size, &overflow);
+            if (PyErr_Occurred()) goto end;
+            if (overflow || !PyLong_CheckExact(size) || i < -sz || i >= sz) goto end; /* its error there */
+            i = i < 0 ? i + sz : i;
+            PyObject *start = PyLong_FromLongLong(i), *stop = PyLong_FromLongLong(i + 1);
+            s = start == NULL || stop == NULL ? NULL : PySlice_New(start, stop, NULL);
+            Py_XDECREF(start), Py_XDECREF(stop);
+            whole = 0, ints = 1;
         } else {
             PySliceObject *sl = (PySliceObject *)s;
             whole &= sl->start == Py_None && sl->stop == Py_None && sl->step == Py_None;
             Py_INCREF(s);
         }
+        if (s == NULL) goto failed;
         PyTuple_SET_ITEM(index, j, s);
     }
-    PyObject *r;
     if (whole) {
         r = Py_NewRef(args[0]);
-    } else {
-        PyObject *call[2] = {args[0], index};
-        PyObject *names = PyTuple_Pack(1, S_index);
-        r = names == NULL ? NULL : call_op(slice_op, call, 1, names, 0);
-        Py_XDECREF(names);
+        goto end;
     }
+    PyObject *call[2] = {args[0], index};
+    PyObject *names = PyTuple_Pack(1, S_index);
+    if (names == NULL) goto failed;
+    r = call_op(m->op, call, 1, names, 0);
+    Py_DECREF(names);
+    if (r == NULL || r == NOT_HANDLED || !ints) goto end;
+    /* the axes the slices left, in order: the ints' axes dropped */
+    PyObject *sliced_shape = PyObject_GetAttr(SLOT(r, t_spec), S_shape), *kept = NULL;
+    if (sliced_shape == NULL || !PyTuple_Check(sliced_shape) || PyTuple_GET_SIZE(sliced_shape) != ndim) {
+        Py_XDECREF(sliced_shape);
+        Py_CLEAR(r);
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "vg_eager: a slice changed the rank");
+        goto end;
+    }
+    Py_ssize_t left = ndim - k;
+    for (Py_ssize_t j = 0; j < k; j++) left += !PyLong_CheckExact(is_tuple ? PyTuple_GET_ITEM(key, j) : key);
+    kept = PyTuple_New(left);
+    for (Py_ssize_t j = 0, at = 0; kept != NULL && j < ndim; j++)
+        if (j >= k || !PyLong_CheckExact(is_tuple ? PyTuple_GET_ITEM(key, j) : key))
+            PyTuple_SET_ITEM(kept, at++, Py_NewRef(PyTuple_GET_ITEM(sliced_shape, j)));
+    Py_DECREF(sliced_shape);
+    if (kept == NULL) {
+        Py_CLEAR(r);
+        goto end;
+    }
+    Py_SETREF(r, call_op_with(m->getitem, r, S_shape, kept));
+    Py_DECREF(kept);
+    goto end;
+failed:
+    r = NULL;
+end:
     Py_DECREF(index);
+    Py_DECREF(shape);
+    if (r == NOT_HANDLED && PyErr_Occurred()) r = NULL;
     return r;
 }
 
@@ -996,8 +1049,8 @@ static PyObject *method_call(PyObject *self, PyObject *const *args, size_t nargs
     PyObject *r = NOT_HANDLED;
     if (m->names != NULL) {
         r = call_with_keywords(m, args, n, kwnames);
-    } else if (m->getitem) {
-        if (ready) r = getitem_slices(m->op, args, n, kwnames);
+    } else if (m->getitem != NULL) {
+        if (ready) r = getitem_basic(m, args, n, kwnames);
     } else if (m->op == Py_None) {
         if (n >= 1) r = call_op(args[0], args + 1, n - 1, kwnames, m->elementwise);
     } else if (m->transpose) {
@@ -1017,9 +1070,10 @@ static PyObject *method_call(PyObject *self, PyObject *const *args, size_t nargs
 static PyObject *method_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     PyObject *op, *fallback;
     PyObject *keywords = Py_None, *kw_names = NULL, *kw_defaults = NULL;
-    int swap = 0, elementwise = 0, transpose = 0, getitem = 0;
+    PyObject *getitem = Py_None;
+    int swap = 0, elementwise = 0, transpose = 0;
     static char *names[] = {"op", "fallback", "swap", "elementwise", "transpose", "keywords", "getitem", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|pppOp:Method", names, &op, &fallback, &swap, &elementwise,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|pppOO:Method", names, &op, &fallback, &swap, &elementwise,
                                      &transpose, &keywords, &getitem))
         return NULL;
     if (keywords != Py_None) {
@@ -1044,7 +1098,8 @@ static PyObject *method_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     m->vectorcall = method_call;
     m->op = Py_NewRef(op);
     m->fallback = Py_NewRef(fallback);
-    m->swap = swap, m->elementwise = elementwise, m->transpose = transpose, m->getitem = getitem;
+    m->swap = swap, m->elementwise = elementwise, m->transpose = transpose;
+    m->getitem = getitem == Py_None ? NULL : Py_NewRef(getitem);
     m->names = kw_names, m->defaults = kw_defaults;
     return (PyObject *)m;
 }
@@ -1055,6 +1110,7 @@ static int method_traverse(PyObject *self, visitproc visit, void *arg) {
     Py_VISIT(m->fallback);
     Py_VISIT(m->names);
     Py_VISIT(m->defaults);
+    Py_VISIT(m->getitem);
     Py_VISIT(m->dict);
     return 0;
 }
@@ -1065,6 +1121,7 @@ static int method_clear(PyObject *self) {
     Py_CLEAR(m->fallback);
     Py_CLEAR(m->names);
     Py_CLEAR(m->defaults);
+    Py_CLEAR(m->getitem);
     Py_CLEAR(m->dict);
     return 0;
 }
@@ -1104,7 +1161,7 @@ static PyTypeObject MethodType = {
     .tp_members = method_members,
     .tp_doc = "Method(op, fallback, swap=False, elementwise=False, transpose=False, names=None): an op's eager "
               "call in C (vg_eager.c); with transpose, x.transpose(a, b) calling the permute op; with keywords (a "
-              "dict: names and defaults), C takes only self and those keywords and passes them all, in order; with getitem, x[slices] calling the slice op.",
+              "dict: names and defaults), C takes only self and those keywords and passes them all, in order; with getitem (the reshape op), x[ints and slices] calling the slice op, then it.",
 };
 
 /* setup(Tensor, Plan, Node, DType, Size, f32, f64, eager_mode, local, active, active_default, versions,
