@@ -329,3 +329,287 @@ def test_without_vg_call_nothing_is_bound() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["function", "function", "python", str(float(np.float32(np.exp(2)) / 3))]
+
+
+REDUCTION_CALLS = {
+    "all": lambda x: x.sum(),
+    "dim": lambda x: x.sum(dim=1),
+    "dims keepdim": lambda x: x.sum(dim=(0, -1), keepdim=True),
+    "axis": lambda x: x.sum(axis=0),
+    "no axes": lambda x: x.sum(axis=()),
+    "dim () is all": lambda x: x.sum(dim=()),
+    "dim [] is all": lambda x: x.sum(dim=[]),
+    "dim over axis": lambda x: x.sum(dim=-1, axis=0),
+    "keepdim 1": lambda x: x.sum(keepdim=1),
+    "positional": lambda x: x.sum(1, True),
+    "dtype": lambda x: x.sum(dtype=verigrad.f64),
+    "out of range": lambda x: x.sum(dim=5),
+    "bool dim": lambda x: x.sum(dim=True),
+    "unknown keyword": lambda x: x.sum(foo=1),
+    "a tensor dim": lambda x: x.sum(x),
+    "mean": lambda x: x.mean(),
+    "mean dim keepdim": lambda x: x.mean(dim=1, keepdim=True),
+    "mean axis": lambda x: x.mean(axis=(0,)),
+    "mean positional": lambda x: x.mean(0),
+    "mean dtype": lambda x: x.mean(dtype=verigrad.f64),
+}
+
+
+def test_sum_and_mean_methods_are_bound_in_c(cpu) -> None:
+    for name in ("sum", "mean"):
+        method = Tensor.__dict__[name]
+        assert type(method).__name__ == "Method" and method.__name__ == name, name
+        assert inspect.signature(method) == inspect.signature(method.__wrapped__)
+
+
+@pytest.mark.parametrize("grad", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.bool_])
+@pytest.mark.parametrize("shape", [(3, 4), (2, 1, 5), (0, 3), (3, 0)])
+def test_sum_and_mean_give_the_python_methods_outcome(cpu, grad: bool, dtype, shape) -> None:
+    """x.sum(...) and x.mean(...) in C: the bits, records and errors of the Python methods, whatever
+    keywords, positional dims, dtypes, empty axes or wrong values the call has."""
+    a = (np.arange(int(np.prod(shape))).reshape(shape) * 0.37 - 1).astype(dtype)
+    x = tensor_of(a, grad)
+    for name, call in REDUCTION_CALLS.items():
+        on, off = both_ways(lambda call=call: call(x))
+        if isinstance(off, Exception) or isinstance(on, Exception):
+            assert type(on) is type(off) and str(on) == str(off), name
+        else:
+            same_tensor(on, off)
+
+
+def test_gradients_through_c_sum_and_mean_match_the_python_methods(cpu) -> None:
+    data = np.random.default_rng(1).standard_normal((5, 7)).astype(np.float32)
+
+    def step() -> list[bytes]:
+        x = verigrad.tensor(data, requires_grad=True)
+        loss = x.exp().sum(dim=1, keepdim=True).mean() + (x * x).mean(axis=0).sum()
+        loss.backward()
+        return [loss.payload.tobytes(), x.grad.payload.tobytes()]
+
+    on, off = both_ways(step)
+    assert on == off
+
+
+def test_a_method_with_keywords_takes_only_self_and_those_keywords(cpu) -> None:
+    """Method(..., keywords=): the op gets every keyword, the call's value or the default, in order; a
+    call with another keyword or a second positional argument is the fallback's."""
+    seen = []
+
+    def fallback(*args, **kwargs):
+        seen.append((len(args), sorted(kwargs)))
+        return "fallback"
+
+    ext = eager._C_CALLS["module"]
+    method = ext.Method(REGISTRY["sum"], fallback, keywords={"axis": None, "keepdim": False})
+    x = verigrad.tensor(np.ones((2, 3), np.float32))
+    assert method(x, axis=1).tolist() == [3.0, 3.0] and method(x).tolist() == 6.0 and seen == []
+    assert method(x, keepdim=True).shape == (1, 1)
+    assert method(x, dim=1) == "fallback" and method(x, 1) == "fallback"
+    assert seen == [(1, ["dim"]), (2, [])]
+    with pytest.raises(TypeError, match="keywords must be a dict"):
+        ext.Method(REGISTRY["sum"], fallback, keywords=["dim"])
+    with pytest.raises(TypeError, match="a keyword must be a str"):
+        ext.Method(REGISTRY["sum"], fallback, keywords={1: None})
+
+
+def row_arrays(dtype) -> list[np.ndarray]:
+    """softmax's operands: C-contiguous rows (the C call's) and everything the wrapper takes otherwise."""
+    rng = np.random.default_rng(2)
+    base = (rng.standard_normal((3, 4, 6)) * 30).astype(dtype)
+    base[0, 0, :2] = [np.inf, -np.inf]
+    base[1, 1, 3] = np.nan
+    return [
+        base,
+        base[0],
+        base[0, 0],
+        base.transpose(2, 0, 1),
+        base[:, ::2],
+        np.asfortranarray(base),
+        base[..., :0],
+        base[0, 0, 0],  # 0-d
+        (rng.standard_normal((2, 9000)) * 5).astype(dtype),  # a row past NumPy's 8192-element cast buffer
+    ]
+
+
+@pytest.mark.parametrize("grad", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_softmax_rows_in_c_give_the_python_calls_outcome(cpu, grad: bool, dtype) -> None:
+    """F.softmax and F.log_softmax: the C call of rows.c's kernel gives the wrapper's bits, records and
+    errors, over the last axis or another, on views, empty and 0-d arrays, with NumPy's cast buffer
+    changed (f32 rows are summed in blocks of it)."""
+    F = verigrad.nn.functional
+    for a in row_arrays(dtype):
+        x = tensor_of(a, grad)
+        for dim in range(-max(a.ndim, 1), max(a.ndim, 1) + 1):
+            for fn in (F.softmax, F.log_softmax):
+                same_outcome(lambda fn=fn, dim=dim: fn(x, dim=dim))
+    x = tensor_of(row_arrays(dtype)[-1], grad)
+    was = np.getbufsize()
+    try:
+        np.setbufsize(1024)
+        for fn in (F.softmax, F.log_softmax):
+            same_outcome(lambda fn=fn: fn(x, dim=-1))
+            on, _ = both_ways(lambda fn=fn: fn(x, dim=-1))
+            eager.c_calls(False)
+            try:
+                assert on.payload.tobytes() == fn(x, dim=-1).payload.tobytes()
+            finally:
+                eager.c_calls(True)
+    finally:
+        np.setbufsize(was)
+
+
+def test_softmax_plans_call_the_row_kernels_in_c(cpu) -> None:
+    from verigrad.backends.cpu.rows import DIRECT_ROWS
+
+    x = verigrad.tensor(np.ones((4, 5), np.float32))
+    F = verigrad.nn.functional
+    for name, fn in (("softmax", F.softmax), ("log_softmax", F.log_softmax)):
+        REGISTRY[name]._eager_plans.clear()
+        fn(x, dim=1)
+        (plan,) = [plan for _, plan in REGISTRY[name]._eager_plans.values()]
+        assert plan.fast[0] == DIRECT_ROWS and plan.fast[2] == (name == "log_softmax"), name
+
+
+def test_a_recording_tape_gets_the_row_kernels_calls(cpu) -> None:
+    tape = cpu.tape()
+    if tape is None:
+        pytest.skip("vg_call does not record here")
+    x = verigrad.tensor(np.ones((4, 4), np.float32))
+    with cpu.recording(tape):
+        y = verigrad.nn.functional.softmax(x, dim=-1)
+    assert len(tape) == 1 and y.payload.tobytes() == np.full((4, 4), 0.25, np.float32).tobytes()
+
+
+def reduce_arrays(dtype) -> list[np.ndarray]:
+    """Reductions' operands: C-contiguous arrays (the C call's), signed zeros and NaNs (which the kernel
+    leaves to the reference), views, empty and 0-d arrays."""
+    rng = np.random.default_rng(3)
+    base = (rng.standard_normal((3, 4, 5)) * 10).astype(dtype)
+    zeros = np.full((2, 3), -0.0, dtype)
+    nans = base.copy()
+    nans[1, 2, 3] = np.nan
+    long = (rng.standard_normal(20000) * 3).astype(dtype)  # past NumPy's 8192-element cast buffer
+    return [base, zeros, nans, base.transpose(2, 0, 1), base[:, ::2], base[..., :0], base[0, 0, 0], long]
+
+
+REDUCE_CALLS = [
+    lambda x: x.sum(),
+    lambda x: x.sum(dim=-1),
+    lambda x: x.sum(dim=(0, 1), keepdim=True),
+    lambda x: x.mean(),
+    lambda x: x.mean(dim=0, keepdim=True),
+    lambda x: x.amax(dim=-1),
+    lambda x: x.amin(dim=(0, -1)),
+    lambda x: REGISTRY["sum"](x, axis=[0]),  # a list of axes: the wrapper's
+]
+
+
+@pytest.mark.parametrize("grad", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_reductions_in_c_give_the_python_calls_outcome(cpu, grad: bool, dtype) -> None:
+    """sum, mean, max and min: the C call of reduce.c's kernel (on a layout the wrapper described) gives
+    the wrapper's bits, records and errors, the first call and the next, with NumPy's cast buffer changed
+    (f32 sums are cut at it)."""
+    for a in reduce_arrays(dtype):
+        x = tensor_of(a, grad)
+        for call in REDUCE_CALLS:
+            for _ in range(2):  # the first call describes the layout, the next finds it
+                same_outcome(lambda call=call: call(x))
+    x = tensor_of(np.random.default_rng(5).standard_normal((3, 20000)).astype(dtype), grad)
+    was = np.getbufsize()
+    try:
+        for size in (1024, 8192 * 2):
+            np.setbufsize(size)
+            for call in REDUCE_CALLS:
+                same_outcome(lambda call=call: call(x))
+    finally:
+        np.setbufsize(was)
+
+
+def test_reduction_plans_call_the_kernels_in_c(cpu) -> None:
+    from verigrad.backends.cpu.reduce import DIRECT_REDUCE
+
+    x = verigrad.tensor(np.ones((4, 5), np.float32))
+    for name, call in (("sum", lambda: x.sum(dim=1)), ("mean", lambda: x.mean()), ("max", lambda: x.amax(1))):
+        REGISTRY[name]._eager_plans.clear()
+        call()
+        (plan,) = [plan for _, plan in REGISTRY[name]._eager_plans.values()]
+        assert plan.fast[0] == DIRECT_REDUCE and len(plan.fast[2]) >= 1, name
+
+
+def test_a_recording_tape_gets_the_reductions_calls(cpu) -> None:
+    tape = cpu.tape()
+    if tape is None:
+        pytest.skip("vg_call does not record here")
+    x = verigrad.tensor(np.ones((4, 4), np.float32))
+    x.sum(dim=0)  # the layout described
+    with cpu.recording(tape):
+        y = x.sum(dim=0)
+    assert len(tape) == 1 and y.payload.tobytes() == np.full(4, 4.0, np.float32).tobytes()
+
+
+GETITEM_KEYS = [
+    (slice(None), slice(1, 5)),
+    slice(1, 3),
+    slice(-2, None, 2),
+    (slice(None), slice(None)),  # the tensor itself
+    (),
+    slice(None),
+    (slice(None), slice(None), slice(None), slice(None)),  # too many: the error
+    slice(None, None, -1),  # refused step
+    slice(None, None, 0),
+    slice("a", None),
+    slice(2**70, None),
+    0,
+    -1,
+    3,  # out of range for some axes
+    (0, slice(1, 3)),
+    (slice(None), -2),
+    (slice(1, None), 1, slice(None, None, 2)),
+    (1, 2, 3),
+    (-3, -4, -5),
+    (1, 2, 3, 4),  # too many
+    (slice(None), 10),
+    2**70,
+    (slice(None), slice("a", None), 1),
+    (5, slice("a", None)),  # the int's error first
+    (slice(0, 1), Ellipsis),  # not ints and slices only: the Python code
+    True,
+    np.int64(1),
+    None,
+]
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_getitem_ints_and_slices_in_c_give_the_python_calls_outcome(cpu, grad: bool) -> None:
+    """x[ints and slices] in C: shaping.getitem's view (the same strides and memory), records (a slice,
+    then a reshape where ints drop axes) and errors, and the tensor itself where every slice takes its
+    axis whole."""
+    assert type(Tensor.__dict__["__getitem__"]).__name__ == "Method"
+    base = np.arange(3 * 4 * 5, dtype=np.float32).reshape(3, 4, 5)
+    for a in (base, base.transpose(2, 0, 1), base[:, ::2], base[0, 0, 0], base[:0]):
+        x = tensor_of(a, grad)
+        for key in GETITEM_KEYS:
+            same_outcome(lambda key=key: x[key])
+            on, off = both_ways(lambda key=key: x[key])
+            if not isinstance(on, Exception):
+                assert (on is x) == (off is x), key
+                assert on.payload.strides == off.payload.strides, key
+                assert np.shares_memory(on.payload, a) == np.shares_memory(off.payload, a), key
+
+
+def test_gradients_through_c_getitem_match_the_python_calls(cpu) -> None:
+    data = np.random.default_rng(6).standard_normal((4, 6)).astype(np.float32)
+
+    def step() -> list[bytes]:
+        x = verigrad.tensor(data, requires_grad=True)
+        y = x.exp()
+        loss = (y[1] * 2.0).sum() + y[:, 2:5].sum() + y[-1, 1:3].mean() + y[2, 3]
+        loss.backward()
+        node = y[0]._node
+        return [loss.payload.tobytes(), x.grad.payload.tobytes(), node.op.name, node.inputs[0]._node.op.name]
+
+    on, off = both_ways(step)
+    assert on == off and on[2:] == ["reshape", "slice"]

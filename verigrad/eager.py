@@ -209,6 +209,17 @@ def install_c_calls() -> bool:
     # x.transpose(a, b): shaping.transpose's common case (two int axes in range) made in C
     _PYTHON[(Tensor, "transpose")] = python = Tensor.__dict__["transpose"]
     Tensor.transpose = _named(ext.Method(REGISTRY["permute"], python, transpose=True))
+    # x.sum(), x.mean(dim=1, keepdim=True): the op called as tensor_methods' sum and mean call it (the same
+    # keywords, defaults and order: the same plan key); a positional dim or a dtype goes through the method
+    for name in ("sum", "mean"):
+        _PYTHON[(Tensor, name)] = python = Tensor.__dict__[name]
+        keywords = {"axis": None, "dim": None, "keepdim": False}
+        setattr(Tensor, name, _named(ext.Method(REGISTRY[name], python, keywords=keywords)))
+    # x[:, 1:5], x[0]: shaping.getitem's case of ints and slices, its slice and reshape ops called in C (an
+    # eager view is made_view's no-op, as Mode's: EagerMode keeps it)
+    if EagerMode.made_view is modes.Mode.made_view:
+        _PYTHON[(Tensor, "__getitem__")] = python = Tensor.__dict__["__getitem__"]
+        Tensor.__getitem__ = _named(ext.Method(REGISTRY["slice"], python, getitem=REGISTRY["reshape"]))
     _C_CALLS["module"] = ext
     return True
 

@@ -80,13 +80,20 @@ def describe(shape: tuple[int, ...], axes: tuple[int, ...], block: int, mean: bo
     return d
 
 
+# vg_eager.c's FAST_REDUCE: a reduction's calling convention (after _ffi's DIRECT_ kinds and rows.py's)
+DIRECT_REDUCE = 8
+
+
 def _reduce(
-    name: str, fn: Any, dtype: np.dtype, reference: Callable, backend: Any, ptr: Callable, ref: Callable
+    name: str, fn: Any, dtype: np.dtype, reference: Callable, backend: Any, lib: Library, address: int
 ) -> Callable:
-    chunk, reference = _ffi.min_chunk, silenced(reference)
+    chunk, reference, ptr, ref = _ffi.min_chunk, silenced(reference), lib.ptr, lib.ref
     # NumPy sums an f32 run through its cast buffer: pairwise within each buffer, in order across
     cast = dtype == np.float32 and name in ("sum", "mean")
     mean = name == "mean"
+
+    def block() -> int:
+        return _ffi.bufsize() if cast else 1 << 62
 
     # (shape, axes, keepdim, block) -> (the description and the result's shape), or
     # None where the kernel does not take it
@@ -113,7 +120,7 @@ def _reduce(
             or not (x.flags.c_contiguous and x.flags.aligned)
         ):
             return reference(x, axis, keepdim)
-        key = (x.shape, axis, keepdim, _ffi.bufsize() if cast else 1 << 62)
+        key = (x.shape, axis, keepdim, block())
         try:
             found = calls[key]
         except KeyError:
@@ -130,6 +137,8 @@ def _reduce(
             return np.asarray(reference(x, axis, keepdim))
         return out
 
+    # vg_eager.c's `reduce_call` makes the call above itself where `calls` holds the layout's description
+    kernel.eager_c = (DIRECT_REDUCE, address, calls, dtype.num, backend, chunk, block)
     return never_warns(kernel)
 
 
@@ -160,8 +169,9 @@ def _argmax(fns: dict, reference: Callable, backend: Any, ptr: Callable) -> Call
 def register(backend: Any, lib: Library) -> None:
     for dtype_name, dtype in DTYPES.items():
         for name in REDUCE[:-1]:
-            fn = lib.fn(f"vg_{'sum' if name == 'mean' else name}_{dtype_name}", _ARGS, ctypes.c_int)
-            kernel = _reduce(name, fn, dtype, REGISTRY[name].reference, backend, lib.ptr, lib.ref)
+            c_name = f"vg_{'sum' if name == 'mean' else name}_{dtype_name}"
+            fn = lib.fn(c_name, _ARGS, ctypes.c_int)
+            kernel = _reduce(name, fn, dtype, REGISTRY[name].reference, backend, lib, lib.address(c_name))
             # sums, a division and selections: nothing a native build's contraction changes
             backend.register(name, kernel, dtype_name, EXACT, native=EXACT)
     # the op's dtype is its result's, i64, for every input dtype

@@ -32,13 +32,15 @@ def _softmax_dim(name: str, ndim: int, dim: int | None) -> int:
 def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> Tensor:
     """exp(x) / sum(exp(x)) along `dim`, max-subtracted so it cannot overflow; with `dtype`, x is cast
     to it first (as PyTorch's). No dim: PyTorch's implicit one, with its warning."""
-    dim = _softmax_dim("softmax", input.ndim, dim)
+    if dim is None:
+        dim = _softmax_dim("softmax", input.ndim, dim)
     return ops.softmax(input if dtype is None else input.cast(dtype), axis=dim)
 
 
 def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> Tensor:
     """log(softmax(x)) along `dim`, computed without forming softmax; `dim` and `dtype` as softmax's."""
-    dim = _softmax_dim("log_softmax", input.ndim, dim)
+    if dim is None:
+        dim = _softmax_dim("log_softmax", input.ndim, dim)
     return ops.log_softmax(input if dtype is None else input.cast(dtype), axis=dim)
 
 

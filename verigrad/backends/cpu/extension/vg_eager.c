@@ -8,7 +8,8 @@
  * canonical params), the op's plan (made in Python, `Op._plan`, the first time), the backend's stamp,
  * the kernel on the operands' arrays, the result Tensor, the autograd Node where one is needed. A kernel
  * whose plan says `fast` (a C kernel of a known calling convention: element-wise unary, binary on
- * same-shape or scalar operands) is called through its function pointer on arrays allocated here, with
+ * same-shape or scalar operands; softmax and log_softmax over the last axis) is called through its function
+ * pointer on arrays allocated here, with
  * exactly the arguments its Python wrapper would pass. Anything else (another mode, a variadic op, an
  * operand that is not a tensor or a float or int beside float tensors, a plan to choose again, a
  * warning kernel, a composite op, a tape recording) goes to `fallback`, the Python code, unchanged.
@@ -29,6 +30,8 @@
 #define FAST_PERMUTE 4 /* the reference's np.transpose(x, axes): x.transpose(axes) */
 #define FAST_SLICE 5   /* the reference's x[tuple(slice(*t) for t in index)] */
 #define FAST_CONCAT 6  /* the reference's np.concatenate(xs, axis), the xs of one dtype */
+#define FAST_ROWS 7    /* rows.py's softmax and log_softmax over the last axis (see `rows_call`) */
+#define FAST_REDUCE 8  /* reduce.py's sum, mean, max and min of a layout it has described (see `reduce_call`) */
 
 /* set by `setup` */
 static PyTypeObject *tensor_type, *node_type, *dtype_type, *size_type;
@@ -43,7 +46,7 @@ static int (*recording)(void) = NULL; /* vg_call's: whether this thread records 
 static PyObject *scalar_specs[2];      /* the spec of a 0-d f32 and f64 constant (made by `constant`) */
 static PyObject *S_stack, *S_grad, *S_plans, *S_variadic, *S_positional, *S_canonical, *S_decompose,
     *S_group, *S_differentiable, *S_vjp, *S_reference, *S_shape, *S_dtype, *S_kind, *S_np, *S_threads, *S_first,
-    *S_stamp, *S_plan, *S_run, *S_axes, *S_index, *S_axis, *S_clock;
+    *S_stamp, *S_plan, *S_run, *S_axes, *S_index, *S_axis, *S_clock, *S_keepdim;
 static int ready = 0;
 
 #define SLOT(o, at) (*(PyObject **)((char *)(o) + (at)))
@@ -225,7 +228,143 @@ static PyObject *concatenated(PyObject **arrays, Py_ssize_t n, PyObject *params)
     return r;
 }
 
+typedef void (*rows_fn)(const void *, void *, int64_t, int64_t, int64_t, int, int64_t, int);
+
+/* the int a callable `f` returns (Python's min_chunk(), a block size): 0 with an exception, or the value */
+static int called_int(PyObject *f, long long *out) {
+    PyObject *v = PyObject_CallNoArgs(f);
+    if (v == NULL) return -1;
+    *out = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* A row kernel (`fast` = (FAST_ROWS, fn, log, typenum, backend, min_chunk, block)) as rows.py's `_softmax`
+ * wrapper calls its C function: one C-contiguous aligned non-empty array of the dtype, the one param
+ * `axis` its last axis; fn(x, out, rows, n, block(), log, max(1, min_chunk() // n), backend.threads) into a
+ * new array. NOT_HANDLED (no exception) for anything else: the wrapper copies a view or runs the
+ * reference. */
+static PyObject *rows_call(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyObject *params) {
+    if (n != 1 || PyDict_GET_SIZE(params) != 1) return NOT_HANDLED;
+    PyObject *axis = PyDict_GetItemWithError(params, S_axis);
+    if (axis == NULL) return PyErr_Occurred() ? NULL : NOT_HANDLED;
+    int typenum = (int)PyLong_AsLong(PyTuple_GET_ITEM(fast, 3));
+    int log = (int)PyLong_AsLong(PyTuple_GET_ITEM(fast, 2));
+    if (PyErr_Occurred()) return NULL;
+    PyArray_Descr *want = PyArray_DescrFromType(typenum);
+    if (want == NULL) return NULL;
+    Py_DECREF(want); /* a builtin descriptor: NumPy holds it */
+    PyArrayObject *a = (PyArrayObject *)arrays[0];
+    if (!PyLong_CheckExact(axis) || !PyArray_CheckExact(a) || PyArray_DESCR(a) != want || PyArray_NDIM(a) < 1 ||
+        PyArray_SIZE(a) == 0 || !PyArray_CHKFLAGS(a, NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED))
+        return NOT_HANDLED;
+    int overflow;
+    long ax = PyLong_AsLongAndOverflow(axis, &overflow);
+    if (ax == -1 && PyErr_Occurred()) return NULL;
+    int nd = PyArray_NDIM(a);
+    if (overflow || ax != nd - 1) return NOT_HANDLED;
+    if (recording != NULL && recording()) return NOT_HANDLED; /* a tape takes vg_call's calls only */
+    void *fn = PyLong_AsVoidPtr(PyTuple_GET_ITEM(fast, 1));
+    if (fn == NULL) return PyErr_Occurred() ? NULL : NOT_HANDLED;
+    long long chunk, block;
+    if (called_int(PyTuple_GET_ITEM(fast, 6), &block) < 0 || called_int(PyTuple_GET_ITEM(fast, 5), &chunk) < 0)
+        return NULL;
+    PyObject *t = PyObject_GetAttr(PyTuple_GET_ITEM(fast, 4), S_threads);
+    if (t == NULL) return NULL;
+    int threads = (int)PyLong_AsLong(t);
+    Py_DECREF(t);
+    if (PyErr_Occurred()) return NULL;
+    int64_t cols = PyArray_DIMS(a)[nd - 1], rows = PyArray_SIZE(a) / cols;
+    int64_t min_rows = chunk / cols; /* Python's floor division, for chunk >= 0; 1 at least either way */
+    if (min_rows < 1) min_rows = 1;
+    PyObject *out = PyArray_SimpleNew(nd, PyArray_DIMS(a), typenum);
+    if (out == NULL) return NULL;
+    void *y = PyArray_DATA((PyArrayObject *)out);
+    Py_BEGIN_ALLOW_THREADS
+    ((rows_fn)fn)(PyArray_DATA(a), y, rows, cols, block, log, min_rows, threads);
+    Py_END_ALLOW_THREADS
+    return out;
+}
+
+typedef int (*reduce_fn)(const void *, void *, const void *, int64_t, int);
+
+/* A reduction (`fast` = (FAST_REDUCE, fn, calls, typenum, backend, min_chunk, block)) as reduce.py's
+ * `_reduce` wrapper calls its C function, where that wrapper has described the layout already: one
+ * C-contiguous aligned non-empty array of the dtype, the params `axis` (a tuple) and `keepdim`; its
+ * description and result shape found in `calls` under (x.shape, axis, keepdim, block()); fn(x, out,
+ * description, min_chunk(), backend.threads) into a new array. NOT_HANDLED (no exception) for anything
+ * else, a layout not described yet or the kernel's refusal (a signed zero it cannot tell): the wrapper. */
+static PyObject *reduce_call(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyObject *params) {
+    if (n != 1 || PyDict_GET_SIZE(params) != 2) return NOT_HANDLED;
+    PyObject *axis = PyDict_GetItemWithError(params, S_axis);
+    if (axis == NULL) return PyErr_Occurred() ? NULL : NOT_HANDLED;
+    PyObject *keepdim = PyDict_GetItemWithError(params, S_keepdim);
+    if (keepdim == NULL) return PyErr_Occurred() ? NULL : NOT_HANDLED;
+    int typenum = (int)PyLong_AsLong(PyTuple_GET_ITEM(fast, 3));
+    if (PyErr_Occurred()) return NULL;
+    PyArray_Descr *want = PyArray_DescrFromType(typenum);
+    if (want == NULL) return NULL;
+    Py_DECREF(want); /* a builtin descriptor: NumPy holds it */
+    PyArrayObject *a = (PyArrayObject *)arrays[0];
+    PyObject *calls = PyTuple_GET_ITEM(fast, 2);
+    if (!PyTuple_CheckExact(axis) || !PyBool_Check(keepdim) || !PyDict_CheckExact(calls) || !PyArray_CheckExact(a) ||
+        PyArray_DESCR(a) != want || PyArray_SIZE(a) == 0 ||
+        !PyArray_CHKFLAGS(a, NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED))
+        return NOT_HANDLED;
+    if (recording != NULL && recording()) return NOT_HANDLED; /* a tape takes vg_call's calls only */
+    long long chunk, block;
+    if (called_int(PyTuple_GET_ITEM(fast, 6), &block) < 0) return NULL;
+    PyObject *shape = PyObject_GetAttr((PyObject *)a, S_shape);
+    if (shape == NULL) return NULL;
+    PyObject *b = PyLong_FromLongLong(block);
+    PyObject *key = b == NULL ? NULL : PyTuple_Pack(4, shape, axis, keepdim, b);
+    Py_DECREF(shape);
+    Py_XDECREF(b);
+    if (key == NULL) return NULL;
+    PyObject *found = PyDict_GetItemWithError(calls, key);
+    Py_DECREF(key);
+    if (found == NULL) return PyErr_Occurred() ? NULL : NOT_HANDLED; /* described there first */
+    if (!PyTuple_CheckExact(found) || PyTuple_GET_SIZE(found) != 2) return NOT_HANDLED; /* None: not the kernel's */
+    Py_INCREF(found); /* the cache may be emptied by another thread while the kernel runs */
+    npy_intp dims[NPY_MAXDIMS];
+    int nd = int_items(PyTuple_GET_ITEM(found, 1), dims);
+    void *fn = PyLong_AsVoidPtr(PyTuple_GET_ITEM(fast, 1));
+    PyObject *r = NOT_HANDLED, *out = NULL;
+    Py_buffer desc = {0};
+    if (nd < 0 || fn == NULL) goto end;
+    if (called_int(PyTuple_GET_ITEM(fast, 5), &chunk) < 0) goto failed;
+    PyObject *t = PyObject_GetAttr(PyTuple_GET_ITEM(fast, 4), S_threads);
+    if (t == NULL) goto failed;
+    int threads = (int)PyLong_AsLong(t);
+    Py_DECREF(t);
+    if (PyErr_Occurred()) goto failed;
+    if (PyObject_GetBuffer(PyTuple_GET_ITEM(found, 0), &desc, PyBUF_SIMPLE) < 0) goto failed;
+    out = PyArray_SimpleNew(nd, dims, typenum);
+    if (out == NULL) goto failed;
+    int refused;
+    Py_BEGIN_ALLOW_THREADS
+    refused = ((reduce_fn)fn)(PyArray_DATA(a), PyArray_DATA((PyArrayObject *)out), desc.buf, chunk, threads);
+    Py_END_ALLOW_THREADS
+    if (refused) Py_CLEAR(out); /* the wrapper runs the reference */
+    else r = out;
+    goto end;
+failed:
+    r = NULL;
+end:
+    if (desc.obj != NULL) PyBuffer_Release(&desc);
+    Py_DECREF(found);
+    if (r == NOT_HANDLED && PyErr_Occurred()) r = NULL;
+    return r;
+}
+
 static PyObject *direct(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyObject *params) {
+    if (PyTuple_CheckExact(fast) && PyTuple_GET_SIZE(fast) == 7) {
+        long kind = PyLong_AsLong(PyTuple_GET_ITEM(fast, 0));
+        if (kind == -1 && PyErr_Occurred()) return NULL;
+        return kind == FAST_ROWS     ? rows_call(fast, arrays, n, params)
+               : kind == FAST_REDUCE ? reduce_call(fast, arrays, n, params)
+                                     : NOT_HANDLED;
+    }
     if (PyTuple_CheckExact(fast) && PyTuple_GET_SIZE(fast) == 1 &&
         PyLong_AsLong(PyTuple_GET_ITEM(fast, 0)) == FAST_CONCAT)
         return concatenated(arrays, n, params);
@@ -740,6 +879,8 @@ typedef struct {
     PyObject *op;       /* None: Op.__call__, the op is the first argument */
     PyObject *fallback; /* the Python code it stands for, called with the same arguments */
     int swap, elementwise, transpose;
+    PyObject *getitem; /* NULL, or the reshape op: x[key] calling the slice op (`op`), then it (`getitem_basic`) */
+    PyObject *names, *defaults; /* NULL, or keywords and their values: see method_call */
     PyObject *dict;
 } Method;
 
@@ -777,11 +918,140 @@ static PyObject *transposed(PyObject *permute, PyObject *const *args, Py_ssize_t
     return r;
 }
 
+#define MAX_KEYWORDS 8
+
+/* A Method with keywords (`names`, their `defaults`) takes self and those keywords only: the op is called
+ * with every one of them, in their order, the call's value or the default, as its Python method calls it
+ * (the same params, the same plan key); NOT_HANDLED for any other call. */
+static PyObject *call_with_keywords(Method *m, PyObject *const *args, Py_ssize_t n, PyObject *kwnames) {
+    Py_ssize_t count = PyTuple_GET_SIZE(m->names);
+    if (n != 1 || count > MAX_KEYWORDS) return NOT_HANDLED;
+    PyObject *values[1 + MAX_KEYWORDS];
+    values[0] = args[0];
+    for (Py_ssize_t j = 0; j < count; j++) values[1 + j] = PyTuple_GET_ITEM(m->defaults, j);
+    Py_ssize_t given = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t k = 0; k < given; k++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, k);
+        Py_ssize_t j = 0;
+        for (; j < count; j++) {
+            int same = PyUnicode_Compare(name, PyTuple_GET_ITEM(m->names, j));
+            if (same == -1 && PyErr_Occurred()) return NULL;
+            if (same == 0) break;
+        }
+        if (j == count) return NOT_HANDLED; /* another keyword: the fallback says what is wrong */
+        values[1 + j] = args[1 + k];
+    }
+    return call_op(m->op, values, 1, m->names, 0);
+}
+
+/* `op(x, name=value)` as call_op calls it, else (NOT_HANDLED there) as the op's own call does */
+static PyObject *call_op_with(PyObject *op, PyObject *x, PyObject *name, PyObject *value) {
+    PyObject *call[2] = {x, value};
+    PyObject *names = PyTuple_Pack(1, name);
+    if (names == NULL) return NULL;
+    PyObject *r = call_op(op, call, 1, names, 0);
+    if (r == NOT_HANDLED) r = PyObject_Vectorcall(op, call, 1, names);
+    Py_DECREF(names);
+    return r;
+}
+
+/* x[key] as shaping.getitem's basic case of ints and slices only: a slice, an int or a tuple of at most
+ * x.ndim of them, padded with slice(None) to one per axis, an int i of an axis of size n (-n <= i < n)
+ * read as slice(i % n, i % n + 1); x itself where every slice is slice(None); else the slice op called
+ * with index= that tuple, then, where ints dropped axes, the reshape op with the shape of the axes left
+ * (an eager view: the mode's made_view does nothing there). NOT_HANDLED for anything else (None, ...,
+ * tensors, an int out of range or of a symbolic axis, too many indices, another mode). */
+static PyObject *getitem_basic(Method *m, PyObject *const *args, Py_ssize_t n, PyObject *kwnames) {
+    if (kwnames != NULL || n != 2 || !PyObject_TypeCheck(args[0], tensor_type)) return NOT_HANDLED;
+    PyObject *key = args[1];
+    int is_tuple = PyTuple_CheckExact(key);
+    Py_ssize_t k = is_tuple ? PyTuple_GET_SIZE(key) : 1;
+    for (Py_ssize_t j = 0; j < k; j++) {
+        PyObject *item = is_tuple ? PyTuple_GET_ITEM(key, j) : key;
+        if (!PySlice_Check(item) && !PyLong_CheckExact(item)) return NOT_HANDLED;
+    }
+    PyObject *shape = PyObject_GetAttr(SLOT(args[0], t_spec), S_shape);
+    if (shape == NULL) return NULL;
+    Py_ssize_t ndim = PyTuple_Check(shape) ? PyTuple_GET_SIZE(shape) : -1;
+    if (ndim < k) return Py_DECREF(shape), NOT_HANDLED; /* too many indices: shaping.getitem says so */
+    PyObject *index = PyTuple_New(ndim), *r = NOT_HANDLED;
+    if (index == NULL) return Py_DECREF(shape), NULL;
+    int whole = 1, ints = 0;
+    for (Py_ssize_t j = 0; j < ndim; j++) {
+        PyObject *s = j >= k ? NULL : is_tuple ? PyTuple_GET_ITEM(key, j) : key;
+        if (s == NULL) {
+            s = PySlice_New(NULL, NULL, NULL);
+        } else if (PyLong_CheckExact(s)) {
+            PyObject *size = PyTuple_GET_ITEM(shape, j);
+            int overflow;
+            long long i = PyLong_AsLongLongAndOverflow(s, &overflow), sz = 0;
+            if (!overflow && !(i == -1 && PyErr_Occurred()) && PyLong_CheckExact(size))
+                sz = PyLong_AsLongLongAndOverflow(size, &overflow);
+            if (PyErr_Occurred()) goto end;
+            if (overflow || !PyLong_CheckExact(size) || i < -sz || i >= sz) goto end; /* its error there */
+            i = i < 0 ? i + sz : i;
+            PyObject *start = PyLong_FromLongLong(i), *stop = PyLong_FromLongLong(i + 1);
+            s = start == NULL || stop == NULL ? NULL : PySlice_New(start, stop, NULL);
+            Py_XDECREF(start), Py_XDECREF(stop);
+            whole = 0, ints = 1;
+        } else {
+            PySliceObject *sl = (PySliceObject *)s;
+            whole &= sl->start == Py_None && sl->stop == Py_None && sl->step == Py_None;
+            Py_INCREF(s);
+        }
+        if (s == NULL) goto failed;
+        PyTuple_SET_ITEM(index, j, s);
+    }
+    if (whole) {
+        r = Py_NewRef(args[0]);
+        goto end;
+    }
+    PyObject *call[2] = {args[0], index};
+    PyObject *names = PyTuple_Pack(1, S_index);
+    if (names == NULL) goto failed;
+    r = call_op(m->op, call, 1, names, 0);
+    Py_DECREF(names);
+    if (r == NULL || r == NOT_HANDLED || !ints) goto end;
+    /* the axes the slices left, in order: the ints' axes dropped */
+    PyObject *sliced_shape = PyObject_GetAttr(SLOT(r, t_spec), S_shape), *kept = NULL;
+    if (sliced_shape == NULL || !PyTuple_Check(sliced_shape) || PyTuple_GET_SIZE(sliced_shape) != ndim) {
+        Py_XDECREF(sliced_shape);
+        Py_CLEAR(r);
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "vg_eager: a slice changed the rank");
+        goto end;
+    }
+    Py_ssize_t left = ndim - k;
+    for (Py_ssize_t j = 0; j < k; j++) left += !PyLong_CheckExact(is_tuple ? PyTuple_GET_ITEM(key, j) : key);
+    kept = PyTuple_New(left);
+    for (Py_ssize_t j = 0, at = 0; kept != NULL && j < ndim; j++)
+        if (j >= k || !PyLong_CheckExact(is_tuple ? PyTuple_GET_ITEM(key, j) : key))
+            PyTuple_SET_ITEM(kept, at++, Py_NewRef(PyTuple_GET_ITEM(sliced_shape, j)));
+    Py_DECREF(sliced_shape);
+    if (kept == NULL) {
+        Py_CLEAR(r);
+        goto end;
+    }
+    Py_SETREF(r, call_op_with(m->getitem, r, S_shape, kept));
+    Py_DECREF(kept);
+    goto end;
+failed:
+    r = NULL;
+end:
+    Py_DECREF(index);
+    Py_DECREF(shape);
+    if (r == NOT_HANDLED && PyErr_Occurred()) r = NULL;
+    return r;
+}
+
 static PyObject *method_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     Method *m = (Method *)self;
     Py_ssize_t n = PyVectorcall_NARGS(nargsf);
     PyObject *r = NOT_HANDLED;
-    if (m->op == Py_None) {
+    if (m->names != NULL) {
+        r = call_with_keywords(m, args, n, kwnames);
+    } else if (m->getitem != NULL) {
+        if (ready) r = getitem_basic(m, args, n, kwnames);
+    } else if (m->op == Py_None) {
         if (n >= 1) r = call_op(args[0], args + 1, n - 1, kwnames, m->elementwise);
     } else if (m->transpose) {
         if (ready) r = transposed(m->op, args, n, kwnames);
@@ -799,17 +1069,38 @@ static PyObject *method_call(PyObject *self, PyObject *const *args, size_t nargs
 
 static PyObject *method_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     PyObject *op, *fallback;
+    PyObject *keywords = Py_None, *kw_names = NULL, *kw_defaults = NULL;
+    PyObject *getitem = Py_None;
     int swap = 0, elementwise = 0, transpose = 0;
-    static char *names[] = {"op", "fallback", "swap", "elementwise", "transpose", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|ppp:Method", names, &op, &fallback, &swap, &elementwise,
-                                     &transpose))
+    static char *names[] = {"op", "fallback", "swap", "elementwise", "transpose", "keywords", "getitem", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|pppOO:Method", names, &op, &fallback, &swap, &elementwise,
+                                     &transpose, &keywords, &getitem))
         return NULL;
+    if (keywords != Py_None) {
+        if (!PyDict_CheckExact(keywords) || PyDict_GET_SIZE(keywords) > MAX_KEYWORDS) {
+            PyErr_Format(PyExc_TypeError, "Method: keywords must be a dict of at most %d keywords and their "
+                         "defaults, or None, got %R", MAX_KEYWORDS, keywords);
+            return NULL;
+        }
+        PyObject *keys = PyDict_Keys(keywords), *values = PyDict_Values(keywords);
+        kw_names = keys == NULL ? NULL : PyList_AsTuple(keys);
+        kw_defaults = values == NULL ? NULL : PyList_AsTuple(values);
+        Py_XDECREF(keys), Py_XDECREF(values);
+        for (Py_ssize_t k = 0; kw_names != NULL && k < PyTuple_GET_SIZE(kw_names); k++)
+            if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(kw_names, k))) {
+                PyErr_Format(PyExc_TypeError, "Method: a keyword must be a str, got %R", PyTuple_GET_ITEM(kw_names, k));
+                Py_CLEAR(kw_names);
+            }
+        if (kw_names == NULL || kw_defaults == NULL) return Py_XDECREF(kw_names), Py_XDECREF(kw_defaults), NULL;
+    }
     Method *m = (Method *)type->tp_alloc(type, 0);
-    if (m == NULL) return NULL;
+    if (m == NULL) return Py_XDECREF(kw_names), Py_XDECREF(kw_defaults), NULL;
     m->vectorcall = method_call;
     m->op = Py_NewRef(op);
     m->fallback = Py_NewRef(fallback);
     m->swap = swap, m->elementwise = elementwise, m->transpose = transpose;
+    m->getitem = getitem == Py_None ? NULL : Py_NewRef(getitem);
+    m->names = kw_names, m->defaults = kw_defaults;
     return (PyObject *)m;
 }
 
@@ -817,6 +1108,9 @@ static int method_traverse(PyObject *self, visitproc visit, void *arg) {
     Method *m = (Method *)self;
     Py_VISIT(m->op);
     Py_VISIT(m->fallback);
+    Py_VISIT(m->names);
+    Py_VISIT(m->defaults);
+    Py_VISIT(m->getitem);
     Py_VISIT(m->dict);
     return 0;
 }
@@ -825,6 +1119,9 @@ static int method_clear(PyObject *self) {
     Method *m = (Method *)self;
     Py_CLEAR(m->op);
     Py_CLEAR(m->fallback);
+    Py_CLEAR(m->names);
+    Py_CLEAR(m->defaults);
+    Py_CLEAR(m->getitem);
     Py_CLEAR(m->dict);
     return 0;
 }
@@ -862,8 +1159,9 @@ static PyTypeObject MethodType = {
     .tp_getattro = PyObject_GenericGetAttr,
     .tp_setattro = PyObject_GenericSetAttr,
     .tp_members = method_members,
-    .tp_doc = "Method(op, fallback, swap=False, elementwise=False, transpose=False): an op's eager call in C "
-              "(vg_eager.c); with transpose, x.transpose(a, b) calling the permute op.",
+    .tp_doc = "Method(op, fallback, swap=False, elementwise=False, transpose=False, names=None): an op's eager "
+              "call in C (vg_eager.c); with transpose, x.transpose(a, b) calling the permute op; with keywords (a "
+              "dict: names and defaults), C takes only self and those keywords and passes them all, in order; with getitem (the reshape op), x[ints and slices] calling the slice op, then it.",
 };
 
 /* setup(Tensor, Plan, Node, DType, Size, f32, f64, eager_mode, local, active, active_default, versions,
@@ -951,6 +1249,7 @@ PyMODINIT_FUNC PyInit_vg_eager(void) {
         intern(&S_threads, "threads") || intern(&S_first, "first") || intern(&S_stamp, "stamp") ||
         intern(&S_plan, "_plan") || intern(&S_run, "run") ||
         intern(&S_axes, "axes") || intern(&S_index, "index") || intern(&S_axis, "axis") ||
+        intern(&S_keepdim, "keepdim") ||
         intern(&S_clock, "clock"))
         return NULL;
     if (PyType_Ready(&MethodType) < 0) return NULL;
