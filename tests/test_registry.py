@@ -269,3 +269,14 @@ def test_registry_holds_the_primitive_families() -> None:
     for name in ["add", "exp", "sum", "reshape", "permute", "slice", "take", "matmul", "where", "cast"]:
         assert name in REGISTRY
     assert verigrad.REGISTRY["matmul"] is verigrad.matmul
+
+
+def test_every_op_pickles_and_deep_copies_to_itself():
+    """As PyTorch's built-in functions: an op is pickled by name (`pickle.dumps(verigrad.exp)` failed on
+    the lambdas an op holds), so a module or a DataLoader's worker state that holds one can be pickled."""
+    import copy
+    import pickle
+
+    for name, op in REGISTRY.items():
+        assert pickle.loads(pickle.dumps(op)) is op, name
+        assert copy.deepcopy(op) is op, name

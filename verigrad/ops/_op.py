@@ -40,6 +40,11 @@ class Sample:
     params: dict[str, Any] = field(default_factory=dict)
 
 
+def registered(name: str) -> Op:
+    """The op called `name` (what a pickled op is loaded as)."""
+    return REGISTRY[name]
+
+
 class Op:
     """One operation, defined once. See the module docstring for the parts."""
 
@@ -100,6 +105,13 @@ class Op:
 
     def __repr__(self) -> str:
         return f"<op {self.name}>"
+
+    def __reduce__(self) -> tuple:
+        """Pickled (and deep-copied) by name, as PyTorch's built-in functions are: the registry's op in the
+        process that loads it. A fused group is made per program and has no name to go by."""
+        if self.group is not None or REGISTRY.get(self.name) is not self:
+            raise TypeError(f"{self!r} is a fused group made for one program; it cannot be pickled")
+        return (registered, (self.name,))
 
     def spec(self, *args: Tensor, **params: Any) -> Spec:
         """The output spec for these operands, or a located ShapeError/DTypeError."""
