@@ -20,6 +20,7 @@ import os
 import platform
 import sys
 import sysconfig
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,17 +48,21 @@ def supported() -> bool:
     return sys.platform.startswith("linux") and platform.machine().lower() in ("x86_64", "amd64", "aarch64")
 
 
+def _loaded(name: str, load: Callable[[], tuple[Any, str]]) -> tuple[Any, str]:
+    """`load()`'s (extension or None, how calls run), made once and kept under `name`."""
+    if name not in _state:
+        _state[name] = load()
+    return _state[name]
+
+
 def module() -> Any:
     """The loaded vg_call extension, or None (the reason in `status()`)."""
-    if "module" not in _state:
-        _state["module"], _state["status"] = _load()
-    return _state["module"]
+    return _loaded("vg_call", _load)[0]
 
 
 def status() -> str:
     """How the kernels are called: "vg_call", or "ctypes (<why>)"."""
-    module()
-    return _state["status"]
+    return _loaded("vg_call", _load)[1]
 
 
 def _load() -> tuple[Any, str]:
@@ -103,15 +108,12 @@ EAGER_SOURCE = Path(__file__).resolve().parent / "extension" / "vg_eager.c"
 def eager_module() -> Any:
     """The vg_eager extension (extension/vg_eager.c: the eager call of an op in C), built with NumPy's
     headers where vg_call passes arrays; None otherwise (the reason in `eager_status()`)."""
-    if "eager" not in _state:
-        _state["eager"], _state["eager_status"] = _load_eager()
-    return _state["eager"]
+    return _loaded("vg_eager", _load_eager)[0]
 
 
 def eager_status() -> str:
     """How eager calls run: "vg_eager", or "python (<why>)"."""
-    eager_module()
-    return _state["eager_status"]
+    return _loaded("vg_eager", _load_eager)[1]
 
 
 def _load_eager() -> tuple[Any, str]:
