@@ -17,6 +17,7 @@ import pytest
 from fresh_process import run_python
 
 import verigrad
+from verigrad import settings
 from verigrad.backends import cpu
 from verigrad.backends.cpu import cache, fastcall
 
@@ -54,7 +55,7 @@ def test_the_library_is_built_once_per_cache_folder(built_cache):
     assert [r.split("-")[0] for r in records] == [p.split("-")[0] for p in libraries]
     assert len(list(folder.iterdir())) == len(libraries) + len(records) + 1  # and the lock
     assert (folder / cache.LOCK).exists()
-    ctypes_asked = os.environ.get("VERIGRAD_CTYPES", "") not in ("", "0")
+    ctypes_asked = settings.env_flag("VERIGRAD_CTYPES", False)
     assert (info["calls"] == "vg_call") == bool(calls) == (fastcall.supported() and not ctypes_asked)
     second = json.loads(run_python(INFO, VERIGRAD_CACHE=str(folder)).stdout)
     assert second["cached"] and second["path"] == info["path"] and second["build_seconds"] == 0

@@ -13,6 +13,7 @@ import threading
 import numpy as np
 import pytest
 
+from verigrad import settings
 from verigrad.backends import cpu
 from verigrad.backends.cpu import fastcall
 
@@ -21,7 +22,7 @@ pytestmark = [
         not (cpu.available() and fastcall.supported()), reason="vg_call is built on Linux x86-64 and AArch64"
     ),
     pytest.mark.skipif(
-        os.environ.get("VERIGRAD_CTYPES", "") not in ("", "0"), reason="VERIGRAD_CTYPES asks for ctypes calls"
+        settings.env_flag("VERIGRAD_CTYPES", False), reason="VERIGRAD_CTYPES asks for ctypes calls"
     ),
 ]
 

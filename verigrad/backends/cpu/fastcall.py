@@ -16,7 +16,6 @@ from __future__ import annotations
 import ctypes
 import importlib.machinery
 import importlib.util
-import os
 import platform
 import sys
 import sysconfig
@@ -26,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ... import settings
 from . import build as _build
 from .data_pointer import data_offset
 
@@ -66,7 +66,7 @@ def status() -> str:
 
 
 def _load() -> tuple[Any, str]:
-    if os.environ.get("VERIGRAD_CTYPES", "") not in ("", "0"):
+    if settings.env_flag("VERIGRAD_CTYPES", False):
         return None, "ctypes (VERIGRAD_CTYPES is set)"
     if not supported():
         return (
