@@ -215,7 +215,8 @@ def to(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
 
 @adapted
 def type_as(self: Tensor, other: Tensor) -> Tensor:
-    return self.cast(other.dtype)
+    """PyTorch's: `self.to(other.dtype)`, itself where the dtypes agree."""
+    return self if self.dtype is other.dtype else self.cast(other.dtype)
 
 
 @adapted
@@ -244,10 +245,12 @@ def element_size(self: Tensor) -> int:
 
 
 def _cast_to(dtype: DType | str) -> Callable[[Tensor], Tensor]:
-    def method(self: Tensor) -> Tensor:
-        return self.cast(dtype)
+    to = as_dtype(dtype)
 
-    method.__doc__ = f"This tensor cast to {as_dtype(dtype).name}."
+    def method(self: Tensor) -> Tensor:
+        return self if self.dtype is to else self.cast(to)  # as PyTorch's: self where nothing changes
+
+    method.__doc__ = f"This tensor cast to {to.name} (itself if it is {to.name} already)."
     return method
 
 

@@ -375,3 +375,20 @@ def test_values_changed_under_no_grad_where_no_backward_reads_them_as_pytorch() 
         (v * 2.0 + w.sum()).sum().backward()
         results.append((v.tolist(), w.tolist(), x.grad.tolist()))
     assert results[1] == results[0]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda x: x[:], lambda x: x[...], lambda x: x[:, :], lambda x: x.float(), lambda x: x.type_as(x)],
+    ids=["[:]", "[...]", "[:, :]", "float()", "type_as(self)"],
+)
+def test_identity_of_whole_views_and_same_dtype_casts_as_pytorch(make):
+    """x[:] was x itself (PyTorch: a new view), and x.float() of an f32 tensor a copy (PyTorch: x itself):
+    a write or requires_grad_ through the result then reached, or missed, x where PyTorch's does the
+    opposite, silently."""
+    t, v = torch.ones(2, 3), verigrad.ones(2, 3)
+    ty, vy = make(t), make(v)
+    assert (ty is t) == (vy is v)
+    ty.add_(1)
+    vy.add_(1)
+    np.testing.assert_array_equal(v.numpy(), t.numpy())

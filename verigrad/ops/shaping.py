@@ -137,13 +137,13 @@ def _select(x: Tensor, key: Any) -> tuple[Tensor, bool]:
     that a view was made."""
     index = _slices(x, key)
     if index is not None:  # slices only: what _parse_key gives for them, without its work
-        return (x if index == (_ALL,) * len(index) else slice_(x, index=index)), True
+        return slice_(x, index=index), True  # a new view even of whole slices, as PyTorch's x[:]
     index, layout, arrays = _parse_key(x, key)
     out = x
     if any(s != slice(None) for s in index):
         out = slice_(out, index=tuple(index))
     shape = tuple(1 if d is None else out.shape[d] for d in layout)
-    if shape != tuple(out.shape):
+    if shape != tuple(out.shape) or out is x:  # x[...] too: a new view, not x itself, as PyTorch's
         out = reshape(out, shape=shape)
     if not arrays:
         return out, True

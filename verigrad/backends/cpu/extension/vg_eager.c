@@ -976,7 +976,7 @@ static PyObject *getitem_basic(Method *m, PyObject *const *args, Py_ssize_t n, P
     if (ndim < k) return Py_DECREF(shape), NOT_HANDLED; /* too many indices: shaping.getitem says so */
     PyObject *index = PyTuple_New(ndim), *r = NOT_HANDLED;
     if (index == NULL) return Py_DECREF(shape), NULL;
-    int whole = 1, ints = 0;
+    int ints = 0;
     for (Py_ssize_t j = 0; j < ndim; j++) {
         PyObject *s = j >= k ? NULL : is_tuple ? PyTuple_GET_ITEM(key, j) : key;
         if (s == NULL) {
@@ -993,18 +993,12 @@ static PyObject *getitem_basic(Method *m, PyObject *const *args, Py_ssize_t n, P
             PyObject *start = PyLong_FromLongLong(i), *stop = PyLong_FromLongLong(i + 1);
             s = start == NULL || stop == NULL ? NULL : PySlice_New(start, stop, NULL);
             Py_XDECREF(start), Py_XDECREF(stop);
-            whole = 0, ints = 1;
+            ints = 1;
         } else {
-            PySliceObject *sl = (PySliceObject *)s;
-            whole &= sl->start == Py_None && sl->stop == Py_None && sl->step == Py_None;
             Py_INCREF(s);
         }
         if (s == NULL) goto failed;
         PyTuple_SET_ITEM(index, j, s);
-    }
-    if (whole) {
-        r = Py_NewRef(args[0]);
-        goto end;
     }
     PyObject *call[2] = {args[0], index};
     PyObject *names = PyTuple_Pack(1, S_index);
