@@ -199,8 +199,9 @@ slice_ = Op(
     shape=_slice_shape,
     dtype=_any_dtype,
     params=_slice_canon,
-    reference=never_warns(lambda x, index: x[_as_slices(index)]),
-    fast=lambda out, dtypes, index: operator.itemgetter(_as_slices(index)),  # x[slices], built once
+    # `or ...`: x[()] of a 0-d array is a NumPy scalar (a copy), x[...] a view
+    reference=never_warns(lambda x, index: x[_as_slices(index) or ...]),
+    fast=lambda out, dtypes, index: operator.itemgetter(_as_slices(index) or ...),  # x[slices], built once
     vjp=lambda g, out, x, index: (unslice(g, shape=x.shape, index=index),),
     samples=lambda rng: [
         Sample((uniform(rng, s),), {"index": i})

@@ -28,7 +28,7 @@
 #define FAST_BINARY 2
 #define FAST_RESHAPE 3 /* the reference's np.reshape(x, shape): x.reshape(shape) */
 #define FAST_PERMUTE 4 /* the reference's np.transpose(x, axes): x.transpose(axes) */
-#define FAST_SLICE 5   /* the reference's x[tuple(slice(*t) for t in index)] */
+#define FAST_SLICE 5   /* the reference's x[tuple(slice(*t) for t in index) or ...] */
 #define FAST_CONCAT 6  /* the reference's np.concatenate(xs, axis), the xs of one dtype */
 #define FAST_ROWS 7    /* rows.py's softmax and log_softmax over the last axis (see `rows_call`) */
 #define FAST_REDUCE 8  /* reduce.py's sum, mean, max and min of a layout it has described (see `reduce_call`) */
@@ -185,7 +185,7 @@ static PyObject *sliced(PyObject *x, PyObject *index) {
         if (s == NULL) return Py_DECREF(key), NULL;
         PyTuple_SET_ITEM(key, k, s);
     }
-    PyObject *r = PyObject_GetItem(x, key);
+    PyObject *r = PyObject_GetItem(x, n ? key : Py_Ellipsis); /* x[()] of a 0-d array is a scalar, x[...] a view */
     Py_DECREF(key);
     return r;
 }
