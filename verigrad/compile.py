@@ -169,6 +169,8 @@ class Compiled:
         if plan is None:
             plan = self._plan(program, args, seen, layouts, backend)
         with plan.lock:  # and the write-back: another thread's run of the plan reads the updates
+            if program.draws:  # each call draws its random ops' seeds, as the eager call would
+                plan.seeds[:] = [generator.next_seed() for generator in program.draws]
             outputs, updates = plan.run_locked(arrays + captured)
             if updates:
                 targets = self._captured_by_name(program)

@@ -31,6 +31,10 @@ class Mode:
     def assign(self, target: Tensor, value: Tensor) -> None:
         raise NotImplementedError(f"{self.name} mode cannot update a tensor in place")
 
+    def draw_seed(self, generator: Any) -> int:
+        """The seed of a random op's draw from `generator` (eagerly: its next seed)."""
+        return generator.next_seed()
+
     def begin_backward(self) -> None:
         """Called when a backward pass starts (a trace marks where its backward section begins)."""
 
@@ -61,6 +65,9 @@ class AbstractMode(Mode):
 
     def assign(self, target: Tensor, value: Tensor) -> None:
         pass  # the shapes were already checked; there is no data to write
+
+    def draw_seed(self, generator: Any) -> int:
+        return 0  # no data is drawn: checking a function leaves the generator as it was
 
 
 def eager_only(what: str, instead: str = "") -> None:

@@ -38,15 +38,19 @@ def choose(
     operands: tuple[Spec, ...],
     whole: bool,
     native: Callable | None,
+    seeds: list[int] | None = None,
 ) -> tuple[Callable, Callable | None]:
     """The kernel of a step computing `op(*operands, **params)` of concrete `spec` on `backend`, and,
     where that is a leaner one for small operands, the backend's own (what a replay records; else
     None). `whole`: a fused result a plan may merge, which keeps the backend's kernel; `native`: the
-    backend's kernel for a composite or fused op, as lowering found it (None: it has none)."""
+    backend's kernel for a composite or fused op, as lowering found it (None: it has none). `seeds`:
+    the run's draws, which a random op's `seed` param numbers (`Program.draws`)."""
     if op.group is not None or op.decompose is not None:  # fused or composite: as lowering found
         kernel = native or decomposition_kernel(op, EAGER)
     else:
         kernel = backend.kernel(op, spec.dtype)
+    if seeds is not None and "seed" in params:
+        return _seeded(kernel, params, seeds), None
     bound = native = None  # native: now the backend's kernel where a leaner one runs
     if (
         kernel is not op.reference
@@ -69,6 +73,13 @@ def choose(
     if bound is None:
         bound = functools.partial(kernel, **params) if params else kernel
     return bound, native
+
+
+def _seeded(kernel: Callable, params: dict, seeds: list[int]) -> Callable:
+    """The random op's kernel with the seed of the run's draw its `seed` param numbers, read at each call."""
+    draw = params["seed"]
+    rest = {name: value for name, value in params.items() if name != "seed"}
+    return lambda *arrays: kernel(*arrays, seed=seeds[draw], **rest)
 
 
 def picks_a_nan(spec: Spec, operands: tuple[Spec, ...]) -> bool:

@@ -130,6 +130,9 @@ class Plan:
         self.values = dict(values)
         self.backend = backend
         self.specs: list[Spec] = []  # concrete spec of each slot
+        # the seed of each of the program's random draws in this run (set by the caller before a run;
+        # the draws' numbers until then)
+        self.seeds: list[int] = list(range(len(program.draws)))
         self.consts: dict[int, np.ndarray] = {}
         self.steps: list[Step] = []
         self.input_slots, self.output_slots, self.update_slots = self._bind_kernels()
@@ -193,7 +196,14 @@ class Plan:
             operands = tuple([specs[i] for i in ins])
             found = natives.get(instr.out.id)
             kernel, native = kernel_choice.choose(
-                self.backend, instr.op, params, spec, operands, instr.out.id in whole, found
+                self.backend,
+                instr.op,
+                params,
+                spec,
+                operands,
+                instr.out.id in whole,
+                found,
+                self.seeds if self.program.draws else None,
             )
             step = Step(instr.op, kernel, ins, slot, spec, params)
             step.native = native

@@ -102,5 +102,7 @@ def format_program(program: Any) -> str:
     if program.outputs:
         lines.append("  return " + ", ".join(f"%{v.id}" for v in program.outputs))
     lines += [f"  {name} <- %{v.id}" for name, v in program.updates.items()]
+    if getattr(program, "draws", None):
+        lines.append(f"  # seed=k: the k-th of the {len(program.draws)} random draws each run makes")
     lines.append("}")
     return "\n".join(lines)

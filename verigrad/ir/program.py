@@ -2,7 +2,8 @@
 
 One node type: an `Instr` applies an op (or the pseudo-op `const`) to values and defines one new
 value. Inputs are named (the function's arguments, then the tensors it captured: parameters,
-optimizer state); `updates` names the captured tensors the program writes back (`p -= lr * g`).
+optimizer state); `updates` names the captured tensors the program writes back (`p -= lr * g`); a
+random op's seed is the number of its draw among `draws`, drawn anew by each run.
 `str(program)` prints it, one line per instruction:
 
     %7: f32[B,16,H/2,W/2] = max_pool2d %6 (kernel=(2,2), stride=(2,2))
@@ -52,6 +53,9 @@ class Program:
     backward_at: int | None = None  # index of the first instruction of the backward pass
     captured: list[Any] = field(default_factory=list)  # eager tensors bound to the captured inputs
     n_args: int = 0  # inputs[:n_args] are the function's arguments
+    # the generators of the random draws, in the order the function made them: each run draws their seeds
+    # anew (`Plan.seeds`), and a random op's `seed` param k stands for the run's k-th draw
+    draws: list[Any] = field(default_factory=list)
     _next: int = 0
     # the memory plan (passes/memplan.py); `copy` drops it, since it only holds for these instructions
     buffers: dict[int, int] | None = None  # value id -> buffer id; None: not planned
@@ -84,6 +88,7 @@ class Program:
             "backward_at": self.backward_at,
             "captured": list(self.captured),
             "n_args": self.n_args,
+            "draws": list(self.draws),
             "_next": self._next,
         }
         fields.update(changes)

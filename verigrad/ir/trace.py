@@ -127,6 +127,13 @@ class TraceMode(modes.Mode):
         for t, g in self.saved_grads.values():
             t.grad = g
 
+    def draw_seed(self, generator: Any) -> int:
+        """A random draw is recorded, not made: its seed param is its number among the program's
+        draws, and each run of the program draws the seeds from their generators (a compiled call
+        consumes them as the eager call does)."""
+        self.program.draws.append(generator)
+        return len(self.program.draws) - 1
+
     def begin_backward(self) -> None:
         if self.program.backward_at is None:
             self.program.backward_at = len(self.program.instrs)

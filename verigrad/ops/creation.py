@@ -463,7 +463,9 @@ randint_op = Op(
 
 
 def _seed(generator: Generator | None) -> int:
-    return (generator or default_generator).next_seed()
+    """The seed of one random op's draw, as the current mode makes it: the generator's next seed
+    eagerly; in a trace, a number standing for the seed each run of the program draws (ir/trace.py)."""
+    return modes.current().draw_seed(generator or default_generator)
 
 
 _HALF_BITS = {"f16": 11, "bf16": 8}  # significant bits: f16 and bf16 draws are f32 draws made shorter

@@ -1,0 +1,87 @@
+"""Random draws inside a compiled function are drawn at each call, as eagerly: a compiled call consumes
+the generator as the eager call does and gives the same numbers, bit for bit (a trace draws nothing)."""
+
+import numpy as np
+import pytest
+
+import verigrad as vg
+import verigrad.nn as nn
+import verigrad.nn.functional as F
+
+
+def _eager_and_compiled(fn, *args, calls=4, seed=0):
+    vg.manual_seed(seed)
+    eager = [fn(*args) for _ in range(calls)]
+    after_eager = vg.rand(3).numpy()
+    compiled = vg.compile(fn)
+    vg.manual_seed(seed)
+    got = [compiled(*args) for _ in range(calls)]
+    after_compiled = vg.rand(3).numpy()
+    return eager, got, after_eager, after_compiled
+
+
+def _bits(t):
+    return np.asarray(t.numpy()).tobytes()
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: F.dropout(x, 0.5, True),
+        lambda x: x + vg.rand(*x.shape),
+        lambda x: x * vg.randn_like(x) + vg.randint(0, 5, x.shape).float(),
+        lambda x: F.dropout(F.dropout(x, 0.3, True), 0.6, True).sum(0),
+    ],
+    ids=["dropout", "rand", "randn_like+randint", "two_dropouts"],
+)
+def test_each_call_draws_as_eager(fn):
+    x = vg.ones(6, 5)
+    eager, compiled, after_eager, after_compiled = _eager_and_compiled(fn, x, calls=12)
+    assert [_bits(t) for t in compiled] == [_bits(t) for t in eager]
+    assert len({_bits(t) for t in compiled}) > 1  # not one draw repeated
+    assert after_compiled.tobytes() == after_eager.tobytes()  # the generator moved as far
+
+
+def test_generator_argument_is_drawn_per_call():
+    g_eager, g_compiled = vg.Generator(5), vg.Generator(5)
+    x = vg.ones(8)
+    eager = [F.dropout(x, 0.5, True, generator=g_eager) for _ in range(6)]
+    step = vg.compile(lambda x: F.dropout(x, 0.5, True, generator=g_compiled))
+    got = [step(x) for _ in range(6)]
+    assert [_bits(t) for t in got] == [_bits(t) for t in eager]
+
+
+def test_training_step_with_dropout_matches_eager():
+    def make():
+        vg.manual_seed(1)
+        model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Dropout(0.5), nn.Linear(16, 3))
+        return model, vg.optim.SGD(model.parameters(), lr=0.1)
+
+    x, y = vg.randn(8, 4), vg.tensor([0, 1, 2, 0, 1, 2, 0, 1])
+
+    def step(model, opt):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    model, opt = make()
+    vg.manual_seed(7)
+    eager = [step(model, opt).item() for _ in range(20)]
+    model2, opt2 = make()
+    compiled = vg.compile(lambda: step(model2, opt2))
+    vg.manual_seed(7)
+    got = [compiled().item() for _ in range(20)]
+    assert got == eager
+    for a, b in zip(model.parameters(), model2.parameters()):
+        assert _bits(a) == _bits(b)
+
+
+def test_check_and_trace_draw_nothing():
+    vg.manual_seed(3)
+    expected = vg.rand(4).numpy()
+    vg.manual_seed(3)
+    vg.check(lambda x: F.dropout(x, 0.5, True), vg.spec([5]))
+    vg.trace(lambda x: x + vg.rand(5), vg.spec([5]))
+    assert vg.rand(4).numpy().tobytes() == expected.tobytes()
