@@ -85,3 +85,52 @@ def test_check_and_trace_draw_nothing():
     vg.check(lambda x: F.dropout(x, 0.5, True), vg.spec([5]))
     vg.trace(lambda x: x + vg.rand(5), vg.spec([5]))
     assert vg.rand(4).numpy().tobytes() == expected.tobytes()
+
+
+# Python values a trace reads ------------------------------------------------------------------------
+def test_eval_after_compile_runs_eval_mode():
+    vg.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4), nn.Dropout(0.5))
+    x = vg.randn(8, 4)
+    f = vg.compile(lambda x: model(x))
+    f(x)
+    model.eval()
+    assert _bits(f(x)) == _bits(model(x))  # BatchNorm's running stats, no dropout
+    model.train()
+    vg.manual_seed(4)
+    eager = model(x)
+    vg.manual_seed(4)
+    assert _bits(f(x)) == _bits(eager)
+    assert f.counts["traces"] == 2  # training and eval: each traced once
+
+
+SCALE = 2.0
+
+
+def test_changed_closure_and_global_numbers_trace_again():
+    x = vg.arange(4.0)
+    k = 3
+    f = vg.compile(lambda x: x * k + SCALE)
+    assert f(x).tolist() == [2.0, 5.0, 8.0, 11.0]
+    k = 1
+    assert f(x).tolist() == [2.0, 3.0, 4.0, 5.0]
+    global SCALE
+    SCALE = 0.5
+    try:
+        assert f(x).tolist() == [0.5, 1.5, 2.5, 3.5]
+    finally:
+        SCALE = 2.0
+    assert f(x).tolist() == [2.0, 3.0, 4.0, 5.0]
+    assert f.counts["traces"] == 3  # k=1 with SCALE 2.0 was traced before
+
+
+def test_values_that_keep_changing_run_eagerly_with_a_warning():
+    x = vg.arange(3.0)
+    step = 0
+    f = vg.compile(lambda x: x + step)
+    results = []
+    with pytest.warns(UserWarning, match="runs eagerly"):
+        for step in range(12):  # noqa: B007
+            results.append(f(x).tolist())
+    assert results == [[float(s), s + 1.0, s + 2.0] for s in range(12)]
+    assert f.counts["traces"] == 8

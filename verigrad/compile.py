@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import operator
 import threading
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -47,6 +48,9 @@ def check(fn: Callable[..., Any], *specs: Spec) -> Any:
         return _out_specs(fn(*(Tensor(s, None) for s in specs)))
 
 
+MAX_VARIANTS = 8  # programs traced for one signature, for different values of what they read from Python
+
+
 class Compiled:
     """`fn` traced once per argument signature, then run from a plan cached per binding of its symbols.
 
@@ -55,6 +59,14 @@ class Compiled:
     makes the leading dimension shared by the arguments a symbol `B` (falling back to the concrete
     shapes when the function needs them); `specs` fixes it instead, and arguments that break it
     raise ShapeError or DTypeError naming the argument and the symbol.
+
+    Python values the trace read are checked at each call: a module's `training` flag (`model.eval()`)
+    and the numbers, strings, bools and None in the function's closure cells and the globals its code
+    names; where one has changed, the function is traced again for the new values (up to
+    `MAX_VARIANTS` programs a signature, then it runs eagerly, with a warning). Other Python values
+    (a list's items, a plain object's attributes) are read when it is traced, as JAX's `jit` does:
+    pass what changes as a tensor. Random draws (dropout, `rand`) are made at each call, in the order
+    and with the numbers of the eager call.
 
     Captured tensors (parameters, optimizer state) are read at each call and the ones the function
     assigns are written back in place, so a compiled training step updates the model as the eager
@@ -78,8 +90,10 @@ class Compiled:
         self.fn = fn
         self.specs = specs
         self.optimize = optimize
-        self._programs: dict[Any, tuple[Any, Any]] = {}  # signature -> (program, result structure)
+        # signature -> its (program, result structure)s, one per value of the flags the trace read
+        self._programs: dict[Any, list[tuple[Any, Any]]] = {}
         self._needs_concrete: set[Any] = set()  # default signatures the function cannot trace
+        self._eager: set[Any] = set()  # signatures traced MAX_VARIANTS times: new values run eagerly
         self._plans: dict[Any, Any] = {}
         self._fixed: tuple[Any, Any] | None = None  # the entry of declared specs, once traced
         self._seen: dict[Any, Any] = {}  # (program, argument shapes, dtypes and layouts) -> plan
@@ -92,7 +106,9 @@ class Compiled:
 
     def program(self, *args: Any) -> Any:
         """The (optimized) Program these arguments run, tracing it if needed."""
-        return self._entry(self._lift(args))[0]
+        args = self._lift(args)
+        entry = self._entry(args)
+        return (entry or self._trace(self.specs or _default_specs(args)))[0]
 
     def _lift(self, args: tuple[Any, ...]) -> tuple[Tensor, ...]:
         args = tuple(_as_tensor(a) for a in args)
@@ -103,31 +119,47 @@ class Compiled:
         return args
 
     def _entry(self, args: tuple[Tensor, ...]) -> tuple[Any, Any]:
-        if self._fixed is not None:  # declared specs, traced once (hashing them costs ~1 us each)
-            return self._fixed
-        if self.specs is not None:
-            return self._traced(args)
-        # the default signature depends on the arguments' shapes and dtypes (and B's declared multiple)
-        # alone: making it costs ~10 us a call, so the entry is kept by them
-        quick = (tuple([(a.shape, a.dtype) for a in args]), multiple_of("B"))
-        entry = self._quick.get(quick)
+        entry, quick = self._fixed, None  # declared specs, traced once (hashing them costs ~1 us each)
         if entry is None:
+            if self.specs is not None:
+                return self._traced(args)
+            # the default signature depends on the arguments' shapes and dtypes (and B's declared
+            # multiple) alone: making it costs ~10 us a call, so the entry is kept by them
+            quick = (tuple([(a.shape, a.dtype) for a in args]), multiple_of("B"))
+            entry = self._quick.get(quick)
+        if entry is None or (entry[0].guards and not entry[0].holds()):  # a Python value it read changed
             entry = self._traced(args)
-            if len(self._quick) > 1024:
-                self._quick.clear()
-            self._quick[quick] = entry
+            if entry is None:
+                return None
+            if quick is not None:
+                if len(self._quick) > 1024:
+                    self._quick.clear()
+                self._quick[quick] = entry
         return entry
 
     def _traced(self, args: tuple[Tensor, ...]) -> tuple[Any, Any]:
         with self._lock:
             return self._traced_locked(args)
 
-    def _traced_locked(self, args: tuple[Tensor, ...]) -> tuple[Any, Any]:
+    def _traced_locked(self, args: tuple[Tensor, ...]) -> tuple[Any, Any] | None:
+        """The entry for these arguments whose program's guards hold (`Program.holds`), traced if none;
+        None after `MAX_VARIANTS` traces of the signature (with a warning: it then runs eagerly)."""
         specs = self.specs or _default_specs(args)
         key = tuple(specs)
         if key in self._needs_concrete:
             specs = key = tuple(a.spec for a in args)
-        entry = self._programs.get(key)
+        entries = self._programs.setdefault(key, [])
+        entry = next((e for e in entries if e[0].holds()), None)
+        if entry is None and len(entries) >= MAX_VARIANTS:
+            if key not in self._eager:
+                self._eager.add(key)
+                warnings.warn(
+                    f"{_name(self.fn)} was traced {MAX_VARIANTS} times for one signature because Python "
+                    "values it reads (a module's training flag, numbers in its closure or globals) kept "
+                    "changing; it now runs eagerly for new values (pass changing numbers as tensors)",
+                    stacklevel=4,
+                )
+            return None
         if entry is None:
             try:
                 entry = self._trace(specs)
@@ -136,7 +168,7 @@ class Compiled:
                     raise
                 self._needs_concrete.add(key)  # the function needs concrete sizes: trace per size
                 return self._traced_locked(args)
-            self._programs[key] = entry
+            entries.append(entry)
         if self.specs is not None and key not in self._needs_concrete:
             self._fixed = entry
         return entry
@@ -157,8 +189,11 @@ class Compiled:
             is_grad_enabled() and any(isinstance(a, Tensor) and a.requires_grad for a in args)
         ):
             return self.fn(*args)  # inside a trace or a check, or differentiated from outside
-        args = self._lift(args)
-        program, tree = self._entry(args)
+        lifted = self._lift(args)
+        entry = self._entry(lifted)
+        if entry is None:  # the Python values it reads change from call to call: it runs eagerly
+            return self.fn(*args)
+        args, (program, tree) = lifted, entry
         backend = get_backend()
         arrays = [a.payload for a in args]
         captured = [t.payload for t in program.captured]

@@ -35,6 +35,10 @@ class Mode:
         """The seed of a random op's draw from `generator` (eagerly: its next seed)."""
         return generator.next_seed()
 
+    def read_flag(self, obj: Any, name: str) -> None:
+        """The op calls that follow depend on `obj.name` (a module's `training`): a trace notes its
+        value, and a compiled function traces again where it has changed."""
+
     def begin_backward(self) -> None:
         """Called when a backward pass starts (a trace marks where its backward section begins)."""
 

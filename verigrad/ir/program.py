@@ -56,6 +56,10 @@ class Program:
     # the generators of the random draws, in the order the function made them: each run draws their seeds
     # anew (`Plan.seeds`), and a random op's `seed` param k stands for the run's k-th draw
     draws: list[Any] = field(default_factory=list)
+    # what the trace read from Python (a module's `training`, a number in a closure cell or a global):
+    # key -> (a function reading it again, the (type, value) read); a compiled call runs this program
+    # only while each reads the same (`holds`)
+    guards: dict[tuple[int, str], tuple[Any, Any]] = field(default_factory=dict)
     _next: int = 0
     # the memory plan (passes/memplan.py); `copy` drops it, since it only holds for these instructions
     buffers: dict[int, int] | None = None  # value id -> buffer id; None: not planned
@@ -89,10 +93,15 @@ class Program:
             "captured": list(self.captured),
             "n_args": self.n_args,
             "draws": list(self.draws),
+            "guards": dict(self.guards),
             "_next": self._next,
         }
         fields.update(changes)
         return Program(**fields)
+
+    def holds(self) -> bool:
+        """Whether the values the trace read from Python objects (`guards`) are still those."""
+        return all(read() == value for read, value in self.guards.values())
 
     def __iter__(self) -> Iterator[Instr]:
         return iter(self.instrs)

@@ -134,6 +134,11 @@ class TraceMode(modes.Mode):
         self.program.draws.append(generator)
         return len(self.program.draws) - 1
 
+    def read_flag(self, obj: Any, name: str) -> None:
+        value = getattr(obj, name)
+        read = functools.partial(_attribute, weakref.ref(obj), name)
+        self.program.guards.setdefault((id(obj), name), (read, (type(value), value)))
+
     def begin_backward(self) -> None:
         if self.program.backward_at is None:
             self.program.backward_at = len(self.program.instrs)
@@ -200,10 +205,11 @@ def _code_names(code: types.CodeType) -> Iterator[str]:
             yield from _code_names(const)
 
 
-def _roots(fn: Any) -> list[tuple[str | None, Any]]:
+def _roots(fn: Any, reads: dict | None = None) -> list[tuple[str | None, Any]]:
     """What `fn` can reach, as (variable name, object), nearest first: the object of a bound method
     (its attributes), a callable object itself, closure cells, default arguments, the globals its
-    code reads, then the same for the functions found among them."""
+    code reads, then the same for the functions found among them. `reads`, if given, gets a guard
+    (`Program.guards`) for each closure cell and global among them that holds a Python scalar."""
     roots: list[tuple[str | None, Any]] = []
     queue: list[Any] = [fn]
     seen: set[int] = set()
@@ -227,11 +233,18 @@ def _roots(fn: Any) -> list[tuple[str | None, Any]]:
         elif isinstance(f, types.FunctionType):
             code = f.__code__
             cells = zip(code.co_freevars, f.__closure__ or ())
-            found += [(name, c.cell_contents) for name, c in cells if _filled(c)]
+            cells = [(name, c) for name, c in cells if _filled(c)]
+            found += [(name, c.cell_contents) for name, c in cells]
             found += _defaults(f)
+            if reads is not None:
+                for _, c in cells:
+                    _guard_scalar(reads, (id(c), ""), functools.partial(_cell_value, c), c.cell_contents)
             if not (f.__module__ or "").startswith(_PACKAGE):  # verigrad's own globals hold no state
                 glob = f.__globals__
-                found += [(n, glob[n]) for n in dict.fromkeys(_code_names(code)) if n in glob]
+                names = [n for n in dict.fromkeys(_code_names(code)) if n in glob]
+                found += [(n, glob[n]) for n in names]
+                for n in names if reads is not None else ():
+                    _guard_scalar(reads, (id(glob), n), functools.partial(_global_value, glob, n), glob[n])
             wrapped = getattr(f, "__wrapped__", None)
             if wrapped is not None:
                 queue.append(wrapped)
@@ -250,6 +263,31 @@ def _roots(fn: Any) -> list[tuple[str | None, Any]]:
             if _is_function(obj) or (callable(obj) and _searchable(obj)):
                 queue.append(obj)
     return roots
+
+
+_GONE = object()  # what a guard reads where the object or name it read is gone
+_SCALARS = (bool, int, float, complex, str, type(None))
+
+
+def _guard_scalar(reads: dict, key: tuple, read: Callable[[], Any], value: Any) -> None:
+    """Note that the trace read the Python scalar `value` (`read()` reads it again)."""
+    if type(value) in _SCALARS:
+        reads.setdefault(key, (read, (type(value), value)))
+
+
+def _cell_value(cell: Any) -> Any:
+    return (type(cell.cell_contents), cell.cell_contents) if _filled(cell) else _GONE
+
+
+def _global_value(glob: dict, name: str) -> Any:
+    value = glob.get(name, _GONE)
+    return (type(value), value)
+
+
+def _attribute(ref: weakref.ref, name: str) -> Any:
+    obj = ref()
+    value = _GONE if obj is None else getattr(obj, name, _GONE)
+    return (type(value), value)
 
 
 def _defaults(f: types.FunctionType) -> list[tuple[str, Any]]:
@@ -403,6 +441,7 @@ def _trace_once(
     program.n_args = len(args)
     mode = TraceMode(program, names, reachable)
     mode.arguments = {id(a): v.name for a, v in zip(args, program.inputs)}
+    _roots(fn, program.guards)  # the Python scalars it reads: a compiled call traces again if one changes
     try:
         with modes.using(mode):
             result = fn(*args)

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .. import modes
 from ..autograd import RemovableHandle, is_grad_enabled, no_grad
 from ..devices import as_device, no_device
 from ..dtypes import DType, as_dtype, f32
@@ -480,6 +481,9 @@ class Module:
         return output
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
+        mode = modes.LOCAL.stack[-1]
+        if mode.name == "trace":  # what it computes depends on self.training: a compiled call checks it
+            mode.read_flag(self, "training")
         stack = _CALLS.stack
         stack.append(self)
         try:
