@@ -134,3 +134,36 @@ def test_values_that_keep_changing_run_eagerly_with_a_warning():
             results.append(f(x).tolist())
     assert results == [[float(s), s + 1.0, s + 2.0] for s in range(12)]
     assert f.counts["traces"] == 8
+
+
+@pytest.mark.parametrize("cycle_momentum", [False, True])
+def test_changed_optimizer_settings_trace_again(cycle_momentum):
+    def run(compiled):
+        vg.manual_seed(0)
+        model = nn.Linear(4, 2)
+        opt = vg.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=0.01)
+        schedule = vg.optim.lr_scheduler.OneCycleLR(
+            opt, max_lr=0.5, total_steps=20, cycle_momentum=cycle_momentum
+        )
+        x, y = vg.randn(8, 4), vg.randn(8, 2)
+
+        def step():
+            opt.zero_grad()
+            loss = F.mse_loss(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        run_step = vg.compile(step) if compiled else step
+        losses = []
+        for i in range(15):
+            losses.append(run_step().item())
+            schedule.step()
+            if i == 7:
+                opt.param_groups[0]["weight_decay"] = 0.5  # not mirrored in a tensor: traced again
+        return losses, run_step
+
+    eager, _ = run(False)
+    compiled, step = run(True)
+    assert compiled == eager
+    assert step.counts["traces"] == 2  # the schedule's lr and momentum alone do not trace again

@@ -81,6 +81,18 @@ class Hyperparameters(dict):
             self[key] = value
         return self[key]
 
+    @property
+    def traced_settings(self) -> tuple:
+        """The settings a compiled step reads when it is traced (all but the parameters and what the
+        tensors mirror): where one changes (`weight_decay`, the second beta), it is traced again."""
+        kept = []
+        for key, value in self.items():
+            if key == "betas":
+                kept.append((key, tuple(value)[1:]))
+            elif key != "params" and key not in MIRRORED:
+                kept.append((key, value))
+        return tuple(kept)
+
 
 class StateEntry(dict):
     """`optimizer.state[p]`: p's state tensors by name; a tensor (or, for a scalar, a number) written to a
@@ -365,9 +377,13 @@ class Optimizer(OptimizerHooks):
         if closure is not None:
             with enable_grad():
                 loss = closure()
-        eager = modes.current().name == "eager"
+        mode = modes.current()
+        eager = mode.name == "eager"
         if eager:
             self._follow_parameters()
+        else:
+            for group in self.param_groups:
+                mode.read_flag(group, "traced_settings")
         _count(self._steps, eager)
         for group in self.param_groups:
             for p in group["params"]:
