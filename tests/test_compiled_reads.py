@@ -1,5 +1,6 @@
-"""Random draws inside a compiled function are drawn at each call, as eagerly: a compiled call consumes
-the generator as the eager call does and gives the same numbers, bit for bit (a trace draws nothing)."""
+"""What a compiled function reads besides its tensors, as the eager call reads it: random draws are made
+at each call (the eager numbers, bit for bit; a trace draws nothing), and a changed Python value the trace
+read (a module's training flag, a number in a closure or global, an optimizer setting) traces again."""
 
 import numpy as np
 import pytest
