@@ -168,3 +168,13 @@ def test_changed_optimizer_settings_trace_again(cycle_momentum):
     compiled, step = run(True)
     assert compiled == eager
     assert step.counts["traces"] == 2  # the schedule's lr and momentum alone do not trace again
+
+
+def test_hooks_added_or_removed_after_compiling_trace_again():
+    layer, x = nn.Linear(3, 3), vg.ones(2, 3)
+    f = vg.compile(lambda x: layer(x))
+    plain = f(x)
+    handle = layer.register_forward_hook(lambda module, args, out: out * 0)
+    assert f(x).tolist() == [[0.0] * 3] * 2
+    handle.remove()
+    assert _bits(f(x)) == _bits(plain)

@@ -480,10 +480,18 @@ class Module:
                 output = changed
         return output
 
+    @property
+    def _traced_state(self) -> tuple:
+        """What a compiled function's trace of this module's call depends on besides tensors: its
+        `training` flag and its hooks (a compiled function traces again where they have changed)."""
+        d = self.__dict__
+        hooks = ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks")
+        return (self.training, *[tuple([id(h) for h, _ in d.get(name, ())]) for name in hooks])
+
     def _call(self, args: tuple, kwargs: dict) -> Any:
         mode = modes.LOCAL.stack[-1]
-        if mode.name == "trace":  # what it computes depends on self.training: a compiled call checks it
-            mode.read_flag(self, "training")
+        if mode.name == "trace":  # what it computes depends on these: a compiled call checks them
+            mode.read_flag(self, "_traced_state")
         stack = _CALLS.stack
         stack.append(self)
         try:

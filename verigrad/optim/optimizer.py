@@ -82,7 +82,7 @@ class Hyperparameters(dict):
         return self[key]
 
     @property
-    def traced_settings(self) -> tuple:
+    def _traced_settings(self) -> tuple:
         """The settings a compiled step reads when it is traced (all but the parameters and what the
         tensors mirror): where one changes (`weight_decay`, the second beta), it is traced again."""
         kept = []
@@ -383,7 +383,7 @@ class Optimizer(OptimizerHooks):
             self._follow_parameters()
         else:
             for group in self.param_groups:
-                mode.read_flag(group, "traced_settings")
+                mode.read_flag(group, "_traced_settings")
         _count(self._steps, eager)
         for group in self.param_groups:
             for p in group["params"]:
