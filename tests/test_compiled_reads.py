@@ -89,6 +89,7 @@ def test_check_and_trace_draw_nothing():
 
 
 # Python values a trace reads ------------------------------------------------------------------------
+@vg.no_grad()
 def test_eval_after_compile_runs_eval_mode():
     vg.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4), nn.Dropout(0.5))
@@ -103,6 +104,20 @@ def test_eval_after_compile_runs_eval_mode():
     vg.manual_seed(4)
     assert _bits(f(x)) == _bits(eager)
     assert f.counts["traces"] == 2  # training and eval: each traced once
+
+
+def test_results_that_need_history_carry_it():
+    vg.manual_seed(0)
+    model = nn.Linear(4, 3)
+    x = vg.randn(5, 4)
+    f = vg.compile(lambda x: model(x))
+    with vg.no_grad():
+        plain = f(x)  # a plan's result, no history
+    assert not plain.requires_grad
+    out = f(x)  # grad on: the result carries history, so backward() outside reaches the weights
+    out.sum().backward()
+    assert _bits(out.detach()) == _bits(plain)
+    assert model.weight.grad.tolist() == [x.sum(0).tolist()] * 3
 
 
 SCALE = 2.0

@@ -18,7 +18,7 @@ from .autograd import (
 from .autograd import grad_transform as grad  # JAX's transform; verigrad.autograd.grad is PyTorch's
 from .backends import available as available_backends
 from .backends import backend, get_backend, get_threads, set_backend, set_threads
-from .compile import check, compile
+from .compile import check
 from .devices import device
 from .dtypes import DType, bf16, bool_, can_cast, f16, f32, f64, i8, i16, i32, i64, u8
 from .dtypes import promote as promote_types
@@ -184,6 +184,7 @@ from .io import load, save
 from .ir import Program
 from .ir import trace as _ir_trace
 from .modes import abstract
+from .nn.compiled import compile
 from .ops import (
     REGISTRY,
     Generator,

@@ -65,7 +65,10 @@ class Compiled:
     names; where one has changed, the function is traced again for the new values (up to
     `MAX_VARIANTS` programs a signature, then it runs eagerly, with a warning). Other Python values
     (a list's items, a plain object's attributes) are read when it is traced, as JAX's `jit` does:
-    pass what changes as a tensor. Random draws (dropout, `rand`) are made at each call, in the order
+    pass what changes as a tensor. A call with keyword arguments, or whose results must carry gradient
+    history (with grad on, a module's output that `backward()` outside will differentiate), runs
+    eagerly: the compiled plan is for calls that return plain values (a whole training step, a forward
+    under `no_grad`). Random draws (dropout, `rand`) are made at each call, in the order
     and with the numbers of the eager call.
 
     Captured tensors (parameters, optimizer state) are read at each call and the ones the function
@@ -184,14 +187,18 @@ class Compiled:
             )
         return (optimize(program) if self.optimize else program), tree
 
-    def __call__(self, *args: Any) -> Any:
-        if modes.current().name != "eager" or (
-            is_grad_enabled() and any(isinstance(a, Tensor) and a.requires_grad for a in args)
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if (
+            kwargs
+            or modes.current().name != "eager"
+            or (is_grad_enabled() and any(isinstance(a, Tensor) and a.requires_grad for a in args))
         ):
-            return self.fn(*args)  # inside a trace or a check, or differentiated from outside
+            return self.fn(*args, **kwargs)  # inside a trace or a check, or differentiated from outside
         lifted = self._lift(args)
         entry = self._entry(lifted)
-        if entry is None:  # the Python values it reads change from call to call: it runs eagerly
+        if entry is None or entry[0].outputs_require_grad:
+            # the Python values it reads change from call to call, or a result must carry gradient
+            # history (a module's output that a backward() outside will differentiate): it runs eagerly
             return self.fn(*args)
         args, (program, tree) = lifted, entry
         backend = get_backend()

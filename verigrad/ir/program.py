@@ -60,6 +60,8 @@ class Program:
     # key -> (a function reading it again, the (type, value) read); a compiled call runs this program
     # only while each reads the same (`holds`)
     guards: dict[tuple[int, str], tuple[Any, Any]] = field(default_factory=dict)
+    # the function ran no backward pass and returned a result that carries gradient history
+    outputs_require_grad: bool = False
     _next: int = 0
     # the memory plan (passes/memplan.py); `copy` drops it, since it only holds for these instructions
     buffers: dict[int, int] | None = None  # value id -> buffer id; None: not planned
@@ -94,6 +96,7 @@ class Program:
             "n_args": self.n_args,
             "draws": list(self.draws),
             "guards": dict(self.guards),
+            "outputs_require_grad": self.outputs_require_grad,
             "_next": self._next,
         }
         fields.update(changes)

@@ -279,6 +279,10 @@ def _cell_value(cell: Any) -> Any:
     return (type(cell.cell_contents), cell.cell_contents) if _filled(cell) else _GONE
 
 
+def _grad_mode() -> tuple[type, bool]:
+    return (bool, modes.LOCAL.grad[-1])
+
+
 def _global_value(glob: dict, name: str) -> Any:
     value = glob.get(name, _GONE)
     return (type(value), value)
@@ -420,13 +424,14 @@ def trace_function(
     `unflatten`): the program's outputs are the result's tensors in order.
 
     A composite op without a VJP of its own (conv2d) is recorded as its decomposition when a gradient
-    may be taken through it; if the function then takes none, it is traced again under `no_grad`,
-    so that a forward program keeps such ops whole."""
+    may be taken through it; if the function then takes none (and returns no result that carries
+    gradient history), it is traced again under `no_grad`, so that a forward program keeps such ops
+    whole."""
     specs = tuple(_as_spec(s, i) for i, s in enumerate(specs))
     found, reachable = capture_names(fn)
     names = {**found, **(names or {})}
     program, tree, mode = _trace_once(fn, specs, names, reachable)
-    if program.backward_at is None and mode.decomposed:
+    if program.backward_at is None and mode.decomposed and not program.outputs_require_grad:
         with no_grad():
             program, tree, _ = _trace_once(fn, specs, names, reachable)
     _renumber(program)
@@ -442,11 +447,16 @@ def _trace_once(
     mode = TraceMode(program, names, reachable)
     mode.arguments = {id(a): v.name for a, v in zip(args, program.inputs)}
     _roots(fn, program.guards)  # the Python scalars it reads: a compiled call traces again if one changes
+    program.guards["grad mode", ""] = (_grad_mode, (bool, modes.LOCAL.grad[-1]))
     try:
         with modes.using(mode):
             result = fn(*args)
             tensors, tree = flatten(result)
             program.outputs = [mode.value_of(t) for t in tensors]
+            # a forward whose results a backward() outside will differentiate (not a whole training step)
+            program.outputs_require_grad = program.backward_at is None and any(
+                t.requires_grad for t in tensors
+            )
     finally:
         mode.restore()
     return program, tree, mode

@@ -68,6 +68,9 @@ def is_parameter(value: Any) -> bool:
     return _MARKED.get(id(value)) is value or (value.requires_grad and value.is_leaf)
 
 
+_HOOKS = ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks")
+
+
 class Module:
     """Base class of layers and models: subclass it, assign layers and tensors, write `forward`."""
 
@@ -485,8 +488,10 @@ class Module:
         """What a compiled function's trace of this module's call depends on besides tensors: its
         `training` flag and its hooks (a compiled function traces again where they have changed)."""
         d = self.__dict__
-        hooks = ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks")
-        return (self.training, *[tuple([id(h) for h, _ in d.get(name, ())]) for name in hooks])
+        hooks = [d.get(name) for name in _HOOKS]
+        if not any(hooks):
+            return self.training
+        return (self.training, *[tuple([id(h) for h, _ in found or ()]) for found in hooks])
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
         mode = modes.LOCAL.stack[-1]
