@@ -38,6 +38,8 @@ LAYERS = [
     "special",
     "nn",
     "optim",
+    "amp",
+    "jit",
     "utils",
     "data",
     "io",

@@ -2,11 +2,12 @@
 
 from typing import Any as _Any
 
-from . import accelerator, data, io, linalg, models, nn, optim, special, utils
+from . import accelerator, amp, data, io, jit, linalg, models, nn, optim, special, utils
 from . import eager as _eager
 from . import functions as _functions
 from . import tensor_methods as _tensor_methods  # binds the Tensor methods
 from .accelerator import cuda
+from .amp import autocast, get_autocast_dtype, is_autocast_enabled
 from .autograd import (
     enable_grad,
     inference_mode,
@@ -318,6 +319,7 @@ from .tensor import LEGACY_TYPES, Tensor
 from .typeinfo import finfo, iinfo
 
 cat = concatenate = concat  # PyTorch's names for the same functions
+cuda.amp = amp.cuda_amp  # torch.cuda.amp: disabled, with PyTorch's warnings
 clip = clamp
 set_num_threads, get_num_threads = set_threads, get_threads
 float32, float64, float16, bfloat16, int32, int64, uint8 = f32, f64, f16, bf16, i32, i64, u8

@@ -1,5 +1,5 @@
-"""PyTorch's `torch.utils`: `data`, its datasets, samplers and `DataLoader`."""
+"""PyTorch's `torch.utils`: `data` (datasets, samplers, `DataLoader`) and `checkpoint`."""
 
-from . import data
+from . import checkpoint, data
 
-__all__ = ["data"]
+__all__ = ["checkpoint", "data"]
