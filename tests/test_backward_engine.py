@@ -180,3 +180,137 @@ def test_a_backward_seed_is_ones_of_the_roots_dtype() -> None:
         x = verigrad.tensor([1.0, 2.0]).to(dtype).requires_grad_(True)
         (seed,) = autograd._seeds([x.sum()], None, "backward()")
         assert seed.dtype is dtype and seed.shape == () and float(seed) == 1.0 and not seed.requires_grad
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+def test_a_broadcast_gradient_is_copied_into_grad(reduce: str) -> None:
+    """As PyTorch's AccumulateGrad copies an expanded gradient: `.grad` can be written in place (it was a
+    read-only broadcast view after x.sum().backward(), and zero_() raised)."""
+    x = verigrad.tensor(np.ones((2, 3), np.float32)).requires_grad_(True)
+    getattr(x, reduce)().backward()
+    assert x.grad.payload.flags.writeable and x.grad.payload.flags.c_contiguous
+    x.grad.mul_(2)
+    assert x.grad.numpy().tolist() == [[2.0 if reduce == "sum" else float(np.float32(1 / 6) * 2)] * 3] * 2
+    x.grad.zero_()
+    assert x.grad.numpy().tolist() == [[0.0] * 3] * 2
+
+
+def test_a_broadcast_gradient_with_history_is_copied_by_the_op() -> None:
+    x = verigrad.tensor(np.ones((2, 3), np.float32)).requires_grad_(True)
+    total = x.sum()
+    (total * total).backward(create_graph=True)  # d/dx: 2 * sum, broadcast, with its history
+    assert x.grad.payload.flags.writeable and x.grad._node.op.name == "contiguous"
+    assert x.grad.numpy().tolist() == [[12.0] * 3] * 2
+    x.grad.sum().backward()
+    assert x.grad.numpy().tolist() == [[12.0 + 12.0] * 3] * 2
+
+
+def test_a_0d_broadcast_gradient_stays_0d() -> None:
+    x = verigrad.tensor(np.array(1.5)).requires_grad_(True)
+    x.mean().backward()
+    assert x.grad.payload.shape == () and x.grad.payload.flags.writeable and float(x.grad) == 1.0
+
+
+def engine_both_ways(fn):
+    """fn() with backward's walk in C, then in Python: the two outcomes (a result, or the exception's
+    type and message)."""
+    out = []
+    kept = autograd._C_WALK[:]
+    for c in (True, False):
+        autograd._C_WALK[:] = kept if c else []
+        try:
+            out.append(fn())
+        except Exception as e:  # compared by the caller
+            out.append((type(e), str(e)))
+        finally:
+            autograd._C_WALK[:] = kept
+    return out
+
+
+def leaf(values, grad: bool = True):
+    return verigrad.tensor(np.asarray(values, np.float32)).requires_grad_(grad)
+
+
+def test_the_c_walk_gives_the_python_walks_gradients_to_the_bit(walk) -> None:
+    def run() -> list[bytes]:
+        rng = np.random.default_rng(5)
+        x, w = leaf(rng.standard_normal((8, 16))), leaf(rng.standard_normal((16, 4)))
+        b = leaf(rng.standard_normal(4))
+        h = (x @ w + b).tanh()
+        loss = (h * h).mean() + h.softmax(-1).sum() * 0.5 + (x.exp() * 1e-3).sum()
+        loss.backward()
+        return [t.grad.numpy().tobytes() for t in (x, w, b)]
+
+    on, off = engine_both_ways(run)
+    assert on == off
+
+
+def test_hooks_and_retain_grad_through_the_c_walk(walk) -> None:
+    def run():
+        x = leaf([1.0, 2.0, 3.0])
+        y = x * 2
+        y.retain_grad()
+        seen = []
+        y.register_hook(lambda g: seen.append(g.numpy().tolist()))
+        z = y.exp()
+        z.register_hook(lambda g: g * 3)  # replaced: y's gradient is three times as large
+        z.sum().backward()
+        return x.grad.numpy().tolist(), y.grad.numpy().tolist(), seen
+
+    on, off = engine_both_ways(run)
+    assert on == off and on[1][0] == pytest.approx(3 * np.exp(2.0))
+
+
+def test_errors_through_the_c_walk_are_the_python_walks(walk) -> None:
+    def twice():
+        x = leaf([1.0, 2.0])
+        y = (x * x).sum()
+        y.backward()
+        y.backward()
+
+    def written():
+        x = leaf([1.0, 2.0])
+        a = x * 1
+        b = a * a  # mul reads a: a's write after raises
+        a.mul_(2)
+        b.sum().backward()
+
+    def bad_hook():
+        x = leaf([1.0, 2.0])
+        y = x * 2
+        y.register_hook(lambda g: verigrad.ones(3))
+        y.sum().backward()
+
+    for fn in (twice, written, bad_hook):
+        on, off = engine_both_ways(fn)
+        assert on == off and isinstance(on, tuple) and on[0] is RuntimeError, fn.__name__
+
+
+def test_create_graph_and_retain_graph_through_the_c_walk(walk) -> None:
+    def run():
+        x = leaf([0.5, -1.0, 2.0])
+        y = (x * x * x).sum()
+        y.backward(create_graph=True, retain_graph=True)
+        first = x.grad.numpy().tolist()
+        g = x.grad
+        x.grad = None
+        g.sum().backward(retain_graph=True)  # d/dx sum(3x^2) = 6x
+        second = x.grad.numpy().tolist()
+        x.grad = None
+        y.backward()  # the graph was retained
+        return first, second, x.grad.numpy().tolist()
+
+    on, off = engine_both_ways(run)
+    assert on == off and on[1] == [3.0, -6.0, 12.0]
+
+
+def test_mixed_dtypes_and_shared_inputs_through_the_c_walk(walk) -> None:
+    def run():
+        a = leaf([1.0, 2.0, 3.0])
+        b = verigrad.tensor(np.array([0.5, 0.25, 2.0])).requires_grad_(True)  # f64
+        c = a * b + a * a - (a + b).relu()
+        c.sum().backward()
+        return a.grad.dtype, a.grad.numpy().tobytes(), b.grad.dtype, b.grad.numpy().tobytes()
+
+    on, off = engine_both_ways(run)
+    assert on == off and on[0] is verigrad.float32 and on[2] is verigrad.float64

@@ -400,21 +400,25 @@ def _propagate(
             for inp, gi in zip(inputs, node.op.vjp(g, t, *inputs, **node.params)):
                 if gi is None or not inp.requires_grad or (reaches is not None and id(inp) not in reaches):
                     continue
-                given, want = gi.spec, inp.spec
-                if given is not want:  # (the same spec object: the same shape and dtype)
-                    if given.shape != want.shape:
-                        raise RuntimeError(
-                            f"the VJP of {node.op.name} gave a gradient of shape {gi.shape} "
-                            f"for an input of shape {inp.shape}"
-                        )
-                    if given.dtype is not want.dtype:  # mixed-dtype ops: each input's gradient in its own
-                        gi = gi.cast(inp.dtype)
+                if gi.spec is not inp.spec:  # (the same spec object: the same shape and dtype)
+                    gi = _conformed(node, inp, gi)
                 key = id(inp)
                 before = get(key)
                 grads[key] = gi if before is None else before + gi
             if not retain_graph:
                 node.freed = True
     return found
+
+
+def _conformed(node: Node, inp: Tensor, gi: Tensor) -> Tensor:
+    """A VJP's gradient `gi` for `inp` of another spec: in inp's dtype (mixed-dtype ops: each input's
+    gradient in its own); RuntimeError where the shapes differ."""
+    given, want = gi.spec, inp.spec
+    if given.shape != want.shape:
+        raise RuntimeError(
+            f"the VJP of {node.op.name} gave a gradient of shape {gi.shape} for an input of shape {inp.shape}"
+        )
+    return gi.cast(inp.dtype) if given.dtype is not want.dtype else gi
 
 
 class RemovableHandle:
@@ -469,6 +473,12 @@ def _hooked(t: Tensor, g: Tensor) -> Tensor:
 
 def _accumulate(leaf: Tensor, g: Tensor) -> None:
     if leaf.grad is None:
+        # a broadcast gradient (a sum's, a mean's) is copied, as PyTorch's AccumulateGrad copies an
+        # expanded one: `.grad` is memory that can be written in place (zero_(), an optimizer's update)
+        # (without history, the contiguous op's copy is NumPy's: made here, a third of the op call's time)
+        data = g.payload
+        if type(data) is np.ndarray and not data.flags.writeable:
+            g = g.contiguous() if g.requires_grad else Tensor(g.spec, data.copy())  # (C order)
         leaf.grad = g
         return
     if type(leaf.grad.payload) is not type(g.payload):

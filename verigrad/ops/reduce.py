@@ -104,14 +104,14 @@ def _expand_back(g, x, axis: tuple, keepdim: bool):
 
 
 def _mean_vjp(g, out, x, axis, keepdim):
-    """The gradient spread evenly: divided by the count. In f32 and f64, where the sizes are ints and the
-    count is exact in f32, a Python int (lifted to g's dtype: numel_of's 0-d divisor, without its two
-    calls); else numel_of's count (symbolic in a trace; f16 divides by a Python int in f32)."""
-    spread = _expand_back(g, x, axis, keepdim)
+    """The gradient divided by the count, then spread evenly (each element is the same one division, done
+    once per reduced element instead of once per input element). In f32 and f64, where the sizes are ints
+    and the count is exact in f32, the count is a Python int (lifted to g's dtype: numel_of's 0-d divisor,
+    without its two calls); else numel_of's (symbolic in a trace; f16 divides by a Python int in f32)."""
     sizes = [x.shape[a] for a in axis]
     if g.dtype in _EXACT_COUNT and all(type(d) is int for d in sizes) and math.prod(sizes) <= 1 << 24:
-        return (spread / math.prod(sizes),)
-    return (spread / numel_of(x, axis=axis).cast(g.dtype),)
+        return (_expand_back(g / math.prod(sizes), x, axis, keepdim),)
+    return (_expand_back(g / numel_of(x, axis=axis).cast(g.dtype), x, axis, keepdim),)
 
 
 _EXACT_COUNT = (f32, f64)
