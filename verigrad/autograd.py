@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from . import modes, versions
-from .ops import ones_like, tensor, zeros_like
+from .ops import tensor, zeros_like
+from .ops.creation import full_op
 from .tensor import LEGACY_NAMES, Tensor
 
 
@@ -149,10 +150,18 @@ _FREED = (
 )
 
 
+_C_WALK: list[Callable[[list, int], list | None]] = []  # vg_eager's topological, once eager.py binds it
+
+
 def _topological(roots: Sequence[Tensor]) -> list[Tensor]:
     """Tensors that lead to `roots`, inputs before the tensors made from them; a view among them whose
     memory was written in place through another tensor since it was made has its history made again
-    first (`regenerate`, as PyTorch's), and the walk starts over."""
+    first (`regenerate`, as PyTorch's), and the walk starts over. vg_eager walks in C (the same order)
+    where no in-place write redirects an input and no node predates the last recorded write."""
+    if _C_WALK and not versions.REDIRECTS:
+        order = _C_WALK[0](list(roots), versions.last_recorded)
+        if order is not None:
+            return order
     while True:
         order: list[Tensor] = []
         seen: set[int] = set()
@@ -328,7 +337,8 @@ def _seeds(roots: list[Tensor], grads: Any, what: str) -> list[Tensor]:
         if grad is not None and tuple(grad.shape) != tuple(root.shape):
             raise RuntimeError(f"{what}: gradient shape {grad.shape} does not match {root.shape}")
     modes.current().begin_backward()  # a trace marks where its backward section starts
-    return [ones_like(r.detach()) if g is None else g for r, g in zip(roots, given)]
+    # ones_like(r.detach())'s call of the op, without its two frames and the detached tensor
+    return [full_op(shape=r.shape, dtype=r.dtype, value=1) if g is None else g for r, g in zip(roots, given)]
 
 
 def _as_grads(grads: Any, count: int, what: str) -> list[Any]:
@@ -362,45 +372,53 @@ def _propagate(
     if versions.any_writes():
         for root in roots:
             _check_unmodified(root, None, ())
+    # (the loop runs once per node: the dicts' methods bound once; versions' two tables are read, never
+    # rebound, so a write during the pass, by a hook, is seen)
+    pop, get, written, redirects = grads.pop, grads.get, versions._MEMORY, versions.REDIRECTS
     with _grad_mode(create_graph):
         for t in reversed(order):
-            g = grads.pop(id(t), None)
+            key = id(t)
+            g = pop(key, None)
             if g is None:
                 continue
             if t._hooks:
                 g = _hooked(t, g)
-            if wanted is not None and id(t) in wanted:
-                found[id(t)] = g  # and on through its node: a variable made from another gives it a part
+            if wanted is not None and key in wanted:
+                found[key] = g  # and on through its node: a variable made from another gives it a part
             node = t._node
             if node is None:
                 if wanted is None:
                     _accumulate(t, g)
                 continue
-            inputs = node.saved()
+            inputs = node.saved() if redirects else node.inputs
             if reaches is not None and not any(id(i) in reaches for i in inputs):
                 continue
             if node.freed:
                 raise RuntimeError(_FREED)
-            if versions.any_writes():
+            if written:
                 _check_unmodified(t, node, inputs)
             for inp, gi in zip(inputs, node.op.vjp(g, t, *inputs, **node.params)):
                 if gi is None or not inp.requires_grad or (reaches is not None and id(inp) not in reaches):
                     continue
-                given, want = gi.spec, inp.spec
-                if given is not want:  # (the same spec object: the same shape and dtype)
-                    if given.shape != want.shape:
-                        raise RuntimeError(
-                            f"the VJP of {node.op.name} gave a gradient of shape {gi.shape} "
-                            f"for an input of shape {inp.shape}"
-                        )
-                    if given.dtype is not want.dtype:  # mixed-dtype ops: each input's gradient in its own
-                        gi = gi.cast(inp.dtype)
+                if gi.spec is not inp.spec:  # (the same spec object: the same shape and dtype)
+                    gi = _conformed(node, inp, gi)
                 key = id(inp)
-                before = grads.get(key)
+                before = get(key)
                 grads[key] = gi if before is None else before + gi
             if not retain_graph:
                 node.freed = True
     return found
+
+
+def _conformed(node: Node, inp: Tensor, gi: Tensor) -> Tensor:
+    """A VJP's gradient `gi` for `inp` of another spec: in inp's dtype (mixed-dtype ops: each input's
+    gradient in its own); RuntimeError where the shapes differ."""
+    given, want = gi.spec, inp.spec
+    if given.shape != want.shape:
+        raise RuntimeError(
+            f"the VJP of {node.op.name} gave a gradient of shape {gi.shape} for an input of shape {inp.shape}"
+        )
+    return gi.cast(inp.dtype) if given.dtype is not want.dtype else gi
 
 
 class RemovableHandle:
@@ -455,6 +473,12 @@ def _hooked(t: Tensor, g: Tensor) -> Tensor:
 
 def _accumulate(leaf: Tensor, g: Tensor) -> None:
     if leaf.grad is None:
+        # a broadcast gradient (a sum's, a mean's) is copied, as PyTorch's AccumulateGrad copies an
+        # expanded one: `.grad` is memory that can be written in place (zero_(), an optimizer's update)
+        # (without history, the contiguous op's copy is NumPy's: made here, a third of the op call's time)
+        data = g.payload
+        if type(data) is np.ndarray and not data.flags.writeable:
+            g = g.contiguous() if g.requires_grad else Tensor(g.spec, data.copy())  # (C order)
         leaf.grad = g
         return
     if type(leaf.grad.payload) is not type(g.payload):

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from . import inplace, modes, versions
+from . import autograd, inplace, modes, versions
 from .autograd import Node, is_grad_enabled
 from .backends import active
 from .backends.reference import decomposition_kernel
@@ -220,6 +220,7 @@ def install_c_calls() -> bool:
     if EagerMode.made_view is modes.Mode.made_view:
         _PYTHON[(Tensor, "__getitem__")] = python = Tensor.__dict__["__getitem__"]
         Tensor.__getitem__ = _named(ext.Method(REGISTRY["slice"], python, getitem=REGISTRY["reshape"]))
+    autograd._C_WALK[:] = [ext.topological]  # backward's walk of the graph (off with the calls)
     _C_CALLS["module"] = ext
     return True
 

@@ -757,7 +757,11 @@ def _where_samples(rng: np.random.Generator) -> list[Sample]:
 
 
 def _where_vjp(g, out, c, x, y):
-    return (None, unbroadcast(where(c, g, 0.0), x.shape), unbroadcast(where(c, 0.0, g), y.shape))
+    """Each branch's gradient only where it is wanted (masked_fill's fill value wants none: its gradient
+    was a sum over the whole mask)."""
+    gx = unbroadcast(where(c, g, 0.0), x.shape) if x.requires_grad else None
+    gy = unbroadcast(where(c, 0.0, g), y.shape) if y.requires_grad else None
+    return (None, gx, gy)
 
 
 where = Elementwise(

@@ -34,7 +34,7 @@ reshape = Op(
     params=_reshape_canon,
     positional=("shape",),
     reference=never_warns(lambda x, shape: np.reshape(x, shape)),
-    vjp=lambda g, out, x, shape: (g.reshape(x.shape),),
+    vjp=lambda g, out, x, shape: (reshape(g, shape=tuple(x.shape)),),
     samples=lambda rng: [
         Sample((uniform(rng, s),), {"shape": t})
         for s, t in [
@@ -58,6 +58,11 @@ def _permute_canon(x: Spec, axes) -> dict:
     return {"axes": axes}
 
 
+def _inverse(axes: tuple[int, ...]) -> tuple[int, ...]:
+    """The permutation that undoes `axes` (np.argsort of a permutation, without NumPy's call)."""
+    return tuple(sorted(range(len(axes)), key=axes.__getitem__))
+
+
 permute = Op(
     "permute",
     shape=lambda x, axes: tuple(x[a] for a in axes),
@@ -65,7 +70,7 @@ permute = Op(
     params=_permute_canon,
     positional=("axes",),
     reference=never_warns(lambda x, axes: np.transpose(x, axes)),
-    vjp=lambda g, out, x, axes: (g.permute(tuple(int(i) for i in np.argsort(axes))),),
+    vjp=lambda g, out, x, axes: (permute(g, axes=_inverse(axes)),),
     samples=lambda rng: [
         Sample((uniform(rng, s),), {"axes": a})
         for s, a in [((2, 3), (1, 0)), ((2, 3, 4), (2, 0, 1)), ((0, 3), (1, 0)), ((), ())]

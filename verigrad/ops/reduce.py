@@ -11,12 +11,13 @@ import math
 
 import numpy as np
 
-from ..dtypes import DType, bool_, i64
+from ..dtypes import DType, bool_, f32, f64, i64
 from ..errors import DTypeError, ShapeError
 from ..shapes import Spec, normalize_axes
 from ._op import Op, Sample, no_bf16
 from ._samples import uniform
 from .binary import where
+from .movement import broadcast_to, reshape
 
 _SHAPES = [
     ((3, 4), None),
@@ -95,9 +96,25 @@ def _mean_fast(out: DType, dtypes: tuple[DType, ...], axis: tuple, keepdim: bool
 
 def _expand_back(g, x, axis: tuple, keepdim: bool):
     """A reduced gradient reshaped with ones at the reduced axes, broadcast to x's shape."""
-    if not keepdim:
-        g = g.reshape(_reduced_shape(x.shape, axis, True))
-    return g.broadcast_to(x.shape)
+    # (the ops called directly: the methods' argument handling is a backward's cost; a 0-d gradient, of a
+    # sum of every element, broadcasts as it is)
+    if not keepdim and g.ndim:
+        g = reshape(g, shape=_reduced_shape(x.shape, axis, True))
+    return broadcast_to(g, shape=tuple(x.shape))
+
+
+def _mean_vjp(g, out, x, axis, keepdim):
+    """The gradient divided by the count, then spread evenly (each element is the same one division, done
+    once per reduced element instead of once per input element). In f32 and f64, where the sizes are ints
+    and the count is exact in f32, the count is a Python int (lifted to g's dtype: numel_of's 0-d divisor,
+    without its two calls); else numel_of's (symbolic in a trace; f16 divides by a Python int in f32)."""
+    sizes = [x.shape[a] for a in axis]
+    if g.dtype in _EXACT_COUNT and all(type(d) is int for d in sizes) and math.prod(sizes) <= 1 << 24:
+        return (_expand_back(g / math.prod(sizes), x, axis, keepdim),)
+    return (_expand_back(g / numel_of(x, axis=axis).cast(g.dtype), x, axis, keepdim),)
+
+
+_EXACT_COUNT = (f32, f64)
 
 
 def _extreme_vjp(g, out, x, axis, keepdim):
@@ -148,9 +165,7 @@ mean = Op(
     positional=("dim", "keepdim"),  # PyTorch's sum(input, dim, keepdim)
     reference=_mean,
     fast=_mean_fast,
-    vjp=lambda g, out, x, axis, keepdim: (
-        _expand_back(g, x, axis, keepdim) / numel_of(x, axis=axis).cast(g.dtype),
-    ),
+    vjp=_mean_vjp,
     samples=lambda rng: _samples(rng, nonempty=True),
     torch=_torch_reduce("mean"),
     exact=False,

@@ -77,7 +77,7 @@ def _load() -> tuple[Any, str]:
     if not (Path(include) / "Python.h").exists():
         return None, "ctypes (no Python.h for the vg_call extension)"
     try:
-        loaded = _extension("vg_call", SOURCE, (include,))
+        loaded = _extension("vg_call", (SOURCE,), (include,))
     except (_build.BuildError, ImportError, OSError) as e:
         return None, f"ctypes (vg_call: {e})"
     offset = data_offset()
@@ -88,10 +88,11 @@ def _load() -> tuple[Any, str]:
     return loaded, "vg_call"
 
 
-def _extension(name: str, source: Path, includes: tuple[str, ...]) -> Any:
-    """The CPython extension `name` built from `source` (once per Python: its version is in the source's
-    hash) through `build.build`, as the library is, and imported; BuildError, ImportError or OSError."""
-    text = f"/* {sys.version} */\n" + source.read_text()
+def _extension(name: str, sources: tuple[Path, ...], includes: tuple[str, ...]) -> Any:
+    """The CPython extension `name` built from `sources` (one translation unit, in that order; once per
+    Python: its version is in the source's hash) through `build.build`, as the library is, and imported;
+    BuildError, ImportError or OSError."""
+    text = f"/* {sys.version} */\n" + "\n".join(source.read_text() for source in sources)
     _, info = _build.build(name, text, includes=includes, load=False)
     loader = importlib.machinery.ExtensionFileLoader(name, info["path"])
     spec = importlib.util.spec_from_file_location(name, info["path"], loader=loader)
@@ -102,7 +103,8 @@ def _extension(name: str, source: Path, includes: tuple[str, ...]) -> Any:
     return loaded
 
 
-EAGER_SOURCE = Path(__file__).resolve().parent / "extension" / "vg_eager.c"
+# vg_eager.c (the op calls) and backward.c (the backward engine's walk), compiled as one module
+EAGER_SOURCES = tuple(Path(__file__).resolve().parent / "extension" / f for f in ("vg_eager.c", "backward.c"))
 
 
 def eager_module() -> Any:
@@ -121,7 +123,7 @@ def _load_eager() -> tuple[Any, str]:
         return None, f"python (vg_call does not pass arrays: {status()})"
     include = sysconfig.get_paths().get("include") or ""
     try:
-        loaded = _extension("vg_eager", EAGER_SOURCE, (include, np.get_include()))
+        loaded = _extension("vg_eager", EAGER_SOURCES, (include, np.get_include()))
     except (_build.BuildError, ImportError, OSError) as e:
         return None, f"python (vg_eager: {e})"
     return loaded, "vg_eager"

@@ -1219,10 +1219,14 @@ static PyObject *enabled(PyObject *module, PyObject *arg) {
     return PyBool_FromLong(was);
 }
 
+static PyObject *topological(PyObject *module, PyObject *const *args, Py_ssize_t nargs); /* backward.c */
+
 static PyMethodDef methods[] = {
     {"setup", setup, METH_VARARGS, "setup(Tensor, Plan, Node, DType, Size, f32, f64, mode, local, active, active_default, versions, conform, "
                                    "error_state, quiet, recording)"},
     {"enabled", enabled, METH_O, "enabled(flag): turn the C calls on or off; gives the previous state"},
+    {"topological", (PyCFunction)(void (*)(void))topological, METH_FASTCALL,
+     "topological(roots, last): autograd._topological's order, or None where the Python walk must run"},
     {NULL, NULL, 0, NULL},
 };
 
