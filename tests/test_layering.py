@@ -40,6 +40,7 @@ LAYERS = [
     "optim",
     "amp",
     "jit",
+    "testing",
     "utils",
     "data",
     "io",
