@@ -96,6 +96,8 @@ class EagerMode(modes.Mode):
         if needs_grad:
             t.requires_grad = True
             t._node = Node(op, args, params)
+        elif result.base is not None or (arrays and result is arrays[0]):  # maybe a view of an operand
+            inplace.note_view(t, op, args, params)
         return t
 
     def constant(self, array: np.ndarray, dtype: DType) -> Tensor:

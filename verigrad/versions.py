@@ -171,3 +171,31 @@ def pinned(t: Any) -> bool:
 
 def any_writes() -> bool:
     return bool(_MEMORY)
+
+
+MULTI_OUTPUT = "multi-output"  # a view's grad mode in its recipe (`Tensor._view`): a piece of split/unbind
+_VIEWS_KEPT = 16  # weak references a tensor's list of views holds before it is pruned of dead ones
+
+
+def keep_view(base: Any, view: Any) -> None:
+    """Note `view`, made without history of `base`'s memory, on base's list of such views: `[limit, refs...]`,
+    pruned of dead references when longer than `limit` (then twice the live ones: amortized O(1)). vg_eager
+    appends while the list is under its limit, and calls this otherwise."""
+    refs = getattr(base, "_views", None)
+    if refs is None:
+        base._views = [_VIEWS_KEPT, weakref.ref(view)]
+        return
+    refs.append(weakref.ref(view))
+    if len(refs) > refs[0] + 1:
+        live = [r for r in refs[1:] if r() is not None]
+        refs[:] = [max(_VIEWS_KEPT, 2 * len(live)), *live]
+
+
+def multi_output(pieces: tuple) -> tuple:
+    """`pieces`, the views one call made (split, chunk, unbind): those made without history are marked so,
+    as PyTorch marks its multi-output views (a recorded write of their memory makes them unusable)."""
+    for piece in pieces:
+        recipe = getattr(piece, "_view", None)
+        if recipe is not None:
+            piece._view = (*recipe[:3], MULTI_OUTPUT)
+    return pieces

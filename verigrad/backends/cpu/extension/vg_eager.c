@@ -36,6 +36,7 @@
 /* set by `setup` */
 static PyTypeObject *tensor_type, *node_type, *dtype_type, *size_type;
 static Py_ssize_t t_spec, t_payload, t_grad, t_node, t_hooks, t_rg;      /* Tensor's slots */
+static Py_ssize_t t_view, t_views;                                       /* (unset on most tensors) */
 static Py_ssize_t p_kernel, p_native, p_out, p_stamp, p_warns, p_fast;   /* Plan's */
 static Py_ssize_t n_op, n_inputs, n_params, n_freed, n_stamp;            /* Node's */
 static PyObject *eager_mode, *local, *run_function, *constant;
@@ -46,7 +47,7 @@ static int (*recording)(void) = NULL; /* vg_call's: whether this thread records 
 static PyObject *scalar_specs[2];      /* the spec of a 0-d f32 and f64 constant (made by `constant`) */
 static PyObject *S_stack, *S_grad, *S_plans, *S_variadic, *S_positional, *S_canonical, *S_decompose,
     *S_group, *S_differentiable, *S_vjp, *S_reference, *S_shape, *S_dtype, *S_kind, *S_np, *S_threads, *S_first,
-    *S_stamp, *S_plan, *S_run, *S_axes, *S_index, *S_axis, *S_clock, *S_keepdim;
+    *S_stamp, *S_plan, *S_run, *S_axes, *S_index, *S_axis, *S_clock, *S_keepdim, *S_keep_view;
 static int ready = 0;
 
 #define SLOT(o, at) (*(PyObject **)((char *)(o) + (at)))
@@ -617,6 +618,49 @@ static PyObject *call_op(PyObject *op, PyObject *const *in, Py_ssize_t n, PyObje
     return call_op_on(op, in, n, kwnames, elementwise);
 }
 
+/* the array owning a's memory (versions.root) */
+static PyObject *root_array(PyObject *a) {
+    PyObject *b;
+    while ((b = PyArray_BASE((PyArrayObject *)a)) != NULL && PyArray_Check(b)) a = b;
+    return a;
+}
+
+/* inplace.note_view for `result` (array `r`, made by `op` from `tensors` without history): where r is memory
+ * of an operand (its base), the recipe (op, tensors, params, grad mode) on result._view, and a weak reference
+ * to result on base._views, appended here while the list is under its limit, else by versions.keep_view */
+static int note_view(PyObject *result, PyObject *r, PyObject **arrays, PyObject *op, PyObject *tensors,
+                     PyObject *params) {
+    if (PyArray_BASE((PyArrayObject *)r) == NULL && r != arrays[0]) return 0; /* memory of its own */
+    PyObject *owner = root_array(r), *base = NULL;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(tensors) && base == NULL; k++)
+        if (root_array(arrays[k]) == owner) base = PyTuple_GET_ITEM(tensors, k);
+    if (base == NULL) return 0;
+    PyObject *on = top_of(S_grad);
+    if (on == NULL) return -1;
+    int v = PyObject_IsTrue(on);
+    Py_DECREF(on);
+    if (v < 0) return -1;
+    PyObject *recipe = PyTuple_Pack(4, op, tensors, params, v ? Py_True : Py_False);
+    if (recipe == NULL) return -1;
+    Py_XSETREF(SLOT(result, t_view), recipe);
+    PyObject *refs = SLOT(base, t_views);
+    if (refs != NULL && PyList_CheckExact(refs) && PyList_GET_SIZE(refs) > 0 &&
+        PyLong_CheckExact(PyList_GET_ITEM(refs, 0))) {
+        Py_ssize_t limit = PyLong_AsSsize_t(PyList_GET_ITEM(refs, 0));
+        if (limit == -1 && PyErr_Occurred()) return -1;
+        if (PyList_GET_SIZE(refs) <= limit) {
+            PyObject *ref = PyWeakref_NewRef(result, NULL);
+            if (ref == NULL) return -1;
+            int rc = PyList_Append(refs, ref);
+            Py_DECREF(ref);
+            return rc;
+        }
+    }
+    PyObject *kept = PyObject_CallMethodObjArgs(versions_module, S_keep_view, base, result, NULL);
+    Py_XDECREF(kept);
+    return kept == NULL ? -1 : 0;
+}
+
 /* call_op, the operands given one by one */
 static PyObject *call_op_on(PyObject *op, PyObject *const *in, Py_ssize_t n, PyObject *kwnames, int elementwise) {
     int v;
@@ -839,7 +883,11 @@ static PyObject *call_op_on(PyObject *op, PyObject *const *in, Py_ssize_t n, PyO
         if (r == NULL) goto done;
     }
     result = new_tensor(out, r);
-    if (result == NULL || !needs_grad) goto done;
+    if (result == NULL) goto done;
+    if (!needs_grad) {
+        if (note_view(result, r, arrays, op, tensors, params) < 0) Py_CLEAR(result);
+        goto done;
+    }
     PyObject *node = node_type->tp_alloc(node_type, 0);
     if (node == NULL) {
         Py_CLEAR(result);
@@ -1171,6 +1219,7 @@ static PyObject *setup(PyObject *module, PyObject *args) {
     PyTypeObject *t = (PyTypeObject *)tensor, *p = (PyTypeObject *)plan, *nd = (PyTypeObject *)node;
     if (offset_of(t, "spec", &t_spec) || offset_of(t, "payload", &t_payload) || offset_of(t, "grad", &t_grad) ||
         offset_of(t, "_node", &t_node) || offset_of(t, "_hooks", &t_hooks) || offset_of(t, "requires_grad", &t_rg) ||
+        offset_of(t, "_view", &t_view) || offset_of(t, "_views", &t_views) ||
         offset_of(p, "kernel", &p_kernel) || offset_of(p, "native", &p_native) || offset_of(p, "out", &p_out) ||
         offset_of(p, "stamp", &p_stamp) || offset_of(p, "warns", &p_warns) || offset_of(p, "fast", &p_fast) ||
         offset_of(nd, "op", &n_op) || offset_of(nd, "inputs", &n_inputs) || offset_of(nd, "params", &n_params) ||
@@ -1244,7 +1293,7 @@ PyMODINIT_FUNC PyInit_vg_eager(void) {
         intern(&S_plan, "_plan") || intern(&S_run, "run") ||
         intern(&S_axes, "axes") || intern(&S_index, "index") || intern(&S_axis, "axis") ||
         intern(&S_keepdim, "keepdim") ||
-        intern(&S_clock, "clock"))
+        intern(&S_clock, "clock") || intern(&S_keep_view, "keep_view"))
         return NULL;
     if (PyType_Ready(&MethodType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
