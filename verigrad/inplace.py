@@ -36,11 +36,6 @@ _STALE_VIEW = (
     "another tensor (or not a view of a tensor with history): verigrad does not regenerate its history "
     "(PyTorch does); take the view again after the write"
 )
-_UNTRACKED_VIEW = (
-    "an in-place write of a value that requires grad into a tensor that shares memory with another but is "
-    "not a view verigrad recorded (made by view(dtype), from_numpy, or .data/.detach() of a view): its base "
-    "would get no history; write into the base itself (x[key] = value), or clone() it first"
-)
 # PyTorch's errors for a view it gives no history: one made under no_grad (or a piece of split, chunk or
 # unbind of a tensor without history) whose memory is then written in place with grad mode on
 _REFUSED_VIEW = "A view was created in no_grad mode and {what} inplace with grad mode enabled. {why}"
@@ -164,8 +159,9 @@ def _why_refused(how: object) -> str | None:
 
 def _untracked_bases(target: Tensor) -> list[Tensor]:
     """target (without history), then the tensors it was made a view of while they had none (note_view),
-    up to one that is no such view (or has a history: its bases then). PyTorch's errors for a view it gives
-    no history, and for a tensor sharing memory that verigrad did not record as a view."""
+    up to one that is no such view (or has a history: its bases then); PyTorch's errors for a view it gives
+    no history. A tensor sharing memory without a view (`.detach()` of a view, `from_numpy`) is no view: it
+    takes the history alone, as PyTorch's."""
     chain, t = [target], target
     while (recipe := getattr(t, "_view", None)) is not None:
         why = _why_refused(recipe[3])
@@ -181,8 +177,6 @@ def _untracked_bases(target: Tensor) -> list[Tensor]:
             raise RuntimeError(_VIEW_OF_LEAF)
         chain.append(base)
         t = base
-    if len(chain) == 1 and type(target.payload) is np.ndarray and target.payload.base is not None:
-        raise RuntimeError(_UNTRACKED_VIEW)
     return chain
 
 
@@ -292,7 +286,10 @@ def _bases(target: Tensor) -> list[Tensor]:
         if not bases:
             break
         if bases[0]._node is None:
-            raise RuntimeError(_VIEW_OF_LEAF if bases[0].requires_grad else _UNTRACKED_VIEW)
+            if bases[0].requires_grad:
+                raise RuntimeError(_VIEW_OF_LEAF)
+            chain.extend(_untracked_bases(bases[0]))  # (a base without history: its own bases)
+            break
         if written:
             chain.extend(bases)
             break

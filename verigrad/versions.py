@@ -179,8 +179,8 @@ _VIEWS_KEPT = 16  # weak references a tensor's list of views holds before it is 
 
 def keep_view(base: Any, view: Any) -> None:
     """Note `view`, made without history of `base`'s memory, on base's list of such views: `[limit, refs...]`,
-    pruned of dead references when longer than `limit` (then twice the live ones: amortized O(1)). vg_eager
-    appends while the list is under its limit, and calls this otherwise."""
+    pruned of dead references when it holds more than `limit` (then twice the live ones, at least
+    _VIEWS_KEPT: amortized O(1)). vg_eager's note_view keeps it the same way."""
     refs = getattr(base, "_views", None)
     if refs is None:
         base._views = [_VIEWS_KEPT, weakref.ref(view)]

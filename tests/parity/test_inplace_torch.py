@@ -513,7 +513,16 @@ def a_filled_buffer_read_through_a_view(lib, x, w1, b1, w2, b2, v):
     return _weighted(lib, head @ w2[:3])
 
 
+def a_detached_view_written_with_grad_takes_the_history_alone(lib, x, w1, b1, w2, b2, v):
+    buf = lib.zeros(2, 6, dtype=lib.float64)
+    row = buf[1].detach()  # memory shared, no view for autograd
+    row.copy_(b1 * 2.0)
+    assert row.requires_grad and not buf.requires_grad
+    return _weighted(lib, row, buf)
+
+
 VIEW_PROGRAMS = [
+    a_detached_view_written_with_grad_takes_the_history_alone,
     views_and_siblings_around_a_write_into_a_view,
     a_view_used_after_two_writes,
     rows_written_one_by_one,

@@ -47,7 +47,7 @@ static int (*recording)(void) = NULL; /* vg_call's: whether this thread records 
 static PyObject *scalar_specs[2];      /* the spec of a 0-d f32 and f64 constant (made by `constant`) */
 static PyObject *S_stack, *S_grad, *S_plans, *S_variadic, *S_positional, *S_canonical, *S_decompose,
     *S_group, *S_differentiable, *S_vjp, *S_reference, *S_shape, *S_dtype, *S_kind, *S_np, *S_threads, *S_first,
-    *S_stamp, *S_plan, *S_run, *S_axes, *S_index, *S_axis, *S_clock, *S_keepdim, *S_keep_view;
+    *S_stamp, *S_plan, *S_run, *S_axes, *S_index, *S_axis, *S_clock, *S_keepdim;
 static int ready = 0;
 
 #define SLOT(o, at) (*(PyObject **)((char *)(o) + (at)))
@@ -625,9 +625,23 @@ static PyObject *root_array(PyObject *a) {
     return a;
 }
 
+/* whether weak reference `ref` still has its object */
+static int alive(PyObject *ref) {
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *o;
+    if (PyWeakref_GetRef(ref, &o) < 0) return PyErr_Clear(), 0;
+    Py_XDECREF(o);
+    return o != NULL;
+#else
+    return PyWeakref_GET_OBJECT(ref) != Py_None;
+#endif
+}
+
 /* inplace.note_view for `result` (array `r`, made by `op` from `tensors` without history): where r is memory
  * of an operand (its base), the recipe (op, tensors, params, grad mode) on result._view, and a weak reference
- * to result on base._views, appended here while the list is under its limit, else by versions.keep_view */
+ * to result on base._views ([limit, refs...], as versions.keep_view keeps it: pruned of dead references when
+ * it holds more than limit, the limit then twice the live ones, at least VIEWS_KEPT) */
+#define VIEWS_KEPT 16
 static int note_view(PyObject *result, PyObject *r, PyObject **arrays, PyObject *op, PyObject *tensors,
                      PyObject *params) {
     if (PyArray_BASE((PyArrayObject *)r) == NULL && r != arrays[0]) return 0; /* memory of its own */
@@ -643,22 +657,32 @@ static int note_view(PyObject *result, PyObject *r, PyObject **arrays, PyObject 
     PyObject *recipe = PyTuple_Pack(4, op, tensors, params, v ? Py_True : Py_False);
     if (recipe == NULL) return -1;
     Py_XSETREF(SLOT(result, t_view), recipe);
-    PyObject *refs = SLOT(base, t_views);
-    if (refs != NULL && PyList_CheckExact(refs) && PyList_GET_SIZE(refs) > 0 &&
-        PyLong_CheckExact(PyList_GET_ITEM(refs, 0))) {
-        Py_ssize_t limit = PyLong_AsSsize_t(PyList_GET_ITEM(refs, 0));
-        if (limit == -1 && PyErr_Occurred()) return -1;
-        if (PyList_GET_SIZE(refs) <= limit) {
-            PyObject *ref = PyWeakref_NewRef(result, NULL);
-            if (ref == NULL) return -1;
-            int rc = PyList_Append(refs, ref);
-            Py_DECREF(ref);
-            return rc;
-        }
+    PyObject *ref = PyWeakref_NewRef(result, NULL), *refs = SLOT(base, t_views);
+    if (ref == NULL) return -1;
+    if (refs == NULL || !PyList_CheckExact(refs) || PyList_GET_SIZE(refs) == 0) {
+        PyObject *fresh = PyList_New(2);
+        if (fresh == NULL) return Py_DECREF(ref), -1;
+        PyList_SET_ITEM(fresh, 0, PyLong_FromLong(VIEWS_KEPT));
+        PyList_SET_ITEM(fresh, 1, ref);
+        if (PyList_GET_ITEM(fresh, 0) == NULL) return Py_DECREF(fresh), -1;
+        Py_XSETREF(SLOT(base, t_views), fresh);
+        return 0;
     }
-    PyObject *kept = PyObject_CallMethodObjArgs(versions_module, S_keep_view, base, result, NULL);
-    Py_XDECREF(kept);
-    return kept == NULL ? -1 : 0;
+    int rc = PyList_Append(refs, ref);
+    Py_DECREF(ref);
+    Py_ssize_t limit = PyLong_AsSsize_t(PyList_GET_ITEM(refs, 0)), n = PyList_GET_SIZE(refs);
+    if (rc < 0 || (limit == -1 && PyErr_Occurred())) return -1;
+    if (n - 1 <= limit) return 0;
+    Py_ssize_t live = 1; /* prune: the live references moved to the front, in order */
+    for (Py_ssize_t k = 1; k < n; k++) {
+        PyObject *item = PyList_GET_ITEM(refs, k);
+        if (!alive(item)) continue;
+        Py_INCREF(item);
+        PyList_SetItem(refs, live++, item); /* (drops the reference it replaces) */
+    }
+    if (PyList_SetSlice(refs, live, n, NULL) < 0) return -1;
+    PyObject *next = PyLong_FromSsize_t(2 * (live - 1) > VIEWS_KEPT ? 2 * (live - 1) : VIEWS_KEPT);
+    return next == NULL ? -1 : PyList_SetItem(refs, 0, next);
 }
 
 /* call_op, the operands given one by one */
@@ -1293,7 +1317,7 @@ PyMODINIT_FUNC PyInit_vg_eager(void) {
         intern(&S_plan, "_plan") || intern(&S_run, "run") ||
         intern(&S_axes, "axes") || intern(&S_index, "index") || intern(&S_axis, "axis") ||
         intern(&S_keepdim, "keepdim") ||
-        intern(&S_clock, "clock") || intern(&S_keep_view, "keep_view"))
+        intern(&S_clock, "clock"))
         return NULL;
     if (PyType_Ready(&MethodType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
