@@ -521,7 +521,16 @@ def a_detached_view_written_with_grad_takes_the_history_alone(lib, x, w1, b1, w2
     return _weighted(lib, row, buf)
 
 
+def a_view_read_by_the_value_written(lib, x, w1, b1, w2, b2, v):
+    buf = lib.ones(3, 6, dtype=lib.float64)
+    top, mid = buf[0], buf[1]
+    buf[1] = top + b1 * 2.0 + mid  # the value reads two views of the memory written (add saves none)
+    buf[2].add_(mid)
+    return _weighted(lib, top, mid, buf)
+
+
 VIEW_PROGRAMS = [
+    a_view_read_by_the_value_written,
     a_detached_view_written_with_grad_takes_the_history_alone,
     views_and_siblings_around_a_write_into_a_view,
     a_view_used_after_two_writes,
