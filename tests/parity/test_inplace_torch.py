@@ -421,6 +421,8 @@ VIEW_KINDS: dict[str, Callable[[Any], Any]] = {
     "expand": lambda b: b.expand(3, 2, 6),
     "unsqueeze": lambda b: b.unsqueeze(1),
     "squeeze": lambda b: b[None].squeeze(0),
+    "diagonal": lambda b: b.diagonal(1),
+    "diagonal of a view": lambda b: b[None].diagonal(-1, 1, 2),
     "view of a view": lambda b: b[1][2:].view(2, 2),
     "transpose of a slice": lambda b: b[:, 1:4].transpose(0, 1),
 }
@@ -521,6 +523,13 @@ def a_detached_view_written_with_grad_takes_the_history_alone(lib, x, w1, b1, w2
     return _weighted(lib, row, buf)
 
 
+def a_write_through_a_diagonal(lib, x, w1, b1, w2, b2, v):
+    buf = lib.zeros(3, 3, dtype=lib.float64)
+    row = buf[1]
+    buf.diagonal().add_(b1[:3] * 2.0)  # a view: buf takes the write, and the row made before it
+    return _weighted(lib, row, buf)
+
+
 def a_view_read_by_the_value_written(lib, x, w1, b1, w2, b2, v):
     buf = lib.ones(3, 6, dtype=lib.float64)
     top, mid = buf[0], buf[1]
@@ -530,6 +539,7 @@ def a_view_read_by_the_value_written(lib, x, w1, b1, w2, b2, v):
 
 
 VIEW_PROGRAMS = [
+    a_write_through_a_diagonal,
     a_view_read_by_the_value_written,
     a_detached_view_written_with_grad_takes_the_history_alone,
     views_and_siblings_around_a_write_into_a_view,
