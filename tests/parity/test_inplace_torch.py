@@ -604,3 +604,24 @@ def test_views_pytorch_gives_no_history_raise_its_errors(make) -> None:
 
     theirs, ours = _raises_alike(written)
     assert ours == theirs
+
+
+def test_a_view_made_under_no_grad_of_a_tensor_with_history_raises_as_pytorch() -> None:
+    def base_written(lib: Any) -> None:
+        x = lib.ones(2, 3, dtype=lib.float64, requires_grad=True) * 1.0
+        with lib.no_grad():
+            view = x[0]
+        x.add_(lib.ones(2, 3, dtype=lib.float64, requires_grad=True))
+        view.sum().backward()
+
+    theirs, ours = _raises_alike(base_written)
+    assert ours == theirs
+
+    def written(lib: Any) -> None:
+        x = lib.ones(2, 3, dtype=lib.float64, requires_grad=True) * 1.0
+        with lib.no_grad():
+            view = x[0]
+        view.mul_(lib.ones(3, dtype=lib.float64, requires_grad=True))
+
+    theirs, ours = _raises_alike(written)
+    assert ours == theirs
