@@ -186,9 +186,11 @@ def keep_view(base: Any, view: Any) -> None:
         base._views = [_VIEWS_KEPT, weakref.ref(view)]
         return
     refs.append(weakref.ref(view))
-    if len(refs) > refs[0] + 1:
-        live = [r for r in refs[1:] if r() is not None]
-        refs[:] = [max(_VIEWS_KEPT, 2 * len(live)), *live]
+    n = len(refs)
+    if n > refs[0] + 1:  # (the entries up to n only: another thread may append meanwhile)
+        live = [r for r in refs[1:n] if r() is not None]
+        refs[1:n] = live
+        refs[0] = max(_VIEWS_KEPT, 2 * len(live))
 
 
 def multi_output(pieces: tuple) -> tuple:
