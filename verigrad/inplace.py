@@ -25,7 +25,7 @@ import weakref
 import numpy as np
 
 from . import modes, versions
-from .autograd import Node, reads, regenerate, view_base
+from .autograd import BASE_WRITTEN, MULTI_OUTPUT_TAIL, Node, reads, refused_piece, regenerate, view_base
 from .ops import take, tensor, where, zeros_like
 from .tensor import Tensor
 
@@ -44,11 +44,6 @@ NO_GRAD_TAIL = (
     "moving both the view and the inplace either both inside the no_grad block (if you don't want the "
     "inplace to be tracked) or both outside (if you want the inplace to be tracked)."
 )
-MULTI_OUTPUT_TAIL = (
-    "This view is the output of a function that returns multiple views. Such functions do not allow the "
-    "output views to be modified inplace. You should replace the inplace operation by an out-of-place one."
-)
-_BASE_WRITTEN = "its base or another view of its base has been modified"
 _WRITTEN = "is being modified"
 
 
@@ -87,7 +82,7 @@ class _RefusedView:
 
     @staticmethod
     def vjp(g: Tensor, out: Tensor, base: Tensor, why: str) -> tuple:
-        raise RuntimeError(_REFUSED_VIEW.format(what=_BASE_WRITTEN, why=why))
+        raise RuntimeError(_REFUSED_VIEW.format(what=BASE_WRITTEN, why=why))
 
 
 def note_view(view: Tensor, op: object, args: tuple, params: dict) -> None:
@@ -269,6 +264,9 @@ def _bases(target: Tensor) -> list[Tensor]:
     """target, then the tensors it is a view of (each made by an op from the next, sharing its memory, or
     written in place as a view of them), up to the first that is no view; a view of a leaf that requires
     grad is refused, and a view whose base was written in place after the view was made."""
+    refused = refused_piece(target, _WRITTEN)
+    if refused is not None:
+        raise refused
     chain = [target]
     t = target
     while t._node is not None:

@@ -174,6 +174,7 @@ def any_writes() -> bool:
 
 
 MULTI_OUTPUT = "multi-output"  # a view's grad mode in its recipe (`Tensor._view`): a piece of split/unbind
+# (a piece with history holds (None, None, None, (PyTorch's name of the call, its index)) there)
 _VIEWS_KEPT = 16  # weak references a tensor's list of views holds before it is pruned of dead ones
 
 
@@ -193,11 +194,14 @@ def keep_view(base: Any, view: Any) -> None:
         refs[0] = max(_VIEWS_KEPT, 2 * len(live))
 
 
-def multi_output(pieces: tuple) -> tuple:
-    """`pieces`, the views one call made (split, chunk, unbind): those made without history are marked so,
-    as PyTorch marks its multi-output views (a recorded write of their memory makes them unusable)."""
-    for piece in pieces:
+def multi_output(pieces: tuple, name: str) -> tuple:
+    """`pieces`, the views one call made (split, chunk, unbind; PyTorch's `name` of it), marked as PyTorch
+    marks its multi-output views (a recorded write of their memory makes them unusable): in the recipe of
+    those made without history, and as (name, index) on those with one."""
+    for index, piece in enumerate(pieces):
         recipe = getattr(piece, "_view", None)
         if recipe is not None:
             piece._view = (*recipe[:3], MULTI_OUTPUT)
+        elif piece._node is not None:
+            piece._view = (None, None, None, (name, index))
     return pieces

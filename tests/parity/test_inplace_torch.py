@@ -625,3 +625,34 @@ def test_a_view_made_under_no_grad_of_a_tensor_with_history_raises_as_pytorch() 
 
     theirs, ours = _raises_alike(written)
     assert ours == theirs
+
+
+@pytest.mark.parametrize(
+    "cut",
+    [
+        pytest.param(lambda x: x.unbind(0), id="unbind"),
+        pytest.param(lambda x: x.split(1), id="split"),
+        pytest.param(lambda x: x.split([1, 1]), id="split sizes"),
+        pytest.param(lambda x: x.chunk(2), id="chunk"),
+    ],
+)
+def test_pieces_of_a_tensor_with_history_raise_as_pytorch_after_a_write(cut) -> None:
+    """PyTorch's multi-output views: a piece used after its base was written in place, or written itself,
+    raises (verigrad regenerated it and gave a gradient)."""
+
+    def base_written(lib: Any) -> None:
+        v = lib.ones(2, 3, dtype=lib.float64, requires_grad=True)
+        x = v * 1.0
+        piece = cut(x)[1]
+        x.add_(v)
+        piece.sum().backward()
+
+    theirs, ours = _raises_alike(base_written)
+    assert ours == theirs
+
+    def written(lib: Any) -> None:
+        x = lib.ones(2, 3, dtype=lib.float64, requires_grad=True) * 1.0
+        cut(x)[1].mul_(2.0)
+
+    theirs, ours = _raises_alike(written)
+    assert ours == theirs

@@ -48,7 +48,9 @@ def split(x: Tensor, split_size_or_sections: int | Sequence[int], axis: int = 0,
     for n in sizes:
         pieces.append(getitem(x, (*lead, slice(start, start + n))))
         start += n
-    return versions.multi_output(tuple(pieces))
+    return versions.multi_output(
+        tuple(pieces), "Split" if isinstance(split_size_or_sections, int) else "SplitWithSizes"
+    )
 
 
 def chunk(x: Tensor, chunks: int, axis: int = 0, *, dim: int | None = None):
@@ -160,7 +162,8 @@ def unbind(x: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
     axis = normalize_axis(dim, x.ndim)
     if not isinstance(x.shape[axis], int):
         raise ShapeError(f"unbind needs a concrete size along dim {dim}, got {x.shape[axis]}")
-    return versions.multi_output(tuple(getitem(x, (*(slice(None),) * axis, i)) for i in range(x.shape[axis])))
+    pieces = tuple(getitem(x, (*(slice(None),) * axis, i)) for i in range(x.shape[axis]))
+    return versions.multi_output(pieces, "Unbind")
 
 
 def movedim(x: Tensor, source: int | Sequence[int], destination: int | Sequence[int]) -> Tensor:
