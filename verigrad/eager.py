@@ -114,9 +114,11 @@ class EagerMode(modes.Mode):
         for autograd, as PyTorch records it, where grad mode is on and either requires grad."""
         if not target.payload.flags.writeable:
             raise RuntimeError("cannot write into a broadcast (read-only) view")
-        if (target.requires_grad or value.requires_grad) and is_grad_enabled():
-            inplace.write(target, value)
-            return
+        if is_grad_enabled():
+            if target.requires_grad or value.requires_grad:
+                inplace.write(target, value)
+                return
+            inplace.refuse_unrecorded(target)
         np.copyto(target.payload, value.payload)
         versions.note_write(target.payload)
 

@@ -144,6 +144,19 @@ def write(target: Tensor, value: Tensor) -> None:
         _remake_views(t, tick, None)
 
 
+def refuse_unrecorded(target: Tensor) -> None:
+    """PyTorch's error for a write with grad mode on, of values without grad, into a view made under no_grad
+    of a tensor that requires grad (PyTorch's view requires grad: the write would be recorded)."""
+    t = target
+    while (recipe := getattr(t, "_view", None)) is not None and (base := _sharing(t, recipe[1])) is not None:
+        if base.requires_grad:
+            why = _why_refused(recipe[3])
+            if why is not None:
+                raise RuntimeError(_REFUSED_VIEW.format(what=_WRITTEN, why=why))
+            return
+        t = base
+
+
 def _why_refused(how: object) -> str | None:
     """The tail of PyTorch's error for a view made with `how` (note_view's: grad mode then, or
     versions.MULTI_OUTPUT), None for a view PyTorch gives a history."""

@@ -656,3 +656,17 @@ def test_pieces_of_a_tensor_with_history_raise_as_pytorch_after_a_write(cut) -> 
 
     theirs, ours = _raises_alike(written)
     assert ours == theirs
+
+
+def test_a_write_into_a_view_made_under_no_grad_of_a_leaf_raises_as_pytorch() -> None:
+    """PyTorch's view of a leaf that requires grad requires grad too: a write into it with grad mode on is
+    refused even of values without grad (verigrad wrote the leaf's memory unrecorded)."""
+
+    def program(lib: Any) -> None:
+        leaf = lib.zeros(2, 3, dtype=lib.float64, requires_grad=True)
+        with lib.no_grad():
+            view = leaf[0]
+        view.add_(1.0)
+
+    theirs, ours = _raises_alike(program)
+    assert ours == theirs
