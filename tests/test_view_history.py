@@ -142,6 +142,25 @@ def test_views_that_pytorch_gives_no_history_raise_its_errors() -> None:
     assert buf.tolist() == [[0.0] * 3] * 2  # refused before any write
 
 
+def test_pieces_of_a_tensor_with_history_and_views_of_a_leaf_made_under_no_grad() -> None:
+    v = _v()
+    x = v.expand(2, 3) * 1.0
+    first, second = x.unbind(0)
+    with pytest.raises(RuntimeError, match=r"^Output 1 of Unbind is a view and is being modified inplace"):
+        second.mul_(2.0)
+    x.add_(1.0)
+    with pytest.raises(RuntimeError, match=r"^Output 0 of Unbind is a view and its base or another view"):
+        first.sum().backward()
+    (x * 1.0).sum().backward()  # the base itself is fine
+    assert v.grad.tolist() == [2.0] * 3
+    leaf = _v()
+    with verigrad.no_grad():
+        early = leaf[1:]
+    with pytest.raises(RuntimeError, match="view was created in no_grad mode and is being modified"):
+        early.add_(1.0)  # PyTorch's view requires grad: refused even without a value that does
+    assert leaf.tolist() == [0.5, -1.0, 2.0]
+
+
 def test_copies_and_pickles_are_no_views() -> None:
     buf = _buf(2, 3)
     row = buf[1]
