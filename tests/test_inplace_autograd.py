@@ -121,11 +121,13 @@ def test_a_leaf_and_a_view_of_a_leaf_are_refused() -> None:
     assert w.tolist() == [1.5, 0.0, 3.0] and w.is_leaf
 
 
-def test_a_value_with_grad_into_a_view_of_a_constant_is_refused_before_any_write() -> None:
+def test_a_value_with_grad_into_a_view_of_a_constant_gives_the_constant_a_history() -> None:
     buf = verigrad.zeros(2, 3, dtype="f64")
-    with pytest.raises(RuntimeError, match="into a view of a tensor that does not require grad"):
-        buf[0].copy_(_x())
-    assert buf.tolist() == [[0.0] * 3] * 2
+    x = _x()
+    buf[0].copy_(x)  # as PyTorch's CopySlices: buf takes x's gradient in row 0
+    assert buf.requires_grad and buf.tolist() == [[0.5, -1.0, 2.0], [0.0] * 3]
+    (buf * buf).sum().backward()
+    assert _grad(x) == [1.0, -2.0, 4.0]
 
 
 def test_a_view_made_before_its_base_was_written_is_made_again_when_written() -> None:

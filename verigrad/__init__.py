@@ -145,6 +145,7 @@ from .functions import (
     row_stack,
     scatter,
     scatter_add,
+    select,
     sgn,
     sinc,
     slogdet,

@@ -209,11 +209,32 @@ def view_base(t: Tensor) -> Tensor | None:
     return None
 
 
+MULTI_OUTPUT_TAIL = (
+    "This view is the output of a function that returns multiple views. Such functions do not allow the "
+    "output views to be modified inplace. You should replace the inplace operation by an out-of-place one."
+)
+BASE_WRITTEN = "its base or another view of its base has been modified"
+
+
+def refused_piece(t: Tensor, what: str) -> RuntimeError | None:
+    """PyTorch's error for `t`, a piece of split, chunk or unbind of a tensor with history
+    (`versions.multi_output`), whose memory `what` in place; None for any other tensor."""
+    how = getattr(t, "_view", None)
+    if how is None or type(how[3]) is not tuple:
+        return None
+    name, index = how[3]
+    return RuntimeError(f"Output {index} of {name} is a view and {what} inplace. {MULTI_OUTPUT_TAIL}")
+
+
 def regenerate(view: Tensor, ticks: list[int]) -> None:
     """PyTorch's regenerated view: `view`, made by its node's op from a base whose memory was written in
     place since (at clock readings `ticks`), is made by that op again for each span between those writes
     (the same op and inputs, the span's clock reading: the base as it was then); nodes made in a span
-    find its own (`versions.redirect`), and nodes made from now on the view as the base is now."""
+    find its own (`versions.redirect`), and nodes made from now on the view as the base is now. A piece
+    of split, chunk or unbind raises PyTorch's error instead."""
+    refused = refused_piece(view, BASE_WRITTEN)
+    if refused is not None:
+        raise refused
     node = view._node
     made = node
     for tick in ticks:

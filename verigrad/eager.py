@@ -96,6 +96,8 @@ class EagerMode(modes.Mode):
         if needs_grad:
             t.requires_grad = True
             t._node = Node(op, args, params)
+        elif result.base is not None or (arrays and result is arrays[0]):  # maybe a view of an operand
+            inplace.note_view(t, op, args, params)
         return t
 
     def constant(self, array: np.ndarray, dtype: DType) -> Tensor:
@@ -112,9 +114,11 @@ class EagerMode(modes.Mode):
         for autograd, as PyTorch records it, where grad mode is on and either requires grad."""
         if not target.payload.flags.writeable:
             raise RuntimeError("cannot write into a broadcast (read-only) view")
-        if (target.requires_grad or value.requires_grad) and is_grad_enabled():
-            inplace.write(target, value)
-            return
+        if is_grad_enabled():
+            if target.requires_grad or value.requires_grad:
+                inplace.write(target, value)
+                return
+            inplace.refuse_unrecorded(target)
         np.copyto(target.payload, value.payload)
         versions.note_write(target.payload)
 

@@ -8,6 +8,11 @@ the nodes that computed the value hold directly and the others find through `ver
 write through a view (`y[:, 0].mul_(2)`, `y.view(-1).add_(1)`) gives each base of the view a new history
 too (PyTorch's CopySlices): the base as it was outside the view's elements, the view's new values inside.
 
+A view made of a tensor without history (`u = buf[0]` of a plain `buf`) has no node; it keeps how it was made
+(`note_view`: the op, its inputs and params, on the view; a weak reference on its base). A recorded write of
+the base, or through another of its views, gives each such view a node of that op from the base as written
+(PyTorch's regenerated view), and a write through such a view gives its bases a new history as above.
+
 Memory changed another way (under no_grad, or through an alias that is not the view's base) is caught in
 backward by the version check (`versions.written_after`) where a backward reads it: PyTorch's "modified
 by an inplace operation" error, never a gradient from the wrong values.
@@ -19,8 +24,8 @@ import weakref
 
 import numpy as np
 
-from . import versions
-from .autograd import Node, reads, regenerate, view_base
+from . import modes, versions
+from .autograd import BASE_WRITTEN, MULTI_OUTPUT_TAIL, Node, reads, refused_piece, regenerate, view_base
 from .ops import take, tensor, where, zeros_like
 from .tensor import Tensor
 
@@ -31,11 +36,15 @@ _STALE_VIEW = (
     "another tensor (or not a view of a tensor with history): verigrad does not regenerate its history "
     "(PyTorch does); take the view again after the write"
 )
-_UNTRACKED_VIEW = (
-    "an in-place write of a value that requires grad into a view of a tensor that does not require grad: "
-    "verigrad cannot give the viewed tensor a history; write into that tensor itself (x[key] = value, "
-    "x.index_put_) or clone() the view first"
+# PyTorch's errors for a view it gives no history: one made under no_grad (or a piece of split, chunk or
+# unbind of a tensor without history) whose memory is then written in place with grad mode on
+_REFUSED_VIEW = "A view was created in no_grad mode and {what} inplace with grad mode enabled. {why}"
+NO_GRAD_TAIL = (
+    "Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify your code by "
+    "moving both the view and the inplace either both inside the no_grad block (if you don't want the "
+    "inplace to be tracked) or both outside (if you want the inplace to be tracked)."
 )
+_WRITTEN = "is being modified"
 
 
 class _Assign:
@@ -65,14 +74,46 @@ class _AssignView:
         return (outside, take(g.reshape(-1), positions, axis=0).reshape(view.shape))
 
 
+class _RefusedView:
+    """The op of the node a recorded write gives a view PyTorch gives no history (made under no_grad, a piece
+    of split, chunk or unbind of a tensor without history): its backward raises PyTorch's error."""
+
+    name = "refused_view"
+
+    @staticmethod
+    def vjp(g: Tensor, out: Tensor, base: Tensor, why: str) -> tuple:
+        raise RuntimeError(_REFUSED_VIEW.format(what=BASE_WRITTEN, why=why))
+
+
+def note_view(view: Tensor, op: object, args: tuple, params: dict) -> None:
+    """`view`, made by `op` from `args` (with `params`) without history, where it shares memory with one of
+    them (its base): keep how it was made, and whether grad mode was on, on the view, and a weak reference
+    to it on the base (`versions.keep_view`), so that a recorded write of that memory gives it a history.
+    (vg_eager does the same for the calls it makes.)"""
+    base = _sharing(view, args)
+    if base is not None:
+        view._view = (op, args, params, modes.LOCAL.grad[-1])
+        versions.keep_view(base, view)
+
+
+def _sharing(t: Tensor, inputs: tuple) -> Tensor | None:
+    """The first of `inputs` whose memory is t's (the same owning array), or None."""
+    owner = versions.root(t.payload)
+    for i in inputs:
+        if type(i.payload) is np.ndarray and versions.root(i.payload) is owner:
+            return i
+    return None
+
+
 def write(target: Tensor, value: Tensor) -> None:
     """Write `value` (target's shape and dtype) into `target` and record it for autograd (grad mode is on
     and one of them requires grad)."""
-    chain = _bases(target) if target._node is not None else [target]
-    if target._node is None and target.requires_grad:
-        raise RuntimeError(_LEAF)
-    if target._node is None and target.payload.base is not None:
-        raise RuntimeError(_UNTRACKED_VIEW)
+    if target._node is None:
+        if target.requires_grad:
+            raise RuntimeError(_LEAF)
+        chain = _untracked_bases(target)
+    else:
+        chain = _bases(target)
     # the tensors as they were: the target, its bases, and the other views of its memory that computing
     # the value used (x.reshape(-1) of an x without history has no link to x); a copy where a node that
     # reads it is known (its own node, one that computed the value), else its memory, which the version
@@ -99,6 +140,73 @@ def write(target: Tensor, value: Tensor) -> None:
         params = {"positions": _placement(base.payload, target.payload), "bases": bases[i:]}
         base._node = Node(_AssignView, (olds[id(base)][1], target), params)
         base.requires_grad = True
+    for t in chain:
+        _remake_views(t, tick, None)
+
+
+def refuse_unrecorded(target: Tensor) -> None:
+    """PyTorch's error for a write with grad mode on, of values without grad, into a view made under no_grad
+    of a tensor that requires grad (PyTorch's view requires grad: the write would be recorded)."""
+    t = target
+    while (recipe := getattr(t, "_view", None)) is not None and (base := _sharing(t, recipe[1])) is not None:
+        if base.requires_grad:
+            why = _why_refused(recipe[3])
+            if why is not None:
+                raise RuntimeError(_REFUSED_VIEW.format(what=_WRITTEN, why=why))
+            return
+        t = base
+
+
+def _why_refused(how: object) -> str | None:
+    """The tail of PyTorch's error for a view made with `how` (note_view's: grad mode then, or
+    versions.MULTI_OUTPUT), None for a view PyTorch gives a history."""
+    if how is True:
+        return None
+    return MULTI_OUTPUT_TAIL if how == versions.MULTI_OUTPUT else NO_GRAD_TAIL
+
+
+def _untracked_bases(target: Tensor) -> list[Tensor]:
+    """target (without history), then the tensors it was made a view of while they had none (note_view),
+    up to one that is no such view (or has a history: its bases then); PyTorch's errors for a view it gives
+    no history. A tensor sharing memory without a view (`.detach()` of a view, `from_numpy`) is no view: it
+    takes the history alone, as PyTorch's."""
+    chain, t = [target], target
+    while (recipe := getattr(t, "_view", None)) is not None:
+        why = _why_refused(recipe[3])
+        if why is not None:
+            raise RuntimeError(_REFUSED_VIEW.format(what=_WRITTEN, why=why))
+        base = _sharing(t, recipe[1])
+        if base is None:  # (not made so: a recipe names its base)
+            break
+        if base._node is not None:
+            chain.extend(_bases(base))
+            break
+        if base.requires_grad:
+            raise RuntimeError(_VIEW_OF_LEAF)
+        chain.append(base)
+        t = base
+    return chain
+
+
+def _remake_views(base: Tensor, tick: int, refused: str | None) -> None:
+    """The views made of `base` without history (note_view), its memory now written at clock `tick` with a
+    history: each takes a node of the op that made it from base as written (PyTorch's regenerated view;
+    nodes made before the write mean it as it was, without history), then its own such views; a view PyTorch
+    gives no history (`refused`, or made so) a node whose backward raises PyTorch's error."""
+    refs = getattr(base, "_views", None)
+    if not refs:
+        return
+    base._views = None  # it has a history now: views made of it from here on have nodes
+    for ref in refs[1:]:
+        view = ref()
+        if view is None or view._node is not None or view.requires_grad or not view.dtype.is_float:
+            continue
+        op, inputs, params, how = view._view
+        why = refused or _why_refused(how)
+        versions.redirect(view, tick, Tensor(view.spec, view.payload))
+        view._node = Node(op, inputs, params) if why is None else Node(_RefusedView, (base,), {"why": why})
+        view.requires_grad = True
+        _remake_views(view, tick, why)
 
 
 def _snapshot(t: Tensor, copy: bool) -> Tensor:
@@ -169,6 +277,9 @@ def _bases(target: Tensor) -> list[Tensor]:
     """target, then the tensors it is a view of (each made by an op from the next, sharing its memory, or
     written in place as a view of them), up to the first that is no view; a view of a leaf that requires
     grad is refused, and a view whose base was written in place after the view was made."""
+    refused = refused_piece(target, _WRITTEN)
+    if refused is not None:
+        raise refused
     chain = [target]
     t = target
     while t._node is not None:
@@ -186,7 +297,10 @@ def _bases(target: Tensor) -> list[Tensor]:
         if not bases:
             break
         if bases[0]._node is None:
-            raise RuntimeError(_VIEW_OF_LEAF if bases[0].requires_grad else _UNTRACKED_VIEW)
+            if bases[0].requires_grad:
+                raise RuntimeError(_VIEW_OF_LEAF)
+            chain.extend(_untracked_bases(bases[0]))  # (a base without history: its own bases)
+            break
         if written:
             chain.extend(bases)
             break

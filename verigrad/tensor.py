@@ -26,8 +26,28 @@ _NONE: Any = object()  # an argument not given
 class Tensor:
     """An n-dimensional array with a (possibly symbolic) shape, a dtype and optional gradient."""
 
-    __slots__ = ("__weakref__", "_hooks", "_node", "grad", "payload", "requires_grad", "spec")
+    # `_view` and `_views`, unset on most tensors: how a view made without history was made, and the views
+    # made so of this tensor (weak references), which a recorded in-place write gives a history (inplace.py)
+    __slots__ = (
+        "__weakref__",
+        "_hooks",
+        "_node",
+        "_view",
+        "_views",
+        "grad",
+        "payload",
+        "requires_grad",
+        "spec",
+    )
     __array_priority__ = 1000  # NumPy defers `ndarray + Tensor` to Tensor.__radd__
+
+    def __getstate__(self) -> Any:
+        """object's state (for pickle and copy) without the record of views: a copy is no view."""
+        state = object.__getstate__(self)
+        if isinstance(state, tuple) and state[1]:
+            state[1].pop("_view", None)
+            state[1].pop("_views", None)
+        return state
 
     def __init__(self, spec: Any = _NONE, data: Any = _NONE, *sizes: int, requires_grad: bool = False):
         if not isinstance(spec, Spec):  # PyTorch's legacy constructor: Tensor([1, 2]), Tensor(2, 3)

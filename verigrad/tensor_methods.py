@@ -549,7 +549,8 @@ FORWARDED_FROM = {
     pointwise: "add sub div clamp masked_fill isnan isinf isfinite nan_to_num isclose allclose equal lerp "
     "addcmul addcdiv frac deg2rad rad2deg log2 log10",
     statistics: "amax amin var std logsumexp argmin all any norm count_nonzero bincount histc",
-    rearrange: "split chunk repeat repeat_interleave roll narrow unbind movedim unflatten rot90 diff unfold",
+    rearrange: "split chunk repeat repeat_interleave roll narrow select unbind movedim unflatten rot90 diff "
+    "unfold",
     matrices: "mm bmm outer diagonal diag trace tril triu fill_diagonal_ kron cross dot vdot inner "
     "matrix_power logdet slogdet",
     ordering: "max min aminmax sort topk kthvalue median nanmedian mode cummax cummin unique "

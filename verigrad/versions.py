@@ -171,3 +171,37 @@ def pinned(t: Any) -> bool:
 
 def any_writes() -> bool:
     return bool(_MEMORY)
+
+
+MULTI_OUTPUT = "multi-output"  # a view's grad mode in its recipe (`Tensor._view`): a piece of split/unbind
+# (a piece with history holds (None, None, None, (PyTorch's name of the call, its index)) there)
+_VIEWS_KEPT = 16  # weak references a tensor's list of views holds before it is pruned of dead ones
+
+
+def keep_view(base: Any, view: Any) -> None:
+    """Note `view`, made without history of `base`'s memory, on base's list of such views: `[limit, refs...]`,
+    pruned of dead references when it holds more than `limit` (then twice the live ones, at least
+    _VIEWS_KEPT: amortized O(1)). vg_eager's note_view keeps it the same way."""
+    refs = getattr(base, "_views", None)
+    if refs is None:
+        base._views = [_VIEWS_KEPT, weakref.ref(view)]
+        return
+    refs.append(weakref.ref(view))
+    n = len(refs)
+    if n > refs[0] + 1:  # (the entries up to n only: another thread may append meanwhile)
+        live = [r for r in refs[1:n] if r() is not None]
+        refs[1:n] = live
+        refs[0] = max(_VIEWS_KEPT, 2 * len(live))
+
+
+def multi_output(pieces: tuple, name: str) -> tuple:
+    """`pieces`, the views one call made (split, chunk, unbind; PyTorch's `name` of it), marked as PyTorch
+    marks its multi-output views (a recorded write of their memory makes them unusable): in the recipe of
+    those made without history, and as (name, index) on those with one."""
+    for index, piece in enumerate(pieces):
+        recipe = getattr(piece, "_view", None)
+        if recipe is not None:
+            piece._view = (*recipe[:3], MULTI_OUTPUT)
+        elif piece._node is not None:
+            piece._view = (None, None, None, (name, index))
+    return pieces

@@ -392,3 +392,281 @@ def test_identity_of_whole_views_and_same_dtype_casts_as_pytorch(make):
     ty.add_(1)
     vy.add_(1)
     np.testing.assert_array_equal(v.numpy(), t.numpy())
+
+
+# views of a tensor without history (a plain buffer), made before a value that requires grad is written
+# into its memory: PyTorch regenerates each view's history from the buffer's new one (AsStridedBackward of
+# CopySlices), so the value's gradient reaches it through the view
+VIEW_KINDS: dict[str, Callable[[Any], Any]] = {
+    "[1]": lambda b: b[1],
+    "[:, 2:5]": lambda b: b[:, 2:5],
+    "[:, ::2]": lambda b: b[:, ::2],
+    "[-1, 1:]": lambda b: b[-1, 1:],
+    "[..., None]": lambda b: b[..., None],
+    "[None]": lambda b: b[None],
+    "[:]": lambda b: b[:],
+    "view": lambda b: b.view(3, 4),
+    "view(-1)": lambda b: b.view(-1),
+    "view_as": lambda b: b.view_as(b.new_zeros(3, 4)),
+    "reshape": lambda b: b.reshape(12),
+    "flatten": lambda b: b.flatten(),
+    "transpose": lambda b: b.transpose(0, 1),
+    "permute": lambda b: b.permute(1, 0),
+    "t": lambda b: b.t(),
+    "T": lambda b: b.T,
+    "mT": lambda b: b.mT,
+    "movedim": lambda b: b.movedim(0, 1),
+    "narrow": lambda b: b.narrow(1, 1, 3),
+    "select": lambda b: b.select(1, 2),
+    "expand": lambda b: b.expand(3, 2, 6),
+    "unsqueeze": lambda b: b.unsqueeze(1),
+    "squeeze": lambda b: b[None].squeeze(0),
+    "diagonal": lambda b: b.diagonal(1),
+    "diagonal of a view": lambda b: b[None].diagonal(-1, 1, 2),
+    "view of a view": lambda b: b[1][2:].view(2, 2),
+    "transpose of a slice": lambda b: b[:, 1:4].transpose(0, 1),
+}
+WRITES: dict[str, Callable[[Any, Any, Any], Any]] = {
+    "copy_": lambda lib, buf, v: buf.copy_(v * 2.0),
+    "add_": lambda lib, buf, v: buf.add_(v.exp()),
+    "setitem row": lambda lib, buf, v: buf.__setitem__(1, v[0] * 3.0),
+    "setitem all": lambda lib, buf, v: buf.__setitem__(slice(None), v.sin()),
+    "copy_ into a view": lambda lib, buf, v: buf[:, 1:4].copy_(v[:, :3] * 2.0),
+    "mul_ of a view's view": lambda lib, buf, v: buf[0:2][1].add_(1.0).mul_(v[1]),
+}
+_WEIGHTS = np.linspace(-1.0, 2.0, 64)
+
+
+def _weighted(lib: Any, *parts: Any) -> Any:
+    """The parts flattened and joined, each element scaled by its own weight (every gradient differs)."""
+    flat = lib.cat([p.reshape(-1) for p in parts])
+    return flat * lib.tensor(_WEIGHTS[: flat.shape[0]], dtype=lib.float64)
+
+
+@pytest.mark.parametrize("write", WRITES.values(), ids=WRITES.keys())
+@pytest.mark.parametrize("kind", VIEW_KINDS.values(), ids=VIEW_KINDS.keys())
+def test_a_view_of_a_plain_buffer_made_before_a_write_with_grad_as_pytorch(kind, write) -> None:
+    def program(lib, x, w1, b1, w2, b2, v):
+        buf = lib.zeros(2, 6, dtype=lib.float64)
+        view = kind(buf)
+        write(lib, buf, v)
+        assert view.requires_grad
+        return _weighted(lib, view)
+
+    _agree(program)
+
+
+def views_and_siblings_around_a_write_into_a_view(lib, x, w1, b1, w2, b2, v):
+    buf = lib.zeros(4, 6, dtype=lib.float64)
+    a, b, c = buf[0], buf[1:3], buf[:, 0]
+    inner = b[1]  # a view of the view written
+    buf[1:3].copy_(v * 2.0)
+    return _weighted(lib, a, b, c, inner, buf)
+
+
+def a_view_used_after_two_writes(lib, x, w1, b1, w2, b2, v):
+    buf = lib.zeros(2, 6, dtype=lib.float64)
+    t = buf.t()
+    buf.add_(v)
+    buf.mul_(v.exp())
+    return _weighted(lib, t)
+
+
+def rows_written_one_by_one(lib, x, w1, b1, w2, b2, v):
+    buf = lib.zeros(3, 6, dtype=lib.float64)
+    first, last, col = buf[0], buf[2], buf[:, 4]
+    buf[0] = b1 * 2.0
+    buf[2] = b1.tanh()
+    buf[1].copy_(v[0])
+    return _weighted(lib, first, last, col)
+
+
+def ops_on_the_view_before_the_write_keep_their_meaning(lib, x, w1, b1, w2, b2, v):
+    buf = lib.zeros(2, 6, dtype=lib.float64)
+    u = buf[0]
+    s = u + b1  # u was zeros without history here: b1's gradient only
+    buf[0] = b1 * 2.0
+    return _weighted(lib, s, u)
+
+
+def detach_and_data_are_no_views_for_autograd(lib, x, w1, b1, w2, b2, v):
+    buf = lib.zeros(2, 6, dtype=lib.float64)
+    d, e = buf.detach(), buf.data
+    copy = buf.t().reshape(12)  # a copy (the transpose is not contiguous)
+    buf.copy_(v * 2.0)
+    assert not d.requires_grad and not e.requires_grad and not copy.requires_grad
+    return _weighted(lib, d, e, copy, buf)
+
+
+def a_write_under_no_grad_then_one_with_grad(lib, x, w1, b1, w2, b2, v):
+    buf = lib.zeros(2, 6, dtype=lib.float64)
+    u = buf[0]
+    with lib.no_grad():
+        buf.add_(1.0)  # changes no history
+    buf[1] = b1
+    return _weighted(lib, u, buf)
+
+
+def a_filled_buffer_read_through_a_view(lib, x, w1, b1, w2, b2, v):
+    h = lib.zeros(4, 6, dtype=lib.float64)
+    head = h[:, :3]
+    for t in range(4):
+        h[t] = (x[t] @ w1 + b1).tanh()
+    return _weighted(lib, head @ w2[:3])
+
+
+def a_detached_view_written_with_grad_takes_the_history_alone(lib, x, w1, b1, w2, b2, v):
+    buf = lib.zeros(2, 6, dtype=lib.float64)
+    row = buf[1].detach()  # memory shared, no view for autograd
+    row.copy_(b1 * 2.0)
+    assert row.requires_grad and not buf.requires_grad
+    return _weighted(lib, row, buf)
+
+
+def a_write_through_a_diagonal(lib, x, w1, b1, w2, b2, v):
+    buf = lib.zeros(3, 3, dtype=lib.float64)
+    row = buf[1]
+    buf.diagonal().add_(b1[:3] * 2.0)  # a view: buf takes the write, and the row made before it
+    return _weighted(lib, row, buf)
+
+
+def a_view_read_by_the_value_written(lib, x, w1, b1, w2, b2, v):
+    buf = lib.ones(3, 6, dtype=lib.float64)
+    top, mid = buf[0], buf[1]
+    buf[1] = top + b1 * 2.0 + mid  # the value reads two views of the memory written (add saves none)
+    buf[2].add_(mid)
+    return _weighted(lib, top, mid, buf)
+
+
+VIEW_PROGRAMS = [
+    a_write_through_a_diagonal,
+    a_view_read_by_the_value_written,
+    a_detached_view_written_with_grad_takes_the_history_alone,
+    views_and_siblings_around_a_write_into_a_view,
+    a_view_used_after_two_writes,
+    rows_written_one_by_one,
+    ops_on_the_view_before_the_write_keep_their_meaning,
+    detach_and_data_are_no_views_for_autograd,
+    a_write_under_no_grad_then_one_with_grad,
+    a_filled_buffer_read_through_a_view,
+]
+
+
+@pytest.mark.parametrize("program", VIEW_PROGRAMS, ids=lambda p: p.__name__)
+def test_views_of_a_plain_buffer_give_pytorchs_values_and_gradients(program) -> None:
+    _agree(program)
+
+
+def test_a_view_saved_by_a_node_then_written_raises_pytorchs_version_error() -> None:
+    def program(lib: Any) -> None:
+        buf = lib.zeros(3, dtype=lib.float64)
+        w = lib.tensor([1.0, 2.0, 3.0], dtype=lib.float64, requires_grad=True)
+        u = buf[0:3]
+        s = u * w  # mul keeps u for w's gradient
+        buf.copy_(w.exp())
+        s.sum().backward()
+
+    theirs, ours = _raises_alike(program)
+    assert ours.startswith("one of the variables needed for gradient computation has been modified by an")
+    assert "is at version 1; expected version 0 instead" in ours and "is at version 1" in theirs
+
+
+def _made_under_no_grad(lib: Any, buf: Any) -> Any:
+    with lib.no_grad():
+        return buf[0]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(_made_under_no_grad, id="made under no_grad"),
+        pytest.param(lambda lib, buf: buf.unbind(0)[0], id="unbind"),
+        pytest.param(lambda lib, buf: buf.split(1)[0], id="split"),
+        pytest.param(lambda lib, buf: buf.chunk(2)[0][0], id="a view of chunk's piece"),
+    ],
+)
+def test_views_pytorch_gives_no_history_raise_its_errors(make) -> None:
+    """A view made under no_grad, or a piece of split/chunk/unbind of a tensor without history: PyTorch
+    refuses to use it after its base was written with grad (verigrad: in backward), and to write into it."""
+
+    def base_written(lib: Any) -> None:
+        buf = lib.zeros(2, 3, dtype=lib.float64)
+        view = make(lib, buf)
+        buf.copy_(lib.ones(2, 3, dtype=lib.float64, requires_grad=True) * 2.0)
+        view.sum().backward()
+
+    theirs, ours = _raises_alike(base_written)
+    assert ours == theirs
+
+    def written(lib: Any) -> None:
+        buf = lib.zeros(2, 3, dtype=lib.float64)
+        make(lib, buf).copy_(lib.ones(3, dtype=lib.float64, requires_grad=True) * 2.0)
+
+    theirs, ours = _raises_alike(written)
+    assert ours == theirs
+
+
+def test_a_view_made_under_no_grad_of_a_tensor_with_history_raises_as_pytorch() -> None:
+    def base_written(lib: Any) -> None:
+        x = lib.ones(2, 3, dtype=lib.float64, requires_grad=True) * 1.0
+        with lib.no_grad():
+            view = x[0]
+        x.add_(lib.ones(2, 3, dtype=lib.float64, requires_grad=True))
+        view.sum().backward()
+
+    theirs, ours = _raises_alike(base_written)
+    assert ours == theirs
+
+    def written(lib: Any) -> None:
+        x = lib.ones(2, 3, dtype=lib.float64, requires_grad=True) * 1.0
+        with lib.no_grad():
+            view = x[0]
+        view.mul_(lib.ones(3, dtype=lib.float64, requires_grad=True))
+
+    theirs, ours = _raises_alike(written)
+    assert ours == theirs
+
+
+@pytest.mark.parametrize(
+    "cut",
+    [
+        pytest.param(lambda x: x.unbind(0), id="unbind"),
+        pytest.param(lambda x: x.split(1), id="split"),
+        pytest.param(lambda x: x.split([1, 1]), id="split sizes"),
+        pytest.param(lambda x: x.chunk(2), id="chunk"),
+    ],
+)
+def test_pieces_of_a_tensor_with_history_raise_as_pytorch_after_a_write(cut) -> None:
+    """PyTorch's multi-output views: a piece used after its base was written in place, or written itself,
+    raises (verigrad regenerated it and gave a gradient)."""
+
+    def base_written(lib: Any) -> None:
+        v = lib.ones(2, 3, dtype=lib.float64, requires_grad=True)
+        x = v * 1.0
+        piece = cut(x)[1]
+        x.add_(v)
+        piece.sum().backward()
+
+    theirs, ours = _raises_alike(base_written)
+    assert ours == theirs
+
+    def written(lib: Any) -> None:
+        x = lib.ones(2, 3, dtype=lib.float64, requires_grad=True) * 1.0
+        cut(x)[1].mul_(2.0)
+
+    theirs, ours = _raises_alike(written)
+    assert ours == theirs
+
+
+def test_a_write_into_a_view_made_under_no_grad_of_a_leaf_raises_as_pytorch() -> None:
+    """PyTorch's view of a leaf that requires grad requires grad too: a write into it with grad mode on is
+    refused even of values without grad (verigrad wrote the leaf's memory unrecorded)."""
+
+    def program(lib: Any) -> None:
+        leaf = lib.zeros(2, 3, dtype=lib.float64, requires_grad=True)
+        with lib.no_grad():
+            view = leaf[0]
+        view.add_(1.0)
+
+    theirs, ours = _raises_alike(program)
+    assert ours == theirs

@@ -124,6 +124,7 @@ from .rearrange import (
     repeat_interleave,
     roll,
     rot90,
+    select,
     split,
     unbind,
     unflatten,

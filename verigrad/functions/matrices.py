@@ -165,7 +165,9 @@ def cdist(a: Tensor, b: Tensor, p: float = 2.0) -> Tensor:
 
 def diagonal(x: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
     """The elements x[..., i, i + offset] of the plane of axes dim1 and dim2 (moved to the end), as
-    PyTorch's diagonal: a take of the flattened plane (sizes of that plane must be concrete)."""
+    PyTorch's diagonal: every (cols + 1)-th element of the flattened plane, a view of x where the plane
+    flattens without a copy (its rows contiguous, as in a C-contiguous x's last two axes), else a copy
+    (sizes of that plane must be concrete)."""
     a, b = normalize_axis(dim1, x.ndim), normalize_axis(dim2, x.ndim)
     if a == b:
         raise ShapeError(f"diagonal needs two different axes, got {dim1} and {dim2}")
@@ -176,8 +178,9 @@ def diagonal(x: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor
     plane = x.permute((*rest, a, b)).reshape((*[x.shape[i] for i in rest], rows * cols))
     first_row, first_col = (0, offset) if offset >= 0 else (-offset, 0)
     length = builtins.max(0, builtins.min(rows - first_row, cols - first_col))
-    positions = (arange(0, length) + first_row) * cols + first_col + arange(0, length)
-    return take(plane, positions, axis=plane.ndim - 1)
+    start = first_row * cols + first_col
+    stop = start + (length - 1) * (cols + 1) + 1 if length else start
+    return getitem(plane, (Ellipsis, slice(start, stop, cols + 1)))
 
 
 def diag(x: Tensor, diagonal: int = 0) -> Tensor:

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import modes
+from .. import modes, versions
 from ..errors import ShapeError
 from ..ops.creation import arange, from_numpy, full
 from ..ops.index import take
@@ -48,7 +48,9 @@ def split(x: Tensor, split_size_or_sections: int | Sequence[int], axis: int = 0,
     for n in sizes:
         pieces.append(getitem(x, (*lead, slice(start, start + n))))
         start += n
-    return tuple(pieces)
+    return versions.multi_output(
+        tuple(pieces), "Split" if isinstance(split_size_or_sections, int) else "SplitWithSizes"
+    )
 
 
 def chunk(x: Tensor, chunks: int, axis: int = 0, *, dim: int | None = None):
@@ -143,12 +145,25 @@ def narrow(x: Tensor, dim: int, start: int, length: int) -> Tensor:
     return getitem(x, (*(slice(None),) * axis, slice(start, start + length)))
 
 
+def select(x: Tensor, dim: int, index: int) -> Tensor:
+    """x[..., index, ...] along `dim`, that axis removed (a negative index counts from the end), as a view:
+    PyTorch's select."""
+    axis = normalize_axis(dim, x.ndim)
+    size = x.shape[axis]
+    if isinstance(size, int) and not -size <= int(index) < size:
+        raise IndexError(
+            f"select(): index {index} out of range for tensor of size {list(x.shape)} at dimension {axis}"
+        )
+    return getitem(x, (*(slice(None),) * axis, int(index)))
+
+
 def unbind(x: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
     """The slices of x along `dim`, that axis removed."""
     axis = normalize_axis(dim, x.ndim)
     if not isinstance(x.shape[axis], int):
         raise ShapeError(f"unbind needs a concrete size along dim {dim}, got {x.shape[axis]}")
-    return tuple(getitem(x, (*(slice(None),) * axis, i)) for i in range(x.shape[axis]))
+    pieces = tuple(getitem(x, (*(slice(None),) * axis, i)) for i in range(x.shape[axis]))
+    return versions.multi_output(pieces, "Unbind")
 
 
 def movedim(x: Tensor, source: int | Sequence[int], destination: int | Sequence[int]) -> Tensor:

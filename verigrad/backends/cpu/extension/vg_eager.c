@@ -36,6 +36,7 @@
 /* set by `setup` */
 static PyTypeObject *tensor_type, *node_type, *dtype_type, *size_type;
 static Py_ssize_t t_spec, t_payload, t_grad, t_node, t_hooks, t_rg;      /* Tensor's slots */
+static Py_ssize_t t_view, t_views;                                       /* (unset on most tensors) */
 static Py_ssize_t p_kernel, p_native, p_out, p_stamp, p_warns, p_fast;   /* Plan's */
 static Py_ssize_t n_op, n_inputs, n_params, n_freed, n_stamp;            /* Node's */
 static PyObject *eager_mode, *local, *run_function, *constant;
@@ -617,6 +618,73 @@ static PyObject *call_op(PyObject *op, PyObject *const *in, Py_ssize_t n, PyObje
     return call_op_on(op, in, n, kwnames, elementwise);
 }
 
+/* the array owning a's memory (versions.root) */
+static PyObject *root_array(PyObject *a) {
+    PyObject *b;
+    while ((b = PyArray_BASE((PyArrayObject *)a)) != NULL && PyArray_Check(b)) a = b;
+    return a;
+}
+
+/* whether weak reference `ref` still has its object */
+static int alive(PyObject *ref) {
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *o;
+    if (PyWeakref_GetRef(ref, &o) < 0) return PyErr_Clear(), 0;
+    Py_XDECREF(o);
+    return o != NULL;
+#else
+    return PyWeakref_GET_OBJECT(ref) != Py_None;
+#endif
+}
+
+/* inplace.note_view for `result` (array `r`, made by `op` from `tensors` without history): where r is memory
+ * of an operand (its base), the recipe (op, tensors, params, grad mode) on result._view, and a weak reference
+ * to result on base._views ([limit, refs...], as versions.keep_view keeps it: pruned of dead references when
+ * it holds more than limit, the limit then twice the live ones, at least VIEWS_KEPT) */
+#define VIEWS_KEPT 16
+static int note_view(PyObject *result, PyObject *r, PyObject **arrays, PyObject *op, PyObject *tensors,
+                     PyObject *params) {
+    if (PyArray_BASE((PyArrayObject *)r) == NULL && r != arrays[0]) return 0; /* memory of its own */
+    PyObject *owner = root_array(r), *base = NULL;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(tensors) && base == NULL; k++)
+        if (root_array(arrays[k]) == owner) base = PyTuple_GET_ITEM(tensors, k);
+    if (base == NULL) return 0;
+    PyObject *on = top_of(S_grad);
+    if (on == NULL) return -1;
+    int v = PyObject_IsTrue(on);
+    Py_DECREF(on);
+    if (v < 0) return -1;
+    PyObject *recipe = PyTuple_Pack(4, op, tensors, params, v ? Py_True : Py_False);
+    if (recipe == NULL) return -1;
+    Py_XSETREF(SLOT(result, t_view), recipe);
+    PyObject *ref = PyWeakref_NewRef(result, NULL), *refs = SLOT(base, t_views);
+    if (ref == NULL) return -1;
+    if (refs == NULL || !PyList_CheckExact(refs) || PyList_GET_SIZE(refs) == 0) {
+        PyObject *fresh = PyList_New(2);
+        if (fresh == NULL) return Py_DECREF(ref), -1;
+        PyList_SET_ITEM(fresh, 0, PyLong_FromLong(VIEWS_KEPT));
+        PyList_SET_ITEM(fresh, 1, ref);
+        if (PyList_GET_ITEM(fresh, 0) == NULL) return Py_DECREF(fresh), -1;
+        Py_XSETREF(SLOT(base, t_views), fresh);
+        return 0;
+    }
+    int rc = PyList_Append(refs, ref);
+    Py_DECREF(ref);
+    Py_ssize_t limit = PyLong_AsSsize_t(PyList_GET_ITEM(refs, 0)), n = PyList_GET_SIZE(refs);
+    if (rc < 0 || (limit == -1 && PyErr_Occurred())) return -1;
+    if (n - 1 <= limit) return 0;
+    Py_ssize_t live = 1; /* prune: the live references moved to the front, in order */
+    for (Py_ssize_t k = 1; k < n; k++) {
+        PyObject *item = PyList_GET_ITEM(refs, k);
+        if (!alive(item)) continue;
+        Py_INCREF(item);
+        PyList_SetItem(refs, live++, item); /* (drops the reference it replaces) */
+    }
+    if (PyList_SetSlice(refs, live, n, NULL) < 0) return -1;
+    PyObject *next = PyLong_FromSsize_t(2 * (live - 1) > VIEWS_KEPT ? 2 * (live - 1) : VIEWS_KEPT);
+    return next == NULL ? -1 : PyList_SetItem(refs, 0, next);
+}
+
 /* call_op, the operands given one by one */
 static PyObject *call_op_on(PyObject *op, PyObject *const *in, Py_ssize_t n, PyObject *kwnames, int elementwise) {
     int v;
@@ -839,7 +907,11 @@ static PyObject *call_op_on(PyObject *op, PyObject *const *in, Py_ssize_t n, PyO
         if (r == NULL) goto done;
     }
     result = new_tensor(out, r);
-    if (result == NULL || !needs_grad) goto done;
+    if (result == NULL) goto done;
+    if (!needs_grad) {
+        if (note_view(result, r, arrays, op, tensors, params) < 0) Py_CLEAR(result);
+        goto done;
+    }
     PyObject *node = node_type->tp_alloc(node_type, 0);
     if (node == NULL) {
         Py_CLEAR(result);
@@ -1171,6 +1243,7 @@ static PyObject *setup(PyObject *module, PyObject *args) {
     PyTypeObject *t = (PyTypeObject *)tensor, *p = (PyTypeObject *)plan, *nd = (PyTypeObject *)node;
     if (offset_of(t, "spec", &t_spec) || offset_of(t, "payload", &t_payload) || offset_of(t, "grad", &t_grad) ||
         offset_of(t, "_node", &t_node) || offset_of(t, "_hooks", &t_hooks) || offset_of(t, "requires_grad", &t_rg) ||
+        offset_of(t, "_view", &t_view) || offset_of(t, "_views", &t_views) ||
         offset_of(p, "kernel", &p_kernel) || offset_of(p, "native", &p_native) || offset_of(p, "out", &p_out) ||
         offset_of(p, "stamp", &p_stamp) || offset_of(p, "warns", &p_warns) || offset_of(p, "fast", &p_fast) ||
         offset_of(nd, "op", &n_op) || offset_of(nd, "inputs", &n_inputs) || offset_of(nd, "params", &n_params) ||
