@@ -1,0 +1,79 @@
+"""What PyTorch programs reach for that verigrad lacked (without PyTorch; the parity file holds them to
+PyTorch): Adafactor, Muon and SparseAdam, CyclicLR, packed sequences, MultiheadAttention's kdim/vdim,
+AdaptiveLogSoftmaxWithLoss, nn.init.dirac_, linalg's lstsq drivers and pinv(hermitian=True)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import verigrad
+from verigrad import nn, optim
+from verigrad.cli.trainer import training_step
+
+# optimizers ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs"),
+    [("Adafactor", {"lr": 0.05, "weight_decay": 0.01}), ("Muon", {"lr": 0.02, "nesterov": True})],
+)
+def test_new_optimizers_compiled_equal_eager(name, kwargs) -> None:
+    """Their updates are ops: a compiled training step gives the eager step's bits (Adafactor's step
+    size, which PyTorch reads with .item(), stays a tensor)."""
+    weights = []
+    for compiled in (False, True):
+        verigrad.manual_seed(0)
+        model = nn.Linear(4, 3, bias=False, dtype="f64")
+        start = model.weight.numpy().copy()
+        optimizer = getattr(optim, name)(model.parameters(), **kwargs)
+        x = verigrad.tensor(np.random.default_rng(0).standard_normal((8, 4)))
+        y = verigrad.tensor(np.arange(8) % 3)
+        step = training_step(model, optimizer, nn.CrossEntropyLoss())
+        run = verigrad.compile(step) if compiled else step
+        for _ in range(6):
+            run(x, y)
+        weights.append(model.weight.numpy().copy())
+    assert np.abs(weights[0] - start).max() > 1e-3
+    np.testing.assert_array_equal(weights[0], weights[1])
+
+
+def test_adafactor_state_is_factored_as_pytorchs() -> None:
+    w, b = verigrad.zeros(3, 4, 5, requires_grad=True), verigrad.zeros(5, requires_grad=True)
+    opt = optim.Adafactor([w, b])
+    assert opt.state[w] == {}
+    w.grad, b.grad = verigrad.ones(3, 4, 5), verigrad.ones(5)
+    opt.step()
+    assert {k: tuple(v.shape) for k, v in opt.state[w].items()} == {
+        "step": (), "row_var": (3, 4, 1), "col_var": (3, 1, 5)}  # fmt: skip
+    assert {k: tuple(v.shape) for k, v in opt.state[b].items()} == {"step": (), "variance": (5,)}
+    assert float(opt.state[b]["step"]) == 1.0
+
+
+def test_muon_refuses_what_pytorchs_refuses() -> None:
+    matrix, vector = verigrad.zeros(2, 3, requires_grad=True), verigrad.zeros(3, requires_grad=True)
+    with pytest.raises(ValueError, match=r"Muon only supports 2D parameters .*size: .*\[3\]"):
+        optim.Muon([matrix, vector])
+    opt = optim.Muon([matrix])
+    with pytest.raises(ValueError, match="Muon only supports 2D"):
+        opt.add_param_group({"params": [vector]})
+    assert len(opt.param_groups) == 1
+    with pytest.raises(ValueError, match="Adjust learning rate function bad is not supported"):
+        optim.Muon([matrix], adjust_lr_fn="bad")
+    with pytest.raises(TypeError, match="Tensor lr"):
+        optim.Muon([matrix], lr=verigrad.tensor(0.1))
+    matrix.grad = verigrad.ones(2, 3)
+    opt.step()
+    assert set(opt.state[matrix]) == {"momentum_buffer"}  # PyTorch's Muon counts no steps
+
+
+def test_sparse_adam_refuses_a_dense_gradient_before_any_write() -> None:
+    p = verigrad.ones(3, requires_grad=True)
+    opt = optim.SparseAdam([p], lr=0.1)
+    opt.step()  # no gradient: nothing to do
+    p.grad = verigrad.ones(3)
+    with pytest.raises(RuntimeError, match="SparseAdam does not support dense gradients"):
+        opt.step()
+    np.testing.assert_array_equal(p.numpy(), np.ones(3, np.float32))
+    with pytest.raises(ValueError, match=r"Invalid learning rate: 0\.0"):
+        optim.SparseAdam([p], lr=0.0)
