@@ -77,3 +77,25 @@ def test_sparse_adam_refuses_a_dense_gradient_before_any_write() -> None:
     np.testing.assert_array_equal(p.numpy(), np.ones(3, np.float32))
     with pytest.raises(ValueError, match=r"Invalid learning rate: 0\.0"):
         optim.SparseAdam([p], lr=0.0)
+
+
+# CyclicLR -------------------------------------------------------------------------------------------
+
+
+def test_cyclic_lr_triangle_and_momentum_the_other_way() -> None:
+    p = verigrad.zeros(2, requires_grad=True)
+    opt = optim.SGD([p], lr=1.0, momentum=0.5)
+    schedule = optim.lr_scheduler.CyclicLR(opt, base_lr=0.1, max_lr=0.5, step_size_up=2, step_size_down=4,
+                                           mode="triangular2")  # fmt: skip
+    lrs, momenta = [], []
+    for _ in range(13):
+        lrs.append(schedule.get_last_lr()[0])
+        momenta.append(opt.param_groups[0]["momentum"])
+        opt.step()
+        schedule.step()
+    expected = [0.1, 0.3, 0.5, 0.4, 0.3, 0.2, 0.1, 0.2, 0.3, 0.25, 0.2, 0.15, 0.1]  # halved 2nd cycle
+    np.testing.assert_allclose(lrs, expected, rtol=1e-12)
+    assert momenta[0] == 0.9 and momenta[2] == pytest.approx(0.8) and momenta[8] == pytest.approx(0.85)
+    assert float(opt.param_groups[0].lr.item()) == schedule.get_last_lr()[0]  # the tensor compiled steps read
+    with pytest.raises(ValueError, match="scale_mode must be 'cycle' or 'iterations'"):
+        optim.lr_scheduler.CyclicLR(opt, 0.1, 0.5, scale_fn=lambda x: 1.0, scale_mode="epoch")

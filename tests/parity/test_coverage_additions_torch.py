@@ -127,3 +127,106 @@ def test_optimizer_refusals_are_pytorchs(lib) -> None:
     vector.grad = lib.ones(3)
     with pytest.raises(RuntimeError, match="SparseAdam does not support dense gradients"):
         opt.step()
+
+
+# CyclicLR -------------------------------------------------------------------------------------------
+
+
+class _Halving:
+    """A scale_fn that is an object: its attributes go into the state dict, as PyTorch's."""
+
+    def __init__(self) -> None:
+        self.base = 0.5
+
+    def __call__(self, x: float) -> float:
+        return self.base**x
+
+
+CYCLIC = {
+    "triangular": ("SGD", {"base_lr": 0.01, "max_lr": 0.1, "step_size_up": 3}),
+    "triangular2 uneven": (
+        "SGD",
+        {"base_lr": 0.01, "max_lr": 0.1, "step_size_up": 2, "step_size_down": 5, "mode": "triangular2"},
+    ),
+    "exp_range": (
+        "SGD",
+        {
+            "base_lr": [0.01, 0.02],
+            "max_lr": [0.1, 0.3],
+            "step_size_up": 4,
+            "mode": "exp_range",
+            "gamma": 0.9,
+            "base_momentum": [0.7, 0.8],
+        },
+    ),
+    "scale_fn cycle": (
+        "SGD",
+        {"base_lr": 0.01, "max_lr": 0.1, "step_size_up": 2, "scale_fn": lambda x: 1 / x},
+    ),
+    "scale_fn iterations": (
+        "SGD",
+        {
+            "base_lr": 0.01,
+            "max_lr": 0.1,
+            "step_size_up": 3,
+            "scale_fn": _Halving(),
+            "scale_mode": "iterations",
+        },
+    ),
+    "Adam betas": ("Adam", {"base_lr": 0.001, "max_lr": 0.01, "step_size_up": 3, "max_momentum": 0.95}),
+    "no momentum": ("Adagrad", {"base_lr": 0.01, "max_lr": 0.1, "step_size_up": 2, "cycle_momentum": False}),
+}
+
+
+def _cyclic(lib, name: str, steps: int = 17):
+    cls, kwargs = CYCLIC[name]
+    a, b = lib.zeros(2, requires_grad=True), lib.zeros(3, requires_grad=True)
+    extra = {"momentum": 0.5} if cls == "SGD" else {}
+    opt = getattr(lib.optim, cls)([{"params": [a]}, {"params": [b], "lr": 0.5}], lr=0.1, **extra)
+    schedule = lib.optim.lr_scheduler.CyclicLR(opt, **kwargs)
+    key = "betas" if cls == "Adam" else "momentum"
+    seen = []
+    for _ in range(steps):
+        seen.append((schedule.get_last_lr(), [g.get(key) for g in opt.param_groups]))
+        opt.step()
+        schedule.step()
+    return seen, schedule, opt
+
+
+@pytest.mark.parametrize("name", CYCLIC)
+def test_cyclic_lr_equals_pytorchs(name: str) -> None:
+    """Every mode gives PyTorch's rates and momenta, float for float, and its state dict."""
+    ours, schedule, opt = _cyclic(verigrad, name)
+    theirs, tschedule, topt = _cyclic(torch, name)
+    assert ours == theirs
+    theirs_state = tschedule.state_dict()
+    for key in ("_is_initial", "_get_lr_called_within_step"):  # PyTorch's bookkeeping of get_lr calls
+        theirs_state.pop(key)
+    assert schedule.state_dict() == theirs_state
+    for ours_group, their_group in zip(opt.param_groups, topt.param_groups):
+        assert {k: v for k, v in ours_group.items() if k != "params"} == {
+            k: v for k, v in their_group.items() if k not in ("params", "decoupled_weight_decay")
+        } | ({"decoupled_weight_decay": False} if "decoupled_weight_decay" in ours_group else {})
+
+
+def test_cyclic_lr_resumes_from_its_state_dict() -> None:
+    _first, schedule, opt = _cyclic(verigrad, "scale_fn iterations", steps=5)
+    state, opt_state = schedule.state_dict(), opt.state_dict()
+    assert state["_scale_fn_custom"] == {"base": 0.5}
+    _, fresh, fresh_opt = _cyclic(verigrad, "scale_fn iterations", steps=0)
+    fresh_opt.load_state_dict(opt_state)
+    fresh.load_state_dict(state)
+    rest, *_ = _cyclic(torch, "scale_fn iterations", steps=12)
+    for lrs, _ in rest[5:]:
+        assert fresh.get_last_lr() == lrs
+        fresh_opt.step()
+        fresh.step()
+
+
+@pytest.mark.parametrize("lib", [torch, verigrad], ids=["torch", "verigrad"])
+def test_cyclic_lr_refusals_are_pytorchs(lib) -> None:
+    p = lib.zeros(2, requires_grad=True)
+    with pytest.raises(ValueError, match="mode is invalid and scale_fn is None"):
+        lib.optim.lr_scheduler.CyclicLR(lib.optim.SGD([p], lr=0.1, momentum=0.9), 0.01, 0.1, mode="saw")
+    with pytest.raises(ValueError, match="optimizer must support momentum or beta1"):
+        lib.optim.lr_scheduler.CyclicLR(lib.optim.Adagrad([p]), 0.01, 0.1)
