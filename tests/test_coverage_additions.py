@@ -99,3 +99,46 @@ def test_cyclic_lr_triangle_and_momentum_the_other_way() -> None:
     assert float(opt.param_groups[0].lr.item()) == schedule.get_last_lr()[0]  # the tensor compiled steps read
     with pytest.raises(ValueError, match="scale_mode must be 'cycle' or 'iterations'"):
         optim.lr_scheduler.CyclicLR(opt, 0.1, 0.5, scale_fn=lambda x: 1.0, scale_mode="epoch")
+
+
+# linalg and init ----------------------------------------------------------------------------------
+
+
+def test_lstsq_drivers_by_hand() -> None:
+    a = verigrad.tensor([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]], dtype=verigrad.float64)
+    b = verigrad.tensor([[1.0], [2.0], [3.0]], dtype=verigrad.float64)
+    gelsd = verigrad.linalg.lstsq(a, b, driver="gelsd")
+    np.testing.assert_allclose(gelsd.solution.numpy(), [[1.0], [2.0]], atol=1e-15)
+    np.testing.assert_allclose(gelsd.residuals.numpy(), [9.0])  # the third row, unreachable
+    np.testing.assert_allclose(gelsd.singular_values.numpy(), [1.0, 1.0])
+    assert int(gelsd.rank) == 2
+    gels = verigrad.linalg.lstsq(a, b, driver="gels")
+    assert gels.rank.shape == (0,) and gels.singular_values.shape == (0,) and gels.residuals.shape == (1,)
+    assert verigrad.linalg.lstsq(a, b).residuals.shape == (0,)  # gelsy: never
+    deficient = verigrad.tensor([[1.0, 1.0], [1.0, 1.0], [0.0, 0.0]], dtype=verigrad.float64)
+    assert verigrad.linalg.lstsq(deficient, b, driver="gelss").residuals.shape == (0,)
+
+
+def test_lstsq_residuals_in_a_trace_are_refused_where_they_depend_on_values() -> None:
+    a, b = verigrad.randn(4, 2, dtype=verigrad.float64), verigrad.randn(4, 1, dtype=verigrad.float64)
+    with pytest.raises(NotImplementedError, match=r"driver='gelsd'.* in a trace"):
+        verigrad.compile(lambda a, b: verigrad.linalg.lstsq(a, b, driver="gelsd").solution)(a, b)
+
+
+def test_pinv_hermitian_reads_the_lower_triangle() -> None:
+    lower = np.array([[2.0, 0.0], [1.0, 3.0]])
+    symmetric = np.array([[2.0, 1.0], [1.0, 3.0]])
+    np.testing.assert_allclose(
+        verigrad.linalg.pinv(verigrad.tensor(lower), hermitian=True).numpy(), np.linalg.inv(symmetric), 1e-14
+    )
+    singular = verigrad.tensor([[1.0, 0.0], [0.0, 0.0]], dtype=verigrad.float64)
+    np.testing.assert_array_equal(verigrad.linalg.pinv(singular, hermitian=True).numpy(), [[1, 0], [0, 0]])
+
+
+def test_dirac_passes_channels_through() -> None:
+    w = verigrad.nn.init.dirac_(verigrad.empty(4, 2, 3), groups=2)
+    expected = np.zeros((4, 2, 3), np.float32)
+    expected[0, 0, 1] = expected[1, 1, 1] = expected[2, 0, 1] = expected[3, 1, 1] = 1
+    np.testing.assert_array_equal(w.numpy(), expected)
+    with pytest.raises(ValueError, match="dim 0 must be divisible by groups"):
+        verigrad.nn.init.dirac_(verigrad.empty(3, 2, 3), groups=2)

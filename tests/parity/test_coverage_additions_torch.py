@@ -230,3 +230,108 @@ def test_cyclic_lr_refusals_are_pytorchs(lib) -> None:
         lib.optim.lr_scheduler.CyclicLR(lib.optim.SGD([p], lr=0.1, momentum=0.9), 0.01, 0.1, mode="saw")
     with pytest.raises(ValueError, match="optimizer must support momentum or beta1"):
         lib.optim.lr_scheduler.CyclicLR(lib.optim.Adagrad([p]), 0.01, 0.1)
+
+
+# linalg and init ----------------------------------------------------------------------------------
+
+LSTSQ_CASES = {
+    "tall": ((5, 3), (5, 2)),
+    "tall rank-deficient": ((5, 3), (5, 2)),
+    "wide": ((3, 5), (3, 2)),
+    "batch": ((2, 6, 4), (2, 6, 3)),
+}
+
+
+# gels of a rank-deficient A is not a case: it assumes full rank (LAPACK's QR gives no meaningful answer)
+LSTSQ_PAIRS = [
+    (case, driver)
+    for case in LSTSQ_CASES
+    for driver in ["gels", "gelsy", "gelsd", "gelss", None]
+    if not (driver == "gels" and "deficient" in case)
+]
+
+
+@pytest.mark.parametrize(("case", "driver"), LSTSQ_PAIRS)
+def test_lstsq_drivers_return_pytorchs_results(case: str, driver: str | None) -> None:
+    """Each driver's solution, residuals (tall and full rank: gels, gelsd, gelss), rank and singular
+    values, in PyTorch's shapes."""
+    sa, sb = LSTSQ_CASES[case]
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal(sa), rng.standard_normal(sb)
+    if "deficient" in case:
+        a[:, 2] = a[:, 0]
+    ours = verigrad.linalg.lstsq(verigrad.tensor(a), verigrad.tensor(b), driver=driver)
+    theirs = torch.linalg.lstsq(torch.tensor(a), torch.tensor(b), driver=driver)
+    for name in ("solution", "residuals", "rank", "singular_values"):
+        x, y = getattr(ours, name), getattr(theirs, name)
+        assert tuple(x.shape) == tuple(y.shape), name
+        assert x.dtype.name == {torch.float64: "f64", torch.int64: "i64"}[y.dtype], name
+        np.testing.assert_allclose(x.numpy(), y.numpy(), rtol=1e-12, atol=1e-12, err_msg=name)
+
+
+@pytest.mark.parametrize("driver", ["gels", "gelsd", "gelss"])
+def test_lstsq_solution_gradients_equal_pytorchs(driver: str) -> None:
+    from gradients import check_values_and_gradients
+
+    rng = np.random.default_rng(2)
+    arrays = {"a": rng.standard_normal((6, 3)), "b": rng.standard_normal((6, 2))}
+    check_values_and_gradients(
+        arrays,
+        lambda a, b: verigrad.linalg.lstsq(a, b, driver=driver).solution,
+        lambda a, b: torch.linalg.lstsq(a, b, driver=driver).solution,
+    )
+
+
+def _symmetric(rng, n: int) -> np.ndarray:
+    s = rng.standard_normal((n, n))
+    return s + s.T
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda rng: _symmetric(rng, 4),
+        lambda rng: rng.standard_normal((4, 4)),  # not symmetric: only the lower triangle is read
+        lambda rng: np.stack([_symmetric(rng, 3), np.diag([2.0, 0.0, -1.0])]),  # a zero eigenvalue dropped
+    ],
+    ids=["symmetric", "lower triangle", "batch singular"],
+)
+def test_pinv_hermitian_equals_pytorchs(make) -> None:
+    from gradients import check_values_and_gradients
+
+    a = make(np.random.default_rng(4))
+    np.testing.assert_allclose(
+        verigrad.linalg.pinv(verigrad.tensor(a), hermitian=True).numpy(),
+        torch.linalg.pinv(torch.tensor(a), hermitian=True).numpy(),
+        rtol=1e-12,
+        atol=1e-12,
+    )
+    if a.ndim == 2:  # the gradient where it is defined (PyTorch's eigh: of a symmetric input)
+        check_values_and_gradients(
+            {"a": a},
+            lambda a: verigrad.linalg.pinv((a + a.mT) / 2, hermitian=True),
+            lambda a: torch.linalg.pinv((a + a.mT) / 2, hermitian=True),
+        )
+
+
+@pytest.mark.parametrize(
+    ("shape", "groups"), [((4, 2, 3), 1), ((6, 3, 3, 3), 3), ((4, 4, 2, 3, 5), 2), ((2, 5, 4, 4), 1)]
+)
+def test_dirac_equals_pytorchs(shape, groups) -> None:
+    ours = verigrad.nn.init.dirac_(verigrad.empty(*shape, dtype=verigrad.float64), groups)
+    theirs = torch.nn.init.dirac_(torch.empty(*shape, dtype=torch.float64), groups)
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    conv = verigrad.nn.Conv2d(3, 3, 3, padding=1, bias=False)
+    verigrad.nn.init.dirac_(conv.weight)
+    x = verigrad.randn(1, 3, 5, 5)
+    np.testing.assert_array_equal(conv(x).detach().numpy(), x.numpy())  # the identity convolution
+
+
+@pytest.mark.parametrize("lib", [torch, verigrad], ids=["torch", "verigrad"])
+def test_dirac_and_lstsq_refusals_are_pytorchs(lib) -> None:
+    with pytest.raises(ValueError, match="Only tensors with 3, 4, or 5 dimensions"):
+        lib.nn.init.dirac_(lib.empty(3, 3))
+    with pytest.raises(ValueError, match="dim 0 must be divisible by groups"):
+        lib.nn.init.dirac_(lib.empty(3, 3, 3), groups=2)
+    with pytest.raises(RuntimeError, match="parameter `driver` should be one of"):
+        lib.linalg.lstsq(lib.eye(2), lib.eye(2), driver="qr")
