@@ -142,3 +142,36 @@ def test_dirac_passes_channels_through() -> None:
     np.testing.assert_array_equal(w.numpy(), expected)
     with pytest.raises(ValueError, match="dim 0 must be divisible by groups"):
         verigrad.nn.init.dirac_(verigrad.empty(3, 2, 3), groups=2)
+
+
+# packed sequences ---------------------------------------------------------------------------------
+
+
+def test_packing_by_hand() -> None:
+    from verigrad.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
+
+    x = verigrad.tensor([[1.0, 10.0, 100.0], [2.0, 20.0, 0.0], [0.0, 30.0, 0.0]])  # [T=3, B=3]
+    packed = pack_padded_sequence(x, [2, 3, 1], enforce_sorted=False)
+    assert isinstance(packed, PackedSequence) and isinstance(packed, tuple)
+    np.testing.assert_array_equal(packed.data.numpy(), [10, 1, 100, 20, 2, 30])
+    assert packed.batch_sizes.tolist() == [3, 2, 1] and packed.sorted_indices.tolist() == [1, 0, 2]
+    padded, lengths = pad_packed_sequence(packed, batch_first=True, padding_value=-1)
+    np.testing.assert_array_equal(padded.numpy(), [[1, 2, -1], [10, 20, 30], [100, -1, -1]])
+    assert lengths.tolist() == [2, 3, 1]
+    assert packed.double().data.dtype is verigrad.float64
+
+
+def test_a_finished_sequence_keeps_its_state() -> None:
+    """A packed batch's final state of each sequence is the state after its own last step: the same as
+    running that sequence alone, and the outputs past its end are zeros when padded again."""
+    from verigrad.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+    verigrad.manual_seed(0)
+    gru = nn.GRU(2, 3, bidirectional=True, dtype="f64")
+    x = verigrad.randn(5, 2, 2, dtype=verigrad.float64)
+    out, h = gru(pack_padded_sequence(x, [5, 2]))
+    alone_out, alone_h = gru(x[:2, 1:2])
+    np.testing.assert_allclose(h[:, 1:2].numpy(), alone_h.numpy(), rtol=1e-14)
+    padded, _ = pad_packed_sequence(out)
+    np.testing.assert_allclose(padded[:2, 1:2].numpy(), alone_out.numpy(), rtol=1e-14)
+    np.testing.assert_array_equal(padded[2:, 1].numpy(), 0.0)

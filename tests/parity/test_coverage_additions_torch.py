@@ -335,3 +335,114 @@ def test_dirac_and_lstsq_refusals_are_pytorchs(lib) -> None:
         lib.nn.init.dirac_(lib.empty(3, 3, 3), groups=2)
     with pytest.raises(RuntimeError, match="parameter `driver` should be one of"):
         lib.linalg.lstsq(lib.eye(2), lib.eye(2), driver="qr")
+
+
+# packed sequences ---------------------------------------------------------------------------------
+
+
+def _close(ours, theirs, tol: float = 1e-12) -> None:
+    np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("batch_first", [False, True])
+@pytest.mark.parametrize(("lengths", "enforce_sorted"), [([5, 3, 3, 1], True), ([3, 5, 1, 3], False)])
+def test_packing_round_trip_equals_pytorchs(lengths, enforce_sorted, batch_first) -> None:
+    from torch.nn.utils import rnn as theirs_rnn
+
+    from verigrad.nn.utils import rnn as ours_rnn
+
+    x = np.random.default_rng(1).standard_normal((4, 5, 2) if batch_first else (5, 4, 2))
+    ours = ours_rnn.pack_padded_sequence(verigrad.tensor(x), lengths, batch_first, enforce_sorted)
+    theirs = theirs_rnn.pack_padded_sequence(
+        torch.tensor(x), torch.tensor(lengths), batch_first, enforce_sorted
+    )
+    _close(ours.data, theirs.data)
+    for name in ("batch_sizes", "sorted_indices", "unsorted_indices"):
+        a, b = getattr(ours, name), getattr(theirs, name)
+        assert (a is None) == (b is None) and (a is None or a.tolist() == b.tolist()), name
+    (padded, lens), (tpadded, tlens) = (
+        ours_rnn.pad_packed_sequence(ours, batch_first, padding_value=-1.5, total_length=7),
+        theirs_rnn.pad_packed_sequence(theirs, batch_first, padding_value=-1.5, total_length=7),
+    )
+    _close(padded, tpadded)
+    assert lens.tolist() == tlens.tolist() and lens.dtype.name == "i64"
+    seqs = [x[:n, b] if not batch_first else x[b, :n] for b, n in enumerate(lengths)]
+    packed = ours_rnn.pack_sequence([verigrad.tensor(s) for s in seqs], enforce_sorted=enforce_sorted)
+    tpacked = theirs_rnn.pack_sequence([torch.tensor(s) for s in seqs], enforce_sorted=enforce_sorted)
+    _close(packed.data, tpacked.data)
+    for a, b in zip(ours_rnn.unpack_sequence(packed), theirs_rnn.unpack_sequence(tpacked)):
+        _close(a, b)
+    for a, b in zip(ours_rnn.unpad_sequence(padded, lens, batch_first),
+                    theirs_rnn.unpad_sequence(tpadded, tlens, batch_first)):  # fmt: skip
+        _close(a, b)
+
+
+RECURRENT = {
+    "LSTM 2 layers bidirectional": ("LSTM", {"num_layers": 2, "bidirectional": True}),
+    "LSTM proj_size": ("LSTM", {"proj_size": 2}),
+    "GRU bidirectional": ("GRU", {"bidirectional": True}),
+    "GRU batch_first": ("GRU", {"batch_first": True}),
+    "RNN relu 2 layers": ("RNN", {"nonlinearity": "relu", "num_layers": 2}),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("with_state", [False, True])
+@pytest.mark.parametrize("name", RECURRENT)
+def test_recurrent_layers_take_packed_sequences_as_pytorchs(name: str, with_state: bool, dtype: str) -> None:
+    """Outputs (packed as the input), final states in the batch's order, and the gradients of the input,
+    the initial state and the weights."""
+    cls, kwargs = RECURRENT[name]
+    tol = 1e-12 if dtype == "float64" else 1e-6
+    theirs_layer = getattr(torch.nn, cls)(3, 4, dtype=getattr(torch, dtype), **kwargs)
+    ours_layer = getattr(verigrad.nn, cls)(3, 4, dtype=getattr(verigrad, dtype), **kwargs)
+    ours_layer.load_state_dict(
+        {k: verigrad.tensor(v.detach().numpy()) for k, v in theirs_layer.state_dict().items()}
+    )
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((6, 4, 3)).astype(dtype)
+    lengths = [4, 6, 1, 4]
+    layers = kwargs.get("num_layers", 1) * (2 if kwargs.get("bidirectional") else 1)
+    sizes = [kwargs.get("proj_size") or 4] + ([4] if cls == "LSTM" else [])
+    states = [rng.standard_normal((layers, 4, n)).astype(dtype) for n in sizes]
+
+    def run(lib, layer):
+        leaves = [lib.tensor(a, requires_grad=True) for a in [x, *states]]
+        packed = lib.nn.utils.rnn.pack_padded_sequence(leaves[0], lengths, enforce_sorted=False)
+        hx = None if not with_state else (tuple(leaves[1:]) if cls == "LSTM" else leaves[1])
+        out, final = layer(packed, hx)
+        final = final if isinstance(final, tuple) else (final,)
+        weights = rng_cotangent(out.data.shape)
+        loss = (out.data * lib.tensor(weights)).sum() + sum((f * f).sum() for f in final)
+        loss.backward()
+        return out, final, leaves
+
+    def rng_cotangent(shape):
+        return np.random.default_rng(9).standard_normal(tuple(shape)).astype(dtype)
+
+    out, final, leaves = run(verigrad, ours_layer)
+    tout, tfinal, tleaves = run(torch, theirs_layer)
+    _close(out.data, tout.data, tol)
+    assert out.batch_sizes.tolist() == tout.batch_sizes.tolist()
+    assert out.unsorted_indices.tolist() == tout.unsorted_indices.tolist()
+    for a, b in zip(final, tfinal):
+        _close(a, b, tol)
+    for a, b in zip(leaves if with_state else leaves[:1], tleaves):
+        _close(a.grad, b.grad, tol)
+    for key, p in theirs_layer.named_parameters():
+        _close(dict(ours_layer.named_parameters())[key].grad, p.grad, tol)
+
+
+@pytest.mark.parametrize("lib", [torch, verigrad], ids=["torch", "verigrad"])
+def test_packing_refusals_are_pytorchs(lib) -> None:
+    rnn = lib.nn.utils.rnn
+    x = lib.zeros(4, 3, 2)
+    with pytest.raises(
+        RuntimeError, match="must be sorted in decreasing order when `enforce_sorted` is True"
+    ):
+        rnn.pack_padded_sequence(x, [2, 4, 2])
+    with pytest.raises(RuntimeError, match="Length of all samples has to be greater than 0"):
+        rnn.pack_padded_sequence(x, [2, 0, 2], enforce_sorted=False)
+    packed = rnn.pack_padded_sequence(x, [4, 2, 2])
+    with pytest.raises(ValueError, match="Expected total_length to be at least"):
+        rnn.pad_packed_sequence(packed, total_length=2)
