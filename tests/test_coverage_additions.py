@@ -175,3 +175,27 @@ def test_a_finished_sequence_keeps_its_state() -> None:
     padded, _ = pad_packed_sequence(out)
     np.testing.assert_allclose(padded[:2, 1:2].numpy(), alone_out.numpy(), rtol=1e-14)
     np.testing.assert_array_equal(padded[2:, 1].numpy(), 0.0)
+
+
+# MultiheadAttention -------------------------------------------------------------------------------
+
+
+def test_multihead_attention_with_other_key_and_value_widths() -> None:
+    mha = nn.MultiheadAttention(6, 2, kdim=4, vdim=3, add_bias_kv=True, add_zero_attn=True)
+    shapes = {k: tuple(v.shape) for k, v in mha.state_dict().items()}
+    assert shapes == {
+        "q_proj_weight": (6, 6),
+        "k_proj_weight": (6, 4),
+        "v_proj_weight": (6, 3),
+        "in_proj_bias": (18,),
+        "bias_k": (1, 1, 6),
+        "bias_v": (1, 1, 6),
+        "out_proj.weight": (6, 6),
+        "out_proj.bias": (6,),
+    }
+    assert mha.in_proj_weight is None
+    out, weights = mha(verigrad.randn(5, 2, 6), verigrad.randn(7, 2, 4), verigrad.randn(7, 2, 3))
+    assert out.shape == (5, 2, 6) and weights.shape == (2, 5, 9)  # 7 keys, the bias one, the zero one
+    np.testing.assert_allclose(weights.sum(-1).numpy(), 1.0, rtol=1e-6)
+    with pytest.raises(ValueError, match="embed_dim and num_heads must be greater than 0"):
+        nn.MultiheadAttention(0, 1)

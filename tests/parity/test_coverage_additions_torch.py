@@ -446,3 +446,73 @@ def test_packing_refusals_are_pytorchs(lib) -> None:
     packed = rnn.pack_padded_sequence(x, [4, 2, 2])
     with pytest.raises(ValueError, match="Expected total_length to be at least"):
         rnn.pad_packed_sequence(packed, total_length=2)
+
+
+# MultiheadAttention -------------------------------------------------------------------------------
+
+ATTENTION = {
+    "kdim vdim": {"kdim": 5, "vdim": 3},
+    "kdim vdim batch_first": {"kdim": 5, "vdim": 3, "batch_first": True},
+    "kdim no bias": {"kdim": 5, "bias": False},
+    "add_bias_kv": {"add_bias_kv": True},
+    "add_zero_attn": {"add_zero_attn": True},
+    "everything": {"kdim": 5, "vdim": 3, "add_bias_kv": True, "add_zero_attn": True},
+}
+
+
+@pytest.mark.parametrize("masks", ["none", "bool", "float"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("name", ATTENTION)
+def test_multihead_attention_options_equal_pytorchs(name: str, dtype: str, masks: str) -> None:
+    kwargs = ATTENTION[name]
+    tol = 1e-12 if dtype == "float64" else 1e-6
+    theirs = torch.nn.MultiheadAttention(8, 2, dtype=getattr(torch, dtype), **kwargs)
+    ours = verigrad.nn.MultiheadAttention(8, 2, dtype=getattr(verigrad, dtype), **kwargs)
+    assert [k for k, _ in ours.named_parameters()] == [k for k, _ in theirs.named_parameters()]
+    ours.load_state_dict({k: verigrad.tensor(v.detach().numpy()) for k, v in theirs.state_dict().items()})
+    rng = np.random.default_rng(8)
+    first = kwargs.get("batch_first", False)
+    shape = (lambda n, w: (2, n, w)) if first else (lambda n, w: (n, 2, w))
+    arrays = [rng.standard_normal(shape(4, 8)), rng.standard_normal(shape(6, kwargs.get("kdim", 8))),
+              rng.standard_normal(shape(6, kwargs.get("vdim", 8)))]  # fmt: skip
+    arrays = [a.astype(dtype) for a in arrays]
+    padding = np.array([[False] * 5 + [True], [False] * 6])
+    attn = rng.standard_normal((4, 6)).astype(dtype)
+
+    def run(lib, layer):
+        leaves = [lib.tensor(a, requires_grad=True) for a in arrays]
+        extra = {}
+        if masks == "bool":
+            extra = {"key_padding_mask": lib.tensor(padding), "attn_mask": lib.tensor(attn > 1.0)}
+        elif masks == "float":
+            extra = {"attn_mask": lib.tensor(np.repeat(attn[None], 4, 0))}  # [N * heads, L, S]
+        out, weights = layer(*leaves, average_attn_weights=False, **extra)
+        (
+            out * lib.tensor(np.linspace(-1, 1, out.numel()).reshape(tuple(out.shape)).astype(dtype))
+        ).sum().backward()
+        return out, weights, leaves
+
+    out, weights, leaves = run(verigrad, ours)
+    tout, tweights, tleaves = run(torch, theirs)
+    _close(out, tout, tol)
+    _close(weights, tweights, tol)
+    for a, b in zip(leaves, tleaves):
+        _close(a.grad, b.grad, tol)
+    ours_params = dict(ours.named_parameters())
+    for key, p in theirs.named_parameters():
+        _close(ours_params[key].grad, p.grad, tol)
+
+
+def test_multihead_attention_kdim_unbatched_equals_pytorchs() -> None:
+    theirs = torch.nn.MultiheadAttention(6, 3, kdim=4, vdim=2, dtype=torch.float64)
+    ours = verigrad.nn.MultiheadAttention(6, 3, kdim=4, vdim=2, dtype=verigrad.float64)
+    ours.load_state_dict({k: verigrad.tensor(v.detach().numpy()) for k, v in theirs.state_dict().items()})
+    rng = np.random.default_rng(0)
+    q, k, v = rng.standard_normal((3, 6)), rng.standard_normal((5, 4)), rng.standard_normal((5, 2))
+    mask = np.array([False, True, False, False, False])
+    out, w = ours(
+        verigrad.tensor(q), verigrad.tensor(k), verigrad.tensor(v), key_padding_mask=verigrad.tensor(mask)
+    )
+    tout, tw = theirs(torch.tensor(q), torch.tensor(k), torch.tensor(v), key_padding_mask=torch.tensor(mask))
+    _close(out, tout)
+    _close(w, tw)
