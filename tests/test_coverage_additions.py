@@ -199,3 +199,30 @@ def test_multihead_attention_with_other_key_and_value_widths() -> None:
     np.testing.assert_allclose(weights.sum(-1).numpy(), 1.0, rtol=1e-6)
     with pytest.raises(ValueError, match="embed_dim and num_heads must be greater than 0"):
         nn.MultiheadAttention(0, 1)
+
+
+# AdaptiveLogSoftmaxWithLoss and LinearCrossEntropyLoss --------------------------------------------
+
+
+def test_adaptive_log_softmax_is_a_distribution_over_the_classes() -> None:
+    verigrad.manual_seed(0)
+    asm = nn.AdaptiveLogSoftmaxWithLoss(8, 12, [3, 7], div_value=2.0, dtype="f64")
+    x = verigrad.randn(5, 8, dtype=verigrad.float64)
+    log_prob = asm.log_prob(x)
+    np.testing.assert_allclose(np.exp(log_prob.numpy()).sum(1), 1.0, rtol=1e-12)
+    targets = verigrad.tensor([0, 11, 4, 2, 8])
+    out, loss = asm(x, targets)
+    picked = log_prob.numpy()[np.arange(5), targets.numpy()]
+    np.testing.assert_allclose(out.numpy(), picked, rtol=1e-12)
+    np.testing.assert_allclose(loss.item(), -picked.mean(), rtol=1e-12)
+    np.testing.assert_array_equal(asm.predict(x).numpy(), log_prob.numpy().argmax(1))
+
+
+def test_linear_cross_entropy_is_linear_then_cross_entropy() -> None:
+    verigrad.manual_seed(0)
+    loss = nn.LinearCrossEntropyLoss(4, 6, bias=True, label_smoothing=0.2)
+    x, target = verigrad.randn(3, 4), verigrad.tensor([0, 5, 2])
+    expected = nn.functional.cross_entropy(loss.linear(x), target, label_smoothing=0.2)
+    np.testing.assert_allclose(loss(x, target).item(), expected.item(), rtol=1e-6)
+    with pytest.raises(RuntimeError, match="expected weight shape to be"):
+        nn.LinearCrossEntropyLoss(4, 6, weight=verigrad.ones(5))

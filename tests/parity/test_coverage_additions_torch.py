@@ -516,3 +516,108 @@ def test_multihead_attention_kdim_unbatched_equals_pytorchs() -> None:
     tout, tw = theirs(torch.tensor(q), torch.tensor(k), torch.tensor(v), key_padding_mask=torch.tensor(mask))
     _close(out, tout)
     _close(w, tw)
+
+
+# AdaptiveLogSoftmaxWithLoss and LinearCrossEntropyLoss --------------------------------------------
+
+
+def _copy_weights(ours, theirs) -> None:
+    ours.load_state_dict({k: verigrad.tensor(v.detach().numpy()) for k, v in theirs.state_dict().items()})
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize(
+    ("cutoffs", "kwargs", "targets"),
+    [
+        ([4, 10], {}, [0, 15, 5, 3, 19, 9, 11]),
+        ([2, 6, 12], {"div_value": 2.0, "head_bias": True}, [1, 1, 7, 13, 2, 0, 19]),
+        ([5], {}, [0, 1, 2, 3, 4, 0, 1]),  # every target in the shortlist
+    ],
+)
+def test_adaptive_log_softmax_equals_pytorchs(cutoffs, kwargs, targets, dtype: str) -> None:
+    tol = 1e-12 if dtype == "float64" else 1e-6
+    theirs = torch.nn.AdaptiveLogSoftmaxWithLoss(16, 20, cutoffs, dtype=getattr(torch, dtype), **kwargs)
+    ours = verigrad.nn.AdaptiveLogSoftmaxWithLoss(16, 20, cutoffs, dtype=getattr(verigrad, dtype), **kwargs)
+    assert repr(ours) == repr(theirs)
+    _copy_weights(ours, theirs)
+    x = np.random.default_rng(0).standard_normal((7, 16)).astype(dtype)
+    vx, tx = verigrad.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    out, loss = ours(vx, verigrad.tensor(targets))
+    tout, tloss = theirs(tx, torch.tensor(targets))
+    _close(out, tout, tol)
+    _close(loss, tloss, tol)
+    loss.backward()
+    tloss.backward()
+    _close(vx.grad, tx.grad, tol)
+    ours_params = dict(ours.named_parameters())
+    for key, p in theirs.named_parameters():
+        if p.grad is not None:
+            _close(ours_params[key].grad, p.grad, tol)
+    _close(ours.log_prob(verigrad.tensor(x)), theirs.log_prob(torch.tensor(x)), tol)
+    assert ours.predict(verigrad.tensor(x)).tolist() == theirs.predict(torch.tensor(x)).tolist()
+    single, tsingle = (
+        ours(verigrad.tensor(x[0]), verigrad.tensor(targets[0])),
+        theirs(torch.tensor(x[0]), torch.tensor(targets[0])),
+    )
+    _close(single.output, tsingle.output, tol)
+
+
+@pytest.mark.parametrize("lib", [torch, verigrad], ids=["torch", "verigrad"])
+def test_adaptive_log_softmax_refusals_are_pytorchs(lib) -> None:
+    with pytest.raises(ValueError, match="cutoffs should be a sequence of unique, positive integers"):
+        lib.nn.AdaptiveLogSoftmaxWithLoss(8, 10, [5, 3])
+    asm = lib.nn.AdaptiveLogSoftmaxWithLoss(8, 10, [5])
+    with pytest.raises(RuntimeError, match=r"Target values should be in \[0, 9\]"):
+        asm(lib.zeros(2, 8), lib.tensor([1, 10]))
+    with pytest.raises(RuntimeError, match="1D target tensor expects 2D input tensors"):
+        asm(lib.zeros(2, 2, 8), lib.tensor([1, 2]))
+
+
+LCE = {
+    "plain": ({}, {}),
+    "bias, K-dim": ({"out_features": (3,), "bias": True}, {}),
+    "options of the loss": ({"reduction": "sum", "label_smoothing": 0.1, "ignore_index": 2}, {}),
+    "class weights, none": ({"reduction": "none"}, {"weight": True}),
+    "probabilities": ({}, {"probabilities": True}),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("name", LCE)
+def test_linear_cross_entropy_loss_equals_pytorchs(name: str, dtype: str) -> None:
+    kwargs, extra = LCE[name]
+    tol = 1e-12 if dtype == "float64" else 1e-6
+    rng = np.random.default_rng(1)
+    if extra.get("weight"):
+        kwargs = {**kwargs, "weight": rng.uniform(0.5, 2, 5).astype(dtype)}
+    k = kwargs.get("out_features", ())
+    x = rng.standard_normal((6, 4)).astype(dtype)
+    if extra.get("probabilities"):
+        target = rng.dirichlet(np.ones(5), size=6).astype(dtype)
+    else:
+        target = rng.integers(0, 5, (6, *k))
+
+    def run(lib):
+        made = {**kwargs, "weight": lib.tensor(kwargs["weight"])} if "weight" in kwargs else kwargs
+        return lib.nn.LinearCrossEntropyLoss(4, 5, dtype=getattr(lib, dtype), **made)
+
+    ours, theirs = run(verigrad), run(torch)
+    _copy_weights(ours, theirs)
+    vx, tx = verigrad.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    loss, tloss = ours(vx, verigrad.tensor(target)), theirs(tx, torch.tensor(target))
+    _close(loss, tloss, tol)
+    loss.sum().backward()
+    tloss.sum().backward()
+    _close(vx.grad, tx.grad, tol)
+    _close(ours.linear.weight.grad, theirs.linear.weight.grad, tol)
+    functional = verigrad.nn.functional.linear_cross_entropy(
+        verigrad.tensor(x), ours.linear.weight.detach().reshape(5, *k, 4), verigrad.tensor(target),
+        linear_bias=None if ours.linear.bias is None else ours.linear.bias.detach().reshape(5, *k),
+        reduction="none",
+    )  # fmt: skip
+    tfunctional = torch.nn.functional.linear_cross_entropy(
+        torch.tensor(x), theirs.linear.weight.detach().reshape(5, *k, 4), torch.tensor(target),
+        linear_bias=None if theirs.linear.bias is None else theirs.linear.bias.detach().reshape(5, *k),
+        reduction="none",
+    )  # fmt: skip
+    _close(functional, tfunctional, tol)

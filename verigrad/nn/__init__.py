@@ -31,6 +31,7 @@ from .activations import (
     Tanhshrink,
     Threshold,
 )
+from .adaptive import AdaptiveLogSoftmaxWithLoss
 from .attention import MultiheadAttention
 from .containers import ModuleDict, ModuleList, Parameter, ParameterDict, ParameterList, Sequential
 from .convolution import (
@@ -48,6 +49,7 @@ from .dropout import Dropout, Dropout2d
 from .embedding import Embedding, EmbeddingBag
 from .flatten import Flatten, Unflatten
 from .linear import Bilinear, Identity, Linear
+from .linear_cross_entropy import LinearCrossEntropyLoss
 from .losses import (
     BCELoss,
     BCEWithLogitsLoss,

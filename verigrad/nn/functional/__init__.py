@@ -58,6 +58,7 @@ from .distance import cosine_similarity, pairwise_distance
 from .dropout import alpha_dropout, dropout, dropout2d
 from .embedding import embedding, embedding_bag, one_hot
 from .linear import bilinear, linear
+from .linear_cross_entropy import linear_cross_entropy
 from .losses import (
     binary_cross_entropy,
     binary_cross_entropy_with_logits,
@@ -167,6 +168,7 @@ __all__ = [
     "leaky_relu",
     "leaky_relu_",
     "linear",
+    "linear_cross_entropy",
     "local_response_norm",
     "log_softmax",
     "logsigmoid",
