@@ -226,3 +226,10 @@ def test_linear_cross_entropy_is_linear_then_cross_entropy() -> None:
     np.testing.assert_allclose(loss(x, target).item(), expected.item(), rtol=1e-6)
     with pytest.raises(RuntimeError, match="expected weight shape to be"):
         nn.LinearCrossEntropyLoss(4, 6, weight=verigrad.ones(5))
+
+
+def test_cat_skips_a_legacy_empty_tensor() -> None:
+    x = verigrad.ones(2, 3)
+    np.testing.assert_array_equal(verigrad.cat([verigrad.tensor([]), x]).numpy(), x.numpy())
+    assert verigrad.cat([verigrad.zeros(0, dtype=verigrad.float64), x]).dtype is verigrad.float64
+    assert verigrad.concat(x, x, axis=1).shape == (2, 6)  # verigrad's own form, as before

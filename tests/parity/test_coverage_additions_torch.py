@@ -621,3 +621,37 @@ def test_linear_cross_entropy_loss_equals_pytorchs(name: str, dtype: str) -> Non
         reduction="none",
     )  # fmt: skip
     _close(functional, tfunctional, tol)
+
+
+# the legacy empty cat -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("shapes", "dtypes", "dim"),
+    [
+        ([(0,), (2, 3)], ["float64", "float32"], 0),  # skipped, but its dtype counts
+        ([(2, 3), (0,), (1, 3)], ["float32", "float32", "float32"], 0),
+        ([(2, 3), (0,)], ["float32", "float32"], -1),
+        ([(0,), (0,)], ["float32", "float64"], 0),  # all skipped: the empty result
+        ([(0,), (3,)], ["int64", "int32"], 0),  # 1-D with 1-D: joined as ever
+        ([(2, 0), (2, 3)], ["float32", "float32"], 1),  # (2, 0) is not the legacy shape
+    ],
+)
+@pytest.mark.parametrize("name", ["cat", "concatenate"])
+def test_cat_skips_legacy_empty_tensors_as_pytorchs(shapes, dtypes, dim, name: str) -> None:
+    arrays = [np.arange(int(np.prod(s))).reshape(s).astype(d) for s, d in zip(shapes, dtypes)]
+    ours = getattr(verigrad, name)([verigrad.tensor(a) for a in arrays], dim=dim)
+    theirs = getattr(torch, name)([torch.tensor(a) for a in arrays], dim=dim)
+    assert tuple(ours.shape) == tuple(theirs.shape)
+    assert ours.dtype.name == {torch.float32: "f32", torch.float64: "f64", torch.int64: "i64"}[theirs.dtype]
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+def test_cat_with_a_legacy_empty_tensor_differentiates_as_pytorchs() -> None:
+    x = np.random.default_rng(0).standard_normal((2, 3))
+    ours, theirs = verigrad.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    (verigrad.cat([verigrad.zeros(0), ours, ours]) ** 2).sum().backward()
+    (torch.cat([torch.zeros(0), theirs, theirs]) ** 2).sum().backward()
+    _close(ours.grad, theirs.grad)
+    with pytest.raises(verigrad.AxisError, match="axis 2 is out of range for 2 dimensions"):
+        verigrad.cat([verigrad.zeros(0), verigrad.ones(2, 3)], dim=2)
