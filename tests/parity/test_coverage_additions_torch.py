@@ -655,3 +655,62 @@ def test_cat_with_a_legacy_empty_tensor_differentiates_as_pytorchs() -> None:
     _close(ours.grad, theirs.grad)
     with pytest.raises(verigrad.AxisError, match="axis 2 is out of range for 2 dimensions"):
         verigrad.cat([verigrad.zeros(0), verigrad.ones(2, 3)], dim=2)
+
+
+def _chained(lib, steps: int = 12):
+    a, b = lib.zeros(2, requires_grad=True), lib.zeros(3, requires_grad=True)
+    opt = lib.optim.SGD([{"params": [a]}, {"params": [b], "lr": 0.5}], lr=0.1)
+    s = lib.optim.lr_scheduler
+    chained = s.ChainedScheduler(
+        [s.ConstantLR(opt, factor=0.25, total_iters=4), s.ExponentialLR(opt, gamma=0.9),
+         s.MultiStepLR(opt, milestones=[3, 7], gamma=0.5)]
+    )  # fmt: skip
+    seen = []
+    for _ in range(steps):
+        seen.append(chained.get_last_lr())
+        opt.step()
+        chained.step()
+    return seen, chained
+
+
+def test_chained_scheduler_equals_pytorchs() -> None:
+    ours, chained = _chained(verigrad)
+    theirs, tchained = _chained(torch)
+    assert ours == theirs
+    state, tstate = chained.state_dict(), tchained.state_dict()
+    assert state["_last_lr"] == tstate["_last_lr"] and len(state["_schedulers"]) == 3
+    with pytest.raises(ValueError, match="expects at least one scheduler"):
+        verigrad.optim.lr_scheduler.ChainedScheduler([])
+
+
+# nn.utils ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, 3.5, float("inf")])
+def test_get_total_norm_and_clip_grads_with_norm_equal_pytorchs(norm_type: float) -> None:
+    rng = np.random.default_rng(3)
+    grads = [rng.standard_normal((3, 4)), rng.standard_normal(5)]
+
+    def run(lib):
+        params = [lib.zeros(g.shape, dtype=lib.float64, requires_grad=True) for g in grads]
+        for p, g in zip(params, grads):
+            p.grad = lib.tensor(g)
+        total = lib.nn.utils.get_total_norm([p.grad for p in params], norm_type, foreach=False)
+        lib.nn.utils.clip_grads_with_norm_(params, 0.5, total, foreach=None)
+        clipped = lib.nn.utils.clip_grad_norm_(params, 0.25, norm_type, foreach=False)
+        lib.nn.utils.clip_grad_value_(params, 0.05, foreach=None)
+        return total, clipped, [p.grad for p in params]
+
+    (total, clipped, ours), (ttotal, tclipped, theirs) = run(verigrad), run(torch)
+    _close(total, ttotal)
+    _close(clipped, tclipped)
+    for a, b in zip(ours, theirs):
+        _close(a, b)
+
+
+def test_skip_init_makes_the_module() -> None:
+    ours = verigrad.nn.utils.skip_init(verigrad.nn.Conv1d, 2, 3, 3)
+    theirs = torch.nn.utils.skip_init(torch.nn.Conv1d, 2, 3, 3)
+    assert {k: tuple(v.shape) for k, v in ours.state_dict().items()} == {
+        k: tuple(v.shape) for k, v in theirs.state_dict().items()
+    }

@@ -1,7 +1,8 @@
 """Learning-rate schedules, as PyTorch's `torch.optim.lr_scheduler`: StepLR, MultiStepLR, ExponentialLR,
 MultiplicativeLR, ConstantLR, PolynomialLR,
 CosineAnnealingLR, CosineAnnealingWarmRestarts, LinearLR, LambdaLR, OneCycleLR and CyclicLR (which also
-cycle the momentum), SequentialLR (one schedule after another), and ReduceLROnPlateau (driven by a metric).
+cycle the momentum), SequentialLR (one schedule after another), ChainedScheduler
+(several at once), and ReduceLROnPlateau (driven by a metric).
 
 A schedule sets each parameter group's learning rate (and OneCycleLR its momentum), which live in
 tensors compiled steps read, so a compiled training step follows them without being traced again. Made,
@@ -377,6 +378,49 @@ class SequentialLR(LRScheduler):
         else:
             scheduler.step()
         self._last_lr = scheduler.get_last_lr()
+
+    def state_dict(self) -> dict[str, Any]:
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        return state | {"_schedulers": [s.state_dict() for s in self._schedulers]}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.__dict__.update({k: v for k, v in state_dict.items() if k != "_schedulers"})
+        for scheduler, saved in zip(self._schedulers, state_dict["_schedulers"]):
+            scheduler.load_state_dict(saved)
+
+
+class ChainedScheduler(LRScheduler):
+    """Several schedules of one optimizer stepped together, in order, each from the rates the one
+    before set (PyTorch's: their effects compose, e.g. a ConstantLR warm-up times an ExponentialLR)."""
+
+    def __init__(self, schedulers: Iterable[LRScheduler], optimizer: Optimizer | None = None) -> None:
+        schedulers = list(schedulers)
+        name = type(self).__name__
+        if len(schedulers) < 1:
+            raise ValueError(f"{name} expects at least one scheduler to be chained, but got no scheduler.")
+        optimizer = optimizer or schedulers[0].optimizer
+        for index, scheduler in enumerate(schedulers):
+            if not hasattr(scheduler, "optimizer"):
+                raise TypeError(f"{name} at index {index} should have `optimizer` as its attribute.")
+            if isinstance(scheduler, ReduceLROnPlateau):
+                raise ValueError(
+                    f"{name} does not support `ReduceLROnPlateau` scheduler as it requires additional kwargs "
+                    f"to be specified when calling `step`, but got one at index {index} in the given "
+                    "schedulers sequence."
+                )
+            if scheduler.optimizer is not optimizer:
+                raise ValueError(
+                    f"{name} expects all schedulers to belong to the same optimizer, but got scheduler "
+                    f"{type(scheduler).__name__} at index {index} has {scheduler.optimizer}, which is "
+                    f"different from {type(optimizer).__name__}."
+                )
+        self._schedulers, self.optimizer = schedulers, optimizer
+        self._last_lr = [group["lr"] for group in schedulers[-1].optimizer.param_groups]
+
+    def step(self) -> None:
+        for scheduler in self._schedulers:
+            scheduler.step()
+        self._last_lr = [group["lr"] for group in self._schedulers[-1].optimizer.param_groups]
 
     def state_dict(self) -> dict[str, Any]:
         state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
