@@ -4,6 +4,8 @@ value widths, AdaptiveLogSoftmaxWithLoss, nn.init.dirac_, linalg.lstsq's drivers
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -714,3 +716,64 @@ def test_skip_init_makes_the_module() -> None:
     assert {k: tuple(v.shape) for k, v in ours.state_dict().items()} == {
         k: tuple(v.shape) for k, v in theirs.state_dict().items()
     }
+
+
+# dropout of channels ------------------------------------------------------------------------------
+
+CHANNEL_DROPOUT = {
+    "dropout1d": ("Dropout1d", (8, 16, 5)),
+    "dropout3d": ("Dropout3d", (4, 16, 2, 3, 2)),
+    "feature_alpha_dropout": ("FeatureAlphaDropout", (8, 16, 3, 2)),
+    "alpha_dropout": ("AlphaDropout", (8, 16, 3)),
+}
+
+
+@pytest.mark.parametrize("name", CHANNEL_DROPOUT)
+def test_channel_dropouts_take_pytorchs_values(name: str) -> None:
+    """The draws are verigrad's own (its generator), but what a kept and a dropped unit become, which
+    units share a draw, and the identity in eval mode are PyTorch's."""
+    module, shape = CHANNEL_DROPOUT[name]
+    x = np.full(shape, 0.75, np.float32)
+
+    def run(lib):
+        lib.manual_seed(0)
+        layer = getattr(lib.nn, module)(0.4)
+        assert np.array_equal(layer.eval()(lib.tensor(x)).numpy(), x)
+        out = getattr(lib.nn.functional, name)(lib.tensor(x), 0.4, training=True).numpy()
+        return out, layer
+
+    (ours, layer), (theirs, tlayer) = run(verigrad), run(torch)
+    assert repr(layer) == repr(tlayer)
+    np.testing.assert_allclose(np.unique(ours), np.unique(theirs), rtol=1e-6)
+    if name != "alpha_dropout":  # one draw per channel: every element of a channel alike
+        for out in (ours, theirs):
+            flat = out.reshape(*shape[:2], -1)
+            assert (flat == flat[..., :1]).all()
+
+
+@pytest.mark.parametrize("lib", [torch, verigrad], ids=["torch", "verigrad"])
+def test_channel_dropout_rank_checks(lib) -> None:
+    with pytest.raises(RuntimeError, match="dropout1d: Expected 2D or 3D input, but received a 4D input"):
+        lib.nn.functional.dropout1d(lib.ones(2, 3, 4, 5), 0.5)
+    with pytest.warns(UserWarning, match="Received a 3-D input to dropout3d, which is deprecated"):
+        lib.nn.functional.dropout3d(lib.ones(2, 3, 4), 0.5)
+
+
+@pytest.mark.parametrize("shape", [(6, 8, 5), (6, 8), (6, 8, 2, 3)])
+@pytest.mark.parametrize("name", ["dropout1d", "dropout2d", "dropout3d"])
+def test_channel_dropout_draws_per_pytorchs_channels(name: str, shape: tuple) -> None:
+    """Which elements share a draw, for every rank each takes (a 3-D input to dropout2d is [N, C, L], as
+    PyTorch's; an unbatched one has its channels on axis 0)."""
+    if name == "dropout1d" and len(shape) == 4:
+        return
+
+    def groups(lib) -> set:
+        lib.manual_seed(1)
+        x = lib.tensor(np.arange(1, np.prod(shape) + 1, dtype=np.float32).reshape(shape))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            kept = getattr(lib.nn.functional, name)(x, 0.5, training=True).numpy() != 0
+        # the axes over which every element shares its draw: where kept is constant
+        return {a for a in range(len(shape)) if (kept == kept.take([0], axis=a)).all() and shape[a] > 1}
+
+    assert groups(verigrad) == groups(torch)

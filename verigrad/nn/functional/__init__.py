@@ -55,7 +55,7 @@ from .convolution import (
 )
 from .ctc import ctc_loss
 from .distance import cosine_similarity, pairwise_distance
-from .dropout import alpha_dropout, dropout, dropout2d
+from .dropout import alpha_dropout, dropout, dropout1d, dropout2d, dropout3d, feature_alpha_dropout
 from .embedding import embedding, embedding_bag, one_hot
 from .linear import bilinear, linear
 from .linear_cross_entropy import linear_cross_entropy
@@ -142,11 +142,14 @@ __all__ = [
     "cross_entropy",
     "ctc_loss",
     "dropout",
+    "dropout1d",
     "dropout2d",
+    "dropout3d",
     "elu",
     "elu_",
     "embedding",
     "embedding_bag",
+    "feature_alpha_dropout",
     "fold",
     "gaussian_nll_loss",
     "gelu",
