@@ -777,3 +777,58 @@ def test_channel_dropout_draws_per_pytorchs_channels(name: str, shape: tuple) ->
         return {a for a in range(len(shape)) if (kept == kept.take([0], axis=a)).all() and shape[a] > 1}
 
     assert groups(verigrad) == groups(torch)
+
+
+# pdist, channel_shuffle, gumbel_softmax, RNNBase -------------------------------------------------
+
+
+@pytest.mark.parametrize("p", [2.0, 1.0, 3.0, 0.5, float("inf"), 0.0])
+def test_pdist_equals_pytorchs(p: float) -> None:
+    """Values and gradients, two equal rows included (distance 0: gradient 0, as PyTorch's)."""
+    from gradients import check_values_and_gradients
+
+    x = np.random.default_rng(0).standard_normal((5, 3))
+    x[3] = x[1]
+    check_values_and_gradients(
+        {"x": x}, lambda x: verigrad.nn.functional.pdist(x, p), lambda x: torch.nn.functional.pdist(x, p)
+    )
+
+
+@pytest.mark.parametrize(("shape", "groups"), [((2, 6, 3), 3), ((1, 8, 2, 2), 2), ((2, 4, 1, 2, 3), 4)])
+def test_channel_shuffle_equals_pytorchs(shape, groups) -> None:
+    x = np.arange(np.prod(shape), dtype=np.float64).reshape(shape)
+    ours = verigrad.nn.ChannelShuffle(groups)
+    theirs = torch.nn.ChannelShuffle(groups)
+    assert repr(ours) == repr(theirs)
+    np.testing.assert_array_equal(ours(verigrad.tensor(x)).numpy(), theirs(torch.tensor(x)).numpy())
+
+
+@pytest.mark.parametrize("lib", [torch, verigrad], ids=["torch", "verigrad"])
+def test_channel_shuffle_refusals_and_rnn_bases_are_pytorchs(lib) -> None:
+    with pytest.raises(RuntimeError, match="Number of channels must be divisible by groups"):
+        lib.nn.functional.channel_shuffle(lib.ones(2, 3, 4), 2)
+    with pytest.raises(RuntimeError, match="channel_shuffle expects input with > 2 dims"):
+        lib.nn.functional.channel_shuffle(lib.ones(1, 6), 3)
+    assert isinstance(lib.nn.GRU(2, 3), lib.nn.RNNBase)
+    assert isinstance(lib.nn.LSTMCell(2, 3), lib.nn.RNNCellBase)
+    assert not isinstance(lib.nn.LSTMCell(2, 3), lib.nn.RNNBase)
+
+
+@pytest.mark.parametrize("hard", [False, True])
+def test_gumbel_softmax_samples_as_pytorchs(hard: bool) -> None:
+    """The noise is each library's own; the distribution of the sample's largest entry (the softmax of
+    the logits, whatever tau), the rows summing to 1, hard samples one-hot with the soft gradient."""
+    logits = np.log(np.array([[0.2, 0.5, 0.3]]))
+    counts = []
+    for lib in (verigrad, torch):
+        lib.manual_seed(0)
+        x = lib.tensor(np.repeat(logits, 20000, 0), requires_grad=True)
+        y = lib.nn.functional.gumbel_softmax(x, tau=0.7, hard=hard)
+        np.testing.assert_allclose(y.detach().numpy().sum(-1), 1.0, rtol=1e-12)
+        if hard:
+            assert set(np.unique(y.detach().numpy())) == {0.0, 1.0}
+        (y * lib.tensor(np.array([1.0, 2.0, 3.0]))).sum().backward()
+        assert np.isfinite(x.grad.numpy()).all() and np.abs(x.grad.numpy()).max() > 0
+        counts.append(np.bincount(y.detach().numpy().argmax(-1), minlength=3) / 20000)
+    np.testing.assert_allclose(counts[0], [0.2, 0.5, 0.3], atol=0.015)
+    np.testing.assert_allclose(counts[0], counts[1], atol=0.02)

@@ -33,6 +33,7 @@ from .activations import (
 )
 from .adaptive import AdaptiveLogSoftmaxWithLoss
 from .attention import MultiheadAttention
+from .channel_shuffle import ChannelShuffle
 from .containers import ModuleDict, ModuleList, Parameter, ParameterDict, ParameterList, Sequential
 from .convolution import (
     Conv1d,
@@ -124,7 +125,7 @@ from .pooling import (
     MaxUnpool3d,
 )
 from .quant import QEmbedding, QLinear
-from .recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
+from .recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from .resampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 from .transformer import (
     Transformer,

@@ -418,3 +418,6 @@ class GRUCell(_Cell):
 
     def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:
         return self._step(input, None if hx is None else (hx,))[0]
+
+
+RNNBase, RNNCellBase = _Recurrent, _Cell  # PyTorch's names of the bases (for isinstance checks)

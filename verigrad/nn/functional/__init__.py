@@ -43,6 +43,7 @@ from .activations import (
     threshold_,
 )
 from .attention import rope, scaled_dot_product_attention
+from .channel_shuffle import channel_shuffle
 from .convolution import (
     conv1d,
     conv2d,
@@ -54,9 +55,10 @@ from .convolution import (
     unfold,
 )
 from .ctc import ctc_loss
-from .distance import cosine_similarity, pairwise_distance
+from .distance import cosine_similarity, pairwise_distance, pdist
 from .dropout import alpha_dropout, dropout, dropout1d, dropout2d, dropout3d, feature_alpha_dropout
 from .embedding import embedding, embedding_bag, one_hot
+from .gumbel import gumbel_softmax
 from .linear import bilinear, linear
 from .linear_cross_entropy import linear_cross_entropy
 from .losses import (
@@ -131,6 +133,7 @@ __all__ = [
     "binary_cross_entropy_with_logits",
     "celu",
     "celu_",
+    "channel_shuffle",
     "conv1d",
     "conv2d",
     "conv3d",
@@ -156,6 +159,7 @@ __all__ = [
     "glu",
     "grid_sample",
     "group_norm",
+    "gumbel_softmax",
     "hardshrink",
     "hardsigmoid",
     "hardswish",
@@ -194,6 +198,7 @@ __all__ = [
     "one_hot",
     "pad",
     "pairwise_distance",
+    "pdist",
     "pixel_shuffle",
     "pixel_unshuffle",
     "poisson_nll_loss",
