@@ -233,3 +233,18 @@ def test_cat_skips_a_legacy_empty_tensor() -> None:
     np.testing.assert_array_equal(verigrad.cat([verigrad.tensor([]), x]).numpy(), x.numpy())
     assert verigrad.cat([verigrad.zeros(0, dtype=verigrad.float64), x]).dtype is verigrad.float64
     assert verigrad.concat(x, x, axis=1).shape == (2, 6)  # verigrad's own form, as before
+
+
+def test_packing_in_a_trace_is_refused_clearly() -> None:
+    from verigrad.nn.utils.rnn import pack_padded_sequence
+
+    lstm = nn.LSTM(2, 3)
+
+    def last_state(x: verigrad.Tensor) -> verigrad.Tensor:
+        _, (h, _) = lstm(pack_padded_sequence(x, [4, 2]))
+        return h.sum()
+
+    x = verigrad.randn(4, 2, 2)
+    assert np.isfinite(last_state(x).item())
+    with pytest.raises(NotImplementedError, match="PackedSequence in a trace"):
+        verigrad.compile(last_state)(x)

@@ -87,8 +87,18 @@ def invert_permutation(permutation: Tensor | None) -> Tensor | None:
     return ops.tensor(inverse.astype(np.int64))
 
 
+def _numbers(t: Tensor, what: str) -> np.ndarray:
+    """A tensor of sizes as NumPy numbers: packing is eager (which rows run at each step is Python's)."""
+    if not isinstance(t.payload, np.ndarray):
+        raise NotImplementedError(
+            f"{what} of a PackedSequence in a trace: packing reads its lengths as numbers and runs eagerly; "
+            "run it eagerly, or give the recurrent layer a padded batch inside verigrad.compile"
+        )
+    return np.asarray(t.numpy())
+
+
 def _lengths(lengths: Any) -> np.ndarray:
-    values = np.asarray(lengths.numpy() if isinstance(lengths, Tensor) else lengths)
+    values = np.asarray(_numbers(lengths, "pack_padded_sequence") if isinstance(lengths, Tensor) else lengths)
     if values.ndim != 1 or (values.size and values.dtype.kind not in "iu"):
         raise ShapeError(f"pack_padded_sequence: lengths must be a 1-D list of integers, got {lengths!r}")
     return values.astype(np.int64)
@@ -142,7 +152,7 @@ def pad_packed_sequence(
 ) -> tuple[Tensor, Tensor]:
     """The inverse of pack_padded_sequence: (padded [T, B, *] ([B, T, *] with batch_first), the lengths,
     an i64 tensor), in the batch's original order; T the longest length, or total_length."""
-    batch_sizes = [int(n) for n in sequence.batch_sizes.numpy()]
+    batch_sizes = [int(n) for n in _numbers(sequence.batch_sizes, "pad_packed_sequence")]
     steps = len(batch_sizes)
     if total_length is not None:
         if total_length < steps:
@@ -222,6 +232,6 @@ def pack_like(padded: Tensor, like: PackedSequence) -> PackedSequence:
     """A padded output [T, B, *] (B in the original order) packed as `like` is: its sizes and order."""
     if like.sorted_indices is not None:
         padded = index_select(padded, 1, like.sorted_indices)
-    sizes = [int(n) for n in like.batch_sizes.numpy()]
+    sizes = [int(n) for n in _numbers(like.batch_sizes, "packing")]
     data = ops.concat([padded[t, :n] for t, n in enumerate(sizes)], axis=0)
     return PackedSequence(data, like.batch_sizes, like.sorted_indices, like.unsorted_indices)
