@@ -248,3 +248,15 @@ def test_packing_in_a_trace_is_refused_clearly() -> None:
     assert np.isfinite(last_state(x).item())
     with pytest.raises(NotImplementedError, match="PackedSequence in a trace"):
         verigrad.compile(last_state)(x)
+
+
+def test_spectral_norm_divides_by_the_largest_singular_value() -> None:
+    verigrad.manual_seed(0)
+    layer = nn.utils.spectral_norm(nn.Linear(6, 4, dtype="f64"), n_power_iterations=30)
+    layer(verigrad.randn(2, 6, dtype=verigrad.float64))
+    sigma = np.linalg.svd(layer.weight_orig.numpy(), compute_uv=False)[0]
+    np.testing.assert_allclose(layer.weight.detach().numpy(), layer.weight_orig.numpy() / sigma, rtol=1e-10)
+    with pytest.raises(RuntimeError, match="Cannot register two spectral_norm hooks"):
+        nn.utils.spectral_norm(layer)
+    nn.utils.remove_spectral_norm(layer)
+    assert [n for n, _ in layer.named_parameters()] == ["bias", "weight"]

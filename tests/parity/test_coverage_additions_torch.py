@@ -832,3 +832,48 @@ def test_gumbel_softmax_samples_as_pytorchs(hard: bool) -> None:
         counts.append(np.bincount(y.detach().numpy().argmax(-1), minlength=3) / 20000)
     np.testing.assert_allclose(counts[0], [0.2, 0.5, 0.3], atol=0.015)
     np.testing.assert_allclose(counts[0], counts[1], atol=0.02)
+
+
+# spectral_norm ------------------------------------------------------------------------------------
+
+SPECTRAL = {
+    "Linear": (lambda lib: lib.nn.Linear(5, 4, dtype=lib.float64), (3, 5), {}),
+    "Conv2d, 2 iterations": (
+        lambda lib: lib.nn.Conv2d(2, 3, 3, dtype=lib.float64),
+        (1, 2, 5, 5),
+        {"n_power_iterations": 2},
+    ),
+    "ConvTranspose2d (dim 1)": (
+        lambda lib: lib.nn.ConvTranspose2d(2, 3, 2, dtype=lib.float64),
+        (1, 2, 3, 3),
+        {},
+    ),
+}
+
+
+@pytest.mark.parametrize("name", SPECTRAL)
+def test_spectral_norm_equals_pytorchs(name: str) -> None:
+    """From the same u, v and weights: each training forward's power iteration (u, v written in place),
+    outputs and gradients; eval forwards without iteration; remove_spectral_norm's weight."""
+    make, shape, kwargs = SPECTRAL[name]
+    theirs = torch.nn.utils.spectral_norm(make(torch), **kwargs)
+    ours = verigrad.nn.utils.spectral_norm(make(verigrad), **kwargs)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    _copy_weights(ours, theirs)
+    rng = np.random.default_rng(2)
+    for step in range(4):
+        if step == 3:
+            ours.eval()
+            theirs.eval()
+        x = rng.standard_normal(shape)
+        out, tout = ours(verigrad.tensor(x)), theirs(torch.tensor(x))
+        _close(out, tout)
+        (out * out).sum().backward()
+        (tout * tout).sum().backward()
+        _close(ours.weight_orig.grad, theirs.weight_orig.grad)
+        _close(ours.weight_u, theirs.weight_u)
+        _close(ours.weight_v, theirs.weight_v)
+    verigrad.nn.utils.remove_spectral_norm(ours)
+    torch.nn.utils.remove_spectral_norm(theirs)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    _close(ours.weight, theirs.weight)

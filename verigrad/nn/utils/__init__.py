@@ -19,6 +19,7 @@ from ...autograd import no_grad
 from ...ops import concat, stack, zeros
 from ...tensor import Tensor
 from . import rnn
+from .spectral_norm import remove_spectral_norm, spectral_norm
 
 
 def _with_grads(parameters: Tensor | Iterable[Tensor]) -> list[Tensor]:
