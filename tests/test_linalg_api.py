@@ -84,5 +84,5 @@ def test_lstsq_by_hand() -> None:
     np.testing.assert_allclose(result.solution.numpy(), [1, 2], atol=1e-15)
     assert int(result.rank.item()) == 2 and result.residuals.shape == (0,)
     assert int(linalg.lstsq(t([[1, 1], [1, 1]]), t([[2], [2]])).rank.item()) == 1
-    with pytest.raises(ValueError, match="driver"):
-        linalg.lstsq(t([[1.0]]), t([1.0]), driver="gelsd")
+    with pytest.raises(RuntimeError, match="driver"):
+        linalg.lstsq(t([[1.0]]), t([1.0]), driver="qr")

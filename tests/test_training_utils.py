@@ -732,8 +732,8 @@ def test_diagonals_channel_dropout_and_warm_restarts_by_hand() -> None:
     )  # whole channels
     assert 0 < (channels[:, 0] == 0).sum() < 32
     assert nn.Dropout2d(0.5).eval()(verigrad.ones(1, 2, 2, 2)).numpy().min() == 1.0
-    with pytest.raises(verigrad.ShapeError, match="dropout2d takes"):
-        F.dropout2d(verigrad.ones(2, 3))
+    with pytest.warns(UserWarning, match="Received a 2-D input to dropout2d, which is deprecated"):
+        F.dropout2d(verigrad.ones(2, 3))  # PyTorch's: a warning, and dropout over axes 0 and 1
 
     opt = SGD([verigrad.zeros(1, requires_grad=True)], lr=1.0)
     warm = lr_scheduler.CosineAnnealingWarmRestarts(opt, T_0=2, T_mult=2)

@@ -181,6 +181,7 @@ from .functions import (
 from .functions import addmm as baddbmm  # the same on batches
 from .functions.indexing import gather
 from .functions.indexing import where_or_positions as where  # the where op, and the one-argument form
+from .functions.legacy_cat import cat  # PyTorch's cat: skips 1-D empty tensors
 from .functions.pointwise import round
 from .io import load, save
 from .ir import Program
@@ -319,7 +320,7 @@ from .shapes import Dim, Size, Spec, dims, spec
 from .tensor import LEGACY_TYPES, Tensor
 from .typeinfo import finfo, iinfo
 
-cat = concatenate = concat  # PyTorch's names for the same functions
+concatenate = cat  # PyTorch's names for the same function
 cuda.amp = amp.cuda_amp  # torch.cuda.amp: disabled, with PyTorch's warnings
 clip = clamp
 set_num_threads, get_num_threads = set_threads, get_threads

@@ -125,16 +125,22 @@ def pinv(
     A: Tensor, *, atol: float | None = None, rtol: float | None = None, hermitian: bool = False
 ) -> Tensor:
     """The Moore-Penrose pseudo-inverse by the SVD, as PyTorch's: singular values at most
-    max(atol, rtol * the largest) are dropped (rtol max(m, n) * eps when neither is given)."""
-    if hermitian:
-        raise ValueError("pinv: hermitian=True is not supported yet; leave it False (the same result)")
+    max(atol, rtol * the largest) are dropped (rtol max(m, n) * eps when neither is given). hermitian:
+    A is symmetric, by its eigendecomposition reading the lower triangle only (as PyTorch's)."""
     if rtol is None:
         rtol = 0.0 if atol is not None and atol > 0 else max(A.shape[-2], A.shape[-1]) * _eps(A)
-    u, s, vh = svd(A, full_matrices=False)
-    tol = s[..., :1] * rtol  # S is descending: its first is the largest
+    if hermitian:  # the eigendecomposition of the lower triangle: |eigenvalues| are the singular values
+        w, v = eigh(A)
+        magnitude = w.abs()
+        tol = magnitude.max(-1, keepdim=True).values * rtol
+        u, s, vh = v, w, v.mT
+    else:
+        u, s, vh = svd(A, full_matrices=False)
+        magnitude = s
+        tol = s[..., :1] * rtol  # S is descending: its first is the largest
     if atol:
         tol = functions.clamp(tol, min=atol)
-    kept = s > tol
+    kept = magnitude > tol
     inverse = ops.where(kept, 1.0 / ops.where(kept, s, 1.0), 0.0).cast(s.dtype)
     return (vh.mT * ops.unsqueeze(inverse, -2)) @ u.mT
 
@@ -146,27 +152,53 @@ class LstsqResult(NamedTuple):
     singular_values: Tensor
 
 
+LSTSQ_DRIVERS = (None, "gels", "gelsy", "gelsd", "gelss")
+
+
 def lstsq(A: Tensor, B: Tensor, rcond: float | None = None, *, driver: str | None = None) -> LstsqResult:
-    """The least-squares (minimum-norm) solution X of A X = B, as PyTorch's default CPU driver "gelsy"
-    gives it: with the rank of each A (singular values above rcond times the largest; rcond eps *
-    max(m, n) by default), and residuals and singular_values empty. B [..., m, k], or [..., m] for a
-    vector; written with pinv."""
-    if driver not in (None, "gelsy"):
-        raise ValueError(
-            f"lstsq: only the driver 'gelsy' (PyTorch's CPU default) is supported, got {driver!r}"
+    """The least-squares (minimum-norm) solution X of A X = B, with PyTorch's CPU drivers' results:
+    "gelsy" (the default) the rank of each A (singular values above rcond times the largest; rcond eps *
+    max(m, n) by default); "gelsd" and "gelss" that rank and the singular values; "gels" neither (it
+    assumes full rank: for a rank-deficient A, LAPACK's QR gives no meaningful answer, verigrad the
+    minimum-norm one). residuals, the squared residual norms of each column of B, where A is tall (m > n)
+    and, but for "gels", every A of the batch has full rank; else empty. B [..., m, k], or [..., m]."""
+    if driver not in LSTSQ_DRIVERS:
+        raise RuntimeError(
+            f"torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss), "
+            f"got {driver!r}"
         )
     if A.ndim < 2:
         raise ShapeError(f"lstsq: A must be a matrix or a batch of them, got {describe(A)}")
     vector = B.ndim == A.ndim - 1
     if (B.shape[-1] if vector else B.shape[-2]) != A.shape[-2]:
         raise ShapeError(f"lstsq: A {describe(A)} and B {describe(B)} need the same number of rows")
-    cutoff = max(A.shape[-2], A.shape[-1]) * _eps(A) if rcond is None else rcond
+    m, n = A.shape[-2], A.shape[-1]
+    cutoff = max(m, n) * _eps(A) if rcond is None else rcond
     s = ops.svdvals(A.detach())
     rank = (s > s[..., :1] * cutoff).cast("i64").sum(-1)
     solution = pinv(A, rtol=cutoff)
     solution = (solution @ B.unsqueeze(-1))[..., 0] if vector else solution @ B
     empty = ops.zeros((0,), dtype=A.dtype)
-    return LstsqResult(solution, empty, rank, empty)
+    residuals = empty
+    if m > n and driver not in (None, "gelsy"):
+        if driver == "gels" or not isinstance(rank.payload, np.ndarray):
+            full = driver == "gels" or _refuse_traced_rank(driver)
+        else:
+            full = bool((rank.numpy() == n).all())
+        if full:
+            r = (A @ solution.unsqueeze(-1))[..., 0] - B if vector else A @ solution - B
+            residuals = (r * r).sum(-1 if vector else -2)
+    if driver == "gels":
+        rank = ops.zeros((0,), dtype="i64")
+    values = ops.svdvals(A) if driver in ("gelsd", "gelss") else empty
+    return LstsqResult(solution, residuals, rank, values)
+
+
+def _refuse_traced_rank(driver: str) -> bool:
+    raise NotImplementedError(
+        f"lstsq(driver={driver!r}) of a tall A in a trace: whether its residuals are returned depends on "
+        "the values (every A of full rank); use driver='gelsy' or run it eagerly"
+    )
 
 
 def _eps(a: Tensor) -> float:

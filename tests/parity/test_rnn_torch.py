@@ -149,8 +149,7 @@ def test_signatures_reprs_and_errors_as_pytorch() -> None:
     assert nn.GRUCell(3, 4, device="cpu").weight_ih.dtype.name == "f32"
     with pytest.raises(ValueError, match="runs on the CPU"):
         nn.LSTM(3, 4, device="cuda")
-    with pytest.raises(NotImplementedError, match="kdim or vdim"):
-        nn.MultiheadAttention(8, 2, kdim=4)
+    assert tuple(nn.MultiheadAttention(8, 2, kdim=4).k_proj_weight.shape) == (8, 4)  # as PyTorch's
     for args, settings in [
         ((3, 4), {"num_layers": 2, "nonlinearity": "relu"}),
         ((3, 4, 2, "relu", False), {}),

@@ -31,7 +31,9 @@ from .activations import (
     Tanhshrink,
     Threshold,
 )
+from .adaptive import AdaptiveLogSoftmaxWithLoss
 from .attention import MultiheadAttention
+from .channel_shuffle import ChannelShuffle
 from .containers import ModuleDict, ModuleList, Parameter, ParameterDict, ParameterList, Sequential
 from .convolution import (
     Conv1d,
@@ -44,10 +46,11 @@ from .convolution import (
     Unfold,
 )
 from .distance import CosineSimilarity, PairwiseDistance
-from .dropout import Dropout, Dropout2d
+from .dropout import AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout
 from .embedding import Embedding, EmbeddingBag
 from .flatten import Flatten, Unflatten
 from .linear import Bilinear, Identity, Linear
+from .linear_cross_entropy import LinearCrossEntropyLoss
 from .losses import (
     BCELoss,
     BCEWithLogitsLoss,
@@ -122,7 +125,7 @@ from .pooling import (
     MaxUnpool3d,
 )
 from .quant import QEmbedding, QLinear
-from .recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
+from .recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from .resampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 from .transformer import (
     Transformer,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..ops import arange, zeros
+from ..ops import arange, concat, zeros
 from ..tensor import Tensor
 from . import functional as F
-from .init import uniform
+from .init import normal, uniform
 from .linear import Linear
 from .module import Module, check_dtypes, factory_dtype
 
@@ -19,7 +19,10 @@ class NonDynamicallyQuantizableLinear(Linear):
 
 class MultiheadAttention(Module):
     """PyTorch's multi-head attention: in_proj_weight [3E, E] (and in_proj_bias) project query, key and
-    value; heads of E / num_heads; out_proj a Linear(E, E). forward(query, key, value,
+    value (keys of kdim and values of vdim features other than E: q_proj_weight [E, E], k_proj_weight
+    [E, kdim], v_proj_weight [E, vdim] instead); heads of E / num_heads; out_proj a Linear(E, E);
+    add_bias_kv appends learned bias_k, bias_v [1, 1, E] to the keys and values, add_zero_attn a zero
+    key and value. forward(query, key, value,
     key_padding_mask=None, need_weights=True, attn_mask=None, average_attn_weights=True, is_causal=False)
     gives (output, weights): masks as PyTorch's (a bool one is True where a key may NOT be attended to, a
     float one is added); sequences first ([L, N, E]) unless batch_first; weights averaged over heads
@@ -42,23 +45,41 @@ class MultiheadAttention(Module):
     ):
         super().__init__()
         dtype = factory_dtype("MultiheadAttention", device, dtype)
-        if add_bias_kv or add_zero_attn or kdim not in (None, embed_dim) or vdim not in (None, embed_dim):
-            raise NotImplementedError(
-                "MultiheadAttention: add_bias_kv, add_zero_attn and a kdim or vdim other than embed_dim are "
-                "not supported"
-            )
         if not 0.0 <= dropout <= 1.0:
             raise ValueError(f"MultiheadAttention: dropout must be in [0, 1], got {dropout}")
+        if embed_dim <= 0 or num_heads <= 0:
+            raise ValueError(
+                f"embed_dim and num_heads must be greater than 0, got embed_dim={embed_dim} and "
+                f"num_heads={num_heads} instead"
+            )
         if embed_dim % num_heads:
             raise ValueError(f"embed_dim {embed_dim} is not a multiple of num_heads {num_heads}")
         self.embed_dim, self.num_heads, self.batch_first = embed_dim, num_heads, batch_first
-        self.dropout = dropout
-        bound = math.sqrt(6.0 / (embed_dim + 3 * embed_dim))  # PyTorch's xavier_uniform_ of [3E, E]
-        self.in_proj_weight = uniform((3 * embed_dim, embed_dim), bound, dtype)
+        self.kdim = kdim if kdim is not None else embed_dim
+        self.vdim = vdim if vdim is not None else embed_dim
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
+        self.dropout, self.head_dim = dropout, embed_dim // num_heads
+        if self._qkv_same_embed_dim:
+            bound = math.sqrt(6.0 / (embed_dim + 3 * embed_dim))  # PyTorch's xavier_uniform_ of [3E, E]
+            self.in_proj_weight = uniform((3 * embed_dim, embed_dim), bound, dtype)
+            for name in ("q_proj_weight", "k_proj_weight", "v_proj_weight"):
+                self.register_parameter(name, None)
+        else:  # one projection each, [E, E], [E, kdim], [E, vdim], xavier_uniform_ as PyTorch's
+            for name, width in (("q", embed_dim), ("k", self.kdim), ("v", self.vdim)):
+                bound = math.sqrt(6.0 / (embed_dim + width))
+                setattr(self, f"{name}_proj_weight", uniform((embed_dim, width), bound, dtype))
+            self.register_parameter("in_proj_weight", None)
         self.in_proj_bias = zeros(3 * embed_dim, dtype=dtype, requires_grad=True) if bias else None
         self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, dtype=dtype)
         if bias:
             self.out_proj.bias = zeros(embed_dim, dtype=dtype, requires_grad=True)
+        if add_bias_kv:  # xavier_normal_ of [1, 1, E]: std sqrt(2 / (E + E))
+            std = math.sqrt(2.0 / (2 * embed_dim))
+            self.bias_k = normal((1, 1, embed_dim), std, dtype).requires_grad_(True)
+            self.bias_v = normal((1, 1, embed_dim), std, dtype).requires_grad_(True)
+        else:
+            self.bias_k = self.bias_v = None
+        self.add_zero_attn = add_zero_attn
 
     def forward(
         self,
@@ -71,28 +92,40 @@ class MultiheadAttention(Module):
         average_attn_weights: bool = True,
         is_causal: bool = False,
     ) -> tuple[Tensor, Tensor | None]:
-        check_dtypes(
-            "MultiheadAttention", self.in_proj_weight, ("query", query), ("key", key), ("value", value)
-        )
+        first = self.in_proj_weight if self._qkv_same_embed_dim else self.q_proj_weight
+        check_dtypes("MultiheadAttention", first, ("query", query), ("key", key), ("value", value))
         unbatched = query.ndim == 2
         if unbatched:
             query, key, value = (t.unsqueeze(1) for t in (query, key, value))
+            if key_padding_mask is not None:
+                key_padding_mask = key_padding_mask.unsqueeze(0)
         elif self.batch_first:
             query, key, value = (t.transpose(0, 1) for t in (query, key, value))
-        length, batch, size = query.shape[0], query.shape[1], key.shape[0]
+        length, batch = query.shape[0], query.shape[1]
         heads, e = self.num_heads, self.embed_dim
-        w, b = self.in_proj_weight, self.in_proj_bias
-        projected = []
-        for i, t in enumerate((query, key, value)):
-            p = t @ w[i * e : (i + 1) * e].mT
-            if b is not None:
-                p = p + b[i * e : (i + 1) * e]
-            rows = p.shape[0]
-            projected.append(p.reshape(rows, batch * heads, e // heads).transpose(0, 1))  # [N*H, L, D]
-        q, k, v = projected
-        scores = (q @ k.mT) * (1.0 / math.sqrt(e // heads))  # [N*H, L, S]
+        b = self.in_proj_bias
+        if self._qkv_same_embed_dim:
+            w = self.in_proj_weight
+            weights_qkv = [w[i * e : (i + 1) * e] for i in range(3)]
+        else:
+            weights_qkv = [self.q_proj_weight, self.k_proj_weight, self.v_proj_weight]
+        q, k, v = (
+            t @ w.mT if b is None else t @ w.mT + b[i * e : (i + 1) * e]
+            for i, (t, w) in enumerate(zip((query, key, value), weights_qkv))
+        )
         if is_causal and attn_mask is None:
-            attn_mask = arange(0, length).unsqueeze(-1) < arange(0, size)  # True: not attended to
+            attn_mask = arange(0, length).unsqueeze(-1) < arange(0, key.shape[0])  # True: not attended to
+        if self.bias_k is not None:  # one more key and value, the learned biases (PyTorch's add_bias_kv)
+            k = concat([k, self.bias_k.expand(1, batch, e)], axis=0)
+            v = concat([v, self.bias_v.expand(1, batch, e)], axis=0)
+            attn_mask, key_padding_mask = _one_more_key(attn_mask), _one_more_key(key_padding_mask)
+        q, k, v = (p.reshape(p.shape[0], batch * heads, e // heads).transpose(0, 1) for p in (q, k, v))
+        if self.add_zero_attn:  # and a zero key and value
+            zero = zeros(batch * heads, 1, e // heads, dtype=k.dtype)
+            k, v = concat([k, zero], axis=1), concat([v, zero], axis=1)
+            attn_mask, key_padding_mask = _one_more_key(attn_mask), _one_more_key(key_padding_mask)
+        size = k.shape[1]
+        scores = (q @ k.mT) * (1.0 / math.sqrt(e // heads))  # [N*H, L, S]
         if attn_mask is not None:
             if attn_mask.ndim == 3:
                 attn_mask = attn_mask.reshape(batch * heads, length, size)
@@ -117,6 +150,13 @@ class MultiheadAttention(Module):
         if average_attn_weights:
             weights = weights.mean(1)
         return out, weights.squeeze(0) if unbatched else weights
+
+
+def _one_more_key(mask: Tensor | None) -> Tensor | None:
+    """A mask with a column for one more key, which every query may attend to (PyTorch's pad by 0)."""
+    if mask is None:
+        return None
+    return F.pad(mask, (0, 1), value=False if mask.dtype.name == "bool" else 0.0)
 
 
 def _masked(scores: Tensor, mask: Tensor) -> Tensor:

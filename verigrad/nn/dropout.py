@@ -1,4 +1,5 @@
-"""Dropout layers, as PyTorch's: Dropout (of elements) and Dropout2d (of channels)."""
+"""Dropout layers, as PyTorch's: Dropout and AlphaDropout (of elements), Dropout1d, Dropout2d, Dropout3d
+and FeatureAlphaDropout (of channels)."""
 
 from __future__ import annotations
 
@@ -32,3 +33,27 @@ class Dropout2d(Dropout):
     """Zeroes whole channels of [N, C, H, W] with probability p in training (see F.dropout2d)."""
 
     drop = staticmethod(F.dropout2d)
+
+
+class Dropout1d(Dropout):
+    """Zeroes whole channels of [N, C, L] with probability p in training (see F.dropout1d)."""
+
+    drop = staticmethod(F.dropout1d)
+
+
+class Dropout3d(Dropout):
+    """Zeroes whole channels of [N, C, D, H, W] with probability p in training (see F.dropout3d)."""
+
+    drop = staticmethod(F.dropout3d)
+
+
+class AlphaDropout(Dropout):
+    """SELU's dropout in training (see F.alpha_dropout): mean and variance kept."""
+
+    drop = staticmethod(F.alpha_dropout)
+
+
+class FeatureAlphaDropout(Dropout):
+    """SELU's dropout of whole channels in training (see F.feature_alpha_dropout)."""
+
+    drop = staticmethod(F.feature_alpha_dropout)

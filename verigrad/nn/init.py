@@ -10,11 +10,26 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .. import linalg
 from ..autograd import no_grad
 from ..dtypes import DType, bool_, f32, f64
 from ..functions import scatter
-from ..ops import Generator, eye, full, ones, ones_like, rand, randn, randperm, stack, where, zeros_like
+from ..ops import (
+    Generator,
+    eye,
+    full,
+    ones,
+    ones_like,
+    rand,
+    randn,
+    randperm,
+    stack,
+    tensor,
+    where,
+    zeros_like,
+)
 from ..shapes import DimLike
 from ..tensor import Tensor
 
@@ -210,3 +225,21 @@ def sparse_(t: Tensor, sparsity: float, std: float = 0.01, generator: Generator 
             )
             keep = scatter(keep, 0, picks, value=False)
         return t.assign(where(keep, values, 0.0).cast(t.dtype))
+
+
+def dirac_(t: Tensor, groups: int = 1) -> Tensor:
+    """The identity convolution kernel: a 3-, 4- or 5-D weight [out, in, *k], zero but a 1 at the centre
+    of each (g * out/groups + d, d) for d below min(out/groups, in), so the convolution passes the first
+    channels of each group through (PyTorch's)."""
+    if t.ndim not in (3, 4, 5):
+        raise ValueError("Only tensors with 3, 4, or 5 dimensions are supported")
+    out, channels, *kernel = t.shape
+    if out % groups != 0:
+        raise ValueError("dim 0 must be divisible by groups")
+    per_group = out // groups
+    values = np.zeros(tuple(t.shape), dtype=np.float64)
+    centre = tuple(k // 2 for k in kernel)
+    for g in range(groups):
+        for d in range(min(per_group, channels)):
+            values[(g * per_group + d, d, *centre)] = 1.0
+    return _fill(t, tensor(values).cast(t.dtype))

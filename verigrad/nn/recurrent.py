@@ -16,12 +16,13 @@ from typing import Any
 
 from ..dtypes import f32
 from ..errors import ShapeError
-from ..ops import concat, relu, sigmoid, stack, tanh, zeros
+from ..ops import concat, relu, sigmoid, stack, tanh, where, zeros
 from ..shapes import shape_text
 from ..tensor import Tensor, describe
 from . import functional as F
 from .init import fan_in_bound, uniform
 from .module import Module, check_dtypes, factory_dtype
+from .utils import rnn as rnn_utils
 
 State = tuple[Tensor, ...]  # h, or h and c
 
@@ -123,9 +124,15 @@ class _Recurrent(Module):
         """The last size of each state tensor: h's (the projection's, if any), then c's."""
         return (self.proj_size or self.hidden_size, self.hidden_size)[: self.states]
 
-    def _forward(self, x: Tensor, state: tuple[Tensor, ...] | None) -> tuple[Tensor, tuple[Tensor, ...]]:
-        """The outputs and the final states, each [D * num_layers, N, size]."""
+    def _forward(self, x: Any, state: tuple[Tensor, ...] | None) -> tuple[Any, tuple[Tensor, ...]]:
+        """The outputs and the final states, each [D * num_layers, N, size]. A PackedSequence runs padded,
+        each sequence's state held after its last step, and its outputs are packed as it is."""
         name = type(self).__name__
+        packed, masks = None, None
+        if isinstance(x, rnn_utils.PackedSequence):
+            packed = x
+            x, lengths = rnn_utils.pad_packed_sequence(packed)
+            masks = [(lengths > t).unsqueeze(-1) for t in range(x.shape[0])]
         if x.ndim not in (2, 3) or x.shape[-1] != self.input_size:
             size = self.input_size
             raise ShapeError(f"{name} takes [T, N, {size}] or [T, {size}], got {describe(x)}")
@@ -133,7 +140,7 @@ class _Recurrent(Module):
         unbatched = x.ndim == 2
         if unbatched:
             x = x.unsqueeze(1)
-        elif self.batch_first:
+        elif self.batch_first and packed is None:
             x = x.transpose(0, 1)
         steps, batch = x.shape[0], x.shape[1]
         if not isinstance(steps, int):
@@ -155,21 +162,25 @@ class _Recurrent(Module):
             outputs = []
             for d, suffix in enumerate(self._suffixes(layer)):
                 k = layer * self.directions + d
-                out, last = self._run(x, tuple(s[k] for s in state), suffix, reverse=d == 1)
+                out, last = self._run(x, tuple(s[k] for s in state), suffix, d == 1, masks)
                 outputs.append(out)
                 finals.append(last)
             x = outputs[0] if len(outputs) == 1 else concat(outputs, axis=-1)
             if layer < self.num_layers - 1:  # PyTorch's dropout on each layer's outputs but the last
                 x = F.dropout(x, self.dropout, training=self.training)
         final = tuple(stack([f[i] for f in finals]) for i in range(self.states))
+        if packed is not None:
+            return rnn_utils.pack_like(x, packed), final
         if unbatched:
             return x.squeeze(1), tuple(s.squeeze(1) for s in final)
         return (x.transpose(0, 1) if self.batch_first else x), final
 
     def _run(
-        self, x: Tensor, state: tuple[Tensor, ...], suffix: str, reverse: bool
+        self, x: Tensor, state: tuple[Tensor, ...], suffix: str, reverse: bool, masks: list[Tensor] | None
     ) -> tuple[Tensor, tuple[Tensor, ...]]:
-        """One direction of one layer over x [T, N, width]: its outputs [T, N, H] and last state."""
+        """One direction of one layer over x [T, N, width]: its outputs [T, N, H] and last state. With
+        `masks` (per step, [N, 1]: the sequence still runs), a finished sequence keeps its state and
+        outputs zeros."""
         inputs = x @ getattr(self, f"weight_ih{suffix}").T  # every step's input part at once
         if self.bias:
             inputs = inputs + getattr(self, f"bias_ih{suffix}")
@@ -180,10 +191,13 @@ class _Recurrent(Module):
         for t in range(x.shape[0] - 1, -1, -1) if reverse else range(x.shape[0]):
             hidden = state[0] @ recurrent
             hidden = hidden if recurrent_bias is None else hidden + recurrent_bias
-            state = self.step(inputs[t], hidden, state, self.hidden_size)
+            new = self.step(inputs[t], hidden, state, self.hidden_size)
             if projection is not None:
-                state = (state[0] @ projection, *state[1:])
-            outputs[t] = state[0]
+                new = (new[0] @ projection, *new[1:])
+            if masks is not None:
+                new = tuple(where(masks[t], a, b) for a, b in zip(new, state))
+            state = new
+            outputs[t] = state[0] if masks is None else where(masks[t], state[0], 0.0)
         return stack(outputs), state
 
     def step(self, inputs: Tensor, hidden: Tensor, state: State, size: int) -> State:
@@ -404,3 +418,6 @@ class GRUCell(_Cell):
 
     def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:
         return self._step(input, None if hx is None else (hx,))[0]
+
+
+RNNBase, RNNCellBase = _Recurrent, _Cell  # PyTorch's names of the bases (for isinstance checks)

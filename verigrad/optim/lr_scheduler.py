@@ -1,7 +1,8 @@
 """Learning-rate schedules, as PyTorch's `torch.optim.lr_scheduler`: StepLR, MultiStepLR, ExponentialLR,
 MultiplicativeLR, ConstantLR, PolynomialLR,
-CosineAnnealingLR, CosineAnnealingWarmRestarts, LinearLR, LambdaLR, OneCycleLR (which also cycles the
-momentum), SequentialLR (one schedule after another), and ReduceLROnPlateau (driven by a metric).
+CosineAnnealingLR, CosineAnnealingWarmRestarts, LinearLR, LambdaLR, OneCycleLR and CyclicLR (which also
+cycle the momentum), SequentialLR (one schedule after another), ChainedScheduler
+(several at once), and ReduceLROnPlateau (driven by a metric).
 
 A schedule sets each parameter group's learning rate (and OneCycleLR its momentum), which live in
 tensors compiled steps read, so a compiled training step follows them without being traced again. Made,
@@ -388,6 +389,49 @@ class SequentialLR(LRScheduler):
             scheduler.load_state_dict(saved)
 
 
+class ChainedScheduler(LRScheduler):
+    """Several schedules of one optimizer stepped together, in order, each from the rates the one
+    before set (PyTorch's: their effects compose, e.g. a ConstantLR warm-up times an ExponentialLR)."""
+
+    def __init__(self, schedulers: Iterable[LRScheduler], optimizer: Optimizer | None = None) -> None:
+        schedulers = list(schedulers)
+        name = type(self).__name__
+        if len(schedulers) < 1:
+            raise ValueError(f"{name} expects at least one scheduler to be chained, but got no scheduler.")
+        optimizer = optimizer or schedulers[0].optimizer
+        for index, scheduler in enumerate(schedulers):
+            if not hasattr(scheduler, "optimizer"):
+                raise TypeError(f"{name} at index {index} should have `optimizer` as its attribute.")
+            if isinstance(scheduler, ReduceLROnPlateau):
+                raise ValueError(
+                    f"{name} does not support `ReduceLROnPlateau` scheduler as it requires additional kwargs "
+                    f"to be specified when calling `step`, but got one at index {index} in the given "
+                    "schedulers sequence."
+                )
+            if scheduler.optimizer is not optimizer:
+                raise ValueError(
+                    f"{name} expects all schedulers to belong to the same optimizer, but got scheduler "
+                    f"{type(scheduler).__name__} at index {index} has {scheduler.optimizer}, which is "
+                    f"different from {type(optimizer).__name__}."
+                )
+        self._schedulers, self.optimizer = schedulers, optimizer
+        self._last_lr = [group["lr"] for group in schedulers[-1].optimizer.param_groups]
+
+    def step(self) -> None:
+        for scheduler in self._schedulers:
+            scheduler.step()
+        self._last_lr = [group["lr"] for group in self._schedulers[-1].optimizer.param_groups]
+
+    def state_dict(self) -> dict[str, Any]:
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        return state | {"_schedulers": [s.state_dict() for s in self._schedulers]}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.__dict__.update({k: v for k, v in state_dict.items() if k != "_schedulers"})
+        for scheduler, saved in zip(self._schedulers, state_dict["_schedulers"]):
+            scheduler.load_state_dict(saved)
+
+
 class OneCycleLR(LRScheduler):
     """The 1cycle policy, stepped once per batch: each rate rises from max_lr / div_factor to `max_lr` (one
     for all groups or one per group) over the first `pct_start` of `total_steps` (or epochs x
@@ -477,6 +521,116 @@ class OneCycleLR(LRScheduler):
 
     def _momentum(self, group: dict[str, Any], value: float) -> None:
         group[self.key] = (value, *group["betas"][1:]) if self.key == "betas" else value
+
+
+class CyclicLR(LRScheduler):
+    """Cyclical learning rates (Smith), stepped once per batch: each group's rate goes from `base_lr` up to
+    `max_lr` over `step_size_up` steps and back over `step_size_down` (the same by default), the height
+    scaled per cycle ("triangular": 1, "triangular2": halved each cycle) or per step ("exp_range":
+    gamma ** step), or by `scale_fn` of the cycle or step (`scale_mode`). With `cycle_momentum`, each
+    group's momentum (or Adam's beta1) goes the other way between `max_momentum` and `base_momentum`.
+    PyTorch's formulas, group keys (max_momentum, base_momentum) and state dict (a `scale_fn` that is a
+    plain function is not saved; a callable object's attributes are)."""
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        base_lr: float | list[float],
+        max_lr: float | list[float],
+        step_size_up: int = 2000,
+        step_size_down: int | None = None,
+        mode: str = "triangular",
+        gamma: float = 1.0,
+        scale_fn: Callable[[float], float] | None = None,
+        scale_mode: str = "cycle",
+        cycle_momentum: bool = True,
+        base_momentum: float | list[float] = 0.8,
+        max_momentum: float | list[float] = 0.9,
+        last_epoch: int = -1,
+    ) -> None:
+        _check_optimizer(optimizer)
+        _only_fresh("CyclicLR", last_epoch)
+        base_lrs = _per_group("base_lr", optimizer, base_lr)
+        self.max_lrs = _per_group("max_lr", optimizer, max_lr)
+        if mode not in ("triangular", "triangular2", "exp_range") and scale_fn is None:
+            raise ValueError("mode is invalid and scale_fn is None")
+        if scale_mode not in ("cycle", "iterations"):
+            raise ValueError(f"CyclicLR: scale_mode must be 'cycle' or 'iterations', got {scale_mode!r}")
+        if cycle_momentum and "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+            raise ValueError("optimizer must support momentum or beta1 with `cycle_momentum` option enabled")
+        for lr, group in zip(base_lrs, optimizer.param_groups):
+            group["lr"] = lr
+        step_size_up = float(step_size_up)
+        step_size_down = float(step_size_down) if step_size_down is not None else step_size_up
+        self.total_size = step_size_up + step_size_down
+        self.step_ratio = step_size_up / self.total_size
+        self.mode, self.gamma, self.scale_mode = mode, gamma, scale_mode
+        self._scale_fn_custom = scale_fn
+        self._init_scale_fn()
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            self.use_beta1 = "betas" in optimizer.defaults
+            self.base_momentums = _per_group("base_momentum", optimizer, base_momentum)
+            self.max_momentums = _per_group("max_momentum", optimizer, max_momentum)
+            for top, base, group in zip(self.max_momentums, self.base_momentums, optimizer.param_groups):
+                self._momentum(group, top)
+                group["max_momentum"], group["base_momentum"] = top, base
+        super().__init__(optimizer, last_epoch)
+        self.base_lrs = base_lrs  # after the first step, as PyTorch's (which took the initial_lr for it)
+
+    def _init_scale_fn(self) -> None:
+        if self._scale_fn_custom is not None:
+            return
+        if self.mode == "exp_range":
+            self.scale_mode = "iterations"
+        elif self.mode in ("triangular", "triangular2"):
+            self.scale_mode = "cycle"
+
+    def scale_fn(self, x: float) -> float:
+        """The height's scale at cycle or step x."""
+        if self._scale_fn_custom is not None:
+            return self._scale_fn_custom(x)
+        if self.mode == "triangular2":
+            return 1 / (2.0 ** (x - 1))
+        return self.gamma**x if self.mode == "exp_range" else 1.0
+
+    def _scale(self, epoch: int) -> tuple[float, float]:
+        """(where in the cycle, 0 to 1 up and back, the scale of the height) at step `epoch`."""
+        cycle = math.floor(1 + epoch / self.total_size)
+        x = 1.0 + epoch / self.total_size - cycle
+        factor = x / self.step_ratio if x <= self.step_ratio else (x - 1) / (self.step_ratio - 1)
+        return factor, self.scale_fn(cycle if self.scale_mode == "cycle" else epoch)
+
+    def _rates(self, epoch: int) -> list[float]:
+        factor, scale = self._scale(epoch)
+        lrs = [base + (top - base) * factor * scale for base, top in zip(self.base_lrs, self.max_lrs)]
+        if self.cycle_momentum:
+            pairs = zip(self.base_momentums, self.max_momentums, self.optimizer.param_groups)
+            for base, top, group in pairs:
+                self._momentum(group, top - (top - base) * factor * scale)
+        return lrs
+
+    def _momentum(self, group: dict[str, Any], value: float) -> None:
+        if self.use_beta1:
+            group["betas"] = (value, *group["betas"][1:])
+        else:
+            group["momentum"] = value
+
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        fn = state.pop("_scale_fn_custom")
+        state["_scale_fn_custom"] = None
+        if fn is not None and not isinstance(fn, types.FunctionType):
+            state["_scale_fn_custom"] = fn.__dict__.copy()
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        state = dict(state_dict)
+        fn = state.pop("_scale_fn_custom", None)
+        super().load_state_dict(state)
+        if fn is not None and self._scale_fn_custom is not None:
+            self._scale_fn_custom.__dict__.update(fn)
+        self._init_scale_fn()
 
 
 def _cosine(start: float, end: float, part: float) -> float:

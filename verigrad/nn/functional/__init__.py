@@ -43,6 +43,7 @@ from .activations import (
     threshold_,
 )
 from .attention import rope, scaled_dot_product_attention
+from .channel_shuffle import channel_shuffle
 from .convolution import (
     conv1d,
     conv2d,
@@ -54,10 +55,12 @@ from .convolution import (
     unfold,
 )
 from .ctc import ctc_loss
-from .distance import cosine_similarity, pairwise_distance
-from .dropout import alpha_dropout, dropout, dropout2d
+from .distance import cosine_similarity, pairwise_distance, pdist
+from .dropout import alpha_dropout, dropout, dropout1d, dropout2d, dropout3d, feature_alpha_dropout
 from .embedding import embedding, embedding_bag, one_hot
+from .gumbel import gumbel_softmax
 from .linear import bilinear, linear
+from .linear_cross_entropy import linear_cross_entropy
 from .losses import (
     binary_cross_entropy,
     binary_cross_entropy_with_logits,
@@ -130,6 +133,7 @@ __all__ = [
     "binary_cross_entropy_with_logits",
     "celu",
     "celu_",
+    "channel_shuffle",
     "conv1d",
     "conv2d",
     "conv3d",
@@ -141,17 +145,21 @@ __all__ = [
     "cross_entropy",
     "ctc_loss",
     "dropout",
+    "dropout1d",
     "dropout2d",
+    "dropout3d",
     "elu",
     "elu_",
     "embedding",
     "embedding_bag",
+    "feature_alpha_dropout",
     "fold",
     "gaussian_nll_loss",
     "gelu",
     "glu",
     "grid_sample",
     "group_norm",
+    "gumbel_softmax",
     "hardshrink",
     "hardsigmoid",
     "hardswish",
@@ -167,6 +175,7 @@ __all__ = [
     "leaky_relu",
     "leaky_relu_",
     "linear",
+    "linear_cross_entropy",
     "local_response_norm",
     "log_softmax",
     "logsigmoid",
@@ -189,6 +198,7 @@ __all__ = [
     "one_hot",
     "pad",
     "pairwise_distance",
+    "pdist",
     "pixel_shuffle",
     "pixel_unshuffle",
     "poisson_nll_loss",

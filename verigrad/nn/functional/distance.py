@@ -1,9 +1,11 @@
-"""Distances between tensors along a dimension, as in `torch.nn.functional`: pairwise_distance and
-cosine_similarity."""
+"""Distances between tensors along a dimension, as in `torch.nn.functional`: pairwise_distance,
+cosine_similarity and pdist."""
 
 from __future__ import annotations
 
-from ... import functions
+import numpy as np
+
+from ... import functions, ops
 from ...tensor import Tensor
 
 
@@ -27,3 +29,20 @@ def _clamped_norm(x: Tensor, dim: int, eps: float) -> Tensor:
     """||x|| along dim (kept), its value clamped to at least eps as PyTorch's clamp_min_ under no_grad."""
     norm = functions.norm(x, 2.0, dim=dim, keepdim=True)
     return functions.clamp(norm, min=eps).detach() + (norm - norm.detach())
+
+
+def pdist(input: Tensor, p: float = 2.0) -> Tensor:
+    """The p-norm distances between each pair of rows i < j of input [N, M], in row-major order of the
+    pairs (PyTorch's: the upper triangle of cdist(input, input), flattened): [N (N - 1) / 2]."""
+    if input.ndim != 2:
+        raise RuntimeError(f"pdist only supports 2D tensors, got: {input.ndim}D")
+    if p < 0:
+        raise RuntimeError("pdist only supports non-negative p values")
+    first, second = np.triu_indices(input.shape[0], 1)
+    rows = functions.index_select(input, 0, ops.tensor(first))
+    rows = rows - functions.index_select(input, 0, ops.tensor(second))
+    if p == 0:  # the count of differing coordinates; PyTorch's gradient of it is zero
+        return functions.norm(rows, 0.0, dim=-1) + rows.sum(-1) * 0.0
+    same = (rows == 0).all(-1, keepdim=True)  # two equal rows: distance 0, gradient 0 (PyTorch's)
+    distance = functions.norm(ops.where(same, 1.0, rows), p, dim=-1)
+    return ops.where(same.squeeze(-1), 0.0, distance)

@@ -1,4 +1,5 @@
-"""As PyTorch's `torch.nn.utils`: gradient clipping (`clip_grad_norm_`, `clip_grad_value_`), parameters as
+"""As PyTorch's `torch.nn.utils`: gradient clipping (`clip_grad_norm_`, `clip_grad_value_`, `get_total_norm`,
+`clip_grads_with_norm_`), parameters as
 one vector, and weight normalisation (`weight_norm`, `remove_weight_norm`).
 
 Each sets `.grad` of the given parameters to a new, clipped tensor written with ops, so a clip between
@@ -7,6 +8,7 @@ Each sets `.grad` of the given parameters to a new, clipped tensor written with 
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Iterable
 from typing import Any
@@ -17,6 +19,7 @@ from ...autograd import no_grad
 from ...ops import concat, stack, zeros
 from ...tensor import Tensor
 from . import rnn
+from .spectral_norm import remove_spectral_norm, spectral_norm
 
 
 def _with_grads(parameters: Tensor | Iterable[Tensor]) -> list[Tensor]:
@@ -24,27 +27,25 @@ def _with_grads(parameters: Tensor | Iterable[Tensor]) -> list[Tensor]:
     return [p for p in params if p.grad is not None]
 
 
-def clip_grad_norm_(
-    parameters: Tensor | Iterable[Tensor],
-    max_norm: float,
+def get_total_norm(
+    tensors: Tensor | Iterable[Tensor],
     norm_type: float = 2.0,
     error_if_nonfinite: bool = False,
+    foreach: bool | None = None,
 ) -> Tensor:
-    """Scale the gradients together so that their joint `norm_type`-norm (of all their elements, as one
-    vector) is at most `max_norm`: each times min(1, max_norm / (norm + 1e-6)). Returns the norm before
-    clipping, a 0-d tensor. `norm_type` may be `math.inf` (the largest magnitude)."""
-    params = _with_grads(parameters)
-    if not params:
+    """The `norm_type`-norm of all the tensors' elements as one vector (the norm of their norms), a 0-d
+    tensor; `norm_type` may be `math.inf` (the largest magnitude). PyTorch's."""
+    tensors = [tensors] if isinstance(tensors, Tensor) else [t for t in tensors if t is not None]
+    if not tensors:
         return zeros()
     norm_type = float(norm_type)
     if norm_type <= 0:
         raise ValueError(f"norm_type must be positive (or math.inf), got {norm_type}")
-    dtype = params[0].grad.dtype
+    dtype = tensors[0].dtype
     if norm_type == math.inf:
-        norms = [p.grad.abs().max().cast(dtype) for p in params]
-        total = stack(norms).max()
+        total = stack([t.abs().max().cast(dtype) for t in tensors]).max()
     else:
-        powers = [(p.grad * p.grad if norm_type == 2 else p.grad.abs() ** norm_type).sum() for p in params]
+        powers = [(t * t if norm_type == 2 else t.abs() ** norm_type).sum() for t in tensors]
         total = stack([s.cast(dtype) for s in powers]).sum()
         total = total.sqrt() if norm_type == 2 else total ** (1.0 / norm_type)
     if error_if_nonfinite and isinstance(total.payload, np.ndarray) and not np.isfinite(total.payload):
@@ -52,16 +53,51 @@ def clip_grad_norm_(
             f"the total {norm_type}-norm of the gradients is {total.item()}; clip_grad_norm_ with "
             "error_if_nonfinite=False would scale them by it anyway"
         )
-    scale = (max_norm / (total + 1e-6)).clamp(max=1.0)
-    for p in params:
-        p.grad = p.grad * scale.cast(p.grad.dtype)
     return total
 
 
-def clip_grad_value_(parameters: Tensor | Iterable[Tensor], clip_value: float) -> None:
+def clip_grads_with_norm_(
+    parameters: Tensor | Iterable[Tensor], max_norm: float, total_norm: Tensor, foreach: bool | None = None
+) -> None:
+    """Scale the gradients by min(1, max_norm / (total_norm + 1e-6)) (PyTorch's: the norm computed by
+    get_total_norm, perhaps of more gradients than these)."""
+    scale = (max_norm / (total_norm + 1e-6)).clamp(max=1.0)
+    for p in _with_grads(parameters):
+        p.grad = p.grad * scale.cast(p.grad.dtype)
+
+
+def clip_grad_norm_(
+    parameters: Tensor | Iterable[Tensor],
+    max_norm: float,
+    norm_type: float = 2.0,
+    error_if_nonfinite: bool = False,
+    foreach: bool | None = None,
+) -> Tensor:
+    """Scale the gradients together so that their joint `norm_type`-norm (of all their elements, as one
+    vector) is at most `max_norm`: each times min(1, max_norm / (norm + 1e-6)). Returns the norm before
+    clipping, a 0-d tensor. `norm_type` may be `math.inf` (the largest magnitude)."""
+    params = _with_grads(parameters)
+    if not params:
+        return zeros()
+    total = get_total_norm([p.grad for p in params], norm_type, error_if_nonfinite)
+    clip_grads_with_norm_(params, max_norm, total)
+    return total
+
+
+def clip_grad_value_(
+    parameters: Tensor | Iterable[Tensor], clip_value: float, foreach: bool | None = None
+) -> None:
     """Clamp every gradient element to [-clip_value, clip_value]."""
     for p in _with_grads(parameters):
         p.grad = p.grad.clamp(-clip_value, clip_value)
+
+
+def skip_init(module_cls: type, *args: Any, **kwargs: Any) -> Any:
+    """The module made without its initialization, as PyTorch's (whose parameters are then whatever
+    memory held): verigrad initializes them anyway, which a program must overwrite either way."""
+    if "device" not in inspect.signature(module_cls).parameters:
+        raise RuntimeError("Module must support a 'device' arg to skip initialization")
+    return module_cls(*args, **kwargs)
 
 
 def parameters_to_vector(parameters: Iterable[Tensor]) -> Tensor:

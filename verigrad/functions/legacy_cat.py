@@ -1,0 +1,30 @@
+"""PyTorch's `cat` (also `concatenate`), with its legacy rule: a 1-D empty tensor, shape (0,), is
+skipped whatever the others' shapes (`cat([torch.tensor([]), x])` is x), though its dtype still counts
+in the result's."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..dtypes import promote
+from ..ops import concat
+from ..tensor import Tensor
+
+
+def _legacy_empty(t: Any) -> bool:
+    if not isinstance(t, Tensor):
+        return False
+    shape = t.spec.shape
+    return len(shape) == 1 and shape[0] == 0
+
+
+def cat(tensors: Sequence[Tensor] | Tensor, *more: Any, **kwargs: Any) -> Tensor:
+    """The tensors joined along `dim` (0 by default; `axis=` as verigrad's concat). Given as separate
+    arguments (verigrad's concat form), they are joined as they are."""
+    if isinstance(tensors, Tensor) or not any(map(_legacy_empty, tensors)):
+        return concat(tensors, *more, **kwargs)  # the usual case: concat itself, nothing more
+    kept = [t for t in tensors if not _legacy_empty(t)] or list(tensors)
+    out = concat(kept, *more, **kwargs)
+    dtype = promote(*(t.dtype for t in tensors if isinstance(t, Tensor)))
+    return out if out.dtype is dtype else out.cast(dtype)
