@@ -1,5 +1,5 @@
 """PyTorch's own op suite (`op_db`, the OpInfos of `torch.testing`) run against verigrad, outside CI:
-`python tools/opinfo_sweep.py [--ops NAME ...] [--samples N] [--silent FILE]`.
+`python tools/opinfo_sweep.py [--ops NAME ...] [--present] [--samples N] [--stride K] [--silent FILE]`.
 
 Each OpInfo's samples, in f32, f64 and the integer and bool dtypes the op supports on the CPU, run through
 PyTorch and, converted, through verigrad (the op found by its name in `verigrad`, `verigrad.nn.functional`,
@@ -486,10 +486,11 @@ def sweep(
     opinfos: list[Any],
     samples: int | None = None,
     only_present: bool = False,
+    stride: int = 1,
     dtypes: tuple[torch.dtype, ...] = DTYPES,
     progress: bool = False,
 ) -> Sweep:
-    """Run each OpInfo's samples (the first `samples` of each dtype where given) on both libraries."""
+    """Run each OpInfo's samples on both libraries: of each dtype's, every `stride`-th, at most `samples`."""
     out = Sweep()
     for opinfo in opinfos:
         name = full_name(opinfo)
@@ -508,9 +509,10 @@ def sweep(
                     generated = opinfo.sample_inputs("cpu", dtype, requires_grad=grad)
                     chosen = []
                     for i, s in enumerate(generated):
-                        if samples is not None and i >= samples:
+                        if samples is not None and len(chosen) >= samples:
                             break
-                        chosen.append(s)
+                        if i % stride == 0:
+                            chosen.append(s)
             except Exception as e:
                 out.results.append(Result(name, DTYPE_NAMES[dtype], -1, "skip", f"samples: {_error(e)}"))
                 continue
@@ -560,7 +562,9 @@ def report(result: Sweep) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ops", nargs="*", help="OpInfo names (name or name.variant); all by default")
-    parser.add_argument("--samples", type=int, default=None, help="the first N samples of each dtype")
+    parser.add_argument("--samples", type=int, default=None, help="at most N samples of each dtype")
+    parser.add_argument("--stride", type=int, default=1, help="every Kth sample (of each dtype)")
+    parser.add_argument("--present", action="store_true", help="only the ops verigrad has")
     parser.add_argument("--silent", default=None, help="write the SILENT cases to this file (JSON lines)")
     parser.add_argument("--raises", action="store_true", help="list each raising call's error too")
     parser.add_argument("--progress", action="store_true", help="each op's time, on stderr")
@@ -569,7 +573,7 @@ def main(argv: list[str] | None = None) -> int:
     opinfos = op_db()
     if args.ops:
         opinfos = [o for o in opinfos if o.name in args.ops or full_name(o) in args.ops]
-    result = sweep(opinfos, args.samples, progress=args.progress)
+    result = sweep(opinfos, args.samples, args.present, args.stride, progress=args.progress)
     print(report(result))
     if args.raises:
         for r in result.results:
