@@ -52,3 +52,20 @@ def test_linspace_and_logspace_take_0d_tensors():
         theirs = getattr(torch, fn)(torch.tensor(-2.0), torch.tensor(2.2), 9, dtype=torch.float64)
         ours = getattr(verigrad, fn)(verigrad.tensor(-2.0), verigrad.tensor(2.2), 9, dtype=verigrad.float64)
         _same(ours, theirs)
+
+
+def test_diff_n0_is_a_copy_without_prepend_and_bool_diff_is_inequality():
+    x = np.random.default_rng(0).standard_normal((5, 5))
+    pre, app = np.ones((1, 5)), np.zeros((2, 5))
+    for n in (0, 1, 3):
+        t = torch.tensor(x, requires_grad=True)
+        v = verigrad.tensor(x, requires_grad=True)
+        theirs = torch.diff(t, n, 0, torch.tensor(pre), torch.tensor(app))
+        ours = verigrad.diff(v, n, 0, verigrad.tensor(pre), verigrad.tensor(app))
+        _same(ours, theirs)
+        theirs.sum().backward()
+        ours.sum().backward()
+        _same(v.grad, t.grad)
+    b = np.array([[True, False, False, True], [False, False, True, True]])
+    _same(verigrad.diff(verigrad.tensor(b)), torch.diff(torch.tensor(b)))
+    _same(verigrad.diff(verigrad.tensor(b), dim=0), torch.diff(torch.tensor(b), dim=0))
