@@ -69,3 +69,42 @@ def test_diff_n0_is_a_copy_without_prepend_and_bool_diff_is_inequality():
     b = np.array([[True, False, False, True], [False, False, True, True]])
     _same(verigrad.diff(verigrad.tensor(b)), torch.diff(torch.tensor(b)))
     _same(verigrad.diff(verigrad.tensor(b), dim=0), torch.diff(torch.tensor(b), dim=0))
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "bool", "int64", "float32"])
+def test_all_and_any_answer_in_pytorchs_dtype(dtype):
+    x = np.array([[0, 2, 1], [1, 1, 3]]).astype(dtype)
+    for fn in ("all", "any"):
+        _same(getattr(verigrad, fn)(verigrad.tensor(x)), getattr(torch, fn)(torch.tensor(x)))
+        _same(getattr(verigrad, fn)(verigrad.tensor(x), 1), getattr(torch, fn)(torch.tensor(x), 1))
+        _same(getattr(verigrad.tensor(x), fn)(0, True), getattr(torch.tensor(x), fn)(0, True))
+
+
+@pytest.mark.parametrize("weights", [None, "int64", "uint8", "bool", "float32", "float64"])
+def test_bincount_weights_dtype(weights):
+    x = np.array([0, 1, 1, 3, 6])
+    w = None if weights is None else np.array([1, 2, 0, 4, 1]).astype(weights)
+    theirs = torch.bincount(torch.tensor(x), None if w is None else torch.tensor(w), 8)
+    _same(verigrad.bincount(verigrad.tensor(x), None if w is None else verigrad.tensor(w), 8), theirs)
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "int8", "uint8", "float32"])
+@pytest.mark.parametrize(("low", "high"), [(-1.0, 1.0), (-2.5, 3.5), (0.0, 6.0), (1.5, 1.7)])
+def test_hardtanh_and_relu6_keep_integer_dtypes(dtype, low, high):
+    x = np.array([-7, -3, -2, 0, 1, 2, 3, 5, 9]).astype(dtype)
+    if dtype == "uint8" and low < 0:
+        with pytest.raises(RuntimeError):
+            torch.nn.functional.hardtanh(torch.tensor(x), low, high)
+        with pytest.raises(ValueError, match="negative limits"):
+            verigrad.nn.functional.hardtanh(verigrad.tensor(x), low, high)
+        return
+    theirs = torch.nn.functional.hardtanh(torch.tensor(x), low, high)
+    _same(verigrad.nn.functional.hardtanh(verigrad.tensor(x), low, high), theirs)
+    _same(verigrad.nn.functional.relu6(verigrad.tensor(x)), torch.nn.functional.relu6(torch.tensor(x)))
+
+
+def test_hardtanh_refuses_bool_as_pytorch():
+    with pytest.raises(RuntimeError):
+        torch.nn.functional.hardtanh(torch.tensor([True, False]))
+    with pytest.raises(TypeError, match="bool"):
+        verigrad.nn.functional.hardtanh(verigrad.tensor([True, False]))
