@@ -108,3 +108,50 @@ def test_hardtanh_refuses_bool_as_pytorch():
         torch.nn.functional.hardtanh(torch.tensor([True, False]))
     with pytest.raises(TypeError, match="bool"):
         verigrad.nn.functional.hardtanh(verigrad.tensor([True, False]))
+
+
+def test_square_of_bool_is_i64():
+    b = np.array([True, False, True])
+    _same(verigrad.square(verigrad.tensor(b)), torch.square(torch.tensor(b)))
+    _same(verigrad.tensor(b).square(), torch.tensor(b).square())
+
+
+@pytest.mark.parametrize(("beta", "alpha"), [(0.2, 0.6), (1.7, 2.6), (-1.5, 2.6), (0, 2), (1, 1)])
+def test_addmm_and_baddbmm_truncate_float_scales_for_integers(beta, alpha):
+    rng = np.random.default_rng(0)
+    x, a, b = (rng.integers(-5, 6, s) for s in ((2, 3, 4), (2, 3, 5), (2, 5, 4)))
+    theirs = torch.baddbmm(torch.tensor(x), torch.tensor(a), torch.tensor(b), beta=beta, alpha=alpha)
+    ours = verigrad.baddbmm(
+        verigrad.tensor(x), verigrad.tensor(a), verigrad.tensor(b), beta=beta, alpha=alpha
+    )
+    _same(ours, theirs)
+    theirs = torch.addmm(torch.tensor(x[0]), torch.tensor(a[0]), torch.tensor(b[0]), beta=beta, alpha=alpha)
+    ours = verigrad.addmm(
+        verigrad.tensor(x[0]), verigrad.tensor(a[0]), verigrad.tensor(b[0]), beta=beta, alpha=alpha
+    )
+    _same(ours, theirs)
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int64", "uint8", "float32"])
+def test_writes_keep_the_dtype_written_into(dtype):
+    x = np.array([[1, 0, 1], [0, 0, 1]]).astype(dtype)
+    src = np.array([[0, 1, 1]]).astype(dtype)
+    t, v = torch.tensor(x), verigrad.tensor(x)
+    _same(
+        v.index_copy(0, verigrad.tensor([1]), verigrad.tensor(src)),
+        t.index_copy(0, torch.tensor([1]), torch.tensor(src)),
+    )
+    _same(
+        v.scatter(0, verigrad.tensor([[1, 0, 1]]), verigrad.tensor(src)),
+        t.scatter(0, torch.tensor([[1, 0, 1]]), torch.tensor(src)),
+    )
+    _same(v.scatter(1, verigrad.tensor([[2], [0]]), 2.5), t.scatter(1, torch.tensor([[2], [0]]), 2.5))
+    mask = np.array([[True, False, True], [False, False, True]])
+    _same(
+        v.masked_scatter(verigrad.tensor(mask), verigrad.tensor(src.reshape(-1))),
+        t.masked_scatter(torch.tensor(mask), torch.tensor(src.reshape(-1))),
+    )
+    _same(
+        verigrad.index_put(v, (verigrad.tensor([0, 1]),), verigrad.tensor(src)),
+        torch.index_put(t, (torch.tensor([0, 1]),), torch.tensor(src)),
+    )
