@@ -167,7 +167,7 @@ def gelu(self: Tensor, approximate: str = "none") -> Tensor:
 
 @adapted
 def square(self: Tensor) -> Tensor:
-    return binary.mul(self, self)
+    return pointwise.square(self)
 
 
 @adapted

@@ -139,7 +139,7 @@ def _written(src: Tensor, last: Tensor) -> Tensor:
     """src where it is the last write, else 0 in value; each src keeps a gradient (PyTorch's: the
     output's gradient at the position it names, written or not)."""
     if not src.dtype.is_float:
-        return where(last, src, 0)
+        return where(last, src, False if src.dtype is bool_ else 0)
     fixed = src.detach()
     return where(last, src, where(isfinite(fixed), src - fixed, 0))
 
@@ -165,8 +165,8 @@ def scatter(
         return scatter_reduce(x, axis, index, values, kinds[reduce])
     shape = tuple(x.shape)
     hit = gt(spread(full(tuple(index.shape), 1.0), index, axis, shape), 0)  # the positions written
-    if not isinstance(src, Tensor):
-        return where(hit, src, x)
+    if not isinstance(src, Tensor):  # a number is x's dtype first (2.5 into an i64 tensor writes 2)
+        return where(hit, full((), src, dtype=x.dtype), x)
     used = getitem(src, tuple(slice(0, n) for n in index.shape))  # PyTorch reads src as far as index
     return where(hit, spread(_written(used, _last_writes(x, index, axis)), index, axis, shape), x)
 

@@ -47,8 +47,11 @@ def outer(a: Tensor, b: Tensor) -> Tensor:
 
 
 def addmm(x: Tensor, a: Tensor, b: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
-    """beta x + alpha (a @ b) (PyTorch's addmm; baddbmm is the same on batches)."""
+    """beta x + alpha (a @ b) (PyTorch's addmm; baddbmm is the same on batches). For integer tensors
+    beta and alpha are truncated to integers first, as PyTorch's."""
     product = matmul(a, b)
+    if not product.dtype.is_float:
+        alpha, beta = (math.trunc(v) if isinstance(v, float) else v for v in (alpha, beta))
     product = product if alpha == 1 else product * alpha
     return product if beta == 0 else (x if beta == 1 else x * beta) + product
 

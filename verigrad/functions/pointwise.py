@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ..dtypes import bool_, i64
 from ..errors import DTypeError
 from ..ops import binary, cast, from_numpy
 from ..ops.binary import eq, ne, where
@@ -129,7 +130,9 @@ def values_of(x: Any, what: str) -> np.ndarray:
 
 
 def square(x: Tensor) -> Tensor:
-    """x * x."""
+    """x * x; of a bool tensor, in i64 (PyTorch's square is pow(x, 2))."""
+    if x.dtype is bool_:
+        x = cast(x, i64)
     return x * x
 
 

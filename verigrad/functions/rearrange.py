@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from .. import modes, versions
+from ..dtypes import bool_
 from ..errors import ShapeError
 from ..ops.creation import arange, from_numpy, full
 from ..ops.index import take
@@ -237,16 +238,20 @@ def diff(
     x: Tensor, n: int = 1, dim: int = -1, prepend: Tensor | None = None, append: Tensor | None = None
 ) -> Tensor:
     """The n-th forward difference along `dim`, out[i] = x[i + 1] - x[i] applied n times, after
-    `prepend` and `append` are joined to x along it."""
+    `prepend` and `append` are joined to x along it; for bool tensors x[i + 1] != x[i]. As PyTorch's, n = 0
+    is a copy of x alone (prepend and append unused)."""
     if not isinstance(n, int) or n < 0:
         raise ValueError(f"diff takes a whole number n >= 0, got {n!r}")
     axis = normalize_axis(dim, x.ndim)
+    if n == 0:
+        return x.cast(x.dtype)
     parts = [t for t in (prepend, x, append) if t is not None]
     if len(parts) > 1:
         x = concat(parts, axis=axis)
     head = (slice(None),) * axis
     for _ in range(n):
-        x = getitem(x, (*head, slice(1, None))) - getitem(x, (*head, slice(None, -1)))
+        after, before = getitem(x, (*head, slice(1, None))), getitem(x, (*head, slice(None, -1)))
+        x = after != before if x.dtype is bool_ else after - before
     return x
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from .. import modes
-from ..dtypes import bool_, i64
+from ..dtypes import bool_, i64, u8
 from ..errors import DTypeError
 from ..ops.binary import eq, maximum, ne, sub, where
 from ..ops.creation import from_numpy
@@ -110,19 +110,24 @@ def argmin(x: Tensor, axis: int | None = None, keepdim: bool = False, *, dim: in
 
 
 def all(x: Tensor, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
-    """Whether every element over `axis` is nonzero (NaN counts as nonzero), as bool; over dim=(), each
-    element (PyTorch's)."""
+    """Whether every element over `axis` is nonzero (NaN counts as nonzero), as bool (as u8 for a u8 x,
+    PyTorch's); over dim=(), each element (PyTorch's)."""
     if _none(pick(axis, dim)):
-        return ne(x, 0)
-    return eq(sum(eq(x, 0), axis=pick(axis, dim), keepdim=keepdim), 0)
+        return _truth(x, ne(x, 0))
+    return _truth(x, eq(sum(eq(x, 0), axis=pick(axis, dim), keepdim=keepdim), 0))
 
 
 def any(x: Tensor, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
-    """Whether some element over `axis` is nonzero (NaN counts as nonzero), as bool; over dim=(), each
-    element (PyTorch's)."""
+    """Whether some element over `axis` is nonzero (NaN counts as nonzero), as bool (as u8 for a u8 x,
+    PyTorch's); over dim=(), each element (PyTorch's)."""
     if _none(pick(axis, dim)):
-        return ne(x, 0)
-    return ne(sum(ne(x, 0), axis=pick(axis, dim), keepdim=keepdim), 0)
+        return _truth(x, ne(x, 0))
+    return _truth(x, ne(sum(ne(x, 0), axis=pick(axis, dim), keepdim=keepdim), 0))
+
+
+def _truth(x: Tensor, answer: Tensor) -> Tensor:
+    """all's and any's answer in PyTorch's dtype: u8 for a u8 input (its legacy), else bool."""
+    return answer.cast(u8) if x.dtype is u8 else answer
 
 
 def _none(dim: Axis) -> bool:
@@ -177,14 +182,16 @@ def count_nonzero(x: Tensor, dim: Any = None) -> Tensor:
 
 def bincount(x: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Tensor:
     """How often each value 0..max(x) occurs in the non-negative integer vector x (at least `minlength`
-    bins), or the sum of `weights` at each (in weights' dtype). Its size depends on the values: eager."""
+    bins), or the sum of `weights` at each (f32 for f32 weights, else f64, as PyTorch's). Its size depends
+    on the values: eager."""
     modes.eager_only("bincount")
     values = values_of(x, "bincount")
     if values.ndim != 1 or values.dtype.kind not in "iub" or (values.size and values.min() < 0):
         raise ValueError(f"bincount takes a 1-D tensor of non-negative integers, got {describe(x)}")
     w = None if weights is None else values_of(weights, "bincount")
     counts = np.bincount(values, w, minlength)
-    return from_numpy(counts.astype(np.int64 if w is None else w.dtype))
+    dtype = np.int64 if w is None else np.float32 if w.dtype == np.float32 else np.float64
+    return from_numpy(counts.astype(dtype))
 
 
 def histc(x: Tensor, bins: int = 100, min: float = 0.0, max: float = 0.0) -> Tensor:

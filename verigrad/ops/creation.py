@@ -376,13 +376,46 @@ def linspace(
     device: Any = None,
     requires_grad: bool = False,
 ) -> Tensor:
-    """`steps` values from start to end, evenly spaced (both ends included; as NumPy's linspace)."""
+    """`steps` values from start to end, evenly spaced (both ends included), in PyTorch's arithmetic: start
+    and end rounded to `dtype` (an integer dtype truncates them), step = (end - start) / (steps - 1), the
+    first half start + i * step and the second end - (steps - 1 - i) * step, in `dtype` (in f64, then
+    truncated, for integers)."""
     _placed("linspace", device, out)
     if not isinstance(steps, int) or steps < 0:
         raise ValueError(f"linspace needs a whole number of steps >= 0, got {steps}")
-    if as_dtype(dtype) is bool_:
+    dtype = as_dtype(dtype)
+    if dtype is bool_:
         raise DTypeError("linspace makes numbers, not bool (as PyTorch's); compare its result instead")
-    return tensor(np.linspace(start, end, steps), dtype=dtype, requires_grad=requires_grad)
+    first, last, step, _ = _spacing("linspace", start, end, steps, dtype)
+    if dtype.np.kind == "f" and dtype not in (bf16,):
+        first, last, step = (dtype.np.type(v) for v in (first, last, step))
+    i = np.arange(steps)
+    values = np.where(i < steps // 2, first + step * i, last - step * (steps - 1 - i))
+    if steps == 1:
+        values = np.array([first])
+    return tensor(values.astype(dtype.np, copy=False), dtype=dtype, requires_grad=requires_grad)
+
+
+def _spacing(name: str, start: Any, end: Any, steps: int, dtype: DType) -> tuple[float, float, float, bool]:
+    """linspace's and logspace's (start, end, step, integral) as PyTorch's kernels compute them: start and end
+    rounded to `dtype` (truncated for an integer dtype), the step in f64 from them. A 0-d tensor is its
+    value."""
+    bounds = []
+    for value in (start, end):
+        if isinstance(value, Tensor):
+            if value.ndim != 0:
+                raise ShapeError(f"{name} takes 0-d tensors as start and end, got shape {tuple(value.shape)}")
+            value = value.item()
+        if isinstance(value, complex):
+            raise DTypeError(f"{name}: verigrad has no complex dtype, got start or end {value!r}")
+        bounds.append(value)
+    integral = dtype.np.kind in "iub"
+    if integral:
+        first, last = (float(math.trunc(v)) for v in bounds)
+    else:
+        first, last = (float(np.asarray(v, dtype=np.float64).astype(dtype.np)) for v in bounds)
+    step = (last - first) / (steps - 1) if steps > 1 else 0.0
+    return first, last, step, integral
 
 
 eye_op = Op(
@@ -635,8 +668,23 @@ def logspace(
     device: Any = None,
     requires_grad: bool = False,
 ) -> Tensor:
-    """base ** linspace(start, end, steps), computed in f64 and rounded once to `dtype`."""
+    """base ** e for `steps` exponents e evenly spaced from start to end, as PyTorch's kernel: start and end
+    rounded to `dtype` (truncated for an integer dtype, whose base is rounded to f32), the exponents in f64
+    (the first half start + i * step, the second end - (steps - 1 - i) * step), the powers in f64, rounded
+    once to `dtype` (truncated for integers)."""
     _placed("logspace", device, out)
     if not isinstance(steps, int) or steps < 0:
         raise ValueError(f"logspace needs a whole number of steps >= 0, got {steps}")
-    return _grad(from_numpy(np.power(float(base), np.linspace(start, end, steps))).cast(dtype), requires_grad)
+    dtype = as_dtype(dtype)
+    first, last, step, integral = _spacing("logspace", start, end, steps, dtype)
+    base_given, base = base, float(np.float32(base)) if integral else float(base)
+    i = np.arange(steps)
+    exponents = np.where(i < steps // 2, first + step * i, last - step * (steps - 1 - i))
+    if steps == 1:  # PyTorch's base ** start, start as given
+        given = start.item() if isinstance(start, Tensor) else start
+        base, exponents = float(base_given), np.array([float(given)])
+    with np.errstate(all="ignore"):
+        values = np.power(base, exponents)
+        if integral:
+            values = np.trunc(values)
+    return _grad(from_numpy(values).cast(dtype), requires_grad)

@@ -5,11 +5,13 @@ PReLU and GLU; `inplace=True` as PyTorch's (see `_inplace`), and the in-place fo
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any
 
 from ... import ops
-from ...errors import ShapeError
+from ...dtypes import bool_, u8
+from ...errors import DTypeError, ShapeError
 from ...shapes import shape_text
 from ...tensor import Tensor
 
@@ -105,9 +107,16 @@ def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tenso
 
 
 def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
-    """x limited to [min_val, max_val]; the gradient passes strictly inside (as PyTorch's)."""
+    """x limited to [min_val, max_val]; the gradient passes strictly inside (as PyTorch's). An integer x
+    stays integer, limited to the limits truncated (PyTorch's)."""
     if min_val > max_val:
         raise ValueError(f"hardtanh: min_val ({min_val}) must not be greater than max_val ({max_val})")
+    if input.dtype is bool_:
+        raise DTypeError("hardtanh does not take bool input (as PyTorch's); cast it to a number dtype first")
+    if not input.dtype.is_float:
+        if input.dtype is u8 and (min_val < 0 or max_val < 0):
+            raise ValueError(f"hardtanh of a u8 tensor takes no negative limits, got {min_val} and {max_val}")
+        min_val, max_val = math.trunc(min_val), math.trunc(max_val)
     clipped = ops.where(input <= min_val, min_val, ops.where(input >= max_val, max_val, input))
     return _inplace(input, clipped, inplace)
 

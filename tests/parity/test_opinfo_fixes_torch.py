@@ -1,0 +1,157 @@
+"""Regression tests of the silent differences from PyTorch that its OpInfo suite (tools/opinfo_sweep.py)
+found: each case runs on PyTorch and on verigrad with the same inputs and must give the same answer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import verigrad
+
+
+def _same(ours: verigrad.Tensor, theirs: torch.Tensor) -> None:
+    assert ours.dtype == getattr(verigrad, str(theirs.dtype).removeprefix("torch."))
+    assert tuple(ours.shape) == tuple(theirs.shape)
+    torch.testing.assert_close(torch.from_numpy(np.array(ours.detach().numpy(), copy=True)), theirs.detach())
+
+
+def _both(fn, *args, **kwargs) -> None:
+    """fn(lib, *args, **kwargs) on both libraries, dtypes given by name."""
+    theirs = fn(torch, *args, **{k: getattr(torch, v) if k == "dtype" else v for k, v in kwargs.items()})
+    ours = fn(verigrad, *args, **{k: getattr(verigrad, v) if k == "dtype" else v for k, v in kwargs.items()})
+    _same(ours, theirs)
+
+
+SPACES = [
+    (0, 1.2, 2),  # an integer dtype truncates end: 10 ** 1, not 10 ** 1.2
+    (-3, 4, 7),
+    (-2.5, 10.7, 50),
+    (4.3, -3, 50),
+    (1.2, 1.2, 1),
+    (-3, 2, 1),
+    (0, 0, 0),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "int32", "int16"])
+@pytest.mark.parametrize(("start", "end", "steps"), SPACES)
+def test_linspace_rounds_as_pytorch(dtype, start, end, steps):
+    _both(lambda t, *a, **k: t.linspace(*a, **k), start, end, steps, dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "int32"])
+@pytest.mark.parametrize("base", [10.0, 2.0, 1.1, 5.0])
+@pytest.mark.parametrize(("start", "end", "steps"), SPACES)
+def test_logspace_rounds_as_pytorch(dtype, base, start, end, steps):
+    _both(lambda t, *a, **k: t.logspace(*a, **k), start, end, steps, base, dtype=dtype)
+
+
+def test_linspace_and_logspace_take_0d_tensors():
+    for fn in ("linspace", "logspace"):
+        theirs = getattr(torch, fn)(torch.tensor(-2.0), torch.tensor(2.2), 9, dtype=torch.float64)
+        ours = getattr(verigrad, fn)(verigrad.tensor(-2.0), verigrad.tensor(2.2), 9, dtype=verigrad.float64)
+        _same(ours, theirs)
+
+
+def test_diff_n0_is_a_copy_without_prepend_and_bool_diff_is_inequality():
+    x = np.random.default_rng(0).standard_normal((5, 5))
+    pre, app = np.ones((1, 5)), np.zeros((2, 5))
+    for n in (0, 1, 3):
+        t = torch.tensor(x, requires_grad=True)
+        v = verigrad.tensor(x, requires_grad=True)
+        theirs = torch.diff(t, n, 0, torch.tensor(pre), torch.tensor(app))
+        ours = verigrad.diff(v, n, 0, verigrad.tensor(pre), verigrad.tensor(app))
+        _same(ours, theirs)
+        theirs.sum().backward()
+        ours.sum().backward()
+        _same(v.grad, t.grad)
+    b = np.array([[True, False, False, True], [False, False, True, True]])
+    _same(verigrad.diff(verigrad.tensor(b)), torch.diff(torch.tensor(b)))
+    _same(verigrad.diff(verigrad.tensor(b), dim=0), torch.diff(torch.tensor(b), dim=0))
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "bool", "int64", "float32"])
+def test_all_and_any_answer_in_pytorchs_dtype(dtype):
+    x = np.array([[0, 2, 1], [1, 1, 3]]).astype(dtype)
+    for fn in ("all", "any"):
+        _same(getattr(verigrad, fn)(verigrad.tensor(x)), getattr(torch, fn)(torch.tensor(x)))
+        _same(getattr(verigrad, fn)(verigrad.tensor(x), 1), getattr(torch, fn)(torch.tensor(x), 1))
+        _same(getattr(verigrad.tensor(x), fn)(0, True), getattr(torch.tensor(x), fn)(0, True))
+
+
+@pytest.mark.parametrize("weights", [None, "int64", "uint8", "bool", "float32", "float64"])
+def test_bincount_weights_dtype(weights):
+    x = np.array([0, 1, 1, 3, 6])
+    w = None if weights is None else np.array([1, 2, 0, 4, 1]).astype(weights)
+    theirs = torch.bincount(torch.tensor(x), None if w is None else torch.tensor(w), 8)
+    _same(verigrad.bincount(verigrad.tensor(x), None if w is None else verigrad.tensor(w), 8), theirs)
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "int8", "uint8", "float32"])
+@pytest.mark.parametrize(("low", "high"), [(-1.0, 1.0), (-2.5, 3.5), (0.0, 6.0), (1.5, 1.7)])
+def test_hardtanh_and_relu6_keep_integer_dtypes(dtype, low, high):
+    x = np.array([-7, -3, -2, 0, 1, 2, 3, 5, 9]).astype(dtype)
+    if dtype == "uint8" and low < 0:
+        with pytest.raises(RuntimeError):
+            torch.nn.functional.hardtanh(torch.tensor(x), low, high)
+        with pytest.raises(ValueError, match="negative limits"):
+            verigrad.nn.functional.hardtanh(verigrad.tensor(x), low, high)
+        return
+    theirs = torch.nn.functional.hardtanh(torch.tensor(x), low, high)
+    _same(verigrad.nn.functional.hardtanh(verigrad.tensor(x), low, high), theirs)
+    _same(verigrad.nn.functional.relu6(verigrad.tensor(x)), torch.nn.functional.relu6(torch.tensor(x)))
+
+
+def test_hardtanh_refuses_bool_as_pytorch():
+    with pytest.raises(RuntimeError):
+        torch.nn.functional.hardtanh(torch.tensor([True, False]))
+    with pytest.raises(TypeError, match="bool"):
+        verigrad.nn.functional.hardtanh(verigrad.tensor([True, False]))
+
+
+def test_square_of_bool_is_i64():
+    b = np.array([True, False, True])
+    _same(verigrad.square(verigrad.tensor(b)), torch.square(torch.tensor(b)))
+    _same(verigrad.tensor(b).square(), torch.tensor(b).square())
+
+
+@pytest.mark.parametrize(("beta", "alpha"), [(0.2, 0.6), (1.7, 2.6), (-1.5, 2.6), (0, 2), (1, 1)])
+def test_addmm_and_baddbmm_truncate_float_scales_for_integers(beta, alpha):
+    rng = np.random.default_rng(0)
+    x, a, b = (rng.integers(-5, 6, s) for s in ((2, 3, 4), (2, 3, 5), (2, 5, 4)))
+    theirs = torch.baddbmm(torch.tensor(x), torch.tensor(a), torch.tensor(b), beta=beta, alpha=alpha)
+    ours = verigrad.baddbmm(
+        verigrad.tensor(x), verigrad.tensor(a), verigrad.tensor(b), beta=beta, alpha=alpha
+    )
+    _same(ours, theirs)
+    theirs = torch.addmm(torch.tensor(x[0]), torch.tensor(a[0]), torch.tensor(b[0]), beta=beta, alpha=alpha)
+    ours = verigrad.addmm(
+        verigrad.tensor(x[0]), verigrad.tensor(a[0]), verigrad.tensor(b[0]), beta=beta, alpha=alpha
+    )
+    _same(ours, theirs)
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int64", "uint8", "float32"])
+def test_writes_keep_the_dtype_written_into(dtype):
+    x = np.array([[1, 0, 1], [0, 0, 1]]).astype(dtype)
+    src = np.array([[0, 1, 1]]).astype(dtype)
+    t, v = torch.tensor(x), verigrad.tensor(x)
+    _same(
+        v.index_copy(0, verigrad.tensor([1]), verigrad.tensor(src)),
+        t.index_copy(0, torch.tensor([1]), torch.tensor(src)),
+    )
+    _same(
+        v.scatter(0, verigrad.tensor([[1, 0, 1]]), verigrad.tensor(src)),
+        t.scatter(0, torch.tensor([[1, 0, 1]]), torch.tensor(src)),
+    )
+    _same(v.scatter(1, verigrad.tensor([[2], [0]]), 2.5), t.scatter(1, torch.tensor([[2], [0]]), 2.5))
+    mask = np.array([[True, False, True], [False, False, True]])
+    _same(
+        v.masked_scatter(verigrad.tensor(mask), verigrad.tensor(src.reshape(-1))),
+        t.masked_scatter(torch.tensor(mask), torch.tensor(src.reshape(-1))),
+    )
+    _same(
+        verigrad.index_put(v, (verigrad.tensor([0, 1]),), verigrad.tensor(src)),
+        torch.index_put(t, (torch.tensor([0, 1]),), torch.tensor(src)),
+    )
