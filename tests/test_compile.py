@@ -180,12 +180,12 @@ def test_compiled_forward_is_bit_identical_for_every_batch(model_name, rng):
     sizes = [8, 3, 8, 5, 3]
     for batch in sizes:
         x = verigrad.tensor(_data(model_name, rng, batch)[0])
-        with_history = compiled(x)  # grad on: it runs eagerly, so a backward() outside reaches the model
+        with_history = compiled(x)  # grad on: a backward() outside reaches the model
         assert with_history.requires_grad and _bits(with_history.detach()) == _bits(model(x).detach())
         with verigrad.no_grad():
             assert _bits(compiled(x)) == _bits(model(x))
-    # traced with grad on (then run eagerly) and under no_grad (a plan for each batch size)
-    assert compiled.stats() == {"traces": 2, "plans": 3, "hits": 2}
+    # traced with grad on (its forward half a plan for each batch size) and under no_grad (the same)
+    assert compiled.stats() == {"traces": 2, "plans": 6, "hits": 4}
     program = compiled.program(x)
     assert program.inputs[0].spec == spec([B, *x.shape[1:]])
 

@@ -11,7 +11,7 @@ import verigrad.nn.functional as F
 
 def _model():
     vg.manual_seed(0)
-    return nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Dropout(0.25), nn.Linear(8, 2))
+    return nn.Sequential(nn.Linear(3, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Dropout(0.25), nn.Linear(8, 2))
 
 
 def _train(model, steps=6):
@@ -36,8 +36,52 @@ def test_compiled_module_trains_as_the_module():
     compiled = vg.compile(_model())
     assert type(compiled).__name__ == "OptimizedModule"
     losses, evaluated = _train(compiled)
-    assert losses == eager_losses
+    assert losses == eager_losses  # dropout's draws, BatchNorm's running statistics updated once a step
     assert evaluated.tobytes() == eager_eval.tobytes()
+    # the forward and backward halves ran as plans (not the module eagerly)
+    halves = compiled.__dict__["_compiled"]._halves
+    assert len(halves) == 1 and all(h for h in halves.values())
+    assert compiled.stats()["hits"] >= 10
+
+
+class _TwoOutputs(nn.Module):
+    """nanoGPT's shape of forward: (logits, loss), the loss when targets are given."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(4, 16), nn.GELU(), nn.Dropout(0.1), nn.Linear(16, 5))
+
+    def forward(self, x, targets):
+        logits = self.body(x)
+        return logits, F.cross_entropy(logits, targets)
+
+
+def test_a_model_returning_logits_and_loss_trains_as_eager():
+    def run(compiled):
+        vg.manual_seed(3)
+        model = _TwoOutputs()
+        runner = vg.compile(model) if compiled else model
+        opt = vg.optim.AdamW(model.parameters(), lr=0.01, weight_decay=0.1)
+        x, t = vg.randn(12, 4), vg.randint(0, 5, (12,))
+        vg.manual_seed(9)
+        losses = []
+        for _ in range(8):
+            _logits, loss = runner(x, t)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            vg.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            losses.append(loss.item())
+        return losses, [p.detach().numpy().tobytes() for p in model.parameters()]
+
+    assert run(True) == run(False)
+
+
+def test_double_backward_through_a_compiled_call_is_refused():
+    model = nn.Linear(3, 1)
+    out = vg.compile(model)(vg.randn(4, 3)).sum()
+    with pytest.raises(NotImplementedError, match="create_graph"):
+        vg.autograd.grad(out, model.weight, create_graph=True)
 
 
 def test_optimized_module_is_the_module_under_orig_mod():

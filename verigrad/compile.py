@@ -12,13 +12,15 @@ from typing import Any
 import numpy as np
 
 from . import modes
-from .autograd import is_grad_enabled
+from .autograd import Node, enable_grad, is_grad_enabled
+from .autograd import grad as autograd_grad
 from .backends import get_backend
 from .errors import ShapeError
 from .ir.passes import dce, optimize
 from .ir.plan import Plan, bind
-from .ir.trace import trace_function, unflatten
-from .ops import from_numpy, tensor
+from .ir.split import split
+from .ir.trace import flatten, trace_function, unflatten
+from .ops import from_numpy, tensor, zeros
 from .shapes import Spec, dims, is_concrete, multiple_of
 from .tensor import Tensor
 
@@ -65,10 +67,10 @@ class Compiled:
     names; where one has changed, the function is traced again for the new values (up to
     `MAX_VARIANTS` programs a signature, then it runs eagerly, with a warning). Other Python values
     (a list's items, a plain object's attributes) are read when it is traced, as JAX's `jit` does:
-    pass what changes as a tensor. A call with keyword arguments, or whose results must carry gradient
-    history (with grad on, a module's output that `backward()` outside will differentiate), runs
-    eagerly: the compiled plan is for calls that return plain values (a whole training step, a forward
-    under `no_grad`). Random draws (dropout, `rand`) are made at each call, in the order
+    pass what changes as a tensor. A call with keyword arguments runs eagerly. A call whose results must
+    carry gradient history (with grad on, a module's output that `backward()` outside will
+    differentiate) runs the forward half of the function's joint program (ir/split.py), and its
+    results' nodes run the backward half. Random draws (dropout, `rand`) are made at each call, in the order
     and with the numbers of the eager call.
 
     Captured tensors (parameters, optimizer state) are read at each call and the ones the function
@@ -97,6 +99,7 @@ class Compiled:
         self._programs: dict[Any, list[tuple[Any, Any]]] = {}
         self._needs_concrete: set[Any] = set()  # default signatures the function cannot trace
         self._eager: set[Any] = set()  # signatures traced MAX_VARIANTS times: new values run eagerly
+        self._halves: dict[int, tuple | bool] = {}  # grad-mode program -> `_split`
         self._plans: dict[Any, Any] = {}
         self._fixed: tuple[Any, Any] | None = None  # the entry of declared specs, once traced
         self._seen: dict[Any, Any] = {}  # (program, argument shapes, dtypes and layouts) -> plan
@@ -196,11 +199,18 @@ class Compiled:
             return self.fn(*args, **kwargs)  # inside a trace or a check, or differentiated from outside
         lifted = self._lift(args)
         entry = self._entry(lifted)
-        if entry is None or entry[0].outputs_require_grad:
-            # the Python values it reads change from call to call, or a result must carry gradient
-            # history (a module's output that a backward() outside will differentiate): it runs eagerly
+        if entry is None:  # the Python values it reads change from call to call: it runs eagerly
             return self.fn(*args)
-        args, (program, tree) = lifted, entry
+        program, tree = entry
+        if program.outputs_require_grad:  # a result a backward() outside will differentiate
+            return self._with_history(lifted, program, tree)
+        return unflatten(tree, iter(self._run(lifted, program)[0]))
+
+    def _run(
+        self, args: tuple[Tensor, ...], program: Any, seeds: list[int] | None = None
+    ) -> tuple[list[Tensor], list[int]]:
+        """The results of the program's plan for these arguments, its updates written back, and the
+        seeds its random draws had (drawn now, unless `seeds` gives them)."""
         backend = get_backend()
         arrays = [a.payload for a in args]
         captured = [t.payload for t in program.captured]
@@ -212,15 +222,80 @@ class Compiled:
             plan = self._plan(program, args, seen, layouts, backend)
         with plan.lock:  # and the write-back: another thread's run of the plan reads the updates
             if program.draws:  # each call draws its random ops' seeds, as the eager call would
-                plan.seeds[:] = [generator.next_seed() for generator in program.draws]
+                plan.seeds[:] = seeds if seeds is not None else [g.next_seed() for g in program.draws]
+            drawn = list(plan.seeds)
             outputs, updates = plan.run_locked(arrays + captured)
             if updates:
                 targets = self._captured_by_name(program)
                 if any(name not in targets for name in updates):  # arguments the function wrote into
                     targets = {**targets, **{v.name: a for v, a in zip(program.inputs, args)}}
                 _write_back(targets, updates)
-        results = [Tensor(Spec(o.shape, v.spec.dtype), o) for o, v in zip(outputs, program.outputs)]
+        return [Tensor(Spec(o.shape, v.spec.dtype), o) for o, v in zip(outputs, program.outputs)], drawn
+
+    def _with_history(self, args: tuple[Tensor, ...], program: Any, tree: Any) -> Any:
+        """A call whose results carry gradient history (a compiled model trained with backward()
+        outside, as torch.compile's): the function's joint program (forward, then the VJPs of the
+        captured tensors that require grad) split in two (ir/split.py); the forward half runs now and
+        keeps the residuals, and each result that requires grad gets a node whose VJP runs the backward
+        half, so .grad gets the eager bits. Where the halves do not separate, it runs eagerly."""
+        halves = self._halves.get(id(program))
+        if halves is None:
+            halves = self._halves[id(program)] = self._split(program)
+        if not halves:
+            return self.fn(*args)
+        forward, backward, targets, gradient_tree = halves
+        values, _ = self._run(args, forward)
+        count = len(program.outputs)
+        results, saved = values[:count], values[count:]
+        wanted = program.output_grads
+        vjp = functools.partial(
+            self._backward, backward, args, saved, [r.spec for r in results], wanted, gradient_tree
+        )
+        for i, (r, needed) in enumerate(zip(results, wanted)):
+            if needed:
+                r.requires_grad = True
+                r._node = Node(_CompiledCall, targets, {"backward": vjp, "index": i})
         return unflatten(tree, iter(results))
+
+    def _split(self, program: Any) -> tuple | bool:
+        """(forward, backward, the captured tensors differentiated, the gradients' structure) of the
+        function whose grad-mode trace is `program`; False where it cannot be split."""
+        targets = tuple(t for t in program.captured if t.requires_grad)
+        if not targets:
+            return False
+        fn, count, wanted = self.fn, program.n_args, program.output_grads
+
+        def joint(*values: Tensor) -> tuple:
+            with enable_grad():
+                results, _ = flatten(fn(*values[:count]))
+                differentiated = [r for r, w in zip(results, wanted) if w]
+                grads = autograd_grad(differentiated, targets, grad_outputs=values[count:], allow_unused=True)
+                return (*results, *grads)
+
+        cotangents = [v.spec for v, w in zip(program.outputs, wanted) if w]
+        traced, joint_tree = trace_function(joint, (*[v.spec for v in program.inputs[:count]], *cotangents))
+        halves = split(traced, count, len(cotangents), len(program.outputs))
+        if halves is None:
+            return False
+        forward, backward = (optimize(h) if self.optimize else h for h in halves)
+        return forward, backward, targets, (tuple, joint_tree[1][len(program.outputs) :])
+
+    def _backward(
+        self, backward: Any, args: tuple, saved: list, specs: list, wanted: tuple, gradient_tree: Any,
+        index: int, g: Tensor,
+    ) -> tuple:  # fmt: skip
+        """The gradients of the differentiated captured tensors for result `index`'s gradient `g` (the
+        other results' zero), from the backward half of the call."""
+        if is_grad_enabled():
+            raise NotImplementedError(
+                f"{_name(self.fn)}: a second derivative (create_graph=True) through a compiled call is not "
+                "supported; call the function (or module) without verigrad.compile"
+            )
+        cotangents = [
+            g if i == index else zeros(*s.shape, dtype=s.dtype) for i, s in enumerate(specs) if wanted[i]
+        ]
+        gradients, _ = self._run((*args, *cotangents, *saved), backward)
+        return unflatten(gradient_tree, iter(gradients))
 
     def _plan(
         self, program: Any, args: tuple[Tensor, ...], seen: tuple, layouts: tuple, backend: Any
@@ -267,6 +342,16 @@ class Compiled:
 
     def __repr__(self) -> str:
         return f"<compiled {_name(self.fn)}: {self.stats()}>"
+
+
+class _CompiledCall:
+    """The op of the node of a compiled call's result that backward() differentiates (`_with_history`)."""
+
+    name = "compiled_call"
+
+    @staticmethod
+    def vjp(g: Tensor, out: Tensor, *inputs: Tensor, backward: Any, index: int) -> tuple:
+        return backward(index, g)
 
 
 def _as_tensor(a: Any) -> Tensor:

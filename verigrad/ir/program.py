@@ -60,7 +60,8 @@ class Program:
     # key -> (a function reading it again, the (type, value) read); a compiled call runs this program
     # only while each reads the same (`holds`)
     guards: dict[tuple[int, str], tuple[Any, Any]] = field(default_factory=dict)
-    # the function ran no backward pass and returned a result that carries gradient history
+    # the function ran no backward pass and returned a result that carries gradient history; which
+    output_grads: tuple[bool, ...] = ()
     outputs_require_grad: bool = False
     _next: int = 0
     # the memory plan (passes/memplan.py); `copy` drops it, since it only holds for these instructions
@@ -96,6 +97,7 @@ class Program:
             "n_args": self.n_args,
             "draws": list(self.draws),
             "guards": dict(self.guards),
+            "output_grads": self.output_grads,
             "outputs_require_grad": self.outputs_require_grad,
             "_next": self._next,
         }

@@ -454,9 +454,8 @@ def _trace_once(
             tensors, tree = flatten(result)
             program.outputs = [mode.value_of(t) for t in tensors]
             # a forward whose results a backward() outside will differentiate (not a whole training step)
-            program.outputs_require_grad = program.backward_at is None and any(
-                t.requires_grad for t in tensors
-            )
+            program.output_grads = tuple(t.requires_grad for t in tensors)
+            program.outputs_require_grad = program.backward_at is None and any(program.output_grads)
     finally:
         mode.restore()
     return program, tree, mode
