@@ -46,6 +46,16 @@ def bufsize() -> int:
     return seen[1]
 
 
+NO_BLOCK = 1 << 62  # the block of a sum NumPy takes whole (f64: no cast buffer)
+
+
+def block_size(cast: bool) -> Callable[[], int]:
+    """The block a sum's pairwise runs are cut at, as a function of no arguments: NumPy's cast buffer
+    (`bufsize`) for a sum through it (f32), else NO_BLOCK. Itself, not a closure over it: vg_eager calls
+    it on every call, and a function of C (the int's own method) costs no Python frame there."""
+    return bufsize if cast else NO_BLOCK.__index__
+
+
 class Library:
     """The loaded shared library: `fn(name, argtypes)` gives a typed function; `data` reads an array's
     data pointer; `ptr(array)` is what a pointer argument of `fn`'s functions takes: the array itself

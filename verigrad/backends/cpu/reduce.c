@@ -40,7 +40,11 @@
  * argmax (one axis: the groups are [outer, axis, inner]): NumPy's rule, the first largest element, or
  * the first NaN.
  *
- * rows.c uses vg_pairwise_<dtype> (one run's sum) and vg_rowmax_<dtype> (one row's max); vg_total_<dtype> is
+ * f32 sums on AVX-512 take the leaves of a run (or a batch of short rows) eight at a time, side by side
+ * (see "f32 sums with AVX-512" below): the same additions in the same order, so the same bits.
+ *
+ * rows.c uses vg_pairwise_<dtype> (one run's sum), vg_pairwise_rows_f32 (a batch of rows' sums) and
+ * vg_rowmax_<dtype> (one row's max); vg_total_<dtype> is
  * one vector's sum or mean (rows.py: cross-entropy's reduction of its per-row losses).
  */
 #include <math.h>
@@ -114,26 +118,27 @@ typedef struct {
     int64_t off, n;
 } vg_leaf;
 
-/* Appends the leaves of pairwise_(x + off, n) from leaves[k] on (leaves NULL: counts them); returns
- * the next k. */
-static int64_t tree_leaves(int64_t off, int64_t n, vg_leaf *leaves, int64_t k) {
-    if (n <= LEAF) {
+/* Appends the leaves (subtrees of at most `leaf` elements, leaf >= PW_BLOCK) of pairwise_(x + off, n)
+ * from leaves[k] on (leaves NULL: counts them); returns the next k. */
+static int64_t tree_leaves(int64_t off, int64_t n, int64_t leaf, vg_leaf *leaves, int64_t k) {
+    if (n <= leaf) {
         if (leaves) leaves[k] = (vg_leaf){off, n};
         return k + 1;
     }
     int64_t n2 = n / 2;
     n2 -= n2 % 8;
-    k = tree_leaves(off, n2, leaves, k);
-    return tree_leaves(off + n2, n - n2, leaves, k);
+    k = tree_leaves(off, n2, leaf, leaves, k);
+    return tree_leaves(off + n2, n - n2, leaf, leaves, k);
 }
 
-/* pairwise_'s sum of a run of n elements from its leaves' sums, sums[*k] on (as pairwise_ adds them). */
-static double from_leaves(int64_t n, const double *sums, int64_t *k) {
-    if (n <= LEAF) return sums[(*k)++];
+/* pairwise_'s sum of a run of n elements from the sums of its leaves of at most `leaf` elements,
+ * sums[*k] on (as pairwise_ adds them). */
+static double from_leaves(int64_t n, int64_t leaf, const double *sums, int64_t *k) {
+    if (n <= leaf) return sums[(*k)++];
     int64_t n2 = n / 2;
     n2 -= n2 % 8;
-    double first = from_leaves(n2, sums, k);
-    return first + from_leaves(n - n2, sums, k);
+    double first = from_leaves(n2, leaf, sums, k);
+    return first + from_leaves(n - n2, leaf, sums, k);
 }
 
 /* The leaves of every output's sum, in the order the sums take them (leaves NULL: counts them). */
@@ -145,7 +150,7 @@ static int64_t all_leaves(const vg_red *d, vg_leaf *leaves) {
         memset(idx, 0, sizeof idx);
         for (int64_t j = 0; j < nred; j++) {
             for (int64_t s = 0; s < inner; s += block)
-                k = tree_leaves(base + off + s, inner - s < block ? inner - s : block, leaves, k);
+                k = tree_leaves(base + off + s, inner - s < block ? inner - s : block, LEAF, leaves, k);
             off = next_offset(d, idx, off);
         }
     }
@@ -157,6 +162,11 @@ typedef struct {
     const vg_leaf *leaves;
     double *sums;
 } vg_leafjob;
+
+/* pairwise_'s sum of a[0..n) (run_sum_f32: its leaves summed side by side, below) */
+static double run_sum_f32(const float *a, int64_t n);
+static double run_sum_f64(const double *a, int64_t n);
+void vg_pairwise_rows_f32(const float *a, int64_t rows, int64_t n, int64_t block, double *sums);
 
 #define PAIRWISE(T, SUF)                                                                      \
     static double pairwise_##SUF(const T *a, int64_t n) {                                     \
@@ -200,7 +210,7 @@ typedef struct {
     /* The sum of n elements as NumPy's add.reduce gives it: pairwise within blocks. */       \
     double vg_pairwise_##SUF(const T *a, int64_t n, int64_t block) {                          \
         double acc = 0.0;                                                                     \
-        for (int64_t s = 0; s < n; s += block) acc += pairwise_##SUF(a + s, n - s < block ? n - s : block); \
+        for (int64_t s = 0; s < n; s += block) acc += run_sum_##SUF(a + s, n - s < block ? n - s : block); \
         return acc;                                                                           \
     }                                                                                         \
     /* out[0] = that sum (or, with `mean`, it divided by n), rounded once to T */             \
@@ -220,6 +230,20 @@ typedef struct {
         double count = (double)d->count;                                                      \
         if (d->inner_reduced) {                                                               \
             const int short_runs = inner <= PW_BLOCK && inner <= d->block;                    \
+            if (ROW_SUMS_##SUF && short_runs && nred == 1 && (d->nk == 0 || d->kst[d->nk - 1] == inner)) { \
+                /* each output one run of the rows xs[o * inner ..]: summed side by side */       \
+                double sums[TILE];                                                            \
+                for (int64_t o = lo; o < hi; o += TILE) {                                     \
+                    int64_t m = hi - o < TILE ? hi - o : TILE;                                \
+                    vg_pairwise_rows_f32((const float *)(const void *)(xs + o * inner), m, inner, d->block, sums); \
+                    for (int64_t t = 0; t < m; t++) {                                         \
+                        double acc = 0.0 + sums[t]; /* as the loop below starts it */         \
+                        ys[o + t] = (T)(count > 0 ? acc / count : acc);                       \
+                        if (acc != acc) { ask_reference(p); return; }                        \
+                    }                                                                         \
+                }                                                                             \
+                return;                                                                       \
+            }                                                                                 \
             for (int64_t o = lo; o < hi; o++) {                                               \
                 const T *base = xs + kept_offset(d, o);                                       \
                 double acc = 0.0;                                                             \
@@ -260,7 +284,7 @@ typedef struct {
         vg_leafjob *p = (vg_leafjob *)ctx;                                                    \
         const T *xs = (const T *)p->x;                                                        \
         for (int64_t i = lo; i < hi; i++)                                                     \
-            p->sums[i] = pairwise_##SUF(xs + p->leaves[i].off, p->leaves[i].n);               \
+            p->sums[i] = run_sum_##SUF(xs + p->leaves[i].off, p->leaves[i].n);                \
     }                                                                                         \
     /* sum_chunk's outputs from the leaves' sums (see the top); -1 without memory for them */ \
     static int split_sum_##SUF(const T *x, T *out, const vg_red *d, int64_t min_elems, int threads) { \
@@ -281,7 +305,7 @@ typedef struct {
             for (int64_t j = 0; j < nred; j++) {                                              \
                 double run = 0.0; /* vg_pairwise_'s sum of the run's blocks */                \
                 for (int64_t s = 0; s < inner; s += block)                                    \
-                    run += from_leaves(inner - s < block ? inner - s : block, sums, &k);      \
+                    run += from_leaves(inner - s < block ? inner - s : block, LEAF, sums, &k); \
                 acc += run;                                                                   \
             }                                                                                 \
             out[o] = (T)(scale > 0 ? acc / scale : acc);                                      \
@@ -615,6 +639,100 @@ typedef struct {
 
 PAIRWISE(float, f32)
 PAIRWISE(double, f64)
+
+/* ---- f32 sums with AVX-512: leaves side by side ---------------------------------------------------------
+ *
+ * pairwise_'s sum of a run above PW_BLOCK elements is a tree whose leaves (runs of at most PW_BLOCK) each
+ * take eight accumulators through a chain of dependent additions: one leaf at a time, the adder waits on
+ * that chain. Here the leaves of a run (or the rows of a batch, each one leaf) are summed eight at a time,
+ * each in one vector of eight doubles (its r0..r7), combined as pairwise_ combines them, the rest added in
+ * order, and the tree then formed from the leaves' sums by the same additions: the same bits. */
+#define ROW_SUMS_f32 1
+#define ROW_SUMS_f64 0
+#define SIDE 8              /* leaves summed side by side */
+#define FAST_RUN LEAF       /* run_sum_f32 gathers the leaves of runs up to this long (at most 256 leaves) */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define SUM512 __attribute__((target("avx2,fma,avx512f,avx512dq")))
+/* r0..r7 of a leaf of n >= 8 elements from i = 8 on, added into acc */
+SUM512 static inline __m512d leaf_lanes(const float *a, int64_t from, int64_t to, __m512d acc) {
+    for (int64_t i = from; i < to; i += 8) acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm256_loadu_ps(a + i)));
+    return acc;
+}
+/* ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)), then a[8 (n / 8)..n) in order */
+SUM512 static inline double leaf_total(__m512d r, const float *a, int64_t n) {
+    __m512d s1 = _mm512_add_pd(r, _mm512_permute_pd(r, 0x55));                       /* lane 2j: r2j + r2j+1 */
+    __m512d s2 = _mm512_add_pd(s1, _mm512_permutex_pd(s1, 0xEE));                    /* lanes 0, 4 */
+    double res = _mm512_cvtsd_f64(s2) + _mm256_cvtsd_f64(_mm512_extractf64x4_pd(s2, 1));
+    for (int64_t i = n - n % 8; i < n; i++) res += (double)a[i];
+    return res;
+}
+/* sums[k] = pairwise_f32(a + leaves[k].off, leaves[k].n) for k < count, each n in [8, PW_BLOCK] */
+SUM512 static void leaf_sums_avx512(const float *a, const vg_leaf *leaves, int64_t count, double *sums) {
+    int64_t k = 0;
+    for (; k + SIDE <= count; k += SIDE) {
+        __m512d r[SIDE];
+        int64_t common = PW_BLOCK;
+        for (int j = 0; j < SIDE; j++) {
+            const vg_leaf l = leaves[k + j];
+            r[j] = _mm512_cvtps_pd(_mm256_loadu_ps(a + l.off));
+            if (l.n - l.n % 8 < common) common = l.n - l.n % 8;
+        }
+        for (int64_t i = 8; i < common; i += 8)
+            for (int j = 0; j < SIDE; j++)
+                r[j] = _mm512_add_pd(r[j], _mm512_cvtps_pd(_mm256_loadu_ps(a + leaves[k + j].off + i)));
+        for (int j = 0; j < SIDE; j++) {
+            const vg_leaf l = leaves[k + j];
+            const float *x = a + l.off;
+            sums[k + j] = leaf_total(leaf_lanes(x, common, l.n - l.n % 8, r[j]), x, l.n);
+        }
+    }
+    for (; k < count; k++) {
+        const float *x = a + leaves[k].off;
+        int64_t n = leaves[k].n;
+        sums[k] = leaf_total(leaf_lanes(x, 8, n - n % 8, _mm512_cvtps_pd(_mm256_loadu_ps(x))), x, n);
+    }
+}
+static int side_by_side(void) {
+    static int has = -1;
+    if (has < 0) has = vg_has_avx512();
+    return has;
+}
+#else
+static int side_by_side(void) { return 0; }
+static void leaf_sums_avx512(const float *a, const vg_leaf *leaves, int64_t count, double *sums) {
+    for (int64_t k = 0; k < count; k++) sums[k] = pairwise_f32(a + leaves[k].off, leaves[k].n);
+}
+#endif
+
+static double run_sum_f64(const double *a, int64_t n) { return pairwise_f64(a, n); }
+static double run_sum_f32(const float *a, int64_t n) {
+    if (n <= PW_BLOCK || !side_by_side()) return pairwise_f32(a, n);
+    if (n > FAST_RUN) { /* pairwise_'s split, down to runs whose leaves fit below */
+        int64_t n2 = n / 2;
+        n2 -= n2 % 8;
+        return run_sum_f32(a, n2) + run_sum_f32(a + n2, n - n2);
+    }
+    vg_leaf leaves[256];
+    double sums[256];
+    int64_t count = tree_leaves(0, n, PW_BLOCK, leaves, 0), k = 0; /* leaves above PW_BLOCK / 2 - 8 */
+    leaf_sums_avx512(a, leaves, count, sums);
+    return from_leaves(n, PW_BLOCK, sums, &k);
+}
+
+/* sums[r] = vg_pairwise_f32(a + r n, n, block) for r < rows (rows.c's softmax; sum over the last axis) */
+void vg_pairwise_rows_f32(const float *a, int64_t rows, int64_t n, int64_t block, double *sums) {
+    if (n < 8 || n > PW_BLOCK || n > block || !side_by_side()) {
+        for (int64_t r = 0; r < rows; r++) sums[r] = vg_pairwise_f32(a + r * n, n, block);
+        return;
+    }
+    vg_leaf leaves[256];
+    for (int64_t r0 = 0; r0 < rows; r0 += 256) {
+        int64_t m = rows - r0 < 256 ? rows - r0 : 256;
+        for (int64_t r = 0; r < m; r++) leaves[r] = (vg_leaf){(r0 + r) * n, n};
+        leaf_sums_avx512(a, leaves, m, sums + r0);
+    }
+}
 SUM(float, f32)
 SUM(double, f64)
 OTHER_ZERO(float, vg_u32, f32)
@@ -631,12 +749,40 @@ EXTREME(min, double, f64, <, (a < b || isnan(a)) ? a : b)
 /* The largest of a[0..n), n > 0, as NumPy's maximum.reduce gives it (the row kernels' max) */
 #define ROWMAX(T, SUF)                                                                        \
     T vg_rowmax_##SUF(const T *a, int64_t n) {                                                \
-        T chk = 0, m = max_##SUF##_fast(a, n, a[0], &chk);                                    \
+        T chk = 0, m = ROWMAX_FAST_##SUF(a, n, a[0], &chk);                                   \
         if (chk == chk && m != 0) return m;                                                   \
         m = a[0];                                                                             \
         for (int64_t i = 1; i < n; i++) m = max_##SUF##_op(m, a[i]);                          \
         return m;                                                                             \
     }
+#ifdef SUM512
+/* max_f32_fast (largest of m and a[0..n), *chk += x - x of each) in vectors of sixteen: the same result
+ * wherever *chk stays finite and the result is not 0 (rowmax's use of it) */
+SUM512 static float max_f32_fast512(const float *a, int64_t n, float m, float *chk) {
+    __m512 l0 = _mm512_set1_ps(m), l1 = l0, c0 = _mm512_setzero_ps(), c1 = c0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m512 v0 = _mm512_loadu_ps(a + i), v1 = _mm512_loadu_ps(a + i + 16);
+        l0 = _mm512_max_ps(v0, l0), l1 = _mm512_max_ps(v1, l1);
+        c0 = _mm512_add_ps(c0, _mm512_sub_ps(v0, v0)), c1 = _mm512_add_ps(c1, _mm512_sub_ps(v1, v1));
+    }
+    for (; i + 16 <= n; i += 16) {
+        __m512 v = _mm512_loadu_ps(a + i);
+        l0 = _mm512_max_ps(v, l0), c0 = _mm512_add_ps(c0, _mm512_sub_ps(v, v));
+    }
+    float r = _mm512_reduce_max_ps(_mm512_max_ps(l0, l1)), s = _mm512_reduce_add_ps(_mm512_add_ps(c0, c1));
+    for (; i < n; i++) {
+        r = a[i] > r ? a[i] : r;
+        s += a[i] - a[i];
+    }
+    *chk += s;
+    return r;
+}
+#define ROWMAX_FAST_f32(a, n, m, chk) (n >= 16 && side_by_side() ? max_f32_fast512 : max_f32_fast)(a, n, m, chk)
+#else
+#define ROWMAX_FAST_f32 max_f32_fast
+#endif
+#define ROWMAX_FAST_f64 max_f64_fast
 ROWMAX(float, f32)
 ROWMAX(double, f64)
 ARGMAX(float, f32)

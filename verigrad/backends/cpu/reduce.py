@@ -91,9 +91,7 @@ def _reduce(
     # NumPy sums an f32 run through its cast buffer: pairwise within each buffer, in order across
     cast = dtype == np.float32 and name in ("sum", "mean")
     mean = name == "mean"
-
-    def block() -> int:
-        return _ffi.bufsize() if cast else 1 << 62
+    block = _ffi.block_size(cast)
 
     # (shape, axes, keepdim, block) -> (the description and the result's shape), or
     # None where the kernel does not take it

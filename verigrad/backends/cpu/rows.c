@@ -83,6 +83,29 @@ static int64_t kept_rows(const int64_t *target, int64_t rows, int has_ignore, in
 static inline float sqrt_f32(float x) { return sqrtf(x); }
 static inline double sqrt_f64(double x) { return sqrt(x); }
 
+
+/* softmax's batches: rows of at most BATCH elements in all go through one exp call; their sums are taken
+ * ROW_SUMS rows at a time */
+#define BATCH 4096
+#define ROW_SUMS 64
+void vg_pairwise_rows_f32(const float *a, int64_t rows, int64_t n, int64_t block, double *sums);
+static inline void row_sums_f32(const float *a, int64_t rows, int64_t n, int64_t block, double *sums) {
+    vg_pairwise_rows_f32(a, rows, n, block, sums);
+}
+static inline void row_sums_f64(const double *a, int64_t rows, int64_t n, int64_t block, double *sums) {
+    for (int64_t r = 0; r < rows; r++) sums[r] = vg_pairwise_f64(a + r * n, n, block);
+}
+/* out[i] = x[i] - m; out[i] = out[i] / s: plain IEEE operations, built for each instruction set */
+#define ROW_STEPS(T, SUF)                                                                     \
+    VG_CLONES static void shift_##SUF(const T *restrict x, T *restrict out, int64_t n, T m) { \
+        for (int64_t i = 0; i < n; i++) out[i] = x[i] - m;                                    \
+    }                                                                                         \
+    VG_CLONES static void divide_##SUF(T *out, int64_t n, T s) {                              \
+        for (int64_t i = 0; i < n; i++) out[i] = out[i] / s;                                  \
+    }
+ROW_STEPS(float, f32)
+ROW_STEPS(double, f64)
+
 #define ROWS(T, SUF)                                                                          \
     /* z = row - m, e = exp(z) (not in place: the exp kernel reads z after it writes e); returns  \
        sum(e) rounded as the reference does */                                                \
@@ -91,20 +114,31 @@ static inline double sqrt_f64(double x) { return sqrt(x); }
         vg_exp_##SUF(z, e, n, n, 1); /* one thread: this row's */                             \
         return (T)vg_pairwise_##SUF(e, n, block);                                             \
     }                                                                                         \
+    /* rows [lo, hi) a batch at a time: every row's z = row - max(row) into tmp, one exp call over the  \
+       batch (the exp kernel's per-call work once, not per row; each element's bits are its own), then  \
+       each row's sum and the division (or log) */                                            \
     static void softmax_##SUF##_chunk(void *ctx, int64_t lo, int64_t hi) {                    \
         const vg_rowjob *p = (const vg_rowjob *)ctx;                                          \
-        int64_t n = p->n;                                                                     \
-        T *tmp = (T *)malloc(2 * (size_t)n * sizeof(T));                                      \
-        for (int64_t r = lo; r < hi; r++) {                                                   \
-            const T *row = (const T *)p->x + r * n;                                           \
-            T *out = (T *)p->out + r * n;                                                     \
-            T m = vg_rowmax_##SUF(row, n);                                                    \
-            if (p->log) {                                                                     \
-                T l = log_##SUF(exps_##SUF(row, tmp, tmp + n, n, m, p->block));               \
-                for (int64_t i = 0; i < n; i++) out[i] = tmp[i] - l;                          \
-            } else {                                                                          \
-                T s = exps_##SUF(row, tmp, out, n, m, p->block);                              \
-                for (int64_t i = 0; i < n; i++) out[i] = out[i] / s;                          \
+        int64_t n = p->n, per = BATCH / n < 1 ? 1 : BATCH / n;                                \
+        if (per > hi - lo) per = hi - lo;                                                     \
+        T *tmp = (T *)malloc((p->log ? 2 : 1) * (size_t)(per * n) * sizeof(T));               \
+        double sums[ROW_SUMS];                                                                \
+        for (int64_t r0 = lo; r0 < hi; r0 += per) {                                           \
+            int64_t k = hi - r0 < per ? hi - r0 : per;                                        \
+            const T *x = (const T *)p->x + r0 * n;                                            \
+            T *out = (T *)p->out + r0 * n, *e = p->log ? tmp + per * n : out;                 \
+            for (int64_t r = 0; r < k; r++) shift_##SUF(x + r * n, tmp + r * n, n, vg_rowmax_##SUF(x + r * n, n)); \
+            vg_exp_##SUF(tmp, e, k * n, k * n, 1); /* one thread: this chunk's */             \
+            for (int64_t r = 0; r < k; r += ROW_SUMS) {                                       \
+                int64_t m = k - r < ROW_SUMS ? k - r : ROW_SUMS;                              \
+                row_sums_##SUF(e + r * n, m, n, p->block, sums);                              \
+                for (int64_t j = 0; j < m; j++) {                                             \
+                    T s = (T)sums[j], *o = out + (r + j) * n;                                 \
+                    if (p->log)                                                               \
+                        shift_##SUF(tmp + (r + j) * n, o, n, log_##SUF(s));                   \
+                    else                                                                      \
+                        divide_##SUF(o, n, s);                                                \
+                }                                                                             \
             }                                                                                 \
         }                                                                                     \
         free(tmp);                                                                            \

@@ -98,7 +98,7 @@ class _Rows:
     @property
     def block(self) -> int:
         """NumPy sums an f32 row through its cast buffer (8192 elements): pairwise within each."""
-        return _ffi.bufsize() if self.suffix == "f32" else 1 << 62
+        return _ffi.block_size(self.suffix == "f32")()
 
     def fn(self, name: str, args: list, restype: Any = None) -> Any:
         return self.lib.fn(f"vg_{name}_{self.suffix}", args, restype)
@@ -135,7 +135,8 @@ def _softmax(k: _Rows, log: bool, fallback: Callable) -> Callable:
 
     # vg_eager.c's `rows_call` makes the call above itself where x is already C-contiguous rows
     address = k.lib.address(f"vg_softmax_{k.suffix}")
-    kernel.eager_c = (DIRECT_ROWS, address, int(log), k.dtype.num, k.backend, _ffi.min_chunk, lambda: k.block)
+    block = _ffi.block_size(k.suffix == "f32")
+    kernel.eager_c = (DIRECT_ROWS, address, int(log), k.dtype.num, k.backend, _ffi.min_chunk, block)
     return kernel
 
 
