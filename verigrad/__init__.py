@@ -244,7 +244,6 @@ from .ops import (
     linspace,
     log,
     log1p,
-    log_softmax,
     logaddexp,
     logcumsumexp,
     logical_and,
@@ -285,7 +284,6 @@ from .ops import (
     sin,
     sinh,
     slice_,
-    softmax,
     sqrt,
     squeeze,
     stack,
@@ -321,6 +319,7 @@ from .tensor import LEGACY_TYPES, Tensor
 from .typeinfo import finfo, iinfo
 
 concatenate = cat  # PyTorch's names for the same function
+softmax, log_softmax = nn.functional.softmax, nn.functional.log_softmax  # torch.softmax(x, dim, dtype=)
 cuda.amp = amp.cuda_amp  # torch.cuda.amp: disabled, with PyTorch's warnings
 clip = clamp
 set_num_threads, get_num_threads = set_threads, get_threads

@@ -325,9 +325,17 @@ def mean(
     return reduce.mean(x, axis=axis, dim=dim, keepdim=keepdim)
 
 
-def _along_axis(op: Callable[..., Tensor], default: Any, keepdim: bool) -> Callable[..., Tensor]:
-    """A method `x.name(axis, [keepdim], *, dim=)` of an op with those params."""
-    if keepdim:
+def _along_axis(
+    op: Callable[..., Tensor], default: Any, keepdim: bool, casts: bool = False
+) -> Callable[..., Tensor]:
+    """A method `x.name(axis, [keepdim], *, dim=)` of an op with those params; with `casts`,
+    `x.name(axis, dtype=None, *, dim=)` (x cast to dtype first, as PyTorch's softmax)."""
+    if casts:
+
+        def method(self: Tensor, axis: Any = default, dtype: Any = None, *, dim: Any = None) -> Tensor:
+            return op(self if dtype is None else self.cast(dtype), axis=_axis(axis, dim))
+
+    elif keepdim:
 
         def method(self: Tensor, axis: Any = default, keepdim: bool = False, *, dim: Any = None) -> Tensor:
             return op(self, axis=_axis(axis, dim), keepdim=keepdim)
@@ -577,8 +585,8 @@ ADAPTED.update(
     argmax=_along_axis(reduce.argmax, None, keepdim=True),
     prod=_along_axis(reduce.prod, None, keepdim=True),
     logcumsumexp=_along_axis(scan.logcumsumexp, 0, keepdim=False),
-    softmax=_along_axis(softmax, -1, keepdim=False),
-    log_softmax=_along_axis(log_softmax, -1, keepdim=False),
+    softmax=_along_axis(softmax, -1, keepdim=False, casts=True),
+    log_softmax=_along_axis(log_softmax, -1, keepdim=False, casts=True),
     float=_cast_to(f32),
     double=_cast_to(f64),
     half=_cast_to("f16"),
