@@ -44,7 +44,7 @@ PROGRAMS = {
 # what else a program returns that must match: lists of numbers (compared as the losses are) and lists
 # the same exactly (categories chosen)
 NUMBERS = ("val", "psnr", "acc", "lrs", "closure_losses", "gain", "entropy")
-EXACT = ("actions", "decoded")
+EXACT = ("actions", "decoded", "log")
 # First-step gradients that are sums cancelling to a small or zero result, so that their f32 value is
 # mostly rounding: PyTorch's own f32 result is more than 1e-6 (relative) from its f64 one. They are held
 # to the f64 run instead (at 1e-12, or below 1e-12 of the largest gradient where zero in exact arithmetic),
@@ -121,3 +121,45 @@ def test_ill_conditioned_gradients_in_f64(name: str) -> None:
         our_error = np.abs(ours32["grads0"][n] - exact).max()
         assert their_error > 1e-6 * np.abs(exact).max(), f"{n} is well-conditioned in f32: compare it there"
         assert our_error <= 2 * their_error + 1e-6 * top, (n, our_error, their_error)
+
+
+@pytest.mark.parametrize("spec", ["", ".4f", ">10.3e", "+.2%", "08.3f", "g"])
+@pytest.mark.parametrize("value", [1.2345678, -0.5, 3])
+def test_a_0d_tensor_formats_as_its_value(spec: str, value: float) -> None:
+    """f"{loss:.4f}" in a training log: PyTorch formats a 0-d tensor as its item."""
+    want = format(torch.tensor(value), spec)
+    assert format(verigrad.tensor(value), spec) == want
+    assert f"loss {verigrad.tensor(value):.3f}" == f"loss {torch.tensor(value):.3f}"
+
+
+def test_a_tensor_of_several_values_refuses_a_format_spec_as_pytorch() -> None:
+    with pytest.raises(TypeError):
+        format(torch.tensor([1.0, 2.0]), ".2f")
+    with pytest.raises(TypeError):
+        format(verigrad.tensor([1.0, 2.0]), ".2f")
+    assert format(verigrad.tensor([1.0, 2.0])) == str(verigrad.tensor([1.0, 2.0]))
+
+
+def test_data_parallel_without_accelerators_runs_the_module_as_pytorch() -> None:
+    """nn.DataParallel(model) in the CIFAR and ImageNet examples: with no GPU, PyTorch runs the module."""
+    torch.manual_seed(0)
+    theirs = torch.nn.DataParallel(torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU()))
+    ours = verigrad.nn.DataParallel(verigrad.nn.Sequential(verigrad.nn.Linear(3, 4), verigrad.nn.ReLU()))
+    assert list(ours.state_dict()) == list(theirs.state_dict()) == ["module.0.weight", "module.0.bias"]
+    ours.load_state_dict({k: verigrad.from_numpy(v.numpy().copy()) for k, v in theirs.state_dict().items()})
+    x = np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32)
+    got, want = ours(verigrad.from_numpy(x)), theirs(torch.from_numpy(x))
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-6, atol=1e-7)
+    assert ours.device_ids == theirs.device_ids == [] and isinstance(ours.module, verigrad.nn.Sequential)
+    assert repr(ours) == repr(theirs)
+    assert verigrad.nn.parallel.DataParallel is verigrad.nn.DataParallel
+    with pytest.raises(TypeError, match=r"DataParallel: module must be an nn\.Module"):
+        verigrad.nn.DataParallel(lambda x: x)
+
+
+def test_rnn_flatten_parameters_is_there_and_changes_nothing() -> None:
+    for name in ("RNN", "LSTM", "GRU"):
+        module = getattr(verigrad.nn, name)(3, 4, 2)
+        before = {k: v.numpy().copy() for k, v in module.state_dict().items()}
+        assert module.flatten_parameters() is None
+        assert all((module.state_dict()[k].numpy() == v).all() for k, v in before.items())

@@ -4,6 +4,7 @@ state repackaged between batches, gradient clipping and SGD with the learning ra
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -81,6 +82,8 @@ def main(torch: Any, saved: dict[str, np.ndarray] | None = None, epochs: int = 2
     model = build(torch, ntoken, emsize, emsize, nlayers)
     if saved is not None:
         record.load(torch, model, saved)
+        # after a load the example compacts the weights into cuDNN's buffer (nothing to do on the CPU)
+        model.rnn.flatten_parameters()
     out: dict[str, Any] = {"state": record.state(model), "losses": []}
 
     ids = torch.from_numpy(corpus(180, ntoken))
@@ -118,6 +121,11 @@ def main(torch: Any, saved: dict[str, np.ndarray] | None = None, epochs: int = 2
             for p in model.parameters():
                 p.data.add_(p.grad, alpha=-lr)
             out["losses"].append(loss.item())
-        out.setdefault("val", []).append(evaluate(val_data))
+        val_loss = evaluate(val_data)
+        out.setdefault("val", []).append(val_loss)
+        out.setdefault("log", []).append(
+            f"| end of epoch {_epoch + 1:3d} | valid loss {val_loss:5.2f} | ppl {math.exp(val_loss):8.2f}"
+            f" | last loss {loss:5.3f}"  # a 0-d tensor formats as its value
+        )
         lr /= 4.0
     return out
