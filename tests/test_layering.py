@@ -18,6 +18,7 @@ LAYERS = [
     "errors",
     "dtypes",
     "devices",
+    "amp",
     "accelerator",
     "settings",
     "typeinfo",

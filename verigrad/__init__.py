@@ -2,11 +2,12 @@
 
 from typing import Any as _Any
 
-from . import accelerator, data, distributions, io, linalg, models, nn, optim, special, utils
+from . import accelerator, amp, data, distributions, io, linalg, models, nn, optim, special, utils
 from . import eager as _eager
 from . import functions as _functions
 from . import tensor_methods as _tensor_methods  # binds the Tensor methods
 from .accelerator import cuda
+from .amp import autocast
 from .autograd import (
     enable_grad,
     inference_mode,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .amp import cuda_amp
 from .devices import device, no_device
 
 
@@ -69,6 +70,8 @@ class _Cuda:
 
     def memory_reserved(self, device: Any = None) -> int:
         return 0
+
+    amp = cuda_amp
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):

@@ -163,3 +163,49 @@ def test_rnn_flatten_parameters_is_there_and_changes_nothing() -> None:
         before = {k: v.numpy().copy() for k, v in module.state_dict().items()}
         assert module.flatten_parameters() is None
         assert all((module.state_dict()[k].numpy() == v).all() for k, v in before.items())
+
+
+@pytest.mark.parametrize("lib", [torch, verigrad], ids=["torch", "verigrad"])
+def test_amp_where_pytorch_disables_it_changes_nothing(lib: Any) -> None:
+    """nanoGPT's `GradScaler(enabled=(dtype == 'float16'))` and `autocast` for CUDA on a machine without
+    it: disabled (with a warning where asked for); a training step through the scaler is the plain step."""
+    scalers = [lib.cuda.amp.GradScaler(enabled=False), lib.amp.GradScaler("cuda", enabled=False)]
+    with pytest.warns(UserWarning, match="(?i)cuda"):
+        scalers.append(lib.amp.GradScaler())  # CUDA's, enabled, on a machine without CUDA
+    with pytest.warns(UserWarning, match="(?i)cuda"):
+        cuda_autocast = lib.autocast(device_type="cuda", dtype=lib.float16)
+    rng = np.random.default_rng(0)
+    w0, x = rng.standard_normal((3, 2)).astype(np.float32), rng.standard_normal((4, 3)).astype(np.float32)
+    for scaler in scalers:
+        assert not scaler.is_enabled() and scaler.get_scale() == 1.0
+        w = lib.nn.Parameter(lib.from_numpy(w0.copy()))
+        opt = lib.optim.SGD([w], lr=0.5)
+        contexts = (cuda_autocast, lib.autocast("cpu", enabled=False), lib.amp.autocast("cpu", enabled=False))
+        for ctx in contexts:
+            with ctx:
+                loss = (lib.from_numpy(x) @ w).pow(2).mean()
+            assert loss.dtype == lib.float32
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt)
+            lib.nn.utils.clip_grad_norm_([w], 1.0)
+            scaler.step(opt)
+            scaler.update()
+            opt.zero_grad(set_to_none=True)
+        plain = lib.nn.Parameter(lib.from_numpy(w0.copy()))
+        plain_opt = lib.optim.SGD([plain], lr=0.5)
+        for _ in range(3):
+            (lib.from_numpy(x) @ plain).pow(2).mean().backward()
+            lib.nn.utils.clip_grad_norm_([plain], 1.0)
+            plain_opt.step()
+            plain_opt.zero_grad(set_to_none=True)
+        np.testing.assert_array_equal(w.detach().numpy(), plain.detach().numpy())
+
+
+def test_amp_on_the_cpu_is_refused_clearly() -> None:
+    """Autocasting to bfloat16 on the CPU and an enabled CPU GradScaler change PyTorch's numbers: refused."""
+    with pytest.raises(NotImplementedError, match="autocast: automatic mixed precision on the CPU"):
+        verigrad.autocast("cpu", dtype=verigrad.bfloat16)
+    with pytest.raises(NotImplementedError, match="GradScaler: gradient scaling on the CPU"):
+        verigrad.amp.GradScaler("cpu")
+    with pytest.raises(ValueError, match="autocast: device_type must be"):
+        verigrad.autocast("tpu-ish")
