@@ -209,3 +209,24 @@ def test_amp_on_the_cpu_is_refused_clearly() -> None:
         verigrad.amp.GradScaler("cpu")
     with pytest.raises(ValueError, match="autocast: device_type must be"):
         verigrad.autocast("tpu-ish")
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_bce_gradient_where_a_sigmoid_saturates_is_pytorchs(reduction: str, dtype: str) -> None:
+    """A GAN's or VAE's sigmoid output reaching exactly 0 or 1: PyTorch's gradient is finite there
+    ((x - y) / max(x (1 - x), 1e-12)); the logs' own derivatives gave NaN. The target's is -logit(x)."""
+    logits = np.array([[40.0, -40.0, 0.3, 3.0], [-120.0, 2.0, 40.0, -0.5]], dtype=dtype)
+    target = np.array([[0.0, 1.0, 1.0, 0.0], [0.2, 0.0, 1.0, 0.7]], dtype=dtype)
+    weight = np.array([1.0, 2.0, 0.5, 1.5], dtype=dtype)
+    results = []
+    for lib in (verigrad, torch):
+        x = lib.tensor(logits, requires_grad=True)
+        y = lib.tensor(target, requires_grad=True)
+        prob = lib.sigmoid(x)
+        loss = lib.nn.functional.binary_cross_entropy(prob, y, weight=lib.tensor(weight), reduction=reduction)
+        loss.backward(lib.ones_like(loss))
+        results.append([loss.detach().numpy(), x.grad.numpy(), y.grad.numpy(), prob.detach().numpy()])
+    for i, (got, want) in enumerate(zip(*results)):
+        assert i == 2 or np.isfinite(got).all()  # the target's gradient, -logit(x), is infinite at 0, 1
+        np.testing.assert_allclose(got, want, rtol=1e-6 if dtype == "float32" else 1e-12)
