@@ -230,3 +230,31 @@ def test_bce_gradient_where_a_sigmoid_saturates_is_pytorchs(reduction: str, dtyp
     for i, (got, want) in enumerate(zip(*results)):
         assert i == 2 or np.isfinite(got).all()  # the target's gradient, -logit(x), is infinite at 0, 1
         np.testing.assert_allclose(got, want, rtol=1e-6 if dtype == "float32" else 1e-12)
+
+
+def test_isinstance_parameter_is_pytorchs() -> None:
+    """isinstance(p, nn.Parameter) (init loops, parameter filters): true for every module parameter and
+    nn.Parameter, false for .data, detach() and a plain tensor that requires grad; it was always false."""
+    answers = []
+    for lib in (torch, verigrad):
+        nn = lib.nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(1, 2, 3)
+                self.bn = nn.BatchNorm2d(2)
+                self.rnn = nn.GRU(2, 3)
+                self.cls_token = nn.Parameter(lib.zeros(1, 1, 2))
+                self.scales = nn.ParameterList([nn.Parameter(lib.ones(1))])
+                self.register_parameter("extra", nn.Parameter(lib.ones(2), requires_grad=False))
+                self.register_buffer("steps", lib.zeros(1))
+
+        net = Net()
+        net.load_state_dict(net.state_dict())
+        checks = [isinstance(p, nn.Parameter) for p in net.parameters()]
+        checks += [isinstance(b, nn.Parameter) for b in net.buffers()]
+        others = (net.conv.weight.data, net.cls_token.detach(), lib.ones(1, requires_grad=True), 3)
+        checks += [isinstance(x, nn.Parameter) for x in others]
+        answers.append(checks)
+    assert answers[0] == answers[1]

@@ -59,6 +59,12 @@ def mark_parameter(t: Tensor) -> Tensor:
     return t
 
 
+def is_marked_parameter(value: Any) -> bool:
+    """Whether `value` is a parameter as PyTorch's isinstance(value, nn.Parameter) sees one: made by
+    nn.Parameter, or registered as a module's parameter."""
+    return isinstance(value, Tensor) and _MARKED.get(id(value)) is value
+
+
 def is_parameter(value: Any) -> bool:
     """Whether a module attribute set to `value` is a parameter: a tensor made by nn.Parameter, or a leaf
     tensor that requires grad."""
@@ -101,6 +107,8 @@ class Module:
                 table.pop(name, None)
         if target is not self._buffers:
             self._non_persistent_buffers_set.discard(name)
+        if target is self._parameters and value is not None:
+            mark_parameter(value)
         if target is not None:
             target[name] = value  # a name the table holds keeps its place (and so its order), as in PyTorch
         object.__setattr__(self, name, value)
@@ -149,6 +157,8 @@ class Module:
         self._check_name("register_parameter", "parameter", name, self._parameters)
         if param is not None and not is_parameter(param):
             param.requires_grad_(True)
+        if param is not None:
+            mark_parameter(param)
         for table in (self._buffers, self._modules):
             table.pop(name, None)
         self._parameters[name] = param
