@@ -86,10 +86,94 @@ def test_categorical_refuses_what_pytorch_refuses() -> None:
     with pytest.raises(ValueError, match="support"):
         Categorical(probs=x).log_prob(verigrad.tensor([-1]))
     assert Categorical(probs=verigrad.tensor([0.5, -0.1, 0.6]), validate_args=False).probs.shape == (3,)
-    with pytest.raises(NotImplementedError, match=r"verigrad\.distributions\.Normal is not supported"):
-        verigrad.distributions.Normal  # noqa: B018
+    with pytest.raises(NotImplementedError, match=r"verigrad\.distributions\.Bernoulli is not supported"):
+        verigrad.distributions.Bernoulli  # noqa: B018
     # PyTorch refuses the same
     with pytest.raises(ValueError):
         torch.distributions.Categorical(probs=torch.tensor([0.5, -0.1, 0.6]))
     with pytest.raises(ValueError):
         torch.distributions.Categorical(probs=torch.tensor([0.2, 0.8])).log_prob(torch.tensor([2]))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_normal_and_kl_divergence_match_pytorch(dtype: type) -> None:
+    rng = np.random.default_rng(3)
+    loc, scale = rng.standard_normal((2, 3)).astype(dtype), rng.uniform(0.5, 2.0, (3,)).astype(dtype)
+    loc2, scale2 = rng.standard_normal(3).astype(dtype), rng.uniform(0.5, 2.0, (2, 3)).astype(dtype)
+    value = rng.standard_normal((4, 2, 3)).astype(dtype)
+    quantile = rng.uniform(0.1, 0.9, (2, 3)).astype(dtype)
+    results, grads = [], []
+    for lib in (verigrad, torch):
+        params = [lib.tensor(a, requires_grad=True) for a in (loc, scale, loc2, scale2)]
+        p, q = lib.distributions.Normal(params[0], params[1]), lib.distributions.Normal(params[2], params[3])
+        v = lib.tensor(value)
+        out = [
+            p.log_prob(v),
+            p.entropy(),
+            p.cdf(v),
+            p.icdf(lib.tensor(quantile)),
+            p.mean,
+            p.stddev,
+            p.variance,
+            p.mode,
+        ]
+        out.append(lib.distributions.kl_divergence(p, q))
+        sum(o.sum() for o in out[:3] + out[-1:]).backward()
+        results.append([o.detach().numpy() for o in out])
+        grads.append([a.grad.numpy() for a in params])
+        assert tuple(p.batch_shape) == (2, 3) and tuple(p.event_shape) == ()
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    for got, want in zip(*results):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol)
+    for got, want in zip(*grads):
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol)
+
+
+def test_normal_rsample_is_differentiable_and_sample_is_not() -> None:
+    verigrad.manual_seed(0)
+    loc, scale = (
+        verigrad.tensor([0.5, -1.0], requires_grad=True),
+        verigrad.tensor([2.0, 0.5], requires_grad=True),
+    )
+    d = verigrad.distributions.Normal(loc, scale)
+    x = d.rsample((5000,))
+    assert x.shape == (5000, 2) and x.requires_grad and not d.sample((3,)).requires_grad
+    x.sum().backward()
+    eps = (x.detach().numpy() - loc.detach().numpy()) / scale.detach().numpy()
+    np.testing.assert_allclose(loc.grad.numpy(), [5000.0, 5000.0])
+    np.testing.assert_allclose(scale.grad.numpy(), eps.sum(0), rtol=1e-4)
+    np.testing.assert_allclose(x.detach().numpy().mean(0), [0.5, -1.0], atol=0.1)
+    np.testing.assert_allclose(x.detach().numpy().std(0), [2.0, 0.5], rtol=0.05)
+    standard = verigrad.distributions.Normal(0.0, 1.0)  # numbers: the default dtype, no batch
+    assert standard.batch_shape == () and standard.sample().dtype == verigrad.float32
+
+
+def test_normal_and_kl_refuse_what_pytorch_refuses() -> None:
+    Normal = verigrad.distributions.Normal
+    with pytest.raises(ValueError, match=r"scale to satisfy the constraint GreaterThan\(lower_bound=0\.0\)"):
+        Normal(verigrad.tensor([0.0]), verigrad.tensor([0.0]))
+    with pytest.raises(ValueError):
+        torch.distributions.Normal(torch.tensor([0.0]), torch.tensor([0.0]))
+    with pytest.raises(ValueError, match="loc to satisfy Real"):
+        Normal(float("nan"), 1.0)
+    with pytest.raises(TypeError, match="Normal: loc must be a Tensor or a number"):
+        Normal("0", 1.0)
+    with pytest.raises(NotImplementedError, match=r"kl_divergence\(Normal, Categorical\) is not supported"):
+        verigrad.distributions.kl_divergence(
+            Normal(0.0, 1.0), verigrad.distributions.Categorical(logits=verigrad.zeros(2))
+        )
+
+
+def test_categorical_kl_divergence_matches_pytorch() -> None:
+    p = np.array([[0.2, 0.0, 0.8], [0.5, 0.25, 0.25]])
+    q = np.array([[0.3, 0.3, 0.4], [0.5, 0.0, 0.5]])
+    ours = verigrad.distributions.kl_divergence(
+        verigrad.distributions.Categorical(probs=verigrad.tensor(p)),
+        verigrad.distributions.Categorical(probs=verigrad.tensor(q)),
+    )
+    theirs = torch.distributions.kl_divergence(
+        torch.distributions.Categorical(probs=torch.tensor(p)),
+        torch.distributions.Categorical(probs=torch.tensor(q)),
+    )
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-12)
