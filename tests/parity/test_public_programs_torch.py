@@ -258,3 +258,14 @@ def test_isinstance_parameter_is_pytorchs() -> None:
         checks += [isinstance(x, nn.Parameter) for x in others]
         answers.append(checks)
     assert answers[0] == answers[1]
+
+
+def test_load_state_dict_result_prints_as_pytorchs() -> None:
+    """A notebook shows what model.load_state_dict(...) returns: "<All keys matched successfully>"."""
+    for strict_state in (lambda m: m.state_dict(), lambda m: {"weight": m.weight.detach()}):
+        texts = []
+        for lib in (torch, verigrad):
+            model = lib.nn.Linear(2, 1)
+            result = model.load_state_dict(strict_state(model), strict=False)
+            texts.append((repr(result), str(result), list(result.missing_keys)))
+        assert texts[0] == texts[1]

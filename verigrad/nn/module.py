@@ -48,6 +48,16 @@ class IncompatibleKeys(NamedTuple):
     missing_keys: list[str]
     unexpected_keys: list[str]
 
+    def __repr__(self) -> str:
+        """PyTorch's: "<All keys matched successfully>" when both lists are empty (what a notebook shows
+        after model.load_state_dict(...)), else _IncompatibleKeys(missing_keys=..., unexpected_keys=...)."""
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        missing, unexpected = self.missing_keys, self.unexpected_keys
+        return f"_IncompatibleKeys(missing_keys={missing!r}, unexpected_keys={unexpected!r})"
+
+    __str__ = __repr__
+
 
 class StateDictError(RuntimeError, ValueError):
     """A state dict that does not fit the model (PyTorch raises RuntimeError)."""
