@@ -36,6 +36,7 @@ LAYERS = [
     "compile",
     "linalg",
     "special",
+    "distributions",
     "nn",
     "optim",
     "amp",

@@ -171,6 +171,7 @@ def test_save_refuses_what_a_weights_only_load_could_not_read(tmp_path):
         ({1, 2}, "the object: cannot be saved in a PyTorch checkpoint: set"),
         ({"x": np.float32(1.0)}, r"the object\['x'\]: .*float32; use .item\(\) or a 0-d tensor"),
         ([np.zeros(2, np.uint16)], r"the object\[0\]: a uint16 array has no PyTorch storage type"),
+        (verigrad.nn.Linear(2, 2), r"Linear; save its state_dict\(\) and load that with load_state_dict"),
     ]:
         with pytest.raises(TypeError, match=message):
             io.save(value, tmp_path / "bad.pt")

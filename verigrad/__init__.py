@@ -2,7 +2,21 @@
 
 from typing import Any as _Any
 
-from . import accelerator, amp, data, io, jit, linalg, models, nn, optim, special, testing, utils
+from . import (
+    accelerator,
+    amp,
+    data,
+    distributions,
+    io,
+    jit,
+    linalg,
+    models,
+    nn,
+    optim,
+    special,
+    testing,
+    utils,
+)
 from . import eager as _eager
 from . import functions as _functions
 from . import tensor_methods as _tensor_methods  # binds the Tensor methods

@@ -3,7 +3,7 @@
 
 verigrad computes in f32 and f64. An autocast for a device verigrad does not have is disabled with a
 warning, as PyTorch's is on a machine without that device; an enabled autocast on the CPU (which in
-PyTorch computes matrix products in bf16 or f16) is refused when it is entered, so no result is ever
+PyTorch computes matrix products in bf16 or f16) is refused when it is made, so no result is ever
 silently computed in another precision than the program asked for. `GradScaler` on the CPU scales and
 unscales as PyTorch's does (loss scaling, skipped steps on infinite gradients, the growth schedule);
 for another device it is disabled with a warning, as PyTorch's is.
@@ -36,7 +36,7 @@ def _device_type(device_type: Any, where: str) -> str:
 class autocast:
     """`torch.autocast(device_type, dtype=None, enabled=True, cache_enabled=None)`, as a context manager
     or a decorator: disabled for a device other than the CPU (with PyTorch's warning); refused when
-    entered enabled on the CPU (verigrad does not compute in bf16 or f16)."""
+    made enabled on the CPU (verigrad does not compute in bf16 or f16)."""
 
     def __init__(
         self,
@@ -56,14 +56,14 @@ class autocast:
                 stacklevel=2,
             )
             self.enabled = False
-
-    def __enter__(self) -> autocast:
-        if self.enabled:
+        if self.enabled:  # refused when made, before any work
             wanted = self.fast_dtype.name if self.fast_dtype is not None else "bf16"
             raise NotImplementedError(
                 f"autocast on the CPU computes matrix products in {wanted}; verigrad computes in f32 and "
                 "f64 only: pass enabled=False (or leave autocast out) to run in f32"
             )
+
+    def __enter__(self) -> autocast:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -132,6 +132,12 @@ class Tensor:
         body = np.array2string(self.numpy(), separator=", ", prefix="tensor(", **settings.PRINT_OPTIONS)
         return f"tensor({body}, dtype={self.dtype.name}{grad})"
 
+    def __format__(self, spec: str) -> str:
+        """A 0-d tensor formats as its value (f"{loss:.4f}"), as PyTorch's; any other as object's."""
+        if not self.is_abstract and self.ndim == 0:
+            return format(self.item(), spec)
+        return object.__format__(self, spec)
+
     # data out ----------------------------------------------------------------------------------
     def _array(self, what: str) -> np.ndarray:
         if not isinstance(self.payload, np.ndarray):

@@ -357,6 +357,7 @@ NO_SPECIAL_VALUES = {
     "svdvals",
     "qr_q",
     "qr_r",
+    "binary_cross_entropy",  # probabilities only: PyTorch refuses an input outside [0, 1]
 }
 
 

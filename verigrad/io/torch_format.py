@@ -245,6 +245,8 @@ class _PickleWriter:
             self._container(value, where)
         else:
             hint = "; use .item() or a 0-d tensor" if isinstance(value, np.generic) else ""
+            if callable(getattr(value, "state_dict", None)):  # a whole module or optimizer: pickled code
+                hint = "; save its state_dict() and load that with load_state_dict()"
             raise TypeError(f"{where}: cannot be saved in a PyTorch checkpoint: {type(value).__name__}{hint}")
 
     def _int(self, n: int) -> None:

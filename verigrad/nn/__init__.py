@@ -1,6 +1,6 @@
 """Neural-network modules, as in PyTorch's `torch.nn`: a module per family of layers, and `functional`."""
 
-from . import functional, init, utils
+from . import functional, init, parallel, utils
 from .activations import (
     CELU,
     ELU,
@@ -104,6 +104,7 @@ from .padding import (
     ZeroPad2d,
     ZeroPad3d,
 )
+from .parallel import DataParallel
 from .pixel_shuffle import PixelShuffle, PixelUnshuffle
 from .pooling import (
     AdaptiveAvgPool1d,

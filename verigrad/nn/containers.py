@@ -10,12 +10,18 @@ from typing import Any
 
 from ..ops import zeros
 from ..tensor import Tensor
-from .module import Module, is_parameter, mark_parameter
+from .module import Module, is_marked_parameter, is_parameter, mark_parameter
 
 
-class Parameter:
+class _ParameterType(type):
+    def __instancecheck__(cls, value: Any) -> bool:
+        return is_marked_parameter(value)
+
+
+class Parameter(metaclass=_ParameterType):
     """PyTorch's nn.Parameter: the tensor itself (its memory shared, no history) marked as requiring grad
-    (or not), which makes it a parameter of the module it is assigned to."""
+    (or not), which makes it a parameter of the module it is assigned to. isinstance(p, nn.Parameter)
+    holds for such a tensor and for every module's parameter, as in PyTorch."""
 
     def __new__(cls, data: Tensor | None = None, requires_grad: bool = True) -> Tensor:  # type: ignore[misc]
         if data is None:

@@ -49,6 +49,16 @@ class IncompatibleKeys(NamedTuple):
     missing_keys: list[str]
     unexpected_keys: list[str]
 
+    def __repr__(self) -> str:
+        """PyTorch's: "<All keys matched successfully>" when both lists are empty (what a notebook shows
+        after model.load_state_dict(...)), else _IncompatibleKeys(missing_keys=..., unexpected_keys=...)."""
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        missing, unexpected = self.missing_keys, self.unexpected_keys
+        return f"_IncompatibleKeys(missing_keys={missing!r}, unexpected_keys={unexpected!r})"
+
+    __str__ = __repr__
+
 
 class StateDictError(RuntimeError, ValueError):
     """A state dict that does not fit the model (PyTorch raises RuntimeError)."""
@@ -58,6 +68,12 @@ def mark_parameter(t: Tensor) -> Tensor:
     """Make `t` a parameter when assigned to a module, whether or not it requires grad (nn.Parameter)."""
     _MARKED[id(t)] = t
     return t
+
+
+def is_marked_parameter(value: Any) -> bool:
+    """Whether `value` is a parameter as PyTorch's isinstance(value, nn.Parameter) sees one: made by
+    nn.Parameter, or registered as a module's parameter."""
+    return isinstance(value, Tensor) and _MARKED.get(id(value)) is value
 
 
 def is_parameter(value: Any) -> bool:
@@ -105,6 +121,8 @@ class Module:
                 table.pop(name, None)
         if target is not self._buffers:
             self._non_persistent_buffers_set.discard(name)
+        if target is self._parameters and value is not None:
+            mark_parameter(value)
         if target is not None:
             target[name] = value  # a name the table holds keeps its place (and so its order), as in PyTorch
         object.__setattr__(self, name, value)
@@ -153,6 +171,8 @@ class Module:
         self._check_name("register_parameter", "parameter", name, self._parameters)
         if param is not None and not is_parameter(param):
             param.requires_grad_(True)
+        if param is not None:
+            mark_parameter(param)
         for table in (self._buffers, self._modules):
             table.pop(name, None)
         self._parameters[name] = param

@@ -117,6 +117,9 @@ class _Recurrent(Module):
     def directions(self) -> int:
         return 2 if self.bidirectional else 1
 
+    def flatten_parameters(self) -> None:
+        """PyTorch's compaction of the weights into one cuDNN buffer: nothing to do on the CPU."""
+
     def _suffixes(self, layer: int) -> list[str]:
         return [f"_l{layer}", f"_l{layer}_reverse"][: self.directions]
 

@@ -44,6 +44,7 @@ from .checks import check_index
 from .composite import (
     attention,
     avg_pool2d,
+    binary_cross_entropy,
     cached_attention,
     col2im,
     conv2d,

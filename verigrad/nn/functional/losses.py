@@ -336,8 +336,8 @@ def binary_cross_entropy(
     reduction: str = "mean",
 ) -> Tensor:
     """-w (target log(input) + (1 - target) log(1 - input)) for probabilities input, each log bounded
-    below by -100 as in PyTorch (so a 0 or 1 gives a large finite loss, not inf); `weight` broadcasts
-    to the input."""
+    below by -100 as in PyTorch (so a 0 or 1 gives a large finite loss, not inf, and a finite gradient:
+    the op binary_cross_entropy's); `weight` broadcasts to the input."""
     reduction = checked_reduction("binary_cross_entropy", reduction, size_average, reduce)
     _constant_weights("binary_cross_entropy", weight=weight)
     if tuple(target.shape) != tuple(input.shape):
@@ -348,8 +348,7 @@ def binary_cross_entropy(
     values = input.payload
     if isinstance(values, np.ndarray) and not ((values >= 0) & (values <= 1)).all():
         raise ValueError("binary_cross_entropy: all elements of input should be between 0 and 1 (as PyTorch)")
-    log_p, log_q = input.log().clamp(min=-100.0), (1 - input).log().clamp(min=-100.0)
-    loss = -(target * log_p + (1 - target) * log_q)
+    loss = ops.binary_cross_entropy(input, target)
     return reduce_loss(loss if weight is None else loss * weight, reduction, "binary_cross_entropy")
 
 

@@ -4,7 +4,7 @@ from .attention import attention, cached_attention
 from .convolution import col2im, conv2d, im2col
 from .dropout import dropout
 from .embedding import embedding
-from .losses import cross_entropy
+from .losses import binary_cross_entropy, cross_entropy
 from .normalization import layer_norm, rms_norm
 from .pooling import avg_pool2d, max_pool2d
 from .rope import rope

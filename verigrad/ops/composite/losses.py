@@ -18,10 +18,11 @@ from ...errors import DTypeError, ShapeError
 from ...shapes import Spec, shape_text
 from .._op import Op, Sample
 from .._samples import uniform
-from ..binary import eq, ne, where
+from ..binary import eq, maximum, ne, where
 from ..checks import check_index
 from ..creation import arange
 from ..reduce import numel_of
+from ..unary import log1p
 from ._common import float_inputs
 from .softmax import log_softmax, softmax
 
@@ -179,4 +180,53 @@ cross_entropy_grad = Op(
     ],
     exact=False,
     doc="cross_entropy's gradient with respect to the logits, for the loss's gradient g.",
+)
+
+
+# binary_cross_entropy, element by element ---------------------------------------------------------------
+def _bce_shape(input: tuple, target: tuple) -> tuple:
+    if tuple(input) != tuple(target):
+        raise ShapeError(
+            f"binary_cross_entropy: target must be shaped as the input {shape_text(input)}, "
+            f"got {shape_text(target)}"
+        )
+    return input
+
+
+def _bce_logs(input):
+    """PyTorch's bounded logs: max(log(input), -100) and max(log1p(-input), -100)."""
+    return maximum(input.log(), -100.0), maximum(log1p(-input), -100.0)
+
+
+def _bce_decompose(input, target):
+    log_p, log_q = _bce_logs(input)
+    return (target - 1) * log_q - target * log_p
+
+
+_BCE_EPSILON = float(np.float32(1e-12))  # PyTorch's bound, a float also in f64: 1e-12 rounded to f32
+
+
+def _bce_vjp(g, out, input, target):
+    """PyTorch's gradients: g (input - target) / max((1 - input) input, 1e-12) for the input (finite at 0
+    and 1, where the logs' own derivatives are infinite), -g logit(input) for the target."""
+    minus_logit = -(input / (1 - input)).log()  # unbounded, as PyTorch's (infinite at 0 and 1)
+    return g * (input - target) / maximum((1 - input) * input, _BCE_EPSILON), g * minus_logit
+
+
+def _bce_samples(rng: np.random.Generator) -> list[Sample]:
+    shapes = [(5,), (3, 4), (2, 1, 3)]
+    return [Sample((uniform(rng, s, 0.05, 0.95), uniform(rng, s, 0.0, 1.0))) for s in shapes]
+
+
+binary_cross_entropy = Op(
+    "binary_cross_entropy",
+    shape=_bce_shape,
+    dtype=lambda input, target: float_inputs(input, target, what="input and target"),
+    decompose=_bce_decompose,
+    vjp=_bce_vjp,
+    samples=_bce_samples,
+    torch=lambda t, input, target: t.nn.functional.binary_cross_entropy(input, target, reduction="none"),
+    exact=False,
+    doc="-(target log(input) + (1 - target) log(1 - input)) element by element, each log bounded below "
+    "by -100 as PyTorch's, with PyTorch's gradients (finite where the input is 0 or 1).",
 )

@@ -1,0 +1,179 @@
+"""verigrad.distributions against torch.distributions: Categorical's probabilities, log-probabilities,
+entropy and their gradients, shapes, draws and errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import verigrad
+
+
+def _pair(array: np.ndarray, grad: bool = True) -> tuple[verigrad.Tensor, torch.Tensor]:
+    return (
+        verigrad.tensor(array, requires_grad=grad),
+        torch.tensor(array, requires_grad=grad),
+    )
+
+
+@pytest.mark.parametrize("shape", [(4,), (3, 4), (2, 3, 5)])
+@pytest.mark.parametrize("given", ["probs", "logits"])
+def test_categorical_matches_pytorch(shape: tuple[int, ...], given: str) -> None:
+    rng = np.random.default_rng(len(shape))
+    array = rng.random(shape) if given == "probs" else rng.standard_normal(shape)
+    if given == "probs":
+        array[..., 0] = 0.0  # a category of probability zero: entropy adds 0 for it
+    ours_x, theirs_x = _pair(array)
+    ours = verigrad.distributions.Categorical(**{given: ours_x})
+    theirs = torch.distributions.Categorical(**{given: theirs_x})
+    assert tuple(ours.batch_shape) == tuple(theirs.batch_shape) and tuple(ours.event_shape) == ()
+    assert tuple(ours.param_shape) == tuple(theirs.param_shape)
+    values = rng.integers(0, shape[-1], (2, *shape[:-1]))
+    results = []
+    for d, v, lib in ((ours, verigrad.tensor(values), verigrad), (theirs, torch.tensor(values), torch)):
+        out = [d.probs, d.logits, d.entropy(), d.log_prob(v), d.mode, d.enumerate_support()]
+        loss = (d.log_prob(v) * lib.arange(1.0, 1.0 + v.numel(), dtype=lib.float64).view(v.shape)).sum()
+        (loss + 0.5 * d.entropy().sum()).backward()
+        results.append([o.detach().numpy() for o in out])
+    for got, want in zip(*results):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(ours_x.grad.numpy(), theirs_x.grad.numpy(), rtol=1e-12, atol=1e-12)
+    assert np.isnan(ours.mean.numpy()).all() and ours.mean.shape == theirs.mean.shape
+    assert repr(ours) == repr(theirs).replace("torch.Size", "verigrad.Size")
+
+
+def test_categorical_entropy_and_log_prob_in_f32_at_a_zero_probability() -> None:
+    probs = np.array([[0.0, 0.25, 0.75], [1.0, 0.0, 0.0]], dtype=np.float32)
+    ours = verigrad.distributions.Categorical(probs=verigrad.tensor(probs))
+    theirs = torch.distributions.Categorical(probs=torch.tensor(probs))
+    np.testing.assert_array_equal(ours.entropy().numpy(), theirs.entropy().numpy())
+    np.testing.assert_array_equal(ours.logits.numpy(), theirs.logits.numpy())  # clamped at eps
+    value = np.array([0, 0])
+    np.testing.assert_array_equal(
+        ours.log_prob(verigrad.tensor(value)).numpy(), theirs.log_prob(torch.tensor(value)).numpy()
+    )
+
+
+def test_categorical_samples_follow_the_probabilities() -> None:
+    verigrad.manual_seed(0)
+    probs = verigrad.tensor([[0.1, 0.0, 0.6, 0.3], [0.0, 0.0, 1.0, 0.0]])
+    d = verigrad.distributions.Categorical(probs=probs)
+    draws = d.sample((4000,))
+    assert draws.shape == (4000, 2) and draws.dtype == verigrad.int64
+    assert d.sample().shape == (2,)
+    counts = np.bincount(draws.numpy()[:, 0], minlength=4) / 4000
+    np.testing.assert_allclose(counts, [0.1, 0.0, 0.6, 0.3], atol=0.03)
+    assert (draws.numpy()[:, 1] == 2).all()
+
+
+def test_categorical_refuses_what_pytorch_refuses() -> None:
+    Categorical = verigrad.distributions.Categorical
+    x = verigrad.tensor([0.2, 0.8])
+    with pytest.raises(ValueError, match="either `probs` or `logits`"):
+        Categorical()
+    with pytest.raises(ValueError, match="either `probs` or `logits`"):
+        Categorical(probs=x, logits=x)
+    with pytest.raises(ValueError, match=r"probs .*Simplex"):
+        Categorical(probs=verigrad.tensor([0.5, -0.1, 0.6]))
+    with pytest.raises(ValueError, match=r"logits .*found invalid values"):
+        Categorical(logits=verigrad.tensor([0.5, float("nan")]))
+    with pytest.raises(ValueError, match="at least one dimension"):
+        Categorical(probs=verigrad.tensor(1.0))
+    with pytest.raises(ValueError, match=r"support IntegerInterval\(lower_bound=0, upper_bound=1\)"):
+        Categorical(probs=x).log_prob(verigrad.tensor([2]))
+    with pytest.raises(ValueError, match="support"):
+        Categorical(probs=x).log_prob(verigrad.tensor([-1]))
+    assert Categorical(probs=verigrad.tensor([0.5, -0.1, 0.6]), validate_args=False).probs.shape == (3,)
+    with pytest.raises(NotImplementedError, match=r"verigrad\.distributions\.Bernoulli is not supported"):
+        verigrad.distributions.Bernoulli  # noqa: B018
+    # PyTorch refuses the same
+    with pytest.raises(ValueError):
+        torch.distributions.Categorical(probs=torch.tensor([0.5, -0.1, 0.6]))
+    with pytest.raises(ValueError):
+        torch.distributions.Categorical(probs=torch.tensor([0.2, 0.8])).log_prob(torch.tensor([2]))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_normal_and_kl_divergence_match_pytorch(dtype: type) -> None:
+    rng = np.random.default_rng(3)
+    loc, scale = rng.standard_normal((2, 3)).astype(dtype), rng.uniform(0.5, 2.0, (3,)).astype(dtype)
+    loc2, scale2 = rng.standard_normal(3).astype(dtype), rng.uniform(0.5, 2.0, (2, 3)).astype(dtype)
+    value = rng.standard_normal((4, 2, 3)).astype(dtype)
+    quantile = rng.uniform(0.1, 0.9, (2, 3)).astype(dtype)
+    results, grads = [], []
+    for lib in (verigrad, torch):
+        params = [lib.tensor(a, requires_grad=True) for a in (loc, scale, loc2, scale2)]
+        p, q = lib.distributions.Normal(params[0], params[1]), lib.distributions.Normal(params[2], params[3])
+        v = lib.tensor(value)
+        out = [
+            p.log_prob(v),
+            p.entropy(),
+            p.cdf(v),
+            p.icdf(lib.tensor(quantile)),
+            p.mean,
+            p.stddev,
+            p.variance,
+            p.mode,
+        ]
+        out.append(lib.distributions.kl_divergence(p, q))
+        sum(o.sum() for o in out[:3] + out[-1:]).backward()
+        results.append([o.detach().numpy() for o in out])
+        grads.append([a.grad.numpy() for a in params])
+        assert tuple(p.batch_shape) == (2, 3) and tuple(p.event_shape) == ()
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    for got, want in zip(*results):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol)
+    for got, want in zip(*grads):
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol)
+
+
+def test_normal_rsample_is_differentiable_and_sample_is_not() -> None:
+    verigrad.manual_seed(0)
+    loc, scale = (
+        verigrad.tensor([0.5, -1.0], requires_grad=True),
+        verigrad.tensor([2.0, 0.5], requires_grad=True),
+    )
+    d = verigrad.distributions.Normal(loc, scale)
+    x = d.rsample((5000,))
+    assert x.shape == (5000, 2) and x.requires_grad and not d.sample((3,)).requires_grad
+    x.sum().backward()
+    eps = (x.detach().numpy() - loc.detach().numpy()) / scale.detach().numpy()
+    np.testing.assert_allclose(loc.grad.numpy(), [5000.0, 5000.0])
+    np.testing.assert_allclose(scale.grad.numpy(), eps.sum(0), rtol=1e-4)
+    np.testing.assert_allclose(x.detach().numpy().mean(0), [0.5, -1.0], atol=0.1)
+    np.testing.assert_allclose(x.detach().numpy().std(0), [2.0, 0.5], rtol=0.05)
+    standard = verigrad.distributions.Normal(0.0, 1.0)  # numbers: the default dtype, no batch
+    assert standard.batch_shape == () and standard.sample().dtype == verigrad.float32
+
+
+def test_normal_and_kl_refuse_what_pytorch_refuses() -> None:
+    Normal = verigrad.distributions.Normal
+    with pytest.raises(ValueError, match=r"scale to satisfy the constraint GreaterThan\(lower_bound=0\.0\)"):
+        Normal(verigrad.tensor([0.0]), verigrad.tensor([0.0]))
+    with pytest.raises(ValueError):
+        torch.distributions.Normal(torch.tensor([0.0]), torch.tensor([0.0]))
+    with pytest.raises(ValueError, match="loc to satisfy Real"):
+        Normal(float("nan"), 1.0)
+    with pytest.raises(TypeError, match="Normal: loc must be a Tensor or a number"):
+        Normal("0", 1.0)
+    with pytest.raises(NotImplementedError, match=r"kl_divergence\(Normal, Categorical\) is not supported"):
+        verigrad.distributions.kl_divergence(
+            Normal(0.0, 1.0), verigrad.distributions.Categorical(logits=verigrad.zeros(2))
+        )
+
+
+def test_categorical_kl_divergence_matches_pytorch() -> None:
+    p = np.array([[0.2, 0.0, 0.8], [0.5, 0.25, 0.25]])
+    q = np.array([[0.3, 0.3, 0.4], [0.5, 0.0, 0.5]])
+    ours = verigrad.distributions.kl_divergence(
+        verigrad.distributions.Categorical(probs=verigrad.tensor(p)),
+        verigrad.distributions.Categorical(probs=verigrad.tensor(q)),
+    )
+    theirs = torch.distributions.kl_divergence(
+        torch.distributions.Categorical(probs=torch.tensor(p)),
+        torch.distributions.Categorical(probs=torch.tensor(q)),
+    )
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-12)
