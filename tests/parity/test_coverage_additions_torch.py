@@ -877,3 +877,69 @@ def test_spectral_norm_equals_pytorchs(name: str) -> None:
     torch.nn.utils.remove_spectral_norm(theirs)
     assert list(ours.state_dict()) == list(theirs.state_dict())
     _close(ours.weight, theirs.weight)
+
+
+# swa_utils ---------------------------------------------------------------------------------------
+
+
+def _swa_run(lib, make_average, use_buffers: bool):
+    lib.manual_seed(0)
+    model = lib.nn.Sequential(lib.nn.Linear(3, 4, bias=True), lib.nn.BatchNorm1d(4))
+    model = model.double()
+    average = lib.optim.swa_utils.AveragedModel(model, use_buffers=use_buffers, **make_average(lib))
+    rng = np.random.default_rng(4)
+    states = []
+    for _ in range(4):
+        with lib.no_grad():
+            for p in model.parameters():
+                p.copy_(lib.tensor(rng.standard_normal(tuple(p.shape))))
+        model(lib.tensor(rng.standard_normal((5, 3))))  # moves the batch-norm statistics
+        average.update_parameters(model)
+        states.append({k: v.detach().numpy().copy() for k, v in average.state_dict().items()})
+    loader = [lib.tensor(rng.standard_normal((6, 3))) for _ in range(3)]
+    lib.optim.swa_utils.update_bn(loader, average)
+    states.append({k: v.detach().numpy().copy() for k, v in average.state_dict().items()})
+    return states
+
+
+AVERAGES = {
+    "swa": lambda lib: {},
+    "ema avg_fn": lambda lib: {"avg_fn": lib.optim.swa_utils.get_ema_avg_fn(0.9)},
+    "ema multi_avg_fn": lambda lib: {"multi_avg_fn": lib.optim.swa_utils.get_ema_multi_avg_fn(0.9)},
+    "swa multi_avg_fn": lambda lib: {"multi_avg_fn": lib.optim.swa_utils.get_swa_multi_avg_fn()},
+}
+
+
+@pytest.mark.parametrize("use_buffers", [False, True])
+@pytest.mark.parametrize("name", AVERAGES)
+def test_averaged_model_and_update_bn_equal_pytorchs(name: str, use_buffers: bool) -> None:
+    if name == "swa multi_avg_fn" and use_buffers:  # PyTorch's addcdiv refuses the integer count buffer
+        for lib in (verigrad, torch):
+            with pytest.raises(RuntimeError, match="Integer division with addcdiv is no longer supported"):
+                _swa_run(lib, AVERAGES[name], use_buffers)
+        return
+    ours = _swa_run(verigrad, AVERAGES[name], use_buffers)
+    theirs = _swa_run(torch, AVERAGES[name], use_buffers)
+    for a, b in zip(ours, theirs):
+        assert list(a) == list(b)
+        for key in a:
+            np.testing.assert_allclose(a[key], b[key], rtol=1e-12, atol=1e-12, err_msg=key)
+
+
+@pytest.mark.parametrize(("anneal_epochs", "strategy"), [(3, "cos"), (4, "linear"), (0, "cos")])
+def test_swalr_equals_pytorchs(anneal_epochs: int, strategy: str) -> None:
+    def run(lib):
+        p = lib.zeros(2, requires_grad=True)
+        opt = lib.optim.SGD(
+            [{"params": [p]}, {"params": [lib.zeros(1, requires_grad=True)], "lr": 0.3}], lr=0.1
+        )
+        schedule = lib.optim.swa_utils.SWALR(opt, swa_lr=[0.05, 0.01], anneal_epochs=anneal_epochs,
+                                              anneal_strategy=strategy)  # fmt: skip
+        seen = []
+        for _ in range(7):
+            seen.append(schedule.get_last_lr())
+            opt.step()
+            schedule.step()
+        return seen
+
+    np.testing.assert_allclose(run(verigrad), run(torch), rtol=1e-15)
