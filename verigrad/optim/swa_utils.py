@@ -17,6 +17,7 @@ from ..autograd import no_grad
 from ..nn.module import Module
 from ..nn.normalization import _BatchNorm
 from ..tensor import Tensor
+from .lerp import lerp
 from .lr_scheduler import LRScheduler, _per_group
 from .optimizer import Optimizer
 
@@ -31,13 +32,6 @@ __all__ = [
 ]
 
 
-def _lerp(start: Tensor, end: Tensor, weight: float) -> Tensor:
-    """PyTorch's lerp (its _foreach_lerp_): from the nearer end, one rounding."""
-    if weight < 0.5:
-        return start.add(end - start, alpha=weight)
-    return end.sub(end - start, alpha=1 - weight)
-
-
 def get_ema_multi_avg_fn(decay: float = 0.999) -> Callable[..., None]:
     """The EMA of several parameters at once: each ema = lerp(ema, current, 1 - decay), in place."""
     if decay < 0.0 or decay > 1.0:
@@ -47,7 +41,7 @@ def get_ema_multi_avg_fn(decay: float = 0.999) -> Callable[..., None]:
         with no_grad():
             for ema, current in zip(ema_params, current_params):
                 if ema.dtype.is_float:
-                    ema.assign(_lerp(ema, current, 1 - decay))
+                    ema.assign(lerp(ema, current, 1 - decay))
                 else:
                     ema.assign(ema * decay + current * (1 - decay))
 
@@ -67,7 +61,7 @@ def get_swa_multi_avg_fn() -> Callable[..., None]:
                         "Integer division with addcdiv is no longer supported: get_swa_multi_avg_fn cannot "
                         f"average the {a.dtype.name} buffers (use_buffers=True)"
                     )
-                a.assign(_lerp(a, c, weight))
+                a.assign(lerp(a, c, weight))
 
     return swa_update
 
