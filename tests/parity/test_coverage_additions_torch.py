@@ -943,3 +943,75 @@ def test_swalr_equals_pytorchs(anneal_epochs: int, strategy: str) -> None:
         return seen
 
     np.testing.assert_allclose(run(verigrad), run(torch), rtol=1e-15)
+
+
+# fusion ------------------------------------------------------------------------------------------
+
+FUSIONS = {
+    "conv": (lambda lib: lib.nn.Conv2d(2, 3, 3, dtype=lib.float64), 3, (2, 2, 5, 5), False),
+    "conv without bias": (
+        lambda lib: lib.nn.Conv1d(2, 4, 2, bias=False, dtype=lib.float64),
+        4,
+        (2, 2, 6),
+        False,
+    ),
+    "transposed conv": (
+        lambda lib: lib.nn.ConvTranspose2d(2, 3, 2, dtype=lib.float64),
+        3,
+        (1, 2, 3, 3),
+        True,
+    ),
+    "linear": (lambda lib: lib.nn.Linear(5, 3, dtype=lib.float64), 3, (4, 5), None),
+}
+
+
+@pytest.mark.parametrize("name", FUSIONS)
+def test_fuse_with_batch_norm_equals_pytorchs(name: str) -> None:
+    make, channels, shape, transpose = FUSIONS[name]
+    rng = np.random.default_rng(7)
+    stats = {
+        "weight": rng.uniform(0.5, 2, channels), "bias": rng.standard_normal(channels),
+        "running_mean": rng.standard_normal(channels), "running_var": rng.uniform(0.5, 2, channels),
+    }  # fmt: skip
+
+    def run(lib):
+        layer = make(lib).eval()
+        norm = (lib.nn.BatchNorm1d if len(shape) < 4 else lib.nn.BatchNorm2d)(
+            channels, dtype=lib.float64
+        ).eval()
+        with lib.no_grad():
+            for key, value in stats.items():
+                getattr(norm, key).copy_(lib.tensor(value))
+        return layer, norm
+
+    (ours, ours_bn), (theirs, theirs_bn) = run(verigrad), run(torch)
+    _copy_weights(ours, theirs)
+    utils, tutils = verigrad.nn.utils, torch.nn.utils
+    if transpose is None:
+        fused, tfused = (
+            utils.fuse_linear_bn_eval(ours, ours_bn),
+            tutils.fuse_linear_bn_eval(theirs, theirs_bn),
+        )
+    else:
+        fused = utils.fuse_conv_bn_eval(ours, ours_bn, transpose)
+        tfused = tutils.fuse_conv_bn_eval(theirs, theirs_bn, transpose)
+    _close(fused.weight, tfused.weight)
+    _close(fused.bias, tfused.bias)
+    assert fused.weight.requires_grad and fused.weight is not ours.weight
+    x = rng.standard_normal(shape)
+    _close(fused(verigrad.tensor(x)), ours_bn(ours(verigrad.tensor(x))))
+    with pytest.raises(AssertionError, match="Fusion only for eval!"):
+        utils.fuse_conv_bn_eval(ours.train(), ours_bn)
+
+
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [("constant", (0.5,)), ("dirac", ()), ("xavier_uniform", ()), ("kaiming_normal", ()), ("orthogonal", ())],
+)
+def test_deprecated_init_names_warn_as_pytorchs(name: str, args: tuple) -> None:
+    for lib in (verigrad, torch):
+        with pytest.warns(
+            FutureWarning, match=f"`nn.init.{name}` is now deprecated in favor of `nn.init.{name}_`"
+        ):
+            out = getattr(lib.nn.init, name)(lib.zeros(4, 2, 3), *args)
+        assert tuple(out.shape) == (4, 2, 3)
