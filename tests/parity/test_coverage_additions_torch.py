@@ -1015,3 +1015,25 @@ def test_deprecated_init_names_warn_as_pytorchs(name: str, args: tuple) -> None:
         ):
             out = getattr(lib.nn.init, name)(lib.zeros(4, 2, 3), *args)
         assert tuple(out.shape) == (4, 2, 3)
+
+
+# lp_pool -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("norm_type", [float("inf"), -float("inf"), 2.0, 1.5])
+@pytest.mark.parametrize(("nd", "shape"), [(1, (2, 3, 7)), (2, (1, 2, 5, 4)), (3, (1, 2, 4, 5, 4))])
+def test_lp_pool_equals_pytorchs(nd: int, shape: tuple, norm_type: float) -> None:
+    """lp_pool3d is new; a norm_type of +-inf is the largest (smallest) magnitude, as PyTorch's (it was
+    x ** inf: ones). Values and gradients, with ceil_mode and a stride."""
+    from gradients import check_values_and_gradients
+
+    x = np.abs(np.random.default_rng(nd).standard_normal(shape)) + 0.1  # positive: the powers are real
+
+    def run(lib):
+        return lambda x: getattr(lib.nn.functional, f"lp_pool{nd}d")(
+            x, norm_type, 2, stride=1, ceil_mode=True
+        )
+
+    check_values_and_gradients({"x": x}, run(verigrad), run(torch))
+    if nd == 3:
+        assert repr(verigrad.nn.LPPool3d(norm_type, 2)) == repr(torch.nn.LPPool3d(norm_type, 2))
