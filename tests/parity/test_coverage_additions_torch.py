@@ -1037,3 +1037,24 @@ def test_lp_pool_equals_pytorchs(nd: int, shape: tuple, norm_type: float) -> Non
     check_values_and_gradients({"x": x}, run(verigrad), run(torch))
     if nd == 3:
         assert repr(verigrad.nn.LPPool3d(norm_type, 2)) == repr(torch.nn.LPPool3d(norm_type, 2))
+
+
+@pytest.mark.parametrize(
+    ("name", "shape", "args"),
+    [
+        ("max_pool1d_with_indices", (1, 2, 7), (2,)),
+        ("max_pool2d_with_indices", (1, 2, 5, 4), (2, 1)),
+        ("max_pool3d_with_indices", (1, 1, 4, 4, 3), (2,)),
+        ("adaptive_max_pool1d_with_indices", (1, 2, 7), (3,)),
+        ("adaptive_max_pool2d_with_indices", (1, 2, 5, 4), ((2, 3),)),
+        ("adaptive_max_pool3d_with_indices", (1, 1, 4, 4, 3), (2,)),
+    ],
+)
+def test_pools_with_indices_equal_pytorchs(name: str, shape: tuple, args: tuple) -> None:
+    x = np.random.default_rng(0).standard_normal(shape)
+    (out, idx), (tout, tidx) = (
+        getattr(lib.nn.functional, name)(lib.tensor(x), *args, return_indices=False)
+        for lib in (verigrad, torch)
+    )
+    _close(out, tout)
+    np.testing.assert_array_equal(idx.numpy(), tidx.numpy())

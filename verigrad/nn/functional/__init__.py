@@ -94,6 +94,14 @@ from .normalization import (
 )
 from .padding import pad
 from .pixel_shuffle import pixel_shuffle, pixel_unshuffle
+from .pool_indices import (
+    adaptive_max_pool1d_with_indices,
+    adaptive_max_pool2d_with_indices,
+    adaptive_max_pool3d_with_indices,
+    max_pool1d_with_indices,
+    max_pool2d_with_indices,
+    max_pool3d_with_indices,
+)
 from .pooling import (
     adaptive_avg_pool1d,
     adaptive_avg_pool2d,
@@ -121,8 +129,11 @@ __all__ = [
     "adaptive_avg_pool2d",
     "adaptive_avg_pool3d",
     "adaptive_max_pool1d",
+    "adaptive_max_pool1d_with_indices",
     "adaptive_max_pool2d",
+    "adaptive_max_pool2d_with_indices",
     "adaptive_max_pool3d",
+    "adaptive_max_pool3d_with_indices",
     "affine_grid",
     "alpha_dropout",
     "avg_pool1d",
@@ -185,8 +196,11 @@ __all__ = [
     "lp_pool3d",
     "margin_ranking_loss",
     "max_pool1d",
+    "max_pool1d_with_indices",
     "max_pool2d",
+    "max_pool2d_with_indices",
     "max_pool3d",
+    "max_pool3d_with_indices",
     "max_unpool1d",
     "max_unpool2d",
     "max_unpool3d",
