@@ -260,3 +260,18 @@ def test_spectral_norm_divides_by_the_largest_singular_value() -> None:
         nn.utils.spectral_norm(layer)
     nn.utils.remove_spectral_norm(layer)
     assert [n for n, _ in layer.named_parameters()] == ["bias", "weight"]
+
+
+def test_averaged_model_is_the_mean_of_the_snapshots() -> None:
+    model = nn.Linear(2, 2, dtype="f64")
+    average = optim.swa_utils.AveragedModel(model)
+    snapshots = []
+    for k in range(3):
+        with verigrad.no_grad():
+            model.weight.copy_(verigrad.full((2, 2), float(k * k), dtype=verigrad.float64))
+        average.update_parameters(model)
+        snapshots.append(model.weight.numpy().copy())
+    np.testing.assert_allclose(average.module.weight.numpy(), np.mean(snapshots, 0), rtol=1e-15)
+    assert int(average.n_averaged) == 3
+    x = verigrad.ones(1, 2, dtype=verigrad.float64)
+    np.testing.assert_allclose(average(x).detach().numpy(), average.module(x).detach().numpy())

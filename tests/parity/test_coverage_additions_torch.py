@@ -877,3 +877,184 @@ def test_spectral_norm_equals_pytorchs(name: str) -> None:
     torch.nn.utils.remove_spectral_norm(theirs)
     assert list(ours.state_dict()) == list(theirs.state_dict())
     _close(ours.weight, theirs.weight)
+
+
+# swa_utils ---------------------------------------------------------------------------------------
+
+
+def _swa_run(lib, make_average, use_buffers: bool):
+    lib.manual_seed(0)
+    model = lib.nn.Sequential(lib.nn.Linear(3, 4, bias=True), lib.nn.BatchNorm1d(4))
+    model = model.double()
+    average = lib.optim.swa_utils.AveragedModel(model, use_buffers=use_buffers, **make_average(lib))
+    rng = np.random.default_rng(4)
+    states = []
+    for _ in range(4):
+        with lib.no_grad():
+            for p in model.parameters():
+                p.copy_(lib.tensor(rng.standard_normal(tuple(p.shape))))
+        model(lib.tensor(rng.standard_normal((5, 3))))  # moves the batch-norm statistics
+        average.update_parameters(model)
+        states.append({k: v.detach().numpy().copy() for k, v in average.state_dict().items()})
+    loader = [lib.tensor(rng.standard_normal((6, 3))) for _ in range(3)]
+    lib.optim.swa_utils.update_bn(loader, average)
+    states.append({k: v.detach().numpy().copy() for k, v in average.state_dict().items()})
+    return states
+
+
+AVERAGES = {
+    "swa": lambda lib: {},
+    "ema avg_fn": lambda lib: {"avg_fn": lib.optim.swa_utils.get_ema_avg_fn(0.9)},
+    "ema multi_avg_fn": lambda lib: {"multi_avg_fn": lib.optim.swa_utils.get_ema_multi_avg_fn(0.9)},
+    "swa multi_avg_fn": lambda lib: {"multi_avg_fn": lib.optim.swa_utils.get_swa_multi_avg_fn()},
+}
+
+
+@pytest.mark.parametrize("use_buffers", [False, True])
+@pytest.mark.parametrize("name", AVERAGES)
+def test_averaged_model_and_update_bn_equal_pytorchs(name: str, use_buffers: bool) -> None:
+    if name == "swa multi_avg_fn" and use_buffers:  # PyTorch's addcdiv refuses the integer count buffer
+        for lib in (verigrad, torch):
+            with pytest.raises(RuntimeError, match="Integer division with addcdiv is no longer supported"):
+                _swa_run(lib, AVERAGES[name], use_buffers)
+        return
+    ours = _swa_run(verigrad, AVERAGES[name], use_buffers)
+    theirs = _swa_run(torch, AVERAGES[name], use_buffers)
+    for a, b in zip(ours, theirs):
+        assert list(a) == list(b)
+        for key in a:
+            np.testing.assert_allclose(a[key], b[key], rtol=1e-12, atol=1e-12, err_msg=key)
+
+
+@pytest.mark.parametrize(("anneal_epochs", "strategy"), [(3, "cos"), (4, "linear"), (0, "cos")])
+def test_swalr_equals_pytorchs(anneal_epochs: int, strategy: str) -> None:
+    def run(lib):
+        p = lib.zeros(2, requires_grad=True)
+        opt = lib.optim.SGD(
+            [{"params": [p]}, {"params": [lib.zeros(1, requires_grad=True)], "lr": 0.3}], lr=0.1
+        )
+        schedule = lib.optim.swa_utils.SWALR(opt, swa_lr=[0.05, 0.01], anneal_epochs=anneal_epochs,
+                                              anneal_strategy=strategy)  # fmt: skip
+        seen = []
+        for _ in range(7):
+            seen.append(schedule.get_last_lr())
+            opt.step()
+            schedule.step()
+        return seen
+
+    np.testing.assert_allclose(run(verigrad), run(torch), rtol=1e-15)
+
+
+# fusion ------------------------------------------------------------------------------------------
+
+FUSIONS = {
+    "conv": (lambda lib: lib.nn.Conv2d(2, 3, 3, dtype=lib.float64), 3, (2, 2, 5, 5), False),
+    "conv without bias": (
+        lambda lib: lib.nn.Conv1d(2, 4, 2, bias=False, dtype=lib.float64),
+        4,
+        (2, 2, 6),
+        False,
+    ),
+    "transposed conv": (
+        lambda lib: lib.nn.ConvTranspose2d(2, 3, 2, dtype=lib.float64),
+        3,
+        (1, 2, 3, 3),
+        True,
+    ),
+    "linear": (lambda lib: lib.nn.Linear(5, 3, dtype=lib.float64), 3, (4, 5), None),
+}
+
+
+@pytest.mark.parametrize("name", FUSIONS)
+def test_fuse_with_batch_norm_equals_pytorchs(name: str) -> None:
+    make, channels, shape, transpose = FUSIONS[name]
+    rng = np.random.default_rng(7)
+    stats = {
+        "weight": rng.uniform(0.5, 2, channels), "bias": rng.standard_normal(channels),
+        "running_mean": rng.standard_normal(channels), "running_var": rng.uniform(0.5, 2, channels),
+    }  # fmt: skip
+
+    def run(lib):
+        layer = make(lib).eval()
+        norm = (lib.nn.BatchNorm1d if len(shape) < 4 else lib.nn.BatchNorm2d)(
+            channels, dtype=lib.float64
+        ).eval()
+        with lib.no_grad():
+            for key, value in stats.items():
+                getattr(norm, key).copy_(lib.tensor(value))
+        return layer, norm
+
+    (ours, ours_bn), (theirs, theirs_bn) = run(verigrad), run(torch)
+    _copy_weights(ours, theirs)
+    utils, tutils = verigrad.nn.utils, torch.nn.utils
+    if transpose is None:
+        fused, tfused = (
+            utils.fuse_linear_bn_eval(ours, ours_bn),
+            tutils.fuse_linear_bn_eval(theirs, theirs_bn),
+        )
+    else:
+        fused = utils.fuse_conv_bn_eval(ours, ours_bn, transpose)
+        tfused = tutils.fuse_conv_bn_eval(theirs, theirs_bn, transpose)
+    _close(fused.weight, tfused.weight)
+    _close(fused.bias, tfused.bias)
+    assert fused.weight.requires_grad and fused.weight is not ours.weight
+    x = rng.standard_normal(shape)
+    _close(fused(verigrad.tensor(x)), ours_bn(ours(verigrad.tensor(x))))
+    with pytest.raises(AssertionError, match="Fusion only for eval!"):
+        utils.fuse_conv_bn_eval(ours.train(), ours_bn)
+
+
+@pytest.mark.parametrize(
+    ("name", "args"),
+    [("constant", (0.5,)), ("dirac", ()), ("xavier_uniform", ()), ("kaiming_normal", ()), ("orthogonal", ())],
+)
+def test_deprecated_init_names_warn_as_pytorchs(name: str, args: tuple) -> None:
+    for lib in (verigrad, torch):
+        with pytest.warns(
+            FutureWarning, match=f"`nn.init.{name}` is now deprecated in favor of `nn.init.{name}_`"
+        ):
+            out = getattr(lib.nn.init, name)(lib.zeros(4, 2, 3), *args)
+        assert tuple(out.shape) == (4, 2, 3)
+
+
+# lp_pool -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("norm_type", [float("inf"), -float("inf"), 2.0, 1.5])
+@pytest.mark.parametrize(("nd", "shape"), [(1, (2, 3, 7)), (2, (1, 2, 5, 4)), (3, (1, 2, 4, 5, 4))])
+def test_lp_pool_equals_pytorchs(nd: int, shape: tuple, norm_type: float) -> None:
+    """lp_pool3d is new; a norm_type of +-inf is the largest (smallest) magnitude, as PyTorch's (it was
+    x ** inf: ones). Values and gradients, with ceil_mode and a stride."""
+    from gradients import check_values_and_gradients
+
+    x = np.abs(np.random.default_rng(nd).standard_normal(shape)) + 0.1  # positive: the powers are real
+
+    def run(lib):
+        return lambda x: getattr(lib.nn.functional, f"lp_pool{nd}d")(
+            x, norm_type, 2, stride=1, ceil_mode=True
+        )
+
+    check_values_and_gradients({"x": x}, run(verigrad), run(torch))
+    if nd == 3:
+        assert repr(verigrad.nn.LPPool3d(norm_type, 2)) == repr(torch.nn.LPPool3d(norm_type, 2))
+
+
+@pytest.mark.parametrize(
+    ("name", "shape", "args"),
+    [
+        ("max_pool1d_with_indices", (1, 2, 7), (2,)),
+        ("max_pool2d_with_indices", (1, 2, 5, 4), (2, 1)),
+        ("max_pool3d_with_indices", (1, 1, 4, 4, 3), (2,)),
+        ("adaptive_max_pool1d_with_indices", (1, 2, 7), (3,)),
+        ("adaptive_max_pool2d_with_indices", (1, 2, 5, 4), ((2, 3),)),
+        ("adaptive_max_pool3d_with_indices", (1, 1, 4, 4, 3), (2,)),
+    ],
+)
+def test_pools_with_indices_equal_pytorchs(name: str, shape: tuple, args: tuple) -> None:
+    x = np.random.default_rng(0).standard_normal(shape)
+    (out, idx), (tout, tidx) = (
+        getattr(lib.nn.functional, name)(lib.tensor(x), *args, return_indices=False)
+        for lib in (verigrad, torch)
+    )
+    _close(out, tout)
+    np.testing.assert_array_equal(idx.numpy(), tidx.numpy())

@@ -9,6 +9,8 @@ Sizes may be symbolic (inside `verigrad.abstract()`): the bounds then do not mat
 from __future__ import annotations
 
 import math
+import warnings
+from typing import Any
 
 import numpy as np
 
@@ -243,3 +245,31 @@ def dirac_(t: Tensor, groups: int = 1) -> Tensor:
         for d in range(min(per_group, channels)):
             values[(g * per_group + d, d, *centre)] = 1.0
     return _fill(t, tensor(values).cast(t.dtype))
+
+
+def _deprecated(method: Any) -> Any:
+    """PyTorch's old name of an initializer (without the trailing _): it warns, then initializes."""
+    new_name = method.__name__
+    old_name = new_name[:-1]
+
+    def deprecated_init(*args: Any, **kwargs: Any) -> Any:
+        warnings.warn(
+            f"`nn.init.{old_name}` is now deprecated in favor of `nn.init.{new_name}`.",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return method(*args, **kwargs)
+
+    deprecated_init.__name__ = old_name
+    deprecated_init.__doc__ = f"Deprecated: nn.init.{new_name}."
+    return deprecated_init
+
+
+constant = _deprecated(constant_)
+dirac = _deprecated(dirac_)
+xavier_uniform = _deprecated(xavier_uniform_)
+xavier_normal = _deprecated(xavier_normal_)
+kaiming_uniform = _deprecated(kaiming_uniform_)
+kaiming_normal = _deprecated(kaiming_normal_)
+orthogonal = _deprecated(orthogonal_)
+sparse = _deprecated(sparse_)

@@ -136,6 +136,12 @@ class LPPool2d(LPPool1d):
     pool = staticmethod(F.lp_pool2d)
 
 
+class LPPool3d(LPPool1d):
+    """The p-norm of each window of [N, C, D, H, W] (see F.lp_pool3d)."""
+
+    pool = staticmethod(F.lp_pool3d)
+
+
 class MaxPool2d(MaxPool1d):
     """Window maxima (see F.max_pool2d): PyTorch's arguments, and verigrad's keyword `layout`."""
 

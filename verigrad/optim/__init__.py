@@ -2,7 +2,7 @@
 SGD, Adam, AdamW, Adamax, NAdam, RAdam, RMSprop, Adagrad, Adadelta, Rprop, ASGD, and LBFGS (eager,
 NumPy); learning-rate schedules in `lr_scheduler`."""
 
-from . import lr_scheduler
+from . import lr_scheduler, swa_utils
 from .adadelta import Adadelta
 from .adafactor import Adafactor
 from .adam import Adam, AdamW
@@ -34,4 +34,5 @@ __all__ = [
     "Rprop",
     "SparseAdam",
     "lr_scheduler",
+    "swa_utils",
 ]

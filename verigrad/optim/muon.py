@@ -15,6 +15,7 @@ import numpy as np
 
 from ..dtypes import bf16, f32
 from ..tensor import Tensor
+from .lerp import lerp
 from .optimizer import Hyperparameters, Optimizer
 
 EPS = 1e-7
@@ -60,16 +61,6 @@ def zeropower_via_newtonschulz(
         update = _bf16(((gram @ gram) * c).add(gram, alpha=b))
         x = _bf16((update @ x).add(x, alpha=a))
     return x.T if tall else x
-
-
-def _lerp(start: Tensor, end: Tensor, weight: float) -> Tensor:
-    """PyTorch's lerp with a number weight, to the bit: from the nearer end, one rounding, the weight in
-    the tensor's dtype (the bf16 rounding after it turns an ulp apart here into a bf16 ulp)."""
-    if start.dtype is f32:
-        weight = np.float32(weight)
-    if weight < 0.5:  # add and sub with alpha round once, as PyTorch's fused multiply-add
-        return start.add(end - start, alpha=float(weight))
-    return end.sub(end - start, alpha=float(1 - weight))
 
 
 def adjust_lr(lr: Any, adjust_lr_fn: str | None, shape: tuple[int, ...]) -> Any:
@@ -133,8 +124,8 @@ class Muon(Optimizer):
     def update(self, p: Tensor, g: Tensor, group: Hyperparameters, state: dict[str, Tensor]) -> None:
         momentum = group["momentum"]
         buf = state["momentum_buffer"]
-        buf.assign(_lerp(buf, g, 1 - momentum))
-        u = _lerp(g, buf, momentum) if group["nesterov"] else buf
+        buf.assign(lerp(buf, g, 1 - momentum))
+        u = lerp(g, buf, momentum) if group["nesterov"] else buf
         u = zeropower_via_newtonschulz(u, group["ns_coefficients"], group["ns_steps"], group["eps"])
         lr = adjust_lr(group.lr, group["adjust_lr_fn"], tuple(p.shape))
         p.assign(p * self.scalar(1 - group.lr * group["weight_decay"], p))

@@ -4,6 +4,7 @@ lp pooling and max_unpool2d. Plain 2-D float windows run the pooling ops; PyTorc
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -264,9 +265,14 @@ def _lp_pool(x: Tensor, norm_type: float, nd: int, kernel_size: Any, stride: Any
     """PyTorch's lp_pool: (sum of x^p over each window)^(1/p), as its average pool of x^p times the
     window size (a negative mean becomes 0 first)."""
     k = sizes_nd(kernel_size, nd, f"lp_pool{nd}d's kernel_size", 1)
-    pool = avg_pool1d if nd == 1 else avg_pool2d
     kernel = k[0] if nd == 1 else k
     stride = stride if stride is not None else kernel
+    if norm_type in (math.inf, -math.inf):  # PyTorch's: the largest (smallest) magnitude of each window
+        largest = (max_pool1d, max_pool2d, max_pool3d)[nd - 1]
+        if norm_type == math.inf:
+            return largest(x.abs(), kernel, stride, 0, 1, ceil_mode)
+        return -largest(-x.abs(), kernel, stride, 0, 1, ceil_mode)
+    pool = (avg_pool1d, avg_pool2d, avg_pool3d)[nd - 1]
     out = pool(x.pow(norm_type), kernel, stride, 0, ceil_mode)
     return (ops.sign(out) * ops.relu(out.abs())).mul(int(np.prod(k))).pow(1.0 / norm_type)
 
@@ -283,6 +289,13 @@ def lp_pool2d(
 ) -> Tensor:
     """The p-norm of each window of [N, C, H, W] (PyTorch's lp_pool2d)."""
     return _lp_pool(x, norm_type, 2, kernel_size, stride, ceil_mode)
+
+
+def lp_pool3d(
+    x: Tensor, norm_type: float, kernel_size: Any, stride: Any = None, ceil_mode: bool = False
+) -> Tensor:
+    """The p-norm of each window of [N, C, D, H, W] (PyTorch's lp_pool3d)."""
+    return _lp_pool(x, norm_type, 3, kernel_size, stride, ceil_mode)
 
 
 def _float_only(x: Tensor, what: str) -> None:
