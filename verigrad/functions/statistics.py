@@ -161,7 +161,15 @@ def norm(x: Tensor, p: float = 2.0, dim: Axis = None, keepdim: bool = False) -> 
         return ne(x, 0).cast(x.dtype).sum(axes, keepdim=keepdim)
     if p == 1:
         return abs(x).sum(axes, keepdim=keepdim)
-    return (abs(x) ** p).sum(axes, keepdim=keepdim) ** (1.0 / p)
+    # as PyTorch's: a zero element, and a zero vector, get gradient 0 (|x| ** p's is infinite or NaN
+    # there); with p < 0 a zero element makes the sum infinite and the norm 0
+    nonzero = ne(x, 0)
+    zero_power = 0.0 if p > 0 else math.inf
+    powers = where(nonzero, where(nonzero, abs(x), 1.0) ** p, zero_power).sum(axes, keepdim=keepdim)
+    if p < 0:
+        return powers ** (1.0 / p)
+    some = powers > 0
+    return where(some, where(some, powers, 1.0) ** (1.0 / p), 0.0)
 
 
 def _nuclear(x: Tensor, dim: Axis, keepdim: bool) -> Tensor:
