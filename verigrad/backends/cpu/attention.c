@@ -456,7 +456,8 @@ int vg_cached_attention_f32(const int64_t *sizes, const float *q, const int64_t 
  * every thread count gives the same bits; every dot product has the same tree of sums whichever operand
  * is the row, so a recomputed score is the forward's, bit for bit. The three gradients come from one pass
  * (attention_grad packs them per unit). */
-#define FA_BLOCK 64
+#define FA_BLOCK 64 /* keys a forward row takes at a time */
+#define FA_KEYS 16  /* keys the backward takes at a time (dq's rows updated once per block) */
 
 typedef struct {
     int64_t b, h, kv, t, s, d, dv;
@@ -581,10 +582,64 @@ static void fa_axpys(const double *c, const double *rows, int64_t n, int64_t d, 
     }
 }
 
-/* out[r d + e] += c[r] x[e] for r < n, e < d */
-static void fa_outer(const double *c, const double *x, int64_t n, int64_t d, double *out) {
-    for (int64_t r = 0; r < n; r++)
-        for (int64_t e = 0; e < d; e++) out[r * d + e] = out[r * d + e] + c[r] * x[e];
+/* dq[i][e] += sum_{j < kb, i >= first[j]} ds[j js + i] k[j][e] for rows i in [lo, n), in j order (k
+ * rows of length d): each dq row is read and written once per block of keys */
+static void fa_dq_block(const double *ds, int64_t js, const int64_t *first, int64_t kb, const double *k,
+                        int64_t lo, int64_t n, int64_t d, double *dq) {
+    for (int64_t i = lo; i < n; i++) {
+        double *row = dq + i * d;
+        for (int64_t j = 0; j < kb; j++) {
+            if (i < first[j]) continue;
+            const double c = ds[j * js + i], *y = k + j * d;
+            for (int64_t e = 0; e < d; e++) row[e] = row[e] + c * y[e];
+        }
+    }
+}
+
+#if VG_X86
+/* fa_dq_block for d a multiple of 4 (the same bits): 16 columns of a row held in registers */
+__attribute__((target("avx2"))) static void fa_dq_block_avx2(const double *ds, int64_t js, const int64_t *first,
+                                                             int64_t kb, const double *k, int64_t lo, int64_t n,
+                                                             int64_t d, double *dq) {
+    for (int64_t i = lo; i < n; i++) {
+        double *row = dq + i * d;
+        int64_t e = 0;
+        for (; e + 16 <= d; e += 16) {
+            __m256d a0 = _mm256_loadu_pd(row + e), a1 = _mm256_loadu_pd(row + e + 4);
+            __m256d a2 = _mm256_loadu_pd(row + e + 8), a3 = _mm256_loadu_pd(row + e + 12);
+            for (int64_t j = 0; j < kb; j++) {
+                if (i < first[j]) continue;
+                const __m256d c = _mm256_broadcast_sd(ds + j * js + i);
+                const double *y = k + j * d + e;
+                a0 = _mm256_add_pd(a0, _mm256_mul_pd(c, _mm256_loadu_pd(y)));
+                a1 = _mm256_add_pd(a1, _mm256_mul_pd(c, _mm256_loadu_pd(y + 4)));
+                a2 = _mm256_add_pd(a2, _mm256_mul_pd(c, _mm256_loadu_pd(y + 8)));
+                a3 = _mm256_add_pd(a3, _mm256_mul_pd(c, _mm256_loadu_pd(y + 12)));
+            }
+            _mm256_storeu_pd(row + e, a0), _mm256_storeu_pd(row + e + 4, a1);
+            _mm256_storeu_pd(row + e + 8, a2), _mm256_storeu_pd(row + e + 12, a3);
+        }
+        for (; e < d; e += 4) {
+            __m256d a = _mm256_loadu_pd(row + e);
+            for (int64_t j = 0; j < kb; j++)
+                if (i >= first[j])
+                    a = _mm256_add_pd(a, _mm256_mul_pd(_mm256_broadcast_sd(ds + j * js + i),
+                                                       _mm256_loadu_pd(k + j * d + e)));
+            _mm256_storeu_pd(row + e, a);
+        }
+    }
+}
+#endif
+
+static void fa_dq(const double *ds, int64_t js, const int64_t *first, int64_t kb, const double *k, int64_t lo,
+                  int64_t n, int64_t d, double *dq) {
+#if VG_X86
+    if (d % 4 == 0 && has_avx2()) {
+        fa_dq_block_avx2(ds, js, first, kb, k, lo, n, d, dq);
+        return;
+    }
+#endif
+    fa_dq_block(ds, js, first, kb, k, lo, n, d, dq);
 }
 
 /* dst[r d + e] = (double)src[r rs + e es] for r < n, e < d; whether all are finite */
@@ -632,9 +687,11 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
     const int64_t t = a->t, S = a->s, d = a->d, dv = a->dv, group = a->h / a->kv, off = S - t;
     const int64_t wide = (d > dv ? d : dv), rows = group * t;
     const int backward = a->which != 0;
-    /* kd [S, d], vd [S, dv], qd [G T, d], gd [G T, dv], m, l, delta [G T], s, dp [max(S, T, BLOCK)], acc */
-    const int64_t sn = (S > rows ? S : rows) + FA_BLOCK;
-    size_t count = (size_t)(S * d + S * dv + rows * d + (backward ? rows * (dv + d) : 0) + 3 * rows + 2 * sn);
+    /* kd [S, d], vd [S, dv], qd [G T, d], gd [G T, dv], dq [G T, d], m, l, delta [G T], s [max(G T, BLOCK)],
+     * ds [KEYS, G T], acc [d + dv] */
+    const int64_t sn = rows + FA_BLOCK;
+    size_t count = (size_t)(S * d + S * dv + rows * d + (backward ? rows * (dv + d) : 0) + 3 * rows + sn);
+    count += (size_t)(backward ? FA_KEYS * rows : 0);
     count += (size_t)(wide + d + dv);
     double *kd = malloc(sizeof(double) * count);
     if (!kd) {
@@ -643,7 +700,8 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
     }
     double *vd = kd + S * d, *qd = vd + S * dv, *gd = qd + rows * d, *dq = gd + (backward ? rows * dv : 0);
     double *mrow = dq + (backward ? rows * d : 0);
-    double *lrow = mrow + rows, *delta = lrow + rows, *s = delta + rows, *dp = s + sn, *acc = dp + sn;
+    double *lrow = mrow + rows, *delta = lrow + rows, *s = delta + rows, *dsb = s + sn;
+    double *acc = dsb + (backward ? FA_KEYS * rows : 0);
     for (int64_t unit = lo; unit < hi; unit++) { /* unit = (b, kv head) */
         const int64_t b = unit / a->kv, g = unit % a->kv;
         int finite = fa_load(a->k + b * a->ks[0] + g * a->ks[1], a->ks[2], a->ks[3], S, d, kd);
@@ -675,23 +733,30 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
         float *o = a->out + unit * (rows * d + S * (d + dv));
         double *dk = acc, *dvj = acc + d;
         for (int64_t e = 0; e < rows * d; e++) dq[e] = 0.0;
-        for (int64_t j = 0; j < S; j++) {
-            const int64_t i0 = j > off ? j - off : 0, n = t - i0;
-            for (int64_t e = 0; e < d + dv; e++) acc[e] = 0.0;
-            for (int64_t hh = 0; hh < group && n > 0; hh++) {
-                const int64_t r0 = hh * t + i0;
-                fa_dots(kd + j * d, qd + r0 * d, n, d, s);
-                for (int64_t i = 0; i < n; i++) s[i] = s[i] * a->scale - mrow[r0 + i];
-                fa_exps(s, n);
-                for (int64_t i = 0; i < n; i++) s[i] = s[i] / lrow[r0 + i];
-                fa_axpys(s, gd + r0 * dv, n, dv, dvj);
-                fa_dots(vd + j * dv, gd + r0 * dv, n, dv, dp);
-                for (int64_t i = 0; i < n; i++) dp[i] = s[i] * (dp[i] - delta[r0 + i]) * a->scale;
-                fa_axpys(dp, qd + r0 * d, n, d, dk);
-                fa_outer(dp, kd + j * d, n, d, dq + r0 * d);
+        for (int64_t j0 = 0; j0 < S; j0 += FA_KEYS) {
+            const int64_t kb = S - j0 < FA_KEYS ? S - j0 : FA_KEYS;
+            int64_t first[FA_KEYS];
+            for (int64_t j = j0; j < j0 + kb; j++) {
+                const int64_t i0 = j > off ? j - off : 0, n = t - i0;
+                first[j - j0] = i0;
+                for (int64_t e = 0; e < d + dv; e++) acc[e] = 0.0;
+                for (int64_t hh = 0; hh < group && n > 0; hh++) {
+                    const int64_t r0 = hh * t + i0;
+                    double *ds = dsb + ((j - j0) * group + hh) * t + i0;
+                    fa_dots(kd + j * d, qd + r0 * d, n, d, s);
+                    for (int64_t i = 0; i < n; i++) s[i] = s[i] * a->scale - mrow[r0 + i];
+                    fa_exps(s, n);
+                    for (int64_t i = 0; i < n; i++) s[i] = s[i] / lrow[r0 + i];
+                    fa_axpys(s, gd + r0 * dv, n, dv, dvj);
+                    fa_dots(vd + j * dv, gd + r0 * dv, n, dv, ds);
+                    for (int64_t i = 0; i < n; i++) ds[i] = s[i] * (ds[i] - delta[r0 + i]) * a->scale;
+                    fa_axpys(ds, qd + r0 * d, n, d, dk);
+                }
+                for (int64_t e = 0; e < d; e++) o[rows * d + j * d + e] = (float)dk[e];
+                for (int64_t e = 0; e < dv; e++) o[rows * d + S * d + j * dv + e] = (float)dvj[e];
             }
-            for (int64_t e = 0; e < d; e++) o[rows * d + j * d + e] = (float)dk[e];
-            for (int64_t e = 0; e < dv; e++) o[rows * d + S * d + j * dv + e] = (float)dvj[e];
+            for (int64_t hh = 0; hh < group; hh++) /* ds [kb, G, T]: head hh's rows at stride G T */
+                fa_dq(dsb + hh * t, group * t, first, kb, kd + j0 * d, first[0], t, d, dq + hh * t * d);
         }
         for (int64_t e = 0; e < rows * d; e++) o[e] = (float)dq[e];
     }
