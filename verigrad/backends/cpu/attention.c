@@ -449,13 +449,14 @@ int vg_cached_attention_f32(const int64_t *sizes, const float *q, const int64_t 
  * a unit of work is one (batch, key/value head), whose keys, values, queries (and output gradients) are
  * converted to double once; no [T, S] matrix is formed. Forward: each query row visits its visible keys
  * in blocks of FA_BLOCK with an online softmax (running max m and sum l, the accumulator rescaled when m
- * grows). Backward recomputes the probabilities p_ij = exp(s_ij - m_i) / l_i from the row statistics (m,
- * l, and delta_i = g_i . o_i with o_i the unrounded output) of a forward pass over the unit: dq_i = scale
- * sum_j ds_ij k_j row by row, dk_j = scale sum_i ds_ij q_i and dv_j = sum_i p_ij g_i key by key, ds_ij =
- * p_ij (g_i . v_j - delta_i). Each output is computed by one thread in one order (threads take units), so
- * every thread count gives the same bits; every dot product has the same tree of sums whichever operand
- * is the row, so a recomputed score is the forward's, bit for bit. The three gradients come from one pass
- * (attention_grad packs them per unit). */
+ * grows). The backward recomputes the probabilities p_ij = exp(s_ij - m_i) / l_i from the row statistics
+ * of a forward pass over the unit (m, l, and delta_i = g_i . o_i with o_i the unrounded output), and takes
+ * the keys in blocks of FA_KEYS, each key over the queries that see it: ds_ij = p_ij (g_i . v_j - delta_i),
+ * dv_j = sum_i p_ij g_i and dk_j = scale sum_i ds_ij q_i in i order, then dq_i += scale ds_ij k_j for the
+ * block's keys in j order (dq in double, a row read and written once a block). Each output is computed by
+ * one thread in one order (threads take units), so every thread count gives the same bits; every dot
+ * product has the same tree of sums whichever operand is the row, so a recomputed score is the forward's,
+ * bit for bit. The three gradients come from one pass (attention_grad packs them per unit). */
 #define FA_BLOCK 64 /* keys a forward row takes at a time */
 #define FA_KEYS 16  /* keys the backward takes at a time (dq's rows updated once per block) */
 
