@@ -742,3 +742,25 @@ def test_an_unknown_blas_source_is_named_and_the_default_used():
     assert child.returncode == 0, child.stderr
     assert "VERIGRAD_BLAS='mkl' is ignored: it must be one of numpy, scipy-openblas32" in child.stderr
     assert child.stdout.split()[-1] == "numpy"
+
+
+@pytest.mark.parametrize("exact", PATHS)
+def test_a_batch_times_a_matrix_is_one_product_of_its_rows(exact):
+    """x @ W.T with x [B, T, K] (a Linear): one product of the B*T rows (the same bits as the 2-D
+    product, on every thread count), where each batch item's product packed W again; a batch whose rows
+    are not one evenly strided run (its axes swapped) keeps the batched product."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((4, 24, 16)).astype(np.float32)
+    w = rng.standard_normal((40, 16)).astype(np.float32)
+    plan = cpu_matmul._matmul_plan(x, w.T, exact)
+    assert not isinstance(plan, cpu_matmul._Product)  # folded
+    want = cpu_matmul.matmul(x.reshape(-1, 16), w.T, exact=exact).reshape(4, 24, 40)
+    for threads in (1, 2, 3):
+        verigrad.set_threads(threads)
+        got = cpu_matmul.matmul(x, w.T, exact=exact)
+        assert got.shape == (4, 24, 40)
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    swapped = x.transpose(1, 0, 2)
+    assert isinstance(cpu_matmul._matmul_plan(swapped, w.T, exact), cpu_matmul._Product)
+    bound = 1e-5 * (np.abs(swapped) @ np.abs(w.T)) + 1e-30
+    assert np.all(np.abs(cpu_matmul.matmul(swapped, w.T, exact=exact) - REFERENCE(swapped, w.T)) <= bound)

@@ -89,3 +89,33 @@ def test_refusals_and_dropout() -> None:
     kept = weights != 0
     assert 0.4 < kept.mean() < 0.6
     np.testing.assert_allclose(weights[kept], 2 / 64, rtol=1e-12)  # uniform weights, kept ones doubled
+
+
+@pytest.mark.parametrize("backend", ["cpu", "reference"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_causal_f32_step_against_pytorch(backend, threads) -> None:
+    """A GPT layer's causal attention in f32 (q, k, v head views of one qkv projection): the fused
+    attention and attention_grad kernels on the cpu backend, the f64 references on the reference one;
+    output and the projection's gradient within f32 rounding of PyTorch's."""
+    if backend == "cpu" and not verigrad.backends.cpu.available():
+        pytest.skip("the cpu backend could not be built here")
+    b, t, h, d = 2, 64, 4, 16
+    x = RNG.uniform(-1, 1, (b, t, 3 * h * d)).astype(np.float32)
+    g = RNG.uniform(-1, 1, (b, h, t, d)).astype(np.float32)
+
+    def run(lib, xt, gt):
+        q, k, v = (z.view(b, t, h, d).transpose(1, 2) for z in xt.split(h * d, dim=2))
+        out = lib.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        out.backward(gt)
+        return out.detach().numpy(), xt.grad.numpy()
+
+    verigrad.set_threads(threads)
+    try:
+        with verigrad.backend(backend):
+            ours = run(verigrad, verigrad.tensor(x, requires_grad=True), verigrad.tensor(g))
+    finally:
+        verigrad.set_threads(1)
+    theirs = run(torch, torch.tensor(x, dtype=torch.float64, requires_grad=True), torch.tensor(g).double())
+    for a, want in zip(ours, theirs, strict=True):
+        assert a.dtype == np.float32
+        np.testing.assert_allclose(a, want, rtol=2e-6, atol=2e-6)

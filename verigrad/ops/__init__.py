@@ -43,6 +43,7 @@ from .bitwise import (
 from .checks import check_index
 from .composite import (
     attention,
+    attention_grad,
     avg_pool2d,
     binary_cross_entropy,
     cached_attention,

@@ -442,3 +442,337 @@ int vg_cached_attention_f32(const int64_t *sizes, const float *q, const int64_t 
     vg_parallel_for(a.b * a.kv * a.t, 1, threads, attn_rows, &a);
     return a.failed ? -1 : 0;
 }
+
+/* ---------------------------------------------------------------------------------------------------------
+ * attention and attention_grad (ops/composite/attention.py) for f32: causal attention of the last T of S
+ * positions, forward and the gradients of q, k and v, flash-attention style. In double as the references:
+ * a unit of work is one (batch, key/value head), whose keys, values, queries (and output gradients) are
+ * converted to double once; no [T, S] matrix is formed. Forward: each query row visits its visible keys
+ * in blocks of FA_BLOCK with an online softmax (running max m and sum l, the accumulator rescaled when m
+ * grows). The backward recomputes the probabilities p_ij = exp(s_ij - m_i) / l_i from the row statistics
+ * of a forward pass over the unit (m, l, and delta_i = g_i . o_i with o_i the unrounded output), and takes
+ * the keys in blocks of FA_KEYS, each key over the queries that see it: ds_ij = p_ij (g_i . v_j - delta_i),
+ * dv_j = sum_i p_ij g_i and dk_j = scale sum_i ds_ij q_i in i order, then dq_i += scale ds_ij k_j for the
+ * block's keys in j order (dq in double, a row read and written once a block). Each output is computed by
+ * one thread in one order (threads take units), so every thread count gives the same bits; every dot
+ * product has the same tree of sums whichever operand is the row, so a recomputed score is the forward's,
+ * bit for bit. The three gradients come from one pass (attention_grad packs them per unit). */
+#define FA_BLOCK 64 /* keys a forward row takes at a time */
+#define FA_KEYS 16  /* keys the backward takes at a time (dq's rows updated once per block) */
+
+typedef struct {
+    int64_t b, h, kv, t, s, d, dv;
+    const float *q, *k, *v, *g;
+    const int64_t *qs, *ks, *vs, *gs; /* element strides */
+    double scale;
+    int which; /* 0 forward, 1 the gradients */
+    float *out; /* contiguous: [B, H, T, Dv] (forward); the gradients [B, KV, G T D + S D + S Dv]: per unit
+                 * dq of its G heads [G, T, D], dk [S, D], dv [S, Dv] */
+    volatile int failed, nonfinite;
+} fa_job;
+
+/* out[r] = x . rows[r] for r < n (rows contiguous, length d): four partial sums in d order, then
+ * (a0 + a1) + (a2 + a3); the same for every r whichever vector is x */
+static void fa_dots_plain(const double *x, const double *rows, int64_t n, int64_t d, double *out) {
+    for (int64_t r = 0; r < n; r++) {
+        const double *y = rows + r * d;
+        double a[4] = {0.0, 0.0, 0.0, 0.0};
+        int64_t i = 0;
+        for (; i + 4 <= d; i += 4)
+            for (int l = 0; l < 4; l++) a[l] = a[l] + x[i + l] * y[i + l];
+        for (int l = 0; i < d; i++, l++) a[l] = a[l] + x[i] * y[i];
+        out[r] = (a[0] + a[1]) + (a[2] + a[3]);
+    }
+}
+
+#if VG_X86
+__attribute__((target("avx2"))) static inline double fa_tree(__m256d a) {
+    double l[4];
+    _mm256_storeu_pd(l, a);
+    return (l[0] + l[1]) + (l[2] + l[3]);
+}
+
+/* fa_dots_plain for d a multiple of 4 (the same bits: lane l sums x[i + l] y[i + l], mul then add) */
+__attribute__((target("avx2"))) static void fa_dots_avx2(const double *x, const double *rows, int64_t n,
+                                                         int64_t d, double *out) {
+    int64_t r = 0;
+    for (; r + 4 <= n; r += 4) {
+        const double *y = rows + r * d;
+        __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+        for (int64_t i = 0; i < d; i += 4) {
+            __m256d xv = _mm256_loadu_pd(x + i);
+            a0 = _mm256_add_pd(a0, _mm256_mul_pd(xv, _mm256_loadu_pd(y + i)));
+            a1 = _mm256_add_pd(a1, _mm256_mul_pd(xv, _mm256_loadu_pd(y + d + i)));
+            a2 = _mm256_add_pd(a2, _mm256_mul_pd(xv, _mm256_loadu_pd(y + 2 * d + i)));
+            a3 = _mm256_add_pd(a3, _mm256_mul_pd(xv, _mm256_loadu_pd(y + 3 * d + i)));
+        }
+        out[r] = fa_tree(a0), out[r + 1] = fa_tree(a1), out[r + 2] = fa_tree(a2), out[r + 3] = fa_tree(a3);
+    }
+    for (; r < n; r++) {
+        __m256d a = _mm256_setzero_pd();
+        for (int64_t i = 0; i < d; i += 4)
+            a = _mm256_add_pd(a, _mm256_mul_pd(_mm256_loadu_pd(x + i), _mm256_loadu_pd(rows + r * d + i)));
+        out[r] = fa_tree(a);
+    }
+}
+
+/* fa_axpys for d a multiple of 4 (the same bits): 16 columns at a time held in registers over all r */
+__attribute__((target("avx2"))) static void fa_axpys_avx2(const double *c, const double *rows, int64_t n,
+                                                          int64_t d, double *acc) {
+    int64_t e = 0;
+    for (; e + 16 <= d; e += 16) {
+        __m256d a0 = _mm256_loadu_pd(acc + e), a1 = _mm256_loadu_pd(acc + e + 4);
+        __m256d a2 = _mm256_loadu_pd(acc + e + 8), a3 = _mm256_loadu_pd(acc + e + 12);
+        for (int64_t r = 0; r < n; r++) {
+            const double *y = rows + r * d + e;
+            const __m256d cr = _mm256_broadcast_sd(c + r);
+            a0 = _mm256_add_pd(a0, _mm256_mul_pd(cr, _mm256_loadu_pd(y)));
+            a1 = _mm256_add_pd(a1, _mm256_mul_pd(cr, _mm256_loadu_pd(y + 4)));
+            a2 = _mm256_add_pd(a2, _mm256_mul_pd(cr, _mm256_loadu_pd(y + 8)));
+            a3 = _mm256_add_pd(a3, _mm256_mul_pd(cr, _mm256_loadu_pd(y + 12)));
+        }
+        _mm256_storeu_pd(acc + e, a0), _mm256_storeu_pd(acc + e + 4, a1);
+        _mm256_storeu_pd(acc + e + 8, a2), _mm256_storeu_pd(acc + e + 12, a3);
+    }
+    for (; e < d; e += 4) {
+        __m256d a = _mm256_loadu_pd(acc + e);
+        for (int64_t r = 0; r < n; r++)
+            a = _mm256_add_pd(a, _mm256_mul_pd(_mm256_broadcast_sd(c + r), _mm256_loadu_pd(rows + r * d + e)));
+        _mm256_storeu_pd(acc + e, a);
+    }
+}
+
+/* x[j] = exp(x[j]) for x[j] <= 0, none NaN */
+__attribute__((target("avx2"))) static void fa_exps_avx2(double *x, int64_t n) { exps_avx2(x, n, 0.0); }
+#endif
+
+static void fa_dots(const double *x, const double *rows, int64_t n, int64_t d, double *out) {
+#if VG_X86
+    if (d % 4 == 0 && has_avx2()) {
+        fa_dots_avx2(x, rows, n, d, out);
+        return;
+    }
+#endif
+    fa_dots_plain(x, rows, n, d, out);
+}
+
+/* x[j] = exp(x[j]) (-inf gives 0) */
+static void fa_exps(double *x, int64_t n) {
+#if VG_X86
+    int ok = has_avx2();
+    for (int64_t j = 0; j < n && ok; j++) ok = x[j] <= 0.0; /* false for NaN */
+    if (ok) {
+        fa_exps_avx2(x, n);
+        return;
+    }
+#endif
+    for (int64_t j = 0; j < n; j++) x[j] = exp(x[j]);
+}
+
+/* acc[e] += sum_{r<n} c[r] rows[r][e], e < d, in r order */
+static void fa_axpys(const double *c, const double *rows, int64_t n, int64_t d, double *acc) {
+#if VG_X86
+    if (d % 4 == 0 && has_avx2()) {
+        fa_axpys_avx2(c, rows, n, d, acc);
+        return;
+    }
+#endif
+    for (int64_t r = 0; r < n; r++) {
+        const double cr = c[r], *y = rows + r * d;
+        for (int64_t e = 0; e < d; e++) acc[e] = acc[e] + cr * y[e];
+    }
+}
+
+/* dq[i][e] += sum_{j < kb, i >= first[j]} ds[j js + i] k[j][e] for rows i in [lo, n), in j order (k
+ * rows of length d): each dq row is read and written once per block of keys */
+static void fa_dq_block(const double *ds, int64_t js, const int64_t *first, int64_t kb, const double *k,
+                        int64_t lo, int64_t n, int64_t d, double *dq) {
+    for (int64_t i = lo; i < n; i++) {
+        double *row = dq + i * d;
+        for (int64_t j = 0; j < kb; j++) {
+            if (i < first[j]) continue;
+            const double c = ds[j * js + i], *y = k + j * d;
+            for (int64_t e = 0; e < d; e++) row[e] = row[e] + c * y[e];
+        }
+    }
+}
+
+#if VG_X86
+/* fa_dq_block for d a multiple of 4 (the same bits): 16 columns of a row held in registers */
+__attribute__((target("avx2"))) static void fa_dq_block_avx2(const double *ds, int64_t js, const int64_t *first,
+                                                             int64_t kb, const double *k, int64_t lo, int64_t n,
+                                                             int64_t d, double *dq) {
+    for (int64_t i = lo; i < n; i++) {
+        double *row = dq + i * d;
+        int64_t e = 0;
+        for (; e + 16 <= d; e += 16) {
+            __m256d a0 = _mm256_loadu_pd(row + e), a1 = _mm256_loadu_pd(row + e + 4);
+            __m256d a2 = _mm256_loadu_pd(row + e + 8), a3 = _mm256_loadu_pd(row + e + 12);
+            for (int64_t j = 0; j < kb; j++) {
+                if (i < first[j]) continue;
+                const __m256d c = _mm256_broadcast_sd(ds + j * js + i);
+                const double *y = k + j * d + e;
+                a0 = _mm256_add_pd(a0, _mm256_mul_pd(c, _mm256_loadu_pd(y)));
+                a1 = _mm256_add_pd(a1, _mm256_mul_pd(c, _mm256_loadu_pd(y + 4)));
+                a2 = _mm256_add_pd(a2, _mm256_mul_pd(c, _mm256_loadu_pd(y + 8)));
+                a3 = _mm256_add_pd(a3, _mm256_mul_pd(c, _mm256_loadu_pd(y + 12)));
+            }
+            _mm256_storeu_pd(row + e, a0), _mm256_storeu_pd(row + e + 4, a1);
+            _mm256_storeu_pd(row + e + 8, a2), _mm256_storeu_pd(row + e + 12, a3);
+        }
+        for (; e < d; e += 4) {
+            __m256d a = _mm256_loadu_pd(row + e);
+            for (int64_t j = 0; j < kb; j++)
+                if (i >= first[j])
+                    a = _mm256_add_pd(a, _mm256_mul_pd(_mm256_broadcast_sd(ds + j * js + i),
+                                                       _mm256_loadu_pd(k + j * d + e)));
+            _mm256_storeu_pd(row + e, a);
+        }
+    }
+}
+#endif
+
+static void fa_dq(const double *ds, int64_t js, const int64_t *first, int64_t kb, const double *k, int64_t lo,
+                  int64_t n, int64_t d, double *dq) {
+#if VG_X86
+    if (d % 4 == 0 && has_avx2()) {
+        fa_dq_block_avx2(ds, js, first, kb, k, lo, n, d, dq);
+        return;
+    }
+#endif
+    fa_dq_block(ds, js, first, kb, k, lo, n, d, dq);
+}
+
+/* dst[r d + e] = (double)src[r rs + e es] for r < n, e < d; whether all are finite */
+static int fa_load(const float *src, int64_t rs, int64_t es, int64_t n, int64_t d, double *dst) {
+    int ok = 1;
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t e = 0; e < d; e++) {
+            const double x = (double)src[r * rs + e * es];
+            dst[r * d + e] = x;
+            ok &= x - x == 0.0; /* NaN at an infinity or a NaN */
+        }
+    return ok;
+}
+
+/* one query row's forward over its n visible keys: m, l and the unnormalized acc[dv] (s: FA_BLOCK) */
+static void fa_row(const fa_job *a, const double *qi, const double *kd, const double *vd, int64_t n, double *s,
+                   double *m_out, double *l_out, double *acc) {
+    double m = -INFINITY, l = 0.0;
+    for (int64_t e = 0; e < a->dv; e++) acc[e] = 0.0;
+    for (int64_t j0 = 0; j0 < n; j0 += FA_BLOCK) {
+        const int64_t nb = n - j0 < FA_BLOCK ? n - j0 : FA_BLOCK;
+        fa_dots(qi, kd + j0 * a->d, nb, a->d, s);
+        double bm = m;
+        for (int64_t j = 0; j < nb; j++) {
+            s[j] = s[j] * a->scale;
+            if (isnan(s[j]) || s[j] > bm) bm = isnan(bm) ? bm : s[j];
+        }
+        if (bm != m) { /* a larger max (or a NaN): rescale what was summed */
+            const double r = m == -INFINITY ? 0.0 : exp(m - bm);
+            l = l * r;
+            for (int64_t e = 0; e < a->dv; e++) acc[e] = acc[e] * r;
+            m = bm;
+        }
+        if (m == -INFINITY) continue; /* every score so far -inf: weights 0 until a finite one */
+        for (int64_t j = 0; j < nb; j++) s[j] = s[j] - m;
+        fa_exps(s, nb);
+        for (int64_t j = 0; j < nb; j++) l = l + s[j];
+        fa_axpys(s, vd + j0 * a->dv, nb, a->dv, acc);
+    }
+    *m_out = m, *l_out = l;
+}
+
+static void fa_units(void *ctx, int64_t lo, int64_t hi) {
+    fa_job *a = (fa_job *)ctx;
+    const int64_t t = a->t, S = a->s, d = a->d, dv = a->dv, group = a->h / a->kv, off = S - t;
+    const int64_t wide = (d > dv ? d : dv), rows = group * t;
+    const int backward = a->which != 0;
+    /* kd [S, d], vd [S, dv], qd [G T, d], gd [G T, dv], dq [G T, d], m, l, delta [G T], s [max(G T, BLOCK)],
+     * ds [KEYS, G T], acc [d + dv] */
+    const int64_t sn = rows + FA_BLOCK;
+    size_t count = (size_t)(S * d + S * dv + rows * d + (backward ? rows * (dv + d) : 0) + 3 * rows + sn);
+    count += (size_t)(backward ? FA_KEYS * rows : 0);
+    count += (size_t)(wide + d + dv);
+    double *kd = malloc(sizeof(double) * count);
+    if (!kd) {
+        a->failed = 1;
+        return;
+    }
+    double *vd = kd + S * d, *qd = vd + S * dv, *gd = qd + rows * d, *dq = gd + (backward ? rows * dv : 0);
+    double *mrow = dq + (backward ? rows * d : 0);
+    double *lrow = mrow + rows, *delta = lrow + rows, *s = delta + rows, *dsb = s + sn;
+    double *acc = dsb + (backward ? FA_KEYS * rows : 0);
+    for (int64_t unit = lo; unit < hi; unit++) { /* unit = (b, kv head) */
+        const int64_t b = unit / a->kv, g = unit % a->kv;
+        int finite = fa_load(a->k + b * a->ks[0] + g * a->ks[1], a->ks[2], a->ks[3], S, d, kd);
+        finite &= fa_load(a->v + b * a->vs[0] + g * a->vs[1], a->vs[2], a->vs[3], S, dv, vd);
+        for (int64_t hh = 0; hh < group; hh++) {
+            const int64_t h = g * group + hh;
+            finite &= fa_load(a->q + b * a->qs[0] + h * a->qs[1], a->qs[2], a->qs[3], t, d, qd + hh * t * d);
+            if (backward)
+                finite &= fa_load(a->g + b * a->gs[0] + h * a->gs[1], a->gs[2], a->gs[3], t, dv, gd + hh * t * dv);
+        }
+        if (!finite) { /* the reference's 0 * inf of hidden positions: the caller runs it */
+            a->nonfinite = 1;
+            break;
+        }
+        for (int64_t r = 0; r < rows; r++) { /* the forward of each row: its statistics (and output) */
+            const int64_t hh = r / t, i = r % t;
+            fa_row(a, qd + r * d, kd, vd, off + i + 1, s, mrow + r, lrow + r, acc);
+            if (a->which == 0) {
+                float *o = a->out + ((b * a->h + g * group + hh) * t + i) * dv;
+                for (int64_t e = 0; e < dv; e++) o[e] = (float)(acc[e] / lrow[r]);
+            } else {
+                for (int64_t e = 0; e < dv; e++) acc[e] = acc[e] / lrow[r];
+                fa_dots(gd + r * dv, acc, 1, dv, delta + r);
+            }
+        }
+        if (a->which == 0) continue;
+        /* the gradients, key by key over the queries that see it: dk_j and dv_j summed in i order, each
+         * dq_i in j order in dq (double) */
+        float *o = a->out + unit * (rows * d + S * (d + dv));
+        double *dk = acc, *dvj = acc + d;
+        for (int64_t e = 0; e < rows * d; e++) dq[e] = 0.0;
+        for (int64_t j0 = 0; j0 < S; j0 += FA_KEYS) {
+            const int64_t kb = S - j0 < FA_KEYS ? S - j0 : FA_KEYS;
+            int64_t first[FA_KEYS];
+            for (int64_t j = j0; j < j0 + kb; j++) {
+                const int64_t i0 = j > off ? j - off : 0, n = t - i0;
+                first[j - j0] = i0;
+                for (int64_t e = 0; e < d + dv; e++) acc[e] = 0.0;
+                for (int64_t hh = 0; hh < group && n > 0; hh++) {
+                    const int64_t r0 = hh * t + i0;
+                    double *ds = dsb + ((j - j0) * group + hh) * t + i0;
+                    fa_dots(kd + j * d, qd + r0 * d, n, d, s);
+                    for (int64_t i = 0; i < n; i++) s[i] = s[i] * a->scale - mrow[r0 + i];
+                    fa_exps(s, n);
+                    for (int64_t i = 0; i < n; i++) s[i] = s[i] / lrow[r0 + i];
+                    fa_axpys(s, gd + r0 * dv, n, dv, dvj);
+                    fa_dots(vd + j * dv, gd + r0 * dv, n, dv, ds);
+                    for (int64_t i = 0; i < n; i++) ds[i] = s[i] * (ds[i] - delta[r0 + i]) * a->scale;
+                    fa_axpys(ds, qd + r0 * d, n, d, dk);
+                }
+                for (int64_t e = 0; e < d; e++) o[rows * d + j * d + e] = (float)dk[e];
+                for (int64_t e = 0; e < dv; e++) o[rows * d + S * d + j * dv + e] = (float)dvj[e];
+            }
+            for (int64_t hh = 0; hh < group; hh++) /* ds [kb, G, T]: head hh's rows at stride G T */
+                fa_dq(dsb + hh * t, group * t, first, kb, kd + j0 * d, first[0], t, d, dq + hh * t * d);
+        }
+        for (int64_t e = 0; e < rows * d; e++) o[e] = (float)dq[e];
+    }
+    free(kd);
+}
+
+/* sizes: B, H, KV, T, S, D, Dv; which: 0 forward, 1 the gradients (g and gs unused by the forward).
+ * Returns 0; 1 where an input holds an infinity or a NaN (a hidden position's then reaches every row
+ * through the reference's 0 * inf: the caller runs the reference); -1 when out of memory. */
+int vg_flash_attention_f32(const int64_t *sizes, int which, const float *q, const int64_t *qs, const float *k,
+                           const int64_t *ks, const float *v, const int64_t *vs, const float *g,
+                           const int64_t *gs, double scale, float *out, int threads) {
+    fa_job a = {.b = sizes[0], .h = sizes[1], .kv = sizes[2], .t = sizes[3], .s = sizes[4], .d = sizes[5],
+                .dv = sizes[6], .q = q, .k = k, .v = v, .g = g, .qs = qs, .ks = ks, .vs = vs, .gs = gs,
+                .scale = scale, .which = which, .out = out, .failed = 0, .nonfinite = 0};
+    vg_parallel_for(a.b * a.kv, 1, threads, fa_units, &a);
+    return a.failed ? -1 : a.nonfinite ? 1 : 0;
+}

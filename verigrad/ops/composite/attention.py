@@ -19,9 +19,11 @@ gradient is written in ops (`_vjp`).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
+from ... import modes
 from ...dtypes import DType, f64
 from ...errors import ShapeError
 from ...shapes import DimLike, Spec, exact_div, shape_text
@@ -94,7 +96,7 @@ def _dtype(*dtypes: DType, scale: float | None) -> DType:
 
 
 def _softmax64(scores: np.ndarray) -> np.ndarray:
-    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True, initial=-np.inf))  # none: no rows (S = T = 0)
     return e / e.sum(axis=-1, keepdims=True)
 
 
@@ -110,6 +112,15 @@ def _reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float | None)
 
 
 def _vjp(g, out, q, k, v, scale: float | None):
+    """The gradients of q, k and v: the fused `attention_grad` op, or, where the backward pass is itself
+    recorded (`create_graph=True`: grad mode on), the same written in ops, so that it can be
+    differentiated again."""
+    if modes.LOCAL.grad[-1]:
+        return _vjp_in_ops(g, q, k, v, scale)
+    return unpack_grads(attention_grad(g, q, k, v, scale=scale), q, k, v)
+
+
+def _vjp_in_ops(g, q, k, v, scale: float | None):
     """The gradient of the op written in ops: softmax(mask(q k^T * scale)) v, differentiated by hand."""
     b, h, t, d = q.shape
     scale = scale_tensor(scale, d, q.dtype)
@@ -159,6 +170,80 @@ attention = Op(
     torch=_torch_attention,
     exact=False,
     doc="Causal grouped-query attention of the last T of S positions (see the module docstring).",
+)
+
+
+# attention's gradients -------------------------------------------------------------------------------
+def _grad_shape(g: tuple, q: tuple, k: tuple, v: tuple, scale: float | None) -> tuple:
+    out = _shape(q, k, v, scale)
+    if g != out:
+        raise ShapeError(f"the output gradient must be [{', '.join(map(str, out))}], got {shape_text(g)}")
+    (b, h, t, d), (kv, s, dv) = q, (k[1], k[2], v[3])
+    return (b, kv, exact_div(h, kv) * t * d + s * d + s * dv)
+
+
+def _pack(dq: np.ndarray, dk: np.ndarray, dv: np.ndarray) -> np.ndarray:
+    """[B, KV, G T D + S D + S Dv]: per key/value head, the dq of its G query heads, its dk, its dv."""
+    b, kv = dk.shape[:2]
+    parts = [x.reshape(b, kv, x.size // (b * kv) if x.size else 0) for x in (dq, dk, dv)]
+    return np.concatenate(parts, axis=-1)
+
+
+def _grad_reference(g, q, k, v, scale: float | None) -> np.ndarray:
+    """`_vjp_in_ops`'s formulas in f64, rounded once, packed (`_pack`)."""
+    b, h, t, d = q.shape
+    scale = resolve_scale(scale, d)
+    kv, s, dv = k.shape[1], k.shape[2], v.shape[3]
+    qg = q.astype(np.float64).reshape(b, kv, h // kv, t, d)
+    k64, v64 = k.astype(np.float64)[:, :, None], v.astype(np.float64)[:, :, None]
+    scores = qg @ np.swapaxes(k64, -1, -2) * scale
+    p = _softmax64(np.where(np.arange(s - t, s)[:, None] >= np.arange(s), scores, -np.inf))
+    gg = g.astype(np.float64).reshape(b, kv, h // kv, t, dv)
+    dp = gg @ np.swapaxes(v64, -1, -2)
+    ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True)) * scale
+    grads = ds @ k64, (np.swapaxes(ds, -1, -2) @ qg).sum(axis=2), (np.swapaxes(p, -1, -2) @ gg).sum(axis=2)
+    return _pack(*grads).astype(q.dtype)
+
+
+def unpack_grads(packed: Tensor, q: Any, k: Any, v: Any) -> tuple[Tensor, Tensor, Tensor]:
+    """dq, dk and dv from attention_grad's packed result (q, k and v: anything with their shapes)."""
+    (b, h, t, d), (kv, s, dv) = q.shape, (k.shape[1], k.shape[2], v.shape[3])
+    n_q, n_k = exact_div(h, kv) * t * d, s * d
+    return (
+        packed[:, :, :n_q].reshape(b, h, t, d),
+        packed[:, :, n_q : n_q + n_k].reshape(b, kv, s, d),
+        packed[:, :, n_q + n_k :].reshape(b, kv, s, dv),
+    )
+
+
+def _grad_samples(rng: np.random.Generator) -> list[Sample]:
+    out = []
+    for sample in _samples(rng):
+        q, k, v = sample.args
+        out.append(Sample((uniform(rng, (*q.shape[:3], v.shape[3])), q, k, v), sample.params))
+    return out
+
+
+def _torch_grad(t, g, q, k, v, scale):
+    q, k, v = (x.detach().requires_grad_() for x in (q, k, v))
+    _torch_attention(t, q, k, v, scale).backward(g)
+    b, kv = k.shape[:2]
+    return t.cat([x.grad.reshape(b, kv, -1) for x in (q, k, v)], dim=-1)
+
+
+attention_grad = Op(
+    "attention_grad",
+    shape=_grad_shape,
+    dtype=_dtype,
+    params=lambda g, q, k, v, scale=None: _canon(q, scale=scale),
+    reference=_grad_reference,
+    samples=_grad_samples,
+    torch=_torch_grad,
+    exact=False,
+    differentiable=False,
+    doc="The gradients of attention(q, k, v) for the output gradient g, packed per key/value head "
+    "([B, KV, G T D + S D + S Dv]: dq of its G query heads, dk, dv; `unpack_grads` reads them): attention's "
+    "backward pass (with create_graph=True the backward is written in ops instead).",
 )
 
 

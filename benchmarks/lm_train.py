@@ -1,0 +1,285 @@
+"""Tokens per second and peak memory of a GPT's training step: verigrad (eager and compiled) against
+PyTorch (eager and `torch.compile`), at 1 and 2 threads.
+
+The model is one GPT file written against the `torch` namespace and run unchanged on both frameworks
+(`import verigrad as torch`): pre-norm blocks of causal self-attention
+(`F.scaled_dot_product_attention(q, k, v, is_causal=True)`) and a GELU MLP, learned positions, the
+embedding tied to the head, AdamW (weight decay 0.1, lr 3e-4), cross-entropy on random tokens; f32.
+
+  small  ~1.3M parameters: 4 layers, width 128, 4 heads, context 128, vocabulary 4096, batch 8
+  base   ~10M parameters:  6 layers, width 320, 5 heads, context 256, vocabulary 8192, batch 8
+
+Each (size, threads, way) runs in a fresh subprocess, so that its peak resident memory (`getrusage`'s
+maxrss, which includes the interpreter and the framework's libraries: the "idle" rows give that floor
+for an import of each framework alone) is its own: the models start from the same seed-0 state dict
+(GPT-2's initialization, loaded into both). After `--warmup` untimed steps, each of `--repeats` timed runs
+times `--steps` steps; the table gives tokens/s from the median run, the spread, the ratio to PyTorch
+eager at the same thread count, and, for the compiled ways, the first call's time (tracing or
+torch.compile's code generation).
+
+    python benchmarks/lm_train.py                       # both sizes, 1 and 2 threads, every way
+    python benchmarks/lm_train.py --sizes small --threads 1 --no-torch-compile
+    python benchmarks/lm_train.py --profile             # cProfile of verigrad's eager step (small)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from _common import console as make_console
+from _common import describe_machine, positive_ints, table
+
+
+@dataclass(frozen=True)
+class Size:
+    layers: int
+    width: int
+    heads: int
+    context: int
+    vocab: int
+    batch: int = 8
+
+
+SIZES = {"small": Size(4, 128, 4, 128, 4096), "base": Size(6, 320, 5, 256, 8192)}
+WAYS = ("verigrad eager", "verigrad compiled", "torch eager", "torch.compile")
+LR, WEIGHT_DECAY = 3e-4, 0.1
+
+
+def gpt(torch: Any, size: Size) -> Any:
+    """The GPT of `size`, written with `torch`'s namespace (PyTorch's or verigrad's)."""
+    nn, F = torch.nn, torch.nn.functional
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            w = size.width
+            self.ln1, self.ln2 = nn.LayerNorm(w), nn.LayerNorm(w)
+            self.qkv, self.proj = nn.Linear(w, 3 * w), nn.Linear(w, w)
+            self.up, self.down = nn.Linear(w, 4 * w), nn.Linear(4 * w, w)
+
+        def forward(self, x: Any) -> Any:
+            b, t, w = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split(w, dim=2)
+            q, k, v = (z.view(b, t, size.heads, w // size.heads).transpose(1, 2) for z in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(y.transpose(1, 2).reshape(b, t, w))
+            return x + self.down(F.gelu(self.up(self.ln2(x))))
+
+    class GPT(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tokens = nn.Embedding(size.vocab, size.width)
+            self.positions = nn.Embedding(size.context, size.width)
+            self.blocks = nn.ModuleList([Block() for _ in range(size.layers)])
+            self.ln = nn.LayerNorm(size.width)
+
+        def forward(self, idx: Any) -> Any:
+            x = self.tokens(idx) + self.positions(torch.arange(idx.shape[1]))
+            for block in self.blocks:
+                x = block(x)
+            return self.ln(x) @ self.tokens.weight.t()
+
+    return GPT()
+
+
+def train_step(torch: Any, model: Any) -> Any:
+    """step(x, y): cross-entropy of model(x) against y, backward and an AdamW update; returns the loss."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
+    F = torch.nn.functional
+
+    def step(x: Any, y: Any) -> Any:
+        logits = model(x)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    return step
+
+
+def state_dict(size: Size) -> dict[str, np.ndarray]:
+    """GPT-2's initial weights as arrays, from seed 0: N(0, 0.02) matrices and embeddings, zero biases,
+    the layer norms' ones and zeros (PyTorch's N(0, 1) embeddings, tied to the head, would give logits
+    of spread ~sqrt(width), probabilities below f32's normal range and a step slowed by subnormals)."""
+    import verigrad
+
+    rng = np.random.default_rng(0)
+    out = {}
+    for name, value in gpt(verigrad, size).state_dict().items():
+        v = value.numpy()
+        if ".ln" in name or name.startswith("ln."):
+            out[name] = v.copy()
+        elif name.endswith("bias"):
+            out[name] = np.zeros_like(v)
+        else:
+            out[name] = (rng.standard_normal(v.shape) * 0.02).astype(np.float32)
+    return out
+
+
+def batch(size: Size) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(0, size.vocab, (size.batch, size.context + 1))
+    return tokens[:, :-1].copy(), tokens[:, 1:].copy()
+
+
+def measure(size_name: str, way: str, threads: int, args: argparse.Namespace) -> dict[str, Any]:
+    """One configuration, in this process: the first call's seconds, each timed run's tokens/s, and
+    the peak resident memory in MiB."""
+    size = SIZES[size_name]
+    if way == "idle verigrad" or way == "idle torch":
+        __import__(way.split()[1])
+        return {"peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    weights, (x, y) = state_dict(size), batch(size)
+    if way.startswith("verigrad"):
+        import verigrad as torch
+
+        torch.set_threads(threads)
+        model = gpt(torch, size)
+        model.load_state_dict({k: torch.tensor(v) for k, v in weights.items()})
+        step = train_step(torch, model)
+        if way == "verigrad compiled":
+            step = torch.compile(step)
+    else:
+        import torch  # type: ignore[no-redef]
+
+        torch.set_num_threads(threads)
+        model = gpt(torch, size)
+        model.load_state_dict({k: torch.from_numpy(v) for k, v in weights.items()})
+        step = train_step(torch, model)
+        if way == "torch.compile":
+            step = torch.compile(step)
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+    start = time.perf_counter()
+    loss = float(step(xt, yt).detach())
+    first = time.perf_counter() - start
+    for _ in range(args.warmup):
+        step(xt, yt)
+    tokens = size.batch * size.context * args.steps
+    clock = time.process_time if threads == 1 else time.perf_counter  # one thread: the load adds no time
+    rates = []
+    for _ in range(args.repeats):
+        start = clock()
+        for _ in range(args.steps):
+            step(xt, yt)
+        rates.append(tokens / (clock() - start))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"first_s": first, "rates": rates, "peak_mib": peak, "loss": loss}
+
+
+def in_subprocess(size: str, way: str, threads: int, args: argparse.Namespace) -> dict[str, Any]:
+    command = [sys.executable, __file__, "--one", f"{size}:{way}:{threads}"]
+    command += ["--steps", str(args.steps), "--repeats", str(args.repeats), "--warmup", str(args.warmup)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode:
+        lines = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()
+        return {"error": lines[-1][:80]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def parameters(size: Size) -> int:
+    w = size.width
+    return size.vocab * w + size.context * w + size.layers * (12 * w * w + 13 * w) + 2 * w
+
+
+def run(args: argparse.Namespace) -> None:
+    console = make_console(130)
+    console.print(describe_machine())
+    ways = [w for w in WAYS if args.torch_compile or w != "torch.compile"]
+    for size_name in args.sizes:
+        size = SIZES[size_name]
+        out = table(
+            f"{size_name}: GPT of {parameters(size) / 1e6:.1f}M parameters ({size.layers} layers, width "
+            f"{size.width}, {size.heads} heads, context {size.context}, vocabulary {size.vocab}, batch "
+            f"{size.batch}), AdamW, f32; tokens/s of the median of {args.repeats} x {args.steps} steps",
+            ["threads", "way", "tokens/s", "spread", "vs torch eager", "first call s", "peak MiB", "loss"],
+            left=("way",),
+            no_wrap=True,
+        )
+        for threads in args.threads:
+            results = {w: in_subprocess(size_name, w, threads, args) for w in ways}
+            base = statistics.median(results["torch eager"].get("rates") or [math.nan])
+            for i, (way, r) in enumerate(results.items()):
+                if "error" in r:
+                    out.add_row(str(threads) if i == 0 else "", way, "failed: " + r["error"], *[""] * 5)
+                    continue
+                median = statistics.median(r["rates"])
+                out.add_row(
+                    str(threads) if i == 0 else "",
+                    way,
+                    f"{median:,.0f}",
+                    f"{min(r['rates']):,.0f}-{max(r['rates']):,.0f}",
+                    f"{median / base:.2f}x",
+                    f"{r['first_s']:.1f}",
+                    f"{r['peak_mib']:.0f}",
+                    f"{r['loss']:.4f}",
+                )
+            console.print(f"  {size_name}, {threads} thread(s): done", style="dim")
+            out.add_section()
+        idle = {w: in_subprocess(size_name, f"idle {w}", 1, args)["peak_mib"] for w in ("verigrad", "torch")}
+        console.print(out)
+        console.print(
+            f"peak MiB after importing alone: verigrad {idle['verigrad']:.0f}, torch {idle['torch']:.0f}"
+        )
+
+
+def profile(args: argparse.Namespace) -> None:
+    """cProfile of verigrad's eager step on the small GPT, one thread: the top functions by own time."""
+    import cProfile
+    import pstats
+
+    import verigrad
+
+    size = SIZES["small"]
+    verigrad.set_threads(args.threads[0])
+    verigrad.manual_seed(0)
+    step = train_step(verigrad, gpt(verigrad, size))
+    x, y = (verigrad.from_numpy(a) for a in batch(size))
+    for _ in range(2):
+        step(x, y)
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(args.steps):
+        step(x, y)
+    profiler.disable()
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="small,base", help="comma-separated: small, base")
+    parser.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
+    parser.add_argument("--steps", type=int, default=3, help="steps per timed run (default 3)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed runs (default 5)")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps after the first (default 2)")
+    parser.add_argument("--no-torch-compile", dest="torch_compile", action="store_false")
+    parser.add_argument("--profile", action="store_true", help="profile verigrad's eager step instead")
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    args.threads = positive_ints(parser, args.threads, "--threads")
+    args.sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
+    if not args.sizes or any(s not in SIZES for s in args.sizes):
+        parser.error(f"--sizes takes names from {', '.join(SIZES)}, got {args.sizes}")
+    if args.steps < 1 or args.repeats < 1 or args.warmup < 0:
+        parser.error("--steps and --repeats must be at least 1, --warmup at least 0")
+    if args.one:
+        size, way, threads = args.one.split(":")
+        print(json.dumps(measure(size, way, int(threads), args)))
+    elif args.profile:
+        profile(args)
+    else:
+        run(args)
+
+
+if __name__ == "__main__":
+    main()
