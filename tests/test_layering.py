@@ -32,6 +32,7 @@ LAYERS = [
     "inplace",
     "tensor_methods",
     "eager",
+    "function",
     "ir",
     "compile",
     "linalg",

@@ -1,0 +1,331 @@
+"""PyTorch's custom autograd functions (`verigrad.autograd.Function`): a user's `forward` runs under
+no_grad and its result gets one `Node` whose VJP calls the user's `backward`, so it goes through the
+same engine (and the C walk) as the built-in ops.
+
+Several outputs: each differentiable output's node passes its gradient to a hidden 0-element tensor
+(the "pack") whose node calls `backward` once with all of them; the engine walks every output before
+the pack, since the outputs are made from it.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from . import versions
+from .autograd import Node, _grad_mode, is_grad_enabled, no_grad, view_base
+from .dtypes import f32
+from .ops._op import unbroadcast
+from .ops.creation import full_op
+from .shapes import Spec
+from .tensor import Tensor
+
+_LEGACY = (
+    "Legacy autograd function with non-static forward method is deprecated. Please use new-style autograd "
+    "function with static forward method. (Example: https://pytorch.org/docs/stable/autograd.html"
+    "#torch.autograd.Function)"
+)
+_LEAF_DIRTY = "a leaf Variable that requires grad has been used in an in-place operation."
+_TWICE = "trying to differentiate twice a function that was marked with @once_differentiable"
+_PACK_SPEC = Spec((0,), f32)
+
+
+class FunctionCtx:
+    """The `ctx` a Function's forward (or setup_context) fills and its backward reads."""
+
+    def __init__(self, needs_input_grad: tuple[bool, ...]) -> None:
+        self.needs_input_grad = needs_input_grad
+        self.to_save: tuple[Any, ...] = ()
+        self.dirty_tensors: tuple[Tensor, ...] = ()
+        self.non_differentiable: tuple[Tensor, ...] = ()
+        self.materialize_grads = True
+        self._grads: list[Tensor | None] = []  # several outputs: the gradient each passed to the pack
+        self._token_given = False
+
+    def save_for_backward(self, *tensors: Tensor | None) -> None:
+        for i, t in enumerate(tensors):
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError(
+                    f"save_for_backward can only save variables, but argument {i} is of type "
+                    f"{type(t).__name__}"
+                )
+        self.to_save = tensors
+
+    @property
+    def saved_tensors(self) -> tuple[Any, ...]:
+        return tuple(self.to_save)
+
+    def mark_dirty(self, *tensors: Tensor) -> None:
+        self.dirty_tensors = tensors
+
+    def mark_non_differentiable(self, *tensors: Tensor) -> None:
+        self.non_differentiable = tensors
+
+    def set_materialize_grads(self, value: bool) -> None:
+        self.materialize_grads = bool(value)
+
+
+class _FunctionOp:
+    """The op of the node a Function's outputs get (one per Function class, as PyTorch's `<Name>Backward`)."""
+
+    written = False
+    differentiable = True
+
+    def __init__(self, fn: type) -> None:
+        self.fn = fn
+        self.name = f"{fn.__name__}Backward"
+
+    def __repr__(self) -> str:
+        return f"<{self.name}>"
+
+    def vjp(
+        self,
+        g: Tensor,
+        out: Tensor,
+        *inputs: Tensor,
+        ctx: FunctionCtx,
+        positions: tuple[int, ...],
+        nargs: int,
+        outputs: tuple[Spec | None, ...],
+    ) -> tuple[Tensor | None, ...]:
+        if len(outputs) == 1 and ctx._grads == []:
+            given: list[Tensor | None] = [g]
+        else:
+            given, ctx._grads, ctx._token_given = ctx._grads, [None] * len(outputs), False
+        if ctx.materialize_grads:
+            given = [_zeros(s) if gi is None else gi for gi, s in zip(given, outputs)]
+        result = self.fn.backward(ctx, *given)
+        grads = result if isinstance(result, tuple) else (result,)
+        if len(grads) > nargs and all(gi is None for gi in grads[nargs:]):
+            grads = grads[:nargs]
+        if len(grads) != nargs:
+            raise RuntimeError(
+                f"function {self.name} returned an incorrect number of gradients (expected {nargs}, "
+                f"got {len(grads)})"
+            )
+        at = dict(zip(positions, inputs))
+        for i, gi in enumerate(grads):
+            if gi is not None and i not in at:
+                raise RuntimeError(
+                    f"function {self.name} returned a gradient different than None at position {i + 1}, "
+                    "but the corresponding forward input was not a Variable"
+                )
+        return tuple(_fitted(self.name, grads[p], inp, p) for p, inp in at.items())
+
+
+def _fitted(name: str, gi: Any, inp: Tensor, index: int) -> Tensor | None:
+    """The gradient `gi` for `inp` as PyTorch's engine takes it: a larger broadcast shape summed down to
+    inp's, another shape refused."""
+    if gi is None:
+        return None
+    if not isinstance(gi, Tensor):
+        raise TypeError(f"function {name} returned a gradient of type {type(gi).__name__} at index {index}")
+    want, got = tuple(inp.shape), tuple(gi.shape)
+    if got != want:
+        if not _expandable(want, got):
+            raise RuntimeError(
+                f"Function {name} returned an invalid gradient at index {index} - got {list(got)} but "
+                f"expected shape compatible with {list(want)}"
+            )
+        gi = unbroadcast(gi, want)
+    return gi
+
+
+def _expandable(shape: tuple, to: tuple) -> bool:
+    if len(shape) > len(to):
+        return False
+    return all(a == b or a == 1 for a, b in zip(reversed(shape), reversed(to)))
+
+
+def _zeros(spec: Spec | None) -> Tensor | None:
+    return None if spec is None else full_op(shape=spec.shape, dtype=spec.dtype, value=0)
+
+
+class _Unpack:
+    """The op of one output's node where a Function gives several: its gradient goes to the ctx, and the
+    first output walked passes the pack a 0-element token so the pack's node runs after all of them."""
+
+    name = "function_output"
+    written = False
+    differentiable = True
+
+    @staticmethod
+    def vjp(g: Tensor, out: Tensor, pack: Tensor, ctx: FunctionCtx, index: int) -> tuple[Tensor | None]:
+        ctx._grads[index] = g
+        if ctx._token_given:
+            return (None,)
+        ctx._token_given = True
+        return (Tensor(_PACK_SPEC, np.empty(0, np.float32)),)
+
+
+class _Twice:
+    """The op of a once_differentiable backward's result: differentiating it raises, as PyTorch's."""
+
+    name = "DelayedError"
+    written = False
+    differentiable = True
+
+    @staticmethod
+    def vjp(g: Tensor, out: Tensor, *inputs: Tensor) -> tuple:
+        raise RuntimeError(_TWICE)
+
+
+_OPS: dict[type, _FunctionOp] = {}
+
+
+def _op_of(fn: type) -> _FunctionOp:
+    op = _OPS.get(fn)
+    if op is None:
+        op = _OPS[fn] = _FunctionOp(fn)
+    return op
+
+
+class _FunctionMeta(type):
+    pass
+
+
+class Function(metaclass=_FunctionMeta):
+    """PyTorch's `torch.autograd.Function`: subclass it with static `forward(ctx, *args)` and
+    `backward(ctx, *grads)` (or `forward(*args)` and `setup_context(ctx, inputs, output)`) and call
+    `MyFn.apply(*args)`."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(_LEGACY)
+
+    @staticmethod
+    def forward(ctx: Any, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("You must implement the forward function for custom autograd.Function.")
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> Any:
+        raise NotImplementedError("setup_context is not implemented.")
+
+    @staticmethod
+    def backward(ctx: Any, *grad_outputs: Any) -> Any:
+        raise NotImplementedError(
+            "You must implement either the backward or vjp method for your custom autograd.Function to use "
+            "it with backward mode AD."
+        )
+
+    vjp = backward
+
+    @classmethod
+    def apply(cls, *args: Any, **kwargs: Any) -> Any:
+        return _apply(cls, args, kwargs)
+
+
+def _apply(cls: type, args: tuple, kwargs: dict) -> Any:
+    recording = is_grad_enabled()
+    needs = tuple(isinstance(a, Tensor) and a.requires_grad and recording for a in args)
+    ctx = FunctionCtx(needs)
+    positions = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor))
+    inputs = tuple(args[i] for i in positions)
+    separate = cls.setup_context is not Function.setup_context
+    with no_grad():
+        if separate:
+            output = cls.forward(*args, **kwargs)
+            cls.setup_context(ctx, args, output)
+        else:
+            output = cls.forward(ctx, *args, **kwargs)
+    single = not isinstance(output, tuple)
+    outs = (output,) if single else output
+    if not any(needs):
+        results = tuple(_fresh(o, inputs, ctx) for o in outs)
+        return results[0] if single else results
+    return _record(cls, ctx, args, inputs, positions, outs, single)
+
+
+def _fresh(o: Any, inputs: tuple[Tensor, ...], ctx: FunctionCtx) -> Any:
+    """An output as returned: an input not written in place comes back as a new tensor of its memory
+    (PyTorch's view of it), so that giving it a history leaves the input's alone."""
+    if isinstance(o, Tensor) and any(o is i for i in inputs) and not any(o is d for d in ctx.dirty_tensors):
+        return Tensor(o.spec, o.payload)
+    return o
+
+
+def _record(
+    cls: type,
+    ctx: FunctionCtx,
+    args: tuple,
+    inputs: tuple[Tensor, ...],
+    positions: tuple[int, ...],
+    outs: tuple,
+    single: bool,
+) -> Any:
+    """Give the differentiable outputs their history: the Function's node (through the pack where it
+    gives several outputs)."""
+    dirty = {id(t) for t in ctx.dirty_tensors}
+    skip = {id(t) for t in ctx.non_differentiable}
+    for t in ctx.dirty_tensors:
+        if t._node is None and t.requires_grad:
+            raise RuntimeError(_LEAF_DIRTY)
+        if view_base(t) is not None:
+            raise RuntimeError(
+                f"{cls.__name__}.apply: a tensor marked dirty is a view of a tensor with history; verigrad "
+                "does not rebase a view's base onto a custom Function (write into the base itself)"
+            )
+    # a dirty input's node means it as it was (its history, its memory pinned: written since)
+    olds: dict[int, Tensor] = {}
+    for t in inputs:
+        if id(t) in dirty:
+            old = Tensor(t.spec, t.payload)
+            old._node, old.requires_grad = t._node, t.requires_grad
+            versions.pin(old)
+            olds[id(t)] = old
+    held = tuple(olds.get(id(t), t) for t in inputs)
+    results = [_fresh(o, inputs, ctx) for o in outs]
+    wanted = [
+        isinstance(o, Tensor) and id(o) not in skip and id(outs[k]) not in skip and o.dtype.is_float
+        for k, o in enumerate(results)
+    ]
+    specs = tuple(o.spec if isinstance(o, Tensor) else None for o in results)
+    params = {"ctx": ctx, "positions": positions, "nargs": len(args), "outputs": specs}
+    op = _op_of(cls)
+    if single:
+        o = results[0]
+        if wanted[0]:
+            _give(o, Node(op, held, params), dirty)
+        return o
+    ctx._grads = [None] * len(results)
+    pack = Tensor(_PACK_SPEC, np.empty(0, np.float32))
+    pack.requires_grad, pack._node = True, Node(op, held, params)
+    for k, o in enumerate(results):
+        if wanted[k]:
+            _give(o, Node(_Unpack, (pack,), {"ctx": ctx, "index": k}), dirty)
+    return tuple(results)
+
+
+def _give(o: Tensor, node: Node, dirty: set[int]) -> None:
+    if id(o) in dirty:
+        o._hooks = None  # (its hooks were for the gradient of it as it was)
+    o._node, o.requires_grad = node, True
+
+
+def once_differentiable(backward: Callable[..., Any]) -> Callable[..., Any]:
+    """PyTorch's decorator for a backward that is not itself differentiable: it runs without recording,
+    and differentiating its result (create_graph=True, then backward again) raises."""
+
+    @functools.wraps(backward)
+    def wrapper(ctx: Any, *grads: Any) -> Any:
+        recording = is_grad_enabled()
+        with _grad_mode(False):
+            result = backward(ctx, *grads)
+        if not recording:
+            return result
+        tracked = tuple(g for g in grads if isinstance(g, Tensor) and g.requires_grad)
+        if not tracked:
+            return result
+        items = result if isinstance(result, tuple) else (result,)
+        marked = []
+        for r in items:
+            if isinstance(r, Tensor) and r.dtype.is_float:
+                m = Tensor(r.spec, r.payload)
+                m._node, m.requires_grad = Node(_Twice, tracked, {}), True
+                r = m
+            marked.append(r)
+        return tuple(marked) if isinstance(result, tuple) else marked[0]
+
+    return wrapper
