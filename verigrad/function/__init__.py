@@ -15,13 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from . import versions
-from .autograd import Node, _grad_mode, is_grad_enabled, no_grad, view_base
-from .dtypes import f32
-from .ops._op import unbroadcast
-from .ops.creation import full_op
-from .shapes import Spec
-from .tensor import Tensor
+from .. import modes, versions
+from ..autograd import Node, _grad_mode, is_grad_enabled, no_grad, view_base
+from ..dtypes import f32
+from ..ops.creation import full_op
+from ..shapes import Spec
+from ..tensor import Tensor
+from .ctx import FunctionCtx, backward_grads, default_setup_context, run_forward
+from .traced import traced_apply
 
 _LEGACY = (
     "Legacy autograd function with non-static forward method is deprecated. Please use new-style autograd "
@@ -31,41 +32,6 @@ _LEGACY = (
 _LEAF_DIRTY = "a leaf Variable that requires grad has been used in an in-place operation."
 _TWICE = "trying to differentiate twice a function that was marked with @once_differentiable"
 _PACK_SPEC = Spec((0,), f32)
-
-
-class FunctionCtx:
-    """The `ctx` a Function's forward (or setup_context) fills and its backward reads."""
-
-    def __init__(self, needs_input_grad: tuple[bool, ...]) -> None:
-        self.needs_input_grad = needs_input_grad
-        self.to_save: tuple[Any, ...] = ()
-        self.dirty_tensors: tuple[Tensor, ...] = ()
-        self.non_differentiable: tuple[Tensor, ...] = ()
-        self.materialize_grads = True
-        self._grads: list[Tensor | None] = []  # several outputs: the gradient each passed to the pack
-        self._token_given = False
-
-    def save_for_backward(self, *tensors: Tensor | None) -> None:
-        for i, t in enumerate(tensors):
-            if t is not None and not isinstance(t, Tensor):
-                raise TypeError(
-                    f"save_for_backward can only save variables, but argument {i} is of type "
-                    f"{type(t).__name__}"
-                )
-        self.to_save = tensors
-
-    @property
-    def saved_tensors(self) -> tuple[Any, ...]:
-        return tuple(self.to_save)
-
-    def mark_dirty(self, *tensors: Tensor) -> None:
-        self.dirty_tensors = tensors
-
-    def mark_non_differentiable(self, *tensors: Tensor) -> None:
-        self.non_differentiable = tensors
-
-    def set_materialize_grads(self, value: bool) -> None:
-        self.materialize_grads = bool(value)
 
 
 class _FunctionOp:
@@ -97,47 +63,7 @@ class _FunctionOp:
             given, ctx._grads, ctx._token_given = ctx._grads, [None] * len(outputs), False
         if ctx.materialize_grads:
             given = [_zeros(s) if gi is None else gi for gi, s in zip(given, outputs)]
-        result = self.fn.backward(ctx, *given)
-        grads = result if isinstance(result, tuple) else (result,)
-        if len(grads) > nargs and all(gi is None for gi in grads[nargs:]):
-            grads = grads[:nargs]
-        if len(grads) != nargs:
-            raise RuntimeError(
-                f"function {self.name} returned an incorrect number of gradients (expected {nargs}, "
-                f"got {len(grads)})"
-            )
-        at = dict(zip(positions, inputs))
-        for i, gi in enumerate(grads):
-            if gi is not None and i not in at:
-                raise RuntimeError(
-                    f"function {self.name} returned a gradient different than None at position {i + 1}, "
-                    "but the corresponding forward input was not a Variable"
-                )
-        return tuple(_fitted(self.name, grads[p], inp, p) for p, inp in at.items())
-
-
-def _fitted(name: str, gi: Any, inp: Tensor, index: int) -> Tensor | None:
-    """The gradient `gi` for `inp` as PyTorch's engine takes it: a larger broadcast shape summed down to
-    inp's, another shape refused."""
-    if gi is None:
-        return None
-    if not isinstance(gi, Tensor):
-        raise TypeError(f"function {name} returned a gradient of type {type(gi).__name__} at index {index}")
-    want, got = tuple(inp.shape), tuple(gi.shape)
-    if got != want:
-        if not _expandable(want, got):
-            raise RuntimeError(
-                f"Function {name} returned an invalid gradient at index {index} - got {list(got)} but "
-                f"expected shape compatible with {list(want)}"
-            )
-        gi = unbroadcast(gi, want)
-    return gi
-
-
-def _expandable(shape: tuple, to: tuple) -> bool:
-    if len(shape) > len(to):
-        return False
-    return all(a == b or a == 1 for a, b in zip(reversed(shape), reversed(to)))
+        return backward_grads(self.fn, self.name, ctx, given, inputs, positions, nargs)
 
 
 def _zeros(spec: Spec | None) -> Tensor | None:
@@ -199,9 +125,7 @@ class Function(metaclass=_FunctionMeta):
     def forward(ctx: Any, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError("You must implement the forward function for custom autograd.Function.")
 
-    @staticmethod
-    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> Any:
-        raise NotImplementedError("setup_context is not implemented.")
+    setup_context = staticmethod(default_setup_context)
 
     @staticmethod
     def backward(ctx: Any, *grad_outputs: Any) -> Any:
@@ -218,18 +142,14 @@ class Function(metaclass=_FunctionMeta):
 
 
 def _apply(cls: type, args: tuple, kwargs: dict) -> Any:
+    if modes.current().name == "trace":
+        return traced_apply(cls, args, kwargs)
     recording = is_grad_enabled()
     needs = tuple(isinstance(a, Tensor) and a.requires_grad and recording for a in args)
     ctx = FunctionCtx(needs)
     positions = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor))
     inputs = tuple(args[i] for i in positions)
-    separate = cls.setup_context is not Function.setup_context
-    with no_grad():
-        if separate:
-            output = cls.forward(*args, **kwargs)
-            cls.setup_context(ctx, args, output)
-        else:
-            output = cls.forward(ctx, *args, **kwargs)
+    output = run_forward(cls, ctx, args, kwargs)
     single = not isinstance(output, tuple)
     outs = (output,) if single else output
     if not any(needs):
