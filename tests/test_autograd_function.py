@@ -513,3 +513,42 @@ def test_traced_function_errors_name_the_function():
 
     with pytest.raises(RuntimeError, match=r"NoGrad\.backward returned None for argument 0, which requires"):
         vg.compile(step)(vg.tensor([1.0, 1.0]))
+
+
+def test_compiled_function_in_two_threads_at_two_sizes():
+    """Two plans of one program (two sizes) run at once in two threads: each run's ctx is its own."""
+    import threading
+    import time
+
+    class Slow(Function):
+        @staticmethod
+        def forward(ctx, x):
+            time.sleep(0.002)  # the other thread runs meanwhile, between Counted's forward and backward
+            return x * 1.0
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    def step(x):
+        return vg.grad(lambda v: Slow.apply(Counted.apply(v, 2.0)).sum())(x)
+
+    compiled = vg.compile(step)
+    failures = []
+
+    def worker(n):
+        x = vg.tensor(np.arange(1, n + 1, dtype=np.float32))
+        for _ in range(20):
+            try:
+                got = compiled(x).numpy()
+            except Exception as e:  # (a ctx of the other size)
+                got = e
+            if not isinstance(got, np.ndarray) or got.tolist() != (4 * np.arange(1, n + 1)).tolist():
+                failures.append((n, got))
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in (3, 5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []

@@ -14,12 +14,13 @@ always run the user's Python.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
 
 from .. import modes
-from ..autograd import no_grad
+from ..autograd import is_grad_enabled, no_grad
 from ..dtypes import DType
 from ..ops._op import REGISTRY, Op
 from ..shapes import Spec
@@ -33,11 +34,10 @@ class FunctionCall:
 
     def __init__(self, fn: type, args: tuple, kwargs: dict, positions: tuple[int, ...], spec: Spec) -> None:
         self.fn, self.template, self.kwargs, self.positions, self.spec = fn, args, kwargs, positions, spec
-        self.needs = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+        recording = is_grad_enabled()
+        self.needs = tuple(isinstance(a, Tensor) and a.requires_grad and recording for a in args)
         self.dtypes = tuple(args[i].dtype for i in positions)
-        self.ctx: FunctionCtx | None = None
-        self.inputs: list[Tensor] = []
-        self.grads: tuple[Tensor | None, ...] | None = None
+        self.run = threading.local()  # this run's ctx, inputs and gradients (plans may run in threads)
 
     def __repr__(self) -> str:
         return self.fn.__name__
@@ -67,19 +67,21 @@ def _run_forward(*arrays: np.ndarray, call: FunctionCall) -> np.ndarray:
     spec = call.spec
     if not isinstance(output, Tensor) or output.dtype != spec.dtype or output.ndim != len(spec.shape):
         raise RuntimeError(f"{call.fn.__name__}.forward returned {output!r} where its trace gave {spec!r}")
-    call.ctx, call.inputs, call.grads = ctx, tensors, None
+    run = call.run
+    run.ctx, run.inputs, run.grads = ctx, tensors, None
     return np.array(output.payload, copy=True)
 
 
 def _run_backward(g: np.ndarray, out: np.ndarray, *arrays: np.ndarray, call: FunctionCall, index: int) -> Any:
-    if call.grads is None:
+    run = call.run
+    if run.grads is None:
         name = f"{call.fn.__name__}Backward"
         grad = Tensor(Spec(tuple(g.shape), call.spec.dtype), g)
         with modes.using(modes._DEFAULT[0]), no_grad():
-            call.grads = backward_grads(
-                call.fn, name, call.ctx, [grad], call.inputs, call.positions, len(call.template)
+            run.grads = backward_grads(
+                call.fn, name, run.ctx, [grad], run.inputs, call.positions, len(call.template)
             )
-    gi = call.grads[index]
+    gi = run.grads[index]
     if gi is None:
         raise RuntimeError(
             f"{call.fn.__name__}.backward returned None for argument {call.positions[index]}, which requires"
@@ -142,7 +144,8 @@ def traced_apply(fn: type, args: tuple, kwargs: dict) -> Tensor:
     for p in positions:
         shapes[p] = Tensor(args[p].spec, None)
         shapes[p].requires_grad = args[p].requires_grad
-    ctx = FunctionCtx(tuple(isinstance(a, Tensor) and a.requires_grad for a in args))
+    recording = is_grad_enabled()
+    ctx = FunctionCtx(tuple(isinstance(a, Tensor) and a.requires_grad and recording for a in args))
     try:
         with modes.using(modes.AbstractMode()):
             output = run_forward(fn, ctx, tuple(shapes), kwargs)
