@@ -33,6 +33,7 @@ LAYERS = [
     "tensor_methods",
     "eager",
     "function",
+    "library",
     "ir",
     "compile",
     "linalg",

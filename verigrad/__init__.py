@@ -3,7 +3,7 @@
 import sys as _sys
 from typing import Any as _Any
 
-from . import accelerator, amp, autograd, data, io, jit, linalg, models, nn, optim, special, utils
+from . import accelerator, amp, autograd, data, io, jit, library, linalg, models, nn, optim, special, utils
 from . import eager as _eager
 from . import function as _function
 from . import functions as _functions

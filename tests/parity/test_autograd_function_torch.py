@@ -298,3 +298,41 @@ def test_errors_match():
         messages.append((str(count.value), str(legacy.value)))
     assert messages[0][0] == messages[1][0]
     assert messages[0][1] == messages[1][1]
+
+
+def _custom_sin(lib, name):
+    """torch.library.custom_op in each library: sin(x) * k in NumPy, its fake and its autograd."""
+
+    def sin(x, k):
+        return lib.tensor(np.sin(x.detach().numpy()) * np.float32(k))
+
+    sin.__annotations__ = {"x": lib.Tensor, "k": float, "return": lib.Tensor}  # (each library's Tensor)
+    op = lib.library.custom_op(name, sin, mutates_args=())
+
+    @op.register_fake
+    def _(x, k):
+        return lib.empty_like(x)
+
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+        ctx.k = inputs[1]
+
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * x.cos() * ctx.k, None
+
+    op.register_autograd(backward, setup_context=setup_context)
+    return op
+
+
+def test_custom_op():
+    xa = np.array([0.5, -1.0, 2.0], np.float32)
+    out = []
+    for lib, name in ((vg, "vgparity::sin"), (torch, "vgparity::sin")):
+        op = _custom_sin(lib, name)
+        x = lib.tensor(xa, requires_grad=True)
+        y = op(x * 2, 1.5)
+        (y * y).sum().backward()
+        out.append((y, x.grad))
+    for ours, theirs in zip(*out):
+        _same(ours, theirs)
