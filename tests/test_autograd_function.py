@@ -297,6 +297,16 @@ def test_mark_dirty():
     np.testing.assert_array_equal(a.grad.numpy(), [72.0, 144.0])  # d/da (6a)^2
 
 
+def test_mark_dirty_moves_hooks_to_the_tensor_as_it_was():
+    a = _leaf([1.0, 1.0])
+    h = a * 3
+    seen = []
+    h.register_hook(lambda g: seen.append(g.numpy().tolist()))
+    y = DoubleInPlace.apply(h)
+    (y * 5).sum().backward()
+    assert seen == [[10.0, 10.0]] and a.grad.numpy().tolist() == [30.0, 30.0]  # (PyTorch's numbers)
+
+
 def test_mark_dirty_of_a_leaf_raises():
     with pytest.raises(RuntimeError, match="a leaf Variable that requires grad has been used in an in-place"):
         DoubleInPlace.apply(_leaf([1.0]))

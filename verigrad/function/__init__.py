@@ -18,6 +18,7 @@ import numpy as np
 from .. import modes, versions
 from ..autograd import Node, _grad_mode, is_grad_enabled, no_grad, view_base
 from ..dtypes import f32
+from ..inplace import _move_hooks
 from ..ops.creation import full_op
 from ..shapes import Spec
 from ..tensor import Tensor
@@ -195,6 +196,7 @@ def _record(
             old._node, old.requires_grad = t._node, t.requires_grad
             versions.pin(old)
             olds[id(t)] = old
+            _move_hooks(t, old)  # as PyTorch's: its hooks take the gradient of it as it was
     held = tuple(olds.get(id(t), t) for t in inputs)
     results = [_fresh(o, inputs, ctx) for o in outs]
     wanted = [
@@ -207,21 +209,15 @@ def _record(
     if single:
         o = results[0]
         if wanted[0]:
-            _give(o, Node(op, held, params), dirty)
+            o._node, o.requires_grad = Node(op, held, params), True
         return o
     ctx._grads = [None] * len(results)
     pack = Tensor(_PACK_SPEC, np.empty(0, np.float32))
     pack.requires_grad, pack._node = True, Node(op, held, params)
     for k, o in enumerate(results):
         if wanted[k]:
-            _give(o, Node(_Unpack, (pack,), {"ctx": ctx, "index": k}), dirty)
+            o._node, o.requires_grad = Node(_Unpack, (pack,), {"ctx": ctx, "index": k}), True
     return tuple(results)
-
-
-def _give(o: Tensor, node: Node, dirty: set[int]) -> None:
-    if id(o) in dirty:
-        o._hooks = None  # (its hooks were for the gradient of it as it was)
-    o._node, o.requires_grad = node, True
 
 
 def once_differentiable(backward: Callable[..., Any]) -> Callable[..., Any]:
