@@ -110,10 +110,17 @@ def test_double_backward_through_a_backward_written_in_ops():
 
 def test_second_pass_without_retain_graph_raises():
     x = _leaf([1.0])
-    y = Cube.apply(x, 1.0).sum()
+    out = Cube.apply(x, 1.0)
+    y = out.sum()
     y.backward()
     with pytest.raises(RuntimeError, match="backward through the graph a second time"):
         y.backward()
+    ctx = out.grad_fn.params["ctx"]
+    with pytest.raises(RuntimeError, match="directly access saved tensors after they have already been"):
+        _ = ctx.saved_tensors
+    z = Cube.apply(x, 1.0)
+    z.sum().backward(retain_graph=True)
+    assert len(z.grad_fn.params["ctx"].saved_tensors) == 1
 
 
 class Twice(Function):

@@ -209,11 +209,13 @@ def _record(
     if single:
         o = results[0]
         if wanted[0]:
-            o._node, o.requires_grad = Node(op, held, params), True
+            o._node = ctx._node = Node(op, held, params)
+            o.requires_grad = True
         return o
     ctx._grads = [None] * len(results)
     pack = Tensor(_PACK_SPEC, np.empty(0, np.float32))
     pack.requires_grad, pack._node = True, Node(op, held, params)
+    ctx._node = pack._node
     for k, o in enumerate(results):
         if wanted[k]:
             o._node, o.requires_grad = Node(_Unpack, (pack,), {"ctx": ctx, "index": k}), True

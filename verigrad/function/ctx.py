@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..autograd import no_grad
+from ..autograd import _FREED, no_grad
 from ..ops._op import unbroadcast
 from ..tensor import Tensor
 
@@ -22,6 +22,7 @@ class FunctionCtx:
         self.materialize_grads = True
         self._grads: list[Tensor | None] = []  # several outputs: the gradient each passed to the pack
         self._token_given = False
+        self._node: Any = None  # the node whose backward reads them (freed: they are gone, as PyTorch's)
 
     def save_for_backward(self, *tensors: Tensor | None) -> None:
         for i, t in enumerate(tensors):
@@ -34,6 +35,8 @@ class FunctionCtx:
 
     @property
     def saved_tensors(self) -> tuple[Any, ...]:
+        if self._node is not None and self._node.freed:
+            raise RuntimeError(_FREED)
         return tuple(self.to_save)
 
     def mark_dirty(self, *tensors: Tensor) -> None:
