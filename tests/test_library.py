@@ -131,3 +131,40 @@ def test_string_annotations_naming_a_local_tensor_type():
     ported.__annotations__ = {"x": "torch.Tensor", "k": "float", "return": "torch.Tensor"}
     ported = custom_op("vgtest::ported", ported, mutates_args=())
     assert ported(vg.tensor([1.0]), 3.0).numpy().tolist() == [3.0]
+
+
+def test_opcheck_passes_a_well_registered_op():
+    op = _numpy_sin("vgtest::sin_opcheck")
+    x = vg.tensor(np.linspace(-1, 1, 5, dtype=np.float32), requires_grad=True)
+    assert vg.library.opcheck(op, (x, 2.0)) == dict.fromkeys(
+        ["test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic"],
+        "SUCCESS",
+    )
+
+
+def test_opcheck_finds_what_is_wrong():
+    @custom_op("vgtest::bad_fake", mutates_args=())
+    def bad(x: Tensor) -> Tensor:
+        return x.sum(0)
+
+    @bad.register_fake
+    def _(x):
+        return vg.empty_like(x)  # wrong: the op reduces axis 0
+
+    @custom_op("vgtest::writes", mutates_args=())
+    def writes(x: Tensor) -> Tensor:
+        x.payload[0] = 7.0
+        return x * 1
+
+    @custom_op("vgtest::returns_input", mutates_args=())
+    def same(x: Tensor) -> Tensor:
+        return x
+
+    x = vg.tensor(np.ones((2, 3), np.float32), requires_grad=True)
+    found = vg.library.opcheck(bad, (x,), raise_exception=False)
+    assert "the fake gives f32[2, 3]" in str(found["test_faketensor"])
+    assert "no autograd formula" in str(found["test_autograd_registration"])
+    with pytest.raises(vg.library.OpCheckError, match=r"vgtest::writes.*wrote into its argument x"):
+        vg.library.opcheck(writes, (vg.tensor([1.0, 2.0]),), test_utils="test_schema")
+    with pytest.raises(vg.library.OpCheckError, match="returned its argument x or a view of it"):
+        vg.library.opcheck(same, (vg.tensor([1.0]),), test_utils=["test_schema"])

@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from . import modes
-from .autograd import Node, is_grad_enabled, no_grad
+from .autograd import Node, grad_transform, is_grad_enabled, no_grad
+from .compile import compile as compile_fn
 from .dtypes import from_numpy_dtype
 from .function.ctx import FunctionCtx, backward_grads
 from .ops._op import Op
@@ -224,3 +225,105 @@ def custom_op(
         return CustomOpDef(name, f)
 
     return make if fn is None else make(fn)
+
+
+_TESTS = ("test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
+
+
+def opcheck(
+    op: CustomOpDef,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any] | None = None,
+    *,
+    test_utils: str | Sequence[str] = _TESTS,
+    raise_exception: bool = True,
+    atol: float | None = None,
+    rtol: float | None = None,
+) -> dict[str, Any]:
+    """PyTorch's `torch.library.opcheck`: whether a custom op's registrations hold on these arguments.
+    test_schema: the call writes no argument and returns no argument or view of one; test_autograd_
+    registration: an argument requiring grad has a `register_autograd`; test_faketensor: the fake gives
+    the real result's shape and dtype; test_aot_dispatch_dynamic: a compiled call (sizes symbolic) gives
+    the eager result's bits, and its gradient's where autograd is registered. "SUCCESS" for each, or its
+    exception (raised where `raise_exception`). `atol`/`rtol` are accepted: the comparisons are exact."""
+    if not isinstance(op, CustomOpDef):
+        raise TypeError(f"opcheck takes an op made by verigrad.library.custom_op, got {type(op).__name__}")
+    names = (test_utils,) if isinstance(test_utils, str) else tuple(test_utils)
+    for name in names:
+        if name not in _TESTS:
+            raise ValueError(f"opcheck: test_utils {name!r} is none of {_TESTS}")
+    tensors, params = op._split(tuple(args), dict(kwargs or {}))
+    results: dict[str, Any] = {}
+    for name in names:
+        try:
+            _CHECKS[name](op, tensors, params)
+        except Exception as e:
+            if raise_exception:
+                raise OpCheckError(f"opcheck({op.name}): {name} failed: {e}") from e
+            results[name] = e
+        else:
+            results[name] = "SUCCESS"
+    return results
+
+
+class OpCheckError(Exception):
+    """An opcheck test that failed (PyTorch's `OpCheckError`)."""
+
+
+def _eager(op: CustomOpDef, tensors: Sequence[Tensor], params: dict[str, Any]) -> Tensor:
+    """The op's function itself on the arguments (not the op: its fake is under test)."""
+    with no_grad():
+        return op._call(op._kernel, tensors, params)
+
+
+def _check_schema(op: CustomOpDef, tensors: tuple[Tensor, ...], params: dict[str, Any]) -> None:
+    before = [np.array(t.payload, copy=True) for t in tensors]
+    out = _eager(op, tensors, params)
+    for name, t, old in zip(op._tensors, tensors, before):
+        if not np.array_equal(t.payload, old, equal_nan=True):
+            raise RuntimeError(
+                f"{op.name} wrote into its argument {name}, which mutates_args=() says it does not"
+            )
+        if np.shares_memory(out.payload, t.payload):
+            raise RuntimeError(f"{op.name} returned its argument {name} or a view of it; return a new tensor")
+
+
+def _check_autograd(op: CustomOpDef, tensors: tuple[Tensor, ...], params: dict[str, Any]) -> None:
+    if op._backward is None and any(t.requires_grad and t.dtype.is_float for t in tensors):
+        raise RuntimeError(
+            f"{op.name}: an argument requires grad but the op has no autograd formula; register one with "
+            "register_autograd"
+        )
+
+
+def _check_fake(op: CustomOpDef, tensors: tuple[Tensor, ...], params: dict[str, Any]) -> None:
+    want = _eager(op, tensors, params).spec
+    got = op._fake_spec(tensors, params)
+    if got != want:
+        raise RuntimeError(f"{op.name}: the fake gives {got!r}, the op {want!r}")
+
+
+def _check_compiled(op: CustomOpDef, tensors: tuple[Tensor, ...], params: dict[str, Any]) -> None:
+    def call(*ts: Tensor) -> Tensor:
+        return op(*op._arguments(ts, params))
+
+    plain = [t.detach() for t in tensors]
+    eager, compiled = call(*plain), compile_fn(call)(*plain)
+    if eager.payload.tobytes() != compiled.payload.tobytes() or eager.spec != compiled.spec:
+        raise RuntimeError(f"{op.name}: the compiled call gives other values than the eager one")
+    wrt = tuple(k for k, t in enumerate(tensors) if t.requires_grad and t.dtype.is_float)
+    if not wrt or op._backward is None:
+        return
+    grads = grad_transform(lambda *ts: call(*ts).sum(), argnums=wrt)
+    eager_g, compiled_g = grads(*plain), compile_fn(grads)(*plain)
+    for k, a, b in zip(wrt, eager_g, compiled_g):
+        if a.payload.tobytes() != b.payload.tobytes():
+            raise RuntimeError(f"{op.name}: the compiled gradient of argument {k} differs from the eager one")
+
+
+_CHECKS = {
+    "test_schema": _check_schema,
+    "test_autograd_registration": _check_autograd,
+    "test_faketensor": _check_fake,
+    "test_aot_dispatch_dynamic": _check_compiled,
+}
