@@ -203,6 +203,35 @@ def test_torch_module_path():
     assert module.once_differentiable is once_differentiable and module.Function is Function
 
 
+def test_vjp_alias_of_backward():
+    class ByVjp(Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def vjp(ctx, g):
+            return g * 2
+
+    class Both(ByVjp):
+        @staticmethod
+        def backward(ctx, g):
+            return g * 3
+
+    class Neither(Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+    x = _leaf([1.0])
+    ByVjp.apply(x).sum().backward()
+    assert x.grad.numpy().tolist() == [2.0]
+    with pytest.raises(RuntimeError, match="Implementing both 'backward' and 'vjp' for a custom Function"):
+        Both.apply(x).sum().backward()
+    with pytest.raises(NotImplementedError, match="You must implement either the backward or vjp method"):
+        Neither.apply(x).sum().backward()
+
+
 def test_legacy_call_raises():
     with pytest.raises(RuntimeError, match="Legacy autograd function with non-static forward method"):
         Cube()(_leaf([1.0]), 1.0)

@@ -22,7 +22,7 @@ from ..inplace import _move_hooks
 from ..ops.creation import full_op
 from ..shapes import Spec
 from ..tensor import Tensor
-from .ctx import FunctionCtx, backward_grads, default_setup_context, run_forward
+from .ctx import FunctionCtx, backward_grads, default_backward, default_setup_context, run_forward
 from .traced import traced_apply
 
 _LEGACY = (
@@ -110,11 +110,7 @@ def _op_of(fn: type) -> _FunctionOp:
     return op
 
 
-class _FunctionMeta(type):
-    pass
-
-
-class Function(metaclass=_FunctionMeta):
+class Function:
     """PyTorch's `torch.autograd.Function`: subclass it with static `forward(ctx, *args)` and
     `backward(ctx, *grads)` (or `forward(*args)` and `setup_context(ctx, inputs, output)`) and call
     `MyFn.apply(*args)`."""
@@ -128,14 +124,7 @@ class Function(metaclass=_FunctionMeta):
 
     setup_context = staticmethod(default_setup_context)
 
-    @staticmethod
-    def backward(ctx: Any, *grad_outputs: Any) -> Any:
-        raise NotImplementedError(
-            "You must implement either the backward or vjp method for your custom autograd.Function to use "
-            "it with backward mode AD."
-        )
-
-    vjp = backward
+    backward = vjp = staticmethod(default_backward)
 
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:

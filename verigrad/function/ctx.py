@@ -54,6 +54,27 @@ def default_setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> Any
     raise NotImplementedError("setup_context is not implemented.")
 
 
+def default_backward(ctx: Any, *grad_outputs: Any) -> Any:
+    """Function.backward (and its alias vjp) where a subclass gives neither."""
+    raise NotImplementedError(
+        "You must implement either the backward or vjp method for your custom autograd.Function to use it "
+        "with backward mode AD."
+    )
+
+
+def user_backward(fn: Any) -> Any:
+    """The backward a Function defines: `backward`, or `vjp` (PyTorch's alias); both refused as PyTorch's."""
+    backward, vjp = fn.backward, getattr(fn, "vjp", default_backward)
+    if vjp is default_backward:
+        return backward
+    if backward is not default_backward:
+        raise RuntimeError(
+            "Implementing both 'backward' and 'vjp' for a custom Function is not allowed. You should only "
+            "implement one of them."
+        )
+    return vjp
+
+
 def run_forward(fn: type, ctx: FunctionCtx, args: tuple, kwargs: dict) -> Any:
     """The user's forward without recording: `forward(ctx, *args)`, or `forward(*args)` then
     `setup_context(ctx, args, output)` where the Function gives one."""
@@ -77,7 +98,7 @@ def backward_grads(
     """`fn.backward(ctx, *given)`, one gradient per tensor input (at `positions` among the `nargs`
     arguments): trailing Nones beyond the arguments dropped, a larger broadcast shape summed down; PyTorch's
     errors for a wrong count, a gradient of a non-tensor argument and a shape that does not fit."""
-    result = fn.backward(ctx, *given)
+    result = user_backward(fn)(ctx, *given)
     grads = result if isinstance(result, tuple) else (result,)
     if len(grads) > nargs and all(gi is None for gi in grads[nargs:]):
         grads = grads[:nargs]
