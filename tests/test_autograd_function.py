@@ -516,15 +516,6 @@ def test_a_compiled_training_step_with_functions_gives_the_eager_bits():
 
 
 def test_traced_function_errors_name_the_function():
-    class Two(Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x * 2, x * 3
-
-        @staticmethod
-        def backward(ctx, a, b):
-            return a * 2 + b * 3
-
     class ReadsValues(Function):
         @staticmethod
         def forward(ctx, x):
@@ -545,8 +536,10 @@ def test_traced_function_errors_name_the_function():
 
     w = vg.tensor([1.0, 2.0], requires_grad=True)
     spec = vg.spec((2,), vg.f32)
-    with pytest.raises(NotImplementedError, match=r"Two\.apply inside a traced .* several outputs runs eag"):
-        vg.trace(lambda x: Two.apply(x)[0], spec)
+    with pytest.raises(
+        NotImplementedError, match=r"DoubleInPlace\.apply inside a traced .* marks an input di"
+    ):
+        vg.trace(lambda x: DoubleInPlace.apply(x * 1), spec)
     with pytest.raises(TypeError, match=r"ReadsValues\.apply inside a traced or compiled function: its fo"):
         vg.trace(lambda x: ReadsValues.apply(x), spec)
 
@@ -599,3 +592,54 @@ def test_compiled_function_in_two_threads_at_two_sizes():
     for t in threads:
         t.join()
     assert failures == []
+
+
+@pytest.mark.parametrize("materialize", [True, False])
+@pytest.mark.parametrize("use_a", [True, False])
+def test_traced_function_with_two_outputs(materialize, use_a):
+    """Pair's two outputs are `function_output` instructions of one `function`; its backward runs once
+    per run with both gradients (None or zeros for an unused one, as eagerly)."""
+
+    def loss(v):
+        a, b = Pair.apply(v * 1.5, 3.0, materialize)
+        return (b * 2).sum() + (a.sum() if use_a else 0)
+
+    def step(x):
+        return vg.grad(loss)(x)
+
+    text = str(vg.trace(step, vg.spec((3,), vg.f32)))
+    assert "= function_output %" in text and "present=" in text
+    xs = [vg.tensor(np.array([0.5, -1.0, 2.0], np.float32) * k) for k in (1, 2, 3)]
+    Pair.received.clear()
+    eager = [step(x).numpy() for x in xs]
+    assert [r[0] is None for r in Pair.received] == [not materialize and not use_a] * 3
+    Pair.received.clear()
+    compiled = vg.compile(step)
+    got = [compiled(x).numpy() for x in xs]
+    assert [r[0] is None for r in Pair.received] == [not materialize and not use_a] * 3
+    assert [a.tobytes() for a in eager] == [b.tobytes() for b in got]
+
+
+def test_traced_function_with_a_non_differentiable_and_an_integer_output():
+    class Sorted(Function):
+        @staticmethod
+        def forward(ctx, x):
+            values = x * 3
+            flags = x * 0
+            ctx.mark_non_differentiable(flags)
+            return values, flags, x.argmax()
+
+        @staticmethod
+        def backward(ctx, g, gflags, gi):
+            return g * 3 + gflags
+
+    def step(x):
+        def loss(v):
+            y, flags, i = Sorted.apply(v)
+            assert not flags.requires_grad and not i.requires_grad
+            return (y * y).sum() + flags.sum() + i.cast(vg.f32)
+
+        return vg.grad(loss)(x)
+
+    x = vg.tensor([0.5, -1.0, 2.0])
+    assert step(x).numpy().tobytes() == vg.compile(step)(x).numpy().tobytes()
