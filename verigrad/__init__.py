@@ -1,14 +1,17 @@
 """verigrad: every op has one NumPy definition; shapes are checked symbolically before anything runs."""
 
+import sys as _sys
 from typing import Any as _Any
 
 from . import (
     accelerator,
     amp,
+    autograd,
     data,
     distributions,
     io,
     jit,
+    library,
     linalg,
     models,
     nn,
@@ -18,6 +21,7 @@ from . import (
     utils,
 )
 from . import eager as _eager
+from . import function as _function
 from . import functions as _functions
 from . import tensor_methods as _tensor_methods  # binds the Tensor methods
 from .accelerator import cuda
@@ -400,3 +404,8 @@ __version__ = "0.1.0"
 # `from verigrad import *` gives every public name but these two, which would hide Python's own
 __all__ = sorted(name for name in dir() if not name.startswith("_"))
 float, bool, int = f32, bool_, i32  # as torch.float, torch.bool and torch.int: `vg.float`, `vg.int`
+
+# PyTorch's torch.autograd.Function, and its module for `from torch.autograd.function import ...`
+autograd.Function, autograd.FunctionCtx = _function.Function, _function.FunctionCtx
+autograd.function = _function
+_sys.modules[f"{__name__}.autograd.function"] = _function
