@@ -19,7 +19,7 @@ from .errors import ShapeError
 from .ir.passes import dce, optimize
 from .ir.plan import Plan, bind
 from .ir.split import split
-from .ir.trace import flatten, trace_function, unflatten
+from .ir.trace import capture_names, flatten, trace_function, unflatten
 from .ops import from_numpy, tensor, zeros
 from .shapes import Spec, dims, is_concrete, multiple_of
 from .tensor import Tensor
@@ -37,7 +37,9 @@ def _out_specs(value: Any) -> Any:
 
 
 def check(fn: Callable[..., Any], *specs: Spec) -> Any:
-    """Run `fn` on tensors that are only specs; return the output spec(s) or raise ShapeError.
+    """Run `fn` on tensors that are only specs; return the output spec(s) or raise ShapeError. A
+    function that calls `backward()` (a training step) is checked through its backward pass and
+    optimizer update too; the `.grad` of every tensor it reaches is left as it was.
 
     >>> n, din, dout = verigrad.dims("n din dout")
     >>> verigrad.check(lambda x, w: x @ w.T, verigrad.spec([n, din]), verigrad.spec([dout, din]))
@@ -46,8 +48,30 @@ def check(fn: Callable[..., Any], *specs: Spec) -> Any:
     for i, s in enumerate(specs):
         if not isinstance(s, Spec):
             raise TypeError(f"argument {i} of check must be a verigrad.spec, got {type(s).__name__}")
-    with modes.abstract():
-        return _out_specs(fn(*(Tensor(s, None) for s in specs)))
+    kept = [(t, t.grad) for t in capture_names(fn)[1]]
+    try:
+        with modes.using(_CheckMode()):
+            return _out_specs(fn(*(Tensor(s, None) for s in specs)))
+    finally:
+        for t, g in kept:
+            t.grad = g
+
+
+class _CheckMode(modes.AbstractMode):
+    """`check`'s mode: specs only, with autograd's records (as a trace keeps them), so that a backward
+    pass inside the function is checked as well."""
+
+    def apply(self, op: Any, args: tuple[Tensor, ...], params: dict, out: Spec) -> Tensor:
+        t = Tensor(out, None)
+        if (
+            op.differentiable
+            and modes.LOCAL.grad[-1]
+            and out.dtype.is_float
+            and any(a.requires_grad for a in args)
+        ):
+            t.requires_grad = True
+            t._node = Node(op, args, params)
+        return t
 
 
 MAX_VARIANTS = 8  # programs traced for one signature, for different values of what they read from Python
