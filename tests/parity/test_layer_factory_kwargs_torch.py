@@ -107,6 +107,12 @@ def test_rnnbase_and_batchnorm2d_take_the_factory_keywords() -> None:
     assert layer.weight.dtype.name == "f64" and layer.running_var.dtype.name == "f64"
 
 
+def test_rnnbase_made_directly_is_refused_clearly() -> None:
+    assert isinstance(torch.nn.RNNBase("LSTM", 4, 3), torch.nn.RNNBase)
+    with pytest.raises(TypeError, match=r"RNNBase: made directly \(with 'LSTM' first\).*nn.LSTM"):
+        verigrad.nn.RNNBase("LSTM", 4, 3)
+
+
 def test_positional_factory_arguments() -> None:
     ours = verigrad.nn.Linear(2, 3, False, "cpu", verigrad.float64)
     theirs = torch.nn.Linear(2, 3, False, "cpu", torch.float64)

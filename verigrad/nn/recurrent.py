@@ -84,6 +84,11 @@ class _Recurrent(Module):
         device: Any = None,
         dtype: Any = None,
     ):
+        if type(self) is _Recurrent:  # PyTorch's RNNBase(mode, input_size, ...): not made directly here
+            raise TypeError(
+                f"RNNBase: made directly (with {input_size!r} first) it is not supported; make nn.RNN, "
+                "nn.LSTM or nn.GRU (RNNBase is their base, for isinstance checks)"
+            )
         super().__init__()
         name = type(self).__name__
         dtype = factory_dtype(name, device, dtype)
