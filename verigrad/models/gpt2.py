@@ -19,7 +19,7 @@ from ..io.hf import read_config, read_tensors
 from ..modes import abstract
 from ..nn import Embedding, LayerNorm, Module, ModuleList
 from ..nn import functional as F
-from ..nn.init import normal
+from ..nn.init import _normal_param
 from ..ops import attention, cached_attention, from_numpy, take, zeros
 from ..shapes import DimLike, exact_div
 from ..tensor import Tensor
@@ -57,7 +57,7 @@ class Conv1D(Module):
 
     def __init__(self, in_features: DimLike, out_features: DimLike):
         super().__init__()
-        self.weight = normal((in_features, out_features), 0.02)
+        self.weight = _normal_param((in_features, out_features), 0.02)
         self.bias = zeros(out_features, requires_grad=True)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -116,7 +116,7 @@ class GPT2(CachedDecoder):
         self.wpe = Embedding(config.n_positions, config.n_embd)
         self.h = ModuleList(*(GPT2Block(config) for _ in range(config.n_layer)))
         self.ln_f = LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
-        self.lm_head = None if tied else normal((config.vocab_size, config.n_embd), 0.02)
+        self.lm_head = None if tied else _normal_param((config.vocab_size, config.n_embd), 0.02)
         self.cached(config.n_layer, config.n_head, config.head_dim)
 
     def hidden(self, ids: Tensor) -> Tensor:

@@ -8,7 +8,7 @@ from typing import Any
 from ..ops import arange, concat, zeros
 from ..tensor import Tensor
 from . import functional as F
-from .init import normal, uniform
+from .init import _normal_param, _uniform_param
 from .linear import Linear
 from .module import Module, check_dtypes, factory_dtype
 
@@ -61,13 +61,13 @@ class MultiheadAttention(Module):
         self.dropout, self.head_dim = dropout, embed_dim // num_heads
         if self._qkv_same_embed_dim:
             bound = math.sqrt(6.0 / (embed_dim + 3 * embed_dim))  # PyTorch's xavier_uniform_ of [3E, E]
-            self.in_proj_weight = uniform((3 * embed_dim, embed_dim), bound, dtype)
+            self.in_proj_weight = _uniform_param((3 * embed_dim, embed_dim), bound, dtype)
             for name in ("q_proj_weight", "k_proj_weight", "v_proj_weight"):
                 self.register_parameter(name, None)
         else:  # one projection each, [E, E], [E, kdim], [E, vdim], xavier_uniform_ as PyTorch's
             for name, width in (("q", embed_dim), ("k", self.kdim), ("v", self.vdim)):
                 bound = math.sqrt(6.0 / (embed_dim + width))
-                setattr(self, f"{name}_proj_weight", uniform((embed_dim, width), bound, dtype))
+                setattr(self, f"{name}_proj_weight", _uniform_param((embed_dim, width), bound, dtype))
             self.register_parameter("in_proj_weight", None)
         self.in_proj_bias = zeros(3 * embed_dim, dtype=dtype, requires_grad=True) if bias else None
         self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias, dtype=dtype)
@@ -75,8 +75,8 @@ class MultiheadAttention(Module):
             self.out_proj.bias = zeros(embed_dim, dtype=dtype, requires_grad=True)
         if add_bias_kv:  # xavier_normal_ of [1, 1, E]: std sqrt(2 / (E + E))
             std = math.sqrt(2.0 / (2 * embed_dim))
-            self.bias_k = normal((1, 1, embed_dim), std, dtype).requires_grad_(True)
-            self.bias_v = normal((1, 1, embed_dim), std, dtype).requires_grad_(True)
+            self.bias_k = _normal_param((1, 1, embed_dim), std, dtype).requires_grad_(True)
+            self.bias_v = _normal_param((1, 1, embed_dim), std, dtype).requires_grad_(True)
         else:
             self.bias_k = self.bias_v = None
         self.add_zero_attn = add_zero_attn

@@ -9,7 +9,7 @@ from typing import Any
 from ..shapes import DimLike
 from ..tensor import Tensor
 from . import functional as F
-from .init import fan_in_bound, uniform
+from .init import _uniform_param, fan_in_bound
 from .module import Module, check_dtypes, factory_dtype
 
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
@@ -77,8 +77,8 @@ class _ConvNd(Module):
         else:
             shape = (out_channels, in_channels // groups, *kernel)
             bound = fan_in_bound(in_channels // groups * receptive)
-        self.weight = uniform(shape, bound, dtype)
-        self.bias = uniform((out_channels,), bound, dtype) if bias else None
+        self.weight = _uniform_param(shape, bound, dtype)
+        self.bias = _uniform_param((out_channels,), bound, dtype) if bias else None
 
     def _padded(self, x: Tensor) -> tuple[Tensor, Any]:
         """x and the padding left for the convolution: padding_mode other than zeros pads x first."""

@@ -7,14 +7,21 @@ from typing import Any
 import numpy as np
 
 from ..autograd import no_grad
-from ..dtypes import f32
 from ..errors import ShapeError
 from ..ops import tensor
 from ..shapes import DimLike, shape_text
-from ..tensor import Tensor
+from ..tensor import Tensor, describe
 from . import functional as F
-from .init import normal
-from .module import Module
+from .init import _normal_param
+from .module import Module, factory_dtype
+
+
+def _given_table(name: str, weight: Any, rows: DimLike, width: DimLike, trained: bool) -> Tensor:
+    """PyTorch's `_weight=`: the table itself as the parameter, of shape [rows, width]."""
+    if not isinstance(weight, Tensor) or tuple(weight.shape) != (rows, width):
+        got = describe(weight) if isinstance(weight, Tensor) else type(weight).__name__
+        raise ShapeError(f"{name}: _weight must be a tensor of shape [{rows}, {width}], got {got}")
+    return weight.detach().requires_grad_(trained)
 
 
 class Embedding(Module):
@@ -29,15 +36,22 @@ class Embedding(Module):
         norm_type: float = 2.0,
         scale_grad_by_freq: bool = False,
         sparse: bool = False,
-        dtype: Any = f32,
+        _weight: Tensor | None = None,
+        _freeze: bool = False,
+        device: Any = None,
+        dtype: Any = None,
     ):
         super().__init__()
+        dtype = factory_dtype("Embedding", device, dtype)
         self.num_embeddings, self.embedding_dim, self.padding_idx = num_embeddings, embedding_dim, padding_idx
         self.max_norm, self.norm_type = max_norm, norm_type
         self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
         if sparse:
             raise ValueError("Embedding: sparse gradients are not supported (sparse=True); use sparse=False")
-        self.weight = normal((num_embeddings, embedding_dim), 1.0, dtype)
+        if _weight is not None:  # PyTorch's: the given table itself, kept as it is (its padding row too)
+            self.weight = _given_table("Embedding", _weight, num_embeddings, embedding_dim, not _freeze)
+            return
+        self.weight = _normal_param((num_embeddings, embedding_dim), 1.0, dtype)
         if padding_idx is not None:  # PyTorch's: the padding row starts at zeros and is never trained
             with no_grad():
                 self.weight[padding_idx] = 0.0
@@ -87,16 +101,22 @@ class EmbeddingBag(Module):
         scale_grad_by_freq: bool = False,
         mode: str = "mean",
         sparse: bool = False,
+        _weight: Tensor | None = None,
         include_last_offset: bool = False,
         padding_idx: int | None = None,
-        dtype: Any = f32,
+        device: Any = None,
+        dtype: Any = None,
     ):
         super().__init__()
+        dtype = factory_dtype("EmbeddingBag", device, dtype)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.max_norm, self.norm_type, self.scale_grad_by_freq = max_norm, norm_type, scale_grad_by_freq
         self.mode, self.sparse, self.include_last_offset = mode, sparse, include_last_offset
         self.padding_idx = padding_idx
-        self.weight = normal((num_embeddings, embedding_dim), 1.0, dtype)
+        if _weight is not None:
+            self.weight = _given_table("EmbeddingBag", _weight, num_embeddings, embedding_dim, True)
+            return
+        self.weight = _normal_param((num_embeddings, embedding_dim), 1.0, dtype)
         if padding_idx is not None:
             with no_grad():
                 self.weight[padding_idx] = 0.0

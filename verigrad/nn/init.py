@@ -1,7 +1,8 @@
 """Parameter initialisation as in PyTorch, drawn from the seedable generator: the layers' own
-(`uniform`, `normal`), and PyTorch's in-place `zeros_`, `ones_`, `constant_`, `eye_`, `uniform_`,
-`normal_`, `trunc_normal_`, `xavier_uniform_`, `xavier_normal_`, `kaiming_uniform_`, `kaiming_normal_`,
-`orthogonal_` and `sparse_`, with `calculate_gain`.
+(`_uniform_param`, `_normal_param`), and PyTorch's in-place `zeros_`, `ones_`, `constant_`, `eye_`,
+`uniform_`, `normal_`, `trunc_normal_`, `xavier_uniform_`, `xavier_normal_`, `kaiming_uniform_`,
+`kaiming_normal_`, `orthogonal_`, `sparse_` and `dirac_`, with `calculate_gain` and PyTorch's
+deprecated names without the `_` (`uniform`, `normal`, `constant`, `eye`, ...: they warn, then fill in place).
 
 Sizes may be symbolic (inside `verigrad.abstract()`): the bounds then do not matter, only the specs.
 """
@@ -20,7 +21,6 @@ from ..dtypes import DType, bool_, f32, f64
 from ..functions import scatter
 from ..ops import (
     Generator,
-    eye,
     full,
     ones,
     ones_like,
@@ -32,16 +32,18 @@ from ..ops import (
     where,
     zeros_like,
 )
+from ..ops import eye as identity  # not `eye`: that name is PyTorch's deprecated eye_ below
 from ..shapes import DimLike
 from ..tensor import Tensor
 
 
-def uniform(shape: tuple, bound: float, dtype: DType | str = f32) -> Tensor:
+def _uniform_param(shape: tuple, bound: float, dtype: DType | str = f32) -> Tensor:
     """Uniform in [-bound, bound), as a parameter (requires grad)."""
     return (rand(*shape, dtype=dtype) * (2 * bound) - bound).detach().requires_grad_(True)
 
 
-def normal(shape: tuple, std: float = 1.0, dtype: DType | str = f32) -> Tensor:
+def _normal_param(shape: tuple, std: float = 1.0, dtype: DType | str = f32) -> Tensor:
+    """N(0, std), as a parameter (requires grad)."""
     return (randn(*shape, dtype=dtype) * std).detach().requires_grad_(True)
 
 
@@ -72,7 +74,7 @@ def eye_(t: Tensor) -> Tensor:
     """The identity matrix (ones on the diagonal of a 2-D tensor, zeros elsewhere)."""
     if t.ndim != 2:
         raise ValueError(f"eye_: only tensors with 2 dimensions are supported, got {t.ndim}")
-    return _fill(t, eye(t.shape[0], t.shape[1], dtype=t.dtype))
+    return _fill(t, identity(t.shape[0], t.shape[1], dtype=t.dtype))
 
 
 def uniform_(t: Tensor, a: float = 0.0, b: float = 1.0, generator: Generator | None = None) -> Tensor:
@@ -265,7 +267,10 @@ def _deprecated(method: Any) -> Any:
     return deprecated_init
 
 
+uniform = _deprecated(uniform_)
+normal = _deprecated(normal_)
 constant = _deprecated(constant_)
+eye = _deprecated(eye_)
 dirac = _deprecated(dirac_)
 xavier_uniform = _deprecated(xavier_uniform_)
 xavier_normal = _deprecated(xavier_normal_)

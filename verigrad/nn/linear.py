@@ -5,23 +5,30 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..dtypes import f32
 from ..shapes import DimLike
 from ..tensor import Tensor
 from . import functional as F
-from .init import fan_in_bound, uniform
-from .module import Module
+from .init import _uniform_param, fan_in_bound
+from .module import Module, factory_dtype
 
 
 class Linear(Module):
     """y = x @ weight.T + bias, weight [out_features, in_features] (Kaiming-uniform, as PyTorch)."""
 
-    def __init__(self, in_features: DimLike, out_features: DimLike, bias: bool = True, dtype: Any = f32):
+    def __init__(
+        self,
+        in_features: DimLike,
+        out_features: DimLike,
+        bias: bool = True,
+        device: Any = None,
+        dtype: Any = None,
+    ):
         super().__init__()
+        dtype = factory_dtype("Linear", device, dtype)
         self.in_features, self.out_features = in_features, out_features
         bound = fan_in_bound(in_features)
-        self.weight = uniform((out_features, in_features), bound, dtype)
-        self.bias = uniform((out_features,), bound, dtype) if bias else None
+        self.weight = _uniform_param((out_features, in_features), bound, dtype)
+        self.bias = _uniform_param((out_features,), bound, dtype) if bias else None
 
     def forward(self, x: Tensor) -> Tensor:
         y = x @ self.weight.T
@@ -38,13 +45,20 @@ class Bilinear(Module):
     +-1/sqrt(in1) (PyTorch's)."""
 
     def __init__(
-        self, in1_features: int, in2_features: int, out_features: int, bias: bool = True, dtype: Any = f32
+        self,
+        in1_features: int,
+        in2_features: int,
+        out_features: int,
+        bias: bool = True,
+        device: Any = None,
+        dtype: Any = None,
     ):
         super().__init__()
+        dtype = factory_dtype("Bilinear", device, dtype)
         self.in1_features, self.in2_features, self.out_features = in1_features, in2_features, out_features
         bound = 1 / math.sqrt(in1_features)
-        self.weight = uniform((out_features, in1_features, in2_features), bound, dtype)
-        self.bias = uniform((out_features,), bound, dtype) if bias else None
+        self.weight = _uniform_param((out_features, in1_features, in2_features), bound, dtype)
+        self.bias = _uniform_param((out_features,), bound, dtype) if bias else None
 
     def forward(self, x1: Tensor, x2: Tensor) -> Tensor:
         return F.bilinear(x1, x2, self.weight, self.bias)

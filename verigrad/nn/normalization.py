@@ -6,14 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from ..autograd import no_grad
-from ..dtypes import f32, f64, i64
+from ..dtypes import f64, i64
 from ..errors import ShapeError
 from ..ops import ones, ones_like, zeros, zeros_like
 from ..shapes import DimLike
 from ..tensor import Tensor, describe
 from . import functional as F
 from .functional.normalization import channel_norm
-from .module import Module
+from .module import Module, factory_dtype
 
 
 class _BatchNorm(Module):
@@ -29,11 +29,13 @@ class _BatchNorm(Module):
         momentum: float | None = 0.1,
         affine: bool = True,
         track_running_stats: bool = True,
-        dtype: Any = f32,
+        device: Any = None,
+        dtype: Any = None,
         *,
         bias: bool = True,
     ):
         super().__init__()
+        dtype = factory_dtype(type(self).__name__, device, dtype)
         if momentum is not None and not isinstance(momentum, int | float):
             raise TypeError(f"{type(self).__name__}: momentum must be a number or None, got {momentum!r}")
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
@@ -123,9 +125,11 @@ class LayerNorm(Module):
         eps: float = 1e-5,
         elementwise_affine: bool = True,
         bias: bool = True,
-        dtype: Any = f32,
+        device: Any = None,
+        dtype: Any = None,
     ):
         super().__init__()
+        dtype = factory_dtype("LayerNorm", device, dtype)
         shape = _sizes(normalized_shape)
         self.normalized_shape, self.eps, self.elementwise_affine = shape, eps, elementwise_affine
         self.weight = ones(shape, dtype=dtype, requires_grad=True) if elementwise_affine else None
@@ -152,11 +156,13 @@ class GroupNorm(Module):
         num_channels: DimLike,
         eps: float = 1e-5,
         affine: bool = True,
-        dtype: Any = f32,
+        device: Any = None,
+        dtype: Any = None,
         *,
         bias: bool = True,
     ):
         super().__init__()
+        dtype = factory_dtype("GroupNorm", device, dtype)
         if isinstance(num_channels, int) and (num_groups <= 0 or num_channels % num_groups):
             raise ValueError(f"GroupNorm: {num_channels} channels do not split into {num_groups} groups")
         self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
@@ -182,9 +188,11 @@ class RMSNorm(Module):
         normalized_shape: DimLike | tuple,
         eps: float | None = None,
         elementwise_affine: bool = True,
-        dtype: Any = f32,
+        device: Any = None,
+        dtype: Any = None,
     ):
         super().__init__()
+        dtype = factory_dtype("RMSNorm", device, dtype)
         shape = _sizes(normalized_shape)
         self.normalized_shape, self.eps, self.elementwise_affine = shape, eps, elementwise_affine
         self.weight = ones(shape, dtype=dtype, requires_grad=True) if elementwise_affine else None
@@ -206,11 +214,13 @@ class _InstanceNorm(Module):
         momentum: float = 0.1,
         affine: bool = False,
         track_running_stats: bool = False,
-        dtype: Any = f32,
+        device: Any = None,
+        dtype: Any = None,
         *,
         bias: bool = True,
     ):
         super().__init__()
+        dtype = factory_dtype(type(self).__name__, device, dtype)
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         self.weight = ones(num_features, dtype=dtype, requires_grad=True) if affine else None

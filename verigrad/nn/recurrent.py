@@ -14,13 +14,12 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from ..dtypes import f32
 from ..errors import ShapeError
 from ..ops import concat, relu, sigmoid, stack, tanh, where, zeros
 from ..shapes import shape_text
 from ..tensor import Tensor, describe
 from . import functional as F
-from .init import fan_in_bound, uniform
+from .init import _uniform_param, fan_in_bound
 from .module import Module, check_dtypes, factory_dtype
 from .utils import rnn as rnn_utils
 
@@ -82,10 +81,17 @@ class _Recurrent(Module):
         dropout: float = 0.0,
         bidirectional: bool = False,
         proj_size: int = 0,
-        dtype: Any = f32,
+        device: Any = None,
+        dtype: Any = None,
     ):
+        if type(self) is _Recurrent:  # PyTorch's RNNBase(mode, input_size, ...): not made directly here
+            raise TypeError(
+                f"RNNBase: made directly (with {input_size!r} first) it is not supported; make nn.RNN, "
+                "nn.LSTM or nn.GRU (RNNBase is their base, for isinstance checks)"
+            )
         super().__init__()
         name = type(self).__name__
+        dtype = factory_dtype(name, device, dtype)
         if isinstance(dropout, bool) or not 0 <= dropout <= 1:
             raise ValueError(f"{name}: dropout must be a probability in [0, 1], got {dropout!r}")
         if dropout and num_layers == 1:
@@ -105,13 +111,15 @@ class _Recurrent(Module):
         for layer in range(num_layers):
             width = input_size if layer == 0 else out * self.directions
             for suffix in self._suffixes(layer):
-                setattr(self, f"weight_ih{suffix}", uniform((rows, width), bound, dtype))
-                setattr(self, f"weight_hh{suffix}", uniform((rows, out), bound, dtype))
+                setattr(self, f"weight_ih{suffix}", _uniform_param((rows, width), bound, dtype))
+                setattr(self, f"weight_hh{suffix}", _uniform_param((rows, out), bound, dtype))
                 if bias:
-                    setattr(self, f"bias_ih{suffix}", uniform((rows,), bound, dtype))
-                    setattr(self, f"bias_hh{suffix}", uniform((rows,), bound, dtype))
+                    setattr(self, f"bias_ih{suffix}", _uniform_param((rows,), bound, dtype))
+                    setattr(self, f"bias_hh{suffix}", _uniform_param((rows,), bound, dtype))
                 if proj_size:
-                    setattr(self, f"weight_hr{suffix}", uniform((proj_size, hidden_size), bound, dtype))
+                    setattr(
+                        self, f"weight_hr{suffix}", _uniform_param((proj_size, hidden_size), bound, dtype)
+                    )
 
     @property
     def directions(self) -> int:
@@ -281,7 +289,15 @@ class LSTM(_Recurrent):
     ):
         dtype = factory_dtype("LSTM", device, dtype)
         super().__init__(
-            input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, proj_size, dtype
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            dropout,
+            bidirectional,
+            proj_size,
+            dtype=dtype,
         )
 
     def forward(self, input: Tensor, hx: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Any]:
@@ -334,11 +350,11 @@ class _Cell(Module):
             raise ValueError(f"{name} needs input_size and hidden_size >= 1, got {input_size}, {hidden_size}")
         self.input_size, self.hidden_size, self.bias = input_size, hidden_size, bias
         bound, rows = fan_in_bound(hidden_size), self.gates * hidden_size
-        self.weight_ih = uniform((rows, input_size), bound, dtype)
-        self.weight_hh = uniform((rows, hidden_size), bound, dtype)
+        self.weight_ih = _uniform_param((rows, input_size), bound, dtype)
+        self.weight_hh = _uniform_param((rows, hidden_size), bound, dtype)
         if bias:
-            self.bias_ih = uniform((rows,), bound, dtype)
-            self.bias_hh = uniform((rows,), bound, dtype)
+            self.bias_ih = _uniform_param((rows,), bound, dtype)
+            self.bias_hh = _uniform_param((rows,), bound, dtype)
         else:
             self.register_parameter("bias_ih", None)
             self.register_parameter("bias_hh", None)
