@@ -158,7 +158,7 @@ def test_symbolic_shapes():
         ((3, 64), (7, 20), "q4_1", vg.ShapeError, r"rows hold 32 values .* K = 64"),
         ((3, 64), (7, 2, 20), "q4_1", vg.ShapeError, r"weight must be \[N, row bytes\]"),
         ((3, 48), (7, 40), "q4_1", vg.ShapeError, r"K = 48 .* multiple of the q4_1 block size 32"),
-        ((3, 64), (7, 40), "q5_0", vg.DTypeError, r"qtype must be one of"),
+        ((3, 64), (7, 40), "iq2_xxs", vg.DTypeError, r"qtype must be one of"),
     ],
 )
 def test_shape_errors(x, w, qtype, error, message):
