@@ -490,6 +490,8 @@ qembedding = Op(
         Sample((np.array([[4, 0, 2], [2, 2, 1]]), random_blocks(rng, "q4_1", 5, 64)), {"qtype": "q4_1"}),
         Sample((np.array(3), random_blocks(rng, "q8_0", 4, 32)), {"qtype": "q8_0"}),
         Sample((np.zeros((0,), np.int64), random_blocks(rng, "q6_k", 2, 256)), {"qtype": "q6_k"}),
+        Sample((np.array([1, 0, 1]), random_blocks(rng, "q5_k", 2, 512)), {"qtype": "q5_k"}),
+        Sample((np.array([2]), random_blocks(rng, "iq4_xs", 3, 256)), {"qtype": "iq4_xs"}),
     ],
     exact=True,
     doc="The dequantized rows of a quantized table w (u8 blocks of `qtype`) at integer ids: "
