@@ -724,23 +724,33 @@ AVX512_Q __attribute__((always_inline)) static inline double tree_avx512(__m512d
     return _mm_cvtsd_f64(h) + _mm_cvtsd_f64(_mm_unpackhi_pd(h, h));
 }
 
-/* dot_f64 of TN activation rows (x, x + xs, ...) with v, 8 double lanes: each row's sums as dot_f64's */
-#define DOTS_AVX512(NAME, TN)                                                                               \
-    AVX512_Q static void NAME(const double *x, int64_t xs, const float *v, int64_t k, double *s) {        \
-        __m512d a[TN], b[TN];                                                                              \
-        for (int u = 0; u < TN; u++) a[u] = b[u] = _mm512_setzero_pd();                                    \
+/* dot_f64 of TN activation rows (x + u xs) with RN de-quantized weight rows (v + j vs), 8 double lanes:
+ * s[u RN + j], each as dot_f64 sums it; a tile of 4 x 2 loads 12 vectors for 16 products */
+#define DOTS_AVX512(NAME, TN, RN)                                                                          \
+    AVX512_Q static void NAME(const double *x, int64_t xs, const float *v, int64_t vs, int64_t k, double *s) { \
+        __m512d a[TN][RN], b[TN][RN];                                                                      \
+        for (int u = 0; u < TN; u++)                                                                       \
+            for (int j = 0; j < RN; j++) a[u][j] = b[u][j] = _mm512_setzero_pd();                          \
         for (int64_t i = 0; i < k; i += 16) {                                                              \
-            __m512d v0 = _mm512_cvtps_pd(_mm256_loadu_ps(v + i));                                          \
-            __m512d v1 = _mm512_cvtps_pd(_mm256_loadu_ps(v + i + 8));                                      \
+            __m512d v0[RN], v1[RN];                                                                        \
+            for (int j = 0; j < RN; j++) {                                                                 \
+                v0[j] = _mm512_cvtps_pd(_mm256_loadu_ps(v + j * vs + i));                                  \
+                v1[j] = _mm512_cvtps_pd(_mm256_loadu_ps(v + j * vs + i + 8));                              \
+            }                                                                                              \
             for (int u = 0; u < TN; u++) {                                                                 \
-                a[u] = _mm512_add_pd(a[u], _mm512_mul_pd(_mm512_loadu_pd(x + u * xs + i), v0));           \
-                b[u] = _mm512_add_pd(b[u], _mm512_mul_pd(_mm512_loadu_pd(x + u * xs + i + 8), v1));       \
+                __m512d x0 = _mm512_loadu_pd(x + u * xs + i), x1 = _mm512_loadu_pd(x + u * xs + i + 8);    \
+                for (int j = 0; j < RN; j++) {                                                             \
+                    a[u][j] = _mm512_add_pd(a[u][j], _mm512_mul_pd(x0, v0[j]));                            \
+                    b[u][j] = _mm512_add_pd(b[u][j], _mm512_mul_pd(x1, v1[j]));                            \
+                }                                                                                          \
             }                                                                                              \
         }                                                                                                  \
-        for (int u = 0; u < TN; u++) s[u] = tree_avx512(a[u], b[u]);                                       \
+        for (int u = 0; u < TN; u++)                                                                       \
+            for (int j = 0; j < RN; j++) s[u * RN + j] = tree_avx512(a[u][j], b[u][j]);                    \
     }
-DOTS_AVX512(dot1_avx512, 1)
-DOTS_AVX512(dot4_avx512, 4)
+DOTS_AVX512(dot1_avx512, 1, 1)
+DOTS_AVX512(dot4_avx512, 4, 1)
+DOTS_AVX512(dot4x2_avx512, 4, 2)
 
 /* dot_f64_avx2 of two activation rows at once (x and x + xs): the same sums, the weights converted once */
 __attribute__((target("avx2"))) static void dot2_avx2(const double *x, int64_t xs, const float *v, int64_t k,
@@ -762,58 +772,78 @@ __attribute__((target("avx2"))) static void dot2_avx2(const double *x, int64_t x
 }
 #endif
 
+/* row r of w de-quantized into v (the vector path's way, the same values) */
+static void dequantize_into(const qjob *p, int avx2, int avx512, int64_t r, int64_t nb, int64_t stride, float *v) {
+    const uint8_t *row = p->w + r * stride;
+    (void)avx2, (void)avx512; /* the vector paths are for x86 */
+#if VG_X86
+    const int k_quant = p->qtype == Q4_K || p->qtype == Q5_K || p->qtype == Q6_K;
+    for (int64_t off = 0; off < stride; off += 64) /* the next row */
+        _mm_prefetch((const char *)(row + stride + off), _MM_HINT_T0);
+    if (avx512 && k_quant)
+        dequantize_k_avx512(p->qtype, row, nb, v);
+    else if (avx2 && k_quant)
+        dequantize_k_avx2(p->qtype, row, nb, v);
+    else if (avx2 && p->qtype <= Q4_1)
+        dequantize_row_avx2(p->qtype, row, nb, v);
+    else
+#endif
+        dequantize_row(p->qtype, row, nb, v);
+}
+
 static void f32_band(void *ctx, int64_t lo, int64_t hi) {
     qjob *p = (qjob *)ctx;
-    const int64_t nb = p->k / BLOCK_VALUES[p->qtype], stride = nb * BLOCK_BYTES[p->qtype];
-    float stack[2048];
-    float *v = p->k <= 2048 ? stack : malloc(sizeof(float) * (size_t)p->k);
+    const int64_t nb = p->k / BLOCK_VALUES[p->qtype], stride = nb * BLOCK_BYTES[p->qtype], k = p->k;
+    float stack[4096];
+    float *v = 2 * k <= 4096 ? stack : malloc(sizeof(float) * (size_t)(2 * k));
     if (!v) {
         p->failed = 1;
         return;
     }
     const int avx2 = has_avx2(), avx512 = has_avx512();
-    const int k_quant = p->qtype == Q4_K || p->qtype == Q5_K || p->qtype == Q6_K;
-    (void)avx2, (void)avx512, (void)k_quant; /* the vector paths are for x86 */
-    for (int64_t r = lo; r < hi; r++) {
-        const uint8_t *row = p->w + r * stride;
-#if VG_X86
-        for (int64_t off = 0; off < stride; off += 64) /* the next row */
-            _mm_prefetch((const char *)(row + stride + off), _MM_HINT_T0);
-        if (avx512 && k_quant)
-            dequantize_k_avx512(p->qtype, row, nb, v);
-        else if (avx2 && k_quant)
-            dequantize_k_avx2(p->qtype, row, nb, v);
-        else if (avx2 && p->qtype <= Q4_1)
-            dequantize_row_avx2(p->qtype, row, nb, v);
-        else
-#endif
-            dequantize_row(p->qtype, row, nb, v);
+    for (int64_t r = lo; r < hi;) {
+        /* a prompt on AVX-512 takes two weight rows at a time (each activation row read once for both) */
+        const int rn = avx512 && p->t >= 4 && r + 2 <= hi ? 2 : 1;
+        for (int j = 0; j < rn; j++) dequantize_into(p, avx2, avx512, r + j, nb, stride, v + j * k);
         int64_t t = 0;
-        double s[4];
+        double s[8];
 #if VG_X86
-        if (avx512) /* four activation rows at a time share the converted weights */
+        if (avx512 && rn == 2)
             for (; t + 4 <= p->t; t += 4) {
-                dot4_avx512(p->xd + t * p->k, p->k, v, p->k, s);
-                for (int u = 0; u < 4; u++) p->out[(t + u) * p->n + r] = (float)s[u];
-            }
-        else if (avx2)
-            for (; t + 2 <= p->t; t += 2) {
-                dot2_avx2(p->xd + t * p->k, p->k, v, p->k, s);
-                for (int u = 0; u < 2; u++) p->out[(t + u) * p->n + r] = (float)s[u];
+                dot4x2_avx512(p->xd + t * k, k, v, k, k, s);
+                for (int u = 0; u < 4; u++)
+                    for (int j = 0; j < 2; j++) p->out[(t + u) * p->n + r + j] = (float)s[2 * u + j];
             }
 #endif
-        for (; t < p->t; t++) {
-            const double *x = p->xd + t * p->k;
+        for (int j = 0; j < rn; j++) {
+            const float *vj = v + j * k;
+            int64_t tj = t;
 #if VG_X86
-            if (avx512)
-                dot1_avx512(x, 0, v, p->k, s);
-            else
-                s[0] = avx2 ? dot_f64_avx2(x, v, p->k) : dot_f64(x, v, p->k);
-#else
-            s[0] = dot_f64(x, v, p->k);
+            if (avx512) /* four activation rows at a time share the converted weights */
+                for (; tj + 4 <= p->t; tj += 4) {
+                    dot4_avx512(p->xd + tj * k, k, vj, 0, k, s);
+                    for (int u = 0; u < 4; u++) p->out[(tj + u) * p->n + r + j] = (float)s[u];
+                }
+            else if (avx2)
+                for (; tj + 2 <= p->t; tj += 2) {
+                    dot2_avx2(p->xd + tj * k, k, vj, k, s);
+                    for (int u = 0; u < 2; u++) p->out[(tj + u) * p->n + r + j] = (float)s[u];
+                }
 #endif
-            p->out[t * p->n + r] = (float)s[0];
+            for (; tj < p->t; tj++) {
+                const double *x = p->xd + tj * k;
+#if VG_X86
+                if (avx512)
+                    dot1_avx512(x, 0, vj, 0, k, s);
+                else
+                    s[0] = avx2 ? dot_f64_avx2(x, vj, k) : dot_f64(x, vj, k);
+#else
+                s[0] = dot_f64(x, vj, k);
+#endif
+                p->out[tj * p->n + r + j] = (float)s[0];
+            }
         }
+        r += rn;
     }
     if (v != stack) free(v);
 }
