@@ -368,7 +368,7 @@ def test_cpu_kernels_take_views_and_fall_back_for_other_dtypes():
 
 
 @needs_cc
-@pytest.mark.parametrize("qtype", [*Q8_QTYPES, "q4_k", "q5_k", "q6_k"])
+@pytest.mark.parametrize("qtype", [*Q8_QTYPES, "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"])
 def test_portable_and_simd_paths_give_the_same_bits(qtype):
     """Every vector path this machine has (AVX-512, AVX2) against the portable one, decode (one row of x)
     and prompt (several)."""

@@ -15,7 +15,8 @@
  * the exact products summed in double (16 partial sums, combined in a fixed tree) and rounded once. It
  * also takes 5 q5_k, 6 q5_0, 7 q5_1, 8 q2_k, 9 q3_k, 10 iq4_nl and 11 iq4_xs (the k-quants' blocks hold 256
  * values; see ops/quant.py for every layout). The k-quants q4_k, q5_k and q6_k are de-quantized 8 values
- * (AVX2) or 16 (AVX-512) at a time, and the dot products run 4 or 8 double lanes: the same operations
+ * (AVX2) or 16 (AVX-512) at a time, q5_0 and q5_1 8 at a time on AVX2 and AVX-512, and the dot products
+ * run 4 or 8 double lanes: the same operations
  * as the portable paths, so the same bits on every path (vg_quant_simd chooses one, for tests).
  *
  * Threads take bands of weight rows (each reads only its band); every output is computed by one thread
@@ -630,13 +631,20 @@ __attribute__((target("avx2,f16c"))) static void dequantize_row_avx2(int qtype, 
             continue;
         }
         const __m128i mask = _mm_set1_epi8(15);
-        __m128i n = _mm_loadu_si128((const __m128i *)(wb + (qtype == Q4_1 ? 4 : 2)));
+        const int five = qtype == Q5_0 || qtype == Q5_1, affine = qtype == Q4_1 || qtype == Q5_1;
+        const uint8_t *qh = wb + (affine ? 4 : 2); /* q5: the fifth bits (a u32), then the nibbles */
+        __m128i n = _mm_loadu_si128((const __m128i *)(qh + (five ? 4 : 0)));
         __m128i lo = _mm_and_si128(n, mask), hi = _mm_and_si128(_mm_srli_epi16(n, 4), mask);
         __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
-        __m256 m = _mm256_set1_ps(qtype == Q4_1 ? half_to_float(wb + 2) : 0.0f);
-        __m256i off = _mm256_set1_epi32(qtype == Q4_0 ? 8 : 0);
-        for (int j = 0; j < 4; j++)
-            put8(v + 8 * j, _mm256_sub_epi32(_mm256_cvtepu8_epi32(parts[j]), off), d, qtype == Q4_1 ? &m : 0);
+        __m256 m = _mm256_set1_ps(affine ? half_to_float(wb + 2) : 0.0f);
+        __m256i off = _mm256_set1_epi32(qtype == Q4_0 ? 8 : qtype == Q5_0 ? 16 : 0);
+        __m256i high = _mm256_set1_epi32(five ? load32(qh) : 0); /* x86 is little-endian */
+        for (int j = 0; j < 4; j++) {
+            __m256i shift = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(8 * j));
+            __m256i bits = _mm256_and_si256(_mm256_srlv_epi32(high, shift), _mm256_set1_epi32(1));
+            __m256i q = _mm256_or_si256(_mm256_cvtepu8_epi32(parts[j]), _mm256_slli_epi32(bits, 4));
+            put8(v + 8 * j, _mm256_sub_epi32(q, off), d, affine ? &m : 0);
+        }
     }
 }
 
@@ -784,7 +792,7 @@ static void dequantize_into(const qjob *p, int avx2, int avx512, int64_t r, int6
         dequantize_k_avx512(p->qtype, row, nb, v);
     else if (avx2 && k_quant)
         dequantize_k_avx2(p->qtype, row, nb, v);
-    else if (avx2 && p->qtype <= Q4_1)
+    else if (avx2 && (p->qtype <= Q4_1 || p->qtype == Q5_0 || p->qtype == Q5_1))
         dequantize_row_avx2(p->qtype, row, nb, v);
     else
 #endif
@@ -880,7 +888,7 @@ static void embed_rows(void *ctx, int64_t lo, int64_t hi) {
             dequantize_k_avx512(p->qtype, row, nb, p->out + i * p->k);
             continue;
         }
-        if ((k_quant || p->qtype <= Q4_1) && has_avx2()) {
+        if ((k_quant || p->qtype <= Q4_1 || p->qtype == Q5_0 || p->qtype == Q5_1) && has_avx2()) {
             (k_quant ? dequantize_k_avx2 : dequantize_row_avx2)(p->qtype, row, nb, p->out + i * p->k);
             continue;
         }
