@@ -232,11 +232,11 @@ def test_unknown_and_wrong_types(model_file):
 
 
 def test_unsupported_type_reads_but_does_not_dequantize(tmp_path):
-    path = tmp_path / "q5.gguf"
-    write(path, {"w": (np.zeros((2, 22), np.uint8), Q.Q5_0)})
+    path = tmp_path / "iq2.gguf"
+    write(path, {"w": (np.zeros((2, 66), np.uint8), Q.IQ2_XXS)})
     w = read_gguf(path).tensors["w"]
-    assert (w.qtype, w.shape, w.raw.shape) == ("q5_0", (2, 32), (2, 22))
-    with pytest.raises(WeightFileError, match=r"q5\.gguf: tensor w is stored as q5_0"):
+    assert (w.qtype, w.shape, w.raw.shape) == ("iq2_xxs", (2, 256), (2, 66))
+    with pytest.raises(WeightFileError, match=r"iq2\.gguf: tensor w is stored as iq2_xxs"):
         w.dequantize()
 
 

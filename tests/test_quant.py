@@ -13,6 +13,7 @@ from verigrad.backends import cpu
 from verigrad.backends.cpu import quant as cpu_quant
 from verigrad.dtypes import as_dtype
 from verigrad.ops.quant import (
+    BLOCK_QTYPES,
     FORMATS,
     dequantize,
     dequantize_op,
@@ -37,7 +38,7 @@ def weights(qtype: str, n: int, k: int, seed: int = 0) -> np.ndarray:
     fmt = FORMATS[qtype]
     raw = rng.integers(0, 256, (n, fmt.row_bytes(k)), dtype=np.uint8)
     scales = raw.reshape(-1, fmt.nbytes)
-    for at in (208,) if qtype == "q6_k" else (0, 2):
+    for at in fmt.scales:
         scales[:, at : at + 2] = np.frombuffer(np.float16(0.01).tobytes(), np.uint8)
     return raw
 
@@ -53,9 +54,9 @@ def x_values(shape: tuple, seed: int = 1) -> np.ndarray:
 # ---------------------------------------------------------------- references
 
 
-@pytest.mark.parametrize("qtype", ["q8_0", "q4_0", "q4_1", "q4_k", "q6_k"])
+@pytest.mark.parametrize("qtype", BLOCK_QTYPES)
 def test_qmatmul_is_x_times_the_dequantized_weight(qtype):
-    k = 256 if qtype.endswith("_k") else 64
+    k = FORMATS[qtype].block if FORMATS[qtype].block == 256 else 64
     raw = weights(qtype, 5, k)
     w = dequantize(raw, qtype, (5, k)).astype(np.float64)
     for shape in [(k,), (3, k), (2, 3, k)]:
@@ -158,7 +159,7 @@ def test_symbolic_shapes():
         ((3, 64), (7, 20), "q4_1", vg.ShapeError, r"rows hold 32 values .* K = 64"),
         ((3, 64), (7, 2, 20), "q4_1", vg.ShapeError, r"weight must be \[N, row bytes\]"),
         ((3, 48), (7, 40), "q4_1", vg.ShapeError, r"K = 48 .* multiple of the q4_1 block size 32"),
-        ((3, 64), (7, 40), "q5_0", vg.DTypeError, r"qtype must be one of"),
+        ((3, 64), (7, 40), "iq2_xxs", vg.DTypeError, r"qtype must be one of"),
     ],
 )
 def test_shape_errors(x, w, qtype, error, message):
@@ -274,15 +275,15 @@ def test_cpu_qmatmul_q8_gives_the_reference_bits(qtype, monkeypatch):
 
 
 @needs_cc
-@pytest.mark.parametrize("qtype", ["q8_0", "q4_0", "q4_1", "q4_k", "q6_k"])
+@pytest.mark.parametrize("qtype", BLOCK_QTYPES)
 def test_cpu_qembedding_gives_the_reference_bits(qtype, small_chunks):
     """Rows at ids of any integer dtype and shape (0-d, repeated, the last row), the SIMD and the
     portable paths, 1-3 threads; an id out of range is the reference's IndexError."""
     kernel = cpu.cpu.native(vg.REGISTRY["qembedding"], vg.f32)
     raw = weights(qtype, 37, 512)
     cases = [np.array([[4, 0, 36], [2, 2, 1]]), np.array(5, np.int32), np.arange(37, dtype=np.uint8)]
-    for simd in (True, False):
-        cpu_quant.simd(simd)
+    for simd in cpu_quant.PATHS:
+        cpu_quant.path(simd)
         for ids in [*cases, np.zeros((0, 2), np.int64)]:
             want = qembedding.reference(ids, raw, qtype)
             for threads in (1, 2, 3):
@@ -297,26 +298,31 @@ def test_cpu_qembedding_gives_the_reference_bits(qtype, small_chunks):
 
 
 @needs_cc
-@pytest.mark.parametrize("qtype", [*Q8_QTYPES, "q4_k", "q6_k"])
+@pytest.mark.parametrize("qtype", BLOCK_QTYPES)
 def test_cpu_qmatmul_is_within_its_bound(qtype, monkeypatch):
     kernel = cpu.cpu.native(vg.REGISTRY["qmatmul"], vg.f32)
     monkeypatch.setattr(cpu_quant, "MIN_BAND_BYTES", 1)
     cases = [(x_values((1, 256)), 13), (x_values((3, 512), 2), 9), (x_values((2, 3, 1536), 5), 11)]
-    for x, n in cases if qtype.endswith("_k") else [*_cases()[:2], cases[2]]:
+    for x, n in cases if FORMATS[qtype].block == 256 else [*_cases()[:2], cases[2]]:
         raw = weights(qtype, n, x.shape[-1])
         want = qmatmul.reference(x, raw, qtype)
         w = dequantize(raw, qtype, (n, x.shape[-1])).astype(np.float64)
         s = np.abs(x.astype(np.float64)) @ np.abs(w).T
         bound = 2.0**-24 * np.abs(want) + 2 * x.shape[-1] * 2.0**-53 * s
         outs = []
-        for threads in (1, 2):
-            vg.set_threads(threads)
-            try:
-                outs.append(kernel(x, raw, qtype=qtype))
-            finally:
-                vg.set_threads(1)
-        assert (np.abs(outs[0] - want) <= bound).all()
-        np.testing.assert_array_equal(outs[0], outs[1])
+        for path in cpu_quant.PATHS:  # every vector path and thread count: the same bits
+            for threads in (1, 2, 3):
+                vg.set_threads(threads)
+                cpu_quant.path(path)
+                try:
+                    outs.append(kernel(x, raw, qtype=qtype))
+                finally:
+                    vg.set_threads(1)
+                    cpu_quant.simd(True)
+        with np.errstate(invalid="ignore"):
+            assert (np.abs(outs[0] - want) <= bound).all()
+        for out in outs[1:]:
+            np.testing.assert_array_equal(out.view(np.uint32), outs[0].view(np.uint32))
 
 
 @needs_cc
@@ -362,19 +368,30 @@ def test_cpu_kernels_take_views_and_fall_back_for_other_dtypes():
 
 
 @needs_cc
-@pytest.mark.parametrize("qtype", [*Q8_QTYPES, "q6_k"])
+@pytest.mark.parametrize("qtype", [*Q8_QTYPES, "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"])
 def test_portable_and_simd_paths_give_the_same_bits(qtype):
+    """Every vector path this machine has (AVX-512, AVX2) against the portable one, decode (one row of x)
+    and prompt (several)."""
     if not cpu_quant.simd():
         pytest.skip("this CPU has no AVX2: only the portable paths run here")
     x, n = _cases()[2] if qtype in Q8_QTYPES else (x_values((3, 512)), 9)
     raw = weights(qtype, n, x.shape[-1])
     names = ("qmatmul_q8", "qmatmul") if qtype in Q8_QTYPES else ("qmatmul",)
     kernels = [cpu.cpu.native(vg.REGISTRY[name], vg.f32) for name in names]
-    simd = [k(x, raw, qtype=qtype) for k in kernels]
+    outs = {}
     try:
-        assert not cpu_quant.simd(False)
-        portable = [k(x, raw, qtype=qtype) for k in kernels]
+        for path in cpu_quant.PATHS:
+            taken = cpu_quant.path(path)
+            outs[taken] = [k(rows, raw, qtype=qtype) for k in kernels for rows in (x, x[:1])]
     finally:
         cpu_quant.simd(True)
-    for a, b in zip(simd, portable):
-        np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
+    assert "scalar" in outs and "avx2" in outs
+    for path, results in outs.items():
+        for a, b in zip(results, outs["scalar"]):
+            np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32), err_msg=path)
+
+
+@needs_cc
+def test_every_block_format_has_a_kernel():
+    """qmatmul and qembedding run C for every format (a format missing from QTYPES ran the reference)."""
+    assert set(cpu_quant.QTYPES) == set(BLOCK_QTYPES)

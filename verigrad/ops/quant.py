@@ -26,12 +26,14 @@ from ._samples import uniform
 
 @dataclass(frozen=True)
 class QFormat:
-    """A block format: `block` values stored in `nbytes` bytes; `decode(u8[n, nbytes]) -> f32[n, block]`."""
+    """A block format: `block` values stored in `nbytes` bytes; `decode(u8[n, nbytes]) -> f32[n, block]`;
+    `scales`: the byte offsets of its f16 scales in a block."""
 
     name: str
     block: int
     nbytes: int
     decode: Callable[[np.ndarray], np.ndarray]
+    scales: tuple[int, ...] = ()
 
     def row_bytes(self, k: int) -> int:
         """Bytes of one row of k values (k a multiple of `block`)."""
@@ -67,12 +69,89 @@ def _k4_scales(s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return sc.astype(np.float32), mn.astype(np.float32)
 
 
-def _q4_k(b: np.ndarray) -> np.ndarray:
+def _bits(b: np.ndarray) -> np.ndarray:
+    """u8[n, m] -> u8[n, 8, m]: [:, i, j] is bit i of byte j."""
+    return (b[:, None, :] >> np.arange(8, dtype=np.uint8)[:, None]) & 1
+
+
+def _k_affine(b: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Q4_K/Q5_K: (d * sc) * q - dmin * m per sub-block of 32, q [n, 8, 32] (f32)."""
     d, dmin = _f16(b, 0), _f16(b, 2)
     sc, mn = _k4_scales(b[:, 4:16])
-    qs = b[:, 16:].reshape(-1, 4, 32)  # 4 chunks of 64 values: low nibbles, then high nibbles
-    q = np.stack([qs & 0x0F, qs >> 4], axis=2).reshape(-1, 8, 32).astype(np.float32)
     return ((d * sc)[:, :, None] * q - (dmin * mn)[:, :, None]).reshape(-1, 256)
+
+
+def _k_nibbles(qs: np.ndarray) -> np.ndarray:
+    """128 bytes -> [n, 8, 32]: 4 chunks of 32 bytes, sub-block 2c the low nibbles of chunk c, 2c + 1 the
+    high."""
+    qs = qs.reshape(-1, 4, 32)
+    return np.stack([qs & 0x0F, qs >> 4], axis=2).reshape(-1, 8, 32)
+
+
+def _q4_k(b: np.ndarray) -> np.ndarray:
+    return _k_affine(b, _k_nibbles(b[:, 16:]).astype(np.float32))
+
+
+def _q5_k(b: np.ndarray) -> np.ndarray:
+    # sub-block j's fifth bit is bit j of qh's 32 bytes
+    return _k_affine(b, (_k_nibbles(b[:, 48:]) | (_bits(b[:, 16:48]) << 4)).astype(np.float32))
+
+
+def _five(qh: np.ndarray, qs: np.ndarray) -> np.ndarray:
+    """Q5_0/Q5_1: 4 bytes of fifth bits (value j's is bit j of the little-endian u32) and 16 bytes of
+    nibbles -> 32 values in 0..31 (f32)."""
+    high = np.unpackbits(qh, axis=1, bitorder="little")
+    return _nibbles(qs) + (high << 4).astype(np.float32)
+
+
+def _q5_0(b: np.ndarray) -> np.ndarray:
+    return _f16(b, 0) * (_five(b[:, 2:6], b[:, 6:]) - np.float32(16))
+
+
+def _q5_1(b: np.ndarray) -> np.ndarray:
+    return _f16(b, 0) * _five(b[:, 4:8], b[:, 8:]) + _f16(b, 2)
+
+
+def _crumbs(qs: np.ndarray) -> np.ndarray:
+    """64 bytes -> [n, 16, 16] 2-bit values: two chunks of 32 bytes, each 4 shifts (0, 2, 4, 6) of 32."""
+    q = (qs.reshape(-1, 2, 1, 32) >> np.array([0, 2, 4, 6], np.uint8)[:, None]) & 3
+    return q.reshape(-1, 16, 16)
+
+
+def _q2_k(b: np.ndarray) -> np.ndarray:
+    sc, d, dmin = b[:, 0:16], _f16(b, 80), _f16(b, 82)
+    q = _crumbs(b[:, 16:80]).astype(np.float32)
+    low, high = (sc & 0x0F).astype(np.float32), (sc >> 4).astype(np.float32)
+    return ((d * low)[:, :, None] * q - (dmin * high)[:, :, None]).reshape(-1, 256)
+
+
+def _q3_k(b: np.ndarray) -> np.ndarray:
+    s, d = b[:, 96:108], _f16(b, 108)
+    # 16 six-bit scales: low 4 bits from bytes 0..7 (low nibbles, then high), high 2 bits of scale i
+    # from byte 8 + i % 4 at shift 2 * (i // 4)
+    low = np.concatenate([s[:, 0:8] & 0x0F, s[:, 0:8] >> 4], axis=1)
+    high = (s[:, None, 8:12] >> np.array([0, 2, 4, 6], np.uint8)[:, None]).reshape(-1, 16) & 3
+    scale = (low | (high << 4)).astype(np.float32) - np.float32(32)
+    # a value is its 2 bits less 4 where its bit of hmask is clear
+    clear = (_bits(b[:, 0:32]) ^ 1).reshape(-1, 16, 16)
+    q = _crumbs(b[:, 32:96]).astype(np.float32) - (clear << 2).astype(np.float32)
+    return ((d * scale)[:, :, None] * q).reshape(-1, 256)
+
+
+IQ4_VALUES = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], np.float32)
+
+
+def _iq4_nl(b: np.ndarray) -> np.ndarray:
+    return _f16(b, 0) * IQ4_VALUES[_nibbles(b[:, 2:]).astype(np.intp)]
+
+
+def _iq4_xs(b: np.ndarray) -> np.ndarray:
+    d, high = _f16(b, 0), b[:, 2:4].copy().view("<u2")  # [n, 1]
+    low = np.stack([b[:, 4:8] & 0x0F, b[:, 4:8] >> 4], axis=2).reshape(-1, 8)  # sub-block j: j // 2, j % 2
+    high = (high >> np.arange(0, 16, 2, dtype=np.uint16)) & 3
+    scale = (low | (high << 4)).astype(np.float32) - np.float32(32)
+    q = np.concatenate([b[:, 8:].reshape(-1, 8, 16) & 0x0F, b[:, 8:].reshape(-1, 8, 16) >> 4], axis=2)
+    return ((d * scale)[:, :, None] * IQ4_VALUES[q.astype(np.intp)]).reshape(-1, 256)
 
 
 def _q6_k(b: np.ndarray) -> np.ndarray:
@@ -106,15 +185,22 @@ FORMATS: dict[str, QFormat] = {
         QFormat("f32", 1, 4, _f32),
         QFormat("f16", 1, 2, _f16_values),
         QFormat("bf16", 1, 2, _bf16),
-        QFormat("q8_0", 32, 34, _q8_0),
-        QFormat("q4_0", 32, 18, _q4_0),
-        QFormat("q4_1", 32, 20, _q4_1),
-        QFormat("q4_k", 256, 144, _q4_k),
-        QFormat("q6_k", 256, 210, _q6_k),
+        QFormat("q8_0", 32, 34, _q8_0, (0,)),
+        QFormat("q4_0", 32, 18, _q4_0, (0,)),
+        QFormat("q4_1", 32, 20, _q4_1, (0, 2)),
+        QFormat("q5_0", 32, 22, _q5_0, (0,)),
+        QFormat("q5_1", 32, 24, _q5_1, (0, 2)),
+        QFormat("iq4_nl", 32, 18, _iq4_nl, (0,)),
+        QFormat("q2_k", 256, 84, _q2_k, (80, 82)),
+        QFormat("q3_k", 256, 110, _q3_k, (108,)),
+        QFormat("q4_k", 256, 144, _q4_k, (0, 2)),
+        QFormat("q5_k", 256, 176, _q5_k, (0, 2)),
+        QFormat("q6_k", 256, 210, _q6_k, (208,)),
+        QFormat("iq4_xs", 256, 136, _iq4_xs, (0,)),
     )
 }
 # the block formats the quantized ops take (the float ones are plain tensors)
-BLOCK_QTYPES = ("q8_0", "q4_0", "q4_1", "q4_k", "q6_k")
+BLOCK_QTYPES = tuple(name for name, f in FORMATS.items() if f.block > 1)
 
 
 def qformat(qtype: str) -> QFormat:
@@ -132,7 +218,8 @@ def dequantize(raw: np.ndarray, qtype: str, shape: tuple[int, ...]) -> np.ndarra
     expected = count // fmt.block * fmt.nbytes
     if count % fmt.block or raw.nbytes != expected:
         raise ValueError(f"{qtype} values of shape {tuple(shape)} take {expected} bytes, got {raw.nbytes}")
-    return fmt.decode(np.ascontiguousarray(raw).reshape(-1, fmt.nbytes)).reshape(shape)
+    with np.errstate(invalid="ignore", over="ignore"):  # an infinite scale times 0 is NaN, as llama.cpp's
+        return fmt.decode(np.ascontiguousarray(raw).reshape(-1, fmt.nbytes)).reshape(shape)
 
 
 # the ops ------------------------------------------------------------------------------------------
@@ -208,7 +295,7 @@ def random_blocks(rng: np.random.Generator, qtype: str, rows: int, k: int) -> np
     fmt = FORMATS[qtype]
     raw = rng.integers(0, 256, (rows, fmt.row_bytes(k)), dtype=np.uint8)
     blocks = raw.reshape(-1, fmt.nbytes)
-    for at in (208,) if qtype == "q6_k" else (0, 2) if qtype in ("q4_1", "q4_k") else (0,):
+    for at in fmt.scales:
         scales = rng.uniform(-0.1, 0.1, len(blocks)).astype("<f2")
         blocks[:, at : at + 2] = scales.view(np.uint8).reshape(-1, 2)
     return raw
@@ -403,6 +490,8 @@ qembedding = Op(
         Sample((np.array([[4, 0, 2], [2, 2, 1]]), random_blocks(rng, "q4_1", 5, 64)), {"qtype": "q4_1"}),
         Sample((np.array(3), random_blocks(rng, "q8_0", 4, 32)), {"qtype": "q8_0"}),
         Sample((np.zeros((0,), np.int64), random_blocks(rng, "q6_k", 2, 256)), {"qtype": "q6_k"}),
+        Sample((np.array([1, 0, 1]), random_blocks(rng, "q5_k", 2, 512)), {"qtype": "q5_k"}),
+        Sample((np.array([2]), random_blocks(rng, "iq4_xs", 3, 256)), {"qtype": "iq4_xs"}),
     ],
     exact=True,
     doc="The dequantized rows of a quantized table w (u8 blocks of `qtype`) at integer ids: "

@@ -13,7 +13,11 @@
  *
  * vg_qmatmul_f32: out[t, n] = sum_k x[t, k] * w[n, k] with w dequantized to f32 as the reference does,
  * the exact products summed in double (16 partial sums, combined in a fixed tree) and rounded once. It
- * also takes llama.cpp's k-quants (blocks of 256): 3 q4_k, 4 q6_k (see ops/quant.py for their layout).
+ * also takes 5 q5_k, 6 q5_0, 7 q5_1, 8 q2_k, 9 q3_k, 10 iq4_nl and 11 iq4_xs (the k-quants' blocks hold 256
+ * values; see ops/quant.py for every layout). The k-quants q4_k, q5_k and q6_k are de-quantized 8 values
+ * (AVX2) or 16 (AVX-512) at a time, q5_0 and q5_1 8 at a time on AVX2 and AVX-512, and the dot products
+ * run 4 or 8 double lanes: the same operations
+ * as the portable paths, so the same bits on every path (vg_quant_simd chooses one, for tests).
  *
  * Threads take bands of weight rows (each reads only its band); every output is computed by one thread
  * in one order, so every thread count gives the same bits. The AVX2 paths (chosen at run time) do the
@@ -37,9 +41,11 @@
 #define VG_X86 0
 #endif
 
-enum { Q8_0 = 0, Q4_0 = 1, Q4_1 = 2, Q4_K = 3, Q6_K = 4 };
-static const int64_t BLOCK_BYTES[5] = {34, 18, 20, 144, 210};
-static const int64_t BLOCK_VALUES[5] = {32, 32, 32, 256, 256};
+enum { Q8_0 = 0, Q4_0 = 1, Q4_1 = 2, Q4_K = 3, Q6_K = 4, Q5_K = 5, Q5_0 = 6, Q5_1 = 7, Q2_K = 8, Q3_K = 9 };
+enum { IQ4_NL = 10, IQ4_XS = 11, NQTYPES = 12 };
+static const int64_t BLOCK_BYTES[NQTYPES] = {34, 18, 20, 144, 210, 176, 22, 24, 84, 110, 18, 136};
+static const int64_t BLOCK_VALUES[NQTYPES] = {32, 32, 32, 256, 256, 256, 32, 32, 256, 256, 32, 256};
+static const int8_t IQ4_VALUES[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 static float half_to_float(const uint8_t *p) {
     uint32_t h = (uint32_t)p[0] | ((uint32_t)p[1] << 8);
@@ -331,7 +337,7 @@ static const rows_fn ROWS8_FNS[3] = {0, rows8_q4_0, rows8_q4_1};
 static const rows_fn ROWS8X2_FNS[3] = {0, rows8x2_q4_0, rows8x2_q4_1};
 #endif
 
-static int simd_allowed = 1; /* vg_quant_simd(0) runs the portable paths (for tests) */
+static int simd_allowed = 2; /* the most vector path taken: 2 AVX-512, 1 AVX2, 0 the portable (for tests) */
 
 #if VG_X86
 /* F16C from CPUID leaf 1 (ECX bit 29): Clang's __builtin_cpu_supports does not know "f16c" */
@@ -345,16 +351,20 @@ static int has_avx2(void) {
 #if VG_X86
     static int known = -1;
     if (known < 0) known = __builtin_cpu_supports("avx2") && has_f16c();
-    return known && simd_allowed;
+    return known && simd_allowed >= 1;
 #else
     return 0;
 #endif
 }
 
-/* flag 0 or 1: forbid or allow the AVX2 paths; returns whether they are taken now (after the change) */
-int vg_quant_simd(int flag) {
-    if (flag >= 0) simd_allowed = flag;
-    return has_avx2();
+/* the AVX-512 paths (the f32-activation products of q4_k, q5_k and q6_k) */
+static int has_avx512(void) { return has_avx2() && vg_has_avx512() && simd_allowed >= 2; }
+
+/* level 0, 1 or 2: the most vector path allowed (portable, AVX2, AVX-512); -1 leaves it; returns the path
+ * taken now (after the change), capped at what the machine has */
+int vg_quant_simd(int level) {
+    if (level >= 0) simd_allowed = level;
+    return has_avx512() ? 2 : has_avx2() ? 1 : 0;
 }
 
 typedef struct {
@@ -449,16 +459,90 @@ int vg_rms_norm_qmatmul_q8(int qtype, const uint8_t *w, int64_t n, int64_t k, co
 
 /* ---------------------------------------------------------------- f32 activations */
 
-/* a q4_k block: 8 sub-blocks of 32 with 6-bit scales and mins; value (d * sc) * q - dmin * m */
-static void dequantize_q4_k(const uint8_t *wb, float *v) {
+/* q4_k/q5_k's 6-bit scale and min of sub-block j from the 12 bytes s */
+static void k4_scale(const uint8_t *s, int j, int *sc, int *m) {
+    *sc = j < 4 ? s[j] & 63 : (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+    *m = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+}
+
+/* a q4_k (q5_k: qh given) block: 8 sub-blocks of 32 with 6-bit scales and mins; value (d * sc) * q - dmin * m,
+ * q the nibbles (and bit j of qh[i] as the fifth bit of value i of sub-block j) */
+static void dequantize_k4(const uint8_t *wb, const uint8_t *qh, const uint8_t *qs, float *v) {
     const float d = half_to_float(wb), dmin = half_to_float(wb + 2);
-    const uint8_t *s = wb + 4, *qs = wb + 16;
     for (int j = 0; j < 8; j++) {
-        int sc = j < 4 ? s[j] & 63 : (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
-        int m = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+        int sc, m;
+        k4_scale(wb + 4, j, &sc, &m);
         const float ds = d * (float)sc, dm = dmin * (float)m;
         const uint8_t *q = qs + 32 * (j / 2); /* sub-block 2c: low nibbles of chunk c; 2c + 1: high */
-        for (int i = 0; i < 32; i++) v[32 * j + i] = ds * (float)(j % 2 ? q[i] >> 4 : q[i] & 15) - dm;
+        for (int i = 0; i < 32; i++) {
+            int qi = j % 2 ? q[i] >> 4 : q[i] & 15;
+            if (qh) qi |= ((qh[i] >> j) & 1) << 4;
+            v[32 * j + i] = ds * (float)qi - dm;
+        }
+    }
+}
+
+/* q5_0 (value d * (q - 16)) and q5_1 (d * q + m): the fifth bit of value i is bit i of a little-endian u32 */
+static void dequantize_q5(int qtype, const uint8_t *wb, float *v) {
+    const float d = half_to_float(wb), m = qtype == Q5_1 ? half_to_float(wb + 2) : 0.0f;
+    const uint8_t *qh = wb + (qtype == Q5_1 ? 4 : 2), *qs = qh + 4;
+    const uint32_t high = (uint32_t)qh[0] | ((uint32_t)qh[1] << 8) | ((uint32_t)qh[2] << 16) | ((uint32_t)qh[3] << 24);
+    for (int i = 0; i < 32; i++) {
+        int q = (i < 16 ? qs[i] & 15 : qs[i - 16] >> 4) | (int)(((high >> i) & 1) << 4);
+        v[i] = qtype == Q5_1 ? d * (float)q + m : d * (float)(q - 16);
+    }
+}
+
+/* q2_k and q3_k: value i of group g (16 groups of 16) has 2 bits at shift 2 * ((g / 2) % 4) of byte
+ * qs[32 * (g / 8) + 16 * (g % 2) + i] */
+static int crumb(const uint8_t *qs, int g, int i) {
+    return (qs[32 * (g / 8) + 16 * (g % 2) + i] >> (2 * ((g / 2) % 4))) & 3;
+}
+
+/* q2_k: scales[16] (low nibble scale, high nibble min), qs[64], d, dmin: (d * sc) * q - dmin * m */
+static void dequantize_q2_k(const uint8_t *wb, float *v) {
+    const float d = half_to_float(wb + 80), dmin = half_to_float(wb + 82);
+    for (int g = 0; g < 16; g++) {
+        const float dl = d * (float)(wb[g] & 15), ml = dmin * (float)(wb[g] >> 4);
+        for (int i = 0; i < 16; i++) v[16 * g + i] = dl * (float)crumb(wb + 16, g, i) - ml;
+    }
+}
+
+/* q3_k: hmask[32], qs[64], 12 bytes of 6-bit scales (less 32), d: (d * scale) * (q - 4 if the value's
+ * bit of hmask is clear); value 32 s + l's bit is bit s of hmask[l] */
+static void dequantize_q3_k(const uint8_t *wb, float *v) {
+    const uint8_t *s = wb + 96;
+    const float d = half_to_float(wb + 108);
+    for (int g = 0; g < 16; g++) {
+        int low = g < 8 ? s[g] & 15 : s[g - 8] >> 4, high = (s[8 + g % 4] >> (2 * (g / 4))) & 3;
+        const float dl = d * (float)((low | (high << 4)) - 32);
+        for (int i = 0; i < 16; i++) {
+            int at = 16 * g + i, q = crumb(wb + 32, g, i) - (((wb[at % 32] >> (at / 32)) & 1) ? 0 : 4);
+            v[at] = dl * (float)q;
+        }
+    }
+}
+
+/* iq4_nl (d, 16 bytes of nibbles: values from IQ4_VALUES) and iq4_xs (d, 2 + 4 bytes of 6-bit scales less
+ * 32, 8 sub-blocks of 16 bytes): (d * scale) * IQ4_VALUES[q] */
+static void dequantize_iq4(int qtype, const uint8_t *wb, float *v) {
+    const float d = half_to_float(wb);
+    if (qtype == IQ4_NL) {
+        for (int i = 0; i < 16; i++) {
+            v[i] = d * (float)IQ4_VALUES[wb[2 + i] & 15];
+            v[i + 16] = d * (float)IQ4_VALUES[wb[2 + i] >> 4];
+        }
+        return;
+    }
+    const int high = wb[2] | (wb[3] << 8);
+    for (int j = 0; j < 8; j++) {
+        int ls = ((wb[4 + j / 2] >> (4 * (j % 2))) & 15) | (((high >> (2 * j)) & 3) << 4);
+        const float dl = d * (float)(ls - 32);
+        const uint8_t *q = wb + 8 + 16 * j;
+        for (int i = 0; i < 16; i++) {
+            v[32 * j + i] = dl * (float)IQ4_VALUES[q[i] & 15];
+            v[32 * j + i + 16] = dl * (float)IQ4_VALUES[q[i] >> 4];
+        }
     }
 }
 
@@ -498,9 +582,19 @@ static void dequantize_row(int qtype, const uint8_t *w, int64_t nb, float *v) {
                 v[i + 16] = d * (float)(wb[4 + i] >> 4) + m;
             }
         } else if (qtype == Q4_K) {
-            dequantize_q4_k(wb, v);
-        } else {
+            dequantize_k4(wb, 0, wb + 16, v);
+        } else if (qtype == Q5_K) {
+            dequantize_k4(wb, wb + 16, wb + 48, v);
+        } else if (qtype == Q6_K) {
             dequantize_q6_k(wb, v);
+        } else if (qtype == Q5_0 || qtype == Q5_1) {
+            dequantize_q5(qtype, wb, v);
+        } else if (qtype == Q2_K) {
+            dequantize_q2_k(wb, v);
+        } else if (qtype == Q3_K) {
+            dequantize_q3_k(wb, v);
+        } else {
+            dequantize_iq4(qtype, wb, v);
         }
     }
 }
@@ -537,13 +631,20 @@ __attribute__((target("avx2,f16c"))) static void dequantize_row_avx2(int qtype, 
             continue;
         }
         const __m128i mask = _mm_set1_epi8(15);
-        __m128i n = _mm_loadu_si128((const __m128i *)(wb + (qtype == Q4_1 ? 4 : 2)));
+        const int five = qtype == Q5_0 || qtype == Q5_1, affine = qtype == Q4_1 || qtype == Q5_1;
+        const uint8_t *qh = wb + (affine ? 4 : 2); /* q5: the fifth bits (a u32), then the nibbles */
+        __m128i n = _mm_loadu_si128((const __m128i *)(qh + (five ? 4 : 0)));
         __m128i lo = _mm_and_si128(n, mask), hi = _mm_and_si128(_mm_srli_epi16(n, 4), mask);
         __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
-        __m256 m = _mm256_set1_ps(qtype == Q4_1 ? half_to_float(wb + 2) : 0.0f);
-        __m256i off = _mm256_set1_epi32(qtype == Q4_0 ? 8 : 0);
-        for (int j = 0; j < 4; j++)
-            put8(v + 8 * j, _mm256_sub_epi32(_mm256_cvtepu8_epi32(parts[j]), off), d, qtype == Q4_1 ? &m : 0);
+        __m256 m = _mm256_set1_ps(affine ? half_to_float(wb + 2) : 0.0f);
+        __m256i off = _mm256_set1_epi32(qtype == Q4_0 ? 8 : qtype == Q5_0 ? 16 : 0);
+        __m256i high = _mm256_set1_epi32(five ? load32(qh) : 0); /* x86 is little-endian */
+        for (int j = 0; j < 4; j++) {
+            __m256i shift = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(8 * j));
+            __m256i bits = _mm256_and_si256(_mm256_srlv_epi32(high, shift), _mm256_set1_epi32(1));
+            __m256i q = _mm256_or_si256(_mm256_cvtepu8_epi32(parts[j]), _mm256_slli_epi32(bits, 4));
+            put8(v + 8 * j, _mm256_sub_epi32(q, off), d, affine ? &m : 0);
+        }
     }
 }
 
@@ -558,37 +659,199 @@ __attribute__((target("avx2"))) static double dot_f64_avx2(const double *x, cons
     __m128d h = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd(s, 1));
     return _mm_cvtsd_f64(h) + _mm_cvtsd_f64(_mm_unpackhi_pd(h, h));
 }
+
+/* 8 (AVX2) or 16 (AVX-512) k-quant values: q = ((lo[i] >> ls) & lm) | (((hi[i] >> hs) & hm) << 4) - off
+ * (no hi: the first term alone), then ds * q (less dm where has_m): the portable paths' operations */
+__attribute__((target("avx2"), always_inline)) static inline void k_avx2(float *v, const uint8_t *lo, int ls,
+                                                                           const uint8_t *hi, int hs, int hm,
+                                                                           int off, float ds, float dm,
+                                                                           int has_m) {
+    __m256i q = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)lo));
+    q = _mm256_and_si256(_mm256_srl_epi32(q, _mm_cvtsi32_si128(ls)), _mm256_set1_epi32(15));
+    if (hi) {
+        __m256i h = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)hi));
+        h = _mm256_and_si256(_mm256_srl_epi32(h, _mm_cvtsi32_si128(hs)), _mm256_set1_epi32(hm));
+        q = _mm256_or_si256(q, _mm256_slli_epi32(h, 4));
+    }
+    __m256 x = _mm256_mul_ps(_mm256_set1_ps(ds), _mm256_cvtepi32_ps(_mm256_sub_epi32(q, _mm256_set1_epi32(off))));
+    _mm256_storeu_ps(v, has_m ? _mm256_sub_ps(x, _mm256_set1_ps(dm)) : x);
+}
+
+#define AVX512_Q __attribute__((target("avx2,f16c,avx512f,avx512dq")))
+AVX512_Q __attribute__((always_inline)) static inline void k_avx512(float *v, const uint8_t *lo, int ls,
+                                                                    const uint8_t *hi, int hs, int hm, int off,
+                                                                    float ds, float dm, int has_m) {
+    __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)lo));
+    q = _mm512_and_si512(_mm512_srl_epi32(q, _mm_cvtsi32_si128(ls)), _mm512_set1_epi32(15));
+    if (hi) {
+        __m512i h = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)hi));
+        h = _mm512_and_si512(_mm512_srl_epi32(h, _mm_cvtsi32_si128(hs)), _mm512_set1_epi32(hm));
+        q = _mm512_or_si512(q, _mm512_slli_epi32(h, 4));
+    }
+    __m512 x = _mm512_mul_ps(_mm512_set1_ps(ds), _mm512_cvtepi32_ps(_mm512_sub_epi32(q, _mm512_set1_epi32(off))));
+    _mm512_storeu_ps(v, has_m ? _mm512_sub_ps(x, _mm512_set1_ps(dm)) : x);
+}
+
+/* rows of q4_k, q5_k or q6_k blocks, L values a step, with PUT (k_avx2 or k_avx512); the layouts are those
+ * of dequantize_k4 and dequantize_q6_k */
+#define DEQUANTIZE_K(NAME, ATTR, L, PUT)                                                                    \
+    ATTR static void NAME(int qtype, const uint8_t *w, int64_t nb, float *v) {                              \
+        for (int64_t b = 0; b < nb; b++, v += 256) {                                                        \
+            const uint8_t *wb = w + b * BLOCK_BYTES[qtype];                                                 \
+            if (qtype == Q6_K) {                                                                            \
+                const float d = half_to_float(wb + 208);                                                    \
+                const int8_t *sc = (const int8_t *)(wb + 192);                                              \
+                for (int h = 0; h < 2; h++)                                                                 \
+                    for (int quarter = 0; quarter < 4; quarter++)                                           \
+                        for (int l = 0; l < 32; l += L)                                                     \
+                            PUT(v + 128 * h + 32 * quarter + l, wb + 64 * h + 32 * (quarter & 1) + l,        \
+                                4 * (quarter >> 1), wb + 128 + 32 * h + l, 2 * quarter, 3, 32,              \
+                                d * (float)sc[8 * h + 2 * quarter + l / 16], 0.0f, 0);                      \
+                continue;                                                                                   \
+            }                                                                                               \
+            const float d = half_to_float(wb), dmin = half_to_float(wb + 2);                                \
+            const uint8_t *qh = qtype == Q5_K ? wb + 16 : 0, *qs = wb + (qtype == Q5_K ? 48 : 16);          \
+            for (int j = 0; j < 8; j++) {                                                                   \
+                int sc, m;                                                                                  \
+                k4_scale(wb + 4, j, &sc, &m);                                                               \
+                const float ds = d * (float)sc, dm = dmin * (float)m;                                       \
+                for (int l = 0; l < 32; l += L)                                                             \
+                    PUT(v + 32 * j + l, qs + 32 * (j / 2) + l, 4 * (j % 2), qh ? qh + l : 0, j, 1, 0, ds, dm, 1); \
+            }                                                                                               \
+        }                                                                                                   \
+    }
+DEQUANTIZE_K(dequantize_k_avx2, __attribute__((target("avx2,f16c"))), 8, k_avx2)
+DEQUANTIZE_K(dequantize_k_avx512, AVX512_Q, 16, k_avx512)
+
+/* dot_f64's tree of the 16 partial sums: a holds partial sums 0..7, b 8..15 */
+AVX512_Q __attribute__((always_inline)) static inline double tree_avx512(__m512d a, __m512d b) {
+    __m256d lo = _mm256_add_pd(_mm512_castpd512_pd256(a), _mm512_extractf64x4_pd(a, 1));
+    __m256d hi = _mm256_add_pd(_mm512_castpd512_pd256(b), _mm512_extractf64x4_pd(b, 1));
+    __m256d t = _mm256_add_pd(lo, hi);
+    __m128d h = _mm_add_pd(_mm256_castpd256_pd128(t), _mm256_extractf128_pd(t, 1));
+    return _mm_cvtsd_f64(h) + _mm_cvtsd_f64(_mm_unpackhi_pd(h, h));
+}
+
+/* dot_f64 of TN activation rows (x + u xs) with RN de-quantized weight rows (v + j vs), 8 double lanes:
+ * s[u RN + j], each as dot_f64 sums it; a tile of 4 x 2 loads 12 vectors for 16 products */
+#define DOTS_AVX512(NAME, TN, RN)                                                                          \
+    AVX512_Q static void NAME(const double *x, int64_t xs, const float *v, int64_t vs, int64_t k, double *s) { \
+        __m512d a[TN][RN], b[TN][RN];                                                                      \
+        for (int u = 0; u < TN; u++)                                                                       \
+            for (int j = 0; j < RN; j++) a[u][j] = b[u][j] = _mm512_setzero_pd();                          \
+        for (int64_t i = 0; i < k; i += 16) {                                                              \
+            __m512d v0[RN], v1[RN];                                                                        \
+            for (int j = 0; j < RN; j++) {                                                                 \
+                v0[j] = _mm512_cvtps_pd(_mm256_loadu_ps(v + j * vs + i));                                  \
+                v1[j] = _mm512_cvtps_pd(_mm256_loadu_ps(v + j * vs + i + 8));                              \
+            }                                                                                              \
+            for (int u = 0; u < TN; u++) {                                                                 \
+                __m512d x0 = _mm512_loadu_pd(x + u * xs + i), x1 = _mm512_loadu_pd(x + u * xs + i + 8);    \
+                for (int j = 0; j < RN; j++) {                                                             \
+                    a[u][j] = _mm512_add_pd(a[u][j], _mm512_mul_pd(x0, v0[j]));                            \
+                    b[u][j] = _mm512_add_pd(b[u][j], _mm512_mul_pd(x1, v1[j]));                            \
+                }                                                                                          \
+            }                                                                                              \
+        }                                                                                                  \
+        for (int u = 0; u < TN; u++)                                                                       \
+            for (int j = 0; j < RN; j++) s[u * RN + j] = tree_avx512(a[u][j], b[u][j]);                    \
+    }
+DOTS_AVX512(dot1_avx512, 1, 1)
+DOTS_AVX512(dot4_avx512, 4, 1)
+DOTS_AVX512(dot4x2_avx512, 4, 2)
+
+/* dot_f64_avx2 of two activation rows at once (x and x + xs): the same sums, the weights converted once */
+__attribute__((target("avx2"))) static void dot2_avx2(const double *x, int64_t xs, const float *v, int64_t k,
+                                                      double *s) {
+    __m256d a[2][4];
+    for (int u = 0; u < 2; u++)
+        for (int j = 0; j < 4; j++) a[u][j] = _mm256_setzero_pd();
+    for (int64_t i = 0; i < k; i += 16)
+        for (int j = 0; j < 4; j++) {
+            __m256d vs = _mm256_cvtps_pd(_mm_loadu_ps(v + i + 4 * j));
+            for (int u = 0; u < 2; u++)
+                a[u][j] = _mm256_add_pd(a[u][j], _mm256_mul_pd(_mm256_loadu_pd(x + u * xs + i + 4 * j), vs));
+        }
+    for (int u = 0; u < 2; u++) {
+        __m256d t = _mm256_add_pd(_mm256_add_pd(a[u][0], a[u][1]), _mm256_add_pd(a[u][2], a[u][3]));
+        __m128d h = _mm_add_pd(_mm256_castpd256_pd128(t), _mm256_extractf128_pd(t, 1));
+        s[u] = _mm_cvtsd_f64(h) + _mm_cvtsd_f64(_mm_unpackhi_pd(h, h));
+    }
+}
 #endif
+
+/* row r of w de-quantized into v (the vector path's way, the same values) */
+static void dequantize_into(const qjob *p, int avx2, int avx512, int64_t r, int64_t nb, int64_t stride, float *v) {
+    const uint8_t *row = p->w + r * stride;
+    (void)avx2, (void)avx512; /* the vector paths are for x86 */
+#if VG_X86
+    const int k_quant = p->qtype == Q4_K || p->qtype == Q5_K || p->qtype == Q6_K;
+    for (int64_t off = 0; off < stride; off += 64) /* the next row */
+        _mm_prefetch((const char *)(row + stride + off), _MM_HINT_T0);
+    if (avx512 && k_quant)
+        dequantize_k_avx512(p->qtype, row, nb, v);
+    else if (avx2 && k_quant)
+        dequantize_k_avx2(p->qtype, row, nb, v);
+    else if (avx2 && (p->qtype <= Q4_1 || p->qtype == Q5_0 || p->qtype == Q5_1))
+        dequantize_row_avx2(p->qtype, row, nb, v);
+    else
+#endif
+        dequantize_row(p->qtype, row, nb, v);
+}
 
 static void f32_band(void *ctx, int64_t lo, int64_t hi) {
     qjob *p = (qjob *)ctx;
-    const int64_t nb = p->k / BLOCK_VALUES[p->qtype], stride = nb * BLOCK_BYTES[p->qtype];
-    float stack[2048];
-    float *v = p->k <= 2048 ? stack : malloc(sizeof(float) * (size_t)p->k);
+    const int64_t nb = p->k / BLOCK_VALUES[p->qtype], stride = nb * BLOCK_BYTES[p->qtype], k = p->k;
+    float stack[4096];
+    float *v = 2 * k <= 4096 ? stack : malloc(sizeof(float) * (size_t)(2 * k));
     if (!v) {
         p->failed = 1;
         return;
     }
-    int avx2 = has_avx2();
-    (void)avx2; /* the AVX2 paths are for x86 */
-    for (int64_t r = lo; r < hi; r++) {
-        const uint8_t *row = p->w + r * stride;
+    const int avx2 = has_avx2(), avx512 = has_avx512();
+    for (int64_t r = lo; r < hi;) {
+        /* a prompt on AVX-512 takes two weight rows at a time (each activation row read once for both) */
+        const int rn = avx512 && p->t >= 4 && r + 2 <= hi ? 2 : 1;
+        for (int j = 0; j < rn; j++) dequantize_into(p, avx2, avx512, r + j, nb, stride, v + j * k);
+        int64_t t = 0;
+        double s[8];
 #if VG_X86
-        for (int64_t off = 0; off < stride; off += 64) /* the next row */
-            _mm_prefetch((const char *)(row + stride + off), _MM_HINT_T0);
-        if (avx2 && p->qtype <= Q4_1)
-            dequantize_row_avx2(p->qtype, row, nb, v);
-        else
+        if (avx512 && rn == 2)
+            for (; t + 4 <= p->t; t += 4) {
+                dot4x2_avx512(p->xd + t * k, k, v, k, k, s);
+                for (int u = 0; u < 4; u++)
+                    for (int j = 0; j < 2; j++) p->out[(t + u) * p->n + r + j] = (float)s[2 * u + j];
+            }
 #endif
-            dequantize_row(p->qtype, row, nb, v);
-        for (int64_t t = 0; t < p->t; t++) {
+        for (int j = 0; j < rn; j++) {
+            const float *vj = v + j * k;
+            int64_t tj = t;
 #if VG_X86
-            double s = avx2 ? dot_f64_avx2(p->xd + t * p->k, v, p->k) : dot_f64(p->xd + t * p->k, v, p->k);
+            if (avx512) /* four activation rows at a time share the converted weights */
+                for (; tj + 4 <= p->t; tj += 4) {
+                    dot4_avx512(p->xd + tj * k, k, vj, 0, k, s);
+                    for (int u = 0; u < 4; u++) p->out[(tj + u) * p->n + r + j] = (float)s[u];
+                }
+            else if (avx2)
+                for (; tj + 2 <= p->t; tj += 2) {
+                    dot2_avx2(p->xd + tj * k, k, vj, k, s);
+                    for (int u = 0; u < 2; u++) p->out[(tj + u) * p->n + r + j] = (float)s[u];
+                }
+#endif
+            for (; tj < p->t; tj++) {
+                const double *x = p->xd + tj * k;
+#if VG_X86
+                if (avx512)
+                    dot1_avx512(x, 0, vj, 0, k, s);
+                else
+                    s[0] = avx2 ? dot_f64_avx2(x, vj, k) : dot_f64(x, vj, k);
 #else
-            double s = dot_f64(p->xd + t * p->k, v, p->k);
+                s[0] = dot_f64(x, vj, k);
 #endif
-            p->out[t * p->n + r] = (float)s;
+                p->out[tj * p->n + r + j] = (float)s[0];
+            }
         }
+        r += rn;
     }
     if (v != stack) free(v);
 }
@@ -620,8 +883,13 @@ static void embed_rows(void *ctx, int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; i++) {
         const uint8_t *row = p->w + p->ids[i] * p->row_bytes;
 #if VG_X86
-        if (p->qtype <= Q4_1 && has_avx2()) {
-            dequantize_row_avx2(p->qtype, row, nb, p->out + i * p->k);
+        const int k_quant = p->qtype == Q4_K || p->qtype == Q5_K || p->qtype == Q6_K;
+        if (k_quant && has_avx512()) {
+            dequantize_k_avx512(p->qtype, row, nb, p->out + i * p->k);
+            continue;
+        }
+        if ((k_quant || p->qtype <= Q4_1 || p->qtype == Q5_0 || p->qtype == Q5_1) && has_avx2()) {
+            (k_quant ? dequantize_k_avx2 : dequantize_row_avx2)(p->qtype, row, nb, p->out + i * p->k);
             continue;
         }
 #endif

@@ -1,5 +1,5 @@
-"""Quantized products (quant.c), from the blocks: qmatmul_q8 on q8_0, q4_0 and q4_1 weights, qmatmul on
-those and on q4_k and q6_k.
+"""Quantized products (quant.c), from the blocks: qmatmul_q8 on q8_0, q4_0 and q4_1 weights, qmatmul and
+qembedding on every block format of ops/quant.py (QTYPES).
 
 - qmatmul_q8 gives the reference's bits: the activations are quantized as `quantize_q8` does, block dots
   are exact integers, and the f64 terms are added in the reference's order (EXACT).
@@ -11,8 +11,9 @@ those and on q4_k and q6_k.
   call, so it gives its decomposition's bits (EXACT where rms_norm's kernel is: f32).
 
 Threads take bands of at least `MIN_BAND_BYTES` of weight rows; the bits do not depend on the thread count.
-The AVX2 paths (taken when the CPU has AVX2 and F16C) give the portable paths' bits; `simd(False)` turns
-them off, for tests. Other formats, dtypes or layouts run the reference.
+The AVX2 paths (taken when the CPU has AVX2 and F16C) and the AVX-512 ones (qmatmul and qembedding of q4_k,
+q5_k and q6_k) give the portable paths' bits; `path` chooses one and `simd(False)` turns them off, for
+tests. Other dtypes or layouts run the reference.
 """
 
 from __future__ import annotations
@@ -30,7 +31,20 @@ from ..reference import composite_reference
 from . import _ffi, matmul
 from ._ffi import Library
 
-QTYPES = {"q8_0": 0, "q4_0": 1, "q4_1": 2, "q4_k": 3, "q6_k": 4}  # quant.c's format codes
+QTYPES = {  # quant.c's format codes
+    "q8_0": 0,
+    "q4_0": 1,
+    "q4_1": 2,
+    "q4_k": 3,
+    "q6_k": 4,
+    "q5_k": 5,
+    "q5_0": 6,
+    "q5_1": 7,
+    "q2_k": 8,
+    "q3_k": 9,
+    "iq4_nl": 10,
+    "iq4_xs": 11,
+}
 QUANT = ("qmatmul", "qmatmul_q8", "rms_norm_qmatmul_q8", "qembedding")
 # op -> (C function, formats it takes)
 _FUNCTIONS = {"qmatmul": ("vg_qmatmul_f32", tuple(QTYPES)), "qmatmul_q8": ("vg_qmatmul_q8", Q8_QTYPES)}
@@ -119,12 +133,24 @@ def _embedding(fn: Any, reference: Callable, backend: Any, ptr: Callable) -> Cal
 _state: dict[str, Any] = {"simd": None}
 
 
-def simd(flag: bool | None = None) -> bool:
-    """Allow (True) or forbid (False) the AVX2 paths, or leave them (None); whether they are taken now."""
+PATHS = ("scalar", "avx2", "avx512")  # quant.c's levels
+
+
+def path(name: str | None = None) -> str:
+    """The vector path the quantized kernels take ("avx512", "avx2" or "scalar": the same bits each);
+    `name` first chooses it (the fastest the machine has at most that one)."""
     fn = _state["simd"]
     if fn is None:
         raise RuntimeError("the cpu backend's quantized kernels are not loaded")
-    return bool(fn(-1 if flag is None else int(bool(flag))))
+    if name is not None and name not in PATHS:
+        raise ValueError(f"unknown vector path {name!r}: one of {', '.join(PATHS)}")
+    return PATHS[fn(-1 if name is None else PATHS.index(name))]
+
+
+def simd(flag: bool | None = None) -> bool:
+    """Allow (True: the fastest the machine has) or forbid (False) the vector paths, or leave them (None);
+    whether one is taken now."""
+    return path(None if flag is None else PATHS[-1] if flag else "scalar") != "scalar"
 
 
 def register(backend: Any, lib: Library) -> None:

@@ -1,0 +1,65 @@
+"""qmatmul (f32 activations) on each GGUF block format: SmolLM2-135M's MLP down projection (576 x 1536)
+as one decode step's matrix-vector product and a 64-token prompt's matrix product, the cpu kernel on each
+vector path against NumPy de-quantizing the weight and multiplying (`x @ dequantize(w).T` in f32).
+
+    python benchmarks/qmatmul_formats.py [--repeat 9] [--threads 1 2] [--formats q4_k q5_k q6_k]
+
+Random blocks with small finite scales. The ways take turns within each repetition (a busy machine slows
+them alike); each row gives the median wall milliseconds, the speedup over NumPy and the median CPU time.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+from _common import console, table
+from qmatmul import medians
+
+import verigrad
+from verigrad.backends.cpu import quant as cpu_quant
+from verigrad.ops.quant import BLOCK_QTYPES, dequantize, qmatmul, random_blocks
+
+N, K = 576, 1536  # SmolLM2-135M's ffn_down: rows of 1536 values (whole blocks of 256)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=9)
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--formats", nargs="+", default=["q4_k", "q5_k", "q6_k"], choices=BLOCK_QTYPES)
+    args = parser.parse_args()
+    if not verigrad.backends.cpu.available():
+        raise SystemExit("the cpu backend could not be built here")
+    kernel = verigrad.backends.cpu.cpu.native(qmatmul, verigrad.f32)
+    paths = [p for p in cpu_quant.PATHS[::-1] if cpu_quant.path(p) == p]
+    cpu_quant.simd(True)
+    rng = np.random.default_rng(0)
+    out = table(
+        f"qmatmul, f32 activations, w {N} x {K}: median of {args.repeat}",
+        ["format", "tokens", "threads", "way", "ms", "vs NumPy", "CPU ms"],
+    )
+    for qtype in args.formats:
+        raw = random_blocks(rng, qtype, N, K)
+        for tokens in (1, 64):
+            x = rng.standard_normal((tokens, K)).astype(np.float32)
+            for threads in args.threads:
+                verigrad.set_threads(threads)
+
+                def on(path: str):
+                    return lambda: (cpu_quant.path(path), kernel(x, raw, qtype=qtype))
+
+                ways = {"NumPy": lambda: x @ dequantize(raw, qtype, (N, K)).T}
+                ways |= {f"kernel {p}": on(p) for p in paths}
+                times = medians(ways, args.repeat)
+                cpu_quant.simd(True)
+                base = times["NumPy"][0]
+                for way, (wall, cpu_time) in times.items():
+                    cells = [f"{wall * 1e3:.3f}", f"{base / wall:.1f}x", f"{cpu_time * 1e3:.3f}"]
+                    out.add_row(qtype, str(tokens), str(threads), way, *cells)
+    verigrad.set_threads(1)
+    console(100).print(out)
+
+
+if __name__ == "__main__":
+    main()
