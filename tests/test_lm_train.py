@@ -167,6 +167,7 @@ def test_warmup_then_cosine():
         ({"clip": -1.0}, "--clip must be a finite non-negative number"),
         ({"min_lr": 1.0}, "min_lr 1.0 is above --lr"),
         ({"vocab_size": 100}, "--vocab-size must be an integer in 257"),
+        ({"dropout": 0.1}, "--dropout 0.1 needs --eager: verigrad.compile draws a dropout mask once"),
         ({"positions": "rotary", "width": 6, "heads": 2}, "rotary positions need an even head size"),
     ],
 )

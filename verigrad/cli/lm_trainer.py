@@ -58,15 +58,15 @@ class LMTrainConfig:
     heads: int = 4
     width: int = 128
     context: int = 128
-    batch: int = 16
-    steps: int = 600
+    batch: int = 8
+    steps: int = 1000
     lr: float = 3e-3
     min_lr: float = 3e-4  # the cosine decays to this
     warmup: int = 50
     accumulate: int = 1
     clip: float = 1.0  # 0: no clipping
     weight_decay: float = 0.1
-    eval_every: int = 100
+    eval_every: int = 200
     eval_batches: int = 8
     save_every: int = 200
     sample_tokens: int = 64
@@ -119,6 +119,11 @@ class LMTrainConfig:
             )
         if self.max_files is not None and (not isinstance(self.max_files, int) or self.max_files < 2):
             raise ValueError(f"max_files must be an integer of at least 2, got {self.max_files!r}")
+        if self.dropout and self.compiled:  # a compiled step would reuse one mask every step
+            raise ValueError(
+                f"--dropout {self.dropout} needs --eager: verigrad.compile draws a dropout mask once, when "
+                "it traces the step, and would reuse it at every step"
+            )
         check_vocab_size(self.vocab_size)
         self.model_config(self.vocab_size)  # the model's own checks: heads dividing width, ...
 
