@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pytest
 
+import verigrad as vg
 from verigrad.cli import lm_trainer, main
 from verigrad.cli.lm_trainer import LMTrainConfig, lr_at
 from verigrad.data import text
@@ -341,3 +342,21 @@ def test_train_lm_command_then_generate_from_its_folder(tmp_path, corpus_dir, da
     assert "GPT, context 16, vocab 300" in captured.err and "generated: " in captured.err
     assert main(["chat", "--model", str(out)]) == 1
     assert "has no chat template" in capsys.readouterr().err
+
+
+def test_the_symbolic_check_of_the_step_changes_nothing_and_finds_shape_errors(monkeypatch):
+    config = LMTrainConfig(layers=1, heads=2, width=16, context=16, vocab_size=300)
+    model = GPT(config.model_config(300))
+    optimizer = lm_trainer.make_optimizer(model, config)
+    before = {k: v.numpy().copy() for k, v in model.state_dict().items()}
+    lm_trainer.check_step(model, optimizer, config)
+    assert all(np.array_equal(v.numpy(), before[k]) for k, v in model.state_dict().items())
+    assert all(p.grad is None for p in model.parameters())
+    assert all(not s or float(s["step"]) == 0 for s in optimizer.state_dict()["state"].values())
+
+    def wrong_targets(ids, targets):  # a loss that only fails for sequences of other lengths
+        return GPT.loss(model, ids, targets[:, :-1])
+
+    monkeypatch.setattr(model, "loss", wrong_targets)
+    with pytest.raises(vg.ShapeError):
+        lm_trainer.check_step(model, optimizer, config)
