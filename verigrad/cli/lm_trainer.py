@@ -38,6 +38,7 @@ from ..data.text import (
 )
 from ..errors import WeightFileError
 from ..io import load, save
+from ..io.atomic import write_atomically
 from ..io.safetensors_format import read_metadata
 from ..models.gpt import CHECKPOINT, GPT, TOKENIZER, GPTConfig, decay_groups
 from ..nn.utils import clip_grad_norm_
@@ -286,7 +287,7 @@ def train(
     c, model, optimizer = run.config, run.model, run.optimizer
     out = Path(c.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / TOKENIZER).write_text(run.corpus.tokenizer_json)
+    write_atomically(out / TOKENIZER, lambda f: f.write(run.corpus.tokenizer_json.encode()))
     tokenizer = load_tokenizer(out)
     batches = TokenBatches(run.corpus.train, c.context, c.batch, c.accumulate, c.seed)
     history = run.history
