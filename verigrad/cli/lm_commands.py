@@ -39,7 +39,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         p.add_argument(
             "--model",
             default="smollm2",
-            help="a name (smollm2), a .gguf file, or a GPT-2 folder (default smollm2)",
+            help="a name (smollm2), a .gguf file, a GPT-2 folder, or a `train lm` folder (default smollm2)",
         )
         p.add_argument("--max-tokens", type=positive_int, default=256, help="per reply (default 256)")
         p.add_argument("--temperature", type=non_negative_float, default=0.8, help="0: greedy (default 0.8)")

@@ -1,4 +1,5 @@
-"""The training picture: loss and accuracy curves, and a grid of test digits with their labels.
+"""The training pictures: loss and accuracy curves with a grid of test digits and their labels (the
+CNN), and the loss, validation loss and bits per byte of a language model.
 
 Needs matplotlib (`pip install "verigrad[plot]"`); `have_matplotlib()` says whether it is there.
 """
@@ -31,13 +32,7 @@ def training_picture(
     fig = Figure(figsize=(12, 5.5), dpi=100)
     outer = fig.add_gridspec(1, 2, width_ratios=[1.15, 1])
     ax = fig.add_subplot(outer[0])
-    steps = np.arange(1, len(history["loss"]) + 1)
-    ax.plot(steps, history["loss"], color="tab:blue", alpha=0.35, lw=0.8, label="loss (each step)")
-    window = max(1, len(steps) // 30)
-    smooth = np.convolve(history["loss"], np.ones(window) / window, mode="valid")
-    ax.plot(steps[window - 1 :], smooth, color="tab:blue", lw=2, label="loss (moving mean)")
-    ax.set_xlabel("step")
-    ax.set_ylabel("cross-entropy")
+    steps = _loss_curves(ax, history["loss"])
     ax.set_yscale("log")
     acc = ax.twinx()
     per_epoch = len(steps) // max(1, len(history["test_accuracy"]))
@@ -52,6 +47,39 @@ def training_picture(
     _digit_mosaic(fig.add_subplot(outer[1]), images[: grid * grid, 0], labels, predicted, grid)
     path = Path(path)
     write_atomically(path, lambda f: fig.savefig(f, format="png", bbox_inches="tight"))  # never half a PNG
+    return path
+
+
+def _loss_curves(ax, losses: list[float]) -> np.ndarray:
+    """Each step's loss, faint, and its moving mean over a thirtieth of the run; returns the steps."""
+    steps = np.arange(1, len(losses) + 1)
+    ax.plot(steps, losses, color="tab:blue", alpha=0.35, lw=0.8, label="loss (each step)")
+    window = max(1, len(steps) // 30)
+    smooth = np.convolve(losses, np.ones(window) / window, mode="valid")
+    ax.plot(steps[window - 1 :], smooth, color="tab:blue", lw=2, label="loss (moving mean)")
+    ax.set_xlabel("step")
+    ax.set_ylabel("cross-entropy")
+    return steps
+
+
+def lm_picture(history: dict[str, list[float]], path: str | Path) -> Path:
+    """Write a PNG of a language model's training: the training loss each step, the validation loss at
+    each evaluation (nats per token), and the bits per byte on a second axis."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8, 5), dpi=100)
+    ax = fig.add_subplot()
+    _loss_curves(ax, history["loss"])
+    ax.plot(history["eval_step"], history["val_loss"], "o-", color="tab:orange", label="validation loss")
+    bpb = ax.twinx()
+    bpb.plot(history["eval_step"], history["val_bpb"], "s--", color="tab:green", label="validation bits/byte")
+    bpb.set_ylabel("bits per byte")
+    lines = ax.get_legend_handles_labels()[0] + bpb.get_legend_handles_labels()[0]
+    ax.legend(lines, [line.get_label() for line in lines], loc="upper right")
+    last = f": validation {history['val_bpb'][-1]:.3f} bits/byte" if history["val_bpb"] else ""
+    ax.set_title(f"language model training{last}")
+    path = Path(path)
+    write_atomically(path, lambda f: fig.savefig(f, format="png", bbox_inches="tight"))
     return path
 
 

@@ -3,7 +3,8 @@ FOLDER)` gives the model and its tokenizer.
 
 A name in `LANGUAGE_MODELS` runs its loader (SmolLM2-135M-Instruct: fetched into the cache on first
 use); a `.gguf` file is read as a Llama-architecture model with its own tokenizer; a folder with
-`config.json` and `model.safetensors` is a GPT-2 checkpoint in Hugging Face's layout.
+`config.json` and `model.safetensors` is a GPT-2 checkpoint in Hugging Face's layout, and one with
+`lm.safetensors` and `tokenizer.json` a GPT trained by `verigrad train lm`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from ..errors import WeightFileError
 from ..io.gguf import read_gguf, shown
 from ..io.tokenizer import Tokenizer
 from .fetch import fetch
+from .gpt import is_run_folder, load_run
 from .lm import LanguageModel
 
 ACTIVATIONS = ("q8", "f32")
@@ -54,9 +56,9 @@ LANGUAGE_MODELS: dict[str, Loader] = {
 def load_language_model(
     name_or_path: str | os.PathLike, activations: str = "q8"
 ) -> tuple[LanguageModel, Tokenizer]:
-    """(model, tokenizer) for a registered name, a `.gguf` file, or a GPT-2 folder. `activations`
-    chooses the quantized matmul of GGUF models: "q8" quantizes activations to 8 bits per block of 32
-    (as llama.cpp does), "f32" multiplies them as they are."""
+    """(model, tokenizer) for a registered name, a `.gguf` file, a GPT-2 folder or a `verigrad train lm`
+    folder. `activations` chooses the quantized matmul of GGUF models: "q8" quantizes activations to 8
+    bits per block of 32 (as llama.cpp does), "f32" multiplies them as they are."""
     if activations not in ACTIVATIONS:
         raise ValueError(f"activations must be one of {', '.join(ACTIVATIONS)}, got {activations!r}")
     name = str(name_or_path)
@@ -65,14 +67,16 @@ def load_language_model(
     path = Path(name_or_path)
     if path.is_file():
         return load_gguf(path, activations)
+    if path.is_dir() and is_run_folder(path):  # a folder written by `verigrad train lm`
+        return load_run(path)
     if path.is_dir():
         missing = [f for f in ("config.json", "model.safetensors") if not (path / f).is_file()]
         if missing:
             raise WeightFileError(f"{path}: a GPT-2 folder needs {' and '.join(missing)}")
         return load_gpt2_folder(path)
     raise WeightFileError(
-        f"no model {name!r}: give a name ({', '.join(sorted(LANGUAGE_MODELS))}), a .gguf file, or a folder "
-        "with config.json and model.safetensors"
+        f"no model {name!r}: give a name ({', '.join(sorted(LANGUAGE_MODELS))}), a .gguf file, a folder "
+        "with config.json and model.safetensors, or one written by `verigrad train lm`"
     )
 
 

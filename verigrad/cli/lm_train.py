@@ -1,0 +1,210 @@
+"""`verigrad train lm`: a GPT trained from scratch on the standard library's sources (or `--data`), with
+a progress bar (loss, tokens/s, time left), validation loss, bits per byte and a sample at each
+evaluation, checkpoints, `--resume`, and a loss picture."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from . import lm_trainer, plot
+from .arguments import (
+    THREADS_HELP,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    step_count,
+    thread_count,
+    writable_folder,
+)
+from .lm_trainer import LMTrainConfig
+
+DEFAULTS = LMTrainConfig.__dataclass_fields__
+
+
+def _default(name: str):
+    return DEFAULTS[name].default
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    """`train lm`, under the `train` command (whose own options train the digits CNN)."""
+    from ..backends import available
+    from ..models.gpt import MLPS, NORMS, POSITIONS
+
+    train = sub.choices["train"]
+    lm = train.add_subparsers(dest="what", metavar="lm").add_parser(
+        "lm", help="train a GPT language model from scratch (default data: the Python standard library)"
+    )
+    sizes = lm.add_argument_group("model")
+    for name, help_text in (
+        ("layers", "transformer blocks"),
+        ("heads", "attention heads (must divide --width)"),
+        ("width", "embedding width"),
+        ("context", "tokens per sequence"),
+        ("vocab-size", "BPE vocabulary, trained on the training split"),
+    ):
+        key = name.replace("-", "_")
+        sizes.add_argument(
+            f"--{name}",
+            type=positive_int,
+            default=_default(key),
+            help=f"{help_text} (default {_default(key)})",
+        )
+    sizes.add_argument("--norm", choices=NORMS, default=_default("norm"))
+    sizes.add_argument("--positions", choices=POSITIONS, default=_default("positions"))
+    sizes.add_argument("--mlp", choices=MLPS, default=_default("mlp"))
+    sizes.add_argument("--dropout", type=non_negative_float, default=0.0, help="default 0")
+    loop = lm.add_argument_group("training")
+    loop.add_argument(
+        "--batch",
+        type=positive_int,
+        default=_default("batch"),
+        help=f"sequences per micro-batch (default {_default('batch')})",
+    )
+    loop.add_argument("--accumulate", type=positive_int, default=1, help="micro-batches per step (default 1)")
+    loop.add_argument(
+        "--steps", type=step_count, default=_default("steps"), help=f"default {_default('steps')}"
+    )
+    loop.add_argument(
+        "--lr", type=positive_float, default=_default("lr"), help=f"peak (default {_default('lr')})"
+    )
+    loop.add_argument(
+        "--min-lr",
+        type=non_negative_float,
+        default=_default("min_lr"),
+        help=f"the cosine's end (default {_default('min_lr')})",
+    )
+    loop.add_argument(
+        "--warmup",
+        type=non_negative_int,
+        default=_default("warmup"),
+        help=f"linear warmup steps (default {_default('warmup')})",
+    )
+    loop.add_argument(
+        "--weight-decay",
+        type=non_negative_float,
+        default=_default("weight_decay"),
+        help=f"AdamW's, on matrices only (default {_default('weight_decay')})",
+    )
+    loop.add_argument(
+        "--clip",
+        type=non_negative_float,
+        default=_default("clip"),
+        help=f"gradient norm clip, 0: off (default {_default('clip')})",
+    )
+    loop.add_argument(
+        "--eval-every",
+        type=positive_int,
+        default=_default("eval_every"),
+        help=f"steps between validations and samples (default {_default('eval_every')})",
+    )
+    loop.add_argument(
+        "--save-every",
+        type=positive_int,
+        default=_default("save_every"),
+        help=f"steps between checkpoints (default {_default('save_every')})",
+    )
+    loop.add_argument(
+        "--data", default=None, help="a text file or a folder of them (default: the stdlib's .py)"
+    )
+    loop.add_argument(
+        "--out",
+        type=writable_folder,
+        default=_default("out"),
+        help="folder for the checkpoint, tokenizer and picture (default runs/lm)",
+    )
+    loop.add_argument("--resume", action="store_true", help="continue the run saved in --out")
+    loop.add_argument("--seed", type=non_negative_int, default=0)
+    loop.add_argument("--threads", type=thread_count, default=None, help=THREADS_HELP)
+    loop.add_argument("--eager", action="store_true", help="run each step eagerly instead of compiled")
+    loop.add_argument(
+        "--backend", choices=available(), default="cpu" if "cpu" in available() else "reference"
+    )
+    lm.set_defaults(run=run_train_lm)
+
+
+def config_from(args: argparse.Namespace) -> LMTrainConfig:
+    from ..backends import default_threads
+
+    return LMTrainConfig(
+        layers=args.layers,
+        heads=args.heads,
+        width=args.width,
+        context=args.context,
+        vocab_size=args.vocab_size,
+        norm=args.norm,
+        positions=args.positions,
+        mlp=args.mlp,
+        dropout=args.dropout,
+        batch=args.batch,
+        accumulate=args.accumulate,
+        steps=args.steps,
+        lr=args.lr,
+        min_lr=args.min_lr,
+        warmup=args.warmup,
+        weight_decay=args.weight_decay,
+        clip=args.clip,
+        eval_every=args.eval_every,
+        save_every=args.save_every,
+        data=args.data,
+        out=args.out,
+        seed=args.seed,
+        threads=args.threads or default_threads(),
+        compiled=not args.eager,
+        backend=args.backend,
+    )
+
+
+def run_train_lm(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    config = config_from(args)  # refuses bad options before any work
+    console = Console()
+    with console.status("preparing the data and tokenizer (cached after the first run)"):
+        run = lm_trainer.prepare(config, resume=args.resume)
+    data = config.data or "the Python standard library's sources"
+    console.print(
+        f"[bold]verigrad train lm[/]: GPT of {run.model.num_parameters():,} parameters ({config.layers} "
+        f"layers, width {config.width}, {config.heads} heads, context {config.context}) on {escape(data)}: "
+        f"{len(run.corpus.train):,} training tokens ({run.corpus.train_files} files), vocabulary "
+        f"{run.corpus.vocab_size}; {config.threads} thread(s), {'compiled' if config.compiled else 'eager'}"
+        + (f"; resuming at step {run.start}" if run.start else "")
+    )
+    columns = (
+        BarColumn(),
+        TextColumn("step {task.completed}/{task.total}"),
+        TextColumn("loss {task.fields[loss]:.3f}"),
+        TextColumn("{task.fields[tokens_per_s]:,.0f} tokens/s"),
+        TimeElapsedColumn(),
+        TextColumn("left"),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task(
+            "train", total=config.steps, completed=run.start, loss=float("nan"), tokens_per_s=0.0
+        )
+
+        def on_step(s: dict) -> None:
+            progress.update(task, completed=s["step"], loss=s["loss"], tokens_per_s=s["tokens_per_s"])
+
+        def on_eval(e: dict) -> None:
+            progress.console.print(
+                f"step {e['step']}: validation loss [bold]{e['val_loss']:.3f}[/], "
+                f"[bold]{e['val_bpb']:.3f}[/] bits per byte; sample:"
+            )
+            progress.console.print(e["sample"], markup=False, highlight=False, style="dim")
+
+        lm_trainer.train(run, on_step=on_step, on_eval=on_eval)
+    out = Path(config.out)
+    console.print(
+        f"checkpoint {escape(str(out / lm_trainer.CHECKPOINT))}; sample with "
+        f'`verigrad generate --model {escape(str(out))} "def "`'
+    )
+    if plot.have_matplotlib():
+        console.print(f"picture {escape(str(plot.lm_picture(run.history, out / lm_trainer.PICTURE)))}")
+    else:
+        console.print('no picture: matplotlib is missing (pip install "verigrad[plot]")', markup=False)
+    return 0

@@ -1,0 +1,431 @@
+"""The trainer of `verigrad train lm`: a GPT (`models/gpt.py`) trained on a text corpus
+(`data/text.py`) with AdamW (weight-decay and no-decay groups), linear warmup then cosine decay,
+gradient clipping and accumulation, in one compiled step (`verigrad.compile`; eager with
+`compiled=False`).
+
+Everything that can be checked is checked before the first step (`prepare`: the options, the model's
+config, the training step symbolically for any batch and sequence length, the data, the output folder,
+the checkpoint to resume). A checkpoint (`lm.safetensors`, written atomically) holds the weights, the
+optimizer's state, the step (which fixes the schedule and the data order) and the random generator's
+state, so a run resumed from it continues with the bits of a run never stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..autograd import no_grad
+from ..backends import backend, default_threads, set_threads
+from ..backends.threads import MAX_THREADS
+from ..compile import compile as compile_fn
+from ..data.text import (
+    Corpus,
+    TokenBatches,
+    check_vocab_size,
+    prepare_corpus,
+    stdlib_files,
+    text_files,
+    validation_offsets,
+    windows,
+)
+from ..errors import WeightFileError
+from ..io import load, save
+from ..io.atomic import write_atomically
+from ..io.safetensors_format import read_metadata
+from ..models.gpt import CHECKPOINT, GPT, TOKENIZER, GPTConfig, decay_groups
+from ..nn.utils import clip_grad_norm_
+from ..ops import from_numpy, manual_seed
+from ..ops.creation import default_generator
+from ..optim import AdamW, Optimizer
+from ..shapes import dims, spec
+
+PICTURE = "training.png"
+SAMPLE_PROMPT = "def "
+
+
+@dataclass
+class LMTrainConfig:
+    """The options of `verigrad train lm`; each is checked when the config is made."""
+
+    layers: int = 4
+    heads: int = 4
+    width: int = 128
+    context: int = 128
+    batch: int = 8
+    steps: int = 1000
+    lr: float = 3e-3
+    min_lr: float = 3e-4  # the cosine decays to this
+    warmup: int = 50
+    accumulate: int = 1
+    clip: float = 1.0  # 0: no clipping
+    weight_decay: float = 0.1
+    eval_every: int = 200
+    eval_batches: int = 8
+    save_every: int = 200
+    sample_tokens: int = 64
+    vocab_size: int = 2048
+    norm: str = "layernorm"
+    positions: str = "learned"
+    mlp: str = "gelu"
+    dropout: float = 0.0
+    data: str | None = None  # None: the standard library's sources
+    max_files: int | None = None  # the first that many files of the corpus (tests)
+    out: str = "runs/lm"
+    seed: int = 0
+    threads: int = field(default_factory=default_threads)
+    compiled: bool = True
+    backend: str = "cpu"
+
+    def __post_init__(self) -> None:
+        for name in (
+            "layers",
+            "heads",
+            "width",
+            "context",
+            "batch",
+            "steps",
+            "accumulate",
+            "eval_every",
+            "eval_batches",
+            "save_every",
+            "sample_tokens",
+            "threads",
+        ):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
+        for name in ("warmup", "seed"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"--{name} must be a non-negative integer, got {value!r}")
+        if self.threads > MAX_THREADS:
+            raise ValueError(f"--threads must be at most {MAX_THREADS}, got {self.threads}")
+        for name in ("lr", "min_lr", "clip", "weight_decay"):
+            value = getattr(self, name)
+            ok = not isinstance(value, bool) and isinstance(value, int | float) and 0 <= value < math.inf
+            if not ok or (name == "lr" and value == 0):
+                kind = "positive" if name == "lr" else "non-negative"
+                raise ValueError(f"--{name.replace('_', '-')} must be a finite {kind} number, got {value!r}")
+        if self.min_lr > self.lr:
+            raise ValueError(
+                f"min_lr {self.min_lr} is above --lr {self.lr}: the cosine decays from lr to min_lr"
+            )
+        if self.max_files is not None and (not isinstance(self.max_files, int) or self.max_files < 2):
+            raise ValueError(f"max_files must be an integer of at least 2, got {self.max_files!r}")
+        if self.dropout and self.compiled:  # a compiled step would reuse one mask every step
+            raise ValueError(
+                f"--dropout {self.dropout} needs --eager: verigrad.compile draws a dropout mask once, when "
+                "it traces the step, and would reuse it at every step"
+            )
+        check_vocab_size(self.vocab_size)
+        self.model_config(self.vocab_size)  # the model's own checks: heads dividing width, ...
+
+    def model_config(self, vocab_size: int) -> GPTConfig:
+        try:
+            return GPTConfig(
+                vocab_size=vocab_size,
+                context=self.context,
+                n_layer=self.layers,
+                n_head=self.heads,
+                width=self.width,
+                norm=self.norm,
+                positions=self.positions,
+                mlp=self.mlp,
+                dropout=self.dropout,
+            )
+        except ValueError as e:  # named as the command's options
+            raise ValueError(
+                str(e).replace("GPTConfig: ", "").replace("n_head", "--heads").replace("width", "--width")
+            ) from None
+
+
+def lr_at(step: int, config: LMTrainConfig) -> float:
+    """The learning rate of step `step` (0-based): linear warmup from lr/warmup to lr over `warmup`
+    steps, then cosine decay to min_lr at the last step."""
+    if step < config.warmup:
+        return config.lr * (step + 1) / config.warmup
+    span = max(1, config.steps - 1 - config.warmup)
+    progress = min(1.0, (step - config.warmup) / span)
+    return config.min_lr + (config.lr - config.min_lr) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def make_optimizer(model: GPT, config: LMTrainConfig) -> Optimizer:
+    """AdamW on `decay_groups` (matrices decayed, gains and biases not), betas (0.9, 0.95)."""
+    return AdamW(decay_groups(model, config.weight_decay), lr=config.lr, betas=(0.9, 0.95), eps=1e-8)
+
+
+def lm_step(model: GPT, optimizer: Optimizer, clip: float) -> Callable:
+    """step(x, y) on micro-batches x, y [A, B, T]: each micro-batch's loss / A backpropagated (the
+    gradients add up, as PyTorch's accumulation), the gradients clipped to norm `clip` (0: not), one
+    optimizer update; returns the mean loss."""
+    params = [p for p in model.parameters() if p.requires_grad]
+
+    def step(x, y):
+        optimizer.zero_grad()
+        total = None
+        count = x.shape[0]
+        for i in range(count):
+            loss = model.loss(x[i], y[i]) / count
+            loss.backward()
+            total = loss.detach() if total is None else total + loss.detach()
+        if clip:
+            clip_grad_norm_(params, clip)
+        optimizer.step()
+        return total
+
+    return step
+
+
+def check_step(model: GPT, optimizer: Optimizer, config: LMTrainConfig) -> None:
+    """The training step traced on symbolic token ids [A, B, T] (B and T symbols; T up to the context):
+    a shape or dtype error of any batch or sequence length is raised here, before training."""
+    from ..ir.trace import trace
+
+    b, t = dims("batch tokens")
+    ids = spec([config.accumulate, b, t], "i64")
+    trace(lm_step(model, optimizer, config.clip), ids, ids)
+
+
+@dataclass
+class LMRun:
+    """What `prepare` made: the corpus, the model, its optimizer, and the state to start from."""
+
+    config: LMTrainConfig
+    corpus: Corpus
+    model: GPT
+    optimizer: Optimizer
+    start: int = 0
+    history: dict[str, list[float]] = field(default_factory=dict)
+
+
+def corpus_files(config: LMTrainConfig) -> list[Path]:
+    files = stdlib_files() if config.data is None else text_files(config.data)
+    files = files[: config.max_files] if config.max_files else files
+    if not files:
+        raise ValueError(f"--data {config.data}: no files in it")
+    return files
+
+
+def prepare(config: LMTrainConfig, resume: bool = False, cache: str | None = None) -> LMRun:
+    """Everything checked and made before the first step: the output folder, the checkpoint to resume
+    (with `resume`: it must exist and match the config), the corpus and tokenizer (from the cache when
+    made before), the model, the optimizer, and the step traced symbolically."""
+    from ..backends.active import lookup
+
+    lookup(config.backend)
+    out = Path(config.out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out}: the output folder exists and is not a directory")
+    if resume and not (out / CHECKPOINT).is_file():
+        raise ValueError(f"--resume: {out} has no checkpoint {CHECKPOINT} to continue from")
+    saved = read_checkpoint_meta(out / CHECKPOINT) if resume else None
+    if saved is not None:
+        _check_same_run(saved["config"], config, out / CHECKPOINT)
+    corpus = prepare_corpus(corpus_files(config), config.vocab_size, config.seed, cache=cache)
+    TokenBatches(corpus.train, config.context, config.batch, config.accumulate, config.seed)  # enough text?
+    validation_offsets(
+        len(corpus.validation), config.context, config.eval_batches * config.batch, config.seed
+    )
+    set_threads(config.threads)
+    manual_seed(config.seed)
+    with backend(config.backend):
+        model = GPT(config.model_config(corpus.vocab_size))
+        optimizer = make_optimizer(model, config)
+        check_step(model, optimizer, config)
+    run = LMRun(config, corpus, model, optimizer)
+    if saved is not None:
+        restore(run, out / CHECKPOINT, saved)
+    return run
+
+
+# the loop ------------------------------------------------------------------------------------------
+def evaluate(run: LMRun) -> tuple[float, float]:
+    """(validation loss in nats per token, bits per byte) on the fixed validation windows."""
+    c = run.config
+    offsets = validation_offsets(len(run.corpus.validation), c.context, c.eval_batches * c.batch, c.seed)
+    run.model.eval()
+    total, count = 0.0, 0
+    with no_grad():
+        for at in range(0, len(offsets), c.batch):
+            part = offsets[at : at + c.batch]
+            x, y = windows(run.corpus.validation, part, c.context, (len(part),))
+            total += float(run.model.loss(from_numpy(x), from_numpy(y))) * len(part)
+            count += len(part)
+    run.model.train()
+    loss = total / count
+    return loss, loss / math.log(2) / run.corpus.bytes_per_token
+
+
+def sample(run: LMRun, tokenizer: Any, prompt: str = SAMPLE_PROMPT, seed: int = 0) -> str:
+    """`sample_tokens` tokens generated after `prompt` (temperature 0.8, top-k 40), the model in eval mode."""
+    from ..models.lm import generate
+
+    run.model.eval()
+    try:
+        result = generate(run.model, tokenizer, prompt, max_tokens=run.config.sample_tokens, seed=seed)
+    finally:
+        run.model.train()
+    return prompt + result.text
+
+
+def train(
+    run: LMRun,
+    on_step: Callable[[dict[str, Any]], None] | None = None,
+    on_eval: Callable[[dict[str, Any]], None] | None = None,
+    stop_after: int | None = None,
+) -> LMRun:
+    """Train from `run.start` to `config.steps` (or to step `stop_after`: a test's interrupted run),
+    evaluating and sampling every `eval_every` steps and saving every `save_every` and at the end."""
+    c, model, optimizer = run.config, run.model, run.optimizer
+    out = Path(c.out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomically(out / TOKENIZER, lambda f: f.write(run.corpus.tokenizer_json.encode()))
+    tokenizer = load_tokenizer(out)
+    batches = TokenBatches(run.corpus.train, c.context, c.batch, c.accumulate, c.seed)
+    history = run.history
+    for key in ("loss", "lr", "eval_step", "val_loss", "val_bpb"):
+        history.setdefault(key, [])
+    end = c.steps if stop_after is None else min(c.steps, stop_after)
+    tokens_per_step = c.accumulate * c.batch * c.context
+    set_threads(c.threads)
+    with backend(c.backend):
+        step_fn = lm_step(model, optimizer, c.clip)
+        step_fn = compile_fn(step_fn) if c.compiled else step_fn
+        start_time, first = time.perf_counter(), run.start
+        for step in range(run.start, end):
+            lr = lr_at(step, c)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            x, y = batches(step)
+            loss = float(step_fn(from_numpy(x), from_numpy(y)))
+            if not math.isfinite(loss):
+                raise ValueError(
+                    f"the loss is {loss} at step {step + 1}: training diverged, no checkpoint written; "
+                    f"try a smaller --lr than {c.lr}"
+                )
+            history["loss"].append(loss)
+            history["lr"].append(lr)
+            run.start = step + 1
+            if on_step is not None:
+                elapsed = time.perf_counter() - start_time
+                done = step + 1 - first
+                on_step(
+                    {
+                        "step": step + 1,
+                        "steps": c.steps,
+                        "loss": loss,
+                        "lr": lr,
+                        "tokens_per_s": done * tokens_per_step / elapsed if elapsed > 0 else 0.0,
+                    }
+                )
+            if (step + 1) % c.eval_every == 0 or step + 1 == c.steps:
+                val_loss, bpb = evaluate(run)
+                history["eval_step"].append(step + 1)
+                history["val_loss"].append(val_loss)
+                history["val_bpb"].append(bpb)
+                if on_eval is not None:
+                    text = sample(run, tokenizer, seed=step + 1)
+                    on_eval({"step": step + 1, "val_loss": val_loss, "val_bpb": bpb, "sample": text})
+            if (step + 1) % c.save_every == 0 or step + 1 == end:
+                save_checkpoint(run, out / CHECKPOINT)
+    return run
+
+
+def load_tokenizer(folder: str | Path) -> Any:
+    """The run folder's `tokenizer.json` as verigrad's Tokenizer (`<|endoftext|>` ends a text)."""
+    from ..io.tokenizer import Tokenizer
+
+    return Tokenizer.from_gpt2_folder(folder)
+
+
+# checkpoints ---------------------------------------------------------------------------------------
+def save_checkpoint(run: LMRun, path: Path) -> Path:
+    """Weights, optimizer state (`optimizer.<index>.<name>`), and in the metadata the configs, the step,
+    the generator's state, the groups' settings and the history; written atomically."""
+    tensors: dict[str, Any] = {k: v for k, v in run.model.state_dict().items()}
+    state = run.optimizer.state_dict()
+    for index, entry in state["state"].items():
+        for name, value in entry.items():
+            array = value.numpy() if hasattr(value, "numpy") else np.asarray(value)
+            tensors[f"optimizer.{index}.{name}"] = np.array(array)
+    groups = [
+        {k: v for k, v in g.items() if k != "params"} | {"params": g["params"]} for g in state["param_groups"]
+    ]
+    meta = {
+        "model": "gpt",
+        "gpt": json.dumps(run.model.config.to_dict()),
+        "config": json.dumps(asdict(run.config)),
+        "step": str(run.start),
+        "generator": json.dumps(default_generator._rng.bit_generator.state),
+        "param_groups": json.dumps(groups),
+        "history": json.dumps(run.history),
+    }
+    return save(tensors, path, metadata=meta)
+
+
+def read_checkpoint_meta(path: Path) -> dict[str, Any]:
+    """The checkpoint's metadata, decoded; a file that is not one of `verigrad train lm` is refused."""
+    meta = read_metadata(path)
+    if meta.get("model") != "gpt":
+        raise WeightFileError(f"{path}: not a checkpoint of `verigrad train lm` (no gpt metadata)")
+    try:
+        return {k: (v if k == "model" else json.loads(v)) for k, v in meta.items()}
+    except ValueError:
+        raise WeightFileError(f"{path}: its metadata is not valid JSON") from None
+
+
+MUST_MATCH = (
+    "layers",
+    "heads",
+    "width",
+    "context",
+    "vocab_size",
+    "norm",
+    "positions",
+    "mlp",
+    "data",
+    "max_files",
+    "seed",
+    "batch",
+    "accumulate",
+)
+
+
+def _check_same_run(saved: dict[str, Any], config: LMTrainConfig, path: Path) -> None:
+    changed = [
+        f"--{k.replace('_', '-')} {saved.get(k)!r} -> {getattr(config, k)!r}"
+        for k in MUST_MATCH
+        if saved.get(k) != getattr(config, k)
+    ]
+    if changed:
+        raise ValueError(f"--resume: {path} was trained with other options ({'; '.join(changed)})")
+    if saved.get("step", 0) > config.steps:
+        raise ValueError(f"--resume: {path} is at step {saved['step']}, past --steps {config.steps}")
+
+
+def restore(run: LMRun, path: Path, meta: dict[str, Any]) -> None:
+    """Put the checkpoint's weights, optimizer state, step, generator state and history into `run`."""
+    tensors = load(path)
+    model_state = {k: v for k, v in tensors.items() if not k.startswith("optimizer.")}
+    run.model.load_state_dict(model_state)
+    state: dict[int, dict[str, Any]] = {}
+    for key, value in tensors.items():
+        if key.startswith("optimizer."):
+            _, index, name = key.split(".", 2)
+            state.setdefault(int(index), {})[name] = value
+    groups = meta["param_groups"]
+    for g in groups:
+        if "betas" in g:
+            g["betas"] = tuple(g["betas"])
+    run.optimizer.load_state_dict({"state": state, "param_groups": groups})
+    run.start = int(meta["step"])
+    default_generator._rng.bit_generator.state = meta["generator"]
+    run.history = meta["history"]
