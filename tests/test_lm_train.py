@@ -168,7 +168,6 @@ def test_warmup_then_cosine():
         ({"clip": -1.0}, "--clip must be a finite non-negative number"),
         ({"min_lr": 1.0}, "min_lr 1.0 is above --lr"),
         ({"vocab_size": 100}, "--vocab-size must be an integer in 257"),
-        ({"dropout": 0.1}, "--dropout 0.1 needs --eager: verigrad.compile draws a dropout mask once"),
         ({"positions": "rotary", "width": 6, "heads": 2}, "rotary positions need an even head size"),
     ],
 )
@@ -202,8 +201,9 @@ def test_the_digits_trainer_keeps_its_command(capsys):
 
 
 # the loop -------------------------------------------------------------------------------------------
-def test_resumed_run_is_bit_identical_to_an_unbroken_one(tmp_path, corpus_dir):
-    kw = {"accumulate": 2, "dropout": 0.1, "compiled": False}  # dropout: the generator's state is saved too
+@pytest.mark.parametrize("compiled", [False, True])
+def test_resumed_run_is_bit_identical_to_an_unbroken_one(tmp_path, corpus_dir, compiled):
+    kw = {"accumulate": 2, "dropout": 0.1, "compiled": compiled}  # dropout: the generator's state is saved
     cache = str(tmp_path / "cache")
     straight = lm_trainer.train(lm_trainer.prepare(tiny(corpus_dir, tmp_path / "a", **kw), cache=cache))
     first = lm_trainer.prepare(tiny(corpus_dir, tmp_path / "b", **kw), cache=cache)

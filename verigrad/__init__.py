@@ -337,6 +337,7 @@ from .tensor import LEGACY_TYPES, Tensor
 from .typeinfo import finfo, iinfo
 
 concatenate = cat  # PyTorch's names for the same function
+get_rng_state, set_rng_state = _default_generator.get_state, _default_generator.set_state
 softmax, log_softmax = nn.functional.softmax, nn.functional.log_softmax  # torch.softmax(x, dim, dtype=)
 cuda.amp = amp.cuda_amp  # torch.cuda.amp: disabled, with PyTorch's warnings
 clip = clamp

@@ -120,11 +120,6 @@ class LMTrainConfig:
             )
         if self.max_files is not None and (not isinstance(self.max_files, int) or self.max_files < 2):
             raise ValueError(f"max_files must be an integer of at least 2, got {self.max_files!r}")
-        if self.dropout and self.compiled:  # a compiled step would reuse one mask every step
-            raise ValueError(
-                f"--dropout {self.dropout} needs --eager: verigrad.compile draws a dropout mask once, when "
-                "it traces the step, and would reuse it at every step"
-            )
         check_vocab_size(self.vocab_size)
         self.model_config(self.vocab_size)  # the model's own checks: heads dividing width, ...
 
@@ -364,7 +359,7 @@ def save_checkpoint(run: LMRun, path: Path) -> Path:
         "gpt": json.dumps(run.model.config.to_dict()),
         "config": json.dumps(asdict(run.config)),
         "step": str(run.start),
-        "generator": json.dumps(default_generator._rng.bit_generator.state),
+        "generator": default_generator.get_state().numpy().tobytes().decode(),
         "param_groups": json.dumps(groups),
         "history": json.dumps(run.history),
     }
@@ -427,5 +422,6 @@ def restore(run: LMRun, path: Path, meta: dict[str, Any]) -> None:
             g["betas"] = tuple(g["betas"])
     run.optimizer.load_state_dict({"state": state, "param_groups": groups})
     run.start = int(meta["step"])
-    default_generator._rng.bit_generator.state = meta["generator"]
+    state = json.dumps(meta["generator"]).encode()  # get_state's JSON text, parsed with the metadata
+    default_generator.set_state(from_numpy(np.frombuffer(state, dtype=np.uint8).copy()))
     run.history = meta["history"]

@@ -22,7 +22,7 @@ from ..errors import WeightFileError
 from ..modes import abstract
 from ..nn import Embedding, LayerNorm, Module, ModuleList, RMSNorm
 from ..nn import functional as F
-from ..nn.init import normal
+from ..nn.init import _normal_param as normal
 from ..ops import cached_attention, from_numpy, take
 from ..tensor import Tensor
 from ._decoder import CachedDecoder

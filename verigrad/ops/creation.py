@@ -6,6 +6,7 @@ the reference (NumPy's PCG64 seeded with it) gives the same bits for the same se
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 from typing import Any
@@ -61,6 +62,28 @@ class Generator:
     def next_seed(self) -> int:
         with self._lock:
             return int(self._rng.integers(0, 2**63 - 1))
+
+    def get_state(self) -> Tensor:
+        """The generator's state as a u8 tensor (PyTorch's `get_state`): `set_state` of it continues
+        the same sequence of draws."""
+        with self._lock:
+            text = json.dumps({"initial": self._initial, "pcg64": self._rng.bit_generator.state})
+        return from_numpy(np.frombuffer(text.encode(), dtype=np.uint8).copy())
+
+    def set_state(self, new_state: Tensor) -> Generator:
+        """Restore a state from `get_state` (a u8 tensor); anything else is refused."""
+        if not isinstance(new_state, Tensor) or new_state.dtype.name != "u8" or new_state.ndim != 1:
+            raise TypeError("set_state takes the u8 tensor that get_state returned")
+        try:
+            state = json.loads(bytes(new_state.numpy()).decode())
+            rng = np.random.Generator(np.random.PCG64())
+            rng.bit_generator.state = state["pcg64"]
+            initial = int(state["initial"])
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+            raise ValueError(f"set_state: not a state from get_state ({e})") from None
+        with self._lock:
+            self._initial, self._rng = initial, rng
+        return self
 
 
 default_generator = Generator(0)
