@@ -193,3 +193,15 @@ def test_hooks_added_or_removed_after_compiling_trace_again():
     assert f(x).tolist() == [[0.0] * 3] * 2
     handle.remove()
     assert _bits(f(x)) == _bits(plain)
+
+
+def test_a_generator_made_inside_the_function_gives_its_numbers_at_every_call():
+    def f(x):
+        return x + vg.rand(3, generator=vg.Generator(7)) + vg.rand(3)
+
+    x = vg.zeros(3)
+    vg.manual_seed(2)
+    eager = [_bits(f(x)) for _ in range(4)]
+    compiled = vg.compile(f)
+    vg.manual_seed(2)
+    assert [_bits(compiled(x)) for _ in range(4)] == eager

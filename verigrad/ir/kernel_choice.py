@@ -49,7 +49,7 @@ def choose(
         kernel = native or decomposition_kernel(op, EAGER)
     else:
         kernel = backend.kernel(op, spec.dtype)
-    if seeds is not None and "seed" in params:
+    if seeds is not None and "seed" in params and 0 <= params["seed"] < len(seeds):  # (else a constant)
         return _seeded(kernel, params, seeds), None
     bound = native = None  # native: now the backend's kernel where a leaner one runs
     if (

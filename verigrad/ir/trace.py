@@ -130,7 +130,10 @@ class TraceMode(modes.Mode):
     def draw_seed(self, generator: Any) -> int:
         """A random draw is recorded, not made: its seed param is its number among the program's
         draws, and each run of the program draws the seeds from their generators (a compiled call
-        consumes them as the eager call does)."""
+        consumes them as the eager call does). A generator the function made itself gives the same
+        numbers at every call: its draw is made now, a constant of the program."""
+        if getattr(generator, "_made_in", None) is self:
+            return generator.next_seed()
         self.program.draws.append(generator)
         return len(self.program.draws) - 1
 

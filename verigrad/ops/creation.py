@@ -38,6 +38,8 @@ class Generator:
             seed, device = 0, seed
         as_device(device, "Generator")
         self._lock = threading.Lock()
+        stack = modes.LOCAL.stack  # a generator made inside a traced function is the trace's own
+        self._made_in = stack[-1] if stack else None
         self.manual_seed(seed)
 
     def manual_seed(self, seed: int) -> Generator:
