@@ -155,3 +155,18 @@ def test_writes_keep_the_dtype_written_into(dtype):
         verigrad.index_put(v, (verigrad.tensor([0, 1]),), verigrad.tensor(src)),
         torch.index_put(t, (torch.tensor([0, 1]),), torch.tensor(src)),
     )
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int64", "bool", "float64"])
+@pytest.mark.parametrize("fn", ["ndtr", "log_ndtr", "entr", "sinc"])
+def test_special_functions_of_integers_compute_in_float(dtype, fn):
+    x = np.array([0, 1, 2, 3, 200, 7]).astype(dtype)
+    _same(getattr(verigrad.special, fn)(verigrad.tensor(x)), getattr(torch.special, fn)(torch.tensor(x)))
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int64", "float32"])
+def test_softmin_with_dtype_negates_before_the_cast(dtype):
+    x = np.array([[0, 1, 2, 200], [5, 3, 3, 9]]).astype(dtype)
+    for dim in (0, 1):
+        theirs = torch.nn.functional.softmin(torch.tensor(x), dim, dtype=torch.float64)
+        _same(verigrad.nn.functional.softmin(verigrad.tensor(x), dim, dtype=verigrad.float64), theirs)

@@ -47,9 +47,10 @@ def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dty
 
 
 def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> Tensor:
-    """softmax(-x) along `dim`; `dim` and `dtype` as softmax's."""
+    """softmax(-x) along `dim`; `dim` and `dtype` as softmax's, -x cast to `dtype` (as PyTorch's: -x of a u8
+    tensor wraps first)."""
     dim = _softmax_dim("softmin", input.ndim, dim)
-    return ops.softmax(-(input if dtype is None else input.cast(dtype)), axis=dim)
+    return ops.softmax(-input if dtype is None else (-input).cast(dtype), axis=dim)
 
 
 def _inplace(x: Tensor, y: Tensor, inplace: bool) -> Tensor:
