@@ -170,3 +170,17 @@ def test_softmin_with_dtype_negates_before_the_cast(dtype):
     for dim in (0, 1):
         theirs = torch.nn.functional.softmin(torch.tensor(x), dim, dtype=torch.float64)
         _same(verigrad.nn.functional.softmin(verigrad.tensor(x), dim, dtype=verigrad.float64), theirs)
+
+
+def test_hinge_embedding_loss_of_targets_other_than_plus_minus_one():
+    rng = np.random.default_rng(0)
+    x, target = rng.standard_normal(6), np.array([1.0, -1.0, 0.5, -1.7, 0.0, 1.0])
+    for reduction in ("mean", "sum", "none"):
+        t, v = torch.tensor(x, requires_grad=True), verigrad.tensor(x, requires_grad=True)
+        theirs = torch.nn.functional.hinge_embedding_loss(t, torch.tensor(target), 0.8, reduction=reduction)
+        loss = verigrad.nn.functional.hinge_embedding_loss
+        ours = loss(v, verigrad.tensor(target), 0.8, reduction=reduction)
+        _same(ours, theirs)
+        theirs.sum().backward()
+        ours.sum().backward()
+        _same(v.grad, t.grad)
