@@ -184,3 +184,19 @@ def test_hinge_embedding_loss_of_targets_other_than_plus_minus_one():
         theirs.sum().backward()
         ours.sum().backward()
         _same(v.grad, t.grad)
+
+
+@pytest.mark.parametrize(("xs", "ys"), [((4,), (4,)), ((2, 3), (3,)), ((3,), (2, 3))])
+def test_nextafter_has_pytorchs_gradient(xs, ys):
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal(xs), rng.standard_normal(ys)
+    g = rng.standard_normal(np.broadcast_shapes(xs, ys))
+    t, u = torch.tensor(x, requires_grad=True), torch.tensor(y, requires_grad=True)
+    a, b = verigrad.tensor(x, requires_grad=True), verigrad.tensor(y, requires_grad=True)
+    theirs, ours = torch.nextafter(t, u), verigrad.nextafter(a, b)
+    _same(ours, theirs)
+    assert ours.requires_grad
+    (theirs * torch.tensor(g)).sum().backward()
+    (ours * verigrad.tensor(g)).sum().backward()
+    _same(a.grad, t.grad)
+    _same(b.grad, u.grad)
