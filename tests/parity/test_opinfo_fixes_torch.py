@@ -200,3 +200,12 @@ def test_nextafter_has_pytorchs_gradient(xs, ys):
     (ours * verigrad.tensor(g)).sum().backward()
     _same(a.grad, t.grad)
     _same(b.grad, u.grad)
+
+
+@pytest.mark.parametrize("r", [0, 1, 2, 3, 4])
+def test_combinations_keep_the_graph_when_empty(r):
+    x = [1.5, -2.0, 0.5]
+    t, v = torch.tensor(x, requires_grad=True), verigrad.tensor(x, requires_grad=True)
+    theirs, ours = torch.combinations(t, r), verigrad.combinations(v, r)
+    _same(ours, theirs)
+    assert ours.requires_grad == theirs.requires_grad
