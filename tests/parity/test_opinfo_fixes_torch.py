@@ -209,3 +209,15 @@ def test_combinations_keep_the_graph_when_empty(r):
     theirs, ours = torch.combinations(t, r), verigrad.combinations(v, r)
     _same(ours, theirs)
     assert ours.requires_grad == theirs.requires_grad
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "int16", "float32", "float64"])
+@pytest.mark.parametrize(
+    ("start", "end", "step"),
+    [(0.0, -8.000001, -4.0), (1.0, 5.000001, 2.0), (-0.9, 2.1, 2.0), (0, 10, 3.5), (2.5, -7, -1.5)],
+)
+def test_arange_of_float_bounds_in_an_integer_dtype(dtype, start, end, step):
+    _same(
+        verigrad.arange(start, end, step, dtype=getattr(verigrad, dtype)),
+        torch.arange(start, end, step, dtype=getattr(torch, dtype)),
+    )
