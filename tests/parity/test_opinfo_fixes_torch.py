@@ -221,3 +221,17 @@ def test_arange_of_float_bounds_in_an_integer_dtype(dtype, start, end, step):
         verigrad.arange(start, end, step, dtype=getattr(verigrad, dtype)),
         torch.arange(start, end, step, dtype=getattr(torch, dtype)),
     )
+
+
+@pytest.mark.parametrize("shape", [(), (4,), (2, 3), (2, 3, 4)])
+def test_prelu_of_one_weight_keeps_the_input_shape(shape):
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal(shape), np.array([0.3])
+    t, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    v, vw = verigrad.tensor(x, requires_grad=True), verigrad.tensor(w, requires_grad=True)
+    theirs, ours = torch.nn.functional.prelu(t, tw), verigrad.nn.functional.prelu(v, vw)
+    _same(ours, theirs)
+    theirs.sum().backward()
+    ours.sum().backward()
+    _same(v.grad, t.grad)
+    _same(vw.grad, tw.grad)

@@ -224,7 +224,9 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
     """x where x > 0, else weight * x; weight has one value, or one per channel (dimension 1 of x)."""
     if weight.ndim != 1:
         raise ShapeError(f"prelu: weight must be one-dimensional, got {shape_text(weight.shape)}")
-    if weight.shape[0] != 1 and input.ndim >= 2:
+    if weight.shape[0] == 1:  # one value: the result has input's shape, a 0-d input's too (as PyTorch's)
+        weight = weight.reshape(())
+    elif input.ndim >= 2:
         weight = weight.reshape(weight.shape[0], *([1] * (input.ndim - 2)))
     return ops.where(input > 0, input, weight * input)
 
