@@ -1,5 +1,6 @@
 """PyTorch's own op suite (`op_db`, the OpInfos of `torch.testing`) run against verigrad, outside CI:
-`python tools/opinfo_sweep.py [--ops NAME ...] [--present] [--samples N] [--stride K] [--silent FILE]`.
+`python tools/opinfo_sweep.py [--ops NAME ...] [--present] [--samples N] [--stride K] [--dtypes ...]
+[--silent FILE]`.
 
 Each OpInfo's samples, in f32, f64 and the integer and bool dtypes the op supports on the CPU, run through
 PyTorch and, converted, through verigrad (the op found by its name in `verigrad`, `verigrad.nn.functional`,
@@ -565,6 +566,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=None, help="at most N samples of each dtype")
     parser.add_argument("--stride", type=int, default=1, help="every Kth sample (of each dtype)")
     parser.add_argument("--present", action="store_true", help="only the ops verigrad has")
+    parser.add_argument("--dtypes", nargs="*", default=None, help="by name (float32 ...); all by default")
     parser.add_argument("--silent", default=None, help="write the SILENT cases to this file (JSON lines)")
     parser.add_argument("--raises", action="store_true", help="list each raising call's error too")
     parser.add_argument("--progress", action="store_true", help="each op's time, on stderr")
@@ -573,7 +575,8 @@ def main(argv: list[str] | None = None) -> int:
     opinfos = op_db()
     if args.ops:
         opinfos = [o for o in opinfos if o.name in args.ops or full_name(o) in args.ops]
-    result = sweep(opinfos, args.samples, args.present, args.stride, progress=args.progress)
+    dtypes = DTYPES if not args.dtypes else tuple(getattr(torch, name) for name in args.dtypes)
+    result = sweep(opinfos, args.samples, args.present, args.stride, dtypes, args.progress)
     print(report(result))
     if args.raises:
         for r in result.results:

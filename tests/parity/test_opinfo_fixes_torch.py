@@ -155,3 +155,83 @@ def test_writes_keep_the_dtype_written_into(dtype):
         verigrad.index_put(v, (verigrad.tensor([0, 1]),), verigrad.tensor(src)),
         torch.index_put(t, (torch.tensor([0, 1]),), torch.tensor(src)),
     )
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int64", "bool", "float64"])
+@pytest.mark.parametrize("fn", ["ndtr", "log_ndtr", "entr", "sinc"])
+def test_special_functions_of_integers_compute_in_float(dtype, fn):
+    x = np.array([0, 1, 2, 3, 200, 7]).astype(dtype)
+    _same(getattr(verigrad.special, fn)(verigrad.tensor(x)), getattr(torch.special, fn)(torch.tensor(x)))
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int64", "float32"])
+def test_softmin_with_dtype_negates_before_the_cast(dtype):
+    x = np.array([[0, 1, 2, 200], [5, 3, 3, 9]]).astype(dtype)
+    for dim in (0, 1):
+        theirs = torch.nn.functional.softmin(torch.tensor(x), dim, dtype=torch.float64)
+        _same(verigrad.nn.functional.softmin(verigrad.tensor(x), dim, dtype=verigrad.float64), theirs)
+
+
+def test_hinge_embedding_loss_of_targets_other_than_plus_minus_one():
+    rng = np.random.default_rng(0)
+    x, target = rng.standard_normal(6), np.array([1.0, -1.0, 0.5, -1.7, 0.0, 1.0])
+    for reduction in ("mean", "sum", "none"):
+        t, v = torch.tensor(x, requires_grad=True), verigrad.tensor(x, requires_grad=True)
+        theirs = torch.nn.functional.hinge_embedding_loss(t, torch.tensor(target), 0.8, reduction=reduction)
+        loss = verigrad.nn.functional.hinge_embedding_loss
+        ours = loss(v, verigrad.tensor(target), 0.8, reduction=reduction)
+        _same(ours, theirs)
+        theirs.sum().backward()
+        ours.sum().backward()
+        _same(v.grad, t.grad)
+
+
+@pytest.mark.parametrize(("xs", "ys"), [((4,), (4,)), ((2, 3), (3,)), ((3,), (2, 3))])
+def test_nextafter_has_pytorchs_gradient(xs, ys):
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal(xs), rng.standard_normal(ys)
+    g = rng.standard_normal(np.broadcast_shapes(xs, ys))
+    t, u = torch.tensor(x, requires_grad=True), torch.tensor(y, requires_grad=True)
+    a, b = verigrad.tensor(x, requires_grad=True), verigrad.tensor(y, requires_grad=True)
+    theirs, ours = torch.nextafter(t, u), verigrad.nextafter(a, b)
+    _same(ours, theirs)
+    assert ours.requires_grad
+    (theirs * torch.tensor(g)).sum().backward()
+    (ours * verigrad.tensor(g)).sum().backward()
+    _same(a.grad, t.grad)
+    _same(b.grad, u.grad)
+
+
+@pytest.mark.parametrize("r", [0, 1, 2, 3, 4])
+def test_combinations_keep_the_graph_when_empty(r):
+    x = [1.5, -2.0, 0.5]
+    t, v = torch.tensor(x, requires_grad=True), verigrad.tensor(x, requires_grad=True)
+    theirs, ours = torch.combinations(t, r), verigrad.combinations(v, r)
+    _same(ours, theirs)
+    assert ours.requires_grad == theirs.requires_grad
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "int16", "float32", "float64"])
+@pytest.mark.parametrize(
+    ("start", "end", "step"),
+    [(0.0, -8.000001, -4.0), (1.0, 5.000001, 2.0), (-0.9, 2.1, 2.0), (0, 10, 3.5), (2.5, -7, -1.5)],
+)
+def test_arange_of_float_bounds_in_an_integer_dtype(dtype, start, end, step):
+    _same(
+        verigrad.arange(start, end, step, dtype=getattr(verigrad, dtype)),
+        torch.arange(start, end, step, dtype=getattr(torch, dtype)),
+    )
+
+
+@pytest.mark.parametrize("shape", [(), (4,), (2, 3), (2, 3, 4)])
+def test_prelu_of_one_weight_keeps_the_input_shape(shape):
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal(shape), np.array([0.3])
+    t, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    v, vw = verigrad.tensor(x, requires_grad=True), verigrad.tensor(w, requires_grad=True)
+    theirs, ours = torch.nn.functional.prelu(t, tw), verigrad.nn.functional.prelu(v, vw)
+    _same(ours, theirs)
+    theirs.sum().backward()
+    ours.sum().backward()
+    _same(v.grad, t.grad)
+    _same(vw.grad, tw.grad)

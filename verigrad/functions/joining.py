@@ -8,6 +8,7 @@ import itertools
 from collections.abc import Sequence
 from typing import Any
 
+from ..dtypes import i64
 from ..ops.checks import checked
 from ..ops.creation import tensor, zeros
 from ..ops.index import take as _take_along
@@ -205,9 +206,9 @@ def combinations(x: Tensor, r: int = 2, with_replacement: bool = False) -> Tenso
     n = concrete_size(x, 0, "combinations")
     pick_from = itertools.combinations_with_replacement if with_replacement else itertools.combinations
     rows = list(pick_from(range(n), r))
-    if not rows:
-        return zeros(0, r, dtype=x.dtype) if r else zeros(0, dtype=x.dtype)
-    return _take_along(x, tensor(rows), axis=0)
+    if not r:  # PyTorch's: an empty vector without history
+        return zeros(0, dtype=x.dtype)
+    return _take_along(x, tensor(rows, dtype=i64).reshape(len(rows), r), axis=0)  # none: in the graph too
 
 
 def take(x: Tensor, index: Tensor, *, axis: int | None = None, dim: int | None = None) -> Tensor:

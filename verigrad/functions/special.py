@@ -35,7 +35,7 @@ def xlogy(x: Any, y: Any) -> Tensor:
 
 def sinc(x: Tensor) -> Tensor:
     """sin(pi x) / (pi x), 1 at 0 (the normalised sinc, as PyTorch's); integers give f32."""
-    x = x if x.dtype.is_float else x.cast(DEFAULT_FLOAT)
+    x = _floating(x)
     scaled = where(x == 0, 1.0, x) * math.pi  # 1 where x is 0, so that no 0/0 reaches the gradient
     return where(x == 0, 1.0, sin(scaled) / scaled)
 
@@ -116,9 +116,14 @@ def logaddexp2(x: Any, y: Any) -> Tensor:
     return logaddexp(x * _LN2, y * _LN2) / _LN2
 
 
+def _floating(x: Tensor) -> Tensor:
+    """x, or an integer or bool x in the default float dtype (first: -x of a u8 tensor would wrap)."""
+    return x if x.dtype.is_float else x.cast(DEFAULT_FLOAT)
+
+
 def ndtr(x: Tensor) -> Tensor:
-    """The standard normal CDF, erfc(-x / sqrt 2) / 2."""
-    return erfc(neg(x) * (1 / math.sqrt(2.0))) * 0.5
+    """The standard normal CDF, erfc(-x / sqrt 2) / 2; integers give f32."""
+    return erfc(neg(_floating(x)) * (1 / math.sqrt(2.0))) * 0.5
 
 
 def log_ndtr(x: Tensor) -> Tensor:
@@ -127,7 +132,8 @@ def log_ndtr(x: Tensor) -> Tensor:
 
 
 def entr(x: Tensor) -> Tensor:
-    """-x log x elementwise: 0 at 0, -inf below 0, NaN at NaN."""
+    """-x log x elementwise: 0 at 0, -inf below 0, NaN at NaN; integers give f32."""
+    x = _floating(x)
     value = neg(x) * log(where(x > 0, x, 1.0))
     return where(x > 0, value, where(x == 0, 0.0 * value, where(isnan(x), x, -math.inf)))
 

@@ -374,7 +374,7 @@ def arange(
 ) -> Tensor:
     """start, start + step, ... up to end (excluded): i64 by default for whole numbers (sizes may be
     symbols), and for a float among them, as PyTorch, start + i * step in f64 rounded to `dtype` (f32 by
-    default) for i < ceil((end - start) / step)."""
+    default) for i < ceil((end - start) / step); an integer dtype truncates them first, as PyTorch's."""
     _placed("arange", device, out)
     return _grad(_arange(start, end, step, dtype), requires_grad)
 
@@ -387,6 +387,15 @@ def _arange(start: Any, stop: Any, step: Any, dtype: Any) -> Tensor:
     if step == 0 or not all(math.isfinite(v) for v in (start, stop, step)):
         raise ValueError(f"arange needs finite bounds and a non-zero step, got {start}, {stop}, {step}")
     count = max(0, math.ceil((stop - start) / step))
+    if dtype is not None and as_dtype(dtype).np.kind in "iu":
+        # PyTorch's: the bounds and step truncated to integers, and for i64 the count from them too
+        start, stop, step = (math.trunc(v) for v in (start, stop, step))
+        if step == 0:
+            raise ValueError("arange: the step, truncated to an integer, is 0")
+        if as_dtype(dtype) is i64:
+            span = stop - start + step - (1 if step > 0 else -1)
+            count = max(0, abs(span) // abs(step) * (1 if (span >= 0) == (step > 0) else -1))
+        return (arange_op(start=0, stop=count, step=1, dtype="i64") * step + start).cast(dtype)
     values = arange_op(start=0, stop=count, step=1, dtype="f64") * float(step) + float(start)
     return values.cast(DEFAULT_FLOAT if dtype is None else dtype)
 

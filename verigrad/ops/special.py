@@ -18,9 +18,11 @@ import numpy as np
 from ..dtypes import DType, bool_
 from ..errors import DTypeError
 from ..shapes import broadcast
+from ..tensor import Tensor
 from ._op import Op, Sample, float_dtype, no_bf16, same_shape, unbroadcast
 from ._samples import UNARY_SHAPES, binary, unary, uniform
 from .binary import where
+from .creation import zeros_like
 from .unary import in_f64, log
 
 _erfc_object = np.frompyfunc(math.erfc, 1, 1)
@@ -235,15 +237,20 @@ def _same_float_dtype(a: DType, b: DType, **_) -> DType:
     return a
 
 
+def _nextafter_vjp(g: Tensor, out: Tensor, x: Tensor, y: Tensor) -> tuple:
+    """PyTorch's: the gradient passes to x as through the identity, y's is zero."""
+    return unbroadcast(g, x.shape), zeros_like(y)
+
+
 nextafter = Op(
     "nextafter",
     shape=broadcast,
     dtype=_same_float_dtype,
     reference=np.nextafter,
-    differentiable=False,
+    vjp=_nextafter_vjp,
     samples=binary(),
     torch=lambda t, a, b: t.nextafter(a, b),
-    doc="The next float after x in the direction of y.",
+    doc="The next float after x in the direction of y (its gradient PyTorch's: 1 for x, 0 for y).",
 )
 
 

@@ -47,9 +47,10 @@ def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dty
 
 
 def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: Any = None) -> Tensor:
-    """softmax(-x) along `dim`; `dim` and `dtype` as softmax's."""
+    """softmax(-x) along `dim`; `dim` and `dtype` as softmax's, -x cast to `dtype` (as PyTorch's: -x of a u8
+    tensor wraps first)."""
     dim = _softmax_dim("softmin", input.ndim, dim)
-    return ops.softmax(-(input if dtype is None else input.cast(dtype)), axis=dim)
+    return ops.softmax(-input if dtype is None else (-input).cast(dtype), axis=dim)
 
 
 def _inplace(x: Tensor, y: Tensor, inplace: bool) -> Tensor:
@@ -223,7 +224,9 @@ def prelu(input: Tensor, weight: Tensor) -> Tensor:
     """x where x > 0, else weight * x; weight has one value, or one per channel (dimension 1 of x)."""
     if weight.ndim != 1:
         raise ShapeError(f"prelu: weight must be one-dimensional, got {shape_text(weight.shape)}")
-    if weight.shape[0] != 1 and input.ndim >= 2:
+    if weight.shape[0] == 1:  # one value: the result has input's shape, a 0-d input's too (as PyTorch's)
+        weight = weight.reshape(())
+    elif input.ndim >= 2:
         weight = weight.reshape(weight.shape[0], *([1] * (input.ndim - 2)))
     return ops.where(input > 0, input, weight * input)
 

@@ -433,9 +433,10 @@ def hinge_embedding_loss(
     reduce: bool | None = None,
     reduction: str = "mean",
 ) -> Tensor:
-    """input where target is 1, max(0, margin - input) where it is -1."""
+    """input where target is 1, max(0, margin - input) where it is -1; for another target, their sum (as
+    PyTorch's: input where target != -1, plus the margin term where target != 1)."""
     reduction = checked_reduction("hinge_embedding_loss", reduction, size_average, reduce)
-    loss = where(target == 1, input, 0.0) + where(target == -1, relu(margin - input), 0.0)
+    loss = where(target != -1, input, 0.0) + where(target != 1, relu(margin - input), 0.0)
     return reduce_loss(loss, reduction, "hinge_embedding_loss")
 
 
