@@ -26,8 +26,9 @@ MIN_RATE = 0.93  # of the calls of ops verigrad has, the share that agrees (the 
 # Silent differences not fixed yet, by OpInfo (name.variant): why each differs.
 _POLES = "PyTorch's polygamma at a non-positive integer is a large finite number (1.7e16), verigrad's inf"
 KNOWN_SILENT: dict[str, str] = {
-    "nn.functional.ctc_loss": "gradients differ, not diagnosed (PyTorch's backward is written for "
-    "log_softmax outputs; the samples' log_probs are not normalised)",
+    "nn.functional.ctc_loss": "the samples' log_probs are raw leaves: verigrad's gradient is the exact "
+    "-posterior, PyTorch's exp(log_probs) - posterior assumes log_softmax outputs (the two agree "
+    "through a log_softmax: README table)",
     "linalg.lstsq": "the residuals carry no gradient (PyTorch's do)",
     "linalg.lstsq.grad_oriented": "the residuals carry no gradient (PyTorch's do)",
     "nn.functional.local_response_norm": "an i64 input: values differ by 3e-5 relative",
