@@ -313,3 +313,41 @@ def test_distribution_matches_pytorch(name: str, dtype: type) -> None:
         tol = 1e-8
     for got, want in zip(*grads):
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("given", ["covariance_matrix", "precision_matrix", "scale_tril"])
+def test_multivariate_normal_matches_pytorch(given: str, dtype: type) -> None:
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((2, 3, 3))
+    spd = a @ a.transpose(0, 2, 1) + 3 * np.eye(3)
+    matrix = {"scale_tril": np.linalg.cholesky(spd), "covariance_matrix": spd}.get(given, np.linalg.inv(spd))
+    loc = rng.standard_normal(3).astype(dtype)
+    matrix = matrix.astype(dtype)
+    loc_q, spd_q = rng.standard_normal((2, 3)).astype(dtype), (spd + np.eye(3)).astype(dtype)
+    value = rng.standard_normal((4, 2, 3)).astype(dtype)
+    results, grads = [], []
+    for lib in (verigrad, torch):
+        m, mu = lib.tensor(matrix, requires_grad=True), lib.tensor(loc, requires_grad=True)
+        p = lib.distributions.MultivariateNormal(mu, **{given: m})
+        q = lib.distributions.MultivariateNormal(lib.tensor(loc_q), covariance_matrix=lib.tensor(spd_q))
+        kl = lib.distributions.kl_divergence(p, q)
+        out = [p.log_prob(lib.tensor(value)), p.entropy(), kl, p.mean, p.mode, p.variance, p.stddev]
+        out += [
+            p.scale_tril,
+            p.covariance_matrix,
+            p.precision_matrix,
+            p.expand((5, 2)).log_prob(lib.tensor(value[0])),
+        ]
+        sum(
+            (o * (1.0 + lib.arange(o.numel(), dtype=o.dtype).view(o.shape) / 7)).sum() for o in out
+        ).backward()
+        results.append([o.detach().numpy() for o in out])
+        grads.append([mu.grad.numpy(), m.grad.numpy()])
+        assert tuple(p.batch_shape) == (2,) and tuple(p.event_shape) == (3,)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for got, want in zip(*results):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    for got, want in zip(*grads):
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)

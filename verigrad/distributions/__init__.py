@@ -11,6 +11,7 @@ from .distribution import Distribution
 from .gamma import Beta, Dirichlet, Gamma
 from .independent import Independent
 from .kl import kl_divergence
+from .multivariate_normal import MultivariateNormal
 from .normal import Normal
 from .one_hot_categorical import OneHotCategorical
 from .simple import Exponential, Laplace, Uniform
@@ -30,6 +31,7 @@ __all__ = [
     "Independent",
     "Laplace",
     "LogNormal",
+    "MultivariateNormal",
     "Normal",
     "OneHotCategorical",
     "TanhTransform",

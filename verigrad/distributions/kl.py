@@ -14,6 +14,7 @@ from .categorical import Categorical
 from .distribution import Distribution
 from .gamma import Beta, Dirichlet, Gamma
 from .independent import Independent
+from .multivariate_normal import MultivariateNormal, kl_mvn
 from .normal import Normal
 from .one_hot_categorical import OneHotCategorical
 from .simple import Exponential, Laplace, Uniform
@@ -110,6 +111,7 @@ _PAIRS: dict[type, Callable[[Any, Any], Tensor]] = {
     Beta: _beta,
     Dirichlet: _dirichlet,
     Independent: _independent,
+    MultivariateNormal: kl_mvn,
 }
 
 
