@@ -212,6 +212,12 @@ _SPECS = {
         "real",
         ["mean", "mode", "variance", "stddev", "entropy", "cdf", "icdf"],
     ),
+    "Gumbel": (
+        "Gumbel",
+        {"loc": _REAL, "scale": _POS},
+        "near_loc",
+        ["mean", "mode", "variance", "stddev", "entropy", "cdf", "icdf"],
+    ),
     "Gamma": (
         "Gamma",
         {"concentration": _POS, "rate": ("pos", (3,))},
@@ -259,6 +265,8 @@ def _draw(rng: np.random.Generator, kind: str, shape: tuple[int, ...], params: d
         return rng.integers(0, 2, shape).astype(float)
     if kind == "between":
         return params["low"] + rng.uniform(0.0, 1.0, shape) * (params["high"] - params["low"])
+    if kind == "near_loc":  # where PyTorch's Gumbel cdf does not underflow to 0 (its check then refuses)
+        return params["loc"] + params["scale"] * rng.uniform(-1.0, 2.0, shape)
     if kind == "simplex":
         x = rng.uniform(0.1, 1.0, shape)
         return x / x.sum(-1, keepdims=True)
@@ -372,6 +380,7 @@ _RSAMPLES = {
     "Uniform": (lambda lib, a, b: lib.distributions.Uniform(a, a + b), "rand"),
     "Exponential": (lambda lib, a, b: lib.distributions.Exponential(b), "rand"),
     "Laplace": (lambda lib, a, b: lib.distributions.Laplace(a, b), "rand"),
+    "Gumbel": (lambda lib, a, b: lib.distributions.Gumbel(a, b), "rand"),
     "MultivariateNormal": (
         lambda lib, a, b: lib.distributions.MultivariateNormal(
             a, scale_tril=b.unsqueeze(-1) * lib.eye(3) + 0.1 * lib.ones(3, 3).tril(-1)
@@ -539,6 +548,7 @@ def test_distributions_refuse_what_pytorch_refuses() -> None:
         (lambda: D.Exponential(t([0.0])), ValueError, r"rate .*GreaterThan\(lower_bound=0\.0\)"),
         (lambda: D.Exponential(1.0).log_prob(t(-1.0)), ValueError, "support"),
         (lambda: D.Laplace(0.0, -1.0), ValueError, "scale .*GreaterThan"),
+        (lambda: D.Gumbel(0.0, 0.0), ValueError, "Gumbel: expected parameter scale .*GreaterThan"),
         (lambda: D.Gamma(t([-1.0]), 1.0), ValueError, "concentration .*GreaterThan"),
         (lambda: D.Beta(1.0, 0.0), ValueError, "concentration"),
         (lambda: D.Dirichlet(t(1.0)), ValueError, "at least one-dimensional"),

@@ -14,7 +14,7 @@ from .kl import kl_divergence
 from .multivariate_normal import MultivariateNormal
 from .normal import Normal
 from .one_hot_categorical import OneHotCategorical
-from .simple import Exponential, Laplace, Uniform
+from .simple import Exponential, Gumbel, Laplace, Uniform
 from .transformed import LogNormal, TransformedDistribution
 from .transforms import AffineTransform, ExpTransform, TanhTransform, Transform
 
@@ -28,6 +28,7 @@ __all__ = [
     "ExpTransform",
     "Exponential",
     "Gamma",
+    "Gumbel",
     "Independent",
     "Laplace",
     "LogNormal",

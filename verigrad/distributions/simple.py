@@ -1,5 +1,5 @@
 """torch.distributions' one-parameter-pair continuous distributions with closed forms: Uniform,
-Exponential and Laplace (PyTorch's formulas). rsample transforms a draw of verigrad's generator
+Exponential, Laplace and Gumbel (PyTorch's formulas). rsample transforms a draw of verigrad's generator
 (the same seed does not give PyTorch's numbers), differentiably in the parameters."""
 
 from __future__ import annotations
@@ -194,3 +194,63 @@ class Laplace(Distribution):
 
     def __repr__(self) -> str:
         return f"Laplace(loc: {self.loc.size()}, scale: {self.scale.size()})"
+
+
+class Gumbel(Distribution):
+    """Gumbel(loc, scale, validate_args=None): density exp(-(z + exp(-z))) / scale with z = (x - loc) / scale.
+    rsample is PyTorch's chain: u uniform on [tiny, 1 - eps), then loc - scale log(-log u)."""
+
+    has_rsample = True
+    _param_names = ("loc", "scale")
+
+    def __init__(self, loc: Any, scale: Any, validate_args: bool | None = None) -> None:
+        (self.loc, self.scale), _ = broadcast_all("Gumbel", loc=loc, scale=scale)
+        super().__init__(_batch((loc, scale), self.loc), (), validate_args)
+        if self._validate_args:
+            check_param("Gumbel", "loc", self.loc, lambda t: ~t.isnan(), "Real()")
+            check_param("Gumbel", "scale", self.scale, lambda t: t > 0, "GreaterThan(lower_bound=0.0)")
+
+    @property
+    def mean(self) -> Tensor:
+        return self.loc + self.scale * _EULER
+
+    @property
+    def mode(self) -> Tensor:
+        return self.loc
+
+    @property
+    def stddev(self) -> Tensor:
+        return (math.pi / math.sqrt(6)) * self.scale
+
+    @property
+    def variance(self) -> Tensor:
+        return self.stddev.pow(2)
+
+    def rsample(self, sample_shape: Any = ()) -> Tensor:
+        info = finfo(self.loc.dtype)
+        u = info.tiny + rand(*self._extended_shape(sample_shape), dtype=self.loc.dtype) * (
+            1 - info.eps - info.tiny
+        )
+        return self.loc + (-self.scale) * (-u.log()).log()
+
+    def log_prob(self, value: Any) -> Tensor:
+        value = as_value("Gumbel.log_prob", value, self.loc)
+        y = (self.loc - value) / self.scale
+        return (y - y.exp()) - self.scale.log()
+
+    def cdf(self, value: Any) -> Tensor:
+        value = as_value("Gumbel.cdf", value, self.loc)
+        return (-(-(value - self.loc) / self.scale).exp()).exp()
+
+    def icdf(self, value: Any) -> Tensor:
+        value = as_value("Gumbel.icdf", value, self.loc)
+        return self.loc - self.scale * (-value.log()).log()
+
+    def entropy(self) -> Tensor:
+        return self.scale.log() + (1 + _EULER)
+
+    def __repr__(self) -> str:
+        return f"Gumbel(loc: {self.loc.size()}, scale: {self.scale.size()})"
+
+
+_EULER = 0.57721566490153286060  # the Euler-Mascheroni constant
