@@ -436,6 +436,12 @@ def test_rsample_through_the_same_noise_matches_pytorch(
 
 # name: (class, parameters of p, parameters of q)
 _KL_PAIRS = {
+    "Gumbel": ("Gumbel", {"loc": [0.0, 1.0], "scale": [1.0, 0.5]}, {"loc": [0.5, -1.0], "scale": [2.0, 0.3]}),
+    "LogNormal": (
+        "LogNormal",
+        {"loc": [0.0, 1.0], "scale": [1.0, 0.5]},
+        {"loc": [0.5, -1.0], "scale": [2.0, 0.3]},
+    ),
     "Bernoulli": ("Bernoulli", {"probs": [0.0, 0.3, 1.0, 0.6]}, {"probs": [0.2, 0.0, 0.5, 1.0]}),
     "Bernoulli-logits": ("Bernoulli", {"logits": [-25.0, 0.3, 30.0]}, {"logits": [0.2, -1.0, 24.0]}),
     "Uniform": (
@@ -501,6 +507,12 @@ def test_kl_divergence_of_independent_sums_the_reinterpreted_axes() -> None:
     p = D.Independent(D.Normal(verigrad.tensor(loc), verigrad.tensor(scale)), 1)
     with pytest.raises(NotImplementedError, match="different reinterpreted_batch_ndims"):
         D.kl_divergence(p, D.Independent(D.Normal(verigrad.tensor(loc), verigrad.tensor(scale)), 0))
+    tanh = D.TransformedDistribution(D.Normal(0.0, 1.0), D.TanhTransform())
+    assert (
+        float(D.kl_divergence(tanh, D.TransformedDistribution(D.Normal(1.0, 1.0), D.TanhTransform()))) == 0.5
+    )
+    with pytest.raises(NotImplementedError, match="same transforms"):
+        D.kl_divergence(tanh, D.TransformedDistribution(D.Normal(0.0, 1.0), D.AffineTransform(0.0, 2.0)))
     with pytest.raises(NotImplementedError, match=r"kl_divergence\(Gamma, Beta\) is not supported"):
         D.kl_divergence(D.Gamma(1.0, 1.0), D.Beta(1.0, 1.0))
 

@@ -17,7 +17,9 @@ from .independent import Independent
 from .multivariate_normal import MultivariateNormal, kl_mvn
 from .normal import Normal
 from .one_hot_categorical import OneHotCategorical
-from .simple import Exponential, Laplace, Uniform
+from .simple import _EULER, Exponential, Gumbel, Laplace, Uniform
+from .transformed import LogNormal, TransformedDistribution
+from .transforms import AffineTransform, Transform
 from .utils import softplus, sum_rightmost
 
 
@@ -90,6 +92,38 @@ def _dirichlet(p: Dirichlet, q: Dirichlet) -> Tensor:
     return t1 - t2 + (t3 * t4).sum(-1)
 
 
+def _gumbel(p: Gumbel, q: Gumbel) -> Tensor:
+    ct1, ct2, ct3 = p.scale / q.scale, q.loc / q.scale, p.loc / q.scale
+    t1 = -ct1.log() - ct2 + ct3
+    t3 = (ct2 + lgamma(1 + ct1) - ct3).exp()
+    return t1 + ct1 * _EULER + t3 - (1 + _EULER)
+
+
+def _equal(x: Any, y: Any) -> bool:
+    """Equal parameters (numbers or tensors, elementwise), as PyTorch's AffineTransform.__eq__."""
+    same = x == y
+    return bool(same.all()) if isinstance(same, Tensor) else bool(same)
+
+
+def _same_transform(a: Transform, b: Transform) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, AffineTransform):
+        return _equal(a.loc, b.loc) and _equal(a.scale, b.scale) and a.event_dim == b.event_dim
+    return True
+
+
+def _transformed(p: TransformedDistribution, q: TransformedDistribution) -> Tensor:
+    """KL of the bases when both push them through the same transforms (KL is invariant under them)."""
+    same = len(p.transforms) == len(q.transforms) and all(map(_same_transform, p.transforms, q.transforms))
+    if not same or p.event_shape != q.event_shape:
+        raise NotImplementedError(
+            "kl_divergence of two TransformedDistributions is supported only for the same transforms and "
+            "event shapes"
+        )
+    return kl_divergence(p.base_dist, q.base_dist)
+
+
 def _independent(p: Independent, q: Independent) -> Tensor:
     if p.reinterpreted_batch_ndims != q.reinterpreted_batch_ndims:
         raise NotImplementedError(
@@ -111,6 +145,9 @@ _PAIRS: dict[type, Callable[[Any, Any], Tensor]] = {
     Beta: _beta,
     Dirichlet: _dirichlet,
     Independent: _independent,
+    Gumbel: _gumbel,
+    TransformedDistribution: _transformed,
+    LogNormal: _transformed,
     MultivariateNormal: kl_mvn,
 }
 
