@@ -599,3 +599,39 @@ def test_distributions_refuse_what_pytorch_refuses() -> None:
     ):
         with pytest.raises(ValueError):
             make()
+
+
+def test_expand_and_shapes_match_pytorch() -> None:
+    loc, scale = np.array([0.5, -1.0, 0.0]), np.array([1.0, 2.0, 0.5])
+    value = np.array([[0.1, 0.2, 0.3], [1.0, -1.0, 2.0]])
+    results = []
+    for lib in (verigrad, torch):
+        D = lib.distributions
+        normal = D.Normal(lib.tensor(loc), lib.tensor(scale))
+        made = [
+            normal.expand((2, 3)),
+            D.Independent(normal, 1).expand((2,)),
+            D.TransformedDistribution(normal, [D.TanhTransform()]).expand((2, 3)),
+            D.Categorical(logits=lib.tensor(value)).expand((4, 2)),
+            D.OneHotCategorical(logits=lib.tensor(value)).expand((4, 2)),
+            D.Beta(lib.tensor(scale), lib.tensor(scale[::-1].copy())).expand((2, 3)),
+            D.Bernoulli(logits=lib.tensor(loc)).expand((2, 3)),
+        ]
+        values = [
+            value,
+            value,
+            np.tanh(value),
+            np.array([[0, 2]]),
+            np.eye(3)[[0, 2]],
+            1 / (1 + np.exp(-value)),
+        ]
+        values.append((value > 0).astype(float))
+        out = []
+        for d, v in zip(made, values):
+            out.append(
+                (tuple(d.batch_shape), tuple(d.event_shape), d.log_prob(lib.tensor(v)).detach().numpy())
+            )
+        results.append(out)
+    for (b1, e1, lp1), (b2, e2, lp2) in zip(*results):
+        assert (b1, e1) == (b2, e2) and lp1.shape == lp2.shape
+        np.testing.assert_allclose(lp1, lp2, rtol=1e-12, atol=1e-12)
