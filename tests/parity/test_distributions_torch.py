@@ -381,6 +381,14 @@ _RSAMPLES = {
     "Exponential": (lambda lib, a, b: lib.distributions.Exponential(b), "rand"),
     "Laplace": (lambda lib, a, b: lib.distributions.Laplace(a, b), "rand"),
     "Gumbel": (lambda lib, a, b: lib.distributions.Gumbel(a, b), "rand"),
+    "RelaxedOneHotCategorical": (
+        lambda lib, a, b: lib.distributions.RelaxedOneHotCategorical(b[0, 0], logits=a),
+        "rand",
+    ),
+    "ExpRelaxedCategorical": (
+        lambda lib, a, b: lib.distributions.relaxed_categorical.ExpRelaxedCategorical(b[1, 2], probs=b),
+        "rand",
+    ),
     "MultivariateNormal": (
         lambda lib, a, b: lib.distributions.MultivariateNormal(
             a, scale_tril=b.unsqueeze(-1) * lib.eye(3) + 0.1 * lib.ones(3, 3).tril(-1)
@@ -578,11 +586,8 @@ def test_distributions_refuse_what_pytorch_refuses() -> None:
         ),
         (lambda: D.TransformedDistribution(D.Normal(0.0, 1.0), ["tanh"]), ValueError, "Transform"),
         (lambda: D.TanhTransform(cache_size=2), ValueError, "cache_size must be 0 or 1"),
-        (
-            lambda: D.RelaxedOneHotCategorical,
-            NotImplementedError,
-            "RelaxedOneHotCategorical is not supported",
-        ),
+        (lambda: D.Binomial, NotImplementedError, "Binomial is not supported"),
+        (lambda: D.RelaxedOneHotCategorical(0.0, logits=t([0.0, 1.0])), ValueError, "temperature .*Positive"),
     ]
     for make, error, pattern in cases:
         with pytest.raises(error, match=pattern):

@@ -14,6 +14,7 @@ from .kl import kl_divergence
 from .multivariate_normal import MultivariateNormal
 from .normal import Normal
 from .one_hot_categorical import OneHotCategorical
+from .relaxed_categorical import RelaxedOneHotCategorical
 from .simple import Exponential, Gumbel, Laplace, Uniform
 from .transformed import LogNormal, TransformedDistribution
 from .transforms import AffineTransform, ExpTransform, TanhTransform, Transform
@@ -35,6 +36,7 @@ __all__ = [
     "MultivariateNormal",
     "Normal",
     "OneHotCategorical",
+    "RelaxedOneHotCategorical",
     "TanhTransform",
     "Transform",
     "TransformedDistribution",
