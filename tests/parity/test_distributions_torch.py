@@ -587,6 +587,13 @@ def test_distributions_refuse_what_pytorch_refuses() -> None:
         (lambda: D.TransformedDistribution(D.Normal(0.0, 1.0), ["tanh"]), ValueError, "Transform"),
         (lambda: D.TanhTransform(cache_size=2), ValueError, "cache_size must be 0 or 1"),
         (lambda: D.Binomial, NotImplementedError, "Binomial is not supported"),
+        (lambda: D.Laplace(0.0, 1.0).log_prob(t(float("nan"))), ValueError, r"Laplace.log_prob: .*Real\(\)"),
+        (lambda: D.Gumbel(0.0, 1.0).log_prob(t(float("nan"))), ValueError, r"Gumbel.log_prob: .*Real\(\)"),
+        (
+            lambda: D.MultivariateNormal(t([0.0]), scale_tril=t([[1.0]])).log_prob(t([float("nan")])),
+            ValueError,
+            "MultivariateNormal.log_prob: .*support",
+        ),
         (lambda: D.RelaxedOneHotCategorical(0.0, logits=t([0.0, 1.0])), ValueError, "temperature .*Positive"),
     ]
     for make, error, pattern in cases:
@@ -597,6 +604,7 @@ def test_distributions_refuse_what_pytorch_refuses() -> None:
         lambda: torch.distributions.Bernoulli(probs=torch.tensor([1.5])),
         lambda: torch.distributions.Uniform(torch.tensor([1.0]), torch.tensor([1.0])),
         lambda: torch.distributions.Exponential(1.0).log_prob(torch.tensor(-1.0)),
+        lambda: torch.distributions.Laplace(0.0, 1.0).log_prob(torch.tensor(float("nan"))),
         lambda: torch.distributions.Dirichlet(torch.tensor([1.0, 2.0])).log_prob(torch.tensor([0.5, 0.6])),
         lambda: torch.distributions.MultivariateNormal(
             torch.tensor([0.0]), scale_tril=torch.tensor([[-1.0]])

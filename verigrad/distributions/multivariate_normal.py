@@ -17,7 +17,7 @@ from ..ops.creation import eye, randn
 from ..shapes import Size
 from ..tensor import Tensor
 from .distribution import Distribution
-from .utils import as_value, check_param
+from .utils import as_value, check_param, check_value
 
 
 def tril_solve(lower: Tensor, rhs: Tensor) -> Tensor:
@@ -148,6 +148,8 @@ class MultivariateNormal(Distribution):
 
     def log_prob(self, value: Any) -> Tensor:
         value = as_value("MultivariateNormal.log_prob", value, self.loc)
+        if self._validate_args:
+            check_value("MultivariateNormal.log_prob", value, lambda v: ~v.isnan(), self.support)
         m = _mahalanobis(self._unbroadcasted_scale_tril, value - self.loc)
         return -0.5 * (self._event_shape[0] * math.log(2 * math.pi) + m) - _half_log_det(
             self._unbroadcasted_scale_tril

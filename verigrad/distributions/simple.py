@@ -178,6 +178,8 @@ class Laplace(Distribution):
 
     def log_prob(self, value: Any) -> Tensor:
         value = as_value("Laplace.log_prob", value, self.loc)
+        if self._validate_args:
+            check_value("Laplace.log_prob", value, lambda v: ~v.isnan(), "Real()")
         return -(2 * self.scale).log() - (value - self.loc).abs() / self.scale
 
     def cdf(self, value: Any) -> Tensor:
@@ -235,6 +237,8 @@ class Gumbel(Distribution):
 
     def log_prob(self, value: Any) -> Tensor:
         value = as_value("Gumbel.log_prob", value, self.loc)
+        if self._validate_args:
+            check_value("Gumbel.log_prob", value, lambda v: ~v.isnan(), "Real()")
         y = (self.loc - value) / self.scale
         return (y - y.exp()) - self.scale.log()
 
