@@ -648,3 +648,28 @@ def test_expand_and_shapes_match_pytorch() -> None:
     for (b1, e1, lp1), (b2, e2, lp2) in zip(*results):
         assert (b1, e1) == (b2, e2) and lp1.shape == lp2.shape
         np.testing.assert_allclose(lp1, lp2, rtol=1e-12, atol=1e-12)
+
+
+def test_bernoulli_support_and_mode_match_pytorch() -> None:
+    probs = np.array([[0.0, 0.5, 0.7], [1.0, 0.2, 0.5]])
+    results = []
+    for lib in (verigrad, torch):
+        d = lib.distributions.Bernoulli(probs=lib.tensor(probs))
+        results.append(
+            [d.enumerate_support().numpy(), d.enumerate_support(expand=False).numpy(), d.mode.numpy()]
+        )
+        results[-1].append(
+            d.log_prob(lib.tensor([[0.0, 1.0, 1.0], [1.0, 0.0, 0.0]], dtype=lib.float64)).numpy()
+        )
+    for got, want in zip(*results):
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)  # NaN modes where probs is 0.5
+
+
+def test_gamma_draws_repeat_with_the_seed() -> None:
+    d = verigrad.distributions.Dirichlet(verigrad.tensor([[0.2, 1.0], [3.0, 0.5]]))
+    verigrad.manual_seed(3)
+    first = d.sample((50,)).numpy()
+    verigrad.manual_seed(3)
+    np.testing.assert_array_equal(first, d.sample((50,)).numpy())
+    assert (first > 0).all() and np.allclose(first.sum(-1), 1.0, atol=1e-6)
