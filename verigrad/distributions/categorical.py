@@ -24,6 +24,11 @@ class Categorical(Distribution):
     logits (a tensor of at least one axis, categories last); the other is derived on first use."""
 
     has_enumerate_support = True
+    _param_names = ("_probs", "_logits", "_param")
+
+    @property
+    def support(self) -> str:
+        return f"IntegerInterval(lower_bound=0, upper_bound={self._num_events - 1})"
 
     def __init__(
         self, probs: Tensor | None = None, logits: Tensor | None = None, validate_args: bool | None = None

@@ -33,6 +33,7 @@ class Normal(Distribution):
     rsample() is loc + eps * scale, differentiable in loc and scale."""
 
     has_rsample = True
+    _param_names = ("loc", "scale")
 
     def __init__(self, loc: Any, scale: Any, validate_args: bool | None = None) -> None:
         loc_t, scale_t = _as_tensor(loc, scale, "loc"), _as_tensor(scale, loc, "scale")

@@ -1,0 +1,84 @@
+"""torch.distributions.OneHotCategorical: a Categorical whose values are one-hot vectors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..ops.creation import eye
+from ..shapes import Size
+from ..tensor import Tensor
+from .categorical import Categorical
+from .distribution import Distribution
+from .utils import check_value
+
+
+class OneHotCategorical(Distribution):
+    """OneHotCategorical(probs=None, logits=None, validate_args=None): event_shape is (K,)."""
+
+    has_enumerate_support = True
+    support = "OneHot()"
+
+    def __init__(
+        self, probs: Tensor | None = None, logits: Tensor | None = None, validate_args: bool | None = None
+    ):
+        self._categorical = Categorical(probs, logits, validate_args)
+        param = self._categorical.param_shape
+        super().__init__(param[:-1], param[-1:], validate_args)
+
+    def expand(self, batch_shape: Any, _instance: Any = None) -> OneHotCategorical:
+        new = object.__new__(OneHotCategorical)
+        new.__dict__.update(self.__dict__)
+        new._categorical = self._categorical.expand(batch_shape)
+        new._batch_shape = Size(batch_shape)
+        return new
+
+    @property
+    def probs(self) -> Tensor:
+        return self._categorical.probs
+
+    @property
+    def logits(self) -> Tensor:
+        return self._categorical.logits
+
+    @property
+    def param_shape(self) -> Size:
+        return self._categorical.param_shape
+
+    def _one_hot(self, index: Tensor) -> Tensor:
+        return eye(self._event_shape[0], dtype=self.probs.dtype)[index]
+
+    @property
+    def mean(self) -> Tensor:
+        return self.probs
+
+    @property
+    def mode(self) -> Tensor:
+        return self._one_hot(self.probs.argmax(-1))
+
+    @property
+    def variance(self) -> Tensor:
+        return self.probs * (1 - self.probs)
+
+    def sample(self, sample_shape: Any = ()) -> Tensor:
+        return self._one_hot(self._categorical.sample(sample_shape))
+
+    def log_prob(self, value: Tensor) -> Tensor:
+        if self._validate_args:
+            check_value(
+                "OneHotCategorical.log_prob", value,
+                lambda v: ((v == 0) | (v == 1)).all(-1) & (v.sum(-1) == 1), self.support,
+            )  # fmt: skip
+        return self._categorical.log_prob(value.argmax(-1))
+
+    def entropy(self) -> Tensor:
+        return self._categorical.entropy()
+
+    def enumerate_support(self, expand: bool = True) -> Tensor:
+        n = self._event_shape[0]
+        values = eye(n, dtype=self.probs.dtype).view((n,) + (1,) * len(self._batch_shape) + (n,))
+        if expand:
+            values = values.expand((n, *self._batch_shape, n))
+        return values
+
+    def __repr__(self) -> str:
+        return repr(self._categorical).replace("Categorical", "OneHotCategorical", 1)
