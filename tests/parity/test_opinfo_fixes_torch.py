@@ -235,3 +235,54 @@ def test_prelu_of_one_weight_keeps_the_input_shape(shape):
     ours.sum().backward()
     _same(v.grad, t.grad)
     _same(vw.grad, tw.grad)
+
+
+# searchsorted, bucketize and cdist with PyTorch's keywords (they raised TypeError) --------------------
+@pytest.mark.parametrize(
+    "kw",
+    [{}, {"out_int32": True}, {"right": True}, {"side": "right"}, {"side": "left"}, {"sorter": True}],
+)
+@pytest.mark.parametrize("shape", [(6,), (2, 6), (2, 0)])
+def test_searchsorted_keywords(kw, shape):
+    rng = np.random.default_rng(0)
+    seq = rng.integers(0, 5, shape).astype(np.float32)
+    values = rng.integers(-1, 6, (*shape[:-1], 4)).astype(np.float32)
+    outs = []
+    for lib in (torch, verigrad):
+        given = dict(kw)
+        if given.pop("sorter", False):
+            order = np.argsort(seq, axis=-1, kind="stable")
+            given["sorter"] = lib.tensor(order)
+            s = lib.tensor(seq)
+        else:
+            s = lib.tensor(np.sort(seq, axis=-1))
+        out = lib.searchsorted(s, lib.tensor(values), **given)
+        outs.append((out.numpy(), str(out.dtype).split(".")[-1]))
+    np.testing.assert_array_equal(outs[1][0], outs[0][0])
+    assert {"int64": "i64", "int32": "i32"}[outs[0][1]] == outs[1][1]
+
+
+def test_searchsorted_scalar_and_bucketize_out_int32():
+    for lib in (torch, verigrad):
+        seq = lib.tensor([1.0, 2.0, 4.0])
+        assert lib.searchsorted(seq, 3.0).item() == 2 and lib.searchsorted(seq, 3.0).ndim == 0
+        got = lib.bucketize(lib.tensor([0.5, 2.0, 9.0]), seq, out_int32=True, right=True)
+        assert got.tolist() == [0, 2, 3] and "32" in str(got.dtype)
+    with pytest.raises(RuntimeError, match="opposites"):
+        verigrad.searchsorted(verigrad.tensor([1.0]), verigrad.tensor([1.0]), right=True, side="left")
+
+
+@pytest.mark.parametrize("mode", ["use_mm_for_euclid_dist", "donot_use_mm_for_euclid_dist"])
+@pytest.mark.parametrize("p", [0.0, 1.0, 2.0])
+def test_cdist_compute_mode_and_p0_history(mode, p):
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((3, 4)), rng.standard_normal((5, 4))
+    results = []
+    for lib in (torch, verigrad):
+        x = lib.tensor(a, requires_grad=True)
+        out = lib.cdist(x, lib.tensor(b), p, mode)
+        assert out.requires_grad
+        out.sum().backward()
+        results.append((out.detach().numpy(), x.grad.numpy()))
+    np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-12)
+    np.testing.assert_allclose(results[1][1], results[0][1], rtol=1e-9, atol=1e-12)

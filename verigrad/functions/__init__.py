@@ -17,6 +17,7 @@ from .indexing import (
     nonzero,
     scatter,
     scatter_add,
+    searchsorted,
     take_along_dim,
     where_or_positions,
 )

@@ -12,13 +12,14 @@ from typing import Any
 import numpy as np
 
 from .. import modes
-from ..dtypes import bf16, bool_, f32, i64
+from ..dtypes import bf16, bool_, f32, i32, i64
 from ..errors import AxisError, DTypeError, ShapeError
 from ..ops.binary import eq, gt, where
 from ..ops.checks import checked
-from ..ops.creation import arange, from_numpy, full
+from ..ops.creation import arange, from_numpy, full, tensor
 from ..ops.index import gather as gather_along
-from ..ops.index import searchsorted, take, take_grad
+from ..ops.index import searchsorted as searchsorted_op
+from ..ops.index import take, take_grad
 from ..ops.movement import broadcast_to, reshape
 from ..ops.scatter_reduce import scatter_reduce, spread
 from ..ops.shaping import assign, getitem
@@ -209,10 +210,44 @@ def where_or_positions(condition: Any, x: Any = _ABSENT, y: Any = _ABSENT) -> An
     return where(condition, x, y)
 
 
-def bucketize(input: Tensor, boundaries: Tensor, *, right: bool = False) -> Tensor:
+def searchsorted(
+    sorted_sequence: Tensor,
+    input: Any,
+    *,
+    out_int32: bool = False,
+    right: bool = False,
+    side: str | None = None,
+    sorter: Tensor | None = None,
+) -> Tensor:
+    """PyTorch's searchsorted: where each value of `input` (a tensor or a number) goes in the sorted
+    sequence (or each row of sorted rows), the first such place, or the last with `right` or
+    `side="right"`; `sorter` the positions that sort an unsorted sequence; i64, or i32 with
+    `out_int32`."""
+    if side is not None:
+        if side not in ("left", "right"):
+            raise ValueError(f"torch.searchsorted(): side can only be 'left' or 'right' but got {side!r}")
+        if right and side == "left":
+            raise RuntimeError("torch.searchsorted(): side and right can't be set to opposites, got side of "
+                               "left while right was True")  # fmt: skip
+        right = side == "right"
+    if sorter is not None:
+        if not isinstance(sorter, Tensor) or sorter.dtype is not i64 or sorter.shape != sorted_sequence.shape:
+            raise TypeError(
+                "torch.searchsorted(): sorter must be an i64 tensor of the sorted sequence's shape"
+            )
+        sorted_sequence = take_along_dim(sorted_sequence, sorter, -1)
+    scalar = not isinstance(input, Tensor)
+    values = tensor(input, dtype=sorted_sequence.dtype) if scalar else input
+    found = searchsorted_op(sorted_sequence, values.reshape(1) if scalar else values, right=right)
+    if scalar:
+        found = found.reshape(())
+    return found.cast(i32) if out_int32 else found
+
+
+def bucketize(input: Any, boundaries: Tensor, *, out_int32: bool = False, right: bool = False) -> Tensor:
     """The bucket of each value among the sorted `boundaries` (PyTorch's): searchsorted(boundaries,
-    input, right=right)."""
-    return searchsorted(boundaries, input, right=right)
+    input, right=right), i32 with `out_int32`."""
+    return searchsorted(boundaries, input, out_int32=out_int32, right=right)
 
 
 # writing through an index: x[key] = value, index_put -------------------------------------------

@@ -161,8 +161,19 @@ def logdet(a: Tensor) -> Tensor:
     return det(a).log()
 
 
-def cdist(a: Tensor, b: Tensor, p: float = 2.0) -> Tensor:
-    """The p-norm distances between the rows of a [..., P, M] and of b [..., R, M]: [..., P, R]."""
+_CDIST_MODES = (
+    "use_mm_for_euclid_dist_if_necessary",
+    "use_mm_for_euclid_dist",
+    "donot_use_mm_for_euclid_dist",
+)
+
+
+def cdist(a: Tensor, b: Tensor, p: float = 2.0, compute_mode: str = _CDIST_MODES[0]) -> Tensor:
+    """The p-norm distances between the rows of a [..., P, M] and of b [..., R, M]: [..., P, R].
+    `compute_mode` is PyTorch's (its matrix-product path for p = 2 rounds differently; verigrad always
+    takes the differences, the exact path)."""
+    if compute_mode not in _CDIST_MODES:
+        raise ValueError(f"{compute_mode} is not a valid value for compute_mode")
     return norm(unsqueeze(a, -2) - unsqueeze(b, -3), p, dim=-1)
 
 

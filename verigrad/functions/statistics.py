@@ -15,7 +15,7 @@ from .. import modes
 from ..dtypes import bool_, i64, u8
 from ..errors import DTypeError
 from ..ops.binary import eq, maximum, ne, sub, where
-from ..ops.creation import from_numpy
+from ..ops.creation import from_numpy, full
 from ..ops.linalg import svdvals
 from ..ops.reduce import argmax, max, numel_of, sum
 from ..ops.reduce import min as reduce_min
@@ -157,8 +157,9 @@ def norm(x: Tensor, p: float = 2.0, dim: Axis = None, keepdim: bool = False) -> 
         return max(abs(x), axis=axes, keepdim=keepdim)
     if p == -math.inf:
         return reduce_min(abs(x), axis=axes, keepdim=keepdim)
-    if p == 0:
-        return ne(x, 0).cast(x.dtype).sum(axes, keepdim=keepdim)
+    if p == 0:  # the count of non-zeros; in the graph with gradient 0, as PyTorch's (+ an exact 0.0)
+        nothing = where(full(tuple(x.shape), False, dtype=bool_), x, 0.0).sum(axes, keepdim=keepdim)
+        return ne(x, 0).cast(x.dtype).sum(axes, keepdim=keepdim) + nothing
     if p == 1:
         return abs(x).sum(axes, keepdim=keepdim)
     # as PyTorch's: a zero element, and a zero vector, get gradient 0 (|x| ** p's is infinite or NaN

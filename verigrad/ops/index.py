@@ -238,6 +238,8 @@ def _searchsorted_reference(seq: np.ndarray, values: np.ndarray, right: bool) ->
     side = "right" if right else "left"
     if seq.ndim == 1:
         return np.searchsorted(seq, values, side=side).astype(np.int64)
+    if seq.size == 0 or values.size == 0:  # no rows, or empty rows: every value goes first
+        return np.zeros(values.shape, dtype=np.int64)
     rows, tail = seq.reshape(-1, seq.shape[-1]), values.reshape(-1, values.shape[-1])
     found = [np.searchsorted(r, v, side=side) for r, v in zip(rows, tail)]
     return np.array(found, dtype=np.int64).reshape(values.shape)
