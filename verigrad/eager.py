@@ -213,12 +213,21 @@ def install_c_calls() -> bool:
     # x.transpose(a, b): shaping.transpose's common case (two int axes in range) made in C
     _PYTHON[(Tensor, "transpose")] = python = Tensor.__dict__["transpose"]
     Tensor.transpose = _named(ext.Method(REGISTRY["permute"], python, transpose=True))
-    # x.sum(), x.mean(dim=1, keepdim=True): the op called as tensor_methods' sum and mean call it (the same
-    # keywords, defaults and order: the same plan key); a positional dim or a dtype goes through the method
+    # x.sum(), x.mean(1, keepdim=True): the op called as tensor_methods' sum and mean call it (the same
+    # keywords, defaults and order: the same plan key); a dtype goes through the method
     for name in ("sum", "mean"):
         _PYTHON[(Tensor, name)] = python = Tensor.__dict__[name]
         keywords = {"axis": None, "dim": None, "keepdim": False}
-        setattr(Tensor, name, _named(ext.Method(REGISTRY[name], python, keywords=keywords)))
+        method = ext.Method(REGISTRY[name], python, keywords=keywords, positional=("dim", "keepdim"))
+        setattr(Tensor, name, _named(method))
+    # x.reshape(-1, 128), x.view(2, 3): the reshape op called with shape= as the methods call it
+    for name, shaped in (("reshape", 1), ("view", 2)):
+        _PYTHON[(Tensor, name)] = python = Tensor.__dict__[name]
+        setattr(Tensor, name, _named(ext.Method(REGISTRY["reshape"], python, shaped=shaped)))
+    # x.softmax(-1), x.log_softmax(dim=1): the op called with axis= (a dtype goes through the method)
+    for name in ("softmax", "log_softmax"):
+        _PYTHON[(Tensor, name)] = python = Tensor.__dict__[name]
+        setattr(Tensor, name, _named(ext.Method(REGISTRY[name], python, along=True)))
     # x[:, 1:5], x[0]: shaping.getitem's case of ints and slices, its slice and reshape ops called in C (an
     # eager view is made_view's no-op, as Mode's: EagerMode keeps it)
     if EagerMode.made_view is modes.Mode.made_view:

@@ -599,20 +599,53 @@ static PyObject *call_op(PyObject *op, PyObject *const *in, Py_ssize_t n, PyObje
     if (!same) return NOT_HANDLED;
     int v = truth(op, S_variadic);
     if (v < 0) return NULL;
-    if (v && n > 0 && (PyList_CheckExact(in[0]) || PyTuple_CheckExact(in[0]))) {
-        /* cat([x, y], dim=0): the sequence's items are the operands (params after it: Python's) */
-        if (n > 1) return NOT_HANDLED;
-        PyObject *items = PySequence_Fast(in[0], "");
-        if (items == NULL) return NULL;
-        Py_ssize_t k = PySequence_Fast_GET_SIZE(items), m = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
-        PyObject *r = NOT_HANDLED;
-        if (k >= 1 && k <= MAX_OPERANDS && m <= MAX_OPERANDS) {
-            PyObject *all[2 * MAX_OPERANDS];
-            for (Py_ssize_t j = 0; j < k; j++) all[j] = PySequence_Fast_GET_ITEM(items, j);
-            for (Py_ssize_t j = 0; j < m; j++) all[k + j] = in[1 + j];
-            r = call_op_on(op, all, k, kwnames, elementwise);
+    int sequence = v && n > 0 && (PyList_CheckExact(in[0]) || PyTuple_CheckExact(in[0]));
+    if (sequence || (!elementwise && n > 1 && !PyObject_TypeCheck(in[1], tensor_type))) {
+        /* params after the first argument (`cat([x, y], 0)`, `reshape(x, (2, 3))`), named by the op's
+         * `positional` as Op.__call__ names them: the keywords given, then those (added to its dict in
+         * that order); a name given both ways, or more than the op names, is Python's to run */
+        PyObject *positional = PyObject_GetAttr(op, S_positional);
+        if (positional == NULL) return NULL;
+        Py_ssize_t extra = n - 1, m = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+        PyObject *r = NOT_HANDLED, *names = NULL, *items = NULL;
+        if (!sequence && PyTuple_CheckExact(positional) && PyTuple_GET_SIZE(positional) == 0) {
+            Py_DECREF(positional); /* no params by position: the arguments are all operands */
+            return call_op_on(op, in, n, kwnames, elementwise);
         }
-        Py_DECREF(items);
+        if (!PyTuple_CheckExact(positional) || extra > PyTuple_GET_SIZE(positional) || m + extra > MAX_OPERANDS)
+            goto positional_end;
+        for (Py_ssize_t j = 0; j < extra; j++)
+            for (Py_ssize_t k = 0; k < m; k++) {
+                int same = PyUnicode_Compare(PyTuple_GET_ITEM(positional, j), PyTuple_GET_ITEM(kwnames, k));
+                if (same == -1 && PyErr_Occurred()) goto positional_failed;
+                if (same == 0) goto positional_end;
+            }
+        names = extra == 0 ? Py_XNewRef(kwnames) : PyTuple_New(m + extra);
+        if (extra > 0 && names == NULL) goto positional_failed;
+        for (Py_ssize_t k = 0; extra > 0 && k < m; k++)
+            PyTuple_SET_ITEM(names, k, Py_NewRef(PyTuple_GET_ITEM(kwnames, k)));
+        for (Py_ssize_t j = 0; j < extra; j++) PyTuple_SET_ITEM(names, m + j, Py_NewRef(PyTuple_GET_ITEM(positional, j)));
+        PyObject *all[2 * MAX_OPERANDS];
+        Py_ssize_t operands = 1;
+        if (sequence) { /* cat([x, y], 0): the sequence's items are the operands */
+            items = PySequence_Fast(in[0], "");
+            if (items == NULL) goto positional_failed;
+            operands = PySequence_Fast_GET_SIZE(items);
+            if (operands < 1 || operands > MAX_OPERANDS) goto positional_end;
+            for (Py_ssize_t j = 0; j < operands; j++) all[j] = PySequence_Fast_GET_ITEM(items, j);
+        } else {
+            all[0] = in[0];
+        }
+        for (Py_ssize_t k = 0; k < m; k++) all[operands + k] = in[n + k];
+        for (Py_ssize_t j = 0; j < extra; j++) all[operands + m + j] = in[1 + j];
+        r = call_op_on(op, all, operands, names, elementwise);
+        goto positional_end;
+    positional_failed:
+        r = NULL;
+    positional_end:
+        Py_DECREF(positional);
+        Py_XDECREF(names);
+        Py_XDECREF(items);
         return r;
     }
     return call_op_on(op, in, n, kwnames, elementwise);
@@ -953,8 +986,15 @@ typedef struct {
     int swap, elementwise, transpose;
     PyObject *getitem; /* NULL, or the reshape op: x[key] calling the slice op (`op`), then it (`getitem_basic`) */
     PyObject *names, *defaults; /* NULL, or keywords and their values: see method_call */
+    PyObject *positional;       /* NULL, or the keywords that may be given by position, in order */
+    int shaped;                 /* SHAPED_RESHAPE, SHAPED_VIEW: x.reshape(*shape), x.view(*shape) */
+    int along;                  /* x.softmax(axis=-1, dtype=None, *, dim=None) (see `along_axis`) */
     PyObject *dict;
 } Method;
+
+#define SHAPED_RESHAPE 1
+#define SHAPED_VIEW 2
+static PyObject *names_shape, *names_axis, *names_axes, *minus_one; /* ("shape",), ("axis",), ("axes",), -1 */
 
 /* x.transpose(a=-2, b=-1) as shaping.transpose's common case: two int axes in range of x's n > 0
  * dimensions swapped, permute(x, axes=...) called; NOT_HANDLED for anything else */
@@ -983,9 +1023,7 @@ static PyObject *transposed(PyObject *permute, PyObject *const *args, Py_ssize_t
         PyTuple_SET_ITEM(axes, k, v);
     }
     PyObject *call[2] = {args[0], axes};
-    PyObject *names = PyTuple_Pack(1, S_axes);
-    PyObject *r = names == NULL ? NULL : call_op(permute, call, 1, names, 0);
-    Py_XDECREF(names);
+    PyObject *r = call_op(permute, call, 1, names_axes, 0);
     Py_DECREF(axes);
     return r;
 }
@@ -997,10 +1035,20 @@ static PyObject *transposed(PyObject *permute, PyObject *const *args, Py_ssize_t
  * (the same params, the same plan key); NOT_HANDLED for any other call. */
 static PyObject *call_with_keywords(Method *m, PyObject *const *args, Py_ssize_t n, PyObject *kwnames) {
     Py_ssize_t count = PyTuple_GET_SIZE(m->names);
-    if (n != 1 || count > MAX_KEYWORDS) return NOT_HANDLED;
+    Py_ssize_t by_position = m->positional == NULL ? 0 : PyTuple_GET_SIZE(m->positional);
+    if (n < 1 || n - 1 > by_position || count > MAX_KEYWORDS) return NOT_HANDLED;
     PyObject *values[1 + MAX_KEYWORDS];
+    char set[MAX_KEYWORDS] = {0};
     values[0] = args[0];
     for (Py_ssize_t j = 0; j < count; j++) values[1 + j] = PyTuple_GET_ITEM(m->defaults, j);
+    for (Py_ssize_t k = 1; k < n; k++) { /* x.sum(1, True): the keywords named by `positional`, in order */
+        Py_ssize_t j = 0;
+        for (; j < count; j++)
+            if (PyTuple_GET_ITEM(m->names, j) == PyTuple_GET_ITEM(m->positional, k - 1)) break;
+        if (j == count) return NOT_HANDLED;
+        values[1 + j] = args[k];
+        set[j] = 1;
+    }
     Py_ssize_t given = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
     for (Py_ssize_t k = 0; k < given; k++) {
         PyObject *name = PyTuple_GET_ITEM(kwnames, k);
@@ -1010,10 +1058,55 @@ static PyObject *call_with_keywords(Method *m, PyObject *const *args, Py_ssize_t
             if (same == -1 && PyErr_Occurred()) return NULL;
             if (same == 0) break;
         }
-        if (j == count) return NOT_HANDLED; /* another keyword: the fallback says what is wrong */
-        values[1 + j] = args[1 + k];
+        if (j == count || set[j]) return NOT_HANDLED; /* another keyword, or one given twice: the fallback
+                                                          * says what is wrong */
+        values[1 + j] = args[n + k];
     }
     return call_op(m->op, values, 1, m->names, 0);
+}
+
+/* x.reshape(*shape) and x.view(*shape) as tensor_methods' reshape and view call the reshape op: shape=
+ * the one list or tuple given (as a tuple), else the arguments as a tuple; view only with ints, on a
+ * tensor whose array is C-contiguous or empty (view's own checks and view(dtype) are Python's).
+ * NOT_HANDLED for anything else. */
+static PyObject *shaped_call(Method *m, PyObject *const *args, Py_ssize_t n, PyObject *kwnames) {
+    if (kwnames != NULL || n < 1 || !PyObject_TypeCheck(args[0], tensor_type)) return NOT_HANDLED;
+    int one_sequence = n == 2 && (PyList_Check(args[1]) || PyTuple_Check(args[1]));
+    if (m->shaped == SHAPED_VIEW) {
+        PyObject *a = SLOT(args[0], t_payload);
+        if (PyArray_Check(a) && PyArray_SIZE((PyArrayObject *)a) != 0 && !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)a))
+            return NOT_HANDLED;
+        for (Py_ssize_t k = 1; k < n && !one_sequence; k++)
+            if (!PyLong_Check(args[k])) return NOT_HANDLED;
+    }
+    PyObject *shape = one_sequence ? PySequence_Tuple(args[1]) : PyTuple_New(n - 1);
+    if (shape == NULL) return NULL;
+    for (Py_ssize_t k = 1; k < n && !one_sequence; k++) PyTuple_SET_ITEM(shape, k - 1, Py_NewRef(args[k]));
+    PyObject *call[2] = {args[0], shape};
+    PyObject *r = call_op(m->op, call, 1, names_shape, 0);
+    Py_DECREF(shape);
+    return r;
+}
+
+/* x.softmax(axis=-1, dtype=None, *, dim=None) as tensor_methods' `_along_axis(..., casts=True)` calls the
+ * op: op(x, axis=dim if dim is not None else axis); NOT_HANDLED with a dtype (Python casts first) or
+ * anything else. */
+static PyObject *along_axis(Method *m, PyObject *const *args, Py_ssize_t n, PyObject *kwnames) {
+    if (n < 1 || n > 3 || !PyObject_TypeCheck(args[0], tensor_type)) return NOT_HANDLED;
+    PyObject *axis = n > 1 ? args[1] : NULL, *dtype = n > 2 ? args[2] : NULL, *dim = NULL;
+    Py_ssize_t given = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t k = 0; k < given; k++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, k), **at;
+        if (PyUnicode_CompareWithASCIIString(name, "dim") == 0) at = &dim;
+        else if (PyUnicode_CompareWithASCIIString(name, "axis") == 0) at = &axis;
+        else if (PyUnicode_CompareWithASCIIString(name, "dtype") == 0) at = &dtype;
+        else return NOT_HANDLED;
+        if (*at != NULL) return NOT_HANDLED; /* given twice: Python's TypeError */
+        *at = args[n + k];
+    }
+    if (dtype != NULL && dtype != Py_None) return NOT_HANDLED;
+    PyObject *call[2] = {args[0], dim != NULL && dim != Py_None ? dim : axis != NULL ? axis : minus_one};
+    return call_op(m->op, call, 1, names_axis, 0);
 }
 
 /* `op(x, name=value)` as call_op calls it, else (NOT_HANDLED there) as the op's own call does */
@@ -1113,7 +1206,11 @@ static PyObject *method_call(PyObject *self, PyObject *const *args, size_t nargs
     Method *m = (Method *)self;
     Py_ssize_t n = PyVectorcall_NARGS(nargsf);
     PyObject *r = NOT_HANDLED;
-    if (m->names != NULL) {
+    if (m->shaped) {
+        if (ready) r = shaped_call(m, args, n, kwnames);
+    } else if (m->along) {
+        if (ready) r = along_axis(m, args, n, kwnames);
+    } else if (m->names != NULL) {
         r = call_with_keywords(m, args, n, kwnames);
     } else if (m->getitem != NULL) {
         if (ready) r = getitem_basic(m, args, n, kwnames);
@@ -1136,12 +1233,30 @@ static PyObject *method_call(PyObject *self, PyObject *const *args, size_t nargs
 static PyObject *method_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     PyObject *op, *fallback;
     PyObject *keywords = Py_None, *kw_names = NULL, *kw_defaults = NULL;
-    PyObject *getitem = Py_None;
-    int swap = 0, elementwise = 0, transpose = 0;
-    static char *names[] = {"op", "fallback", "swap", "elementwise", "transpose", "keywords", "getitem", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|pppOO:Method", names, &op, &fallback, &swap, &elementwise,
-                                     &transpose, &keywords, &getitem))
+    PyObject *getitem = Py_None, *positional = Py_None;
+    int swap = 0, elementwise = 0, transpose = 0, shaped = 0, along = 0;
+    static char *names[] = {"op", "fallback", "swap", "elementwise", "transpose", "keywords", "getitem",
+                            "positional", "shaped", "along", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|pppOOOip:Method", names, &op, &fallback, &swap, &elementwise,
+                                     &transpose, &keywords, &getitem, &positional, &shaped, &along))
         return NULL;
+    if (shaped < 0 || shaped > SHAPED_VIEW) {
+        PyErr_Format(PyExc_ValueError, "Method: shaped must be 0, %d (reshape) or %d (view), got %d", SHAPED_RESHAPE,
+                     SHAPED_VIEW, shaped);
+        return NULL;
+    }
+    if (positional != Py_None) { /* interned names, each one of the keywords */
+        int fine = PyTuple_CheckExact(positional) && PyDict_CheckExact(keywords);
+        for (Py_ssize_t k = 0; fine && k < PyTuple_GET_SIZE(positional); k++) {
+            PyObject *name = PyTuple_GET_ITEM(positional, k);
+            fine = PyUnicode_CheckExact(name) && PyUnicode_CHECK_INTERNED(name) && PyDict_GetItem(keywords, name) != NULL;
+        }
+        if (!fine) {
+            PyErr_Format(PyExc_TypeError, "Method: positional must be a tuple of interned keyword names, got %R",
+                         positional);
+            return NULL;
+        }
+    }
     if (keywords != Py_None) {
         if (!PyDict_CheckExact(keywords) || PyDict_GET_SIZE(keywords) > MAX_KEYWORDS) {
             PyErr_Format(PyExc_TypeError, "Method: keywords must be a dict of at most %d keywords and their "
@@ -1167,6 +1282,8 @@ static PyObject *method_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     m->swap = swap, m->elementwise = elementwise, m->transpose = transpose;
     m->getitem = getitem == Py_None ? NULL : Py_NewRef(getitem);
     m->names = kw_names, m->defaults = kw_defaults;
+    m->positional = positional == Py_None ? NULL : Py_NewRef(positional);
+    m->shaped = shaped, m->along = along;
     return (PyObject *)m;
 }
 
@@ -1176,6 +1293,7 @@ static int method_traverse(PyObject *self, visitproc visit, void *arg) {
     Py_VISIT(m->fallback);
     Py_VISIT(m->names);
     Py_VISIT(m->defaults);
+    Py_VISIT(m->positional);
     Py_VISIT(m->getitem);
     Py_VISIT(m->dict);
     return 0;
@@ -1187,6 +1305,7 @@ static int method_clear(PyObject *self) {
     Py_CLEAR(m->fallback);
     Py_CLEAR(m->names);
     Py_CLEAR(m->defaults);
+    Py_CLEAR(m->positional);
     Py_CLEAR(m->getitem);
     Py_CLEAR(m->dict);
     return 0;
@@ -1323,6 +1442,9 @@ PyMODINIT_FUNC PyInit_vg_eager(void) {
         intern(&S_keepdim, "keepdim") ||
         intern(&S_clock, "clock"))
         return NULL;
+    names_shape = PyTuple_Pack(1, S_shape), names_axis = PyTuple_Pack(1, S_axis), names_axes = PyTuple_Pack(1, S_axes);
+    minus_one = PyLong_FromLong(-1);
+    if (names_shape == NULL || names_axis == NULL || names_axes == NULL || minus_one == NULL) return NULL;
     if (PyType_Ready(&MethodType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
