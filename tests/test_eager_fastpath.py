@@ -771,3 +771,82 @@ def test_method_positional_and_shaped_are_checked(cpu) -> None:
         ext.Method(REGISTRY["sum"], print, keywords={"dim": None}, positional=("keepdim",))
     with pytest.raises(ValueError, match=r"shaped must be 0, 1 \(reshape\) or 2 \(view\), got 3"):
         ext.Method(REGISTRY["reshape"], print, shaped=3)
+
+
+def test_direct_calls_read_the_settings_in_force(cpu, monkeypatch) -> None:
+    """The thread count, min_chunk and NumPy's buffer size a direct call passes are read without the
+    Python readers' frames, and are what those give whenever set_threads, set_min_chunk, the variables or
+    np.setbufsize change them (a stale value would change the chunks a kernel is cut into)."""
+    from verigrad.backends import threads
+    from verigrad.backends.cpu import _ffi
+
+    ext = eager._C_CALLS["module"]
+
+    def same() -> None:
+        expected = (cpu.threads, _ffi.min_chunk(), _ffi.bufsize())
+        assert ext.read(cpu, _ffi.min_chunk, _ffi.bufsize) == expected
+        assert ext.read(cpu, _ffi.min_chunk, _ffi.NO_BLOCK.__index__)[2] == _ffi.NO_BLOCK
+
+    same()
+    try:
+        for n in (1, 2, 3):
+            verigrad.set_threads(n)
+            same()
+        verigrad.set_threads(None)
+        monkeypatch.setenv("VERIGRAD_THREADS", "3")
+        same()
+        assert cpu.threads == 3
+        monkeypatch.setenv("VERIGRAD_THREADS", "2")
+        same()
+        assert cpu.threads == 2
+        monkeypatch.delenv("VERIGRAD_THREADS")
+        same()
+        _ffi.set_min_chunk(100)
+        same()
+        _ffi.set_min_chunk(None)
+        monkeypatch.setenv("VERIGRAD_MIN_CHUNK", "77")
+        same()
+        assert _ffi.min_chunk() == 77
+        monkeypatch.delenv("VERIGRAD_MIN_CHUNK")
+        same()
+        with np.errstate(all="ignore"):
+            old = np.setbufsize(4096)
+            try:
+                same()
+                assert _ffi.bufsize() == 4096
+            finally:
+                np.setbufsize(old)
+        same()
+    finally:
+        verigrad.set_threads(None)
+        _ffi.set_min_chunk(None)
+
+    class Slower(type(cpu)):  # a backend of its own thread count: read through its property
+        threads = property(lambda self: 5)
+
+    slower = Slower.__new__(Slower)
+    assert ext.read(slower, _ffi.min_chunk, _ffi.bufsize)[0] == 5
+    assert threads.THREAD_COUNT.get() == cpu.threads
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_direct_calls_give_the_same_bits_on_1_to_3_threads(cpu, n: int) -> None:
+    """Softmax, sums and element-wise kernels called from C, cut into small chunks on n threads: the
+    Python calls' bits, which are the one-thread bits."""
+    rng = np.random.default_rng(7)
+    a = verigrad.tensor(rng.standard_normal((64, 300)).astype(np.float32))
+    b = verigrad.tensor(rng.standard_normal((64, 300)).astype(np.float32))
+    calls = [lambda: a + b, lambda: a.exp(), lambda: a.softmax(-1), lambda: a.sum(1), lambda: a.sum()]
+    verigrad.set_threads(1)
+    one = [c().payload.tobytes() for c in calls]
+    try:
+        from verigrad.backends.cpu import _ffi
+
+        verigrad.set_threads(n)
+        _ffi.set_min_chunk(64)
+        for call, bits in zip(calls, one):
+            on, off = both_ways(call)
+            assert on.payload.tobytes() == off.payload.tobytes() == bits
+    finally:
+        verigrad.set_threads(None)
+        _ffi.set_min_chunk(None)

@@ -199,6 +199,7 @@ def install_c_calls() -> bool:
         return False
     ext.setup(Tensor, Plan, Node, DType, Size, f32, f64, EAGER, modes.LOCAL, active.LOCAL, active._DEFAULT,
               versions, conform, _ERROR_STATE, _QUIET, fastcall.recording_test())  # fmt: skip
+    _install_readers(ext)
     _PYTHON[(Op, "__call__")] = Op.__dict__["__call__"]
     _PYTHON[(Elementwise, "__call__")] = Elementwise.__dict__["__call__"]
     Op.__call__ = _named(ext.Method(None, _PYTHON[(Op, "__call__")]))
@@ -236,6 +237,34 @@ def install_c_calls() -> bool:
     autograd._C_WALK[:] = [ext.topological]  # backward's walk of the graph (off with the calls)
     _C_CALLS["module"] = ext
     return True
+
+
+def _install_readers(loaded: Any) -> None:
+    """Give vg_eager (`loaded`) what its direct calls read the thread count, min_chunk and NumPy's buffer
+    size through (vg_eager.c's `count_value`): the settings and the objects their Python readers compare."""
+    import os
+
+    from .backends import threads
+    from .backends.cpu import _ffi
+    from .backends.kernel_table import Backend
+
+    environ, encodekey = getattr(os.environ, "_data", None), getattr(os.environ, "encodekey", None)
+    keys = (threads.THREAD_COUNT.variable, _ffi.MIN_CHUNK.variable)
+    if isinstance(environ, dict) and encodekey is not None and environ is threads._ENVIRON:
+        keys = tuple(encodekey(k) for k in keys)
+    else:  # the settings' own `get` every time
+        environ = None
+    bufsize = _ffi.bufsize if _ffi._extobj_contextvar is not None else None
+    loaded.readers(
+        Backend.__dict__["threads"],
+        threads.THREAD_COUNT,
+        _ffi.MIN_CHUNK,
+        environ,
+        *keys,
+        bufsize,
+        _ffi._bufsize_seen,
+        _ffi._extobj_contextvar,
+    )
 
 
 def _named(method: Any) -> Any:

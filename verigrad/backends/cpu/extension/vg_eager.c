@@ -231,13 +231,70 @@ static PyObject *concatenated(PyObject **arrays, Py_ssize_t n, PyObject *params)
 
 typedef void (*rows_fn)(const void *, void *, int64_t, int64_t, int64_t, int, int64_t, int);
 
-/* the int a callable `f` returns (Python's min_chunk(), a block size): 0 with an exception, or the value */
-static int called_int(PyObject *f, long long *out) {
-    PyObject *v = PyObject_CallNoArgs(f);
+/* an int object's value into `out`: 0, or -1 with an exception; steals v */
+static int int_value(PyObject *v, long long *out) {
     if (v == NULL) return -1;
     *out = PyLong_AsLongLong(v);
     Py_DECREF(v);
     return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* The settings a direct call reads (set by `readers`), read as their Python functions read them but
+ * without their frames: a threads.CountSetting's `get` (its `explicit`, else the environment variable's
+ * value it saw last while the variable's text is that same object, else `get()` itself), the thread
+ * count through KernelTable.threads (that property: THREAD_COUNT.get()), and _ffi.bufsize (the value it
+ * saw last while NumPy's error state is that same object, else `bufsize()` itself). */
+typedef struct {
+    PyObject *setting, *get, *environ, *key; /* environ NULL: `get()` every time */
+} count_reader;
+static count_reader thread_count, chunk_count;
+static PyObject *threads_property, *bufsize_fn, *bufsize_seen, *numpy_state;
+static PyObject *S_explicit, *S_seen;
+
+static int count_value(count_reader *c, long long *out) {
+    PyObject *v = PyObject_GetAttr(c->setting, S_explicit);
+    if (v == NULL || v != Py_None) return int_value(v, out);
+    Py_DECREF(v);
+    v = NULL;
+    if (c->environ != NULL) {
+        PyObject *text = PyDict_GetItemWithError(c->environ, c->key);
+        if (text == NULL && PyErr_Occurred()) return -1;
+        PyObject *seen = PyObject_GetAttr(c->setting, S_seen);
+        if (seen == NULL) return -1;
+        if (PyTuple_CheckExact(seen) && PyTuple_GET_SIZE(seen) == 2 &&
+            PyTuple_GET_ITEM(seen, 0) == (text == NULL ? Py_None : text))
+            v = Py_NewRef(PyTuple_GET_ITEM(seen, 1));
+        Py_DECREF(seen);
+    }
+    return int_value(v != NULL ? v : PyObject_CallNoArgs(c->get), out);
+}
+
+/* the int a callable `f` returns (Python's min_chunk(), a block size): 0, or -1 with an exception */
+static int called_int(PyObject *f, long long *out) {
+    if (f == chunk_count.get && f != NULL) return count_value(&chunk_count, out);
+    if (f == bufsize_fn && f != NULL) {
+        PyObject *state, *seen = PyList_GET_ITEM(bufsize_seen, 0);
+        if (PyContextVar_Get(numpy_state, NULL, &state) < 0) return -1;
+        Py_XDECREF(state); /* only its identity: the variable holds it */
+        if (state != NULL && PyTuple_CheckExact(seen) && PyTuple_GET_SIZE(seen) == 2 &&
+            PyTuple_GET_ITEM(seen, 0) == state)
+            return int_value(Py_NewRef(PyTuple_GET_ITEM(seen, 1)), out);
+    }
+    return int_value(PyObject_CallNoArgs(f), out);
+}
+
+/* backend.threads, as an int: 0, or -1 with an exception */
+static int threads_of(PyObject *backend, int *out) {
+    long long v;
+    int rc = threads_property != NULL && _PyType_Lookup(Py_TYPE(backend), S_threads) == threads_property
+                 ? count_value(&thread_count, &v)
+                 : int_value(PyObject_GetAttr(backend, S_threads), &v);
+    if (rc == 0 && (v < INT_MIN || v > INT_MAX)) {
+        PyErr_SetString(PyExc_OverflowError, "vg_eager: a thread count past a C int");
+        rc = -1;
+    }
+    *out = (int)v;
+    return rc;
 }
 
 /* A row kernel (`fast` = (FAST_ROWS, fn, log, typenum, backend, min_chunk, block)) as rows.py's `_softmax`
@@ -268,13 +325,10 @@ static PyObject *rows_call(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyOb
     void *fn = PyLong_AsVoidPtr(PyTuple_GET_ITEM(fast, 1));
     if (fn == NULL) return PyErr_Occurred() ? NULL : NOT_HANDLED;
     long long chunk, block;
-    if (called_int(PyTuple_GET_ITEM(fast, 6), &block) < 0 || called_int(PyTuple_GET_ITEM(fast, 5), &chunk) < 0)
+    int threads;
+    if (called_int(PyTuple_GET_ITEM(fast, 6), &block) < 0 || called_int(PyTuple_GET_ITEM(fast, 5), &chunk) < 0 ||
+        threads_of(PyTuple_GET_ITEM(fast, 4), &threads) < 0)
         return NULL;
-    PyObject *t = PyObject_GetAttr(PyTuple_GET_ITEM(fast, 4), S_threads);
-    if (t == NULL) return NULL;
-    int threads = (int)PyLong_AsLong(t);
-    Py_DECREF(t);
-    if (PyErr_Occurred()) return NULL;
     int64_t cols = PyArray_DIMS(a)[nd - 1], rows = PyArray_SIZE(a) / cols;
     int64_t min_rows = chunk / cols; /* Python's floor division, for chunk >= 0; 1 at least either way */
     if (min_rows < 1) min_rows = 1;
@@ -333,12 +387,9 @@ static PyObject *reduce_call(PyObject *fast, PyObject **arrays, Py_ssize_t n, Py
     PyObject *r = NOT_HANDLED, *out = NULL;
     Py_buffer desc = {0};
     if (nd < 0 || fn == NULL) goto end;
-    if (called_int(PyTuple_GET_ITEM(fast, 5), &chunk) < 0) goto failed;
-    PyObject *t = PyObject_GetAttr(PyTuple_GET_ITEM(fast, 4), S_threads);
-    if (t == NULL) goto failed;
-    int threads = (int)PyLong_AsLong(t);
-    Py_DECREF(t);
-    if (PyErr_Occurred()) goto failed;
+    int threads;
+    if (called_int(PyTuple_GET_ITEM(fast, 5), &chunk) < 0 || threads_of(PyTuple_GET_ITEM(fast, 4), &threads) < 0)
+        goto failed;
     if (PyObject_GetBuffer(PyTuple_GET_ITEM(found, 0), &desc, PyBUF_SIMPLE) < 0) goto failed;
     out = PyArray_SimpleNew(nd, dims, typenum);
     if (out == NULL) goto failed;
@@ -412,15 +463,10 @@ static PyObject *direct(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyObjec
     if (recording != NULL && recording()) return NOT_HANDLED; /* a tape takes vg_call's calls only */
     void *fn = PyLong_AsVoidPtr(PyTuple_GET_ITEM(fast, dims_arg ? 2 : 1));
     if (fn == NULL) return PyErr_Occurred() ? NULL : NOT_HANDLED;
-    PyObject *c = PyObject_CallNoArgs(PyTuple_GET_ITEM(fast, 5));
-    if (c == NULL) return NULL;
-    long long chunk = PyLong_AsLongLong(c);
-    Py_DECREF(c);
-    PyObject *t = PyObject_GetAttr(PyTuple_GET_ITEM(fast, 4), S_threads);
-    if (t == NULL) return NULL;
-    int threads = (int)PyLong_AsLong(t);
-    Py_DECREF(t);
-    if (PyErr_Occurred()) return NULL;
+    long long chunk;
+    int threads;
+    if (called_int(PyTuple_GET_ITEM(fast, 5), &chunk) < 0 || threads_of(PyTuple_GET_ITEM(fast, 4), &threads) < 0)
+        return NULL;
     PyObject *out = PyArray_SimpleNew(PyArray_NDIM(shape_of), PyArray_DIMS(shape_of), typenum);
     if (out == NULL) return NULL;
     void *y = PyArray_DATA((PyArrayObject *)out);
@@ -1401,6 +1447,44 @@ static PyObject *setup(PyObject *module, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* readers(threads_property, thread_setting, chunk_setting, environ, thread_key, chunk_key, bufsize, seen,
+ * numpy_state): what the direct calls read their settings through (see `count_value`); environ None: the
+ * settings' `get` called every time; bufsize None: called every time */
+static PyObject *readers(PyObject *module, PyObject *args) {
+    PyObject *prop, *ts, *cs, *env, *tk, *ck, *bs, *seen, *state;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOO:readers", &prop, &ts, &cs, &env, &tk, &ck, &bs, &seen, &state)) return NULL;
+    if ((env != Py_None && !PyDict_CheckExact(env)) ||
+        (bs != Py_None && (!PyList_CheckExact(seen) || PyList_GET_SIZE(seen) != 1 || !PyContextVar_CheckExact(state))))
+        return PyErr_Format(PyExc_TypeError, "readers: environ is a dict or None; bufsize's seen a 1-item list "
+                                             "and the state a ContextVar");
+    PyObject *tget = PyObject_GetAttrString(ts, "get"), *cget = PyObject_GetAttrString(cs, "get");
+    if (tget == NULL || cget == NULL) return Py_XDECREF(tget), Py_XDECREF(cget), NULL;
+    count_reader *rs[2] = {&thread_count, &chunk_count};
+    PyObject *settings[2] = {ts, cs}, *gets[2] = {tget, cget}, *keys[2] = {tk, ck};
+    for (int k = 0; k < 2; k++) {
+        Py_XSETREF(rs[k]->setting, Py_NewRef(settings[k]));
+        Py_XSETREF(rs[k]->get, gets[k]); /* (its reference) */
+        Py_XSETREF(rs[k]->environ, env == Py_None ? NULL : Py_NewRef(env));
+        Py_XSETREF(rs[k]->key, Py_NewRef(keys[k]));
+    }
+    Py_XSETREF(threads_property, Py_NewRef(prop));
+    Py_XSETREF(bufsize_fn, bs == Py_None ? NULL : Py_NewRef(bs));
+    Py_XSETREF(bufsize_seen, Py_NewRef(seen));
+    Py_XSETREF(numpy_state, Py_NewRef(state));
+    Py_RETURN_NONE;
+}
+
+/* read(backend, chunk, block): (backend.threads, chunk(), block()) as a direct call reads them */
+static PyObject *read_settings(PyObject *module, PyObject *args) {
+    PyObject *backend, *chunk_fn, *block_fn;
+    if (!PyArg_ParseTuple(args, "OOO:read", &backend, &chunk_fn, &block_fn)) return NULL;
+    long long chunk, block;
+    int threads;
+    if (threads_of(backend, &threads) < 0 || called_int(chunk_fn, &chunk) < 0 || called_int(block_fn, &block) < 0)
+        return NULL;
+    return Py_BuildValue("(iLL)", threads, chunk, block);
+}
+
 /* enabled(flag): calls go to their fallbacks while off (a test compares both ways) */
 static PyObject *enabled(PyObject *module, PyObject *arg) {
     int on = PyObject_IsTrue(arg);
@@ -1417,6 +1501,10 @@ static PyMethodDef methods[] = {
     {"setup", setup, METH_VARARGS, "setup(Tensor, Plan, Node, DType, Size, f32, f64, mode, local, active, active_default, versions, conform, "
                                    "error_state, quiet, recording)"},
     {"enabled", enabled, METH_O, "enabled(flag): turn the C calls on or off; gives the previous state"},
+    {"read", read_settings, METH_VARARGS, "read(backend, chunk, block): (backend.threads, chunk(), block()) as a "
+                                          "direct call reads them"},
+    {"readers", readers, METH_VARARGS, "readers(threads_property, thread_setting, chunk_setting, environ, "
+                                       "thread_key, chunk_key, bufsize, seen, numpy_state)"},
     {"topological", (PyCFunction)(void (*)(void))topological, METH_FASTCALL,
      "topological(roots, last): autograd._topological's order, or None where the Python walk must run"},
     {NULL, NULL, 0, NULL},
@@ -1439,7 +1527,7 @@ PyMODINIT_FUNC PyInit_vg_eager(void) {
         intern(&S_threads, "threads") || intern(&S_first, "first") || intern(&S_stamp, "stamp") ||
         intern(&S_plan, "_plan") || intern(&S_run, "run") ||
         intern(&S_axes, "axes") || intern(&S_index, "index") || intern(&S_axis, "axis") ||
-        intern(&S_keepdim, "keepdim") ||
+        intern(&S_keepdim, "keepdim") || intern(&S_explicit, "explicit") || intern(&S_seen, "_seen") ||
         intern(&S_clock, "clock"))
         return NULL;
     names_shape = PyTuple_Pack(1, S_shape), names_axis = PyTuple_Pack(1, S_axis), names_axes = PyTuple_Pack(1, S_axes);
