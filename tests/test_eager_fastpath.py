@@ -850,3 +850,27 @@ def test_direct_calls_give_the_same_bits_on_1_to_3_threads(cpu, n: int) -> None:
     finally:
         verigrad.set_threads(None)
         _ffi.set_min_chunk(None)
+
+
+def test_reductions_remembered_layouts_follow_shape_axis_and_block(cpu) -> None:
+    """vg_eager remembers the last layouts a sum found: calls that alternate over more shapes than it
+    keeps, the same axes on other shapes, and a changed NumPy buffer size (the block an f32 sum is cut
+    at, part of the remembered key) give the Python calls' bits every time."""
+    rng = np.random.default_rng(8)
+    shapes = [(3, 20000), (20000, 3), (5, 7), (7, 5), (2, 3, 4), (4, 3, 2), (1, 9), (9, 1), (6, 6), (11, 13)]
+    xs = [verigrad.tensor(rng.standard_normal(s).astype(np.float32)) for s in shapes]
+    for _ in range(2):
+        for x in xs:
+            for call in (lambda: x.sum(1), lambda: x.sum(-1, True), lambda: x.sum(), lambda: x.sum(0)):
+                same_outcome(call)
+    for x in (xs[0], xs[1].T):  # rows, and columns (a strided layout)
+        on = x.sum(1).payload.tobytes()
+        with np.errstate(all="ignore"):
+            old = np.setbufsize(1024)
+            try:
+                on_small, off_small = both_ways(lambda x=x: x.sum(1))
+            finally:
+                np.setbufsize(old)
+        assert on_small.payload.tobytes() == off_small.payload.tobytes()
+        on_again, off_again = both_ways(lambda x=x: x.sum(1))
+        assert on_again.payload.tobytes() == off_again.payload.tobytes() == on

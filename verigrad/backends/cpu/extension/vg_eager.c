@@ -349,6 +349,41 @@ typedef int (*reduce_fn)(const void *, void *, const void *, int64_t, int);
  * description and result shape found in `calls` under (x.shape, axis, keepdim, block()); fn(x, out,
  * description, min_chunk(), backend.threads) into a new array. NOT_HANDLED (no exception) for anything
  * else, a layout not described yet or the kernel's refusal (a signed zero it cannot tell): the wrapper. */
+/* The last REDUCE_SEEN descriptions reduce_call found, each under what its key was made of (the `calls`
+ * dict, the axis and keepdim objects, the block, the shape), so that a call with those again (the same
+ * plan's params: the same objects) skips making x.shape and the key; a description is a function of its
+ * key, so an entry stays right after `calls` forgets it. */
+#define REDUCE_SEEN 8
+static struct {
+    PyObject *calls, *axis, *keepdim, *found; /* held: their identity is compared */
+    long long block;
+    int nd;
+    npy_intp dims[NPY_MAXDIMS];
+} reduce_seen[REDUCE_SEEN];
+static int reduce_next;
+
+static PyObject *reduce_lookup(PyObject *calls, PyObject *axis, PyObject *keepdim, long long block, PyArrayObject *a) {
+    int nd = PyArray_NDIM(a);
+    for (int k = 0; k < REDUCE_SEEN; k++)
+        if (reduce_seen[k].found != NULL && reduce_seen[k].calls == calls && reduce_seen[k].axis == axis &&
+            reduce_seen[k].keepdim == keepdim && reduce_seen[k].block == block && reduce_seen[k].nd == nd &&
+            memcmp(reduce_seen[k].dims, PyArray_DIMS(a), nd * sizeof(npy_intp)) == 0)
+            return reduce_seen[k].found;
+    return NULL;
+}
+
+static void reduce_keep(PyObject *calls, PyObject *axis, PyObject *keepdim, long long block, PyArrayObject *a,
+                        PyObject *found) {
+    int k = reduce_next;
+    reduce_next = (reduce_next + 1) % REDUCE_SEEN;
+    PyObject *old[4] = {reduce_seen[k].calls, reduce_seen[k].axis, reduce_seen[k].keepdim, reduce_seen[k].found};
+    reduce_seen[k].calls = Py_NewRef(calls), reduce_seen[k].axis = Py_NewRef(axis);
+    reduce_seen[k].keepdim = Py_NewRef(keepdim), reduce_seen[k].found = Py_NewRef(found);
+    reduce_seen[k].block = block, reduce_seen[k].nd = PyArray_NDIM(a);
+    memcpy(reduce_seen[k].dims, PyArray_DIMS(a), PyArray_NDIM(a) * sizeof(npy_intp));
+    for (int j = 0; j < 4; j++) Py_XDECREF(old[j]); /* last: a decref may run Python code */
+}
+
 static PyObject *reduce_call(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyObject *params) {
     if (n != 1 || PyDict_GET_SIZE(params) != 2) return NOT_HANDLED;
     PyObject *axis = PyDict_GetItemWithError(params, S_axis);
@@ -369,17 +404,23 @@ static PyObject *reduce_call(PyObject *fast, PyObject **arrays, Py_ssize_t n, Py
     if (recording != NULL && recording()) return NOT_HANDLED; /* a tape takes vg_call's calls only */
     long long chunk, block;
     if (called_int(PyTuple_GET_ITEM(fast, 6), &block) < 0) return NULL;
-    PyObject *shape = PyObject_GetAttr((PyObject *)a, S_shape);
-    if (shape == NULL) return NULL;
-    PyObject *b = PyLong_FromLongLong(block);
-    PyObject *key = b == NULL ? NULL : PyTuple_Pack(4, shape, axis, keepdim, b);
-    Py_DECREF(shape);
-    Py_XDECREF(b);
-    if (key == NULL) return NULL;
-    PyObject *found = PyDict_GetItemWithError(calls, key);
-    Py_DECREF(key);
-    if (found == NULL) return PyErr_Occurred() ? NULL : NOT_HANDLED; /* described there first */
-    if (!PyTuple_CheckExact(found) || PyTuple_GET_SIZE(found) != 2) return NOT_HANDLED; /* None: not the kernel's */
+    PyObject *found = reduce_lookup(calls, axis, keepdim, block, a);
+    if (found == NULL) {
+        PyObject *shape = PyObject_GetAttr((PyObject *)a, S_shape);
+        if (shape == NULL) return NULL;
+        PyObject *b = PyLong_FromLongLong(block);
+        PyObject *key = b == NULL ? NULL : PyTuple_Pack(4, shape, axis, keepdim, b);
+        Py_DECREF(shape);
+        Py_XDECREF(b);
+        if (key == NULL) return NULL;
+        found = PyDict_GetItemWithError(calls, key);
+        Py_DECREF(key);
+        if (found == NULL) return PyErr_Occurred() ? NULL : NOT_HANDLED; /* described there first */
+        if (!PyTuple_CheckExact(found) || PyTuple_GET_SIZE(found) != 2) return NOT_HANDLED; /* None: not the kernel's */
+        Py_INCREF(found);
+        reduce_keep(calls, axis, keepdim, block, a, found);
+        Py_DECREF(found);
+    }
     Py_INCREF(found); /* the cache may be emptied by another thread while the kernel runs */
     npy_intp dims[NPY_MAXDIMS];
     int nd = int_items(PyTuple_GET_ITEM(found, 1), dims);
