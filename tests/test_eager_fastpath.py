@@ -613,3 +613,264 @@ def test_gradients_through_c_getitem_match_the_python_calls(cpu) -> None:
 
     on, off = both_ways(step)
     assert on == off and on[2:] == ["reshape", "slice"]
+
+
+def python_frames(fn) -> list[str]:
+    """The Python functions a second fn() enters (their module's file name and name; the first makes the
+    plan), fn's own frame left out."""
+    import os
+    import sys
+
+    fn()
+    seen: list[str] = []
+
+    def note(frame, event, arg) -> None:
+        if event == "call":
+            seen.append(f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_code.co_name}")
+
+    sys.setprofile(note)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return seen[1:]
+
+
+def positional_calls(x: Tensor, y: Tensor) -> dict:
+    """Op calls with params given after the operands, as PyTorch code gives them, and their wrong forms."""
+    return {
+        "concat": lambda: REGISTRY["concat"]([x, y], 0),
+        "concat -1": lambda: REGISTRY["concat"]((x, y), -1),
+        "concat axis and keyword": lambda: REGISTRY["concat"]([x, y], 0, axis=1),
+        "concat too many": lambda: REGISTRY["concat"]([x, y], 0, 1),
+        "concat out of range": lambda: REGISTRY["concat"]([x, y], 3),
+        "stack": lambda: REGISTRY["stack"]([x, y], 1),
+        "reshape": lambda: REGISTRY["reshape"](x, (-1, 2)),
+        "reshape size": lambda: REGISTRY["reshape"](x, x.shape),
+        "reshape wrong": lambda: REGISTRY["reshape"](x, (5, 7)),
+        "reshape float": lambda: REGISTRY["reshape"](x, (2.0, -1)),
+        "reshape twice": lambda: REGISTRY["reshape"](x, (2, -1), shape=(-1, 2)),
+        "reshape too many": lambda: REGISTRY["reshape"](x, (2, -1), 1),
+        "permute": lambda: REGISTRY["permute"](x, (1, 0)),
+        "sum dim": lambda: REGISTRY["sum"](x, 1),
+        "sum dim keepdim": lambda: REGISTRY["sum"](x, 1, True),
+        "sum keyword after": lambda: REGISTRY["sum"](x, (0, 1), keepdim=True),
+        "mean dim": lambda: REGISTRY["mean"](x, -1),
+        "pad": lambda: REGISTRY["pad"](x, ((1, 0), (0, 2)), -1.5),
+        "cast": lambda: REGISTRY["cast"](x, verigrad.f64),
+        "a scalar operand": lambda: REGISTRY["add"](x, 2.0),
+        "where": lambda: REGISTRY["where"](x > 0, x, 0.5) if "where" in REGISTRY else x,
+    }
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_params_by_position_in_c_give_the_python_calls_outcome(cpu, grad: bool) -> None:
+    """An op's params given by position (`cat(xs, 0)`, `reshape(x, shape)`, `sum(x, 1, True)`) are named
+    in C as Op.__call__ names them: the same bits, records, views and errors, and no Python frame."""
+    a = np.arange(12, dtype=np.float32).reshape(3, 4) * 0.25 - 1
+    x, y = tensor_of(a, grad), tensor_of(a[::-1].copy(), grad)
+    for call in positional_calls(x, y).values():
+        same_outcome(call)
+    with pytest.raises(TypeError, match="concat takes at most 1 params after the tensors"):
+        verigrad.cat([x, y], 0, 1)  # PyTorch's TypeError (the 1 was dropped)
+    for name in ("concat", "concat -1", "stack", "reshape", "reshape size", "permute", "sum dim", "pad"):
+        frames = python_frames(positional_calls(x, y)[name])
+        assert not frames[:1] or frames[0] != "_op.py:__call__", (name, frames)
+
+
+def test_params_by_position_share_the_keyword_calls_plans(cpu) -> None:
+    """`reshape(x, (2, -1))` in C keys its plan as the Python call with `shape=` does: one plan."""
+    x = verigrad.tensor(np.arange(24, dtype=np.float32).reshape(4, 6))
+    calls = {
+        "reshape": (lambda: REGISTRY["reshape"](x, (2, -1)), lambda: REGISTRY["reshape"](x, shape=(2, -1))),
+        "concat": (lambda: verigrad.cat([x, x], 1), lambda: verigrad.cat([x, x], dim=1)),
+        "sum": (lambda: REGISTRY["sum"](x, 1, True), lambda: REGISTRY["sum"](x, dim=1, keepdim=True)),
+    }
+    for name, (by_position, by_keyword) in calls.items():
+        REGISTRY[name]._eager_plans.clear()
+        eager.c_calls(False)
+        by_position()
+        kept = len(REGISTRY[name]._eager_plans)
+        eager.c_calls(True)
+        by_position()
+        assert kept == 1 and len(REGISTRY[name]._eager_plans) == kept, name
+        same_tensor(by_position(), by_keyword())
+
+
+def shaping_calls(x: Tensor) -> dict:
+    return {
+        "reshape ints": lambda: x.reshape(-1, 2),
+        "reshape tuple": lambda: x.reshape((2, -1)),
+        "reshape list": lambda: x.reshape([-1]),
+        "reshape size": lambda: x.reshape(x.shape),
+        "reshape none": lambda: x.reshape(),
+        "reshape wrong": lambda: x.reshape(5, 7),
+        "reshape float": lambda: x.reshape(2.0, -1),
+        "reshape keyword": lambda: x.reshape(shape=(2, -1)),
+        "reshape numpy int": lambda: x.reshape(np.int64(2), -1),
+        "view ints": lambda: x.view(-1, 2),
+        "view tuple": lambda: x.view((2, -1)),
+        "view list": lambda: x.view([-1]),
+        "view wrong": lambda: x.view(5, 7),
+        "view dtype": lambda: x.view(verigrad.i32) if not x.requires_grad else x.view(-1),
+        "view str": lambda: x.view("int32") if not x.requires_grad else x.view(-1),
+        "softmax": lambda: x.softmax(-1),
+        "softmax 0": lambda: x.softmax(0),
+        "softmax dim": lambda: x.softmax(dim=0),
+        "softmax axis": lambda: x.softmax(axis=-1),
+        "softmax dim over axis": lambda: x.softmax(1, dim=0),
+        "softmax default": lambda: x.softmax(),
+        "softmax dtype": lambda: x.softmax(-1, verigrad.f64),
+        "softmax dtype keyword": lambda: x.softmax(dim=-1, dtype=verigrad.f64),
+        "softmax dtype None": lambda: x.softmax(-1, None),
+        "softmax out of range": lambda: x.softmax(5),
+        "softmax twice": lambda: x.softmax(-1, axis=0),
+        "softmax too many": lambda: x.softmax(-1, None, 1),
+        "softmax unknown keyword": lambda: x.softmax(foo=1),
+        "log_softmax": lambda: x.log_softmax(-1),
+        "log_softmax dim": lambda: x.log_softmax(dim=0),
+        "sum positional": lambda: x.sum(1),
+        "sum positional keepdim": lambda: x.sum(-1, True),
+        "sum dim twice": lambda: x.sum(1, dim=0),
+        "sum too many": lambda: x.sum(1, True, False),
+        "mean positional keyword": lambda: x.mean(0, keepdim=True),
+    }
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_reshape_view_softmax_methods_in_c_give_the_python_methods_outcome(cpu, grad: bool) -> None:
+    """x.reshape(...), x.view(...), x.softmax(...), x.log_softmax(...) and x.sum(1) in C: the Python
+    methods' bits, records, views and errors (a view of a transposed tensor, a dtype: Python's)."""
+    base = np.arange(24, dtype=np.float32).reshape(4, 6) * 0.5 - 3
+    for a in (base, base.T, base[:, ::2], base[:0], base.astype(np.float64)):
+        x = tensor_of(a, grad)
+        for name, call in shaping_calls(x).items():
+            same_outcome(call)
+            on, off = both_ways(call)
+            if not isinstance(on, Exception):
+                assert on.payload.strides == off.payload.strides, name
+                assert np.shares_memory(on.payload, a) == np.shares_memory(off.payload, a), name
+
+
+def test_reshape_view_softmax_methods_are_bound_in_c(cpu) -> None:
+    x = verigrad.tensor(np.ones((4, 6), np.float32))
+    for name in ("reshape", "view", "softmax", "log_softmax"):
+        method = Tensor.__dict__[name]
+        assert type(method).__name__ == "Method" and method.__name__ == name, name
+        assert inspect.signature(method) == inspect.signature(method.__wrapped__)
+    calls = shaping_calls(x)
+    for name in ("reshape ints", "reshape tuple", "view ints", "softmax", "softmax dim", "sum positional"):
+        frames = python_frames(calls[name])
+        # the kernel may be Python (softmax over axis 0 runs its reference), the call is not
+        assert not frames[:1] or not frames[0].startswith(("tensor_methods.py", "_op.py")), (name, frames)
+
+
+def test_method_positional_and_shaped_are_checked(cpu) -> None:
+    ext = eager._C_CALLS["module"]
+    with pytest.raises(TypeError, match="positional must be a tuple of interned keyword names"):
+        ext.Method(REGISTRY["sum"], print, keywords={"dim": None}, positional=("keepdim",))
+    with pytest.raises(ValueError, match=r"shaped must be 0, 1 \(reshape\) or 2 \(view\), got 3"):
+        ext.Method(REGISTRY["reshape"], print, shaped=3)
+
+
+def test_direct_calls_read_the_settings_in_force(cpu, monkeypatch) -> None:
+    """The thread count, min_chunk and NumPy's buffer size a direct call passes are read without the
+    Python readers' frames, and are what those give whenever set_threads, set_min_chunk, the variables or
+    np.setbufsize change them (a stale value would change the chunks a kernel is cut into)."""
+    from verigrad.backends import threads
+    from verigrad.backends.cpu import _ffi
+
+    ext = eager._C_CALLS["module"]
+
+    def same() -> None:
+        expected = (cpu.threads, _ffi.min_chunk(), _ffi.bufsize())
+        assert ext.read(cpu, _ffi.min_chunk, _ffi.bufsize) == expected
+        assert ext.read(cpu, _ffi.min_chunk, _ffi.NO_BLOCK.__index__)[2] == _ffi.NO_BLOCK
+
+    same()
+    try:
+        for n in (1, 2, 3):
+            verigrad.set_threads(n)
+            same()
+        verigrad.set_threads(None)
+        monkeypatch.setenv("VERIGRAD_THREADS", "3")
+        same()
+        assert cpu.threads == 3
+        monkeypatch.setenv("VERIGRAD_THREADS", "2")
+        same()
+        assert cpu.threads == 2
+        monkeypatch.delenv("VERIGRAD_THREADS")
+        same()
+        _ffi.set_min_chunk(100)
+        same()
+        _ffi.set_min_chunk(None)
+        monkeypatch.setenv("VERIGRAD_MIN_CHUNK", "77")
+        same()
+        assert _ffi.min_chunk() == 77
+        monkeypatch.delenv("VERIGRAD_MIN_CHUNK")
+        same()
+        with np.errstate(all="ignore"):
+            old = np.setbufsize(4096)
+            try:
+                same()
+                assert _ffi.bufsize() == 4096
+            finally:
+                np.setbufsize(old)
+        same()
+    finally:
+        verigrad.set_threads(None)
+        _ffi.set_min_chunk(None)
+
+    class Slower(type(cpu)):  # a backend of its own thread count: read through its property
+        threads = property(lambda self: 5)
+
+    slower = Slower.__new__(Slower)
+    assert ext.read(slower, _ffi.min_chunk, _ffi.bufsize)[0] == 5
+    assert threads.THREAD_COUNT.get() == cpu.threads
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_direct_calls_give_the_same_bits_on_1_to_3_threads(cpu, n: int) -> None:
+    """Softmax, sums and element-wise kernels called from C, cut into small chunks on n threads: the
+    Python calls' bits, which are the one-thread bits."""
+    rng = np.random.default_rng(7)
+    a = verigrad.tensor(rng.standard_normal((64, 300)).astype(np.float32))
+    b = verigrad.tensor(rng.standard_normal((64, 300)).astype(np.float32))
+    calls = [lambda: a + b, lambda: a.exp(), lambda: a.softmax(-1), lambda: a.sum(1), lambda: a.sum()]
+    verigrad.set_threads(1)
+    one = [c().payload.tobytes() for c in calls]
+    try:
+        from verigrad.backends.cpu import _ffi
+
+        verigrad.set_threads(n)
+        _ffi.set_min_chunk(64)
+        for call, bits in zip(calls, one):
+            on, off = both_ways(call)
+            assert on.payload.tobytes() == off.payload.tobytes() == bits
+    finally:
+        verigrad.set_threads(None)
+        _ffi.set_min_chunk(None)
+
+
+def test_reductions_remembered_layouts_follow_shape_axis_and_block(cpu) -> None:
+    """vg_eager remembers the last layouts a sum found: calls that alternate over more shapes than it
+    keeps, the same axes on other shapes, and a changed NumPy buffer size (the block an f32 sum is cut
+    at, part of the remembered key) give the Python calls' bits every time."""
+    rng = np.random.default_rng(8)
+    shapes = [(3, 20000), (20000, 3), (5, 7), (7, 5), (2, 3, 4), (4, 3, 2), (1, 9), (9, 1), (6, 6), (11, 13)]
+    xs = [verigrad.tensor(rng.standard_normal(s).astype(np.float32)) for s in shapes]
+    for _ in range(2):
+        for x in xs:
+            for call in (lambda: x.sum(1), lambda: x.sum(-1, True), lambda: x.sum(), lambda: x.sum(0)):
+                same_outcome(call)
+    for x in (xs[0], xs[1].T):  # rows, and columns (a strided layout)
+        on = x.sum(1).payload.tobytes()
+        with np.errstate(all="ignore"):
+            old = np.setbufsize(1024)
+            try:
+                on_small, off_small = both_ways(lambda x=x: x.sum(1))
+            finally:
+                np.setbufsize(old)
+        assert on_small.payload.tobytes() == off_small.payload.tobytes()
+        on_again, off_again = both_ways(lambda x=x: x.sum(1))
+        assert on_again.payload.tobytes() == off_again.payload.tobytes() == on

@@ -199,6 +199,7 @@ def install_c_calls() -> bool:
         return False
     ext.setup(Tensor, Plan, Node, DType, Size, f32, f64, EAGER, modes.LOCAL, active.LOCAL, active._DEFAULT,
               versions, conform, _ERROR_STATE, _QUIET, fastcall.recording_test())  # fmt: skip
+    _install_readers(ext)
     _PYTHON[(Op, "__call__")] = Op.__dict__["__call__"]
     _PYTHON[(Elementwise, "__call__")] = Elementwise.__dict__["__call__"]
     Op.__call__ = _named(ext.Method(None, _PYTHON[(Op, "__call__")]))
@@ -213,12 +214,21 @@ def install_c_calls() -> bool:
     # x.transpose(a, b): shaping.transpose's common case (two int axes in range) made in C
     _PYTHON[(Tensor, "transpose")] = python = Tensor.__dict__["transpose"]
     Tensor.transpose = _named(ext.Method(REGISTRY["permute"], python, transpose=True))
-    # x.sum(), x.mean(dim=1, keepdim=True): the op called as tensor_methods' sum and mean call it (the same
-    # keywords, defaults and order: the same plan key); a positional dim or a dtype goes through the method
+    # x.sum(), x.mean(1, keepdim=True): the op called as tensor_methods' sum and mean call it (the same
+    # keywords, defaults and order: the same plan key); a dtype goes through the method
     for name in ("sum", "mean"):
         _PYTHON[(Tensor, name)] = python = Tensor.__dict__[name]
         keywords = {"axis": None, "dim": None, "keepdim": False}
-        setattr(Tensor, name, _named(ext.Method(REGISTRY[name], python, keywords=keywords)))
+        method = ext.Method(REGISTRY[name], python, keywords=keywords, positional=("dim", "keepdim"))
+        setattr(Tensor, name, _named(method))
+    # x.reshape(-1, 128), x.view(2, 3): the reshape op called with shape= as the methods call it
+    for name, shaped in (("reshape", 1), ("view", 2)):
+        _PYTHON[(Tensor, name)] = python = Tensor.__dict__[name]
+        setattr(Tensor, name, _named(ext.Method(REGISTRY["reshape"], python, shaped=shaped)))
+    # x.softmax(-1), x.log_softmax(dim=1): the op called with axis= (a dtype goes through the method)
+    for name in ("softmax", "log_softmax"):
+        _PYTHON[(Tensor, name)] = python = Tensor.__dict__[name]
+        setattr(Tensor, name, _named(ext.Method(REGISTRY[name], python, along=True)))
     # x[:, 1:5], x[0]: shaping.getitem's case of ints and slices, its slice and reshape ops called in C (an
     # eager view is made_view's no-op, as Mode's: EagerMode keeps it)
     if EagerMode.made_view is modes.Mode.made_view:
@@ -227,6 +237,34 @@ def install_c_calls() -> bool:
     autograd._C_WALK[:] = [ext.topological]  # backward's walk of the graph (off with the calls)
     _C_CALLS["module"] = ext
     return True
+
+
+def _install_readers(loaded: Any) -> None:
+    """Give vg_eager (`loaded`) what its direct calls read the thread count, min_chunk and NumPy's buffer
+    size through (vg_eager.c's `count_value`): the settings and the objects their Python readers compare."""
+    import os
+
+    from .backends import threads
+    from .backends.cpu import _ffi
+    from .backends.kernel_table import Backend
+
+    environ, encodekey = getattr(os.environ, "_data", None), getattr(os.environ, "encodekey", None)
+    keys = (threads.THREAD_COUNT.variable, _ffi.MIN_CHUNK.variable)
+    if isinstance(environ, dict) and encodekey is not None and environ is threads._ENVIRON:
+        keys = tuple(encodekey(k) for k in keys)
+    else:  # the settings' own `get` every time
+        environ = None
+    bufsize = _ffi.bufsize if _ffi._extobj_contextvar is not None else None
+    loaded.readers(
+        Backend.__dict__["threads"],
+        threads.THREAD_COUNT,
+        _ffi.MIN_CHUNK,
+        environ,
+        *keys,
+        bufsize,
+        _ffi._bufsize_seen,
+        _ffi._extobj_contextvar,
+    )
 
 
 def _named(method: Any) -> Any:

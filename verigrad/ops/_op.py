@@ -139,6 +139,8 @@ class Op:
 
     def __call__(self, *args: Any, **params: Any) -> Tensor:
         if self.variadic and args and isinstance(args[0], _SEQUENCES):
+            if len(args) - 1 > len(self.positional):
+                raise TypeError(f"{self.name} takes at most {len(self.positional)} params after the tensors")
             params.update(zip(self.positional, args[1:]))
             args = tuple(args[0])
         elif self.positional and len(args) > 1 and not isinstance(args[1], Tensor):

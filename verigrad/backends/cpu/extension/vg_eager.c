@@ -231,13 +231,70 @@ static PyObject *concatenated(PyObject **arrays, Py_ssize_t n, PyObject *params)
 
 typedef void (*rows_fn)(const void *, void *, int64_t, int64_t, int64_t, int, int64_t, int);
 
-/* the int a callable `f` returns (Python's min_chunk(), a block size): 0 with an exception, or the value */
-static int called_int(PyObject *f, long long *out) {
-    PyObject *v = PyObject_CallNoArgs(f);
+/* an int object's value into `out`: 0, or -1 with an exception; steals v */
+static int int_value(PyObject *v, long long *out) {
     if (v == NULL) return -1;
     *out = PyLong_AsLongLong(v);
     Py_DECREF(v);
     return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* The settings a direct call reads (set by `readers`), read as their Python functions read them but
+ * without their frames: a threads.CountSetting's `get` (its `explicit`, else the environment variable's
+ * value it saw last while the variable's text is that same object, else `get()` itself), the thread
+ * count through KernelTable.threads (that property: THREAD_COUNT.get()), and _ffi.bufsize (the value it
+ * saw last while NumPy's error state is that same object, else `bufsize()` itself). */
+typedef struct {
+    PyObject *setting, *get, *environ, *key; /* environ NULL: `get()` every time */
+} count_reader;
+static count_reader thread_count, chunk_count;
+static PyObject *threads_property, *bufsize_fn, *bufsize_seen, *numpy_state;
+static PyObject *S_explicit, *S_seen;
+
+static int count_value(count_reader *c, long long *out) {
+    PyObject *v = PyObject_GetAttr(c->setting, S_explicit);
+    if (v == NULL || v != Py_None) return int_value(v, out);
+    Py_DECREF(v);
+    v = NULL;
+    if (c->environ != NULL) {
+        PyObject *text = PyDict_GetItemWithError(c->environ, c->key);
+        if (text == NULL && PyErr_Occurred()) return -1;
+        PyObject *seen = PyObject_GetAttr(c->setting, S_seen);
+        if (seen == NULL) return -1;
+        if (PyTuple_CheckExact(seen) && PyTuple_GET_SIZE(seen) == 2 &&
+            PyTuple_GET_ITEM(seen, 0) == (text == NULL ? Py_None : text))
+            v = Py_NewRef(PyTuple_GET_ITEM(seen, 1));
+        Py_DECREF(seen);
+    }
+    return int_value(v != NULL ? v : PyObject_CallNoArgs(c->get), out);
+}
+
+/* the int a callable `f` returns (Python's min_chunk(), a block size): 0, or -1 with an exception */
+static int called_int(PyObject *f, long long *out) {
+    if (f == chunk_count.get && f != NULL) return count_value(&chunk_count, out);
+    if (f == bufsize_fn && f != NULL) {
+        PyObject *state, *seen = PyList_GET_ITEM(bufsize_seen, 0);
+        if (PyContextVar_Get(numpy_state, NULL, &state) < 0) return -1;
+        Py_XDECREF(state); /* only its identity: the variable holds it */
+        if (state != NULL && PyTuple_CheckExact(seen) && PyTuple_GET_SIZE(seen) == 2 &&
+            PyTuple_GET_ITEM(seen, 0) == state)
+            return int_value(Py_NewRef(PyTuple_GET_ITEM(seen, 1)), out);
+    }
+    return int_value(PyObject_CallNoArgs(f), out);
+}
+
+/* backend.threads, as an int: 0, or -1 with an exception */
+static int threads_of(PyObject *backend, int *out) {
+    long long v;
+    int rc = threads_property != NULL && _PyType_Lookup(Py_TYPE(backend), S_threads) == threads_property
+                 ? count_value(&thread_count, &v)
+                 : int_value(PyObject_GetAttr(backend, S_threads), &v);
+    if (rc == 0 && (v < INT_MIN || v > INT_MAX)) {
+        PyErr_SetString(PyExc_OverflowError, "vg_eager: a thread count past a C int");
+        rc = -1;
+    }
+    *out = (int)v;
+    return rc;
 }
 
 /* A row kernel (`fast` = (FAST_ROWS, fn, log, typenum, backend, min_chunk, block)) as rows.py's `_softmax`
@@ -268,13 +325,10 @@ static PyObject *rows_call(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyOb
     void *fn = PyLong_AsVoidPtr(PyTuple_GET_ITEM(fast, 1));
     if (fn == NULL) return PyErr_Occurred() ? NULL : NOT_HANDLED;
     long long chunk, block;
-    if (called_int(PyTuple_GET_ITEM(fast, 6), &block) < 0 || called_int(PyTuple_GET_ITEM(fast, 5), &chunk) < 0)
+    int threads;
+    if (called_int(PyTuple_GET_ITEM(fast, 6), &block) < 0 || called_int(PyTuple_GET_ITEM(fast, 5), &chunk) < 0 ||
+        threads_of(PyTuple_GET_ITEM(fast, 4), &threads) < 0)
         return NULL;
-    PyObject *t = PyObject_GetAttr(PyTuple_GET_ITEM(fast, 4), S_threads);
-    if (t == NULL) return NULL;
-    int threads = (int)PyLong_AsLong(t);
-    Py_DECREF(t);
-    if (PyErr_Occurred()) return NULL;
     int64_t cols = PyArray_DIMS(a)[nd - 1], rows = PyArray_SIZE(a) / cols;
     int64_t min_rows = chunk / cols; /* Python's floor division, for chunk >= 0; 1 at least either way */
     if (min_rows < 1) min_rows = 1;
@@ -295,6 +349,41 @@ typedef int (*reduce_fn)(const void *, void *, const void *, int64_t, int);
  * description and result shape found in `calls` under (x.shape, axis, keepdim, block()); fn(x, out,
  * description, min_chunk(), backend.threads) into a new array. NOT_HANDLED (no exception) for anything
  * else, a layout not described yet or the kernel's refusal (a signed zero it cannot tell): the wrapper. */
+/* The last REDUCE_SEEN descriptions reduce_call found, each under what its key was made of (the `calls`
+ * dict, the axis and keepdim objects, the block, the shape), so that a call with those again (the same
+ * plan's params: the same objects) skips making x.shape and the key; a description is a function of its
+ * key, so an entry stays right after `calls` forgets it. */
+#define REDUCE_SEEN 8
+static struct {
+    PyObject *calls, *axis, *keepdim, *found; /* held: their identity is compared */
+    long long block;
+    int nd;
+    npy_intp dims[NPY_MAXDIMS];
+} reduce_seen[REDUCE_SEEN];
+static int reduce_next;
+
+static PyObject *reduce_lookup(PyObject *calls, PyObject *axis, PyObject *keepdim, long long block, PyArrayObject *a) {
+    int nd = PyArray_NDIM(a);
+    for (int k = 0; k < REDUCE_SEEN; k++)
+        if (reduce_seen[k].found != NULL && reduce_seen[k].calls == calls && reduce_seen[k].axis == axis &&
+            reduce_seen[k].keepdim == keepdim && reduce_seen[k].block == block && reduce_seen[k].nd == nd &&
+            memcmp(reduce_seen[k].dims, PyArray_DIMS(a), nd * sizeof(npy_intp)) == 0)
+            return reduce_seen[k].found;
+    return NULL;
+}
+
+static void reduce_keep(PyObject *calls, PyObject *axis, PyObject *keepdim, long long block, PyArrayObject *a,
+                        PyObject *found) {
+    int k = reduce_next;
+    reduce_next = (reduce_next + 1) % REDUCE_SEEN;
+    PyObject *old[4] = {reduce_seen[k].calls, reduce_seen[k].axis, reduce_seen[k].keepdim, reduce_seen[k].found};
+    reduce_seen[k].calls = Py_NewRef(calls), reduce_seen[k].axis = Py_NewRef(axis);
+    reduce_seen[k].keepdim = Py_NewRef(keepdim), reduce_seen[k].found = Py_NewRef(found);
+    reduce_seen[k].block = block, reduce_seen[k].nd = PyArray_NDIM(a);
+    memcpy(reduce_seen[k].dims, PyArray_DIMS(a), PyArray_NDIM(a) * sizeof(npy_intp));
+    for (int j = 0; j < 4; j++) Py_XDECREF(old[j]); /* last: a decref may run Python code */
+}
+
 static PyObject *reduce_call(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyObject *params) {
     if (n != 1 || PyDict_GET_SIZE(params) != 2) return NOT_HANDLED;
     PyObject *axis = PyDict_GetItemWithError(params, S_axis);
@@ -315,17 +404,23 @@ static PyObject *reduce_call(PyObject *fast, PyObject **arrays, Py_ssize_t n, Py
     if (recording != NULL && recording()) return NOT_HANDLED; /* a tape takes vg_call's calls only */
     long long chunk, block;
     if (called_int(PyTuple_GET_ITEM(fast, 6), &block) < 0) return NULL;
-    PyObject *shape = PyObject_GetAttr((PyObject *)a, S_shape);
-    if (shape == NULL) return NULL;
-    PyObject *b = PyLong_FromLongLong(block);
-    PyObject *key = b == NULL ? NULL : PyTuple_Pack(4, shape, axis, keepdim, b);
-    Py_DECREF(shape);
-    Py_XDECREF(b);
-    if (key == NULL) return NULL;
-    PyObject *found = PyDict_GetItemWithError(calls, key);
-    Py_DECREF(key);
-    if (found == NULL) return PyErr_Occurred() ? NULL : NOT_HANDLED; /* described there first */
-    if (!PyTuple_CheckExact(found) || PyTuple_GET_SIZE(found) != 2) return NOT_HANDLED; /* None: not the kernel's */
+    PyObject *found = reduce_lookup(calls, axis, keepdim, block, a);
+    if (found == NULL) {
+        PyObject *shape = PyObject_GetAttr((PyObject *)a, S_shape);
+        if (shape == NULL) return NULL;
+        PyObject *b = PyLong_FromLongLong(block);
+        PyObject *key = b == NULL ? NULL : PyTuple_Pack(4, shape, axis, keepdim, b);
+        Py_DECREF(shape);
+        Py_XDECREF(b);
+        if (key == NULL) return NULL;
+        found = PyDict_GetItemWithError(calls, key);
+        Py_DECREF(key);
+        if (found == NULL) return PyErr_Occurred() ? NULL : NOT_HANDLED; /* described there first */
+        if (!PyTuple_CheckExact(found) || PyTuple_GET_SIZE(found) != 2) return NOT_HANDLED; /* None: not the kernel's */
+        Py_INCREF(found);
+        reduce_keep(calls, axis, keepdim, block, a, found);
+        Py_DECREF(found);
+    }
     Py_INCREF(found); /* the cache may be emptied by another thread while the kernel runs */
     npy_intp dims[NPY_MAXDIMS];
     int nd = int_items(PyTuple_GET_ITEM(found, 1), dims);
@@ -333,12 +428,9 @@ static PyObject *reduce_call(PyObject *fast, PyObject **arrays, Py_ssize_t n, Py
     PyObject *r = NOT_HANDLED, *out = NULL;
     Py_buffer desc = {0};
     if (nd < 0 || fn == NULL) goto end;
-    if (called_int(PyTuple_GET_ITEM(fast, 5), &chunk) < 0) goto failed;
-    PyObject *t = PyObject_GetAttr(PyTuple_GET_ITEM(fast, 4), S_threads);
-    if (t == NULL) goto failed;
-    int threads = (int)PyLong_AsLong(t);
-    Py_DECREF(t);
-    if (PyErr_Occurred()) goto failed;
+    int threads;
+    if (called_int(PyTuple_GET_ITEM(fast, 5), &chunk) < 0 || threads_of(PyTuple_GET_ITEM(fast, 4), &threads) < 0)
+        goto failed;
     if (PyObject_GetBuffer(PyTuple_GET_ITEM(found, 0), &desc, PyBUF_SIMPLE) < 0) goto failed;
     out = PyArray_SimpleNew(nd, dims, typenum);
     if (out == NULL) goto failed;
@@ -412,15 +504,10 @@ static PyObject *direct(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyObjec
     if (recording != NULL && recording()) return NOT_HANDLED; /* a tape takes vg_call's calls only */
     void *fn = PyLong_AsVoidPtr(PyTuple_GET_ITEM(fast, dims_arg ? 2 : 1));
     if (fn == NULL) return PyErr_Occurred() ? NULL : NOT_HANDLED;
-    PyObject *c = PyObject_CallNoArgs(PyTuple_GET_ITEM(fast, 5));
-    if (c == NULL) return NULL;
-    long long chunk = PyLong_AsLongLong(c);
-    Py_DECREF(c);
-    PyObject *t = PyObject_GetAttr(PyTuple_GET_ITEM(fast, 4), S_threads);
-    if (t == NULL) return NULL;
-    int threads = (int)PyLong_AsLong(t);
-    Py_DECREF(t);
-    if (PyErr_Occurred()) return NULL;
+    long long chunk;
+    int threads;
+    if (called_int(PyTuple_GET_ITEM(fast, 5), &chunk) < 0 || threads_of(PyTuple_GET_ITEM(fast, 4), &threads) < 0)
+        return NULL;
     PyObject *out = PyArray_SimpleNew(PyArray_NDIM(shape_of), PyArray_DIMS(shape_of), typenum);
     if (out == NULL) return NULL;
     void *y = PyArray_DATA((PyArrayObject *)out);
@@ -599,20 +686,53 @@ static PyObject *call_op(PyObject *op, PyObject *const *in, Py_ssize_t n, PyObje
     if (!same) return NOT_HANDLED;
     int v = truth(op, S_variadic);
     if (v < 0) return NULL;
-    if (v && n > 0 && (PyList_CheckExact(in[0]) || PyTuple_CheckExact(in[0]))) {
-        /* cat([x, y], dim=0): the sequence's items are the operands (params after it: Python's) */
-        if (n > 1) return NOT_HANDLED;
-        PyObject *items = PySequence_Fast(in[0], "");
-        if (items == NULL) return NULL;
-        Py_ssize_t k = PySequence_Fast_GET_SIZE(items), m = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
-        PyObject *r = NOT_HANDLED;
-        if (k >= 1 && k <= MAX_OPERANDS && m <= MAX_OPERANDS) {
-            PyObject *all[2 * MAX_OPERANDS];
-            for (Py_ssize_t j = 0; j < k; j++) all[j] = PySequence_Fast_GET_ITEM(items, j);
-            for (Py_ssize_t j = 0; j < m; j++) all[k + j] = in[1 + j];
-            r = call_op_on(op, all, k, kwnames, elementwise);
+    int sequence = v && n > 0 && (PyList_CheckExact(in[0]) || PyTuple_CheckExact(in[0]));
+    if (sequence || (!elementwise && n > 1 && !PyObject_TypeCheck(in[1], tensor_type))) {
+        /* params after the first argument (`cat([x, y], 0)`, `reshape(x, (2, 3))`), named by the op's
+         * `positional` as Op.__call__ names them: the keywords given, then those (added to its dict in
+         * that order); a name given both ways, or more than the op names, is Python's to run */
+        PyObject *positional = PyObject_GetAttr(op, S_positional);
+        if (positional == NULL) return NULL;
+        Py_ssize_t extra = n - 1, m = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+        PyObject *r = NOT_HANDLED, *names = NULL, *items = NULL;
+        if (!sequence && PyTuple_CheckExact(positional) && PyTuple_GET_SIZE(positional) == 0) {
+            Py_DECREF(positional); /* no params by position: the arguments are all operands */
+            return call_op_on(op, in, n, kwnames, elementwise);
         }
-        Py_DECREF(items);
+        if (!PyTuple_CheckExact(positional) || extra > PyTuple_GET_SIZE(positional) || m + extra > MAX_OPERANDS)
+            goto positional_end;
+        for (Py_ssize_t j = 0; j < extra; j++)
+            for (Py_ssize_t k = 0; k < m; k++) {
+                int same = PyUnicode_Compare(PyTuple_GET_ITEM(positional, j), PyTuple_GET_ITEM(kwnames, k));
+                if (same == -1 && PyErr_Occurred()) goto positional_failed;
+                if (same == 0) goto positional_end;
+            }
+        names = extra == 0 ? Py_XNewRef(kwnames) : PyTuple_New(m + extra);
+        if (extra > 0 && names == NULL) goto positional_failed;
+        for (Py_ssize_t k = 0; extra > 0 && k < m; k++)
+            PyTuple_SET_ITEM(names, k, Py_NewRef(PyTuple_GET_ITEM(kwnames, k)));
+        for (Py_ssize_t j = 0; j < extra; j++) PyTuple_SET_ITEM(names, m + j, Py_NewRef(PyTuple_GET_ITEM(positional, j)));
+        PyObject *all[2 * MAX_OPERANDS];
+        Py_ssize_t operands = 1;
+        if (sequence) { /* cat([x, y], 0): the sequence's items are the operands */
+            items = PySequence_Fast(in[0], "");
+            if (items == NULL) goto positional_failed;
+            operands = PySequence_Fast_GET_SIZE(items);
+            if (operands < 1 || operands > MAX_OPERANDS) goto positional_end;
+            for (Py_ssize_t j = 0; j < operands; j++) all[j] = PySequence_Fast_GET_ITEM(items, j);
+        } else {
+            all[0] = in[0];
+        }
+        for (Py_ssize_t k = 0; k < m; k++) all[operands + k] = in[n + k];
+        for (Py_ssize_t j = 0; j < extra; j++) all[operands + m + j] = in[1 + j];
+        r = call_op_on(op, all, operands, names, elementwise);
+        goto positional_end;
+    positional_failed:
+        r = NULL;
+    positional_end:
+        Py_DECREF(positional);
+        Py_XDECREF(names);
+        Py_XDECREF(items);
         return r;
     }
     return call_op_on(op, in, n, kwnames, elementwise);
@@ -953,8 +1073,15 @@ typedef struct {
     int swap, elementwise, transpose;
     PyObject *getitem; /* NULL, or the reshape op: x[key] calling the slice op (`op`), then it (`getitem_basic`) */
     PyObject *names, *defaults; /* NULL, or keywords and their values: see method_call */
+    PyObject *positional;       /* NULL, or the keywords that may be given by position, in order */
+    int shaped;                 /* SHAPED_RESHAPE, SHAPED_VIEW: x.reshape(*shape), x.view(*shape) */
+    int along;                  /* x.softmax(axis=-1, dtype=None, *, dim=None) (see `along_axis`) */
     PyObject *dict;
 } Method;
+
+#define SHAPED_RESHAPE 1
+#define SHAPED_VIEW 2
+static PyObject *names_shape, *names_axis, *names_axes, *minus_one; /* ("shape",), ("axis",), ("axes",), -1 */
 
 /* x.transpose(a=-2, b=-1) as shaping.transpose's common case: two int axes in range of x's n > 0
  * dimensions swapped, permute(x, axes=...) called; NOT_HANDLED for anything else */
@@ -983,9 +1110,7 @@ static PyObject *transposed(PyObject *permute, PyObject *const *args, Py_ssize_t
         PyTuple_SET_ITEM(axes, k, v);
     }
     PyObject *call[2] = {args[0], axes};
-    PyObject *names = PyTuple_Pack(1, S_axes);
-    PyObject *r = names == NULL ? NULL : call_op(permute, call, 1, names, 0);
-    Py_XDECREF(names);
+    PyObject *r = call_op(permute, call, 1, names_axes, 0);
     Py_DECREF(axes);
     return r;
 }
@@ -997,10 +1122,20 @@ static PyObject *transposed(PyObject *permute, PyObject *const *args, Py_ssize_t
  * (the same params, the same plan key); NOT_HANDLED for any other call. */
 static PyObject *call_with_keywords(Method *m, PyObject *const *args, Py_ssize_t n, PyObject *kwnames) {
     Py_ssize_t count = PyTuple_GET_SIZE(m->names);
-    if (n != 1 || count > MAX_KEYWORDS) return NOT_HANDLED;
+    Py_ssize_t by_position = m->positional == NULL ? 0 : PyTuple_GET_SIZE(m->positional);
+    if (n < 1 || n - 1 > by_position || count > MAX_KEYWORDS) return NOT_HANDLED;
     PyObject *values[1 + MAX_KEYWORDS];
+    char set[MAX_KEYWORDS] = {0};
     values[0] = args[0];
     for (Py_ssize_t j = 0; j < count; j++) values[1 + j] = PyTuple_GET_ITEM(m->defaults, j);
+    for (Py_ssize_t k = 1; k < n; k++) { /* x.sum(1, True): the keywords named by `positional`, in order */
+        Py_ssize_t j = 0;
+        for (; j < count; j++)
+            if (PyTuple_GET_ITEM(m->names, j) == PyTuple_GET_ITEM(m->positional, k - 1)) break;
+        if (j == count) return NOT_HANDLED;
+        values[1 + j] = args[k];
+        set[j] = 1;
+    }
     Py_ssize_t given = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
     for (Py_ssize_t k = 0; k < given; k++) {
         PyObject *name = PyTuple_GET_ITEM(kwnames, k);
@@ -1010,10 +1145,55 @@ static PyObject *call_with_keywords(Method *m, PyObject *const *args, Py_ssize_t
             if (same == -1 && PyErr_Occurred()) return NULL;
             if (same == 0) break;
         }
-        if (j == count) return NOT_HANDLED; /* another keyword: the fallback says what is wrong */
-        values[1 + j] = args[1 + k];
+        if (j == count || set[j]) return NOT_HANDLED; /* another keyword, or one given twice: the fallback
+                                                          * says what is wrong */
+        values[1 + j] = args[n + k];
     }
     return call_op(m->op, values, 1, m->names, 0);
+}
+
+/* x.reshape(*shape) and x.view(*shape) as tensor_methods' reshape and view call the reshape op: shape=
+ * the one list or tuple given (as a tuple), else the arguments as a tuple; view only with ints, on a
+ * tensor whose array is C-contiguous or empty (view's own checks and view(dtype) are Python's).
+ * NOT_HANDLED for anything else. */
+static PyObject *shaped_call(Method *m, PyObject *const *args, Py_ssize_t n, PyObject *kwnames) {
+    if (kwnames != NULL || n < 1 || !PyObject_TypeCheck(args[0], tensor_type)) return NOT_HANDLED;
+    int one_sequence = n == 2 && (PyList_Check(args[1]) || PyTuple_Check(args[1]));
+    if (m->shaped == SHAPED_VIEW) {
+        PyObject *a = SLOT(args[0], t_payload);
+        if (PyArray_Check(a) && PyArray_SIZE((PyArrayObject *)a) != 0 && !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)a))
+            return NOT_HANDLED;
+        for (Py_ssize_t k = 1; k < n && !one_sequence; k++)
+            if (!PyLong_Check(args[k])) return NOT_HANDLED;
+    }
+    PyObject *shape = one_sequence ? PySequence_Tuple(args[1]) : PyTuple_New(n - 1);
+    if (shape == NULL) return NULL;
+    for (Py_ssize_t k = 1; k < n && !one_sequence; k++) PyTuple_SET_ITEM(shape, k - 1, Py_NewRef(args[k]));
+    PyObject *call[2] = {args[0], shape};
+    PyObject *r = call_op(m->op, call, 1, names_shape, 0);
+    Py_DECREF(shape);
+    return r;
+}
+
+/* x.softmax(axis=-1, dtype=None, *, dim=None) as tensor_methods' `_along_axis(..., casts=True)` calls the
+ * op: op(x, axis=dim if dim is not None else axis); NOT_HANDLED with a dtype (Python casts first) or
+ * anything else. */
+static PyObject *along_axis(Method *m, PyObject *const *args, Py_ssize_t n, PyObject *kwnames) {
+    if (n < 1 || n > 3 || !PyObject_TypeCheck(args[0], tensor_type)) return NOT_HANDLED;
+    PyObject *axis = n > 1 ? args[1] : NULL, *dtype = n > 2 ? args[2] : NULL, *dim = NULL;
+    Py_ssize_t given = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t k = 0; k < given; k++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, k), **at;
+        if (PyUnicode_CompareWithASCIIString(name, "dim") == 0) at = &dim;
+        else if (PyUnicode_CompareWithASCIIString(name, "axis") == 0) at = &axis;
+        else if (PyUnicode_CompareWithASCIIString(name, "dtype") == 0) at = &dtype;
+        else return NOT_HANDLED;
+        if (*at != NULL) return NOT_HANDLED; /* given twice: Python's TypeError */
+        *at = args[n + k];
+    }
+    if (dtype != NULL && dtype != Py_None) return NOT_HANDLED;
+    PyObject *call[2] = {args[0], dim != NULL && dim != Py_None ? dim : axis != NULL ? axis : minus_one};
+    return call_op(m->op, call, 1, names_axis, 0);
 }
 
 /* `op(x, name=value)` as call_op calls it, else (NOT_HANDLED there) as the op's own call does */
@@ -1113,7 +1293,11 @@ static PyObject *method_call(PyObject *self, PyObject *const *args, size_t nargs
     Method *m = (Method *)self;
     Py_ssize_t n = PyVectorcall_NARGS(nargsf);
     PyObject *r = NOT_HANDLED;
-    if (m->names != NULL) {
+    if (m->shaped) {
+        if (ready) r = shaped_call(m, args, n, kwnames);
+    } else if (m->along) {
+        if (ready) r = along_axis(m, args, n, kwnames);
+    } else if (m->names != NULL) {
         r = call_with_keywords(m, args, n, kwnames);
     } else if (m->getitem != NULL) {
         if (ready) r = getitem_basic(m, args, n, kwnames);
@@ -1136,12 +1320,30 @@ static PyObject *method_call(PyObject *self, PyObject *const *args, size_t nargs
 static PyObject *method_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
     PyObject *op, *fallback;
     PyObject *keywords = Py_None, *kw_names = NULL, *kw_defaults = NULL;
-    PyObject *getitem = Py_None;
-    int swap = 0, elementwise = 0, transpose = 0;
-    static char *names[] = {"op", "fallback", "swap", "elementwise", "transpose", "keywords", "getitem", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|pppOO:Method", names, &op, &fallback, &swap, &elementwise,
-                                     &transpose, &keywords, &getitem))
+    PyObject *getitem = Py_None, *positional = Py_None;
+    int swap = 0, elementwise = 0, transpose = 0, shaped = 0, along = 0;
+    static char *names[] = {"op", "fallback", "swap", "elementwise", "transpose", "keywords", "getitem",
+                            "positional", "shaped", "along", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|pppOOOip:Method", names, &op, &fallback, &swap, &elementwise,
+                                     &transpose, &keywords, &getitem, &positional, &shaped, &along))
         return NULL;
+    if (shaped < 0 || shaped > SHAPED_VIEW) {
+        PyErr_Format(PyExc_ValueError, "Method: shaped must be 0, %d (reshape) or %d (view), got %d", SHAPED_RESHAPE,
+                     SHAPED_VIEW, shaped);
+        return NULL;
+    }
+    if (positional != Py_None) { /* interned names, each one of the keywords */
+        int fine = PyTuple_CheckExact(positional) && PyDict_CheckExact(keywords);
+        for (Py_ssize_t k = 0; fine && k < PyTuple_GET_SIZE(positional); k++) {
+            PyObject *name = PyTuple_GET_ITEM(positional, k);
+            fine = PyUnicode_CheckExact(name) && PyUnicode_CHECK_INTERNED(name) && PyDict_GetItem(keywords, name) != NULL;
+        }
+        if (!fine) {
+            PyErr_Format(PyExc_TypeError, "Method: positional must be a tuple of interned keyword names, got %R",
+                         positional);
+            return NULL;
+        }
+    }
     if (keywords != Py_None) {
         if (!PyDict_CheckExact(keywords) || PyDict_GET_SIZE(keywords) > MAX_KEYWORDS) {
             PyErr_Format(PyExc_TypeError, "Method: keywords must be a dict of at most %d keywords and their "
@@ -1167,6 +1369,8 @@ static PyObject *method_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     m->swap = swap, m->elementwise = elementwise, m->transpose = transpose;
     m->getitem = getitem == Py_None ? NULL : Py_NewRef(getitem);
     m->names = kw_names, m->defaults = kw_defaults;
+    m->positional = positional == Py_None ? NULL : Py_NewRef(positional);
+    m->shaped = shaped, m->along = along;
     return (PyObject *)m;
 }
 
@@ -1176,6 +1380,7 @@ static int method_traverse(PyObject *self, visitproc visit, void *arg) {
     Py_VISIT(m->fallback);
     Py_VISIT(m->names);
     Py_VISIT(m->defaults);
+    Py_VISIT(m->positional);
     Py_VISIT(m->getitem);
     Py_VISIT(m->dict);
     return 0;
@@ -1187,6 +1392,7 @@ static int method_clear(PyObject *self) {
     Py_CLEAR(m->fallback);
     Py_CLEAR(m->names);
     Py_CLEAR(m->defaults);
+    Py_CLEAR(m->positional);
     Py_CLEAR(m->getitem);
     Py_CLEAR(m->dict);
     return 0;
@@ -1282,6 +1488,44 @@ static PyObject *setup(PyObject *module, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* readers(threads_property, thread_setting, chunk_setting, environ, thread_key, chunk_key, bufsize, seen,
+ * numpy_state): what the direct calls read their settings through (see `count_value`); environ None: the
+ * settings' `get` called every time; bufsize None: called every time */
+static PyObject *readers(PyObject *module, PyObject *args) {
+    PyObject *prop, *ts, *cs, *env, *tk, *ck, *bs, *seen, *state;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOO:readers", &prop, &ts, &cs, &env, &tk, &ck, &bs, &seen, &state)) return NULL;
+    if ((env != Py_None && !PyDict_CheckExact(env)) ||
+        (bs != Py_None && (!PyList_CheckExact(seen) || PyList_GET_SIZE(seen) != 1 || !PyContextVar_CheckExact(state))))
+        return PyErr_Format(PyExc_TypeError, "readers: environ is a dict or None; bufsize's seen a 1-item list "
+                                             "and the state a ContextVar");
+    PyObject *tget = PyObject_GetAttrString(ts, "get"), *cget = PyObject_GetAttrString(cs, "get");
+    if (tget == NULL || cget == NULL) return Py_XDECREF(tget), Py_XDECREF(cget), NULL;
+    count_reader *rs[2] = {&thread_count, &chunk_count};
+    PyObject *settings[2] = {ts, cs}, *gets[2] = {tget, cget}, *keys[2] = {tk, ck};
+    for (int k = 0; k < 2; k++) {
+        Py_XSETREF(rs[k]->setting, Py_NewRef(settings[k]));
+        Py_XSETREF(rs[k]->get, gets[k]); /* (its reference) */
+        Py_XSETREF(rs[k]->environ, env == Py_None ? NULL : Py_NewRef(env));
+        Py_XSETREF(rs[k]->key, Py_NewRef(keys[k]));
+    }
+    Py_XSETREF(threads_property, Py_NewRef(prop));
+    Py_XSETREF(bufsize_fn, bs == Py_None ? NULL : Py_NewRef(bs));
+    Py_XSETREF(bufsize_seen, Py_NewRef(seen));
+    Py_XSETREF(numpy_state, Py_NewRef(state));
+    Py_RETURN_NONE;
+}
+
+/* read(backend, chunk, block): (backend.threads, chunk(), block()) as a direct call reads them */
+static PyObject *read_settings(PyObject *module, PyObject *args) {
+    PyObject *backend, *chunk_fn, *block_fn;
+    if (!PyArg_ParseTuple(args, "OOO:read", &backend, &chunk_fn, &block_fn)) return NULL;
+    long long chunk, block;
+    int threads;
+    if (threads_of(backend, &threads) < 0 || called_int(chunk_fn, &chunk) < 0 || called_int(block_fn, &block) < 0)
+        return NULL;
+    return Py_BuildValue("(iLL)", threads, chunk, block);
+}
+
 /* enabled(flag): calls go to their fallbacks while off (a test compares both ways) */
 static PyObject *enabled(PyObject *module, PyObject *arg) {
     int on = PyObject_IsTrue(arg);
@@ -1298,6 +1542,10 @@ static PyMethodDef methods[] = {
     {"setup", setup, METH_VARARGS, "setup(Tensor, Plan, Node, DType, Size, f32, f64, mode, local, active, active_default, versions, conform, "
                                    "error_state, quiet, recording)"},
     {"enabled", enabled, METH_O, "enabled(flag): turn the C calls on or off; gives the previous state"},
+    {"read", read_settings, METH_VARARGS, "read(backend, chunk, block): (backend.threads, chunk(), block()) as a "
+                                          "direct call reads them"},
+    {"readers", readers, METH_VARARGS, "readers(threads_property, thread_setting, chunk_setting, environ, "
+                                       "thread_key, chunk_key, bufsize, seen, numpy_state)"},
     {"topological", (PyCFunction)(void (*)(void))topological, METH_FASTCALL,
      "topological(roots, last): autograd._topological's order, or None where the Python walk must run"},
     {NULL, NULL, 0, NULL},
@@ -1320,9 +1568,12 @@ PyMODINIT_FUNC PyInit_vg_eager(void) {
         intern(&S_threads, "threads") || intern(&S_first, "first") || intern(&S_stamp, "stamp") ||
         intern(&S_plan, "_plan") || intern(&S_run, "run") ||
         intern(&S_axes, "axes") || intern(&S_index, "index") || intern(&S_axis, "axis") ||
-        intern(&S_keepdim, "keepdim") ||
+        intern(&S_keepdim, "keepdim") || intern(&S_explicit, "explicit") || intern(&S_seen, "_seen") ||
         intern(&S_clock, "clock"))
         return NULL;
+    names_shape = PyTuple_Pack(1, S_shape), names_axis = PyTuple_Pack(1, S_axis), names_axes = PyTuple_Pack(1, S_axes);
+    minus_one = PyLong_FromLong(-1);
+    if (names_shape == NULL || names_axis == NULL || names_axes == NULL || minus_one == NULL) return NULL;
     if (PyType_Ready(&MethodType) < 0) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
