@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from . import functions, ops
+from .autograd import is_grad_enabled
 from .errors import ShapeError
 from .functions import cross as _cross
 from .functions import matrix_power, slogdet
@@ -127,6 +128,12 @@ def pinv(
     """The Moore-Penrose pseudo-inverse by the SVD, as PyTorch's: singular values at most
     max(atol, rtol * the largest) are dropped (rtol max(m, n) * eps when neither is given). hermitian:
     A is symmetric, by its eigendecomposition reading the lower triangle only (as PyTorch's)."""
+    if hermitian and A.requires_grad and is_grad_enabled():
+        # PyTorch's gradient is the general pseudo-inverse's at the symmetric matrix the lower triangle
+        # makes (not its triangle's alone): that matrix, with A's full gradient, through the SVD
+        lower = functions.tril(A)
+        symmetric = A + (lower + functions.tril(A, -1).mT - A).detach()
+        return pinv(symmetric, atol=atol, rtol=rtol)
     if rtol is None:
         rtol = 0.0 if atol is not None and atol > 0 else max(A.shape[-2], A.shape[-1]) * _eps(A)
     if hermitian:  # the eigendecomposition of the lower triangle: |eigenvalues| are the singular values

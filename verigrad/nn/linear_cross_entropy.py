@@ -42,6 +42,15 @@ class LinearCrossEntropyLoss(Module):
         self.reduction, self.num_classes, self.out_features = reduction, num_classes, tuple(out_features)
         self.ignore_index, self.label_smoothing, self.options = ignore_index, label_smoothing, options
         self.linear = Linear(in_features, math.prod(out_features, start=num_classes), bias=bias, dtype=dtype)
+        self.in_features, self.bias = in_features, bias
+
+    def extra_repr(self) -> str:
+        return (
+            f"in_features={self.in_features}, num_classes={self.num_classes}, "
+            f"out_features={self.out_features}, bias={self.bias}, reduction={self.reduction}, "
+            f"ignore_index={self.ignore_index}, "
+            f"label_smoothing={self.label_smoothing}, options={self.options}"
+        )
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
         shape = (self.num_classes, *self.out_features)
