@@ -328,3 +328,34 @@ def test_a_forward_computes_the_parametrized_weight_once(make, lib):
     Count.calls = 0
     layer(lib.tensor(np.zeros(shape, dtype=np.float32)))
     assert Count.calls == 1
+
+
+@pytest.mark.parametrize("lib", [torch, vg])
+def test_deepcopy_works_and_pickling_refuses(lib):
+    import copy
+    import pickle
+
+    layer = lib.nn.Linear(3, 2)
+    lib.nn.utils.parametrizations.weight_norm(layer)
+    replica = copy.deepcopy(layer)
+    assert type(replica).__name__ == "ParametrizedLinear"
+    assert replica.parametrizations.weight.original0 is not layer.parametrizations.weight.original0
+    np.testing.assert_array_equal(replica.weight.detach().numpy(), layer.weight.detach().numpy())
+    with pytest.raises(RuntimeError, match="only supported through state_dict"):
+        pickle.dumps(layer)
+
+
+def test_compiled_parametrized_layers():
+    """weight_norm and orthogonal's cayley map trace into a compiled call; the matrix_exp map (whose
+    scaling depends on the values) raises a clear error there."""
+    x = vg.tensor(np.random.default_rng(0).standard_normal((2, 3)))
+    for parametrize in (
+        vg.nn.utils.parametrizations.weight_norm,
+        lambda m: vg.nn.utils.parametrizations.orthogonal(m, orthogonal_map="cayley"),
+    ):
+        layer = parametrize(vg.nn.Linear(3, 3).double())
+        compiled = vg.compile(lambda x, layer=layer: layer(x))
+        np.testing.assert_allclose(compiled(x).detach().numpy(), layer(x).detach().numpy(), rtol=1e-12)
+    layer = vg.nn.utils.parametrizations.orthogonal(vg.nn.Linear(3, 3).double())
+    with pytest.raises(NotImplementedError, match="use orthogonal_map='cayley' or 'householder'"):
+        vg.compile(lambda x: layer(x))(x)

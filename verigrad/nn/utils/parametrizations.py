@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ... import functions, linalg
 from ...autograd import no_grad
 from ...ops import concat, randn, zeros
@@ -140,6 +142,11 @@ def _matrix_exp(a: Tensor) -> Tensor:
     s making its 1-norm at most 1 (the remainder below 1/19! < eps / 2), squared s times. Written with
     ops, so it differentiates."""
     n = a.shape[-1]
+    if not isinstance(a.payload, np.ndarray):
+        raise NotImplementedError(
+            "orthogonal: the matrix_exp map picks its scaling from the matrix's values, which a traced "
+            "(compiled) call does not have; use orthogonal_map='cayley' or 'householder' there"
+        )
     with no_grad():
         norm = float(a.abs().sum(-2).max().item()) if a.numel() else 0.0
     s = max(0, math.ceil(math.log2(norm))) if norm > 0 else 0

@@ -11,6 +11,7 @@ without parametrizations reads its attributes as fast as before. Assigning to `m
 from __future__ import annotations
 
 import contextlib
+import copy
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -201,7 +202,19 @@ def _inject_new_class(module: Module) -> None:
             "#saving-loading-a-general-checkpoint-for-inference-and-or-resuming-training"
         )
 
-    namespace = {"__getstate__": getstate, "__setattr__": _parametrized_setattr}
+    def default_deepcopy(self: Module, memo: dict) -> Module:
+        """copy.deepcopy works (pickling does not: __getstate__ refuses), as in PyTorch."""
+        found = memo.get(id(self))
+        if found is not None:
+            return found
+        replica = self.__new__(type(self))
+        memo[id(self)] = replica
+        object.__setattr__(replica, "__dict__", copy.deepcopy(self.__dict__, memo))
+        return replica
+
+    namespace: dict[str, Any] = {"__getstate__": getstate, "__setattr__": _parametrized_setattr}
+    if not hasattr(cls, "__deepcopy__"):
+        namespace["__deepcopy__"] = default_deepcopy
     module.__class__ = type(f"Parametrized{cls.__name__}", (cls,), namespace)
 
 
