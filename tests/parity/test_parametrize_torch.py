@@ -359,3 +359,45 @@ def test_compiled_parametrized_layers():
     layer = vg.nn.utils.parametrizations.orthogonal(vg.nn.Linear(3, 3).double())
     with pytest.raises(NotImplementedError, match="use orthogonal_map='cayley' or 'householder'"):
         vg.compile(lambda x: layer(x))(x)
+
+
+@pytest.mark.parametrize("kind", ["weight_norm", "spectral_norm", "orthogonal"])
+def test_assigning_the_weight_writes_the_originals_as_pytorch(kind):
+    """module.weight = Q goes through right_inverse: weight_norm's g and v, spectral_norm's original,
+    orthogonal's base (and -I as the original)."""
+    torch.manual_seed(0)
+    theirs = torch.nn.Linear(4, 4).double()
+    ours = vg.nn.Linear(4, 4).double()
+    getattr(torch.nn.utils.parametrizations, kind)(theirs)
+    getattr(vg.nn.utils.parametrizations, kind)(ours)
+    ours.load_state_dict(_state(theirs))
+    q = np.linalg.qr(np.random.default_rng(0).standard_normal((4, 4)))[0]
+    theirs.weight = torch.tensor(q)
+    ours.weight = vg.tensor(q)
+    for (name, t), (name_v, v) in zip(theirs.state_dict().items(), ours.state_dict().items(), strict=True):
+        assert name == name_v
+        _close(v, t, 1e-12)
+    _close(ours.weight, theirs.weight, 1e-12)
+
+
+def test_a_vector_and_a_buffer_parametrized_as_pytorch():
+    """spectral_norm of a 1-D tensor normalises it (no _u, _v); a parametrized buffer's originals are
+    buffers."""
+    torch.manual_seed(0)
+    theirs = torch.nn.Linear(4, 3).double()
+    ours = vg.nn.Linear(4, 3).double()
+    ours.load_state_dict(_state(theirs))
+    torch.nn.utils.parametrizations.spectral_norm(theirs, "bias")
+    vg.nn.utils.parametrizations.spectral_norm(ours, "bias")
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    _close(ours.bias, theirs.bias, 1e-12)
+
+    def holder(lib):
+        module = lib.nn.Module()
+        module.register_buffer("w", lib.tensor(np.arange(1.0, 7.0).reshape(2, 3)))
+        return lib.nn.utils.parametrizations.weight_norm(module, "w")
+
+    theirs, ours = holder(torch), holder(vg)
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    assert list(ours.named_parameters()) == [] == list(theirs.named_parameters())
+    _close(ours.w, theirs.w, 1e-12)
