@@ -401,3 +401,47 @@ def test_a_vector_and_a_buffer_parametrized_as_pytorch():
     assert list(ours.state_dict()) == list(theirs.state_dict())
     assert list(ours.named_parameters()) == [] == list(theirs.named_parameters())
     _close(ours.w, theirs.w, 1e-12)
+
+
+def test_weight_norm_loads_a_state_dict_of_the_hook_based_weight_norm():
+    """PyTorch's parametrizations.weight_norm renames weight_g and weight_v (the old API's keys) on load."""
+    torch.manual_seed(0)
+    with pytest.warns(FutureWarning, match="deprecated"):
+        old = torch.nn.utils.weight_norm(torch.nn.Linear(3, 2))
+    state = old.state_dict()
+    assert {"weight_g", "weight_v"} <= set(state)
+    theirs = torch.nn.utils.parametrizations.weight_norm(torch.nn.Linear(3, 2))
+    ours = vg.nn.utils.parametrizations.weight_norm(vg.nn.Linear(3, 2))
+    theirs.load_state_dict(state)
+    result = ours.load_state_dict({k: vg.tensor(v.numpy()) for k, v in state.items()})
+    assert repr(result) == "<All keys matched successfully>"
+    _close(ours.weight, theirs.weight, 1e-6)
+    seq = vg.nn.Sequential(vg.nn.utils.parametrizations.weight_norm(vg.nn.Linear(3, 2)))
+    seq.load_state_dict({f"0.{k}": vg.tensor(v.numpy()) for k, v in state.items()})
+    _close(seq[0].weight, theirs.weight, 1e-6)
+
+
+def test_load_state_dict_pre_hooks_as_pytorch():
+    """register_load_state_dict_pre_hook: the hook sees its module's prefix and may rewrite the state
+    (a copy: the caller's dict is unchanged); what it adds to error_msgs is an error."""
+    for lib in (torch, vg):
+        seen = []
+        model = lib.nn.Sequential(lib.nn.Linear(2, 2))
+
+        def rename(module, state, prefix, meta, strict, missing, unexpected, errors, seen=seen):
+            seen.append(prefix)
+            if prefix + "w" in state:
+                state[prefix + "weight"] = state.pop(prefix + "w")
+
+        model[0].register_load_state_dict_pre_hook(rename)
+        given = {"0.w": lib.ones(2, 2), "0.bias": lib.zeros(2)}
+        model.load_state_dict(given)
+        assert seen == ["0."] and list(given) == ["0.w", "0.bias"]
+        np.testing.assert_array_equal(model[0].weight.detach().numpy(), np.ones((2, 2)))
+
+        def refuse(module, state, prefix, meta, strict, missing, unexpected, errors):
+            errors.append("refused by the hook")
+
+        model.register_load_state_dict_pre_hook(refuse)
+        with pytest.raises(RuntimeError, match="refused by the hook"):
+            model.load_state_dict(given)

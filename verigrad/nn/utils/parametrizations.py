@@ -5,6 +5,7 @@ parametrizations (`parametrize.register_parametrization`), with PyTorch's state 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -52,7 +53,17 @@ def weight_norm(module: Module, name: str = "weight", dim: int | None = 0) -> Mo
     direction) as v * g / ||v||. dim None: one norm over the whole tensor. Returns the module."""
     if not isinstance(getattr(module, name, None), Tensor):
         raise ValueError(f"weight_norm: Module '{type(module).__name__}' has no parameter or buffer '{name}'")
-    return parametrize.register_parametrization(module, name, _WeightNorm(dim), unsafe=True)
+    parametrize.register_parametrization(module, name, _WeightNorm(dim), unsafe=True)
+
+    def compat(state_dict: dict, prefix: str, *rest: Any) -> None:
+        """A state dict of the hook-based nn.utils.weight_norm (name_g, name_v) loads, as PyTorch's."""
+        g_key, v_key = f"{prefix}{name}_g", f"{prefix}{name}_v"
+        if g_key in state_dict and v_key in state_dict:
+            state_dict[f"{prefix}parametrizations.{name}.original0"] = state_dict.pop(g_key)
+            state_dict[f"{prefix}parametrizations.{name}.original1"] = state_dict.pop(v_key)
+
+    module._register_load_state_dict_pre_hook(compat)
+    return module
 
 
 class _SpectralNorm(Module):
