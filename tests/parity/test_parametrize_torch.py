@@ -42,6 +42,12 @@ PARAMETRIZATIONS = {
     "orthogonal": lambda P, m: P.orthogonal(m),
     "orthogonal_cayley": lambda P, m: P.orthogonal(m, orthogonal_map="cayley"),
     "orthogonal_householder": lambda P, m: P.orthogonal(m, orthogonal_map="householder"),
+    "orthogonal_householder_plain": lambda P, m: P.orthogonal(
+        m, orthogonal_map="householder", use_trivialization=False
+    ),
+    "orthogonal_cayley_plain": lambda P, m: P.orthogonal(
+        m, orthogonal_map="cayley", use_trivialization=False
+    ),
 }
 
 

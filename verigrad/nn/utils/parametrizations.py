@@ -11,7 +11,7 @@ import numpy as np
 
 from ... import functions, linalg
 from ...autograd import no_grad
-from ...ops import concat, randn, zeros
+from ...ops import concat, randn, tensor, zeros
 from ...ops import eye as identity
 from ...tensor import Tensor
 from ...typeinfo import finfo
@@ -183,6 +183,24 @@ def _is_orthogonal(q: Tensor) -> bool:
     return functions.allclose(q.transpose(-2, -1) @ q, identity(k, dtype=q.dtype), atol=eps)
 
 
+def _householder_inverse(q: Tensor) -> Tensor:
+    """PyTorch's householder right_inverse: geqrf's reflectors of q (transposed where wide) below the
+    diagonal, and on it the signs of R's diagonal (-1 where a reflector is the identity)."""
+    if not isinstance(q.payload, np.ndarray):
+        raise NotImplementedError("orthogonal: assigning to a householder-parametrized weight needs values")
+    values = np.asarray(q.detach().numpy())
+    wide = values.shape[-2] < values.shape[-1]
+    if wide:
+        values = np.swapaxes(values, -1, -2)
+    h, tau = np.linalg.qr(values, mode="raw")  # LAPACK's geqrf, its result transposed
+    a = np.swapaxes(h, -1, -2).copy()
+    diagonal = np.sign(np.diagonal(a, axis1=-2, axis2=-1))
+    diagonal = np.where(tau == 0, -diagonal, diagonal)
+    k = diagonal.shape[-1]
+    a[..., np.arange(k), np.arange(k)] = diagonal
+    return tensor(np.swapaxes(a, -1, -2) if wide else a, dtype=q.dtype)
+
+
 _MAPS = ("matrix_exp", "cayley", "householder")
 
 
@@ -240,10 +258,7 @@ class _Orthogonal(Module):
                     "It is not possible to assign to the matrix exponential or the Cayley parametrizations "
                     "when use_trivialization=False."
                 )
-            raise NotImplementedError(
-                "orthogonal: the householder map with use_trivialization=False is not supported (it needs "
-                "geqrf); use the default use_trivialization=True"
-            )
+            return _householder_inverse(q)
         with no_grad():
             q_init = q
             n, k = q.shape[-2], q.shape[-1]
@@ -286,11 +301,6 @@ def orthogonal(
     if orthogonal_map not in _MAPS:
         raise ValueError(
             f'orthogonal_map has to be one of "matrix_exp", "cayley", "householder". Got: {orthogonal_map}'
-        )
-    if orthogonal_map == "householder" and not use_trivialization:
-        raise NotImplementedError(
-            "orthogonal: the householder map with use_trivialization=False is not supported (it needs "
-            "geqrf); use the default use_trivialization=True"
         )
     orth = _Orthogonal(weight, orthogonal_map, use_trivialization=use_trivialization)
     return parametrize.register_parametrization(module, name, orth, unsafe=True)
