@@ -315,6 +315,9 @@ def test_a_module_without_parametrizations_keeps_its_class():
         lambda nn: (nn.Conv3d(2, 3, 2), (1, 2, 3, 3, 3)),
         lambda nn: (nn.ConvTranspose2d(2, 3, 2), (1, 2, 3, 3)),
         lambda nn: (nn.PReLU(2), (3, 2)),
+        lambda nn: (nn.RNNCell(3, 2), (1, 3)),
+        lambda nn: (nn.LSTMCell(3, 2), (3,)),
+        lambda nn: (nn.GRUCell(3, 2), (2, 3)),
     ],
 )
 @pytest.mark.parametrize("lib", [torch, vg])
@@ -330,7 +333,8 @@ def test_a_forward_computes_the_parametrized_weight_once(make, lib):
             type(self).calls += 1
             return X
 
-    lib.nn.utils.parametrize.register_parametrization(layer, "weight", Count())
+    name = "weight" if "weight" in layer._parameters else "weight_ih"
+    lib.nn.utils.parametrize.register_parametrization(layer, name, Count())
     Count.calls = 0
     layer(lib.tensor(np.zeros(shape, dtype=np.float32)))
     assert Count.calls == 1
