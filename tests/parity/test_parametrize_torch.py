@@ -366,6 +366,15 @@ def test_compiled_parametrized_layers():
         layer = parametrize(vg.nn.Linear(3, 3).double())
         compiled = vg.compile(lambda x, layer=layer: layer(x))
         np.testing.assert_allclose(compiled(x).detach().numpy(), layer(x).detach().numpy(), rtol=1e-12)
+    # spectral_norm's power iteration writes its buffers inside the compiled call, as eagerly
+    eager = vg.nn.utils.parametrizations.spectral_norm(vg.nn.Linear(3, 3).double())
+    layer = vg.nn.utils.parametrizations.spectral_norm(vg.nn.Linear(3, 3).double())
+    layer.load_state_dict(eager.state_dict())
+    compiled = vg.compile(lambda x: layer(x))
+    for _ in range(3):
+        np.testing.assert_array_equal(compiled(x).detach().numpy(), eager(x).detach().numpy())
+        for key, value in eager.state_dict().items():
+            np.testing.assert_array_equal(layer.state_dict()[key].numpy(), value.numpy())
     layer = vg.nn.utils.parametrizations.orthogonal(vg.nn.Linear(3, 3).double())
     with pytest.raises(NotImplementedError, match="use orthogonal_map='cayley' or 'householder'"):
         vg.compile(lambda x: layer(x))(x)
