@@ -171,8 +171,9 @@ class PReLU(Module):
         self.weight = full((num_parameters,), init, dtype=dtype).requires_grad_(True)
 
     def forward(self, input: Tensor) -> Tensor:
-        check_dtypes("PReLU", self.weight, ("input", input))
-        return F.prelu(input, self.weight)
+        weight = self.weight  # read once: a parametrized weight is computed at each read
+        check_dtypes("PReLU", weight, ("input", input))
+        return F.prelu(input, weight)
 
     def extra_repr(self) -> str:
         return f"num_parameters={self.num_parameters}"

@@ -93,8 +93,12 @@ class _ConvNd(Module):
             sides = [(p, p) for p in _sizes(self.padding, self.dims)]
         return F.pad(x, [w for side in reversed(sides) for w in side], mode=self.padding_mode), 0
 
-    def _check_input(self, x: Tensor) -> None:
-        check_dtypes(type(self).__name__, self.weight, ("input", x))
+    def _check_input(self, x: Tensor) -> Tensor:
+        """The weight, read once (a parametrized weight is computed at each read: spectral_norm's power
+        iteration steps at each), after checking x's dtype against it."""
+        weight = self.weight
+        check_dtypes(type(self).__name__, weight, ("input", x))
+        return weight
 
     def extra_repr(self) -> str:
         """PyTorch's: the settings that differ from their defaults, after the channels, kernel and stride."""
@@ -149,9 +153,9 @@ class Conv1d(_ConvNd):
         )
 
     def forward(self, x: Tensor) -> Tensor:
-        self._check_input(x)
+        weight = self._check_input(x)
         x, padding = self._padded(x)
-        return F.conv1d(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
+        return F.conv1d(x, weight, self.bias, self.stride, padding, self.dilation, self.groups)
 
 
 class Conv2d(_ConvNd):
@@ -193,10 +197,10 @@ class Conv2d(_ConvNd):
             self.weight = self.weight.detach().permute(2, 3, 1, 0).contiguous().requires_grad_(True)
 
     def forward(self, x: Tensor) -> Tensor:
-        self._check_input(x)
+        weight = self._check_input(x)
         x, padding = self._padded(x)
         window = (self.stride, padding, self.dilation, self.groups)
-        return F.conv2d(x, self.weight, self.bias, *window, layout=self.layout)
+        return F.conv2d(x, weight, self.bias, *window, layout=self.layout)
 
     def extra_repr(self) -> str:
         return super().extra_repr() + ("" if self.layout == "NCHW" else f", layout={self.layout}")
@@ -208,9 +212,9 @@ class Conv3d(Conv1d):
     dims = 3
 
     def forward(self, x: Tensor) -> Tensor:
-        self._check_input(x)
+        weight = self._check_input(x)
         x, padding = self._padded(x)
-        return F.conv3d(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
+        return F.conv3d(x, weight, self.bias, self.stride, padding, self.dilation, self.groups)
 
 
 class ConvTranspose1d(_ConvNd):
@@ -249,10 +253,10 @@ class ConvTranspose1d(_ConvNd):
         )
 
     def forward(self, x: Tensor) -> Tensor:
-        self._check_input(x)
+        weight = self._check_input(x)
         return self.conv(
             x,
-            self.weight,
+            weight,
             self.bias,
             self.stride,
             self.padding,

@@ -342,11 +342,24 @@ class Module:
         tensor, and then nothing is copied."""
         if assign:
             raise NotImplementedError("load_state_dict: assign=True is not supported; the values are copied")
+        hook_missing: list[str] = []
+        hook_unexpected: list[str] = []
+        hook_errors: list[str] = []
+        hooked = [(p, m) for p, m in self.named_modules() if m.__dict__.get("_load_state_dict_pre_hooks")]
+        if hooked:
+            state_dict = dict(state_dict)  # the hooks rewrite a copy, as PyTorch's
+            for name, module in hooked:
+                args = (state_dict, f"{name}." if name else "", {}, strict)
+                for hook, with_module in list(module._load_state_dict_pre_hooks):
+                    lists = (hook_missing, hook_unexpected, hook_errors)
+                    hook(module, *args, *lists) if with_module else hook(*args, *lists)
         own = self.state_dict(keep_vars=True)
         # a norm layer's step count may be missing, as PyTorch admits (checkpoints from before it had one)
         missing = [k for k in own if k not in state_dict and not _step_count(k)]
         unexpected = [k for k in state_dict if k not in own]
-        problems = []
+        missing += hook_missing
+        unexpected += hook_unexpected
+        problems = list(hook_errors)
         if strict:
             problems += [f"missing: {k}" for k in missing]
             problems += [f"unexpected: {k}" for k in unexpected]
@@ -430,6 +443,18 @@ class Module:
     # calling ------------------------------------------------------------------------------------
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(f"{type(self).__name__} has no forward()")
+
+    def register_load_state_dict_pre_hook(self, hook: Callable) -> RemovableHandle:
+        """hook(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+        error_msgs) before load_state_dict reads the entries (prefix: this module's dotted name and a
+        '.'); as PyTorch's, it may rewrite state_dict (a copy of the one given) and add to the lists."""
+        return self._add_hook("_load_state_dict_pre_hooks", hook, True)
+
+    def _register_load_state_dict_pre_hook(
+        self, hook: Callable, with_module: bool = False
+    ) -> RemovableHandle:
+        """PyTorch's private form: hook(state_dict, prefix, ...) unless `with_module`."""
+        return self._add_hook("_load_state_dict_pre_hooks", hook, with_module)
 
     def register_forward_pre_hook(self, hook: Callable, *, with_kwargs: bool = False) -> RemovableHandle:
         """Call `hook(module, args)` before each forward (`hook(module, args, kwargs)` with_kwargs); what it

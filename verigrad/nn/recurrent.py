@@ -364,7 +364,8 @@ class _Cell(Module):
         if x.ndim not in (1, 2) or x.shape[-1] != self.input_size:
             size = self.input_size
             raise ShapeError(f"{name} takes [N, {size}] or [{size}], got {describe(x)}")
-        check_dtypes(name, self.weight_ih, ("input", x), *(("state", s) for s in state or ()))
+        weight_ih = self.weight_ih  # read once, as PyTorch's: a parametrized weight is computed at each read
+        check_dtypes(name, weight_ih, ("input", x), *(("state", s) for s in state or ()))
         unbatched = x.ndim == 1
         if unbatched:
             x = x.unsqueeze(0)
@@ -378,7 +379,7 @@ class _Cell(Module):
                     raise ShapeError(f"{name}: {what} must be {expected}, got {describe(s)}")
             if unbatched:
                 state = tuple(s.unsqueeze(0) for s in state)
-        inputs, hidden = x @ self.weight_ih.T, state[0] @ self.weight_hh.T
+        inputs, hidden = x @ weight_ih.T, state[0] @ self.weight_hh.T
         if self.bias:
             inputs, hidden = inputs + self.bias_ih, hidden + self.bias_hh
         new = self.step(inputs, hidden, state, self.hidden_size)
