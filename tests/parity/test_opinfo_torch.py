@@ -22,7 +22,7 @@ import opinfo_sweep
 
 SAMPLES, STRIDE = 3, 3
 DTYPES = (torch.float32, torch.float64, torch.int64, torch.bool)
-MIN_RATE = 0.93  # of the calls of ops verigrad has, the share that agrees (the rate reached, rounded down)
+MIN_RATE = 0.945  # of the calls of ops verigrad has, the share that agrees (94.6% reached, rounded down)
 # Silent differences not fixed yet, by OpInfo (name.variant): why each differs.
 _POLES = "PyTorch's polygamma at a non-positive integer is a large finite number (1.7e16), verigrad's inf"
 KNOWN_SILENT: dict[str, str] = {
