@@ -121,6 +121,17 @@ class set_grad_enabled(contextlib.ContextDecorator):
         return super().__call__(fn)
 
 
+def records_history(op: Any, args: Sequence[Tensor], out: Any) -> bool:
+    """Whether a call of `op` on `args` with a result of spec `out` gets a node (outside eager mode's
+    own fast check): a differentiable op, grad mode on, a float result, an input that requires grad."""
+    return (
+        op.differentiable
+        and modes.LOCAL.grad[-1]
+        and out.dtype.is_float
+        and any(a.requires_grad for a in args)
+    )
+
+
 class Node:
     """How a tensor was made: the op, its input tensors and its params; `freed` once a backward pass went
     through it without retain_graph (PyTorch frees its saved tensors then: a second pass raises);

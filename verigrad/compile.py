@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from . import modes
-from .autograd import Node, enable_grad, is_grad_enabled
+from .autograd import Node, enable_grad, is_grad_enabled, records_history
 from .autograd import grad as autograd_grad
 from .backends import get_backend
 from .errors import ShapeError
@@ -63,12 +63,7 @@ class _CheckMode(modes.AbstractMode):
 
     def apply(self, op: Any, args: tuple[Tensor, ...], params: dict, out: Spec) -> Tensor:
         t = Tensor(out, None)
-        if (
-            op.differentiable
-            and modes.LOCAL.grad[-1]
-            and out.dtype.is_float
-            and any(a.requires_grad for a in args)
-        ):
+        if records_history(op, args, out):
             t.requires_grad = True
             t._node = Node(op, args, params)
         return t

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from .. import modes
-from ..autograd import Node, no_grad
+from ..autograd import Node, no_grad, records_history
 from ..dtypes import DType
 from ..shapes import Spec
 from ..tensor import Tensor
@@ -75,12 +75,7 @@ class TraceMode(modes.Mode):
         return self.bound[key]
 
     def apply(self, op: Any, args: tuple[Tensor, ...], params: dict, out: Spec) -> Tensor:
-        needs_grad = False
-        if op.differentiable and modes.LOCAL.grad[-1] and out.dtype.is_float:  # only a float result: a grad
-            for a in args:
-                if a.requires_grad:
-                    needs_grad = True
-                    break
+        needs_grad = records_history(op, args, out)
         if needs_grad and op.vjp is None and op.is_composite:
             self.decomposed = True
             return op.decompose(*args, **params)  # the backward pass needs the primitives

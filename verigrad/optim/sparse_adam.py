@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..tensor import Tensor
+from .adam import adam_settings
 from .optimizer import Optimizer
 
 
@@ -22,22 +22,15 @@ class SparseAdam(Optimizer):
         eps: float = 1e-8,
         maximize: bool = False,
     ) -> None:
-        if isinstance(lr, Tensor):
-            raise TypeError("SparseAdam: a Tensor lr is not supported by verigrad; pass a float")
+        settings = adam_settings(lr, betas, eps, 0.0)  # Adam's checks, then SparseAdam's stricter two
         if not lr > 0.0:
             raise ValueError(f"Invalid learning rate: {lr}")
         if not eps > 0.0:
             raise ValueError(f"Invalid epsilon value: {eps}")
-        for i in (0, 1):
-            if not 0.0 <= betas[i] < 1.0:
-                raise ValueError(f"Invalid beta parameter at index {i}: {betas[i]}")
-        super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps, "maximize": maximize})
+        super().__init__(params, {"lr": lr, "betas": settings["betas"], "eps": eps, "maximize": maximize})
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Refuse, as PyTorch's does for a dense gradient (every verigrad gradient is dense)."""
         if any(p.grad is not None for p in self.params):
             raise RuntimeError("SparseAdam does not support dense gradients, please consider Adam instead")
         return super().step(closure)
-
-    def update(self, p: Tensor, g: Tensor, group: Any, state: dict[str, Tensor]) -> None:
-        raise AssertionError("unreachable: step() refuses every gradient")
