@@ -88,3 +88,31 @@ def test_hidden_slots_are_skipped_only_where_their_keys_and_values_are_finite():
     got = run(kernel, args, 1)
     assert np.isnan(want[0, 3:]).any() and not np.isnan(want[0, :3]).any()
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+
+
+@needs_cc
+def test_a_bias_per_sequence_gives_each_row_the_bits_it_gets_alone():
+    """A batch of sequences of different lengths (bias [B, 1, W+1]): row i is computed as sequence i
+    alone with its own [1, W'+1] mask over a narrower window, bit for bit, for every thread count."""
+    kernel = cpu.cpu.native(OP, vg.f32)
+    rng = np.random.default_rng(3)
+    lengths, width = [70, 3, 128, 1], 128
+    b = len(lengths)
+    q, k, v, kt, pv, _ = decode_case(rng, b=b, width=width)
+    bias = np.zeros((b, 1, width + 1), np.float32)
+    for i, n in enumerate(lengths):
+        bias[i, 0, n:width] = -np.inf
+    batched = run(kernel, (q, k, v, kt, pv, bias), 1)
+    want = OP.reference(q, k, v, kt, pv, bias, scale=0.125)
+    bound = ATTENTION_EXACTNESS.rtol * np.abs(want) + ATTENTION_EXACTNESS.atol
+    assert np.all(np.abs(batched.astype(np.float64) - want) <= bound)
+    for i, n in enumerate(lengths):
+        w = 64 if n <= 64 else 128
+        alone = np.zeros((1, w + 1), np.float32)
+        alone[0, n:w] = -np.inf
+        row = slice(i, i + 1)
+        args = (q[row], k[row], v[row], kt[row, :, :, :w], pv[row, :, :w], alone)
+        np.testing.assert_array_equal(run(kernel, args, 1).view(np.uint32), batched[row].view(np.uint32))
+    for threads in (2, 3):
+        got = run(kernel, (q, k, v, kt, pv, bias), threads)
+        np.testing.assert_array_equal(got.view(np.uint32), batched.view(np.uint32))

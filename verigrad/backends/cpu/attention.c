@@ -1,5 +1,6 @@
 /* cached_attention (ops/composite/attention.py) for f32: T new queries over a window of W cached
- * positions and the T new keys and values, with an additive bias [T, W+T].
+ * positions and the T new keys and values, with an additive bias [T, W+T] (or [B, T, W+T]: a mask per
+ * sequence, the C function takes its three strides, 0 for the batch's of a shared one).
  *
  * As the reference, in double: scores s_j = (q . key_j) * scale + bias_j, p = exp(s - max) / sum, out =
  * sum_{j<W} p_j past_v_j + sum_{j>=W} p_j v_j, rounded once to f32. Only the order and the rounding of the
@@ -34,7 +35,7 @@
 typedef struct {
     int64_t b, h, kv, t, d, dv, w;
     const float *q, *k, *v, *kt, *pv, *bias;
-    const int64_t *qs, *ks, *vs, *kts, *pvs, *bs; /* element strides: 4 each, bias 2 */
+    const int64_t *qs, *ks, *vs, *kts, *pvs, *bs; /* element strides: 4 each, bias 3 (batch, row, column) */
     double scale;
     float *out; /* contiguous [B, H, T, Dv] */
     volatile int failed;
@@ -295,7 +296,7 @@ static void softmax_row(double *s, const float *bias, const attn_job *a, int64_t
     const int64_t n = w + a->t;
     double m = -INFINITY;
     for (int64_t j = 0; j < n; j++) {
-        s[j] = s[j] * a->scale + (double)bias[(j < w ? j : j - w + a->w) * a->bs[1]];
+        s[j] = s[j] * a->scale + (double)bias[(j < w ? j : j - w + a->w) * a->bs[2]];
         if (isnan(s[j]) || s[j] > m) m = isnan(m) ? m : s[j];
     }
     double sum = 0.0;
@@ -327,7 +328,7 @@ static int any_nonfinite(const float *x, int64_t n) {
  * after it have finite keys and values (their weights are then exactly 0); else all W. */
 static int64_t visible_end(const attn_job *a, const float *bias, const float *kt, const float *pv) {
     int64_t end = a->w;
-    while (end > 0 && bias[(end - 1) * a->bs[1]] == -INFINITY) end--;
+    while (end > 0 && bias[(end - 1) * a->bs[2]] == -INFINITY) end--;
     if (end == a->w) return end;
     const int64_t *ks = a->kts, *vs = a->pvs;
     if (ks[2] == 1 && ks[3] == a->d && vs[3] == 1 && vs[2] == a->dv) { /* whole rows of a cache */
@@ -367,7 +368,7 @@ static void attn_rows(void *ctx, int64_t lo, int64_t hi) {
         const float *pv = a->pv + b * a->pvs[0] + g * a->pvs[1];
         const float *k = a->k + b * a->ks[0] + g * a->ks[1];
         const float *v = a->v + b * a->vs[0] + g * a->vs[1];
-        const float *bias = a->bias + t * a->bs[0];
+        const float *bias = a->bias + b * a->bs[0] + t * a->bs[1];
         const int64_t w = visible_end(a, bias, kt, pv), m_all = w + a->t; /* s: w window scores, then t */
         (void)m_all;
 #if VG_X86

@@ -57,12 +57,13 @@ def register(backend: Any, lib: Library) -> None:
         them (another dtype, a partial element)."""
         if any(not isinstance(a, np.ndarray) or a.dtype != np.float32 for a in arrays):
             return False
-        strides = [s for a in arrays for s in a.strides]
+        q, k, v, _, past_v, bias = arrays
+        # the bias's batch stride: 0 for one mask [T, W+T] shared by the batch
+        strides = [s for a in arrays[:5] for s in a.strides] + [0] * (3 - bias.ndim) + list(bias.strides)
         if any(s % 4 for s in strides):  # not whole elements
             return False
-        q, k, v, _, past_v, _ = arrays
         (b, h, t, d), dv, w = q.shape, v.shape[3], past_v.shape[2]
-        # sizes, then each array's element strides (4 each, the bias's 2)
+        # sizes, then each array's element strides (4 each, the bias's 3)
         ints = np.array([b, h, k.shape[1], t, d, dv, w, *strides], np.int64)
         ints[7:] //= 4
         at = data(ints)

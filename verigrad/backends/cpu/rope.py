@@ -3,9 +3,9 @@ f64, each product and sum rounded as the op's decomposition rounds them, so the 
 
 x's leading axes must merge into one (a view whose rows are evenly strided, its last axis contiguous);
 other aligned layouts of rank 4 at most are copied (movement.py's contiguous) and rotated in place; other
-ranks, other dtypes and unaligned arrays run the reference. The kernel writes into `out=` where given,
-which may be x itself (rope.c reads each pair before it writes it). The table rows offset .. offset+T are
-checked before any work, whatever the caller checked.
+ranks, other dtypes, unaligned arrays and per-row tables run the reference. The kernel writes into `out=`
+where given, which may be x itself (rope.c reads each pair before it writes it). The table rows offset ..
+offset+T are checked before any work, whatever the caller checked.
 """
 
 from __future__ import annotations
@@ -96,8 +96,8 @@ def _kernel(
         suit it but x's layout does not; False where it takes none of them."""
         arrays = (x, cos, sin)
         if any(not isinstance(a, np.ndarray) or a.dtype != dtype for a in arrays) or not (
-            cos.flags.c_contiguous and sin.flags.c_contiguous and cos.shape == sin.shape
-        ):
+            cos.flags.c_contiguous and sin.flags.c_contiguous and cos.shape == sin.shape and cos.ndim == 2
+        ):  # per-row tables [..., T, D/2] (a batch at different positions) run the reference
             return False
         found = rows_of(x.shape, x.strides, x.itemsize)
         if found is None:

@@ -9,7 +9,8 @@ Output [B, H, T, Dv].
 cached_attention(q, k, v, past_kt, past_v, bias): the same for T new tokens (keys k, values v
 [B, KV, T, D]) after a window of W cached positions, whose keys come transposed, past_kt
 [B, KV, D, W], and values past_v [B, KV, W, Dv]; `bias` [T, W+T] is added to the scaled scores of
-[window, new] (0 where a key is visible, -inf where not), so each query sees exactly its valid prefix.
+[window, new] (0 where a key is visible, -inf where not), so each query sees exactly its valid prefix;
+a bias [B, T, W+T] gives each sequence its own (a batch of sequences of different lengths).
 Inference only (no gradient): a KV cache's decode step.
 
 References: the scores, softmax and products in f64, rounded once to the inputs' dtype; attention's
@@ -262,8 +263,11 @@ def _cached_shape(
         raise ShapeError(f"past_v's head dim must be v's {v[3]}, got {past_v[3]}")
     if q[2] != t:
         raise ShapeError(f"q and k must hold the same {t} new positions, got {q[2]}")
-    if bias != (t, w + t):
-        raise ShapeError(f"bias must be [T, W+T] = [{t}, {w + t}], got {shape_text(bias)}")
+    if bias != (t, w + t) and bias != (b, t, w + t):
+        raise ShapeError(
+            f"bias must be [T, W+T] = [{t}, {w + t}] or [B, T, W+T] = [{b}, {t}, {w + t}], "
+            f"got {shape_text(bias)}"
+        )
     return (*q[:3], v[3])
 
 
@@ -274,7 +278,8 @@ def _cached_reference(q, k, v, past_kt, past_v, bias, scale: float | None) -> np
     q64 = q.astype(np.float64).reshape(b, kv, h // kv * t, d)
     keys = (past_kt.astype(np.float64), np.swapaxes(k.astype(np.float64), -1, -2))
     scores = np.concatenate([q64 @ keys[0], q64 @ keys[1]], axis=-1).reshape(b, kv, h // kv, t, w + t)
-    p = _softmax64(scores * scale + bias.astype(np.float64)).reshape(b, kv, h // kv * t, w + t)
+    bias64 = bias.astype(np.float64) if bias.ndim == 2 else bias.astype(np.float64)[:, None, None]
+    p = _softmax64(scores * scale + bias64).reshape(b, kv, h // kv * t, w + t)
     out = p[..., :w] @ past_v.astype(np.float64) + p[..., w:] @ v.astype(np.float64)
     return out.reshape(b, h, t, v.shape[3]).astype(q.dtype)
 
@@ -283,6 +288,7 @@ def _torch_cached(t, q, k, v, past_kt, past_v, bias, scale):
     group = q.shape[1] // k.shape[1]
     keys = t.cat([past_kt.transpose(-1, -2), k], dim=2).repeat_interleave(group, dim=1)
     values = t.cat([past_v, v], dim=2).repeat_interleave(group, dim=1)
+    bias = bias if bias.dim() == 2 else bias[:, None]
     return (q @ keys.transpose(-1, -2) * scale + bias).softmax(dim=-1) @ values
 
 
@@ -294,6 +300,12 @@ def _cached_samples(rng: np.random.Generator) -> list[Sample]:
         bias[:, w:][np.triu_indices(t, 1)] = -np.inf
         arrays = [uniform(rng, s) for s in [(b, h, t, d), (b, kv, t, d), (b, kv, t, d), (b, kv, d, w)]]
         out.append(Sample((*arrays, uniform(rng, (b, kv, w, d)), bias)))
+    # a mask per sequence: the second one's window holds 2 positions, the first's 4
+    bias = np.zeros((2, 2, 6))
+    bias[1, :, 2:4] = -np.inf
+    bias[:, :, 4:][:, np.triu_indices(2, 1)[0], np.triu_indices(2, 1)[1]] = -np.inf
+    arrays = [uniform(rng, s) for s in [(2, 4, 2, 3), (2, 2, 2, 3), (2, 2, 2, 3), (2, 2, 3, 4)]]
+    out.append(Sample((*arrays, uniform(rng, (2, 2, 4, 3)), bias)))
     return out
 
 
