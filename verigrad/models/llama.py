@@ -212,10 +212,14 @@ class Llama(CachedDecoder):
         self, ids: Tensor, positions: Tensor, bias: Tensor, *windows: Tensor, last_only: bool = False
     ) -> tuple[Tensor, ...]:
         """The cached forward (see models/_decoder.py): logits (of the last token alone with `last_only`),
-        then each layer's new keys and values."""
+        then each layer's new keys and values. positions [T] and bias [T, W+T], or each row's own,
+        [B, T] and [B, T, W+T]."""
         x = self.embed_tokens(ids)
         cos, sin = self.rope if self.rope is not None else self.rope_rows(self.context_length)
         rope = (take(cos, positions), take(sin, positions))
+        if positions.ndim == 2:  # each row at its own positions: tables [B, 1, T, hd/2], over the heads
+            b, t = positions.shape
+            rope = tuple(r.reshape(b, 1, t, r.shape[-1]) for r in rope)
         new = []
         for i, block in enumerate(self.layers):
             x, k, v = block(x, rope, (windows[2 * i], windows[2 * i + 1], bias))
