@@ -8,6 +8,10 @@ returns the logits and each layer's new keys and values, which `commit` then wri
 W is a power of two (at least the cache's length), so only a handful of plans are ever built; `bias`
 [T, W+T] (0 or -inf) hides the window's unused slots and the new tokens' future, so the softmax
 (`cached_attention`) covers exactly the valid prefix.
+
+A batch of sequences of different lengths (a server's continuous batching) runs one decode step with
+per-row positions [B, 1] and bias [B, 1, W+1] (`row_inputs`): sequence i is row i of the cache, at its
+own length, and `commit_rows` writes each row's new key and value at its own position.
 """
 
 from __future__ import annotations
@@ -67,15 +71,42 @@ def token_ids(ids: Any) -> Tensor:
 
 
 # the cached step ------------------------------------------------------------------------------------
-def step_specs(layers: int, kv_heads: DimLike, head_dim: DimLike, tokens: int | None = None) -> tuple:
-    """The step's argument specs: ids [B, T], positions [T], bias [T, W+T], then per layer the windows
-    of the keys, transposed [B, KV, D, W], and of the values [B, KV, W, D]; T is `tokens` if given.
-    The symbols have names of their own (batch, tokens, window), so a user's B, T or W declared a
-    multiple of something does not constrain them."""
+def step_specs(
+    layers: int, kv_heads: DimLike, head_dim: DimLike, tokens: int | None = None, rows: bool = False
+) -> tuple:
+    """The step's argument specs: ids [B, T], positions [T], bias [T, W+T] (with `rows`, each row's own:
+    positions [B, T], bias [B, T, W+T]), then per layer the windows of the keys, transposed
+    [B, KV, D, W], and of the values [B, KV, W, D]; T is `tokens` if given. The symbols have names of
+    their own (batch, tokens, window), so a user's B, T or W declared a multiple of something does not
+    constrain them."""
     b, t, w = dims("batch tokens window")
     t = t if tokens is None else tokens
     keys, values = spec([b, kv_heads, head_dim, w]), spec([b, kv_heads, w, head_dim])
-    return (spec([b, t], "i64"), spec([t], "i64"), spec([t, w + t]), *([keys, values] * layers))
+    lead = [b] if rows else []
+    positions, bias = spec([*lead, t], "i64"), spec([*lead, t, w + t])
+    return (spec([b, t], "i64"), positions, bias, *([keys, values] * layers))
+
+
+def window_width(length: int, capacity: int) -> int:
+    """The window for a cache holding `length` positions: a power of two, at least MIN_WINDOW."""
+    width = MIN_WINDOW
+    while width < length:
+        width *= 2
+    return min(width, capacity)
+
+
+def windows_of(cache: KVCache, width: int, batch: int | None = None) -> list[Tensor]:
+    """Every layer's window of `width` positions (keys transposed, values) over the cache's first `batch`
+    rows (all by default): views made once per (width, batch) and kept in `cache.extra`."""
+    batch = cache.keys[0].shape[0] if batch is None else batch
+    key = ("windows", width) if batch == cache.keys[0].shape[0] else ("windows", width, batch)
+    windows = cache.extra.get(key)
+    if windows is None:
+        windows = []
+        for k, v in zip(cache.keys, cache.values):
+            windows += [from_numpy(k[:batch, :, :width].swapaxes(2, 3)), from_numpy(v[:batch, :, :width])]
+        cache.extra[key] = windows
+    return windows
 
 
 def step_inputs(cache: KVCache, count: int) -> tuple[np.ndarray, np.ndarray, list[Tensor]]:
@@ -83,22 +114,23 @@ def step_inputs(cache: KVCache, count: int) -> tuple[np.ndarray, np.ndarray, lis
     viewing the cache, made once per window width and kept in `cache.extra`: the views see what
     `commit` writes)."""
     length = cache.length
-    width = MIN_WINDOW
-    while width < length:
-        width *= 2
-    width = min(width, cache.capacity)
+    width = window_width(length, cache.capacity)
     positions = np.arange(length, length + count, dtype=np.int64)
     bias = np.zeros((count, width + count), np.float32)
     bias[:, length:width] = -np.inf
     if count > 1:  # the new tokens' future
         bias[:, width:][np.triu_indices(count, 1)] = -np.inf
-    windows = cache.extra.get(("windows", width))
-    if windows is None:
-        windows = []
-        for k, v in zip(cache.keys, cache.values):
-            windows += [from_numpy(k[:, :, :width].swapaxes(2, 3)), from_numpy(v[:, :, :width])]
-        cache.extra[("windows", width)] = windows
-    return positions, bias, windows
+    return positions, bias, windows_of(cache, width)
+
+
+def row_inputs(cache: KVCache, lengths: list[int]) -> tuple[np.ndarray, np.ndarray, list[Tensor]]:
+    """Positions [B, 1], bias [B, 1, W+1] and the windows of the cache's first B = len(lengths) rows for
+    one new token per row, row i holding `lengths[i]` positions (the window covers the longest)."""
+    width = window_width(max(lengths), cache.capacity)
+    positions = np.asarray(lengths, dtype=np.int64).reshape(-1, 1)
+    bias = np.zeros((len(lengths), 1, width + 1), np.float32)
+    bias[:, 0, :width][np.arange(width) >= positions] = -np.inf
+    return positions, bias, windows_of(cache, width, len(lengths))
 
 
 def commit(cache: KVCache, new: list[Tensor]) -> None:
@@ -111,6 +143,15 @@ def commit(cache: KVCache, new: list[Tensor]) -> None:
     cache.length += count
 
 
+def commit_rows(cache: KVCache, new: list[Tensor], lengths: list[int]) -> None:
+    """Write row i's new key and value (one token) at position lengths[i] of the cache's row i."""
+    rows = np.arange(len(lengths))
+    at = np.asarray(lengths)
+    for i, (k, v) in enumerate(zip(new[0::2], new[1::2])):
+        cache.keys[i][rows, :, at] = k.numpy()[:, :, 0]
+        cache.values[i][rows, :, at] = v.numpy()[:, :, 0]
+
+
 class CachedStep:
     """A model's `step` run on a cache (inputs made, outputs committed): compiled for one new token
     (the decode loop: T = 1, so its products have no position axis), eager for several (a prompt:
@@ -119,6 +160,19 @@ class CachedStep:
     def __init__(self, step: Any, layers: int, kv_heads: DimLike, head_dim: DimLike):
         self.step, self.sizes = step, (layers, kv_heads, head_dim)
         self.decode: Any = None
+        self.decode_rows: Any = None
+
+    def rows(self, ids: Tensor, cache: KVCache, lengths: list[int]) -> Tensor:
+        """The logits [B, 1, vocab] of one new token per row (ids [B, 1]), row i of the cache holding
+        lengths[i] positions; each row's key and value are written at its own position (the caller
+        keeps the lengths: `cache.length` is not used)."""
+        if self.decode_rows is None:
+            self.decode_rows = compile(self.step, specs=step_specs(*self.sizes, tokens=1, rows=True))
+        positions, bias, windows = row_inputs(cache, lengths)
+        with no_grad():
+            logits, *new = self.decode_rows(ids, from_numpy(positions), from_numpy(bias), *windows)
+        commit_rows(cache, new, lengths)
+        return logits
 
     def __call__(self, ids: Tensor, cache: KVCache, last_only: bool = False) -> Tensor:
         """The logits [B, T, vocab] (or [B, 1, vocab] of the last token, with `last_only`)."""

@@ -129,7 +129,8 @@ class GPT2(CachedDecoder):
         self, ids: Tensor, positions: Tensor, bias: Tensor, *windows: Tensor, last_only: bool = False
     ) -> tuple[Tensor, ...]:
         """The cached forward (see models/_decoder.py): logits (of the last token alone with `last_only`),
-        then each layer's new keys and values."""
+        then each layer's new keys and values. positions [T] and bias [T, W+T], or each row's own,
+        [B, T] and [B, T, W+T]."""
         x = F.embedding(self.wte.weight, ids) + take(self.wpe.weight, positions)
         new = []
         for i, block in enumerate(self.h):

@@ -5,6 +5,10 @@ in the context (a positive logit divided by the penalty, a negative one multipli
 CTRL), then temperature, top-k (ties with the k-th logit kept), top-p (the smallest set of most likely
 tokens whose probability reaches p), then a draw from a seeded `numpy.random.Generator`. Temperature 0
 is greedy (the first maximum). The same seed gives the same tokens.
+
+A server's requests add OpenAI's presence and frequency penalties (`penalized`, before the rest) and ask
+for log-probabilities (`log_probabilities`: of the model's own distribution, the raw logits, before any
+penalty, temperature or top-p, as vLLM's default reports them).
 """
 
 from __future__ import annotations
@@ -75,3 +79,20 @@ def next_token(
 def _softmax(x: np.ndarray) -> np.ndarray:
     e = np.exp(x - np.max(x))
     return e / e.sum()
+
+
+def penalized(logits: np.ndarray, counts: dict[int, int], presence: float, frequency: float) -> np.ndarray:
+    """OpenAI's penalties (f64): logit[j] - counts[j] * frequency - (counts[j] > 0) * presence, counts[j]
+    being how many times token j was generated so far (the prompt's tokens do not count)."""
+    scores = np.array(logits, dtype=np.float64).reshape(-1)
+    if counts and (presence or frequency):
+        ids = np.fromiter(counts.keys(), np.int64, len(counts))
+        scores[ids] -= np.fromiter(counts.values(), np.float64, len(counts)) * frequency + presence
+    return scores
+
+
+def log_probabilities(logits: np.ndarray) -> np.ndarray:
+    """log softmax of the logits [vocab], in f64."""
+    x = np.asarray(logits, dtype=np.float64).reshape(-1)
+    shifted = x - np.max(x)
+    return shifted - np.log(np.sum(np.exp(shifted)))
