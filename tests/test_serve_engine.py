@@ -1,0 +1,179 @@
+"""The serving engine without HTTP: continuous batching on a tiny random Llama GGUF. A request's tokens and
+log-probabilities are the same bits alone and in any batch (greedy and seeded), with prefix-cache hits or
+without; stop strings, max_tokens, cancel, the queue limit and OpenAI's penalties."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from serve_model import write_model
+
+from verigrad.models.catalog import load_language_model
+from verigrad.models.sampling import log_probabilities, penalized
+from verigrad.serve.engine import Engine, Event, QueueFull, Request
+
+
+@pytest.fixture(scope="module")
+def lm(tmp_path_factory):
+    return load_language_model(write_model(tmp_path_factory.mktemp("serve") / "tiny.gguf"))
+
+
+@pytest.fixture
+def engine(lm):
+    e = Engine(*lm, max_batch=8, capacity=256, block=16).start()
+    yield e
+    e.close()
+
+
+def run(engine: Engine, requests: list[Request], timeout: float = 60) -> list[list[Event]]:
+    """Submit all at once; every request's events, in order, once all finished."""
+    events: list[list[Event]] = [[] for _ in requests]
+    left, done = [len(requests)], threading.Event()
+    lock = threading.Lock()
+
+    def receiver(i):
+        def on_event(e: Event) -> None:
+            events[i].append(e)
+            if e.finish_reason:
+                with lock:
+                    left[0] -= 1
+                    if not left[0]:
+                        done.set()
+
+        return on_event
+
+    for i, r in enumerate(requests):
+        engine.submit(r, receiver(i))
+    assert done.wait(timeout), "the requests did not finish"
+    return events
+
+
+def summary(events: list[Event]) -> tuple:
+    """(token ids, log-probabilities with alternatives, text, finish reason)."""
+    return (
+        [t for e in events for t in e.tokens],
+        [lp for e in events for lp in e.logprobs],
+        "".join(e.text for e in events),
+        events[-1].finish_reason,
+    )
+
+
+def prompts(count: int, seed: int = 1) -> list[list[int]]:
+    rng = np.random.default_rng(seed)
+    return [list(map(int, rng.integers(3, 260, n))) for n in rng.integers(1, 90, count)]
+
+
+@pytest.mark.parametrize("sampling", [{"temperature": 0.0}, {"temperature": 0.9, "top_p": 0.9, "seed": 7}])
+def test_a_request_gets_the_same_bits_alone_and_in_any_batch(engine, sampling):
+    mine = Request(prompts(1, seed=5)[0], 12, logprobs=3, **sampling)
+    alone = summary(run(engine, [mine])[0])
+    assert len(alone[0]) == 12 and alone[3] == "length"
+    assert all(isinstance(lp.logprob, float) and len(lp.top) == 3 for lp in alone[1])
+    for others in (1, 3, 8):  # 8 others: the batch is full, some wait and join later
+        neighbours = [
+            Request(p, 5 + 3 * i, temperature=0.5 * (i % 3), seed=i, logprobs=1)
+            for i, p in enumerate(prompts(others, seed=others))
+        ]
+        for at in (0, others // 2, others):
+            got = run(engine, [*neighbours[:at], mine, *neighbours[at:]])[at]
+            assert summary(got) == alone  # the log-probabilities compared as floats: the same bits
+    assert engine.running == 0
+
+
+def test_batched_rows_give_the_logits_each_sequence_gets_alone(lm):
+    """CachedStep.rows on a cache of B rows at different lengths: row i's logits, bit for bit, are those
+    of sequence i decoded alone (the path `generate` takes)."""
+    model, _ = lm
+    ps = prompts(5, seed=3)
+    alone, nexts = [], []
+    for p in ps:
+        cache = model.new_cache(1, 256)
+        token = int(np.argmax(model.last_logits(np.asarray([p]), cache)[0]))
+        alone.append(model.last_logits(np.asarray([[token]]), cache)[0])
+        nexts.append(token)
+    big = model.new_cache(len(ps), 256)
+    for i, p in enumerate(ps):
+        for layer, (k, v) in enumerate(zip(big.keys, big.values)):
+            one = model.new_cache(1, 256)
+            model.last_logits(np.asarray([p]), one)
+            k[i], v[i] = one.keys[layer][0], one.values[layer][0]
+    rows = model.cached_step.rows(np.asarray([[t] for t in nexts]), big, [len(p) for p in ps]).numpy()
+    for i, want in enumerate(alone):
+        np.testing.assert_array_equal(rows[i, 0].view(np.uint32), want.view(np.uint32))
+        assert np.any(big.keys[0][i, :, len(ps[i])] != 0)  # the new key went to the row's own position
+
+
+def test_a_shared_prefix_is_copied_from_the_prefix_cache_with_the_same_result(engine):
+    base = prompts(1, seed=9)[0] * 3  # > 2 blocks of 16
+    first = run(engine, [Request(base[:50], 6, temperature=0.0)])[0]
+    assert first[-1].cached_tokens == 0
+    cold = Engine(engine.model, engine.tokenizer, capacity=256, block=16, prefix_blocks=0).start()
+    try:
+        fresh = summary(run(cold, [Request(base[:60], 6, temperature=0.0, logprobs=2)])[0])
+    finally:
+        cold.close()
+    warm = run(engine, [Request(base[:60], 6, temperature=0.0, logprobs=2)])[0]
+    assert warm[-1].cached_tokens == 48  # whole blocks of the 50 tokens the first prompt ran
+    assert summary(warm) == fresh
+    # a prompt of exactly 3 blocks recomputes its last block (its logits give the first token)
+    assert run(engine, [Request(base[:48], 2, temperature=0.0)])[0][-1].cached_tokens == 32
+
+
+def test_stop_strings_end_the_text_before_them(engine):
+    p = prompts(1, seed=11)[0]
+    full = "".join(e.text for e in run(engine, [Request(p, 30, temperature=0.0)])[0])
+    stop = full[10:13]
+    events = run(engine, [Request(p, 30, temperature=0.0, stop=("zzzz-not-there", stop))])[0]
+    text = "".join(e.text for e in events)
+    assert text == full[: full.index(stop)] and events[-1].finish_reason == "stop"
+    assert all(stop not in e.text for e in events)
+
+
+def test_cancel_frees_the_row_and_says_cancelled(engine):
+    started, events = threading.Event(), []
+
+    def on_event(e):
+        events.append(e)
+        started.set()
+
+    handle = engine.submit(Request(prompts(1)[0], 200, temperature=0.0), on_event)
+    assert started.wait(30)
+    engine.cancel(handle)
+    for _ in range(200):
+        if events[-1].finish_reason:
+            break
+        threading.Event().wait(0.05)
+    assert events[-1].finish_reason == "cancelled" and engine.running == 0
+    assert len([t for e in events for t in e.tokens]) < 200
+
+
+def test_the_queue_limit_and_prompts_past_the_context_are_refused(lm):
+    e = Engine(*lm, max_batch=1, max_queue=2, capacity=64)  # not started: nothing leaves the queue
+    for _ in range(2):
+        e.submit(Request([5, 6], 3), lambda ev: None)
+    with pytest.raises(QueueFull, match="2 requests are waiting"):
+        e.submit(Request([5, 6], 3), lambda ev: None)
+    with pytest.raises(ValueError, match="64 positions"):
+        e.submit(Request(list(range(3, 67)), 3), lambda ev: None)
+    with pytest.raises(ValueError, match="max_tokens"):
+        Request([5], 0)
+
+
+def test_openai_penalties_and_log_probabilities():
+    logits = np.array([1.0, 2.0, 3.0, -1.0], np.float32)
+    got = penalized(logits, {2: 3, 3: 1}, presence=0.5, frequency=0.25)
+    np.testing.assert_array_equal(got, [1.0, 2.0, 3.0 - 0.75 - 0.5, -1.0 - 0.25 - 0.5])
+    lp = log_probabilities(logits)
+    assert abs(np.logaddexp.reduce(lp)) < 1e-12 and np.argmax(lp) == 2
+
+
+def test_a_frequency_penalty_changes_the_answer_and_seeds_repeat(engine):
+    p = prompts(1, seed=4)[0]
+    plain = summary(run(engine, [Request(p, 20, temperature=0.0)])[0])[0]
+    assert len(set(plain)) < len(plain)  # the tiny model repeats itself
+    penal = summary(run(engine, [Request(p, 20, temperature=0.0, frequency_penalty=2.0)])[0])[0]
+    assert penal != plain
+    a, b, c = (summary(run(engine, [Request(p, 10, seed=s)])[0])[0] for s in (1, 1, 2))
+    assert a == b and a != c

@@ -1,0 +1,345 @@
+"""The serving engine: continuous batching of generation requests on one model, in a background thread.
+
+`submit(request, on_event)` queues a request and returns its handle; `cancel(handle)` stops it. The
+thread admits waiting requests between steps (up to `max_batch` running): a request's prompt is prefilled
+alone into its cache row, in chunks of `block` tokens at block-aligned positions, whole blocks copied from
+the prefix cache where an earlier prompt computed them (prefix_cache.py states the rule). Then every step
+runs one token of every running sequence as one batch (`CachedStep.rows`: batched quantized matmuls,
+each row at its own length); sequences leave (end token, max_tokens, a stop string, the context, a
+cancel) between steps. Every kernel of the step computes row i from row i alone, so a request's tokens
+and log-probabilities are the same bits whatever batch it lands in, and with a seed its own generator
+draws them.
+
+`on_event(Event)` is called on the engine's thread with each new token's text (held back while it may be
+the start of a stop string; a matched stop is not returned), and last with the finish reason and usage.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..autograd import no_grad
+from ..models.lm import LanguageModel
+from ..models.sampling import SamplingOptions, log_probabilities, next_token, penalized
+from .batching import BatchCache
+from .prefix_cache import PrefixCache
+
+
+class QueueFull(Exception):
+    """The engine's queue of waiting requests is full."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """A generation request: prompt token ids and OpenAI's sampling settings. `logprobs`: None for none,
+    else how many most likely alternatives to report with each token's own log-probability (0 ... 20)."""
+
+    prompt: Sequence[int]
+    max_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int | None = None
+    stop: tuple[str, ...] = ()
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    logprobs: int | None = None
+
+    def __post_init__(self) -> None:
+        SamplingOptions(self.temperature, 0, self.top_p)  # checks them
+        if not (isinstance(self.max_tokens, int) and self.max_tokens >= 1):
+            raise ValueError(f"Request: max_tokens must be a positive integer, got {self.max_tokens!r}")
+        if not self.prompt:
+            raise ValueError("Request: the prompt is empty: give at least one token")
+        if self.logprobs is not None and not 0 <= self.logprobs <= 20:
+            raise ValueError(f"Request: logprobs must be 0 ... 20 alternatives, got {self.logprobs}")
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """A generated token's log-probability and the `top` most likely alternatives (id, log-probability)."""
+
+    token: int
+    logprob: float
+    top: tuple[tuple[int, float], ...] = ()
+
+
+@dataclass
+class Event:
+    """New output of a request: `text` (what is safe to show), `tokens` generated since the last event
+    (with `logprobs` when asked), and at the end `finish_reason` ("stop", "length", "cancelled" or
+    "error", with `error` the message) and the usage counts."""
+
+    text: str = ""
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[TokenLogprob] = field(default_factory=list)
+    finish_reason: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    error: str | None = None
+
+
+@dataclass(eq=False)
+class Handle:
+    """A submitted request: `id`, and `cancelled` once `Engine.cancel` was called."""
+
+    id: int
+    request: Request
+    on_event: Callable[[Event], None]
+    cancelled: bool = False
+    submitted: float = field(default_factory=time.perf_counter)
+
+
+class _Sequence:
+    """A running request: its cache row's length, its sampler and its text so far."""
+
+    def __init__(self, handle: Handle, tokenizer: object, cached: int):
+        r = handle.request
+        self.handle, self.request = handle, r
+        self.options = SamplingOptions(r.temperature, 0, r.top_p)
+        seed = r.seed if r.seed is not None else int(np.random.SeedSequence().entropy % 2**63)
+        self.rng = np.random.default_rng(seed)
+        self.decoder = tokenizer.stream()  # type: ignore[attr-defined]
+        self.counts: dict[int, int] = {}
+        self.out: list[int] = []
+        self.text, self.sent = "", 0
+        self.length = 0  # positions in the cache
+        self.last = -1  # the token to run next
+        self.cached = cached
+        self.stop_width = max((len(s) for s in r.stop), default=0)
+
+
+class Engine:
+    """Continuous batching of `model` (a `CachedDecoder`) with `tokenizer`; `capacity` positions per
+    sequence (default the model's context, at most 4096). `start()` runs the thread; `close()` ends it."""
+
+    def __init__(
+        self,
+        model: LanguageModel,
+        tokenizer: object,
+        *,
+        max_batch: int = 8,
+        max_queue: int = 64,
+        capacity: int | None = None,
+        block: int = 32,
+        prefix_blocks: int = 256,
+    ):
+        for name, value in (("max_batch", max_batch), ("max_queue", max_queue), ("block", block)):
+            if not (isinstance(value, int) and value >= 1):
+                raise ValueError(f"Engine: {name} must be a positive integer, got {value!r}")
+        if not hasattr(model, "cached_step"):
+            raise TypeError(f"Engine: {type(model).__name__} has no batched decode step (GPT-2, Llama have)")
+        capacity = min(model.context_length, 4096) if capacity is None else capacity
+        if not (isinstance(capacity, int) and 2 <= capacity <= model.context_length):
+            raise ValueError(f"Engine: capacity must be 2 ... {model.context_length}, got {capacity!r}")
+        self.model, self.tokenizer = model, tokenizer
+        self.max_batch, self.max_queue, self.capacity, self.block = max_batch, max_queue, capacity, block
+        self.cache = BatchCache(model, max_batch, capacity)
+        self.prefix = PrefixCache(block, prefix_blocks)
+        self._waiting: collections.deque[Handle] = collections.deque()
+        self._running: list[_Sequence] = []
+        self._wake = threading.Condition()
+        self._ids = itertools.count(1)
+        self._thread: threading.Thread | None = None
+        self._closing = False
+        # metrics
+        self.requests_total = self.prompt_tokens_total = self.completion_tokens_total = 0
+        self.steps_total = 0
+        self._recent: collections.deque[tuple[float, int]] = collections.deque()
+
+    # the public side ------------------------------------------------------------------------------
+    def start(self) -> Engine:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="verigrad-engine", daemon=True)
+            self._thread.start()
+        return self
+
+    def close(self) -> None:
+        with self._wake:
+            self._closing = True
+            self._wake.notify()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def submit(self, request: Request, on_event: Callable[[Event], None]) -> Handle:
+        """Queue `request`; `on_event` receives its events on the engine's thread. Raises QueueFull when
+        `max_queue` requests wait, ValueError when the prompt and max_tokens do not fit in a sequence."""
+        room = self.capacity - len(request.prompt)
+        if room < 1:
+            raise ValueError(
+                f"the prompt has {len(request.prompt)} tokens; a sequence holds {self.capacity} positions, "
+                "so it must have fewer"
+            )
+        if max(request.prompt) >= self.model.vocab_size or min(request.prompt) < 0:
+            raise ValueError(
+                f"the prompt has token ids outside the vocabulary (0 ... {self.model.vocab_size - 1})"
+            )
+        with self._wake:
+            if len(self._waiting) >= self.max_queue:
+                raise QueueFull(f"{len(self._waiting)} requests are waiting (the limit); try again later")
+            handle = Handle(next(self._ids), request, on_event)
+            self._waiting.append(handle)
+            self.requests_total += 1
+            self._wake.notify()
+        return handle
+
+    def cancel(self, handle: Handle) -> None:
+        """Stop the request: it leaves the queue or the batch before the next step (its row is freed) and
+        gets a last event with finish_reason "cancelled"."""
+        with self._wake:
+            handle.cancelled = True
+            self._wake.notify()
+
+    @property
+    def queue_depth(self) -> int:
+        return len(self._waiting)
+
+    @property
+    def running(self) -> int:
+        return len(self._running)
+
+    def tokens_per_second(self, window: float = 10.0) -> float:
+        """Generated tokens per second over the last `window` seconds."""
+        now = time.perf_counter()
+        recent = [(t, n) for t, n in list(self._recent) if t >= now - window]
+        return sum(n for _, n in recent) / window
+
+    # the thread -----------------------------------------------------------------------------------
+    def _loop(self) -> None:
+        while True:
+            with self._wake:
+                while not (self._closing or self._waiting or self._running):
+                    self._wake.wait()
+                if self._closing:
+                    break
+                admitted = []
+                while self._waiting and len(self._running) + len(admitted) < self.max_batch:
+                    admitted.append(self._waiting.popleft())
+                dropped = [s for s in self._running if s.handle.cancelled]
+            for s in dropped:
+                self._finish(s, "cancelled")
+            for handle in admitted:
+                if handle.cancelled:
+                    prompt_tokens = len(handle.request.prompt)
+                    handle.on_event(Event(finish_reason="cancelled", prompt_tokens=prompt_tokens))
+                    continue
+                self._guarded(self._admit, handle)
+            if self._running:
+                self._guarded(self._step)
+        for s in list(self._running):
+            self._finish(s, "cancelled")
+
+    def _guarded(self, work: Callable, *args: object) -> None:
+        """Run `work`; an exception ends the sequences it concerned with an error event, not the thread."""
+        try:
+            work(*args)
+        except Exception as e:
+            message = f"{type(e).__name__}: {e}"
+            concerned = [s for s in self._running if not args or s.handle is args[0]]
+            for s in concerned:
+                self._finish(s, "error", message)
+            if args and not concerned:  # a prompt that failed before it joined the batch
+                args[0].on_event(Event(finish_reason="error", error=message))  # type: ignore[attr-defined]
+
+    def _admit(self, handle: Handle) -> None:
+        """Prefill the request's prompt into the next free row, then sample its first token."""
+        prompt = [int(t) for t in handle.request.prompt]
+        row = len(self._running)
+        digests = self.prefix.digests(prompt)
+        usable = (len(prompt) - 1) // self.block  # at least one token runs, for the next token's logits
+        blocks = self.prefix.lookup(digests[:usable])
+        for i, (k, v) in enumerate(blocks):
+            self.cache.write(row, i * self.block, k, v)
+        start = len(blocks) * self.block
+        seq = _Sequence(handle, self.tokenizer, start)
+        with no_grad():
+            for at in range(start, len(prompt), self.block):
+                chunk = prompt[at : at + self.block]
+                logits = self.model.last_logits(np.asarray([chunk], np.int64), self.cache.row(row, at))[0]
+                if len(chunk) == self.block:
+                    self.prefix.store(digests[at // self.block], *self.cache.read(row, at, self.block))
+        seq.length = len(prompt)
+        self.prompt_tokens_total += len(prompt)
+        self._running.append(seq)
+        self._choose(seq, logits)
+
+    def _step(self) -> None:
+        """One token of every running sequence, as one batch."""
+        running = self._running
+        ids = np.asarray([[s.last] for s in running], np.int64)
+        with no_grad():
+            logits = self.model.cached_step.rows(ids, self.cache.cache, [s.length for s in running]).numpy()
+        self.steps_total += 1
+        for s in running:
+            s.length += 1
+        for s, row in zip(list(running), logits[:, 0]):
+            self._choose(s, row)
+
+    def _choose(self, s: _Sequence, logits: np.ndarray) -> None:
+        """Sample s's next token from its logits, tell its client, and end it where it ends."""
+        r = s.request
+        scores = penalized(logits, s.counts, r.presence_penalty, r.frequency_penalty)
+        token = next_token(scores, (), s.options, s.rng)
+        self._recent.append((time.perf_counter(), 1))
+        while self._recent and self._recent[0][0] < time.perf_counter() - 60:
+            self._recent.popleft()
+        if token in self.tokenizer.end_ids:  # type: ignore[attr-defined]
+            self._finish(s, "stop")
+            return
+        event = Event(tokens=[token])
+        if r.logprobs is not None:
+            event.logprobs.append(_logprob(logits, token, r.logprobs))
+        s.out.append(token)
+        s.counts[token] = s.counts.get(token, 0) + 1
+        self.completion_tokens_total += 1
+        s.text += s.decoder.push(token)
+        if r.stop:
+            # a stop may end in this token's text and begin in earlier text not yet sent
+            found = [i for i in (s.text.find(x, s.sent) for x in r.stop) if i >= 0]
+            if found:
+                s.text = s.text[: min(found)]
+                self._finish(s, "stop", event=event, matched=True)
+                return
+        if len(s.out) >= r.max_tokens or s.length >= self.capacity:
+            self._finish(s, "length", event=event)
+            return
+        safe = len(s.text) - (s.stop_width - 1 if s.stop_width else 0)
+        if safe > s.sent:
+            event.text, s.sent = s.text[s.sent : safe], safe
+        s.last = token
+        s.handle.on_event(event)
+
+    def _finish(
+        self, s: _Sequence, reason: str, error: str | None = None, event: Event | None = None, matched=False
+    ) -> None:
+        """End s: the rest of its text (up to a `matched` stop string) and the usage in a last event; its
+        row freed (the last row's sequence moves in)."""
+        event = event or Event()
+        if not matched:
+            s.text += s.decoder.flush()  # incomplete UTF-8 at the end
+        event.text, s.sent = s.text[s.sent :], len(s.text)
+        event.finish_reason, event.error = reason, error
+        event.prompt_tokens, event.completion_tokens = len(s.request.prompt), len(s.out)
+        event.cached_tokens = s.cached
+        row, last = self._running.index(s), len(self._running) - 1
+        if row != last:
+            moved = self._running[last]
+            self.cache.move(last, row, moved.length)
+            self._running[row] = moved
+        self._running.pop()
+        s.handle.on_event(event)
+
+
+def _logprob(logits: np.ndarray, token: int, top: int) -> TokenLogprob:
+    """The token's log-probability (the raw logits' log softmax) and the `top` most likely (ties by id)."""
+    lp = log_probabilities(logits)
+    best = np.argsort(-lp, kind="stable")[:top] if top else []
+    return TokenLogprob(token, float(lp[token]), tuple((int(i), float(lp[i])) for i in best))
