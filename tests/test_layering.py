@@ -48,6 +48,7 @@ LAYERS = [
     "data",
     "io",
     "models",
+    "serve",
     "cli",
     "__init__",
     "__main__",
