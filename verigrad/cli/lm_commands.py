@@ -19,7 +19,6 @@ from .arguments import (
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """`fetch`, `generate` and `chat`."""
-    from ..backends import available
     from ..models.fetch import MODELS
 
     fetch = sub.add_parser("fetch", help="download a model into the cache (once) and print its path")
@@ -36,11 +35,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     chat.add_argument("--context", type=positive_int, default=None, help="tokens kept (default: the model's)")
     chat.set_defaults(run=run_chat)
     for p in (generate, chat):
-        p.add_argument(
-            "--model",
-            default="smollm2",
-            help="a name (smollm2), a .gguf file, a GPT-2 folder, or a `train lm` folder (default smollm2)",
-        )
+        add_model_options(p)
         p.add_argument("--max-tokens", type=positive_int, default=256, help="per reply (default 256)")
         p.add_argument("--temperature", type=non_negative_float, default=0.8, help="0: greedy (default 0.8)")
         p.add_argument("--top-k", type=non_negative_int, default=40, help="0: off (default 40)")
@@ -49,21 +44,25 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         p.add_argument(
             "--seed", type=non_negative_int, default=0, help="the same seed gives the same text (default 0)"
         )
-        p.add_argument(
-            "--threads",
-            type=thread_count,
-            default=None,
-            help=THREADS_HELP,
-        )
-        p.add_argument(
-            "--activations",
-            choices=("q8", "f32"),
-            default="q8",
-            help="quantized matmul: activations to 8 bits per block of 32 as llama.cpp (q8, default), or f32",
-        )
-        p.add_argument(
-            "--backend", choices=available(), default="cpu" if "cpu" in available() else "reference"
-        )
+
+
+def add_model_options(p: argparse.ArgumentParser) -> None:
+    """--model, --threads, --activations and --backend (generate, chat, serve)."""
+    from ..backends import available
+
+    p.add_argument(
+        "--model",
+        default="smollm2",
+        help="a name (smollm2), a .gguf file, a GPT-2 folder, or a `train lm` folder (default smollm2)",
+    )
+    p.add_argument("--threads", type=thread_count, default=None, help=THREADS_HELP)
+    p.add_argument(
+        "--activations",
+        choices=("q8", "f32"),
+        default="q8",
+        help="quantized matmul: activations to 8 bits per block of 32 as llama.cpp (q8, default), or f32",
+    )
+    p.add_argument("--backend", choices=available(), default="cpu" if "cpu" in available() else "reference")
 
 
 def run_fetch(args: argparse.Namespace) -> int:
@@ -73,7 +72,7 @@ def run_fetch(args: argparse.Namespace) -> int:
     return 0
 
 
-def _open_language_model(args: argparse.Namespace):
+def open_language_model(args: argparse.Namespace):
     """The model and tokenizer of --model, and one line on stderr saying what runs."""
     from ..backends import get_backend
     from ..models.catalog import load_language_model, matmul_description
@@ -98,7 +97,7 @@ def _sampling(args: argparse.Namespace) -> dict:
     }
 
 
-def _on_backend(run):
+def on_backend(run):
     """Run an LM command on --backend with --threads, restoring both afterwards."""
 
     def wrapped(args: argparse.Namespace) -> int:
@@ -122,11 +121,11 @@ def _print_piece(text: str) -> None:
     sys.stdout.flush()
 
 
-@_on_backend
+@on_backend
 def run_generate(args: argparse.Namespace) -> int:
     from ..models.lm import generate
 
-    model, tokenizer = _open_language_model(args)
+    model, tokenizer = open_language_model(args)
     if args.raw or not tokenizer.chat_template:
         prompt = tokenizer.encode(args.prompt)
     else:  # an instruction-tuned model reads the prompt as the user's turn of a chat
@@ -138,11 +137,11 @@ def run_generate(args: argparse.Namespace) -> int:
     return 130 if result.finish_reason == "interrupted" else 0
 
 
-@_on_backend
+@on_backend
 def run_chat(args: argparse.Namespace) -> int:
     from ..models.lm import generate
 
-    model, tokenizer = _open_language_model(args)
+    model, tokenizer = open_language_model(args)
     if not tokenizer.chat_template:
         raise ValueError(f"{args.model} has no chat template: use `verigrad generate` for plain text")
     start = [{"role": "system", "content": args.system}] if args.system else []

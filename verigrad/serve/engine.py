@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..autograd import no_grad
+from ..backends import backend, get_backend
 from ..models.lm import LanguageModel
 from ..models.sampling import SamplingOptions, log_probabilities, next_token, penalized
 from .batching import BatchCache
@@ -118,7 +119,8 @@ class _Sequence:
 
 class Engine:
     """Continuous batching of `model` (a `CachedDecoder`) with `tokenizer`; `capacity` positions per
-    sequence (default the model's context, at most 4096). `start()` runs the thread; `close()` ends it."""
+    sequence (default the model's context, at most 4096). `start()` runs the thread (on the backend
+    active where the engine was made: a backend block is the thread's own); `close()` ends it."""
 
     def __init__(
         self,
@@ -140,6 +142,7 @@ class Engine:
         if not (isinstance(capacity, int) and 2 <= capacity <= model.context_length):
             raise ValueError(f"Engine: capacity must be 2 ... {model.context_length}, got {capacity!r}")
         self.model, self.tokenizer = model, tokenizer
+        self.backend = get_backend().name
         self.max_batch, self.max_queue, self.capacity, self.block = max_batch, max_queue, capacity, block
         self.cache = BatchCache(model, max_batch, capacity)
         self.prefix = PrefixCache(block, prefix_blocks)
@@ -214,6 +217,10 @@ class Engine:
 
     # the thread -----------------------------------------------------------------------------------
     def _loop(self) -> None:
+        with backend(self.backend):
+            self._serve()
+
+    def _serve(self) -> None:
         while True:
             with self._wake:
                 while not (self._closing or self._waiting or self._running):

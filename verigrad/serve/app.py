@@ -1,0 +1,248 @@
+"""The HTTP side of `verigrad serve`: a Starlette app speaking OpenAI's API over an `Engine`.
+
+Routes: GET /health, GET /metrics (Prometheus text), GET /v1/models, POST /v1/completions and
+/v1/chat/completions (JSON, or server-sent events with "stream": true, ending with `data: [DONE]`).
+Every error is OpenAI's JSON with a 4xx (5xx where the model failed) and the server keeps serving. A
+client that disconnects mid-stream, or before its answer, has its request cancelled: its batch row is
+freed before the next step. Starlette and uvicorn are the `serve` extra; only this module imports them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import threading
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request as HTTPRequest
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from . import protocol
+from .engine import Engine, Event, QueueFull
+from .protocol import APIError
+
+MAX_BODY = 1 << 20  # bytes of a request body
+
+
+class _Counters:
+    def __init__(self) -> None:
+        self.errors: dict[int, int] = {}
+        self.lock = threading.Lock()
+
+    def error(self, status: int) -> None:
+        with self.lock:
+            self.errors[status] = self.errors.get(status, 0) + 1
+
+
+def create_app(
+    engine: Engine, model_id: str, *, api_key: str | None = None, max_body: int = MAX_BODY, aliases=()
+) -> Starlette:
+    """The app serving `engine` under the name `model_id` (or any of `aliases`); with `api_key`, the /v1
+    routes need `Authorization: Bearer <api_key>`; bodies over `max_body` bytes get a 413."""
+    counters = _Counters()
+    names = {model_id, *aliases}
+    tokenizer = engine.tokenizer
+
+    def failure(error: APIError) -> JSONResponse:
+        counters.error(error.status)
+        return JSONResponse(error.body(), status_code=error.status)
+
+    def authorize(request: HTTPRequest) -> None:
+        if api_key is None:
+            return
+        given = request.headers.get("authorization", "")
+        if given != f"Bearer {api_key}":
+            what = "no API key given" if not given else "incorrect API key provided"
+            raise APIError(
+                401, f"{what}: send the header 'Authorization: Bearer <key>'", code="invalid_api_key"
+            )
+
+    async def read_json(request: HTTPRequest) -> Any:
+        length = request.headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > max_body:
+            raise APIError(413, f"the request body has {length} bytes; this server takes at most {max_body}")
+        data = b""
+        async for part in request.stream():
+            data += part
+            if len(data) > max_body:
+                raise APIError(413, f"the request body is over {max_body} bytes, this server's limit")
+        try:
+            return json.loads(data)
+        except ValueError as e:
+            raise APIError(400, f"could not parse the JSON body of the request: {e}") from None
+
+    def encode(chat: bool):
+        def text(prompt: str) -> list[int]:
+            return tokenizer.encode(prompt)
+
+        def messages(items: list[dict]) -> list[int]:
+            try:
+                rendered = tokenizer.apply_chat_template(items)
+            except ValueError as e:  # no template, or the template refused the conversation
+                raise APIError(400, f"the chat template: {e}", param="messages") from None
+            return tokenizer.encode(rendered, add_special=False)  # the template writes the special tokens
+
+        return messages if chat else text
+
+    async def health(request: HTTPRequest) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def metrics(request: HTTPRequest) -> Response:
+        lines = []
+
+        def metric(name: str, kind: str, help: str, value: float, labels: str = "") -> None:
+            if not any(line.startswith(f"# TYPE verigrad_{name} ") for line in lines):
+                lines.extend([f"# HELP verigrad_{name} {help}", f"# TYPE verigrad_{name} {kind}"])
+            lines.append(f"verigrad_{name}{labels} {value}")
+
+        metric("requests_total", "counter", "Requests accepted by the engine.", engine.requests_total)
+        metric("prompt_tokens_total", "counter", "Prompt tokens prefilled.", engine.prompt_tokens_total)
+        metric("completion_tokens_total", "counter", "Tokens generated.", engine.completion_tokens_total)
+        metric("queue_depth", "gauge", "Requests waiting for a batch row.", engine.queue_depth)
+        metric("running_sequences", "gauge", "Sequences in the batch.", engine.running)
+        metric(
+            "tokens_per_second",
+            "gauge",
+            "Tokens generated per second, last 10 s.",
+            engine.tokens_per_second(),
+        )
+        metric("prefix_cache_blocks", "gauge", "Blocks held by the prefix cache.", len(engine.prefix))
+        with counters.lock:
+            for status, n in sorted(counters.errors.items()):
+                metric(
+                    "http_errors_total", "counter", "Error responses by status.", n, f'{{status="{status}"}}'
+                )
+        return PlainTextResponse("\n".join(lines) + "\n", media_type="text/plain; version=0.0.4")
+
+    async def models(request: HTTPRequest) -> Response:
+        authorize(request)
+        card = {"id": model_id, "object": "model", "created": 0, "owned_by": "verigrad"}
+        return JSONResponse({"object": "list", "data": [card]})
+
+    async def complete(request: HTTPRequest, chat: bool) -> Response:
+        authorize(request)
+        body = await read_json(request)
+        if isinstance(body, dict):
+            model = body.get("model")
+            if model is None:
+                raise APIError(400, "'model' is required", param="model")
+            if model not in names:
+                raise APIError(
+                    404, f"the model {model!r:.80} does not exist: this server has {model_id!r}",
+                    param="model", code="model_not_found",
+                )  # fmt: skip
+        parsed = protocol.parse(body, chat, encode(chat), engine.capacity)
+        loop = asyncio.get_running_loop()
+        events: asyncio.Queue[Event] = asyncio.Queue()
+
+        def on_event(event: Event) -> None:  # on the engine's thread
+            with contextlib.suppress(RuntimeError):  # the loop is closed: the server is stopping
+                loop.call_soon_threadsafe(events.put_nowait, event)
+
+        try:
+            handle = engine.submit(parsed.request, on_event)
+        except QueueFull as e:
+            raise APIError(
+                429, f"the server is busy: {e}", type="rate_limit_exceeded", code="rate_limit_exceeded"
+            ) from None
+        except ValueError as e:
+            raise APIError(400, str(e), code="context_length_exceeded") from None
+        rid = protocol.new_id(chat)
+        if parsed.stream:
+            return StreamingResponse(
+                _stream(engine, handle, events, parsed, rid, model_id, tokenizer),
+                media_type="text/event-stream",
+            )
+        return await _answer(engine, handle, events, parsed, rid, model_id, tokenizer, request)
+
+    async def completions(request: HTTPRequest) -> Response:
+        return await complete(request, chat=False)
+
+    async def chat_completions(request: HTTPRequest) -> Response:
+        return await complete(request, chat=True)
+
+    async def api_error(request: HTTPRequest, exc: Exception) -> Response:
+        assert isinstance(exc, APIError)
+        return failure(exc)
+
+    async def http_error(request: HTTPRequest, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        what = {404: "no such route", 405: "method not allowed"}.get(exc.status_code, exc.detail)
+        return failure(APIError(exc.status_code, f"{request.method} {request.url.path}: {what}"))
+
+    routes = [
+        Route("/health", health),
+        Route("/metrics", metrics),
+        Route("/v1/models", models),
+        Route("/v1/completions", completions, methods=["POST"]),
+        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+    ]
+    handlers = {APIError: api_error, HTTPException: http_error}
+    return Starlette(routes=routes, exception_handlers=handlers)  # type: ignore[arg-type]
+
+
+async def _answer(
+    engine: Engine, handle: Any, events: asyncio.Queue, parsed: Any, rid: str, model: str, tokenizer: Any,
+    request: HTTPRequest,
+) -> Response:  # fmt: skip
+    """Wait for the whole answer; a client gone meanwhile cancels the request."""
+    text, items, done = [], [], False
+    try:
+        while True:
+            try:
+                event = await asyncio.wait_for(events.get(), 0.5)
+            except TimeoutError:
+                if await request.is_disconnected():
+                    return Response(status_code=499)
+                continue
+            text.append(event.text)
+            items.extend(event.logprobs)
+            if event.finish_reason:
+                done = True
+                break
+    finally:
+        if not done:
+            engine.cancel(handle)
+    if event.finish_reason == "error":
+        raise APIError(500, f"the model failed: {event.error}", type="server_error")
+    return JSONResponse(protocol.response(parsed, rid, model, "".join(text), event, items, tokenizer))
+
+
+def _sse(data: Any) -> str:
+    return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+async def _stream(
+    engine: Engine, handle: Any, events: asyncio.Queue, parsed: Any, rid: str, model: str, tokenizer: Any
+) -> AsyncIterator[str]:
+    """The answer as server-sent events; closed early (the client left), the request is cancelled."""
+    done, offset = False, 0
+    try:
+        if parsed.chat:
+            yield _sse(protocol.chunk(parsed, rid, model, None, tokenizer))
+        while True:
+            event = await events.get()
+            if event.finish_reason == "error":
+                done = True
+                body = APIError(500, f"the model failed: {event.error}", type="server_error").body()
+                yield _sse(body)
+                break
+            if event.text or event.logprobs or event.finish_reason:
+                yield _sse(protocol.chunk(parsed, rid, model, event, tokenizer, offset))
+                offset += sum(
+                    len(tokenizer.token_bytes(lp.token).decode("utf-8", "replace")) for lp in event.logprobs
+                )
+            if event.finish_reason:
+                done = True
+                if parsed.include_usage:
+                    yield _sse(protocol.usage_chunk(parsed, rid, model, event))
+                break
+        yield "data: [DONE]\n\n"
+    finally:
+        if not done:
+            engine.cancel(handle)
