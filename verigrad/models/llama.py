@@ -63,6 +63,20 @@ def rope_tables(positions: int, head_dim: int, base: float) -> tuple[np.ndarray,
     return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
 
 
+def rotate(x: Tensor, rope: tuple[Tensor, Tensor], interleaved: bool) -> Tensor:
+    """RoPE of heads x [B, heads, T, hd] by the tokens' table rows: shared [T, hd/2], or each sequence's
+    own [B, T, hd/2] (a batch at different positions). With one token per sequence, the batch axis becomes
+    the position axis (permuted views), so the rope kernel runs rather than the broadcast reference."""
+    cos, sin = rope
+    if cos.ndim == 2:
+        return F.rope(x, cos, sin, interleaved=interleaved)
+    b, t, half = cos.shape
+    if t == 1:
+        rows = (cos.reshape(b, half), sin.reshape(b, half))
+        return F.rope(x.permute(2, 1, 0, 3), *rows, interleaved=interleaved).permute(2, 1, 0, 3)
+    return F.rope(x, cos.reshape(b, 1, t, half), sin.reshape(b, 1, t, half), interleaved=interleaved)
+
+
 def _normed(norm: RMSNorm, linear: Any, x: Tensor) -> Tensor:
     """linear(norm(x)); a quantized layer on 8-bit activations makes it one op (QLinear.normed)."""
     return linear.normed(x, norm) if isinstance(linear, QLinear) else linear(norm(x))
@@ -104,7 +118,7 @@ class LlamaAttention(Module):
         if past is not None and t == 1 and self.fused:
             return self._decode(x, rope, past, norm)
         qk, v = self._project(x, norm)
-        qk = F.rope(qk.permute(0, 2, 1, 3), *rope, interleaved=self.interleaved)
+        qk = rotate(qk.permute(0, 2, 1, 3), rope, self.interleaved)
         q, k, v = qk[:, : self.n_heads], qk[:, self.n_heads :], v.permute(0, 2, 1, 3)
         y = attention(q, k, v) if past is None else cached_attention(q, k, v, *past)  # [B, H, T, hd]
         return self.o_proj(y.permute(0, 2, 1, 3).reshape(b, t, self.n_heads * self.head_dim)), k, v
@@ -116,7 +130,7 @@ class LlamaAttention(Module):
         b = x.shape[0]
         h, kv, d = self.n_heads, self.n_kv_heads, self.head_dim
         qkv, at = _normed(norm, self.qkv_proj, x), (h + kv) * d
-        qk = F.rope(qkv[..., :at].reshape(b, h + kv, 1, d), *rope, interleaved=self.interleaved)
+        qk = rotate(qkv[..., :at].reshape(b, h + kv, 1, d), rope, self.interleaved)
         q, k, v = qk[:, :h], qk[:, h:], qkv[..., at:].reshape(b, kv, 1, d)
         y = cached_attention(q, k, v, *past)
         return self.o_proj(y.reshape(b, 1, h * d)), k, v
@@ -199,6 +213,9 @@ class Llama(CachedDecoder):
         self.rope_rows(cache.capacity if cache is not None else ids.shape[1])
         return super().forward(ids, cache, last_only)
 
+    def prepare(self, positions: int) -> None:
+        self.rope_rows(positions)  # the RoPE tables (the compiled steps are built anew if they grow)
+
     def hidden(self, ids: Tensor) -> Tensor:
         t = ids.shape[1]
         x = self.embed_tokens(ids)
@@ -216,10 +233,7 @@ class Llama(CachedDecoder):
         [B, T] and [B, T, W+T]."""
         x = self.embed_tokens(ids)
         cos, sin = self.rope if self.rope is not None else self.rope_rows(self.context_length)
-        rope = (take(cos, positions), take(sin, positions))
-        if positions.ndim == 2:  # each row at its own positions: tables [B, 1, T, hd/2], over the heads
-            b, t = positions.shape
-            rope = tuple(r.reshape(b, 1, t, r.shape[-1]) for r in rope)
+        rope = (take(cos, positions), take(sin, positions))  # [T, hd/2], or each row's [B, T, hd/2]
         new = []
         for i, block in enumerate(self.layers):
             x, k, v = block(x, rope, (windows[2 * i], windows[2 * i + 1], bias))
