@@ -99,7 +99,7 @@ def test_batched_rows_give_the_logits_each_sequence_gets_alone(lm):
             one = model.new_cache(1, 256)
             model.last_logits(np.asarray([p]), one)
             k[i], v[i] = one.keys[layer][0], one.values[layer][0]
-    rows = model.cached_step.rows(np.asarray([[t] for t in nexts]), big, [len(p) for p in ps]).numpy()
+    rows = model.forward_rows(np.asarray([[t] for t in nexts]), big, [len(p) for p in ps]).numpy()
     for i, want in enumerate(alone):
         np.testing.assert_array_equal(rows[i, 0].view(np.uint32), want.view(np.uint32))
         assert np.any(big.keys[0][i, :, len(ps[i])] != 0)  # the new key went to the row's own position
@@ -177,3 +177,13 @@ def test_a_frequency_penalty_changes_the_answer_and_seeds_repeat(engine):
     assert penal != plain
     a, b, c = (summary(run(engine, [Request(p, 10, seed=s)])[0])[0] for s in (1, 1, 2))
     assert a == b and a != c
+
+
+def test_forward_rows_checks_its_arguments_and_makes_the_rope_tables_first(tmp_path):
+    model, _ = load_language_model(write_model(tmp_path / "fresh.gguf"))  # no forward run yet
+    cache = model.new_cache(2, 128)
+    assert model.forward_rows(np.asarray([[5], [6]]), cache, [0, 3]).shape == (2, 1, model.vocab_size)
+    with pytest.raises(ValueError, match="B = len"):
+        model.forward_rows(np.asarray([[5], [6], [7]]), cache, [0, 1, 2])
+    with pytest.raises(ValueError, match=r"0 \.\.\. 127"):
+        model.forward_rows(np.asarray([[5]]), cache, [128])

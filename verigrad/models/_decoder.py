@@ -215,3 +215,22 @@ class CachedDecoder(LanguageModel):
             x = self.hidden(ids)
             return self._logits(x[:, -1:] if last_only else x)
         return self.cached_step(ids, cache, last_only)
+
+    def forward_rows(self, ids: Any, cache: KVCache, lengths: list[int]) -> Tensor:
+        """Logits [B, 1, vocab] of one new token per sequence (ids [B, 1]), sequence i being row i of the
+        cache and holding lengths[i] positions (a server's batch; see `CachedStep.rows`)."""
+        ids = token_ids(ids)
+        rows = cache.keys[0].shape[0] if cache.keys else 0
+        b = ids.shape[0]
+        if ids.ndim != 2 or ids.shape[1] != 1 or not 1 <= b <= rows or b != len(lengths):
+            raise ValueError(
+                f"forward_rows: ids must be [B, 1] with B = len(lengths) <= the cache's {rows} rows, "
+                f"got ids {list(ids.shape)} and {len(lengths)} lengths"
+            )
+        if not all(isinstance(n, int) and 0 <= n < cache.capacity for n in lengths):
+            raise ValueError(f"forward_rows: each length must be 0 ... {cache.capacity - 1}, got {lengths}")
+        self.prepare(cache.capacity)
+        return self.cached_step.rows(ids, cache, lengths)
+
+    def prepare(self, positions: int) -> None:
+        """Make what a step over `positions` positions needs (before the step is called)."""

@@ -136,7 +136,7 @@ class Engine:
         for name, value in (("max_batch", max_batch), ("max_queue", max_queue), ("block", block)):
             if not (isinstance(value, int) and value >= 1):
                 raise ValueError(f"Engine: {name} must be a positive integer, got {value!r}")
-        if not hasattr(model, "cached_step"):
+        if not hasattr(model, "forward_rows"):
             raise TypeError(f"Engine: {type(model).__name__} has no batched decode step (GPT-2, Llama have)")
         capacity = min(model.context_length, 4096) if capacity is None else capacity
         if not (isinstance(capacity, int) and 2 <= capacity <= model.context_length):
@@ -283,7 +283,7 @@ class Engine:
         running = self._running
         ids = np.asarray([[s.last] for s in running], np.int64)
         with no_grad():
-            logits = self.model.cached_step.rows(ids, self.cache.cache, [s.length for s in running]).numpy()
+            logits = self.model.forward_rows(ids, self.cache.cache, [s.length for s in running]).numpy()
         self.steps_total += 1
         for s in running:
             s.length += 1
