@@ -187,3 +187,23 @@ def test_forward_rows_checks_its_arguments_and_makes_the_rope_tables_first(tmp_p
         model.forward_rows(np.asarray([[5], [6], [7]]), cache, [0, 1, 2])
     with pytest.raises(ValueError, match=r"0 \.\.\. 127"):
         model.forward_rows(np.asarray([[5]]), cache, [128])
+
+
+def test_gpt2_batched_rows_give_the_logits_each_sequence_gets_alone():
+    import verigrad as vg
+    from verigrad.models.gpt2 import GPT2, GPT2Config
+
+    vg.manual_seed(0)
+    model = GPT2(GPT2Config(vocab_size=37, n_positions=64, n_embd=24, n_layer=2, n_head=3))
+    ps = [[1, 2, 3], [4, 5, 6, 7, 8, 9, 10], [11]]
+    big = model.new_cache(len(ps), 64)
+    alone = []
+    for i, p in enumerate(ps):
+        one = model.new_cache(1, 64)
+        model.last_logits(np.asarray([p]), one)
+        for layer in range(2):
+            big.keys[layer][i], big.values[layer][i] = one.keys[layer][0], one.values[layer][0]
+        alone.append(model.last_logits(np.asarray([[7]]), one)[0])
+    rows = model.forward_rows(np.full((3, 1), 7), big, [len(p) for p in ps]).numpy()
+    for i, want in enumerate(alone):
+        np.testing.assert_array_equal(rows[i, 0].view(np.uint32), want.view(np.uint32))

@@ -1,0 +1,192 @@
+"""`verigrad serve` against llama.cpp's server (llama-cpp-python[server]) on SmolLM2-135M-Instruct (the Q4_1
+GGUF of `verigrad.models.fetch.fetch("smollm2")`), over loopback HTTP with OpenAI's chat API.
+
+Each server runs in a child process with the same thread count. For 1, 4 and 8 concurrent clients, every
+client thread sends `--requests` streaming chat completions in a loop (a different question each, greedy,
+`--max-tokens` tokens at most), and the table gives the aggregate output tokens/s (all clients' completion
+tokens over the level's wall time), the median time to first token, and the speedup over one client.
+Goal: at 8 clients at least 4x one client's tokens/s, and ahead of llama.cpp's server at every count.
+One warm-up round at each count runs first (verigrad builds a compiled step per batch size).
+
+llama-cpp-python is needed only by this script: if it is missing, it is installed with the running
+interpreter's pip (`llama-cpp-python[server]`, a source build: about 9 minutes on 2 cores), unless
+`--no-llama-cpp` is given.
+
+    python benchmarks/serve.py                       # both servers, 1/4/8 clients
+    python benchmarks/serve.py --no-llama-cpp --requests 2 --max-tokens 48
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+from _common import console as make_console
+from _common import describe_machine, positive_ints, verigrad
+from rich.table import Table
+
+QUESTIONS = [
+    "What is the capital of France?",
+    "Write a haiku about the sea.",
+    "Explain gravity to a child.",
+    "Name three fruits and their colours.",
+    "Who wrote Hamlet, and when?",
+    "Why is the sky blue?",
+    "Give me a tip for learning to cook.",
+    "Describe a cat in two sentences.",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ensure_llama_cpp_server() -> str:
+    """llama-cpp-python's version, installed first (with its server extra) if it is missing."""
+    if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("sse_starlette") is None:
+        print("installing llama-cpp-python[server] (a source build: about 9 minutes on 2 cores)", flush=True)
+        subprocess.check_call([sys.executable, "-m", "pip", "install", "llama-cpp-python[server]"])
+        importlib.invalidate_caches()
+    return importlib.import_module("llama_cpp").__version__
+
+
+def start(which: str, model: Path, port: int, threads: int, batch: int) -> subprocess.Popen:
+    if which == "verigrad":
+        args = ["-m", "verigrad", "serve", "--model", str(model), "--port", str(port)]
+        args += ["--threads", str(threads), "--max-batch", str(batch), "--context", "1024"]
+    else:
+        args = ["-m", "llama_cpp.server", "--model", str(model), "--port", str(port), "--host", "127.0.0.1"]
+        args += ["--n_threads", str(threads), "--n_ctx", "1024", "--verbose", "False"]
+    root = str(Path(verigrad.__file__).resolve().parent.parent)  # the child serves this verigrad
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    quiet, errors = subprocess.DEVNULL, subprocess.PIPE
+    proc = subprocess.Popen([sys.executable, *args], stdout=quiet, stderr=errors, env=env)
+    for _ in range(1200):
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=1).status_code == 200:
+                return proc
+        except httpx.TransportError:
+            pass
+        if proc.poll() is not None:
+            said = proc.stderr.read().decode(errors="replace")[-2000:] if proc.stderr else ""
+            raise RuntimeError(f"{which}'s server exited: {said}")
+        time.sleep(0.25)
+    proc.kill()
+    raise RuntimeError(f"{which}'s server did not answer within 5 minutes")
+
+
+def one_request(url: str, model: str, question: str, max_tokens: int) -> tuple[float, float, int]:
+    """(seconds to the first token, total seconds, completion tokens) of one streaming chat completion."""
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": question}],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    t0 = time.perf_counter()
+    first, pieces, usage = None, 0, None
+    with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=600) as r:
+        r.raise_for_status()
+        for line in r.iter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            data = json.loads(line[6:])
+            if data.get("usage"):
+                usage = data["usage"]["completion_tokens"]
+            for choice in data.get("choices") or []:
+                if (choice.get("delta") or {}).get("content"):
+                    pieces += 1
+                    first = first or time.perf_counter()
+    end = time.perf_counter()
+    return (first or end) - t0, end - t0, usage if usage is not None else pieces
+
+
+def level(url: str, model: str, clients: int, requests: int, max_tokens: int) -> dict:
+    """Every client sends `requests` requests one after the other; the level's aggregate figures."""
+
+    def client(i: int) -> list[tuple[float, float, int]]:
+        return [
+            one_request(url, model, QUESTIONS[(i + j) % len(QUESTIONS)], max_tokens) for j in range(requests)
+        ]
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(clients) as pool:
+        results = [r for rs in pool.map(client, range(clients)) for r in rs]
+    wall = time.perf_counter() - t0
+    tokens = sum(r[2] for r in results)
+    return {"tokens_per_s": tokens / wall, "ttft_ms": 1000 * statistics.median(r[0] for r in results)}
+
+
+def run(which: str, model: Path, threads: int, counts: list[int], requests: int, max_tokens: int) -> dict:
+    port = free_port()
+    proc = start(which, model, port, threads, max(counts))
+    url, name = (
+        f"http://127.0.0.1:{port}",
+        httpx.get(f"http://127.0.0.1:{port}/v1/models").json()["data"][0]["id"],
+    )
+    try:
+        out = {}
+        for clients in counts:
+            level(url, name, clients, 1, min(max_tokens, 16))  # warm-up
+            out[clients] = level(url, name, clients, requests, max_tokens)
+            print(f"{which}, {clients} client(s): {out[clients]}", flush=True)
+        return out
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", default="1,4,8", help="concurrent client counts (default 1,4,8)")
+    parser.add_argument("--requests", type=int, default=3, help="requests per client per level (default 3)")
+    parser.add_argument("--max-tokens", type=int, default=64, help="per request (default 64)")
+    parser.add_argument("--threads", type=int, default=2, help="each server's threads (default 2)")
+    parser.add_argument("--no-llama-cpp", action="store_true", help="verigrad's side only (no install)")
+    args = parser.parse_args()
+    counts = positive_ints(parser, args.clients, "--clients")
+    vg = verigrad
+    from verigrad.models.fetch import fetch
+
+    model = fetch("smollm2")
+    console = make_console(110)
+    console.print(describe_machine())
+    results = {"verigrad": run("verigrad", model, args.threads, counts, args.requests, args.max_tokens)}
+    if not args.no_llama_cpp:
+        console.print(f"llama-cpp-python {ensure_llama_cpp_server()}")
+        results["llama.cpp"] = run("llama.cpp", model, args.threads, counts, args.requests, args.max_tokens)
+    table = Table(title=f"verigrad {vg.__version__} serve: {model.name}, {args.threads} threads, "
+                  f"{args.requests} requests x {args.max_tokens} tokens per client")  # fmt: skip
+    for column in ("server", "clients", "tokens/s", "x 1 client", "TTFT ms (median)", "vs llama.cpp"):
+        table.add_column(column, justify="right")
+    for which, levels in results.items():
+        for clients, r in levels.items():
+            base = levels[counts[0]]["tokens_per_s"]
+            theirs = results.get("llama.cpp", {}).get(clients)
+            versus = ""
+            if theirs and which == "verigrad":
+                versus = f"{r['tokens_per_s'] / theirs['tokens_per_s']:.2f}x"
+            table.add_row(
+                which, str(clients), f"{r['tokens_per_s']:.1f}", f"{r['tokens_per_s'] / base:.2f}x",
+                f"{r['ttft_ms']:.0f}", versus,
+            )  # fmt: skip
+    console.print(table)
+
+
+if __name__ == "__main__":
+    main()
