@@ -148,6 +148,11 @@ def test_log_probabilities_chat_and_completions(client):
     assert all(len(t) <= 2 for t in plain.top_logprobs) and plain.text_offset[0] == 0
 
 
+def test_a_seed_repeats_the_answer_even_a_negative_one(client):
+    a, b, c = (ask(client, "hello", max_tokens=8, seed=s).choices[0].text for s in (-5, -5, 5))
+    assert a == b and a != c
+
+
 def test_a_stop_string_ends_the_text_and_is_not_returned(client):
     full = ask(client, "hello", max_tokens=30, temperature=0).choices[0].text
     stop = full[8:11]
@@ -183,6 +188,8 @@ def test_bad_requests_get_openai_errors_and_the_server_keeps_serving(server, cli
     assert odd.status_code == 400 and error_of(odd)["param"] == "n"
     unknown = httpx.post(url + "/v1/completions", json={"model": MODEL, "promt": "hi"}, headers=auth)
     assert unknown.status_code == 400 and error_of(unknown)["param"] == "promt"
+    ids = httpx.post(url + "/v1/completions", json={"model": MODEL, "prompt": [5, 10**6]}, headers=auth)
+    assert ids.status_code == 400 and "vocabulary" in error_of(ids)["message"]
     assert httpx.get(url + "/v1/nothing", headers=auth).status_code == 404
     assert ask(client, "hello", max_tokens=2, temperature=0).choices[0].finish_reason == "length"
 

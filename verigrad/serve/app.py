@@ -151,7 +151,7 @@ def create_app(
                 429, f"the server is busy: {e}", type="rate_limit_exceeded", code="rate_limit_exceeded"
             ) from None
         except ValueError as e:
-            raise APIError(400, str(e), code="context_length_exceeded") from None
+            raise APIError(400, str(e), param="prompt") from None  # token ids outside the vocabulary
         rid = protocol.new_id(chat)
         if parsed.stream:
             return StreamingResponse(

@@ -105,8 +105,8 @@ class _Sequence:
         r = handle.request
         self.handle, self.request = handle, r
         self.options = SamplingOptions(r.temperature, 0, r.top_p)
-        seed = r.seed if r.seed is not None else int(np.random.SeedSequence().entropy % 2**63)
-        self.rng = np.random.default_rng(seed)
+        seed = r.seed if r.seed is not None else int(np.random.SeedSequence().entropy)
+        self.rng = np.random.default_rng(seed % 2**64)  # OpenAI's seeds may be negative, NumPy's may not
         self.decoder = tokenizer.stream()  # type: ignore[attr-defined]
         self.counts: dict[int, int] = {}
         self.out: list[int] = []
@@ -130,7 +130,7 @@ class Engine:
         max_batch: int = 8,
         max_queue: int = 64,
         capacity: int | None = None,
-        block: int = 32,
+        block: int = 64,
         prefix_blocks: int = 256,
     ):
         for name, value in (("max_batch", max_batch), ("max_queue", max_queue), ("block", block)):
