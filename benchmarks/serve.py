@@ -12,8 +12,13 @@ llama-cpp-python is needed only by this script: if it is missing, it is installe
 interpreter's pip (`llama-cpp-python[server]`, a source build: about 9 minutes on 2 cores), unless
 `--no-llama-cpp` is given.
 
+`--steps` measures the batched decode step alone instead (no HTTP, no engine): `forward_rows` of B
+sequences at different lengths for each B of `--clients`, medians of alternated repetitions, and the
+tokens/s each B gives over B = 1's: the ceiling the server's scaling meets.
+
     python benchmarks/serve.py                       # both servers, 1/4/8 clients
     python benchmarks/serve.py --no-llama-cpp --requests 2 --max-tokens 48
+    python benchmarks/serve.py --steps --clients 1,2,4,8
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import numpy as np
 from _common import console as make_console
 from _common import describe_machine, positive_ints, verigrad
 from rich.table import Table
@@ -151,6 +157,37 @@ def run(which: str, model: Path, threads: int, counts: list[int], requests: int,
         proc.wait(30)
 
 
+def steps(model_path: Path, threads: int, counts: list[int], repeats: int = 7) -> None:
+    """The batched decode step alone: ms per step and tokens/s for each batch size, over B = 1's."""
+    from verigrad.backends import backend, set_threads
+    from verigrad.models.catalog import load_language_model
+
+    set_threads(threads)
+    model, _ = load_language_model(model_path)
+    with backend("cpu"):
+        cache = model.new_cache(max(counts), 512)
+        ids = np.full((max(counts), 1), 42)
+
+        def step(b: int) -> None:
+            model.forward_rows(ids[:b], cache, [100 + 7 * i for i in range(b)])
+
+        for b in counts:
+            for _ in range(12):  # the plan built, then its calls recorded and replayed
+                step(b)
+        times: dict[int, list[float]] = {b: [] for b in counts}
+        for _ in range(repeats):
+            for b in counts:
+                t0 = time.perf_counter()
+                for _ in range(3):
+                    step(b)
+                times[b].append((time.perf_counter() - t0) / 3)
+    base = statistics.median(times[counts[0]]) / counts[0]
+    for b in counts:
+        ms = statistics.median(times[b])
+        ratio = b / ms * base
+        print(f"B={b}: {1000 * ms:.1f} ms per step, {b / ms:.1f} tokens/s, {ratio:.2f}x B={counts[0]}'s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", default="1,4,8", help="concurrent client counts (default 1,4,8)")
@@ -158,12 +195,17 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=64, help="per request (default 64)")
     parser.add_argument("--threads", type=int, default=2, help="each server's threads (default 2)")
     parser.add_argument("--no-llama-cpp", action="store_true", help="verigrad's side only (no install)")
+    parser.add_argument("--steps", action="store_true", help="the batched decode step alone (see above)")
     args = parser.parse_args()
     counts = positive_ints(parser, args.clients, "--clients")
     vg = verigrad
     from verigrad.models.fetch import fetch
 
     model = fetch("smollm2")
+    if args.steps:
+        print(describe_machine())
+        steps(model, args.threads, counts)
+        return
     console = make_console(110)
     console.print(describe_machine())
     results = {"verigrad": run("verigrad", model, args.threads, counts, args.requests, args.max_tokens)}
