@@ -149,6 +149,22 @@ def test_cancel_frees_the_row_and_says_cancelled(engine):
     assert len([t for e in events for t in e.tokens]) < 200
 
 
+def test_closing_the_engine_ends_running_and_waiting_requests(lm):
+    e = Engine(*lm, max_batch=1, capacity=256).start()
+    events: list[Event] = []
+    first = threading.Event()
+
+    def on_event(ev):
+        events.append(ev)
+        first.set()
+
+    for _ in range(3):
+        e.submit(Request([5, 6, 7], 200, temperature=0.0), on_event)
+    assert first.wait(30)
+    e.close()
+    assert [ev.finish_reason for ev in events if ev.finish_reason] == ["cancelled"] * 3
+
+
 def test_the_queue_limit_and_prompts_past_the_context_are_refused(lm):
     e = Engine(*lm, max_batch=1, max_queue=2, capacity=64)  # not started: nothing leaves the queue
     for _ in range(2):

@@ -243,6 +243,10 @@ class Engine:
                 self._guarded(self._step)
         for s in list(self._running):
             self._finish(s, "cancelled")
+        with self._wake:
+            waiting, self._waiting = list(self._waiting), collections.deque()
+        for handle in waiting:  # their clients are answered too
+            handle.on_event(Event(finish_reason="cancelled", prompt_tokens=len(handle.request.prompt)))
 
     def _guarded(self, work: Callable, *args: object) -> None:
         """Run `work`; an exception ends the sequences it concerned with an error event, not the thread."""
