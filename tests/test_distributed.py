@@ -1,0 +1,105 @@
+"""verigrad.distributed: the process group's errors, the rank-order reduction, the collectives as ops
+(one process), and the collectives on 2 and 3 ranks under mpiexec (tests/distributed/)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import verigrad as vg
+import verigrad.distributed as dist
+from verigrad.distributed import DistributedError, ReduceOp, ordered_reduce, reduce_reference
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def mpirun(n: int, module: str, *args: str, timeout: float = 60, env: dict | None = None):
+    """`mpiexec -n n python -m module args` from the repository root; the completed process."""
+    pytest.importorskip("mpi4py")
+    mpiexec = shutil.which("mpiexec")
+    if mpiexec is None:
+        pytest.skip("mpiexec is not on PATH (pip install 'verigrad[distributed]')")
+    environ = {**os.environ, "PYTHONPATH": str(ROOT), "VERIGRAD_THREADS": "1", **(env or {})}
+    return subprocess.run(
+        [mpiexec, "-n", str(n), sys.executable, "-m", module, *args],
+        cwd=ROOT,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_importing_verigrad_does_not_import_mpi4py():
+    code = "import sys, verigrad, verigrad.distributed; print('mpi4py' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_refused_backends_and_uninitialized_group():
+    for backend in ("gloo", "nccl"):
+        with pytest.raises(DistributedError, match=r"backend '.*' .* use backend='mpi'"):
+            dist.init_process_group(backend)
+    with pytest.raises(DistributedError, match="unknown backend 'tcp'"):
+        dist.init_process_group(backend="tcp")
+    assert not dist.is_initialized()
+    with pytest.raises(DistributedError, match=r"not initialized: call .*init_process_group"):
+        dist.get_rank()
+    with pytest.raises(DistributedError, match="not initialized"):
+        dist.all_reduce(vg.ones(2))
+
+
+def test_reduce_reference_sums_in_rank_order():
+    a, b, c = (np.array([x], np.float32) for x in (1e8, -1e8, 1.0))
+    assert reduce_reference([a, b, c])[0] == np.float32(1.0)  # (a + b) + c
+    assert reduce_reference([c, a, b])[0] == np.float32(0.0)  # (c + a) + b: c is lost
+    assert reduce_reference([a, b, c], ReduceOp.MAX)[0] == np.float32(1e8)
+    avg = reduce_reference([a, c, c], "avg")
+    assert avg.dtype == np.float32 and avg[0] == np.float32(1e8 + 2) / np.float32(3)
+    with pytest.raises(ValueError, match=r"op must be one of ReduceOp.SUM"):
+        reduce_reference([a], "mean")
+    with pytest.raises(TypeError, match="AVG needs floating-point"):
+        reduce_reference([np.array([1])], "avg")
+
+
+@pytest.mark.parametrize("op", list(ReduceOp))
+def test_ordered_reduce_gives_the_reference_bits(op):
+    rng = np.random.default_rng(1)
+    parts = [(rng.standard_normal(50) * 10.0 ** (4 * k)).astype(np.float32) for k in range(3)]
+    got = ordered_reduce([vg.tensor(p) for p in parts], op).numpy()
+    assert got.tobytes() == reduce_reference(parts, op).tobytes()
+
+
+def test_collective_ops_on_one_process_are_the_identity():
+    x = vg.tensor(np.arange(6, dtype=np.float32).reshape(2, 3), requires_grad=True)
+    for y in (dist.ops.all_reduce(x, op="avg"), dist.ops.all_gather(x), dist.ops.broadcast(x, src=0)):
+        assert np.array_equal(y.numpy(), x.numpy())
+    with pytest.raises(RuntimeError, match=r"all_reduce with ReduceOp.MAX has no gradient"):
+        dist.ops.all_reduce(x, op="max").sum().backward()
+    with pytest.raises(ValueError, match=r"broadcast: src must be a rank in \[0, 1\), got 2"):
+        dist.ops.broadcast(x, src=2)
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_collectives_on_several_ranks(n):
+    out = mpirun(n, "tests.distributed.collectives")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert f"collectives ok {n}" in out.stdout
+
+
+@pytest.mark.parametrize("kind", ["hang", "die"])
+def test_a_rank_that_hangs_or_dies_stops_the_others(kind):
+    start = time.monotonic()
+    out = mpirun(2, "tests.distributed.faults", kind, env={"VERIGRAD_DIST_TIMEOUT": "2"}, timeout=60)
+    assert out.returncode != 0
+    assert "no fault seen" not in out.stdout
+    assert time.monotonic() - start < 40
+    if kind == "hang":
+        assert "all_reduce(sum) did not complete within 2 s (VERIGRAD_DIST_TIMEOUT)" in out.stderr

@@ -1,0 +1,26 @@
+"""`verigrad.distributed`: PyTorch's `torch.distributed` names on MPI (mpi4py, imported only when
+`init_process_group` runs): the process group, the collectives (IR ops whose reduction is the sum in
+rank order, so every rank count gives defined bits), `DistributedDataParallel` and, in
+`verigrad.distributed.optim`, `ZeroRedundancyOptimizer`."""
+
+from . import ops
+from .collectives import (
+    Work,
+    all_gather,
+    all_gather_into_tensor,
+    all_reduce,
+    broadcast,
+    reduce_scatter,
+    reduce_scatter_tensor,
+)
+from .reduction import ReduceOp, ordered_reduce, reduce_reference
+from .world import (
+    DistributedError,
+    barrier,
+    destroy_process_group,
+    get_rank,
+    get_world_size,
+    init_process_group,
+    is_available,
+    is_initialized,
+)
