@@ -103,3 +103,19 @@ def test_a_rank_that_hangs_or_dies_stops_the_others(kind):
     assert time.monotonic() - start < 40
     if kind == "hang":
         assert "all_reduce(sum) did not complete within 2 s (VERIGRAD_DIST_TIMEOUT)" in out.stderr
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_ddp_gives_the_bits_of_one_process_summing_the_shards_in_rank_order(n):
+    out = mpirun(n, "tests.distributed.ddp", timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert f"ddp ok {n}" in out.stdout
+
+
+def test_ddp_needs_a_process_group_and_a_module():
+    from verigrad.nn.parallel import DistributedDataParallel
+
+    with pytest.raises(DistributedError, match="not initialized"):
+        DistributedDataParallel(vg.nn.Linear(2, 2))
+    with pytest.raises(TypeError, match=r"module must be an nn\.Module, got int"):
+        DistributedDataParallel(3)

@@ -3,6 +3,10 @@
 rank order, so every rank count gives defined bits), `DistributedDataParallel` and, in
 `verigrad.distributed.optim`, `ZeroRedundancyOptimizer`."""
 
+# PyTorch's `torch.nn.parallel.DistributedDataParallel`: nn is a lower layer than distributed (which
+# needs nn's Module and optim's Optimizer), so the class is set on nn.parallel from here; `import
+# verigrad` imports this package (mpi4py only when init_process_group runs).
+from ..nn import parallel as _parallel
 from . import ops
 from .collectives import (
     Work,
@@ -13,6 +17,7 @@ from .collectives import (
     reduce_scatter,
     reduce_scatter_tensor,
 )
+from .ddp import DistributedDataParallel
 from .reduction import ReduceOp, ordered_reduce, reduce_reference
 from .world import (
     DistributedError,
@@ -24,3 +29,5 @@ from .world import (
     is_available,
     is_initialized,
 )
+
+_parallel.DistributedDataParallel = DistributedDataParallel
