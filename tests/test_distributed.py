@@ -119,3 +119,25 @@ def test_ddp_needs_a_process_group_and_a_module():
         DistributedDataParallel(vg.nn.Linear(2, 2))
     with pytest.raises(TypeError, match=r"module must be an nn\.Module, got int"):
         DistributedDataParallel(3)
+
+
+def test_distributed_sampler_shuffles_one_permutation_split_across_ranks():
+    from verigrad.utils.data import DistributedSampler
+
+    def shares(epoch: int, drop_last: bool = False) -> list[list[int]]:
+        out = []
+        for r in range(3):
+            s = DistributedSampler(range(10), num_replicas=3, rank=r, seed=5, drop_last=drop_last)
+            s.set_epoch(epoch)
+            out.append(list(s))
+        return out
+
+    first = shares(0)
+    assert [len(s) for s in first] == [4, 4, 4]
+    interleaved = [i for k in range(4) for i in (first[0][k], first[1][k], first[2][k])]
+    assert sorted(interleaved[:10]) == list(range(10)) and interleaved[10:] == interleaved[:2]  # padded
+    assert shares(0) == first and shares(1) != first
+    dropped = shares(1, drop_last=True)
+    assert [len(s) for s in dropped] == [3, 3, 3] and len({i for s in dropped for i in s}) == 9
+    with pytest.raises(DistributedError, match="not initialized"):
+        DistributedSampler(range(4))
