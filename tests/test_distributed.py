@@ -141,3 +141,18 @@ def test_distributed_sampler_shuffles_one_permutation_split_across_ranks():
     assert [len(s) for s in dropped] == [3, 3, 3] and len({i for s in dropped for i in s}) == 9
     with pytest.raises(DistributedError, match="not initialized"):
         DistributedSampler(range(4))
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_zero_redundancy_optimizer_gives_the_unsharded_bits_with_a_shard_of_the_state(n):
+    out = mpirun(n, "tests.distributed.zero", timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert f"zero ok {n}" in out.stdout
+
+
+def test_zero_partition_is_pytorchs_greedy_by_size():
+    from verigrad.distributed.optim import partition
+
+    assert partition([10, 40, 20, 30], 2) == [0, 0, 1, 1]  # 40 -> 0, 30 -> 1, 20 -> 1, 10 -> 0
+    assert partition([5, 5, 5], 3) == [0, 1, 2]
+    assert partition([1, 1], 4) == [0, 1]
