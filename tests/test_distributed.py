@@ -156,3 +156,29 @@ def test_zero_partition_is_pytorchs_greedy_by_size():
     assert partition([10, 40, 20, 30], 2) == [0, 0, 1, 1]  # 40 -> 0, 30 -> 1, 20 -> 1, 10 -> 0
     assert partition([5, 5, 5], 3) == [0, 1, 2]
     assert partition([1, 1], 4) == [0, 1]
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_cnn_trainer_on_n_ranks_writes_the_bits_of_one_process_simulating_them(n, tmp_path):
+    from verigrad.cli import trainer
+
+    out = mpirun(
+        n,
+        "verigrad",
+        *("train", "--epochs", "1", "--batch-size", "240", "--threads", "1", "--out", str(tmp_path / "mpi")),
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.count("verigrad train") == 1  # rank 0 alone prints
+    config = trainer.TrainConfig(epochs=1, batch_size=240, threads=1, ranks=n, out=str(tmp_path / "one"))
+    one = trainer.train(config)
+    assert (tmp_path / "mpi" / "model.safetensors").read_bytes() == one.checkpoint.read_bytes()
+    assert trainer.load_model(one.checkpoint)[1].ranks == n
+
+
+def test_cnn_trainer_refuses_a_batch_the_ranks_cannot_share(tmp_path):
+    from verigrad.cli import trainer
+
+    with pytest.raises(ValueError, match="--batch-size 50 is not divisible by the 3 ranks"):
+        trainer.prepare(trainer.TrainConfig(batch_size=50, ranks=3, out=str(tmp_path)))
+    assert not any(tmp_path.iterdir())

@@ -108,6 +108,19 @@ def init_process_group(
         _WORLD = world
 
 
+LAUNCHER_SIZE = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS")  # MPICH's Hydra, Open MPI
+
+
+def launched_size() -> int:
+    """How many ranks mpiexec started this process among (1 when it was not started by mpiexec), read
+    from the launcher's environment without importing mpi4py."""
+    for name in LAUNCHER_SIZE:
+        value = os.environ.get(name, "")
+        if value.isdecimal() and int(value) > 0:
+            return int(value)
+    return 1
+
+
 def is_initialized() -> bool:
     return _WORLD is not None
 
