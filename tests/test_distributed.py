@@ -182,3 +182,84 @@ def test_cnn_trainer_refuses_a_batch_the_ranks_cannot_share(tmp_path):
     with pytest.raises(ValueError, match="--batch-size 50 is not divisible by the 3 ranks"):
         trainer.prepare(trainer.TrainConfig(batch_size=50, ranks=3, out=str(tmp_path)))
     assert not any(tmp_path.iterdir())
+
+
+LM_ARGS = (
+    *("--layers", "1", "--heads", "2", "--width", "16", "--context", "16", "--batch", "6"),
+    *("--accumulate", "2", "--eval-every", "2", "--save-every", "2", "--vocab-size", "300"),
+    *("--threads", "1", "--warmup", "1"),
+)
+
+
+def _lm_tensors(folder: Path) -> dict[str, bytes]:
+    from verigrad.io import load
+
+    return {k: v.numpy().tobytes() for k, v in load(folder / "lm.safetensors").items()}
+
+
+def _lm(tmp_path: Path, out: str, steps: int, ranks: int, mpi: bool, resume: bool = False) -> Path:
+    """`verigrad train lm` on the test corpus: under mpiexec with `ranks` ranks, or simulating them."""
+    from tests.test_lm_train import write_corpus
+
+    corpus = tmp_path / "corpus"
+    if not corpus.exists():
+        write_corpus(corpus)
+    args = [
+        "train",
+        "lm",
+        "--data",
+        str(corpus),
+        "--out",
+        str(tmp_path / out),
+        "--steps",
+        str(steps),
+        *LM_ARGS,
+    ]
+    args += ["--resume"] if resume else []
+    if mpi:
+        done = mpirun(ranks, "tests.distributed.lm", str(tmp_path / "cache"), *args, timeout=120)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert done.stdout.count("verigrad train lm") == 1  # rank 0 alone prints
+    else:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "tests.distributed.lm",
+                str(tmp_path / "cache"),
+                *args,
+                "--ranks",
+                str(ranks),
+            ],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+    return tmp_path / out
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_lm_trainer_on_n_ranks_gives_the_bits_of_one_process_simulating_them(n, tmp_path):
+    mpi = _lm(tmp_path, "mpi", 4, n, mpi=True)
+    one = _lm(tmp_path, "one", 4, n, mpi=False)
+    assert _lm_tensors(mpi) == _lm_tensors(one)  # the weights and the optimizer's state
+
+
+def test_lm_trainer_resumes_on_another_rank_count(tmp_path):
+    _lm(tmp_path, "mpi", 2, 2, mpi=True)
+    _lm(tmp_path, "mpi", 4, 3, mpi=True, resume=True)
+    _lm(tmp_path, "one", 2, 2, mpi=False)
+    _lm(tmp_path, "one", 4, 3, mpi=False, resume=True)
+    assert _lm_tensors(tmp_path / "mpi") == _lm_tensors(tmp_path / "one")
+
+
+def test_lm_trainer_refuses_a_batch_the_ranks_cannot_share():
+    from verigrad.cli.lm_trainer import LMTrainConfig
+
+    with pytest.raises(ValueError, match="--batch 8 is not divisible by the 3 ranks"):
+        LMTrainConfig(batch=8, ranks=3)
+    with pytest.raises(ValueError, match=r"--dropout 0\.1 with 2 ranks"):
+        LMTrainConfig(batch=8, ranks=2, dropout=0.1)

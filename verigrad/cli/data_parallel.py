@@ -12,10 +12,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
-from ..distributed import get_rank, get_world_size, init_process_group, is_initialized, ops, ordered_reduce
+from ..distributed import (
+    barrier,
+    get_rank,
+    get_world_size,
+    init_process_group,
+    is_initialized,
+    ops,
+    ordered_reduce,
+)
 from ..distributed.world import launched_size
 from ..tensor import Tensor
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -55,6 +66,19 @@ def current(shards: int) -> Ranks:
     if get_world_size() != shards:
         raise ValueError(f"ranks {shards}: the process group has {get_world_size()} ranks")
     return Ranks(shards, get_rank(), shards)
+
+
+def leader_first(make: Callable[[], T], ranks: Ranks) -> T:
+    """`make()` on rank 0, then on the others (what it caches on disk, rank 0 alone writes)."""
+    if ranks.world == 1:
+        return make()
+    if ranks.leader:
+        try:
+            return make()
+        finally:
+            barrier()
+    barrier()
+    return make()
 
 
 def check_batch(batch: int, shards: int, option: str) -> None:
