@@ -150,10 +150,8 @@ def main() -> None:
         f"measured: latency alpha {alpha * 1e6:.1f} us, bandwidth {bandwidth / 1e9:.2f} GB/s, gradient "
         f"{pair['grad_bytes'] / 1e3:.1f} kB, 1-rank step {step1 * 1e3:.2f} ms"
     )
-    for name, size, step1 in (
-        ("the digits CNN", pair["grad_bytes"], step1),
-        ("a 124M-parameter GPT", 496e6, None),
-    ):
+    models = (("the digits CNN", pair["grad_bytes"], step1), ("a 124M-parameter GPT", 496e6, None))
+    for name, size, compute in models:
         columns = ["nodes", "ring all-reduce ms", "gather-to-all ms"]
         columns += ["step ms (ring, no overlap)", "speedup"] if compute else []
         model = table(f"Model of N nodes: {name}, {size / 1e6:.3g} MB of f32 gradients", columns)
