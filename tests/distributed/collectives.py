@@ -28,6 +28,13 @@ def main() -> None:
         expected = reduce_reference(every, op)
         assert x.numpy().tobytes() == expected.tobytes(), op
 
+    # over comm.SPLIT_BYTES (a reduce-scatter then an all-gather), a length no rank count divides
+    large = inputs(n, (131, 129))
+    for op in ReduceOp:
+        x = vg.tensor(large[r].copy())
+        dist.all_reduce(x, op=op)
+        assert x.numpy().tobytes() == reduce_reference(large, op).tobytes(), op
+
     y = vg.tensor(every[r].copy())
     dist.broadcast(y, src=n - 1)
     assert np.array_equal(y.numpy(), every[n - 1])

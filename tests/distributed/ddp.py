@@ -14,9 +14,11 @@ from verigrad.nn.parallel import DistributedDataParallel as DDP
 BATCH = 12
 
 
-def make_model(seed: int) -> nn.Module:
+def make_model(seed: int, width: int = 16) -> nn.Module:
     vg.manual_seed(seed)
-    return nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 3))
+    return nn.Sequential(
+        nn.Linear(6, width), nn.Tanh(), nn.Linear(width, width), nn.Tanh(), nn.Linear(width, 3)
+    )
 
 
 def data(step: int) -> tuple[vg.Tensor, vg.Tensor]:
@@ -29,9 +31,9 @@ def shard(t: vg.Tensor, r: int, n: int) -> vg.Tensor:
     return t[r * k : (r + 1) * k]
 
 
-def simulated(n: int, steps: int) -> list[np.ndarray]:
+def simulated(n: int, steps: int, width: int = 16) -> list[np.ndarray]:
     """One process: each step the n shards' gradients summed in rank order, divided by n; SGD."""
-    model = make_model(0)
+    model = make_model(0, width)
     opt = vg.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     for step in range(steps):
@@ -47,8 +49,8 @@ def simulated(n: int, steps: int) -> list[np.ndarray]:
     return [p.detach().numpy().copy() for p in model.parameters()]
 
 
-def trained(r: int, n: int, steps: int, compiled: bool = False, **ddp: object) -> list[np.ndarray]:
-    model = DDP(make_model(r), **ddp)  # each rank starts elsewhere: rank 0's values are broadcast
+def trained(r: int, n: int, steps: int, compiled: bool = False, width: int = 16, **ddp) -> list[np.ndarray]:
+    model = DDP(make_model(r, width), **ddp)  # each rank starts elsewhere: rank 0's values are broadcast
     opt = vg.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
 
@@ -77,6 +79,10 @@ def main() -> None:
     assert same(trained(r, n, 4), want), "one bucket"
     assert same(trained(r, n, 4, bucket_cap_mb=0.0005), want), "a bucket per parameter or two"
     assert same(trained(r, n, 4, compiled=True), want), "compiled"
+    # buckets over comm.SPLIT_BYTES: a reduce-scatter then an all-gather, the same bits
+    wide = simulated(n, 2, width=160)
+    assert same(trained(r, n, 2, width=160), wide), "wide, eager"
+    assert same(trained(r, n, 2, width=160, compiled=True), wide), "wide, compiled"
 
     # no_sync: the first micro-batch accumulates locally, the second's backward reduces the sum
     model = DDP(make_model(0), bucket_cap_mb=0.0005)

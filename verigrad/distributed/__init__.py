@@ -3,9 +3,6 @@
 rank order, so every rank count gives defined bits), `DistributedDataParallel` and, in
 `verigrad.distributed.optim`, `ZeroRedundancyOptimizer`."""
 
-# PyTorch's `torch.nn.parallel.DistributedDataParallel`: nn is a lower layer than distributed (which
-# needs nn's Module and optim's Optimizer), so the class is set on nn.parallel from here; `import
-# verigrad` imports this package (mpi4py only when init_process_group runs).
 from ..nn import parallel as _parallel
 from . import ops
 from .collectives import (
@@ -30,4 +27,7 @@ from .world import (
     is_initialized,
 )
 
+# PyTorch's `torch.nn.parallel.DistributedDataParallel`: nn is a lower layer than distributed (which
+# needs nn's Module and optim's Optimizer), so the class is set on nn.parallel from here; `import
+# verigrad` imports this package (mpi4py only when init_process_group runs).
 _parallel.DistributedDataParallel = DistributedDataParallel

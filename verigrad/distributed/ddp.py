@@ -2,11 +2,11 @@
 
 At construction the parameters and buffers take rank 0's values. Each parameter's gradient hook puts
 the gradient in its bucket (parameters in reverse order, as the backward pass produces them, up to
-`bucket_cap_mb` a bucket); a full bucket starts a non-blocking all-gather at once, so communication
+`bucket_cap_mb` a bucket); a full bucket starts a non-blocking all-reduce at once, so communication
 overlaps the rest of the backward pass; buckets start in their order on every rank. When the last
-gradient arrives every bucket is waited for (with the group's deadline) and each is averaged as PyTorch's
-DDP does, the sum over ranks divided by their count, the sum in rank order (`reduce_reference`, the
-all_reduce op's reference): so a step on N ranks gives the bits of one process that sums the N shards'
+gradient arrives every bucket is waited for (with the group's deadline); each is averaged as PyTorch's
+DDP does, the sum over ranks divided by their count, the sum in rank order (`comm.PendingReduce`, what
+the all_reduce op runs): so a step on N ranks gives the bits of one process that sums the N shards'
 gradients in rank order (`ordered_reduce`) and divides by N. In a traced (compiled) step each gradient
 is the all_reduce op's instruction instead."""
 
@@ -24,8 +24,7 @@ from ..nn.module import Module
 from ..ops import from_numpy
 from ..tensor import Tensor
 from . import ops
-from .comm import PendingGather
-from .reduction import reduce_reference
+from .comm import PendingReduce
 from .world import world
 
 
@@ -34,7 +33,7 @@ class _Bucket:
         self.params = params
         self.grads: list[np.ndarray | None] = [None] * len(params)
         self.missing = len(params)
-        self.pending: PendingGather | None = None
+        self.pending: PendingReduce | None = None
 
     def reset(self) -> None:
         self.grads = [None] * len(self.params)
@@ -148,15 +147,17 @@ class DistributedDataParallel(Module):
         while self._next < len(self._buckets) and self._buckets[self._next].missing == 0:
             ready = self._buckets[self._next]
             flat = np.concatenate([np.ravel(a) for a in ready.grads]) if ready.grads else np.zeros(0)
-            ready.pending = PendingGather(flat, f"DistributedDataParallel bucket {self._next}")
+            ready.pending = PendingReduce(flat, "avg", f"DistributedDataParallel bucket {self._next}")
             self._next += 1
+        for bucket in self._buckets[: self._next]:
+            bucket.pending.progress()  # a bucket's second half starts as soon as its first is done
 
     def _finish(self, last: Tensor) -> Tensor:
         """Wait for every bucket, write the averaged gradients; the last parameter's is returned (its
         hook's result becomes its .grad)."""
         result = None
         for bucket in self._buckets:
-            reduced = reduce_reference(bucket.pending.result(), "avg")
+            reduced = bucket.pending.result()
             offset = 0
             for p in bucket.params:
                 n = int(np.prod(p.shape))

@@ -18,7 +18,7 @@ from ..errors import DTypeError, ShapeError
 from ..ops import Op, Sample
 from ..ops._op import no_bf16
 from ..tensor import Tensor
-from .comm import all_gather_arrays, alltoall_arrays, broadcast_array
+from .comm import all_gather_arrays, all_reduce_array, alltoall_arrays, broadcast_array
 from .reduction import op_name, reduce_reference
 from .world import size_or_one, world
 
@@ -56,8 +56,7 @@ def _reduce_params(spec: Any, op: str = "sum") -> dict:
 
 
 def _all_reduce_reference(x: np.ndarray, op: str = "sum") -> np.ndarray:
-    inputs = [x] if size_or_one() == 1 else all_gather_arrays(x, f"all_reduce({op})")
-    return reduce_reference(inputs, op)
+    return reduce_reference([x], op) if size_or_one() == 1 else all_reduce_array(x, op, f"all_reduce({op})")
 
 
 def _linear_only(name: str, op: str) -> None:
