@@ -158,30 +158,48 @@ def test_zero_partition_is_pytorchs_greedy_by_size():
     assert partition([1, 1], 4) == [0, 1]
 
 
-@pytest.mark.parametrize("n", [2, 3])
-def test_cnn_trainer_on_n_ranks_writes_the_bits_of_one_process_simulating_them(n, tmp_path):
+SIMULATED: dict[tuple, bytes | dict] = {}  # one process's results, made once for the tests that share them
+
+
+def _cnn_one_process(shards: int, folder: Path) -> bytes:
     from verigrad.cli import trainer
 
-    out = mpirun(
-        n,
-        "verigrad",
-        *("train", "--epochs", "1", "--batch-size", "240", "--threads", "1", "--out", str(tmp_path / "mpi")),
-        timeout=120,
-    )
+    if ("cnn", shards) not in SIMULATED:
+        config = trainer.TrainConfig(epochs=1, batch_size=240, threads=1, shards=shards, out=str(folder))
+        checkpoint = trainer.train(config).checkpoint
+        assert trainer.load_model(checkpoint)[1].shards == shards
+        SIMULATED["cnn", shards] = checkpoint.read_bytes()
+    return SIMULATED["cnn", shards]
+
+
+def _cnn_mpi(n: int, folder: Path, *extra: str) -> bytes:
+    args = ("train", "--epochs", "1", "--batch-size", "240", "--threads", "1", "--out", str(folder), *extra)
+    out = mpirun(n, "verigrad", *args, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.count("verigrad train") == 1  # rank 0 alone prints
-    config = trainer.TrainConfig(epochs=1, batch_size=240, threads=1, ranks=n, out=str(tmp_path / "one"))
-    one = trainer.train(config)
-    assert (tmp_path / "mpi" / "model.safetensors").read_bytes() == one.checkpoint.read_bytes()
-    assert trainer.load_model(one.checkpoint)[1].ranks == n
+    return (folder / "model.safetensors").read_bytes()
 
 
-def test_cnn_trainer_refuses_a_batch_the_ranks_cannot_share(tmp_path):
-    from verigrad.cli import trainer
+@pytest.mark.parametrize("n", [2, 3])
+def test_cnn_trainer_on_n_ranks_one_shard_each_writes_the_bits_of_one_process(n, tmp_path):
+    """DistributedDataParallel's path: the same checkpoint bytes as `verigrad train --shards n`."""
+    assert _cnn_mpi(n, tmp_path / "mpi") == _cnn_one_process(n, tmp_path / "one")
 
-    with pytest.raises(ValueError, match="--batch-size 50 is not divisible by the 3 ranks"):
-        trainer.prepare(trainer.TrainConfig(batch_size=50, ranks=3, out=str(tmp_path)))
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_cnn_trainer_gives_the_same_bits_on_1_2_and_3_ranks(n, tmp_path):
+    """Six shards a batch, computed by 1, 2 or 3 ranks: the checkpoint of one process."""
+    assert _cnn_mpi(n, tmp_path / "mpi", "--shards", "6") == _cnn_one_process(6, tmp_path / "one")
+
+
+def test_cnn_trainer_refuses_a_batch_the_shards_cannot_split(tmp_path):
+    from verigrad.cli import data_parallel, trainer
+
+    with pytest.raises(ValueError, match="--batch-size 50 is not divisible by the 3 shards"):
+        trainer.prepare(trainer.TrainConfig(batch_size=50, shards=3, out=str(tmp_path)))
     assert not any(tmp_path.iterdir())
+    with pytest.raises(ValueError, match="--shards must be a positive integer, got 0"):
+        data_parallel.setup(0)
 
 
 LM_ARGS = (
@@ -197,69 +215,49 @@ def _lm_tensors(folder: Path) -> dict[str, bytes]:
     return {k: v.numpy().tobytes() for k, v in load(folder / "lm.safetensors").items()}
 
 
-def _lm(tmp_path: Path, out: str, steps: int, ranks: int, mpi: bool, resume: bool = False) -> Path:
-    """`verigrad train lm` on the test corpus: under mpiexec with `ranks` ranks, or simulating them."""
+def _lm(tmp_path: Path, out: str, steps: int, ranks: int, shards: int | None = None, resume: bool = False):
+    """`verigrad train lm` on the test corpus: under mpiexec with `ranks` ranks (0: in one process
+    without mpiexec); the checkpoint's tensors."""
     from tests.test_lm_train import write_corpus
 
     corpus = tmp_path / "corpus"
     if not corpus.exists():
         write_corpus(corpus)
-    args = [
-        "train",
-        "lm",
-        "--data",
-        str(corpus),
-        "--out",
-        str(tmp_path / out),
-        "--steps",
-        str(steps),
-        *LM_ARGS,
-    ]
-    args += ["--resume"] if resume else []
-    if mpi:
+    args = ["train", "lm", "--data", str(corpus), "--out", str(tmp_path / out), "--steps", str(steps)]
+    args += [*LM_ARGS, *(["--resume"] if resume else []), *([f"--shards={shards}"] if shards else [])]
+    if ranks:
         done = mpirun(ranks, "tests.distributed.lm", str(tmp_path / "cache"), *args, timeout=120)
-        assert done.returncode == 0, done.stderr[-3000:]
-        assert done.stdout.count("verigrad train lm") == 1  # rank 0 alone prints
+        assert done.stdout.count("verigrad train lm") == 1 or done.returncode  # rank 0 alone prints
     else:
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "tests.distributed.lm",
-                str(tmp_path / "cache"),
-                *args,
-                "--ranks",
-                str(ranks),
-            ],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
-    return tmp_path / out
+        command = [sys.executable, "-m", "tests.distributed.lm", str(tmp_path / "cache"), *args]
+        environ = {**os.environ, "PYTHONPATH": str(ROOT)}
+        done = subprocess.run(command, cwd=ROOT, env=environ, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return _lm_tensors(tmp_path / out)
 
 
-@pytest.mark.parametrize("n", [2, 3])
-def test_lm_trainer_on_n_ranks_gives_the_bits_of_one_process_simulating_them(n, tmp_path):
-    mpi = _lm(tmp_path, "mpi", 4, n, mpi=True)
-    one = _lm(tmp_path, "one", 4, n, mpi=False)
-    assert _lm_tensors(mpi) == _lm_tensors(one)  # the weights and the optimizer's state
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_lm_trainer_gives_the_same_bits_on_1_2_and_3_ranks(n, tmp_path):
+    """Six shards a batch (each micro-batch), computed by 1, 2 or 3 ranks: the weights and optimizer
+    state of one process."""
+    if ("lm", 6) not in SIMULATED:
+        SIMULATED["lm", 6] = _lm(tmp_path, "one", 3, 0, shards=6)
+    assert _lm(tmp_path, "mpi", 3, n, shards=6) == SIMULATED["lm", 6]
 
 
 def test_lm_trainer_resumes_on_another_rank_count(tmp_path):
-    _lm(tmp_path, "mpi", 2, 2, mpi=True)
-    _lm(tmp_path, "mpi", 4, 3, mpi=True, resume=True)
-    _lm(tmp_path, "one", 2, 2, mpi=False)
-    _lm(tmp_path, "one", 4, 3, mpi=False, resume=True)
-    assert _lm_tensors(tmp_path / "mpi") == _lm_tensors(tmp_path / "one")
+    """DistributedDataParallel's path (one shard a rank): 2 steps on 2 ranks, resumed on 3 for 2 more,
+    against one process doing the same with --shards 2 then 3."""
+    _lm(tmp_path, "mpi", 2, 2)
+    mpi = _lm(tmp_path, "mpi", 4, 3, resume=True)
+    _lm(tmp_path, "one", 2, 0, shards=2)
+    assert mpi == _lm(tmp_path, "one", 4, 0, shards=3, resume=True)
 
 
-def test_lm_trainer_refuses_a_batch_the_ranks_cannot_share():
+def test_lm_trainer_refuses_a_batch_the_shards_cannot_split():
     from verigrad.cli.lm_trainer import LMTrainConfig
 
-    with pytest.raises(ValueError, match="--batch 8 is not divisible by the 3 ranks"):
-        LMTrainConfig(batch=8, ranks=3)
-    with pytest.raises(ValueError, match=r"--dropout 0\.1 with 2 ranks"):
-        LMTrainConfig(batch=8, ranks=2, dropout=0.1)
+    with pytest.raises(ValueError, match="--batch 8 is not divisible by the 3 shards"):
+        LMTrainConfig(batch=8, shards=3)
+    with pytest.raises(ValueError, match=r"--dropout 0\.1 with 2 shards"):
+        LMTrainConfig(batch=8, shards=2, dropout=0.1)

@@ -119,11 +119,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     loop.add_argument("--threads", type=thread_count, default=None, help=THREADS_HELP)
     loop.add_argument("--eager", action="store_true", help="run each step eagerly instead of compiled")
     loop.add_argument(
-        "--ranks",
+        "--shards",
         type=positive_int,
         default=None,
-        help="shards of each batch whose gradients are averaged in rank order: mpiexec's ranks, "
-        "else simulated in this process (the same bits); default 1",
+        help="shards of each batch whose gradients are averaged in shard order, computed by mpiexec's "
+        "ranks (which must divide them) or this process: the same bits; default the ranks",
     )
     loop.add_argument(
         "--backend", choices=available(), default="cpu" if "cpu" in available() else "reference"
@@ -160,7 +160,7 @@ def config_from(args: argparse.Namespace) -> LMTrainConfig:
         threads=args.threads or default_threads(),
         compiled=not args.eager,
         backend=args.backend,
-        ranks=data_parallel.setup(getattr(args, "ranks", None)).shards,
+        shards=data_parallel.setup(getattr(args, "shards", None)).shards,
     )
 
 
@@ -170,7 +170,7 @@ def run_train_lm(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     config = config_from(args)  # refuses bad options before any work
-    ranks = data_parallel.current(config.ranks)
+    ranks = data_parallel.current(config.shards)
     console = Console(quiet=not ranks.leader)  # rank 0 alone prints
     with console.status("preparing the data and tokenizer (cached after the first run)"):
         run = data_parallel.leader_first(lambda: lm_trainer.prepare(config, resume=args.resume), ranks)

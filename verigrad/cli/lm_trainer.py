@@ -37,7 +37,6 @@ from ..data.text import (
     validation_offsets,
     windows,
 )
-from ..distributed import DistributedDataParallel
 from ..errors import WeightFileError
 from ..io import load, save
 from ..io.atomic import write_atomically
@@ -87,7 +86,7 @@ class LMTrainConfig:
     threads: int = field(default_factory=default_threads)
     compiled: bool = True
     backend: str = "cpu"
-    ranks: int = 1  # shards of each batch whose gradients are averaged in rank order (cli/data_parallel.py)
+    shards: int = 1  # of each batch, whose gradients are averaged in shard order (cli/data_parallel.py)
 
     def __post_init__(self) -> None:
         for name in (
@@ -103,7 +102,7 @@ class LMTrainConfig:
             "save_every",
             "sample_tokens",
             "threads",
-            "ranks",
+            "shards",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -127,11 +126,11 @@ class LMTrainConfig:
         if self.max_files is not None and (not isinstance(self.max_files, int) or self.max_files < 2):
             raise ValueError(f"max_files must be an integer of at least 2, got {self.max_files!r}")
         check_vocab_size(self.vocab_size)
-        data_parallel.check_batch(self.batch, self.ranks, "--batch")
-        if self.ranks > 1 and self.dropout:
+        data_parallel.check_batch(self.batch, self.shards, "--batch")
+        if self.shards > 1 and self.dropout:
             raise ValueError(
-                f"--dropout {self.dropout} with {self.ranks} ranks: each rank would draw its own masks, "
-                "not those of one process; train with --dropout 0 on several ranks"
+                f"--dropout {self.dropout} with {self.shards} shards: each rank would draw its own masks, "
+                "not those of one process; train with --dropout 0 on several shards"
             )
         self.model_config(self.vocab_size)  # the model's own checks: heads dividing width, ...
 
@@ -193,10 +192,10 @@ def lm_step(model: GPT, optimizer: Optimizer, clip: float) -> Callable:
 
 def sharded_lm_step(model: GPT, optimizer: Optimizer, clip: float, ranks: data_parallel.Ranks) -> Callable:
     """`lm_step` with each micro-batch [B, T] split into `ranks.shards` shards along B: a shard's
-    gradient is its micro-batches' accumulated as in `lm_step`, the step's the shards' averaged in rank
+    gradient is its micro-batches' accumulated as in `lm_step`, the step's the shards' averaged in shard
     order (`data_parallel`), then clipped and applied."""
     params = [p for p in model.parameters() if p.requires_grad]
-    ddp = DistributedDataParallel(model) if ranks.world > 1 else None
+    ddp = data_parallel.wrap(model, ranks) if ranks.one_shard_a_rank else None
 
     def step(x, y):
         count = x.shape[0]
@@ -323,7 +322,7 @@ def train(
     """Train from `run.start` to `config.steps` (or to step `stop_after`: a test's interrupted run),
     evaluating and sampling every `eval_every` steps and saving every `save_every` and at the end."""
     c, model, optimizer = run.config, run.model, run.optimizer
-    ranks = data_parallel.current(c.ranks)  # rank 0 alone evaluates and writes files
+    ranks = data_parallel.current(c.shards)  # rank 0 alone evaluates and writes files
     out = Path(c.out)
     out.mkdir(parents=True, exist_ok=True)
     if ranks.leader:

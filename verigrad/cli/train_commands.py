@@ -47,11 +47,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     train.add_argument("--data", choices=("digits", "mnist"), default="digits")
     train.add_argument("--data-dir", default=None, help="folder with MNIST's IDX files (for --data mnist)")
     train.add_argument(
-        "--ranks",
+        "--shards",
         type=positive_int,
         default=None,
-        help="shards of each batch whose gradients are averaged in rank order: mpiexec's ranks, "
-        "else simulated in this process (the same bits); default 1",
+        help="shards of each batch whose gradients are averaged in shard order, computed by mpiexec's "
+        "ranks (which must divide them) or this process: the same bits; default the ranks",
     )
     train.set_defaults(run=run_train)
     evaluate = sub.add_parser("eval", help="test accuracy of a checkpoint written by `verigrad train`")
@@ -70,7 +70,7 @@ def run_train(args: argparse.Namespace) -> int:
     from ..backends import default_threads
     from . import data_parallel
 
-    ranks = data_parallel.setup(args.ranks)
+    ranks = data_parallel.setup(args.shards)
     config = trainer.TrainConfig(
         epochs=args.epochs,
         batch_size=args.batch_size,
@@ -83,13 +83,11 @@ def run_train(args: argparse.Namespace) -> int:
         data=args.data,
         data_dir=args.data_dir,
         compiled=not args.eager,
-        ranks=ranks.shards,
+        shards=ranks.shards,
     )
     data = trainer.prepare(config)  # refuses what it can before the first line
     console = Console(quiet=not ranks.leader)  # rank 0 alone prints
-    shards = (
-        f", {ranks.shards} ranks" + (" (simulated)" if ranks.world == 1 else "") if ranks.shards > 1 else ""
-    )
+    shards = f", {ranks.shards} shards on {ranks.world} rank(s)" if ranks.shards > 1 else ""
     console.print(
         f"[bold]verigrad train[/]: CNN on {config.data}, {config.epochs} epochs, batch {config.batch_size}, "
         f"{config.optimizer}, backend {config.backend}, {config.threads} thread(s), "

@@ -24,7 +24,6 @@ from ..backends import backend, default_threads, set_threads
 from ..backends.threads import MAX_THREADS
 from ..compile import compile as compile_fn
 from ..data import DataLoader, load_digits, load_mnist, split
-from ..distributed import DistributedDataParallel
 from ..errors import WeightFileError
 from ..io import load, save
 from ..io.safetensors_format import read_metadata
@@ -55,10 +54,10 @@ class TrainConfig:
     data: str = "digits"
     data_dir: str | None = None
     compiled: bool = True  # run the training step through verigrad.compile
-    ranks: int = 1  # shards of each batch whose gradients are averaged in rank order (cli/data_parallel.py)
+    shards: int = 1  # of each batch, whose gradients are averaged in shard order (cli/data_parallel.py)
 
     def __post_init__(self) -> None:
-        for name in ("epochs", "batch_size", "threads", "ranks"):
+        for name in ("epochs", "batch_size", "threads", "shards"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -157,7 +156,7 @@ def prepare(config: TrainConfig) -> tuple[np.ndarray, ...]:
     for name in (CHECKPOINT, PICTURE):
         if (out / name).is_dir():
             raise ValueError(f"{out / name}: is a directory, where the {name} file is to be written")
-    data_parallel.check_batch(config.batch_size, config.ranks, "--batch-size")
+    data_parallel.check_batch(config.batch_size, config.shards, "--batch-size")
     data = load_data(config.data, config.data_dir, config.seed)
     if config.batch_size > len(data[0]):
         raise ValueError(
@@ -173,10 +172,10 @@ def train(
     data: tuple[np.ndarray, ...] | None = None,
 ) -> TrainResult:
     """Train the CNN; `on_step` receives a dict (epoch, step, loss, accuracy, steps_per_s) each step.
-    `data`: what `prepare(config)` returned (else it is called here). With `config.ranks` > 1 each batch
-    is sharded across the MPI ranks (an initialized process group of that size) or simulated in this
-    process; rank 0 alone evaluates and writes the checkpoint."""
-    ranks = data_parallel.current(config.ranks)
+    `data`: what `prepare(config)` returned (else it is called here). With `config.shards` > 1 each batch
+    is split in that many shards, computed by the MPI ranks of an initialized process group or by this
+    process (the same bits); rank 0 alone evaluates and writes the checkpoint."""
+    ranks = data_parallel.current(config.shards)
     train_x, train_y, test_x, test_y = prepare(config) if data is None else data
     set_threads(config.threads)
     height, width = train_x.shape[2:]
@@ -245,15 +244,16 @@ def train(
 
 
 def _saved_fields(config: TrainConfig) -> tuple[str, ...]:
-    """SAVED_FIELDS, and `ranks` where it is not 1 (it decides the bits; a one-rank file keeps its bytes)."""
-    return (*SAVED_FIELDS, "ranks") if config.ranks != 1 else SAVED_FIELDS
+    """SAVED_FIELDS, and `shards` where it is not 1 (it decides the bits; a one-shard file keeps its
+    bytes)."""
+    return (*SAVED_FIELDS, "shards") if config.shards != 1 else SAVED_FIELDS
 
 
 def _sharded_step(model: Module, optimizer: Optimizer, loss_fn: Callable, ranks: Ranks) -> Callable:
-    """step(x, y) on a global batch: its shards' gradients averaged in rank order (`data_parallel`), one
+    """step(x, y) on a global batch: its shards' gradients averaged in shard order (`data_parallel`), one
     update; returns the loss and the batch accuracy, so averaged."""
     params = [p for p in model.parameters() if p.requires_grad]
-    net = DistributedDataParallel(model) if ranks.world > 1 else model
+    net = data_parallel.wrap(model, ranks)
 
     def step(x, y):
         x, y = (from_numpy(a) if isinstance(a, np.ndarray) else a for a in (x, y))
