@@ -4,7 +4,7 @@ rank order, so every rank count gives defined bits), `DistributedDataParallel` a
 `verigrad.distributed.optim`, `ZeroRedundancyOptimizer`."""
 
 from ..nn import parallel as _parallel
-from . import ops
+from . import ops, optim
 from .collectives import (
     Work,
     all_gather,
@@ -18,6 +18,7 @@ from .ddp import DistributedDataParallel
 from .reduction import ReduceOp, ordered_reduce, reduce_reference
 from .world import (
     DistributedError,
+    NotInitializedError,
     barrier,
     destroy_process_group,
     get_rank,

@@ -26,6 +26,10 @@ class DistributedError(VerigradError, RuntimeError):
     """A process group used wrongly (not initialized, twice, a backend verigrad has not)."""
 
 
+class NotInitializedError(DistributedError, ValueError):
+    """A collective or query before `init_process_group` (a ValueError, as PyTorch's)."""
+
+
 class _World:
     """The initialized group: the communicator, rank, size and the deadline of a wait."""
 
@@ -129,9 +133,9 @@ def is_initialized() -> bool:
 def world() -> _World:
     """The initialized group, or a DistributedError naming what to call first."""
     if _WORLD is None:
-        raise DistributedError(
-            "the default process group is not initialized: call "
-            "verigrad.distributed.init_process_group('mpi')"
+        raise NotInitializedError(
+            "Default process group has not been initialized, please make sure to call init_process_group. "
+            "(verigrad: init_process_group('mpi'), in a program started by mpiexec)"
         )
     return _WORLD
 
