@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import verigrad as vg
 import verigrad.distributed as dist
@@ -263,3 +265,27 @@ def test_lm_trainer_refuses_a_batch_the_shards_cannot_split():
         LMTrainConfig(batch=8, shards=3)
     with pytest.raises(ValueError, match=r"--dropout 0\.1 with 2 shards"):
         LMTrainConfig(batch=8, shards=2, dropout=0.1)
+
+
+@settings(database=None, derandomize=True, max_examples=40, deadline=None)
+@given(
+    ranks=st.integers(1, 5),
+    size=st.integers(0, 20),
+    scale=st.integers(0, 8),
+    op=st.sampled_from(list(ReduceOp)),
+)
+def test_ordered_reduce_is_the_rank_order_fold_for_any_rank_count(ranks, size, scale, op):
+    rng = np.random.default_rng(ranks * 1000 + size * 10 + scale)
+    parts = [
+        (rng.standard_normal(size) * 10.0 ** rng.integers(0, scale + 1)).astype(np.float32)
+        for _ in range(ranks)
+    ]
+    expected = parts[0].copy()
+    for p in parts[1:]:
+        expected = {"min": np.minimum, "max": np.maximum, "product": np.multiply}.get(op.value, np.add)(
+            expected, p
+        )
+    if op is ReduceOp.AVG:
+        expected = expected / np.float32(ranks)
+    assert reduce_reference(parts, op).tobytes() == expected.astype(np.float32).tobytes()
+    assert ordered_reduce([vg.tensor(p) for p in parts], op).numpy().tobytes() == expected.tobytes()
