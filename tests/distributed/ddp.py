@@ -103,6 +103,26 @@ def main() -> None:
         sums.append([p.grad for p in reference.parameters()])
     assert same(mine, [ordered_reduce(list(gs), "avg").numpy() for gs in zip(*sums)]), "no_sync"
 
+    # a compiled step traced outside no_sync() is traced again inside it (and a step holding no_sync
+    # itself is traced once)
+    model = DDP(make_model(0))
+    params = list(model.module.parameters())
+
+    def grads(xb, yb):
+        for p in params:
+            p.grad = None
+        loss_fn(model(xb), yb).backward()
+        return [p.grad for p in params]
+
+    compiled = vg.compile(grads)
+    xs, ys = shard(x0, r, n), shard(y0, r, n)
+    synced = [g.numpy().copy() for g in compiled(xs, ys)]
+    with model.no_sync():
+        local = [g.numpy().copy() for g in compiled(xs, ys)]
+        assert same(local, [g.numpy() for g in grads(xs, ys)]), "compiled inside no_sync"
+    assert same([g.numpy() for g in compiled(xs, ys)], synced), "compiled after no_sync"
+    assert n == 1 or not same(local, synced)
+
     # an unused parameter: refused on the next forward without find_unused_parameters, zeros with it
     class Branchy(nn.Module):
         def __init__(self):

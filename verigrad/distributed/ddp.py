@@ -79,6 +79,7 @@ class DistributedDataParallel(Module):
         self.bucket_cap_mb = cap
         self.world_size = w.size
         self._sync = True
+        self._sync_outside = True  # no_sync() entered outside any traced step: compiled steps guard on it
         self._unused: list[Tensor] = []
         with no_grad():
             for t in [*module.parameters(), *module.buffers()]:
@@ -112,18 +113,26 @@ class DistributedDataParallel(Module):
     @contextlib.contextmanager
     def no_sync(self) -> Iterator[None]:
         """Gradients accumulate locally in this block; the next backward outside it reduces the sum."""
+        outside = modes.current().name == "eager"  # not inside a traced step (which holds the block)
         before, self._sync = self._sync, False
+        before_outside = self._sync_outside
+        if outside:
+            self._sync_outside = False
         try:
             yield
         finally:
-            self._sync = before
+            self._sync, self._sync_outside = before, before_outside
 
     def _hook(self, p: Tensor):
         def reduce_gradient(g: Tensor) -> Tensor | None:
+            mode = modes.current()
+            traced = mode.name != "eager"
+            if traced and hasattr(mode, "read_flag"):  # a compiled step traces again inside no_sync()
+                mode.read_flag(self, "_sync_outside")
             if not self._sync:
                 return None
             full = g if p.grad is None else p.grad + g  # what .grad would become: its sum is reduced
-            if modes.current().name != "eager":
+            if traced:
                 p.grad = None
                 return ops.all_reduce(full, op="avg")
             if self._unused:  # their zeros are ready before any gradient (all ranks start the same buckets)
