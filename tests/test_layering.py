@@ -42,6 +42,7 @@ LAYERS = [
     "nn",
     "optim",
     "amp",
+    "distributed",
     "jit",
     "testing",
     "utils",

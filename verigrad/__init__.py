@@ -8,6 +8,7 @@ from . import (
     amp,
     autograd,
     data,
+    distributed,
     distributions,
     io,
     jit,

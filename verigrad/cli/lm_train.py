@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from . import lm_trainer, plot
+from . import data_parallel, lm_trainer, plot
 from .arguments import (
     THREADS_HELP,
     non_negative_float,
@@ -119,6 +119,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     loop.add_argument("--threads", type=thread_count, default=None, help=THREADS_HELP)
     loop.add_argument("--eager", action="store_true", help="run each step eagerly instead of compiled")
     loop.add_argument(
+        "--shards",
+        type=positive_int,
+        default=None,
+        help="shards of each batch whose gradients are averaged in shard order, computed by mpiexec's "
+        "ranks (which must divide them) or this process: the same bits; default the ranks",
+    )
+    loop.add_argument(
         "--backend", choices=available(), default="cpu" if "cpu" in available() else "reference"
     )
     lm.set_defaults(run=run_train_lm)
@@ -153,6 +160,7 @@ def config_from(args: argparse.Namespace) -> LMTrainConfig:
         threads=args.threads or default_threads(),
         compiled=not args.eager,
         backend=args.backend,
+        shards=data_parallel.setup(getattr(args, "shards", None)).shards,
     )
 
 
@@ -162,9 +170,10 @@ def run_train_lm(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     config = config_from(args)  # refuses bad options before any work
-    console = Console()
+    ranks = data_parallel.current(config.shards)
+    console = Console(quiet=not ranks.leader)  # rank 0 alone prints
     with console.status("preparing the data and tokenizer (cached after the first run)"):
-        run = lm_trainer.prepare(config, resume=args.resume)
+        run = data_parallel.leader_first(lambda: lm_trainer.prepare(config, resume=args.resume), ranks)
     data = config.data or "the Python standard library's sources"
     console.print(
         f"[bold]verigrad train lm[/]: GPT of {run.model.num_parameters():,} parameters ({config.layers} "
@@ -198,6 +207,8 @@ def run_train_lm(args: argparse.Namespace) -> int:
             progress.console.print(e["sample"], markup=False, highlight=False, style="dim")
 
         lm_trainer.train(run, on_step=on_step, on_eval=on_eval)
+    if not ranks.leader:
+        return 0
     out = Path(config.out)
     console.print(
         f"checkpoint {escape(str(out / lm_trainer.CHECKPOINT))}; sample with "

@@ -12,6 +12,7 @@ state, so a run resumed from it continues with the bits of a run never stopped.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
@@ -46,6 +47,8 @@ from ..ops import from_numpy, manual_seed
 from ..ops.creation import default_generator
 from ..optim import AdamW, Optimizer
 from ..shapes import dims, spec
+from ..tensor import Tensor
+from . import data_parallel
 
 PICTURE = "training.png"
 SAMPLE_PROMPT = "def "
@@ -83,6 +86,7 @@ class LMTrainConfig:
     threads: int = field(default_factory=default_threads)
     compiled: bool = True
     backend: str = "cpu"
+    shards: int = 1  # of each batch, whose gradients are averaged in shard order (cli/data_parallel.py)
 
     def __post_init__(self) -> None:
         for name in (
@@ -98,6 +102,7 @@ class LMTrainConfig:
             "save_every",
             "sample_tokens",
             "threads",
+            "shards",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -121,6 +126,12 @@ class LMTrainConfig:
         if self.max_files is not None and (not isinstance(self.max_files, int) or self.max_files < 2):
             raise ValueError(f"max_files must be an integer of at least 2, got {self.max_files!r}")
         check_vocab_size(self.vocab_size)
+        data_parallel.check_batch(self.batch, self.shards, "--batch")
+        if self.shards > 1 and self.dropout:
+            raise ValueError(
+                f"--dropout {self.dropout} with {self.shards} shards: each rank would draw its own masks, "
+                "not those of one process; train with --dropout 0 on several shards"
+            )
         self.model_config(self.vocab_size)  # the model's own checks: heads dividing width, ...
 
     def model_config(self, vocab_size: int) -> GPTConfig:
@@ -171,6 +182,37 @@ def lm_step(model: GPT, optimizer: Optimizer, clip: float) -> Callable:
             loss = model.loss(x[i], y[i]) / count
             loss.backward()
             total = loss.detach() if total is None else total + loss.detach()
+        if clip:
+            clip_grad_norm_(params, clip)
+        optimizer.step()
+        return total
+
+    return step
+
+
+def sharded_lm_step(model: GPT, optimizer: Optimizer, clip: float, ranks: data_parallel.Ranks) -> Callable:
+    """`lm_step` with each micro-batch [B, T] split into `ranks.shards` shards along B: a shard's
+    gradient is its micro-batches' accumulated as in `lm_step`, the step's the shards' averaged in shard
+    order (`data_parallel`), then clipped and applied."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    ddp = data_parallel.wrap(model, ranks) if ranks.one_shard_a_rank else None
+
+    def step(x, y):
+        count = x.shape[0]
+
+        def compute(s: int) -> list[Tensor]:
+            xs, ys = data_parallel.shard(x, s, ranks, axis=1), data_parallel.shard(y, s, ranks, axis=1)
+            total = None
+            for i in range(count):
+                last = i == count - 1
+                with ddp.no_sync() if ddp is not None and not last else contextlib.nullcontext():
+                    loss = model.loss(xs[i], ys[i]) / count
+                    loss.backward()
+                total = loss.detach() if total is None else total + loss.detach()
+            return [total]
+
+        optimizer.zero_grad()
+        (total,) = data_parallel.averaged(compute, params, ranks)
         if clip:
             clip_grad_norm_(params, clip)
         optimizer.step()
@@ -280,10 +322,12 @@ def train(
     """Train from `run.start` to `config.steps` (or to step `stop_after`: a test's interrupted run),
     evaluating and sampling every `eval_every` steps and saving every `save_every` and at the end."""
     c, model, optimizer = run.config, run.model, run.optimizer
+    ranks = data_parallel.current(c.shards)  # rank 0 alone evaluates and writes files
     out = Path(c.out)
     out.mkdir(parents=True, exist_ok=True)
-    write_atomically(out / TOKENIZER, lambda f: f.write(run.corpus.tokenizer_json.encode()))
-    tokenizer = load_tokenizer(out)
+    if ranks.leader:
+        write_atomically(out / TOKENIZER, lambda f: f.write(run.corpus.tokenizer_json.encode()))
+        tokenizer = load_tokenizer(out)
     batches = TokenBatches(run.corpus.train, c.context, c.batch, c.accumulate, c.seed)
     history = run.history
     for key in ("loss", "lr", "eval_step", "val_loss", "val_bpb"):
@@ -292,7 +336,8 @@ def train(
     tokens_per_step = c.accumulate * c.batch * c.context
     set_threads(c.threads)
     with backend(c.backend):
-        step_fn = lm_step(model, optimizer, c.clip)
+        step_fn = sharded_lm_step(model, optimizer, c.clip, ranks) if ranks.shards > 1 else None
+        step_fn = step_fn or lm_step(model, optimizer, c.clip)
         step_fn = compile_fn(step_fn) if c.compiled else step_fn
         start_time, first = time.perf_counter(), run.start
         for step in range(run.start, end):
@@ -321,6 +366,8 @@ def train(
                         "tokens_per_s": done * tokens_per_step / elapsed if elapsed > 0 else 0.0,
                     }
                 )
+            if not ranks.leader:
+                continue
             if (step + 1) % c.eval_every == 0 or step + 1 == c.steps:
                 val_loss, bpb = evaluate(run)
                 history["eval_step"].append(step + 1)

@@ -46,6 +46,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     train.add_argument("--eager", action="store_true", help="run each step eagerly instead of compiled")
     train.add_argument("--data", choices=("digits", "mnist"), default="digits")
     train.add_argument("--data-dir", default=None, help="folder with MNIST's IDX files (for --data mnist)")
+    train.add_argument(
+        "--shards",
+        type=positive_int,
+        default=None,
+        help="shards of each batch whose gradients are averaged in shard order, computed by mpiexec's "
+        "ranks (which must divide them) or this process: the same bits; default the ranks",
+    )
     train.set_defaults(run=run_train)
     evaluate = sub.add_parser("eval", help="test accuracy of a checkpoint written by `verigrad train`")
     evaluate.add_argument("checkpoint")
@@ -61,7 +68,9 @@ def run_train(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from ..backends import default_threads
+    from . import data_parallel
 
+    ranks = data_parallel.setup(args.shards)
     config = trainer.TrainConfig(
         epochs=args.epochs,
         batch_size=args.batch_size,
@@ -74,12 +83,15 @@ def run_train(args: argparse.Namespace) -> int:
         data=args.data,
         data_dir=args.data_dir,
         compiled=not args.eager,
+        shards=ranks.shards,
     )
     data = trainer.prepare(config)  # refuses what it can before the first line
-    console = Console()
+    console = Console(quiet=not ranks.leader)  # rank 0 alone prints
+    shards = f", {ranks.shards} shards on {ranks.world} rank(s)" if ranks.shards > 1 else ""
     console.print(
         f"[bold]verigrad train[/]: CNN on {config.data}, {config.epochs} epochs, batch {config.batch_size}, "
-        f"{config.optimizer}, backend {config.backend}, {config.threads} thread(s), seed {config.seed}"
+        f"{config.optimizer}, backend {config.backend}, {config.threads} thread(s), "
+        f"seed {config.seed}{shards}"
     )
     columns = (
         TextColumn("epoch {task.fields[epoch]}/{task.fields[epochs]}"),
@@ -112,6 +124,8 @@ def run_train(args: argparse.Namespace) -> int:
             )
 
         result = trainer.train(config, on_step=on_step, data=data)
+    if not ranks.leader:
+        return 0
     console.print(
         f"test accuracy [bold]{result.test_accuracy:.2%}[/] after {result.seconds:.1f} s of training; "
         f"checkpoint {escape(str(result.checkpoint))}"

@@ -34,6 +34,8 @@ from ..nn.module import StateDictError
 from ..ops import from_numpy, manual_seed
 from ..optim import SGD, Adam, AdamW, Optimizer
 from ..tensor import Tensor
+from . import data_parallel
+from .data_parallel import Ranks
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
 DEFAULT_LR = {"adam": 1e-2, "adamw": 1e-2, "sgd": 0.1}
@@ -52,9 +54,10 @@ class TrainConfig:
     data: str = "digits"
     data_dir: str | None = None
     compiled: bool = True  # run the training step through verigrad.compile
+    shards: int = 1  # of each batch, whose gradients are averaged in shard order (cli/data_parallel.py)
 
     def __post_init__(self) -> None:
-        for name in ("epochs", "batch_size", "threads"):
+        for name in ("epochs", "batch_size", "threads", "shards"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -153,6 +156,7 @@ def prepare(config: TrainConfig) -> tuple[np.ndarray, ...]:
     for name in (CHECKPOINT, PICTURE):
         if (out / name).is_dir():
             raise ValueError(f"{out / name}: is a directory, where the {name} file is to be written")
+    data_parallel.check_batch(config.batch_size, config.shards, "--batch-size")
     data = load_data(config.data, config.data_dir, config.seed)
     if config.batch_size > len(data[0]):
         raise ValueError(
@@ -168,7 +172,10 @@ def train(
     data: tuple[np.ndarray, ...] | None = None,
 ) -> TrainResult:
     """Train the CNN; `on_step` receives a dict (epoch, step, loss, accuracy, steps_per_s) each step.
-    `data`: what `prepare(config)` returned (else it is called here)."""
+    `data`: what `prepare(config)` returned (else it is called here). With `config.shards` > 1 each batch
+    is split in that many shards, computed by the MPI ranks of an initialized process group or by this
+    process (the same bits); rank 0 alone evaluates and writes the checkpoint."""
+    ranks = data_parallel.current(config.shards)
     train_x, train_y, test_x, test_y = prepare(config) if data is None else data
     set_threads(config.threads)
     height, width = train_x.shape[2:]
@@ -178,6 +185,8 @@ def train(
         model = digits_cnn(height, width)
         optimizer = make_optimizer(config.optimizer, model.parameters(), config.lr)
         step = training_step(model, optimizer, CrossEntropyLoss(), logits=True)
+        if ranks.shards > 1:
+            step = _sharded_step(model, optimizer, CrossEntropyLoss(), ranks)
         loader = DataLoader(
             train_x, train_y, batch_size=config.batch_size, shuffle=True, seed=config.seed, drop_last=True
         )
@@ -186,6 +195,8 @@ def train(
         base_lr = optimizer.lr
 
         def step_and_accuracy(xb: Tensor, yb: Tensor) -> tuple[Tensor, Tensor]:
+            if ranks.shards > 1:
+                return step(xb, yb)
             loss, logits = step(xb, yb)
             return loss, (logits.argmax(axis=1) == yb).cast("f32").mean()
 
@@ -216,17 +227,50 @@ def train(
                             "steps_per_s": steps / elapsed,
                         }
                     )
-            history["test_accuracy"].append(accuracy(model, test_x, test_y)[0])
+            if ranks.leader:
+                history["test_accuracy"].append(accuracy(model, test_x, test_y)[0])
         seconds = time.perf_counter() - start
-        test_accuracy = history["test_accuracy"][-1]
+        test_accuracy = history["test_accuracy"][-1] if ranks.leader else math.nan
     meta = {
         "model": "digits_cnn",
         "height": str(height),
         "width": str(width),
-        "config": json.dumps({name: asdict(config)[name] for name in SAVED_FIELDS}),
+        "config": json.dumps({name: asdict(config)[name] for name in _saved_fields(config)}),
     }
-    checkpoint = save(model.state_dict(), out / CHECKPOINT, metadata=meta)
+    checkpoint = out / CHECKPOINT
+    if ranks.leader:
+        save(model.state_dict(), checkpoint, metadata=meta)
     return TrainResult(config, test_accuracy, seconds, checkpoint, history, model)
+
+
+def _saved_fields(config: TrainConfig) -> tuple[str, ...]:
+    """SAVED_FIELDS, and `shards` where it is not 1 (it decides the bits; a one-shard file keeps its
+    bytes)."""
+    return (*SAVED_FIELDS, "shards") if config.shards != 1 else SAVED_FIELDS
+
+
+def _sharded_step(model: Module, optimizer: Optimizer, loss_fn: Callable, ranks: Ranks) -> Callable:
+    """step(x, y) on a global batch: its shards' gradients averaged in shard order (`data_parallel`), one
+    update; returns the loss and the batch accuracy, so averaged."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    net = data_parallel.wrap(model, ranks)
+
+    def step(x, y):
+        x, y = (from_numpy(a) if isinstance(a, np.ndarray) else a for a in (x, y))
+
+        def compute(s: int) -> tuple[Tensor, Tensor]:
+            xs, ys = data_parallel.shard(x, s, ranks), data_parallel.shard(y, s, ranks)
+            logits = net(xs)
+            loss = loss_fn(logits, ys)
+            loss.backward()
+            return loss.detach(), (logits.argmax(axis=1) == ys).cast("f32").mean()
+
+        optimizer.zero_grad()
+        loss, batch_accuracy = data_parallel.averaged(compute, params, ranks)
+        optimizer.step()
+        return loss, batch_accuracy
+
+    return step
 
 
 def load_model(path: str | Path) -> tuple[Module, TrainConfig]:
