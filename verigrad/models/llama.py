@@ -54,6 +54,8 @@ class LlamaConfig:
     rope_interleaved: bool = False
     tie_embeddings: bool = True
     fused: bool = False  # q/k/v and gate/up projections as one matrix each (`qkv_proj`, `gate_up_proj`)
+    qkv_bias: bool = False  # biases on the q/k/v projections (Qwen2)
+    qk_norm: bool = False  # an RMSNorm of each query and key head before RoPE (Qwen3)
 
 
 def rope_tables(positions: int, head_dim: int, base: float) -> tuple[np.ndarray, np.ndarray]:
@@ -73,14 +75,32 @@ class LlamaAttention(Module):
         super().__init__()
         c = config
         self.n_heads, self.n_kv_heads, self.head_dim = c.n_heads, c.n_kv_heads, c.head_dim
-        self.interleaved, self.fused = c.rope_interleaved, c.fused
+        self.interleaved, self.fused, self.biased = c.rope_interleaved, c.fused, c.qkv_bias
         if c.fused:  # q, k and v rows in one matrix: one product instead of three
             self.qkv_proj = Linear(c.dim, (c.n_heads + 2 * c.n_kv_heads) * c.head_dim, bias=False)
+            if c.qkv_bias:  # apart from the matrix, which may be quantized (QLinear has no bias)
+                self.qkv_bias = zeros((c.n_heads + 2 * c.n_kv_heads) * c.head_dim, requires_grad=True)
         else:
-            self.q_proj = Linear(c.dim, c.n_heads * c.head_dim, bias=False)
-            self.k_proj = Linear(c.dim, c.n_kv_heads * c.head_dim, bias=False)
-            self.v_proj = Linear(c.dim, c.n_kv_heads * c.head_dim, bias=False)
+            self.q_proj = Linear(c.dim, c.n_heads * c.head_dim, bias=c.qkv_bias)
+            self.k_proj = Linear(c.dim, c.n_kv_heads * c.head_dim, bias=c.qkv_bias)
+            self.v_proj = Linear(c.dim, c.n_kv_heads * c.head_dim, bias=c.qkv_bias)
         self.o_proj = Linear(c.n_heads * c.head_dim, c.dim, bias=False)
+        self.q_norm = RMSNorm(c.head_dim, eps=c.norm_eps) if c.qk_norm else None
+        self.k_norm = RMSNorm(c.head_dim, eps=c.norm_eps) if c.qk_norm else None
+
+    def _qkv(self, x: Tensor, norm: RMSNorm) -> Tensor:
+        """The fused projection of norm(x), with its bias."""
+        qkv = _normed(norm, self.qkv_proj, x)
+        return qkv + self.qkv_bias if self.biased else qkv
+
+    def _normed_heads(self, qk: Tensor, axis: int) -> Tensor:
+        """The query and key heads (on `axis`) each RMS-normed over its features, where the model has
+        q/k norms (Qwen3); else qk itself."""
+        if self.q_norm is None:
+            return qk
+        at = (slice(None),) * axis
+        q, k = qk[(*at, slice(None, self.n_heads))], qk[(*at, slice(self.n_heads, None))]
+        return concat(self.q_norm(q), self.k_norm(k), axis=axis)
 
     def _project(self, x: Tensor, norm: RMSNorm) -> tuple[Tensor, Tensor]:
         """The query and key heads [B, T, H+KV, hd] (rotated together) and the value heads [B, T, KV, hd]
@@ -88,11 +108,11 @@ class LlamaAttention(Module):
         b, t, _ = x.shape
         h, kv, d = self.n_heads, self.n_kv_heads, self.head_dim
         if self.fused:
-            qkv = _normed(norm, self.qkv_proj, x).reshape(b, t, h + 2 * kv, d)
-            return qkv[:, :, : h + kv], qkv[:, :, h + kv :]
+            qkv = self._qkv(x, norm).reshape(b, t, h + 2 * kv, d)
+            return self._normed_heads(qkv[:, :, : h + kv], 2), qkv[:, :, h + kv :]
         x = norm(x)
         q, k = self.q_proj(x).reshape(b, t, h, d), self.k_proj(x).reshape(b, t, kv, d)
-        return concat(q, k, axis=2), self.v_proj(x).reshape(b, t, kv, d)
+        return self._normed_heads(concat(q, k, axis=2), 2), self.v_proj(x).reshape(b, t, kv, d)
 
     def forward(
         self, x: Tensor, rope: Any, past: tuple | None, norm: RMSNorm
@@ -115,8 +135,9 @@ class LlamaAttention(Module):
         hold their values in the same order, so reshapes replace the permutes."""
         b = x.shape[0]
         h, kv, d = self.n_heads, self.n_kv_heads, self.head_dim
-        qkv, at = _normed(norm, self.qkv_proj, x), (h + kv) * d
-        qk = F.rope(qkv[..., :at].reshape(b, h + kv, 1, d), *rope, interleaved=self.interleaved)
+        qkv, at = self._qkv(x, norm), (h + kv) * d
+        qk = self._normed_heads(qkv[..., :at].reshape(b, h + kv, 1, d), 1)
+        qk = F.rope(qk, *rope, interleaved=self.interleaved)
         q, k, v = qk[:, :h], qk[:, h:], qkv[..., at:].reshape(b, kv, 1, d)
         y = cached_attention(q, k, v, *past)
         return self.o_proj(y.reshape(b, 1, h * d)), k, v
@@ -238,8 +259,8 @@ class Llama(CachedDecoder):
 
     @classmethod
     def from_gguf(cls, source: str | os.PathLike | GGUFFile, activations: str = "f32") -> Llama:
-        """A Llama-architecture GGUF file (or an opened GGUFFile): hyperparameters by their GGUF keys,
-        tensors by llama.cpp's names, interleaved RoPE, fused q/k/v and gate/up matrices. Quantized
+        """A Llama, Qwen2 or Qwen3 GGUF file (or an opened GGUFFile): hyperparameters by their GGUF keys,
+        tensors by llama.cpp's names, fused q/k/v and gate/up matrices. Quantized
         matrices stay quantized (QLinear, QEmbedding: no dequantized copy); `activations` "q8"
         quantizes their inputs to 8 bits per block of 32 (llama.cpp's integer dot products)."""
         if activations not in ("f32", "q8"):
@@ -255,7 +276,7 @@ class Llama(CachedDecoder):
             owner = functools.reduce(getattr, path, model)
             shape = (sum(t.shape[0] for t in group), *group[0].shape[1:])
             qtype = group[0].qtype
-            if any(t.qtype != qtype for t in group) or qtype not in BLOCK_QTYPES:
+            if any(t.qtype != qtype for t in group) or qtype not in BLOCK_QTYPES or len(shape) != 2:
                 state[ours] = np.concatenate([t.dequantize() for t in group])
                 continue
             raw = stacked_rows(group)  # gate and up lie one after the other in the file: a view
@@ -271,45 +292,67 @@ class Llama(CachedDecoder):
         return model
 
 
+# the GGUF architectures this file runs, and how each differs from llama's: llama.cpp permutes llama's
+# q/k rows for interleaved RoPE, not Qwen's (half-split: its NEOX RoPE type)
+GGUF_VARIANTS: dict[str, dict[str, bool]] = {
+    "llama": {"rope_interleaved": True},  # Llama 2/3, SmolLM2, Mistral 7B (llama.cpp writes them as llama)
+    "qwen2": {"qkv_bias": True},
+    "qwen3": {"qk_norm": True},
+}
+
+
 def gguf_config(gguf: GGUFFile) -> LlamaConfig:
-    """The hyperparameters under llama.cpp's keys, each of the right type and in range and consistent with
-    the others and with the token embedding, checked before anything is allocated: a WeightFileError
-    names the file, the key and its value."""
+    """The hyperparameters under llama.cpp's keys (`{arch}.embedding_length`, ...), each of the right type
+    and in range and consistent with the others and with the token embedding, checked before anything is
+    allocated: a WeightFileError names the file, the key and its value."""
     arch = gguf.arch
-    if arch != "llama":
-        raise WeightFileError(f"{gguf.path}: architecture {shown(arch)}, but this loader reads 'llama' files")
+    if arch not in GGUF_VARIANTS:
+        raise WeightFileError(
+            f"{gguf.path}: architecture {shown(arch)}, but this loader reads {', '.join(GGUF_VARIANTS)} files"
+        )
     embedding = gguf.tensor("token_embd.weight")
     if len(embedding.shape) != 2:
         raise WeightFileError(
             f"{gguf.path}: tensor token_embd.weight has shape {embedding.shape}, expected 2-D"
         )
     vocab, width = embedding.shape
-    dim = _integer(gguf, "llama.embedding_length", 1, width)
+    dim = _integer(gguf, f"{arch}.embedding_length", 1, width)
     if dim != width:
         raise WeightFileError(
-            f"{gguf.path}: llama.embedding_length is {dim}, but token_embd.weight has rows of {width} values"
+            f"{gguf.path}: {arch}.embedding_length is {dim}, but token_embd.weight has rows of {width} values"
         )
-    n_layers = _integer(gguf, "llama.block_count", 1, len(gguf.tensors) // len(_BLOCK))
-    heads = _integer(gguf, "llama.attention.head_count", 1, dim)
-    if dim % heads and "llama.rope.dimension_count" not in gguf.metadata:
+    n_layers = _integer(gguf, f"{arch}.block_count", 1, len(gguf.tensors) // len(_BLOCK))
+    heads = _integer(gguf, f"{arch}.attention.head_count", 1, dim)
+    sized = f"{arch}.attention.key_length", f"{arch}.rope.dimension_count"
+    if dim % heads and not any(k in gguf.metadata for k in sized):
         raise WeightFileError(
-            f"{gguf.path}: llama.attention.head_count ({heads}) must divide llama.embedding_length ({dim}) "
-            "(or llama.rope.dimension_count give the head size)"
+            f"{gguf.path}: {arch}.attention.head_count ({heads}) must divide {arch}.embedding_length ({dim}) "
+            f"(or {sized[0]} give the head size)"
         )
-    kv_heads = _integer(gguf, "llama.attention.head_count_kv", 1, heads, default=heads)
+    kv_heads = _integer(gguf, f"{arch}.attention.head_count_kv", 1, heads, default=heads)
     if heads % kv_heads:
         raise WeightFileError(
-            f"{gguf.path}: llama.attention.head_count_kv ({kv_heads}) must divide "
-            f"llama.attention.head_count ({heads})"
+            f"{gguf.path}: {arch}.attention.head_count_kv ({kv_heads}) must divide "
+            f"{arch}.attention.head_count ({heads})"
         )
-    head_dim = _integer(gguf, "llama.rope.dimension_count", 2, dim, default=max(dim // heads, 2))
+    head_dim = _integer(gguf, sized[1], 2, 2**16, default=max(dim // heads, 2))
+    head_dim = _integer(gguf, sized[0], 2, 2**16, default=head_dim)
+    rotated = _integer(gguf, sized[1], 2, 2**16, default=head_dim)
+    if rotated != head_dim:
+        raise WeightFileError(
+            f"{gguf.path}: {sized[1]} is {rotated} but {sized[0]} is {head_dim}: RoPE on part of a head "
+            "is not supported"
+        )
     if head_dim % 2:
-        raise WeightFileError(f"{gguf.path}: llama.rope.dimension_count is {head_dim}; RoPE needs it even")
-    vocab_size = _integer(gguf, "llama.vocab_size", 1, default=vocab)
+        raise WeightFileError(f"{gguf.path}: the head size is {head_dim}; RoPE needs it even")
+    vocab_size = _integer(gguf, f"{arch}.vocab_size", 1, default=vocab)
     if vocab_size != vocab:
         raise WeightFileError(
-            f"{gguf.path}: llama.vocab_size is {vocab_size}, but token_embd.weight has {vocab} rows"
+            f"{gguf.path}: {arch}.vocab_size is {vocab_size}, but token_embd.weight has {vocab} rows"
         )
+    for key in (f"{arch}.rope.scaling.type", f"{arch}.attention.sliding_window"):
+        if gguf.get(key, "none") not in ("none", 0):
+            raise WeightFileError(f"{gguf.path}: {key} is {shown(gguf.get(key))}: not supported")
     return LlamaConfig(
         vocab_size=vocab,
         dim=dim,
@@ -317,13 +360,13 @@ def gguf_config(gguf: GGUFFile) -> LlamaConfig:
         n_heads=heads,
         n_kv_heads=kv_heads,
         head_dim=head_dim,
-        ffn_dim=_integer(gguf, "llama.feed_forward_length", 1),
-        norm_eps=_real(gguf, "llama.attention.layer_norm_rms_epsilon", high=1.0),
-        rope_base=_real(gguf, "llama.rope.freq_base", default=10000.0),
-        context_length=_integer(gguf, "llama.context_length", 1, MAX_CONTEXT),
-        rope_interleaved=True,
+        ffn_dim=_integer(gguf, f"{arch}.feed_forward_length", 1),
+        norm_eps=_real(gguf, f"{arch}.attention.layer_norm_rms_epsilon", high=1.0),
+        rope_base=_real(gguf, f"{arch}.rope.freq_base", default=10000.0),
+        context_length=_integer(gguf, f"{arch}.context_length", 1, MAX_CONTEXT),
         tie_embeddings="output.weight" not in gguf.tensors,
         fused=True,
+        **GGUF_VARIANTS[arch],
     )
 
 
@@ -370,13 +413,21 @@ def _gguf_groups(gguf: GGUFFile, config: LlamaConfig) -> dict[str, list[GGUFTens
     block = {"attn_norm": (c.dim,), "attn_q": (q, c.dim), "attn_k": (kv, c.dim), "attn_v": (kv, c.dim)}
     block |= {"attn_output": (c.dim, q), "ffn_norm": (c.dim,), "ffn_gate": (c.ffn_dim, c.dim)}
     block |= {"ffn_up": (c.ffn_dim, c.dim), "ffn_down": (c.dim, c.ffn_dim)}
+    block = {f"{theirs}.weight": shape for theirs, shape in block.items()}
+    names = {f"{theirs}.weight": f"{ours}.weight" for theirs, ours in _BLOCK.items()}
+    if c.qkv_bias:
+        block |= {"attn_q.bias": (q,), "attn_k.bias": (kv,), "attn_v.bias": (kv,)}
+        names |= {f"attn_{x}.bias": f"self_attn.{x}_proj.bias" for x in "qkv"}
+    if c.qk_norm:
+        block |= {"attn_q_norm.weight": (c.head_dim,), "attn_k_norm.weight": (c.head_dim,)}
+        names |= {f"attn_{x}_norm.weight": f"self_attn.{x}_norm.weight" for x in "qk"}
     wanted = {"token_embd.weight": "embed_tokens.weight", "output_norm.weight": "norm.weight"}
     if not c.tie_embeddings:
         wanted["output.weight"] = "lm_head.weight"
     for i in range(c.n_layers):
-        for theirs, ours in _BLOCK.items():
-            wanted[f"blk.{i}.{theirs}.weight"] = f"layers.{i}.{ours}.weight"
-            shapes[f"blk.{i}.{theirs}.weight"] = block[theirs]
+        for theirs, ours in names.items():
+            wanted[f"blk.{i}.{theirs}"] = f"layers.{i}.{ours}"
+            shapes[f"blk.{i}.{theirs}"] = block[theirs]
     if "rope_freqs.weight" in gguf.tensors:
         raise WeightFileError(f"{gguf.path}: tensor rope_freqs.weight: scaled RoPE is not supported")
     problems = [f"missing tensor {name}" for name in wanted if name not in gguf.tensors]
@@ -395,5 +446,6 @@ def _gguf_groups(gguf: GGUFFile, config: LlamaConfig) -> dict[str, list[GGUFTens
         for fused, parts in _FUSED.items():
             for part in parts:
                 ours = ours.replace(f".{part}.", f".{fused}.")
+        ours = ours.replace("qkv_proj.bias", "qkv_bias")  # the fused bias lies beside its matrix
         groups.setdefault(ours, []).append(gguf.tensors[theirs])
     return groups
