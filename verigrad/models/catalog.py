@@ -21,20 +21,19 @@ from .gpt import is_run_folder, load_run
 from .lm import LanguageModel
 
 ACTIVATIONS = ("q8", "f32")
-GGUF_ARCHITECTURES = ("llama",)
 
 Loader = Callable[[str], tuple[LanguageModel, Tokenizer]]
 
 
 def load_gguf(path: str | os.PathLike, activations: str = "q8") -> tuple[LanguageModel, Tokenizer]:
-    """A Llama-architecture GGUF file: the model (quantized matmuls on `activations`) and its tokenizer."""
-    from .llama import Llama
+    """A Llama, Qwen2 or Qwen3 GGUF file: the model (quantized matmuls on `activations`) and its tokenizer."""
+    from .llama import GGUF_VARIANTS, Llama
 
     gguf = read_gguf(path)
-    if gguf.arch not in GGUF_ARCHITECTURES:
+    if gguf.arch not in GGUF_VARIANTS:
         raise WeightFileError(
             f"{gguf.path}: architecture {shown(gguf.arch)} is not supported "
-            f"(verigrad runs {', '.join(GGUF_ARCHITECTURES)})"
+            f"(verigrad runs {', '.join(GGUF_VARIANTS)})"
         )
     tokenizer = Tokenizer.from_gguf(gguf)  # first: a bad tokenizer fails before the weights load
     return Llama.from_gguf(gguf, activations=activations), tokenizer

@@ -1,0 +1,167 @@
+"""Qwen2 (q/k/v biases) and Qwen3 (q/k RMSNorm) as configurations of the Llama decoder: symbolic checks,
+quantized GGUF files against the same weights in Hugging Face's layout, and the files refused with the
+key or tensor at fault. (tests/parity/test_architectures_torch.py compares them with transformers.)"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import gguf
+import numpy as np
+import pytest
+
+import verigrad as vg
+from verigrad.errors import ShapeError, WeightFileError
+from verigrad.models._decoder import step_specs
+from verigrad.models.catalog import load_gguf
+from verigrad.models.llama import GGUF_VARIANTS, Llama, LlamaConfig
+from verigrad.nn.quant import QLinear
+
+SMALL = LlamaConfig(
+    vocab_size=40, dim=64, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=32, ffn_dim=96, context_length=32
+)
+FLAGS = {"qwen2": {"qkv_bias": True}, "qwen3": {"qk_norm": True}}
+NAMES = {  # our names in a block -> llama.cpp's
+    "input_layernorm.weight": "attn_norm.weight",
+    "post_attention_layernorm.weight": "ffn_norm.weight",
+    "mlp.gate_proj.weight": "ffn_gate.weight",
+    "mlp.up_proj.weight": "ffn_up.weight",
+    "mlp.down_proj.weight": "ffn_down.weight",
+    "self_attn.o_proj.weight": "attn_output.weight",
+    "self_attn.q_norm.weight": "attn_q_norm.weight",
+    "self_attn.k_norm.weight": "attn_k_norm.weight",
+}
+NAMES |= {f"self_attn.{x}_proj.{p}": f"attn_{x}.{p}" for x in "qkv" for p in ("weight", "bias")}
+
+
+def _state(config: LlamaConfig, seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    with vg.abstract():
+        shapes = {k: t.shape for k, t in Llama(config).state_dict().items() if not k.startswith("rope_")}
+    return {
+        k: (1 + rng.normal(0, 0.1, s) if "norm" in k else rng.normal(0, 0.3, s)).astype(np.float32)
+        for k, s in shapes.items()
+    }
+
+
+def _gguf_name(key: str) -> str:
+    """llama.cpp's name of one of our parameters."""
+    if key.startswith("layers."):
+        _, i, stem = key.split(".", 2)
+        return f"blk.{i}.{NAMES[stem]}"
+    return {"embed_tokens.weight": "token_embd.weight", "norm.weight": "output_norm.weight"}[key]
+
+
+def _write(path, arch: str, config: LlamaConfig, state: dict, drop: str = "", extra: dict | None = None):
+    """`state` (Hugging Face's names, half-split RoPE, as Qwen's GGUF files keep it) as a GGUF file with
+    Q8_0 matrices and F32 vectors."""
+    w = gguf.GGUFWriter(str(path), arch)
+    keys = {"context_length": config.context_length, "embedding_length": config.dim}
+    keys |= {"block_count": config.n_layers, "feed_forward_length": config.ffn_dim}
+    keys |= {"attention.head_count": config.n_heads, "attention.head_count_kv": config.n_kv_heads}
+    keys |= {"attention.key_length": config.head_dim}
+    for key, value in (keys | (extra or {})).items():
+        w.add_uint32(f"{arch}.{key}", value)
+    w.add_float32(f"{arch}.attention.layer_norm_rms_epsilon", config.norm_eps)
+    for key, array in state.items():
+        name = _gguf_name(key)
+        if name == drop:
+            continue
+        if array.ndim == 1:
+            w.add_tensor(name, array)
+        else:
+            q8 = gguf.GGMLQuantizationType.Q8_0
+            w.add_tensor(name, gguf.quants.quantize(array, q8), raw_dtype=q8)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+@pytest.mark.parametrize("fused", [False, True])
+@pytest.mark.parametrize("arch", list(FLAGS))
+def test_qwen_checks_for_every_size_with_and_without_cache(arch, fused):
+    V, D, KV, G, F = vg.dims("V D KV G F")
+    hd = vg.dims("pairs") * 2
+    config = LlamaConfig(V, D, 2, KV * G, KV, hd, F, context_length=vg.dims("C"), fused=fused, **FLAGS[arch])
+    with vg.abstract():
+        model = Llama(config)
+    B, T = vg.dims("B T")
+    assert vg.check(model, vg.spec([B, T], "i64")).shape == (B, T, V)
+    logits, *new = vg.check(model.step, *step_specs(2, KV, hd, 1))
+    assert logits.shape == (vg.dims("batch"), 1, V)
+    assert [s.shape for s in new] == [(vg.dims("batch"), KV, 1, hd)] * 4
+    with vg.abstract():  # a q/k norm or bias of the wrong size is caught for every size
+        attn = model.layers[1].self_attn
+        if arch == "qwen3":
+            attn.k_norm.weight = vg.zeros(hd + 2, requires_grad=True)
+        elif fused:
+            attn.qkv_bias = vg.zeros(KV * G * hd, requires_grad=True)
+        else:
+            attn.v_proj.bias = vg.zeros(D, requires_grad=True)
+    with pytest.raises(ShapeError):
+        vg.check(model, vg.spec([B, T], "i64"))
+
+
+@pytest.mark.parametrize("arch", list(FLAGS))
+def test_quantized_qwen_gguf_equals_the_unfused_model(tmp_path, arch):
+    config = dataclasses.replace(SMALL, **FLAGS[arch])
+    state = _state(config)
+    _write(tmp_path / "m.gguf", arch, config, state)
+    model = Llama.from_gguf(tmp_path / "m.gguf")
+    attn = model.layers[0].self_attn
+    assert isinstance(attn.qkv_proj, QLinear) and (attn.q_norm is not None) == (arch == "qwen3")
+    assert not model.config.rope_interleaved  # llama.cpp keeps Qwen's q/k rows in half-split order
+    # the same Q8_0-rounded matrices, unfused, in Hugging Face's names
+    reader = {t.name: t for t in gguf.GGUFReader(str(tmp_path / "m.gguf")).tensors}
+    rounded = {
+        k: gguf.quants.dequantize(reader[_gguf_name(k)].data, reader[_gguf_name(k)].tensor_type).reshape(
+            v.shape
+        )
+        for k, v in state.items()
+    }
+    reference = Llama.from_state(config, rounded)
+    ids = np.array([[1, 5, 9, 2, 33, 7, 0, 39]])
+    expected = reference(ids).numpy()
+    np.testing.assert_allclose(model(ids).numpy(), expected, rtol=1e-5, atol=1e-5)
+    cache = model.new_cache()  # the prompt's step, then the compiled one-token steps
+    steps = [model(ids[:, :3], cache).numpy()] + [
+        model(ids[:, i : i + 1], cache).numpy() for i in range(3, 8)
+    ]
+    np.testing.assert_allclose(np.concatenate(steps, axis=1), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_unknown_architecture_names_the_supported_ones(tmp_path):
+    _write(tmp_path / "g.gguf", "gemma2", SMALL, _state(SMALL))
+    with pytest.raises(
+        WeightFileError, match=r"architecture gemma2 is not supported \(verigrad runs llama, qwen2, qwen3\)"
+    ):
+        load_gguf(tmp_path / "g.gguf")
+    assert list(GGUF_VARIANTS) == ["llama", "qwen2", "qwen3"]
+
+
+@pytest.mark.parametrize(
+    ("arch", "drop", "extra", "message"),
+    [
+        ("qwen2", "blk.1.attn_k.bias", {}, r"missing tensor blk\.1\.attn_k\.bias"),
+        ("qwen3", "blk.0.attn_q_norm.weight", {}, r"missing tensor blk\.0\.attn_q_norm\.weight"),
+        (
+            "qwen3",
+            "",
+            {"rope.dimension_count": 16},
+            r"qwen3\.rope\.dimension_count is 16 but .*key_length is 32",
+        ),
+        (
+            "qwen2",
+            "",
+            {"attention.sliding_window": 8},
+            r"qwen2\.attention\.sliding_window is 8: not supported",
+        ),
+        ("qwen2", "", {"attention.key_length": 7}, r"the head size is 7; RoPE needs it even"),
+    ],
+)
+def test_bad_qwen_files_are_refused_naming_the_fault(tmp_path, arch, drop, extra, message):
+    config = dataclasses.replace(SMALL, **FLAGS[arch])
+    _write(tmp_path / "m.gguf", arch, config, _state(config), drop=drop, extra=extra)
+    with pytest.raises(WeightFileError, match=message):
+        Llama.from_gguf(tmp_path / "m.gguf")
