@@ -5,16 +5,21 @@ key or tensor at fault. (tests/parity/test_architectures_torch.py compares them 
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import gguf
 import numpy as np
 import pytest
+from tokenizers import Tokenizer as HFTokenizer
+from tokenizers import decoders, models, pre_tokenizers
 
 import verigrad as vg
 from verigrad.errors import ShapeError, WeightFileError
+from verigrad.io.tokenizer import byte_alphabet
 from verigrad.models._decoder import step_specs
-from verigrad.models.catalog import load_gguf
+from verigrad.models.catalog import load_gguf, load_language_model
 from verigrad.models.llama import GGUF_VARIANTS, Llama, LlamaConfig
+from verigrad.models.llama_folder import FOLDER_VARIANTS
 from verigrad.nn.quant import QLinear
 
 SMALL = LlamaConfig(
@@ -165,3 +170,101 @@ def test_bad_qwen_files_are_refused_naming_the_fault(tmp_path, arch, drop, extra
     _write(tmp_path / "m.gguf", arch, config, _state(config), drop=drop, extra=extra)
     with pytest.raises(WeightFileError, match=message):
         Llama.from_gguf(tmp_path / "m.gguf")
+
+
+# Hugging Face folders ----------------------------------------------------------------------------------
+def _hf_config(kind: str, c: LlamaConfig) -> dict:
+    return {
+        "model_type": kind,
+        "vocab_size": c.vocab_size,
+        "hidden_size": c.dim,
+        "num_hidden_layers": c.n_layers,
+        "num_attention_heads": c.n_heads,
+        "num_key_value_heads": c.n_kv_heads,
+        "head_dim": c.head_dim,
+        "intermediate_size": c.ffn_dim,
+        "max_position_embeddings": c.context_length,
+        "rms_norm_eps": c.norm_eps,
+        "rope_theta": c.rope_base,
+        "tie_word_embeddings": c.tie_embeddings,
+        "bos_token_id": 0,
+        "eos_token_id": [1, 2],
+    }
+
+
+def _save_folder(folder, kind: str, config: LlamaConfig, state: dict, change: dict | None = None, shards=1):
+    """A Hugging Face folder as transformers saves one: config.json, the weights (`model.` names) in one
+    file or `shards` files with their index, and a byte-level tokenizer.json."""
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(_hf_config(kind, config) | (change or {})))
+    named = {f"model.{k}": v for k, v in state.items()}
+    if shards == 1:
+        vg.io.save(named, folder / "model.safetensors")
+    else:
+        files = {k: f"model-{i % shards + 1:05d}-of-{shards:05d}.safetensors" for i, k in enumerate(named)}
+        for file in set(files.values()):
+            vg.io.save({k: v for k, v in named.items() if files[k] == file}, folder / file)
+        (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": files}))
+    alphabet = list(byte_alphabet().values())
+    backend = HFTokenizer(models.BPE(vocab={t: i for i, t in enumerate(alphabet)}, merges=[]))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    backend.save(str(folder / "tokenizer.json"))
+
+
+@pytest.mark.parametrize("shards", [1, 3])
+@pytest.mark.parametrize("kind", ["llama", "qwen2", "qwen3"])
+def test_folder_loads_the_same_model(tmp_path, kind, shards):
+    config = dataclasses.replace(SMALL, vocab_size=256, **FOLDER_VARIANTS[kind])
+    state = _state(config)
+    _save_folder(tmp_path / "m", kind, config, state, shards=shards)
+    model, tokenizer = load_language_model(tmp_path / "m")
+    assert model.config == config
+    ids = np.array([[1, 5, 9, 2, 33, 7]])
+    np.testing.assert_array_equal(model(ids).numpy(), Llama.from_state(config, state)(ids).numpy())
+    assert tokenizer.eos_id == 1 and tokenizer.end_ids == {1, 2}
+
+
+def test_mistral_sliding_window_limits_the_context(tmp_path):
+    _save_folder(tmp_path / "m", "mistral", SMALL, _state(SMALL), change={"sliding_window": 8})
+    model, _ = load_language_model(tmp_path / "m")
+    assert model.context_length == 8  # attention over at most 8 positions is a sliding window's
+    with pytest.raises(ValueError, match=r"positions 0\.\.8 do not fit in the context length \(8\)"):
+        model(np.zeros((1, 9), np.int64))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"model_type": "gemma2"},
+            r"model_type gemma2 is not supported \(verigrad reads llama, mistral",
+        ),
+        ({"rope_scaling": {"type": "linear", "factor": 2.0}}, r"RoPE scaling .*linear.* is not supported"),
+        (
+            {"rope_scaling": {"rope_type": "llama3", "factor": 8.0}},
+            r"RoPE scaling .*llama3.* is not",
+        ),
+        ({"hidden_act": "gelu"}, r"hidden_act is gelu"),
+        ({"attention_bias": True}, r"attention_bias is True: biases there are not supported"),
+        ({"num_key_value_heads": 3}, r"num_key_value_heads 3 does not divide num_attention_heads 4"),
+        ({"num_hidden_layers": 10**6}, r"num_hidden_layers is 1000000; it must be in 1\.\.1024"),
+        ({"head_dim": 16}, r"self_attn\.q_proj\.weight.*shape \[128, 64\], expected \[64, 64\]"),
+        ({"eos_token_id": [1, 999]}, r"end token id 999 is outside the vocabulary"),
+    ],
+)
+def test_bad_folders_are_refused_naming_the_fault(tmp_path, change, message):
+    _save_folder(tmp_path / "m", "llama", SMALL, _state(SMALL), change=change)
+    with pytest.raises(WeightFileError, match=message):
+        load_language_model(tmp_path / "m")
+
+
+def test_sharded_folder_errors(tmp_path):
+    _save_folder(tmp_path / "m", "qwen2", dataclasses.replace(SMALL, qkv_bias=True), _state(SMALL), shards=2)
+    with pytest.raises(WeightFileError, match=r"missing tensor layers\.0\.self_attn\.q_proj\.bias"):
+        load_language_model(tmp_path / "m")  # the state lacks Qwen2's biases
+    config = dataclasses.replace(SMALL, qkv_bias=True)
+    _save_folder(tmp_path / "n", "qwen2", config, _state(config), shards=2)
+    (tmp_path / "n" / "model-00002-of-00002.safetensors").unlink()
+    with pytest.raises(WeightFileError, match=r"lists shard model-00002-of-00002\.safetensors, which"):
+        load_language_model(tmp_path / "n")

@@ -95,11 +95,12 @@ class Tokenizer:
         add_eos: bool = False,
         chat_template: str | None = None,
         source: str = "",
+        more_end_ids: Sequence[int] = (),
     ) -> None:
         self.backend = backend
         self.source = source
         self.vocab_size = 1 + max(backend.get_vocab(with_added_tokens=True).values(), default=-1)
-        for what, i in (("BOS", bos_id), ("EOS", eos_id)):
+        for what, i in (("BOS", bos_id), ("EOS", eos_id), *(("end", i) for i in more_end_ids)):
             if i is not None and not _is(i, int):  # a config.json may hold anything
                 raise WeightFileError(f"{source}: the {what} token id is {i!r:.60}, not an integer")
             if i is not None and not 0 <= i < self.vocab_size:
@@ -113,7 +114,7 @@ class Tokenizer:
         self.special_tokens: dict[str, int] = {t.content: i for i, t in sorted(added.items()) if t.special}
         self.special_ids = frozenset(self.special_tokens.values())
         ends = {self.special_tokens[t] for t in END_TOKENS if t in self.special_tokens}
-        self.end_ids = frozenset(ends | ({eos_id} if eos_id is not None else set()))
+        self.end_ids = frozenset(ends | ({eos_id} if eos_id is not None else set()) | set(more_end_ids))
         self._bytes = self._token_bytes_table(added)
         self._template: Any = None
 
@@ -181,8 +182,9 @@ class Tokenizer:
 
     @classmethod
     def from_gpt2_folder(cls, folder: str | Path) -> Tokenizer:
-        """GPT-2's tokenizer from a model folder: `tokenizer.json`, else `vocab.json` + `merges.txt`
-        (with `<|endoftext|>` as BOS and EOS unless `config.json` says otherwise)."""
+        """A byte-level BPE tokenizer from a Hugging Face folder (GPT-2, Llama 3, Qwen): `tokenizer.json`,
+        else `vocab.json` + `merges.txt`, with `<|endoftext|>` as BOS and EOS unless `config.json` says
+        otherwise (a list of EOS ids: the first is EOS, all end a text)."""
         folder = Path(folder)
         config = _read_json(folder / "config.json") if (folder / "config.json").is_file() else {}
         tok_config = (
@@ -206,12 +208,16 @@ class Tokenizer:
         else:
             raise WeightFileError(f"{folder}: no tokenizer.json, nor vocab.json and merges.txt")
         end = backend.token_to_id("<|endoftext|>")
+        eos, more = config.get("eos_token_id", end), []
+        if isinstance(eos, list) and eos:  # Llama 3's: the first is EOS, each one ends a text
+            eos, *more = eos
         return cls(
             backend,
             bos_id=config.get("bos_token_id", end),
-            eos_id=config.get("eos_token_id", end),
+            eos_id=eos,
             chat_template=tok_config.get("chat_template"),
             source=str(folder),
+            more_end_ids=more,
         )
 
     # text <-> ids ------------------------------------------------------------------------------------

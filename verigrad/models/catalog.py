@@ -2,9 +2,10 @@
 FOLDER)` gives the model and its tokenizer.
 
 A name in `LANGUAGE_MODELS` runs its loader (SmolLM2-135M-Instruct: fetched into the cache on first
-use); a `.gguf` file is read as a Llama-architecture model with its own tokenizer; a folder with
-`config.json` and `model.safetensors` is a GPT-2 checkpoint in Hugging Face's layout, and one with
-`lm.safetensors` and `tokenizer.json` a GPT trained by `verigrad train lm`.
+use); a `.gguf` file is read as a Llama, Qwen2 or Qwen3 model with its own tokenizer; a folder with
+`config.json` and `model.safetensors` (or its shards) is a Hugging Face checkpoint (GPT-2, Llama, Mistral,
+Qwen2, Qwen3, by its model_type), and one with `lm.safetensors` and `tokenizer.json` a GPT trained by
+`verigrad train lm`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from ..errors import WeightFileError
 from ..io.gguf import read_gguf, shown
+from ..io.hf import INDEX, read_config
 from ..io.tokenizer import Tokenizer
 from .fetch import fetch
 from .gpt import is_run_folder, load_run
@@ -47,6 +49,15 @@ def load_gpt2_folder(folder: str | os.PathLike) -> tuple[LanguageModel, Tokenize
     return GPT2.from_safetensors(folder), tokenizer
 
 
+def load_llama_family_folder(folder: str | os.PathLike) -> tuple[LanguageModel, Tokenizer]:
+    """Llama, Mistral, Qwen2 or Qwen3 from a Hugging Face folder (config.json, model.safetensors or its
+    shards, tokenizer.json)."""
+    from .llama_folder import load_llama_folder
+
+    tokenizer = Tokenizer.from_gpt2_folder(folder)  # first: a bad tokenizer fails before the weights load
+    return load_llama_folder(folder), tokenizer
+
+
 LANGUAGE_MODELS: dict[str, Loader] = {
     "smollm2": lambda activations: load_gguf(fetch("smollm2"), activations),
 }
@@ -69,10 +80,13 @@ def load_language_model(
     if path.is_dir() and is_run_folder(path):  # a folder written by `verigrad train lm`
         return load_run(path)
     if path.is_dir():
-        missing = [f for f in ("config.json", "model.safetensors") if not (path / f).is_file()]
+        weights = "model.safetensors" if not (path / INDEX).is_file() else INDEX
+        missing = [f for f in ("config.json", weights) if not (path / f).is_file()]
         if missing:
-            raise WeightFileError(f"{path}: a GPT-2 folder needs {' and '.join(missing)}")
-        return load_gpt2_folder(path)
+            raise WeightFileError(f"{path}: a Hugging Face model folder needs {' and '.join(missing)}")
+        if read_config(path, ()).get("model_type", "gpt2") == "gpt2":
+            return load_gpt2_folder(path)
+        return load_llama_family_folder(path)
     raise WeightFileError(
         f"no model {name!r}: give a name ({', '.join(sorted(LANGUAGE_MODELS))}), a .gguf file, a folder "
         "with config.json and model.safetensors, or one written by `verigrad train lm`"
