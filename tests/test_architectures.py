@@ -15,7 +15,7 @@ from tokenizers import decoders, models, pre_tokenizers
 
 import verigrad as vg
 from verigrad.errors import ShapeError, WeightFileError
-from verigrad.io.tokenizer import byte_alphabet
+from verigrad.io.tokenizer import Tokenizer, _merges_by_score, byte_alphabet
 from verigrad.models._decoder import step_specs
 from verigrad.models.catalog import load_gguf, load_language_model
 from verigrad.models.llama import GGUF_VARIANTS, Llama, LlamaConfig
@@ -226,7 +226,8 @@ def test_folder_loads_the_same_model(tmp_path, kind, shards):
 
 
 def test_mistral_sliding_window_limits_the_context(tmp_path):
-    _save_folder(tmp_path / "m", "mistral", SMALL, _state(SMALL), change={"sliding_window": 8})
+    config = dataclasses.replace(SMALL, vocab_size=256)
+    _save_folder(tmp_path / "m", "mistral", config, _state(config), change={"sliding_window": 8})
     model, _ = load_language_model(tmp_path / "m")
     assert model.context_length == 8  # attention over at most 8 positions is a sliding window's
     with pytest.raises(ValueError, match=r"positions 0\.\.8 do not fit in the context length \(8\)"):
@@ -268,3 +269,64 @@ def test_sharded_folder_errors(tmp_path):
     (tmp_path / "n" / "model-00002-of-00002.safetensors").unlink()
     with pytest.raises(WeightFileError, match=r"lists shard model-00002-of-00002\.safetensors, which"):
         load_language_model(tmp_path / "n")
+
+
+def test_a_tokenizer_larger_than_the_embedding_is_refused(tmp_path):
+    _save_folder(tmp_path / "m", "llama", SMALL, _state(SMALL))  # 256 byte tokens, 40 embeddings
+    with pytest.raises(WeightFileError, match=r"the tokenizer has 256 tokens but the model embeds 40"):
+        load_language_model(tmp_path / "m")
+
+
+# SentencePiece tokenizers from GGUF ------------------------------------------------------------------
+SP_PIECES = ["▁", "▁t", "he", "▁the", "▁th", "h", "e", "t", "T", "▁T", "▁The", "é"]
+
+
+def _sp_gguf(path, arch: str = "llama", scores: bool = True) -> str:
+    tokens = ["<unk>", "<s>", "</s>", *(f"<0x{b:02X}>" for b in range(256)), *SP_PIECES]
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_string("tokenizer.ggml.model", "llama")
+    w.add_array("tokenizer.ggml.tokens", tokens)
+    if scores:
+        w.add_array("tokenizer.ggml.scores", [0.0] * 259 + [-float(i) for i in range(len(SP_PIECES))])
+    w.add_array("tokenizer.ggml.token_type", [2, 3, 3] + [6] * 256 + [1] * len(SP_PIECES))
+    w.add_uint32("tokenizer.ggml.bos_token_id", 1)
+    w.add_uint32("tokenizer.ggml.eos_token_id", 2)
+    w.add_tensor("token_embd.weight", np.zeros((len(tokens), 4), np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return str(path)
+
+
+def test_sentencepiece_merges_follow_the_scores():
+    tokens = ["a", "b", "c", "ab", "bc", "abc"]
+    # by the merged token's score; the two ways to make "abc" tie, the longer left part first (as in
+    # transformers' derivation)
+    merges = _merges_by_score(tokens, [0, 0, 0, -2.0, -1.0, -3.0])
+    assert merges == [("b", "c"), ("a", "b"), ("ab", "c"), ("a", "bc")]
+
+
+def test_sentencepiece_tokenizer_from_gguf(tmp_path):
+    tok = Tokenizer.from_gguf(_sp_gguf(tmp_path / "sp.gguf"))
+    assert tok.sentencepiece and tok.add_bos and tok.end_ids == {2}
+    ids = tok.encode("The the\U0001f600")  # the emoji has no piece: four <0xNN> byte tokens
+    pieces = [tok.backend.id_to_token(i) for i in ids]
+    assert pieces == ["<s>", "▁The", "▁the", "<0xF0>", "<0x9F>", "<0x98>", "<0x80>"]
+    assert tok.decode(ids) == "<s> The the\U0001f600"  # "▁" is a space; the text's first one is dropped
+    assert tok.decode(ids, skip_special=True) == "The the\U0001f600"
+    stream = tok.stream(skip_special=True)  # a stream continues a text: its first space stays
+    assert "".join(stream.push(i) for i in ids) + stream.flush() == " The the\U0001f600"
+    assert tok.encode("é</s>", add_special=False) == [tok.backend.token_to_id(t) for t in ("▁", "é", "</s>")]
+
+
+@pytest.mark.parametrize(
+    ("arch", "scores", "message"),
+    [
+        ("gemma2", True, r"gemma2's SentencePiece tokenizer .* is not supported"),
+        ("llama", False, r"no key 'tokenizer\.ggml\.scores'"),
+    ],
+)
+def test_sentencepiece_files_refused(tmp_path, arch, scores, message):
+    with pytest.raises(WeightFileError, match=message):
+        Tokenizer.from_gguf(_sp_gguf(tmp_path / "sp.gguf", arch, scores))

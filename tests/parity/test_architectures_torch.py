@@ -76,6 +76,21 @@ def _tokens() -> list[str]:
     return tokens + SPECIALS
 
 
+def _sentencepiece() -> tuple[list[str], list[float], list[int]]:
+    """A SentencePiece vocabulary as Llama 2 and Mistral files hold it: <unk>, <s>, </s>, 256 byte tokens,
+    then pieces with "▁" for spaces and scores (no merges)."""
+    pieces = ["▁", "▁t", "he", "▁the", "▁a", "in", "er", "on", "▁th", "▁is", "is", "▁h", "re", "12"]
+    pieces += ["ca", "fé", "▁ca", "▁café", "▁▁", "▁▁▁▁", "e", "t", "h", "a", "i", "n", "r", "o", "s", "1"]
+    pieces += ["2", "c", "f", "é", "T", "x", "y", "日", "本", "▁T", "▁The"]
+    tokens = ["<unk>", "<s>", "</s>", *(f"<0x{b:02X}>" for b in range(256)), *pieces]
+    assert len(tokens) == SIZES["vocab_size"]
+    return (
+        tokens,
+        [0.0] * 259 + [-float(i) for i in range(len(pieces))],
+        [2, 3, 3] + [6] * 256 + [1] * len(pieces),
+    )
+
+
 def write_gguf(model: transformers.PreTrainedModel, name: str, path) -> None:
     """The model as llama.cpp's convert script writes it, in F32, with a byte-level BPE tokenizer."""
     arch, _, _ = ARCHITECTURES[name]
@@ -96,14 +111,23 @@ def write_gguf(model: transformers.PreTrainedModel, name: str, path) -> None:
         w.add_uint32(f"{arch}.{key}", value)
     w.add_float32(f"{arch}.attention.layer_norm_rms_epsilon", c.rms_norm_eps)
     w.add_float32(f"{arch}.rope.freq_base", c.rope_parameters["rope_theta"])
-    tokens = _tokens()
-    w.add_string("tokenizer.ggml.model", "gpt2")
-    w.add_string("tokenizer.ggml.pre", "qwen2" if arch.startswith("qwen") else "llama-bpe")
-    w.add_array("tokenizer.ggml.tokens", tokens)
-    w.add_array("tokenizer.ggml.token_type", [3 if t in SPECIALS else 1 for t in tokens])
-    w.add_array("tokenizer.ggml.merges", MERGES)
-    w.add_uint32("tokenizer.ggml.bos_token_id", tokens.index("<|endoftext|>"))
-    w.add_uint32("tokenizer.ggml.eos_token_id", tokens.index("<|im_end|>"))
+    if name == "mistral":  # SentencePiece, as in Mistral's and Llama 2's files
+        tokens, scores, types = _sentencepiece()
+        w.add_string("tokenizer.ggml.model", "llama")
+        w.add_array("tokenizer.ggml.tokens", tokens)
+        w.add_array("tokenizer.ggml.scores", scores)
+        w.add_array("tokenizer.ggml.token_type", types)
+        w.add_uint32("tokenizer.ggml.bos_token_id", 1)
+        w.add_uint32("tokenizer.ggml.eos_token_id", 2)
+    else:
+        tokens = _tokens()
+        w.add_string("tokenizer.ggml.model", "gpt2")
+        w.add_string("tokenizer.ggml.pre", "qwen2" if arch.startswith("qwen") else "llama-bpe")
+        w.add_array("tokenizer.ggml.tokens", tokens)
+        w.add_array("tokenizer.ggml.token_type", [3 if t in SPECIALS else 1 for t in tokens])
+        w.add_array("tokenizer.ggml.merges", MERGES)
+        w.add_uint32("tokenizer.ggml.bos_token_id", tokens.index("<|endoftext|>"))
+        w.add_uint32("tokenizer.ggml.eos_token_id", tokens.index("<|im_end|>"))
     w.add_string("tokenizer.chat_template", TEMPLATE)
     for key, value in model.state_dict().items():
         array = value.numpy().astype(np.float32)
@@ -166,12 +190,16 @@ def test_gguf_model_matches_transformers(tmp_path, name, tied):
     assert _greedy(ours, prompt, 16) == generated[0, len(prompt) :].tolist()
 
 
-@pytest.mark.parametrize("name", ["llama", "qwen2"])
+@pytest.mark.parametrize("name", ["llama", "qwen2", "mistral"])
 def test_gguf_tokenizer_matches_transformers(tmp_path, name):
     write_gguf(_random_model(name), name, tmp_path / "tiny.gguf")
     theirs = transformers.AutoTokenizer.from_pretrained(tmp_path, gguf_file="tiny.gguf")
     ours = Tokenizer.from_gguf(tmp_path / "tiny.gguf")
-    for text in TEXTS:
+    for text in [*TEXTS, " hi", "", "Tx  y</s>z", "<s>The"]:
+        ids = ours.encode(text)
+        assert ids == theirs(text)["input_ids"], text
+        assert ours.decode(ids) == theirs.decode(ids), text
+        assert ours.decode(ids, skip_special=True) == theirs.decode(ids, skip_special_tokens=True), text
         ids = ours.encode(text, add_special=False)
         assert ids == theirs(text, add_special_tokens=False)["input_ids"], text
         assert ours.decode(ids) == theirs.decode(ids), text

@@ -38,7 +38,17 @@ def load_gguf(path: str | os.PathLike, activations: str = "q8") -> tuple[Languag
             f"(verigrad runs {', '.join(GGUF_VARIANTS)})"
         )
     tokenizer = Tokenizer.from_gguf(gguf)  # first: a bad tokenizer fails before the weights load
-    return Llama.from_gguf(gguf, activations=activations), tokenizer
+    return _matched(Llama.from_gguf(gguf, activations=activations), tokenizer, str(gguf.path))
+
+
+def _matched(model: LanguageModel, tokenizer: Tokenizer, source: str) -> tuple[LanguageModel, Tokenizer]:
+    """(model, tokenizer), refused if the tokenizer makes ids the model has no embedding for."""
+    if tokenizer.vocab_size > model.vocab_size:
+        raise WeightFileError(
+            f"{source}: the tokenizer has {tokenizer.vocab_size} tokens but the model embeds "
+            f"{model.vocab_size}: ids {model.vocab_size} and above would have no embedding"
+        )
+    return model, tokenizer
 
 
 def load_gpt2_folder(folder: str | os.PathLike) -> tuple[LanguageModel, Tokenizer]:
@@ -55,7 +65,7 @@ def load_llama_family_folder(folder: str | os.PathLike) -> tuple[LanguageModel, 
     from .llama_folder import load_llama_folder
 
     tokenizer = Tokenizer.from_gpt2_folder(folder)  # first: a bad tokenizer fails before the weights load
-    return load_llama_folder(folder), tokenizer
+    return _matched(load_llama_folder(folder), tokenizer, str(folder))
 
 
 LANGUAGE_MODELS: dict[str, Loader] = {
