@@ -259,8 +259,8 @@ class Llama(CachedDecoder):
 
     @classmethod
     def from_gguf(cls, source: str | os.PathLike | GGUFFile, activations: str = "f32") -> Llama:
-        """A Llama, Qwen2 or Qwen3 GGUF file (or an opened GGUFFile): hyperparameters by their GGUF keys,
-        tensors by llama.cpp's names, fused q/k/v and gate/up matrices. Quantized
+        """A Llama, Qwen2, Qwen3 or Phi-3 GGUF file (or an opened GGUFFile): hyperparameters by their GGUF
+        keys, tensors by llama.cpp's names, fused q/k/v and gate/up matrices. Quantized
         matrices stay quantized (QLinear, QEmbedding: no dequantized copy); `activations` "q8"
         quantizes their inputs to 8 bits per block of 32 (llama.cpp's integer dot products)."""
         if activations not in ("f32", "q8"):
@@ -298,7 +298,9 @@ GGUF_VARIANTS: dict[str, dict[str, bool]] = {
     "llama": {"rope_interleaved": True},  # Llama 2/3, SmolLM2, Mistral 7B (llama.cpp writes them as llama)
     "qwen2": {"qkv_bias": True},
     "qwen3": {"qk_norm": True},
+    "phi3": {},  # q/k/v and gate/up stored fused (attn_qkv, ffn_up), as our fused matrices
 }
+_FUSED_IN_FILE = {"attn_qkv": "self_attn.qkv_proj", "ffn_up": "mlp.gate_up_proj"}  # phi3's tensors
 
 
 def gguf_config(gguf: GGUFFile) -> LlamaConfig:
@@ -321,7 +323,7 @@ def gguf_config(gguf: GGUFFile) -> LlamaConfig:
         raise WeightFileError(
             f"{gguf.path}: {arch}.embedding_length is {dim}, but token_embd.weight has rows of {width} values"
         )
-    n_layers = _integer(gguf, f"{arch}.block_count", 1, len(gguf.tensors) // len(_BLOCK))
+    n_layers = _integer(gguf, f"{arch}.block_count", 1, len(gguf.tensors) // 6)  # Phi-3's blocks: 6 tensors
     heads = _integer(gguf, f"{arch}.attention.head_count", 1, dim)
     sized = f"{arch}.attention.key_length", f"{arch}.rope.dimension_count"
     if dim % heads and not any(k in gguf.metadata for k in sized):
@@ -350,9 +352,15 @@ def gguf_config(gguf: GGUFFile) -> LlamaConfig:
         raise WeightFileError(
             f"{gguf.path}: {arch}.vocab_size is {vocab_size}, but token_embd.weight has {vocab} rows"
         )
-    for key in (f"{arch}.rope.scaling.type", f"{arch}.attention.sliding_window"):
-        if gguf.get(key, "none") not in ("none", 0):
-            raise WeightFileError(f"{gguf.path}: {key} is {shown(gguf.get(key))}: not supported")
+    if gguf.get(f"{arch}.rope.scaling.type", "none") != "none":
+        raise WeightFileError(
+            f"{gguf.path}: {arch}.rope.scaling.type is {shown(gguf.get(f'{arch}.rope.scaling.type'))}: "
+            "scaled RoPE is not supported"
+        )
+    context = _integer(gguf, f"{arch}.context_length", 1, MAX_CONTEXT)
+    window = _integer(gguf, f"{arch}.attention.sliding_window", 0, default=0)
+    if window:  # full attention equals a sliding window's over at most `window` positions
+        context = min(context, window)
     return LlamaConfig(
         vocab_size=vocab,
         dim=dim,
@@ -363,7 +371,7 @@ def gguf_config(gguf: GGUFFile) -> LlamaConfig:
         ffn_dim=_integer(gguf, f"{arch}.feed_forward_length", 1),
         norm_eps=_real(gguf, f"{arch}.attention.layer_norm_rms_epsilon", high=1.0),
         rope_base=_real(gguf, f"{arch}.rope.freq_base", default=10000.0),
-        context_length=_integer(gguf, f"{arch}.context_length", 1, MAX_CONTEXT),
+        context_length=context,
         tie_embeddings="output.weight" not in gguf.tensors,
         fused=True,
         **GGUF_VARIANTS[arch],
@@ -421,6 +429,11 @@ def _gguf_groups(gguf: GGUFFile, config: LlamaConfig) -> dict[str, list[GGUFTens
     if c.qk_norm:
         block |= {"attn_q_norm.weight": (c.head_dim,), "attn_k_norm.weight": (c.head_dim,)}
         names |= {f"attn_{x}_norm.weight": f"self_attn.{x}_norm.weight" for x in "qk"}
+    if gguf.arch == "phi3":  # q/k/v and gate/up already one matrix each
+        for theirs in ("attn_q", "attn_k", "attn_v", "ffn_gate", "ffn_up"):
+            del block[f"{theirs}.weight"], names[f"{theirs}.weight"]
+        block |= {"attn_qkv.weight": (q + 2 * kv, c.dim), "ffn_up.weight": (2 * c.ffn_dim, c.dim)}
+        names |= {f"{theirs}.weight": f"{ours}.weight" for theirs, ours in _FUSED_IN_FILE.items()}
     wanted = {"token_embd.weight": "embed_tokens.weight", "output_norm.weight": "norm.weight"}
     if not c.tie_embeddings:
         wanted["output.weight"] = "lm_head.weight"
@@ -428,8 +441,9 @@ def _gguf_groups(gguf: GGUFFile, config: LlamaConfig) -> dict[str, list[GGUFTens
         for theirs, ours in names.items():
             wanted[f"blk.{i}.{theirs}"] = f"layers.{i}.{ours}"
             shapes[f"blk.{i}.{theirs}"] = block[theirs]
-    if "rope_freqs.weight" in gguf.tensors:
-        raise WeightFileError(f"{gguf.path}: tensor rope_freqs.weight: scaled RoPE is not supported")
+    for name in ("rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight"):
+        if name in gguf.tensors:  # Llama 3.1's and Phi-3's long-context (su/longrope) scaling
+            raise WeightFileError(f"{gguf.path}: tensor {name}: scaled RoPE is not supported")
     problems = [f"missing tensor {name}" for name in wanted if name not in gguf.tensors]
     problems += [f"unexpected tensor {shown(name)}" for name in gguf.tensors if name not in wanted]
     for name, shape in shapes.items():
