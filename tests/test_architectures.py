@@ -66,7 +66,7 @@ def _write(path, arch: str, config: LlamaConfig, state: dict, drop: str = "", ex
     keys |= {"attention.head_count": config.n_heads, "attention.head_count_kv": config.n_kv_heads}
     keys |= {"attention.key_length": config.head_dim}
     for key, value in (keys | (extra or {})).items():
-        w.add_uint32(f"{arch}.{key}", value)
+        (w.add_string if isinstance(value, str) else w.add_uint32)(f"{arch}.{key}", value)
     w.add_float32(f"{arch}.attention.layer_norm_rms_epsilon", config.norm_eps)
     for key, array in state.items():
         name = _gguf_name(key)
@@ -139,10 +139,17 @@ def test_quantized_qwen_gguf_equals_the_unfused_model(tmp_path, arch):
 def test_unknown_architecture_names_the_supported_ones(tmp_path):
     _write(tmp_path / "g.gguf", "gemma2", SMALL, _state(SMALL))
     with pytest.raises(
-        WeightFileError, match=r"architecture gemma2 is not supported \(verigrad runs llama, qwen2, qwen3\)"
+        WeightFileError,
+        match=r"architecture gemma2 is not supported \(verigrad runs llama, qwen2, qwen3, phi3\)",
     ):
         load_gguf(tmp_path / "g.gguf")
-    assert list(GGUF_VARIANTS) == ["llama", "qwen2", "qwen3"]
+    assert list(GGUF_VARIANTS) == ["llama", "qwen2", "qwen3", "phi3"]
+
+
+def test_gguf_sliding_window_limits_the_context(tmp_path):
+    config = dataclasses.replace(SMALL, qkv_bias=True)
+    _write(tmp_path / "m.gguf", "qwen2", config, _state(config), extra={"attention.sliding_window": 8})
+    assert Llama.from_gguf(tmp_path / "m.gguf").context_length == 8  # full attention over 8 is the window's
 
 
 @pytest.mark.parametrize(
@@ -156,12 +163,7 @@ def test_unknown_architecture_names_the_supported_ones(tmp_path):
             {"rope.dimension_count": 16},
             r"qwen3\.rope\.dimension_count is 16 but .*key_length is 32",
         ),
-        (
-            "qwen2",
-            "",
-            {"attention.sliding_window": 8},
-            r"qwen2\.attention\.sliding_window is 8: not supported",
-        ),
+        ("qwen2", "", {"rope.scaling.type": "yarn"}, r"qwen2\.rope\.scaling\.type is yarn: scaled RoPE"),
         ("qwen2", "", {"attention.key_length": 7}, r"the head size is 7; RoPE needs it even"),
     ],
 )

@@ -30,7 +30,9 @@ ARCHITECTURES = {
     "mistral": ("llama", transformers.MistralConfig, {"head_dim": 16, "sliding_window": None}),
     "qwen2": ("qwen2", transformers.Qwen2Config, {}),
     "qwen3": ("qwen3", transformers.Qwen3Config, {"num_attention_heads": 2, "num_key_value_heads": 1}),
+    "phi3": ("phi3", transformers.Phi3Config, {"pad_token_id": 0}),
 }
+SENTENCEPIECE = ("mistral", "phi3")  # the others' files get a byte-level BPE tokenizer
 GLOBAL = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight"}
 BLOCK = {  # Hugging Face's names in a block -> llama.cpp's
     "input_layernorm.weight": "attn_norm.weight",
@@ -43,6 +45,7 @@ BLOCK = {  # Hugging Face's names in a block -> llama.cpp's
     "self_attn.k_norm.weight": "attn_k_norm.weight",
 }
 BLOCK |= {f"self_attn.{x}_proj.{p}": f"attn_{x}.{p}" for x in "qkv" for p in ("weight", "bias")}
+BLOCK |= {"self_attn.qkv_proj.weight": "attn_qkv.weight", "mlp.gate_up_proj.weight": "ffn_up.weight"}  # Phi-3
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 MERGES = ["Ġ t", "h e", "Ġt he", "i n", "Ġ a", "e r", "o n", "Ġ s", "r e", "1 2"]
 TEMPLATE = (
@@ -111,7 +114,7 @@ def write_gguf(model: transformers.PreTrainedModel, name: str, path) -> None:
         w.add_uint32(f"{arch}.{key}", value)
     w.add_float32(f"{arch}.attention.layer_norm_rms_epsilon", c.rms_norm_eps)
     w.add_float32(f"{arch}.rope.freq_base", c.rope_parameters["rope_theta"])
-    if name == "mistral":  # SentencePiece, as in Mistral's and Llama 2's files
+    if name in SENTENCEPIECE:  # as in Mistral's, Llama 2's and Phi-3's files
         tokens, scores, types = _sentencepiece()
         w.add_string("tokenizer.ggml.model", "llama")
         w.add_array("tokenizer.ggml.tokens", tokens)
@@ -119,6 +122,7 @@ def write_gguf(model: transformers.PreTrainedModel, name: str, path) -> None:
         w.add_array("tokenizer.ggml.token_type", types)
         w.add_uint32("tokenizer.ggml.bos_token_id", 1)
         w.add_uint32("tokenizer.ggml.eos_token_id", 2)
+        w.add_uint32("tokenizer.ggml.padding_token_id", 0)
     else:
         tokens = _tokens()
         w.add_string("tokenizer.ggml.model", "gpt2")
@@ -190,7 +194,7 @@ def test_gguf_model_matches_transformers(tmp_path, name, tied):
     assert _greedy(ours, prompt, 16) == generated[0, len(prompt) :].tolist()
 
 
-@pytest.mark.parametrize("name", ["llama", "qwen2", "mistral"])
+@pytest.mark.parametrize("name", ["llama", "qwen2", "mistral", "phi3"])
 def test_gguf_tokenizer_matches_transformers(tmp_path, name):
     write_gguf(_random_model(name), name, tmp_path / "tiny.gguf")
     theirs = transformers.AutoTokenizer.from_pretrained(tmp_path, gguf_file="tiny.gguf")

@@ -21,7 +21,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers
+from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tokenizers
 from tokenizers import Tokenizer as _Backend
 
 from ..errors import WeightFileError
@@ -32,7 +32,7 @@ from .gguf import GGUFFile, read_gguf
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 
 # architectures whose SentencePiece tokenizer differs from Llama's (transformers builds them apart)
-_OWN_SENTENCEPIECE = ("gemma", "gemma2", "gemma3", "gemma4", "phi3", "t5")
+_OWN_SENTENCEPIECE = ("gemma", "gemma2", "gemma3", "gemma4", "t5")
 SPACE = "\u2581"  # SentencePiece's space ("▁")
 _BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")  # a SentencePiece byte-fallback token
 
@@ -202,7 +202,7 @@ class Tokenizer:
                     f"{source}: tokenizer.ggml.scores has {len(scores)} entries, expected {len(tokens)}"
                 )
             pairs = _split_merges(merges, source) if merges else _merges_by_score(tokens, scores)
-            backend = _sentencepiece(vocab, pairs, source)
+            backend = _sentencepiece(vocab, pairs, source, phi3=gguf.get("general.architecture") == "phi3")
             special = [t for t, k in zip(tokens, types) if k in (CONTROL, UNKNOWN) and t]
         backend.add_special_tokens([_added(t, True) for t in special])
         backend.add_tokens(
@@ -414,16 +414,24 @@ def _bpe(vocab: dict[str, int], merges: list[tuple[str, str]], split: str | None
     return backend
 
 
-def _sentencepiece(vocab: dict[str, int], merges: list[tuple[str, str]], source: str) -> _Backend:
+def _sentencepiece(
+    vocab: dict[str, int], merges: list[tuple[str, str]], source: str, phi3: bool = False
+) -> _Backend:
     """SentencePiece's BPE as transformers builds it from a GGUF file: "▁" for spaces and one before the
-    text, byte fallback to <0xNN> tokens."""
+    text, byte fallback to <0xNN> tokens. Phi-3's puts its "▁"s in with a normalizer (as its own
+    tokenizer.json does), which differs on a text that starts with spaces: "  hi" is "▁▁▁hi", not "▁▁hi"."""
     try:
         backend = _Backend(models.BPE(vocab=vocab, merges=merges, fuse_unk=True, byte_fallback=True))
     except Exception as e:  # the library's own message
         raise WeightFileError(
             f"{source}: cannot build a SentencePiece tokenizer of its tokens: {e}"
         ) from None
-    backend.pre_tokenizer = pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="first", split=False)
+    if phi3:
+        spaces = [normalizers.Prepend(SPACE), normalizers.Replace(" ", SPACE)]
+        backend.normalizer = normalizers.Sequence(spaces)
+    else:
+        spaces = pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="first", split=False)
+        backend.pre_tokenizer = spaces
     backend.decoder = decoders.Sequence(
         [decoders.Replace(SPACE, " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)]
     )

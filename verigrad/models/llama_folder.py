@@ -1,11 +1,12 @@
-"""Llama, Mistral, Qwen2 and Qwen3 from Hugging Face folders: `config.json`, `model.safetensors` (or its
-shards and `model.safetensors.index.json`), every hyperparameter and tensor checked before the model is
-built (`models/llama.py`'s decoder, Hugging Face's half-split RoPE and unfused projections).
+"""Llama, Mistral, Qwen2, Qwen3 and Phi-3 from Hugging Face folders: `config.json`, `model.safetensors`
+(or its shards and `model.safetensors.index.json`), every hyperparameter and tensor checked before the
+model is built (`models/llama.py`'s decoder, Hugging Face's half-split RoPE; Phi-3's projections fused).
 
-What the decoder does not implement is refused by name: RoPE scaling, biases on the output or MLP
-projections, another activation than SiLU, Qwen's sliding-window layers. Mistral's sliding window of W
-positions gives the same attention as full attention over at most W positions, so the context is
-limited to W (a longer prompt or cache is refused, never silently computed differently).
+What the decoder does not implement is refused by name: RoPE scaling or on part of a head, biases on the
+output or MLP projections, another activation than SiLU, Qwen's sliding-window layers. Mistral's and
+Phi-3's sliding window of W positions gives the same attention as full attention over at most W
+positions, so the context is limited to W (a longer prompt or cache is refused, never silently computed
+differently).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ FOLDER_VARIANTS: dict[str, dict[str, bool]] = {
     "mistral": {},
     "qwen2": {"qkv_bias": True},
     "qwen3": {"qk_norm": True},
+    "phi3": {"fused": True},  # its qkv_proj and gate_up_proj are our fused matrices
 }
 _REQUIRED = ("model_type", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads")
 _REQUIRED += ("intermediate_size", "max_position_embeddings", "rms_norm_eps")
@@ -62,7 +64,7 @@ def folder_config(raw: dict[str, Any], path: Path) -> LlamaConfig:
         raise WeightFileError(f"{path}: head_dim is {head_dim}; RoPE needs it even")
     context = checked_integer(path, "max_position_embeddings", raw["max_position_embeddings"], 1, MAX_CONTEXT)
     _refuse_unsupported(raw, path, kind)
-    window = raw.get("sliding_window") if kind == "mistral" else None
+    window = raw.get("sliding_window") if kind in ("mistral", "phi3") else None
     if window is not None:  # full attention is the same as a window's over at most `window` positions
         context = min(context, checked_integer(path, "sliding_window", window, 1))
     return LlamaConfig(
@@ -91,6 +93,11 @@ def _rope_theta(raw: dict[str, Any], path: Path) -> Any:
         theta = params.get("rope_theta", raw.get("rope_theta", 10000.0))
     else:
         theta = raw.get("rope_theta", 10000.0)
+    rotated = params.get("partial_rotary_factor", 1.0) if isinstance(params, dict) else 1.0
+    if raw.get("partial_rotary_factor", rotated) != 1.0:
+        raise WeightFileError(
+            f"{path}: partial_rotary_factor {shown(rotated)}: RoPE on part of a head is not supported"
+        )
     if scaling is not None and not (
         isinstance(scaling, dict) and scaling.get("rope_type", scaling.get("type", "default")) == "default"
     ):
