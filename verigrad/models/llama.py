@@ -126,7 +126,7 @@ class LlamaAttention(Module):
         qk, v = self._project(x, norm)
         qk = F.rope(qk.permute(0, 2, 1, 3), *rope, interleaved=self.interleaved)
         q, k, v = qk[:, : self.n_heads], qk[:, self.n_heads :], v.permute(0, 2, 1, 3)
-        y = attention(q, k, v) if past is None else cached_attention(q, k, v, *past)  # [B, H, T, hd]
+        y = self._attend(q, k, v, past)  # [B, H, T, hd]
         return self.o_proj(y.permute(0, 2, 1, 3).reshape(b, t, self.n_heads * self.head_dim)), k, v
 
     def _decode(self, x: Tensor, rope: Any, past: tuple, norm: RMSNorm) -> tuple[Tensor, Tensor, Tensor]:
@@ -139,11 +139,17 @@ class LlamaAttention(Module):
         qk = self._normed_heads(qkv[..., :at].reshape(b, h + kv, 1, d), 1)
         qk = F.rope(qk, *rope, interleaved=self.interleaved)
         q, k, v = qk[:, :h], qk[:, h:], qkv[..., at:].reshape(b, kv, 1, d)
-        y = cached_attention(q, k, v, *past)
+        y = self._attend(q, k, v, past)
         return self.o_proj(y.reshape(b, 1, h * d)), k, v
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, past: tuple | None) -> Tensor:
+        """Attention of the query heads over the keys and values (and the cache window `past`)."""
+        return attention(q, k, v) if past is None else cached_attention(q, k, v, *past)
 
 
 class LlamaMLP(Module):
+    act = staticmethod(F.silu)  # of the gate
+
     def __init__(self, config: LlamaConfig):
         super().__init__()
         self.ffn_dim, self.fused = config.ffn_dim, config.fused
@@ -162,7 +168,7 @@ class LlamaMLP(Module):
         else:
             x = norm(x)
             gate, up = self.gate_proj(x), self.up_proj(x)
-        return self.down_proj(F.silu(gate) * up)
+        return self.down_proj(self.act(gate) * up)
 
 
 class LlamaBlock(Module):
@@ -188,11 +194,27 @@ class Llama(CachedDecoder):
         c = self.config = config
         self.context_length, self.vocab_size = c.context_length, c.vocab_size
         self.embed_tokens = Embedding(c.vocab_size, c.dim)
-        self.layers = ModuleList(*(LlamaBlock(c) for _ in range(c.n_layers)))
+        self.layers = ModuleList(*(self._block(c, i) for i in range(c.n_layers)))
         self.norm = RMSNorm(c.dim, eps=c.norm_eps)
         self.lm_head = None if c.tie_embeddings else Linear(c.dim, c.vocab_size, bias=False)
         self.rope: tuple[Tensor, Tensor] | None = None  # cos and sin rows of the positions run so far
         self.cached(c.n_layers, c.n_kv_heads, c.head_dim)
+
+    # what a variant of the decoder (models/gemma.py) changes
+    GGUF_BLOCK: dict[str, str] = {}  # llama.cpp's tensor names in a block -> ours (set below: _BLOCK)
+
+    def _block(self, config: LlamaConfig, index: int) -> Module:
+        return LlamaBlock(config)
+
+    def _embed(self, ids: Tensor) -> Tensor:
+        return self.embed_tokens(ids)
+
+    def _rope_tables(self, rows: int) -> tuple[np.ndarray, np.ndarray]:
+        return rope_tables(rows, self.config.head_dim, self.config.rope_base)
+
+    @staticmethod
+    def config_from_gguf(gguf: GGUFFile) -> LlamaConfig:
+        return gguf_config(gguf)
 
     def rope_rows(self, positions: DimLike) -> tuple[Tensor, Tensor]:
         """The RoPE tables (cos, sin) of at least `positions` positions. They are made for the positions the
@@ -208,7 +230,7 @@ class Llama(CachedDecoder):
                 rope = self.rope
                 if rope is None or rope[0].shape[0] < positions:
                     rows = max(MIN_ROPE_ROWS, 1 << (positions - 1).bit_length())
-                    cos, sin = rope_tables(rows, c.head_dim, c.rope_base)
+                    cos, sin = self._rope_tables(rows)
                     rope = self.rope = (from_numpy(cos), from_numpy(sin))
                     self.cached(c.n_layers, c.n_kv_heads, c.head_dim)
         return rope
@@ -222,7 +244,7 @@ class Llama(CachedDecoder):
 
     def hidden(self, ids: Tensor) -> Tensor:
         t = ids.shape[1]
-        x = self.embed_tokens(ids)
+        x = self._embed(ids)
         cos, sin = self.rope_rows(t)
         rope = (cos[:t], sin[:t])
         for block in self.layers:
@@ -234,7 +256,7 @@ class Llama(CachedDecoder):
     ) -> tuple[Tensor, ...]:
         """The cached forward (see models/_decoder.py): logits (of the last token alone with `last_only`),
         then each layer's new keys and values."""
-        x = self.embed_tokens(ids)
+        x = self._embed(ids)
         cos, sin = self.rope if self.rope is not None else self.rope_rows(self.context_length)
         rope = (take(cos, positions), take(sin, positions))
         new = []
@@ -266,8 +288,8 @@ class Llama(CachedDecoder):
         if activations not in ("f32", "q8"):
             raise ValueError(f"activations must be 'f32' or 'q8', got {activations!r}")
         gguf = source if isinstance(source, GGUFFile) else read_gguf(source)
-        config = gguf_config(gguf)
-        groups = _gguf_groups(gguf, config)  # every tensor checked before anything is built
+        config = cls.config_from_gguf(gguf)
+        groups = _gguf_groups(gguf, config, cls.GGUF_BLOCK)  # every tensor checked before anything is built
         with abstract():
             model = cls(config)
         state: dict[str, Any] = {}
@@ -303,12 +325,12 @@ GGUF_VARIANTS: dict[str, dict[str, bool]] = {
 _FUSED_IN_FILE = {"attn_qkv": "self_attn.qkv_proj", "ffn_up": "mlp.gate_up_proj"}  # phi3's tensors
 
 
-def gguf_config(gguf: GGUFFile) -> LlamaConfig:
+def gguf_config(gguf: GGUFFile, variants: dict[str, dict[str, bool]] = GGUF_VARIANTS) -> LlamaConfig:
     """The hyperparameters under llama.cpp's keys (`{arch}.embedding_length`, ...), each of the right type
     and in range and consistent with the others and with the token embedding, checked before anything is
     allocated: a WeightFileError names the file, the key and its value."""
     arch = gguf.arch
-    if arch not in GGUF_VARIANTS:
+    if arch not in variants:
         raise WeightFileError(
             f"{gguf.path}: architecture {shown(arch)}, but this loader reads {', '.join(GGUF_VARIANTS)} files"
         )
@@ -374,7 +396,7 @@ def gguf_config(gguf: GGUFFile) -> LlamaConfig:
         context_length=context,
         tie_embeddings="output.weight" not in gguf.tensors,
         fused=True,
-        **GGUF_VARIANTS[arch],
+        **variants[arch],
     )
 
 
@@ -403,13 +425,14 @@ _BLOCK = {
     "ffn_up": "mlp.up_proj",
     "ffn_down": "mlp.down_proj",
 }
+Llama.GGUF_BLOCK = _BLOCK
 _FUSED = {  # our fused matrices and their parts, in the order their rows are stacked
     "self_attn.qkv_proj": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
     "mlp.gate_up_proj": ("mlp.gate_proj", "mlp.up_proj"),
 }
 
 
-def _gguf_groups(gguf: GGUFFile, config: LlamaConfig) -> dict[str, list[GGUFTensor]]:
+def _gguf_groups(gguf: GGUFFile, config: LlamaConfig, names: dict[str, str]) -> dict[str, list[GGUFTensor]]:
     """Our parameter name -> the GGUF tensors that make it (several for the fused matrices). Every tensor
     the config needs must be there with the shape it implies and a type verigrad reads, and no other:
     a WeightFileError names the file and the first few tensors at fault."""
@@ -421,8 +444,9 @@ def _gguf_groups(gguf: GGUFFile, config: LlamaConfig) -> dict[str, list[GGUFTens
     block = {"attn_norm": (c.dim,), "attn_q": (q, c.dim), "attn_k": (kv, c.dim), "attn_v": (kv, c.dim)}
     block |= {"attn_output": (c.dim, q), "ffn_norm": (c.dim,), "ffn_gate": (c.ffn_dim, c.dim)}
     block |= {"ffn_up": (c.ffn_dim, c.dim), "ffn_down": (c.dim, c.ffn_dim)}
+    block |= {"post_attention_norm": (c.dim,), "post_ffw_norm": (c.dim,)}  # Gemma's
     block = {f"{theirs}.weight": shape for theirs, shape in block.items()}
-    names = {f"{theirs}.weight": f"{ours}.weight" for theirs, ours in _BLOCK.items()}
+    names = {f"{theirs}.weight": f"{ours}.weight" for theirs, ours in names.items()}
     if c.qkv_bias:
         block |= {"attn_q.bias": (q,), "attn_k.bias": (kv,), "attn_v.bias": (kv,)}
         names |= {f"attn_{x}.bias": f"self_attn.{x}_proj.bias" for x in "qkv"}
