@@ -151,10 +151,10 @@ def test_quantized_qwen_gguf_on_8_bit_activations(tmp_path, arch):
 
 
 def test_unknown_architecture_names_the_supported_ones(tmp_path):
-    _write(tmp_path / "g.gguf", "gemma2", SMALL, _state(SMALL))
+    _write(tmp_path / "g.gguf", "falcon", SMALL, _state(SMALL))
     with pytest.raises(
         WeightFileError,
-        match=r"architecture gemma2 is not supported \(verigrad runs llama, qwen2, qwen3, phi3\)",
+        match=r"falcon is not supported \(verigrad runs llama, qwen2, qwen3, phi3, gemma2, gemma3\)",
     ):
         load_gguf(tmp_path / "g.gguf")
     assert list(GGUF_VARIANTS) == ["llama", "qwen2", "qwen3", "phi3"]
@@ -339,7 +339,7 @@ def test_sentencepiece_tokenizer_from_gguf(tmp_path):
 @pytest.mark.parametrize(
     ("arch", "scores", "message"),
     [
-        ("gemma2", True, r"gemma2's SentencePiece tokenizer .* is not supported"),
+        ("gemma4", True, r"gemma4's SentencePiece tokenizer .* is not supported"),
         ("llama", False, r"no key 'tokenizer\.ggml\.scores'"),
     ],
 )

@@ -31,8 +31,9 @@ from .gguf import GGUFFile, read_gguf
 # Token types of llama.cpp's vocabulary (`tokenizer.ggml.token_type`).
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 
-# architectures whose SentencePiece tokenizer differs from Llama's (transformers builds them apart)
-_OWN_SENTENCEPIECE = ("gemma", "gemma2", "gemma3", "gemma4", "t5")
+# architectures whose SentencePiece tokenizer differs from Llama's, Phi-3's and Gemma's
+_OWN_SENTENCEPIECE = ("gemma4", "t5")
+_GEMMA = ("gemma", "gemma2", "gemma3")
 SPACE = "\u2581"  # SentencePiece's space ("▁")
 _BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")  # a SentencePiece byte-fallback token
 
@@ -106,9 +107,11 @@ class Tokenizer:
         source: str = "",
         more_end_ids: Sequence[int] = (),
         sentencepiece: bool = False,
+        strip_first_space: bool = False,
     ) -> None:
         self.backend = backend
-        self.sentencepiece = sentencepiece  # "▁" spaces, <0xNN> bytes, the text's first space dropped
+        self.sentencepiece = sentencepiece  # "▁" spaces, <0xNN> bytes
+        self.strip_first_space = strip_first_space  # decode drops the text's first space
         self.source = source
         self.vocab_size = 1 + max(backend.get_vocab(with_added_tokens=True).values(), default=-1)
         for what, i in (("BOS", bos_id), ("EOS", eos_id), *(("end", i) for i in more_end_ids)):
@@ -181,12 +184,15 @@ class Tokenizer:
                 f"{source}: tokenizer.ggml.token_type has {len(types)} entries, expected {len(tokens)} "
                 "(one per token)"
             )
+        arch = gguf.get("general.architecture")
         if kind == "gpt2":
             merges = field.list_of("tokenizer.ggml.merges", str)
             alphabet = set(byte_alphabet().values())
             vocab = {_byte_spelling(t, alphabet): i for i, t in enumerate(tokens)}
         else:
             merges = field.list_of("tokenizer.ggml.merges", str, default=[])
+            if arch in _GEMMA:  # Gemma's files write a token of spaces with spaces, not "▁"s
+                tokens = [SPACE * len(t) if t and not t.strip(" ") else t for t in tokens]
             vocab = {t: i for i, t in enumerate(tokens)}
         if len(vocab) != len(tokens):
             raise WeightFileError(f"{source}: tokenizer.ggml.tokens has repeated tokens")
@@ -196,13 +202,16 @@ class Tokenizer:
             # Control tokens outside the byte alphabet are llama.cpp mislabels (transformers skips them).
             special = [t for t, k in zip(tokens, types) if k == CONTROL and t and set(t) <= alphabet]
         else:
-            scores = field.list_of("tokenizer.ggml.scores", float) if not merges else []
+            if arch in _GEMMA:  # its scores do not follow its merges' order; the tokens' order does
+                scores = [-float(i) for i in range(len(tokens))]
+            else:
+                scores = field.list_of("tokenizer.ggml.scores", float) if not merges else []
             if not merges and len(scores) != len(tokens):
                 raise WeightFileError(
                     f"{source}: tokenizer.ggml.scores has {len(scores)} entries, expected {len(tokens)}"
                 )
             pairs = _split_merges(merges, source) if merges else _merges_by_score(tokens, scores)
-            backend = _sentencepiece(vocab, pairs, source, phi3=gguf.get("general.architecture") == "phi3")
+            backend = _sentencepiece(vocab, pairs, source, "gemma" if arch in _GEMMA else arch)
             special = [t for t, k in zip(tokens, types) if k in (CONTROL, UNKNOWN) and t]
         backend.add_special_tokens([_added(t, True) for t in special])
         backend.add_tokens(
@@ -218,6 +227,7 @@ class Tokenizer:
             chat_template=field.scalar("tokenizer.chat_template", str, None),
             source=source,
             sentencepiece=kind == "llama",
+            strip_first_space=kind == "llama" and arch not in _GEMMA,
         )
 
     @classmethod
@@ -299,7 +309,7 @@ class Tokenizer:
         SentencePiece vocabulary's text loses its first space (the one encoding put before the text)."""
         ids = [int(i) for i in ids]
         data = b"".join(self.token_bytes(i) for i in ids if not (skip_special and i in self.special_ids))
-        if self.sentencepiece and data.startswith(b" "):
+        if self.strip_first_space and data.startswith(b" "):
             data = data[1:]
         return data.decode("utf-8", errors="replace")
 
@@ -414,26 +424,32 @@ def _bpe(vocab: dict[str, int], merges: list[tuple[str, str]], split: str | None
     return backend
 
 
-def _sentencepiece(
-    vocab: dict[str, int], merges: list[tuple[str, str]], source: str, phi3: bool = False
-) -> _Backend:
+def _sentencepiece(vocab: dict[str, int], merges: list[tuple[str, str]], source: str, arch: Any) -> _Backend:
     """SentencePiece's BPE as transformers builds it from a GGUF file: "▁" for spaces and one before the
-    text, byte fallback to <0xNN> tokens. Phi-3's puts its "▁"s in with a normalizer (as its own
-    tokenizer.json does), which differs on a text that starts with spaces: "  hi" is "▁▁▁hi", not "▁▁hi"."""
+    text, byte fallback to <0xNN> tokens, the text's first space dropped in decoding. Phi-3's puts its
+    "▁"s in with a normalizer (as its own tokenizer.json does), which differs on a text that starts with
+    spaces: "  hi" is "▁▁▁hi", not "▁▁hi". Gemma's puts none before the text and drops none."""
+    unknown = "<unk>" if arch == "gemma" and "<unk>" in vocab else None
     try:
-        backend = _Backend(models.BPE(vocab=vocab, merges=merges, fuse_unk=True, byte_fallback=True))
+        backend = _Backend(
+            models.BPE(vocab=vocab, merges=merges, unk_token=unknown, fuse_unk=True, byte_fallback=True)
+        )
     except Exception as e:  # the library's own message
         raise WeightFileError(
             f"{source}: cannot build a SentencePiece tokenizer of its tokens: {e}"
         ) from None
-    if phi3:
+    strip = [decoders.Strip(" ", 1, 0)]
+    if arch == "gemma":
+        backend.normalizer = normalizers.Replace(" ", SPACE)
+        strip = []
+    elif arch == "phi3":
         spaces = [normalizers.Prepend(SPACE), normalizers.Replace(" ", SPACE)]
         backend.normalizer = normalizers.Sequence(spaces)
     else:
         spaces = pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="first", split=False)
         backend.pre_tokenizer = spaces
     backend.decoder = decoders.Sequence(
-        [decoders.Replace(SPACE, " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)]
+        [decoders.Replace(SPACE, " "), decoders.ByteFallback(), decoders.Fuse(), *strip]
     )
     return backend
 

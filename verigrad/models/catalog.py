@@ -28,17 +28,20 @@ Loader = Callable[[str], tuple[LanguageModel, Tokenizer]]
 
 
 def load_gguf(path: str | os.PathLike, activations: str = "q8") -> tuple[LanguageModel, Tokenizer]:
-    """A Llama, Qwen2 or Qwen3 GGUF file: the model (quantized matmuls on `activations`) and its tokenizer."""
+    """A Llama, Qwen2, Qwen3, Phi-3, Gemma 2 or Gemma 3 GGUF file: the model (quantized matmuls on
+    `activations`) and its tokenizer."""
+    from .gemma import GEMMA_VARIANTS, Gemma
     from .llama import GGUF_VARIANTS, Llama
 
     gguf = read_gguf(path)
-    if gguf.arch not in GGUF_VARIANTS:
+    if gguf.arch not in GGUF_VARIANTS and gguf.arch not in GEMMA_VARIANTS:
         raise WeightFileError(
             f"{gguf.path}: architecture {shown(gguf.arch)} is not supported "
-            f"(verigrad runs {', '.join(GGUF_VARIANTS)})"
+            f"(verigrad runs {', '.join([*GGUF_VARIANTS, *GEMMA_VARIANTS])})"
         )
     tokenizer = Tokenizer.from_gguf(gguf)  # first: a bad tokenizer fails before the weights load
-    return _matched(Llama.from_gguf(gguf, activations=activations), tokenizer, str(gguf.path))
+    family = Gemma if gguf.arch in GEMMA_VARIANTS else Llama
+    return _matched(family.from_gguf(gguf, activations=activations), tokenizer, str(gguf.path))
 
 
 def _matched(model: LanguageModel, tokenizer: Tokenizer, source: str) -> tuple[LanguageModel, Tokenizer]:
