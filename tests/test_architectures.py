@@ -16,8 +16,10 @@ from tokenizers import decoders, models, pre_tokenizers
 import verigrad as vg
 from verigrad.errors import ShapeError, WeightFileError
 from verigrad.io.tokenizer import Tokenizer, _merges_by_score, byte_alphabet
+from verigrad.models import _decoder, gemma
 from verigrad.models._decoder import step_specs
 from verigrad.models.catalog import load_gguf, load_language_model
+from verigrad.models.gemma import Gemma, GemmaConfig
 from verigrad.models.llama import GGUF_VARIANTS, Llama, LlamaConfig
 from verigrad.models.llama_folder import FOLDER_VARIANTS
 from verigrad.nn.quant import QLinear
@@ -37,6 +39,11 @@ NAMES = {  # our names in a block -> llama.cpp's
     "self_attn.k_norm.weight": "attn_k_norm.weight",
 }
 NAMES |= {f"self_attn.{x}_proj.{p}": f"attn_{x}.{p}" for x in "qkv" for p in ("weight", "bias")}
+GEMMA_NAMES = NAMES | {  # Gemma's post_attention_layernorm is after attention, not before the MLP
+    "post_attention_layernorm.weight": "post_attention_norm.weight",
+    "pre_feedforward_layernorm.weight": "ffn_norm.weight",
+    "post_feedforward_layernorm.weight": "post_ffw_norm.weight",
+}
 
 
 def _state(config: LlamaConfig, seed: int = 0, spread: float = 0.3) -> dict[str, np.ndarray]:
@@ -49,17 +56,18 @@ def _state(config: LlamaConfig, seed: int = 0, spread: float = 0.3) -> dict[str,
     }
 
 
-def _gguf_name(key: str) -> str:
+def _gguf_name(key: str, names: dict[str, str] = NAMES) -> str:
     """llama.cpp's name of one of our parameters."""
     if key.startswith("layers."):
         _, i, stem = key.split(".", 2)
-        return f"blk.{i}.{NAMES[stem]}"
+        return f"blk.{i}.{names[stem]}"
     return {"embed_tokens.weight": "token_embd.weight", "norm.weight": "output_norm.weight"}[key]
 
 
 def _write(path, arch: str, config: LlamaConfig, state: dict, drop: str = "", extra: dict | None = None):
     """`state` (Hugging Face's names, half-split RoPE, as Qwen's GGUF files keep it) as a GGUF file with
     Q8_0 matrices and F32 vectors."""
+    names = GEMMA_NAMES if arch.startswith("gemma") else NAMES
     w = gguf.GGUFWriter(str(path), arch)
     keys = {"context_length": config.context_length, "embedding_length": config.dim}
     keys |= {"block_count": config.n_layers, "feed_forward_length": config.ffn_dim}
@@ -69,7 +77,7 @@ def _write(path, arch: str, config: LlamaConfig, state: dict, drop: str = "", ex
         (w.add_string if isinstance(value, str) else w.add_uint32)(f"{arch}.{key}", value)
     w.add_float32(f"{arch}.attention.layer_norm_rms_epsilon", config.norm_eps)
     for key, array in state.items():
-        name = _gguf_name(key)
+        name = _gguf_name(key, names)
         if name == drop:
             continue
         if array.ndim == 1:
@@ -346,3 +354,78 @@ def test_sentencepiece_tokenizer_from_gguf(tmp_path):
 def test_sentencepiece_files_refused(tmp_path, arch, scores, message):
     with pytest.raises(WeightFileError, match=message):
         Tokenizer.from_gguf(_sp_gguf(tmp_path / "sp.gguf", arch, scores))
+
+
+# Gemma -----------------------------------------------------------------------------------------------
+GEMMA2 = GemmaConfig(**dataclasses.asdict(SMALL), attn_softcap=5.0, final_softcap=3.0)
+GEMMA3 = GemmaConfig(**dataclasses.asdict(SMALL) | {"n_layers": 6, "qk_norm": True}, local_rope_base=100.0)
+
+
+def _random_gemma(config: GemmaConfig) -> Gemma:
+    rng = np.random.default_rng(0)
+    with vg.abstract():
+        shapes = {k: t.shape for k, t in Gemma(config).state_dict().items()}
+    state = {
+        k: (1 + rng.normal(0, 0.1, s) if "norm" in k else rng.normal(0, 0.3, s)) for k, s in shapes.items()
+    }
+    return Gemma.from_state(config, {k: v.astype(np.float32) for k, v in state.items()})
+
+
+def test_gemma2_checks_for_every_size_with_and_without_cache():
+    V, D, KV, G, F = vg.dims("V D KV G F")
+    hd = vg.dims("pairs") * 2
+    config = GemmaConfig(V, D, 2, KV * G, KV, hd, F, context_length=vg.dims("C"), attn_softcap=50.0)
+    with vg.abstract():
+        model = Gemma(config)
+    B, T = vg.dims("B T")
+    assert vg.check(model, vg.spec([B, T], "i64")).shape == (B, T, V)
+    logits, *new = vg.check(model.step, *step_specs(2, KV, hd, T))
+    assert logits.shape == (vg.dims("batch"), T, V) and len(new) == 4
+    with vg.abstract():  # a post-MLP norm of the wrong size is caught for every size
+        model.layers[1].post_feedforward_layernorm.weight = vg.zeros(F, requires_grad=True)
+    with pytest.raises(ShapeError):
+        vg.check(model, vg.spec([B, T], "i64"))
+
+
+@pytest.mark.parametrize("config", [GEMMA2, GEMMA3], ids=["gemma2", "gemma3"])
+def test_gemma_decoding_with_the_cache_equals_the_full_forward(config, monkeypatch):
+    """The soft-capped attention written in ops (Gemma 2) and the local/global RoPE tables (Gemma 3) on
+    the cache's windows give the full forward's logits."""
+    monkeypatch.setattr(_decoder, "MIN_WINDOW", 2)  # windows 2, 4, 8, then the capacity
+    model = _random_gemma(config)
+    ids = np.random.default_rng(1).integers(0, 40, (2, 9))
+    full = model(ids).numpy()
+    cache = model.new_cache(batch=2, capacity=12)
+    steps = [model(ids[:, :3], cache).numpy()] + [
+        model(ids[:, i : i + 1], cache).numpy() for i in range(3, 9)
+    ]
+    np.testing.assert_allclose(np.concatenate(steps, axis=1), full, rtol=1e-5, atol=1e-5)
+    assert np.abs(full).max() <= (config.final_softcap or np.inf)
+
+
+def test_gemma_features_change_the_logits():
+    """Each of Gemma's additions is in the computation (a flag that did nothing would pass the cache test)."""
+    ids = np.array([[1, 5, 9, 2, 33, 7]])
+    base = _random_gemma(GEMMA2)(ids).numpy()
+    for change in (
+        {"attn_softcap": None},
+        {"final_softcap": None},
+        {"local_rope_base": 100.0, "n_layers": 2},
+    ):
+        other = _random_gemma(dataclasses.replace(GEMMA2, **change))(ids).numpy()
+        assert np.abs(other - base).max() > 1e-3, change
+    gemma3 = _random_gemma(GEMMA3)
+    ids = np.arange(12)[None] % 40
+    same_base = _random_gemma(dataclasses.replace(GEMMA3, local_rope_base=GEMMA3.rope_base))(ids).numpy()
+    assert np.abs(gemma3(ids).numpy() - same_base).max() > 1e-3
+
+
+def test_gemma_27b_scales_queries_by_width_over_heads(tmp_path, monkeypatch):
+    config = GemmaConfig(**dataclasses.asdict(SMALL) | {"n_layers": 2, "head_dim": 8})
+    with vg.abstract():
+        state = {k: np.zeros(t.shape, np.float32) for k, t in Gemma(config).state_dict().items()}
+    _write(tmp_path / "m.gguf", "gemma2", config, state, extra={"attention.sliding_window": 16})
+    assert Gemma.from_gguf(tmp_path / "m.gguf").layers[0].self_attn.scale == 8**-0.5  # the head size
+    monkeypatch.setitem(gemma._LARGE, "gemma2", 2)  # as if it had the 27B model's 46 layers
+    model = Gemma.from_gguf(tmp_path / "m.gguf")
+    assert model.layers[0].self_attn.scale == (64 / 4) ** -0.5 and model.context_length == 16

@@ -23,11 +23,13 @@ from typing import Any
 
 import numpy as np
 
+from ..dtypes import f64
 from ..errors import WeightFileError
 from ..io.gguf import GGUFFile
 from ..nn import Module, RMSNorm
 from ..nn import functional as F
-from ..ops import arange, attention, cached_attention, concat, softmax, where
+from ..ops import arange, attention, cached_attention, concat, full, softmax, where
+from ..ops.composite.attention import scale_tensor
 from ..tensor import Tensor
 from .llama import _BLOCK, Llama, LlamaAttention, LlamaConfig, LlamaMLP, gguf_config, rope_tables
 
@@ -58,7 +60,8 @@ class GemmaMLP(LlamaMLP):
 class GemmaAttention(LlamaAttention):
     def __init__(self, config: GemmaConfig):
         super().__init__(config)
-        self.scale = config.query_scale if config.query_scale is not None else config.head_dim**-0.5
+        d = config.head_dim
+        self.scale = config.query_scale or (d**-0.5 if isinstance(d, int) else None)  # None: 1/sqrt(d)
         self.softcap = config.attn_softcap
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, past: tuple | None) -> Tensor:
@@ -76,7 +79,8 @@ class GemmaAttention(LlamaAttention):
             past_kt, past_v, bias = past
             keys_t, values = concat(past_kt, k.mT, axis=3), concat(past_v, v, axis=2)
         scores = q.reshape(b, kv, h // kv, t, d) @ keys_t.unsqueeze(2)  # [B, KV, G, T, S]
-        p = softmax(_softcapped(scores * self.scale, self.softcap) + bias, axis=-1)
+        scale = scale_tensor(self.scale, d, q.dtype)
+        p = softmax(_softcapped(scores * scale, self.softcap) + bias, axis=-1)
         return (p @ values.unsqueeze(2)).reshape(b, h, t, d)
 
 
@@ -117,7 +121,8 @@ class Gemma(Llama):
         return GemmaBlock(config, local=(index + 1) % GLOBAL_EVERY != 0)  # type: ignore[arg-type]
 
     def _embed(self, ids: Tensor) -> Tensor:
-        return self.embed_tokens(ids) * math.sqrt(self.config.dim)
+        d, x = self.config.dim, self.embed_tokens(ids)
+        return x * (math.sqrt(d) if isinstance(d, int) else full((), d, dtype=f64).sqrt().cast(x.dtype))
 
     def _rope_tables(self, rows: int) -> tuple[np.ndarray, np.ndarray]:
         """Gemma 3's tables hold the global base's angles, then the local base's, side by side."""
