@@ -71,7 +71,10 @@ TEXTS += ["x<|im_end|>y"]
 
 def _random_model(name: str, tied: bool = True) -> transformers.PreTrainedModel:
     _, config_class, extra = ARCHITECTURES[name]
-    config = config_class(**(SIZES | extra), tie_word_embeddings=tied, bos_token_id=297, eos_token_id=297)
+    ends = (1, 2) if name in SENTENCEPIECE else (297, 297)  # <s>, </s>; <|endoftext|>
+    config = config_class(
+        **(SIZES | extra), tie_word_embeddings=tied, bos_token_id=ends[0], eos_token_id=ends[1]
+    )
     torch.manual_seed(0)
     model = transformers.AutoModelForCausalLM.from_config(config).eval()
     with torch.no_grad():  # weights large enough that the logits differ by more than rounding
@@ -257,12 +260,22 @@ def test_hugging_face_folder_matches_transformers(tmp_path, name, shards):
     theirs = _random_model(name, tied=shards == "one file")
     theirs.save_pretrained(tmp_path, max_shard_size="100KB" if shards == "sharded" else "1GB")
     assert (tmp_path / "model.safetensors.index.json").is_file() == (shards == "sharded")
-    _save_tokenizer_json(tmp_path)
+    if name in SENTENCEPIECE:  # the tokenizer files transformers saves for its SentencePiece tokenizer
+        (tmp_path / "gguf").mkdir()
+        write_gguf(theirs, name, tmp_path / "gguf" / "t.gguf")
+        transformers.AutoTokenizer.from_pretrained(tmp_path / "gguf", gguf_file="t.gguf").save_pretrained(
+            tmp_path
+        )
+        reference = transformers.AutoTokenizer.from_pretrained(tmp_path)
+    else:
+        _save_tokenizer_json(tmp_path)
+        reference = transformers.PreTrainedTokenizerFast(tokenizer_file=str(tmp_path / "tokenizer.json"))
     ours, tokenizer = load_language_model(tmp_path)
     ids = np.random.default_rng(2).integers(0, SIZES["vocab_size"], (2, 12))
     np.testing.assert_allclose(ours(ids).numpy(), _theirs_logits(theirs, ids), rtol=0, atol=1e-4)
-    reference = HFTokenizer.from_file(str(tmp_path / "tokenizer.json"))
-    for text in TEXTS:
-        assert tokenizer.encode(text) == reference.encode(text).ids, text
+    for text in [*TEXTS, " hi", ""]:
+        expected = reference(text)["input_ids"]
+        assert tokenizer.encode(text) == expected, text
+        assert tokenizer.decode(expected) == reference.decode(expected), text
     config = json.loads((tmp_path / "config.json").read_text())
     assert tokenizer.eos_id == config["eos_token_id"]

@@ -232,9 +232,10 @@ class Tokenizer:
 
     @classmethod
     def from_gpt2_folder(cls, folder: str | Path) -> Tokenizer:
-        """A byte-level BPE tokenizer from a Hugging Face folder (GPT-2, Llama 3, Qwen): `tokenizer.json`,
-        else `vocab.json` + `merges.txt`, with `<|endoftext|>` as BOS and EOS unless `config.json` says
-        otherwise (a list of EOS ids: the first is EOS, all end a text)."""
+        """The tokenizer of a Hugging Face folder: `tokenizer.json` (byte-level BPE: GPT-2, Llama 3, Qwen;
+        or SentencePiece-style BPE with byte fallback: Llama 2, Mistral), else `vocab.json` + `merges.txt`,
+        with `<|endoftext|>` as BOS and EOS unless `config.json` says otherwise (a list of EOS ids: the
+        first is EOS, all end a text). BOS is added as transformers adds it."""
         folder = Path(folder)
         config = _read_json(folder / "config.json") if (folder / "config.json").is_file() else {}
         tok_config = (
@@ -258,16 +259,28 @@ class Tokenizer:
         else:
             raise WeightFileError(f"{folder}: no tokenizer.json, nor vocab.json and merges.txt")
         end = backend.token_to_id("<|endoftext|>")
-        eos, more = config.get("eos_token_id", end), []
+        bos, eos, more = config.get("bos_token_id", end), config.get("eos_token_id", end), []
         if isinstance(eos, list) and eos:  # Llama 3's: the first is EOS, each one ends a text
             eos, *more = eos
+        spec = json.loads(backend.to_str())
+        # BOS as transformers adds it: tokenizer_config.json's flag, else the tokenizer's post-processor
+        probe = backend.encode("", add_special_tokens=True).ids
+        add_bos = tok_config.get("add_bos_token", bool(probe) and probe[0] == bos)
+        if not isinstance(add_bos, bool):
+            raise WeightFileError(f"{folder}: add_bos_token is {add_bos!r:.60}, not true or false")
+        sentencepiece = spec["model"].get("byte_fallback") is True  # "▁" spaces and <0xNN> bytes
+        decoders_ = (spec.get("decoder") or {}).get("decoders") or [spec.get("decoder") or {}]
+        strip = any(d.get("type") == "Strip" and d.get("start") == 1 for d in decoders_)
         return cls(
             backend,
-            bos_id=config.get("bos_token_id", end),
+            bos_id=bos,
             eos_id=eos,
+            add_bos=add_bos,
             chat_template=tok_config.get("chat_template"),
             source=str(folder),
             more_end_ids=more,
+            sentencepiece=sentencepiece,
+            strip_first_space=strip,
         )
 
     # text <-> ids ------------------------------------------------------------------------------------
