@@ -11,7 +11,7 @@ import gguf
 import numpy as np
 import pytest
 from tokenizers import Tokenizer as HFTokenizer
-from tokenizers import decoders, models, pre_tokenizers
+from tokenizers import decoders, models, pre_tokenizers, processors
 
 import verigrad as vg
 from verigrad.errors import ShapeError, WeightFileError
@@ -429,3 +429,18 @@ def test_gemma_27b_scales_queries_by_width_over_heads(tmp_path, monkeypatch):
     monkeypatch.setitem(gemma._LARGE, "gemma2", 2)  # as if it had the 27B model's 46 layers
     model = Gemma.from_gguf(tmp_path / "m.gguf")
     assert model.layers[0].self_attn.scale == (64 / 4) ** -0.5 and model.context_length == 16
+
+
+def test_folder_tokenizer_adds_bos_as_its_post_processor_does(tmp_path):
+    """A Llama 3 folder's tokenizer.json adds BOS in its post-processor (transformers adds it; verigrad
+    skipped it): without tokenizer_config.json's flag, the post-processor decides."""
+    config = dataclasses.replace(SMALL, vocab_size=256)
+    _save_folder(tmp_path / "m", "llama", config, _state(config))
+    backend = HFTokenizer.from_file(str(tmp_path / "m" / "tokenizer.json"))
+    backend.post_processor = processors.TemplateProcessing(single="Ā $A", special_tokens=[("Ā", 0)])
+    backend.save(str(tmp_path / "m" / "tokenizer.json"))
+    _, tokenizer = load_language_model(tmp_path / "m")
+    hi = [backend.token_to_id(c) for c in "hi"]
+    assert tokenizer.add_bos and tokenizer.encode("hi") == [0, *hi]
+    (tmp_path / "m" / "tokenizer_config.json").write_text(json.dumps({"add_bos_token": False}))
+    assert load_language_model(tmp_path / "m")[1].encode("hi") == hi
