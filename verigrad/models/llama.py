@@ -50,6 +50,7 @@ class LlamaConfig:
     ffn_dim: DimLike
     norm_eps: float = 1e-5
     rope_base: float = 10000.0
+    rope_factor: float = 1.0  # linear RoPE scaling: positions divided by it
     context_length: DimLike = 2048
     rope_interleaved: bool = False
     tie_embeddings: bool = True
@@ -58,9 +59,11 @@ class LlamaConfig:
     qk_norm: bool = False  # an RMSNorm of each query and key head before RoPE (Qwen3)
 
 
-def rope_tables(positions: int, head_dim: int, base: float) -> tuple[np.ndarray, np.ndarray]:
-    """cos and sin [positions, head_dim/2] of angle p * base^(-2i/head_dim), computed in f64."""
-    inv_freq = base ** (-np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+def rope_tables(
+    positions: int, head_dim: int, base: float, factor: float = 1.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin [positions, head_dim/2] of angle p / factor * base^(-2i/head_dim), computed in f64."""
+    inv_freq = base ** (-np.arange(0, head_dim, 2, dtype=np.float64) / head_dim) / factor
     angles = np.outer(np.arange(positions, dtype=np.float64), inv_freq)
     return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
 
@@ -210,7 +213,7 @@ class Llama(CachedDecoder):
         return self.embed_tokens(ids)
 
     def _rope_tables(self, rows: int) -> tuple[np.ndarray, np.ndarray]:
-        return rope_tables(rows, self.config.head_dim, self.config.rope_base)
+        return rope_tables(rows, self.config.head_dim, self.config.rope_base, self.config.rope_factor)
 
     @staticmethod
     def config_from_gguf(gguf: GGUFFile) -> LlamaConfig:
@@ -374,11 +377,12 @@ def gguf_config(gguf: GGUFFile, variants: dict[str, dict[str, bool]] = GGUF_VARI
         raise WeightFileError(
             f"{gguf.path}: {arch}.vocab_size is {vocab_size}, but token_embd.weight has {vocab} rows"
         )
-    if gguf.get(f"{arch}.rope.scaling.type", "none") != "none":
+    scaling = gguf.get(f"{arch}.rope.scaling.type", "none")
+    if scaling not in ("none", "linear"):
         raise WeightFileError(
-            f"{gguf.path}: {arch}.rope.scaling.type is {shown(gguf.get(f'{arch}.rope.scaling.type'))}: "
-            "scaled RoPE is not supported"
+            f"{gguf.path}: {arch}.rope.scaling.type is {shown(scaling)}: only linear scaling is implemented"
         )
+    factor = _real(gguf, f"{arch}.rope.scaling.factor", default=1.0) if scaling == "linear" else 1.0
     context = _integer(gguf, f"{arch}.context_length", 1, MAX_CONTEXT)
     window = _integer(gguf, f"{arch}.attention.sliding_window", 0, default=0)
     if window:  # full attention equals a sliding window's over at most `window` positions
@@ -393,6 +397,7 @@ def gguf_config(gguf: GGUFFile, variants: dict[str, dict[str, bool]] = GGUF_VARI
         ffn_dim=_integer(gguf, f"{arch}.feed_forward_length", 1),
         norm_eps=_real(gguf, f"{arch}.attention.layer_norm_rms_epsilon", high=1.0),
         rope_base=_real(gguf, f"{arch}.rope.freq_base", default=10000.0),
+        rope_factor=factor,
         context_length=context,
         tie_embeddings="output.weight" not in gguf.tensors,
         fused=True,
