@@ -20,7 +20,7 @@ from verigrad.models import _decoder, gemma
 from verigrad.models._decoder import step_specs
 from verigrad.models.catalog import load_gguf, load_language_model
 from verigrad.models.gemma import Gemma, GemmaConfig
-from verigrad.models.llama import GGUF_VARIANTS, Llama, LlamaConfig
+from verigrad.models.llama import GGUF_VARIANTS, Llama, LlamaConfig, rope_tables
 from verigrad.models.llama_folder import FOLDER_VARIANTS
 from verigrad.nn.quant import QLinear
 
@@ -74,7 +74,14 @@ def _write(path, arch: str, config: LlamaConfig, state: dict, drop: str = "", ex
     keys |= {"attention.head_count": config.n_heads, "attention.head_count_kv": config.n_kv_heads}
     keys |= {"attention.key_length": config.head_dim}
     for key, value in (keys | (extra or {})).items():
-        (w.add_string if isinstance(value, str) else w.add_uint32)(f"{arch}.{key}", value)
+        add = (
+            w.add_string
+            if isinstance(value, str)
+            else w.add_float32
+            if isinstance(value, float)
+            else w.add_uint32
+        )
+        add(f"{arch}.{key}", value)
     w.add_float32(f"{arch}.attention.layer_norm_rms_epsilon", config.norm_eps)
     for key, array in state.items():
         name = _gguf_name(key, names)
@@ -185,7 +192,12 @@ def test_gguf_sliding_window_limits_the_context(tmp_path):
             {"rope.dimension_count": 16},
             r"qwen3\.rope\.dimension_count is 16 but .*key_length is 32",
         ),
-        ("qwen2", "", {"rope.scaling.type": "yarn"}, r"qwen2\.rope\.scaling\.type is yarn: scaled RoPE"),
+        (
+            "qwen2",
+            "",
+            {"rope.scaling.type": "yarn"},
+            r"qwen2\.rope\.scaling\.type is yarn: only linear scaling",
+        ),
         ("qwen2", "", {"attention.key_length": 7}, r"the head size is 7; RoPE needs it even"),
     ],
 )
@@ -265,7 +277,7 @@ def test_mistral_sliding_window_limits_the_context(tmp_path):
             {"model_type": "gemma2"},
             r"model_type gemma2 is not supported \(verigrad reads llama, mistral",
         ),
-        ({"rope_scaling": {"type": "linear", "factor": 2.0}}, r"RoPE scaling .*linear.* is not supported"),
+        ({"rope_scaling": {"type": "dynamic", "factor": 2.0}}, r"RoPE scaling .*dynamic.* is not supported"),
         (
             {"rope_scaling": {"rope_type": "llama3", "factor": 8.0}},
             r"RoPE scaling .*llama3.* is not",
@@ -444,3 +456,19 @@ def test_folder_tokenizer_adds_bos_as_its_post_processor_does(tmp_path):
     assert tokenizer.add_bos and tokenizer.encode("hi") == [0, *hi]
     (tmp_path / "m" / "tokenizer_config.json").write_text(json.dumps({"add_bos_token": False}))
     assert load_language_model(tmp_path / "m")[1].encode("hi") == hi
+
+
+def test_linear_rope_scaling_divides_the_positions(tmp_path):
+    """`{arch}.rope.scaling.type` linear (Gemma 3 4B and larger, some Llamas): the angle of position p is
+    the unscaled one of p / factor."""
+    config = dataclasses.replace(SMALL, qk_norm=True)
+    _write(tmp_path / "m.gguf", "qwen3", config, _state(config), extra={"rope.scaling.type": "linear"})
+    assert Llama.from_gguf(tmp_path / "m.gguf").config.rope_factor == 1.0  # no factor: 1, as in llama.cpp
+    extra = {"rope.scaling.type": "linear", "rope.scaling.factor": 4.0}
+    _write(tmp_path / "f.gguf", "qwen3", config, _state(config), extra=extra)
+    model = Llama.from_gguf(tmp_path / "f.gguf")
+    assert model.config.rope_factor == 4.0
+    cos, sin = model.rope_rows(8)
+    plain = rope_tables(8, config.head_dim, config.rope_base)
+    np.testing.assert_allclose(cos.numpy()[4], plain[0][1], atol=1e-7)  # position 4 turns as 1 did
+    np.testing.assert_allclose(sin.numpy()[4], plain[1][1], atol=1e-7)

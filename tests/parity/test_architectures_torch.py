@@ -279,3 +279,23 @@ def test_hugging_face_folder_matches_transformers(tmp_path, name, shards):
         assert tokenizer.decode(expected) == reference.decode(expected), text
     config = json.loads((tmp_path / "config.json").read_text())
     assert tokenizer.eos_id == config["eos_token_id"]
+
+
+def test_linear_rope_scaling_matches_transformers(tmp_path):
+    """A Llama folder whose RoPE is linearly scaled (positions / 4), as transformers computes it."""
+    parameters = {"rope_type": "linear", "factor": 4.0, "rope_theta": 5000.0}
+    config = transformers.LlamaConfig(
+        **(SIZES | {"rope_parameters": parameters}), bos_token_id=297, eos_token_id=297
+    )
+    torch.manual_seed(0)
+    theirs = transformers.LlamaForCausalLM(config).eval()
+    with torch.no_grad():
+        for key, p in theirs.named_parameters():
+            p.copy_(1 + 0.1 * torch.randn_like(p) if "norm" in key else 0.15 * torch.randn_like(p))
+    theirs.save_pretrained(tmp_path)
+    assert json.loads((tmp_path / "config.json").read_text())["rope_parameters"]["rope_type"] == "linear"
+    _save_tokenizer_json(tmp_path)
+    ours, _ = load_language_model(tmp_path)
+    assert ours.config.rope_factor == 4.0
+    ids = np.random.default_rng(3).integers(0, SIZES["vocab_size"], (1, 40))
+    np.testing.assert_allclose(ours(ids).numpy(), _theirs_logits(theirs, ids), rtol=0, atol=1e-4)

@@ -8,7 +8,7 @@
 - queries scaled by 1/sqrt(head size) (llama.cpp's rule; 1/sqrt(d / heads) for the 27B models);
 - Gemma 2: attention scores and the final logits soft-capped, cap * tanh(x / cap);
 - Gemma 3: Q/K RMSNorm per head, and RoPE base 10000 on the sliding-window layers (all but every
-  sixth), the file's base on the others.
+  sixth), the file's base and linear scaling (4B and larger) on the others, as llama.cpp does.
 
 Sliding-window layers: the context is limited to the window (`llama.gguf_config`), where full
 attention is the same.
@@ -127,7 +127,7 @@ class Gemma(Llama):
     def _rope_tables(self, rows: int) -> tuple[np.ndarray, np.ndarray]:
         """Gemma 3's tables hold the global base's angles, then the local base's, side by side."""
         c = self.config
-        cos, sin = rope_tables(rows, c.head_dim, c.rope_base)
+        cos, sin = rope_tables(rows, c.head_dim, c.rope_base, c.rope_factor)  # scaled: the global layers
         if c.local_rope_base is None:
             return cos, sin
         local = rope_tables(rows, c.head_dim, c.local_rope_base)

@@ -2,8 +2,9 @@
 (or its shards and `model.safetensors.index.json`), every hyperparameter and tensor checked before the
 model is built (`models/llama.py`'s decoder, Hugging Face's half-split RoPE; Phi-3's projections fused).
 
-What the decoder does not implement is refused by name: RoPE scaling or on part of a head, biases on the
-output or MLP projections, another activation than SiLU, Qwen's sliding-window layers. Mistral's and
+What the decoder does not implement is refused by name: RoPE scaling other than linear, RoPE on part of
+a head, biases on the output or MLP projections, another activation than SiLU, Qwen's sliding-window
+layers. Mistral's and
 Phi-3's sliding window of W positions gives the same attention as full attention over at most W
 positions, so the context is limited to W (a longer prompt or cache is refused, never silently computed
 differently).
@@ -64,6 +65,7 @@ def folder_config(raw: dict[str, Any], path: Path) -> LlamaConfig:
         raise WeightFileError(f"{path}: head_dim is {head_dim}; RoPE needs it even")
     context = checked_integer(path, "max_position_embeddings", raw["max_position_embeddings"], 1, MAX_CONTEXT)
     _refuse_unsupported(raw, path, kind)
+    theta, factor = _rope(raw, path)
     window = raw.get("sliding_window") if kind in ("mistral", "phi3") else None
     if window is not None:  # full attention is the same as a window's over at most `window` positions
         context = min(context, checked_integer(path, "sliding_window", window, 1))
@@ -76,16 +78,17 @@ def folder_config(raw: dict[str, Any], path: Path) -> LlamaConfig:
         head_dim=head_dim,
         ffn_dim=checked_integer(path, "intermediate_size", raw["intermediate_size"], 1, MAX_WIDTH),
         norm_eps=checked_real(path, "rms_norm_eps", raw["rms_norm_eps"], 1.0),
-        rope_base=checked_real(path, "rope_theta", _rope_theta(raw, path)),
+        rope_base=checked_real(path, "rope_theta", theta),
+        rope_factor=checked_real(path, "rope_scaling factor", factor),
         context_length=context,
         tie_embeddings=raw.get("tie_word_embeddings", False) is True,
         **FOLDER_VARIANTS[kind],
     )
 
 
-def _rope_theta(raw: dict[str, Any], path: Path) -> Any:
-    """RoPE's base, from `rope_parameters` (transformers 5) or `rope_theta` and `rope_scaling` (4.x),
-    refusing any scaling."""
+def _rope(raw: dict[str, Any], path: Path) -> tuple[Any, Any]:
+    """RoPE's base and linear scaling factor, from `rope_parameters` (transformers 5) or `rope_theta` and
+    `rope_scaling` (4.x), refusing any other scaling."""
     params = raw.get("rope_parameters")
     scaling = raw.get("rope_scaling")
     if isinstance(params, dict):
@@ -98,11 +101,10 @@ def _rope_theta(raw: dict[str, Any], path: Path) -> Any:
         raise WeightFileError(
             f"{path}: partial_rotary_factor {shown(rotated)}: RoPE on part of a head is not supported"
         )
-    if scaling is not None and not (
-        isinstance(scaling, dict) and scaling.get("rope_type", scaling.get("type", "default")) == "default"
-    ):
-        raise WeightFileError(f"{path}: RoPE scaling {shown(scaling)} is not supported")
-    return theta
+    kind = scaling.get("rope_type", scaling.get("type", "default")) if isinstance(scaling, dict) else None
+    if scaling is not None and kind not in ("default", "linear"):
+        raise WeightFileError(f"{path}: RoPE scaling {shown(scaling)} is not supported (only linear)")
+    return theta, scaling.get("factor") if kind == "linear" else 1.0
 
 
 def _refuse_unsupported(raw: dict[str, Any], path: Path, kind: str) -> None:
