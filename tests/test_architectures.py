@@ -317,14 +317,17 @@ def test_a_tokenizer_larger_than_the_embedding_is_refused(tmp_path):
 SP_PIECES = ["▁", "▁t", "he", "▁the", "▁th", "h", "e", "t", "T", "▁T", "▁The", "é"]
 
 
-def _sp_gguf(path, arch: str = "llama", scores: bool = True) -> str:
-    tokens = ["<unk>", "<s>", "</s>", *(f"<0x{b:02X}>" for b in range(256)), *SP_PIECES]
+def _sp_gguf(path, arch: str = "llama", scores: bool = True, extra_tokens: dict | None = None) -> str:
+    extra_tokens = extra_tokens or {}
+    tokens = ["<unk>", "<s>", "</s>", *(f"<0x{b:02X}>" for b in range(256)), *SP_PIECES, *extra_tokens]
     w = gguf.GGUFWriter(str(path), arch)
     w.add_string("tokenizer.ggml.model", "llama")
     w.add_array("tokenizer.ggml.tokens", tokens)
     if scores:
-        w.add_array("tokenizer.ggml.scores", [0.0] * 259 + [-float(i) for i in range(len(SP_PIECES))])
-    w.add_array("tokenizer.ggml.token_type", [2, 3, 3] + [6] * 256 + [1] * len(SP_PIECES))
+        w.add_array("tokenizer.ggml.scores", [0.0] * 259 + [-float(i) for i in range(len(tokens) - 259)])
+    w.add_array(
+        "tokenizer.ggml.token_type", [2, 3, 3] + [6] * 256 + [1] * len(SP_PIECES) + [*extra_tokens.values()]
+    )
     w.add_uint32("tokenizer.ggml.bos_token_id", 1)
     w.add_uint32("tokenizer.ggml.eos_token_id", 2)
     w.add_tensor("token_embd.weight", np.zeros((len(tokens), 4), np.float32))
@@ -514,3 +517,11 @@ def test_quantized_gemma_gguf_on_8_bit_activations(tmp_path, config):
     cache = q8.new_cache()
     got = [q8(ids[:, :3], cache).numpy()] + [q8(ids[:, i : i + 1], cache).numpy() for i in range(3, 8)]
     assert 0 < np.abs(np.concatenate(got, 1) - expected).max() < 0.03 * np.abs(expected).max()
+
+
+def test_a_user_defined_end_of_turn_ends_a_text(tmp_path):
+    """Gemma's files mark <end_of_turn> user-defined (type 4), not control: it still ends a reply."""
+    path = _sp_gguf(tmp_path / "sp.gguf", "gemma3", extra_tokens={"<end_of_turn>": 4})
+    tok = Tokenizer.from_gguf(path)
+    end = tok.backend.token_to_id("<end_of_turn>")
+    assert end in tok.end_ids and end not in tok.special_ids and tok.encode("a<end_of_turn>")[-1] == end

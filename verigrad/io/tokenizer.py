@@ -127,7 +127,9 @@ class Tokenizer:
         added = backend.get_added_tokens_decoder()
         self.special_tokens: dict[str, int] = {t.content: i for i, t in sorted(added.items()) if t.special}
         self.special_ids = frozenset(self.special_tokens.values())
-        ends = {self.special_tokens[t] for t in END_TOKENS if t in self.special_tokens}
+        # special or not (Gemma's <end_of_turn> is user-defined in its files), as llama.cpp finds them
+        added_ids = {t.content: i for i, t in added.items()}
+        ends = {added_ids[t] for t in END_TOKENS if t in added_ids}
         self.end_ids = frozenset(ends | ({eos_id} if eos_id is not None else set()) | set(more_end_ids))
         self._bytes = self._token_bytes_table(added)
         self._template: Any = None
