@@ -320,7 +320,7 @@ class Tokenizer:
         return self._bytes[token_id]
 
     def decode(self, ids: Iterable[int], skip_special: bool = False) -> str:
-        """The text of `ids` (bytes that are not valid UTF-8 become U+FFFD, as in `tokenizers`); a
+        """The text of `ids` (bytes that are not valid UTF-8 become U+FFFD, as in `tokenizers`); a Llama-style
         SentencePiece vocabulary's text loses its first space (the one encoding put before the text)."""
         ids = [int(i) for i in ids]
         data = b"".join(self.token_bytes(i) for i in ids if not (skip_special and i in self.special_ids))

@@ -2,10 +2,10 @@
 FOLDER)` gives the model and its tokenizer.
 
 A name in `LANGUAGE_MODELS` runs its loader (SmolLM2-135M-Instruct: fetched into the cache on first
-use); a `.gguf` file is read as a Llama, Qwen2 or Qwen3 model with its own tokenizer; a folder with
-`config.json` and `model.safetensors` (or its shards) is a Hugging Face checkpoint (GPT-2, Llama, Mistral,
-Qwen2, Qwen3, by its model_type), and one with `lm.safetensors` and `tokenizer.json` a GPT trained by
-`verigrad train lm`.
+use); a `.gguf` file is read as a Llama, Qwen2, Qwen3, Phi-3, Gemma 2 or Gemma 3 model with its own
+tokenizer; a folder with `config.json` and `model.safetensors` (or its shards) is a Hugging Face
+checkpoint (GPT-2, Llama, Mistral, Qwen2, Qwen3, Phi-3, by its model_type), and one with
+`lm.safetensors` and `tokenizer.json` a GPT trained by `verigrad train lm`.
 """
 
 from __future__ import annotations
@@ -79,8 +79,8 @@ LANGUAGE_MODELS: dict[str, Loader] = {
 def load_language_model(
     name_or_path: str | os.PathLike, activations: str = "q8"
 ) -> tuple[LanguageModel, Tokenizer]:
-    """(model, tokenizer) for a registered name, a `.gguf` file, a GPT-2 folder or a `verigrad train lm`
-    folder. `activations` chooses the quantized matmul of GGUF models: "q8" quantizes activations to 8
+    """(model, tokenizer) for a registered name, a `.gguf` file, a Hugging Face folder or a `verigrad train
+    lm` folder. `activations` chooses the quantized matmul of GGUF models: "q8" quantizes activations to 8
     bits per block of 32 (as llama.cpp does), "f32" multiplies them as they are."""
     if activations not in ACTIVATIONS:
         raise ValueError(f"activations must be one of {', '.join(ACTIVATIONS)}, got {activations!r}")
