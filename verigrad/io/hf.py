@@ -185,3 +185,54 @@ def read_tensors(
             array = (array.astype(np.uint32) << 16).view(np.float32)
         out[name] = np.ascontiguousarray(array, dtype=np.float32)
     return out
+
+
+INDEX = "model.safetensors.index.json"
+
+
+def read_folder_tensors(
+    folder: str | os.PathLike,
+    expected: Mapping[str, tuple[int, ...]],
+    *,
+    optional: Iterable[str] = (),
+    ignore: Callable[[str], bool] = lambda name: False,
+    rename: Callable[[str], str] = lambda name: name,
+) -> dict[str, np.ndarray]:
+    """`read_tensors` of a folder's weights: `model.safetensors`, or the shards its
+    `model.safetensors.index.json` lists (each shard checked for the tensors the index puts in it, and
+    every expected tensor placed in some shard before any is read)."""
+    folder = Path(folder)
+    if not (folder / INDEX).is_file():
+        return read_tensors(
+            folder / "model.safetensors", expected, optional=optional, ignore=ignore, rename=rename
+        )
+    path = folder / INDEX
+    try:
+        index = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise WeightFileError(f"{path}: not a readable JSON file ({e})") from None
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict) or not all(
+        isinstance(v, str) and v and Path(v).name == v for v in weight_map.values()
+    ):
+        raise WeightFileError(f"{path}: weight_map must map tensor names to file names in the folder")
+    shards: dict[str, dict[str, tuple[int, ...]]] = {}
+    for raw, shard in weight_map.items():
+        name = rename(raw)
+        if name in expected:
+            shards.setdefault(shard, {})[name] = expected[name]
+        elif not ignore(name):
+            raise WeightFileError(f"{path}: unexpected tensor {shown(raw)}")
+        else:
+            shards.setdefault(shard, {})
+    placed = {n for names in shards.values() for n in names}
+    missing = [n for n in expected if n not in placed and n not in set(optional)]
+    if missing:
+        raise WeightFileError(f"{path}: missing tensor {missing[0]} (expected {list(expected[missing[0]])})")
+    absent = [s for s in shards if not (folder / s).is_file()]
+    if absent:
+        raise WeightFileError(f"{path}: lists shard {shown(absent[0])}, which the folder lacks")
+    out: dict[str, np.ndarray] = {}
+    for shard, names in shards.items():
+        out |= read_tensors(folder / shard, names, ignore=ignore, rename=rename)
+    return out

@@ -1,9 +1,12 @@
-"""Byte-level BPE tokenizers (GPT-2, SmolLM2, Llama-3 style) from a GGUF file or a GPT-2 folder.
+"""Byte-level BPE tokenizers (GPT-2, SmolLM2, Llama-3, Qwen) from a GGUF file or a Hugging Face folder,
+and SentencePiece ones (Llama 2, Mistral: `tokenizer.ggml.model` "llama") from a GGUF file.
 
 The vocabulary and merges run on the `tokenizers` library, built the way transformers' GGUF converter
 builds them (`transformers.integrations.gguf`): a BPE model over the GPT-2 byte alphabet, the GPT-2
 split regex unless the file's `tokenizer.ggml.pre` names another one, control tokens (token type 3) as
-special tokens that are never split, user-defined ones (type 4) as plain added tokens. Decoding maps
+special tokens that are never split, user-defined ones (type 4) as plain added tokens. A SentencePiece
+vocabulary is a BPE model with "▁" for spaces (one put before the text), byte fallback to `<0xNN>`
+tokens, and merges from the file or, as transformers derives them, from the tokens' scores. Decoding maps
 every token to its bytes and decodes UTF-8 once, so `decode` and the streaming `StreamDecoder` give the
 same text; the chat template is rendered with jinja2 in a sandbox, as transformers renders it.
 """
@@ -12,12 +15,13 @@ from __future__ import annotations
 
 import codecs
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers
+from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tokenizers
 from tokenizers import Tokenizer as _Backend
 
 from ..errors import WeightFileError
@@ -26,6 +30,12 @@ from .gguf import GGUFFile, read_gguf
 
 # Token types of llama.cpp's vocabulary (`tokenizer.ggml.token_type`).
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
+
+# architectures whose SentencePiece tokenizer differs from Llama's, Phi-3's and Gemma's
+_OWN_SENTENCEPIECE = ("gemma4", "t5")
+_GEMMA = ("gemma", "gemma2", "gemma3")
+SPACE = "\u2581"  # SentencePiece's space ("▁")
+_BYTE_TOKEN = re.compile(r"<0x([0-9A-Fa-f]{2})>")  # a SentencePiece byte-fallback token
 
 # Special tokens that end a turn or a text, as llama.cpp recognizes them ("end of generation").
 END_TOKENS = ("<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|eom_id|>")
@@ -95,11 +105,16 @@ class Tokenizer:
         add_eos: bool = False,
         chat_template: str | None = None,
         source: str = "",
+        more_end_ids: Sequence[int] = (),
+        sentencepiece: bool = False,
+        strip_first_space: bool = False,
     ) -> None:
         self.backend = backend
+        self.sentencepiece = sentencepiece  # "▁" spaces, <0xNN> bytes
+        self.strip_first_space = strip_first_space  # decode drops the text's first space
         self.source = source
         self.vocab_size = 1 + max(backend.get_vocab(with_added_tokens=True).values(), default=-1)
-        for what, i in (("BOS", bos_id), ("EOS", eos_id)):
+        for what, i in (("BOS", bos_id), ("EOS", eos_id), *(("end", i) for i in more_end_ids)):
             if i is not None and not _is(i, int):  # a config.json may hold anything
                 raise WeightFileError(f"{source}: the {what} token id is {i!r:.60}, not an integer")
             if i is not None and not 0 <= i < self.vocab_size:
@@ -112,14 +127,28 @@ class Tokenizer:
         added = backend.get_added_tokens_decoder()
         self.special_tokens: dict[str, int] = {t.content: i for i, t in sorted(added.items()) if t.special}
         self.special_ids = frozenset(self.special_tokens.values())
-        ends = {self.special_tokens[t] for t in END_TOKENS if t in self.special_tokens}
-        self.end_ids = frozenset(ends | ({eos_id} if eos_id is not None else set()))
+        # special or not (Gemma's <end_of_turn> is user-defined in its files), as llama.cpp finds them
+        added_ids = {t.content: i for i, t in added.items()}
+        ends = {added_ids[t] for t in END_TOKENS if t in added_ids}
+        self.end_ids = frozenset(ends | ({eos_id} if eos_id is not None else set()) | set(more_end_ids))
         self._bytes = self._token_bytes_table(added)
         self._template: Any = None
 
     def _token_bytes_table(self, added: Mapping[int, AddedToken]) -> list[bytes]:
-        unspell = {c: b for b, c in byte_alphabet().items()}
         table = [b""] * self.vocab_size
+        if self.sentencepiece:  # unknown bytes fall back to <0xNN> tokens, or to <unk>, as in SentencePiece
+            for token, i in self.backend.get_vocab(with_added_tokens=False).items():
+                byte = _BYTE_TOKEN.fullmatch(token)
+                table[i] = bytes([int(byte[1], 16)]) if byte else token.replace(SPACE, " ").encode("utf-8")
+            self._unspellable = b""
+        else:
+            self._byte_level_table(table)
+        for i, t in added.items():
+            table[i] = t.content.encode("utf-8")
+        return table
+
+    def _byte_level_table(self, table: list[bytes]) -> None:
+        unspell = {c: b for b, c in byte_alphabet().items()}
         for token, i in self.backend.get_vocab(with_added_tokens=False).items():
             if not set(token) <= unspell.keys():
                 raise WeightFileError(
@@ -129,9 +158,6 @@ class Tokenizer:
             table[i] = bytes(unspell[c] for c in token)
         # bytes with no token of their own: BPE would drop them from a text without a word
         self._unspellable = bytes(set(range(256)) - {t[0] for t in table if len(t) == 1})
-        for i, t in added.items():
-            table[i] = t.content.encode("utf-8")
-        return table
 
     # construction ------------------------------------------------------------------------------------
 
@@ -143,29 +169,53 @@ class Tokenizer:
         source = str(gguf.path)
         field = _Fields(gguf)
         kind = gguf.require("tokenizer.ggml.model")
-        if kind != "gpt2":
+        if kind not in ("gpt2", "llama"):
             raise WeightFileError(
-                f"{source}: tokenizer.ggml.model is {kind!r:.60}; verigrad reads byte-level BPE tokenizers "
-                "('gpt2')"
+                f"{source}: tokenizer.ggml.model is {kind!r:.60}; verigrad reads byte-level BPE ('gpt2') and "
+                "SentencePiece ('llama') tokenizers"
+            )
+        if kind == "llama" and gguf.get("general.architecture") in _OWN_SENTENCEPIECE:
+            raise WeightFileError(
+                f"{source}: {gguf.get('general.architecture')}'s SentencePiece tokenizer (its own spaces and "
+                "merges) is not supported"
             )
         tokens = field.list_of("tokenizer.ggml.tokens", str)
-        merges = field.list_of("tokenizer.ggml.merges", str)
         types = field.list_of("tokenizer.ggml.token_type", int, default=[NORMAL] * len(tokens))
         if len(types) != len(tokens):
             raise WeightFileError(
                 f"{source}: tokenizer.ggml.token_type has {len(types)} entries, expected {len(tokens)} "
                 "(one per token)"
             )
-        alphabet = set(byte_alphabet().values())
-        vocab = {_byte_spelling(t, alphabet): i for i, t in enumerate(tokens)}
+        arch = gguf.get("general.architecture")
+        if kind == "gpt2":
+            merges = field.list_of("tokenizer.ggml.merges", str)
+            alphabet = set(byte_alphabet().values())
+            vocab = {_byte_spelling(t, alphabet): i for i, t in enumerate(tokens)}
+        else:
+            merges = field.list_of("tokenizer.ggml.merges", str, default=[])
+            if arch in _GEMMA:  # Gemma's files write a token of spaces with spaces, not "▁"s
+                tokens = [SPACE * len(t) if t and not t.strip(" ") else t for t in tokens]
+            vocab = {t: i for i, t in enumerate(tokens)}
         if len(vocab) != len(tokens):
             raise WeightFileError(f"{source}: tokenizer.ggml.tokens has repeated tokens")
-        pre = field.scalar("tokenizer.ggml.pre", str, None)
-        backend = _bpe(vocab, _split_merges(merges, source), PRE_TOKENIZER_SPLITS.get(pre), source)
-        # Control tokens written outside the byte alphabet are llama.cpp mislabels (transformers skips them).
-        backend.add_special_tokens(
-            [_added(t, True) for t, k in zip(tokens, types) if k == CONTROL and t and set(t) <= alphabet]
-        )
+        if kind == "gpt2":
+            pre = field.scalar("tokenizer.ggml.pre", str, None)
+            backend = _bpe(vocab, _split_merges(merges, source), PRE_TOKENIZER_SPLITS.get(pre), source)
+            # Control tokens outside the byte alphabet are llama.cpp mislabels (transformers skips them).
+            special = [t for t, k in zip(tokens, types) if k == CONTROL and t and set(t) <= alphabet]
+        else:
+            if arch in _GEMMA:  # its scores do not follow its merges' order; the tokens' order does
+                scores = [-float(i) for i in range(len(tokens))]
+            else:
+                scores = field.list_of("tokenizer.ggml.scores", float) if not merges else []
+            if not merges and len(scores) != len(tokens):
+                raise WeightFileError(
+                    f"{source}: tokenizer.ggml.scores has {len(scores)} entries, expected {len(tokens)}"
+                )
+            pairs = _split_merges(merges, source) if merges else _merges_by_score(tokens, scores)
+            backend = _sentencepiece(vocab, pairs, source, "gemma" if arch in _GEMMA else arch)
+            special = [t for t, k in zip(tokens, types) if k in (CONTROL, UNKNOWN) and t]
+        backend.add_special_tokens([_added(t, True) for t in special])
         backend.add_tokens(
             [_added(t, False) for t, k in zip(tokens, types) if k == USER_DEFINED and t and t in vocab]
         )
@@ -173,16 +223,21 @@ class Tokenizer:
             backend,
             bos_id=field.scalar("tokenizer.ggml.bos_token_id", int, None),
             eos_id=field.scalar("tokenizer.ggml.eos_token_id", int, None),
-            add_bos=field.scalar("tokenizer.ggml.add_bos_token", bool, False),
+            # llama.cpp adds BOS to a SentencePiece text unless the file says otherwise
+            add_bos=field.scalar("tokenizer.ggml.add_bos_token", bool, kind == "llama"),
             add_eos=field.scalar("tokenizer.ggml.add_eos_token", bool, False),
             chat_template=field.scalar("tokenizer.chat_template", str, None),
             source=source,
+            sentencepiece=kind == "llama",
+            strip_first_space=kind == "llama" and arch not in _GEMMA,
         )
 
     @classmethod
     def from_gpt2_folder(cls, folder: str | Path) -> Tokenizer:
-        """GPT-2's tokenizer from a model folder: `tokenizer.json`, else `vocab.json` + `merges.txt`
-        (with `<|endoftext|>` as BOS and EOS unless `config.json` says otherwise)."""
+        """The tokenizer of a Hugging Face folder: `tokenizer.json` (byte-level BPE: GPT-2, Llama 3, Qwen;
+        or SentencePiece-style BPE with byte fallback: Llama 2, Mistral), else `vocab.json` + `merges.txt`,
+        with `<|endoftext|>` as BOS and EOS unless `config.json` says otherwise (a list of EOS ids: the
+        first is EOS, all end a text). BOS is added as transformers adds it."""
         folder = Path(folder)
         config = _read_json(folder / "config.json") if (folder / "config.json").is_file() else {}
         tok_config = (
@@ -206,12 +261,28 @@ class Tokenizer:
         else:
             raise WeightFileError(f"{folder}: no tokenizer.json, nor vocab.json and merges.txt")
         end = backend.token_to_id("<|endoftext|>")
+        bos, eos, more = config.get("bos_token_id", end), config.get("eos_token_id", end), []
+        if isinstance(eos, list) and eos:  # Llama 3's: the first is EOS, each one ends a text
+            eos, *more = eos
+        spec = json.loads(backend.to_str())
+        # BOS as transformers adds it: tokenizer_config.json's flag, else the tokenizer's post-processor
+        probe = backend.encode("", add_special_tokens=True).ids
+        add_bos = tok_config.get("add_bos_token", bool(probe) and probe[0] == bos)
+        if not isinstance(add_bos, bool):
+            raise WeightFileError(f"{folder}: add_bos_token is {add_bos!r:.60}, not true or false")
+        sentencepiece = spec["model"].get("byte_fallback") is True  # "▁" spaces and <0xNN> bytes
+        decoders_ = (spec.get("decoder") or {}).get("decoders") or [spec.get("decoder") or {}]
+        strip = any(d.get("type") == "Strip" and d.get("start") == 1 for d in decoders_)
         return cls(
             backend,
-            bos_id=config.get("bos_token_id", end),
-            eos_id=config.get("eos_token_id", end),
+            bos_id=bos,
+            eos_id=eos,
+            add_bos=add_bos,
             chat_template=tok_config.get("chat_template"),
             source=str(folder),
+            more_end_ids=more,
+            sentencepiece=sentencepiece,
+            strip_first_space=strip,
         )
 
     # text <-> ids ------------------------------------------------------------------------------------
@@ -249,9 +320,12 @@ class Tokenizer:
         return self._bytes[token_id]
 
     def decode(self, ids: Iterable[int], skip_special: bool = False) -> str:
-        """The text of `ids` (bytes that are not valid UTF-8 become U+FFFD, as in `tokenizers`)."""
+        """The text of `ids` (bytes that are not valid UTF-8 become U+FFFD, as in `tokenizers`); a Llama-style
+        SentencePiece vocabulary's text loses its first space (the one encoding put before the text)."""
         ids = [int(i) for i in ids]
         data = b"".join(self.token_bytes(i) for i in ids if not (skip_special and i in self.special_ids))
+        if self.strip_first_space and data.startswith(b" "):
+            data = data[1:]
         return data.decode("utf-8", errors="replace")
 
     def stream(self, skip_special: bool = False) -> StreamDecoder:
@@ -286,7 +360,8 @@ class Tokenizer:
 
 class StreamDecoder:
     """Turns token ids into text as it completes: `push(id)` returns the new complete characters (possibly
-    ""), `flush()` what is left at the end. The pieces joined equal `Tokenizer.decode` of all the ids."""
+    ""), `flush()` what is left at the end. The pieces joined equal `Tokenizer.decode` of all the ids,
+    except that a stream continues a text: a SentencePiece token's leading space is kept."""
 
     def __init__(self, tokenizer: Tokenizer, skip_special: bool = False) -> None:
         self.tokenizer = tokenizer
@@ -362,6 +437,53 @@ def _bpe(vocab: dict[str, int], merges: list[tuple[str, str]], split: str | None
         )
     backend.decoder = decoders.ByteLevel()
     return backend
+
+
+def _sentencepiece(vocab: dict[str, int], merges: list[tuple[str, str]], source: str, arch: Any) -> _Backend:
+    """SentencePiece's BPE as transformers builds it from a GGUF file: "▁" for spaces and one before the
+    text, byte fallback to <0xNN> tokens, the text's first space dropped in decoding. Phi-3's puts its
+    "▁"s in with a normalizer (as its own tokenizer.json does), which differs on a text that starts with
+    spaces: "  hi" is "▁▁▁hi", not "▁▁hi". Gemma's puts none before the text and drops none."""
+    unknown = "<unk>" if arch == "gemma" and "<unk>" in vocab else None
+    try:
+        backend = _Backend(
+            models.BPE(vocab=vocab, merges=merges, unk_token=unknown, fuse_unk=True, byte_fallback=True)
+        )
+    except Exception as e:  # the library's own message
+        raise WeightFileError(
+            f"{source}: cannot build a SentencePiece tokenizer of its tokens: {e}"
+        ) from None
+    strip = [decoders.Strip(" ", 1, 0)]
+    if arch == "gemma":
+        backend.normalizer = normalizers.Replace(" ", SPACE)
+        strip = []
+    elif arch == "phi3":
+        spaces = [normalizers.Prepend(SPACE), normalizers.Replace(" ", SPACE)]
+        backend.normalizer = normalizers.Sequence(spaces)
+    else:
+        spaces = pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="first", split=False)
+        backend.pre_tokenizer = spaces
+    backend.decoder = decoders.Sequence(
+        [decoders.Replace(SPACE, " "), decoders.ByteFallback(), decoders.Fuse(), *strip]
+    )
+    return backend
+
+
+def _merges_by_score(tokens: list[str], scores: list[float]) -> list[tuple[str, str]]:
+    """The merges a SentencePiece vocabulary implies (a file without `tokenizer.ggml.merges`): every split
+    of a token into two tokens, the merged token's score first (ties: the longer left, then right part),
+    as transformers derives them, so that BPE applies them in SentencePiece's order."""
+    vocab = {t: i for i, t in enumerate(tokens)}
+    found: list[tuple[str, str, float]] = []
+    for token, score in zip(tokens, scores):
+        splits = [(token[:k], token[k:], score) for k in range(1, len(token))]
+        found += sorted(
+            (m for m in splits if m[0] in vocab and m[1] in vocab), key=lambda m: (vocab[m[0]], vocab[m[1]])
+        )
+    found.sort(
+        key=lambda m: (m[2], len(m[0]), len(m[1])), reverse=True
+    )  # stable: equal keys keep their order
+    return [(left, right) for left, right, _ in found]
 
 
 def _split_merges(merges: list[str], source: str) -> list[tuple[str, str]]:

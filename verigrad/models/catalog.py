@@ -2,8 +2,9 @@
 FOLDER)` gives the model and its tokenizer.
 
 A name in `LANGUAGE_MODELS` runs its loader (SmolLM2-135M-Instruct: fetched into the cache on first
-use); a `.gguf` file is read as a Llama-architecture model with its own tokenizer; a folder with
-`config.json` and `model.safetensors` is a GPT-2 checkpoint in Hugging Face's layout, and one with
+use); a `.gguf` file is read as a Llama, Qwen2, Qwen3, Phi-3, Gemma 2 or Gemma 3 model with its own
+tokenizer; a folder with `config.json` and `model.safetensors` (or its shards) is a Hugging Face
+checkpoint (GPT-2, Llama, Mistral, Qwen2, Qwen3, Phi-3, by its model_type), and one with
 `lm.safetensors` and `tokenizer.json` a GPT trained by `verigrad train lm`.
 """
 
@@ -15,29 +16,42 @@ from pathlib import Path
 
 from ..errors import WeightFileError
 from ..io.gguf import read_gguf, shown
+from ..io.hf import INDEX, read_config
 from ..io.tokenizer import Tokenizer
 from .fetch import fetch
 from .gpt import is_run_folder, load_run
 from .lm import LanguageModel
 
 ACTIVATIONS = ("q8", "f32")
-GGUF_ARCHITECTURES = ("llama",)
 
 Loader = Callable[[str], tuple[LanguageModel, Tokenizer]]
 
 
 def load_gguf(path: str | os.PathLike, activations: str = "q8") -> tuple[LanguageModel, Tokenizer]:
-    """A Llama-architecture GGUF file: the model (quantized matmuls on `activations`) and its tokenizer."""
-    from .llama import Llama
+    """A Llama, Qwen2, Qwen3, Phi-3, Gemma 2 or Gemma 3 GGUF file: the model (quantized matmuls on
+    `activations`) and its tokenizer."""
+    from .gemma import GEMMA_VARIANTS, Gemma
+    from .llama import GGUF_VARIANTS, Llama
 
     gguf = read_gguf(path)
-    if gguf.arch not in GGUF_ARCHITECTURES:
+    if gguf.arch not in GGUF_VARIANTS and gguf.arch not in GEMMA_VARIANTS:
         raise WeightFileError(
             f"{gguf.path}: architecture {shown(gguf.arch)} is not supported "
-            f"(verigrad runs {', '.join(GGUF_ARCHITECTURES)})"
+            f"(verigrad runs {', '.join([*GGUF_VARIANTS, *GEMMA_VARIANTS])})"
         )
     tokenizer = Tokenizer.from_gguf(gguf)  # first: a bad tokenizer fails before the weights load
-    return Llama.from_gguf(gguf, activations=activations), tokenizer
+    family = Gemma if gguf.arch in GEMMA_VARIANTS else Llama
+    return _matched(family.from_gguf(gguf, activations=activations), tokenizer, str(gguf.path))
+
+
+def _matched(model: LanguageModel, tokenizer: Tokenizer, source: str) -> tuple[LanguageModel, Tokenizer]:
+    """(model, tokenizer), refused if the tokenizer makes ids the model has no embedding for."""
+    if tokenizer.vocab_size > model.vocab_size:
+        raise WeightFileError(
+            f"{source}: the tokenizer has {tokenizer.vocab_size} tokens but the model embeds "
+            f"{model.vocab_size}: ids {model.vocab_size} and above would have no embedding"
+        )
+    return model, tokenizer
 
 
 def load_gpt2_folder(folder: str | os.PathLike) -> tuple[LanguageModel, Tokenizer]:
@@ -48,6 +62,15 @@ def load_gpt2_folder(folder: str | os.PathLike) -> tuple[LanguageModel, Tokenize
     return GPT2.from_safetensors(folder), tokenizer
 
 
+def load_llama_family_folder(folder: str | os.PathLike) -> tuple[LanguageModel, Tokenizer]:
+    """Llama, Mistral, Qwen2 or Qwen3 from a Hugging Face folder (config.json, model.safetensors or its
+    shards, tokenizer.json)."""
+    from .llama_folder import load_llama_folder
+
+    tokenizer = Tokenizer.from_gpt2_folder(folder)  # first: a bad tokenizer fails before the weights load
+    return _matched(load_llama_folder(folder), tokenizer, str(folder))
+
+
 LANGUAGE_MODELS: dict[str, Loader] = {
     "smollm2": lambda activations: load_gguf(fetch("smollm2"), activations),
 }
@@ -56,8 +79,8 @@ LANGUAGE_MODELS: dict[str, Loader] = {
 def load_language_model(
     name_or_path: str | os.PathLike, activations: str = "q8"
 ) -> tuple[LanguageModel, Tokenizer]:
-    """(model, tokenizer) for a registered name, a `.gguf` file, a GPT-2 folder or a `verigrad train lm`
-    folder. `activations` chooses the quantized matmul of GGUF models: "q8" quantizes activations to 8
+    """(model, tokenizer) for a registered name, a `.gguf` file, a Hugging Face folder or a `verigrad train
+    lm` folder. `activations` chooses the quantized matmul of GGUF models: "q8" quantizes activations to 8
     bits per block of 32 (as llama.cpp does), "f32" multiplies them as they are."""
     if activations not in ACTIVATIONS:
         raise ValueError(f"activations must be one of {', '.join(ACTIVATIONS)}, got {activations!r}")
@@ -70,10 +93,13 @@ def load_language_model(
     if path.is_dir() and is_run_folder(path):  # a folder written by `verigrad train lm`
         return load_run(path)
     if path.is_dir():
-        missing = [f for f in ("config.json", "model.safetensors") if not (path / f).is_file()]
+        weights = "model.safetensors" if not (path / INDEX).is_file() else INDEX
+        missing = [f for f in ("config.json", weights) if not (path / f).is_file()]
         if missing:
-            raise WeightFileError(f"{path}: a GPT-2 folder needs {' and '.join(missing)}")
-        return load_gpt2_folder(path)
+            raise WeightFileError(f"{path}: a Hugging Face model folder needs {' and '.join(missing)}")
+        if read_config(path, ()).get("model_type", "gpt2") == "gpt2":
+            return load_gpt2_folder(path)
+        return load_llama_family_folder(path)
     raise WeightFileError(
         f"no model {name!r}: give a name ({', '.join(sorted(LANGUAGE_MODELS))}), a .gguf file, a folder "
         "with config.json and model.safetensors, or one written by `verigrad train lm`"

@@ -50,15 +50,20 @@ class LlamaConfig:
     ffn_dim: DimLike
     norm_eps: float = 1e-5
     rope_base: float = 10000.0
+    rope_factor: float = 1.0  # linear RoPE scaling: positions divided by it
     context_length: DimLike = 2048
     rope_interleaved: bool = False
     tie_embeddings: bool = True
     fused: bool = False  # q/k/v and gate/up projections as one matrix each (`qkv_proj`, `gate_up_proj`)
+    qkv_bias: bool = False  # biases on the q/k/v projections (Qwen2)
+    qk_norm: bool = False  # an RMSNorm of each query and key head before RoPE (Qwen3)
 
 
-def rope_tables(positions: int, head_dim: int, base: float) -> tuple[np.ndarray, np.ndarray]:
-    """cos and sin [positions, head_dim/2] of angle p * base^(-2i/head_dim), computed in f64."""
-    inv_freq = base ** (-np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+def rope_tables(
+    positions: int, head_dim: int, base: float, factor: float = 1.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin [positions, head_dim/2] of angle p / factor * base^(-2i/head_dim), computed in f64."""
+    inv_freq = base ** (-np.arange(0, head_dim, 2, dtype=np.float64) / head_dim) / factor
     angles = np.outer(np.arange(positions, dtype=np.float64), inv_freq)
     return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
 
@@ -87,14 +92,32 @@ class LlamaAttention(Module):
         super().__init__()
         c = config
         self.n_heads, self.n_kv_heads, self.head_dim = c.n_heads, c.n_kv_heads, c.head_dim
-        self.interleaved, self.fused = c.rope_interleaved, c.fused
+        self.interleaved, self.fused, self.biased = c.rope_interleaved, c.fused, c.qkv_bias
         if c.fused:  # q, k and v rows in one matrix: one product instead of three
             self.qkv_proj = Linear(c.dim, (c.n_heads + 2 * c.n_kv_heads) * c.head_dim, bias=False)
+            if c.qkv_bias:  # apart from the matrix, which may be quantized (QLinear has no bias)
+                self.qkv_bias = zeros((c.n_heads + 2 * c.n_kv_heads) * c.head_dim, requires_grad=True)
         else:
-            self.q_proj = Linear(c.dim, c.n_heads * c.head_dim, bias=False)
-            self.k_proj = Linear(c.dim, c.n_kv_heads * c.head_dim, bias=False)
-            self.v_proj = Linear(c.dim, c.n_kv_heads * c.head_dim, bias=False)
+            self.q_proj = Linear(c.dim, c.n_heads * c.head_dim, bias=c.qkv_bias)
+            self.k_proj = Linear(c.dim, c.n_kv_heads * c.head_dim, bias=c.qkv_bias)
+            self.v_proj = Linear(c.dim, c.n_kv_heads * c.head_dim, bias=c.qkv_bias)
         self.o_proj = Linear(c.n_heads * c.head_dim, c.dim, bias=False)
+        self.q_norm = RMSNorm(c.head_dim, eps=c.norm_eps) if c.qk_norm else None
+        self.k_norm = RMSNorm(c.head_dim, eps=c.norm_eps) if c.qk_norm else None
+
+    def _qkv(self, x: Tensor, norm: RMSNorm) -> Tensor:
+        """The fused projection of norm(x), with its bias."""
+        qkv = _normed(norm, self.qkv_proj, x)
+        return qkv + self.qkv_bias if self.biased else qkv
+
+    def _normed_heads(self, qk: Tensor, axis: int) -> Tensor:
+        """The query and key heads (on `axis`) each RMS-normed over its features, where the model has
+        q/k norms (Qwen3); else qk itself."""
+        if self.q_norm is None:
+            return qk
+        at = (slice(None),) * axis
+        q, k = qk[(*at, slice(None, self.n_heads))], qk[(*at, slice(self.n_heads, None))]
+        return concat(self.q_norm(q), self.k_norm(k), axis=axis)
 
     def _project(self, x: Tensor, norm: RMSNorm) -> tuple[Tensor, Tensor]:
         """The query and key heads [B, T, H+KV, hd] (rotated together) and the value heads [B, T, KV, hd]
@@ -102,11 +125,11 @@ class LlamaAttention(Module):
         b, t, _ = x.shape
         h, kv, d = self.n_heads, self.n_kv_heads, self.head_dim
         if self.fused:
-            qkv = _normed(norm, self.qkv_proj, x).reshape(b, t, h + 2 * kv, d)
-            return qkv[:, :, : h + kv], qkv[:, :, h + kv :]
+            qkv = self._qkv(x, norm).reshape(b, t, h + 2 * kv, d)
+            return self._normed_heads(qkv[:, :, : h + kv], 2), qkv[:, :, h + kv :]
         x = norm(x)
         q, k = self.q_proj(x).reshape(b, t, h, d), self.k_proj(x).reshape(b, t, kv, d)
-        return concat(q, k, axis=2), self.v_proj(x).reshape(b, t, kv, d)
+        return self._normed_heads(concat(q, k, axis=2), 2), self.v_proj(x).reshape(b, t, kv, d)
 
     def forward(
         self, x: Tensor, rope: Any, past: tuple | None, norm: RMSNorm
@@ -120,7 +143,7 @@ class LlamaAttention(Module):
         qk, v = self._project(x, norm)
         qk = rotate(qk.permute(0, 2, 1, 3), rope, self.interleaved)
         q, k, v = qk[:, : self.n_heads], qk[:, self.n_heads :], v.permute(0, 2, 1, 3)
-        y = attention(q, k, v) if past is None else cached_attention(q, k, v, *past)  # [B, H, T, hd]
+        y = self._attend(q, k, v, past)  # [B, H, T, hd]
         return self.o_proj(y.permute(0, 2, 1, 3).reshape(b, t, self.n_heads * self.head_dim)), k, v
 
     def _decode(self, x: Tensor, rope: Any, past: tuple, norm: RMSNorm) -> tuple[Tensor, Tensor, Tensor]:
@@ -129,14 +152,21 @@ class LlamaAttention(Module):
         hold their values in the same order, so reshapes replace the permutes."""
         b = x.shape[0]
         h, kv, d = self.n_heads, self.n_kv_heads, self.head_dim
-        qkv, at = _normed(norm, self.qkv_proj, x), (h + kv) * d
-        qk = rotate(qkv[..., :at].reshape(b, h + kv, 1, d), rope, self.interleaved)
+        qkv, at = self._qkv(x, norm), (h + kv) * d
+        qk = self._normed_heads(qkv[..., :at].reshape(b, h + kv, 1, d), 1)
+        qk = rotate(qk, rope, self.interleaved)
         q, k, v = qk[:, :h], qk[:, h:], qkv[..., at:].reshape(b, kv, 1, d)
-        y = cached_attention(q, k, v, *past)
+        y = self._attend(q, k, v, past)
         return self.o_proj(y.reshape(b, 1, h * d)), k, v
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, past: tuple | None) -> Tensor:
+        """Attention of the query heads over the keys and values (and the cache window `past`)."""
+        return attention(q, k, v) if past is None else cached_attention(q, k, v, *past)
 
 
 class LlamaMLP(Module):
+    act = staticmethod(F.silu)  # of the gate
+
     def __init__(self, config: LlamaConfig):
         super().__init__()
         self.ffn_dim, self.fused = config.ffn_dim, config.fused
@@ -155,7 +185,7 @@ class LlamaMLP(Module):
         else:
             x = norm(x)
             gate, up = self.gate_proj(x), self.up_proj(x)
-        return self.down_proj(F.silu(gate) * up)
+        return self.down_proj(self.act(gate) * up)
 
 
 class LlamaBlock(Module):
@@ -181,11 +211,27 @@ class Llama(CachedDecoder):
         c = self.config = config
         self.context_length, self.vocab_size = c.context_length, c.vocab_size
         self.embed_tokens = Embedding(c.vocab_size, c.dim)
-        self.layers = ModuleList(*(LlamaBlock(c) for _ in range(c.n_layers)))
+        self.layers = ModuleList(*(self._block(c, i) for i in range(c.n_layers)))
         self.norm = RMSNorm(c.dim, eps=c.norm_eps)
         self.lm_head = None if c.tie_embeddings else Linear(c.dim, c.vocab_size, bias=False)
         self.rope: tuple[Tensor, Tensor] | None = None  # cos and sin rows of the positions run so far
         self.cached(c.n_layers, c.n_kv_heads, c.head_dim)
+
+    # what a variant of the decoder (models/gemma.py) changes
+    GGUF_BLOCK: dict[str, str] = {}  # llama.cpp's tensor names in a block -> ours (set below: _BLOCK)
+
+    def _block(self, config: LlamaConfig, index: int) -> Module:
+        return LlamaBlock(config)
+
+    def _embed(self, ids: Tensor) -> Tensor:
+        return self.embed_tokens(ids)
+
+    def _rope_tables(self, rows: int) -> tuple[np.ndarray, np.ndarray]:
+        return rope_tables(rows, self.config.head_dim, self.config.rope_base, self.config.rope_factor)
+
+    @staticmethod
+    def config_from_gguf(gguf: GGUFFile) -> LlamaConfig:
+        return gguf_config(gguf)
 
     def rope_rows(self, positions: DimLike) -> tuple[Tensor, Tensor]:
         """The RoPE tables (cos, sin) of at least `positions` positions. They are made for the positions the
@@ -201,7 +247,7 @@ class Llama(CachedDecoder):
                 rope = self.rope
                 if rope is None or rope[0].shape[0] < positions:
                     rows = max(MIN_ROPE_ROWS, 1 << (positions - 1).bit_length())
-                    cos, sin = rope_tables(rows, c.head_dim, c.rope_base)
+                    cos, sin = self._rope_tables(rows)
                     rope = self.rope = (from_numpy(cos), from_numpy(sin))
                     self.cached(c.n_layers, c.n_kv_heads, c.head_dim)
         return rope
@@ -218,7 +264,7 @@ class Llama(CachedDecoder):
 
     def hidden(self, ids: Tensor) -> Tensor:
         t = ids.shape[1]
-        x = self.embed_tokens(ids)
+        x = self._embed(ids)
         cos, sin = self.rope_rows(t)
         rope = (cos[:t], sin[:t])
         for block in self.layers:
@@ -231,7 +277,7 @@ class Llama(CachedDecoder):
         """The cached forward (see models/_decoder.py): logits (of the last token alone with `last_only`),
         then each layer's new keys and values. positions [T] and bias [T, W+T], or each row's own,
         [B, T] and [B, T, W+T]."""
-        x = self.embed_tokens(ids)
+        x = self._embed(ids)
         cos, sin = self.rope if self.rope is not None else self.rope_rows(self.context_length)
         rope = (take(cos, positions), take(sin, positions))  # [T, hd/2], or each row's [B, T, hd/2]
         new = []
@@ -256,15 +302,15 @@ class Llama(CachedDecoder):
 
     @classmethod
     def from_gguf(cls, source: str | os.PathLike | GGUFFile, activations: str = "f32") -> Llama:
-        """A Llama-architecture GGUF file (or an opened GGUFFile): hyperparameters by their GGUF keys,
-        tensors by llama.cpp's names, interleaved RoPE, fused q/k/v and gate/up matrices. Quantized
+        """A Llama, Qwen2, Qwen3 or Phi-3 GGUF file (or an opened GGUFFile): hyperparameters by their GGUF
+        keys, tensors by llama.cpp's names, fused q/k/v and gate/up matrices. Quantized
         matrices stay quantized (QLinear, QEmbedding: no dequantized copy); `activations` "q8"
         quantizes their inputs to 8 bits per block of 32 (llama.cpp's integer dot products)."""
         if activations not in ("f32", "q8"):
             raise ValueError(f"activations must be 'f32' or 'q8', got {activations!r}")
         gguf = source if isinstance(source, GGUFFile) else read_gguf(source)
-        config = gguf_config(gguf)
-        groups = _gguf_groups(gguf, config)  # every tensor checked before anything is built
+        config = cls.config_from_gguf(gguf)
+        groups = _gguf_groups(gguf, config, cls.GGUF_BLOCK)  # every tensor checked before anything is built
         with abstract():
             model = cls(config)
         state: dict[str, Any] = {}
@@ -273,7 +319,7 @@ class Llama(CachedDecoder):
             owner = functools.reduce(getattr, path, model)
             shape = (sum(t.shape[0] for t in group), *group[0].shape[1:])
             qtype = group[0].qtype
-            if any(t.qtype != qtype for t in group) or qtype not in BLOCK_QTYPES:
+            if any(t.qtype != qtype for t in group) or qtype not in BLOCK_QTYPES or len(shape) != 2:
                 state[ours] = np.concatenate([t.dequantize() for t in group])
                 continue
             raw = stacked_rows(group)  # gate and up lie one after the other in the file: a view
@@ -289,45 +335,76 @@ class Llama(CachedDecoder):
         return model
 
 
-def gguf_config(gguf: GGUFFile) -> LlamaConfig:
-    """The hyperparameters under llama.cpp's keys, each of the right type and in range and consistent with
-    the others and with the token embedding, checked before anything is allocated: a WeightFileError
-    names the file, the key and its value."""
+# the GGUF architectures this file runs, and how each differs from llama's: llama.cpp permutes llama's
+# q/k rows for interleaved RoPE, not Qwen's (half-split: its NEOX RoPE type)
+GGUF_VARIANTS: dict[str, dict[str, bool]] = {
+    "llama": {"rope_interleaved": True},  # Llama 2/3, SmolLM2, Mistral 7B (llama.cpp writes them as llama)
+    "qwen2": {"qkv_bias": True},
+    "qwen3": {"qk_norm": True},
+    "phi3": {},  # q/k/v and gate/up stored fused (attn_qkv, ffn_up), as our fused matrices
+}
+_FUSED_IN_FILE = {"attn_qkv": "self_attn.qkv_proj", "ffn_up": "mlp.gate_up_proj"}  # phi3's tensors
+
+
+def gguf_config(gguf: GGUFFile, variants: dict[str, dict[str, bool]] = GGUF_VARIANTS) -> LlamaConfig:
+    """The hyperparameters under llama.cpp's keys (`{arch}.embedding_length`, ...), each of the right type
+    and in range and consistent with the others and with the token embedding, checked before anything is
+    allocated: a WeightFileError names the file, the key and its value."""
     arch = gguf.arch
-    if arch != "llama":
-        raise WeightFileError(f"{gguf.path}: architecture {shown(arch)}, but this loader reads 'llama' files")
+    if arch not in variants:
+        raise WeightFileError(
+            f"{gguf.path}: architecture {shown(arch)}, but this loader reads {', '.join(GGUF_VARIANTS)} files"
+        )
     embedding = gguf.tensor("token_embd.weight")
     if len(embedding.shape) != 2:
         raise WeightFileError(
             f"{gguf.path}: tensor token_embd.weight has shape {embedding.shape}, expected 2-D"
         )
     vocab, width = embedding.shape
-    dim = _integer(gguf, "llama.embedding_length", 1, width)
+    dim = _integer(gguf, f"{arch}.embedding_length", 1, width)
     if dim != width:
         raise WeightFileError(
-            f"{gguf.path}: llama.embedding_length is {dim}, but token_embd.weight has rows of {width} values"
+            f"{gguf.path}: {arch}.embedding_length is {dim}, but token_embd.weight has rows of {width} values"
         )
-    n_layers = _integer(gguf, "llama.block_count", 1, len(gguf.tensors) // len(_BLOCK))
-    heads = _integer(gguf, "llama.attention.head_count", 1, dim)
-    if dim % heads and "llama.rope.dimension_count" not in gguf.metadata:
+    n_layers = _integer(gguf, f"{arch}.block_count", 1, len(gguf.tensors) // 6)  # Phi-3's blocks: 6 tensors
+    heads = _integer(gguf, f"{arch}.attention.head_count", 1, dim)
+    sized = f"{arch}.attention.key_length", f"{arch}.rope.dimension_count"
+    if dim % heads and not any(k in gguf.metadata for k in sized):
         raise WeightFileError(
-            f"{gguf.path}: llama.attention.head_count ({heads}) must divide llama.embedding_length ({dim}) "
-            "(or llama.rope.dimension_count give the head size)"
+            f"{gguf.path}: {arch}.attention.head_count ({heads}) must divide {arch}.embedding_length ({dim}) "
+            f"(or {sized[0]} give the head size)"
         )
-    kv_heads = _integer(gguf, "llama.attention.head_count_kv", 1, heads, default=heads)
+    kv_heads = _integer(gguf, f"{arch}.attention.head_count_kv", 1, heads, default=heads)
     if heads % kv_heads:
         raise WeightFileError(
-            f"{gguf.path}: llama.attention.head_count_kv ({kv_heads}) must divide "
-            f"llama.attention.head_count ({heads})"
+            f"{gguf.path}: {arch}.attention.head_count_kv ({kv_heads}) must divide "
+            f"{arch}.attention.head_count ({heads})"
         )
-    head_dim = _integer(gguf, "llama.rope.dimension_count", 2, dim, default=max(dim // heads, 2))
+    head_dim = _integer(gguf, sized[1], 2, 2**16, default=max(dim // heads, 2))
+    head_dim = _integer(gguf, sized[0], 2, 2**16, default=head_dim)
+    rotated = _integer(gguf, sized[1], 2, 2**16, default=head_dim)
+    if rotated != head_dim:
+        raise WeightFileError(
+            f"{gguf.path}: {sized[1]} is {rotated} but {sized[0]} is {head_dim}: RoPE on part of a head "
+            "is not supported"
+        )
     if head_dim % 2:
-        raise WeightFileError(f"{gguf.path}: llama.rope.dimension_count is {head_dim}; RoPE needs it even")
-    vocab_size = _integer(gguf, "llama.vocab_size", 1, default=vocab)
+        raise WeightFileError(f"{gguf.path}: the head size is {head_dim}; RoPE needs it even")
+    vocab_size = _integer(gguf, f"{arch}.vocab_size", 1, default=vocab)
     if vocab_size != vocab:
         raise WeightFileError(
-            f"{gguf.path}: llama.vocab_size is {vocab_size}, but token_embd.weight has {vocab} rows"
+            f"{gguf.path}: {arch}.vocab_size is {vocab_size}, but token_embd.weight has {vocab} rows"
         )
+    scaling = gguf.get(f"{arch}.rope.scaling.type", "none")
+    if scaling not in ("none", "linear"):
+        raise WeightFileError(
+            f"{gguf.path}: {arch}.rope.scaling.type is {shown(scaling)}: only linear scaling is implemented"
+        )
+    factor = _real(gguf, f"{arch}.rope.scaling.factor", default=1.0) if scaling == "linear" else 1.0
+    context = _integer(gguf, f"{arch}.context_length", 1, MAX_CONTEXT)
+    window = _integer(gguf, f"{arch}.attention.sliding_window", 0, default=0)
+    if window:  # full attention equals a sliding window's over at most `window` positions
+        context = min(context, window)
     return LlamaConfig(
         vocab_size=vocab,
         dim=dim,
@@ -335,13 +412,14 @@ def gguf_config(gguf: GGUFFile) -> LlamaConfig:
         n_heads=heads,
         n_kv_heads=kv_heads,
         head_dim=head_dim,
-        ffn_dim=_integer(gguf, "llama.feed_forward_length", 1),
-        norm_eps=_real(gguf, "llama.attention.layer_norm_rms_epsilon", high=1.0),
-        rope_base=_real(gguf, "llama.rope.freq_base", default=10000.0),
-        context_length=_integer(gguf, "llama.context_length", 1, MAX_CONTEXT),
-        rope_interleaved=True,
+        ffn_dim=_integer(gguf, f"{arch}.feed_forward_length", 1),
+        norm_eps=_real(gguf, f"{arch}.attention.layer_norm_rms_epsilon", high=1.0),
+        rope_base=_real(gguf, f"{arch}.rope.freq_base", default=10000.0),
+        rope_factor=factor,
+        context_length=context,
         tie_embeddings="output.weight" not in gguf.tensors,
         fused=True,
+        **variants[arch],
     )
 
 
@@ -370,13 +448,14 @@ _BLOCK = {
     "ffn_up": "mlp.up_proj",
     "ffn_down": "mlp.down_proj",
 }
+Llama.GGUF_BLOCK = _BLOCK
 _FUSED = {  # our fused matrices and their parts, in the order their rows are stacked
     "self_attn.qkv_proj": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
     "mlp.gate_up_proj": ("mlp.gate_proj", "mlp.up_proj"),
 }
 
 
-def _gguf_groups(gguf: GGUFFile, config: LlamaConfig) -> dict[str, list[GGUFTensor]]:
+def _gguf_groups(gguf: GGUFFile, config: LlamaConfig, names: dict[str, str]) -> dict[str, list[GGUFTensor]]:
     """Our parameter name -> the GGUF tensors that make it (several for the fused matrices). Every tensor
     the config needs must be there with the shape it implies and a type verigrad reads, and no other:
     a WeightFileError names the file and the first few tensors at fault."""
@@ -388,15 +467,30 @@ def _gguf_groups(gguf: GGUFFile, config: LlamaConfig) -> dict[str, list[GGUFTens
     block = {"attn_norm": (c.dim,), "attn_q": (q, c.dim), "attn_k": (kv, c.dim), "attn_v": (kv, c.dim)}
     block |= {"attn_output": (c.dim, q), "ffn_norm": (c.dim,), "ffn_gate": (c.ffn_dim, c.dim)}
     block |= {"ffn_up": (c.ffn_dim, c.dim), "ffn_down": (c.dim, c.ffn_dim)}
+    block |= {"post_attention_norm": (c.dim,), "post_ffw_norm": (c.dim,)}  # Gemma's
+    block = {f"{theirs}.weight": shape for theirs, shape in block.items()}
+    names = {f"{theirs}.weight": f"{ours}.weight" for theirs, ours in names.items()}
+    if c.qkv_bias:
+        block |= {"attn_q.bias": (q,), "attn_k.bias": (kv,), "attn_v.bias": (kv,)}
+        names |= {f"attn_{x}.bias": f"self_attn.{x}_proj.bias" for x in "qkv"}
+    if c.qk_norm:
+        block |= {"attn_q_norm.weight": (c.head_dim,), "attn_k_norm.weight": (c.head_dim,)}
+        names |= {f"attn_{x}_norm.weight": f"self_attn.{x}_norm.weight" for x in "qk"}
+    if gguf.arch == "phi3":  # q/k/v and gate/up already one matrix each
+        for theirs in ("attn_q", "attn_k", "attn_v", "ffn_gate", "ffn_up"):
+            del block[f"{theirs}.weight"], names[f"{theirs}.weight"]
+        block |= {"attn_qkv.weight": (q + 2 * kv, c.dim), "ffn_up.weight": (2 * c.ffn_dim, c.dim)}
+        names |= {f"{theirs}.weight": f"{ours}.weight" for theirs, ours in _FUSED_IN_FILE.items()}
     wanted = {"token_embd.weight": "embed_tokens.weight", "output_norm.weight": "norm.weight"}
     if not c.tie_embeddings:
         wanted["output.weight"] = "lm_head.weight"
     for i in range(c.n_layers):
-        for theirs, ours in _BLOCK.items():
-            wanted[f"blk.{i}.{theirs}.weight"] = f"layers.{i}.{ours}.weight"
-            shapes[f"blk.{i}.{theirs}.weight"] = block[theirs]
-    if "rope_freqs.weight" in gguf.tensors:
-        raise WeightFileError(f"{gguf.path}: tensor rope_freqs.weight: scaled RoPE is not supported")
+        for theirs, ours in names.items():
+            wanted[f"blk.{i}.{theirs}"] = f"layers.{i}.{ours}"
+            shapes[f"blk.{i}.{theirs}"] = block[theirs]
+    for name in ("rope_freqs.weight", "rope_factors_long.weight", "rope_factors_short.weight"):
+        if name in gguf.tensors:  # Llama 3.1's and Phi-3's long-context (su/longrope) scaling
+            raise WeightFileError(f"{gguf.path}: tensor {name}: scaled RoPE is not supported")
     problems = [f"missing tensor {name}" for name in wanted if name not in gguf.tensors]
     problems += [f"unexpected tensor {shown(name)}" for name in gguf.tensors if name not in wanted]
     for name, shape in shapes.items():
@@ -413,5 +507,6 @@ def _gguf_groups(gguf: GGUFFile, config: LlamaConfig) -> dict[str, list[GGUFTens
         for fused, parts in _FUSED.items():
             for part in parts:
                 ours = ours.replace(f".{part}.", f".{fused}.")
+        ours = ours.replace("qkv_proj.bias", "qkv_bias")  # the fused bias lies beside its matrix
         groups.setdefault(ours, []).append(gguf.tensors[theirs])
     return groups
