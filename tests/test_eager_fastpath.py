@@ -836,7 +836,9 @@ def test_direct_calls_give_the_same_bits_on_1_to_3_threads(cpu, n: int) -> None:
     rng = np.random.default_rng(7)
     a = verigrad.tensor(rng.standard_normal((64, 300)).astype(np.float32))
     b = verigrad.tensor(rng.standard_normal((64, 300)).astype(np.float32))
+    w = verigrad.tensor(rng.standard_normal((300, 70)).astype(np.float32))
     calls = [lambda: a + b, lambda: a.exp(), lambda: a.softmax(-1), lambda: a.sum(1), lambda: a.sum()]
+    calls.append(lambda: a @ w)
     verigrad.set_threads(1)
     one = [c().payload.tobytes() for c in calls]
     try:
@@ -874,3 +876,86 @@ def test_reductions_remembered_layouts_follow_shape_axis_and_block(cpu) -> None:
         assert on_small.payload.tobytes() == off_small.payload.tobytes()
         on_again, off_again = both_ways(lambda x=x: x.sum(1))
         assert on_again.payload.tobytes() == off_again.payload.tobytes() == on
+
+
+def matmul_operands(dtype) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Matrix products' operands: 2-D (C-contiguous, transposed and sliced views), a batch times one
+    matrix (one product of all its rows), batches broadcast, vectors, a broadcast (zero-stride) operand
+    BLAS cannot take, an unaligned one, empty ones, and a wrong inner size (the error)."""
+    rng = np.random.default_rng(11)
+
+    def r(*shape):
+        return rng.standard_normal(shape).astype(dtype)
+
+    a, b = r(6, 5), r(5, 7)
+    raw = np.zeros(6 * 5 * np.dtype(dtype).itemsize + 1, np.uint8)[1:].view(dtype).reshape(6, 5)
+    raw[...] = a
+    return [
+        (a, b),
+        (r(7, 5).T, b),
+        (a, r(7, 5).T),
+        (r(6, 10)[:, ::2], b),
+        (r(2, 3, 5), b),
+        (r(2, 3, 5), r(7, 5).T),
+        (r(2, 1, 3, 5), r(4, 5, 2)),
+        (r(5), b),
+        (a, r(5)),
+        (r(5), r(5)),
+        (np.broadcast_to(r(1, 5), (6, 5)), b),
+        (raw, b),
+        (r(0, 5), b),
+        (a, r(5, 0)),
+        (a, r(4, 7)),
+    ]
+
+
+@pytest.mark.parametrize("grad", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_matmul_in_c_gives_the_python_calls_outcome(cpu, grad: bool, dtype) -> None:
+    """x @ y called from C (vg_gemm through the plan matmul.py made) gives the kernel's bits, records and
+    errors, the first call and the next, on the fast and the exact path."""
+    from verigrad.backends.cpu import matmul
+
+    for exact in (False, True):
+        with matmul.exact_mode(exact):
+            for a, b in matmul_operands(dtype):
+                x, y = tensor_of(a, grad), tensor_of(b, grad)  # the views themselves, as made
+                for _ in range(3):  # the first call makes the plan, the next find it
+                    same_outcome(lambda: x @ y)
+
+
+def test_matmul_plans_call_vg_gemm_in_c(cpu) -> None:
+    """A repeated product of 2-D operands, of a batch by one matrix, and of batches enters no Python
+    function; one whose operand BLAS cannot take as it is goes to the kernel's copy."""
+    from verigrad.backends.cpu.matmul import DIRECT_MATMUL
+
+    rng = np.random.default_rng(12)
+    for xs, ys in (((4, 8), (8, 3)), ((2, 4, 8), (8, 3)), ((2, 4, 8), (2, 8, 3))):
+        x = verigrad.tensor(rng.standard_normal(xs).astype(np.float32))
+        y = verigrad.tensor(rng.standard_normal(ys).astype(np.float32))
+        REGISTRY["matmul"]._eager_plans.clear()
+        assert python_frames(lambda x=x, y=y: x @ y) == [], (xs, ys)
+        (plan,) = [plan for _, plan in REGISTRY["matmul"]._eager_plans.values()]
+        assert plan.fast[0] == DIRECT_MATMUL
+    x = tensor_of(np.broadcast_to(np.ones(8, np.float32), (4, 8)), False)
+    assert any("matmul" in f for f in python_frames(lambda: x @ y))
+
+
+def test_matmul_remembered_layouts_follow_shapes_strides_and_exactness(cpu) -> None:
+    """vg_eager remembers the last plans matmul found: products that alternate over more layouts than it
+    keeps, the same shapes with other strides, and exact mode switched on and off give the Python calls'
+    bits every time."""
+    from verigrad.backends.cpu import matmul
+
+    rng = np.random.default_rng(13)
+    pairs = []
+    sizes = ((3, 4, 5), (5, 4, 3), (4, 4, 4), (1, 7, 2), (2, 7, 1), (6, 2, 6), (9, 3, 2), (8, 1, 3))
+    for m, k, n in sizes:
+        a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+        pairs.append((verigrad.tensor(a), verigrad.tensor(b)))
+        pairs.append((verigrad.tensor(np.ascontiguousarray(a.T)).T, verigrad.tensor(b)))
+    for _ in range(2):
+        for exact in (False, True, False):
+            with matmul.exact_mode(exact):
+                for x, y in pairs:
+                    same_outcome(lambda x=x, y=y: x @ y)

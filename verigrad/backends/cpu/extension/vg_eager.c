@@ -32,6 +32,7 @@
 #define FAST_CONCAT 6  /* the reference's np.concatenate(xs, axis), the xs of one dtype */
 #define FAST_ROWS 7    /* rows.py's softmax and log_softmax over the last axis (see `rows_call`) */
 #define FAST_REDUCE 8  /* reduce.py's sum, mean, max and min of a layout it has described (see `reduce_call`) */
+#define FAST_MATMUL 9  /* matmul.py's matmul kernel, through a plan it has made (see `matmul_call`) */
 
 /* set by `setup` */
 static PyTypeObject *tensor_type, *node_type, *dtype_type, *size_type;
@@ -450,12 +451,139 @@ end:
     return r;
 }
 
+/* The matmul kernel (`fast` = (FAST_MATMUL, vg_gemm, plans, typenum, backend, exact_default, its state)) as
+ * matmul.py's `_matmul_kernel` runs it, where the plan it finds in `plans` under (a.shape, a.strides,
+ * b.shape, b.strides, dtype, dtype, exact_default()) has a `direct` = (address of its vg_gemm arguments,
+ * c's shape): vg_gemm(args, a, b, c, backend.threads) on a new C-contiguous c of that shape, the call the
+ * plan makes. NOT_HANDLED (no exception) for anything else (operands of another type, dtype or alignment,
+ * no plan yet, a plan that copies an operand first, vg_gemm asking for another layout: nothing done). */
+#define MATMUL_SEEN 8
+static struct {
+    PyObject *plans, *flag, *plan; /* held: their identity is compared */
+    int nd[2];
+    npy_intp dims[2][NPY_MAXDIMS], strides[2][NPY_MAXDIMS];
+} matmul_seen[MATMUL_SEEN];
+static int matmul_next;
+static PyObject *S_direct, *S_strides, *S_fast;
+
+static int matmul_same(int k, PyObject *plans, PyObject *flag, PyArrayObject **ab) {
+    if (matmul_seen[k].plan == NULL || matmul_seen[k].plans != plans || matmul_seen[k].flag != flag) return 0;
+    for (int j = 0; j < 2; j++) {
+        int nd = PyArray_NDIM(ab[j]);
+        if (matmul_seen[k].nd[j] != nd || memcmp(matmul_seen[k].dims[j], PyArray_DIMS(ab[j]), nd * sizeof(npy_intp)) ||
+            memcmp(matmul_seen[k].strides[j], PyArray_STRIDES(ab[j]), nd * sizeof(npy_intp)))
+            return 0;
+    }
+    return 1;
+}
+
+/* the plan under the kernel's key (borrowed from the table above, or from `plans`), NULL where none */
+static PyObject *matmul_plan(PyObject *plans, PyObject *flag, PyArrayObject **ab) {
+    for (int k = 0; k < MATMUL_SEEN; k++)
+        if (matmul_same(k, plans, flag, ab)) return matmul_seen[k].plan;
+    PyObject *parts[4] = {NULL, NULL, NULL, NULL}, *key = NULL, *found = NULL;
+    for (int j = 0; j < 2; j++) {
+        parts[2 * j] = PyObject_GetAttr((PyObject *)ab[j], S_shape);
+        parts[2 * j + 1] = PyObject_GetAttr((PyObject *)ab[j], S_strides);
+        if (parts[2 * j] == NULL || parts[2 * j + 1] == NULL) goto end;
+    }
+    PyObject *dtype = (PyObject *)PyArray_DESCR(ab[0]);
+    key = PyTuple_Pack(7, parts[0], parts[1], parts[2], parts[3], dtype, dtype, flag);
+    if (key == NULL) goto end;
+    found = PyDict_GetItemWithError(plans, key);
+    if (found == NULL) goto end;
+    int k = matmul_next;
+    matmul_next = (matmul_next + 1) % MATMUL_SEEN;
+    PyObject *old[3] = {matmul_seen[k].plans, matmul_seen[k].flag, matmul_seen[k].plan};
+    matmul_seen[k].plans = Py_NewRef(plans), matmul_seen[k].flag = Py_NewRef(flag);
+    matmul_seen[k].plan = Py_NewRef(found);
+    for (int j = 0; j < 2; j++) {
+        int nd = PyArray_NDIM(ab[j]);
+        matmul_seen[k].nd[j] = nd;
+        memcpy(matmul_seen[k].dims[j], PyArray_DIMS(ab[j]), nd * sizeof(npy_intp));
+        memcpy(matmul_seen[k].strides[j], PyArray_STRIDES(ab[j]), nd * sizeof(npy_intp));
+    }
+    for (int j = 0; j < 3; j++) Py_XDECREF(old[j]); /* last: a decref may run Python code */
+    found = matmul_seen[k].plan;
+end:
+    for (int j = 0; j < 4; j++) Py_XDECREF(parts[j]);
+    Py_XDECREF(key);
+    return found;
+}
+
+typedef int (*gemm_fn)(const void *, const void *, const void *, void *, int);
+
+/* a new reference to exact_default()'s value, read as it reads it where `state` = (_setting, _state):
+ * _setting[0] where true, else not _state["fast"] once that is known; else exact_default() itself */
+static PyObject *exact_flag(PyObject *exact_default, PyObject *state) {
+    if (PyTuple_CheckExact(state) && PyTuple_GET_SIZE(state) == 2 && PyList_CheckExact(PyTuple_GET_ITEM(state, 0)) &&
+        PyList_GET_SIZE(PyTuple_GET_ITEM(state, 0)) == 1 && PyDict_CheckExact(PyTuple_GET_ITEM(state, 1))) {
+        PyObject *setting = PyList_GET_ITEM(PyTuple_GET_ITEM(state, 0), 0);
+        if (PyBool_Check(setting) && setting == Py_True) return Py_NewRef(setting);
+        PyObject *known = PyDict_GetItemWithError(PyTuple_GET_ITEM(state, 1), S_fast);
+        if (known == NULL && PyErr_Occurred()) return NULL;
+        if (PyBool_Check(setting) && known != NULL && PyBool_Check(known)) return Py_NewRef(known == Py_True ? Py_False : Py_True);
+    }
+    return PyObject_CallNoArgs(exact_default);
+}
+
+static PyObject *matmul_call(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyObject *params) {
+    if (n != 2 || PyDict_GET_SIZE(params) != 0) return NOT_HANDLED;
+    int typenum = (int)PyLong_AsLong(PyTuple_GET_ITEM(fast, 3));
+    if (PyErr_Occurred()) return NULL;
+    PyArray_Descr *want = PyArray_DescrFromType(typenum);
+    if (want == NULL) return NULL;
+    Py_DECREF(want); /* a builtin descriptor: NumPy holds it */
+    PyArrayObject *ab[2] = {(PyArrayObject *)arrays[0], (PyArrayObject *)arrays[1]};
+    PyObject *plans = PyTuple_GET_ITEM(fast, 2);
+    for (int j = 0; j < 2; j++)
+        if (!PyArray_CheckExact(ab[j]) || PyArray_DESCR(ab[j]) != want || PyArray_NDIM(ab[j]) == 0 ||
+            !PyArray_ISALIGNED(ab[j]))
+            return NOT_HANDLED;
+    if (!PyDict_CheckExact(plans)) return NOT_HANDLED;
+    if (recording != NULL && recording()) return NOT_HANDLED; /* a tape takes vg_call's calls only */
+    PyObject *flag = exact_flag(PyTuple_GET_ITEM(fast, 5), PyTuple_GET_ITEM(fast, 6));
+    if (flag == NULL) return NULL;
+    PyObject *r = NOT_HANDLED, *plan = matmul_plan(plans, flag, ab), *how = NULL, *out = NULL;
+    if (plan == NULL) goto end;
+    Py_INCREF(plan); /* the table may let it go while the kernel runs */
+    how = PyObject_GetAttr(plan, S_direct);
+    Py_DECREF(plan); /* `how` holds what the call needs */
+    if (how == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_AttributeError)) PyErr_Clear(); /* a plan of another kind */
+        goto end;
+    }
+    npy_intp dims[NPY_MAXDIMS];
+    int nd = PyTuple_CheckExact(how) && PyTuple_GET_SIZE(how) == 2 ? int_items(PyTuple_GET_ITEM(how, 1), dims) : -1;
+    if (nd < 0) goto end;
+    void *args = PyLong_AsVoidPtr(PyTuple_GET_ITEM(how, 0)), *fn = PyLong_AsVoidPtr(PyTuple_GET_ITEM(fast, 1));
+    if (args == NULL || fn == NULL) goto end;
+    int threads, done;
+    if (threads_of(PyTuple_GET_ITEM(fast, 4), &threads) < 0) goto failed;
+    out = PyArray_SimpleNew(nd, dims, typenum);
+    if (out == NULL) goto failed;
+    Py_BEGIN_ALLOW_THREADS
+    done = ((gemm_fn)fn)(args, PyArray_DATA(ab[0]), PyArray_DATA(ab[1]), PyArray_DATA((PyArrayObject *)out), threads);
+    Py_END_ALLOW_THREADS
+    if (done == 1) r = out, out = NULL; /* else nothing was done: the kernel's */
+    goto end;
+failed:
+    r = NULL;
+end:
+    Py_XDECREF(out);
+    Py_XDECREF(how);
+    Py_DECREF(flag);
+    if (r == NOT_HANDLED && PyErr_Occurred()) r = NULL;
+    return r;
+}
+
 static PyObject *direct(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyObject *params) {
     if (PyTuple_CheckExact(fast) && PyTuple_GET_SIZE(fast) == 7) {
         long kind = PyLong_AsLong(PyTuple_GET_ITEM(fast, 0));
         if (kind == -1 && PyErr_Occurred()) return NULL;
         return kind == FAST_ROWS     ? rows_call(fast, arrays, n, params)
                : kind == FAST_REDUCE ? reduce_call(fast, arrays, n, params)
+               : kind == FAST_MATMUL ? matmul_call(fast, arrays, n, params)
                                      : NOT_HANDLED;
     }
     if (PyTuple_CheckExact(fast) && PyTuple_GET_SIZE(fast) == 1 &&
@@ -1569,6 +1697,7 @@ PyMODINIT_FUNC PyInit_vg_eager(void) {
         intern(&S_plan, "_plan") || intern(&S_run, "run") ||
         intern(&S_axes, "axes") || intern(&S_index, "index") || intern(&S_axis, "axis") ||
         intern(&S_keepdim, "keepdim") || intern(&S_explicit, "explicit") || intern(&S_seen, "_seen") ||
+        intern(&S_direct, "direct") || intern(&S_strides, "strides") || intern(&S_fast, "fast") ||
         intern(&S_clock, "clock"))
         return NULL;
     names_shape = PyTuple_Pack(1, S_shape), names_axis = PyTuple_Pack(1, S_axis), names_axes = PyTuple_Pack(1, S_axes);
