@@ -959,3 +959,64 @@ def test_matmul_remembered_layouts_follow_shapes_strides_and_exactness(cpu) -> N
             with matmul.exact_mode(exact):
                 for x, y in pairs:
                     same_outcome(lambda x=x, y=y: x @ y)
+
+
+def cat_calls() -> list:
+    """PyTorch's cat as programs call it: along each axis, of C-contiguous arrays (copied together in C),
+    of views (NumPy's concatenate), of size-1 axes with any stride, of empty arrays, of other dtypes, a
+    tuple, the legacy rule's 1-D empty tensor (Python's), and the errors."""
+    rng = np.random.default_rng(14)
+    a, b = rng.standard_normal((3, 4)).astype(np.float32), rng.standard_normal((2, 4)).astype(np.float32)
+    strided = np.lib.stride_tricks.as_strided  # C-contiguous, with odd strides on their size-1 axes:
+    col, row = strided(a[0, :3].copy(), (3, 1), (4, 40)), strided(a[0].copy(), (1, 4), (1000, 4))
+    ints, flags = np.arange(12).reshape(3, 4), np.ones((1, 4), bool)
+    cube = rng.standard_normal((2, 3, 4)).astype(np.float64)
+    t = verigrad.tensor
+    cat = verigrad.cat
+    return [
+        lambda g: cat([tensor_of(a, g), tensor_of(b, g)], dim=0),
+        lambda g: cat([tensor_of(a, g), tensor_of(b, g), tensor_of(a, g)], 0),
+        lambda g: cat((tensor_of(a, g), tensor_of(a, g)), dim=1),
+        lambda g: cat([tensor_of(a, g), tensor_of(a, g)], dim=-1),
+        lambda g: cat([tensor_of(a.T, g), tensor_of(a.T, g)], dim=0),
+        lambda g: cat([tensor_of(col, g), tensor_of(col, g)], dim=1),
+        lambda g: cat([tensor_of(col, g), tensor_of(col, g)], dim=0),
+        lambda g: cat([tensor_of(row, g), tensor_of(row, g)], dim=0),
+        lambda g: cat([tensor_of(row, g), tensor_of(row, g)], dim=1),
+        lambda g: cat([tensor_of(row, g), tensor_of(a, g)], dim=0),
+        lambda g: cat([tensor_of(a[:0], g), tensor_of(a[:0], g)], dim=0),
+        lambda g: cat([tensor_of(a[:, :0], g), tensor_of(a, g)], dim=1),
+        lambda g: cat([t(ints), t(ints)], dim=1),
+        lambda g: cat([t(flags), t(flags)], dim=0),
+        lambda g: cat([tensor_of(cube, g), tensor_of(cube[:, :1], g)], dim=1),
+        lambda g: cat([tensor_of(cube, g)] * 9, dim=2),  # more operands than vg_eager takes
+        lambda g: cat([tensor_of(a, g), tensor_of(np.zeros(0, np.float64), g)], dim=0),  # the legacy rule
+        lambda g: cat([tensor_of(a, g)], dim=0),
+        lambda g: cat([tensor_of(a, g), tensor_of(b, g)], dim=1),  # the shape error
+        lambda g: cat([tensor_of(a, g), tensor_of(a, g)], dim=2),  # out of range
+        lambda g: cat([], dim=0),
+    ]
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_cat_in_c_gives_the_python_calls_outcome(cpu, grad: bool) -> None:
+    """verigrad.cat called from C (the legacy rule checked there, C-contiguous blocks copied together)
+    gives the Python calls' bits, strides, records and errors."""
+    for k, call in enumerate(cat_calls()):
+        for _ in range(2):
+            on, off = both_ways(lambda: call(grad))
+            if isinstance(off, Exception):
+                assert type(on) is type(off) and str(on) == str(off), k
+            else:
+                same_tensor(on, off)
+                assert on.payload.strides == off.payload.strides and on.payload.flags.owndata, k
+
+
+def test_cat_is_called_in_c(cpu) -> None:
+    """cat([x, y], dim=0), repeated, enters no Python function, and its Python code stays reachable."""
+    x, y = verigrad.tensor(np.ones((2, 3), np.float32)), verigrad.tensor(np.zeros((1, 3), np.float32))
+    assert python_frames(lambda: verigrad.cat([x, y], dim=0)) == []
+    assert python_frames(lambda: verigrad.concatenate((x, y), 0)) == []
+    assert verigrad.cat.__name__ == "cat" and verigrad.cat.__doc__
+    empty = verigrad.tensor(np.zeros(0, np.float64))
+    assert "legacy_cat.py:__call__" in python_frames(lambda: verigrad.cat([x, empty]))

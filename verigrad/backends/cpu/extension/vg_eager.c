@@ -208,6 +208,43 @@ static PyObject *view(int kind, PyObject *x, PyObject *params) {
     return PyArray_Transpose((PyArrayObject *)x, &dims);
 }
 
+/* np.concatenate(arrays, axis) where the arrays are C-contiguous, of one plain dtype (no object references)
+ * and one rank, and agree off `axis`: NumPy's result then is a new C-contiguous array (its layout follows
+ * the inputs' strides, which are C order on every axis longer than 1), whose rows are the inputs' blocks
+ * copied in order; made so here, without NumPy's general loop. NOT_HANDLED (no exception) otherwise. */
+static PyObject *copied_together(PyObject **arrays, Py_ssize_t n, long axis) {
+    PyArrayObject *first = (PyArrayObject *)arrays[0];
+    int nd = PyArray_NDIM(first);
+    if (nd == 0 || axis < -nd || axis >= nd || PyDataType_FLAGCHK(PyArray_DESCR(first), NPY_ITEM_REFCOUNT))
+        return NOT_HANDLED;
+    if (axis < 0) axis += nd;
+    npy_intp dims[NPY_MAXDIMS];
+    memcpy(dims, PyArray_DIMS(first), nd * sizeof(npy_intp));
+    dims[axis] = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyArrayObject *a = (PyArrayObject *)arrays[k];
+        if (PyArray_NDIM(a) != nd || !PyArray_IS_C_CONTIGUOUS(a)) return NOT_HANDLED;
+        for (int d = 0; d < nd; d++)
+            if (d != axis && PyArray_DIMS(a)[d] != dims[d]) return NOT_HANDLED;
+        dims[axis] += PyArray_DIMS(a)[axis];
+    }
+    PyArray_Descr *descr = PyArray_DESCR(first);
+    Py_INCREF(descr);
+    PyObject *out = PyArray_NewFromDescr(&PyArray_Type, descr, nd, dims, NULL, NULL, 0, NULL);
+    if (out == NULL) return NULL;
+    npy_intp outer = 1, inner = PyArray_ITEMSIZE(first); /* rows before `axis`; bytes of one step along it */
+    for (int d = 0; d < axis; d++) outer *= dims[d];
+    for (int d = axis + 1; d < nd; d++) inner *= dims[d];
+    char *to = PyArray_BYTES((PyArrayObject *)out);
+    for (npy_intp i = 0; i < outer; i++)
+        for (Py_ssize_t k = 0; k < n; k++) {
+            npy_intp block = PyArray_DIMS((PyArrayObject *)arrays[k])[axis] * inner;
+            if (block > 0) memcpy(to, PyArray_BYTES((PyArrayObject *)arrays[k]) + i * block, block);
+            to += block;
+        }
+    return out;
+}
+
 /* np.concatenate(arrays, axis) of exact ndarrays of one dtype (the concat reference converts none of
  * them then), the one param `axis` an int; NOT_HANDLED (no exception) otherwise */
 static PyObject *concatenated(PyObject **arrays, Py_ssize_t n, PyObject *params) {
@@ -222,10 +259,12 @@ static PyObject *concatenated(PyObject **arrays, Py_ssize_t n, PyObject *params)
         if (!PyArray_CheckExact(arrays[k]) ||
             PyArray_DESCR((PyArrayObject *)arrays[k]) != PyArray_DESCR((PyArrayObject *)arrays[0]))
             return NOT_HANDLED;
+    PyObject *r = copied_together(arrays, n, a);
+    if (r != NOT_HANDLED) return r;
     PyObject *list = PyList_New(n);
     if (list == NULL) return NULL;
     for (Py_ssize_t k = 0; k < n; k++) PyList_SET_ITEM(list, k, Py_NewRef(arrays[k]));
-    PyObject *r = PyArray_Concatenate(list, (int)a);
+    r = PyArray_Concatenate(list, (int)a);
     Py_DECREF(list);
     return r;
 }
@@ -1204,6 +1243,7 @@ typedef struct {
     PyObject *positional;       /* NULL, or the keywords that may be given by position, in order */
     int shaped;                 /* SHAPED_RESHAPE, SHAPED_VIEW: x.reshape(*shape), x.view(*shape) */
     int along;                  /* x.softmax(axis=-1, dtype=None, *, dim=None) (see `along_axis`) */
+    int legacy;                 /* PyTorch's cat(tensors, ...) called as self(tensors, ...) (see `legacy_cat`) */
     PyObject *dict;
 } Method;
 
@@ -1417,11 +1457,38 @@ end:
     return r;
 }
 
+/* PyTorch's cat(tensors, *more, **kwargs) (functions/legacy_cat.py, its self first in args): `op` (concat)
+ * called on the rest, where tensors is a tensor, or a list or tuple holding no 1-D empty tensor (the legacy
+ * rule's, which Python's cat leaves out); NOT_HANDLED for anything else */
+static PyObject *legacy_cat(PyObject *op, PyObject *const *args, Py_ssize_t n, PyObject *kwnames) {
+    if (n < 2) return NOT_HANDLED;
+    PyObject *first = args[1];
+    if (PyList_CheckExact(first) || PyTuple_CheckExact(first)) {
+        Py_ssize_t count = PySequence_Fast_GET_SIZE(first);
+        PyObject **items = PySequence_Fast_ITEMS(first);
+        for (Py_ssize_t k = 0; k < count; k++) {
+            if (!PyObject_TypeCheck(items[k], tensor_type)) continue;
+            PyObject *shape = PyObject_GetAttr(SLOT(items[k], t_spec), S_shape);
+            if (shape == NULL) return NULL;
+            int empty = PyTuple_Check(shape) && PyTuple_GET_SIZE(shape) == 1 && PyLong_Check(PyTuple_GET_ITEM(shape, 0)) &&
+                        PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, 0)) == 0;
+            Py_DECREF(shape);
+            if (PyErr_Occurred()) return NULL;
+            if (empty) return NOT_HANDLED;
+        }
+    } else if (!PyObject_TypeCheck(first, tensor_type)) {
+        return NOT_HANDLED;
+    }
+    return call_op(op, args + 1, n - 1, kwnames, 0);
+}
+
 static PyObject *method_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     Method *m = (Method *)self;
     Py_ssize_t n = PyVectorcall_NARGS(nargsf);
     PyObject *r = NOT_HANDLED;
-    if (m->shaped) {
+    if (m->legacy) {
+        if (ready) r = legacy_cat(m->op, args, n, kwnames);
+    } else if (m->shaped) {
         if (ready) r = shaped_call(m, args, n, kwnames);
     } else if (m->along) {
         if (ready) r = along_axis(m, args, n, kwnames);
@@ -1449,11 +1516,11 @@ static PyObject *method_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     PyObject *op, *fallback;
     PyObject *keywords = Py_None, *kw_names = NULL, *kw_defaults = NULL;
     PyObject *getitem = Py_None, *positional = Py_None;
-    int swap = 0, elementwise = 0, transpose = 0, shaped = 0, along = 0;
+    int swap = 0, elementwise = 0, transpose = 0, shaped = 0, along = 0, legacy = 0;
     static char *names[] = {"op", "fallback", "swap", "elementwise", "transpose", "keywords", "getitem",
-                            "positional", "shaped", "along", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|pppOOOip:Method", names, &op, &fallback, &swap, &elementwise,
-                                     &transpose, &keywords, &getitem, &positional, &shaped, &along))
+                            "positional", "shaped", "along", "legacy", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|pppOOOipp:Method", names, &op, &fallback, &swap, &elementwise,
+                                     &transpose, &keywords, &getitem, &positional, &shaped, &along, &legacy))
         return NULL;
     if (shaped < 0 || shaped > SHAPED_VIEW) {
         PyErr_Format(PyExc_ValueError, "Method: shaped must be 0, %d (reshape) or %d (view), got %d", SHAPED_RESHAPE,
@@ -1498,7 +1565,7 @@ static PyObject *method_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     m->getitem = getitem == Py_None ? NULL : Py_NewRef(getitem);
     m->names = kw_names, m->defaults = kw_defaults;
     m->positional = positional == Py_None ? NULL : Py_NewRef(positional);
-    m->shaped = shaped, m->along = along;
+    m->shaped = shaped, m->along = along, m->legacy = legacy;
     return (PyObject *)m;
 }
 
