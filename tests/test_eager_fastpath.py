@@ -491,7 +491,28 @@ def reduce_arrays(dtype) -> list[np.ndarray]:
     nans = base.copy()
     nans[1, 2, 3] = np.nan
     long = (rng.standard_normal(20000) * 3).astype(dtype)  # past NumPy's 8192-element cast buffer
-    return [base, zeros, nans, base.transpose(2, 0, 1), base[:, ::2], base[..., :0], base[0, 0, 0], long]
+    quiet_nan = np.array(np.nan, dtype)
+    signaling = np.array(
+        0x7FA00001 if dtype == np.float32 else 0x7FF4000000000001,
+        quiet_nan.view(f"u{quiet_nan.itemsize}").dtype,
+    ).view(dtype)
+    zero_d = [np.array(v, dtype) for v in (-0.0, 0.0, 3.5, -np.inf)] + [quiet_nan, signaling]
+    # F-contiguous (their sums over every axis run in C as the reversed view's), one with NaN and -0.0
+    odd = nans.T.copy().T
+    odd[0, 0, 0] = -0.0
+    f_order = [base.T, np.asfortranarray(base), zeros.T, odd, long.reshape(100, 200).T]
+    return [
+        base,
+        zeros,
+        nans,
+        base.transpose(2, 0, 1),
+        base[:, ::2],
+        base[..., :0],
+        base[0, 0, 0],
+        long,
+        *zero_d,
+        *f_order,
+    ]
 
 
 REDUCE_CALLS = [
@@ -537,6 +558,21 @@ def test_reduction_plans_call_the_kernels_in_c(cpu) -> None:
         call()
         (plan,) = [plan for _, plan in REGISTRY[name]._eager_plans.values()]
         assert plan.fast[0] == DIRECT_REDUCE and len(plan.fast[2]) >= 1, name
+
+
+def test_sums_of_0d_and_f_contiguous_arrays_are_called_in_c(cpu) -> None:
+    """A sum or mean of a 0-d tensor (the second sum of x.sum().sum()), and of a transposed one over every
+    axis, enter no Python function after the first call."""
+    x = verigrad.tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
+    t, z = x.T, x.sum()
+    for call in (
+        lambda: z.sum(),
+        lambda: z.mean(),
+        lambda: t.sum(),
+        lambda: t.mean(),
+        lambda: t.sum((0, 1), True),
+    ):
+        assert python_frames(call) == []
 
 
 def test_a_recording_tape_gets_the_reductions_calls(cpu) -> None:

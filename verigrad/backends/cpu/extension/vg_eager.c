@@ -383,12 +383,15 @@ static PyObject *rows_call(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyOb
 
 typedef int (*reduce_fn)(const void *, void *, const void *, int64_t, int);
 
-/* A reduction (`fast` = (FAST_REDUCE, fn, calls, typenum, backend, min_chunk, block)) as reduce.py's
- * `_reduce` wrapper calls its C function, where that wrapper has described the layout already: one
- * C-contiguous aligned non-empty array of the dtype, the params `axis` (a tuple) and `keepdim`; its
- * description and result shape found in `calls` under (x.shape, axis, keepdim, block()); fn(x, out,
- * description, min_chunk(), backend.threads) into a new array. NOT_HANDLED (no exception) for anything
- * else, a layout not described yet or the kernel's refusal (a signed zero it cannot tell): the wrapper. */
+/* A reduction (`fast` = (FAST_REDUCE, fn, calls, typenum, backend, min_chunk, block, sum_kind, described))
+ * as reduce.py's `_reduce` wrapper calls its C function, where that wrapper has described the layout
+ * already: one C-contiguous aligned non-empty array of the dtype, the params `axis` (a tuple) and
+ * `keepdim`; its description and result shape found in `calls` under (x.shape, axis, keepdim, block());
+ * fn(x, out, description, min_chunk(), backend.threads) into a new array. A sum or mean (sum_kind 0 or
+ * 1) also of a 0-d array (`zero_d_sum`), and of an F-contiguous array over every axis, which NumPy sums
+ * in memory order: as the C-contiguous reversed view, whose layout `described` describes where `calls`
+ * has none. NOT_HANDLED (no exception) for anything else, a layout not described yet or the kernel's
+ * refusal (a signed zero it cannot tell): the wrapper. */
 /* The last REDUCE_SEEN descriptions reduce_call found, each under what its key was made of (the `calls`
  * dict, the axis and keepdim objects, the block, the shape), so that a call with those again (the same
  * plan's params: the same objects) skips making x.shape and the key; a description is a function of its
@@ -424,6 +427,29 @@ static void reduce_keep(PyObject *calls, PyObject *axis, PyObject *keepdim, long
     for (int j = 0; j < 4; j++) Py_XDECREF(old[j]); /* last: a decref may run Python code */
 }
 
+/* A sum or mean of a 0-d array over no axes as its reference computes it: np.sum(x, dtype=f64), the
+ * reduction's identity 0.0 plus x widened (-0.0 gives +0.0, a signaling NaN a quiet one), for a mean
+ * divided by the count 1 (which changes nothing then), narrowed to x's dtype: a new 0-d array */
+static PyObject *zero_d_sum(PyArrayObject *a, int typenum) {
+    PyObject *out = PyArray_SimpleNew(0, NULL, typenum);
+    if (out == NULL) return NULL;
+    volatile double zero = 0.0; /* (not folded away, whatever the build's flags) */
+    void *y = PyArray_DATA((PyArrayObject *)out);
+    if (typenum == NPY_FLOAT32) *(float *)y = (float)(zero + (double)*(const float *)PyArray_DATA(a));
+    else *(double *)y = zero + *(const double *)PyArray_DATA(a);
+    return out;
+}
+
+/* whether `axis` is (0, 1, ..., nd - 1): every axis, as a full reduction's canonical params give them */
+static int all_axes(PyObject *axis, int nd) {
+    if (PyTuple_GET_SIZE(axis) != nd) return 0;
+    for (int k = 0; k < nd; k++) {
+        PyObject *item = PyTuple_GET_ITEM(axis, k);
+        if (!PyLong_CheckExact(item) || PyLong_AsLong(item) != k) return PyErr_Clear(), 0;
+    }
+    return 1;
+}
+
 static PyObject *reduce_call(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyObject *params) {
     if (n != 1 || PyDict_GET_SIZE(params) != 2) return NOT_HANDLED;
     PyObject *axis = PyDict_GetItemWithError(params, S_axis);
@@ -437,11 +463,29 @@ static PyObject *reduce_call(PyObject *fast, PyObject **arrays, Py_ssize_t n, Py
     Py_DECREF(want); /* a builtin descriptor: NumPy holds it */
     PyArrayObject *a = (PyArrayObject *)arrays[0];
     PyObject *calls = PyTuple_GET_ITEM(fast, 2);
+    /* sums (0) and means (1) also take a 0-d array, and an F-contiguous one reduced over every axis (its
+     * reference sums it in memory order: as the C-contiguous reversed view, which is reduced instead) */
+    long sum_kind = -1;
+    if (PyTuple_GET_SIZE(fast) > 8 && PyLong_CheckExact(PyTuple_GET_ITEM(fast, 7))) {
+        sum_kind = PyLong_AsLong(PyTuple_GET_ITEM(fast, 7));
+        if (sum_kind == -1 && PyErr_Occurred()) return NULL;
+    }
     if (!PyTuple_CheckExact(axis) || !PyBool_Check(keepdim) || !PyDict_CheckExact(calls) || !PyArray_CheckExact(a) ||
-        PyArray_DESCR(a) != want || PyArray_SIZE(a) == 0 ||
-        !PyArray_CHKFLAGS(a, NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED))
+        PyArray_DESCR(a) != want || PyArray_SIZE(a) == 0 || !PyArray_ISALIGNED(a))
         return NOT_HANDLED;
+    if (!PyArray_IS_C_CONTIGUOUS(a)) {
+        if (sum_kind < 0 || PyArray_NDIM(a) < 2 || !PyArray_IS_F_CONTIGUOUS(a) || !all_axes(axis, PyArray_NDIM(a)))
+            return NOT_HANDLED;
+        if (recording != NULL && recording()) return NOT_HANDLED;
+        PyObject *reversed = PyArray_Transpose(a, NULL); /* the C-contiguous view reduced in a's place */
+        if (reversed == NULL) return NULL;
+        PyObject *r = reduce_call(fast, &reversed, 1, params);
+        Py_DECREF(reversed);
+        return r;
+    }
     if (recording != NULL && recording()) return NOT_HANDLED; /* a tape takes vg_call's calls only */
+    if (PyArray_NDIM(a) == 0 && sum_kind >= 0 && PyTuple_GET_SIZE(axis) == 0)
+        return zero_d_sum(a, typenum);
     long long chunk, block;
     if (called_int(PyTuple_GET_ITEM(fast, 6), &block) < 0) return NULL;
     PyObject *found = reduce_lookup(calls, axis, keepdim, block, a);
@@ -454,10 +498,13 @@ static PyObject *reduce_call(PyObject *fast, PyObject **arrays, Py_ssize_t n, Py
         Py_XDECREF(b);
         if (key == NULL) return NULL;
         found = PyDict_GetItemWithError(calls, key);
+        Py_XINCREF(found);
+        if (found == NULL && !PyErr_Occurred() && sum_kind >= 0) /* a layout met first here (a reversed view) */
+            found = PyObject_Call(PyTuple_GET_ITEM(fast, 8), key, NULL); /* described as the kernel does */
         Py_DECREF(key);
         if (found == NULL) return PyErr_Occurred() ? NULL : NOT_HANDLED; /* described there first */
-        if (!PyTuple_CheckExact(found) || PyTuple_GET_SIZE(found) != 2) return NOT_HANDLED; /* None: not the kernel's */
-        Py_INCREF(found);
+        if (!PyTuple_CheckExact(found) || PyTuple_GET_SIZE(found) != 2) /* None: not the kernel's */
+            return Py_DECREF(found), NOT_HANDLED;
         reduce_keep(calls, axis, keepdim, block, a, found);
         Py_DECREF(found);
     }
@@ -617,7 +664,7 @@ end:
 }
 
 static PyObject *direct(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyObject *params) {
-    if (PyTuple_CheckExact(fast) && PyTuple_GET_SIZE(fast) == 7) {
+    if (PyTuple_CheckExact(fast) && PyTuple_GET_SIZE(fast) >= 7) {
         long kind = PyLong_AsLong(PyTuple_GET_ITEM(fast, 0));
         if (kind == -1 && PyErr_Occurred()) return NULL;
         return kind == FAST_ROWS     ? rows_call(fast, arrays, n, params)
