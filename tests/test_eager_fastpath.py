@@ -874,7 +874,8 @@ def test_direct_calls_give_the_same_bits_on_1_to_3_threads(cpu, n: int) -> None:
     b = verigrad.tensor(rng.standard_normal((64, 300)).astype(np.float32))
     w = verigrad.tensor(rng.standard_normal((300, 70)).astype(np.float32))
     calls = [lambda: a + b, lambda: a.exp(), lambda: a.softmax(-1), lambda: a.sum(1), lambda: a.sum()]
-    calls.append(lambda: a @ w)
+    bias = verigrad.tensor(rng.standard_normal(300).astype(np.float32))
+    calls += [lambda: a @ w, lambda: a + bias]
     verigrad.set_threads(1)
     one = [c().payload.tobytes() for c in calls]
     try:
@@ -1056,3 +1057,50 @@ def test_cat_is_called_in_c(cpu) -> None:
     assert verigrad.cat.__name__ == "cat" and verigrad.cat.__doc__
     empty = verigrad.tensor(np.zeros(0, np.float64))
     assert "legacy_cat.py:__call__" in python_frames(lambda: verigrad.cat([x, empty]))
+
+
+def broadcast_pairs(dtype) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Operands broadcast otherwise than one shape or a 0-d one: a bias over rows, a column, both ways,
+    transposed and strided views, more layouts than vg_eager remembers, empty ones, and shapes that do
+    not broadcast (the error)."""
+    rng = np.random.default_rng(15)
+
+    def r(*shape):
+        return (rng.standard_normal(shape) * 4).astype(dtype)
+
+    base = r(6, 5)
+    return [
+        (r(4, 3, 5), r(5)),
+        (r(5), r(4, 3, 5)),
+        (r(4, 1, 5), r(1, 3, 5)),
+        (r(6, 1), r(1, 7)),
+        (base.T, r(6)),
+        (base[:, ::2], r(3)),
+        (r(2, 3, 4, 5, 6), r(6)),
+        (r(2, 1, 2, 1, 2, 1), r(2, 1, 2, 1, 2)),  # past the kernels' rank: the reference
+        *[(r(k, 4), r(1, 4)) for k in range(2, 12)],
+        (r(0, 5), r(5)),
+        (r(3, 5), r(4)),
+    ]
+
+
+@pytest.mark.parametrize("grad", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+def test_broadcast_binary_in_c_gives_the_python_calls_outcome(cpu, grad: bool, dtype) -> None:
+    """x + y, x * y, x - y and x / y on operands broadcast any way: the C call of the kernel's broadcast
+    form (with the wrapper's layout) gives the wrapper's bits, records and errors, again and again."""
+    if dtype == np.int64:
+        grad = False
+    for _ in range(2):
+        for a, b in broadcast_pairs(dtype):
+            x, y = tensor_of(a, grad), tensor_of(b, grad)
+            for call in (lambda: x + y, lambda: x * y, lambda: x - y, lambda: y - x, lambda: x / y):
+                same_outcome(call)
+
+
+def test_broadcast_binary_is_called_in_c(cpu) -> None:
+    """A repeated bias add (x [4, 3, 5] + b [5]) enters no Python function."""
+    x = verigrad.tensor(np.ones((4, 3, 5), np.float32))
+    b = verigrad.tensor(np.arange(5, dtype=np.float32))
+    assert python_frames(lambda: x + b) == []
+    assert python_frames(lambda: b * x) == []

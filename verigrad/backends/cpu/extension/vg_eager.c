@@ -663,14 +663,76 @@ end:
     return r;
 }
 
+/* The layout of a binary kernel's operands broadcast otherwise than the cases `direct` makes itself:
+ * elementwise.py's broadcast_dims(a, b) (the output shape and fn_bc's `dims`: the Python kernel's call),
+ * the last BC_SEEN remembered by the operands' shapes and strides. 1 with `shape` (its rank in *nd) and
+ * `dims` set; 0 where broadcast_dims says None (the wrapper's: no exception), -1 with an exception. */
+#define BC_SEEN 8
+static struct {
+    PyObject *fn; /* held: its identity is compared */
+    int nd[2], out_nd;
+    npy_intp dims[2][NPY_MAXDIMS], strides[2][NPY_MAXDIMS], shape[NPY_MAXDIMS];
+    int64_t bc[12];
+} bc_seen[BC_SEEN];
+static int bc_next;
+
+static int bc_layout(PyObject *fn, PyArrayObject *a, PyArrayObject *b, npy_intp *shape, int *nd, int64_t *dims) {
+    PyArrayObject *ab[2] = {a, b};
+    for (int k = 0; k < BC_SEEN; k++) {
+        int same = bc_seen[k].fn == fn && bc_seen[k].fn != NULL;
+        for (int j = 0; same && j < 2; j++) {
+            int d = PyArray_NDIM(ab[j]);
+            same = bc_seen[k].nd[j] == d && !memcmp(bc_seen[k].dims[j], PyArray_DIMS(ab[j]), d * sizeof(npy_intp)) &&
+                   !memcmp(bc_seen[k].strides[j], PyArray_STRIDES(ab[j]), d * sizeof(npy_intp));
+        }
+        if (same) {
+            *nd = bc_seen[k].out_nd;
+            memcpy(shape, bc_seen[k].shape, *nd * sizeof(npy_intp));
+            memcpy(dims, bc_seen[k].bc, sizeof(bc_seen[k].bc));
+            return 1;
+        }
+    }
+    PyObject *found = PyObject_CallFunctionObjArgs(fn, (PyObject *)a, (PyObject *)b, NULL);
+    if (found == NULL) return -1;
+    int rc = 0;
+    Py_buffer view = {0};
+    if (PyTuple_CheckExact(found) && PyTuple_GET_SIZE(found) == 2) {
+        *nd = int_items(PyTuple_GET_ITEM(found, 0), shape);
+        if (*nd >= 0 && PyObject_GetBuffer(PyTuple_GET_ITEM(found, 1), &view, PyBUF_SIMPLE) == 0) {
+            if (view.len == (Py_ssize_t)(12 * sizeof(int64_t))) {
+                memcpy(dims, view.buf, 12 * sizeof(int64_t));
+                rc = 1;
+            }
+            PyBuffer_Release(&view);
+        }
+        if (PyErr_Occurred()) rc = -1;
+    }
+    Py_DECREF(found);
+    if (rc != 1) return rc;
+    int k = bc_next;
+    bc_next = (bc_next + 1) % BC_SEEN;
+    Py_XSETREF(bc_seen[k].fn, Py_NewRef(fn));
+    for (int j = 0; j < 2; j++) {
+        int d = PyArray_NDIM(ab[j]);
+        bc_seen[k].nd[j] = d;
+        memcpy(bc_seen[k].dims[j], PyArray_DIMS(ab[j]), d * sizeof(npy_intp));
+        memcpy(bc_seen[k].strides[j], PyArray_STRIDES(ab[j]), d * sizeof(npy_intp));
+    }
+    bc_seen[k].out_nd = *nd;
+    memcpy(bc_seen[k].shape, shape, *nd * sizeof(npy_intp));
+    memcpy(bc_seen[k].bc, dims, sizeof(bc_seen[k].bc));
+    return 1;
+}
+
 static PyObject *direct(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyObject *params) {
     if (PyTuple_CheckExact(fast) && PyTuple_GET_SIZE(fast) >= 7) {
         long kind = PyLong_AsLong(PyTuple_GET_ITEM(fast, 0));
         if (kind == -1 && PyErr_Occurred()) return NULL;
-        return kind == FAST_ROWS     ? rows_call(fast, arrays, n, params)
-               : kind == FAST_REDUCE ? reduce_call(fast, arrays, n, params)
-               : kind == FAST_MATMUL ? matmul_call(fast, arrays, n, params)
-                                     : NOT_HANDLED;
+        if (kind != FAST_BINARY)
+            return kind == FAST_ROWS     ? rows_call(fast, arrays, n, params)
+                   : kind == FAST_REDUCE ? reduce_call(fast, arrays, n, params)
+                   : kind == FAST_MATMUL ? matmul_call(fast, arrays, n, params)
+                                         : NOT_HANDLED;
     }
     if (PyTuple_CheckExact(fast) && PyTuple_GET_SIZE(fast) == 1 &&
         PyLong_AsLong(PyTuple_GET_ITEM(fast, 0)) == FAST_CONCAT)
@@ -681,7 +743,7 @@ static PyObject *direct(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyObjec
         if (kind == -1 && PyErr_Occurred()) return NULL;
         return kind >= FAST_RESHAPE && kind <= FAST_SLICE ? view((int)kind, arrays[0], params) : NOT_HANDLED;
     }
-    if (!PyTuple_CheckExact(fast) || PyTuple_GET_SIZE(fast) != 6 || PyDict_GET_SIZE(params) != 0) return NOT_HANDLED;
+    if (!PyTuple_CheckExact(fast) || PyTuple_GET_SIZE(fast) < 6 || PyDict_GET_SIZE(params) != 0) return NOT_HANDLED;
     int kind = (int)PyLong_AsLong(PyTuple_GET_ITEM(fast, 0));
     int typenum = (int)PyLong_AsLong(PyTuple_GET_ITEM(fast, 3));
     if (PyErr_Occurred()) return NULL;
@@ -692,6 +754,8 @@ static PyObject *direct(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyObjec
     const int64_t *dims_arg = NULL;
     int64_t dims[12];
     PyArrayObject *shape_of = a;
+    npy_intp bc_shape[NPY_MAXDIMS];
+    int bc_nd = -1; /* the output's rank where bc_layout gave it */
     if (kind == FAST_UNARY) {
         if (n != 1 || !PyArray_CheckExact(a) || PyArray_DESCR(a) != want ||
             !PyArray_CHKFLAGS(a, NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED))
@@ -705,12 +769,20 @@ static PyObject *direct(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyObjec
             /* one operand 0-d, the other C-contiguous and not empty: `_ffi.collapse` merges every
              * dimension of the other into one (size-1 ones skipped) */
             PyArrayObject *full = PyArray_NDIM(a) == 0 ? b : PyArray_NDIM(b) == 0 ? a : NULL;
-            if (full == NULL || !PyArray_IS_C_CONTIGUOUS(full) || PyArray_SIZE(full) == 0) return NOT_HANDLED;
-            int64_t size = PyArray_SIZE(full), step = size > 1 ? 1 : 0;
-            int64_t layout[12] = {1, 1, 1, size, 0, 0, 0, full == a ? step : 0, 0, 0, 0, full == b ? step : 0};
-            memcpy(dims, layout, sizeof(dims));
+            if (full != NULL && PyArray_IS_C_CONTIGUOUS(full) && PyArray_SIZE(full) > 0) {
+                int64_t size = PyArray_SIZE(full), step = size > 1 ? 1 : 0;
+                int64_t layout[12] = {1, 1, 1, size, 0, 0, 0, full == a ? step : 0, 0, 0, 0, full == b ? step : 0};
+                memcpy(dims, layout, sizeof(dims));
+                shape_of = full;
+            } else if (PyTuple_GET_SIZE(fast) > 6) { /* any other broadcast: the wrapper's layout */
+                int rc = bc_layout(PyTuple_GET_ITEM(fast, 6), a, b, bc_shape, &bc_nd, dims);
+                if (rc <= 0) return rc < 0 ? NULL : NOT_HANDLED;
+                for (int d = 0; d < bc_nd; d++)
+                    if (bc_shape[d] == 0) return NOT_HANDLED; /* (nothing to compute: the wrapper's) */
+            } else {
+                return NOT_HANDLED;
+            }
             dims_arg = dims;
-            shape_of = full;
         }
     } else {
         return NOT_HANDLED;
@@ -722,7 +794,8 @@ static PyObject *direct(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyObjec
     int threads;
     if (called_int(PyTuple_GET_ITEM(fast, 5), &chunk) < 0 || threads_of(PyTuple_GET_ITEM(fast, 4), &threads) < 0)
         return NULL;
-    PyObject *out = PyArray_SimpleNew(PyArray_NDIM(shape_of), PyArray_DIMS(shape_of), typenum);
+    PyObject *out = bc_nd >= 0 ? PyArray_SimpleNew(bc_nd, bc_shape, typenum)
+                               : PyArray_SimpleNew(PyArray_NDIM(shape_of), PyArray_DIMS(shape_of), typenum);
     if (out == NULL) return NULL;
     void *y = PyArray_DATA((PyArrayObject *)out);
     int64_t size = PyArray_SIZE(shape_of);
