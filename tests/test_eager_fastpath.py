@@ -1104,3 +1104,33 @@ def test_broadcast_binary_is_called_in_c(cpu) -> None:
     b = verigrad.tensor(np.arange(5, dtype=np.float32))
     assert python_frames(lambda: x + b) == []
     assert python_frames(lambda: b * x) == []
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_broadcast_to_in_c_gives_the_python_calls_view(cpu, grad: bool) -> None:
+    """broadcast_to made in C from the strides the kernel remembered (of C-contiguous and strided
+    operands: a reshaped broadcast gradient) is the Python call's read-only view: bits, shape, strides,
+    memory and record; the repeated call enters no Python function."""
+    op = REGISTRY["broadcast_to"]
+    rng = np.random.default_rng(16)
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    cases = [
+        (a, (2, 3, 4)),
+        (a[:, :1], (3, 5)),
+        (a.T, (2, 4, 3)),
+        (np.broadcast_to(a[:, :1], (3, 4)).reshape(3, 4, 1), (3, 4, 6)),
+        (a[0], (5, 4)),
+        (a, (4, 3)),  # not a broadcast of it: the error
+    ]
+    for array, shape in cases:
+        x = tensor_of(array, grad)
+        for _ in range(2):
+            on, off = both_ways(lambda x=x, shape=shape: op(x, shape=shape))
+            if isinstance(off, Exception):
+                assert type(on) is type(off) and str(on) == str(off)
+                continue
+            same_tensor(on, off)
+            assert on.payload.strides == off.payload.strides and not on.payload.flags.writeable
+            assert np.shares_memory(on.payload, array) and on.payload.ctypes.data == off.payload.ctypes.data
+        if not grad and not isinstance(off, Exception):
+            assert python_frames(lambda x=x, shape=shape: op(x, shape=shape)) == [], array.strides

@@ -55,18 +55,20 @@ def _broadcast_to(reference: Callable) -> Callable:
     reference = silenced(reference)
 
     def kernel(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-        if type(x) is not np.ndarray or not x.flags.c_contiguous or x.dtype.hasobject:
+        if type(x) is not np.ndarray or x.dtype.hasobject:
             return reference(x, shape)
         key = (x.shape, x.strides, shape)
         strides = _BROADCAST.get(key)
-        if strides is None:  # the reference's view the first time: its checks and its strides
-            view = reference(x, shape)
+        if strides is None or not x.flags.c_contiguous:  # the reference's view: its checks and its strides
+            view = reference(x, shape)  # (a view of a strided x: NumPy's, made in C by vg_eager next time)
             _ffi.remember(_BROADCAST, key, view.strides)
             return view
         out = np.ndarray(shape, x.dtype, x, 0, strides)
         out.flags.writeable = False
         return out
 
+    # vg_eager.c's `broadcast_view` makes the view itself from the strides remembered here
+    kernel.eager_c = (_ffi.DIRECT_BROADCAST, _BROADCAST)
     return never_warns(kernel)
 
 

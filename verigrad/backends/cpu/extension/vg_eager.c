@@ -33,6 +33,7 @@
 #define FAST_ROWS 7    /* rows.py's softmax and log_softmax over the last axis (see `rows_call`) */
 #define FAST_REDUCE 8  /* reduce.py's sum, mean, max and min of a layout it has described (see `reduce_call`) */
 #define FAST_MATMUL 9  /* matmul.py's matmul kernel, through a plan it has made (see `matmul_call`) */
+#define FAST_BROADCAST 10 /* movement.py's broadcast_to: the reference's view, strides it has seen (`broadcast_view`) */
 
 /* set by `setup` */
 static PyTypeObject *tensor_type, *node_type, *dtype_type, *size_type;
@@ -724,7 +725,39 @@ static int bc_layout(PyObject *fn, PyArrayObject *a, PyArrayObject *b, npy_intp 
     return 1;
 }
 
+/* broadcast_to's kernel (`fast` = (FAST_BROADCAST, strides)) where `strides` (a dict) holds the strides of
+ * the reference's view for (x.shape, x.strides, shape): a read-only view of x's memory of that shape and
+ * those strides, based on x (NumPy makes x's owner its base), as movement.py's kernel makes it; NOT_HANDLED (no exception) otherwise. */
+static PyObject *broadcast_view(PyObject *seen, PyObject **arrays, Py_ssize_t n, PyObject *params) {
+    if (n != 1 || !PyDict_CheckExact(seen) || PyDict_GET_SIZE(params) != 1) return NOT_HANDLED;
+    PyArrayObject *x = (PyArrayObject *)arrays[0];
+    PyObject *shape = PyDict_GetItemWithError(params, S_shape);
+    if (shape == NULL) return PyErr_Occurred() ? NULL : NOT_HANDLED;
+    if (!PyArray_CheckExact(x) || PyDataType_FLAGCHK(PyArray_DESCR(x), NPY_ITEM_REFCOUNT)) return NOT_HANDLED;
+    PyObject *x_shape = PyObject_GetAttr((PyObject *)x, S_shape), *x_strides = PyObject_GetAttr((PyObject *)x, S_strides);
+    PyObject *key = x_shape && x_strides ? PyTuple_Pack(3, x_shape, x_strides, shape) : NULL;
+    Py_XDECREF(x_shape), Py_XDECREF(x_strides);
+    if (key == NULL) return NULL;
+    PyObject *strides = PyDict_GetItemWithError(seen, key);
+    Py_DECREF(key);
+    if (strides == NULL) return PyErr_Occurred() ? NULL : NOT_HANDLED;
+    npy_intp dims[NPY_MAXDIMS], steps[NPY_MAXDIMS];
+    int nd = int_items(shape, dims);
+    if (nd < 0 || int_items(strides, steps) != nd) return NOT_HANDLED;
+    PyArray_Descr *descr = PyArray_DESCR(x);
+    Py_INCREF(descr);
+    PyObject *out = PyArray_NewFromDescr(&PyArray_Type, descr, nd, dims, steps, PyArray_DATA(x), 0, NULL);
+    if (out == NULL) return NULL;
+    Py_INCREF(x);
+    if (PyArray_SetBaseObject((PyArrayObject *)out, (PyObject *)x) < 0) return Py_DECREF(out), NULL;
+    return out;
+}
+
 static PyObject *direct(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyObject *params) {
+    if (PyTuple_CheckExact(fast) && PyTuple_GET_SIZE(fast) == 2 &&
+        PyLong_AsLong(PyTuple_GET_ITEM(fast, 0)) == FAST_BROADCAST)
+        return broadcast_view(PyTuple_GET_ITEM(fast, 1), arrays, n, params);
+    if (PyErr_Occurred()) return NULL;
     if (PyTuple_CheckExact(fast) && PyTuple_GET_SIZE(fast) >= 7) {
         long kind = PyLong_AsLong(PyTuple_GET_ITEM(fast, 0));
         if (kind == -1 && PyErr_Occurred()) return NULL;
