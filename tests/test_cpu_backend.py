@@ -51,7 +51,12 @@ def test_the_kernels_registered():
     assert [(op, d) for op, d in ALL_KERNELS if op == "argmax"] == [("argmax", "i64")]  # its result's dtype
     assert {op for op, d in ALL_KERNELS if d == "i64"} == {"argmax", "check_index", *cpu.INT64_BINARY}
     movement = sorted((op, d) for op, d in ALL_KERNELS if op in cpu.MOVEMENT)
-    assert movement == [("broadcast_to", "None"), ("contiguous", "None")]  # every dtype
+    assert movement == [
+        ("broadcast_to", "None"),
+        ("contiguous", "None"),
+        ("take_grad", "f32"),
+        ("take_grad", "f64"),
+    ]
     for op, dtype in KERNELS:  # exact, or the bound for routines unlike NumPy's
         assert _bound(op, dtype) in (0, cpu.LIBM_ULPS[dtype]), (op, dtype)
         assert _bound(op, dtype) == cpu.ULP_BOUNDS.get((op, dtype), 0)

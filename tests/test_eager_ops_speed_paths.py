@@ -111,3 +111,55 @@ def test_eager_softmax_and_sums_match_the_reference_backend():
             want = [verigrad.nn.functional.softmax(t, dim=-1), t.softmax(-1), t.sum(), t.sum(dim=1), t.mean()]
     for g, w in zip(got, want):
         assert_within(g.numpy(), w.numpy(), cpu.cpu.exactness("softmax", "f32"))
+
+
+def _take_grad_cases(dtype) -> list[tuple[np.ndarray, np.ndarray, int, int]]:
+    """(g, idx, axis, size): repeated indices (the sums whose order matters), negative ones, every axis,
+    a 2-D index, none, signed zeros and NaNs, an embedding's gradient."""
+    rng = np.random.default_rng(21)
+    g3 = (rng.standard_normal((3, 40, 5)) * 1e3).astype(dtype)
+    g3[0, :4, 0] = [-0.0, -0.0, np.nan, 1e30]
+    return [
+        (g3, rng.integers(0, 6, 40), 1, 6),
+        (g3, rng.integers(-6, 6, 40), 1, 6),
+        (g3.reshape(120, 5), rng.integers(0, 3, 120), 0, 3),
+        (g3.reshape(3, 8, 5, 5), rng.integers(0, 4, (8, 5)), 1, 4),
+        (g3.transpose(2, 0, 1).copy(), rng.integers(0, 9, 40), 2, 9),
+        (g3[:, :0], np.zeros(0, np.int64), 1, 4),
+        (rng.standard_normal((4, 32, 64)).astype(dtype), rng.integers(0, 256, (4, 32)), 0, 256),
+    ]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_take_grad_kernel_gives_np_add_at_bits(dtype):
+    """take_grad in C (each element's additions in the order of idx) against its reference, np.add.at, bit
+    for bit; an index out of range raises the reference's error."""
+    kernel = cpu.cpu.native(REGISTRY["take_grad"], verigrad.dtypes.from_numpy_dtype(np.dtype(dtype)))
+    reference = REGISTRY["take_grad"].reference
+    for g, idx, axis, size in _take_grad_cases(dtype):
+        got, want = kernel(g, idx, axis, size), reference(g, idx, axis, size)
+        assert got.shape == want.shape and got.tobytes() == want.tobytes(), (g.shape, idx.shape, axis)
+    g = np.ones((3, 2), dtype)
+    for bad in (np.array([0, 3, 1]), np.array([0, -4, 1])):
+        with pytest.raises(IndexError) as ours:
+            kernel(g, bad, 0, 3)
+        with pytest.raises(IndexError) as theirs:
+            reference(g, bad, 0, 3)
+        assert str(ours.value) == str(theirs.value)
+    with pytest.raises(ValueError):  # g's axis not shaped as idx: the reference's error
+        kernel(g, np.zeros(2, np.int64), 0, 3)
+
+
+def test_embedding_gradient_runs_take_grad_in_c():
+    """An embedding's backward in eager mode reaches the C kernel and gives the reference backend's bits."""
+    rng = np.random.default_rng(22)
+    w = rng.standard_normal((50, 8)).astype(np.float32)
+    idx = rng.integers(0, 50, (4, 30))
+    grads = []
+    for backend in ("cpu", "reference"):
+        with verigrad.backend(backend):
+            weight = verigrad.tensor(w).requires_grad_(True)
+            verigrad.nn.functional.embedding(verigrad.tensor(idx), weight).sum().backward()
+            grads.append(weight.grad.numpy().tobytes())
+    assert grads[0] == grads[1]
+    assert cpu.cpu.kernel(REGISTRY["take_grad"], verigrad.f32) is not REGISTRY["take_grad"].reference

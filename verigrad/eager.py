@@ -234,6 +234,11 @@ def install_c_calls() -> bool:
     if EagerMode.made_view is modes.Mode.made_view:
         _PYTHON[(Tensor, "__getitem__")] = python = Tensor.__dict__["__getitem__"]
         Tensor.__getitem__ = _named(ext.Method(REGISTRY["slice"], python, getitem=REGISTRY["reshape"]))
+    # cat([x, y], dim=0): PyTorch's cat, its legacy rule's check (no 1-D empty tensor) made in C, then concat
+    from .functions import legacy_cat
+
+    _PYTHON[(legacy_cat.Cat, "__call__")] = python = legacy_cat.Cat.__dict__["__call__"]
+    legacy_cat.Cat.__call__ = _named(ext.Method(REGISTRY["concat"], python, legacy=True))
     autograd._C_WALK[:] = [ext.topological]  # backward's walk of the graph (off with the calls)
     _C_CALLS["module"] = ext
     return True

@@ -92,6 +92,7 @@ class Library:
 # calls it makes for a view op's reference (x.reshape(shape), x.transpose(axes), x[slices]) and for
 # concat's (np.concatenate of arrays of one dtype)
 DIRECT_UNARY, DIRECT_BINARY, DIRECT_RESHAPE, DIRECT_PERMUTE, DIRECT_SLICE, DIRECT_CONCAT = 1, 2, 3, 4, 5, 6
+DIRECT_BROADCAST = 10  # broadcast_to's view, of strides movement.py has seen (after rows, reduce, matmul)
 
 
 def direct(kernel: Any, kind: int, fn: int, fn_bc: int, dtype: np.dtype, backend: Any) -> Any:

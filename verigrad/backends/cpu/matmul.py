@@ -341,7 +341,7 @@ class _Product:
     as `_gemm_into` does: later calls copy it and make one foreign call with arguments prepared for the
     copy. An operand whose data is not aligned goes through `_gemm_into`."""
 
-    __slots__ = ("args", "args_ref", "copied", "dtype", "exact", "ptr", "run", "shape")
+    __slots__ = ("args", "args_ref", "copied", "direct", "dtype", "exact", "ptr", "run", "shape")
 
     def __init__(self, a: np.ndarray, b: np.ndarray, shape: tuple[int, ...], exact: bool) -> None:
         fns = _state["lib"] or _lib()
@@ -349,10 +349,13 @@ class _Product:
         self.args: _GemmArgs | None = None
         # which operands every call copies row-major first (the layout's answer), and the arguments then
         self.copied: tuple[bool, bool, _GemmArgs, Any] | None = None
+        # how vg_eager calls vg_gemm itself (see DIRECT_MATMUL): the arguments' address and c's shape
+        self.direct: tuple[int, tuple[int, ...]] | None = None
         c = np.empty(shape, a.dtype)  # the layout of every call's c (not touched: no page is written)
         if c.size and _aligned(a) and _aligned(b):
             self.args = _gemm_args(a, b, c, 1.0, 0.0, exact)
             self.args_ref = fns.ref(self.args)
+            self.direct = (ctypes.addressof(self.args), shape)
 
     def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         c = np.empty(self.shape, self.dtype)
@@ -374,6 +377,25 @@ class _Product:
         if done in (_BLAS_A, _BLAS_B) and a.flags.aligned and b.flags.aligned:  # the layout, not the data
             args = _gemm_args(a2, b2, c, 1.0, 0.0, self.exact)
             self.copied = (a2 is not a, b2 is not b, args, _state["lib"].ref(args))
+            self.direct = None  # every call copies first: Python's to make
+        return c
+
+
+class _Folded:
+    """a @ b for a batch a times one matrix b whose batch and rows are one run of rows: one product of
+    a.reshape(-1, k) and b (`flat`), reshaped to `shape`. vg_eager calls it as `flat`'s vg_gemm call
+    (`direct`: its address, c's shape `shape`) while `flat` takes the layout as it is."""
+
+    __slots__ = ("direct", "flat", "k", "shape")
+
+    def __init__(self, flat: _Product, k: int, shape: tuple[int, ...]) -> None:
+        self.flat, self.k, self.shape = flat, k, shape
+        self.direct = None if flat.direct is None else (flat.direct[0], shape)
+
+    def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        c = self.flat(a.reshape(-1, self.k), b).reshape(self.shape)
+        if self.flat.direct is None:
+            self.direct = None  # `flat` copies an operand first
         return c
 
 
@@ -496,8 +518,7 @@ def _matmul_plan(a: np.ndarray, b: np.ndarray, exact: bool) -> Callable[[np.ndar
         # a batch times one matrix (a Linear's x @ W.T): one product of all the batch's rows, where each
         # batch item's product packed b again
         k, shape = a.shape[-1], (*a.shape[:-1], b.shape[-1])
-        flat = _Product(a.reshape(-1, k), b, (a.size // k, b.shape[-1]), exact)
-        return lambda a, b: flat(a.reshape(-1, k), b).reshape(shape)
+        return _Folded(_Product(a.reshape(-1, k), b, (a.size // k, b.shape[-1]), exact), k, shape)
     return _Product(a, b, (*batch, a.shape[-2], b.shape[-1]), exact)
 
 
@@ -658,6 +679,15 @@ def _matmul_kernel(dtype: np.dtype, reference: Callable) -> Callable:
     return never_warns(kernel)
 
 
+# vg_eager.c's FAST_MATMUL: the matmul kernel's calling convention (after _ffi's, rows.py's and
+# reduce.py's DIRECT_ kinds). eager_c = (DIRECT_MATMUL, vg_gemm's address, _plans, the dtype's number,
+# the backend, exact_default, (_setting, _state): what exact_default reads, read so in C): vg_eager looks
+# a plan up in _plans under the kernel's key and, where
+# it has a `direct` (address, shape), calls vg_gemm(address, a, b, c, backend.threads) on a new c of that
+# shape: the call the plan makes; anything else is the kernel's (a plan made there the first time).
+DIRECT_MATMUL = 9
+
+
 def _register_matmul(backend: Any) -> None:
     exact = exact_default()
     for name, kernel in _state["kernels"].items():
@@ -679,4 +709,7 @@ def register(backend: Any, lib: Library) -> None:
             _state["gemv"][name] = ctypes.cast(gemv[0], ctypes.c_void_p).value
     _state["backend"] = backend
     _state["kernels"] = {name: _matmul_kernel(dtype, matmul_op.reference) for name, dtype in DTYPES.items()}
+    address, state = lib.address("vg_gemm"), (_setting, _state)
+    for name, kernel in _state["kernels"].items():
+        kernel.eager_c = (DIRECT_MATMUL, address, _plans, DTYPES[name].num, backend, exact_default, state)
     _register_matmul(backend)

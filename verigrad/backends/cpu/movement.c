@@ -57,3 +57,26 @@ void vg_copy(const char *src, char *out, const int64_t *dims, int64_t itemsize, 
     }
     vg_parallel_for(n, min_chunk, threads, fn, &p);
 }
+
+/* take_grad along an axis: out[o, idx[i], q] += g[o, i, q] into zeros, g [outer, n, inner] and out
+ * [outer, size, inner] C-contiguous, each element's additions made in the order of i, as np.add.at (the
+ * reference) makes them: the same bits. A negative index counts from the end; returns 1, with out
+ * untouched, where one is out of range (the reference raises), else 0. One thread: the rows an index
+ * names may be any. */
+#define TAKE_GRAD(NAME, T)                                                                     \
+    int NAME(const T *g, const int64_t *idx, T *out, int64_t outer, int64_t n, int64_t size,  \
+             int64_t inner) {                                                                 \
+        for (int64_t i = 0; i < n; i++)                                                       \
+            if (idx[i] < -size || idx[i] >= size) return 1;                                   \
+        memset(out, 0, (size_t)(outer * size * inner) * sizeof(T));                           \
+        for (int64_t o = 0; o < outer; o++)                                                   \
+            for (int64_t i = 0; i < n; i++) {                                                 \
+                const int64_t r = idx[i] < 0 ? idx[i] + size : idx[i];                        \
+                T *to = out + (o * size + r) * inner;                                         \
+                const T *from = g + (o * n + i) * inner;                                      \
+                for (int64_t q = 0; q < inner; q++) to[q] += from[q];                         \
+            }                                                                                 \
+        return 0;                                                                             \
+    }
+TAKE_GRAD(vg_take_grad_f32, float)
+TAKE_GRAD(vg_take_grad_f64, double)

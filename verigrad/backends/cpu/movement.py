@@ -3,11 +3,14 @@ strides: negative, zero) byte for byte into a new C-contiguous array, chunked ov
 a C-contiguous input is returned itself, as the reference does. `broadcast_to` makes the reference's view
 (zero strides on the broadcast dimensions, read-only) of a C-contiguous array from strides remembered
 per layout, without NumPy's argument checks (a sum's gradient is broadcast so on every backward). Both
-registered for every dtype."""
+registered for every dtype. `take_grad` (an embedding's gradient) adds g's slices into zeros at the
+positions idx names in C, in the order of idx as the reference's np.add.at adds them (the same bits;
+np.add.at took about 0.4 ms for the eager GPT's 128 rows of 64), f32 and f64."""
 
 from __future__ import annotations
 
 import ctypes
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -18,7 +21,7 @@ from ...ops._op import never_warns, silenced
 from . import _ffi
 from ._ffi import Library
 
-MOVEMENT = ("contiguous", "broadcast_to")
+MOVEMENT = ("contiguous", "broadcast_to", "take_grad")
 COPY_ITEMSIZES = (1, 2, 4, 8)
 
 _COPY_ARGS = [ctypes.c_void_p] * 3 + [ctypes.c_int64, ctypes.c_int64, ctypes.c_int]
@@ -52,16 +55,45 @@ def _broadcast_to(reference: Callable) -> Callable:
     reference = silenced(reference)
 
     def kernel(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-        if type(x) is not np.ndarray or not x.flags.c_contiguous or x.dtype.hasobject:
+        if type(x) is not np.ndarray or x.dtype.hasobject:
             return reference(x, shape)
         key = (x.shape, x.strides, shape)
         strides = _BROADCAST.get(key)
-        if strides is None:  # the reference's view the first time: its checks and its strides
-            view = reference(x, shape)
+        if strides is None or not x.flags.c_contiguous:  # the reference's view: its checks and its strides
+            view = reference(x, shape)  # (a view of a strided x: NumPy's, made in C by vg_eager next time)
             _ffi.remember(_BROADCAST, key, view.strides)
             return view
         out = np.ndarray(shape, x.dtype, x, 0, strides)
         out.flags.writeable = False
+        return out
+
+    # vg_eager.c's `broadcast_view` makes the view itself from the strides remembered here
+    kernel.eager_c = (_ffi.DIRECT_BROADCAST, _BROADCAST)
+    return never_warns(kernel)
+
+
+_TAKE_GRAD_ARGS = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 4
+
+
+def _take_grad(fn: Any, dtype: np.dtype, reference: Callable, ptr: Callable) -> Callable:
+    reference = silenced(reference)
+
+    def kernel(g: np.ndarray, idx: np.ndarray, axis: int, size: int) -> np.ndarray:
+        if (
+            type(g) is not np.ndarray
+            or type(idx) is not np.ndarray
+            or g.dtype != dtype
+            or idx.dtype != np.int64
+            or not (g.flags.c_contiguous and g.flags.aligned and idx.flags.c_contiguous and idx.flags.aligned)
+            or not 0 <= axis <= g.ndim - idx.ndim
+            or g.shape[axis : axis + idx.ndim] != idx.shape
+        ):
+            return reference(g, idx, axis, size)
+        shape = (*g.shape[:axis], size, *g.shape[axis + idx.ndim :])
+        out = np.empty(shape, dtype)
+        outer, inner = math.prod(g.shape[:axis]), math.prod(g.shape[axis + idx.ndim :])
+        if fn(ptr(g), ptr(idx), ptr(out), outer, idx.size, size, inner):
+            return reference(g, idx, axis, size)  # an index out of range: the reference's error
         return out
 
     return never_warns(kernel)
@@ -76,6 +108,9 @@ def register(backend: Any, lib: Library) -> None:
     REGISTRY["slice"].reference.eager_c = (_ffi.DIRECT_SLICE,)
     REGISTRY["concat"].reference.eager_c = (_ffi.DIRECT_CONCAT,)
     backend.register("broadcast_to", _broadcast_to(REGISTRY["broadcast_to"].reference))
+    for name, dtype in _ffi.DTYPES.items():
+        fn = lib.fn(f"vg_take_grad_{name}", _TAKE_GRAD_ARGS, ctypes.c_int)
+        backend.register("take_grad", _take_grad(fn, dtype, REGISTRY["take_grad"].reference, lib.ptr), name)
     backend.register(
         "contiguous",
         _contiguous(lib.fn("vg_copy", _COPY_ARGS), REGISTRY["contiguous"].reference, backend, lib.ptr),

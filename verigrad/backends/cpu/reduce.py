@@ -135,8 +135,14 @@ def _reduce(
             return np.asarray(reference(x, axis, keepdim))
         return out
 
-    # vg_eager.c's `reduce_call` makes the call above itself where `calls` holds the layout's description
-    kernel.eager_c = (DIRECT_REDUCE, address, calls, dtype.num, backend, chunk, block)
+    def described(shape: tuple, axis: tuple, keepdim: bool, block: int) -> tuple[Any, tuple] | None:
+        return _ffi.remember(calls, (shape, axis, keepdim, block), call(shape, axis, keepdim, block))
+
+    # vg_eager.c's `reduce_call` makes the call above itself where `calls` holds the layout's description;
+    # a sum (0) or mean (1) also of a 0-d array, and of an F-contiguous one over every axis, as the
+    # reference computes them (`described` describes the reversed view there)
+    sum_kind = {"sum": 0, "mean": 1}.get(name)
+    kernel.eager_c = (DIRECT_REDUCE, address, calls, dtype.num, backend, chunk, block, sum_kind, described)
     return never_warns(kernel)
 
 

@@ -32,6 +32,8 @@
 #define FAST_CONCAT 6  /* the reference's np.concatenate(xs, axis), the xs of one dtype */
 #define FAST_ROWS 7    /* rows.py's softmax and log_softmax over the last axis (see `rows_call`) */
 #define FAST_REDUCE 8  /* reduce.py's sum, mean, max and min of a layout it has described (see `reduce_call`) */
+#define FAST_MATMUL 9  /* matmul.py's matmul kernel, through a plan it has made (see `matmul_call`) */
+#define FAST_BROADCAST 10 /* movement.py's broadcast_to: the reference's view, strides it has seen (`broadcast_view`) */
 
 /* set by `setup` */
 static PyTypeObject *tensor_type, *node_type, *dtype_type, *size_type;
@@ -207,6 +209,43 @@ static PyObject *view(int kind, PyObject *x, PyObject *params) {
     return PyArray_Transpose((PyArrayObject *)x, &dims);
 }
 
+/* np.concatenate(arrays, axis) where the arrays are C-contiguous, of one plain dtype (no object references)
+ * and one rank, and agree off `axis`: NumPy's result then is a new C-contiguous array (its layout follows
+ * the inputs' strides, which are C order on every axis longer than 1), whose rows are the inputs' blocks
+ * copied in order; made so here, without NumPy's general loop. NOT_HANDLED (no exception) otherwise. */
+static PyObject *copied_together(PyObject **arrays, Py_ssize_t n, long axis) {
+    PyArrayObject *first = (PyArrayObject *)arrays[0];
+    int nd = PyArray_NDIM(first);
+    if (nd == 0 || axis < -nd || axis >= nd || PyDataType_FLAGCHK(PyArray_DESCR(first), NPY_ITEM_REFCOUNT))
+        return NOT_HANDLED;
+    if (axis < 0) axis += nd;
+    npy_intp dims[NPY_MAXDIMS];
+    memcpy(dims, PyArray_DIMS(first), nd * sizeof(npy_intp));
+    dims[axis] = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyArrayObject *a = (PyArrayObject *)arrays[k];
+        if (PyArray_NDIM(a) != nd || !PyArray_IS_C_CONTIGUOUS(a)) return NOT_HANDLED;
+        for (int d = 0; d < nd; d++)
+            if (d != axis && PyArray_DIMS(a)[d] != dims[d]) return NOT_HANDLED;
+        dims[axis] += PyArray_DIMS(a)[axis];
+    }
+    PyArray_Descr *descr = PyArray_DESCR(first);
+    Py_INCREF(descr);
+    PyObject *out = PyArray_NewFromDescr(&PyArray_Type, descr, nd, dims, NULL, NULL, 0, NULL);
+    if (out == NULL) return NULL;
+    npy_intp outer = 1, inner = PyArray_ITEMSIZE(first); /* rows before `axis`; bytes of one step along it */
+    for (int d = 0; d < axis; d++) outer *= dims[d];
+    for (int d = axis + 1; d < nd; d++) inner *= dims[d];
+    char *to = PyArray_BYTES((PyArrayObject *)out);
+    for (npy_intp i = 0; i < outer; i++)
+        for (Py_ssize_t k = 0; k < n; k++) {
+            npy_intp block = PyArray_DIMS((PyArrayObject *)arrays[k])[axis] * inner;
+            if (block > 0) memcpy(to, PyArray_BYTES((PyArrayObject *)arrays[k]) + i * block, block);
+            to += block;
+        }
+    return out;
+}
+
 /* np.concatenate(arrays, axis) of exact ndarrays of one dtype (the concat reference converts none of
  * them then), the one param `axis` an int; NOT_HANDLED (no exception) otherwise */
 static PyObject *concatenated(PyObject **arrays, Py_ssize_t n, PyObject *params) {
@@ -221,10 +260,12 @@ static PyObject *concatenated(PyObject **arrays, Py_ssize_t n, PyObject *params)
         if (!PyArray_CheckExact(arrays[k]) ||
             PyArray_DESCR((PyArrayObject *)arrays[k]) != PyArray_DESCR((PyArrayObject *)arrays[0]))
             return NOT_HANDLED;
+    PyObject *r = copied_together(arrays, n, a);
+    if (r != NOT_HANDLED) return r;
     PyObject *list = PyList_New(n);
     if (list == NULL) return NULL;
     for (Py_ssize_t k = 0; k < n; k++) PyList_SET_ITEM(list, k, Py_NewRef(arrays[k]));
-    PyObject *r = PyArray_Concatenate(list, (int)a);
+    r = PyArray_Concatenate(list, (int)a);
     Py_DECREF(list);
     return r;
 }
@@ -343,12 +384,15 @@ static PyObject *rows_call(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyOb
 
 typedef int (*reduce_fn)(const void *, void *, const void *, int64_t, int);
 
-/* A reduction (`fast` = (FAST_REDUCE, fn, calls, typenum, backend, min_chunk, block)) as reduce.py's
- * `_reduce` wrapper calls its C function, where that wrapper has described the layout already: one
- * C-contiguous aligned non-empty array of the dtype, the params `axis` (a tuple) and `keepdim`; its
- * description and result shape found in `calls` under (x.shape, axis, keepdim, block()); fn(x, out,
- * description, min_chunk(), backend.threads) into a new array. NOT_HANDLED (no exception) for anything
- * else, a layout not described yet or the kernel's refusal (a signed zero it cannot tell): the wrapper. */
+/* A reduction (`fast` = (FAST_REDUCE, fn, calls, typenum, backend, min_chunk, block, sum_kind, described))
+ * as reduce.py's `_reduce` wrapper calls its C function, where that wrapper has described the layout
+ * already: one C-contiguous aligned non-empty array of the dtype, the params `axis` (a tuple) and
+ * `keepdim`; its description and result shape found in `calls` under (x.shape, axis, keepdim, block());
+ * fn(x, out, description, min_chunk(), backend.threads) into a new array. A sum or mean (sum_kind 0 or
+ * 1) also of a 0-d array (`zero_d_sum`), and of an F-contiguous array over every axis, which NumPy sums
+ * in memory order: as the C-contiguous reversed view, whose layout `described` describes where `calls`
+ * has none. NOT_HANDLED (no exception) for anything else, a layout not described yet or the kernel's
+ * refusal (a signed zero it cannot tell): the wrapper. */
 /* The last REDUCE_SEEN descriptions reduce_call found, each under what its key was made of (the `calls`
  * dict, the axis and keepdim objects, the block, the shape), so that a call with those again (the same
  * plan's params: the same objects) skips making x.shape and the key; a description is a function of its
@@ -384,6 +428,29 @@ static void reduce_keep(PyObject *calls, PyObject *axis, PyObject *keepdim, long
     for (int j = 0; j < 4; j++) Py_XDECREF(old[j]); /* last: a decref may run Python code */
 }
 
+/* A sum or mean of a 0-d array over no axes as its reference computes it: np.sum(x, dtype=f64), the
+ * reduction's identity 0.0 plus x widened (-0.0 gives +0.0, a signaling NaN a quiet one), for a mean
+ * divided by the count 1 (which changes nothing then), narrowed to x's dtype: a new 0-d array */
+static PyObject *zero_d_sum(PyArrayObject *a, int typenum) {
+    PyObject *out = PyArray_SimpleNew(0, NULL, typenum);
+    if (out == NULL) return NULL;
+    volatile double zero = 0.0; /* (not folded away, whatever the build's flags) */
+    void *y = PyArray_DATA((PyArrayObject *)out);
+    if (typenum == NPY_FLOAT32) *(float *)y = (float)(zero + (double)*(const float *)PyArray_DATA(a));
+    else *(double *)y = zero + *(const double *)PyArray_DATA(a);
+    return out;
+}
+
+/* whether `axis` is (0, 1, ..., nd - 1): every axis, as a full reduction's canonical params give them */
+static int all_axes(PyObject *axis, int nd) {
+    if (PyTuple_GET_SIZE(axis) != nd) return 0;
+    for (int k = 0; k < nd; k++) {
+        PyObject *item = PyTuple_GET_ITEM(axis, k);
+        if (!PyLong_CheckExact(item) || PyLong_AsLong(item) != k) return PyErr_Clear(), 0;
+    }
+    return 1;
+}
+
 static PyObject *reduce_call(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyObject *params) {
     if (n != 1 || PyDict_GET_SIZE(params) != 2) return NOT_HANDLED;
     PyObject *axis = PyDict_GetItemWithError(params, S_axis);
@@ -397,11 +464,29 @@ static PyObject *reduce_call(PyObject *fast, PyObject **arrays, Py_ssize_t n, Py
     Py_DECREF(want); /* a builtin descriptor: NumPy holds it */
     PyArrayObject *a = (PyArrayObject *)arrays[0];
     PyObject *calls = PyTuple_GET_ITEM(fast, 2);
+    /* sums (0) and means (1) also take a 0-d array, and an F-contiguous one reduced over every axis (its
+     * reference sums it in memory order: as the C-contiguous reversed view, which is reduced instead) */
+    long sum_kind = -1;
+    if (PyTuple_GET_SIZE(fast) > 8 && PyLong_CheckExact(PyTuple_GET_ITEM(fast, 7))) {
+        sum_kind = PyLong_AsLong(PyTuple_GET_ITEM(fast, 7));
+        if (sum_kind == -1 && PyErr_Occurred()) return NULL;
+    }
     if (!PyTuple_CheckExact(axis) || !PyBool_Check(keepdim) || !PyDict_CheckExact(calls) || !PyArray_CheckExact(a) ||
-        PyArray_DESCR(a) != want || PyArray_SIZE(a) == 0 ||
-        !PyArray_CHKFLAGS(a, NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED))
+        PyArray_DESCR(a) != want || PyArray_SIZE(a) == 0 || !PyArray_ISALIGNED(a))
         return NOT_HANDLED;
+    if (!PyArray_IS_C_CONTIGUOUS(a)) {
+        if (sum_kind < 0 || PyArray_NDIM(a) < 2 || !PyArray_IS_F_CONTIGUOUS(a) || !all_axes(axis, PyArray_NDIM(a)))
+            return NOT_HANDLED;
+        if (recording != NULL && recording()) return NOT_HANDLED;
+        PyObject *reversed = PyArray_Transpose(a, NULL); /* the C-contiguous view reduced in a's place */
+        if (reversed == NULL) return NULL;
+        PyObject *r = reduce_call(fast, &reversed, 1, params);
+        Py_DECREF(reversed);
+        return r;
+    }
     if (recording != NULL && recording()) return NOT_HANDLED; /* a tape takes vg_call's calls only */
+    if (PyArray_NDIM(a) == 0 && sum_kind >= 0 && PyTuple_GET_SIZE(axis) == 0)
+        return zero_d_sum(a, typenum);
     long long chunk, block;
     if (called_int(PyTuple_GET_ITEM(fast, 6), &block) < 0) return NULL;
     PyObject *found = reduce_lookup(calls, axis, keepdim, block, a);
@@ -414,10 +499,13 @@ static PyObject *reduce_call(PyObject *fast, PyObject **arrays, Py_ssize_t n, Py
         Py_XDECREF(b);
         if (key == NULL) return NULL;
         found = PyDict_GetItemWithError(calls, key);
+        Py_XINCREF(found);
+        if (found == NULL && !PyErr_Occurred() && sum_kind >= 0) /* a layout met first here (a reversed view) */
+            found = PyObject_Call(PyTuple_GET_ITEM(fast, 8), key, NULL); /* described as the kernel does */
         Py_DECREF(key);
         if (found == NULL) return PyErr_Occurred() ? NULL : NOT_HANDLED; /* described there first */
-        if (!PyTuple_CheckExact(found) || PyTuple_GET_SIZE(found) != 2) return NOT_HANDLED; /* None: not the kernel's */
-        Py_INCREF(found);
+        if (!PyTuple_CheckExact(found) || PyTuple_GET_SIZE(found) != 2) /* None: not the kernel's */
+            return Py_DECREF(found), NOT_HANDLED;
         reduce_keep(calls, axis, keepdim, block, a, found);
         Py_DECREF(found);
     }
@@ -450,13 +538,234 @@ end:
     return r;
 }
 
+/* The matmul kernel (`fast` = (FAST_MATMUL, vg_gemm, plans, typenum, backend, exact_default, its state)) as
+ * matmul.py's `_matmul_kernel` runs it, where the plan it finds in `plans` under (a.shape, a.strides,
+ * b.shape, b.strides, dtype, dtype, exact_default()) has a `direct` = (address of its vg_gemm arguments,
+ * c's shape): vg_gemm(args, a, b, c, backend.threads) on a new C-contiguous c of that shape, the call the
+ * plan makes. NOT_HANDLED (no exception) for anything else (operands of another type, dtype or alignment,
+ * no plan yet, a plan that copies an operand first, vg_gemm asking for another layout: nothing done). */
+#define MATMUL_SEEN 8
+static struct {
+    PyObject *plans, *flag, *plan; /* held: their identity is compared */
+    int nd[2];
+    npy_intp dims[2][NPY_MAXDIMS], strides[2][NPY_MAXDIMS];
+} matmul_seen[MATMUL_SEEN];
+static int matmul_next;
+static PyObject *S_direct, *S_strides, *S_fast;
+
+static int matmul_same(int k, PyObject *plans, PyObject *flag, PyArrayObject **ab) {
+    if (matmul_seen[k].plan == NULL || matmul_seen[k].plans != plans || matmul_seen[k].flag != flag) return 0;
+    for (int j = 0; j < 2; j++) {
+        int nd = PyArray_NDIM(ab[j]);
+        if (matmul_seen[k].nd[j] != nd || memcmp(matmul_seen[k].dims[j], PyArray_DIMS(ab[j]), nd * sizeof(npy_intp)) ||
+            memcmp(matmul_seen[k].strides[j], PyArray_STRIDES(ab[j]), nd * sizeof(npy_intp)))
+            return 0;
+    }
+    return 1;
+}
+
+/* the plan under the kernel's key (borrowed from the table above, or from `plans`), NULL where none */
+static PyObject *matmul_plan(PyObject *plans, PyObject *flag, PyArrayObject **ab) {
+    for (int k = 0; k < MATMUL_SEEN; k++)
+        if (matmul_same(k, plans, flag, ab)) return matmul_seen[k].plan;
+    PyObject *parts[4] = {NULL, NULL, NULL, NULL}, *key = NULL, *found = NULL;
+    for (int j = 0; j < 2; j++) {
+        parts[2 * j] = PyObject_GetAttr((PyObject *)ab[j], S_shape);
+        parts[2 * j + 1] = PyObject_GetAttr((PyObject *)ab[j], S_strides);
+        if (parts[2 * j] == NULL || parts[2 * j + 1] == NULL) goto end;
+    }
+    PyObject *dtype = (PyObject *)PyArray_DESCR(ab[0]);
+    key = PyTuple_Pack(7, parts[0], parts[1], parts[2], parts[3], dtype, dtype, flag);
+    if (key == NULL) goto end;
+    found = PyDict_GetItemWithError(plans, key);
+    if (found == NULL) goto end;
+    int k = matmul_next;
+    matmul_next = (matmul_next + 1) % MATMUL_SEEN;
+    PyObject *old[3] = {matmul_seen[k].plans, matmul_seen[k].flag, matmul_seen[k].plan};
+    matmul_seen[k].plans = Py_NewRef(plans), matmul_seen[k].flag = Py_NewRef(flag);
+    matmul_seen[k].plan = Py_NewRef(found);
+    for (int j = 0; j < 2; j++) {
+        int nd = PyArray_NDIM(ab[j]);
+        matmul_seen[k].nd[j] = nd;
+        memcpy(matmul_seen[k].dims[j], PyArray_DIMS(ab[j]), nd * sizeof(npy_intp));
+        memcpy(matmul_seen[k].strides[j], PyArray_STRIDES(ab[j]), nd * sizeof(npy_intp));
+    }
+    for (int j = 0; j < 3; j++) Py_XDECREF(old[j]); /* last: a decref may run Python code */
+    found = matmul_seen[k].plan;
+end:
+    for (int j = 0; j < 4; j++) Py_XDECREF(parts[j]);
+    Py_XDECREF(key);
+    return found;
+}
+
+typedef int (*gemm_fn)(const void *, const void *, const void *, void *, int);
+
+/* a new reference to exact_default()'s value, read as it reads it where `state` = (_setting, _state):
+ * _setting[0] where true, else not _state["fast"] once that is known; else exact_default() itself */
+static PyObject *exact_flag(PyObject *exact_default, PyObject *state) {
+    if (PyTuple_CheckExact(state) && PyTuple_GET_SIZE(state) == 2 && PyList_CheckExact(PyTuple_GET_ITEM(state, 0)) &&
+        PyList_GET_SIZE(PyTuple_GET_ITEM(state, 0)) == 1 && PyDict_CheckExact(PyTuple_GET_ITEM(state, 1))) {
+        PyObject *setting = PyList_GET_ITEM(PyTuple_GET_ITEM(state, 0), 0);
+        if (PyBool_Check(setting) && setting == Py_True) return Py_NewRef(setting);
+        PyObject *known = PyDict_GetItemWithError(PyTuple_GET_ITEM(state, 1), S_fast);
+        if (known == NULL && PyErr_Occurred()) return NULL;
+        if (PyBool_Check(setting) && known != NULL && PyBool_Check(known)) return Py_NewRef(known == Py_True ? Py_False : Py_True);
+    }
+    return PyObject_CallNoArgs(exact_default);
+}
+
+static PyObject *matmul_call(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyObject *params) {
+    if (n != 2 || PyDict_GET_SIZE(params) != 0) return NOT_HANDLED;
+    int typenum = (int)PyLong_AsLong(PyTuple_GET_ITEM(fast, 3));
+    if (PyErr_Occurred()) return NULL;
+    PyArray_Descr *want = PyArray_DescrFromType(typenum);
+    if (want == NULL) return NULL;
+    Py_DECREF(want); /* a builtin descriptor: NumPy holds it */
+    PyArrayObject *ab[2] = {(PyArrayObject *)arrays[0], (PyArrayObject *)arrays[1]};
+    PyObject *plans = PyTuple_GET_ITEM(fast, 2);
+    for (int j = 0; j < 2; j++)
+        if (!PyArray_CheckExact(ab[j]) || PyArray_DESCR(ab[j]) != want || PyArray_NDIM(ab[j]) == 0 ||
+            !PyArray_ISALIGNED(ab[j]))
+            return NOT_HANDLED;
+    if (!PyDict_CheckExact(plans)) return NOT_HANDLED;
+    if (recording != NULL && recording()) return NOT_HANDLED; /* a tape takes vg_call's calls only */
+    PyObject *flag = exact_flag(PyTuple_GET_ITEM(fast, 5), PyTuple_GET_ITEM(fast, 6));
+    if (flag == NULL) return NULL;
+    PyObject *r = NOT_HANDLED, *plan = matmul_plan(plans, flag, ab), *how = NULL, *out = NULL;
+    if (plan == NULL) goto end;
+    Py_INCREF(plan); /* the table may let it go while the kernel runs */
+    how = PyObject_GetAttr(plan, S_direct);
+    Py_DECREF(plan); /* `how` holds what the call needs */
+    if (how == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_AttributeError)) PyErr_Clear(); /* a plan of another kind */
+        goto end;
+    }
+    npy_intp dims[NPY_MAXDIMS];
+    int nd = PyTuple_CheckExact(how) && PyTuple_GET_SIZE(how) == 2 ? int_items(PyTuple_GET_ITEM(how, 1), dims) : -1;
+    if (nd < 0) goto end;
+    void *args = PyLong_AsVoidPtr(PyTuple_GET_ITEM(how, 0)), *fn = PyLong_AsVoidPtr(PyTuple_GET_ITEM(fast, 1));
+    if (args == NULL || fn == NULL) goto end;
+    int threads, done;
+    if (threads_of(PyTuple_GET_ITEM(fast, 4), &threads) < 0) goto failed;
+    out = PyArray_SimpleNew(nd, dims, typenum);
+    if (out == NULL) goto failed;
+    Py_BEGIN_ALLOW_THREADS
+    done = ((gemm_fn)fn)(args, PyArray_DATA(ab[0]), PyArray_DATA(ab[1]), PyArray_DATA((PyArrayObject *)out), threads);
+    Py_END_ALLOW_THREADS
+    if (done == 1) r = out, out = NULL; /* else nothing was done: the kernel's */
+    goto end;
+failed:
+    r = NULL;
+end:
+    Py_XDECREF(out);
+    Py_XDECREF(how);
+    Py_DECREF(flag);
+    if (r == NOT_HANDLED && PyErr_Occurred()) r = NULL;
+    return r;
+}
+
+/* The layout of a binary kernel's operands broadcast otherwise than the cases `direct` makes itself:
+ * elementwise.py's broadcast_dims(a, b) (the output shape and fn_bc's `dims`: the Python kernel's call),
+ * the last BC_SEEN remembered by the operands' shapes and strides. 1 with `shape` (its rank in *nd) and
+ * `dims` set; 0 where broadcast_dims says None (the wrapper's: no exception), -1 with an exception. */
+#define BC_SEEN 8
+static struct {
+    PyObject *fn; /* held: its identity is compared */
+    int nd[2], out_nd;
+    npy_intp dims[2][NPY_MAXDIMS], strides[2][NPY_MAXDIMS], shape[NPY_MAXDIMS];
+    int64_t bc[12];
+} bc_seen[BC_SEEN];
+static int bc_next;
+
+static int bc_layout(PyObject *fn, PyArrayObject *a, PyArrayObject *b, npy_intp *shape, int *nd, int64_t *dims) {
+    PyArrayObject *ab[2] = {a, b};
+    for (int k = 0; k < BC_SEEN; k++) {
+        int same = bc_seen[k].fn == fn && bc_seen[k].fn != NULL;
+        for (int j = 0; same && j < 2; j++) {
+            int d = PyArray_NDIM(ab[j]);
+            same = bc_seen[k].nd[j] == d && !memcmp(bc_seen[k].dims[j], PyArray_DIMS(ab[j]), d * sizeof(npy_intp)) &&
+                   !memcmp(bc_seen[k].strides[j], PyArray_STRIDES(ab[j]), d * sizeof(npy_intp));
+        }
+        if (same) {
+            *nd = bc_seen[k].out_nd;
+            memcpy(shape, bc_seen[k].shape, *nd * sizeof(npy_intp));
+            memcpy(dims, bc_seen[k].bc, sizeof(bc_seen[k].bc));
+            return 1;
+        }
+    }
+    PyObject *found = PyObject_CallFunctionObjArgs(fn, (PyObject *)a, (PyObject *)b, NULL);
+    if (found == NULL) return -1;
+    int rc = 0;
+    Py_buffer view = {0};
+    if (PyTuple_CheckExact(found) && PyTuple_GET_SIZE(found) == 2) {
+        *nd = int_items(PyTuple_GET_ITEM(found, 0), shape);
+        if (*nd >= 0 && PyObject_GetBuffer(PyTuple_GET_ITEM(found, 1), &view, PyBUF_SIMPLE) == 0) {
+            if (view.len == (Py_ssize_t)(12 * sizeof(int64_t))) {
+                memcpy(dims, view.buf, 12 * sizeof(int64_t));
+                rc = 1;
+            }
+            PyBuffer_Release(&view);
+        }
+        if (PyErr_Occurred()) rc = -1;
+    }
+    Py_DECREF(found);
+    if (rc != 1) return rc;
+    int k = bc_next;
+    bc_next = (bc_next + 1) % BC_SEEN;
+    Py_XSETREF(bc_seen[k].fn, Py_NewRef(fn));
+    for (int j = 0; j < 2; j++) {
+        int d = PyArray_NDIM(ab[j]);
+        bc_seen[k].nd[j] = d;
+        memcpy(bc_seen[k].dims[j], PyArray_DIMS(ab[j]), d * sizeof(npy_intp));
+        memcpy(bc_seen[k].strides[j], PyArray_STRIDES(ab[j]), d * sizeof(npy_intp));
+    }
+    bc_seen[k].out_nd = *nd;
+    memcpy(bc_seen[k].shape, shape, *nd * sizeof(npy_intp));
+    memcpy(bc_seen[k].bc, dims, sizeof(bc_seen[k].bc));
+    return 1;
+}
+
+/* broadcast_to's kernel (`fast` = (FAST_BROADCAST, strides)) where `strides` (a dict) holds the strides of
+ * the reference's view for (x.shape, x.strides, shape): a read-only view of x's memory of that shape and
+ * those strides, based on x (NumPy makes x's owner its base), as movement.py's kernel makes it; NOT_HANDLED (no exception) otherwise. */
+static PyObject *broadcast_view(PyObject *seen, PyObject **arrays, Py_ssize_t n, PyObject *params) {
+    if (n != 1 || !PyDict_CheckExact(seen) || PyDict_GET_SIZE(params) != 1) return NOT_HANDLED;
+    PyArrayObject *x = (PyArrayObject *)arrays[0];
+    PyObject *shape = PyDict_GetItemWithError(params, S_shape);
+    if (shape == NULL) return PyErr_Occurred() ? NULL : NOT_HANDLED;
+    if (!PyArray_CheckExact(x) || PyDataType_FLAGCHK(PyArray_DESCR(x), NPY_ITEM_REFCOUNT)) return NOT_HANDLED;
+    PyObject *x_shape = PyObject_GetAttr((PyObject *)x, S_shape), *x_strides = PyObject_GetAttr((PyObject *)x, S_strides);
+    PyObject *key = x_shape && x_strides ? PyTuple_Pack(3, x_shape, x_strides, shape) : NULL;
+    Py_XDECREF(x_shape), Py_XDECREF(x_strides);
+    if (key == NULL) return NULL;
+    PyObject *strides = PyDict_GetItemWithError(seen, key);
+    Py_DECREF(key);
+    if (strides == NULL) return PyErr_Occurred() ? NULL : NOT_HANDLED;
+    npy_intp dims[NPY_MAXDIMS], steps[NPY_MAXDIMS];
+    int nd = int_items(shape, dims);
+    if (nd < 0 || int_items(strides, steps) != nd) return NOT_HANDLED;
+    PyArray_Descr *descr = PyArray_DESCR(x);
+    Py_INCREF(descr);
+    PyObject *out = PyArray_NewFromDescr(&PyArray_Type, descr, nd, dims, steps, PyArray_DATA(x), 0, NULL);
+    if (out == NULL) return NULL;
+    Py_INCREF(x);
+    if (PyArray_SetBaseObject((PyArrayObject *)out, (PyObject *)x) < 0) return Py_DECREF(out), NULL;
+    return out;
+}
+
 static PyObject *direct(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyObject *params) {
-    if (PyTuple_CheckExact(fast) && PyTuple_GET_SIZE(fast) == 7) {
+    if (PyTuple_CheckExact(fast) && PyTuple_GET_SIZE(fast) == 2 &&
+        PyLong_AsLong(PyTuple_GET_ITEM(fast, 0)) == FAST_BROADCAST)
+        return broadcast_view(PyTuple_GET_ITEM(fast, 1), arrays, n, params);
+    if (PyErr_Occurred()) return NULL;
+    if (PyTuple_CheckExact(fast) && PyTuple_GET_SIZE(fast) >= 7) {
         long kind = PyLong_AsLong(PyTuple_GET_ITEM(fast, 0));
         if (kind == -1 && PyErr_Occurred()) return NULL;
-        return kind == FAST_ROWS     ? rows_call(fast, arrays, n, params)
-               : kind == FAST_REDUCE ? reduce_call(fast, arrays, n, params)
-                                     : NOT_HANDLED;
+        if (kind != FAST_BINARY)
+            return kind == FAST_ROWS     ? rows_call(fast, arrays, n, params)
+                   : kind == FAST_REDUCE ? reduce_call(fast, arrays, n, params)
+                   : kind == FAST_MATMUL ? matmul_call(fast, arrays, n, params)
+                                         : NOT_HANDLED;
     }
     if (PyTuple_CheckExact(fast) && PyTuple_GET_SIZE(fast) == 1 &&
         PyLong_AsLong(PyTuple_GET_ITEM(fast, 0)) == FAST_CONCAT)
@@ -467,7 +776,7 @@ static PyObject *direct(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyObjec
         if (kind == -1 && PyErr_Occurred()) return NULL;
         return kind >= FAST_RESHAPE && kind <= FAST_SLICE ? view((int)kind, arrays[0], params) : NOT_HANDLED;
     }
-    if (!PyTuple_CheckExact(fast) || PyTuple_GET_SIZE(fast) != 6 || PyDict_GET_SIZE(params) != 0) return NOT_HANDLED;
+    if (!PyTuple_CheckExact(fast) || PyTuple_GET_SIZE(fast) < 6 || PyDict_GET_SIZE(params) != 0) return NOT_HANDLED;
     int kind = (int)PyLong_AsLong(PyTuple_GET_ITEM(fast, 0));
     int typenum = (int)PyLong_AsLong(PyTuple_GET_ITEM(fast, 3));
     if (PyErr_Occurred()) return NULL;
@@ -478,6 +787,8 @@ static PyObject *direct(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyObjec
     const int64_t *dims_arg = NULL;
     int64_t dims[12];
     PyArrayObject *shape_of = a;
+    npy_intp bc_shape[NPY_MAXDIMS];
+    int bc_nd = -1; /* the output's rank where bc_layout gave it */
     if (kind == FAST_UNARY) {
         if (n != 1 || !PyArray_CheckExact(a) || PyArray_DESCR(a) != want ||
             !PyArray_CHKFLAGS(a, NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED))
@@ -491,12 +802,20 @@ static PyObject *direct(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyObjec
             /* one operand 0-d, the other C-contiguous and not empty: `_ffi.collapse` merges every
              * dimension of the other into one (size-1 ones skipped) */
             PyArrayObject *full = PyArray_NDIM(a) == 0 ? b : PyArray_NDIM(b) == 0 ? a : NULL;
-            if (full == NULL || !PyArray_IS_C_CONTIGUOUS(full) || PyArray_SIZE(full) == 0) return NOT_HANDLED;
-            int64_t size = PyArray_SIZE(full), step = size > 1 ? 1 : 0;
-            int64_t layout[12] = {1, 1, 1, size, 0, 0, 0, full == a ? step : 0, 0, 0, 0, full == b ? step : 0};
-            memcpy(dims, layout, sizeof(dims));
+            if (full != NULL && PyArray_IS_C_CONTIGUOUS(full) && PyArray_SIZE(full) > 0) {
+                int64_t size = PyArray_SIZE(full), step = size > 1 ? 1 : 0;
+                int64_t layout[12] = {1, 1, 1, size, 0, 0, 0, full == a ? step : 0, 0, 0, 0, full == b ? step : 0};
+                memcpy(dims, layout, sizeof(dims));
+                shape_of = full;
+            } else if (PyTuple_GET_SIZE(fast) > 6) { /* any other broadcast: the wrapper's layout */
+                int rc = bc_layout(PyTuple_GET_ITEM(fast, 6), a, b, bc_shape, &bc_nd, dims);
+                if (rc <= 0) return rc < 0 ? NULL : NOT_HANDLED;
+                for (int d = 0; d < bc_nd; d++)
+                    if (bc_shape[d] == 0) return NOT_HANDLED; /* (nothing to compute: the wrapper's) */
+            } else {
+                return NOT_HANDLED;
+            }
             dims_arg = dims;
-            shape_of = full;
         }
     } else {
         return NOT_HANDLED;
@@ -508,7 +827,8 @@ static PyObject *direct(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyObjec
     int threads;
     if (called_int(PyTuple_GET_ITEM(fast, 5), &chunk) < 0 || threads_of(PyTuple_GET_ITEM(fast, 4), &threads) < 0)
         return NULL;
-    PyObject *out = PyArray_SimpleNew(PyArray_NDIM(shape_of), PyArray_DIMS(shape_of), typenum);
+    PyObject *out = bc_nd >= 0 ? PyArray_SimpleNew(bc_nd, bc_shape, typenum)
+                               : PyArray_SimpleNew(PyArray_NDIM(shape_of), PyArray_DIMS(shape_of), typenum);
     if (out == NULL) return NULL;
     void *y = PyArray_DATA((PyArrayObject *)out);
     int64_t size = PyArray_SIZE(shape_of);
@@ -1076,6 +1396,7 @@ typedef struct {
     PyObject *positional;       /* NULL, or the keywords that may be given by position, in order */
     int shaped;                 /* SHAPED_RESHAPE, SHAPED_VIEW: x.reshape(*shape), x.view(*shape) */
     int along;                  /* x.softmax(axis=-1, dtype=None, *, dim=None) (see `along_axis`) */
+    int legacy;                 /* PyTorch's cat(tensors, ...) called as self(tensors, ...) (see `legacy_cat`) */
     PyObject *dict;
 } Method;
 
@@ -1289,11 +1610,38 @@ end:
     return r;
 }
 
+/* PyTorch's cat(tensors, *more, **kwargs) (functions/legacy_cat.py, its self first in args): `op` (concat)
+ * called on the rest, where tensors is a tensor, or a list or tuple holding no 1-D empty tensor (the legacy
+ * rule's, which Python's cat leaves out); NOT_HANDLED for anything else */
+static PyObject *legacy_cat(PyObject *op, PyObject *const *args, Py_ssize_t n, PyObject *kwnames) {
+    if (n < 2) return NOT_HANDLED;
+    PyObject *first = args[1];
+    if (PyList_CheckExact(first) || PyTuple_CheckExact(first)) {
+        Py_ssize_t count = PySequence_Fast_GET_SIZE(first);
+        PyObject **items = PySequence_Fast_ITEMS(first);
+        for (Py_ssize_t k = 0; k < count; k++) {
+            if (!PyObject_TypeCheck(items[k], tensor_type)) continue;
+            PyObject *shape = PyObject_GetAttr(SLOT(items[k], t_spec), S_shape);
+            if (shape == NULL) return NULL;
+            int empty = PyTuple_Check(shape) && PyTuple_GET_SIZE(shape) == 1 && PyLong_Check(PyTuple_GET_ITEM(shape, 0)) &&
+                        PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, 0)) == 0;
+            Py_DECREF(shape);
+            if (PyErr_Occurred()) return NULL;
+            if (empty) return NOT_HANDLED;
+        }
+    } else if (!PyObject_TypeCheck(first, tensor_type)) {
+        return NOT_HANDLED;
+    }
+    return call_op(op, args + 1, n - 1, kwnames, 0);
+}
+
 static PyObject *method_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     Method *m = (Method *)self;
     Py_ssize_t n = PyVectorcall_NARGS(nargsf);
     PyObject *r = NOT_HANDLED;
-    if (m->shaped) {
+    if (m->legacy) {
+        if (ready) r = legacy_cat(m->op, args, n, kwnames);
+    } else if (m->shaped) {
         if (ready) r = shaped_call(m, args, n, kwnames);
     } else if (m->along) {
         if (ready) r = along_axis(m, args, n, kwnames);
@@ -1321,11 +1669,11 @@ static PyObject *method_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     PyObject *op, *fallback;
     PyObject *keywords = Py_None, *kw_names = NULL, *kw_defaults = NULL;
     PyObject *getitem = Py_None, *positional = Py_None;
-    int swap = 0, elementwise = 0, transpose = 0, shaped = 0, along = 0;
+    int swap = 0, elementwise = 0, transpose = 0, shaped = 0, along = 0, legacy = 0;
     static char *names[] = {"op", "fallback", "swap", "elementwise", "transpose", "keywords", "getitem",
-                            "positional", "shaped", "along", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|pppOOOip:Method", names, &op, &fallback, &swap, &elementwise,
-                                     &transpose, &keywords, &getitem, &positional, &shaped, &along))
+                            "positional", "shaped", "along", "legacy", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|pppOOOipp:Method", names, &op, &fallback, &swap, &elementwise,
+                                     &transpose, &keywords, &getitem, &positional, &shaped, &along, &legacy))
         return NULL;
     if (shaped < 0 || shaped > SHAPED_VIEW) {
         PyErr_Format(PyExc_ValueError, "Method: shaped must be 0, %d (reshape) or %d (view), got %d", SHAPED_RESHAPE,
@@ -1370,7 +1718,7 @@ static PyObject *method_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     m->getitem = getitem == Py_None ? NULL : Py_NewRef(getitem);
     m->names = kw_names, m->defaults = kw_defaults;
     m->positional = positional == Py_None ? NULL : Py_NewRef(positional);
-    m->shaped = shaped, m->along = along;
+    m->shaped = shaped, m->along = along, m->legacy = legacy;
     return (PyObject *)m;
 }
 
@@ -1569,6 +1917,7 @@ PyMODINIT_FUNC PyInit_vg_eager(void) {
         intern(&S_plan, "_plan") || intern(&S_run, "run") ||
         intern(&S_axes, "axes") || intern(&S_index, "index") || intern(&S_axis, "axis") ||
         intern(&S_keepdim, "keepdim") || intern(&S_explicit, "explicit") || intern(&S_seen, "_seen") ||
+        intern(&S_direct, "direct") || intern(&S_strides, "strides") || intern(&S_fast, "fast") ||
         intern(&S_clock, "clock"))
         return NULL;
     names_shape = PyTuple_Pack(1, S_shape), names_axis = PyTuple_Pack(1, S_axis), names_axes = PyTuple_Pack(1, S_axes);
