@@ -16,6 +16,8 @@ from .arguments import (
     thread_count,
 )
 
+CHAT_ALLOCATE = 256  # positions a chat's cache is allocated for at first; doubled as the conversation grows
+
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """`fetch`, `generate` and `chat`."""
@@ -146,7 +148,8 @@ def run_chat(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.model} has no chat template: use `verigrad generate` for plain text")
     start = [{"role": "system", "content": args.system}] if args.system else []
     messages = list(start)
-    cache = model.new_cache(1, min(args.context or model.context_length, model.context_length))
+    capacity = min(args.context or model.context_length, model.context_length)
+    cache = model.new_cache(1, capacity, allocate=CHAT_ALLOCATE)  # grown as the conversation grows
     print("type a message; /reset starts over, /exit (or Ctrl-D) quits", file=sys.stderr)
     turn = 0
     while True:

@@ -30,11 +30,16 @@ from .lm import KVCache, LanguageModel
 MIN_WINDOW = 64  # the smallest window; each doubling builds one more plan (~0.2 s for SmolLM2)
 
 
-def new_cache(layers: int, batch: int, kv_heads: int, capacity: int, head_dim: int) -> KVCache:
-    """Zeroed keys and values [batch, kv_heads, capacity, head_dim] (f32) for each layer."""
+def new_cache(
+    layers: int, batch: int, kv_heads: int, capacity: int, head_dim: int, allocate: int | None = None
+) -> KVCache:
+    """Zeroed keys and values [batch, kv_heads, allocated, head_dim] (f32) for each layer, allocated for
+    `allocate` positions (all `capacity` by default; `KVCache.reserve` grows them)."""
     if not (isinstance(batch, int) and batch >= 1 and isinstance(capacity, int) and capacity >= 1):
         raise ValueError(f"a cache needs batch >= 1 and capacity >= 1, got {batch} and {capacity}")
-    shape = (batch, kv_heads, capacity, head_dim)
+    if allocate is not None and not (isinstance(allocate, int) and allocate >= 1):
+        raise ValueError(f"a cache's allocate must be a positive integer (or None), got {allocate!r}")
+    shape = (batch, kv_heads, capacity if allocate is None else min(allocate, capacity), head_dim)
     return KVCache(
         keys=[np.zeros(shape, np.float32) for _ in range(layers)],
         values=[np.zeros(shape, np.float32) for _ in range(layers)],
@@ -88,7 +93,8 @@ def step_specs(
 
 
 def window_width(length: int, capacity: int) -> int:
-    """The window for a cache holding `length` positions: a power of two, at least MIN_WINDOW."""
+    """The window for a cache holding `length` positions: a power of two, at least MIN_WINDOW (at most
+    the capacity: the cache is allocated for the window before it is made, `reserve`)."""
     width = MIN_WINDOW
     while width < length:
         width *= 2
@@ -97,24 +103,26 @@ def window_width(length: int, capacity: int) -> int:
 
 def windows_of(cache: KVCache, width: int, batch: int | None = None) -> list[Tensor]:
     """Every layer's window of `width` positions (keys transposed, values) over the cache's first `batch`
-    rows (all by default): views made once per (width, batch) and kept in `cache.extra`."""
+    rows (all by default): views made once per (width, batch) and kept in `cache.views` (dropped when the
+    cache grows)."""
     batch = cache.keys[0].shape[0] if batch is None else batch
     key = ("windows", width) if batch == cache.keys[0].shape[0] else ("windows", width, batch)
-    windows = cache.extra.get(key)
+    windows = cache.views.get(key)
     if windows is None:
         windows = []
         for k, v in zip(cache.keys, cache.values):
             windows += [from_numpy(k[:batch, :, :width].swapaxes(2, 3)), from_numpy(v[:batch, :, :width])]
-        cache.extra[key] = windows
+        cache.views[key] = windows
     return windows
 
 
 def step_inputs(cache: KVCache, count: int) -> tuple[np.ndarray, np.ndarray, list[Tensor]]:
     """Positions, bias and the windows of every layer's keys and values for `count` new tokens (tensors
-    viewing the cache, made once per window width and kept in `cache.extra`: the views see what
-    `commit` writes)."""
+    viewing the cache, made once per window width and kept in `cache.views`: the views see what
+    `commit` writes). The cache grows first if the window or the new tokens need it."""
     length = cache.length
     width = window_width(length, cache.capacity)
+    cache.reserve(max(width, length + count))
     positions = np.arange(length, length + count, dtype=np.int64)
     bias = np.zeros((count, width + count), np.float32)
     bias[:, length:width] = -np.inf
@@ -127,6 +135,7 @@ def row_inputs(cache: KVCache, lengths: list[int]) -> tuple[np.ndarray, np.ndarr
     """Positions [B, 1], bias [B, 1, W+1] and the windows of the cache's first B = len(lengths) rows for
     one new token per row, row i holding `lengths[i]` positions (the window covers the longest)."""
     width = window_width(max(lengths), cache.capacity)
+    cache.reserve(max(width, max(lengths) + 1))
     positions = np.asarray(lengths, dtype=np.int64).reshape(-1, 1)
     bias = np.zeros((len(lengths), 1, width + 1), np.float32)
     bias[:, 0, :width][np.arange(width) >= positions] = -np.inf
@@ -201,10 +210,10 @@ class CachedDecoder(LanguageModel):
         self.cache_sizes = (layers, kv_heads, head_dim)
         self.cached_step = CachedStep(self.step, layers, kv_heads, head_dim)
 
-    def new_cache(self, batch: int = 1, capacity: int | None = None) -> KVCache:
+    def new_cache(self, batch: int = 1, capacity: int | None = None, allocate: int | None = None) -> KVCache:
         layers, kv_heads, head_dim = self.cache_sizes
         capacity = self.context_length if capacity is None else capacity
-        return new_cache(layers, batch, kv_heads, capacity, head_dim)
+        return new_cache(layers, batch, kv_heads, capacity, head_dim, allocate)
 
     def forward(self, ids: Any, cache: KVCache | None = None, last_only: bool = False) -> Tensor:
         """Logits [B, T, vocab] of token ids [B, T] ([B, 1, vocab] of the last token alone with `last_only`:
