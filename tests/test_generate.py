@@ -237,7 +237,7 @@ def test_generating_again_and_again_on_the_cpu_backend_gives_the_same_tokens(tmp
     with vg.backend("cpu"):
         runs = [generate(model, tok, prompt, max_tokens=6, **GREEDY).ids for _ in range(12)]
     assert all(ids == runs[0] for ids in runs) and len(runs[0]) >= 1
-    plans = list(model.cached_step.decode._plans.values())
+    plans = list(model.cached_step.decode["f32"]._plans.values())
     assert plans and all(p.runs >= 12 for p in plans)
     recorded = replay and cpu.cpu.tape() is not None
     assert any(type(p._replay).__name__ == "Replay" for p in plans) == recorded

@@ -46,6 +46,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         p.add_argument(
             "--seed", type=non_negative_int, default=0, help="the same seed gives the same text (default 0)"
         )
+        p.add_argument(
+            "--kv-cache",
+            choices=("f32", "f16"),
+            default="f32",
+            help="the key/value cache's storage: f32 (default), or f16 (half the memory; each key and value "
+            "rounded to f16)",
+        )
 
 
 def add_model_options(p: argparse.ArgumentParser) -> None:
@@ -133,7 +140,9 @@ def run_generate(args: argparse.Namespace) -> int:
     else:  # an instruction-tuned model reads the prompt as the user's turn of a chat
         text = tokenizer.apply_chat_template([{"role": "user", "content": args.prompt}])
         prompt = tokenizer.encode(text, add_special=False)  # the template writes the special tokens
-    result = generate(model, tokenizer, prompt, stream=_print_piece, **_sampling(args))
+    result = generate(
+        model, tokenizer, prompt, stream=_print_piece, kv_cache=args.kv_cache, **_sampling(args)
+    )
     print()
     print(result.summary(), file=sys.stderr)
     return 130 if result.finish_reason == "interrupted" else 0
@@ -149,7 +158,7 @@ def run_chat(args: argparse.Namespace) -> int:
     start = [{"role": "system", "content": args.system}] if args.system else []
     messages = list(start)
     capacity = min(args.context or model.context_length, model.context_length)
-    cache = model.new_cache(1, capacity, allocate=CHAT_ALLOCATE)  # grown as the conversation grows
+    cache = model.new_cache(1, capacity, allocate=CHAT_ALLOCATE, dtype=args.kv_cache)  # grown as it fills
     print("type a message; /reset starts over, /exit (or Ctrl-D) quits", file=sys.stderr)
     turn = 0
     while True:

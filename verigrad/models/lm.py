@@ -77,9 +77,12 @@ class LanguageModel(Module):
     context_length: int
     vocab_size: int
 
-    def new_cache(self, batch: int = 1, capacity: int | None = None, allocate: int | None = None) -> KVCache:
+    def new_cache(
+        self, batch: int = 1, capacity: int | None = None, allocate: int | None = None, dtype: str = "f32"
+    ) -> KVCache:
         """An empty cache for `batch` sequences of up to `capacity` positions (default: the context),
-        allocated for `allocate` of them (default: all) and grown as the model's forward fills it."""
+        allocated for `allocate` of them (default: all) and grown as the model's forward fills it, storing
+        keys and values in `dtype` ("f32", or "f16": half the memory)."""
         raise NotImplementedError
 
     def forward(self, ids: Any, cache: KVCache | None = None) -> Any:
@@ -158,13 +161,15 @@ def generate(
     seed: int = SamplingOptions.seed,
     stream: Callable[[str], Any] | None = None,
     cache: KVCache | None = None,
+    kv_cache: str = "f32",
 ) -> GenerationResult:
     """Continue `prompt` (text, encoded with the model's special tokens, or token ids) by up to
     `max_tokens` tokens, stopping at an end token; `stream(text)` receives the text as it completes.
 
     `cache` (from `model.new_cache()`) may be passed again with a longer prompt, as a chat does: the
-    tokens it already holds that start the new prompt are not run again. Ctrl-C stops the generation
-    and returns what was generated."""
+    tokens it already holds that start the new prompt are not run again; without one, a cache is made
+    storing keys and values in `kv_cache` ("f32" or "f16", see `LanguageModel.new_cache`). Ctrl-C stops
+    the generation and returns what was generated."""
     options = SamplingOptions(temperature, top_k, top_p, repeat_penalty, seed)
     if not (isinstance(max_tokens, int) and max_tokens >= 1):
         raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
@@ -176,7 +181,7 @@ def generate(
             f"the prompt has token ids outside the model's vocabulary (0 ... {model.vocab_size - 1})"
         )
     if cache is None:
-        cache = model.new_cache(1, min(model.context_length, len(ids) + max_tokens))
+        cache = model.new_cache(1, min(model.context_length, len(ids) + max_tokens), dtype=kv_cache)
     if len(ids) > cache.capacity:
         raise ValueError(
             f"the prompt has {len(ids)} tokens, more than the model's context holds ({cache.capacity}); "
