@@ -857,9 +857,10 @@ int vg_cached_attention_f16kv(const int64_t *sizes, const float *q, const int64_
                               const int64_t *kts, const uint16_t *pv, const int64_t *pvs, const float *bias,
                               const int64_t *bs, double scale, float *out, int threads) {
     attn16_job a = {.job = {.b = sizes[0], .h = sizes[1], .kv = sizes[2], .t = sizes[3], .d = sizes[4],
-                            .dv = sizes[5], .w = sizes[6], .q = q, .k = k, .v = v, .kt = (const float *)(const void *)kt,
-                            .pv = (const float *)(const void *)pv, .bias = bias, .qs = qs, .ks = ks, .vs = vs,
-                            .kts = kts, .pvs = pvs, .bs = bs, .scale = scale, .out = out, .failed = 0}};
+                            .dv = sizes[5], .w = sizes[6], .q = q, .k = k, .v = v,
+                            .kt = (const float *)(const void *)kt, .pv = (const float *)(const void *)pv,
+                            .bias = bias, .qs = qs, .ks = ks, .vs = vs, .kts = kts, .pvs = pvs, .bs = bs,
+                            .scale = scale, .out = out, .failed = 0}};
     vg_parallel_for(a.job.b * a.job.kv * a.job.t, 1, threads, attn16_rows, &a);
     return a.job.failed ? -1 : 0;
 }
