@@ -16,6 +16,13 @@ interpreter's pip (a source build: about 9 minutes on 2 cores), unless `--no-lla
     python benchmarks/llm.py                        # 5 repeats, 1 and 2 threads, three frameworks
     python benchmarks/llm.py --repeats 3 --no-transformers
     python benchmarks/llm.py --threads 1 --decode-tokens 32 --no-llama-cpp
+    python benchmarks/llm.py --chat --repeats 3     # verigrad's start-up and a chat's peak memory
+
+`--chat` measures verigrad alone, one fresh process per repetition and KV cache storage (f32, f16): the
+seconds from the process's start to verigrad imported, to load the model, to the first token of the first
+reply (its prompt and the first plans), then
+a greedy chat of `CHAT_TURNS` turns on a cache of the whole context, as `verigrad chat` makes it (grown as
+the conversation grows), and the process's peak RSS (VmHWM).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import argparse
 import importlib
 import importlib.util
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -184,6 +192,87 @@ def peak_rss_mib() -> float:
         return peak / (2**20 if sys.platform == "darwin" else 2**10)
 
 
+CHAT_TURNS = ("What is the capital of France?", "And of Germany?", "Tell me about both in two sentences.")
+
+
+def chat_worker(path: str, kv_cache: str, steps: int) -> dict:
+    """Start-up seconds (the interpreter and imports, load, first token) and a chat's peak RSS, in this
+    fresh process."""
+    import verigrad as vg
+    from verigrad.cli.lm_commands import CHAT_ALLOCATE
+    from verigrad.models.catalog import load_language_model
+    from verigrad.models.lm import generate
+
+    vg.set_threads(1)
+    started, t1 = process_age(), time.perf_counter()
+    model, tokenizer = load_language_model(path)
+    t2 = time.perf_counter()
+    cache = model.new_cache(1, model.context_length, allocate=CHAT_ALLOCATE, dtype=kv_cache)
+    messages: list[dict] = []
+    first: list[float] = []  # when the first piece of text came
+
+    def stream(_: str) -> None:
+        first.append(first[0] if first else time.perf_counter())
+
+    for turn in CHAT_TURNS:
+        messages.append({"role": "user", "content": turn})
+        ids = tokenizer.encode(tokenizer.apply_chat_template(messages), add_special=False)
+        result = generate(
+            model, tokenizer, ids, cache=cache, max_tokens=steps, temperature=0.0, stream=stream
+        )
+        messages.append({"role": "assistant", "content": result.text})
+    return {
+        "start_s": started,
+        "load_s": t2 - t1,
+        "first_token_s": first[0] - t2,
+        "positions": cache.length,
+        "peak_rss_mib": peak_rss_mib(),
+    }
+
+
+def process_age() -> float:
+    """Seconds since this process started (the interpreter's start and the imports; Linux's /proc, to a
+    clock tick), NaN elsewhere."""
+    try:
+        with open("/proc/self/stat") as f:
+            start = int(f.read().rsplit(")", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK")
+        with open("/proc/uptime") as f:
+            return float(f.read().split()[0]) - start
+    except (OSError, ValueError, IndexError):
+        return float("nan")
+
+
+def run_chat(args: argparse.Namespace, console: Any) -> Table:
+    """`--chat`: medians over `--repeats` fresh processes for each KV cache storage."""
+    rows = []
+    for kv_cache in ("f32", "f16"):
+        runs = []
+        for _ in range(args.repeats):
+            job = json.dumps({"chat": kv_cache, "path": str(args.model), "steps": args.decode_tokens})
+            done = subprocess.run(
+                [sys.executable, __file__, "--worker", job],
+                capture_output=True,
+                text=True,
+                timeout=args.timeout,
+            )
+            if done.returncode != 0:
+                raise SystemExit(
+                    f"--chat {kv_cache}: {(done.stderr.strip().splitlines() or ['no output'])[-1]}"
+                )
+            runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        seconds = [f"{med[k]:.2f}" for k in ("start_s", "load_s", "first_token_s")]
+        rows.append([kv_cache, *seconds, f"{med['positions']:.0f}", f"{med['peak_rss_mib']:.0f}"])
+    headers = ["KV cache", "start s", "load s", "first token s", "positions", "peak RSS MiB"]
+    result = table(
+        f"verigrad chat, {len(CHAT_TURNS)} turns, medians of {args.repeats}", headers, ["KV cache"]
+    )
+    for row in rows:
+        result.add_row(*row)
+    console.print(result)
+    return result
+
+
 # --- the parent ---------------------------------------------------------------------------------------
 
 
@@ -338,6 +427,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-llama-cpp", action="store_true", help="leave llama.cpp out (no install)")
     parser.add_argument("--no-transformers", action="store_true", help="leave transformers out")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per child process (900)")
+    parser.add_argument("--chat", action="store_true", help="verigrad's start-up and a chat's peak memory")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -356,6 +446,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     if args.worker:
         job = json.loads(args.worker)
+        if "chat" in job:
+            print(json.dumps(chat_worker(job["path"], job["chat"], job["steps"])))
+            return
         result = worker(
             job["framework"], job["path"], job["threads"], job["ids"], job["steps"], job["repeats"]
         )
@@ -364,6 +457,9 @@ def main(argv: list[str] | None = None) -> None:
     from verigrad.models.fetch import fetch
 
     args.model = fetch("smollm2")
+    if args.chat:
+        run_chat(args, make_console(130))
+        return
     versions = []
     if not args.no_llama_cpp:
         versions.append(f"llama-cpp-python {ensure_llama_cpp()}")

@@ -75,7 +75,7 @@ class TableLM(LanguageModel):
         self.calls: list[int] = []
         self.interrupt_at = interrupt_at
 
-    def new_cache(self, batch: int = 1, capacity: int | None = None) -> KVCache:
+    def new_cache(self, batch=1, capacity=None, allocate=None, dtype="f32") -> KVCache:
         return KVCache(keys=[], values=[], capacity=capacity or self.context_length)
 
     def forward(self, ids, cache: KVCache | None = None):

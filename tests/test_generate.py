@@ -237,7 +237,7 @@ def test_generating_again_and_again_on_the_cpu_backend_gives_the_same_tokens(tmp
     with vg.backend("cpu"):
         runs = [generate(model, tok, prompt, max_tokens=6, **GREEDY).ids for _ in range(12)]
     assert all(ids == runs[0] for ids in runs) and len(runs[0]) >= 1
-    plans = list(model.cached_step.decode._plans.values())
+    plans = list(model.cached_step.decode["f32"]._plans.values())
     assert plans and all(p.runs >= 12 for p in plans)
     recorded = replay and cpu.cpu.tape() is not None
     assert any(type(p._replay).__name__ == "Replay" for p in plans) == recorded
@@ -254,3 +254,30 @@ def test_registry_errors_name_what_is_missing(tmp_path):
         load_language_model("nope")
     with pytest.raises(ValueError, match="activations must be one of q8, f32"):
         load_language_model("smollm2", activations="q4")
+
+
+def test_generate_keeps_its_cache_in_the_kv_cache_dtype(tmp_path, capsys):
+    from verigrad.cli import main
+    from verigrad.models.catalog import load_language_model
+
+    _gpt2_folder(tmp_path, tokenizer(tmp_path).vocab_size)
+    model, tok = load_language_model(tmp_path)
+    made, new_cache = [], model.new_cache
+
+    def spy(*args, **kwargs):
+        made.append(new_cache(*args, **kwargs))
+        return made[-1]
+
+    object.__setattr__(model, "new_cache", spy)
+    prompt = tok.encode("hello world")
+    half = generate(model, tok, prompt, max_tokens=6, kv_cache="f16", **GREEDY)
+    full = generate(model, tok, prompt, max_tokens=6, **GREEDY)
+    assert [c.keys[0].dtype for c in made] == [np.float16, np.float32]
+    assert half.ids == full.ids  # f16's rounding moves no greedy choice of this small model
+    with pytest.raises(ValueError, match="a cache's dtype must be one of f32, f16, got 'q4'"):
+        generate(model, tok, prompt, max_tokens=6, kv_cache="q4", **GREEDY)
+    args = ["--model", str(tmp_path), "--max-tokens", "3", "--temperature", "0", "--kv-cache", "f16"]
+    assert main(["generate", *args, "--raw", "hello"]) == 0
+    with pytest.raises(SystemExit):
+        main(["generate", "--model", str(tmp_path), "--kv-cache", "q4", "hello"])
+    assert "invalid choice: 'q4'" in capsys.readouterr().err

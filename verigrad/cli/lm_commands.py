@@ -16,6 +16,8 @@ from .arguments import (
     thread_count,
 )
 
+CHAT_ALLOCATE = 256  # positions a chat's cache is allocated for at first; doubled as the conversation grows
+
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """`fetch`, `generate` and `chat`."""
@@ -43,6 +45,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--repeat-penalty", type=positive_float, default=1.0, help="1: off (default 1.0)")
         p.add_argument(
             "--seed", type=non_negative_int, default=0, help="the same seed gives the same text (default 0)"
+        )
+        p.add_argument(
+            "--kv-cache",
+            choices=("f32", "f16"),
+            default="f32",
+            help="the key/value cache's storage: f32 (default), or f16 (half the memory; each key and value "
+            "rounded to f16)",
         )
 
 
@@ -131,7 +140,9 @@ def run_generate(args: argparse.Namespace) -> int:
     else:  # an instruction-tuned model reads the prompt as the user's turn of a chat
         text = tokenizer.apply_chat_template([{"role": "user", "content": args.prompt}])
         prompt = tokenizer.encode(text, add_special=False)  # the template writes the special tokens
-    result = generate(model, tokenizer, prompt, stream=_print_piece, **_sampling(args))
+    result = generate(
+        model, tokenizer, prompt, stream=_print_piece, kv_cache=args.kv_cache, **_sampling(args)
+    )
     print()
     print(result.summary(), file=sys.stderr)
     return 130 if result.finish_reason == "interrupted" else 0
@@ -146,7 +157,8 @@ def run_chat(args: argparse.Namespace) -> int:
         raise ValueError(f"{args.model} has no chat template: use `verigrad generate` for plain text")
     start = [{"role": "system", "content": args.system}] if args.system else []
     messages = list(start)
-    cache = model.new_cache(1, min(args.context or model.context_length, model.context_length))
+    capacity = min(args.context or model.context_length, model.context_length)
+    cache = model.new_cache(1, capacity, allocate=CHAT_ALLOCATE, dtype=args.kv_cache)  # grown as it fills
     print("type a message; /reset starts over, /exit (or Ctrl-D) quits", file=sys.stderr)
     turn = 0
     while True:

@@ -28,16 +28,33 @@ from ..tensor import Tensor
 from .lm import KVCache, LanguageModel
 
 MIN_WINDOW = 64  # the smallest window; each doubling builds one more plan (~0.2 s for SmolLM2)
+# a cache's storage: f32, or f16 (half the memory; each key and value rounded to f16 once, when written,
+# and widened exactly inside `cached_attention`)
+KV_DTYPES = {"f32": np.float32, "f16": np.float16}
 
 
-def new_cache(layers: int, batch: int, kv_heads: int, capacity: int, head_dim: int) -> KVCache:
-    """Zeroed keys and values [batch, kv_heads, capacity, head_dim] (f32) for each layer."""
+def new_cache(
+    layers: int,
+    batch: int,
+    kv_heads: int,
+    capacity: int,
+    head_dim: int,
+    allocate: int | None = None,
+    dtype: str = "f32",
+) -> KVCache:
+    """Zeroed keys and values [batch, kv_heads, allocated, head_dim] (`dtype`: a name of KV_DTYPES) for
+    each layer, allocated for `allocate` positions (all `capacity` by default; `KVCache.reserve` grows
+    them)."""
     if not (isinstance(batch, int) and batch >= 1 and isinstance(capacity, int) and capacity >= 1):
         raise ValueError(f"a cache needs batch >= 1 and capacity >= 1, got {batch} and {capacity}")
-    shape = (batch, kv_heads, capacity, head_dim)
+    if allocate is not None and not (isinstance(allocate, int) and allocate >= 1):
+        raise ValueError(f"a cache's allocate must be a positive integer (or None), got {allocate!r}")
+    if dtype not in KV_DTYPES:
+        raise ValueError(f"a cache's dtype must be one of {', '.join(KV_DTYPES)}, got {dtype!r}")
+    shape = (batch, kv_heads, capacity if allocate is None else min(allocate, capacity), head_dim)
     return KVCache(
-        keys=[np.zeros(shape, np.float32) for _ in range(layers)],
-        values=[np.zeros(shape, np.float32) for _ in range(layers)],
+        keys=[np.zeros(shape, KV_DTYPES[dtype]) for _ in range(layers)],
+        values=[np.zeros(shape, KV_DTYPES[dtype]) for _ in range(layers)],
         capacity=capacity,
     )
 
@@ -72,23 +89,32 @@ def token_ids(ids: Any) -> Tensor:
 
 # the cached step ------------------------------------------------------------------------------------
 def step_specs(
-    layers: int, kv_heads: DimLike, head_dim: DimLike, tokens: int | None = None, rows: bool = False
+    layers: int,
+    kv_heads: DimLike,
+    head_dim: DimLike,
+    tokens: int | None = None,
+    rows: bool = False,
+    cache_dtype: str = "f32",
 ) -> tuple:
     """The step's argument specs: ids [B, T], positions [T], bias [T, W+T] (with `rows`, each row's own:
     positions [B, T], bias [B, T, W+T]), then per layer the windows of the keys, transposed
-    [B, KV, D, W], and of the values [B, KV, W, D]; T is `tokens` if given. The symbols have names of
-    their own (batch, tokens, window), so a user's B, T or W declared a multiple of something does not
-    constrain them."""
+    [B, KV, D, W], and of the values [B, KV, W, D], in `cache_dtype`; T is `tokens` if given. The
+    symbols have names of their own (batch, tokens, window), so a user's B, T or W declared a multiple of
+    something does not constrain them."""
     b, t, w = dims("batch tokens window")
     t = t if tokens is None else tokens
-    keys, values = spec([b, kv_heads, head_dim, w]), spec([b, kv_heads, w, head_dim])
+    keys, values = (
+        spec([b, kv_heads, head_dim, w], cache_dtype),
+        spec([b, kv_heads, w, head_dim], cache_dtype),
+    )
     lead = [b] if rows else []
     positions, bias = spec([*lead, t], "i64"), spec([*lead, t, w + t])
     return (spec([b, t], "i64"), positions, bias, *([keys, values] * layers))
 
 
 def window_width(length: int, capacity: int) -> int:
-    """The window for a cache holding `length` positions: a power of two, at least MIN_WINDOW."""
+    """The window for a cache holding `length` positions: a power of two, at least MIN_WINDOW (at most
+    the capacity: the cache is allocated for the window before it is made, `reserve`)."""
     width = MIN_WINDOW
     while width < length:
         width *= 2
@@ -97,24 +123,26 @@ def window_width(length: int, capacity: int) -> int:
 
 def windows_of(cache: KVCache, width: int, batch: int | None = None) -> list[Tensor]:
     """Every layer's window of `width` positions (keys transposed, values) over the cache's first `batch`
-    rows (all by default): views made once per (width, batch) and kept in `cache.extra`."""
+    rows (all by default): views made once per (width, batch) and kept in `cache.views` (dropped when the
+    cache grows)."""
     batch = cache.keys[0].shape[0] if batch is None else batch
     key = ("windows", width) if batch == cache.keys[0].shape[0] else ("windows", width, batch)
-    windows = cache.extra.get(key)
+    windows = cache.views.get(key)
     if windows is None:
         windows = []
         for k, v in zip(cache.keys, cache.values):
             windows += [from_numpy(k[:batch, :, :width].swapaxes(2, 3)), from_numpy(v[:batch, :, :width])]
-        cache.extra[key] = windows
+        cache.views[key] = windows
     return windows
 
 
 def step_inputs(cache: KVCache, count: int) -> tuple[np.ndarray, np.ndarray, list[Tensor]]:
     """Positions, bias and the windows of every layer's keys and values for `count` new tokens (tensors
-    viewing the cache, made once per window width and kept in `cache.extra`: the views see what
-    `commit` writes)."""
+    viewing the cache, made once per window width and kept in `cache.views`: the views see what
+    `commit` writes). The cache grows first if the window or the new tokens need it."""
     length = cache.length
     width = window_width(length, cache.capacity)
+    cache.reserve(max(width, length + count))
     positions = np.arange(length, length + count, dtype=np.int64)
     bias = np.zeros((count, width + count), np.float32)
     bias[:, length:width] = -np.inf
@@ -127,6 +155,7 @@ def row_inputs(cache: KVCache, lengths: list[int]) -> tuple[np.ndarray, np.ndarr
     """Positions [B, 1], bias [B, 1, W+1] and the windows of the cache's first B = len(lengths) rows for
     one new token per row, row i holding `lengths[i]` positions (the window covers the longest)."""
     width = window_width(max(lengths), cache.capacity)
+    cache.reserve(max(width, max(lengths) + 1))
     positions = np.asarray(lengths, dtype=np.int64).reshape(-1, 1)
     bias = np.zeros((len(lengths), 1, width + 1), np.float32)
     bias[:, 0, :width][np.arange(width) >= positions] = -np.inf
@@ -159,31 +188,35 @@ class CachedStep:
 
     def __init__(self, step: Any, layers: int, kv_heads: DimLike, head_dim: DimLike):
         self.step, self.sizes = step, (layers, kv_heads, head_dim)
-        self.decode: Any = None
-        self.decode_rows: Any = None
+        self.decode: dict[str, Any] = {}  # compiled per cache dtype
+        self.decode_rows: dict[str, Any] = {}
+
+    def _compiled(self, plans: dict[str, Any], cache: KVCache, rows: bool) -> Any:
+        dtype = np.dtype(cache.keys[0].dtype).name.replace("float", "f")
+        if dtype not in plans:
+            plans[dtype] = compile(self.step, specs=step_specs(*self.sizes, 1, rows, dtype))
+        return plans[dtype]
 
     def rows(self, ids: Tensor, cache: KVCache, lengths: list[int]) -> Tensor:
         """The logits [B, 1, vocab] of one new token per row (ids [B, 1]), row i of the cache holding
         lengths[i] positions; each row's key and value are written at its own position (the caller
         keeps the lengths: `cache.length` is not used)."""
-        if self.decode_rows is None:
-            self.decode_rows = compile(self.step, specs=step_specs(*self.sizes, tokens=1, rows=True))
+        decode = self._compiled(self.decode_rows, cache, rows=True)
         positions, bias, windows = row_inputs(cache, lengths)
         with no_grad():
-            logits, *new = self.decode_rows(ids, from_numpy(positions), from_numpy(bias), *windows)
+            logits, *new = decode(ids, from_numpy(positions), from_numpy(bias), *windows)
         commit_rows(cache, new, lengths)
         return logits
 
     def __call__(self, ids: Tensor, cache: KVCache, last_only: bool = False) -> Tensor:
         """The logits [B, T, vocab] (or [B, 1, vocab] of the last token, with `last_only`)."""
         count = ids.shape[1]
-        if count == 1 and self.decode is None:
-            self.decode = compile(self.step, specs=step_specs(*self.sizes, tokens=1))
+        decode = self._compiled(self.decode, cache, rows=False) if count == 1 else None
         positions, bias, windows = step_inputs(cache, count)
         with no_grad():
             args = [from_numpy(positions), from_numpy(bias), *windows]
             if count == 1:  # one token: its logits are the last
-                logits, *new = self.decode(ids, *args)
+                logits, *new = decode(ids, *args)
             else:
                 logits, *new = self.step(ids, *args, last_only=last_only)
         commit(cache, new)
@@ -201,10 +234,12 @@ class CachedDecoder(LanguageModel):
         self.cache_sizes = (layers, kv_heads, head_dim)
         self.cached_step = CachedStep(self.step, layers, kv_heads, head_dim)
 
-    def new_cache(self, batch: int = 1, capacity: int | None = None) -> KVCache:
+    def new_cache(
+        self, batch: int = 1, capacity: int | None = None, allocate: int | None = None, dtype: str = "f32"
+    ) -> KVCache:
         layers, kv_heads, head_dim = self.cache_sizes
         capacity = self.context_length if capacity is None else capacity
-        return new_cache(layers, batch, kv_heads, capacity, head_dim)
+        return new_cache(layers, batch, kv_heads, capacity, head_dim, allocate, dtype)
 
     def forward(self, ids: Any, cache: KVCache | None = None, last_only: bool = False) -> Tensor:
         """Logits [B, T, vocab] of token ids [B, T] ([B, 1, vocab] of the last token alone with `last_only`:

@@ -2,9 +2,10 @@
 benchmarks work with any of them (GPT-2, Llama-family), and text generation with it (`generate`): the
 prompt in one forward pass, then one token per step on the key/value cache, chosen as `sampling` says.
 
-A model keeps its own key/value cache (`KVCache`), preallocated for `context_length` positions (or
-fewer); `forward(ids, cache)` runs the tokens `ids` [B, T] at positions `cache.length ...
-cache.length + T - 1`, appends their keys and values, and returns the logits [B, T, vocab] as f32.
+A model keeps its own key/value cache (`KVCache`) of up to `context_length` positions (or fewer),
+allocated for all of them or, with `allocate`, for fewer and doubled as it fills; `forward(ids, cache)`
+runs the tokens `ids` [B, T] at positions `cache.length ... cache.length + T - 1`, appends
+their keys and values, and returns the logits [B, T, vocab] as f32.
 """
 
 from __future__ import annotations
@@ -27,17 +28,46 @@ if TYPE_CHECKING:  # for the hints only: the tokenizers library is imported wher
 
 @dataclass
 class KVCache:
-    """Keys and values of every layer for positions [0, length), preallocated for `capacity` positions:
-    `keys[layer]` and `values[layer]` are arrays [B, kv_heads, capacity, head_dim]."""
+    """Keys and values of every layer for positions [0, length), up to `capacity` positions:
+    `keys[layer]` and `values[layer]` are arrays [B, kv_heads, allocated, head_dim], `allocated` <=
+    `capacity` growing as `reserve` asks. `views` holds what is derived from the arrays (windows over
+    them), dropped when they grow; `extra` what is not (the tokens held)."""
 
     keys: list[np.ndarray]
     values: list[np.ndarray]
     capacity: int
     length: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    views: dict[Any, Any] = field(default_factory=dict)
 
     def reset(self) -> None:
         self.length = 0
+
+    @property
+    def allocated(self) -> int:
+        """The positions the arrays hold now (the capacity for a cache with no arrays)."""
+        return self.keys[0].shape[2] if self.keys else self.capacity
+
+    def reserve(self, positions: int) -> None:
+        """Make room for `positions` positions (at most the capacity): the arrays are doubled until they
+        hold them, the old ones copied whole (a batch's rows keep lengths of their own, not `length`),
+        so a cache that grows to n positions is copied O(log n) times; the old arrays' views are dropped."""
+        if positions <= self.allocated:
+            return
+        if positions > self.capacity:
+            raise ValueError(
+                f"KVCache.reserve: {positions} positions do not fit in the capacity ({self.capacity})"
+            )
+        size = self.allocated
+        while size < positions:
+            size *= 2
+        size = min(size, self.capacity)
+        for arrays in (self.keys, self.values):
+            for i, a in enumerate(arrays):
+                grown = np.zeros((*a.shape[:2], size, *a.shape[3:]), a.dtype)
+                grown[:, :, : a.shape[2]] = a
+                arrays[i] = grown
+        self.views.clear()
 
 
 class LanguageModel(Module):
@@ -47,8 +77,12 @@ class LanguageModel(Module):
     context_length: int
     vocab_size: int
 
-    def new_cache(self, batch: int = 1, capacity: int | None = None) -> KVCache:
-        """An empty cache for `batch` sequences of up to `capacity` positions (default: the context)."""
+    def new_cache(
+        self, batch: int = 1, capacity: int | None = None, allocate: int | None = None, dtype: str = "f32"
+    ) -> KVCache:
+        """An empty cache for `batch` sequences of up to `capacity` positions (default: the context),
+        allocated for `allocate` of them (default: all) and grown as the model's forward fills it, storing
+        keys and values in `dtype` ("f32", or "f16": half the memory)."""
         raise NotImplementedError
 
     def forward(self, ids: Any, cache: KVCache | None = None) -> Any:
@@ -127,13 +161,15 @@ def generate(
     seed: int = SamplingOptions.seed,
     stream: Callable[[str], Any] | None = None,
     cache: KVCache | None = None,
+    kv_cache: str = "f32",
 ) -> GenerationResult:
     """Continue `prompt` (text, encoded with the model's special tokens, or token ids) by up to
     `max_tokens` tokens, stopping at an end token; `stream(text)` receives the text as it completes.
 
     `cache` (from `model.new_cache()`) may be passed again with a longer prompt, as a chat does: the
-    tokens it already holds that start the new prompt are not run again. Ctrl-C stops the generation
-    and returns what was generated."""
+    tokens it already holds that start the new prompt are not run again; without one, a cache is made
+    storing keys and values in `kv_cache` ("f32" or "f16", see `LanguageModel.new_cache`). Ctrl-C stops
+    the generation and returns what was generated."""
     options = SamplingOptions(temperature, top_k, top_p, repeat_penalty, seed)
     if not (isinstance(max_tokens, int) and max_tokens >= 1):
         raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
@@ -145,7 +181,7 @@ def generate(
             f"the prompt has token ids outside the model's vocabulary (0 ... {model.vocab_size - 1})"
         )
     if cache is None:
-        cache = model.new_cache(1, min(model.context_length, len(ids) + max_tokens))
+        cache = model.new_cache(1, min(model.context_length, len(ids) + max_tokens), dtype=kv_cache)
     if len(ids) > cache.capacity:
         raise ValueError(
             f"the prompt has {len(ids)} tokens, more than the model's context holds ({cache.capacity}); "

@@ -777,3 +777,90 @@ int vg_flash_attention_f32(const int64_t *sizes, int which, const float *q, cons
     vg_parallel_for(a.b * a.kv, 1, threads, fa_units, &a);
     return a.failed ? -1 : a.nonfinite ? 1 : 0;
 }
+
+/* ---------------------------------------------------------------------------------------------------------
+ * cached_attention with the window in f16 (an f16 KV cache): each thread widens the window of the (batch,
+ * key/value head) of its rows into an f32 scratch (exactly: every f16 is an f32), keys as [W, D] and values
+ * as [W, Dv], contiguous, then runs attn_rows on it with strides of 0 for the batch and the head. The
+ * results are the f32 kernel's on the widened window, bit for bit, so the same for every thread count. */
+static float f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, bits;
+    if (exp == 0) {
+        float v = (float)mant * 0x1p-24f; /* zero or subnormal: exact */
+        return sign ? -v : v;
+    }
+    bits = exp == 31 ? sign | 0x7f800000u | (mant << 13) : sign | ((exp + 112) << 23) | (mant << 13);
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+#if VG_X86
+static int has_f16c(void) {
+    static int known = -1;
+    if (known < 0) known = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+    return known;
+}
+
+__attribute__((target("avx,f16c"))) static int64_t widen_f16c(const uint16_t *in, int64_t n, float *out) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(in + i))));
+    return i;
+}
+#endif
+
+typedef struct {
+    attn_job job; /* kt and pv point at uint16_t */
+} attn16_job;
+
+/* out[i] = f16 in[i * stride] for i < n (F16C's conversion where the CPU has it: exact, the same values) */
+static void widen(const uint16_t *in, int64_t stride, int64_t n, float *out) {
+    int64_t i = 0;
+#if VG_X86
+    if (stride == 1 && has_f16c()) i = widen_f16c(in, n, out);
+#endif
+    for (; i < n; i++) out[i] = f16_to_f32(in[i * stride]);
+}
+
+static void attn16_rows(void *ctx, int64_t lo, int64_t hi) {
+    attn_job *a = &((attn16_job *)ctx)->job;
+    const int64_t w = a->w, d = a->d, dv = a->dv;
+    float *scratch = malloc(sizeof(float) * (size_t)(w * (d + dv) + 1));
+    if (!scratch) {
+        a->failed = 1;
+        return;
+    }
+    const int64_t kts[4] = {0, 0, 1, d}, pvs[4] = {0, 0, dv, 1};
+    attn_job local = *a;
+    local.kt = scratch, local.pv = scratch + w * d, local.kts = kts, local.pvs = pvs, local.failed = 0;
+    const uint16_t *kt16 = (const uint16_t *)(const void *)a->kt, *pv16 = (const uint16_t *)(const void *)a->pv;
+    int64_t held = -1; /* the (batch, head) whose window the scratch holds */
+    for (int64_t row = lo; row < hi && !local.failed; row++) {
+        const int64_t bg = row / a->t, g = bg % a->kv, b = bg / a->kv;
+        if (bg != held) {
+            const uint16_t *kt = kt16 + b * a->kts[0] + g * a->kts[1], *pv = pv16 + b * a->pvs[0] + g * a->pvs[1];
+            float *ks = scratch, *vs = scratch + w * d;
+            for (int64_t j = 0; j < w; j++) {
+                widen(kt + j * a->kts[3], a->kts[2], d, ks + j * d);
+                widen(pv + j * a->pvs[2], a->pvs[3], dv, vs + j * dv);
+            }
+            held = bg;
+        }
+        attn_rows(&local, row, row + 1);
+    }
+    if (local.failed) a->failed = 1;
+    free(scratch);
+}
+
+int vg_cached_attention_f16kv(const int64_t *sizes, const float *q, const int64_t *qs, const float *k,
+                              const int64_t *ks, const float *v, const int64_t *vs, const uint16_t *kt,
+                              const int64_t *kts, const uint16_t *pv, const int64_t *pvs, const float *bias,
+                              const int64_t *bs, double scale, float *out, int threads) {
+    attn16_job a = {.job = {.b = sizes[0], .h = sizes[1], .kv = sizes[2], .t = sizes[3], .d = sizes[4],
+                            .dv = sizes[5], .w = sizes[6], .q = q, .k = k, .v = v,
+                            .kt = (const float *)(const void *)kt, .pv = (const float *)(const void *)pv,
+                            .bias = bias, .qs = qs, .ks = ks, .vs = vs, .kts = kts, .pvs = pvs, .bs = bs,
+                            .scale = scale, .out = out, .failed = 0}};
+    vg_parallel_for(a.job.b * a.job.kv * a.job.t, 1, threads, attn16_rows, &a);
+    return a.job.failed ? -1 : 0;
+}

@@ -8,8 +8,9 @@ order and rounding of its sums (fused multiply-adds where the CPU has them) and 
 f64) differ from the reference's, so each result is within an f32 rounding of the reference's:
 |c - ref| <= 2^-23 |ref| + atol, atol bounding the f64 sums' error for |q|, |k|, |v| <= `UNIT`, head dims
 up to `D_STATED` and windows up to `W_STATED` positions (scale <= 1). attention's forward is held to the
-same bound; its gradients, whose f64 sums chain more products, to `GRAD_EXACTNESS`. Other dtypes run
-the reference.
+same bound; its gradients, whose f64 sums chain more products, to `GRAD_EXACTNESS`. cached_attention
+also takes a window in f16 (an f16 KV cache), widened exactly to f32 in the kernel: the same bound against
+the reference on the same f16 window. Other dtypes run the reference.
 """
 
 from __future__ import annotations
@@ -45,29 +46,35 @@ _ARGS += [ctypes.c_int]
 def register(backend: Any, lib: Library) -> None:
     from ...ops.composite.attention import resolve_scale
 
-    fn = lib.fn("vg_cached_attention_f32", _ARGS, restype=ctypes.c_int)
+    fns = {
+        np.float32: lib.fn("vg_cached_attention_f32", _ARGS, restype=ctypes.c_int),
+        np.float16: lib.fn("vg_cached_attention_f16kv", _ARGS, restype=ctypes.c_int),  # an f16 KV cache
+    }
     reference, data = matmul.single_threaded(cached_attention.reference), lib.data
 
     layouts: dict[tuple, Any] = {}
     ptr = lib.ptr
 
     def layout(arrays: tuple) -> Any:
-        """(the sizes-and-strides array, the addresses of each array's strides in it, the output
-        shape) for arrays of these shapes, strides and dtypes; False where the C function does not take
-        them (another dtype, a partial element)."""
-        if any(not isinstance(a, np.ndarray) or a.dtype != np.float32 for a in arrays):
+        """(the C function, the sizes-and-strides array, the addresses of each array's strides in it, the
+        output shape) for arrays of these shapes, strides and dtypes; False where no C function takes
+        them (another dtype, a partial element). The window (past_kt, past_v) may be f16, both."""
+        if any(not isinstance(a, np.ndarray) for a in arrays):
             return False
-        q, k, v, _, past_v, bias = arrays
+        q, k, v, past_kt, past_v, bias = arrays
+        window = past_kt.dtype.type
+        if any(a.dtype != np.float32 for a in (q, k, v, bias)) or window not in fns or past_v.dtype != window:
+            return False
         # the bias's batch stride: 0 for one mask [T, W+T] shared by the batch
+        sizes = [a.itemsize for a in arrays[:5] for _ in range(4)] + [4] * 3
         strides = [s for a in arrays[:5] for s in a.strides] + [0] * (3 - bias.ndim) + list(bias.strides)
-        if any(s % 4 for s in strides):  # not whole elements
+        if any(s % n for s, n in zip(strides, sizes)):  # not whole elements
             return False
         (b, h, t, d), dv, w = q.shape, v.shape[3], past_v.shape[2]
         # sizes, then each array's element strides (4 each, the bias's 3)
-        ints = np.array([b, h, k.shape[1], t, d, dv, w, *strides], np.int64)
-        ints[7:] //= 4
+        ints = np.array([b, h, k.shape[1], t, d, dv, w, *[s // n for s, n in zip(strides, sizes)]], np.int64)
         at = data(ints)
-        return ints, [at + 8 * (7 + 4 * i) for i in range(6)], (b, h, t, dv)
+        return fns[window], ints, [at + 8 * (7 + 4 * i) for i in range(6)], (b, h, t, dv)
 
     def kernel(q, k, v, past_kt, past_v, bias, scale: float | None) -> np.ndarray:
         arrays = (q, k, v, past_kt, past_v, bias)
@@ -82,7 +89,7 @@ def register(backend: Any, lib: Library) -> None:
             found = _ffi.remember(layouts, key, layout(arrays))
         if found is False or not all(a.flags.aligned for a in arrays):
             return reference(*arrays, scale=scale)
-        ints, s, shape = found
+        fn, ints, s, shape = found
         out = np.empty(shape, np.float32)
         if out.size and fn(
             ptr(ints), ptr(q), s[0], ptr(k), s[1], ptr(v), s[2], ptr(past_kt), s[3], ptr(past_v), s[4],
