@@ -40,6 +40,7 @@ LAYERS = [
     "special",
     "distributions",
     "nn",
+    "masked",
     "optim",
     "amp",
     "jit",

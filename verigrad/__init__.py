@@ -13,6 +13,7 @@ from . import (
     jit,
     library,
     linalg,
+    masked,
     models,
     nn,
     optim,
