@@ -203,9 +203,14 @@ from .functions.indexing import gather
 from .functions.indexing import where_or_positions as where  # the where op, and the one-argument form
 from .functions.legacy_cat import cat  # PyTorch's cat: skips 1-D empty tensors
 from .functions.pointwise import round
+from .functions.solvers import addbmm, addmv, addr, cholesky_inverse, cholesky_solve, mv, triangular_solve
 from .io import load, save
 from .ir import Program
 from .ir import trace as _ir_trace
+from .linalg import legacy_cholesky as cholesky  # PyTorch's older torch.* spellings of linalg's
+from .linalg import legacy_qr as qr
+from .linalg import legacy_svd as svd
+from .linalg import pinverse
 from .modes import abstract
 from .nn.compiled import compile
 from .ops import (

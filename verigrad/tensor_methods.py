@@ -25,6 +25,7 @@ from .functions import (
     ordering,
     pointwise,
     rearrange,
+    solvers,
     special,
     statistics,
 )
@@ -570,6 +571,7 @@ FORWARDED_FROM = {
     "negative absolute fix arctan2",
     joining: "tile ravel fliplr flipud tensor_split hsplit vsplit dsplit msort take",
     nan_reductions: "nansum nanmean quantile nanquantile",
+    solvers: "mv addmv addr addbmm cholesky_solve cholesky_inverse triangular_solve",
 }
 FORWARDED: dict[str, Callable[..., Any]] = {
     name: getattr(module, name) for module, names in FORWARDED_FROM.items() for name in names.split()
@@ -599,7 +601,7 @@ ADAPTED.update(
     bool=_cast_to("bool"),
     polygamma=lambda self, n: special_ops.polygamma(self, n=n),
 )
-PROPERTIES = {"T": T, "mT": mT}
+PROPERTIES = {"T": T, "mT": mT, "mH": mT}  # mH: real tensors are their own conjugates
 ALIASES = {"astype": "cast", "clip": "clamp",
            "moveaxis": "movedim", "swapdims": "swapaxes"}  # fmt: skip
 IN_PLACE = ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "relu", "reciprocal", "square",
