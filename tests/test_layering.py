@@ -38,6 +38,7 @@ LAYERS = [
     "library",
     "linalg",
     "special",
+    "fft",
     "distributions",
     "nn",
     "masked",

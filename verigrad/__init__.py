@@ -9,6 +9,7 @@ from . import (
     autograd,
     data,
     distributions,
+    fft,
     io,
     jit,
     library,
@@ -199,10 +200,58 @@ from .functions import (
     xlogy,
 )
 from .functions import addmm as baddbmm  # the same on batches
+from .functions.copies import (
+    alias_copy,
+    diag_embed,
+    diagflat,
+    diagonal_copy,
+    diagonal_scatter,
+    expand_copy,
+    narrow_copy,
+    permute_copy,
+    select_scatter,
+    slice_scatter,
+    split_with_sizes,
+    split_with_sizes_copy,
+    squeeze_copy,
+    t_copy,
+    transpose_copy,
+    unbind_copy,
+    unfold_copy,
+    unsqueeze_copy,
+    view_copy,
+)
 from .functions.indexing import gather
 from .functions.indexing import where_or_positions as where  # the where op, and the one-argument form
 from .functions.legacy_cat import cat  # PyTorch's cat: skips 1-D empty tensors
+from .functions.numeric import (
+    broadcast_shapes,
+    conj,
+    conj_physical,
+    corrcoef,
+    cov,
+    cumulative_trapezoid,
+    dist,
+    fill,
+    float_power,
+    isin,
+    isneginf,
+    isposinf,
+    isreal,
+    nonzero_static,
+    put,
+    real,
+    resolve_conj,
+    resolve_neg,
+    rsub,
+    scalar_tensor,
+    trapezoid,
+    trapz,
+    unravel_index,
+)
 from .functions.pointwise import round
+from .functions.rearrange import chunk as unsafe_chunk  # PyTorch's unchecked-view variants: the same here
+from .functions.rearrange import split as unsafe_split
 from .functions.solvers import addbmm, addmv, addr, cholesky_inverse, cholesky_solve, mv, triangular_solve
 from .io import load, save
 from .ir import Program
@@ -213,6 +262,7 @@ from .linalg import legacy_svd as svd
 from .linalg import pinverse
 from .modes import abstract
 from .nn.compiled import compile
+from .nn.functional.padding import constant_pad_nd
 from .ops import (
     REGISTRY,
     Generator,
@@ -323,7 +373,7 @@ from .ops import (
     zeros_like,
 )
 from .ops import inv as inverse  # PyTorch's torch.inverse (torch.linalg.inv)
-from .ops.creation import as_tensor, randint_like
+from .ops.creation import as_tensor, empty_permuted, randint_like
 from .ops.creation import default_generator as _default_generator
 from .ops.special import digamma, erfc, erfinv, i0, lgamma, nextafter, signbit
 from .settings import (

@@ -183,6 +183,12 @@ def __rtruediv__(self: Tensor, o: Any) -> Tensor:
 
 
 @adapted
+def __rdiv__(self: Tensor, o: Any) -> Tensor:
+    """PyTorch's older name of __rtruediv__."""
+    return binary.mul(binary.div(1, self), o)
+
+
+@adapted
 def swapaxes(self: Tensor, a: int, b: int) -> Tensor:
     return self.transpose(a, b)
 

@@ -151,3 +151,101 @@ def test_matrix_rank_vander_and_svd_without_vectors_against_torch():
     tu, ts, tv = torch.svd(torch.from_numpy(X), compute_uv=False)
     assert u.shape == tuple(tu.shape) and v.shape == tuple(tv.shape) and not u.numpy().any()
     np.testing.assert_allclose(s.numpy(), ts.numpy())
+
+
+Y = RNG.standard_normal((2, 3, 4))
+SRC_DIAG = RNG.standard_normal((4, 2))  # the shape of diagonal(Y, -1, 1, 0)
+
+# (id, arrays, function of (module, **arrays)); the copies, scatters and small functions
+FUNCTIONS = [
+    ("unfold_copy", {"y": Y}, lambda t, y: t.unfold_copy(y, 2, 2, 1)),
+    ("diagonal_copy", {"y": Y}, lambda t, y: t.diagonal_copy(y, 1, 1, 2)),
+    ("unbind_copy", {"y": Y}, lambda t, y: t.unbind_copy(y, 1)[2]),
+    ("split_with_sizes", {"y": Y}, lambda t, y: t.split_with_sizes(y, [1, 3], 2)[1]),
+    ("select_scatter", {"y": Y, "s": Y[:, 1]}, lambda t, y, s: t.select_scatter(y, s * 2, 1, -2)),
+    ("slice_scatter", {"y": Y, "s": Y[..., :2]}, lambda t, y, s: t.slice_scatter(y, s, 2, 1, None, 2)),
+    ("diagonal_scatter", {"y": Y, "s": SRC_DIAG}, lambda t, y, s: t.diagonal_scatter(y, s, -1, 1, 0)),
+    ("diag_embed", {"y": Y}, lambda t, y: t.diag_embed(y, 1, 0, 2)),
+    ("diag_embed_negative", {"y": Y}, lambda t, y: t.diag_embed(y, -2)),
+    ("diagflat", {"y": Y[0]}, lambda t, y: t.diagflat(y, -1)),
+    ("constant_pad_nd", {"y": Y}, lambda t, y: t.constant_pad_nd(y, [1, -2, 0, 1], 2.5)),
+    ("put", {"y": Y, "s": Y[0, 0]}, lambda t, y, s: t.put(y, t.from_numpy(np.array([0, -1, 5, 0])), s)),
+    (
+        "put_acc",
+        {"y": Y, "s": Y[0, 0]},
+        lambda t, y, s: t.put(y, t.from_numpy(np.array([0, -1, 5, 0])), s, True),
+    ),
+    ("dist", {"a": X, "b": X[1]}, lambda t, a, b: t.dist(a, b, 3)),
+    ("rsub", {"a": X, "b": X[0]}, lambda t, a, b: t.rsub(a, b, alpha=2)),
+    ("rdiv", {"a": X}, lambda t, a: a.__rdiv__(3.0)),
+    ("float_power", {"a": np.abs(X)}, lambda t, a: t.float_power(a, 1.5)),
+    ("cov_weights", {"a": X}, lambda t, a: t.cov(a, fweights=t.from_numpy(np.array([1, 2, 0, 3])))),
+    (
+        "cov_aweights",
+        {"a": X, "w": np.array([0.2, 1.5, 0.7, 1.0])},
+        lambda t, a, w: t.cov(a, correction=2, aweights=w),
+    ),
+    ("corrcoef", {"a": X}, lambda t, a: t.corrcoef(a)),
+    ("trapezoid_x", {"y": Y, "x": np.array([0.0, 0.5, 2.0])}, lambda t, y, x: t.trapezoid(y, x, dim=1)),
+    ("trapz_dx", {"y": Y}, lambda t, y: t.trapz(y, dx=0.25)),
+    ("cumulative_trapezoid", {"y": Y, "x": Y}, lambda t, y, x: t.cumulative_trapezoid(y, x, dim=0)),
+    ("fill", {"y": Y, "v": np.array(1.5)}, lambda t, y, v: t.fill(y, v) * y),
+    ("fftshift", {"y": Y}, lambda t, y: t.fft.fftshift(y, dim=(0, 2))),
+    ("ifftshift", {"y": Y}, lambda t, y: t.fft.ifftshift(y)),
+]
+
+
+@pytest.mark.parametrize("case", FUNCTIONS, ids=[c[0] for c in FUNCTIONS])
+def test_functions_against_torch(case):
+    _, arrays, fn = case
+    check_values_and_gradients(arrays, lambda **a: fn(verigrad, **a), lambda **a: fn(torch, **a))
+
+
+def test_diag_embed_keeps_inf_off_the_diagonal_zero():
+    y = np.array([np.inf, 1.0, np.nan])
+    ours = verigrad.diag_embed(verigrad.from_numpy(y)).numpy()
+    np.testing.assert_array_equal(ours, torch.diag_embed(torch.from_numpy(y)).numpy())
+
+
+def _same_exactly(ours, theirs) -> None:
+    if isinstance(theirs, tuple | list):
+        assert len(ours) == len(theirs)
+        for a, b in zip(ours, theirs):
+            _same_exactly(a, b)
+        return
+    assert ours.dtype == getattr(verigrad, str(theirs.dtype).removeprefix("torch.")), (
+        ours.dtype,
+        theirs.dtype,
+    )
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+INTEGER_CALLS = [
+    ("nonzero_static_pad", lambda t: t.nonzero_static(t.from_numpy(MASK), size=9, fill_value=-4)),
+    ("nonzero_static_cut", lambda t: t.nonzero_static(t.from_numpy(MASK), size=2)),
+    ("unravel_index", lambda t: t.unravel_index(t.from_numpy(np.array([[0, 7], [-1, 23]])), (2, 3, 4))),
+    ("isin", lambda t: t.isin(t.from_numpy(np.arange(6)), t.from_numpy(np.array([4, 1, 9])), invert=True)),
+    ("isposinf", lambda t: t.isposinf(t.from_numpy(np.array([np.inf, -np.inf, np.nan, 1.0])))),
+    ("isneginf", lambda t: t.isneginf(t.from_numpy(np.array([np.inf, -np.inf, np.nan, 1.0])))),
+    ("scalar_tensor_wraps", lambda t: t.scalar_tensor(-5, dtype=t.uint8)),
+    ("float_power_ints", lambda t: t.float_power(t.from_numpy(np.arange(4)), 2)),
+    ("cov_ints", lambda t: t.cov(t.from_numpy(np.array([[1, 5, 2], [0, 3, 9]])))),
+    ("trapezoid_ints", lambda t: t.trapezoid(t.from_numpy(np.array([[1, 5, 2], [0, 3, 9]])))),
+]
+
+
+@pytest.mark.parametrize("fn", [f for _, f in INTEGER_CALLS], ids=[i for i, _ in INTEGER_CALLS])
+def test_integer_calls_against_torch(fn):
+    _same_exactly(fn(verigrad), fn(torch))
+
+
+def test_shapes_and_empty_permuted():
+    assert verigrad.broadcast_shapes((3, 1), (4,), 1) == torch.broadcast_shapes((3, 1), (4,), 1)
+    out = verigrad.empty_permuted((2, 3, 4), (2, 0, 1), dtype=verigrad.float64)
+    assert out.shape == (2, 3, 4) and out.dtype == verigrad.float64
+    with pytest.raises(ValueError, match="permutation"):
+        verigrad.empty_permuted((2, 3), (0, 0))
+    with pytest.raises(IndexError, match="out of range"):
+        verigrad.put(
+            verigrad.from_numpy(X), verigrad.from_numpy(np.array([12])), verigrad.from_numpy(X[0, :1])
+        )
