@@ -5,6 +5,20 @@ from __future__ import annotations
 from .functions.special import entr, log_ndtr, logit, mvlgamma, ndtr, polygamma, sinc, xlogy
 from .functions.statistics import logsumexp
 from .ops import expm1, log_softmax, round, sigmoid, softmax
+from .ops.polynomials import (
+    chebyshev_polynomial_t,
+    chebyshev_polynomial_u,
+    chebyshev_polynomial_v,
+    chebyshev_polynomial_w,
+    hermite_polynomial_h,
+    hermite_polynomial_he,
+    laguerre_polynomial_l,
+    legendre_polynomial_p,
+    shifted_chebyshev_polynomial_t,
+    shifted_chebyshev_polynomial_u,
+    shifted_chebyshev_polynomial_v,
+    shifted_chebyshev_polynomial_w,
+)
 from .ops.special import digamma, erfc, erfinv, i0, i1, lgamma
 from .ops.unary import erf
 
@@ -14,6 +28,10 @@ psi = digamma
 multigammaln = mvlgamma
 
 __all__ = [
+    "chebyshev_polynomial_t",
+    "chebyshev_polynomial_u",
+    "chebyshev_polynomial_v",
+    "chebyshev_polynomial_w",
     "digamma",
     "entr",
     "erf",
@@ -22,8 +40,12 @@ __all__ = [
     "expit",
     "expm1",
     "gammaln",
+    "hermite_polynomial_h",
+    "hermite_polynomial_he",
     "i0",
     "i1",
+    "laguerre_polynomial_l",
+    "legendre_polynomial_p",
     "log_ndtr",
     "log_softmax",
     "logit",
@@ -34,6 +56,10 @@ __all__ = [
     "polygamma",
     "psi",
     "round",
+    "shifted_chebyshev_polynomial_t",
+    "shifted_chebyshev_polynomial_u",
+    "shifted_chebyshev_polynomial_v",
+    "shifted_chebyshev_polynomial_w",
     "sigmoid",
     "sinc",
     "softmax",

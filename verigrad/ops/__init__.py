@@ -101,6 +101,20 @@ from .linalg import (
 )
 from .matmul import matmul
 from .movement import broadcast_to, cast, concat, contiguous, pad, permute, reshape, slice_, unslice
+from .polynomials import (
+    chebyshev_polynomial_t,
+    chebyshev_polynomial_u,
+    chebyshev_polynomial_v,
+    chebyshev_polynomial_w,
+    hermite_polynomial_h,
+    hermite_polynomial_he,
+    laguerre_polynomial_l,
+    legendre_polynomial_p,
+    shifted_chebyshev_polynomial_t,
+    shifted_chebyshev_polynomial_u,
+    shifted_chebyshev_polynomial_v,
+    shifted_chebyshev_polynomial_w,
+)
 from .quant import dequantize_op, qembedding, qmatmul, qmatmul_q8
 from .reduce import argmax, max, max_of_all, mean, min, min_of_all, numel_of, prod, sum
 from .scan import cumprod, cumsum, logcumsumexp, running_extreme_index
