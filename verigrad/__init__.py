@@ -389,7 +389,15 @@ from .settings import (
     use_deterministic_algorithms,
 )
 from .shapes import Dim, Size, Spec, dims, spec
-from .tensor import LEGACY_TYPES, Tensor
+from .tensor import (
+    LEGACY_TYPES,
+    Tensor,
+    channels_last,
+    channels_last_3d,
+    contiguous_format,
+    memory_format,
+    preserve_format,
+)
 from .typeinfo import finfo, iinfo
 
 concatenate = cat  # PyTorch's names for the same function

@@ -36,7 +36,7 @@ from .ops._op import Op
 from .ops.composite.softmax import log_softmax, softmax
 from .ops.matmul import matmul
 from .ops.scatter_reduce import scatter_reduce
-from .tensor import LEGACY_NAMES, LegacyType, Tensor, describe, to_arguments
+from .tensor import LEGACY_NAMES, LegacyType, Tensor, check_memory_format, describe, to_arguments
 
 Axis = int | Sequence[int] | None
 
@@ -254,7 +254,8 @@ def element_size(self: Tensor) -> int:
 def _cast_to(dtype: DType | str) -> Callable[[Tensor], Tensor]:
     to = as_dtype(dtype)
 
-    def method(self: Tensor) -> Tensor:
+    def method(self: Tensor, memory_format: Any = None) -> Tensor:
+        check_memory_format(f"Tensor.{to.name}", memory_format)
         return self if self.dtype is to else self.cast(to)  # as PyTorch's: self where nothing changes
 
     method.__doc__ = f"This tensor cast to {to.name} (itself if it is {to.name} already)."

@@ -249,3 +249,45 @@ def test_shapes_and_empty_permuted():
         verigrad.put(
             verigrad.from_numpy(X), verigrad.from_numpy(np.array([12])), verigrad.from_numpy(X[0, :1])
         )
+
+
+def test_memory_formats_are_accepted_and_change_no_value():
+    x = RNG.standard_normal((2, 3, 4, 5))
+    for name in ("channels_last", "contiguous_format", "preserve_format"):
+        ours = verigrad.from_numpy(x).to(verigrad.float32, memory_format=getattr(verigrad, name))
+        theirs = torch.from_numpy(x).to(torch.float32, memory_format=getattr(torch, name))
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+        assert verigrad.from_numpy(x).double(memory_format=getattr(verigrad, name)).dtype == verigrad.float64
+    assert repr(verigrad.channels_last) == repr(torch.channels_last)
+    with pytest.raises(TypeError, match="memory_format"):
+        verigrad.from_numpy(x).to(memory_format="channels_last")
+
+
+def test_unique_consecutive_of_empty_tensors_against_torch():
+    for shape, dim in [((0,), None), ((0, 3), 0), ((2, 0), 1)]:
+        x = np.zeros(shape)
+        ours = verigrad.unique_consecutive(
+            verigrad.from_numpy(x), return_inverse=True, return_counts=True, dim=dim
+        )
+        theirs = torch.unique_consecutive(
+            torch.from_numpy(x), return_inverse=True, return_counts=True, dim=dim
+        )
+        for a, b in zip(ours, theirs):
+            assert a.shape == tuple(b.shape), (shape, dim, a.shape, b.shape)
+    for shape, dim in [((2, 0), 0), ((0, 3), 1), ((0, 0), 0)]:  # an empty axis that is not dim: refused
+        for name in ("unique", "unique_consecutive"):
+            with pytest.raises(RuntimeError):
+                getattr(torch, name)(torch.zeros(shape), dim=dim)
+            with pytest.raises(RuntimeError, match=name):
+                getattr(verigrad, name)(verigrad.zeros(shape), dim=dim)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_of_a_0d_tensor_against_torch(reduce, include_self):
+    def fn(t, x, s):
+        return t.scatter_reduce(x, 0, t.tensor(0), s, reduce, include_self=include_self)
+
+    check_values_and_gradients(
+        {"x": np.array(1.5), "s": np.array(-2.0)}, lambda **a: fn(verigrad, **a), lambda **a: fn(torch, **a)
+    )
