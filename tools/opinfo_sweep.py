@@ -229,6 +229,12 @@ def _to_verigrad(x: Any, leaves: list[Any]) -> Any:
         return getattr(verigrad, str(x).removeprefix("torch."))
     if isinstance(x, torch.Generator | torch.layout):
         raise Unconvertible(type(x).__name__)
+    if isinstance(x, torch.nn.PairwiseDistance):  # a distance_function argument
+        return verigrad.nn.PairwiseDistance(x.norm, x.eps, x.keepdim)
+    if callable(x) and getattr(x, "__module__", "") == "torch.nn.functional":
+        return getattr(verigrad.nn.functional, x.__name__)
+    if isinstance(x, torch.nn.Module):
+        raise Unconvertible(type(x).__name__)
     if isinstance(x, complex):
         raise Unconvertible("a complex number")
     return x

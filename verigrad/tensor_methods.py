@@ -320,8 +320,21 @@ def sum(
 ) -> Tensor:
     """The sum over PyTorch's `dim` (`()` sums all) or NumPy's `axis` (`()` sums none); with `dtype`, of
     the tensor cast to it first (as PyTorch's)."""
-    x = self if dtype is None else self.cast(dtype)
-    return reduce.sum(x, axis=axis, dim=dim, keepdim=keepdim)
+    if dtype is None:
+        return reduce.sum(self, axis=axis, dim=dim, keepdim=keepdim)
+    # in dtype throughout: a small integer dtype asked for is kept (not widened to int64), as PyTorch's
+    return reduce.sum(self.cast(dtype), axis=axis, dim=dim, keepdim=keepdim).cast(dtype)
+
+
+@adapted
+def prod(
+    self: Tensor, dim: Axis = None, keepdim: bool = False, *, axis: Axis = None, dtype: Any = None
+) -> Tensor:
+    """The product over `dim` or `axis` (all elements when None); with `dtype`, of the tensor cast to
+    it first (as PyTorch's)."""
+    if dtype is None:
+        return reduce.prod(self, axis=_axis(axis, dim), keepdim=keepdim)
+    return reduce.prod(self.cast(dtype), axis=_axis(axis, dim), keepdim=keepdim).cast(dtype)
 
 
 @adapted
@@ -592,7 +605,6 @@ FORWARDED.update(
 )
 ADAPTED.update(
     argmax=_along_axis(reduce.argmax, None, keepdim=True),
-    prod=_along_axis(reduce.prod, None, keepdim=True),
     logcumsumexp=_along_axis(scan.logcumsumexp, 0, keepdim=False),
     softmax=_along_axis(softmax, -1, keepdim=False, casts=True),
     log_softmax=_along_axis(log_softmax, -1, keepdim=False, casts=True),

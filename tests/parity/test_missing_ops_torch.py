@@ -291,3 +291,40 @@ def test_scatter_reduce_of_a_0d_tensor_against_torch(reduce, include_self):
     check_values_and_gradients(
         {"x": np.array(1.5), "s": np.array(-2.0)}, lambda **a: fn(verigrad, **a), lambda **a: fn(torch, **a)
     )
+
+
+IMAGE = RNG.standard_normal((1, 2, 4, 5))
+RAISED_BEFORE = [
+    (
+        "unfold_bool",
+        lambda t: t.nn.functional.unfold(t.from_numpy(IMAGE > 0), (2, 3), padding=1, stride=(1, 2)),
+    ),
+    ("prelu_0d_weight", lambda t: t.nn.functional.prelu(t.from_numpy(X), t.tensor(0.25, dtype=t.float64))),
+    (
+        "feature_alpha_dropout_eval_1d",
+        lambda t: t.nn.functional.feature_alpha_dropout(t.from_numpy(X[0]), 0.5),
+    ),
+    ("prod_dtype_int32", lambda t: t.prod(t.from_numpy(np.arange(1, 7).reshape(2, 3)), 1, dtype=t.int32)),
+    ("sum_dtype_int16", lambda t: t.from_numpy(np.arange(6, dtype=np.int8)).sum(dtype=t.int16)),
+    ("isclose_bool", lambda t: t.isclose(t.from_numpy(MASK), t.from_numpy(MASK[::-1].copy()))),
+    (
+        "conv2d_int64",
+        lambda t: t.nn.functional.conv2d(
+            t.from_numpy(np.arange(40).reshape(1, 2, 4, 5)),
+            t.from_numpy(np.arange(12).reshape(1, 2, 2, 3)),
+            padding=1,
+        ),
+    ),
+    (
+        "conv3d_int64",
+        lambda t: t.nn.functional.conv3d(
+            t.from_numpy(np.arange(48).reshape(1, 1, 3, 4, 4)),
+            t.from_numpy(np.ones((2, 1, 2, 2, 2), dtype=np.int64)),
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize("fn", [f for _, f in RAISED_BEFORE], ids=[i for i, _ in RAISED_BEFORE])
+def test_calls_that_raised_against_torch(fn):
+    _same_exactly(fn(verigrad), fn(torch))
