@@ -584,8 +584,8 @@ FORWARDED_FROM = {
     "matrix_power logdet slogdet",
     ordering: "max min aminmax sort topk kthvalue median nanmedian mode cummax cummin unique "
     "unique_consecutive",
-    indexing: "index_select index_add index_fill scatter scatter_add masked_select nonzero argwhere "
-    "index_put index_put_ index_copy masked_scatter take_along_dim",
+    indexing: "index_select index_add index_reduce index_fill scatter scatter_add masked_select nonzero "
+    "argwhere index_put index_put_ index_copy masked_scatter take_along_dim",
     special_ops: "erfc erfinv lgamma digamma i0 signbit nextafter",
     special: "sinc xlogy logit fmax fmin sgn heaviside ldexp logical_xor mvlgamma logaddexp2 positive "
     "negative absolute fix arctan2",

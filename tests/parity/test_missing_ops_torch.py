@@ -328,3 +328,18 @@ RAISED_BEFORE = [
 @pytest.mark.parametrize("fn", [f for _, f in RAISED_BEFORE], ids=[i for i, _ in RAISED_BEFORE])
 def test_calls_that_raised_against_torch(fn):
     _same_exactly(fn(verigrad), fn(torch))
+
+
+@pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_index_reduce_against_torch(reduce, include_self):
+    index = np.array([2, 0, 2, 3, 0])
+
+    def fn(t, x, s):
+        return t.index_reduce(x, 1, t.from_numpy(index), s, reduce, include_self=include_self)
+
+    check_values_and_gradients(
+        {"x": RNG.standard_normal((3, 4)), "s": RNG.standard_normal((3, 5))},
+        lambda **a: fn(verigrad, **a),
+        lambda **a: fn(torch, **a),
+    )
