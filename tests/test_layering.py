@@ -39,6 +39,7 @@ LAYERS = [
     "linalg",
     "special",
     "fft",
+    "signal",
     "distributions",
     "nn",
     "masked",

@@ -18,6 +18,7 @@ from . import (
     models,
     nn,
     optim,
+    signal,
     special,
     testing,
     utils,

@@ -343,3 +343,36 @@ def test_index_reduce_against_torch(reduce, include_self):
         lambda **a: fn(verigrad, **a),
         lambda **a: fn(torch, **a),
     )
+
+
+WINDOWS = [
+    ("bartlett", {}),
+    ("blackman", {}),
+    ("cosine", {}),
+    ("exponential", {"tau": 0.7}),
+    ("gaussian", {"std": 1.3}),
+    ("general_cosine", {"a": [0.4, 0.35, 0.25]}),
+    ("general_hamming", {"alpha": 0.6}),
+    ("hamming", {}),
+    ("hann", {}),
+    ("kaiser", {"beta": 4.0}),
+    ("nuttall", {}),
+]
+
+
+@pytest.mark.parametrize("name, kwargs", WINDOWS, ids=[w[0] for w in WINDOWS])
+@pytest.mark.parametrize("M", [0, 1, 2, 7])
+@pytest.mark.parametrize("sym", [True, False])
+def test_signal_windows_against_torch(name, kwargs, M, sym):
+    ours = getattr(verigrad.signal.windows, name)(M, sym=sym, dtype=verigrad.float64, **kwargs)
+    theirs = getattr(torch.signal.windows, name)(M, sym=sym, dtype=torch.float64, **kwargs)
+    assert ours.dtype == verigrad.float64 and ours.shape == tuple(theirs.shape)
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-12, atol=1e-15)
+
+
+def test_signal_window_errors():
+    with pytest.raises(ValueError, match="non-negative window length"):
+        verigrad.signal.windows.hann(-1)
+    with pytest.raises(ValueError, match="float32 or float64"):
+        verigrad.signal.windows.hann(4, dtype=verigrad.int64)
+    assert verigrad.signal.windows.hann(4).dtype == verigrad.float32
