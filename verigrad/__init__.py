@@ -373,6 +373,7 @@ from .ops import (
     zeros_like,
 )
 from .ops import inv as inverse  # PyTorch's torch.inverse (torch.linalg.inv)
+from .ops.bitwise import gcd, lcm
 from .ops.creation import as_tensor, empty_permuted, randint_like
 from .ops.creation import default_generator as _default_generator
 from .ops.special import digamma, erfc, erfinv, i0, lgamma, nextafter, signbit

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .functions.special import entr, log_ndtr, logit, mvlgamma, ndtr, polygamma, sinc, xlogy
+from .functions.special import entr, log_ndtr, logit, mvlgamma, ndtr, polygamma, sinc, xlog1py, xlogy
 from .functions.statistics import logsumexp
 from .ops import expm1, log_softmax, round, sigmoid, softmax
 from .ops.polynomials import (
@@ -63,5 +63,6 @@ __all__ = [
     "sigmoid",
     "sinc",
     "softmax",
+    "xlog1py",
     "xlogy",
 ]

@@ -569,7 +569,7 @@ HYPERBOLIC_AND_INVERSE = ("sinh", "cosh", "asin", "acos", "atan", "asinh", "acos
 FORWARDED_FROM = {
     binary: "mul pow maximum minimum remainder fmod hypot logaddexp atan2 eq ne lt le gt ge floor_divide "
     "true_divide copysign",
-    bitwise: "bitwise_and bitwise_or bitwise_xor bitwise_not bitwise_left_shift bitwise_right_shift",
+    bitwise: "bitwise_and bitwise_or bitwise_xor bitwise_not bitwise_left_shift bitwise_right_shift gcd lcm",
     unary: "neg abs exp exp2 log expm1 log1p sqrt rsqrt sin cos tan tanh sigmoid relu silu erf floor ceil "
     "trunc sign " + " ".join(HYPERBOLIC_AND_INVERSE),
     movement: "contiguous",

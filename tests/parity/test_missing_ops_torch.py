@@ -376,3 +376,18 @@ def test_signal_window_errors():
     with pytest.raises(ValueError, match="float32 or float64"):
         verigrad.signal.windows.hann(4, dtype=verigrad.int64)
     assert verigrad.signal.windows.hann(4).dtype == verigrad.float32
+
+
+def test_gcd_lcm_and_xlog1py_against_torch():
+    a, b = np.array([[-12, 0, 7], [18, 5, 0]]), np.array([8, 0, -21])
+    for name in ("gcd", "lcm"):
+        _same_exactly(
+            getattr(verigrad, name)(verigrad.from_numpy(a), verigrad.from_numpy(b)),
+            getattr(torch, name)(torch.from_numpy(a), torch.from_numpy(b)),
+        )
+    x, y = np.array([0.0, 0.0, 1.5, -2.0, 3.0]), np.array([-1.0, np.nan, 0.5, 2.0, -0.5])
+    check_values_and_gradients(
+        {"x": x, "y": np.abs(y) - 0.5 * (x == 0)},
+        lambda x, y: verigrad.special.xlog1py(x, y),
+        lambda x, y: torch.special.xlog1py(x, y),
+    )

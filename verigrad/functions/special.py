@@ -13,6 +13,7 @@ from ..ops.binary import atan2, div, logaddexp, ne, where
 from ..ops.creation import tensor
 from ..ops.special import erfc, lgamma
 from ..ops.special import polygamma as _polygamma
+from ..ops.special import xlog1py as _xlog1py
 from ..ops.special import xlogy as _xlogy
 from ..ops.unary import abs, acos, acosh, asin, asinh, atan, atanh, log, neg, sin, trunc
 from ..tensor import Tensor
@@ -31,6 +32,11 @@ def _as_tensor(x: Any, like: Any = None) -> Tensor:
 def xlogy(x: Any, y: Any) -> Tensor:
     """x * log(y), 0 where x is 0, NaN where y is NaN (Python numbers take the other's dtype)."""
     return _xlogy(_as_tensor(x, y), _as_tensor(y, x))
+
+
+def xlog1py(x: Any, y: Any) -> Tensor:
+    """x * log1p(y), 0 where x is 0, NaN where y is NaN (Python numbers take the other's dtype)."""
+    return _xlog1py(_as_tensor(x, y), _as_tensor(y, x))
 
 
 def sinc(x: Tensor) -> Tensor:

@@ -39,6 +39,8 @@ from .bitwise import (
     bitwise_or,
     bitwise_right_shift,
     bitwise_xor,
+    gcd,
+    lcm,
 )
 from .checks import check_index
 from .composite import (
@@ -120,7 +122,7 @@ from .reduce import argmax, max, max_of_all, mean, min, min_of_all, numel_of, pr
 from .scan import cumprod, cumsum, logcumsumexp, running_extreme_index
 from .scatter_reduce import scatter_reduce, spread
 from .shaping import assign, expand, flatten, flip, getitem, squeeze, stack, transpose, unsqueeze
-from .special import digamma, erfc, erfinv, i0, i1, lgamma, nextafter, polygamma, signbit
+from .special import digamma, erfc, erfinv, i0, i1, lgamma, nextafter, polygamma, signbit, xlog1py
 from .unary import (
     abs,
     acos,
