@@ -391,3 +391,46 @@ def test_gcd_lcm_and_xlog1py_against_torch():
         lambda x, y: verigrad.special.xlog1py(x, y),
         lambda x, y: torch.special.xlog1py(x, y),
     )
+
+
+HISTOGRAMS = [
+    ("bins", lambda t, x: t.histogram(x, 4)),
+    ("range_weight", lambda t, x: t.histogram(x, 3, range=(-1.0, 1.0), weight=x.abs())),
+    (
+        "edges_density",
+        lambda t, x: t.histogram(x, t.tensor([-2.0, -0.5, 0.0, 1.5], dtype=x.dtype), density=True),
+    ),
+    ("one_value", lambda t, x: t.histogram(x[:1, :1], 2)),
+    ("empty", lambda t, x: t.histogram(x[:0], 2)),
+    ("dd_bins", lambda t, x: t.histogramdd(x, [2, 3, 1, 2])),
+    (
+        "dd_edges_weight",
+        lambda t, x: t.histogramdd(x[:, :2], [x[0, :2].sort()[0], x[1].sort()[0]], weight=x[:, 0].abs()),
+    ),
+    ("dd_range_density", lambda t, x: t.histogramdd(x[:, :2], 2, range=[-1.0, 1.0, 0.0, 2.0], density=True)),
+]
+
+
+@pytest.mark.parametrize("fn", [f for _, f in HISTOGRAMS], ids=[i for i, _ in HISTOGRAMS])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_histograms_against_torch(fn, dtype):
+    x = X.astype(dtype)
+    ours, theirs = fn(verigrad, verigrad.from_numpy(x)), fn(torch, torch.from_numpy(x))
+    hist, edges = ours
+    assert hist.dtype == getattr(verigrad, str(theirs[0].dtype).removeprefix("torch."))
+    np.testing.assert_allclose(hist.numpy(), theirs[0].numpy(), rtol=1e-6)
+    ours_edges = edges if isinstance(edges, tuple) else (edges,)
+    their_edges = theirs[1] if isinstance(theirs[1], tuple | list) else (theirs[1],)
+    for a, b in zip(ours_edges, their_edges, strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_histogram_errors():
+    with pytest.raises(ValueError, match="not finite"):
+        verigrad.histogram(verigrad.from_numpy(np.array([1.0, np.inf])), 2)
+    with pytest.raises(verigrad.DTypeError, match="histogram"):
+        verigrad.histogram(verigrad.from_numpy(np.arange(3)), 2)
+    with pytest.raises(verigrad.DTypeError, match="bin edges"):
+        verigrad.histogram(
+            verigrad.from_numpy(X.astype(np.float32)), verigrad.from_numpy(np.array([0.0, 1.0]))
+        )
