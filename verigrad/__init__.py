@@ -254,7 +254,18 @@ from .functions.numeric import (
 from .functions.pointwise import round
 from .functions.rearrange import chunk as unsafe_chunk  # PyTorch's unchecked-view variants: the same here
 from .functions.rearrange import split as unsafe_split
-from .functions.solvers import addbmm, addmv, addr, cholesky_inverse, cholesky_solve, mv, triangular_solve
+from .functions.solvers import (
+    addbmm,
+    addmv,
+    addr,
+    cholesky_inverse,
+    cholesky_solve,
+    lu_unpack,
+    mv,
+    triangular_solve,
+)
+from .functions.solvers import legacy_lu as lu
+from .functions.solvers import legacy_lu_solve as lu_solve
 from .io import load, save
 from .ir import Program
 from .ir import trace as _ir_trace

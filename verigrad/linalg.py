@@ -19,7 +19,7 @@ from .autograd import is_grad_enabled
 from .errors import DTypeError, ShapeError
 from .functions import cross as _cross
 from .functions import matrix_power, slogdet
-from .functions.solvers import multi_dot, solve_triangular
+from .functions.solvers import lu, lu_factor, lu_factor_ex, lu_solve, multi_dot, solve_triangular
 from .ops import det, inv, solve
 from .shapes import normalize_axis
 from .tensor import Tensor, describe
@@ -35,6 +35,10 @@ __all__ = [
     "inv",
     "inv_ex",
     "lstsq",
+    "lu",
+    "lu_factor",
+    "lu_factor_ex",
+    "lu_solve",
     "matrix_norm",
     "matrix_power",
     "matrix_rank",

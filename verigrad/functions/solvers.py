@@ -11,9 +11,12 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from ..errors import ShapeError
-from ..ops.creation import eye
+from ..ops.creation import eye, from_numpy, zeros
 from ..ops.linalg import inv, solve
+from ..ops.lu import lu_packed, lu_pivots, permutation_matrix
 from ..ops.matmul import matmul
 from ..ops.shaping import unsqueeze
 from ..shapes import broadcast, shape_text
@@ -172,3 +175,95 @@ def addbmm(input: Tensor, batch1: Tensor, batch2: Tensor, *, beta: Any = 1, alph
         )
     product = matmul(batch1, batch2)
     return _scaled(product.sum(0).cast(product.dtype), input, beta, alpha)
+
+
+# LU: the factorization's two ops, and what is written with them -----------------------------------
+
+
+class LUFactorResult(NamedTuple):
+    LU: Tensor
+    pivots: Tensor
+
+
+class LUFactorExResult(NamedTuple):
+    LU: Tensor
+    pivots: Tensor
+    info: Tensor
+
+
+class LUResult(NamedTuple):
+    P: Tensor
+    L: Tensor
+    U: Tensor
+
+
+def _pivoting(name: str, pivot: bool) -> None:
+    if not pivot:
+        raise NotImplementedError(
+            f"{name}: LU without pivoting is not implemented on the CPU (as in PyTorch)"
+        )
+
+
+def lu_factor(A: Tensor, *, pivot: bool = True) -> LUFactorResult:
+    """(LU, pivots) of A = P L U with partial pivoting, as torch.linalg.lu_factor (LAPACK's getrf)."""
+    _pivoting("lu_factor", pivot)
+    _matrices("lu_factor", "A", A)
+    return LUFactorResult(lu_packed(A), lu_pivots(A))
+
+
+def lu_factor_ex(A: Tensor, *, pivot: bool = True, check_errors: bool = False) -> LUFactorExResult:
+    """(LU, pivots, info) as torch.linalg.lu_factor_ex: info is LAPACK's, the 1-based position of U's
+    first zero diagonal entry (0 if none): eager only."""
+    lu, pivots = lu_factor(A, pivot=pivot)
+    k = min(A.shape[-2], A.shape[-1])
+    zero = np.diagonal(lu.detach().numpy(), axis1=-2, axis2=-1)[..., :k] == 0
+    info = np.where(zero.any(-1), zero.argmax(-1) + 1, 0).astype(np.int32)
+    if check_errors and info.any():
+        raise ValueError(f"lu_factor_ex: U has a zero diagonal entry (LAPACK info {int(info.max())})")
+    return LUFactorExResult(lu, pivots, from_numpy(np.array(info)))  # (ascontiguousarray makes 0-d 1-d)
+
+
+def lu_unpack(
+    LU_data: Tensor, LU_pivots: Tensor, unpack_data: bool = True, unpack_pivots: bool = True
+) -> LUResult:
+    """(P, L, U) of a packed LU and its pivots, as torch.lu_unpack (the pivots read as values: eager);
+    what is not unpacked is empty."""
+    _matrices("lu_unpack", "LU_data", LU_data)
+    m, n = LU_data.shape[-2], LU_data.shape[-1]
+    k = min(m, n)
+    empty = zeros((0,), dtype=LU_data.dtype)
+    p = permutation_matrix(LU_pivots.numpy(), m, LU_data.dtype) if unpack_pivots else empty
+    if not unpack_data:
+        return LUResult(p, empty, empty)
+    lower = tril(LU_data[..., :, :k], -1) + eye(m, k, dtype=LU_data.dtype)
+    return LUResult(p, lower, triu(LU_data[..., :k, :]))
+
+
+def lu(A: Tensor, *, pivot: bool = True) -> LUResult:
+    """(P, L, U) with A = P L U, as torch.linalg.lu."""
+    return lu_unpack(*lu_factor(A, pivot=pivot))
+
+
+def lu_solve(LU: Tensor, pivots: Tensor, B: Tensor, *, left: bool = True, adjoint: bool = False) -> Tensor:
+    """X with A X = B (X A = B if not left; A^T in A's place with adjoint) for A = P L U given as
+    lu_factor gives it, as torch.linalg.lu_solve: triangular solves with L and U and the permutation."""
+    _square("lu_solve", "LU", LU)
+    p, lower, upper = lu_unpack(LU, pivots)
+    if not left:  # X A = B  <=>  A^T X^T = B^T
+        return lu_solve(LU, pivots, B.mT, left=True, adjoint=not adjoint).mT
+    if not adjoint:  # U^-1 L^-1 P^T B
+        y = solve_triangular(lower, p.mT @ B, upper=False, unitriangular=True)
+        return solve_triangular(upper, y, upper=True)
+    y = solve_triangular(upper.mT, B, upper=False)  # A^T = U^T L^T P^T: P L^-T U^-T B
+    return p @ solve_triangular(lower.mT, y, upper=True, unitriangular=True)
+
+
+def legacy_lu(A: Tensor, pivot: bool = True, get_infos: bool = False) -> tuple:
+    """torch.lu: (LU, pivots), and the infos with get_infos."""
+    result = lu_factor_ex(A, pivot=pivot)
+    return tuple(result) if get_infos else (result.LU, result.pivots)
+
+
+def legacy_lu_solve(b: Tensor, LU_data: Tensor, LU_pivots: Tensor) -> Tensor:
+    """torch.lu_solve: linalg.lu_solve(LU_data, LU_pivots, b)."""
+    return lu_solve(LU_data, LU_pivots, b)

@@ -101,6 +101,7 @@ from .linalg import (
     svd_vh,
     svdvals,
 )
+from .lu import lu_packed, lu_pivots
 from .matmul import matmul
 from .movement import broadcast_to, cast, concat, contiguous, pad, permute, reshape, slice_, unslice
 from .polynomials import (
