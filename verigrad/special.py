@@ -2,7 +2,22 @@
 
 from __future__ import annotations
 
-from .functions.special import entr, log_ndtr, logit, mvlgamma, ndtr, polygamma, sinc, xlog1py, xlogy
+from .functions.special import (
+    entr,
+    erfcx,
+    i0e,
+    i1e,
+    log_ndtr,
+    logit,
+    mvlgamma,
+    ndtr,
+    ndtri,
+    polygamma,
+    sinc,
+    spherical_bessel_j0,
+    xlog1py,
+    xlogy,
+)
 from .functions.statistics import logsumexp
 from .ops import expm1, log_softmax, round, sigmoid, softmax
 from .ops.polynomials import (
@@ -26,6 +41,7 @@ expit = sigmoid
 gammaln = lgamma
 psi = digamma
 multigammaln = mvlgamma
+modified_bessel_i0, modified_bessel_i1 = i0, i1  # PyTorch's other names (without a gradient there)
 
 __all__ = [
     "chebyshev_polynomial_t",
@@ -36,6 +52,7 @@ __all__ = [
     "entr",
     "erf",
     "erfc",
+    "erfcx",
     "erfinv",
     "expit",
     "expm1",
@@ -43,16 +60,21 @@ __all__ = [
     "hermite_polynomial_h",
     "hermite_polynomial_he",
     "i0",
+    "i0e",
     "i1",
+    "i1e",
     "laguerre_polynomial_l",
     "legendre_polynomial_p",
     "log_ndtr",
     "log_softmax",
     "logit",
     "logsumexp",
+    "modified_bessel_i0",
+    "modified_bessel_i1",
     "multigammaln",
     "mvlgamma",
     "ndtr",
+    "ndtri",
     "polygamma",
     "psi",
     "round",
@@ -63,6 +85,7 @@ __all__ = [
     "sigmoid",
     "sinc",
     "softmax",
+    "spherical_bessel_j0",
     "xlog1py",
     "xlogy",
 ]

@@ -482,3 +482,25 @@ def test_lu_pivots_info_unpack_and_errors_against_torch():
             np.testing.assert_allclose(x.numpy(), y.numpy(), rtol=1e-12, atol=1e-14)
     with pytest.raises(NotImplementedError, match="without pivoting"):
         verigrad.linalg.lu_factor(verigrad.from_numpy(a), pivot=False)
+
+
+SPECIALS = [
+    ("ndtri", np.array([0.001, 0.2, 0.5, 0.93, 0.999])),
+    ("erfcx", np.array([-3.0, -0.5, 0.0, 1.2, 8.0])),
+    ("i0e", np.array([-12.0, -1.0, 0.0, 0.7, 30.0])),
+    ("i1e", np.array([-12.0, -1.0, 0.0, 0.7, 30.0])),
+    ("spherical_bessel_j0", np.array([-7.0, -0.3, 0.0, 0.3, 11.0])),
+]
+
+
+@pytest.mark.parametrize("name, x", SPECIALS, ids=[s[0] for s in SPECIALS])
+def test_special_functions_against_torch(name, x):
+    if name == "spherical_bessel_j0":  # PyTorch's has no gradient: values only
+        ours = verigrad.special.spherical_bessel_j0(verigrad.from_numpy(x))
+        np.testing.assert_allclose(
+            ours.numpy(), torch.special.spherical_bessel_j0(torch.from_numpy(x)).numpy(), rtol=1e-14
+        )
+        return
+    check_values_and_gradients(
+        {"x": x}, lambda x: getattr(verigrad.special, name)(x), lambda x: getattr(torch.special, name)(x)
+    )
