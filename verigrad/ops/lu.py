@@ -3,7 +3,8 @@
 [..., m, n] matrix, and `lu_pivots` the rows swapped at each step ([..., min(m, n)], int32, 1-based: row
 i was swapped with row pivots[i]), with A = P L U. The reference runs getrf's steps (the first largest
 |entry| of each column as its pivot) in f64, rounded once; the VJP is PyTorch's (linalg_lu_backward,
-square, wide and tall). The pivots have no gradient.
+square, wide and tall), and reads A's values to rebuild P: it runs eagerly, not in a trace. The pivots
+have no gradient.
 """
 
 from __future__ import annotations
