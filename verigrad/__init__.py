@@ -240,6 +240,7 @@ from .functions.numeric import (
     isneginf,
     isposinf,
     isreal,
+    native_dropout_backward,
     nonzero_static,
     put,
     real,

@@ -504,3 +504,14 @@ def test_special_functions_against_torch(name, x):
     check_values_and_gradients(
         {"x": x}, lambda x: getattr(verigrad.special, name)(x), lambda x: getattr(torch.special, name)(x)
     )
+
+
+def test_native_dropout_backward_against_torch():
+    mask = MASK
+    check_values_and_gradients(
+        {"g": X},
+        lambda g: verigrad.native_dropout_backward(g, verigrad.from_numpy(mask), 2.0),
+        lambda g: torch.ops.aten.native_dropout_backward(g, torch.from_numpy(mask), 2.0),
+    )
+    with pytest.raises(verigrad.DTypeError, match="mask"):
+        verigrad.native_dropout_backward(verigrad.from_numpy(X), verigrad.from_numpy(X), 2.0)

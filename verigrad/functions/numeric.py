@@ -1,7 +1,7 @@
 """Smaller PyTorch functions written with the ops: dist, rsub, float_power, cov / corrcoef, trapezoid /
 trapz / cumulative_trapezoid, unravel_index, isin, isposinf / isneginf, the identities of real tensors
 (real, conj, resolve_conj, resolve_neg, conj_physical, isreal), nonzero_static, put, fill,
-scalar_tensor and broadcast_shapes."""
+scalar_tensor, broadcast_shapes and native_dropout_backward."""
 
 from __future__ import annotations
 
@@ -256,3 +256,11 @@ def scalar_tensor(
 def broadcast_shapes(*shapes: Any) -> Size:
     """The shape that tensors of `shapes` broadcast to, as torch.broadcast_shapes."""
     return Size(broadcast(*[(s,) if isinstance(s, int) else tuple(s) for s in shapes]))
+
+
+def native_dropout_backward(grad_output: Tensor, mask: Tensor, scale: float) -> Tensor:
+    """The gradient through dropout: grad_output where mask keeps an entry, times scale (PyTorch's
+    aten.native_dropout_backward)."""
+    if mask.dtype is not bool_:
+        raise DTypeError(f"native_dropout_backward: mask must be a bool tensor, got {mask.dtype.name}")
+    return grad_output * mask.cast(grad_output.dtype) * scale
