@@ -1,6 +1,6 @@
 """PyTorch's own op suite (`op_db`, the OpInfos of `torch.testing`) run against verigrad, outside CI:
 `python tools/opinfo_sweep.py [--ops NAME ...] [--present] [--samples N] [--stride K] [--dtypes ...]
-[--silent FILE]`.
+[--silent FILE] [--list-missing]`.
 
 Each OpInfo's samples, in f32, f64 and the integer and bool dtypes the op supports on the CPU, run through
 PyTorch and, converted, through verigrad (the op found by its name in `verigrad`, `verigrad.nn.functional`,
@@ -16,7 +16,9 @@ lambda of torch's test suite runs that lambda with `torch` bound to verigrad). E
   gradients differ.
 
 It prints a table by category, the ops with SILENT or raising calls, and the agreement rate; `--silent FILE`
-writes every SILENT case there, one JSON object a line. `tests/parity/test_opinfo_torch.py` runs it on a
+writes every SILENT case there, one JSON object a line. `--list-missing` runs nothing: it lists the OpInfos
+verigrad has no function for, most calls first, with the number of calls each would make (its samples are
+generated, not run). `tests/parity/test_opinfo_torch.py` runs it on a
 fixed subset of samples of the ops verigrad has.
 """
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import sys
 import time
@@ -225,6 +228,12 @@ def _to_verigrad(x: Any, leaves: list[Any]) -> Any:
     if isinstance(x, torch.memory_format):
         return getattr(verigrad, str(x).removeprefix("torch."))
     if isinstance(x, torch.Generator | torch.layout):
+        raise Unconvertible(type(x).__name__)
+    if isinstance(x, torch.nn.PairwiseDistance):  # a distance_function argument
+        return verigrad.nn.PairwiseDistance(x.norm, x.eps, x.keepdim)
+    if callable(x) and getattr(x, "__module__", "") == "torch.nn.functional":
+        return getattr(verigrad.nn.functional, x.__name__)
+    if isinstance(x, torch.nn.Module):
         raise Unconvertible(type(x).__name__)
     if isinstance(x, complex):
         raise Unconvertible("a complex number")
@@ -488,6 +497,39 @@ def op_db() -> list[Any]:
     return list(db)
 
 
+def _chosen(opinfo: Any, dtype: torch.dtype, samples: int | None, stride: int) -> list[Any]:
+    """Of the OpInfo's samples in `dtype`, every `stride`-th, at most `samples`."""
+    grad = opinfo.supports_autograd and dtype.is_floating_point
+    chosen: list[Any] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i, s in enumerate(opinfo.sample_inputs("cpu", dtype, requires_grad=grad)):
+            if samples is not None and len(chosen) >= samples:
+                break
+            if i % stride == 0:
+                chosen.append(s)
+    return chosen
+
+
+def missing_calls(
+    opinfos: list[Any], samples: int | None = None, stride: int = 1, dtypes: tuple[torch.dtype, ...] = DTYPES
+) -> dict[str, int]:
+    """{OpInfo name: its calls} of the OpInfos verigrad has no function for, most first; nothing runs."""
+    counts: dict[str, int] = {}
+    for opinfo in opinfos:
+        if verigrad_op(opinfo) is not None:
+            continue
+        supported = opinfo.supported_dtypes("cpu")
+        calls = 0
+        for dtype in dtypes:
+            if dtype in supported:
+                # as in the sweep, a sample generator that fails makes no call
+                with contextlib.suppress(Exception):
+                    calls += len(_chosen(opinfo, dtype, samples, stride))
+        counts[full_name(opinfo)] = calls
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 def sweep(
     opinfos: list[Any],
     samples: int | None = None,
@@ -510,15 +552,7 @@ def sweep(
                 continue
             grad = opinfo.supports_autograd and dtype.is_floating_point
             try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    generated = opinfo.sample_inputs("cpu", dtype, requires_grad=grad)
-                    chosen = []
-                    for i, s in enumerate(generated):
-                        if samples is not None and len(chosen) >= samples:
-                            break
-                        if i % stride == 0:
-                            chosen.append(s)
+                chosen = _chosen(opinfo, dtype, samples, stride)
             except Exception as e:
                 out.results.append(Result(name, DTYPE_NAMES[dtype], -1, "skip", f"samples: {_error(e)}"))
                 continue
@@ -575,12 +609,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--silent", default=None, help="write the SILENT cases to this file (JSON lines)")
     parser.add_argument("--raises", action="store_true", help="list each raising call's error too")
     parser.add_argument("--progress", action="store_true", help="each op's time, on stderr")
+    parser.add_argument(
+        "--list-missing", action="store_true", help="only list the ops verigrad lacks, with their calls"
+    )
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     opinfos = op_db()
     if args.ops:
         opinfos = [o for o in opinfos if o.name in args.ops or full_name(o) in args.ops]
     dtypes = DTYPES if not args.dtypes else tuple(getattr(torch, name) for name in args.dtypes)
+    if args.list_missing:
+        missing = missing_calls(opinfos, args.samples, args.stride, dtypes)
+        for name, calls in missing.items():
+            print(f"{name:<56}{calls:>8}")
+        print(f"{len(missing)} ops missing, {sum(missing.values())} calls")
+        return 0
     result = sweep(opinfos, args.samples, args.present, args.stride, dtypes, args.progress)
     print(report(result))
     if args.raises:

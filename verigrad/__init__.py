@@ -10,13 +10,16 @@ from . import (
     data,
     distributed,
     distributions,
+    fft,
     io,
     jit,
     library,
     linalg,
+    masked,
     models,
     nn,
     optim,
+    signal,
     special,
     testing,
     utils,
@@ -199,15 +202,82 @@ from .functions import (
     xlogy,
 )
 from .functions import addmm as baddbmm  # the same on batches
-from .functions.indexing import gather
+from .functions.copies import (
+    alias_copy,
+    diag_embed,
+    diagflat,
+    diagonal_copy,
+    diagonal_scatter,
+    expand_copy,
+    narrow_copy,
+    permute_copy,
+    select_scatter,
+    slice_scatter,
+    split_with_sizes,
+    split_with_sizes_copy,
+    squeeze_copy,
+    t_copy,
+    transpose_copy,
+    unbind_copy,
+    unfold_copy,
+    unsqueeze_copy,
+    view_copy,
+)
+from .functions.histograms import histogram, histogramdd
+from .functions.indexing import gather, index_reduce
 from .functions.indexing import where_or_positions as where  # the where op, and the one-argument form
 from .functions.legacy_cat import cat  # PyTorch's cat: skips 1-D empty tensors
+from .functions.numeric import (
+    broadcast_shapes,
+    conj,
+    conj_physical,
+    corrcoef,
+    cov,
+    cumulative_trapezoid,
+    dist,
+    fill,
+    float_power,
+    isin,
+    isneginf,
+    isposinf,
+    isreal,
+    native_dropout_backward,
+    nonzero_static,
+    put,
+    real,
+    resolve_conj,
+    resolve_neg,
+    rsub,
+    scalar_tensor,
+    trapezoid,
+    trapz,
+    unravel_index,
+)
 from .functions.pointwise import round
+from .functions.rearrange import chunk as unsafe_chunk  # PyTorch's unchecked-view variants: the same here
+from .functions.rearrange import split as unsafe_split
+from .functions.solvers import (
+    addbmm,
+    addmv,
+    addr,
+    cholesky_inverse,
+    cholesky_solve,
+    lu_unpack,
+    mv,
+    triangular_solve,
+)
+from .functions.solvers import legacy_lu as lu
+from .functions.solvers import legacy_lu_solve as lu_solve
 from .io import load, save
 from .ir import Program
 from .ir import trace as _ir_trace
+from .linalg import legacy_cholesky as cholesky  # PyTorch's older torch.* spellings of linalg's
+from .linalg import legacy_qr as qr
+from .linalg import legacy_svd as svd
+from .linalg import pinverse
 from .modes import abstract
 from .nn.compiled import compile
+from .nn.functional.padding import constant_pad_nd
 from .ops import (
     REGISTRY,
     Generator,
@@ -284,7 +354,6 @@ from .ops import (
     pad,
     permute,
     pow,
-    prod,
     rand,
     rand_like,
     randint,
@@ -318,7 +387,8 @@ from .ops import (
     zeros_like,
 )
 from .ops import inv as inverse  # PyTorch's torch.inverse (torch.linalg.inv)
-from .ops.creation import as_tensor, randint_like
+from .ops.bitwise import gcd, lcm
+from .ops.creation import as_tensor, empty_permuted, randint_like
 from .ops.creation import default_generator as _default_generator
 from .ops.special import digamma, erfc, erfinv, i0, lgamma, nextafter, signbit
 from .settings import (
@@ -334,10 +404,19 @@ from .settings import (
     use_deterministic_algorithms,
 )
 from .shapes import Dim, Size, Spec, dims, spec
-from .tensor import LEGACY_TYPES, Tensor
+from .tensor import (
+    LEGACY_TYPES,
+    Tensor,
+    channels_last,
+    channels_last_3d,
+    contiguous_format,
+    memory_format,
+    preserve_format,
+)
 from .typeinfo import finfo, iinfo
 
 concatenate = cat  # PyTorch's names for the same function
+prod = _tensor_methods.prod  # torch.prod(input, dim, keepdim, *, dtype): the method, which casts to dtype
 get_rng_state, set_rng_state = _default_generator.get_state, _default_generator.set_state
 softmax, log_softmax = nn.functional.softmax, nn.functional.log_softmax  # torch.softmax(x, dim, dtype=)
 cuda.amp = amp.cuda_amp  # torch.cuda.amp: disabled, with PyTorch's warnings

@@ -16,30 +16,43 @@ import numpy as np
 
 from . import functions, ops
 from .autograd import is_grad_enabled
-from .errors import ShapeError
+from .errors import DTypeError, ShapeError
 from .functions import cross as _cross
 from .functions import matrix_power, slogdet
+from .functions.solvers import lu, lu_factor, lu_factor_ex, lu_solve, multi_dot, solve_triangular
 from .ops import det, inv, solve
 from .shapes import normalize_axis
 from .tensor import Tensor, describe
 
 __all__ = [
     "cholesky",
+    "cholesky_ex",
     "cross",
     "det",
+    "diagonal",
     "eigh",
     "eigvalsh",
     "inv",
+    "inv_ex",
     "lstsq",
+    "lu",
+    "lu_factor",
+    "lu_factor_ex",
+    "lu_solve",
     "matrix_norm",
     "matrix_power",
+    "matrix_rank",
+    "multi_dot",
     "norm",
     "pinv",
     "qr",
     "slogdet",
     "solve",
+    "solve_ex",
+    "solve_triangular",
     "svd",
     "svdvals",
+    "vander",
     "vecdot",
     "vector_norm",
 ]
@@ -288,3 +301,125 @@ def norm(A: Tensor, ord: Any = None, dim: Any = None, keepdim: bool = False, *, 
     if isinstance(ord, str) or len(dims) == 2:
         return matrix_norm(A, ord, dims, keepdim, dtype=dtype)
     return vector_norm(A, ord, dims, keepdim, dtype=dtype)
+
+
+def diagonal(A: Tensor, *, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
+    """The `offset` diagonal of the matrices in the axes dim1, dim2 (torch.linalg.diagonal)."""
+    return functions.diagonal(A, offset, dim1, dim2)
+
+
+def _info(A: Tensor) -> Tensor:
+    """LAPACK's info of each matrix of a successful call: zeros [...] (int32)."""
+    return ops.zeros(tuple(A.shape[:-2]), dtype="i32")
+
+
+class CholeskyExResult(NamedTuple):
+    L: Tensor
+    info: Tensor
+
+
+def cholesky_ex(A: Tensor, *, upper: bool = False, check_errors: bool = False) -> CholeskyExResult:
+    """(cholesky(A), info) as torch.linalg.cholesky_ex; a matrix that is not positive-definite raises
+    (verigrad does not return LAPACK's partial factor)."""
+    return CholeskyExResult(cholesky(A, upper=upper), _info(A))
+
+
+class InvExResult(NamedTuple):
+    inverse: Tensor
+    info: Tensor
+
+
+def inv_ex(A: Tensor, *, check_errors: bool = False) -> InvExResult:
+    """(inv(A), info) as torch.linalg.inv_ex."""
+    return InvExResult(inv(A), _info(A))
+
+
+class SolveExResult(NamedTuple):
+    result: Tensor
+    info: Tensor
+
+
+def solve_ex(A: Tensor, B: Tensor, *, left: bool = True, check_errors: bool = False) -> SolveExResult:
+    """(X, info) with A X = B (X A = B if not left), as torch.linalg.solve_ex."""
+    if left:
+        x = solve(A, B)
+    else:
+        vector = B.ndim == A.ndim - 1
+        x = solve(A.mT, B) if vector else solve(A.mT, B.mT).mT
+    return SolveExResult(x, _info(A))
+
+
+def matrix_rank(
+    A: Tensor,
+    *,
+    atol: float | Tensor | None = None,
+    rtol: float | Tensor | None = None,
+    hermitian: bool = False,
+) -> Tensor:
+    """The number of singular values (|eigenvalues| if hermitian, reading the lower triangle) above
+    max(atol, rtol * the largest); rtol max(m, n) * eps when neither is given, else 0 (int64), as
+    torch.linalg.matrix_rank."""
+    if A.ndim < 2:
+        raise ShapeError(f"linalg.matrix_rank: A must be a batch of matrices [..., m, n], got {describe(A)}")
+    A = A.detach()
+    s = eigvalsh(A).abs() if hermitian else ops.svdvals(A)
+    if rtol is None:
+        rtol = 0.0 if atol is not None else max(A.shape[-2], A.shape[-1]) * _eps(A)
+    largest = s.amax(-1, keepdim=True) if s.shape[-1] else ops.zeros((*s.shape[:-1], 1), dtype=s.dtype)
+    rtol = rtol.unsqueeze(-1) if isinstance(rtol, Tensor) else rtol
+    tol = largest * rtol
+    if atol is not None:
+        tol = ops.maximum(tol, atol.unsqueeze(-1) if isinstance(atol, Tensor) else atol)
+    return (s > tol).cast("i64").sum(-1)
+
+
+def vander(x: Tensor, *, N: int | None = None) -> Tensor:
+    """[..., n, N]: the powers x^0, ..., x^(N-1) of each entry (N = n by default; a 0-d x is one entry),
+    as torch.linalg.vander: by cumulative products, as PyTorch's (the same gradient at 0), integers in
+    int64."""
+    if x.dtype.name == "bool":
+        raise DTypeError("linalg.vander supports floating point and integer tensors, got bool")
+    if x.ndim == 0:
+        x = ops.unsqueeze(x, 0)
+    n = x.shape[-1] if N is None else N
+    if n <= 1:
+        raise ValueError(f"linalg.vander: N must be greater than 1, got {n}")
+    dtype = x.dtype if x.dtype.is_float else "i64"
+    ones = ops.ones((*x.shape, 1), dtype=dtype)
+    powers = ops.unsqueeze(x, -1).expand(*x.shape, n - 1).cumprod(-1)
+    return ops.concat([ones, powers.cast(dtype)], axis=-1)
+
+
+# PyTorch's older spellings in the torch namespace (torch.svd, torch.qr, torch.cholesky, torch.pinverse)
+
+
+class LegacySVDResult(NamedTuple):
+    U: Tensor
+    S: Tensor
+    V: Tensor
+
+
+def legacy_svd(input: Tensor, some: bool = True, compute_uv: bool = True) -> LegacySVDResult:
+    """torch.svd: (U, S, V) with input = U diag(S) V^T (V, not Vh); without compute_uv, U and V are zero
+    matrices [..., m, m] and [..., n, n], as PyTorch's."""
+    if not compute_uv:
+        m, n, batch = input.shape[-2], input.shape[-1], tuple(input.shape[:-2])
+        zeros_u = ops.zeros((*batch, m, m), dtype=input.dtype)
+        return LegacySVDResult(zeros_u, svdvals(input), ops.zeros((*batch, n, n), dtype=input.dtype))
+    u, s, vh = svd(input, full_matrices=not some)
+    return LegacySVDResult(u, s, vh.mT)
+
+
+def legacy_qr(input: Tensor, some: bool = True) -> QRResult:
+    """torch.qr: linalg.qr in mode "reduced" (some) or "complete"."""
+    return qr(input, "reduced" if some else "complete")
+
+
+def legacy_cholesky(input: Tensor, upper: bool = False) -> Tensor:
+    """torch.cholesky: linalg.cholesky."""
+    return cholesky(input, upper=upper)
+
+
+def pinverse(input: Tensor, rcond: float = 1e-15) -> Tensor:
+    """torch.pinverse: linalg.pinv with rtol = rcond."""
+    return pinv(input, rtol=rcond)

@@ -2,9 +2,38 @@
 
 from __future__ import annotations
 
-from .functions.special import entr, log_ndtr, logit, mvlgamma, ndtr, polygamma, sinc, xlogy
+from .functions.special import (
+    entr,
+    erfcx,
+    i0e,
+    i1e,
+    log_ndtr,
+    logit,
+    mvlgamma,
+    ndtr,
+    ndtri,
+    polygamma,
+    sinc,
+    spherical_bessel_j0,
+    xlog1py,
+    xlogy,
+)
 from .functions.statistics import logsumexp
 from .ops import expm1, log_softmax, round, sigmoid, softmax
+from .ops.polynomials import (
+    chebyshev_polynomial_t,
+    chebyshev_polynomial_u,
+    chebyshev_polynomial_v,
+    chebyshev_polynomial_w,
+    hermite_polynomial_h,
+    hermite_polynomial_he,
+    laguerre_polynomial_l,
+    legendre_polynomial_p,
+    shifted_chebyshev_polynomial_t,
+    shifted_chebyshev_polynomial_u,
+    shifted_chebyshev_polynomial_v,
+    shifted_chebyshev_polynomial_w,
+)
 from .ops.special import digamma, erfc, erfinv, i0, i1, lgamma
 from .ops.unary import erf
 
@@ -12,30 +41,51 @@ expit = sigmoid
 gammaln = lgamma
 psi = digamma
 multigammaln = mvlgamma
+modified_bessel_i0, modified_bessel_i1 = i0, i1  # PyTorch's other names (without a gradient there)
 
 __all__ = [
+    "chebyshev_polynomial_t",
+    "chebyshev_polynomial_u",
+    "chebyshev_polynomial_v",
+    "chebyshev_polynomial_w",
     "digamma",
     "entr",
     "erf",
     "erfc",
+    "erfcx",
     "erfinv",
     "expit",
     "expm1",
     "gammaln",
+    "hermite_polynomial_h",
+    "hermite_polynomial_he",
     "i0",
+    "i0e",
     "i1",
+    "i1e",
+    "laguerre_polynomial_l",
+    "legendre_polynomial_p",
     "log_ndtr",
     "log_softmax",
     "logit",
     "logsumexp",
+    "modified_bessel_i0",
+    "modified_bessel_i1",
     "multigammaln",
     "mvlgamma",
     "ndtr",
+    "ndtri",
     "polygamma",
     "psi",
     "round",
+    "shifted_chebyshev_polynomial_t",
+    "shifted_chebyshev_polynomial_u",
+    "shifted_chebyshev_polynomial_v",
+    "shifted_chebyshev_polynomial_w",
     "sigmoid",
     "sinc",
     "softmax",
+    "spherical_bessel_j0",
+    "xlog1py",
     "xlogy",
 ]

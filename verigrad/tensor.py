@@ -253,13 +253,40 @@ def _is_index(value: Any) -> bool:
 
 
 # PyTorch's `.to(...)` ---------------------------------------------------------------------------
+class memory_format:
+    """PyTorch's memory formats (torch.channels_last, ...): verigrad's tensors are always contiguous, so
+    a format changes no value; calls that take one (`to`, `contiguous`, the dtype methods) check and
+    accept it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"torch.{self.name}"
+
+
+contiguous_format = memory_format("contiguous_format")
+channels_last = memory_format("channels_last")
+channels_last_3d = memory_format("channels_last_3d")
+preserve_format = memory_format("preserve_format")
+
+
+def check_memory_format(where: str, value: Any) -> None:
+    """Refuses what is not one of PyTorch's memory formats (None is the default)."""
+    if value is not None and not isinstance(value, memory_format):
+        raise TypeError(
+            f"{where}: memory_format must be a memory format (torch.channels_last, ...), got {value!r}"
+        )
+
+
 def to_arguments(where: str, args: tuple, kwargs: dict) -> tuple[DType | None, bool]:
     """PyTorch's `.to` arguments read: `(dtype)`, `(device, dtype)`, `(tensor)`, with `non_blocking` and
     `copy` after them or by name. Gives the dtype asked for (None: keep it) and `copy`; a device other
     than the CPU is refused."""
-    unknown = set(kwargs) - {"device", "dtype", "non_blocking", "copy"}
+    unknown = set(kwargs) - {"device", "dtype", "non_blocking", "copy", "memory_format"}
     if unknown:
         raise TypeError(f"{where}() got unexpected keyword arguments {sorted(unknown)}")
+    check_memory_format(where, kwargs.get("memory_format"))
     rest = list(args)
     dev, dtype = kwargs.get("device"), kwargs.get("dtype")
     if rest and isinstance(rest[0], Tensor):

@@ -25,6 +25,7 @@ from .functions import (
     ordering,
     pointwise,
     rearrange,
+    solvers,
     special,
     statistics,
 )
@@ -35,7 +36,7 @@ from .ops._op import Op
 from .ops.composite.softmax import log_softmax, softmax
 from .ops.matmul import matmul
 from .ops.scatter_reduce import scatter_reduce
-from .tensor import LEGACY_NAMES, LegacyType, Tensor, describe, to_arguments
+from .tensor import LEGACY_NAMES, LegacyType, Tensor, check_memory_format, describe, to_arguments
 
 Axis = int | Sequence[int] | None
 
@@ -182,6 +183,12 @@ def __rtruediv__(self: Tensor, o: Any) -> Tensor:
 
 
 @adapted
+def __rdiv__(self: Tensor, o: Any) -> Tensor:
+    """PyTorch's older name of __rtruediv__."""
+    return binary.mul(binary.div(1, self), o)
+
+
+@adapted
 def swapaxes(self: Tensor, a: int, b: int) -> Tensor:
     return self.transpose(a, b)
 
@@ -247,7 +254,8 @@ def element_size(self: Tensor) -> int:
 def _cast_to(dtype: DType | str) -> Callable[[Tensor], Tensor]:
     to = as_dtype(dtype)
 
-    def method(self: Tensor) -> Tensor:
+    def method(self: Tensor, memory_format: Any = None) -> Tensor:
+        check_memory_format(f"Tensor.{to.name}", memory_format)
         return self if self.dtype is to else self.cast(to)  # as PyTorch's: self where nothing changes
 
     method.__doc__ = f"This tensor cast to {to.name} (itself if it is {to.name} already)."
@@ -312,8 +320,21 @@ def sum(
 ) -> Tensor:
     """The sum over PyTorch's `dim` (`()` sums all) or NumPy's `axis` (`()` sums none); with `dtype`, of
     the tensor cast to it first (as PyTorch's)."""
-    x = self if dtype is None else self.cast(dtype)
-    return reduce.sum(x, axis=axis, dim=dim, keepdim=keepdim)
+    if dtype is None:
+        return reduce.sum(self, axis=axis, dim=dim, keepdim=keepdim)
+    # in dtype throughout: a small integer dtype asked for is kept (not widened to int64), as PyTorch's
+    return reduce.sum(self.cast(dtype), axis=axis, dim=dim, keepdim=keepdim).cast(dtype)
+
+
+@adapted
+def prod(
+    self: Tensor, dim: Axis = None, keepdim: bool = False, *, axis: Axis = None, dtype: Any = None
+) -> Tensor:
+    """The product over `dim` or `axis` (all elements when None); with `dtype`, of the tensor cast to
+    it first (as PyTorch's)."""
+    if dtype is None:
+        return reduce.prod(self, axis=_axis(axis, dim), keepdim=keepdim)
+    return reduce.prod(self.cast(dtype), axis=_axis(axis, dim), keepdim=keepdim).cast(dtype)
 
 
 @adapted
@@ -548,7 +569,7 @@ HYPERBOLIC_AND_INVERSE = ("sinh", "cosh", "asin", "acos", "atan", "asinh", "acos
 FORWARDED_FROM = {
     binary: "mul pow maximum minimum remainder fmod hypot logaddexp atan2 eq ne lt le gt ge floor_divide "
     "true_divide copysign",
-    bitwise: "bitwise_and bitwise_or bitwise_xor bitwise_not bitwise_left_shift bitwise_right_shift",
+    bitwise: "bitwise_and bitwise_or bitwise_xor bitwise_not bitwise_left_shift bitwise_right_shift gcd lcm",
     unary: "neg abs exp exp2 log expm1 log1p sqrt rsqrt sin cos tan tanh sigmoid relu silu erf floor ceil "
     "trunc sign " + " ".join(HYPERBOLIC_AND_INVERSE),
     movement: "contiguous",
@@ -563,13 +584,14 @@ FORWARDED_FROM = {
     "matrix_power logdet slogdet",
     ordering: "max min aminmax sort topk kthvalue median nanmedian mode cummax cummin unique "
     "unique_consecutive",
-    indexing: "index_select index_add index_fill scatter scatter_add masked_select nonzero argwhere "
-    "index_put index_put_ index_copy masked_scatter take_along_dim",
+    indexing: "index_select index_add index_reduce index_fill scatter scatter_add masked_select nonzero "
+    "argwhere index_put index_put_ index_copy masked_scatter take_along_dim",
     special_ops: "erfc erfinv lgamma digamma i0 signbit nextafter",
     special: "sinc xlogy logit fmax fmin sgn heaviside ldexp logical_xor mvlgamma logaddexp2 positive "
     "negative absolute fix arctan2",
     joining: "tile ravel fliplr flipud tensor_split hsplit vsplit dsplit msort take",
     nan_reductions: "nansum nanmean quantile nanquantile",
+    solvers: "mv addmv addr addbmm cholesky_solve cholesky_inverse triangular_solve",
 }
 FORWARDED: dict[str, Callable[..., Any]] = {
     name: getattr(module, name) for module, names in FORWARDED_FROM.items() for name in names.split()
@@ -583,7 +605,6 @@ FORWARDED.update(
 )
 ADAPTED.update(
     argmax=_along_axis(reduce.argmax, None, keepdim=True),
-    prod=_along_axis(reduce.prod, None, keepdim=True),
     logcumsumexp=_along_axis(scan.logcumsumexp, 0, keepdim=False),
     softmax=_along_axis(softmax, -1, keepdim=False, casts=True),
     log_softmax=_along_axis(log_softmax, -1, keepdim=False, casts=True),
@@ -599,7 +620,7 @@ ADAPTED.update(
     bool=_cast_to("bool"),
     polygamma=lambda self, n: special_ops.polygamma(self, n=n),
 )
-PROPERTIES = {"T": T, "mT": mT}
+PROPERTIES = {"T": T, "mT": mT, "mH": mT}  # mH: real tensors are their own conjugates
 ALIASES = {"astype": "cast", "clip": "clamp",
            "moveaxis": "movedim", "swapdims": "swapaxes"}  # fmt: skip
 IN_PLACE = ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "relu", "reciprocal", "square",

@@ -363,6 +363,8 @@ NO_SPECIAL_VALUES = {
     "svdvals",
     "qr_q",
     "qr_r",
+    "lu_packed",
+    "lu_pivots",
     "binary_cross_entropy",  # probabilities only: PyTorch refuses an input outside [0, 1]
 }
 

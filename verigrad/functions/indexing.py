@@ -82,6 +82,33 @@ def index_add(x: Tensor, dim: int, index: Tensor, source: Tensor, alpha: Any = 1
     return x + take_grad(added, index, axis=axis, size=x.shape[axis])
 
 
+_INDEX_REDUCTIONS = ("prod", "mean", "amax", "amin")
+
+
+def index_reduce(
+    x: Tensor, dim: int, index: Tensor, source: Tensor, reduce: str, *, include_self: bool = True
+) -> Tensor:
+    """x with source's slices reduced ('prod', 'mean', 'amax', 'amin') into the positions `index` names
+    along `dim`, x's own values among them with include_self (PyTorch's index_reduce: scatter_reduce with
+    the index spread over each slice)."""
+    if reduce not in _INDEX_REDUCTIONS:
+        raise ValueError(f"index_reduce: reduce must be one of {_INDEX_REDUCTIONS}, got {reduce!r}")
+    axis = normalize_axis(dim, max(x.ndim, 1))
+    if index.ndim > 1 or index.dtype.kind != "i":
+        raise ShapeError(f"index_reduce needs a vector of integer positions, got {describe(index)}")
+    if x.ndim == 0:
+        one = index_reduce(
+            x.reshape(1), 0, index.reshape(-1), source.reshape(-1), reduce, include_self=include_self
+        )
+        return one.reshape(())
+    index = index.reshape(-1)
+    want = (*x.shape[:axis], index.shape[0], *x.shape[axis + 1 :])
+    if tuple(source.shape) != want:
+        raise ShapeError(f"index_reduce: source must have shape {want}, got {describe(source)}")
+    spread_index = index.reshape(*([1] * axis), -1, *([1] * (x.ndim - axis - 1))).expand(*want)
+    return scatter_reduce(x, axis, spread_index, source, reduce, include_self=include_self)
+
+
 @_scalar_as_vector
 def index_fill(x: Tensor, dim: int, index: Any, value: Any) -> Tensor:
     """x with the slices at `index` (a vector of positions) along `dim` set to `value`."""

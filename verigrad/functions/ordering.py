@@ -232,6 +232,20 @@ def mode(x: Tensor, dim: int = -1, keepdim: bool = False) -> SortResult:
     return _mode(x, dim, keepdim)
 
 
+def _unique_axis(name: str, x: Tensor, dim: Any) -> int | None:
+    """dim as an axis; an empty x's only zero-sized axis must be that one (PyTorch refuses the rest)."""
+    axis = None if dim is None else normalize_axis(dim, x.ndim)
+    zero = [i for i, d in enumerate(x.shape) if d == 0]
+    if axis is not None and zero:
+        if len(zero) > 1:
+            raise RuntimeError(
+                f"{name}: {describe(x)} has more than one zero-sized axis, so unique cannot be applied"
+            )
+        if zero != [axis]:
+            raise RuntimeError(f"{name}: axis {zero[0]} of {describe(x)} is empty and not dim={dim}")
+    return axis
+
+
 def unique(
     x: Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False, dim: Any = None
 ) -> Any:
@@ -240,7 +254,7 @@ def unique(
     value's count; with `dim`, the distinct slices along it, in lexicographic order (the inverse then
     one index per slice). Its size depends on the values: it runs eagerly, not in traces or `check`."""
     modes.eager_only("unique")
-    axis = None if dim is None else normalize_axis(dim, x.ndim)
+    axis = _unique_axis("unique", x, dim)
     found = np.unique(values_of(x, "unique"), return_inverse=True, return_counts=True, axis=axis)
     values, inverse, counts = found
     out = [from_numpy(np.ascontiguousarray(values))]
@@ -259,20 +273,18 @@ def unique_consecutive(
     element's run (`return_inverse`) and each run's length: eager only."""
     modes.eager_only("unique_consecutive")
     values = values_of(x, "unique_consecutive")
-    axis = None if dim is None else normalize_axis(dim, x.ndim)
+    axis = _unique_axis("unique_consecutive", x, dim)
+    rest = () if axis is None else tuple(np.delete(values.shape, axis))
+    # explicit sizes: -1 cannot be inferred where an axis is 0
     rows = (
         values.reshape(-1, 1)
         if axis is None
-        else np.moveaxis(values, axis, 0).reshape(values.shape[axis], -1)
+        else np.moveaxis(values, axis, 0).reshape(values.shape[axis], int(np.prod(rest)))
     )
     starts = np.ones(rows.shape[0], dtype=bool)
     starts[1:] = (rows[1:] != rows[:-1]).any(axis=1)
     kept = rows[starts]
-    kept = (
-        kept.reshape(-1)
-        if axis is None
-        else np.moveaxis(kept.reshape(-1, *np.delete(values.shape, axis)), 0, axis)
-    )
+    kept = kept.reshape(-1) if axis is None else np.moveaxis(kept.reshape(kept.shape[0], *rest), 0, axis)
     out = [from_numpy(np.ascontiguousarray(kept))]
     if return_inverse:
         inverse = np.cumsum(starts) - 1

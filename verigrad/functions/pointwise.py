@@ -104,7 +104,13 @@ def nan_to_num(x: Tensor, nan: float = 0.0, posinf: Any = None, neginf: Any = No
 
 def isclose(a: Tensor, b: Any, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> Tensor:
     """|a - b| <= atol + rtol |b| elementwise (PyTorch's): equal values (infinities too) are close, and
-    NaNs are close to each other with `equal_nan`."""
+    NaNs are close to each other with `equal_nan`; bools are close where equal."""
+    if (
+        isinstance(a, Tensor)
+        and a.dtype.name == "bool"
+        and (not isinstance(b, Tensor) or b.dtype.name == "bool")
+    ):
+        return eq(a, b)
     gap = abs(sub(a, b))
     close = eq(a, b) | (isfinite(gap) & (gap <= atol + rtol * abs(b)))  # an infinity: only if equal
     return close | (isnan(a) & isnan(b)) if equal_nan else close

@@ -1,6 +1,7 @@
 """PyTorch's element-wise special and sign functions written with the ops: xlogy, logit, fmax / fmin,
-reciprocal, sgn, heaviside, ldexp, logical_xor, mvlgamma, logaddexp2, the probit pair ndtr / log_ndtr,
-entr, and PyTorch's aliases (positive, negative, absolute, arc*, fix). Their gradients are the ops'."""
+reciprocal, sgn, heaviside, ldexp, logical_xor, mvlgamma, logaddexp2, the probit pair ndtr / log_ndtr
+and ndtri, erfcx, the scaled Bessel functions i0e / i1e, spherical_bessel_j0, entr, and PyTorch's
+aliases (positive, negative, absolute, arc*, fix). Their gradients are the ops'."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ from ..dtypes import DEFAULT_FLOAT, bool_
 from ..errors import DTypeError
 from ..ops.binary import atan2, div, logaddexp, ne, where
 from ..ops.creation import tensor
-from ..ops.special import erfc, lgamma
+from ..ops.special import erfc, erfinv, i0, i1, lgamma
 from ..ops.special import polygamma as _polygamma
+from ..ops.special import xlog1py as _xlog1py
 from ..ops.special import xlogy as _xlogy
-from ..ops.unary import abs, acos, acosh, asin, asinh, atan, atanh, log, neg, sin, trunc
+from ..ops.unary import abs, acos, acosh, asin, asinh, atan, atanh, exp, log, neg, sin, trunc
 from ..tensor import Tensor
 from .pointwise import isnan
 
@@ -31,6 +33,11 @@ def _as_tensor(x: Any, like: Any = None) -> Tensor:
 def xlogy(x: Any, y: Any) -> Tensor:
     """x * log(y), 0 where x is 0, NaN where y is NaN (Python numbers take the other's dtype)."""
     return _xlogy(_as_tensor(x, y), _as_tensor(y, x))
+
+
+def xlog1py(x: Any, y: Any) -> Tensor:
+    """x * log1p(y), 0 where x is 0, NaN where y is NaN (Python numbers take the other's dtype)."""
+    return _xlog1py(_as_tensor(x, y), _as_tensor(y, x))
 
 
 def sinc(x: Tensor) -> Tensor:
@@ -129,6 +136,36 @@ def ndtr(x: Tensor) -> Tensor:
 def log_ndtr(x: Tensor) -> Tensor:
     """log of the standard normal CDF."""
     return log(ndtr(x))
+
+
+def ndtri(p: Tensor) -> Tensor:
+    """The inverse of the standard normal CDF, sqrt 2 erfinv(2p - 1); integers give f32."""
+    return erfinv(_floating(p) * 2 - 1) * math.sqrt(2.0)
+
+
+def erfcx(x: Tensor) -> Tensor:
+    """The scaled complementary error function exp(x^2) erfc(x); integers give f32."""
+    x = _floating(x)
+    return exp(x * x) * erfc(x)
+
+
+def i0e(x: Tensor) -> Tensor:
+    """The exponentially scaled modified Bessel function of order 0, exp(-|x|) i0(x)."""
+    x = _floating(x)
+    return i0(x) * exp(neg(abs(x)))
+
+
+def i1e(x: Tensor) -> Tensor:
+    """The exponentially scaled modified Bessel function of order 1, exp(-|x|) i1(x)."""
+    x = _floating(x)
+    return i1(x) * exp(neg(abs(x)))
+
+
+def spherical_bessel_j0(x: Tensor) -> Tensor:
+    """The spherical Bessel function of the first kind of order 0, sin(x) / x (1 at 0)."""
+    x = _floating(x)
+    safe = where(x == 0, 1.0, x)  # no 0/0 reaches the gradient
+    return where(x == 0, 1.0, sin(safe) / safe)
 
 
 def entr(x: Tensor) -> Tensor:

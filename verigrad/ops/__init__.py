@@ -39,6 +39,8 @@ from .bitwise import (
     bitwise_or,
     bitwise_right_shift,
     bitwise_xor,
+    gcd,
+    lcm,
 )
 from .checks import check_index
 from .composite import (
@@ -99,14 +101,29 @@ from .linalg import (
     svd_vh,
     svdvals,
 )
+from .lu import lu_packed, lu_pivots
 from .matmul import matmul
 from .movement import broadcast_to, cast, concat, contiguous, pad, permute, reshape, slice_, unslice
+from .polynomials import (
+    chebyshev_polynomial_t,
+    chebyshev_polynomial_u,
+    chebyshev_polynomial_v,
+    chebyshev_polynomial_w,
+    hermite_polynomial_h,
+    hermite_polynomial_he,
+    laguerre_polynomial_l,
+    legendre_polynomial_p,
+    shifted_chebyshev_polynomial_t,
+    shifted_chebyshev_polynomial_u,
+    shifted_chebyshev_polynomial_v,
+    shifted_chebyshev_polynomial_w,
+)
 from .quant import dequantize_op, qembedding, qmatmul, qmatmul_q8
 from .reduce import argmax, max, max_of_all, mean, min, min_of_all, numel_of, prod, sum
 from .scan import cumprod, cumsum, logcumsumexp, running_extreme_index
 from .scatter_reduce import scatter_reduce, spread
 from .shaping import assign, expand, flatten, flip, getitem, squeeze, stack, transpose, unsqueeze
-from .special import digamma, erfc, erfinv, i0, i1, lgamma, nextafter, polygamma, signbit
+from .special import digamma, erfc, erfinv, i0, i1, lgamma, nextafter, polygamma, signbit, xlog1py
 from .unary import (
     abs,
     acos,

@@ -109,3 +109,23 @@ bitwise_not = Op(
     torch=lambda t, x: t.bitwise_not(x),
     doc="~x: each bit flipped on integers, not x on bools.",
 )
+
+
+def _gcd_lcm(name: str, fn: Callable, doc: str) -> Op:
+    op = _arith(
+        name,
+        fn,
+        None,
+        dtype=_integer_dtype(name, bools=False),
+        torch=lambda t, a, b: getattr(t, name)(a, b),
+        fast=lambda out, dtypes, **_: fn if all(d is out for d in dtypes) else None,
+        doc=doc,
+    )
+    op.samples = lambda rng: [
+        Sample((rng.integers(-60, 60, sa), rng.integers(-60, 60, sb))) for sa, sb in BINARY_SHAPES
+    ]
+    return op
+
+
+gcd = _gcd_lcm("gcd", np.gcd, "The greatest common divisor of integers, non-negative (gcd(0, 0) = 0).")
+lcm = _gcd_lcm("lcm", np.lcm, "The least common multiple of integers, non-negative (0 if either is 0).")

@@ -284,6 +284,26 @@ def empty(
     return _grad(_filled("empty", 0, shape, size, out, dtype, device), requires_grad)
 
 
+def empty_permuted(
+    size: Any,
+    physical_layout: Any,
+    *,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+    pin_memory: bool = False,
+) -> Tensor:
+    """PyTorch's empty_permuted: empty(size) (verigrad's tensors are contiguous: the physical layout, a
+    permutation of the axes, is checked and not kept)."""
+    if sorted(physical_layout) != list(range(len(size))):
+        raise ValueError(
+            f"empty_permuted: physical_layout must be a permutation of the {len(size)} axes, "
+            f"got {tuple(physical_layout)}"
+        )
+    return empty(size=tuple(size), dtype=dtype, device=device, requires_grad=requires_grad)
+
+
 def full_like(
     x: Tensor,
     fill_value: float,

@@ -4,8 +4,9 @@ symmetric eigendecomposition (`eigvalsh`, `eigh_vectors`), the singular values a
 is one op per result). The references are NumPy's LAPACK routines; f16 and f32 are computed in f64 and
 rounded once, as matmul's products are. A singular matrix gives what LAPACK gives: `inv` and `solve`
 raise NumPy's LinAlgError, `det` is 0; `cholesky` of a matrix that is not positive-definite raises it.
-The VJPs are PyTorch's (the ops on symmetric matrices give its symmetric gradient); where PyTorch's
-gradient is not defined (svd with full_matrices of a non-square matrix) or not written here (qr of a
+The VJPs are PyTorch's (the ops on symmetric matrices give its symmetric gradient; svd with
+full_matrices of a non-square matrix takes the gradient of its first min(m, n) singular vectors, as
+PyTorch's: the others are any basis of the complement); where a gradient is not written here (qr of a
 wide matrix), the backward pass raises, never leaves a gradient out.
 """
 
@@ -234,7 +235,7 @@ def _general(rng: np.random.Generator, shape: tuple) -> np.ndarray:
 
 def _svd_samples(rng: np.random.Generator) -> list[Sample]:
     """Square and tall matrices (a wide one's singular vectors may take other signs than PyTorch's;
-    full_matrices of a non-square matrix has no gradient)."""
+    full_matrices of a non-square matrix has extra vectors that finite differences cannot follow)."""
     cases = [((3, 3), True), ((3, 3), False), ((2, 4, 3), False), ((1, 1), True)]
     return [Sample((_general(rng, s),), {"full_matrices": f}) for s, f in cases]
 
@@ -273,18 +274,19 @@ def _svd_parts(a):
     return u, sv, vh.mT, gaps
 
 
-def _full_refused(a, full_matrices: bool, what: str) -> None:
-    if full_matrices and a.shape[-1] != a.shape[-2]:
-        raise NotImplementedError(
-            f"the gradient through {what} with full_matrices=True of a non-square matrix is not defined "
-            "(as in PyTorch): use full_matrices=False"
-        )
+def _narrowed(g, a, full_matrices: bool, axis: int):
+    """g of the first k = min(m, n) singular vectors along `axis` (PyTorch's svd backward with
+    full_matrices: the other vectors span the complement in no unique way, their gradient is dropped)."""
+    k = min(a.shape[-2], a.shape[-1])
+    if not full_matrices or g.shape[axis] == k:
+        return g
+    return g[..., :k] if axis == -1 else g[..., :k, :]
 
 
 def _svd_u_vjp(g, out, a, full_matrices: bool):
     """PyTorch's svd_backward for gU alone: U (skew(U^T gU) S / E) V^T, plus (gU - U U^T gU) S^-1 V^T
     for a tall A."""
-    _full_refused(a, full_matrices, "svd's U")
+    g = _narrowed(g, a, full_matrices, -1)
     u, sv, v, gaps = _svd_parts(a)
     ug = u.mT @ g
     inner = (ug - ug.mT) * sv.unsqueeze(-2) / gaps
@@ -297,7 +299,7 @@ def _svd_u_vjp(g, out, a, full_matrices: bool):
 def _svd_vh_vjp(g, out, a, full_matrices: bool):
     """PyTorch's svd_backward for gVh alone: U (S skew(V^T gV) / E) V^T, plus U S^-1 (gV - V V^T gV)^T
     for a wide A."""
-    _full_refused(a, full_matrices, "svd's Vh")
+    g = _narrowed(g, a, full_matrices, -2)
     u, sv, v, gaps = _svd_parts(a)
     gv = g.mT
     vg = v.mT @ gv

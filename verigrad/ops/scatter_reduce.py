@@ -172,6 +172,13 @@ def scatter_reduce(
     [0, size) along `dim` raises IndexError, eagerly and compiled alike (`check_index`)."""
     if not isinstance(index, Tensor) or not isinstance(src, Tensor):
         raise TypeError("scatter_reduce takes an index tensor and a src tensor")
+    if isinstance(x, Tensor) and x.ndim == 0 and index.ndim == 0 and src.ndim <= 1:
+        # a 0-d x is one position, as in PyTorch: reduced as a vector of one
+        normalize_axis(dim, 1)
+        one = scatter_reduce(
+            x.reshape(1), 0, index.reshape(1), src.reshape(-1), reduce, include_self=include_self
+        )
+        return one.reshape(())
     if isinstance(x, Tensor) and x.ndim and index.dtype.kind == "i":
         index = checked(index, x.shape[normalize_axis(dim, x.ndim)], "scatter_reduce")
     return OP(x, index, _cut(src, index), axis=dim, reduce=reduce, include_self=include_self)

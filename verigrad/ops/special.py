@@ -23,7 +23,7 @@ from ._op import Op, Sample, float_dtype, no_bf16, same_shape, unbroadcast
 from ._samples import UNARY_SHAPES, binary, unary, uniform
 from .binary import where
 from .creation import zeros_like
-from .unary import in_f64, log
+from .unary import in_f64, log, log1p
 
 _erfc_object = np.frompyfunc(math.erfc, 1, 1)
 _erf_object = np.frompyfunc(math.erf, 1, 1)
@@ -302,4 +302,36 @@ xlogy = Op(
     torch=lambda t, x, y: t.xlogy(x, y),
     exact=False,
     doc="x * log(y), 0 where x == 0 (even where y is 0 or inf), NaN where y is NaN; in f64, rounded once.",
+)
+
+
+def _xlog1py(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    dtype = np.result_type(a, b)
+    dtype = dtype if dtype.kind == "f" else np.dtype(np.float32)
+    x, y = a.astype(np.float64), b.astype(np.float64)
+    with np.errstate(all="ignore"):
+        out = np.where(x == 0, 0.0, x * np.log1p(y))
+    return np.where(np.isnan(y), np.nan, out).astype(dtype)
+
+
+def _xlog1py_vjp(g, out, x, y):
+    """PyTorch's: log1p(y) for x (0 where x == 0 and y <= -1), x / (1 + y) for y."""
+    gx = where((x == 0) & (y <= -1), 0.0, g * log1p(y)) if x.requires_grad else None
+    gy = g * x / (y + 1) if y.requires_grad else None
+    return (
+        unbroadcast(gx, x.shape) if gx is not None else None,
+        unbroadcast(gy, y.shape) if gy is not None else None,
+    )
+
+
+xlog1py = Op(
+    "xlog1py",
+    shape=broadcast,
+    dtype=float_dtype,
+    reference=_xlog1py,
+    vjp=_xlog1py_vjp,
+    samples=binary(0.0, 2.0),
+    torch=lambda t, x, y: t.special.xlog1py(x, y),
+    exact=False,
+    doc="x * log1p(y), 0 where x == 0 (even where y is -1 or inf), NaN where y is NaN; in f64, rounded once.",
 )

@@ -221,10 +221,13 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
 
 
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
-    """x where x > 0, else weight * x; weight has one value, or one per channel (dimension 1 of x)."""
-    if weight.ndim != 1:
-        raise ShapeError(f"prelu: weight must be one-dimensional, got {shape_text(weight.shape)}")
-    if weight.shape[0] == 1:  # one value: the result has input's shape, a 0-d input's too (as PyTorch's)
+    """x where x > 0, else weight * x; weight has one value (0-d or [1]), or one per channel (dimension
+    1 of x)."""
+    if weight.ndim > 1:
+        raise ShapeError(f"prelu: weight must be a scalar or one-dimensional, got {shape_text(weight.shape)}")
+    if weight.ndim == 0:
+        pass
+    elif weight.shape[0] == 1:  # one value: the result has input's shape, a 0-d input's too (as PyTorch's)
         weight = weight.reshape(())
     elif input.ndim >= 2:
         weight = weight.reshape(weight.shape[0], *([1] * (input.ndim - 2)))

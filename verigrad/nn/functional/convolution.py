@@ -30,6 +30,8 @@ def conv2d(
     padding="valid" is 0; "same" (stride 1) keeps H and W, as PyTorch: the extra row or column of an
     even kernel's padding goes after. With `groups` (NCHW), the channels and the filters are cut into
     that many groups, each group's filters convolving its own channels (depthwise: groups = C)."""
+    if _integers(x, weight):
+        return _in_f64(conv2d, x, weight, bias, stride, padding, dilation, groups, layout=layout)
     if x.ndim == 3:
         return unbatched(conv2d, x, weight, bias, stride, padding, dilation, groups, layout=layout)
     if isinstance(padding, str):
@@ -198,6 +200,8 @@ def conv3d(
     """3-D convolution of [N, C, D, H, W] with [O, C / groups, KD, KH, KW] weights (PyTorch's, padding
     "same" and "valid" too): for each depth tap kd, the 2-D convolution of the depth slices it reads
     (all output depths as one batch) with weight[:, :, kd], summed over kd."""
+    if _integers(x, weight):
+        return _in_f64(conv3d, x, weight, bias, stride, padding, dilation, groups)
     if x.ndim == 4:
         return unbatched(conv3d, x, weight, bias, stride, padding, dilation, groups)
     if x.ndim != 5 or weight.ndim != 5:
@@ -295,7 +299,10 @@ def _conv_transpose3d(
 
 def unfold(x: Tensor, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride: Any = 1) -> Tensor:
     """Every sliding block of x [N, C, H, W] as a column: [N, C * kh * kw, L] for L blocks, each
-    column in (c, kh, kw) order (PyTorch's F.unfold; im2col's columns)."""
+    column in (c, kh, kw) order (PyTorch's F.unfold; im2col's columns). A bool image too (as PyTorch's:
+    its blocks are copied, exactly, through f32)."""
+    if x.dtype.name == "bool":
+        return unfold(x.cast("f32"), kernel_size, dilation, padding, stride).cast("bool")
     cols = ops.im2col(x, kernel=kernel_size, stride=stride, padding=padding, dilation=dilation)
     n, c, kh, kw, oh, ow = cols.shape
     return cols.reshape(n, c * kh * kw, oh * ow)
@@ -316,3 +323,14 @@ def fold(
             f"fold: columns {shape_text(x.shape)} do not make {kh}x{kw} blocks over {oh}x{ow} places"
         )
     return ops.col2im(x.reshape(n, ckk // (kh * kw), kh, kw, oh, ow), size=size, **window)
+
+
+def _in_f64(fn: Any, x: Tensor, weight: Tensor, bias: Tensor | None, *args: Any, **kwargs: Any) -> Tensor:
+    """An integer convolution (PyTorch's CPU convolves int64): computed in f64, exact while the sums stay
+    below 2^53, and cast back to the input's dtype."""
+    b = None if bias is None else bias.cast("f64")
+    return fn(x.cast("f64"), weight.cast("f64"), b, *args, **kwargs).cast(x.dtype)
+
+
+def _integers(x: Tensor, weight: Tensor) -> bool:
+    return x.dtype is weight.dtype and not x.dtype.is_float and x.dtype.name != "bool"

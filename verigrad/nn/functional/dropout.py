@@ -139,8 +139,9 @@ def feature_alpha_dropout(
     inplace: bool = False,
     generator: Generator | None = None,
 ) -> Tensor:
-    """alpha_dropout of whole channels ([N, C, ...]: one draw per channel), as PyTorch's."""
-    if input.ndim < 2:
+    """alpha_dropout of whole channels ([N, C, ...]: one draw per channel), as PyTorch's; where nothing
+    is dropped (not training, or p = 0) any input is returned as it is."""
+    if input.ndim < 2 and training and p != 0.0:
         raise ShapeError(f"feature_alpha_dropout takes [N, C, ...], got {shape_text(input.shape)}")
     return _alpha(input, p, training, inplace, generator, (*input.shape[:2], *([1] * (input.ndim - 2))))
 

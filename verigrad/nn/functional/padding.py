@@ -57,6 +57,14 @@ def pad(x: Tensor, pad: Sequence[int], mode: str = "constant", value: float | No
     return x
 
 
+_pad = pad  # constant_pad_nd's argument `pad` hides the function
+
+
+def constant_pad_nd(input: Tensor, pad: Sequence[int], value: float = 0) -> Tensor:
+    """torch.constant_pad_nd: pad(input, pad, "constant", value) (negative widths crop)."""
+    return _pad(input, pad, "constant", value)
+
+
 def _crop(x: Tensor, first: int, pairs: list[tuple[int, int]]) -> Tensor:
     """x without the elements negative widths remove."""
     if all(a >= 0 and b >= 0 for a, b in pairs):

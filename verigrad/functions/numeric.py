@@ -1,0 +1,266 @@
+"""Smaller PyTorch functions written with the ops: dist, rsub, float_power, cov / corrcoef, trapezoid /
+trapz / cumulative_trapezoid, unravel_index, isin, isposinf / isneginf, the identities of real tensors
+(real, conj, resolve_conj, resolve_neg, conj_physical, isreal), nonzero_static, put, fill,
+scalar_tensor, broadcast_shapes and native_dropout_backward."""
+
+from __future__ import annotations
+
+import builtins
+import math
+from typing import Any
+
+from .. import settings
+from ..dtypes import as_dtype, bool_, f64, i64
+from ..errors import DTypeError, ShapeError
+from ..ops.binary import where
+from ..ops.creation import full, ones_like, tensor, zeros
+from ..ops.shaping import concat, unsqueeze
+from ..shapes import Size, broadcast, normalize_axis
+from ..tensor import Tensor, describe
+from .indexing import index_put, nonzero
+from .matrices import diag
+from .statistics import norm
+
+
+def dist(input: Tensor, other: Tensor, p: float = 2) -> Tensor:
+    """The p-norm of input - other (operands broadcast), as torch.dist."""
+    return norm(input - other, float(p))
+
+
+def rsub(input: Tensor, other: Any, alpha: Any = 1) -> Tensor:
+    """other - alpha * input, as torch.rsub."""
+    if input.dtype is bool_ or (isinstance(other, Tensor) and other.dtype is bool_):
+        raise DTypeError("rsub: subtraction of bool tensors is not supported, use logical_xor or ~")
+    return other - (input if alpha == 1 else input * alpha)
+
+
+def float_power(input: Any, exponent: Any) -> Tensor:
+    """input ** exponent computed in f64, as torch.float_power."""
+    base = input.cast(f64) if isinstance(input, Tensor) else input
+    power = exponent.cast(f64) if isinstance(exponent, Tensor) else exponent
+    if not isinstance(base, Tensor):
+        base = full((), base, dtype=f64)
+    return base**power
+
+
+def cov(
+    input: Tensor, *, correction: int = 1, fweights: Tensor | None = None, aweights: Tensor | None = None
+) -> Tensor:
+    """The covariance matrix of the variables in input's rows (observations in its columns), with
+    frequency and importance weights, as torch.cov (a 0-d result for one variable)."""
+    if input.ndim > 2:
+        raise ShapeError(f"cov: expected input to have two or fewer dimensions, got {describe(input)}")
+    x = input.reshape(1, -1) if input.ndim < 2 else input
+    if not x.dtype.is_float:
+        x = x.cast(settings.get_default_dtype())
+    n = x.shape[1]
+    w = None
+    if fweights is not None:
+        if fweights.ndim > 1 or fweights.dtype.is_float or fweights.numel() != n:
+            raise ShapeError(f"cov: fweights must be integer and have {n} entries, got {describe(fweights)}")
+        w = fweights
+    if aweights is not None:
+        if aweights.ndim > 1 or not aweights.dtype.is_float or aweights.numel() != n:
+            raise ShapeError(f"cov: aweights must be floating and have {n} entries, got {describe(aweights)}")
+        w = aweights if w is None else w * aweights
+    if w is None:
+        avg = x.mean(1)
+        w_sum = full((), n, dtype=i64)
+        factor = w_sum - correction
+    else:  # w keeps its dtype, as PyTorch's: an f32 weight's sums are f32 ones
+        w_sum = w.sum()
+        avg = (x * w).sum(1) / w_sum
+        if correction == 0:
+            factor = w_sum
+        elif aweights is None:
+            factor = w_sum - correction
+        else:
+            factor = w_sum - correction * (w * aweights).sum() / w_sum
+    factor = where(factor > 0, factor, 0).cast(x.dtype) if isinstance(factor, Tensor) else factor
+    xm = x - unsqueeze(avg, 1)
+    weighted = xm if w is None else xm * w
+    return ((xm @ weighted.mT) / factor).squeeze()
+
+
+def corrcoef(input: Tensor) -> Tensor:
+    """Pearson's correlation coefficients of the variables in input's rows, clipped to [-1, 1], as
+    torch.corrcoef."""
+    c = cov(input)
+    if c.ndim == 0:
+        return c / c
+    stddev = diag(c).sqrt()
+    c = c / unsqueeze(stddev, 1)
+    c = c / unsqueeze(stddev, 0)
+    return c.clamp(-1, 1)
+
+
+def _trapezoid_parts(name: str, y: Tensor, x: Any, dx: Any, dim: int) -> tuple[Tensor, int]:
+    """(the areas of the trapezoids along `dim`, that axis)."""
+    axis = normalize_axis(dim, y.ndim)
+    size = y.shape[axis]
+    left, right = (
+        y.narrow(axis, 0, builtins.max(size - 1, 0)),
+        y.narrow(axis, builtins.min(1, size), builtins.max(size - 1, 0)),
+    )
+    if x is None or not isinstance(x, Tensor):
+        spacing = 1 if x is None and dx is None else (dx if x is None else x)
+        return (left + right) * spacing / 2 if size else (left + right) * 1.0, axis
+    if x.ndim == 1:
+        if x.shape[0] != size:
+            raise ShapeError(f"{name}: x {describe(x)} must have {size} entries, as y's axis {dim}")
+        d = x[1:] - x[:-1]
+        d = d.reshape(*([1] * (y.ndim - 1)), -1).movedim(-1, axis) if y.ndim else d
+    else:
+        d = x.diff(dim=dim)
+    return d * (left + right) / 2, axis
+
+
+def trapezoid(y: Tensor, x: Any = None, *, dx: Any = None, dim: int = -1) -> Tensor:
+    """The trapezoidal rule's integral of y along `dim`, at points x (a tensor or a spacing) or spaced
+    by dx (1 by default), as torch.trapezoid."""
+    if x is not None and dx is not None:
+        raise TypeError("trapezoid: give x or dx, not both")
+    areas, axis = _trapezoid_parts("trapezoid", y, x, dx, dim)
+    return areas.sum(axis)
+
+
+def trapz(y: Tensor, x: Any = None, *, dx: Any = None, dim: int = -1) -> Tensor:
+    """torch.trapz: trapezoid."""
+    return trapezoid(y, x, dx=dx, dim=dim)
+
+
+def cumulative_trapezoid(y: Tensor, x: Any = None, *, dx: Any = None, dim: int = -1) -> Tensor:
+    """The running trapezoidal integrals of y along `dim` (one fewer than y's entries), as
+    torch.cumulative_trapezoid."""
+    if x is not None and dx is not None:
+        raise TypeError("cumulative_trapezoid: give x or dx, not both")
+    areas, axis = _trapezoid_parts("cumulative_trapezoid", y, x, dx, dim)
+    return areas.cumsum(axis)
+
+
+def unravel_index(indices: Any, shape: Any) -> tuple[Tensor, ...]:
+    """The coordinates in `shape` of each flat index (int64 tensors, one per axis), as
+    torch.unravel_index."""
+    indices = indices if isinstance(indices, Tensor) else tensor(indices)
+    if indices.dtype.is_float or indices.dtype is bool_:
+        raise DTypeError(
+            f"unravel_index: expected 'indices' to be an integer tensor, got {indices.dtype.name}"
+        )
+    dims = (shape,) if isinstance(shape, int) else tuple(shape)
+    if any(d < 0 for d in dims):
+        raise ValueError(f"unravel_index: 'shape' cannot have negative values, got {dims}")
+    total = math.prod(dims)
+    flat = indices.cast(i64)
+    if flat.numel() and bool(((flat < -total) | (flat >= total)).any()):
+        raise IndexError(f"unravel_index: an index is out of range for shape {dims} ({total} elements)")
+    flat = where(flat < 0, flat + total, flat)
+    out = []
+    for d in reversed(dims):
+        out.append(flat % d if d else flat)
+        flat = flat // d if d else flat
+    return tuple(reversed(out))
+
+
+def isin(elements: Any, test_elements: Any, *, assume_unique: bool = False, invert: bool = False) -> Tensor:
+    """Whether each entry of elements is among test_elements (or not, with invert), as torch.isin."""
+    if not isinstance(elements, Tensor) and not isinstance(test_elements, Tensor):
+        raise TypeError("isin: elements or test_elements must be a Tensor")
+    e = elements if isinstance(elements, Tensor) else tensor(elements)
+    t = test_elements if isinstance(test_elements, Tensor) else tensor(test_elements)
+    found = (unsqueeze(e, -1) == t.reshape(-1)).any(-1) if t.numel() else zeros(tuple(e.shape), dtype=bool_)
+    return ~found if invert else found
+
+
+def isposinf(input: Tensor) -> Tensor:
+    """Whether each entry is +inf."""
+    return input == math.inf if input.dtype.is_float else zeros(tuple(input.shape), dtype=bool_)
+
+
+def isneginf(input: Tensor) -> Tensor:
+    """Whether each entry is -inf."""
+    return input == -math.inf if input.dtype.is_float else zeros(tuple(input.shape), dtype=bool_)
+
+
+def isreal(input: Tensor) -> Tensor:
+    """True for every entry: verigrad's tensors are real."""
+    return ones_like(input, dtype=bool_)
+
+
+def real(input: Tensor) -> Tensor:
+    """input itself: verigrad's tensors are real (torch.real of a real tensor)."""
+    return input
+
+
+conj = resolve_conj = resolve_neg = real
+
+
+def conj_physical(input: Tensor) -> Tensor:
+    """A copy of input: the conjugate of a real tensor."""
+    return input.clone()
+
+
+def nonzero_static(input: Tensor, *, size: int, fill_value: int = -1) -> Tensor:
+    """The positions of input's first `size` non-zero entries [size, ndim], rows past those found filled
+    with fill_value, as torch.nonzero_static."""
+    if size < 0:
+        raise ValueError(f"nonzero_static: size must be non-negative, got {size}")
+    found = nonzero(input)
+    n = found.shape[0]
+    if n >= size:
+        return found[:size]
+    return concat([found, full((size - n, found.shape[1]), fill_value, dtype=i64)], axis=0)
+
+
+def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
+    """input with source's entries put at the flat positions index (negative ones from the end; with
+    accumulate, added), as torch.put."""
+    if index.dtype is not i64:
+        raise DTypeError(f"put: index must be an int64 tensor, got {index.dtype.name}")
+    if index.numel() != source.numel():
+        raise ShapeError(
+            f"put: index and source need as many entries, got {describe(index)}, {describe(source)}"
+        )
+    flat = input.reshape(-1)
+    total = flat.shape[0]
+    idx = index.reshape(-1)
+    if idx.numel() and bool(((idx < -total) | (idx >= total)).any()):
+        raise IndexError(f"put: an index is out of range for {describe(input)} ({total} elements)")
+    idx = where(idx < 0, idx + total, idx)
+    return index_put(flat, (idx,), source.reshape(-1).cast(input.dtype), accumulate).reshape(input.shape)
+
+
+def fill(input: Tensor, value: Any) -> Tensor:
+    """A tensor of input's shape and dtype holding value (a number or a 0-d tensor, whose gradient is
+    the sum of the result's), as torch.fill."""
+    if isinstance(value, Tensor) and value.ndim:
+        raise ShapeError(f"fill: value must be a number or a 0-d tensor, got {describe(value)}")
+    value = value.cast(input.dtype) if isinstance(value, Tensor) else full((), value, dtype=input.dtype)
+    # every entry value's, input's gradient 0 (a result with history wherever input has one, as PyTorch's)
+    return where(ones_like(input, dtype=bool_), value, input)
+
+
+def scalar_tensor(
+    s: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False, **_: Any
+) -> Tensor:
+    """A 0-d tensor holding s (the default dtype unless dtype is given), as torch.scalar_tensor."""
+    dtype = settings.get_default_dtype() if dtype is None else as_dtype(dtype)
+    # an integer out of the dtype's range wraps, as PyTorch's
+    out = (
+        full((), s, dtype=i64).cast(dtype)
+        if isinstance(s, int) and not dtype.is_float
+        else full((), s, dtype=dtype)
+    )
+    return out.requires_grad_(True) if requires_grad else out
+
+
+def broadcast_shapes(*shapes: Any) -> Size:
+    """The shape that tensors of `shapes` broadcast to, as torch.broadcast_shapes."""
+    return Size(broadcast(*[(s,) if isinstance(s, int) else tuple(s) for s in shapes]))
+
+
+def native_dropout_backward(grad_output: Tensor, mask: Tensor, scale: float) -> Tensor:
+    """The gradient through dropout: grad_output where mask keeps an entry, times scale (PyTorch's
+    aten.native_dropout_backward)."""
+    if mask.dtype is not bool_:
+        raise DTypeError(f"native_dropout_backward: mask must be a bool tensor, got {mask.dtype.name}")
+    return grad_output * mask.cast(grad_output.dtype) * scale
