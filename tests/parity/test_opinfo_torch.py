@@ -28,8 +28,6 @@ KNOWN_SILENT: dict[str, str] = {
     "nn.functional.ctc_loss": "the samples' log_probs are raw leaves: verigrad's gradient is the exact "
     "-posterior, PyTorch's exp(log_probs) - posterior assumes log_softmax outputs (the two agree "
     "through a log_softmax: README table)",
-    "linalg.lstsq": "the residuals carry no gradient (PyTorch's do)",
-    "linalg.lstsq.grad_oriented": "the residuals carry no gradient (PyTorch's do)",
     "nn.functional.local_response_norm": "an i64 input: values differ by 3e-5 relative",
 }
 

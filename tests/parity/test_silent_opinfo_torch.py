@@ -1,0 +1,44 @@
+"""PyTorch's OpInfo suite, every sample in every dtype, on the ops whose silent differences were fixed
+(tools/opinfo_sweep.py): each call must agree (values, dtype, shape and gradients), none may differ
+silently or raise where PyTorch answers."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+
+import opinfo_sweep
+
+OPS = (
+    "polygamma",  # at the poles: trigamma's large finite values, (-1)^(n+1) inf for n >= 2
+    "special.polygamma",
+    "linalg.lstsq",  # differentiable (empty) residuals with PyTorch's gradient; no gradient for S
+    "linalg.pinv",  # PyTorch's pinv_backward at singular inputs (repeated singular values)
+)
+
+
+@pytest.fixture(scope="module")
+def results() -> list[opinfo_sweep.Result]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return opinfo_sweep.sweep([o for o in opinfo_sweep.op_db() if o.name in OPS]).results
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_every_call_agrees_with_pytorch(results, op: str) -> None:
+    calls = [r for r in results if r.op == op or r.op.startswith(op + ".")]
+    assert calls, f"no OpInfo calls of {op}"
+    bad = [
+        f"{r.op} {r.dtype} sample {r.sample}: {r.category}: {r.detail}"
+        for r in calls
+        if r.category != "agree"
+    ]
+    assert not bad, f"{len(bad)} of {len(calls)} calls differ:\n" + "\n".join(bad[:5])
