@@ -27,7 +27,6 @@ MIN_RATE = 0.945  # of the calls of ops verigrad has, the share that agrees (94.
 KNOWN_SILENT: dict[str, str] = {
     "nn.functional.ctc_loss": "f32 gradients: PyTorch's formula, its 50-step recursion rounded in "
     "another order (~4e-5 of the largest entry apart, each ~1e-4 from f64's; f64 agrees: README table)",
-    "nn.functional.local_response_norm": "an i64 input: values differ by 3e-5 relative",
 }
 
 

@@ -19,6 +19,8 @@ OPS = (
     "special.polygamma",
     "linalg.lstsq",  # differentiable (empty) residuals with PyTorch's gradient; no gradient for S
     "linalg.pinv",  # PyTorch's pinv_backward at singular inputs (repeated singular values)
+    "nn.functional.local_response_norm",  # an integer input's window mean truncated; an empty input
+    "nn.functional.feature_alpha_dropout.without_train",  # any shape outside training
 )
 
 
@@ -27,7 +29,8 @@ def results() -> list[opinfo_sweep.Result]:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return opinfo_sweep.sweep([o for o in opinfo_sweep.op_db() if o.name in OPS]).results
+        db = [o for o in opinfo_sweep.op_db() if o.name in OPS or opinfo_sweep.full_name(o) in OPS]
+        return opinfo_sweep.sweep(db).results
     finally:
         torch.set_num_threads(threads)
 
