@@ -78,3 +78,14 @@ def test_functional_dropouts_take_inplace_fourth_as_pytorch(drop):
     assert (x.numpy() != 1.0).any()
     z = verigrad.ones(2, 3, 4, 4)
     assert drop(z, 0.5, True, False) is not z and (z.numpy() == 1.0).all()
+
+
+def test_feature_alpha_dropout_of_fewer_than_two_axes_only_refuses_a_draw() -> None:
+    # PyTorch: outside training, or with p = 0 or 1, any shape; a draw needs channels [N, C, ...]
+    x = verigrad.tensor([1.0, -2.0, 3.0])
+    for p, training in ((0.5, False), (0.0, True)):
+        assert F.feature_alpha_dropout(x, p, training) is x
+    assert F.feature_alpha_dropout(verigrad.tensor(2.0), 0.5, False).item() == 2.0
+    np.testing.assert_array_equal(F.feature_alpha_dropout(x, 1.0, True).numpy(), [0.0, 0.0, 0.0])
+    with pytest.raises(verigrad.ShapeError, match="at least 2 dimensions"):
+        F.feature_alpha_dropout(x, 0.5, True)

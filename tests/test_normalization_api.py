@@ -74,3 +74,12 @@ def test_local_response_norm_by_hand() -> None:
     np.testing.assert_allclose(y.numpy()[0, :, 0], [1 / 1.5, 2 / 3.5, 3 / 7.5], rtol=1e-15)
     with pytest.raises(ValueError, match="size"):
         F.local_response_norm(x, 0)
+
+
+def test_local_response_norm_of_integers_truncates_the_window_mean_as_pytorch() -> None:
+    # size 2: windows (0 + 1, 1 + 4, 4 + 9) / 2 truncated to 0, 2, 6 (PyTorch's avg_pool of integers)
+    x = verigrad.tensor([[[1], [2], [3]]])
+    out = verigrad.nn.functional.local_response_norm(x, 2, alpha=1.0, beta=1.0, k=1.0)
+    np.testing.assert_allclose(out.numpy()[0, :, 0], [1.0, 2 / 3, 3 / 7], rtol=1e-6)
+    empty = verigrad.zeros((0, 1, 2))
+    assert verigrad.nn.functional.local_response_norm(empty, 3) is empty

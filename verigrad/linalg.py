@@ -141,28 +141,35 @@ def pinv(
     """The Moore-Penrose pseudo-inverse by the SVD, as PyTorch's: singular values at most
     max(atol, rtol * the largest) are dropped (rtol max(m, n) * eps when neither is given). hermitian:
     A is symmetric, by its eigendecomposition reading the lower triangle only (as PyTorch's)."""
+    if A.ndim < 2:
+        raise ShapeError(f"linalg.pinv: A must be a matrix or a batch of them, got {describe(A)}")
     if hermitian and A.requires_grad and is_grad_enabled():
         # PyTorch's gradient is the general pseudo-inverse's at the symmetric matrix the lower triangle
-        # makes (not its triangle's alone): that matrix, with A's full gradient, through the SVD
+        # makes (not its triangle's alone): that matrix, with A's full gradient
         lower = functions.tril(A)
         symmetric = A + (lower + functions.tril(A, -1).mT - A).detach()
         return pinv(symmetric, atol=atol, rtol=rtol)
-    if rtol is None:
-        rtol = 0.0 if atol is not None and atol > 0 else max(A.shape[-2], A.shape[-1]) * _eps(A)
-    if hermitian:  # the eigendecomposition of the lower triangle: |eigenvalues| are the singular values
-        w, v = eigh(A)
-        magnitude = w.abs()
-        tol = magnitude.max(-1, keepdim=True).values * rtol
-        u, s, vh = v, w, v.mT
-    else:
-        u, s, vh = svd(A, full_matrices=False)
-        magnitude = s
-        tol = s[..., :1] * rtol  # S is descending: its first is the largest
-    if atol:
-        tol = functions.clamp(tol, min=atol)
-    kept = magnitude > tol
-    inverse = ops.where(kept, 1.0 / ops.where(kept, s, 1.0), 0.0).cast(s.dtype)
-    return (vh.mT * ops.unsqueeze(inverse, -2)) @ u.mT
+    if rtol is None:  # PyTorch's default: eps max(m, n) where atol is not positive, else 0
+        default = max(A.shape[-2], A.shape[-1]) * _eps(A)
+        if isinstance(atol, Tensor):
+            rtol = ops.where(atol > 0, 0.0, default).cast(A.dtype)
+        else:
+            rtol = 0.0 if atol is not None and atol > 0 else default
+    if not hermitian:
+        return ops.pinv(A, 0.0 if atol is None else atol, rtol)
+    # the eigendecomposition of the lower triangle: |eigenvalues| are the singular values
+    w, v = eigh(A)
+    tol = w.abs().max(-1, keepdim=True).values * _per_matrix(rtol)
+    if atol is not None:
+        tol = ops.maximum(tol, _per_matrix(atol))
+    kept = w.abs() > tol
+    inverse = ops.where(kept, 1.0 / ops.where(kept, w, 1.0), 0.0).cast(w.dtype)
+    return (v * ops.unsqueeze(inverse, -2)) @ v.mT
+
+
+def _per_matrix(tol: Any) -> Any:
+    """A tolerance given per matrix of the batch, as a column beside its values (a number as it is)."""
+    return ops.unsqueeze(tol, -1) if isinstance(tol, Tensor) else tol
 
 
 class LstsqResult(NamedTuple):
@@ -198,20 +205,28 @@ def lstsq(A: Tensor, B: Tensor, rcond: float | None = None, *, driver: str | Non
     rank = (s > s[..., :1] * cutoff).cast("i64").sum(-1)
     solution = pinv(A, rtol=cutoff)
     solution = (solution @ B.unsqueeze(-1))[..., 0] if vector else solution @ B
-    empty = ops.zeros((0,), dtype=A.dtype)
-    residuals = empty
+    # PyTorch's residuals, even empty, are differentiable; its singular values are not
+    residuals = solution.reshape(-1)[:0]
     if m > n and driver not in (None, "gelsy"):
         if driver == "gels" or not isinstance(rank.payload, np.ndarray):
             full = driver == "gels" or _refuse_traced_rank(driver)
         else:
             full = bool((rank.numpy() == n).all())
         if full:
-            r = (A @ solution.unsqueeze(-1))[..., 0] - B if vector else A @ solution - B
-            residuals = (r * r).sum(-1 if vector else -2)
+            residuals = _residuals(A, solution, B, vector)
     if driver == "gels":
         rank = ops.zeros((0,), dtype="i64")
-    values = ops.svdvals(A) if driver in ("gelsd", "gelss") else empty
+    values = s if driver in ("gelsd", "gelss") else ops.zeros((0,), dtype=A.dtype)
     return LstsqResult(solution, residuals, rank, values)
+
+
+def _residuals(A: Tensor, X: Tensor, B: Tensor, vector: bool) -> Tensor:
+    """The squared norms of the columns of A X - B, with PyTorch's gradient: X is the least-squares
+    solution, where the derivative through X vanishes, so only A's and B's own terms count
+    (2 (A X - B) X^T and -2 (A X - B); differentiating through X instead loses f32 digits)."""
+    X = X.detach()
+    r = (A @ X.unsqueeze(-1))[..., 0] - B if vector else A @ X - B
+    return (r * r).sum(-1 if vector else -2)
 
 
 def _refuse_traced_rank(driver: str) -> bool:

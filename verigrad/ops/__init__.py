@@ -94,6 +94,7 @@ from .linalg import (
     eigh_vectors,
     eigvalsh,
     inv,
+    pinv,
     qr_q,
     qr_r,
     solve,

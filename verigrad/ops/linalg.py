@@ -19,7 +19,7 @@ from ..errors import ShapeError
 from ..shapes import broadcast, shape_text
 from ._op import Op, Sample, float_dtype, unbroadcast
 from .binary import where
-from .creation import arange, eye
+from .creation import arange, eye, zeros_like
 
 
 def _square(a: tuple, what: str) -> None:
@@ -350,6 +350,68 @@ svd_vh = Op(
     exact=False,
     doc="The right singular vectors V^H of A [..., m, n] (LAPACK's signs): [..., n, n], or [..., k, n] "
     "without full_matrices (k = min(m, n)).",
+)
+
+
+def _pinv_shape(a: tuple, atol: tuple, rtol: tuple) -> tuple:
+    _matrix(a, "pinv")
+    for name, t in (("atol", atol), ("rtol", rtol)):
+        if len(t) > len(a) - 2 or broadcast(a[:-2], t) != tuple(a[:-2]):
+            raise ShapeError(
+                f"pinv: {name} {shape_text(t)} must broadcast to the batch shape {shape_text(a[:-2])} of A"
+            )
+    return (*a[:-2], a[-1], a[-2])
+
+
+def _pinv(a: np.ndarray, atol: np.ndarray, rtol: np.ndarray) -> np.ndarray:
+    """V diag(1/S) U^H over the singular values S above max(atol, rtol * S[0]) (the others count 0)."""
+    if a.size == 0:
+        return np.zeros((*a.shape[:-2], a.shape[-1], a.shape[-2]), a.dtype)
+    u, sv, vh = np.linalg.svd(a, full_matrices=False)
+    kept = sv > np.maximum(atol[..., None], rtol[..., None] * sv[..., :1])
+    inverse = np.where(kept, 1.0 / np.where(kept, sv, 1.0), 0.0)
+    return (vh.swapaxes(-1, -2) * inverse[..., None, :]) @ u.swapaxes(-1, -2)
+
+
+def _pinv_vjp(g, out, a, atol, rtol):
+    """PyTorch's pinv_backward, term by term in its order (it holds at a rank-deficient A too, where
+    the SVD's gradient is not defined): with P = pinv(A) and K = g^T P (m <= n) or P g^T (m > n).
+    The tolerances' is 0: the result is piecewise constant in them."""
+    ph, gh = out.mT, g.mT
+    if a.shape[-2] <= a.shape[-1]:
+        k = gh @ out
+        kph = k @ ph
+        ga = -(out @ k).mT + kph - (a @ out) @ kph + (ph @ out) @ (gh - k @ a)
+        return (ga, zeros_like(atol), zeros_like(rtol))
+    k = out @ gh
+    phk = ph @ k
+    ga = -(k @ out).mT + (gh - a @ k) @ out @ ph + phk - phk @ out @ a
+    return (ga, zeros_like(atol), zeros_like(rtol))
+
+
+def _pinv_samples(rng: np.random.Generator) -> list[Sample]:
+    shapes = [(3, 3), (2, 4, 3), (3, 5), (1, 1), (0, 2, 3)]
+    return [Sample((_general(rng, s), np.array(0.0), np.array(1e-6))) for s in shapes] + [
+        Sample((_general(rng, (2, 3, 2)), np.array([0.0, 0.5]), np.array(1e-6)))
+    ]
+
+
+pinv = Op(
+    "pinv",
+    shape=_pinv_shape,
+    dtype=lambda a, atol, rtol: float_dtype(a),
+    reference=lambda a, atol, rtol: _in_f64(
+        lambda x: _pinv(x, np.asarray(atol, np.float64), np.asarray(rtol, np.float64)), a
+    ),
+    vjp=_pinv_vjp,
+    samples=_pinv_samples,
+    # PyTorch refuses tolerances that require grad: held to their derivative, 0, beside its pinv
+    torch=lambda t, a, atol, rtol: (
+        t.linalg.pinv(a, atol=atol.detach(), rtol=rtol.detach()) + 0 * (atol + rtol)[..., None, None]
+    ),
+    exact=False,
+    doc="The Moore-Penrose pseudo-inverse of A [..., m, n] -> [..., n, m] by the SVD: singular values at "
+    "most max(atol, rtol * the largest) count as 0 (atol, rtol broadcast to A's batch shape).",
 )
 
 

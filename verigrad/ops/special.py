@@ -122,8 +122,25 @@ def _polygamma_f64(n: int, x: np.ndarray) -> np.ndarray:
         out = np.where(x == np.inf, np.inf, out)
         zero = np.copysign(np.inf, -x)  # PyTorch: -inf at +0, +inf at -0, NaN at the negative integers
         return np.where(poles, np.where(x == 0, zero, np.nan), out)
-    out = np.where(x == np.inf, 0.0, out)
-    return np.where(poles, np.inf if n % 2 else np.nan, out)
+    # psi^(n)(inf) -> 0; PyTorch's trigamma gives 0, its zeta-based n >= 2 NaN (0/0 in its series)
+    out = np.where(x == np.inf, 0.0 if n == 1 else np.nan, out)
+    return np.where(poles, np.inf if n % 2 else -np.inf, out)  # (-1)^(n+1) inf, as PyTorch's zeta
+
+
+def _polygamma(n: int, x: np.ndarray) -> np.ndarray:
+    """psi^(n)(x) in x's float dtype. At the negative integers PyTorch's trigamma (n = 1) reflects,
+    -pi^2 / sin(pi x)^2 + psi^(1)(1 - x), and sin(pi x) in the dtype is the rounding error of pi x, not
+    0: a large finite number (1.3e15 at -1 in f32), reproduced here; the series term is below its ulp."""
+    x = _float_input(x)
+    out = _polygamma_f64(n, _as_f64(x)).astype(x.dtype)
+    poles = (x < 0) & (x == np.floor(x))
+    if n != 1 or not poles.any():
+        return out
+    pi = x.dtype.type(math.pi)
+    sin = np.sin(_as_f64(pi * x[poles])).astype(x.dtype)
+    with np.errstate(divide="ignore", over="ignore"):
+        out[poles] = (pi * pi) / (sin * sin)
+    return out
 
 
 def _digamma(x: np.ndarray) -> np.ndarray:
@@ -203,7 +220,7 @@ polygamma = Op(
     shape=lambda x, n: x,
     dtype=lambda x, n: float_dtype(x),
     params=_polygamma_params,
-    reference=lambda x, n: _polygamma_f64(n, _as_f64(_float_input(x))).astype(_float_input(x).dtype),
+    reference=lambda x, n: _polygamma(n, x),
     vjp=lambda g, out, x, n: (g * polygamma(x, n=n + 1),),
     samples=_polygamma_samples,
     exact=False,

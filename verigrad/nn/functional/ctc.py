@@ -1,7 +1,8 @@
 """The connectionist temporal classification loss, as PyTorch's `F.ctc_loss`: -log of the probability of
 a target sequence summed over every alignment of it (with blanks and repeats) to the input's time steps,
 by the forward (alpha) recursion in log space. Written with ops over the time steps, so its gradient is
-autograd's; impossible alignments (an input too short for its target) give an infinite loss, or 0 with
+autograd's, plus PyTorch's exp(log_probs) term (`_softmax_assumed`); impossible alignments (an input
+too short for its target) give an infinite loss, or 0 with
 `zero_infinity`, and pass no gradient either way (PyTorch's is NaN without zero_infinity).
 """
 
@@ -85,6 +86,18 @@ def ctc_loss(
         lost = (nll > -_IMPOSSIBLE / 2).numpy()  # no alignment: the recursion's floor, not a probability
     lost_t = ops.tensor(lost)
     nll = ops.where(lost_t, 0.0, nll) if zero_infinity else ops.where(lost_t, np.inf, nll)
+    nll = nll + _softmax_assumed(log_probs, in_lens, lost)
     if reduction == "mean":
         return (nll / ops.tensor(np.maximum(tgt_lens, 1)).cast(nll.dtype)).mean()
     return reduce_loss(nll, reduction, "ctc_loss")
+
+
+def _softmax_assumed(log_probs: Tensor, in_lens: np.ndarray, lost: np.ndarray) -> Tensor:
+    """0, with the gradient exp(log_probs) over each sample's steps: PyTorch's backward assumes log_probs
+    are log_softmax outputs and gives exp(log_probs) - posterior, where the derivative is -posterior.
+    Through a log_softmax the term's gradient vanishes (its exps sum to 1), so both agree there; a sample
+    with no alignment gets none (its loss has none either)."""
+    steps = np.arange(log_probs.shape[0])[:, None] < in_lens[None, :]
+    counted = ops.tensor((steps & ~lost[None, :])[:, :, None])
+    mass = ops.where(counted, log_probs.exp(), 0.0).sum((0, 2))
+    return mass - mass.detach()

@@ -139,10 +139,13 @@ def feature_alpha_dropout(
     inplace: bool = False,
     generator: Generator | None = None,
 ) -> Tensor:
-    """alpha_dropout of whole channels ([N, C, ...]: one draw per channel), as PyTorch's; where nothing
-    is dropped (not training, or p = 0) any input is returned as it is."""
-    if input.ndim < 2 and training and p != 0.0:
-        raise ShapeError(f"feature_alpha_dropout takes [N, C, ...], got {shape_text(input.shape)}")
+    """alpha_dropout of whole channels ([N, C, ...]: one draw per channel), as PyTorch's; outside
+    training or with p = 0 the input itself, with p = 1 zeros: these of any shape."""
+    if input.ndim < 2 and training and 0.0 < p < 1.0:  # p = 0 and p = 1 need no draw
+        raise ShapeError(
+            f"feature_alpha_dropout: Feature dropout requires at least 2 dimensions in the input, "
+            f"got {shape_text(input.shape)}"
+        )
     return _alpha(input, p, training, inplace, generator, (*input.shape[:2], *([1] * (input.ndim - 2))))
 
 

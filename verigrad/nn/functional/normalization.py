@@ -209,11 +209,14 @@ def local_response_norm(
     input: Tensor, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0
 ) -> Tensor:
     """input [N, C, ...] over (k + alpha / size * sum of squares over `size` neighbouring channels)^beta,
-    the window zero-padded size // 2 before and (size - 1) // 2 after (PyTorch's F.local_response_norm)."""
+    the window zero-padded size // 2 before and (size - 1) // 2 after (PyTorch's F.local_response_norm;
+    an integer input's window mean truncated, as its avg_pool's; an empty input comes back as it is)."""
     if input.ndim < 3:
         raise ShapeError(f"local_response_norm takes [N, C, ...] (3-D or more), got {describe(input)}")
     if not isinstance(size, int) or size < 1:
         raise ValueError(f"local_response_norm: size must be a positive integer, got {size!r}")
+    if input.numel() == 0:
+        return input
     channels = input.shape[1]
     sq = (input * input).reshape(input.shape[0], channels, -1)
     padded = ops.concat(
@@ -227,5 +230,7 @@ def local_response_norm(
     window = padded[:, 0:channels]
     for i in range(1, size):
         window = window + padded[:, i : i + channels]
-    div = (window.reshape(input.shape) / size * alpha + k) ** beta
+    # PyTorch averages with avg_pool, which truncates the mean of an integer input
+    mean = window // size if not input.dtype.is_float else window / size
+    div = (mean.reshape(input.shape) * alpha + k) ** beta
     return input / div
