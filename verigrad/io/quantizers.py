@@ -6,8 +6,10 @@ the same order, so the blocks decode (ops/quant.py's `dequantize`) to llama.cpp'
 bytes]. Every block of a tensor is worked on at once: loops run over a block's values (sequential sums
 as the C loops add, never NumPy's pairwise ones) and over a search's candidates, not over blocks.
 
-The C code is taken as written, each f32 operation rounded on its own: a compiler contracting `a*b + c`
-into a fused multiply-add (llama.cpp built for a machine with FMA may) can change a block's choice.
+The C code is taken as written, each f32 operation rounded on its own: the K-quants give the bytes of the C
+compiled with -ffp-contract=off on every block tried. A compiler contracting `a*b + c` into a fused
+multiply-add (GCC's default for GNU C on a machine with FMA) picks another level or scale in some blocks
+(2-30% of them), an equally valid quantization that llama.cpp decodes alike.
 `nearest_int` (the C trick of adding 1.5 * 2^23) is round-half-to-even, `np.rint`; `roundf` (Q8_0)
 rounds halves away from zero.
 """
@@ -146,8 +148,9 @@ def _make_qkx2(
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         iscale = F(nmax) / (hi - lo)
         scale = F(1) / iscale
-        L = _levels(iscale * (x - lo), 0, nmax)
-        best = error(scale, L, lo)
+        best = error(scale, _levels(iscale * (x - lo), 0, nmax), lo)
+        # the levels are those of the last improving step: kept as its iscale and min, made once after
+        chosen, chosen_min = iscale, lo
         mn = lo.copy()
         for step in range(nstep + 1):
             iscale = (F(rmin) + F(rdelta) * F(step) + F(nmax)) / (hi - mn)
@@ -162,10 +165,11 @@ def _make_qkx2(
             this_scale = np.where(positive, sum_xl / sum_l2, this_scale)
             err = error(this_scale, laux, this_min)
             better = (D > 0) & (err < best) & ~flat
-            np.copyto(L, laux, where=better)
+            chosen, chosen_min = np.where(better, iscale, chosen), np.where(better, mn, chosen_min)
             best = np.where(better, err, best)
             scale = np.where(better, this_scale, scale)
             mn = np.where(better, this_min, mn)
+        L = _levels(chosen * (x - chosen_min), 0, nmax)
     L[:, flat] = 0
     return np.where(flat, F(0), scale).astype(F), (-mn).astype(F), L
 
@@ -179,22 +183,24 @@ def _make_qx(x: np.ndarray, nmax: int) -> tuple[np.ndarray, np.ndarray]:
     zero = amax < GROUP_MAX_EPS
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
 
-        def attempt(iscale: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        def attempt(iscale: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             lq = _levels(iscale * x, -nmax, nmax - 1)
-            return lq, _sum0(wx * lq), _sum0(w * lq * lq)
+            return _sum0(wx * lq), _sum0(w * lq * lq)
 
-        lq, sumlx, suml2 = attempt(F(-nmax) / mx)
+        chosen = F(-nmax) / mx
+        sumlx, suml2 = attempt(chosen)
         scale = np.where(suml2 != 0, sumlx / suml2, F(0)).astype(F)
         best = scale * sumlx
         for step in range(-9, 10):
             if step == 0:
                 continue
-            cand, slx, sl2 = attempt(-(F(nmax) + F(0.1) * F(step)) / mx)
+            iscale = -(F(nmax) + F(0.1) * F(step)) / mx
+            slx, sl2 = attempt(iscale)
             better = (sl2 > 0) & (slx * slx > best * sl2)
-            np.copyto(lq, cand, where=better)
+            chosen = np.where(better, iscale, chosen)  # its levels are made once, after
             scale = np.where(better, slx / sl2, scale)
             best = np.where(better, scale * slx, best)
-    L = lq + F(nmax)
+        L = _levels(chosen * x, -nmax, nmax - 1) + F(nmax)
     L[:, zero] = 0
     return np.where(zero, F(0), scale).astype(F), L
 
