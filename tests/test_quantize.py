@@ -3,6 +3,8 @@ and the files it writes, loaded back into a Llama."""
 
 from __future__ import annotations
 
+import hashlib
+
 import gguf
 import numpy as np
 import pytest
@@ -58,6 +60,19 @@ def test_blocks_of_special_values_are_the_gguf_packages(qtype, values):
     x = np.array([values], np.float32)
     expected = gguf.quants.quantize(x, GGMLQuantizationType[qtype.upper()])
     np.testing.assert_array_equal(quantize(x, qtype), expected)
+
+
+# sha256 (first 16 hex digits) of the blocks llama.cpp's quantize_row_*_ref (compiled without FMA
+# contraction) makes of _rows(default_rng(7), 16, 512): the gguf package has no K-quant quantizer to
+# compare with, so the C's bytes are pinned here
+K_QUANT_SHA256 = {"q2_k": "5b2b19bdf6009aec", "q3_k": "9b2ce34ef79a1c62", "q4_k": "86be43c2de7da5b4"}
+K_QUANT_SHA256 |= {"q5_k": "1b2bcfb58396c85b", "q6_k": "3e1a23d076f297a8"}
+
+
+@pytest.mark.parametrize("qtype", K_QUANTS)
+def test_k_quant_blocks_are_llama_cpps(qtype):
+    x = _rows(np.random.default_rng(7), 16, 512)
+    assert hashlib.sha256(quantize(x, qtype).tobytes()).hexdigest()[:16] == K_QUANT_SHA256[qtype]
 
 
 @pytest.mark.parametrize("qtype", list(QUANTIZERS))
