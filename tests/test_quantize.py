@@ -307,3 +307,16 @@ def test_non_finite_weights_leave_no_file(tmp_path):
     with pytest.raises(WeightFileError, match=r"blk\.0\.attn_q\.weight: .*infinity or a NaN"):
         quantize_gguf(path, tmp_path / "out.gguf", "q8_0")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.gguf"]
+
+
+def test_a_type_verigrad_cannot_decode_is_refused_before_any_work(tmp_path):
+    path = tmp_path / "iq2.gguf"
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_tensor("blk.0.attn_q.weight", np.zeros((2, 66), np.uint8), raw_dtype=GGMLQuantizationType.IQ2_XXS)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    with pytest.raises(WeightFileError, match=r"attn_q\.weight .* cannot decode to quantize it again \(1 such"):
+        quantize_gguf(path, tmp_path / "out.gguf", "q8_0")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["iq2.gguf"]

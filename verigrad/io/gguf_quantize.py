@@ -230,6 +230,13 @@ def quantize_gguf(
         raise ValueError(f"quantize: the output {target} is the input file; name another")
     gguf_file = read_gguf(source)
     steps = plan(gguf_file, type_name, pure)
+    unreadable = [s.tensor for s in steps if s.qtype != s.tensor.qtype and s.tensor.qtype not in FORMATS]
+    if unreadable:
+        t = unreadable[0]
+        raise WeightFileError(
+            f"{source}: tensor {t.name} is stored as {t.qtype}, which verigrad cannot decode to quantize it "
+            f"again ({len(unreadable)} such tensors; it reads {', '.join(FORMATS)})"
+        )
     metadata = _metadata_types(source)
 
     def write(f: Any) -> None:
