@@ -1,6 +1,8 @@
 """qmatmul (f32 activations) on each GGUF block format: SmolLM2-135M's MLP down projection (576 x 1536)
 as one decode step's matrix-vector product and a 64-token prompt's matrix product, the cpu kernel on each
-vector path against NumPy de-quantizing the weight and multiplying (`x @ dequantize(w).T` in f32).
+vector path against NumPy de-quantizing the weight and multiplying (`x @ dequantize(w).T` in f32). For the
+formats `qmatmul_q8` takes (8-bit activations, llama.cpp's scheme) its kernel is timed too ("q8 ..."): in
+`--activations q8` mode a model's layers run it, where the others run the f32 kernel.
 
     python benchmarks/qmatmul_formats.py [--repeat 9] [--threads 1 2] [--formats q4_k q5_k q6_k]
 
@@ -18,7 +20,7 @@ from qmatmul import medians
 
 import verigrad
 from verigrad.backends.cpu import quant as cpu_quant
-from verigrad.ops.quant import BLOCK_QTYPES, dequantize, qmatmul, random_blocks
+from verigrad.ops.quant import BLOCK_QTYPES, Q8_QTYPES, dequantize, qmatmul, qmatmul_q8, random_blocks
 
 N, K = 576, 1536  # SmolLM2-135M's ffn_down: rows of 1536 values (whole blocks of 256)
 
@@ -32,6 +34,7 @@ def main() -> None:
     if not verigrad.backends.cpu.available():
         raise SystemExit("the cpu backend could not be built here")
     kernel = verigrad.backends.cpu.cpu.native(qmatmul, verigrad.f32)
+    q8_kernel = verigrad.backends.cpu.cpu.native(qmatmul_q8, verigrad.f32)
     paths = [p for p in cpu_quant.PATHS[::-1] if cpu_quant.path(p) == p]
     cpu_quant.simd(True)
     rng = np.random.default_rng(0)
@@ -46,11 +49,13 @@ def main() -> None:
             for threads in args.threads:
                 verigrad.set_threads(threads)
 
-                def on(path: str):
+                def on(path: str, kernel=kernel):
                     return lambda: (cpu_quant.path(path), kernel(x, raw, qtype=qtype))
 
                 ways = {"NumPy": lambda: x @ dequantize(raw, qtype, (N, K)).T}
                 ways |= {f"kernel {p}": on(p) for p in paths}
+                if qtype in Q8_QTYPES:
+                    ways |= {f"q8 kernel {p}": on(p, q8_kernel) for p in paths}
                 times = medians(ways, args.repeat)
                 cpu_quant.simd(True)
                 base = times["NumPy"][0]

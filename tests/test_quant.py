@@ -173,7 +173,7 @@ def test_dtype_errors():
         qmatmul(vg.zeros(3, 64, dtype="f16"), w, qtype="q4_1")
     with pytest.raises(vg.DTypeError, match="weight must be u8"):
         qmatmul(vg.zeros(3, 64), vg.zeros(7, 40, dtype="i32"), qtype="q4_1")
-    with pytest.raises(vg.DTypeError, match="qtype must be one of q8_0, q4_0, q4_1, got 'q4_k'"):
+    with pytest.raises(vg.DTypeError, match="one of q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, got 'q4_k'"):
         qmatmul_q8(vg.zeros(3, 256), vg.zeros(7, 144, dtype="u8"), qtype="q4_k")
     with pytest.raises(vg.DTypeError, match="ids must be an integer tensor"):
         qembedding(vg.zeros(3), w, qtype="q4_1")

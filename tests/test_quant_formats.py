@@ -11,11 +11,22 @@ import numpy as np
 import pytest
 from test_llm_models import _gguf_state, _random_llama
 
+import verigrad as vg
+from verigrad.backends import cpu
+from verigrad.backends.cpu import quant as cpu_quant
 from verigrad.errors import WeightFileError
 from verigrad.io.gguf import read_gguf
 from verigrad.models.llama import Llama, LlamaConfig
 from verigrad.nn.quant import QEmbedding, QLinear
-from verigrad.ops.quant import BLOCK_QTYPES, FORMATS, dequantize, dequantize_op, random_blocks
+from verigrad.ops.quant import (
+    BLOCK_QTYPES,
+    FORMATS,
+    dequantize,
+    dequantize_op,
+    qmatmul_q8,
+    quantize_q8,
+    random_blocks,
+)
 
 Q = gguf.GGMLQuantizationType
 NEW = ("q5_0", "q5_1", "q2_k", "q3_k", "q5_k", "iq4_nl", "iq4_xs")
@@ -192,3 +203,28 @@ def test_a_type_verigrad_does_not_read_is_refused_by_name(tmp_path):
     _write_llama(path, config, state, store)
     with pytest.raises(WeightFileError, match=r"tensor blk\.0\.ffn_up\.weight is stored as iq2_xxs"):
         Llama.from_gguf(path)
+
+
+@pytest.mark.skipif(not cpu.available(), reason="the cpu backend cannot be built here")
+@pytest.mark.parametrize("qtype", ["q5_0", "q5_1", "iq4_nl"])
+def test_qmatmul_q8_of_the_new_formats_over_many_rows(qtype):
+    """qmatmul_q8's kernel on q5_0, q5_1 and iq4_nl with more activation rows than it takes at once (16),
+    on every vector path and 1-3 threads: the reference's bits; the reference is the 8-bit x times the
+    weight's integers (value / d, exact in f32) scaled per block."""
+    rng = np.random.default_rng(5)
+    raw, x = random_blocks(rng, qtype, 7, 256), rng.standard_normal((37, 256)).astype(np.float32)
+    want = qmatmul_q8.reference(x, raw, qtype)
+    q, d, _ = quantize_q8(x)
+    values = dequantize(raw, qtype, (7, 256)).astype(np.float64)
+    np.testing.assert_allclose(want, (q * d[..., None]).reshape(37, 256) @ values.T, rtol=1e-6, atol=1e-6)
+    kernel = cpu.cpu.native(vg.REGISTRY["qmatmul_q8"], vg.f32)
+    try:
+        for path in cpu_quant.PATHS:
+            cpu_quant.path(path)
+            for threads in (1, 2, 3):
+                vg.set_threads(threads)
+                got = kernel(x, raw, qtype=qtype)
+                np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), err_msg=path)
+    finally:
+        cpu_quant.simd(True)
+        vg.set_threads(1)

@@ -223,8 +223,11 @@ def dequantize(raw: np.ndarray, qtype: str, shape: tuple[int, ...]) -> np.ndarra
 
 
 # the ops ------------------------------------------------------------------------------------------
-# Formats `qmatmul_q8` takes: 32-value blocks whose value is d * q (+ m), q an integer.
-Q8_QTYPES = ("q8_0", "q4_0", "q4_1")
+# Formats `qmatmul_q8` takes: 32-value blocks whose value is d * q (+ m), q an integer (as llama.cpp's
+# vec_dot_*_q8_0 / _q8_1 take them against 8-bit activations).
+Q8_QTYPES = ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")
+# the offset of the integers q8_weight gives: a value is d * (q - offset) (+ m)
+_Q8_OFFSET = {"q4_0": 8, "q5_0": 16}
 Q8_BLOCK = 32  # activations are quantized in blocks of this many values
 
 
@@ -372,29 +375,35 @@ def quantize_q8(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def q8_weight(w: np.ndarray, qtype: str) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """The integers of a q8_0/q4_0/q4_1 weight u8[N, B]: (q i32[N, nb, 32], d f64[N, nb], m f64[N, nb] or
-    None); a value is d * q (+ m). Q4_0's q are the raw nibbles: its values are d * (q - 8)."""
+    """The integers of a weight u8[N, B] of a Q8_QTYPES format: (q i32[N, nb, 32], d f64[N, nb], m f64[N, nb]
+    or None); a value is d * q (+ m). Q4_0's and Q5_0's q are their raw 4 and 5 bits: their values are
+    d * (q - 8) and d * (q - 16); IQ4_NL's are its table's values."""
     fmt = FORMATS[qtype]
     rows, nb = w.shape[0], w.shape[1] // fmt.nbytes
     b = np.ascontiguousarray(w).reshape(rows * nb, fmt.nbytes)
     d = _f16(b, 0).astype(np.float64).reshape(rows, nb)
+    m = _f16(b, 2).astype(np.float64).reshape(rows, nb) if qtype in ("q4_1", "q5_1") else None
     if qtype == "q8_0":
-        q, m = b[:, 2:].view(np.int8), None
+        q = b[:, 2:].view(np.int8)
+    elif qtype in ("q5_0", "q5_1"):
+        at = 2 if qtype == "q5_0" else 4
+        q = _five(b[:, at : at + 4], b[:, at + 4 :])
     else:
         q = np.concatenate([b[:, -16:] & 0x0F, b[:, -16:] >> 4], axis=-1)
-        m = _f16(b, 2).astype(np.float64).reshape(rows, nb) if qtype == "q4_1" else None
+        if qtype == "iq4_nl":
+            q = IQ4_VALUES[q]
     return q.astype(np.int32).reshape(rows, nb, 32), d, m
 
 
 def _qmatmul_q8_reference(x: np.ndarray, w: np.ndarray, qtype: str) -> np.ndarray:
     """Per block b of 32: the integer dot of x's and w's quantized values (exact), scaled in f64 as
-    (d_w * d_x) * dot (+ m_w * (d_x * sum(q_x)) for q4_1); the blocks' terms are added in order in f64,
-    starting from +0.0, and the sum is rounded once to x's dtype."""
+    (d_w * d_x) * dot (+ m_w * (d_x * sum(q_x)) for q4_1 and q5_1); the blocks' terms are added in order in
+    f64, starting from +0.0, and the sum is rounded once to x's dtype."""
     qx, dx, sx = quantize_q8(x)
     qw, dw, mw = q8_weight(w, qtype)
     dots = np.einsum("...bi,nbi->...nb", qx.astype(np.int32), qw).astype(np.int64)  # exact: |dot| < 2^20
-    if qtype == "q4_0":
-        dots = dots - 8 * sx[..., None, :]
+    if qtype in _Q8_OFFSET:
+        dots = dots - _Q8_OFFSET[qtype] * sx[..., None, :]
     scale = dw * dx[..., None, :]
     terms = scale * dots
     if mw is not None:
@@ -413,7 +422,8 @@ qmatmul_q8 = Op(
     samples=_qmatmul_samples(Q8_QTYPES),
     exact=True,
     doc="qmatmul with x quantized to 8 bits per block of 32 (as llama.cpp does): integer block dots, "
-    "scaled and summed in f64 in block order (see `quantize_q8`); q8_0, q4_0 and q4_1 weights.",
+    "scaled and summed in f64 in block order (see `quantize_q8`); q8_0, q4_0, q4_1, q5_0, q5_1 and iq4_nl "
+    "weights.",
 )
 
 

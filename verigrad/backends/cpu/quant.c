@@ -9,6 +9,9 @@
  * is exact, and each output sums, in block order in double from +0.0, the terms
  * (d_w * d_x) * dot [+ m_w * (d_x * sum(q_x))], rounded once to f32.
  *
+ * It also takes 6 q5_0 (value d*(q-16), q of 5 bits), 7 q5_1 (d*q+m) and 10 iq4_nl (d * its table's value
+ * at the nibble): their dots are exact integers too, scaled as q4_0's and q4_1's (AVX2: a row at a time).
+ *
  * vg_rms_norm_qmatmul_q8: the same after rms_norm's kernel (rows.c) on x.
  *
  * vg_qmatmul_f32: out[t, n] = sum_k x[t, k] * w[n, k] with w dequantized to f32 as the reference does,
@@ -141,12 +144,22 @@ __attribute__((target("avx2"))) static void quantize_row_avx2(const float *x, in
 
 /* ---------------------------------------------------------------- q8 products, portable */
 
-/* the integer dot of weight block wb with activations y (q4_0: of the raw nibbles) */
+/* the integer dot of weight block wb with activations y (q4_0, q5_0: of the raw 4 or 5 bits; iq4_nl: of
+ * its table's values) */
 static int32_t block_dot(int qtype, const uint8_t *wb, const int8_t *y) {
     int32_t s = 0;
     if (qtype == Q8_0) {
         const int8_t *w = (const int8_t *)(wb + 2);
         for (int i = 0; i < 32; i++) s += (int32_t)w[i] * y[i];
+    } else if (qtype == Q5_0 || qtype == Q5_1) {
+        const uint8_t *qh = wb + (qtype == Q5_1 ? 4 : 2), *n = qh + 4;
+        const uint32_t high = (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
+        for (int i = 0; i < 16; i++)
+            s += (int32_t)((n[i] & 15) | ((high >> i & 1) << 4)) * y[i] +
+                 (int32_t)((n[i] >> 4) | ((high >> (i + 16) & 1) << 4)) * y[i + 16];
+    } else if (qtype == IQ4_NL) {
+        const uint8_t *n = wb + 2;
+        for (int i = 0; i < 16; i++) s += (int32_t)IQ4_VALUES[n[i] & 15] * y[i] + (int32_t)IQ4_VALUES[n[i] >> 4] * y[i + 16];
     } else {
         const uint8_t *n = wb + (qtype == Q4_1 ? 4 : 2);
         for (int i = 0; i < 16; i++) s += (int32_t)(n[i] & 15) * y[i] + (int32_t)(n[i] >> 4) * y[i + 16];
@@ -162,8 +175,9 @@ static float q8_row(int qtype, const uint8_t *w, int64_t nb, const int8_t *qx, c
         const uint8_t *wb = w + b * bytes;
         int32_t dot = block_dot(qtype, wb, qx + 32 * b);
         if (qtype == Q4_0) dot -= 8 * sx[b];
+        if (qtype == Q5_0) dot -= 16 * sx[b];
         double term = ((double)half_to_float(wb) * dx[b]) * (double)dot;
-        if (qtype == Q4_1) term = term + (double)half_to_float(wb + 2) * dxs[b];
+        if (qtype == Q4_1 || qtype == Q5_1) term = term + (double)half_to_float(wb + 2) * dxs[b];
         acc = acc + term;
     }
     return (float)acc;
@@ -379,11 +393,66 @@ typedef struct {
     volatile int failed; /* a band could not allocate its row buffer */
 } qjob;
 
+#if VG_X86
+/* q5_0, q5_1, iq4_nl against 8-bit activations: weight row w against activation rows t0..t1 (at most 16,
+ * each block unpacked once for all of them), q8_row's arithmetic with each block's integer dot made 32 bytes
+ * at a time (pairs of products summed in 16 bits, |a*b + c*d| <= 2 * 127 * 127, then in 32: an exact
+ * integer, as block_dot's) and each output's terms added in block order */
+__attribute__((target("avx2,f16c"))) static void q8_row_avx2(int qtype, const uint8_t *w, int64_t nb,
+                                                              const qjob *p, int64_t t0, int64_t t1,
+                                                              float *out, int64_t out_stride) {
+    const int64_t bytes = BLOCK_BYTES[qtype], k = p->k;
+    const __m256i low4 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+    /* byte i of a 32-bit mask spread to 32 bytes: all ones where bit i is set (bytes 8l..8l+7 see byte l) */
+    const __m256i spread = _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303);
+    const __m256i others = _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe);
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)IQ4_VALUES));
+    const int nibbles_at = qtype == Q5_0 ? 6 : qtype == Q5_1 ? 8 : 2;
+    double acc[16] = {0};
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *wb = w + b * bytes;
+        const __m128i n = _mm_loadu_si128((const __m128i *)(wb + nibbles_at));
+        __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(n, 4), n), low4); /* values 0..31 */
+        __m256i sign = q;
+        if (qtype == IQ4_NL) { /* signed: |q| times y with q's sign */
+            sign = _mm256_shuffle_epi8(table, q);
+            q = _mm256_abs_epi8(sign);
+        } else {
+            const __m256i bits = _mm256_shuffle_epi8(_mm256_set1_epi32(load32(wb + nibbles_at - 4)), spread);
+            const __m256i set = _mm256_cmpeq_epi8(_mm256_or_si256(bits, others), _mm256_set1_epi8(-1));
+            q = _mm256_or_si256(q, _mm256_and_si256(set, _mm256_set1_epi8(16)));
+        }
+        const double d = (double)half_to_float(wb), m = qtype == Q5_1 ? (double)half_to_float(wb + 2) : 0.0;
+        for (int64_t t = t0; t < t1; t++) {
+            __m256i y = _mm256_loadu_si256((const __m256i *)(p->qx + t * k + 32 * b));
+            if (qtype == IQ4_NL) y = _mm256_sign_epi8(y, sign);
+            const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(q, y), ones);
+            __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sums), _mm256_extracti128_si256(sums, 1));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+            int32_t dot = _mm_cvtsi128_si32(s4);
+            const int64_t at = t * nb + b;
+            if (qtype == Q5_0) dot -= 16 * p->sx[at];
+            double term = (d * p->dx[at]) * (double)dot;
+            if (qtype == Q5_1) term = term + m * p->dxs[at];
+            acc[t - t0] = acc[t - t0] + term;
+        }
+    }
+    for (int64_t t = t0; t < t1; t++) out[t * out_stride] = (float)acc[t - t0];
+}
+#endif
+
 static void q8_band(void *ctx, int64_t lo, int64_t hi) {
     const qjob *p = (const qjob *)ctx;
     const int64_t nb = p->k / 32, stride = nb * BLOCK_BYTES[p->qtype];
     int64_t r = lo;
 #if VG_X86
+    if (has_avx2() && p->qtype > Q4_1) { /* q5_0, q5_1, iq4_nl: a row at a time, 16 activation rows at once */
+        for (; r < hi; r++)
+            for (int64_t t = 0; t < p->t; t += 16)
+                q8_row_avx2(p->qtype, p->w + r * stride, nb, p, t, t + 16 < p->t ? t + 16 : p->t, p->out + r, p->n);
+        return;
+    }
     if (has_avx2()) {
         const rows_fn rows4 = ROWS4_FNS[p->qtype], rows8 = ROWS8_FNS[p->qtype];
         const rows_fn rows8x2 = ROWS8X2_FNS[p->qtype];

@@ -1,4 +1,5 @@
-"""Quantized products (quant.c), from the blocks: qmatmul_q8 on q8_0, q4_0 and q4_1 weights, qmatmul and
+"""Quantized products (quant.c), from the blocks: qmatmul_q8 on q8_0, q4_0, q4_1, q5_0, q5_1 and iq4_nl
+weights (AVX2 paths for each), qmatmul and
 qembedding on every block format of ops/quant.py (QTYPES).
 
 - qmatmul_q8 gives the reference's bits: the activations are quantized as `quantize_q8` does, block dots
