@@ -25,8 +25,16 @@ def build_parser() -> argparse.ArgumentParser:
         description="verigrad: every op has one NumPy definition; shapes are checked for every size.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands_modules = (train_commands, lm_train, demo, ir_command, backend_commands, lm_commands, serve, quantize)
-    for commands in commands_modules:
+    for commands in (
+        train_commands,
+        lm_train,
+        demo,
+        ir_command,
+        backend_commands,
+        lm_commands,
+        serve,
+        quantize,
+    ):
         commands.add_commands(sub)
     sub.add_parser("version", help="print the version").set_defaults(run=_version)
     return parser
