@@ -188,6 +188,15 @@ def test_reductions_with_keepdim_and_dim_keyword() -> None:
     _eq(verigrad.zeros(0, 3).sum(dim=0), [0.0, 0.0, 0.0])
 
 
+def test_sum_and_mean_functions_take_dtype_as_pytorchs() -> None:
+    """torch.sum(x, dtype=) and torch.mean(x, dtype=) cast first; the functions raised TypeError."""
+    x = verigrad.tensor([[1, 2], [3, 4]], dtype="i32")
+    _eq(verigrad.sum(x, dtype=f64), np.float64(10.0), f64)
+    _eq(verigrad.sum(x, 1, True, dtype="i32"), [[3], [7]], i32)  # a small integer dtype asked for is kept
+    _eq(verigrad.mean(x, dtype=f64), np.float64(2.5), f64)
+    _eq(verigrad.mean(x.cast(f64), 0), [2.0, 3.0], f64)
+
+
 def test_f32_sum_accumulates_in_double() -> None:
     tiny = np.float32(2.0**-24)  # half an ulp of 1.0 in f32
     values = np.array([1.0] + [tiny] * 4096, dtype=np.float32)

@@ -417,6 +417,7 @@ from .typeinfo import finfo, iinfo
 
 concatenate = cat  # PyTorch's names for the same function
 prod = _tensor_methods.prod  # torch.prod(input, dim, keepdim, *, dtype): the method, which casts to dtype
+sum, mean = Tensor.sum, Tensor.mean  # torch.sum/mean(input, dim, keepdim, *, dtype): the methods, bound in C
 get_rng_state, set_rng_state = _default_generator.get_state, _default_generator.set_state
 softmax, log_softmax = nn.functional.softmax, nn.functional.log_softmax  # torch.softmax(x, dim, dtype=)
 cuda.amp = amp.cuda_amp  # torch.cuda.amp: disabled, with PyTorch's warnings
