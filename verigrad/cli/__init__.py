@@ -1,5 +1,5 @@
-"""The `verigrad` command: `train` (and `train lm`), `eval`, `demo`, `ir`, `ops`, `verify`, `fetch`,
-`generate`, `chat`, `version`. `main` is the entry point; each command's options and work live in the
+"""The `verigrad` command: `train` (and `train lm`), `finetune`, `eval`, `demo`, `ir`, `ops`, `verify`,
+`fetch`, `generate`, `chat`, `version`. `main` is the entry point; each command's options and work live in the
 module named for it."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import backend_commands, demo, ir_command, lm_commands, lm_train, train_commands
+from . import backend_commands, demo, finetune, ir_command, lm_commands, lm_train, train_commands
 from .arguments import OneLineParser
 
 
@@ -25,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="verigrad: every op has one NumPy definition; shapes are checked for every size.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for commands in (train_commands, lm_train, demo, ir_command, backend_commands, lm_commands):
+    for commands in (train_commands, lm_train, finetune, demo, ir_command, backend_commands, lm_commands):
         commands.add_commands(sub)
     sub.add_parser("version", help="print the version").set_defaults(run=_version)
     return parser

@@ -21,7 +21,6 @@ from typing import Any
 
 from ..autograd import no_grad
 from ..backends import backend, default_threads, set_threads
-from ..backends.threads import MAX_THREADS
 from ..data.text import (
     Corpus,
     TokenBatches,
@@ -40,7 +39,7 @@ from ..models.gpt import CHECKPOINT, GPT, TOKENIZER, GPTConfig, decay_groups
 from ..ops import from_numpy, manual_seed
 from ..optim import AdamW, Optimizer
 from ..shapes import dims, spec
-from .train_loop import accumulated_step, loop_state, lr_at, restore_loop_state, train_steps
+from .train_loop import accumulated_step, check_options, loop_state, lr_at, restore_loop_state, train_steps
 
 __all__ = ["LMTrainConfig", "lm_step", "lr_at", "make_optimizer", "prepare", "train"]
 
@@ -82,39 +81,8 @@ class LMTrainConfig:
     backend: str = "cpu"
 
     def __post_init__(self) -> None:
-        for name in (
-            "layers",
-            "heads",
-            "width",
-            "context",
-            "batch",
-            "steps",
-            "accumulate",
-            "eval_every",
-            "eval_batches",
-            "save_every",
-            "sample_tokens",
-            "threads",
-        ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
-        for name in ("warmup", "seed"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"--{name} must be a non-negative integer, got {value!r}")
-        if self.threads > MAX_THREADS:
-            raise ValueError(f"--threads must be at most {MAX_THREADS}, got {self.threads}")
-        for name in ("lr", "min_lr", "clip", "weight_decay"):
-            value = getattr(self, name)
-            ok = not isinstance(value, bool) and isinstance(value, int | float) and 0 <= value < math.inf
-            if not ok or (name == "lr" and value == 0):
-                kind = "positive" if name == "lr" else "non-negative"
-                raise ValueError(f"--{name.replace('_', '-')} must be a finite {kind} number, got {value!r}")
-        if self.min_lr > self.lr:
-            raise ValueError(
-                f"min_lr {self.min_lr} is above --lr {self.lr}: the cosine decays from lr to min_lr"
-            )
+        check_options(self, "layers", "heads", "width", "context", "batch", "steps", "accumulate")
+        check_options(self, "eval_every", "eval_batches", "save_every", "sample_tokens", "threads")
         if self.max_files is not None and (not isinstance(self.max_files, int) or self.max_files < 2):
             raise ValueError(f"max_files must be an integer of at least 2, got {self.max_files!r}")
         check_vocab_size(self.vocab_size)

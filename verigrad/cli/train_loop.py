@@ -18,11 +18,38 @@ from typing import Any
 import numpy as np
 
 from ..backends import backend, set_threads
+from ..backends.threads import MAX_THREADS
 from ..compile import compile as compile_fn
 from ..nn.utils import clip_grad_norm_
 from ..ops import from_numpy
 from ..ops.creation import default_generator
 from ..optim import Optimizer
+
+
+def check_options(config: Any, *positive: str) -> None:
+    """The loop's options of a config, named as the command's: the `positive` integers, warmup and seed
+    non-negative integers, threads at most MAX_THREADS, lr positive and min_lr, clip and weight_decay
+    non-negative finite numbers, min_lr at most lr."""
+    for name in positive:
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
+    for name in ("warmup", "seed"):
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"--{name} must be a non-negative integer, got {value!r}")
+    if config.threads > MAX_THREADS:
+        raise ValueError(f"--threads must be at most {MAX_THREADS}, got {config.threads}")
+    for name in ("lr", "min_lr", "clip", "weight_decay"):
+        value = getattr(config, name)
+        ok = not isinstance(value, bool) and isinstance(value, int | float) and 0 <= value < math.inf
+        if not ok or (name == "lr" and value == 0):
+            kind = "positive" if name == "lr" else "non-negative"
+            raise ValueError(f"--{name.replace('_', '-')} must be a finite {kind} number, got {value!r}")
+    if config.min_lr > config.lr:
+        raise ValueError(
+            f"min_lr {config.min_lr} is above --lr {config.lr}: the cosine decays from lr to min_lr"
+        )
 
 
 def lr_at(step: int, config: Any) -> float:
