@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -25,13 +26,17 @@ PARTS = {"q_proj": "attn_q", "k_proj": "attn_k", "v_proj": "attn_v", "o_proj": "
 PARTS |= {"gate_proj": "ffn_gate", "up_proj": "ffn_up", "down_proj": "ffn_down"}
 
 
-def torch_lora_loss(path: Path, adapters: dict, scaling: float, ids: np.ndarray, targets: np.ndarray):
-    """The LoRA Llama in PyTorch on the file's de-quantized weights (llama.cpp's layout: interleaved RoPE
-    pairs), `adapters` {(layer, projection): (A, B)} as leaf tensors; returns the answer tokens' mean loss."""
+def torch_weights(path: Path, dtype: torch.dtype = torch.float32) -> tuple[Any, dict[str, torch.Tensor]]:
+    """The file's config and its weights de-quantized, by GGUF name (llama.cpp's layout)."""
     gguf = read_gguf(path)
-    c = gguf_config(gguf)
-    dtype = next(iter(adapters.values()))[0].dtype  # f32, or f64 for a reference
-    w = {name: torch.from_numpy(t.dequantize()).to(dtype) for name, t in gguf.tensors.items()}
+    return gguf_config(gguf), {n: torch.from_numpy(t.dequantize()).to(dtype) for n, t in gguf.tensors.items()}
+
+
+def torch_lora_loss(c: Any, w: dict, adapters: dict, scaling: float, ids: Any, targets: Any) -> torch.Tensor:
+    """The LoRA Llama in PyTorch on weights `w` (from `torch_weights`: interleaved RoPE pairs), `adapters`
+    {(layer, projection): (A, B)} as leaf tensors; returns the mean loss over the targets not IGNORE."""
+    dtype = w["token_embd.weight"].dtype
+    ids, targets = torch.as_tensor(ids), torch.as_tensor(targets)
     b, t = ids.shape
     cos, sin = (torch.from_numpy(a[:t]).to(dtype) for a in rope_tables(t, c.head_dim, c.rope_base))
 
@@ -49,7 +54,7 @@ def torch_lora_loss(path: Path, adapters: dict, scaling: float, ids: np.ndarray,
         even, odd = x[..., 0::2], x[..., 1::2]
         return torch.stack([even * cos - odd * sin, even * sin + odd * cos], -1).flatten(-2)
 
-    x = w["token_embd.weight"][torch.from_numpy(ids)]
+    x = w["token_embd.weight"][ids]
     hd, heads, kv = c.head_dim, c.n_heads, c.n_kv_heads
     for i in range(c.n_layers):
         h = rms(x, w[f"blk.{i}.attn_norm.weight"])
@@ -62,13 +67,12 @@ def torch_lora_loss(path: Path, adapters: dict, scaling: float, ids: np.ndarray,
         y = (scores.softmax(-1) @ v).transpose(1, 2).reshape(b, t, heads * hd)
         x = x + linear(y, i, "o_proj")
         h = rms(x, w[f"blk.{i}.ffn_norm.weight"])
-        x = x + linear(
-            torch.nn.functional.silu(linear(h, i, "gate_proj")) * linear(h, i, "up_proj"), i, "down_proj"
-        )
+        gated = torch.nn.functional.silu(linear(h, i, "gate_proj")) * linear(h, i, "up_proj")
+        x = x + linear(gated, i, "down_proj")
     head = w.get("output.weight", w["token_embd.weight"])
     logits = rms(x, w["output_norm.weight"]) @ head.T
     return torch.nn.functional.cross_entropy(
-        logits.reshape(-1, logits.shape[-1]), torch.from_numpy(targets).reshape(-1), ignore_index=IGNORE
+        logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE
     )
 
 
@@ -98,7 +102,7 @@ def torch_step(path, values, scaling, ids, targets, dtype=torch.float32) -> tupl
     theirs = {
         k: tuple(torch.tensor(v, dtype=dtype, requires_grad=True) for v in pair) for k, pair in values.items()
     }
-    loss = torch_lora_loss(path, theirs, scaling, ids, targets)
+    loss = torch_lora_loss(*torch_weights(path, dtype), theirs, scaling, ids, targets)
     loss.backward()
     return float(loss.detach()), {k: tuple(t.grad.numpy() for t in pair) for k, pair in theirs.items()}
 
