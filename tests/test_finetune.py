@@ -372,3 +372,24 @@ def test_lora_adds_adapters_to_an_unfused_model_too():
     assert isinstance(model.layers[0].mlp.down_proj.adapters["down_proj"], LoRA)
     assert not isinstance(model.layers[0].self_attn.q_proj, LoRALinear)
     assert sum(p.numel() for p in model.parameters() if p.requires_grad) == 2 * (16 + 8) + 2 * (24 + 16)
+
+
+def test_training_qlinear_is_qlinear_with_a_dense_product_for_many_rows():
+    from verigrad.nn.lora import MANY_ROWS, TrainingQLinear
+    from verigrad.ops.quant import dequantize, random_blocks
+
+    rng = np.random.default_rng(0)
+    raw = random_blocks(rng, "q4_1", 24, 64)
+    layer = QLinear(raw, "q4_1", (24, 64))
+    fast = TrainingQLinear.of(layer)
+    assert fast.weight.numpy().ctypes.data == layer.weight.numpy().ctypes.data  # the same blocks, no copy
+    w = dequantize(raw, "q4_1", (24, 64)).astype(np.float64)
+    for count in (1, MANY_ROWS - 1, MANY_ROWS, 40):
+        x = vg.from_numpy(rng.normal(size=(count, 64)).astype(np.float32)).requires_grad_(True)
+        y = fast(x)
+        np.testing.assert_allclose(y.numpy(), x.numpy() @ w.T, rtol=1e-5, atol=1e-5)
+        if count < MANY_ROWS:  # decoding: qmatmul's bits
+            np.testing.assert_array_equal(y.numpy(), layer(x).numpy())
+        g = rng.normal(size=(count, 24)).astype(np.float32)
+        (y * vg.from_numpy(g)).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), g @ w, rtol=1e-5, atol=1e-5)

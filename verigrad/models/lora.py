@@ -18,7 +18,7 @@ import numpy as np
 
 from ..modes import abstract
 from ..nn import Embedding, Linear, Module, RMSNorm
-from ..nn.lora import LoRALinear, check_rank
+from ..nn.lora import LoRALinear, TrainingQLinear, check_rank
 from ..nn.quant import QEmbedding, QLinear
 from ..ops import from_numpy
 from ..ops.quant import dequantize
@@ -64,10 +64,14 @@ def _set(root: Module, path: str, module: Module) -> None:
 
 def add_lora(model: Llama, targets: Iterable[str], r: int, alpha: float) -> Llama:
     """Freeze `model` and adapt its `targets` projections in every block (A drawn from the default
-    generator, block by block, in TARGETS' order); returns the model."""
+    generator, block by block, in TARGETS' order); its quantized layers with f32 activations become
+    TrainingQLinear (faster on a step's many rows). Returns the model."""
     targets = check_targets(targets)
     check_rank(r, alpha)
     model.requires_grad_(False)
+    for name, module in list(model.named_modules()):
+        if type(module) is QLinear and module.activations == "f32":
+            _set(model, name, TrainingQLinear.of(module))
     for block in model.layers:
         for path, parts in _projections(model):
             if any(name in targets for name, _ in parts):
