@@ -152,6 +152,12 @@ def test_bad_lines_are_named(tmp_path, line, message):
         read_jsonl(path)
 
 
+def test_the_demo_data_is_shipped_and_valid(tmp_path):
+    tok = Tokenizer.from_gguf(write_llama_gguf(tmp_path / "t.gguf"))
+    examples, cut = prepare_examples("demo", tok, 256)
+    assert len(examples) == 30 and cut == 0
+
+
 def test_long_examples_are_cut_and_one_without_an_answer_in_the_context_is_refused(tmp_path):
     gguf = write_llama_gguf(tmp_path / "t.gguf")
     tok = Tokenizer.from_gguf(gguf)

@@ -37,7 +37,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         "--data",
         required=True,
         help='JSONL lines: {"messages": [{"role": ..., "content": ...}, ...]} or '
-        '{"prompt": ..., "completion": ...}',
+        '{"prompt": ..., "completion": ...}; "demo": 30 examples about verigrad shipped with it',
     )
     p.add_argument("--out", type=writable_folder, default=_default("out"), help="default runs/finetune")
     lora = p.add_argument_group("adapters")

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 IGNORE = -100  # cross_entropy's ignore_index: a target the loss skips
+DEMO = Path(__file__).resolve().parents[1] / "data" / "finetune_demo.jsonl"  # `--data demo`
 
 
 @dataclass(frozen=True)
@@ -28,9 +29,9 @@ class Example:
 
 
 def read_jsonl(path: str | Path) -> list[list[dict[str, str]]]:
-    """The conversations of a JSONL file, each a list of messages; a bad line is a ValueError naming the
-    file and the line."""
-    path = Path(path)
+    """The conversations of a JSONL file ("demo": the 30 examples shipped with verigrad), each a list of
+    messages; a bad line is a ValueError naming the file and the line."""
+    path = DEMO if str(path) == "demo" else Path(path)
     if not path.is_file():
         raise ValueError(f"--data {path}: no such file")
     out = []
