@@ -12,7 +12,9 @@ embedding tied to the head, AdamW (weight decay 0.1, lr 3e-4), cross-entropy on 
          adapters (r 8, alpha 16, q_proj and v_proj), one sequence of 256 tokens, the loss on its second
          half (an answer), AdamW on the adapters, clipping at 1: verigrad's `verigrad finetune` step on the
          quantized base against the same LoRA in PyTorch (tests/parity/test_finetune_torch.py) on the
-         de-quantized f32 weights
+         de-quantized f32 weights. Its `torch.compile` way fails for now: the PyTorch model reads the
+         GGUF through verigrad, and TorchDynamo, scanning the loaded modules, trips on
+         `verigrad.distributions.torch` raising NotImplementedError instead of AttributeError
 
 Each (size, threads, way) runs in a fresh subprocess, so that its peak resident memory (`getrusage`'s
 maxrss, which includes the interpreter and the framework's libraries: the "idle" rows give that floor
@@ -253,7 +255,8 @@ def in_subprocess(size: str, way: str, threads: int, args: argparse.Namespace) -
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode:
         lines = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()
-        return {"error": lines[-1][:80]}
+        errors = [line for line in lines if "Error: " in line and not line.startswith(" ")]
+        return {"error": (errors or lines)[-1][:60]}
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
