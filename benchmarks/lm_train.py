@@ -8,6 +8,13 @@ embedding tied to the head, AdamW (weight decay 0.1, lr 3e-4), cross-entropy on 
 
   small  ~1.3M parameters: 4 layers, width 128, 4 heads, context 128, vocabulary 4096, batch 8
   base   ~10M parameters:  6 layers, width 320, 5 heads, context 256, vocabulary 8192, batch 8
+  lora   SmolLM2-135M-Instruct (its Q4_1 GGUF, from verigrad's cache: `verigrad fetch smollm2`) with LoRA
+         adapters (r 8, alpha 16, q_proj and v_proj), one sequence of 256 tokens, the loss on its second
+         half (an answer), AdamW on the adapters, clipping at 1: verigrad's `verigrad finetune` step on the
+         quantized base against the same LoRA in PyTorch (tests/parity/test_finetune_torch.py) on the
+         de-quantized f32 weights. Its `torch.compile` way fails for now: the PyTorch model reads the
+         GGUF through verigrad, and TorchDynamo, scanning the loaded modules, trips on
+         `verigrad.distributions.torch` raising NotImplementedError instead of AttributeError
 
 Each (size, threads, way) runs in a fresh subprocess, so that its peak resident memory (`getrusage`'s
 maxrss, which includes the interpreter and the framework's libraries: the "idle" rows give that floor
@@ -19,6 +26,7 @@ torch.compile's code generation).
 
     python benchmarks/lm_train.py                       # both sizes, 1 and 2 threads, every way
     python benchmarks/lm_train.py --sizes small --threads 1 --no-torch-compile
+    python benchmarks/lm_train.py --sizes lora --steps 1 --repeats 3 --warmup 1
     python benchmarks/lm_train.py --profile             # cProfile of verigrad's eager step (small)
 """
 
@@ -33,6 +41,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -51,6 +60,8 @@ class Size:
 
 
 SIZES = {"small": Size(4, 128, 4, 128, 4096), "base": Size(6, 320, 5, 256, 8192)}
+LORA = "lora"  # SmolLM2's LoRA step, measured by `measure_lora`
+LORA_TOKENS, LORA_RANK, LORA_ALPHA, LORA_TARGETS = 256, 8, 16.0, ("q_proj", "v_proj")
 WAYS = ("verigrad eager", "verigrad compiled", "torch eager", "torch.compile")
 LR, WEIGHT_DECAY = 3e-4, 0.1
 
@@ -136,10 +147,13 @@ def batch(size: Size) -> tuple[np.ndarray, np.ndarray]:
 def measure(size_name: str, way: str, threads: int, args: argparse.Namespace) -> dict[str, Any]:
     """One configuration, in this process: the first call's seconds, each timed run's tokens/s, and
     the peak resident memory in MiB."""
-    size = SIZES[size_name]
     if way == "idle verigrad" or way == "idle torch":
         __import__(way.split()[1])
         return {"peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    if size_name == LORA:
+        step, xt, yt, tokens = lora_step(way, threads)
+        return timed(step, xt, yt, tokens, threads, args)
+    size = SIZES[size_name]
     weights, (x, y) = state_dict(size), batch(size)
     if way.startswith("verigrad"):
         import verigrad as torch
@@ -159,13 +173,71 @@ def measure(size_name: str, way: str, threads: int, args: argparse.Namespace) ->
         step = train_step(torch, model)
         if way == "torch.compile":
             step = torch.compile(step)
-    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+    return timed(step, torch.from_numpy(x), torch.from_numpy(y), size.batch * size.context, threads, args)
+
+
+def lora_step(way: str, threads: int) -> tuple[Any, Any, Any, int]:
+    """SmolLM2's LoRA training step for `way`, its inputs and the tokens it reads."""
+    from verigrad.models.fetch import model_path
+
+    path = model_path("smollm2")
+    if not path.is_file():
+        raise SystemExit(f"no {path}: run `verigrad fetch smollm2` first")
+    rng = np.random.default_rng(0)
+    ids = rng.integers(3, 49152, (1, 1, LORA_TOKENS))
+    targets = np.roll(ids, -1, axis=-1)
+    targets[..., : LORA_TOKENS // 2] = -100  # the prompt's half: no loss
+    if way.startswith("verigrad"):
+        import verigrad
+        from verigrad.cli import finetune_trainer as ft
+        from verigrad.models.llama import Llama
+        from verigrad.models.lora import add_lora
+
+        verigrad.set_threads(threads)
+        verigrad.manual_seed(0)
+        model = add_lora(Llama.from_gguf(path, activations="f32"), LORA_TARGETS, LORA_RANK, LORA_ALPHA)
+        model.rope_rows(LORA_TOKENS)
+        optimizer = verigrad.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+        step = ft.finetune_step(model, optimizer, 1.0)
+        step = verigrad.compile(step) if way == "verigrad compiled" else step
+        return step, verigrad.from_numpy(ids), verigrad.from_numpy(targets), LORA_TOKENS
+    import torch
+
+    sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "tests" / d) for d in ("", "parity")]
+    from test_finetune_torch import torch_lora_loss, torch_weights
+
+    torch.set_num_threads(threads)
+    config, weights = torch_weights(path)
+    torch.manual_seed(0)
+    adapters = {}
+    for i in range(config.n_layers):
+        for name in LORA_TARGETS:
+            rows = (config.n_heads if name == "q_proj" else config.n_kv_heads) * config.head_dim
+            a = torch.nn.init.kaiming_uniform_(torch.empty(LORA_RANK, config.dim), a=5**0.5)
+            adapters[(i, name)] = (a.requires_grad_(), torch.zeros(rows, LORA_RANK, requires_grad=True))
+    params = [p for pair in adapters.values() for p in pair]
+    optimizer = torch.optim.AdamW(params, lr=1e-4)
+
+    def step(x: Any, y: Any) -> Any:
+        optimizer.zero_grad()
+        loss = torch_lora_loss(config, weights, adapters, LORA_ALPHA / LORA_RANK, x[0], y[0])
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+        return loss
+
+    step = torch.compile(step) if way == "torch.compile" else step
+    return step, torch.from_numpy(ids), torch.from_numpy(targets), LORA_TOKENS
+
+
+def timed(step: Any, xt: Any, yt: Any, tokens_per_step: int, threads: int, args: argparse.Namespace) -> dict:
+    """The first call's seconds, each timed run's tokens/s and the peak resident memory in MiB."""
     start = time.perf_counter()
     loss = float(step(xt, yt).detach())
     first = time.perf_counter() - start
     for _ in range(args.warmup):
         step(xt, yt)
-    tokens = size.batch * size.context * args.steps
+    tokens = tokens_per_step * args.steps
     clock = time.process_time if threads == 1 else time.perf_counter  # one thread: the load adds no time
     rates = []
     for _ in range(args.repeats):
@@ -183,7 +255,8 @@ def in_subprocess(size: str, way: str, threads: int, args: argparse.Namespace) -
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode:
         lines = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()
-        return {"error": lines[-1][:80]}
+        errors = [line for line in lines if "Error: " in line and not line.startswith(" ")]
+        return {"error": (errors or lines)[-1][:60]}
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -197,11 +270,20 @@ def run(args: argparse.Namespace) -> None:
     console.print(describe_machine())
     ways = [w for w in WAYS if args.torch_compile or w != "torch.compile"]
     for size_name in args.sizes:
-        size = SIZES[size_name]
+        if size_name == LORA:
+            title = (
+                f"lora: SmolLM2-135M (Q4_1 base; PyTorch: de-quantized f32) with LoRA r {LORA_RANK} on "
+                f"{', '.join(LORA_TARGETS)}, {LORA_TOKENS} tokens, AdamW on the adapters"
+            )
+        else:
+            size = SIZES[size_name]
+            title = (
+                f"{size_name}: GPT of {parameters(size) / 1e6:.1f}M parameters ({size.layers} layers, width "
+                f"{size.width}, {size.heads} heads, context {size.context}, vocabulary {size.vocab}, batch "
+                f"{size.batch}), AdamW, f32"
+            )
         out = table(
-            f"{size_name}: GPT of {parameters(size) / 1e6:.1f}M parameters ({size.layers} layers, width "
-            f"{size.width}, {size.heads} heads, context {size.context}, vocabulary {size.vocab}, batch "
-            f"{size.batch}), AdamW, f32; tokens/s of the median of {args.repeats} x {args.steps} steps",
+            f"{title}; tokens/s of the median of {args.repeats} x {args.steps} steps",
             ["threads", "way", "tokens/s", "spread", "vs torch eager", "first call s", "peak MiB", "loss"],
             left=("way",),
             no_wrap=True,
@@ -214,11 +296,12 @@ def run(args: argparse.Namespace) -> None:
                     out.add_row(str(threads) if i == 0 else "", way, "failed: " + r["error"], *[""] * 5)
                     continue
                 median = statistics.median(r["rates"])
+                digits = ",.1f" if median < 100 else ",.0f"  # the LoRA step's few tokens/s
                 out.add_row(
                     str(threads) if i == 0 else "",
                     way,
-                    f"{median:,.0f}",
-                    f"{min(r['rates']):,.0f}-{max(r['rates']):,.0f}",
+                    f"{median:{digits}}",
+                    f"{min(r['rates']):{digits}}-{max(r['rates']):{digits}}",
                     f"{median / base:.2f}x",
                     f"{r['first_s']:.1f}",
                     f"{r['peak_mib']:.0f}",
@@ -257,7 +340,7 @@ def profile(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="small,base", help="comma-separated: small, base")
+    parser.add_argument("--sizes", default="small,base,lora", help="comma-separated: small, base, lora")
     parser.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
     parser.add_argument("--steps", type=int, default=3, help="steps per timed run (default 3)")
     parser.add_argument("--repeats", type=int, default=5, help="timed runs (default 5)")
@@ -268,8 +351,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     args.threads = positive_ints(parser, args.threads, "--threads")
     args.sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
-    if not args.sizes or any(s not in SIZES for s in args.sizes):
-        parser.error(f"--sizes takes names from {', '.join(SIZES)}, got {args.sizes}")
+    if not args.sizes or any(s not in (*SIZES, LORA) for s in args.sizes):
+        parser.error(f"--sizes takes names from {', '.join((*SIZES, LORA))}, got {args.sizes}")
     if args.steps < 1 or args.repeats < 1 or args.warmup < 0:
         parser.error("--steps and --repeats must be at least 1, --warmup at least 0")
     if args.one:

@@ -1,6 +1,6 @@
-"""The `verigrad` command: `train` (and `train lm`), `eval`, `demo`, `ir`, `ops`, `verify`, `fetch`,
-`generate`, `chat`, `serve`, `quantize`, `version`. `main` is the entry point; each command's options and
-work live in the module named for it."""
+"""The `verigrad` command: `train` (and `train lm`), `finetune`, `eval`, `demo`, `ir`, `ops`, `verify`,
+`fetch`, `generate`, `chat`, `serve`, `quantize`, `version`. `main` is the entry point; each command's options
+and work live in the module named for it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,17 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import backend_commands, demo, ir_command, lm_commands, lm_train, quantize, serve, train_commands
+from . import (
+    backend_commands,
+    demo,
+    finetune,
+    ir_command,
+    lm_commands,
+    lm_train,
+    quantize,
+    serve,
+    train_commands,
+)
 from .arguments import OneLineParser
 
 
@@ -28,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     for commands in (
         train_commands,
         lm_train,
+        finetune,
         demo,
         ir_command,
         backend_commands,

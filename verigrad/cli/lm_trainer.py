@@ -15,18 +15,13 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ..autograd import no_grad
 from ..backends import backend, default_threads, set_threads
-from ..backends.threads import MAX_THREADS
-from ..compile import compile as compile_fn
 from ..data.text import (
     Corpus,
     TokenBatches,
@@ -44,11 +39,13 @@ from ..io.safetensors_format import read_metadata
 from ..models.gpt import CHECKPOINT, GPT, TOKENIZER, GPTConfig, decay_groups
 from ..nn.utils import clip_grad_norm_
 from ..ops import from_numpy, manual_seed
-from ..ops.creation import default_generator
 from ..optim import AdamW, Optimizer
 from ..shapes import dims, spec
 from ..tensor import Tensor
 from . import data_parallel
+from .train_loop import accumulated_step, check_options, loop_state, lr_at, restore_loop_state, train_steps
+
+__all__ = ["LMTrainConfig", "lm_step", "lr_at", "make_optimizer", "prepare", "train"]
 
 PICTURE = "training.png"
 SAMPLE_PROMPT = "def "
@@ -89,40 +86,8 @@ class LMTrainConfig:
     shards: int = 1  # of each batch, whose gradients are averaged in shard order (cli/data_parallel.py)
 
     def __post_init__(self) -> None:
-        for name in (
-            "layers",
-            "heads",
-            "width",
-            "context",
-            "batch",
-            "steps",
-            "accumulate",
-            "eval_every",
-            "eval_batches",
-            "save_every",
-            "sample_tokens",
-            "threads",
-            "shards",
-        ):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
-        for name in ("warmup", "seed"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"--{name} must be a non-negative integer, got {value!r}")
-        if self.threads > MAX_THREADS:
-            raise ValueError(f"--threads must be at most {MAX_THREADS}, got {self.threads}")
-        for name in ("lr", "min_lr", "clip", "weight_decay"):
-            value = getattr(self, name)
-            ok = not isinstance(value, bool) and isinstance(value, int | float) and 0 <= value < math.inf
-            if not ok or (name == "lr" and value == 0):
-                kind = "positive" if name == "lr" else "non-negative"
-                raise ValueError(f"--{name.replace('_', '-')} must be a finite {kind} number, got {value!r}")
-        if self.min_lr > self.lr:
-            raise ValueError(
-                f"min_lr {self.min_lr} is above --lr {self.lr}: the cosine decays from lr to min_lr"
-            )
+        check_options(self, "layers", "heads", "width", "context", "batch", "steps", "accumulate")
+        check_options(self, "eval_every", "eval_batches", "save_every", "sample_tokens", "threads", "shards")
         if self.max_files is not None and (not isinstance(self.max_files, int) or self.max_files < 2):
             raise ValueError(f"max_files must be an integer of at least 2, got {self.max_files!r}")
         check_vocab_size(self.vocab_size)
@@ -153,16 +118,6 @@ class LMTrainConfig:
             ) from None
 
 
-def lr_at(step: int, config: LMTrainConfig) -> float:
-    """The learning rate of step `step` (0-based): linear warmup from lr/warmup to lr over `warmup`
-    steps, then cosine decay to min_lr at the last step."""
-    if step < config.warmup:
-        return config.lr * (step + 1) / config.warmup
-    span = max(1, config.steps - 1 - config.warmup)
-    progress = min(1.0, (step - config.warmup) / span)
-    return config.min_lr + (config.lr - config.min_lr) * 0.5 * (1 + math.cos(math.pi * progress))
-
-
 def make_optimizer(model: GPT, config: LMTrainConfig) -> Optimizer:
     """AdamW on `decay_groups` (matrices decayed, gains and biases not), betas (0.9, 0.95)."""
     return AdamW(decay_groups(model, config.weight_decay), lr=config.lr, betas=(0.9, 0.95), eps=1e-8)
@@ -173,21 +128,7 @@ def lm_step(model: GPT, optimizer: Optimizer, clip: float) -> Callable:
     gradients add up, as PyTorch's accumulation), the gradients clipped to norm `clip` (0: not), one
     optimizer update; returns the mean loss."""
     params = [p for p in model.parameters() if p.requires_grad]
-
-    def step(x, y):
-        optimizer.zero_grad()
-        total = None
-        count = x.shape[0]
-        for i in range(count):
-            loss = model.loss(x[i], y[i]) / count
-            loss.backward()
-            total = loss.detach() if total is None else total + loss.detach()
-        if clip:
-            clip_grad_norm_(params, clip)
-        optimizer.step()
-        return total
-
-    return step
+    return accumulated_step(model.loss, params, optimizer, clip)
 
 
 def sharded_lm_step(model: GPT, optimizer: Optimizer, clip: float, ranks: data_parallel.Ranks) -> Callable:
@@ -321,7 +262,7 @@ def train(
 ) -> LMRun:
     """Train from `run.start` to `config.steps` (or to step `stop_after`: a test's interrupted run),
     evaluating and sampling every `eval_every` steps and saving every `save_every` and at the end."""
-    c, model, optimizer = run.config, run.model, run.optimizer
+    c = run.config
     ranks = data_parallel.current(c.shards)  # rank 0 alone evaluates and writes files
     out = Path(c.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -329,56 +270,26 @@ def train(
         write_atomically(out / TOKENIZER, lambda f: f.write(run.corpus.tokenizer_json.encode()))
         tokenizer = load_tokenizer(out)
     batches = TokenBatches(run.corpus.train, c.context, c.batch, c.accumulate, c.seed)
-    history = run.history
-    for key in ("loss", "lr", "eval_step", "val_loss", "val_bpb"):
-        history.setdefault(key, [])
-    end = c.steps if stop_after is None else min(c.steps, stop_after)
-    tokens_per_step = c.accumulate * c.batch * c.context
-    set_threads(c.threads)
-    with backend(c.backend):
-        step_fn = sharded_lm_step(model, optimizer, c.clip, ranks) if ranks.shards > 1 else None
-        step_fn = step_fn or lm_step(model, optimizer, c.clip)
-        step_fn = compile_fn(step_fn) if c.compiled else step_fn
-        start_time, first = time.perf_counter(), run.start
-        for step in range(run.start, end):
-            lr = lr_at(step, c)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            x, y = batches(step)
-            loss = float(step_fn(from_numpy(x), from_numpy(y)))
-            if not math.isfinite(loss):
-                raise ValueError(
-                    f"the loss is {loss} at step {step + 1}: training diverged, no checkpoint written; "
-                    f"try a smaller --lr than {c.lr}"
-                )
-            history["loss"].append(loss)
-            history["lr"].append(lr)
-            run.start = step + 1
-            if on_step is not None:
-                elapsed = time.perf_counter() - start_time
-                done = step + 1 - first
-                on_step(
-                    {
-                        "step": step + 1,
-                        "steps": c.steps,
-                        "loss": loss,
-                        "lr": lr,
-                        "tokens_per_s": done * tokens_per_step / elapsed if elapsed > 0 else 0.0,
-                    }
-                )
-            if not ranks.leader:
-                continue
-            if (step + 1) % c.eval_every == 0 or step + 1 == c.steps:
-                val_loss, bpb = evaluate(run)
-                history["eval_step"].append(step + 1)
-                history["val_loss"].append(val_loss)
-                history["val_bpb"].append(bpb)
-                if on_eval is not None:
-                    text = sample(run, tokenizer, seed=step + 1)
-                    on_eval({"step": step + 1, "val_loss": val_loss, "val_bpb": bpb, "sample": text})
-            if (step + 1) % c.save_every == 0 or step + 1 == end:
-                save_checkpoint(run, out / CHECKPOINT)
-    return run
+
+    def numbers() -> dict[str, float]:
+        val_loss, bpb = evaluate(run)
+        return {"val_loss": val_loss, "val_bpb": bpb}
+
+    return train_steps(
+        run,
+        batches,
+        sharded_lm_step(run.model, run.optimizer, c.clip, ranks)
+        if ranks.shards > 1
+        else lm_step(run.model, run.optimizer, c.clip),
+        lambda x, y: x.size,
+        numbers,
+        lambda: save_checkpoint(run, out / CHECKPOINT),
+        on_step=on_step,
+        on_eval=on_eval,
+        eval_extra=lambda step: {"sample": sample(run, tokenizer, seed=step)},
+        stop_after=stop_after,
+        leader=ranks.leader,
+    )
 
 
 def load_tokenizer(folder: str | Path) -> Any:
@@ -392,23 +303,13 @@ def load_tokenizer(folder: str | Path) -> Any:
 def save_checkpoint(run: LMRun, path: Path) -> Path:
     """Weights, optimizer state (`optimizer.<index>.<name>`), and in the metadata the configs, the step,
     the generator's state, the groups' settings and the history; written atomically."""
-    tensors: dict[str, Any] = {k: v for k, v in run.model.state_dict().items()}
-    state = run.optimizer.state_dict()
-    for index, entry in state["state"].items():
-        for name, value in entry.items():
-            array = value.numpy() if hasattr(value, "numpy") else np.asarray(value)
-            tensors[f"optimizer.{index}.{name}"] = np.array(array)
-    groups = [
-        {k: v for k, v in g.items() if k != "params"} | {"params": g["params"]} for g in state["param_groups"]
-    ]
+    optimizer_tensors, loop_meta = loop_state(run)
+    tensors: dict[str, Any] = dict(run.model.state_dict()) | optimizer_tensors
     meta = {
         "model": "gpt",
         "gpt": json.dumps(run.model.config.to_dict()),
         "config": json.dumps(asdict(run.config)),
-        "step": str(run.start),
-        "generator": default_generator.get_state().numpy().tobytes().decode(),
-        "param_groups": json.dumps(groups),
-        "history": json.dumps(run.history),
+        **loop_meta,
     }
     return save(tensors, path, metadata=meta)
 
@@ -456,19 +357,5 @@ def _check_same_run(saved: dict[str, Any], config: LMTrainConfig, path: Path) ->
 def restore(run: LMRun, path: Path, meta: dict[str, Any]) -> None:
     """Put the checkpoint's weights, optimizer state, step, generator state and history into `run`."""
     tensors = load(path)
-    model_state = {k: v for k, v in tensors.items() if not k.startswith("optimizer.")}
-    run.model.load_state_dict(model_state)
-    state: dict[int, dict[str, Any]] = {}
-    for key, value in tensors.items():
-        if key.startswith("optimizer."):
-            _, index, name = key.split(".", 2)
-            state.setdefault(int(index), {})[name] = value
-    groups = meta["param_groups"]
-    for g in groups:
-        if "betas" in g:
-            g["betas"] = tuple(g["betas"])
-    run.optimizer.load_state_dict({"state": state, "param_groups": groups})
-    run.start = int(meta["step"])
-    state = json.dumps(meta["generator"]).encode()  # get_state's JSON text, parsed with the metadata
-    default_generator.set_state(from_numpy(np.frombuffer(state, dtype=np.uint8).copy()))
-    run.history = meta["history"]
+    run.model.load_state_dict({k: v for k, v in tensors.items() if not k.startswith("optimizer.")})
+    restore_loop_state(run, tensors, meta)

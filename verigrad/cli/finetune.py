@@ -1,0 +1,170 @@
+"""`verigrad finetune --model smollm2 --data FILE.jsonl`: LoRA adapters (or `--full`: every weight) trained
+on chat examples with a progress bar, validation loss and a sample answer at each evaluation,
+checkpoints and `--resume`; then the adapters as PEFT's files and, with `--merge f16|q8_0`, a GGUF."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from . import finetune_trainer
+from .arguments import (
+    THREADS_HELP,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    step_count,
+    thread_count,
+    writable_folder,
+)
+from .finetune_trainer import MERGES, FinetuneConfig
+
+DEFAULTS = FinetuneConfig.__dataclass_fields__
+
+
+def _default(name: str):
+    return DEFAULTS[name].default
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    from ..backends import available
+    from ..models.lora import TARGETS
+
+    p = sub.add_parser("finetune", help="fine-tune a GGUF language model on chat examples (LoRA or --full)")
+    p.add_argument("--model", default="smollm2", help="a model name or a Llama .gguf file (default smollm2)")
+    p.add_argument(
+        "--data",
+        required=True,
+        help='JSONL lines: {"messages": [{"role": ..., "content": ...}, ...]} or '
+        '{"prompt": ..., "completion": ...}; "demo": 30 examples about verigrad shipped with it',
+    )
+    p.add_argument("--out", type=writable_folder, default=_default("out"), help="default runs/finetune")
+    lora = p.add_argument_group("adapters")
+    lora.add_argument(
+        "--full", action="store_true", help="train every weight in f32 instead of LoRA adapters"
+    )
+    lora.add_argument("--rank", type=positive_int, default=_default("rank"), help="LoRA's r (default 8)")
+    lora.add_argument(
+        "--alpha", type=positive_float, default=_default("alpha"), help="LoRA's alpha (default 16)"
+    )
+    lora.add_argument(
+        "--targets",
+        default=",".join(_default("targets")),
+        help=f"comma-separated projections among {','.join(TARGETS)} (default q_proj,v_proj)",
+    )
+    loop = p.add_argument_group("training")
+    for name, kind, help_text in (
+        ("context", positive_int, "longest example in tokens (longer ones are cut)"),
+        ("batch", positive_int, "examples per micro-batch"),
+        ("accumulate", positive_int, "micro-batches per step"),
+        ("steps", step_count, "optimizer steps"),
+        ("lr", positive_float, "peak learning rate"),
+        ("min-lr", non_negative_float, "the cosine's end"),
+        ("warmup", non_negative_int, "linear warmup steps"),
+        ("weight-decay", non_negative_float, "AdamW's, on matrices only"),
+        ("clip", non_negative_float, "gradient norm clip, 0: off"),
+        ("eval-every", positive_int, "steps between validations and samples"),
+        ("save-every", positive_int, "steps between checkpoints"),
+    ):
+        key = name.replace("-", "_")
+        loop.add_argument(
+            f"--{name}", type=kind, default=_default(key), help=f"{help_text} (default {_default(key)})"
+        )
+    loop.add_argument("--merge", choices=MERGES, default=None, help="also write the merged model as a GGUF")
+    loop.add_argument("--resume", action="store_true", help="continue the run saved in --out")
+    loop.add_argument("--seed", type=non_negative_int, default=0)
+    loop.add_argument("--threads", type=thread_count, default=None, help=THREADS_HELP)
+    loop.add_argument("--eager", action="store_true", help="run each step eagerly instead of compiled")
+    loop.add_argument(
+        "--backend", choices=available(), default="cpu" if "cpu" in available() else "reference"
+    )
+    p.set_defaults(run=run_finetune)
+
+
+def config_from(args: argparse.Namespace) -> FinetuneConfig:
+    from ..backends import default_threads
+
+    return FinetuneConfig(
+        model=args.model,
+        data=args.data,
+        out=args.out,
+        full=args.full,
+        rank=args.rank,
+        alpha=args.alpha,
+        targets=tuple(t.strip() for t in args.targets.split(",") if t.strip()),
+        context=args.context,
+        batch=args.batch,
+        accumulate=args.accumulate,
+        steps=args.steps,
+        lr=args.lr,
+        min_lr=args.min_lr,
+        warmup=args.warmup,
+        weight_decay=args.weight_decay,
+        clip=args.clip,
+        eval_every=args.eval_every,
+        save_every=args.save_every,
+        merge=args.merge,
+        seed=args.seed,
+        threads=args.threads or default_threads(),
+        compiled=not args.eager,
+        backend=args.backend,
+    )
+
+
+def run_finetune(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    config = config_from(args)  # refuses bad options before any work
+    console = Console()
+    with console.status("loading the model and the examples"):
+        run = finetune_trainer.prepare(config, resume=args.resume)
+    trained = sum(p.numel() for p in run.model.parameters() if p.requires_grad)
+    what = "every weight in f32" if config.full else f"LoRA r={config.rank} alpha={config.alpha:g} on "
+    what += "" if config.full else ",".join(config.targets)
+    console.print(
+        f"[bold]verigrad finetune[/]: {escape(run.source.name)}, {what} ({trained:,} trained parameters); "
+        f"{len(run.train)} training and {len(run.validation)} validation examples"
+        + (f" ({run.cut} cut to {config.context} tokens)" if run.cut else "")
+        + f"; {config.threads} thread(s)"
+        + (f"; resuming at step {run.start}" if run.start else "")
+    )
+    columns = (
+        BarColumn(),
+        TextColumn("step {task.completed}/{task.total}"),
+        TextColumn("loss {task.fields[loss]:.3f}"),
+        TextColumn("{task.fields[tokens_per_s]:,.0f} answer tokens/s"),
+        TimeElapsedColumn(),
+        TextColumn("left"),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task(
+            "finetune", total=config.steps, completed=run.start, loss=float("nan"), tokens_per_s=0.0
+        )
+
+        def on_step(s: dict) -> None:
+            progress.update(task, completed=s["step"], loss=s["loss"], tokens_per_s=s["tokens_per_s"])
+
+        def on_eval(e: dict) -> None:
+            if "val_loss" in e:
+                loss = finetune_trainer.nats_to_text(e["val_loss"])
+                progress.console.print(f"step {e['step']}: validation loss [bold]{loss}[/]; a sample answer:")
+            else:
+                progress.console.print(f"step {e['step']}: a sample answer:")
+            progress.console.print(e["sample"], markup=False, highlight=False, style="dim")
+
+        finetune_trainer.train(run, on_step=on_step, on_eval=on_eval)
+    out = Path(config.out)
+    written = [
+        p for p in (out / finetune_trainer.ADAPTERS, out / f"model-{config.merge}.gguf") if p.is_file()
+    ]
+    for path in written:
+        console.print(f"wrote {escape(str(path))}")
+    if config.merge:
+        console.print(
+            f"chat with it: `verigrad chat --model {escape(str(out / f'model-{config.merge}.gguf'))}`"
+        )
+    return 0
