@@ -49,4 +49,5 @@ def __getattr__(name: str):
     if name.startswith("_"):
         raise AttributeError(name)
     names = ", ".join(__all__)
-    raise NotImplementedError(f"verigrad.distributions.{name} is not supported yet (it has {names})")
+    # AttributeError, as a module's missing name: hasattr() and tools that scan modules (TorchDynamo) rely on it
+    raise AttributeError(f"verigrad.distributions.{name} is not supported yet (it has {names})")
