@@ -49,5 +49,5 @@ def __getattr__(name: str):
     if name.startswith("_"):
         raise AttributeError(name)
     names = ", ".join(__all__)
-    # AttributeError, as a module's missing name: hasattr() and tools that scan modules (TorchDynamo) rely on it
+    # AttributeError, as for any missing name: hasattr() and module scanners (TorchDynamo) rely on it
     raise AttributeError(f"verigrad.distributions.{name} is not supported yet (it has {names})")
