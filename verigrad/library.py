@@ -7,7 +7,8 @@ instruction), and its VJP calls the `backward` given to `register_autograd` (wit
 Without a fake, an eager call runs the function to learn the result (a trace refuses it, naming
 `register_fake`).
 
-`register_kernel(op, dtype, fn, exactness=)` gives any op of the registry (a built-in, a custom op, a
+`register_kernel(op, dtype, fn, exactness=)` and `elementwise_kernel` are library_kernels.py's.
+`register_kernel` gives any op of the registry (a built-in, a custom op, a
 user kernel) a kernel of the user's, written in NumPy or calling C through ctypes, on the cpu backend:
 verified first, on the op's samples (and their special values, views and sizes, on 1-3 threads), as
 `verigrad verify` verifies the built-in kernels; refused, naming the differing case, where it does not
@@ -25,13 +26,11 @@ import numpy as np
 
 from . import modes
 from .autograd import Node, grad_transform, is_grad_enabled, no_grad
-from .backends.active import lookup
-from .backends.kernel_table import EXACT, Backend, Exactness
-from .backends.verification.suite import verify_kernel
 from .compile import compile as compile_fn
-from .dtypes import DType, as_dtype, from_numpy_dtype
+from .dtypes import from_numpy_dtype
 from .function.ctx import FunctionCtx, backward_grads
-from .ops._op import REGISTRY, Op, Sample
+from .library_kernels import KernelRefused, KernelSyntaxError, elementwise_kernel, register_kernel
+from .ops._op import Op
 from .shapes import Spec
 from .tensor import Tensor
 
@@ -338,57 +337,14 @@ _CHECKS = {
 }
 
 
-class KernelRefused(ValueError):
-    """A user's kernel that does not meet its stated exactness on some case: not registered."""
-
-
-def register_kernel(
-    op: Op | CustomOpDef | str,
-    dtype: DType | str,
-    fn: Callable[..., np.ndarray],
-    exactness: Exactness = EXACT,
-    *,
-    samples: Sequence[Sample] | None = None,
-) -> None:
-    """Register `fn` as the cpu backend's kernel of `op` (an op, a custom op or a registered name) on
-    `dtype`, stating its `exactness` (`kernel_table.EXACT`, `ulp(k)`, `tolerance(rtol, atol)`).
-
-    `fn(*arrays, **params)` takes the operands as NumPy arrays (any strides) and the op's params, and
-    returns the result as an array of the dtype the op's rules give (a C kernel: a Python function that
-    calls it through ctypes). Before it is registered it is verified against the op's reference on
-    the op's samples (or `samples`) with the verification suite's cases and on 1-3 threads; where it
-    differs by more than `exactness`, `KernelRefused` names the case and the difference."""
-    record = _op_of(op, "register_kernel")
-    name = as_dtype(dtype).name
-    if not callable(fn):
-        raise TypeError(
-            f"register_kernel({record.name}, {name}): fn must be callable, got {type(fn).__name__}"
-        )
-    if not isinstance(exactness, Exactness):
-        raise TypeError(
-            f"register_kernel({record.name}, {name}): exactness must be an Exactness (EXACT, ulp(k), "
-            f"tolerance(rtol, atol)), got {exactness!r}"
-        )
-    trial = Backend("register_kernel", "a user's kernel before it is registered")
-    trial.register(record.name, fn, name, exactness)
-    extra = list(samples) if samples is not None else []
-    if record.samples is None and not extra:
-        raise ValueError(
-            f"register_kernel({record.name}, {name}): the op has no samples to verify the kernel on; "
-            "pass samples=[Sample((array, ...), params)]"
-        )
-    result = verify_kernel(trial, record.name, name, extra=extra)
-    if not result.passed:
-        raise KernelRefused(
-            f"register_kernel({record.name}, {name}): the kernel is {result.status} at its stated "
-            f"exactness ({exactness}): {result.message}"
-        )
-    lookup("cpu").register(record.name, fn, name, exactness)
-
-
-def _op_of(op: Op | CustomOpDef | str, caller: str) -> Op:
-    """The registry's Op for `op` (an Op, a custom op, or a name)."""
-    record = REGISTRY.get(op) if isinstance(op, str) else getattr(op, "op", op)
-    if not isinstance(record, Op) or REGISTRY.get(record.name) is not record:
-        raise ValueError(f"{caller}: {op!r} is not an op of the registry (an Op, a custom_op or its name)")
-    return record
+__all__ = [
+    "CustomOp",
+    "CustomOpDef",
+    "KernelRefused",
+    "KernelSyntaxError",
+    "OpCheckError",
+    "custom_op",
+    "elementwise_kernel",
+    "opcheck",
+    "register_kernel",
+]
