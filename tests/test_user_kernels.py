@@ -203,3 +203,21 @@ def test_a_name_of_the_registry_is_refused():
         @elementwise_kernel(name="exp")
         def _(x: f32) -> f32:
             return x * 2
+
+
+def test_verify_imports_a_users_file_and_finds_its_kernel(tmp_path, capsys):
+    import argparse
+
+    from verigrad.cli.backend_commands import run_verify
+
+    path = tmp_path / "vgtest_kernels_file.py"
+    path.write_text(
+        "from verigrad import f32\nfrom verigrad.library import elementwise_kernel\n\n\n"
+        "@elementwise_kernel\ndef vgtest_from_file(x: f32) -> f32:\n    return tanh(x) * 0.5 + 0.5\n"
+    )
+    args = argparse.Namespace(imports=[str(path)], backend="cpu", op="vgtest_from_file", every_f32=False)
+    assert run_verify(args) == 0
+    out = capsys.readouterr().out
+    assert "vgtest_from_file: f32 exact" in out and "all verified" in out
+    with pytest.raises(SystemExit, match="no such file"):
+        run_verify(argparse.Namespace(**{**vars(args), "imports": [str(tmp_path / "none.py")]}))
