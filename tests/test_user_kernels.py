@@ -221,3 +221,17 @@ def test_verify_imports_a_users_file_and_finds_its_kernel(tmp_path, capsys):
     assert "vgtest_from_file: f32 exact" in out and "all verified" in out
     with pytest.raises(SystemExit, match="no such file"):
         run_verify(argparse.Namespace(**{**vars(args), "imports": [str(tmp_path / "none.py")]}))
+
+
+def test_traced_and_compiled_as_one_instruction_with_the_eager_bits(quick_gelu):
+    def step(x):
+        return (quick_gelu(x) * 2).sum()
+
+    x = vg.from_numpy(_values(1000)[8:])
+    with vg.backend("cpu"):
+        program = vg.trace(step, vg.spec(("n",), "f32"))
+        assert "vgtest_quick_gelu %0" in str(program)
+        eager, compiled = step(x), vg.compile(step)(x)
+        assert eager.numpy().tobytes() == compiled.numpy().tobytes()
+        grads = vg.grad(step)
+        assert grads(x).numpy().tobytes() == vg.compile(grads)(x).numpy().tobytes()
