@@ -35,6 +35,7 @@ LAYERS = [
     "function",
     "ir",
     "compile",
+    "library_kernels",
     "library",
     "linalg",
     "special",

@@ -9,7 +9,10 @@ import pytest
 
 import verigrad as vg
 from verigrad import Tensor
-from verigrad.library import custom_op
+from verigrad.backends.active import lookup
+from verigrad.backends.kernel_table import ulp
+from verigrad.library import KernelRefused, custom_op, register_kernel
+from verigrad.ops import Sample
 
 
 def _numpy_sin(name: str):
@@ -168,3 +171,68 @@ def test_opcheck_finds_what_is_wrong():
         vg.library.opcheck(writes, (vg.tensor([1.0, 2.0]),), test_utils="test_schema")
     with pytest.raises(vg.library.OpCheckError, match="returned its argument x or a view of it"):
         vg.library.opcheck(same, (vg.tensor([1.0]),), test_utils=["test_schema"])
+
+
+# register_kernel: a user's kernel on the cpu backend, verified before it is registered -------------
+def _cube(name: str):
+    """x * x * x in the input's dtype (NumPy), with a fake; the op's own samples are none."""
+
+    @custom_op(name, mutates_args=())
+    def op(x: Tensor) -> Tensor:
+        a = x.numpy()
+        return vg.from_numpy(a * a * a)
+
+    op.register_fake(lambda x: vg.empty_like(x))
+    return op
+
+
+CUBE_SAMPLES = [Sample((np.linspace(-3, 3, 10),))]
+
+
+def test_register_kernel_verifies_then_runs_the_kernel():
+    op = _cube("vgtest::cube_kernel")
+    calls = []
+
+    def kernel(x):
+        calls.append(x.shape)
+        return x * x * x
+
+    register_kernel(op, "f32", kernel, samples=CUBE_SAMPLES)
+    assert calls  # run on the verification's cases
+    assert lookup("cpu").native(op.op, vg.f32) is kernel
+    calls.clear()
+    x = vg.tensor([1.5, -2.0])
+    with vg.backend("cpu"):
+        np.testing.assert_array_equal(op(x).numpy(), np.float32([1.5, -2.0]) ** 3)
+    assert calls == [(2,)]
+
+
+def test_register_kernel_refuses_a_kernel_off_by_one_ulp_naming_the_case():
+    op = _cube("vgtest::cube_ulp")
+
+    def kernel(x):
+        return np.nextafter(x * x * x, np.inf).astype(x.dtype)
+
+    refused = r"vgtest::cube_ulp, f32.*sample 0, f32.*other bits than the reference"
+    with pytest.raises(KernelRefused, match=refused):
+        register_kernel(op, "f32", kernel, samples=CUBE_SAMPLES)
+    assert lookup("cpu").native(op.op, vg.f32) is None
+    register_kernel(op, "f32", kernel, ulp(1), samples=CUBE_SAMPLES)  # as stated, it is accepted
+    assert lookup("cpu").exactness("vgtest::cube_ulp", "f32") == ulp(1)
+
+
+def test_register_kernel_refuses_a_kernel_that_differs_on_special_values():
+    """NaN in, a number out: the verification's special values (not the sample's) find it."""
+    op = _cube("vgtest::cube_nan")
+    with pytest.raises(KernelRefused, match="vgtest::cube_nan, f64"):
+        register_kernel(op, "f64", lambda x: np.nan_to_num(x * x * x), samples=CUBE_SAMPLES)
+
+
+def test_register_kernel_errors():
+    op = _cube("vgtest::cube_errors")
+    with pytest.raises(ValueError, match="no samples to verify the kernel on"):
+        register_kernel(op, "f32", lambda x: x * x * x)
+    with pytest.raises(ValueError, match="'vgtest::nothing' is not an op of the registry"):
+        register_kernel("vgtest::nothing", "f32", lambda x: x)
+    with pytest.raises(TypeError, match="exactness must be an Exactness"):
+        register_kernel(op, "f32", lambda x: x * x * x, 1e-6, samples=CUBE_SAMPLES)

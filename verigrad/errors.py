@@ -93,3 +93,9 @@ class WeightFileError(VerigradError, ValueError):
 
 class TemplateError(VerigradError, ValueError):
     """A chat template that does not parse, fails while rendering, or goes past a render limit."""
+
+
+class KernelSyntaxError(VerigradError, ValueError):
+    """A user kernel's Python outside the typed subset `verigrad.library.elementwise_kernel` compiles (a
+    loop, an unknown function, attribute access, a missing annotation, ...); names the construct and its
+    line."""

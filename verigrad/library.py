@@ -6,6 +6,13 @@ Tensors), its spec comes from the function given to `register_fake` (run on spec
 instruction), and its VJP calls the `backward` given to `register_autograd` (with `setup_context`).
 Without a fake, an eager call runs the function to learn the result (a trace refuses it, naming
 `register_fake`).
+
+`register_kernel(op, dtype, fn, exactness=)` and `elementwise_kernel` are library_kernels.py's.
+`register_kernel` gives any op of the registry (a built-in, a custom op, a
+user kernel) a kernel of the user's, written in NumPy or calling C through ctypes, on the cpu backend:
+verified first, on the op's samples (and their special values, views and sizes, on 1-3 threads), as
+`verigrad verify` verifies the built-in kernels; refused, naming the differing case, where it does not
+meet the exactness it states.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from .autograd import Node, grad_transform, is_grad_enabled, no_grad
 from .compile import compile as compile_fn
 from .dtypes import from_numpy_dtype
 from .function.ctx import FunctionCtx, backward_grads
+from .library_kernels import KernelRefused, KernelSyntaxError, elementwise_kernel, register_kernel
 from .ops._op import Op
 from .shapes import Spec
 from .tensor import Tensor
@@ -327,3 +335,16 @@ _CHECKS = {
     "test_faketensor": _check_fake,
     "test_aot_dispatch_dynamic": _check_compiled,
 }
+
+
+__all__ = [
+    "CustomOp",
+    "CustomOpDef",
+    "KernelRefused",
+    "KernelSyntaxError",
+    "OpCheckError",
+    "custom_op",
+    "elementwise_kernel",
+    "opcheck",
+    "register_kernel",
+]

@@ -1,5 +1,6 @@
 """PyTorch's `torch.testing`: `assert_close` (with its default tolerances per dtype and its checks of
-shape, dtype and device) and `make_tensor`, so test suites written against torch's API run as written."""
+shape, dtype and device) and `make_tensor`, so test suites written against torch's API run as written;
+and `check_op`, the registry's suites on any op (a built-in or a user's)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,11 @@ from typing import Any
 
 import numpy as np
 
+from .backends.verification.op_suite import OpSuiteFailure as OpSuiteFailure
+from .backends.verification.op_suite import run_all
 from .dtypes import as_dtype
-from .ops import tensor
+from .library import CustomOpDef
+from .ops import Op, Sample, tensor
 from .ops.creation import default_generator
 from .tensor import Tensor
 
@@ -153,3 +157,16 @@ def make_tensor(
         values = np.where(values == 0, 1 if not dt.is_float else np.finfo(np.float32).tiny, values)
     out = tensor(values, dtype=dt)
     return out.requires_grad_(True) if requires_grad else out
+
+
+def check_op(op: Op | CustomOpDef, *, samples: Sequence[Sample] | None = None) -> dict[str, int]:
+    """The registry's suites on `op` (an `Op`, a `custom_op`, or a user kernel) on `samples` (default:
+    the op's own): its eager result against its reference in f32 and f64, its VJP against f64 finite
+    differences, its spec rules over symbolic sizes against the reference's shapes, and every kernel
+    the cpu backend has for it against the reference at its stated exactness with the same bits on
+    1-3 threads. Returns how many checks each suite ran; raises `OpSuiteFailure` (an AssertionError)
+    naming the op, the sample and what differed."""
+    record = getattr(op, "op", op)  # a CustomOpDef or a user kernel holds its Op
+    if not isinstance(record, Op):
+        raise TypeError(f"check_op takes an op (verigrad.exp, a custom_op, ...), got {type(op).__name__}")
+    return run_all(record, samples)

@@ -21,6 +21,15 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     verify.add_argument("--backend", choices=available(), default="cpu", help="default: cpu")
     verify.add_argument("--op", default=None, help="verify only this op's kernels")
     verify.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import this module (a name, or a .py file) first: the ops and kernels a user's code registers "
+        "(custom_op, elementwise_kernel, register_kernel) are then verified as the built-ins",
+    )
+    verify.add_argument(
         "--every-f32",
         action="store_true",
         help="instead, run the f32 kernel of --op (default: of every one-operand element-wise op) on all "
@@ -58,6 +67,8 @@ def run_ops(args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
+    for module in args.imports:
+        _import(module)
     if args.every_f32:
         from ..backends.verification.sweep import run_command as sweep_command
 
@@ -65,3 +76,22 @@ def run_verify(args: argparse.Namespace) -> int:
     from ..backends.verification.command import run_command
 
     return run_command(args.backend, args.op)
+
+
+def _import(module: str) -> None:
+    """Import a module by name, or run a .py file as a module (the user's ops register themselves)."""
+    import importlib
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    if not module.endswith(".py"):
+        importlib.import_module(module)
+        return
+    path = Path(module)
+    if not path.is_file():
+        raise SystemExit(f"verigrad verify: --import {module}: no such file")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    loaded = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules[path.stem] = loaded
+    spec.loader.exec_module(loaded)  # type: ignore[union-attr]

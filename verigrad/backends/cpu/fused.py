@@ -548,13 +548,14 @@ _LIBM: dict[int, frozenset[tuple[str, str]]] = {}  # id(backend) -> its libm_mem
 
 
 # the kernel ----------------------------------------------------------------------------------------
-def libm_members(backend: Any) -> frozenset[tuple[str, str]]:
+def libm_members(backend: Any, faster_unfused: bool = True) -> frozenset[tuple[str, str]]:
     """The (op, dtype) pairs of the ops evaluated with C library routines that a group may hold: those
     whose cpu kernels are stated exact here, with the C library's routines alone (elementwise.py's
     C_LIBRARY_EXACT) or with NumPy's loops (then computed with them, `staged_ops`), but for the f32 ones
     with a vector path (elementwise.c) where it runs: that path is several times faster than a fused
-    kernel's formula."""
-    vectorized = backend.library is not None and elementwise.vectorized(backend.library)
+    kernel's formula. `faster_unfused=False` keeps those too (a user kernel, which has no members to
+    run unfused: library_kernels.py)."""
+    vectorized = faster_unfused and backend.library is not None and elementwise.vectorized(backend.library)
     fast = elementwise.VECTORIZED if vectorized else ()
     numpy = elementwise.NUMPY_ROUTINES[0]
     return frozenset(

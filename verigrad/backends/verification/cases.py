@@ -16,7 +16,9 @@ import numpy as np
 
 from ...dtypes import ALL, DType, bf16, from_numpy_dtype
 from ...errors import DTypeError, ShapeError
+from ...ops._op import Op
 from ...shapes import Spec
+from ...tensor import Tensor
 
 GROWN_SIZE = 600  # a grown size is at least this (rows past the pairwise-summation blocks)
 GROWN_LIMIT = 1 << 13  # elements of the largest input (and of the result, times 2) of a grown case
@@ -102,9 +104,20 @@ def result_spec(op: Any, specs: list[Spec], params: dict) -> tuple[Spec, dict] |
     try:
         if op.canonical_params is not None:
             params = op.canonical_params(*specs, **params)
+        if type(op)._spec is not Op._spec:  # a custom op's spec comes from the user's fake, not the rules
+            return _custom_spec(op, specs, params)
         shape = op.shape_rule(*[s.shape for s in specs], **params)
         return Spec(shape, op.dtype_rule(*[s.dtype for s in specs], **params)), dict(params)
     except (ShapeError, DTypeError, TypeError, ValueError):
+        return None
+
+
+def _custom_spec(op: Any, specs: list[Spec], params: dict) -> tuple[Spec, dict] | None:
+    """A custom op's spec from its fake; None where the fake fails on these operands (a missing param,
+    say): the user's function may raise anything."""
+    try:
+        return op._spec(tuple(Tensor(s, None) for s in specs), params), dict(params)
+    except Exception:
         return None
 
 

@@ -151,16 +151,24 @@ def verify_kernel(
     threads: Sequence[int] = THREADS,
     min_chunk: int = SMALL_CHUNK,
     mode: str = "",
+    extra: Sequence[Any] = (),
 ) -> KernelResult:
     """Run one kernel (registered for `dtype`, None: every dtype) on every case that reaches it, in
     `mode` (one of `backend.modes`): held to the op's reference at the exactness it states in that mode,
-    and to the bits of the mode's own definition where it has one."""
+    and to the bits of the mode's own definition where it has one. `extra`: samples added to the op's
+    own (a user's, for an op that has none)."""
     with backend.in_mode(mode):
-        return _verify_in_mode(backend, op_name, dtype, threads, min_chunk, mode)
+        return _verify_in_mode(backend, op_name, dtype, threads, min_chunk, mode, extra)
 
 
 def _verify_in_mode(
-    backend: Backend, op_name: str, dtype: str | None, threads: Sequence[int], min_chunk: int, mode: str
+    backend: Backend,
+    op_name: str,
+    dtype: str | None,
+    threads: Sequence[int],
+    min_chunk: int,
+    mode: str,
+    extra: Sequence[Any] = (),
 ) -> KernelResult:
     registered = backend.registered()
     kernel, exactness = registered[(op_name, dtype)]
@@ -172,7 +180,7 @@ def _verify_in_mode(
     op = REGISTRY[op_name]
     others = {d for o, d in registered if o == op_name and d is not None}
     reaches = (lambda d: d not in others) if dtype is None else (lambda d: d == dtype)
-    extra = backend.samples(op_name, np.random.default_rng(0))
+    extra = [*backend.samples(op_name, np.random.default_rng(0)), *extra]
     cases = list(cases_for(op, reaches, tolerance=not exactness.is_exact and not exactness.ulps, extra=extra))
     result.cases = len(cases)
     reference = reference_kernel(op)
