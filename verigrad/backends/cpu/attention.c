@@ -796,9 +796,16 @@ static float f16_to_f32(uint16_t h) {
 }
 
 #if VG_X86
+#include <cpuid.h>
+
+/* F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports knows no "f16c"; "avx" checks that
+ * the OS saves the YMM registers too */
 static int has_f16c(void) {
     static int known = -1;
-    if (known < 0) known = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+    if (known < 0) {
+        unsigned a, b, c, d;
+        known = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) && __builtin_cpu_supports("avx");
+    }
     return known;
 }
 
