@@ -19,6 +19,11 @@ tokens/s each B gives over B = 1's: the ceiling the server's scaling meets.
     python benchmarks/serve.py                       # both servers, 1/4/8 clients
     python benchmarks/serve.py --no-llama-cpp --requests 2 --max-tokens 48
     python benchmarks/serve.py --steps --clients 1,2,4,8
+    python benchmarks/serve.py --stall 1024 --clients 4
+
+`--stall N` measures a long prompt's cost to the running sequences instead (the engine alone): `--clients`'
+largest count of sequences decode while an N-token prompt arrives; the longest wait between two of their
+tokens and the prompt's time to first token, prefilled a block between two steps and all at once.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -188,6 +194,63 @@ def steps(model_path: Path, threads: int, counts: list[int], repeats: int = 7) -
         print(f"B={b}: {1000 * ms:.1f} ms per step, {b / ms:.1f} tokens/s, {ratio:.2f}x B={counts[0]}'s")
 
 
+def stall(model_path: Path, threads: int, running: int, prompt: int, repeats: int = 3) -> None:
+    """A long prompt arriving while `running` sequences decode (the engine alone, no HTTP): the longest
+    wait between two tokens of a running sequence while it is prefilled, and its time to first token,
+    with the prompt prefilled a block between two steps (the default) and all at once (medians)."""
+    import threading
+
+    from verigrad.backends import backend, set_threads
+    from verigrad.models.catalog import load_language_model
+    from verigrad.serve.engine import Engine, Request
+
+    set_threads(threads)
+    model, tokenizer = load_language_model(model_path)
+    rng = np.random.default_rng(0)
+    modes = {"a block between steps": None, "all at once": 1 << 30}
+    found: dict[str, list[tuple[float, float]]] = {mode: [] for mode in modes}
+    with backend("cpu"):
+        for r in range(repeats + 1):  # the first round builds the plans
+            for mode, budget in modes.items():
+                engine = Engine(model, tokenizer, max_batch=running + 1, capacity=2048, prefill_tokens=budget)
+                times: list[float] = []
+                started, first = threading.Semaphore(0), threading.Event()
+
+                def receiver() -> Any:
+                    seen: list[int] = []
+
+                    def on_event(ev: Any) -> None:
+                        times.append(time.perf_counter())
+                        if not seen:
+                            seen.append(1)
+                            started.release()
+
+                    return on_event
+
+                engine.start()
+                try:
+                    for i in range(running):
+                        engine.submit(Request([1 + i, 2, 3], 10_000, temperature=0.0), receiver())
+                    for _ in range(running):
+                        started.acquire()
+                    t0 = time.perf_counter()
+                    ids = list(map(int, rng.integers(100, 20_000, prompt)))
+                    engine.submit(Request(ids, 1, temperature=0.0), lambda ev: first.set())
+                    first.wait()
+                    t1 = time.perf_counter()
+                finally:
+                    engine.close()
+                during = [t for t in times if t0 <= t <= t1]
+                gaps = np.diff([t0, *during, t1])
+                if r:
+                    found[mode].append((float(gaps.max()), t1 - t0))
+    for mode, rows in found.items():
+        gap = statistics.median(g for g, _ in rows)
+        ttft = statistics.median(t for _, t in rows)
+        say = f"{prompt}-token prompt, {running} running, {mode}: longest wait {1000 * gap:.0f} ms"
+        print(f"{say}, TTFT {1000 * ttft:.0f} ms")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", default="1,4,8", help="concurrent client counts (default 1,4,8)")
@@ -196,12 +259,19 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="each server's threads (default 2)")
     parser.add_argument("--no-llama-cpp", action="store_true", help="verigrad's side only (no install)")
     parser.add_argument("--steps", action="store_true", help="the batched decode step alone (see above)")
+    parser.add_argument(
+        "--stall", type=int, metavar="N", help="an N-token prompt among running ones (see above)"
+    )
     args = parser.parse_args()
     counts = positive_ints(parser, args.clients, "--clients")
     vg = verigrad
     from verigrad.models.fetch import fetch
 
     model = fetch("smollm2")
+    if args.stall:
+        print(describe_machine())
+        stall(model, args.threads, max(counts), args.stall)
+        return
     if args.steps:
         print(describe_machine())
         steps(model, args.threads, counts)

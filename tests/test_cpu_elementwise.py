@@ -460,13 +460,64 @@ def test_large_arrays_use_the_default_chunk_and_threads():
         verigrad.set_threads(1)
 
 
+def strided_views(x: np.ndarray) -> list[np.ndarray]:
+    """Views of x (at least 4096 elements) that are not C-contiguous: a batch's gate (the first half of
+    each row of a fused gate-up product, [B, 1, 2n] sliced), a transpose, negative and long steps, rank 4."""
+    x = x[:4096]
+    return [
+        x.reshape(8, 1, 512)[..., :256],
+        x.reshape(64, 64).T,
+        x[::-3],
+        x.reshape(4, 4, 16, 16)[:, ::2, :, 1::2],
+    ]
+
+
+UNARY_KERNELS = [(op, d) for op, d in KERNELS if op not in cpu.BINARY]
+
+
+@needs_cc
+@pytest.mark.parametrize(("op", "dtype"), UNARY_KERNELS)
+def test_unary_kernels_run_strided_views_in_c_with_the_contiguous_bits(op, dtype, small_chunks):
+    """A strided view runs the C kernel (vg_copy into the result, then the kernel in place), not the
+    reference: the bits of the kernel on a contiguous copy (so within the stated bound of the reference on
+    that copy), on 1, 2 and 3 threads, into `out=` too."""
+    kernel = cpu.cpu.native(REGISTRY[op], getattr(verigrad, dtype))
+    (x,) = operands(op, dtype, 4000, seed=5)
+    for view in strided_views(x):
+        assert not view.flags.c_contiguous
+        expected = kernel(np.ascontiguousarray(view))
+        for threads in (1, 2, 3):
+            verigrad.set_threads(threads)
+            cpu.chunks_run()
+            actual = kernel(view)
+            assert sum(cpu.chunks_run()) >= 2, f"{op} {dtype}: the strided view did not run in C"
+            assert actual.flags.c_contiguous and actual.tobytes() == expected.tobytes()
+            out = np.empty(view.shape, view.dtype)
+            assert kernel(view, out=out) is out and out.tobytes() == expected.tobytes()
+        with np.errstate(all="ignore"):  # (NumPy's f64 exp on a strided view may differ from its
+            contiguous = np.asarray(REGISTRY[op].reference(np.ascontiguousarray(view)))  # contiguous loop)
+        assert_matches(actual, contiguous, op, dtype)
+    verigrad.set_threads(1)
+
+
+@needs_cc
+def test_a_unary_kernel_writing_over_its_strided_operand_reads_it_first():
+    """`out=` overlapping a strided operand (its own base) gets the result of the operand as it was."""
+    silu = cpu.cpu.native(REGISTRY["silu"], verigrad.f32)
+    base = np.linspace(-4, 4, 64, dtype=np.float32).reshape(8, 8)
+    expected = silu(np.ascontiguousarray(base.T))
+    assert silu(base.T, out=base) is base and base.tobytes() == expected.tobytes()
+
+
 @needs_cc
 def test_other_layouts_and_dtypes_fall_back_to_the_reference():
     relu = cpu.cpu.native(REGISTRY["relu"], verigrad.f32)
     add = cpu.cpu.native(REGISTRY["add"], verigrad.f32)
     x = np.arange(-6, 6, dtype=np.float32).reshape(3, 4)
-    assert np.array_equal(relu(x[:, ::2]), np.maximum(x[:, ::2], 0))  # strided
-    assert np.array_equal(relu(x.T), np.maximum(x.T, 0))  # Fortran order
+    assert np.array_equal(relu(x[:, ::2]), np.maximum(x[:, ::2], 0))  # strided (in C)
+    assert np.array_equal(relu(x.T), np.maximum(x.T, 0))  # Fortran order (in C)
+    five = np.zeros((2, 2, 2, 2, 4), np.float32)[..., ::2]  # rank 5: the reference
+    assert relu(five).shape == (2, 2, 2, 2, 2)
     ints = relu(np.arange(-3, 3))  # ints: the reference keeps them ints, as PyTorch's relu
     assert ints.dtype == np.int64 and np.array_equal(ints, [0, 0, 0, 0, 1, 2])
     assert np.array_equal(add(x, x[:1]), x + x[:1])  # broadcast

@@ -121,6 +121,62 @@ def test_a_shared_prefix_is_copied_from_the_prefix_cache_with_the_same_result(en
     assert run(engine, [Request(base[:48], 2, temperature=0.0)])[0][-1].cached_tokens == 32
 
 
+def test_a_long_prompt_is_prefilled_between_decode_steps_with_the_same_result(lm):
+    """A prompt of 7 chunks, prefilled a block between two decode steps: the running sequences keep
+    getting tokens meanwhile (one of them ends, so the prompt's half-filled row moves down one), and the
+    prompt's tokens and log-probabilities are the bits it gets alone (its chunks are the same)."""
+    e = Engine(*lm, max_batch=4, capacity=256, block=16, prefix_blocks=0).start()
+    try:
+        ids = np.random.default_rng(13).integers(3, 260, 100)
+        long = Request(list(map(int, ids)), 8, temperature=0.0, logprobs=2)  # 6 blocks and 4 tokens
+        alone = summary(run(e, [long])[0])
+        order: list[str] = []
+        started = [threading.Event(), threading.Event()]
+        done = threading.Event()
+
+        def receiver(name: str, i: int | None = None):
+            def on_event(ev: Event) -> None:
+                order.append(name)
+                if i is not None:
+                    started[i].set()
+                if name == "long" and ev.finish_reason:
+                    done.set()
+
+            return on_event
+
+        events: list[Event] = []
+        e.submit(Request([5, 6, 7], 4, temperature=0.0), receiver("short", 0))  # ends during the prefill
+        e.submit(Request([8, 9], 40, temperature=0.0), receiver("running", 1))
+        assert all(s.wait(30) for s in started)
+        e.submit(long, lambda ev: (events.append(ev), receiver("long")(ev)))
+        assert done.wait(60)
+        first = order.index("long")
+        assert order[:first].count("running") >= 6  # a token a chunk (7 chunks), not 0 or 1
+        assert "short" in order[order.index("running") : first]
+        assert summary(events) == alone
+    finally:
+        e.close()
+
+
+def test_a_prompt_cancelled_or_closed_while_prefilled_is_answered(lm):
+    """Cancelled between two of its chunks, a prompt gets "cancelled" and the engine keeps serving; a
+    prompt being prefilled when the engine closes is answered too."""
+    e = Engine(*lm, max_batch=4, capacity=256, block=16, prefix_blocks=0).start()
+    long = list(map(int, np.random.default_rng(3).integers(3, 260, 200)))
+    try:
+        got: list[Event] = []
+        handle = e.submit(Request(long, 4, temperature=0.0), got.append)
+        e.cancel(handle)
+        after = summary(run(e, [Request([5, 6, 7], 3, temperature=0.0)])[0])
+        assert got[-1].finish_reason == "cancelled" and not [t for ev in got for t in ev.tokens]
+        assert after[3] == "length" and len(after[0]) == 3
+        e.submit(Request([8, 9], 200, temperature=0.0), lambda ev: None)
+        e.submit(Request(long, 4, temperature=0.0), got.append)
+    finally:
+        e.close()
+    assert got[-1].finish_reason == "cancelled" and got[-1].prompt_tokens == 200
+
+
 def test_stop_strings_end_the_text_before_them(engine):
     p = prompts(1, seed=11)[0]
     full = "".join(e.text for e in run(engine, [Request(p, 30, temperature=0.0)])[0])

@@ -3,7 +3,13 @@
 `submit(request, on_event)` queues a request and returns its handle; `cancel(handle)` stops it. The
 thread admits waiting requests between steps (up to `max_batch` running): a request's prompt is prefilled
 alone into its cache row, in chunks of `block` tokens at block-aligned positions, whole blocks copied from
-the prefix cache where an earlier prompt computed them (prefix_cache.py states the rule). Then every step
+the prefix cache where an earlier prompt computed them (prefix_cache.py states the rule). The chunks are
+interleaved with the decode steps (`prefill_tokens` prompt tokens between two steps, one prompt at a
+time, in the row after the running ones), so a long prompt does not stall the running sequences; the
+chunks are the same however they are interleaved, so the prompt's results are too. (They are not one
+forward pass's by construction: a chunk's attention sums the positions before it and its own in two f64
+sums then adds them, another association; rounded to f32 that rarely shows, and SmolLM2's logits and
+cache after prompts of 70 to 300 tokens were the same bits.) Every step
 runs one token of every running sequence as one batch (`CachedStep.rows`: batched quantized matmuls,
 each row at its own length); sequences leave (end token, max_tokens, a stop string, the context, a
 cancel) between steps. Every kernel of the step computes row i from row i alone, so a request's tokens
@@ -117,6 +123,13 @@ class _Sequence:
         self.stop_width = max((len(s) for s in r.stop), default=0)
 
 
+class _Prefill:
+    """A prompt being prefilled, a chunk at a time, into the row after the running sequences."""
+
+    def __init__(self, seq: _Sequence, prompt: list[int], digests: list[bytes], at: int):
+        self.seq, self.prompt, self.digests, self.at = seq, prompt, digests, at
+
+
 class Engine:
     """Continuous batching of `model` (a `CachedDecoder`) with `tokenizer`; `capacity` positions per
     sequence (default the model's context, at most 4096). `start()` runs the thread (on the backend
@@ -132,8 +145,11 @@ class Engine:
         capacity: int | None = None,
         block: int = 64,
         prefix_blocks: int = 256,
+        prefill_tokens: int | None = None,
     ):
-        for name, value in (("max_batch", max_batch), ("max_queue", max_queue), ("block", block)):
+        prefill_tokens = block if prefill_tokens is None else prefill_tokens
+        checked = (("max_batch", max_batch), ("max_queue", max_queue), ("block", block))
+        for name, value in (*checked, ("prefill_tokens", prefill_tokens)):
             if not (isinstance(value, int) and value >= 1):
                 raise ValueError(f"Engine: {name} must be a positive integer, got {value!r}")
         if not hasattr(model, "forward_rows"):
@@ -144,6 +160,8 @@ class Engine:
         self.model, self.tokenizer = model, tokenizer
         self.backend = get_backend().name
         self.max_batch, self.max_queue, self.capacity, self.block = max_batch, max_queue, capacity, block
+        self.prefill_tokens = prefill_tokens  # prompt tokens prefilled between two decode steps
+        self._prefill: _Prefill | None = None
         self.cache = BatchCache(model, max_batch, capacity)
         self.prefix = PrefixCache(block, prefix_blocks)
         self._waiting: collections.deque[Handle] = collections.deque()
@@ -223,24 +241,18 @@ class Engine:
     def _serve(self) -> None:
         while True:
             with self._wake:
-                while not (self._closing or self._waiting or self._running):
+                while not (self._closing or self._waiting or self._running or self._prefill):
                     self._wake.wait()
                 if self._closing:
                     break
-                admitted = []
-                while self._waiting and len(self._running) + len(admitted) < self.max_batch:
-                    admitted.append(self._waiting.popleft())
                 dropped = [s for s in self._running if s.handle.cancelled]
             for s in dropped:
                 self._finish(s, "cancelled")
-            for handle in admitted:
-                if handle.cancelled:
-                    prompt_tokens = len(handle.request.prompt)
-                    handle.on_event(Event(finish_reason="cancelled", prompt_tokens=prompt_tokens))
-                    continue
-                self._guarded(self._admit, handle)
+            self._prefill_some()
             if self._running:
                 self._guarded(self._step)
+        if self._prefill is not None:
+            self._drop_prefill(Event(finish_reason="cancelled"))
         for s in list(self._running):
             self._finish(s, "cancelled")
         with self._wake:
@@ -258,10 +270,36 @@ class Engine:
             for s in concerned:
                 self._finish(s, "error", message)
             if args and not concerned:  # a prompt that failed before it joined the batch
+                if self._prefill is not None and self._prefill.seq.handle is args[0]:
+                    self._prefill = None
                 args[0].on_event(Event(finish_reason="error", error=message))  # type: ignore[attr-defined]
 
+    def _prefill_some(self) -> None:
+        """Prefill chunks of the waiting prompts, one prompt at a time, until `prefill_tokens` tokens ran
+        (or none waits, or the batch is full); a prompt whose last chunk ran joins the batch."""
+        budget = self.prefill_tokens
+        while budget > 0:
+            if self._prefill is None:
+                with self._wake:
+                    if not self._waiting or len(self._running) >= self.max_batch:
+                        return
+                    handle = self._waiting.popleft()
+                if handle.cancelled:
+                    prompt_tokens = len(handle.request.prompt)
+                    handle.on_event(Event(finish_reason="cancelled", prompt_tokens=prompt_tokens))
+                    continue
+                self._guarded(self._admit, handle)
+                continue
+            if self._prefill.seq.handle.cancelled:
+                self._drop_prefill(Event(finish_reason="cancelled"))
+                continue
+            p = self._prefill
+            budget -= min(self.block, len(p.prompt) - p.at)
+            self._guarded(self._chunk, p.seq.handle)
+
     def _admit(self, handle: Handle) -> None:
-        """Prefill the request's prompt into the next free row, then sample its first token."""
+        """Start prefilling the request's prompt into the next free row: the blocks the prefix cache
+        holds are copied in; `_chunk` runs the rest."""
         prompt = [int(t) for t in handle.request.prompt]
         row = len(self._running)
         digests = self.prefix.digests(prompt)
@@ -270,17 +308,34 @@ class Engine:
         for i, (k, v) in enumerate(blocks):
             self.cache.write(row, i * self.block, k, v)
         start = len(blocks) * self.block
-        seq = _Sequence(handle, self.tokenizer, start)
+        self._prefill = _Prefill(_Sequence(handle, self.tokenizer, start), prompt, digests, start)
+
+    def _chunk(self, handle: Handle) -> None:
+        """Run the prefilling prompt's next chunk; after its last, the sequence joins the batch and its
+        first token is sampled."""
+        p, row = self._prefill, len(self._running)
+        assert p is not None and p.seq.handle is handle
+        at, prompt = p.at, p.prompt
+        chunk = prompt[at : at + self.block]
         with no_grad():
-            for at in range(start, len(prompt), self.block):
-                chunk = prompt[at : at + self.block]
-                logits = self.model.last_logits(np.asarray([chunk], np.int64), self.cache.row(row, at))[0]
-                if len(chunk) == self.block:
-                    self.prefix.store(digests[at // self.block], *self.cache.read(row, at, self.block))
-        seq.length = len(prompt)
+            logits = self.model.last_logits(np.asarray([chunk], np.int64), self.cache.row(row, at))[0]
+        if len(chunk) == self.block:
+            self.prefix.store(p.digests[at // self.block], *self.cache.read(row, at, self.block))
+        p.at = at + len(chunk)
+        if p.at < len(prompt):
+            return
+        self._prefill = None
+        p.seq.length = len(prompt)
         self.prompt_tokens_total += len(prompt)
-        self._running.append(seq)
-        self._choose(seq, logits)
+        self._running.append(p.seq)
+        self._choose(p.seq, logits)
+
+    def _drop_prefill(self, event: Event) -> None:
+        """End the prefilling request with `event` (its row holds nothing that is kept)."""
+        p, self._prefill = self._prefill, None
+        if p is not None:
+            event.prompt_tokens = len(p.prompt)
+            p.seq.handle.on_event(event)
 
     def _step(self) -> None:
         """One token of every running sequence, as one batch."""
@@ -346,6 +401,8 @@ class Engine:
             self.cache.move(last, row, moved.length)
             self._running[row] = moved
         self._running.pop()
+        if self._prefill is not None:  # the prompt being prefilled keeps the row after the running ones
+            self.cache.move(last + 1, last, self._prefill.at)
         s.handle.on_event(event)
 
 

@@ -144,6 +144,13 @@ def collapse(shape: tuple[int, ...], arrays: tuple[np.ndarray, ...]) -> list[int
     return out
 
 
+def copy_dims(x: np.ndarray) -> Any:
+    """vg_copy's dims argument for a view `x` of rank at most 4: its shape then its byte strides, padded in
+    front to rank 4."""
+    pad = 4 - x.ndim
+    return (ctypes.c_int64 * 8)(*([1] * pad), *x.shape, *([0] * pad), *x.strides)
+
+
 def writable(a: Any, shape: tuple, dtype: np.dtype) -> bool:
     """Whether a kernel may write a result of `shape` and `dtype` into `a` as it is: a C-contiguous,
     aligned, writeable ndarray of them."""

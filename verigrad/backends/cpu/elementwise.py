@@ -1,5 +1,6 @@
-"""Element-wise kernels: unary ops on contiguous arrays; binary ops on operands of one shape or of shapes
-that broadcast (rank at most 4, any element strides, broadcast dimensions read with stride 0). In f32
+"""Element-wise kernels: unary ops on contiguous arrays (a strided view of rank at most 4 first copied
+into the result by vg_copy); binary ops on operands of one shape or of shapes that broadcast (rank at
+most 4, any element strides, broadcast dimensions read with stride 0). In f32
 and f64; add, sub, mul, maximum and minimum also in i64 (a step count, an index offset), so that a
 compiled plan's integer arithmetic is replayed with the rest (ir/replay.py). scaled_add (PyTorch's add
 with alpha) is C's fma on operands of one shape, exactly the reference's emulated fma.
@@ -73,17 +74,28 @@ _BINARY_ARGS = [ctypes.c_void_p, *_UNARY_ARGS]
 _BC_ARGS = [ctypes.c_void_p] * 4 + [ctypes.c_int64, ctypes.c_int]
 
 
-def _unary(fn: Any, dtype: np.dtype, reference: Callable, backend: Any, ptr: Callable) -> Callable:
+def _unary(fn: Any, copy: Any, dtype: np.dtype, reference: Callable, backend: Any, ptr: Callable) -> Callable:
     chunk, reference = _ffi.min_chunk, silenced(reference)
 
     def kernel(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        """fn(x) in a new array, or written into `out` (the result's shape, C-contiguous; it may be x)."""
-        if type(x) is not np.ndarray or x.dtype != dtype or not (x.flags.c_contiguous and x.flags.aligned):
+        """fn(x) in a new array, or written into `out` (the result's shape, C-contiguous; it may be x). A
+        strided view of rank at most 4 (a batch's gate, sliced from the fused gate-up product) is first
+        copied into the result by vg_copy, which fn then overwrites in place: the same per-element
+        arithmetic, so the same bits, and two C calls that a replayed plan makes again."""
+        if type(x) is not np.ndarray or x.dtype != dtype or not x.flags.aligned:
+            return _ffi.into(reference(x), out)
+        strided = not x.flags.c_contiguous
+        if strided and (x.ndim > 4 or any(step % x.itemsize for step in x.strides)):
             return _ffi.into(reference(x), out)
         if out is None:
             out = np.empty(x.shape, dtype)
-        elif not _ffi.writable(out, x.shape, dtype):
+        elif not _ffi.writable(out, x.shape, dtype) or (strided and np.may_share_memory(x, out)):
             return _ffi.into(kernel(x), out)
+        if strided:
+            if out.size == 0:
+                return out
+            copy(ptr(x), ptr(out), _ffi.copy_dims(x), x.itemsize, chunk(), backend.threads)
+            x = out
         fn(ptr(x), ptr(out), x.size, chunk(), backend.threads)
         return out
 
@@ -314,13 +326,14 @@ def register(backend: Any, lib: Library) -> None:
     C_LIBRARY_EXACT.clear()
     C_LIBRARY_EXACT.update(name for name, same in exact.items() if same)
     numpy_routines = NUMPY_ROUTINES[0] = use_numpy_loops(lib)
+    copy = lib.fn("vg_copy", [ctypes.c_void_p] * 3 + [ctypes.c_int64, ctypes.c_int64, ctypes.c_int])
     for dtype_name, dtype in DTYPES.items():
         for name in UNARY_EXACT + UNARY_LIBM:
             # NumPy's own routines, where the C library's differ (erf and gelu's erf: the C library's alone)
             same = exact.get(name) or (numpy_routines and name in ROUTINE_OF)
             stated = EXACT if name in UNARY_EXACT else _libm_exactness(name, dtype_name, bool(same))
             fn = lib.fn(f"vg_{name}_{dtype_name}", _UNARY_ARGS)
-            kernel = _unary(fn, dtype, REGISTRY[name].reference, backend, lib.ptr)
+            kernel = _unary(fn, copy, dtype, REGISTRY[name].reference, backend, lib.ptr)
             _ffi.direct(kernel, _ffi.DIRECT_UNARY, lib.address(f"vg_{name}_{dtype_name}"), 0, dtype, backend)
             backend.register(name, kernel, dtype_name, stated, native_claim(name, dtype_name))
         for name in BINARY:

@@ -40,9 +40,7 @@ def _contiguous(fn: Any, reference: Callable, backend: Any, ptr: Callable) -> Ca
         out = np.empty(x.shape, x.dtype)
         if out.size == 0:
             return out
-        pad = 4 - x.ndim
-        dims = (ctypes.c_int64 * 8)(*([1] * pad), *x.shape, *([0] * pad), *x.strides)
-        fn(ptr(x), ptr(out), dims, x.itemsize, chunk(), backend.threads)
+        fn(ptr(x), ptr(out), _ffi.copy_dims(x), x.itemsize, chunk(), backend.threads)
         return out
 
     return never_warns(kernel)
