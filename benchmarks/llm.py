@@ -17,12 +17,18 @@ interpreter's pip (a source build: about 9 minutes on 2 cores), unless `--no-lla
     python benchmarks/llm.py --repeats 3 --no-transformers
     python benchmarks/llm.py --threads 1 --decode-tokens 32 --no-llama-cpp
     python benchmarks/llm.py --chat --repeats 3     # verigrad's start-up and a chat's peak memory
+    python benchmarks/llm.py --startup --repeats 7  # where verigrad's start-up goes, stage by stage
 
 `--chat` measures verigrad alone, one fresh process per repetition and KV cache storage (f32, f16): the
 seconds from the process's start to verigrad imported, to load the model, to the first token of the first
 reply (its prompt and the first plans), then
 a greedy chat of `CHAT_TURNS` turns on a cache of the whole context, as `verigrad chat` makes it (grown as
 the conversation grows), and the process's peak RSS (VmHWM).
+
+`--startup` measures verigrad alone too, one fresh process per repetition: the seconds from the process's
+start to verigrad imported, then to read the GGUF file's header (`read_gguf`), to build the tokenizer, to
+build the model, and to the first token of a one-turn chat (the prompt's forward pass: compute, not
+start-up), and gives their medians.
 """
 
 from __future__ import annotations
@@ -230,6 +236,64 @@ def chat_worker(path: str, kv_cache: str, steps: int) -> dict:
     }
 
 
+def startup_worker(path: str) -> dict:
+    """Seconds of each start-up stage in this fresh process (1 thread): import, read_gguf, tokenizer,
+    model, first token."""
+    import verigrad as vg
+
+    started = process_age()
+    from verigrad.io.gguf import read_gguf
+    from verigrad.io.tokenizer import Tokenizer
+    from verigrad.models.llama import Llama
+    from verigrad.models.lm import generate
+
+    vg.set_threads(1)
+    t0 = time.perf_counter()
+    gguf = read_gguf(path)
+    t1 = time.perf_counter()
+    tokenizer = Tokenizer.from_gguf(gguf)
+    t2 = time.perf_counter()
+    model = Llama.from_gguf(gguf)
+    t3 = time.perf_counter()
+    ids = tokenizer.encode(
+        tokenizer.apply_chat_template([{"role": "user", "content": CHAT_TURNS[0]}]), add_special=False
+    )
+    generate(model, tokenizer, ids, max_tokens=1, temperature=0.0)
+    t4 = time.perf_counter()
+    return {
+        "start_s": started,
+        "read_s": t1 - t0,
+        "tokenizer_s": t2 - t1,
+        "model_s": t3 - t2,
+        "load_s": t3 - t0,
+        "first_token_s": t4 - t3,
+    }
+
+
+def run_startup(args: argparse.Namespace, console: Any) -> Table:
+    """`--startup`: medians over `--repeats` fresh processes of each start-up stage."""
+    runs = []
+    for _ in range(args.repeats):
+        job = json.dumps({"startup": True, "path": str(args.model)})
+        done = subprocess.run(
+            [sys.executable, __file__, "--worker", job], capture_output=True, text=True, timeout=args.timeout
+        )
+        if done.returncode != 0:
+            raise SystemExit(f"--startup: {(done.stderr.strip().splitlines() or ['no output'])[-1]}")
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    stages = list(runs[0])
+    result = table(
+        f"verigrad start-up, 1 thread, medians of {args.repeats} fresh processes (seconds)", stages, []
+    )
+    result.add_row(*(f"{statistics.median(r[k] for r in runs):.3f}" for k in stages))
+    console.print(result)
+    console.print(
+        "start: the process's start to verigrad imported; load = read (the GGUF header) + tokenizer + "
+        "model; first token: the one-turn chat prompt's forward pass."
+    )
+    return result
+
+
 def process_age() -> float:
     """Seconds since this process started (the interpreter's start and the imports; Linux's /proc, to a
     clock tick), NaN elsewhere."""
@@ -428,6 +492,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-transformers", action="store_true", help="leave transformers out")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per child process (900)")
     parser.add_argument("--chat", action="store_true", help="verigrad's start-up and a chat's peak memory")
+    parser.add_argument("--startup", action="store_true", help="verigrad's start-up, stage by stage")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
@@ -449,6 +514,9 @@ def main(argv: list[str] | None = None) -> None:
         if "chat" in job:
             print(json.dumps(chat_worker(job["path"], job["chat"], job["steps"])))
             return
+        if "startup" in job:
+            print(json.dumps(startup_worker(job["path"])))
+            return
         result = worker(
             job["framework"], job["path"], job["threads"], job["ids"], job["steps"], job["repeats"]
         )
@@ -459,6 +527,9 @@ def main(argv: list[str] | None = None) -> None:
     args.model = fetch("smollm2")
     if args.chat:
         run_chat(args, make_console(130))
+        return
+    if args.startup:
+        run_startup(args, make_console(130))
         return
     versions = []
     if not args.no_llama_cpp:

@@ -7,10 +7,14 @@ The files are written here with the `gguf` package's GGUFWriter; quantized block
 from __future__ import annotations
 
 import struct
+import tempfile
+from pathlib import Path
 
 import gguf
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from verigrad.errors import WeightFileError
 from verigrad.io import GGUFFile, read_gguf
@@ -296,3 +300,38 @@ def test_every_value_type_reads_back(tmp_path):
         assert array == values and [type(v) for v in array] == [type(v) for v in values], vtype
     assert f.metadata["array.STRING"] == ["", "é", "a b" * 100]
     assert f.tensors == {} and f.version == 3
+
+
+def _strings_file(path, arrays: dict[str, list[str]]) -> None:
+    w = gguf.GGUFWriter(str(path), "llama")
+    for key, values in arrays.items():
+        w.add_key_value(key, values, gguf.GGUFValueType.ARRAY, gguf.GGUFValueType.STRING)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+@settings(database=None, derandomize=True, max_examples=40, deadline=None)
+@given(st.lists(st.lists(st.text(max_size=12), min_size=1, max_size=8), min_size=1, max_size=3))
+def test_string_arrays_read_as_the_gguf_package_reads_them(arrays):
+    """String arrays are decoded in one call with each length's high byte as separator: one string,
+    empty strings, strings holding NUL (read one at a time) and any Unicode give the gguf package's
+    values."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "s.gguf"
+        _strings_file(path, {f"a.{i}": values for i, values in enumerate(arrays)})
+        expected = {k: f.contents() for k, f in gguf.GGUFReader(path).fields.items() if k.startswith("a.")}
+        got = {k: v for k, v in read_gguf(path).metadata.items() if k.startswith("a.")}
+    assert got == expected == {f"a.{i}": values for i, values in enumerate(arrays)}
+
+
+def test_string_array_with_nul_and_not_utf8(tmp_path):
+    """A NUL inside a string is kept (not taken for a separator); a string of an array that is not UTF-8
+    is refused naming the key."""
+    _strings_file(tmp_path / "n.gguf", {"a.nul": ["x\x00y", "\x00", "z"], "a.bad": ["ok", "é"]})
+    assert read_gguf(tmp_path / "n.gguf").metadata["a.nul"] == ["x\x00y", "\x00", "z"]
+    data = (tmp_path / "n.gguf").read_bytes()
+    (tmp_path / "bad.gguf").write_bytes(data.replace("é".encode(), b"\xc3\x28"))
+    with pytest.raises(WeightFileError, match=r"bad\.gguf: metadata a\.bad: a string is not UTF-8 text"):
+        read_gguf(tmp_path / "bad.gguf")

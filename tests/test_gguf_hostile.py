@@ -470,3 +470,13 @@ def test_not_gguf_truncated_and_big_endian(tmp_path, tiny):
         r"GGUF version 50331648 is not supported \(verigrad reads little-endian versions 2 and 3\)",
         read_gguf,
     )
+
+
+def test_metadata_and_tensors_equal_the_gguf_packages(tmp_path):
+    """The test-written model's whole metadata and its tensors are what the gguf package's reader reads."""
+    path = tiny_llama(tmp_path / "m.gguf")
+    ours, reader = read_gguf(path), gguf.GGUFReader(path)
+    assert ours.metadata == {k: f.contents() for k, f in reader.fields.items() if not k.startswith("GGUF.")}
+    assert [(t.name, t.shape, t.qtype) for t in ours.tensors.values()] == [
+        (t.name, tuple(reversed(t.shape.tolist())), t.tensor_type.name.lower()) for t in reader.tensors
+    ]

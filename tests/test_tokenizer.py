@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from lm_fakes import CHATML, MERGES, token_id, tokenizer, vocabulary, write_tokenizer_gguf
 
 from verigrad.errors import WeightFileError
-from verigrad.io.tokenizer import Tokenizer, byte_alphabet
+from verigrad.io.tokenizer import Tokenizer, _split_merges, byte_alphabet
 
 TEXTS = [
     "hello world",
@@ -319,3 +321,41 @@ def test_gpt2_folder_with_a_vocabulary_that_is_not_a_dict(tmp_path):
     (tmp_path / "vocab.json").write_text(json.dumps(["a", "b"]))
     with pytest.raises(WeightFileError, match="cannot build a BPE tokenizer of its tokens and merges"):
         Tokenizer.from_gpt2_folder(tmp_path)
+
+
+def _reference_bytes(tokenizer: Tokenizer) -> list[bytes]:
+    """Each id's bytes found one token at a time, as the table was built before it was vectorised."""
+    unspell = {c: b for b, c in byte_alphabet().items()}
+    table = [b""] * tokenizer.vocab_size
+    for token, i in tokenizer.backend.get_vocab(with_added_tokens=False).items():
+        table[i] = bytes(unspell[c] for c in token)
+    for i, t in tokenizer.backend.get_added_tokens_decoder().items():
+        table[i] = t.content.encode("utf-8")
+    return table
+
+
+def test_token_bytes_table_matches_one_token_at_a_time(tok):
+    """The table built by one lookup over all tokens joined (and from the vocabulary from_gguf passes)
+    gives every id the bytes the per-token spelling gives, as does one built from the backend alone."""
+    again = Tokenizer(tok.backend, bos_id=tok.bos_id, eos_id=tok.eos_id)
+    assert tok.vocab_size == again.vocab_size
+    assert tok._bytes == again._bytes == _reference_bytes(tok)
+    assert tok._unspellable == again._unspellable
+
+
+@settings(database=None, derandomize=True, max_examples=200)
+@given(st.lists(st.text(alphabet="ab ", max_size=5), max_size=6))
+def test_merges_split_at_once_as_one_at_a_time(merges):
+    """Merges split all at once give each merge's two tokens; any merge that is not two tokens around
+    one space (none, two, or an empty side's neighbour making up for it) is refused as before."""
+    pairs = [tuple(m.split(" ")) for m in merges]
+    if all(len(p) == 2 for p in pairs):
+        assert _split_merges(merges, "f") == pairs
+    else:
+        with pytest.raises(WeightFileError, match="is not two tokens separated by one space"):
+            _split_merges(merges, "f")
+
+
+def test_merges_whose_spaces_add_up_are_still_refused():
+    with pytest.raises(WeightFileError, match="'ab' is not two tokens"):
+        _split_merges(["ab", "c d e"], "f")

@@ -7,22 +7,14 @@ from . import (
     accelerator,
     amp,
     autograd,
-    data,
-    distributed,
-    distributions,
     fft,
     io,
-    jit,
-    library,
     linalg,
     masked,
-    models,
     nn,
     optim,
     signal,
     special,
-    testing,
-    utils,
 )
 from . import eager as _eager
 from . import function as _function
@@ -481,8 +473,25 @@ def numel(input: Tensor) -> int:
 
 __version__ = "0.1.0"
 
+# Submodules imported on first use (`verigrad.models`, `from verigrad import distributions`), as
+# `import torch` leaves torch.distributions unread until used: they cost start-up, not their users.
+_LAZY = ("data", "distributed", "distributions", "jit", "library", "models", "testing", "utils")
+
+
+def __getattr__(name: str) -> _Any:
+    if name in _LAZY:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")  # importing it also sets the attribute
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
 # `from verigrad import *` gives every public name but these two, which would hide Python's own
-__all__ = sorted(name for name in dir() if not name.startswith("_"))
+__all__ = sorted({*(name for name in dir() if not name.startswith("_")), *_LAZY})
 float, bool, int = f32, bool_, i32  # as torch.float, torch.bool and torch.int: `vg.float`, `vg.int`
 
 # PyTorch's torch.autograd.Function, and its module for `from torch.autograd.function import ...`

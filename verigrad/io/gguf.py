@@ -46,6 +46,34 @@ _REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = 8
 _VALUE_DTYPES = {"f32": "<f4", "f16": "<f2", "bf16": "<u2"}
 
 
+_U64 = struct.Struct("<Q")
+
+
+@dataclass(frozen=True)
+class _Strings:
+    """An array of strings as the file holds them: `data` views their bytes (each after its 8-byte length),
+    `lengths` are the strings' lengths in bytes."""
+
+    data: np.ndarray
+    lengths: list[int]
+
+    def decode(self) -> list[str]:
+        """The strings (UnicodeDecodeError for one that is not UTF-8), decoded in one call: each length's
+        high byte (0: no string is 2^56 bytes long) is kept as the separator, the other 7 bytes dropped."""
+        if not self.lengths:
+            return []
+        lengths = np.asarray(self.lengths, dtype=np.int64)
+        prefixes = np.cumsum(lengths + 8) - lengths - 8
+        keep = np.ones(self.data.size, dtype=bool)
+        keep[(prefixes[:, None] + np.arange(7)).ravel()] = False
+        keep[7] = False
+        joined = self.data[keep].tobytes()
+        if joined.count(0) != len(self.lengths) - 1:  # a string holds a NUL byte: one at a time
+            data = self.data.tobytes()
+            return [data[a + 8 : a + 8 + n].decode("utf-8") for a, n in zip(prefixes.tolist(), self.lengths)]
+        return joined.decode("utf-8").split("\x00")
+
+
 @dataclass(frozen=True)
 class GGUFTensor:
     """One tensor of a GGUF file: `raw` views the file (values for f32/f16/bf16, else u8 [rows, row
@@ -124,11 +152,14 @@ def shown(value: Any) -> str:
 class _CheckedReader(GGUFReader):
     """GGUFReader that reads only inside the file and refuses what llama.cpp refuses, naming the file and
     the field: a count, string or array longer than the bytes left, an unknown value type, an array of
-    arrays, a repeated key, a tensor name that is not UTF-8. Arrays of numbers are read in one step and
-    arrays of strings without a NumPy view per length (GGUFReader takes 4 s on SmolLM2's tokenizer)."""
+    arrays, a repeated key, a tensor name that is not UTF-8. Arrays of numbers are read in one step; arrays
+    of strings are kept as their bytes and lengths (`strings`, by key), which read_gguf decodes in one call
+    (GGUFReader's NumPy view and decode per string take seconds on SmolLM2's tokenizer)."""
 
     def __init__(self, path: Path) -> None:
         self.path, self.what, self.plain = path, "the header", None
+        self.strings: dict[str, _Strings] = {}  # the string arrays' bytes, by key
+        self.pending: _Strings | None = None
         super().__init__(path)
 
     def refuse(self, reason: str) -> WeightFileError:
@@ -171,6 +202,8 @@ class _CheckedReader(GGUFReader):
                 raise self.refuse("the key appears twice")
             vtype = self._get(offs, np.uint32)
             size, parts, idxs, types = self._get_field_parts(offs + 4, int(vtype[0]))
+            if self.pending is not None:
+                self.strings[key], self.pending = self.pending, None
             self.fields[key] = ReaderField(
                 orig, key, [klen, kdata, vtype, *parts], [i + 3 for i in idxs], types
             )
@@ -188,17 +221,20 @@ class _CheckedReader(GGUFReader):
         if item != GGUFValueType.STRING:
             values = self._get(at, self.gguf_scalar_to_np[item], n)
             return 12 + values.nbytes, [itype, alen, values], [2], [gtype, item]
-        parts: list = [itype, alen]
-        plain, size = self.plain, self.plain.size
+        # Lengths are read one after the other (each string's place depends on the previous lengths); the
+        # strings are decoded in read_gguf from one copy of their bytes, not one NumPy view each.
+        unpack, plain, size, lengths = _U64.unpack_from, self.plain, self.plain.size, []
         for _ in range(self._bound(n, at, 8, "strings")):
             if at + 8 > size:
                 self._get(at, np.uint64)  # the file-ends error
-            (length,) = struct.unpack_from("<Q", plain, at)
-            if at + 8 + length > size:
-                self._get(at + 8, np.uint8, length)
-            parts.append(plain[at + 8 : at + 8 + length])
-            at += 8 + length
-        return at - orig_offs, parts, list(range(2, len(parts))), [gtype, item]
+            (length,) = unpack(plain, at)
+            at += 8
+            if at + length > size:
+                self._get(at, np.uint8, length)
+            lengths.append(length)
+            at += length
+        self.pending = _Strings(plain[orig_offs + 12 : at], lengths)
+        return at - orig_offs, [itype, alen], [], [gtype, item]
 
     def _text(self, data: np.ndarray) -> str:
         try:
@@ -322,7 +358,7 @@ def read_gguf(path: str | os.PathLike) -> GGUFFile:
     for key, f in reader.fields.items():
         if not key.startswith("GGUF."):
             try:
-                metadata[key] = f.contents()
+                metadata[key] = reader.strings[key].decode() if key in reader.strings else f.contents()
             except UnicodeDecodeError:
                 raise WeightFileError(f"{path}: metadata {shown(key)}: a string is not UTF-8 text") from None
     tensors = {t.name: _tensor(path, t) for t in reader.tensors}

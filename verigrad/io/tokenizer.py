@@ -14,6 +14,7 @@ same text; the chat template is rendered with jinja2 in a sandbox, as transforme
 from __future__ import annotations
 
 import codecs
+import itertools
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -21,6 +22,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tokenizers
 from tokenizers import Tokenizer as _Backend
 
@@ -81,6 +83,15 @@ def byte_alphabet() -> dict[int, str]:
     return {b: chr(c) for b, c in zip(printable, chars)}
 
 
+@cache
+def _byte_unspelling() -> np.ndarray:
+    """The byte each character of GPT-2's byte alphabet stands for, by code point (u8; 0 elsewhere)."""
+    table = np.zeros(1 + max(map(ord, byte_alphabet().values())), np.uint8)
+    for b, c in byte_alphabet().items():
+        table[ord(c)] = b
+    return table
+
+
 def _byte_spelling(token: str, alphabet: set[str]) -> str:
     """The token in the byte alphabet: as it is, or its UTF-8 bytes respelled (as transformers does)."""
     if set(token) <= alphabet:
@@ -108,12 +119,17 @@ class Tokenizer:
         more_end_ids: Sequence[int] = (),
         sentencepiece: bool = False,
         strip_first_space: bool = False,
+        vocab: Mapping[str, int] | None = None,
     ) -> None:
+        """`vocab`: the backend's vocabulary without its added tokens, where the caller has it (else it is
+        asked for: ~50 ms for 49k tokens)."""
         self.backend = backend
         self.sentencepiece = sentencepiece  # "▁" spaces, <0xNN> bytes
         self.strip_first_space = strip_first_space  # decode drops the text's first space
         self.source = source
-        self.vocab_size = 1 + max(backend.get_vocab(with_added_tokens=True).values(), default=-1)
+        base = backend.get_vocab(with_added_tokens=False) if vocab is None else vocab
+        added = backend.get_added_tokens_decoder()
+        self.vocab_size = 1 + max(max(base.values(), default=-1), max(added, default=-1))
         for what, i in (("BOS", bos_id), ("EOS", eos_id), *(("end", i) for i in more_end_ids)):
             if i is not None and not _is(i, int):  # a config.json may hold anything
                 raise WeightFileError(f"{source}: the {what} token id is {i!r:.60}, not an integer")
@@ -124,38 +140,45 @@ class Tokenizer:
         self.bos_id, self.eos_id = bos_id, eos_id
         self.add_bos, self.add_eos = add_bos, add_eos
         self.chat_template = chat_template
-        added = backend.get_added_tokens_decoder()
         self.special_tokens: dict[str, int] = {t.content: i for i, t in sorted(added.items()) if t.special}
         self.special_ids = frozenset(self.special_tokens.values())
         # special or not (Gemma's <end_of_turn> is user-defined in its files), as llama.cpp finds them
         added_ids = {t.content: i for i, t in added.items()}
         ends = {added_ids[t] for t in END_TOKENS if t in added_ids}
         self.end_ids = frozenset(ends | ({eos_id} if eos_id is not None else set()) | set(more_end_ids))
-        self._bytes = self._token_bytes_table(added)
+        self._bytes = self._token_bytes_table(base, added)
         self._template: Any = None
 
-    def _token_bytes_table(self, added: Mapping[int, AddedToken]) -> list[bytes]:
+    def _token_bytes_table(self, base: Mapping[str, int], added: Mapping[int, AddedToken]) -> list[bytes]:
         table = [b""] * self.vocab_size
         if self.sentencepiece:  # unknown bytes fall back to <0xNN> tokens, or to <unk>, as in SentencePiece
-            for token, i in self.backend.get_vocab(with_added_tokens=False).items():
+            for token, i in base.items():
                 byte = _BYTE_TOKEN.fullmatch(token)
                 table[i] = bytes([int(byte[1], 16)]) if byte else token.replace(SPACE, " ").encode("utf-8")
             self._unspellable = b""
         else:
-            self._byte_level_table(table)
+            self._byte_level_table(base, table)
         for i, t in added.items():
             table[i] = t.content.encode("utf-8")
         return table
 
-    def _byte_level_table(self, table: list[bytes]) -> None:
-        unspell = {c: b for b, c in byte_alphabet().items()}
-        for token, i in self.backend.get_vocab(with_added_tokens=False).items():
-            if not set(token) <= unspell.keys():
-                raise WeightFileError(
-                    f"{self.source}: token {i} ({token!r}) is not in GPT-2's byte alphabet: verigrad reads "
-                    "byte-level BPE vocabularies"
-                )
-            table[i] = bytes(unspell[c] for c in token)
+    def _byte_level_table(self, base: Mapping[str, int], table: list[bytes]) -> None:
+        """Each token's bytes: all tokens joined, mapped to bytes with one str.translate and cut apart."""
+        tokens, ids = list(base), list(base.values())
+        joined = "".join(tokens)
+        alphabet = set(byte_alphabet().values())
+        if not set(joined) <= alphabet:
+            i, token = next((i, t) for t, i in base.items() if not set(t) <= alphabet)
+            raise WeightFileError(
+                f"{self.source}: token {i} ({token!r}) is not in GPT-2's byte alphabet: verigrad reads "
+                "byte-level BPE vocabularies"
+            )
+        # one character of the alphabet is one byte: looked up by code point in one NumPy step
+        data = _byte_unspelling()[np.frombuffer(joined.encode("utf-32-le"), np.uint32)].tobytes()
+        ends = itertools.accumulate(map(len, tokens))
+        start = 0
+        for i, end in zip(ids, ends):
+            table[i], start = data[start:end], end
         # bytes with no token of their own: BPE would drop them from a text without a word
         self._unspellable = bytes(set(range(256)) - {t[0] for t in table if len(t) == 1})
 
@@ -190,7 +213,10 @@ class Tokenizer:
         if kind == "gpt2":
             merges = field.list_of("tokenizer.ggml.merges", str)
             alphabet = set(byte_alphabet().values())
-            vocab = {_byte_spelling(t, alphabet): i for i, t in enumerate(tokens)}
+            if set("".join(tokens)) <= alphabet:  # every token spelled in the alphabet already
+                vocab = dict(zip(tokens, range(len(tokens))))
+            else:
+                vocab = {_byte_spelling(t, alphabet): i for i, t in enumerate(tokens)}
         else:
             merges = field.list_of("tokenizer.ggml.merges", str, default=[])
             if arch in _GEMMA:  # Gemma's files write a token of spaces with spaces, not "▁"s
@@ -230,6 +256,7 @@ class Tokenizer:
             source=source,
             sentencepiece=kind == "llama",
             strip_first_space=kind == "llama" and arch not in _GEMMA,
+            vocab=vocab,
         )
 
     @classmethod
@@ -396,6 +423,8 @@ class _Fields:
         value = self.gguf.require(key) if default is None else self.gguf.metadata.get(key, default)
         if not isinstance(value, list | tuple):
             raise self._refuse(key, _a(type(value)), f"an array of {kind.__name__}s")
+        if set(map(type, value)) <= {kind}:  # the common case, checked in one pass in C
+            return list(value)
         for i, item in enumerate(value):
             if not _is(item, kind):
                 raise self._refuse(
@@ -487,6 +516,13 @@ def _merges_by_score(tokens: list[str], scores: list[float]) -> list[tuple[str, 
 
 
 def _split_merges(merges: list[str], source: str) -> list[tuple[str, str]]:
+    # all merges split at once; they are each two tokens around one space iff the parts' lengths add up
+    parts = " ".join(merges).split(" ")
+    if len(parts) == 2 * len(merges):
+        sizes = np.fromiter(map(len, parts), np.int64, len(parts))
+        lengths = np.fromiter(map(len, merges), np.int64, len(merges))
+        if np.array_equal(sizes[0::2] + sizes[1::2] + 1, lengths):
+            return list(zip(parts[0::2], parts[1::2]))
     pairs = [tuple(m.split(" ")) for m in merges]
     for m, p in zip(merges, pairs):
         if len(p) != 2:
