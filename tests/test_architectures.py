@@ -198,7 +198,7 @@ def test_gguf_sliding_window_limits_the_context(tmp_path):
             {"rope.scaling.type": "yarn"},
             r"qwen2\.rope\.scaling\.type is yarn: only linear scaling",
         ),
-        ("qwen2", "", {"attention.key_length": 7}, r"the head size is 7; RoPE needs it even"),
+        ("qwen2", "", {"attention.key_length": 7}, r"attention\.key_length is 7; RoPE needs it even"),
     ],
 )
 def test_bad_qwen_files_are_refused_naming_the_fault(tmp_path, arch, drop, extra, message):

@@ -357,10 +357,10 @@ def test_rope_tables_grown_from_two_threads_cover_both(tiny, monkeypatch):
     model = Llama.from_gguf(tiny)
     make = llama.rope_tables
 
-    def slow_when_short(positions: int, head_dim: int, base: float):
+    def slow_when_short(positions: int, *sizes: float):
         if positions <= 64:
             time.sleep(0.2)
-        return make(positions, head_dim, base)
+        return make(positions, *sizes)
 
     monkeypatch.setattr(llama, "rope_tables", slow_when_short)
     got = {}

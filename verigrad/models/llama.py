@@ -366,7 +366,8 @@ def gguf_config(gguf: GGUFFile, variants: dict[str, dict[str, bool]] = GGUF_VARI
         raise WeightFileError(
             f"{gguf.path}: {arch}.embedding_length is {dim}, but token_embd.weight has rows of {width} values"
         )
-    n_layers = _integer(gguf, f"{arch}.block_count", 1, len(gguf.tensors) // 6)  # Phi-3's blocks: 6 tensors
+    per_block = 6 if arch == "phi3" else len(_BLOCK)  # the fewest tensors a block has (Phi-3's are fused)
+    n_layers = _integer(gguf, f"{arch}.block_count", 1, len(gguf.tensors) // per_block)
     heads = _integer(gguf, f"{arch}.attention.head_count", 1, dim)
     sized = f"{arch}.attention.key_length", f"{arch}.rope.dimension_count"
     if dim % heads and not any(k in gguf.metadata for k in sized):
@@ -389,7 +390,9 @@ def gguf_config(gguf: GGUFFile, variants: dict[str, dict[str, bool]] = GGUF_VARI
             "is not supported"
         )
     if head_dim % 2:
-        raise WeightFileError(f"{gguf.path}: the head size is {head_dim}; RoPE needs it even")
+        named = [f"{k} is {head_dim}" for k in sized if k in gguf.metadata]
+        given = named[0] if named else f"the head size is {head_dim}"
+        raise WeightFileError(f"{gguf.path}: {given}; RoPE needs it even")
     vocab_size = _integer(gguf, f"{arch}.vocab_size", 1, default=vocab)
     if vocab_size != vocab:
         raise WeightFileError(
