@@ -272,3 +272,11 @@ def test_symbolic_reductions_and_dtypes() -> None:
     assert check(lambda x: x > 0, spec([n])) == spec([n], "bool")
     cond = spec([n, 1], "bool")
     assert check(lambda x, c: verigrad.where(c, x, 0.0), spec([n, din]), cond) == spec([n, din])
+
+
+@pytest.mark.parametrize(("index", "length"), [(slice(2, 1), 0), (slice(-1, -3), 0), (slice(-3, -1), 2)])
+def test_an_empty_slice_of_a_symbolic_axis_has_length_zero(index, length) -> None:
+    """x[2:1] selects nothing whatever the size: its symbolic length was -1 (2 - 1 taken for any n)."""
+    out = check(lambda x: x[index], spec((n, 4), "f32"))
+    assert out.shape == (length, 4)
+    assert verigrad.zeros(5, 4)[index].shape == (length, 4)  # the concrete answer agrees

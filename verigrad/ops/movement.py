@@ -173,10 +173,19 @@ def _slice_canon(x: Spec, index) -> dict:
             start, stop, _ = slice(sl.start, sl.stop, step).indices(size)
             stop = max(stop, start)
         else:
+            if _empty_whatever_the_size(sl.start, sl.stop):
+                sl = slice(0, 0)
             start = _resolve(sl.start, size, 0)
             stop = _resolve(sl.stop, size, size)
         out.append((start, stop, step))
     return {"index": tuple(out)}
+
+
+def _empty_whatever_the_size(start, stop) -> bool:
+    """Whether start:stop selects nothing on an axis of any size: both given as integers of one sign (both
+    counted from the front or both from the back) with stop at or before start (x[2:1], x[-1:-3])."""
+    ints = isinstance(start, int) and isinstance(stop, int)
+    return ints and (start >= 0) == (stop >= 0) and stop <= start
 
 
 def _resolve(value, size, default):
