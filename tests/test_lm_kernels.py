@@ -1,14 +1,18 @@
-"""Kernels of a GPT's training step, made faster for it: on Intel's AVX-512 cores an nn.Linear's x @ W^T
-of a training step's size is OpenBLAS's product (matmul_blas.c's dot products lost there), while a short
+"""Kernels of a GPT's training step, made faster for it: attention's AVX-512 loops (attention.c) give
+the bits of its AVX2 ones on every thread count, and on Intel's AVX-512 cores an nn.Linear's x @ W^T of
+a training step's size is OpenBLAS's product (matmul_blas.c's dot products lost there), while a short
 product still takes the dot products."""
 
 from __future__ import annotations
 
+import ctypes
 import platform
 
 import numpy as np
 import pytest
 
+import verigrad as vg
+from verigrad import ops
 from verigrad.backends import cpu
 from verigrad.backends.cpu import matmul as cpu_matmul
 
@@ -31,6 +35,40 @@ def intel() -> bool:
             return "GenuineIntel" in f.read(4096)
     except OSError:
         return False
+
+
+def attention_avx512(flag: int) -> int:
+    """Turns attention.c's AVX-512 loops on (1) or off (0); returns the setting before."""
+    fn = cpu.cpu.library.fn("vg_attention_avx512", [ctypes.c_int], restype=ctypes.c_int)
+    return fn(flag)
+
+
+@needs_cc
+@pytest.mark.skipif(not has_avx512(), reason="no AVX-512 on this machine: one path")
+@pytest.mark.parametrize(
+    "sizes",  # (B, H, KV, T, S, D, Dv): head dims 32 (4 vectors), 40 (8 + 4 columns), 12 (4 only)
+    [(2, 4, 4, 128, 128, 32, 32), (1, 6, 2, 37, 70, 40, 12), (1, 2, 1, 9, 9, 12, 40)],
+)
+def test_attention_avx512_loops_give_the_avx2_bits_on_every_thread_count(sizes):
+    b, h, kv, t, s, d, dv = sizes
+    rng = np.random.default_rng(3)
+    q = rng.uniform(-2, 2, (b, h, t, d)).astype(np.float32)
+    k = rng.uniform(-2, 2, (b, kv, s, d)).astype(np.float32)
+    v = rng.uniform(-2, 2, (b, kv, s, dv)).astype(np.float32)
+    g = rng.uniform(-2, 2, (b, h, t, dv)).astype(np.float32)
+    cases = [(ops.attention, (q, k, v)), (ops.attention_grad, (g, q, k, v))]
+    was = attention_avx512(0)
+    try:
+        avx2 = [cpu.cpu.native(op, vg.f32)(*args, scale=None) for op, args in cases]
+        attention_avx512(1)
+        for threads in (1, 2, 3):
+            vg.set_threads(threads)
+            for (op, args), want in zip(cases, avx2):
+                got = cpu.cpu.native(op, vg.f32)(*args, scale=None)
+                np.testing.assert_array_equal(bits(got), bits(want), err_msg=f"{op.name}, {threads} threads")
+    finally:
+        vg.set_threads(1)
+        attention_avx512(was)
 
 
 @needs_cc

@@ -472,6 +472,16 @@ typedef struct {
     volatile int failed, nonfinite;
 } fa_job;
 
+/* Whether the AVX-512 loops below may run (where the CPU has them); vg_attention_avx512(0) turns them off
+ * for the tests, -1 only asks. Returns the setting before the call. */
+static int fa_avx512_enabled = 1;
+int vg_attention_avx512(int flag) {
+    const int was = fa_avx512_enabled;
+    if (flag >= 0) fa_avx512_enabled = flag;
+    return was;
+}
+static inline int fa_avx512(void) { return fa_avx512_enabled && vg_has_avx512(); }
+
 /* out[r] = x . rows[r] for r < n (rows contiguous, length d): four partial sums in d order, then
  * (a0 + a1) + (a2 + a3); the same for every r whichever vector is x */
 static void fa_dots_plain(const double *x, const double *rows, int64_t n, int64_t d, double *out) {
@@ -543,12 +553,78 @@ __attribute__((target("avx2"))) static void fa_axpys_avx2(const double *c, const
     }
 }
 
+/* The AVX-512 forms of the three loops above, for d a multiple of 4: the same operations on each value
+ * (a multiply, then an add: no fused multiply-add in the default build), so the same bits; a vector holds
+ * two rows' four lanes (fa_dots) or eight columns (fa_axpys, fa_dq_block). */
+#define FA512 __attribute__((target("avx2,avx512f,avx512dq")))
+
+FA512 static inline __m512d fa_pair(const double *y0, const double *y1) {
+    return _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_loadu_pd(y0)), _mm256_loadu_pd(y1), 1);
+}
+
+/* fa_dots_avx2's sums, eight rows at a time: lanes 0-3 one row's, 4-7 the next's */
+FA512 static void fa_dots_avx512(const double *x, const double *rows, int64_t n, int64_t d, double *out) {
+    int64_t r = 0;
+    for (; r + 8 <= n; r += 8) {
+        const double *y = rows + r * d;
+        __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+        for (int64_t i = 0; i < d; i += 4) {
+            const __m512d xv = _mm512_broadcast_f64x4(_mm256_loadu_pd(x + i));
+            a0 = _mm512_add_pd(a0, _mm512_mul_pd(xv, fa_pair(y + i, y + d + i)));
+            a1 = _mm512_add_pd(a1, _mm512_mul_pd(xv, fa_pair(y + 2 * d + i, y + 3 * d + i)));
+            a2 = _mm512_add_pd(a2, _mm512_mul_pd(xv, fa_pair(y + 4 * d + i, y + 5 * d + i)));
+            a3 = _mm512_add_pd(a3, _mm512_mul_pd(xv, fa_pair(y + 6 * d + i, y + 7 * d + i)));
+        }
+        const __m512d acc[4] = {a0, a1, a2, a3};
+        for (int p = 0; p < 4; p++) {
+            out[r + 2 * p] = fa_tree(_mm512_castpd512_pd256(acc[p]));
+            out[r + 2 * p + 1] = fa_tree(_mm512_extractf64x4_pd(acc[p], 1));
+        }
+    }
+    if (r < n) fa_dots_avx2(x, rows + r * d, n - r, d, out + r);
+}
+
+/* fa_axpys_avx2's sums, 32 then 8 columns at a time */
+FA512 static void fa_axpys_avx512(const double *c, const double *rows, int64_t n, int64_t d, double *acc) {
+    int64_t e = 0;
+    for (; e + 32 <= d; e += 32) {
+        __m512d a0 = _mm512_loadu_pd(acc + e), a1 = _mm512_loadu_pd(acc + e + 8);
+        __m512d a2 = _mm512_loadu_pd(acc + e + 16), a3 = _mm512_loadu_pd(acc + e + 24);
+        for (int64_t r = 0; r < n; r++) {
+            const double *y = rows + r * d + e;
+            const __m512d cr = _mm512_set1_pd(c[r]);
+            a0 = _mm512_add_pd(a0, _mm512_mul_pd(cr, _mm512_loadu_pd(y)));
+            a1 = _mm512_add_pd(a1, _mm512_mul_pd(cr, _mm512_loadu_pd(y + 8)));
+            a2 = _mm512_add_pd(a2, _mm512_mul_pd(cr, _mm512_loadu_pd(y + 16)));
+            a3 = _mm512_add_pd(a3, _mm512_mul_pd(cr, _mm512_loadu_pd(y + 24)));
+        }
+        _mm512_storeu_pd(acc + e, a0), _mm512_storeu_pd(acc + e + 8, a1);
+        _mm512_storeu_pd(acc + e + 16, a2), _mm512_storeu_pd(acc + e + 24, a3);
+    }
+    for (; e + 8 <= d; e += 8) {
+        __m512d a = _mm512_loadu_pd(acc + e);
+        for (int64_t r = 0; r < n; r++)
+            a = _mm512_add_pd(a, _mm512_mul_pd(_mm512_set1_pd(c[r]), _mm512_loadu_pd(rows + r * d + e)));
+        _mm512_storeu_pd(acc + e, a);
+    }
+    if (e < d) { /* the last four columns */
+        __m256d a = _mm256_loadu_pd(acc + e);
+        for (int64_t r = 0; r < n; r++)
+            a = _mm256_add_pd(a, _mm256_mul_pd(_mm256_set1_pd(c[r]), _mm256_loadu_pd(rows + r * d + e)));
+        _mm256_storeu_pd(acc + e, a);
+    }
+}
+
 /* x[j] = exp(x[j]) for x[j] <= 0, none NaN */
 __attribute__((target("avx2"))) static void fa_exps_avx2(double *x, int64_t n) { exps_avx2(x, n, 0.0); }
 #endif
 
 static void fa_dots(const double *x, const double *rows, int64_t n, int64_t d, double *out) {
 #if VG_X86
+    if (d % 4 == 0 && fa_avx512()) {
+        fa_dots_avx512(x, rows, n, d, out);
+        return;
+    }
     if (d % 4 == 0 && has_avx2()) {
         fa_dots_avx2(x, rows, n, d, out);
         return;
@@ -573,6 +649,10 @@ static void fa_exps(double *x, int64_t n) {
 /* acc[e] += sum_{r<n} c[r] rows[r][e], e < d, in r order */
 static void fa_axpys(const double *c, const double *rows, int64_t n, int64_t d, double *acc) {
 #if VG_X86
+    if (d % 4 == 0 && fa_avx512()) {
+        fa_axpys_avx512(c, rows, n, d, acc);
+        return;
+    }
     if (d % 4 == 0 && has_avx2()) {
         fa_axpys_avx2(c, rows, n, d, acc);
         return;
@@ -633,9 +713,55 @@ __attribute__((target("avx2"))) static void fa_dq_block_avx2(const double *ds, i
 }
 #endif
 
+#if VG_X86
+/* fa_dq_block_avx2's sums, 32 then 8 columns of a row at a time */
+FA512 static void fa_dq_block_avx512(const double *ds, int64_t js, const int64_t *first, int64_t kb,
+                                     const double *k, int64_t lo, int64_t n, int64_t d, double *dq) {
+    for (int64_t i = lo; i < n; i++) {
+        double *row = dq + i * d;
+        int64_t e = 0;
+        for (; e + 32 <= d; e += 32) {
+            __m512d a0 = _mm512_loadu_pd(row + e), a1 = _mm512_loadu_pd(row + e + 8);
+            __m512d a2 = _mm512_loadu_pd(row + e + 16), a3 = _mm512_loadu_pd(row + e + 24);
+            for (int64_t j = 0; j < kb; j++) {
+                if (i < first[j]) continue;
+                const __m512d c = _mm512_set1_pd(ds[j * js + i]);
+                const double *y = k + j * d + e;
+                a0 = _mm512_add_pd(a0, _mm512_mul_pd(c, _mm512_loadu_pd(y)));
+                a1 = _mm512_add_pd(a1, _mm512_mul_pd(c, _mm512_loadu_pd(y + 8)));
+                a2 = _mm512_add_pd(a2, _mm512_mul_pd(c, _mm512_loadu_pd(y + 16)));
+                a3 = _mm512_add_pd(a3, _mm512_mul_pd(c, _mm512_loadu_pd(y + 24)));
+            }
+            _mm512_storeu_pd(row + e, a0), _mm512_storeu_pd(row + e + 8, a1);
+            _mm512_storeu_pd(row + e + 16, a2), _mm512_storeu_pd(row + e + 24, a3);
+        }
+        for (; e + 8 <= d; e += 8) {
+            __m512d a = _mm512_loadu_pd(row + e);
+            for (int64_t j = 0; j < kb; j++)
+                if (i >= first[j])
+                    a = _mm512_add_pd(a, _mm512_mul_pd(_mm512_set1_pd(ds[j * js + i]),
+                                                       _mm512_loadu_pd(k + j * d + e)));
+            _mm512_storeu_pd(row + e, a);
+        }
+        if (e < d) {
+            __m256d a = _mm256_loadu_pd(row + e);
+            for (int64_t j = 0; j < kb; j++)
+                if (i >= first[j])
+                    a = _mm256_add_pd(a, _mm256_mul_pd(_mm256_set1_pd(ds[j * js + i]),
+                                                       _mm256_loadu_pd(k + j * d + e)));
+            _mm256_storeu_pd(row + e, a);
+        }
+    }
+}
+#endif
+
 static void fa_dq(const double *ds, int64_t js, const int64_t *first, int64_t kb, const double *k, int64_t lo,
                   int64_t n, int64_t d, double *dq) {
 #if VG_X86
+    if (d % 4 == 0 && fa_avx512()) {
+        fa_dq_block_avx512(ds, js, first, kb, k, lo, n, d, dq);
+        return;
+    }
     if (d % 4 == 0 && has_avx2()) {
         fa_dq_block_avx2(ds, js, first, kb, k, lo, n, d, dq);
         return;
