@@ -615,6 +615,32 @@ FA512 static void fa_axpys_avx512(const double *c, const double *rows, int64_t n
     }
 }
 
+/* exp_nonpos_avx2 on eight lanes: the same operations on each, so the same bits */
+FA512 static inline __m512d exp_nonpos_avx512(__m512d x) {
+    const __m512d lo = _mm512_set1_pd(-708.0), magic = _mm512_set1_pd(6755399441055744.0);
+    __m512d xc = _mm512_max_pd(x, lo);
+    __m512d k = _mm512_roundscale_pd(_mm512_mul_pd(xc, _mm512_set1_pd(1.4426950408889634)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512d r = _mm512_sub_pd(xc, _mm512_mul_pd(k, _mm512_set1_pd(6.93147180369123816490e-01)));
+    r = _mm512_sub_pd(r, _mm512_mul_pd(k, _mm512_set1_pd(1.90821492927058770002e-10)));
+    static const double inv_fact[14] = {1.0, 1.0, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040,
+                                        1.0 / 40320, 1.0 / 362880, 1.0 / 3628800, 1.0 / 39916800,
+                                        1.0 / 479001600, 1.0 / 6227020800.0};
+    __m512d p = _mm512_set1_pd(inv_fact[13]);
+    for (int i = 12; i >= 0; i--) p = _mm512_add_pd(_mm512_mul_pd(p, r), _mm512_set1_pd(inv_fact[i]));
+    __m512i ki = _mm512_sub_epi64(_mm512_castpd_si512(_mm512_add_pd(k, magic)), _mm512_castpd_si512(magic));
+    __m512i scale = _mm512_slli_epi64(_mm512_add_epi64(ki, _mm512_set1_epi64(1023)), 52);
+    __m512d e = _mm512_mul_pd(p, _mm512_castsi512_pd(scale));
+    return _mm512_maskz_mov_pd(_mm512_cmp_pd_mask(x, lo, _CMP_GE_OQ), e); /* 0 below -708 and at -inf */
+}
+
+/* fa_exps_avx2 eight at a time (the last partial vector as the AVX2 form does it) */
+FA512 static void fa_exps_avx512(double *x, int64_t n) {
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) _mm512_storeu_pd(x + j, exp_nonpos_avx512(_mm512_loadu_pd(x + j)));
+    if (j < n) exps_avx2(x + j, n - j, 0.0);
+}
+
 /* x[j] = exp(x[j]) for x[j] <= 0, none NaN */
 __attribute__((target("avx2"))) static void fa_exps_avx2(double *x, int64_t n) { exps_avx2(x, n, 0.0); }
 #endif
@@ -638,6 +664,10 @@ static void fa_exps(double *x, int64_t n) {
 #if VG_X86
     int ok = has_avx2();
     for (int64_t j = 0; j < n && ok; j++) ok = x[j] <= 0.0; /* false for NaN */
+    if (ok && fa_avx512()) {
+        fa_exps_avx512(x, n);
+        return;
+    }
     if (ok) {
         fa_exps_avx2(x, n);
         return;
