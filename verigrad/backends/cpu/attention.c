@@ -562,6 +562,20 @@ FA512 static inline __m512d fa_pair(const double *y0, const double *y1) {
     return _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_loadu_pd(y0)), _mm256_loadu_pd(y1), 1);
 }
 
+/* fa_tree of each four lanes of a0..a3 (rows 0-1, 2-3, 4-5, 6-7), as one vector of eight rows:
+ * (l0 + l1) + (l2 + l3) in every lane of each four (a sum of two finite doubles does not depend on their
+ * order), then lane 0 of each four gathered */
+FA512 static inline __m512d fa_trees8(__m512d a0, __m512d a1, __m512d a2, __m512d a3) {
+    __m512d t[4] = {a0, a1, a2, a3};
+    for (int p = 0; p < 4; p++) {
+        t[p] = _mm512_add_pd(t[p], _mm512_permute_pd(t[p], 0x55));              /* l0+l1 l0+l1 l2+l3 l2+l3 */
+        t[p] = _mm512_add_pd(t[p], _mm512_permutex_pd(t[p], _MM_SHUFFLE(1, 0, 3, 2))); /* the tree's sum */
+    }
+    const __m512i first = _mm512_set_epi64(12, 8, 4, 0, 12, 8, 4, 0); /* lanes 0, 4 of two vectors */
+    const __m512d lo = _mm512_permutex2var_pd(t[0], first, t[1]), hi = _mm512_permutex2var_pd(t[2], first, t[3]);
+    return _mm512_shuffle_f64x2(lo, hi, _MM_SHUFFLE(1, 0, 1, 0));
+}
+
 /* fa_dots_avx2's sums, eight rows at a time: lanes 0-3 one row's, 4-7 the next's */
 FA512 static void fa_dots_avx512(const double *x, const double *rows, int64_t n, int64_t d, double *out) {
     int64_t r = 0;
@@ -575,11 +589,7 @@ FA512 static void fa_dots_avx512(const double *x, const double *rows, int64_t n,
             a2 = _mm512_add_pd(a2, _mm512_mul_pd(xv, fa_pair(y + 4 * d + i, y + 5 * d + i)));
             a3 = _mm512_add_pd(a3, _mm512_mul_pd(xv, fa_pair(y + 6 * d + i, y + 7 * d + i)));
         }
-        const __m512d acc[4] = {a0, a1, a2, a3};
-        for (int p = 0; p < 4; p++) {
-            out[r + 2 * p] = fa_tree(_mm512_castpd512_pd256(acc[p]));
-            out[r + 2 * p + 1] = fa_tree(_mm512_extractf64x4_pd(acc[p], 1));
-        }
+        _mm512_storeu_pd(out + r, fa_trees8(a0, a1, a2, a3));
     }
     if (r < n) fa_dots_avx2(x, rows + r * d, n - r, d, out + r);
 }
