@@ -651,6 +651,25 @@ FA512 static void fa_exps_avx512(double *x, int64_t n) {
     if (j < n) exps_avx2(x + j, n - j, 0.0);
 }
 
+/* s[j] = s[j] scale for j < n and the largest of them and m, for finite s (fa_row's loop, whose result
+ * differs only in the sign of a zero maximum: no exp(x - m) or comparison with m sees it) */
+FA512 static double fa_scale_max_avx512(double *s, int64_t n, double scale, double m) {
+    const __m512d sc = _mm512_set1_pd(scale);
+    __m512d top = _mm512_set1_pd(m);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        const __m512d x = _mm512_mul_pd(_mm512_loadu_pd(s + j), sc);
+        _mm512_storeu_pd(s + j, x);
+        top = _mm512_max_pd(top, x);
+    }
+    m = _mm512_reduce_max_pd(top);
+    for (; j < n; j++) {
+        s[j] = s[j] * scale;
+        if (s[j] > m) m = s[j];
+    }
+    return m;
+}
+
 /* x[j] = exp(x[j]) for x[j] <= 0, none NaN */
 __attribute__((target("avx2"))) static void fa_exps_avx2(double *x, int64_t n) { exps_avx2(x, n, 0.0); }
 #endif
@@ -831,10 +850,15 @@ static void fa_row(const fa_job *a, const double *qi, const double *kd, const do
         const int64_t nb = n - j0 < FA_BLOCK ? n - j0 : FA_BLOCK;
         fa_dots(qi, kd + j0 * a->d, nb, a->d, s);
         double bm = m;
-        for (int64_t j = 0; j < nb; j++) {
-            s[j] = s[j] * a->scale;
-            if (isnan(s[j]) || s[j] > bm) bm = isnan(bm) ? bm : s[j];
-        }
+#if VG_X86
+        if (fa_avx512()) /* finite scores (fa_units checked the inputs) */
+            bm = fa_scale_max_avx512(s, nb, a->scale, bm);
+        else
+#endif
+            for (int64_t j = 0; j < nb; j++) {
+                s[j] = s[j] * a->scale;
+                if (isnan(s[j]) || s[j] > bm) bm = isnan(bm) ? bm : s[j];
+            }
         if (bm != m) { /* a larger max (or a NaN): rescale what was summed */
             const double r = m == -INFINITY ? 0.0 : exp(m - bm);
             l = l * r;
