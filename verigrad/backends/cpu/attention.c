@@ -472,6 +472,16 @@ typedef struct {
     volatile int failed, nonfinite;
 } fa_job;
 
+/* Whether the AVX-512 loops below may run (where the CPU has them); vg_attention_avx512(0) turns them off
+ * for the tests, -1 only asks. Returns the setting before the call. */
+static int fa_avx512_enabled = 1;
+int vg_attention_avx512(int flag) {
+    const int was = fa_avx512_enabled;
+    if (flag >= 0) fa_avx512_enabled = flag;
+    return was;
+}
+static inline int fa_avx512(void) { return fa_avx512_enabled && vg_has_avx512(); }
+
 /* out[r] = x . rows[r] for r < n (rows contiguous, length d): four partial sums in d order, then
  * (a0 + a1) + (a2 + a3); the same for every r whichever vector is x */
 static void fa_dots_plain(const double *x, const double *rows, int64_t n, int64_t d, double *out) {
@@ -543,12 +553,134 @@ __attribute__((target("avx2"))) static void fa_axpys_avx2(const double *c, const
     }
 }
 
+/* The AVX-512 forms of the three loops above, for d a multiple of 4: the same operations on each value
+ * (a multiply, then an add: no fused multiply-add in the default build), so the same bits; a vector holds
+ * two rows' four lanes (fa_dots) or eight columns (fa_axpys, fa_dq_block). */
+#define FA512 __attribute__((target("avx2,avx512f,avx512dq")))
+
+FA512 static inline __m512d fa_pair(const double *y0, const double *y1) {
+    return _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_loadu_pd(y0)), _mm256_loadu_pd(y1), 1);
+}
+
+/* fa_tree of each four lanes of a0..a3 (rows 0-1, 2-3, 4-5, 6-7), as one vector of eight rows:
+ * (l0 + l1) + (l2 + l3) in every lane of each four (a sum of two finite doubles does not depend on their
+ * order), then lane 0 of each four gathered */
+FA512 static inline __m512d fa_trees8(__m512d a0, __m512d a1, __m512d a2, __m512d a3) {
+    __m512d t[4] = {a0, a1, a2, a3};
+    for (int p = 0; p < 4; p++) {
+        t[p] = _mm512_add_pd(t[p], _mm512_permute_pd(t[p], 0x55));              /* l0+l1 l0+l1 l2+l3 l2+l3 */
+        t[p] = _mm512_add_pd(t[p], _mm512_permutex_pd(t[p], _MM_SHUFFLE(1, 0, 3, 2))); /* the tree's sum */
+    }
+    const __m512i first = _mm512_set_epi64(12, 8, 4, 0, 12, 8, 4, 0); /* lanes 0, 4 of two vectors */
+    const __m512d lo = _mm512_permutex2var_pd(t[0], first, t[1]);
+    const __m512d hi = _mm512_permutex2var_pd(t[2], first, t[3]);
+    return _mm512_shuffle_f64x2(lo, hi, _MM_SHUFFLE(1, 0, 1, 0));
+}
+
+/* fa_dots_avx2's sums, eight rows at a time: lanes 0-3 one row's, 4-7 the next's */
+FA512 static void fa_dots_avx512(const double *x, const double *rows, int64_t n, int64_t d, double *out) {
+    int64_t r = 0;
+    for (; r + 8 <= n; r += 8) {
+        const double *y = rows + r * d;
+        __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+        for (int64_t i = 0; i < d; i += 4) {
+            const __m512d xv = _mm512_broadcast_f64x4(_mm256_loadu_pd(x + i));
+            a0 = _mm512_add_pd(a0, _mm512_mul_pd(xv, fa_pair(y + i, y + d + i)));
+            a1 = _mm512_add_pd(a1, _mm512_mul_pd(xv, fa_pair(y + 2 * d + i, y + 3 * d + i)));
+            a2 = _mm512_add_pd(a2, _mm512_mul_pd(xv, fa_pair(y + 4 * d + i, y + 5 * d + i)));
+            a3 = _mm512_add_pd(a3, _mm512_mul_pd(xv, fa_pair(y + 6 * d + i, y + 7 * d + i)));
+        }
+        _mm512_storeu_pd(out + r, fa_trees8(a0, a1, a2, a3));
+    }
+    if (r < n) fa_dots_avx2(x, rows + r * d, n - r, d, out + r);
+}
+
+/* fa_axpys_avx2's sums, 32 then 8 columns at a time */
+FA512 static void fa_axpys_avx512(const double *c, const double *rows, int64_t n, int64_t d, double *acc) {
+    int64_t e = 0;
+    for (; e + 32 <= d; e += 32) {
+        __m512d a0 = _mm512_loadu_pd(acc + e), a1 = _mm512_loadu_pd(acc + e + 8);
+        __m512d a2 = _mm512_loadu_pd(acc + e + 16), a3 = _mm512_loadu_pd(acc + e + 24);
+        for (int64_t r = 0; r < n; r++) {
+            const double *y = rows + r * d + e;
+            const __m512d cr = _mm512_set1_pd(c[r]);
+            a0 = _mm512_add_pd(a0, _mm512_mul_pd(cr, _mm512_loadu_pd(y)));
+            a1 = _mm512_add_pd(a1, _mm512_mul_pd(cr, _mm512_loadu_pd(y + 8)));
+            a2 = _mm512_add_pd(a2, _mm512_mul_pd(cr, _mm512_loadu_pd(y + 16)));
+            a3 = _mm512_add_pd(a3, _mm512_mul_pd(cr, _mm512_loadu_pd(y + 24)));
+        }
+        _mm512_storeu_pd(acc + e, a0), _mm512_storeu_pd(acc + e + 8, a1);
+        _mm512_storeu_pd(acc + e + 16, a2), _mm512_storeu_pd(acc + e + 24, a3);
+    }
+    for (; e + 8 <= d; e += 8) {
+        __m512d a = _mm512_loadu_pd(acc + e);
+        for (int64_t r = 0; r < n; r++)
+            a = _mm512_add_pd(a, _mm512_mul_pd(_mm512_set1_pd(c[r]), _mm512_loadu_pd(rows + r * d + e)));
+        _mm512_storeu_pd(acc + e, a);
+    }
+    if (e < d) { /* the last four columns */
+        __m256d a = _mm256_loadu_pd(acc + e);
+        for (int64_t r = 0; r < n; r++)
+            a = _mm256_add_pd(a, _mm256_mul_pd(_mm256_set1_pd(c[r]), _mm256_loadu_pd(rows + r * d + e)));
+        _mm256_storeu_pd(acc + e, a);
+    }
+}
+
+/* exp_nonpos_avx2 on eight lanes: the same operations on each, so the same bits */
+FA512 static inline __m512d exp_nonpos_avx512(__m512d x) {
+    const __m512d lo = _mm512_set1_pd(-708.0), magic = _mm512_set1_pd(6755399441055744.0);
+    __m512d xc = _mm512_max_pd(x, lo);
+    __m512d k = _mm512_roundscale_pd(_mm512_mul_pd(xc, _mm512_set1_pd(1.4426950408889634)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512d r = _mm512_sub_pd(xc, _mm512_mul_pd(k, _mm512_set1_pd(6.93147180369123816490e-01)));
+    r = _mm512_sub_pd(r, _mm512_mul_pd(k, _mm512_set1_pd(1.90821492927058770002e-10)));
+    static const double inv_fact[14] = {1.0, 1.0, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040,
+                                        1.0 / 40320, 1.0 / 362880, 1.0 / 3628800, 1.0 / 39916800,
+                                        1.0 / 479001600, 1.0 / 6227020800.0};
+    __m512d p = _mm512_set1_pd(inv_fact[13]);
+    for (int i = 12; i >= 0; i--) p = _mm512_add_pd(_mm512_mul_pd(p, r), _mm512_set1_pd(inv_fact[i]));
+    __m512i ki = _mm512_sub_epi64(_mm512_castpd_si512(_mm512_add_pd(k, magic)), _mm512_castpd_si512(magic));
+    __m512i scale = _mm512_slli_epi64(_mm512_add_epi64(ki, _mm512_set1_epi64(1023)), 52);
+    __m512d e = _mm512_mul_pd(p, _mm512_castsi512_pd(scale));
+    return _mm512_maskz_mov_pd(_mm512_cmp_pd_mask(x, lo, _CMP_GE_OQ), e); /* 0 below -708 and at -inf */
+}
+
+/* fa_exps_avx2 eight at a time (the last partial vector as the AVX2 form does it) */
+FA512 static void fa_exps_avx512(double *x, int64_t n) {
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) _mm512_storeu_pd(x + j, exp_nonpos_avx512(_mm512_loadu_pd(x + j)));
+    if (j < n) exps_avx2(x + j, n - j, 0.0);
+}
+
+/* s[j] = s[j] scale for j < n and the largest of them and m, for finite s (fa_row's loop, whose result
+ * differs only in the sign of a zero maximum: no exp(x - m) or comparison with m sees it) */
+FA512 static double fa_scale_max_avx512(double *s, int64_t n, double scale, double m) {
+    const __m512d sc = _mm512_set1_pd(scale);
+    __m512d top = _mm512_set1_pd(m);
+    int64_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        const __m512d x = _mm512_mul_pd(_mm512_loadu_pd(s + j), sc);
+        _mm512_storeu_pd(s + j, x);
+        top = _mm512_max_pd(top, x);
+    }
+    m = _mm512_reduce_max_pd(top);
+    for (; j < n; j++) {
+        s[j] = s[j] * scale;
+        if (s[j] > m) m = s[j];
+    }
+    return m;
+}
+
 /* x[j] = exp(x[j]) for x[j] <= 0, none NaN */
 __attribute__((target("avx2"))) static void fa_exps_avx2(double *x, int64_t n) { exps_avx2(x, n, 0.0); }
 #endif
 
 static void fa_dots(const double *x, const double *rows, int64_t n, int64_t d, double *out) {
 #if VG_X86
+    if (d % 4 == 0 && fa_avx512()) {
+        fa_dots_avx512(x, rows, n, d, out);
+        return;
+    }
     if (d % 4 == 0 && has_avx2()) {
         fa_dots_avx2(x, rows, n, d, out);
         return;
@@ -562,6 +694,10 @@ static void fa_exps(double *x, int64_t n) {
 #if VG_X86
     int ok = has_avx2();
     for (int64_t j = 0; j < n && ok; j++) ok = x[j] <= 0.0; /* false for NaN */
+    if (ok && fa_avx512()) {
+        fa_exps_avx512(x, n);
+        return;
+    }
     if (ok) {
         fa_exps_avx2(x, n);
         return;
@@ -573,6 +709,10 @@ static void fa_exps(double *x, int64_t n) {
 /* acc[e] += sum_{r<n} c[r] rows[r][e], e < d, in r order */
 static void fa_axpys(const double *c, const double *rows, int64_t n, int64_t d, double *acc) {
 #if VG_X86
+    if (d % 4 == 0 && fa_avx512()) {
+        fa_axpys_avx512(c, rows, n, d, acc);
+        return;
+    }
     if (d % 4 == 0 && has_avx2()) {
         fa_axpys_avx2(c, rows, n, d, acc);
         return;
@@ -633,15 +773,122 @@ __attribute__((target("avx2"))) static void fa_dq_block_avx2(const double *ds, i
 }
 #endif
 
+#if VG_X86
+/* fa_dq_block_avx2's sums, 32 then 8 columns of a row at a time */
+FA512 static void fa_dq_block_avx512(const double *ds, int64_t js, const int64_t *first, int64_t kb,
+                                     const double *k, int64_t lo, int64_t n, int64_t d, double *dq) {
+    for (int64_t i = lo; i < n; i++) {
+        double *row = dq + i * d;
+        int64_t e = 0;
+        for (; e + 32 <= d; e += 32) {
+            __m512d a0 = _mm512_loadu_pd(row + e), a1 = _mm512_loadu_pd(row + e + 8);
+            __m512d a2 = _mm512_loadu_pd(row + e + 16), a3 = _mm512_loadu_pd(row + e + 24);
+            for (int64_t j = 0; j < kb; j++) {
+                if (i < first[j]) continue;
+                const __m512d c = _mm512_set1_pd(ds[j * js + i]);
+                const double *y = k + j * d + e;
+                a0 = _mm512_add_pd(a0, _mm512_mul_pd(c, _mm512_loadu_pd(y)));
+                a1 = _mm512_add_pd(a1, _mm512_mul_pd(c, _mm512_loadu_pd(y + 8)));
+                a2 = _mm512_add_pd(a2, _mm512_mul_pd(c, _mm512_loadu_pd(y + 16)));
+                a3 = _mm512_add_pd(a3, _mm512_mul_pd(c, _mm512_loadu_pd(y + 24)));
+            }
+            _mm512_storeu_pd(row + e, a0), _mm512_storeu_pd(row + e + 8, a1);
+            _mm512_storeu_pd(row + e + 16, a2), _mm512_storeu_pd(row + e + 24, a3);
+        }
+        for (; e + 8 <= d; e += 8) {
+            __m512d a = _mm512_loadu_pd(row + e);
+            for (int64_t j = 0; j < kb; j++)
+                if (i >= first[j])
+                    a = _mm512_add_pd(a, _mm512_mul_pd(_mm512_set1_pd(ds[j * js + i]),
+                                                       _mm512_loadu_pd(k + j * d + e)));
+            _mm512_storeu_pd(row + e, a);
+        }
+        if (e < d) {
+            __m256d a = _mm256_loadu_pd(row + e);
+            for (int64_t j = 0; j < kb; j++)
+                if (i >= first[j])
+                    a = _mm256_add_pd(a, _mm256_mul_pd(_mm256_set1_pd(ds[j * js + i]),
+                                                       _mm256_loadu_pd(k + j * d + e)));
+            _mm256_storeu_pd(row + e, a);
+        }
+    }
+}
+#endif
+
 static void fa_dq(const double *ds, int64_t js, const int64_t *first, int64_t kb, const double *k, int64_t lo,
                   int64_t n, int64_t d, double *dq) {
 #if VG_X86
+    if (d % 4 == 0 && fa_avx512()) {
+        fa_dq_block_avx512(ds, js, first, kb, k, lo, n, d, dq);
+        return;
+    }
     if (d % 4 == 0 && has_avx2()) {
         fa_dq_block_avx2(ds, js, first, kb, k, lo, n, d, dq);
         return;
     }
 #endif
     fa_dq_block(ds, js, first, kb, k, lo, n, d, dq);
+}
+
+/* The backward's element-wise steps over a key's n queries, eight at a time on AVX-512 (the same
+ * operations on each element, so the same bits as the scalar loops) */
+#if VG_X86
+FA512 static void fa_shift_avx512(double *s, int64_t n, double scale, const double *m) {
+    const __m512d sc = _mm512_set1_pd(scale);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm512_storeu_pd(s + i,
+                         _mm512_sub_pd(_mm512_mul_pd(_mm512_loadu_pd(s + i), sc), _mm512_loadu_pd(m + i)));
+    for (; i < n; i++) s[i] = s[i] * scale - m[i];
+}
+FA512 static void fa_divide_avx512(double *s, int64_t n, const double *l) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm512_storeu_pd(s + i, _mm512_div_pd(_mm512_loadu_pd(s + i), _mm512_loadu_pd(l + i)));
+    for (; i < n; i++) s[i] = s[i] / l[i];
+}
+FA512 static void fa_ds_avx512(double *ds, const double *p, int64_t n, const double *delta, double scale) {
+    const __m512d sc = _mm512_set1_pd(scale);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m512d d = _mm512_sub_pd(_mm512_loadu_pd(ds + i), _mm512_loadu_pd(delta + i));
+        _mm512_storeu_pd(ds + i, _mm512_mul_pd(_mm512_mul_pd(_mm512_loadu_pd(p + i), d), sc));
+    }
+    for (; i < n; i++) ds[i] = p[i] * (ds[i] - delta[i]) * scale;
+}
+#endif
+
+/* s[i] = s[i] scale - m[i] */
+static void fa_shift(double *s, int64_t n, double scale, const double *m) {
+#if VG_X86
+    if (fa_avx512()) {
+        fa_shift_avx512(s, n, scale, m);
+        return;
+    }
+#endif
+    for (int64_t i = 0; i < n; i++) s[i] = s[i] * scale - m[i];
+}
+
+/* s[i] = s[i] / l[i] */
+static void fa_divide(double *s, int64_t n, const double *l) {
+#if VG_X86
+    if (fa_avx512()) {
+        fa_divide_avx512(s, n, l);
+        return;
+    }
+#endif
+    for (int64_t i = 0; i < n; i++) s[i] = s[i] / l[i];
+}
+
+/* ds[i] = p[i] (ds[i] - delta[i]) scale */
+static void fa_ds(double *ds, const double *p, int64_t n, const double *delta, double scale) {
+#if VG_X86
+    if (fa_avx512()) {
+        fa_ds_avx512(ds, p, n, delta, scale);
+        return;
+    }
+#endif
+    for (int64_t i = 0; i < n; i++) ds[i] = p[i] * (ds[i] - delta[i]) * scale;
 }
 
 /* dst[r d + e] = (double)src[r rs + e es] for r < n, e < d; whether all are finite */
@@ -665,10 +912,15 @@ static void fa_row(const fa_job *a, const double *qi, const double *kd, const do
         const int64_t nb = n - j0 < FA_BLOCK ? n - j0 : FA_BLOCK;
         fa_dots(qi, kd + j0 * a->d, nb, a->d, s);
         double bm = m;
-        for (int64_t j = 0; j < nb; j++) {
-            s[j] = s[j] * a->scale;
-            if (isnan(s[j]) || s[j] > bm) bm = isnan(bm) ? bm : s[j];
-        }
+#if VG_X86
+        if (fa_avx512()) /* finite scores (fa_units checked the inputs) */
+            bm = fa_scale_max_avx512(s, nb, a->scale, bm);
+        else
+#endif
+            for (int64_t j = 0; j < nb; j++) {
+                s[j] = s[j] * a->scale;
+                if (isnan(s[j]) || s[j] > bm) bm = isnan(bm) ? bm : s[j];
+            }
         if (bm != m) { /* a larger max (or a NaN): rescale what was summed */
             const double r = m == -INFINITY ? 0.0 : exp(m - bm);
             l = l * r;
@@ -746,12 +998,12 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
                     const int64_t r0 = hh * t + i0;
                     double *ds = dsb + ((j - j0) * group + hh) * t + i0;
                     fa_dots(kd + j * d, qd + r0 * d, n, d, s);
-                    for (int64_t i = 0; i < n; i++) s[i] = s[i] * a->scale - mrow[r0 + i];
+                    fa_shift(s, n, a->scale, mrow + r0);
                     fa_exps(s, n);
-                    for (int64_t i = 0; i < n; i++) s[i] = s[i] / lrow[r0 + i];
+                    fa_divide(s, n, lrow + r0);
                     fa_axpys(s, gd + r0 * dv, n, dv, dvj);
                     fa_dots(vd + j * dv, gd + r0 * dv, n, dv, ds);
-                    for (int64_t i = 0; i < n; i++) ds[i] = s[i] * (ds[i] - delta[r0 + i]) * a->scale;
+                    fa_ds(ds, s, n, delta + r0, a->scale);
                     fa_axpys(ds, qd + r0 * d, n, d, dk);
                 }
                 for (int64_t e = 0; e < d; e++) o[rows * d + j * d + e] = (float)dk[e];

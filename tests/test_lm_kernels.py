@@ -1,0 +1,98 @@
+"""Kernels of a GPT's training step, made faster for it: attention's AVX-512 loops (attention.c) give
+the bits of its AVX2 ones on every thread count, and on Intel's AVX-512 cores an nn.Linear's x @ W^T of
+a training step's size is OpenBLAS's product (matmul_blas.c's dot products lost there), while a short
+product still takes the dot products."""
+
+from __future__ import annotations
+
+import ctypes
+import platform
+
+import numpy as np
+import pytest
+
+import verigrad as vg
+from verigrad import ops
+from verigrad.backends import cpu
+from verigrad.backends.cpu import matmul as cpu_matmul
+
+needs_cc = pytest.mark.skipif(not cpu.available(), reason="the cpu backend could not be built here")
+
+
+def bits(x: np.ndarray) -> np.ndarray:
+    return x.view(np.uint32)
+
+
+def has_avx512() -> bool:
+    return cpu.available() and "avx512" in cpu.vector_paths()
+
+
+def intel() -> bool:
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return False
+    try:
+        with open("/proc/cpuinfo") as f:
+            return "GenuineIntel" in f.read(4096)
+    except OSError:
+        return False
+
+
+# (B, H, KV, T, S, D, Dv, q's scale): head dims 32 (4 vectors), 40 (8 + 4 columns), 12 (4 only); the last's
+# scores lie more than 708 apart (exp's zeros)
+ATTENTION_CASES = [(2, 4, 4, 128, 128, 32, 32, 1.0), (1, 6, 2, 37, 70, 40, 12, 1.0)]
+ATTENTION_CASES += [(1, 2, 1, 9, 9, 12, 40, 1.0), (1, 2, 1, 33, 45, 16, 16, 300.0)]
+
+
+def attention_avx512(flag: int) -> int:
+    """Turns attention.c's AVX-512 loops on (1) or off (0); returns the setting before."""
+    fn = cpu.cpu.library.fn("vg_attention_avx512", [ctypes.c_int], restype=ctypes.c_int)
+    return fn(flag)
+
+
+@needs_cc
+@pytest.mark.skipif(not has_avx512(), reason="no AVX-512 on this machine: one path")
+@pytest.mark.parametrize("sizes", ATTENTION_CASES)
+def test_attention_avx512_loops_give_the_avx2_bits_on_every_thread_count(sizes):
+    b, h, kv, t, s, d, dv, spread = sizes
+    rng = np.random.default_rng(3)
+    q = rng.uniform(-2, 2, (b, h, t, d)).astype(np.float32) * np.float32(spread)
+    k = rng.uniform(-2, 2, (b, kv, s, d)).astype(np.float32)
+    v = rng.uniform(-2, 2, (b, kv, s, dv)).astype(np.float32)
+    g = rng.uniform(-2, 2, (b, h, t, dv)).astype(np.float32)
+    cases = [(ops.attention, (q, k, v)), (ops.attention_grad, (g, q, k, v))]
+    was = attention_avx512(0)
+    try:
+        avx2 = [cpu.cpu.native(op, vg.f32)(*args, scale=None) for op, args in cases]
+        attention_avx512(1)
+        for threads in (1, 2, 3):
+            vg.set_threads(threads)
+            for (op, args), want in zip(cases, avx2):
+                got = cpu.cpu.native(op, vg.f32)(*args, scale=None)
+                np.testing.assert_array_equal(bits(got), bits(want), err_msg=f"{op.name}, {threads} threads")
+    finally:
+        vg.set_threads(1)
+        attention_avx512(was)
+
+
+@needs_cc
+@pytest.mark.skipif(not (has_avx512() and intel()), reason="the rule is for Intel's AVX-512 cores")
+def test_on_intel_a_linear_layers_product_is_openblass_and_a_short_one_the_dot_products():
+    rng = np.random.default_rng(5)
+    lib = cpu_matmul._state["lib"] or cpu_matmul._lib()
+
+    def both(m: int, k: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+        x = rng.standard_normal((m, k)).astype(np.float32)
+        w = rng.standard_normal((n, k)).astype(np.float32)
+        try:
+            lib.dot_products(1)
+            dots = cpu_matmul.matmul(x, w.T, exact=False)
+            lib.dot_products(0)
+            return dots, cpu_matmul.matmul(x, w.T, exact=False)
+        finally:
+            lib.dot_products(1)
+
+    for m, k, n in [(1024, 128, 512), (1024, 128, 384), (128, 768, 768)]:  # OpenBLAS's, dot products on
+        dots, blas_product = both(m, k, n)
+        np.testing.assert_array_equal(bits(dots), bits(blas_product), err_msg=f"{m}x{k}x{n}")
+    dots, blas_product = both(64, 784, 256)  # still the dot products: their order of sums
+    assert not np.array_equal(bits(dots), bits(blas_product))
