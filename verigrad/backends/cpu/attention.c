@@ -480,7 +480,9 @@ int vg_attention_avx512(int flag) {
     if (flag >= 0) fa_avx512_enabled = flag;
     return was;
 }
+#if VG_X86
 static inline int fa_avx512(void) { return fa_avx512_enabled && vg_has_avx512(); }
+#endif
 
 /* out[r] = x . rows[r] for r < n (rows contiguous, length d): four partial sums in d order, then
  * (a0 + a1) + (a2 + a3); the same for every r whichever vector is x */
