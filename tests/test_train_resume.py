@@ -144,3 +144,16 @@ def test_a_one_process_run_resumed_on_two_ranks_writes_the_same_bits(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count("verigrad train") == 1  # rank 0 alone prints
     assert (tmp_path / "b" / trainer.CHECKPOINT).read_bytes() == straight
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_a_random_op_draws_what_the_unbroken_run_draws(tmp_path, monkeypatch, compiled):
+    """A dropout after the CNN (no parameters: the same names): the generator's state is restored."""
+    from verigrad.nn import Dropout, Sequential
+
+    real = trainer.digits_cnn
+    monkeypatch.setattr(trainer, "digits_cnn", lambda h, w: Sequential(*real(h, w), Dropout(0.3)))
+    straight = trainer.train(small(tmp_path / "a", compiled=compiled))
+    trainer.train(small(tmp_path / "b", compiled=compiled), stop_after=6)
+    resumed = trainer.train(small(tmp_path / "b", compiled=compiled, resume=checkpoint_of(tmp_path / "b")))
+    assert resumed.checkpoint.read_bytes() == straight.checkpoint.read_bytes()
