@@ -55,8 +55,8 @@ def test_save_every_writes_checkpoints_a_run_resumes_from(tmp_path, monkeypatch)
     straight = trainer.train(small(tmp_path / "a"))
     steps, real = [], trainer._save_checkpoint
 
-    def keeping(model, run, path, meta):  # a copy of each checkpoint as it is written
-        real(model, run, path, meta)
+    def keeping(run, path, meta):  # a copy of each checkpoint as it is written
+        real(run, path, meta)
         steps.append(run.start)
         shutil.copy(path, tmp_path / f"step{run.start}.safetensors")
 

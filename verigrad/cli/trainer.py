@@ -39,7 +39,7 @@ from ..optim import SGD, Adam, AdamW, Optimizer
 from ..tensor import Tensor
 from . import data_parallel
 from .data_parallel import Ranks
-from .train_loop import loop_state, restore_loop_state
+from .train_loop import loop_state, model_tensors, restore
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
 DEFAULT_LR = {"adam": 1e-2, "adamw": 1e-2, "sgd": 0.1}
@@ -156,6 +156,7 @@ RESUME_MAY_CHANGE = ("epochs",)  # with threads and the rank count, which are no
 class CNNRun:
     """What `train_loop.loop_state` saves and `restore_loop_state` restores: `start` is the next step."""
 
+    model: Module
     optimizer: Optimizer
     start: int
     history: dict[str, list[float]]
@@ -257,11 +258,9 @@ def train(
         optimizer = make_optimizer(config.optimizer, model.parameters(), config.lr)
         base_lr = optimizer.lr  # a restored optimizer holds the last step's
         history: dict[str, list[float]] = {"loss": [], "train_accuracy": [], "test_accuracy": []}
-        run = CNNRun(optimizer, 0, history)
+        run = CNNRun(model, optimizer, 0, history)
         if saved is not None:
-            tensors = load(config.resume)
-            model.load_state_dict({k: v for k, v in tensors.items() if not k.startswith("optimizer.")})
-            restore_loop_state(run, tensors, saved)
+            restore(run, config.resume, saved)
             history = run.history
         step = training_step(model, optimizer, CrossEntropyLoss(), logits=True)
         if ranks.shards > 1:
@@ -324,20 +323,20 @@ def train(
                 if run.start == end:
                     break
                 if ranks.leader and config.save_every and run.start % config.save_every == 0:
-                    _save_checkpoint(model, run, checkpoint, meta)
+                    _save_checkpoint(run, checkpoint, meta)
         seconds = time.perf_counter() - start
         done = ranks.leader and history["test_accuracy"]
         test_accuracy = history["test_accuracy"][-1] if done else math.nan
     if ranks.leader:
-        _save_checkpoint(model, run, checkpoint, meta)
+        _save_checkpoint(run, checkpoint, meta)
     return TrainResult(config, test_accuracy, seconds, checkpoint, history, model)
 
 
-def _save_checkpoint(model: Module, run: CNNRun, path: Path, meta: dict[str, str]) -> None:
+def _save_checkpoint(run: CNNRun, path: Path, meta: dict[str, str]) -> None:
     """The weights, the optimizer's state (`optimizer.<index>.<name>`), and in the metadata the model's,
     the config and the loop's state (`loop_state`); written atomically."""
     optimizer_tensors, loop_meta = loop_state(run)
-    save(dict(model.state_dict()) | optimizer_tensors, path, metadata=meta | loop_meta)
+    save(dict(run.model.state_dict()) | optimizer_tensors, path, metadata=meta | loop_meta)
 
 
 def _saved_fields(config: TrainConfig) -> tuple[str, ...]:
@@ -381,7 +380,7 @@ def load_model(path: str | Path) -> tuple[Module, TrainConfig]:
                 f"{path}: a PyTorch checkpoint of {len(state)} entries, not one written by `verigrad train` "
                 "(it writes model.safetensors with the model's metadata)"
             )
-    state = {k: v for k, v in state.items() if not k.startswith("optimizer.")}  # the training state's
+    state = model_tensors(state)  # not the training state's
     meta = read_metadata(path)
     if meta.get("model") != "digits_cnn":
         raise WeightFileError(
