@@ -157,3 +157,14 @@ def test_a_random_op_draws_what_the_unbroken_run_draws(tmp_path, monkeypatch, co
     trainer.train(small(tmp_path / "b", compiled=compiled), stop_after=6)
     resumed = trainer.train(small(tmp_path / "b", compiled=compiled, resume=checkpoint_of(tmp_path / "b")))
     assert resumed.checkpoint.read_bytes() == straight.checkpoint.read_bytes()
+
+
+def test_a_two_rank_run_resumed_in_one_process_writes_the_same_bits(tmp_path):
+    """One epoch on 2 ranks (--shards 2), a second in one process: the bytes of both epochs in one."""
+    trainer.train(small(tmp_path / "a", epochs=1, shards=2))
+    one = trainer.train(small(tmp_path / "a", shards=2, resume=checkpoint_of(tmp_path / "a")))
+    args = ["--epochs", "1", "--batch-size", "240", "--threads", "1", "--shards", "2", "--save-every", "2"]
+    done = mpirun(2, "verigrad", "train", *args, "--out", str(tmp_path / "b"), timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    resumed = trainer.train(small(tmp_path / "b", shards=2, resume=checkpoint_of(tmp_path / "b")))
+    assert resumed.checkpoint.read_bytes() == one.checkpoint.read_bytes()
