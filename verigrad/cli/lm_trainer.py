@@ -33,7 +33,7 @@ from ..data.text import (
     windows,
 )
 from ..errors import WeightFileError
-from ..io import load, save
+from ..io import save
 from ..io.atomic import write_atomically
 from ..io.safetensors_format import read_metadata
 from ..models.gpt import CHECKPOINT, GPT, TOKENIZER, GPTConfig, decay_groups
@@ -43,7 +43,7 @@ from ..optim import AdamW, Optimizer
 from ..shapes import dims, spec
 from ..tensor import Tensor
 from . import data_parallel
-from .train_loop import accumulated_step, check_options, loop_state, lr_at, restore_loop_state, train_steps
+from .train_loop import accumulated_step, check_options, loop_state, lr_at, restore, train_steps
 
 __all__ = ["LMTrainConfig", "lm_step", "lr_at", "make_optimizer", "prepare", "train"]
 
@@ -352,10 +352,3 @@ def _check_same_run(saved: dict[str, Any], config: LMTrainConfig, path: Path) ->
         raise ValueError(f"--resume: {path} was trained with other options ({'; '.join(changed)})")
     if saved.get("step", 0) > config.steps:
         raise ValueError(f"--resume: {path} is at step {saved['step']}, past --steps {config.steps}")
-
-
-def restore(run: LMRun, path: Path, meta: dict[str, Any]) -> None:
-    """Put the checkpoint's weights, optimizer state, step, generator state and history into `run`."""
-    tensors = load(path)
-    run.model.load_state_dict({k: v for k, v in tensors.items() if not k.startswith("optimizer.")})
-    restore_loop_state(run, tensors, meta)

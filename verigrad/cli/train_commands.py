@@ -53,6 +53,17 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help="shards of each batch whose gradients are averaged in shard order, computed by mpiexec's "
         "ranks (which must divide them) or this process: the same bits; default the ranks",
     )
+    train.add_argument(
+        "--save-every", type=positive_int, default=None, help="steps between checkpoints (default: the end)"
+    )
+    train.add_argument(
+        "--resume",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="PATH",
+        help="continue the run of a checkpoint (default --out's) with the same options; --epochs may grow",
+    )
     train.set_defaults(run=run_train)
     evaluate = sub.add_parser("eval", help="test accuracy of a checkpoint written by `verigrad train`")
     evaluate.add_argument("checkpoint")
@@ -84,6 +95,8 @@ def run_train(args: argparse.Namespace) -> int:
         data_dir=args.data_dir,
         compiled=not args.eager,
         shards=ranks.shards,
+        save_every=args.save_every,
+        resume=None if args.resume is None else args.resume or str(Path(args.out) / trainer.CHECKPOINT),
     )
     data = trainer.prepare(config)  # refuses what it can before the first line
     console = Console(quiet=not ranks.leader)  # rank 0 alone prints
@@ -91,7 +104,7 @@ def run_train(args: argparse.Namespace) -> int:
     console.print(
         f"[bold]verigrad train[/]: CNN on {config.data}, {config.epochs} epochs, batch {config.batch_size}, "
         f"{config.optimizer}, backend {config.backend}, {config.threads} thread(s), "
-        f"seed {config.seed}{shards}"
+        f"seed {config.seed}{shards}" + (f", resuming {escape(config.resume)}" if config.resume else "")
     )
     columns = (
         TextColumn("epoch {task.fields[epoch]}/{task.fields[epochs]}"),

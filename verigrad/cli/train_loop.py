@@ -20,6 +20,7 @@ import numpy as np
 from ..backends import backend, set_threads
 from ..backends.threads import MAX_THREADS
 from ..compile import compile as compile_fn
+from ..io import load
 from ..nn.utils import clip_grad_norm_
 from ..ops import from_numpy
 from ..ops.creation import default_generator
@@ -170,6 +171,19 @@ def loop_state(run: Any) -> tuple[dict[str, np.ndarray], dict[str, str]]:
         "history": json.dumps(run.history),
     }
     return tensors, meta
+
+
+def model_tensors(tensors: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint's tensors but `loop_state`'s (the optimizer's): the model's state dict."""
+    return {k: v for k, v in tensors.items() if not k.startswith("optimizer.")}
+
+
+def restore(run: Any, path: Any, meta: dict[str, Any]) -> None:
+    """Put the checkpoint's weights (into `run.model`), optimizer state, step, generator state and history
+    into `run`; `meta`: its metadata, JSON decoded."""
+    tensors = load(path)
+    run.model.load_state_dict(model_tensors(tensors))
+    restore_loop_state(run, tensors, meta)
 
 
 def restore_loop_state(run: Any, tensors: dict[str, Any], meta: dict[str, Any]) -> None:

@@ -4,11 +4,14 @@ below, checkpointed and evaluated.
 Everything that can be checked is checked before the first step (`prepare`: the config, the data, the
 batch against the data, the output folder), a loss that is not finite stops training before any file is
 written, and the checkpoint holds what decides the weights (not the output folder or the thread count),
-so the same run gives the same file bytes wherever it runs."""
+so the same run gives the same file bytes wherever it runs. With it are the optimizer's state, the step,
+the generator's state and the history (`train_loop.loop_state`): `resume` continues a run from it with
+the bits of a run never stopped, on any rank count."""
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import math
 import time
@@ -36,6 +39,7 @@ from ..optim import SGD, Adam, AdamW, Optimizer
 from ..tensor import Tensor
 from . import data_parallel
 from .data_parallel import Ranks
+from .train_loop import loop_state, model_tensors, restore
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
 DEFAULT_LR = {"adam": 1e-2, "adamw": 1e-2, "sgd": 0.1}
@@ -55,10 +59,14 @@ class TrainConfig:
     data_dir: str | None = None
     compiled: bool = True  # run the training step through verigrad.compile
     shards: int = 1  # of each batch, whose gradients are averaged in shard order (cli/data_parallel.py)
+    save_every: int | None = None  # steps between checkpoints (None: at the end only)
+    resume: str | None = None  # the checkpoint to continue from
 
     def __post_init__(self) -> None:
-        for name in ("epochs", "batch_size", "threads", "shards"):
+        for name in ("epochs", "batch_size", "threads", "shards", "save_every"):
             value = getattr(self, name)
+            if name == "save_every" and value is None:
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if self.threads > MAX_THREADS:
@@ -141,6 +149,17 @@ def accuracy(model: Module, x: np.ndarray, y: np.ndarray, batch_size: int = 256)
 
 CHECKPOINT, PICTURE = "model.safetensors", "training.png"
 SAVED_FIELDS = ("epochs", "batch_size", "lr", "optimizer", "seed", "backend", "data", "data_dir", "compiled")
+RESUME_MAY_CHANGE = ("epochs",)  # with threads and the rank count, which are not saved
+
+
+@dataclass
+class CNNRun:
+    """What `train_loop.loop_state` saves and `restore_loop_state` restores: `start` is the next step."""
+
+    model: Module
+    optimizer: Optimizer
+    start: int
+    history: dict[str, list[float]]
 
 
 def prepare(config: TrainConfig) -> tuple[np.ndarray, ...]:
@@ -157,26 +176,79 @@ def prepare(config: TrainConfig) -> tuple[np.ndarray, ...]:
         if (out / name).is_dir():
             raise ValueError(f"{out / name}: is a directory, where the {name} file is to be written")
     data_parallel.check_batch(config.batch_size, config.shards, "--batch-size")
+    saved = resume_state(config) if config.resume is not None else None
     data = load_data(config.data, config.data_dir, config.seed)
     if config.batch_size > len(data[0]):
         raise ValueError(
             f"batch size {config.batch_size} is larger than the {len(data[0])} training images of "
             f"{config.data}: an epoch would have no step (whole batches only)"
         )
+    steps = config.epochs * (len(data[0]) // config.batch_size)
+    if saved is not None and int(saved["step"]) > steps:
+        raise ValueError(
+            f"--resume: {config.resume} is at step {saved['step']}, past the {steps} steps of "
+            f"--epochs {config.epochs}"
+        )
     return data
+
+
+def resume_state(config: TrainConfig) -> dict[str, Any]:
+    """The metadata of the checkpoint `config.resume`, its JSON decoded, once checked that it holds a
+    training state and that it was trained with `config`'s options (but epochs, threads and ranks)."""
+    path = Path(config.resume)
+    if not path.is_file():
+        raise ValueError(f"--resume: {path} is not a checkpoint file to continue from")
+    meta = read_metadata(path)
+    if meta.get("model") != "digits_cnn" or "step" not in meta:
+        raise WeightFileError(
+            f"--resume: {path} is not a checkpoint of `verigrad train` with its training state "
+            "(optimizer, step, generator)"
+        )
+    saved = asdict(_metadata_config(path, meta))
+    given = asdict(config)
+    changed = [
+        f"{_option(name)} {_shown(name, saved[name])} -> {_shown(name, given[name])}"
+        for name in (*SAVED_FIELDS, "shards")
+        if name not in RESUME_MAY_CHANGE and saved[name] != given[name]
+    ]
+    if changed:
+        raise ValueError(f"--resume: {path} was trained with other options ({'; '.join(changed)})")
+    try:
+        return {k: v if k == "step" else json.loads(v) for k, v in meta.items() if k in _LOOP_KEYS}
+    except ValueError:
+        raise WeightFileError(f"--resume: {path}: its training state is not valid JSON") from None
+
+
+_LOOP_KEYS = ("step", "generator", "param_groups", "history")
+
+
+def _option(name: str) -> str:
+    """A config field's command-line option: `--batch-size`; `compiled` is `--eager`'s opposite."""
+    return "--eager" if name == "compiled" else f"--{name.replace('_', '-')}"
+
+
+def _shown(name: str, value: Any) -> str:
+    """A config field's value as its option's: `--eager` is on or off."""
+    if name == "compiled":
+        return "off" if value else "on"
+    return repr(value)
 
 
 def train(
     config: TrainConfig,
     on_step: Callable[[dict[str, Any]], None] | None = None,
     data: tuple[np.ndarray, ...] | None = None,
+    stop_after: int | None = None,
 ) -> TrainResult:
     """Train the CNN; `on_step` receives a dict (epoch, step, loss, accuracy, steps_per_s) each step.
     `data`: what `prepare(config)` returned (else it is called here). With `config.shards` > 1 each batch
     is split in that many shards, computed by the MPI ranks of an initialized process group or by this
-    process (the same bits); rank 0 alone evaluates and writes the checkpoint."""
+    process (the same bits); rank 0 alone evaluates and writes the checkpoint, every `config.save_every`
+    steps and at the end (or after step `stop_after`: an interrupted run). `config.resume`: the checkpoint
+    whose run this one continues."""
     ranks = data_parallel.current(config.shards)
     train_x, train_y, test_x, test_y = prepare(config) if data is None else data
+    saved = resume_state(config) if config.resume is not None else None
     set_threads(config.threads)
     height, width = train_x.shape[2:]
     manual_seed(config.seed)
@@ -184,15 +256,30 @@ def train(
     with backend(config.backend):
         model = digits_cnn(height, width)
         optimizer = make_optimizer(config.optimizer, model.parameters(), config.lr)
+        base_lr = optimizer.lr  # a restored optimizer holds the last step's
+        history: dict[str, list[float]] = {"loss": [], "train_accuracy": [], "test_accuracy": []}
+        run = CNNRun(model, optimizer, 0, history)
+        if saved is not None:
+            restore(run, config.resume, saved)
+            history = run.history
         step = training_step(model, optimizer, CrossEntropyLoss(), logits=True)
         if ranks.shards > 1:
             step = _sharded_step(model, optimizer, CrossEntropyLoss(), ranks)
         loader = DataLoader(
             train_x, train_y, batch_size=config.batch_size, shuffle=True, seed=config.seed, drop_last=True
         )
-        history: dict[str, list[float]] = {"loss": [], "train_accuracy": [], "test_accuracy": []}
-        start, steps, total = time.perf_counter(), 0, config.epochs * len(loader)
-        base_lr = optimizer.lr
+        per_epoch = len(loader)
+        first, total = run.start, config.epochs * per_epoch
+        end = total if stop_after is None else min(total, stop_after)
+        for _ in range(first // per_epoch):  # the epochs done drew their orders
+            iter(loader.sampler)
+        meta = {
+            "model": "digits_cnn",
+            "height": str(height),
+            "width": str(width),
+            "config": json.dumps({name: asdict(config)[name] for name in _saved_fields(config)}),
+        }
+        start = time.perf_counter()
 
         def step_and_accuracy(xb: Tensor, yb: Tensor) -> tuple[Tensor, Tensor]:
             if ranks.shards > 1:
@@ -202,15 +289,19 @@ def train(
 
         # compiled once (a plan per batch size); on the reference backend the same bits as eager
         step_fn = compile_fn(step_and_accuracy) if config.compiled else step_and_accuracy
-        for epoch in range(config.epochs):
-            for xb, yb in loader:
-                optimizer.lr = cosine_lr(base_lr, steps, total)
+        checkpoint = out / CHECKPOINT
+        for epoch in range(first // per_epoch, config.epochs):
+            if run.start == end:
+                break
+            # a run resumed within an epoch skips the batches it took
+            for xb, yb in itertools.islice(loader, run.start - epoch * per_epoch, None):
+                optimizer.lr = cosine_lr(base_lr, run.start, total)
                 loss, batch_accuracy = step_fn(xb, yb)
-                steps += 1
+                run.start += 1
                 history["loss"].append(float(loss))
-                if not math.isfinite(history["loss"][-1]):
+                if not math.isfinite(loss := history["loss"][-1]):
                     raise ValueError(
-                        f"the loss is {history['loss'][-1]} at step {steps} (epoch {epoch + 1}): training "
+                        f"the loss is {loss} at step {run.start} (epoch {epoch + 1}): training "
                         f"diverged, no checkpoint written; try a smaller learning rate than {base_lr}"
                     )
                 history["train_accuracy"].append(float(batch_accuracy))
@@ -220,27 +311,32 @@ def train(
                         {
                             "epoch": epoch + 1,
                             "epochs": config.epochs,
-                            "step": steps,
-                            "steps": config.epochs * len(loader),
+                            "step": run.start,
+                            "steps": total,
                             "loss": history["loss"][-1],
                             "accuracy": history["train_accuracy"][-1],
-                            "steps_per_s": steps / elapsed,
+                            "steps_per_s": (run.start - first) / elapsed,
                         }
                     )
-            if ranks.leader:
-                history["test_accuracy"].append(accuracy(model, test_x, test_y)[0])
+                if ranks.leader and run.start % per_epoch == 0:
+                    history["test_accuracy"].append(accuracy(model, test_x, test_y)[0])
+                if run.start == end:
+                    break
+                if ranks.leader and config.save_every and run.start % config.save_every == 0:
+                    _save_checkpoint(run, checkpoint, meta)
         seconds = time.perf_counter() - start
-        test_accuracy = history["test_accuracy"][-1] if ranks.leader else math.nan
-    meta = {
-        "model": "digits_cnn",
-        "height": str(height),
-        "width": str(width),
-        "config": json.dumps({name: asdict(config)[name] for name in _saved_fields(config)}),
-    }
-    checkpoint = out / CHECKPOINT
+        done = ranks.leader and history["test_accuracy"]
+        test_accuracy = history["test_accuracy"][-1] if done else math.nan
     if ranks.leader:
-        save(model.state_dict(), checkpoint, metadata=meta)
+        _save_checkpoint(run, checkpoint, meta)
     return TrainResult(config, test_accuracy, seconds, checkpoint, history, model)
+
+
+def _save_checkpoint(run: CNNRun, path: Path, meta: dict[str, str]) -> None:
+    """The weights, the optimizer's state (`optimizer.<index>.<name>`), and in the metadata the model's,
+    the config and the loop's state (`loop_state`); written atomically."""
+    optimizer_tensors, loop_meta = loop_state(run)
+    save(dict(run.model.state_dict()) | optimizer_tensors, path, metadata=meta | loop_meta)
 
 
 def _saved_fields(config: TrainConfig) -> tuple[str, ...]:
@@ -284,6 +380,7 @@ def load_model(path: str | Path) -> tuple[Module, TrainConfig]:
                 f"{path}: a PyTorch checkpoint of {len(state)} entries, not one written by `verigrad train` "
                 "(it writes model.safetensors with the model's metadata)"
             )
+    state = model_tensors(state)  # not the training state's
     meta = read_metadata(path)
     if meta.get("model") != "digits_cnn":
         raise WeightFileError(
