@@ -1,10 +1,12 @@
 """qmatmul (f32 activations) on each GGUF block format: SmolLM2-135M's MLP down projection (576 x 1536)
-as one decode step's matrix-vector product and a 64-token prompt's matrix product, the cpu kernel on each
+against 1, 2, 4 and 8 activation rows (a decode step of that many sequences: the "per row" column is the
+cost of each) and a 64-token prompt, the cpu kernel on each
 vector path against NumPy de-quantizing the weight and multiplying (`x @ dequantize(w).T` in f32). For the
 formats `qmatmul_q8` takes (8-bit activations, llama.cpp's scheme) its kernel is timed too ("q8 ..."): in
 `--activations q8` mode a model's layers run it, where the others run the f32 kernel.
 
     python benchmarks/qmatmul_formats.py [--repeat 9] [--threads 1 2] [--formats q4_k q5_k q6_k]
+    python benchmarks/qmatmul_formats.py --formats q8_0 --shape 49152 576 --threads 1   # the output head
 
 Random blocks with small finite scales. The ways take turns within each repetition (a busy machine slows
 them alike); each row gives the median wall milliseconds, the speedup over NumPy and the median CPU time.
@@ -30,7 +32,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--formats", nargs="+", default=["q4_k", "q5_k", "q6_k"], choices=BLOCK_QTYPES)
+    parser.add_argument("--tokens", type=int, nargs="+", default=[1, 2, 4, 8, 64], help="activation rows")
+    parser.add_argument("--shape", type=int, nargs=2, default=[N, K], metavar=("N", "K"), help="w rows, k")
     args = parser.parse_args()
+    n, k = args.shape
     if not verigrad.backends.cpu.available():
         raise SystemExit("the cpu backend could not be built here")
     kernel = verigrad.backends.cpu.cpu.native(qmatmul, verigrad.f32)
@@ -39,20 +44,20 @@ def main() -> None:
     cpu_quant.simd(True)
     rng = np.random.default_rng(0)
     out = table(
-        f"qmatmul, f32 activations, w {N} x {K}: median of {args.repeat}",
-        ["format", "tokens", "threads", "way", "ms", "vs NumPy", "CPU ms"],
+        f"qmatmul, f32 activations, w {n} x {k}: median of {args.repeat}",
+        ["format", "tokens", "threads", "way", "ms", "per row", "vs NumPy", "CPU ms"],
     )
     for qtype in args.formats:
-        raw = random_blocks(rng, qtype, N, K)
-        for tokens in (1, 64):
-            x = rng.standard_normal((tokens, K)).astype(np.float32)
+        raw = random_blocks(rng, qtype, n, k)
+        for tokens in args.tokens:
+            x = rng.standard_normal((tokens, k)).astype(np.float32)
             for threads in args.threads:
                 verigrad.set_threads(threads)
 
                 def on(path: str, kernel=kernel):
                     return lambda: (cpu_quant.path(path), kernel(x, raw, qtype=qtype))
 
-                ways = {"NumPy": lambda: x @ dequantize(raw, qtype, (N, K)).T}
+                ways = {"NumPy": lambda: x @ dequantize(raw, qtype, (n, k)).T}
                 ways |= {f"kernel {p}": on(p) for p in paths}
                 if qtype in Q8_QTYPES:
                     ways |= {f"q8 kernel {p}": on(p, q8_kernel) for p in paths}
@@ -60,7 +65,8 @@ def main() -> None:
                 cpu_quant.simd(True)
                 base = times["NumPy"][0]
                 for way, (wall, cpu_time) in times.items():
-                    cells = [f"{wall * 1e3:.3f}", f"{base / wall:.1f}x", f"{cpu_time * 1e3:.3f}"]
+                    cells = [f"{wall * 1e3:.3f}", f"{wall * 1e3 / tokens:.3f}", f"{base / wall:.1f}x"]
+                    cells.append(f"{cpu_time * 1e3:.3f}")
                     out.add_row(qtype, str(tokens), str(threads), way, *cells)
     verigrad.set_threads(1)
     console(100).print(out)

@@ -20,7 +20,11 @@
  * values; see ops/quant.py for every layout). The k-quants q4_k, q5_k and q6_k are de-quantized 8 values
  * (AVX2) or 16 (AVX-512) at a time, q5_0 and q5_1 8 at a time on AVX2 and AVX-512, and the dot products
  * run 4 or 8 double lanes: the same operations
- * as the portable paths, so the same bits on every path (vg_quant_simd chooses one, for tests).
+ * as the portable paths, so the same bits on every path (vg_quant_simd chooses one, for tests). The vector
+ * dots fuse each multiply and add: an f32 value times another in double is exact, so a + x * v rounds once
+ * either way. Several activation rows (a batched decode step, a prompt) share each de-quantized weight
+ * row, in tiles of up to 4 activation rows by 2 weight rows on AVX-512 (2 by 1 on AVX2), each output
+ * summed as a tile of one sums it: a row's bits do not depend on how many rows there are or what they hold.
  *
  * Threads take bands of weight rows (each reads only its band); every output is computed by one thread
  * in one order, so every thread count gives the same bits. The AVX2 paths (chosen at run time) do the
@@ -364,7 +368,7 @@ static int has_f16c(void) {
 static int has_avx2(void) {
 #if VG_X86
     static int known = -1;
-    if (known < 0) known = __builtin_cpu_supports("avx2") && has_f16c();
+    if (known < 0) known = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
     return known && simd_allowed >= 1;
 #else
     return 0;
@@ -717,12 +721,12 @@ __attribute__((target("avx2,f16c"))) static void dequantize_row_avx2(int qtype, 
     }
 }
 
-__attribute__((target("avx2"))) static double dot_f64_avx2(const double *x, const float *v, int64_t k) {
+__attribute__((target("avx2,fma"))) static double dot_f64_avx2(const double *x, const float *v, int64_t k) {
     __m256d a[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
     for (int64_t i = 0; i < k; i += 16)
         for (int j = 0; j < 4; j++) {
             __m256d vs = _mm256_cvtps_pd(_mm_loadu_ps(v + i + 4 * j));
-            a[j] = _mm256_add_pd(a[j], _mm256_mul_pd(_mm256_loadu_pd(x + i + 4 * j), vs));
+            a[j] = _mm256_fmadd_pd(_mm256_loadu_pd(x + i + 4 * j), vs, a[j]);
         }
     __m256d s = _mm256_add_pd(_mm256_add_pd(a[0], a[1]), _mm256_add_pd(a[2], a[3]));
     __m128d h = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd(s, 1));
@@ -817,20 +821,30 @@ AVX512_Q __attribute__((always_inline)) static inline double tree_avx512(__m512d
             for (int u = 0; u < TN; u++) {                                                                 \
                 __m512d x0 = _mm512_loadu_pd(x + u * xs + i), x1 = _mm512_loadu_pd(x + u * xs + i + 8);    \
                 for (int j = 0; j < RN; j++) {                                                             \
-                    a[u][j] = _mm512_add_pd(a[u][j], _mm512_mul_pd(x0, v0[j]));                            \
-                    b[u][j] = _mm512_add_pd(b[u][j], _mm512_mul_pd(x1, v1[j]));                            \
+                    a[u][j] = _mm512_fmadd_pd(x0, v0[j], a[u][j]);                                         \
+                    b[u][j] = _mm512_fmadd_pd(x1, v1[j], b[u][j]);                                         \
                 }                                                                                          \
             }                                                                                              \
         }                                                                                                  \
         for (int u = 0; u < TN; u++)                                                                       \
             for (int j = 0; j < RN; j++) s[u * RN + j] = tree_avx512(a[u][j], b[u][j]);                    \
     }
-DOTS_AVX512(dot1_avx512, 1, 1)
-DOTS_AVX512(dot4_avx512, 4, 1)
+DOTS_AVX512(dot1x1_avx512, 1, 1)
+DOTS_AVX512(dot2x1_avx512, 2, 1)
+DOTS_AVX512(dot3x1_avx512, 3, 1)
+DOTS_AVX512(dot4x1_avx512, 4, 1)
+DOTS_AVX512(dot1x2_avx512, 1, 2)
+DOTS_AVX512(dot2x2_avx512, 2, 2)
+DOTS_AVX512(dot3x2_avx512, 3, 2)
 DOTS_AVX512(dot4x2_avx512, 4, 2)
+typedef void (*dots_fn)(const double *, int64_t, const float *, int64_t, int64_t, double *);
+/* DOTS[RN - 1][TN - 1]: every tile sums each output as dot1x1 does, so a row's bits do not depend on the
+ * tile it falls in (how many activation rows there are) */
+static const dots_fn DOTS[2][4] = {{dot1x1_avx512, dot2x1_avx512, dot3x1_avx512, dot4x1_avx512},
+                                   {dot1x2_avx512, dot2x2_avx512, dot3x2_avx512, dot4x2_avx512}};
 
 /* dot_f64_avx2 of two activation rows at once (x and x + xs): the same sums, the weights converted once */
-__attribute__((target("avx2"))) static void dot2_avx2(const double *x, int64_t xs, const float *v, int64_t k,
+__attribute__((target("avx2,fma"))) static void dot2_avx2(const double *x, int64_t xs, const float *v, int64_t k,
                                                       double *s) {
     __m256d a[2][4];
     for (int u = 0; u < 2; u++)
@@ -839,7 +853,7 @@ __attribute__((target("avx2"))) static void dot2_avx2(const double *x, int64_t x
         for (int j = 0; j < 4; j++) {
             __m256d vs = _mm256_cvtps_pd(_mm_loadu_ps(v + i + 4 * j));
             for (int u = 0; u < 2; u++)
-                a[u][j] = _mm256_add_pd(a[u][j], _mm256_mul_pd(_mm256_loadu_pd(x + u * xs + i + 4 * j), vs));
+                a[u][j] = _mm256_fmadd_pd(_mm256_loadu_pd(x + u * xs + i + 4 * j), vs, a[u][j]);
         }
     for (int u = 0; u < 2; u++) {
         __m256d t = _mm256_add_pd(_mm256_add_pd(a[u][0], a[u][1]), _mm256_add_pd(a[u][2], a[u][3]));
@@ -879,46 +893,39 @@ static void f32_band(void *ctx, int64_t lo, int64_t hi) {
     }
     const int avx2 = has_avx2(), avx512 = has_avx512();
     for (int64_t r = lo; r < hi;) {
-        /* a prompt on AVX-512 takes two weight rows at a time (each activation row read once for both) */
-        const int rn = avx512 && p->t >= 4 && r + 2 <= hi ? 2 : 1;
+        /* AVX-512 takes two weight rows at a time and up to 4 activation rows against them (each
+         * converted weight vector and activation vector loaded once for the tile) */
+        const int rn = avx512 && r + 2 <= hi ? 2 : 1;
         for (int j = 0; j < rn; j++) dequantize_into(p, avx2, avx512, r + j, nb, stride, v + j * k);
-        int64_t t = 0;
         double s[8];
 #if VG_X86
-        if (avx512 && rn == 2)
-            for (; t + 4 <= p->t; t += 4) {
-                dot4x2_avx512(p->xd + t * k, k, v, k, k, s);
-                for (int u = 0; u < 4; u++)
-                    for (int j = 0; j < 2; j++) p->out[(t + u) * p->n + r + j] = (float)s[2 * u + j];
+        if (avx512) {
+            for (int64_t t = 0; t < p->t; t += 4) {
+                const int tn = p->t - t < 4 ? (int)(p->t - t) : 4;
+                DOTS[rn - 1][tn - 1](p->xd + t * k, k, v, k, k, s);
+                for (int u = 0; u < tn; u++)
+                    for (int j = 0; j < rn; j++) p->out[(t + u) * p->n + r + j] = (float)s[u * rn + j];
+            }
+            r += rn;
+            continue;
+        }
+#endif
+        int64_t t = 0;
+#if VG_X86
+        if (avx2) /* two activation rows at a time share the converted weights */
+            for (; t + 2 <= p->t; t += 2) {
+                dot2_avx2(p->xd + t * k, k, v, k, s);
+                for (int u = 0; u < 2; u++) p->out[(t + u) * p->n + r] = (float)s[u];
             }
 #endif
-        for (int j = 0; j < rn; j++) {
-            const float *vj = v + j * k;
-            int64_t tj = t;
+        for (; t < p->t; t++) {
+            const double *x = p->xd + t * k;
 #if VG_X86
-            if (avx512) /* four activation rows at a time share the converted weights */
-                for (; tj + 4 <= p->t; tj += 4) {
-                    dot4_avx512(p->xd + tj * k, k, vj, 0, k, s);
-                    for (int u = 0; u < 4; u++) p->out[(tj + u) * p->n + r + j] = (float)s[u];
-                }
-            else if (avx2)
-                for (; tj + 2 <= p->t; tj += 2) {
-                    dot2_avx2(p->xd + tj * k, k, vj, k, s);
-                    for (int u = 0; u < 2; u++) p->out[(tj + u) * p->n + r + j] = (float)s[u];
-                }
-#endif
-            for (; tj < p->t; tj++) {
-                const double *x = p->xd + tj * k;
-#if VG_X86
-                if (avx512)
-                    dot1_avx512(x, 0, vj, 0, k, s);
-                else
-                    s[0] = avx2 ? dot_f64_avx2(x, vj, k) : dot_f64(x, vj, k);
+            s[0] = avx2 ? dot_f64_avx2(x, v, k) : dot_f64(x, v, k);
 #else
-                s[0] = dot_f64(x, vj, k);
+            s[0] = dot_f64(x, v, k);
 #endif
-                p->out[tj * p->n + r + j] = (float)s[0];
-            }
+            p->out[t * p->n + r] = (float)s[0];
         }
         r += rn;
     }
