@@ -170,7 +170,7 @@ def prepare_corpus(
     for name, part in (("train", train), ("validation", validation)):
         ids = np.fromiter(_joined(tokenizer.encode_batch(part), end), dtype=dtype)
         _save_atomically(folder / f"{name}.npy", ids)
-    (folder / "tokenizer.json").write_text(tokenizer.to_str())
+    _write_text_atomically(folder / "tokenizer.json", tokenizer.to_str())
     info = {
         "vocab_size": vocab,
         "train_files": len(train),
