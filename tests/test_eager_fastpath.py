@@ -657,6 +657,7 @@ def test_gradients_through_c_getitem_match_the_python_calls(cpu) -> None:
 def python_frames(fn) -> list[str]:
     """The Python functions a second fn() enters (their module's file name and name; the first makes the
     plan), fn's own frame left out."""
+    import gc
     import os
     import sys
 
@@ -667,11 +668,15 @@ def python_frames(fn) -> list[str]:
         if event == "call":
             seen.append(f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_code.co_name}")
 
+    # no collection inside the call: finalizers of earlier tests' objects would show as frames entered
+    gc.collect()
+    gc.disable()
     sys.setprofile(note)
     try:
         fn()
     finally:
         sys.setprofile(None)
+        gc.enable()
     return seen[1:]
 
 
