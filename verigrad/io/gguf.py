@@ -162,6 +162,10 @@ class _CheckedReader(GGUFReader):
         self.pending: _Strings | None = None
         super().__init__(path)
 
+    def contents(self, key: str) -> Any:
+        """The value of metadata `key`, string arrays decoded (UnicodeDecodeError for one not UTF-8)."""
+        return self.strings[key].decode() if key in self.strings else self.fields[key].contents()
+
     def refuse(self, reason: str) -> WeightFileError:
         return WeightFileError(f"{self.path}: {self.what}: {reason}")
 
@@ -355,10 +359,10 @@ def read_gguf(path: str | os.PathLike) -> GGUFFile:
     except (ValueError, KeyError) as e:  # what GGUFReader checks itself (general.alignment)
         raise WeightFileError(f"{path}: {shown(str(e))}") from None
     metadata = {}
-    for key, f in reader.fields.items():
+    for key in reader.fields:
         if not key.startswith("GGUF."):
             try:
-                metadata[key] = reader.strings[key].decode() if key in reader.strings else f.contents()
+                metadata[key] = reader.contents(key)
             except UnicodeDecodeError:
                 raise WeightFileError(f"{path}: metadata {shown(key)}: a string is not UTF-8 text") from None
     tensors = {t.name: _tensor(path, t) for t in reader.tensors}

@@ -194,7 +194,8 @@ def plan(source: GGUFFile, type_name: str, pure: bool = False) -> list[Step]:
 def _metadata_types(path: Path) -> dict[str, tuple[Any, list]]:
     """Every metadata key of the file (but the reader's own GGUF.*) -> (value, value types)."""
     reader = _CheckedReader(path)
-    return {k: (f.contents(), list(f.types)) for k, f in reader.fields.items() if not k.startswith("GGUF.")}
+    fields = reader.fields.items()
+    return {k: (reader.contents(k), list(f.types)) for k, f in fields if not k.startswith("GGUF.")}
 
 
 def _converted(step: Step) -> np.ndarray:

@@ -59,7 +59,7 @@ def write_like(
             continue
         main = GGUFValueType(field.types[0])
         sub = GGUFValueType(field.types[-1]) if main == GGUFValueType.ARRAY else None
-        writer.add_key_value(key, field.contents(), main, sub)
+        writer.add_key_value(key, reader.contents(key), main, sub)
     writer.add_file_type(int(TYPES[qtype][1]))
     for name in original.tensors:
         values = np.ascontiguousarray(tensors[name], dtype=np.float32)
