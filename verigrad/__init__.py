@@ -279,6 +279,13 @@ from .linalg import legacy_svd as svd
 from .linalg import pinverse
 from .modes import abstract
 from .nn.compiled import compile
+from .nn.functional.native_norms import (
+    _batch_norm_with_update,
+    _native_batch_norm_legit,
+    native_batch_norm,
+    native_group_norm,
+    native_layer_norm,
+)
 from .nn.functional.padding import constant_pad_nd
 from .ops import (
     REGISTRY,

@@ -84,3 +84,89 @@ def test_chunk_cat_refuses_mismatched_leading_sizes():
         verigrad._chunk_cat([verigrad.zeros(2, 3), verigrad.zeros(3, 3)], 1, 2)
     with pytest.raises(ValueError, match="num_chunks"):
         verigrad._chunk_cat([verigrad.zeros(2, 3)], 1, 0)
+
+
+def _outputs_against_torch(ours, theirs, differentiable):
+    """Each output's values, shape and dtype, and whether it carries a gradient, as PyTorch's."""
+    assert len(ours) == len(theirs)
+    for i, (a, b) in enumerate(zip(ours, theirs, strict=True)):
+        assert (
+            a.shape == tuple(b.shape) and a.dtype.name == {"float64": "f64", "uint8": "u8"}[str(b.dtype)[6:]]
+        )
+        np.testing.assert_allclose(
+            a.numpy(), b.detach().numpy(), rtol=1e-12, atol=1e-12, err_msg=f"output {i}"
+        )
+        assert b.requires_grad == (i in differentiable) == a.requires_grad, f"output {i}"
+
+
+@pytest.mark.parametrize("eps", [1e-5, -0.5])  # aten takes a negative eps (a NaN where var + eps < 0)
+def test_native_layer_norm_against_torch(eps):
+    x, w, b = RNG.standard_normal((2, 3, 4)), RNG.standard_normal((3, 4)), RNG.standard_normal((3, 4))
+    check_values_and_gradients(
+        {"x": x, "w": w, "b": b},
+        lambda x, w, b: verigrad.native_layer_norm(x, (3, 4), w, b, eps)[0],
+        lambda x, w, b: torch.native_layer_norm(x, (3, 4), w, b, eps)[0],
+    )
+    ours = verigrad.native_layer_norm(verigrad.from_numpy(x).requires_grad_(), [4], None, None, eps)
+    theirs = torch.native_layer_norm(torch.from_numpy(x).requires_grad_(), [4], None, None, eps)
+    _outputs_against_torch(ours, theirs, {0})
+
+
+@pytest.mark.parametrize("n", [2, 0])  # an empty batch too
+def test_native_group_norm_against_torch(n):
+    x, w, b = RNG.standard_normal((n, 6, 5)), RNG.standard_normal(6), RNG.standard_normal(6)
+    check_values_and_gradients(
+        {"x": x, "w": w, "b": b},
+        lambda x, w, b: verigrad.native_group_norm(x, w, b, n, 6, 5, 3, 1e-5)[0],
+        lambda x, w, b: torch.native_group_norm(x, w, b, n, 6, 5, 3, 1e-5)[0],
+    )
+    leaves = verigrad.from_numpy(x.copy()).requires_grad_(), torch.from_numpy(x.copy()).requires_grad_()
+    ours = verigrad.native_group_norm(leaves[0], None, None, n, 6, 5, 3, 1e-5)
+    theirs = torch.native_group_norm(leaves[1], None, None, n, 6, 5, 3, 1e-5)
+    cotangent = RNG.standard_normal(x.shape)
+    for t, out in zip((verigrad, torch), (ours, theirs), strict=True):
+        (out[0] * t.from_numpy(cotangent) + out[1].sum() + out[2].sum()).sum().backward()
+    assert ours[1].requires_grad and ours[2].requires_grad  # the statistics are differentiable
+    for a, b in zip(ours, theirs, strict=True):
+        assert a.shape == tuple(b.shape)
+        np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(leaves[0].grad.numpy(), leaves[1].grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("name", ["native_batch_norm", "_native_batch_norm_legit", "_batch_norm_with_update"])
+def test_native_batch_norm_against_torch(name, training):
+    x, w, b = RNG.standard_normal((4, 3, 5)), RNG.standard_normal(3), RNG.standard_normal(3)
+    mean, var = RNG.standard_normal(3), RNG.random(3) + 0.5
+    if name == "_batch_norm_with_update" and not training:
+        return
+    stats = [(t.from_numpy(mean.copy()), t.from_numpy(var.copy())) for t in (verigrad, torch)]
+    extra = () if name == "_batch_norm_with_update" else (training,)
+    ours = getattr(verigrad, name)(
+        verigrad.from_numpy(x).requires_grad_(),
+        verigrad.from_numpy(w),
+        verigrad.from_numpy(b),
+        *stats[0],
+        *extra,
+        0.3,
+        1e-5,
+    )
+    theirs = getattr(torch.ops.aten, name)(
+        torch.from_numpy(x).requires_grad_(),
+        torch.from_numpy(w),
+        torch.from_numpy(b),
+        *stats[1],
+        *extra,
+        0.3,
+        1e-5,
+    )
+    _outputs_against_torch(ours, theirs, {0})
+    for a, b in zip(stats[0], stats[1], strict=True):  # the running statistics moved alike
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_native_batch_norm_legit_without_running_statistics_against_torch():
+    x = RNG.standard_normal((4, 3, 5))
+    ours = verigrad._native_batch_norm_legit(verigrad.from_numpy(x), None, None, True, 0.1, 1e-5)
+    theirs = torch._native_batch_norm_legit(torch.from_numpy(x), None, None, True, 0.1, 1e-5)
+    _outputs_against_torch(ours, theirs, set())
