@@ -224,6 +224,7 @@ from .functions.copies import (
     view_copy,
 )
 from .functions.histograms import histogram, histogramdd
+from .functions.householder import geqrf, ormqr
 from .functions.indexing import gather, index_reduce
 from .functions.indexing import where_or_positions as where  # the where op, and the one-argument form
 from .functions.legacy_cat import cat  # PyTorch's cat: skips 1-D empty tensors

@@ -170,3 +170,42 @@ def test_native_batch_norm_legit_without_running_statistics_against_torch():
     ours = verigrad._native_batch_norm_legit(verigrad.from_numpy(x), None, None, True, 0.1, 1e-5)
     theirs = torch._native_batch_norm_legit(torch.from_numpy(x), None, None, True, 0.1, 1e-5)
     _outputs_against_torch(ours, theirs, set())
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 3), (2, 4, 2)])
+def test_geqrf_against_torch(shape):
+    a = RNG.standard_normal(shape)
+    ours, theirs = verigrad.geqrf(verigrad.from_numpy(a)), torch.geqrf(torch.from_numpy(a))
+    for x, y in zip(ours, theirs, strict=True):
+        assert x.shape == tuple(y.shape)
+        np.testing.assert_allclose(x.numpy(), y.numpy(), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape,k", [((5, 3), 3), ((4, 4), 2), ((2, 5, 3), 3)])
+def test_householder_product_against_torch(shape, k):
+    a, tau = RNG.standard_normal(shape), RNG.standard_normal((*shape[:-2], k))
+    check_values_and_gradients(
+        {"input": a, "tau": tau}, verigrad.linalg.householder_product, torch.linalg.householder_product
+    )
+
+
+@pytest.mark.parametrize("left", [True, False])
+@pytest.mark.parametrize("transpose", [True, False])
+def test_ormqr_against_torch(left, transpose):
+    a, tau = RNG.standard_normal((2, 4, 3)), RNG.standard_normal((2, 3))
+    c = RNG.standard_normal((2, 4, 5) if left else (2, 5, 4))
+    check_values_and_gradients(
+        {"a": a, "tau": tau, "c": c},
+        lambda a, tau, c: verigrad.ormqr(a, tau, c, left=left, transpose=transpose),
+        lambda a, tau, c: torch.ormqr(a, tau, c, left=left, transpose=transpose),
+    )
+
+
+def test_householder_functions_refuse_as_torch():
+    a, tau = verigrad.zeros(4, 3, dtype=verigrad.f64), verigrad.zeros(4, dtype=verigrad.f64)
+    with pytest.raises(verigrad.ShapeError, match="4 reflectors"):
+        verigrad.linalg.householder_product(a, tau)
+    with pytest.raises(verigrad.ShapeError, match="must have 4 rows"):
+        verigrad.ormqr(a, tau[:3], verigrad.zeros(3, 3, dtype=verigrad.f64))
+    with pytest.raises(verigrad.ShapeError, match="2 dimensions"):
+        verigrad.geqrf(tau)
