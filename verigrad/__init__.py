@@ -271,6 +271,7 @@ from .functions.solvers import (
 )
 from .functions.solvers import legacy_lu as lu
 from .functions.solvers import legacy_lu_solve as lu_solve
+from .functions.strided import as_strided, as_strided_copy, as_strided_scatter
 from .io import load, save
 from .ir import Program
 from .ir import trace as _ir_trace

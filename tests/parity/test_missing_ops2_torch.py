@@ -209,3 +209,43 @@ def test_householder_functions_refuse_as_torch():
         verigrad.ormqr(a, tau[:3], verigrad.zeros(3, 3, dtype=verigrad.f64))
     with pytest.raises(verigrad.ShapeError, match="2 dimensions"):
         verigrad.geqrf(tau)
+
+
+STRIDED = [((3, 3), (2, 2), (1, 2), 0), ((3, 3), (2, 2), (1, 2), 1), ((16,), (2, 1, 1, 2), (1, 7, 7, 1), 0)]
+
+
+@pytest.mark.parametrize("shape,size,stride,offset", STRIDED)
+def test_as_strided_against_torch(shape, size, stride, offset):
+    # overlapping entries (stride 1 and 2 over a 3 x 3) share their gradients, as PyTorch's
+    check_values_and_gradients(
+        {"x": RNG.standard_normal(shape)},
+        lambda x: verigrad.as_strided(x, size, stride, offset),
+        lambda x: torch.as_strided(x, size, stride, offset),
+    )
+
+
+@pytest.mark.parametrize("shape,size,stride,offset", [((3, 3), (2, 2), (2, 1), 0), ((4,), (2,), (2,), 1)])
+def test_as_strided_scatter_values_and_src_gradient_against_torch(shape, size, stride, offset):
+    x = RNG.standard_normal(shape)
+    check_values_and_gradients(
+        {"src": RNG.standard_normal(size)},
+        lambda src: verigrad.as_strided_scatter(verigrad.from_numpy(x), src, size, stride, offset),
+        lambda src: torch.as_strided_scatter(torch.from_numpy(x), src, size, stride, offset),
+    )
+
+
+def test_as_strided_scatter_input_gradient_is_zero_where_src_was_written():
+    # PyTorch's fails its own gradcheck here (README): the entries replaced by src pass no gradient back
+    x = verigrad.from_numpy(np.arange(4.0)).requires_grad_()
+    verigrad.as_strided_scatter(x, verigrad.zeros(2, dtype=verigrad.f64), (2,), (2,), 1).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [1.0, 0.0, 1.0, 0.0])
+
+
+def test_as_strided_refuses_positions_out_of_bounds_and_negative_strides():
+    x = verigrad.zeros(3, 3)
+    with pytest.raises(verigrad.ShapeError, match="out of bounds"):
+        verigrad.as_strided(x, (2, 2), (1, 2), 6)
+    with pytest.raises(verigrad.ShapeError, match="negative"):
+        verigrad.as_strided(x, (2,), (-1,))
+    with pytest.raises(verigrad.ShapeError, match="same length"):
+        verigrad.as_strided_copy(x, (2, 2), (1,))
