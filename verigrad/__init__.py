@@ -223,6 +223,7 @@ from .functions.copies import (
     unsqueeze_copy,
     view_copy,
 )
+from .functions.gradient import gradient
 from .functions.histograms import histogram, histogramdd
 from .functions.householder import geqrf, ormqr
 from .functions.indexing import gather, index_reduce

@@ -249,3 +249,40 @@ def test_as_strided_refuses_positions_out_of_bounds_and_negative_strides():
         verigrad.as_strided(x, (2,), (-1,))
     with pytest.raises(verigrad.ShapeError, match="same length"):
         verigrad.as_strided_copy(x, (2, 2), (1,))
+
+
+GRADIENTS = [
+    ((5,), {}),
+    ((5,), {"spacing": 2.0}),
+    ((5, 4), {"edge_order": 2}),
+    ((5, 4), {"spacing": [2.0, 0.5], "dim": (0, 1)}),
+    ((4, 3, 4), {"spacing": [2.0, 1.0], "dim": (0, -1), "edge_order": 2}),
+    ((3, 4), {"spacing": "coords", "dim": (0, 1), "edge_order": 1}),
+    ((3, 4), {"spacing": "coords", "dim": (0, 1), "edge_order": 2}),
+]
+
+
+@pytest.mark.parametrize("shape,kwargs", GRADIENTS)
+def test_gradient_against_torch(shape, kwargs):
+    coords = [np.array([1.1, 2.0, 3.5]), np.array([4.0, 2.0, 6.0, 6.5])]  # not increasing: as PyTorch takes
+
+    def call(t, x):
+        kw = dict(kwargs)
+        if kw.get("spacing") == "coords":
+            kw["spacing"] = [t.from_numpy(c) for c in coords]
+        return t.stack(t.gradient(x, **kw))
+
+    check_values_and_gradients(
+        {"x": RNG.standard_normal(shape)}, lambda x: call(verigrad, x), lambda x: call(torch, x)
+    )
+
+
+def test_gradient_of_integers_and_its_errors_as_torch():
+    ours = verigrad.gradient(verigrad.tensor([1, 4, 9, 16]), spacing=2)
+    assert ours[0].dtype == verigrad.f32 and ours[0].tolist() == [1.5, 2.0, 3.0, 3.5]
+    with pytest.raises(verigrad.ShapeError, match="at least edge_order"):
+        verigrad.gradient(verigrad.zeros(2, 4), edge_order=2)
+    with pytest.raises(ValueError, match="edge_order=1 and edge_order=2"):
+        verigrad.gradient(verigrad.zeros(4), edge_order=3)
+    with pytest.raises(ValueError, match="list of length 2"):
+        verigrad.gradient(verigrad.zeros(4, 4), spacing=[1.0, 2.0, 3.0])
