@@ -286,3 +286,20 @@ def test_gradient_of_integers_and_its_errors_as_torch():
         verigrad.gradient(verigrad.zeros(4), edge_order=3)
     with pytest.raises(ValueError, match="list of length 2"):
         verigrad.gradient(verigrad.zeros(4, 4), spacing=[1.0, 2.0, 3.0])
+
+
+def test_zeta_against_torch():
+    # the direct sum (q > 9 leaves at once), the Euler-Maclaurin tail, q below 0 at whole x, the poles
+    x = np.array([1.5, 2.0, 3.0, 7.5, 40.0, 2.0, 4.0, 1.0, 0.5, 2.0, 2.5])
+    q = np.array([0.5, 1.0, 12.0, 0.1, 2.0, -1.5, -2.5, 3.0, 3.0, -2.0, -1.5])
+    ours = verigrad.special.zeta(verigrad.from_numpy(x), verigrad.from_numpy(q)).numpy()
+    theirs = torch.special.zeta(torch.from_numpy(x), torch.from_numpy(q)).numpy()
+    np.testing.assert_allclose(ours, theirs, rtol=1e-14, atol=0)
+    check_values_and_gradients(
+        {"q": RNG.uniform(0.5, 4.0, (3, 4))},
+        lambda q: verigrad.special.zeta(verigrad.from_numpy(x[:4].copy()), q),
+        lambda q: torch.special.zeta(torch.from_numpy(x[:4].copy()), q),
+    )
+    with pytest.raises(NotImplementedError, match="zeta with respect to x"):
+        a = verigrad.from_numpy(x[:4].copy()).requires_grad_()
+        verigrad.special.zeta(a, verigrad.from_numpy(q[:4].copy())).sum().backward()
