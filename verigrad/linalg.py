@@ -443,3 +443,8 @@ def pinverse(input: Tensor, rcond: float = 1e-15) -> Tensor:
 from .functions.householder import householder_product as householder_product  # noqa: E402
 
 __all__.append("householder_product")
+
+from .functions.tensor_solvers import tensorinv as tensorinv  # noqa: E402
+from .functions.tensor_solvers import tensorsolve as tensorsolve  # noqa: E402
+
+__all__ += ["tensorinv", "tensorsolve"]

@@ -303,3 +303,25 @@ def test_zeta_against_torch():
     with pytest.raises(NotImplementedError, match="zeta with respect to x"):
         a = verigrad.from_numpy(x[:4].copy()).requires_grad_()
         verigrad.special.zeta(a, verigrad.from_numpy(q[:4].copy())).sum().backward()
+
+
+@pytest.mark.parametrize("shape,ind", [((4, 6, 8, 3), 2), ((6, 2, 3), 1)])
+def test_tensorinv_against_torch(shape, ind):
+    check_values_and_gradients(
+        {"a": RNG.standard_normal(shape)},
+        lambda a: verigrad.linalg.tensorinv(a, ind),
+        lambda a: torch.linalg.tensorinv(a, ind),
+    )
+
+
+@pytest.mark.parametrize("a_shape,b_shape,dims", [((2, 3, 6), (2, 3), None), ((6, 3, 2), (2, 3), (0,))])
+def test_tensorsolve_against_torch(a_shape, b_shape, dims):
+    check_values_and_gradients(
+        {"a": RNG.standard_normal(a_shape), "b": RNG.standard_normal(b_shape)},
+        lambda a, b: verigrad.linalg.tensorsolve(a, b, dims),
+        lambda a, b: torch.linalg.tensorsolve(a, b, dims),
+    )
+    with pytest.raises(verigrad.ShapeError, match="tensorsolve"):
+        verigrad.linalg.tensorsolve(verigrad.zeros(2, 3, 5), verigrad.zeros(2, 3))
+    with pytest.raises(verigrad.ShapeError, match="tensorinv"):
+        verigrad.linalg.tensorinv(verigrad.zeros(2, 3, 5))
