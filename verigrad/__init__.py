@@ -258,6 +258,7 @@ from .functions.numeric import (
 from .functions.pointwise import round
 from .functions.rearrange import chunk as unsafe_chunk  # PyTorch's unchecked-view variants: the same here
 from .functions.rearrange import split as unsafe_split
+from .functions.renorm import renorm
 from .functions.segments import _chunk_cat, segment_reduce
 from .functions.segments import segment_reduce as _segment_reduce  # aten's name, as OpInfo's
 from .functions.solvers import (

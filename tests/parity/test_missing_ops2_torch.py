@@ -3,6 +3,8 @@ against torch on the same inputs: values, dtypes and gradients in f64."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -325,3 +327,22 @@ def test_tensorsolve_against_torch(a_shape, b_shape, dims):
         verigrad.linalg.tensorsolve(verigrad.zeros(2, 3, 5), verigrad.zeros(2, 3))
     with pytest.raises(verigrad.ShapeError, match="tensorinv"):
         verigrad.linalg.tensorinv(verigrad.zeros(2, 3, 5))
+
+
+@pytest.mark.parametrize("p,dim,maxnorm", [(2.0, 0, 1.0), (1.0, -1, 2.0), (3.0, 1, 0.5), (math.inf, 0, 1.0)])
+def test_renorm_against_torch(p, dim, maxnorm):
+    check_values_and_gradients(
+        {"x": RNG.standard_normal((3, 4, 2))},
+        lambda x: verigrad.renorm(x, p, dim, maxnorm),
+        lambda x: torch.renorm(x, p, dim, maxnorm),
+    )
+
+
+def test_renorm_refuses_as_torch():
+    x = verigrad.zeros(3, 4)
+    with pytest.raises(ValueError, match="p must be positive"):
+        verigrad.renorm(x, -1, 0, 1.0)
+    with pytest.raises(ValueError, match="maxnorm to be >= 0"):
+        verigrad.renorm(x, 2, 0, -1.0)
+    with pytest.raises(verigrad.ShapeError, match="at least 2 dimensions"):
+        verigrad.renorm(verigrad.zeros(3), 2, 0, 1.0)
