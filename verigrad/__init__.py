@@ -215,7 +215,9 @@ from .functions.copies import (
     unsqueeze_copy,
     view_copy,
 )
+from .functions.gradient import gradient
 from .functions.histograms import histogram, histogramdd
+from .functions.householder import geqrf, ormqr
 from .functions.indexing import gather, index_reduce
 from .functions.indexing import where_or_positions as where  # the where op, and the one-argument form
 from .functions.legacy_cat import cat  # PyTorch's cat: skips 1-D empty tensors
@@ -248,6 +250,9 @@ from .functions.numeric import (
 from .functions.pointwise import round
 from .functions.rearrange import chunk as unsafe_chunk  # PyTorch's unchecked-view variants: the same here
 from .functions.rearrange import split as unsafe_split
+from .functions.renorm import renorm
+from .functions.segments import _chunk_cat, segment_reduce
+from .functions.segments import segment_reduce as _segment_reduce  # aten's name, as OpInfo's
 from .functions.solvers import (
     addbmm,
     addmv,
@@ -260,6 +265,7 @@ from .functions.solvers import (
 )
 from .functions.solvers import legacy_lu as lu
 from .functions.solvers import legacy_lu_solve as lu_solve
+from .functions.strided import as_strided, as_strided_copy, as_strided_scatter
 from .io import load, save
 from .ir import Program
 from .ir import trace as _ir_trace
@@ -269,6 +275,13 @@ from .linalg import legacy_svd as svd
 from .linalg import pinverse
 from .modes import abstract
 from .nn.compiled import compile
+from .nn.functional.native_norms import (
+    _batch_norm_with_update,
+    _native_batch_norm_legit,
+    native_batch_norm,
+    native_group_norm,
+    native_layer_norm,
+)
 from .nn.functional.padding import constant_pad_nd
 from .ops import (
     REGISTRY,

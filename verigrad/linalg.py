@@ -438,3 +438,13 @@ def legacy_cholesky(input: Tensor, upper: bool = False) -> Tensor:
 def pinverse(input: Tensor, rcond: float = 1e-15) -> Tensor:
     """torch.pinverse: linalg.pinv with rtol = rcond."""
     return pinv(input, rtol=rcond)
+
+
+from .functions.householder import householder_product as householder_product  # noqa: E402
+
+__all__.append("householder_product")
+
+from .functions.tensor_solvers import tensorinv as tensorinv  # noqa: E402
+from .functions.tensor_solvers import tensorsolve as tensorsolve  # noqa: E402
+
+__all__ += ["tensorinv", "tensorsolve"]

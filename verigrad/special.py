@@ -89,3 +89,8 @@ __all__ = [
     "xlog1py",
     "xlogy",
 ]
+
+
+from .ops.special_zeta import zeta as zeta  # noqa: E402
+
+__all__.append("zeta")

@@ -125,6 +125,7 @@ from .scan import cumprod, cumsum, logcumsumexp, running_extreme_index
 from .scatter_reduce import scatter_reduce, spread
 from .shaping import assign, expand, flatten, flip, getitem, squeeze, stack, transpose, unsqueeze
 from .special import digamma, erfc, erfinv, i0, i1, lgamma, nextafter, polygamma, signbit, xlog1py
+from .special_zeta import zeta
 from .unary import (
     abs,
     acos,
