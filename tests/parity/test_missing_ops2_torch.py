@@ -243,6 +243,20 @@ def test_as_strided_scatter_input_gradient_is_zero_where_src_was_written():
     np.testing.assert_array_equal(x.grad.numpy(), [1.0, 0.0, 1.0, 0.0])
 
 
+def test_as_strided_of_views_answers_as_torch_or_refuses():
+    """A contiguous view with the default offset reads its own elements in both; a non-contiguous view, or
+    an explicit offset on a view inside its base, reads the base's storage in PyTorch: refused (they
+    answered from the view's own elements, silently otherwise)."""
+    base, tbase = verigrad.arange(12.0).reshape(3, 4), torch.arange(12.0).reshape(3, 4)
+    ours, theirs = verigrad.as_strided(base[1:], (2, 2), (1, 2)), torch.as_strided(tbase[1:], (2, 2), (1, 2))
+    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    for view in (base[:, 1:3], base.T):
+        with pytest.raises(NotImplementedError, match="non-contiguous view"):
+            verigrad.as_strided(view, (2,), (1,))
+    with pytest.raises(NotImplementedError, match="storage_offset=1 of a view that starts inside its base"):
+        verigrad.as_strided_scatter(base[1:], verigrad.zeros(2), (2,), (1,), 1)
+
+
 def test_as_strided_refuses_positions_out_of_bounds_and_negative_strides():
     x = verigrad.zeros(3, 3)
     with pytest.raises(verigrad.ShapeError, match="out of bounds"):

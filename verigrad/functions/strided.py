@@ -1,6 +1,6 @@
 """as_strided, as_strided_copy and as_strided_scatter written with take and scatter: the tensor's
-elements in row-major order serve as its storage (verigrad tensors share no storage with a base, so a
-view of a larger tensor reads its own elements, not its base's: README, "Running PyTorch code")."""
+elements in row-major order serve as its storage; a view that does not start its memory in that order
+(a slice, a transpose), where PyTorch would read its base's storage, is refused."""
 
 from __future__ import annotations
 
@@ -16,10 +16,32 @@ from .indexing import scatter
 from .joining import take
 
 
+def _check_own_storage(name: str, x: Tensor, offset: int | None) -> None:
+    """Refuse what would read outside x's own elements in PyTorch: a non-contiguous view (a transpose, a
+    slice with gaps), whose strides PyTorch applies to its base's storage, and an explicit storage_offset
+    on a view that starts inside its base (PyTorch counts it from the base's start)."""
+    array = x.payload
+    if not array.flags["C_CONTIGUOUS"]:
+        raise NotImplementedError(
+            f"{name} of a non-contiguous view ({describe(x)}): PyTorch applies the strides to the base "
+            "tensor's storage; call .contiguous() first, or as_strided the base"
+        )
+    root = array
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    if offset is not None and array.__array_interface__["data"][0] != root.__array_interface__["data"][0]:
+        raise NotImplementedError(
+            f"{name} with storage_offset={offset} of a view that starts inside its base ({describe(x)}): "
+            "PyTorch counts the offset from the base's storage; leave storage_offset out (it is then the "
+            "view's own start) or as_strided the base"
+        )
+
+
 def _positions(
     name: str, x: Tensor, size: Sequence[int], stride: Sequence[int], offset: int | None
 ) -> np.ndarray:
     """The storage position of each entry of the strided view [*size], checked against x's elements."""
+    _check_own_storage(name, x, offset)
     size, stride, offset = tuple(int(n) for n in size), tuple(int(s) for s in stride), int(offset or 0)
     if len(size) != len(stride):
         raise ShapeError(f"{name}: size {size} and stride {stride} must have the same length")
