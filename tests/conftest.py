@@ -35,8 +35,10 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 
 @pytest.fixture(autouse=True)
 def _fresh_state():
-    """Each test starts on the reference backend, one thread, with the default generator seeded."""
+    """Each test starts on the reference backend, one thread, with the default generator seeded (a test
+    that sets threads and fails, or forgets, leaves no other test on its count)."""
     verigrad.manual_seed(0)
+    verigrad.set_threads(1)
     with verigrad.backend("reference"):
         yield
 
