@@ -661,21 +661,24 @@ def python_frames(fn) -> list[str]:
     import os
     import sys
 
-    fn()
     seen: list[str] = []
 
     def note(frame, event, arg) -> None:
         if event == "call":
             seen.append(f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_code.co_name}")
 
-    # no collection inside the call: finalizers of earlier tests' objects would show as frames entered
+    # no collection between the two calls or inside the second: a collection drops the layouts the
+    # wrappers remember weakly (described again, in Python) and runs earlier tests' finalizers
     gc.collect()
     gc.disable()
-    sys.setprofile(note)
     try:
         fn()
+        sys.setprofile(note)
+        try:
+            fn()
+        finally:
+            sys.setprofile(None)
     finally:
-        sys.setprofile(None)
         gc.enable()
     return seen[1:]
 
