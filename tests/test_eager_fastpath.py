@@ -655,8 +655,8 @@ def test_gradients_through_c_getitem_match_the_python_calls(cpu) -> None:
 
 
 def python_frames(fn) -> list[str]:
-    """The Python functions a second fn() enters (their module's file name and name; the first makes the
-    plan), fn's own frame left out."""
+    """The Python functions a third fn() enters (their module's file name and name; the first two make the
+    plan and read NumPy's settings), fn's own frame left out."""
     import gc
     import os
     import sys
@@ -672,7 +672,8 @@ def python_frames(fn) -> list[str]:
     gc.collect()
     gc.disable()
     try:
-        fn()
+        fn()  # makes the plan
+        fn()  # the first call after NumPy's buffer size was read anew (a test before set it) describes again
         sys.setprofile(note)
         try:
             fn()
