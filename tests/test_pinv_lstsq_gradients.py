@@ -70,3 +70,11 @@ def test_lstsq_outputs_that_carry_history_are_pytorchs() -> None:
         assert wide.residuals.shape == (0,) and wide.residuals.requires_grad
         tall = verigrad.linalg.lstsq(A, verigrad.tensor(np.ones((3, 1))), driver=driver)
         assert not tall.singular_values.requires_grad and not tall.rank.requires_grad
+
+
+def test_pinv_of_non_finite_values_raises_as_pytorchs():
+    """PyTorch's pinv raises on NaN or inf; LAPACK's SVD of such a matrix may not return at all."""
+    for bad in (np.nan, np.inf):
+        a = np.array([[bad, 1.0], [2.0, 3.0]])
+        with pytest.raises(np.linalg.LinAlgError, match="non-finite"):
+            verigrad.linalg.pinv(verigrad.tensor(a))

@@ -359,6 +359,7 @@ NO_SPECIAL_VALUES = {
     "cholesky",
     "eigvalsh",
     "svdvals",
+    "pinv",
     "qr_q",
     "qr_r",
     "lu_packed",

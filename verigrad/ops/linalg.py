@@ -367,6 +367,8 @@ def _pinv(a: np.ndarray, atol: np.ndarray, rtol: np.ndarray) -> np.ndarray:
     """V diag(1/S) U^H over the singular values S above max(atol, rtol * S[0]) (the others count 0)."""
     if a.size == 0:
         return np.zeros((*a.shape[:-2], a.shape[-1], a.shape[-2]), a.dtype)
+    if not np.isfinite(a).all():  # as PyTorch's; LAPACK's SVD of non-finite values may not even return
+        raise np.linalg.LinAlgError("pinv: the SVD cannot converge: the input matrix has non-finite values")
     u, sv, vh = np.linalg.svd(a, full_matrices=False)
     kept = sv > np.maximum(atol[..., None], rtol[..., None] * sv[..., :1])
     inverse = np.where(kept, 1.0 / np.where(kept, sv, 1.0), 0.0)
