@@ -27,7 +27,6 @@ from ..io import load, save
 from ..io.atomic import write_atomically
 from ..io.gguf import read_gguf
 from ..io.gguf_writer import TYPES, write_like
-from ..io.safetensors_format import read_metadata
 from ..io.tokenizer import Tokenizer
 from ..models.gpt import decay_groups
 from ..models.llama import Llama
@@ -45,6 +44,7 @@ from ..nn.lora import check_rank
 from ..ops import from_numpy, manual_seed
 from ..optim import AdamW, Optimizer
 from ..shapes import dims, spec
+from . import train_loop
 from .finetune_data import IGNORE, ChatBatches, Example, prepare_examples, rows, split
 from .train_loop import accumulated_step, check_options, loop_state, restore_loop_state, train_steps
 
@@ -279,13 +279,7 @@ def save_checkpoint(run: FinetuneRun, path: Path) -> Path:
 
 def read_checkpoint_meta(path: Path) -> dict[str, Any]:
     """The checkpoint's metadata, decoded; a file that is not one of `verigrad finetune` is refused."""
-    meta = read_metadata(path)
-    if meta.get("model") != "finetune":
-        raise WeightFileError(f"{path}: not a checkpoint of `verigrad finetune`")
-    try:
-        return {k: (v if k == "model" else json.loads(v)) for k, v in meta.items()}
-    except ValueError:
-        raise WeightFileError(f"{path}: its metadata is not valid JSON") from None
+    return train_loop.read_checkpoint_meta(path, "finetune", "verigrad finetune")
 
 
 MUST_MATCH = ("model", "data", "full", "rank", "alpha", "targets", "context", "batch", "accumulate", "seed")

@@ -32,17 +32,15 @@ from ..data.text import (
     validation_offsets,
     windows,
 )
-from ..errors import WeightFileError
 from ..io import save
 from ..io.atomic import write_atomically
-from ..io.safetensors_format import read_metadata
 from ..models.gpt import CHECKPOINT, GPT, TOKENIZER, GPTConfig, decay_groups
 from ..nn.utils import clip_grad_norm_
 from ..ops import from_numpy, manual_seed
 from ..optim import AdamW, Optimizer
 from ..shapes import dims, spec
 from ..tensor import Tensor
-from . import data_parallel
+from . import data_parallel, train_loop
 from .train_loop import accumulated_step, check_options, loop_state, lr_at, restore, train_steps
 
 __all__ = ["LMTrainConfig", "lm_step", "lr_at", "make_optimizer", "prepare", "train"]
@@ -316,13 +314,7 @@ def save_checkpoint(run: LMRun, path: Path) -> Path:
 
 def read_checkpoint_meta(path: Path) -> dict[str, Any]:
     """The checkpoint's metadata, decoded; a file that is not one of `verigrad train lm` is refused."""
-    meta = read_metadata(path)
-    if meta.get("model") != "gpt":
-        raise WeightFileError(f"{path}: not a checkpoint of `verigrad train lm` (no gpt metadata)")
-    try:
-        return {k: (v if k == "model" else json.loads(v)) for k, v in meta.items()}
-    except ValueError:
-        raise WeightFileError(f"{path}: its metadata is not valid JSON") from None
+    return train_loop.read_checkpoint_meta(path, "gpt", "verigrad train lm")
 
 
 MUST_MATCH = (

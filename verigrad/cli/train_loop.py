@@ -20,7 +20,9 @@ import numpy as np
 from ..backends import backend, set_threads
 from ..backends.threads import MAX_THREADS
 from ..compile import compile as compile_fn
+from ..errors import WeightFileError
 from ..io import load
+from ..io.safetensors_format import read_metadata
 from ..nn.utils import clip_grad_norm_
 from ..ops import from_numpy
 from ..ops.creation import default_generator
@@ -203,3 +205,15 @@ def restore_loop_state(run: Any, tensors: dict[str, Any], meta: dict[str, Any]) 
     generator = json.dumps(meta["generator"]).encode()  # get_state's JSON text, parsed with the metadata
     default_generator.set_state(from_numpy(np.frombuffer(generator, dtype=np.uint8).copy()))
     run.history = meta["history"]
+
+
+def read_checkpoint_meta(path: Any, model: str, command: str) -> dict[str, Any]:
+    """A trainer's checkpoint metadata, decoded; a file whose `model` is not `model` (not one of
+    `command`'s) is refused."""
+    meta = read_metadata(path)
+    if meta.get("model") != model:
+        raise WeightFileError(f"{path}: not a checkpoint of `{command}`")
+    try:
+        return {k: (v if k == "model" else json.loads(v)) for k, v in meta.items()}
+    except ValueError:
+        raise WeightFileError(f"{path}: its metadata is not valid JSON") from None
