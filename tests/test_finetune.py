@@ -229,6 +229,8 @@ def test_resume_refuses_a_run_of_other_options(files, tmp_path):
     ft.train(ft.prepare(config(files, tmp_path / "a", steps=3)))
     with pytest.raises(ValueError, match=r"other options .*--rank 4 -> 8"):
         ft.prepare(config(files, tmp_path / "a", rank=8), resume=True)
+    with pytest.raises(ValueError, match=r"finetune.safetensors is at step 3, past --steps 2$"):  # no export
+        ft.prepare(config(files, tmp_path / "a", steps=2), resume=True)
 
 
 def test_full_fine_tuning_trains_every_weight_in_f32(files, tmp_path):

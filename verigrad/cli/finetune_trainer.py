@@ -44,9 +44,15 @@ from ..nn.lora import check_rank
 from ..ops import from_numpy, manual_seed
 from ..optim import AdamW, Optimizer
 from ..shapes import dims, spec
-from . import train_loop
 from .finetune_data import IGNORE, ChatBatches, Example, prepare_examples, rows, split
-from .train_loop import accumulated_step, check_options, loop_state, restore_loop_state, train_steps
+from .train_loop import (
+    accumulated_step,
+    check_options,
+    loop_state,
+    restore_loop_state,
+    saved_run,
+    train_steps,
+)
 
 CHECKPOINT = "finetune.safetensors"
 ADAPTERS, ADAPTER_CONFIG = "adapter_model.safetensors", "adapter_config.json"
@@ -159,14 +165,8 @@ def prepare(config: FinetuneConfig, resume: bool = False) -> FinetuneRun:
     from ..backends.active import lookup
 
     lookup(config.backend)
+    saved = saved_run(config, CHECKPOINT, resume, "finetune", "verigrad finetune", MUST_MATCH)
     out = Path(config.out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"{out}: the output folder exists and is not a directory")
-    if resume and not (out / CHECKPOINT).is_file():
-        raise ValueError(f"--resume: {out} has no checkpoint {CHECKPOINT} to continue from")
-    saved = read_checkpoint_meta(out / CHECKPOINT) if resume else None
-    if saved is not None:
-        _check_same_run(saved["config"], config, out / CHECKPOINT)
     source = gguf_path(config.model)
     tokenizer = Tokenizer.from_gguf(read_gguf(source))
     examples, cut = prepare_examples(config.data, tokenizer, config.context)
@@ -277,24 +277,8 @@ def save_checkpoint(run: FinetuneRun, path: Path) -> Path:
     return save(tensors, path, metadata=meta)
 
 
-def read_checkpoint_meta(path: Path) -> dict[str, Any]:
-    """The checkpoint's metadata, decoded; a file that is not one of `verigrad finetune` is refused."""
-    return train_loop.read_checkpoint_meta(path, "finetune", "verigrad finetune")
-
-
+# the options a resumed run must share with the checkpoint's
 MUST_MATCH = ("model", "data", "full", "rank", "alpha", "targets", "context", "batch", "accumulate", "seed")
-
-
-def _check_same_run(saved: dict[str, Any], config: FinetuneConfig, path: Path) -> None:
-    def same(k: str) -> bool:
-        value = getattr(config, k)
-        return saved.get(k) == (list(value) if isinstance(value, tuple) else value)
-
-    changed = [f"--{k} {saved.get(k)!r} -> {getattr(config, k)!r}" for k in MUST_MATCH if not same(k)]
-    if changed:
-        raise ValueError(f"--resume: {path} was trained with other options ({'; '.join(changed)})")
-    if saved.get("step", 0) > config.steps:
-        raise ValueError(f"--resume: {path} is at step {saved['step']}, past --steps {config.steps}")
 
 
 def restore(run: FinetuneRun, path: Path, meta: dict[str, Any]) -> None:

@@ -40,8 +40,16 @@ from ..ops import from_numpy, manual_seed
 from ..optim import AdamW, Optimizer
 from ..shapes import dims, spec
 from ..tensor import Tensor
-from . import data_parallel, train_loop
-from .train_loop import accumulated_step, check_options, loop_state, lr_at, restore, train_steps
+from . import data_parallel
+from .train_loop import (
+    accumulated_step,
+    check_options,
+    loop_state,
+    lr_at,
+    restore,
+    saved_run,
+    train_steps,
+)
 
 __all__ = ["LMTrainConfig", "lm_step", "lr_at", "make_optimizer", "prepare", "train"]
 
@@ -197,14 +205,8 @@ def prepare(config: LMTrainConfig, resume: bool = False, cache: str | None = Non
     from ..backends.active import lookup
 
     lookup(config.backend)
+    saved = saved_run(config, CHECKPOINT, resume, "gpt", "verigrad train lm", MUST_MATCH)
     out = Path(config.out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"{out}: the output folder exists and is not a directory")
-    if resume and not (out / CHECKPOINT).is_file():
-        raise ValueError(f"--resume: {out} has no checkpoint {CHECKPOINT} to continue from")
-    saved = read_checkpoint_meta(out / CHECKPOINT) if resume else None
-    if saved is not None:
-        _check_same_run(saved["config"], config, out / CHECKPOINT)
     corpus = prepare_corpus(corpus_files(config), config.vocab_size, config.seed, cache=cache)
     TokenBatches(corpus.train, config.context, config.batch, config.accumulate, config.seed)  # enough text?
     validation_offsets(
@@ -312,11 +314,7 @@ def save_checkpoint(run: LMRun, path: Path) -> Path:
     return save(tensors, path, metadata=meta)
 
 
-def read_checkpoint_meta(path: Path) -> dict[str, Any]:
-    """The checkpoint's metadata, decoded; a file that is not one of `verigrad train lm` is refused."""
-    return train_loop.read_checkpoint_meta(path, "gpt", "verigrad train lm")
-
-
+# the options a resumed run must share with the checkpoint's
 MUST_MATCH = (
     "layers",
     "heads",
@@ -332,15 +330,3 @@ MUST_MATCH = (
     "batch",
     "accumulate",
 )
-
-
-def _check_same_run(saved: dict[str, Any], config: LMTrainConfig, path: Path) -> None:
-    changed = [
-        f"--{k.replace('_', '-')} {saved.get(k)!r} -> {getattr(config, k)!r}"
-        for k in MUST_MATCH
-        if saved.get(k) != getattr(config, k)
-    ]
-    if changed:
-        raise ValueError(f"--resume: {path} was trained with other options ({'; '.join(changed)})")
-    if saved.get("step", 0) > config.steps:
-        raise ValueError(f"--resume: {path} is at step {saved['step']}, past --steps {config.steps}")

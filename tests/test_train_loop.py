@@ -1,0 +1,74 @@
+"""cli/train_loop.py's checks of a resumed run, shared by `verigrad train`, `train lm` and `finetune`: the
+output folder, the checkpoint's presence and kind, the options that must match (each named, saved value
+-> new value) and the step it is at."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pytest
+
+from verigrad.cli.train_loop import check_out_folder, check_same_run, check_step, option_name, saved_run
+from verigrad.errors import WeightFileError
+from verigrad.io import save
+
+
+@dataclass
+class Config:
+    out: str
+    steps: int = 10
+    min_lr: float = 0.1
+    targets: tuple[str, ...] = ("q", "v")
+    seed: int = 0
+
+
+NAMES = ("min_lr", "targets", "seed")
+
+
+def checkpoint(folder, config: Config, step: int, model: str = "m") -> None:
+    meta = {"model": model, "config": json.dumps(asdict(config)), "step": str(step)}
+    save({"w": np.zeros(2, np.float32)}, folder / "run.safetensors", metadata=meta)
+
+
+def test_each_differing_option_is_named_with_both_values():
+    saved = {"min_lr": 0.1, "targets": ["q", "v"], "seed": 0}
+    check_same_run("p", saved, Config("o"), NAMES)  # a tuple equals JSON's list of it
+    with pytest.raises(ValueError) as e:
+        check_same_run("p", saved, Config("o", min_lr=0.2, targets=("q",), seed=1), NAMES)
+    assert str(e.value) == (
+        "--resume: p was trained with other options "
+        "(--min-lr 0.1 -> 0.2; --targets ['q', 'v'] -> ('q',); --seed 0 -> 1)"
+    )
+    shown = lambda name, value: "off" if value else "on"  # as `verigrad train`'s --eager
+    with pytest.raises(ValueError, match=r"options \(--eager on -> off\)$"):
+        check_same_run("p", {"seed": 0}, Config("o", seed=1), ["seed"], lambda name: "--eager", shown)
+    check_same_run("p", saved, Config("o", steps=3), NAMES)  # options not named may change
+    assert option_name("weight_decay") == "--weight-decay"
+
+
+def test_a_step_past_the_runs_steps_is_refused():
+    check_step("p", 10, 10, "--steps 10")
+    with pytest.raises(ValueError, match=r"^--resume: p is at step 11, past --steps 10$"):
+        check_step("p", 11, 10, "--steps 10")
+
+
+def test_saved_run_checks_the_folder_then_the_checkpoint(tmp_path):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ValueError, match="the output folder exists and is not a directory"):
+        check_out_folder(tmp_path / "file")
+    with pytest.raises(ValueError, match="the output folder exists and is not a directory"):
+        saved_run(Config(str(tmp_path / "file")), "run.safetensors", False, "m", "cmd", NAMES)
+    assert saved_run(Config(str(tmp_path / "new")), "run.safetensors", False, "m", "cmd", NAMES) is None
+    with pytest.raises(ValueError, match=r"--resume: .*new has no checkpoint run.safetensors to continue"):
+        saved_run(Config(str(tmp_path / "new")), "run.safetensors", True, "m", "cmd", NAMES)
+    checkpoint(tmp_path, Config(str(tmp_path), steps=10), step=7)
+    saved = saved_run(Config(str(tmp_path)), "run.safetensors", True, "m", "cmd", NAMES)
+    assert saved["step"] == 7 and saved["config"]["targets"] == ["q", "v"]
+    with pytest.raises(WeightFileError, match="not a checkpoint of `cmd`"):
+        saved_run(Config(str(tmp_path)), "run.safetensors", True, "other", "cmd", NAMES)
+    with pytest.raises(ValueError, match=r"other options \(--seed 0 -> 2\)"):
+        saved_run(Config(str(tmp_path), seed=2), "run.safetensors", True, "m", "cmd", NAMES)
+    with pytest.raises(ValueError, match=r"is at step 7, past --steps 6$"):
+        saved_run(Config(str(tmp_path), steps=6), "run.safetensors", True, "m", "cmd", NAMES)
