@@ -9,16 +9,12 @@ from pathlib import Path
 
 from . import finetune_trainer
 from .arguments import (
-    THREADS_HELP,
-    non_negative_float,
-    non_negative_int,
     positive_float,
     positive_int,
-    step_count,
-    thread_count,
     writable_folder,
 )
 from .finetune_trainer import MERGES, FinetuneConfig
+from .loop_options import add_loop_options, loop_config
 
 DEFAULTS = FinetuneConfig.__dataclass_fields__
 
@@ -28,7 +24,6 @@ def _default(name: str):
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    from ..backends import available
     from ..models.lora import TARGETS
 
     p = sub.add_parser("finetune", help="fine-tune a GGUF language model on chat examples (LoRA or --full)")
@@ -54,37 +49,18 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help=f"comma-separated projections among {','.join(TARGETS)} (default q_proj,v_proj)",
     )
     loop = p.add_argument_group("training")
-    for name, kind, help_text in (
-        ("context", positive_int, "longest example in tokens (longer ones are cut)"),
-        ("batch", positive_int, "examples per micro-batch"),
-        ("accumulate", positive_int, "micro-batches per step"),
-        ("steps", step_count, "optimizer steps"),
-        ("lr", positive_float, "peak learning rate"),
-        ("min-lr", non_negative_float, "the cosine's end"),
-        ("warmup", non_negative_int, "linear warmup steps"),
-        ("weight-decay", non_negative_float, "AdamW's, on matrices only"),
-        ("clip", non_negative_float, "gradient norm clip, 0: off"),
-        ("eval-every", positive_int, "steps between validations and samples"),
-        ("save-every", positive_int, "steps between checkpoints"),
-    ):
-        key = name.replace("-", "_")
-        loop.add_argument(
-            f"--{name}", type=kind, default=_default(key), help=f"{help_text} (default {_default(key)})"
-        )
-    loop.add_argument("--merge", choices=MERGES, default=None, help="also write the merged model as a GGUF")
-    loop.add_argument("--resume", action="store_true", help="continue the run saved in --out")
-    loop.add_argument("--seed", type=non_negative_int, default=0)
-    loop.add_argument("--threads", type=thread_count, default=None, help=THREADS_HELP)
-    loop.add_argument("--eager", action="store_true", help="run each step eagerly instead of compiled")
     loop.add_argument(
-        "--backend", choices=available(), default="cpu" if "cpu" in available() else "reference"
+        "--context",
+        type=positive_int,
+        default=_default("context"),
+        help=f"longest example in tokens (longer ones are cut) (default {_default('context')})",
     )
+    add_loop_options(loop, FinetuneConfig, "examples")
+    loop.add_argument("--merge", choices=MERGES, default=None, help="also write the merged model as a GGUF")
     p.set_defaults(run=run_finetune)
 
 
 def config_from(args: argparse.Namespace) -> FinetuneConfig:
-    from ..backends import default_threads
-
     return FinetuneConfig(
         model=args.model,
         data=args.data,
@@ -94,21 +70,8 @@ def config_from(args: argparse.Namespace) -> FinetuneConfig:
         alpha=args.alpha,
         targets=tuple(t.strip() for t in args.targets.split(",") if t.strip()),
         context=args.context,
-        batch=args.batch,
-        accumulate=args.accumulate,
-        steps=args.steps,
-        lr=args.lr,
-        min_lr=args.min_lr,
-        warmup=args.warmup,
-        weight_decay=args.weight_decay,
-        clip=args.clip,
-        eval_every=args.eval_every,
-        save_every=args.save_every,
         merge=args.merge,
-        seed=args.seed,
-        threads=args.threads or default_threads(),
-        compiled=not args.eager,
-        backend=args.backend,
+        **loop_config(args),
     )
 
 
