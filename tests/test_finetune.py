@@ -9,9 +9,10 @@ import math
 
 import numpy as np
 import pytest
-from finetune_fakes import HEADS, KV_HEADS, write_chats, write_llama_gguf
+from finetune_fakes import write_chats
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from llama_gguf import HEADS, KV_HEADS, write_llama_gguf
 
 import verigrad as vg
 from verigrad.cli import finetune_trainer as ft
