@@ -1,15 +1,19 @@
-"""The shared loop's options of `verigrad train lm` and `verigrad finetune` (cli/loop_options.py): one
-declaration, the same parsing in both commands, each command's own defaults."""
+"""The shared loop on the command line of `verigrad train lm` and `verigrad finetune`: its options
+(cli/loop_options.py: one declaration, the same parsing in both commands, each command's own defaults) and
+its progress bar (cli/loop_progress.py)."""
 
 from __future__ import annotations
 
+import io
 from dataclasses import fields
 
 import pytest
+from rich.console import Console
 
 from verigrad.cli import build_parser, finetune, lm_train
 from verigrad.cli.finetune_trainer import FinetuneConfig
 from verigrad.cli.lm_trainer import LMTrainConfig
+from verigrad.cli.loop_progress import loop_progress
 
 LOOP = [
     "--batch",
@@ -82,3 +86,14 @@ def test_a_bad_loop_option_is_refused_by_name(capsys, command, module, config):
     with pytest.raises(SystemExit):
         build_parser().parse_args([*command, "--min-lr", "-1"])
     assert "--min-lr: expected a non-negative number, got -1.0" in capsys.readouterr().err
+
+
+def test_the_progress_bar_shows_the_step_loss_and_throughput():
+    console = Console(file=io.StringIO(), width=200, force_terminal=False)
+    with loop_progress(console, "train", 10, 2, "answer tokens") as (progress, on_step):
+        on_step({"step": 3, "loss": 1.23456, "tokens_per_s": 4567.0})
+        task = progress.tasks[0]
+        assert (task.completed, task.total, task.fields["loss"]) == (3, 10, 1.23456)
+        progress.refresh()
+    text = console.file.getvalue()
+    assert "step 3/10" in text and "loss 1.235" in text and "4,567 answer tokens/s" in text

@@ -15,6 +15,7 @@ from .arguments import (
 )
 from .finetune_trainer import MERGES, FinetuneConfig
 from .loop_options import add_loop_options, loop_config
+from .loop_progress import loop_progress
 
 DEFAULTS = FinetuneConfig.__dataclass_fields__
 
@@ -78,7 +79,6 @@ def config_from(args: argparse.Namespace) -> FinetuneConfig:
 def run_finetune(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     config = config_from(args)  # refuses bad options before any work
     console = Console()
@@ -94,22 +94,7 @@ def run_finetune(args: argparse.Namespace) -> int:
         + f"; {config.threads} thread(s)"
         + (f"; resuming at step {run.start}" if run.start else "")
     )
-    columns = (
-        BarColumn(),
-        TextColumn("step {task.completed}/{task.total}"),
-        TextColumn("loss {task.fields[loss]:.3f}"),
-        TextColumn("{task.fields[tokens_per_s]:,.0f} answer tokens/s"),
-        TimeElapsedColumn(),
-        TextColumn("left"),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns, console=console, transient=False) as progress:
-        task = progress.add_task(
-            "finetune", total=config.steps, completed=run.start, loss=float("nan"), tokens_per_s=0.0
-        )
-
-        def on_step(s: dict) -> None:
-            progress.update(task, completed=s["step"], loss=s["loss"], tokens_per_s=s["tokens_per_s"])
+    with loop_progress(console, "finetune", config.steps, run.start, "answer tokens") as (progress, on_step):
 
         def on_eval(e: dict) -> None:
             if "val_loss" in e:

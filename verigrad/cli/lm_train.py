@@ -15,6 +15,7 @@ from .arguments import (
 )
 from .lm_trainer import LMTrainConfig
 from .loop_options import add_loop_options, loop_config
+from .loop_progress import loop_progress
 
 DEFAULTS = LMTrainConfig.__dataclass_fields__
 
@@ -92,7 +93,6 @@ def config_from(args: argparse.Namespace) -> LMTrainConfig:
 def run_train_lm(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     config = config_from(args)  # refuses bad options before any work
     ranks = data_parallel.current(config.shards)
@@ -107,22 +107,7 @@ def run_train_lm(args: argparse.Namespace) -> int:
         f"{run.corpus.vocab_size}; {config.threads} thread(s), {'compiled' if config.compiled else 'eager'}"
         + (f"; resuming at step {run.start}" if run.start else "")
     )
-    columns = (
-        BarColumn(),
-        TextColumn("step {task.completed}/{task.total}"),
-        TextColumn("loss {task.fields[loss]:.3f}"),
-        TextColumn("{task.fields[tokens_per_s]:,.0f} tokens/s"),
-        TimeElapsedColumn(),
-        TextColumn("left"),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns, console=console, transient=False) as progress:
-        task = progress.add_task(
-            "train", total=config.steps, completed=run.start, loss=float("nan"), tokens_per_s=0.0
-        )
-
-        def on_step(s: dict) -> None:
-            progress.update(task, completed=s["step"], loss=s["loss"], tokens_per_s=s["tokens_per_s"])
+    with loop_progress(console, "train", config.steps, run.start, "tokens") as (progress, on_step):
 
         def on_eval(e: dict) -> None:
             progress.console.print(
