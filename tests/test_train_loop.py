@@ -1,6 +1,6 @@
 """cli/train_loop.py's checks of a resumed run, shared by `verigrad train`, `train lm` and `finetune`: the
 output folder, the checkpoint's presence and kind, the options that must match (each named, saved value
--> new value) and the step it is at."""
+-> new value) and the step it is at; and the language-model steps traced for any batch and length."""
 
 from __future__ import annotations
 
@@ -10,8 +10,16 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pytest
 
-from verigrad.cli.train_loop import check_out_folder, check_same_run, check_step, option_name, saved_run
-from verigrad.errors import WeightFileError
+from verigrad import ones
+from verigrad.cli.train_loop import (
+    check_out_folder,
+    check_same_run,
+    check_step,
+    check_token_step,
+    option_name,
+    saved_run,
+)
+from verigrad.errors import ShapeError, WeightFileError
 from verigrad.io import save
 
 
@@ -72,3 +80,9 @@ def test_saved_run_checks_the_folder_then_the_checkpoint(tmp_path):
         saved_run(Config(str(tmp_path), seed=2), "run.safetensors", True, "m", "cmd", NAMES)
     with pytest.raises(ValueError, match=r"is at step 7, past --steps 6$"):
         saved_run(Config(str(tmp_path), steps=6), "run.safetensors", True, "m", "cmd", NAMES)
+
+
+def test_a_token_step_is_traced_for_every_batch_and_length():
+    check_token_step(lambda x, y: (x + y).sum(), 2)
+    with pytest.raises(ShapeError, match=r"matmul\(f32\[2, batch, tokens\], f32\[16, 2\]\)"):
+        check_token_step(lambda x, y: x.float() @ ones(16, 2), 2)  # right for T = 16 only

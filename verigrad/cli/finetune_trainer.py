@@ -43,11 +43,11 @@ from ..nn import functional as F
 from ..nn.lora import check_rank
 from ..ops import from_numpy, manual_seed
 from ..optim import AdamW, Optimizer
-from ..shapes import dims, spec
 from .finetune_data import IGNORE, ChatBatches, Example, prepare_examples, rows, split
 from .train_loop import (
     accumulated_step,
     check_options,
+    check_token_step,
     loop_state,
     restore_loop_state,
     saved_run,
@@ -177,11 +177,7 @@ def prepare(config: FinetuneConfig, resume: bool = False) -> FinetuneRun:
         model = load_base(source, config)
         model.rope_rows(config.context)  # made now, not inside the compiled step's trace
         optimizer = make_optimizer(model, config)
-        b, t = dims("batch tokens")
-        ids = spec([config.accumulate, b, t], "i64")
-        from ..ir.trace import trace
-
-        trace(finetune_step(model, optimizer, config.clip), ids, ids)
+        check_token_step(finetune_step(model, optimizer, config.clip), config.accumulate)
     run = FinetuneRun(config, source, tokenizer, train, validation, cut, model, optimizer)
     if saved is not None:
         restore(run, out / CHECKPOINT, saved)

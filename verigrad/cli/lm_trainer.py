@@ -38,12 +38,12 @@ from ..models.gpt import CHECKPOINT, GPT, TOKENIZER, GPTConfig, decay_groups
 from ..nn.utils import clip_grad_norm_
 from ..ops import from_numpy, manual_seed
 from ..optim import AdamW, Optimizer
-from ..shapes import dims, spec
 from ..tensor import Tensor
 from . import data_parallel
 from .train_loop import (
     accumulated_step,
     check_options,
+    check_token_step,
     loop_state,
     lr_at,
     restore,
@@ -171,11 +171,7 @@ def sharded_lm_step(model: GPT, optimizer: Optimizer, clip: float, ranks: data_p
 def check_step(model: GPT, optimizer: Optimizer, config: LMTrainConfig) -> None:
     """The training step traced on symbolic token ids [A, B, T] (B and T symbols; T up to the context):
     a shape or dtype error of any batch or sequence length is raised here, before training."""
-    from ..ir.trace import trace
-
-    b, t = dims("batch tokens")
-    ids = spec([config.accumulate, b, t], "i64")
-    trace(lm_step(model, optimizer, config.clip), ids, ids)
+    check_token_step(lm_step(model, optimizer, config.clip), config.accumulate)
 
 
 @dataclass

@@ -28,6 +28,7 @@ from ..nn.utils import clip_grad_norm_
 from ..ops import from_numpy
 from ..ops.creation import default_generator
 from ..optim import Optimizer
+from ..shapes import dims, spec
 
 
 def check_options(config: Any, *positive: str) -> None:
@@ -85,6 +86,16 @@ def accumulated_step(loss: Callable, params: list, optimizer: Optimizer, clip: f
         return total
 
     return step
+
+
+def check_token_step(step: Callable, accumulate: int) -> None:
+    """`step` traced on symbolic token ids [accumulate, B, T] (B and T symbols): a shape or dtype error of
+    any batch or sequence length is raised here, before training."""
+    from ..ir.trace import trace
+
+    b, t = dims("batch tokens")
+    ids = spec([accumulate, b, t], "i64")
+    trace(step, ids, ids)
 
 
 def train_steps(
