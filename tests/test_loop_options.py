@@ -97,3 +97,12 @@ def test_the_progress_bar_shows_the_step_loss_and_throughput():
         progress.refresh()
     text = console.file.getvalue()
     assert "step 3/10" in text and "loss 1.235" in text and "4,567 answer tokens/s" in text
+
+
+@pytest.mark.parametrize("command", [["train"], ["train", "lm"]])
+def test_both_trainers_take_shards(capsys, command):
+    assert build_parser().parse_args([*command, "--shards", "2"]).shards == 2
+    assert build_parser().parse_args(command).shards is None  # the ranks'
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([*command, "--shards", "0"])
+    assert "--shards: expected a positive integer, got 0" in capsys.readouterr().err

@@ -14,7 +14,7 @@ from .arguments import (
     writable_folder,
 )
 from .lm_trainer import LMTrainConfig
-from .loop_options import add_loop_options, loop_config
+from .loop_options import add_loop_options, add_shards_option, loop_config
 from .loop_progress import loop_progress
 
 DEFAULTS = LMTrainConfig.__dataclass_fields__
@@ -62,13 +62,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         default=_default("out"),
         help="folder for the checkpoint, tokenizer and picture (default runs/lm)",
     )
-    loop.add_argument(
-        "--shards",
-        type=positive_int,
-        default=None,
-        help="shards of each batch whose gradients are averaged in shard order, computed by mpiexec's "
-        "ranks (which must divide them) or this process: the same bits; default the ranks",
-    )
+    add_shards_option(loop)
     lm.set_defaults(run=run_train_lm)
 
 

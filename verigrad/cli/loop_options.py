@@ -1,5 +1,6 @@
-"""The shared training loop's options on the command line (`verigrad train lm`, `verigrad finetune`):
-declared once, with each command's defaults, and read back as its config's keyword arguments."""
+"""The trainers' shared options on the command line: the loop's of `verigrad train lm` and `verigrad
+finetune`, declared once, with each command's defaults, and read back as its config's keyword arguments;
+`--shards` of `verigrad train` and `train lm`."""
 
 from __future__ import annotations
 
@@ -49,6 +50,17 @@ def add_loop_options(group: Any, config: type, batch: str) -> None:
     group.add_argument("--eager", action="store_true", help="run each step eagerly instead of compiled")
     group.add_argument(
         "--backend", choices=available(), default="cpu" if "cpu" in available() else "reference"
+    )
+
+
+def add_shards_option(group: Any) -> None:
+    """`--shards` (train and train lm: cli/data_parallel.py), default None: the ranks'."""
+    group.add_argument(
+        "--shards",
+        type=positive_int,
+        default=None,
+        help="shards of each batch whose gradients are averaged in shard order, computed by mpiexec's "
+        "ranks (which must divide them) or this process: the same bits; default the ranks",
     )
 
 

@@ -17,6 +17,7 @@ from .arguments import (
     thread_count,
     writable_folder,
 )
+from .loop_options import add_shards_option
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -46,13 +47,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     train.add_argument("--eager", action="store_true", help="run each step eagerly instead of compiled")
     train.add_argument("--data", choices=("digits", "mnist"), default="digits")
     train.add_argument("--data-dir", default=None, help="folder with MNIST's IDX files (for --data mnist)")
-    train.add_argument(
-        "--shards",
-        type=positive_int,
-        default=None,
-        help="shards of each batch whose gradients are averaged in shard order, computed by mpiexec's "
-        "ranks (which must divide them) or this process: the same bits; default the ranks",
-    )
+    add_shards_option(train)
     train.add_argument(
         "--save-every", type=positive_int, default=None, help="steps between checkpoints (default: the end)"
     )
