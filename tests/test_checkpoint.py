@@ -165,7 +165,7 @@ def test_the_metadata_reader_refuses_as_load_does(tmp_path):
     for read in (io.load, read_metadata):
         with pytest.raises(verigrad.WeightFileError, match=r"absent\.safetensors: no such checkpoint$"):
             read(tmp_path / "absent.safetensors")
-        with pytest.raises(verigrad.WeightFileError, match=r": cannot be read \(.*Is a directory"):
+        with pytest.raises(verigrad.WeightFileError, match=r": cannot be read \("):
             read(tmp_path)
 
 
