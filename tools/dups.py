@@ -19,7 +19,7 @@ def sources(paths: list[str]) -> list[Path]:
     found: list[Path] = []
     for p in map(Path, paths):
         found += sorted(f for f in p.rglob("*") if f.suffix in SUFFIXES) if p.is_dir() else [p]
-    return found
+    return list({f.resolve(): f for f in reversed(found)}.values())[::-1]  # each once, however often named
 
 
 def shared_windows(files: list[Path], n: int) -> dict[tuple[str, ...], list[tuple[Path, int]]]:
