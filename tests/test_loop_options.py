@@ -106,3 +106,11 @@ def test_both_trainers_take_shards(capsys, command):
     with pytest.raises(SystemExit):
         build_parser().parse_args([*command, "--shards", "0"])
     assert "--shards: expected a positive integer, got 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["train"], ["train", "lm"], ["finetune", "--data", "chats.jsonl"]])
+def test_every_trainer_takes_threads_eager_and_backend(command):
+    args = build_parser().parse_args([*command, "--threads", "2", "--eager", "--backend", "reference"])
+    assert (args.threads, args.eager, args.backend) == (2, True, "reference")
+    args = build_parser().parse_args(command)
+    assert (args.threads, args.eager, args.backend) == (None, False, "cpu")

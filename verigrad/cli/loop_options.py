@@ -1,6 +1,6 @@
 """The trainers' shared options on the command line: the loop's of `verigrad train lm` and `verigrad
 finetune`, declared once, with each command's defaults, and read back as its config's keyword arguments;
-`--shards` of `verigrad train` and `train lm`."""
+`--threads`, `--eager`, `--backend` and `--shards` of `verigrad train` too."""
 
 from __future__ import annotations
 
@@ -38,14 +38,19 @@ def add_loop_options(group: Any, config: type, batch: str) -> None:
     """The loop's options in the parser or argument group `group`: its numbers (their defaults the
     dataclass `config`'s; `batch`: what a micro-batch holds), `--resume`, `--threads`, `--eager` and
     `--backend`."""
-    from ..backends import available
-
     defaults = {f.name: f.default for f in fields(config) if f.default is not MISSING}
     for name, kind, text in NUMBERS:
         default = defaults[name.replace("-", "_")]
         help_text = f"{text.format(batch=batch)} (default {default})"
         group.add_argument(f"--{name}", type=kind, default=default, help=help_text)
     group.add_argument("--resume", action="store_true", help="continue the run saved in --out")
+    add_run_options(group)
+
+
+def add_run_options(group: Any) -> None:
+    """`--threads`, `--eager` and `--backend`: every trainer's."""
+    from ..backends import available
+
     group.add_argument("--threads", type=thread_count, default=None, help=THREADS_HELP)
     group.add_argument("--eager", action="store_true", help="run each step eagerly instead of compiled")
     group.add_argument(

@@ -8,22 +8,18 @@ from pathlib import Path
 from . import plot, trainer
 from .arguments import (
     MAX_EPOCHS,
-    THREADS_HELP,
     epoch_count,
     existing_folder,
     non_negative_int,
     positive_float,
     positive_int,
-    thread_count,
     writable_folder,
 )
-from .loop_options import add_shards_option
+from .loop_options import add_run_options, add_shards_option
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """`train` and `eval`."""
-    from ..backends import available
-
     train = sub.add_parser("train", help="train the CNN on the shipped digits (or MNIST) and save it")
     train.add_argument("--epochs", type=epoch_count, default=12, help=f"default 12; at most {MAX_EPOCHS}")
     train.add_argument(
@@ -37,14 +33,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     train.add_argument(
         "--out", type=writable_folder, default="runs/digits", help="folder for the checkpoint and the picture"
     )
-    train.add_argument("--backend", choices=available(), default="cpu")
-    train.add_argument(
-        "--threads",
-        type=thread_count,
-        default=None,
-        help=THREADS_HELP,
-    )
-    train.add_argument("--eager", action="store_true", help="run each step eagerly instead of compiled")
+    add_run_options(train)
     train.add_argument("--data", choices=("digits", "mnist"), default="digits")
     train.add_argument("--data-dir", default=None, help="folder with MNIST's IDX files (for --data mnist)")
     add_shards_option(train)
