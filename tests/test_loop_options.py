@@ -13,6 +13,7 @@ from rich.console import Console
 from verigrad.cli import build_parser, finetune, lm_train
 from verigrad.cli.finetune_trainer import FinetuneConfig
 from verigrad.cli.lm_trainer import LMTrainConfig
+from verigrad.cli.loop_options import run_config
 from verigrad.cli.loop_progress import loop_progress
 
 LOOP = [
@@ -112,5 +113,6 @@ def test_both_trainers_take_shards(capsys, command):
 def test_every_trainer_takes_threads_eager_and_backend(command):
     args = build_parser().parse_args([*command, "--threads", "2", "--eager", "--backend", "reference"])
     assert (args.threads, args.eager, args.backend) == (2, True, "reference")
+    assert run_config(args) == {"threads": 2, "compiled": False, "backend": "reference"}
     args = build_parser().parse_args(command)
     assert (args.threads, args.eager, args.backend) == (None, False, "cpu")

@@ -71,13 +71,14 @@ def add_shards_option(group: Any) -> None:
 
 def loop_config(args: argparse.Namespace) -> dict[str, Any]:
     """The options `add_loop_options` declared, parsed into `args`, as a config's keyword arguments (but
-    `--resume`, which is `prepare`'s): the threads default `default_threads()`, `compiled` `--eager`'s
-    opposite."""
+    `--resume`, which is `prepare`'s)."""
+    numbers = {name.replace("-", "_"): getattr(args, name.replace("-", "_")) for name, _, _ in NUMBERS}
+    return numbers | run_config(args)
+
+
+def run_config(args: argparse.Namespace) -> dict[str, Any]:
+    """The options `add_run_options` declared, parsed into `args`, as a config's keyword arguments: the
+    threads default `default_threads()`, `compiled` `--eager`'s opposite."""
     from ..backends import default_threads
 
-    numbers = {name.replace("-", "_"): getattr(args, name.replace("-", "_")) for name, _, _ in NUMBERS}
-    return numbers | {
-        "threads": args.threads or default_threads(),
-        "compiled": not args.eager,
-        "backend": args.backend,
-    }
+    return {"threads": args.threads or default_threads(), "compiled": not args.eager, "backend": args.backend}

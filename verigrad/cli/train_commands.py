@@ -15,7 +15,7 @@ from .arguments import (
     positive_int,
     writable_folder,
 )
-from .loop_options import add_run_options, add_shards_option
+from .loop_options import add_run_options, add_shards_option, run_config
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -62,7 +62,6 @@ def run_train(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ..backends import default_threads
     from . import data_parallel
 
     ranks = data_parallel.setup(args.shards)
@@ -73,14 +72,12 @@ def run_train(args: argparse.Namespace) -> int:
         optimizer=args.optimizer,
         seed=args.seed,
         out=args.out,
-        backend=args.backend,
-        threads=args.threads or default_threads(),
         data=args.data,
         data_dir=args.data_dir,
-        compiled=not args.eager,
         shards=ranks.shards,
         save_every=args.save_every,
         resume=None if args.resume is None else args.resume or str(Path(args.out) / trainer.CHECKPOINT),
+        **run_config(args),
     )
     data = trainer.prepare(config)  # refuses what it can before the first line
     console = Console(quiet=not ranks.leader)  # rank 0 alone prints
