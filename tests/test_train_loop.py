@@ -1,6 +1,7 @@
 """cli/train_loop.py's checks of a resumed run, shared by `verigrad train`, `train lm` and `finetune`: the
 output folder, the checkpoint's presence and kind, the options that must match (each named, saved value
--> new value) and the step it is at; and the language-model steps traced for any batch and length."""
+-> new value) and the step it is at; the language-model steps traced for any batch and length; a model
+evaluated in eval mode."""
 
 from __future__ import annotations
 
@@ -16,11 +17,13 @@ from verigrad.cli.train_loop import (
     check_same_run,
     check_step,
     check_token_step,
+    evaluating,
     option_name,
     saved_run,
 )
 from verigrad.errors import ShapeError, WeightFileError
 from verigrad.io import save
+from verigrad.nn import Dropout, Linear, Sequential
 
 
 @dataclass
@@ -86,3 +89,17 @@ def test_a_token_step_is_traced_for_every_batch_and_length():
     check_token_step(lambda x, y: (x + y).sum(), 2)
     with pytest.raises(ShapeError, match=r"matmul\(f32\[2, batch, tokens\], f32\[16, 2\]\)"):
         check_token_step(lambda x, y: x.float() @ ones(16, 2), 2)  # right for T = 16 only
+
+
+def test_evaluating_puts_the_model_back_in_its_mode_even_after_an_error():
+    model = Sequential(Linear(2, 2), Dropout(0.5))
+    with evaluating(model):
+        assert not model.training and not model[1].training
+    assert model.training and model[1].training
+    with pytest.raises(KeyError), evaluating(model):
+        raise KeyError("a failed evaluation")
+    assert model.training
+    model.eval()
+    with evaluating(model):
+        pass
+    assert not model.training  # as it was

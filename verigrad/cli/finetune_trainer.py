@@ -48,6 +48,7 @@ from .train_loop import (
     accumulated_step,
     check_options,
     check_token_step,
+    evaluating,
     loop_state,
     restore_loop_state,
     saved_run,
@@ -187,15 +188,13 @@ def prepare(config: FinetuneConfig, resume: bool = False) -> FinetuneRun:
 def evaluate(run: FinetuneRun) -> float:
     """The validation loss: nats per answer token over the validation examples."""
     total, count = 0.0, 0
-    run.model.eval()
-    with no_grad():
+    with evaluating(run.model), no_grad():
         for at in range(0, len(run.validation), run.config.batch):
             part = run.validation[at : at + run.config.batch]
             x, y = rows(part, max(len(e.ids) for e in part) - 1, run.pad)
             answers = int((y != IGNORE).sum())
             total += float(loss(run.model, from_numpy(x), from_numpy(y))) * answers
             count += answers
-    run.model.train()
     return total / count
 
 
@@ -205,14 +204,8 @@ def sample(run: FinetuneRun, seed: int) -> str:
 
     e = (run.validation or run.train)[0]
     prompt = e.ids[: int(np.argmax(e.answer))].tolist()
-    run.model.eval()
-    try:
-        with no_grad():
-            result = generate(
-                run.model, run.tokenizer, prompt, max_tokens=run.config.sample_tokens, seed=seed
-            )
-    finally:
-        run.model.train()
+    with evaluating(run.model), no_grad():
+        result = generate(run.model, run.tokenizer, prompt, max_tokens=run.config.sample_tokens, seed=seed)
     return result.text
 
 

@@ -44,6 +44,7 @@ from .train_loop import (
     accumulated_step,
     check_options,
     check_token_step,
+    evaluating,
     loop_state,
     lr_at,
     restore,
@@ -225,15 +226,13 @@ def evaluate(run: LMRun) -> tuple[float, float]:
     """(validation loss in nats per token, bits per byte) on the fixed validation windows."""
     c = run.config
     offsets = validation_offsets(len(run.corpus.validation), c.context, c.eval_batches * c.batch, c.seed)
-    run.model.eval()
     total, count = 0.0, 0
-    with no_grad():
+    with evaluating(run.model), no_grad():
         for at in range(0, len(offsets), c.batch):
             part = offsets[at : at + c.batch]
             x, y = windows(run.corpus.validation, part, c.context, (len(part),))
             total += float(run.model.loss(from_numpy(x), from_numpy(y))) * len(part)
             count += len(part)
-    run.model.train()
     loss = total / count
     return loss, loss / math.log(2) / run.corpus.bytes_per_token
 
@@ -242,11 +241,8 @@ def sample(run: LMRun, tokenizer: Any, prompt: str = SAMPLE_PROMPT, seed: int = 
     """`sample_tokens` tokens generated after `prompt` (temperature 0.8, top-k 40), the model in eval mode."""
     from ..models.lm import generate
 
-    run.model.eval()
-    try:
+    with evaluating(run.model):
         result = generate(run.model, tokenizer, prompt, max_tokens=run.config.sample_tokens, seed=seed)
-    finally:
-        run.model.train()
     return prompt + result.text
 
 

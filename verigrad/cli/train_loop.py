@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,18 @@ def lr_at(step: int, config: Any) -> float:
     span = max(1, config.steps - 1 - config.warmup)
     progress = min(1.0, (step - config.warmup) / span)
     return config.min_lr + (config.lr - config.min_lr) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+@contextmanager
+def evaluating(model: Any) -> Iterator[None]:
+    """`model` in eval mode (dropout off) inside the block, and in its mode before after it, even when the
+    block raises."""
+    was = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was)
 
 
 def accumulated_step(loss: Callable, params: list, optimizer: Optimizer, clip: float) -> Callable:

@@ -43,6 +43,7 @@ from .train_loop import (
     check_out_folder,
     check_same_run,
     check_step,
+    evaluating,
     loop_state,
     model_tensors,
     option_name,
@@ -145,12 +146,10 @@ def cosine_lr(base: float, step: int, total: int) -> float:
 
 def accuracy(model: Module, x: np.ndarray, y: np.ndarray, batch_size: int = 256) -> tuple[float, np.ndarray]:
     """Fraction of correct predictions, and the predictions."""
-    model.eval()
     predictions = []
-    with no_grad():
+    with evaluating(model), no_grad():
         for (xb,) in DataLoader(x, batch_size=batch_size):
             predictions.append(model(xb).argmax(axis=1).numpy())
-    model.train()
     predicted = np.concatenate(predictions)
     return float((predicted == y).mean()), predicted
 
