@@ -37,9 +37,20 @@ def token_id(text: str) -> int:
 def write_tokenizer_gguf(path: Path, *, add_bos: bool = False, model: str = "gpt2", **overrides) -> Path:
     """A GGUF file holding only a tokenizer (no tensors). `overrides` replace metadata: pre, tokens,
     types, merges, chat_template (None leaves it out)."""
+    w = gguf.GGUFWriter(str(path), "llama")
+    add_tokenizer(w, add_bos=add_bos, model=model, **overrides)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def add_tokenizer(w: gguf.GGUFWriter, *, add_bos: bool = False, model: str = "gpt2", **overrides) -> None:
+    """The byte-level tokenizer and ChatML template above as `w`'s metadata (bos 1, eos 2), with
+    `write_tokenizer_gguf`'s `overrides`."""
     tokens, types = vocabulary()
     tokens, types = overrides.get("tokens", tokens), overrides.get("types", types)
-    w = gguf.GGUFWriter(str(path), "llama")
     w.add_tokenizer_model(model)
     w.add_tokenizer_pre(overrides.get("pre", "smollm"))
     w.add_token_list(tokens)
@@ -52,11 +63,6 @@ def write_tokenizer_gguf(path: Path, *, add_bos: bool = False, model: str = "gpt
     template = overrides.get("chat_template", CHATML)
     if template is not None:
         w.add_chat_template(template)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
 
 
 def tokenizer(tmp_path: Path, **kwargs) -> Tokenizer:

@@ -14,6 +14,7 @@ from safetensors.numpy import load_file
 import verigrad
 from verigrad import io, nn
 from verigrad.io import checkpoint
+from verigrad.io.safetensors_format import read_metadata
 from verigrad.models import digits_cnn
 
 
@@ -157,6 +158,15 @@ def test_missing_file(tmp_path):
 def test_a_folder_is_not_a_checkpoint(tmp_path):
     with pytest.raises(verigrad.WeightFileError, match="cannot be read"):
         io.load(tmp_path)
+
+
+def test_the_metadata_reader_refuses_as_load_does(tmp_path):
+    """read_metadata (the trainers' resume) and load name a missing or unreadable file alike."""
+    for read in (io.load, read_metadata):
+        with pytest.raises(verigrad.WeightFileError, match=r"absent\.safetensors: no such checkpoint$"):
+            read(tmp_path / "absent.safetensors")
+        with pytest.raises(verigrad.WeightFileError, match=r": cannot be read \("):
+            read(tmp_path)
 
 
 @pytest.mark.parametrize(

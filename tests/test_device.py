@@ -76,6 +76,16 @@ def test_devices_other_than_the_cpu_raise_what_pytorch_code_catches() -> None:
         assert str(caught.value).startswith(where.rstrip())
 
 
+def test_the_like_factories_name_themselves_in_their_refusals() -> None:
+    x = verigrad.ones(2)
+    for name, extra in (("zeros_like", ()), ("ones_like", ()), ("empty_like", ()), ("full_like", (3,)),
+                        ("rand_like", ()), ("randn_like", ()), ("randint_like", (5,))):  # fmt: skip
+        with pytest.raises(NoDeviceError, match=rf"^{name}: verigrad runs on the CPU"):
+            getattr(verigrad, name)(x, *extra, device="cuda")
+    with pytest.raises(ValueError, match=r"^randint_like: \[0, 5\) does not fit bool"):
+        verigrad.randint_like(x, 5, dtype=verigrad.bool)
+
+
 # Tensor.device, .to, .type -------------------------------------------------------------------------------
 def test_tensor_device_and_to() -> None:
     x = verigrad.tensor([1.5, -2.0])

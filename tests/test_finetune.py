@@ -9,16 +9,20 @@ import math
 
 import numpy as np
 import pytest
-from finetune_fakes import HEADS, KV_HEADS, write_chats, write_llama_gguf
+from finetune_fakes import write_chats
+from gguf import GGUFWriter
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from llama_gguf import HEADS, KV_HEADS, write_llama_gguf
 
 import verigrad as vg
 from verigrad.cli import finetune_trainer as ft
 from verigrad.cli import main
 from verigrad.cli.finetune_data import IGNORE, ChatBatches, encode_chat, prepare_examples, read_jsonl, rows
 from verigrad.io import load
+from verigrad.io.atomic import temporaries
 from verigrad.io.gguf import read_gguf
+from verigrad.io.gguf_writer import write_like
 from verigrad.io.tokenizer import Tokenizer
 from verigrad.models.llama import Llama
 from verigrad.models.lora import TARGETS, add_lora, gguf_weights, half_split_rows, interleaved_rows
@@ -229,6 +233,8 @@ def test_resume_refuses_a_run_of_other_options(files, tmp_path):
     ft.train(ft.prepare(config(files, tmp_path / "a", steps=3)))
     with pytest.raises(ValueError, match=r"other options .*--rank 4 -> 8"):
         ft.prepare(config(files, tmp_path / "a", rank=8), resume=True)
+    with pytest.raises(ValueError, match=r"finetune.safetensors is at step 3, past --steps 2$"):  # no export
+        ft.prepare(config(files, tmp_path / "a", steps=2), resume=True)
 
 
 def test_full_fine_tuning_trains_every_weight_in_f32(files, tmp_path):
@@ -273,6 +279,24 @@ def tuned(files, tmp_path_factory):
 # 2.2% (Q8_0) of the largest logit. The bounds leave about 2x to spare.
 BOUNDS = {"f16": 4e-3, "q8_0": 4e-2}
 SHARE = {"f16": 0.02, "q8_0": 0.5}  # the error as a share of what fine-tuning changed
+
+
+def test_the_merged_gguf_is_written_whole_or_not_at_all(files, tmp_path, monkeypatch):
+    """As the checkpoints (io/atomic.py): a write that fails midway leaves the file before it and no
+    temporary, and a temporary a writer that is gone left is removed."""
+    weights = {name: t.dequantize() for name, t in read_gguf(files[0]).tensors.items()}
+    path = write_like(tmp_path / "m.gguf", files[0], weights, "f16")
+    before = path.read_bytes()
+    stale = tmp_path / ".m.gguf.999999999.0123abcd.tmp"  # no process has that id
+    stale.write_bytes(b"half a file")
+
+    def failing(writer, *args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(GGUFWriter, "write_tensors_to_file", failing)
+    with pytest.raises(RuntimeError, match="disk full"):
+        write_like(path, files[0], weights, "q8_0")
+    assert path.read_bytes() == before and temporaries(path) == []
 
 
 @pytest.mark.parametrize("merge", ["f16", "q8_0"])

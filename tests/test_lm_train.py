@@ -238,6 +238,8 @@ def test_resume_refuses_a_run_of_other_options(tmp_path, corpus_dir):
     lm_trainer.train(lm_trainer.prepare(tiny(corpus_dir, tmp_path / "a", steps=3), cache=cache))
     with pytest.raises(ValueError, match=r"trained with other options \(--width 16 -> 32\)"):
         lm_trainer.prepare(tiny(corpus_dir, tmp_path / "a", width=32), resume=True, cache=cache)
+    with pytest.raises(ValueError, match=r"lm.safetensors is at step 3, past --steps 2$"):
+        lm_trainer.prepare(tiny(corpus_dir, tmp_path / "a", steps=2), resume=True, cache=cache)
 
 
 def test_validation_bits_per_byte_and_the_checkpoint(tmp_path, corpus_dir):

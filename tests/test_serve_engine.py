@@ -8,7 +8,7 @@ import threading
 
 import numpy as np
 import pytest
-from serve_model import write_model
+from llama_gguf import SERVED, write_llama_gguf
 
 from verigrad.models.catalog import load_language_model
 from verigrad.models.sampling import log_probabilities, penalized
@@ -17,7 +17,7 @@ from verigrad.serve.engine import Engine, Event, QueueFull, Request
 
 @pytest.fixture(scope="module")
 def lm(tmp_path_factory):
-    return load_language_model(write_model(tmp_path_factory.mktemp("serve") / "tiny.gguf"))
+    return load_language_model(write_llama_gguf(tmp_path_factory.mktemp("serve") / "tiny.gguf", **SERVED))
 
 
 @pytest.fixture
@@ -252,7 +252,7 @@ def test_a_frequency_penalty_changes_the_answer_and_seeds_repeat(engine):
 
 
 def test_forward_rows_checks_its_arguments_and_makes_the_rope_tables_first(tmp_path):
-    model, _ = load_language_model(write_model(tmp_path / "fresh.gguf"))  # no forward run yet
+    model, _ = load_language_model(write_llama_gguf(tmp_path / "fresh.gguf", **SERVED))  # no forward run yet
     cache = model.new_cache(2, 128)
     assert model.forward_rows(np.asarray([[5], [6]]), cache, [0, 3]).shape == (2, 1, model.vocab_size)
     with pytest.raises(ValueError, match="B = len"):

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from serve_model import write_model
+from llama_gguf import SERVED, write_llama_gguf
 
 pytest.importorskip("starlette")
 uvicorn = pytest.importorskip("uvicorn")
@@ -41,7 +41,7 @@ def free_port() -> int:
 
 @pytest.fixture(scope="module")
 def model_path(tmp_path_factory) -> Path:
-    return write_model(tmp_path_factory.mktemp("serve") / "tiny.gguf")
+    return write_llama_gguf(tmp_path_factory.mktemp("serve") / "tiny.gguf", **SERVED)
 
 
 @pytest.fixture(scope="module")

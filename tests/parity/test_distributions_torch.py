@@ -651,6 +651,25 @@ def test_expand_and_shapes_match_pytorch() -> None:
         np.testing.assert_allclose(lp1, lp2, rtol=1e-12, atol=1e-12)
 
 
+def test_an_expanded_one_hot_categorical_keeps_its_class_as_pytorchs() -> None:
+    """A subclass of OneHotCategorical expands into its own class, as PyTorch's (and so does one of
+    ExpRelaxedCategorical, whose expand is the same code)."""
+    for lib in (verigrad, torch):
+
+        class Mine(lib.distributions.OneHotCategorical):
+            pass
+
+        expanded = Mine(probs=lib.tensor([0.2, 0.8])).expand((3,))
+        assert type(expanded) is Mine
+        assert tuple(expanded.batch_shape) == (3,) and tuple(expanded.probs.shape) == (3, 2)
+
+    class MineExp(verigrad.distributions.relaxed_categorical.ExpRelaxedCategorical):
+        pass
+
+    expanded = MineExp(verigrad.tensor(0.5), probs=verigrad.tensor([0.2, 0.8])).expand((3,))
+    assert type(expanded) is MineExp and tuple(expanded.logits.shape) == (3, 2)
+
+
 def test_bernoulli_support_and_mode_match_pytorch() -> None:
     probs = np.array([[0.0, 0.5, 0.7], [1.0, 0.2, 0.5]])
     results = []

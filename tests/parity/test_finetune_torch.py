@@ -20,7 +20,7 @@ from verigrad.models.llama import Llama, gguf_config, rope_tables
 from verigrad.models.lora import TARGETS, add_lora
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from finetune_fakes import write_llama_gguf
+from llama_gguf import write_llama_gguf
 
 PARTS = {"q_proj": "attn_q", "k_proj": "attn_k", "v_proj": "attn_v", "o_proj": "attn_output"}
 PARTS |= {"gate_proj": "ffn_gate", "up_proj": "ffn_up", "down_proj": "ffn_down"}

@@ -138,3 +138,15 @@ def test_reduce_on_plateau_cuts_each_groups_rate_as_torchs(min_lr: Any) -> None:
         theirs.step(loss)
         _assert_same(ours_opt, ours, theirs_opt, theirs, f"step {step}")
     assert theirs_opt.param_groups[1]["lr"] < 0.03  # it did cut
+
+
+def test_the_schedules_classes_and_names_are_torchs() -> None:
+    """Each schedule an LRScheduler where PyTorch's is one (ReduceLROnPlateau too: code may test for it),
+    and `from ... import *` giving the same names."""
+    assert sorted(lr_scheduler.__all__) == sorted(torch.optim.lr_scheduler.__all__)
+    base = torch.optim.lr_scheduler.LRScheduler
+    for name in torch.optim.lr_scheduler.__all__:
+        theirs = getattr(torch.optim.lr_scheduler, name)
+        if isinstance(theirs, type):
+            ours = issubclass(getattr(lr_scheduler, name), lr_scheduler.LRScheduler)
+            assert ours == issubclass(theirs, base), name

@@ -9,16 +9,13 @@ from pathlib import Path
 
 from . import finetune_trainer
 from .arguments import (
-    THREADS_HELP,
-    non_negative_float,
-    non_negative_int,
     positive_float,
     positive_int,
-    step_count,
-    thread_count,
     writable_folder,
 )
 from .finetune_trainer import MERGES, FinetuneConfig
+from .loop_options import add_loop_options, loop_config
+from .loop_progress import loop_progress
 
 DEFAULTS = FinetuneConfig.__dataclass_fields__
 
@@ -28,7 +25,6 @@ def _default(name: str):
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    from ..backends import available
     from ..models.lora import TARGETS
 
     p = sub.add_parser("finetune", help="fine-tune a GGUF language model on chat examples (LoRA or --full)")
@@ -54,37 +50,18 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         help=f"comma-separated projections among {','.join(TARGETS)} (default q_proj,v_proj)",
     )
     loop = p.add_argument_group("training")
-    for name, kind, help_text in (
-        ("context", positive_int, "longest example in tokens (longer ones are cut)"),
-        ("batch", positive_int, "examples per micro-batch"),
-        ("accumulate", positive_int, "micro-batches per step"),
-        ("steps", step_count, "optimizer steps"),
-        ("lr", positive_float, "peak learning rate"),
-        ("min-lr", non_negative_float, "the cosine's end"),
-        ("warmup", non_negative_int, "linear warmup steps"),
-        ("weight-decay", non_negative_float, "AdamW's, on matrices only"),
-        ("clip", non_negative_float, "gradient norm clip, 0: off"),
-        ("eval-every", positive_int, "steps between validations and samples"),
-        ("save-every", positive_int, "steps between checkpoints"),
-    ):
-        key = name.replace("-", "_")
-        loop.add_argument(
-            f"--{name}", type=kind, default=_default(key), help=f"{help_text} (default {_default(key)})"
-        )
-    loop.add_argument("--merge", choices=MERGES, default=None, help="also write the merged model as a GGUF")
-    loop.add_argument("--resume", action="store_true", help="continue the run saved in --out")
-    loop.add_argument("--seed", type=non_negative_int, default=0)
-    loop.add_argument("--threads", type=thread_count, default=None, help=THREADS_HELP)
-    loop.add_argument("--eager", action="store_true", help="run each step eagerly instead of compiled")
     loop.add_argument(
-        "--backend", choices=available(), default="cpu" if "cpu" in available() else "reference"
+        "--context",
+        type=positive_int,
+        default=_default("context"),
+        help=f"longest example in tokens (longer ones are cut) (default {_default('context')})",
     )
+    add_loop_options(loop, FinetuneConfig, "examples")
+    loop.add_argument("--merge", choices=MERGES, default=None, help="also write the merged model as a GGUF")
     p.set_defaults(run=run_finetune)
 
 
 def config_from(args: argparse.Namespace) -> FinetuneConfig:
-    from ..backends import default_threads
-
     return FinetuneConfig(
         model=args.model,
         data=args.data,
@@ -94,28 +71,14 @@ def config_from(args: argparse.Namespace) -> FinetuneConfig:
         alpha=args.alpha,
         targets=tuple(t.strip() for t in args.targets.split(",") if t.strip()),
         context=args.context,
-        batch=args.batch,
-        accumulate=args.accumulate,
-        steps=args.steps,
-        lr=args.lr,
-        min_lr=args.min_lr,
-        warmup=args.warmup,
-        weight_decay=args.weight_decay,
-        clip=args.clip,
-        eval_every=args.eval_every,
-        save_every=args.save_every,
         merge=args.merge,
-        seed=args.seed,
-        threads=args.threads or default_threads(),
-        compiled=not args.eager,
-        backend=args.backend,
+        **loop_config(args),
     )
 
 
 def run_finetune(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     config = config_from(args)  # refuses bad options before any work
     console = Console()
@@ -131,22 +94,7 @@ def run_finetune(args: argparse.Namespace) -> int:
         + f"; {config.threads} thread(s)"
         + (f"; resuming at step {run.start}" if run.start else "")
     )
-    columns = (
-        BarColumn(),
-        TextColumn("step {task.completed}/{task.total}"),
-        TextColumn("loss {task.fields[loss]:.3f}"),
-        TextColumn("{task.fields[tokens_per_s]:,.0f} answer tokens/s"),
-        TimeElapsedColumn(),
-        TextColumn("left"),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns, console=console, transient=False) as progress:
-        task = progress.add_task(
-            "finetune", total=config.steps, completed=run.start, loss=float("nan"), tokens_per_s=0.0
-        )
-
-        def on_step(s: dict) -> None:
-            progress.update(task, completed=s["step"], loss=s["loss"], tokens_per_s=s["tokens_per_s"])
+    with loop_progress(console, "finetune", config.steps, run.start, "answer tokens") as (progress, on_step):
 
         def on_eval(e: dict) -> None:
             if "val_loss" in e:

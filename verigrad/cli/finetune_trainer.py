@@ -43,10 +43,17 @@ from ..nn import functional as F
 from ..nn.lora import check_rank
 from ..ops import from_numpy, manual_seed
 from ..optim import AdamW, Optimizer
-from ..shapes import dims, spec
-from . import train_loop
 from .finetune_data import IGNORE, ChatBatches, Example, prepare_examples, rows, split
-from .train_loop import accumulated_step, check_options, loop_state, restore_loop_state, train_steps
+from .train_loop import (
+    accumulated_step,
+    check_options,
+    check_token_step,
+    evaluating,
+    loop_state,
+    restore_loop_state,
+    saved_run,
+    train_steps,
+)
 
 CHECKPOINT = "finetune.safetensors"
 ADAPTERS, ADAPTER_CONFIG = "adapter_model.safetensors", "adapter_config.json"
@@ -159,14 +166,8 @@ def prepare(config: FinetuneConfig, resume: bool = False) -> FinetuneRun:
     from ..backends.active import lookup
 
     lookup(config.backend)
+    saved = saved_run(config, CHECKPOINT, resume, "finetune", "verigrad finetune", MUST_MATCH)
     out = Path(config.out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"{out}: the output folder exists and is not a directory")
-    if resume and not (out / CHECKPOINT).is_file():
-        raise ValueError(f"--resume: {out} has no checkpoint {CHECKPOINT} to continue from")
-    saved = read_checkpoint_meta(out / CHECKPOINT) if resume else None
-    if saved is not None:
-        _check_same_run(saved["config"], config, out / CHECKPOINT)
     source = gguf_path(config.model)
     tokenizer = Tokenizer.from_gguf(read_gguf(source))
     examples, cut = prepare_examples(config.data, tokenizer, config.context)
@@ -177,11 +178,7 @@ def prepare(config: FinetuneConfig, resume: bool = False) -> FinetuneRun:
         model = load_base(source, config)
         model.rope_rows(config.context)  # made now, not inside the compiled step's trace
         optimizer = make_optimizer(model, config)
-        b, t = dims("batch tokens")
-        ids = spec([config.accumulate, b, t], "i64")
-        from ..ir.trace import trace
-
-        trace(finetune_step(model, optimizer, config.clip), ids, ids)
+        check_token_step(finetune_step(model, optimizer, config.clip), config.accumulate)
     run = FinetuneRun(config, source, tokenizer, train, validation, cut, model, optimizer)
     if saved is not None:
         restore(run, out / CHECKPOINT, saved)
@@ -191,15 +188,13 @@ def prepare(config: FinetuneConfig, resume: bool = False) -> FinetuneRun:
 def evaluate(run: FinetuneRun) -> float:
     """The validation loss: nats per answer token over the validation examples."""
     total, count = 0.0, 0
-    run.model.eval()
-    with no_grad():
+    with evaluating(run.model), no_grad():
         for at in range(0, len(run.validation), run.config.batch):
             part = run.validation[at : at + run.config.batch]
             x, y = rows(part, max(len(e.ids) for e in part) - 1, run.pad)
             answers = int((y != IGNORE).sum())
             total += float(loss(run.model, from_numpy(x), from_numpy(y))) * answers
             count += answers
-    run.model.train()
     return total / count
 
 
@@ -209,14 +204,8 @@ def sample(run: FinetuneRun, seed: int) -> str:
 
     e = (run.validation or run.train)[0]
     prompt = e.ids[: int(np.argmax(e.answer))].tolist()
-    run.model.eval()
-    try:
-        with no_grad():
-            result = generate(
-                run.model, run.tokenizer, prompt, max_tokens=run.config.sample_tokens, seed=seed
-            )
-    finally:
-        run.model.train()
+    with evaluating(run.model), no_grad():
+        result = generate(run.model, run.tokenizer, prompt, max_tokens=run.config.sample_tokens, seed=seed)
     return result.text
 
 
@@ -277,24 +266,8 @@ def save_checkpoint(run: FinetuneRun, path: Path) -> Path:
     return save(tensors, path, metadata=meta)
 
 
-def read_checkpoint_meta(path: Path) -> dict[str, Any]:
-    """The checkpoint's metadata, decoded; a file that is not one of `verigrad finetune` is refused."""
-    return train_loop.read_checkpoint_meta(path, "finetune", "verigrad finetune")
-
-
+# the options a resumed run must share with the checkpoint's
 MUST_MATCH = ("model", "data", "full", "rank", "alpha", "targets", "context", "batch", "accumulate", "seed")
-
-
-def _check_same_run(saved: dict[str, Any], config: FinetuneConfig, path: Path) -> None:
-    def same(k: str) -> bool:
-        value = getattr(config, k)
-        return saved.get(k) == (list(value) if isinstance(value, tuple) else value)
-
-    changed = [f"--{k} {saved.get(k)!r} -> {getattr(config, k)!r}" for k in MUST_MATCH if not same(k)]
-    if changed:
-        raise ValueError(f"--resume: {path} was trained with other options ({'; '.join(changed)})")
-    if saved.get("step", 0) > config.steps:
-        raise ValueError(f"--resume: {path} is at step {saved['step']}, past --steps {config.steps}")
 
 
 def restore(run: FinetuneRun, path: Path, meta: dict[str, Any]) -> None:

@@ -9,16 +9,13 @@ from pathlib import Path
 
 from . import data_parallel, lm_trainer, plot
 from .arguments import (
-    THREADS_HELP,
     non_negative_float,
-    non_negative_int,
-    positive_float,
     positive_int,
-    step_count,
-    thread_count,
     writable_folder,
 )
 from .lm_trainer import LMTrainConfig
+from .loop_options import add_loop_options, add_shards_option, loop_config
+from .loop_progress import loop_progress
 
 DEFAULTS = LMTrainConfig.__dataclass_fields__
 
@@ -29,7 +26,6 @@ def _default(name: str):
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """`train lm`, under the `train` command (whose own options train the digits CNN)."""
-    from ..backends import available
     from ..models.gpt import MLPS, NORMS, POSITIONS
 
     train = sub.choices["train"]
@@ -56,55 +52,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     sizes.add_argument("--mlp", choices=MLPS, default=_default("mlp"))
     sizes.add_argument("--dropout", type=non_negative_float, default=0.0, help="default 0")
     loop = lm.add_argument_group("training")
-    loop.add_argument(
-        "--batch",
-        type=positive_int,
-        default=_default("batch"),
-        help=f"sequences per micro-batch (default {_default('batch')})",
-    )
-    loop.add_argument("--accumulate", type=positive_int, default=1, help="micro-batches per step (default 1)")
-    loop.add_argument(
-        "--steps", type=step_count, default=_default("steps"), help=f"default {_default('steps')}"
-    )
-    loop.add_argument(
-        "--lr", type=positive_float, default=_default("lr"), help=f"peak (default {_default('lr')})"
-    )
-    loop.add_argument(
-        "--min-lr",
-        type=non_negative_float,
-        default=_default("min_lr"),
-        help=f"the cosine's end (default {_default('min_lr')})",
-    )
-    loop.add_argument(
-        "--warmup",
-        type=non_negative_int,
-        default=_default("warmup"),
-        help=f"linear warmup steps (default {_default('warmup')})",
-    )
-    loop.add_argument(
-        "--weight-decay",
-        type=non_negative_float,
-        default=_default("weight_decay"),
-        help=f"AdamW's, on matrices only (default {_default('weight_decay')})",
-    )
-    loop.add_argument(
-        "--clip",
-        type=non_negative_float,
-        default=_default("clip"),
-        help=f"gradient norm clip, 0: off (default {_default('clip')})",
-    )
-    loop.add_argument(
-        "--eval-every",
-        type=positive_int,
-        default=_default("eval_every"),
-        help=f"steps between validations and samples (default {_default('eval_every')})",
-    )
-    loop.add_argument(
-        "--save-every",
-        type=positive_int,
-        default=_default("save_every"),
-        help=f"steps between checkpoints (default {_default('save_every')})",
-    )
+    add_loop_options(loop, LMTrainConfig, "sequences")
     loop.add_argument(
         "--data", default=None, help="a text file or a folder of them (default: the stdlib's .py)"
     )
@@ -114,26 +62,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         default=_default("out"),
         help="folder for the checkpoint, tokenizer and picture (default runs/lm)",
     )
-    loop.add_argument("--resume", action="store_true", help="continue the run saved in --out")
-    loop.add_argument("--seed", type=non_negative_int, default=0)
-    loop.add_argument("--threads", type=thread_count, default=None, help=THREADS_HELP)
-    loop.add_argument("--eager", action="store_true", help="run each step eagerly instead of compiled")
-    loop.add_argument(
-        "--shards",
-        type=positive_int,
-        default=None,
-        help="shards of each batch whose gradients are averaged in shard order, computed by mpiexec's "
-        "ranks (which must divide them) or this process: the same bits; default the ranks",
-    )
-    loop.add_argument(
-        "--backend", choices=available(), default="cpu" if "cpu" in available() else "reference"
-    )
+    add_shards_option(loop)
     lm.set_defaults(run=run_train_lm)
 
 
 def config_from(args: argparse.Namespace) -> LMTrainConfig:
-    from ..backends import default_threads
-
     return LMTrainConfig(
         layers=args.layers,
         heads=args.heads,
@@ -144,30 +77,16 @@ def config_from(args: argparse.Namespace) -> LMTrainConfig:
         positions=args.positions,
         mlp=args.mlp,
         dropout=args.dropout,
-        batch=args.batch,
-        accumulate=args.accumulate,
-        steps=args.steps,
-        lr=args.lr,
-        min_lr=args.min_lr,
-        warmup=args.warmup,
-        weight_decay=args.weight_decay,
-        clip=args.clip,
-        eval_every=args.eval_every,
-        save_every=args.save_every,
         data=args.data,
         out=args.out,
-        seed=args.seed,
-        threads=args.threads or default_threads(),
-        compiled=not args.eager,
-        backend=args.backend,
         shards=data_parallel.setup(getattr(args, "shards", None)).shards,
+        **loop_config(args),
     )
 
 
 def run_train_lm(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
     config = config_from(args)  # refuses bad options before any work
     ranks = data_parallel.current(config.shards)
@@ -182,22 +101,7 @@ def run_train_lm(args: argparse.Namespace) -> int:
         f"{run.corpus.vocab_size}; {config.threads} thread(s), {'compiled' if config.compiled else 'eager'}"
         + (f"; resuming at step {run.start}" if run.start else "")
     )
-    columns = (
-        BarColumn(),
-        TextColumn("step {task.completed}/{task.total}"),
-        TextColumn("loss {task.fields[loss]:.3f}"),
-        TextColumn("{task.fields[tokens_per_s]:,.0f} tokens/s"),
-        TimeElapsedColumn(),
-        TextColumn("left"),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns, console=console, transient=False) as progress:
-        task = progress.add_task(
-            "train", total=config.steps, completed=run.start, loss=float("nan"), tokens_per_s=0.0
-        )
-
-        def on_step(s: dict) -> None:
-            progress.update(task, completed=s["step"], loss=s["loss"], tokens_per_s=s["tokens_per_s"])
+    with loop_progress(console, "train", config.steps, run.start, "tokens") as (progress, on_step):
 
         def on_eval(e: dict) -> None:
             progress.console.print(

@@ -38,10 +38,19 @@ from ..models.gpt import CHECKPOINT, GPT, TOKENIZER, GPTConfig, decay_groups
 from ..nn.utils import clip_grad_norm_
 from ..ops import from_numpy, manual_seed
 from ..optim import AdamW, Optimizer
-from ..shapes import dims, spec
 from ..tensor import Tensor
-from . import data_parallel, train_loop
-from .train_loop import accumulated_step, check_options, loop_state, lr_at, restore, train_steps
+from . import data_parallel
+from .train_loop import (
+    accumulated_step,
+    check_options,
+    check_token_step,
+    evaluating,
+    loop_state,
+    lr_at,
+    restore,
+    saved_run,
+    train_steps,
+)
 
 __all__ = ["LMTrainConfig", "lm_step", "lr_at", "make_optimizer", "prepare", "train"]
 
@@ -163,11 +172,7 @@ def sharded_lm_step(model: GPT, optimizer: Optimizer, clip: float, ranks: data_p
 def check_step(model: GPT, optimizer: Optimizer, config: LMTrainConfig) -> None:
     """The training step traced on symbolic token ids [A, B, T] (B and T symbols; T up to the context):
     a shape or dtype error of any batch or sequence length is raised here, before training."""
-    from ..ir.trace import trace
-
-    b, t = dims("batch tokens")
-    ids = spec([config.accumulate, b, t], "i64")
-    trace(lm_step(model, optimizer, config.clip), ids, ids)
+    check_token_step(lm_step(model, optimizer, config.clip), config.accumulate)
 
 
 @dataclass
@@ -197,14 +202,8 @@ def prepare(config: LMTrainConfig, resume: bool = False, cache: str | None = Non
     from ..backends.active import lookup
 
     lookup(config.backend)
+    saved = saved_run(config, CHECKPOINT, resume, "gpt", "verigrad train lm", MUST_MATCH)
     out = Path(config.out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"{out}: the output folder exists and is not a directory")
-    if resume and not (out / CHECKPOINT).is_file():
-        raise ValueError(f"--resume: {out} has no checkpoint {CHECKPOINT} to continue from")
-    saved = read_checkpoint_meta(out / CHECKPOINT) if resume else None
-    if saved is not None:
-        _check_same_run(saved["config"], config, out / CHECKPOINT)
     corpus = prepare_corpus(corpus_files(config), config.vocab_size, config.seed, cache=cache)
     TokenBatches(corpus.train, config.context, config.batch, config.accumulate, config.seed)  # enough text?
     validation_offsets(
@@ -227,15 +226,13 @@ def evaluate(run: LMRun) -> tuple[float, float]:
     """(validation loss in nats per token, bits per byte) on the fixed validation windows."""
     c = run.config
     offsets = validation_offsets(len(run.corpus.validation), c.context, c.eval_batches * c.batch, c.seed)
-    run.model.eval()
     total, count = 0.0, 0
-    with no_grad():
+    with evaluating(run.model), no_grad():
         for at in range(0, len(offsets), c.batch):
             part = offsets[at : at + c.batch]
             x, y = windows(run.corpus.validation, part, c.context, (len(part),))
             total += float(run.model.loss(from_numpy(x), from_numpy(y))) * len(part)
             count += len(part)
-    run.model.train()
     loss = total / count
     return loss, loss / math.log(2) / run.corpus.bytes_per_token
 
@@ -244,11 +241,8 @@ def sample(run: LMRun, tokenizer: Any, prompt: str = SAMPLE_PROMPT, seed: int = 
     """`sample_tokens` tokens generated after `prompt` (temperature 0.8, top-k 40), the model in eval mode."""
     from ..models.lm import generate
 
-    run.model.eval()
-    try:
+    with evaluating(run.model):
         result = generate(run.model, tokenizer, prompt, max_tokens=run.config.sample_tokens, seed=seed)
-    finally:
-        run.model.train()
     return prompt + result.text
 
 
@@ -312,11 +306,7 @@ def save_checkpoint(run: LMRun, path: Path) -> Path:
     return save(tensors, path, metadata=meta)
 
 
-def read_checkpoint_meta(path: Path) -> dict[str, Any]:
-    """The checkpoint's metadata, decoded; a file that is not one of `verigrad train lm` is refused."""
-    return train_loop.read_checkpoint_meta(path, "gpt", "verigrad train lm")
-
-
+# the options a resumed run must share with the checkpoint's
 MUST_MATCH = (
     "layers",
     "heads",
@@ -332,15 +322,3 @@ MUST_MATCH = (
     "batch",
     "accumulate",
 )
-
-
-def _check_same_run(saved: dict[str, Any], config: LMTrainConfig, path: Path) -> None:
-    changed = [
-        f"--{k.replace('_', '-')} {saved.get(k)!r} -> {getattr(config, k)!r}"
-        for k in MUST_MATCH
-        if saved.get(k) != getattr(config, k)
-    ]
-    if changed:
-        raise ValueError(f"--resume: {path} was trained with other options ({'; '.join(changed)})")
-    if saved.get("step", 0) > config.steps:
-        raise ValueError(f"--resume: {path} is at step {saved['step']}, past --steps {config.steps}")

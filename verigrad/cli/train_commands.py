@@ -8,21 +8,18 @@ from pathlib import Path
 from . import plot, trainer
 from .arguments import (
     MAX_EPOCHS,
-    THREADS_HELP,
     epoch_count,
     existing_folder,
     non_negative_int,
     positive_float,
     positive_int,
-    thread_count,
     writable_folder,
 )
+from .loop_options import add_run_options, add_shards_option, run_config
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """`train` and `eval`."""
-    from ..backends import available
-
     train = sub.add_parser("train", help="train the CNN on the shipped digits (or MNIST) and save it")
     train.add_argument("--epochs", type=epoch_count, default=12, help=f"default 12; at most {MAX_EPOCHS}")
     train.add_argument(
@@ -36,23 +33,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     train.add_argument(
         "--out", type=writable_folder, default="runs/digits", help="folder for the checkpoint and the picture"
     )
-    train.add_argument("--backend", choices=available(), default="cpu")
-    train.add_argument(
-        "--threads",
-        type=thread_count,
-        default=None,
-        help=THREADS_HELP,
-    )
-    train.add_argument("--eager", action="store_true", help="run each step eagerly instead of compiled")
+    add_run_options(train)
     train.add_argument("--data", choices=("digits", "mnist"), default="digits")
     train.add_argument("--data-dir", default=None, help="folder with MNIST's IDX files (for --data mnist)")
-    train.add_argument(
-        "--shards",
-        type=positive_int,
-        default=None,
-        help="shards of each batch whose gradients are averaged in shard order, computed by mpiexec's "
-        "ranks (which must divide them) or this process: the same bits; default the ranks",
-    )
+    add_shards_option(train)
     train.add_argument(
         "--save-every", type=positive_int, default=None, help="steps between checkpoints (default: the end)"
     )
@@ -78,7 +62,6 @@ def run_train(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ..backends import default_threads
     from . import data_parallel
 
     ranks = data_parallel.setup(args.shards)
@@ -89,14 +72,12 @@ def run_train(args: argparse.Namespace) -> int:
         optimizer=args.optimizer,
         seed=args.seed,
         out=args.out,
-        backend=args.backend,
-        threads=args.threads or default_threads(),
         data=args.data,
         data_dir=args.data_dir,
-        compiled=not args.eager,
         shards=ranks.shards,
         save_every=args.save_every,
         resume=None if args.resume is None else args.resume or str(Path(args.out) / trainer.CHECKPOINT),
+        **run_config(args),
     )
     data = trainer.prepare(config)  # refuses what it can before the first line
     console = Console(quiet=not ranks.leader)  # rank 0 alone prints

@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,6 +29,7 @@ from ..nn.utils import clip_grad_norm_
 from ..ops import from_numpy
 from ..ops.creation import default_generator
 from ..optim import Optimizer
+from ..shapes import dims, spec
 
 
 def check_options(config: Any, *positive: str) -> None:
@@ -65,6 +68,18 @@ def lr_at(step: int, config: Any) -> float:
     return config.min_lr + (config.lr - config.min_lr) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
+@contextmanager
+def evaluating(model: Any) -> Iterator[None]:
+    """`model` in eval mode (dropout off) inside the block, and in its mode before after it, even when the
+    block raises."""
+    was = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was)
+
+
 def accumulated_step(loss: Callable, params: list, optimizer: Optimizer, clip: float) -> Callable:
     """step(x, y) on micro-batches x, y [A, ...]: each micro-batch's loss(x[i], y[i]) / A backpropagated
     (the gradients add up, as PyTorch's accumulation), the gradients of `params` clipped to norm `clip`
@@ -84,6 +99,16 @@ def accumulated_step(loss: Callable, params: list, optimizer: Optimizer, clip: f
         return total
 
     return step
+
+
+def check_token_step(step: Callable, accumulate: int) -> None:
+    """`step` traced on symbolic token ids [accumulate, B, T] (B and T symbols): a shape or dtype error of
+    any batch or sequence length is raised here, before training."""
+    from ..ir.trace import trace
+
+    b, t = dims("batch tokens")
+    ids = spec([accumulate, b, t], "i64")
+    trace(step, ids, ids)
 
 
 def train_steps(
@@ -217,3 +242,66 @@ def read_checkpoint_meta(path: Any, model: str, command: str) -> dict[str, Any]:
         return {k: (v if k == "model" else json.loads(v)) for k, v in meta.items()}
     except ValueError:
         raise WeightFileError(f"{path}: its metadata is not valid JSON") from None
+
+
+# resuming ------------------------------------------------------------------------------------------
+def option_name(name: str) -> str:
+    """A config field's command-line option: `--min-lr`."""
+    return f"--{name.replace('_', '-')}"
+
+
+def check_same_run(
+    path: Any,
+    saved: dict[str, Any],
+    config: Any,
+    names: Iterable[str],
+    option: Callable[[str], str] = option_name,
+    shown: Callable[[str, Any], str] = lambda name, value: repr(value),
+) -> None:
+    """Refuse to continue the run saved in `path` (`saved`: its config, decoded from JSON) with a `config`
+    whose options `names` differ from it (a tuple equals the list JSON made of it): a ValueError naming
+    each, `option(name) shown(saved value) -> shown(new value)`."""
+    changed = [
+        f"{option(name)} {shown(name, saved.get(name))} -> {shown(name, getattr(config, name))}"
+        for name in names
+        if saved.get(name) != _as_json(getattr(config, name))
+    ]
+    if changed:
+        raise ValueError(f"--resume: {path} was trained with other options ({'; '.join(changed)})")
+
+
+def _as_json(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def check_step(path: Any, step: int, steps: int, limit: str) -> None:
+    """Refuse to continue the run saved in `path` at `step` when it is past the run's `steps` (`limit`:
+    the options that set them, `--steps 5`)."""
+    if step > steps:
+        raise ValueError(f"--resume: {path} is at step {step}, past {limit}")
+
+
+def check_out_folder(out: str | Path) -> Path:
+    """The output folder `out`, once checked that it is a folder or nothing yet."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out}: the output folder exists and is not a directory")
+    return out
+
+
+def saved_run(
+    config: Any, checkpoint: str, resume: bool, model: str, command: str, names: Iterable[str]
+) -> dict[str, Any] | None:
+    """The output folder `config.out` checked (a folder, or nothing yet) and, with `resume`, the metadata
+    of its checkpoint `checkpoint` (decoded; its `model` `model`: one of `command`'s), once checked that
+    its run was trained with `config`'s options `names` and is not past `config.steps`."""
+    out = check_out_folder(config.out)
+    if not resume:
+        return None
+    path = out / checkpoint
+    if not path.is_file():
+        raise ValueError(f"--resume: {out} has no checkpoint {checkpoint} to continue from")
+    saved = read_checkpoint_meta(path, model, command)
+    check_same_run(path, saved["config"], config, names)
+    check_step(path, int(saved["step"]), config.steps, f"--steps {config.steps}")
+    return saved

@@ -39,7 +39,16 @@ from ..optim import SGD, Adam, AdamW, Optimizer
 from ..tensor import Tensor
 from . import data_parallel
 from .data_parallel import Ranks
-from .train_loop import loop_state, model_tensors, restore
+from .train_loop import (
+    check_out_folder,
+    check_same_run,
+    check_step,
+    evaluating,
+    loop_state,
+    model_tensors,
+    option_name,
+    restore,
+)
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
 DEFAULT_LR = {"adam": 1e-2, "adamw": 1e-2, "sgd": 0.1}
@@ -137,12 +146,10 @@ def cosine_lr(base: float, step: int, total: int) -> float:
 
 def accuracy(model: Module, x: np.ndarray, y: np.ndarray, batch_size: int = 256) -> tuple[float, np.ndarray]:
     """Fraction of correct predictions, and the predictions."""
-    model.eval()
     predictions = []
-    with no_grad():
+    with evaluating(model), no_grad():
         for (xb,) in DataLoader(x, batch_size=batch_size):
             predictions.append(model(xb).argmax(axis=1).numpy())
-    model.train()
     predicted = np.concatenate(predictions)
     return float((predicted == y).mean()), predicted
 
@@ -169,9 +176,7 @@ def prepare(config: TrainConfig) -> tuple[np.ndarray, ...]:
     from ..backends.active import lookup
 
     lookup(config.backend)  # a ValueError naming the backends there are
-    out = Path(config.out)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"{out}: the output folder exists and is not a directory")
+    out = check_out_folder(config.out)
     for name in (CHECKPOINT, PICTURE):
         if (out / name).is_dir():
             raise ValueError(f"{out / name}: is a directory, where the {name} file is to be written")
@@ -184,11 +189,8 @@ def prepare(config: TrainConfig) -> tuple[np.ndarray, ...]:
             f"{config.data}: an epoch would have no step (whole batches only)"
         )
     steps = config.epochs * (len(data[0]) // config.batch_size)
-    if saved is not None and int(saved["step"]) > steps:
-        raise ValueError(
-            f"--resume: {config.resume} is at step {saved['step']}, past the {steps} steps of "
-            f"--epochs {config.epochs}"
-        )
+    if saved is not None:
+        check_step(config.resume, int(saved["step"]), steps, f"the {steps} steps of --epochs {config.epochs}")
     return data
 
 
@@ -204,15 +206,8 @@ def resume_state(config: TrainConfig) -> dict[str, Any]:
             f"--resume: {path} is not a checkpoint of `verigrad train` with its training state "
             "(optimizer, step, generator)"
         )
-    saved = asdict(_metadata_config(path, meta))
-    given = asdict(config)
-    changed = [
-        f"{_option(name)} {_shown(name, saved[name])} -> {_shown(name, given[name])}"
-        for name in (*SAVED_FIELDS, "shards")
-        if name not in RESUME_MAY_CHANGE and saved[name] != given[name]
-    ]
-    if changed:
-        raise ValueError(f"--resume: {path} was trained with other options ({'; '.join(changed)})")
+    names = [name for name in (*SAVED_FIELDS, "shards") if name not in RESUME_MAY_CHANGE]
+    check_same_run(path, asdict(_metadata_config(path, meta)), config, names, _option, _shown)
     try:
         return {k: v if k == "step" else json.loads(v) for k, v in meta.items() if k in _LOOP_KEYS}
     except ValueError:
@@ -224,7 +219,7 @@ _LOOP_KEYS = ("step", "generator", "param_groups", "history")
 
 def _option(name: str) -> str:
     """A config field's command-line option: `--batch-size`; `compiled` is `--eager`'s opposite."""
-    return "--eager" if name == "compiled" else f"--{name.replace('_', '-')}"
+    return "--eager" if name == "compiled" else option_name(name)
 
 
 def _shown(name: str, value: Any) -> str:

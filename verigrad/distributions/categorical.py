@@ -145,3 +145,31 @@ class Categorical(Distribution):
         shown = [(n, t) for n, t in (("probs", self._probs), ("logits", self._logits)) if t is not None]
         args = ", ".join(f"{n}: {t if t.numel() == 1 else t.size()}" for n, t in shown)
         return f"Categorical({args})"
+
+
+class OfCategorical:
+    """What a distribution made of a Categorical (`_categorical`) takes from it: probs, logits and
+    param_shape, and `expand` (the Categorical expanded; the result of the distribution's own type, as
+    PyTorch's)."""
+
+    _categorical: Categorical
+    _batch_shape: Size
+
+    def expand(self, batch_shape: Any, _instance: Any = None) -> Any:
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new._categorical = self._categorical.expand(batch_shape)
+        new._batch_shape = Size(batch_shape)
+        return new
+
+    @property
+    def probs(self) -> Tensor:
+        return self._categorical.probs
+
+    @property
+    def logits(self) -> Tensor:
+        return self._categorical.logits
+
+    @property
+    def param_shape(self) -> Size:
+        return self._categorical.param_shape

@@ -5,14 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from ..ops.creation import eye
-from ..shapes import Size
 from ..tensor import Tensor
-from .categorical import Categorical
+from .categorical import Categorical, OfCategorical
 from .distribution import Distribution
 from .utils import check_value
 
 
-class OneHotCategorical(Distribution):
+class OneHotCategorical(OfCategorical, Distribution):
     """OneHotCategorical(probs=None, logits=None, validate_args=None): event_shape is (K,)."""
 
     has_enumerate_support = True
@@ -24,25 +23,6 @@ class OneHotCategorical(Distribution):
         self._categorical = Categorical(probs, logits, validate_args)
         param = self._categorical.param_shape
         super().__init__(param[:-1], param[-1:], validate_args)
-
-    def expand(self, batch_shape: Any, _instance: Any = None) -> OneHotCategorical:
-        new = object.__new__(OneHotCategorical)
-        new.__dict__.update(self.__dict__)
-        new._categorical = self._categorical.expand(batch_shape)
-        new._batch_shape = Size(batch_shape)
-        return new
-
-    @property
-    def probs(self) -> Tensor:
-        return self._categorical.probs
-
-    @property
-    def logits(self) -> Tensor:
-        return self._categorical.logits
-
-    @property
-    def param_shape(self) -> Size:
-        return self._categorical.param_shape
 
     def _one_hot(self, index: Tensor) -> Tensor:
         return eye(self._event_shape[0], dtype=self.probs.dtype)[index]

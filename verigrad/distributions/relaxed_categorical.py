@@ -9,16 +9,15 @@ from ..functions.rearrange import broadcast_tensors
 from ..functions.statistics import logsumexp
 from ..ops import lgamma
 from ..ops.creation import rand
-from ..shapes import Size
 from ..tensor import Tensor
-from .categorical import Categorical
+from .categorical import Categorical, OfCategorical
 from .distribution import Distribution
 from .transformed import TransformedDistribution
 from .transforms import ExpTransform
 from .utils import as_value, check_param, clamp_probs
 
 
-class ExpRelaxedCategorical(Distribution):
+class ExpRelaxedCategorical(OfCategorical, Distribution):
     """ExpRelaxedCategorical(temperature, probs=None, logits=None, validate_args=None): the log of a
     relaxed one-hot draw, softmax((logits + Gumbel noise) / temperature) in log space."""
 
@@ -41,25 +40,6 @@ class ExpRelaxedCategorical(Distribution):
             check_param(
                 "ExpRelaxedCategorical", "temperature", self.temperature, lambda t: t > 0, "Positive()"
             )
-
-    def expand(self, batch_shape: Any, _instance: Any = None) -> ExpRelaxedCategorical:
-        new = object.__new__(type(self))
-        new.__dict__.update(self.__dict__)
-        new._categorical = self._categorical.expand(batch_shape)
-        new._batch_shape = Size(batch_shape)
-        return new
-
-    @property
-    def logits(self) -> Tensor:
-        return self._categorical.logits
-
-    @property
-    def probs(self) -> Tensor:
-        return self._categorical.probs
-
-    @property
-    def param_shape(self) -> Size:
-        return self._categorical.param_shape
 
     def rsample(self, sample_shape: Any = ()) -> Tensor:
         uniforms = clamp_probs(rand(*self._extended_shape(sample_shape), dtype=self.logits.dtype))

@@ -28,7 +28,7 @@ from ..tensor import Tensor
 from . import torch_format
 from .atomic import remove_stale_temporaries, write_atomically
 from .map_location import location_map
-from .safetensors_format import safetensors_bytes
+from .safetensors_format import reading, safetensors_bytes
 
 # safetensors dtype -> the little-endian NumPy type its bytes are read as (BF16: its bits, which is
 # how verigrad stores bf16); U8, I8 and I16 are u8, i8 and i16; U16 and U32 widen as `from_numpy` widens them
@@ -192,13 +192,8 @@ def _load_file(f: BinaryIO, locate: Callable[[str], None], encoding: str) -> Any
 
 def _read(path: Path, size: int = -1) -> bytes:
     """The file's first `size` bytes (all of them if -1)."""
-    try:
-        with open(path, "rb") as f:
-            return f.read(size)
-    except FileNotFoundError:
-        raise WeightFileError(f"{path}: no such checkpoint") from None
-    except OSError as e:
-        raise WeightFileError(f"{path}: cannot be read ({e})") from None
+    with reading(path), open(path, "rb") as f:
+        return f.read(size)
 
 
 _LEGACY = (

@@ -35,12 +35,11 @@ from typing import Any
 
 import numpy as np
 from gguf import GGMLQuantizationType, GGUFWriter, LlamaFileType
-from gguf.gguf_writer import WriterState
 
 from ..errors import WeightFileError
 from ..ops.quant import FORMATS
-from .atomic import write_atomically
 from .gguf import GGUFFile, GGUFTensor, _CheckedReader, read_gguf
+from .gguf_writer import write_gguf
 from .quantizers import quantize
 
 QUANTIZATION_VERSION = 2  # GGML_QNT_VERSION
@@ -240,26 +239,19 @@ def quantize_gguf(
         )
     metadata = _metadata_types(source)
 
-    def write(f: Any) -> None:
-        writer = GGUFWriter(None, gguf_file.arch, use_temp_file=True)
-        for key, (value, types) in metadata.items():
-            if key not in _DROPPED:
-                writer.add_key_value(key, value, types[0], sub_type=types[1] if len(types) > 1 else None)
-        if "general.alignment" in metadata:
-            writer.add_custom_alignment(int(metadata["general.alignment"][0]))
-        writer.add_uint32("general.quantization_version", QUANTIZATION_VERSION)
-        writer.add_uint32("general.file_type", int(TYPES[type_name].ftype))
-        for step in steps:
-            data = _converted(step)
-            raw_dtype = None if step.qtype in ("f32", "f16") else GGMLQuantizationType[step.qtype.upper()]
-            writer.add_tensor(step.tensor.name, data, raw_dtype=raw_dtype)
-            if on_tensor is not None:
-                on_tensor(step)
-        writer.fout, writer.state = [f], WriterState.EMPTY  # GGUFWriter's open_output_file, on our file
-        writer.write_header_to_file()
-        writer.write_kv_data_to_file()
-        writer.write_tensors_to_file()
-        writer.flush()
-
-    write_atomically(target, write)
+    writer = GGUFWriter(None, gguf_file.arch, use_temp_file=True)
+    for key, (value, types) in metadata.items():
+        if key not in _DROPPED:
+            writer.add_key_value(key, value, types[0], sub_type=types[1] if len(types) > 1 else None)
+    if "general.alignment" in metadata:
+        writer.add_custom_alignment(int(metadata["general.alignment"][0]))
+    writer.add_uint32("general.quantization_version", QUANTIZATION_VERSION)
+    writer.add_uint32("general.file_type", int(TYPES[type_name].ftype))
+    for step in steps:
+        data = _converted(step)
+        raw_dtype = None if step.qtype in ("f32", "f16") else GGMLQuantizationType[step.qtype.upper()]
+        writer.add_tensor(step.tensor.name, data, raw_dtype=raw_dtype)
+        if on_tensor is not None:
+            on_tensor(step)
+    write_gguf(writer, target)
     return steps

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from gguf import GGMLQuantizationType, GGUFValueType, GGUFWriter, LlamaFileType
 from gguf import quants as gguf_quants
+from gguf.gguf_writer import WriterState
 
 from ..errors import WeightFileError
+from .atomic import write_atomically
 from .gguf import _CheckedReader, read_gguf
 
 TYPES = {
@@ -36,7 +39,7 @@ def write_like(
     path: str | os.PathLike, source: str | os.PathLike, tensors: dict[str, np.ndarray], qtype: str
 ) -> Path:
     """Write `tensors` (f32, by GGUF name: exactly the source file's) to `path` with the source's metadata;
-    matrices as `qtype` ("f16" or "q8_0"). The file is written to a temporary name and renamed into place."""
+    matrices as `qtype` ("f16" or "q8_0"), atomically (`write_gguf`)."""
     if qtype not in TYPES:
         raise ValueError(f"write_like: qtype must be one of {', '.join(TYPES)}, got {qtype!r}")
     original = read_gguf(source)  # checked first
@@ -70,15 +73,19 @@ def write_like(
             writer.add_tensor(name, values.astype(np.float16))
         else:
             writer.add_tensor(name, gguf_quants.quantize(values, ggml), raw_dtype=ggml)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        writer.write_header_to_file(path=tmp)
+    write_gguf(writer, path)
+    return path
+
+
+def write_gguf(writer: GGUFWriter, path: Path) -> None:
+    """The file `writer` holds (made with no path: its metadata and tensors added) written to `path`
+    atomically (io/atomic.py: whole or not at all)."""
+
+    def write(f: Any) -> None:
+        writer.fout, writer.state = [f], WriterState.EMPTY  # GGUFWriter's open_output_file, on our file
+        writer.write_header_to_file()
         writer.write_kv_data_to_file()
         writer.write_tensors_to_file()
-        writer.close()
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
+        writer.flush()
+
+    write_atomically(path, write)

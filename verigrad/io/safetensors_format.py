@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -73,20 +74,26 @@ def safetensors_bytes(arrays: Mapping[str, np.ndarray], metadata: Mapping[str, s
     return b"".join([struct.pack("<Q", len(text)), text, *(little[name].tobytes() for name in order)])
 
 
-def read_metadata(path: Path) -> dict[str, str]:
-    """The `__metadata__` of the safetensors file at `path` ({} where it has none), from its header
-    alone; a file that is not safetensors is refused naming it."""
+@contextmanager
+def reading(path: Path) -> Iterator[None]:
+    """A checkpoint's OSErrors as WeightFileErrors naming it: not there, or not readable (and why)."""
     try:
-        with open(path, "rb") as f:
-            head = f.read(8)
-            size = struct.unpack("<Q", head)[0] if len(head) == 8 else -1
-            if not 0 < size <= MAX_HEADER:
-                raise WeightFileError(f"{path}: not a safetensors file (no header of a sane length)")
-            text = f.read(size)
+        yield
     except FileNotFoundError:
         raise WeightFileError(f"{path}: no such checkpoint") from None
     except OSError as e:
         raise WeightFileError(f"{path}: cannot be read ({e})") from None
+
+
+def read_metadata(path: Path) -> dict[str, str]:
+    """The `__metadata__` of the safetensors file at `path` ({} where it has none), from its header
+    alone; a file that is not safetensors is refused naming it."""
+    with reading(path), open(path, "rb") as f:
+        head = f.read(8)
+        size = struct.unpack("<Q", head)[0] if len(head) == 8 else -1
+        if not 0 < size <= MAX_HEADER:
+            raise WeightFileError(f"{path}: not a safetensors file (no header of a sane length)")
+        text = f.read(size)
     try:
         header = json.loads(text) if len(text) == size else None
     except (UnicodeDecodeError, ValueError):

@@ -155,7 +155,9 @@ class Conv1d(_ConvNd):
     def forward(self, x: Tensor) -> Tensor:
         weight = self._check_input(x)
         x, padding = self._padded(x)
-        return F.conv1d(x, weight, self.bias, self.stride, padding, self.dilation, self.groups)
+        return self.conv(x, weight, self.bias, self.stride, padding, self.dilation, self.groups)
+
+    conv = staticmethod(F.conv1d)
 
 
 class Conv2d(_ConvNd):
@@ -210,11 +212,7 @@ class Conv3d(Conv1d):
     """3-D convolution of [N, C, D, H, W]: weight [out, in / groups, kd, kh, kw]."""
 
     dims = 3
-
-    def forward(self, x: Tensor) -> Tensor:
-        weight = self._check_input(x)
-        x, padding = self._padded(x)
-        return F.conv3d(x, weight, self.bias, self.stride, padding, self.dilation, self.groups)
+    conv = staticmethod(F.conv3d)
 
 
 class ConvTranspose1d(_ConvNd):

@@ -135,6 +135,11 @@ class _Recurrent(Module):
         """The last size of each state tensor: h's (the projection's, if any), then c's."""
         return (self.proj_size or self.hidden_size, self.hidden_size)[: self.states]
 
+    def forward(self, input: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """RNN's and GRU's: (output, h_n); LSTM's keeps (h, c)."""
+        out, (h_n,) = self._forward(input, None if hx is None else (hx,))
+        return out, h_n
+
     def _forward(self, x: Any, state: tuple[Tensor, ...] | None) -> tuple[Any, tuple[Tensor, ...]]:
         """The outputs and the final states, each [D * num_layers, N, size]. A PackedSequence runs padded,
         each sequence's state held after its last step, and its outputs are packed as it is."""
@@ -252,16 +257,11 @@ class RNN(_Recurrent):
         dtype: Any = None,
     ):
         activation = _nonlinearity("RNN", nonlinearity)
-        dtype = factory_dtype("RNN", device, dtype)
         super().__init__(
-            input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, dtype=dtype
+            input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, 0, device, dtype
         )
         self.nonlinearity = nonlinearity
         object.__setattr__(self, "step", _rnn_step(activation))
-
-    def forward(self, input: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        out, (h_n,) = self._forward(input, None if hx is None else (hx,))
-        return out, h_n
 
 
 class LSTM(_Recurrent):
@@ -287,7 +287,6 @@ class LSTM(_Recurrent):
         device: Any = None,
         dtype: Any = None,
     ):
-        dtype = factory_dtype("LSTM", device, dtype)
         super().__init__(
             input_size,
             hidden_size,
@@ -297,7 +296,8 @@ class LSTM(_Recurrent):
             dropout,
             bidirectional,
             proj_size,
-            dtype=dtype,
+            device,
+            dtype,
         )
 
     def forward(self, input: Tensor, hx: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Any]:
@@ -323,14 +323,9 @@ class GRU(_Recurrent):
         device: Any = None,
         dtype: Any = None,
     ):
-        dtype = factory_dtype("GRU", device, dtype)
         super().__init__(
-            input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, dtype=dtype
+            input_size, hidden_size, num_layers, bias, batch_first, dropout, bidirectional, 0, device, dtype
         )
-
-    def forward(self, input: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        out, (h_n,) = self._forward(input, None if hx is None else (hx,))
-        return out, h_n
 
 
 class _Cell(Module):
@@ -358,6 +353,10 @@ class _Cell(Module):
         else:
             self.register_parameter("bias_ih", None)
             self.register_parameter("bias_hh", None)
+
+    def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:
+        """RNNCell's and GRUCell's: h'; LSTMCell's keeps (h', c')."""
+        return self._step(input, None if hx is None else (hx,))[0]
 
     def _step(self, x: Tensor, state: tuple[Tensor, ...] | None) -> tuple[Tensor, ...]:
         name = type(self).__name__
@@ -411,9 +410,6 @@ class RNNCell(_Cell):
         self.nonlinearity = nonlinearity
         object.__setattr__(self, "step", _rnn_step(activation))
 
-    def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:
-        return self._step(input, None if hx is None else (hx,))[0]
-
     def extra_repr(self) -> str:
         extra = "" if self.nonlinearity == "tanh" else f", nonlinearity={self.nonlinearity}"
         return super().extra_repr() + extra
@@ -435,9 +431,6 @@ class GRUCell(_Cell):
 
     gates = 3
     step = staticmethod(_gru_step)
-
-    def forward(self, input: Tensor, hx: Tensor | None = None) -> Tensor:
-        return self._step(input, None if hx is None else (hx,))[0]
 
 
 RNNBase, RNNCellBase = _Recurrent, _Cell  # PyTorch's names of the bases (for isinstance checks)

@@ -315,8 +315,12 @@ def full_like(
 ) -> Tensor:
     """A tensor of x's shape (and dtype, unless given) filled with `fill_value` (`memory_format=` is
     accepted: the result is contiguous)."""
-    _placed("full_like", device)
-    out = full_op(shape=x.shape, dtype=x.dtype if dtype is None else dtype, value=fill_value)
+    return _filled_like("full_like", x, fill_value, dtype, device, requires_grad)
+
+
+def _filled_like(where: str, x: Tensor, value: Any, dtype: Any, device: Any, requires_grad: bool) -> Tensor:
+    _placed(where, device)
+    out = full_op(shape=x.shape, dtype=x.dtype if dtype is None else dtype, value=value)
     return _grad(out, requires_grad)
 
 
@@ -329,7 +333,7 @@ def zeros_like(
     memory_format: Any = None,
 ) -> Tensor:
     """Zeros shaped as x (its dtype unless `dtype`)."""
-    return full_like(x, 0, dtype, device=device, requires_grad=requires_grad)
+    return _filled_like("zeros_like", x, 0, dtype, device, requires_grad)
 
 
 def ones_like(
@@ -341,7 +345,7 @@ def ones_like(
     memory_format: Any = None,
 ) -> Tensor:
     """Ones shaped as x (its dtype unless `dtype`)."""
-    return full_like(x, 1, dtype, device=device, requires_grad=requires_grad)
+    return _filled_like("ones_like", x, 1, dtype, device, requires_grad)
 
 
 def empty_like(
@@ -353,7 +357,7 @@ def empty_like(
     memory_format: Any = None,
 ) -> Tensor:
     """PyTorch's empty_like: here zeros."""
-    return full_like(x, 0, dtype, device=device, requires_grad=requires_grad)
+    return _filled_like("empty_like", x, 0, dtype, device, requires_grad)
 
 
 def _arange_params(start: DimLike, stop: DimLike, step: int, dtype: Any) -> dict:
@@ -609,7 +613,8 @@ def rand_like(
 ) -> Tensor:
     """Uniform draws in [0, 1) shaped as x (its dtype unless `dtype`)."""
     dtype = x.dtype if dtype is None else dtype
-    return rand(*x.shape, dtype=dtype, generator=generator, device=device, requires_grad=requires_grad)
+    return _float_randoms("rand_like", rand_op, tuple(x.shape), None, generator, None, dtype, device,
+                          requires_grad)  # fmt: skip
 
 
 def randn_like(
@@ -623,7 +628,8 @@ def randn_like(
 ) -> Tensor:
     """Standard normal draws shaped as x (its dtype unless `dtype`)."""
     dtype = x.dtype if dtype is None else dtype
-    return randn(*x.shape, dtype=dtype, generator=generator, device=device, requires_grad=requires_grad)
+    return _float_randoms("randn_like", randn_op, tuple(x.shape), None, generator, None, dtype, device,
+                          requires_grad)  # fmt: skip
 
 
 def _randint_bounds(args: tuple, low: Any, high: Any, size: Any, where: str, with_size: bool = True) -> tuple:
@@ -663,10 +669,15 @@ def randint(
     """Integers in [low, high) (low 0 unless given) of shape `size`: PyTorch's `randint(high, size)`,
     `randint(low, high, size)`; i64 unless `dtype` says otherwise (a float dtype holds whole numbers)."""
     low, high, shape = _randint_bounds(args, low, high, size, "randint")
-    _placed("randint", device, out)
+    return _randint("randint", low, high, shape, generator, out, dtype, device, requires_grad)
+
+
+def _randint(where: str, low: int, high: int, shape: Any, generator: Any, out: Any, dtype: Any, device: Any,
+             requires_grad: bool) -> Tensor:  # fmt: skip
+    _placed(where, device, out)
     dtype = i64 if dtype is None else as_dtype(dtype)
     if dtype is bool_ or (dtype.kind == "u" and low < 0):
-        raise ValueError(f"randint: [{low}, {high}) does not fit {dtype.name}")
+        raise ValueError(f"{where}: [{low}, {high}) does not fit {dtype.name}")
     draw = randint_op(shape=as_shape(shape), seed=_seed(generator), dtype=i64, low=low, high=high)
     return _grad(draw if dtype is i64 else cast(draw, dtype=dtype), requires_grad)
 
@@ -686,15 +697,7 @@ def randint_like(
     `randint_like(x, low, high)`."""
     low, high, _ = _randint_bounds(args, low, high, None, "randint_like", with_size=False)
     dtype = x.dtype if dtype is None else dtype
-    return randint(
-        low,
-        high,
-        tuple(x.shape),
-        generator=generator,
-        dtype=dtype,
-        device=device,
-        requires_grad=requires_grad,
-    )
+    return _randint("randint_like", low, high, tuple(x.shape), generator, None, dtype, device, requires_grad)
 
 
 def randperm(

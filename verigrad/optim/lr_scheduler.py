@@ -331,7 +331,22 @@ class LambdaLR(LRScheduler):
                 vars(f).update(saved)
 
 
-class SequentialLR(LRScheduler):
+class _Composite(LRScheduler):
+    """A schedule made of `_schedulers`: its state dict holds theirs."""
+
+    _schedulers: list[LRScheduler]
+
+    def state_dict(self) -> dict[str, Any]:
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        return state | {"_schedulers": [s.state_dict() for s in self._schedulers]}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.__dict__.update({k: v for k, v in state_dict.items() if k != "_schedulers"})
+        for scheduler, saved in zip(self._schedulers, state_dict["_schedulers"]):
+            scheduler.load_state_dict(saved)
+
+
+class SequentialLR(_Composite):
     """`schedulers` (of this optimizer) in turn: the i-th from epoch milestones[i - 1] on, started at its
     epoch 0 from the initial rates, as PyTorch's."""
 
@@ -379,17 +394,8 @@ class SequentialLR(LRScheduler):
             scheduler.step()
         self._last_lr = scheduler.get_last_lr()
 
-    def state_dict(self) -> dict[str, Any]:
-        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
-        return state | {"_schedulers": [s.state_dict() for s in self._schedulers]}
 
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self.__dict__.update({k: v for k, v in state_dict.items() if k != "_schedulers"})
-        for scheduler, saved in zip(self._schedulers, state_dict["_schedulers"]):
-            scheduler.load_state_dict(saved)
-
-
-class ChainedScheduler(LRScheduler):
+class ChainedScheduler(_Composite):
     """Several schedules of one optimizer stepped together, in order, each from the rates the one
     before set (PyTorch's: their effects compose, e.g. a ConstantLR warm-up times an ExponentialLR)."""
 
@@ -421,15 +427,6 @@ class ChainedScheduler(LRScheduler):
         for scheduler in self._schedulers:
             scheduler.step()
         self._last_lr = [group["lr"] for group in self._schedulers[-1].optimizer.param_groups]
-
-    def state_dict(self) -> dict[str, Any]:
-        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
-        return state | {"_schedulers": [s.state_dict() for s in self._schedulers]}
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self.__dict__.update({k: v for k, v in state_dict.items() if k != "_schedulers"})
-        for scheduler, saved in zip(self._schedulers, state_dict["_schedulers"]):
-            scheduler.load_state_dict(saved)
 
 
 class OneCycleLR(LRScheduler):
@@ -641,12 +638,13 @@ def _linear(start: float, end: float, part: float) -> float:
     return (end - start) * part + start
 
 
-class ReduceLROnPlateau:
+class ReduceLROnPlateau(LRScheduler):
     """Each rate times `factor` once a metric (`step(metric)`, e.g. each epoch's validation loss) has not
     improved for more than `patience` epochs, as PyTorch's: improved means below best * (1 - threshold)
     for mode "min" ("rel"; best - threshold for "abs"; above for "max"); after a cut, `cooldown` epochs
     count no bad epochs; a rate stops at its `min_lr` (one, or one per group), and a cut smaller than
-    `eps` is not made."""
+    `eps` is not made. An LRScheduler as PyTorch's (its rates, state dict and get_last_lr the base's),
+    stepped by a metric instead of a `rate` per epoch."""
 
     def __init__(
         self,
@@ -710,26 +708,22 @@ class ReduceLROnPlateau:
             self.cooldown_counter, self.num_bad_epochs = self.cooldown, 0
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
 
-    def get_last_lr(self) -> list[float]:
-        return self._last_lr
-
-    def state_dict(self) -> dict[str, Any]:
-        """PyTorch's: the schedule's attributes but the optimizer (whose state dict holds the rates)."""
-        return {key: value for key, value in self.__dict__.items() if key != "optimizer"}
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self.__dict__.update(state_dict)
-
 
 __all__ = [
+    "ChainedScheduler",
+    "ConstantLR",
     "CosineAnnealingLR",
     "CosineAnnealingWarmRestarts",
+    "CyclicLR",
     "ExponentialLR",
     "LRScheduler",
     "LambdaLR",
     "LinearLR",
     "MultiStepLR",
+    "MultiplicativeLR",
     "OneCycleLR",
+    "PolynomialLR",
     "ReduceLROnPlateau",
+    "SequentialLR",
     "StepLR",
 ]

@@ -35,8 +35,12 @@ def _feature_dropout(input: Tensor, p: float, training: bool, generator: Generat
     rest scaled by 1/(1-p)."""
     if not training or p == 0.0:
         return dropout(input, p, training)  # checks p
-    mask = (*input.shape[:2], *([1] * (input.ndim - 2)))
-    return input * dropout(ops.ones(*mask, dtype=input.dtype), p, generator=generator)
+    return input * dropout(ops.ones(*_channels(input), dtype=input.dtype), p, generator=generator)
+
+
+def _channels(input: Tensor) -> tuple:
+    """The shape of one draw per (axis 0, axis 1) pair of `input`: its first two sizes, then ones."""
+    return (*input.shape[:2], *([1] * (input.ndim - 2)))
 
 
 def _unbatched(input: Tensor, p: float, training: bool, generator: Generator | None) -> Tensor:
@@ -146,7 +150,7 @@ def feature_alpha_dropout(
             f"feature_alpha_dropout: Feature dropout requires at least 2 dimensions in the input, "
             f"got {shape_text(input.shape)}"
         )
-    return _alpha(input, p, training, inplace, generator, (*input.shape[:2], *([1] * (input.ndim - 2))))
+    return _alpha(input, p, training, inplace, generator, _channels(input))
 
 
 def _alpha(

@@ -103,6 +103,14 @@ def _check_weight_shape(name: str, input: Tensor, weight: Tensor | None) -> None
         )
 
 
+def _check_target_shape(name: str, input: Tensor, target: Tensor) -> None:
+    if tuple(target.shape) != tuple(input.shape):
+        raise ShapeError(
+            f"{name}: target must be shaped as the input {shape_text(input.shape)}, "
+            f"got {shape_text(target.shape)}"
+        )
+
+
 def cross_entropy(
     input: Tensor,
     target: Tensor,
@@ -340,11 +348,7 @@ def binary_cross_entropy(
     the op binary_cross_entropy's); `weight` broadcasts to the input."""
     reduction = checked_reduction("binary_cross_entropy", reduction, size_average, reduce)
     _constant_weights("binary_cross_entropy", weight=weight)
-    if tuple(target.shape) != tuple(input.shape):
-        raise ShapeError(
-            f"binary_cross_entropy: target must be shaped as the input {shape_text(input.shape)}, "
-            f"got {shape_text(target.shape)}"
-        )
+    _check_target_shape("binary_cross_entropy", input, target)
     values = input.payload
     if isinstance(values, np.ndarray) and not ((values >= 0) & (values <= 1)).all():
         raise ValueError("binary_cross_entropy: all elements of input should be between 0 and 1 (as PyTorch)")
@@ -367,11 +371,7 @@ def binary_cross_entropy_with_logits(
     (pos_weight - 1) target) (m + log(exp(-m) + exp(-x - m))); times `weight` (broadcast) if given."""
     reduction = checked_reduction("binary_cross_entropy_with_logits", reduction, size_average, reduce)
     _constant_weights("binary_cross_entropy_with_logits", weight=weight, pos_weight=pos_weight)
-    if tuple(target.shape) != tuple(input.shape):
-        raise ShapeError(
-            "binary_cross_entropy_with_logits: target must be shaped as the input "
-            f"{shape_text(input.shape)}, got {shape_text(target.shape)}"
-        )
+    _check_target_shape("binary_cross_entropy_with_logits", input, target)
     m = relu(-input)
     softplus = m + ((-m).exp() + (-input - m).exp()).log()  # log(1 + exp(-x))
     if pos_weight is None:
