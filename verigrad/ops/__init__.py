@@ -125,6 +125,17 @@ from .scan import cumprod, cumsum, logcumsumexp, running_extreme_index
 from .scatter_reduce import scatter_reduce, spread
 from .shaping import assign, expand, flatten, flip, getitem, squeeze, stack, transpose, unsqueeze
 from .special import digamma, erfc, erfinv, i0, i1, lgamma, nextafter, polygamma, signbit, xlog1py
+from .special_bessel import (
+    airy_ai,
+    bessel_j0,
+    bessel_j1,
+    bessel_y0,
+    bessel_y1,
+    modified_bessel_k0,
+    modified_bessel_k1,
+    scaled_modified_bessel_k0,
+    scaled_modified_bessel_k1,
+)
 from .special_zeta import zeta
 from .unary import (
     abs,
