@@ -394,6 +394,7 @@ from .ops.bitwise import gcd, lcm
 from .ops.creation import as_tensor, empty_permuted, randint_like
 from .ops.creation import default_generator as _default_generator
 from .ops.special import digamma, erfc, erfinv, i0, lgamma, nextafter, signbit
+from .ops.special_gamma import igamma, igammac
 from .settings import (
     are_deterministic_algorithms_enabled,
     get_default_device,

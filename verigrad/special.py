@@ -118,3 +118,8 @@ __all__ += [
     "scaled_modified_bessel_k0",
     "scaled_modified_bessel_k1",
 ]
+
+from .ops.special_gamma import igamma as gammainc  # noqa: E402
+from .ops.special_gamma import igammac as gammaincc  # noqa: E402
+
+__all__ += ["gammainc", "gammaincc"]

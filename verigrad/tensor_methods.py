@@ -29,7 +29,7 @@ from .functions import (
     special,
     statistics,
 )
-from .ops import binary, bitwise, creation, linalg, movement, reduce, scan, shaping, unary
+from .ops import binary, bitwise, creation, linalg, movement, reduce, scan, shaping, special_gamma, unary
 from .ops import index as index_ops
 from .ops import special as special_ops
 from .ops._op import Op
@@ -602,6 +602,8 @@ FORWARDED.update(
     scatter_reduce=scatter_reduce,
     inverse=linalg.inv,
     det=linalg.det,
+    igamma=special_gamma.igamma,
+    igammac=special_gamma.igammac,
 )
 ADAPTED.update(
     argmax=_along_axis(reduce.argmax, None, keepdim=True),

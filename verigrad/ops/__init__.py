@@ -136,6 +136,7 @@ from .special_bessel import (
     scaled_modified_bessel_k0,
     scaled_modified_bessel_k1,
 )
+from .special_gamma import igamma, igammac
 from .special_zeta import zeta
 from .unary import (
     abs,
