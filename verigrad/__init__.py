@@ -393,6 +393,7 @@ from .ops import inv as inverse  # PyTorch's torch.inverse (torch.linalg.inv)
 from .ops.bitwise import gcd, lcm
 from .ops.creation import as_tensor, empty_permuted, randint_like
 from .ops.creation import default_generator as _default_generator
+from .ops.linalg_extra import frexp, matrix_exp
 from .ops.special import digamma, erfc, erfinv, i0, lgamma, nextafter, signbit
 from .ops.special_gamma import igamma, igammac
 from .settings import (

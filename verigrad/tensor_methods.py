@@ -29,7 +29,19 @@ from .functions import (
     special,
     statistics,
 )
-from .ops import binary, bitwise, creation, linalg, movement, reduce, scan, shaping, special_gamma, unary
+from .ops import (
+    binary,
+    bitwise,
+    creation,
+    linalg,
+    linalg_extra,
+    movement,
+    reduce,
+    scan,
+    shaping,
+    special_gamma,
+    unary,
+)
 from .ops import index as index_ops
 from .ops import special as special_ops
 from .ops._op import Op
@@ -603,6 +615,8 @@ FORWARDED.update(
     inverse=linalg.inv,
     det=linalg.det,
     igamma=special_gamma.igamma,
+    frexp=linalg_extra.frexp,
+    matrix_exp=linalg_extra.matrix_exp,
     igammac=special_gamma.igammac,
 )
 ADAPTED.update(

@@ -397,6 +397,11 @@ NO_SPECIAL_VALUES = {
     "qr_r",
     "lu_packed",
     "lu_pivots",
+    "ldl_ld",
+    "ldl_pivots",
+    "ldl_info",
+    "ldl_solve",
+    "matrix_exp",  # a matrix op (the value grid is element-wise); its 1 x 1 infinities: test_linalg_extra.py
     "binary_cross_entropy",  # probabilities only: PyTorch refuses an input outside [0, 1]
 }
 

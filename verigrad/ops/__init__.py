@@ -102,6 +102,15 @@ from .linalg import (
     svd_vh,
     svdvals,
 )
+from .linalg_extra import (
+    frexp_exponent,
+    frexp_mantissa,
+    ldl_info,
+    ldl_ld,
+    ldl_pivots,
+    ldl_solve_op,
+    matrix_exp,
+)
 from .lu import lu_packed, lu_pivots
 from .matmul import matmul
 from .movement import broadcast_to, cast, concat, contiguous, pad, permute, reshape, slice_, unslice
