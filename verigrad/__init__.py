@@ -194,6 +194,11 @@ from .functions import (
     xlogy,
 )
 from .functions import addmm as baddbmm  # the same on batches
+from .functions.aten_extra import (
+    _softmax_backward_data,
+    _unsafe_masked_index,
+    _unsafe_masked_index_put_accumulate,
+)
 from .functions.copies import (
     alias_copy,
     diag_embed,
@@ -275,6 +280,7 @@ from .linalg import legacy_svd as svd
 from .linalg import pinverse
 from .modes import abstract
 from .nn.compiled import compile
+from .nn.functional.grid_sampler import grid_sampler_2d
 from .nn.functional.native_norms import (
     _batch_norm_with_update,
     _native_batch_norm_legit,
@@ -390,6 +396,7 @@ from .ops import (
     zeros_like,
 )
 from .ops import inv as inverse  # PyTorch's torch.inverse (torch.linalg.inv)
+from .ops.angle import angle
 from .ops.bitwise import gcd, lcm
 from .ops.creation import as_tensor, empty_permuted, randint_like
 from .ops.creation import default_generator as _default_generator

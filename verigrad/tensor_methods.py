@@ -45,6 +45,7 @@ from .ops import (
 from .ops import index as index_ops
 from .ops import special as special_ops
 from .ops._op import Op
+from .ops.angle import angle as angle_op
 from .ops.composite.softmax import log_softmax, softmax
 from .ops.matmul import matmul
 from .ops.scatter_reduce import scatter_reduce
@@ -616,6 +617,7 @@ FORWARDED.update(
     det=linalg.det,
     igamma=special_gamma.igamma,
     frexp=linalg_extra.frexp,
+    angle=angle_op,
     matrix_exp=linalg_extra.matrix_exp,
     igammac=special_gamma.igammac,
 )

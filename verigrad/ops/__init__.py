@@ -1,6 +1,7 @@
 """Every op, one record each. `REGISTRY` maps names to ops; the test suites iterate over it."""
 
 from ._op import REGISTRY, Op, Sample, unbroadcast
+from .angle import angle
 from .binary import (
     add,
     atan2,
