@@ -69,3 +69,20 @@ def test_grid_sampler_2d_codes() -> None:
         verigrad.grid_sampler_2d(image, grid, 2, 0, False)
     with pytest.raises(ValueError, match="padding_mode must be one of"):
         verigrad.grid_sampler_2d(image, grid, 0, 3, False)
+
+
+def test_grid_sampler_3d_reads_the_volume() -> None:
+    volume = verigrad.arange(0, 8, dtype=verigrad.float64).reshape(1, 1, 2, 2, 2)  # value = 4 z + 2 y + x
+    corners = [[-1.0, -1.0, -1.0], [1.0, 1.0, 1.0], [1.0, -1.0, 1.0], [0.0, 0.0, 0.0], [3.0, 0.0, 0.0]]
+    grid = verigrad.tensor(corners, dtype=verigrad.float64).reshape(1, 1, 1, 5, 3)
+    out = verigrad.grid_sampler_3d(volume, grid, 0, 0, True).numpy().ravel()
+    # align_corners: -1 and 1 are the corners' centres; the centre is the mean; x = 3 lies outside (zeros)
+    np.testing.assert_allclose(out, [0.0, 7.0, 5.0, 3.5, 0.0])
+    border = verigrad.grid_sampler_3d(volume, grid, 0, 1, True).numpy().ravel()
+    assert border[4] == 4 * 0.5 + 2 * 0.5 + 1  # x clamped to the border
+    nearest = verigrad.grid_sampler_3d(volume, grid, 1, 0, True).numpy().ravel()
+    np.testing.assert_array_equal(nearest[:3], [0.0, 7.0, 5.0])
+    with pytest.raises(NotImplementedError, match="bicubic"):
+        verigrad.grid_sampler_3d(volume, grid, 2, 0, True)
+    with pytest.raises(verigrad.ShapeError, match="grid_sampler_3d takes input"):
+        verigrad.grid_sampler_3d(volume, grid[..., :2], 0, 0, True)

@@ -280,7 +280,7 @@ from .linalg import legacy_svd as svd
 from .linalg import pinverse
 from .modes import abstract
 from .nn.compiled import compile
-from .nn.functional.grid_sampler import grid_sampler_2d
+from .nn.functional.grid_sampler import grid_sampler_2d, grid_sampler_3d
 from .nn.functional.native_norms import (
     _batch_norm_with_update,
     _native_batch_norm_legit,

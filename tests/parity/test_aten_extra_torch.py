@@ -97,3 +97,21 @@ def test_grid_sampler_2d(mode, padding, align) -> None:
     ours.sum().backward()
     theirs.sum().backward()
     np.testing.assert_allclose(iv.grad.numpy(), it.grad.numpy(), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("mode", [0, 1])
+@pytest.mark.parametrize("padding", [0, 1, 2])
+@pytest.mark.parametrize("align", [False, True])
+def test_grid_sampler_3d(mode, padding, align) -> None:
+    rng = np.random.default_rng(7)
+    volume, grid = rng.standard_normal((2, 3, 4, 5, 6)), rng.uniform(-1.3, 1.3, (2, 3, 4, 2, 3))
+    vv, vt, gv, gt = _v(volume, True), _t(volume, True), _v(grid, True), _t(grid, True)
+    ours = verigrad.grid_sampler_3d(vv, gv, mode, padding, align)
+    theirs = torch.grid_sampler_3d(vt, gt, mode, padding, align)
+    np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=1e-12, atol=1e-14)
+    cot = rng.standard_normal(tuple(theirs.shape))
+    (ours * _v(cot)).sum().backward()
+    (theirs * _t(cot)).sum().backward()
+    np.testing.assert_allclose(vv.grad.numpy(), vt.grad.numpy(), rtol=1e-12, atol=1e-14)
+    ours_grid = gv.grad.numpy() if gv.grad is not None else np.zeros(grid.shape)  # nearest: none
+    np.testing.assert_allclose(ours_grid, gt.grad.numpy(), rtol=1e-10, atol=1e-12)
