@@ -86,3 +86,19 @@ def test_grid_sampler_3d_reads_the_volume() -> None:
         verigrad.grid_sampler_3d(volume, grid, 2, 0, True)
     with pytest.raises(verigrad.ShapeError, match="grid_sampler_3d takes input"):
         verigrad.grid_sampler_3d(volume, grid[..., :2], 0, 0, True)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: verigrad.complex(verigrad.tensor([1.0]), verigrad.tensor([2.0])),
+        lambda: verigrad.polar(verigrad.tensor([1.0]), verigrad.tensor([2.0])),
+        lambda: verigrad.view_as_complex(verigrad.zeros(2, 2)),
+        lambda: verigrad.view_as_real(verigrad.zeros(2)),
+        lambda: verigrad.zeros(2).cfloat(),
+        lambda: verigrad.zeros(2).cdouble(),
+    ],
+)
+def test_complex_entry_points_say_complex_numbers_are_unsupported(call) -> None:
+    with pytest.raises(NotImplementedError, match="verigrad has no complex numbers"):
+        call()

@@ -199,6 +199,7 @@ from .functions.aten_extra import (
     _unsafe_masked_index,
     _unsafe_masked_index_put_accumulate,
 )
+from .functions.complex_refusals import complex, polar, view_as_complex, view_as_real
 from .functions.copies import (
     alias_copy,
     diag_embed,

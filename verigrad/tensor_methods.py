@@ -18,6 +18,7 @@ from . import autograd
 from .dtypes import DType, as_dtype, can_cast, f32, f64
 from .errors import DTypeError, ShapeError
 from .functions import (
+    complex_refusals,
     indexing,
     joining,
     matrices,
@@ -618,6 +619,8 @@ FORWARDED.update(
     igamma=special_gamma.igamma,
     frexp=linalg_extra.frexp,
     angle=angle_op,
+    cfloat=complex_refusals.cfloat,
+    cdouble=complex_refusals.cdouble,
     matrix_exp=linalg_extra.matrix_exp,
     igammac=special_gamma.igammac,
 )
