@@ -140,3 +140,13 @@ def test_ldl_singular_and_refusals() -> None:
         linalg.ldl_factor(_f64(np.eye(65)))
     with pytest.raises(DTypeError, match="int32"):
         linalg.ldl_solve(_f64(np.eye(2)), verigrad.tensor([1, 2]), _f64(np.ones((2, 1))))
+
+
+def test_f16_is_refused_where_pytorchs_cpu_refuses_it() -> None:
+    half = verigrad.eye(3, dtype=verigrad.float16)
+    with pytest.raises(DTypeError, match="not implemented for f16"):
+        linalg.ldl_factor(half)
+    with pytest.raises(DTypeError, match="float32 or float64"):
+        linalg.cond(half)
+    assert linalg.matrix_exp(half).dtype is verigrad.float16  # PyTorch's takes f16
+    assert verigrad.frexp(verigrad.tensor([3.0], dtype=verigrad.float16)).mantissa.dtype is verigrad.float16

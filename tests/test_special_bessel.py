@@ -214,3 +214,9 @@ def test_large_inputs_are_evaluated_in_chunks() -> None:
     np.testing.assert_allclose(
         _f64("bessel_j0", list(x))[[0, 5000, 10_000]], _f64("bessel_j0", list(x[[0, 5000, 10_000]]))
     )
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_f16_is_refused_as_pytorchs_cpu_kernels_refuse_it(name: str) -> None:
+    with pytest.raises(verigrad.DTypeError, match="not implemented for f16"):
+        getattr(special, name)(verigrad.tensor([1.5], dtype=verigrad.float16))

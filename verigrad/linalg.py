@@ -471,8 +471,8 @@ def cond(A: Tensor, p: Any = None) -> Tensor:
         raise ValueError(f"linalg.cond: p must be one of {_COND_ORDS}, got {p!r}")
     if A.ndim < 2:
         raise ShapeError(f"linalg.cond: A must have at least 2 dimensions, got {describe(A)}")
-    if not A.dtype.is_float:
-        raise DTypeError(f"linalg.cond: A must be a floating-point tensor, got {A.dtype.name}")
+    if not A.dtype.is_float or A.dtype.name == "f16":  # PyTorch's has no f16 either
+        raise DTypeError(f"linalg.cond: A must be a float32 or float64 tensor, got {A.dtype.name}")
     if p in (None, 2, -2, "nuc") and (p != "nuc" or A.shape[-1] == A.shape[-2]):
         s = ops.svdvals(A)
         if p == "nuc":  # PyTorch's: from the singular values, NaN for a zero matrix, no inf

@@ -151,3 +151,11 @@ def test_igamma_refuses_integers_as_pytorch() -> None:
         torch.igamma(torch.tensor([1, 2]), torch.tensor([1, 2]))
     with pytest.raises(TypeError, match="floating-point"):
         verigrad.igamma(verigrad.tensor([1, 2]), verigrad.tensor([1, 2]))
+
+
+@pytest.mark.parametrize("name", [*K_NAMES, *JY_NAMES, "airy_ai"])
+def test_f16_refused_by_both(name: str) -> None:
+    with pytest.raises(NotImplementedError, match="not implemented for 'Half'"):
+        getattr(torch.special, name)(torch.tensor([1.5], dtype=torch.float16))
+    with pytest.raises(TypeError, match="not implemented for f16"):
+        getattr(special, name)(verigrad.tensor([1.5], dtype=verigrad.float16))

@@ -35,6 +35,8 @@ def _floating_only(name: str, d: DType) -> None:
     no_bf16(d)
     if not d.is_float:
         raise DTypeError(f"{name} only supports floating-point dtypes, got {d.name}")
+    if d.name == "f16" and name.startswith("linalg.ldl"):
+        raise DTypeError(f"{name} is not implemented for f16 (nor is PyTorch's); cast to float32")
 
 
 def _same_float(name: str):

@@ -24,6 +24,8 @@ import math
 
 import numpy as np
 
+from ..dtypes import DType
+from ..errors import DTypeError
 from ._op import Op, Sample, float_dtype, same_shape
 from ._samples import UNARY_SHAPES, uniform
 from .unary import in_f64
@@ -293,11 +295,23 @@ def _samples(low: float, high: float):
     return make
 
 
+def _no_half(name: str):
+    """float_dtype, refusing f16 as PyTorch's CPU kernels do (they have no f16 version)."""
+
+    def rule(x: DType, **_) -> DType:
+        d = float_dtype(x)
+        if d.name == "f16":
+            raise DTypeError(f"special.{name} is not implemented for f16 (nor is PyTorch's); cast to float32")
+        return d
+
+    return rule
+
+
 def _bessel_op(name: str, formula, low: float, high: float, doc: str) -> Op:
     return Op(
         name,
         shape=same_shape,
-        dtype=float_dtype,
+        dtype=_no_half(name),
         reference=lambda x: in_f64(formula)(x if x.dtype.kind == "f" else x.astype(np.float32)),
         differentiable=False,  # PyTorch's records no gradient
         samples=_samples(low, high),
