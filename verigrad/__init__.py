@@ -194,6 +194,12 @@ from .functions import (
     xlogy,
 )
 from .functions import addmm as baddbmm  # the same on batches
+from .functions.aten_extra import (
+    _softmax_backward_data,
+    _unsafe_masked_index,
+    _unsafe_masked_index_put_accumulate,
+)
+from .functions.complex_refusals import complex, polar, view_as_complex, view_as_real
 from .functions.copies import (
     alias_copy,
     diag_embed,
@@ -275,6 +281,7 @@ from .linalg import legacy_svd as svd
 from .linalg import pinverse
 from .modes import abstract
 from .nn.compiled import compile
+from .nn.functional.grid_sampler import grid_sampler_2d, grid_sampler_3d
 from .nn.functional.native_norms import (
     _batch_norm_with_update,
     _native_batch_norm_legit,
@@ -390,10 +397,13 @@ from .ops import (
     zeros_like,
 )
 from .ops import inv as inverse  # PyTorch's torch.inverse (torch.linalg.inv)
+from .ops.angle import angle
 from .ops.bitwise import gcd, lcm
 from .ops.creation import as_tensor, empty_permuted, randint_like
 from .ops.creation import default_generator as _default_generator
+from .ops.linalg_extra import frexp, matrix_exp
 from .ops.special import digamma, erfc, erfinv, i0, lgamma, nextafter, signbit
+from .ops.special_gamma import igamma, igammac
 from .settings import (
     are_deterministic_algorithms_enabled,
     get_default_device,

@@ -448,3 +448,44 @@ from .functions.tensor_solvers import tensorinv as tensorinv  # noqa: E402
 from .functions.tensor_solvers import tensorsolve as tensorsolve  # noqa: E402
 
 __all__ += ["tensorinv", "tensorsolve"]
+
+
+from .ops.linalg_extra import (  # noqa: E402
+    ldl_factor,
+    ldl_factor_ex,
+    ldl_solve,
+    matrix_exp,
+)
+
+_COND_ORDS = (None, "fro", "nuc", math.inf, -math.inf, 1, -1, 2, -2)
+
+
+def cond(A: Tensor, p: Any = None) -> Tensor:
+    """The condition number of each matrix in the `p` norm, as torch.linalg.cond: for p None, 2 or -2 the
+    ratio of the largest and smallest singular values (any m x n); for "nuc" sum(s) sum(1 / s); for "fro",
+    inf, -inf, 1 and -1 norm(A) norm(A^-1) of square matrices, inf where A is singular (an exact zero
+    pivot of its LU factorization)."""
+    if not isinstance(A, Tensor):
+        raise TypeError(f"linalg.cond: A must be a Tensor, got {type(A).__name__}")
+    if p not in _COND_ORDS or isinstance(p, bool):
+        raise ValueError(f"linalg.cond: p must be one of {_COND_ORDS}, got {p!r}")
+    if A.ndim < 2:
+        raise ShapeError(f"linalg.cond: A must have at least 2 dimensions, got {describe(A)}")
+    if not A.dtype.is_float or A.dtype.name == "f16":  # PyTorch's has no f16 either
+        raise DTypeError(f"linalg.cond: A must be a float32 or float64 tensor, got {A.dtype.name}")
+    if p in (None, 2, -2, "nuc") and (p != "nuc" or A.shape[-1] == A.shape[-2]):
+        s = ops.svdvals(A)
+        if p == "nuc":  # PyTorch's: from the singular values, NaN for a zero matrix, no inf
+            return s.sum(-1) * (1.0 / s).sum(-1)
+        big, small = s.amax(-1), s.amin(-1)
+        return big / small if p != -2 else small / big
+    if A.shape[-1] != A.shape[-2]:
+        raise ShapeError(f"linalg.cond: p={p!r} takes batches of square matrices, got {describe(A)}")
+    singular = ops.from_numpy(lu_factor_ex(A.detach()).info.numpy() > 0)
+    eye = ops.eye(A.shape[-1], dtype=A.dtype)
+    safe = ops.where(ops.unsqueeze(ops.unsqueeze(singular, -1), -1), eye, A)  # no inverse of a singular A
+    value = matrix_norm(safe, p) * matrix_norm(inv(safe), p)
+    return ops.where(singular, math.inf, value)
+
+
+__all__ += ["cond", "ldl_factor", "ldl_factor_ex", "ldl_solve", "matrix_exp"]

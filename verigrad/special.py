@@ -94,3 +94,32 @@ __all__ = [
 from .ops.special_zeta import zeta as zeta  # noqa: E402
 
 __all__.append("zeta")
+
+from .ops.special_bessel import (  # noqa: E402
+    airy_ai,
+    bessel_j0,
+    bessel_j1,
+    bessel_y0,
+    bessel_y1,
+    modified_bessel_k0,
+    modified_bessel_k1,
+    scaled_modified_bessel_k0,
+    scaled_modified_bessel_k1,
+)
+
+__all__ += [
+    "airy_ai",
+    "bessel_j0",
+    "bessel_j1",
+    "bessel_y0",
+    "bessel_y1",
+    "modified_bessel_k0",
+    "modified_bessel_k1",
+    "scaled_modified_bessel_k0",
+    "scaled_modified_bessel_k1",
+]
+
+from .ops.special_gamma import igamma as gammainc  # noqa: E402
+from .ops.special_gamma import igammac as gammaincc  # noqa: E402
+
+__all__ += ["gammainc", "gammaincc"]

@@ -18,6 +18,7 @@ from . import autograd
 from .dtypes import DType, as_dtype, can_cast, f32, f64
 from .errors import DTypeError, ShapeError
 from .functions import (
+    complex_refusals,
     indexing,
     joining,
     matrices,
@@ -29,10 +30,23 @@ from .functions import (
     special,
     statistics,
 )
-from .ops import binary, bitwise, creation, linalg, movement, reduce, scan, shaping, unary
+from .ops import (
+    binary,
+    bitwise,
+    creation,
+    linalg,
+    linalg_extra,
+    movement,
+    reduce,
+    scan,
+    shaping,
+    special_gamma,
+    unary,
+)
 from .ops import index as index_ops
 from .ops import special as special_ops
 from .ops._op import Op
+from .ops.angle import angle as angle_op
 from .ops.composite.softmax import log_softmax, softmax
 from .ops.matmul import matmul
 from .ops.scatter_reduce import scatter_reduce
@@ -602,6 +616,13 @@ FORWARDED.update(
     scatter_reduce=scatter_reduce,
     inverse=linalg.inv,
     det=linalg.det,
+    igamma=special_gamma.igamma,
+    frexp=linalg_extra.frexp,
+    angle=angle_op,
+    cfloat=complex_refusals.cfloat,
+    cdouble=complex_refusals.cdouble,
+    matrix_exp=linalg_extra.matrix_exp,
+    igammac=special_gamma.igammac,
 )
 ADAPTED.update(
     argmax=_along_axis(reduce.argmax, None, keepdim=True),

@@ -297,6 +297,37 @@ def _setup(name: str, dtype: str, index: int) -> tuple:
 
 
 # forward ---------------------------------------------------------------------------------------
+# PyTorch's f64 kernels of these are up to this far (absolute, x max(1, |value|)) from the exact value,
+# where verigrad's are within 1e-14 of it: its J, Y and Ai evaluate Cephes' rational approximations
+# without the leading 1 of the denominators Cephes evaluates with p1evl, its igamma and igammac sum a
+# truncated uniform asymptotic series for 20 < a ~ x (2e-9 relative; P(100, 100) among the special
+# values). tests/test_special_bessel.py and tests/test_special_gamma.py hold verigrad's to exact values;
+# tests/parity/test_special_bessel_torch.py measures PyTorch's error against them.
+TORCH_F64_KERNEL_ERROR = {
+    "bessel_j0": 1e-6,
+    "bessel_j1": 1e-6,
+    "bessel_y0": 1e-6,
+    "bessel_y1": 1e-6,
+    "airy_ai": 4e-6,
+    "igamma": 1e-8,
+    "igammac": 1e-8,
+}
+
+
+def _within_torch_kernel_error(name: str, dtype: str, actual: np.ndarray, expected: np.ndarray) -> bool:
+    """For an op of TORCH_F64_KERNEL_ERROR in f64: assert ours is within PyTorch's kernel error of
+    PyTorch's (NaN and infinities where PyTorch's are) and say so; False for every other op."""
+    if name not in TORCH_F64_KERNEL_ERROR or dtype != "f64":
+        return False
+    bound = TORCH_F64_KERNEL_ERROR[name] * np.maximum(1.0, np.abs(np.nan_to_num(expected)))
+    np.testing.assert_array_equal(np.isfinite(actual), np.isfinite(expected))
+    np.testing.assert_array_equal(actual[~np.isfinite(actual)], expected[~np.isfinite(expected)])
+    finite = np.isfinite(expected)
+    gap = np.abs(actual[finite] - expected[finite])
+    assert np.all(gap <= bound[finite]), f"{name}: {gap.max()} from PyTorch's, beyond its kernel error"
+    return True
+
+
 @pytest.mark.parametrize(("name", "dtype", "index"), _cases(grad=False))
 def test_forward_matches_torch(name: str, dtype: str, index: int) -> None:
     op, sample, arrays = _setup(name, dtype, index)
@@ -307,6 +338,8 @@ def test_forward_matches_torch(name: str, dtype: str, index: int) -> None:
     assert expected.dtype is TORCH_DTYPES[out.dtype.name], (
         f"{name}: verigrad gives {out.dtype.name}, torch {expected.dtype}"
     )
+    if _within_torch_kernel_error(name, dtype, out.numpy(), _numpy(expected)):
+        return
     truth = None
     if dtype != "f64" and not _exact(op):
         truth = _numpy(_torch(op, _in_f64(arrays), params)[0])
@@ -364,6 +397,11 @@ NO_SPECIAL_VALUES = {
     "qr_r",
     "lu_packed",
     "lu_pivots",
+    "ldl_ld",
+    "ldl_pivots",
+    "ldl_info",
+    "ldl_solve",
+    "matrix_exp",  # a matrix op (the value grid is element-wise); its 1 x 1 infinities: test_linalg_extra.py
     "binary_cross_entropy",  # probabilities only: PyTorch refuses an input outside [0, 1]
 }
 
@@ -374,6 +412,8 @@ def _special_forward(op: Any, arrays: list[Any], dtype: str, params: dict, what:
     params = _canonical(op, ours, params)
     expected, _ = _torch(op, arrays, params)
     assert expected.dtype is TORCH_DTYPES[out.dtype.name]
+    if _within_torch_kernel_error(op.name, dtype, out.numpy(), _numpy(expected)):
+        return
     truth = None if dtype == "f64" or _exact(op) else _numpy(_torch(op, _in_f64(arrays), params)[0])
     assert_matches(out.numpy(), _numpy(expected), dtype, _exact(op), what, truth)
 

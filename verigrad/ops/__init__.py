@@ -1,6 +1,7 @@
 """Every op, one record each. `REGISTRY` maps names to ops; the test suites iterate over it."""
 
 from ._op import REGISTRY, Op, Sample, unbroadcast
+from .angle import angle
 from .binary import (
     add,
     atan2,
@@ -102,6 +103,15 @@ from .linalg import (
     svd_vh,
     svdvals,
 )
+from .linalg_extra import (
+    frexp_exponent,
+    frexp_mantissa,
+    ldl_info,
+    ldl_ld,
+    ldl_pivots,
+    ldl_solve_op,
+    matrix_exp,
+)
 from .lu import lu_packed, lu_pivots
 from .matmul import matmul
 from .movement import broadcast_to, cast, concat, contiguous, pad, permute, reshape, slice_, unslice
@@ -125,6 +135,18 @@ from .scan import cumprod, cumsum, logcumsumexp, running_extreme_index
 from .scatter_reduce import scatter_reduce, spread
 from .shaping import assign, expand, flatten, flip, getitem, squeeze, stack, transpose, unsqueeze
 from .special import digamma, erfc, erfinv, i0, i1, lgamma, nextafter, polygamma, signbit, xlog1py
+from .special_bessel import (
+    airy_ai,
+    bessel_j0,
+    bessel_j1,
+    bessel_y0,
+    bessel_y1,
+    modified_bessel_k0,
+    modified_bessel_k1,
+    scaled_modified_bessel_k0,
+    scaled_modified_bessel_k1,
+)
+from .special_gamma import igamma, igammac
 from .special_zeta import zeta
 from .unary import (
     abs,

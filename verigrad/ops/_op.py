@@ -318,7 +318,8 @@ def lift(args: Sequence[Any]) -> tuple[Tensor, ...]:
             continue
         array = np.asarray(a)
         if array.dtype.kind not in "biuf":
-            raise TypeError(f"cannot make a tensor from {type(a).__name__} {a!r}")
+            unsupported = "verigrad has no complex numbers: " if array.dtype.kind == "c" else ""
+            raise TypeError(f"{unsupported}cannot make a tensor from {type(a).__name__} {a!r}")
         if isinstance(a, np.ndarray):
             dtype = from_numpy_dtype(array.dtype)
         else:  # Python and NumPy scalars and lists are weakly typed (as PyTorch's)

@@ -1,0 +1,40 @@
+"""PyTorch's functions that make or read complex tensors, each refusing with one clear error: verigrad has
+no complex dtypes, so none of them has a real answer to give."""
+
+from __future__ import annotations
+
+from typing import Any, NoReturn
+
+
+def _refuse(name: str) -> NoReturn:
+    raise NotImplementedError(f"{name}: verigrad has no complex numbers (complex dtypes are not supported)")
+
+
+def complex(real: Any, imag: Any, *, out: Any = None) -> NoReturn:
+    """torch.complex: refused (no complex dtypes)."""
+    _refuse("complex")
+
+
+def polar(abs: Any, angle: Any, *, out: Any = None) -> NoReturn:
+    """torch.polar: refused (no complex dtypes)."""
+    _refuse("polar")
+
+
+def view_as_complex(input: Any) -> NoReturn:
+    """torch.view_as_complex: refused (no complex dtypes)."""
+    _refuse("view_as_complex")
+
+
+def view_as_real(input: Any) -> NoReturn:
+    """torch.view_as_real: refused (no complex dtypes; a real tensor has no such view in PyTorch either)."""
+    _refuse("view_as_real")
+
+
+def cfloat(self: Any, memory_format: Any = None) -> NoReturn:
+    """Tensor.cfloat: refused (no complex dtypes)."""
+    _refuse("Tensor.cfloat")
+
+
+def cdouble(self: Any, memory_format: Any = None) -> NoReturn:
+    """Tensor.cdouble: refused (no complex dtypes)."""
+    _refuse("Tensor.cdouble")
