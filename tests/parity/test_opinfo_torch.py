@@ -29,8 +29,6 @@ KNOWN_SILENT: dict[str, str] = {
     "another order (~4e-5 of the largest entry apart, each ~1e-4 from f64's; f64 agrees: README table)",
     "as_strided_scatter": "input gradients: verigrad's is zero where src was written; PyTorch's is the "
     "reverse and fails its own gradcheck (README table)",
-    "lu_solve": "f64 gradient of LU_data on one input, drawn since more OpInfos run before it (the sample "
-    "generators share torch's random stream): not yet investigated; all 162 calls agree run alone",
 }
 
 

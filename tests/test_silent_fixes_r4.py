@@ -1,0 +1,48 @@
+"""Silent differences found by PyTorch's OpInfo suite (tools/opinfo_sweep.py), fourth round: each test fails
+on the code before its fix and checks hand-computed values (no torch here)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import verigrad as vg
+from verigrad.backends.cpu.matmul import exact_mode
+
+
+@pytest.fixture
+def cpu():
+    with vg.backend("cpu"):
+        yield
+
+
+def test_matmul_of_one_layout_in_f32_then_f64_answers_in_f64(cpu) -> None:
+    # The eager C path remembered a product's plan by its operands' shapes and strides: an empty operand's
+    # (3, 0) strides, and a broadcast one's zero strides, are those of either dtype, so an f64 product ran
+    # the f32 plan after an f32 one and wrote half of its result (lu_solve's f64 gradient with an empty B).
+    for _ in range(3):
+        for dtype in (vg.float32, vg.float64):
+            vg.full((3, 3), 6.0, dtype=dtype).numpy()  # memory the next result may reuse
+            got = vg.zeros(3, 0, dtype=dtype) @ vg.zeros(0, 3, dtype=dtype)
+            assert got.dtype == dtype
+            np.testing.assert_array_equal(got.numpy(), np.zeros((3, 3)))
+
+
+def test_exact_matmul_of_broadcast_operands_in_f32_then_f64(cpu) -> None:
+    with exact_mode():
+        for _ in range(3):
+            for dtype in (vg.float32, vg.float64):
+                a = vg.full((1, 1), 2.0, dtype=dtype).expand(3, 3)
+                b = vg.full((1, 1), 3.0, dtype=dtype).expand(3, 3)
+                np.testing.assert_array_equal((a @ b).numpy(), np.full((3, 3), 18.0))
+
+
+def test_lu_solve_gradient_with_an_empty_right_hand_side_is_zero(cpu) -> None:
+    lu = np.array([[-1.24, -0.16, -0.38], [0.24, -1.11, 0.02], [-0.34, 0.59, -0.91]])
+    pivots = vg.from_numpy(np.array([3, 3, 3], np.int32))
+    for dtype in (vg.float32, vg.float64, vg.float32, vg.float64):
+        b = vg.zeros(3, 0, dtype=dtype).requires_grad_(True)
+        data = vg.from_numpy(lu).to(dtype).requires_grad_(True)
+        x = vg.lu_solve(b, data, pivots)
+        _, g = vg.autograd.grad([x], [b, data], [vg.zeros(3, 0, dtype=dtype)])
+        np.testing.assert_array_equal(g.numpy(), np.zeros((3, 3)))
