@@ -46,3 +46,47 @@ def test_lu_solve_gradient_with_an_empty_right_hand_side_is_zero(cpu) -> None:
         x = vg.lu_solve(b, data, pivots)
         _, g = vg.autograd.grad([x], [b, data], [vg.zeros(3, 0, dtype=dtype)])
         np.testing.assert_array_equal(g.numpy(), np.zeros((3, 3)))
+
+
+def test_gather_of_an_empty_index_takes_any_dtype_and_shape() -> None:
+    x = vg.arange(5.0).requires_grad_(True)
+    out = vg.gather(x, 0, vg.zeros(2, 0, dtype=vg.uint8))
+    assert tuple(out.shape) == (2, 0) and out.dtype == vg.float32
+    (g,) = vg.autograd.grad([out], [x], [vg.zeros(2, 0)])
+    np.testing.assert_array_equal(g.numpy(), np.zeros(5))
+
+
+def test_gather_of_a_0d_input_reads_it_as_a_vector_of_one() -> None:
+    x = vg.tensor(3.0).requires_grad_(True)
+    out = vg.gather(x, 0, vg.tensor([0, 0]))
+    np.testing.assert_array_equal(out.numpy(), [3.0, 3.0])
+    (g,) = vg.autograd.grad([out], [x], [vg.tensor([1.0, 2.0])])
+    assert g.shape == () and float(g) == 3.0
+    assert vg.gather(x, 0, vg.tensor(0)).shape == ()
+    with pytest.raises(IndexError, match="index 1 is out of range"):
+        vg.gather(x, 0, vg.tensor([1]))
+    with pytest.raises(vg.ShapeError, match="0-d or 1-D index"):
+        vg.gather(x, 0, vg.tensor([[0]]))
+
+
+def test_take_along_dim_counts_a_negative_index_from_the_end_once() -> None:
+    x = vg.arange(5.0)
+    np.testing.assert_array_equal(vg.take_along_dim(x, vg.tensor([-1, -5]), 0).numpy(), [4.0, 0.0])
+    np.testing.assert_array_equal(vg.take_along_dim(x, vg.tensor([-2])).numpy(), [3.0])
+    with pytest.raises(IndexError, match="index -1 is out of range"):
+        vg.take_along_dim(x, vg.tensor([-6]), 0)
+
+
+def test_layer_norm_takes_a_negative_eps() -> None:
+    x = vg.tensor([[1.0, 3.0]], dtype=vg.float64)  # variance 1: rsqrt(1 - 0.5) = sqrt(2)
+    out = vg.nn.functional.layer_norm(x, (2,), eps=-0.5)
+    np.testing.assert_allclose(out.numpy(), [[-(2**0.5), 2**0.5]], rtol=1e-15)
+    assert np.isnan(vg.nn.functional.layer_norm(x, (2,), eps=-2.0).numpy()).all()
+
+
+def test_group_norm_of_an_empty_batch() -> None:
+    x = vg.zeros(0, 6, 5).requires_grad_(True)
+    out = vg.nn.functional.group_norm(x, 3, vg.ones(6), vg.zeros(6))
+    assert tuple(out.shape) == (0, 6, 5)
+    (g,) = vg.autograd.grad([out], [x], [vg.zeros(0, 6, 5)])
+    assert tuple(g.shape) == (0, 6, 5)

@@ -23,6 +23,10 @@ OPS = (
     "linalg.pinv",  # PyTorch's pinv_backward at singular inputs (repeated singular values)
     "nn.functional.local_response_norm",  # an integer input's window mean truncated; an empty input
     "nn.functional.feature_alpha_dropout.without_train",  # any shape outside training
+    "gather",  # an empty index of any dtype and shape; a 0-d input as a vector of one
+    "take_along_dim",  # a negative index counts from the end
+    "nn.functional.layer_norm",  # a negative eps
+    "nn.functional.group_norm",  # an empty batch
 )
 
 
