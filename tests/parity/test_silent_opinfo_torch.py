@@ -27,6 +27,7 @@ OPS = (
     "take_along_dim",  # a negative index counts from the end
     "nn.functional.layer_norm",  # a negative eps
     "nn.functional.group_norm",  # an empty batch
+    "as_strided",  # a view's storage is its base's (partial_views; the sweep makes the same view)
 )
 
 
