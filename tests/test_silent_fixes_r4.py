@@ -90,3 +90,34 @@ def test_group_norm_of_an_empty_batch() -> None:
     assert tuple(out.shape) == (0, 6, 5)
     (g,) = vg.autograd.grad([out], [x], [vg.zeros(0, 6, 5)])
     assert tuple(g.shape) == (0, 6, 5)
+
+
+def _qr_loss(a: np.ndarray, mode: str) -> float:
+    """A fixed linear function of Q and R (NumPy's QR: LAPACK's signs, as verigrad's)."""
+    q, r = np.linalg.qr(a, mode=mode)
+    return float(
+        (q * np.arange(q.size).reshape(q.shape)).sum() + (r * np.arange(r.size).reshape(r.shape)).sum()
+    )
+
+
+def test_qr_gradient_of_a_wide_matrix_matches_finite_differences() -> None:
+    a = np.array([[2.0, -1.0, 0.5, 1.0, 0.3], [0.4, 1.5, -0.7, 2.0, -1.2], [1.1, 0.2, 1.8, -0.6, 0.9]])
+    for mode in ("reduced", "complete"):
+        x = vg.from_numpy(a.copy()).requires_grad_(True)
+        q, r = vg.linalg.qr(x, mode=mode)
+        wq = vg.from_numpy(np.arange(q.numel(), dtype=np.float64).reshape(tuple(q.shape)))
+        wr = vg.from_numpy(np.arange(r.numel(), dtype=np.float64).reshape(tuple(r.shape)))
+        ((q * wq).sum() + (r * wr).sum()).backward()
+        numeric = np.zeros_like(a)
+        for i in np.ndindex(a.shape):
+            step = np.zeros_like(a)
+            step[i] = 1e-6
+            numeric[i] = (_qr_loss(a + step, mode) - _qr_loss(a - step, mode)) / 2e-6
+        np.testing.assert_allclose(x.grad.numpy(), numeric, rtol=1e-6, atol=1e-6)
+
+
+def test_qr_gradient_of_a_tall_matrix_in_complete_mode_is_refused() -> None:
+    x = vg.ones(4, 2, dtype=vg.float64).requires_grad_(True)
+    q, _ = vg.linalg.qr(x + vg.eye(4, 2, dtype=vg.float64), mode="complete")
+    with pytest.raises(NotImplementedError, match="mode='complete' is not defined"):
+        q.sum().backward()
