@@ -121,3 +121,39 @@ def test_qr_gradient_of_a_tall_matrix_in_complete_mode_is_refused() -> None:
     q, _ = vg.linalg.qr(x + vg.eye(4, 2, dtype=vg.float64), mode="complete")
     with pytest.raises(NotImplementedError, match="mode='complete' is not defined"):
         q.sum().backward()
+
+
+def test_grid_sample_of_a_volume_is_trilinear() -> None:
+    # input[d, h, w] = 100 d + 10 h + w: linear, so trilinear interpolation is exact at any position
+    volume = vg.from_numpy(
+        (np.arange(2)[:, None, None] * 100 + np.arange(3)[:, None] * 10 + np.arange(4)).astype(float)
+    )
+    x = volume.reshape(1, 1, 2, 3, 4).requires_grad_(True)
+    # align_corners: x = -1 .. 1 over w = 0 .. 3, y over h = 0 .. 2, z over d = 0 .. 1
+    grid = vg.tensor([[[[[-1.0, -1.0, -1.0], [1.0 / 3, 0.5, 0.0], [1.0, 1.0, 1.0]]]]], dtype=vg.float64)
+    out = vg.nn.functional.grid_sample(x, grid, align_corners=True)
+    assert tuple(out.shape) == (1, 1, 1, 1, 3)
+    np.testing.assert_allclose(out.numpy().ravel(), [0.0, 50 + 15 + 2, 123.0], rtol=1e-14)
+    (g,) = vg.autograd.grad([out], [x], [vg.ones(1, 1, 1, 1, 3, dtype=vg.float64)])
+    assert abs(float(g.sum()) - 3.0) < 1e-14  # each output's weights sum to one
+    nearest = vg.nn.functional.grid_sample(x, grid, mode="nearest", align_corners=True)
+    # (w, h, d) = (2, 1.5, 0.5): halves round to even, h to 2 and d to 0
+    np.testing.assert_array_equal(nearest.numpy().ravel(), [0.0, 2 + 20 + 0, 123.0])
+
+
+def test_grid_sample_bicubic_weights_and_border_taps() -> None:
+    # a row [0, 1, 8, 27] (x^3) read at x = 1.5: Keys' weights at t = 0.5 are (-3, 19, 19, -3) / 32
+    image = vg.tensor([[[[0.0, 1.0, 8.0, 27.0]] * 4]], dtype=vg.float64)
+    grid = vg.tensor([[[[0.0, 0.0]]]], dtype=vg.float64)  # align_corners: x = 1.5, y = 1.5
+    out = vg.nn.functional.grid_sample(image, grid, mode="bicubic", align_corners=True)
+    np.testing.assert_allclose(float(out.reshape(())), (-3 * 0 + 19 * 1 + 19 * 8 - 3 * 27) / 32, rtol=1e-14)
+    # at x = 0 the tap at -1 reads the border (0) with padding 'border', 0 with 'zeros': the same here;
+    # at x = 3 the tap at 4 reads 27 ('border') or 0 ('zeros'): weights at t = 0 are (0, 1, 0, 0)
+    edge = vg.tensor([[[[1.0, 0.0]]]], dtype=vg.float64)
+    for padding in ("border", "zeros"):
+        out = vg.nn.functional.grid_sample(
+            image, edge, mode="bicubic", padding_mode=padding, align_corners=True
+        )
+        np.testing.assert_allclose(float(out.reshape(())), 27.0, rtol=1e-14)
+    with pytest.raises(vg.ShapeError, match="bicubic takes a 4-D input"):
+        vg.nn.functional.grid_sample(vg.zeros(1, 1, 2, 2, 2), vg.zeros(1, 1, 1, 1, 3), mode="bicubic")

@@ -29,6 +29,7 @@ OPS = (
     "nn.functional.group_norm",  # an empty batch
     "as_strided",  # a view's storage is its base's (partial_views; the sweep makes the same view)
     "linalg.qr",  # the gradient of a wide matrix's QR, in both modes
+    "nn.functional.grid_sample",  # volumes (5-D) and bicubic
 )
 
 
