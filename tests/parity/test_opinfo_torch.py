@@ -22,7 +22,7 @@ import opinfo_sweep
 
 SAMPLES, STRIDE = 3, 3
 DTYPES = (torch.float32, torch.float64, torch.int64, torch.bool)
-MIN_RATE = 0.945  # of the calls of ops verigrad has, the share that agrees (94.6% reached, rounded down)
+MIN_RATE = 0.985  # of the calls of ops verigrad has, the share that agrees (98.6% reached, rounded down)
 # Silent differences not fixed yet, by OpInfo (name.variant): why each differs.
 KNOWN_SILENT: dict[str, str] = {
     "nn.functional.ctc_loss": "f32 gradients: PyTorch's formula, its 50-step recursion rounded in "
