@@ -157,3 +157,16 @@ def test_grid_sample_bicubic_weights_and_border_taps() -> None:
         np.testing.assert_allclose(float(out.reshape(())), 27.0, rtol=1e-14)
     with pytest.raises(vg.ShapeError, match="bicubic takes a 4-D input"):
         vg.nn.functional.grid_sample(vg.zeros(1, 1, 2, 2, 2), vg.zeros(1, 1, 1, 1, 3), mode="bicubic")
+
+
+def test_bilinear_interpolate_of_u8_rounds_as_pytorchs_uint8_kernel() -> None:
+    # the middle output reads 0 and 255 with weights 1/2 each: 127.5, rounded half up in fixed point
+    x = vg.tensor([[[[0, 255]]]], dtype=vg.uint8)
+    out = vg.nn.functional.interpolate(x, size=(1, 3), mode="bilinear")
+    assert out.dtype == vg.uint8
+    np.testing.assert_array_equal(out.numpy(), [[[[0, 128, 255]]]])
+    y = vg.tensor([[[[10, 20, 30], [40, 50, 60]]]], dtype=vg.uint8)
+    out = vg.nn.functional.interpolate(y, size=(3, 2), mode="bilinear", align_corners=True)
+    np.testing.assert_array_equal(out.numpy(), [[[[10, 30], [25, 45], [40, 60]]]])
+    with pytest.raises(NotImplementedError, match="mode 'bicubic' of a u8 tensor is not implemented"):
+        vg.nn.functional.interpolate(y, size=(3, 2), mode="bicubic")

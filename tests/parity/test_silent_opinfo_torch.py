@@ -30,6 +30,7 @@ OPS = (
     "as_strided",  # a view's storage is its base's (partial_views; the sweep makes the same view)
     "linalg.qr",  # the gradient of a wide matrix's QR, in both modes
     "nn.functional.grid_sample",  # volumes (5-D) and bicubic
+    "nn.functional.interpolate.bilinear",  # u8 images, rounded as PyTorch's fixed-point kernel
 )
 
 

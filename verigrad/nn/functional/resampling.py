@@ -211,6 +211,19 @@ def interpolate(
         )
     if mode == "area":
         return _area(input, sizes)
+    if input.dtype.name == "u8" and mode == "bilinear" and not antialias:
+        x = input
+        for axis in (3, 2):
+            taps, precision = interpolation_taps.linear_u8(
+                input.shape[axis], sizes[axis - 2], bool(align_corners), scales[axis - 2]
+            )
+            x = _resample_axis_u8(x, axis, taps, precision)
+        return x
+    if input.dtype.name == "u8" and mode in ("bicubic", "bilinear"):
+        raise NotImplementedError(
+            f"interpolate: mode {mode!r}{' with antialias' if antialias else ''} of a u8 tensor is not "
+            "implemented (PyTorch's uint8 kernel rounds its own way); cast the image to a float dtype"
+        )
     if not input.dtype.is_float and (mode not in ("nearest", "nearest-exact") or input.dtype.name != "u8"):
         allowed = "a float or u8 tensor" if mode.startswith("nearest") else "a float tensor"
         raise TypeError(f"interpolate: mode {mode!r} takes {allowed} (as PyTorch), got {input.dtype.name}")
@@ -300,6 +313,20 @@ def _resample_axis(x: Tensor, axis: int, taps: interpolation_taps.Taps) -> Tenso
             term = term * ops.from_numpy(weight.reshape(shape)).cast(x.dtype)
         out = term if out is None else out + term
     return out
+
+
+def _resample_axis_u8(
+    x: Tensor, axis: int, taps: list[tuple[np.ndarray, np.ndarray]], precision: int
+) -> Tensor:
+    """A u8 image along `axis` as PyTorch's uint8 kernel: sum over taps of x[index] * weight in integers
+    (weights with `precision` fraction bits), rounded half up by the shift and clamped to [0, 255]."""
+    shape = [1] * x.ndim
+    shape[axis] = -1
+    wide = x.cast("i64")
+    out = ops.full((), 1 << (precision - 1), dtype="i64") if precision else ops.full((), 0, dtype="i64")
+    for index, weight in taps:
+        out = out + ops.take(wide, ops.from_numpy(index), axis=axis) * ops.from_numpy(weight.reshape(shape))
+    return functions.clamp(out >> precision, 0, 255).cast("u8")
 
 
 def _area(x: Tensor, sizes: list[int]) -> Tensor:
