@@ -184,9 +184,14 @@ def is_random(opinfo: Any) -> bool:
 
 
 def _snapshot(x: Any) -> Any:
-    """The sample's arguments with each tensor as (a NumPy copy, requires_grad), before PyTorch runs."""
+    """The sample's arguments with each tensor as (a NumPy copy, requires_grad), before PyTorch runs; a
+    contiguous view of another tensor also with its base and its place there (as_strided reads the base)."""
     if isinstance(x, torch.Tensor):
-        return _Array(x.detach().cpu().resolve_conj().resolve_neg().numpy().copy(), x.requires_grad, x.dtype)
+        array = _Array(x.detach().cpu().resolve_conj().resolve_neg().numpy().copy(), x.requires_grad, x.dtype)
+        base = x._base
+        if base is not None and x.is_contiguous() and base.is_contiguous() and base.dtype == x.dtype:
+            array.base = (_snapshot(base), x.storage_offset() - base.storage_offset())
+        return array
     if isinstance(x, list | tuple) and not isinstance(x, torch.Size):
         return (
             type(x)(_snapshot(v) for v in x) if not hasattr(x, "_fields") else tuple(_snapshot(v) for v in x)
@@ -201,6 +206,7 @@ class _Array:
     array: np.ndarray
     requires_grad: bool
     dtype: torch.dtype
+    base: tuple[Any, int] | None = None  # (the base's _Array, the view's offset in it): a contiguous view
 
 
 class Unconvertible(Exception):
@@ -211,6 +217,15 @@ def _to_verigrad(x: Any, leaves: list[Any]) -> Any:
     if isinstance(x, _Array):
         if x.dtype not in DTYPE_NAMES:
             raise Unconvertible(f"a {x.dtype} tensor")
+        if x.base is not None:  # the same view of the same base
+            base, offset = x.base
+            whole = verigrad.from_numpy(base.array.copy()).requires_grad_(base.requires_grad)
+            t = whole.reshape(-1)[offset : offset + x.array.size].reshape(x.array.shape)
+            if x.requires_grad:
+                if not t.requires_grad:  # a view made where no gradient was recorded: a leaf
+                    t.requires_grad_(True)
+                leaves.append(t)
+            return t
         t = verigrad.from_numpy(x.array.copy())
         if x.requires_grad:
             t.requires_grad_(True)

@@ -243,16 +243,34 @@ def test_as_strided_scatter_input_gradient_is_zero_where_src_was_written():
     np.testing.assert_array_equal(x.grad.numpy(), [1.0, 0.0, 1.0, 0.0])
 
 
-def test_as_strided_of_views_answers_as_torch_or_refuses():
-    """A contiguous view with the default offset reads its own elements in both; a non-contiguous view, or
-    an explicit offset on a view inside its base, reads the base's storage in PyTorch: refused (they
-    answered from the view's own elements, silently otherwise)."""
-    base, tbase = verigrad.arange(12.0).reshape(3, 4), torch.arange(12.0).reshape(3, 4)
-    ours, theirs = verigrad.as_strided(base[1:], (2, 2), (1, 2)), torch.as_strided(tbase[1:], (2, 2), (1, 2))
-    np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
-    for view in (base[:, 1:3], base.T):
-        with pytest.raises(NotImplementedError, match="non-contiguous view"):
-            verigrad.as_strided(view, (2,), (1,))
+def test_as_strided_of_views_reads_the_base_storage_as_torch():
+    """A view's storage is its base's: as_strided of a slice, a transpose, a reshape of a view reads there,
+    from the view's own start by default or from an explicit offset counted from the base's start, and its
+    gradient reaches the view's elements among those read (they answered from the view's own elements, or
+    refused). as_strided_scatter's result is a new tensor in PyTorch: a view with an explicit offset is
+    refused there."""
+    base, tbase = verigrad.arange(20.0), torch.arange(20.0)
+    cases = [
+        (lambda b: b[5:15], ((2, 2), (1, 2))),
+        (lambda b: b[5:15], ((2, 2), (1, 2), 0)),
+        (lambda b: b[5:15], ((2, 2), (1, 2), 10)),
+        (lambda b: b[5:15], ((3,), (3,), 12)),
+        (lambda b: b.reshape(4, 5)[:, 1:3], ((3,), (2,))),
+        (lambda b: b.reshape(4, 5).T, ((2, 3), (3, 1), 1)),
+        (lambda b: b.reshape(4, 5)[1:][:, ::2], ((2, 2), (5, 1))),
+    ]
+    for make, args in cases:
+        theirs = torch.as_strided(make(tbase), *args)
+        np.testing.assert_array_equal(verigrad.as_strided(make(base), *args).numpy(), theirs.numpy())
+        x = make(verigrad.arange(20.0)).requires_grad_(True)
+        tx = make(torch.arange(20.0)).requires_grad_(True)
+        cot = torch.arange(1.0, 1.0 + theirs.numel()).reshape(theirs.shape)
+        out = verigrad.as_strided(x, *args)
+        (ours,) = verigrad.autograd.grad([out], [x], [verigrad.from_numpy(cot.numpy())])
+        want = torch.autograd.grad(torch.as_strided(tx, *args), tx, cot)[0]
+        np.testing.assert_array_equal(ours.numpy(), want.numpy())
+    with pytest.raises(verigrad.ShapeError, match="out of bounds for the view's storage"):
+        verigrad.as_strided(base[5:15], (2,), (1,), 19)
     with pytest.raises(NotImplementedError, match="storage_offset=1 of a view that starts inside its base"):
         verigrad.as_strided_scatter(base[1:], verigrad.zeros(2), (2,), (1,), 1)
 

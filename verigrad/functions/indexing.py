@@ -14,7 +14,7 @@ import numpy as np
 from .. import modes
 from ..dtypes import bf16, bool_, f32, i32, i64
 from ..errors import AxisError, DTypeError, ShapeError
-from ..ops.binary import eq, gt, where
+from ..ops.binary import eq, gt, lt, where
 from ..ops.checks import checked
 from ..ops.creation import arange, from_numpy, full, tensor
 from ..ops.index import gather as gather_along
@@ -398,7 +398,8 @@ def take_along_dim(x: Tensor, indices: Tensor, dim: int | None = None) -> Tensor
         raise DTypeError(f"take_along_dim needs an integer index tensor, got {describe(indices)}")
     if dim is None:
         flat = x.reshape(-1)
-        return gather_along(flat, _in_range(indices.reshape(-1), flat.shape[0], "take_along_dim"), axis=0)
+        positions = _wrapped(indices.reshape(-1), flat.shape[0])
+        return gather_along(flat, _in_range(positions, flat.shape[0], "take_along_dim"), axis=0)
     if x.ndim == 0:
         raise AxisError(f"take_along_dim: dim {dim} of a 0-d tensor (PyTorch's: it has no dimensions)")
     axis = normalize_axis(dim, x.ndim)
@@ -417,13 +418,34 @@ def take_along_dim(x: Tensor, indices: Tensor, dim: int | None = None) -> Tensor
         raise ShapeError(
             f"take_along_dim: {describe(x)} and indices {describe(indices)} must broadcast but along {axis}"
         ) from None
-    return gather_along(x, _in_range(indices, x.shape[axis], "take_along_dim"), axis=axis)
+    positions = _wrapped(indices, x.shape[axis])
+    return gather_along(x, _in_range(positions, x.shape[axis], "take_along_dim"), axis=axis)
+
+
+def _wrapped(indices: Tensor, size: Any) -> Tensor:
+    """take_along_dim's positions: a negative one counts from the end once, as PyTorch's (-size - 1 stays
+    negative, and is refused)."""
+    return where(lt(indices, 0), indices + size, indices)
 
 
 def gather(input: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False) -> Tensor:
     """PyTorch's gather: out[..., j, ...] = input[..., index[..., j, ...], ...] along `dim`."""
     if sparse_grad:
         raise ValueError("gather: sparse_grad=True is not supported (verigrad has no sparse tensors)")
-    if isinstance(input, Tensor) and isinstance(index, Tensor) and input.ndim:
+    if isinstance(input, Tensor) and isinstance(index, Tensor):
+        if _is_empty(index):  # PyTorch checks neither the index's dtype nor its shape then
+            normalize_axis(dim, max(input.ndim, 1))
+            return input.reshape(-1)[:0].reshape(index.shape)
+        if input.ndim == 0:  # PyTorch's: a 0-d input is a vector of one, its index 0-d or a vector
+            normalize_axis(dim, 1)
+            if index.ndim > 1:
+                raise ShapeError(f"gather of a 0-d input takes a 0-d or 1-D index, got {describe(index)}")
+            flat = gather_along(input.reshape(1), _in_range(index.reshape(-1), 1, "gather"), axis=0)
+            return flat.reshape(index.shape)
         index = _in_range(index, input.shape[normalize_axis(dim, input.ndim)], "gather")
     return gather_along(input, index, axis=dim)
+
+
+def _is_empty(x: Tensor) -> bool:
+    """Whether x has no elements for every value of its symbols (a concrete size 0 along some axis)."""
+    return any(isinstance(n, int) and n == 0 for n in x.shape)

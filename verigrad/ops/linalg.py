@@ -7,7 +7,7 @@ raise NumPy's LinAlgError, `det` is 0; `cholesky` of a matrix that is not positi
 The VJPs are PyTorch's (the ops on symmetric matrices give its symmetric gradient; svd with
 full_matrices of a non-square matrix takes the gradient of its first min(m, n) singular vectors, as
 PyTorch's: the others are any basis of the complement); where a gradient is not written here (qr of a
-wide matrix), the backward pass raises, never leaves a gradient out.
+tall matrix with mode='complete'), the backward pass raises, never leaves a gradient out.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from ..shapes import broadcast, shape_text
 from ._op import Op, Sample, float_dtype, unbroadcast
 from .binary import where
 from .creation import arange, eye, zeros_like
+from .movement import concat
 
 
 def _square(a: tuple, what: str) -> None:
@@ -241,8 +242,15 @@ def _svd_samples(rng: np.random.Generator) -> list[Sample]:
 
 
 def _qr_samples(rng: np.random.Generator) -> list[Sample]:
-    """Square and tall matrices (the gradient is PyTorch's for those)."""
-    cases = [((3, 3), "reduced"), ((3, 3), "complete"), ((2, 4, 3), "reduced"), ((1, 1), "reduced")]
+    """Square, tall and wide matrices (a tall one's complete Q has no gradient)."""
+    cases = [
+        ((3, 3), "reduced"),
+        ((3, 3), "complete"),
+        ((2, 4, 3), "reduced"),
+        ((1, 1), "reduced"),
+        ((3, 5), "reduced"),
+        ((2, 2, 4), "complete"),
+    ]
     return [Sample((_general(rng, s),), {"mode": m}) for s, m in cases]
 
 
@@ -433,23 +441,39 @@ def _qr_r_shape(a: tuple, mode: str) -> tuple:
     return (*a[:-2], a[-2] if mode == "complete" else min(a[-2], a[-1]), a[-1])
 
 
-def _qr_vjp(gq, gr, a, mode: str):
-    """PyTorch's linalg_qr_backward for A [..., m, n] with m >= n: with M = R gR^T - gQ^T Q,
+def _qr_square_vjp(gq, gr, q, r):
+    """PyTorch's linalg_qr_backward for A = QR with m >= n (R square): with M = R gR^T - gQ^T Q,
     gA = (gQ + Q copyltu(M)) R^-T, copyltu(M) the symmetric matrix of M's lower triangle."""
-    m, n = a.shape[-2], a.shape[-1]
-    if m < n or (mode == "complete" and m != n):
-        raise NotImplementedError(
-            "the gradient through qr is defined for A [..., m, n] with m >= n (mode='reduced', or "
-            f"'complete' of a square A), as in PyTorch; got {shape_text(a.shape)} with mode={mode!r}"
-        )
-    q, r = qr_q(a, mode="reduced"), qr_r(a, mode="reduced")
     mm = -(gq.mT @ q) if gq is not None else None
     if gr is not None:
         mm = r @ gr.mT if mm is None else mm + r @ gr.mT
     low = _tril(mm, -1)
     sym = _tril(mm) + low.mT
     b = q @ sym if gq is None else gq + q @ sym
-    return (solve(r, b.mT).mT,)  # b R^-T
+    return solve(r, b.mT).mT  # b R^-T
+
+
+def _qr_vjp(gq, gr, a, mode: str):
+    """PyTorch's linalg_qr_backward. A wide A [..., m, n] (m < n; either mode) is [X | Y] with X square,
+    R = [U | V] and Y = Q V: V's cotangent gives Y's, gY = Q gV, and adds Y gV^T to Q's, whose sum with
+    U's goes through X = QU as a square QR. mode='complete' of a tall A is not differentiable (the last
+    columns of Q are any basis of the complement), as in PyTorch."""
+    m, n = a.shape[-2], a.shape[-1]
+    if mode == "complete" and m > n:
+        raise NotImplementedError(
+            "the gradient through qr with mode='complete' is not defined for A [..., m, n] with m > n (the "
+            f"last m - n columns of Q are not unique), as in PyTorch; got {shape_text(a.shape)}"
+        )
+    q, r = qr_q(a, mode="reduced"), qr_r(a, mode="reduced")
+    if m >= n:
+        return (_qr_square_vjp(gq, gr, q, r),)
+    gv = gr[..., m:] if gr is not None else None
+    if gv is not None:
+        y = a[..., m:]
+        gq = y @ gv.mT if gq is None else gq + y @ gv.mT
+    gx = _qr_square_vjp(gq, gr[..., :m] if gr is not None else None, q, r[..., :m])
+    gy = q @ gv if gv is not None else zeros_like(a[..., m:])
+    return (concat(gx, gy, axis=-1),)
 
 
 qr_q = Op(

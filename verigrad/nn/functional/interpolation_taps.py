@@ -126,3 +126,32 @@ def antialiased(
     weights = np.where(total[:, None] != 0, weights / np.where(total == 0, 1, total)[:, None], weights)
     index = np.where(inside, start[:, None] + j[None, :], n_in)
     return [(index[:, k], weights[:, k].astype(opmath)) for k in range(size)]
+
+
+def linear_u8(
+    n_in: int, n_out: int, align_corners: bool, scale_factor: float | None
+) -> tuple[list[tuple[np.ndarray, np.ndarray]], int]:
+    """bilinear's taps for a u8 image as PyTorch's separable uint8 kernel takes them: each output's window
+    of inputs (the triangle filter at its centre, cut to the input and normalised), its weights as int16
+    fixed-point numbers with `precision` fraction bits (the most that keep the largest below 2^15), then
+    (taps with integer weights, precision); a window shorter than the longest has weight 0 past its end."""
+    scale = float(_scale(n_in, n_out, align_corners, scale_factor, np.float64))
+    delta = 0.5 if align_corners else 0.0
+    windows = []
+    for i in range(n_out):
+        centre = scale * (i + 0.5 - delta)
+        low = max(int(centre - 1.0 + 0.5 + delta), 0)
+        size = min(int(centre + 1.0 + 0.5 + delta), n_in) - low
+        w = np.maximum(1 - np.abs(np.arange(size) + low - centre + 0.5 - delta), 0.0)
+        windows.append((low, w / w.sum() if w.sum() else w))
+    largest = max(float(w.max(initial=0.0)) for _, w in windows)
+    precision = 0
+    while precision < 15 and int(0.5 + largest * (1 << (precision + 1))) < (1 << 15):
+        precision += 1
+    width = max(len(w) for _, w in windows)
+    taps = []
+    for j in range(width):
+        index = np.array([min(low + j, n_in - 1) for low, _ in windows], np.int64)
+        fixed = [w[j] * (1 << precision) if j < len(w) else 0.0 for _, w in windows]
+        taps.append((index, np.array([int(v - 0.5) if v < 0 else int(v + 0.5) for v in fixed], np.int64)))
+    return taps, precision

@@ -150,7 +150,10 @@ def group_norm(
     channels = x.shape[1]
     if isinstance(channels, int) and (num_groups <= 0 or channels % num_groups):
         raise ShapeError(f"group_norm: {channels} channels do not split into {num_groups} groups")
-    groups = x.reshape(x.shape[0], num_groups, -1)
+    if isinstance(x.shape[0], int) and x.shape[0] == 0:  # an empty batch: -1 would not be inferred
+        groups = x.reshape(0, num_groups, math.prod(x.shape[1:]) // num_groups)
+    else:
+        groups = x.reshape(x.shape[0], num_groups, -1)
     centered = groups - groups.mean(-1, keepdim=True)
     var = (centered * centered).mean(-1, keepdim=True)
     y = (centered * (var + eps).rsqrt()).reshape(x.shape)

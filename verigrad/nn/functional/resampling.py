@@ -1,7 +1,8 @@
 """Images resampled, as PyTorch's: `interpolate` (nearest, nearest-exact, (bi/tri)linear, bicubic, area),
-`affine_grid` (the sampling positions an affine map gives) and `grid_sample` (an image read at positions
-in [-1, 1]: bilinear or nearest, with zeros, border or reflection padding), written with gathers and
-weights, so they differentiate in the image and in the grid. NCHW unless a `layout` says otherwise.
+`affine_grid` (the sampling positions an affine map gives) and `grid_sample` (an image or a volume read
+at positions in [-1, 1]: bilinear, nearest or bicubic, with zeros, border or reflection padding),
+written with gathers and weights, so they differentiate in the image and in the grid. NCHW unless a
+`layout` says otherwise.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ...tensor import Tensor
 from . import interpolation_taps
 from .pooling import adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d
 
-MODES = ("bilinear", "nearest")
+MODES = ("bilinear", "nearest", "bicubic")
 PADDINGS = ("zeros", "border", "reflection")
 
 
@@ -55,14 +56,37 @@ def _reflect(x: Tensor, twice_low: int, twice_high: int) -> Tensor:
     return ops.where(ops.fmod(flips, 2) == 0, extra + low, span - extra + low)
 
 
-def _pixel(coord: Tensor, size: int, align_corners: bool, padding_mode: str) -> Tensor:
-    """A normalised coordinate as a pixel position, padded as `padding_mode` says (zeros: as it is)."""
-    x = (coord + 1) / 2 * (size - 1) if align_corners else ((coord + 1) * size - 1) / 2
+def _padded(x: Tensor, size: int, align_corners: bool, padding_mode: str) -> Tensor:
+    """A pixel position padded as `padding_mode` says (zeros: as it is; PyTorch's compute_coordinates)."""
     if padding_mode == "reflection":
         x = _reflect(x, 0, 2 * (size - 1)) if align_corners else _reflect(x, -1, 2 * size - 1)
     if padding_mode in ("border", "reflection"):
         x = functions.clamp(x, 0, size - 1)
     return x
+
+
+def _unnormalized(coord: Tensor, size: int, align_corners: bool) -> Tensor:
+    """A normalised coordinate in [-1, 1] as a pixel position (PyTorch's grid_sampler_unnormalize)."""
+    return (coord + 1) / 2 * (size - 1) if align_corners else ((coord + 1) * size - 1) / 2
+
+
+def _pixel(coord: Tensor, size: int, align_corners: bool, padding_mode: str) -> Tensor:
+    """A normalised coordinate as a pixel position, padded as `padding_mode` says (zeros: as it is)."""
+    return _padded(_unnormalized(coord, size, align_corners), size, align_corners, padding_mode)
+
+
+def _cubic_weights(t: Tensor) -> list[Tensor]:
+    """Keys' cubic weights (A = -0.75) of the taps at floor - 1 .. floor + 2 for the fraction t (PyTorch's
+    get_cubic_upsample_coefficients)."""
+    a = interpolation_taps.CUBIC_A
+
+    def near(x: Tensor) -> Tensor:  # |x| <= 1
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x: Tensor) -> Tensor:  # 1 < |x| < 2
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+
+    return [far(t + 1), near(t), near(1 - t), far(2 - t)]
 
 
 def grid_sample(
@@ -72,38 +96,77 @@ def grid_sample(
     padding_mode: str = "zeros",
     align_corners: bool = False,
 ) -> Tensor:
-    """input [N, C, H, W] read at grid [N, Ho, Wo, 2] (x, y in [-1, 1]): [N, C, Ho, Wo]. Bilinear weighs
-    the four nearest pixels, nearest takes the closest (halves to even); a pixel outside the image reads
-    0 (zeros), the edge (border) or its mirror image (reflection)."""
+    """input [N, C, H, W] read at grid [N, Ho, Wo, 2] (x, y in [-1, 1]): [N, C, Ho, Wo]; or a volume
+    [N, C, D, H, W] at grid [N, Do, Ho, Wo, 3] (x, y, z). Bilinear weighs the 2^k nearest pixels (trilinear
+    for a volume), nearest takes the closest (halves to even), bicubic (images only) the 4 x 4 nearest with
+    Keys' weights (A = -0.75), each tap padded on its own; a pixel outside the image reads 0 (zeros), the
+    edge (border) or its mirror image (reflection), as PyTorch's."""
     if mode not in MODES or padding_mode not in PADDINGS:
-        raise ValueError(f"grid_sample: mode one of {MODES} and padding_mode one of {PADDINGS}")
-    if input.ndim != 4 or grid.ndim != 4 or grid.shape[3] != 2 or grid.shape[0] != input.shape[0]:
-        raise ShapeError(
-            f"grid_sample takes input [N, C, H, W] and grid [N, Ho, Wo, 2], got {shape_text(input.shape)} "
-            f"and {shape_text(grid.shape)}"
+        raise ValueError(
+            f"grid_sample: mode must be one of {MODES} and padding_mode one of {PADDINGS}, got {mode!r} "
+            f"and {padding_mode!r}"
         )
-    n, c, h, w = input.shape
-    ho, wo = grid.shape[1], grid.shape[2]
-    x = _pixel(grid[..., 0].reshape(n, 1, -1), w, align_corners, padding_mode)  # [N, 1, Ho * Wo]
-    y = _pixel(grid[..., 1].reshape(n, 1, -1), h, align_corners, padding_mode)
-    flat = input.reshape(n, c, h * w)
+    k = input.ndim - 2
+    if k not in (2, 3) or grid.ndim != k + 2 or grid.shape[-1] != k or grid.shape[0] != input.shape[0]:
+        raise ShapeError(
+            "grid_sample takes input [N, C, H, W] and grid [N, Ho, Wo, 2], or [N, C, D, H, W] and "
+            f"[N, Do, Ho, Wo, 3], got {shape_text(input.shape)} and {shape_text(grid.shape)}"
+        )
+    if mode == "bicubic" and k != 2:
+        raise ShapeError(
+            "grid_sample: bicubic takes a 4-D input [N, C, H, W] (as PyTorch's), got "
+            f"{shape_text(input.shape)}"
+        )
+    n, c, sizes = input.shape[0], input.shape[1], tuple(input.shape[2:])
+    out_shape = (n, c, *grid.shape[1:-1])
+    # the grid's last entry is the position along the last axis (x along W), its first along the first
+    coords = [grid[..., k - 1 - axis].reshape(n, 1, -1) for axis in range(k)]  # each [N, 1, P]
+    strides = [math.prod(sizes[axis + 1 :]) for axis in range(k)]
+    flat = input.reshape(n, c, math.prod(sizes))
 
-    def read(row: Tensor, col: Tensor) -> Tensor:
-        """input at integer positions (as floats), 0 outside the image."""
-        inside = (row >= 0) & (row <= h - 1) & (col >= 0) & (col <= w - 1)
-        index = (functions.clamp(row, 0, h - 1) * w + functions.clamp(col, 0, w - 1)).cast("i64")
+    def read(at: list[Tensor]) -> Tensor:
+        """input at integer positions (as floats), one per axis; 0 outside the input."""
+        inside, index = None, None
+        for p, size, stride in zip(at, sizes, strides):
+            ok = (p >= 0) & (p <= size - 1)
+            inside = ok if inside is None else inside & ok
+            term = functions.clamp(p, 0, size - 1) * stride
+            index = term if index is None else index + term
+        index = index.cast("i64")
         values = ops.gather(flat, index.expand(n, c, index.shape[2]), axis=2)
         return ops.where(inside, values, 0.0)
 
-    if mode == "nearest":
-        out = read(y.round().detach(), x.round().detach())
-    else:
+    if mode == "bicubic":
+        (y, x), (h, w) = [_unnormalized(p, size, align_corners) for p, size in zip(coords, sizes)], sizes
         x0, y0 = x.floor().detach(), y.floor().detach()
-        wx, wy = x - x0, y - y0
-        top = read(y0, x0) * (1 - wx) + read(y0, x0 + 1) * wx
-        bottom = read(y0 + 1, x0) * (1 - wx) + read(y0 + 1, x0 + 1) * wx
-        out = top * (1 - wy) + bottom * wy
-    return out.reshape(n, c, ho, wo)
+        wx, wy = _cubic_weights(x - x0), _cubic_weights(y - y0)
+
+        def tap(p: Tensor, size: int) -> Tensor:
+            return _padded(p, size, align_corners, padding_mode)
+
+        out = None
+        for i in range(4):
+            row = tap(y0 + (i - 1), h)
+            line = None
+            for j in range(4):
+                term = read([row, tap(x0 + (j - 1), w)]) * wx[j]
+                line = term if line is None else line + term
+            out = line * wy[i] if out is None else out + line * wy[i]
+        return out.reshape(out_shape)
+    pos = [_pixel(p, size, align_corners, padding_mode) for p, size in zip(coords, sizes)]
+    if mode == "nearest":
+        return read([p.round().detach() for p in pos]).reshape(out_shape)
+    low = [p.floor().detach() for p in pos]
+    frac = [p - p0 for p, p0 in zip(pos, low)]
+
+    def blend(axis: int, at: list[Tensor]) -> Tensor:
+        """Linear interpolation along `axis` and the axes after it (the last first), at `at` before it."""
+        if axis == k:
+            return read(at)
+        below, above = blend(axis + 1, [*at, low[axis]]), blend(axis + 1, [*at, low[axis] + 1])
+        return below * (1 - frac[axis]) + above * frac[axis]
+
+    return blend(0, []).reshape(out_shape)
 
 
 INTERPOLATE_MODES = ("nearest", "nearest-exact", "linear", "bilinear", "bicubic", "trilinear", "area")
@@ -148,6 +211,19 @@ def interpolate(
         )
     if mode == "area":
         return _area(input, sizes)
+    if input.dtype.name == "u8" and mode == "bilinear" and not antialias:
+        x = input
+        for axis in (3, 2):
+            taps, precision = interpolation_taps.linear_u8(
+                input.shape[axis], sizes[axis - 2], bool(align_corners), scales[axis - 2]
+            )
+            x = _resample_axis_u8(x, axis, taps, precision)
+        return x
+    if input.dtype.name == "u8" and mode in ("bicubic", "bilinear"):
+        raise NotImplementedError(
+            f"interpolate: mode {mode!r}{' with antialias' if antialias else ''} of a u8 tensor is not "
+            "implemented (PyTorch's uint8 kernel rounds its own way); cast the image to a float dtype"
+        )
     if not input.dtype.is_float and (mode not in ("nearest", "nearest-exact") or input.dtype.name != "u8"):
         allowed = "a float or u8 tensor" if mode.startswith("nearest") else "a float tensor"
         raise TypeError(f"interpolate: mode {mode!r} takes {allowed} (as PyTorch), got {input.dtype.name}")
@@ -237,6 +313,20 @@ def _resample_axis(x: Tensor, axis: int, taps: interpolation_taps.Taps) -> Tenso
             term = term * ops.from_numpy(weight.reshape(shape)).cast(x.dtype)
         out = term if out is None else out + term
     return out
+
+
+def _resample_axis_u8(
+    x: Tensor, axis: int, taps: list[tuple[np.ndarray, np.ndarray]], precision: int
+) -> Tensor:
+    """A u8 image along `axis` as PyTorch's uint8 kernel: sum over taps of x[index] * weight in integers
+    (weights with `precision` fraction bits), rounded half up by the shift and clamped to [0, 255]."""
+    shape = [1] * x.ndim
+    shape[axis] = -1
+    wide = x.cast("i64")
+    out = ops.full((), 1 << (precision - 1), dtype="i64") if precision else ops.full((), 0, dtype="i64")
+    for index, weight in taps:
+        out = out + ops.take(wide, ops.from_numpy(index), axis=axis) * ops.from_numpy(weight.reshape(shape))
+    return functions.clamp(out >> precision, 0, 255).cast("u8")
 
 
 def _area(x: Tensor, sizes: list[int]) -> Tensor:

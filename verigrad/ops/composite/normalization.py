@@ -22,10 +22,8 @@ from ._common import float_inputs
 
 
 def _eps_canon(x: Spec, *affine: Spec, eps: float) -> dict:
-    eps = float(eps)
-    if not eps >= 0:
-        raise ShapeError(f"eps must be a non-negative number, got {eps}")
-    return {"eps": eps}
+    # any number, as PyTorch's: a negative eps is taken as it is (rsqrt of a negative variance is NaN)
+    return {"eps": float(eps)}
 
 
 def _norm_shape(x: tuple, *affine: tuple, eps: float) -> tuple:

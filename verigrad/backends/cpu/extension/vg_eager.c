@@ -547,6 +547,8 @@ end:
 #define MATMUL_SEEN 8
 static struct {
     PyObject *plans, *flag, *plan; /* held: their identity is compared */
+    int typenum; /* the plans of every dtype share `plans`: an empty or broadcast (zero-stride) operand's
+                  * shape and strides are the same in f32 and f64 */
     int nd[2];
     npy_intp dims[2][NPY_MAXDIMS], strides[2][NPY_MAXDIMS];
 } matmul_seen[MATMUL_SEEN];
@@ -554,7 +556,9 @@ static int matmul_next;
 static PyObject *S_direct, *S_strides, *S_fast;
 
 static int matmul_same(int k, PyObject *plans, PyObject *flag, PyArrayObject **ab) {
-    if (matmul_seen[k].plan == NULL || matmul_seen[k].plans != plans || matmul_seen[k].flag != flag) return 0;
+    if (matmul_seen[k].plan == NULL || matmul_seen[k].plans != plans || matmul_seen[k].flag != flag ||
+        matmul_seen[k].typenum != PyArray_TYPE(ab[0]))
+        return 0;
     for (int j = 0; j < 2; j++) {
         int nd = PyArray_NDIM(ab[j]);
         if (matmul_seen[k].nd[j] != nd || memcmp(matmul_seen[k].dims[j], PyArray_DIMS(ab[j]), nd * sizeof(npy_intp)) ||
@@ -584,6 +588,7 @@ static PyObject *matmul_plan(PyObject *plans, PyObject *flag, PyArrayObject **ab
     PyObject *old[3] = {matmul_seen[k].plans, matmul_seen[k].flag, matmul_seen[k].plan};
     matmul_seen[k].plans = Py_NewRef(plans), matmul_seen[k].flag = Py_NewRef(flag);
     matmul_seen[k].plan = Py_NewRef(found);
+    matmul_seen[k].typenum = PyArray_TYPE(ab[0]);
     for (int j = 0; j < 2; j++) {
         int nd = PyArray_NDIM(ab[j]);
         matmul_seen[k].nd[j] = nd;
