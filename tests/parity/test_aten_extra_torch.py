@@ -84,7 +84,7 @@ def test_unsafe_masked_index_put_accumulate_and_gradients() -> None:
     np.testing.assert_allclose(vv.grad.numpy(), vt.grad.numpy(), rtol=1e-14)
 
 
-@pytest.mark.parametrize("mode", [0, 1])
+@pytest.mark.parametrize("mode", [0, 1, 2])
 @pytest.mark.parametrize("padding", [0, 1, 2])
 @pytest.mark.parametrize("align", [False, True])
 def test_grid_sampler_2d(mode, padding, align) -> None:
