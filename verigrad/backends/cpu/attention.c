@@ -450,25 +450,25 @@ int vg_cached_attention_f32(const int64_t *sizes, const float *q, const int64_t 
  * a unit of work is one (batch, key/value head), whose keys, values, queries (and output gradients) are
  * converted to double once; no [T, S] matrix is formed. Forward: each query row visits its visible keys
  * in blocks of FA_BLOCK with an online softmax (running max m and sum l, the accumulator rescaled when m
- * grows). The backward recomputes the probabilities p_ij = exp(s_ij - m_i) / l_i from the row statistics
- * of a forward pass over the unit (m, l, and delta_i = g_i . o_i with o_i the unrounded output), and takes
+ * grows); it writes the output and the row's log-sum-exp lse = m + log(l) (rounded to f32 as the
+ * output). The backward runs no forward pass: it reads the forward's output o_i and lse_i, so
+ * p_ij = exp(s_ij - lse_i) and delta_i = g_i . o_i - glse_i (glse_i: the gradient of lse_i), and takes
  * the keys in blocks of FA_KEYS, each key over the queries that see it: ds_ij = p_ij (g_i . v_j - delta_i),
  * dv_j = sum_i p_ij g_i and dk_j = scale sum_i ds_ij q_i in i order, then dq_i += scale ds_ij k_j for the
  * block's keys in j order (dq in double, a row read and written once a block). Each output is computed by
- * one thread in one order (threads take units), so every thread count gives the same bits; every dot
- * product has the same tree of sums whichever operand is the row, so a recomputed score is the forward's,
- * bit for bit. The three gradients come from one pass (attention_grad packs them per unit). */
+ * one thread in one order (threads take units), so every thread count gives the same bits. The three
+ * gradients come from one pass (attention_grad packs them per unit). */
 #define FA_BLOCK 64 /* keys a forward row takes at a time */
 #define FA_KEYS 16  /* keys the backward takes at a time (dq's rows updated once per block) */
 
 typedef struct {
     int64_t b, h, kv, t, s, d, dv;
-    const float *q, *k, *v, *g;
-    const int64_t *qs, *ks, *vs, *gs; /* element strides */
+    const float *q, *k, *v, *g, *o; /* g and o (the forward's result): [B, H, T, Dv + 1], the backward's */
+    const int64_t *qs, *ks, *vs, *gs, *os; /* element strides */
     double scale;
     int which; /* 0 forward, 1 the gradients */
-    float *out; /* contiguous: [B, H, T, Dv] (forward); the gradients [B, KV, G T D + S D + S Dv]: per unit
-                 * dq of its G heads [G, T, D], dk [S, D], dv [S, Dv] */
+    float *out; /* contiguous: [B, H, T, Dv + 1] (forward: output, lse); the gradients
+                 * [B, KV, G T D + S D + S Dv]: per unit dq of its G heads [G, T, D], dk [S, D], dv [S, Dv] */
     volatile int failed, nonfinite;
 } fa_job;
 
@@ -843,12 +843,6 @@ FA512 static void fa_shift_avx512(double *s, int64_t n, double scale, const doub
                          _mm512_sub_pd(_mm512_mul_pd(_mm512_loadu_pd(s + i), sc), _mm512_loadu_pd(m + i)));
     for (; i < n; i++) s[i] = s[i] * scale - m[i];
 }
-FA512 static void fa_divide_avx512(double *s, int64_t n, const double *l) {
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm512_storeu_pd(s + i, _mm512_div_pd(_mm512_loadu_pd(s + i), _mm512_loadu_pd(l + i)));
-    for (; i < n; i++) s[i] = s[i] / l[i];
-}
 FA512 static void fa_ds_avx512(double *ds, const double *p, int64_t n, const double *delta, double scale) {
     const __m512d sc = _mm512_set1_pd(scale);
     int64_t i = 0;
@@ -869,17 +863,6 @@ static void fa_shift(double *s, int64_t n, double scale, const double *m) {
     }
 #endif
     for (int64_t i = 0; i < n; i++) s[i] = s[i] * scale - m[i];
-}
-
-/* s[i] = s[i] / l[i] */
-static void fa_divide(double *s, int64_t n, const double *l) {
-#if VG_X86
-    if (fa_avx512()) {
-        fa_divide_avx512(s, n, l);
-        return;
-    }
-#endif
-    for (int64_t i = 0; i < n; i++) s[i] = s[i] / l[i];
 }
 
 /* ds[i] = p[i] (ds[i] - delta[i]) scale */
@@ -943,12 +926,12 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
     const int64_t t = a->t, S = a->s, d = a->d, dv = a->dv, group = a->h / a->kv, off = S - t;
     const int64_t wide = (d > dv ? d : dv), rows = group * t;
     const int backward = a->which != 0;
-    /* kd [S, d], vd [S, dv], qd [G T, d], gd [G T, dv], dq [G T, d], m, l, delta [G T], s [max(G T, BLOCK)],
-     * ds [KEYS, G T], acc [d + dv] */
+    /* kd [S, d], vd [S, dv], qd [G T, d], gd [G T, dv], dq [G T, d], m, l (or lse), delta [G T],
+     * s [max(G T, BLOCK)], ds [KEYS, G T], acc [d + dv] */
     const int64_t sn = rows + FA_BLOCK;
     size_t count = (size_t)(S * d + S * dv + rows * d + (backward ? rows * (dv + d) : 0) + 3 * rows + sn);
     count += (size_t)(backward ? FA_KEYS * rows : 0);
-    count += (size_t)(wide + d + dv);
+    count += (size_t)(wide + d + dv + 1);
     double *kd = malloc(sizeof(double) * count);
     if (!kd) {
         a->failed = 1;
@@ -965,25 +948,33 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
         for (int64_t hh = 0; hh < group; hh++) {
             const int64_t h = g * group + hh;
             finite &= fa_load(a->q + b * a->qs[0] + h * a->qs[1], a->qs[2], a->qs[3], t, d, qd + hh * t * d);
-            if (backward)
-                finite &= fa_load(a->g + b * a->gs[0] + h * a->gs[1], a->gs[2], a->gs[3], t, dv, gd + hh * t * dv);
+            if (!backward) continue;
+            finite &= fa_load(a->g + b * a->gs[0] + h * a->gs[1], a->gs[2], a->gs[3], t, dv, gd + hh * t * dv);
+            for (int64_t i = 0; i < t; i++) { /* the forward's o_i and lse_i, glse_i: delta_i */
+                const int64_t r = hh * t + i;
+                const float *o = a->o + b * a->os[0] + h * a->os[1] + i * a->os[2];
+                const float *gl = a->g + b * a->gs[0] + h * a->gs[1] + i * a->gs[2] + dv * a->gs[3];
+                finite &= fa_load(o, 0, a->os[3], 1, dv + 1, acc);
+                finite &= fa_load(gl, 0, 0, 1, 1, acc + dv + 1);
+                fa_dots(gd + r * dv, acc, 1, dv, delta + r);
+                delta[r] = delta[r] - acc[dv + 1];
+                mrow[r] = acc[dv]; /* lse_i */
+            }
         }
         if (!finite) { /* the reference's 0 * inf of hidden positions: the caller runs it */
             a->nonfinite = 1;
             break;
         }
-        for (int64_t r = 0; r < rows; r++) { /* the forward of each row: its statistics (and output) */
-            const int64_t hh = r / t, i = r % t;
-            fa_row(a, qd + r * d, kd, vd, off + i + 1, s, mrow + r, lrow + r, acc);
-            if (a->which == 0) {
-                float *o = a->out + ((b * a->h + g * group + hh) * t + i) * dv;
+        if (!backward) {
+            for (int64_t r = 0; r < rows; r++) { /* each row's output and log-sum-exp */
+                const int64_t hh = r / t, i = r % t;
+                fa_row(a, qd + r * d, kd, vd, off + i + 1, s, mrow + r, lrow + r, acc);
+                float *o = a->out + ((b * a->h + g * group + hh) * t + i) * (dv + 1);
                 for (int64_t e = 0; e < dv; e++) o[e] = (float)(acc[e] / lrow[r]);
-            } else {
-                for (int64_t e = 0; e < dv; e++) acc[e] = acc[e] / lrow[r];
-                fa_dots(gd + r * dv, acc, 1, dv, delta + r);
+                o[dv] = (float)(mrow[r] + log(lrow[r]));
             }
+            continue;
         }
-        if (a->which == 0) continue;
         /* the gradients, key by key over the queries that see it: dk_j and dv_j summed in i order, each
          * dq_i in j order in dq (double) */
         float *o = a->out + unit * (rows * d + S * (d + dv));
@@ -1000,9 +991,8 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
                     const int64_t r0 = hh * t + i0;
                     double *ds = dsb + ((j - j0) * group + hh) * t + i0;
                     fa_dots(kd + j * d, qd + r0 * d, n, d, s);
-                    fa_shift(s, n, a->scale, mrow + r0);
+                    fa_shift(s, n, a->scale, mrow + r0); /* s_ij - lse_i */
                     fa_exps(s, n);
-                    fa_divide(s, n, lrow + r0);
                     fa_axpys(s, gd + r0 * dv, n, dv, dvj);
                     fa_dots(vd + j * dv, gd + r0 * dv, n, dv, ds);
                     fa_ds(ds, s, n, delta + r0, a->scale);
@@ -1019,15 +1009,16 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
     free(kd);
 }
 
-/* sizes: B, H, KV, T, S, D, Dv; which: 0 forward, 1 the gradients (g and gs unused by the forward).
- * Returns 0; 1 where an input holds an infinity or a NaN (a hidden position's then reaches every row
- * through the reference's 0 * inf: the caller runs the reference); -1 when out of memory. */
+/* sizes: B, H, KV, T, S, D, Dv; which: 0 forward, 1 the gradients (g, o and their strides unused by the
+ * forward). Returns 0; 1 where an input holds an infinity or a NaN (a hidden position's then reaches every
+ * row through the reference's 0 * inf: the caller runs the reference); -1 when out of memory. */
 int vg_flash_attention_f32(const int64_t *sizes, int which, const float *q, const int64_t *qs, const float *k,
                            const int64_t *ks, const float *v, const int64_t *vs, const float *g,
-                           const int64_t *gs, double scale, float *out, int threads) {
+                           const int64_t *gs, const float *o, const int64_t *os, double scale, float *out,
+                           int threads) {
     fa_job a = {.b = sizes[0], .h = sizes[1], .kv = sizes[2], .t = sizes[3], .s = sizes[4], .d = sizes[5],
-                .dv = sizes[6], .q = q, .k = k, .v = v, .g = g, .qs = qs, .ks = ks, .vs = vs, .gs = gs,
-                .scale = scale, .which = which, .out = out, .failed = 0, .nonfinite = 0};
+                .dv = sizes[6], .q = q, .k = k, .v = v, .g = g, .o = o, .qs = qs, .ks = ks, .vs = vs, .gs = gs,
+                .os = os, .scale = scale, .which = which, .out = out, .failed = 0, .nonfinite = 0};
     vg_parallel_for(a.b * a.kv, 1, threads, fa_units, &a);
     return a.failed ? -1 : a.nonfinite ? 1 : 0;
 }
