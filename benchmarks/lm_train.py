@@ -325,8 +325,9 @@ def profile(args: argparse.Namespace) -> None:
 
     size = SIZES["small"]
     verigrad.set_threads(args.threads[0])
-    verigrad.manual_seed(0)
-    step = train_step(verigrad, gpt(verigrad, size))
+    model = gpt(verigrad, size)  # the timed runs' weights (a default init's subnormal logits crawl)
+    model.load_state_dict({k: verigrad.tensor(v) for k, v in state_dict(size).items()})
+    step = train_step(verigrad, model)
     x, y = (verigrad.from_numpy(a) for a in batch(size))
     for _ in range(2):
         step(x, y)

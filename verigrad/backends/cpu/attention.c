@@ -450,7 +450,8 @@ int vg_cached_attention_f32(const int64_t *sizes, const float *q, const int64_t 
  * a unit of work is one (batch, key/value head), whose keys, values, queries (and output gradients) are
  * converted to double once; no [T, S] matrix is formed. Forward: each query row visits its visible keys
  * in blocks of FA_BLOCK with an online softmax (running max m and sum l, the accumulator rescaled when m
- * grows); it writes the output and the row's log-sum-exp lse = m + log(l) (rounded to f32 as the
+ * grows; a block is taken by every row that sees it before the next, so its keys and values stay in
+ * cache); it writes the output and the row's log-sum-exp lse = m + log(l) (rounded to f32 as the
  * output). The backward runs no forward pass: it reads the forward's output o_i and lse_i, so
  * p_ij = exp(s_ij - lse_i) and delta_i = g_i . o_i - glse_i (glse_i: the gradient of lse_i), and takes
  * the keys in blocks of FA_KEYS, each key over the queries that see it: ds_ij = p_ij (g_i . v_j - delta_i),
@@ -888,37 +889,35 @@ static int fa_load(const float *src, int64_t rs, int64_t es, int64_t n, int64_t 
     return ok;
 }
 
-/* one query row's forward over its n visible keys: m, l and the unnormalized acc[dv] (s: FA_BLOCK) */
-static void fa_row(const fa_job *a, const double *qi, const double *kd, const double *vd, int64_t n, double *s,
-                   double *m_out, double *l_out, double *acc) {
-    double m = -INFINITY, l = 0.0;
-    for (int64_t e = 0; e < a->dv; e++) acc[e] = 0.0;
-    for (int64_t j0 = 0; j0 < n; j0 += FA_BLOCK) {
-        const int64_t nb = n - j0 < FA_BLOCK ? n - j0 : FA_BLOCK;
-        fa_dots(qi, kd + j0 * a->d, nb, a->d, s);
-        double bm = m;
+/* one query row's forward over one block of nb keys (kd, vd: the block's rows): the online softmax's step
+ * on the row's running max *m, sum *l and unnormalized acc[dv] (s: FA_BLOCK) */
+static void fa_row_block(const fa_job *a, const double *qi, const double *kd, const double *vd, int64_t nb,
+                         double *s, double *m_io, double *l_io, double *acc) {
+    double m = *m_io, l = *l_io;
+    fa_dots(qi, kd, nb, a->d, s);
+    double bm = m;
 #if VG_X86
-        if (fa_avx512()) /* finite scores (fa_units checked the inputs) */
-            bm = fa_scale_max_avx512(s, nb, a->scale, bm);
-        else
+    if (fa_avx512()) /* finite scores (fa_units checked the inputs) */
+        bm = fa_scale_max_avx512(s, nb, a->scale, bm);
+    else
 #endif
-            for (int64_t j = 0; j < nb; j++) {
-                s[j] = s[j] * a->scale;
-                if (isnan(s[j]) || s[j] > bm) bm = isnan(bm) ? bm : s[j];
-            }
-        if (bm != m) { /* a larger max (or a NaN): rescale what was summed */
-            const double r = m == -INFINITY ? 0.0 : exp(m - bm);
-            l = l * r;
-            for (int64_t e = 0; e < a->dv; e++) acc[e] = acc[e] * r;
-            m = bm;
+        for (int64_t j = 0; j < nb; j++) {
+            s[j] = s[j] * a->scale;
+            if (isnan(s[j]) || s[j] > bm) bm = isnan(bm) ? bm : s[j];
         }
-        if (m == -INFINITY) continue; /* every score so far -inf: weights 0 until a finite one */
+    if (bm != m) { /* a larger max (or a NaN): rescale what was summed */
+        const double r = m == -INFINITY ? 0.0 : exp(m - bm);
+        l = l * r;
+        for (int64_t e = 0; e < a->dv; e++) acc[e] = acc[e] * r;
+        m = bm;
+    }
+    if (m != -INFINITY) { /* every score so far -inf: weights 0 until a finite one */
         for (int64_t j = 0; j < nb; j++) s[j] = s[j] - m;
         fa_exps(s, nb);
         for (int64_t j = 0; j < nb; j++) l = l + s[j];
-        fa_axpys(s, vd + j0 * a->dv, nb, a->dv, acc);
+        fa_axpys(s, vd, nb, a->dv, acc);
     }
-    *m_out = m, *l_out = l;
+    *m_io = m, *l_io = l;
 }
 
 static void fa_units(void *ctx, int64_t lo, int64_t hi) {
@@ -926,10 +925,11 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
     const int64_t t = a->t, S = a->s, d = a->d, dv = a->dv, group = a->h / a->kv, off = S - t;
     const int64_t wide = (d > dv ? d : dv), rows = group * t;
     const int backward = a->which != 0;
-    /* kd [S, d], vd [S, dv], qd [G T, d], gd [G T, dv], dq [G T, d], m, l (or lse), delta [G T],
+    /* kd [S, d], vd [S, dv], qd [G T, d], gd [G T, dv] (the forward's accumulators), dq [G T, d], m, l (or
+     * lse), delta [G T],
      * s [max(G T, BLOCK)], ds [KEYS, G T], acc [d + dv] */
     const int64_t sn = rows + FA_BLOCK;
-    size_t count = (size_t)(S * d + S * dv + rows * d + (backward ? rows * (dv + d) : 0) + 3 * rows + sn);
+    size_t count = (size_t)(S * d + S * dv + rows * d + rows * dv + (backward ? rows * d : 0) + 3 * rows + sn);
     count += (size_t)(backward ? FA_KEYS * rows : 0);
     count += (size_t)(wide + d + dv + 1);
     double *kd = malloc(sizeof(double) * count);
@@ -937,7 +937,7 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
         a->failed = 1;
         return;
     }
-    double *vd = kd + S * d, *qd = vd + S * dv, *gd = qd + rows * d, *dq = gd + (backward ? rows * dv : 0);
+    double *vd = kd + S * d, *qd = vd + S * dv, *gd = qd + rows * d, *dq = gd + rows * dv;
     double *mrow = dq + (backward ? rows * d : 0);
     double *lrow = mrow + rows, *delta = lrow + rows, *s = delta + rows, *dsb = s + sn;
     double *acc = dsb + (backward ? FA_KEYS * rows : 0);
@@ -966,11 +966,22 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
             break;
         }
         if (!backward) {
+            /* the rows' online softmax a block of keys at a time (the block's keys and values stay in
+             * cache for every row that sees it), each row's steps in block order */
+            double *accs = gd; /* [G T, dv] */
+            for (int64_t r = 0; r < rows; r++) mrow[r] = -INFINITY, lrow[r] = 0.0;
+            for (int64_t e = 0; e < rows * dv; e++) accs[e] = 0.0;
+            for (int64_t j0 = 0; j0 < S; j0 += FA_BLOCK)
+                for (int64_t r = 0; r < rows; r++) {
+                    const int64_t n = off + r % t + 1 - j0; /* the keys of the block row r sees */
+                    if (n <= 0) continue;
+                    fa_row_block(a, qd + r * d, kd + j0 * d, vd + j0 * dv, n < FA_BLOCK ? n : FA_BLOCK, s,
+                                 mrow + r, lrow + r, accs + r * dv);
+                }
             for (int64_t r = 0; r < rows; r++) { /* each row's output and log-sum-exp */
                 const int64_t hh = r / t, i = r % t;
-                fa_row(a, qd + r * d, kd, vd, off + i + 1, s, mrow + r, lrow + r, acc);
                 float *o = a->out + ((b * a->h + g * group + hh) * t + i) * (dv + 1);
-                for (int64_t e = 0; e < dv; e++) o[e] = (float)(acc[e] / lrow[r]);
+                for (int64_t e = 0; e < dv; e++) o[e] = (float)(accs[r * dv + e] / lrow[r]);
                 o[dv] = (float)(mrow[r] + log(lrow[r]));
             }
             continue;
