@@ -485,16 +485,18 @@ int vg_attention_avx512(int flag) {
 static inline int fa_avx512(void) { return fa_avx512_enabled && vg_has_avx512(); }
 #endif
 
-/* out[r] = x . rows[r] for r < n (rows contiguous, length d): four partial sums in d order, then
- * (a0 + a1) + (a2 + a3); the same for every r whichever vector is x */
+/* out[r] = x . rows[r] for r < n (rows contiguous, length d): four partial sums of fused multiply-adds in
+ * d order, then (a0 + a1) + (a2 + a3); the same for every r whichever vector is x. The dot products, the
+ * weighted sums (fa_axpys) and dq's updates (fa_dq) fuse each multiply and add on every path (the vector
+ * ones need FMA, else the plain loops run, with C's fma: the same bits) */
 static void fa_dots_plain(const double *x, const double *rows, int64_t n, int64_t d, double *out) {
     for (int64_t r = 0; r < n; r++) {
         const double *y = rows + r * d;
         double a[4] = {0.0, 0.0, 0.0, 0.0};
         int64_t i = 0;
         for (; i + 4 <= d; i += 4)
-            for (int l = 0; l < 4; l++) a[l] = a[l] + x[i + l] * y[i + l];
-        for (int l = 0; i < d; i++, l++) a[l] = a[l] + x[i] * y[i];
+            for (int l = 0; l < 4; l++) a[l] = fma(x[i + l], y[i + l], a[l]);
+        for (int l = 0; i < d; i++, l++) a[l] = fma(x[i], y[i], a[l]);
         out[r] = (a[0] + a[1]) + (a[2] + a[3]);
     }
 }
@@ -506,8 +508,9 @@ __attribute__((target("avx2"))) static inline double fa_tree(__m256d a) {
     return (l[0] + l[1]) + (l[2] + l[3]);
 }
 
-/* fa_dots_plain for d a multiple of 4 (the same bits: lane l sums x[i + l] y[i + l], mul then add) */
-__attribute__((target("avx2"))) static void fa_dots_avx2(const double *x, const double *rows, int64_t n,
+/* fa_dots_plain for d a multiple of 4 (the same bits: lane l sums x[i + l] y[i + l], a fused multiply-add
+ * each, as C's fma) */
+__attribute__((target("avx2,fma"))) static void fa_dots_avx2(const double *x, const double *rows, int64_t n,
                                                          int64_t d, double *out) {
     int64_t r = 0;
     for (; r + 4 <= n; r += 4) {
@@ -515,23 +518,23 @@ __attribute__((target("avx2"))) static void fa_dots_avx2(const double *x, const 
         __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
         for (int64_t i = 0; i < d; i += 4) {
             __m256d xv = _mm256_loadu_pd(x + i);
-            a0 = _mm256_add_pd(a0, _mm256_mul_pd(xv, _mm256_loadu_pd(y + i)));
-            a1 = _mm256_add_pd(a1, _mm256_mul_pd(xv, _mm256_loadu_pd(y + d + i)));
-            a2 = _mm256_add_pd(a2, _mm256_mul_pd(xv, _mm256_loadu_pd(y + 2 * d + i)));
-            a3 = _mm256_add_pd(a3, _mm256_mul_pd(xv, _mm256_loadu_pd(y + 3 * d + i)));
+            a0 = _mm256_fmadd_pd(xv, _mm256_loadu_pd(y + i), a0);
+            a1 = _mm256_fmadd_pd(xv, _mm256_loadu_pd(y + d + i), a1);
+            a2 = _mm256_fmadd_pd(xv, _mm256_loadu_pd(y + 2 * d + i), a2);
+            a3 = _mm256_fmadd_pd(xv, _mm256_loadu_pd(y + 3 * d + i), a3);
         }
         out[r] = fa_tree(a0), out[r + 1] = fa_tree(a1), out[r + 2] = fa_tree(a2), out[r + 3] = fa_tree(a3);
     }
     for (; r < n; r++) {
         __m256d a = _mm256_setzero_pd();
         for (int64_t i = 0; i < d; i += 4)
-            a = _mm256_add_pd(a, _mm256_mul_pd(_mm256_loadu_pd(x + i), _mm256_loadu_pd(rows + r * d + i)));
+            a = _mm256_fmadd_pd(_mm256_loadu_pd(x + i), _mm256_loadu_pd(rows + r * d + i), a);
         out[r] = fa_tree(a);
     }
 }
 
 /* fa_axpys for d a multiple of 4 (the same bits): 16 columns at a time held in registers over all r */
-__attribute__((target("avx2"))) static void fa_axpys_avx2(const double *c, const double *rows, int64_t n,
+__attribute__((target("avx2,fma"))) static void fa_axpys_avx2(const double *c, const double *rows, int64_t n,
                                                           int64_t d, double *acc) {
     int64_t e = 0;
     for (; e + 16 <= d; e += 16) {
@@ -540,10 +543,10 @@ __attribute__((target("avx2"))) static void fa_axpys_avx2(const double *c, const
         for (int64_t r = 0; r < n; r++) {
             const double *y = rows + r * d + e;
             const __m256d cr = _mm256_broadcast_sd(c + r);
-            a0 = _mm256_add_pd(a0, _mm256_mul_pd(cr, _mm256_loadu_pd(y)));
-            a1 = _mm256_add_pd(a1, _mm256_mul_pd(cr, _mm256_loadu_pd(y + 4)));
-            a2 = _mm256_add_pd(a2, _mm256_mul_pd(cr, _mm256_loadu_pd(y + 8)));
-            a3 = _mm256_add_pd(a3, _mm256_mul_pd(cr, _mm256_loadu_pd(y + 12)));
+            a0 = _mm256_fmadd_pd(cr, _mm256_loadu_pd(y), a0);
+            a1 = _mm256_fmadd_pd(cr, _mm256_loadu_pd(y + 4), a1);
+            a2 = _mm256_fmadd_pd(cr, _mm256_loadu_pd(y + 8), a2);
+            a3 = _mm256_fmadd_pd(cr, _mm256_loadu_pd(y + 12), a3);
         }
         _mm256_storeu_pd(acc + e, a0), _mm256_storeu_pd(acc + e + 4, a1);
         _mm256_storeu_pd(acc + e + 8, a2), _mm256_storeu_pd(acc + e + 12, a3);
@@ -551,15 +554,16 @@ __attribute__((target("avx2"))) static void fa_axpys_avx2(const double *c, const
     for (; e < d; e += 4) {
         __m256d a = _mm256_loadu_pd(acc + e);
         for (int64_t r = 0; r < n; r++)
-            a = _mm256_add_pd(a, _mm256_mul_pd(_mm256_broadcast_sd(c + r), _mm256_loadu_pd(rows + r * d + e)));
+            a = _mm256_fmadd_pd(_mm256_broadcast_sd(c + r), _mm256_loadu_pd(rows + r * d + e), a);
         _mm256_storeu_pd(acc + e, a);
     }
 }
 
 /* The AVX-512 forms of the three loops above, for d a multiple of 4: the same operations on each value
- * (a multiply, then an add: no fused multiply-add in the default build), so the same bits; a vector holds
- * two rows' four lanes (fa_dots) or eight columns (fa_axpys, fa_dq_block). */
+ * (a fused multiply-add, correctly rounded on every path: C's fma in the plain loops), so the same bits; a
+ * vector holds two rows' four lanes (fa_dots) or eight columns (fa_axpys, fa_dq_block). */
 #define FA512 __attribute__((target("avx2,avx512f,avx512dq")))
+#define FA512F __attribute__((target("avx2,fma,avx512f,avx512dq"))) /* with fused multiply-adds */
 
 FA512 static inline __m512d fa_pair(const double *y0, const double *y1) {
     return _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_loadu_pd(y0)), _mm256_loadu_pd(y1), 1);
@@ -581,17 +585,17 @@ FA512 static inline __m512d fa_trees8(__m512d a0, __m512d a1, __m512d a2, __m512
 }
 
 /* fa_dots_avx2's sums, eight rows at a time: lanes 0-3 one row's, 4-7 the next's */
-FA512 static void fa_dots_avx512(const double *x, const double *rows, int64_t n, int64_t d, double *out) {
+FA512F static void fa_dots_avx512(const double *x, const double *rows, int64_t n, int64_t d, double *out) {
     int64_t r = 0;
     for (; r + 8 <= n; r += 8) {
         const double *y = rows + r * d;
         __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
         for (int64_t i = 0; i < d; i += 4) {
             const __m512d xv = _mm512_broadcast_f64x4(_mm256_loadu_pd(x + i));
-            a0 = _mm512_add_pd(a0, _mm512_mul_pd(xv, fa_pair(y + i, y + d + i)));
-            a1 = _mm512_add_pd(a1, _mm512_mul_pd(xv, fa_pair(y + 2 * d + i, y + 3 * d + i)));
-            a2 = _mm512_add_pd(a2, _mm512_mul_pd(xv, fa_pair(y + 4 * d + i, y + 5 * d + i)));
-            a3 = _mm512_add_pd(a3, _mm512_mul_pd(xv, fa_pair(y + 6 * d + i, y + 7 * d + i)));
+            a0 = _mm512_fmadd_pd(xv, fa_pair(y + i, y + d + i), a0);
+            a1 = _mm512_fmadd_pd(xv, fa_pair(y + 2 * d + i, y + 3 * d + i), a1);
+            a2 = _mm512_fmadd_pd(xv, fa_pair(y + 4 * d + i, y + 5 * d + i), a2);
+            a3 = _mm512_fmadd_pd(xv, fa_pair(y + 6 * d + i, y + 7 * d + i), a3);
         }
         _mm512_storeu_pd(out + r, fa_trees8(a0, a1, a2, a3));
     }
@@ -599,7 +603,7 @@ FA512 static void fa_dots_avx512(const double *x, const double *rows, int64_t n,
 }
 
 /* fa_axpys_avx2's sums, 32 then 8 columns at a time */
-FA512 static void fa_axpys_avx512(const double *c, const double *rows, int64_t n, int64_t d, double *acc) {
+FA512F static void fa_axpys_avx512(const double *c, const double *rows, int64_t n, int64_t d, double *acc) {
     int64_t e = 0;
     for (; e + 32 <= d; e += 32) {
         __m512d a0 = _mm512_loadu_pd(acc + e), a1 = _mm512_loadu_pd(acc + e + 8);
@@ -607,10 +611,10 @@ FA512 static void fa_axpys_avx512(const double *c, const double *rows, int64_t n
         for (int64_t r = 0; r < n; r++) {
             const double *y = rows + r * d + e;
             const __m512d cr = _mm512_set1_pd(c[r]);
-            a0 = _mm512_add_pd(a0, _mm512_mul_pd(cr, _mm512_loadu_pd(y)));
-            a1 = _mm512_add_pd(a1, _mm512_mul_pd(cr, _mm512_loadu_pd(y + 8)));
-            a2 = _mm512_add_pd(a2, _mm512_mul_pd(cr, _mm512_loadu_pd(y + 16)));
-            a3 = _mm512_add_pd(a3, _mm512_mul_pd(cr, _mm512_loadu_pd(y + 24)));
+            a0 = _mm512_fmadd_pd(cr, _mm512_loadu_pd(y), a0);
+            a1 = _mm512_fmadd_pd(cr, _mm512_loadu_pd(y + 8), a1);
+            a2 = _mm512_fmadd_pd(cr, _mm512_loadu_pd(y + 16), a2);
+            a3 = _mm512_fmadd_pd(cr, _mm512_loadu_pd(y + 24), a3);
         }
         _mm512_storeu_pd(acc + e, a0), _mm512_storeu_pd(acc + e + 8, a1);
         _mm512_storeu_pd(acc + e + 16, a2), _mm512_storeu_pd(acc + e + 24, a3);
@@ -618,13 +622,13 @@ FA512 static void fa_axpys_avx512(const double *c, const double *rows, int64_t n
     for (; e + 8 <= d; e += 8) {
         __m512d a = _mm512_loadu_pd(acc + e);
         for (int64_t r = 0; r < n; r++)
-            a = _mm512_add_pd(a, _mm512_mul_pd(_mm512_set1_pd(c[r]), _mm512_loadu_pd(rows + r * d + e)));
+            a = _mm512_fmadd_pd(_mm512_set1_pd(c[r]), _mm512_loadu_pd(rows + r * d + e), a);
         _mm512_storeu_pd(acc + e, a);
     }
     if (e < d) { /* the last four columns */
         __m256d a = _mm256_loadu_pd(acc + e);
         for (int64_t r = 0; r < n; r++)
-            a = _mm256_add_pd(a, _mm256_mul_pd(_mm256_set1_pd(c[r]), _mm256_loadu_pd(rows + r * d + e)));
+            a = _mm256_fmadd_pd(_mm256_set1_pd(c[r]), _mm256_loadu_pd(rows + r * d + e), a);
         _mm256_storeu_pd(acc + e, a);
     }
 }
@@ -684,7 +688,7 @@ static void fa_dots(const double *x, const double *rows, int64_t n, int64_t d, d
         fa_dots_avx512(x, rows, n, d, out);
         return;
     }
-    if (d % 4 == 0 && has_avx2()) {
+    if (d % 4 == 0 && has_fma()) {
         fa_dots_avx2(x, rows, n, d, out);
         return;
     }
@@ -716,14 +720,14 @@ static void fa_axpys(const double *c, const double *rows, int64_t n, int64_t d, 
         fa_axpys_avx512(c, rows, n, d, acc);
         return;
     }
-    if (d % 4 == 0 && has_avx2()) {
+    if (d % 4 == 0 && has_fma()) {
         fa_axpys_avx2(c, rows, n, d, acc);
         return;
     }
 #endif
     for (int64_t r = 0; r < n; r++) {
         const double cr = c[r], *y = rows + r * d;
-        for (int64_t e = 0; e < d; e++) acc[e] = acc[e] + cr * y[e];
+        for (int64_t e = 0; e < d; e++) acc[e] = fma(cr, y[e], acc[e]);
     }
 }
 
@@ -736,14 +740,14 @@ static void fa_dq_block(const double *ds, int64_t js, const int64_t *first, int6
         for (int64_t j = 0; j < kb; j++) {
             if (i < first[j]) continue;
             const double c = ds[j * js + i], *y = k + j * d;
-            for (int64_t e = 0; e < d; e++) row[e] = row[e] + c * y[e];
+            for (int64_t e = 0; e < d; e++) row[e] = fma(c, y[e], row[e]);
         }
     }
 }
 
 #if VG_X86
 /* fa_dq_block for d a multiple of 4 (the same bits): 16 columns of a row held in registers */
-__attribute__((target("avx2"))) static void fa_dq_block_avx2(const double *ds, int64_t js, const int64_t *first,
+__attribute__((target("avx2,fma"))) static void fa_dq_block_avx2(const double *ds, int64_t js, const int64_t *first,
                                                              int64_t kb, const double *k, int64_t lo, int64_t n,
                                                              int64_t d, double *dq) {
     for (int64_t i = lo; i < n; i++) {
@@ -756,10 +760,10 @@ __attribute__((target("avx2"))) static void fa_dq_block_avx2(const double *ds, i
                 if (i < first[j]) continue;
                 const __m256d c = _mm256_broadcast_sd(ds + j * js + i);
                 const double *y = k + j * d + e;
-                a0 = _mm256_add_pd(a0, _mm256_mul_pd(c, _mm256_loadu_pd(y)));
-                a1 = _mm256_add_pd(a1, _mm256_mul_pd(c, _mm256_loadu_pd(y + 4)));
-                a2 = _mm256_add_pd(a2, _mm256_mul_pd(c, _mm256_loadu_pd(y + 8)));
-                a3 = _mm256_add_pd(a3, _mm256_mul_pd(c, _mm256_loadu_pd(y + 12)));
+                a0 = _mm256_fmadd_pd(c, _mm256_loadu_pd(y), a0);
+                a1 = _mm256_fmadd_pd(c, _mm256_loadu_pd(y + 4), a1);
+                a2 = _mm256_fmadd_pd(c, _mm256_loadu_pd(y + 8), a2);
+                a3 = _mm256_fmadd_pd(c, _mm256_loadu_pd(y + 12), a3);
             }
             _mm256_storeu_pd(row + e, a0), _mm256_storeu_pd(row + e + 4, a1);
             _mm256_storeu_pd(row + e + 8, a2), _mm256_storeu_pd(row + e + 12, a3);
@@ -768,8 +772,7 @@ __attribute__((target("avx2"))) static void fa_dq_block_avx2(const double *ds, i
             __m256d a = _mm256_loadu_pd(row + e);
             for (int64_t j = 0; j < kb; j++)
                 if (i >= first[j])
-                    a = _mm256_add_pd(a, _mm256_mul_pd(_mm256_broadcast_sd(ds + j * js + i),
-                                                       _mm256_loadu_pd(k + j * d + e)));
+                    a = _mm256_fmadd_pd(_mm256_broadcast_sd(ds + j * js + i), _mm256_loadu_pd(k + j * d + e), a);
             _mm256_storeu_pd(row + e, a);
         }
     }
@@ -778,7 +781,7 @@ __attribute__((target("avx2"))) static void fa_dq_block_avx2(const double *ds, i
 
 #if VG_X86
 /* fa_dq_block_avx2's sums, 32 then 8 columns of a row at a time */
-FA512 static void fa_dq_block_avx512(const double *ds, int64_t js, const int64_t *first, int64_t kb,
+FA512F static void fa_dq_block_avx512(const double *ds, int64_t js, const int64_t *first, int64_t kb,
                                      const double *k, int64_t lo, int64_t n, int64_t d, double *dq) {
     for (int64_t i = lo; i < n; i++) {
         double *row = dq + i * d;
@@ -790,10 +793,10 @@ FA512 static void fa_dq_block_avx512(const double *ds, int64_t js, const int64_t
                 if (i < first[j]) continue;
                 const __m512d c = _mm512_set1_pd(ds[j * js + i]);
                 const double *y = k + j * d + e;
-                a0 = _mm512_add_pd(a0, _mm512_mul_pd(c, _mm512_loadu_pd(y)));
-                a1 = _mm512_add_pd(a1, _mm512_mul_pd(c, _mm512_loadu_pd(y + 8)));
-                a2 = _mm512_add_pd(a2, _mm512_mul_pd(c, _mm512_loadu_pd(y + 16)));
-                a3 = _mm512_add_pd(a3, _mm512_mul_pd(c, _mm512_loadu_pd(y + 24)));
+                a0 = _mm512_fmadd_pd(c, _mm512_loadu_pd(y), a0);
+                a1 = _mm512_fmadd_pd(c, _mm512_loadu_pd(y + 8), a1);
+                a2 = _mm512_fmadd_pd(c, _mm512_loadu_pd(y + 16), a2);
+                a3 = _mm512_fmadd_pd(c, _mm512_loadu_pd(y + 24), a3);
             }
             _mm512_storeu_pd(row + e, a0), _mm512_storeu_pd(row + e + 8, a1);
             _mm512_storeu_pd(row + e + 16, a2), _mm512_storeu_pd(row + e + 24, a3);
@@ -802,16 +805,14 @@ FA512 static void fa_dq_block_avx512(const double *ds, int64_t js, const int64_t
             __m512d a = _mm512_loadu_pd(row + e);
             for (int64_t j = 0; j < kb; j++)
                 if (i >= first[j])
-                    a = _mm512_add_pd(a, _mm512_mul_pd(_mm512_set1_pd(ds[j * js + i]),
-                                                       _mm512_loadu_pd(k + j * d + e)));
+                    a = _mm512_fmadd_pd(_mm512_set1_pd(ds[j * js + i]), _mm512_loadu_pd(k + j * d + e), a);
             _mm512_storeu_pd(row + e, a);
         }
         if (e < d) {
             __m256d a = _mm256_loadu_pd(row + e);
             for (int64_t j = 0; j < kb; j++)
                 if (i >= first[j])
-                    a = _mm256_add_pd(a, _mm256_mul_pd(_mm256_set1_pd(ds[j * js + i]),
-                                                       _mm256_loadu_pd(k + j * d + e)));
+                    a = _mm256_fmadd_pd(_mm256_set1_pd(ds[j * js + i]), _mm256_loadu_pd(k + j * d + e), a);
             _mm256_storeu_pd(row + e, a);
         }
     }
@@ -825,7 +826,7 @@ static void fa_dq(const double *ds, int64_t js, const int64_t *first, int64_t kb
         fa_dq_block_avx512(ds, js, first, kb, k, lo, n, d, dq);
         return;
     }
-    if (d % 4 == 0 && has_avx2()) {
+    if (d % 4 == 0 && has_fma()) {
         fa_dq_block_avx2(ds, js, first, kb, k, lo, n, d, dq);
         return;
     }
