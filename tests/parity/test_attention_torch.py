@@ -126,7 +126,7 @@ def test_causal_f32_step_against_pytorch(backend, threads) -> None:
 @pytest.mark.parametrize("backend", ["cpu", "reference"])
 @pytest.mark.parametrize("dtype", ["f32", "f64"])
 def test_attention_ops_are_pytorchs_flash_attention_forward_and_backward(backend, dtype) -> None:
-    """The attention op's output and log-sum-exp are PyTorch's flash attention's (out, logsumexp), and
+    """attention_lse's output and log-sum-exp are PyTorch's flash attention's (out, logsumexp), and
     attention_grad, given PyTorch's out and logsumexp, is PyTorch's flash backward on them (no forward
     pass in either): f64 within 1e-12, f32 within f32 rounding."""
     if backend == "cpu" and not verigrad.backends.cpu.available():
@@ -142,7 +142,7 @@ def test_attention_ops_are_pytorchs_flash_attention_forward_and_backward(backend
     packed = np.concatenate([out.numpy(), lse.numpy()[..., None]], axis=-1)  # lse [B, H, T]
     g_packed = np.concatenate([g, np.zeros((b, h, t, 1), np_dtype)], axis=-1)  # no gradient of lse
     with verigrad.backend(backend):
-        ours = verigrad.ops.attention(q, k, v, scale=0.3).numpy()
+        ours = verigrad.ops.attention_lse(q, k, v, scale=0.3).numpy()
         got = verigrad.ops.attention_grad(g_packed, q, k, v, packed, scale=0.3)
         got = [x.numpy() for x in composite.unpack_grads(got, q, k, v)]
     np.testing.assert_allclose(ours, packed, rtol=tol, atol=tol)

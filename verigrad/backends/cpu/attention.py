@@ -1,7 +1,7 @@
 """cached_attention (attention.c) on f32 arrays of any strides: the decode step's attention over a window
-of the KV cache (a view: no copy) and the new tokens. attention and attention_grad (the training step's
-causal attention and its gradients, flash-attention style: no [T, S] matrix) likewise, on f32 arrays of
-any strides.
+of the KV cache (a view: no copy) and the new tokens. attention_lse and attention_grad (the training
+step's causal attention with its log-sum-exp, and its gradients, flash-attention style: no [T, S] matrix)
+likewise, on f32 arrays of any strides.
 
 Like the reference it computes the scores, softmax and weighted sums in f64 and rounds once; only the
 order and rounding of its sums (fused multiply-adds where the CPU has them) and its exp (a few ulps of
@@ -20,12 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from ...ops import attention, attention_grad, cached_attention
+from ...ops import attention_grad, attention_lse, cached_attention
 from ..kernel_table import tolerance
 from . import _ffi, matmul
 from ._ffi import Library
 
-ATTENTION = ("cached_attention", "attention", "attention_grad")
+ATTENTION = ("cached_attention", "attention_lse", "attention_grad")
 UNIT, D_STATED, W_STATED = 2.0, 256, 8192
 # a score errs by <= D 2^-53 D UNIT^2, which moves each weight p by twice that relatively (exp, then the
 # normalization); the weighted sum of <= W values (sum p = 1) adds <= W 2^-53 UNIT
@@ -110,7 +110,7 @@ def register_flash(backend: Any, lib: Library) -> None:
     from ...ops.composite.attention import resolve_scale
 
     fn = lib.fn("vg_flash_attention_f32", _FLASH_ARGS, restype=ctypes.c_int)
-    forward = matmul.single_threaded(attention.reference)
+    forward = matmul.single_threaded(attention_lse.reference)
     grad = matmul.single_threaded(attention_grad.reference)
     ptr = lib.ptr
 
@@ -147,5 +147,5 @@ def register_flash(backend: Any, lib: Library) -> None:
         out = call(1, q, k, v, scale, g, o)
         return grad(g, q, k, v, o, scale=scale) if out is None else out
 
-    backend.register("attention", attention_kernel, "f32", ATTENTION_EXACTNESS)
+    backend.register("attention_lse", attention_kernel, "f32", ATTENTION_EXACTNESS)
     backend.register("attention_grad", grad_kernel, "f32", GRAD_EXACTNESS)

@@ -9,7 +9,7 @@ from ... import ops
 from ...errors import ShapeError
 from ...functions import all as all_of
 from ...functions import repeat_interleave
-from ...ops.composite.attention import attention_output, scale_tensor
+from ...ops.composite.attention import scale_tensor
 from ...shapes import DimLike, shape_text
 from ...tensor import Tensor
 from .dropout import dropout
@@ -56,7 +56,7 @@ def scaled_dot_product_attention(
         and length == size
         and query.shape[1] == key.shape[1]
     ):
-        return attention_output(ops.attention(query, key, value, scale=scale))
+        return ops.attention(query, key, value, scale=scale)
     scores = (query @ key.mT) * scale_tensor(scale, query.shape[-1], query.dtype)
     if is_causal:
         attn_mask = ops.unsqueeze(ops.arange(0, length), -1) >= ops.arange(0, size)

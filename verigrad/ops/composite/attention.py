@@ -4,9 +4,9 @@ attention(q, k, v): q [B, H, T, D] holds the queries of the last T of S position
 and v [B, KV, S, Dv] the keys and values of all S positions. H is a multiple of KV: query head h
 reads key/value head h // (H/KV) (Hugging Face's `repeat_kv`). Query t (position S-T+t) attends keys
 0 .. S-T+t: softmax(q k^T * scale) over that prefix only (the rest get weight exactly 0), times v.
-Output [B, H, T, Dv + 1]: the attention's output, then each query's log-sum-exp of its visible scaled
-scores (flash attention's statistic: the backward reads it instead of running the forward again);
-`attention_output` takes the first Dv columns. The log-sum-exp is differentiable like the output.
+Output [B, H, T, Dv]: the first Dv columns of the op attention_lse(q, k, v), whose last column [B, H, T, 1]
+holds each query's log-sum-exp of its visible scaled scores (flash attention's statistic: the backward
+reads it instead of running the forward again). The log-sum-exp is differentiable like the output.
 
 cached_attention(q, k, v, past_kt, past_v, bias): the same for T new tokens (keys k, values v
 [B, KV, T, D]) after a window of W cached positions, whose keys come transposed, past_kt
@@ -128,8 +128,14 @@ def _reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float | None)
 
 
 def attention_output(packed: Tensor) -> Tensor:
-    """The attention's output [B, H, T, Dv] from `attention`'s [B, H, T, Dv + 1] (a view)."""
+    """The attention's output [B, H, T, Dv] from `attention_lse`'s [B, H, T, Dv + 1] (a view)."""
     return packed[..., : packed.shape[-1] - 1]
+
+
+def attention(q: Any, k: Any, v: Any, scale: float | None = None) -> Tensor:
+    """Causal grouped-query attention of the last T of S positions [B, H, T, Dv] (the module docstring):
+    attention_lse's output, whose backward reads the log-sum-exp it keeps."""
+    return attention_output(attention_lse(q, k, v, scale=scale))
 
 
 def _vjp(g, out, q, k, v, scale: float | None):
@@ -183,8 +189,8 @@ def _samples(rng: np.random.Generator) -> list[Sample]:
     return out
 
 
-attention = Op(
-    "attention",
+attention_lse = Op(
+    "attention_lse",
     shape=_shape,
     dtype=_dtype,
     params=lambda q, k, v, scale=None: _canon(q, scale=scale),
@@ -286,7 +292,7 @@ attention_grad = Op(
     torch=_torch_grad,
     exact=False,
     differentiable=False,
-    doc="The gradients of attention(q, k, v) for the gradient g of its output and log-sum-exp, from the "
+    doc="The gradients of attention_lse(q, k, v) for the gradient g of its output and log-sum-exp, from the "
     "forward's result `out` (flash attention's backward: no forward pass), packed per key/value head "
     "([B, KV, G T D + S D + S Dv]: dq of its G query heads, dk, dv; `unpack_grads` reads them): attention's "
     "backward pass (with create_graph=True the backward is written in ops instead).",
