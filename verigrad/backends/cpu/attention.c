@@ -445,7 +445,7 @@ int vg_cached_attention_f32(const int64_t *sizes, const float *q, const int64_t 
 }
 
 /* ---------------------------------------------------------------------------------------------------------
- * attention and attention_grad (ops/composite/attention.py) for f32: causal attention of the last T of S
+ * attention_lse and attention_grad (ops/composite/attention.py) for f32: causal attention of the last T of S
  * positions, forward and the gradients of q, k and v, flash-attention style. In double as the references:
  * a unit of work is one (batch, key/value head), whose keys, values, queries (and output gradients) are
  * converted to double once; no [T, S] matrix is formed. Forward: each query row visits its visible keys
@@ -454,13 +454,15 @@ int vg_cached_attention_f32(const int64_t *sizes, const float *q, const int64_t 
  * cache); it writes the output and the row's log-sum-exp lse = m + log(l) (rounded to f32 as the
  * output). The backward runs no forward pass: it reads the forward's output o_i and lse_i, so
  * p_ij = exp(s_ij - lse_i) and delta_i = g_i . o_i - glse_i (glse_i: the gradient of lse_i), and takes
- * the keys in blocks of FA_KEYS, each key over the queries that see it: ds_ij = p_ij (g_i . v_j - delta_i),
+ * the keys in blocks of FA_KEYS, each key over the queries that see it (FA_QUERIES of them at a time for
+ * every key of the block, so that they stay in cache): ds_ij = p_ij (g_i . v_j - delta_i),
  * dv_j = sum_i p_ij g_i and dk_j = scale sum_i ds_ij q_i in i order, then dq_i += scale ds_ij k_j for the
  * block's keys in j order (dq in double, a row read and written once a block). Each output is computed by
  * one thread in one order (threads take units), so every thread count gives the same bits. The three
  * gradients come from one pass (attention_grad packs them per unit). */
 #define FA_BLOCK 64 /* keys a forward row takes at a time */
 #define FA_KEYS 16  /* keys the backward takes at a time (dq's rows updated once per block) */
+#define FA_QUERIES 32 /* queries the backward takes at a time for each key of a block */
 
 typedef struct {
     int64_t b, h, kv, t, s, d, dv;
@@ -932,7 +934,7 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
     const int64_t sn = rows + FA_BLOCK;
     size_t count = (size_t)(S * d + S * dv + rows * d + rows * dv + (backward ? rows * d : 0) + 3 * rows + sn);
     count += (size_t)(backward ? FA_KEYS * rows : 0);
-    count += (size_t)(wide + d + dv + 1);
+    count += (size_t)(wide + d + dv + 1 + (backward ? FA_KEYS * (d + dv) : 0));
     double *kd = malloc(sizeof(double) * count);
     if (!kd) {
         a->failed = 1;
@@ -941,7 +943,7 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
     double *vd = kd + S * d, *qd = vd + S * dv, *gd = qd + rows * d, *dq = gd + rows * dv;
     double *mrow = dq + (backward ? rows * d : 0);
     double *lrow = mrow + rows, *delta = lrow + rows, *s = delta + rows, *dsb = s + sn;
-    double *acc = dsb + (backward ? FA_KEYS * rows : 0);
+    double *acc = dsb + (backward ? FA_KEYS * rows : 0), *kacc = acc + wide + d + dv + 1; /* [KEYS, d + dv] */
     for (int64_t unit = lo; unit < hi; unit++) { /* unit = (b, kv head) */
         const int64_t b = unit / a->kv, g = unit % a->kv;
         int finite = fa_load(a->k + b * a->ks[0] + g * a->ks[1], a->ks[2], a->ks[3], S, d, kd);
@@ -987,29 +989,35 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
             }
             continue;
         }
-        /* the gradients, key by key over the queries that see it: dk_j and dv_j summed in i order, each
-         * dq_i in j order in dq (double) */
+        /* the gradients, a block of keys at a time, each key over the queries that see it, FA_QUERIES
+         * queries at a time for every key of the block (they stay in cache): dk_j and dv_j summed in
+         * (head, i) order, each dq_i in j order in dq (double) */
         float *o = a->out + unit * (rows * d + S * (d + dv));
-        double *dk = acc, *dvj = acc + d;
         for (int64_t e = 0; e < rows * d; e++) dq[e] = 0.0;
         for (int64_t j0 = 0; j0 < S; j0 += FA_KEYS) {
             const int64_t kb = S - j0 < FA_KEYS ? S - j0 : FA_KEYS;
             int64_t first[FA_KEYS];
-            for (int64_t j = j0; j < j0 + kb; j++) {
-                const int64_t i0 = j > off ? j - off : 0, n = t - i0;
-                first[j - j0] = i0;
-                for (int64_t e = 0; e < d + dv; e++) acc[e] = 0.0;
-                for (int64_t hh = 0; hh < group && n > 0; hh++) {
-                    const int64_t r0 = hh * t + i0;
-                    double *ds = dsb + ((j - j0) * group + hh) * t + i0;
-                    fa_dots(kd + j * d, qd + r0 * d, n, d, s);
-                    fa_shift(s, n, a->scale, mrow + r0); /* s_ij - lse_i */
-                    fa_exps(s, n);
-                    fa_axpys(s, gd + r0 * dv, n, dv, dvj);
-                    fa_dots(vd + j * dv, gd + r0 * dv, n, dv, ds);
-                    fa_ds(ds, s, n, delta + r0, a->scale);
-                    fa_axpys(ds, qd + r0 * d, n, d, dk);
+            for (int64_t j = j0; j < j0 + kb; j++) first[j - j0] = j > off ? j - off : 0;
+            for (int64_t e = 0; e < kb * (d + dv); e++) kacc[e] = 0.0;
+            for (int64_t hh = 0; hh < group; hh++)
+                for (int64_t c0 = first[0]; c0 < t; c0 += FA_QUERIES) {
+                    const int64_t c1 = t - c0 < FA_QUERIES ? t : c0 + FA_QUERIES;
+                    for (int64_t j = j0; j < j0 + kb; j++) {
+                        const int64_t lo = first[j - j0] > c0 ? first[j - j0] : c0, n = c1 - lo, r0 = hh * t + lo;
+                        if (n <= 0) continue;
+                        double *ds = dsb + ((j - j0) * group + hh) * t + lo;
+                        double *dk = kacc + (j - j0) * (d + dv), *dvj = dk + d;
+                        fa_dots(kd + j * d, qd + r0 * d, n, d, s);
+                        fa_shift(s, n, a->scale, mrow + r0); /* s_ij - lse_i */
+                        fa_exps(s, n);
+                        fa_axpys(s, gd + r0 * dv, n, dv, dvj);
+                        fa_dots(vd + j * dv, gd + r0 * dv, n, dv, ds);
+                        fa_ds(ds, s, n, delta + r0, a->scale);
+                        fa_axpys(ds, qd + r0 * d, n, d, dk);
+                    }
                 }
+            for (int64_t j = j0; j < j0 + kb; j++) {
+                const double *dk = kacc + (j - j0) * (d + dv), *dvj = dk + d;
                 for (int64_t e = 0; e < d; e++) o[rows * d + j * d + e] = (float)dk[e];
                 for (int64_t e = 0; e < dv; e++) o[rows * d + S * d + j * dv + e] = (float)dvj[e];
             }
