@@ -880,8 +880,34 @@ static void fa_ds(double *ds, const double *p, int64_t n, const double *delta, d
     for (int64_t i = 0; i < n; i++) ds[i] = p[i] * (ds[i] - delta[i]) * scale;
 }
 
+#if VG_X86
+/* fa_load for es 1: eight values a vector (the conversion is exact: the same values) */
+FA512 static int fa_load_avx512(const float *src, int64_t rs, int64_t n, int64_t d, double *dst) {
+    int ok = 1;
+    for (int64_t r = 0; r < n; r++) {
+        const float *x = src + r * rs;
+        double *y = dst + r * d;
+        int64_t e = 0;
+        for (; e + 8 <= d; e += 8) {
+            const __m512d v = _mm512_cvtps_pd(_mm256_loadu_ps(x + e));
+            _mm512_storeu_pd(y + e, v);
+            ok &= _mm512_cmp_pd_mask(_mm512_sub_pd(v, v), _mm512_setzero_pd(), _CMP_EQ_OQ) == 0xff;
+        }
+        for (; e < d; e++) {
+            const double v = (double)x[e];
+            y[e] = v;
+            ok &= v - v == 0.0;
+        }
+    }
+    return ok;
+}
+#endif
+
 /* dst[r d + e] = (double)src[r rs + e es] for r < n, e < d; whether all are finite */
 static int fa_load(const float *src, int64_t rs, int64_t es, int64_t n, int64_t d, double *dst) {
+#if VG_X86
+    if (es == 1 && fa_avx512()) return fa_load_avx512(src, rs, n, d, dst);
+#endif
     int ok = 1;
     for (int64_t r = 0; r < n; r++)
         for (int64_t e = 0; e < d; e++) {
