@@ -28,6 +28,7 @@ torch.compile's code generation).
     python benchmarks/lm_train.py --sizes small --threads 1 --no-torch-compile
     python benchmarks/lm_train.py --sizes lora --steps 1 --repeats 3 --warmup 1
     python benchmarks/lm_train.py --profile             # cProfile of verigrad's eager step (small)
+    python benchmarks/lm_train.py --attention           # the small GPT's attention kernels against PyTorch's
 """
 
 from __future__ import annotations
@@ -316,6 +317,54 @@ def run(args: argparse.Namespace) -> None:
         )
 
 
+def attention_layer(args: argparse.Namespace) -> None:
+    """The small GPT's attention alone (B 8, H 4, T 128, head 32; q, k, v views of one qkv projection),
+    one thread: verigrad's attention_lse and attention_grad kernels against PyTorch's
+    scaled_dot_product_attention (its flash kernel), forward and forward + backward, calls alternating in
+    one process (the machine's load moves both alike); milliseconds, minimum and median of each."""
+    import torch
+
+    import verigrad
+    from verigrad import ops
+    from verigrad.backends import cpu
+
+    verigrad.set_threads(1)
+    torch.set_num_threads(1)
+    b, h, t, d = 8, 4, 128, 32
+    rng = np.random.default_rng(0)
+    qkv = rng.uniform(-2, 2, (b, t, 3, h, d)).astype(np.float32)
+    q, k, v = (qkv[:, :, i].transpose(0, 2, 1, 3) for i in range(3))
+    g = rng.uniform(-2, 2, (b, h, t, d + 1)).astype(np.float32)
+    g[..., d] = 0.0  # the log-sum-exp's gradient, as sdpa's backward gives it
+    forward, grad = (cpu.cpu.native(op, verigrad.f32) for op in (ops.attention_lse, ops.attention_grad))
+    out = forward(q, k, v, scale=None)
+    tq, tk, tv = (torch.tensor(np.ascontiguousarray(x), requires_grad=True) for x in (q, k, v))
+    tg = torch.tensor(np.ascontiguousarray(g[..., :d]))
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def torch_forward() -> None:
+        with torch.no_grad():
+            sdpa(tq, tk, tv, is_causal=True)
+
+    calls = {
+        "verigrad forward": lambda: forward(q, k, v, scale=None),
+        "verigrad backward": lambda: grad(g, q, k, v, out, scale=None),
+        "torch forward": torch_forward,
+        "torch forward + backward": lambda: sdpa(tq, tk, tv, is_causal=True).backward(tg),
+    }
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(args.repeats * 20):
+        for name, call in calls.items():
+            start = time.perf_counter()
+            call()
+            times[name].append((time.perf_counter() - start) * 1e3)
+    for name, ms in times.items():
+        print(f"{name:26s} min {min(ms):6.2f} ms  median {statistics.median(ms):6.2f} ms")
+    ours = [f + b for f, b in zip(times["verigrad forward"], times["verigrad backward"], strict=True)]
+    ratio = statistics.median(o / t for o, t in zip(ours, times["torch forward + backward"], strict=True))
+    print(f"verigrad forward + backward over torch's, median of the rounds: {ratio:.2f}x")
+
+
 def profile(args: argparse.Namespace) -> None:
     """cProfile of verigrad's eager step on the small GPT, one thread: the top functions by own time."""
     import cProfile
@@ -325,8 +374,9 @@ def profile(args: argparse.Namespace) -> None:
 
     size = SIZES["small"]
     verigrad.set_threads(args.threads[0])
-    verigrad.manual_seed(0)
-    step = train_step(verigrad, gpt(verigrad, size))
+    model = gpt(verigrad, size)  # the timed runs' weights (a default init's subnormal logits crawl)
+    model.load_state_dict({k: verigrad.tensor(v) for k, v in state_dict(size).items()})
+    step = train_step(verigrad, model)
     x, y = (verigrad.from_numpy(a) for a in batch(size))
     for _ in range(2):
         step(x, y)
@@ -347,6 +397,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps after the first (default 2)")
     parser.add_argument("--no-torch-compile", dest="torch_compile", action="store_false")
     parser.add_argument("--profile", action="store_true", help="profile verigrad's eager step instead")
+    parser.add_argument(
+        "--attention", action="store_true", help="time the small GPT's attention kernels against PyTorch's"
+    )
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.threads = positive_ints(parser, args.threads, "--threads")
@@ -360,6 +413,8 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(measure(size, way, int(threads), args)))
     elif args.profile:
         profile(args)
+    elif args.attention:
+        attention_layer(args)
     else:
         run(args)
 

@@ -47,6 +47,7 @@ from .checks import check_index
 from .composite import (
     attention,
     attention_grad,
+    attention_lse,
     avg_pool2d,
     binary_cross_entropy,
     cached_attention,

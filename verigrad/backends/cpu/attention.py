@@ -1,7 +1,7 @@
 """cached_attention (attention.c) on f32 arrays of any strides: the decode step's attention over a window
-of the KV cache (a view: no copy) and the new tokens. attention and attention_grad (the training step's
-causal attention and its gradients, flash-attention style: no [T, S] matrix) likewise, on f32 arrays of
-any strides.
+of the KV cache (a view: no copy) and the new tokens. attention_lse and attention_grad (the training
+step's causal attention with its log-sum-exp, and its gradients, flash-attention style: no [T, S] matrix)
+likewise, on f32 arrays of any strides.
 
 Like the reference it computes the scores, softmax and weighted sums in f64 and rounds once; only the
 order and rounding of its sums (fused multiply-adds where the CPU has them) and its exp (a few ulps of
@@ -20,24 +20,25 @@ from typing import Any
 
 import numpy as np
 
-from ...ops import attention, attention_grad, cached_attention
+from ...ops import attention_grad, attention_lse, cached_attention
 from ..kernel_table import tolerance
 from . import _ffi, matmul
 from ._ffi import Library
 
-ATTENTION = ("cached_attention", "attention", "attention_grad")
+ATTENTION = ("cached_attention", "attention_lse", "attention_grad")
 UNIT, D_STATED, W_STATED = 2.0, 256, 8192
 # a score errs by <= D 2^-53 D UNIT^2, which moves each weight p by twice that relatively (exp, then the
 # normalization); the weighted sum of <= W values (sum p = 1) adds <= W 2^-53 UNIT
 ATTENTION_EXACTNESS = tolerance(2.0**-23, 4 * (D_STATED**2 * UNIT**2 + W_STATED * UNIT) * 2.0**-53)
 
-# a gradient: ds = p (g.v - delta) errs by <= p 4 D^3 UNIT^4 2^-53 (the score's error moves p relatively
-# by 2 D^2 UNIT^2 2^-53, times |g.v - delta| <= 2 D UNIT^2, plus the dot products' own); dq sums them (sum
+# a gradient: ds = p (g.v - delta) errs by <= p 4 D^3 UNIT^4 2^-53 (the score's error moves p = exp(s - lse)
+# relatively by 2 D^2 UNIT^2 2^-53, times |g.v - delta| <= 2 D UNIT^2, plus the dot products' own; the
+# forward's output and lse are the backward's operands, its reference reads the same); dq sums them (sum
 # p = 1) times |k| <= UNIT, dk and dv over <= W queries (sum p <= W): twice W 4 D^3 UNIT^5 2^-53 covers
 # each, for head dims up to D_GRAD and W_GRAD positions (a worst case: the samples meet f32's rounding)
 D_GRAD, W_GRAD = 64, 1024
 GRAD_EXACTNESS = tolerance(2.0**-23, 8 * W_GRAD * D_GRAD**3 * UNIT**5 * 2.0**-53)
-_FLASH_ARGS = [ctypes.c_void_p, ctypes.c_int] + [ctypes.c_void_p, ctypes.c_void_p] * 4
+_FLASH_ARGS = [ctypes.c_void_p, ctypes.c_int] + [ctypes.c_void_p, ctypes.c_void_p] * 5
 _FLASH_ARGS += [ctypes.c_double, ctypes.c_void_p, ctypes.c_int]
 _ARGS = [ctypes.c_void_p] + [ctypes.c_void_p, ctypes.c_void_p] * 6 + [ctypes.c_double, ctypes.c_void_p]
 _ARGS += [ctypes.c_int]
@@ -103,45 +104,48 @@ def register(backend: Any, lib: Library) -> None:
 
 
 def register_flash(backend: Any, lib: Library) -> None:
-    """attention and attention_grad on f32 arrays of whole-element strides (else the reference, and where
-    an input holds an infinity or a NaN: the reference's 0 * inf at hidden positions spreads it)."""
+    """attention (its output and log-sum-exp) and attention_grad (from the forward's result: no forward
+    pass) on f32 arrays of whole-element strides (else the reference, and where an input holds an infinity
+    or a NaN: the reference's 0 * inf at hidden positions spreads it)."""
     from ...ops.composite.attention import resolve_scale
 
     fn = lib.fn("vg_flash_attention_f32", _FLASH_ARGS, restype=ctypes.c_int)
-    forward = matmul.single_threaded(attention.reference)
+    forward = matmul.single_threaded(attention_lse.reference)
     grad = matmul.single_threaded(attention_grad.reference)
     ptr = lib.ptr
 
-    def call(which: int, g: np.ndarray | None, q: np.ndarray, k: np.ndarray, v: np.ndarray, scale) -> Any:
-        """The C function's result, or None where it does not take these arrays."""
-        arrays = (q, k, v) if g is None else (q, k, v, g)
+    def call(which: int, q: np.ndarray, k: np.ndarray, v: np.ndarray, scale, g=None, o=None) -> Any:
+        """The C function's result (g and o, the forward's result, for the gradients), or None where it
+        does not take these arrays."""
+        arrays = (q, k, v) if g is None else (q, k, v, g, o)
         if any(not isinstance(a, np.ndarray) or a.dtype != np.float32 or not a.flags.aligned for a in arrays):
             return None
         if any(s % 4 for a in arrays for s in a.strides):
             return None
         (b, h, t, d), (kv, s, dv) = q.shape, (k.shape[1], k.shape[2], v.shape[3])
-        shape = (b, h, t, dv) if which == 0 else (b, kv, h // kv * t * d + s * (d + dv))
+        shape = (b, h, t, dv + 1) if which == 0 else (b, kv, h // kv * t * d + s * (d + dv))
         out = np.empty(shape, np.float32)
         if not out.size:
             return out
         sizes = np.array([b, h, kv, t, s, d, dv], np.int64)
-        strides = [np.array(a.strides, np.int64) // 4 for a in (q, k, v, g if g is not None else q)]
-        gp = ptr(g) if g is not None else None
+        strides = [np.array(a.strides, np.int64) // 4 for a in (q, k, v, *(arrays[3:] or (q, q)))]
+        gp, op = (None, None) if g is None else (ptr(g), ptr(o))
         done = fn(
             ptr(sizes), which, ptr(q), ptr(strides[0]), ptr(k), ptr(strides[1]), ptr(v), ptr(strides[2]),
-            gp, ptr(strides[3]), float(resolve_scale(scale, d)), ptr(out), backend.threads,
+            gp, ptr(strides[3]), op, ptr(strides[4]), float(resolve_scale(scale, d)), ptr(out),
+            backend.threads,
         )  # fmt: skip
         if done < 0:
             raise MemoryError(f"attention: out of memory for {s} positions of head size {d}")
         return None if done else out  # 1: an infinity or a NaN, which the reference spreads
 
     def attention_kernel(q, k, v, scale: float | None) -> np.ndarray:
-        out = call(0, None, q, k, v, scale)
+        out = call(0, q, k, v, scale)
         return forward(q, k, v, scale=scale) if out is None else out
 
-    def grad_kernel(g, q, k, v, scale: float | None) -> np.ndarray:
-        out = call(1, g, q, k, v, scale)
-        return grad(g, q, k, v, scale=scale) if out is None else out
+    def grad_kernel(g, q, k, v, o, scale: float | None) -> np.ndarray:
+        out = call(1, q, k, v, scale, g, o)
+        return grad(g, q, k, v, o, scale=scale) if out is None else out
 
-    backend.register("attention", attention_kernel, "f32", ATTENTION_EXACTNESS)
+    backend.register("attention_lse", attention_kernel, "f32", ATTENTION_EXACTNESS)
     backend.register("attention_grad", grad_kernel, "f32", GRAD_EXACTNESS)

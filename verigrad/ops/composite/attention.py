@@ -4,7 +4,9 @@ attention(q, k, v): q [B, H, T, D] holds the queries of the last T of S position
 and v [B, KV, S, Dv] the keys and values of all S positions. H is a multiple of KV: query head h
 reads key/value head h // (H/KV) (Hugging Face's `repeat_kv`). Query t (position S-T+t) attends keys
 0 .. S-T+t: softmax(q k^T * scale) over that prefix only (the rest get weight exactly 0), times v.
-Output [B, H, T, Dv].
+Output [B, H, T, Dv]: the first Dv columns of the op attention_lse(q, k, v), whose last column [B, H, T, 1]
+holds each query's log-sum-exp of its visible scaled scores (flash attention's statistic: the backward
+reads it instead of running the forward again). The log-sum-exp is differentiable like the output.
 
 cached_attention(q, k, v, past_kt, past_v, bias): the same for T new tokens (keys k, values v
 [B, KV, T, D]) after a window of W cached positions, whose keys come transposed, past_kt
@@ -14,7 +16,8 @@ a bias [B, T, W+T] gives each sequence its own (a batch of sequences of differen
 Inference only (no gradient): a KV cache's decode step.
 
 References: the scores, softmax and products in f64, rounded once to the inputs' dtype; attention's
-gradient is written in ops (`_vjp`).
+gradient is the `attention_grad` op, flash attention's backward on the forward's output and log-sum-exp
+(`_vjp`; written in ops where the backward is itself differentiated).
 """
 
 from __future__ import annotations
@@ -89,7 +92,7 @@ def _shape(q: tuple, k: tuple, v: tuple, scale: float | None) -> tuple:
     t, s = q[2], k[2]
     if isinstance(t, int) and isinstance(s, int) and t > s:
         raise ShapeError(f"{t} queries need at least {t} key positions, got {s}")
-    return (*q[:3], v[3])
+    return (*q[:3], v[3] + 1)
 
 
 def _dtype(*dtypes: DType, scale: float | None) -> DType:
@@ -101,38 +104,63 @@ def _softmax64(scores: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=-1, keepdims=True)
 
 
+def _masked_scores(q: np.ndarray, k: np.ndarray, scale: float) -> np.ndarray:
+    """The scaled scores [B, KV, G, T, S] in f64, -inf at the keys a query does not see."""
+    b, h, t, d = q.shape
+    kv, s = k.shape[1], k.shape[2]
+    qg = q.astype(np.float64).reshape(b, kv, h // kv, t, d)
+    scores = qg @ np.swapaxes(k.astype(np.float64), -1, -2)[:, :, None] * scale
+    return np.where(np.arange(s - t, s)[:, None] >= np.arange(s), scores, -np.inf)
+
+
 def _reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float | None) -> np.ndarray:
     b, h, t, d = q.shape
-    scale = resolve_scale(scale, d)
-    kv, s = k.shape[1], k.shape[2]
-    q64 = q.astype(np.float64).reshape(b, kv, h // kv * t, d)
-    scores = (q64 @ np.swapaxes(k.astype(np.float64), -1, -2)).reshape(b, kv, h // kv, t, s) * scale
-    visible = np.arange(s - t, s)[:, None] >= np.arange(s)
-    p = _softmax64(np.where(visible, scores, -np.inf)).reshape(b, kv, h // kv * t, s)
-    return (p @ v.astype(np.float64)).reshape(b, h, t, v.shape[3]).astype(q.dtype)
+    scores = _masked_scores(q, k, resolve_scale(scale, d))  # [B, KV, G, T, S]
+    m = scores.max(axis=-1, keepdims=True, initial=-np.inf)  # none: no rows (S = T = 0)
+    e = np.exp(scores - m)
+    total = e.sum(axis=-1, keepdims=True)
+    kv, s, dv = k.shape[1], k.shape[2], v.shape[3]
+    out = (e / total).reshape(b, kv, h // kv * t, s) @ v.astype(np.float64)
+    # an infinite maximum shifts by 0, as torch.logsumexp (an infinite score gives inf, not NaN)
+    shift = np.where(np.isinf(m), 0.0, m)
+    lse = (shift + np.log(np.exp(scores - shift).sum(axis=-1, keepdims=True))).reshape(b, h, t, 1)
+    return np.concatenate([out.reshape(b, h, t, dv), lse], axis=-1).astype(q.dtype)
+
+
+def attention_output(packed: Tensor) -> Tensor:
+    """The attention's output [B, H, T, Dv] from `attention_lse`'s [B, H, T, Dv + 1] (a view)."""
+    return packed[..., : packed.shape[-1] - 1]
+
+
+def attention(q: Any, k: Any, v: Any, scale: float | None = None) -> Tensor:
+    """Causal grouped-query attention of the last T of S positions [B, H, T, Dv] (the module docstring):
+    attention_lse's output, whose backward reads the log-sum-exp it keeps."""
+    return attention_output(attention_lse(q, k, v, scale=scale))
 
 
 def _vjp(g, out, q, k, v, scale: float | None):
-    """The gradients of q, k and v: the fused `attention_grad` op, or, where the backward pass is itself
-    recorded (`create_graph=True`: grad mode on), the same written in ops, so that it can be
-    differentiated again."""
+    """The gradients of q, k and v: the fused `attention_grad` op on the forward's output and log-sum-exp,
+    or, where the backward pass is itself recorded (`create_graph=True`: grad mode on), the same written
+    in ops, so that it can be differentiated again."""
     if modes.LOCAL.grad[-1]:
         return _vjp_in_ops(g, q, k, v, scale)
-    return unpack_grads(attention_grad(g, q, k, v, scale=scale), q, k, v)
+    return unpack_grads(attention_grad(g, q, k, v, out, scale=scale), q, k, v)
 
 
 def _vjp_in_ops(g, q, k, v, scale: float | None):
-    """The gradient of the op written in ops: softmax(mask(q k^T * scale)) v, differentiated by hand."""
+    """The gradient of the op written in ops: softmax(mask(q k^T * scale)) v and its log-sum-exp,
+    differentiated by hand (the log-sum-exp's gradient glse adds p glse to the scores' gradient)."""
     b, h, t, d = q.shape
     scale = scale_tensor(scale, d, q.dtype)
-    kv, s = k.shape[1], k.shape[2]
+    kv, s, dv = k.shape[1], k.shape[2], v.shape[3]
     group = exact_div(h, kv)
     qg, kg, vg = q.reshape(b, kv, group, t, d), k.unsqueeze(2), v.unsqueeze(2)
     visible = arange(s - t, s).unsqueeze(-1) >= arange(s)
     p = softmax(where(visible, qg @ kg.mT * scale, float("-inf")), axis=-1)  # [B, KV, G, T, S]
-    gg = g.reshape(b, kv, group, t, v.shape[3])
+    gg = g[..., :dv].reshape(b, kv, group, t, dv)
+    glse = g[..., dv:].reshape(b, kv, group, t, 1)
     dp = gg @ vg.mT
-    ds = p * (dp - (dp * p).sum(axis=-1, keepdim=True)) * scale
+    ds = p * (dp - ((dp * p).sum(axis=-1, keepdim=True) - glse)) * scale
     dq = (ds @ kg).reshape(b, h, t, d)
     return dq, (ds.mT @ qg).sum(axis=2), (p.mT @ gg).sum(axis=2)
 
@@ -143,7 +171,8 @@ def _torch_attention(t, q, k, v, scale):
     mask = t.ones(n, s, dtype=t.bool).tril(s - n)
     k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
     scores = (q @ k.transpose(-1, -2) * scale).masked_fill(~mask, float("-inf"))
-    return scores.softmax(dim=-1) @ v  # not the fused SDPA kernel: it turns NaN rows into zeros
+    out = scores.softmax(dim=-1) @ v  # not the fused SDPA kernel: it turns NaN rows into zeros
+    return t.cat([out, scores.logsumexp(dim=-1, keepdim=True)], dim=-1)
 
 
 def _samples(rng: np.random.Generator) -> list[Sample]:
@@ -160,8 +189,8 @@ def _samples(rng: np.random.Generator) -> list[Sample]:
     return out
 
 
-attention = Op(
-    "attention",
+attention_lse = Op(
+    "attention_lse",
     shape=_shape,
     dtype=_dtype,
     params=lambda q, k, v, scale=None: _canon(q, scale=scale),
@@ -170,15 +199,20 @@ attention = Op(
     samples=_samples,
     torch=_torch_attention,
     exact=False,
-    doc="Causal grouped-query attention of the last T of S positions (see the module docstring).",
+    doc="Causal grouped-query attention of the last T of S positions and each query's log-sum-exp "
+    "([B, H, T, Dv + 1]; see the module docstring).",
 )
 
 
 # attention's gradients -------------------------------------------------------------------------------
-def _grad_shape(g: tuple, q: tuple, k: tuple, v: tuple, scale: float | None) -> tuple:
-    out = _shape(q, k, v, scale)
-    if g != out:
-        raise ShapeError(f"the output gradient must be [{', '.join(map(str, out))}], got {shape_text(g)}")
+def _grad_shape(g: tuple, q: tuple, k: tuple, v: tuple, out: tuple, scale: float | None) -> tuple:
+    want = _shape(q, k, v, scale)
+    for name, got in (("output gradient", g), ("forward's output", out)):
+        if got != want:
+            raise ShapeError(
+                f"the {name} must be [{', '.join(map(str, want))}] (attention's output and log-sum-exp), "
+                f"got {shape_text(got)}"
+            )
     (b, h, t, d), (kv, s, dv) = q, (k[1], k[2], v[3])
     return (b, kv, exact_div(h, kv) * t * d + s * d + s * dv)
 
@@ -190,18 +224,21 @@ def _pack(dq: np.ndarray, dk: np.ndarray, dv: np.ndarray) -> np.ndarray:
     return np.concatenate(parts, axis=-1)
 
 
-def _grad_reference(g, q, k, v, scale: float | None) -> np.ndarray:
-    """`_vjp_in_ops`'s formulas in f64, rounded once, packed (`_pack`)."""
+def _grad_reference(g, q, k, v, out, scale: float | None) -> np.ndarray:
+    """Flash attention's backward in f64, rounded once, packed (`_pack`): p = exp(s - lse) from the
+    forward's log-sum-exp, delta = rowsum(g * out) - glse from its output (`out` [..., Dv + 1] holds both;
+    g's last column is the log-sum-exp's gradient glse), ds = p (g v^T - delta) scale."""
     b, h, t, d = q.shape
     scale = resolve_scale(scale, d)
-    kv, s, dv = k.shape[1], k.shape[2], v.shape[3]
+    kv, dv = k.shape[1], v.shape[3]
     qg = q.astype(np.float64).reshape(b, kv, h // kv, t, d)
     k64, v64 = k.astype(np.float64)[:, :, None], v.astype(np.float64)[:, :, None]
-    scores = qg @ np.swapaxes(k64, -1, -2) * scale
-    p = _softmax64(np.where(np.arange(s - t, s)[:, None] >= np.arange(s), scores, -np.inf))
-    gg = g.astype(np.float64).reshape(b, kv, h // kv, t, dv)
-    dp = gg @ np.swapaxes(v64, -1, -2)
-    ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True)) * scale
+    out64 = out.astype(np.float64).reshape(b, kv, h // kv, t, dv + 1)
+    g64 = g.astype(np.float64).reshape(b, kv, h // kv, t, dv + 1)
+    gg = g64[..., :dv]
+    p = np.exp(_masked_scores(q, k, scale) - out64[..., dv:])
+    delta = (gg * out64[..., :dv]).sum(axis=-1, keepdims=True) - g64[..., dv:]
+    ds = p * (gg @ np.swapaxes(v64, -1, -2) - delta) * scale
     grads = ds @ k64, (np.swapaxes(ds, -1, -2) @ qg).sum(axis=2), (np.swapaxes(p, -1, -2) @ gg).sum(axis=2)
     return _pack(*grads).astype(q.dtype)
 
@@ -218,31 +255,45 @@ def unpack_grads(packed: Tensor, q: Any, k: Any, v: Any) -> tuple[Tensor, Tensor
 
 
 def _grad_samples(rng: np.random.Generator) -> list[Sample]:
+    """The forward's samples with an output gradient and the forward's result (its reference's, in f64:
+    the registry's suites cast it with the other operands, as a forward in that dtype would round it)."""
     out = []
     for sample in _samples(rng):
         q, k, v = sample.args
-        out.append(Sample((uniform(rng, (*q.shape[:3], v.shape[3])), q, k, v), sample.params))
+        forward = _reference(q, k, v, sample.params.get("scale"))
+        out.append(Sample((uniform(rng, forward.shape), q, k, v, forward), sample.params))
     return out
 
 
-def _torch_grad(t, g, q, k, v, scale):
-    q, k, v = (x.detach().requires_grad_() for x in (q, k, v))
-    _torch_attention(t, q, k, v, scale).backward(g)
-    b, kv = k.shape[:2]
-    return t.cat([x.grad.reshape(b, kv, -1) for x in (q, k, v)], dim=-1)
+def _torch_grad(t, g, q, k, v, out, scale):
+    """Flash attention's backward (PyTorch's, as `_scaled_dot_product_flash_attention_for_cpu_backward`
+    computes it) on the given output and log-sum-exp, with the log-sum-exp's gradient, in torch ops."""
+    group, (b, kv, s, d), dv = q.shape[1] // k.shape[1], k.shape, v.shape[3]
+    n = q.shape[2]
+    mask = t.ones(n, s, dtype=t.bool).tril(s - n)
+    kr, vr = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    scores = (q @ kr.transpose(-1, -2) * scale).masked_fill(~mask, float("-inf"))
+    p = (scores - out[..., dv:]).exp()
+    gg = g[..., :dv]
+    delta = (gg * out[..., :dv]).sum(dim=-1, keepdim=True) - g[..., dv:]
+    ds = p * (gg @ vr.transpose(-1, -2) - delta) * scale
+    dk = (ds.transpose(-1, -2) @ q).reshape(b, kv, group, s, d).sum(dim=2)
+    dvv = (p.transpose(-1, -2) @ gg).reshape(b, kv, group, s, dv).sum(dim=2)
+    return t.cat([x.reshape(b, kv, -1) for x in (ds @ kr, dk, dvv)], dim=-1)
 
 
 attention_grad = Op(
     "attention_grad",
     shape=_grad_shape,
     dtype=_dtype,
-    params=lambda g, q, k, v, scale=None: _canon(q, scale=scale),
+    params=lambda g, q, k, v, out, scale=None: _canon(q, scale=scale),
     reference=_grad_reference,
     samples=_grad_samples,
     torch=_torch_grad,
     exact=False,
     differentiable=False,
-    doc="The gradients of attention(q, k, v) for the output gradient g, packed per key/value head "
+    doc="The gradients of attention_lse(q, k, v) for the gradient g of its output and log-sum-exp, from the "
+    "forward's result `out` (flash attention's backward: no forward pass), packed per key/value head "
     "([B, KV, G T D + S D + S Dv]: dq of its G query heads, dk, dv; `unpack_grads` reads them): attention's "
     "backward pass (with create_graph=True the backward is written in ops instead).",
 )
