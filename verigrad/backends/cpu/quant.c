@@ -20,9 +20,11 @@
  * also takes 5 q5_k, 6 q5_0, 7 q5_1, 8 q2_k, 9 q3_k, 10 iq4_nl and 11 iq4_xs (the k-quants' blocks hold 256
  * values; see ops/quant.py for every layout). Rows are de-quantized into a row buffer (q4_k, q5_k and q6_k 8
  * values (AVX2) or 16 (AVX-512) at a time, the 32-value formats 8 (AVX2) or 16 (AVX-512)) and multiplied
- * in tiles of up to 3 activation rows by 4 weight rows on AVX-512 (two activation rows by one weight row on
- * AVX2), the partial sums in vector lanes; a decode step (one activation row) of a 32-value format
- * de-quantizes each block in registers and multiplies it at once (no row buffer), 4 weight rows at a time.
+ * 4 rows at a time on AVX-512, in tiles of up to 4 activation rows by 2 weight rows (one activation row by
+ * 4 weight rows; AVX2: two activation rows by one weight row), the partial sums in vector lanes; a decode
+ * step (one activation row) of a 32-value format de-quantizes each block in registers and multiplies it at
+ * once (no row buffer), 4 weight rows at a time. On AVX-512 the 4-bit formats look their values up in the
+ * block's table of 16 (its scale times each nibble's value, computed as the portable path computes it).
  * Every path does the portable path's operations, so the same bits (vg_quant_simd chooses one, for tests),
  * and each output is summed as a tile of one sums it: a row's bits do not depend on how many rows there
  * are or what they hold.
@@ -796,11 +798,19 @@ AVX512_Q __attribute__((always_inline)) static inline __m512 block16_avx512(int 
                                                                            __m128i n, int upper, __m512 d,
                                                                            __m512 m) {
     __m512i q = _mm512_cvtepu8_epi32(n);
-    q = upper ? _mm512_srli_epi32(q, 4) : _mm512_and_si512(q, _mm512_set1_epi32(15));
-    if (qtype == IQ4_NL) {
-        const __m512 table = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)IQ4_VALUES)));
-        return _mm512_mul_ps(d, _mm512_permutexvar_ps(q, table));
+    if (qtype == IQ4_NL || qtype == Q4_0 || qtype == Q4_1) { /* the 16 values a nibble may stand for */
+        const __m512i nibble = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        __m512 table;
+        if (qtype == IQ4_NL)
+            table = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)IQ4_VALUES))));
+        else if (qtype == Q4_0)
+            table = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(nibble, _mm512_set1_epi32(8))));
+        else
+            table = _mm512_add_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(nibble)), m);
+        /* permutexvar reads the low 4 bits of each index: the low nibble as it is */
+        return _mm512_permutexvar_ps(upper ? _mm512_srli_epi32(q, 4) : q, table);
     }
+    q = upper ? _mm512_srli_epi32(q, 4) : _mm512_and_si512(q, _mm512_set1_epi32(15));
     if (qtype == Q5_0 || qtype == Q5_1) { /* bit i of the u32 before the nibbles: value i's fifth bit */
         const __m512i shift = _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                                _mm512_set1_epi32(upper ? 16 : 0));
@@ -922,23 +932,21 @@ static const dequantize_fn DEQUANTIZE_AVX512[NQTYPES] = {
 DOTS_AVX512(dot1x1_avx512, 1, 1)
 DOTS_AVX512(dot2x1_avx512, 2, 1)
 DOTS_AVX512(dot3x1_avx512, 3, 1)
+DOTS_AVX512(dot4x1_avx512, 4, 1)
 DOTS_AVX512(dot1x2_avx512, 1, 2)
 DOTS_AVX512(dot2x2_avx512, 2, 2)
 DOTS_AVX512(dot3x2_avx512, 3, 2)
+DOTS_AVX512(dot4x2_avx512, 4, 2)
 DOTS_AVX512(dot1x3_avx512, 1, 3)
-DOTS_AVX512(dot2x3_avx512, 2, 3)
-DOTS_AVX512(dot3x3_avx512, 3, 3)
 DOTS_AVX512(dot1x4_avx512, 1, 4)
-DOTS_AVX512(dot2x4_avx512, 2, 4)
-DOTS_AVX512(dot3x4_avx512, 3, 4)
 typedef void (*dots_fn)(const float *, int64_t, const float *, int64_t, int64_t, float *);
-enum { TN_MAX = 3, RN_MAX = 4 }; /* the largest tile: activation rows by weight rows */
-/* DOTS[RN - 1][TN - 1]: every tile sums each output as dot1x1 does, so a row's bits do not depend on the
- * tile it falls in (how many activation rows there are) */
-static const dots_fn DOTS[RN_MAX][TN_MAX] = {{dot1x1_avx512, dot2x1_avx512, dot3x1_avx512},
-                                             {dot1x2_avx512, dot2x2_avx512, dot3x2_avx512},
-                                             {dot1x3_avx512, dot2x3_avx512, dot3x3_avx512},
-                                             {dot1x4_avx512, dot2x4_avx512, dot3x4_avx512}};
+/* DOTS[RN - 1][TN - 1]: tiles of up to 4 activation rows by 2 weight rows (16 accumulators; 4 by 4 took
+ * twice the loads), and ROW_DOTS[RN - 1] one activation row by up to 4 weight rows (8 chains of fused
+ * multiply-adds in flight). Every tile sums each output as dot1x1 does, so a row's bits do not depend on
+ * the tile it falls in (how many activation rows there are). */
+static const dots_fn DOTS[2][4] = {{dot1x1_avx512, dot2x1_avx512, dot3x1_avx512, dot4x1_avx512},
+                                   {dot1x2_avx512, dot2x2_avx512, dot3x2_avx512, dot4x2_avx512}};
+static const dots_fn ROW_DOTS[4] = {dot1x1_avx512, dot1x2_avx512, dot1x3_avx512, dot1x4_avx512};
 
 /* dot_f32 of TN (1 or 2) activation rows (x, x + xs) with one weight row v, 8 lanes (each output's 32 partial
  * sums in 4 vectors): s[u] */
@@ -997,11 +1005,12 @@ static void f32_band(void *ctx, int64_t lo, int64_t hi) {
         return;
     }
     for (int64_t r = lo; r < hi;) {
-        /* AVX-512 de-quantizes up to 4 weight rows and takes up to 3 activation rows against them at a
-         * time (each weight and activation vector loaded once for the tile) */
+        /* AVX-512 de-quantizes up to 4 weight rows, then multiplies them with one activation row, or in
+         * tiles of up to 4 activation rows by 2 weight rows (each weight and activation vector loaded once
+         * for the tile) */
         const int rn = avx512 ? (hi - r < 4 ? (int)(hi - r) : 4) : 1;
 #if VG_X86
-        float s[12]; /* TN_MAX x RN_MAX */
+        float s[8];
         if (avx512 && p->t == 1 && rn == 4 && FUSED_AVX512[p->qtype]) { /* a decode step: no row buffer */
             FUSED_AVX512[p->qtype](p->w + r * stride, stride, nb, p->x, s);
             for (int j = 0; j < 4; j++) p->out[r + j] = s[j];
@@ -1012,12 +1021,19 @@ static void f32_band(void *ctx, int64_t lo, int64_t hi) {
         for (int j = 0; j < rn; j++) dequantize_into(p, avx2, avx512, r + j, nb, stride, v + j * k);
         int64_t t = 0;
 #if VG_X86
-        if (avx512) {
-            for (; t < p->t; t += TN_MAX) {
-                const int tn = p->t - t < TN_MAX ? (int)(p->t - t) : TN_MAX;
-                DOTS[rn - 1][tn - 1](p->x + t * k, k, v, k, k, s);
-                for (int u = 0; u < tn; u++)
-                    for (int j = 0; j < rn; j++) p->out[(t + u) * p->n + r + j] = s[u * rn + j];
+        if (avx512 && p->t == 1) {
+            ROW_DOTS[rn - 1](p->x, k, v, k, k, s);
+            for (int j = 0; j < rn; j++) p->out[r + j] = s[j];
+            t = 1;
+        } else if (avx512) {
+            for (int j0 = 0; j0 < rn; j0 += 2) {
+                const int rj = rn - j0 < 2 ? rn - j0 : 2;
+                for (t = 0; t < p->t; t += 4) {
+                    const int tn = p->t - t < 4 ? (int)(p->t - t) : 4;
+                    DOTS[rj - 1][tn - 1](p->x + t * k, k, v + j0 * k, k, k, s);
+                    for (int u = 0; u < tn; u++)
+                        for (int j = 0; j < rj; j++) p->out[(t + u) * p->n + r + j0 + j] = s[u * rj + j];
+                }
             }
         } else if (avx2) {
             for (; t + 2 <= p->t; t += 2) { /* two activation rows share each weight vector */
