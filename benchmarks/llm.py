@@ -42,6 +42,7 @@ import importlib.util
 import json
 import os
 import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -103,9 +104,24 @@ def run_verigrad(
     return run
 
 
-def run_llama_cpp(path: str, threads: int) -> Callable[[list[int], int], tuple[float, float, list[int]]]:
+def run_llama_cpp(
+    path: str, threads: int, mode: str = ""
+) -> Callable[[list[int], int], tuple[float, float, list[int]]]:
+    """mode "plain": without llama.cpp's extra buffer types (the AMX kernels and repacked weights), for a
+    machine where they stop the process (an AMX instruction raised SIGILL on a VM that lists AMX)."""
+    import llama_cpp
     from llama_cpp import Llama
 
+    if mode == "plain":
+        bindings = importlib.import_module("llama_cpp.llama_cpp")  # what Llama() builds its parameters from
+        default = bindings.llama_model_default_params
+
+        def plain() -> Any:
+            params = default()
+            params.use_extra_bufts = False
+            return params
+
+        bindings.llama_model_default_params = plain
     llm = Llama(
         model_path=path,
         n_ctx=1024,
@@ -115,9 +131,6 @@ def run_llama_cpp(path: str, threads: int) -> Callable[[list[int], int], tuple[f
         n_gpu_layers=0,
         verbose=False,
     )
-
-    import llama_cpp
-
     vocab = llm.n_vocab()
 
     def last() -> int:  # Llama.scores is only filled with logits_all=True, which computes every row
@@ -393,10 +406,12 @@ def measure(framework: str, args: argparse.Namespace, threads: int, ids: list[in
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {args.timeout:.0f} s"}
     lines = done.stdout.strip().splitlines()
+    if done.returncode == -signal.SIGILL and framework == "llama.cpp":  # see run_llama_cpp's "plain"
+        return measure("llama.cpp plain", args, threads, ids)
     if done.returncode != 0 or not lines:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         return {"error": f"exit {done.returncode}: {tail}"}
-    return json.loads(lines[-1])
+    return {**json.loads(lines[-1]), "framework": framework}
 
 
 def agreement(ours: list[int], theirs: list[int]) -> str:
@@ -453,7 +468,7 @@ def run(args: argparse.Namespace, console: Any) -> Table:
             p, d = res["prompt_tps"], res["decode_tps"]
             speeds.add_row(
                 first,
-                framework,
+                res.get("framework", framework),  # "llama.cpp plain" where it had to run so
                 f"{res['load_s']:.2f}",
                 f"{statistics.median(p):.1f} ({min(p):.0f}-{max(p):.0f})",
                 f"{statistics.median(d):.1f} ({min(d):.1f}-{max(d):.1f})",
@@ -574,7 +589,8 @@ def main(argv: list[str] | None = None) -> None:
         "tok/s: tokens per second (higher is better). Prompt: one forward pass over the prompt; decode: "
         "one token per forward pass, from the second generated token on. Peak RSS: of the framework's own "
         "process (ru_maxrss; VmHWM on Linux), the Python interpreter included. tokens = llama.cpp: leading "
-        "greedy tokens equal to llama.cpp's."
+        "greedy tokens equal to llama.cpp's. llama.cpp plain: without its extra buffer types (AMX kernels, "
+        "repacked weights), after its default stopped on SIGILL."
     )
 
 
