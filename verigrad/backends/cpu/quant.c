@@ -810,16 +810,17 @@ AVX512_Q __attribute__((always_inline)) static inline __m512 block16_avx512(int 
         /* permutexvar reads the low 4 bits of each index: the low nibble as it is */
         return _mm512_permutexvar_ps(upper ? _mm512_srli_epi32(q, 4) : q, table);
     }
+    /* q5_0, q5_1: the 32 values a 5-bit q may stand for, in two tables; bit i of the u32 before the
+     * nibbles is value i's fifth bit, which picks the second (permutex2var reads 5 bits of each index) */
+    const __m512i nibble = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i off = _mm512_set1_epi32(qtype == Q5_0 ? 16 : 0);
+    __m512 low = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(nibble, off)));
+    __m512 high = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_add_epi32(nibble, _mm512_set1_epi32(16)), off)));
+    if (qtype == Q5_1) low = _mm512_add_ps(low, m), high = _mm512_add_ps(high, m);
+    const uint32_t bits = (uint32_t)load32(wb + (qtype == Q5_1 ? 4 : 2));
     q = upper ? _mm512_srli_epi32(q, 4) : _mm512_and_si512(q, _mm512_set1_epi32(15));
-    if (qtype == Q5_0 || qtype == Q5_1) { /* bit i of the u32 before the nibbles: value i's fifth bit */
-        const __m512i shift = _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                               _mm512_set1_epi32(upper ? 16 : 0));
-        __m512i bits = _mm512_srlv_epi32(_mm512_set1_epi32(load32(wb + (qtype == Q5_1 ? 4 : 2))), shift);
-        q = _mm512_or_si512(q, _mm512_slli_epi32(_mm512_and_si512(bits, _mm512_set1_epi32(1)), 4));
-    }
-    if (qtype == Q4_0 || qtype == Q5_0) q = _mm512_sub_epi32(q, _mm512_set1_epi32(qtype == Q4_0 ? 8 : 16));
-    __m512 x = _mm512_mul_ps(d, _mm512_cvtepi32_ps(q));
-    return qtype == Q4_1 || qtype == Q5_1 ? _mm512_add_ps(x, m) : x;
+    q = _mm512_mask_or_epi32(q, (__mmask16)(upper ? bits >> 16 : bits & 0xffff), q, _mm512_set1_epi32(16));
+    return _mm512_permutex2var_ps(low, q, high);
 }
 
 /* a row of q8_0, q4_0, q4_1, q5_0, q5_1 or iq4_nl blocks, 16 values a step: dequantize_row's values */
