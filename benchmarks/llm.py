@@ -1,5 +1,7 @@
-"""SmolLM2-135M-Instruct (the Q4_1 GGUF of `verigrad.models.fetch.fetch("smollm2")`) in verigrad, in
-llama.cpp (through llama-cpp-python) and in transformers (f32, the same GGUF loaded with `gguf_file=`).
+"""SmolLM2-135M-Instruct (the Q4_1 GGUF of `verigrad.models.fetch.fetch("smollm2")`, or `--model`'s GGUF)
+in verigrad, in llama.cpp (through llama-cpp-python) and in transformers (f32, the same GGUF loaded with
+`gguf_file=`). verigrad runs once per `--activations` mode (a row each): f32 activations (the default of
+`verigrad generate`) and q8 (activations to 8 bits per block of 32, llama.cpp's scheme).
 
 Every framework runs the same ~100-token prompt (token ids made by verigrad's tokenizer, so the three
 see the same tokens) in one forward pass, then decodes `--decode-tokens` tokens greedily, one forward
@@ -15,7 +17,8 @@ interpreter's pip (a source build: about 9 minutes on 2 cores), unless `--no-lla
 
     python benchmarks/llm.py                        # 5 repeats, 1 and 2 threads, three frameworks
     python benchmarks/llm.py --repeats 3 --no-transformers
-    python benchmarks/llm.py --threads 1 --decode-tokens 32 --no-llama-cpp
+    python benchmarks/llm.py --threads 1 --decode-tokens 32 --no-llama-cpp --activations f32
+    python benchmarks/llm.py --model SmolLM2.Q4_K_M.gguf --no-transformers  # a file of your own
     python benchmarks/llm.py --chat --repeats 3     # verigrad's start-up and a chat's peak memory
     python benchmarks/llm.py --startup --repeats 7  # where verigrad's start-up goes, stage by stage
 
@@ -39,6 +42,7 @@ import importlib.util
 import json
 import os
 import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -54,6 +58,7 @@ from _common import describe_machine, ensure_torch, positive_ints, table, verigr
 from rich.table import Table
 
 FRAMEWORKS = ("verigrad", "llama.cpp", "transformers")
+ACTIVATIONS = ("f32", "q8")  # verigrad's modes (`--activations`)
 TARGETS = {"decode": 1.0, "prompt": 0.8, "rss": 1.2}  # verigrad / llama.cpp: >=, >=, <=
 
 # Text for the prompt, cut to `--prompt-tokens` tokens.
@@ -71,12 +76,14 @@ PROMPT = (
 # --- the child processes: one framework at one thread count -----------------------------------------
 
 
-def run_verigrad(path: str, threads: int) -> Callable[[list[int], int], tuple[float, float, list[int]]]:
+def run_verigrad(
+    path: str, threads: int, activations: str = "f32"
+) -> Callable[[list[int], int], tuple[float, float, list[int]]]:
     from verigrad.autograd import no_grad
     from verigrad.models.catalog import load_language_model
 
     verigrad.set_threads(threads)
-    model, _ = load_language_model(path)
+    model, _ = load_language_model(path, activations)
 
     def last(ids: Any, cache: Any) -> int:  # as generation does: the prompt's last row of logits alone
         return int(np.argmax(model.last_logits(np.asarray(ids, dtype=np.int64), cache)[0]))
@@ -97,9 +104,24 @@ def run_verigrad(path: str, threads: int) -> Callable[[list[int], int], tuple[fl
     return run
 
 
-def run_llama_cpp(path: str, threads: int) -> Callable[[list[int], int], tuple[float, float, list[int]]]:
+def run_llama_cpp(
+    path: str, threads: int, mode: str = ""
+) -> Callable[[list[int], int], tuple[float, float, list[int]]]:
+    """mode "plain": without llama.cpp's extra buffer types (the AMX kernels and repacked weights), for a
+    machine where they stop the process (an AMX instruction raised SIGILL on a VM that lists AMX)."""
+    import llama_cpp
     from llama_cpp import Llama
 
+    if mode == "plain":
+        bindings = importlib.import_module("llama_cpp.llama_cpp")  # what Llama() builds its parameters from
+        default = bindings.llama_model_default_params
+
+        def plain() -> Any:
+            params = default()
+            params.use_extra_bufts = False
+            return params
+
+        bindings.llama_model_default_params = plain
     llm = Llama(
         model_path=path,
         n_ctx=1024,
@@ -109,9 +131,6 @@ def run_llama_cpp(path: str, threads: int) -> Callable[[list[int], int], tuple[f
         n_gpu_layers=0,
         verbose=False,
     )
-
-    import llama_cpp
-
     vocab = llm.n_vocab()
 
     def last() -> int:  # Llama.scores is only filled with logits_all=True, which computes every row
@@ -170,7 +189,8 @@ RUNNERS = {"verigrad": run_verigrad, "llama.cpp": run_llama_cpp, "transformers":
 def worker(framework: str, path: str, threads: int, ids: list[int], steps: int, repeats: int) -> dict:
     """Load, warm up, time `repeats` runs; what the parent needs, as a dict."""
     t = time.perf_counter()
-    run = RUNNERS[framework](path, threads)
+    name, _, mode = framework.partition(" ")  # "verigrad f32": verigrad with f32 activations
+    run = RUNNERS[name](path, threads, *([mode] if mode else []))
     load = time.perf_counter() - t
     run(ids[:8], 4)  # warm-up: first-call costs (allocations, kernel selection) out of the timings
     prompt, decode, tokens = [], [], []
@@ -386,10 +406,12 @@ def measure(framework: str, args: argparse.Namespace, threads: int, ids: list[in
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {args.timeout:.0f} s"}
     lines = done.stdout.strip().splitlines()
+    if done.returncode == -signal.SIGILL and framework == "llama.cpp":  # see run_llama_cpp's "plain"
+        return measure("llama.cpp plain", args, threads, ids)
     if done.returncode != 0 or not lines:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         return {"error": f"exit {done.returncode}: {tail}"}
-    return json.loads(lines[-1])
+    return {**json.loads(lines[-1]), "framework": framework}
 
 
 def agreement(ours: list[int], theirs: list[int]) -> str:
@@ -412,7 +434,7 @@ def ratio_row(name: str, ours: float, theirs: float, target: float, higher_is_be
 def run(args: argparse.Namespace, console: Any) -> Table:
     ids = prompt_ids(args.model, args.prompt_tokens)
     speeds = table(
-        f"SmolLM2-135M-Instruct Q4_1, {args.prompt_tokens}-token prompt, {args.decode_tokens} greedy "
+        f"{Path(args.model).name}, {args.prompt_tokens}-token prompt, {args.decode_tokens} greedy "
         f"tokens: medians of {args.repeats} runs (min-max)",
         [
             "threads",
@@ -446,7 +468,7 @@ def run(args: argparse.Namespace, console: Any) -> Table:
             p, d = res["prompt_tps"], res["decode_tps"]
             speeds.add_row(
                 first,
-                framework,
+                res.get("framework", framework),  # "llama.cpp plain" where it had to run so
                 f"{res['load_s']:.2f}",
                 f"{statistics.median(p):.1f} ({min(p):.0f}-{max(p):.0f})",
                 f"{statistics.median(d):.1f} ({min(d):.1f}-{max(d):.1f})",
@@ -454,24 +476,32 @@ def run(args: argparse.Namespace, console: Any) -> Table:
                 agreement(res["tokens"], reference) if reference else "",
             )
         speeds.add_section()
-        ours, theirs = results.get("verigrad", {}), results.get("llama.cpp", {})
-        if "prompt_tps" in ours and "prompt_tps" in theirs:
+        theirs = results.get("llama.cpp", {})
+        for framework, ours in results.items():
+            if not framework.startswith("verigrad") or "prompt_tps" not in ours or "prompt_tps" not in theirs:
+                continue
             rows = [
                 ratio_row(
-                    "decode tokens/s",
+                    f"{framework} decode tokens/s",
                     statistics.median(ours["decode_tps"]),
                     statistics.median(theirs["decode_tps"]),
                     TARGETS["decode"],
                     True,
                 ),
                 ratio_row(
-                    "prompt tokens/s",
+                    f"{framework} prompt tokens/s",
                     statistics.median(ours["prompt_tps"]),
                     statistics.median(theirs["prompt_tps"]),
                     TARGETS["prompt"],
                     True,
                 ),
-                ratio_row("peak RSS", ours["peak_rss_mib"], theirs["peak_rss_mib"], TARGETS["rss"], False),
+                ratio_row(
+                    f"{framework} peak RSS",
+                    ours["peak_rss_mib"],
+                    theirs["peak_rss_mib"],
+                    TARGETS["rss"],
+                    False,
+                ),
             ]
             for i, row in enumerate(rows):
                 ratios.add_row(str(n) if i == 0 else "", *row)
@@ -488,6 +518,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per measurement (default 5)")
     parser.add_argument("--prompt-tokens", type=int, default=100, help="prompt length (default 100)")
     parser.add_argument("--decode-tokens", type=int, default=64, help="tokens decoded per run (default 64)")
+    parser.add_argument(
+        "--activations",
+        default="f32,q8",
+        help="verigrad's quantized products, a row each: f32 activations, q8 (8-bit, llama.cpp's scheme) "
+        "(default f32,q8)",
+    )
+    parser.add_argument("--model", help="a GGUF file (default: the fetched SmolLM2-135M-Instruct Q4_1)")
     parser.add_argument("--no-llama-cpp", action="store_true", help="leave llama.cpp out (no install)")
     parser.add_argument("--no-transformers", action="store_true", help="leave transformers out")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per child process (900)")
@@ -502,8 +539,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--repeats and --prompt-tokens must be at least 1, --decode-tokens at least 2")
     if args.prompt_tokens + args.decode_tokens > 1024:
         parser.error("--prompt-tokens + --decode-tokens must be at most 1024 (llama.cpp's context here)")
+    modes = [m.strip() for m in args.activations.split(",") if m.strip()]
+    if not modes or any(m not in ACTIVATIONS for m in modes):
+        parser.error(
+            f"--activations: a comma-separated list of {', '.join(ACTIVATIONS)}, got {args.activations!r}"
+        )
     left_out = {"llama.cpp": args.no_llama_cpp, "transformers": args.no_transformers}
-    args.frameworks = [f for f in FRAMEWORKS if not left_out.get(f, False)]
+    args.frameworks = [f"verigrad {m}" for m in dict.fromkeys(modes)]
+    args.frameworks += [f for f in FRAMEWORKS[1:] if not left_out.get(f, False)]
     return args
 
 
@@ -524,7 +567,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     from verigrad.models.fetch import fetch
 
-    args.model = fetch("smollm2")
+    args.model = Path(args.model) if args.model else fetch("smollm2")
     if args.chat:
         run_chat(args, make_console(130))
         return
@@ -546,7 +589,8 @@ def main(argv: list[str] | None = None) -> None:
         "tok/s: tokens per second (higher is better). Prompt: one forward pass over the prompt; decode: "
         "one token per forward pass, from the second generated token on. Peak RSS: of the framework's own "
         "process (ru_maxrss; VmHWM on Linux), the Python interpreter included. tokens = llama.cpp: leading "
-        "greedy tokens equal to llama.cpp's."
+        "greedy tokens equal to llama.cpp's. llama.cpp plain: without its extra buffer types (AMX kernels, "
+        "repacked weights), after its default stopped on SIGILL."
     )
 
 

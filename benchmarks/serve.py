@@ -18,7 +18,7 @@ tokens/s each B gives over B = 1's: the ceiling the server's scaling meets.
 
     python benchmarks/serve.py                       # both servers, 1/4/8 clients
     python benchmarks/serve.py --no-llama-cpp --requests 2 --max-tokens 48
-    python benchmarks/serve.py --steps --clients 1,2,4,8
+    python benchmarks/serve.py --steps --clients 1,2,4,8 [--activations f32,q8]
     python benchmarks/serve.py --stall 1024 --clients 4
 
 `--stall N` measures a long prompt's cost to the running sequences instead (the engine alone): `--clients`'
@@ -163,13 +163,16 @@ def run(which: str, model: Path, threads: int, counts: list[int], requests: int,
         proc.wait(30)
 
 
-def steps(model_path: Path, threads: int, counts: list[int], repeats: int = 7) -> None:
-    """The batched decode step alone: ms per step and tokens/s for each batch size, over B = 1's."""
+def steps(
+    model_path: Path, threads: int, counts: list[int], activations: str = "f32", repeats: int = 7
+) -> None:
+    """The batched decode step alone: ms per step and tokens/s for each batch size, over B = 1's, with the
+    quantized products on `activations` (f32 or q8)."""
     from verigrad.backends import backend, set_threads
     from verigrad.models.catalog import load_language_model
 
     set_threads(threads)
-    model, _ = load_language_model(model_path)
+    model, _ = load_language_model(model_path, activations)
     with backend("cpu"):
         cache = model.new_cache(max(counts), 512)
         ids = np.full((max(counts), 1), 42)
@@ -191,7 +194,10 @@ def steps(model_path: Path, threads: int, counts: list[int], repeats: int = 7) -
     for b in counts:
         ms = statistics.median(times[b])
         ratio = b / ms * base
-        print(f"B={b}: {1000 * ms:.1f} ms per step, {b / ms:.1f} tokens/s, {ratio:.2f}x B={counts[0]}'s")
+        print(
+            f"{activations} B={b}: {1000 * ms:.1f} ms per step, {b / ms:.1f} tokens/s, "
+            f"{ratio:.2f}x B={counts[0]}'s"
+        )
 
 
 def stall(model_path: Path, threads: int, running: int, prompt: int, repeats: int = 3) -> None:
@@ -260,6 +266,9 @@ def main() -> None:
     parser.add_argument("--no-llama-cpp", action="store_true", help="verigrad's side only (no install)")
     parser.add_argument("--steps", action="store_true", help="the batched decode step alone (see above)")
     parser.add_argument(
+        "--activations", default="f32", help="--steps: comma-separated f32, q8 (the products' activations)"
+    )
+    parser.add_argument(
         "--stall", type=int, metavar="N", help="an N-token prompt among running ones (see above)"
     )
     args = parser.parse_args()
@@ -274,7 +283,10 @@ def main() -> None:
         return
     if args.steps:
         print(describe_machine())
-        steps(model, args.threads, counts)
+        for activations in args.activations.split(","):
+            if activations not in ("f32", "q8"):
+                parser.error(f"--activations: comma-separated f32, q8, got {args.activations!r}")
+            steps(model, args.threads, counts, activations)
         return
     console = make_console(110)
     console.print(describe_machine())

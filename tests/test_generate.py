@@ -252,8 +252,24 @@ def test_registry_errors_name_what_is_missing(tmp_path):
         load_language_model(tmp_path)
     with pytest.raises(WeightFileError, match="no model 'nope': give a name"):
         load_language_model("nope")
-    with pytest.raises(ValueError, match="activations must be one of q8, f32"):
+    with pytest.raises(ValueError, match="activations must be one of f32, q8"):
         load_language_model("smollm2", activations="q4")
+
+
+def test_language_models_take_f32_activations_by_default(monkeypatch):
+    """load_language_model and the generate, chat and serve commands: f32 activations unless q8 is asked."""
+    from verigrad.cli import build_parser
+    from verigrad.models import catalog
+
+    asked = []
+    monkeypatch.setitem(catalog.LANGUAGE_MODELS, "probe", lambda activations: asked.append(activations))
+    catalog.load_language_model("probe")
+    catalog.load_language_model("probe", "q8")
+    assert asked == ["f32", "q8"]
+    parser = build_parser()
+    for command in (["generate", "hi"], ["chat"], ["serve"]):
+        assert parser.parse_args(command).activations == "f32"
+        assert parser.parse_args([*command, "--activations", "q8"]).activations == "q8"
 
 
 def test_generate_keeps_its_cache_in_the_kv_cache_dtype(tmp_path, capsys):

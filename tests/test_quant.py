@@ -1,7 +1,9 @@
 """Quantized ops (qmatmul, qmatmul_q8, qembedding), their shape and dtype rules, the nn layers, and the cpu
-kernels: qmatmul_q8's bit for bit, qmatmul's within its stated bound, for every thread count."""
+kernels: the references' bits (qmatmul_q8's and qmatmul's), for every thread count."""
 
 from __future__ import annotations
+
+from fractions import Fraction
 
 import gguf
 import numpy as np
@@ -15,8 +17,11 @@ from verigrad.dtypes import as_dtype
 from verigrad.ops.quant import (
     BLOCK_QTYPES,
     FORMATS,
+    LANES,
     dequantize,
     dequantize_op,
+    fma32,
+    lane_dot,
     q8_weight,
     qembedding,
     qmatmul,
@@ -56,14 +61,69 @@ def x_values(shape: tuple, seed: int = 1) -> np.ndarray:
 
 @pytest.mark.parametrize("qtype", BLOCK_QTYPES)
 def test_qmatmul_is_x_times_the_dequantized_weight(qtype):
+    """f32: lane_dot's bits (32 partial sums of fused multiply-adds, folded), within f32 summation's bound of
+    the exact product; f64 x: the f64 product."""
     k = FORMATS[qtype].block if FORMATS[qtype].block == 256 else 64
     raw = weights(qtype, 5, k)
-    w = dequantize(raw, qtype, (5, k)).astype(np.float64)
+    w = dequantize(raw, qtype, (5, k))
     for shape in [(k,), (3, k), (2, 3, k)]:
         x = x_values(shape)
         out = qmatmul(vg.from_numpy(x), _u8(raw), qtype=qtype)
         assert out.shape == (*shape[:-1], 5) and out.dtype == vg.f32
-        np.testing.assert_array_equal(out.numpy(), (x.astype(np.float64) @ w.T).astype(np.float32))
+        np.testing.assert_array_equal(out.numpy().view(np.uint32), lane_dot(x, w).view(np.uint32))
+        exact = x.astype(np.float64) @ w.astype(np.float64).T
+        bound = (k // LANES + 5) * 2.0**-24 * (np.abs(x).astype(np.float64) @ np.abs(w).astype(np.float64).T)
+        assert (np.abs(out.numpy() - exact) <= bound).all()
+        wide = qmatmul(vg.from_numpy(x.astype(np.float64)), _u8(raw), qtype=qtype).numpy()
+        np.testing.assert_array_equal(wide, exact)
+
+
+def test_qmatmul_sums_in_lanes_of_fused_multiply_adds():
+    """Lane 0 takes k = 0, 32, 64 in order (2**25 + 1 rounds to 2**25 in f32, then - 2**25: 0), lane 1 takes
+    0.5 and k = 33's 0.25 is in lane 1 too: the result is 0.75, where the exact sum is 1.75."""
+    x = np.zeros((1, 96), np.float32)
+    x[0, [0, 32, 64, 1, 33]] = [2.0**25, 1.0, -(2.0**25), 0.5, 0.25]
+    raw = np.frombuffer((np.float16(1.0).tobytes() + bytes([1] * 32)) * 3, np.uint8).reshape(1, 102)
+    assert qmatmul(vg.from_numpy(x), _u8(raw), qtype="q8_0").numpy().tolist() == [[0.75]]
+    assert lane_dot(x, np.ones((1, 96), np.float32)).tolist() == [[0.75]]
+
+
+_F32_OVERFLOW = Fraction(2**128 - 2**103)  # f32 values at or past this round to infinity
+
+
+def _round_f32(f: Fraction) -> np.float32:
+    """f rounded once to f32, to nearest, ties to the even significand (exact rational arithmetic)."""
+    if abs(f) >= _F32_OVERFLOW:
+        return np.float32(np.inf if f > 0 else -np.inf)
+    with np.errstate(over="ignore"):
+        r = np.float32(float(f))  # within an ulp of the answer
+    near = [c for c in (r, np.nextafter(r, np.float32(np.inf)), np.nextafter(r, np.float32(-np.inf)))]
+    near = [c for c in near if np.isfinite(c)]
+    return min(near, key=lambda c: (abs(Fraction(float(c)) - f), int(c.view(np.uint32)) & 1))
+
+
+def test_fma32_rounds_once_as_a_fused_multiply_add():
+    rng = np.random.default_rng(3)
+    n = 3000
+    a = (rng.standard_normal(n) * 2.0 ** rng.integers(-40, 40, n)).astype(np.float32)
+    x = (rng.standard_normal(n) * 2.0 ** rng.integers(-20, 20, n)).astype(np.float32)
+    v = rng.standard_normal(n).astype(np.float32)
+    # halfway cases of a + p in f64 with an error that decides them (a naive rounding of s misses each)
+    # (p = -+2**-24 (1 - 2**-46): s is halfway, the exact sum 2**-70 below or above it)
+    one, three, big = np.float32(1 + 2.0**-23), np.float32(1 + 3 * 2.0**-23), np.float32(2.0**103 + 2.0**80)
+    a = np.concatenate([a, [one, three, np.finfo(np.float32).max, -1.0, 0.0]]).astype(np.float32)
+    x = np.concatenate([x, [2.0**-24 * (1 + 2.0**-23), -(2.0**-24) * (1 + 2.0**-23), big, 3.0, 2.0]])
+    v = np.concatenate([v, [1 - 2.0**-23, 1 - 2.0**-23, 1 - 2.0**-23, 1.0, -0.0]])
+    x, v = x.astype(np.float32), v.astype(np.float32)
+    p = x.astype(np.float64) * v.astype(np.float64)  # exact
+    got = fma32(a, p)
+    want = np.array([_round_f32(Fraction(float(ai)) + Fraction(float(pi))) for ai, pi in zip(a, p)])
+    np.testing.assert_array_equal(got.view(np.uint32), want.astype(np.float32).view(np.uint32))
+    assert got[n] == one and got[n + 1] == three  # s rounded to even would give 1 + 2**-22 for both
+    assert got[n + 2] == np.finfo(np.float32).max  # s is the overflow threshold, the exact sum below it
+    assert got[n + 3] == 2.0 and np.signbit(fma32(np.float32([-0.0]), np.array([-0.0])))[0]
+    assert np.isnan(fma32(np.float32([1.0]), np.array([np.nan])))[0]
+    assert fma32(np.float32([np.inf]), np.array([1.0]))[0] == np.inf
 
 
 def test_quantize_q8_by_hand():

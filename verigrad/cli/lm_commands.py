@@ -67,9 +67,10 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=thread_count, default=None, help=THREADS_HELP)
     p.add_argument(
         "--activations",
-        choices=("q8", "f32"),
-        default="q8",
-        help="quantized matmul: activations to 8 bits per block of 32 as llama.cpp (q8, default), or f32",
+        choices=("f32", "q8"),
+        default="f32",
+        help="quantized matmul: f32 activations (default), or to 8 bits per block of 32 as llama.cpp (q8: "
+        "faster on some formats, less accurate)",
     )
     p.add_argument("--backend", choices=available(), default="cpu" if "cpu" in available() else "reference")
 

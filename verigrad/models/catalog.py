@@ -22,12 +22,12 @@ from .fetch import fetch
 from .gpt import is_run_folder, load_run
 from .lm import LanguageModel
 
-ACTIVATIONS = ("q8", "f32")
+ACTIVATIONS = ("f32", "q8")
 
 Loader = Callable[[str], tuple[LanguageModel, Tokenizer]]
 
 
-def load_gguf(path: str | os.PathLike, activations: str = "q8") -> tuple[LanguageModel, Tokenizer]:
+def load_gguf(path: str | os.PathLike, activations: str = "f32") -> tuple[LanguageModel, Tokenizer]:
     """A Llama, Qwen2, Qwen3, Phi-3, Gemma 2 or Gemma 3 GGUF file: the model (quantized matmuls on
     `activations`) and its tokenizer."""
     from .gemma import GEMMA_VARIANTS, Gemma
@@ -77,11 +77,11 @@ LANGUAGE_MODELS: dict[str, Loader] = {
 
 
 def load_language_model(
-    name_or_path: str | os.PathLike, activations: str = "q8"
+    name_or_path: str | os.PathLike, activations: str = "f32"
 ) -> tuple[LanguageModel, Tokenizer]:
     """(model, tokenizer) for a registered name, a `.gguf` file, a Hugging Face folder or a `verigrad train
-    lm` folder. `activations` chooses the quantized matmul of GGUF models: "q8" quantizes activations to 8
-    bits per block of 32 (as llama.cpp does), "f32" multiplies them as they are."""
+    lm` folder. `activations` chooses the quantized matmul of GGUF models: "f32" multiplies them as they are
+    (the default), "q8" quantizes activations to 8 bits per block of 32 (as llama.cpp does)."""
     if activations not in ACTIVATIONS:
         raise ValueError(f"activations must be one of {', '.join(ACTIVATIONS)}, got {activations!r}")
     name = str(name_or_path)

@@ -4,10 +4,10 @@ A quantized matrix [N, K] is stored as u8 [N, K / block * nbytes]: each row is K
 `nbytes` bytes (llama.cpp's layouts). `dequantize` (through `FORMATS[qtype].decode`) is the one
 definition of what the bytes mean; every kernel is measured against it.
 
-The ops: `qmatmul` (x @ dequantize(w).T, summed in f64), `qmatmul_q8` (llama.cpp's scheme: x quantized
-to 8 bits per block of 32, integer block dots; its order of float operations is part of its definition,
-so kernels give its very bits), `rms_norm_qmatmul_q8` (rms_norm, then qmatmul_q8), `qembedding`
-(dequantized rows) and `dequantize`.
+The ops: `qmatmul` (x @ dequantize(w).T; f32 x summed in f32 in a fixed order, `lane_dot`), `qmatmul_q8`
+(llama.cpp's scheme: x quantized to 8 bits per block of 32, integer block dots; its order of float
+operations is part of its definition, so kernels give its very bits), `rms_norm_qmatmul_q8` (rms_norm,
+then qmatmul_q8), `qembedding` (dequantized rows) and `dequantize`.
 """
 
 from __future__ import annotations
@@ -287,10 +287,61 @@ def _qmatmul_dtype(x: DType, w: DType, qtype: str) -> DType:
     return x
 
 
+LANES = 32  # qmatmul's f32 partial sums: lane j takes the products k = j (mod LANES)
+_MAX_SUMS = 1 << 21  # partial sums the f32 reference holds at once (it takes the weight's rows in groups)
+_F32_MAX = np.finfo(np.float32).max
+_OVERFLOW = 2.0**128 - 2.0**103  # the f32 rounding threshold to infinity: max + half its ulp
+
+
+def fma32(a: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """f32 a + f64 p (an exact product of two f32 values: 48 bits) rounded once to f32, as a fused
+    multiply-add rounds: s = a + p in f64 and its exact error e (Knuth's TwoSum); s rounded to f32 is the
+    answer except where s falls exactly halfway between two f32 values and e is not 0, where e decides."""
+    a64 = a.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        s = a64 + p
+        bb = s - a64
+        e = (a64 - (s - bb)) + (p - bb)  # NaN where s is infinite or NaN: no correction there
+        r = s.astype(np.float32)
+        d = s - r.astype(np.float64)
+        other = np.nextafter(r, np.where(d > 0, np.float32(np.inf), np.float32(-np.inf)))
+        half = (other.astype(np.float64) - r.astype(np.float64)) * 0.5
+        finite = np.isfinite(r)
+        push = finite & (d != 0) & (d == half) & (e != 0) & ((e > 0) == (d > 0))
+        # exactly at the overflow threshold (rounded to infinity, ties to even) with e toward zero
+        back = ~finite & (np.abs(s) == _OVERFLOW) & (e * s < 0)
+    r = np.where(push, other, r)
+    return np.where(back, np.copysign(np.float32(_F32_MAX), r), r)
+
+
+def lane_dot(x: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """f32[..., N]: the f32 products of x f32[..., K] and the rows of v f32[N, K] (K a multiple of LANES) as
+    qmatmul sums them: partial sum j (of LANES, from +0.0) takes k = j, j + LANES, ... in order, each step a
+    fused multiply-add (`fma32`); then s[j] = s[j] + s[j + h] for h = 16, 8, 4, 2, 1 (f32 additions)."""
+    k = x.shape[-1]
+    xs = x.reshape(-1, k).astype(np.float64)
+    n, rows = v.shape[0], xs.shape[0]
+    out = np.empty((rows, n), np.float32)
+    group = max(1, _MAX_SUMS // (LANES * max(rows, 1)))
+    for n0 in range(0, n, group):
+        vs = v[n0 : n0 + group].astype(np.float64)
+        acc = np.zeros((rows, vs.shape[0], LANES), np.float32)
+        for i in range(0, k, LANES):
+            acc = fma32(acc, xs[:, None, i : i + LANES] * vs[None, :, i : i + LANES])
+        h = LANES // 2
+        while h:
+            acc = acc[..., :h] + acc[..., h : 2 * h]
+            h //= 2
+        out[:, n0 : n0 + group] = acc[..., 0]
+    return out.reshape((*x.shape[:-1], n))
+
+
 def _qmatmul_reference(x: np.ndarray, w: np.ndarray, qtype: str) -> np.ndarray:
     k = x.shape[-1]
-    weight = dequantize(w, qtype, (w.shape[0], k)).astype(np.float64)
-    return np.matmul(x.astype(np.float64), weight.T).astype(x.dtype)
+    weight = dequantize(w, qtype, (w.shape[0], k))
+    if x.dtype == np.float32:
+        return lane_dot(x, weight)
+    return np.matmul(x.astype(np.float64), weight.astype(np.float64).T).astype(x.dtype)
 
 
 def random_blocks(rng: np.random.Generator, qtype: str, rows: int, k: int) -> np.ndarray:
@@ -352,10 +403,12 @@ qmatmul = Op(
     reference=_qmatmul_reference,
     vjp=lambda g, out, x, w, qtype: (g @ dequantize_op(w, qtype=qtype).cast(g.dtype), None),
     samples=_qmatmul_samples(BLOCK_QTYPES),
-    exact=False,
+    exact=True,
     doc="x @ dequantize(w).T for a quantized weight w (u8 blocks of `qtype`), as nn.Linear does: "
-    "f32[..., K], u8[N, K / block * block bytes] -> f32[..., N] (or f64); the products are summed in f64 "
-    "and rounded once (like matmul). Differentiable in x (the weight is constant).",
+    "f32[..., K], u8[N, K / block * block bytes] -> f32[..., N] (or f64). f32: each output in 32 f32 "
+    "partial sums of fused multiply-adds in a fixed order, folded in a fixed tree (`lane_dot`), so every "
+    "kernel gives the reference's bits; f64: summed in f64 (like matmul). Differentiable in x (the weight "
+    "is constant).",
 )
 
 

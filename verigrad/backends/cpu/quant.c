@@ -14,17 +14,20 @@
  *
  * vg_rms_norm_qmatmul_q8: the same after rms_norm's kernel (rows.c) on x.
  *
- * vg_qmatmul_f32: out[t, n] = sum_k x[t, k] * w[n, k] with w dequantized to f32 as the reference does,
- * the exact products summed in double (16 partial sums, combined in a fixed tree) and rounded once. It
+ * vg_qmatmul_f32: out[t, n] = qmatmul's reference (ops/quant.py `lane_dot`), bit for bit: sum_k x[t, k] *
+ * w[n, k] with w dequantized to f32 as the reference does, in 32 f32 partial sums (sum j takes k = j mod 32
+ * in order, one fused multiply-add rounded once a step), folded s[j] + s[j + h] for h = 16, 8, 4, 2, 1. It
  * also takes 5 q5_k, 6 q5_0, 7 q5_1, 8 q2_k, 9 q3_k, 10 iq4_nl and 11 iq4_xs (the k-quants' blocks hold 256
- * values; see ops/quant.py for every layout). The k-quants q4_k, q5_k and q6_k are de-quantized 8 values
- * (AVX2) or 16 (AVX-512) at a time, q5_0 and q5_1 8 at a time on AVX2 and AVX-512, and the dot products
- * run 4 or 8 double lanes: the same operations
- * as the portable paths, so the same bits on every path (vg_quant_simd chooses one, for tests). The vector
- * dots fuse each multiply and add: an f32 value times another in double is exact, so a + x * v rounds once
- * either way. Several activation rows (a batched decode step, a prompt) share each de-quantized weight
- * row, in tiles of up to 4 activation rows by 2 weight rows on AVX-512 (2 by 1 on AVX2), each output
- * summed as a tile of one sums it: a row's bits do not depend on how many rows there are or what they hold.
+ * values; see ops/quant.py for every layout). Rows are de-quantized into a row buffer (q4_k, q5_k and q6_k 8
+ * values (AVX2) or 16 (AVX-512) at a time, the 32-value formats 8 (AVX2) or 16 (AVX-512)) and multiplied
+ * 4 rows at a time on AVX-512, in tiles of up to 4 activation rows by 2 weight rows (one activation row by
+ * 4 weight rows; AVX2: two activation rows by one weight row), the partial sums in vector lanes; a decode
+ * step (one activation row) of a 32-value format de-quantizes each block in registers and multiplies it at
+ * once (no row buffer), 4 weight rows at a time. On AVX-512 the 4-bit formats look their values up in the
+ * block's table of 16 (its scale times each nibble's value, computed as the portable path computes it).
+ * Every path does the portable path's operations, so the same bits (vg_quant_simd chooses one, for tests),
+ * and each output is summed as a tile of one sums it: a row's bits do not depend on how many rows there
+ * are or what they hold.
  *
  * Threads take bands of weight rows (each reads only its band); every output is computed by one thread
  * in one order, so every thread count gives the same bits. The AVX2 paths (chosen at run time) do the
@@ -392,7 +395,7 @@ typedef struct {
     const int8_t *qx;
     const double *dx, *dxs;
     const int32_t *sx;
-    const double *xd; /* x in double (the f32 path) */
+    const float *x; /* the f32 path's activations */
     float *out;
     volatile int failed; /* a band could not allocate its row buffer */
 } qjob;
@@ -672,14 +675,19 @@ static void dequantize_row(int qtype, const uint8_t *w, int64_t nb, float *v) {
     }
 }
 
-/* sum x[i] * v[i] in double: partial sum j takes i = j (mod 16); then a fixed tree */
-static double dot_f64(const double *x, const float *v, int64_t k) {
-    double a[16] = {0};
-    for (int64_t i = 0; i < k; i += 16)
-        for (int j = 0; j < 16; j++) a[j] = a[j] + x[i + j] * (double)v[i + j];
-    double t[4];
-    for (int j = 0; j < 4; j++) t[j] = (a[j] + a[4 + j]) + (a[8 + j] + a[12 + j]);
-    return (t[0] + t[2]) + (t[1] + t[3]);
+/* qmatmul's f32 sum of x[i] * v[i] (ops/quant.py): partial sum j of 32 takes i = j (mod 32) in order, each
+ * step one fused multiply-add rounded once, from +0.0; then s[j] = s[j] + s[j + h] for h = 16, 8, 4, 2, 1 */
+static float fold32(float *a) {
+    for (int h = 16; h; h >>= 1)
+        for (int j = 0; j < h; j++) a[j] = a[j] + a[j + h];
+    return a[0];
+}
+
+static float dot_f32(const float *x, const float *v, int64_t k) {
+    float a[32] = {0};
+    for (int64_t i = 0; i < k; i += 32)
+        for (int j = 0; j < 32; j++) a[j] = fmaf(x[i + j], v[i + j], a[j]);
+    return fold32(a);
 }
 
 #if VG_X86
@@ -719,18 +727,6 @@ __attribute__((target("avx2,f16c"))) static void dequantize_row_avx2(int qtype, 
             put8(v + 8 * j, _mm256_sub_epi32(q, off), d, affine ? &m : 0);
         }
     }
-}
-
-__attribute__((target("avx2,fma"))) static double dot_f64_avx2(const double *x, const float *v, int64_t k) {
-    __m256d a[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
-    for (int64_t i = 0; i < k; i += 16)
-        for (int j = 0; j < 4; j++) {
-            __m256d vs = _mm256_cvtps_pd(_mm_loadu_ps(v + i + 4 * j));
-            a[j] = _mm256_fmadd_pd(_mm256_loadu_pd(x + i + 4 * j), vs, a[j]);
-        }
-    __m256d s = _mm256_add_pd(_mm256_add_pd(a[0], a[1]), _mm256_add_pd(a[2], a[3]));
-    __m128d h = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd(s, 1));
-    return _mm_cvtsd_f64(h) + _mm_cvtsd_f64(_mm_unpackhi_pd(h, h));
 }
 
 /* 8 (AVX2) or 16 (AVX-512) k-quant values: q = ((lo[i] >> ls) & lm) | (((hi[i] >> hs) & hm) << 4) - off
@@ -796,38 +792,143 @@ AVX512_Q __attribute__((always_inline)) static inline void k_avx512(float *v, co
 DEQUANTIZE_K(dequantize_k_avx2, __attribute__((target("avx2,f16c"))), 8, k_avx2)
 DEQUANTIZE_K(dequantize_k_avx512, AVX512_Q, 16, k_avx512)
 
-/* dot_f64's tree of the 16 partial sums: a holds partial sums 0..7, b 8..15 */
-AVX512_Q __attribute__((always_inline)) static inline double tree_avx512(__m512d a, __m512d b) {
-    __m256d lo = _mm256_add_pd(_mm512_castpd512_pd256(a), _mm512_extractf64x4_pd(a, 1));
-    __m256d hi = _mm256_add_pd(_mm512_castpd512_pd256(b), _mm512_extractf64x4_pd(b, 1));
-    __m256d t = _mm256_add_pd(lo, hi);
-    __m128d h = _mm_add_pd(_mm256_castpd256_pd128(t), _mm256_extractf128_pd(t, 1));
-    return _mm_cvtsd_f64(h) + _mm_cvtsd_f64(_mm_unpackhi_pd(h, h));
+/* 16 values of a 32-value block format (not q8_0) from its nibbles n (byte i: value i low, i + 16 high), the
+ * upper half (values 16..31) when upper: the portable path's operations, so its values */
+AVX512_Q __attribute__((always_inline)) static inline __m512 block16_avx512(int qtype, const uint8_t *wb,
+                                                                           __m128i n, int upper, __m512 d,
+                                                                           __m512 m) {
+    __m512i q = _mm512_cvtepu8_epi32(n);
+    if (qtype == IQ4_NL || qtype == Q4_0 || qtype == Q4_1) { /* the 16 values a nibble may stand for */
+        const __m512i nibble = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        __m512 table;
+        if (qtype == IQ4_NL)
+            table = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)IQ4_VALUES))));
+        else if (qtype == Q4_0)
+            table = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(nibble, _mm512_set1_epi32(8))));
+        else
+            table = _mm512_add_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(nibble)), m);
+        /* permutexvar reads the low 4 bits of each index: the low nibble as it is */
+        return _mm512_permutexvar_ps(upper ? _mm512_srli_epi32(q, 4) : q, table);
+    }
+    /* q5_0, q5_1: the 32 values a 5-bit q may stand for, in two tables; bit i of the u32 before the
+     * nibbles is value i's fifth bit, which picks the second (permutex2var reads 5 bits of each index) */
+    const __m512i nibble = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i off = _mm512_set1_epi32(qtype == Q5_0 ? 16 : 0);
+    __m512 low = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(nibble, off)));
+    __m512 high = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_add_epi32(nibble, _mm512_set1_epi32(16)), off)));
+    if (qtype == Q5_1) low = _mm512_add_ps(low, m), high = _mm512_add_ps(high, m);
+    const uint32_t bits = (uint32_t)load32(wb + (qtype == Q5_1 ? 4 : 2));
+    q = upper ? _mm512_srli_epi32(q, 4) : _mm512_and_si512(q, _mm512_set1_epi32(15));
+    q = _mm512_mask_or_epi32(q, (__mmask16)(upper ? bits >> 16 : bits & 0xffff), q, _mm512_set1_epi32(16));
+    return _mm512_permutex2var_ps(low, q, high);
 }
 
-/* dot_f64 of TN activation rows (x + u xs) with RN de-quantized weight rows (v + j vs), 8 double lanes:
- * s[u RN + j], each as dot_f64 sums it; a tile of 4 x 2 loads 12 vectors for 16 products */
+/* a row of q8_0, q4_0, q4_1, q5_0, q5_1 or iq4_nl blocks, 16 values a step: dequantize_row's values */
+#define DEQUANTIZE_32(NAME, QTYPE)                                                                          \
+    AVX512_Q static void NAME(const uint8_t *w, int64_t nb, float *v) {                                     \
+        const int qt = QTYPE; /* an int: the codes are two enums */                                         \
+        for (int64_t b = 0; b < nb; b++, v += 32) {                                                         \
+            const uint8_t *wb = w + b * BLOCK_BYTES[qt];                                                    \
+            const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(load32(wb))); /* F16C: half_to_float's */     \
+            const __m512 d = _mm512_broadcastss_ps(dm);                                                     \
+            if (qt == Q8_0) {                                                                               \
+                for (int h = 0; h < 2; h++) {                                                               \
+                    __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(wb + 2 + 16 * h)));  \
+                    _mm512_storeu_ps(v + 16 * h, _mm512_mul_ps(d, _mm512_cvtepi32_ps(q)));                  \
+                }                                                                                           \
+                continue;                                                                                   \
+            }                                                                                               \
+            const int at = qt == Q5_1 ? 8 : qt == Q5_0 ? 6 : qt == Q4_1 ? 4 : 2;                            \
+            const __m128i n = _mm_loadu_si128((const __m128i *)(wb + at));                                  \
+            const __m512 m = _mm512_broadcastss_ps(_mm_movehdup_ps(dm));                                    \
+            _mm512_storeu_ps(v, block16_avx512(qt, wb, n, 0, d, m));                                        \
+            _mm512_storeu_ps(v + 16, block16_avx512(qt, wb, n, 1, d, m));                                   \
+        }                                                                                                   \
+    }
+DEQUANTIZE_32(dequantize_q8_0_avx512, Q8_0)
+DEQUANTIZE_32(dequantize_q4_0_avx512, Q4_0)
+DEQUANTIZE_32(dequantize_q4_1_avx512, Q4_1)
+DEQUANTIZE_32(dequantize_q5_0_avx512, Q5_0)
+DEQUANTIZE_32(dequantize_q5_1_avx512, Q5_1)
+DEQUANTIZE_32(dequantize_iq4_nl_avx512, IQ4_NL)
+/* dot_f32's fold of its 32 partial sums: a holds sums 0..15, b 16..31 */
+AVX512_Q __attribute__((always_inline)) static inline float fold_avx512(__m512 a, __m512 b) {
+    __m512 s = _mm512_add_ps(a, b);                                                                 /* h = 16 */
+    __m256 e = _mm256_add_ps(_mm512_castps512_ps256(s), _mm512_extractf32x8_ps(s, 1));           /* 8 */
+    __m128 f = _mm_add_ps(_mm256_castps256_ps128(e), _mm256_extractf128_ps(e, 1));                /* 4 */
+    f = _mm_add_ps(f, _mm_movehl_ps(f, f));                                                         /* 2 */
+    return _mm_cvtss_f32(_mm_add_ss(f, _mm_movehdup_ps(f)));                                        /* 1 */
+}
+
+/* dot_f32 of one activation row x with the 4 rows w + j stride (j = 0..3) of a 32-value block format, each
+ * block de-quantized in registers (DEQUANTIZE_32's values) and multiplied at once: s[j], as dot_f32 sums
+ * it (a decode step: no row buffer written and read back); the next 4 rows are fetched meanwhile */
+#define FUSED_32(NAME, QTYPE)                                                                               \
+    AVX512_Q static void NAME(const uint8_t *w, int64_t stride, int64_t nb, const float *x, float *s) {     \
+        const int qt = QTYPE; /* an int: the codes are two enums */                                         \
+        __m512 a[4], b[4];                                                                                  \
+        for (int j = 0; j < 4; j++) a[j] = b[j] = _mm512_setzero_ps();                                      \
+        const int64_t bytes = BLOCK_BYTES[qt];                                                              \
+        const uint8_t *next = w + 4 * stride;                                                               \
+        for (int64_t i = 0; i < nb; i++) {                                                                  \
+            const __m512 x0 = _mm512_loadu_ps(x + 32 * i), x1 = _mm512_loadu_ps(x + 32 * i + 16);           \
+            for (int j = 0; j < 4; j++) {                                                                   \
+                const uint8_t *wb = w + j * stride + i * bytes;                                             \
+                _mm_prefetch((const char *)(next + j * stride + i * bytes), _MM_HINT_T0);                   \
+                const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(load32(wb)));                              \
+                const __m512 d = _mm512_broadcastss_ps(dm);                                                 \
+                __m512 lo, hi;                                                                              \
+                if (qt == Q8_0) {                                                                           \
+                    lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(wb + 2)))); \
+                    hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(wb + 18)))); \
+                    lo = _mm512_mul_ps(d, lo), hi = _mm512_mul_ps(d, hi);                                   \
+                } else {                                                                                    \
+                    const int at = qt == Q5_1 ? 8 : qt == Q5_0 ? 6 : qt == Q4_1 ? 4 : 2;                    \
+                    const __m128i n = _mm_loadu_si128((const __m128i *)(wb + at));                          \
+                    const __m512 m = _mm512_broadcastss_ps(_mm_movehdup_ps(dm));                            \
+                    lo = block16_avx512(qt, wb, n, 0, d, m), hi = block16_avx512(qt, wb, n, 1, d, m);       \
+                }                                                                                           \
+                a[j] = _mm512_fmadd_ps(x0, lo, a[j]);                                                       \
+                b[j] = _mm512_fmadd_ps(x1, hi, b[j]);                                                       \
+            }                                                                                               \
+        }                                                                                                   \
+        for (int j = 0; j < 4; j++) s[j] = fold_avx512(a[j], b[j]);                                         \
+    }
+FUSED_32(fused_q8_0_avx512, Q8_0)
+FUSED_32(fused_q4_0_avx512, Q4_0)
+FUSED_32(fused_q4_1_avx512, Q4_1)
+FUSED_32(fused_q5_0_avx512, Q5_0)
+FUSED_32(fused_q5_1_avx512, Q5_1)
+FUSED_32(fused_iq4_nl_avx512, IQ4_NL)
+typedef void (*fused_fn)(const uint8_t *, int64_t, int64_t, const float *, float *);
+static const fused_fn FUSED_AVX512[NQTYPES] = {
+    [Q8_0] = fused_q8_0_avx512, [Q4_0] = fused_q4_0_avx512, [Q4_1] = fused_q4_1_avx512,
+    [Q5_0] = fused_q5_0_avx512, [Q5_1] = fused_q5_1_avx512, [IQ4_NL] = fused_iq4_nl_avx512};
+
+typedef void (*dequantize_fn)(const uint8_t *, int64_t, float *);
+/* the formats of 32-value blocks with an AVX-512 de-quantization, by code (0: none) */
+static const dequantize_fn DEQUANTIZE_AVX512[NQTYPES] = {
+    [Q8_0] = dequantize_q8_0_avx512, [Q4_0] = dequantize_q4_0_avx512, [Q4_1] = dequantize_q4_1_avx512,
+    [Q5_0] = dequantize_q5_0_avx512, [Q5_1] = dequantize_q5_1_avx512, [IQ4_NL] = dequantize_iq4_nl_avx512};
+
+/* dot_f32 of TN activation rows (x + u xs) with RN de-quantized weight rows (v + j vs), 16 f32 lanes, each
+ * output's 32 partial sums in two vectors: s[u RN + j], each as dot_f32 sums it */
 #define DOTS_AVX512(NAME, TN, RN)                                                                          \
-    AVX512_Q static void NAME(const double *x, int64_t xs, const float *v, int64_t vs, int64_t k, double *s) { \
-        __m512d a[TN][RN], b[TN][RN];                                                                      \
+    AVX512_Q static void NAME(const float *x, int64_t xs, const float *v, int64_t vs, int64_t k, float *s) { \
+        __m512 a[TN][RN], b[TN][RN];                                                                       \
         for (int u = 0; u < TN; u++)                                                                       \
-            for (int j = 0; j < RN; j++) a[u][j] = b[u][j] = _mm512_setzero_pd();                          \
-        for (int64_t i = 0; i < k; i += 16) {                                                              \
-            __m512d v0[RN], v1[RN];                                                                        \
-            for (int j = 0; j < RN; j++) {                                                                 \
-                v0[j] = _mm512_cvtps_pd(_mm256_loadu_ps(v + j * vs + i));                                  \
-                v1[j] = _mm512_cvtps_pd(_mm256_loadu_ps(v + j * vs + i + 8));                              \
-            }                                                                                              \
+            for (int j = 0; j < RN; j++) a[u][j] = b[u][j] = _mm512_setzero_ps();                          \
+        for (int64_t i = 0; i < k; i += 32) {                                                              \
             for (int u = 0; u < TN; u++) {                                                                 \
-                __m512d x0 = _mm512_loadu_pd(x + u * xs + i), x1 = _mm512_loadu_pd(x + u * xs + i + 8);    \
+                __m512 x0 = _mm512_loadu_ps(x + u * xs + i), x1 = _mm512_loadu_ps(x + u * xs + i + 16);    \
                 for (int j = 0; j < RN; j++) {                                                             \
-                    a[u][j] = _mm512_fmadd_pd(x0, v0[j], a[u][j]);                                         \
-                    b[u][j] = _mm512_fmadd_pd(x1, v1[j], b[u][j]);                                         \
+                    a[u][j] = _mm512_fmadd_ps(x0, _mm512_loadu_ps(v + j * vs + i), a[u][j]);               \
+                    b[u][j] = _mm512_fmadd_ps(x1, _mm512_loadu_ps(v + j * vs + i + 16), b[u][j]);          \
                 }                                                                                          \
             }                                                                                              \
         }                                                                                                  \
         for (int u = 0; u < TN; u++)                                                                       \
-            for (int j = 0; j < RN; j++) s[u * RN + j] = tree_avx512(a[u][j], b[u][j]);                    \
+            for (int j = 0; j < RN; j++) s[u * RN + j] = fold_avx512(a[u][j], b[u][j]);                    \
     }
 DOTS_AVX512(dot1x1_avx512, 1, 1)
 DOTS_AVX512(dot2x1_avx512, 2, 1)
@@ -837,30 +938,40 @@ DOTS_AVX512(dot1x2_avx512, 1, 2)
 DOTS_AVX512(dot2x2_avx512, 2, 2)
 DOTS_AVX512(dot3x2_avx512, 3, 2)
 DOTS_AVX512(dot4x2_avx512, 4, 2)
-typedef void (*dots_fn)(const double *, int64_t, const float *, int64_t, int64_t, double *);
-/* DOTS[RN - 1][TN - 1]: every tile sums each output as dot1x1 does, so a row's bits do not depend on the
- * tile it falls in (how many activation rows there are) */
+DOTS_AVX512(dot1x3_avx512, 1, 3)
+DOTS_AVX512(dot1x4_avx512, 1, 4)
+typedef void (*dots_fn)(const float *, int64_t, const float *, int64_t, int64_t, float *);
+/* DOTS[RN - 1][TN - 1]: tiles of up to 4 activation rows by 2 weight rows (16 accumulators; 4 by 4 took
+ * twice the loads), and ROW_DOTS[RN - 1] one activation row by up to 4 weight rows (8 chains of fused
+ * multiply-adds in flight). Every tile sums each output as dot1x1 does, so a row's bits do not depend on
+ * the tile it falls in (how many activation rows there are). */
 static const dots_fn DOTS[2][4] = {{dot1x1_avx512, dot2x1_avx512, dot3x1_avx512, dot4x1_avx512},
                                    {dot1x2_avx512, dot2x2_avx512, dot3x2_avx512, dot4x2_avx512}};
+static const dots_fn ROW_DOTS[4] = {dot1x1_avx512, dot1x2_avx512, dot1x3_avx512, dot1x4_avx512};
 
-/* dot_f64_avx2 of two activation rows at once (x and x + xs): the same sums, the weights converted once */
-__attribute__((target("avx2,fma"))) static void dot2_avx2(const double *x, int64_t xs, const float *v, int64_t k,
-                                                      double *s) {
-    __m256d a[2][4];
-    for (int u = 0; u < 2; u++)
-        for (int j = 0; j < 4; j++) a[u][j] = _mm256_setzero_pd();
-    for (int64_t i = 0; i < k; i += 16)
-        for (int j = 0; j < 4; j++) {
-            __m256d vs = _mm256_cvtps_pd(_mm_loadu_ps(v + i + 4 * j));
-            for (int u = 0; u < 2; u++)
-                a[u][j] = _mm256_fmadd_pd(_mm256_loadu_pd(x + u * xs + i + 4 * j), vs, a[u][j]);
-        }
-    for (int u = 0; u < 2; u++) {
-        __m256d t = _mm256_add_pd(_mm256_add_pd(a[u][0], a[u][1]), _mm256_add_pd(a[u][2], a[u][3]));
-        __m128d h = _mm_add_pd(_mm256_castpd256_pd128(t), _mm256_extractf128_pd(t, 1));
-        s[u] = _mm_cvtsd_f64(h) + _mm_cvtsd_f64(_mm_unpackhi_pd(h, h));
+/* dot_f32 of TN (1 or 2) activation rows (x, x + xs) with one weight row v, 8 lanes (each output's 32 partial
+ * sums in 4 vectors): s[u] */
+#define DOTS_AVX2(NAME, TN)                                                                                \
+    __attribute__((target("avx2,fma"))) static void NAME(const float *x, int64_t xs, const float *v, int64_t k, \
+                                                         float *s) {                                       \
+        __m256 a[TN][4];                                                                                   \
+        for (int u = 0; u < TN; u++)                                                                       \
+            for (int j = 0; j < 4; j++) a[u][j] = _mm256_setzero_ps();                                     \
+        for (int64_t i = 0; i < k; i += 32)                                                                \
+            for (int j = 0; j < 4; j++) {                                                                  \
+                __m256 w = _mm256_loadu_ps(v + i + 8 * j);                                                 \
+                for (int u = 0; u < TN; u++)                                                               \
+                    a[u][j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + u * xs + i + 8 * j), w, a[u][j]);        \
+            }                                                                                              \
+        for (int u = 0; u < TN; u++) {                                                                     \
+            __m256 e = _mm256_add_ps(_mm256_add_ps(a[u][0], a[u][2]), _mm256_add_ps(a[u][1], a[u][3]));    \
+            __m128 f = _mm_add_ps(_mm256_castps256_ps128(e), _mm256_extractf128_ps(e, 1));                \
+            f = _mm_add_ps(f, _mm_movehl_ps(f, f));                                                         \
+            s[u] = _mm_cvtss_f32(_mm_add_ss(f, _mm_movehdup_ps(f)));                                       \
+        }                                                                                                  \
     }
-}
+DOTS_AVX2(dot1_avx2, 1)
+DOTS_AVX2(dot2_avx2, 2)
 #endif
 
 /* row r of w de-quantized into v (the vector path's way, the same values) */
@@ -873,6 +984,8 @@ static void dequantize_into(const qjob *p, int avx2, int avx512, int64_t r, int6
         _mm_prefetch((const char *)(row + stride + off), _MM_HINT_T0);
     if (avx512 && k_quant)
         dequantize_k_avx512(p->qtype, row, nb, v);
+    else if (avx512 && DEQUANTIZE_AVX512[p->qtype])
+        DEQUANTIZE_AVX512[p->qtype](row, nb, v);
     else if (avx2 && k_quant)
         dequantize_k_avx2(p->qtype, row, nb, v);
     else if (avx2 && (p->qtype <= Q4_1 || p->qtype == Q5_0 || p->qtype == Q5_1))
@@ -885,62 +998,64 @@ static void dequantize_into(const qjob *p, int avx2, int avx512, int64_t r, int6
 static void f32_band(void *ctx, int64_t lo, int64_t hi) {
     qjob *p = (qjob *)ctx;
     const int64_t nb = p->k / BLOCK_VALUES[p->qtype], stride = nb * BLOCK_BYTES[p->qtype], k = p->k;
-    float stack[4096];
-    float *v = 2 * k <= 4096 ? stack : malloc(sizeof(float) * (size_t)(2 * k));
+    const int avx2 = has_avx2(), avx512 = has_avx512();
+    float stack[8192];
+    float *v = 4 * k <= 8192 ? stack : malloc(sizeof(float) * (size_t)(4 * k));
     if (!v) {
         p->failed = 1;
         return;
     }
-    const int avx2 = has_avx2(), avx512 = has_avx512();
     for (int64_t r = lo; r < hi;) {
-        /* AVX-512 takes two weight rows at a time and up to 4 activation rows against them (each
-         * converted weight vector and activation vector loaded once for the tile) */
-        const int rn = avx512 && r + 2 <= hi ? 2 : 1;
-        for (int j = 0; j < rn; j++) dequantize_into(p, avx2, avx512, r + j, nb, stride, v + j * k);
-        double s[8];
+        /* AVX-512 de-quantizes up to 4 weight rows, then multiplies them with one activation row, or in
+         * tiles of up to 4 activation rows by 2 weight rows (each weight and activation vector loaded once
+         * for the tile) */
+        const int rn = avx512 ? (hi - r < 4 ? (int)(hi - r) : 4) : 1;
 #if VG_X86
-        if (avx512) {
-            for (int64_t t = 0; t < p->t; t += 4) {
-                const int tn = p->t - t < 4 ? (int)(p->t - t) : 4;
-                DOTS[rn - 1][tn - 1](p->xd + t * k, k, v, k, k, s);
-                for (int u = 0; u < tn; u++)
-                    for (int j = 0; j < rn; j++) p->out[(t + u) * p->n + r + j] = (float)s[u * rn + j];
-            }
-            r += rn;
+        float s[8];
+        if (avx512 && p->t == 1 && rn == 4 && FUSED_AVX512[p->qtype]) { /* a decode step: no row buffer */
+            FUSED_AVX512[p->qtype](p->w + r * stride, stride, nb, p->x, s);
+            for (int j = 0; j < 4; j++) p->out[r + j] = s[j];
+            r += 4;
             continue;
         }
 #endif
+        for (int j = 0; j < rn; j++) dequantize_into(p, avx2, avx512, r + j, nb, stride, v + j * k);
         int64_t t = 0;
 #if VG_X86
-        if (avx2) /* two activation rows at a time share the converted weights */
-            for (; t + 2 <= p->t; t += 2) {
-                dot2_avx2(p->xd + t * k, k, v, k, s);
-                for (int u = 0; u < 2; u++) p->out[(t + u) * p->n + r] = (float)s[u];
+        if (avx512 && p->t == 1) {
+            ROW_DOTS[rn - 1](p->x, k, v, k, k, s);
+            for (int j = 0; j < rn; j++) p->out[r + j] = s[j];
+            t = 1;
+        } else if (avx512) {
+            for (int j0 = 0; j0 < rn; j0 += 2) {
+                const int rj = rn - j0 < 2 ? rn - j0 : 2;
+                for (t = 0; t < p->t; t += 4) {
+                    const int tn = p->t - t < 4 ? (int)(p->t - t) : 4;
+                    DOTS[rj - 1][tn - 1](p->x + t * k, k, v + j0 * k, k, k, s);
+                    for (int u = 0; u < tn; u++)
+                        for (int j = 0; j < rj; j++) p->out[(t + u) * p->n + r + j0 + j] = s[u * rj + j];
+                }
             }
-#endif
-        for (; t < p->t; t++) {
-            const double *x = p->xd + t * k;
-#if VG_X86
-            s[0] = avx2 ? dot_f64_avx2(x, v, k) : dot_f64(x, v, k);
-#else
-            s[0] = dot_f64(x, v, k);
-#endif
-            p->out[t * p->n + r] = (float)s[0];
+        } else if (avx2) {
+            for (; t + 2 <= p->t; t += 2) { /* two activation rows share each weight vector */
+                dot2_avx2(p->x + t * k, k, v, k, s);
+                for (int u = 0; u < 2; u++) p->out[(t + u) * p->n + r] = s[u];
+            }
+            if (t < p->t) dot1_avx2(p->x + t * k, k, v, k, s), p->out[t * p->n + r] = s[0], t++;
         }
+#endif
+        for (; t < p->t; t++) p->out[t * p->n + r] = dot_f32(p->x + t * k, v, k);
         r += rn;
     }
     if (v != stack) free(v);
 }
 
-/* out f32[t, n] = x f32[t, k] @ dequantize(w)^T; returns 0, or -1 when out of memory */
+/* out f32[t, n] = x f32[t, k] @ dequantize(w)^T, each output as dot_f32 sums it; returns 0, or -1 when out
+ * of memory */
 int vg_qmatmul_f32(int qtype, const uint8_t *w, int64_t n, int64_t k, const float *x, int64_t t, float *out,
                    int64_t min_rows, int threads) {
-    double *xd = malloc(sizeof(double) * (size_t)(t * k + 1));
-    if (!xd) return -1;
-    for (int64_t i = 0; i < t * k; i++) xd[i] = (double)x[i];
-    qjob p = {.qtype = qtype, .w = w, .n = n, .k = k, .t = t, .xd = xd, .out = out, .failed = 0};
+    qjob p = {.qtype = qtype, .w = w, .n = n, .k = k, .t = t, .x = x, .out = out, .failed = 0};
     vg_parallel_for(n, min_rows, threads, f32_band, &p);
-    free(xd);
     return p.failed ? -1 : 0;
 }
 
