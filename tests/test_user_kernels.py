@@ -14,6 +14,7 @@ import verigrad as vg
 from verigrad import f32, f64
 from verigrad.backends import cpu
 from verigrad.backends.active import lookup
+from verigrad.backends.cpu import fused
 from verigrad.backends.verification import verify
 from verigrad.backends.verification.sweep import sweep
 from verigrad.errors import KernelSyntaxError
@@ -70,6 +71,28 @@ def test_same_bits_on_one_to_three_threads(quick_gelu):
             outs.append(quick_gelu(x).numpy().tobytes())
     vg.set_threads(1)
     assert outs[0] == outs[1] == outs[2]
+
+
+def test_f32_activations_run_the_built_in_kernels_on_every_path(quick_gelu, small_chunks):
+    """An f32 member with a vector path (sigmoid here) is computed by the built-in kernel a stage at a
+    time, not by the scalar formula in double: the kernel's C calls it, and each path the machine has
+    (AVX-512, AVX2, the routine), on 1-3 threads, gives the reference's bits."""
+    group = quick_gelu.expression.group
+    text = fused.function("NAME", group, ("f32", "f32"), fused.scalars(group))
+    assert f"vg_vector[{fused.VECTOR_MEMBERS.index('sigmoid')}](M0, M1, n, " in text
+    assert "d_sigmoid" not in text
+    x = _values(20_003)
+    want = quick_gelu.op.reference(x).tobytes()
+    chosen = cpu.vector_path()
+    try:
+        with vg.backend("cpu"):
+            for path in cpu.vector_paths():
+                cpu.vector_path(path)
+                for n in (1, 2, 3):
+                    vg.set_threads(n)
+                    assert quick_gelu(vg.from_numpy(x)).numpy().tobytes() == want, (path, n)
+    finally:
+        cpu.vector_path(chosen)
 
 
 def test_check_op_and_verify_hold_it_like_a_built_in(quick_gelu):
