@@ -143,6 +143,28 @@ def test_two_operands_locals_comparisons_where_and_constants():
     assert counts["kernels"] == 1 and counts["gradient"] == 2
 
 
+def test_nans_of_both_signs_give_the_same_bits_on_every_thread_count(small_chunks):
+    """log(-1) is -NaN, so NaNs of both signs meet in the products and the sum: each element gets the
+    first operand's NaN on 1-3 threads (registration, which verifies that, refused this kernel when the
+    NaN an element got depended on where its block started)."""
+
+    @elementwise_kernel(name="vgtest_nans")
+    def nans(x: f64, y: f64) -> f64:
+        return log(x) * exp(y) + log1p(y) * expm1(x)
+
+    assert lookup("cpu").native(nans.op, f64) is not None
+    rng = np.random.default_rng(2)
+    signed = np.where(rng.random((2, 5001)) < 0.5, -np.nan, np.nan)
+    x = vg.from_numpy(np.where(rng.random(5001) < 0.5, signed[0], -1.0))
+    y = vg.from_numpy(np.where(rng.random(5001) < 0.5, signed[1], 1.0))
+    outs = set()
+    with vg.backend("cpu"):
+        for n in (1, 2, 3):
+            vg.set_threads(n)
+            outs.add(nans(x, y).numpy().tobytes())
+    assert len(outs) == 1
+
+
 def _refused(source_fn, match: str) -> None:
     with pytest.raises(KernelSyntaxError, match=match):
         elementwise_kernel(source_fn)
