@@ -282,6 +282,42 @@ def test_members_whose_routine_is_numpys_own_run_numpys_loop_in_the_kernel(small
     check(kernel, instr, arrays_for(rng, instr, view=False), threads=(1, 3))
 
 
+def _first_nan(a: np.ndarray, result: np.ndarray) -> np.ndarray:
+    """x86's add and mul of a and b where a is a NaN: a's NaN."""
+    return np.where(np.isnan(a), a, result)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f64"])
+def test_two_nans_meeting_in_add_or_mul_give_the_first_ones_bits_on_every_thread_count(dtype, small_chunks):
+    """NaNs of both signs meet in products and a sum (log(-1) is -NaN): x86 gives the first operand's
+    NaN, but the compiler put either operand first, differently in a loop's vector body and its scalar
+    tail, so an element's NaN depended on where its block started, so on the thread count. Now the
+    first operand's, as x86 and NumPy's contiguous loops give it, on 1-3 threads."""
+    instr = _group(
+        lambda x, y: verigrad.log(x) * verigrad.exp(y) + verigrad.log1p(y) * verigrad.expm1(x),
+        spec((1001,), dtype),
+        spec((1001,), dtype),
+    )
+    exact = {key for key, (_, exactness) in cpu.cpu.registered().items() if exactness.is_exact}
+    kernel = fused.kernel(cpu.cpu, instr.op.group, libm=frozenset(exact))
+    assert kernel is not None
+    rng = np.random.default_rng(3)
+    nans = np.where(rng.random((2, 1001)) < 0.5, -np.nan, np.nan)
+    x = np.where(rng.random(1001) < 0.5, nans[0], -1.0).astype(instr.args[0].spec.dtype.np)
+    y = np.where(rng.random(1001) < 0.5, nans[1], 1.0).astype(x.dtype)
+    members = {name: REGISTRY[name].reference for name in ("log", "exp", "log1p", "expm1")}
+    with np.errstate(all="ignore"):
+        a, b = members["log"](x), members["exp"](y)
+        c, d = members["log1p"](y), members["expm1"](x)
+        left, right = _first_nan(a, a * b), _first_nan(c, c * d)
+        want = _first_nan(left, left + right)
+    assert np.isnan(want).all() and np.signbit(want).any() and not np.signbit(want).all()
+    for n in (1, 2, 3):
+        verigrad.set_threads(n)
+        with np.errstate(all="ignore"):
+            assert kernel(x, y, params=instr.params["params"]).tobytes() == want.tobytes(), n
+
+
 def test_the_ops_with_a_routine_are_those_of_vg_math():
     """elementwise.ROUTINE_OF names each op whose formula calls one routine, as vg_math.h's
     VG_ROUTINE_OPS does (and pow, with NumPy's power)."""

@@ -14,6 +14,7 @@ import verigrad as vg
 from verigrad import f32, f64
 from verigrad.backends import cpu
 from verigrad.backends.active import lookup
+from verigrad.backends.cpu import fused
 from verigrad.backends.verification import verify
 from verigrad.backends.verification.sweep import sweep
 from verigrad.errors import KernelSyntaxError
@@ -72,6 +73,28 @@ def test_same_bits_on_one_to_three_threads(quick_gelu):
     assert outs[0] == outs[1] == outs[2]
 
 
+def test_f32_activations_run_the_built_in_kernels_on_every_path(quick_gelu, small_chunks):
+    """An f32 member with a vector path (sigmoid here) is computed by the built-in kernel a stage at a
+    time, not by the scalar formula in double: the kernel's C calls it, and each path the machine has
+    (AVX-512, AVX2, the routine), on 1-3 threads, gives the reference's bits."""
+    group = quick_gelu.expression.group
+    text = fused.function("NAME", group, ("f32", "f32"), fused.scalars(group))
+    assert f"vg_vector[{fused.VECTOR_MEMBERS.index('sigmoid')}](M0, M1, n, " in text
+    assert "d_sigmoid" not in text
+    x = _values(20_003)
+    want = quick_gelu.op.reference(x).tobytes()
+    chosen = cpu.vector_path()
+    try:
+        with vg.backend("cpu"):
+            for path in cpu.vector_paths():
+                cpu.vector_path(path)
+                for n in (1, 2, 3):
+                    vg.set_threads(n)
+                    assert quick_gelu(vg.from_numpy(x)).numpy().tobytes() == want, (path, n)
+    finally:
+        cpu.vector_path(chosen)
+
+
 def test_check_op_and_verify_hold_it_like_a_built_in(quick_gelu):
     counts = check_op(quick_gelu)
     assert counts["gradient"] == 2 and counts["kernels"] == 1 and counts["symbolic"] == 2
@@ -118,6 +141,28 @@ def test_two_operands_locals_comparisons_where_and_constants():
     assert got.tobytes() == mix.op.reference(x, y).tobytes()
     counts = check_op(mix)
     assert counts["kernels"] == 1 and counts["gradient"] == 2
+
+
+def test_nans_of_both_signs_give_the_same_bits_on_every_thread_count(small_chunks):
+    """log(-1) is -NaN, so NaNs of both signs meet in the products and the sum: each element gets the
+    first operand's NaN on 1-3 threads (registration, which verifies that, refused this kernel when the
+    NaN an element got depended on where its block started)."""
+
+    @elementwise_kernel(name="vgtest_nans")
+    def nans(x: f64, y: f64) -> f64:
+        return log(x) * exp(y) + log1p(y) * expm1(x)
+
+    assert lookup("cpu").native(nans.op, f64) is not None
+    rng = np.random.default_rng(2)
+    signed = np.where(rng.random((2, 5001)) < 0.5, -np.nan, np.nan)
+    x = vg.from_numpy(np.where(rng.random(5001) < 0.5, signed[0], -1.0))
+    y = vg.from_numpy(np.where(rng.random(5001) < 0.5, signed[1], 1.0))
+    outs = set()
+    with vg.backend("cpu"):
+        for n in (1, 2, 3):
+            vg.set_threads(n)
+            outs.add(nans(x, y).numpy().tobytes())
+    assert len(outs) == 1
 
 
 def _refused(source_fn, match: str) -> None:

@@ -14,11 +14,13 @@ with its own (exp, log, tanh, pow, .. on NumPy's AVX-512 builds: `staged_ops`) c
 to each generated library when it loads: the block is then computed in stages of STAGE elements, each
 member into an array of its own, a staged member's arguments first, then NumPy's loop over them, then
 the rest of its formula (elementwise.c's block routine; a member computed once per call calls the loop
-on its one value). In a native build no such routine is stated exact. Other groups
-(a member or dtype not in `MEMBERS` and `C_TYPES`, f16, integer arithmetic) get no kernel and run
-member by member; so do groups holding an f32 op that elementwise.c computes on an AVX2 path (exp,
-sigmoid, tanh, silu, gelu_tanh), where that path runs: it is several times faster than the scalar
-formula here.
+on its one value). In a native build no such routine is stated exact. An f32 member of
+`VECTOR_MEMBERS` (exp, sigmoid, tanh, silu, gelu_tanh, gelu, gelu_deriv: elementwise.c's vector paths)
+calls the main library's kernel over a stage (VECTOR_STAGE elements; handed to each generated library
+when it loads): its path (AVX-512, AVX2 or the routine) gives the reference's bits, as the formula
+does, several times faster. Other groups (a member or dtype not in `MEMBERS` and `C_TYPES`, f16,
+integer arithmetic) get no kernel and run member by member; so do the plan's groups holding such an f32
+op where its vector path runs (`libm_members`; a user's kernel keeps them: library_kernels.py).
 
 Layouts: inputs of any element strides that broadcast to the output (stride 0 on broadcast dimensions),
 collapsed to rank 4 at most; the output is a new C-contiguous array. The output's rows are walked in
@@ -59,6 +61,10 @@ from ._ffi import collapse
 
 BLOCK = 512  # elements per block (a buffer of this many per input, on the stack)
 STAGE = 128  # elements per stage of a block with NumPy's routines (an array of this many per member)
+# elements per stage of a block with VECTOR_MEMBERS but no NumPy routine: a call of the main library's
+# kernel costs about 30 ns, but a longer stage reads more of a block at once (quick_gelu on 1M f32
+# elements measured 1.24, 1.16 and 1.32 times silu's time with stages of 128, 256 and 512)
+VECTOR_STAGE = 256
 
 C_TYPES = {"bool": "uint8_t", "i32": "int32_t", "i64": "int64_t", "f32": "float", "f64": "double"}
 # the type of a value inside the loop: bool values as 32-bit ints (0 or 1), so that a loop mixing them
@@ -86,10 +92,15 @@ _FLOAT_UNARY = {
 }
 for _name in ("tanh", "sigmoid", "silu", "silu_deriv", "gelu", "gelu_deriv", "gelu_tanh", "gelu_tanh_deriv"):
     _FLOAT_UNARY[_name] = f"(T)d_{_name}((double)a)"  # vg_math.h
+# add and mul of two NaNs give the first operand's on x86 (NumPy's contiguous loops: a's), but the
+# compiler may put either operand first, and differently in a loop's vector body and its scalar tail, so
+# the NaN an element got depended on where its block started, so on the thread count: b is replaced by a
+# where a is a NaN (vg_nan_or, a select of bits: a conditional expression made GCC compute the operation
+# twice, masked), so that the operands are then the same NaN (a NaN and a number give the NaN either way)
 _FLOAT_BINARY = {
-    "add": "a + b",
+    "add": "a + vg_nan_or{f}(a, b)",
     "sub": "a - b",
-    "mul": "a * b",
+    "mul": "a * vg_nan_or{f}(a, b)",
     "div": "a / b",
     "pow": "(T)d_pow((double)a, (double)b)",  # vg_math.h
     "maximum": "(a > b || isnan(a)) ? a : b",
@@ -100,6 +111,10 @@ _LOGICAL = {"logical_and": "a && b", "logical_or": "a || b", "logical_not": "!a"
 # evaluated with the C library's routines: fused only where elementwise.py's probe found them exact here
 LIBM = frozenset([*(n for n, e in _FLOAT_UNARY.items() if "double" in e), "pow"])
 MEMBERS = frozenset([*_FLOAT_UNARY, *_FLOAT_BINARY, *_COMPARE, *_LOGICAL, "where", "cast", "broadcast_to"])
+# f32 members computed by the main library's kernel (vg_<op>_f32, on its vector path where the machine has
+# one, else its routine): stated exact (`libm_members`), it gives the reference's bits as the formula
+# does, several times faster; handed to each generated library when it loads, numbered in this order
+VECTOR_MEMBERS = elementwise.VECTORIZED
 
 
 class Unsupported(Exception):
@@ -262,6 +277,11 @@ _ADVANCE = (
 )
 
 
+def _vector(op: Any, m: int) -> bool:
+    """Whether member `m` of the group is computed by the main library's f32 kernel (VECTOR_MEMBERS)."""
+    return op.ops[m].name in VECTOR_MEMBERS and op.dtypes[m].name == "f32"
+
+
 def _staged(
     op: Any,
     inputs: tuple[str, ...],
@@ -270,11 +290,20 @@ def _staged(
     varying: list[int],
     load: Any,
 ) -> str:
-    """The block's loop where a member is computed with NumPy's routine (`staged`): in stages of
-    VG_STAGE elements, each member into an array of its own, one loop a member; a staged one's
-    arguments first, then NumPy's loop over them, then the rest of its formula (elementwise.c's block
-    routine, the same bits); then the results stored."""
+    """The block's loop where a member is computed with NumPy's routine (`staged`) or is an f32 op of
+    `VECTOR_MEMBERS`: in stages, each member into an array of its own, one loop a member; a staged
+    one's arguments first, then NumPy's loop over them, then the rest of its formula (elementwise.c's
+    block routine, the same bits); a vector one by the main library's kernel over the stage (its bits
+    are the reference's, as the formula's), on its operand's array where that is one of f32 values;
+    then the results stored (the last member's stored at once where it is the one result). Stages of
+    VG_STAGE elements where NumPy's loops run (their arrays are of doubles), else of the whole block:
+    the kernel costs a call and a short vector's tail a stage."""
     dtypes = [d.name for d in op.dtypes]
+    vector = {m for m in per_element if _vector(op, m)}
+    numpy_loops = any(op.ops[m].name in staged for m in per_element - vector)
+    stage = "VG_STAGE" if numpy_loops else "VG_VSTAGE"
+    # the one result, computed last: stored as it is computed
+    direct = op.roots[0] if len(op.roots) == 1 and op.roots[0] == max(per_element) else None
 
     def operands(refs: Any) -> str:
         """The declarations of a member's varying operands at element j of the stage."""
@@ -286,19 +315,38 @@ def _staged(
                 decl[("m", k)] = f"const {VALUE_TYPES[dtypes[k]]} m{k} = M{k}[j];"
         return " ".join(decl.values())
 
+    def array(kind: str, k: int) -> str | None:
+        """The stage's f32 values of an operand as an array, where they are one: a member's, an input's."""
+        if kind == "in":
+            return f"a{k} + s" if k in varying and inputs[k] == "f32" else None
+        return f"M{k}" if k in per_element and dtypes[k] == "f32" else None
+
     lines = [
-        "for (int64_t s = 0; s < len; s += VG_STAGE) {",
-        "    const int64_t n = len - s < VG_STAGE ? len - s : VG_STAGE;",
+        f"for (int64_t s = 0; s < len; s += {stage}) {{",
+        f"    const int64_t n = len - s < {stage} ? len - s : {stage};",
     ]
     loop = "    for (int64_t j = 0; j < n; j++) {"
     for m in sorted(per_element):
         member, refs, out = op.ops[m], op.wiring[m], dtypes[m]
         args = [(f"x{k}", inputs[k]) if kind == "in" else (f"m{k}", dtypes[k]) for kind, k in refs]
         here, t = operands(refs), C_TYPES[out]
-        lines.append(f"    {VALUE_TYPES[out]} M{m}[VG_STAGE];")
+        into = "y0[s + j]" if m == direct else f"M{m}[j]"
+        if m != direct:
+            lines.append(f"    {VALUE_TYPES[out]} M{m}[{stage}];")
+        if m in vector:
+            _member(member.name, out, args)  # Unsupported where the plain member would be
+            source = array(*refs[0])
+            if source is None:
+                source = f"A{m}"
+                lines.append(f"    float A{m}[{stage}];")
+                lines.append(f"{loop} {here} A{m}[j] = {_convert(*args[0], out)}; }}")
+            target = "y0 + s" if m == direct else f"M{m}"
+            index = VECTOR_MEMBERS.index(member.name)
+            lines.append(f"    vg_vector[{index}]({source}, {target}, n, INT64_MAX, 1);")
+            continue
         if member.name not in staged:
             block = _member(member.name, out, args, staged)
-            lines.append(f"{loop} {here} {VALUE_TYPES[out]} r; {block} M{m}[j] = r; }}")
+            lines.append(f"{loop} {here} {VALUE_TYPES[out]} r; {block} {into} = r; }}")
             continue
         _member(member.name, out, args)  # Unsupported where the plain member would be
         a, b = (f"(double){_convert(v, d, out)}" for v, d in (args + args)[:2])
@@ -306,19 +354,20 @@ def _staged(
             lines.append(f"    double A{m}[VG_STAGE], B{m}[VG_STAGE], R{m}[VG_STAGE];")
             lines.append(f"{loop} {here} A{m}[j] = {a}; B{m}[j] = {b}; }}")
             lines.append(f"    np_run(NP_power, A{m}, B{m}, R{m}, n);")
-            lines.append(f"{loop} M{m}[j] = ({t})pow_rest(A{m}[j], B{m}[j], R{m}[j]); }}")
+            lines.append(f"{loop} {into} = ({t})pow_rest(A{m}[j], B{m}[j], R{m}[j]); }}")
             continue
         name, routine = member.name, elementwise.ROUTINE_OF[member.name]
         rest = f"R{m}[j]" if name == routine else f"{name}_rest({a}, R{m}[j])"  # exp, log, ..: R itself
         lines.append(f"    double A{m}[VG_STAGE], R{m}[VG_STAGE];")
         lines.append(f"{loop} {here} A{m}[j] = {name}_arg({a}); }}")
         lines.append(f"    np_run(NP_{routine}, A{m}, 0, R{m}, n);")
-        lines.append(f"{loop} {'' if name == routine else here} M{m}[j] = ({t}){rest}; }}")
-    stores = " ".join(
-        f"y{r}[s + j] = {f'M{m}[j]' if m in per_element else f'm{m}'};" for r, m in enumerate(op.roots)
-    )
-    lines += [f"{loop} {stores} }}", "}"]
-    return "\n    ".join(lines)
+        lines.append(f"{loop} {'' if name == routine else here} {into} = ({t}){rest}; }}")
+    if direct is None:
+        stores = " ".join(
+            f"y{r}[s + j] = {f'M{m}[j]' if m in per_element else f'm{m}'};" for r, m in enumerate(op.roots)
+        )
+        lines.append(f"{loop} {stores} }}")
+    return "\n    ".join([*lines, "}"])
 
 
 def function(
@@ -359,7 +408,7 @@ def function(
     prologue += body(op, inputs, {m for m in range(len(op.ops)) if same[m]}, staged=staged)
     per_element = {m for m in range(len(op.ops)) if not same[m]}
     prologue += [f"u.{v} = {v};" for v in used]
-    if any(op.ops[m].name in staged for m in per_element):
+    if any(op.ops[m].name in staged or _vector(op, m) for m in per_element):
         loop = _staged(op, inputs, per_element, staged, varying, load)
     else:
         plain = body(op, inputs, per_element, {k: load(k, f"a{k}[j]") for k in varying}, staged)
@@ -404,6 +453,7 @@ def function(
 PRELUDE = f"""/* Fused element-wise kernels generated by verigrad/backends/cpu/fused.py. */
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "vg.h"
 #include "vg_math.h"
@@ -411,9 +461,29 @@ PRELUDE = f"""/* Fused element-wise kernels generated by verigrad/backends/cpu/f
 
 #define VG_BLOCK {BLOCK}
 #define VG_STAGE {STAGE}
+#define VG_VSTAGE {VECTOR_STAGE}
+
+/* a where a is a NaN, else b (fused.py's _FLOAT_BINARY: add's and mul's second operand) */
+#define VG_NAN_OR(NAME, T, U)                                                      \\
+    static inline __attribute__((unused)) T NAME(T a, T b) {{                      \\
+        U ua, ub, m = (U)0 - (U)(a != a);                                          \\
+        memcpy(&ua, &a, sizeof ua);                                                \\
+        memcpy(&ub, &b, sizeof ub);                                                \\
+        ua = (ua & m) | (ub & ~m);                                                 \\
+        memcpy(&a, &ua, sizeof a);                                                 \\
+        return a;                                                                  \\
+    }}
+VG_NAN_OR(vg_nan_orf, float, uint32_t)
+VG_NAN_OR(vg_nan_or, double, uint64_t)
 
 /* NumPy's loop `which` (vg_numpy.h's NP_exp ..), handed over when the library loads */
 int vg_fused_use_numpy(int which, void *loop, void *data) {{ return np_use(which, loop, data); }}
+
+/* The main library's f32 kernels of fused.py's VECTOR_MEMBERS (vg_exp_f32 ..), handed over when the
+ * library loads; called on one thread over a stage (the chunk is already one thread's) */
+typedef void (*vg_vector_fn)(const float *x, float *y, int64_t n, int64_t min_chunk, int threads);
+static vg_vector_fn vg_vector[{len(VECTOR_MEMBERS)}];
+void vg_fused_use_vector(int which, vg_vector_fn fn) {{ vg_vector[which] = fn; }}
 
 /* A loop whose elements are independent (an element's results may be stored over its own inputs) */
 #if defined(__clang__)
@@ -513,8 +583,9 @@ class Batches:
             if name not in self.built and name not in self.failed:
                 self.pending[name] = text
 
-    def get(self, name: str, parallel_for: int) -> Any:
-        """The function `name` (building the pending batch if need be); None if its build failed."""
+    def get(self, name: str, parallel_for: int, vectors: tuple[int, ...]) -> Any:
+        """The function `name` (building the pending batch if need be); None if its build failed.
+        `parallel_for`: the main library's vg_parallel_for, `vectors`: its kernels of VECTOR_MEMBERS."""
         fn = self.built.get(name)
         if fn is not None:
             return fn
@@ -535,6 +606,10 @@ class Batches:
             self.libraries.append(cdll)
             for which, loop in enumerate(elementwise.NUMPY_LOOPS):
                 use_numpy_loop(cdll, which, *loop)
+            use = cdll.vg_fused_use_vector
+            use.argtypes, use.restype = [ctypes.c_int, ctypes.c_void_p], None
+            for which, address in enumerate(vectors):
+                use(which, address)
             for n in batch:
                 fn = getattr(cdll, n)
                 fn.argtypes, fn.restype = _FN_ARGS, None
@@ -552,9 +627,9 @@ def libm_members(backend: Any, faster_unfused: bool = True) -> frozenset[tuple[s
     """The (op, dtype) pairs of the ops evaluated with C library routines that a group may hold: those
     whose cpu kernels are stated exact here, with the C library's routines alone (elementwise.py's
     C_LIBRARY_EXACT) or with NumPy's loops (then computed with them, `staged_ops`), but for the f32 ones
-    with a vector path (elementwise.c) where it runs: that path is several times faster than a fused
-    kernel's formula. `faster_unfused=False` keeps those too (a user kernel, which has no members to
-    run unfused: library_kernels.py)."""
+    with a vector path (elementwise.c) where it runs: their own kernels run them at full speed, and a
+    fused kernel calls those kernels stage by stage (`VECTOR_MEMBERS`). `faster_unfused=False` keeps
+    those too (a user kernel, which has no members to run unfused: library_kernels.py)."""
     vectorized = faster_unfused and backend.library is not None and elementwise.vectorized(backend.library)
     fast = elementwise.VECTORIZED if vectorized else ()
     numpy = elementwise.NUMPY_ROUTINES[0]
@@ -612,6 +687,7 @@ class FusedKernel:
         self.params_shape = any(m.name == "broadcast_to" for m in op.ops)  # the shape depends on params
         self.data = lib.data
         self._parallel_for = ctypes.cast(lib.cdll.vg_parallel_for, ctypes.c_void_p).value
+        self._lib = lib
         self._call: Any = None  # see `_caller`
         self._function: Any = None  # the C function (ctypes), once built
         self._masks = tuple(d.itemsize - 1 for d in self.inputs)  # alignment
@@ -673,7 +749,8 @@ class FusedKernel:
         """What calls the C function on (inputs, result(s), dims, min_chunk, threads): vg_call, which
         passes the tuples of arrays as arrays of their data pointers (`_pointers_of` where it cannot);
         without it, `_pointers_of`; `_fallback` where the function could not be built."""
-        self._function = BATCHES.get(self.name, self._parallel_for)
+        vectors = tuple(self._lib.address(f"vg_{name}_f32") for name in VECTOR_MEMBERS)
+        self._function = BATCHES.get(self.name, self._parallel_for, vectors)
         if self._function is None:
             return self._fallback
         several = len(self.out_dtypes) > 1
