@@ -341,6 +341,41 @@ def test_a_replaced_class_attribute_is_seen_at_the_next_call(cpu, monkeypatch) -
     assert verigrad.floor(x).tolist() == [2.0, -2.0]
 
 
+def test_shape_and_its_items_are_read_in_c(cpu) -> None:
+    assert type(Tensor.__dict__["shape"].fget).__name__ == "builtin_function_or_method"
+    assert type(verigrad.Size.__dict__["__getitem__"]).__name__ == "Method"
+    x = verigrad.tensor(np.ones((3, 4, 5), np.float32))
+    assert x.shape is x.spec.size and x.shape[1] == 4
+
+
+@pytest.mark.parametrize(
+    "key", [0, 2, -1, -3, True, np.int64(1), slice(1, None), slice(None, None, -1), 3, -4, 1.0, "a"]
+)
+def test_shape_items_are_the_python_methods_both_ways(cpu, key) -> None:
+    x = verigrad.tensor(np.ones((3, 4, 5), np.float32))
+
+    def item():
+        return type(x.shape), x.shape, x.shape[key], type(x.shape[key])
+
+    on, off = both_ways(item)
+    if isinstance(off, Exception):
+        assert type(on) is type(off) and str(on) == str(off)
+    else:
+        assert on == off
+
+
+def test_a_symbolic_shape_is_the_specs_both_ways(cpu) -> None:
+    seen = []
+
+    def f(x):
+        seen.append(both_ways(lambda: (x.shape, x.shape[0], x.shape[1:])))
+        return x * 2.0
+
+    verigrad.trace(f, verigrad.shapes.spec("n 3"))
+    (on, off) = seen[0]
+    assert on == off and str(on[1]) == "n"
+
+
 def test_grad_mode_is_read_per_thread(cpu) -> None:
     x = verigrad.ones(4, requires_grad=True)
     seen: dict[str, bool] = {}

@@ -49,7 +49,7 @@ static int (*recording)(void) = NULL; /* vg_call's: whether this thread records 
 static PyObject *scalar_specs[2];      /* the spec of a 0-d f32 and f64 constant (made by `constant`) */
 static PyObject *S_stack, *S_grad, *S_plans, *S_variadic, *S_positional, *S_canonical, *S_decompose,
     *S_group, *S_differentiable, *S_vjp, *S_reference, *S_shape, *S_dtype, *S_kind, *S_np, *S_threads, *S_first,
-    *S_stamp, *S_plan, *S_run, *S_axes, *S_index, *S_axis, *S_clock, *S_keepdim;
+    *S_stamp, *S_plan, *S_run, *S_axes, *S_index, *S_axis, *S_clock, *S_keepdim, *S_size;
 static int ready = 0;
 
 #define SLOT(o, at) (*(PyObject **)((char *)(o) + (at)))
@@ -1477,6 +1477,7 @@ typedef struct {
     int shaped;                 /* SHAPED_RESHAPE, SHAPED_VIEW: x.reshape(*shape), x.view(*shape) */
     int along;                  /* x.softmax(axis=-1, dtype=None, *, dim=None) (see `along_axis`) */
     int legacy;                 /* PyTorch's cat(tensors, ...) called as self(tensors, ...) (see `legacy_cat`) */
+    int item;                   /* Size.__getitem__: size[i] as tuple's (see `size_item`) */
     PyObject *dict;
 } Method;
 
@@ -1715,11 +1716,21 @@ static PyObject *legacy_cat(PyObject *op, PyObject *const *args, Py_ssize_t n, P
     return call_op(op, args + 1, n - 1, kwnames, 0);
 }
 
+/* Size.__getitem__(self, key) for a key that is not a slice: tuple.__getitem__'s item, as shapes.Size's
+ * method answers it (a slice, which makes a Size, and anything else: NOT_HANDLED) */
+static PyObject *size_item(PyObject *const *args, Py_ssize_t n, PyObject *kwnames) {
+    if (kwnames != NULL || n != 2 || !PyObject_TypeCheck(args[0], size_type) || PySlice_Check(args[1]))
+        return NOT_HANDLED;
+    return PyTuple_Type.tp_as_mapping->mp_subscript(args[0], args[1]);
+}
+
 static PyObject *method_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     Method *m = (Method *)self;
     Py_ssize_t n = PyVectorcall_NARGS(nargsf);
     PyObject *r = NOT_HANDLED;
-    if (m->legacy) {
+    if (m->item) {
+        if (ready) r = size_item(args, n, kwnames);
+    } else if (m->legacy) {
         if (ready) r = legacy_cat(m->op, args, n, kwnames);
     } else if (m->shaped) {
         if (ready) r = shaped_call(m, args, n, kwnames);
@@ -1749,11 +1760,11 @@ static PyObject *method_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     PyObject *op, *fallback;
     PyObject *keywords = Py_None, *kw_names = NULL, *kw_defaults = NULL;
     PyObject *getitem = Py_None, *positional = Py_None;
-    int swap = 0, elementwise = 0, transpose = 0, shaped = 0, along = 0, legacy = 0;
+    int swap = 0, elementwise = 0, transpose = 0, shaped = 0, along = 0, legacy = 0, item = 0;
     static char *names[] = {"op", "fallback", "swap", "elementwise", "transpose", "keywords", "getitem",
-                            "positional", "shaped", "along", "legacy", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|pppOOOipp:Method", names, &op, &fallback, &swap, &elementwise,
-                                     &transpose, &keywords, &getitem, &positional, &shaped, &along, &legacy))
+                            "positional", "shaped", "along", "legacy", "item", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|pppOOOippp:Method", names, &op, &fallback, &swap, &elementwise,
+                                     &transpose, &keywords, &getitem, &positional, &shaped, &along, &legacy, &item))
         return NULL;
     if (shaped < 0 || shaped > SHAPED_VIEW) {
         PyErr_Format(PyExc_ValueError, "Method: shaped must be 0, %d (reshape) or %d (view), got %d", SHAPED_RESHAPE,
@@ -1798,7 +1809,7 @@ static PyObject *method_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     m->getitem = getitem == Py_None ? NULL : Py_NewRef(getitem);
     m->names = kw_names, m->defaults = kw_defaults;
     m->positional = positional == Py_None ? NULL : Py_NewRef(positional);
-    m->shaped = shaped, m->along = along, m->legacy = legacy;
+    m->shaped = shaped, m->along = along, m->legacy = legacy, m->item = item;
     return (PyObject *)m;
 }
 
@@ -1954,6 +1965,21 @@ static PyObject *read_settings(PyObject *module, PyObject *args) {
     return Py_BuildValue("(iLL)", threads, chunk, block);
 }
 
+/* shape_of(x): Tensor.shape as the property written in Python reads it, x.spec.size (a Size the spec made
+ * once), without its Python frame; that property (`shape_python`, given by `shape_fallback`) where the calls
+ * are off or x is not a tensor with a spec */
+static PyObject *shape_python;
+static PyObject *shape_of(PyObject *module, PyObject *x) {
+    if (ready && PyObject_TypeCheck(x, tensor_type) && SLOT(x, t_spec) != NULL) return attr(SLOT(x, t_spec), S_size);
+    if (shape_python == NULL) return PyErr_Format(PyExc_RuntimeError, "vg_eager: shape_fallback first");
+    return PyObject_CallOneArg(shape_python, x);
+}
+
+static PyObject *shape_fallback(PyObject *module, PyObject *fget) {
+    Py_XSETREF(shape_python, Py_NewRef(fget));
+    Py_RETURN_NONE;
+}
+
 /* enabled(flag): calls go to their fallbacks while off (a test compares both ways) */
 static PyObject *enabled(PyObject *module, PyObject *arg) {
     int on = PyObject_IsTrue(arg);
@@ -1970,6 +1996,8 @@ static PyMethodDef methods[] = {
     {"setup", setup, METH_VARARGS, "setup(Tensor, Plan, Node, DType, Size, f32, f64, mode, local, active, active_default, versions, conform, "
                                    "error_state, quiet, recording)"},
     {"enabled", enabled, METH_O, "enabled(flag): turn the C calls on or off; gives the previous state"},
+    {"shape_of", shape_of, METH_O, "shape_of(x): x.spec.size (Tensor.shape)"},
+    {"shape_fallback", shape_fallback, METH_O, "shape_fallback(fget): what shape_of calls while the calls are off"},
     {"read", read_settings, METH_VARARGS, "read(backend, chunk, block): (backend.threads, chunk(), block()) as a "
                                           "direct call reads them"},
     {"readers", readers, METH_VARARGS, "readers(threads_property, thread_setting, chunk_setting, environ, "
@@ -1998,7 +2026,7 @@ PyMODINIT_FUNC PyInit_vg_eager(void) {
         intern(&S_axes, "axes") || intern(&S_index, "index") || intern(&S_axis, "axis") ||
         intern(&S_keepdim, "keepdim") || intern(&S_explicit, "explicit") || intern(&S_seen, "_seen") ||
         intern(&S_direct, "direct") || intern(&S_strides, "strides") || intern(&S_fast, "fast") ||
-        intern(&S_clock, "clock"))
+        intern(&S_clock, "clock") || intern(&S_size, "size"))
         return NULL;
     names_shape = PyTuple_Pack(1, S_shape), names_axis = PyTuple_Pack(1, S_axis), names_axes = PyTuple_Pack(1, S_axes);
     minus_one = PyLong_FromLong(-1);
