@@ -315,13 +315,13 @@ static void gelu_f32_routine(const float *xs, float *ys, int64_t n) {
  */
 
 
-/* ---- float activations: exp, sigmoid and silu in f32 arithmetic, in the native build ------------------
+/* ---- float activations: exp, tanh, sigmoid and silu in f32 arithmetic, in the native build ------------
  *
  * The paths above compute in double so that every element gets the reference's bits; widening, the
  * double polynomial and division, narrowing and the rounding test cost about 1.9 times what f32
  * arithmetic does on 16 lanes (0.49 and 0.26 ns an element on AVX-512). A native build
  * (VERIGRAD_NATIVE=1, which states that results may differ from the reference's in the last bits) takes
- * elementwise_float.h's f32 formulas instead, within 2 ulps (exp, sigmoid) and 3 (silu) of the reference
+ * elementwise_float.h's f32 formulas instead, within 2 ulps (exp, sigmoid) and 3 (tanh, silu) of the reference
  * on every f32 input (measured; the kernels state it: elementwise.py's FLOAT_ULPS); the row kernels'
  * softmax, log_softmax and cross-entropy call this exp there. NaN inputs, those below -87, whose results
  * are subnormal, and exp's above 88.5 (near overflow) go to the scalar formula of the double paths. Each element's
@@ -342,6 +342,22 @@ static inline float one_or_ps(float x, float mask) {
     memcpy(&a, &x, 4);
     memcpy(&b, &mask, 4);
     a |= b;
+    memcpy(&x, &a, 4);
+    return x;
+}
+static inline float one_and_ps(float x, float mask) {
+    uint32_t a, b;
+    memcpy(&a, &x, 4);
+    memcpy(&b, &mask, 4);
+    a &= b;
+    memcpy(&x, &a, 4);
+    return x;
+}
+static inline float one_andnot_ps(float mask, float x) { /* x without mask's bits */
+    uint32_t a, b;
+    memcpy(&a, &x, 4);
+    memcpy(&b, &mask, 4);
+    a &= ~b;
     memcpy(&x, &a, 4);
     return x;
 }
@@ -371,6 +387,7 @@ static inline float one_div_ps(float a, float b) { return a / b; }
         return y;                                                                             \
     }
 FLOAT_ONE(exp, 88.5f) /* above: the routine's (exp(88.73) overflows) */
+FLOAT_ONE(tanh, INFINITY)
 FLOAT_ONE(sigmoid, INFINITY)
 FLOAT_ONE(silu, INFINITY)
 
@@ -642,6 +659,7 @@ VECTOR_F32_HOLE(gelu_deriv, -3.0f, FLT_MAX, GELU_DERIV_HOLE_LO, GELU_DERIV_HOLE_
     }                                                                                         \
     BLOCKED(AVX512, NAME##_f32_float_avx512, NAME##_f32_float_block_avx512, 16 * FK_AVX512, NAME)
 FLOAT_F32(exp, 88.5f)
+FLOAT_F32(tanh, INFINITY)
 FLOAT_F32(sigmoid, INFINITY)
 FLOAT_F32(silu, INFINITY)
 
@@ -686,7 +704,7 @@ FLOAT_F32(silu, INFINITY)
 
 VECTORIZED(exp, FLOAT_FIRST(exp))
 VECTORIZED(sigmoid, FLOAT_FIRST(sigmoid))
-VECTORIZED(tanh, )
+VECTORIZED(tanh, FLOAT_FIRST(tanh))
 VECTORIZED(silu, FLOAT_FIRST(silu))
 VECTORIZED(gelu_tanh, )
 VECTORIZED(gelu, )
