@@ -272,6 +272,110 @@ def test_a_replaced_eager_run_gets_the_calls(cpu, monkeypatch) -> None:
     assert seen == ["add", "mul", "exp"]
 
 
+def test_a_mode_whose_own_run_is_replaced_gets_the_calls(cpu) -> None:
+    # vg_eager keeps its check of EagerMode.run while the mode's dict and type stay as they were: an
+    # attribute set on the mode itself is seen at the next call
+    seen = []
+    mode = eager.EAGER
+    run = mode.run
+
+    def counting(op, args, params, plan):
+        seen.append(op.name)
+        return run(op, args, params, plan)
+
+    x = verigrad.ones(3)
+    x + x
+    x + x  # planned, and the check kept
+    mode.run = counting  # (not monkeypatch: its undo would leave the bound method on the instance)
+    try:
+        assert (x + x).tolist() == [2.0] * 3
+    finally:
+        del mode.run
+    x + x
+    assert seen == ["add"] and "run" not in vars(mode)
+
+
+def test_a_replaced_op_attribute_is_seen_at_the_next_call(cpu, monkeypatch) -> None:
+    # the attributes vg_eager reads on every call are kept while the op's dict is unchanged: a replaced
+    # reference (floor has no C kernel: its plan runs the reference) is called from the next call on
+    op = REGISTRY["floor"]
+    x = verigrad.tensor(np.array([1.5, -2.5], np.float32))
+    for _ in range(3):
+        assert verigrad.floor(x).tolist() == [1.0, -3.0]
+    calls = []
+    reference = op.reference
+
+    def counting(a):
+        calls.append(1)
+        return reference(a) + 1
+
+    monkeypatch.setattr(op, "reference", counting)
+    assert verigrad.floor(x).tolist() == [2.0, -2.0] and len(calls) == 1
+    assert verigrad.floor(x).tolist() == [2.0, -2.0] and len(calls) == 2
+    monkeypatch.undo()
+    assert verigrad.floor(x).tolist() == [1.0, -3.0] and len(calls) == 2
+
+
+class _Shifted:
+    """A reference plus a constant: a callable that is not a descriptor (a class attribute read as is)."""
+
+    def __init__(self, reference, by: float) -> None:
+        self.reference, self.by = reference, by
+
+    def __call__(self, a):
+        return self.reference(a) + self.by
+
+
+def test_a_replaced_class_attribute_is_seen_at_the_next_call(cpu, monkeypatch) -> None:
+    # an attribute read from the op's class (its own dict has no such key) is kept while the class is
+    # unchanged: one set on the class afterwards is seen at the next call
+    op = REGISTRY["floor"]
+    x = verigrad.tensor(np.array([1.5, -2.5], np.float32))
+    reference = op.reference
+    monkeypatch.delattr(op, "reference")
+    monkeypatch.setattr(Op, "reference", _Shifted(reference, 0.0), raising=False)
+    for _ in range(3):
+        assert verigrad.floor(x).tolist() == [1.0, -3.0]
+    monkeypatch.setattr(Op, "reference", _Shifted(reference, 1.0))
+    assert verigrad.floor(x).tolist() == [2.0, -2.0]
+    assert verigrad.floor(x).tolist() == [2.0, -2.0]
+
+
+def test_shape_and_its_items_are_read_in_c(cpu) -> None:
+    assert type(Tensor.__dict__["shape"].fget).__name__ == "builtin_function_or_method"
+    assert type(verigrad.Size.__dict__["__getitem__"]).__name__ == "Method"
+    x = verigrad.tensor(np.ones((3, 4, 5), np.float32))
+    assert x.shape is x.spec.size and x.shape[1] == 4
+
+
+@pytest.mark.parametrize(
+    "key", [0, 2, -1, -3, True, np.int64(1), slice(1, None), slice(None, None, -1), 3, -4, 1.0, "a"]
+)
+def test_shape_items_are_the_python_methods_both_ways(cpu, key) -> None:
+    x = verigrad.tensor(np.ones((3, 4, 5), np.float32))
+
+    def item():
+        return type(x.shape), x.shape, x.shape[key], type(x.shape[key])
+
+    on, off = both_ways(item)
+    if isinstance(off, Exception):
+        assert type(on) is type(off) and str(on) == str(off)
+    else:
+        assert on == off
+
+
+def test_a_symbolic_shape_is_the_specs_both_ways(cpu) -> None:
+    seen = []
+
+    def f(x):
+        seen.append(both_ways(lambda: (x.shape, x.shape[0], x.shape[1:])))
+        return x * 2.0
+
+    verigrad.trace(f, verigrad.shapes.spec("n 3"))
+    (on, off) = seen[0]
+    assert on == off and str(on[1]) == "n"
+
+
 def test_grad_mode_is_read_per_thread(cpu) -> None:
     x = verigrad.ones(4, requires_grad=True)
     seen: dict[str, bool] = {}

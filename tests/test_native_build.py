@@ -50,6 +50,7 @@ def test_a_native_build_meets_the_claims_it_states():
     assert claims["argmax i64"] == "exact" and claims["add i64"] == "exact"  # integers: no rounding
     # computed in f32 arithmetic there: the ulps measured on every f32 input, which verify holds them to
     assert claims["sigmoid f32"] == "ulp(2)" and claims["silu f32"] == "ulp(3)"
+    assert claims["exp f32"] == "ulp(2)" and claims["tanh f32"] == "ulp(3)"
     assert claims["sigmoid f64"].startswith("rtol=")  # f64: the double formula, its claim contracted
     # no product feeds an addition in these: contraction changes nothing, so the reference's bits
     uncontracted = ("add", "mul", "div", "maximum", "relu", "sqrt", "rsqrt", "sigmoid_deriv", "cast")
@@ -75,13 +76,15 @@ from verigrad.ops import REGISTRY
 # about a million floats of every exponent and both signs, and the edges of the vector paths' range
 spread = np.arange(0, 2**32, 4099, dtype=np.uint64).astype(np.uint32).view(np.float32)
 edges = [0.0, -0.0, np.inf, -np.inf, np.nan, -87.0, -87.00001, -88.0, 87.0, 88.0, 1e30, -1e30, 2**-149]
+edges += [88.5, 88.50001, 88.72, 88.73, 89.0]  # exp: its float path's top, and overflow
+edges += [1e-30, -1e-30, 2**-126, 43.5, -43.5, 9.0, -9.02]  # tanh: tiny, and near +-1
 x = np.concatenate([spread, np.array(edges, np.float32)])
 def ordered(a):
     i = a.view(np.int32).astype(np.int64)
     return np.where(i < 0, -2**31 - i, i)
 cpu.set_min_chunk(1000)
 found = {"native": cpu.build_info()["native"], "paths": list(cpu.vector_paths())}
-for name in ("sigmoid", "silu"):
+for name in ("exp", "tanh", "sigmoid", "silu"):
     kernel, expected = cpu.cpu.native(REGISTRY[name], verigrad.f32), REGISTRY[name].reference(x)
     for path in cpu.vector_paths():
         cpu.vector_path(path)
@@ -93,17 +96,19 @@ for name in ("sigmoid", "silu"):
         nan = np.isnan(expected)
         ulps = np.abs(ordered(y) - ordered(expected))[~nan]
         found[f"{name} {path}"] = {"same_nan": bool((np.isnan(y) == nan).all()), "max_ulps": int(ulps.max()),
-            "inexact": int((ulps > 0).sum()), "bits": len(bits), "digest": hash(y.tobytes())}
+            "inexact": int((ulps > 0).sum()), "bits": len(bits), "digest": hash(y.tobytes()),
+            "same_inf": bool((np.isinf(y) == np.isinf(expected)).all())}
 print(json.dumps(found))
 """
 
 
-def test_a_native_build_computes_sigmoid_and_silu_in_float_within_a_few_ulps():
+def test_a_native_build_computes_exp_tanh_sigmoid_and_silu_in_float_within_a_few_ulps():
     found = run_native(FLOAT_ACTIVATIONS)
-    for name, bound in (("sigmoid", 2), ("silu", 3)):
+    for name, bound in (("exp", 2), ("tanh", 3), ("sigmoid", 2), ("silu", 3)):
         for path in found["paths"]:
             got = found[f"{name} {path}"]
             assert got["same_nan"] and got["bits"] == 1, (name, path, got)  # no thread count changes a bit
+            assert got["same_inf"], (name, path, got)  # exp's overflow where the reference's is
             # f32 arithmetic: not the reference's bits everywhere, but within `bound` ulps of them
             assert 0 < got["max_ulps"] <= bound and got["inexact"] > 1000, (name, path, got)
         # every path (AVX-512, AVX2, one element at a time) runs the same operations on each element

@@ -239,6 +239,13 @@ def install_c_calls() -> bool:
 
     _PYTHON[(legacy_cat.Cat, "__call__")] = python = legacy_cat.Cat.__dict__["__call__"]
     legacy_cat.Cat.__call__ = _named(ext.Method(REGISTRY["concat"], python, legacy=True))
+    # x.shape: the spec's Size read in C (the property's Python frame was a tenth of a reshape's call)
+    _PYTHON[(Tensor, "shape")] = python = Tensor.__dict__["shape"]
+    ext.shape_fallback(python.fget)
+    Tensor.shape = property(ext.shape_of, doc=python.__doc__)
+    # x.shape[1]: Size's item as tuple's, in C (a slice makes a Size in Python)
+    _PYTHON[(Size, "__getitem__")] = python = Size.__dict__["__getitem__"]
+    Size.__getitem__ = _named(ext.Method(None, python, item=True))
     autograd._C_WALK[:] = [ext.topological]  # backward's walk of the graph (off with the calls)
     _C_CALLS["module"] = ext
     return True

@@ -315,15 +315,16 @@ static void gelu_f32_routine(const float *xs, float *ys, int64_t n) {
  */
 
 
-/* ---- float activations: sigmoid and silu in f32 arithmetic, in the native build ----------------------
+/* ---- float activations: exp, tanh, sigmoid and silu in f32 arithmetic, in the native build ------------
  *
  * The paths above compute in double so that every element gets the reference's bits; widening, the
  * double polynomial and division, narrowing and the rounding test cost about 1.9 times what f32
  * arithmetic does on 16 lanes (0.49 and 0.26 ns an element on AVX-512). A native build
  * (VERIGRAD_NATIVE=1, which states that results may differ from the reference's in the last bits) takes
- * elementwise_float.h's f32 formulas instead, within 2 ulps (sigmoid) and 3 (silu) of the reference on
- * every f32 input (measured; the kernels state it: elementwise.py's FLOAT_ULPS). NaN inputs and those
- * below -87, whose results are subnormal, go to the scalar formula of the double paths. Each element's
+ * elementwise_float.h's f32 formulas instead, within 2 ulps (exp, sigmoid) and 3 (tanh, silu) of the reference
+ * on every f32 input (measured; the kernels state it: elementwise.py's FLOAT_ULPS); the row kernels'
+ * softmax, log_softmax and cross-entropy call this exp there. NaN inputs, those below -87, whose results
+ * are subnormal, and exp's above 88.5 (near overflow) go to the scalar formula of the double paths. Each element's
  * operations are the same in every block, on both vector widths and one element at a time (below), so
  * the bits depend on neither the thread count nor the path.
  */
@@ -344,7 +345,24 @@ static inline float one_or_ps(float x, float mask) {
     memcpy(&x, &a, 4);
     return x;
 }
+static inline float one_and_ps(float x, float mask) {
+    uint32_t a, b;
+    memcpy(&a, &x, 4);
+    memcpy(&b, &mask, 4);
+    a &= b;
+    memcpy(&x, &a, 4);
+    return x;
+}
+static inline float one_andnot_ps(float mask, float x) { /* x without mask's bits */
+    uint32_t a, b;
+    memcpy(&a, &x, 4);
+    memcpy(&b, &mask, 4);
+    a &= ~b;
+    memcpy(&x, &a, 4);
+    return x;
+}
 static inline float one_max_ps(float a, float b) { return a > b ? a : b; } /* b if either is NaN */
+static inline float one_min_ps(float a, float b) { return a < b ? a : b; } /* b if either is NaN */
 static inline float one_fmadd_ps(float a, float b, float c) { return fmaf(a, b, c); }
 static inline float one_fnmadd_ps(float a, float b, float c) { return fmaf(-a, b, c); }
 static inline float one_add_ps(float a, float b) { return a + b; }
@@ -361,15 +379,17 @@ static inline float one_div_ps(float a, float b) { return a / b; }
 #include "elementwise_float.h"
 
 /* NAME in f32 arithmetic, or by its routine where the vector paths send an element to it */
-#define FLOAT_ONE(NAME)                                                                       \
+#define FLOAT_ONE(NAME, ABOVE)                                                                \
     static float NAME##_f32_float_scalar(float x) {                                           \
-        if (!(x >= -87.0f)) return NAME##_f32_scalar(x);                                      \
+        if (!(x >= -87.0f) || x > (ABOVE)) return NAME##_f32_scalar(x);                       \
         float y;                                                                              \
         NAME##_float_one(&x, &y);                                                             \
         return y;                                                                             \
     }
-FLOAT_ONE(sigmoid)
-FLOAT_ONE(silu)
+FLOAT_ONE(exp, 88.5f) /* above: the routine's (exp(88.73) overflows) */
+FLOAT_ONE(tanh, INFINITY)
+FLOAT_ONE(sigmoid, INFINITY)
+FLOAT_ONE(silu, INFINITY)
 
 #define ROUND_SLACK 32768
 /* gelu_deriv's zero (x = -0.75179): the inputs around it that go to its routine (VECTOR_F32_HOLE). Its
@@ -612,13 +632,14 @@ VECTOR_F32_HOLE(gelu_deriv, -3.0f, FLT_MAX, GELU_DERIV_HOLE_LO, GELU_DERIV_HOLE_
 #define STORE_AVX512_FLOATS(dst) for (int k = 0; k < FK_AVX512; k++) _mm512_storeu_ps((dst) + 16 * k, y[k])
 
 /* The f32-arithmetic kernels of NAME (NAME##_float of elementwise_float.h), blocks of FK vectors */
-#define FLOAT_F32(NAME)                                                                       \
+#define FLOAT_F32(NAME, ABOVE)                                                                \
     AVX2_INLINE void NAME##_f32_float_block_avx2(const float *xs, float *ys, int64_t m, vg_fixes *f) { \
         __m256 x[FK_AVX2], y[FK_AVX2];                                                        \
         uint64_t fix = 0;                                                                     \
         for (int k = 0; k < FK_AVX2; k++) {                                                   \
             x[k] = _mm256_loadu_ps(xs + 8 * k);                                               \
             __m256 low = _mm256_cmp_ps(x[k], _mm256_set1_ps(-87.0f), _CMP_NGE_UQ);            \
+            low = _mm256_or_ps(low, _mm256_cmp_ps(x[k], _mm256_set1_ps(ABOVE), _CMP_GT_OQ));  \
             fix |= (uint64_t)_mm256_movemask_ps(low) << 8 * k;                                \
         }                                                                                     \
         NAME##_float_avx2(x, y);                                                              \
@@ -630,14 +651,17 @@ VECTOR_F32_HOLE(gelu_deriv, -3.0f, FLT_MAX, GELU_DERIV_HOLE_LO, GELU_DERIV_HOLE_
         uint64_t fix = 0;                                                                     \
         for (int k = 0; k < FK_AVX512; k++) {                                                 \
             x[k] = _mm512_loadu_ps(xs + 16 * k);                                              \
-            fix |= (uint64_t)_mm512_cmp_ps_mask(x[k], _mm512_set1_ps(-87.0f), _CMP_NGE_UQ) << 16 * k; \
+            fix |= (uint64_t)(_mm512_cmp_ps_mask(x[k], _mm512_set1_ps(-87.0f), _CMP_NGE_UQ) |  \
+                              _mm512_cmp_ps_mask(x[k], _mm512_set1_ps(ABOVE), _CMP_GT_OQ)) << 16 * k; \
         }                                                                                     \
         NAME##_float_avx512(x, y);                                                            \
         FINISH_BLOCK(NAME, 16 * FK_AVX512, STORE_AVX512_FLOATS)                               \
     }                                                                                         \
     BLOCKED(AVX512, NAME##_f32_float_avx512, NAME##_f32_float_block_avx512, 16 * FK_AVX512, NAME)
-FLOAT_F32(sigmoid)
-FLOAT_F32(silu)
+FLOAT_F32(exp, 88.5f)
+FLOAT_F32(tanh, INFINITY)
+FLOAT_F32(sigmoid, INFINITY)
+FLOAT_F32(silu, INFINITY)
 
 /* NAME's KIND kernel (f32: the double path; f32_float: the float one) on the chosen path's vectors */
 #define VECTOR_DISPATCH(NAME, KIND)                                                           \
@@ -678,9 +702,9 @@ FLOAT_F32(silu)
         vg_parallel_for(n, min_chunk, threads, NAME##_f32_chunk, &p);                         \
     }
 
-VECTORIZED(exp, )
+VECTORIZED(exp, FLOAT_FIRST(exp))
 VECTORIZED(sigmoid, FLOAT_FIRST(sigmoid))
-VECTORIZED(tanh, )
+VECTORIZED(tanh, FLOAT_FIRST(tanh))
 VECTORIZED(silu, FLOAT_FIRST(silu))
 VECTORIZED(gelu_tanh, )
 VECTORIZED(gelu, )

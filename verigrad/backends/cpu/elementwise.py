@@ -9,7 +9,8 @@ with alpha) is C's fma on operands of one shape, exactly the reference's emulate
 bits, and so do the ops of `UNARY_EXACT` and the binary ops. The transcendentals and activations
 (`UNARY_LIBM`, pow) evaluate their references' f64 formulas with the C library's routines and round once
 (f32 exp, sigmoid, tanh, silu, gelu_tanh, gelu and gelu_deriv take an AVX2 path that gives the same bits, see
-elementwise.c; a native build computes f32 sigmoid and silu in f32 arithmetic, within its tolerance).
+elementwise.c; a native build computes f32 exp, tanh, sigmoid and silu in f32 arithmetic, within its
+tolerance).
 They are exact where NumPy's f64 loops are the C library's (glibc on x86 without AVX-512, say);
 `register` checks this per op on probe values. Where NumPy has routines of its own (its AVX-512 builds),
 their inner loops are handed to elementwise.c (numpy_loops.py): the kernels run them a block at a time,
@@ -280,7 +281,10 @@ VECTORIZED = (
 # f32 ops that a native build computes in f32 arithmetic (elementwise_float.h), and the ulps from the
 # reference it then states: the most measured on every f32 input, against the reference's formula with
 # the C library's exp and with NumPy's own (its AVX-512 builds) alike
-FLOAT_ULPS = {"sigmoid": 2, "silu": 3}
+# (exp and tanh: within 1 and 2 ulps of the reference's formula on the C library's exp and expm1, rounded to
+# f32, on every input they keep (2.24e9 and 3.26e9); one more for NumPy's own routines, which the reference
+# may round to the other neighbour where its double lies that close to half an ulp)
+FLOAT_ULPS = {"exp": 2, "tanh": 3, "sigmoid": 2, "silu": 3}
 # kernels in which no product feeds an addition (one IEEE operation an element, or 1 - x then a
 # product): a native build's contraction cannot change them, so they state the reference's bits there too
 UNCONTRACTED = ("relu", "relu_deriv", "neg", "abs", "sqrt", "rsqrt", "sigmoid_deriv", "cast")

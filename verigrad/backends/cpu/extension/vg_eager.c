@@ -49,7 +49,7 @@ static int (*recording)(void) = NULL; /* vg_call's: whether this thread records 
 static PyObject *scalar_specs[2];      /* the spec of a 0-d f32 and f64 constant (made by `constant`) */
 static PyObject *S_stack, *S_grad, *S_plans, *S_variadic, *S_positional, *S_canonical, *S_decompose,
     *S_group, *S_differentiable, *S_vjp, *S_reference, *S_shape, *S_dtype, *S_kind, *S_np, *S_threads, *S_first,
-    *S_stamp, *S_plan, *S_run, *S_axes, *S_index, *S_axis, *S_clock, *S_keepdim;
+    *S_stamp, *S_plan, *S_run, *S_axes, *S_index, *S_axis, *S_clock, *S_keepdim, *S_size;
 static int ready = 0;
 
 #define SLOT(o, at) (*(PyObject **)((char *)(o) + (at)))
@@ -72,9 +72,57 @@ static int offset_of(PyTypeObject *type, const char *name, Py_ssize_t *out) {
     return 0;
 }
 
+/* Attributes read on every call (an op's `_eager_plans`, `reference`, `group`, ...; a spec's shape and
+ * dtype; a backend's stamp) through a small cache (CPython 3.11; elsewhere PyObject_GetAttr itself): an
+ * entry holds what PyObject_GetAttr answered for (object, name), read from the object's instance dict,
+ * or from its type where the dict has no such key and the type's value is not a descriptor, and is used
+ * while that dict is the same one at the same version and the type at the same version tag. A dict's
+ * version changes with every write to it and is never given to another dict (a new dict takes a new one),
+ * and a type's tag changes with every assignment to it, so a hit is what PyObject_GetAttr would answer:
+ * a replaced `op.reference` or `EagerMode.run` is seen at the next call. Objects whose type overrides
+ * attribute access, has a data descriptor (a property, a slot) of that name, or has no instance dict are
+ * read by PyObject_GetAttr every time. Read and written with the GIL held. */
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+#define ATTR_CACHE 256
+static struct {
+    PyObject *obj, *name, *dict; /* identities only: compared, never used */
+    uint64_t dict_version;
+    PyTypeObject *type;
+    unsigned int type_version;
+    PyObject *value; /* borrowed: the dict (or the type) holds it while both versions stay */
+} attrs[ATTR_CACHE];
+
+static PyObject *attr(PyObject *o, PyObject *name) {
+    PyTypeObject *tp = Py_TYPE(o);
+    if (tp->tp_getattro != PyObject_GenericGetAttr) return PyObject_GetAttr(o, name);
+    PyObject **at = _PyObject_GetDictPtr(o);
+    PyObject *dict = at == NULL ? NULL : *at;
+    if (dict == NULL || !PyDict_CheckExact(dict)) return PyObject_GetAttr(o, name);
+    uint64_t version = ((PyDictObject *)dict)->ma_version_tag;
+    size_t h = (((uintptr_t)o >> 4) ^ ((uintptr_t)name >> 3) * 0x9E3779B1u) & (ATTR_CACHE - 1);
+    if (attrs[h].obj == o && attrs[h].name == name && attrs[h].dict == dict && attrs[h].dict_version == version &&
+        attrs[h].type == tp && attrs[h].type_version == tp->tp_version_tag &&
+        (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG))
+        return Py_NewRef(attrs[h].value);
+    PyObject *in_type = _PyType_Lookup(tp, name); /* borrowed; gives the type a version tag */
+    if (in_type != NULL && Py_TYPE(in_type)->tp_descr_set != NULL) return PyObject_GetAttr(o, name);
+    PyObject *v = PyDict_GetItemWithError(dict, name);
+    if (v == NULL && PyErr_Occurred()) return NULL;
+    if (v == NULL && (in_type == NULL || Py_TYPE(in_type)->tp_descr_get != NULL)) return PyObject_GetAttr(o, name);
+    if (v == NULL) v = in_type;
+    if (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) {
+        attrs[h].obj = o, attrs[h].name = name, attrs[h].dict = dict, attrs[h].dict_version = version;
+        attrs[h].type = tp, attrs[h].type_version = tp->tp_version_tag, attrs[h].value = v;
+    }
+    return Py_NewRef(v);
+}
+#else
+#define attr PyObject_GetAttr
+#endif
+
 /* a new reference to attribute `name`'s truth: 1, 0, or -1 with an exception */
 static int truth(PyObject *o, PyObject *name) {
-    PyObject *v = PyObject_GetAttr(o, name);
+    PyObject *v = attr(o, name);
     if (v == NULL) return -1;
     int r = PyObject_IsTrue(v);
     Py_DECREF(v);
@@ -293,14 +341,14 @@ static PyObject *threads_property, *bufsize_fn, *bufsize_seen, *numpy_state;
 static PyObject *S_explicit, *S_seen;
 
 static int count_value(count_reader *c, long long *out) {
-    PyObject *v = PyObject_GetAttr(c->setting, S_explicit);
+    PyObject *v = attr(c->setting, S_explicit);
     if (v == NULL || v != Py_None) return int_value(v, out);
     Py_DECREF(v);
     v = NULL;
     if (c->environ != NULL) {
         PyObject *text = PyDict_GetItemWithError(c->environ, c->key);
         if (text == NULL && PyErr_Occurred()) return -1;
-        PyObject *seen = PyObject_GetAttr(c->setting, S_seen);
+        PyObject *seen = attr(c->setting, S_seen);
         if (seen == NULL) return -1;
         if (PyTuple_CheckExact(seen) && PyTuple_GET_SIZE(seen) == 2 &&
             PyTuple_GET_ITEM(seen, 0) == (text == NULL ? Py_None : text))
@@ -639,7 +687,7 @@ static PyObject *matmul_call(PyObject *fast, PyObject **arrays, Py_ssize_t n, Py
     PyObject *r = NOT_HANDLED, *plan = matmul_plan(plans, flag, ab), *how = NULL, *out = NULL;
     if (plan == NULL) goto end;
     Py_INCREF(plan); /* the table may let it go while the kernel runs */
-    how = PyObject_GetAttr(plan, S_direct);
+    how = attr(plan, S_direct);
     Py_DECREF(plan); /* `how` holds what the call needs */
     if (how == NULL) {
         if (PyErr_ExceptionMatches(PyExc_AttributeError)) PyErr_Clear(); /* a plan of another kind */
@@ -848,15 +896,15 @@ static PyObject *direct(PyObject *fast, PyObject **arrays, Py_ssize_t n, PyObjec
 /* whether array `r` is what EagerMode.run keeps as it is: an ndarray of the spec's dtype and shape */
 static int conforms(PyObject *r, PyObject *out) {
     if (!PyArray_CheckExact(r)) return 0;
-    PyObject *dtype = PyObject_GetAttr(out, S_dtype);
+    PyObject *dtype = attr(out, S_dtype);
     if (dtype == NULL) return -1;
-    PyObject *np_dtype = PyObject_GetAttr(dtype, S_np);
+    PyObject *np_dtype = attr(dtype, S_np);
     Py_DECREF(dtype);
     if (np_dtype == NULL) return -1;
     int same = (PyObject *)PyArray_DESCR((PyArrayObject *)r) == np_dtype;
     Py_DECREF(np_dtype);
     if (!same) return 0;
-    PyObject *shape = PyObject_GetAttr(out, S_shape);
+    PyObject *shape = attr(out, S_shape);
     if (shape == NULL) return -1;
     int nd = PyArray_NDIM((PyArrayObject *)r);
     same = PyTuple_Check(shape) && PyTuple_GET_SIZE(shape) == nd;
@@ -995,6 +1043,41 @@ static PyObject *quietly(PyObject *kernel, PyObject **arrays, Py_ssize_t n, PyOb
 
 static PyObject *call_op_on(PyObject *op, PyObject *const *in, Py_ssize_t n, PyObject *kwnames, int elementwise);
 
+/* whether eager_mode.run is EagerMode.run as it was at setup (not replaced: a test counting its calls, say):
+ * 1, 0, or -1 with an exception. The answer is kept while the mode's instance dict and its type are at the
+ * versions it was found at (as `attr` keeps an attribute; elsewhere than CPython 3.11, found every time). */
+static int original_run(void) {
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+    static PyObject *dict_seen;
+    static uint64_t dict_version_seen;
+    static PyTypeObject *type_seen;
+    static unsigned int type_version_seen;
+    PyTypeObject *tp = Py_TYPE(eager_mode);
+    PyObject **at = _PyObject_GetDictPtr(eager_mode);
+    PyObject *dict = at == NULL ? NULL : *at;
+    int cacheable = dict != NULL && PyDict_CheckExact(dict) && tp->tp_getattro == PyObject_GenericGetAttr;
+    if (cacheable && dict == dict_seen && ((PyDictObject *)dict)->ma_version_tag == dict_version_seen &&
+        tp == type_seen && tp->tp_version_tag == type_version_seen && (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG))
+        return 1;
+    dict_seen = NULL;
+#endif
+    PyObject *run = PyObject_GetAttr(eager_mode, S_run);
+    if (run == NULL) return -1;
+    int same = PyMethod_Check(run) && PyMethod_GET_FUNCTION(run) == run_function;
+    Py_DECREF(run);
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+    /* kept only where the dict holds no `run` and the type's is the function (a method, as at setup) */
+    if (same && cacheable && PyDict_GetItemWithError(dict, S_run) == NULL && !PyErr_Occurred() &&
+        _PyType_Lookup(tp, S_run) == run_function && (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) {
+        dict_seen = dict, dict_version_seen = ((PyDictObject *)dict)->ma_version_tag;
+        type_seen = tp, type_version_seen = tp->tp_version_tag;
+    }
+    if (PyErr_Occurred()) return -1;
+#endif
+    return same;
+}
+
+
 /* The eager call of `op` on `in` (n operands, then the params named by kwnames): the result tensor,
  * NOT_HANDLED (no exception) where the Python code must run it, or NULL with an exception. */
 static PyObject *call_op(PyObject *op, PyObject *const *in, Py_ssize_t n, PyObject *kwnames, int elementwise) {
@@ -1004,11 +1087,8 @@ static PyObject *call_op(PyObject *op, PyObject *const *in, Py_ssize_t n, PyObje
     Py_DECREF(mode); /* the thread's stack holds it: only its identity is needed */
     if (mode != eager_mode) return NOT_HANDLED;
     /* EagerMode.run as it was at setup (not replaced: a test counting its calls, say) */
-    PyObject *run = PyObject_GetAttr(eager_mode, S_run);
-    if (run == NULL) return NULL;
-    int same = PyMethod_Check(run) && PyMethod_GET_FUNCTION(run) == run_function;
-    Py_DECREF(run);
-    if (!same) return NOT_HANDLED;
+    int same = original_run();
+    if (same <= 0) return same < 0 ? NULL : NOT_HANDLED;
     int v = truth(op, S_variadic);
     if (v < 0) return NULL;
     int sequence = v && n > 0 && (PyList_CheckExact(in[0]) || PyTuple_CheckExact(in[0]));
@@ -1016,7 +1096,7 @@ static PyObject *call_op(PyObject *op, PyObject *const *in, Py_ssize_t n, PyObje
         /* params after the first argument (`cat([x, y], 0)`, `reshape(x, (2, 3))`), named by the op's
          * `positional` as Op.__call__ names them: the keywords given, then those (added to its dict in
          * that order); a name given both ways, or more than the op names, is Python's to run */
-        PyObject *positional = PyObject_GetAttr(op, S_positional);
+        PyObject *positional = attr(op, S_positional);
         if (positional == NULL) return NULL;
         Py_ssize_t extra = n - 1, m = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
         PyObject *r = NOT_HANDLED, *names = NULL, *items = NULL;
@@ -1144,13 +1224,13 @@ static PyObject *call_op_on(PyObject *op, PyObject *const *in, Py_ssize_t n, PyO
     for (Py_ssize_t k = 0; k < n; k++) {
         if (PyObject_TypeCheck(in[k], tensor_type)) {
             PyObject *spec = SLOT(in[k], t_spec);
-            PyObject *d = PyObject_GetAttr(spec, S_dtype);
+            PyObject *d = attr(spec, S_dtype);
             if (d == NULL) return NULL;
             Py_DECREF(d); /* a dtype lives as long as verigrad */
             if (dtype == NULL && !mixed) dtype = d;
             else if (d != dtype) mixed = 1, dtype = NULL;
             if (elementwise && scalar_at < 0) {
-                PyObject *shape = PyObject_GetAttr(spec, S_shape);
+                PyObject *shape = attr(spec, S_shape);
                 if (shape == NULL) return NULL;
                 if (PyTuple_Check(shape) && PyTuple_GET_SIZE(shape) > 0) dims_seen = 1;
                 else scalars_seen = 1;
@@ -1168,7 +1248,7 @@ static PyObject *call_op_on(PyObject *op, PyObject *const *in, Py_ssize_t n, PyO
         /* Elementwise._weak_operands: a scalar beside float tensors of one dtype from `first` on takes
          * their dtype; tensors of several dtypes, some with dimensions and some 0-d, are promoted there */
         if (scalar_at < 0) return NOT_HANDLED;
-        PyObject *first = PyObject_GetAttr(op, S_first);
+        PyObject *first = attr(op, S_first);
         if (first == NULL) return NULL;
         long f = PyLong_AsLong(first);
         Py_DECREF(first);
@@ -1193,14 +1273,14 @@ static PyObject *call_op_on(PyObject *op, PyObject *const *in, Py_ssize_t n, PyO
     PyObject *arrays[MAX_OPERANDS] = {NULL};
     Py_ssize_t m = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
     /* the key: the operands' shapes and dtypes, then the params */
-    PyObject *canonical = PyObject_GetAttr(op, S_canonical);
+    PyObject *canonical = attr(op, S_canonical);
     if (canonical == NULL) goto done;
     Py_ssize_t extra = m == 0 ? 0 : canonical == Py_None ? m : 1;
     key = PyTuple_New(2 * n + extra);
     if (key == NULL) goto done;
     for (Py_ssize_t k = 0; k < n; k++) {
         PyObject *spec = SLOT(PyTuple_GET_ITEM(tensors, k), t_spec);
-        PyObject *shape = PyObject_GetAttr(spec, S_shape), *d = PyObject_GetAttr(spec, S_dtype);
+        PyObject *shape = attr(spec, S_shape), *d = attr(spec, S_dtype);
         if (shape == NULL || d == NULL) {
             Py_XDECREF(shape), Py_XDECREF(d);
             goto done;
@@ -1234,7 +1314,7 @@ static PyObject *call_op_on(PyObject *op, PyObject *const *in, Py_ssize_t n, PyO
         if (params == NULL) goto done;
     }
     if (key != NULL) {
-        PyObject *plans = PyObject_GetAttr(op, S_plans);
+        PyObject *plans = attr(op, S_plans);
         if (plans == NULL) goto done;
         found = PyDict_Check(plans) ? PyDict_GetItemWithError(plans, key) : NULL;
         Py_XINCREF(found);
@@ -1266,17 +1346,17 @@ static PyObject *call_op_on(PyObject *op, PyObject *const *in, Py_ssize_t n, PyO
         backend = Py_NewRef(PyList_GET_ITEM(from, PyList_GET_SIZE(from) - 1));
         Py_DECREF(blocks);
     }
-    stamp = PyObject_GetAttr(backend, S_stamp);
+    stamp = attr(backend, S_stamp);
     if (stamp == NULL) goto done;
     if (SLOT(plan, p_stamp) != stamp) goto python_run; /* chosen again there */
-    PyObject *group = PyObject_GetAttr(op, S_group);
+    PyObject *group = attr(op, S_group);
     if (group == NULL) goto done;
     Py_DECREF(group);
     if (group != Py_None) goto python_run; /* its kernel looked up every time */
     v = PyObject_IsTrue(SLOT(plan, p_native));
     if (v < 0) goto done;
     if (!v) { /* the op's reference: chosen again there if it was replaced */
-        PyObject *reference = PyObject_GetAttr(op, S_reference);
+        PyObject *reference = attr(op, S_reference);
         if (reference == NULL) goto done;
         Py_DECREF(reference);
         if (reference != SLOT(plan, p_kernel)) goto python_run;
@@ -1303,9 +1383,9 @@ static PyObject *call_op_on(PyObject *op, PyObject *const *in, Py_ssize_t n, PyO
             if (v < 0) goto done;
         }
         if (v) {
-            PyObject *d = PyObject_GetAttr(out, S_dtype);
+            PyObject *d = attr(out, S_dtype);
             if (d == NULL) goto done;
-            PyObject *kind = PyObject_GetAttr(d, S_kind);
+            PyObject *kind = attr(d, S_kind);
             Py_DECREF(d);
             if (kind == NULL) goto done; /* is_float, as its property reads it: kind == "f" */
             v = PyUnicode_Check(kind) && PyUnicode_CompareWithASCIIString(kind, "f") == 0;
@@ -1314,13 +1394,13 @@ static PyObject *call_op_on(PyObject *op, PyObject *const *in, Py_ssize_t n, PyO
         needs_grad = v;
     }
     PyObject *kernel = SLOT(plan, p_kernel), *fast = SLOT(plan, p_fast);
-    PyObject *decompose = PyObject_GetAttr(op, S_decompose);
+    PyObject *decompose = attr(op, S_decompose);
     if (decompose == NULL) goto done;
     Py_DECREF(decompose);
     if (decompose != Py_None) { /* a composite op runs its native kernel; else its decomposition there */
         if (kernel == Py_None) goto python_run;
         if (needs_grad) {
-            PyObject *vjp = PyObject_GetAttr(op, S_vjp);
+            PyObject *vjp = attr(op, S_vjp);
             if (vjp == NULL) goto done;
             Py_DECREF(vjp);
             if (vjp == Py_None) goto python_run;
@@ -1402,6 +1482,7 @@ typedef struct {
     int shaped;                 /* SHAPED_RESHAPE, SHAPED_VIEW: x.reshape(*shape), x.view(*shape) */
     int along;                  /* x.softmax(axis=-1, dtype=None, *, dim=None) (see `along_axis`) */
     int legacy;                 /* PyTorch's cat(tensors, ...) called as self(tensors, ...) (see `legacy_cat`) */
+    int item;                   /* Size.__getitem__: size[i] as tuple's (see `size_item`) */
     PyObject *dict;
 } Method;
 
@@ -1413,7 +1494,7 @@ static PyObject *names_shape, *names_axis, *names_axes, *minus_one; /* ("shape",
  * dimensions swapped, permute(x, axes=...) called; NOT_HANDLED for anything else */
 static PyObject *transposed(PyObject *permute, PyObject *const *args, Py_ssize_t n, PyObject *kwnames) {
     if (kwnames != NULL || n < 1 || n > 3 || !PyObject_TypeCheck(args[0], tensor_type)) return NOT_HANDLED;
-    PyObject *shape = PyObject_GetAttr(SLOT(args[0], t_spec), S_shape);
+    PyObject *shape = attr(SLOT(args[0], t_spec), S_shape);
     if (shape == NULL) return NULL;
     Py_ssize_t ndim = PyTuple_Check(shape) ? PyTuple_GET_SIZE(shape) : -1;
     Py_DECREF(shape);
@@ -1548,7 +1629,7 @@ static PyObject *getitem_basic(Method *m, PyObject *const *args, Py_ssize_t n, P
         PyObject *item = is_tuple ? PyTuple_GET_ITEM(key, j) : key;
         if (!PySlice_Check(item) && !PyLong_CheckExact(item)) return NOT_HANDLED;
     }
-    PyObject *shape = PyObject_GetAttr(SLOT(args[0], t_spec), S_shape);
+    PyObject *shape = attr(SLOT(args[0], t_spec), S_shape);
     if (shape == NULL) return NULL;
     Py_ssize_t ndim = PyTuple_Check(shape) ? PyTuple_GET_SIZE(shape) : -1;
     if (ndim < k) return Py_DECREF(shape), NOT_HANDLED; /* too many indices: shaping.getitem says so */
@@ -1585,7 +1666,7 @@ static PyObject *getitem_basic(Method *m, PyObject *const *args, Py_ssize_t n, P
     Py_DECREF(names);
     if (r == NULL || r == NOT_HANDLED || !ints) goto end;
     /* the axes the slices left, in order: the ints' axes dropped */
-    PyObject *sliced_shape = PyObject_GetAttr(SLOT(r, t_spec), S_shape), *kept = NULL;
+    PyObject *sliced_shape = attr(SLOT(r, t_spec), S_shape), *kept = NULL;
     if (sliced_shape == NULL || !PyTuple_Check(sliced_shape) || PyTuple_GET_SIZE(sliced_shape) != ndim) {
         Py_XDECREF(sliced_shape);
         Py_CLEAR(r);
@@ -1626,7 +1707,7 @@ static PyObject *legacy_cat(PyObject *op, PyObject *const *args, Py_ssize_t n, P
         PyObject **items = PySequence_Fast_ITEMS(first);
         for (Py_ssize_t k = 0; k < count; k++) {
             if (!PyObject_TypeCheck(items[k], tensor_type)) continue;
-            PyObject *shape = PyObject_GetAttr(SLOT(items[k], t_spec), S_shape);
+            PyObject *shape = attr(SLOT(items[k], t_spec), S_shape);
             if (shape == NULL) return NULL;
             int empty = PyTuple_Check(shape) && PyTuple_GET_SIZE(shape) == 1 && PyLong_Check(PyTuple_GET_ITEM(shape, 0)) &&
                         PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, 0)) == 0;
@@ -1640,11 +1721,21 @@ static PyObject *legacy_cat(PyObject *op, PyObject *const *args, Py_ssize_t n, P
     return call_op(op, args + 1, n - 1, kwnames, 0);
 }
 
+/* Size.__getitem__(self, key) for a key that is not a slice: tuple.__getitem__'s item, as shapes.Size's
+ * method answers it (a slice, which makes a Size, and anything else: NOT_HANDLED) */
+static PyObject *size_item(PyObject *const *args, Py_ssize_t n, PyObject *kwnames) {
+    if (kwnames != NULL || n != 2 || !PyObject_TypeCheck(args[0], size_type) || PySlice_Check(args[1]))
+        return NOT_HANDLED;
+    return PyTuple_Type.tp_as_mapping->mp_subscript(args[0], args[1]);
+}
+
 static PyObject *method_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     Method *m = (Method *)self;
     Py_ssize_t n = PyVectorcall_NARGS(nargsf);
     PyObject *r = NOT_HANDLED;
-    if (m->legacy) {
+    if (m->item) {
+        if (ready) r = size_item(args, n, kwnames);
+    } else if (m->legacy) {
         if (ready) r = legacy_cat(m->op, args, n, kwnames);
     } else if (m->shaped) {
         if (ready) r = shaped_call(m, args, n, kwnames);
@@ -1674,11 +1765,11 @@ static PyObject *method_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     PyObject *op, *fallback;
     PyObject *keywords = Py_None, *kw_names = NULL, *kw_defaults = NULL;
     PyObject *getitem = Py_None, *positional = Py_None;
-    int swap = 0, elementwise = 0, transpose = 0, shaped = 0, along = 0, legacy = 0;
+    int swap = 0, elementwise = 0, transpose = 0, shaped = 0, along = 0, legacy = 0, item = 0;
     static char *names[] = {"op", "fallback", "swap", "elementwise", "transpose", "keywords", "getitem",
-                            "positional", "shaped", "along", "legacy", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|pppOOOipp:Method", names, &op, &fallback, &swap, &elementwise,
-                                     &transpose, &keywords, &getitem, &positional, &shaped, &along, &legacy))
+                            "positional", "shaped", "along", "legacy", "item", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|pppOOOippp:Method", names, &op, &fallback, &swap, &elementwise,
+                                     &transpose, &keywords, &getitem, &positional, &shaped, &along, &legacy, &item))
         return NULL;
     if (shaped < 0 || shaped > SHAPED_VIEW) {
         PyErr_Format(PyExc_ValueError, "Method: shaped must be 0, %d (reshape) or %d (view), got %d", SHAPED_RESHAPE,
@@ -1723,7 +1814,7 @@ static PyObject *method_new(PyTypeObject *type, PyObject *args, PyObject *kwargs
     m->getitem = getitem == Py_None ? NULL : Py_NewRef(getitem);
     m->names = kw_names, m->defaults = kw_defaults;
     m->positional = positional == Py_None ? NULL : Py_NewRef(positional);
-    m->shaped = shaped, m->along = along, m->legacy = legacy;
+    m->shaped = shaped, m->along = along, m->legacy = legacy, m->item = item;
     return (PyObject *)m;
 }
 
@@ -1879,6 +1970,21 @@ static PyObject *read_settings(PyObject *module, PyObject *args) {
     return Py_BuildValue("(iLL)", threads, chunk, block);
 }
 
+/* shape_of(x): Tensor.shape as the property written in Python reads it, x.spec.size (a Size the spec made
+ * once), without its Python frame; that property (`shape_python`, given by `shape_fallback`) where the calls
+ * are off or x is not a tensor with a spec */
+static PyObject *shape_python;
+static PyObject *shape_of(PyObject *module, PyObject *x) {
+    if (ready && PyObject_TypeCheck(x, tensor_type) && SLOT(x, t_spec) != NULL) return attr(SLOT(x, t_spec), S_size);
+    if (shape_python == NULL) return PyErr_Format(PyExc_RuntimeError, "vg_eager: shape_fallback first");
+    return PyObject_CallOneArg(shape_python, x);
+}
+
+static PyObject *shape_fallback(PyObject *module, PyObject *fget) {
+    Py_XSETREF(shape_python, Py_NewRef(fget));
+    Py_RETURN_NONE;
+}
+
 /* enabled(flag): calls go to their fallbacks while off (a test compares both ways) */
 static PyObject *enabled(PyObject *module, PyObject *arg) {
     int on = PyObject_IsTrue(arg);
@@ -1895,6 +2001,8 @@ static PyMethodDef methods[] = {
     {"setup", setup, METH_VARARGS, "setup(Tensor, Plan, Node, DType, Size, f32, f64, mode, local, active, active_default, versions, conform, "
                                    "error_state, quiet, recording)"},
     {"enabled", enabled, METH_O, "enabled(flag): turn the C calls on or off; gives the previous state"},
+    {"shape_of", shape_of, METH_O, "shape_of(x): x.spec.size (Tensor.shape)"},
+    {"shape_fallback", shape_fallback, METH_O, "shape_fallback(fget): what shape_of calls while the calls are off"},
     {"read", read_settings, METH_VARARGS, "read(backend, chunk, block): (backend.threads, chunk(), block()) as a "
                                           "direct call reads them"},
     {"readers", readers, METH_VARARGS, "readers(threads_property, thread_setting, chunk_setting, environ, "
@@ -1923,7 +2031,7 @@ PyMODINIT_FUNC PyInit_vg_eager(void) {
         intern(&S_axes, "axes") || intern(&S_index, "index") || intern(&S_axis, "axis") ||
         intern(&S_keepdim, "keepdim") || intern(&S_explicit, "explicit") || intern(&S_seen, "_seen") ||
         intern(&S_direct, "direct") || intern(&S_strides, "strides") || intern(&S_fast, "fast") ||
-        intern(&S_clock, "clock"))
+        intern(&S_clock, "clock") || intern(&S_size, "size"))
         return NULL;
     names_shape = PyTuple_Pack(1, S_shape), names_axis = PyTuple_Pack(1, S_axis), names_axes = PyTuple_Pack(1, S_axes);
     minus_one = PyLong_FromLong(-1);
