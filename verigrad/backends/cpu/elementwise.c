@@ -135,10 +135,14 @@ int vg_use_numpy_routine(int which, void *loop, void *data) { return np_use(whic
 /* The binary ops, each given to KERNEL (BINARY, or BINARY_BC below): on floats, and on 64-bit integers
  * (NumPy's: add, sub and mul wrap around, computed in unsigned arithmetic, where C's signed overflow is
  * undefined) */
+/* add and mul take b as a where a is a NaN: x86 gives the first operand's NaN, but the compiler may put
+ * either operand first, differently in a loop's vector body and its scalar prologue, so an element's NaN
+ * would depend on where its thread's block starts; a select keeps it a's on every thread count */
+#define FIRST_NAN(a, b) (isnan(a) ? (a) : (b))
 #define FLOAT_BINARY(KERNEL, T, SUF)                                                 \
-    KERNEL(add, T, SUF, a + b)                                                    \
+    KERNEL(add, T, SUF, a + FIRST_NAN(a, b))                                      \
     KERNEL(sub, T, SUF, a - b)                                                    \
-    KERNEL(mul, T, SUF, a * b)                                                    \
+    KERNEL(mul, T, SUF, a * FIRST_NAN(a, b))                                      \
     KERNEL(div, T, SUF, a / b)                                                    \
     KERNEL(maximum, T, SUF, (a > b || isnan(a)) ? a : b)                         \
     KERNEL(minimum, T, SUF, (a < b || isnan(a)) ? a : b)
