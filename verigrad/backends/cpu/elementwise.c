@@ -704,6 +704,11 @@ FLOAT_F32(silu, INFINITY)
     void vg_##NAME##_f32(const float *x, float *out, int64_t n, int64_t min_chunk, int threads) { \
         vg_args p = {x, 0, out};                                                              \
         vg_parallel_for(n, min_chunk, threads, NAME##_f32_chunk, &p);                         \
+    }                                                                                         \
+    /* the same on the calling thread, without the pool: a fused kernel's stage */            \
+    void vg_##NAME##_f32_range(const float *x, float *out, int64_t n) {                       \
+        vg_args p = {x, 0, out};                                                              \
+        NAME##_f32_chunk(&p, 0, n);                                                           \
     }
 
 VECTORIZED(exp, FLOAT_FIRST(exp))

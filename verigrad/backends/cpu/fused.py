@@ -342,7 +342,7 @@ def _staged(
                 lines.append(f"{loop} {here} A{m}[j] = {_convert(*args[0], out)}; }}")
             target = "y0 + s" if m == direct else f"M{m}"
             index = VECTOR_MEMBERS.index(member.name)
-            lines.append(f"    vg_vector[{index}]({source}, {target}, n, INT64_MAX, 1);")
+            lines.append(f"    vg_vector[{index}]({source}, {target}, n);")
             continue
         if member.name not in staged:
             block = _member(member.name, out, args, staged)
@@ -481,7 +481,7 @@ int vg_fused_use_numpy(int which, void *loop, void *data) {{ return np_use(which
 
 /* The main library's f32 kernels of fused.py's VECTOR_MEMBERS (vg_exp_f32 ..), handed over when the
  * library loads; called on one thread over a stage (the chunk is already one thread's) */
-typedef void (*vg_vector_fn)(const float *x, float *y, int64_t n, int64_t min_chunk, int threads);
+typedef void (*vg_vector_fn)(const float *x, float *y, int64_t n);
 static vg_vector_fn vg_vector[{len(VECTOR_MEMBERS)}];
 void vg_fused_use_vector(int which, vg_vector_fn fn) {{ vg_vector[which] = fn; }}
 
@@ -749,7 +749,7 @@ class FusedKernel:
         """What calls the C function on (inputs, result(s), dims, min_chunk, threads): vg_call, which
         passes the tuples of arrays as arrays of their data pointers (`_pointers_of` where it cannot);
         without it, `_pointers_of`; `_fallback` where the function could not be built."""
-        vectors = tuple(self._lib.address(f"vg_{name}_f32") for name in VECTOR_MEMBERS)
+        vectors = tuple(self._lib.address(f"vg_{name}_f32_range") for name in VECTOR_MEMBERS)
         self._function = BATCHES.get(self.name, self._parallel_for, vectors)
         if self._function is None:
             return self._fallback
