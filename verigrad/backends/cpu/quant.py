@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ...ops import REGISTRY, qembedding
+from ...ops import REGISTRY, dequantize_op, qembedding
 from ...ops.quant import Q8_32_QTYPES, Q8K_QTYPES, rms_norm_qmatmul_q8
 from ..kernel_table import EXACT, tolerance
 from ..reference import composite_reference
@@ -47,7 +47,7 @@ QTYPES = {  # quant.c's format codes
     "iq4_nl": 10,
     "iq4_xs": 11,
 }
-QUANT = ("qmatmul", "qmatmul_q8", "rms_norm_qmatmul_q8", "qembedding")
+QUANT = ("qmatmul", "qmatmul_q8", "rms_norm_qmatmul_q8", "qembedding", "dequantize")
 # op -> {C function: formats it takes}
 _FUNCTIONS = {
     "qmatmul": {"vg_qmatmul_f32": tuple(QTYPES)},
@@ -145,6 +145,29 @@ def _embedding(fn: Any, reference: Callable, backend: Any, ptr: Callable) -> Cal
     return kernel
 
 
+def _dequantize(embedding: Callable, reference: Callable) -> Callable:
+    """dequantize through qembedding's kernel (the same bits): the rows of w [..., row bytes] are looked up
+    at their own positions in the buffer w views (no copy of a strided window whose rows are whole, as a
+    key/value cache's window over its positions is); other layouts are made contiguous first."""
+
+    def kernel(w: np.ndarray, qtype: str) -> np.ndarray:
+        if qtype not in QTYPES or w.dtype != np.uint8 or w.ndim == 0 or w.size == 0:
+            return reference(w, qtype=qtype)
+        row = w.shape[-1]
+        strides = w.strides[:-1]
+        if w.strides[-1] != 1 or any(s < 0 or s % row for s in strides):
+            w = np.ascontiguousarray(w)
+            strides = w.strides[:-1]
+        ids = np.zeros((), np.int64)
+        for size, stride in zip(w.shape[:-1], strides):
+            ids = ids[..., None] + np.arange(size, dtype=np.int64) * (stride // row)
+        span = int(ids.max()) + 1  # the rows from the first one w's buffer holds up to its last
+        table = np.lib.stride_tricks.as_strided(w, (span, row), (row, 1), writeable=False)
+        return embedding(ids, table, qtype)
+
+    return kernel
+
+
 _state: dict[str, Any] = {"simd": None}
 
 
@@ -179,4 +202,6 @@ def register(backend: Any, lib: Library) -> None:
     backend.register("rms_norm_qmatmul_q8", _normed_kernel(fns, reference, backend, lib.ptr), "f32", EXACT)
     p, i64 = ctypes.c_void_p, ctypes.c_int64
     fn = lib.fn("vg_qembedding", [ctypes.c_int, p, i64, i64, i64, p, i64, p, i64, ctypes.c_int], i64)
-    backend.register("qembedding", _embedding(fn, qembedding.reference, backend, lib.ptr), "f32", EXACT)
+    embedding = _embedding(fn, qembedding.reference, backend, lib.ptr)
+    backend.register("qembedding", embedding, "f32", EXACT)
+    backend.register("dequantize", _dequantize(embedding, dequantize_op.reference), "f32", EXACT)
