@@ -10,8 +10,8 @@ W is a power of two (at least the cache's length), so only a handful of plans ar
 (`cached_attention`) covers exactly the valid prefix.
 
 A q8_0 cache stores each key and value as q8_0 blocks along the head dimension (llama.cpp's blocks:
-34 bytes per 32 values); the step then takes the windows as those bytes and de-quantizes them with the
-`dequantize` op before the attention (`dequantized_step`).
+34 bytes per 32 values); the step then takes the windows as those bytes and de-quantizes each layer's with
+the `dequantize` op before its attention (`layer_window`).
 
 A batch of sequences of different lengths (a server's continuous batching) runs one decode step with
 per-row positions [B, 1] and bias [B, 1, W+1] (`row_inputs`): sequence i is row i of the cache, at its
@@ -26,6 +26,7 @@ import numpy as np
 
 from ..autograd import no_grad
 from ..compile import compile
+from ..dtypes import u8
 from ..io.quantizers import quantize
 from ..ops import dequantize_op, from_numpy
 from ..ops.quant import FORMATS
@@ -213,36 +214,34 @@ def commit_rows(cache: KVCache, new: list[Tensor], lengths: list[int]) -> None:
         cache.values[i][rows, :, at] = _stored(v.numpy()[:, :, 0], cache)
 
 
-def dequantized_step(step: Any) -> Any:
-    """`step` taking a q8_0 cache's windows (u8 blocks [B, KV, W, bytes]): each de-quantized to f32 (the
-    `dequantize` op) and given to `step` as an f32 cache's window (keys transposed)."""
-
-    def run(ids: Tensor, positions: Tensor, bias: Tensor, *windows: Tensor, last_only: bool = False) -> Any:
-        f32 = [dequantize_op(w, qtype="q8_0") for w in windows]
-        f32[0::2] = [k.mT for k in f32[0::2]]
-        return step(ids, positions, bias, *f32, last_only=last_only)
-
-    return run
+def layer_window(windows: tuple, layer: int) -> tuple[Tensor, Tensor]:
+    """Layer `layer`'s window (keys transposed, values) from a step's windows; a q8_0 cache's (u8 blocks
+    [B, KV, W, bytes]) de-quantized to f32 here, as the layer needs it, so that a step holds one layer's
+    f32 window at a time, not the whole cache's."""
+    keys, values = windows[2 * layer], windows[2 * layer + 1]
+    if keys.dtype is u8:
+        return dequantize_op(keys, qtype="q8_0").mT, dequantize_op(values, qtype="q8_0")
+    return keys, values
 
 
 class CachedStep:
     """A model's `step` run on a cache (inputs made, outputs committed): compiled for one new token
     (the decode loop: T = 1, so its products have no position axis), eager for several (a prompt:
-    compiling per prompt length would build a plan for each, and run it once)."""
+    compiling per prompt length would build a plan for each, and run it once). On a q8_0 cache every step
+    is eager: a compiled plan keeps a buffer for each value it computes, so every layer's de-quantized f32
+    window would stay allocated (as much memory as an f32 cache), where eager frees each after its layer."""
 
     def __init__(self, step: Any, layers: int, kv_heads: DimLike, head_dim: DimLike):
         self.step, self.sizes = step, (layers, kv_heads, head_dim)
-        self.q8_step = dequantized_step(step)
         self.decode: dict[str, Any] = {}  # compiled per cache dtype
         self.decode_rows: dict[str, Any] = {}
 
-    def _step(self, cache: KVCache) -> Any:
-        return self.q8_step if cache_dtype(cache) == "q8_0" else self.step
-
     def _compiled(self, plans: dict[str, Any], cache: KVCache, rows: bool) -> Any:
         dtype = cache_dtype(cache)
+        if dtype == "q8_0":
+            return self.step
         if dtype not in plans:
-            plans[dtype] = compile(self._step(cache), specs=step_specs(*self.sizes, 1, rows, dtype))
+            plans[dtype] = compile(self.step, specs=step_specs(*self.sizes, 1, rows, dtype))
         return plans[dtype]
 
     def rows(self, ids: Tensor, cache: KVCache, lengths: list[int]) -> Tensor:
@@ -266,7 +265,7 @@ class CachedStep:
             if count == 1:  # one token: its logits are the last
                 logits, *new = decode(ids, *args)
             else:
-                logits, *new = self._step(cache)(ids, *args, last_only=last_only)
+                logits, *new = self.step(ids, *args, last_only=last_only)
         commit(cache, new)
         return logits
 
