@@ -184,3 +184,31 @@ def test_fused_norm_kernel_is_the_norm_then_the_product(qtype):
         cpu_quant.simd(True)
     op = rms_norm_qmatmul_q8(vg.from_numpy(x), norm.weight, vg.tensor(raw, dtype="u8"), qtype=qtype, eps=1e-5)
     np.testing.assert_array_equal(_bits(op.numpy()), _bits(want))
+
+
+@needs_cc
+@pytest.mark.parametrize("qtype", ["q8_0", "q4_0", "q5_1", "iq4_nl", "q4_k"])
+def test_a_block_too_small_to_invert_counts_as_zeros(qtype):
+    """A block whose largest |x| is so small that 1 / d overflows f32 (here 3.9e-39: d is 3e-41) is taken
+    as zeros by the references and by every kernel path (C's float-to-int conversion of x * inf was
+    undefined: the 32-value kernels answered 8.6e-38 where the reference said 0)."""
+    from verigrad.ops.quant import FORMATS, quantize_q8
+
+    k = FORMATS[qtype].block * 2
+    x = np.random.default_rng(0).standard_normal((3, k)).astype(np.float32)
+    x[:, : k // 2] = np.float32(-3.918315e-39)
+    x[1, 1] = np.float32(2e-39)
+    q, d, _ = quantize_q8(x) if FORMATS[qtype].block == 32 else quantize_q8_k(x)[:3]
+    assert not q[:, 0].any() and (d[:, 0] == 0).all()
+    raw = random_blocks(np.random.default_rng(1), qtype, 4, k)
+    want = qmatmul_q8.reference(x, raw, qtype)
+    zeroed = x.copy()
+    zeroed[:, : k // 2] = 0
+    np.testing.assert_array_equal(_bits(want), _bits(qmatmul_q8.reference(zeroed, raw, qtype)))
+    kernel = cpu.cpu.native(vg.REGISTRY["qmatmul_q8"], vg.f32)
+    try:
+        for path in cpu_quant.PATHS:
+            cpu_quant.path(path)
+            np.testing.assert_array_equal(_bits(kernel(x, raw, qtype=qtype)), _bits(want), path)
+    finally:
+        cpu_quant.simd(True)

@@ -380,14 +380,18 @@ qmatmul = Op(
 def quantize_q8(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """x[..., K] (f32 or f64) -> (q int8[..., K/32, 32], d f64[..., K/32], s i64[..., K/32]): x ~ d * q per
     block of 32, d = max|x| / 127 and q = x * (1 / d) rounded to the nearest integer (ties to even), both
-    in x's dtype; s = sum(q). A block holding an infinity or a NaN gets d = NaN (and q = 0), so its
-    outputs are NaN."""
+    in x's dtype; s = sum(q). A block whose 1 / d overflows (max|x| < 127 / the dtype's largest value)
+    gets d = 0 and q = 0, as a block of zeros; a block holding an infinity or a NaN gets d = NaN (and q =
+    0), so its outputs are NaN."""
     blocks = np.ascontiguousarray(x).reshape((*x.shape[:-1], x.shape[-1] // Q8_BLOCK, Q8_BLOCK))
     bits = np.int32 if blocks.dtype.itemsize == 4 else np.int64
     amax_bits = (blocks.view(bits) & np.iinfo(bits).max).max(axis=-1, initial=0)  # NaN > inf > finite
     finite = amax_bits < np.array(np.inf, blocks.dtype).view(bits)
     d = np.where(finite, amax_bits.view(blocks.dtype), 0) / blocks.dtype.type(127)
-    inverse = np.divide(blocks.dtype.type(1), d, out=np.zeros_like(d), where=d != 0)
+    with np.errstate(over="ignore"):
+        inverse = np.divide(blocks.dtype.type(1), d, out=np.zeros_like(d), where=d != 0)
+    live = np.isfinite(inverse)
+    d, inverse = np.where(live, d, 0), np.where(live, inverse, 0)
     q = np.rint(np.where(finite[..., None], blocks, 0) * inverse[..., None]).astype(np.int8)
     return q, np.where(finite, d.astype(np.float64), np.nan), q.sum(axis=-1, dtype=np.int64)
 
