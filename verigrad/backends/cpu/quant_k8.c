@@ -12,7 +12,8 @@
  *
  * The integer dots are exact on every path (|u y| pairs fit int16: u <= 63, or |value| <= 127 with
  * |y| <= 127; |sumi| < 2^31), and the double arithmetic is the same scalar code on every path, so the
- * portable, AVX2 and AVX-512 (BW) paths give the same bits; vg_quant_simd (quant.c) chooses the path.
+ * portable, AVX2 and AVX-512 (BW) paths give the same bits; vg_quant_simd (quant.c) chooses the path (the
+ * AVX-512 one takes calls of 32 activation rows or more, AVX2 the others).
  * Threads take bands of weight rows and each output is computed by one thread in one order, independent of
  * the other activation rows: the same bits for every thread count and batch.
  */
@@ -455,7 +456,11 @@ int vg_qmatmul_k8(int qtype, const uint8_t *w, int64_t n, int64_t k, const float
         return -1;
     }
     for (int64_t i = 0; i < t; i++) quantize_k_row(x + i * k, k, qx + i * k, dx + i * nb, bsums + 16 * i * nb);
-    kjob p = {.qtype = qtype, .level = k8_level(), .w = w, .n = n, .k = k, .t = t, .qx = qx, .dx = dx,
+    /* AVX-512's rows for prompts only: a decode call (tens of microseconds) ran them 1.5-2.4x slower than
+     * AVX2's on the Xeon measured (benchmarks/README.md), the same bits either way */
+    int level = k8_level();
+    if (level == 2 && t < 2 * TILE) level = 1;
+    kjob p = {.qtype = qtype, .level = level, .w = w, .n = n, .k = k, .t = t, .qx = qx, .dx = dx,
               .bsums = bsums, .out = out};
     vg_parallel_for(n, min_rows, threads, k8_band, &p);
     free(qx), free(dx), free(bsums);
