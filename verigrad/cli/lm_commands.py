@@ -70,7 +70,8 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
         "--activations",
         choices=("q8", "f32"),
         default="q8",
-        help="quantized matmul: activations to 8 bits per block of 32 as llama.cpp (q8, default), or f32",
+        help="quantized matmul: activations to 8 bits per block of 32 (256 for k-quants) as llama.cpp (q8, "
+        "default), or f32",
     )
     p.add_argument("--backend", choices=available(), default="cpu" if "cpu" in available() else "reference")
 
