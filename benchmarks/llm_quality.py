@@ -4,6 +4,10 @@ before the first difference, for verigrad with f32 activations, verigrad with 8-
 (llama.cpp's scheme) and llama.cpp (llama-cpp-python, when installed; skipped and said so otherwise).
 
     python benchmarks/llm_quality.py [--model smollm2|PATH.gguf] [--prompts 50] [--tokens 32] [--threads 2]
+                                     [--llama-no-repack]
+
+`--llama-no-repack` turns off llama.cpp's extra weight layouts (its `--no-repack`: the repacked and AMX
+buffers), for a CPU that reports AMX to a build that then cannot use it (a virtual machine's: SIGILL).
 
 Every runner gets the same token ids (verigrad's tokenizer, the chat template applied by verigrad); an end
 token (any that ends a turn) ends a sequence and counts as a token, so stopping early or late is a
@@ -144,14 +148,34 @@ def _transformers(path: str, tokens: int, ends: set[int]) -> Callable[[list[int]
     return run
 
 
-def _llama_cpp(
-    path: str, tokens: int, ends: set[int], threads: int
-) -> Callable[[list[int]], list[int]] | None:
+def llama_cpp_model(path: str, threads: int, no_repack: bool, **kwargs) -> object | None:
+    """llama-cpp-python's Llama on `path` (None where it is not installed); `no_repack`: its model
+    parameter use_extra_bufts off (llama.cpp's --no-repack), which its constructor does not take."""
     try:
         import llama_cpp
+        import llama_cpp.llama as llama_module
     except ImportError:
         return None
-    llm = llama_cpp.Llama(model_path=path, n_ctx=512, n_threads=threads, verbose=False)
+    defaults = llama_module.llama_cpp.llama_model_default_params
+
+    def params() -> object:
+        p = defaults()
+        p.use_extra_bufts = not no_repack
+        return p
+
+    llama_module.llama_cpp.llama_model_default_params = params
+    try:
+        return llama_cpp.Llama(model_path=path, n_threads=threads, verbose=False, **kwargs)
+    finally:
+        llama_module.llama_cpp.llama_model_default_params = defaults
+
+
+def _llama_cpp(
+    path: str, tokens: int, ends: set[int], threads: int, no_repack: bool
+) -> Callable[[list[int]], list[int]] | None:
+    llm = llama_cpp_model(path, threads, no_repack, n_ctx=512)
+    if llm is None:
+        return None
 
     def run(ids: list[int]) -> list[int]:
         llm.reset()
@@ -171,6 +195,7 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=50)
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--llama-no-repack", action="store_true", help="llama.cpp's --no-repack")
     args = parser.parse_args()
     from verigrad.io.tokenizer import END_TOKENS
     from verigrad.models.catalog import load_gguf
@@ -187,7 +212,7 @@ def main() -> None:
         "verigrad f32": _verigrad(path, "f32", tokenizer, args.tokens),
         "verigrad q8": _verigrad(path, "q8", tokenizer, args.tokens),
     }
-    cpp = _llama_cpp(path, args.tokens, ends, args.threads)
+    cpp = _llama_cpp(path, args.tokens, ends, args.threads, args.llama_no_repack)
     if cpp is None:
         print("llama.cpp: llama-cpp-python is not installed; its row is skipped")
     else:

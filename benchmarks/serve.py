@@ -8,9 +8,14 @@ tokens over the level's wall time), the median time to first token, and the spee
 Goal: at 8 clients at least 4x one client's tokens/s, and ahead of llama.cpp's server at every count.
 One warm-up round at each count runs first (verigrad builds a compiled step per batch size).
 
-llama-cpp-python is needed only by this script: if it is missing, it is installed with the running
-interpreter's pip (`llama-cpp-python[server]`, a source build: about 9 minutes on 2 cores), unless
-`--no-llama-cpp` is given.
+llama.cpp's server runs from a virtual environment of its own, `llama-cpp-server` in verigrad's cache
+folder (`VERIGRAD_CACHE`, else ~/.cache/verigrad): its server extra needs a newer Starlette than verigrad's
+pin. The script makes it when it is missing (`python -m venv`, then `pip install llama-cpp-python[server]`,
+the version this interpreter has where it has one: pip reuses the wheel it built for it, else it builds
+one, about 9 minutes on 2 cores) and says what it does, unless `--no-llama-cpp` is given.
+`--llama-no-repack` starts it with llama.cpp's `--no-repack` (the model parameter use_extra_bufts off: no
+repacked or AMX weight buffers), for a CPU that reports AMX to a build that then cannot use it (a virtual
+machine's: SIGILL at the first product).
 
 `--steps` measures the batched decode step alone instead (no HTTP, no engine): `forward_rows` of B
 sequences at different lengths for each B of `--clients`, medians of alternated repetitions, and the
@@ -66,26 +71,83 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def ensure_llama_cpp_server() -> str:
-    """llama-cpp-python's version, installed first (with its server extra) if it is missing."""
-    if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("sse_starlette") is None:
-        print("installing llama-cpp-python[server] (a source build: about 9 minutes on 2 cores)", flush=True)
-        subprocess.check_call([sys.executable, "-m", "pip", "install", "llama-cpp-python[server]"])
-        importlib.invalidate_caches()
-    return importlib.import_module("llama_cpp").__version__
+def llama_cpp_python() -> Path:
+    """The interpreter of the virtual environment llama.cpp's server runs from (see above)."""
+    from verigrad.backends.cpu.cache import cache_dir
+
+    folder = cache_dir() / "llama-cpp-server"
+    return folder / ("Scripts" if os.name == "nt" else "bin") / "python"
 
 
-def start(which: str, model: Path, port: int, threads: int, batch: int) -> subprocess.Popen:
+def ensure_llama_cpp_server() -> tuple[Path, str]:
+    """(its interpreter, llama-cpp-python's version) of the server's virtual environment, made and
+    installed first where they are missing."""
+    python = llama_cpp_python()
+    folder = python.parent.parent
+    if not python.exists():
+        print(f"making a virtual environment for llama.cpp's server: {sys.executable} -m venv {folder}")
+        subprocess.check_call([sys.executable, "-m", "venv", str(folder)])
+    probe = [
+        str(python),
+        "-c",
+        "import llama_cpp, llama_cpp.server, sse_starlette; print(llama_cpp.__version__)",
+    ]
+    found = subprocess.run(probe, capture_output=True, text=True)
+    if found.returncode != 0:
+        spec = importlib.util.find_spec("llama_cpp")
+        version = importlib.import_module("llama_cpp").__version__ if spec else None
+        package = "llama-cpp-python[server]" + (f"=={version}" if version else "")
+        print(f"installing {package} there: {python} -m pip install '{package}' (pip reuses a wheel it built "
+              "for this version; else a source build, about 9 minutes on 2 cores)", flush=True)  # fmt: skip
+        subprocess.check_call([str(python), "-m", "pip", "install", package])
+        found = subprocess.run(probe, capture_output=True, text=True, check=True)
+    return python, found.stdout.strip()
+
+
+# llama.cpp's server with the model parameter use_extra_bufts off (its --no-repack; llama-cpp-python's
+# Llama does not take it): the default parameters patched, then the server's module run as __main__
+NO_REPACK = """
+import runpy, sys
+import llama_cpp.llama_cpp as lib
+defaults = lib.llama_model_default_params
+def params():
+    p = defaults()
+    p.use_extra_bufts = False
+    return p
+lib.llama_model_default_params = params
+sys.argv[0] = "llama_cpp.server"
+runpy.run_module("llama_cpp.server", run_name="__main__")
+"""
+
+
+def start(
+    which: str, model: Path, port: int, threads: int, batch: int, llama: tuple[Path, bool] | None = None
+) -> subprocess.Popen:
+    """The server `which` on `port`; llama.cpp's with `llama` = (its interpreter, whether --no-repack)."""
     if which == "verigrad":
-        args = ["-m", "verigrad", "serve", "--model", str(model), "--port", str(port)]
-        args += ["--threads", str(threads), "--max-batch", str(batch), "--context", "1024"]
+        python, args = Path(sys.executable), ["-m", "verigrad", "serve", "--model", str(model)]
+        args += [
+            "--port",
+            str(port),
+            "--threads",
+            str(threads),
+            "--max-batch",
+            str(batch),
+            "--context",
+            "1024",
+        ]
+        root = str(Path(verigrad.__file__).resolve().parent.parent)  # the child serves this verigrad
+        path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+        env = {**os.environ, "PYTHONPATH": path}
     else:
-        args = ["-m", "llama_cpp.server", "--model", str(model), "--port", str(port), "--host", "127.0.0.1"]
+        assert llama is not None
+        python, no_repack = llama
+        args = ["-c", NO_REPACK] if no_repack else ["-m", "llama_cpp.server"]
+        args += ["--model", str(model), "--port", str(port), "--host", "127.0.0.1"]
         args += ["--n_threads", str(threads), "--n_ctx", "1024", "--verbose", "False"]
-    root = str(Path(verigrad.__file__).resolve().parent.parent)  # the child serves this verigrad
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # its own environment's packages
     quiet, errors = subprocess.DEVNULL, subprocess.PIPE
-    proc = subprocess.Popen([sys.executable, *args], stdout=quiet, stderr=errors, env=env)
+    proc = subprocess.Popen([str(python), *args], stdout=quiet, stderr=errors, env=env)
     for _ in range(1200):
         try:
             if httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=1).status_code == 200:
@@ -144,9 +206,17 @@ def level(url: str, model: str, clients: int, requests: int, max_tokens: int) ->
     return {"tokens_per_s": tokens / wall, "ttft_ms": 1000 * statistics.median(r[0] for r in results)}
 
 
-def run(which: str, model: Path, threads: int, counts: list[int], requests: int, max_tokens: int) -> dict:
+def run(
+    which: str,
+    model: Path,
+    threads: int,
+    counts: list[int],
+    requests: int,
+    max_tokens: int,
+    llama: tuple[Path, bool] | None = None,
+) -> dict:
     port = free_port()
-    proc = start(which, model, port, threads, max(counts))
+    proc = start(which, model, port, threads, max(counts), llama)
     url, name = (
         f"http://127.0.0.1:{port}",
         httpx.get(f"http://127.0.0.1:{port}/v1/models").json()["data"][0]["id"],
@@ -264,6 +334,7 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=64, help="per request (default 64)")
     parser.add_argument("--threads", type=int, default=2, help="each server's threads (default 2)")
     parser.add_argument("--no-llama-cpp", action="store_true", help="verigrad's side only (no install)")
+    parser.add_argument("--llama-no-repack", action="store_true", help="llama.cpp's --no-repack (see above)")
     parser.add_argument("--steps", action="store_true", help="the batched decode step alone (see above)")
     parser.add_argument(
         "--activations", default="f32", help="--steps: comma-separated f32, q8 (the products' activations)"
@@ -292,8 +363,12 @@ def main() -> None:
     console.print(describe_machine())
     results = {"verigrad": run("verigrad", model, args.threads, counts, args.requests, args.max_tokens)}
     if not args.no_llama_cpp:
-        console.print(f"llama-cpp-python {ensure_llama_cpp_server()}")
-        results["llama.cpp"] = run("llama.cpp", model, args.threads, counts, args.requests, args.max_tokens)
+        python, version = ensure_llama_cpp_server()
+        console.print(f"llama-cpp-python {version} ({python})" + (", --no-repack" * args.llama_no_repack))
+        llama = (python, args.llama_no_repack)
+        results["llama.cpp"] = run(
+            "llama.cpp", model, args.threads, counts, args.requests, args.max_tokens, llama
+        )
     table = Table(title=f"verigrad {vg.__version__} serve: {model.name}, {args.threads} threads, "
                   f"{args.requests} requests x {args.max_tokens} tokens per client")  # fmt: skip
     for column in ("server", "clients", "tokens/s", "x 1 client", "TTFT ms (median)", "vs llama.cpp"):

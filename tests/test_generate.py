@@ -290,7 +290,7 @@ def test_generate_keeps_its_cache_in_the_kv_cache_dtype(tmp_path, capsys):
     full = generate(model, tok, prompt, max_tokens=6, **GREEDY)
     assert [c.keys[0].dtype for c in made] == [np.float16, np.float32]
     assert half.ids == full.ids  # f16's rounding moves no greedy choice of this small model
-    with pytest.raises(ValueError, match="a cache's dtype must be one of f32, f16, got 'q4'"):
+    with pytest.raises(ValueError, match="a cache's dtype must be one of f32, f16, q8_0, got 'q4'"):
         generate(model, tok, prompt, max_tokens=6, kv_cache="q4", **GREEDY)
     args = ["--model", str(tmp_path), "--max-tokens", "3", "--temperature", "0", "--kv-cache", "f16"]
     assert main(["generate", *args, "--raw", "hello"]) == 0

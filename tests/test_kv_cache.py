@@ -1,8 +1,11 @@
 """The key/value cache: allocated for a few positions and doubled as it fills (the same logits, bit for
 bit, as a cache allocated for the whole context; O(log n) copies and plans); stored in f16, widened
-exactly in cached_attention's kernel, within a stated bound of the f32 cache's attention."""
+exactly in cached_attention's kernel, or as q8_0 blocks, de-quantized in the step: each within a stated
+bound of the f32 cache's attention."""
 
 from __future__ import annotations
+
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -10,8 +13,10 @@ import pytest
 import verigrad as vg
 from verigrad.backends import cpu
 from verigrad.backends.cpu.attention import ATTENTION_EXACTNESS
+from verigrad.io.quantizers import quantize
 from verigrad.models import _decoder
 from verigrad.models.llama import Llama, LlamaConfig
+from verigrad.ops.quant import dequantize, random_blocks
 
 CONFIG = LlamaConfig(
     vocab_size=41, dim=24, n_layers=2, n_heads=6, n_kv_heads=2, head_dim=4, ffn_dim=40, context_length=512
@@ -195,7 +200,7 @@ def test_an_f16_cache_halves_the_memory_and_stays_f16_as_it_grows():
     assert f16.keys[0].dtype == np.float16 and f16.values[0].dtype == np.float16
     f16.reserve(256)
     assert f16.keys[0].nbytes * 2 == f32.keys[0].nbytes and f16.keys[0].dtype == np.float16
-    with pytest.raises(ValueError, match="dtype must be one of f32, f16, got 'q4'"):
+    with pytest.raises(ValueError, match="dtype must be one of f32, f16, q8_0, got 'q4'"):
         model.new_cache(1, 64, dtype="q4")
 
 
@@ -214,3 +219,165 @@ def test_an_f16_cache_decodes_as_the_f32_cache_within_f16s_rounding():
     assert 0 < np.abs(a - b).max() <= 2e-3 * np.abs(a).max()
     assert (a.argmax(-1) == b.argmax(-1)).mean() >= 0.95
     assert model.cached_step.decode["f16"].stats()["traces"] == 1
+
+
+# the q8_0 cache ---------------------------------------------------------------------------------------
+Q8_CONFIG = LlamaConfig(
+    vocab_size=41, dim=64, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=32, ffn_dim=40, context_length=512
+)
+
+
+def _q8_llama(seed: int = 0) -> Llama:
+    rng = np.random.default_rng(seed)
+    with vg.abstract():
+        shapes = {k: t.shape for k, t in Llama(Q8_CONFIG).state_dict().items() if not k.startswith("rope_")}
+    return Llama.from_state(
+        Q8_CONFIG, {k: rng.normal(0, 0.3, s).astype(np.float32) for k, s in shapes.items()}
+    )
+
+
+def _q8_window(a: np.ndarray) -> np.ndarray:
+    """f32 [..., D] as a q8_0 cache stores it and the step reads it back: quantized, then de-quantized."""
+    stored = quantize(a.reshape(-1, a.shape[-1]), "q8_0")
+    return dequantize(stored, "q8_0", (stored.shape[0], a.shape[-1])).reshape(a.shape)
+
+
+def q8_cache_bound(q, past_kt, past_v, scale: float) -> np.ndarray:
+    """What storing the window's keys and values as q8_0 blocks may move each attention output [B, H, T, 1]
+    by.
+
+    A block of 32 numbers with largest magnitude A is stored as d16 * q, d16 = A / 127 rounded to f16 and q =
+    round(x / d): each number moves by <= d / 2 (1 + 2^-16) + 127 |d16 - d| <= A (1/254 + 2^-10) + 2^-18 =
+    delta(A). A window score q.k scale moves by <= e = scale max_j sum_blocks delta(A_jb) sum_{i in b} |q_i|;
+    then, as for f16 (`f16_cache_bound`), the softmax weights by a factor within exp(+-2e), the output by
+    <= (exp(2e) - 1) max |v| + max_j delta(A of v_j's blocks) + 2^-20 max |v| (the f32 roundings)."""
+    b, h, t, d = q.shape
+    kv = past_kt.shape[1]
+
+    def delta(a: np.ndarray) -> np.ndarray:  # [..., d] -> per block [..., d / 32]
+        amax = np.abs(a.astype(np.float64)).reshape(*a.shape[:-1], d // 32, 32).max(axis=-1)
+        return amax * (1 / 254 + 2.0**-10) + 2.0**-18
+
+    qa = np.abs(q.astype(np.float64)).reshape(b, kv, h // kv * t, d // 32, 32).sum(axis=-1)
+    key_delta = delta(past_kt.swapaxes(2, 3))  # [B, KV, W, d / 32]
+    e = scale * (qa @ key_delta.swapaxes(2, 3)).max(axis=-1, initial=0.0)  # [B, KV, H/KV T]
+    vmax = np.abs(past_v.astype(np.float64)).max(axis=(2, 3))[:, :, None]
+    value_delta = delta(past_v).max(axis=(2, 3))[:, :, None]
+    bound = (np.expm1(2 * e) + 2.0**-20) * vmax + value_delta
+    return bound.reshape(b, h, t, 1)
+
+
+@needs_cc
+@pytest.mark.parametrize(
+    "sizes", [{}, {"t": 3, "length": 0}, {"width": 64, "spread": 8.0}, {"b": 2, "d": 96}]
+)
+def test_the_q8_0_windows_attention_is_within_the_stated_bound_of_the_f32_caches(sizes):
+    kernel = cpu.cpu.native(OP, vg.f32)
+    f32, _ = _window_case(np.random.default_rng(1), **sizes)
+    q, k, v, past_kt, past_v, bias = f32
+    stored_kt, stored_v = _q8_window(past_kt.swapaxes(2, 3)).swapaxes(2, 3), _q8_window(past_v)
+    got = kernel(q, k, v, stored_kt, stored_v, bias, scale=0.125)
+    exact = OP.reference(*f32, scale=0.125).astype(np.float64)
+    moved = np.abs(got - exact)
+    assert np.all(moved <= q8_cache_bound(q, past_kt, past_v, 0.125))
+    if sizes.get("length", 70):
+        assert moved.max() > 0
+
+
+@needs_cc
+def test_dequantize_kernel_reads_a_strided_window_in_place_with_the_references_bits():
+    """The q8_0 cache's windows (every position up to W of a longer allocation) go to the C dequantize
+    without a copy: the reference's bits on every thread count, for other formats and layouts too."""
+    kernel = cpu.cpu.native(vg.REGISTRY["dequantize"], vg.f32)
+    rng = np.random.default_rng(3)
+    cache = quantize(rng.standard_normal((2 * 3 * 40, 64)).astype(np.float32), "q8_0").reshape(2, 3, 40, 68)
+    cases = [(cache[:, :, :17], "q8_0"), (cache[1:, ::2, 5:9], "q8_0"), (cache[:, :, ::-1], "q8_0")]
+    cases += [
+        (random_blocks(rng, "q4_k", 6, 512), "q4_k"),
+        (random_blocks(rng, "iq4_nl", 6, 64)[::2], "iq4_nl"),
+    ]
+    for w, qtype in cases:
+        want = vg.REGISTRY["dequantize"].reference(w, qtype=qtype)
+        for threads in (1, 2, 3):
+            vg.set_threads(threads)
+            try:
+                got = kernel(w, qtype=qtype)
+            finally:
+                vg.set_threads(1)
+            np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+def test_a_q8_0_cache_decodes_as_the_f32_cache_within_its_rounding():
+    """The same tokens through an f32 and a q8_0 cache (grown from 16 positions): the logits move by 8-bit
+    keys and values (about 1/254 of each block's largest) carried through two layers: < 2e-2 of their scale
+    on this model, the same greedy token at nearly every step; one trace of the q8_0 step."""
+    model = _q8_llama()
+    tokens = np.random.default_rng(2).integers(0, Q8_CONFIG.vocab_size, 150)
+    caches = model.new_cache(1, 256), model.new_cache(1, 256, allocate=16, dtype="q8_0")
+    with vg.no_grad():
+        outs = [[model(np.asarray([tokens[:10]]), c).numpy()[0, -1]] for c in caches]
+        for token in tokens[10:]:
+            for out, cache in zip(outs, caches):
+                out.append(model(np.asarray([[token]]), cache).numpy()[0, -1])
+    a, b = np.asarray(outs[0]), np.asarray(outs[1])
+    assert 0 < np.abs(a - b).max() <= 2e-2 * np.abs(a).max()
+    assert (a.argmax(-1) == b.argmax(-1)).mean() >= 0.95
+    assert "q8_0" not in model.cached_step.decode  # eager: see the next test
+    # what it stores is the f32 cache's keys as q8_0 blocks (the first layer's: the same inputs in both)
+    stored = caches[1].keys[0][:, :, :150]
+    want = quantize(caches[0].keys[0][:, :, :150].reshape(-1, 32), "q8_0").reshape(stored.shape)
+    np.testing.assert_array_equal(stored, want)
+
+
+def test_a_q8_0_cache_takes_a_quarter_of_the_memory_and_batched_rows():
+    model = _q8_llama()
+    f32, q8 = model.new_cache(2, 256), model.new_cache(2, 256, allocate=8, dtype="q8_0")
+    assert q8.keys[0].dtype == np.uint8 and q8.keys[0].shape == (2, 2, 8, 34)
+    q8.reserve(256)
+    assert q8.keys[0].nbytes * 128 == f32.keys[0].nbytes * 34
+    with vg.no_grad():  # two rows at their own lengths: each row's logits as that sequence alone
+        model(np.asarray([[1, 2, 3, 4, 5], [6, 7, 8, 9, 10]]), q8)
+        rows = model.forward_rows(np.asarray([[5], [7]]), q8, [5, 3]).numpy()
+        alone = model.new_cache(1, 256, dtype="q8_0")
+        model(np.asarray([[6, 7, 8]]), alone)
+        one = model(np.asarray([[7]]), alone).numpy()
+    np.testing.assert_allclose(rows[1], one[0], rtol=0, atol=1e-5)
+    with pytest.raises(ValueError, match="q8_0 cache needs a head size that is a multiple of 32, got 4"):
+        _llama().new_cache(1, 64, dtype="q8_0")
+
+
+@needs_cc
+def test_a_q8_0_decode_step_holds_one_layers_f32_window_at_a_time():
+    """Each layer's window is de-quantized as the layer needs it and freed after it: a step's peak is about
+    one layer's f32 window (1 MiB here), not all six layers' (6 MiB: what a compiled plan, which keeps a
+    buffer per value, held)."""
+    config = LlamaConfig(
+        vocab_size=41,
+        dim=64,
+        n_layers=6,
+        n_heads=4,
+        n_kv_heads=2,
+        head_dim=32,
+        ffn_dim=40,
+        context_length=2048,
+    )
+    rng = np.random.default_rng(0)
+    with vg.abstract():
+        shapes = {k: t.shape for k, t in Llama(config).state_dict().items() if not k.startswith("rope_")}
+    model = Llama.from_state(config, {k: rng.normal(0, 0.3, s).astype(np.float32) for k, s in shapes.items()})
+    cache = model.new_cache(1, 2048, dtype="q8_0")
+    history = rng.standard_normal((2 * 2000, 32)).astype(np.float32)
+    for a in cache.keys + cache.values:
+        a[:, :, :2000] = quantize(history, "q8_0").reshape(1, 2, 2000, 34)
+    cache.length = 2000
+    with vg.no_grad(), vg.backend("cpu"):
+        model(np.asarray([[3]]), cache)  # the first step: what is made once
+        tracemalloc.start()
+        try:
+            for token in (4, 5):
+                model(np.asarray([[token]]), cache)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    one_layer = 2 * 2 * 2048 * 32 * 4  # keys and values, f32
+    assert peak < 2.5 * one_layer

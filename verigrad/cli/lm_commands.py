@@ -48,10 +48,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
         )
         p.add_argument(
             "--kv-cache",
-            choices=("f32", "f16"),
+            choices=("f32", "f16", "q8_0"),
             default="f32",
-            help="the key/value cache's storage: f32 (default), or f16 (half the memory; each key and value "
-            "rounded to f16)",
+            help="the key/value cache's storage: f32 (default), f16 (half the memory; each key and value "
+            "rounded to f16) or q8_0 (0.27 of f32's memory; keys and values quantized to 8 bits per 32 "
+            "values along the head, as llama.cpp's q8_0: heads of a multiple of 32)",
         )
 
 
@@ -69,8 +70,8 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
         "--activations",
         choices=("f32", "q8"),
         default="f32",
-        help="quantized matmul: f32 activations (default), or to 8 bits per block of 32 as llama.cpp (q8: "
-        "faster on some formats, less accurate)",
+        help="quantized matmul: f32 activations (default), or to 8 bits per block of 32 (256 for k-quants) "
+        "as llama.cpp (q8: its numbers, faster on some formats, less accurate)",
     )
     p.add_argument("--backend", choices=available(), default="cpu" if "cpu" in available() else "reference")
 

@@ -9,6 +9,10 @@ W is a power of two (at least the cache's length), so only a handful of plans ar
 [T, W+T] (0 or -inf) hides the window's unused slots and the new tokens' future, so the softmax
 (`cached_attention`) covers exactly the valid prefix.
 
+A q8_0 cache stores each key and value as q8_0 blocks along the head dimension (llama.cpp's blocks:
+34 bytes per 32 values); the step then takes the windows as those bytes and de-quantizes each layer's with
+the `dequantize` op before its attention (`layer_window`).
+
 A batch of sequences of different lengths (a server's continuous batching) runs one decode step with
 per-row positions [B, 1] and bias [B, 1, W+1] (`row_inputs`): sequence i is row i of the cache, at its
 own length, and `commit_rows` writes each row's new key and value at its own position.
@@ -22,15 +26,33 @@ import numpy as np
 
 from ..autograd import no_grad
 from ..compile import compile
-from ..ops import from_numpy
+from ..dtypes import u8
+from ..io.quantizers import quantize
+from ..ops import dequantize_op, from_numpy
+from ..ops.quant import FORMATS
 from ..shapes import DimLike, dims, spec
 from ..tensor import Tensor
 from .lm import KVCache, LanguageModel
 
 MIN_WINDOW = 64  # the smallest window; each doubling builds one more plan (~0.2 s for SmolLM2)
-# a cache's storage: f32, or f16 (half the memory; each key and value rounded to f16 once, when written,
-# and widened exactly inside `cached_attention`)
-KV_DTYPES = {"f32": np.float32, "f16": np.float16}
+# a cache's storage: f32, f16 (half the memory; each key and value rounded to f16 once, when written,
+# and widened exactly inside `cached_attention`), or q8_0 (34 bytes per 32 values, 0.27 of f32's: keys and
+# values quantized to llama.cpp's q8_0 blocks along the head dimension when written, de-quantized in the step)
+KV_DTYPES = {"f32": np.float32, "f16": np.float16, "q8_0": np.uint8}
+Q8 = FORMATS["q8_0"]
+
+
+def cache_dtype(cache: KVCache) -> str:
+    """The name (of KV_DTYPES) of the cache's storage."""
+    dtype = np.dtype(cache.keys[0].dtype)
+    return "q8_0" if dtype == np.uint8 else dtype.name.replace("float", "f")
+
+
+def _stored(new: np.ndarray, cache: KVCache) -> np.ndarray:
+    """New keys or values [..., head_dim] (f32) as the cache stores them (q8_0: the blocks' bytes)."""
+    if cache.keys[0].dtype != np.uint8:
+        return new
+    return quantize(new.reshape(-1, new.shape[-1]), "q8_0").reshape(*new.shape[:-1], -1)
 
 
 def new_cache(
@@ -42,16 +64,19 @@ def new_cache(
     allocate: int | None = None,
     dtype: str = "f32",
 ) -> KVCache:
-    """Zeroed keys and values [batch, kv_heads, allocated, head_dim] (`dtype`: a name of KV_DTYPES) for
-    each layer, allocated for `allocate` positions (all `capacity` by default; `KVCache.reserve` grows
-    them)."""
+    """Zeroed keys and values [batch, kv_heads, allocated, head_dim] (`dtype`: a name of KV_DTYPES; q8_0:
+    [..., head_dim / 32 * 34] bytes) for each layer, allocated for `allocate` positions (all `capacity` by
+    default; `KVCache.reserve` grows them)."""
     if not (isinstance(batch, int) and batch >= 1 and isinstance(capacity, int) and capacity >= 1):
         raise ValueError(f"a cache needs batch >= 1 and capacity >= 1, got {batch} and {capacity}")
     if allocate is not None and not (isinstance(allocate, int) and allocate >= 1):
         raise ValueError(f"a cache's allocate must be a positive integer (or None), got {allocate!r}")
     if dtype not in KV_DTYPES:
         raise ValueError(f"a cache's dtype must be one of {', '.join(KV_DTYPES)}, got {dtype!r}")
-    shape = (batch, kv_heads, capacity if allocate is None else min(allocate, capacity), head_dim)
+    if dtype == "q8_0" and head_dim % Q8.block:
+        raise ValueError(f"a q8_0 cache needs a head size that is a multiple of 32, got {head_dim}")
+    row = Q8.row_bytes(head_dim) if dtype == "q8_0" else head_dim
+    shape = (batch, kv_heads, capacity if allocate is None else min(allocate, capacity), row)
     return KVCache(
         keys=[np.zeros(shape, KV_DTYPES[dtype]) for _ in range(layers)],
         values=[np.zeros(shape, KV_DTYPES[dtype]) for _ in range(layers)],
@@ -100,13 +125,17 @@ def step_specs(
     positions [B, T], bias [B, T, W+T]), then per layer the windows of the keys, transposed
     [B, KV, D, W], and of the values [B, KV, W, D], in `cache_dtype`; T is `tokens` if given. The
     symbols have names of their own (batch, tokens, window), so a user's B, T or W declared a multiple of
-    something does not constrain them."""
+    something does not constrain them. A q8_0 cache's windows are its bytes, keys not transposed: u8
+    [B, KV, W, head_dim / 32 * 34] each."""
     b, t, w = dims("batch tokens window")
     t = t if tokens is None else tokens
-    keys, values = (
-        spec([b, kv_heads, head_dim, w], cache_dtype),
-        spec([b, kv_heads, w, head_dim], cache_dtype),
-    )
+    if cache_dtype == "q8_0":
+        keys = values = spec([b, kv_heads, w, Q8.row_bytes(head_dim)], "u8")
+    else:
+        keys, values = (
+            spec([b, kv_heads, head_dim, w], cache_dtype),
+            spec([b, kv_heads, w, head_dim], cache_dtype),
+        )
     lead = [b] if rows else []
     positions, bias = spec([*lead, t], "i64"), spec([*lead, t, w + t])
     return (spec([b, t], "i64"), positions, bias, *([keys, values] * layers))
@@ -131,7 +160,11 @@ def windows_of(cache: KVCache, width: int, batch: int | None = None) -> list[Ten
     if windows is None:
         windows = []
         for k, v in zip(cache.keys, cache.values):
-            windows += [from_numpy(k[:batch, :, :width].swapaxes(2, 3)), from_numpy(v[:batch, :, :width])]
+            k = k[:batch, :, :width]
+            windows += [
+                from_numpy(k if k.dtype == np.uint8 else k.swapaxes(2, 3)),
+                from_numpy(v[:batch, :, :width]),
+            ]
         cache.views[key] = windows
     return windows
 
@@ -167,8 +200,8 @@ def commit(cache: KVCache, new: list[Tensor]) -> None:
     count = new[0].shape[2]
     at = slice(cache.length, cache.length + count)
     for i, (k, v) in enumerate(zip(new[0::2], new[1::2])):
-        cache.keys[i][:, :, at] = k.numpy()
-        cache.values[i][:, :, at] = v.numpy()
+        cache.keys[i][:, :, at] = _stored(k.numpy(), cache)
+        cache.values[i][:, :, at] = _stored(v.numpy(), cache)
     cache.length += count
 
 
@@ -177,14 +210,26 @@ def commit_rows(cache: KVCache, new: list[Tensor], lengths: list[int]) -> None:
     rows = np.arange(len(lengths))
     at = np.asarray(lengths)
     for i, (k, v) in enumerate(zip(new[0::2], new[1::2])):
-        cache.keys[i][rows, :, at] = k.numpy()[:, :, 0]
-        cache.values[i][rows, :, at] = v.numpy()[:, :, 0]
+        cache.keys[i][rows, :, at] = _stored(k.numpy()[:, :, 0], cache)
+        cache.values[i][rows, :, at] = _stored(v.numpy()[:, :, 0], cache)
+
+
+def layer_window(windows: tuple, layer: int) -> tuple[Tensor, Tensor]:
+    """Layer `layer`'s window (keys transposed, values) from a step's windows; a q8_0 cache's (u8 blocks
+    [B, KV, W, bytes]) de-quantized to f32 here, as the layer needs it, so that a step holds one layer's
+    f32 window at a time, not the whole cache's."""
+    keys, values = windows[2 * layer], windows[2 * layer + 1]
+    if keys.dtype is u8:
+        return dequantize_op(keys, qtype="q8_0").mT, dequantize_op(values, qtype="q8_0")
+    return keys, values
 
 
 class CachedStep:
     """A model's `step` run on a cache (inputs made, outputs committed): compiled for one new token
     (the decode loop: T = 1, so its products have no position axis), eager for several (a prompt:
-    compiling per prompt length would build a plan for each, and run it once)."""
+    compiling per prompt length would build a plan for each, and run it once). On a q8_0 cache every step
+    is eager: a compiled plan keeps a buffer for each value it computes, so every layer's de-quantized f32
+    window would stay allocated (as much memory as an f32 cache), where eager frees each after its layer."""
 
     def __init__(self, step: Any, layers: int, kv_heads: DimLike, head_dim: DimLike):
         self.step, self.sizes = step, (layers, kv_heads, head_dim)
@@ -192,7 +237,9 @@ class CachedStep:
         self.decode_rows: dict[str, Any] = {}
 
     def _compiled(self, plans: dict[str, Any], cache: KVCache, rows: bool) -> Any:
-        dtype = np.dtype(cache.keys[0].dtype).name.replace("float", "f")
+        dtype = cache_dtype(cache)
+        if dtype == "q8_0":
+            return self.step
         if dtype not in plans:
             plans[dtype] = compile(self.step, specs=step_specs(*self.sizes, 1, rows, dtype))
         return plans[dtype]

@@ -25,7 +25,7 @@ from ..nn import functional as F
 from ..nn.init import _normal_param as normal
 from ..ops import cached_attention, from_numpy, take
 from ..tensor import Tensor
-from ._decoder import CachedDecoder
+from ._decoder import CachedDecoder, layer_window
 from ._weights import install
 
 NORMS = ("layernorm", "rmsnorm")
@@ -245,7 +245,7 @@ class GPT(CachedDecoder):
             rope = (take(rope[0], positions), take(rope[1], positions))
         new = []
         for i, block in enumerate(self.blocks):
-            x, k, v = block(x, rope, (windows[2 * i], windows[2 * i + 1], bias))
+            x, k, v = block(x, rope, (*layer_window(windows, i), bias))
             new += [k, v]
         return (self._logits(x[:, -1:] if last_only else x), *new)
 

@@ -23,7 +23,7 @@ from ..nn.init import _normal_param
 from ..ops import attention, cached_attention, from_numpy, take, zeros
 from ..shapes import DimLike, exact_div
 from ..tensor import Tensor
-from ._decoder import CachedDecoder
+from ._decoder import CachedDecoder, layer_window
 from ._weights import MAX_CONTEXT, checked_integer, checked_real, install
 
 
@@ -134,7 +134,7 @@ class GPT2(CachedDecoder):
         x = F.embedding(self.wte.weight, ids) + take(self.wpe.weight, positions)
         new = []
         for i, block in enumerate(self.h):
-            x, k, v = block(x, (windows[2 * i], windows[2 * i + 1], bias))
+            x, k, v = block(x, (*layer_window(windows, i), bias))
             new += [k, v]
         return (self._logits(x[:, -1:] if last_only else x), *new)
 

@@ -30,7 +30,7 @@ from ..ops import attention, cached_attention, concat, from_numpy, take, zeros
 from ..ops.quant import BLOCK_QTYPES, FORMATS
 from ..shapes import DimLike
 from ..tensor import Tensor
-from ._decoder import CachedDecoder, check_room, token_ids
+from ._decoder import CachedDecoder, check_room, layer_window, token_ids
 from ._weights import MAX_CONTEXT, checked_integer, checked_real, install
 
 MIN_ROPE_ROWS = 64  # the RoPE tables' first length (they double as longer prompts or caches come)
@@ -282,7 +282,7 @@ class Llama(CachedDecoder):
         rope = (take(cos, positions), take(sin, positions))  # [T, hd/2], or each row's [B, T, hd/2]
         new = []
         for i, block in enumerate(self.layers):
-            x, k, v = block(x, rope, (windows[2 * i], windows[2 * i + 1], bias))
+            x, k, v = block(x, rope, (*layer_window(windows, i), bias))
             new += [k, v]
         return (self._logits(x[:, -1:] if last_only else x), *new)
 

@@ -82,7 +82,8 @@ class LanguageModel(Module):
     ) -> KVCache:
         """An empty cache for `batch` sequences of up to `capacity` positions (default: the context),
         allocated for `allocate` of them (default: all) and grown as the model's forward fills it, storing
-        keys and values in `dtype` ("f32", or "f16": half the memory)."""
+        keys and values in `dtype` ("f32"; "f16": half the memory; "q8_0": llama.cpp's 8-bit blocks along the
+        head dimension, 0.27 of f32's memory)."""
         raise NotImplementedError
 
     def forward(self, ids: Any, cache: KVCache | None = None) -> Any:
@@ -168,8 +169,8 @@ def generate(
 
     `cache` (from `model.new_cache()`) may be passed again with a longer prompt, as a chat does: the
     tokens it already holds that start the new prompt are not run again; without one, a cache is made
-    storing keys and values in `kv_cache` ("f32" or "f16", see `LanguageModel.new_cache`). Ctrl-C stops
-    the generation and returns what was generated."""
+    storing keys and values in `kv_cache` ("f32", "f16" or "q8_0", see `LanguageModel.new_cache`). Ctrl-C
+    stops the generation and returns what was generated."""
     options = SamplingOptions(temperature, top_k, top_p, repeat_penalty, seed)
     if not (isinstance(max_tokens, int) and max_tokens >= 1):
         raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")

@@ -33,8 +33,9 @@ def _weight(raw: np.ndarray, qtype: str, shape: tuple[int, int], what: str) -> T
 class QLinear(Module):
     """y = x @ W.T for a quantized W [out_features, in_features] held as its blocks (`weight`, u8).
 
-    `activations="q8"` quantizes x to 8 bits per block of 32 and uses integer block dots (llama.cpp's
-    fast path, `qmatmul_q8`) for q8_0, q4_0 and q4_1; other formats, and "f32", use `qmatmul`.
+    `activations="q8"` quantizes x to 8 bits per block (of 32 values, or 256 for the k-quants and iq4_xs)
+    and uses integer block dots (llama.cpp's fast path, `qmatmul_q8`) for the formats in Q8_QTYPES; other
+    formats, and "f32", use `qmatmul`.
     """
 
     def __init__(self, raw: np.ndarray, qtype: str, shape: tuple[int, int], activations: str = "f32"):

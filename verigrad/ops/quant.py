@@ -125,17 +125,22 @@ def _q2_k(b: np.ndarray) -> np.ndarray:
     return ((d * low)[:, :, None] * q - (dmin * high)[:, :, None]).reshape(-1, 256)
 
 
-def _q3_k(b: np.ndarray) -> np.ndarray:
-    s, d = b[:, 96:108], _f16(b, 108)
+def _q3_k_ints(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Q3_K's 16 scales (i32 [n, 16]) and 256 values (i32 [n, 16, 16], in -4..3)."""
+    s = b[:, 96:108]
     # 16 six-bit scales: low 4 bits from bytes 0..7 (low nibbles, then high), high 2 bits of scale i
     # from byte 8 + i % 4 at shift 2 * (i // 4)
     low = np.concatenate([s[:, 0:8] & 0x0F, s[:, 0:8] >> 4], axis=1)
     high = (s[:, None, 8:12] >> np.array([0, 2, 4, 6], np.uint8)[:, None]).reshape(-1, 16) & 3
-    scale = (low | (high << 4)).astype(np.float32) - np.float32(32)
     # a value is its 2 bits less 4 where its bit of hmask is clear
     clear = (_bits(b[:, 0:32]) ^ 1).reshape(-1, 16, 16)
-    q = _crumbs(b[:, 32:96]).astype(np.float32) - (clear << 2).astype(np.float32)
-    return ((d * scale)[:, :, None] * q).reshape(-1, 256)
+    q = _crumbs(b[:, 32:96]).astype(np.int32) - (clear.astype(np.int32) << 2)
+    return (low | (high << 4)).astype(np.int32) - 32, q
+
+
+def _q3_k(b: np.ndarray) -> np.ndarray:
+    scale, q = _q3_k_ints(b)
+    return ((_f16(b, 108) * scale.astype(np.float32))[:, :, None] * q.astype(np.float32)).reshape(-1, 256)
 
 
 IQ4_VALUES = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], np.float32)
@@ -145,23 +150,33 @@ def _iq4_nl(b: np.ndarray) -> np.ndarray:
     return _f16(b, 0) * IQ4_VALUES[_nibbles(b[:, 2:]).astype(np.intp)]
 
 
-def _iq4_xs(b: np.ndarray) -> np.ndarray:
-    d, high = _f16(b, 0), b[:, 2:4].copy().view("<u2")  # [n, 1]
+def _iq4_xs_ints(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """IQ4_XS's 8 scales (i32 [n, 8]) and the table indices of its 256 values ([n, 8, 32])."""
+    high = b[:, 2:4].copy().view("<u2")  # [n, 1]
     low = np.stack([b[:, 4:8] & 0x0F, b[:, 4:8] >> 4], axis=2).reshape(-1, 8)  # sub-block j: j // 2, j % 2
     high = (high >> np.arange(0, 16, 2, dtype=np.uint16)) & 3
-    scale = (low | (high << 4)).astype(np.float32) - np.float32(32)
     q = np.concatenate([b[:, 8:].reshape(-1, 8, 16) & 0x0F, b[:, 8:].reshape(-1, 8, 16) >> 4], axis=2)
-    return ((d * scale)[:, :, None] * IQ4_VALUES[q.astype(np.intp)]).reshape(-1, 256)
+    return (low | (high << 4)).astype(np.int32) - 32, q.astype(np.intp)
+
+
+def _iq4_xs(b: np.ndarray) -> np.ndarray:
+    scale, q = _iq4_xs_ints(b)
+    return ((_f16(b, 0) * scale.astype(np.float32))[:, :, None] * IQ4_VALUES[q]).reshape(-1, 256)
+
+
+def _q6_k_ints(b: np.ndarray) -> np.ndarray:
+    """Q6_K's 256 values (i8 [n, half, quarter, 32], in -32..31)."""
+    ql = b[:, 0:128].reshape(-1, 2, 64)
+    qh = b[:, 128:192].reshape(-1, 2, 1, 32)
+    low = np.stack([ql[:, :, :32] & 0x0F, ql[:, :, 32:] & 0x0F, ql[:, :, :32] >> 4, ql[:, :, 32:] >> 4], 2)
+    high = (qh >> np.array([0, 2, 4, 6], np.uint8)[:, None]) & 3  # [n, 2, 4, 32]
+    return (low | (high << 4)).astype(np.int8) - np.int8(32)
 
 
 def _q6_k(b: np.ndarray) -> np.ndarray:
-    ql = b[:, 0:128].reshape(-1, 2, 64)
-    qh = b[:, 128:192].reshape(-1, 2, 1, 32)
     sc = b[:, 192:208].view(np.int8).astype(np.float32).reshape(-1, 2, 8)
     d = _f16(b, 208)
-    low = np.stack([ql[:, :, :32] & 0x0F, ql[:, :, 32:] & 0x0F, ql[:, :, :32] >> 4, ql[:, :, 32:] >> 4], 2)
-    high = (qh >> np.array([0, 2, 4, 6], np.uint8)[:, None]) & 3  # [n, 2, 4, 32]
-    q = (low | (high << 4)).astype(np.int8) - np.int8(32)  # [n, half, quarter, 32]
+    q = _q6_k_ints(b)  # [n, half, quarter, 32]
     scale = d[:, :, None] * sc  # [n, 2, 8]: 16-value groups, two per quarter
     q = q.reshape(-1, 2, 8, 16).astype(np.float32)
     return (scale[:, :, :, None] * q).reshape(-1, 256)
@@ -224,8 +239,11 @@ def dequantize(raw: np.ndarray, qtype: str, shape: tuple[int, ...]) -> np.ndarra
 
 # the ops ------------------------------------------------------------------------------------------
 # Formats `qmatmul_q8` takes: 32-value blocks whose value is d * q (+ m), q an integer (as llama.cpp's
-# vec_dot_*_q8_0 / _q8_1 take them against 8-bit activations).
-Q8_QTYPES = ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")
+# vec_dot_*_q8_0 / _q8_1 take them against 8-bit activations), and the 256-value ones, which llama.cpp
+# multiplies with activations quantized per 256 values (its q8_K: `quantize_q8_k`).
+Q8_32_QTYPES = ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "iq4_nl")
+Q8K_QTYPES = ("q4_k", "q5_k", "q6_k", "q2_k", "q3_k", "iq4_xs")
+Q8_QTYPES = Q8_32_QTYPES + Q8K_QTYPES
 # the offset of the integers q8_weight gives: a value is d * (q - offset) (+ m)
 _Q8_OFFSET = {"q4_0": 8, "q5_0": 16}
 Q8_BLOCK = 32  # activations are quantized in blocks of this many values
@@ -415,14 +433,18 @@ qmatmul = Op(
 def quantize_q8(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """x[..., K] (f32 or f64) -> (q int8[..., K/32, 32], d f64[..., K/32], s i64[..., K/32]): x ~ d * q per
     block of 32, d = max|x| / 127 and q = x * (1 / d) rounded to the nearest integer (ties to even), both
-    in x's dtype; s = sum(q). A block holding an infinity or a NaN gets d = NaN (and q = 0), so its
-    outputs are NaN."""
+    in x's dtype; s = sum(q). A block whose 1 / d overflows (max|x| < 127 / the dtype's largest value)
+    gets d = 0 and q = 0, as a block of zeros; a block holding an infinity or a NaN gets d = NaN (and q =
+    0), so its outputs are NaN."""
     blocks = np.ascontiguousarray(x).reshape((*x.shape[:-1], x.shape[-1] // Q8_BLOCK, Q8_BLOCK))
     bits = np.int32 if blocks.dtype.itemsize == 4 else np.int64
     amax_bits = (blocks.view(bits) & np.iinfo(bits).max).max(axis=-1, initial=0)  # NaN > inf > finite
     finite = amax_bits < np.array(np.inf, blocks.dtype).view(bits)
     d = np.where(finite, amax_bits.view(blocks.dtype), 0) / blocks.dtype.type(127)
-    inverse = np.divide(blocks.dtype.type(1), d, out=np.zeros_like(d), where=d != 0)
+    with np.errstate(over="ignore"):
+        inverse = np.divide(blocks.dtype.type(1), d, out=np.zeros_like(d), where=d != 0)
+    live = np.isfinite(inverse)
+    d, inverse = np.where(live, d, 0), np.where(live, inverse, 0)
     q = np.rint(np.where(finite[..., None], blocks, 0) * inverse[..., None]).astype(np.int8)
     return q, np.where(finite, d.astype(np.float64), np.nan), q.sum(axis=-1, dtype=np.int64)
 
@@ -448,10 +470,100 @@ def q8_weight(w: np.ndarray, qtype: str) -> tuple[np.ndarray, np.ndarray, np.nda
     return q.astype(np.int32).reshape(rows, nb, 32), d, m
 
 
+Q8K_BLOCK = 256  # the 256-value formats' activations are quantized in blocks of this many values
+
+
+def quantize_q8_k(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """x[..., K] (f32 or f64) -> (q int8[..., K/256, 256], d f64[..., K/256], bsums i64[..., K/256, 16]),
+    llama.cpp's q8_K (quantize_row_q8_K_ref), each step in x's dtype: per block of 256, max is the first
+    value of the largest |x|, iscale = -127 / max, q = iscale * x rounded to the nearest integer (ties to
+    even; |q| <= 127), d = 1 / iscale (so x ~ d * q), bsums the sums of q per 16 values. A block of zeros,
+    or whose iscale overflows (|max| < 127 / the dtype's largest value), gets d = 0 and q = 0; a block
+    holding an infinity or a NaN gets d = NaN (and q = 0), so its outputs are NaN."""
+    blocks = np.ascontiguousarray(x).reshape((*x.shape[:-1], x.shape[-1] // Q8K_BLOCK, Q8K_BLOCK))
+    dt = blocks.dtype.type
+    finite = np.isfinite(blocks).all(axis=-1)
+    clean = np.where(finite[..., None], blocks, 0)
+    peak = np.take_along_axis(clean, np.abs(clean).argmax(axis=-1)[..., None], axis=-1)[..., 0]
+    with np.errstate(divide="ignore", over="ignore"):
+        iscale = np.divide(dt(-127), peak, out=np.zeros_like(peak), where=peak != 0)
+    live = np.isfinite(iscale) & (iscale != 0)
+    iscale = np.where(live, iscale, 0)
+    q = np.rint(clean * iscale[..., None]).astype(np.int8)
+    d = np.divide(dt(1), iscale, out=np.zeros_like(iscale), where=live).astype(np.float64)
+    bsums = q.reshape((*q.shape[:-1], 16, 16)).sum(axis=-1, dtype=np.int64)
+    return q, np.where(finite, d, np.nan), bsums
+
+
+def q8k_weight(
+    w: np.ndarray, qtype: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray, np.ndarray | None]:
+    """The integers of a weight u8[N, B] of a Q8K_QTYPES format: (q i32[N, nb, 256], scale i32[N, nb, 16],
+    mins i32[N, nb, 16] or None, d f64[N, nb], dmin f64[N, nb] or None), one scale and min per 16 values:
+    value i of block b is d * scale[i // 16] * q[i] (- dmin * mins[i // 16])."""
+    fmt = FORMATS[qtype]
+    rows, nb = w.shape[0], w.shape[1] // fmt.nbytes
+    b = np.ascontiguousarray(w).reshape(rows * nb, fmt.nbytes)
+    mins, dmin = None, None
+    if qtype in ("q4_k", "q5_k"):
+        d, dmin = _f16(b, 0), _f16(b, 2)
+        q = _k_nibbles(b[:, 16:]) if qtype == "q4_k" else _k_nibbles(b[:, 48:]) | (_bits(b[:, 16:48]) << 4)
+        sc, mn = _k4_scales(b[:, 4:16])
+        scale, mins = np.repeat(sc, 2, axis=1), np.repeat(mn, 2, axis=1)
+    elif qtype == "q6_k":
+        d, q, scale = _f16(b, 208), _q6_k_ints(b), b[:, 192:208].view(np.int8)
+    elif qtype == "q2_k":
+        sc, d, dmin = b[:, 0:16], _f16(b, 80), _f16(b, 82)
+        q, scale, mins = _crumbs(b[:, 16:80]), sc & 0x0F, sc >> 4
+    elif qtype == "q3_k":
+        d, (scale, q) = _f16(b, 108), _q3_k_ints(b)
+    else:  # iq4_xs
+        d, (scale, nibbles) = _f16(b, 0), _iq4_xs_ints(b)
+        scale, q = np.repeat(scale, 2, axis=1), IQ4_VALUES[nibbles]
+
+    def ints(a: np.ndarray, size: int) -> np.ndarray:
+        return np.asarray(a).astype(np.int32).reshape(rows, nb, size)
+
+    def scales(a: np.ndarray) -> np.ndarray:
+        return a.astype(np.float64).reshape(rows, nb)
+
+    return (
+        ints(q, 256),
+        ints(scale, 16),
+        None if mins is None else ints(mins, 16),
+        scales(d),
+        None if dmin is None else scales(dmin),
+    )
+
+
+def _qmatmul_q8_k_reference(x: np.ndarray, w: np.ndarray, qtype: str) -> np.ndarray:
+    """Per block b of 256: x quantized as llama.cpp's q8_K (`quantize_q8_k`), the exact integers
+    sumi = sum_g scale_g * dot_g (dot_g the integer dot of group g's 16 values) and summ = sum_g mins_g *
+    bsums_g, scaled in f64 as (d_w * d_x) * sumi (- (dmin_w * d_x) * summ for q2_k, q4_k and q5_k); the
+    blocks' terms are added in order in f64, starting from +0.0, and the sum is rounded once to x's dtype."""
+    qx, dx, bsums = quantize_q8_k(x)
+    qw, scale, mins, dw, dmin = q8k_weight(w, qtype)
+    lead, (n, nb) = qx.shape[:-2], dw.shape
+    groups = qx.reshape((*lead, nb, 16, 16)).astype(np.int64)
+    dots = np.einsum("...bgi,nbgi->...nbg", groups, qw.reshape(n, nb, 16, 16).astype(np.int64))
+    sumi = (dots * scale).sum(axis=-1)  # exact: |sumi| < 2^31
+    terms = (dw * dx[..., None, :]) * sumi
+    if mins is not None:
+        summ = (bsums[..., None, :, :] * mins).sum(axis=-1)
+        terms = terms - (dmin * dx[..., None, :]) * summ
+    acc = np.zeros(terms.shape[:-1])
+    for b in range(nb):
+        acc = acc + terms[..., b]
+    return acc.astype(x.dtype)
+
+
 def _qmatmul_q8_reference(x: np.ndarray, w: np.ndarray, qtype: str) -> np.ndarray:
     """Per block b of 32: the integer dot of x's and w's quantized values (exact), scaled in f64 as
     (d_w * d_x) * dot (+ m_w * (d_x * sum(q_x)) for q4_1 and q5_1); the blocks' terms are added in order in
-    f64, starting from +0.0, and the sum is rounded once to x's dtype."""
+    f64, starting from +0.0, and the sum is rounded once to x's dtype. The 256-value formats: see
+    `_qmatmul_q8_k_reference`."""
+    if qtype in Q8K_QTYPES:
+        return _qmatmul_q8_k_reference(x, w, qtype)
     qx, dx, sx = quantize_q8(x)
     qw, dw, mw = q8_weight(w, qtype)
     dots = np.einsum("...bi,nbi->...nb", qx.astype(np.int32), qw).astype(np.int64)  # exact: |dot| < 2^20
@@ -474,9 +586,10 @@ qmatmul_q8 = Op(
     reference=_qmatmul_q8_reference,
     samples=_qmatmul_samples(Q8_QTYPES),
     exact=True,
-    doc="qmatmul with x quantized to 8 bits per block of 32 (as llama.cpp does): integer block dots, "
-    "scaled and summed in f64 in block order (see `quantize_q8`); q8_0, q4_0, q4_1, q5_0, q5_1 and iq4_nl "
-    "weights.",
+    doc="qmatmul with x quantized to 8 bits (as llama.cpp does): integer block dots, scaled and summed in "
+    "f64 in block order; per block of 32 for q8_0, q4_0, q4_1, q5_0, q5_1 and iq4_nl weights (see "
+    "`quantize_q8`), per block of 256 (llama.cpp's q8_K, see `quantize_q8_k`) for q4_k, q5_k, q6_k, q2_k, "
+    "q3_k and iq4_xs weights.",
 )
 
 
@@ -503,7 +616,7 @@ def _normed_decompose(x, weight, w, qtype: str, eps: float):
 
 def _normed_samples(rng: np.random.Generator) -> list[Sample]:
     out = []
-    for sample, eps in zip(_qmatmul_samples(Q8_QTYPES)(rng), (1e-5, 1e-6, 0.1, 1e-5, 1e-3, 1e-5)):
+    for sample, eps in zip(_qmatmul_samples(Q8_QTYPES)(rng), (1e-5, 1e-6, 0.1, 1e-5, 1e-3, 1e-5) * 3):
         x, w = sample.args
         out.append(Sample((x, uniform(rng, x.shape[-1:]), w), {**sample.params, "eps": eps}))
     return out

@@ -84,14 +84,17 @@ static void quantize_row(const float *x, int64_t k, int8_t *q, double *d, double
             if (bits > amax) amax = bits;
         }
         int32_t sum = 0;
+        float m, dd;
+        memcpy(&m, &amax, 4);
+        dd = m / 127.0f;
+        float id = dd != 0.0f ? 1.0f / dd : 0.0f;
         if (amax >= 0x7f800000u) { /* inf or NaN */
             memset(q + 32 * b, 0, 32);
             d[b] = NAN;
+        } else if (isinf(id)) { /* 1 / d overflows: a block of zeros */
+            memset(q + 32 * b, 0, 32);
+            d[b] = 0.0;
         } else {
-            float m, dd;
-            memcpy(&m, &amax, 4);
-            dd = m / 127.0f;
-            float id = dd != 0.0f ? 1.0f / dd : 0.0f;
             for (int i = 0; i < 32; i++) {
                 int v = (int)nearbyintf(xb[i] * id);
                 q[32 * b + i] = (int8_t)v;
@@ -131,7 +134,13 @@ __attribute__((target("avx2"))) static void quantize_row_avx2(const float *x, in
         float mf, dd;
         memcpy(&mf, &amax, 4);
         dd = mf / 127.0f;
-        const __m256 id = _mm256_set1_ps(dd != 0.0f ? 1.0f / dd : 0.0f);
+        const float inverse = dd != 0.0f ? 1.0f / dd : 0.0f;
+        if (isinf(inverse)) { /* 1 / d overflows: a block of zeros (quantize_row's) */
+            memset(q + 32 * b, 0, 32);
+            d[b] = 0.0, sx[b] = 0, dxs[b] = 0.0;
+            continue;
+        }
+        const __m256 id = _mm256_set1_ps(inverse);
         __m256i qi[4];
         for (int i = 0; i < 4; i++)
             qi[i] = _mm256_cvtps_epi32(

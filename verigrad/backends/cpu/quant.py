@@ -1,5 +1,6 @@
 """Quantized products (quant.c), from the blocks: qmatmul_q8 on q8_0, q4_0, q4_1, q5_0, q5_1 and iq4_nl
-weights (AVX2 paths for each), qmatmul and
+weights (AVX2 paths for each) and, in quant_k8.c, on q4_k, q5_k, q6_k, q2_k, q3_k and iq4_xs weights
+(activations quantized as llama.cpp's q8_K; AVX2 and AVX-512 paths), qmatmul and
 qembedding on every block format of ops/quant.py (QTYPES).
 
 - qmatmul_q8 gives the reference's bits: the activations are quantized as `quantize_q8` does, block dots
@@ -24,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from ...ops import REGISTRY, qembedding
-from ...ops.quant import Q8_QTYPES, rms_norm_qmatmul_q8
+from ...ops import REGISTRY, dequantize_op, qembedding
+from ...ops.quant import Q8_32_QTYPES, Q8K_QTYPES, rms_norm_qmatmul_q8
 from ..kernel_table import EXACT
 from ..reference import composite_reference
 from . import _ffi, matmul
@@ -45,9 +46,13 @@ QTYPES = {  # quant.c's format codes
     "iq4_nl": 10,
     "iq4_xs": 11,
 }
-QUANT = ("qmatmul", "qmatmul_q8", "rms_norm_qmatmul_q8", "qembedding")
-# op -> (C function, formats it takes)
-_FUNCTIONS = {"qmatmul": ("vg_qmatmul_f32", tuple(QTYPES)), "qmatmul_q8": ("vg_qmatmul_q8", Q8_QTYPES)}
+QUANT = ("qmatmul", "qmatmul_q8", "rms_norm_qmatmul_q8", "qembedding", "dequantize")
+# op -> {C function: formats it takes}
+_FUNCTIONS = {
+    "qmatmul": {"vg_qmatmul_f32": tuple(QTYPES)},
+    "qmatmul_q8": {"vg_qmatmul_q8": Q8_32_QTYPES, "vg_qmatmul_k8": Q8K_QTYPES},
+}
+_NORMED = {"vg_rms_norm_qmatmul_q8": Q8_32_QTYPES, "vg_rms_norm_qmatmul_k8": Q8K_QTYPES}
 MIN_BAND_BYTES = 65536  # the fewest weight bytes a thread is given (a dispatch costs microseconds)
 
 _ARGS = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64]
@@ -74,26 +79,35 @@ def _product(
     return out
 
 
-def _kernel(fn: Any, qtypes: tuple[str, ...], reference: Callable, backend: Any, ptr: Callable) -> Callable:
-    codes = {q: QTYPES[q] for q in qtypes}
+def _by_format(lib: Library, functions: dict[str, tuple[str, ...]], args: list) -> dict[str, tuple[Any, int]]:
+    """qtype -> (the C function that takes it, its format code)."""
+    out = {}
+    for symbol, qtypes in functions.items():
+        fn = lib.fn(symbol, args, restype=ctypes.c_int)
+        out |= {q: (fn, QTYPES[q]) for q in qtypes}
+    return out
 
+
+def _kernel(fns: dict[str, tuple[Any, int]], reference: Callable, backend: Any, ptr: Callable) -> Callable:
     def kernel(x: np.ndarray, w: np.ndarray, qtype: str) -> np.ndarray:
-        code = codes.get(qtype)
-        if code is None or x.dtype != np.float32 or w.dtype != np.uint8 or w.ndim != 2:
+        fn_code = fns.get(qtype)
+        if fn_code is None or x.dtype != np.float32 or w.dtype != np.uint8 or w.ndim != 2:
             return reference(x, w, qtype)
-        return _product(fn, "qmatmul", code, x, w, backend, ptr)
+        return _product(fn_code[0], "qmatmul", fn_code[1], x, w, backend, ptr)
 
     return kernel
 
 
-def _normed_kernel(fn: Any, reference: Callable, backend: Any, ptr: Callable) -> Callable:
+def _normed_kernel(
+    fns: dict[str, tuple[Any, int]], reference: Callable, backend: Any, ptr: Callable
+) -> Callable:
     """rms_norm_qmatmul_q8 on f32 x and norm weight (made C-contiguous); other dtypes: the reference."""
-    codes = {q: QTYPES[q] for q in Q8_QTYPES}
 
     def kernel(x: np.ndarray, weight: np.ndarray, w: np.ndarray, qtype: str, eps: float) -> np.ndarray:
-        code = codes.get(qtype)
-        if code is None or x.dtype != np.float32 or weight.dtype != np.float32 or w.dtype != np.uint8:
+        fn_code = fns.get(qtype)
+        if fn_code is None or x.dtype != np.float32 or weight.dtype != np.float32 or w.dtype != np.uint8:
             return reference(x, weight, w, qtype=qtype, eps=eps)
+        fn, code = fn_code
         # NumPy's f32 sums go through its cast buffer (as rows.py says): its size is the norm's block
         weight = _contiguous(weight)  # held here while the C function reads it
         extra = (ptr(weight), float(eps), _ffi.bufsize())
@@ -128,6 +142,29 @@ def _embedding(fn: Any, reference: Callable, backend: Any, ptr: Callable) -> Cal
     return kernel
 
 
+def _dequantize(embedding: Callable, reference: Callable) -> Callable:
+    """dequantize through qembedding's kernel (the same bits): the rows of w [..., row bytes] are looked up
+    at their own positions in the buffer w views (no copy of a strided window whose rows are whole, as a
+    key/value cache's window over its positions is); other layouts are made contiguous first."""
+
+    def kernel(w: np.ndarray, qtype: str) -> np.ndarray:
+        if qtype not in QTYPES or w.dtype != np.uint8 or w.ndim == 0 or w.size == 0:
+            return reference(w, qtype=qtype)
+        row = w.shape[-1]
+        strides = w.strides[:-1]
+        if w.strides[-1] != 1 or any(s < 0 or s % row for s in strides):
+            w = np.ascontiguousarray(w)
+            strides = w.strides[:-1]
+        ids = np.zeros((), np.int64)
+        for size, stride in zip(w.shape[:-1], strides):
+            ids = ids[..., None] + np.arange(size, dtype=np.int64) * (stride // row)
+        span = int(ids.max()) + 1  # the rows from the first one w's buffer holds up to its last
+        table = np.lib.stride_tricks.as_strided(w, (span, row), (row, 1), writeable=False)
+        return embedding(ids, table, qtype)
+
+    return kernel
+
+
 _state: dict[str, Any] = {"simd": None}
 
 
@@ -153,15 +190,15 @@ def simd(flag: bool | None = None) -> bool:
 
 def register(backend: Any, lib: Library) -> None:
     _state["simd"] = lib.fn("vg_quant_simd", [ctypes.c_int], restype=ctypes.c_int)
-    for name, (symbol, qtypes) in _FUNCTIONS.items():
-        fn = lib.fn(symbol, _ARGS, restype=ctypes.c_int)
-        kernel = _kernel(fn, qtypes, matmul.single_threaded(REGISTRY[name].reference), backend, lib.ptr)
+    for name, functions in _FUNCTIONS.items():
+        fns = _by_format(lib, functions, _ARGS)
+        kernel = _kernel(fns, matmul.single_threaded(REGISTRY[name].reference), backend, lib.ptr)
         backend.register(name, kernel, "f32", EXACT)
-    fn = lib.fn(
-        "vg_rms_norm_qmatmul_q8", [*_ARGS, ctypes.c_void_p, ctypes.c_double, ctypes.c_int64], ctypes.c_int
-    )
+    fns = _by_format(lib, _NORMED, [*_ARGS, ctypes.c_void_p, ctypes.c_double, ctypes.c_int64])
     reference = matmul.single_threaded(composite_reference(rms_norm_qmatmul_q8))
-    backend.register("rms_norm_qmatmul_q8", _normed_kernel(fn, reference, backend, lib.ptr), "f32", EXACT)
+    backend.register("rms_norm_qmatmul_q8", _normed_kernel(fns, reference, backend, lib.ptr), "f32", EXACT)
     p, i64 = ctypes.c_void_p, ctypes.c_int64
     fn = lib.fn("vg_qembedding", [ctypes.c_int, p, i64, i64, i64, p, i64, p, i64, ctypes.c_int], i64)
-    backend.register("qembedding", _embedding(fn, qembedding.reference, backend, lib.ptr), "f32", EXACT)
+    embedding = _embedding(fn, qembedding.reference, backend, lib.ptr)
+    backend.register("qembedding", embedding, "f32", EXACT)
+    backend.register("dequantize", _dequantize(embedding, dequantize_op.reference), "f32", EXACT)
