@@ -81,7 +81,8 @@ def load_language_model(
 ) -> tuple[LanguageModel, Tokenizer]:
     """(model, tokenizer) for a registered name, a `.gguf` file, a Hugging Face folder or a `verigrad train
     lm` folder. `activations` chooses the quantized matmul of GGUF models: "f32" multiplies them as they are
-    (the default), "q8" quantizes activations to 8 bits per block of 32 (as llama.cpp does)."""
+    (the default), "q8" quantizes activations to 8 bits per block of 32, or of 256 for the
+    k-quants (as llama.cpp does)."""
     if activations not in ACTIVATIONS:
         raise ValueError(f"activations must be one of {', '.join(ACTIVATIONS)}, got {activations!r}")
     name = str(name_or_path)

@@ -305,7 +305,8 @@ class Llama(CachedDecoder):
         """A Llama, Qwen2, Qwen3 or Phi-3 GGUF file (or an opened GGUFFile): hyperparameters by their GGUF
         keys, tensors by llama.cpp's names, fused q/k/v and gate/up matrices. Quantized
         matrices stay quantized (QLinear, QEmbedding: no dequantized copy); `activations` "q8"
-        quantizes their inputs to 8 bits per block of 32 (llama.cpp's integer dot products)."""
+        quantizes their inputs to 8 bits per block of 32 (256 for the k-quants:
+        llama.cpp's q8_K; llama.cpp's integer dot products)."""
         if activations not in ("f32", "q8"):
             raise ValueError(f"activations must be 'f32' or 'q8', got {activations!r}")
         gguf = source if isinstance(source, GGUFFile) else read_gguf(source)
