@@ -180,10 +180,10 @@ CASES: list[tuple[str, Callable, tuple, tuple, type, str]] = [
         "index -41 is out of range for dimension 0 of size 40",
     ),
     (
-        "take_along_dim",  # a gather: no negative positions
+        "take_along_dim",  # a negative position counts from the end once, as PyTorch's: -11 stays -1
         lambda x, i: verigrad.take_along_dim(x, i, 1),
-        (LOGITS, np.zeros((4, 1), np.int64)),
-        (LOGITS, np.full((4, 1), -1)),
+        (LOGITS, np.full((4, 1), -10)),
+        (LOGITS, np.full((4, 1), -11)),
         IndexError,
         "take_along_dim: index -1 is out of range for a dimension of size 10",
     ),
