@@ -316,8 +316,6 @@ from .ops import (
     copysign,
     cos,
     cosh,
-    cumprod,
-    cumsum,
     det,
     empty,
     empty_like,
@@ -430,6 +428,7 @@ from .typeinfo import finfo, iinfo
 
 concatenate = cat  # PyTorch's names for the same function
 prod = _tensor_methods.prod  # torch.prod(input, dim, keepdim, *, dtype): the method, which casts to dtype
+cumsum, cumprod = _tensor_methods.cumsum, _tensor_methods.cumprod  # torch.cumsum(input, dim, *, dtype)
 sum, mean = Tensor.sum, Tensor.mean  # torch.sum/mean(input, dim, keepdim, *, dtype): the methods, bound in C
 get_rng_state, set_rng_state = _default_generator.get_state, _default_generator.set_state
 softmax, log_softmax = nn.functional.softmax, nn.functional.log_softmax  # torch.softmax(x, dim, dtype=)

@@ -384,16 +384,25 @@ def _along_axis(
     return method
 
 
+def _running(op: Any, x: Tensor, axis: Any, dim: Any, dtype: Any) -> Tensor:
+    """cumsum/cumprod in `dtype` when given: the input cast first, and the result in `dtype` (an integer
+    one too, which the op would widen to i64: its wrapped values are the narrow type's, as PyTorch's)."""
+    if dtype is None:
+        return op(x, axis=_axis(axis, dim))
+    out = op(x.to(dtype), axis=_axis(axis, dim))
+    return out if out.dtype == x.to(dtype).dtype else out.to(dtype)
+
+
 @adapted
 def cumsum(self: Tensor, axis: Any = 0, *, dim: Any = None, dtype: Any = None) -> Tensor:
     """Running sums along `axis` (PyTorch's `dim`), in `dtype` when given (the input cast first)."""
-    return scan.cumsum(self if dtype is None else self.to(dtype), axis=_axis(axis, dim))
+    return _running(scan.cumsum, self, axis, dim, dtype)
 
 
 @adapted
 def cumprod(self: Tensor, axis: Any = 0, *, dim: Any = None, dtype: Any = None) -> Tensor:
     """Running products along `axis` (PyTorch's `dim`), in `dtype` when given (the input cast first)."""
-    return scan.cumprod(self if dtype is None else self.to(dtype), axis=_axis(axis, dim))
+    return _running(scan.cumprod, self, axis, dim, dtype)
 
 
 @adapted

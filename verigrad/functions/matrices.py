@@ -10,7 +10,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..dtypes import bool_
+from ..devices import as_device
+from ..dtypes import as_dtype, bool_, i32, i64
 from ..errors import DTypeError, ShapeError
 from ..ops.binary import eq, where
 from ..ops.creation import arange, eye, from_numpy
@@ -235,14 +236,27 @@ def triu(x: Tensor, diagonal: int = 0) -> Tensor:
     return _triangle(x, diagonal, False, "triu")
 
 
-def tril_indices(row: int, col: int, offset: int = 0) -> Tensor:
+def _triangle_indices(name: str, positions: Any, dtype: Any, device: Any) -> Tensor:
+    """tril_indices'/triu_indices' [2, n] positions in `dtype` (i64 by default; i32 or i64, as PyTorch's)."""
+    as_device(device, name)
+    kind = i64 if dtype is None else as_dtype(dtype)
+    if kind not in (i32, i64):
+        raise DTypeError(f"{name}: dtype must be int32 or int64 (as PyTorch's), got {kind.name}")
+    return from_numpy(np.stack(positions).astype(kind.np))
+
+
+def tril_indices(
+    row: int, col: int, offset: int = 0, *, dtype: Any = None, device: Any = None, layout: Any = None
+) -> Tensor:
     """The [2, n] positions of the lower triangle of a row x col matrix (PyTorch's order)."""
-    return from_numpy(np.stack(np.tril_indices(row, offset, col)).astype(np.int64))
+    return _triangle_indices("tril_indices", np.tril_indices(row, offset, col), dtype, device)
 
 
-def triu_indices(row: int, col: int, offset: int = 0) -> Tensor:
+def triu_indices(
+    row: int, col: int, offset: int = 0, *, dtype: Any = None, device: Any = None, layout: Any = None
+) -> Tensor:
     """The [2, n] positions of the upper triangle of a row x col matrix (PyTorch's order)."""
-    return from_numpy(np.stack(np.triu_indices(row, offset, col)).astype(np.int64))
+    return _triangle_indices("triu_indices", np.triu_indices(row, offset, col), dtype, device)
 
 
 def fill_diagonal_(x: Tensor, fill_value: Any, wrap: bool = False) -> Tensor:

@@ -50,7 +50,7 @@ def amin(x: Tensor, dim: Axis = None, keepdim: bool = False, *, axis: Axis = Non
 def var(
     x: Tensor,
     axis: Axis = None,
-    correction: int | float = 1,
+    correction: int | float | None = 1,
     keepdim: bool = False,
     *,
     dim: Axis = None,
@@ -60,6 +60,12 @@ def var(
     (count - correction); correction 1 (the default, or `unbiased=True`) is Bessel's, 0 the biased one."""
     if not x.dtype.is_float or x.dtype.name == "bf16":
         raise DTypeError(f"var and std need an f16, f32 or f64 tensor, got {x.dtype.name}; cast it first")
+    if correction is None:  # PyTorch's default, spelled out
+        correction = 1
+    if isinstance(axis, bool):  # x.var(True): PyTorch's var(input, unbiased), over every axis
+        if unbiased is not None:
+            raise TypeError("var: unbiased given twice (positionally and by keyword)")
+        axis, unbiased = None, axis
     if unbiased is not None or isinstance(correction, bool):  # x.var(dim, True): PyTorch's unbiased
         correction = 1 if (correction if unbiased is None else unbiased) else 0
     axes = normalize_axes(_all_if_empty(pick(axis, dim)), x.ndim)
@@ -77,6 +83,7 @@ def std(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
 def var_mean(x: Tensor, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor]:
     """(var, mean) over the same axes (`var`'s arguments; PyTorch's var_mean)."""
     axis = kwargs.get("dim", kwargs.get("axis", args[0] if args else None))
+    axis = None if isinstance(axis, bool) else axis  # var_mean(x, True): PyTorch's (input, unbiased)
     keepdim = kwargs.get("keepdim", args[2] if len(args) > 2 else False)
     return var(x, *args, **kwargs), x.mean(axis=normalize_axes(_all_if_empty(axis), x.ndim), keepdim=keepdim)
 
