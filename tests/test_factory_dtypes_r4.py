@@ -60,3 +60,17 @@ def test_a_bool_second_argument_is_unbiased_over_every_axis(name):
     spelled = spelled[0] if name.endswith("_mean") else spelled
     want = x.var(axis=1, ddof=1) if name.startswith("var") else x.std(axis=1, ddof=1)
     np.testing.assert_allclose(spelled.numpy(), want, rtol=1e-6)
+
+
+def test_logsumexp_of_integers_and_bools_is_f32_as_pytorchs():
+    for dtype in (verigrad.bool, verigrad.int32, verigrad.int64):
+        got = verigrad.logsumexp(verigrad.tensor([1, 0, 1], dtype=dtype), 0)
+        assert got.dtype == verigrad.float32 and np.isclose(got.item(), np.log(2 * np.e + 1), rtol=1e-6)
+
+
+def test_repeat_interleave_checks_output_size():
+    x = verigrad.tensor([1, 2])
+    assert verigrad.repeat_interleave(x, 2, output_size=4).tolist() == [1, 1, 2, 2]
+    assert x.repeat_interleave(verigrad.tensor([1, 2]), dim=0, output_size=3).tolist() == [1, 2, 2]
+    with pytest.raises(ValueError, match="output_size 3 is not the result's length 4"):
+        verigrad.repeat_interleave(x, 2, output_size=3)

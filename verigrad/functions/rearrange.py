@@ -78,17 +78,37 @@ def repeat(x: Tensor, *sizes: Any) -> Tensor:
     return tiled.reshape(tuple(r * s for r, s in zip(sizes, shape)))
 
 
-def repeat_interleave(x: Tensor, repeats: int, axis: int | None = None, *, dim: int | None = None) -> Tensor:
+def repeat_interleave(
+    x: Tensor,
+    repeats: int,
+    axis: int | None = None,
+    *,
+    dim: int | None = None,
+    output_size: int | None = None,
+) -> Tensor:
     """Each element repeated `repeats` times in place along `axis` ([a, b] -> [a, a, b, b]); with no
     axis, of the flattened tensor. A tensor of counts, one per element (or one for all), repeats each
-    its own number of times (eager only: the size depends on the counts)."""
+    its own number of times (eager only: the size depends on the counts). `output_size`, when given, must
+    be the result's length along the axis (PyTorch's hint, checked)."""
+    out = _repeated(x, repeats, pick(axis, dim))
+    if output_size is not None:
+        along = normalize_axis(pick(axis, dim), x.ndim) if pick(axis, dim) is not None else 0
+        if out.shape[along] != output_size:
+            length = out.shape[along]
+            raise ValueError(
+                f"repeat_interleave: output_size {output_size!r} is not the result's length {length}"
+            )
+    return out
+
+
+def _repeated(x: Tensor, repeats: Any, axis: int | None) -> Tensor:
+    """repeat_interleave's result."""
     if isinstance(repeats, Tensor) and repeats.numel() != 1:
-        return _repeat_each(x, repeats, pick(axis, dim))
+        return _repeat_each(x, repeats, axis)
     if isinstance(repeats, Tensor):
         repeats = int(repeats.item())
     if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 0:
         raise ValueError(f"repeat_interleave takes a whole number of repeats >= 0, got {repeats!r}")
-    axis = pick(axis, dim)
     if axis is None:
         x, axis = x.reshape(-1), 0
     axis = normalize_axis(axis, x.ndim)

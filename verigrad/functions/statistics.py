@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from .. import modes
-from ..dtypes import bool_, i64, u8
+from ..dtypes import bool_, f32, i64, u8
 from ..errors import DTypeError
 from ..ops.binary import eq, maximum, ne, sub, where
 from ..ops.creation import from_numpy, full
@@ -96,7 +96,10 @@ def std_mean(x: Tensor, *args: Any, **kwargs: Any) -> tuple[Tensor, Tensor]:
 
 def logsumexp(x: Tensor, axis: Axis = None, keepdim: bool = False, *, dim: Axis = None) -> Tensor:
     """log(sum(exp(x))) over `axis`, shifted by the maximum so that nothing overflows (an infinite
-    maximum is not subtracted, as in PyTorch: all -inf gives -inf); its gradient is the softmax."""
+    maximum is not subtracted, as in PyTorch: all -inf gives -inf); its gradient is the softmax. Integers
+    and bools are taken as f32, as PyTorch's."""
+    if not x.dtype.is_float:
+        x = x.to(f32)
     axes = normalize_axes(_all_if_empty(pick(axis, dim)), x.ndim)
     if builtins.any(x.shape[a] == 0 for a in axes if isinstance(x.shape[a], int)):
         top = 0.0  # over no elements: log(0) = -inf, as PyTorch's (max would refuse the empty axis)
