@@ -57,18 +57,6 @@ static const int64_t BLOCK_BYTES[NQTYPES] = {34, 18, 20, 144, 210, 176, 22, 24, 
 static const int64_t BLOCK_VALUES[NQTYPES] = {32, 32, 32, 256, 256, 256, 32, 32, 256, 256, 32, 256};
 static const int8_t IQ4_VALUES[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
-static float half_to_float(const uint8_t *p) {
-    uint32_t h = (uint32_t)p[0] | ((uint32_t)p[1] << 8);
-    uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, bits;
-    if (exp == 0) {
-        float v = (float)mant * 0x1p-24f; /* zero or subnormal: exact */
-        return sign ? -v : v;
-    }
-    bits = exp == 31 ? sign | 0x7f800000u | (mant << 13) : sign | ((exp + 112) << 23) | (mant << 13);
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
 
 /* ---------------------------------------------------------------- activations */
 
@@ -192,8 +180,8 @@ static float q8_row(int qtype, const uint8_t *w, int64_t nb, const int8_t *qx, c
         int32_t dot = block_dot(qtype, wb, qx + 32 * b);
         if (qtype == Q4_0) dot -= 8 * sx[b];
         if (qtype == Q5_0) dot -= 16 * sx[b];
-        double term = ((double)half_to_float(wb) * dx[b]) * (double)dot;
-        if (qtype == Q4_1 || qtype == Q5_1) term = term + (double)half_to_float(wb + 2) * dxs[b];
+        double term = ((double)vg_f16_at(wb) * dx[b]) * (double)dot;
+        if (qtype == Q4_1 || qtype == Q5_1) term = term + (double)vg_f16_at(wb + 2) * dxs[b];
         acc = acc + term;
     }
     return (float)acc;
@@ -438,7 +426,7 @@ __attribute__((target("avx2,f16c"))) static void q8_row_avx2(int qtype, const ui
             const __m256i set = _mm256_cmpeq_epi8(_mm256_or_si256(bits, others), _mm256_set1_epi8(-1));
             q = _mm256_or_si256(q, _mm256_and_si256(set, _mm256_set1_epi8(16)));
         }
-        const double d = (double)half_to_float(wb), m = qtype == Q5_1 ? (double)half_to_float(wb + 2) : 0.0;
+        const double d = (double)vg_f16_at(wb), m = qtype == Q5_1 ? (double)vg_f16_at(wb + 2) : 0.0;
         for (int64_t t = t0; t < t1; t++) {
             __m256i y = _mm256_loadu_si256((const __m256i *)(p->qx + t * k + 32 * b));
             if (qtype == IQ4_NL) y = _mm256_sign_epi8(y, sign);
@@ -553,7 +541,7 @@ static void k4_scale(const uint8_t *s, int j, int *sc, int *m) {
 /* a q4_k (q5_k: qh given) block: 8 sub-blocks of 32 with 6-bit scales and mins; value (d * sc) * q - dmin * m,
  * q the nibbles (and bit j of qh[i] as the fifth bit of value i of sub-block j) */
 static void dequantize_k4(const uint8_t *wb, const uint8_t *qh, const uint8_t *qs, float *v) {
-    const float d = half_to_float(wb), dmin = half_to_float(wb + 2);
+    const float d = vg_f16_at(wb), dmin = vg_f16_at(wb + 2);
     for (int j = 0; j < 8; j++) {
         int sc, m;
         k4_scale(wb + 4, j, &sc, &m);
@@ -569,7 +557,7 @@ static void dequantize_k4(const uint8_t *wb, const uint8_t *qh, const uint8_t *q
 
 /* q5_0 (value d * (q - 16)) and q5_1 (d * q + m): the fifth bit of value i is bit i of a little-endian u32 */
 static void dequantize_q5(int qtype, const uint8_t *wb, float *v) {
-    const float d = half_to_float(wb), m = qtype == Q5_1 ? half_to_float(wb + 2) : 0.0f;
+    const float d = vg_f16_at(wb), m = qtype == Q5_1 ? vg_f16_at(wb + 2) : 0.0f;
     const uint8_t *qh = wb + (qtype == Q5_1 ? 4 : 2), *qs = qh + 4;
     const uint32_t high = (uint32_t)qh[0] | ((uint32_t)qh[1] << 8) | ((uint32_t)qh[2] << 16) | ((uint32_t)qh[3] << 24);
     for (int i = 0; i < 32; i++) {
@@ -586,7 +574,7 @@ static int crumb(const uint8_t *qs, int g, int i) {
 
 /* q2_k: scales[16] (low nibble scale, high nibble min), qs[64], d, dmin: (d * sc) * q - dmin * m */
 static void dequantize_q2_k(const uint8_t *wb, float *v) {
-    const float d = half_to_float(wb + 80), dmin = half_to_float(wb + 82);
+    const float d = vg_f16_at(wb + 80), dmin = vg_f16_at(wb + 82);
     for (int g = 0; g < 16; g++) {
         const float dl = d * (float)(wb[g] & 15), ml = dmin * (float)(wb[g] >> 4);
         for (int i = 0; i < 16; i++) v[16 * g + i] = dl * (float)crumb(wb + 16, g, i) - ml;
@@ -597,7 +585,7 @@ static void dequantize_q2_k(const uint8_t *wb, float *v) {
  * bit of hmask is clear); value 32 s + l's bit is bit s of hmask[l] */
 static void dequantize_q3_k(const uint8_t *wb, float *v) {
     const uint8_t *s = wb + 96;
-    const float d = half_to_float(wb + 108);
+    const float d = vg_f16_at(wb + 108);
     for (int g = 0; g < 16; g++) {
         int low = g < 8 ? s[g] & 15 : s[g - 8] >> 4, high = (s[8 + g % 4] >> (2 * (g / 4))) & 3;
         const float dl = d * (float)((low | (high << 4)) - 32);
@@ -611,7 +599,7 @@ static void dequantize_q3_k(const uint8_t *wb, float *v) {
 /* iq4_nl (d, 16 bytes of nibbles: values from IQ4_VALUES) and iq4_xs (d, 2 + 4 bytes of 6-bit scales less
  * 32, 8 sub-blocks of 16 bytes): (d * scale) * IQ4_VALUES[q] */
 static void dequantize_iq4(int qtype, const uint8_t *wb, float *v) {
-    const float d = half_to_float(wb);
+    const float d = vg_f16_at(wb);
     if (qtype == IQ4_NL) {
         for (int i = 0; i < 16; i++) {
             v[i] = d * (float)IQ4_VALUES[wb[2 + i] & 15];
@@ -633,7 +621,7 @@ static void dequantize_iq4(int qtype, const uint8_t *wb, float *v) {
 
 /* a q6_k block: 16 groups of 16 with int8 scales; value (d * sc) * (q - 32), q from 4 + 2 bits */
 static void dequantize_q6_k(const uint8_t *wb, float *v) {
-    const float d = half_to_float(wb + 208);
+    const float d = vg_f16_at(wb + 208);
     for (int h = 0; h < 2; h++) {
         const uint8_t *ql = wb + 64 * h, *qh = wb + 128 + 32 * h;
         const int8_t *sc = (const int8_t *)(wb + 192) + 8 * h;
@@ -652,7 +640,7 @@ static void dequantize_row(int qtype, const uint8_t *w, int64_t nb, float *v) {
     const int64_t bytes = BLOCK_BYTES[qtype];
     for (int64_t b = 0; b < nb; b++, v += BLOCK_VALUES[qtype]) {
         const uint8_t *wb = w + b * bytes;
-        float d = half_to_float(wb);
+        float d = vg_f16_at(wb);
         if (qtype == Q8_0) {
             for (int i = 0; i < 32; i++) v[i] = d * (float)((const int8_t *)(wb + 2))[i];
         } else if (qtype == Q4_0) {
@@ -661,7 +649,7 @@ static void dequantize_row(int qtype, const uint8_t *w, int64_t nb, float *v) {
                 v[i + 16] = d * (float)((wb[2 + i] >> 4) - 8);
             }
         } else if (qtype == Q4_1) {
-            float m = half_to_float(wb + 2);
+            float m = vg_f16_at(wb + 2);
             for (int i = 0; i < 16; i++) {
                 v[i] = d * (float)(wb[4 + i] & 15) + m;
                 v[i + 16] = d * (float)(wb[4 + i] >> 4) + m;
@@ -712,7 +700,7 @@ __attribute__((target("avx2,f16c"))) static void dequantize_row_avx2(int qtype, 
     const int64_t bytes = BLOCK_BYTES[qtype];
     for (int64_t b = 0; b < nb; b++, v += 32) {
         const uint8_t *wb = w + b * bytes;
-        __m256 d = _mm256_set1_ps(half_to_float(wb));
+        __m256 d = _mm256_set1_ps(vg_f16_at(wb));
         if (qtype == Q8_0) {
             for (int j = 0; j < 4; j++) {
                 __m128i q = _mm_loadl_epi64((const __m128i *)(wb + 2 + 8 * j));
@@ -726,7 +714,7 @@ __attribute__((target("avx2,f16c"))) static void dequantize_row_avx2(int qtype, 
         __m128i n = _mm_loadu_si128((const __m128i *)(qh + (five ? 4 : 0)));
         __m128i lo = _mm_and_si128(n, mask), hi = _mm_and_si128(_mm_srli_epi16(n, 4), mask);
         __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
-        __m256 m = _mm256_set1_ps(affine ? half_to_float(wb + 2) : 0.0f);
+        __m256 m = _mm256_set1_ps(affine ? vg_f16_at(wb + 2) : 0.0f);
         __m256i off = _mm256_set1_epi32(qtype == Q4_0 ? 8 : qtype == Q5_0 ? 16 : 0);
         __m256i high = _mm256_set1_epi32(five ? load32(qh) : 0); /* x86 is little-endian */
         for (int j = 0; j < 4; j++) {
@@ -777,7 +765,7 @@ AVX512_Q __attribute__((always_inline)) static inline void k_avx512(float *v, co
         for (int64_t b = 0; b < nb; b++, v += 256) {                                                        \
             const uint8_t *wb = w + b * BLOCK_BYTES[qtype];                                                 \
             if (qtype == Q6_K) {                                                                            \
-                const float d = half_to_float(wb + 208);                                                    \
+                const float d = vg_f16_at(wb + 208);                                                    \
                 const int8_t *sc = (const int8_t *)(wb + 192);                                              \
                 for (int h = 0; h < 2; h++)                                                                 \
                     for (int quarter = 0; quarter < 4; quarter++)                                           \
@@ -787,7 +775,7 @@ AVX512_Q __attribute__((always_inline)) static inline void k_avx512(float *v, co
                                 d * (float)sc[8 * h + 2 * quarter + l / 16], 0.0f, 0);                      \
                 continue;                                                                                   \
             }                                                                                               \
-            const float d = half_to_float(wb), dmin = half_to_float(wb + 2);                                \
+            const float d = vg_f16_at(wb), dmin = vg_f16_at(wb + 2);                                \
             const uint8_t *qh = qtype == Q5_K ? wb + 16 : 0, *qs = wb + (qtype == Q5_K ? 48 : 16);          \
             for (int j = 0; j < 8; j++) {                                                                   \
                 int sc, m;                                                                                  \
@@ -838,7 +826,7 @@ AVX512_Q __attribute__((always_inline)) static inline __m512 block16_avx512(int 
         const int qt = QTYPE; /* an int: the codes are two enums */                                         \
         for (int64_t b = 0; b < nb; b++, v += 32) {                                                         \
             const uint8_t *wb = w + b * BLOCK_BYTES[qt];                                                    \
-            const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(load32(wb))); /* F16C: half_to_float's */     \
+            const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(load32(wb))); /* F16C: vg_f16_at's */     \
             const __m512 d = _mm512_broadcastss_ps(dm);                                                     \
             if (qt == Q8_0) {                                                                               \
                 for (int h = 0; h < 2; h++) {                                                               \

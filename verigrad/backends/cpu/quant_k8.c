@@ -50,19 +50,6 @@ static int64_t block_bytes(int qtype) {
     }
 }
 
-/* the little-endian f16 at p, exactly (as ops/quant.py's _f16) */
-static float f16_at(const uint8_t *p) {
-    uint32_t h = (uint32_t)p[0] | ((uint32_t)p[1] << 8);
-    uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, bits;
-    if (exp == 0) {
-        float v = (float)mant * 0x1p-24f;
-        return sign ? -v : v;
-    }
-    bits = exp == 31 ? sign | 0x7f800000u | (mant << 13) : sign | ((exp + 112) << 23) | (mant << 13);
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
 
 /* ---------------------------------------------------------------- activations: llama.cpp's q8_K */
 
@@ -126,18 +113,18 @@ static inline __attribute__((always_inline)) void unpack_scales(int qtype, const
             kb->scale[2 * j] = kb->scale[2 * j + 1] = (int16_t)sc;
             kb->mins[2 * j] = kb->mins[2 * j + 1] = (int16_t)m;
         }
-        kb->d = (double)f16_at(wb);
-        kb->dmin = (double)f16_at(wb + 2);
+        kb->d = (double)vg_f16_at(wb);
+        kb->dmin = (double)vg_f16_at(wb + 2);
     } else if (qtype == Q6_K) {
         for (int g = 0; g < 16; g++) {
             kb->scale[g] = (int8_t)wb[192 + g];
             kb->bias[g] = (int16_t)(32 * kb->scale[g]);
         }
-        kb->d = (double)f16_at(wb + 208);
+        kb->d = (double)vg_f16_at(wb + 208);
     } else if (qtype == Q2_K) {
         for (int g = 0; g < 16; g++) kb->scale[g] = wb[g] & 15, kb->mins[g] = wb[g] >> 4;
-        kb->d = (double)f16_at(wb + 80);
-        kb->dmin = (double)f16_at(wb + 82);
+        kb->d = (double)vg_f16_at(wb + 80);
+        kb->dmin = (double)vg_f16_at(wb + 82);
     } else if (qtype == Q3_K) {
         const uint8_t *s = wb + 96;
         for (int g = 0; g < 16; g++) {
@@ -145,14 +132,14 @@ static inline __attribute__((always_inline)) void unpack_scales(int qtype, const
             kb->scale[g] = (int16_t)((low | (high << 4)) - 32);
             kb->bias[g] = (int16_t)(4 * kb->scale[g]); /* u is the value plus 4 */
         }
-        kb->d = (double)f16_at(wb + 108);
+        kb->d = (double)vg_f16_at(wb + 108);
     } else { /* iq4_xs */
         const unsigned high = (unsigned)wb[2] | ((unsigned)wb[3] << 8);
         for (int j = 0; j < 8; j++) {
             int ls = ((wb[4 + j / 2] >> (4 * (j % 2))) & 15) | (((high >> (2 * j)) & 3) << 4);
             kb->scale[2 * j] = kb->scale[2 * j + 1] = (int16_t)(ls - 32);
         }
-        kb->d = (double)f16_at(wb);
+        kb->d = (double)vg_f16_at(wb);
     }
 }
 

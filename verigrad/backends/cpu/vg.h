@@ -1,6 +1,7 @@
 #ifndef VG_H
 #define VG_H
 #include <stdint.h>
+#include <string.h>
 
 typedef void (*vg_chunk_fn)(void *ctx, int64_t lo, int64_t hi);
 
@@ -76,4 +77,17 @@ static inline int64_t vg_run_offset(vg_run r, const int64_t *s) {
     return r.i0 * s[0] + r.i1 * s[1] + r.i2 * s[2] + r.j * s[3];
 }
 
+/* the little-endian f16 at p, exactly (as ops/quant.py's _f16): the quantized blocks' scales */
+static inline float vg_f16_at(const uint8_t *p) {
+    uint32_t h = (uint32_t)p[0] | ((uint32_t)p[1] << 8);
+    uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, bits;
+    if (exp == 0) {
+        float v = (float)mant * 0x1p-24f; /* zero or subnormal: exact */
+        return sign ? -v : v;
+    }
+    bits = exp == 31 ? sign | 0x7f800000u | (mant << 13) : sign | ((exp + 112) << 23) | (mant << 13);
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
 #endif
