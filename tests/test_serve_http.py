@@ -116,8 +116,8 @@ def test_streaming_gives_the_same_text_in_pieces_then_done(server, client):
     assert text == whole.choices[0].message.content
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "length"
     assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 10
-    # the raw stream: server-sent events ending with [DONE]
-    body = {"model": MODEL, "prompt": "hello", "max_tokens": 4, "stream": True}
+    # the raw stream: server-sent events ending with [DONE] (seeded: no end token drawn in 4)
+    body = {"model": MODEL, "prompt": "hello", "max_tokens": 4, "stream": True, "seed": 3}
     raw = httpx.post(server[1] + "/v1/completions", json=body, headers={"Authorization": f"Bearer {KEY}"})
     assert raw.headers["content-type"].startswith("text/event-stream")
     events = [e for e in raw.text.split("\n\n") if e]
