@@ -180,12 +180,12 @@ CASES: list[tuple[str, Callable, tuple, tuple, type, str]] = [
         "index -41 is out of range for dimension 0 of size 40",
     ),
     (
-        "take_along_dim",  # a negative position counts from the end once, as PyTorch's: -11 stays -1
+        "take_along_dim",  # a negative position counts from the end once, as PyTorch's: -11 is refused
         lambda x, i: verigrad.take_along_dim(x, i, 1),
         (LOGITS, np.full((4, 1), -10)),
         (LOGITS, np.full((4, 1), -11)),
         IndexError,
-        "take_along_dim: index -1 is out of range for a dimension of size 10",
+        "index -11 is out of range for take_along_dim's dimension 1 of size 10",
     ),
     (
         "index_fill",

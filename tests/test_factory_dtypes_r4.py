@@ -41,6 +41,21 @@ def test_an_integer_dtype_given_is_the_results_wrapping_as_it_does(name):
     assert got.dtype == verigrad.int8 and got.numpy().tolist() == want.tolist()
 
 
+@pytest.mark.parametrize("name", ["cumsum", "cumprod"])
+@pytest.mark.parametrize("dtype", ["float64", "int8"])
+def test_a_dtype_given_casts_the_input_once(name, dtype):
+    """The method's dtype= casts its input once (a second cast, made only to read its dtype, was a copy of
+    the input in eager mode and an instruction of a traced program), with the same values and dtype."""
+    fn = lambda x: getattr(x, name)(0, dtype=getattr(verigrad, dtype))
+    program = verigrad.trace(fn, verigrad.spec([3]))
+    casts = [i.name for i in program.instrs].count("cast")
+    assert casts == (1 if dtype == "float64" else 2)  # an integer dtype: the op's i64 result cast back
+    x = np.array([100.0, 100.0, -3.0], np.float32)
+    got = getattr(verigrad.from_numpy(x), name)(0, dtype=getattr(verigrad, dtype))
+    want = getattr(np, name)(x.astype(np.int64 if dtype == "int8" else np.float64)).astype(dtype)
+    assert got.dtype == getattr(verigrad, dtype) and got.numpy().tolist() == want.tolist()
+
+
 @pytest.mark.parametrize("name", ["var", "std", "var_mean", "std_mean"])
 def test_a_bool_second_argument_is_unbiased_over_every_axis(name):
     x = np.array([[1.0, 2.0], [4.0, 8.0]], np.float32)

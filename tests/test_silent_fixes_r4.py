@@ -73,8 +73,16 @@ def test_take_along_dim_counts_a_negative_index_from_the_end_once() -> None:
     x = vg.arange(5.0)
     np.testing.assert_array_equal(vg.take_along_dim(x, vg.tensor([-1, -5]), 0).numpy(), [4.0, 0.0])
     np.testing.assert_array_equal(vg.take_along_dim(x, vg.tensor([-2])).numpy(), [3.0])
-    with pytest.raises(IndexError, match="index -1 is out of range"):
+    with pytest.raises(IndexError, match="index -6 is out of range for take_along_dim's dimension 0 of"):
         vg.take_along_dim(x, vg.tensor([-6]), 0)
+
+
+def test_take_along_dims_error_names_the_index_given_not_the_wrapped_one() -> None:
+    x = vg.arange(6.0).reshape(2, 3)
+    with pytest.raises(IndexError, match="index -7 is out of range for take_along_dim's flattened input of"):
+        vg.take_along_dim(x, vg.tensor([0, -7]))
+    with pytest.raises(IndexError, match="index 3 is out of range for take_along_dim's dimension 1 of size"):
+        vg.take_along_dim(x, vg.tensor([[3], [0]]), -1)
 
 
 def test_layer_norm_takes_a_negative_eps() -> None:

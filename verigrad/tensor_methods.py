@@ -389,8 +389,9 @@ def _running(op: Any, x: Tensor, axis: Any, dim: Any, dtype: Any) -> Tensor:
     one too, which the op would widen to i64: its wrapped values are the narrow type's, as PyTorch's)."""
     if dtype is None:
         return op(x, axis=_axis(axis, dim))
-    out = op(x.to(dtype), axis=_axis(axis, dim))
-    return out if out.dtype == x.to(dtype).dtype else out.to(dtype)
+    cast = x.to(dtype)
+    out = op(cast, axis=_axis(axis, dim))
+    return out if out.dtype == cast.dtype else out.to(dtype)
 
 
 @adapted

@@ -398,8 +398,7 @@ def take_along_dim(x: Tensor, indices: Tensor, dim: int | None = None) -> Tensor
         raise DTypeError(f"take_along_dim needs an integer index tensor, got {describe(indices)}")
     if dim is None:
         flat = x.reshape(-1)
-        positions = _wrapped(indices.reshape(-1), flat.shape[0])
-        return gather_along(flat, _in_range(positions, flat.shape[0], "take_along_dim"), axis=0)
+        return gather_along(flat, _positions(indices.reshape(-1), flat.shape[0], "flattened input"), axis=0)
     if x.ndim == 0:
         raise AxisError(f"take_along_dim: dim {dim} of a 0-d tensor (PyTorch's: it has no dimensions)")
     axis = normalize_axis(dim, x.ndim)
@@ -418,13 +417,13 @@ def take_along_dim(x: Tensor, indices: Tensor, dim: int | None = None) -> Tensor
         raise ShapeError(
             f"take_along_dim: {describe(x)} and indices {describe(indices)} must broadcast but along {axis}"
         ) from None
-    positions = _wrapped(indices, x.shape[axis])
-    return gather_along(x, _in_range(positions, x.shape[axis], "take_along_dim"), axis=axis)
+    return gather_along(x, _positions(indices, x.shape[axis], f"dimension {axis}"), axis=axis)
 
 
-def _wrapped(indices: Tensor, size: Any) -> Tensor:
-    """take_along_dim's positions: a negative one counts from the end once, as PyTorch's (-size - 1 stays
-    negative, and is refused)."""
+def _positions(indices: Tensor, size: Any, part: str) -> Tensor:
+    """take_along_dim's positions in [0, size): each in [-size, size) (checked as the user gave it, so the
+    error names that value), a negative one counted from the end once, as PyTorch's."""
+    indices = checked(indices, size, f"take_along_dim's {part}", what="item")
     return where(lt(indices, 0), indices + size, indices)
 
 
