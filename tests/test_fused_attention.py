@@ -1,5 +1,5 @@
 """The training step's fused causal attention: the cpu backend's attention and attention_grad kernels
-(attention.c, flash-attention style) held to their stated bounds against the f64 references, the same
+(attention_flash.c, flash-attention style) held to their stated bounds against the f64 references, the same
 bits for every thread count, on the shapes of a GPT's step (head views of a qkv projection: strided),
 grouped heads, fewer queries than keys and head dims that are not a multiple of 4; the reference's NaN
 where an input is not finite; attention's backward pass running attention_grad on the forward's output

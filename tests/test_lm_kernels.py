@@ -1,4 +1,4 @@
-"""Kernels of a GPT's training step, made faster for it: attention's AVX-512 loops (attention.c) give
+"""Kernels of a GPT's training step, made faster for it: attention's AVX-512 loops (attention_flash.c) give
 the bits of its AVX2 ones on every thread count, and on Intel's AVX-512 cores an nn.Linear's x @ W^T of
 a training step's size is OpenBLAS's product (matmul_blas.c's dot products lost there), while a short
 product still takes the dot products."""
@@ -44,7 +44,7 @@ ATTENTION_CASES += [(1, 2, 1, 9, 9, 12, 40, 1.0), (1, 2, 1, 33, 45, 16, 16, 300.
 
 
 def attention_avx512(flag: int) -> int:
-    """Turns attention.c's AVX-512 loops on (1) or off (0); returns the setting before."""
+    """Turns attention_flash.c's AVX-512 loops on (1) or off (0); returns the setting before."""
     fn = cpu.cpu.library.fn("vg_attention_avx512", [ctypes.c_int], restype=ctypes.c_int)
     return fn(flag)
 

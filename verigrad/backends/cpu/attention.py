@@ -105,8 +105,8 @@ def register(backend: Any, lib: Library) -> None:
 
 def register_flash(backend: Any, lib: Library) -> None:
     """attention (its output and log-sum-exp) and attention_grad (from the forward's result: no forward
-    pass) on f32 arrays of whole-element strides (else the reference, and where an input holds an infinity
-    or a NaN: the reference's 0 * inf at hidden positions spreads it)."""
+    pass) on f32 arrays of whole-element strides (attention_flash.c; else the reference, and where an input
+    holds an infinity or a NaN: the reference's 0 * inf at hidden positions spreads it)."""
     from ...ops.composite.attention import resolve_scale
 
     fn = lib.fn("vg_flash_attention_f32", _FLASH_ARGS, restype=ctypes.c_int)

@@ -21,18 +21,8 @@
 #define IMPLICIT_CH 6     /* output channels of a tile */
 #define IMPLICIT_MAX_K 4608 /* taps (C*KH*KW) at most */
 
-static int implicit_cpu(void) {
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-    static int known = -1;
-    if (known < 0) known = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    return known;
-#else
-    return 0;
-#endif
-}
-
 /* Whether this CPU takes the implicit path (AVX2 and FMA). */
-int vg_conv_implicit(void) { return implicit_cpu(); }
+int vg_conv_implicit(void) { return vg_has_avx2_fma(); }
 
 /* Whether the implicit path may put the channels in the lanes (on AVX-512); 0 for the tests. */
 static int lanes_enabled = 1;
@@ -42,7 +32,7 @@ static int lanes_cpu(void) { return lanes_enabled && vg_has_avx512(); }
 int vg_implicit_f32(const int64_t *g) {
     const int64_t WO = g[G_WO];
     return !g[G_NHWC] && g[G_SH] == 1 && g[G_SW] == 1 && (WO >= 8 || (WO == 4 && g[G_HO] % 2 == 0)) &&
-           g[G_C] * g[G_KH] * g[G_KW] <= IMPLICIT_MAX_K && g[G_O] >= IMPLICIT_CH && implicit_cpu();
+           g[G_C] * g[G_KH] * g[G_KW] <= IMPLICIT_MAX_K && g[G_O] >= IMPLICIT_CH && vg_has_avx2_fma();
 }
 
 typedef struct {

@@ -312,12 +312,6 @@ typedef struct {
 #include <immintrin.h>
 #define FLAT_AVX2 __attribute__((target("avx2"), always_inline)) static inline
 
-static int flat_cpu(void) {
-    static int known = -1;
-    if (known < 0) known = __builtin_cpu_supports("avx2");
-    return known;
-}
-
 /* Whether the tensor is packed: each axis of size > 1 has the stride of a C-contiguous array. */
 static int packed(const int64_t *shape, const int64_t *strides) {
     int64_t step = 1;
@@ -332,7 +326,7 @@ static int flat(const int64_t *g, int grad) {
     const int64_t x[4] = {g[G_N], g[G_C], g[G_H], g[G_W]}, y[4] = {g[G_N], g[G_C], g[G_HO], g[G_WO]};
     return !g[G_LAYOUT] && g[G_KH] == 2 && g[G_KW] == 2 && tiles(g, grad) && (g[G_WO] == 2 || g[G_WO] == 4) &&
            g[G_H] == 2 * g[G_HO] && g[G_W] == 2 * g[G_WO] && packed(x, g + G_XS) &&
-           (!grad || packed(y, g + G_YS)) && flat_cpu();
+           (!grad || packed(y, g + G_YS)) && vg_has_avx2();
 }
 
 FLAT_AVX2 __m256 flat_sel(__m256 m, __m256 a, __m256 b) { return _mm256_blendv_ps(b, a, m); }

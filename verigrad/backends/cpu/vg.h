@@ -18,10 +18,52 @@ int vg_pool_static(int on);
 #define VG_CLONES
 #endif
 
-/* Whether the CPU has AVX-512 F and DQ, all that the kernels' AVX-512 paths use (0 off x86). */
-static inline int vg_has_avx512(void) {
+/* The CPU features the kernels' vector paths check before they run, each 0 off x86. */
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#include <cpuid.h>
+#define VG_CPU_CHECKS 1
+#else
+#define VG_CPU_CHECKS 0
+#endif
+
+/* Whether the CPU has AVX-512 F and DQ, all that the kernels' AVX-512 paths use. */
+static inline int vg_has_avx512(void) {
+#if VG_CPU_CHECKS
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+#else
+    return 0;
+#endif
+}
+
+/* Whether the CPU has AVX2. */
+static inline int vg_has_avx2(void) {
+#if VG_CPU_CHECKS
+    return __builtin_cpu_supports("avx2");
+#else
+    return 0;
+#endif
+}
+
+/* Whether the CPU has AVX2 and FMA (the paths of fused multiply-adds on 256-bit vectors). */
+static inline int vg_has_avx2_fma(void) {
+#if VG_CPU_CHECKS
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return 0;
+#endif
+}
+
+/* Whether the CPU has F16C, from CPUID leaf 1 (ECX bit 29): Clang's __builtin_cpu_supports knows no
+ * "f16c"; "avx" checks that the OS saves the YMM registers too. CPUID is slow (a VM may trap it): asked
+ * once (per file that includes this header). */
+static inline int vg_has_f16c(void) {
+#if VG_CPU_CHECKS
+    static int known = -1;
+    if (known < 0) {
+        unsigned a, b, c, d;
+        known = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) && __builtin_cpu_supports("avx");
+    }
+    return known;
 #else
     return 0;
 #endif
@@ -77,10 +119,9 @@ static inline int64_t vg_run_offset(vg_run r, const int64_t *s) {
     return r.i0 * s[0] + r.i1 * s[1] + r.i2 * s[2] + r.j * s[3];
 }
 
-/* the little-endian f16 at p, exactly (as ops/quant.py's _f16): the quantized blocks' scales */
-static inline float vg_f16_at(const uint8_t *p) {
-    uint32_t h = (uint32_t)p[0] | ((uint32_t)p[1] << 8);
-    uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, bits;
+/* the f16 of bits h as an f32, exactly (every f16 is an f32; as ops/quant.py's _f16) */
+static inline float vg_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu, bits;
     if (exp == 0) {
         float v = (float)mant * 0x1p-24f; /* zero or subnormal: exact */
         return sign ? -v : v;
@@ -90,4 +131,7 @@ static inline float vg_f16_at(const uint8_t *p) {
     memcpy(&f, &bits, 4);
     return f;
 }
+
+/* the little-endian f16 at p, exactly: the quantized blocks' scales */
+static inline float vg_f16_at(const uint8_t *p) { return vg_f16_to_f32((uint16_t)(p[0] | (p[1] << 8))); }
 #endif
