@@ -253,7 +253,7 @@ def install_c_calls() -> bool:
 
 def _install_readers(loaded: Any) -> None:
     """Give vg_eager (`loaded`) what its direct calls read the thread count, min_chunk and NumPy's buffer
-    size through (vg_eager.c's `count_value`): the settings and the objects their Python readers compare."""
+    size through (eager_fast.c's `count_value`): the settings and the objects their Python readers compare."""
     import os
 
     from .backends import threads

@@ -88,7 +88,7 @@ class Library:
         return ctypes.cast(getattr(self.cdll, name), ctypes.c_void_p).value or 0
 
 
-# the calling conventions vg_eager.c calls a kernel's C function by (its `direct`), and the NumPy
+# the calling conventions vg_eager calls a kernel's C function by (eager_fast.c's `direct`), and the NumPy
 # calls it makes for a view op's reference (x.reshape(shape), x.transpose(axes), x[slices]) and for
 # concat's (np.concatenate of arrays of one dtype)
 DIRECT_UNARY, DIRECT_BINARY, DIRECT_RESHAPE, DIRECT_PERMUTE, DIRECT_SLICE, DIRECT_CONCAT = 1, 2, 3, 4, 5, 6

@@ -18,7 +18,7 @@ int vg_pool_static(int on);
 #define VG_CLONES
 #endif
 
-/* The CPU features the kernels' vector paths check before they run, each 0 off x86. */
+/* The CPU features the kernels' vector paths check before they run: 1 or 0 each, 0 off x86. */
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #include <cpuid.h>
 #define VG_CPU_CHECKS 1
@@ -38,7 +38,7 @@ static inline int vg_has_avx512(void) {
 /* Whether the CPU has AVX2. */
 static inline int vg_has_avx2(void) {
 #if VG_CPU_CHECKS
-    return __builtin_cpu_supports("avx2");
+    return __builtin_cpu_supports("avx2") != 0;
 #else
     return 0;
 #endif

@@ -1,6 +1,6 @@
 /* The backward engine's walk in C: autograd._topological's loop over the Node graph (Tensor's and
  * Node's slots read at the offsets `setup` found). Compiled as part of vg_eager (fastcall appends this
- * file to vg_eager.c): it reads that file's slot offsets and `ready`.
+ * file to its others): it reads eager.h's slot offsets and `ready`.
  *
  * The order is the Python walk's, item by item (the same stack, pushed and popped in the same order), so
  * the gradient contributions are summed in the same order. Where the Python walk would have more to do
