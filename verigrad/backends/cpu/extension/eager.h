@@ -2,8 +2,9 @@
  * `call_op`), eager_fast.c (the direct kernel calls of the call's fast paths: element-wise, rows,
  * reductions, matmul, views, concatenation), eager_method.c (the Method descriptor: Tensor's methods and
  * operators calling an op) and backward.c (the backward engine's walk). They are compiled as one
- * translation unit, this file first (fastcall.EAGER_SOURCES, whose text the build's hash covers): the
- * state below is each file's, and a function one file calls from a later one is declared here. */
+ * translation unit, this file first (fastcall.EAGER_SOURCES, whose joined text the build's hash covers):
+ * the module's state, which `setup` and the module's init set and every file reads, and the functions a
+ * file calls from a later one are declared here. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
@@ -37,7 +38,8 @@ static PyObject *versions_module; /* verigrad.versions: a new Node's stamp is it
 static PyObject *error_state, *quiet_states; /* eager.py's _ERROR_STATE (or None) and _QUIET */
 static int (*recording)(void) = NULL; /* vg_call's: whether this thread records a tape */
 static PyObject *scalar_specs[2];      /* the spec of a 0-d f32 and f64 constant (made by `constant`) */
-static PyObject *dtype_f32, *dtype_f64, *conform_fn; /* DTypes f32 and f64; eager.py's _conform */static PyObject *S_stack, *S_grad, *S_plans, *S_variadic, *S_positional, *S_canonical, *S_decompose,
+static PyObject *dtype_f32, *dtype_f64, *conform_fn; /* DTypes f32 and f64; eager.py's conform */
+static PyObject *S_stack, *S_grad, *S_plans, *S_variadic, *S_positional, *S_canonical, *S_decompose,
     *S_group, *S_differentiable, *S_vjp, *S_reference, *S_shape, *S_dtype, *S_kind, *S_np, *S_threads, *S_first,
     *S_stamp, *S_plan, *S_run, *S_axes, *S_index, *S_axis, *S_clock, *S_keepdim, *S_size, *S_explicit, *S_seen,
     *S_direct, *S_strides, *S_fast;
@@ -48,7 +50,7 @@ static int ready = 0;
 static char not_handled; /* a sentinel, never handed to Python */
 #define NOT_HANDLED ((PyObject *)&not_handled)
 
-/* the number type of DType `d` where it is f32 or f64, else -1 */
+/* the NumPy type number of DType `d` where it is f32 or f64, else -1 */
 static inline int float_typenum(PyObject *d) {
     return d == dtype_f32 ? NPY_FLOAT32 : d == dtype_f64 ? NPY_FLOAT64 : -1;
 }
