@@ -4,7 +4,8 @@ on two paths.
 - The fast path calls the CBLAS functions of the OpenBLAS that NumPy ships (`blas.cblas`). matmul.c cuts c
   into tiles that depend on the shape alone (and on whether OpenBLAS's kernels for the CPU include its
   small-matrix ones, which read a and b in place: then a tile is as many whole rows as one of them
-  takes) and runs one OpenBLAS call per tile on verigrad's pool, with
+  takes; for f32 products of at least 1024 rows with k or n at most 512, tiles of whole rows, where
+  OpenBLAS packs b once a call) and runs one OpenBLAS call per tile on verigrad's pool, with
   OpenBLAS set to one thread meanwhile (its count is process-wide): OpenBLAS's own split over its
   threads moves tile edges, which changes an element's bits; this way the thread count does not. A
   small product is one tile; a c of one row or column is computed by GEMV (GEMM would pack the whole
@@ -181,6 +182,8 @@ class _Functions:
         self.blas_transposed_wide = lib.fn("vg_gemm_blas_transposed_wide", [c_int])
         self.dot_products = lib.fn("vg_gemm_dot_products", [c_int])
         self.outer_products = lib.fn("vg_gemm_outer_products", [c_int])
+        self.row_tiles = lib.fn("vg_gemm_row_tiles", [c_int])
+        self.blas_tile = lib.fn("vg_gemm_blas_tile", [c_int, i64, i64, i64, i64, c_int, c_int, p])
         self.blas_single_begin = lib.fn("vg_blas_single_begin", [])
         self.blas_single_end = lib.fn("vg_blas_single_end", [])
         self.portable_only = lib.fn("vg_gemm_portable_only", [c_int])
