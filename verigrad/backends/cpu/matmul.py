@@ -182,7 +182,7 @@ class _Functions:
         self.blas_transposed_wide = lib.fn("vg_gemm_blas_transposed_wide", [c_int])
         self.dot_products = lib.fn("vg_gemm_dot_products", [c_int])
         self.outer_products = lib.fn("vg_gemm_outer_products", [c_int])
-        self.row_tiles = lib.fn("vg_gemm_row_tiles", [c_int])
+        self.fewer_tiles = lib.fn("vg_gemm_fewer_tiles", [c_int])
         self.blas_tile = lib.fn("vg_gemm_blas_tile", [c_int, i64, i64, i64, i64, c_int, c_int, p])
         self.blas_single_begin = lib.fn("vg_blas_single_begin", [])
         self.blas_single_end = lib.fn("vg_blas_single_end", [])

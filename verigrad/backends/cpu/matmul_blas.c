@@ -188,18 +188,31 @@ static int64_t small_tile_rows(int64_t batch, int64_t m, int64_t n, int64_t k, i
  * the old tiles (1024x768x3072 NT: rows 1.06x, 256x2048x2048 with 64-row tiles 1.24x), as do products
  * whose small-kernel tiles have ROW_TILES_SMALL_ROWS rows or more (a convolution's 3000x144x32, where
  * reading b in place wins); those of 16 and 48 rows lost (1024x384x128 NN, 1024x128x128 NN). Which elements
- * share a call depends on the shape alone, as before. 0 (for the tests): never. */
+ * share a call depends on the shape alone, as before. */
 #define ROW_TILES_MIN_M 1024
 #define ROW_TILES_MAX_SIDE 512
 #define ROW_TILES_MIN_ROWS 256
 #define ROW_TILES_MAX 8
 #define ROW_TILES_SMALL_ROWS 64
-static int row_tiles = 1;
+static int fewer_tiles = 1; /* these rules and the next; 0 (for the tests): neither */
 
-void vg_gemm_row_tiles(int flag) { row_tiles = flag; }
+void vg_gemm_fewer_tiles(int flag) { fewer_tiles = flag; }
 
 static int row_tiles_apply(int f32, int64_t m, int64_t n, int64_t k) {
-    return row_tiles && f32 && m >= ROW_TILES_MIN_M && (k <= ROW_TILES_MAX_SIDE || n <= ROW_TILES_MAX_SIDE);
+    return fewer_tiles && f32 && m >= ROW_TILES_MIN_M && (k <= ROW_TILES_MAX_SIDE || n <= ROW_TILES_MAX_SIDE);
+}
+
+/* The tiles an f32 product with a transposed a (a layer's weight gradient g^T x), a long k and a small c
+ * is cut into at least: two, not BLAS_MIN_TILES. Measured on one thread of an Intel Xeon with AVX-512
+ * (SkylakeX kernels), two tiles' time over four's (m x k x n, the GPT step's weight gradients; OpenBLAS
+ * called on the tiles from Python, then matmul): 384x1024x128 0.81-0.96x, 128x1024x512 0.92-0.98x,
+ * 512x1024x128 0.91x, 128x1024x128 0.89-1.00x (one call: 0.68-0.87x, but a second thread would then
+ * have nothing to do). */
+#define FEW_TILES_MIN_K 1024
+#define FEW_TILES_MAX_C 65536
+static int64_t min_tiles_of(int f32, int ta, int64_t m, int64_t n, int64_t k) {
+    if (fewer_tiles && f32 && ta == 112 && k >= FEW_TILES_MIN_K && m * n <= FEW_TILES_MAX_C) return 2;
+    return BLAS_MIN_TILES;
 }
 
 /* The tile of c: whole rows where row_tiles_apply; small_tile_rows where that applies; else BLAS_TILE
@@ -236,7 +249,7 @@ static void blas_tile(int f32, int64_t batch, int64_t m, int64_t n, int64_t k, i
 
 /* The tile blas_tile gives a product (for the tests): out[0] rows, out[1] columns. */
 void vg_gemm_blas_tile(int f32, int64_t batch, int64_t m, int64_t n, int64_t k, int ta, int tb, int64_t *out) {
-    blas_tile(f32, batch, m, n, k, ta, tb, BLAS_MIN_TILES, &out[0], &out[1]);
+    blas_tile(f32, batch, m, n, k, ta, tb, min_tiles_of(f32, ta, m, n, k), &out[0], &out[1]);
 }
 
 /* Whether no partial sum of the product can overflow: every input finite and k max|a| max|b| |alpha|
@@ -514,7 +527,7 @@ static int gemv_along_k(const blas_job *g) {
         if (!tb) return BLAS_B;                                                                          \
         if (blas_layout(m, n, rsc, csc, &ldc) != 111) return BLAS_C;                                     \
         if (batch <= 0 || m <= 0 || n <= 0) return 1;                                                    \
-        blas_tile(IS_F32, batch, m, n, k, ta, tb, BLAS_MIN_TILES, &mb, &nb);                                \
+        blas_tile(IS_F32, batch, m, n, k, ta, tb, min_tiles_of(IS_F32, ta, m, n, k), &mb, &nb);                                \
         blas_job g = {fn, gemv, int64, ta, tb, check, 0, 0, 1, m, n, k, lda, ldb, ldc, mb, nb, cdiv(m, mb), \
                       cdiv(n, nb), 0, 0, offs, alpha, beta, a, b, c, NULL, 0, pick_finite_##NAME()};     \
         int own = dot_applies(IS_F32, ta, tb, m, n, k) ? 1 : 0;                                        \
