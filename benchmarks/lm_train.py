@@ -467,7 +467,8 @@ def matmul_and_loss(args: argparse.Namespace) -> None:
 
 
 def profile(args: argparse.Namespace) -> None:
-    """cProfile of verigrad's eager step on the small GPT, one thread: the top functions by own time."""
+    """cProfile of verigrad's eager step on the small GPT, one thread, in CPU time: the top functions by own
+    time."""
     import cProfile
     import pstats
 
@@ -481,7 +482,7 @@ def profile(args: argparse.Namespace) -> None:
     x, y = (verigrad.from_numpy(a) for a in batch(size))
     for _ in range(2):
         step(x, y)
-    profiler = cProfile.Profile()
+    profiler = cProfile.Profile(time.process_time)  # CPU time: the load of a busy machine adds none
     profiler.enable()
     for _ in range(args.steps):
         step(x, y)
