@@ -635,15 +635,18 @@ def error_bound(a: np.ndarray, b: np.ndarray, exact: bool) -> np.ndarray:
 
 
 def verification_samples(rng: np.random.Generator) -> list[Any]:
-    """matmul's inputs for the verification suite that reach the fast path's own kernels (its samples are
-    smaller), each with partial blocks and a partial last step in k: an nn.Linear's x @ W^T (the dot
-    products), and few rows with a long k (the outer products)."""
+    """matmul's inputs for the verification suite that reach the fast path's own kernels and tile rules (its
+    samples are smaller), each with partial blocks and a partial last step in k: an nn.Linear's x @ W^T
+    (the dot products), few rows with a long k (the outer products), and 1030 rows (tiles of whole rows;
+    a weight gradient's two tiles are left to the tests: the exact path's reference over a long k of a
+    wide c took 14 s more here)."""
     from ...ops._op import Sample
     from ...ops._samples import uniform
 
     return [
         Sample((uniform(rng, (33, 161)), uniform(rng, (47, 161)).T)),
         Sample((uniform(rng, (7, 2050)), uniform(rng, (2050, 20)))),
+        Sample((uniform(rng, (1030, 130)), uniform(rng, (130, 130)))),
     ]
 
 
