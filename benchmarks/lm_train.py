@@ -29,6 +29,7 @@ torch.compile's code generation).
     python benchmarks/lm_train.py --sizes lora --steps 1 --repeats 3 --warmup 1
     python benchmarks/lm_train.py --profile             # cProfile of verigrad's eager step (small)
     python benchmarks/lm_train.py --attention           # the small GPT's attention kernels against PyTorch's
+    python benchmarks/lm_train.py --matmul              # the small GPT's products and loss against PyTorch's
 """
 
 from __future__ import annotations
@@ -365,8 +366,112 @@ def attention_layer(args: argparse.Namespace) -> None:
     print(f"verigrad forward + backward over torch's, median of the rounds: {ratio:.2f}x")
 
 
+def matmul_and_loss(args: argparse.Namespace) -> None:
+    """The small GPT's matrix products (per layer x @ W^T, g @ W and g^T x of qkv, proj, up and down, four
+    layers; the tied head's once) and its cross-entropy (forward, and forward + backward, on the (1024,
+    4096) logits), one thread, process time: verigrad with the fast path's fewer tiles (matmul_blas.c) and
+    without them (the tiles before), PyTorch's, and the eager step with and without them; calls alternating
+    in one process, the median and the minimum of `--repeats` rounds."""
+    import torch
+
+    import verigrad
+    from verigrad.backends.cpu import matmul as cpu_matmul
+
+    verigrad.set_threads(1)
+    torch.set_num_threads(1)
+    size, rng = SIZES["small"], np.random.default_rng(0)
+    m, w = size.batch * size.context, size.width
+    shapes = {
+        "qkv": (3 * w, w),
+        "proj": (w, w),
+        "up": (4 * w, w),
+        "down": (w, 4 * w),
+        "head": (size.vocab, w),
+    }
+    products = {}  # name: (calls per step, [(a, b)] of x @ W^T, g @ W, g^T x)
+    for name, (n, k) in shapes.items():
+        x, weight = (
+            rng.standard_normal((m, k)).astype(np.float32),
+            rng.standard_normal((n, k)).astype(np.float32),
+        )
+        g = rng.standard_normal((m, n)).astype(np.float32)
+        products[name] = (1 if name == "head" else size.layers, [(x, weight.T), (g, weight), (g.T, x)])
+    logits = (rng.standard_normal((m, size.vocab)) * 0.5).astype(np.float32)
+    target = rng.integers(0, size.vocab, m)
+
+    def timed_ms(call: Any) -> float:
+        start = time.process_time()
+        call()
+        return (time.process_time() - start) * 1e3
+
+    def ours(a: np.ndarray, b: np.ndarray) -> Any:
+        return lambda: cpu_matmul.matmul(a, b, exact=False)
+
+    def theirs(a: np.ndarray, b: np.ndarray) -> Any:
+        ta, tb = (torch.from_numpy(v) if v.flags.c_contiguous else torch.from_numpy(v.T).T for v in (a, b))
+        return lambda: ta @ tb
+
+    def loss(framework: Any, backward: bool) -> Any:
+        x = framework.tensor(logits, requires_grad=backward)
+        y = framework.from_numpy(target)
+
+        def call() -> None:
+            with framework.enable_grad() if backward else framework.no_grad():
+                value = framework.nn.functional.cross_entropy(x, y)
+                if backward:
+                    value.backward()
+                    x.grad = None
+
+        return call
+
+    calls = {}
+    for name, (count, pairs) in products.items():
+        for way, make in (("verigrad", ours), ("torch", theirs)):
+            fns = [make(a, b) for a, b in pairs] * count
+            calls[(name, way)] = lambda fns=fns: [f() for f in fns]
+    for label, backward in (("loss forward", False), ("loss fwd+bwd", True)):
+        calls[(label, "verigrad")], calls[(label, "torch")] = loss(verigrad, backward), loss(torch, backward)
+    model = gpt(verigrad, size)
+    model.load_state_dict({k: verigrad.tensor(v) for k, v in state_dict(size).items()})
+    step = train_step(verigrad, model)
+    xs, ys = (verigrad.from_numpy(a) for a in batch(size))
+    step(xs, ys)
+    lib = cpu_matmul._state["lib"]
+    times: dict[tuple[str, str], list[float]] = {}
+    for round_ in range(args.repeats):
+        for tiles in ("fewer tiles", "tiles before")[:: 1 if round_ % 2 else -1]:  # each first in turn
+            lib.fewer_tiles(int(tiles == "fewer tiles"))
+            for (name, way), call in calls.items():
+                if way == "verigrad" and (tiles == "fewer tiles" or name in products):
+                    times.setdefault((name, way if tiles == "fewer tiles" else tiles), []).append(
+                        timed_ms(call)
+                    )
+            times.setdefault(("eager step", "verigrad" if tiles == "fewer tiles" else tiles), []).append(
+                timed_ms(lambda: step(xs, ys))
+            )
+        lib.fewer_tiles(1)
+        for (name, way), call in calls.items():
+            if way == "torch":
+                times.setdefault((name, way), []).append(timed_ms(call))
+    for label, stat in (("median", statistics.median), ("minimum", min)):
+        value = {key: stat(v) for key, v in times.items()}
+        for way in ("verigrad", "tiles before", "torch"):
+            value[("all products", way)] = sum(value[(name, way)] for name in products)
+        header = ("verigrad", "tiles before", "torch", "vs before", "vs torch")
+        print(f"{'ms, ' + label:14s} " + " ".join(f"{h:>{max(9, len(h))}s}" for h in header))
+        for name in (*products, "all products", "loss forward", "loss fwd+bwd", "eager step"):
+            ours_ms, before, torch_ms = (
+                value.get((name, way)) for way in ("verigrad", "tiles before", "torch")
+            )
+            row = f"{name:14s} {ours_ms:9.2f} " + (f"{before:12.2f} " if before else f"{'':12s} ")
+            row += f"{torch_ms:9.2f} " if torch_ms else f"{'':10s}"
+            row += f"{ours_ms / before:8.2f}x " if before else f"{'':10s}"
+            print(row + (f"{ours_ms / torch_ms:8.2f}x" if torch_ms else ""))
+
+
 def profile(args: argparse.Namespace) -> None:
-    """cProfile of verigrad's eager step on the small GPT, one thread: the top functions by own time."""
+    """cProfile of verigrad's eager step on the small GPT, one thread, in CPU time: the top functions by own
+    time."""
     import cProfile
     import pstats
 
@@ -380,7 +485,7 @@ def profile(args: argparse.Namespace) -> None:
     x, y = (verigrad.from_numpy(a) for a in batch(size))
     for _ in range(2):
         step(x, y)
-    profiler = cProfile.Profile()
+    profiler = cProfile.Profile(time.process_time)  # CPU time: the load of a busy machine adds none
     profiler.enable()
     for _ in range(args.steps):
         step(x, y)
@@ -400,6 +505,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--attention", action="store_true", help="time the small GPT's attention kernels against PyTorch's"
     )
+    parser.add_argument(
+        "--matmul",
+        action="store_true",
+        help="time the small GPT's matrix products and loss against PyTorch's",
+    )
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.threads = positive_ints(parser, args.threads, "--threads")
@@ -415,6 +525,8 @@ def main(argv: list[str] | None = None) -> None:
         profile(args)
     elif args.attention:
         attention_layer(args)
+    elif args.matmul:
+        matmul_and_loss(args)
     else:
         run(args)
 

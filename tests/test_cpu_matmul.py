@@ -764,3 +764,54 @@ def test_a_batch_times_a_matrix_is_one_product_of_its_rows(exact):
     assert isinstance(cpu_matmul._matmul_plan(swapped, w.T, exact), cpu_matmul._Product)
     bound = 1e-5 * (np.abs(swapped) @ np.abs(w.T)) + 1e-30
     assert np.all(np.abs(cpu_matmul.matmul(swapped, w.T, exact=exact) - REFERENCE(swapped, w.T)) <= bound)
+
+
+def blas_tile(f32: bool, m: int, n: int, k: int, ta: int = 111, tb: int = 111) -> tuple[int, int]:
+    """The fast path's tile of c (rows, columns) for a product of one batch item (111: plain, 112:
+    transposed), as matmul_blas.c's rules choose it."""
+    out = np.zeros(2, np.int64)
+    cpu_matmul._state["lib"].blas_tile(int(f32), 1, m, n, k, ta, tb, out.ctypes.data)
+    return int(out[0]), int(out[1])
+
+
+def test_the_gpt_steps_f32_products_take_fewer_tiles():
+    """The GPT step's products (1024 rows, k or n at most 512) go to OpenBLAS as tiles of whole rows, b
+    packed once a call: the tied head's x @ W^T (1024x128 by 4096x128) in four calls of 256 rows, not 64
+    tiles of 256x256; f64, a short c, and both k and n long keep the other tiles. Its weight gradients
+    (a transposed, k long, c small) take two tiles, not four."""
+    assert blas_tile(True, 1024, 4096, 128, 111, 112) == (256, 4096)
+    assert blas_tile(True, 1024, 384, 128, 111, 112) == (256, 384)
+    assert blas_tile(True, 1024, 128, 384) == (256, 128)  # not the small kernels' 16 rows
+    assert blas_tile(True, 4096, 128, 1024, 112, 111) == (512, 128)  # at most 8 tiles
+    assert blas_tile(True, 1100, 700, 128, 111, 112) == (288, 700)  # 4 tiles, the last of 236 rows
+    assert blas_tile(False, 1024, 4096, 128, 111, 112) == (256, 256)
+    assert blas_tile(True, 1000, 4096, 128, 111, 112) == (256, 256)
+    assert blas_tile(True, 1024, 3072, 768, 111, 112) == (256, 256)
+    # a weight's gradient g^T x (a transposed, k long, c small): two tiles, not four
+    assert blas_tile(True, 384, 128, 1024, 112, 111) == (192, 128)
+    assert blas_tile(True, 128, 128, 1024, 112, 111) == (64, 128)
+    assert blas_tile(False, 384, 128, 1024, 112, 111) == (96, 128)
+    assert blas_tile(True, 384, 128, 1024, 111, 111) == (96, 128)
+
+
+@pytest.mark.parametrize("fewer_tiles", [False, True])
+def test_products_in_fewer_tiles_keep_the_bound_and_the_bits(fewer_tiles):
+    """On or off, f32 products that the whole-row tiles take (plain, b transposed, a transposed, partial
+    tiles of rows, a batch, k or n long) and a weight gradient's two tiles (a transposed, k long) stay
+    within the bound with the same bits on 1, 2 and 3 threads."""
+    rng = np.random.default_rng(20)
+    lib = cpu_matmul._state["lib"]
+    try:
+        lib.fewer_tiles(int(fewer_tiles))
+        cases = [((1100, 130), (130, 700)), ((1040, 300), (300, 130)), ((2, 1024, 60), (2, 60, 90))]
+        cases += [((1030, 600), (600, 100)), ((200, 1100), (1100, 150))]
+        for sa, sb in cases:
+            a, b = rand(rng, sa, np.float32), rand(rng, sb, np.float32)
+            fast_on_every_thread_count(a, b, a, b)
+            if a.ndim == 2:
+                bt = np.ascontiguousarray(b.T).T  # b transposed (an nn.Linear's W^T)
+                fast_on_every_thread_count(a, bt, a, b)
+                at = np.ascontiguousarray(a.T).T  # a transposed (a weight's gradient g^T x)
+                fast_on_every_thread_count(at, b, a, b)
+    finally:
+        lib.fewer_tiles(1)

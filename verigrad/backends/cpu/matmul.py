@@ -4,7 +4,8 @@ on two paths.
 - The fast path calls the CBLAS functions of the OpenBLAS that NumPy ships (`blas.cblas`). matmul.c cuts c
   into tiles that depend on the shape alone (and on whether OpenBLAS's kernels for the CPU include its
   small-matrix ones, which read a and b in place: then a tile is as many whole rows as one of them
-  takes) and runs one OpenBLAS call per tile on verigrad's pool, with
+  takes; for f32 products of at least 1024 rows with k or n at most 512, tiles of whole rows, where
+  OpenBLAS packs b once a call) and runs one OpenBLAS call per tile on verigrad's pool, with
   OpenBLAS set to one thread meanwhile (its count is process-wide): OpenBLAS's own split over its
   threads moves tile edges, which changes an element's bits; this way the thread count does not. A
   small product is one tile; a c of one row or column is computed by GEMV (GEMM would pack the whole
@@ -181,6 +182,8 @@ class _Functions:
         self.blas_transposed_wide = lib.fn("vg_gemm_blas_transposed_wide", [c_int])
         self.dot_products = lib.fn("vg_gemm_dot_products", [c_int])
         self.outer_products = lib.fn("vg_gemm_outer_products", [c_int])
+        self.fewer_tiles = lib.fn("vg_gemm_fewer_tiles", [c_int])
+        self.blas_tile = lib.fn("vg_gemm_blas_tile", [c_int, i64, i64, i64, i64, c_int, c_int, p])
         self.blas_single_begin = lib.fn("vg_blas_single_begin", [])
         self.blas_single_end = lib.fn("vg_blas_single_end", [])
         self.portable_only = lib.fn("vg_gemm_portable_only", [c_int])
@@ -632,15 +635,18 @@ def error_bound(a: np.ndarray, b: np.ndarray, exact: bool) -> np.ndarray:
 
 
 def verification_samples(rng: np.random.Generator) -> list[Any]:
-    """matmul's inputs for the verification suite that reach the fast path's own kernels (its samples are
-    smaller), each with partial blocks and a partial last step in k: an nn.Linear's x @ W^T (the dot
-    products), and few rows with a long k (the outer products)."""
+    """matmul's inputs for the verification suite that reach the fast path's own kernels and tile rules (its
+    samples are smaller), each with partial blocks and a partial last step in k: an nn.Linear's x @ W^T
+    (the dot products), few rows with a long k (the outer products), and 1030 rows (tiles of whole rows;
+    a weight gradient's two tiles are left to the tests: the exact path's reference over a long k of a
+    wide c took 14 s more here)."""
     from ...ops._op import Sample
     from ...ops._samples import uniform
 
     return [
         Sample((uniform(rng, (33, 161)), uniform(rng, (47, 161)).T)),
         Sample((uniform(rng, (7, 2050)), uniform(rng, (2050, 20)))),
+        Sample((uniform(rng, (1030, 130)), uniform(rng, (130, 130)))),
     ]
 
 

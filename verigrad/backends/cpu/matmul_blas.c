@@ -176,15 +176,61 @@ static int64_t small_tile_rows(int64_t batch, int64_t m, int64_t n, int64_t k, i
     return (small_kernel_work / (n * k)) / 16 * 16;
 }
 
-/* The tile of c: small_tile_rows where that applies; else BLAS_TILE columns at most (a c of one row:
- * all), and rows up to BLAS_TILE^2 elements, halved (the longer side first) until the product has
- * min_tiles tiles, both sides are BLAS_MIN_SIDE, or a tile would hold less than BLAS_TILE_WORK
- * multiply-adds. Then the sides are evened out (rows in multiples of 16), an odd count of three or more tiles made even with one more row of
- * tiles (two threads then take the same work: 13 tiles of a 3136-row c left one thread a tile more).
- * It depends on the shape, the layout and OpenBLAS's kernels alone, never on the thread count. */
-static void blas_tile(int64_t batch, int64_t m, int64_t n, int64_t k, int ta, int tb, int64_t min_tiles,
+/* Whether an f32 product of at least ROW_TILES_MIN_M rows whose k or n is at most ROW_TILES_MAX_SIDE is cut
+ * into tiles of whole rows (at least ROW_TILES_MIN_ROWS each, at most ROW_TILES_MAX tiles) instead of the
+ * rules below: each OpenBLAS call packs the whole width of b once and streams its rows, where tiles of
+ * 256 columns (or the small kernels' 16 rows) packed b again for every row of tiles. Measured on one
+ * thread of an Intel Xeon with AVX-512 (SkylakeX kernels), the rows' time over the old tiles' (m x k x n,
+ * the GPT training step's products): 1024x128x4096 NT (the tied head's x @ W^T) 0.82-0.90x,
+ * 1024x128x384 NT 0.80-0.92x, 1024x128x512 NT 0.84-0.87x, 1024x384x128 NN 0.77-0.80x, 1024x128x512 NN
+ * 0.83-0.90x, 2048x320x960 NT 0.70-0.94x, 2048x320x8192 NT 0.84-0.89x, 4096x1024x128 TN 0.94-0.96x; no
+ * change for 1024x4096x128 NN and 4096x256x256 NN (1.00x); products with both k and n above 512 kept
+ * the old tiles (1024x768x3072 NT: rows 1.06x, 256x2048x2048 with 64-row tiles 1.24x), as do products
+ * whose small-kernel tiles have ROW_TILES_SMALL_ROWS rows or more (a convolution's 3000x144x32, where
+ * reading b in place wins); those of 16 and 48 rows lost (1024x384x128 NN, 1024x128x128 NN). Which elements
+ * share a call depends on the shape alone, as before. */
+#define ROW_TILES_MIN_M 1024
+#define ROW_TILES_MAX_SIDE 512
+#define ROW_TILES_MIN_ROWS 256
+#define ROW_TILES_MAX 8
+#define ROW_TILES_SMALL_ROWS 64
+static int fewer_tiles = 1; /* these rules and the next; 0 (for the tests): neither */
+
+void vg_gemm_fewer_tiles(int flag) { fewer_tiles = flag; }
+
+static int row_tiles_apply(int f32, int64_t m, int64_t n, int64_t k) {
+    return fewer_tiles && f32 && m >= ROW_TILES_MIN_M && (k <= ROW_TILES_MAX_SIDE || n <= ROW_TILES_MAX_SIDE);
+}
+
+/* The tiles an f32 product with a transposed a (a layer's weight gradient g^T x), a long k and a small c
+ * is cut into at least: two, not BLAS_MIN_TILES. Measured on one thread of an Intel Xeon with AVX-512
+ * (SkylakeX kernels), two tiles' time over four's (m x k x n, the GPT step's weight gradients; OpenBLAS
+ * called on the tiles from Python, then matmul): 384x1024x128 0.81-0.96x, 128x1024x512 0.92-0.98x,
+ * 512x1024x128 0.91x, 128x1024x128 0.89-1.00x (one call: 0.68-0.87x, but a second thread would then
+ * have nothing to do). */
+#define FEW_TILES_MIN_K 1024
+#define FEW_TILES_MAX_C 65536
+static int64_t min_tiles_of(int f32, int ta, int64_t m, int64_t n, int64_t k) {
+    if (fewer_tiles && f32 && ta == 112 && k >= FEW_TILES_MIN_K && m * n <= FEW_TILES_MAX_C) return 2;
+    return BLAS_MIN_TILES;
+}
+
+/* The tile of c: whole rows where row_tiles_apply; small_tile_rows where that applies; else BLAS_TILE
+ * columns at most (a c of one row: all), and rows up to BLAS_TILE^2 elements, halved (the longer side
+ * first) until the product has min_tiles tiles, both sides are BLAS_MIN_SIDE, or a tile would hold less
+ * than BLAS_TILE_WORK multiply-adds. Then the sides are evened out (rows in multiples of 16), an odd
+ * count of three or more tiles made even with one more row of tiles (two threads then take the same
+ * work: 13 tiles of a 3136-row c left one thread a tile more). It depends on the shape, the layout and
+ * OpenBLAS's kernels alone, never on the thread count. */
+static void blas_tile(int f32, int64_t batch, int64_t m, int64_t n, int64_t k, int ta, int tb, int64_t min_tiles,
                       int64_t *mb, int64_t *nb) {
     int64_t small_rows = small_tile_rows(batch, m, n, k, ta, tb);
+    if (row_tiles_apply(f32, m, n, k) && small_rows < ROW_TILES_SMALL_ROWS) {
+        int64_t rows = imin(m / ROW_TILES_MIN_ROWS, ROW_TILES_MAX);
+        *nb = n;
+        *mb = imin(m, cdiv(cdiv(m, rows), 16) * 16);
+        return;
+    }
     /* GEMV tiles (c of one row) pack nothing: they are split for threads only */
     *nb = m == 1 || small_rows ? n : imin(n, BLAS_TILE);
     *mb = small_rows ? small_rows : imin(m, BLAS_TILE * BLAS_TILE / *nb);
@@ -199,6 +245,11 @@ static void blas_tile(int64_t batch, int64_t m, int64_t n, int64_t k, int ta, in
     if (rows > 2 && rows % 2 && batch * cdiv(n, *nb) % 2) rows++;
     *mb = imin(m, cdiv(cdiv(m, rows), 16) * 16);
     *nb = imin(n, cdiv(n, cdiv(n, *nb)));
+}
+
+/* The tile blas_tile gives a product (for the tests): out[0] rows, out[1] columns. */
+void vg_gemm_blas_tile(int f32, int64_t batch, int64_t m, int64_t n, int64_t k, int ta, int tb, int64_t *out) {
+    blas_tile(f32, batch, m, n, k, ta, tb, min_tiles_of(f32, ta, m, n, k), &out[0], &out[1]);
 }
 
 /* Whether no partial sum of the product can overflow: every input finite and k max|a| max|b| |alpha|
@@ -476,7 +527,7 @@ static int gemv_along_k(const blas_job *g) {
         if (!tb) return BLAS_B;                                                                          \
         if (blas_layout(m, n, rsc, csc, &ldc) != 111) return BLAS_C;                                     \
         if (batch <= 0 || m <= 0 || n <= 0) return 1;                                                    \
-        blas_tile(batch, m, n, k, ta, tb, BLAS_MIN_TILES, &mb, &nb);                                     \
+        blas_tile(IS_F32, batch, m, n, k, ta, tb, min_tiles_of(IS_F32, ta, m, n, k), &mb, &nb);                                \
         blas_job g = {fn, gemv, int64, ta, tb, check, 0, 0, 1, m, n, k, lda, ldb, ldc, mb, nb, cdiv(m, mb), \
                       cdiv(n, nb), 0, 0, offs, alpha, beta, a, b, c, NULL, 0, pick_finite_##NAME()};     \
         int own = dot_applies(IS_F32, ta, tb, m, n, k) ? 1 : 0;                                        \
@@ -500,7 +551,7 @@ static int gemv_along_k(const blas_job *g) {
              * usual four) tiles of 128x64 for a 64x784x256 product, 2 threads take one each and 1 thread \
              * 0.309 ms, where four tiles of 128x32 took 0.331 ms and four of 64x64 0.359 ms. */        \
             int64_t smb, snb;                                                                            \
-            blas_tile(batch, n, m, k, 111, ta == 111 ? 112 : 111, 2, &smb, &snb);                        \
+            blas_tile(0, batch, n, m, k, 111, ta == 111 ? 112 : 111, 2, &smb, &snb);                 \
             T *buffer = batch * cdiv(n, smb) * cdiv(m, snb) == 1 && k >= KSPLIT_MIN_K                    \
                             ? NULL                                                                       \
                             : malloc(sizeof(T) * (size_t)(batch * m * n));                               \
