@@ -28,10 +28,11 @@ reply (its prompt and the first plans), then
 a greedy chat of `CHAT_TURNS` turns on a cache of the whole context, as `verigrad chat` makes it (grown as
 the conversation grows), and the process's peak RSS (VmHWM).
 
-`--startup` measures verigrad alone too, one fresh process per repetition: the seconds from the process's
-start to verigrad imported, then to read the GGUF file's header (`read_gguf`), to build the tokenizer, to
-build the model, and to the first token of a one-turn chat (the prompt's forward pass: compute, not
-start-up), and gives their medians.
+`--startup` measures one fresh process per repetition: the seconds from the process's start to verigrad
+imported, then to import the loaders, to read the GGUF file's header (`read_gguf`), to build the tokenizer,
+to build the model, and to the first token of a one-turn chat (the prompt's forward pass: compute, not
+start-up), and gives their medians, beside llama.cpp's load (importing llama_cpp and `Llama(path)`, in
+processes alternating with verigrad's) where llama-cpp-python is installed (`--no-llama-cpp`: not).
 """
 
 from __future__ import annotations
@@ -257,13 +258,14 @@ def chat_worker(path: str, kv_cache: str, steps: int) -> dict:
 
 
 def startup_worker(path: str) -> dict:
-    """Seconds of each start-up stage in this fresh process (1 thread): import, read_gguf, tokenizer,
-    model, first token."""
+    """Seconds of each start-up stage in this fresh process (1 thread): import, the loaders' imports,
+    read_gguf, tokenizer, model, first token."""
     import verigrad as vg
 
-    started = process_age()
+    started, t = process_age(), time.perf_counter()
     from verigrad.io.gguf import read_gguf
     from verigrad.io.tokenizer import Tokenizer
+    from verigrad.models.catalog import load_language_model  # noqa: F401 (what a load imports)
     from verigrad.models.llama import Llama
     from verigrad.models.lm import generate
 
@@ -282,34 +284,56 @@ def startup_worker(path: str) -> dict:
     t4 = time.perf_counter()
     return {
         "start_s": started,
+        "imports_s": t0 - t,
         "read_s": t1 - t0,
         "tokenizer_s": t2 - t1,
         "model_s": t3 - t2,
-        "load_s": t3 - t0,
+        "load_s": t3 - t,
         "first_token_s": t4 - t3,
     }
 
 
+def llama_cpp_load_worker(path: str) -> dict:
+    """llama.cpp's load in this fresh process, as the main table times it: importing llama_cpp, then
+    Llama(path) (1 thread)."""
+    started, t = process_age(), time.perf_counter()
+    from llama_cpp import Llama
+
+    Llama(model_path=path, n_ctx=1024, n_threads=1, n_threads_batch=1, n_gpu_layers=0, verbose=False)
+    return {"start_s": started, "load_s": time.perf_counter() - t}
+
+
 def run_startup(args: argparse.Namespace, console: Any) -> Table:
-    """`--startup`: medians over `--repeats` fresh processes of each start-up stage."""
-    runs = []
+    """`--startup`: medians over `--repeats` fresh processes of each start-up stage, verigrad's and (where
+    llama-cpp-python is installed) llama.cpp's load, the two alternating."""
+    jobs = [("verigrad", {"startup": True, "path": str(args.model)})]
+    if not args.no_llama_cpp and importlib.util.find_spec("llama_cpp") is not None:
+        jobs.append(("llama.cpp", {"llama_cpp_load": True, "path": str(args.model)}))
+    runs: dict[str, list[dict]] = {name: [] for name, _ in jobs}
     for _ in range(args.repeats):
-        job = json.dumps({"startup": True, "path": str(args.model)})
-        done = subprocess.run(
-            [sys.executable, __file__, "--worker", job], capture_output=True, text=True, timeout=args.timeout
-        )
-        if done.returncode != 0:
-            raise SystemExit(f"--startup: {(done.stderr.strip().splitlines() or ['no output'])[-1]}")
-        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
-    stages = list(runs[0])
+        for name, job in jobs:
+            done = subprocess.run(
+                [sys.executable, __file__, "--worker", json.dumps(job)],
+                capture_output=True,
+                text=True,
+                timeout=args.timeout,
+            )
+            if done.returncode != 0:
+                last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+                raise SystemExit(f"--startup {name}: {last}")
+            runs[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    stages = list(runs["verigrad"][0])
     result = table(
-        f"verigrad start-up, 1 thread, medians of {args.repeats} fresh processes (seconds)", stages, []
+        f"start-up, 1 thread, medians of {args.repeats} fresh processes (seconds)", ["", *stages], [""]
     )
-    result.add_row(*(f"{statistics.median(r[k] for r in runs):.3f}" for k in stages))
+    for name, found in runs.items():
+        med = {k: statistics.median(r[k] for r in found) for k in found[0]}
+        result.add_row(name, *(f"{med[k]:.3f}" if k in med else "" for k in stages))
     console.print(result)
     console.print(
-        "start: the process's start to verigrad imported; load = read (the GGUF header) + tokenizer + "
-        "model; first token: the one-turn chat prompt's forward pass."
+        "start: the process's start to verigrad imported; imports: the loaders' modules; load = imports + "
+        "read (the GGUF header) + tokenizer + model; first token: the one-turn chat prompt's forward pass. "
+        "llama.cpp's load: importing llama_cpp and Llama(path), as the main table times it."
     )
     return result
 
@@ -559,6 +583,9 @@ def main(argv: list[str] | None = None) -> None:
             return
         if "startup" in job:
             print(json.dumps(startup_worker(job["path"])))
+            return
+        if "llama_cpp_load" in job:
+            print(json.dumps(llama_cpp_load_worker(job["path"])))
             return
         result = worker(
             job["framework"], job["path"], job["threads"], job["ids"], job["steps"], job["repeats"]

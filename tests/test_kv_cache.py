@@ -445,10 +445,10 @@ def test_a_q8_0_cache_takes_a_quarter_of_the_memory_and_batched_rows():
 
 
 @needs_cc
-def test_a_q8_0_decode_step_holds_one_layers_f32_window_at_a_time():
+def test_a_q8_0_decode_step_makes_no_f32_window():
     """The compiled step reads each layer's window as blocks: no de-quantized f32 window is made, so a
-    step's peak stays below a quarter of one layer's f32 window (1 MiB here; the step when it de-quantized each
-    layer's window held about one, and a plan keeping them all six)."""
+    step's peak stays below a quarter of one layer's f32 window (1 MiB here; the step when it de-quantized
+    each layer's window held about one, and a plan keeping them all six)."""
     config = LlamaConfig(
         vocab_size=41,
         dim=64,
