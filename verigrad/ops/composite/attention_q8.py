@@ -20,7 +20,7 @@ from ...shapes import exact_div, shape_text
 from .._op import Op, Sample
 from .._samples import uniform
 from ..quant import FORMATS, dequantize
-from .attention import _cached_reference, _cached_shape, _canon, _dtype, _heads
+from .attention import _cached_reference, _cached_shape, _canon, _dtype, _heads, _torch_cached
 
 Q8 = FORMATS["q8_0"]
 
@@ -65,6 +65,15 @@ def _reference(q, k, v, past_k, past_v, bias, scale: float | None) -> np.ndarray
     return _cached_reference(q, k, v, keys_t, dequantized(past_v), bias, scale)
 
 
+def _torch(t, q, k, v, past_k, past_v, bias, scale):
+    def values(past):  # the blocks' d q, exact in f32, then in q's dtype
+        blocks = past.reshape(*past.shape[:-1], -1, Q8.nbytes)
+        d = blocks[..., :2].contiguous().view(t.float16).float()
+        return (d * blocks[..., 2:].contiguous().view(t.int8).float()).flatten(-2).to(q.dtype)
+
+    return _torch_cached(t, q, k, v, values(past_k).transpose(-1, -2), values(past_v), bias, scale)
+
+
 def q8_blocks(rng: np.random.Generator, shape: tuple, largest: float = 2.0) -> np.ndarray:
     """Random q8_0 rows u8 [*shape[:-1], shape[-1] / 32 * 34] whose values are at most `largest` in
     magnitude (f16 scales up to largest / 127)."""
@@ -98,6 +107,7 @@ cached_attention_q8 = Op(
     params=lambda q, *rest, scale=None: _canon(q, scale=scale),
     reference=_reference,
     samples=_samples,
+    torch=_torch,
     exact=False,
     differentiable=False,
     doc="cached_attention over a window of q8_0 blocks (a q8_0 KV cache's keys and values, u8 [B, KV, W, "
