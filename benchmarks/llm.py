@@ -22,16 +22,19 @@ interpreter's pip (a source build: about 9 minutes on 2 cores), unless `--no-lla
     python benchmarks/llm.py --chat --repeats 3     # verigrad's start-up and a chat's peak memory
     python benchmarks/llm.py --startup --repeats 7  # where verigrad's start-up goes, stage by stage
 
-`--chat` measures verigrad alone, one fresh process per repetition and KV cache storage (f32, f16): the
-seconds from the process's start to verigrad imported, to load the model, to the first token of the first
-reply (its prompt and the first plans), then
-a greedy chat of `CHAT_TURNS` turns on a cache of the whole context, as `verigrad chat` makes it (grown as
-the conversation grows), and the process's peak RSS (VmHWM).
+`--chat` measures one fresh process per repetition and KV cache storage (f32, f16, q8_0): the seconds from
+the process's start to verigrad imported, to load the model, to the first token of the first reply (its
+prompt and the first plans), then a greedy chat of `CHAT_TURNS` turns on a cache of the whole context, as
+`verigrad chat` makes it (grown as the conversation grows), and the process's peak RSS (VmHWM); then, where
+llama-cpp-python is installed, llama.cpp's chat of the same turns (greedy, its own chat template, its
+default f16 KV cache for a context of the positions verigrad's caches were allocated for by the end) in a
+process that imports nothing else.
 
-`--startup` measures verigrad alone too, one fresh process per repetition: the seconds from the process's
-start to verigrad imported, then to read the GGUF file's header (`read_gguf`), to build the tokenizer, to
-build the model, and to the first token of a one-turn chat (the prompt's forward pass: compute, not
-start-up), and gives their medians.
+`--startup` measures one fresh process per repetition: the seconds from the process's start to verigrad
+imported, then to import the loaders, to read the GGUF file's header (`read_gguf`), to build the tokenizer,
+to build the model, and to the first token of a one-turn chat (the prompt's forward pass: compute, not
+start-up), and gives their medians, beside llama.cpp's load (importing llama_cpp and `Llama(path)`, in
+processes alternating with verigrad's) where llama-cpp-python is installed (`--no-llama-cpp`: not).
 """
 
 from __future__ import annotations
@@ -252,18 +255,20 @@ def chat_worker(path: str, kv_cache: str, steps: int) -> dict:
         "load_s": t2 - t1,
         "first_token_s": first[0] - t2,
         "positions": cache.length,
+        "allocated": cache.allocated,
         "peak_rss_mib": peak_rss_mib(),
     }
 
 
 def startup_worker(path: str) -> dict:
-    """Seconds of each start-up stage in this fresh process (1 thread): import, read_gguf, tokenizer,
-    model, first token."""
+    """Seconds of each start-up stage in this fresh process (1 thread): import, the loaders' imports,
+    read_gguf, tokenizer, model, first token."""
     import verigrad as vg
 
-    started = process_age()
+    started, t = process_age(), time.perf_counter()
     from verigrad.io.gguf import read_gguf
     from verigrad.io.tokenizer import Tokenizer
+    from verigrad.models.catalog import load_language_model  # noqa: F401 (what a load imports)
     from verigrad.models.llama import Llama
     from verigrad.models.lm import generate
 
@@ -282,34 +287,56 @@ def startup_worker(path: str) -> dict:
     t4 = time.perf_counter()
     return {
         "start_s": started,
+        "imports_s": t0 - t,
         "read_s": t1 - t0,
         "tokenizer_s": t2 - t1,
         "model_s": t3 - t2,
-        "load_s": t3 - t0,
+        "load_s": t3 - t,
         "first_token_s": t4 - t3,
     }
 
 
+def llama_cpp_load_worker(path: str) -> dict:
+    """llama.cpp's load in this fresh process, as the main table times it: importing llama_cpp, then
+    Llama(path) (1 thread)."""
+    started, t = process_age(), time.perf_counter()
+    from llama_cpp import Llama
+
+    Llama(model_path=path, n_ctx=1024, n_threads=1, n_threads_batch=1, n_gpu_layers=0, verbose=False)
+    return {"start_s": started, "load_s": time.perf_counter() - t}
+
+
 def run_startup(args: argparse.Namespace, console: Any) -> Table:
-    """`--startup`: medians over `--repeats` fresh processes of each start-up stage."""
-    runs = []
+    """`--startup`: medians over `--repeats` fresh processes of each start-up stage, verigrad's and (where
+    llama-cpp-python is installed) llama.cpp's load, the two alternating."""
+    jobs = [("verigrad", {"startup": True, "path": str(args.model)})]
+    if not args.no_llama_cpp and importlib.util.find_spec("llama_cpp") is not None:
+        jobs.append(("llama.cpp", {"llama_cpp_load": True, "path": str(args.model)}))
+    runs: dict[str, list[dict]] = {name: [] for name, _ in jobs}
     for _ in range(args.repeats):
-        job = json.dumps({"startup": True, "path": str(args.model)})
-        done = subprocess.run(
-            [sys.executable, __file__, "--worker", job], capture_output=True, text=True, timeout=args.timeout
-        )
-        if done.returncode != 0:
-            raise SystemExit(f"--startup: {(done.stderr.strip().splitlines() or ['no output'])[-1]}")
-        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
-    stages = list(runs[0])
+        for name, job in jobs:
+            done = subprocess.run(
+                [sys.executable, __file__, "--worker", json.dumps(job)],
+                capture_output=True,
+                text=True,
+                timeout=args.timeout,
+            )
+            if done.returncode != 0:
+                last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+                raise SystemExit(f"--startup {name}: {last}")
+            runs[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    stages = list(runs["verigrad"][0])
     result = table(
-        f"verigrad start-up, 1 thread, medians of {args.repeats} fresh processes (seconds)", stages, []
+        f"start-up, 1 thread, medians of {args.repeats} fresh processes (seconds)", ["", *stages], [""]
     )
-    result.add_row(*(f"{statistics.median(r[k] for r in runs):.3f}" for k in stages))
+    for name, found in runs.items():
+        med = {k: statistics.median(r[k] for r in found) for k in found[0]}
+        result.add_row(name, *(f"{med[k]:.3f}" if k in med else "" for k in stages))
     console.print(result)
     console.print(
-        "start: the process's start to verigrad imported; load = read (the GGUF header) + tokenizer + "
-        "model; first token: the one-turn chat prompt's forward pass."
+        "start: the process's start to verigrad imported; imports: the loaders' modules; load = imports + "
+        "read (the GGUF header) + tokenizer + model; first token: the one-turn chat prompt's forward pass. "
+        "llama.cpp's load: importing llama_cpp and Llama(path), as the main table times it."
     )
     return result
 
@@ -326,10 +353,34 @@ def process_age() -> float:
         return float("nan")
 
 
+# llama.cpp's chat, run by `python -c` so that its process imports neither verigrad nor this script's
+# modules (their memory would count in its peak): the same turns, greedy, its own chat template, a context
+# of the positions verigrad's caches were allocated for (llama.cpp allocates its f16 KV cache for all of it
+# at the start)
+LLAMA_CPP_CHAT = """
+import json, sys, time
+job = json.loads(sys.argv[1])
+t = time.perf_counter()
+from llama_cpp import Llama
+llm = Llama(model_path=job["path"], n_ctx=job["n_ctx"], n_threads=1, n_threads_batch=1, n_gpu_layers=0,
+            verbose=False)
+load = time.perf_counter() - t
+messages = []
+for turn in job["turns"]:
+    messages.append({"role": "user", "content": turn})
+    out = llm.create_chat_completion(messages, max_tokens=job["steps"], temperature=0.0)
+    messages.append({"role": "assistant", "content": out["choices"][0]["message"]["content"]})
+with open("/proc/self/status") as f:
+    peak = next(int(ln.split()[1]) for ln in f if ln.startswith("VmHWM:")) / 2**10
+print(json.dumps({"load_s": load, "positions": llm.n_tokens, "peak_rss_mib": peak}))
+"""
+
+
 def run_chat(args: argparse.Namespace, console: Any) -> Table:
-    """`--chat`: medians over `--repeats` fresh processes for each KV cache storage."""
-    rows = []
-    for kv_cache in ("f32", "f16"):
+    """`--chat`: medians over `--repeats` fresh processes for each KV cache storage, then llama.cpp's chat
+    for the context verigrad's used (where llama-cpp-python is installed)."""
+    rows, allocated = [], 0
+    for kv_cache in ("f32", "f16", "q8_0"):
         runs = []
         for _ in range(args.repeats):
             job = json.dumps({"chat": kv_cache, "path": str(args.model), "steps": args.decode_tokens})
@@ -347,10 +398,36 @@ def run_chat(args: argparse.Namespace, console: Any) -> Table:
         med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
         seconds = [f"{med[k]:.2f}" for k in ("start_s", "load_s", "first_token_s")]
         rows.append([kv_cache, *seconds, f"{med['positions']:.0f}", f"{med['peak_rss_mib']:.0f}"])
+        allocated = max(allocated, int(med["allocated"]))
+    if not args.no_llama_cpp and importlib.util.find_spec("llama_cpp") is not None:
+        context = allocated  # the positions verigrad's caches were allocated for
+        job = {"path": str(args.model), "n_ctx": context, "turns": CHAT_TURNS, "steps": args.decode_tokens}
+        runs = []
+        for _ in range(args.repeats):
+            done = subprocess.run(
+                [sys.executable, "-c", LLAMA_CPP_CHAT, json.dumps(job)],
+                capture_output=True,
+                text=True,
+                timeout=args.timeout,
+            )
+            if done.returncode != 0:
+                raise SystemExit(
+                    f"--chat llama.cpp: {(done.stderr.strip().splitlines() or ['no output'])[-1]}"
+                )
+            runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        rows.append(
+            [
+                f"llama.cpp f16, n_ctx {context}",
+                "",
+                f"{med['load_s']:.2f}",
+                "",
+                f"{med['positions']:.0f}",
+                f"{med['peak_rss_mib']:.0f}",
+            ]
+        )
     headers = ["KV cache", "start s", "load s", "first token s", "positions", "peak RSS MiB"]
-    result = table(
-        f"verigrad chat, {len(CHAT_TURNS)} turns, medians of {args.repeats}", headers, ["KV cache"]
-    )
+    result = table(f"chat, {len(CHAT_TURNS)} turns, medians of {args.repeats}", headers, ["KV cache"])
     for row in rows:
         result.add_row(*row)
     console.print(result)
@@ -559,6 +636,9 @@ def main(argv: list[str] | None = None) -> None:
             return
         if "startup" in job:
             print(json.dumps(startup_worker(job["path"])))
+            return
+        if "llama_cpp_load" in job:
+            print(json.dumps(llama_cpp_load_worker(job["path"])))
             return
         result = worker(
             job["framework"], job["path"], job["threads"], job["ids"], job["steps"], job["repeats"]

@@ -8,9 +8,12 @@ mutate the same file at random.
 
 from __future__ import annotations
 
+import io
 import math
 import mmap
 import struct
+import subprocess
+import sys
 import threading
 import time
 import tracemalloc
@@ -20,8 +23,9 @@ import gguf
 import numpy as np
 import pytest
 
+import verigrad as vg
 from verigrad.errors import WeightFileError
-from verigrad.io.gguf import read_gguf
+from verigrad.io.gguf import _CheckedReader, read_gguf
 from verigrad.models import llama
 from verigrad.models.catalog import load_gguf
 from verigrad.models.llama import MAX_CONTEXT, Llama
@@ -480,3 +484,34 @@ def test_metadata_and_tensors_equal_the_gguf_packages(tmp_path):
     assert [(t.name, t.shape, t.qtype) for t in ours.tensors.values()] == [
         (t.name, tuple(reversed(t.shape.tolist())), t.tensor_type.name.lower()) for t in reader.tensors
     ]
+    for t, theirs in zip(ours.tensors.values(), reader.tensors):  # the same bytes of the file
+        np.testing.assert_array_equal(
+            t.raw.reshape(-1).view(np.uint8), theirs.data.reshape(-1).view(np.uint8)
+        )
+    assert {k: list(v) for k, v in _CheckedReader(path).types.items()} == {
+        k: [int(t) for t in f.types] for k, f in reader.fields.items() if not k.startswith("GGUF.")
+    }
+
+
+def test_loading_a_gguf_model_imports_neither_the_gguf_package_nor_jinja2(tmp_path):
+    """A load reads the header itself (the gguf package and its imports took a third of SmolLM2's load)
+    and leaves the chat template's jinja2 to the first chat; the model gives the same logits as one loaded
+    where they are imported (the bytes are the gguf package's: the test above)."""
+    path = tiny_llama(tmp_path / "m.gguf")
+    code = (
+        "import sys, numpy as np, verigrad as vg\n"
+        "import verigrad.models.catalog  # what a load imports, the tokenizer's module among them\n"
+        "from verigrad.models.llama import Llama\n"
+        f"model = Llama.from_gguf({str(path)!r})\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'gguf', 'jinja2', 'yaml'}))\n"
+        "with vg.no_grad():\n"
+        "    np.save(sys.stdout.buffer, model(np.asarray([[1, 2, 3]])).numpy())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    first, _, rest = done.stdout.partition(b"\n")
+    assert first == b"[]"
+    with vg.no_grad():  # in this process, where the gguf package is imported
+        want = llama.Llama.from_gguf(path)(np.asarray([[1, 2, 3]])).numpy()
+    got = np.load(io.BytesIO(rest))
+    np.testing.assert_array_equal(got, want)

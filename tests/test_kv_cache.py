@@ -1,7 +1,7 @@
 """The key/value cache: allocated for a few positions and doubled as it fills (the same logits, bit for
 bit, as a cache allocated for the whole context; O(log n) copies and plans); stored in f16, widened
-exactly in cached_attention's kernel, or as q8_0 blocks, de-quantized in the step: each within a stated
-bound of the f32 cache's attention."""
+exactly in cached_attention's kernel, or as q8_0 blocks, read as blocks by cached_attention_q8's kernel:
+each within a stated bound of the f32 cache's attention."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ import pytest
 import verigrad as vg
 from verigrad.backends import cpu
 from verigrad.backends.cpu.attention import ATTENTION_EXACTNESS
+from verigrad.backends.cpu.attention_q8 import plain_only
 from verigrad.io.quantizers import quantize
 from verigrad.models import _decoder
 from verigrad.models.llama import Llama, LlamaConfig
+from verigrad.ops.composite.attention_q8 import q8_blocks
 from verigrad.ops.quant import dequantize, random_blocks
 
 CONFIG = LlamaConfig(
@@ -284,6 +286,102 @@ def test_the_q8_0_windows_attention_is_within_the_stated_bound_of_the_f32_caches
         assert moved.max() > 0
 
 
+Q8_OP = vg.REGISTRY["cached_attention_q8"]
+
+
+def _q8_case(rng, b=1, kv=3, group=3, t=1, d=64, width=128, length=70, spread=2.0):
+    """The f32 window case of `_window_case` and the same case on a q8_0 cache of twice the width: the
+    window's keys and values stored as blocks (views of the cache's first `width` positions)."""
+    f32, _ = _window_case(rng, b, kv, group, t, d, width, length, spread)
+    q, k, v, past_kt, past_v, bias = f32
+    stored = [
+        quantize(np.ascontiguousarray(a).reshape(-1, d), "q8_0") for a in (past_kt.swapaxes(2, 3), past_v)
+    ]
+    caches = [np.zeros((b, kv, 2 * width, d // 32 * 34), np.uint8) for _ in range(2)]
+    for cache, blocks in zip(caches, stored):
+        cache[:, :, :width] = blocks.reshape(b, kv, width, -1)
+    return f32, (q, k, v, caches[0][:, :, :width], caches[1][:, :, :width], bias)
+
+
+def _threads(kernel, args, threads: int) -> np.ndarray:
+    vg.set_threads(threads)
+    try:
+        return kernel(*args, scale=0.125)
+    finally:
+        vg.set_threads(1)
+
+
+@needs_cc
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        {},
+        {"t": 3, "length": 0},
+        {"width": 64, "spread": 8.0},
+        {"b": 2, "d": 96},
+        {"kv": 2, "group": 1, "d": 32},
+    ],
+)
+def test_the_q8_0_kernel_reads_the_blocks_within_cached_attentions_bound_on_every_thread_count(sizes):
+    """cached_attention_q8's kernel on a q8_0 cache's window: within the f32 kernel's bound of the reference
+    (the window de-quantized), the same bits for 1-3 threads and on the plain loops as the vector ones, and
+    within the stated bound (`q8_cache_bound`) of the f32 cache's attention."""
+    kernel = cpu.cpu.native(Q8_OP, vg.f32)
+    assert kernel is not None and cpu.cpu.exactness("cached_attention_q8", "f32") == ATTENTION_EXACTNESS
+    f32, q8 = _q8_case(np.random.default_rng(4), **sizes)
+    got = _threads(kernel, q8, 1)
+    assert got.dtype == np.float32 and got.shape == f32[0].shape
+    for threads in (2, 3):
+        np.testing.assert_array_equal(_threads(kernel, q8, threads).view(np.uint32), got.view(np.uint32))
+    was = plain_only(cpu.cpu.library, 1)
+    try:
+        plain = kernel(*q8, scale=0.125)
+    finally:
+        plain_only(cpu.cpu.library, was)
+    np.testing.assert_array_equal(plain.view(np.uint32), got.view(np.uint32))
+    want = Q8_OP.reference(*q8, scale=0.125)
+    bound = ATTENTION_EXACTNESS.rtol * np.abs(want) + ATTENTION_EXACTNESS.atol
+    assert np.all(np.abs(got.astype(np.float64) - want) <= bound)
+    exact = OP.reference(*f32, scale=0.125).astype(np.float64)
+    moved = np.abs(got - exact)
+    assert np.all(moved <= q8_cache_bound(f32[0], f32[3], f32[4], 0.125))
+    if sizes.get("length", 70):
+        assert moved.max() > 0
+
+
+@needs_cc
+def test_the_q8_0_kernel_gives_nan_where_the_reference_does():
+    """A block with an infinite or NaN scale in the window (its values inf or NaN, or NaN where 0 times
+    inf): NaNs and infinities where the reference has them, hidden slot or not; a finite hidden slot adds
+    nothing."""
+    kernel = cpu.cpu.native(Q8_OP, vg.f32)
+    _, (q, k, v, past_k, past_v, bias) = _q8_case(np.random.default_rng(5), width=64, length=40)
+    for at, value in [(10, np.inf), (50, np.nan), (63, np.inf)]:  # visible, hidden, the last slot
+        for which in (0, 1):
+            windows = [past_k.copy(), past_v.copy()]
+            windows[which][0, 1, at, 34:36] = np.array([value], "<f2").view(np.uint8)
+            args = (q, k, v, *windows, bias)
+            got, want = kernel(*args, scale=0.125), Q8_OP.reference(*args, scale=0.125)
+            np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+            np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+            assert not np.isfinite(want).all()
+    hidden = past_k.copy()
+    hidden[:, :, 40:] = q8_blocks(np.random.default_rng(6), (1, 3, 24, 64))  # finite values in hidden slots
+    np.testing.assert_array_equal(
+        kernel(q, k, v, hidden, past_v, bias, scale=0.125), kernel(q, k, v, past_k, past_v, bias, scale=0.125)
+    )
+
+
+def test_cached_attention_q8_refuses_windows_that_are_not_q8_0_blocks():
+    rng = np.random.default_rng(0)
+    q, k, v = (vg.from_numpy(rng.standard_normal((1, 2, 1, 32)).astype(np.float32)) for _ in range(3))
+    blocks, bias = vg.from_numpy(q8_blocks(rng, (1, 2, 4, 32))), vg.from_numpy(np.zeros((1, 5), np.float32))
+    with pytest.raises(vg.ShapeError, match="a q8_0 row of 32 and 32 values takes 34 and 34 bytes"):
+        Q8_OP(q, k, v, blocks[..., :33], blocks[..., :33], bias)
+    with pytest.raises(vg.DTypeError, match="window's keys and values must be u8"):
+        Q8_OP(q, k, v, blocks.float(), blocks.float(), bias)
+
+
 @needs_cc
 def test_dequantize_kernel_reads_a_strided_window_in_place_with_the_references_bits():
     """The q8_0 cache's windows (every position up to W of a longer allocation) go to the C dequantize
@@ -322,7 +420,7 @@ def test_a_q8_0_cache_decodes_as_the_f32_cache_within_its_rounding():
     a, b = np.asarray(outs[0]), np.asarray(outs[1])
     assert 0 < np.abs(a - b).max() <= 2e-2 * np.abs(a).max()
     assert (a.argmax(-1) == b.argmax(-1)).mean() >= 0.95
-    assert "q8_0" not in model.cached_step.decode  # eager: see the next test
+    assert model.cached_step.decode["q8_0"].stats()["traces"] == 1  # compiled, as the f32 step
     # what it stores is the f32 cache's keys as q8_0 blocks (the first layer's: the same inputs in both)
     stored = caches[1].keys[0][:, :, :150]
     want = quantize(caches[0].keys[0][:, :, :150].reshape(-1, 32), "q8_0").reshape(stored.shape)
@@ -347,10 +445,10 @@ def test_a_q8_0_cache_takes_a_quarter_of_the_memory_and_batched_rows():
 
 
 @needs_cc
-def test_a_q8_0_decode_step_holds_one_layers_f32_window_at_a_time():
-    """Each layer's window is de-quantized as the layer needs it and freed after it: a step's peak is about
-    one layer's f32 window (1 MiB here), not all six layers' (6 MiB: what a compiled plan, which keeps a
-    buffer per value, held)."""
+def test_a_q8_0_decode_step_makes_no_f32_window():
+    """The compiled step reads each layer's window as blocks: no de-quantized f32 window is made, so a
+    step's peak stays below a quarter of one layer's f32 window (1 MiB here; the step when it de-quantized
+    each layer's window held about one, and a plan keeping them all six)."""
     config = LlamaConfig(
         vocab_size=41,
         dim=64,
@@ -380,4 +478,5 @@ def test_a_q8_0_decode_step_holds_one_layers_f32_window_at_a_time():
         finally:
             tracemalloc.stop()
     one_layer = 2 * 2 * 2048 * 32 * 4  # keys and values, f32
-    assert peak < 2.5 * one_layer
+    assert model.cached_step.decode["q8_0"].stats()["traces"] == 1
+    assert peak < 0.25 * one_layer

@@ -1,8 +1,9 @@
 """GGUF weight files (llama.cpp's format): metadata and tensors, memory-mapped, every size checked.
 
-`read_gguf(path)` reads the header with the `gguf` package's `GGUFReader` and maps the file: a tensor's
-`.raw` is a read-only view of its bytes, so nothing is copied until `.dequantize()`. On top of the
-reader, every read stays inside the file and the header is held to what llama.cpp checks, and more:
+`read_gguf(path)` maps the file and reads its header itself (the `gguf` package's reader, and the import of
+the package, took a third of a model's load): a tensor's `.raw` is a read-only view of its bytes, so nothing
+is copied until `.dequantize()`. Every read stays inside the file and the header is held to what llama.cpp
+checks, and more:
 counts and string and array lengths fit in the bytes left, no arrays of arrays, tensor names unique and
 under 64 bytes, at most 4 dimensions each >= 1, element counts below 2^63, known types whose block
 divides the row, and tensors packed in order (each at the previous one's end padded to
@@ -26,8 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from gguf import GGUFReader, ReaderField
-from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType
 
 from ..errors import WeightFileError
 from ..ops.quant import FORMATS, dequantize
@@ -47,6 +46,22 @@ _VALUE_DTYPES = {"f32": "<f4", "f16": "<f2", "bf16": "<u2"}
 
 
 _U64 = struct.Struct("<Q")
+_U32 = struct.Struct("<I")
+# GGUF's value types (gguf.GGUFValueType): the numbers' NumPy dtypes, then STRING and ARRAY
+_NUMBERS = {0: "u1", 1: "i1", 2: "<u2", 3: "<i2", 4: "<u4", 5: "<i4", 6: "<f4", 7: "?", 10: "<u8", 11: "<i8"}
+_NUMBERS[12] = "<f8"
+STRING, ARRAY, UINT32 = 8, 9, 4
+# GGML's tensor types (gguf.GGMLQuantizationType, GGML_QUANT_SIZES): id -> (name, block values, block bytes)
+GGML_TYPES = {
+    0: ("f32", 1, 4), 1: ("f16", 1, 2), 2: ("q4_0", 32, 18), 3: ("q4_1", 32, 20), 6: ("q5_0", 32, 22),
+    7: ("q5_1", 32, 24), 8: ("q8_0", 32, 34), 9: ("q8_1", 32, 40), 10: ("q2_k", 256, 84),
+    11: ("q3_k", 256, 110), 12: ("q4_k", 256, 144), 13: ("q5_k", 256, 176), 14: ("q6_k", 256, 210),
+    15: ("q8_k", 256, 292), 16: ("iq2_xxs", 256, 66), 17: ("iq2_xs", 256, 74), 18: ("iq3_xxs", 256, 98),
+    19: ("iq1_s", 256, 50), 20: ("iq4_nl", 32, 18), 21: ("iq3_s", 256, 110), 22: ("iq2_s", 256, 82),
+    23: ("iq4_xs", 256, 136), 24: ("i8", 1, 1), 25: ("i16", 1, 2), 26: ("i32", 1, 4), 27: ("i64", 1, 8),
+    28: ("f64", 1, 8), 29: ("iq1_m", 256, 56), 30: ("bf16", 1, 2), 34: ("tq1_0", 256, 54),
+    35: ("tq2_0", 256, 66), 39: ("mxfp4", 32, 17), 40: ("nvfp4", 64, 36), 41: ("q1_0", 128, 18),
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -149,153 +164,196 @@ def shown(value: Any) -> str:
     return _REPR.repr(value)
 
 
-class _CheckedReader(GGUFReader):
-    """GGUFReader that reads only inside the file and refuses what llama.cpp refuses, naming the file and
-    the field: a count, string or array longer than the bytes left, an unknown value type, an array of
-    arrays, a repeated key, a tensor name that is not UTF-8. Arrays of numbers are read in one step; arrays
-    of strings are kept as their bytes and lengths (`strings`, by key), which read_gguf decodes in one call
-    (GGUFReader's NumPy view and decode per string take seconds on SmolLM2's tokenizer)."""
+@dataclass(frozen=True)
+class _TensorInfo:
+    name: str
+    dims: list[int]  # fastest first, as the file lists them
+    type_id: int
+    offset: int  # from the data section's start
+
+
+class _CheckedReader:
+    """A GGUF file's header, read from its map: each metadata key's value (`contents`: string arrays kept as
+    their bytes and lengths until asked for, then decoded in one call) and value `types` (GGUFValueType
+    numbers: [type], or [ARRAY, item type]), the tensor infos, `alignment` and `data_offset`. Reads only
+    inside the file and refuses what llama.cpp refuses, naming the file and the field: a count, string or
+    array longer than the bytes left, an unknown value type, an array of arrays, a repeated key, a key or
+    tensor name that is not UTF-8, a bad `general.alignment` (ValueError), the tensors' layout
+    (`_check_layout`)."""
 
     def __init__(self, path: Path) -> None:
-        self.path, self.what, self.plain = path, "the header", None
-        self.strings: dict[str, _Strings] = {}  # the string arrays' bytes, by key
-        self.pending: _Strings | None = None
-        super().__init__(path)
+        self.path, self.what = path, "the header"
+        with open(path, "rb") as f:
+            self.size = os.fstat(f.fileno()).st_size
+            self.map: Any = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if self.size else b""
+        self.plain = np.ndarray((self.size,), np.uint8, buffer=self.map)  # based on the map (`_drop_pages`)
+        self.values: dict[str, Any] = {}  # numbers, strings, lists of numbers (string arrays: `strings`)
+        self.strings: dict[str, _Strings] = {}
+        self.types: dict[str, list[int]] = {}
+        self._get(0, 24)  # magic, version, the tensor and key counts
+        tensor_count, kv_count = _U64.unpack_from(self.map, 8)[0], _U64.unpack_from(self.map, 16)[0]
+        offs = self._build_fields(24, kv_count)
+        offs, self.infos = self._build_tensor_info(offs, tensor_count)
+        self.alignment = DEFAULT_ALIGNMENT
+        if "general.alignment" in self.types:
+            if self.types["general.alignment"] != [UINT32]:
+                raise ValueError("Bad type for general.alignment field")
+            self.alignment = int(self.values["general.alignment"])
+            if self.alignment == 0 or self.alignment & (self.alignment - 1):
+                raise ValueError("Invalid alignment: must be a non-zero power of two")
+        self.data_offset = -(-offs // self.alignment) * self.alignment
+        self.what = "the tensors"
+        _check_layout(self.path, self.infos, self.data_offset, self.alignment, self.size)
 
     def contents(self, key: str) -> Any:
-        """The value of metadata `key`, string arrays decoded (UnicodeDecodeError for one not UTF-8)."""
-        return self.strings[key].decode() if key in self.strings else self.fields[key].contents()
+        """The value of metadata `key` (UnicodeDecodeError for a string that is not UTF-8)."""
+        if key in self.strings:
+            return self.strings[key].decode()
+        value = self.values[key]
+        return str(value, encoding="utf-8") if isinstance(value, bytes) else value
 
     def refuse(self, reason: str) -> WeightFileError:
         return WeightFileError(f"{self.path}: {self.what}: {reason}")
 
-    def _get(self, offset: int, dtype: Any, count: int = 1, override_order: Any = None) -> np.ndarray:
-        if self.plain is None:  # a plain view of the map: slicing np.memmap costs ~10x more
-            self.plain = self.data.view(np.ndarray)
-        count, size = int(count), self.plain.size
-        end = offset + np.dtype(dtype).itemsize * count
-        if count < 0 or end > size:
+    def _get(self, offset: int, nbytes: int) -> int:
+        """`offset + nbytes`, refused past the file's end."""
+        end = offset + nbytes
+        if nbytes < 0 or end > self.size:
             raise WeightFileError(
                 f"{self.path}: the file ends inside the header ({self.what} needs bytes {offset}..{end}, "
-                f"the file has {size} bytes); it is truncated or not a GGUF file"
+                f"the file has {self.size} bytes); it is truncated or not a GGUF file"
             )
-        return self.plain[offset:end].view(dtype)
+        return end
 
     def _bound(self, count: int, at: int, least: int, what: str) -> int:
         """`count` items of at least `least` bytes each, refused unless they fit in the bytes after `at`."""
-        if count * least > self.plain.size - at:
+        if count * least > self.size - at:
             raise WeightFileError(
                 f"{self.path}: the file ends inside the header ({self.what}: {count} {what} need at least "
-                f"{count * least} bytes, {self.plain.size - at} are left); it is truncated or not a GGUF file"
+                f"{count * least} bytes, {self.size - at} are left); it is truncated or not a GGUF file"
             )
         return count
 
-    def _value_type(self, raw: int) -> GGUFValueType:
-        try:
-            return GGUFValueType(int(raw))
-        except ValueError:
-            raise self.refuse(f"unknown value type {int(raw)}") from None
+    def _u32(self, at: int) -> int:
+        self._get(at, 4)
+        return _U32.unpack_from(self.map, at)[0]
+
+    def _u64(self, at: int) -> int:
+        self._get(at, 8)
+        return _U64.unpack_from(self.map, at)[0]
+
+    def _str(self, at: int) -> tuple[bytes, int]:
+        """The bytes of the string at `at` (its 8-byte length, then its bytes) and the offset after it."""
+        n = self._u64(at)
+        end = self._get(at + 8, n)
+        return self.map[at + 8 : end], end
+
+    def _value_type(self, raw: int) -> int:
+        if raw not in _NUMBERS and raw not in (STRING, ARRAY):
+            raise self.refuse(f"unknown value type {raw}")
+        return raw
 
     def _build_fields(self, offs: int, count: int) -> int:
-        for i in range(self._bound(int(count), offs, 13, "metadata keys")):  # key length, type, value
-            orig, self.what = offs, f"metadata key {i}"
-            klen, kdata = self._get_str(offs)
+        for i in range(self._bound(count, offs, 13, "metadata keys")):  # key length, type, value
+            self.what = f"metadata key {i}"
+            kdata, offs = self._str(offs)
             key = self._text(kdata)
-            offs, self.what = offs + 8 + kdata.nbytes, f"metadata {shown(key)}"
-            if key in self.fields:
+            self.what = f"metadata {shown(key)}"
+            if key in self.types:
                 raise self.refuse("the key appears twice")
-            vtype = self._get(offs, np.uint32)
-            size, parts, idxs, types = self._get_field_parts(offs + 4, int(vtype[0]))
-            if self.pending is not None:
-                self.strings[key], self.pending = self.pending, None
-            self.fields[key] = ReaderField(
-                orig, key, [klen, kdata, vtype, *parts], [i + 3 for i in idxs], types
-            )
-            offs += 4 + size
+            offs = self._value(key, self._value_type(self._u32(offs)), offs + 4)
         return offs
 
-    def _get_field_parts(self, orig_offs: int, raw_type: int) -> tuple[int, list, list[int], list]:
-        gtype = self._value_type(raw_type)
-        if gtype != GGUFValueType.ARRAY:
-            return super()._get_field_parts(orig_offs, raw_type)
-        itype, alen = self._get(orig_offs, np.uint32), self._get(orig_offs + 4, np.uint64)
-        item, n, at = self._value_type(itype[0]), int(alen[0]), orig_offs + 12
-        if item == GGUFValueType.ARRAY:
+    def _value(self, key: str, vtype: int, at: int) -> int:
+        """Read `key`'s value of type `vtype` at `at`; the offset after it."""
+        if vtype == STRING:
+            self.types[key] = [STRING]
+            self.values[key], end = self._str(at)
+            return end
+        if vtype != ARRAY:
+            self.types[key] = [vtype]
+            end = self._get(at, np.dtype(_NUMBERS[vtype]).itemsize)
+            self.values[key] = self.plain[at:end].view(_NUMBERS[vtype])[0].item()
+            return end
+        item, n = self._value_type(self._u32(at)), self._u64(at + 4)
+        at += 12
+        if item == ARRAY:
             raise self.refuse("an array of arrays (llama.cpp reads none)")
-        if item != GGUFValueType.STRING:
-            values = self._get(at, self.gguf_scalar_to_np[item], n)
-            return 12 + values.nbytes, [itype, alen, values], [2], [gtype, item]
+        self.types[key] = [ARRAY, item]
+        if item != STRING:
+            dtype = np.dtype(_NUMBERS[item])
+            end = self._get(at, dtype.itemsize * n)
+            self.values[key] = self.plain[at:end].view(dtype).tolist()
+            return end
         # Lengths are read one after the other (each string's place depends on the previous lengths); the
-        # strings are decoded in read_gguf from one copy of their bytes, not one NumPy view each.
-        unpack, plain, size, lengths = _U64.unpack_from, self.plain, self.plain.size, []
+        # strings are decoded in one call from their bytes (`contents`).
+        unpack, data, size, lengths, first = _U64.unpack_from, self.map, self.size, [], at
         for _ in range(self._bound(n, at, 8, "strings")):
             if at + 8 > size:
-                self._get(at, np.uint64)  # the file-ends error
-            (length,) = unpack(plain, at)
+                self._get(at, 8)  # the file-ends error
+            (length,) = unpack(data, at)
             at += 8
             if at + length > size:
-                self._get(at, np.uint8, length)
+                self._get(at, length)
             lengths.append(length)
             at += length
-        self.pending = _Strings(plain[orig_offs + 12 : at], lengths)
-        return at - orig_offs, [itype, alen], [], [gtype, item]
+        self.strings[key] = _Strings(self.plain[first:at], lengths)
+        return at
 
-    def _text(self, data: np.ndarray) -> str:
+    def _text(self, data: bytes) -> str:
         try:
-            return str(bytes(data), encoding="utf-8")
+            return str(data, encoding="utf-8")
         except UnicodeDecodeError:
-            raise self.refuse(f"not UTF-8 text: {shown(bytes(data))}") from None
+            raise self.refuse(f"not UTF-8 text: {shown(data)}") from None
 
-    def _build_tensor_info(self, offs: int, count: int) -> tuple[int, list[ReaderField]]:
-        fields = []
-        for i in range(self._bound(int(count), offs, 24, "tensors")):  # name length, dims, type, offset
+    def _build_tensor_info(self, offs: int, count: int) -> tuple[int, list[_TensorInfo]]:
+        infos = []
+        for i in range(self._bound(count, offs, 24, "tensors")):  # name length, dims, type, offset
             self.what = f"tensor {i}"
-            name_len, name_data = self._get_str(offs)
+            name_data, at = self._str(offs)
             name = self._text(name_data)
             self.what = f"tensor {shown(name)}"
             if len(name_data) > MAX_NAME:
                 raise self.refuse(f"the name is {len(name_data)} bytes long, llama.cpp allows {MAX_NAME}")
-            at = offs + 8 + name_data.nbytes
-            n_dims = self._get(at, np.uint32)
-            if n_dims[0] > MAX_DIMS:
-                raise self.refuse(f"{int(n_dims[0])} dimensions, at most {MAX_DIMS} are allowed")
-            dims = self._get(at + 4, np.uint64, n_dims[0])
-            at += 4 + dims.nbytes
-            raw_dtype, offset = self._get(at, np.uint32), self._get(at + 4, np.uint64)
-            parts = [name_len, name_data, n_dims, dims, raw_dtype, offset]
-            fields.append(ReaderField(offs, name, parts, [1, 3, 4, 5]))
-            offs = at + 12
-        return offs, fields
+            n_dims = self._u32(at)
+            if n_dims > MAX_DIMS:
+                raise self.refuse(f"{n_dims} dimensions, at most {MAX_DIMS} are allowed")
+            end = self._get(at + 4, 8 * n_dims)
+            dims = list(struct.unpack_from(f"<{n_dims}Q", self.map, at + 4))
+            infos.append(_TensorInfo(name, dims, self._u32(end), self._u64(end + 4)))
+            offs = end + 12
+        return offs, infos
 
-    def _build_tensors(self, start_offs: int, fields: list[ReaderField]) -> None:
-        self.what = "the tensors"
-        _check_layout(self.path, fields, start_offs, int(self.alignment), self.plain.size)
-        super()._build_tensors(start_offs, fields)
-
-
-def _ggml_type(path: Path, name: str, type_id: int) -> tuple[GGMLQuantizationType, int, int]:
-    """(type, block size, bytes per block) of a GGML type id."""
-    try:
-        ggml = GGMLQuantizationType(type_id)
-        block, nbytes = GGML_QUANT_SIZES[ggml]
-    except (ValueError, KeyError):
-        raise WeightFileError(f"{path}: tensor {shown(name)} has unknown GGML type {type_id}") from None
-    return ggml, block, nbytes
+    def tensor(self, info: _TensorInfo) -> np.ndarray:
+        """The bytes of tensor `info` (u8, a view of the map; `_check_layout` held them inside the file)."""
+        _, block, nbytes = GGML_TYPES[info.type_id]
+        count = 1
+        for d in info.dims:
+            count *= d
+        start = self.data_offset + info.offset
+        return self.plain[start : start + count // block * nbytes]
 
 
-def _check_layout(path: Path, fields: list[ReaderField], data_start: int, alignment: int, size: int) -> None:
+def _ggml_type(path: Path, name: str, type_id: int) -> tuple[str, int, int]:
+    """(name, block size, bytes per block) of a GGML type id."""
+    if type_id not in GGML_TYPES:
+        raise WeightFileError(f"{path}: tensor {shown(name)} has unknown GGML type {type_id}")
+    return GGML_TYPES[type_id]
+
+
+def _check_layout(path: Path, infos: list[_TensorInfo], data_start: int, alignment: int, size: int) -> None:
     """Every tensor's shape, type and bytes: each one starts where the previous one ends (padded to
     `alignment`), as llama.cpp requires, and the last one ends at the file's end, so a shifted offset or
     a type relabelled to one of another size is refused instead of read as other weights."""
     names: set[str] = set()
     end, previous = 0, None
-    for f in fields:
-        name, dims, type_id, offset = f.name, f.parts[3].tolist(), int(f.parts[4][0]), int(f.parts[5][0])
+    for f in infos:
+        name, dims, type_id, offset = f.name, f.dims, f.type_id, f.offset
         label = f"tensor {shown(name)}"
         if name in names:
             raise WeightFileError(f"{path}: {label} appears twice")
         names.add(name)
-        ggml, block, nbytes = _ggml_type(path, name, type_id)
+        kind, block, nbytes = _ggml_type(path, name, type_id)
         shape = tuple(reversed(dims))
         if not all(d >= 1 for d in dims):
             raise WeightFileError(f"{path}: {label} has shape {shape}: every dimension must be at least 1")
@@ -306,7 +364,7 @@ def _check_layout(path: Path, fields: list[ReaderField], data_start: int, alignm
             raise WeightFileError(f"{path}: {label} has shape {shape}: {count} elements, more than 2^63 - 1")
         if dims and dims[0] % block:
             raise WeightFileError(
-                f"{path}: {label} has shape {shape}, but {ggml.name.lower()} stores rows in blocks of "
+                f"{path}: {label} has shape {shape}, but {kind} stores rows in blocks of "
                 f"{block} values, so the last dimension ({dims[0]}) must be a multiple of {block}"
             )
         length = count // block * nbytes
@@ -319,7 +377,7 @@ def _check_layout(path: Path, fields: list[ReaderField], data_start: int, alignm
             )
         if start + length > size:
             raise WeightFileError(
-                f"{path}: {label} ({ggml.name.lower()}, shape {shape}) needs {length} bytes at offset "
+                f"{path}: {label} ({kind}, shape {shape}) needs {length} bytes at offset "
                 f"{start}, but the file has only {max(size - start, 0)} bytes there ({size} in all): the "
                 "file is truncated; download it again"
             )
@@ -356,30 +414,29 @@ def read_gguf(path: str | os.PathLike) -> GGUFFile:
         raise WeightFileError(f"{path}: cannot read the file: {e}") from None
     except WeightFileError:
         raise
-    except (ValueError, KeyError) as e:  # what GGUFReader checks itself (general.alignment)
+    except ValueError as e:  # general.alignment
         raise WeightFileError(f"{path}: {shown(str(e))}") from None
     metadata = {}
-    for key in reader.fields:
-        if not key.startswith("GGUF."):
-            try:
-                metadata[key] = reader.contents(key)
-            except UnicodeDecodeError:
-                raise WeightFileError(f"{path}: metadata {shown(key)}: a string is not UTF-8 text") from None
-    tensors = {t.name: _tensor(path, t) for t in reader.tensors}
+    for key in reader.types:
+        try:
+            metadata[key] = reader.contents(key)
+        except UnicodeDecodeError:
+            raise WeightFileError(f"{path}: metadata {shown(key)}: a string is not UTF-8 text") from None
+    tensors = {t.name: _tensor(path, t, reader.tensor(t)) for t in reader.infos}
     return GGUFFile(path, int(version), metadata, tensors)
 
 
-def _tensor(path: Path, t: Any) -> GGUFTensor:
-    """A GGUFTensor viewing the reader's bytes of `t` (values for f32/f16/bf16, else rows of blocks)."""
-    qtype = t.tensor_type.name.lower()
-    shape = tuple(int(d) for d in reversed(t.shape.tolist()))
-    data = t.data.reshape(-1).view(np.uint8)
+def _tensor(path: Path, info: _TensorInfo, data: np.ndarray) -> GGUFTensor:
+    """A GGUFTensor viewing `data`, the file's bytes of `info` (values for f32/f16/bf16, else rows of
+    blocks)."""
+    qtype = GGML_TYPES[info.type_id][0]
+    shape = tuple(int(d) for d in reversed(info.dims))
     if qtype in _VALUE_DTYPES:
         raw = data.view(_VALUE_DTYPES[qtype]).reshape(shape)
     else:
         rows = int(np.prod(shape[:-1], dtype=np.int64)) if len(shape) > 1 else 1
         raw = data.reshape(rows, -1)
-    return GGUFTensor(t.name, qtype, shape, raw, str(path))
+    return GGUFTensor(info.name, qtype, shape, raw, str(path))
 
 
 def stacked_rows(tensors: list[GGUFTensor]) -> np.ndarray:

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from gguf import GGMLQuantizationType, GGUFWriter, LlamaFileType
+from gguf import GGMLQuantizationType, GGUFValueType, GGUFWriter, LlamaFileType
 
 from ..errors import WeightFileError
 from ..ops.quant import FORMATS
@@ -193,8 +193,7 @@ def plan(source: GGUFFile, type_name: str, pure: bool = False) -> list[Step]:
 def _metadata_types(path: Path) -> dict[str, tuple[Any, list]]:
     """Every metadata key of the file (but the reader's own GGUF.*) -> (value, value types)."""
     reader = _CheckedReader(path)
-    fields = reader.fields.items()
-    return {k: (reader.contents(k), list(f.types)) for k, f in fields if not k.startswith("GGUF.")}
+    return {k: (reader.contents(k), [GGUFValueType(t) for t in types]) for k, types in reader.types.items()}
 
 
 def _converted(step: Step) -> np.ndarray:

@@ -57,11 +57,11 @@ def write_like(
     reader = _CheckedReader(Path(source))
     path = Path(path)
     writer = GGUFWriter(None, original.arch)
-    for key, field in reader.fields.items():
-        if key.startswith("GGUF.") or key in _SKIPPED:
+    for key, types in reader.types.items():
+        if key in _SKIPPED:
             continue
-        main = GGUFValueType(field.types[0])
-        sub = GGUFValueType(field.types[-1]) if main == GGUFValueType.ARRAY else None
+        main = GGUFValueType(types[0])
+        sub = GGUFValueType(types[-1]) if main == GGUFValueType.ARRAY else None
         writer.add_key_value(key, reader.contents(key), main, sub)
     writer.add_file_type(int(TYPES[qtype][1]))
     for name in original.tensors:

@@ -27,7 +27,6 @@ from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tok
 from tokenizers import Tokenizer as _Backend
 
 from ..errors import WeightFileError
-from .chat_template import ChatTemplate
 from .gguf import GGUFFile, read_gguf
 
 # Token types of llama.cpp's vocabulary (`tokenizer.ggml.token_type`).
@@ -374,6 +373,8 @@ class Tokenizer:
             if not (isinstance(m, Mapping) and isinstance(m.get("role"), str) and "content" in m):
                 raise ValueError(f"a chat message is a dict with 'role' and 'content', got {m!r}")
         if self._template is None:
+            from .chat_template import ChatTemplate  # jinja2: imported by the first chat, not by a load
+
             self._template = ChatTemplate(self.chat_template, self.source)
         names = {"bos_token": self.bos_id, "eos_token": self.eos_id}
         tokens = {k: self._bytes[i].decode("utf-8", "replace") for k, i in names.items() if i is not None}

@@ -10,8 +10,9 @@ W is a power of two (at least the cache's length), so only a handful of plans ar
 (`cached_attention`) covers exactly the valid prefix.
 
 A q8_0 cache stores each key and value as q8_0 blocks along the head dimension (llama.cpp's blocks:
-34 bytes per 32 values); the step then takes the windows as those bytes and de-quantizes each layer's with
-the `dequantize` op before its attention (`layer_window`).
+34 bytes per 32 values); the step then takes the windows as those bytes, and each layer's attention reads
+them as they are (`window_attention`: the `cached_attention_q8` op, whose kernel de-quantizes in
+registers), so the step is compiled as the f32 and f16 ones are.
 
 A batch of sequences of different lengths (a server's continuous batching) runs one decode step with
 per-row positions [B, 1] and bias [B, 1, W+1] (`row_inputs`): sequence i is row i of the cache, at its
@@ -28,7 +29,7 @@ from ..autograd import no_grad
 from ..compile import compile
 from ..dtypes import u8
 from ..io.quantizers import quantize
-from ..ops import dequantize_op, from_numpy
+from ..ops import cached_attention, cached_attention_q8, dequantize_op, from_numpy
 from ..ops.quant import FORMATS
 from ..shapes import DimLike, dims, spec
 from ..tensor import Tensor
@@ -37,7 +38,7 @@ from .lm import KVCache, LanguageModel
 MIN_WINDOW = 64  # the smallest window; each doubling builds one more plan (~0.2 s for SmolLM2)
 # a cache's storage: f32, f16 (half the memory; each key and value rounded to f16 once, when written,
 # and widened exactly inside `cached_attention`), or q8_0 (34 bytes per 32 values, 0.27 of f32's: keys and
-# values quantized to llama.cpp's q8_0 blocks along the head dimension when written, de-quantized in the step)
+# values quantized to llama.cpp's q8_0 blocks along the head dimension when written, read as blocks)
 KV_DTYPES = {"f32": np.float32, "f16": np.float16, "q8_0": np.uint8}
 Q8 = FORMATS["q8_0"]
 
@@ -215,21 +216,35 @@ def commit_rows(cache: KVCache, new: list[Tensor], lengths: list[int]) -> None:
 
 
 def layer_window(windows: tuple, layer: int) -> tuple[Tensor, Tensor]:
-    """Layer `layer`'s window (keys transposed, values) from a step's windows; a q8_0 cache's (u8 blocks
-    [B, KV, W, bytes]) de-quantized to f32 here, as the layer needs it, so that a step holds one layer's
-    f32 window at a time, not the whole cache's."""
-    keys, values = windows[2 * layer], windows[2 * layer + 1]
-    if keys.dtype is u8:
-        return dequantize_op(keys, qtype="q8_0").mT, dequantize_op(values, qtype="q8_0")
-    return keys, values
+    """Layer `layer`'s window from a step's windows: (keys transposed, values) of an f32 or f16 cache; a
+    q8_0 cache's blocks as the cache holds them (u8 [B, KV, W, bytes] each), which `window_attention` reads
+    directly (no f32 window is made)."""
+    return windows[2 * layer], windows[2 * layer + 1]
+
+
+def window_attention(
+    q: Tensor, k: Tensor, v: Tensor, past_k: Tensor, past_v: Tensor, bias: Tensor, scale: float | None = None
+) -> Tensor:
+    """The attention of new tokens over a layer's window (`layer_window`) and themselves:
+    `cached_attention`, or `cached_attention_q8` on a q8_0 cache's blocks."""
+    if past_k.dtype is u8:
+        return cached_attention_q8(q, k, v, past_k, past_v, bias, scale=scale)
+    return cached_attention(q, k, v, past_k, past_v, bias, scale=scale)
+
+
+def float_window(past_k: Tensor, past_v: Tensor) -> tuple[Tensor, Tensor]:
+    """A layer's window as (keys transposed, values) of floats, for attention written in ops: a q8_0
+    cache's blocks de-quantized (f32), a float window as it is."""
+    if past_k.dtype is u8:
+        return dequantize_op(past_k, qtype="q8_0").mT, dequantize_op(past_v, qtype="q8_0")
+    return past_k, past_v
 
 
 class CachedStep:
     """A model's `step` run on a cache (inputs made, outputs committed): compiled for one new token
     (the decode loop: T = 1, so its products have no position axis), eager for several (a prompt:
-    compiling per prompt length would build a plan for each, and run it once). On a q8_0 cache every step
-    is eager: a compiled plan keeps a buffer for each value it computes, so every layer's de-quantized f32
-    window would stay allocated (as much memory as an f32 cache), where eager frees each after its layer."""
+    compiling per prompt length would build a plan for each, and run it once), on every cache storage (a
+    q8_0 cache's windows are read as blocks: no de-quantized f32 window for a plan to keep)."""
 
     def __init__(self, step: Any, layers: int, kv_heads: DimLike, head_dim: DimLike):
         self.step, self.sizes = step, (layers, kv_heads, head_dim)
@@ -238,8 +253,6 @@ class CachedStep:
 
     def _compiled(self, plans: dict[str, Any], cache: KVCache, rows: bool) -> Any:
         dtype = cache_dtype(cache)
-        if dtype == "q8_0":
-            return self.step
         if dtype not in plans:
             plans[dtype] = compile(self.step, specs=step_specs(*self.sizes, 1, rows, dtype))
         return plans[dtype]

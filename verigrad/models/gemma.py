@@ -28,9 +28,10 @@ from ..errors import WeightFileError
 from ..io.gguf import GGUFFile
 from ..nn import Module, RMSNorm
 from ..nn import functional as F
-from ..ops import arange, attention, cached_attention, concat, full, softmax, where
+from ..ops import arange, attention, concat, full, softmax, where
 from ..ops.composite.attention import scale_tensor
 from ..tensor import Tensor
+from ._decoder import float_window, window_attention
 from .llama import _BLOCK, Llama, LlamaAttention, LlamaConfig, LlamaMLP, gguf_config, rope_tables
 
 GEMMA_VARIANTS: dict[str, dict[str, bool]] = {"gemma2": {}, "gemma3": {"qk_norm": True}}
@@ -67,7 +68,7 @@ class GemmaAttention(LlamaAttention):
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, past: tuple | None) -> Tensor:
         if self.softcap is None:
             s = self.scale
-            return attention(q, k, v, scale=s) if past is None else cached_attention(q, k, v, *past, scale=s)
+            return attention(q, k, v, scale=s) if past is None else window_attention(q, k, v, *past, scale=s)
         # soft-capped scores: the attention written in ops, over the window (if any) and the new keys
         b, h, t, d = q.shape
         kv = self.n_kv_heads
@@ -76,7 +77,7 @@ class GemmaAttention(LlamaAttention):
             positions = arange(t)
             bias = where(positions[:, None] >= positions[None, :], 0.0, float("-inf"))
         else:
-            past_kt, past_v, bias = past
+            (past_kt, past_v), bias = float_window(*past[:2]), past[2]
             keys_t, values = concat(past_kt, k.mT, axis=3), concat(past_v, v, axis=2)
         scores = q.reshape(b, kv, h // kv, t, d) @ keys_t.unsqueeze(2)  # [B, KV, G, T, S]
         scale = scale_tensor(self.scale, d, q.dtype)

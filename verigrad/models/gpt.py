@@ -23,9 +23,9 @@ from ..modes import abstract
 from ..nn import Embedding, LayerNorm, Module, ModuleList, RMSNorm
 from ..nn import functional as F
 from ..nn.init import _normal_param as normal
-from ..ops import cached_attention, from_numpy, take
+from ..ops import from_numpy, take
 from ..tensor import Tensor
-from ._decoder import CachedDecoder, layer_window
+from ._decoder import CachedDecoder, layer_window, window_attention
 from ._weights import install
 
 NORMS = ("layernorm", "rmsnorm")
@@ -143,7 +143,7 @@ class Attention(Module):
             p = self.dropout if self.training else 0.0
             y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
         else:
-            y = cached_attention(q, k, v, *past)
+            y = window_attention(q, k, v, *past)
         y = F.linear(y.permute(0, 2, 1, 3).reshape(b, t, d), self.proj)
         return F.dropout(y, self.dropout, self.training), k, v
 

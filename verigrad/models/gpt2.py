@@ -20,10 +20,10 @@ from ..modes import abstract
 from ..nn import Embedding, LayerNorm, Module, ModuleList
 from ..nn import functional as F
 from ..nn.init import _normal_param
-from ..ops import attention, cached_attention, from_numpy, take, zeros
+from ..ops import attention, from_numpy, take, zeros
 from ..shapes import DimLike, exact_div
 from ..tensor import Tensor
-from ._decoder import CachedDecoder, layer_window
+from ._decoder import CachedDecoder, layer_window, window_attention
 from ._weights import MAX_CONTEXT, checked_integer, checked_real, install
 
 
@@ -77,7 +77,7 @@ class GPT2Attention(Module):
         b, t, d = x.shape
         qkv = self.c_attn(x).reshape(b, t, 3, self.n_head, self.head_dim).permute(2, 0, 3, 1, 4)
         q, k, v = qkv[0], qkv[1], qkv[2]
-        y = attention(q, k, v) if past is None else cached_attention(q, k, v, *past)  # [B, H, T, hd]
+        y = attention(q, k, v) if past is None else window_attention(q, k, v, *past)  # [B, H, T, hd]
         return self.c_proj(y.permute(0, 2, 1, 3).reshape(b, t, d)), k, v
 
 

@@ -26,11 +26,11 @@ from ..modes import abstract
 from ..nn import Embedding, Linear, Module, ModuleList, RMSNorm
 from ..nn import functional as F
 from ..nn.quant import QEmbedding, QLinear
-from ..ops import attention, cached_attention, concat, from_numpy, take, zeros
+from ..ops import attention, concat, from_numpy, take, zeros
 from ..ops.quant import BLOCK_QTYPES, FORMATS
 from ..shapes import DimLike
 from ..tensor import Tensor
-from ._decoder import CachedDecoder, check_room, layer_window, token_ids
+from ._decoder import CachedDecoder, check_room, layer_window, token_ids, window_attention
 from ._weights import MAX_CONTEXT, checked_integer, checked_real, install
 
 MIN_ROPE_ROWS = 64  # the RoPE tables' first length (they double as longer prompts or caches come)
@@ -161,7 +161,7 @@ class LlamaAttention(Module):
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, past: tuple | None) -> Tensor:
         """Attention of the query heads over the keys and values (and the cache window `past`)."""
-        return attention(q, k, v) if past is None else cached_attention(q, k, v, *past)
+        return attention(q, k, v) if past is None else window_attention(q, k, v, *past)
 
 
 class LlamaMLP(Module):

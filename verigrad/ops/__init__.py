@@ -51,6 +51,7 @@ from .composite import (
     avg_pool2d,
     binary_cross_entropy,
     cached_attention,
+    cached_attention_q8,
     col2im,
     conv2d,
     cross_entropy,

@@ -35,6 +35,7 @@ from ..kernel_table import EXACT, Backend, Exactness
 from ..reference import reference as _reference  # registered first: the reference stays the default
 from . import (
     attention,
+    attention_q8,
     checks,
     convolution,
     elementwise,
@@ -86,6 +87,7 @@ KERNEL_FAMILIES = (
     rows,
     quant,
     attention,
+    attention_q8,
     rope,
     optim,
     checks,

@@ -1,6 +1,7 @@
 """Composite ops: defined by decompositions into primitives (their reference), some with own VJPs."""
 
 from .attention import attention, attention_grad, attention_lse, cached_attention
+from .attention_q8 import cached_attention_q8
 from .convolution import col2im, conv2d, im2col
 from .dropout import dropout
 from .embedding import embedding
