@@ -28,7 +28,8 @@ tokens/s each B gives over B = 1's: the ceiling the server's scaling meets.
 
 `--stall N` measures a long prompt's cost to the running sequences instead (the engine alone): `--clients`'
 largest count of sequences decode while an N-token prompt arrives; the longest wait between two of their
-tokens and the prompt's time to first token, prefilled a block between two steps and all at once.
+tokens and the prompt's time to first token, prefilled 64 tokens between two steps (the engine's default)
+and all at once.
 """
 
 from __future__ import annotations
@@ -273,17 +274,17 @@ def steps(
 def stall(model_path: Path, threads: int, running: int, prompt: int, repeats: int = 3) -> None:
     """A long prompt arriving while `running` sequences decode (the engine alone, no HTTP): the longest
     wait between two tokens of a running sequence while it is prefilled, and its time to first token,
-    with the prompt prefilled a block between two steps (the default) and all at once (medians)."""
+    with the prompt prefilled 64 tokens between two steps (the default) and all at once (medians)."""
     import threading
 
     from verigrad.backends import backend, set_threads
     from verigrad.models.catalog import load_language_model
-    from verigrad.serve.engine import Engine, Request
+    from verigrad.serve.engine import PREFILL_TOKENS, Engine, Request
 
     set_threads(threads)
     model, tokenizer = load_language_model(model_path)
     rng = np.random.default_rng(0)
-    modes = {"a block between steps": None, "all at once": 1 << 30}
+    modes = {f"{PREFILL_TOKENS} tokens between steps": PREFILL_TOKENS, "all at once": 1 << 30}
     found: dict[str, list[tuple[float, float]]] = {mode: [] for mode in modes}
     with backend("cpu"):
         for r in range(repeats + 1):  # the first round builds the plans

@@ -121,11 +121,31 @@ def test_a_shared_prefix_is_copied_from_the_prefix_cache_with_the_same_result(en
     assert run(engine, [Request(base[:48], 2, temperature=0.0)])[0][-1].cached_tokens == 32
 
 
+def test_by_default_prompts_sharing_a_system_prompt_share_its_blocks(lm):
+    """The default engine's blocks are 16 tokens (a chat template's system prompt is shorter than 64): a
+    second prompt starting with the first's 20 tokens copies their first block and gets the tokens a cold
+    engine computes; between two decode steps several chunks run (64 tokens)."""
+    system = list(map(int, np.random.default_rng(21).integers(3, 260, 20)))
+    first, second = [*system, 7, 8, 9, 10], [*system, 11, 12, 13]
+    e = Engine(*lm, max_batch=4, capacity=256).start()
+    cold = Engine(*lm, max_batch=4, capacity=256, prefix_blocks=0).start()
+    try:
+        assert (e.block, e.prefill_tokens, e.prefix.max_blocks * e.block) == (16, 64, 16384)
+        assert run(e, [Request(first, 4, temperature=0.0)])[0][-1].cached_tokens == 0
+        warm = run(e, [Request(second, 6, temperature=0.0, logprobs=2)])[0]
+        fresh = run(cold, [Request(second, 6, temperature=0.0, logprobs=2)])[0]
+    finally:
+        e.close()
+        cold.close()
+    assert warm[-1].cached_tokens == 16 and fresh[-1].cached_tokens == 0
+    assert summary(warm) == summary(fresh)
+
+
 def test_a_long_prompt_is_prefilled_between_decode_steps_with_the_same_result(lm):
     """A prompt of 7 chunks, prefilled a block between two decode steps: the running sequences keep
     getting tokens meanwhile (one of them ends, so the prompt's half-filled row moves down one), and the
     prompt's tokens and log-probabilities are the bits it gets alone (its chunks are the same)."""
-    e = Engine(*lm, max_batch=4, capacity=256, block=16, prefix_blocks=0).start()
+    e = Engine(*lm, max_batch=4, capacity=256, block=16, prefix_blocks=0, prefill_tokens=16).start()
     try:
         ids = np.random.default_rng(13).integers(3, 260, 100)
         long = Request(list(map(int, ids)), 8, temperature=0.0, logprobs=2)  # 6 blocks and 4 tokens
@@ -161,7 +181,7 @@ def test_a_long_prompt_is_prefilled_between_decode_steps_with_the_same_result(lm
 def test_a_prompt_cancelled_or_closed_while_prefilled_is_answered(lm):
     """Cancelled between two of its chunks, a prompt gets "cancelled" and the engine keeps serving; a
     prompt being prefilled when the engine closes is answered too."""
-    e = Engine(*lm, max_batch=4, capacity=256, block=16, prefix_blocks=0).start()
+    e = Engine(*lm, max_batch=4, capacity=256, block=16, prefix_blocks=0, prefill_tokens=16).start()
     long = list(map(int, np.random.default_rng(3).integers(3, 260, 200)))
     try:
         got: list[Event] = []
