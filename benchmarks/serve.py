@@ -4,7 +4,9 @@ GGUF of `verigrad.models.fetch.fetch("smollm2")`), over loopback HTTP with OpenA
 Each server runs in a child process with the same thread count. For 1, 4 and 8 concurrent clients, every
 client thread sends `--requests` streaming chat completions in a loop (a different question each, greedy,
 `--max-tokens` tokens at most), and the table gives the aggregate output tokens/s (all clients' completion
-tokens over the level's wall time), the median time to first token, and the speedup over one client.
+tokens over the level's wall time), the median time to first token, the speedup over one client, and
+the server process's CPU milliseconds per output token (all its threads; Linux): on a shared machine the
+wall-clock figures measure the neighbours too, the CPU time much less so.
 Goal: at 8 clients at least 4x one client's tokens/s, and ahead of llama.cpp's server at every count.
 One warm-up round at each count runs first (verigrad builds a compiled step per batch size).
 
@@ -191,20 +193,36 @@ def one_request(url: str, model: str, question: str, max_tokens: int) -> tuple[f
     return (first or end) - t0, end - t0, usage if usage is not None else pieces
 
 
-def level(url: str, model: str, clients: int, requests: int, max_tokens: int) -> dict:
-    """Every client sends `requests` requests one after the other; the level's aggregate figures."""
+def cpu_seconds(pid: int) -> float | None:
+    """The process's CPU time so far (user and system, all its threads), from /proc (Linux), else None."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
+def level(url: str, model: str, clients: int, requests: int, max_tokens: int, pid: int = 0) -> dict:
+    """Every client sends `requests` requests one after the other; the level's aggregate figures, with
+    the server's CPU milliseconds per output token (process `pid`'s, where /proc has it): on a machine
+    shared with other work, what the wall-clock figures cannot separate from the neighbours."""
 
     def client(i: int) -> list[tuple[float, float, int]]:
         return [
             one_request(url, model, QUESTIONS[(i + j) % len(QUESTIONS)], max_tokens) for j in range(requests)
         ]
 
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), cpu_seconds(pid)
     with ThreadPoolExecutor(clients) as pool:
         results = [r for rs in pool.map(client, range(clients)) for r in rs]
-    wall = time.perf_counter() - t0
+    wall, cpu1 = time.perf_counter() - t0, cpu_seconds(pid)
     tokens = sum(r[2] for r in results)
-    return {"tokens_per_s": tokens / wall, "ttft_ms": 1000 * statistics.median(r[0] for r in results)}
+    cpu_ms = 1000 * (cpu1 - cpu0) / tokens if cpu0 is not None and cpu1 is not None and tokens else None
+    return {
+        "tokens_per_s": tokens / wall,
+        "ttft_ms": 1000 * statistics.median(r[0] for r in results),
+        "cpu_ms_per_token": cpu_ms,
+    }
 
 
 def run(
@@ -226,7 +244,7 @@ def run(
         out = {}
         for clients in counts:
             level(url, name, clients, 1, min(max_tokens, 16))  # warm-up
-            out[clients] = level(url, name, clients, requests, max_tokens)
+            out[clients] = level(url, name, clients, requests, max_tokens, proc.pid)
             print(f"{which}, {clients} client(s): {out[clients]}", flush=True)
         return out
     finally:
@@ -372,7 +390,8 @@ def main() -> None:
         )
     table = Table(title=f"verigrad {vg.__version__} serve: {model.name}, {args.threads} threads, "
                   f"{args.requests} requests x {args.max_tokens} tokens per client")  # fmt: skip
-    for column in ("server", "clients", "tokens/s", "x 1 client", "TTFT ms (median)", "vs llama.cpp"):
+    columns = ("server", "clients", "tokens/s", "x 1 client", "TTFT ms (median)", "vs llama.cpp")
+    for column in (*columns, "CPU ms/token"):
         table.add_column(column, justify="right")
     for which, levels in results.items():
         for clients, r in levels.items():
@@ -384,6 +403,7 @@ def main() -> None:
             table.add_row(
                 which, str(clients), f"{r['tokens_per_s']:.1f}", f"{r['tokens_per_s'] / base:.2f}x",
                 f"{r['ttft_ms']:.0f}", versus,
+                "" if r["cpu_ms_per_token"] is None else f"{r['cpu_ms_per_token']:.1f}",
             )  # fmt: skip
     console.print(table)
 
