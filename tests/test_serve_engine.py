@@ -299,3 +299,30 @@ def test_gpt2_batched_rows_give_the_logits_each_sequence_gets_alone():
     rows = model.forward_rows(np.full((3, 1), 7), big, [len(p) for p in ps]).numpy()
     for i, want in enumerate(alone):
         np.testing.assert_array_equal(rows[i, 0].view(np.uint32), want.view(np.uint32))
+
+
+def test_a_batched_step_runs_one_attention_and_one_product_per_matrix_for_all_rows(lm):
+    """The compiled rows step (its program, traced for any B): each layer's attention is one
+    cached_attention over the whole batch (rows of different lengths told apart by the bias [B, 1, W+1]),
+    not a loop over rows, and each quantized product takes the B rows as one operand (the kernel's tiles
+    then reuse each de-quantized weight block across the rows)."""
+    from verigrad.models._decoder import row_inputs
+    from verigrad.ops import from_numpy
+
+    model, _ = lm
+    cache = model.new_cache(3, 128)
+    lengths = [4, 9, 1]
+    model.forward_rows(np.asarray([[5], [6], [7]]), cache, lengths)
+    step = model.cached_step.decode_rows["f32"]
+    positions, bias, windows = row_inputs(cache, lengths)
+    ids = from_numpy(np.asarray([[5], [6], [7]], np.int64))
+    program = step.program(ids, from_numpy(positions), from_numpy(bias), *windows)
+    names = [i.name for i in program.instrs]
+    layers = len(model.layers)
+    assert names.count("cached_attention") == layers
+    batch = program.inputs[0].spec.shape[0]  # the batch symbol
+    products = [i for i in program.instrs if i.name.startswith(("qmatmul", "rms_norm_qmatmul"))]
+    assert len(products) >= 2 * layers
+    assert all(i.args[0].spec.shape[0] == batch for i in products)
+    attention = [i for i in program.instrs if i.name == "cached_attention"]
+    assert all(i.args[0].spec.shape[0] == batch for i in attention)
