@@ -28,6 +28,13 @@ tokens/s each B gives over B = 1's: the ceiling the server's scaling meets.
     python benchmarks/serve.py --steps --clients 1,2,4,8 [--activations f32,q8]
     python benchmarks/serve.py --stall 1024 --clients 4
 
+`--engine` runs the engine alone (no HTTP) under the same clients and prompts, on `--threads` (1 for a
+figure the machine's other work hardly moves): the engine thread's CPU time in prefill chunks and in
+decode steps per output token; `--block` sets the engine's prefill block (its default, 16, or 64: what
+it was before).
+
+    python benchmarks/serve.py --engine --threads 1 --clients 8 --block 64
+
 `--stall N` measures a long prompt's cost to the running sequences instead (the engine alone): `--clients`'
 largest count of sequences decode while an N-token prompt arrives; the longest wait between two of their
 tokens and the prompt's time to first token, prefilled 64 tokens between two steps (the engine's default)
@@ -289,6 +296,76 @@ def steps(
         )
 
 
+def engine_cpu(model_path: Path, threads: int, counts: list[int], requests: int, max_tokens: int, block: int):
+    """The engine alone (no HTTP), as the server's clients load it: the engine thread's CPU seconds in
+    prefill chunks and in decode steps, and its CPU ms per output token (time.thread_time: with
+    --threads 1 the kernels run on that thread, and the machine's other work adds little)."""
+    import threading
+
+    from verigrad.backends import backend, set_threads
+    from verigrad.models.catalog import load_language_model
+    from verigrad.serve.engine import Engine, Request
+
+    class Timed(Engine):
+        cpu = {"prefill": 0.0, "decode": 0.0}
+
+        def _chunk(self, handle: Any) -> None:
+            t0 = time.thread_time()
+            super()._chunk(handle)
+            self.cpu["prefill"] += time.thread_time() - t0
+
+        def _step(self) -> None:
+            t0 = time.thread_time()
+            super()._step()
+            self.cpu["decode"] += time.thread_time() - t0
+
+    set_threads(threads)
+    model, tokenizer = load_language_model(model_path)
+    chats = [[{"role": "user", "content": q}] for q in QUESTIONS]
+    prompts = [tokenizer.encode(tokenizer.apply_chat_template(c), add_special=False) for c in chats]
+    with backend("cpu"):
+        engine = Timed(model, tokenizer, max_batch=max(counts), capacity=1024, block=block).start()
+
+        def level(clients: int, requests: int, max_tokens: int) -> tuple[int, float]:
+            made = []
+
+            def client(i: int) -> None:
+                for j in range(requests):
+                    done, got = threading.Event(), []
+
+                    def on_event(ev: Any) -> None:
+                        got.extend(ev.tokens)
+                        if ev.finish_reason:
+                            done.set()
+
+                    engine.submit(Request(prompts[(i + j) % len(prompts)], max_tokens, 0.0), on_event)
+                    done.wait()
+                    made.append(len(got))
+
+            t0 = time.perf_counter()
+            workers = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+            for w in workers:
+                w.start()
+            for w in workers:
+                w.join()
+            return sum(made), time.perf_counter() - t0
+
+        try:
+            for clients in counts:
+                level(clients, 1, min(max_tokens, 16))  # warm-up: plans built, the prefix cache filled
+                engine.cpu.update(prefill=0.0, decode=0.0)
+                tokens, wall = level(clients, requests, max_tokens)
+                pre, dec = engine.cpu["prefill"], engine.cpu["decode"]
+                print(
+                    f"block {block}, {clients} client(s): {tokens} tokens, engine thread CPU "
+                    f"{pre:.2f} s prefill + {dec:.2f} s decode = {1000 * (pre + dec) / tokens:.1f} ms per "
+                    f"token ({tokens / wall:.1f} tokens/s wall)",
+                    flush=True,
+                )
+        finally:
+            engine.close()
+
+
 def stall(model_path: Path, threads: int, running: int, prompt: int, repeats: int = 3) -> None:
     """A long prompt arriving while `running` sequences decode (the engine alone, no HTTP): the longest
     wait between two tokens of a running sequence while it is prefilled, and its time to first token,
@@ -355,6 +432,8 @@ def main() -> None:
     parser.add_argument("--no-llama-cpp", action="store_true", help="verigrad's side only (no install)")
     parser.add_argument("--llama-no-repack", action="store_true", help="llama.cpp's --no-repack (see above)")
     parser.add_argument("--steps", action="store_true", help="the batched decode step alone (see above)")
+    parser.add_argument("--engine", action="store_true", help="the engine alone, its CPU time (see above)")
+    parser.add_argument("--block", type=int, default=16, help="--engine: the prefill block (default 16)")
     parser.add_argument(
         "--activations", default="f32", help="--steps: comma-separated f32, q8 (the products' activations)"
     )
@@ -370,6 +449,10 @@ def main() -> None:
     if args.stall:
         print(describe_machine())
         stall(model, args.threads, max(counts), args.stall)
+        return
+    if args.engine:
+        print(describe_machine())
+        engine_cpu(model, args.threads, counts, args.requests, args.max_tokens, args.block)
         return
     if args.steps:
         print(describe_machine())
