@@ -4,7 +4,9 @@ GGUF of `verigrad.models.fetch.fetch("smollm2")`), over loopback HTTP with OpenA
 Each server runs in a child process with the same thread count. For 1, 4 and 8 concurrent clients, every
 client thread sends `--requests` streaming chat completions in a loop (a different question each, greedy,
 `--max-tokens` tokens at most), and the table gives the aggregate output tokens/s (all clients' completion
-tokens over the level's wall time), the median time to first token, and the speedup over one client.
+tokens over the level's wall time), the median time to first token, the speedup over one client, and
+the server process's CPU milliseconds per output token (all its threads; Linux): on a shared machine the
+wall-clock figures measure the neighbours too, the CPU time much less so.
 Goal: at 8 clients at least 4x one client's tokens/s, and ahead of llama.cpp's server at every count.
 One warm-up round at each count runs first (verigrad builds a compiled step per batch size).
 
@@ -26,9 +28,17 @@ tokens/s each B gives over B = 1's: the ceiling the server's scaling meets.
     python benchmarks/serve.py --steps --clients 1,2,4,8 [--activations f32,q8]
     python benchmarks/serve.py --stall 1024 --clients 4
 
+`--engine` runs the engine alone (no HTTP) under the same clients and prompts, on `--threads` (1 for a
+figure the machine's other work hardly moves): the engine thread's CPU time in prefill chunks and in
+decode steps per output token; `--block` sets the engine's prefill block (its default, 16, or 64: what
+it was before).
+
+    python benchmarks/serve.py --engine --threads 1 --clients 8 --block 64
+
 `--stall N` measures a long prompt's cost to the running sequences instead (the engine alone): `--clients`'
 largest count of sequences decode while an N-token prompt arrives; the longest wait between two of their
-tokens and the prompt's time to first token, prefilled a block between two steps and all at once.
+tokens and the prompt's time to first token, prefilled 64 tokens between two steps (the engine's default)
+and all at once.
 """
 
 from __future__ import annotations
@@ -190,20 +200,36 @@ def one_request(url: str, model: str, question: str, max_tokens: int) -> tuple[f
     return (first or end) - t0, end - t0, usage if usage is not None else pieces
 
 
-def level(url: str, model: str, clients: int, requests: int, max_tokens: int) -> dict:
-    """Every client sends `requests` requests one after the other; the level's aggregate figures."""
+def cpu_seconds(pid: int) -> float | None:
+    """The process's CPU time so far (user and system, all its threads), from /proc (Linux), else None."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
+def level(url: str, model: str, clients: int, requests: int, max_tokens: int, pid: int = 0) -> dict:
+    """Every client sends `requests` requests one after the other; the level's aggregate figures, with
+    the server's CPU milliseconds per output token (process `pid`'s, where /proc has it): on a machine
+    shared with other work, what the wall-clock figures cannot separate from the neighbours."""
 
     def client(i: int) -> list[tuple[float, float, int]]:
         return [
             one_request(url, model, QUESTIONS[(i + j) % len(QUESTIONS)], max_tokens) for j in range(requests)
         ]
 
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), cpu_seconds(pid)
     with ThreadPoolExecutor(clients) as pool:
         results = [r for rs in pool.map(client, range(clients)) for r in rs]
-    wall = time.perf_counter() - t0
+    wall, cpu1 = time.perf_counter() - t0, cpu_seconds(pid)
     tokens = sum(r[2] for r in results)
-    return {"tokens_per_s": tokens / wall, "ttft_ms": 1000 * statistics.median(r[0] for r in results)}
+    cpu_ms = 1000 * (cpu1 - cpu0) / tokens if cpu0 is not None and cpu1 is not None and tokens else None
+    return {
+        "tokens_per_s": tokens / wall,
+        "ttft_ms": 1000 * statistics.median(r[0] for r in results),
+        "cpu_ms_per_token": cpu_ms,
+    }
 
 
 def run(
@@ -225,7 +251,7 @@ def run(
         out = {}
         for clients in counts:
             level(url, name, clients, 1, min(max_tokens, 16))  # warm-up
-            out[clients] = level(url, name, clients, requests, max_tokens)
+            out[clients] = level(url, name, clients, requests, max_tokens, proc.pid)
             print(f"{which}, {clients} client(s): {out[clients]}", flush=True)
         return out
     finally:
@@ -270,20 +296,90 @@ def steps(
         )
 
 
-def stall(model_path: Path, threads: int, running: int, prompt: int, repeats: int = 3) -> None:
-    """A long prompt arriving while `running` sequences decode (the engine alone, no HTTP): the longest
-    wait between two tokens of a running sequence while it is prefilled, and its time to first token,
-    with the prompt prefilled a block between two steps (the default) and all at once (medians)."""
+def engine_cpu(model_path: Path, threads: int, counts: list[int], requests: int, max_tokens: int, block: int):
+    """The engine alone (no HTTP), as the server's clients load it: the engine thread's CPU seconds in
+    prefill chunks and in decode steps, and its CPU ms per output token (time.thread_time: with
+    --threads 1 the kernels run on that thread, and the machine's other work adds little)."""
     import threading
 
     from verigrad.backends import backend, set_threads
     from verigrad.models.catalog import load_language_model
     from verigrad.serve.engine import Engine, Request
 
+    class Timed(Engine):
+        cpu = {"prefill": 0.0, "decode": 0.0}
+
+        def _chunk(self, handle: Any) -> None:
+            t0 = time.thread_time()
+            super()._chunk(handle)
+            self.cpu["prefill"] += time.thread_time() - t0
+
+        def _step(self) -> None:
+            t0 = time.thread_time()
+            super()._step()
+            self.cpu["decode"] += time.thread_time() - t0
+
+    set_threads(threads)
+    model, tokenizer = load_language_model(model_path)
+    chats = [[{"role": "user", "content": q}] for q in QUESTIONS]
+    prompts = [tokenizer.encode(tokenizer.apply_chat_template(c), add_special=False) for c in chats]
+    with backend("cpu"):
+        engine = Timed(model, tokenizer, max_batch=max(counts), capacity=1024, block=block).start()
+
+        def level(clients: int, requests: int, max_tokens: int) -> tuple[int, float]:
+            made = []
+
+            def client(i: int) -> None:
+                for j in range(requests):
+                    done, got = threading.Event(), []
+
+                    def on_event(ev: Any) -> None:
+                        got.extend(ev.tokens)
+                        if ev.finish_reason:
+                            done.set()
+
+                    engine.submit(Request(prompts[(i + j) % len(prompts)], max_tokens, 0.0), on_event)
+                    done.wait()
+                    made.append(len(got))
+
+            t0 = time.perf_counter()
+            workers = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+            for w in workers:
+                w.start()
+            for w in workers:
+                w.join()
+            return sum(made), time.perf_counter() - t0
+
+        try:
+            for clients in counts:
+                level(clients, 1, min(max_tokens, 16))  # warm-up: plans built, the prefix cache filled
+                engine.cpu.update(prefill=0.0, decode=0.0)
+                tokens, wall = level(clients, requests, max_tokens)
+                pre, dec = engine.cpu["prefill"], engine.cpu["decode"]
+                print(
+                    f"block {block}, {clients} client(s): {tokens} tokens, engine thread CPU "
+                    f"{pre:.2f} s prefill + {dec:.2f} s decode = {1000 * (pre + dec) / tokens:.1f} ms per "
+                    f"token ({tokens / wall:.1f} tokens/s wall)",
+                    flush=True,
+                )
+        finally:
+            engine.close()
+
+
+def stall(model_path: Path, threads: int, running: int, prompt: int, repeats: int = 3) -> None:
+    """A long prompt arriving while `running` sequences decode (the engine alone, no HTTP): the longest
+    wait between two tokens of a running sequence while it is prefilled, and its time to first token,
+    with the prompt prefilled 64 tokens between two steps (the default) and all at once (medians)."""
+    import threading
+
+    from verigrad.backends import backend, set_threads
+    from verigrad.models.catalog import load_language_model
+    from verigrad.serve.engine import PREFILL_TOKENS, Engine, Request
+
     set_threads(threads)
     model, tokenizer = load_language_model(model_path)
     rng = np.random.default_rng(0)
-    modes = {"a block between steps": None, "all at once": 1 << 30}
+    modes = {f"{PREFILL_TOKENS} tokens between steps": PREFILL_TOKENS, "all at once": 1 << 30}
     found: dict[str, list[tuple[float, float]]] = {mode: [] for mode in modes}
     with backend("cpu"):
         for r in range(repeats + 1):  # the first round builds the plans
@@ -336,6 +432,8 @@ def main() -> None:
     parser.add_argument("--no-llama-cpp", action="store_true", help="verigrad's side only (no install)")
     parser.add_argument("--llama-no-repack", action="store_true", help="llama.cpp's --no-repack (see above)")
     parser.add_argument("--steps", action="store_true", help="the batched decode step alone (see above)")
+    parser.add_argument("--engine", action="store_true", help="the engine alone, its CPU time (see above)")
+    parser.add_argument("--block", type=int, default=16, help="--engine: the prefill block (default 16)")
     parser.add_argument(
         "--activations", default="f32", help="--steps: comma-separated f32, q8 (the products' activations)"
     )
@@ -351,6 +449,10 @@ def main() -> None:
     if args.stall:
         print(describe_machine())
         stall(model, args.threads, max(counts), args.stall)
+        return
+    if args.engine:
+        print(describe_machine())
+        engine_cpu(model, args.threads, counts, args.requests, args.max_tokens, args.block)
         return
     if args.steps:
         print(describe_machine())
@@ -371,7 +473,8 @@ def main() -> None:
         )
     table = Table(title=f"verigrad {vg.__version__} serve: {model.name}, {args.threads} threads, "
                   f"{args.requests} requests x {args.max_tokens} tokens per client")  # fmt: skip
-    for column in ("server", "clients", "tokens/s", "x 1 client", "TTFT ms (median)", "vs llama.cpp"):
+    columns = ("server", "clients", "tokens/s", "x 1 client", "TTFT ms (median)", "vs llama.cpp")
+    for column in (*columns, "CPU ms/token"):
         table.add_column(column, justify="right")
     for which, levels in results.items():
         for clients, r in levels.items():
@@ -383,6 +486,7 @@ def main() -> None:
             table.add_row(
                 which, str(clients), f"{r['tokens_per_s']:.1f}", f"{r['tokens_per_s'] / base:.2f}x",
                 f"{r['ttft_ms']:.0f}", versus,
+                "" if r["cpu_ms_per_token"] is None else f"{r['cpu_ms_per_token']:.1f}",
             )  # fmt: skip
     console.print(table)
 

@@ -121,11 +121,31 @@ def test_a_shared_prefix_is_copied_from_the_prefix_cache_with_the_same_result(en
     assert run(engine, [Request(base[:48], 2, temperature=0.0)])[0][-1].cached_tokens == 32
 
 
+def test_by_default_prompts_sharing_a_system_prompt_share_its_blocks(lm):
+    """The default engine's blocks are 16 tokens (a chat template's system prompt is shorter than 64): a
+    second prompt starting with the first's 20 tokens copies their first block and gets the tokens a cold
+    engine computes; between two decode steps several chunks run (64 tokens)."""
+    system = list(map(int, np.random.default_rng(21).integers(3, 260, 20)))
+    first, second = [*system, 7, 8, 9, 10], [*system, 11, 12, 13]
+    e = Engine(*lm, max_batch=4, capacity=256).start()
+    cold = Engine(*lm, max_batch=4, capacity=256, prefix_blocks=0).start()
+    try:
+        assert (e.block, e.prefill_tokens, e.prefix.max_blocks * e.block) == (16, 64, 16384)
+        assert run(e, [Request(first, 4, temperature=0.0)])[0][-1].cached_tokens == 0
+        warm = run(e, [Request(second, 6, temperature=0.0, logprobs=2)])[0]
+        fresh = run(cold, [Request(second, 6, temperature=0.0, logprobs=2)])[0]
+    finally:
+        e.close()
+        cold.close()
+    assert warm[-1].cached_tokens == 16 and fresh[-1].cached_tokens == 0
+    assert summary(warm) == summary(fresh)
+
+
 def test_a_long_prompt_is_prefilled_between_decode_steps_with_the_same_result(lm):
     """A prompt of 7 chunks, prefilled a block between two decode steps: the running sequences keep
     getting tokens meanwhile (one of them ends, so the prompt's half-filled row moves down one), and the
     prompt's tokens and log-probabilities are the bits it gets alone (its chunks are the same)."""
-    e = Engine(*lm, max_batch=4, capacity=256, block=16, prefix_blocks=0).start()
+    e = Engine(*lm, max_batch=4, capacity=256, block=16, prefix_blocks=0, prefill_tokens=16).start()
     try:
         ids = np.random.default_rng(13).integers(3, 260, 100)
         long = Request(list(map(int, ids)), 8, temperature=0.0, logprobs=2)  # 6 blocks and 4 tokens
@@ -161,7 +181,7 @@ def test_a_long_prompt_is_prefilled_between_decode_steps_with_the_same_result(lm
 def test_a_prompt_cancelled_or_closed_while_prefilled_is_answered(lm):
     """Cancelled between two of its chunks, a prompt gets "cancelled" and the engine keeps serving; a
     prompt being prefilled when the engine closes is answered too."""
-    e = Engine(*lm, max_batch=4, capacity=256, block=16, prefix_blocks=0).start()
+    e = Engine(*lm, max_batch=4, capacity=256, block=16, prefix_blocks=0, prefill_tokens=16).start()
     long = list(map(int, np.random.default_rng(3).integers(3, 260, 200)))
     try:
         got: list[Event] = []
@@ -279,3 +299,30 @@ def test_gpt2_batched_rows_give_the_logits_each_sequence_gets_alone():
     rows = model.forward_rows(np.full((3, 1), 7), big, [len(p) for p in ps]).numpy()
     for i, want in enumerate(alone):
         np.testing.assert_array_equal(rows[i, 0].view(np.uint32), want.view(np.uint32))
+
+
+def test_a_batched_step_runs_one_attention_and_one_product_per_matrix_for_all_rows(lm):
+    """The compiled rows step (its program, traced for any B): each layer's attention is one
+    cached_attention over the whole batch (rows of different lengths told apart by the bias [B, 1, W+1]),
+    not a loop over rows, and each quantized product takes the B rows as one operand (the kernel's tiles
+    then reuse each de-quantized weight block across the rows)."""
+    from verigrad.models._decoder import row_inputs
+    from verigrad.ops import from_numpy
+
+    model, _ = lm
+    cache = model.new_cache(3, 128)
+    lengths = [4, 9, 1]
+    model.forward_rows(np.asarray([[5], [6], [7]]), cache, lengths)
+    step = model.cached_step.decode_rows["f32"]
+    positions, bias, windows = row_inputs(cache, lengths)
+    ids = from_numpy(np.asarray([[5], [6], [7]], np.int64))
+    program = step.program(ids, from_numpy(positions), from_numpy(bias), *windows)
+    names = [i.name for i in program.instrs]
+    layers = len(model.layers)
+    assert names.count("cached_attention") == layers
+    batch = program.inputs[0].spec.shape[0]  # the batch symbol
+    products = [i for i in program.instrs if i.name.startswith(("qmatmul", "rms_norm_qmatmul"))]
+    assert len(products) >= 2 * layers
+    assert all(i.args[0].spec.shape[0] == batch for i in products)
+    attention = [i for i in program.instrs if i.name == "cached_attention"]
+    assert all(i.args[0].spec.shape[0] == batch for i in attention)

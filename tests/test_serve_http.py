@@ -254,3 +254,19 @@ def test_the_serve_command_answers_over_http(model_path):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_the_serve_command_freezes_the_loaded_model_out_of_the_collector(model_path, monkeypatch):
+    """Before serving, the objects made so far (the model's, which live as long as the server) are frozen
+    (gc.freeze): the collector's full collections, pauses of every stream, no longer scan them."""
+    import gc
+
+    from verigrad.cli import main
+
+    frozen: list[int] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: frozen.append(gc.get_freeze_count()))
+    try:
+        assert main(["serve", "--model", str(model_path), "--max-batch", "2", "--threads", "1"]) == 0
+    finally:
+        gc.unfreeze()
+    assert frozen and frozen[0] > 1000

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from pathlib import Path
 
@@ -48,6 +49,7 @@ def run_serve(args: argparse.Namespace) -> int:
     name = str(args.model)
     model_id = Path(name).stem if Path(name).suffix == ".gguf" else name
     app = create_app(engine, model_id, api_key=args.api_key, aliases=(name,))
+    gc.freeze()  # the model's objects live as long as the server: a full collection need not scan them
     engine.start()
     print(
         f"serving {model_id!r} on http://{args.host}:{args.port}/v1 (batch {args.max_batch})", file=sys.stderr
