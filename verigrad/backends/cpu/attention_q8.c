@@ -112,12 +112,6 @@ static double exp_plain(double x) {
 }
 
 #if Q8_X86
-static int q8_has_fma(void) {
-    static int known = -1;
-    if (known < 0) known = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    return known;
-}
-
 /* four int8 at p as doubles times d (exact) */
 __attribute__((target("avx2"))) static inline __m256d q8_four(const uint8_t *p, __m256d d) {
     int32_t four;
@@ -269,7 +263,7 @@ static void q8_units(void *ctx, int64_t lo, int64_t hi) {
     q8_job *a = (q8_job *)ctx;
     const int64_t group = a->h / a->kv, n = a->w + a->t, wide = a->d > a->dv ? a->d : a->dv;
 #if Q8_X86
-    const int vector = !q8_plain_only && q8_has_fma();
+    const int vector = !q8_plain_only && vg_has_avx2_fma();
 #else
     const int vector = 0;
 #endif
