@@ -1,0 +1,79 @@
+"""PyTorch's functions that its OpInfo suite (tools/opinfo_sweep.py) found missing from verigrad, against
+PyTorch on the same inputs: values, dtypes, shapes and gradients, on more inputs than the suite's samples."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+import verigrad
+
+
+def _v(t: torch.Tensor, grad: bool = False) -> verigrad.Tensor:
+    out = verigrad.from_numpy(t.detach().numpy().copy())
+    return out.requires_grad_(True) if grad else out
+
+
+def _same(ours: verigrad.Tensor, theirs: torch.Tensor) -> None:
+    assert ours.dtype == getattr(verigrad, str(theirs.dtype).removeprefix("torch."))
+    assert tuple(ours.shape) == tuple(theirs.shape)
+    torch.testing.assert_close(torch.from_numpy(np.array(ours.detach().numpy(), copy=True)), theirs.detach())
+
+
+# aten's max_pool2d_with_indices_backward -----------------------------------------------------------------
+POOLS = [
+    # (input shape, kernel, stride (None: the kernel), padding, dilation, ceil_mode)
+    ((2, 3, 7, 8), 3, 2, 1, 1, True),
+    ((2, 3, 7, 8), 3, 2, 1, 1, False),
+    ((3, 6, 6), 2, None, 0, 1, False),
+    ((1, 2, 9, 9), 3, (2, 1), 1, 2, True),
+    ((1, 1, 5, 5), (3, 2), 1, (1, 0), 1, False),  # stride 1: overlapping windows name one position often
+    ((2, 1, 4, 6), 2, 1, 1, (1, 2), True),
+    ((0, 2, 4, 4), 2, 2, 0, 1, False),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize(("shape", "kernel", "stride", "padding", "dilation", "ceil_mode"), POOLS)
+@pytest.mark.parametrize("ties", [False, True])
+def test_max_pool2d_with_indices_backward(shape, kernel, stride, padding, dilation, ceil_mode, dtype, ties):
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(shape, dtype=dtype, generator=gen)
+    if ties:  # ReLU outputs: many equal maxima
+        x = x.clamp(min=0)
+    x.requires_grad_(True)
+    out, idx = torch.nn.functional.max_pool2d_with_indices(x, kernel, stride, padding, dilation, ceil_mode)
+    g = torch.randn(out.shape, dtype=dtype, generator=gen).requires_grad_(True)
+    step = kernel if stride is None else stride
+    theirs = torch.ops.aten.max_pool2d_with_indices_backward.default(
+        g, x, kernel, step, padding, dilation, ceil_mode, idx
+    )
+    vx, vg = _v(x, True), _v(g, True)
+    ours = verigrad.ops.aten.max_pool2d_with_indices_backward.default(
+        vg, vx, kernel, step, padding, dilation, ceil_mode, _v(idx)
+    )
+    _same(ours, theirs)
+    assert ours.requires_grad
+    cot = torch.randn(theirs.shape, dtype=dtype, generator=gen)
+    their_g, their_x = torch.autograd.grad(theirs, [g, x], cot)
+    our_g, our_x = verigrad.autograd.grad([ours], [vg, vx], [_v(cot)])
+    _same(our_g, their_g)
+    _same(our_x, their_x)
+
+
+def test_max_pool2d_with_indices_backward_of_verigrads_own_indices():
+    """verigrad's max_pool2d_with_indices and the aten backward give PyTorch's input gradient."""
+    x = torch.randn(2, 3, 8, 7, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    for k, s, p, d, c in itertools.product((2, 3), (1, 2), (0, 1), (1, 2), (False, True)):
+        out, idx = verigrad.nn.functional.max_pool2d_with_indices(_v(x), k, s, p, d, c)
+        their_out, their_idx = torch.nn.functional.max_pool2d_with_indices(x, k, s, p, d, c)
+        _same(idx, their_idx)
+        ones = verigrad.ones_like(out)
+        grad = verigrad.ops.aten.max_pool2d_with_indices_backward(ones, _v(x), k, s, p, d, c, idx)
+        theirs = torch.ops.aten.max_pool2d_with_indices_backward(
+            torch.ones_like(their_out), x, k, s, p, d, c, their_idx
+        )
+        _same(grad, theirs)
