@@ -58,3 +58,28 @@ def test_an_aten_operator_verigrad_lacks_is_named():
         aten.addmm  # noqa: B018
     with pytest.raises(AttributeError, match="no overload 'out'"):
         aten.max_pool2d_with_indices_backward.out  # noqa: B018
+
+
+def test_safe_softmax_is_zero_where_a_row_is_all_minus_infinity_and_so_is_its_gradient():
+    inf = float("inf")
+    x = verigrad.tensor([[-inf, -inf, -inf], [0.0, np.log(3.0), -inf]]).requires_grad_(True)
+    out = aten._safe_softmax.default(x, 1)
+    np.testing.assert_allclose(out.detach().numpy(), [[0.0, 0.0, 0.0], [0.25, 0.75, 0.0]], rtol=1e-6)
+    (grad,) = verigrad.autograd.grad([out], [x], [verigrad.ones(2, 3)])
+    np.testing.assert_array_equal(grad.numpy(), np.zeros((2, 3)))  # no NaN from the masked row
+    assert aten._safe_softmax(x.detach(), -1, dtype=verigrad.float64).dtype is verigrad.float64
+    with pytest.raises(verigrad.errors.DTypeError, match="_safe_softmax"):
+        aten._safe_softmax.default(verigrad.tensor([[1, 2]]), 1)
+
+
+def test_slice_clamps_its_bounds_as_aten():
+    x = verigrad.arange(10)
+    np.testing.assert_array_equal(aten.slice.Tensor(x, 0, None, None, 2).numpy(), [0, 2, 4, 6, 8])
+    np.testing.assert_array_equal(aten.slice.Tensor(x, 0, -3).numpy(), [7, 8, 9])
+    assert aten.slice.Tensor(x, 0, 20, -30).shape == (0,)
+    y = verigrad.zeros(2, 5, 3)
+    assert aten.slice.Tensor(y, -2, 1, -1).shape == (2, 3, 3)
+    with pytest.raises(ValueError, match="step must be a positive integer"):
+        aten.slice.Tensor(x, 0, 0, 5, 0)
+    with pytest.raises(ShapeError, match="0-d"):
+        aten.slice.Tensor(verigrad.tensor(1.0))

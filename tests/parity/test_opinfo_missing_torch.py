@@ -77,3 +77,37 @@ def test_max_pool2d_with_indices_backward_of_verigrads_own_indices():
             torch.ones_like(their_out), x, k, s, p, d, c, their_idx
         )
         _same(grad, theirs)
+
+
+# aten's _safe_softmax and slice.Tensor ---------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize(
+    ("shape", "dim"), [((4, 5), 1), ((4, 5), 0), ((2, 3, 4), -1), ((6,), 0), ((3, 0), 0), ((3, 0), 1)]
+)
+def test_safe_softmax(shape, dim, dtype):
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(shape, dtype=dtype, generator=gen)
+    masked = torch.rand(shape, generator=gen) < 0.5
+    x = x.masked_fill(masked, float("-inf"))
+    if x.numel():
+        x.select(dim, 0).fill_(float("-inf"))  # at least one row all -inf where there are several
+    x.requires_grad_(True)
+    theirs = torch.ops.aten._safe_softmax.default(x, dim)
+    vx = _v(x, True)
+    ours = verigrad.ops.aten._safe_softmax.default(vx, dim)
+    _same(ours, theirs)
+    cot = torch.randn(shape, dtype=dtype, generator=gen)
+    (their_grad,) = torch.autograd.grad(theirs, [x], cot)
+    (our_grad,) = verigrad.autograd.grad([ours], [vx], [_v(cot)])
+    _same(our_grad, their_grad)
+
+
+@pytest.mark.parametrize(
+    ("dim", "start", "end", "step"),
+    [(0, None, None, 1), (1, 1, -2, 3), (0, -10, -2, 2), (2, 5, 100, 1), (-1, -100, 3, 2), (1, 4, 2, 1)],
+)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.int32, torch.bool])
+def test_slice_tensor(dim, start, end, step, dtype):
+    x = (torch.arange(6 * 7 * 8).reshape(6, 7, 8) % 5).to(dtype)
+    theirs = torch.ops.aten.slice.Tensor(x, dim, start, end, step)
+    _same(verigrad.ops.aten.slice.Tensor(_v(x), dim, start, end, step), theirs)

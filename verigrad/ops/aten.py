@@ -2,16 +2,10 @@
 and PyTorch's own tests call directly, with aten's signatures, written with the ops. Any other name raises
 AttributeError naming the ones there are (use PyTorch's public function instead)."""
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import ShapeError
-from ..shapes import shape_text
-from ..tensor import Tensor
-from .composite._common import out_size, pair
-from .composite.pooling import max_pool_grad_at
+from . import _aten
 
 
 class OpOverloadPacket:
@@ -41,51 +35,25 @@ class OpOverloadPacket:
         return f"verigrad.ops.aten.{self._name}"
 
 
-def _window(value: Any, what: str, minimum: int, default: Any = None) -> tuple[int, int]:
-    """aten's int[2]: an int, one int for both axes, or two; empty means `default`."""
-    if isinstance(value, list | tuple):
-        if not value and default is not None:
-            return default
-        if len(value) == 1:
-            value = value[0]
-    return pair(value, f"max_pool2d_with_indices_backward: {what}", minimum)
-
-
-def _max_pool2d_with_indices_backward(
-    grad_output: Tensor, self: Tensor, kernel_size: Any, stride: Any, padding: Any, dilation: Any,
-    ceil_mode: bool, indices: Tensor,
-) -> Tensor:  # fmt: skip
-    """The gradient of max_pool2d's input from its output's and the indices it returned: each added at its
-    position in zeros shaped as `self` (aten's max_pool2d_with_indices_backward)."""
-    name = "max_pool2d_with_indices_backward"
-    if self.ndim not in (3, 4):
-        raise ShapeError(f"{name}: self must be [C, H, W] or [N, C, H, W], got {shape_text(self.shape)}")
-    k = _window(kernel_size, "kernel_size", 1)
-    s = _window(stride, "stride", 1, default=k)
-    p = _window(padding, "padding", 0)
-    d = _window(dilation, "dilation", 1)
-    if any(2 * p[i] > k[i] for i in range(2)):
-        raise ShapeError(f"{name}: padding {p} must be at most half the kernel {k}")
-    sizes, ceil = self.shape[-2:], bool(ceil_mode)
-    pooled = (*self.shape[:-2], *(out_size(sizes[i], k[i], s[i], p[i], d[i], ceil) for i in (0, 1)))
-    for what, t in (("grad_output", grad_output), ("indices", indices)):
-        if tuple(t.shape) != pooled:
-            raise ShapeError(
-                f"{name}: {what} must be the pooled shape {shape_text(pooled)} of self "
-                f"{shape_text(self.shape)}, got {shape_text(t.shape)}"
-            )
-    return max_pool_grad_at(grad_output, self, indices, nd=2)
-
-
-max_pool2d_with_indices_backward = OpOverloadPacket(
-    "max_pool2d_with_indices_backward", default=_max_pool2d_with_indices_backward
-)
-
-_NAMES = ("max_pool2d_with_indices_backward",)
-
-
-def __getattr__(name: str) -> Any:
-    raise AttributeError(
-        f"verigrad.ops.aten has no operator {name!r}: it has only {', '.join(_NAMES)}; call PyTorch's public "
-        "function (torch.X, torch.nn.functional.X, Tensor.X) instead"
+_OPERATORS = {
+    packet._name: packet
+    for packet in (
+        OpOverloadPacket("max_pool2d_with_indices_backward", default=_aten.max_pool2d_with_indices_backward),
+        OpOverloadPacket("_safe_softmax", default=_aten.safe_softmax),
+        OpOverloadPacket("slice", Tensor=_aten.slice_tensor),
     )
+}
+
+
+def __getattr__(name: str) -> OpOverloadPacket:
+    try:
+        return _OPERATORS[name]
+    except KeyError:
+        raise AttributeError(
+            f"verigrad.ops.aten has no operator {name!r}: it has only {', '.join(_OPERATORS)}; call "
+            "PyTorch's public function (torch.X, torch.nn.functional.X, Tensor.X) instead"
+        ) from None
+
+
+def __dir__() -> list[str]:
+    return sorted(_OPERATORS)
