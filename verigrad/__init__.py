@@ -252,6 +252,7 @@ from .functions.numeric import (
     trapezoid,
     trapz,
     unravel_index,
+    zero_,
 )
 from .functions.pointwise import round
 from .functions.rearrange import chunk as unsafe_chunk  # PyTorch's unchecked-view variants: the same here
@@ -397,7 +398,7 @@ from .ops import (
 from .ops import inv as inverse  # PyTorch's torch.inverse (torch.linalg.inv)
 from .ops.angle import angle
 from .ops.bitwise import gcd, lcm
-from .ops.creation import as_tensor, empty_permuted, randint_like
+from .ops.creation import as_tensor, empty_permuted, empty_strided, randint_like
 from .ops.creation import default_generator as _default_generator
 from .ops.linalg_extra import frexp, matrix_exp
 from .ops.special import digamma, erfc, erfinv, i0, lgamma, nextafter, signbit

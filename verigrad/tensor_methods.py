@@ -320,6 +320,15 @@ def new_empty(
 
 
 @adapted
+def new_empty_strided(
+    self: Tensor, size: Any, stride: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Tensor:
+    """new_empty(size), the strides checked and not kept (as creation.empty_strided)."""
+    dtype = self.dtype if dtype is None else dtype
+    return creation.empty_strided(size, stride, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+@adapted
 def new_tensor(
     self: Tensor, data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
 ) -> Tensor:
@@ -482,6 +491,14 @@ def mT(self: Tensor) -> Tensor:
     return self.transpose(-2, -1)  # (eager.py may bind transpose to C)
 
 
+def H(self: Tensor) -> Tensor:
+    """The conjugate transpose of a matrix: a real matrix's transpose (a 0-d tensor's is itself, as
+    PyTorch's, which deprecates it)."""
+    if self.ndim not in (0, 2):
+        raise ShapeError(f"Tensor.H is only supported on matrices (2-D tensors), got a {self.ndim}-D tensor")
+    return self.transpose(0, 1) if self.ndim else self
+
+
 @adapted
 def expand(self: Tensor, *shape: Any) -> Tensor:
     return shaping.expand(self, _shape_arg(shape))
@@ -600,7 +617,7 @@ FORWARDED_FROM = {
     autograd: "register_hook retain_grad",
     pointwise: "add sub div clamp masked_fill isnan isinf isfinite nan_to_num isclose allclose equal lerp "
     "addcmul addcdiv frac deg2rad rad2deg log2 log10",
-    statistics: "amax amin var std logsumexp argmin all any norm count_nonzero bincount histc",
+    statistics: "amax amin var std logsumexp argmin all any norm count_nonzero bincount histc sum_to_size",
     rearrange: "split chunk repeat repeat_interleave roll narrow select unbind movedim unflatten rot90 diff "
     "unfold",
     matrices: "mm bmm outer diagonal diag trace tril triu fill_diagonal_ kron cross dot vdot inner "
@@ -650,7 +667,7 @@ ADAPTED.update(
     bool=_cast_to("bool"),
     polygamma=lambda self, n: special_ops.polygamma(self, n=n),
 )
-PROPERTIES = {"T": T, "mT": mT, "mH": mT}  # mH: real tensors are their own conjugates
+PROPERTIES = {"T": T, "mT": mT, "mH": mT, "H": H}  # mH: real tensors are their own conjugates
 ALIASES = {"astype": "cast", "clip": "clamp",
            "moveaxis": "movedim", "swapdims": "swapaxes"}  # fmt: skip
 IN_PLACE = ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "relu", "reciprocal", "square",

@@ -111,3 +111,71 @@ def test_slice_tensor(dim, start, end, step, dtype):
     x = (torch.arange(6 * 7 * 8).reshape(6, 7, 8) % 5).to(dtype)
     theirs = torch.ops.aten.slice.Tensor(x, dim, start, end, step)
     _same(verigrad.ops.aten.slice.Tensor(_v(x), dim, start, end, step), theirs)
+
+
+# sum_to_size, empty_strided, new_empty_strided, zero_, Tensor.H -------------------------------------------
+SUM_TO = [((), ()), ((5,), ()), ((5,), (1,)), ((2, 3), (1, 3)), ((2, 3), (2, 1)), ((2, 3), (3,)),
+          ((2, 3), (2, 3)), ((4, 1, 3), (1, 1)), ((4, 2, 3), (2, 1)), ((0, 3), (1, 3)),
+          ((2, 0), (0,))]  # fmt: skip
+DTYPES = [torch.float32, torch.float64, torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8,
+          torch.bool]  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("shape", "size"), SUM_TO)
+def test_sum_to_size(shape, size, dtype):
+    x = (torch.arange(int(np.prod(shape))).reshape(shape) * 37 % 11).to(dtype)
+    _same(_v(x).sum_to_size(size), x.sum_to_size(size))
+    if size:
+        _same(_v(x).sum_to_size(*size), x.sum_to_size(*size))
+    if dtype.is_floating_point:
+        x.requires_grad_(True)
+        vx = _v(x, True)
+        theirs, ours = x.sum_to_size(size), vx.sum_to_size(size)
+        cot = torch.randn(theirs.shape, dtype=dtype, generator=torch.Generator().manual_seed(0))
+        (their_grad,) = torch.autograd.grad(theirs, [x], cot, allow_unused=True)
+        (our_grad,) = verigrad.autograd.grad([ours], [vx], [_v(cot)])
+        _same(our_grad, their_grad)
+
+
+@pytest.mark.parametrize(("shape", "size"), [((2, 3), (2,)), ((2, 3), (1, 2, 3)), ((2, 3), (3, 3))])
+def test_sum_to_size_refuses_as_pytorch(shape, size):
+    with pytest.raises(RuntimeError, match="is not expandable"):
+        torch.ones(shape).sum_to_size(size)
+    with pytest.raises(ValueError, match="is not expandable"):
+        verigrad.ones(shape).sum_to_size(size)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    ("size", "stride"), [((), ()), ((2, 3), (1, 2)), ((5, 0, 2), (0, 7, 1)), ((4,), (3,))]
+)
+def test_empty_strided_shape_and_dtype(size, stride, dtype):
+    """Uninitialised memory in PyTorch: the shape and dtype are compared (verigrad's are zeros)."""
+    name = str(dtype).removeprefix("torch.")
+    theirs = torch.empty_strided(size, stride, dtype=dtype)
+    ours = verigrad.empty_strided(size, stride, dtype=getattr(verigrad, name))
+    assert ours.shape == theirs.shape and ours.dtype is getattr(verigrad, name)
+    base = torch.ones(2, dtype=dtype)
+    theirs = base.new_empty_strided(size, stride)
+    ours = _v(base).new_empty_strided(size, stride)
+    assert ours.shape == theirs.shape and ours.dtype is getattr(verigrad, name)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_zero_and_H(dtype):
+    x = (torch.arange(12).reshape(3, 4) % 5).to(dtype)
+    _same(verigrad.zero_(_v(x)), torch.zero_(x.clone()))
+    _same(_v(x).H, x.H)
+    if dtype.is_floating_point:
+        x.requires_grad_(True)
+        vx = _v(x, True)
+        cot = torch.arange(12.0, dtype=dtype).reshape(4, 3)
+        (their_grad,) = torch.autograd.grad(x.H, [x], cot)
+        (our_grad,) = verigrad.autograd.grad([vx.H], [vx], [_v(cot)])
+        _same(our_grad, their_grad)
+        # zero_ of a copy: the copy's history is replaced, the input's gradient is zero
+        theirs, ours = torch.zero_(x.clone()), verigrad.zero_(vx.clone())
+        (their_grad,) = torch.autograd.grad(theirs, [x], cot.T)
+        (our_grad,) = verigrad.autograd.grad([ours], [vx], [_v(cot.T)])
+        _same(our_grad, their_grad)

@@ -1,0 +1,66 @@
+"""PyTorch's functions and methods that its OpInfo suite found missing (sum_to_size, empty_strided,
+new_empty_strided, zero_, Tensor.H): hand-computed values and errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import verigrad
+from verigrad.errors import ShapeError
+
+
+def test_sum_to_size_sums_the_broadcast_axes():
+    x = verigrad.tensor(np.arange(6.0).reshape(2, 3))
+    np.testing.assert_array_equal(x.sum_to_size(1, 3).numpy(), [[3.0, 5.0, 7.0]])
+    np.testing.assert_array_equal(x.sum_to_size((2, 1)).numpy(), [[3.0], [12.0]])
+    np.testing.assert_array_equal(x.sum_to_size([3]).numpy(), [3.0, 5.0, 7.0])
+    assert x.sum_to_size(2, 3) is x  # nothing to sum: the tensor itself, as PyTorch's
+    assert float(x.sum_to_size(())) == 15.0
+
+
+def test_sum_to_size_widens_integers_where_it_sums():
+    x = verigrad.ones(2, 3, dtype=verigrad.int32)
+    assert x.sum_to_size(1, 3).dtype is verigrad.int64
+    assert x.sum_to_size(2, 3).dtype is verigrad.int32
+    assert verigrad.ones(3, dtype=verigrad.bool).sum_to_size(()).dtype is verigrad.int64
+    assert verigrad.tensor(1, dtype=verigrad.uint8).sum_to_size(()).dtype is verigrad.int64
+
+
+def test_sum_to_size_refuses_a_size_that_does_not_broadcast():
+    x = verigrad.ones(2, 3)
+    for size in [(2,), (3, 3), (1, 2, 3)]:
+        with pytest.raises(ShapeError, match="is not expandable to"):
+            x.sum_to_size(size)
+    with pytest.raises(TypeError, match="size must be ints"):
+        x.sum_to_size(2.0, 3)
+
+
+def test_sum_to_size_gradient_is_broadcast_back():
+    x = verigrad.ones(2, 3).requires_grad_(True)
+    (g,) = verigrad.autograd.grad([x.sum_to_size(1, 3)], [x], [verigrad.tensor([[1.0, 2.0, 3.0]])])
+    np.testing.assert_array_equal(g.numpy(), [[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]])
+
+
+def test_empty_strided_checks_the_strides():
+    t = verigrad.empty_strided((2, 3), (1, 2), dtype=verigrad.float64)
+    assert t.shape == (2, 3) and t.dtype is verigrad.float64
+    assert verigrad.ones(4, dtype=verigrad.int8).new_empty_strided((3, 0), (0, 1)).dtype is verigrad.int8
+    with pytest.raises(ValueError, match="empty_strided: stride must give one non-negative int"):
+        verigrad.empty_strided((2, 3), (1,))
+    with pytest.raises(ValueError, match="empty_strided"):
+        verigrad.ones(2).new_empty_strided((2,), (-1,))
+
+
+def test_zero_function_writes_in_place():
+    x = verigrad.ones(3)
+    assert verigrad.zero_(x) is x
+    np.testing.assert_array_equal(x.numpy(), [0.0, 0.0, 0.0])
+
+
+def test_H_is_a_matrix_transpose():
+    x = verigrad.tensor(np.arange(6).reshape(2, 3))
+    np.testing.assert_array_equal(x.H.numpy(), np.arange(6).reshape(2, 3).T)
+    assert float(verigrad.tensor(2.0).H) == 2.0
+    with pytest.raises(ShapeError, match="only supported on matrices"):
+        verigrad.ones(3).H  # noqa: B018
