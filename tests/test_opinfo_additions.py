@@ -64,3 +64,26 @@ def test_H_is_a_matrix_transpose():
     assert float(verigrad.tensor(2.0).H) == 2.0
     with pytest.raises(ShapeError, match="only supported on matrices"):
         verigrad.ones(3).H  # noqa: B018
+
+
+def test_fractional_max_pool2d_with_zero_samples_is_a_plain_max_pool():
+    """u = 0: windows start at trunc(j a), a = (4 - 2) / (2 - 1) = 2: the 2x2 pool of stride 2."""
+    x = verigrad.tensor(np.array([[1, 5, 2, 0], [3, 4, 8, 8], [0, 0, 1, 9], [7, 7, 2, 3]], np.float32))
+    out, idx = verigrad.nn.functional.fractional_max_pool2d(
+        x.reshape(1, 1, 4, 4), 2, output_size=2, return_indices=True, _random_samples=verigrad.zeros(1, 1, 2)
+    )
+    np.testing.assert_array_equal(out.numpy(), [[[[5, 8], [7, 9]]]])
+    np.testing.assert_array_equal(idx.numpy(), [[[[1, 6], [12, 11]]]])  # 8 twice: the first
+
+
+def test_fractional_max_pool_errors():
+    F = verigrad.nn.functional
+    x = verigrad.ones(1, 1, 4, 4)
+    with pytest.raises(ValueError, match="requires specifying either an output_size or an output_ratio"):
+        F.fractional_max_pool2d(x, 2)
+    with pytest.raises(ShapeError, match="pool height 2 too large relative to input height 4"):
+        F.fractional_max_pool2d(x, 2, output_size=4)
+    with pytest.raises(ShapeError, match=r"_random_samples must be \[N, C, 2\]"):
+        F.fractional_max_pool2d(x, 2, output_size=2, _random_samples=verigrad.ones(2))
+    with pytest.raises(verigrad.errors.DTypeError, match="float"):
+        F.fractional_max_pool3d(verigrad.ones(1, 1, 4, 4, 4, dtype=verigrad.int64), 2, output_size=2)

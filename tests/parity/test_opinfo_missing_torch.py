@@ -179,3 +179,78 @@ def test_zero_and_H(dtype):
         (their_grad,) = torch.autograd.grad(theirs, [x], cot.T)
         (our_grad,) = verigrad.autograd.grad([ours], [vx], [_v(cot.T)])
         _same(our_grad, their_grad)
+
+
+# fractional_max_pool2d / 3d -------------------------------------------------------------------------
+FRACTIONAL = [
+    (2, (2, 3, 9, 9), 3, {"output_size": 4}),
+    (2, (3, 9, 8), (2, 3), {"output_ratio": (0.5, 0.6)}),  # unbatched, unequal axes: (w, h) samples
+    (2, (1, 2, 10, 7), 2, {"output_size": (9, 6)}),  # stride about 1: overlapping windows
+    (2, (1, 1, 5, 5), 2, {"output_size": 1}),
+    (2, (0, 2, 6, 6), 2, {"output_size": 3}),
+    (3, (2, 2, 5, 6, 7), 2, {"output_size": (2, 3, 4)}),
+    (3, (2, 5, 6, 7), (2, 1, 3), {"output_ratio": 0.5}),
+    (3, (1, 1, 5, 9, 5), (1, 3, 2), {"output_size": (4, 5, 2)}),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize(("nd", "shape", "kernel", "kwargs"), FRACTIONAL)
+@pytest.mark.parametrize("ties", [False, True])
+def test_fractional_max_pool_with_samples(nd, shape, kernel, kwargs, dtype, ties):
+    """Given the same samples, the same windows: values, indices and gradients as PyTorch's."""
+    nd = 3 if len(shape) == 5 or ("output_ratio" in kwargs and kwargs["output_ratio"] == 0.5) else 2
+    fn = f"fractional_max_pool{nd}d"
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(shape, dtype=dtype, generator=gen)
+    if ties:
+        x = x.clamp(min=0.0)
+    x.requires_grad_(True)
+    batch, channels = (shape[0], shape[1]) if len(shape) == nd + 2 else (1, shape[0])
+    u = torch.rand(batch, channels, nd, dtype=dtype, generator=gen)
+    pool = getattr(torch.nn.functional, fn)
+    theirs, their_idx = pool(x, kernel, return_indices=True, _random_samples=u, **kwargs)
+    vx = _v(x, True)
+    ours, our_idx = getattr(verigrad.nn.functional, fn)(
+        vx, kernel, return_indices=True, _random_samples=_v(u), **kwargs
+    )
+    _same(ours, theirs)
+    _same(our_idx, their_idx)
+    cot = torch.randn(theirs.shape, dtype=dtype, generator=gen)
+    (their_grad,) = torch.autograd.grad(theirs, [x], cot)
+    (our_grad,) = verigrad.autograd.grad([ours], [vx], [_v(cot)])
+    _same(our_grad, their_grad)
+
+
+@pytest.mark.parametrize(("nd", "shape", "kernel", "kwargs"), FRACTIONAL)
+def test_fractional_max_pool_draws_its_windows(nd, shape, kernel, kwargs):
+    """Without samples, each plane draws its own: PyTorch's shapes and dtypes, every value one of the
+    input's at the position its index names."""
+    nd = 3 if len(shape) == 5 or ("output_ratio" in kwargs and kwargs["output_ratio"] == 0.5) else 2
+    fn = f"fractional_max_pool{nd}d"
+    x = torch.randn(shape, generator=torch.Generator().manual_seed(3))
+    theirs = getattr(torch.nn.functional, fn)(x, kernel, **kwargs)
+    ours, idx = getattr(verigrad.nn.functional, fn)(_v(x), kernel, return_indices=True, **kwargs)
+    assert ours.shape == theirs.shape and ours.dtype is verigrad.float32 and idx.dtype is verigrad.int64
+    lead = x.shape[:-nd]
+    planes = x.reshape(*lead, int(np.prod(x.shape[-nd:])))
+    positions = torch.from_numpy(idx.numpy().copy()).reshape(*lead, int(np.prod(theirs.shape[-nd:])))
+    picked = torch.gather(planes, -1, positions)
+    assert torch.equal(picked.reshape(theirs.shape), torch.from_numpy(ours.numpy().copy()))
+
+
+@pytest.mark.parametrize(
+    ("fn", "shape", "size"),
+    [(2, (1, 1, 5, 5), 5), (2, (1, 1, 5, 5), 4), (3, (1, 1, 5, 5, 5), 4), (3, (1, 1, 5, 5, 5), 3)],
+)
+def test_fractional_max_pool_bounds(fn, shape, size):
+    """The largest output a window of 2 allows: PyTorch's, which differs between 2-D and 3-D."""
+    name = f"fractional_max_pool{fn}d"
+    try:
+        theirs = getattr(torch.nn.functional, name)(torch.ones(shape), 2, output_size=size)
+    except RuntimeError:
+        with pytest.raises(ValueError, match="too large relative to input"):
+            getattr(verigrad.nn.functional, name)(verigrad.ones(*shape), 2, output_size=size)
+    else:
+        ours = getattr(verigrad.nn.functional, name)(verigrad.ones(*shape), 2, output_size=size)
+        assert ours.shape == theirs.shape
