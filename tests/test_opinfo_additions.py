@@ -87,3 +87,44 @@ def test_fractional_max_pool_errors():
         F.fractional_max_pool2d(x, 2, output_size=2, _random_samples=verigrad.ones(2))
     with pytest.raises(verigrad.errors.DTypeError, match="float"):
         F.fractional_max_pool3d(verigrad.ones(1, 1, 4, 4, 4, dtype=verigrad.int64), 2, output_size=2)
+
+
+def test_random_fills_have_their_distributions():
+    verigrad.manual_seed(0)
+    n = 200_000
+    x = verigrad.empty(n, dtype=verigrad.float64)
+    assert abs(float(x.exponential_(2.0).mean()) - 0.5) < 0.01
+    g = verigrad.empty(n, dtype=verigrad.int64).geometric_(0.25)
+    assert g.dtype is verigrad.int64 and int(g.min()) >= 1 and abs(float(g.double().mean()) - 4.0) < 0.05
+    c = x.cauchy_(3.0, 0.5).numpy()
+    assert abs(np.median(c) - 3.0) < 0.01 and abs(np.quantile(c, 0.75) - 3.5) < 0.02
+    ln = np.log(x.log_normal_(0.5, 0.25).numpy())
+    assert abs(ln.mean() - 0.5) < 0.005 and abs(ln.std() - 0.25) < 0.005
+
+
+def test_random_fills_check_their_parameters():
+    x = verigrad.ones(3)
+    for call, match in [
+        (lambda: x.exponential_(0.0), "lambd > 0"),
+        (lambda: x.geometric_(1.0), r"p in \(0, 1\)"),
+        (lambda: x.cauchy_(0.0, -1.0), "sigma > 0"),
+        (lambda: x.log_normal_(0.0, 0.0), "std > 0"),
+        (lambda: verigrad.normal(0.0, -1.0, (2,)), "std >= 0.0"),
+        (lambda: verigrad.normal(verigrad.zeros(2), verigrad.tensor([1.0, -1.0])), "std >= 0.0"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            call()
+    with pytest.raises(verigrad.errors.DTypeError, match="float tensors"):
+        verigrad.normal(verigrad.zeros(2, dtype=verigrad.int64), 1.0)
+
+
+def test_normal_shapes_dtypes_and_gradients():
+    assert verigrad.normal(0.3, 1.6, [2, 3], dtype=verigrad.float64).dtype is verigrad.float64
+    assert verigrad.normal(verigrad.zeros(1, 2, 3), verigrad.ones(5, 2, 3)).shape == (5, 2, 3)
+    mean = verigrad.zeros(4).requires_grad_(True)
+    std = verigrad.full((4,), 2.0).requires_grad_(True)
+    verigrad.manual_seed(1)
+    y = verigrad.normal(mean, std)
+    dm, ds = verigrad.autograd.grad([y], [mean, std], [verigrad.ones(4)])
+    np.testing.assert_array_equal(dm.numpy(), np.ones(4))
+    np.testing.assert_allclose(ds.numpy(), y.detach().numpy() / 2.0)  # d/dstd of std * z is z

@@ -146,6 +146,7 @@ from .functions import (
     negative,
     nonzero,
     norm,
+    normal,
     outer,
     polygamma,
     positive,

@@ -9,6 +9,7 @@ method of a few lines below. Importing `verigrad` binds the table once.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -217,6 +218,52 @@ def uniform_(self: Tensor, a: float = 0.0, b: float = 1.0, generator: Any = None
 def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, generator: Any = None) -> Tensor:
     """Values drawn from N(mean, std^2), in place."""
     return self.assign(creation.randn(*self.shape, dtype=self.dtype, generator=generator) * std + mean)
+
+
+def _uniform_draws(self: Tensor, generator: Any) -> Tensor:
+    """Uniform [0, 1) draws of this shape: in this dtype if it is a float one, else in f64 (geometric_ of
+    integers)."""
+    return creation.rand(*self.shape, dtype=self.dtype if self.dtype.is_float else f64, generator=generator)
+
+
+def _continuous(self: Tensor, what: str, value: Any, name: str) -> None:
+    """PyTorch's checks of a continuous distribution's fill: a float tensor, a positive scale."""
+    if not self.dtype.is_float:
+        raise DTypeError(f"Tensor.{what}: a continuous distribution, for float tensors; got {describe(self)}")
+    if not value > 0:
+        raise ValueError(f"Tensor.{what} expects {name} > 0, got {value!r}")
+
+
+@adapted
+def exponential_(self: Tensor, lambd: float = 1.0, *, generator: Any = None) -> Tensor:
+    """Values drawn from the exponential distribution of rate lambd, in place: -log(1 - U) / lambd."""
+    _continuous(self, "exponential_", lambd, "lambd")
+    return self.assign(-(-_uniform_draws(self, generator)).log1p() / lambd)
+
+
+@adapted
+def geometric_(self: Tensor, p: float, *, generator: Any = None) -> Tensor:
+    """Values drawn from the geometric distribution (the trials up to the first success, each a success
+    with probability p: 1, 2, ...), in place: ceil(log(1 - U) / log(1 - p))."""
+    if not 0 < p < 1:
+        raise ValueError(f"Tensor.geometric_ expects p in (0, 1), got {p!r}")
+    trials = ((-_uniform_draws(self, generator)).log1p() / math.log1p(-p)).ceil()
+    return self.assign(trials.clamp(min=1))  # U = 0 gives 0 trials: at least one
+
+
+@adapted
+def cauchy_(self: Tensor, median: float = 0.0, sigma: float = 1.0, *, generator: Any = None) -> Tensor:
+    """Values drawn from the Cauchy distribution, in place: median + sigma tan(pi (U - 1/2))."""
+    _continuous(self, "cauchy_", sigma, "sigma")
+    return self.assign(((_uniform_draws(self, generator) - 0.5) * math.pi).tan() * sigma + median)
+
+
+@adapted
+def log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0, *, generator: Any = None) -> Tensor:
+    """Values drawn from the log-normal distribution (exp of N(mean, std^2)), in place."""
+    _continuous(self, "log_normal_", std, "std")
+    normal = creation.randn(*self.shape, dtype=self.dtype, generator=generator)
+    return self.assign((normal * std + mean).exp())
 
 
 # dtype ------------------------------------------------------------------------------------------

@@ -254,3 +254,58 @@ def test_fractional_max_pool_bounds(fn, shape, size):
     else:
         ours = getattr(verigrad.nn.functional, name)(verigrad.ones(*shape), 2, output_size=size)
         assert ours.shape == theirs.shape
+
+
+# random fills and normal: PyTorch's shapes, dtypes, errors and distributions (not its draws) ---------------
+FILLS = [("exponential_", (0.5,)), ("exponential_", (3.0,)), ("geometric_", (0.2,)), ("geometric_", (0.8,)),
+         ("cauchy_", (0.0, 0.5)), ("cauchy_", (-2.0, 1.0)), ("log_normal_", (0.0, 0.25)),
+         ("log_normal_", (0.5, 1.0))]  # fmt: skip
+
+
+@pytest.mark.parametrize(("method", "args"), FILLS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.int32])
+def test_random_fill_matches_the_distribution(method, args, dtype):
+    n = 100_000
+    x = torch.zeros(n, dtype=dtype)
+    try:
+        theirs = getattr(x, method)(*args, generator=torch.Generator().manual_seed(0))
+    except RuntimeError:
+        with pytest.raises((RuntimeError, TypeError, ValueError)):
+            getattr(_v(x), method)(*args)
+        return
+    verigrad.manual_seed(0)
+    ours = getattr(_v(x), method)(*args)
+    assert ours.dtype is getattr(verigrad, str(dtype).removeprefix("torch.")) and ours.shape == theirs.shape
+    a, b = np.sort(ours.numpy().astype(np.float64)), np.sort(theirs.numpy().astype(np.float64))
+    for q in (0.25, 0.5, 0.75):  # the quartiles agree (a Cauchy has no mean), within 5 standard errors
+        i = int(q * n)
+        assert abs(a[i] - b[i]) <= 0.05 * max(1.0, abs(b[i])) + (0 if dtype.is_floating_point else 1.0)
+
+
+@pytest.mark.parametrize(
+    "args", [((0.3, 1.6, (2, 3)), {}), ((0.3, 1.6, (4,)), {"dtype": "float64"}), (("t34", 2.7), {}),
+             ((1.5, "t34"), {}), (("t34", "t134"), {}), (("t1", "t34"), {})]
+)  # fmt: skip
+def test_normal_shapes_and_dtypes(args):
+    def make(lib, a):
+        if isinstance(a, str):
+            return lib.ones(*(int(c) for c in a[1:]), dtype=lib.float64)
+        return a
+
+    positional, kwargs = args
+    theirs = torch.normal(
+        *(make(torch, a) for a in positional), **{k: getattr(torch, v) for k, v in kwargs.items()}
+    )
+    ours = verigrad.normal(
+        *(make(verigrad, a) for a in positional), **{k: getattr(verigrad, v) for k, v in kwargs.items()}
+    )
+    assert ours.shape == theirs.shape
+    assert ours.dtype is getattr(verigrad, str(theirs.dtype).removeprefix("torch."))
+
+
+def test_normal_moments():
+    n = 200_000
+    theirs = torch.normal(torch.full((n,), 2.0), 0.5, generator=torch.Generator().manual_seed(0)).numpy()
+    verigrad.manual_seed(0)
+    ours = verigrad.normal(verigrad.full((n,), 2.0), 0.5).numpy()
+    assert abs(ours.mean() - theirs.mean()) < 0.01 and abs(ours.std() - theirs.std()) < 0.01
