@@ -128,3 +128,13 @@ def test_normal_shapes_dtypes_and_gradients():
     dm, ds = verigrad.autograd.grad([y], [mean, std], [verigrad.ones(4)])
     np.testing.assert_array_equal(dm.numpy(), np.ones(4))
     np.testing.assert_allclose(ds.numpy(), y.detach().numpy() / 2.0)  # d/dstd of std * z is z
+
+
+def test_svd_lowrank_of_a_rank_one_matrix():
+    """A = 3 u v^T with unit u, v: S = [3], U V^T = u v^T whatever the draws."""
+    u, v = np.array([0.6, 0.8, 0.0]), np.array([0.0, 1.0])
+    U, S, V = verigrad.svd_lowrank(verigrad.tensor(3.0 * np.outer(u, v)), q=1)
+    np.testing.assert_allclose(S.numpy(), [3.0], rtol=1e-12)
+    np.testing.assert_allclose((U @ V.mT).numpy(), np.outer(u, v), atol=1e-12)
+    with pytest.raises(ValueError, match=r"q must be an int in \[0, min\(m, n\) = 2\]"):
+        verigrad.svd_lowrank(verigrad.ones(3, 2), q=3)

@@ -280,7 +280,7 @@ from .ir import trace as _ir_trace
 from .linalg import legacy_cholesky as cholesky  # PyTorch's older torch.* spellings of linalg's
 from .linalg import legacy_qr as qr
 from .linalg import legacy_svd as svd
-from .linalg import pinverse
+from .linalg import pca_lowrank, pinverse, svd_lowrank
 from .modes import abstract
 from .nn.compiled import compile
 from .nn.functional.grid_sampler import grid_sampler_2d, grid_sampler_3d

@@ -309,3 +309,41 @@ def test_normal_moments():
     verigrad.manual_seed(0)
     ours = verigrad.normal(verigrad.full((n,), 2.0), 0.5).numpy()
     assert abs(ours.mean() - theirs.mean()) < 0.01 and abs(ours.std() - theirs.std()) < 0.01
+
+
+# svd_lowrank and pca_lowrank ------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize(
+    ("batch", "m", "n", "k"), [((), 8, 5, 2), ((), 4, 9, 3), ((2,), 7, 7, 4), ((3,), 6, 10, 1)]
+)
+@pytest.mark.parametrize("with_m", [False, True])
+def test_svd_lowrank_of_a_low_rank_matrix(batch, m, n, k, dtype, with_m):
+    """A (minus M) of rank k, q = k: the singular values are PyTorch's and U diag(S) V^T is A - M."""
+    gen = torch.Generator().manual_seed(5)
+    a = torch.randn(*batch, m, k, dtype=dtype, generator=gen)
+    b = torch.randn(*batch, n, k, dtype=dtype, generator=gen)
+    M = torch.randn(*batch, m, n, dtype=dtype, generator=gen) if with_m else None
+    A = a @ b.mT + (M if with_m else 0)
+    _, their_s, _ = torch.svd_lowrank(A, q=k, M=M)
+    U, S, V = verigrad.svd_lowrank(_v(A), q=k, M=None if M is None else _v(M))
+    assert (U.shape, S.shape, V.shape) == ((*batch, m, k), (*batch, k), (*batch, n, k))
+    tol = {"rtol": 1e-4, "atol": 1e-4} if dtype == torch.float32 else {}
+    torch.testing.assert_close(torch.from_numpy(S.numpy().copy()), their_s, **tol)
+    rebuilt = torch.from_numpy(((U * S.unsqueeze(-2)) @ V.mT).numpy().copy())
+    torch.testing.assert_close(rebuilt, A - (M if with_m else 0), **tol)
+
+
+@pytest.mark.parametrize("center", [True, False])
+@pytest.mark.parametrize("q", [None, 2, 3])
+def test_pca_lowrank(center, q):
+    gen = torch.Generator().manual_seed(6)
+    A = torch.randn(9, 3, dtype=torch.float64, generator=gen) @ torch.randn(
+        3, 5, dtype=torch.float64, generator=gen
+    )
+    _, their_s, _ = torch.pca_lowrank(A, q=q, center=center)
+    U, S, V = verigrad.pca_lowrank(_v(A), q=q, center=center)
+    assert S.shape == their_s.shape and U.shape == (9, S.shape[0]) and V.shape == (5, S.shape[0])
+    if q is None or q >= 3:  # the matrix (centered or not) has rank 3: the values are exact
+        torch.testing.assert_close(torch.from_numpy(S.numpy().copy()), their_s)
+    with pytest.raises(ValueError, match="must be non-negative integer and not greater than"):
+        verigrad.pca_lowrank(_v(A), q=6)
