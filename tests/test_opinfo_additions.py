@@ -138,3 +138,11 @@ def test_svd_lowrank_of_a_rank_one_matrix():
     np.testing.assert_allclose((U @ V.mT).numpy(), np.outer(u, v), atol=1e-12)
     with pytest.raises(ValueError, match=r"q must be an int in \[0, min\(m, n\) = 2\]"):
         verigrad.svd_lowrank(verigrad.ones(3, 2), q=3)
+
+
+def test_zeta_of_0d_tensors():
+    """The object ufunc answers a Python float of 0-d operands: still an array, of the operands' dtype."""
+    out = verigrad.special.zeta(verigrad.tensor(2.0), verigrad.tensor(1.0))
+    assert out.shape == () and out.dtype is verigrad.float32
+    np.testing.assert_allclose(float(out), np.pi**2 / 6, rtol=1e-6)
+    assert np.isnan(float(verigrad.special.zeta(verigrad.tensor(-8.5, dtype=verigrad.float64), 2.0)))

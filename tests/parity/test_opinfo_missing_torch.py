@@ -20,7 +20,8 @@ def _v(t: torch.Tensor, grad: bool = False) -> verigrad.Tensor:
 def _same(ours: verigrad.Tensor, theirs: torch.Tensor) -> None:
     assert ours.dtype == getattr(verigrad, str(theirs.dtype).removeprefix("torch."))
     assert tuple(ours.shape) == tuple(theirs.shape)
-    torch.testing.assert_close(torch.from_numpy(np.array(ours.detach().numpy(), copy=True)), theirs.detach())
+    got = torch.from_numpy(np.array(ours.detach().numpy(), copy=True))
+    torch.testing.assert_close(got, theirs.detach(), equal_nan=True)
 
 
 # aten's max_pool2d_with_indices_backward -----------------------------------------------------------------
@@ -347,3 +348,10 @@ def test_pca_lowrank(center, q):
         torch.testing.assert_close(torch.from_numpy(S.numpy().copy()), their_s)
     with pytest.raises(ValueError, match="must be non-negative integer and not greater than"):
         verigrad.pca_lowrank(_v(A), q=6)
+
+
+@pytest.mark.parametrize(("x", "q"), [(-8.4784, -1.7658), (2.0, 1.0), (3.5, 0.25), (1.0, 2.0), (4.0, -3.0)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_zeta_of_0d_tensors(x, q, dtype):
+    theirs = torch.special.zeta(torch.tensor(x, dtype=dtype), torch.tensor(q, dtype=dtype))
+    _same(verigrad.special.zeta(_v(torch.tensor(x, dtype=dtype)), _v(torch.tensor(q, dtype=dtype))), theirs)
