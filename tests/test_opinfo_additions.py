@@ -146,3 +146,26 @@ def test_zeta_of_0d_tensors():
     assert out.shape == () and out.dtype is verigrad.float32
     np.testing.assert_allclose(float(out), np.pi**2 / 6, rtol=1e-6)
     assert np.isnan(float(verigrad.special.zeta(verigrad.tensor(-8.5, dtype=verigrad.float64), 2.0)))
+
+
+def test_resize_keeps_the_first_elements_in_place():
+    x = verigrad.tensor(np.arange(6.0).reshape(2, 3))
+    assert x.resize_(3, 2) is x and x.shape == (3, 2)
+    np.testing.assert_array_equal(x.numpy(), np.arange(6.0).reshape(3, 2))
+    x.resize_((4,))
+    np.testing.assert_array_equal(x.numpy(), [0.0, 1.0, 2.0, 3.0])
+    x.resize_(2, 3)  # past the elements it has: zeros here (PyTorch's are uninitialised)
+    np.testing.assert_array_equal(x.numpy()[0], [0.0, 1.0, 2.0])
+    y = verigrad.ones(5, dtype=verigrad.int16)
+    assert (
+        verigrad.resize_as_(y, verigrad.zeros(1, 1, 1)) is y
+        and y.shape == (1, 1, 1)
+        and y.dtype is verigrad.int16
+    )
+
+
+def test_resize_refuses_what_pytorch_refuses():
+    with pytest.raises(RuntimeError, match="require grad"):
+        verigrad.ones(3).requires_grad_(True).resize_(3)
+    with pytest.raises(ValueError, match="non-negative ints"):
+        verigrad.ones(3).resize_(-1)

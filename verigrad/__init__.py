@@ -246,6 +246,7 @@ from .functions.numeric import (
     nonzero_static,
     put,
     real,
+    resize_as_,
     resolve_conj,
     resolve_neg,
     rsub,

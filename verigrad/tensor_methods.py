@@ -51,6 +51,7 @@ from .ops.angle import angle as angle_op
 from .ops.composite.softmax import log_softmax, softmax
 from .ops.matmul import matmul
 from .ops.scatter_reduce import scatter_reduce
+from .shapes import Spec
 from .tensor import LEGACY_NAMES, LegacyType, Tensor, check_memory_format, describe, to_arguments
 
 Axis = int | Sequence[int] | None
@@ -584,6 +585,30 @@ def __getitem__(self: Tensor, key: Any) -> Tensor:
 @adapted
 def __setitem__(self: Tensor, key: Any, value: Any) -> None:
     indexing.setitem(self, key, value)
+
+
+@adapted
+def resize_(self: Tensor, *size: Any, memory_format: Any = None) -> Tensor:
+    """This tensor given `size`, in place (eagerly, without gradient, as PyTorch's): its first elements
+    in row-major order, a view of its memory where there are enough; the new ones past them are zeros
+    (PyTorch's are uninitialised)."""
+    shape = tuple(_shape_arg(size))
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+        raise ValueError(f"Tensor.resize_: size must be non-negative ints, got {size!r}")
+    if self.requires_grad:
+        raise RuntimeError("Tensor.resize_: cannot resize tensors that require grad (as PyTorch)")
+    data = self._array("Tensor.resize_()")
+    flat, count = data.reshape(-1), int(np.prod(shape, dtype=np.int64))
+    if count > flat.size:
+        flat = np.concatenate([flat, np.zeros(count - flat.size, dtype=data.dtype)])
+    self.data = Tensor(Spec(shape, self.dtype), flat[:count].reshape(shape))
+    return self
+
+
+@adapted
+def resize_as_(self: Tensor, other: Tensor, memory_format: Any = None) -> Tensor:
+    """self.resize_(other.shape)."""
+    return self.resize_(tuple(other.shape))
 
 
 @adapted

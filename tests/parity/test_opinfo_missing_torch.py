@@ -355,3 +355,15 @@ def test_pca_lowrank(center, q):
 def test_zeta_of_0d_tensors(x, q, dtype):
     theirs = torch.special.zeta(torch.tensor(x, dtype=dtype), torch.tensor(q, dtype=dtype))
     _same(verigrad.special.zeta(_v(torch.tensor(x, dtype=dtype)), _v(torch.tensor(q, dtype=dtype))), theirs)
+
+
+@pytest.mark.parametrize(
+    ("shape", "size"),
+    [((5, 5, 5), (25, 5)), ((), ()), ((), (1, 1, 1)), ((2, 3), (6,)), ((4, 3), (2, 2)), ((6,), (0,))],
+)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.uint8, torch.bool])
+def test_resize_within_the_elements(shape, size, dtype):
+    """Where the new size has at most the elements there are, PyTorch's values are defined: the first ones."""
+    x = (torch.arange(int(np.prod(shape))).reshape(shape) % 7).to(dtype)
+    _same(_v(x).resize_(size), x.clone().resize_(size))
+    _same(verigrad.resize_as_(_v(x), verigrad.zeros(*size)), torch.resize_as_(x.clone(), torch.zeros(size)))
