@@ -4,8 +4,9 @@
 
 Each OpInfo's samples, in f32, f64 and the integer and bool dtypes the op supports on the CPU, run through
 PyTorch and, converted, through verigrad (the op found by its name in `verigrad`, `verigrad.nn.functional`,
-`verigrad.linalg`, `verigrad.special`, `verigrad.fft`, else the Tensor method; an OpInfo whose op is a
-lambda of torch's test suite runs that lambda with `torch` bound to verigrad). Every call is classified:
+`verigrad.linalg`, `verigrad.special`, `verigrad.fft`, else the Tensor method, else for an aten operator
+(torch.ops.aten.NAME.OVERLOAD) `verigrad.ops.aten`'s; an OpInfo whose op is a lambda of torch's test suite
+runs that lambda with `torch` bound to verigrad). Every call is classified:
 
 - agree: the same values (`torch.testing.assert_close`'s tolerances for the dtype, NaN at the same
   positions), dtype and shape, and, where both support autograd, the same gradients for a random cotangent;
@@ -165,6 +166,9 @@ def verigrad_op(opinfo: Any) -> Callable[..., Any] | None:
     if "." not in name and hasattr(verigrad.Tensor, name):
         method = name
         return lambda x, *args, **kwargs: getattr(x, method)(*args, **kwargs)
+    if isinstance(op, torch._ops.OpOverload | torch._ops.OpOverloadPacket):  # torch.ops.aten.NAME[.OVERLOAD]
+        with contextlib.suppress(AttributeError):
+            return _attribute(verigrad.ops, str(op))
     return None
 
 

@@ -146,6 +146,7 @@ from .functions import (
     negative,
     nonzero,
     norm,
+    normal,
     outer,
     polygamma,
     positive,
@@ -245,6 +246,7 @@ from .functions.numeric import (
     nonzero_static,
     put,
     real,
+    resize_as_,
     resolve_conj,
     resolve_neg,
     rsub,
@@ -252,6 +254,7 @@ from .functions.numeric import (
     trapezoid,
     trapz,
     unravel_index,
+    zero_,
 )
 from .functions.pointwise import round
 from .functions.rearrange import chunk as unsafe_chunk  # PyTorch's unchecked-view variants: the same here
@@ -278,7 +281,7 @@ from .ir import trace as _ir_trace
 from .linalg import legacy_cholesky as cholesky  # PyTorch's older torch.* spellings of linalg's
 from .linalg import legacy_qr as qr
 from .linalg import legacy_svd as svd
-from .linalg import pinverse
+from .linalg import pca_lowrank, pinverse, svd_lowrank
 from .modes import abstract
 from .nn.compiled import compile
 from .nn.functional.grid_sampler import grid_sampler_2d, grid_sampler_3d
@@ -397,7 +400,7 @@ from .ops import (
 from .ops import inv as inverse  # PyTorch's torch.inverse (torch.linalg.inv)
 from .ops.angle import angle
 from .ops.bitwise import gcd, lcm
-from .ops.creation import as_tensor, empty_permuted, randint_like
+from .ops.creation import as_tensor, empty_permuted, empty_strided, randint_like
 from .ops.creation import default_generator as _default_generator
 from .ops.linalg_extra import frexp, matrix_exp
 from .ops.special import digamma, erfc, erfinv, i0, lgamma, nextafter, signbit

@@ -489,3 +489,66 @@ def cond(A: Tensor, p: Any = None) -> Tensor:
 
 
 __all__ += ["cond", "ldl_factor", "ldl_factor_ex", "ldl_solve", "matrix_exp"]
+
+
+# torch.svd_lowrank and torch.pca_lowrank (top-level in PyTorch, written here with qr and svd) -----------
+def _approximate_basis(A: Tensor, q: int, niter: int, M: Tensor | None) -> Tensor:
+    """An orthonormal basis [..., m, q] of A - M's range, from a Gaussian sketch sharpened by `niter`
+    power iterations (Halko et al.'s algorithm 4.4, as PyTorch's get_approximate_basis)."""
+
+    def times(B: Tensor, R: Tensor, adjoint: bool = False) -> Tensor:
+        X = (B.mT if adjoint else B) @ R
+        return X if M is None else X - (M.mT if adjoint else M) @ R
+
+    Q = qr(times(A, ops.randn(A.shape[-1], q, dtype=A.dtype))).Q
+    for _ in range(niter):
+        Q = qr(times(A, Q, adjoint=True)).Q
+        Q = qr(times(A, Q)).Q
+    return Q
+
+
+def _lowrank_input(name: str, A: Tensor) -> Tensor:
+    if not isinstance(A, Tensor) or A.ndim < 2:
+        raise ShapeError(f"{name} takes a matrix or a batch of them, got {describe(A)}")
+    return A if A.dtype.is_float else A.cast("f32")  # PyTorch's floating dtype of an integer input
+
+
+def svd_lowrank(
+    A: Tensor, q: int | None = 6, niter: int | None = 2, M: Tensor | None = None
+) -> tuple[Tensor, Tensor, Tensor]:
+    """(U [..., m, q], S [..., q], V [..., n, q]) with A - M close to U diag(S) V^T: the randomized SVD
+    (Halko et al.'s algorithm 5.1, as PyTorch's; its draws are verigrad's). Exact, up to signs, where
+    A - M has rank at most q."""
+    A = _lowrank_input("svd_lowrank", A)
+    q, niter = 6 if q is None else q, 2 if niter is None else niter
+    m, n = A.shape[-2], A.shape[-1]
+    if not isinstance(q, int) or not 0 <= q <= min(m, n):
+        raise ValueError(f"svd_lowrank: q must be an int in [0, min(m, n) = {min(m, n)}], got {q!r}")
+    if M is not None:
+        M = M.broadcast_to(tuple(A.shape))
+    wide = m < n
+    if wide:  # the algorithm of a tall matrix, of the transpose
+        A, M = A.mT, None if M is None else M.mT
+    Q = _approximate_basis(A, q, niter, M)
+    B = Q.mT @ A if M is None else Q.mT @ A - Q.mT @ M
+    U, S, Vh = svd(B, full_matrices=False)
+    U, V = Q @ U, Vh.mT
+    return (V, S, U) if wide else (U, S, V)
+
+
+def pca_lowrank(
+    A: Tensor, q: int | None = None, center: bool = True, niter: int = 2
+) -> tuple[Tensor, Tensor, Tensor]:
+    """svd_lowrank of A with each column's mean taken away first (center), q = min(6, m, n) by default:
+    the principal directions are V's columns (PyTorch's pca_lowrank)."""
+    A = _lowrank_input("pca_lowrank", A)
+    m, n = A.shape[-2], A.shape[-1]
+    if q is None:
+        q = min(6, m, n)
+    elif not isinstance(q, int) or not 0 <= q <= min(m, n):
+        raise ValueError(f"q(={q}) must be non-negative integer and not greater than min(m, n)={min(m, n)}")
+    if not niter >= 0:
+        raise ValueError(f"niter(={niter}) must be non-negative integer")
+    if not center:
+        return svd_lowrank(A, q, niter=niter)
+    return svd_lowrank(A - A.mean(dim=(-2,), keepdim=True), q, niter=niter)

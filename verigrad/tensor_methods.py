@@ -9,6 +9,7 @@ method of a few lines below. Importing `verigrad` binds the table once.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -50,6 +51,7 @@ from .ops.angle import angle as angle_op
 from .ops.composite.softmax import log_softmax, softmax
 from .ops.matmul import matmul
 from .ops.scatter_reduce import scatter_reduce
+from .shapes import Spec
 from .tensor import LEGACY_NAMES, LegacyType, Tensor, check_memory_format, describe, to_arguments
 
 Axis = int | Sequence[int] | None
@@ -219,6 +221,52 @@ def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, generator: Any = 
     return self.assign(creation.randn(*self.shape, dtype=self.dtype, generator=generator) * std + mean)
 
 
+def _uniform_draws(self: Tensor, generator: Any) -> Tensor:
+    """Uniform [0, 1) draws of this shape: in this dtype if it is a float one, else in f64 (geometric_ of
+    integers)."""
+    return creation.rand(*self.shape, dtype=self.dtype if self.dtype.is_float else f64, generator=generator)
+
+
+def _continuous(self: Tensor, what: str, value: Any, name: str) -> None:
+    """PyTorch's checks of a continuous distribution's fill: a float tensor, a positive scale."""
+    if not self.dtype.is_float:
+        raise DTypeError(f"Tensor.{what}: a continuous distribution, for float tensors; got {describe(self)}")
+    if not value > 0:
+        raise ValueError(f"Tensor.{what} expects {name} > 0, got {value!r}")
+
+
+@adapted
+def exponential_(self: Tensor, lambd: float = 1.0, *, generator: Any = None) -> Tensor:
+    """Values drawn from the exponential distribution of rate lambd, in place: -log(1 - U) / lambd."""
+    _continuous(self, "exponential_", lambd, "lambd")
+    return self.assign(-(-_uniform_draws(self, generator)).log1p() / lambd)
+
+
+@adapted
+def geometric_(self: Tensor, p: float, *, generator: Any = None) -> Tensor:
+    """Values drawn from the geometric distribution (the trials up to the first success, each a success
+    with probability p: 1, 2, ...), in place: ceil(log(1 - U) / log(1 - p))."""
+    if not 0 < p < 1:
+        raise ValueError(f"Tensor.geometric_ expects p in (0, 1), got {p!r}")
+    trials = ((-_uniform_draws(self, generator)).log1p() / math.log1p(-p)).ceil()
+    return self.assign(trials.clamp(min=1))  # U = 0 gives 0 trials: at least one
+
+
+@adapted
+def cauchy_(self: Tensor, median: float = 0.0, sigma: float = 1.0, *, generator: Any = None) -> Tensor:
+    """Values drawn from the Cauchy distribution, in place: median + sigma tan(pi (U - 1/2))."""
+    _continuous(self, "cauchy_", sigma, "sigma")
+    return self.assign(((_uniform_draws(self, generator) - 0.5) * math.pi).tan() * sigma + median)
+
+
+@adapted
+def log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0, *, generator: Any = None) -> Tensor:
+    """Values drawn from the log-normal distribution (exp of N(mean, std^2)), in place."""
+    _continuous(self, "log_normal_", std, "std")
+    normal = creation.randn(*self.shape, dtype=self.dtype, generator=generator)
+    return self.assign((normal * std + mean).exp())
+
+
 # dtype ------------------------------------------------------------------------------------------
 @adapted
 def cast(self: Tensor, dtype: DType | str) -> Tensor:
@@ -317,6 +365,15 @@ def new_empty(
     self: Tensor, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
 ) -> Tensor:
     return self.new_full(_shape_arg(size), 0, dtype, device, requires_grad)
+
+
+@adapted
+def new_empty_strided(
+    self: Tensor, size: Any, stride: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Tensor:
+    """new_empty(size), the strides checked and not kept (as creation.empty_strided)."""
+    dtype = self.dtype if dtype is None else dtype
+    return creation.empty_strided(size, stride, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 @adapted
@@ -483,6 +540,14 @@ def mT(self: Tensor) -> Tensor:
     return self.transpose(-2, -1)  # (eager.py may bind transpose to C)
 
 
+def H(self: Tensor) -> Tensor:
+    """The conjugate transpose of a matrix: a real matrix's transpose (a 0-d tensor's is itself, as
+    PyTorch's, which deprecates it)."""
+    if self.ndim not in (0, 2):
+        raise ShapeError(f"Tensor.H is only supported on matrices (2-D tensors), got a {self.ndim}-D tensor")
+    return self.transpose(0, 1) if self.ndim else self
+
+
 @adapted
 def expand(self: Tensor, *shape: Any) -> Tensor:
     return shaping.expand(self, _shape_arg(shape))
@@ -521,6 +586,30 @@ def __getitem__(self: Tensor, key: Any) -> Tensor:
 @adapted
 def __setitem__(self: Tensor, key: Any, value: Any) -> None:
     indexing.setitem(self, key, value)
+
+
+@adapted
+def resize_(self: Tensor, *size: Any, memory_format: Any = None) -> Tensor:
+    """This tensor given `size`, in place (eagerly, without gradient, as PyTorch's): its first elements
+    in row-major order, a view of its memory where there are enough; the new ones past them are zeros
+    (PyTorch's are uninitialised)."""
+    shape = tuple(_shape_arg(size))
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+        raise ValueError(f"Tensor.resize_: size must be non-negative ints, got {size!r}")
+    if self.requires_grad:
+        raise RuntimeError("Tensor.resize_: cannot resize tensors that require grad (as PyTorch)")
+    data = self._array("Tensor.resize_()")
+    flat, count = data.reshape(-1), int(np.prod(shape, dtype=np.int64))
+    if count > flat.size:
+        flat = np.concatenate([flat, np.zeros(count - flat.size, dtype=data.dtype)])
+    self.data = Tensor(Spec(shape, self.dtype), flat[:count].reshape(shape))
+    return self
+
+
+@adapted
+def resize_as_(self: Tensor, other: Tensor, memory_format: Any = None) -> Tensor:
+    """self.resize_(other.shape)."""
+    return self.resize_(tuple(other.shape))
 
 
 @adapted
@@ -601,7 +690,7 @@ FORWARDED_FROM = {
     autograd: "register_hook retain_grad",
     pointwise: "add sub div clamp masked_fill isnan isinf isfinite nan_to_num isclose allclose equal lerp "
     "addcmul addcdiv frac deg2rad rad2deg log2 log10",
-    statistics: "amax amin var std logsumexp argmin all any norm count_nonzero bincount histc",
+    statistics: "amax amin var std logsumexp argmin all any norm count_nonzero bincount histc sum_to_size",
     rearrange: "split chunk repeat repeat_interleave roll narrow select unbind movedim unflatten rot90 diff "
     "unfold",
     matrices: "mm bmm outer diagonal diag trace tril triu fill_diagonal_ kron cross dot vdot inner "
@@ -651,7 +740,7 @@ ADAPTED.update(
     bool=_cast_to("bool"),
     polygamma=lambda self, n: special_ops.polygamma(self, n=n),
 )
-PROPERTIES = {"T": T, "mT": mT, "mH": mT}  # mH: real tensors are their own conjugates
+PROPERTIES = {"T": T, "mT": mT, "mH": mT, "H": H}  # mH: real tensors are their own conjugates
 ALIASES = {"astype": "cast", "clip": "clamp",
            "moveaxis": "movedim", "swapdims": "swapaxes"}  # fmt: skip
 IN_PLACE = ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "relu", "reciprocal", "square",

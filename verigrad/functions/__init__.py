@@ -2,7 +2,7 @@
 errors and gradients are those of the ops they call, and they work eagerly, under `check` and in traces
 alike. A module per family; the ops themselves are in `verigrad/ops/`."""
 
-from .distributions import bernoulli, multinomial
+from .distributions import bernoulli, multinomial, normal
 from .einsum import einsum
 from .indexing import (
     argwhere,

@@ -1,11 +1,15 @@
-"""Draws from distributions, as PyTorch's (its distributions, not its draws): bernoulli and
-multinomial."""
+"""Draws from distributions, as PyTorch's (its distributions, not its draws): bernoulli, multinomial and
+normal."""
 
 from __future__ import annotations
 
-from ..errors import ShapeError
-from ..ops.binary import minimum
-from ..ops.creation import Generator, rand
+from typing import Any
+
+import numpy as np
+
+from ..errors import DTypeError, ShapeError
+from ..ops.binary import minimum, result_type
+from ..ops.creation import Generator, rand, randn
 from ..ops.index import searchsorted
 from ..ops.scan import cumsum
 from ..ops.shaping import getitem
@@ -16,6 +20,40 @@ from .ordering import topk
 def bernoulli(p: Tensor, generator: Generator | None = None) -> Tensor:
     """1 with probability p, else 0, elementwise, in p's dtype (a uniform draw below p)."""
     return (rand(*p.shape, dtype=p.dtype, generator=generator) < p).cast(p.dtype)
+
+
+def normal(
+    mean: Any, std: Any = 1.0, size: Any = None, *, generator: Generator | None = None, out: Any = None,
+    dtype: Any = None, layout: Any = None, device: Any = None, requires_grad: bool = False,
+) -> Tensor:  # fmt: skip
+    """Draws from N(mean, std^2): mean + std * a standard normal draw, of the tensors' broadcast shape
+    (their gradients too, as PyTorch's), or of `size` where both are numbers (the default float dtype
+    unless `dtype`)."""
+    if out is not None:
+        raise NotImplementedError("normal: out= is not supported; use the result")
+    tensors = [t for t in (mean, std) if isinstance(t, Tensor)]
+    if not tensors:
+        if size is None:
+            raise TypeError("normal: give size= where mean and std are both numbers")
+        _nonnegative(std)
+        draws = randn(*tuple(size), dtype=dtype, device=device, generator=generator) * std + mean
+        return draws.requires_grad_(True) if requires_grad else draws
+    if size is not None:
+        raise TypeError("normal: size= is only taken where mean and std are both numbers")
+    kind = result_type(*tensors)
+    if not kind.is_float:
+        given = ", ".join(map(describe, tensors))
+        raise DTypeError(f"normal: mean and std must be float tensors, got {given}")
+    _nonnegative(std)
+    shape = np.broadcast_shapes(*(tuple(t.shape) for t in tensors))
+    return randn(*shape, dtype=kind, generator=generator) * std + mean
+
+
+def _nonnegative(std: Any) -> None:
+    """PyTorch's check of std (of a tensor's values where they are at hand: eagerly)."""
+    values = std.payload if isinstance(std, Tensor) else np.asarray(std)
+    if isinstance(values, np.ndarray) and values.size and (values < 0).any():
+        raise ValueError(f"normal expects std >= 0.0, got {float(values[values < 0].flat[0])}")
 
 
 def multinomial(

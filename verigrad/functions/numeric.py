@@ -1,6 +1,6 @@
 """Smaller PyTorch functions written with the ops: dist, rsub, float_power, cov / corrcoef, trapezoid /
 trapz / cumulative_trapezoid, unravel_index, isin, isposinf / isneginf, the identities of real tensors
-(real, conj, resolve_conj, resolve_neg, conj_physical, isreal), nonzero_static, put, fill,
+(real, conj, resolve_conj, resolve_neg, conj_physical, isreal), nonzero_static, put, fill, zero_, resize_as_,
 scalar_tensor, broadcast_shapes and native_dropout_backward."""
 
 from __future__ import annotations
@@ -237,6 +237,16 @@ def fill(input: Tensor, value: Any) -> Tensor:
     value = value.cast(input.dtype) if isinstance(value, Tensor) else full((), value, dtype=input.dtype)
     # every entry value's, input's gradient 0 (a result with history wherever input has one, as PyTorch's)
     return where(ones_like(input, dtype=bool_), value, input)
+
+
+def resize_as_(input: Tensor, other: Tensor, memory_format: Any = None) -> Tensor:
+    """input resized in place to other's shape (torch.resize_as_: Tensor.resize_as_'s function)."""
+    return input.resize_as_(other)
+
+
+def zero_(input: Tensor) -> Tensor:
+    """input filled with zeros in place (torch.zero_, Tensor.zero_'s function)."""
+    return input.zero_()
 
 
 def scalar_tensor(

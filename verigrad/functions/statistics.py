@@ -1,6 +1,6 @@
 """Reductions written with the ops: amax / amin, var and std (`correction`), var_mean / std_mean,
-logsumexp, argmin, all / any, norm, count_nonzero; and the value-dependent counts bincount and histc
-(eager only)."""
+logsumexp, argmin, all / any, norm, count_nonzero, sum_to_size; and the value-dependent counts bincount
+and histc (eager only)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,14 @@ import numpy as np
 
 from .. import modes
 from ..dtypes import bool_, f32, i64, u8
-from ..errors import DTypeError
+from ..errors import DTypeError, ShapeError
+from ..ops._op import unbroadcast
 from ..ops.binary import eq, maximum, ne, sub, where
 from ..ops.creation import from_numpy, full
 from ..ops.linalg import svdvals
 from ..ops.reduce import argmax, max, numel_of, sum
 from ..ops.reduce import min as reduce_min
-from ..shapes import normalize_axes
+from ..shapes import normalize_axes, shape_text
 from ..tensor import Tensor, describe
 from .pointwise import isinf, values_of
 
@@ -225,3 +226,16 @@ def histc(x: Tensor, bins: int = 100, min: float = 0.0, max: float = 0.0) -> Ten
         low, high = low - 1, high + 1  # PyTorch's: a range of one value is widened by one each side
     counts, _ = np.histogram(values[~np.isnan(values)], bins, (float(low), float(high)))
     return from_numpy(counts.astype(values.dtype))
+
+
+def sum_to_size(x: Tensor, *size: Any) -> Tensor:
+    """x summed over the axes along which `size` broadcasts to x's shape, to `size` (PyTorch's
+    Tensor.sum_to_size, as a gradient is summed back to its operand's shape): x itself where size is x's
+    shape but for size () (PyTorch's sum of all); a sum widens integers and bools to int64, as sum does."""
+    shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], list | tuple) else size
+    if not builtins.all(isinstance(n, int) and not isinstance(n, bool) for n in shape):
+        raise TypeError(f"sum_to_size: size must be ints, got {size!r}")
+    lead = x.ndim - len(shape)
+    if lead < 0 or builtins.any(n not in (1, m) for n, m in zip(shape, x.shape[lead:])):
+        raise ShapeError(f"sum_to_size: size {shape_text(shape)} is not expandable to {shape_text(x.shape)}")
+    return sum(x) if not shape else unbroadcast(x, shape)

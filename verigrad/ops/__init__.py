@@ -1,5 +1,6 @@
 """Every op, one record each. `REGISTRY` maps names to ops; the test suites iterate over it."""
 
+from . import aten
 from ._op import REGISTRY, Op, Sample, unbroadcast
 from .angle import angle
 from .binary import (
@@ -61,6 +62,7 @@ from .composite import (
     layer_norm,
     log_softmax,
     max_pool2d,
+    max_pool_grad_at,
     rms_norm,
     rope,
     softmax,

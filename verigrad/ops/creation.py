@@ -304,6 +304,27 @@ def empty_permuted(
     return empty(size=tuple(size), dtype=dtype, device=device, requires_grad=requires_grad)
 
 
+def empty_strided(
+    size: Any,
+    stride: Any,
+    *,
+    dtype: Any = None,
+    layout: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+    pin_memory: bool = False,
+) -> Tensor:
+    """PyTorch's empty_strided: empty(size) (verigrad's tensors are contiguous: the strides, one
+    non-negative int per axis, are checked and not kept)."""
+    size, stride = tuple(size), tuple(stride)
+    if len(stride) != len(size) or not all(isinstance(s, int) and s >= 0 for s in stride):
+        raise ValueError(
+            f"empty_strided: stride must give one non-negative int for each of the {len(size)} axes of "
+            f"size {size}, got {stride}"
+        )
+    return empty(size=size, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
 def full_like(
     x: Tensor,
     fill_value: float,

@@ -75,7 +75,8 @@ def _zeta(x: np.ndarray, q: np.ndarray) -> np.ndarray:
     dtype = np.result_type(x, q)
     dtype = dtype if dtype.kind == "f" else np.dtype(np.float32)
     with np.errstate(all="ignore"):
-        out = _zeta_object(x.astype(np.float64), q.astype(np.float64)).astype(np.float64)
+        # np.asarray: of 0-d operands a ufunc of objects answers a Python float, not an array
+        out = np.asarray(_zeta_object(x.astype(np.float64), q.astype(np.float64)), dtype=np.float64)
     return out.astype(dtype)
 
 

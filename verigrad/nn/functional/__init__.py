@@ -58,6 +58,7 @@ from .ctc import ctc_loss
 from .distance import cosine_similarity, pairwise_distance, pdist
 from .dropout import alpha_dropout, dropout, dropout1d, dropout2d, dropout3d, feature_alpha_dropout
 from .embedding import embedding, embedding_bag, one_hot
+from .fractional import fractional_max_pool2d, fractional_max_pool3d
 from .gumbel import gumbel_softmax
 from .linear import bilinear, linear
 from .linear_cross_entropy import linear_cross_entropy
@@ -166,6 +167,8 @@ __all__ = [
     "embedding_bag",
     "feature_alpha_dropout",
     "fold",
+    "fractional_max_pool2d",
+    "fractional_max_pool3d",
     "gaussian_nll_loss",
     "gelu",
     "glu",

@@ -12,7 +12,7 @@ import numpy as np
 
 from ... import ops
 from ...errors import ShapeError
-from ...ops.composite._common import pair
+from ...ops.composite._common import out_size, pair
 from ...ops.index import place
 from ...shapes import shape_text
 from ...tensor import Tensor
@@ -27,20 +27,6 @@ def _concrete(x: Tensor, what: str) -> tuple[int, int]:
 
 # per axis: (input length, output length, kernel, stride, padding, dilation)
 Geometry = list[tuple[int, int, int, int, int, int]]
-
-
-def out_size(size: int, kernel: int, stride: int, padding: int, dilation: int, ceil_mode: bool) -> int:
-    """PyTorch's pooled length: with ceil_mode a last partial window, if it starts inside the input or
-    its left padding."""
-    span = size + 2 * padding - dilation * (kernel - 1) - 1
-    out = (span + (stride - 1 if ceil_mode else 0)) // stride + 1
-    if ceil_mode and (out - 1) * stride >= size + padding:
-        out -= 1
-    if out <= 0:
-        raise ShapeError(
-            f"pooling a length {size} with a window of {kernel} (padding {padding}) leaves nothing"
-        )
-    return out
 
 
 def _padded(x: Tensor, geometry: Geometry, value: float) -> Tensor:

@@ -1,4 +1,5 @@
-"""Rules the composite ops share: float-only dtypes, int-or-pair window params, window output sizes."""
+"""Rules the composite ops share: float-only dtypes, int-or-pair window params, window output sizes
+(PyTorch's pooled lengths with ceil_mode too)."""
 
 from __future__ import annotations
 
@@ -57,6 +58,20 @@ def window_out(size: DimLike, kernel: int, stride: int, padding: int, dilation: 
         return span // stride + 1
     whole = (int(const) // stride) * stride  # span = rest + whole with 0 <= rest's constant < stride
     return (span - whole) // stride + whole // stride + 1
+
+
+def out_size(size: int, kernel: int, stride: int, padding: int, dilation: int, ceil_mode: bool) -> int:
+    """PyTorch's pooled length: with ceil_mode a last partial window, if it starts inside the input or
+    its left padding."""
+    span = size + 2 * padding - dilation * (kernel - 1) - 1
+    out = (span + (stride - 1 if ceil_mode else 0)) // stride + 1
+    if ceil_mode and (out - 1) * stride >= size + padding:
+        out -= 1
+    if out <= 0:
+        raise ShapeError(
+            f"pooling a length {size} with a window of {kernel} (padding {padding}) leaves nothing"
+        )
+    return out
 
 
 def spatial(shape: tuple, layout: str) -> tuple[DimLike, DimLike, DimLike, DimLike]:

@@ -9,9 +9,15 @@ divides by KH*KW (PyTorch's count_include_pad=True). Windows do not extend past 
 `max_pool2d_grad(g, x)` is max_pool2d's VJP as an op of its own (one kernel for a backend; its
 decomposition is the reference), and avg_pool2d's VJP is col2im of the gradient spread over each window,
 which is what its decomposition's gradient computes.
+
+`max_pool_grad_at(g, x, indices)` is aten's max_pool{1,2,3}d_with_indices_backward: the gradient added at
+the flat positions a max pool with indices returned, in zeros shaped as its input x (whose own gradient is
+zero: x gives the shape only).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -21,7 +27,9 @@ from ...shapes import Spec, shape_text
 from .._op import Op, Sample
 from .._samples import uniform
 from ..binary import eq, where
+from ..checks import checked
 from ..creation import arange, zeros_like
+from ..index import gather, gather_grad
 from ._common import float_inputs, pair, spatial
 from .convolution import WINDOW_CASES, col2im, cols_shape, im2col, out_hw, to_layout, window_params
 
@@ -216,4 +224,84 @@ avg_pool2d = Op(
     torch=_torch_avg_pool,
     exact=False,
     doc="Window means over KH*KW elements, zero padding included (count_include_pad=True).",
+)
+
+
+# max_pool_grad_at: aten's max_pool2d_with_indices_backward ----------------------------------------------
+def _at_shape(g: tuple, x: tuple, idx: tuple, nd: int) -> tuple:
+    lead = len(x) - nd
+    if tuple(idx) != tuple(g) or len(g) != len(x) or tuple(g[:lead]) != tuple(x[:lead]):
+        raise ShapeError(
+            f"the gradient {shape_text(g)} and indices {shape_text(idx)} of a max pool of {shape_text(x)} "
+            f"must have one shape, with the input's {lead} leading sizes"
+        )
+    return tuple(x)
+
+
+def _at_dtype(g: DType, x: DType, idx: DType, nd: int) -> DType:
+    if idx.kind != "i":
+        raise DTypeError(f"indices must be an integer tensor, got {idx.name}")
+    return _grad_dtype(g, x)
+
+
+def _at_canon(g: Spec, x: Spec, idx: Spec, nd: int) -> dict:
+    if not isinstance(nd, int) or isinstance(nd, bool) or not 1 <= nd <= x.ndim:
+        raise ShapeError(f"nd must be the number of pooled axes of a {x.ndim}-D input, got {nd!r}")
+    return {"nd": nd}
+
+
+def _planes(t, lead: int, size):
+    """t [*lead, *pooled axes] as [*lead, size]: each plane's positions in one axis."""
+    return t.reshape(*t.shape[:lead], size)
+
+
+def _max_pool_grad_at(g, x, idx, nd):
+    """Each gradient added at its flat position in its plane (in order: overlapping windows add)."""
+    lead = x.ndim - nd
+    size, pooled = math.prod(x.shape[lead:]), math.prod(g.shape[lead:])
+    at = checked(_planes(idx, lead, pooled), size, "max_pool_with_indices_backward")
+    return gather_grad(_planes(g, lead, pooled), at, axis=lead, size=size).reshape(x.shape)
+
+
+def _max_pool_grad_at_vjp(gg, out, g, x, idx, nd):
+    """g's gradient gathered from its positions (max pooling of gg by the indices); none for x."""
+    lead = x.ndim - nd
+    size, pooled = math.prod(x.shape[lead:]), math.prod(g.shape[lead:])
+    picked = gather(_planes(gg, lead, size), _planes(idx, lead, pooled), axis=lead)
+    return picked.reshape(g.shape), zeros_like(x), None
+
+
+def _at_samples(rng: np.random.Generator) -> list[Sample]:
+    """Positions that repeat (overlapping windows) and cover part of each plane; unbatched, 1-D and 3-D."""
+    out = []
+    for x_shape, g_shape, nd in [
+        ((2, 3, 5, 6), (2, 3, 2, 3), 2),
+        ((3, 4, 4), (3, 3, 3), 2),
+        ((2, 7), (2, 4), 1),
+        ((1, 2, 3, 4, 4), (1, 2, 2, 2, 2), 3),
+    ]:
+        size = math.prod(x_shape[len(x_shape) - nd :])
+        idx = rng.integers(0, size, g_shape)
+        out.append(Sample((uniform(rng, g_shape), uniform(rng, x_shape), idx), {"nd": nd}))
+    return out
+
+
+def _torch_at(t, g, x, idx, nd):
+    lead = x.ndim - nd
+    flat = t.zeros_like(x).flatten(lead).scatter_add(lead, idx.flatten(lead), g.flatten(lead))
+    return flat.view_as(x)
+
+
+max_pool_grad_at = Op(
+    "max_pool_grad_at",
+    shape=_at_shape,
+    dtype=_at_dtype,
+    params=_at_canon,
+    decompose=_max_pool_grad_at,
+    vjp=_max_pool_grad_at_vjp,
+    samples=_at_samples,
+    torch=_torch_at,
+    exact=False,
+    doc="Zeros shaped as x, each gradient g added at its flat position (in the last `nd` axes) that "
+    "indices names: a max pool's VJP from its indices (aten's max_pool2d_with_indices_backward).",
 )
