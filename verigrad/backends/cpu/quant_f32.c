@@ -7,11 +7,12 @@
  * also takes 5 q5_k, 6 q5_0, 7 q5_1, 8 q2_k, 9 q3_k, 10 iq4_nl and 11 iq4_xs (the k-quants' blocks hold 256
  * values; see ops/quant.py for every layout). Rows are de-quantized into a row buffer (q4_k, q5_k and q6_k 8
  * values (AVX2) or 16 (AVX-512) at a time, the 32-value formats 8 (AVX2) or 16 (AVX-512)) and multiplied
- * 4 rows at a time on AVX-512, in tiles of up to 4 activation rows by 2 weight rows (one activation row by
- * 4 weight rows; AVX2: two activation rows by one weight row), the partial sums in vector lanes; a decode
- * step (one activation row) of a 32-value format de-quantizes each block in registers and multiplies it at
- * once (no row buffer), 4 weight rows at a time. On AVX-512 the 4-bit formats look their values up in the
- * block's table of 16 (its scale times each nibble's value, computed as the portable path computes it).
+ * 4 rows at a time on AVX-512, in tiles of up to 3 activation rows by 4 weight rows (fewer weight rows at
+ * a band's end: up to 4 activation rows by 2), the partial sums in vector lanes (AVX2: two activation rows
+ * by one weight row). A decode step (one activation row) on AVX-512 de-quantizes each block in registers
+ * and multiplies it at once (no row buffer), 4 weight rows at a time: the 32-value formats, q4_k, q5_k and
+ * q6_k. The 4-bit formats (q5_0, q5_1, q5_k: 5-bit) look their values up in the block's (sub-block's)
+ * table of 16 (32), its scale times each value, computed as the portable path computes a value.
  * Every path does the portable path's operations, so the same bits (vg_quant_simd chooses one, for tests),
  * and each output is summed as a tile of one sums it: a row's bits do not depend on how many rows there
  * are or what they hold.
@@ -392,10 +393,123 @@ FUSED_32(fused_q4_1_avx512, Q4_1)
 FUSED_32(fused_q5_0_avx512, Q5_0)
 FUSED_32(fused_q5_1_avx512, Q5_1)
 FUSED_32(fused_iq4_nl_avx512, IQ4_NL)
+
+/* q4_k and q5_k block wb: sub-block j's scale d * sc into ds[j] and offset dmin * m into dm[j], the products
+ * dequantize_k4 rounds */
+AVX512_Q __attribute__((always_inline)) static inline void k4_scales8(const uint8_t *wb, float *ds, float *dm) {
+    int32_t sc[8], m[8];
+    for (int j = 0; j < 8; j++) k4_scale(wb + 4, j, &sc[j], &m[j]);
+    const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128(load32(wb))); /* d, dmin */
+    const __m256 sf = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)sc));
+    const __m256 mf = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)m));
+    _mm256_storeu_ps(ds, _mm256_mul_ps(_mm256_broadcastss_ps(dd), sf));
+    _mm256_storeu_ps(dm, _mm256_mul_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dd)), mf));
+}
+
+/* FUSED_32 for q4_k and q5_k: per 64 values (chunk c of the nibbles: sub-blocks 2c low, 2c + 1 high) each
+ * row's bytes are widened once, and each sub-block's values looked up in its table of 16 (q4_k: ds * n - dm)
+ * or 32 (q5_k: n + 16 where the value's bit of qh is set), computed as dequantize_k4 computes a value */
+#define FUSED_K4(NAME, QTYPE)                                                                               \
+    AVX512_Q static void NAME(const uint8_t *w, int64_t stride, int64_t nb, const float *x, float *s) {     \
+        const int five = QTYPE == Q5_K;                                                                     \
+        const __m512 nibble = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);        \
+        const __m512 nibble16 = _mm512_add_ps(nibble, _mm512_set1_ps(16.0f));                               \
+        const __m512i low4 = _mm512_set1_epi32(15), sixteen = _mm512_set1_epi32(16);                        \
+        const int64_t bytes = BLOCK_BYTES[QTYPE];                                                           \
+        __m512 a[4], b[4];                                                                                  \
+        for (int r = 0; r < 4; r++) a[r] = b[r] = _mm512_setzero_ps();                                      \
+        const uint8_t *next = w + 4 * stride;                                                               \
+        for (int64_t i = 0; i < nb; i++) {                                                                  \
+            const float *xb = x + 256 * i;                                                                  \
+            float ds[4][8], dm[4][8];                                                                       \
+            for (int r = 0; r < 4; r++) {                                                                   \
+                for (int64_t off = 0; off < bytes; off += 64)                                               \
+                    _mm_prefetch((const char *)(next + r * stride + i * bytes + off), _MM_HINT_T0);         \
+                k4_scales8(w + r * stride + i * bytes, ds[r], dm[r]);                                       \
+            }                                                                                               \
+            for (int c = 0; c < 4; c++) {                                                                   \
+                const __m512 x0 = _mm512_loadu_ps(xb + 64 * c), x1 = _mm512_loadu_ps(xb + 64 * c + 16);     \
+                const __m512 x2 = _mm512_loadu_ps(xb + 64 * c + 32), x3 = _mm512_loadu_ps(xb + 64 * c + 48); \
+                for (int r = 0; r < 4; r++) {                                                               \
+                    const uint8_t *wb = w + r * stride + i * bytes, *qs = wb + (five ? 48 : 16) + 32 * c;  \
+                    const __m512i qa = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)qs));        \
+                    const __m512i qb = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(qs + 16))); \
+                    __m512 v[4];                                                                            \
+                    for (int h = 0; h < 2; h++) { /* sub-block j = 2c + h */                                \
+                        const int j = 2 * c + h;                                                            \
+                        const __m512 d = _mm512_set1_ps(ds[r][j]), m = _mm512_set1_ps(dm[r][j]);            \
+                        const __m512 lo = _mm512_sub_ps(_mm512_mul_ps(d, nibble), m);                       \
+                        __m512i ia = h ? _mm512_srli_epi32(qa, 4) : qa, ib = h ? _mm512_srli_epi32(qb, 4) : qb; \
+                        if (!five) { /* permutexvar reads the low 4 bits of each index */                   \
+                            v[2 * h] = _mm512_permutexvar_ps(ia, lo);                                       \
+                            v[2 * h + 1] = _mm512_permutexvar_ps(ib, lo);                                   \
+                            continue;                                                                       \
+                        }                                                                                   \
+                        const __m512 hi = _mm512_sub_ps(_mm512_mul_ps(d, nibble16), m);                     \
+                        const __m256i qh = _mm256_loadu_si256((const __m256i *)(wb + 16));                  \
+                        const uint32_t bits = (uint32_t)_mm256_movemask_epi8(_mm256_slli_epi16(qh, 7 - j)); \
+                        ia = _mm512_and_si512(ia, low4), ib = _mm512_and_si512(ib, low4);                   \
+                        ia = _mm512_mask_or_epi32(ia, (__mmask16)(bits & 0xffff), ia, sixteen);             \
+                        ib = _mm512_mask_or_epi32(ib, (__mmask16)(bits >> 16), ib, sixteen);                \
+                        v[2 * h] = _mm512_permutex2var_ps(lo, ia, hi);                                      \
+                        v[2 * h + 1] = _mm512_permutex2var_ps(lo, ib, hi);                                  \
+                    }                                                                                       \
+                    a[r] = _mm512_fmadd_ps(x0, v[0], a[r]);                                                 \
+                    b[r] = _mm512_fmadd_ps(x1, v[1], b[r]);                                                 \
+                    a[r] = _mm512_fmadd_ps(x2, v[2], a[r]);                                                 \
+                    b[r] = _mm512_fmadd_ps(x3, v[3], b[r]);                                                 \
+                }                                                                                           \
+            }                                                                                               \
+        }                                                                                                   \
+        for (int r = 0; r < 4; r++) s[r] = fold_avx512(a[r], b[r]);                                         \
+    }
+FUSED_K4(fused_q4_k_avx512, Q4_K)
+FUSED_K4(fused_q5_k_avx512, Q5_K)
+
+/* FUSED_32 for q6_k: 32 values (a quarter of a half) at a time, q - 32 made in bytes from ql's nibble and
+ * qh's 2 bits, then (d * sc) * (q - 32) per 16 as dequantize_q6_k computes it */
+AVX512_Q static void fused_q6_k_avx512(const uint8_t *w, int64_t stride, int64_t nb, const float *x, float *s) {
+    const int64_t bytes = BLOCK_BYTES[Q6_K];
+    const __m256i low4 = _mm256_set1_epi8(15), low2 = _mm256_set1_epi8(3), bias = _mm256_set1_epi8(32);
+    __m512 a[4], b[4];
+    for (int r = 0; r < 4; r++) a[r] = b[r] = _mm512_setzero_ps();
+    const uint8_t *next = w + 4 * stride;
+    for (int64_t i = 0; i < nb; i++) {
+        const float *xb = x + 256 * i;
+        float dsc[4][16];
+        for (int r = 0; r < 4; r++) {
+            const uint8_t *wb = w + r * stride + i * bytes;
+            for (int64_t off = 0; off < bytes; off += 64)
+                _mm_prefetch((const char *)(next + r * stride + i * bytes + off), _MM_HINT_T0);
+            const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(wb + 192)));
+            _mm512_storeu_ps(dsc[r], _mm512_mul_ps(_mm512_set1_ps(vg_f16_at(wb + 208)), _mm512_cvtepi32_ps(sc)));
+        }
+        for (int h = 0; h < 2; h++)
+            for (int quarter = 0; quarter < 4; quarter++) {
+                const float *xq = xb + 128 * h + 32 * quarter;
+                const __m512 x0 = _mm512_loadu_ps(xq), x1 = _mm512_loadu_ps(xq + 16);
+                for (int r = 0; r < 4; r++) {
+                    const uint8_t *wb = w + r * stride + i * bytes;
+                    __m256i q = _mm256_loadu_si256((const __m256i *)(wb + 64 * h + 32 * (quarter & 1)));
+                    q = _mm256_and_si256(quarter < 2 ? q : _mm256_srli_epi16(q, 4), low4);
+                    __m256i qh = _mm256_loadu_si256((const __m256i *)(wb + 128 + 32 * h));
+                    qh = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * quarter), low2);
+                    q = _mm256_sub_epi8(_mm256_or_si256(q, _mm256_slli_epi16(qh, 4)), bias); /* -32..31 */
+                    const __m512 lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q)));
+                    const __m512 hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1)));
+                    const float *d = dsc[r] + 8 * h + 2 * quarter;
+                    a[r] = _mm512_fmadd_ps(x0, _mm512_mul_ps(_mm512_set1_ps(d[0]), lo), a[r]);
+                    b[r] = _mm512_fmadd_ps(x1, _mm512_mul_ps(_mm512_set1_ps(d[1]), hi), b[r]);
+                }
+            }
+    }
+    for (int r = 0; r < 4; r++) s[r] = fold_avx512(a[r], b[r]);
+}
 typedef void (*fused_fn)(const uint8_t *, int64_t, int64_t, const float *, float *);
 static const fused_fn FUSED_AVX512[NQTYPES] = {
     [Q8_0] = fused_q8_0_avx512, [Q4_0] = fused_q4_0_avx512, [Q4_1] = fused_q4_1_avx512,
-    [Q5_0] = fused_q5_0_avx512, [Q5_1] = fused_q5_1_avx512, [IQ4_NL] = fused_iq4_nl_avx512};
+    [Q5_0] = fused_q5_0_avx512, [Q5_1] = fused_q5_1_avx512, [IQ4_NL] = fused_iq4_nl_avx512,
+    [Q4_K] = fused_q4_k_avx512, [Q5_K] = fused_q5_k_avx512, [Q6_K] = fused_q6_k_avx512};
 
 typedef void (*dequantize_fn)(const uint8_t *, int64_t, float *);
 /* the formats of 32-value blocks with an AVX-512 de-quantization, by code (0: none) */
@@ -432,14 +546,19 @@ DOTS_AVX512(dot3x2_avx512, 3, 2)
 DOTS_AVX512(dot4x2_avx512, 4, 2)
 DOTS_AVX512(dot1x3_avx512, 1, 3)
 DOTS_AVX512(dot1x4_avx512, 1, 4)
+DOTS_AVX512(dot2x4_avx512, 2, 4)
+DOTS_AVX512(dot3x4_avx512, 3, 4)
 typedef void (*dots_fn)(const float *, int64_t, const float *, int64_t, int64_t, float *);
-/* DOTS[RN - 1][TN - 1]: tiles of up to 4 activation rows by 2 weight rows (16 accumulators; 4 by 4 took
- * twice the loads), and ROW_DOTS[RN - 1] one activation row by up to 4 weight rows (8 chains of fused
+/* DOTS4[TN - 1]: tiles of up to 3 activation rows by 4 weight rows (24 accumulators: each activation
+ * vector, read from L2 in a long prompt, serves 4 weight rows; 4 by 2 took 30% longer on a 64-token prompt,
+ * 4 by 4 spilled), DOTS[RN - 1][TN - 1] the 1 to 3 weight rows at a band's end, in tiles of up to 4
+ * activation rows, and ROW_DOTS[RN - 1] one activation row by up to 4 weight rows (8 chains of fused
  * multiply-adds in flight). Every tile sums each output as dot1x1 does, so a row's bits do not depend on
  * the tile it falls in (how many activation rows there are). */
 static const dots_fn DOTS[2][4] = {{dot1x1_avx512, dot2x1_avx512, dot3x1_avx512, dot4x1_avx512},
                                    {dot1x2_avx512, dot2x2_avx512, dot3x2_avx512, dot4x2_avx512}};
 static const dots_fn ROW_DOTS[4] = {dot1x1_avx512, dot1x2_avx512, dot1x3_avx512, dot1x4_avx512};
+static const dots_fn DOTS4[3] = {dot1x4_avx512, dot2x4_avx512, dot3x4_avx512};
 
 /* dot_f32 of TN (1 or 2) activation rows (x, x + xs) with one weight row v, 8 lanes (each output's 32 partial
  * sums in 4 vectors): s[u] */
@@ -499,11 +618,10 @@ static void f32_band(void *ctx, int64_t lo, int64_t hi) {
     }
     for (int64_t r = lo; r < hi;) {
         /* AVX-512 de-quantizes up to 4 weight rows, then multiplies them with one activation row, or in
-         * tiles of up to 4 activation rows by 2 weight rows (each weight and activation vector loaded once
-         * for the tile) */
+         * tiles (DOTS4, DOTS: each weight and activation vector loaded once for the tile) */
         const int rn = avx512 ? (hi - r < 4 ? (int)(hi - r) : 4) : 1;
 #if VG_X86
-        float s[8];
+        float s[12];
         if (avx512 && p->t == 1 && rn == 4 && FUSED_AVX512[p->qtype]) { /* a decode step: no row buffer */
             FUSED_AVX512[p->qtype](p->w + r * stride, stride, nb, p->x, s);
             for (int j = 0; j < 4; j++) p->out[r + j] = s[j];
@@ -518,6 +636,13 @@ static void f32_band(void *ctx, int64_t lo, int64_t hi) {
             ROW_DOTS[rn - 1](p->x, k, v, k, k, s);
             for (int j = 0; j < rn; j++) p->out[r + j] = s[j];
             t = 1;
+        } else if (avx512 && rn == 4) {
+            for (t = 0; t < p->t; t += 3) {
+                const int tn = p->t - t < 3 ? (int)(p->t - t) : 3;
+                DOTS4[tn - 1](p->x + t * k, k, v, k, k, s);
+                for (int u = 0; u < tn; u++)
+                    for (int j = 0; j < 4; j++) p->out[(t + u) * p->n + r + j] = s[u * 4 + j];
+            }
         } else if (avx512) {
             for (int j0 = 0; j0 < rn; j0 += 2) {
                 const int rj = rn - j0 < 2 ? rn - j0 : 2;
