@@ -10,7 +10,9 @@
  * (d_w * d_x) * dot [+ m_w * (d_x * sum(q_x))], rounded once to f32.
  *
  * It also takes 6 q5_0 (value d*(q-16), q of 5 bits), 7 q5_1 (d*q+m) and 10 iq4_nl (d * its table's value
- * at the nibble): their dots are exact integers too, scaled as q4_0's and q4_1's (AVX2: a row at a time).
+ * at the nibble): their dots are exact integers too, scaled as q4_0's and q4_1's (AVX2: q5_0 and q5_1 8 rows
+ * at a time as the q4 formats, the fifth bits spread to bytes and or-ed in; iq4_nl and a band's last rows a
+ * row at a time).
  *
  * vg_rms_norm_qmatmul_q8: the same after rms_norm's kernel (rows.c) on x.
  *
@@ -225,14 +227,21 @@ __attribute__((target("avx2,f16c"), always_inline)) static inline void q8_rows4(
     _mm_storeu_ps(out, _mm256_cvtpd_ps(acc));
 }
 
-/* q4 formats: rows w + i stride, i = 0..7, against TN (1 or 2) consecutive activation rows: 8 outputs
+/* q4 and q5 formats: rows w + i stride, i = 0..7, against TN (1 or 2) consecutive activation rows: 8 outputs
  * each, at out + t * out_step. The even rows' sums are in one vector and the odd rows' in another (fewer
  * shuffles than twice 4 rows); with TN = 2 the weights' nibbles and scales are unpacked once for both. */
 __attribute__((target("avx2,f16c"), always_inline)) static inline void q4_rows8(
     int qtype, int tn, const uint8_t *w, int64_t stride, int64_t nb, const int8_t *qx, const double *dx,
     const double *dxs, const int32_t *sx, float *out, int64_t out_step) {
-    const int64_t bytes = BLOCK_BYTES[qtype], at = qtype == Q4_1 ? 4 : 2;
+    const int five = qtype == Q5_0 || qtype == Q5_1, affine = qtype == Q4_1 || qtype == Q5_1;
+    const int64_t bytes = BLOCK_BYTES[qtype], at = qtype == Q5_1 ? 8 : qtype == Q5_0 ? 6 : affine ? 4 : 2;
     const __m256i mask = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+    /* q5: byte j of the fifth bits' u32 spread over bytes 8j..8j+7 (values 0..15 in the low half of each
+     * 128-bit lane, 16..31 in the high), all ones where the value's bit is set */
+    const __m256i spread_lo = _mm256_setr_epi64x(0, 0x0101010101010101, 0, 0x0101010101010101);
+    const __m256i spread_hi = _mm256_setr_epi64x(0x0202020202020202, 0x0303030303030303, 0x0202020202020202,
+                                                 0x0303030303030303);
+    const __m256i others = _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe), sixteen = _mm256_set1_epi8(16);
     __m256d acc_e[2] = {_mm256_setzero_pd(), _mm256_setzero_pd()};
     __m256d acc_o[2] = {_mm256_setzero_pd(), _mm256_setzero_pd()};
     const uint8_t *next = w + 8 * stride;
@@ -252,7 +261,15 @@ __attribute__((target("avx2,f16c"), always_inline)) static inline void q4_rows8(
             const uint8_t *n0 = n + 2 * i * stride;
             __m256i v = _mm256_loadu2_m128i((const __m128i *)(n0 + stride), (const __m128i *)n0);
             __m256i lo = _mm256_and_si256(v, mask), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
-            for (int t = 0; t < tn; t++) { /* |lo + hi| <= 7620: no int16 overflow */
+            if (five) { /* value j's fifth bit: bit j of the u32 before the nibbles */
+                const __m256i h = _mm256_set_m128i(_mm_set1_epi32(load32(n0 + stride - 4)), _mm_set1_epi32(load32(n0 - 4)));
+                const __m256i ones8 = _mm256_set1_epi8(-1);
+                __m256i set_lo = _mm256_cmpeq_epi8(_mm256_or_si256(_mm256_shuffle_epi8(h, spread_lo), others), ones8);
+                __m256i set_hi = _mm256_cmpeq_epi8(_mm256_or_si256(_mm256_shuffle_epi8(h, spread_hi), others), ones8);
+                lo = _mm256_or_si256(lo, _mm256_and_si256(set_lo, sixteen));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(set_hi, sixteen));
+            }
+            for (int t = 0; t < tn; t++) { /* |lo + hi| <= 4 * 31 * 127: no int16 overflow */
                 __m256i p_lo = _mm256_maddubs_epi16(lo, y_lo[t]), p_hi = _mm256_maddubs_epi16(hi, y_hi[t]);
                 sums[t][i] = _mm256_madd_epi16(_mm256_add_epi16(p_lo, p_hi), ones);
             }
@@ -267,11 +284,12 @@ __attribute__((target("avx2,f16c"), always_inline)) static inline void q4_rows8(
             __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(sums[t][0], sums[t][1]),
                                           _mm256_hadd_epi32(sums[t][2], sums[t][3]));
             if (qtype == Q4_0) h = _mm256_sub_epi32(h, _mm256_set1_epi32(8 * sx[t * nb + b]));
+            if (qtype == Q5_0) h = _mm256_sub_epi32(h, _mm256_set1_epi32(16 * sx[t * nb + b]));
             __m256d x = _mm256_set1_pd(dx[t * nb + b]);
             __m256d t_e = _mm256_mul_pd(_mm256_mul_pd(d_e, x), _mm256_cvtepi32_pd(_mm256_castsi256_si128(h)));
             __m256d h_o = _mm256_cvtepi32_pd(_mm256_extracti128_si256(h, 1));
             __m256d t_o = _mm256_mul_pd(_mm256_mul_pd(d_o, x), h_o);
-            if (qtype == Q4_1) {
+            if (affine) {
                 __m256d s = _mm256_set1_pd(dxs[t * nb + b]);
                 t_e = _mm256_add_pd(t_e, _mm256_mul_pd(m_e, s));
                 t_o = _mm256_add_pd(t_o, _mm256_mul_pd(m_o, s));
@@ -307,11 +325,18 @@ ROWS8(rows8_q4_0, Q4_0, 1)
 ROWS8(rows8_q4_1, Q4_1, 1)
 ROWS8(rows8x2_q4_0, Q4_0, 2)
 ROWS8(rows8x2_q4_1, Q4_1, 2)
+ROWS8(rows8_q5_0, Q5_0, 1)
+ROWS8(rows8_q5_1, Q5_1, 1)
+ROWS8(rows8x2_q5_0, Q5_0, 2)
+ROWS8(rows8x2_q5_1, Q5_1, 2)
 
 typedef void (*rows_fn)(ROWS_PARAMS);
-static const rows_fn ROWS4_FNS[3] = {rows4_q8_0, rows4_q4_0, rows4_q4_1};
-static const rows_fn ROWS8_FNS[3] = {0, rows8_q4_0, rows8_q4_1};
-static const rows_fn ROWS8X2_FNS[3] = {0, rows8x2_q4_0, rows8x2_q4_1};
+/* by format code (0: none) */
+static const rows_fn ROWS4_FNS[NQTYPES] = {[Q8_0] = rows4_q8_0, [Q4_0] = rows4_q4_0, [Q4_1] = rows4_q4_1};
+static const rows_fn ROWS8_FNS[NQTYPES] = {[Q4_0] = rows8_q4_0, [Q4_1] = rows8_q4_1, [Q5_0] = rows8_q5_0,
+                                           [Q5_1] = rows8_q5_1};
+static const rows_fn ROWS8X2_FNS[NQTYPES] = {[Q4_0] = rows8x2_q4_0, [Q4_1] = rows8x2_q4_1,
+                                             [Q5_0] = rows8x2_q5_0, [Q5_1] = rows8x2_q5_1};
 #endif
 
 static int simd_allowed = 2; /* the most vector path taken: 2 AVX-512, 1 AVX2, 0 the portable (for tests) */
@@ -401,35 +426,44 @@ __attribute__((target("avx2,f16c"))) static void q8_row_avx2(int qtype, const ui
 }
 #endif
 
+#if VG_X86
+/* rows r.. of a band 8 at a time (the formats of ROWS8_FNS), two activation rows at once (they share the
+ * unpacked weights); returns the first row left (fewer than 8 before hi) */
+static int64_t q8_rows8_band(const qjob *p, int64_t r, int64_t hi, int64_t stride, int64_t nb) {
+    const rows_fn rows8 = ROWS8_FNS[p->qtype], rows8x2 = ROWS8X2_FNS[p->qtype];
+    for (; r + 8 <= hi; r += 8) {
+        int64_t t = 0;
+        for (; t + 2 <= p->t; t += 2)
+            rows8x2(p->w + r * stride, stride, nb, p->qx + t * p->k, p->dx + t * nb, p->dxs + t * nb,
+                    p->sx + t * nb, p->out + t * p->n + r, p->n);
+        for (; t < p->t; t++)
+            rows8(p->w + r * stride, stride, nb, p->qx + t * p->k, p->dx + t * nb, p->dxs + t * nb,
+                  p->sx + t * nb, p->out + t * p->n + r, p->n);
+    }
+    return r;
+}
+#endif
+
 static void q8_band(void *ctx, int64_t lo, int64_t hi) {
     const qjob *p = (const qjob *)ctx;
     const int64_t nb = p->k / 32, stride = nb * BLOCK_BYTES[p->qtype];
     int64_t r = lo;
 #if VG_X86
-    if (has_avx2() && p->qtype > Q4_1) { /* q5_0, q5_1, iq4_nl: a row at a time, 16 activation rows at once */
-        for (; r < hi; r++)
-            for (int64_t t = 0; t < p->t; t += 16)
-                q8_row_avx2(p->qtype, p->w + r * stride, nb, p, t, t + 16 < p->t ? t + 16 : p->t, p->out + r, p->n);
-        return;
-    }
     if (has_avx2()) {
-        const rows_fn rows4 = ROWS4_FNS[p->qtype], rows8 = ROWS8_FNS[p->qtype];
-        const rows_fn rows8x2 = ROWS8X2_FNS[p->qtype];
+        if (ROWS8_FNS[p->qtype]) r = q8_rows8_band(p, r, hi, stride, nb);
+        if (!ROWS4_FNS[p->qtype]) { /* q5_0, q5_1 (the last rows), iq4_nl: a row at a time, 16 activation
+                                     * rows at once */
+            for (; r < hi; r++)
+                for (int64_t t = 0; t < p->t; t += 16)
+                    q8_row_avx2(p->qtype, p->w + r * stride, nb, p, t, t + 16 < p->t ? t + 16 : p->t, p->out + r,
+                                p->n);
+            return;
+        }
         float o[8];
-        if (rows8)
-            for (; r + 8 <= hi; r += 8) {
-                int64_t t = 0;
-                for (; t + 2 <= p->t; t += 2) /* two activation rows share the unpacked weights */
-                    rows8x2(p->w + r * stride, stride, nb, p->qx + t * p->k, p->dx + t * nb, p->dxs + t * nb,
-                            p->sx + t * nb, p->out + t * p->n + r, p->n);
-                for (; t < p->t; t++)
-                    rows8(p->w + r * stride, stride, nb, p->qx + t * p->k, p->dx + t * nb, p->dxs + t * nb,
-                          p->sx + t * nb, p->out + t * p->n + r, p->n);
-            }
         for (; r + 4 <= hi; r += 4)
             for (int64_t t = 0; t < p->t; t++) {
-                rows4(p->w + r * stride, stride, nb, p->qx + t * p->k, p->dx + t * nb, p->dxs + t * nb,
-                      p->sx + t * nb, o, 0);
+                ROWS4_FNS[p->qtype](p->w + r * stride, stride, nb, p->qx + t * p->k, p->dx + t * nb,
+                                    p->dxs + t * nb, p->sx + t * nb, o, 0);
                 memcpy(p->out + t * p->n + r, o, 4 * sizeof(float));
             }
     }
