@@ -10,9 +10,10 @@
  * 4 rows at a time on AVX-512, in tiles of up to 3 activation rows by 4 weight rows (fewer weight rows at
  * a band's end: up to 4 activation rows by 2), the partial sums in vector lanes (AVX2: two activation rows
  * by one weight row). A decode step (one activation row) on AVX-512 de-quantizes each block in registers
- * and multiplies it at once (no row buffer), 4 weight rows at a time: the 32-value formats, q4_k, q5_k and
- * q6_k. The 4-bit formats (q5_0, q5_1, q5_k: 5-bit) look their values up in the block's (sub-block's)
- * table of 16 (32), its scale times each value, computed as the portable path computes a value.
+ * and multiplies it at once (no row buffer), 4 weight rows at a time: every format but iq4_xs. The 4-bit
+ * formats (q5_0, q5_1, q5_k: 5-bit; q2_k, q3_k: 2- and 3-bit) look their values up in the block's
+ * (sub-block's, group's) table of 16 (32, 8), its scale times each value, computed as the portable path
+ * computes a value.
  * Every path does the portable path's operations, so the same bits (vg_quant_simd chooses one, for tests),
  * and each output is summed as a tile of one sums it: a row's bits do not depend on how many rows there
  * are or what they hold.
@@ -505,11 +506,88 @@ AVX512_Q static void fused_q6_k_avx512(const uint8_t *w, int64_t stride, int64_t
     }
     for (int r = 0; r < 4; r++) s[r] = fold_avx512(a[r], b[r]);
 }
+
+/* FUSED_32 for q2_k and q3_k: 16 groups of 16 values; group g's bytes are those of crumb (16 (g % 2) + i of
+ * the chunk g / 8, at shift 2 ((g / 2) % 4)), widened once per chunk and half, and its values looked up in
+ * the group's table of 8 (twice over: permutexvar reads 4 bits of the index), computed as dequantize_q2_k
+ * (dl * q - ml, q = the crumb) and dequantize_q3_k (dl * q, q = the crumb less 4 where hmask's bit is clear)
+ * compute a value. Even groups go to the sums of lanes 0..15, odd ones to lanes 16..31. */
+#define FUSED_K2(NAME, QTYPE)                                                                               \
+    AVX512_Q static void NAME(const uint8_t *w, int64_t stride, int64_t nb, const float *x, float *s) {     \
+        const int three = QTYPE == Q3_K;                                                                    \
+        /* value n of a table: the crumb n & 3, less 4 for q3_k where n's bit 2 (hmask's) is clear */       \
+        const __m512 crumbs = three ? _mm512_setr_ps(-4, -3, -2, -1, 0, 1, 2, 3, -4, -3, -2, -1, 0, 1, 2, 3) \
+                                    : _mm512_setr_ps(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3);       \
+        const __m512i low2 = _mm512_set1_epi32(3), four = _mm512_set1_epi32(4);                              \
+        const int64_t bytes = BLOCK_BYTES[QTYPE];                                                           \
+        __m512 a[4], b[4];                                                                                  \
+        for (int r = 0; r < 4; r++) a[r] = b[r] = _mm512_setzero_ps();                                      \
+        const uint8_t *next = w + 4 * stride;                                                               \
+        for (int64_t i = 0; i < nb; i++) {                                                                  \
+            const float *xb = x + 256 * i;                                                                  \
+            float dl[4][16], ml[4][16];                                                                     \
+            for (int r = 0; r < 4; r++) {                                                                   \
+                const uint8_t *wb = w + r * stride + i * bytes;                                             \
+                for (int64_t off = 0; off < bytes; off += 64)                                               \
+                    _mm_prefetch((const char *)(next + r * stride + i * bytes + off), _MM_HINT_T0);         \
+                if (three) {                                                                                \
+                    const uint8_t *sc = wb + 96;                                                            \
+                    int32_t scale[16];                                                                      \
+                    for (int g = 0; g < 16; g++)                                                            \
+                        scale[g] = ((g < 8 ? sc[g] & 15 : sc[g - 8] >> 4) |                                  \
+                                    (((sc[8 + g % 4] >> (2 * (g / 4))) & 3) << 4)) - 32;                     \
+                    const __m512 sf = _mm512_cvtepi32_ps(_mm512_loadu_si512(scale));                        \
+                    _mm512_storeu_ps(dl[r], _mm512_mul_ps(_mm512_set1_ps(vg_f16_at(wb + 108)), sf));      \
+                } else {                                                                                    \
+                    const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)wb));         \
+                    const __m512 lo = _mm512_cvtepi32_ps(_mm512_and_si512(sc, _mm512_set1_epi32(15)));      \
+                    const __m512 hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(sc, 4));                         \
+                    _mm512_storeu_ps(dl[r], _mm512_mul_ps(_mm512_set1_ps(vg_f16_at(wb + 80)), lo));        \
+                    _mm512_storeu_ps(ml[r], _mm512_mul_ps(_mm512_set1_ps(vg_f16_at(wb + 82)), hi));        \
+                }                                                                                           \
+            }                                                                                               \
+            for (int c = 0; c < 2; c++)                                                                     \
+                for (int r = 0; r < 4; r++) {                                                               \
+                    const uint8_t *wb = w + r * stride + i * bytes, *qs = wb + (three ? 32 : 16) + 32 * c;  \
+                    const __m512i q0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)qs));        \
+                    const __m512i q1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(qs + 16))); \
+                    __m512i h0 = q0, h1 = q1;                                                               \
+                    if (three) {                                                                            \
+                        h0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)wb));                   \
+                        h1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(wb + 16)));            \
+                    }                                                                                       \
+                    for (int sh = 0; sh < 4; sh++)                                                          \
+                        for (int e = 0; e < 2; e++) {                                                       \
+                            const int g = 8 * c + 2 * sh + e;                                               \
+                            __m512 table = _mm512_mul_ps(_mm512_set1_ps(dl[r][g]), crumbs);                 \
+                            __m512i idx = _mm512_srli_epi32(e ? q1 : q0, 2 * sh);                           \
+                            if (three) { /* bit g / 2 of hmask[16 e + i]: the crumb as it is (+4) */        \
+                                const __mmask16 set = _mm512_test_epi32_mask(e ? h1 : h0,                   \
+                                                                             _mm512_set1_epi32(1 << (g / 2))); \
+                                idx = _mm512_mask_or_epi32(_mm512_and_si512(idx, low2), set,                \
+                                                           _mm512_and_si512(idx, low2), four);              \
+                            } else {                                                                        \
+                                table = _mm512_sub_ps(table, _mm512_set1_ps(ml[r][g]));                     \
+                            }                                                                               \
+                            const __m512 v = _mm512_permutexvar_ps(idx, table);                             \
+                            const __m512 xv = _mm512_loadu_ps(xb + 16 * g);                                 \
+                            if (e)                                                                          \
+                                b[r] = _mm512_fmadd_ps(xv, v, b[r]);                                        \
+                            else                                                                            \
+                                a[r] = _mm512_fmadd_ps(xv, v, a[r]);                                        \
+                        }                                                                                   \
+                }                                                                                           \
+        }                                                                                                   \
+        for (int r = 0; r < 4; r++) s[r] = fold_avx512(a[r], b[r]);                                         \
+    }
+FUSED_K2(fused_q2_k_avx512, Q2_K)
+FUSED_K2(fused_q3_k_avx512, Q3_K)
 typedef void (*fused_fn)(const uint8_t *, int64_t, int64_t, const float *, float *);
 static const fused_fn FUSED_AVX512[NQTYPES] = {
     [Q8_0] = fused_q8_0_avx512, [Q4_0] = fused_q4_0_avx512, [Q4_1] = fused_q4_1_avx512,
     [Q5_0] = fused_q5_0_avx512, [Q5_1] = fused_q5_1_avx512, [IQ4_NL] = fused_iq4_nl_avx512,
-    [Q4_K] = fused_q4_k_avx512, [Q5_K] = fused_q5_k_avx512, [Q6_K] = fused_q6_k_avx512};
+    [Q4_K] = fused_q4_k_avx512, [Q5_K] = fused_q5_k_avx512, [Q6_K] = fused_q6_k_avx512,
+    [Q2_K] = fused_q2_k_avx512, [Q3_K] = fused_q3_k_avx512};
 
 typedef void (*dequantize_fn)(const uint8_t *, int64_t, float *);
 /* the formats of 32-value blocks with an AVX-512 de-quantization, by code (0: none) */
