@@ -10,7 +10,8 @@
  * 4 rows at a time on AVX-512, in tiles of up to 3 activation rows by 4 weight rows (fewer weight rows at
  * a band's end: up to 4 activation rows by 2), the partial sums in vector lanes (AVX2: two activation rows
  * by one weight row). A decode step (one activation row) on AVX-512 de-quantizes each block in registers
- * and multiplies it at once (no row buffer), 4 weight rows at a time: every format but iq4_xs. The 4-bit
+ * and multiplies it at once (no row buffer), 4 weight rows at a time: every format but iq4_xs (AVX2: q4_k,
+ * 2 weight rows at a time, each value computed in 8 lanes as the portable path does). The 4-bit
  * formats (q5_0, q5_1, q5_k: 5-bit; q2_k, q3_k: 2- and 3-bit) look their values up in the block's
  * (sub-block's, group's) table of 16 (32, 8), its scale times each value, computed as the portable path
  * computes a value.
@@ -582,6 +583,51 @@ AVX512_Q static void fused_q6_k_avx512(const uint8_t *w, int64_t stride, int64_t
     }
 FUSED_K2(fused_q2_k_avx512, Q2_K)
 FUSED_K2(fused_q3_k_avx512, Q3_K)
+
+/* FUSED_K4's q4_k on AVX2: 2 weight rows at a time, each output's 32 partial sums in 4 vectors of 8; each
+ * value computed as dequantize_k4 computes it (ds * q - dm), the sums folded as DOTS_AVX2 folds them */
+__attribute__((target("avx2,fma,f16c"))) static void fused_q4_k_avx2(const uint8_t *w, int64_t stride, int64_t nb,
+                                                                      const float *x, float *s) {
+    const int64_t bytes = BLOCK_BYTES[Q4_K];
+    const __m256i low4 = _mm256_set1_epi32(15);
+    __m256 a[2][4];
+    for (int r = 0; r < 2; r++)
+        for (int l = 0; l < 4; l++) a[r][l] = _mm256_setzero_ps();
+    const uint8_t *next = w + 2 * stride;
+    for (int64_t i = 0; i < nb; i++) {
+        const float *xb = x + 256 * i;
+        float ds[2][8], dm[2][8];
+        for (int r = 0; r < 2; r++) {
+            const uint8_t *wb = w + r * stride + i * bytes;
+            for (int64_t off = 0; off < bytes; off += 64)
+                _mm_prefetch((const char *)(next + r * stride + i * bytes + off), _MM_HINT_T0);
+            const float d = vg_f16_at(wb), dmin = vg_f16_at(wb + 2);
+            for (int j = 0; j < 8; j++) {
+                int sc, m;
+                k4_scale(wb + 4, j, &sc, &m);
+                ds[r][j] = d * (float)sc, dm[r][j] = dmin * (float)m;
+            }
+        }
+        for (int j = 0; j < 8; j++)
+            for (int l = 0; l < 4; l++) {
+                const __m256 xv = _mm256_loadu_ps(xb + 32 * j + 8 * l);
+                for (int r = 0; r < 2; r++) {
+                    const uint8_t *qs = w + r * stride + i * bytes + 16 + 32 * (j / 2) + 8 * l;
+                    __m256i q = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)qs));
+                    q = j % 2 ? _mm256_srli_epi32(q, 4) : _mm256_and_si256(q, low4);
+                    const __m256 v = _mm256_sub_ps(_mm256_mul_ps(_mm256_set1_ps(ds[r][j]), _mm256_cvtepi32_ps(q)),
+                                                   _mm256_set1_ps(dm[r][j]));
+                    a[r][l] = _mm256_fmadd_ps(xv, v, a[r][l]);
+                }
+            }
+    }
+    for (int r = 0; r < 2; r++) {
+        __m256 e = _mm256_add_ps(_mm256_add_ps(a[r][0], a[r][2]), _mm256_add_ps(a[r][1], a[r][3]));
+        __m128 f = _mm_add_ps(_mm256_castps256_ps128(e), _mm256_extractf128_ps(e, 1));
+        f = _mm_add_ps(f, _mm_movehl_ps(f, f));
+        s[r] = _mm_cvtss_f32(_mm_add_ss(f, _mm_movehdup_ps(f)));
+    }
+}
 typedef void (*fused_fn)(const uint8_t *, int64_t, int64_t, const float *, float *);
 static const fused_fn FUSED_AVX512[NQTYPES] = {
     [Q8_0] = fused_q8_0_avx512, [Q4_0] = fused_q4_0_avx512, [Q4_1] = fused_q4_1_avx512,
@@ -704,6 +750,12 @@ static void f32_band(void *ctx, int64_t lo, int64_t hi) {
             FUSED_AVX512[p->qtype](p->w + r * stride, stride, nb, p->x, s);
             for (int j = 0; j < 4; j++) p->out[r + j] = s[j];
             r += 4;
+            continue;
+        }
+        if (!avx512 && avx2 && p->t == 1 && hi - r >= 2 && p->qtype == Q4_K) { /* a decode step, AVX2 */
+            fused_q4_k_avx2(p->w + r * stride, stride, nb, p->x, s);
+            p->out[r] = s[0], p->out[r + 1] = s[1];
+            r += 2;
             continue;
         }
 #endif
