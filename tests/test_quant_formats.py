@@ -207,15 +207,17 @@ def test_a_type_verigrad_does_not_read_is_refused_by_name(tmp_path):
 
 @pytest.mark.skipif(not cpu.available(), reason="the cpu backend cannot be built here")
 @pytest.mark.parametrize("qtype", ["q5_0", "q5_1", "iq4_nl"])
-def test_qmatmul_q8_of_the_new_formats_over_many_rows(qtype):
-    """qmatmul_q8's kernel on q5_0, q5_1 and iq4_nl with more activation rows than it takes at once (16),
-    on every vector path and 1-3 threads: the reference's bits; the reference is the 8-bit x times the
-    weight's integers (value / d, exact in f32) scaled per block."""
+def test_qmatmul_q8_of_the_new_formats_over_many_rows(qtype, monkeypatch):
+    """qmatmul_q8's kernel on q5_0, q5_1 and iq4_nl with more activation rows than it takes at once (16), and
+    weight rows fewer than, as many as and more than its groups of 8 (q5_0, q5_1), on every vector path and
+    1-3 threads: the reference's bits; the reference is the 8-bit x times the weight's integers (value / d,
+    exact in f32) scaled per block."""
+    monkeypatch.setattr(cpu_quant, "MIN_BAND_BYTES", 1)  # bands of a few rows on 2 and 3 threads
     rng = np.random.default_rng(5)
-    raw, x = random_blocks(rng, qtype, 7, 256), rng.standard_normal((37, 256)).astype(np.float32)
+    raw, x = random_blocks(rng, qtype, 19, 256), rng.standard_normal((37, 256)).astype(np.float32)
     want = qmatmul_q8.reference(x, raw, qtype)
     q, d, _ = quantize_q8(x)
-    values = dequantize(raw, qtype, (7, 256)).astype(np.float64)
+    values = dequantize(raw, qtype, (19, 256)).astype(np.float64)
     np.testing.assert_allclose(want, (q * d[..., None]).reshape(37, 256) @ values.T, rtol=1e-6, atol=1e-6)
     kernel = cpu.cpu.native(vg.REGISTRY["qmatmul_q8"], vg.f32)
     try:
@@ -223,8 +225,10 @@ def test_qmatmul_q8_of_the_new_formats_over_many_rows(qtype):
             cpu_quant.path(path)
             for threads in (1, 2, 3):
                 vg.set_threads(threads)
-                got = kernel(x, raw, qtype=qtype)
-                np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), err_msg=path)
+                for n, t in [(19, 37), (8, 1), (8, 2), (9, 3), (7, 1), (17, 1), (16, 5)]:
+                    got = kernel(x[:t], raw[:n], qtype=qtype)
+                    where = f"{path} {threads} {n}x{t}"
+                    np.testing.assert_array_equal(got.view(np.uint32), want[:t, :n].view(np.uint32), where)
     finally:
         cpu_quant.simd(True)
         vg.set_threads(1)

@@ -1,7 +1,7 @@
-"""Quantized products (quant.c), from the blocks: qmatmul_q8 on q8_0, q4_0, q4_1, q5_0, q5_1 and iq4_nl
+"""Quantized products, from the blocks: qmatmul_q8 (quant.c) on q8_0, q4_0, q4_1, q5_0, q5_1 and iq4_nl
 weights (AVX2 paths for each) and, in quant_k8.c, on q4_k, q5_k, q6_k, q2_k, q3_k and iq4_xs weights
-(activations quantized as llama.cpp's q8_K; AVX2 and AVX-512 paths), qmatmul and
-qembedding on every block format of ops/quant.py (QTYPES).
+(activations quantized as llama.cpp's q8_K; AVX2 and AVX-512 paths), qmatmul and qembedding (quant_f32.c)
+on every block format of ops/quant.py (QTYPES; quant.h holds the codes).
 
 - qmatmul_q8 gives the reference's bits: the activations are quantized as `quantize_q8` does, block dots
   are exact integers, and the f64 terms are added in the reference's order (EXACT).
@@ -32,7 +32,7 @@ from ..reference import composite_reference
 from . import _ffi, matmul
 from ._ffi import Library
 
-QTYPES = {  # quant.c's format codes
+QTYPES = {  # quant.h's format codes
     "q8_0": 0,
     "q4_0": 1,
     "q4_1": 2,
@@ -168,7 +168,7 @@ def _dequantize(embedding: Callable, reference: Callable) -> Callable:
 _state: dict[str, Any] = {"simd": None}
 
 
-PATHS = ("scalar", "avx2", "avx512")  # quant.c's levels
+PATHS = ("scalar", "avx2", "avx512")  # vg_quant_simd's levels
 
 
 def path(name: str | None = None) -> str:

@@ -17,37 +17,14 @@
  * Threads take bands of weight rows and each output is computed by one thread in one order, independent of
  * the other activation rows: the same bits for every thread count and batch.
  */
-#include <math.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
+#include "quant.h"
 
-#include "vg.h"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define VG_X86 1
-#else
-#define VG_X86 0
-#endif
-
-int vg_quant_simd(int level); /* quant.c: the vector path allowed now (2 AVX-512, 1 AVX2, 0 portable) */
-
-/* quant.c's format codes */
-enum { Q4_K = 3, Q6_K = 4, Q5_K = 5, Q2_K = 8, Q3_K = 9, IQ4_XS = 11 };
-static const int8_t IQ4_TABLE[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 #define TILE 16 /* activation rows that share each unpacked weight block */
 
+/* the 256-value formats' block bytes (0: a format this file does not take) */
 static int64_t block_bytes(int qtype) {
-    switch (qtype) {
-    case Q4_K: return 144;
-    case Q5_K: return 176;
-    case Q6_K: return 210;
-    case Q2_K: return 84;
-    case Q3_K: return 110;
-    case IQ4_XS: return 136;
-    default: return 0;
-    }
+    const int k_format = qtype == Q4_K || qtype == Q5_K || qtype == Q6_K || qtype == Q2_K || qtype == Q3_K;
+    return k_format || qtype == IQ4_XS ? BLOCK_BYTES[qtype] : 0;
 }
 
 
@@ -96,12 +73,6 @@ typedef struct {
     int16_t scale[16], bias[16], mins[16];
     double d, dmin;
 } kblock;
-
-/* q4_k/q5_k's 6-bit scale and min of sub-block j from the 12 bytes s */
-static inline void k4_scale(const uint8_t *s, int j, int *sc, int *m) {
-    *sc = j < 4 ? s[j] & 63 : (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
-    *m = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-}
 
 /* weight block wb of `qtype` -> kb's scales, biases, mins, d and dmin (bias and mins: the formats that have
  * them) */
@@ -179,8 +150,8 @@ static void unpack_values(int qtype, const uint8_t *wb, kblock *kb) {
         const uint8_t *qs = wb + 8;
         for (int j = 0; j < 8; j++)
             for (int l = 0; l < 16; l++) {
-                kb->sign[32 * j + l] = IQ4_TABLE[qs[16 * j + l] & 15];
-                kb->sign[32 * j + 16 + l] = IQ4_TABLE[qs[16 * j + l] >> 4];
+                kb->sign[32 * j + l] = IQ4_VALUES[qs[16 * j + l] & 15];
+                kb->sign[32 * j + 16 + l] = IQ4_VALUES[qs[16 * j + l] >> 4];
             }
         for (int i = 0; i < 256; i++) u[i] = (uint8_t)(kb->sign[i] < 0 ? -kb->sign[i] : kb->sign[i]);
     }
@@ -258,7 +229,7 @@ __attribute__((target("avx2"), always_inline)) static inline void unpack_values_
             }
         }
     } else { /* iq4_xs */
-        const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)IQ4_TABLE));
+        const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)IQ4_VALUES));
         for (int j = 0; j < 8; j++) {
             __m128i n = _mm_loadu_si128((const __m128i *)(wb + 8 + 16 * j));
             __m256i idx = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(n, 4), n), low4);

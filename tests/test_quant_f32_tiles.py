@@ -1,0 +1,53 @@
+"""qmatmul's f32-activation cpu kernels on the paths that de-quantize blocks in registers (a decode step: one
+activation row against 4 weight rows at a time) and on the prompt tiles (3 activation rows by 4 weight rows,
+and the remainders of both): the reference's bits for every format, on every vector path and 1-3 threads,
+for row counts on both sides of each tile's edge, with blocks of raw bytes (scales of any f16: subnormal,
+huge, infinite, NaN) and activations with an infinity and huge values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import verigrad as vg
+from verigrad.backends import cpu
+from verigrad.backends.cpu import quant as cpu_quant
+from verigrad.ops.quant import BLOCK_QTYPES, FORMATS
+
+pytestmark = pytest.mark.skipif(not cpu.available(), reason="the cpu backend could not be built here")
+
+ROWS = (1, 3, 4, 5, 8, 9, 17)  # weight rows: no group of 4, one, one and a remainder, ...
+TOKENS = (1, 2, 3, 4, 7)  # activation rows: a decode step, each prompt tile and a remainder
+
+
+def _assert_same(got: np.ndarray, want: np.ndarray, where: str) -> None:
+    """The same bits, a NaN standing for any NaN (the reference's and a kernel's payloads may differ)."""
+    nan = np.isnan(want)
+    np.testing.assert_array_equal(np.isnan(got), nan, where)
+    np.testing.assert_array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32), where)
+
+
+@pytest.mark.parametrize("qtype", BLOCK_QTYPES)
+def test_decode_and_prompt_tiles_give_the_reference_bits(qtype, monkeypatch):
+    monkeypatch.setattr(cpu_quant, "MIN_BAND_BYTES", 1)  # bands of a row or two: every split is tried
+    kernel = cpu.cpu.native(vg.REGISTRY["qmatmul"], vg.f32)
+    reference = vg.REGISTRY["qmatmul"].reference
+    k = 512 if FORMATS[qtype].block == 256 else 96
+    rng = np.random.default_rng(11)
+    raw = rng.integers(0, 256, (max(ROWS), FORMATS[qtype].row_bytes(k)), dtype=np.uint8)
+    x = rng.standard_normal((max(TOKENS), k)).astype(np.float32)
+    x[5, 3] = np.inf
+    x[6] *= np.float32(1e30)
+    try:
+        for n in ROWS:
+            for t in TOKENS:
+                with np.errstate(all="ignore"):
+                    want = reference(x[:t], raw[:n], qtype)
+                for path in cpu_quant.PATHS:
+                    taken = cpu_quant.path(path)
+                    for threads in (1, 2, 3):
+                        vg.set_threads(threads)
+                        _assert_same(kernel(x[:t], raw[:n], qtype=qtype), want, f"{taken} {threads} {n}x{t}")
+    finally:
+        vg.set_threads(1)
+        cpu_quant.simd(True)

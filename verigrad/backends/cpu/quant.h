@@ -1,0 +1,45 @@
+/* What the quantized products share: the GGML block formats' codes and sizes, small readers of a block's
+ * bytes, and the choice of vector path. quant.c holds the 8-bit-activation products of the 32-value
+ * formats, quant_k8.c those of the 256-value formats, quant_f32.c the f32-activation products and the
+ * de-quantization (qembedding). The layouts are those of ops/quant.py. */
+#ifndef VG_QUANT_H
+#define VG_QUANT_H
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vg.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#include <immintrin.h>
+#define VG_X86 1
+#else
+#define VG_X86 0
+#endif
+
+enum { Q8_0 = 0, Q4_0 = 1, Q4_1 = 2, Q4_K = 3, Q6_K = 4, Q5_K = 5, Q5_0 = 6, Q5_1 = 7, Q2_K = 8, Q3_K = 9 };
+enum { IQ4_NL = 10, IQ4_XS = 11, NQTYPES = 12 };
+static const int64_t BLOCK_BYTES[NQTYPES] = {34, 18, 20, 144, 210, 176, 22, 24, 84, 110, 18, 136};
+static const int64_t BLOCK_VALUES[NQTYPES] = {32, 32, 32, 256, 256, 256, 32, 32, 256, 256, 32, 256};
+/* iq4_nl's and iq4_xs's values of the 16 nibbles */
+static const int8_t IQ4_VALUES[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+/* level 0, 1 or 2: the most vector path allowed (portable, AVX2, AVX-512); -1 leaves it; returns the path
+ * taken now (after the change), capped at what the machine has (quant.c) */
+int vg_quant_simd(int level);
+
+/* the little-endian 32 bits at p */
+static inline int32_t load32(const uint8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* q4_k/q5_k's 6-bit scale and min of sub-block j from the 12 bytes s */
+static inline void k4_scale(const uint8_t *s, int j, int *sc, int *m) {
+    *sc = j < 4 ? s[j] & 63 : (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
+    *m = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+}
+#endif

@@ -1,0 +1,852 @@
+/* f32-activation products with quantized weights (GGML blocks, quant.h's formats), and their rows
+ * de-quantized (qembedding).
+ *
+ * vg_qmatmul_f32: out[t, n] = qmatmul's reference (ops/quant.py `lane_dot`), bit for bit: sum_k x[t, k] *
+ * w[n, k] with w dequantized to f32 as the reference does, in 32 f32 partial sums (sum j takes k = j mod 32
+ * in order, one fused multiply-add rounded once a step), folded s[j] + s[j + h] for h = 16, 8, 4, 2, 1. It
+ * also takes 5 q5_k, 6 q5_0, 7 q5_1, 8 q2_k, 9 q3_k, 10 iq4_nl and 11 iq4_xs (the k-quants' blocks hold 256
+ * values; see ops/quant.py for every layout). Rows are de-quantized into a row buffer (q4_k, q5_k and q6_k 8
+ * values (AVX2) or 16 (AVX-512) at a time, the 32-value formats 8 (AVX2) or 16 (AVX-512)) and multiplied
+ * 4 rows at a time on AVX-512, in tiles of up to 3 activation rows by 4 weight rows (fewer weight rows at
+ * a band's end: up to 4 activation rows by 2), the partial sums in vector lanes (AVX2: two activation rows
+ * by one weight row). A decode step (one activation row) on AVX-512 de-quantizes each block in registers
+ * and multiplies it at once (no row buffer), 4 weight rows at a time: every format but iq4_xs (AVX2: q4_k,
+ * 2 weight rows at a time, each value computed in 8 lanes as the portable path does). The 4-bit
+ * formats (q5_0, q5_1, q5_k: 5-bit; q2_k, q3_k: 2- and 3-bit) look their values up in the block's
+ * (sub-block's, group's) table of 16 (32, 8), its scale times each value, computed as the portable path
+ * computes a value.
+ * Every path does the portable path's operations, so the same bits (vg_quant_simd chooses one, for tests),
+ * and each output is summed as a tile of one sums it: a row's bits do not depend on how many rows there
+ * are or what they hold.
+ *
+ * Threads take bands of weight rows (each reads only its band); every output is computed by one thread
+ * in one order, so every thread count gives the same bits.
+ */
+#include "quant.h"
+
+typedef struct {
+    int qtype;
+    const uint8_t *w;
+    int64_t n, k, t;
+    const float *x;
+    float *out;
+    int avx2, avx512;    /* the vector paths taken (vg_quant_simd) */
+    volatile int failed; /* a band could not allocate its row buffer */
+} fjob;
+
+/* ---------------------------------------------------------------- de-quantization, portable */
+
+/* a q4_k (q5_k: qh given) block: 8 sub-blocks of 32 with 6-bit scales and mins; value (d * sc) * q - dmin * m,
+ * q the nibbles (and bit j of qh[i] as the fifth bit of value i of sub-block j) */
+static void dequantize_k4(const uint8_t *wb, const uint8_t *qh, const uint8_t *qs, float *v) {
+    const float d = vg_f16_at(wb), dmin = vg_f16_at(wb + 2);
+    for (int j = 0; j < 8; j++) {
+        int sc, m;
+        k4_scale(wb + 4, j, &sc, &m);
+        const float ds = d * (float)sc, dm = dmin * (float)m;
+        const uint8_t *q = qs + 32 * (j / 2); /* sub-block 2c: low nibbles of chunk c; 2c + 1: high */
+        for (int i = 0; i < 32; i++) {
+            int qi = j % 2 ? q[i] >> 4 : q[i] & 15;
+            if (qh) qi |= ((qh[i] >> j) & 1) << 4;
+            v[32 * j + i] = ds * (float)qi - dm;
+        }
+    }
+}
+
+/* q5_0 (value d * (q - 16)) and q5_1 (d * q + m): the fifth bit of value i is bit i of a little-endian u32 */
+static void dequantize_q5(int qtype, const uint8_t *wb, float *v) {
+    const float d = vg_f16_at(wb), m = qtype == Q5_1 ? vg_f16_at(wb + 2) : 0.0f;
+    const uint8_t *qh = wb + (qtype == Q5_1 ? 4 : 2), *qs = qh + 4;
+    const uint32_t high = (uint32_t)qh[0] | ((uint32_t)qh[1] << 8) | ((uint32_t)qh[2] << 16) | ((uint32_t)qh[3] << 24);
+    for (int i = 0; i < 32; i++) {
+        int q = (i < 16 ? qs[i] & 15 : qs[i - 16] >> 4) | (int)(((high >> i) & 1) << 4);
+        v[i] = qtype == Q5_1 ? d * (float)q + m : d * (float)(q - 16);
+    }
+}
+
+/* q2_k and q3_k: value i of group g (16 groups of 16) has 2 bits at shift 2 * ((g / 2) % 4) of byte
+ * qs[32 * (g / 8) + 16 * (g % 2) + i] */
+static int crumb(const uint8_t *qs, int g, int i) {
+    return (qs[32 * (g / 8) + 16 * (g % 2) + i] >> (2 * ((g / 2) % 4))) & 3;
+}
+
+/* q2_k: scales[16] (low nibble scale, high nibble min), qs[64], d, dmin: (d * sc) * q - dmin * m */
+static void dequantize_q2_k(const uint8_t *wb, float *v) {
+    const float d = vg_f16_at(wb + 80), dmin = vg_f16_at(wb + 82);
+    for (int g = 0; g < 16; g++) {
+        const float dl = d * (float)(wb[g] & 15), ml = dmin * (float)(wb[g] >> 4);
+        for (int i = 0; i < 16; i++) v[16 * g + i] = dl * (float)crumb(wb + 16, g, i) - ml;
+    }
+}
+
+/* q3_k: hmask[32], qs[64], 12 bytes of 6-bit scales (less 32), d: (d * scale) * (q - 4 if the value's
+ * bit of hmask is clear); value 32 s + l's bit is bit s of hmask[l] */
+static void dequantize_q3_k(const uint8_t *wb, float *v) {
+    const uint8_t *s = wb + 96;
+    const float d = vg_f16_at(wb + 108);
+    for (int g = 0; g < 16; g++) {
+        int low = g < 8 ? s[g] & 15 : s[g - 8] >> 4, high = (s[8 + g % 4] >> (2 * (g / 4))) & 3;
+        const float dl = d * (float)((low | (high << 4)) - 32);
+        for (int i = 0; i < 16; i++) {
+            int at = 16 * g + i, q = crumb(wb + 32, g, i) - (((wb[at % 32] >> (at / 32)) & 1) ? 0 : 4);
+            v[at] = dl * (float)q;
+        }
+    }
+}
+
+/* iq4_nl (d, 16 bytes of nibbles: values from IQ4_VALUES) and iq4_xs (d, 2 + 4 bytes of 6-bit scales less
+ * 32, 8 sub-blocks of 16 bytes): (d * scale) * IQ4_VALUES[q] */
+static void dequantize_iq4(int qtype, const uint8_t *wb, float *v) {
+    const float d = vg_f16_at(wb);
+    if (qtype == IQ4_NL) {
+        for (int i = 0; i < 16; i++) {
+            v[i] = d * (float)IQ4_VALUES[wb[2 + i] & 15];
+            v[i + 16] = d * (float)IQ4_VALUES[wb[2 + i] >> 4];
+        }
+        return;
+    }
+    const int high = wb[2] | (wb[3] << 8);
+    for (int j = 0; j < 8; j++) {
+        int ls = ((wb[4 + j / 2] >> (4 * (j % 2))) & 15) | (((high >> (2 * j)) & 3) << 4);
+        const float dl = d * (float)(ls - 32);
+        const uint8_t *q = wb + 8 + 16 * j;
+        for (int i = 0; i < 16; i++) {
+            v[32 * j + i] = dl * (float)IQ4_VALUES[q[i] & 15];
+            v[32 * j + i + 16] = dl * (float)IQ4_VALUES[q[i] >> 4];
+        }
+    }
+}
+
+/* a q6_k block: 16 groups of 16 with int8 scales; value (d * sc) * (q - 32), q from 4 + 2 bits */
+static void dequantize_q6_k(const uint8_t *wb, float *v) {
+    const float d = vg_f16_at(wb + 208);
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *ql = wb + 64 * h, *qh = wb + 128 + 32 * h;
+        const int8_t *sc = (const int8_t *)(wb + 192) + 8 * h;
+        for (int l = 0; l < 32; l++) {
+            const int low[4] = {ql[l] & 15, ql[l + 32] & 15, ql[l] >> 4, ql[l + 32] >> 4};
+            for (int quarter = 0; quarter < 4; quarter++) {
+                int q = low[quarter] | (((qh[l] >> (2 * quarter)) & 3) << 4);
+                v[128 * h + 32 * quarter + l] = (d * (float)sc[2 * quarter + l / 16]) * (float)(q - 32);
+            }
+        }
+    }
+}
+
+/* one row of w dequantized to f32 exactly as the reference does (d * q, d * (q - 8), d * q + m, ...) */
+static void dequantize_row(int qtype, const uint8_t *w, int64_t nb, float *v) {
+    const int64_t bytes = BLOCK_BYTES[qtype];
+    for (int64_t b = 0; b < nb; b++, v += BLOCK_VALUES[qtype]) {
+        const uint8_t *wb = w + b * bytes;
+        float d = vg_f16_at(wb);
+        if (qtype == Q8_0) {
+            for (int i = 0; i < 32; i++) v[i] = d * (float)((const int8_t *)(wb + 2))[i];
+        } else if (qtype == Q4_0) {
+            for (int i = 0; i < 16; i++) {
+                v[i] = d * (float)((wb[2 + i] & 15) - 8);
+                v[i + 16] = d * (float)((wb[2 + i] >> 4) - 8);
+            }
+        } else if (qtype == Q4_1) {
+            float m = vg_f16_at(wb + 2);
+            for (int i = 0; i < 16; i++) {
+                v[i] = d * (float)(wb[4 + i] & 15) + m;
+                v[i + 16] = d * (float)(wb[4 + i] >> 4) + m;
+            }
+        } else if (qtype == Q4_K) {
+            dequantize_k4(wb, 0, wb + 16, v);
+        } else if (qtype == Q5_K) {
+            dequantize_k4(wb, wb + 16, wb + 48, v);
+        } else if (qtype == Q6_K) {
+            dequantize_q6_k(wb, v);
+        } else if (qtype == Q5_0 || qtype == Q5_1) {
+            dequantize_q5(qtype, wb, v);
+        } else if (qtype == Q2_K) {
+            dequantize_q2_k(wb, v);
+        } else if (qtype == Q3_K) {
+            dequantize_q3_k(wb, v);
+        } else {
+            dequantize_iq4(qtype, wb, v);
+        }
+    }
+}
+
+/* qmatmul's f32 sum of x[i] * v[i] (ops/quant.py): partial sum j of 32 takes i = j (mod 32) in order, each
+ * step one fused multiply-add rounded once, from +0.0; then s[j] = s[j] + s[j + h] for h = 16, 8, 4, 2, 1 */
+static float fold32(float *a) {
+    for (int h = 16; h; h >>= 1)
+        for (int j = 0; j < h; j++) a[j] = a[j] + a[j + h];
+    return a[0];
+}
+
+static float dot_f32(const float *x, const float *v, int64_t k) {
+    float a[32] = {0};
+    for (int64_t i = 0; i < k; i += 32)
+        for (int j = 0; j < 32; j++) a[j] = fmaf(x[i + j], v[i + j], a[j]);
+    return fold32(a);
+}
+
+#if VG_X86
+/* 8 integers (int32) as floats, times d, plus m when m is given: the reference's f32 values */
+__attribute__((target("avx2"), always_inline)) static inline void put8(float *v, __m256i q, __m256 d,
+                                                                         const __m256 *m) {
+    __m256 x = _mm256_mul_ps(d, _mm256_cvtepi32_ps(q));
+    _mm256_storeu_ps(v, m ? _mm256_add_ps(x, *m) : x);
+}
+
+__attribute__((target("avx2,f16c"))) static void dequantize_row_avx2(int qtype, const uint8_t *w, int64_t nb,
+                                                                       float *v) {
+    const int64_t bytes = BLOCK_BYTES[qtype];
+    for (int64_t b = 0; b < nb; b++, v += 32) {
+        const uint8_t *wb = w + b * bytes;
+        __m256 d = _mm256_set1_ps(vg_f16_at(wb));
+        if (qtype == Q8_0) {
+            for (int j = 0; j < 4; j++) {
+                __m128i q = _mm_loadl_epi64((const __m128i *)(wb + 2 + 8 * j));
+                put8(v + 8 * j, _mm256_cvtepi8_epi32(q), d, 0);
+            }
+            continue;
+        }
+        const __m128i mask = _mm_set1_epi8(15);
+        const int five = qtype == Q5_0 || qtype == Q5_1, affine = qtype == Q4_1 || qtype == Q5_1;
+        const uint8_t *qh = wb + (affine ? 4 : 2); /* q5: the fifth bits (a u32), then the nibbles */
+        __m128i n = _mm_loadu_si128((const __m128i *)(qh + (five ? 4 : 0)));
+        __m128i lo = _mm_and_si128(n, mask), hi = _mm_and_si128(_mm_srli_epi16(n, 4), mask);
+        __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+        __m256 m = _mm256_set1_ps(affine ? vg_f16_at(wb + 2) : 0.0f);
+        __m256i off = _mm256_set1_epi32(qtype == Q4_0 ? 8 : qtype == Q5_0 ? 16 : 0);
+        __m256i high = _mm256_set1_epi32(five ? load32(qh) : 0); /* x86 is little-endian */
+        for (int j = 0; j < 4; j++) {
+            __m256i shift = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(8 * j));
+            __m256i bits = _mm256_and_si256(_mm256_srlv_epi32(high, shift), _mm256_set1_epi32(1));
+            __m256i q = _mm256_or_si256(_mm256_cvtepu8_epi32(parts[j]), _mm256_slli_epi32(bits, 4));
+            put8(v + 8 * j, _mm256_sub_epi32(q, off), d, affine ? &m : 0);
+        }
+    }
+}
+
+/* 8 (AVX2) or 16 (AVX-512) k-quant values: q = ((lo[i] >> ls) & lm) | (((hi[i] >> hs) & hm) << 4) - off
+ * (no hi: the first term alone), then ds * q (less dm where has_m): the portable paths' operations */
+__attribute__((target("avx2"), always_inline)) static inline void k_avx2(float *v, const uint8_t *lo, int ls,
+                                                                           const uint8_t *hi, int hs, int hm,
+                                                                           int off, float ds, float dm,
+                                                                           int has_m) {
+    __m256i q = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)lo));
+    q = _mm256_and_si256(_mm256_srl_epi32(q, _mm_cvtsi32_si128(ls)), _mm256_set1_epi32(15));
+    if (hi) {
+        __m256i h = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)hi));
+        h = _mm256_and_si256(_mm256_srl_epi32(h, _mm_cvtsi32_si128(hs)), _mm256_set1_epi32(hm));
+        q = _mm256_or_si256(q, _mm256_slli_epi32(h, 4));
+    }
+    __m256 x = _mm256_mul_ps(_mm256_set1_ps(ds), _mm256_cvtepi32_ps(_mm256_sub_epi32(q, _mm256_set1_epi32(off))));
+    _mm256_storeu_ps(v, has_m ? _mm256_sub_ps(x, _mm256_set1_ps(dm)) : x);
+}
+
+#define AVX512_Q __attribute__((target("avx2,f16c,avx512f,avx512dq")))
+AVX512_Q __attribute__((always_inline)) static inline void k_avx512(float *v, const uint8_t *lo, int ls,
+                                                                    const uint8_t *hi, int hs, int hm, int off,
+                                                                    float ds, float dm, int has_m) {
+    __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)lo));
+    q = _mm512_and_si512(_mm512_srl_epi32(q, _mm_cvtsi32_si128(ls)), _mm512_set1_epi32(15));
+    if (hi) {
+        __m512i h = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)hi));
+        h = _mm512_and_si512(_mm512_srl_epi32(h, _mm_cvtsi32_si128(hs)), _mm512_set1_epi32(hm));
+        q = _mm512_or_si512(q, _mm512_slli_epi32(h, 4));
+    }
+    __m512 x = _mm512_mul_ps(_mm512_set1_ps(ds), _mm512_cvtepi32_ps(_mm512_sub_epi32(q, _mm512_set1_epi32(off))));
+    _mm512_storeu_ps(v, has_m ? _mm512_sub_ps(x, _mm512_set1_ps(dm)) : x);
+}
+
+/* rows of q4_k, q5_k or q6_k blocks, L values a step, with PUT (k_avx2 or k_avx512); the layouts are those
+ * of dequantize_k4 and dequantize_q6_k */
+#define DEQUANTIZE_K(NAME, ATTR, L, PUT)                                                                    \
+    ATTR static void NAME(int qtype, const uint8_t *w, int64_t nb, float *v) {                              \
+        for (int64_t b = 0; b < nb; b++, v += 256) {                                                        \
+            const uint8_t *wb = w + b * BLOCK_BYTES[qtype];                                                 \
+            if (qtype == Q6_K) {                                                                            \
+                const float d = vg_f16_at(wb + 208);                                                    \
+                const int8_t *sc = (const int8_t *)(wb + 192);                                              \
+                for (int h = 0; h < 2; h++)                                                                 \
+                    for (int quarter = 0; quarter < 4; quarter++)                                           \
+                        for (int l = 0; l < 32; l += L)                                                     \
+                            PUT(v + 128 * h + 32 * quarter + l, wb + 64 * h + 32 * (quarter & 1) + l,        \
+                                4 * (quarter >> 1), wb + 128 + 32 * h + l, 2 * quarter, 3, 32,              \
+                                d * (float)sc[8 * h + 2 * quarter + l / 16], 0.0f, 0);                      \
+                continue;                                                                                   \
+            }                                                                                               \
+            const float d = vg_f16_at(wb), dmin = vg_f16_at(wb + 2);                                \
+            const uint8_t *qh = qtype == Q5_K ? wb + 16 : 0, *qs = wb + (qtype == Q5_K ? 48 : 16);          \
+            for (int j = 0; j < 8; j++) {                                                                   \
+                int sc, m;                                                                                  \
+                k4_scale(wb + 4, j, &sc, &m);                                                               \
+                const float ds = d * (float)sc, dm = dmin * (float)m;                                       \
+                for (int l = 0; l < 32; l += L)                                                             \
+                    PUT(v + 32 * j + l, qs + 32 * (j / 2) + l, 4 * (j % 2), qh ? qh + l : 0, j, 1, 0, ds, dm, 1); \
+            }                                                                                               \
+        }                                                                                                   \
+    }
+DEQUANTIZE_K(dequantize_k_avx2, __attribute__((target("avx2,f16c"))), 8, k_avx2)
+DEQUANTIZE_K(dequantize_k_avx512, AVX512_Q, 16, k_avx512)
+
+/* 16 values of a 32-value block format (not q8_0) from its nibbles n (byte i: value i low, i + 16 high), the
+ * upper half (values 16..31) when upper: the portable path's operations, so its values */
+AVX512_Q __attribute__((always_inline)) static inline __m512 block16_avx512(int qtype, const uint8_t *wb,
+                                                                           __m128i n, int upper, __m512 d,
+                                                                           __m512 m) {
+    __m512i q = _mm512_cvtepu8_epi32(n);
+    if (qtype == IQ4_NL || qtype == Q4_0 || qtype == Q4_1) { /* the 16 values a nibble may stand for */
+        const __m512i nibble = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        __m512 table;
+        if (qtype == IQ4_NL)
+            table = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)IQ4_VALUES))));
+        else if (qtype == Q4_0)
+            table = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(nibble, _mm512_set1_epi32(8))));
+        else
+            table = _mm512_add_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(nibble)), m);
+        /* permutexvar reads the low 4 bits of each index: the low nibble as it is */
+        return _mm512_permutexvar_ps(upper ? _mm512_srli_epi32(q, 4) : q, table);
+    }
+    /* q5_0, q5_1: the 32 values a 5-bit q may stand for, in two tables; bit i of the u32 before the
+     * nibbles is value i's fifth bit, which picks the second (permutex2var reads 5 bits of each index) */
+    const __m512i nibble = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i off = _mm512_set1_epi32(qtype == Q5_0 ? 16 : 0);
+    __m512 low = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(nibble, off)));
+    __m512 high = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_add_epi32(nibble, _mm512_set1_epi32(16)), off)));
+    if (qtype == Q5_1) low = _mm512_add_ps(low, m), high = _mm512_add_ps(high, m);
+    const uint32_t bits = (uint32_t)load32(wb + (qtype == Q5_1 ? 4 : 2));
+    q = upper ? _mm512_srli_epi32(q, 4) : _mm512_and_si512(q, _mm512_set1_epi32(15));
+    q = _mm512_mask_or_epi32(q, (__mmask16)(upper ? bits >> 16 : bits & 0xffff), q, _mm512_set1_epi32(16));
+    return _mm512_permutex2var_ps(low, q, high);
+}
+
+/* a row of q8_0, q4_0, q4_1, q5_0, q5_1 or iq4_nl blocks, 16 values a step: dequantize_row's values */
+#define DEQUANTIZE_32(NAME, QTYPE)                                                                          \
+    AVX512_Q static void NAME(const uint8_t *w, int64_t nb, float *v) {                                     \
+        const int qt = QTYPE; /* an int: the codes are two enums */                                         \
+        for (int64_t b = 0; b < nb; b++, v += 32) {                                                         \
+            const uint8_t *wb = w + b * BLOCK_BYTES[qt];                                                    \
+            const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(load32(wb))); /* F16C: vg_f16_at's */     \
+            const __m512 d = _mm512_broadcastss_ps(dm);                                                     \
+            if (qt == Q8_0) {                                                                               \
+                for (int h = 0; h < 2; h++) {                                                               \
+                    __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(wb + 2 + 16 * h)));  \
+                    _mm512_storeu_ps(v + 16 * h, _mm512_mul_ps(d, _mm512_cvtepi32_ps(q)));                  \
+                }                                                                                           \
+                continue;                                                                                   \
+            }                                                                                               \
+            const int at = qt == Q5_1 ? 8 : qt == Q5_0 ? 6 : qt == Q4_1 ? 4 : 2;                            \
+            const __m128i n = _mm_loadu_si128((const __m128i *)(wb + at));                                  \
+            const __m512 m = _mm512_broadcastss_ps(_mm_movehdup_ps(dm));                                    \
+            _mm512_storeu_ps(v, block16_avx512(qt, wb, n, 0, d, m));                                        \
+            _mm512_storeu_ps(v + 16, block16_avx512(qt, wb, n, 1, d, m));                                   \
+        }                                                                                                   \
+    }
+DEQUANTIZE_32(dequantize_q8_0_avx512, Q8_0)
+DEQUANTIZE_32(dequantize_q4_0_avx512, Q4_0)
+DEQUANTIZE_32(dequantize_q4_1_avx512, Q4_1)
+DEQUANTIZE_32(dequantize_q5_0_avx512, Q5_0)
+DEQUANTIZE_32(dequantize_q5_1_avx512, Q5_1)
+DEQUANTIZE_32(dequantize_iq4_nl_avx512, IQ4_NL)
+/* dot_f32's fold of its 32 partial sums: a holds sums 0..15, b 16..31 */
+AVX512_Q __attribute__((always_inline)) static inline float fold_avx512(__m512 a, __m512 b) {
+    __m512 s = _mm512_add_ps(a, b);                                                                 /* h = 16 */
+    __m256 e = _mm256_add_ps(_mm512_castps512_ps256(s), _mm512_extractf32x8_ps(s, 1));           /* 8 */
+    __m128 f = _mm_add_ps(_mm256_castps256_ps128(e), _mm256_extractf128_ps(e, 1));                /* 4 */
+    f = _mm_add_ps(f, _mm_movehl_ps(f, f));                                                         /* 2 */
+    return _mm_cvtss_f32(_mm_add_ss(f, _mm_movehdup_ps(f)));                                        /* 1 */
+}
+
+/* dot_f32 of one activation row x with the 4 rows w + j stride (j = 0..3) of a 32-value block format, each
+ * block de-quantized in registers (DEQUANTIZE_32's values) and multiplied at once: s[j], as dot_f32 sums
+ * it (a decode step: no row buffer written and read back); the next 4 rows are fetched meanwhile */
+#define FUSED_32(NAME, QTYPE)                                                                               \
+    AVX512_Q static void NAME(const uint8_t *w, int64_t stride, int64_t nb, const float *x, float *s) {     \
+        const int qt = QTYPE; /* an int: the codes are two enums */                                         \
+        __m512 a[4], b[4];                                                                                  \
+        for (int j = 0; j < 4; j++) a[j] = b[j] = _mm512_setzero_ps();                                      \
+        const int64_t bytes = BLOCK_BYTES[qt];                                                              \
+        const uint8_t *next = w + 4 * stride;                                                               \
+        for (int64_t i = 0; i < nb; i++) {                                                                  \
+            const __m512 x0 = _mm512_loadu_ps(x + 32 * i), x1 = _mm512_loadu_ps(x + 32 * i + 16);           \
+            for (int j = 0; j < 4; j++) {                                                                   \
+                const uint8_t *wb = w + j * stride + i * bytes;                                             \
+                _mm_prefetch((const char *)(next + j * stride + i * bytes), _MM_HINT_T0);                   \
+                const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(load32(wb)));                              \
+                const __m512 d = _mm512_broadcastss_ps(dm);                                                 \
+                __m512 lo, hi;                                                                              \
+                if (qt == Q8_0) {                                                                           \
+                    lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(wb + 2)))); \
+                    hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(wb + 18)))); \
+                    lo = _mm512_mul_ps(d, lo), hi = _mm512_mul_ps(d, hi);                                   \
+                } else {                                                                                    \
+                    const int at = qt == Q5_1 ? 8 : qt == Q5_0 ? 6 : qt == Q4_1 ? 4 : 2;                    \
+                    const __m128i n = _mm_loadu_si128((const __m128i *)(wb + at));                          \
+                    const __m512 m = _mm512_broadcastss_ps(_mm_movehdup_ps(dm));                            \
+                    lo = block16_avx512(qt, wb, n, 0, d, m), hi = block16_avx512(qt, wb, n, 1, d, m);       \
+                }                                                                                           \
+                a[j] = _mm512_fmadd_ps(x0, lo, a[j]);                                                       \
+                b[j] = _mm512_fmadd_ps(x1, hi, b[j]);                                                       \
+            }                                                                                               \
+        }                                                                                                   \
+        for (int j = 0; j < 4; j++) s[j] = fold_avx512(a[j], b[j]);                                         \
+    }
+FUSED_32(fused_q8_0_avx512, Q8_0)
+FUSED_32(fused_q4_0_avx512, Q4_0)
+FUSED_32(fused_q4_1_avx512, Q4_1)
+FUSED_32(fused_q5_0_avx512, Q5_0)
+FUSED_32(fused_q5_1_avx512, Q5_1)
+FUSED_32(fused_iq4_nl_avx512, IQ4_NL)
+
+/* q4_k and q5_k block wb: sub-block j's scale d * sc into ds[j] and offset dmin * m into dm[j], the products
+ * dequantize_k4 rounds */
+AVX512_Q __attribute__((always_inline)) static inline void k4_scales8(const uint8_t *wb, float *ds, float *dm) {
+    int32_t sc[8], m[8];
+    for (int j = 0; j < 8; j++) k4_scale(wb + 4, j, &sc[j], &m[j]);
+    const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128(load32(wb))); /* d, dmin */
+    const __m256 sf = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)sc));
+    const __m256 mf = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)m));
+    _mm256_storeu_ps(ds, _mm256_mul_ps(_mm256_broadcastss_ps(dd), sf));
+    _mm256_storeu_ps(dm, _mm256_mul_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dd)), mf));
+}
+
+/* FUSED_32 for q4_k and q5_k: per 64 values (chunk c of the nibbles: sub-blocks 2c low, 2c + 1 high) each
+ * row's bytes are widened once, and each sub-block's values looked up in its table of 16 (q4_k: ds * n - dm)
+ * or 32 (q5_k: n + 16 where the value's bit of qh is set), computed as dequantize_k4 computes a value */
+#define FUSED_K4(NAME, QTYPE)                                                                               \
+    AVX512_Q static void NAME(const uint8_t *w, int64_t stride, int64_t nb, const float *x, float *s) {     \
+        const int five = QTYPE == Q5_K;                                                                     \
+        const __m512 nibble = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);        \
+        const __m512 nibble16 = _mm512_add_ps(nibble, _mm512_set1_ps(16.0f));                               \
+        const __m512i low4 = _mm512_set1_epi32(15), sixteen = _mm512_set1_epi32(16);                        \
+        const int64_t bytes = BLOCK_BYTES[QTYPE];                                                           \
+        __m512 a[4], b[4];                                                                                  \
+        for (int r = 0; r < 4; r++) a[r] = b[r] = _mm512_setzero_ps();                                      \
+        const uint8_t *next = w + 4 * stride;                                                               \
+        for (int64_t i = 0; i < nb; i++) {                                                                  \
+            const float *xb = x + 256 * i;                                                                  \
+            float ds[4][8], dm[4][8];                                                                       \
+            for (int r = 0; r < 4; r++) {                                                                   \
+                for (int64_t off = 0; off < bytes; off += 64)                                               \
+                    _mm_prefetch((const char *)(next + r * stride + i * bytes + off), _MM_HINT_T0);         \
+                k4_scales8(w + r * stride + i * bytes, ds[r], dm[r]);                                       \
+            }                                                                                               \
+            for (int c = 0; c < 4; c++) {                                                                   \
+                const __m512 x0 = _mm512_loadu_ps(xb + 64 * c), x1 = _mm512_loadu_ps(xb + 64 * c + 16);     \
+                const __m512 x2 = _mm512_loadu_ps(xb + 64 * c + 32), x3 = _mm512_loadu_ps(xb + 64 * c + 48); \
+                for (int r = 0; r < 4; r++) {                                                               \
+                    const uint8_t *wb = w + r * stride + i * bytes, *qs = wb + (five ? 48 : 16) + 32 * c;  \
+                    const __m512i qa = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)qs));        \
+                    const __m512i qb = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(qs + 16))); \
+                    __m512 v[4];                                                                            \
+                    for (int h = 0; h < 2; h++) { /* sub-block j = 2c + h */                                \
+                        const int j = 2 * c + h;                                                            \
+                        const __m512 d = _mm512_set1_ps(ds[r][j]), m = _mm512_set1_ps(dm[r][j]);            \
+                        const __m512 lo = _mm512_sub_ps(_mm512_mul_ps(d, nibble), m);                       \
+                        __m512i ia = h ? _mm512_srli_epi32(qa, 4) : qa, ib = h ? _mm512_srli_epi32(qb, 4) : qb; \
+                        if (!five) { /* permutexvar reads the low 4 bits of each index */                   \
+                            v[2 * h] = _mm512_permutexvar_ps(ia, lo);                                       \
+                            v[2 * h + 1] = _mm512_permutexvar_ps(ib, lo);                                   \
+                            continue;                                                                       \
+                        }                                                                                   \
+                        const __m512 hi = _mm512_sub_ps(_mm512_mul_ps(d, nibble16), m);                     \
+                        const __m256i qh = _mm256_loadu_si256((const __m256i *)(wb + 16));                  \
+                        const uint32_t bits = (uint32_t)_mm256_movemask_epi8(_mm256_slli_epi16(qh, 7 - j)); \
+                        ia = _mm512_and_si512(ia, low4), ib = _mm512_and_si512(ib, low4);                   \
+                        ia = _mm512_mask_or_epi32(ia, (__mmask16)(bits & 0xffff), ia, sixteen);             \
+                        ib = _mm512_mask_or_epi32(ib, (__mmask16)(bits >> 16), ib, sixteen);                \
+                        v[2 * h] = _mm512_permutex2var_ps(lo, ia, hi);                                      \
+                        v[2 * h + 1] = _mm512_permutex2var_ps(lo, ib, hi);                                  \
+                    }                                                                                       \
+                    a[r] = _mm512_fmadd_ps(x0, v[0], a[r]);                                                 \
+                    b[r] = _mm512_fmadd_ps(x1, v[1], b[r]);                                                 \
+                    a[r] = _mm512_fmadd_ps(x2, v[2], a[r]);                                                 \
+                    b[r] = _mm512_fmadd_ps(x3, v[3], b[r]);                                                 \
+                }                                                                                           \
+            }                                                                                               \
+        }                                                                                                   \
+        for (int r = 0; r < 4; r++) s[r] = fold_avx512(a[r], b[r]);                                         \
+    }
+FUSED_K4(fused_q4_k_avx512, Q4_K)
+FUSED_K4(fused_q5_k_avx512, Q5_K)
+
+/* FUSED_32 for q6_k: 32 values (a quarter of a half) at a time, q - 32 made in bytes from ql's nibble and
+ * qh's 2 bits, then (d * sc) * (q - 32) per 16 as dequantize_q6_k computes it */
+AVX512_Q static void fused_q6_k_avx512(const uint8_t *w, int64_t stride, int64_t nb, const float *x, float *s) {
+    const int64_t bytes = BLOCK_BYTES[Q6_K];
+    const __m256i low4 = _mm256_set1_epi8(15), low2 = _mm256_set1_epi8(3), bias = _mm256_set1_epi8(32);
+    __m512 a[4], b[4];
+    for (int r = 0; r < 4; r++) a[r] = b[r] = _mm512_setzero_ps();
+    const uint8_t *next = w + 4 * stride;
+    for (int64_t i = 0; i < nb; i++) {
+        const float *xb = x + 256 * i;
+        float dsc[4][16];
+        for (int r = 0; r < 4; r++) {
+            const uint8_t *wb = w + r * stride + i * bytes;
+            for (int64_t off = 0; off < bytes; off += 64)
+                _mm_prefetch((const char *)(next + r * stride + i * bytes + off), _MM_HINT_T0);
+            const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(wb + 192)));
+            _mm512_storeu_ps(dsc[r], _mm512_mul_ps(_mm512_set1_ps(vg_f16_at(wb + 208)), _mm512_cvtepi32_ps(sc)));
+        }
+        for (int h = 0; h < 2; h++)
+            for (int quarter = 0; quarter < 4; quarter++) {
+                const float *xq = xb + 128 * h + 32 * quarter;
+                const __m512 x0 = _mm512_loadu_ps(xq), x1 = _mm512_loadu_ps(xq + 16);
+                for (int r = 0; r < 4; r++) {
+                    const uint8_t *wb = w + r * stride + i * bytes;
+                    __m256i q = _mm256_loadu_si256((const __m256i *)(wb + 64 * h + 32 * (quarter & 1)));
+                    q = _mm256_and_si256(quarter < 2 ? q : _mm256_srli_epi16(q, 4), low4);
+                    __m256i qh = _mm256_loadu_si256((const __m256i *)(wb + 128 + 32 * h));
+                    qh = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * quarter), low2);
+                    q = _mm256_sub_epi8(_mm256_or_si256(q, _mm256_slli_epi16(qh, 4)), bias); /* -32..31 */
+                    const __m512 lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q)));
+                    const __m512 hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1)));
+                    const float *d = dsc[r] + 8 * h + 2 * quarter;
+                    a[r] = _mm512_fmadd_ps(x0, _mm512_mul_ps(_mm512_set1_ps(d[0]), lo), a[r]);
+                    b[r] = _mm512_fmadd_ps(x1, _mm512_mul_ps(_mm512_set1_ps(d[1]), hi), b[r]);
+                }
+            }
+    }
+    for (int r = 0; r < 4; r++) s[r] = fold_avx512(a[r], b[r]);
+}
+
+/* FUSED_32 for q2_k and q3_k: 16 groups of 16 values; group g's bytes are those of crumb (16 (g % 2) + i of
+ * the chunk g / 8, at shift 2 ((g / 2) % 4)), widened once per chunk and half, and its values looked up in
+ * the group's table of 8 (twice over: permutexvar reads 4 bits of the index), computed as dequantize_q2_k
+ * (dl * q - ml, q = the crumb) and dequantize_q3_k (dl * q, q = the crumb less 4 where hmask's bit is clear)
+ * compute a value. Even groups go to the sums of lanes 0..15, odd ones to lanes 16..31. */
+#define FUSED_K2(NAME, QTYPE)                                                                               \
+    AVX512_Q static void NAME(const uint8_t *w, int64_t stride, int64_t nb, const float *x, float *s) {     \
+        const int three = QTYPE == Q3_K;                                                                    \
+        /* value n of a table: the crumb n & 3, less 4 for q3_k where n's bit 2 (hmask's) is clear */       \
+        const __m512 crumbs = three ? _mm512_setr_ps(-4, -3, -2, -1, 0, 1, 2, 3, -4, -3, -2, -1, 0, 1, 2, 3) \
+                                    : _mm512_setr_ps(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3);       \
+        const __m512i low2 = _mm512_set1_epi32(3), four = _mm512_set1_epi32(4);                              \
+        const int64_t bytes = BLOCK_BYTES[QTYPE];                                                           \
+        __m512 a[4], b[4];                                                                                  \
+        for (int r = 0; r < 4; r++) a[r] = b[r] = _mm512_setzero_ps();                                      \
+        const uint8_t *next = w + 4 * stride;                                                               \
+        for (int64_t i = 0; i < nb; i++) {                                                                  \
+            const float *xb = x + 256 * i;                                                                  \
+            float dl[4][16], ml[4][16];                                                                     \
+            for (int r = 0; r < 4; r++) {                                                                   \
+                const uint8_t *wb = w + r * stride + i * bytes;                                             \
+                for (int64_t off = 0; off < bytes; off += 64)                                               \
+                    _mm_prefetch((const char *)(next + r * stride + i * bytes + off), _MM_HINT_T0);         \
+                if (three) {                                                                                \
+                    const uint8_t *sc = wb + 96;                                                            \
+                    int32_t scale[16];                                                                      \
+                    for (int g = 0; g < 16; g++)                                                            \
+                        scale[g] = ((g < 8 ? sc[g] & 15 : sc[g - 8] >> 4) |                                  \
+                                    (((sc[8 + g % 4] >> (2 * (g / 4))) & 3) << 4)) - 32;                     \
+                    const __m512 sf = _mm512_cvtepi32_ps(_mm512_loadu_si512(scale));                        \
+                    _mm512_storeu_ps(dl[r], _mm512_mul_ps(_mm512_set1_ps(vg_f16_at(wb + 108)), sf));      \
+                } else {                                                                                    \
+                    const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)wb));         \
+                    const __m512 lo = _mm512_cvtepi32_ps(_mm512_and_si512(sc, _mm512_set1_epi32(15)));      \
+                    const __m512 hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(sc, 4));                         \
+                    _mm512_storeu_ps(dl[r], _mm512_mul_ps(_mm512_set1_ps(vg_f16_at(wb + 80)), lo));        \
+                    _mm512_storeu_ps(ml[r], _mm512_mul_ps(_mm512_set1_ps(vg_f16_at(wb + 82)), hi));        \
+                }                                                                                           \
+            }                                                                                               \
+            for (int c = 0; c < 2; c++)                                                                     \
+                for (int r = 0; r < 4; r++) {                                                               \
+                    const uint8_t *wb = w + r * stride + i * bytes, *qs = wb + (three ? 32 : 16) + 32 * c;  \
+                    const __m512i q0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)qs));        \
+                    const __m512i q1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(qs + 16))); \
+                    __m512i h0 = q0, h1 = q1;                                                               \
+                    if (three) {                                                                            \
+                        h0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)wb));                   \
+                        h1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(wb + 16)));            \
+                    }                                                                                       \
+                    for (int sh = 0; sh < 4; sh++)                                                          \
+                        for (int e = 0; e < 2; e++) {                                                       \
+                            const int g = 8 * c + 2 * sh + e;                                               \
+                            __m512 table = _mm512_mul_ps(_mm512_set1_ps(dl[r][g]), crumbs);                 \
+                            __m512i idx = _mm512_srli_epi32(e ? q1 : q0, 2 * sh);                           \
+                            if (three) { /* bit g / 2 of hmask[16 e + i]: the crumb as it is (+4) */        \
+                                const __mmask16 set = _mm512_test_epi32_mask(e ? h1 : h0,                   \
+                                                                             _mm512_set1_epi32(1 << (g / 2))); \
+                                idx = _mm512_mask_or_epi32(_mm512_and_si512(idx, low2), set,                \
+                                                           _mm512_and_si512(idx, low2), four);              \
+                            } else {                                                                        \
+                                table = _mm512_sub_ps(table, _mm512_set1_ps(ml[r][g]));                     \
+                            }                                                                               \
+                            const __m512 v = _mm512_permutexvar_ps(idx, table);                             \
+                            const __m512 xv = _mm512_loadu_ps(xb + 16 * g);                                 \
+                            if (e)                                                                          \
+                                b[r] = _mm512_fmadd_ps(xv, v, b[r]);                                        \
+                            else                                                                            \
+                                a[r] = _mm512_fmadd_ps(xv, v, a[r]);                                        \
+                        }                                                                                   \
+                }                                                                                           \
+        }                                                                                                   \
+        for (int r = 0; r < 4; r++) s[r] = fold_avx512(a[r], b[r]);                                         \
+    }
+FUSED_K2(fused_q2_k_avx512, Q2_K)
+FUSED_K2(fused_q3_k_avx512, Q3_K)
+
+/* FUSED_K4's q4_k on AVX2: 2 weight rows at a time, each output's 32 partial sums in 4 vectors of 8; each
+ * value computed as dequantize_k4 computes it (ds * q - dm), the sums folded as DOTS_AVX2 folds them */
+__attribute__((target("avx2,fma,f16c"))) static void fused_q4_k_avx2(const uint8_t *w, int64_t stride, int64_t nb,
+                                                                      const float *x, float *s) {
+    const int64_t bytes = BLOCK_BYTES[Q4_K];
+    const __m256i low4 = _mm256_set1_epi32(15);
+    __m256 a[2][4];
+    for (int r = 0; r < 2; r++)
+        for (int l = 0; l < 4; l++) a[r][l] = _mm256_setzero_ps();
+    const uint8_t *next = w + 2 * stride;
+    for (int64_t i = 0; i < nb; i++) {
+        const float *xb = x + 256 * i;
+        float ds[2][8], dm[2][8];
+        for (int r = 0; r < 2; r++) {
+            const uint8_t *wb = w + r * stride + i * bytes;
+            for (int64_t off = 0; off < bytes; off += 64)
+                _mm_prefetch((const char *)(next + r * stride + i * bytes + off), _MM_HINT_T0);
+            const float d = vg_f16_at(wb), dmin = vg_f16_at(wb + 2);
+            for (int j = 0; j < 8; j++) {
+                int sc, m;
+                k4_scale(wb + 4, j, &sc, &m);
+                ds[r][j] = d * (float)sc, dm[r][j] = dmin * (float)m;
+            }
+        }
+        for (int j = 0; j < 8; j++)
+            for (int l = 0; l < 4; l++) {
+                const __m256 xv = _mm256_loadu_ps(xb + 32 * j + 8 * l);
+                for (int r = 0; r < 2; r++) {
+                    const uint8_t *qs = w + r * stride + i * bytes + 16 + 32 * (j / 2) + 8 * l;
+                    __m256i q = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)qs));
+                    q = j % 2 ? _mm256_srli_epi32(q, 4) : _mm256_and_si256(q, low4);
+                    const __m256 v = _mm256_sub_ps(_mm256_mul_ps(_mm256_set1_ps(ds[r][j]), _mm256_cvtepi32_ps(q)),
+                                                   _mm256_set1_ps(dm[r][j]));
+                    a[r][l] = _mm256_fmadd_ps(xv, v, a[r][l]);
+                }
+            }
+    }
+    for (int r = 0; r < 2; r++) {
+        __m256 e = _mm256_add_ps(_mm256_add_ps(a[r][0], a[r][2]), _mm256_add_ps(a[r][1], a[r][3]));
+        __m128 f = _mm_add_ps(_mm256_castps256_ps128(e), _mm256_extractf128_ps(e, 1));
+        f = _mm_add_ps(f, _mm_movehl_ps(f, f));
+        s[r] = _mm_cvtss_f32(_mm_add_ss(f, _mm_movehdup_ps(f)));
+    }
+}
+typedef void (*fused_fn)(const uint8_t *, int64_t, int64_t, const float *, float *);
+static const fused_fn FUSED_AVX512[NQTYPES] = {
+    [Q8_0] = fused_q8_0_avx512, [Q4_0] = fused_q4_0_avx512, [Q4_1] = fused_q4_1_avx512,
+    [Q5_0] = fused_q5_0_avx512, [Q5_1] = fused_q5_1_avx512, [IQ4_NL] = fused_iq4_nl_avx512,
+    [Q4_K] = fused_q4_k_avx512, [Q5_K] = fused_q5_k_avx512, [Q6_K] = fused_q6_k_avx512,
+    [Q2_K] = fused_q2_k_avx512, [Q3_K] = fused_q3_k_avx512};
+
+typedef void (*dequantize_fn)(const uint8_t *, int64_t, float *);
+/* the formats of 32-value blocks with an AVX-512 de-quantization, by code (0: none) */
+static const dequantize_fn DEQUANTIZE_AVX512[NQTYPES] = {
+    [Q8_0] = dequantize_q8_0_avx512, [Q4_0] = dequantize_q4_0_avx512, [Q4_1] = dequantize_q4_1_avx512,
+    [Q5_0] = dequantize_q5_0_avx512, [Q5_1] = dequantize_q5_1_avx512, [IQ4_NL] = dequantize_iq4_nl_avx512};
+
+/* dot_f32 of TN activation rows (x + u xs) with RN de-quantized weight rows (v + j vs), 16 f32 lanes, each
+ * output's 32 partial sums in two vectors: s[u RN + j], each as dot_f32 sums it */
+#define DOTS_AVX512(NAME, TN, RN)                                                                          \
+    AVX512_Q static void NAME(const float *x, int64_t xs, const float *v, int64_t vs, int64_t k, float *s) { \
+        __m512 a[TN][RN], b[TN][RN];                                                                       \
+        for (int u = 0; u < TN; u++)                                                                       \
+            for (int j = 0; j < RN; j++) a[u][j] = b[u][j] = _mm512_setzero_ps();                          \
+        for (int64_t i = 0; i < k; i += 32) {                                                              \
+            for (int u = 0; u < TN; u++) {                                                                 \
+                __m512 x0 = _mm512_loadu_ps(x + u * xs + i), x1 = _mm512_loadu_ps(x + u * xs + i + 16);    \
+                for (int j = 0; j < RN; j++) {                                                             \
+                    a[u][j] = _mm512_fmadd_ps(x0, _mm512_loadu_ps(v + j * vs + i), a[u][j]);               \
+                    b[u][j] = _mm512_fmadd_ps(x1, _mm512_loadu_ps(v + j * vs + i + 16), b[u][j]);          \
+                }                                                                                          \
+            }                                                                                              \
+        }                                                                                                  \
+        for (int u = 0; u < TN; u++)                                                                       \
+            for (int j = 0; j < RN; j++) s[u * RN + j] = fold_avx512(a[u][j], b[u][j]);                    \
+    }
+DOTS_AVX512(dot1x1_avx512, 1, 1)
+DOTS_AVX512(dot2x1_avx512, 2, 1)
+DOTS_AVX512(dot3x1_avx512, 3, 1)
+DOTS_AVX512(dot4x1_avx512, 4, 1)
+DOTS_AVX512(dot1x2_avx512, 1, 2)
+DOTS_AVX512(dot2x2_avx512, 2, 2)
+DOTS_AVX512(dot3x2_avx512, 3, 2)
+DOTS_AVX512(dot4x2_avx512, 4, 2)
+DOTS_AVX512(dot1x3_avx512, 1, 3)
+DOTS_AVX512(dot1x4_avx512, 1, 4)
+DOTS_AVX512(dot2x4_avx512, 2, 4)
+DOTS_AVX512(dot3x4_avx512, 3, 4)
+typedef void (*dots_fn)(const float *, int64_t, const float *, int64_t, int64_t, float *);
+/* DOTS4[TN - 1]: tiles of up to 3 activation rows by 4 weight rows (24 accumulators: each activation
+ * vector, read from L2 in a long prompt, serves 4 weight rows; 4 by 2 took 30% longer on a 64-token prompt,
+ * 4 by 4 spilled), DOTS[RN - 1][TN - 1] the 1 to 3 weight rows at a band's end, in tiles of up to 4
+ * activation rows, and ROW_DOTS[RN - 1] one activation row by up to 4 weight rows (8 chains of fused
+ * multiply-adds in flight). Every tile sums each output as dot1x1 does, so a row's bits do not depend on
+ * the tile it falls in (how many activation rows there are). */
+static const dots_fn DOTS[2][4] = {{dot1x1_avx512, dot2x1_avx512, dot3x1_avx512, dot4x1_avx512},
+                                   {dot1x2_avx512, dot2x2_avx512, dot3x2_avx512, dot4x2_avx512}};
+static const dots_fn ROW_DOTS[4] = {dot1x1_avx512, dot1x2_avx512, dot1x3_avx512, dot1x4_avx512};
+static const dots_fn DOTS4[3] = {dot1x4_avx512, dot2x4_avx512, dot3x4_avx512};
+
+/* dot_f32 of TN (1 or 2) activation rows (x, x + xs) with one weight row v, 8 lanes (each output's 32 partial
+ * sums in 4 vectors): s[u] */
+#define DOTS_AVX2(NAME, TN)                                                                                \
+    __attribute__((target("avx2,fma"))) static void NAME(const float *x, int64_t xs, const float *v, int64_t k, \
+                                                         float *s) {                                       \
+        __m256 a[TN][4];                                                                                   \
+        for (int u = 0; u < TN; u++)                                                                       \
+            for (int j = 0; j < 4; j++) a[u][j] = _mm256_setzero_ps();                                     \
+        for (int64_t i = 0; i < k; i += 32)                                                                \
+            for (int j = 0; j < 4; j++) {                                                                  \
+                __m256 w = _mm256_loadu_ps(v + i + 8 * j);                                                 \
+                for (int u = 0; u < TN; u++)                                                               \
+                    a[u][j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + u * xs + i + 8 * j), w, a[u][j]);        \
+            }                                                                                              \
+        for (int u = 0; u < TN; u++) {                                                                     \
+            __m256 e = _mm256_add_ps(_mm256_add_ps(a[u][0], a[u][2]), _mm256_add_ps(a[u][1], a[u][3]));    \
+            __m128 f = _mm_add_ps(_mm256_castps256_ps128(e), _mm256_extractf128_ps(e, 1));                \
+            f = _mm_add_ps(f, _mm_movehl_ps(f, f));                                                         \
+            s[u] = _mm_cvtss_f32(_mm_add_ss(f, _mm_movehdup_ps(f)));                                       \
+        }                                                                                                  \
+    }
+DOTS_AVX2(dot1_avx2, 1)
+DOTS_AVX2(dot2_avx2, 2)
+#endif
+
+/* row r of w de-quantized into v (the vector path's way, the same values) */
+static void dequantize_into(const fjob *p, int avx2, int avx512, int64_t r, int64_t nb, int64_t stride, float *v) {
+    const uint8_t *row = p->w + r * stride;
+    (void)avx2, (void)avx512; /* the vector paths are for x86 */
+#if VG_X86
+    const int k_quant = p->qtype == Q4_K || p->qtype == Q5_K || p->qtype == Q6_K;
+    for (int64_t off = 0; off < stride; off += 64) /* the next row */
+        _mm_prefetch((const char *)(row + stride + off), _MM_HINT_T0);
+    if (avx512 && k_quant)
+        dequantize_k_avx512(p->qtype, row, nb, v);
+    else if (avx512 && DEQUANTIZE_AVX512[p->qtype])
+        DEQUANTIZE_AVX512[p->qtype](row, nb, v);
+    else if (avx2 && k_quant)
+        dequantize_k_avx2(p->qtype, row, nb, v);
+    else if (avx2 && (p->qtype <= Q4_1 || p->qtype == Q5_0 || p->qtype == Q5_1))
+        dequantize_row_avx2(p->qtype, row, nb, v);
+    else
+#endif
+        dequantize_row(p->qtype, row, nb, v);
+}
+
+static void f32_band(void *ctx, int64_t lo, int64_t hi) {
+    fjob *p = (fjob *)ctx;
+    const int64_t nb = p->k / BLOCK_VALUES[p->qtype], stride = nb * BLOCK_BYTES[p->qtype], k = p->k;
+    const int avx2 = p->avx2, avx512 = p->avx512;
+    float stack[8192];
+    float *v = 4 * k <= 8192 ? stack : malloc(sizeof(float) * (size_t)(4 * k));
+    if (!v) {
+        p->failed = 1;
+        return;
+    }
+    for (int64_t r = lo; r < hi;) {
+        /* AVX-512 de-quantizes up to 4 weight rows, then multiplies them with one activation row, or in
+         * tiles (DOTS4, DOTS: each weight and activation vector loaded once for the tile) */
+        const int rn = avx512 ? (hi - r < 4 ? (int)(hi - r) : 4) : 1;
+#if VG_X86
+        float s[12];
+        if (avx512 && p->t == 1 && rn == 4 && FUSED_AVX512[p->qtype]) { /* a decode step: no row buffer */
+            FUSED_AVX512[p->qtype](p->w + r * stride, stride, nb, p->x, s);
+            for (int j = 0; j < 4; j++) p->out[r + j] = s[j];
+            r += 4;
+            continue;
+        }
+        if (!avx512 && avx2 && p->t == 1 && hi - r >= 2 && p->qtype == Q4_K) { /* a decode step, AVX2 */
+            fused_q4_k_avx2(p->w + r * stride, stride, nb, p->x, s);
+            p->out[r] = s[0], p->out[r + 1] = s[1];
+            r += 2;
+            continue;
+        }
+#endif
+        for (int j = 0; j < rn; j++) dequantize_into(p, avx2, avx512, r + j, nb, stride, v + j * k);
+        int64_t t = 0;
+#if VG_X86
+        if (avx512 && p->t == 1) {
+            ROW_DOTS[rn - 1](p->x, k, v, k, k, s);
+            for (int j = 0; j < rn; j++) p->out[r + j] = s[j];
+            t = 1;
+        } else if (avx512 && rn == 4) {
+            for (t = 0; t < p->t; t += 3) {
+                const int tn = p->t - t < 3 ? (int)(p->t - t) : 3;
+                DOTS4[tn - 1](p->x + t * k, k, v, k, k, s);
+                for (int u = 0; u < tn; u++)
+                    for (int j = 0; j < 4; j++) p->out[(t + u) * p->n + r + j] = s[u * 4 + j];
+            }
+        } else if (avx512) {
+            for (int j0 = 0; j0 < rn; j0 += 2) {
+                const int rj = rn - j0 < 2 ? rn - j0 : 2;
+                for (t = 0; t < p->t; t += 4) {
+                    const int tn = p->t - t < 4 ? (int)(p->t - t) : 4;
+                    DOTS[rj - 1][tn - 1](p->x + t * k, k, v + j0 * k, k, k, s);
+                    for (int u = 0; u < tn; u++)
+                        for (int j = 0; j < rj; j++) p->out[(t + u) * p->n + r + j0 + j] = s[u * rj + j];
+                }
+            }
+        } else if (avx2) {
+            for (; t + 2 <= p->t; t += 2) { /* two activation rows share each weight vector */
+                dot2_avx2(p->x + t * k, k, v, k, s);
+                for (int u = 0; u < 2; u++) p->out[(t + u) * p->n + r] = s[u];
+            }
+            if (t < p->t) dot1_avx2(p->x + t * k, k, v, k, s), p->out[t * p->n + r] = s[0], t++;
+        }
+#endif
+        for (; t < p->t; t++) p->out[t * p->n + r] = dot_f32(p->x + t * k, v, k);
+        r += rn;
+    }
+    if (v != stack) free(v);
+}
+
+/* out f32[t, n] = x f32[t, k] @ dequantize(w)^T, each output as dot_f32 sums it; returns 0, or -1 when out
+ * of memory */
+int vg_qmatmul_f32(int qtype, const uint8_t *w, int64_t n, int64_t k, const float *x, int64_t t, float *out,
+                   int64_t min_rows, int threads) {
+    const int level = vg_quant_simd(-1);
+    fjob p = {.qtype = qtype, .w = w, .n = n, .k = k, .t = t, .x = x, .out = out, .avx2 = level >= 1,
+              .avx512 = level >= 2, .failed = 0};
+    vg_parallel_for(n, min_rows, threads, f32_band, &p);
+    return p.failed ? -1 : 0;
+}
+
+/* ---------------------------------------------------------------- qembedding */
+typedef struct {
+    int qtype;
+    const uint8_t *w;
+    int64_t vocab, row_bytes, k;
+    const int64_t *ids;
+    float *out;
+    int level; /* vg_quant_simd's */
+} embed_job;
+
+static void embed_rows(void *ctx, int64_t lo, int64_t hi) {
+    const embed_job *p = (const embed_job *)ctx;
+    const int64_t nb = p->k / BLOCK_VALUES[p->qtype];
+    for (int64_t i = lo; i < hi; i++) {
+        const uint8_t *row = p->w + p->ids[i] * p->row_bytes;
+#if VG_X86
+        const int k_quant = p->qtype == Q4_K || p->qtype == Q5_K || p->qtype == Q6_K;
+        if (k_quant && p->level >= 2) {
+            dequantize_k_avx512(p->qtype, row, nb, p->out + i * p->k);
+            continue;
+        }
+        if ((k_quant || p->qtype <= Q4_1 || p->qtype == Q5_0 || p->qtype == Q5_1) && p->level >= 1) {
+            (k_quant ? dequantize_k_avx2 : dequantize_row_avx2)(p->qtype, row, nb, p->out + i * p->k);
+            continue;
+        }
+#endif
+        dequantize_row(p->qtype, row, nb, p->out + i * p->k);
+    }
+}
+
+/* out f32[count, k] = the rows ids[0..count) of the table w [vocab, row_bytes], dequantized as the
+ * reference does (its very values); returns -1 - i for the first id i out of [0, vocab) (nothing
+ * written), else 0 */
+int64_t vg_qembedding(int qtype, const uint8_t *w, int64_t vocab, int64_t row_bytes, int64_t k,
+                      const int64_t *ids, int64_t count, float *out, int64_t min_rows, int threads) {
+    for (int64_t i = 0; i < count; i++)
+        if (ids[i] < 0 || ids[i] >= vocab) return -1 - i;
+    embed_job p = {.qtype = qtype, .w = w, .vocab = vocab, .row_bytes = row_bytes, .k = k, .ids = ids,
+                   .out = out, .level = vg_quant_simd(-1)};
+    vg_parallel_for(count, min_rows, threads, embed_rows, &p);
+    return 0;
+}
