@@ -1,0 +1,63 @@
+"""Calls PyTorch answers that verigrad refused (found by PyTorch's OpInfo suite), checked against
+hand-computed values: integer fills and ranges that wrap, bool inputs of signbit, isfinite and logit,
+tensordot's broadcast size 1, masked_scatter's larger mask, batch_norm of an empty vector."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import verigrad
+
+
+def test_unsigned_fills_and_ranges_wrap_negative_numbers() -> None:
+    assert verigrad.arange(-1, 2, 2, dtype=verigrad.uint8).tolist() == [255, 1]
+    assert verigrad.arange(0, -8, -4, dtype=verigrad.uint8).tolist() == [0, 252]
+    assert verigrad.arange(0, 300, 100, dtype=verigrad.int8).tolist() == [0, 100, -56]
+    x = verigrad.tensor([5, 1, 6], dtype=verigrad.uint8)
+    assert verigrad.full_like(x, -9).tolist() == [247] * 3
+    assert verigrad.full((2,), -255, dtype=verigrad.uint8).tolist() == [1, 1]
+
+
+@pytest.mark.parametrize(("value", "dtype"), [(300, "int8"), (-256, "uint8"), (2**31, "int32")])
+def test_a_fill_the_dtype_cannot_hold_is_refused(value: int, dtype: str) -> None:
+    with pytest.raises(ValueError, match=f"full: a value cannot be converted to {dtype[0]}"):
+        verigrad.full((2,), value, dtype=getattr(verigrad, dtype))
+
+
+def test_bools_have_no_sign_bit_are_finite_and_have_infinite_logits() -> None:
+    t = verigrad.tensor([True, False])
+    assert verigrad.signbit(t).tolist() == [False, False]
+    assert verigrad.isfinite(t).tolist() == [True, True]
+    assert verigrad.logit(t).tolist() == [math.inf, -math.inf]
+    assert verigrad.logit(t).dtype is verigrad.float32
+    np.testing.assert_allclose(verigrad.logit(t, eps=0.1).numpy(), [math.log(9), -math.log(9)], rtol=1e-6)
+
+
+def test_tensordot_sums_a_size_one_against_a_larger_size() -> None:
+    a = verigrad.tensor([[2.0], [3.0]])  # [2, 1] against [2, 2]: a's column broadcast, b summed along it
+    b = verigrad.tensor([[1.0, 10.0], [100.0, 1000.0]])
+    assert verigrad.tensordot(a, b, dims=([0, 1], [0, 1])).item() == 2 * 11 + 3 * 1100
+    assert verigrad.tensordot(b, a, dims=([0, 1], [0, 1])).item() == 2 * 11 + 3 * 1100
+    x, y = verigrad.ones(1, 1, 1), verigrad.ones(2, 1, 2)
+    assert verigrad.tensordot(x, y, dims=([0, 1], [2, 0])).shape == (1, 1)
+
+
+def test_masked_scatter_broadcasts_the_input_to_a_larger_mask() -> None:
+    x = verigrad.zeros(3, requires_grad=True)
+    mask = verigrad.eye(3, dtype=verigrad.bool)
+    out = verigrad.masked_scatter(x, mask, verigrad.arange(9.0).reshape(3, 3))
+    assert out.tolist() == [[0.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 2.0]]
+    (out * verigrad.arange(9.0).reshape(3, 3)).sum().backward()
+    assert x.grad.tolist() == [3.0 + 6.0, 1.0 + 7.0, 2.0 + 5.0]  # each column, less its diagonal
+    with pytest.raises(verigrad.ShapeError):
+        verigrad.zeros(3).masked_scatter_(mask, verigrad.arange(9.0))
+
+
+def test_batch_norm_of_an_empty_vector_is_empty() -> None:
+    x = verigrad.zeros(0, requires_grad=True)
+    for training in (True, False):
+        out = verigrad.nn.functional.batch_norm(x, verigrad.zeros(0), verigrad.ones(0), training=training)
+        assert out.shape == (0,)
