@@ -15,6 +15,7 @@ import opinfo_sweep
 
 OPS = (
     "nn.functional.scaled_dot_product_attention",  # softmax's VJP in f64, rounded once (f32 sample 4)
+    "nn.functional.ctc_loss",  # PyTorch's log-space recursions in f32 (values and gradients)
     "arange",  # an unsigned dtype wraps negative values
     "full_like",  # u8 wraps -9
     "signbit",  # bool: False
