@@ -61,3 +61,21 @@ def test_batch_norm_of_an_empty_vector_is_empty() -> None:
     for training in (True, False):
         out = verigrad.nn.functional.batch_norm(x, verigrad.zeros(0), verigrad.ones(0), training=training)
         assert out.shape == (0,)
+
+
+def test_a_batched_product_with_an_empty_inner_size_has_empty_gradients() -> None:
+    x, y = verigrad.zeros(5, 5, 0, requires_grad=True), verigrad.zeros(0, 5, requires_grad=True)
+    (x @ y).sum().backward()
+    assert x.grad.shape == (5, 5, 0) and y.grad.shape == (0, 5)
+
+
+def test_margin_losses_of_one_score() -> None:
+    F = verigrad.nn.functional
+    one, cls = verigrad.tensor(-3.0), verigrad.tensor(0)
+    assert F.multi_margin_loss(one, cls).item() == 0.0  # no other class
+    assert F.multilabel_margin_loss(verigrad.tensor(5.0), cls).item() == 0.0
+    # one sample's loss is shaped as its target (PyTorch's)
+    scores = verigrad.tensor([1.0, 2.0, 3.0])
+    assert F.multi_margin_loss(scores, verigrad.tensor([0]), reduction="none").shape == (1,)
+    assert F.multi_margin_loss(scores, cls, reduction="none").shape == ()
+    assert F.multi_margin_loss(scores, cls).item() == pytest.approx((2.0 + 3.0) / 3)

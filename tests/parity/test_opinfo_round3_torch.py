@@ -25,6 +25,15 @@ OPS = (
     "masked_scatter",  # a mask larger than the input: broadcast
     "tensordot",  # a contracted size 1 against another size
     "nn.functional.batch_norm",  # an empty vector
+    "matmul",  # the gradient of [5, 5, 0] @ [0, 5]
+    "__rmatmul__",
+    "nn.functional.adaptive_avg_pool1d",  # an empty batch
+    "nn.functional.adaptive_avg_pool3d",
+    "nn.functional.avg_pool1d",  # i64 (sums divided by truncation), (1,) sizes, stride ()
+    "nn.functional.avg_pool2d",
+    "nn.functional.avg_pool3d",  # also an empty batch and a negative divisor_override
+    "nn.functional.multi_margin_loss",  # a 0-d score
+    "nn.functional.multilabel_margin_loss",
 )
 
 
