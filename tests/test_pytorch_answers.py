@@ -79,3 +79,44 @@ def test_margin_losses_of_one_score() -> None:
     assert F.multi_margin_loss(scores, verigrad.tensor([0]), reduction="none").shape == (1,)
     assert F.multi_margin_loss(scores, cls, reduction="none").shape == ()
     assert F.multi_margin_loss(scores, cls).item() == pytest.approx((2.0 + 3.0) / 3)
+
+
+def test_i64_transposed_convolutions_wrap_as_pytorchs_integer_kernel() -> None:
+    F = verigrad.nn.functional
+    x = verigrad.tensor(np.array([[[2**62, 2**62]]]))
+    assert F.conv_transpose1d(x, verigrad.tensor(np.array([[[1, 1]]]))).tolist() == [
+        [[2**62, -(2**63), 2**62]]
+    ]
+    with pytest.raises(TypeError, match="conv_transpose2d of i32: PyTorch has a kernel for float and i64"):
+        F.conv_transpose1d(x.cast(verigrad.int32), verigrad.tensor(np.array([[[1, 1]]], dtype=np.int32)))
+
+
+@pytest.mark.parametrize(
+    ("stride", "padding", "output_padding", "dilation", "groups"),
+    [(1, 0, 0, 1, 1), (2, 1, 1, 1, 2), ((2, 3), (1, 0), (0, 2), (1, 2), 1), (3, 2, 1, 2, 2)],
+)
+def test_i64_transposed_convolutions_equal_the_exact_float_ones(
+    stride, padding, output_padding, dilation, groups
+):
+    F = verigrad.nn.functional
+    rng = np.random.default_rng(0)
+    x = rng.integers(-9, 10, (2, 4, 3, 5))
+    w = rng.integers(-9, 10, (4, 3, 3, 2))  # [C_in, C_out / groups, kh, kw]
+    b = rng.integers(-9, 10, 3 * groups)
+    options = (stride, padding, output_padding, groups, dilation)
+    got = F.conv_transpose2d(verigrad.tensor(x), verigrad.tensor(w), verigrad.tensor(b), *options)
+    want = F.conv_transpose2d(
+        verigrad.tensor(x.astype(np.float64)),
+        verigrad.tensor(w.astype(np.float64)),
+        verigrad.tensor(b.astype(np.float64)),
+        *options,
+    )
+    assert got.dtype is verigrad.int64
+    np.testing.assert_array_equal(got.numpy(), want.numpy().astype(np.int64))
+    x3 = verigrad.tensor(x[:, :, None])  # one depth slice: conv_transpose3d through the same kernel
+    w3 = verigrad.tensor(w[:, :, None])
+    got3 = F.conv_transpose3d(x3, w3, None, stride=1, groups=groups)
+    want3 = F.conv_transpose3d(
+        x3.cast(verigrad.float64), w3.cast(verigrad.float64), None, stride=1, groups=groups
+    )
+    np.testing.assert_array_equal(got3.numpy(), want3.numpy().astype(np.int64))

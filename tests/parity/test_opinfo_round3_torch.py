@@ -34,6 +34,9 @@ OPS = (
     "nn.functional.avg_pool3d",  # also an empty batch and a negative divisor_override
     "nn.functional.multi_margin_loss",  # a 0-d score
     "nn.functional.multilabel_margin_loss",
+    "nn.functional.conv_transpose1d",  # i64, wrapping
+    "nn.functional.conv_transpose2d",
+    "nn.functional.conv_transpose3d",
 )
 
 
