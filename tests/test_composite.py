@@ -41,6 +41,30 @@ def test_softmax_of_huge_equal_logits_is_uniform() -> None:
     np.testing.assert_allclose(ops.softmax(x, axis=-1).numpy(), [[0.0, 1.0], [0.25, 0.75]], rtol=1e-15)
 
 
+def test_softmax_gradient_of_a_nearly_one_hot_f32_row_is_rounded_once() -> None:
+    # scores up to 81 make each row nearly one-hot and g large: out * (g - sum(g * out)) cancels, so a sum
+    # rounded to f32 first leaves ~1e-5 of error; computed in f64 and rounded once, the gradient is the
+    # exact one rounded to f32 (within an ulp), eagerly and compiled
+    rng = np.random.default_rng(4)
+    x = rng.uniform(-1.0, 1.0, (4, 6)).astype(np.float32) * np.float32(20.0)
+    x[:, 0] = np.float32(81.0)
+    x[:, 1] = np.float32(75.0)
+    g = rng.uniform(-46.0, 46.0, (4, 6)).astype(np.float32)
+    p64 = verigrad.tensor(x).softmax(-1).numpy().astype(np.float64)
+    want = (p64 * (g - (g * p64).sum(-1, keepdims=True))).astype(np.float32)
+
+    def grad_of(xv: verigrad.Tensor) -> verigrad.Tensor:
+        leaf = xv.detach().requires_grad_()
+        (ops.softmax(leaf, axis=-1) * verigrad.tensor(g)).sum().backward()
+        return leaf.grad
+
+    got = grad_of(verigrad.tensor(x)).numpy()
+    np.testing.assert_allclose(got, want, rtol=2e-7, atol=1e-12)
+    compiled = verigrad.compile(grad_of)
+    for _ in range(3):  # traced, planned, then replayed
+        np.testing.assert_array_equal(compiled(verigrad.tensor(x)).numpy(), got)
+
+
 def test_softmax_axis_and_method() -> None:
     a = np.array([[1.0, 2.0], [3.0, 5.0]])
     e = np.exp(a - a.max(axis=0))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 import verigrad
 import verigrad.nn.functional as F
@@ -28,3 +29,20 @@ def test_through_log_softmax_the_exp_term_vanishes() -> None:
     logits = verigrad.tensor(rng.standard_normal((4, 1, 3)), requires_grad=True)
     F.ctc_loss(F.log_softmax(logits, 2), np.array([[1, 2]]), [4], [2]).backward()
     np.testing.assert_allclose(logits.grad.numpy().sum(2), 0.0, atol=1e-15)  # softmax's: rows sum to 0
+
+
+def test_no_alignment_gives_a_nan_gradient_without_zero_infinity() -> None:
+    # PyTorch's: (exp(lp) - exp(-inf + inf - lp)) * g is NaN for a sample whose target cannot fit
+    lp = np.log(np.full((2, 1, 3), 1 / 3))
+    x = verigrad.tensor(lp, requires_grad=True)
+    loss = F.ctc_loss(x, np.array([[1, 1]]), [2], [2], reduction="sum")
+    assert loss.item() == math.inf
+    loss.backward()
+    assert np.isnan(x.grad.numpy()).all()
+
+
+def test_a_second_derivative_is_refused_as_pytorch() -> None:
+    x = verigrad.tensor(np.log(np.full((3, 1, 3), 1 / 3)), requires_grad=True)
+    (g,) = verigrad.autograd.grad(F.ctc_loss(x, np.array([[1]]), [3], [1]), x, create_graph=True)
+    with pytest.raises(NotImplementedError, match="derivative of ctc_loss's gradient is not implemented"):
+        g.sum().backward()

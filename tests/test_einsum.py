@@ -66,10 +66,29 @@ def test_einsum_refusals() -> None:
         verigrad.einsum("ii->i", verigrad.ones(3, 2))
     with pytest.raises(ValueError, match="output 'iz' must name each input letter at most once"):
         verigrad.einsum("ij->iz", a)
-    with pytest.raises(ValueError, match="lower-case letters"):
-        verigrad.einsum("iJ->i", a)
+    with pytest.raises(ValueError, match="the letters a-z, A-Z and '\\.\\.\\.', got 'i_'"):
+        verigrad.einsum("i_->i", a)
     with pytest.raises(TypeError, match="an equation and one or more tensors"):
         verigrad.einsum("ij->i", np.ones((2, 3)))
+
+
+def test_upper_case_subscripts_are_letters_too() -> None:
+    # PyTorch's: A-Z are subscripts beside a-z (an implicit output sorts them first), `...` still works
+    a, b = verigrad.arange(6).reshape(2, 3), verigrad.arange(12).reshape(3, 4)
+    assert verigrad.einsum("iA,AB", a, b).tolist() == (a @ b).mT.tolist()  # implicit: "Bi", upper first
+    assert verigrad.einsum("Ab,bC->AC", a, b).tolist() == (a @ b).tolist()
+    assert verigrad.einsum("...A,AB->...B", a, b).tolist() == (a @ b).tolist()
+    assert verigrad.einsum("ij,Ab->ijAb", a, verigrad.ones(4, 5, dtype=verigrad.int64)).shape == (2, 3, 4, 5)
+
+
+def test_an_integer_operand_summed_alone_makes_the_product_i64() -> None:
+    # "...ik,...j->ij" sums k of the first operand first: an i32 sum is i64, and so is the product with
+    # the other i32 operand (PyTorch's), not a refused i64 @ i32
+    x = verigrad.tensor([[[0, -6, 3], [-5, 9, 2]]], dtype=verigrad.int32)
+    y = verigrad.tensor([-8, 6, 9], dtype=verigrad.int32)
+    out = verigrad.einsum("...ik, ...j -> ij", x, y)
+    assert out.dtype is verigrad.int64
+    assert out.tolist() == [[24, -18, -27], [-48, 36, 54]]
 
 
 def test_a_letter_repeated_in_an_operand_takes_its_diagonal() -> None:

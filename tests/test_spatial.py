@@ -58,13 +58,41 @@ def test_integer_max_pool_keeps_the_dtype() -> None:
     np.testing.assert_array_equal(out.numpy(), [[[[-5, -7], [-9, -6]]]])  # padding never wins
 
 
+def test_integer_average_pooling_truncates_an_i64_sum_toward_zero() -> None:
+    # PyTorch's i64 kernel: the window's sum (wrapping) divided by its count, rounded toward zero
+    x = verigrad.tensor(np.array([[[-7, 2, 5, -1, 4, 3, -3]]], dtype=np.int64))
+    assert F.avg_pool1d(x, 2).tolist() == [[[-2, 2, 3]]]  # -5 / 2, 4 / 2, 7 / 2
+    assert F.avg_pool1d(x, 3, 2, 1, count_include_pad=False).tolist() == [[[-2, 2, 2, 0]]]
+    assert F.avg_pool1d(x, 3, 2, 1, ceil_mode=True).tolist() == [[[-1, 2, 2, 0]]]  # -5 / 3 with the pad
+    square = x[..., :6].reshape(1, 1, 2, 3)  # [[-7, 2, 5], [-1, 4, 3]]
+    assert F.avg_pool2d(square, 2, divisor_override=-2).tolist() == [[[[1]]]]  # -2 / -2
+    assert F.avg_pool3d(square.unsqueeze(0), (1, 2, 2)).tolist() == [[[[[0]]]]]  # -2 / 4
+    big = verigrad.tensor(np.array([[[2**62, 2**62, 2**62]]], dtype=np.int64))
+    assert F.avg_pool1d(big, 2, 1).tolist() == [[[-(2**62), -(2**62)]]]  # 2^63 wraps to -2^63
+
+
+def test_float_pooling_takes_a_divisor_below_zero_and_pytorchs_short_sizes() -> None:
+    x = verigrad.arange(16.0).reshape(1, 1, 4, 4)
+    want = F.avg_pool2d(x, 2).numpy() * -2.0
+    np.testing.assert_allclose(F.avg_pool2d(x, (2, 2), (), (0,), False, True, -2).numpy(), want)
+    np.testing.assert_allclose(F.avg_pool2d(x, 2, padding=(1,), ceil_mode=True).numpy()[0, 0, 0, 0], 0.0)
+
+
+def test_pooling_of_an_empty_batch_is_empty() -> None:
+    assert F.avg_pool3d(verigrad.zeros(0, 1, 4, 5, 4), (2, 3, 1)).shape == (0, 1, 2, 1, 4)
+    assert F.adaptive_avg_pool1d(verigrad.zeros(0, 8, 8), 5).shape == (0, 8, 5)
+    assert F.adaptive_avg_pool3d(verigrad.zeros(0, 2, 4, 4, 4), 2).shape == (0, 2, 2, 2, 2)
+
+
 def test_pooling_refusals() -> None:
     with pytest.raises(TypeError, match="max_pool1d of i64 needs return_indices=True"):
         F.max_pool1d(verigrad.tensor(np.ones((1, 1, 4), dtype=np.int64)), 2)
     with pytest.raises(ValueError, match=r"max_pool3d: padding .* at most half the kernel_size"):
         F.max_pool3d(verigrad.ones(1, 1, 4, 4, 4), 2, padding=2)
-    with pytest.raises(TypeError, match="avg_pool3d takes a float tensor, got i64"):
-        F.avg_pool3d(verigrad.tensor(np.ones((1, 1, 2, 2, 2), dtype=np.int64)), 2)
+    with pytest.raises(TypeError, match="avg_pool3d of i32: PyTorch has a kernel for float and i64"):
+        F.avg_pool3d(verigrad.tensor(np.ones((1, 1, 2, 2, 2), dtype=np.int32)), 2)
+    with pytest.raises(ValueError, match="avg_pool2d: divisor_override must be a non-zero integer, got 0"):
+        F.avg_pool2d(verigrad.ones(1, 1, 2, 2), 2, divisor_override=0)
     with pytest.raises(ValueError, match="adaptive_avg_pool3d: output_size must be an int or 3 sizes"):
         F.adaptive_avg_pool3d(verigrad.ones(1, 1, 2, 2, 2), (1, 1))
     with pytest.raises(verigrad.ShapeError, match=r"max_pool3d takes \[N, C, \*3 spatial sizes\]"):

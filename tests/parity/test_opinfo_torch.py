@@ -25,8 +25,6 @@ DTYPES = (torch.float32, torch.float64, torch.int64, torch.bool)
 MIN_RATE = 0.985  # of the calls of ops verigrad has, the share that agrees (98.6% reached, rounded down)
 # Silent differences not fixed yet, by OpInfo (name.variant): why each differs.
 KNOWN_SILENT: dict[str, str] = {
-    "nn.functional.ctc_loss": "f32 gradients: PyTorch's formula, its 50-step recursion rounded in "
-    "another order (~4e-5 of the largest entry apart, each ~1e-4 from f64's; f64 agrees: README table)",
     "as_strided_scatter": "input gradients: verigrad's is zero where src was written; PyTorch's is the "
     "reverse and fails its own gradcheck (README table)",
     "special.bessel_j0": "f64 values near x = 5: PyTorch's kernel drops the leading 1 of Cephes' p1evl "

@@ -14,6 +14,7 @@ import string
 from collections import Counter
 from typing import Any
 
+from ..dtypes import promote
 from ..errors import ShapeError
 from ..ops.creation import arange
 from ..ops.index import take
@@ -23,20 +24,23 @@ from ..ops.reduce import sum
 from ..shapes import broadcast, shape_text
 from ..tensor import Tensor
 
+# the axes of `...`, named by characters no subscript can be (a letter is a-z or A-Z)
+_SPARE = "".join(chr(0xE000 + i) for i in range(64))
+
 
 def _parse(equation: str, ranks: list[int]) -> tuple[list[str], str]:
-    """The operands' subscripts and the output's, with `...` replaced by upper-case letters."""
+    """The operands' subscripts and the output's, with `...` replaced by `_SPARE`'s characters."""
     equation = equation.replace(" ", "")
     inputs, arrow, output = equation.partition("->")
     terms = inputs.split(",")
     if len(terms) != len(ranks):
         raise ValueError(f"einsum: {equation!r} names {len(terms)} operands, {len(ranks)} given")
-    spare = string.ascii_uppercase
+    spare = _SPARE
     ellipsis_rank = 0
     for term, rank in zip(terms, ranks):
         letters = term.replace("...", "")
-        if letters and not (letters.isalpha() and letters.islower() and letters.isascii()):
-            raise ValueError(f"einsum: subscripts are lower-case letters and '...', got {term!r}")
+        if letters and not (letters.isalpha() and letters.isascii()):
+            raise ValueError(f"einsum: subscripts are the letters a-z, A-Z and '...', got {term!r}")
         if "..." in term:
             ellipsis_rank = max(ellipsis_rank, rank - len(letters))
         elif len(term) != rank:
@@ -54,7 +58,7 @@ def _parse(equation: str, ranks: list[int]) -> tuple[list[str], str]:
             raise ValueError(f"einsum: the output {output!r} must name each input letter at most once")
     else:
         counts = Counter("".join(expanded))
-        once = sorted(c for c, n in counts.items() if n == 1 and c.islower())
+        once = sorted(c for c, n in counts.items() if n == 1 and c in string.ascii_letters)
         output = spare[:ellipsis_rank] + "".join(once)
     return expanded, output
 
@@ -109,6 +113,9 @@ def _product(a: Tensor, ta: str, b: Tensor, tb: str, keep: set[str]) -> tuple[Te
     def prod(letters: str) -> Any:
         return math.prod((size[c] for c in letters), start=1)
 
+    if a.dtype is not b.dtype:  # an integer operand summed alone is i64 (PyTorch's sum): so is the product
+        common = promote(a.dtype, b.dtype)
+        a, b = a.cast(common), b.cast(common)
     a = reshape(a, shape=(*sizes, prod(left), prod(shared)))
     out = matmul(a, reshape(b, shape=(*sizes, prod(shared), prod(right))))
     return reshape(out, shape=(*sizes, *(size[c] for c in left + right))), batch + left + right

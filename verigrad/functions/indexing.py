@@ -378,11 +378,13 @@ def index_copy(x: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor:
 
 
 def masked_scatter(x: Tensor, mask: Tensor, source: Tensor) -> Tensor:
-    """x with source's first elements (in order) written where the bool mask (broadcast to x) holds
-    (PyTorch's masked_scatter): eager only, as how many depends on the mask."""
+    """x with source's first elements (in order) written where the bool mask holds, x and the mask broadcast
+    together (PyTorch's masked_scatter: a mask larger than x makes a larger result; the in-place method
+    refuses that): eager only, as how many depends on the mask."""
     if not isinstance(mask, Tensor) or mask.dtype is not bool_:
         raise DTypeError(f"masked_scatter needs a bool mask, got {describe(mask)}")
-    mask = broadcast_to(mask, shape=tuple(x.shape))
+    shape = broadcast(tuple(x.shape), tuple(mask.shape))
+    x, mask = broadcast_to(x, shape=shape), broadcast_to(mask, shape=shape)
     count = int(values_of(mask, "masked_scatter").sum())
     if source.numel() < count:
         raise ValueError(

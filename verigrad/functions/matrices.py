@@ -85,8 +85,8 @@ def inner(a: Tensor, b: Tensor) -> Tensor:
 
 def tensordot(a: Tensor, b: Tensor, dims: Any = 2) -> Tensor:
     """The sum of products over `dims` (PyTorch's tensordot): an int d (a's last d axes with b's first d),
-    or a pair of axis lists (a's dims[0][k] with b's dims[1][k]); the result's axes are a's others, then
-    b's others."""
+    or a pair of axis lists (a's dims[0][k] with b's dims[1][k]), a contracted size 1 broadcast against the
+    other's; the result's axes are a's others, then b's others."""
     if isinstance(dims, int):
         if dims < 0:
             raise ValueError(f"tensordot expects dims >= 0, but got dims={dims}")
@@ -101,7 +101,11 @@ def tensordot(a: Tensor, b: Tensor, dims: Any = 2) -> Tensor:
             raise ShapeError(f"tensordot: both dimension lists should have the same length, got {dims}")
         left = [normalize_axis(d, a.ndim) for d in left]
         right = [normalize_axis(d, b.ndim) for d in right]
-    for i, j in zip(left, right):
+    for i, j in zip(left, right):  # PyTorch's: a size 1 against another is summed out of the other first
+        if b.shape[j] == 1 and a.shape[i] != 1:
+            a = a.sum(i, keepdim=True).cast(a.dtype)
+        elif a.shape[i] == 1 and b.shape[j] != 1:
+            b = b.sum(j, keepdim=True).cast(b.dtype)
         if a.shape[i] != b.shape[j]:
             raise ShapeError(
                 f"tensordot: contracted dimensions need to match, but first has size {a.shape[i]} in dim {i} "

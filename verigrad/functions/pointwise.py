@@ -87,8 +87,8 @@ def isinf(x: Tensor) -> Tensor:
 
 
 def isfinite(x: Tensor) -> Tensor:
-    """Neither NaN nor infinite (x - x is 0 exactly then); every integer is."""
-    return eq(sub(x, x), 0)
+    """Neither NaN nor infinite (x - x is 0 exactly then); every integer and bool is."""
+    return eq(x, x) if x.dtype is bool_ else eq(sub(x, x), 0)
 
 
 def nan_to_num(x: Tensor, nan: float = 0.0, posinf: Any = None, neginf: Any = None) -> Tensor:

@@ -48,7 +48,9 @@ def sinc(x: Tensor) -> Tensor:
 
 
 def logit(x: Tensor, eps: float | None = None) -> Tensor:
-    """log(p / (1 - p)); with `eps`, p is x clamped to [eps, 1 - eps] first (its gradient 0 outside)."""
+    """log(p / (1 - p)); with `eps`, p is x clamped to [eps, 1 - eps] first (its gradient 0 outside);
+    integers and bools in the default float dtype."""
+    x = _floating(x)
     p = x if eps is None else x.clamp(eps, 1.0 - eps)
     return log(p / (1.0 - p))
 

@@ -92,6 +92,7 @@ from .creation import (
     zeros,
     zeros_like,
 )
+from .ctc import ctc_nll, ctc_nll_grad
 from .index import argsort, gather, gather_grad, searchsorted, take, take_grad
 from .linalg import (
     cholesky,

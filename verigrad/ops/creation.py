@@ -151,7 +151,7 @@ def as_tensor(data: Any, dtype: DType | str | None = None, device: Any = None) -
     return data if dtype is None or as_dtype(dtype) is data.dtype else cast(data, dtype=as_dtype(dtype))
 
 
-def _fits(array: np.ndarray, dtype: DType) -> None:
+def _fits(array: np.ndarray, dtype: DType, where: str = "tensor()") -> None:
     """PyTorch's check of Python numbers for an integer dtype: a signed one must hold them, an unsigned
     one their magnitudes (-1 wraps to 255 in u8, 300 is refused in i8)."""
     if dtype.kind not in "iu" or array.dtype.kind not in "iu" or not array.size:
@@ -159,7 +159,7 @@ def _fits(array: np.ndarray, dtype: DType) -> None:
     top = np.iinfo(dtype.np).max
     low = np.iinfo(dtype.np).min if dtype.kind == "i" else -top
     if array.min() < low or array.max() > top:
-        raise ValueError(f"tensor(): a value cannot be converted to {dtype.name} without overflow")
+        raise ValueError(f"{where}: a value cannot be converted to {dtype.name} without overflow")
 
 
 def from_numpy(array: np.ndarray) -> Tensor:
@@ -197,12 +197,17 @@ def _shape_args(shape: tuple, size: Any = None, where: str = "") -> tuple[DimLik
 
 
 def _fill_params(shape: Any, dtype: Any = DEFAULT_FLOAT, value: float = 0.0) -> dict:
-    return {"shape": as_shape(shape), "dtype": as_dtype(dtype), "value": value}
+    dtype = as_dtype(dtype)
+    if isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_):
+        _fits(np.asarray(value), dtype, "full")
+    return {"shape": as_shape(shape), "dtype": dtype, "value": value}
 
 
 def _fill_reference(shape: tuple, dtype: DType, value: float) -> np.ndarray:
     if dtype is bf16:
         return cast.reference(np.full(shape, value, np.float32), dtype=bf16)
+    if dtype.kind == "u" and isinstance(value, int | np.integer) and value < 0:
+        value = np.asarray(value, np.int64).astype(dtype.np)  # PyTorch's wrap: -9 is 247 in u8
     return np.full(shape, value, dtype.np)
 
 
@@ -395,12 +400,20 @@ def _arange_shape(start: DimLike, stop: DimLike, step: int, dtype: DType) -> tup
     return ((stop - start + step - 1) // step,)
 
 
+def _arange_reference(start: int, stop: int, step: int, dtype: DType) -> np.ndarray:
+    """An integer dtype's values wrap as PyTorch's (counted in i64, then cast): arange(-1, 2, 2) in u8
+    is [255, 1]."""
+    if dtype.kind in "iu":
+        return np.arange(start, stop, step, dtype=np.int64).astype(dtype.np)
+    return np.arange(start, stop, step, dtype=dtype.np)
+
+
 arange_op = Op(
     "arange",
     shape=_arange_shape,
     dtype=lambda start, stop, step, dtype: dtype,
     params=_arange_params,
-    reference=lambda start, stop, step, dtype: np.arange(start, stop, step, dtype=dtype.np),
+    reference=lambda start, stop, step, dtype: _arange_reference(start, stop, step, dtype),
     samples=lambda rng: [Sample((), {"start": 2, "stop": 11, "step": 3, "dtype": "i64"})],
     torch=lambda t, start, stop, step, dtype: t.arange(start, stop, step, dtype=_torch_dtype(t, dtype)),
     doc="Integers start, start+step, ... below stop (sizes may be symbolic).",

@@ -6,6 +6,8 @@ and round once; f64 in f64.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..dtypes import DType, bool_, from_numpy_dtype
@@ -71,7 +73,8 @@ def _second_grad(g2, b, a2, b2):
     if b2.ndim == 2 and a2.ndim > 2 and a2.shape[:-2] == g2.shape[:-2]:
         # a matrix applied to a batch (a Linear's weight): one product over the batch's rows, where the
         # batched product made a [batch, K, N] array to sum, each of its products rounded apart
-        g2, a2 = g2.reshape(-1, g2.shape[-1]), a2.reshape(-1, a2.shape[-1])
+        rows = math.prod(g2.shape[:-1], start=1)  # not -1: it cannot be inferred for 0 elements
+        g2, a2 = g2.reshape(rows, g2.shape[-1]), a2.reshape(rows, a2.shape[-1])
     if _is_transposed(b):  # b = w.mT (Linear's weight.T): w's gradient as g^T a, not a transposed a^T g
         return unbroadcast(g2.mT @ a2, _swapped(b2.shape)).mT
     return unbroadcast(a2.mT @ g2, b2.shape).reshape(b.shape)

@@ -273,16 +273,19 @@ nextafter = Op(
 
 def _signbit_dtype(x: DType, **_) -> DType:
     no_bf16(x)
-    if x is bool_:
-        raise DTypeError("signbit is not defined for bool tensors")
     return bool_
+
+
+def _signbit(x: np.ndarray) -> np.ndarray:
+    """np.signbit; False everywhere for bool (PyTorch's: no sign bit)."""
+    return np.zeros(x.shape, bool) if x.dtype == np.bool_ else np.signbit(x)
 
 
 signbit = Op(
     "signbit",
     shape=same_shape,
     dtype=_signbit_dtype,
-    reference=np.signbit,
+    reference=_signbit,
     differentiable=False,
     samples=unary(),
     torch=lambda t, x: t.signbit(x),

@@ -118,11 +118,49 @@ def conv_transpose2d(
     if any(isinstance(e, int) and e > 0 for e in extra):
         x = x.pad([(0, 0), (0, 0), (0, extra[0]), (0, extra[1])])
 
+    if not x.dtype.is_float and x.dtype.name != "i64":
+        raise TypeError(f"conv_transpose2d of {x.dtype.name}: PyTorch has a kernel for float and i64 only")
+
     def one(xg: Tensor, wg: Tensor) -> Tensor:
+        if not xg.dtype.is_float:
+            return _conv_transpose2d_exact(xg, wg, (sh, sw), (ph, pw), (dh, dw), size)
         return conv2d_input_grad(xg, wg, **window, size=size)
 
     out = _grouped(one, x, weight, groups, "conv_transpose2d", transposed=True)
     return out if bias is None else out + bias.reshape(bias.shape[0], 1, 1)
+
+
+def _conv_transpose2d_exact(
+    x: Tensor, weight: Tensor, stride: tuple, padding: tuple, dilation: tuple, size: tuple
+) -> Tensor:
+    """An i64 conv_transpose2d as PyTorch's integer kernel: products and sums in i64, wrapping (exact in any
+    order). Each tap's sum over the input channels is one product [N, H, W, C_in] @ [C_in, C_out], spread
+    at the stride, shifted by the tap's dilated offset and added; the result cut to `size` past padding."""
+    h, w = x.shape[2], x.shape[3]
+    kh, kw = weight.shape[2], weight.shape[3]
+    reach = [(n - 1) * stride[i] + dilation[i] * (k - 1) + 1 for i, (n, k) in enumerate(((h, kh), (w, kw)))]
+    canvas = [max(padding[i] + size[i], reach[i]) for i in range(2)]
+    rows = x.permute(0, 2, 3, 1)  # [N, H, W, C_in]
+    total = None
+    for i in range(kh):
+        for j in range(kw):
+            tap = _spread(_spread(rows @ weight[:, :, i, j], 1, stride[0]), 2, stride[1])
+            top, left = i * dilation[0], j * dilation[1]
+            below, right = canvas[0] - top - tap.shape[1], canvas[1] - left - tap.shape[2]
+            tap = tap.pad([(0, 0), (top, below), (left, right), (0, 0)])
+            total = tap if total is None else total + tap
+    out = total[:, padding[0] : padding[0] + size[0], padding[1] : padding[1] + size[1]]
+    return out.permute(0, 3, 1, 2)
+
+
+def _spread(t: Tensor, axis: int, stride: int) -> Tensor:
+    """t with stride - 1 zeros after each entry along `axis` (none after the last)."""
+    if stride == 1:
+        return t
+    n = t.shape[axis]
+    spread = ops.stack([t] + [t * 0] * (stride - 1), axis + 1)
+    spread = spread.reshape(*t.shape[:axis], n * stride, *t.shape[axis + 1 :])
+    return spread[(slice(None),) * axis + (slice(0, (n - 1) * stride + 1),)]
 
 
 def conv_transpose1d(

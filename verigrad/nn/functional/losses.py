@@ -490,6 +490,8 @@ def multi_margin_loss(
     max(0, margin - input[y] + input[j])^p (p 1 or 2), each sample's term weighted by weight[y]."""
     reduction = checked_reduction("multi_margin_loss", reduction, size_average, reduce)
     _constant_weights("multi_margin_loss", weight=weight)
+    if input.ndim == 0:  # PyTorch's: one score of one class
+        input = input.reshape(1)
     if p not in (1, 2):
         raise ValueError(f"multi_margin_loss: p must be 1 or 2, got {p}")
     scores = input if input.ndim == 2 else unsqueeze(input, 0)
@@ -502,7 +504,9 @@ def multi_margin_loss(
         hinge = hinge * take(weight, classes).reshape(-1, 1)
     others = arange(0, scores.shape[1]) != classes.reshape(-1, 1)
     loss = where(others, hinge, 0.0).sum(axis=1) / scores.shape[1]
-    return reduce_loss(loss if input.ndim == 2 else loss.reshape(()), reduction, "multi_margin_loss")
+    if input.ndim < 2:  # one sample's loss is shaped as its target, [] or [1] (PyTorch's)
+        loss = loss.reshape(target.shape)
+    return reduce_loss(loss, reduction, "multi_margin_loss")
 
 
 def multilabel_margin_loss(
@@ -515,6 +519,8 @@ def multilabel_margin_loss(
     """For scores [C] or [N, C] and target class indices of the same shape, read up to the first -1:
     the sum over those classes j and the other classes i of max(0, 1 - (x[j] - x[i])), over C."""
     reduction = checked_reduction("multilabel_margin_loss", reduction, size_average, reduce)
+    if input.ndim == 0 and target.ndim == 0:  # PyTorch's: one score of one class
+        input, target = input.reshape(1), target.reshape(1)
     if input.ndim not in (1, 2) or tuple(target.shape) != tuple(input.shape):
         raise ShapeError(
             "multilabel_margin_loss takes scores [C] or [N, C] and target indices of the same shape, got "

@@ -99,6 +99,8 @@ def channel_norm(
     eps: float,
 ) -> Tensor:
     """batch_norm with the channels on axis `channel` (BatchNorm2d's NHWC layout puts them last)."""
+    if x.ndim == 1 and x.shape[0] == 0:  # PyTorch's: an empty vector normalises to itself
+        return x * 1
     if x.ndim < 2:
         raise ShapeError(f"batch_norm takes [N, C, ...], got {describe(x)}")
     axes = tuple(i for i in range(x.ndim) if i != channel)

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ... import ops
+from ...dtypes import i64
 from ...tensor import Tensor
 from . import pooling_options, pooling_windows
 from ._windows import IntPair, as_2d, pair_1d, sizes_nd, unbatched
@@ -66,6 +67,11 @@ def avg_pool2d(
             divisor_override,
             layout,
         )
+    if not x.dtype.is_float:
+        _nchw_only(layout, "avg_pool2d of integers")
+        options = (ceil_mode, count_include_pad, divisor_override)
+        return _avg_pool_nd(x, 2, kernel_size, stride, padding, *options, "avg_pool2d")
+    kernel_size, stride, padding, _ = _window_sizes(2, kernel_size, stride, padding, 1, "avg_pool2d")
     if ceil_mode or not count_include_pad or divisor_override is not None:
         _nchw_only(layout, "avg_pool2d with ceil_mode, count_include_pad=False or divisor_override")
         return pooling_options.avg_pool2d(
@@ -118,7 +124,8 @@ def _window_sizes(
     """PyTorch's kernel, stride (default: the kernel), padding (at most half the kernel) and dilation,
     nd ints each."""
     k = sizes_nd(kernel, nd, f"{what}'s kernel_size", 1)
-    s = k if stride is None or stride == [] else sizes_nd(stride, nd, f"{what}'s stride", 1)
+    empty = isinstance(stride, list | tuple) and not stride  # PyTorch's default too
+    s = k if stride is None or empty else sizes_nd(stride, nd, f"{what}'s stride", 1)
     p, d = sizes_nd(padding, nd, f"{what}'s padding", 0), sizes_nd(dilation, nd, f"{what}'s dilation", 1)
     if any(2 * p[i] > k[i] for i in range(nd)):
         raise ValueError(f"{what}: padding {p} must be at most half the kernel_size {k}")
@@ -179,17 +186,39 @@ def avg_pool3d(
 ) -> Tensor:
     """Window means of [N, C, D, H, W] (or [C, D, H, W]) with PyTorch's divisors: the window clipped to
     the padded input (count_include_pad), or to the input, or `divisor_override`."""
-    _float_only(x, "avg_pool3d")
-    sizes = _window_sizes(3, kernel_size, stride, padding, 1, "avg_pool3d")
-    axes = _regular_axes(x, sizes, ceil_mode, "avg_pool3d")
-    sums = pooling_windows.sum_pool(x, axes, "avg_pool3d")
+    options = (ceil_mode, count_include_pad, divisor_override)
+    return _avg_pool_nd(x, 3, kernel_size, stride, padding, *options, "avg_pool3d")
+
+
+def _avg_pool_nd(
+    x: Tensor,
+    nd: int,
+    kernel: Any,
+    stride: Any,
+    padding: Any,
+    ceil_mode: bool,
+    count_include_pad: bool,
+    divisor_override: int | None,
+    what: str,
+) -> Tensor:
+    """Average pooling over `nd` axes by gathered windows, each summed in window order (PyTorch's running
+    sum); an i64 input's sums (wrapping) divided by truncation toward zero, as PyTorch's integer kernel
+    (which has no other integer dtype)."""
+    if x.dtype.kind in "iub" and x.dtype is not i64:
+        raise TypeError(f"{what} of {x.dtype.name}: PyTorch has a kernel for float and i64 inputs only")
+    sizes = _window_sizes(nd, kernel, stride, padding, 1, what)
+    axes = _regular_axes(x, sizes, ceil_mode, what)
+    sums = pooling_windows.sum_pool(x, axes, what)
     if divisor_override is not None:
-        return sums / pooling_options.checked_divisor(divisor_override, "avg_pool3d")
-    (k, s, p, _), divisor = sizes, np.ones((1, 1, 1))
-    for i, (n, table) in enumerate(zip(x.shape[-3:], axes)):
-        count = pooling_options.window_counts(n, table.shape[0], k[i], s[i], p[i], count_include_pad)
-        divisor = divisor * count.reshape([-1 if a == i else 1 for a in range(3)])
-    return sums / ops.from_numpy(divisor).cast(x.dtype)
+        divisor = np.full((1,) * nd, pooling_options.checked_divisor(divisor_override, what))
+    else:
+        (k, s, p, _), divisor = sizes, np.ones((1,) * nd, np.int64)
+        for i, (n, table) in enumerate(zip(x.shape[-nd:], axes)):
+            count = pooling_options.window_counts(n, table.shape[0], k[i], s[i], p[i], count_include_pad)
+            divisor = divisor * count.reshape([-1 if a == i else 1 for a in range(nd)])
+    if x.dtype is i64:
+        return ops.div_trunc(sums, ops.from_numpy(divisor.astype(np.int64)))
+    return sums / ops.from_numpy(divisor.astype(np.float64)).cast(x.dtype)
 
 
 def _adaptive_axes(x: Tensor, nd: int, output_size: Any, what: str) -> list[np.ndarray]:

@@ -76,9 +76,9 @@ def avg_pool2d(
 
 
 def checked_divisor(divisor_override: Any, what: str) -> int:
-    """divisor_override, which must be a positive int."""
-    if not isinstance(divisor_override, int) or isinstance(divisor_override, bool) or divisor_override <= 0:
-        raise ValueError(f"{what}: divisor_override must be a positive integer, got {divisor_override!r}")
+    """divisor_override, which must be a non-zero int (PyTorch's: a negative one divides too)."""
+    if not isinstance(divisor_override, int) or isinstance(divisor_override, bool) or divisor_override == 0:
+        raise ValueError(f"{what}: divisor_override must be a non-zero integer, got {divisor_override!r}")
     return divisor_override
 
 

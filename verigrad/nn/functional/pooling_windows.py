@@ -11,6 +11,7 @@ adaptive pooling, integer max pooling and `area` interpolation; the 2-D float wi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -70,7 +71,7 @@ def check_input(x: Tensor, n: int, what: str) -> None:
 def _windows(x: Tensor, table: np.ndarray) -> Tensor:
     """x [N, C, *spatial] gathered by a flat table [O, K]: [N, C, O, K]."""
     n, c = x.shape[0], x.shape[1]
-    return ops.take(x.reshape(n, c, -1), ops.from_numpy(table), axis=2)
+    return ops.take(x.reshape(n, c, math.prod(x.shape[2:], start=1)), ops.from_numpy(table), axis=2)
 
 
 def max_pool(x: Tensor, axes: Sequence[AxisTable], what: str, return_indices: bool) -> Any:
@@ -107,7 +108,9 @@ def sum_pool(x: Tensor, axes: Sequence[AxisTable], what: str) -> Tensor:
         return unbatched(sum_pool, x, axes, what)
     n, c = x.shape[0], x.shape[1]
     table = _flat_table(axes, x.shape[2:])
-    flat = ops.concat([x.reshape(n, c, -1), ops.zeros(n, c, 1, dtype=x.dtype)], axis=2)
+    flat = ops.concat(
+        [x.reshape(n, c, math.prod(x.shape[2:], start=1)), ops.zeros(n, c, 1, dtype=x.dtype)], axis=2
+    )
     windows = ops.take(flat, ops.from_numpy(np.where(table >= 0, table, flat.shape[2] - 1)), axis=2)
     # added in window order, one element after another, as PyTorch's kernels add (a running sum)
     return ops.cumsum(windows, axis=3)[..., -1].reshape(n, c, *(a.shape[0] for a in axes))

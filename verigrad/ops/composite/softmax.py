@@ -1,15 +1,15 @@
 """softmax and log_softmax along one axis, max-subtracted so large logits do not overflow.
 
 Both are written in primitives (max, sub, exp, sum, div, log) and carry their own VJPs, so eager
-autograd records one node each: softmax's is out * (g - sum(g * out)), log_softmax's is
-g - exp(out) * sum(g).
+autograd records one node each: softmax's is out * (g - sum(g * out)), computed in f64 and rounded once
+(`_softmax_vjp`), log_softmax's is g - exp(out) * sum(g).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ...dtypes import DType
+from ...dtypes import DType, f64
 from ...shapes import Spec, normalize_axis
 from .._op import Op, Sample
 from .._samples import uniform
@@ -49,6 +49,16 @@ def _log_softmax(x, axis: int):
     return z - z.exp().sum(axis=axis, keepdim=True).log()
 
 
+def _softmax_vjp(g, out, x, axis: int) -> tuple:
+    """out * (g - sum(g * out)) in f64, rounded once to out's dtype: in f32 the subtraction cancels where a
+    row is nearly one-hot (g large, sum(g * out) close to it), and the rounding of the f32 sum would be all
+    that is left of the difference (products of two f32s are exact in f64)."""
+    if out.dtype == f64:
+        return (out * (g - (g * out).sum(axis=axis, keepdim=True)),)
+    out64, g64 = out.cast(f64), g.cast(f64)
+    return ((out64 * (g64 - (g64 * out64).sum(axis=axis, keepdim=True))).cast(out.dtype),)
+
+
 def _samples(rng: np.random.Generator) -> list[Sample]:
     cases = [
         ((3, 4), -1),
@@ -73,7 +83,7 @@ softmax = Op(
     params=_canon,
     positional=("axis",),
     decompose=_softmax,
-    vjp=lambda g, out, x, axis: (out * (g - (g * out).sum(axis=axis, keepdim=True)),),
+    vjp=_softmax_vjp,
     samples=_samples,
     torch=lambda t, x, axis: t.softmax(x, dim=axis),
     exact=False,
