@@ -116,6 +116,8 @@ def test_row_kernels_match_their_decompositions(dtype):
             _check_row_op("rms_norm", dtype, x, w, eps=eps)
             _check_row_op("layer_norm_grad", dtype, g, x, w, eps=eps)
             _check_row_op("rms_norm_grad", dtype, g, x, w, eps=eps)
+            _check_row_op("layer_norm_weight_grad", dtype, g, x, eps=eps)
+            _check_row_op("rms_norm_weight_grad", dtype, g, x, eps=eps)
 
 
 def test_row_kernels_state_their_exactness():
@@ -164,12 +166,41 @@ def test_every_thread_count_gives_the_same_bits_in_rows(op, small_chunks):
         "rms_norm": (x, w, 1e-6),
         "layer_norm_grad": (g, x, w, 1e-5),
         "rms_norm_grad": (g, x, w, 1e-6),
+        "layer_norm_weight_grad": (g, x, 1e-5),
+        "rms_norm_weight_grad": (g, x, 1e-6),
     }[op]
     results = []
     for threads in (1, 2, 3):
         verigrad.set_threads(threads)
         results.append(_kernel(op, "f32")(*args).tobytes())
     assert results[0] == results[1] == results[2]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_norm_weight_grads_sum_the_rows_in_order(dtype, small_chunks):
+    """The weight gradients add each column's g * xhat over the rows in order, in double, as the sum over
+    the leading axes does (equal rows with g 1, 1e30, -1e30, 2 give 2 xhat in that order, xhat in the
+    reverse one), on GPT-sized rows (128 and 768) and on batches that end mid-way; a zero or NaN column
+    runs the reference, whose zero's sign and NaN's bits depend on NumPy's order."""
+    np_dtype = cpu.DTYPES[dtype]
+    rng = np.random.default_rng(11)
+    x = np.tile(rng.standard_normal(5).astype(np_dtype), (4, 1))
+    g = np.array([[1.0] * 5, [1e30] * 5, [-1e30] * 5, [2.0] * 5], np_dtype)
+    for op in ("layer_norm_weight_grad", "rms_norm_weight_grad"):
+        actual = _kernel(op, dtype)(g, x, 1e-5)
+        xhat = decomposition(REGISTRY[op])(np.ones((1, 5), np_dtype), x[:1], eps=1e-5)
+        assert actual.tobytes() == (2 * xhat).tobytes()
+    for shape in [(8, 128, 128), (3, 768), (37, 129), (2, 5, 3)]:
+        x = rng.standard_normal(shape).astype(np_dtype)
+        g = (rng.standard_normal(shape) * rng.choice([1e-3, 1.0, 1e3], shape)).astype(np_dtype)
+        for op, eps in (("layer_norm_weight_grad", 1e-5), ("rms_norm_weight_grad", 1e-6)):
+            _check_row_op(op, dtype, g, x, eps=eps)
+    x, g = rng.standard_normal((2, 4, 6)).astype(np_dtype)
+    g[:, 2], g[1, 4] = 0.0, np.nan
+    for op in ("layer_norm_weight_grad", "rms_norm_weight_grad"):
+        actual = _kernel(op, dtype)(g, x, 1e-5)
+        assert actual.tobytes() == decomposition(REGISTRY[op])(g, x, eps=1e-5).tobytes()
+        assert actual[2] == 0 and np.isnan(actual[4])
 
 
 def test_softmax_in_place():
@@ -246,6 +277,8 @@ def test_the_row_kernels_take_the_c_path(monkeypatch):
         ("rms_norm", (x, w, 1e-5)),
         ("layer_norm_grad", (g, x, w, 1e-5)),
         ("rms_norm_grad", (g, x, w, 1e-5)),
+        ("layer_norm_weight_grad", (g, x, 1e-5)),
+        ("rms_norm_weight_grad", (g, x, 1e-5)),
     ]:
         _kernel(op, "f64")(*args)
     with pytest.raises(AssertionError, match="decomposition"):

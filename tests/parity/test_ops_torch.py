@@ -42,6 +42,8 @@ NO_TORCH_COUNTERPART = {
     "cross_entropy_grad",
     "layer_norm_grad",
     "rms_norm_grad",
+    "layer_norm_weight_grad",
+    "rms_norm_weight_grad",
     # on a window holding NaN PyTorch sends the gradient to the last NaN, the reference to the first;
     # max_pool2d's gradient (which runs this op) is compared with PyTorch's
     "max_pool2d_grad",

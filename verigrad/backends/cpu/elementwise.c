@@ -461,6 +461,16 @@ AVX512_INLINE void exp2_8_avx512(const __m512d t[VK512], __m512d scale[VK512]) {
     }
 }
 
+/* AVX-512: a / b as a times 1 / b from rcp14's 14 bits and two Newton steps (relative error about
+ * 2^-52 each), where the division's throughput is a quarter of the FMAs' */
+AVX512_INLINE __m512d div_newton_avx512(__m512d a, __m512d b) {
+    const __m512d one = _mm512_set1_pd(1.0);
+    __m512d y = _mm512_rcp14_pd(b);
+    y = _mm512_fmadd_pd(y, _mm512_fnmadd_pd(b, y, one), y);
+    y = _mm512_fmadd_pd(y, _mm512_fnmadd_pd(b, y, one), y);
+    return _mm512_mul_pd(a, y);
+}
+
 #define VK 2
 #define VD __m256d
 #define V(op) _mm256_##op
@@ -468,7 +478,9 @@ AVX512_INLINE void exp2_8_avx512(const __m512d t[VK512], __m512d scale[VK512]) {
 #define VINLINE AVX2_INLINE
 #define VEXP2 exp2_8_avx2
 #define VSELECT_NEG(x, neg, pos) _mm256_blendv_pd(pos, neg, x)
+#define VDIV(a, b) _mm256_div_pd(a, b)
 #include "elementwise_vector.h"
+#undef VDIV
 #undef VK
 #undef VD
 #undef V
@@ -484,6 +496,7 @@ AVX512_INLINE void exp2_8_avx512(const __m512d t[VK512], __m512d scale[VK512]) {
 #define VINLINE AVX512_INLINE
 #define VEXP2 exp2_8_avx512
 #define VSELECT_NEG(x, neg, pos) _mm512_mask_blend_pd(_mm512_movepi64_mask(_mm512_castpd_si512(x)), pos, neg)
+#define VDIV div_newton_avx512
 #include "elementwise_vector.h"
 
 /* AVX2: the lanes (a bit each, in the order 0 1 4 5 2 3 6 7) of the 8 doubles y0 (0-3) and y1 (4-7) whose

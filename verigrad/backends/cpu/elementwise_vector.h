@@ -6,6 +6,7 @@
  *   VINLINE     the attributes of an inlined function of this width
  *   VEXP2(t, scale)          2^(n/8) for t = n + SHIFTER, two vectors each (the table lookup)
  *   VSELECT_NEG(x, neg, pos) neg where x's sign bit is set, else pos
+ *   VDIV(a, b)               a / b within a few ulps (gelu's; the others divide exactly)
  */
 
 /* q(s r) for s = 1 or -1, with exp(r) = 1 + r + r^2 q(r) on |r| <= ln2/16: of degree 4, or of degree 3 if
@@ -139,9 +140,15 @@ VINLINE void VNAME(gelu_parts)(const VD x[VK], VD F[VK], VD e[VK]) {
     VNAME(exp_parts)(a, -1.0, 0, p, scale);
     for (int k = 0; k < VK; k++) {
         VD t6 = V(min_pd)(t[k], V(set1_pd)(6.0));
-        VD s = V(div_pd)(V(fmsub_pd)(V(set1_pd)(2.0), t6, V(set1_pd)(3.0)), V(add_pd)(t6, V(set1_pd)(3.0)));
-        VD r = V(set1_pd)(c[0]);
-        for (int j = 1; j < 17; j++) r = V(fmadd_pd)(r, s, V(set1_pd)(c[j]));
+        VD s = VDIV(V(fmsub_pd)(V(set1_pd)(2.0), t6, V(set1_pd)(3.0)), V(add_pd)(t6, V(set1_pd)(3.0)));
+        /* sum c[16 - j] s^j as its even and its odd powers' parts, Horner's scheme in s^2 on each (two chains
+         * of 8 operations, where one in s is 16 long) */
+        VD s2 = V(mul_pd)(s, s), even = V(set1_pd)(c[0]), odd = V(set1_pd)(c[1]);
+        for (int j = 2; j < 16; j += 2) {
+            even = V(fmadd_pd)(even, s2, V(set1_pd)(c[j]));
+            odd = V(fmadd_pd)(odd, s2, V(set1_pd)(c[j + 1]));
+        }
+        VD r = V(fmadd_pd)(odd, s, V(fmadd_pd)(even, s2, V(set1_pd)(c[16])));
         e[k] = V(fmadd_pd)(scale[k], p[k], scale[k]);
         VD E = V(mul_pd)(r, e[k]);
         F[k] = VSELECT_NEG(z[k], E, V(sub_pd)(V(set1_pd)(2.0), E));

@@ -7,6 +7,8 @@
  * log are elementwise.c's kernels (f32: evaluated in double, rounded once); where those differ from the
  * references' exp and log, by a few ulps, so do the results; everything else gives the reference's bits.
  * One thread computes each row, so the result does not depend on the thread count. `out` may be `x` (in place) for softmax, log_softmax and the norms.
+ * The norms take rows in batches (norm_batch), each batch's sums side by side (vg_pairwise_rows_f32), their
+ * element-wise steps vectorized (built for each instruction set, the same operations in the same order).
  *
  * x:         [rows, n] input (logits for cross-entropy);
  * softmax:   out = e / sum(e), e = exp(x - max(x));   log_softmax: out = (x - m) - log(sum(e));
@@ -20,7 +22,11 @@
  * rms_norm:  out = x * (1 / sqrt(mean(x * x) + eps)) * w;
  * norm_grad: the gradient of layer_norm (center) or rms_norm with respect to x, for the output's
  *            gradient g: with rs, xc as above, xhat = xc * rs and d = g * w,
- *            out = rs * ((d - mean(d)) - xhat * mean(d * xhat)), without the "- mean(d)" for rms_norm.
+ *            out = rs * ((d - mean(d)) - xhat * mean(d * xhat)), without the "- mean(d)" for rms_norm;
+ * norm_weight_grad: the gradient of their weight, the sum of g * xhat over the rows (and of g: the bias's),
+ *            each column's added in row order in double from +0 and rounded once, as the sum over the
+ *            leading axes gives it: every row's mean and rs first (threads take rows), then the columns
+ *            (threads take columns), so the bits do not depend on the thread count.
  */
 #include <math.h>
 #include <stdint.h>
@@ -105,6 +111,57 @@ static inline void row_sums_f64(const double *a, int64_t rows, int64_t n, int64_
     }
 ROW_STEPS(float, f32)
 ROW_STEPS(double, f64)
+
+/* The norms' element-wise steps on one row, plain IEEE operations in the decompositions' order, built for
+ * each instruction set */
+#define NORM_STEPS(T, SUF)                                                                    \
+    VG_CLONES static void squares_##SUF(const T *restrict x, T *restrict sq, int64_t n, T mu, int center) { \
+        if (center)                                                                           \
+            for (int64_t i = 0; i < n; i++) sq[i] = (x[i] - mu) * (x[i] - mu);                \
+        else                                                                                  \
+            for (int64_t i = 0; i < n; i++) sq[i] = x[i] * x[i];                              \
+    }                                                                                         \
+    /* out may be x */                                                                        \
+    VG_CLONES static void norm_out_##SUF(const T *x, const T *restrict w, const T *restrict b, T *out, \
+                                         int64_t n, T mu, T rs, int center) {                 \
+        if (center)                                                                           \
+            for (int64_t i = 0; i < n; i++) out[i] = (x[i] - mu) * rs * w[i] + b[i];          \
+        else                                                                                  \
+            for (int64_t i = 0; i < n; i++) out[i] = x[i] * rs * w[i];                        \
+    }                                                                                         \
+    VG_CLONES static void grad_parts_##SUF(const T *restrict x, const T *restrict g, const T *restrict w, \
+                                           T *restrict xhat, T *restrict d, T *restrict dx, int64_t n, \
+                                           T mu, T rs, int center) {                          \
+        for (int64_t i = 0; i < n; i++) {                                                     \
+            xhat[i] = (center ? x[i] - mu : x[i]) * rs;                                       \
+            d[i] = g[i] * w[i];                                                               \
+            dx[i] = d[i] * xhat[i];                                                           \
+        }                                                                                     \
+    }                                                                                         \
+    VG_CLONES static void grad_out_##SUF(const T *restrict d, const T *restrict xhat, T *out, int64_t n, \
+                                         T rs, T md, T dot, int center) {                     \
+        if (center)                                                                           \
+            for (int64_t i = 0; i < n; i++) out[i] = rs * ((d[i] - md) - xhat[i] * dot);      \
+        else                                                                                  \
+            for (int64_t i = 0; i < n; i++) out[i] = rs * (d[i] - xhat[i] * dot);             \
+    }                                                                                         \
+    /* wacc[i] += g xhat, bacc[i] += g (where `bias`), widened: the reduction's additions, in row order */ \
+    VG_CLONES static void weight_acc_##SUF(const T *restrict x, const T *restrict g, double *restrict wacc, \
+                                           double *restrict bacc, int64_t n, T mu, T rs, int center, int bias) { \
+        for (int64_t i = 0; i < n; i++) wacc[i] += (double)(g[i] * ((center ? x[i] - mu : x[i]) * rs)); \
+        if (bias)                                                                             \
+            for (int64_t i = 0; i < n; i++) bacc[i] += (double)g[i];                          \
+    }
+NORM_STEPS(float, f32)
+NORM_STEPS(double, f64)
+/* the norms take rows in batches of at most ROW_SUMS rows and NORM_BATCH elements, their sums side by side */
+#define NORM_BATCH 1024
+static inline int64_t norm_batch(int64_t n) {
+    int64_t per = NORM_BATCH / n;
+    return per < 1 ? 1 : per > ROW_SUMS ? ROW_SUMS : per;
+}
+/* the weight gradient's columns a thread takes at least */
+#define WEIGHT_COLUMNS 64
 
 #define ROWS(T, SUF)                                                                          \
     /* z = row - m, e = exp(z) (not in place: the exp kernel reads z after it writes e); returns  \
@@ -217,27 +274,32 @@ ROW_STEPS(double, f64)
         vg_parallel_for(rows, min_rows, threads, xent_grad_##SUF##_chunk, &p);                \
         return 0;                                                                             \
     }                                                                                         \
-    /* w (and b) may be null: layer_norm without them is the normalized x */                  \
+    /* each row's mean (0 for rms_norm) and rs = 1 / sqrt(mean(xc * xc) + eps) for the k rows at x,   \
+       as the decompositions round them (sq: k n of scratch) */                               \
+    static void norm_stats_##SUF(const T *x, int64_t k, int64_t n, int center, T eps, int64_t block, \
+                                 T *sq, T *mu, T *rs) {                                       \
+        double sums[ROW_SUMS];                                                                \
+        if (center) {                                                                         \
+            row_sums_##SUF(x, k, n, block, sums);                                             \
+            for (int64_t r = 0; r < k; r++) mu[r] = (T)(sums[r] / (double)n);                 \
+        } else {                                                                              \
+            for (int64_t r = 0; r < k; r++) mu[r] = (T)0;                                     \
+        }                                                                                     \
+        for (int64_t r = 0; r < k; r++) squares_##SUF(x + r * n, sq + r * n, n, mu[r], center); \
+        row_sums_##SUF(sq, k, n, block, sums);                                                \
+        for (int64_t r = 0; r < k; r++) rs[r] = (T)1 / sqrt_##SUF((T)(sums[r] / (double)n) + eps); \
+    }                                                                                         \
     static void norm_##SUF##_chunk(void *ctx, int64_t lo, int64_t hi) {                       \
         const vg_rowjob *p = (const vg_rowjob *)ctx;                                          \
-        int64_t n = p->n;                                                                     \
-        const T *w = (const T *)p->w, *b = (const T *)p->b;                                   \
-        T eps = (T)p->eps, *sq = (T *)malloc((size_t)n * sizeof(T));                          \
-        for (int64_t r = lo; r < hi; r++) {                                                   \
-            const T *row = (const T *)p->x + r * n;                                           \
-            T *out = (T *)p->out + r * n;                                                     \
-            T mu = p->center ? (T)(vg_pairwise_##SUF(row, n, p->block) / (double)n) : (T)0;   \
-            for (int64_t i = 0; i < n; i++) {                                                 \
-                T c = p->center ? row[i] - mu : row[i];                                       \
-                sq[i] = c * c;                                                                \
-            }                                                                                 \
-            T var = (T)(vg_pairwise_##SUF(sq, n, p->block) / (double)n);                      \
-            T rs = (T)1 / sqrt_##SUF(var + eps);                                              \
-            if (p->center) {                                                                  \
-                for (int64_t i = 0; i < n; i++) out[i] = (row[i] - mu) * rs * w[i] + b[i];    \
-            } else {                                                                          \
-                for (int64_t i = 0; i < n; i++) out[i] = row[i] * rs * w[i];                  \
-            }                                                                                 \
+        int64_t n = p->n, per = norm_batch(n);                                                \
+        T mu[ROW_SUMS], rs[ROW_SUMS], *sq = (T *)malloc((size_t)(per * n) * sizeof(T));       \
+        for (int64_t r0 = lo; r0 < hi; r0 += per) {                                           \
+            int64_t k = hi - r0 < per ? hi - r0 : per;                                        \
+            const T *x = (const T *)p->x + r0 * n;                                            \
+            norm_stats_##SUF(x, k, n, p->center, (T)p->eps, p->block, sq, mu, rs);            \
+            for (int64_t r = 0; r < k; r++)                                                   \
+                norm_out_##SUF(x + r * n, (const T *)p->w, (const T *)p->b, (T *)p->out + (r0 + r) * n, n, \
+                               mu[r], rs[r], p->center);                                      \
         }                                                                                     \
         free(sq);                                                                             \
     }                                                                                         \
@@ -253,31 +315,26 @@ ROW_STEPS(double, f64)
     }                                                                                         \
     static void norm_grad_##SUF##_chunk(void *ctx, int64_t lo, int64_t hi) {                  \
         const vg_rowjob *p = (const vg_rowjob *)ctx;                                          \
-        int64_t n = p->n, block = p->block;                                                   \
-        const T *w = (const T *)p->w;                                                         \
-        T eps = (T)p->eps, *sq = (T *)malloc(3 * (size_t)n * sizeof(T));                      \
-        T *xhat = sq + n, *d = xhat + n;                                                      \
-        for (int64_t r = lo; r < hi; r++) {                                                   \
-            const T *row = (const T *)p->x + r * n, *g = (const T *)p->g + r * n;             \
-            T *out = (T *)p->out + r * n;                                                     \
-            T mu = p->center ? (T)(vg_pairwise_##SUF(row, n, block) / (double)n) : (T)0;      \
-            for (int64_t i = 0; i < n; i++) {                                                 \
-                T c = p->center ? row[i] - mu : row[i];                                       \
-                sq[i] = c * c;                                                                \
-            }                                                                                 \
-            T rs = (T)1 / sqrt_##SUF((T)(vg_pairwise_##SUF(sq, n, block) / (double)n) + eps); \
-            for (int64_t i = 0; i < n; i++) {                                                 \
-                xhat[i] = (p->center ? row[i] - mu : row[i]) * rs;                            \
-                d[i] = g[i] * w[i];                                                           \
-                sq[i] = d[i] * xhat[i];                                                       \
-            }                                                                                 \
-            T dot = (T)(vg_pairwise_##SUF(sq, n, block) / (double)n);                         \
+        int64_t n = p->n, per = norm_batch(n);                                                \
+        T mu[ROW_SUMS], rs[ROW_SUMS], md[ROW_SUMS], dot[ROW_SUMS];                            \
+        T *sq = (T *)malloc(3 * (size_t)(per * n) * sizeof(T)), *xhat = sq + per * n, *d = xhat + per * n; \
+        double sums[ROW_SUMS];                                                                \
+        for (int64_t r0 = lo; r0 < hi; r0 += per) {                                           \
+            int64_t k = hi - r0 < per ? hi - r0 : per;                                        \
+            const T *x = (const T *)p->x + r0 * n, *g = (const T *)p->g + r0 * n;             \
+            norm_stats_##SUF(x, k, n, p->center, (T)p->eps, p->block, sq, mu, rs);            \
+            for (int64_t r = 0; r < k; r++) /* xhat, d = g w, and d xhat (in sq) */           \
+                grad_parts_##SUF(x + r * n, g + r * n, (const T *)p->w, xhat + r * n, d + r * n, sq + r * n, \
+                                 n, mu[r], rs[r], p->center);                                 \
+            row_sums_##SUF(sq, k, n, p->block, sums);                                         \
+            for (int64_t r = 0; r < k; r++) dot[r] = (T)(sums[r] / (double)n);                \
             if (p->center) {                                                                  \
-                T md = (T)(vg_pairwise_##SUF(d, n, block) / (double)n);                       \
-                for (int64_t i = 0; i < n; i++) out[i] = rs * ((d[i] - md) - xhat[i] * dot);  \
-            } else {                                                                          \
-                for (int64_t i = 0; i < n; i++) out[i] = rs * (d[i] - xhat[i] * dot);         \
+                row_sums_##SUF(d, k, n, p->block, sums);                                      \
+                for (int64_t r = 0; r < k; r++) md[r] = (T)(sums[r] / (double)n);             \
             }                                                                                 \
+            for (int64_t r = 0; r < k; r++)                                                   \
+                grad_out_##SUF(d + r * n, xhat + r * n, (T *)p->out + (r0 + r) * n, n, rs[r], md[r], dot[r], \
+                               p->center);                                                    \
         }                                                                                     \
         free(sq);                                                                             \
     }                                                                                         \
@@ -286,6 +343,48 @@ ROW_STEPS(double, f64)
         vg_rowjob p = {.x = x, .w = w, .g = g, .out = out, .n = n, .block = block, .eps = eps, \
                        .center = center};                                                     \
         vg_parallel_for(rows, min_rows, threads, norm_grad_##SUF##_chunk, &p);                \
+    }                                                                                         \
+    /* the weight gradient's first phase: every row's mean and rs (into p->scale: 2 rows of T) */ \
+    static void norm_stats_##SUF##_chunk(void *ctx, int64_t lo, int64_t hi) {                 \
+        const vg_rowjob *p = (const vg_rowjob *)ctx;                                          \
+        int64_t n = p->n, rows = p->count, per = norm_batch(n);                               \
+        T *mu = (T *)p->out, *rs = mu + rows, *sq = (T *)malloc((size_t)(per * n) * sizeof(T)); \
+        for (int64_t r0 = lo; r0 < hi; r0 += per) {                                           \
+            int64_t k = hi - r0 < per ? hi - r0 : per;                                        \
+            norm_stats_##SUF((const T *)p->x + r0 * n, k, n, p->center, (T)p->eps, p->block, sq, mu + r0, rs + r0); \
+        }                                                                                     \
+        free(sq);                                                                             \
+    }                                                                                         \
+    /* the second: columns [lo, hi) of sum(g xhat) (and of sum(g) into p->b), each over the rows in order */ \
+    static void norm_weight_##SUF##_chunk(void *ctx, int64_t lo, int64_t hi) {                \
+        const vg_rowjob *p = (const vg_rowjob *)ctx;                                          \
+        int64_t n = p->n, rows = p->count, m = hi - lo;                                       \
+        const T *mu = (const T *)p->scale, *rs = mu + rows;                                   \
+        double *acc = (double *)calloc(2 * (size_t)m, sizeof(double));                        \
+        for (int64_t r = 0; r < rows; r++)                                                    \
+            weight_acc_##SUF((const T *)p->x + r * n + lo, (const T *)p->g + r * n + lo, acc, acc + m, m, mu[r], \
+                             rs[r], p->center, p->b != 0);                                    \
+        for (int64_t j = 0; j < m; j++) {                                                     \
+            ((T *)p->out)[lo + j] = (T)acc[j];                                                \
+            if (p->b) ((T *)p->b)[lo + j] = (T)acc[m + j];                                    \
+        }                                                                                     \
+        free(acc);                                                                            \
+    }                                                                                         \
+    /* wout = the sum over the rows of g * xhat, bout (where not null) that of g; returns 1 where one \
+       is a zero or a NaN (whose sign NumPy's order decides: the caller runs the reference) */ \
+    int vg_norm_weight_grad_##SUF(const T *g, const T *x, T *wout, T *bout, int64_t rows, int64_t n, \
+                                  double eps, int center, int64_t block, int64_t min_rows, int threads) { \
+        T *stats = (T *)malloc(2 * (size_t)rows * sizeof(T));                                 \
+        vg_rowjob p = {.x = x, .g = g, .out = stats, .n = n, .block = block, .eps = eps,      \
+                       .center = center, .count = rows};                                      \
+        vg_parallel_for(rows, min_rows, threads, norm_stats_##SUF##_chunk, &p);               \
+        vg_rowjob q = {.x = x, .g = g, .scale = stats, .out = wout, .b = bout, .n = n,        \
+                       .center = center, .count = rows};                                      \
+        vg_parallel_for(n, WEIGHT_COLUMNS, threads, norm_weight_##SUF##_chunk, &q);           \
+        free(stats);                                                                          \
+        int bad = 0;                                                                          \
+        for (int64_t j = 0; j < n; j++) bad |= !(wout[j] != 0) || (bout && !(bout[j] != 0));  \
+        return bad;                                                                           \
     }
 
 ROWS(float, f32)

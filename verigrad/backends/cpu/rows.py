@@ -1,5 +1,6 @@
 """Row kernels (rows.c): softmax and log_softmax over the last axis, cross_entropy and its gradient,
-layer_norm and rms_norm and their input gradients; each row by one thread.
+layer_norm and rms_norm and their input and weight gradients; each row (each column of a weight
+gradient) by one thread.
 
 Each repeats its op's decomposition step by step with the same roundings (sums in NumPy's order, in
 double, rounded to the dtype), so the norms and their gradients give the reference's bits. softmax,
@@ -23,7 +24,12 @@ from ...ops import sum as reduce_sum
 from ...ops._op import never_warns, silenced
 from ...ops.checks import out_of_range
 from ...ops.composite.losses import cross_entropy_grad
-from ...ops.composite.normalization import layer_norm_grad, rms_norm_grad
+from ...ops.composite.normalization import (
+    layer_norm_grad,
+    layer_norm_weight_grad,
+    rms_norm_grad,
+    rms_norm_weight_grad,
+)
 from ..kernel_table import EXACT, Exactness, tolerance, ulp
 from ..reference import composite_reference
 from . import _ffi
@@ -38,6 +44,8 @@ ROWS = (
     "rms_norm",
     "layer_norm_grad",
     "rms_norm_grad",
+    "layer_norm_weight_grad",
+    "rms_norm_weight_grad",
 )
 
 
@@ -77,6 +85,7 @@ _TARGET = np.dtype(np.int64)
 _LAYER_NORM_ARGS = [_P, _P, _P, _P, _I, _I, ctypes.c_double, _I, _I, _T]
 _RMS_NORM_ARGS = [_P, _P, _P, _I, _I, ctypes.c_double, _I, _I, _T]
 _NORM_GRAD_ARGS = [_P, _P, _P, _P, _I, _I, ctypes.c_double, _T, _I, _I, _T]
+_WEIGHT_GRAD_ARGS = [_P, _P, _P, _P, _I, _I, ctypes.c_double, _T, _I, _I, _T]
 
 
 def _rows_of(x: np.ndarray, dtype: np.dtype, copy: Callable = np.ascontiguousarray) -> np.ndarray | None:
@@ -254,6 +263,35 @@ def _norm_grad(k: _Rows, center: bool, fallback: Callable) -> Callable:
     return kernel
 
 
+def _weight_grad(k: _Rows, center: bool, fallback: Callable) -> Callable:
+    fn = k.fn("norm_weight_grad", _WEIGHT_GRAD_ARGS, ctypes.c_int)
+
+    def kernel(g: np.ndarray, x: np.ndarray, eps: float) -> np.ndarray:
+        rows, grad = k.rows_of(x), k.rows_of(g)
+        if rows is None or grad is None or x.ndim < 2:
+            return fallback(g, x, eps=eps)
+        n = x.shape[-1]
+        out = np.empty(n, k.dtype)
+        # a zero or NaN column sum: which zero or NaN depends on NumPy's order, the reference's then
+        if fn(
+            k.ptr(grad),
+            k.ptr(rows),
+            k.ptr(out),
+            None,
+            x.size // n,
+            n,
+            eps,
+            int(center),
+            k.block,
+            k.min_rows(n),
+            k.backend.threads,
+        ):
+            return fallback(g, x, eps=eps)
+        return out
+
+    return kernel
+
+
 def register(backend: Any, lib: Library) -> None:
     for dtype_name in DTYPES:
         k = _Rows(lib, dtype_name, backend)
@@ -266,6 +304,8 @@ def register(backend: Any, lib: Library) -> None:
             "rms_norm": _rms_norm(k, composite_reference(rms_norm)),
             "layer_norm_grad": _norm_grad(k, True, composite_reference(layer_norm_grad)),
             "rms_norm_grad": _norm_grad(k, False, composite_reference(rms_norm_grad)),
+            "layer_norm_weight_grad": _weight_grad(k, True, composite_reference(layer_norm_weight_grad)),
+            "rms_norm_weight_grad": _weight_grad(k, False, composite_reference(rms_norm_weight_grad)),
         }
         for name, kernel in kernels.items():  # the fallbacks silence NumPy themselves
             backend.register(name, never_warns(kernel), dtype_name, exactness(name, dtype_name, backend))

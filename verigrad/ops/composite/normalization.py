@@ -6,7 +6,8 @@ rms_norm (Llama): x * rsqrt(mean(x^2) + eps) * weight.
 Their VJPs: with xhat the normalized x and dxhat = g * weight, the input's gradient is the op
 `layer_norm_grad(g, x, weight)`, rsqrt(var + eps) * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
 (one kernel for a backend; its decomposition is the reference), and likewise `rms_norm_grad`, without
-the mean(dxhat) term; weight's gradient is the sum of g * xhat over the other axes, bias's of g.
+the mean(dxhat) term; weight's gradient is the sum of g * xhat over the other axes (the ops
+`layer_norm_weight_grad` and `rms_norm_weight_grad`, one kernel each for a backend), bias's that of g.
 """
 
 from __future__ import annotations
@@ -80,7 +81,7 @@ def _layer_norm_vjp(g, out, x, weight, bias, eps: float):
     """Each gradient only where it is wanted (a frozen weight and bias want none)."""
     return (
         layer_norm_grad(g, x, weight, eps=eps) if x.requires_grad else None,
-        _weight_grad(g, x, eps, True) if weight.requires_grad else None,
+        layer_norm_weight_grad(g, x, eps=eps) if weight.requires_grad else None,
         g.sum(axis=tuple(range(x.ndim - 1))) if bias.requires_grad else None,
     )
 
@@ -88,7 +89,7 @@ def _layer_norm_vjp(g, out, x, weight, bias, eps: float):
 def _rms_norm_vjp(g, out, x, weight, eps: float):
     return (
         rms_norm_grad(g, x, weight, eps=eps) if x.requires_grad else None,
-        _weight_grad(g, x, eps, False) if weight.requires_grad else None,
+        rms_norm_weight_grad(g, x, eps=eps) if weight.requires_grad else None,
     )
 
 
@@ -96,6 +97,12 @@ def _grad_shape(g: tuple, x: tuple, weight: tuple, eps: float) -> tuple:
     if g != x:
         raise ShapeError(f"the gradient must be shaped like x, {shape_text(x)}; got {shape_text(g)}")
     return _norm_shape(x, weight, eps=eps)
+
+
+def _weight_grad_shape(g: tuple, x: tuple, eps: float) -> tuple:
+    if g != x:
+        raise ShapeError(f"the gradient must be shaped like x, {shape_text(x)}; got {shape_text(g)}")
+    return _norm_shape(x, eps=eps)[-1:]
 
 
 _SHAPES = [(3, 4), (2, 3, 5), (1, 6), (4, 1), (7,)]
@@ -111,6 +118,13 @@ def _layer_norm_samples(rng: np.random.Generator) -> list[Sample]:
 def _grad_samples(rng: np.random.Generator) -> list[Sample]:
     return [
         Sample((uniform(rng, s), uniform(rng, s), uniform(rng, s[-1:])), {"eps": eps})
+        for s, eps in zip(_SHAPES, (1e-5, 1e-5, 1e-3, 1e-5, 0.1))
+    ]
+
+
+def _weight_grad_samples(rng: np.random.Generator) -> list[Sample]:
+    return [
+        Sample((uniform(rng, s), uniform(rng, s)), {"eps": eps})
         for s, eps in zip(_SHAPES, (1e-5, 1e-5, 1e-3, 1e-5, 0.1))
     ]
 
@@ -168,4 +182,26 @@ rms_norm_grad = Op(
     samples=_grad_samples,
     exact=False,
     doc="rms_norm's gradient with respect to x, for the output's gradient g.",
+)
+
+layer_norm_weight_grad = Op(
+    "layer_norm_weight_grad",
+    shape=_weight_grad_shape,
+    dtype=_norm_dtype,
+    params=lambda g, x, eps=1e-5: _eps_canon(g, x, eps=eps),
+    decompose=lambda g, x, eps: _weight_grad(g, x, eps, center=True),
+    samples=_weight_grad_samples,
+    exact=False,
+    doc="layer_norm's gradient with respect to its weight: the sum of g * xhat over every axis but the last.",
+)
+
+rms_norm_weight_grad = Op(
+    "rms_norm_weight_grad",
+    shape=_weight_grad_shape,
+    dtype=_norm_dtype,
+    params=lambda g, x, eps=1e-6: _eps_canon(g, x, eps=eps),
+    decompose=lambda g, x, eps: _weight_grad(g, x, eps, center=False),
+    samples=_weight_grad_samples,
+    exact=False,
+    doc="rms_norm's gradient with respect to its weight: the sum of g * xhat over every axis but the last.",
 )

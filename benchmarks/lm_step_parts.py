@@ -1,0 +1,72 @@
+"""The element-wise and row-wise parts of the small GPT's training step (benchmarks/lm_train.py), one
+thread: GELU (exact, as the GPT's F.gelu) and layer norm forward and forward + backward on the step's
+shapes, and a residual add, verigrad eager against PyTorch eager, calls alternating in one process (the
+machine's load moves both alike); milliseconds of CPU time, the median of `--repeats` calls each.
+
+    python benchmarks/lm_step_parts.py --repeats 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+
+def parts(torch: Any, convert: Callable) -> dict[str, Callable[[], Any]]:
+    """Each part as a call of `torch`'s namespace (PyTorch's or verigrad's) on seed-0 inputs."""
+    F = torch.nn.functional
+    rng = np.random.default_rng(0)
+    h, gh = rng.standard_normal((2, 8, 128, 512)).astype(np.float32)  # the MLP's hidden activations
+    x, gx = rng.standard_normal((2, 8, 128, 128)).astype(np.float32)  # the residual stream
+    w, b = (1 + 0.1 * rng.standard_normal((2, 128))).astype(np.float32)
+    xa, xb = convert(x), convert(gx)
+
+    def gelu_backward() -> None:
+        t = convert(h).requires_grad_(True)
+        F.gelu(t).backward(convert(gh))
+
+    def norm_backward() -> None:
+        t, wt, bt = (convert(a).requires_grad_(True) for a in (x, w, b))
+        F.layer_norm(t, (128,), wt, bt).backward(convert(gx))
+
+    return {
+        "gelu forward": lambda: F.gelu(convert(h)),
+        "gelu forward + backward": gelu_backward,
+        "layer_norm forward": lambda: F.layer_norm(convert(x), (128,), convert(w), convert(b)),
+        "layer_norm forward + backward": norm_backward,
+        "residual add": lambda: xa + xb,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeats", type=int, default=30, help="timed calls of each part (default 30)")
+    args = parser.parse_args()
+    import torch
+
+    import verigrad
+
+    verigrad.set_threads(1)
+    torch.set_num_threads(1)
+    ours, theirs = parts(verigrad, verigrad.tensor), parts(torch, torch.tensor)
+    print(f"{'part':32s} {'verigrad ms':>12s} {'torch ms':>9s} {'ratio':>6s}")
+    for name in ours:
+        times: dict[str, list[float]] = {"verigrad": [], "torch": []}
+        for _ in range(3):
+            ours[name](), theirs[name]()
+        for _ in range(args.repeats):
+            for side, call in (("verigrad", ours[name]), ("torch", theirs[name])):
+                start = time.process_time()
+                call()
+                times[side].append(time.process_time() - start)
+        a, b = (statistics.median(times[s]) * 1e3 for s in ("verigrad", "torch"))
+        print(f"{name:32s} {a:12.3f} {b:9.3f} {a / b:5.2f}x")
+
+
+if __name__ == "__main__":
+    main()
