@@ -369,4 +369,4 @@ def _binary_direct(
     """`_ffi.direct` for a binary kernel: vg_<name>_<dtype> and its broadcast form vg_<name>_bc_<dtype>."""
     fn, fn_bc = lib.address(f"vg_{name}_{dtype_name}"), lib.address(f"vg_{name}_bc_{dtype_name}")
     _ffi.direct(kernel, _ffi.DIRECT_BINARY, fn, fn_bc, dtype, backend)
-    kernel.eager_c += (broadcast_dims,)  # the layout of operands broadcast otherwise (vg_eager.c: bc_layout)
+    kernel.eager_c += (broadcast_dims,)  # operands broadcast otherwise: their layout (eager_fast.c bc_layout)

@@ -685,7 +685,7 @@ def _matmul_kernel(dtype: np.dtype, reference: Callable) -> Callable:
     return never_warns(kernel)
 
 
-# vg_eager.c's FAST_MATMUL: the matmul kernel's calling convention (after _ffi's, rows.py's and
+# eager_fast.c's FAST_MATMUL: the matmul kernel's calling convention (after _ffi's, rows.py's and
 # reduce.py's DIRECT_ kinds). eager_c = (DIRECT_MATMUL, vg_gemm's address, _plans, the dtype's number,
 # the backend, exact_default, (_setting, _state): what exact_default reads, read so in C): vg_eager looks
 # a plan up in _plans under the kernel's key and, where

@@ -65,7 +65,7 @@ def _broadcast_to(reference: Callable) -> Callable:
         out.flags.writeable = False
         return out
 
-    # vg_eager.c's `broadcast_view` makes the view itself from the strides remembered here
+    # eager_fast.c's `broadcast_view` makes the view itself from the strides remembered here
     kernel.eager_c = (_ffi.DIRECT_BROADCAST, _BROADCAST)
     return never_warns(kernel)
 

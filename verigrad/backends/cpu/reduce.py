@@ -80,7 +80,7 @@ def describe(shape: tuple[int, ...], axes: tuple[int, ...], block: int, mean: bo
     return d
 
 
-# vg_eager.c's FAST_REDUCE: a reduction's calling convention (after _ffi's DIRECT_ kinds and rows.py's)
+# eager_fast.c's FAST_REDUCE: a reduction's calling convention (after _ffi's DIRECT_ kinds and rows.py's)
 DIRECT_REDUCE = 8
 
 
@@ -138,7 +138,7 @@ def _reduce(
     def described(shape: tuple, axis: tuple, keepdim: bool, block: int) -> tuple[Any, tuple] | None:
         return _ffi.remember(calls, (shape, axis, keepdim, block), call(shape, axis, keepdim, block))
 
-    # vg_eager.c's `reduce_call` makes the call above itself where `calls` holds the layout's description;
+    # eager_fast.c's `reduce_call` makes the call above itself where `calls` holds the layout's description;
     # a sum (0) or mean (1) also of a 0-d array, and of an F-contiguous one over every axis, as the
     # reference computes them (`described` describes the reversed view there)
     sum_kind = {"sum": 0, "mean": 1}.get(name)

@@ -76,7 +76,7 @@ def exactness(name: str, dtype_name: str, backend: Any) -> Exactness:
 
 
 _P, _I, _T = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
-DIRECT_ROWS = 7  # vg_eager.c's FAST_ROWS: softmax's calling convention (after _ffi's DIRECT_ kinds)
+DIRECT_ROWS = 7  # eager_fast.c's FAST_ROWS: softmax's calling convention (after _ffi's DIRECT_ kinds)
 _SOFTMAX_ARGS = [_P, _P, _I, _I, _I, _T, _I, _T]
 _XENT_ARGS = [_P, _P, _P, _I, _I, _I, _T, _I, _I, _T]
 _XENT_TOTAL_ARGS = [_P, _P, _I, _I, _T, _T, _I, _P]
@@ -142,7 +142,7 @@ def _softmax(k: _Rows, log: bool, fallback: Callable) -> Callable:
         fn(k.ptr(rows), k.ptr(out), x.size // n, n, k.block, int(log), k.min_rows(n), k.backend.threads)
         return out
 
-    # vg_eager.c's `rows_call` makes the call above itself where x is already C-contiguous rows
+    # eager_fast.c's `rows_call` makes the call above itself where x is already C-contiguous rows
     address = k.lib.address(f"vg_softmax_{k.suffix}")
     block = _ffi.block_size(k.suffix == "f32")
     kernel.eager_c = (DIRECT_ROWS, address, int(log), k.dtype.num, k.backend, _ffi.min_chunk, block)
