@@ -431,7 +431,7 @@ static const int64_t exp_table[8] = {EXP_TABLE(EXP_BITS)};
  * has (vg_vector_level). Read at every call. */
 static int hardware_level(void) {
     if (vg_has_avx512()) return 2;
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1 : 0;
+    return vg_has_avx2_fma() ? 1 : 0;
 }
 static int vector_level = -1;
 

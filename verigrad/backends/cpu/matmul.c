@@ -100,7 +100,7 @@ void vg_gemm_portable_only(int flag) { portable_only = flag; }
 
 static tile_fn pick_tile(void) {
 #ifdef VG_X86
-    if (!portable_only && __builtin_cpu_supports("avx2")) return tile_avx2;
+    if (!portable_only && vg_has_avx2()) return tile_avx2;
 #endif
     return tile_portable;
 }

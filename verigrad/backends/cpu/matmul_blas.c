@@ -85,14 +85,14 @@ MAX_BITS(double, uint64_t, 0x7fffffffffffffffull, f64_avx2, __attribute__((targe
 
 static finite_fn pick_finite_f32(void) {
 #ifdef VG_X86
-    if (__builtin_cpu_supports("avx2")) return all_finite_f32_avx2;
+    if (vg_has_avx2()) return all_finite_f32_avx2;
 #endif
     return all_finite_f32;
 }
 
 static finite_fn pick_finite_f64(void) {
 #ifdef VG_X86
-    if (__builtin_cpu_supports("avx2")) return all_finite_f64_avx2;
+    if (vg_has_avx2()) return all_finite_f64_avx2;
 #endif
     return all_finite_f64;
 }
@@ -258,7 +258,7 @@ void vg_gemm_blas_tile(int f32, int64_t batch, int64_t m, int64_t n, int64_t k, 
 #define NO_OVERFLOW(T, UINT, INF, LIMIT, NAME)                                                           \
     static int no_overflow_##NAME(const blas_job *g, int64_t batch) {                                    \
         UINT (*max_bits)(const T *, int64_t, int64_t, int64_t) = max_bits_##NAME;                        \
-        X86_ONLY(if (__builtin_cpu_supports("avx2")) max_bits = max_bits_##NAME##_avx2;)                  \
+        X86_ONLY(if (vg_has_avx2()) max_bits = max_bits_##NAME##_avx2;)                  \
         for (int64_t item = 0; item < batch; item++) {                                                   \
             const T *a = (const T *)g->a + g->offs[3 * item + g->oa];                                    \
             const T *b = (const T *)g->b + g->offs[3 * item + g->ob];                                    \
@@ -392,7 +392,7 @@ __attribute__((target("avx2"))) static void plain_b_f32_avx2(const float *bt, in
 #endif
 
 static void plain_b_f32(const float *bt, int64_t n, int64_t k, int64_t ldb, float *plain) {
-    X86_ONLY(if (__builtin_cpu_supports("avx2")) {
+    X86_ONLY(if (vg_has_avx2()) {
         plain_b_f32_avx2(bt, n, k, ldb, plain);
         return;
     })

@@ -341,18 +341,10 @@ static const rows_fn ROWS8X2_FNS[NQTYPES] = {[Q4_0] = rows8x2_q4_0, [Q4_1] = row
 
 static int simd_allowed = 2; /* the most vector path taken: 2 AVX-512, 1 AVX2, 0 the portable (for tests) */
 
-#if VG_X86
-/* F16C from CPUID leaf 1 (ECX bit 29): Clang's __builtin_cpu_supports does not know "f16c" */
-static int has_f16c(void) {
-    unsigned int eax, ebx, ecx, edx;
-    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
-}
-#endif
-
 static int has_avx2(void) {
 #if VG_X86
     static int known = -1;
-    if (known < 0) known = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
+    if (known < 0) known = vg_has_avx2_fma() && vg_has_f16c();
     return known && simd_allowed >= 1;
 #else
     return 0;

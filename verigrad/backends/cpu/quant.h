@@ -12,7 +12,6 @@
 #include "vg.h"
 
 #if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
 #include <immintrin.h>
 #define VG_X86 1
 #else

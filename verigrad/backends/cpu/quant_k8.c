@@ -395,7 +395,7 @@ static void k8_band(void *ctx, int64_t lo, int64_t hi) {
 static int k8_level(void) {
     int level = vg_quant_simd(-1);
 #if VG_X86
-    if (level == 2 && !__builtin_cpu_supports("avx512bw")) level = 1;
+    if (level == 2 && !vg_has_avx512bw()) level = 1;
 #endif
     return level;
 }

@@ -35,6 +35,15 @@ static inline int vg_has_avx512(void) {
 #endif
 }
 
+/* Whether the CPU has AVX-512 BW (byte and word lanes: the 8-bit products' AVX-512 paths). */
+static inline int vg_has_avx512bw(void) {
+#if VG_CPU_CHECKS
+    return __builtin_cpu_supports("avx512bw") != 0;
+#else
+    return 0;
+#endif
+}
+
 /* Whether the CPU has AVX2. */
 static inline int vg_has_avx2(void) {
 #if VG_CPU_CHECKS
