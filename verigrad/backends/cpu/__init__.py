@@ -53,6 +53,7 @@ from . import (
 from . import build as _build
 from ._ffi import DTYPES, MIN_CHUNK, Library, bufsize, min_chunk, set_min_chunk
 from .attention import ATTENTION
+from .attention_q8 import ATTENTION_Q8
 from .checks import CHECKS
 from .convolution import COLUMNS, CONVOLUTION
 from .elementwise import (
@@ -95,6 +96,7 @@ KERNEL_FAMILIES = (
 
 __all__ = [
     "ATTENTION",
+    "ATTENTION_Q8",
     "BINARY",
     "CANCELLING",
     "CAST",

@@ -275,6 +275,7 @@ static void q8_units(void *ctx, int64_t lo, int64_t hi) {
         return;
     }
     double *qd = s + group * n, *acc = qd + group * a->d, *x = acc + group * a->dv, *u = x + wide;
+    (void)u; /* the vector loops' scratch: unused where they are not built (not x86) */
     for (int64_t unit = lo; unit < hi; unit++) { /* unit = (b, g, t) */
         const int64_t t = unit % a->t, g = (unit / a->t) % a->kv, b = unit / (a->t * a->kv);
         const uint8_t *pk = a->pk + b * a->pks[0] + g * a->pks[1];
