@@ -72,14 +72,52 @@ def test_kernel_gives_the_references_bits_on_each_path_and_thread_count(path, sm
         cpu.vector_path(chosen)
 
 
-def test_views_other_axes_and_dtypes():
+def test_views_and_other_axes_give_the_references_bits():
     rng = np.random.default_rng(3)
     g, out = _operands(rng, (6, 40))
+    g3, out3 = _operands(rng, (3, 5, 33))
     k = _kernel()
-    for gv, ov, axis in [(g[:, 3:37], out[:, 3:37], 1), (g.T, out.T, 1), (g[::2], out[::2], 1), (g, out, 0)]:
-        assert _bits(k(gv, ov, axis=axis)) == _bits(softmax_grad.reference(gv, ov, axis=axis))
+    cases = [(g[:, 3:37], out[:, 3:37], 1), (g.T, out.T, 1), (g[::2], out[::2], 1), (g, out, 0)]
+    cases += [(g3, out3, 1), (g3, out3, 0), (g3.transpose(2, 0, 1), out3.transpose(2, 0, 1), 0)]
+    for gv, ov, axis in cases:
+        got = k(gv, ov, axis=axis)
+        assert got.shape == ov.shape and got.flags.c_contiguous
+        assert _bits(got) == _bits(softmax_grad.reference(gv, ov, axis=axis)), (gv.shape, axis)
     empty = np.zeros((0, 5), np.float32)
     assert k(empty, empty, axis=1).shape == (0, 5)
+    assert k(np.float32(2.0) * np.ones((), np.float32), np.ones((), np.float32), axis=0) == 0.0
+
+
+def test_other_axes_and_views_run_in_c():
+    """The fallback (the reference the kernel was built with) is not called for an f32 axis-0 call."""
+    calls = []
+    kernel = cpu.softmax_grad._kernel(
+        cpu.cpu.library.fn("vg_softmax_grad_f32", cpu.softmax_grad._ARGS),
+        cpu.cpu,
+        cpu.cpu.library.ptr,
+        lambda *a, **k: calls.append(1),
+    )
+    g, out = _operands(np.random.default_rng(7), (9, 20))
+    assert _bits(kernel(g.T, out.T, axis=0)) == _bits(softmax_grad.reference(g.T, out.T, axis=0))
+    assert _bits(kernel(g[:, ::2], out[:, ::2], axis=1)) == _bits(
+        softmax_grad.reference(g[:, ::2], out[:, ::2], axis=1)
+    )
+    assert not calls
+
+
+def test_compiled_softmax_over_a_middle_axis_replays_with_new_inputs():
+    rng = np.random.default_rng(8)
+
+    def grad_of(x, g):
+        leaf = x.detach().requires_grad_()
+        leaf.softmax(dim=1).backward(g)
+        return leaf.grad
+
+    compiled = verigrad.compile(grad_of)
+    for _ in range(4):  # traced, planned, then replayed
+        x = verigrad.tensor(rng.standard_normal((2, 37, 3)).astype(np.float32) * 9)
+        g = verigrad.tensor(rng.standard_normal((2, 37, 3)).astype(np.float32))
+        assert _bits(compiled(x, g).numpy()) == _bits(grad_of(x, g).numpy())
 
 
 def test_softmax_gradient_is_softmax_grad_eager_traced_and_aten():
