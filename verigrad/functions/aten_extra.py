@@ -9,14 +9,17 @@ from typing import Any
 from ..dtypes import as_dtype, bool_, i32, i64
 from ..errors import DTypeError
 from ..ops.binary import where
+from ..ops.composite.softmax import _softmax_vjp
+from ..shapes import normalize_axis
 from ..tensor import Tensor, describe
 from .indexing import index_put
 from .pointwise import clamp
 
 
 def _softmax_backward_data(grad_output: Tensor, output: Tensor, dim: int, input_dtype: Any) -> Tensor:
-    """softmax's input gradient from its output: output (g - sum(g output, dim)), in `input_dtype`."""
-    grad = output * (grad_output - (grad_output * output).sum(dim, keepdim=True))
+    """softmax's input gradient from its output: output (g - sum(g output, dim)), in `input_dtype`; as
+    softmax's own VJP computes it (the `softmax_grad` op, rounded once from f64; f64 in ops)."""
+    (grad,) = _softmax_vjp(grad_output, output, None, normalize_axis(dim, output.ndim))
     dtype = as_dtype(input_dtype)
     return grad if grad.dtype is dtype else grad.cast(dtype)
 

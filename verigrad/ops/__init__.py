@@ -66,6 +66,7 @@ from .composite import (
     rms_norm,
     rope,
     softmax,
+    softmax_grad,
 )
 from .creation import (
     Generator,

@@ -49,6 +49,7 @@ from . import (
     reduce,
     rope,
     rows,
+    softmax_grad,
 )
 from . import build as _build
 from ._ffi import DTYPES, MIN_CHUNK, Library, bufsize, min_chunk, set_min_chunk
@@ -92,6 +93,7 @@ KERNEL_FAMILIES = (
     rope,
     optim,
     checks,
+    softmax_grad,
 )
 
 __all__ = [

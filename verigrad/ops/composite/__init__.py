@@ -9,4 +9,4 @@ from .losses import binary_cross_entropy, cross_entropy
 from .normalization import layer_norm, rms_norm
 from .pooling import avg_pool2d, max_pool2d, max_pool_grad_at
 from .rope import rope
-from .softmax import log_softmax, softmax
+from .softmax import log_softmax, softmax, softmax_grad
