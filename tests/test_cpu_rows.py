@@ -201,6 +201,11 @@ def test_norm_weight_grads_sum_the_rows_in_order(dtype, small_chunks):
         actual = _kernel(op, dtype)(g, x, 1e-5)
         assert actual.tobytes() == decomposition(REGISTRY[op])(g, x, eps=1e-5).tobytes()
         assert actual[2] == 0 and np.isnan(actual[4])
+    # one column: the reference sums the rows pairwise (contiguous memory), which the kernel leaves to it
+    x, g = rng.standard_normal((2, 600, 1)).astype(np_dtype) * 7
+    for op in ("layer_norm_weight_grad", "rms_norm_weight_grad"):
+        expected = decomposition(REGISTRY[op])(g, x, eps=1e-6)
+        assert _kernel(op, dtype)(g, x, 1e-6).tobytes() == expected.tobytes()
 
 
 def test_softmax_in_place():
