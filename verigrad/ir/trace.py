@@ -32,6 +32,8 @@ from ..autograd import Node, no_grad, records_history
 from ..dtypes import DType
 from ..shapes import Spec
 from ..tensor import Tensor
+from .guards import GONE as _GONE
+from .guards import ModuleState, attribute
 from .program import Program, Value
 
 
@@ -134,7 +136,10 @@ class TraceMode(modes.Mode):
 
     def read_flag(self, obj: Any, name: str) -> None:
         value = getattr(obj, name)
-        read = functools.partial(_attribute, weakref.ref(obj), name)
+        if name == "_traced_state":  # a module's call: `guards.checker` checks most of these quickly
+            read = ModuleState(obj)
+        else:
+            read = functools.partial(attribute, weakref.ref(obj), name)
         self.program.guards.setdefault((id(obj), name), (read, (type(value), value)))
 
     def begin_backward(self) -> None:
@@ -263,7 +268,6 @@ def _roots(fn: Any, reads: dict | None = None) -> list[tuple[str | None, Any]]:
     return roots
 
 
-_GONE = object()  # what a guard reads where the object or name it read is gone
 _SCALARS = (bool, int, float, complex, str, type(None))
 
 
@@ -283,12 +287,6 @@ def _grad_mode() -> tuple[type, bool]:
 
 def _global_value(glob: dict, name: str) -> Any:
     value = glob.get(name, _GONE)
-    return (type(value), value)
-
-
-def _attribute(ref: weakref.ref, name: str) -> Any:
-    obj = ref()
-    value = _GONE if obj is None else getattr(obj, name, _GONE)
     return (type(value), value)
 
 
