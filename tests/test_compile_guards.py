@@ -125,3 +125,46 @@ def test_unchanged_module_guards_are_not_read_again(monkeypatch):
     net.inner.training = True  # the same value, but set: read again, once
     assert program.holds() and program.holds()
     assert len(reads) == 2  # net's and net.inner's
+
+
+class Scale(nn.Module):
+    def __init__(self, k):
+        super().__init__()
+        self.k = k
+
+    def forward(self, x):
+        return x * self.k
+
+
+class Outer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = Scale(2.0)
+
+    def forward(self, x):
+        return self.inner(x) + 1.0
+
+
+def test_a_number_assigned_to_a_module_attribute():
+    net, x = Outer(), _x()
+    f = vg.compile(lambda x: net(x))
+    _same(f, net, x)
+    net.inner.k = 7.0  # read by forward as a Python number: a constant of the program
+    _same(f, net, x)
+    norm = nn.LayerNorm(3)
+    g = vg.compile(lambda x: norm(x))
+    _same(g, norm, x)
+    norm.eps = 0.5
+    _same(g, norm, x)
+
+
+def test_a_replaced_submodule_that_stays_alive():
+    net, x = Outer(), _x()
+    f = vg.compile(lambda x: net(x))
+    _same(f, net, x)
+    kept = net.inner  # alive: its own guards still read what they read
+    net.inner = Scale(5.0)
+    _same(f, net, x)
+    net.inner = kept
+    _same(f, net, x)
+    assert f.counts["traces"] == 2

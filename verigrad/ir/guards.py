@@ -1,15 +1,16 @@
 """Checking a program's guards (`Program.guards`) before each compiled call.
 
 A compiled LLM's decode step reads every module's `_traced_state` (its `training` flag and hooks): about
-270 guards, each a property read through a weak reference (~0.7 us; ~0.2 ms a call). nn.Module bumps
+270 guards, each a property read through a weak reference (~0.7 us; ~0.2 ms a call). Each module called
+has a second guard, `ModuleAttributes`: its plain numbers and strings (`eps`, `self.k`, which forward
+reads as constants of the program) and which modules its children are. nn.Module bumps
 `MODULES_CHANGED` after each change of that state made through its API (an attribute set or deleted,
 `train()`/`eval()`, a hook added or removed), and a guarded module's death bumps it too, so `checker`
 reads the module guards again only when it has moved since they last held (or a module's class no longer
 reads the state nn.Module's way); every other guard (grad mode, numbers in closures and globals, an
 optimizer's settings) is read at each call. Not seen: a write that goes around nn.Module's API
-(`object.__setattr__(m, "training", ...)`, `m.__dict__[...] = ...`, a hook list changed in place).
-
-"""
+(`object.__setattr__(m, "training", ...)`, `m.__dict__[...] = ...`, a hook list changed in place)
+until the counter moves for another reason."""
 
 from __future__ import annotations
 
@@ -18,10 +19,11 @@ from collections.abc import Callable
 from typing import Any
 
 GONE = object()  # what a guard reads where the object or name it read is gone
+SCALARS = (bool, int, float, complex, str, type(None))  # the Python values a guard keeps
 
-# bumped after each change through nn.Module's API of what a module's `_traced_state` reads (`training`,
-# the hooks; any attribute set or deleted, `train()`, a hook added or removed) and when a guarded module
-# dies: while it is unchanged, a program's module guards hold if they held at its last check
+# bumped after each change through nn.Module's API of what a module guard reads (`training`, the hooks,
+# its numbers and children: any attribute set or deleted, `train()`, a hook added or removed) and when a
+# guarded module dies: while it is unchanged, a program's module guards hold if they held at its last check
 MODULES_CHANGED = [0]
 
 
@@ -50,6 +52,30 @@ class ModuleState:
         return attribute(self.ref, "_traced_state")
 
 
+class ModuleAttributes:
+    """The read of a module's plain Python values (numbers, strings, None: `eps`, a layer's settings) and
+    which modules its children are: a trace read them without a guard of their own."""
+
+    __slots__ = ("ref",)
+
+    def __init__(self, module: Any) -> None:
+        self.ref = weakref.ref(module, modules_changed)
+
+    def __call__(self) -> tuple:
+        module = self.ref()
+        return GONE if module is None else module_attributes(module)
+
+
+def module_attributes(module: Any) -> tuple:
+    """(name, type, value) of each scalar in the module's `__dict__`, then (name, id) of its children."""
+    d = module.__dict__
+    found = [(name, type(v), v) for name, v in d.items() if type(v) in SCALARS]
+    children = d.get("_modules")
+    if isinstance(children, dict):
+        found += [(name, id(m)) for name, m in children.items()]
+    return tuple(found)
+
+
 def _layout(cls: type) -> tuple[Any, Any] | None:
     """What makes a `__dict__` look at `cls`'s instances equal to reading `_traced_state`: the property
     (nn.Module's, which reads `training` and the hook lists) and no class attribute `training` (which a
@@ -70,7 +96,9 @@ def checker(guards: dict[Any, tuple[Callable[[], Any], Any]]) -> Callable[[], bo
     others: list[tuple[Callable[[], Any], Any]] = []
     for read, value in guards.values():
         layout = _layout(read.cls) if type(read) is ModuleState else None
-        if layout is None:
+        if type(read) is ModuleAttributes:  # read from the __dict__, which only the counter's API writes
+            covered.append((read, value))
+        elif layout is None:
             others.append((read, value))
         else:
             classes[read.cls] = layout

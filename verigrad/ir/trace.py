@@ -33,7 +33,8 @@ from ..dtypes import DType
 from ..shapes import Spec
 from ..tensor import Tensor
 from .guards import GONE as _GONE
-from .guards import ModuleState, attribute
+from .guards import SCALARS as _SCALARS
+from .guards import ModuleAttributes, ModuleState, attribute, module_attributes
 from .program import Program, Value
 
 
@@ -138,6 +139,9 @@ class TraceMode(modes.Mode):
         value = getattr(obj, name)
         if name == "_traced_state":  # a module's call: `guards.checker` checks most of these quickly
             read = ModuleState(obj)
+            # its numbers (eps, a layer's settings) and children: a changed one traces again
+            attributes = (ModuleAttributes(obj), module_attributes(obj))
+            self.program.guards.setdefault((id(obj), "__dict__"), attributes)
         else:
             read = functools.partial(attribute, weakref.ref(obj), name)
         self.program.guards.setdefault((id(obj), name), (read, (type(value), value)))
@@ -266,9 +270,6 @@ def _roots(fn: Any, reads: dict | None = None) -> list[tuple[str | None, Any]]:
             if _is_function(obj) or (callable(obj) and _searchable(obj)):
                 queue.append(obj)
     return roots
-
-
-_SCALARS = (bool, int, float, complex, str, type(None))
 
 
 def _guard_scalar(reads: dict, key: tuple, read: Callable[[], Any], value: Any) -> None:
