@@ -23,7 +23,10 @@ SCALARS = (bool, int, float, complex, str, type(None))  # the Python values a gu
 
 # bumped after each change through nn.Module's API of what a module guard reads (`training`, the hooks,
 # its numbers and children: any attribute set or deleted, `train()`, a hook added or removed) and when a
-# guarded module dies: while it is unchanged, a program's module guards hold if they held at its last check
+# guarded module dies: while it is unchanged, a program's module guards hold if they held at its last check.
+# No lock: a change is made before its bump, and `holds` reads the counter before the guards, so a racing
+# change is either seen by those reads or moves the counter past the value kept (two bumps that lose one
+# still move it)
 MODULES_CHANGED = [0]
 
 
