@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..shapes import DimLike, Spec, evaluate, numel
+from .guards import checker
 from .printer import format_program
 from .validate import validate
 
@@ -68,6 +69,7 @@ class Program:
     buffers: dict[int, int] | None = None  # value id -> buffer id; None: not planned
     buffer_bytes: list[DimLike] = field(default_factory=list)  # buffer id -> its size in bytes
     inplace: set[int] = field(default_factory=set)  # values computed into their dying input's buffer
+    _holds: Any = field(default=None, repr=False, compare=False)  # (guards, their count, `checker`'s)
 
     def new_value(self, spec: Spec, name: str | None = None) -> Value:
         v = Value(self._next, spec, name)
@@ -106,7 +108,10 @@ class Program:
 
     def holds(self) -> bool:
         """Whether the values the trace read from Python objects (`guards`) are still those."""
-        return all(read() == value for read, value in self.guards.values())
+        check = self._holds
+        if check is None or check[0] is not self.guards or check[1] != len(self.guards):
+            check = self._holds = (self.guards, len(self.guards), checker(self.guards))
+        return check[2]()
 
     def __iter__(self) -> Iterator[Instr]:
         return iter(self.instrs)

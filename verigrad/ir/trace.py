@@ -32,6 +32,9 @@ from ..autograd import Node, no_grad, records_history
 from ..dtypes import DType
 from ..shapes import Spec
 from ..tensor import Tensor
+from .guards import GONE as _GONE
+from .guards import SCALARS as _SCALARS
+from .guards import ModuleAttributes, ModuleState, attribute, module_attributes
 from .program import Program, Value
 
 
@@ -134,7 +137,13 @@ class TraceMode(modes.Mode):
 
     def read_flag(self, obj: Any, name: str) -> None:
         value = getattr(obj, name)
-        read = functools.partial(_attribute, weakref.ref(obj), name)
+        if name == "_traced_state":  # a module's call: `guards.checker` checks most of these quickly
+            read = ModuleState(obj)
+            # its numbers (eps, a layer's settings) and children: a changed one traces again
+            attributes = (ModuleAttributes(obj), module_attributes(obj))
+            self.program.guards.setdefault((id(obj), "__dict__"), attributes)
+        else:
+            read = functools.partial(attribute, weakref.ref(obj), name)
         self.program.guards.setdefault((id(obj), name), (read, (type(value), value)))
 
     def begin_backward(self) -> None:
@@ -263,10 +272,6 @@ def _roots(fn: Any, reads: dict | None = None) -> list[tuple[str | None, Any]]:
     return roots
 
 
-_GONE = object()  # what a guard reads where the object or name it read is gone
-_SCALARS = (bool, int, float, complex, str, type(None))
-
-
 def _guard_scalar(reads: dict, key: tuple, read: Callable[[], Any], value: Any) -> None:
     """Note that the trace read the Python scalar `value` (`read()` reads it again)."""
     if type(value) in _SCALARS:
@@ -283,12 +288,6 @@ def _grad_mode() -> tuple[type, bool]:
 
 def _global_value(glob: dict, name: str) -> Any:
     value = glob.get(name, _GONE)
-    return (type(value), value)
-
-
-def _attribute(ref: weakref.ref, name: str) -> Any:
-    obj = ref()
-    value = _GONE if obj is None else getattr(obj, name, _GONE)
     return (type(value), value)
 
 

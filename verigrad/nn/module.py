@@ -24,6 +24,7 @@ from ..autograd import RemovableHandle, is_grad_enabled, no_grad
 from ..devices import as_device, no_device
 from ..dtypes import DType, as_dtype, f32
 from ..errors import DTypeError, ShapeError
+from ..ir.guards import modules_changed
 from ..ops import tensor
 from ..shapes import Spec, shape_text
 from ..tensor import Tensor, to_arguments
@@ -87,6 +88,14 @@ def is_parameter(value: Any) -> bool:
 _HOOKS = ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks")
 
 
+class _HookHandle(RemovableHandle):
+    """A module hook's handle: removing the hook changes what a compiled call's guards read."""
+
+    def remove(self) -> None:
+        super().remove()
+        modules_changed()
+
+
 class Module:
     """Base class of layers and models: subclass it, assign layers and tensors, write `forward`."""
 
@@ -126,12 +135,14 @@ class Module:
         if target is not None:
             target[name] = value  # a name the table holds keeps its place (and so its order), as in PyTorch
         object.__setattr__(self, name, value)
+        modules_changed()  # a compiled call reads its module guards again
 
     def __delattr__(self, name: str) -> None:
         for table in (self._parameters, self._buffers, self._modules):
             table.pop(name, None)
         self._non_persistent_buffers_set.discard(name)
         object.__delattr__(self, name)
+        modules_changed()
 
     def add_module(self, name: str, module: Module | None) -> None:
         """Register `module` (or None, a place for one) as the submodule `name`."""
@@ -140,6 +151,7 @@ class Module:
         self._check_name("add_module", "module", name, self._modules)
         self._modules[name] = module
         object.__setattr__(self, name, module)
+        modules_changed()
 
     register_module = add_module
 
@@ -426,6 +438,7 @@ class Module:
             raise ValueError(f"train: the training mode is expected to be a bool, got {type(mode).__name__}")
         for m in self.modules():
             object.__setattr__(m, "training", mode)
+        modules_changed()
         return self
 
     def eval(self) -> Module:
@@ -493,7 +506,8 @@ class Module:
         hooks = self.__dict__.setdefault(table, [])
         entry = (hook, with_kwargs)
         hooks.insert(0 if prepend else len(hooks), entry)
-        return RemovableHandle(hooks, entry)
+        modules_changed()
+        return _HookHandle(hooks, entry)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         hooked = self.__dict__
