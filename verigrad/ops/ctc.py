@@ -196,17 +196,6 @@ def _samples(rng: np.random.Generator, impossible: bool = False) -> list[Sample]
     return out
 
 
-def _torch(t, log_probs, targets, input_lengths, blank, zero_infinity):
-    longest = max((len(r) for r in targets), default=0)
-    padded = t.tensor([list(r) + [blank] * (longest - len(r)) for r in targets], dtype=t.int64).reshape(
-        len(targets), longest
-    )
-    lengths = [len(r) for r in targets]
-    return t.nn.functional.ctc_loss(
-        log_probs, padded, list(input_lengths), lengths, blank=blank, reduction="none", zero_infinity=False
-    )
-
-
 ctc_nll = Op(
     "ctc_nll",
     shape=_shape,
@@ -215,7 +204,6 @@ ctc_nll = Op(
     reference=_reference,
     vjp=_vjp,
     samples=_samples,
-    torch=_torch,
     exact=False,
     doc="-log p(target | log_probs) per sample, by PyTorch's log-space alpha recursion (inf: no alignment); "
     "zero_infinity only makes the gradient of an infinite sample 0 (PyTorch's).",
