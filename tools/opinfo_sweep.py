@@ -597,6 +597,27 @@ def sweep(
     return out
 
 
+def sweep_ops(names: tuple[str, ...] | list[str]) -> list[Result]:
+    """Every call of the OpInfos named (by `name` or `full_name`), on one torch thread (the tests' suites)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return sweep([o for o in op_db() if o.name in names or full_name(o) in names]).results
+    finally:
+        torch.set_num_threads(threads)
+
+
+def disagreements(results: list[Result], op: str) -> tuple[int, list[str]]:
+    """How many of `results` are calls of `op` (or of its variants `op.*`), and those that do not agree."""
+    calls = [r for r in results if r.op == op or r.op.startswith(op + ".")]
+    bad = [
+        f"{r.op} {r.dtype} sample {r.sample}: {r.category}: {r.detail}"
+        for r in calls
+        if r.category != "agree"
+    ]
+    return len(calls), bad
+
+
 def report(result: Sweep) -> str:
     counts = result.counts()
     total = sum(v for k, v in counts.items() if k != "skip")

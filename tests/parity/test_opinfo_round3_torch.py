@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
 
@@ -42,22 +41,11 @@ OPS = (
 
 @pytest.fixture(scope="module")
 def results() -> list[opinfo_sweep.Result]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        db = [o for o in opinfo_sweep.op_db() if o.name in OPS or opinfo_sweep.full_name(o) in OPS]
-        return opinfo_sweep.sweep(db).results
-    finally:
-        torch.set_num_threads(threads)
+    return opinfo_sweep.sweep_ops(OPS)
 
 
 @pytest.mark.parametrize("op", OPS)
 def test_every_call_agrees_with_pytorch(results, op: str) -> None:
-    calls = [r for r in results if r.op == op or r.op.startswith(op + ".")]
+    calls, bad = opinfo_sweep.disagreements(results, op)
     assert calls, f"no OpInfo calls of {op}"
-    bad = [
-        f"{r.op} {r.dtype} sample {r.sample}: {r.category}: {r.detail}"
-        for r in calls
-        if r.category != "agree"
-    ]
-    assert not bad, f"{len(bad)} of {len(calls)} calls differ:\n" + "\n".join(bad[:5])
+    assert not bad, f"{len(bad)} of {calls} calls differ:\n" + "\n".join(bad[:5])

@@ -36,30 +36,19 @@ OPS = (
 
 @pytest.fixture(scope="module")
 def results() -> list[opinfo_sweep.Result]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        db = [o for o in opinfo_sweep.op_db() if o.name in OPS or opinfo_sweep.full_name(o) in OPS]
-        return opinfo_sweep.sweep(db).results
-    finally:
-        torch.set_num_threads(threads)
+    return opinfo_sweep.sweep_ops(OPS)
 
 
 @pytest.mark.parametrize("op", OPS)
 def test_every_call_agrees_with_pytorch(results, op: str) -> None:
-    calls = [r for r in results if r.op == op or r.op.startswith(op + ".")]
+    calls, bad = opinfo_sweep.disagreements(results, op)
     assert calls, f"no OpInfo calls of {op}"
-    bad = [
-        f"{r.op} {r.dtype} sample {r.sample}: {r.category}: {r.detail}"
-        for r in calls
-        if r.category != "agree"
-    ]
-    assert not bad, f"{len(bad)} of {len(calls)} calls differ:\n" + "\n".join(bad[:5])
+    assert not bad, f"{len(bad)} of {calls} calls differ:\n" + "\n".join(bad[:5])
 
 
 def test_ctc_loss_gradient_is_pytorchs_for_raw_log_probs() -> None:
     # PyTorch's backward gives exp(log_probs) - posterior (it assumes log_softmax outputs), so do we; in
-    # f64 every OpInfo call agrees (in f32 the 50-step recursions round differently: README table)
+    # f64 every OpInfo call agrees (and in f32: tests/parity/test_opinfo_round3_torch.py)
     db = [o for o in opinfo_sweep.op_db() if o.name == "nn.functional.ctc_loss"]
     calls = opinfo_sweep.sweep(db, dtypes=(torch.float64,)).results
     bad = [f"sample {r.sample}: {r.category}: {r.detail}" for r in calls if r.category != "agree"]
