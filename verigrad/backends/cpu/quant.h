@@ -1,7 +1,7 @@
 /* What the quantized products share: the GGML block formats' codes and sizes, small readers of a block's
  * bytes, and the choice of vector path. quant.c holds the 8-bit-activation products of the 32-value
- * formats, quant_k8.c those of the 256-value formats, quant_f32.c the f32-activation products and the
- * de-quantization (qembedding). The layouts are those of ops/quant.py. */
+ * formats, quant_k8.c those of the 256-value formats, quant_f32.c the f32-activation decode steps and the
+ * de-quantization (qembedding), quant_f32_tiles.c the f32 products of several activation rows. The layouts are those of ops/quant.py. */
 #ifndef VG_QUANT_H
 #define VG_QUANT_H
 #include <math.h>
@@ -41,4 +41,23 @@ static inline void k4_scale(const uint8_t *s, int j, int *sc, int *m) {
     *sc = j < 4 ? s[j] & 63 : (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4);
     *m = j < 4 ? s[j + 4] & 63 : (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
 }
+/* quant_f32.c's f32 products, shared with quant_f32_tiles.c: the f32 sum of x[i] * v[i] by qmatmul's rule;
+ * a row of nb blocks de-quantized by the fastest path up to `level`; a decode step's fused products of up
+ * to `rows` weight rows (returns how many it took, 0 for none) */
+float vg_dot_f32(const float *x, const float *v, int64_t k);
+void vg_dequantize_f32_row(int qtype, const uint8_t *row, int64_t nb, float *v, int level);
+int vg_fused_decode_f32(int qtype, int level, const uint8_t *w, int64_t stride, int64_t nb, int64_t rows,
+                        const float *x, float *s);
+
+#if VG_X86
+#define AVX512_Q __attribute__((target("avx2,f16c,avx512f,avx512dq")))
+/* dot_f32's fold of its 32 partial sums: a holds sums 0..15, b 16..31 */
+AVX512_Q __attribute__((always_inline)) static inline float fold_avx512(__m512 a, __m512 b) {
+    __m512 s = _mm512_add_ps(a, b);                                                                 /* h = 16 */
+    __m256 e = _mm256_add_ps(_mm512_castps512_ps256(s), _mm512_extractf32x8_ps(s, 1));           /* 8 */
+    __m128 f = _mm_add_ps(_mm256_castps256_ps128(e), _mm256_extractf128_ps(e, 1));                /* 4 */
+    f = _mm_add_ps(f, _mm_movehl_ps(f, f));                                                         /* 2 */
+    return _mm_cvtss_f32(_mm_add_ss(f, _mm_movehdup_ps(f)));                                        /* 1 */
+}
+#endif
 #endif

@@ -1,7 +1,8 @@
 """Quantized products, from the blocks: qmatmul_q8 (quant.c) on q8_0, q4_0, q4_1, q5_0, q5_1 and iq4_nl
 weights (AVX2 paths for each) and, in quant_k8.c, on q4_k, q5_k, q6_k, q2_k, q3_k and iq4_xs weights
-(activations quantized as llama.cpp's q8_K; AVX2 and AVX-512 paths), qmatmul and qembedding (quant_f32.c)
-on every block format of ops/quant.py (QTYPES; quant.h holds the codes).
+(activations quantized as llama.cpp's q8_K; AVX2 and AVX-512 paths), and qmatmul and qembedding on every
+block format of ops/quant.py (QTYPES; quant.h holds the codes): quant_f32.c de-quantizes rows and runs
+decode steps, quant_f32_tiles.c several activation rows.
 
 - qmatmul_q8 gives the reference's bits: the activations are quantized as `quantize_q8` does, block dots
   are exact integers, and the f64 terms are added in the reference's order (EXACT).

@@ -1,38 +1,21 @@
-/* f32-activation products with quantized weights (GGML blocks, quant.h's formats), and their rows
- * de-quantized (qembedding).
+/* f32-activation products with quantized weights (GGML blocks, quant.h's formats): the de-quantization of
+ * rows (every path), the decode step's kernels (one activation row, each block de-quantized in registers)
+ * and qembedding; quant_f32_tiles.c holds vg_qmatmul_f32 and its tiles of several activation rows.
  *
- * vg_qmatmul_f32: out[t, n] = qmatmul's reference (ops/quant.py `lane_dot`), bit for bit: sum_k x[t, k] *
- * w[n, k] with w dequantized to f32 as the reference does, in 32 f32 partial sums (sum j takes k = j mod 32
- * in order, one fused multiply-add rounded once a step), folded s[j] + s[j + h] for h = 16, 8, 4, 2, 1. It
- * also takes 5 q5_k, 6 q5_0, 7 q5_1, 8 q2_k, 9 q3_k, 10 iq4_nl and 11 iq4_xs (the k-quants' blocks hold 256
- * values; see ops/quant.py for every layout). Rows are de-quantized into a row buffer (q4_k, q5_k and q6_k 8
- * values (AVX2) or 16 (AVX-512) at a time, the 32-value formats 8 (AVX2) or 16 (AVX-512)) and multiplied
- * 4 rows at a time on AVX-512, in tiles of up to 3 activation rows by 4 weight rows (fewer weight rows at
- * a band's end: up to 4 activation rows by 2), the partial sums in vector lanes (AVX2: two activation rows
- * by one weight row). A decode step (one activation row) on AVX-512 de-quantizes each block in registers
- * and multiplies it at once (no row buffer), 4 weight rows at a time: every format but iq4_xs (AVX2: q4_k,
- * 2 weight rows at a time, each value computed in 8 lanes as the portable path does). The 4-bit
- * formats (q5_0, q5_1, q5_k: 5-bit; q2_k, q3_k: 2- and 3-bit) look their values up in the block's
- * (sub-block's, group's) table of 16 (32, 8), its scale times each value, computed as the portable path
- * computes a value.
- * Every path does the portable path's operations, so the same bits (vg_quant_simd chooses one, for tests),
- * and each output is summed as a tile of one sums it: a row's bits do not depend on how many rows there
- * are or what they hold.
- *
- * Threads take bands of weight rows (each reads only its band); every output is computed by one thread
- * in one order, so every thread count gives the same bits.
+ * qmatmul's reference (ops/quant.py `lane_dot`), bit for bit: sum_k x[t, k] * w[n, k] with w dequantized
+ * to f32 as the reference does, in 32 f32 partial sums (sum j takes k = j mod 32 in order, one fused
+ * multiply-add rounded once a step), folded s[j] + s[j + h] for h = 16, 8, 4, 2, 1 (the k-quants' blocks
+ * hold 256 values; see ops/quant.py for every layout). Rows are de-quantized (q4_k, q5_k and q6_k 8 values
+ * (AVX2) or 16 (AVX-512) at a time, the 32-value formats 8 (AVX2) or 16 (AVX-512)). A decode step on
+ * AVX-512 de-quantizes each block in registers and multiplies it at once (no row buffer), 4 weight rows at
+ * a time: every format but iq4_xs (AVX2: q4_k, 2 weight rows at a time, each value computed in 8 lanes as
+ * the portable path does). The 4-bit formats (q5_0, q5_1, q5_k: 5-bit; q2_k, q3_k: 2- and 3-bit) look
+ * their values up in the block's (sub-block's, group's) table of 16 (32, 8), its scale times each value,
+ * computed as the portable path computes a value.
+ * Every path does the portable path's operations, so the same bits (vg_quant_simd chooses one, for tests).
  */
 #include "quant.h"
 
-typedef struct {
-    int qtype;
-    const uint8_t *w;
-    int64_t n, k, t;
-    const float *x;
-    float *out;
-    int avx2, avx512;    /* the vector paths taken (vg_quant_simd) */
-    volatile int failed; /* a band could not allocate its row buffer */
-} fjob;
 
 /* ---------------------------------------------------------------- de-quantization, portable */
 
@@ -178,7 +161,7 @@ static float fold32(float *a) {
     return a[0];
 }
 
-static float dot_f32(const float *x, const float *v, int64_t k) {
+float vg_dot_f32(const float *x, const float *v, int64_t k) {
     float a[32] = {0};
     for (int64_t i = 0; i < k; i += 32)
         for (int j = 0; j < 32; j++) a[j] = fmaf(x[i + j], v[i + j], a[j]);
@@ -241,7 +224,6 @@ __attribute__((target("avx2"), always_inline)) static inline void k_avx2(float *
     _mm256_storeu_ps(v, has_m ? _mm256_sub_ps(x, _mm256_set1_ps(dm)) : x);
 }
 
-#define AVX512_Q __attribute__((target("avx2,f16c,avx512f,avx512dq")))
 AVX512_Q __attribute__((always_inline)) static inline void k_avx512(float *v, const uint8_t *lo, int ls,
                                                                     const uint8_t *hi, int hs, int hm, int off,
                                                                     float ds, float dm, int has_m) {
@@ -346,14 +328,6 @@ DEQUANTIZE_32(dequantize_q4_1_avx512, Q4_1)
 DEQUANTIZE_32(dequantize_q5_0_avx512, Q5_0)
 DEQUANTIZE_32(dequantize_q5_1_avx512, Q5_1)
 DEQUANTIZE_32(dequantize_iq4_nl_avx512, IQ4_NL)
-/* dot_f32's fold of its 32 partial sums: a holds sums 0..15, b 16..31 */
-AVX512_Q __attribute__((always_inline)) static inline float fold_avx512(__m512 a, __m512 b) {
-    __m512 s = _mm512_add_ps(a, b);                                                                 /* h = 16 */
-    __m256 e = _mm256_add_ps(_mm512_castps512_ps256(s), _mm512_extractf32x8_ps(s, 1));           /* 8 */
-    __m128 f = _mm_add_ps(_mm256_castps256_ps128(e), _mm256_extractf128_ps(e, 1));                /* 4 */
-    f = _mm_add_ps(f, _mm_movehl_ps(f, f));                                                         /* 2 */
-    return _mm_cvtss_f32(_mm_add_ss(f, _mm_movehdup_ps(f)));                                        /* 1 */
-}
 
 /* dot_f32 of one activation row x with the 4 rows w + j stride (j = 0..3) of a 32-value block format, each
  * block de-quantized in registers (DEQUANTIZE_32's values) and multiplied at once: s[j], as dot_f32 sums
@@ -641,171 +615,46 @@ static const dequantize_fn DEQUANTIZE_AVX512[NQTYPES] = {
     [Q8_0] = dequantize_q8_0_avx512, [Q4_0] = dequantize_q4_0_avx512, [Q4_1] = dequantize_q4_1_avx512,
     [Q5_0] = dequantize_q5_0_avx512, [Q5_1] = dequantize_q5_1_avx512, [IQ4_NL] = dequantize_iq4_nl_avx512};
 
-/* dot_f32 of TN activation rows (x + u xs) with RN de-quantized weight rows (v + j vs), 16 f32 lanes, each
- * output's 32 partial sums in two vectors: s[u RN + j], each as dot_f32 sums it */
-#define DOTS_AVX512(NAME, TN, RN)                                                                          \
-    AVX512_Q static void NAME(const float *x, int64_t xs, const float *v, int64_t vs, int64_t k, float *s) { \
-        __m512 a[TN][RN], b[TN][RN];                                                                       \
-        for (int u = 0; u < TN; u++)                                                                       \
-            for (int j = 0; j < RN; j++) a[u][j] = b[u][j] = _mm512_setzero_ps();                          \
-        for (int64_t i = 0; i < k; i += 32) {                                                              \
-            for (int u = 0; u < TN; u++) {                                                                 \
-                __m512 x0 = _mm512_loadu_ps(x + u * xs + i), x1 = _mm512_loadu_ps(x + u * xs + i + 16);    \
-                for (int j = 0; j < RN; j++) {                                                             \
-                    a[u][j] = _mm512_fmadd_ps(x0, _mm512_loadu_ps(v + j * vs + i), a[u][j]);               \
-                    b[u][j] = _mm512_fmadd_ps(x1, _mm512_loadu_ps(v + j * vs + i + 16), b[u][j]);          \
-                }                                                                                          \
-            }                                                                                              \
-        }                                                                                                  \
-        for (int u = 0; u < TN; u++)                                                                       \
-            for (int j = 0; j < RN; j++) s[u * RN + j] = fold_avx512(a[u][j], b[u][j]);                    \
-    }
-DOTS_AVX512(dot1x1_avx512, 1, 1)
-DOTS_AVX512(dot2x1_avx512, 2, 1)
-DOTS_AVX512(dot3x1_avx512, 3, 1)
-DOTS_AVX512(dot4x1_avx512, 4, 1)
-DOTS_AVX512(dot1x2_avx512, 1, 2)
-DOTS_AVX512(dot2x2_avx512, 2, 2)
-DOTS_AVX512(dot3x2_avx512, 3, 2)
-DOTS_AVX512(dot4x2_avx512, 4, 2)
-DOTS_AVX512(dot1x3_avx512, 1, 3)
-DOTS_AVX512(dot1x4_avx512, 1, 4)
-DOTS_AVX512(dot2x4_avx512, 2, 4)
-DOTS_AVX512(dot3x4_avx512, 3, 4)
-typedef void (*dots_fn)(const float *, int64_t, const float *, int64_t, int64_t, float *);
-/* DOTS4[TN - 1]: tiles of up to 3 activation rows by 4 weight rows (24 accumulators: each activation
- * vector, read from L2 in a long prompt, serves 4 weight rows; 4 by 2 took 30% longer on a 64-token prompt,
- * 4 by 4 spilled), DOTS[RN - 1][TN - 1] the 1 to 3 weight rows at a band's end, in tiles of up to 4
- * activation rows, and ROW_DOTS[RN - 1] one activation row by up to 4 weight rows (8 chains of fused
- * multiply-adds in flight). Every tile sums each output as dot1x1 does, so a row's bits do not depend on
- * the tile it falls in (how many activation rows there are). */
-static const dots_fn DOTS[2][4] = {{dot1x1_avx512, dot2x1_avx512, dot3x1_avx512, dot4x1_avx512},
-                                   {dot1x2_avx512, dot2x2_avx512, dot3x2_avx512, dot4x2_avx512}};
-static const dots_fn ROW_DOTS[4] = {dot1x1_avx512, dot1x2_avx512, dot1x3_avx512, dot1x4_avx512};
-static const dots_fn DOTS4[3] = {dot1x4_avx512, dot2x4_avx512, dot3x4_avx512};
-
-/* dot_f32 of TN (1 or 2) activation rows (x, x + xs) with one weight row v, 8 lanes (each output's 32 partial
- * sums in 4 vectors): s[u] */
-#define DOTS_AVX2(NAME, TN)                                                                                \
-    __attribute__((target("avx2,fma"))) static void NAME(const float *x, int64_t xs, const float *v, int64_t k, \
-                                                         float *s) {                                       \
-        __m256 a[TN][4];                                                                                   \
-        for (int u = 0; u < TN; u++)                                                                       \
-            for (int j = 0; j < 4; j++) a[u][j] = _mm256_setzero_ps();                                     \
-        for (int64_t i = 0; i < k; i += 32)                                                                \
-            for (int j = 0; j < 4; j++) {                                                                  \
-                __m256 w = _mm256_loadu_ps(v + i + 8 * j);                                                 \
-                for (int u = 0; u < TN; u++)                                                               \
-                    a[u][j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + u * xs + i + 8 * j), w, a[u][j]);        \
-            }                                                                                              \
-        for (int u = 0; u < TN; u++) {                                                                     \
-            __m256 e = _mm256_add_ps(_mm256_add_ps(a[u][0], a[u][2]), _mm256_add_ps(a[u][1], a[u][3]));    \
-            __m128 f = _mm_add_ps(_mm256_castps256_ps128(e), _mm256_extractf128_ps(e, 1));                \
-            f = _mm_add_ps(f, _mm_movehl_ps(f, f));                                                         \
-            s[u] = _mm_cvtss_f32(_mm_add_ss(f, _mm_movehdup_ps(f)));                                       \
-        }                                                                                                  \
-    }
-DOTS_AVX2(dot1_avx2, 1)
-DOTS_AVX2(dot2_avx2, 2)
 #endif
 
-/* row r of w de-quantized into v (the vector path's way, the same values) */
-static void dequantize_into(const fjob *p, int avx2, int avx512, int64_t r, int64_t nb, int64_t stride, float *v) {
-    const uint8_t *row = p->w + r * stride;
-    (void)avx2, (void)avx512; /* the vector paths are for x86 */
+/* row `row` (nb blocks) de-quantized into v by the fastest path allowed (level: vg_quant_simd's), the
+ * portable path's values */
+void vg_dequantize_f32_row(int qtype, const uint8_t *row, int64_t nb, float *v, int level) {
 #if VG_X86
-    const int k_quant = p->qtype == Q4_K || p->qtype == Q5_K || p->qtype == Q6_K;
-    for (int64_t off = 0; off < stride; off += 64) /* the next row */
-        _mm_prefetch((const char *)(row + stride + off), _MM_HINT_T0);
-    if (avx512 && k_quant)
-        dequantize_k_avx512(p->qtype, row, nb, v);
-    else if (avx512 && DEQUANTIZE_AVX512[p->qtype])
-        DEQUANTIZE_AVX512[p->qtype](row, nb, v);
-    else if (avx2 && k_quant)
-        dequantize_k_avx2(p->qtype, row, nb, v);
-    else if (avx2 && (p->qtype <= Q4_1 || p->qtype == Q5_0 || p->qtype == Q5_1))
-        dequantize_row_avx2(p->qtype, row, nb, v);
+    const int k_quant = qtype == Q4_K || qtype == Q5_K || qtype == Q6_K;
+    if (level >= 2 && k_quant)
+        dequantize_k_avx512(qtype, row, nb, v);
+    else if (level >= 2 && DEQUANTIZE_AVX512[qtype])
+        DEQUANTIZE_AVX512[qtype](row, nb, v);
+    else if (level >= 1 && k_quant)
+        dequantize_k_avx2(qtype, row, nb, v);
+    else if (level >= 1 && (qtype <= Q4_1 || qtype == Q5_0 || qtype == Q5_1))
+        dequantize_row_avx2(qtype, row, nb, v);
     else
+#else
+    (void)level;
 #endif
-        dequantize_row(p->qtype, row, nb, v);
+        dequantize_row(qtype, row, nb, v);
 }
 
-static void f32_band(void *ctx, int64_t lo, int64_t hi) {
-    fjob *p = (fjob *)ctx;
-    const int64_t nb = p->k / BLOCK_VALUES[p->qtype], stride = nb * BLOCK_BYTES[p->qtype], k = p->k;
-    const int avx2 = p->avx2, avx512 = p->avx512;
-    float stack[8192];
-    float *v = 4 * k <= 8192 ? stack : malloc(sizeof(float) * (size_t)(4 * k));
-    if (!v) {
-        p->failed = 1;
-        return;
-    }
-    for (int64_t r = lo; r < hi;) {
-        /* AVX-512 de-quantizes up to 4 weight rows, then multiplies them with one activation row, or in
-         * tiles (DOTS4, DOTS: each weight and activation vector loaded once for the tile) */
-        const int rn = avx512 ? (hi - r < 4 ? (int)(hi - r) : 4) : 1;
+/* a decode step's products of x with weight rows w + j stride (j < rows, rows >= 1) when a fused kernel
+ * takes them (each block de-quantized in registers): s[j] for the rows it took; returns how many (0: none,
+ * the caller de-quantizes rows and multiplies them) */
+int vg_fused_decode_f32(int qtype, int level, const uint8_t *w, int64_t stride, int64_t nb, int64_t rows,
+                        const float *x, float *s) {
 #if VG_X86
-        float s[12];
-        if (avx512 && p->t == 1 && rn == 4 && FUSED_AVX512[p->qtype]) { /* a decode step: no row buffer */
-            FUSED_AVX512[p->qtype](p->w + r * stride, stride, nb, p->x, s);
-            for (int j = 0; j < 4; j++) p->out[r + j] = s[j];
-            r += 4;
-            continue;
-        }
-        if (!avx512 && avx2 && p->t == 1 && hi - r >= 2 && p->qtype == Q4_K) { /* a decode step, AVX2 */
-            fused_q4_k_avx2(p->w + r * stride, stride, nb, p->x, s);
-            p->out[r] = s[0], p->out[r + 1] = s[1];
-            r += 2;
-            continue;
-        }
-#endif
-        for (int j = 0; j < rn; j++) dequantize_into(p, avx2, avx512, r + j, nb, stride, v + j * k);
-        int64_t t = 0;
-#if VG_X86
-        if (avx512 && p->t == 1) {
-            ROW_DOTS[rn - 1](p->x, k, v, k, k, s);
-            for (int j = 0; j < rn; j++) p->out[r + j] = s[j];
-            t = 1;
-        } else if (avx512 && rn == 4) {
-            for (t = 0; t < p->t; t += 3) {
-                const int tn = p->t - t < 3 ? (int)(p->t - t) : 3;
-                DOTS4[tn - 1](p->x + t * k, k, v, k, k, s);
-                for (int u = 0; u < tn; u++)
-                    for (int j = 0; j < 4; j++) p->out[(t + u) * p->n + r + j] = s[u * 4 + j];
-            }
-        } else if (avx512) {
-            for (int j0 = 0; j0 < rn; j0 += 2) {
-                const int rj = rn - j0 < 2 ? rn - j0 : 2;
-                for (t = 0; t < p->t; t += 4) {
-                    const int tn = p->t - t < 4 ? (int)(p->t - t) : 4;
-                    DOTS[rj - 1][tn - 1](p->x + t * k, k, v + j0 * k, k, k, s);
-                    for (int u = 0; u < tn; u++)
-                        for (int j = 0; j < rj; j++) p->out[(t + u) * p->n + r + j0 + j] = s[u * rj + j];
-                }
-            }
-        } else if (avx2) {
-            for (; t + 2 <= p->t; t += 2) { /* two activation rows share each weight vector */
-                dot2_avx2(p->x + t * k, k, v, k, s);
-                for (int u = 0; u < 2; u++) p->out[(t + u) * p->n + r] = s[u];
-            }
-            if (t < p->t) dot1_avx2(p->x + t * k, k, v, k, s), p->out[t * p->n + r] = s[0], t++;
-        }
-#endif
-        for (; t < p->t; t++) p->out[t * p->n + r] = dot_f32(p->x + t * k, v, k);
-        r += rn;
+    if (level >= 2 && rows >= 4 && FUSED_AVX512[qtype]) {
+        FUSED_AVX512[qtype](w, stride, nb, x, s);
+        return 4;
     }
-    if (v != stack) free(v);
-}
-
-/* out f32[t, n] = x f32[t, k] @ dequantize(w)^T, each output as dot_f32 sums it; returns 0, or -1 when out
- * of memory */
-int vg_qmatmul_f32(int qtype, const uint8_t *w, int64_t n, int64_t k, const float *x, int64_t t, float *out,
-                   int64_t min_rows, int threads) {
-    const int level = vg_quant_simd(-1);
-    fjob p = {.qtype = qtype, .w = w, .n = n, .k = k, .t = t, .x = x, .out = out, .avx2 = level >= 1,
-              .avx512 = level >= 2, .failed = 0};
-    vg_parallel_for(n, min_rows, threads, f32_band, &p);
-    return p.failed ? -1 : 0;
+    if (level == 1 && rows >= 2 && qtype == Q4_K) {
+        fused_q4_k_avx2(w, stride, nb, x, s);
+        return 2;
+    }
+#else
+    (void)qtype, (void)level, (void)w, (void)stride, (void)nb, (void)rows, (void)x, (void)s;
+#endif
+    return 0;
 }
 
 /* ---------------------------------------------------------------- qembedding */
@@ -822,19 +671,7 @@ static void embed_rows(void *ctx, int64_t lo, int64_t hi) {
     const embed_job *p = (const embed_job *)ctx;
     const int64_t nb = p->k / BLOCK_VALUES[p->qtype];
     for (int64_t i = lo; i < hi; i++) {
-        const uint8_t *row = p->w + p->ids[i] * p->row_bytes;
-#if VG_X86
-        const int k_quant = p->qtype == Q4_K || p->qtype == Q5_K || p->qtype == Q6_K;
-        if (k_quant && p->level >= 2) {
-            dequantize_k_avx512(p->qtype, row, nb, p->out + i * p->k);
-            continue;
-        }
-        if ((k_quant || p->qtype <= Q4_1 || p->qtype == Q5_0 || p->qtype == Q5_1) && p->level >= 1) {
-            (k_quant ? dequantize_k_avx2 : dequantize_row_avx2)(p->qtype, row, nb, p->out + i * p->k);
-            continue;
-        }
-#endif
-        dequantize_row(p->qtype, row, nb, p->out + i * p->k);
+        vg_dequantize_f32_row(p->qtype, p->w + p->ids[i] * p->row_bytes, nb, p->out + i * p->k, p->level);
     }
 }
 
