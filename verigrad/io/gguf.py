@@ -22,6 +22,7 @@ import mmap
 import os
 import reprlib
 import struct
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,28 +66,84 @@ GGML_TYPES = {
 
 
 @dataclass(frozen=True)
-class _Strings:
+class StringArray:
     """An array of strings as the file holds them: `data` views their bytes (each after its 8-byte length),
-    `lengths` are the strings' lengths in bytes."""
+    `lengths` are the strings' lengths in bytes (i64). Nothing is decoded until asked (`decode`, `item`), so a
+    vocabulary's 49k strings need not exist as Python objects (`verigrad.io.tokenizer` reads the bytes)."""
 
     data: np.ndarray
-    lengths: list[int]
+    lengths: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def starts(self) -> np.ndarray:
+        """Each string's first byte in `data` (i64), after its length."""
+        return np.cumsum(self.lengths + 8) - self.lengths
+
+    def joined(self, separator: bool = False) -> np.ndarray:
+        """The strings' bytes one after the other (u8); with `separator`, a NUL byte between two strings
+        (each length's high byte, 0: no string is 2^56 bytes long, kept and the other 7 dropped)."""
+        if not len(self.lengths):
+            return self.data[:0]
+        prefixes = self.starts() - 8
+        edges = np.zeros(self.data.size + 1, np.int8)  # +1 where a length starts, -1 where it ends
+        edges[prefixes] = 1
+        edges[prefixes + (7 if separator else 8)] -= 1  # the prefixes differ: no index repeats
+        keep = np.cumsum(edges[:-1], dtype=np.int8) == 0
+        if separator:
+            keep[7] = False
+        return self.data[keep]
+
+    def item(self, i: int) -> str:
+        """String `i` (UnicodeDecodeError if it is not UTF-8)."""
+        start = 8 * (i + 1) + int(self.lengths[:i].sum())
+        return self.data[start : start + int(self.lengths[i])].tobytes().decode("utf-8")
+
+    def check(self) -> None:
+        """UnicodeDecodeError unless every string is UTF-8 (no list of strings is made)."""
+        self.joined(separator=True).tobytes().decode("utf-8")
 
     def decode(self) -> list[str]:
-        """The strings (UnicodeDecodeError for one that is not UTF-8), decoded in one call: each length's
-        high byte (0: no string is 2^56 bytes long) is kept as the separator, the other 7 bytes dropped."""
-        if not self.lengths:
+        """The strings (UnicodeDecodeError for one that is not UTF-8), decoded in one call."""
+        if not len(self.lengths):
             return []
-        lengths = np.asarray(self.lengths, dtype=np.int64)
-        prefixes = np.cumsum(lengths + 8) - lengths - 8
-        keep = np.ones(self.data.size, dtype=bool)
-        keep[(prefixes[:, None] + np.arange(7)).ravel()] = False
-        keep[7] = False
-        joined = self.data[keep].tobytes()
+        joined = self.joined(separator=True).tobytes()
         if joined.count(0) != len(self.lengths) - 1:  # a string holds a NUL byte: one at a time
             data = self.data.tobytes()
-            return [data[a + 8 : a + 8 + n].decode("utf-8") for a, n in zip(prefixes.tolist(), self.lengths)]
+            starts = self.starts().tolist()
+            return [data[a : a + n].decode("utf-8") for a, n in zip(starts, self.lengths.tolist())]
         return joined.decode("utf-8").split("\x00")
+
+
+class Metadata(Mapping[str, Any]):
+    """A GGUF file's metadata, in the file's order: numbers, strings and lists of numbers as plain Python
+    values; an array of strings is decoded each time it is read (a new list: its strings live only as long
+    as the reader keeps them), and its bytes are `strings(key)`."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self._values = values  # a StringArray for each array of strings
+
+    def __getitem__(self, key: str) -> Any:
+        value = self._values[key]
+        return value.decode() if isinstance(value, StringArray) else value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._values
+
+    def strings(self, key: str) -> StringArray | None:
+        """The bytes of the array of strings under `key`; None where the value is something else."""
+        value = self._values.get(key)
+        return value if isinstance(value, StringArray) else None
+
+    def __repr__(self) -> str:
+        return f"Metadata({len(self)} keys)"
 
 
 @dataclass(frozen=True)
@@ -119,11 +176,12 @@ class GGUFTensor:
 
 @dataclass(frozen=True)
 class GGUFFile:
-    """A parsed GGUF file: `metadata` (plain Python values) and `tensors` (name -> GGUFTensor)."""
+    """A parsed GGUF file: `metadata` (plain Python values: `read_gguf` gives a `Metadata`, whose arrays of
+    strings are decoded when read) and `tensors` (name -> GGUFTensor)."""
 
     path: Path
     version: int
-    metadata: dict[str, Any]
+    metadata: Mapping[str, Any]
     tensors: dict[str, GGUFTensor]
 
     @property
@@ -139,6 +197,11 @@ class GGUFFile:
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.metadata.get(key, default)
+
+    def strings(self, key: str) -> StringArray | None:
+        """The undecoded bytes of the array of strings under `key`, where the file was read by `read_gguf`
+        (else None: a `GGUFFile` made of plain values)."""
+        return self.metadata.strings(key) if isinstance(self.metadata, Metadata) else None
 
     def tensor(self, name: str) -> GGUFTensor:
         """The tensor called `name`, or WeightFileError naming the file and the tensor."""
@@ -188,7 +251,7 @@ class _CheckedReader:
             self.map: Any = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if self.size else b""
         self.plain = np.ndarray((self.size,), np.uint8, buffer=self.map)  # based on the map (`_drop_pages`)
         self.values: dict[str, Any] = {}  # numbers, strings, lists of numbers (string arrays: `strings`)
-        self.strings: dict[str, _Strings] = {}
+        self.strings: dict[str, StringArray] = {}
         self.types: dict[str, list[int]] = {}
         self._get(0, 24)  # magic, version, the tensor and key counts
         tensor_count, kv_count = _U64.unpack_from(self.map, 8)[0], _U64.unpack_from(self.map, 16)[0]
@@ -297,7 +360,7 @@ class _CheckedReader:
                 self._get(at, length)
             lengths.append(length)
             at += length
-        self.strings[key] = _Strings(self.plain[first:at], lengths)
+        self.strings[key] = StringArray(self.plain[first:at], np.array(lengths, np.int64))
         return at
 
     def _text(self, data: bytes) -> str:
@@ -416,14 +479,18 @@ def read_gguf(path: str | os.PathLike) -> GGUFFile:
         raise
     except ValueError as e:  # general.alignment
         raise WeightFileError(f"{path}: {shown(str(e))}") from None
-    metadata = {}
-    for key in reader.types:
+    values: dict[str, Any] = {}
+    for key in reader.types:  # arrays of strings are checked, not decoded (`Metadata` decodes them)
         try:
-            metadata[key] = reader.contents(key)
+            if key in reader.strings:
+                reader.strings[key].check()
+                values[key] = reader.strings[key]
+            else:
+                values[key] = reader.contents(key)
         except UnicodeDecodeError:
             raise WeightFileError(f"{path}: metadata {shown(key)}: a string is not UTF-8 text") from None
     tensors = {t.name: _tensor(path, t, reader.tensor(t)) for t in reader.infos}
-    return GGUFFile(path, int(version), metadata, tensors)
+    return GGUFFile(path, int(version), Metadata(values), tensors)
 
 
 def _tensor(path: Path, info: _TensorInfo, data: np.ndarray) -> GGUFTensor:

@@ -18,7 +18,6 @@ import itertools
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,8 @@ from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tok
 from tokenizers import Tokenizer as _Backend
 
 from ..errors import WeightFileError
-from .gguf import GGUFFile, read_gguf
+from .byte_level import TokenBytes, byte_alphabet, byte_unspelling, cached_bpe, token_bytes, unspellable
+from .gguf import GGUFFile, StringArray, read_gguf
 
 # Token types of llama.cpp's vocabulary (`tokenizer.ggml.token_type`).
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
@@ -64,33 +64,6 @@ PRE_TOKENIZER_SPLITS = {
 }
 
 
-@cache
-def byte_alphabet() -> dict[int, str]:
-    """GPT-2's map of the 256 byte values to printable characters (a space is "Ġ", a newline "Ċ")."""
-    printable = [
-        *range(ord("!"), ord("~") + 1),
-        *range(ord("¡"), ord("¬") + 1),
-        *range(ord("®"), ord("ÿ") + 1),
-    ]
-    chars = list(printable)
-    extra = 0
-    for b in range(256):
-        if b not in printable:
-            printable.append(b)
-            chars.append(256 + extra)
-            extra += 1
-    return {b: chr(c) for b, c in zip(printable, chars)}
-
-
-@cache
-def _byte_unspelling() -> np.ndarray:
-    """The byte each character of GPT-2's byte alphabet stands for, by code point (u8; 0 elsewhere)."""
-    table = np.zeros(1 + max(map(ord, byte_alphabet().values())), np.uint8)
-    for b, c in byte_alphabet().items():
-        table[ord(c)] = b
-    return table
-
-
 def _byte_spelling(token: str, alphabet: set[str]) -> str:
     """The token in the byte alphabet: as it is, or its UTF-8 bytes respelled (as transformers does)."""
     if set(token) <= alphabet:
@@ -119,16 +92,22 @@ class Tokenizer:
         sentencepiece: bool = False,
         strip_first_space: bool = False,
         vocab: Mapping[str, int] | None = None,
+        pieces: TokenBytes | None = None,
     ) -> None:
         """`vocab`: the backend's vocabulary without its added tokens, where the caller has it (else it is
-        asked for: ~50 ms for 49k tokens)."""
+        asked for: ~50 ms for 49k tokens); `pieces`: instead, each of its ids' bytes (a byte-level
+        vocabulary)."""
         self.backend = backend
         self.sentencepiece = sentencepiece  # "▁" spaces, <0xNN> bytes
         self.strip_first_space = strip_first_space  # decode drops the text's first space
         self.source = source
-        base = backend.get_vocab(with_added_tokens=False) if vocab is None else vocab
         added = backend.get_added_tokens_decoder()
-        self.vocab_size = 1 + max(max(base.values(), default=-1), max(added, default=-1))
+        if pieces is None:
+            base = backend.get_vocab(with_added_tokens=False) if vocab is None else vocab
+            pieces = self._token_bytes_table(base)
+        else:
+            self._unspellable = unspellable(pieces, len(pieces))
+        self.vocab_size = max(len(pieces), 1 + max(added, default=-1))
         for what, i in (("BOS", bos_id), ("EOS", eos_id), *(("end", i) for i in more_end_ids)):
             if i is not None and not _is(i, int):  # a config.json may hold anything
                 raise WeightFileError(f"{source}: the {what} token id is {i!r:.60}, not an integer")
@@ -145,11 +124,12 @@ class Tokenizer:
         added_ids = {t.content: i for i, t in added.items()}
         ends = {added_ids[t] for t in END_TOKENS if t in added_ids}
         self.end_ids = frozenset(ends | ({eos_id} if eos_id is not None else set()) | set(more_end_ids))
-        self._bytes = self._token_bytes_table(base, added)
+        self._bytes = pieces.with_extra({i: t.content.encode("utf-8") for i, t in added.items()})
         self._template: Any = None
 
-    def _token_bytes_table(self, base: Mapping[str, int], added: Mapping[int, AddedToken]) -> list[bytes]:
-        table = [b""] * self.vocab_size
+    def _token_bytes_table(self, base: Mapping[str, int]) -> TokenBytes:
+        """Each id's bytes (added tokens: see `__init__`), and `_unspellable`."""
+        table = [b""] * (1 + max(base.values(), default=-1))
         if self.sentencepiece:  # unknown bytes fall back to <0xNN> tokens, or to <unk>, as in SentencePiece
             for token, i in base.items():
                 byte = _BYTE_TOKEN.fullmatch(token)
@@ -157,9 +137,7 @@ class Tokenizer:
             self._unspellable = b""
         else:
             self._byte_level_table(base, table)
-        for i, t in added.items():
-            table[i] = t.content.encode("utf-8")
-        return table
+        return TokenBytes.of(table)
 
     def _byte_level_table(self, base: Mapping[str, int], table: list[bytes]) -> None:
         """Each token's bytes: all tokens joined, mapped to bytes with one str.translate and cut apart."""
@@ -173,7 +151,7 @@ class Tokenizer:
                 "byte-level BPE vocabularies"
             )
         # one character of the alphabet is one byte: looked up by code point in one NumPy step
-        data = _byte_unspelling()[np.frombuffer(joined.encode("utf-32-le"), np.uint32)].tobytes()
+        data = byte_unspelling()[0][np.frombuffer(joined.encode("utf-32-le"), np.uint32)].tobytes()
         ends = itertools.accumulate(map(len, tokens))
         start = 0
         for i, end in zip(ids, ends):
@@ -201,14 +179,27 @@ class Tokenizer:
                 f"{source}: {gguf.get('general.architecture')}'s SentencePiece tokenizer (its own spaces and "
                 "merges) is not supported"
             )
-        tokens = field.list_of("tokenizer.ggml.tokens", str)
-        types = field.list_of("tokenizer.ggml.token_type", int, default=[NORMAL] * len(tokens))
-        if len(types) != len(tokens):
-            raise WeightFileError(
-                f"{source}: tokenizer.ggml.token_type has {len(types)} entries, expected {len(tokens)} "
-                "(one per token)"
-            )
         arch = gguf.get("general.architecture")
+        settings = {
+            "bos_id": field.scalar("tokenizer.ggml.bos_token_id", int, None),
+            "eos_id": field.scalar("tokenizer.ggml.eos_token_id", int, None),
+            # llama.cpp adds BOS to a SentencePiece text unless the file says otherwise
+            "add_bos": field.scalar("tokenizer.ggml.add_bos_token", bool, kind == "llama"),
+            "add_eos": field.scalar("tokenizer.ggml.add_eos_token", bool, False),
+            "chat_template": field.scalar("tokenizer.chat_template", str, None),
+            "source": source,
+            "sentencepiece": kind == "llama",
+            "strip_first_space": kind == "llama" and arch not in _GEMMA,
+        }
+        raw_tokens, raw_merges = gguf.strings("tokenizer.ggml.tokens"), gguf.strings("tokenizer.ggml.merges")
+        if kind == "gpt2" and raw_tokens is not None and raw_merges is not None:
+            types = _token_types(field, len(raw_tokens))
+            split = PRE_TOKENIZER_SPLITS.get(field.scalar("tokenizer.ggml.pre", str, None))
+            built = _byte_level_from_bytes(raw_tokens, raw_merges, types, split)
+            if built is not None:
+                return cls(built[0], **settings, pieces=built[1])
+        tokens = field.list_of("tokenizer.ggml.tokens", str)
+        types = _token_types(field, len(tokens))
         if kind == "gpt2":
             merges = field.list_of("tokenizer.ggml.merges", str)
             alphabet = set(byte_alphabet().values())
@@ -225,7 +216,8 @@ class Tokenizer:
             raise WeightFileError(f"{source}: tokenizer.ggml.tokens has repeated tokens")
         if kind == "gpt2":
             pre = field.scalar("tokenizer.ggml.pre", str, None)
-            backend = _bpe(vocab, _split_merges(merges, source), PRE_TOKENIZER_SPLITS.get(pre), source)
+            backend = _bpe(vocab, _split_merges(merges, source), source)
+            _byte_level(backend, PRE_TOKENIZER_SPLITS.get(pre))
             # Control tokens outside the byte alphabet are llama.cpp mislabels (transformers skips them).
             special = [t for t, k in zip(tokens, types) if k == CONTROL and t and set(t) <= alphabet]
         else:
@@ -244,19 +236,7 @@ class Tokenizer:
         backend.add_tokens(
             [_added(t, False) for t, k in zip(tokens, types) if k == USER_DEFINED and t and t in vocab]
         )
-        return cls(
-            backend,
-            bos_id=field.scalar("tokenizer.ggml.bos_token_id", int, None),
-            eos_id=field.scalar("tokenizer.ggml.eos_token_id", int, None),
-            # llama.cpp adds BOS to a SentencePiece text unless the file says otherwise
-            add_bos=field.scalar("tokenizer.ggml.add_bos_token", bool, kind == "llama"),
-            add_eos=field.scalar("tokenizer.ggml.add_eos_token", bool, False),
-            chat_template=field.scalar("tokenizer.chat_template", str, None),
-            source=source,
-            sentencepiece=kind == "llama",
-            strip_first_space=kind == "llama" and arch not in _GEMMA,
-            vocab=vocab,
-        )
+        return cls(backend, **settings, vocab=vocab)
 
     @classmethod
     def from_gpt2_folder(cls, folder: str | Path) -> Tokenizer:
@@ -282,7 +262,8 @@ class Tokenizer:
             vocab = _read_json(folder / "vocab.json")
             lines = (folder / "merges.txt").read_text(encoding="utf-8").splitlines()
             merges = [m for m in lines if m and not m.startswith("#version")]
-            backend = _bpe(vocab, _split_merges(merges, str(folder / "merges.txt")), None, str(folder))
+            backend = _bpe(vocab, _split_merges(merges, str(folder / "merges.txt")), str(folder))
+            _byte_level(backend, None)
             backend.add_special_tokens([_added("<|endoftext|>", True)] if "<|endoftext|>" in vocab else [])
         else:
             raise WeightFileError(f"{folder}: no tokenizer.json, nor vocab.json and merges.txt")
@@ -449,13 +430,28 @@ def _added(content: str, special: bool) -> AddedToken:
     return AddedToken(content, normalized=False, special=special)
 
 
-def _bpe(vocab: dict[str, int], merges: list[tuple[str, str]], split: str | None, source: str) -> _Backend:
+def _token_types(field: _Fields, count: int) -> list[int]:
+    """`tokenizer.ggml.token_type`, one per token (NORMAL for each where the file has none)."""
+    types = field.list_of("tokenizer.ggml.token_type", int, default=[NORMAL] * count)
+    if len(types) != count:
+        raise WeightFileError(
+            f"{field.gguf.path}: tokenizer.ggml.token_type has {len(types)} entries, expected {count} "
+            "(one per token)"
+        )
+    return types
+
+
+def _bpe(vocab: dict[str, int], merges: list[tuple[str, str]], source: str) -> _Backend:
     try:
-        backend = _Backend(models.BPE(vocab=vocab, merges=merges))
+        return _Backend(models.BPE(vocab=vocab, merges=merges))
     except Exception as e:  # the library's own message (a merge of tokens the vocabulary lacks)
         raise WeightFileError(
             f"{source}: cannot build a BPE tokenizer of its tokens and merges: {e}"
         ) from None
+
+
+def _byte_level(backend: _Backend, split: str | None) -> None:
+    """GPT-2's byte-level pre-tokenizer (after the `split` regex, if given) and decoder on `backend`."""
     if split is None:
         backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     else:
@@ -466,7 +462,38 @@ def _bpe(vocab: dict[str, int], merges: list[tuple[str, str]], split: str | None
             ]
         )
     backend.decoder = decoders.ByteLevel()
-    return backend
+
+
+def _byte_level_from_bytes(
+    tokens: StringArray, merges: StringArray, types: list[int], split: str | None
+) -> tuple[_Backend, TokenBytes] | None:
+    """A GGUF file's byte-level BPE and each token's bytes, read from the file's bytes (no Python string
+    per token: `byte_level`), with its control tokens special and its user-defined ones added; None where
+    they are not plainly that (a token outside GPT-2's alphabet, a repeated token, a merge the library
+    refuses): the Python lists' path then builds it or says what is wrong."""
+    pieces = token_bytes(tokens)
+    if pieces is None:
+        return None
+    try:
+        model = cached_bpe(tokens, merges)
+    except Exception:  # the library's refusal, said again by the other path
+        return None
+    if model is None:
+        return None
+    backend = _Backend(model)
+    if backend.get_vocab_size(with_added_tokens=False) != len(tokens):  # repeated tokens
+        return None
+    _byte_level(backend, split)
+    kinds, lengths, starts = np.asarray(types), tokens.lengths.tolist(), tokens.starts().tolist()
+
+    def named(kind: int) -> list[str]:
+        found = np.flatnonzero(kinds == kind).tolist()
+        data = tokens.data
+        return [data[starts[i] : starts[i] + lengths[i]].tobytes().decode() for i in found if lengths[i]]
+
+    backend.add_special_tokens([_added(t, True) for t in named(CONTROL)])
+    backend.add_tokens([_added(t, False) for t in named(USER_DEFINED)])
+    return backend, pieces
 
 
 def _sentencepiece(vocab: dict[str, int], merges: list[tuple[str, str]], source: str, arch: Any) -> _Backend:
