@@ -480,3 +480,31 @@ def test_a_q8_0_decode_step_makes_no_f32_window():
     one_layer = 2 * 2 * 2048 * 32 * 4  # keys and values, f32
     assert model.cached_step.decode["q8_0"].stats()["traces"] == 1
     assert peak < 0.25 * one_layer
+
+
+def test_the_rope_tables_cover_the_allocated_positions_not_the_capacity():
+    """A chat's cache of the model's context (8192 positions for SmolLM2) allocated for 256 made tables
+    of 8192 rows; they are made for what the cache holds, and grow with it."""
+    model = _llama()
+    cache = model.new_cache(1, 512, allocate=16)
+    _decode(model, cache, [1, 2, 3], 3)
+    assert model.rope[0].shape[0] == 64  # MIN_ROPE_ROWS: the cache was allocated for 64 by its window
+    _decode(model, cache, [4], 100)
+    assert model.rope[0].shape[0] == cache.allocated == 128
+
+
+def test_a_prompts_new_keys_and_values_own_their_memory(monkeypatch):
+    """Each layer's new keys were a view of its rotated queries and keys, so every layer's projections
+    lived until the cache was written (T x 207 KB for SmolLM2: 17 MiB at a prompt of 85 tokens)."""
+    written = []
+    commit = _decoder.commit
+    monkeypatch.setattr(_decoder, "commit", lambda cache, new: (written.extend(new), commit(cache, new)))
+    model = _llama()
+    with vg.no_grad():
+        model(np.asarray([[3, 1, 4, 1, 5, 9]]), model.new_cache(1, 64))
+    assert len(written) == 2 * CONFIG.n_layers
+    for t in written:
+        array = t.numpy()
+        while isinstance(array.base, np.ndarray):
+            array = array.base
+        assert array.nbytes == t.numpy().nbytes

@@ -253,10 +253,13 @@ class Llama(CachedDecoder):
         return rope
 
     def forward(self, ids: Any, cache: Any = None, last_only: bool = False) -> Tensor:
-        """CachedDecoder's forward, once the RoPE tables cover the prompt, or the cache's capacity."""
+        """CachedDecoder's forward, once the RoPE tables cover the prompt, or the positions the cache is
+        allocated for (not its capacity: a chat's cache of 8192 positions allocated for 256 made tables of
+        8192 rows, 2 MiB, and 6 MiB of f64 temporaries at the peak; they grow as the cache grows)."""
         ids = token_ids(ids)
         check_room(cache, ids, self.context_length)  # before the tables grow
-        self.rope_rows(cache.capacity if cache is not None else ids.shape[1])
+        t = ids.shape[1]
+        self.rope_rows(max(cache.allocated, cache.length + t) if cache is not None else t)
         return super().forward(ids, cache, last_only)
 
     def prepare(self, positions: int) -> None:
@@ -283,7 +286,9 @@ class Llama(CachedDecoder):
         new = []
         for i, block in enumerate(self.layers):
             x, k, v = block(x, rope, (*layer_window(windows, i), bias))
-            new += [k, v]
+            # a prompt's (eager) keys and values view their layer's projections: copied, those are freed
+            # layer by layer instead of living until the cache is written (T x 207 KB for SmolLM2)
+            new += [k, v] if ids.shape[1] == 1 else [k.clone(), v.clone()]
         return (self._logits(x[:, -1:] if last_only else x), *new)
 
     def _logits(self, x: Tensor) -> Tensor:
