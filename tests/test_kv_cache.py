@@ -5,6 +5,7 @@ each within a stated bound of the f32 cache's attention."""
 
 from __future__ import annotations
 
+import os
 import tracemalloc
 
 import numpy as np
@@ -508,3 +509,22 @@ def test_a_prompts_new_keys_and_values_own_their_memory(monkeypatch):
         while isinstance(array.base, np.ndarray):
             array = array.base
         assert array.nbytes == t.numpy().nbytes
+
+
+def _resident_kib() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads Linux's /proc")
+def test_a_caches_positions_take_memory_when_written():
+    """SmolLM2's chat cache (30 layers, 256 positions of 3 heads of 64) took memory for every position
+    allocated once a few were written (np.zeros, from the heap); now only for the pages written."""
+    before = _resident_kib()
+    cache = _decoder.new_cache(30, 1, 3, 8192, 64, allocate=256, dtype="f32")  # 2 x 5.6 MiB
+    assert all(not a.any() for a in cache.keys + cache.values)  # zeros
+    for layer in range(30):
+        cache.keys[layer][:, :, :4] = 1.0
+        cache.values[layer][:, :, :4] = 2.0
+    assert _resident_kib() - before < 2048
+    assert not cache.keys[0][:, :, 4:].any() and cache.values[29][0, 2, 3, 63] == 2.0

@@ -21,6 +21,7 @@ own length, and `commit_rows` writes each row's new key and value at its own pos
 
 from __future__ import annotations
 
+import mmap
 from typing import Any
 
 import numpy as np
@@ -41,6 +42,7 @@ MIN_WINDOW = 64  # the smallest window; each doubling builds one more plan (~0.2
 # values quantized to llama.cpp's q8_0 blocks along the head dimension when written, read as blocks)
 KV_DTYPES = {"f32": np.float32, "f16": np.float16, "q8_0": np.uint8}
 Q8 = FORMATS["q8_0"]
+UNTOUCHED_FROM = 1 << 16  # bytes from which a cache's arrays are memory maps (`untouched_zeros`)
 
 
 def cache_dtype(cache: KVCache) -> str:
@@ -79,10 +81,22 @@ def new_cache(
     row = Q8.row_bytes(head_dim) if dtype == "q8_0" else head_dim
     shape = (batch, kv_heads, capacity if allocate is None else min(allocate, capacity), row)
     return KVCache(
-        keys=[np.zeros(shape, KV_DTYPES[dtype]) for _ in range(layers)],
-        values=[np.zeros(shape, KV_DTYPES[dtype]) for _ in range(layers)],
+        keys=list(untouched_zeros((layers, *shape), KV_DTYPES[dtype])),
+        values=list(untouched_zeros((layers, *shape), KV_DTYPES[dtype])),
         capacity=capacity,
     )
+
+
+def untouched_zeros(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """Zeros that take no memory until written: a private anonymous memory map, whose pages the system
+    gives, zeroed, as they are first written, so a cache's positions allocated but not yet used cost
+    nothing (np.zeros of a layer's 98 KB comes from the heap, where calloc may clear, so touch, it all).
+    Small arrays, and systems without such maps, get np.zeros."""
+    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    if nbytes < UNTOUCHED_FROM or not hasattr(mmap, "MAP_PRIVATE"):
+        return np.zeros(shape, dtype)
+    memory = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    return np.frombuffer(memory, dtype).reshape(shape)
 
 
 def check_room(cache: KVCache | None, ids: Tensor, context_length: int) -> None:
