@@ -233,9 +233,9 @@ def chat_worker(path: str, kv_cache: str, steps: int) -> dict:
     from verigrad.models.lm import generate
 
     vg.set_threads(1)
-    started, t1 = process_age(), time.perf_counter()
+    started, t1, c1 = process_age(), time.perf_counter(), time.process_time()
     model, tokenizer = load_language_model(path)
-    t2 = time.perf_counter()
+    t2, c2 = time.perf_counter(), time.process_time()
     cache = model.new_cache(1, model.context_length, allocate=CHAT_ALLOCATE, dtype=kv_cache)
     messages: list[dict] = []
     first: list[float] = []  # when the first piece of text came
@@ -253,11 +253,24 @@ def chat_worker(path: str, kv_cache: str, steps: int) -> dict:
     return {
         "start_s": started,
         "load_s": t2 - t1,
+        "load_cpu_s": c2 - c1,
         "first_token_s": first[0] - t2,
         "positions": cache.length,
         "allocated": cache.allocated,
         "peak_rss_mib": peak_rss_mib(),
+        **resident_mib(),
     }
+
+
+def resident_mib() -> dict:
+    """This process's resident memory now, anonymous (its own allocations) and of mapped files (the model's
+    pages, the libraries), from Linux's /proc (empty elsewhere)."""
+    try:
+        with open("/proc/self/status") as f:
+            found = {ln.split(":")[0]: int(ln.split()[1]) / 2**10 for ln in f if ln.startswith("Rss")}
+        return {"anon_mib": found["RssAnon"], "file_mib": found["RssFile"]}
+    except (OSError, KeyError):
+        return {}
 
 
 def startup_worker(path: str) -> dict:
@@ -265,7 +278,7 @@ def startup_worker(path: str) -> dict:
     read_gguf, tokenizer, model, first token."""
     import verigrad as vg
 
-    started, t = process_age(), time.perf_counter()
+    started, t, cpu = process_age(), time.perf_counter(), time.process_time()
     from verigrad.io.gguf import read_gguf
     from verigrad.io.tokenizer import Tokenizer
     from verigrad.models.catalog import load_language_model  # noqa: F401 (what a load imports)
@@ -279,7 +292,7 @@ def startup_worker(path: str) -> dict:
     tokenizer = Tokenizer.from_gguf(gguf)
     t2 = time.perf_counter()
     model = Llama.from_gguf(gguf)
-    t3 = time.perf_counter()
+    t3, load_cpu = time.perf_counter(), time.process_time() - cpu
     ids = tokenizer.encode(
         tokenizer.apply_chat_template([{"role": "user", "content": CHAT_TURNS[0]}]), add_special=False
     )
@@ -292,6 +305,7 @@ def startup_worker(path: str) -> dict:
         "tokenizer_s": t2 - t1,
         "model_s": t3 - t2,
         "load_s": t3 - t,
+        "load_cpu_s": load_cpu,
         "first_token_s": t4 - t3,
     }
 
@@ -299,11 +313,11 @@ def startup_worker(path: str) -> dict:
 def llama_cpp_load_worker(path: str) -> dict:
     """llama.cpp's load in this fresh process, as the main table times it: importing llama_cpp, then
     Llama(path) (1 thread)."""
-    started, t = process_age(), time.perf_counter()
+    started, t, cpu = process_age(), time.perf_counter(), time.process_time()
     from llama_cpp import Llama
 
     Llama(model_path=path, n_ctx=1024, n_threads=1, n_threads_batch=1, n_gpu_layers=0, verbose=False)
-    return {"start_s": started, "load_s": time.perf_counter() - t}
+    return {"start_s": started, "load_s": time.perf_counter() - t, "load_cpu_s": time.process_time() - cpu}
 
 
 def run_startup(args: argparse.Namespace, console: Any) -> Table:
@@ -335,8 +349,9 @@ def run_startup(args: argparse.Namespace, console: Any) -> Table:
     console.print(result)
     console.print(
         "start: the process's start to verigrad imported; imports: the loaders' modules; load = imports + "
-        "read (the GGUF header) + tokenizer + model; first token: the one-turn chat prompt's forward pass. "
-        "llama.cpp's load: importing llama_cpp and Llama(path), as the main table times it."
+        "read (the GGUF header) + tokenizer + model; load_cpu: the load's CPU seconds (what a loaded machine "
+        "inflates least); first token: the one-turn chat prompt's forward pass. llama.cpp's load: importing "
+        "llama_cpp and Llama(path), as the main table times it."
     )
     return result
 
@@ -360,19 +375,21 @@ def process_age() -> float:
 LLAMA_CPP_CHAT = """
 import json, sys, time
 job = json.loads(sys.argv[1])
-t = time.perf_counter()
+t, cpu = time.perf_counter(), time.process_time()
 from llama_cpp import Llama
 llm = Llama(model_path=job["path"], n_ctx=job["n_ctx"], n_threads=1, n_threads_batch=1, n_gpu_layers=0,
             verbose=False)
-load = time.perf_counter() - t
+load, load_cpu = time.perf_counter() - t, time.process_time() - cpu
 messages = []
 for turn in job["turns"]:
     messages.append({"role": "user", "content": turn})
     out = llm.create_chat_completion(messages, max_tokens=job["steps"], temperature=0.0)
     messages.append({"role": "assistant", "content": out["choices"][0]["message"]["content"]})
 with open("/proc/self/status") as f:
-    peak = next(int(ln.split()[1]) for ln in f if ln.startswith("VmHWM:")) / 2**10
-print(json.dumps({"load_s": load, "positions": llm.n_tokens, "peak_rss_mib": peak}))
+    status = {ln.split(":")[0]: int(ln.split()[1]) / 2**10 for ln in f if ln.startswith(("VmHWM", "Rss"))}
+print(json.dumps({"load_s": load, "load_cpu_s": load_cpu, "positions": llm.n_tokens,
+                  "peak_rss_mib": status["VmHWM"], "anon_mib": status["RssAnon"],
+                  "file_mib": status["RssFile"]}))
 """
 
 
@@ -396,8 +413,8 @@ def run_chat(args: argparse.Namespace, console: Any) -> Table:
                 )
             runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
         med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-        seconds = [f"{med[k]:.2f}" for k in ("start_s", "load_s", "first_token_s")]
-        rows.append([kv_cache, *seconds, f"{med['positions']:.0f}", f"{med['peak_rss_mib']:.0f}"])
+        seconds = [f"{med[k]:.2f}" for k in ("start_s", "load_s", "load_cpu_s", "first_token_s")]
+        rows.append([kv_cache, *seconds, f"{med['positions']:.0f}", *_memory(med)])
         allocated = max(allocated, int(med["allocated"]))
     if not args.no_llama_cpp and importlib.util.find_spec("llama_cpp") is not None:
         context = allocated  # the positions verigrad's caches were allocated for
@@ -421,17 +438,28 @@ def run_chat(args: argparse.Namespace, console: Any) -> Table:
                 f"llama.cpp f16, n_ctx {context}",
                 "",
                 f"{med['load_s']:.2f}",
+                f"{med['load_cpu_s']:.2f}",
                 "",
                 f"{med['positions']:.0f}",
-                f"{med['peak_rss_mib']:.0f}",
+                *_memory(med),
             ]
         )
-    headers = ["KV cache", "start s", "load s", "first token s", "positions", "peak RSS MiB"]
+    headers = ["KV cache", "start s", "load s", "load CPU s", "first token s", "positions", "peak RSS MiB"]
+    headers += ["anon MiB", "file MiB"]
     result = table(f"chat, {len(CHAT_TURNS)} turns, medians of {args.repeats}", headers, ["KV cache"])
     for row in rows:
         result.add_row(*row)
     console.print(result)
+    console.print(
+        "peak RSS: VmHWM at the chat's end; anon and file: the resident memory then, the process's own "
+        "allocations and the mapped files' pages (the model's, the libraries')."
+    )
     return result
+
+
+def _memory(med: dict) -> list[str]:
+    """The peak RSS, and the anonymous and file-backed resident MiB at the end, where measured."""
+    return [f"{med[k]:.0f}" if k in med else "" for k in ("peak_rss_mib", "anon_mib", "file_mib")]
 
 
 # --- the parent ---------------------------------------------------------------------------------------
