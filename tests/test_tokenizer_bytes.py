@@ -104,6 +104,17 @@ def test_a_second_load_reads_the_cached_files(tmp_path, own_cache, monkeypatch):
     assert [p.stat().st_mtime_ns for p in cached_files(own_cache)] == stamps
 
 
+def test_damaged_cache_files_are_written_again(tmp_path, own_cache):
+    path = write_tokenizer_gguf(tmp_path / "t.gguf")
+    expected = Tokenizer.from_gguf(path)
+    vocab = next(p for p in cached_files(own_cache) if p.name == "vocab.json")
+    vocab.write_text('{"a": ')  # cut short
+    same(Tokenizer.from_gguf(path), expected)  # the lists' path, this time
+    assert not vocab.exists()
+    same(Tokenizer.from_gguf(path), expected)  # written again
+    assert json.loads(vocab.read_text())["Ġ"] == expected.backend.token_to_id("Ġ")
+
+
 def test_a_changed_file_gets_files_of_its_own(tmp_path, own_cache):
     """The same path rewritten with other merges: the cache's key is the tokens' and merges' bytes, so
     the new merges are read (a cache keyed by the path would give the old ids)."""

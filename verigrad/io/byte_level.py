@@ -141,13 +141,21 @@ def cached_bpe(tokens: StringArray, merges: StringArray) -> models.BPE | None:
 
 
 def _built(folder: Path, tokens: StringArray, merges: StringArray) -> models.BPE:
-    """The BPE of the files in `folder`, written first where they are not there."""
+    """The BPE of the files in `folder`, written first where they are not there. Files found there that
+    the library refuses (damaged since) are removed, so the next load writes them again."""
     vocab_file, merges_file = folder / "vocab.json", folder / "merges.txt"
+    found = vocab_file.is_file() and merges_file.is_file()
     if not vocab_file.is_file():
         write_atomically(vocab_file, lambda f: f.write(_vocab_json(tokens)))
     if not merges_file.is_file():
         write_atomically(merges_file, lambda f: f.write(_merges_txt(merges)))
-    return models.BPE.from_file(str(vocab_file), str(merges_file))
+    try:
+        return models.BPE.from_file(str(vocab_file), str(merges_file))
+    except Exception:
+        if found:
+            vocab_file.unlink(missing_ok=True)
+            merges_file.unlink(missing_ok=True)
+        raise
 
 
 def _plain_merges(merges: StringArray) -> bool:
