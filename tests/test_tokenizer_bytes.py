@@ -225,3 +225,38 @@ def test_metadata_decodes_string_arrays_when_read(tmp_path):
     assert list(read.metadata) == list(dict(read.metadata))
     plain = GGUFFile(read.path, read.version, dict(read.metadata), read.tensors)
     assert plain.strings("tokenizer.ggml.tokens") is None and plain.metadata == read.metadata
+
+
+def _lengths_one_at_a_time(data: bytes, count: int) -> tuple[list[int], int] | None:
+    at, lengths = 0, []
+    for _ in range(count):
+        if at + 8 > len(data):
+            return None
+        length = int.from_bytes(data[at : at + 8], "little")
+        if at + 8 + length > len(data):
+            return None
+        lengths.append(length)
+        at += 8 + length
+    return lengths, at
+
+
+@settings(database=None, derandomize=True, max_examples=300)
+@given(
+    strings=st.lists(st.binary(max_size=300).filter(lambda b: len(b) < 20 or len(b) > 250), max_size=12),
+    extra=st.integers(0, 3),
+    after=st.binary(max_size=20),
+)
+def test_short_lengths_read_at_once_or_not_at_all(strings, extra, after):
+    """Strings found at once (short ones, a window at a time) are those found one at a time; long strings,
+    runs of NULs, empty ones side by side and a file that ends inside them give None (read one at a time)."""
+    from verigrad.io.gguf import _short_lengths
+
+    data = b"".join(len(s).to_bytes(8, "little") + s for s in strings) + after
+    count = len(strings) + extra  # more than there are: the file ends inside them
+    plain = np.frombuffer(data, np.uint8) if data else np.zeros(0, np.uint8)
+    found = _short_lengths(plain, 0, count, span=64)  # several windows in a small file
+    expected = _lengths_one_at_a_time(data, count)
+    if found is not None:
+        assert expected is not None and found[0].tolist() == expected[0] and found[1] == expected[1]
+    if expected is not None and all(0 < len(s) < 20 and b"\x00" not in s for s in strings) and not extra:
+        assert found is not None  # the common case is read at once

@@ -348,19 +348,25 @@ class _CheckedReader:
             end = self._get(at, dtype.itemsize * n)
             self.values[key] = self.plain[at:end].view(dtype).tolist()
             return end
-        # Lengths are read one after the other (each string's place depends on the previous lengths); the
-        # strings are decoded in one call from their bytes (`contents`).
-        unpack, data, size, lengths, first = _U64.unpack_from, self.map, self.size, [], at
-        for _ in range(self._bound(n, at, 8, "strings")):
+        # Each string's place depends on the previous lengths: read at once where they are short (below
+        # 256 bytes, a vocabulary's), else one after the other; decoded in one call when asked (`contents`).
+        first = at
+        found = _short_lengths(self.plain, at, self._bound(n, at, 8, "strings"))
+        if found is not None:
+            lengths, at = found
+            self.strings[key] = StringArray(self.plain[first:at], lengths)
+            return at
+        unpack, data, size, listed = _U64.unpack_from, self.map, self.size, []
+        for _ in range(n):
             if at + 8 > size:
                 self._get(at, 8)  # the file-ends error
             (length,) = unpack(data, at)
             at += 8
             if at + length > size:
                 self._get(at, length)
-            lengths.append(length)
+            listed.append(length)
             at += length
-        self.strings[key] = StringArray(self.plain[first:at], np.array(lengths, np.int64))
+        self.strings[key] = StringArray(self.plain[first:at], np.array(listed, np.int64))
         return at
 
     def _text(self, data: bytes) -> str:
@@ -395,6 +401,42 @@ class _CheckedReader:
             count *= d
         start = self.data_offset + info.offset
         return self.plain[start : start + count // block * nbytes]
+
+
+SHORT_WINDOW = 1 << 16  # bytes `_short_lengths` looks at a time
+
+
+def _short_lengths(
+    plain: np.ndarray, at: int, count: int, span: int = SHORT_WINDOW
+) -> tuple[np.ndarray, int] | None:
+    """The lengths (i64) of the `count` strings at `at` and the offset after them, found at once where every
+    string is shorter than 256 bytes and holds no run of 7 NUL bytes, else None (read one at a time).
+    A length then is one byte and 7 zeros, and no other place in the strings has 7 zeros after a byte: those
+    places, a window of `span` bytes at a time, are the strings' starts exactly when each one is the previous
+    one's end."""
+    lengths, pos, size = [], at, plain.size
+    while count:
+        window = plain[pos : min(size, pos + span + 8)]
+        if window.size < 8:
+            return None
+        nonzero = np.zeros(window.size + 1, np.int32)
+        np.cumsum(window != 0, out=nonzero[1:])
+        places = np.flatnonzero(nonzero[8:] - nonzero[1:-7] == 0)  # bytes i+1 ... i+7 are zeros
+        places = places[places <= span]
+        if not places.size or places[0] != 0:
+            return None
+        ends = places + 8 + window[places]
+        chained = np.flatnonzero(places[1:] != ends[:-1])
+        last = int(chained[0]) if chained.size else places.size - 1  # the last string of the unbroken chain
+        taken = min(last + 1, count)
+        if taken < count and chained.size and ends[last] <= span:  # a long string, or NULs in one
+            return None
+        if pos + int(ends[taken - 1]) > size:
+            return None
+        lengths.append(ends[:taken] - places[:taken] - 8)
+        pos, count = pos + int(ends[taken - 1]), count - taken
+    joined = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
+    return joined.astype(np.int64), pos
 
 
 def _ggml_type(path: Path, name: str, type_id: int) -> tuple[str, int, int]:
