@@ -93,7 +93,7 @@ def untouched_zeros(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     nothing (np.zeros of a layer's 98 KB comes from the heap, where calloc may clear, so touch, it all).
     Small arrays, and systems without such maps, get np.zeros."""
     nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-    if nbytes < UNTOUCHED_FROM or not hasattr(mmap, "MAP_PRIVATE"):
+    if nbytes < UNTOUCHED_FROM or not hasattr(mmap, "MAP_ANONYMOUS"):  # MAP_PRIVATE comes with it
         return np.zeros(shape, dtype)
     memory = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     return np.frombuffer(memory, dtype).reshape(shape)
