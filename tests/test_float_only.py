@@ -1,0 +1,44 @@
+"""Functions PyTorch computes on floats only refuse integer and bool tensors before any work, naming the
+function and the dtype (linalg's decompositions, solvers and vecdot)."""
+
+from __future__ import annotations
+
+import pytest
+
+import verigrad
+
+L = verigrad.linalg
+CALLS = [
+    ("vecdot", lambda m, v: L.vecdot(v, v)),
+    ("det", lambda m, v: L.det(m)),
+    ("slogdet", lambda m, v: L.slogdet(m)),
+    ("inv", lambda m, v: L.inv(m)),
+    ("solve", lambda m, v: L.solve(m, v)),
+    ("cholesky", lambda m, v: L.cholesky(m)),
+    ("qr", lambda m, v: L.qr(m)),
+    ("eigh", lambda m, v: L.eigh(m)),
+    ("svdvals", lambda m, v: L.svdvals(m)),
+    ("pinv", lambda m, v: L.pinv(m)),
+    ("lstsq", lambda m, v: L.lstsq(m, m)),
+    ("matrix_rank", lambda m, v: L.matrix_rank(m)),
+    ("lu_factor", lambda m, v: L.lu_factor(m)),
+    ("householder_product", lambda m, v: L.householder_product(m, v)),
+]
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int8", "bool"])
+@pytest.mark.parametrize("call", [c for _, c in CALLS], ids=[i for i, _ in CALLS])
+def test_linalg_refuses_integers(call, dtype: str) -> None:
+    m = verigrad.tensor([[4, 1, 2], [1, 5, 3], [2, 3, 6]], dtype=getattr(verigrad, dtype))
+    v = verigrad.tensor([1, 2, 3], dtype=getattr(verigrad, dtype))
+    with pytest.raises(verigrad.DTypeError, match=f"expected a floating point tensor, got {m.dtype.name}"):
+        call(m, v)
+
+
+def test_vecdot_takes_one_float_dtype() -> None:
+    x = verigrad.tensor([1.0, 2.0, 3.0])
+    assert L.vecdot(x, x).item() == 14.0
+    with pytest.raises(
+        verigrad.DTypeError, match=r"linalg\.vecdot: x and y must have the same dtype, got f32 and f64"
+    ):
+        L.vecdot(x, x.double())
