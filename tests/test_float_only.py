@@ -42,3 +42,36 @@ def test_vecdot_takes_one_float_dtype() -> None:
         verigrad.DTypeError, match=r"linalg\.vecdot: x and y must have the same dtype, got f32 and f64"
     ):
         L.vecdot(x, x.double())
+
+
+F = verigrad.nn.functional
+REFUSED = [
+    ("leaky_relu", lambda v: F.leaky_relu(v)),
+    ("gelu", lambda v: F.gelu(v)),
+    ("softplus", lambda v: F.softplus(v)),
+    ("hypot", lambda v: verigrad.hypot(v, v)),
+    ("logaddexp", lambda v: verigrad.logaddexp(v, v)),
+    ("lerp", lambda v: verigrad.lerp(v, v, 0.5)),
+    ("pdist", lambda v: F.pdist(v.reshape(3, 1))),
+    ("smooth_l1_loss", lambda v: F.smooth_l1_loss(v, v)),
+    (
+        "embedding_bag's weight",
+        lambda v: F.embedding_bag(verigrad.arange(3), v.reshape(3, 1), verigrad.arange(1)),
+    ),
+]
+
+
+@pytest.mark.parametrize("call", [c for _, c in REFUSED], ids=[i for i, _ in REFUSED])
+def test_float_functions_refuse_integers(call) -> None:
+    with pytest.raises(verigrad.DTypeError, match="expected a floating point tensor, got i64"):
+        call(verigrad.tensor([1, 2, 3]))
+
+
+def test_addcdiv_refuses_integer_division_and_addcmul_bools() -> None:
+    i = verigrad.tensor([1, 2, 3])
+    with pytest.raises(verigrad.DTypeError, match="addcdiv: integer division"):
+        verigrad.addcdiv(i * 1.0, i, i)
+    assert verigrad.addcdiv(i * 1.0, i, i * 2.0, value=2).tolist() == [2.0, 3.0, 4.0]
+    b = verigrad.tensor([True, False])
+    with pytest.raises(verigrad.DTypeError, match="addcmul of bool tensors"):
+        verigrad.addcmul(b, b, b)

@@ -12,6 +12,7 @@ import numpy as np
 from ..dtypes import bool_, i64
 from ..errors import DTypeError
 from ..ops import binary, cast, from_numpy
+from ..ops._op import floating_only
 from ..ops.binary import eq, ne, where
 from ..ops.unary import round_ as _round_half_even
 from ..tensor import Tensor
@@ -144,16 +145,30 @@ def square(x: Tensor) -> Tensor:
 
 def lerp(start: Tensor, end: Any, weight: Any) -> Tensor:
     """start + weight * (end - start)."""
+    floating_only(start.dtype, what="lerp")
     return start + (end - start) * weight
 
 
 def addcmul(x: Tensor, tensor1: Any, tensor2: Any, value: Any = 1) -> Tensor:
-    """x + value * tensor1 * tensor2."""
+    """x + value * tensor1 * tensor2 (bool operands alone refused, as PyTorch's)."""
+    if all(isinstance(t, Tensor) and t.dtype is bool_ for t in (x, tensor1, tensor2)):
+        raise DTypeError("addcmul of bool tensors is not supported (as PyTorch); cast them to a number dtype")
     return x + tensor1 * tensor2 * value
+
+
+def _no_integer_division(tensor1: Any, tensor2: Any) -> None:
+    """PyTorch's addcdiv refuses two integer (or bool) operands of its division."""
+    kinds = [t.dtype.is_float if isinstance(t, Tensor) else isinstance(t, float) for t in (tensor1, tensor2)]
+    if not any(kinds):
+        raise DTypeError(
+            "addcdiv: integer division of tensor1 by tensor2 is not supported (as PyTorch); use true_divide "
+            "or cast one to a float dtype"
+        )
 
 
 def addcdiv(x: Tensor, tensor1: Any, tensor2: Any, value: Any = 1) -> Tensor:
     """x + value * tensor1 / tensor2."""
+    _no_integer_division(tensor1, tensor2)
     return x + tensor1 / tensor2 * value
 
 
