@@ -4,6 +4,7 @@ against hand-computed values: lcm's sign past the dtype's range, the trapezoidal
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import verigrad
 
@@ -39,3 +40,18 @@ def test_trapezoid_of_integers_sums_in_i64_then_divides() -> None:
     b = verigrad.full((3,), 2**62)  # sum 3 * 2^62 wraps to -2^62, the ends' 2^63 to -2^63
     assert verigrad.trapezoid(b).item() == 0.0 and verigrad.trapezoid(b, dx=2).item() == 0.0
     assert verigrad.cumulative_trapezoid(b).tolist() == [-(2.0**62), -(2.0**63)]
+
+
+def test_float_multipliers_of_integer_results_truncate_as_pytorchs() -> None:
+    """addcmul's value and index_add's alpha are read in the result's dtype: 0.5 is 0 and -1.7 is -1 for
+    integers (they gave f32 results); addr refuses them."""
+    m = verigrad.tensor([[2, 3], [5, 7]])
+    assert verigrad.addcmul(m, m, m, value=0.5).tolist() == [[2, 3], [5, 7]]
+    assert verigrad.addcmul(m, m, m, value=-1.7).tolist() == [[-2, -6], [-20, -42]]
+    assert verigrad.addcmul(m, m > 0, m, value=2.9).tolist() == [[6, 9], [15, 21]]
+    assert verigrad.addcmul(m * 1.0, m, m, value=0.5).tolist() == [[4.0, 7.5], [17.5, 31.5]]
+    assert verigrad.index_add(m, 0, verigrad.tensor([0]), m[:1], alpha=1.7).tolist() == [[4, 6], [5, 7]]
+    assert verigrad.index_add(m, 0, verigrad.tensor([0]), m[:1], alpha=-1.7).tolist() == [[0, 0], [5, 7]]
+    with pytest.raises(verigrad.DTypeError, match="addr: for integral input tensors"):
+        verigrad.addr(m, m[0], m[1], alpha=1.5)
+    assert verigrad.addmv(m[0], m, m[1], beta=0.5).tolist() == [31, 74]  # beta 0: the product alone

@@ -44,3 +44,22 @@ CALLS = [
 @pytest.mark.parametrize("call", [c for _, c in CALLS], ids=[i for i, _ in CALLS])
 def test_trapezoid_of_large_integers(call) -> None:
     _same(call(verigrad, verigrad.from_numpy(Y)), call(torch, torch.from_numpy(Y)))
+
+
+M = np.array([[2**40 + 1, 3], [5, -(2**35)]])
+SCALED = [
+    ("addcmul", lambda t, m: t.addcmul(m, m, m, value=0.5)),
+    ("addcmul_negative", lambda t, m: t.addcmul(m, m, m, value=-1.7)),
+    ("addcmul_bool", lambda t, m: t.addcmul(m, m > 0, m, value=2.9)),
+    ("addcmul_float", lambda t, m: t.addcmul(m * 1.0, m, m, value=0.5)),
+    ("index_add", lambda t, m: t.index_add(m, 0, t.tensor([0, 0]), m, alpha=1.7)),
+    ("index_add_negative", lambda t, m: t.index_add(m, 1, t.tensor([1]), m[:, :1], alpha=-2.5)),
+    ("addmv", lambda t, m: t.addmv(m[0], m, m[1], beta=0.5, alpha=2.5)),
+    ("addmm", lambda t, m: t.addmm(m, m, m, beta=1.5, alpha=-0.5)),
+    ("addbmm", lambda t, m: t.addbmm(m, m[None], m[None], beta=2.5)),
+]
+
+
+@pytest.mark.parametrize("call", [c for _, c in SCALED], ids=[i for i, _ in SCALED])
+def test_float_multipliers_of_integer_results(call) -> None:
+    _same(call(verigrad, verigrad.from_numpy(M)), call(torch, torch.from_numpy(M)))

@@ -21,6 +21,7 @@ from ..ops.matmul import matmul
 from ..ops.shaping import getitem, stack, unsqueeze
 from ..shapes import normalize_axis, shape_text
 from ..tensor import Tensor, describe
+from .pointwise import in_dtype
 from .statistics import norm
 
 
@@ -51,8 +52,7 @@ def addmm(x: Tensor, a: Tensor, b: Tensor, *, beta: Any = 1, alpha: Any = 1) -> 
     """beta x + alpha (a @ b) (PyTorch's addmm; baddbmm is the same on batches). For integer tensors
     beta and alpha are truncated to integers first, as PyTorch's."""
     product = matmul(a, b)
-    if not product.dtype.is_float:
-        alpha, beta = (math.trunc(v) if isinstance(v, float) else v for v in (alpha, beta))
+    alpha, beta = in_dtype(alpha, product.dtype), in_dtype(beta, product.dtype)
     product = product if alpha == 1 else product * alpha
     return product if beta == 0 else (x if beta == 1 else x * beta) + product
 
