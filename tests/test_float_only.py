@@ -75,3 +75,21 @@ def test_addcdiv_refuses_integer_division_and_addcmul_bools() -> None:
     b = verigrad.tensor([True, False])
     with pytest.raises(verigrad.DTypeError, match="addcmul of bool tensors"):
         verigrad.addcmul(b, b, b)
+
+
+@pytest.mark.parametrize(
+    ("what", "call"),
+    [
+        ("trace", lambda b: verigrad.trace(b.reshape(1, 1))),
+        ("median", lambda b: verigrad.median(b)),
+        ("topk", lambda b: verigrad.topk(b, 1)),
+        ("kthvalue", lambda b: verigrad.kthvalue(b, 1)),
+        (
+            "pad: mode 'reflect'",
+            lambda b: verigrad.nn.functional.pad(b.reshape(1, 1, 1), (0, 0), mode="reflect"),
+        ),
+    ],
+)
+def test_bool_tensors_refused_where_pytorch_has_no_bool_kernel(what: str, call) -> None:
+    with pytest.raises(verigrad.DTypeError, match=f"{what} of a bool tensor is not supported"):
+        call(verigrad.tensor([True]))

@@ -1,6 +1,7 @@
 """Functions PyTorch computes on floats only: on integer and bool tensors verigrad refuses exactly where
 PyTorch does (linalg's decompositions, solvers and products, the float activations and losses, hypot,
-logaddexp, lerp, addcdiv, pdist, embedding_bag, affine_grid and grid_sample), and answers in PyTorch's
+logaddexp, lerp, addcdiv, pdist, embedding_bag, affine_grid and grid_sample; on bools, trace, median,
+topk, kthvalue and reflect or replicate padding), and answers in PyTorch's
 dtype where it answers."""
 
 from __future__ import annotations
@@ -117,6 +118,15 @@ CALLS = {
     },
     "multi_margin_loss": lambda t, m, v: t.nn.functional.multi_margin_loss(m, t.arange(3)),
     "gaussian_nll_loss": lambda t, m, v: t.nn.functional.gaussian_nll_loss(v, v, v),
+    "trace": lambda t, m, v: t.trace(m),
+    "median": lambda t, m, v: t.median(v),
+    "median_dim": lambda t, m, v: t.median(m, 0)[0],
+    "nanmedian": lambda t, m, v: t.nanmedian(v),
+    "topk": lambda t, m, v: t.topk(v, 1)[0],
+    "kthvalue": lambda t, m, v: t.kthvalue(v, 1)[0],
+    "pad_reflect": lambda t, m, v: t.nn.functional.pad(m[None], (1, 1), mode="reflect"),
+    "pad_replicate": lambda t, m, v: t.nn.functional.pad(m[None], (1, 1), mode="replicate"),
+    "pad_circular": lambda t, m, v: t.nn.functional.pad(m[None], (1, 1), mode="circular"),
 }
 
 

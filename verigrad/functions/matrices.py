@@ -219,6 +219,8 @@ def trace(x: Tensor) -> Tensor:
     """The sum of a matrix's diagonal (PyTorch's trace)."""
     if x.ndim != 2:
         raise ShapeError(f"trace: expected a matrix, got {describe(x)}")
+    if x.dtype is bool_:
+        raise DTypeError("trace of a bool tensor is not supported (as PyTorch); cast it to a number dtype")
     return diagonal(x).sum()
 
 
