@@ -42,3 +42,5 @@ def test_nan_inside_a_given_range_is_skipped_and_integers_are_refused() -> None:
     assert verigrad.histc(x, bins=4, min=0, max=4).tolist() == [0.0, 1.0, 0.0, 1.0]
     with pytest.raises(verigrad.DTypeError, match="histc takes a float tensor"):
         verigrad.histc(verigrad.arange(5), bins=3)
+    with pytest.raises(verigrad.DTypeError, match="bf16 tensors can only be loaded"):  # not f32 counts
+        verigrad.histc(verigrad.arange(5.0).bfloat16(), bins=3)

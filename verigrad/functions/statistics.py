@@ -14,7 +14,7 @@ import numpy as np
 from .. import modes
 from ..dtypes import bool_, f32, i64, u8
 from ..errors import DTypeError, ShapeError
-from ..ops._op import unbroadcast
+from ..ops._op import no_bf16, unbroadcast
 from ..ops.binary import eq, maximum, ne, sub, where
 from ..ops.creation import from_numpy, full
 from ..ops.linalg import svdvals
@@ -222,6 +222,7 @@ def histc(x: Tensor, bins: int = 100, min: float = 0.0, max: float = 0.0) -> Ten
     modes.eager_only("histc")
     if not x.dtype.is_float:
         raise DTypeError(f"histc takes a float tensor (as PyTorch's CPU kernel), got {x.dtype.name}")
+    no_bf16(x.dtype)  # PyTorch counts in bf16 (saturating at 256); bf16 is only loaded, moved and cast here
     values = values_of(x, "histc").reshape(-1)
     if not isinstance(bins, int) or bins <= 0:
         raise ValueError(f"histc needs a positive number of bins, got {bins!r}")
