@@ -83,3 +83,13 @@ def test_local_response_norm_of_integers_truncates_the_window_mean_as_pytorch() 
     np.testing.assert_allclose(out.numpy()[0, :, 0], [1.0, 2 / 3, 3 / 7], rtol=1e-6)
     empty = verigrad.zeros((0, 1, 2))
     assert verigrad.nn.functional.local_response_norm(empty, 3) is empty
+
+
+@pytest.mark.parametrize("layer", [nn.InstanceNorm1d, nn.InstanceNorm2d, nn.BatchNorm1d])
+def test_untracked_statistics_are_none_buffers_as_pytorchs(layer) -> None:
+    """PyTorch's _NormBase registers the running statistics as None buffers where they are not tracked
+    (instance norm's default): `m.running_mean is None` reads, the state dict leaves them out."""
+    m = layer(3, track_running_stats=False)
+    assert m.running_mean is None and m.running_var is None and m.num_batches_tracked is None
+    assert list(m._buffers) == ["running_mean", "running_var", "num_batches_tracked"]
+    assert "running_mean" not in m.state_dict()

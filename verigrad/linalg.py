@@ -21,6 +21,7 @@ from .functions import cross as _cross
 from .functions import matrix_power, slogdet
 from .functions.solvers import lu, lu_factor, lu_factor_ex, lu_solve, multi_dot, solve_triangular
 from .ops import det, inv, solve
+from .ops._op import floating_only
 from .shapes import normalize_axis
 from .tensor import Tensor, describe
 
@@ -78,6 +79,7 @@ def _uplo(name: str, uplo: str) -> bool:
 def cholesky(A: Tensor, *, upper: bool = False) -> Tensor:
     """L (lower triangular, L L^T = A) of each symmetric positive-definite A, reading its lower
     triangle; with `upper`, U = L^T reading the upper triangle (PyTorch's)."""
+    floating_only(A.dtype, what="linalg.cholesky")
     lower = ops.cholesky(_symmetric_from(A, upper))
     return lower.mT if upper else lower
 
@@ -89,12 +91,14 @@ class EighResult(NamedTuple):
 
 def eigh(A: Tensor, UPLO: str = "L") -> EighResult:
     """(eigenvalues ascending, eigenvectors as columns) of each symmetric A, reading the UPLO triangle."""
+    floating_only(A.dtype, what="linalg.eigh")
     sym = _symmetric_from(A, _uplo("eigh", UPLO))
     return EighResult(ops.eigvalsh(sym), ops.eigh_vectors(sym))
 
 
 def eigvalsh(A: Tensor, UPLO: str = "L") -> Tensor:
     """The eigenvalues, ascending, of each symmetric A, reading the UPLO triangle."""
+    floating_only(A.dtype, what="linalg.eigvalsh")
     return ops.eigvalsh(_symmetric_from(A, _uplo("eigvalsh", UPLO)))
 
 
@@ -141,6 +145,7 @@ def pinv(
     """The Moore-Penrose pseudo-inverse by the SVD, as PyTorch's: singular values at most
     max(atol, rtol * the largest) are dropped (rtol max(m, n) * eps when neither is given). hermitian:
     A is symmetric, by its eigendecomposition reading the lower triangle only (as PyTorch's)."""
+    floating_only(A.dtype, what="linalg.pinv")
     if A.ndim < 2:
         raise ShapeError(f"linalg.pinv: A must be a matrix or a batch of them, got {describe(A)}")
     if hermitian and A.requires_grad and is_grad_enabled():
@@ -194,6 +199,7 @@ def lstsq(A: Tensor, B: Tensor, rcond: float | None = None, *, driver: str | Non
             f"torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss), "
             f"got {driver!r}"
         )
+    floating_only(A.dtype, B.dtype, what="linalg.lstsq")
     if A.ndim < 2:
         raise ShapeError(f"lstsq: A must be a matrix or a batch of them, got {describe(A)}")
     vector = B.ndim == A.ndim - 1
@@ -246,7 +252,13 @@ def cross(input: Tensor, other: Tensor, *, dim: int = -1) -> Tensor:
 
 
 def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
-    """The dot product of the vectors along `dim` (operands broadcast)."""
+    """The dot product of the vectors along `dim` (operands broadcast); floats only, of one dtype (as
+    PyTorch's)."""
+    floating_only(x.dtype, y.dtype, what="linalg.vecdot")
+    if x.dtype is not y.dtype:
+        raise DTypeError(
+            f"linalg.vecdot: x and y must have the same dtype, got {x.dtype.name} and {y.dtype.name}"
+        )
     return (x * y).sum(dim)
 
 

@@ -10,6 +10,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import DTypeError, ShapeError
+from ..ops._op import floating_only
 from ..ops.creation import eye, from_numpy
 from ..ops.matmul import matmul
 from ..tensor import Tensor, describe
@@ -26,6 +27,7 @@ def _q(name: str, a: Tensor, tau: Tensor) -> Tensor:
     m, n, k = int(a.shape[-2]), int(a.shape[-1]), int(tau.shape[-1])
     if k > (n if name == "linalg.householder_product" else m):
         raise ShapeError(f"{name}: tau has {k} reflectors, more than the input {describe(a)} holds")
+    floating_only(a.dtype, tau.dtype, what=name)
     if a.dtype is not tau.dtype:
         raise ShapeError(f"{name}: input and tau must share a dtype, got {a.dtype} and {tau.dtype}")
     ident = eye(m, dtype=a.dtype)

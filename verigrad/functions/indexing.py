@@ -26,7 +26,7 @@ from ..ops.shaping import assign, getitem
 from ..ops.shaping import setitem as basic_setitem
 from ..shapes import broadcast, normalize_axis, shape_text
 from ..tensor import Tensor, describe
-from .pointwise import isfinite, values_of
+from .pointwise import in_dtype, isfinite, values_of
 from .rearrange import broadcast_tensors
 
 
@@ -78,6 +78,7 @@ def index_add(x: Tensor, dim: int, index: Tensor, source: Tensor, alpha: Any = 1
     if index.ndim != 1 or index.dtype.kind != "i":
         raise ShapeError(f"index_add needs a vector of integer positions, got {describe(index)}")
     index = _in_range(index, x.shape[axis], "index_add")
+    alpha = in_dtype(alpha, x.dtype)  # PyTorch's: a float alpha truncated for an integer x
     added = source if alpha == 1 else source * alpha
     return x + take_grad(added, index, axis=axis, size=x.shape[axis])
 

@@ -21,6 +21,7 @@ from ..ops.matmul import matmul
 from ..ops.shaping import getitem, stack, unsqueeze
 from ..shapes import normalize_axis, shape_text
 from ..tensor import Tensor, describe
+from .pointwise import in_dtype
 from .statistics import norm
 
 
@@ -51,8 +52,7 @@ def addmm(x: Tensor, a: Tensor, b: Tensor, *, beta: Any = 1, alpha: Any = 1) -> 
     """beta x + alpha (a @ b) (PyTorch's addmm; baddbmm is the same on batches). For integer tensors
     beta and alpha are truncated to integers first, as PyTorch's."""
     product = matmul(a, b)
-    if not product.dtype.is_float:
-        alpha, beta = (math.trunc(v) if isinstance(v, float) else v for v in (alpha, beta))
+    alpha, beta = in_dtype(alpha, product.dtype), in_dtype(beta, product.dtype)
     product = product if alpha == 1 else product * alpha
     return product if beta == 0 else (x if beta == 1 else x * beta) + product
 
@@ -219,6 +219,8 @@ def trace(x: Tensor) -> Tensor:
     """The sum of a matrix's diagonal (PyTorch's trace)."""
     if x.ndim != 2:
         raise ShapeError(f"trace: expected a matrix, got {describe(x)}")
+    if x.dtype is bool_:
+        raise DTypeError("trace of a bool tensor is not supported (as PyTorch); cast it to a number dtype")
     return diagonal(x).sum()
 
 

@@ -94,8 +94,13 @@ def corrcoef(input: Tensor) -> Tensor:
     return c.clamp(-1, 1)
 
 
-def _trapezoid_parts(name: str, y: Tensor, x: Any, dx: Any, dim: int) -> tuple[Tensor, int]:
-    """(the areas of the trapezoids along `dim`, that axis)."""
+def _trapezoid_sides(
+    name: str, y: Tensor, x: Any, dx: Any, dim: int
+) -> tuple[Tensor, Tensor | None, Any, int]:
+    """(left + right, the spacings x's differences or None, the constant spacing, the axis) of PyTorch's
+    trapezoidal rule along `dim`."""
+    if x is not None and dx is not None:
+        raise TypeError(f"{name}: give x or dx, not both")
     axis = normalize_axis(dim, y.ndim)
     size = y.shape[axis]
     left, right = (
@@ -103,8 +108,7 @@ def _trapezoid_parts(name: str, y: Tensor, x: Any, dx: Any, dim: int) -> tuple[T
         y.narrow(axis, builtins.min(1, size), builtins.max(size - 1, 0)),
     )
     if x is None or not isinstance(x, Tensor):
-        spacing = 1 if x is None and dx is None else (dx if x is None else x)
-        return (left + right) * spacing / 2 if size else (left + right) * 1.0, axis
+        return left + right, None, 1 if x is None and dx is None else (dx if x is None else x), axis
     if x.ndim == 1:
         if x.shape[0] != size:
             raise ShapeError(f"{name}: x {describe(x)} must have {size} entries, as y's axis {dim}")
@@ -112,16 +116,20 @@ def _trapezoid_parts(name: str, y: Tensor, x: Any, dx: Any, dim: int) -> tuple[T
         d = d.reshape(*([1] * (y.ndim - 1)), -1).movedim(-1, axis) if y.ndim else d
     else:
         d = x.diff(dim=dim)
-    return d * (left + right) / 2, axis
+    return left + right, d, None, axis
 
 
 def trapezoid(y: Tensor, x: Any = None, *, dx: Any = None, dim: int = -1) -> Tensor:
     """The trapezoidal rule's integral of y along `dim`, at points x (a tensor or a spacing) or spaced
-    by dx (1 by default), as torch.trapezoid."""
-    if x is not None and dx is not None:
-        raise TypeError("trapezoid: give x or dx, not both")
-    areas, axis = _trapezoid_parts("trapezoid", y, x, dx, dim)
-    return areas.sum(axis)
+    by dx (1 by default), with PyTorch's formulas (their order of rounding; integers' products and sums
+    wrap): sum((left + right) * diff(x)) / 2, or (sum(y) - (y[0] + y[-1]) * 0.5) * dx."""
+    sides, d, spacing, axis = _trapezoid_sides("trapezoid", y, x, dx, dim)
+    if d is not None:
+        return (sides * d).sum(axis) / 2.0
+    if not y.shape[axis]:
+        return (sides * 1.0).sum(axis)
+    ends = y.narrow(axis, 0, 1) + y.narrow(axis, y.shape[axis] - 1, 1)
+    return (y.sum(axis) - ends.squeeze(axis) * 0.5) * float(spacing)
 
 
 def trapz(y: Tensor, x: Any = None, *, dx: Any = None, dim: int = -1) -> Tensor:
@@ -130,12 +138,12 @@ def trapz(y: Tensor, x: Any = None, *, dx: Any = None, dim: int = -1) -> Tensor:
 
 
 def cumulative_trapezoid(y: Tensor, x: Any = None, *, dx: Any = None, dim: int = -1) -> Tensor:
-    """The running trapezoidal integrals of y along `dim` (one fewer than y's entries), as
-    torch.cumulative_trapezoid."""
-    if x is not None and dx is not None:
-        raise TypeError("cumulative_trapezoid: give x or dx, not both")
-    areas, axis = _trapezoid_parts("cumulative_trapezoid", y, x, dx, dim)
-    return areas.cumsum(axis)
+    """The running trapezoidal integrals of y along `dim` (one fewer than y's entries), with PyTorch's
+    formulas: cumsum((left + right) * diff(x)) / 2, or cumsum(dx / 2 * (left + right))."""
+    sides, d, spacing, axis = _trapezoid_sides("cumulative_trapezoid", y, x, dx, dim)
+    if d is not None:
+        return (sides * d).cumsum(axis) / 2.0
+    return (float(spacing) / 2.0 * sides).cumsum(axis)
 
 
 def unravel_index(indices: Any, shape: Any) -> tuple[Tensor, ...]:

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import modes
 from ..dtypes import bool_, i64
-from ..errors import AxisError
+from ..errors import AxisError, DTypeError
 from ..ops.binary import eq, maximum, minimum, mul, ne, sub, where
 from ..ops.creation import arange, from_numpy, full
 from ..ops.index import argsort, gather
@@ -122,6 +122,7 @@ def topk(
 ) -> SortResult:
     """The k largest (or smallest) entries along `axis`, in order, with their indices (ties: the
     earlier index first)."""
+    _no_bools(x, "topk")
     return _top(x, pick(axis, dim), k, largest)
 
 
@@ -148,7 +149,14 @@ def _flat_or(x: Tensor, dim: Any) -> tuple[Tensor, int]:
 
 
 @_scalar_as_vector
+def _no_bools(x: Tensor, what: str) -> None:
+    """PyTorch's CPU kernels of `what` have no bool case."""
+    if x.dtype is bool_:
+        raise DTypeError(f"{what} of a bool tensor is not supported (as PyTorch); cast it to a number dtype")
+
+
 def _median(x: Tensor, dim: Any, keepdim: bool, skip_nan: bool) -> Any:
+    _no_bools(x, "nanmedian" if skip_nan else "median")
     x_, axis = _flat_or(x, dim)
     size = concrete_size(x_, axis, "median")
     if size == 0 and dim is None and x.dtype.is_float:
@@ -167,6 +175,7 @@ def _median(x: Tensor, dim: Any, keepdim: bool, skip_nan: bool) -> Any:
 
 def kthvalue(x: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> SortResult:
     """The k-th smallest entry along `dim` (k from 1), with its index (ties: the earlier index)."""
+    _no_bools(x, "kthvalue")
     return _kth(x, dim, k, keepdim)
 
 

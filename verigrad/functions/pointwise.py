@@ -9,9 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from ..dtypes import bool_, i64
+from ..dtypes import bool_, i64, promote
 from ..errors import DTypeError
 from ..ops import binary, cast, from_numpy
+from ..ops._op import floating_only
 from ..ops.binary import eq, ne, where
 from ..ops.unary import round_ as _round_half_even
 from ..tensor import Tensor
@@ -142,18 +143,47 @@ def square(x: Tensor) -> Tensor:
     return x * x
 
 
+def in_dtype(value: Any, dtype: Any) -> Any:
+    """A Python scalar multiplier as PyTorch's kernels read it for a result of `dtype`: a float truncated
+    toward zero for an integer result (C++'s cast), any number as its truth for a bool one."""
+    if dtype is bool_:
+        return bool(value)
+    if not dtype.is_float and isinstance(value, float):
+        return math.trunc(value)
+    return value
+
+
 def lerp(start: Tensor, end: Any, weight: Any) -> Tensor:
     """start + weight * (end - start)."""
+    floating_only(start.dtype, what="lerp")
     return start + (end - start) * weight
 
 
 def addcmul(x: Tensor, tensor1: Any, tensor2: Any, value: Any = 1) -> Tensor:
-    """x + value * tensor1 * tensor2."""
-    return x + tensor1 * tensor2 * value
+    """x + value * tensor1 * tensor2 in the operands' promoted dtype, value truncated for an integer one
+    (bool operands alone refused, as PyTorch's)."""
+    if all(isinstance(t, Tensor) and t.dtype is bool_ for t in (x, tensor1, tensor2)):
+        raise DTypeError("addcmul of bool tensors is not supported (as PyTorch); cast them to a number dtype")
+    dtype = promote(*(t.dtype for t in (x, tensor1, tensor2) if isinstance(t, Tensor)))
+    # as PyTorch's kernel: the operands in the result's dtype first, then x + value * tensor1 * tensor2
+    # from the left (an integer product past 2^63 with a float x is not wrapped first)
+    t1, t2 = (t.cast(dtype) if isinstance(t, Tensor) else t for t in (tensor1, tensor2))
+    return x + t1 * in_dtype(value, dtype) * t2
+
+
+def _no_integer_division(tensor1: Any, tensor2: Any) -> None:
+    """PyTorch's addcdiv refuses two integer (or bool) operands of its division."""
+    kinds = [t.dtype.is_float if isinstance(t, Tensor) else isinstance(t, float) for t in (tensor1, tensor2)]
+    if not any(kinds):
+        raise DTypeError(
+            "addcdiv: integer division of tensor1 by tensor2 is not supported (as PyTorch); use true_divide "
+            "or cast one to a float dtype"
+        )
 
 
 def addcdiv(x: Tensor, tensor1: Any, tensor2: Any, value: Any = 1) -> Tensor:
     """x + value * tensor1 / tensor2."""
+    _no_integer_division(tensor1, tensor2)
     return x + tensor1 / tensor2 * value
 
 

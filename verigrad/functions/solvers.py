@@ -8,12 +8,11 @@ PyTorch. cholesky_solve and cholesky_inverse use the whole factor L as PyTorch's
 
 from __future__ import annotations
 
-import math
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..errors import ShapeError
+from ..errors import DTypeError, ShapeError
 from ..ops.creation import eye, from_numpy, zeros
 from ..ops.linalg import inv, solve
 from ..ops.lu import lu_packed, lu_pivots, permutation_matrix
@@ -23,6 +22,7 @@ from ..shapes import broadcast, shape_text
 from ..tensor import Tensor, describe
 from .joining import broadcast_to
 from .matrices import outer, tril, triu
+from .pointwise import in_dtype
 
 
 def _matrices(name: str, arg: str, x: Tensor) -> None:
@@ -137,12 +137,10 @@ def multi_dot(tensors: Any) -> Tensor:
 def _scaled(product: Tensor, x: Tensor, beta: Any, alpha: Any) -> Tensor:
     """beta x + alpha product; beta = 0 ignores x (its nan too), as PyTorch's; integer calls truncate
     float beta and alpha, bool calls read them as bools."""
+    alpha, beta = in_dtype(alpha, product.dtype), in_dtype(beta, product.dtype)
     if product.dtype.name == "bool":
-        alpha, beta = bool(alpha), bool(beta)
         scaled = product if alpha else product & False
         return scaled if not beta else scaled | x
-    if not product.dtype.is_float:
-        alpha, beta = (math.trunc(v) if isinstance(v, float) else v for v in (alpha, beta))
     product = product if alpha == 1 else product * alpha
     if beta == 0:
         return broadcast_to(product, tuple(broadcast(tuple(x.shape), tuple(product.shape))))
@@ -162,7 +160,13 @@ def addmv(input: Tensor, mat: Tensor, vec: Tensor, *, beta: Any = 1, alpha: Any 
 
 
 def addr(input: Tensor, vec1: Tensor, vec2: Tensor, *, beta: Any = 1, alpha: Any = 1) -> Tensor:
-    """beta input + alpha outer(vec1, vec2), as torch.addr (logical or/and for bool tensors)."""
+    """beta input + alpha outer(vec1, vec2), as torch.addr (logical or/and for bool tensors); a float beta
+    or alpha with integer tensors is refused, as PyTorch's addr (its addmv and addmm truncate them)."""
+    if not vec1.dtype.is_float and any(isinstance(v, float) for v in (beta, alpha)):
+        raise DTypeError(
+            f"addr: for integral input tensors, beta and alpha must not be floating point numbers (as "
+            f"PyTorch), got beta={beta!r}, alpha={alpha!r}"
+        )
     product = outer(vec1, vec2) if vec1.dtype.name != "bool" else unsqueeze(vec1, -1) & vec2
     return _scaled(product, input, beta, alpha)
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..dtypes import DEFAULT_FLOAT, bool_
 from ..errors import DTypeError
+from ..ops._op import floating_only
 from ..ops.binary import atan2, div, logaddexp, ne, where
 from ..ops.creation import tensor
 from ..ops.special import erfc, erfinv, i0, i1, lgamma
@@ -122,6 +123,7 @@ def mvlgamma(x: Tensor, p: int) -> Tensor:
 def logaddexp2(x: Any, y: Any) -> Tensor:
     """log2(2**x + 2**y) without overflow."""
     x, y = _as_tensor(x, y), _as_tensor(y, x)
+    floating_only(x.dtype, y.dtype, what="logaddexp2")
     return logaddexp(x * _LN2, y * _LN2) / _LN2
 
 

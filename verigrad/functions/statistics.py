@@ -14,7 +14,7 @@ import numpy as np
 from .. import modes
 from ..dtypes import bool_, f32, i64, u8
 from ..errors import DTypeError, ShapeError
-from ..ops._op import unbroadcast
+from ..ops._op import no_bf16, unbroadcast
 from ..ops.binary import eq, maximum, ne, sub, where
 from ..ops.creation import from_numpy, full
 from ..ops.linalg import svdvals
@@ -216,15 +216,31 @@ def bincount(x: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Te
 
 def histc(x: Tensor, bins: int = 100, min: float = 0.0, max: float = 0.0) -> Tensor:
     """Counts of x's values in `bins` equal bins over [min, max] (min == max: x's own least and largest,
-    as PyTorch's), values outside ignored, in x's float dtype: eager only."""
+    as PyTorch's), values outside ignored, in x's float dtype: eager only. A value's bin is PyTorch's
+    int((v - min) * bins / (max - min)) in x's dtype (the last bin holding max), so values on or near an
+    edge fall where PyTorch's do (NumPy's histogram compares them with its own edges)."""
     modes.eager_only("histc")
+    if not x.dtype.is_float:
+        raise DTypeError(f"histc takes a float tensor (as PyTorch's CPU kernel), got {x.dtype.name}")
+    no_bf16(x.dtype)  # PyTorch counts in bf16 (saturating at 256); bf16 is only loaded, moved and cast here
     values = values_of(x, "histc").reshape(-1)
     if not isinstance(bins, int) or bins <= 0:
         raise ValueError(f"histc needs a positive number of bins, got {bins!r}")
-    low, high = (min, max) if min != max or not values.size else (np.nanmin(values), np.nanmax(values))
+    low, high = float(min), float(max)
+    if low == high and values.size:
+        low, high = float(values.min()), float(values.max())  # NaN propagates: refused below
     if low == high:
         low, high = low - 1, high + 1  # PyTorch's: a range of one value is widened by one each side
-    counts, _ = np.histogram(values[~np.isnan(values)], bins, (float(low), float(high)))
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise ValueError(f"histc: the range [{low}, {high}] is not finite")
+    if low > high:
+        raise ValueError(f"histc: max must be larger than min, got [{min}, {max}]")
+    dtype = values.dtype.type
+    left, right = dtype(low), dtype(high)
+    inside = values[(values >= left) & (values <= right)]  # NaN outside
+    with np.errstate(over="ignore", invalid="ignore"):
+        where = ((inside - left) * dtype(bins) / (right - left)).astype(np.int64)
+    counts = np.bincount(np.minimum(where, bins - 1), minlength=bins)
     return from_numpy(counts.astype(values.dtype))
 
 

@@ -16,6 +16,32 @@ from .functional.normalization import channel_norm
 from .module import Module, factory_dtype
 
 
+def _norm_state(
+    m: Module,
+    num_features: DimLike,
+    eps: float,
+    momentum: float | None,
+    affine: bool,
+    track_running_stats: bool,
+    bias: bool,
+    dtype: Any,
+) -> None:
+    """PyTorch's _NormBase state, batch and instance norm's alike: the settings, weight (ones) and bias
+    (zeros) where affine, and the running statistics where tracked (None buffers where not; instance norm
+    never counts num_batches_tracked, as PyTorch's)."""
+    m.num_features, m.eps, m.momentum = num_features, eps, momentum
+    m.affine, m.track_running_stats = affine, track_running_stats
+    m.weight = ones(num_features, dtype=dtype, requires_grad=True) if affine else None
+    m.bias = zeros(num_features, dtype=dtype, requires_grad=True) if affine and bias else None
+    if track_running_stats:
+        m.register_buffer("running_mean", zeros(num_features, dtype=dtype))
+        m.register_buffer("running_var", ones(num_features, dtype=dtype))
+        m.register_buffer("num_batches_tracked", zeros((), dtype=i64))
+    else:
+        for name in ("running_mean", "running_var", "num_batches_tracked"):
+            m.register_buffer(name, None)
+
+
 class _BatchNorm(Module):
     """Batch normalisation per channel over the other axes, with running statistics for eval() (as
     PyTorch's: `momentum=None` is the cumulative average, num_batches_tracked counts the steps)."""
@@ -38,17 +64,7 @@ class _BatchNorm(Module):
         dtype = factory_dtype(type(self).__name__, device, dtype)
         if momentum is not None and not isinstance(momentum, int | float):
             raise TypeError(f"{type(self).__name__}: momentum must be a number or None, got {momentum!r}")
-        self.num_features, self.eps, self.momentum = num_features, eps, momentum
-        self.affine, self.track_running_stats = affine, track_running_stats
-        self.weight = ones(num_features, dtype=dtype, requires_grad=True) if affine else None
-        self.bias = zeros(num_features, dtype=dtype, requires_grad=True) if affine and bias else None
-        if track_running_stats:
-            self.register_buffer("running_mean", zeros(num_features, dtype=dtype))
-            self.register_buffer("running_var", ones(num_features, dtype=dtype))
-            self.register_buffer("num_batches_tracked", zeros((), dtype=i64))
-        else:
-            for name in ("running_mean", "running_var", "num_batches_tracked"):
-                self.register_buffer(name, None)
+        _norm_state(self, num_features, eps, momentum, affine, track_running_stats, bias, dtype)
 
     def channel_axis(self, x: Tensor) -> int:
         return 1
@@ -221,14 +237,7 @@ class _InstanceNorm(Module):
     ):
         super().__init__()
         dtype = factory_dtype(type(self).__name__, device, dtype)
-        self.num_features, self.eps, self.momentum = num_features, eps, momentum
-        self.affine, self.track_running_stats = affine, track_running_stats
-        self.weight = ones(num_features, dtype=dtype, requires_grad=True) if affine else None
-        self.bias = zeros(num_features, dtype=dtype, requires_grad=True) if affine and bias else None
-        if track_running_stats:
-            self.register_buffer("running_mean", zeros(num_features, dtype=dtype))
-            self.register_buffer("running_var", ones(num_features, dtype=dtype))
-            self.register_buffer("num_batches_tracked", zeros((), dtype=i64))  # PyTorch's, never counted
+        _norm_state(self, num_features, eps, momentum, affine, track_running_stats, bias, dtype)
 
     def forward(self, x: Tensor) -> Tensor:
         if x.ndim not in (self.rank, self.rank - 1):

@@ -360,6 +360,18 @@ def _promoted(dtypes: tuple[DType, ...]) -> DType:
     return first
 
 
+def floating_only(*dtypes: DType, what: str = "", **_: Any) -> DType:
+    """The promoted dtype of operands PyTorch takes as floats only (linalg's decompositions and solvers,
+    the float activations): an integer or bool operand raises (`what` names the function in the message
+    where no op names it)."""
+    no_bf16(*dtypes)
+    for d in dtypes:
+        if not d.is_float:
+            where = f"{what}: " if what else ""
+            raise DTypeError(f"{where}expected a floating point tensor, got {d.name} (as PyTorch); cast it")
+    return _promoted(dtypes)
+
+
 def float_dtype(*dtypes: DType, **_: Any) -> DType:
     """A float result: floats keep their (promoted) dtype, ints and bool give f32."""
     no_bf16(*dtypes)

@@ -18,7 +18,7 @@ from ..errors import DTypeError
 from ..shapes import broadcast
 from ..tensor import Tensor
 from ._fma import fma_f32, fma_f64
-from ._op import Op, Sample, float_dtype, lift, no_bf16, numeric_dtype, unbroadcast
+from ._op import Op, Sample, float_dtype, floating_only, lift, no_bf16, numeric_dtype, unbroadcast
 from ._samples import BINARY_SHAPES, binary, uniform
 from .movement import cast
 
@@ -461,7 +461,7 @@ hypot = _arith(
     _in_f64(np.hypot),
     # d hypot(x, y) = (x dx + y dy) / hypot(x, y) (NaN at the origin, as PyTorch's)
     lambda g, out, x, y: _both(x, y, lambda: g * x / out, lambda: g * y / out),
-    dtype=float_dtype,
+    dtype=floating_only,  # PyTorch has no integer kernel
     low=-2.0,
     high=2.0,
     torch=lambda t, a, b: t.hypot(a, b),
@@ -473,7 +473,7 @@ logaddexp = _arith(
     _in_f64(np.logaddexp),
     # d log(e^x + e^y) = e^x / (e^x + e^y) dx + ...: exp(x - out), which cannot overflow
     lambda g, out, x, y: _both(x, y, lambda: g * (x - out).exp(), lambda: g * (y - out).exp()),
-    dtype=float_dtype,
+    dtype=floating_only,  # PyTorch has no integer kernel
     low=-3.0,
     high=3.0,
     torch=lambda t, a, b: t.logaddexp(a, b),

@@ -127,5 +127,19 @@ def _gcd_lcm(name: str, fn: Callable, doc: str) -> Op:
     return op
 
 
+def _lcm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """PyTorch's lcm, C++'s abs(a / gcd(a, b) * b) with the narrow integers promoted to int: the product
+    wraps in i32 or i64 before the absolute value (NumPy's lcm takes |a| and |b| first, so a product past
+    the range gets the other sign), and an i8/u8/i16 result is the int's low bits; 0 where gcd is 0."""
+    g = np.gcd(a, b)
+    zero = g == 0
+    wide = np.promote_types(g.dtype, np.int32)
+    with np.errstate(over="ignore"):
+        product = (a // np.where(zero, 1, g)).astype(wide) * b.astype(wide)
+        return np.where(zero, 0, np.abs(product)).astype(g.dtype)
+
+
 gcd = _gcd_lcm("gcd", np.gcd, "The greatest common divisor of integers, non-negative (gcd(0, 0) = 0).")
-lcm = _gcd_lcm("lcm", np.lcm, "The least common multiple of integers, non-negative (0 if either is 0).")
+lcm = _gcd_lcm(
+    "lcm", _lcm, "The least common multiple of integers, |a / gcd(a, b) * b| (wrapping), 0 if either is 0."
+)

@@ -17,7 +17,7 @@ import numpy as np
 from ..dtypes import DType, from_numpy_dtype
 from ..errors import ShapeError
 from ..shapes import broadcast, shape_text
-from ._op import Op, Sample, float_dtype, unbroadcast
+from ._op import Op, Sample, float_dtype, floating_only, unbroadcast
 from .binary import where
 from .creation import arange, eye, zeros_like
 from .movement import concat
@@ -76,7 +76,7 @@ def _solve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _square_dtype(*dtypes: DType, **_: object) -> DType:
-    return float_dtype(*dtypes)
+    return floating_only(*dtypes)
 
 
 inv = Op(
@@ -409,7 +409,7 @@ def _pinv_samples(rng: np.random.Generator) -> list[Sample]:
 pinv = Op(
     "pinv",
     shape=_pinv_shape,
-    dtype=lambda a, atol, rtol: float_dtype(a),
+    dtype=lambda a, atol, rtol: floating_only(a),
     reference=lambda a, atol, rtol: _in_f64(
         lambda x: _pinv(x, np.asarray(atol, np.float64), np.asarray(rtol, np.float64)), a
     ),

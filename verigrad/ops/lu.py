@@ -14,7 +14,7 @@ import numpy as np
 from ..dtypes import i32
 from ..errors import ShapeError
 from ..shapes import shape_text
-from ._op import Op, Sample, float_dtype
+from ._op import Op, Sample, floating_only
 from .binary import where
 from .creation import arange, eye, from_numpy, zeros
 from .linalg import _in_f64, solve
@@ -52,7 +52,7 @@ def _pivots_shape(a: tuple) -> tuple:
 
 
 def _pivots_dtype(a):
-    float_dtype(a)  # the factorization's rule: bf16 refused
+    floating_only(a)  # the factorization's rule: integers, bool and bf16 refused
     return i32
 
 
@@ -126,7 +126,7 @@ def _torch_lu(t, a):
 lu_packed = Op(
     "lu_packed",
     shape=_shape,
-    dtype=lambda a: float_dtype(a),
+    dtype=lambda a: floating_only(a),
     reference=lambda a: _in_f64(lambda x: _getrf(x)[0], a),
     vjp=_lu_vjp,
     samples=_samples,

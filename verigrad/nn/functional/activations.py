@@ -12,6 +12,7 @@ from typing import Any
 from ... import ops
 from ...dtypes import bool_, u8
 from ...errors import DTypeError, ShapeError
+from ...ops._op import floating_only
 from ...shapes import shape_text
 from ...tensor import Tensor
 
@@ -53,6 +54,12 @@ def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3, dtype: 
     return ops.softmax(-input if dtype is None else (-input).cast(dtype), axis=dim)
 
 
+def _floats(x: Tensor, what: str) -> Tensor:
+    """x, where PyTorch's kernel of `what` takes floats only (an integer or bool x raises, as there)."""
+    floating_only(x.dtype, what=what)
+    return x
+
+
 def _inplace(x: Tensor, y: Tensor, inplace: bool) -> Tensor:
     """PyTorch's `inplace=True`: y written into x (recorded for autograd as any in-place write), and x
     returned; else y."""
@@ -66,6 +73,7 @@ def relu(input: Tensor, inplace: bool = False) -> Tensor:
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     """GELU with the exact normal CDF, or its tanh approximation with approximate='tanh'."""
+    _floats(input, "gelu")
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     return ops.gelu_tanh(input) if approximate == "tanh" else ops.gelu(input)
@@ -73,7 +81,7 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
     """x * sigmoid(x)."""
-    return _inplace(input, ops.silu(input), inplace)
+    return _inplace(input, ops.silu(_floats(input, "silu")), inplace)
 
 
 def sigmoid(input: Tensor) -> Tensor:
@@ -88,18 +96,20 @@ def tanh(input: Tensor) -> Tensor:
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
     """x where x > 0, else negative_slope * x."""
+    _floats(input, "leaky_relu")
     return _inplace(input, ops.where(input > 0, input, input * negative_slope), inplace)
 
 
 def elu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """x where x > 0, else alpha * (exp(x) - 1) (by expm1)."""
+    _floats(input, "elu")
     return _inplace(input, ops.where(input > 0, input, ops.expm1(input) * alpha), inplace)
 
 
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """log(1 + exp(beta x)) / beta, and x itself where beta x > threshold (as PyTorch); the gradient is
     sigmoid(beta x), and 1 above the threshold."""
-    scaled = input * beta
+    scaled = _floats(input, "softplus") * beta
     linear = scaled > threshold
     # the curve only ever sees inputs up to the threshold: exp(350) is inf, and the gradient where() sends
     # it there, 0 * inf, would be NaN
@@ -129,17 +139,17 @@ def relu6(input: Tensor, inplace: bool = False) -> Tensor:
 
 def mish(input: Tensor, inplace: bool = False) -> Tensor:
     """x * tanh(softplus(x))."""
-    return _inplace(input, input * ops.tanh(softplus(input)), inplace)
+    return _inplace(input, input * ops.tanh(softplus(_floats(input, "mish"))), inplace)
 
 
 def hardsigmoid(input: Tensor, inplace: bool = False) -> Tensor:
     """relu6(x + 3) / 6: 0 below -3, 1 above 3, linear between."""
-    return _inplace(input, relu6(input + 3.0) / 6.0, inplace)
+    return _inplace(input, relu6(_floats(input, "hardsigmoid") + 3.0) / 6.0, inplace)
 
 
 def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
     """x * hardsigmoid(x)."""
-    return _inplace(input, input * hardsigmoid(input), inplace)
+    return _inplace(input, input * hardsigmoid(_floats(input, "hardswish")), inplace)
 
 
 _SELU_ALPHA, _SELU_SCALE = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
@@ -152,6 +162,7 @@ def selu(input: Tensor, inplace: bool = False) -> Tensor:
 
 def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """x where x > 0, else alpha * (exp(x / alpha) - 1)."""
+    _floats(input, "celu")
     if alpha == 0:
         raise ValueError("celu: alpha must not be 0")
     return _inplace(input, ops.where(input > 0, input, ops.expm1(input / alpha) * alpha), inplace)
@@ -174,6 +185,7 @@ def rrelu(
 ) -> Tensor:
     """Randomized leaky ReLU: x where x > 0, else a * x, with a drawn from U(lower, upper) per element in
     training and (lower + upper) / 2 otherwise."""
+    _floats(input, "rrelu")
     if not 0 <= lower <= upper:
         raise ValueError(f"rrelu: need 0 <= lower <= upper, got lower={lower}, upper={upper}")
     if not training:
@@ -184,11 +196,13 @@ def rrelu(
 
 def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     """x where |x| > lambd, else 0."""
+    _floats(input, "hardshrink")
     return ops.where((input > lambd) | (input < -lambd), input, 0.0)
 
 
 def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     """x - lambd above lambd, x + lambd below -lambd, else 0 (lambd >= 0)."""
+    _floats(input, "softshrink")
     if lambd < 0:
         raise ValueError(f"softshrink: lambd must be greater or equal to 0, got {lambd}")
     return ops.where(input > lambd, input - lambd, ops.where(input < -lambd, input + lambd, 0.0))
@@ -206,11 +220,13 @@ def softsign(input: Tensor) -> Tensor:
 
 def logsigmoid(input: Tensor) -> Tensor:
     """log(sigmoid(x)) = -softplus(-x), without overflow for large |x|."""
+    _floats(input, "logsigmoid")
     return ops.minimum(input, 0.0) - ops.log1p(ops.exp(-ops.abs(input)))
 
 
 def glu(input: Tensor, dim: int = -1) -> Tensor:
     """a * sigmoid(b) for the halves a, b of x along `dim` (of even length)."""
+    _floats(input, "glu")
     size = input.shape[dim]
     if isinstance(size, int) and size % 2:
         raise ShapeError(
@@ -223,6 +239,7 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
     """x where x > 0, else weight * x; weight has one value (0-d or [1]), or one per channel (dimension
     1 of x)."""
+    floating_only(input.dtype, weight.dtype, what="prelu")
     if weight.ndim > 1:
         raise ShapeError(f"prelu: weight must be a scalar or one-dimensional, got {shape_text(weight.shape)}")
     if weight.ndim == 0:

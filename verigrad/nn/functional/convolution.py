@@ -13,6 +13,7 @@ from ...ops.composite.convolution import conv2d_input_grad, out_hw, window_param
 from ...shapes import shape_text
 from ...tensor import Tensor
 from ._windows import IntPair, as_2d, pair_1d, sizes_nd, unbatched
+from .convolution_integer import check_dtypes, check_transposed_dtypes, conv_nd
 
 
 def conv2d(
@@ -30,8 +31,7 @@ def conv2d(
     padding="valid" is 0; "same" (stride 1) keeps H and W, as PyTorch: the extra row or column of an
     even kernel's padding goes after. With `groups` (NCHW), the channels and the filters are cut into
     that many groups, each group's filters convolving its own channels (depthwise: groups = C)."""
-    if _integers(x, weight):
-        return _in_f64(conv2d, x, weight, bias, stride, padding, dilation, groups, layout=layout)
+    check_dtypes(x, weight, bias, "conv2d")
     if x.ndim == 3:
         return unbatched(conv2d, x, weight, bias, stride, padding, dilation, groups, layout=layout)
     if isinstance(padding, str):
@@ -39,7 +39,13 @@ def conv2d(
         kernel = weight.shape[2:] if layout == "NCHW" else weight.shape[:2]
         x, padding = _named_padding(x, kernel, padding, stride, dilation, spatial, "conv2d")
     window = {"stride": stride, "padding": padding, "dilation": dilation, "layout": layout}
-    if groups == 1:
+    if not x.dtype.is_float:
+        if layout != "NCHW":
+            raise NotImplementedError(f"conv2d of {x.dtype.name} takes NCHW images")
+        sizes = window_params(1, stride, padding, dilation)
+        s, p, d = sizes["stride"], sizes["padding"], sizes["dilation"]
+        out = _grouped(lambda xg, wg: conv_nd(xg, wg, s, p, d, "conv2d"), x, weight, groups, "conv2d")
+    elif groups == 1:
         out = ops.conv2d(x, weight, **window)
     else:
         if layout != "NCHW":
@@ -90,6 +96,7 @@ def conv_transpose2d(
     (PyTorch's): conv2d's gradient for its input, into an image of (H - 1) stride - 2 padding +
     dilation (k - 1) + output_padding + 1 a side; with `groups`, each group of input channels makes its
     own C_out / groups output channels."""
+    check_transposed_dtypes(x, weight, bias, "conv_transpose2d")
     if x.ndim == 3:
         return unbatched(conv_transpose2d, x, weight, bias, stride, padding, output_padding, groups, dilation)
     sh, sw = pair(stride, "stride", 1)
@@ -127,7 +134,8 @@ def conv_transpose2d(
         return conv2d_input_grad(xg, wg, **window, size=size)
 
     out = _grouped(one, x, weight, groups, "conv_transpose2d", transposed=True)
-    return out if bias is None else out + bias.reshape(bias.shape[0], 1, 1)
+    # PyTorch adds the bias into the result's dtype (an f64 bias to f32 images: added in f64, rounded once)
+    return out if bias is None else (out + bias.reshape(bias.shape[0], 1, 1)).cast(out.dtype)
 
 
 def _conv_transpose2d_exact(
@@ -238,8 +246,7 @@ def conv3d(
     """3-D convolution of [N, C, D, H, W] with [O, C / groups, KD, KH, KW] weights (PyTorch's, padding
     "same" and "valid" too): for each depth tap kd, the 2-D convolution of the depth slices it reads
     (all output depths as one batch) with weight[:, :, kd], summed over kd."""
-    if _integers(x, weight):
-        return _in_f64(conv3d, x, weight, bias, stride, padding, dilation, groups)
+    check_dtypes(x, weight, bias, "conv3d")
     if x.ndim == 4:
         return unbatched(conv3d, x, weight, bias, stride, padding, dilation, groups)
     if x.ndim != 5 or weight.ndim != 5:
@@ -252,7 +259,10 @@ def conv3d(
     s = sizes_nd(stride, 3, "conv3d's stride", 1)
     p = sizes_nd(padding, 3, "conv3d's padding", 0)
     d = sizes_nd(dilation, 3, "conv3d's dilation", 1)
-    out = _grouped(lambda xg, wg: _conv3d(xg, wg, s, p, d), x, weight, groups, "conv3d")
+    if x.dtype.is_float:
+        out = _grouped(lambda xg, wg: _conv3d(xg, wg, s, p, d), x, weight, groups, "conv3d")
+    else:
+        out = _grouped(lambda xg, wg: conv_nd(xg, wg, s, p, d, "conv3d"), x, weight, groups, "conv3d")
     return out if bias is None else out + bias.reshape(bias.shape[0], 1, 1, 1)
 
 
@@ -286,6 +296,7 @@ def conv_transpose3d(
     (conv3d's adjoint): for each depth tap kd, the transposed 2-D convolution of every input depth slice
     with weight[:, :, kd], spread at stride along the output depth from kd dilation on, summed, and cut
     to (D - 1) stride - 2 padding + dilation (KD - 1) + output_padding + 1."""
+    check_transposed_dtypes(x, weight, bias, "conv_transpose3d")
     if x.ndim == 4:
         return unbatched(conv_transpose3d, x, weight, bias, stride, padding, output_padding, groups, dilation)
     if x.ndim != 5 or weight.ndim != 5:
@@ -361,14 +372,3 @@ def fold(
             f"fold: columns {shape_text(x.shape)} do not make {kh}x{kw} blocks over {oh}x{ow} places"
         )
     return ops.col2im(x.reshape(n, ckk // (kh * kw), kh, kw, oh, ow), size=size, **window)
-
-
-def _in_f64(fn: Any, x: Tensor, weight: Tensor, bias: Tensor | None, *args: Any, **kwargs: Any) -> Tensor:
-    """An integer convolution (PyTorch's CPU convolves int64): computed in f64, exact while the sums stay
-    below 2^53, and cast back to the input's dtype."""
-    b = None if bias is None else bias.cast("f64")
-    return fn(x.cast("f64"), weight.cast("f64"), b, *args, **kwargs).cast(x.dtype)
-
-
-def _integers(x: Tensor, weight: Tensor) -> bool:
-    return x.dtype is weight.dtype and not x.dtype.is_float and x.dtype.name != "bool"

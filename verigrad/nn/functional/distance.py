@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import functions, ops
+from ...ops._op import floating_only
 from ...tensor import Tensor
 
 
@@ -34,6 +35,7 @@ def _clamped_norm(x: Tensor, dim: int, eps: float) -> Tensor:
 def pdist(input: Tensor, p: float = 2.0) -> Tensor:
     """The p-norm distances between each pair of rows i < j of input [N, M], in row-major order of the
     pairs (PyTorch's: the upper triangle of cdist(input, input), flattened): [N (N - 1) / 2]."""
+    floating_only(input.dtype, what="pdist")
     if input.ndim != 2:
         raise RuntimeError(f"pdist only supports 2D tensors, got: {input.ndim}D")
     if p < 0:

@@ -9,6 +9,7 @@ from ... import functions, ops
 from ...autograd import no_grad
 from ...errors import ShapeError
 from ...functions.pointwise import values_of
+from ...ops._op import floating_only
 from ...ops.checks import checked
 from ...tensor import Tensor, describe
 
@@ -97,6 +98,7 @@ def embedding_bag(
     F.embedding_bag): a 2-D input [B, N] is B bags of N; a 1-D input is cut into bags at `offsets` (the
     start of each bag; with include_last_offset, one more: the end). An empty bag gives zeros; entries
     equal to `padding_idx` are left out; `per_sample_weights` (mode "sum" only) scale each row."""
+    floating_only(weight.dtype, what="embedding_bag's weight")
     if mode not in _BAG_MODES:
         raise ValueError(f"embedding_bag: mode must be one of {_BAG_MODES}, got {mode!r}")
     if scale_grad_by_freq or sparse:  # PyTorch's bag gradient by frequency does not follow its docs yet

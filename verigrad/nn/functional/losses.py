@@ -20,6 +20,7 @@ from ...errors import ShapeError
 from ...functions import any as any_of
 from ...functions import clamp
 from ...ops import arange, log1p, minimum, relu, take, unsqueeze, where
+from ...ops._op import floating_only
 from ...shapes import shape_text
 from ...tensor import Tensor, describe
 from .activations import log_softmax, logsigmoid
@@ -284,6 +285,7 @@ def smooth_l1_loss(
     beta: float = 1.0,
 ) -> Tensor:
     """0.5 d^2 / beta where d = |input - target| < beta, else d - 0.5 beta (beta 0: the L1 loss)."""
+    floating_only(input.dtype, target.dtype, what="smooth_l1_loss")
     reduction = checked_reduction("smooth_l1_loss", reduction, size_average, reduce)
     if beta < 0:
         raise ValueError(f"smooth_l1_loss: beta must be >= 0, got {beta}")
@@ -302,6 +304,7 @@ def huber_loss(
 ) -> Tensor:
     """0.5 d^2 where d = |input - target| < delta, else delta (d - 0.5 delta); times `weight` if given
     ("mean" then over the count, as PyTorch's)."""
+    floating_only(input.dtype, target.dtype, what="huber_loss")
     reduction = checked_reduction("huber_loss", reduction)
     if delta <= 0:
         raise ValueError(f"huber_loss: delta must be > 0, got {delta}")
@@ -394,6 +397,7 @@ def kl_div(
     """target (log target - input) for log-probabilities input (0 where target is 0), or with
     `log_target` exp(target) (target - input); "batchmean" divides the sum by the batch size (the
     divergence; PyTorch's "mean", which also divides by the support size, warns so, as here)."""
+    floating_only(input.dtype, target.dtype, what="kl_div")
     reduction = checked_reduction("kl_div", reduction, size_average, reduce, also=("batchmean",))
     if reduction == "mean" and size_average is None and reduce is None:
         warnings.warn(
@@ -435,6 +439,7 @@ def hinge_embedding_loss(
 ) -> Tensor:
     """input where target is 1, max(0, margin - input) where it is -1; for another target, their sum (as
     PyTorch's: input where target != -1, plus the margin term where target != 1)."""
+    floating_only(input.dtype, what="hinge_embedding_loss")
     reduction = checked_reduction("hinge_embedding_loss", reduction, size_average, reduce)
     loss = where(target != -1, input, 0.0) + where(target != 1, relu(margin - input), 0.0)
     return reduce_loss(loss, reduction, "hinge_embedding_loss")
@@ -448,6 +453,7 @@ def soft_margin_loss(
     reduction: str = "mean",
 ) -> Tensor:
     """log(1 + exp(-target input)), target 1 or -1."""
+    floating_only(input.dtype, what="soft_margin_loss")
     reduction = checked_reduction("soft_margin_loss", reduction, size_average, reduce)
     z = -target * input
     return reduce_loss(relu(z) + log1p((-z.abs()).exp()), reduction, "soft_margin_loss")
@@ -488,6 +494,7 @@ def multi_margin_loss(
 ) -> Tensor:
     """For scores [N, C] (or [C]) and classes [N]: the mean over the other classes j of
     max(0, margin - input[y] + input[j])^p (p 1 or 2), each sample's term weighted by weight[y]."""
+    floating_only(input.dtype, what="multi_margin_loss")
     reduction = checked_reduction("multi_margin_loss", reduction, size_average, reduce)
     _constant_weights("multi_margin_loss", weight=weight)
     if input.ndim == 0:  # PyTorch's: one score of one class
@@ -639,6 +646,7 @@ def gaussian_nll_loss(
     """(log(var) + (input - target)^2 / var) / 2 (plus log(2 pi) / 2 if `full`), var at least eps (its
     gradient passes as if not clamped, as PyTorch's); a var with one dimension fewer, or a last one of 1,
     is one variance per row; a number is one variance for all."""
+    floating_only(input.dtype, what="gaussian_nll_loss")
     reduction = checked_reduction("gaussian_nll_loss", reduction)
     if not isinstance(var, Tensor):
         if var < 0:

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ... import ops
-from ...errors import ShapeError
+from ...errors import DTypeError, ShapeError
 from ...tensor import Tensor
 
 PAD_MODES = ("constant", "reflect", "replicate", "circular")
@@ -25,6 +25,8 @@ def pad(x: Tensor, pad: Sequence[int], mode: str = "constant", value: float | No
     back where an element was copied."""
     if mode not in PAD_MODES:
         raise ValueError(f"pad: mode must be one of {', '.join(PAD_MODES)}, got {mode!r}")
+    if mode in ("reflect", "replicate") and x.dtype.name == "bool":
+        raise DTypeError(f"pad: mode {mode!r} of a bool tensor is not supported (as PyTorch); cast it first")
     if len(pad) % 2 or len(pad) // 2 > x.ndim:
         raise ValueError(f"pad needs (before, after) pairs for at most {x.ndim} axes, got {tuple(pad)}")
     if not all(isinstance(p, int) and not isinstance(p, bool) for p in pad):

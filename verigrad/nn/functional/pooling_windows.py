@@ -107,13 +107,21 @@ def sum_pool(x: Tensor, axes: Sequence[AxisTable], what: str) -> Tensor:
     if x.ndim == len(axes) + 1:
         return unbatched(sum_pool, x, axes, what)
     n, c = x.shape[0], x.shape[1]
+    # added in window order, one element after another, as PyTorch's kernels add (a running sum)
+    return ops.cumsum(zero_padded_windows(x, axes), axis=3)[..., -1].reshape(
+        n, c, *(a.shape[0] for a in axes)
+    )
+
+
+def zero_padded_windows(x: Tensor, axes: Sequence[AxisTable]) -> Tensor:
+    """x [N, C, *spatial] gathered by the axes' windows into [N, C, O, K] (O outputs, K window slots, each
+    row-major over the axes), a slot outside the input reading zero."""
+    n, c = x.shape[0], x.shape[1]
     table = _flat_table(axes, x.shape[2:])
     flat = ops.concat(
         [x.reshape(n, c, math.prod(x.shape[2:], start=1)), ops.zeros(n, c, 1, dtype=x.dtype)], axis=2
     )
-    windows = ops.take(flat, ops.from_numpy(np.where(table >= 0, table, flat.shape[2] - 1)), axis=2)
-    # added in window order, one element after another, as PyTorch's kernels add (a running sum)
-    return ops.cumsum(windows, axis=3)[..., -1].reshape(n, c, *(a.shape[0] for a in axes))
+    return ops.take(flat, ops.from_numpy(np.where(table >= 0, table, flat.shape[2] - 1)), axis=2)
 
 
 def adaptive_counts(axes: Sequence[AxisTable]) -> np.ndarray:

@@ -15,6 +15,7 @@ import numpy as np
 
 from ... import functions, ops
 from ...errors import ShapeError
+from ...ops._op import floating_only
 from ...shapes import shape_text
 from ...tensor import Tensor
 from . import interpolation_taps
@@ -34,6 +35,7 @@ def _base(size: int, align_corners: bool) -> np.ndarray:
 def affine_grid(theta: Tensor, size: Any, align_corners: bool = False) -> Tensor:
     """For theta [N, 2, 3] and size (N, C, H, W): grid[n, h, w] = theta[n] @ (x_w, y_h, 1), the sampling
     position of each output pixel, [N, H, W, 2] (x first)."""
+    floating_only(theta.dtype, what="affine_grid")
     if theta.ndim != 3 or tuple(theta.shape[1:]) != (2, 3):
         raise ShapeError(f"affine_grid takes theta [N, 2, 3], got {shape_text(theta.shape)}")
     n, _, h, w = size
@@ -101,6 +103,7 @@ def grid_sample(
     for a volume), nearest takes the closest (halves to even), bicubic (images only) the 4 x 4 nearest with
     Keys' weights (A = -0.75), each tap padded on its own; a pixel outside the image reads 0 (zeros), the
     edge (border) or its mirror image (reflection), as PyTorch's."""
+    floating_only(input.dtype, grid.dtype, what="grid_sample")
     if mode not in MODES or padding_mode not in PADDINGS:
         raise ValueError(
             f"grid_sample: mode must be one of {MODES} and padding_mode one of {PADDINGS}, got {mode!r} "

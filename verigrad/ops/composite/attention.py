@@ -343,30 +343,42 @@ def _torch_cached(t, q, k, v, past_kt, past_v, bias, scale):
     return (q @ keys.transpose(-1, -2) * scale + bias).softmax(dim=-1) @ values
 
 
-def _cached_samples(rng: np.random.Generator) -> list[Sample]:
+def cached_samples(rng: np.random.Generator, dims: tuple[int, ...], window: Any) -> list[Sample]:
+    """The cached step's sample cases with head dims `dims` (one a case): three windows of `length`
+    positions in use, masked with the new tokens' causal part, and a batch of two with a mask per sequence
+    (the second's window holds 2 positions, the first's 4). window(rng, [B, KV, W, D]) makes the past keys
+    and values as the op takes them (cached_attention_q8 shares these cases)."""
     out = []
-    for b, h, kv, t, w, d, length in [(1, 6, 2, 1, 4, 4, 2), (2, 2, 2, 3, 5, 3, 5), (1, 3, 1, 2, 3, 2, 0)]:
+    cases = [(1, 6, 2, 1, 4, 2), (2, 2, 2, 3, 5, 5), (1, 3, 1, 2, 3, 0), (2, 4, 2, 2, 4, 4)]
+    for (b, h, kv, t, w, length), d in zip(cases, dims):
         bias = np.zeros((t, w + t))
         bias[:, length:w] = -np.inf
         bias[:, w:][np.triu_indices(t, 1)] = -np.inf
-        arrays = [uniform(rng, s) for s in [(b, h, t, d), (b, kv, t, d), (b, kv, t, d), (b, kv, d, w)]]
-        out.append(Sample((*arrays, uniform(rng, (b, kv, w, d)), bias)))
-    # a mask per sequence: the second one's window holds 2 positions, the first's 4
-    bias = np.zeros((2, 2, 6))
-    bias[1, :, 2:4] = -np.inf
-    bias[:, :, 4:][:, np.triu_indices(2, 1)[0], np.triu_indices(2, 1)[1]] = -np.inf
-    arrays = [uniform(rng, s) for s in [(2, 4, 2, 3), (2, 2, 2, 3), (2, 2, 2, 3), (2, 2, 3, 4)]]
-    out.append(Sample((*arrays, uniform(rng, (2, 2, 4, 3)), bias)))
+        if b == 2:
+            bias = np.stack([bias, bias])
+            bias[1, :, 2:w] = -np.inf
+        new = [uniform(rng, s) for s in [(b, h, t, d), (b, kv, t, d), (b, kv, t, d)]]
+        out.append(Sample((*new, *window(rng, (b, kv, w, d)), bias)))
     return out
+
+
+def _cached_window(rng: np.random.Generator, shape: tuple) -> tuple[np.ndarray, np.ndarray]:
+    b, kv, w, d = shape
+    return uniform(rng, (b, kv, d, w)), uniform(rng, shape)
+
+
+def cached_params(q: Spec, *rest: Spec, scale: float | None = None) -> dict:
+    """The cached ops' one param, the scale (1 / sqrt(D) when None)."""
+    return _canon(q, scale=scale)
 
 
 cached_attention = Op(
     "cached_attention",
     shape=_cached_shape,
     dtype=_dtype,
-    params=lambda q, *rest, scale=None: _canon(q, scale=scale),
+    params=cached_params,
     reference=_cached_reference,
-    samples=_cached_samples,
+    samples=lambda rng: cached_samples(rng, (4, 3, 2, 3), _cached_window),
     torch=_torch_cached,
     exact=False,
     differentiable=False,

@@ -17,10 +17,17 @@ import numpy as np
 from ...dtypes import DType, u8
 from ...errors import DTypeError, ShapeError
 from ...shapes import exact_div, shape_text
-from .._op import Op, Sample
-from .._samples import uniform
+from .._op import Op
 from ..quant import FORMATS, dequantize
-from .attention import _cached_reference, _cached_shape, _canon, _dtype, _heads, _torch_cached
+from .attention import (
+    _cached_reference,
+    _cached_shape,
+    _dtype,
+    _heads,
+    _torch_cached,
+    cached_params,
+    cached_samples,
+)
 
 Q8 = FORMATS["q8_0"]
 
@@ -85,28 +92,15 @@ def q8_blocks(rng: np.random.Generator, shape: tuple, largest: float = 2.0) -> n
     return blocks.reshape(*shape[:-1], Q8.row_bytes(shape[-1]))
 
 
-def _samples(rng: np.random.Generator) -> list[Sample]:
-    out = []
-    for b, h, kv, t, w, d, length in [(1, 6, 2, 1, 4, 32, 2), (2, 2, 2, 3, 5, 64, 5), (1, 3, 1, 2, 3, 32, 0)]:
-        bias = np.zeros((t, w + t))
-        bias[:, length:w] = -np.inf
-        bias[:, w:][np.triu_indices(t, 1)] = -np.inf
-        new = [uniform(rng, s) for s in [(b, h, t, d), (b, kv, t, d), (b, kv, t, d)]]
-        out.append(Sample((*new, q8_blocks(rng, (b, kv, w, d)), q8_blocks(rng, (b, kv, w, d)), bias)))
-    bias = np.zeros((2, 1, 5))  # a mask per sequence: the second one's window holds 1 position, the first's 4
-    bias[1, :, 1:4] = -np.inf
-    new = [uniform(rng, s) for s in [(2, 4, 1, 32), (2, 2, 1, 32), (2, 2, 1, 32)]]
-    out.append(Sample((*new, q8_blocks(rng, (2, 2, 4, 32)), q8_blocks(rng, (2, 2, 4, 32)), bias)))
-    return out
-
-
 cached_attention_q8 = Op(
     "cached_attention_q8",
     shape=_shape,
     dtype=_dtype_rule,
-    params=lambda q, *rest, scale=None: _canon(q, scale=scale),
+    params=cached_params,
     reference=_reference,
-    samples=_samples,
+    samples=lambda rng: cached_samples(
+        rng, (32, 64, 32, 32), lambda rng, s: (q8_blocks(rng, s), q8_blocks(rng, s))
+    ),
     torch=_torch,
     exact=False,
     differentiable=False,

@@ -1,5 +1,6 @@
-/* What the vg_eager extension's files share: vg_eager.c (the module, its setup and the eager call of an op:
- * `call_op`), eager_fast.c (the direct kernel calls of the call's fast paths: element-wise, rows,
+/* What the vg_eager extension's files share: eager_support.c (what the eager call reads: slot offsets,
+ * cached attributes, scalars, the plan key's params), vg_eager.c (the module, its setup and the eager call
+ * of an op: `call_op`), eager_fast.c (the direct kernel calls of the call's fast paths: element-wise, rows,
  * reductions, matmul, views, concatenation), eager_method.c (the Method descriptor: Tensor's methods and
  * operators calling an op) and backward.c (the backward engine's walk). They are compiled as one
  * translation unit, this file first (fastcall.EAGER_SOURCES, whose joined text the build's hash covers):

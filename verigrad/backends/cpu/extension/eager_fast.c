@@ -2,7 +2,7 @@
  * allocated here, with exactly the arguments its Python wrapper would pass (`direct`: element-wise unary and
  * binary, softmax and log_softmax rows, reductions, matmul, broadcast_to, reshape, permute, slice and
  * concatenation), and the thread and chunk settings those calls read (`readers`, `read_settings`). Compiled
- * after eager.h and vg_eager.c, as one translation unit with them. */
+ * after eager.h, eager_support.c and vg_eager.c, as one translation unit with them. */
 typedef void (*unary_fn)(const void *, void *, int64_t, int64_t, int);
 typedef void (*binary_fn)(const void *, const void *, void *, int64_t, int64_t, int);
 typedef void (*broadcast_fn)(const void *, const void *, void *, const int64_t *, int64_t, int);

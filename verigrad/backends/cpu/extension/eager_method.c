@@ -1,7 +1,7 @@
 /* vg_eager's Method: a method descriptor calling `op` (see vg_eager.c), bound on Tensor as its methods and
  * operators, with the fast paths of the methods that would only repeat known steps in Python (transpose,
  * keywords, reshape and view, softmax along an axis, basic getitem, PyTorch's cat, Size's items). Compiled
- * after eager.h, vg_eager.c and eager_fast.c, as one translation unit with them. */
+ * after eager.h, eager_support.c, vg_eager.c and eager_fast.c, as one translation unit with them. */
 typedef struct {
     PyObject_HEAD
     vectorcallfunc vectorcall;
