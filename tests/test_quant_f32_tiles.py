@@ -1,8 +1,9 @@
 """qmatmul's f32-activation cpu kernels on the paths that de-quantize blocks in registers (a decode step: one
-activation row against 4 weight rows at a time) and on the prompt tiles (3 activation rows by 4 weight rows,
-and the remainders of both): the reference's bits for every format, on every vector path and 1-3 threads,
-for row counts on both sides of each tile's edge, with blocks of raw bytes (scales of any f16: subnormal,
-huge, infinite, NaN) and activations with an infinity and huge values."""
+activation row against 4 weight rows at a time) and on the tiles of several activation rows (4 activation
+rows by 6 weight rows on AVX-512, 3 by 3 on AVX2, and the remainders of each): the reference's bits for every
+format, on every vector path and 1-3 threads, for row counts on both sides of each tile's edge, with blocks
+of raw bytes (scales of any f16: subnormal, huge, infinite, NaN) and activations with infinities and huge
+values."""
 
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ pytestmark = pytest.mark.skipif(not cpu.available(), reason="the cpu backend cou
 # weight rows: every panel of 1 to 6 (AVX-512's tiles; a decode step's groups of 4, AVX2's of 3), one and
 # a remainder, several
 ROWS = (1, 2, 3, 4, 5, 6, 7, 13, 17)
-# activation rows: a decode step, every tile of 1 to 4 (AVX2: 3) rows, whole tiles and remainders
-TOKENS = (1, 2, 3, 4, 5, 7, 9, 17)
+# activation rows: a decode step, batched steps of 2 to 8 (every tile of 1 to 4 rows, AVX2's of 3), whole
+# tiles and remainders
+TOKENS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 17)
 
 
 def _assert_same(got: np.ndarray, want: np.ndarray, where: str) -> None:
