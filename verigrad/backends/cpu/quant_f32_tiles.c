@@ -112,6 +112,15 @@ typedef void (*tile_fn)(const float *, int64_t, const float *, int64_t, int64_t,
 static const tile_fn TILES[4][6] = {TILE_ROW(1), TILE_ROW(2), TILE_ROW(3), TILE_ROW(4)};
 enum { TILE_T = 4, TILE_R = 6 }; /* activation rows, weight rows of the largest tile */
 
+/* dot_f32's fold of its 32 partial sums held in 4 vectors of 8 (q0: sums 0..7, ..., q3: 24..31) */
+__attribute__((target("avx2"), always_inline)) static inline float fold_avx2(__m256 q0, __m256 q1, __m256 q2,
+                                                                           __m256 q3) {
+    __m256 e = _mm256_add_ps(_mm256_add_ps(q0, q2), _mm256_add_ps(q1, q3));   /* h = 16, 8 */
+    __m128 f = _mm_add_ps(_mm256_castps256_ps128(e), _mm256_extractf128_ps(e, 1)); /* 4 */
+    f = _mm_add_ps(f, _mm_movehl_ps(f, f));                                       /* 2 */
+    return _mm_cvtss_f32(_mm_add_ss(f, _mm_movehdup_ps(f)));                      /* 1 */
+}
+
 /* dot_f32 of TN activation rows (x + u xs) with RN weight rows (v + j vs), 8 lanes: each output's 32
  * partial sums in 4 vectors, summed a vector (a quarter of the lanes) at a time over all of k, then folded
  * as dot_f32 folds them: s[u RN + j] */
@@ -134,12 +143,7 @@ enum { TILE_T = 4, TILE_R = 6 }; /* activation rows, weight rows of the largest 
             for (int u = 0; u < TN; u++)                                                                   \
                 for (int j = 0; j < RN; j++) q[l][u * RN + j] = a[u][j];                                   \
         }                                                                                                  \
-        for (int o = 0; o < TN * RN; o++) {                                                                \
-            __m256 e = _mm256_add_ps(_mm256_add_ps(q[0][o], q[2][o]), _mm256_add_ps(q[1][o], q[3][o]));    \
-            __m128 f = _mm_add_ps(_mm256_castps256_ps128(e), _mm256_extractf128_ps(e, 1));                \
-            f = _mm_add_ps(f, _mm_movehl_ps(f, f));                                                         \
-            s[o] = _mm_cvtss_f32(_mm_add_ss(f, _mm_movehdup_ps(f)));                                       \
-        }                                                                                                  \
+        for (int o = 0; o < TN * RN; o++) s[o] = fold_avx2(q[0][o], q[1][o], q[2][o], q[3][o]);            \
     }
 #define TILES2_RN(TN)                                                                                      \
     TILE_AVX2(tile2_##TN##x1, TN, 1)                                                                       \
@@ -156,10 +160,7 @@ __attribute__((target("avx2,fma"))) static float row_avx2(const float *x, const 
     for (int64_t i = 0; i < k; i += 32)
         for (int l = 0; l < 4; l++)
             a[l] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8 * l), _mm256_loadu_ps(v + i + 8 * l), a[l]);
-    __m256 e = _mm256_add_ps(_mm256_add_ps(a[0], a[2]), _mm256_add_ps(a[1], a[3]));
-    __m128 f = _mm_add_ps(_mm256_castps256_ps128(e), _mm256_extractf128_ps(e, 1));
-    f = _mm_add_ps(f, _mm_movehl_ps(f, f));
-    return _mm_cvtss_f32(_mm_add_ss(f, _mm_movehdup_ps(f)));
+    return fold_avx2(a[0], a[1], a[2], a[3]);
 }
 /* TILES_AVX2[TN - 1][RN - 1]: up to 3 activation rows by 3 weight rows (9 accumulators of the 16
  * registers) */
