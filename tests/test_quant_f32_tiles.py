@@ -1,8 +1,9 @@
 """qmatmul's f32-activation cpu kernels on the paths that de-quantize blocks in registers (a decode step: one
-activation row against 4 weight rows at a time) and on the prompt tiles (3 activation rows by 4 weight rows,
-and the remainders of both): the reference's bits for every format, on every vector path and 1-3 threads,
-for row counts on both sides of each tile's edge, with blocks of raw bytes (scales of any f16: subnormal,
-huge, infinite, NaN) and activations with an infinity and huge values."""
+activation row against 4 weight rows at a time) and on the tiles of several activation rows (4 activation
+rows by 6 weight rows on AVX-512, 3 by 3 on AVX2, and the remainders of each): the reference's bits for every
+format, on every vector path and 1-3 threads, for row counts on both sides of each tile's edge, with blocks
+of raw bytes (scales of any f16: subnormal, huge, infinite, NaN) and activations with infinities and huge
+values."""
 
 from __future__ import annotations
 
@@ -12,12 +13,16 @@ import pytest
 import verigrad as vg
 from verigrad.backends import cpu
 from verigrad.backends.cpu import quant as cpu_quant
-from verigrad.ops.quant import BLOCK_QTYPES, FORMATS
+from verigrad.ops.quant import BLOCK_QTYPES, FORMATS, random_blocks
 
 pytestmark = pytest.mark.skipif(not cpu.available(), reason="the cpu backend could not be built here")
 
-ROWS = (1, 3, 4, 5, 8, 9, 17)  # weight rows: no group of 4, one, one and a remainder, ...
-TOKENS = (1, 2, 3, 4, 7)  # activation rows: a decode step, each prompt tile and a remainder
+# weight rows: every panel of 1 to 6 (AVX-512's tiles; a decode step's groups of 4, AVX2's of 3), one and
+# a remainder, several
+ROWS = (1, 2, 3, 4, 5, 6, 7, 13, 17)
+# activation rows: a decode step, batched steps of 2 to 8 (every tile of 1 to 4 rows, AVX2's of 3), whole
+# tiles and remainders
+TOKENS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 17)
 
 
 def _assert_same(got: np.ndarray, want: np.ndarray, where: str) -> None:
@@ -38,6 +43,7 @@ def test_decode_and_prompt_tiles_give_the_reference_bits(qtype, monkeypatch):
     x = rng.standard_normal((max(TOKENS), k)).astype(np.float32)
     x[5, 3] = np.inf
     x[6] *= np.float32(1e30)
+    x[12, 40] = -np.inf
     try:
         for n in ROWS:
             for t in TOKENS:
@@ -51,3 +57,44 @@ def test_decode_and_prompt_tiles_give_the_reference_bits(qtype, monkeypatch):
     finally:
         vg.set_threads(1)
         cpu_quant.simd(True)
+
+
+@pytest.mark.parametrize("qtype", ["q5_0", "q6_k"])
+def test_rows_wider_than_the_tiles_stack_buffer(qtype):
+    """Rows of 2560 values: a panel of 6 de-quantized rows no longer fits the band's stack buffer (sized for
+    SmolLM2's 1536) and is allocated; the same bits on every path."""
+    kernel = cpu.cpu.native(vg.REGISTRY["qmatmul"], vg.f32)
+    k, n, t = 2560, 7, 5
+    rng = np.random.default_rng(3)
+    raw = rng.integers(0, 256, (n, FORMATS[qtype].row_bytes(k)), dtype=np.uint8)
+    x = rng.standard_normal((t, k)).astype(np.float32)
+    with np.errstate(all="ignore"):
+        want = vg.REGISTRY["qmatmul"].reference(x, raw, qtype)
+    try:
+        for path in cpu_quant.PATHS:
+            taken = cpu_quant.path(path)
+            _assert_same(kernel(x, raw, qtype=qtype), want, taken)
+    finally:
+        cpu_quant.simd(True)
+
+
+@pytest.mark.parametrize("t", [2, 16, 100])
+def test_a_small_matrix_against_several_rows_runs_on_both_threads(t):
+    """SmolLM2's k and v projections (192 x 576 q5_0, 76 KB): several activation rows' work splits between
+    2 threads (bands of MIN_BAND_BYTES of weight bytes times rows), with the 1-thread bits."""
+    kernel = cpu.cpu.native(vg.REGISTRY["qmatmul"], vg.f32)
+    rng = np.random.default_rng(5)
+    raw = random_blocks(rng, "q5_0", 192, 576)
+    x = rng.standard_normal((t, 576)).astype(np.float32)
+    results, counts = [], []
+    try:
+        for threads in (1, 2):
+            vg.set_threads(threads)
+            with cpu.static_schedule():
+                cpu.chunks_run()
+                results.append(kernel(x, raw, qtype="q5_0"))
+                counts.append(cpu.chunks_run())
+    finally:
+        vg.set_threads(1)
+    assert len(counts[1]) >= 2 and counts[1][0] > 0 and counts[1][1] > 0, counts
+    _assert_same(results[1], results[0], "2 threads")

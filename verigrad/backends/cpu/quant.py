@@ -12,7 +12,8 @@ decode steps, quant_f32_tiles.c several activation rows.
 - rms_norm_qmatmul_q8 runs rms_norm's kernel (rows.c: the reference's bits) and then qmatmul_q8's in one
   call, so it gives its decomposition's bits (EXACT where rms_norm's kernel is: f32).
 
-Threads take bands of at least `MIN_BAND_BYTES` of weight rows; the bits do not depend on the thread count.
+Threads take bands of at least `MIN_BAND_BYTES` of weight rows (qmatmul: of weight bytes times activation
+rows); the bits do not depend on the thread count.
 The AVX2 paths (taken when the CPU has AVX2 and F16C) and the AVX-512 ones (qmatmul and qembedding of q4_k,
 q5_k and q6_k) give the portable paths' bits; `path` chooses one and `simd(False)` turns them off, for
 tests. Other dtypes or layouts run the reference.
@@ -74,7 +75,10 @@ def _product(
     t = x.size // k if k else 0
     out = np.empty((*x.shape[:-1], n), np.float32)
     if t and n:
-        min_rows = MIN_BAND_BYTES // row_bytes + 1 if row_bytes else n
+        # qmatmul's tiles of several activation rows do t rows' products per weight row read: a band of
+        # MIN_BAND_BYTES of work (SmolLM2's 192 x 576 k and v projections split at t >= 2, one band before)
+        work = row_bytes * (t if name == "qmatmul" else 1)
+        min_rows = MIN_BAND_BYTES // work + 1 if row_bytes else n
         if fn(code, ptr(w), n, k, ptr(x), t, ptr(out), min_rows, backend.threads, *extra):
             raise MemoryError(f"{name}: out of memory for x of shape {x.shape}")
     return out

@@ -1,10 +1,12 @@
 /* vg_qmatmul_f32: out[t, n] = qmatmul's reference (ops/quant.py `lane_dot`), bit for bit (quant_f32.c gives
  * the summation rule). A decode step (one activation row) takes quant_f32.c's fused kernels where they
- * exist; otherwise rows are de-quantized into a row buffer and multiplied 4 rows at a time on AVX-512, in
- * tiles of up to 3 activation rows by 4 weight rows (fewer weight rows at a band's end: up to 4 activation
- * rows by 2), the partial sums in vector lanes (AVX2: two activation rows by one weight row). Each output
- * is summed as a tile of one sums it: a row's bits do not depend on how many rows there are or what they
- * hold.
+ * exist; otherwise a panel of weight rows (AVX-512: 6, AVX2: 3; a decode step 4 and 1) is de-quantized into
+ * a row buffer (in L1: the panel is read once per tile of activation rows, which stream from L2) and
+ * multiplied with tiles of up to 4 (AVX2: 3) activation rows by the panel's rows. A tile sums each
+ * output's partial sums 0..15 over all of k, one vector an output, then its sums 16..31 (AVX2: the four
+ * vectors of 8 in turn): 24 accumulators for 24 fused multiply-adds a step, against 10 loads; the folds of
+ * 16 outputs are made side by side (fold16_avx512). Each output is summed as dot_f32 sums it, so a row's
+ * bits do not depend on how many rows there are, which tile it falls in or what the others hold.
  *
  * Threads take bands of weight rows (each reads only its band); every output is computed by one thread
  * in one order, so every thread count gives the same bits.
@@ -22,145 +24,216 @@ typedef struct {
 } fjob;
 
 #if VG_X86
-/* dot_f32 of TN activation rows (x + u xs) with RN de-quantized weight rows (v + j vs), 16 f32 lanes, each
- * output's 32 partial sums in two vectors: s[u RN + j], each as dot_f32 sums it */
-#define DOTS_AVX512(NAME, TN, RN)                                                                          \
-    AVX512_Q static void NAME(const float *x, int64_t xs, const float *v, int64_t vs, int64_t k, float *s) { \
-        __m512 a[TN][RN], b[TN][RN];                                                                       \
-        for (int u = 0; u < TN; u++)                                                                       \
-            for (int j = 0; j < RN; j++) a[u][j] = b[u][j] = _mm512_setzero_ps();                          \
+/* dot_f32 of one activation row x with RN de-quantized weight rows (v + j vs), 16 f32 lanes, each output's
+ * 32 partial sums in two vectors (8 chains of fused multiply-adds in flight for 4 rows): s[j] */
+#define ROW_AVX512(NAME, RN)                                                                               \
+    AVX512_Q static void NAME(const float *x, const float *v, int64_t vs, int64_t k, float *s) {           \
+        __m512 a[RN], b[RN];                                                                               \
+        for (int j = 0; j < RN; j++) a[j] = b[j] = _mm512_setzero_ps();                                    \
         for (int64_t i = 0; i < k; i += 32) {                                                              \
-            for (int u = 0; u < TN; u++) {                                                                 \
-                __m512 x0 = _mm512_loadu_ps(x + u * xs + i), x1 = _mm512_loadu_ps(x + u * xs + i + 16);    \
-                for (int j = 0; j < RN; j++) {                                                             \
-                    a[u][j] = _mm512_fmadd_ps(x0, _mm512_loadu_ps(v + j * vs + i), a[u][j]);               \
-                    b[u][j] = _mm512_fmadd_ps(x1, _mm512_loadu_ps(v + j * vs + i + 16), b[u][j]);          \
+            __m512 x0 = _mm512_loadu_ps(x + i), x1 = _mm512_loadu_ps(x + i + 16);                          \
+            for (int j = 0; j < RN; j++) {                                                                 \
+                a[j] = _mm512_fmadd_ps(x0, _mm512_loadu_ps(v + j * vs + i), a[j]);                         \
+                b[j] = _mm512_fmadd_ps(x1, _mm512_loadu_ps(v + j * vs + i + 16), b[j]);                    \
+            }                                                                                              \
+        }                                                                                                  \
+        for (int j = 0; j < RN; j++) s[j] = fold_avx512(a[j], b[j]);                                       \
+    }
+ROW_AVX512(row1_avx512, 1)
+ROW_AVX512(row2_avx512, 2)
+ROW_AVX512(row3_avx512, 3)
+ROW_AVX512(row4_avx512, 4)
+typedef void (*row_fn)(const float *, const float *, int64_t, int64_t, float *);
+static const row_fn ROW_DOTS[4] = {row1_avx512, row2_avx512, row3_avx512, row4_avx512};
+
+/* the folds of m <= 16 outputs at once (dot_f32's tree: s[j] + s[j + h], h = 16, ..., 1; an addition's
+ * bits do not depend on its operands' order), a[o] holding output o's partial sums 0..15 and b[o] 16..31:
+ * s[o]. Each level adds the halves of two vectors' groups side by side (one shuffle per operand, where
+ * fold_avx512 took 4 shuffles and 5 additions an output). */
+AVX512_Q __attribute__((always_inline)) static inline void fold16_avx512(const __m512 *a, const __m512 *b,
+                                                                          int m, float *s) {
+    __m512 r[16], p[8], g[4], e[2];
+    for (int o = 0; o < 16; o++) r[o] = o < m ? _mm512_add_ps(a[o], b[o]) : _mm512_setzero_ps(); /* 16 */
+    for (int i = 0; i < 8; i++) /* 8: lanes 0..7 output 2i's, 8..15 output 2i + 1's */
+        p[i] = _mm512_add_ps(_mm512_shuffle_f32x4(r[2 * i], r[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_f32x4(r[2 * i], r[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    for (int i = 0; i < 4; i++) /* 4: 128-bit lane c holds output 4i + c */
+        g[i] = _mm512_add_ps(_mm512_shuffle_f32x4(p[2 * i], p[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(p[2 * i], p[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    for (int i = 0; i < 2; i++) /* 2: lane c: outputs 8i + c (2 values), 8i + 4 + c (2) */
+        e[i] = _mm512_add_ps(_mm512_shuffle_ps(g[2 * i], g[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(g[2 * i], g[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    /* 1: value 4c + d is output 4d + c, put in order */
+    const __m512 f = _mm512_add_ps(_mm512_shuffle_ps(e[0], e[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_ps(e[0], e[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    _mm512_mask_storeu_ps(s, (__mmask16)((1u << m) - 1), _mm512_permutexvar_ps(order, f));
+}
+
+/* dot_f32 of TN activation rows (x + u xs) with RN de-quantized weight rows (v + j vs): s[u RN + j]. Each
+ * output's partial sums 0..15 are summed over all of k, then its sums 16..31 (one vector an output at a
+ * time: TN RN accumulators, TN + RN loads for TN RN fused multiply-adds), then folded */
+#define TILE_AVX512(NAME, TN, RN)                                                                          \
+    AVX512_Q static void NAME(const float *x, int64_t xs, const float *v, int64_t vs, int64_t k, float *s) { \
+        __m512 half[2][TN * RN];                                                                           \
+        for (int h = 0; h < 2; h++) {                                                                      \
+            __m512 a[TN][RN];                                                                              \
+            for (int u = 0; u < TN; u++)                                                                   \
+                for (int j = 0; j < RN; j++) a[u][j] = _mm512_setzero_ps();                                \
+            for (int64_t i = 16 * h; i < k; i += 32) {                                                     \
+                __m512 w[RN];                                                                              \
+                for (int j = 0; j < RN; j++) w[j] = _mm512_loadu_ps(v + j * vs + i);                       \
+                for (int u = 0; u < TN; u++) {                                                             \
+                    const __m512 xv = _mm512_loadu_ps(x + u * xs + i);                                     \
+                    for (int j = 0; j < RN; j++) a[u][j] = _mm512_fmadd_ps(xv, w[j], a[u][j]);             \
                 }                                                                                          \
             }                                                                                              \
+            for (int u = 0; u < TN; u++)                                                                   \
+                for (int j = 0; j < RN; j++) half[h][u * RN + j] = a[u][j];                                \
         }                                                                                                  \
-        for (int u = 0; u < TN; u++)                                                                       \
-            for (int j = 0; j < RN; j++) s[u * RN + j] = fold_avx512(a[u][j], b[u][j]);                    \
+        for (int o = 0; o < TN * RN; o += 16)                                                              \
+            fold16_avx512(half[0] + o, half[1] + o, TN * RN - o < 16 ? TN * RN - o : 16, s + o);           \
     }
-DOTS_AVX512(dot1x1_avx512, 1, 1)
-DOTS_AVX512(dot2x1_avx512, 2, 1)
-DOTS_AVX512(dot3x1_avx512, 3, 1)
-DOTS_AVX512(dot4x1_avx512, 4, 1)
-DOTS_AVX512(dot1x2_avx512, 1, 2)
-DOTS_AVX512(dot2x2_avx512, 2, 2)
-DOTS_AVX512(dot3x2_avx512, 3, 2)
-DOTS_AVX512(dot4x2_avx512, 4, 2)
-DOTS_AVX512(dot1x3_avx512, 1, 3)
-DOTS_AVX512(dot1x4_avx512, 1, 4)
-DOTS_AVX512(dot2x4_avx512, 2, 4)
-DOTS_AVX512(dot3x4_avx512, 3, 4)
-typedef void (*dots_fn)(const float *, int64_t, const float *, int64_t, int64_t, float *);
-/* DOTS4[TN - 1]: tiles of up to 3 activation rows by 4 weight rows (24 accumulators: each activation
- * vector, read from L2 in a long prompt, serves 4 weight rows; 4 by 2 took 30% longer on a 64-token prompt,
- * 4 by 4 spilled), DOTS[RN - 1][TN - 1] the 1 to 3 weight rows at a band's end, in tiles of up to 4
- * activation rows, and ROW_DOTS[RN - 1] one activation row by up to 4 weight rows (8 chains of fused
- * multiply-adds in flight). Every tile sums each output as dot1x1 does, so a row's bits do not depend on
- * the tile it falls in (how many activation rows there are). */
-static const dots_fn DOTS[2][4] = {{dot1x1_avx512, dot2x1_avx512, dot3x1_avx512, dot4x1_avx512},
-                                   {dot1x2_avx512, dot2x2_avx512, dot3x2_avx512, dot4x2_avx512}};
-static const dots_fn ROW_DOTS[4] = {dot1x1_avx512, dot1x2_avx512, dot1x3_avx512, dot1x4_avx512};
-static const dots_fn DOTS4[3] = {dot1x4_avx512, dot2x4_avx512, dot3x4_avx512};
+#define TILES_RN(TN)                                                                                       \
+    TILE_AVX512(tile##TN##x1, TN, 1)                                                                       \
+    TILE_AVX512(tile##TN##x2, TN, 2)                                                                       \
+    TILE_AVX512(tile##TN##x3, TN, 3)                                                                       \
+    TILE_AVX512(tile##TN##x4, TN, 4)                                                                       \
+    TILE_AVX512(tile##TN##x5, TN, 5)                                                                       \
+    TILE_AVX512(tile##TN##x6, TN, 6)
+TILES_RN(1)
+TILES_RN(2)
+TILES_RN(3)
+TILES_RN(4)
+typedef void (*tile_fn)(const float *, int64_t, const float *, int64_t, int64_t, float *);
+/* TILES[TN - 1][RN - 1]: up to 4 activation rows by up to 6 weight rows (24 accumulators, 6 weight vectors
+ * and an activation vector: 31 of the 32 registers) */
+#define TILE_ROW(TN) {tile##TN##x1, tile##TN##x2, tile##TN##x3, tile##TN##x4, tile##TN##x5, tile##TN##x6}
+static const tile_fn TILES[4][6] = {TILE_ROW(1), TILE_ROW(2), TILE_ROW(3), TILE_ROW(4)};
+enum { TILE_T = 4, TILE_R = 6 }; /* activation rows, weight rows of the largest tile */
 
-/* dot_f32 of TN (1 or 2) activation rows (x, x + xs) with one weight row v, 8 lanes (each output's 32 partial
- * sums in 4 vectors): s[u] */
-#define DOTS_AVX2(NAME, TN)                                                                                \
-    __attribute__((target("avx2,fma"))) static void NAME(const float *x, int64_t xs, const float *v, int64_t k, \
-                                                         float *s) {                                       \
-        __m256 a[TN][4];                                                                                   \
-        for (int u = 0; u < TN; u++)                                                                       \
-            for (int j = 0; j < 4; j++) a[u][j] = _mm256_setzero_ps();                                     \
-        for (int64_t i = 0; i < k; i += 32)                                                                \
-            for (int j = 0; j < 4; j++) {                                                                  \
-                __m256 w = _mm256_loadu_ps(v + i + 8 * j);                                                 \
-                for (int u = 0; u < TN; u++)                                                               \
-                    a[u][j] = _mm256_fmadd_ps(_mm256_loadu_ps(x + u * xs + i + 8 * j), w, a[u][j]);        \
+/* dot_f32's fold of its 32 partial sums held in 4 vectors of 8 (q0: sums 0..7, ..., q3: 24..31) */
+__attribute__((target("avx2"), always_inline)) static inline float fold_avx2(__m256 q0, __m256 q1, __m256 q2,
+                                                                           __m256 q3) {
+    __m256 e = _mm256_add_ps(_mm256_add_ps(q0, q2), _mm256_add_ps(q1, q3));   /* h = 16, 8 */
+    __m128 f = _mm_add_ps(_mm256_castps256_ps128(e), _mm256_extractf128_ps(e, 1)); /* 4 */
+    f = _mm_add_ps(f, _mm_movehl_ps(f, f));                                       /* 2 */
+    return _mm_cvtss_f32(_mm_add_ss(f, _mm_movehdup_ps(f)));                      /* 1 */
+}
+
+/* dot_f32 of TN activation rows (x + u xs) with RN weight rows (v + j vs), 8 lanes: each output's 32
+ * partial sums in 4 vectors, summed a vector (a quarter of the lanes) at a time over all of k, then folded
+ * as dot_f32 folds them: s[u RN + j] */
+#define TILE_AVX2(NAME, TN, RN)                                                                            \
+    __attribute__((target("avx2,fma"))) static void NAME(const float *x, int64_t xs, const float *v,     \
+                                                         int64_t vs, int64_t k, float *s) {                \
+        __m256 q[4][TN * RN];                                                                              \
+        for (int l = 0; l < 4; l++) {                                                                      \
+            __m256 a[TN][RN];                                                                              \
+            for (int u = 0; u < TN; u++)                                                                   \
+                for (int j = 0; j < RN; j++) a[u][j] = _mm256_setzero_ps();                                \
+            for (int64_t i = 8 * l; i < k; i += 32) {                                                      \
+                __m256 w[RN];                                                                              \
+                for (int j = 0; j < RN; j++) w[j] = _mm256_loadu_ps(v + j * vs + i);                       \
+                for (int u = 0; u < TN; u++) {                                                             \
+                    const __m256 xv = _mm256_loadu_ps(x + u * xs + i);                                     \
+                    for (int j = 0; j < RN; j++) a[u][j] = _mm256_fmadd_ps(xv, w[j], a[u][j]);             \
+                }                                                                                          \
             }                                                                                              \
-        for (int u = 0; u < TN; u++) {                                                                     \
-            __m256 e = _mm256_add_ps(_mm256_add_ps(a[u][0], a[u][2]), _mm256_add_ps(a[u][1], a[u][3]));    \
-            __m128 f = _mm_add_ps(_mm256_castps256_ps128(e), _mm256_extractf128_ps(e, 1));                \
-            f = _mm_add_ps(f, _mm_movehl_ps(f, f));                                                         \
-            s[u] = _mm_cvtss_f32(_mm_add_ss(f, _mm_movehdup_ps(f)));                                       \
+            for (int u = 0; u < TN; u++)                                                                   \
+                for (int j = 0; j < RN; j++) q[l][u * RN + j] = a[u][j];                                   \
         }                                                                                                  \
+        for (int o = 0; o < TN * RN; o++) s[o] = fold_avx2(q[0][o], q[1][o], q[2][o], q[3][o]);            \
     }
-DOTS_AVX2(dot1_avx2, 1)
-DOTS_AVX2(dot2_avx2, 2)
+#define TILES2_RN(TN)                                                                                      \
+    TILE_AVX2(tile2_##TN##x1, TN, 1)                                                                       \
+    TILE_AVX2(tile2_##TN##x2, TN, 2)                                                                       \
+    TILE_AVX2(tile2_##TN##x3, TN, 3)
+TILES2_RN(1)
+TILES2_RN(2)
+TILES2_RN(3)
+/* a decode step's dot_f32 of x with one weight row v on AVX2 (its 4 vectors of partial sums interleaved:
+ * 4 chains of fused multiply-adds) */
+__attribute__((target("avx2,fma"))) static float row_avx2(const float *x, const float *v, int64_t k) {
+    __m256 a[4];
+    for (int l = 0; l < 4; l++) a[l] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < k; i += 32)
+        for (int l = 0; l < 4; l++)
+            a[l] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8 * l), _mm256_loadu_ps(v + i + 8 * l), a[l]);
+    return fold_avx2(a[0], a[1], a[2], a[3]);
+}
+/* TILES_AVX2[TN - 1][RN - 1]: up to 3 activation rows by 3 weight rows (9 accumulators of the 16
+ * registers) */
+#define TILE2_ROW(TN) {tile2_##TN##x1, tile2_##TN##x2, tile2_##TN##x3}
+static const tile_fn TILES_AVX2[3][3] = {TILE2_ROW(1), TILE2_ROW(2), TILE2_ROW(3)};
+enum { TILE2_T = 3, TILE2_R = 3 };
 #endif
 
 
 /* row r of w de-quantized into v (the vector path's way, the same values) */
-static void dequantize_into(const fjob *p, int avx2, int avx512, int64_t r, int64_t nb, int64_t stride, float *v) {
+static void dequantize_into(const fjob *p, int level, int64_t r, int64_t nb, int64_t stride, float *v) {
     const uint8_t *row = p->w + r * stride;
 #if VG_X86
     for (int64_t off = 0; off < stride; off += 64) /* the next row */
         _mm_prefetch((const char *)(row + stride + off), _MM_HINT_T0);
 #endif
-    vg_dequantize_f32_row(p->qtype, row, nb, v, avx512 ? 2 : avx2);
+    vg_dequantize_f32_row(p->qtype, row, nb, v, level);
 }
 
 static void f32_band(void *ctx, int64_t lo, int64_t hi) {
     fjob *p = (fjob *)ctx;
     const int64_t nb = p->k / BLOCK_VALUES[p->qtype], stride = nb * BLOCK_BYTES[p->qtype], k = p->k;
-    const int avx2 = p->avx2, avx512 = p->avx512;
-    float stack[8192];
-    float *v = 4 * k <= 8192 ? stack : malloc(sizeof(float) * (size_t)(4 * k));
+    const int avx2 = p->avx2, avx512 = p->avx512, level = avx512 ? 2 : avx2;
+#if VG_X86
+    /* the weight rows de-quantized at once: a tile's (a decode step's: ROW_DOTS's 4 on AVX-512) */
+    const int panel = avx512 ? (p->t == 1 ? 4 : TILE_R) : avx2 && p->t > 1 ? TILE2_R : 1;
+    float stack[TILE_R * 1536]; /* SmolLM2's widest rows */
+#else
+    const int panel = 1;
+    float stack[4096];
+#endif
+    const int64_t room = (int64_t)(sizeof stack / sizeof *stack);
+    float *v = panel * k <= room ? stack : malloc(sizeof(float) * (size_t)(panel * k));
     if (!v) {
         p->failed = 1;
         return;
     }
     for (int64_t r = lo; r < hi;) {
-        /* AVX-512 de-quantizes up to 4 weight rows, then multiplies them with one activation row, or in
-         * tiles (DOTS4, DOTS: each weight and activation vector loaded once for the tile) */
-        const int rn = avx512 ? (hi - r < 4 ? (int)(hi - r) : 4) : 1;
-#if VG_X86
-        float s[12];
-#endif
+        const int rn = hi - r < panel ? (int)(hi - r) : panel;
         if (p->t == 1) { /* a decode step: no row buffer where a fused kernel takes the rows */
             float f[4];
-            const int done = vg_fused_decode_f32(p->qtype, avx512 ? 2 : avx2, p->w + r * stride, stride, nb,
-                                                 hi - r, p->x, f);
+            const int done =
+                vg_fused_decode_f32(p->qtype, level, p->w + r * stride, stride, nb, hi - r, p->x, f);
             for (int j = 0; j < done; j++) p->out[r + j] = f[j];
             if (done) {
                 r += done;
                 continue;
             }
         }
-        for (int j = 0; j < rn; j++) dequantize_into(p, avx2, avx512, r + j, nb, stride, v + j * k);
+        for (int j = 0; j < rn; j++) dequantize_into(p, level, r + j, nb, stride, v + j * k);
         int64_t t = 0;
 #if VG_X86
+        float s[TILE_T * TILE_R];
         if (avx512 && p->t == 1) {
-            ROW_DOTS[rn - 1](p->x, k, v, k, k, s);
+            ROW_DOTS[rn - 1](p->x, v, k, k, s);
             for (int j = 0; j < rn; j++) p->out[r + j] = s[j];
             t = 1;
-        } else if (avx512 && rn == 4) {
-            for (t = 0; t < p->t; t += 3) {
-                const int tn = p->t - t < 3 ? (int)(p->t - t) : 3;
-                DOTS4[tn - 1](p->x + t * k, k, v, k, k, s);
+        } else if (avx512 || (avx2 && p->t > 1)) { /* tiles of activation rows by the panel's rows */
+            const int tile_t = avx512 ? TILE_T : TILE2_T;
+            for (t = 0; t < p->t; t += tile_t) {
+                const int tn = p->t - t < tile_t ? (int)(p->t - t) : tile_t;
+                const tile_fn tile = avx512 ? TILES[tn - 1][rn - 1] : TILES_AVX2[tn - 1][rn - 1];
+                tile(p->x + t * k, k, v, k, k, s);
                 for (int u = 0; u < tn; u++)
-                    for (int j = 0; j < 4; j++) p->out[(t + u) * p->n + r + j] = s[u * 4 + j];
-            }
-        } else if (avx512) {
-            for (int j0 = 0; j0 < rn; j0 += 2) {
-                const int rj = rn - j0 < 2 ? rn - j0 : 2;
-                for (t = 0; t < p->t; t += 4) {
-                    const int tn = p->t - t < 4 ? (int)(p->t - t) : 4;
-                    DOTS[rj - 1][tn - 1](p->x + t * k, k, v + j0 * k, k, k, s);
-                    for (int u = 0; u < tn; u++)
-                        for (int j = 0; j < rj; j++) p->out[(t + u) * p->n + r + j0 + j] = s[u * rj + j];
-                }
+                    for (int j = 0; j < rn; j++) p->out[(t + u) * p->n + r + j] = s[u * rn + j];
             }
         } else if (avx2) {
-            for (; t + 2 <= p->t; t += 2) { /* two activation rows share each weight vector */
-                dot2_avx2(p->x + t * k, k, v, k, s);
-                for (int u = 0; u < 2; u++) p->out[(t + u) * p->n + r] = s[u];
-            }
-            if (t < p->t) dot1_avx2(p->x + t * k, k, v, k, s), p->out[t * p->n + r] = s[0], t++;
+            p->out[r] = row_avx2(p->x, v, k);
+            t = 1;
         }
 #endif
-        for (; t < p->t; t++) p->out[t * p->n + r] = vg_dot_f32(p->x + t * k, v, k);
+        for (; t < p->t; t++)
+            for (int j = 0; j < rn; j++) p->out[t * p->n + r + j] = vg_dot_f32(p->x + t * k, v + j * k, k);
         r += rn;
     }
     if (v != stack) free(v);
