@@ -8,7 +8,8 @@
  * double's) differ, so the results are within an f32 rounding (attention.py states the bound). Any
  * strides (the window is a view of the cache, keys transposed); query heads h = g G .. g G + G - 1 share
  * key/value head g and are computed by one thread. Threads take bands of (batch, key/value head, token)
- * rows; each output is computed by one thread in one order.
+ * rows of about equal work (a batch's rows may differ in length: parallel_rows); each output is computed
+ * by one thread in one order.
  *
  * With AVX2 and FMA and contiguous head dims, the G heads of a key/value head are computed together
  * (group_dots, group_weighted: each key and value is converted to double once for all of them); with AVX2
@@ -26,6 +27,8 @@
 #include <string.h>
 
 #include "attention.h"
+
+#define VG_MAX_BANDS 64 /* the thread pool's most threads */
 
 typedef struct {
     int64_t b, h, kv, t, d, dv, w;
@@ -381,6 +384,70 @@ static void attn_rows(void *ctx, int64_t lo, int64_t hi) {
     free(s);
 }
 
+/* Bands of rows of about equal work, one per thread. A row's work is its visible positions (the bias's,
+ * before its hidden tail) and new tokens, plus half the hidden tail (visible_end reads it for a NaN or an
+ * infinity: on a cache too large for the CPU's caches that costs about half a visible position's dots and
+ * sums); rows of one batch differ in length (a server's sequences), so bands of equal row counts left a
+ * thread idle while another did the long rows. Each row is computed by one thread in one order whatever
+ * band holds it, so the bands change no bit. */
+typedef struct {
+    vg_chunk_fn rows;
+    void *ctx;
+    int64_t bounds[VG_MAX_BANDS + 1]; /* band i: rows bounds[i] .. bounds[i + 1] - 1 */
+} banded_job;
+
+static void run_band(void *ctx, int64_t lo, int64_t hi) {
+    banded_job *j = (banded_job *)ctx;
+    for (int64_t i = lo; i < hi; i++)
+        if (j->bounds[i] < j->bounds[i + 1]) j->rows(j->ctx, j->bounds[i], j->bounds[i + 1]);
+}
+
+static double row_work(const attn_job *a, int64_t row) {
+    const int64_t t = row % a->t, b = row / (a->t * a->kv);
+    const float *bias = a->bias + b * a->bs[0] + t * a->bs[1];
+    int64_t end = a->w;
+    while (end > 0 && bias[(end - 1) * a->bs[2]] == -INFINITY) end--;
+    return (double)(end + a->t) + 0.5 * (double)(a->w - end) + 4.0;
+}
+
+/* The bands (bounds[0] = 0 <= ... <= bounds[parts] = rows, parts <= VG_MAX_BANDS) for `threads` threads;
+ * returns parts */
+static int64_t bands(const attn_job *a, int threads, int64_t *bounds) {
+    const int64_t n = a->b * a->kv * a->t;
+    int64_t parts = threads < n ? threads : n;
+    if (parts > VG_MAX_BANDS) parts = VG_MAX_BANDS;
+    if (parts < 1) parts = 1;
+    double total = 0.0, done = 0.0;
+    for (int64_t row = 0; row < n; row++) total += row_work(a, row);
+    int64_t part = 1;
+    bounds[0] = 0;
+    for (int64_t row = 0; row < n && part < parts; row++) {
+        done += row_work(a, row);
+        while (part < parts && done >= total * (double)part / (double)parts) bounds[part++] = row + 1;
+    }
+    while (part <= parts) bounds[part++] = n;
+    return parts;
+}
+
+/* fn over the a->b * a->kv * a->t rows, in bands of about equal work for `threads` threads */
+static void parallel_rows(const attn_job *a, int threads, vg_chunk_fn fn, void *ctx) {
+    const int64_t n = a->b * a->kv * a->t;
+    if (threads <= 1 || n <= 1) {
+        vg_parallel_for(n, 1, threads, fn, ctx);
+        return;
+    }
+    banded_job j = {.rows = fn, .ctx = ctx};
+    vg_parallel_for(bands(a, threads, j.bounds), 1, threads, run_band, &j);
+}
+
+/* the bands parallel_rows gives the rows of cached_attention's sizes and bias (for tests) */
+int64_t vg_cached_attention_bands(const int64_t *sizes, const float *bias, const int64_t *bs, int threads,
+                                  int64_t *bounds) {
+    attn_job a = {.b = sizes[0], .h = sizes[1], .kv = sizes[2], .t = sizes[3], .d = sizes[4], .dv = sizes[5],
+                  .w = sizes[6], .bias = bias, .bs = bs};
+    return bands(&a, threads, bounds);
+}
+
 /* returns 0, or -1 when out of memory */
 int vg_cached_attention_f32(const int64_t *sizes, const float *q, const int64_t *qs, const float *k,
                             const int64_t *ks, const float *v, const int64_t *vs, const float *kt,
@@ -389,7 +456,7 @@ int vg_cached_attention_f32(const int64_t *sizes, const float *q, const int64_t 
     attn_job a = {.b = sizes[0], .h = sizes[1], .kv = sizes[2], .t = sizes[3], .d = sizes[4], .dv = sizes[5],
                   .w = sizes[6], .q = q, .k = k, .v = v, .kt = kt, .pv = pv, .bias = bias, .qs = qs, .ks = ks,
                   .vs = vs, .kts = kts, .pvs = pvs, .bs = bs, .scale = scale, .out = out, .failed = 0};
-    vg_parallel_for(a.b * a.kv * a.t, 1, threads, attn_rows, &a);
+    parallel_rows(&a, threads, attn_rows, &a);
     return a.failed ? -1 : 0;
 }
 
@@ -458,6 +525,6 @@ int vg_cached_attention_f16kv(const int64_t *sizes, const float *q, const int64_
                             .kt = (const float *)(const void *)kt, .pv = (const float *)(const void *)pv,
                             .bias = bias, .qs = qs, .ks = ks, .vs = vs, .kts = kts, .pvs = pvs, .bs = bs,
                             .scale = scale, .out = out, .failed = 0}};
-    vg_parallel_for(a.job.b * a.job.kv * a.job.t, 1, threads, attn16_rows, &a);
+    parallel_rows(&a.job, threads, attn16_rows, &a);
     return a.job.failed ? -1 : 0;
 }
