@@ -37,8 +37,8 @@ it was before).
 
 `--stall N` measures a long prompt's cost to the running sequences instead (the engine alone): `--clients`'
 largest count of sequences decode while an N-token prompt arrives; the longest wait between two of their
-tokens and the prompt's time to first token, prefilled 64 tokens between two steps (the engine's default)
-and all at once.
+tokens and the prompt's time to first token, prefilled one 16-token chunk or 64 tokens (the engine's
+default) between two steps, and all at once.
 """
 
 from __future__ import annotations
@@ -369,18 +369,20 @@ def engine_cpu(model_path: Path, threads: int, counts: list[int], requests: int,
 def stall(model_path: Path, threads: int, running: int, prompt: int, repeats: int = 3) -> None:
     """A long prompt arriving while `running` sequences decode (the engine alone, no HTTP): the longest
     wait between two tokens of a running sequence while it is prefilled, and its time to first token,
-    with the prompt prefilled 64 tokens between two steps (the default) and all at once (medians)."""
+    with the prompt prefilled one chunk (16 tokens) or 64 tokens (the default) between two steps, and all
+    at once, beside the time of a step without it (medians)."""
     import threading
 
     from verigrad.backends import backend, set_threads
     from verigrad.models.catalog import load_language_model
-    from verigrad.serve.engine import PREFILL_TOKENS, Engine, Request
+    from verigrad.serve.engine import BLOCK, PREFILL_TOKENS, Engine, Request
 
     set_threads(threads)
     model, tokenizer = load_language_model(model_path)
     rng = np.random.default_rng(0)
-    modes = {f"{PREFILL_TOKENS} tokens between steps": PREFILL_TOKENS, "all at once": 1 << 30}
-    found: dict[str, list[tuple[float, float]]] = {mode: [] for mode in modes}
+    budgets = dict.fromkeys((BLOCK, PREFILL_TOKENS))  # one chunk, the default (the same where they are)
+    modes = {f"{n} tokens between steps": n for n in budgets} | {"all at once": 1 << 30}
+    found: dict[str, list[tuple[float, float, float]]] = {mode: [] for mode in modes}
     with backend("cpu"):
         for r in range(repeats + 1):  # the first round builds the plans
             for mode, budget in modes.items():
@@ -405,7 +407,9 @@ def stall(model_path: Path, threads: int, running: int, prompt: int, repeats: in
                         engine.submit(Request([1 + i, 2, 3], 10_000, temperature=0.0), receiver())
                     for _ in range(running):
                         started.acquire()
-                    t0 = time.perf_counter()
+                    ta, sa = time.perf_counter(), engine.steps_total
+                    time.sleep(0.5)  # the steps' own pace, for comparison
+                    t0, s0 = time.perf_counter(), engine.steps_total
                     ids = list(map(int, rng.integers(100, 20_000, prompt)))
                     engine.submit(Request(ids, 1, temperature=0.0), lambda ev: first.set())
                     first.wait()
@@ -415,12 +419,11 @@ def stall(model_path: Path, threads: int, running: int, prompt: int, repeats: in
                 during = [t for t in times if t0 <= t <= t1]
                 gaps = np.diff([t0, *during, t1])
                 if r:
-                    found[mode].append((float(gaps.max()), t1 - t0))
+                    found[mode].append((float(gaps.max()), t1 - t0, (t0 - ta) / max(s0 - sa, 1)))
     for mode, rows in found.items():
-        gap = statistics.median(g for g, _ in rows)
-        ttft = statistics.median(t for _, t in rows)
+        gap, ttft, step = (statistics.median(row[i] for row in rows) for i in range(3))
         say = f"{prompt}-token prompt, {running} running, {mode}: longest wait {1000 * gap:.0f} ms"
-        print(f"{say}, TTFT {1000 * ttft:.0f} ms")
+        print(f"{say} (a step without it: {1000 * step:.0f} ms), TTFT {1000 * ttft:.0f} ms")
 
 
 def main() -> None:
