@@ -36,7 +36,8 @@ block (its default, 16, or 64: what it was before).
     python benchmarks/serve.py --engine --threads 1 --clients 8 --block 64
 
 `--attention` times the batched step's cached attention alone (30 layers' calls on 8 rows of different
-lengths, 1 and 2 threads): threads take bands of rows of equal work, not equal counts.
+lengths, 1 and 2 threads: threads take bands of rows of equal work, not equal counts) and a prompt chunk's
+(16 tokens of one sequence: its rows read their hidden tail once).
 
     python benchmarks/serve.py --attention
 
@@ -309,10 +310,17 @@ ATTENTION_BATCHES = {  # (lengths of the 8 rows, window): SmolLM2's 9 query and 
 }
 
 
+PROMPT_CHUNKS = {  # a prompt's chunk of 16 tokens at `length` cached positions, window W: (length, W)
+    "a 16-token chunk at 16, W 64": (16, 64),
+    "a 16-token chunk at 130, W 256": (130, 256),
+    "a 16-token chunk at 300, W 512": (300, 512),
+}
+
+
 def attention(repeats: int = 9, layers: int = 30) -> None:
     """The batched step's cached attention alone (`ATTENTION_BATCHES`, each row's window a view of its own
-    cache row, the rest hidden): ms per `layers` layers' calls, 1 thread in CPU time and 2 in wall time,
-    medians of alternated repetitions."""
+    cache row, the rest hidden), and a prompt chunk's (`PROMPT_CHUNKS`, one sequence): ms per `layers`
+    layers' calls, 1 thread in CPU time and 2 in wall time, medians of alternated repetitions."""
     import verigrad as vg
     from verigrad.backends import cpu
 
@@ -330,6 +338,17 @@ def attention(repeats: int = 9, layers: int = 30) -> None:
                 bias[i, 0, n:width] = -np.inf
             calls.append((q, k, v, keys[:, :, :width].swapaxes(2, 3), values[:, :, :width], bias))
         cases[name] = calls
+    for name, (length, width) in PROMPT_CHUNKS.items():
+        calls = []
+        for _ in range(layers):
+            keys, values = (rng.uniform(-2, 2, (1, 3, 1024, 64)).astype(np.float32) for _ in range(2))
+            q = rng.uniform(-2, 2, (1, 9, 16, 64)).astype(np.float32)
+            k, v = (rng.uniform(-2, 2, (1, 3, 16, 64)).astype(np.float32) for _ in range(2))
+            bias = np.zeros((16, width + 16), np.float32)
+            bias[:, length:width] = -np.inf
+            bias[:, width:][np.triu_indices(16, 1)] = -np.inf
+            calls.append((q, k, v, keys[:, :, :width].swapaxes(2, 3), values[:, :, :width], bias))
+        cases[name] = calls
     times: dict[tuple[str, int], list[float]] = {}
     for _ in range(repeats):
         for name, calls in cases.items():
@@ -343,7 +362,8 @@ def attention(repeats: int = 9, layers: int = 30) -> None:
     vg.set_threads(1)
     for (name, threads), ts in times.items():
         how = "1 thread, CPU" if threads == 1 else "2 threads, wall"
-        print(f"attention, rows {name}: {1000 * statistics.median(ts):.2f} ms per {layers} layers ({how})")
+        what = name if name in PROMPT_CHUNKS else f"rows {name}"
+        print(f"attention, {what}: {1000 * statistics.median(ts):.2f} ms per {layers} layers ({how})")
 
 
 def engine_cpu(model_path: Path, threads: int, counts: list[int], requests: int, max_tokens: int, block: int):

@@ -93,6 +93,25 @@ def test_hidden_slots_are_skipped_only_where_their_keys_and_values_are_finite():
 
 
 @needs_cc
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_a_prompts_rows_read_their_hidden_tail_once_and_get_its_nan(threads):
+    """A prompt's T rows of one (batch, key/value head) hide the same tail, which is read once for them:
+    the keys shared by the batch (stride 0) but not the values, a NaN in one sequence's hidden values makes
+    that sequence's rows NaN, as in the reference, and the other's finite, with the bits of its rows alone."""
+    kernel = cpu.cpu.native(OP, vg.f32)
+    q, k, v, kt, pv, bias = decode_case(np.random.default_rng(5), b=2, kv=1, group=2, t=5, length=40)
+    kt = np.broadcast_to(kt[:1], kt.shape)  # one window of keys for both sequences
+    pv.base[1, 0, 100, 3] = np.nan  # sequence 1's values: hidden position 100
+    with np.errstate(all="ignore"):
+        want = OP.reference(q, k, v, kt, pv, bias, scale=0.125)
+    got = run(kernel, (q, k, v, kt, pv, bias), threads)
+    assert np.isnan(want[1, :, :, 3]).all() and np.isnan(want).sum() == want[1, :, :, 3].size
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    alone = run(kernel, (q[:1], k[:1], v[:1], kt[:1], pv[:1], bias), 1)
+    np.testing.assert_array_equal(got[:1].view(np.uint32), alone.view(np.uint32))
+
+
+@needs_cc
 def test_a_bias_per_sequence_gives_each_row_the_bits_it_gets_alone():
     """A batch of sequences of different lengths (bias [B, 1, W+1]): row i is computed as sequence i
     alone with its own [1, W'+1] mask over a narrower window, bit for bit, for every thread count."""

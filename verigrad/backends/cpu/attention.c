@@ -276,25 +276,47 @@ static int any_nonfinite(const float *x, int64_t n) {
     return (int)found;
 }
 
-/* The window positions row t must visit: up to the last one its bias leaves visible, when the hidden ones
- * after it have finite keys and values (their weights are then exactly 0); else all W. */
-static int64_t visible_end(const attn_job *a, const float *bias, const float *kt, const float *pv) {
+/* The window positions before the hidden tail of a bias row (the last visible one's index + 1). */
+static int64_t bias_end(const attn_job *a, const float *bias) {
     int64_t end = a->w;
     while (end > 0 && bias[(end - 1) * a->bs[2]] == -INFINITY) end--;
-    if (end == a->w) return end;
+    return end;
+}
+
+/* Whether the keys and values of window positions end .. W-1 are all finite. */
+static int tail_finite(const attn_job *a, int64_t end, const float *kt, const float *pv) {
     const int64_t *ks = a->kts, *vs = a->pvs;
     if (ks[2] == 1 && ks[3] == a->d && vs[3] == 1 && vs[2] == a->dv) { /* whole rows of a cache */
         int64_t n = a->w - end;
-        return any_nonfinite(kt + end * a->d, n * a->d) || any_nonfinite(pv + end * a->dv, n * a->dv) ? a->w
-                                                                                                      : end;
+        return !any_nonfinite(kt + end * a->d, n * a->d) && !any_nonfinite(pv + end * a->dv, n * a->dv);
     }
     for (int64_t j = end; j < a->w; j++) {
         for (int64_t i = 0; i < a->d; i++)
-            if (!isfinite(kt[i * ks[2] + j * ks[3]])) return a->w;
+            if (!isfinite(kt[i * ks[2] + j * ks[3]])) return 0;
         for (int64_t e = 0; e < a->dv; e++)
-            if (!isfinite(pv[j * vs[2] + e * vs[3]])) return a->w;
+            if (!isfinite(pv[j * vs[2] + e * vs[3]])) return 0;
     }
-    return end;
+    return 1;
+}
+
+/* The window positions a row must visit: up to the last one its bias leaves visible, when the hidden ones
+ * after it have finite keys and values (their weights are then exactly 0); else all W. The rows of one
+ * (batch, key/value head) that a thread takes one after the other (a prompt's T tokens) mostly hide the
+ * same tail: `seen` keeps the last answer (its window and end), so the tail is read once for them. */
+typedef struct {
+    const float *kt, *pv;
+    int64_t end, visible;
+} tail_seen;
+
+static int64_t visible_end(const attn_job *a, const float *bias, const float *kt, const float *pv,
+                           tail_seen *seen) {
+    const int64_t end = bias_end(a, bias);
+    if (end == a->w) return end;
+    if (seen->kt != kt || seen->pv != pv || seen->end != end) {
+        seen->kt = kt, seen->pv = pv, seen->end = end;
+        seen->visible = tail_finite(a, end, kt, pv) ? end : a->w;
+    }
+    return seen->visible;
 }
 
 static void attn_rows(void *ctx, int64_t lo, int64_t hi) {
@@ -314,6 +336,7 @@ static void attn_rows(void *ctx, int64_t lo, int64_t hi) {
     const int grouped = 0;
     (void)grouped, (void)qd; /* the grouped path is for x86 */
 #endif
+    tail_seen seen = {.kt = NULL, .pv = NULL, .end = -1, .visible = 0};
     for (int64_t row = lo; row < hi; row++) { /* row = (b, g, t) */
         const int64_t t = row % a->t, g = (row / a->t) % a->kv, b = row / (a->t * a->kv);
         const float *kt = a->kt + b * a->kts[0] + g * a->kts[1];
@@ -321,7 +344,7 @@ static void attn_rows(void *ctx, int64_t lo, int64_t hi) {
         const float *k = a->k + b * a->ks[0] + g * a->ks[1];
         const float *v = a->v + b * a->vs[0] + g * a->vs[1];
         const float *bias = a->bias + b * a->bs[0] + t * a->bs[1];
-        const int64_t w = visible_end(a, bias, kt, pv), m_all = w + a->t; /* s: w window scores, then t */
+        const int64_t w = visible_end(a, bias, kt, pv, &seen), m_all = w + a->t; /* w window scores, then t */
         (void)m_all;
 #if VG_X86
         if (grouped) {
@@ -404,9 +427,7 @@ static void run_band(void *ctx, int64_t lo, int64_t hi) {
 
 static double row_work(const attn_job *a, int64_t row) {
     const int64_t t = row % a->t, b = row / (a->t * a->kv);
-    const float *bias = a->bias + b * a->bs[0] + t * a->bs[1];
-    int64_t end = a->w;
-    while (end > 0 && bias[(end - 1) * a->bs[2]] == -INFINITY) end--;
+    const int64_t end = bias_end(a, a->bias + b * a->bs[0] + t * a->bs[1]);
     return (double)(end + a->t) + 0.5 * (double)(a->w - end) + 4.0;
 }
 
