@@ -5,7 +5,8 @@ thread admits waiting requests between steps (up to `max_batch` running): a requ
 alone into its cache row, in chunks of `block` tokens at block-aligned positions, whole blocks copied from
 the prefix cache where an earlier prompt computed them (prefix_cache.py states the rule). The chunks are
 interleaved with the decode steps (`prefill_tokens` prompt tokens between two steps, one prompt at a
-time, in the row after the running ones), so a long prompt does not stall the running sequences; the
+time, in the row after the running ones), so a long prompt delays the running sequences' next tokens by
+`prefill_tokens` tokens' time (about a step row each), not by its whole length; the
 chunks are the same however they are interleaved, so the prompt's results are too. (They are not one
 forward pass's by construction: a chunk's attention sums the positions before it and its own in two f64
 sums then adds them, another association; rounded to f32 that rarely shows, and SmolLM2's logits and
