@@ -30,15 +30,21 @@ tokens/s each B gives over B = 1's: the ceiling the server's scaling meets.
 
 `--engine` runs the engine alone (no HTTP) under the same clients and prompts, on `--threads` (1 for a
 figure the machine's other work hardly moves): the engine thread's CPU time in prefill chunks and in
-decode steps per output token; `--block` sets the engine's prefill block (its default, 16, or 64: what
-it was before).
+decode steps per output token, and the decode steps' average batch; `--block` sets the engine's prefill
+block (its default, 16, or 64: what it was before).
 
     python benchmarks/serve.py --engine --threads 1 --clients 8 --block 64
 
+`--attention` times the batched step's cached attention alone (30 layers' calls on 8 rows of different
+lengths, 1 and 2 threads: threads take bands of rows of equal work, not equal counts) and a prompt chunk's
+(16 tokens of one sequence: its rows read their hidden tail once).
+
+    python benchmarks/serve.py --attention
+
 `--stall N` measures a long prompt's cost to the running sequences instead (the engine alone): `--clients`'
 largest count of sequences decode while an N-token prompt arrives; the longest wait between two of their
-tokens and the prompt's time to first token, prefilled 64 tokens between two steps (the engine's default)
-and all at once.
+tokens and the prompt's time to first token, prefilled one 16-token chunk or 64 tokens (the engine's
+default) between two steps, and all at once.
 """
 
 from __future__ import annotations
@@ -296,6 +302,70 @@ def steps(
         )
 
 
+ATTENTION_BATCHES = {  # (lengths of the 8 rows, window): SmolLM2's 9 query and 3 key/value heads of 64
+    "8 x 100..149, W 256": ([100 + 7 * i for i in range(8)], 256),
+    "8 x 100..149, W 149": ([100 + 7 * i for i in range(8)], 149),  # the hidden tails' reading, for scale
+    "4 x 10 then 4 x 120, W 128": ([10] * 4 + [120] * 4, 128),
+    "1, 7, 3, 20, 50, 90, 128, 100, W 128": ([1, 7, 3, 20, 50, 90, 128, 100], 128),
+}
+
+
+PROMPT_CHUNKS = {  # a prompt's chunk of 16 tokens at `length` cached positions, window W: (length, W)
+    "a 16-token chunk at 16, W 64": (16, 64),
+    "a 16-token chunk at 130, W 256": (130, 256),
+    "a 16-token chunk at 300, W 512": (300, 512),
+}
+
+
+def attention(repeats: int = 9, layers: int = 30) -> None:
+    """The batched step's cached attention alone (`ATTENTION_BATCHES`, each row's window a view of its own
+    cache row, the rest hidden), and a prompt chunk's (`PROMPT_CHUNKS`, one sequence): ms per `layers`
+    layers' calls, 1 thread in CPU time and 2 in wall time, medians of alternated repetitions."""
+    import verigrad as vg
+    from verigrad.backends import cpu
+
+    kernel = cpu.cpu.native(vg.REGISTRY["cached_attention"], vg.f32)
+    rng = np.random.default_rng(0)
+    cases = {}
+    for name, (lengths, width) in ATTENTION_BATCHES.items():
+        calls = []
+        for _ in range(layers):
+            keys, values = (rng.uniform(-2, 2, (8, 3, 512, 64)).astype(np.float32) for _ in range(2))
+            q = rng.uniform(-2, 2, (8, 9, 1, 64)).astype(np.float32)
+            k, v = (rng.uniform(-2, 2, (8, 3, 1, 64)).astype(np.float32) for _ in range(2))
+            bias = np.zeros((8, 1, width + 1), np.float32)
+            for i, n in enumerate(lengths):
+                bias[i, 0, n:width] = -np.inf
+            calls.append((q, k, v, keys[:, :, :width].swapaxes(2, 3), values[:, :, :width], bias))
+        cases[name] = calls
+    for name, (length, width) in PROMPT_CHUNKS.items():
+        calls = []
+        for _ in range(layers):
+            keys, values = (rng.uniform(-2, 2, (1, 3, 1024, 64)).astype(np.float32) for _ in range(2))
+            q = rng.uniform(-2, 2, (1, 9, 16, 64)).astype(np.float32)
+            k, v = (rng.uniform(-2, 2, (1, 3, 16, 64)).astype(np.float32) for _ in range(2))
+            bias = np.zeros((16, width + 16), np.float32)
+            bias[:, length:width] = -np.inf
+            bias[:, width:][np.triu_indices(16, 1)] = -np.inf
+            calls.append((q, k, v, keys[:, :, :width].swapaxes(2, 3), values[:, :, :width], bias))
+        cases[name] = calls
+    times: dict[tuple[str, int], list[float]] = {}
+    for _ in range(repeats):
+        for name, calls in cases.items():
+            for threads in (1, 2):
+                vg.set_threads(threads)
+                clock = time.process_time if threads == 1 else time.perf_counter
+                t0 = clock()
+                for args in calls:
+                    kernel(*args, scale=0.125)
+                times.setdefault((name, threads), []).append(clock() - t0)
+    vg.set_threads(1)
+    for (name, threads), ts in times.items():
+        how = "1 thread, CPU" if threads == 1 else "2 threads, wall"
+        what = name if name in PROMPT_CHUNKS else f"rows {name}"
+        print(f"attention, {what}: {1000 * statistics.median(ts):.2f} ms per {layers} layers ({how})")
+
+
 def engine_cpu(model_path: Path, threads: int, counts: list[int], requests: int, max_tokens: int, block: int):
     """The engine alone (no HTTP), as the server's clients load it: the engine thread's CPU seconds in
     prefill chunks and in decode steps, and its CPU ms per output token (time.thread_time: with
@@ -307,7 +377,7 @@ def engine_cpu(model_path: Path, threads: int, counts: list[int], requests: int,
     from verigrad.serve.engine import Engine, Request
 
     class Timed(Engine):
-        cpu = {"prefill": 0.0, "decode": 0.0}
+        cpu = {"prefill": 0.0, "decode": 0.0, "rows": 0}  # and the decode steps' rows
 
         def _chunk(self, handle: Any) -> None:
             t0 = time.thread_time()
@@ -316,6 +386,7 @@ def engine_cpu(model_path: Path, threads: int, counts: list[int], requests: int,
 
         def _step(self) -> None:
             t0 = time.thread_time()
+            self.cpu["rows"] += len(self._running)
             super()._step()
             self.cpu["decode"] += time.thread_time() - t0
 
@@ -353,13 +424,17 @@ def engine_cpu(model_path: Path, threads: int, counts: list[int], requests: int,
         try:
             for clients in counts:
                 level(clients, 1, min(max_tokens, 16))  # warm-up: plans built, the prefix cache filled
-                engine.cpu.update(prefill=0.0, decode=0.0)
+                engine.cpu.update(prefill=0.0, decode=0.0, rows=0)
+                steps = engine.steps_total
                 tokens, wall = level(clients, requests, max_tokens)
                 pre, dec = engine.cpu["prefill"], engine.cpu["decode"]
+                steps = engine.steps_total - steps
                 print(
                     f"block {block}, {clients} client(s): {tokens} tokens, engine thread CPU "
                     f"{pre:.2f} s prefill + {dec:.2f} s decode = {1000 * (pre + dec) / tokens:.1f} ms per "
-                    f"token ({tokens / wall:.1f} tokens/s wall)",
+                    f"token ({tokens / wall:.1f} tokens/s wall); {steps} decode steps of "
+                    f"{1000 * dec / max(steps, 1):.1f} ms, {engine.cpu['rows'] / max(steps, 1):.2f} rows "
+                    "each",
                     flush=True,
                 )
         finally:
@@ -369,18 +444,20 @@ def engine_cpu(model_path: Path, threads: int, counts: list[int], requests: int,
 def stall(model_path: Path, threads: int, running: int, prompt: int, repeats: int = 3) -> None:
     """A long prompt arriving while `running` sequences decode (the engine alone, no HTTP): the longest
     wait between two tokens of a running sequence while it is prefilled, and its time to first token,
-    with the prompt prefilled 64 tokens between two steps (the default) and all at once (medians)."""
+    with the prompt prefilled one chunk (16 tokens) or 64 tokens (the default) between two steps, and all
+    at once, beside the time of a step without it (medians)."""
     import threading
 
     from verigrad.backends import backend, set_threads
     from verigrad.models.catalog import load_language_model
-    from verigrad.serve.engine import PREFILL_TOKENS, Engine, Request
+    from verigrad.serve.engine import BLOCK, PREFILL_TOKENS, Engine, Request
 
     set_threads(threads)
     model, tokenizer = load_language_model(model_path)
     rng = np.random.default_rng(0)
-    modes = {f"{PREFILL_TOKENS} tokens between steps": PREFILL_TOKENS, "all at once": 1 << 30}
-    found: dict[str, list[tuple[float, float]]] = {mode: [] for mode in modes}
+    budgets = dict.fromkeys((BLOCK, PREFILL_TOKENS))  # one chunk, the default (the same where they are)
+    modes = {f"{n} tokens between steps": n for n in budgets} | {"all at once": 1 << 30}
+    found: dict[str, list[tuple[float, float, float]]] = {mode: [] for mode in modes}
     with backend("cpu"):
         for r in range(repeats + 1):  # the first round builds the plans
             for mode, budget in modes.items():
@@ -405,7 +482,9 @@ def stall(model_path: Path, threads: int, running: int, prompt: int, repeats: in
                         engine.submit(Request([1 + i, 2, 3], 10_000, temperature=0.0), receiver())
                     for _ in range(running):
                         started.acquire()
-                    t0 = time.perf_counter()
+                    ta, sa = time.perf_counter(), engine.steps_total
+                    time.sleep(0.5)  # the steps' own pace, for comparison
+                    t0, s0 = time.perf_counter(), engine.steps_total
                     ids = list(map(int, rng.integers(100, 20_000, prompt)))
                     engine.submit(Request(ids, 1, temperature=0.0), lambda ev: first.set())
                     first.wait()
@@ -415,12 +494,11 @@ def stall(model_path: Path, threads: int, running: int, prompt: int, repeats: in
                 during = [t for t in times if t0 <= t <= t1]
                 gaps = np.diff([t0, *during, t1])
                 if r:
-                    found[mode].append((float(gaps.max()), t1 - t0))
+                    found[mode].append((float(gaps.max()), t1 - t0, (t0 - ta) / max(s0 - sa, 1)))
     for mode, rows in found.items():
-        gap = statistics.median(g for g, _ in rows)
-        ttft = statistics.median(t for _, t in rows)
+        gap, ttft, step = (statistics.median(row[i] for row in rows) for i in range(3))
         say = f"{prompt}-token prompt, {running} running, {mode}: longest wait {1000 * gap:.0f} ms"
-        print(f"{say}, TTFT {1000 * ttft:.0f} ms")
+        print(f"{say} (a step without it: {1000 * step:.0f} ms), TTFT {1000 * ttft:.0f} ms")
 
 
 def main() -> None:
@@ -433,6 +511,7 @@ def main() -> None:
     parser.add_argument("--llama-no-repack", action="store_true", help="llama.cpp's --no-repack (see above)")
     parser.add_argument("--steps", action="store_true", help="the batched decode step alone (see above)")
     parser.add_argument("--engine", action="store_true", help="the engine alone, its CPU time (see above)")
+    parser.add_argument("--attention", action="store_true", help="the batched attention alone (see above)")
     parser.add_argument("--block", type=int, default=16, help="--engine: the prefill block (default 16)")
     parser.add_argument(
         "--activations", default="f32", help="--steps: comma-separated f32, q8 (the products' activations)"
@@ -446,6 +525,10 @@ def main() -> None:
     from verigrad.models.fetch import fetch
 
     model = fetch("smollm2")
+    if args.attention:
+        print(describe_machine())
+        attention()
+        return
     if args.stall:
         print(describe_machine())
         stall(model, args.threads, max(counts), args.stall)

@@ -4,6 +4,8 @@ the reference, the same bits for every thread count, NaN where the reference has
 
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 import pytest
 
@@ -91,6 +93,25 @@ def test_hidden_slots_are_skipped_only_where_their_keys_and_values_are_finite():
 
 
 @needs_cc
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_a_prompts_rows_read_their_hidden_tail_once_and_get_its_nan(threads):
+    """A prompt's T rows of one (batch, key/value head) hide the same tail, which is read once for them:
+    the keys shared by the batch (stride 0) but not the values, a NaN in one sequence's hidden values makes
+    that sequence's rows NaN, as in the reference, and the other's finite, with the bits of its rows alone."""
+    kernel = cpu.cpu.native(OP, vg.f32)
+    q, k, v, kt, pv, bias = decode_case(np.random.default_rng(5), b=2, kv=1, group=2, t=5, length=40)
+    kt = np.broadcast_to(kt[:1], kt.shape)  # one window of keys for both sequences
+    pv.base[1, 0, 100, 3] = np.nan  # sequence 1's values: hidden position 100
+    with np.errstate(all="ignore"):
+        want = OP.reference(q, k, v, kt, pv, bias, scale=0.125)
+    got = run(kernel, (q, k, v, kt, pv, bias), threads)
+    assert np.isnan(want[1, :, :, 3]).all() and np.isnan(want).sum() == want[1, :, :, 3].size
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    alone = run(kernel, (q[:1], k[:1], v[:1], kt[:1], pv[:1], bias), 1)
+    np.testing.assert_array_equal(got[:1].view(np.uint32), alone.view(np.uint32))
+
+
+@needs_cc
 def test_a_bias_per_sequence_gives_each_row_the_bits_it_gets_alone():
     """A batch of sequences of different lengths (bias [B, 1, W+1]): row i is computed as sequence i
     alone with its own [1, W'+1] mask over a narrower window, bit for bit, for every thread count."""
@@ -116,3 +137,43 @@ def test_a_bias_per_sequence_gives_each_row_the_bits_it_gets_alone():
     for threads in (2, 3):
         got = run(kernel, (q, k, v, kt, pv, bias), threads)
         np.testing.assert_array_equal(got.view(np.uint32), batched.view(np.uint32))
+
+
+@needs_cc
+@pytest.mark.parametrize("threads", [2, 3])
+def test_threads_take_bands_of_equal_work_not_of_equal_rows(threads):
+    """A batch of short and long sequences: the rows are split where their work (visible positions) is
+    shared evenly, not into equal counts of rows, which left a thread idle; the bits stay each row's alone."""
+    kernel = cpu.cpu.native(OP, vg.f32)  # loads the library
+    args = [ctypes.c_void_p] * 3 + [ctypes.c_int, ctypes.c_void_p]
+    bands = cpu.cpu.library.fn("vg_cached_attention_bands", args, restype=ctypes.c_int64)
+    width, kv = 128, 3
+
+    def bounds(lengths):
+        bias = np.zeros((len(lengths), 1, width + 1), np.float32)
+        for i, n in enumerate(lengths):
+            bias[i, 0, n:width] = -np.inf
+        sizes = np.array([len(lengths), 9, kv, 1, 64, 64, width], np.int64)
+        strides = np.array([s // 4 for s in bias.strides], np.int64)
+        out = np.zeros(65, np.int64)
+        parts = bands(sizes, bias, strides, threads, out)
+        assert parts == threads
+        return list(out[: parts + 1])
+
+    rows = 8 * kv
+    even = bounds([70] * 8)
+    assert even == [rows * i // threads for i in range(threads + 1)]
+    short_first, long_first = bounds([10] * 4 + [120] * 4), bounds([120] * 4 + [10] * 4)
+    assert short_first[1] > even[1] and long_first[1] < even[1]
+    assert short_first[-1] == long_first[-1] == rows
+
+    q, k, v, kt, pv, _ = decode_case(np.random.default_rng(4), b=8, width=width)
+    lengths = [1, 7, 100, 1, 7, 100, 128, 2]
+    bias = np.zeros((8, 1, width + 1), np.float32)
+    for i, n in enumerate(lengths):
+        bias[i, 0, n:width] = -np.inf
+    batched = run(kernel, (q, k, v, kt, pv, bias), threads)
+    for i in range(len(lengths)):
+        row = slice(i, i + 1)
+        got = run(kernel, (q[row], k[row], v[row], kt[row], pv[row], bias[row]), 1)
+        np.testing.assert_array_equal(got.view(np.uint32), batched[row].view(np.uint32))

@@ -178,6 +178,34 @@ def test_a_long_prompt_is_prefilled_between_decode_steps_with_the_same_result(lm
         e.close()
 
 
+def test_a_nan_a_sequence_left_in_its_row_does_not_reach_the_next_one(lm):
+    """A sequence whose keys became NaN (written here into its row while it runs) leaves: the next
+    sequence in that row, batched with a longer one whose window covers those positions, gets the bits it
+    gets alone (the row is zero past its sequence; a NaN at a hidden position would count)."""
+    e = Engine(*lm, max_batch=4, capacity=256, block=16, prefix_blocks=0).start()
+    try:
+        short = Request([5, 6, 7, 8, 9], 10, temperature=0.0, logprobs=2)
+        alone = summary(run(e, [short])[0])
+        seen, poisoned, done = [], [], threading.Event()
+
+        def poison(ev: Event) -> None:  # on the engine's thread, between two steps
+            seen.extend(ev.tokens)
+            if len(seen) == 12 and not ev.finish_reason:  # it holds positions 0 .. 50 of row 0
+                for a in e.cache.cache.keys:
+                    a[0, :, 45:50] = np.nan
+                poisoned.append(True)
+            if ev.finish_reason:
+                done.set()
+
+        e.submit(Request(list(range(3, 43)), 20, temperature=0.0), poison)
+        assert done.wait(60) and poisoned  # it was poisoned, and has left row 0
+        long = Request(list(map(int, np.random.default_rng(2).integers(3, 260, 60))), 12, temperature=0.0)
+        got = run(e, [short, long])[0]  # short in row 0, at 5 .. 15 positions in a window of 64 or 128
+        assert summary(got) == alone
+    finally:
+        e.close()
+
+
 def test_a_prompt_cancelled_or_closed_while_prefilled_is_answered(lm):
     """Cancelled between two of its chunks, a prompt gets "cancelled" and the engine keeps serving; a
     prompt being prefilled when the engine closes is answered too."""

@@ -3,6 +3,11 @@
 The running sequences hold rows 0 .. n-1, so that a decode step runs the cache's first n rows (windows
 that are views, no copy); when a sequence leaves, the last row's keys and values move into its row.
 A row alone (`row(i)`) is a cache of batch 1 viewing the same memory, for a prompt's prefill.
+
+The engine keeps every row zero past its sequence's length (`clear` when a sequence leaves or moves): a
+step's window covers the batch's longest row, and a hidden position's key or value that is not finite
+counts as `cached_attention`'s reference counts it (0 * NaN), so a NaN or an infinity that a sequence
+left in its row would reach the next sequence there in some batches and not in others.
 """
 
 from __future__ import annotations
@@ -35,6 +40,13 @@ class BatchCache:
         for arrays in (self.cache.keys, self.cache.values):
             for a in arrays:
                 a[target, :, :length] = a[source, :, :length]
+
+    def clear(self, i: int, start: int, end: int) -> None:
+        """Zero row i's positions start ... end-1 (those past the capacity are not there)."""
+        at = slice(start, min(end, self.capacity))
+        for arrays in (self.cache.keys, self.cache.values):
+            for a in arrays:
+                a[i, :, at] = 0
 
     def read(self, i: int, start: int, count: int) -> tuple[np.ndarray, np.ndarray]:
         """Row i's keys and values at positions start ... start+count-1 [layers, kv_heads, count, hd]."""

@@ -5,7 +5,8 @@ thread admits waiting requests between steps (up to `max_batch` running): a requ
 alone into its cache row, in chunks of `block` tokens at block-aligned positions, whole blocks copied from
 the prefix cache where an earlier prompt computed them (prefix_cache.py states the rule). The chunks are
 interleaved with the decode steps (`prefill_tokens` prompt tokens between two steps, one prompt at a
-time, in the row after the running ones), so a long prompt does not stall the running sequences; the
+time, in the row after the running ones), so a long prompt delays the running sequences' next tokens by
+`prefill_tokens` tokens' time (about a step row each), not by its whole length; the
 chunks are the same however they are interleaved, so the prompt's results are too. (They are not one
 forward pass's by construction: a chunk's attention sums the positions before it and its own in two f64
 sums then adds them, another association; rounded to f32 that rarely shows, and SmolLM2's logits and
@@ -279,6 +280,8 @@ class Engine:
             if args and not concerned:  # a prompt that failed before it joined the batch
                 if self._prefill is not None and self._prefill.seq.handle is args[0]:
                     self._prefill = None
+                prompt = len(args[0].request.prompt)  # type: ignore[attr-defined]
+                self.cache.clear(len(self._running), 0, prompt)  # what its chunks wrote
                 args[0].on_event(Event(finish_reason="error", error=message))  # type: ignore[attr-defined]
 
     def _prefill_some(self) -> None:
@@ -341,6 +344,7 @@ class Engine:
         """End the prefilling request with `event` (its row holds nothing that is kept)."""
         p, self._prefill = self._prefill, None
         if p is not None:
+            self.cache.clear(len(self._running), 0, len(p.prompt))
             event.prompt_tokens = len(p.prompt)
             p.seq.handle.on_event(event)
 
@@ -394,7 +398,7 @@ class Engine:
         self, s: _Sequence, reason: str, error: str | None = None, event: Event | None = None, matched=False
     ) -> None:
         """End s: the rest of its text (up to a `matched` stop string) and the usage in a last event; its
-        row freed (the last row's sequence moves in)."""
+        row freed (the last row's sequence moves in) and the rows zero past their sequences (batching.py)."""
         event = event or Event()
         if not matched:
             s.text += s.decoder.flush()  # incomplete UTF-8 at the end
@@ -403,13 +407,18 @@ class Engine:
         event.prompt_tokens, event.completion_tokens = len(s.request.prompt), len(s.out)
         event.cached_tokens = s.cached
         row, last = self._running.index(s), len(self._running) - 1
+        end = s.length + 1  # a step that failed may have written the position after its length
         if row != last:
             moved = self._running[last]
             self.cache.move(last, row, moved.length)
+            self.cache.clear(row, moved.length, end)
             self._running[row] = moved
+            end = moved.length + 1
+        self.cache.clear(last, 0, end)
         self._running.pop()
         if self._prefill is not None:  # the prompt being prefilled keeps the row after the running ones
             self.cache.move(last + 1, last, self._prefill.at)
+            self.cache.clear(last + 1, 0, self._prefill.at)
         s.handle.on_event(event)
 
 

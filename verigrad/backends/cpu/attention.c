@@ -8,7 +8,8 @@
  * double's) differ, so the results are within an f32 rounding (attention.py states the bound). Any
  * strides (the window is a view of the cache, keys transposed); query heads h = g G .. g G + G - 1 share
  * key/value head g and are computed by one thread. Threads take bands of (batch, key/value head, token)
- * rows; each output is computed by one thread in one order.
+ * rows of about equal work (a batch's rows may differ in length: parallel_rows); each output is computed
+ * by one thread in one order.
  *
  * With AVX2 and FMA and contiguous head dims, the G heads of a key/value head are computed together
  * (group_dots, group_weighted: each key and value is converted to double once for all of them); with AVX2
@@ -26,6 +27,8 @@
 #include <string.h>
 
 #include "attention.h"
+
+#define VG_MAX_BANDS 64 /* the thread pool's most threads */
 
 typedef struct {
     int64_t b, h, kv, t, d, dv, w;
@@ -273,25 +276,47 @@ static int any_nonfinite(const float *x, int64_t n) {
     return (int)found;
 }
 
-/* The window positions row t must visit: up to the last one its bias leaves visible, when the hidden ones
- * after it have finite keys and values (their weights are then exactly 0); else all W. */
-static int64_t visible_end(const attn_job *a, const float *bias, const float *kt, const float *pv) {
+/* The window positions before the hidden tail of a bias row (the last visible one's index + 1). */
+static int64_t bias_end(const attn_job *a, const float *bias) {
     int64_t end = a->w;
     while (end > 0 && bias[(end - 1) * a->bs[2]] == -INFINITY) end--;
-    if (end == a->w) return end;
+    return end;
+}
+
+/* Whether the keys and values of window positions end .. W-1 are all finite. */
+static int tail_finite(const attn_job *a, int64_t end, const float *kt, const float *pv) {
     const int64_t *ks = a->kts, *vs = a->pvs;
     if (ks[2] == 1 && ks[3] == a->d && vs[3] == 1 && vs[2] == a->dv) { /* whole rows of a cache */
         int64_t n = a->w - end;
-        return any_nonfinite(kt + end * a->d, n * a->d) || any_nonfinite(pv + end * a->dv, n * a->dv) ? a->w
-                                                                                                      : end;
+        return !any_nonfinite(kt + end * a->d, n * a->d) && !any_nonfinite(pv + end * a->dv, n * a->dv);
     }
     for (int64_t j = end; j < a->w; j++) {
         for (int64_t i = 0; i < a->d; i++)
-            if (!isfinite(kt[i * ks[2] + j * ks[3]])) return a->w;
+            if (!isfinite(kt[i * ks[2] + j * ks[3]])) return 0;
         for (int64_t e = 0; e < a->dv; e++)
-            if (!isfinite(pv[j * vs[2] + e * vs[3]])) return a->w;
+            if (!isfinite(pv[j * vs[2] + e * vs[3]])) return 0;
     }
-    return end;
+    return 1;
+}
+
+/* The window positions a row must visit: up to the last one its bias leaves visible, when the hidden ones
+ * after it have finite keys and values (their weights are then exactly 0); else all W. The rows of one
+ * (batch, key/value head) that a thread takes one after the other (a prompt's T tokens) mostly hide the
+ * same tail: `seen` keeps the last answer (its window and end), so the tail is read once for them. */
+typedef struct {
+    const float *kt, *pv;
+    int64_t end, visible;
+} tail_seen;
+
+static int64_t visible_end(const attn_job *a, const float *bias, const float *kt, const float *pv,
+                           tail_seen *seen) {
+    const int64_t end = bias_end(a, bias);
+    if (end == a->w) return end;
+    if (seen->kt != kt || seen->pv != pv || seen->end != end) {
+        seen->kt = kt, seen->pv = pv, seen->end = end;
+        seen->visible = tail_finite(a, end, kt, pv) ? end : a->w;
+    }
+    return seen->visible;
 }
 
 static void attn_rows(void *ctx, int64_t lo, int64_t hi) {
@@ -311,6 +336,7 @@ static void attn_rows(void *ctx, int64_t lo, int64_t hi) {
     const int grouped = 0;
     (void)grouped, (void)qd; /* the grouped path is for x86 */
 #endif
+    tail_seen seen = {.kt = NULL, .pv = NULL, .end = -1, .visible = 0};
     for (int64_t row = lo; row < hi; row++) { /* row = (b, g, t) */
         const int64_t t = row % a->t, g = (row / a->t) % a->kv, b = row / (a->t * a->kv);
         const float *kt = a->kt + b * a->kts[0] + g * a->kts[1];
@@ -318,7 +344,7 @@ static void attn_rows(void *ctx, int64_t lo, int64_t hi) {
         const float *k = a->k + b * a->ks[0] + g * a->ks[1];
         const float *v = a->v + b * a->vs[0] + g * a->vs[1];
         const float *bias = a->bias + b * a->bs[0] + t * a->bs[1];
-        const int64_t w = visible_end(a, bias, kt, pv), m_all = w + a->t; /* s: w window scores, then t */
+        const int64_t w = visible_end(a, bias, kt, pv, &seen), m_all = w + a->t; /* w window scores, then t */
         (void)m_all;
 #if VG_X86
         if (grouped) {
@@ -381,6 +407,68 @@ static void attn_rows(void *ctx, int64_t lo, int64_t hi) {
     free(s);
 }
 
+/* Bands of rows of about equal work, one per thread. A row's work is its visible positions (the bias's,
+ * before its hidden tail) and new tokens, plus half the hidden tail (visible_end reads it for a NaN or an
+ * infinity: on a cache too large for the CPU's caches that costs about half a visible position's dots and
+ * sums); rows of one batch differ in length (a server's sequences), so bands of equal row counts left a
+ * thread idle while another did the long rows. Each row is computed by one thread in one order whatever
+ * band holds it, so the bands change no bit. */
+typedef struct {
+    vg_chunk_fn rows;
+    void *ctx;
+    int64_t bounds[VG_MAX_BANDS + 1]; /* band i: rows bounds[i] .. bounds[i + 1] - 1 */
+} banded_job;
+
+static void run_band(void *ctx, int64_t lo, int64_t hi) {
+    banded_job *j = (banded_job *)ctx;
+    for (int64_t i = lo; i < hi; i++)
+        if (j->bounds[i] < j->bounds[i + 1]) j->rows(j->ctx, j->bounds[i], j->bounds[i + 1]);
+}
+
+static double row_work(const attn_job *a, int64_t row) {
+    const int64_t t = row % a->t, b = row / (a->t * a->kv);
+    const int64_t end = bias_end(a, a->bias + b * a->bs[0] + t * a->bs[1]);
+    return (double)(end + a->t) + 0.5 * (double)(a->w - end) + 4.0;
+}
+
+/* The bands (bounds[0] = 0 <= ... <= bounds[parts] = rows, parts <= VG_MAX_BANDS) for `threads` threads;
+ * returns parts */
+static int64_t bands(const attn_job *a, int threads, int64_t *bounds) {
+    const int64_t n = a->b * a->kv * a->t;
+    int64_t parts = threads < n ? threads : n;
+    if (parts > VG_MAX_BANDS) parts = VG_MAX_BANDS;
+    if (parts < 1) parts = 1;
+    double total = 0.0, done = 0.0;
+    for (int64_t row = 0; row < n; row++) total += row_work(a, row);
+    int64_t part = 1;
+    bounds[0] = 0;
+    for (int64_t row = 0; row < n && part < parts; row++) {
+        done += row_work(a, row);
+        while (part < parts && done >= total * (double)part / (double)parts) bounds[part++] = row + 1;
+    }
+    while (part <= parts) bounds[part++] = n;
+    return parts;
+}
+
+/* fn over the a->b * a->kv * a->t rows, in bands of about equal work for `threads` threads */
+static void parallel_rows(const attn_job *a, int threads, vg_chunk_fn fn, void *ctx) {
+    const int64_t n = a->b * a->kv * a->t;
+    if (threads <= 1 || n <= 1) {
+        vg_parallel_for(n, 1, threads, fn, ctx);
+        return;
+    }
+    banded_job j = {.rows = fn, .ctx = ctx};
+    vg_parallel_for(bands(a, threads, j.bounds), 1, threads, run_band, &j);
+}
+
+/* the bands parallel_rows gives the rows of cached_attention's sizes and bias (for tests) */
+int64_t vg_cached_attention_bands(const int64_t *sizes, const float *bias, const int64_t *bs, int threads,
+                                  int64_t *bounds) {
+    attn_job a = {.b = sizes[0], .h = sizes[1], .kv = sizes[2], .t = sizes[3], .d = sizes[4], .dv = sizes[5],
+                  .w = sizes[6], .bias = bias, .bs = bs};
+    return bands(&a, threads, bounds);
+}
+
 /* returns 0, or -1 when out of memory */
 int vg_cached_attention_f32(const int64_t *sizes, const float *q, const int64_t *qs, const float *k,
                             const int64_t *ks, const float *v, const int64_t *vs, const float *kt,
@@ -389,7 +477,7 @@ int vg_cached_attention_f32(const int64_t *sizes, const float *q, const int64_t 
     attn_job a = {.b = sizes[0], .h = sizes[1], .kv = sizes[2], .t = sizes[3], .d = sizes[4], .dv = sizes[5],
                   .w = sizes[6], .q = q, .k = k, .v = v, .kt = kt, .pv = pv, .bias = bias, .qs = qs, .ks = ks,
                   .vs = vs, .kts = kts, .pvs = pvs, .bs = bs, .scale = scale, .out = out, .failed = 0};
-    vg_parallel_for(a.b * a.kv * a.t, 1, threads, attn_rows, &a);
+    parallel_rows(&a, threads, attn_rows, &a);
     return a.failed ? -1 : 0;
 }
 
@@ -458,6 +546,6 @@ int vg_cached_attention_f16kv(const int64_t *sizes, const float *q, const int64_
                             .kt = (const float *)(const void *)kt, .pv = (const float *)(const void *)pv,
                             .bias = bias, .qs = qs, .ks = ks, .vs = vs, .kts = kts, .pvs = pvs, .bs = bs,
                             .scale = scale, .out = out, .failed = 0}};
-    vg_parallel_for(a.job.b * a.job.kv * a.job.t, 1, threads, attn16_rows, &a);
+    parallel_rows(&a.job, threads, attn16_rows, &a);
     return a.job.failed ? -1 : 0;
 }
