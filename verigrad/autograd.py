@@ -408,6 +408,7 @@ def _propagate(
     # (the loop runs once per node: the dicts' methods bound once; versions' two tables are read, never
     # rebound, so a write during the pass, by a hook, is seen)
     pop, get, written, redirects = grads.pop, grads.get, versions._MEMORY, versions.REDIRECTS
+    gather = modes.current().name == "eager"
     with _grad_mode(create_graph):
         for t in reversed(order):
             key = id(t)
@@ -432,9 +433,9 @@ def _propagate(
                 raise RuntimeError(_FREED)
             if written:
                 _check_unmodified(t, node, inputs)
-            # a slice's gradient is gathered with its input's others (_Pieces): no unslice made where
-            # the pieces tile an axis
-            vjp = _slice_vjp if node.op is slice_ else node.op.vjp
+            # eagerly a slice's gradient is gathered with its input's others (_Pieces): no unslice made
+            # where the pieces tile an axis (a trace keeps unslice: its plans ran the concat slower)
+            vjp = _slice_vjp if gather and node.op is slice_ else node.op.vjp
             for inp, gi in zip(inputs, vjp(g, t, *inputs, **node.params)):
                 if gi is None or not inp.requires_grad or (reaches is not None and id(inp) not in reaches):
                     continue
@@ -470,11 +471,12 @@ def _slice_vjp(g: Tensor, out: Tensor, x: Tensor, index: tuple) -> tuple[_Piece]
 
 
 class _Pieces:
-    """The gradients a tensor receives while some are of slices of it (slice's VJP, unslice: zeros with
-    the piece's gradient written in): where they are all of slices that tile one axis (split, chunk,
-    q, k and v cut from one projection), their total is one concat of the pieces' gradients (PyTorch's
-    split backward: a -0.0 stays -0.0), not a zero-padded array per piece and their sums; otherwise the
-    sum of the unslices and other gradients in the order they came, as without this gathering."""
+    """The gradients a tensor receives eagerly while some are of slices of it (slice's VJP, unslice:
+    zeros with the piece's gradient written in): where they are all of slices that tile one axis (split,
+    chunk, q, k and v cut from one projection), their total is one concat of the pieces' gradients
+    (PyTorch's split backward: a -0.0 stays -0.0), not a zero-padded array per piece and their sums;
+    otherwise the sum of the unslices and other gradients in the order they came, as without this
+    gathering."""
 
     def __init__(self, node: Node, inp: Tensor, before: Tensor | None) -> None:
         self.node, self.inp = node, inp
