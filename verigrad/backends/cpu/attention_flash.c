@@ -23,7 +23,7 @@
 
 #define FA_BLOCK 64 /* keys a forward row takes at a time */
 #define FA_KEYS 16  /* keys the backward takes at a time (dq's rows updated once per block) */
-#define FA_QUERIES 32 /* queries the backward takes at a time for each key of a block */
+#define FA_QUERIES 32 /* queries the backward takes at a time for each key of a block (at most) */
 
 typedef struct {
     int64_t b, h, kv, t, s, d, dv;
@@ -624,9 +624,12 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
             }
             continue;
         }
-        /* the gradients, a block of keys at a time, each key over the queries that see it, FA_QUERIES
-         * queries at a time for every key of the block (they stay in cache): dk_j and dv_j summed in
-         * (head, i) order, each dq_i in j order in dq (double) */
+        /* the gradients, a block of keys at a time, each key over the queries that see it, `queries` of
+         * them at a time for every key of the block (they stay in cache: their rows and transposed
+         * columns of q and g, 16 KiB each at most): dk_j and dv_j summed in (head, i) order, each dq_i in
+         * j order in dq (double), whatever `queries` is */
+        int64_t queries = 2048 / (d + dv) / 8 * 8;
+        queries = queries < 8 ? 8 : queries > FA_QUERIES ? FA_QUERIES : queries;
         float *o = a->out + unit * (rows * d + S * (d + dv));
         for (int64_t e = 0; e < rows * d; e++) dq[e] = 0.0;
         for (int64_t j0 = 0; j0 < S; j0 += FA_KEYS) {
@@ -635,8 +638,8 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
             for (int64_t j = j0; j < j0 + kb; j++) first[j - j0] = j > off ? j - off : 0;
             for (int64_t e = 0; e < kb * (d + dv); e++) kacc[e] = 0.0;
             for (int64_t hh = 0; hh < group; hh++)
-                for (int64_t c0 = first[0]; c0 < t; c0 += FA_QUERIES) {
-                    const int64_t c1 = t - c0 < FA_QUERIES ? t : c0 + FA_QUERIES;
+                for (int64_t c0 = first[0]; c0 < t; c0 += queries) {
+                    const int64_t c1 = t - c0 < queries ? t : c0 + queries;
                     for (int64_t j = j0; j < j0 + kb; j++) {
                         const int64_t lo = first[j - j0] > c0 ? first[j - j0] : c0, n = c1 - lo, r0 = hh * t + lo;
                         if (n <= 0) continue;
