@@ -27,6 +27,7 @@ CASES = [  # (B, H, KV, T, S, D, Dv)
     (2, 4, 4, 128, 128, 32, 32),  # the small GPT's layer
     (1, 6, 2, 40, 90, 16, 8),  # grouped heads, T < S (several key blocks)
     (1, 3, 1, 5, 5, 6, 10),  # head dims not a multiple of 4
+    (1, 2, 1, 40, 50, 64, 48),  # wide heads: the backward's queries 16 at a time
     (1, 1, 1, 1, 1, 2, 2),
 ]
 

@@ -37,10 +37,12 @@ def intel() -> bool:
         return False
 
 
-# (B, H, KV, T, S, D, Dv, q's scale): head dims 32 (4 vectors), 40 (8 + 4 columns), 12 (4 only); the last's
-# scores lie more than 708 apart (exp's zeros)
+# (B, H, KV, T, S, D, Dv, q's scale): head dims 32 (4 vectors), 40 (8 + 4 columns), 12 (4 only), 6 and 10 (the
+# dot products' last d mod 4 terms in vector lanes too); the fourth's scores lie more than 708 apart (exp's
+# zeros)
 ATTENTION_CASES = [(2, 4, 4, 128, 128, 32, 32, 1.0), (1, 6, 2, 37, 70, 40, 12, 1.0)]
 ATTENTION_CASES += [(1, 2, 1, 9, 9, 12, 40, 1.0), (1, 2, 1, 33, 45, 16, 16, 300.0)]
+ATTENTION_CASES += [(1, 3, 1, 21, 29, 6, 10, 1.0)]
 
 
 def attention_avx512(flag: int) -> int:

@@ -18,6 +18,7 @@ import numpy as np
 from . import modes, versions
 from .ops import tensor, zeros_like
 from .ops.creation import full_op
+from .ops.movement import concat, slice_, unslice
 from .tensor import LEGACY_NAMES, Tensor
 
 
@@ -407,12 +408,15 @@ def _propagate(
     # (the loop runs once per node: the dicts' methods bound once; versions' two tables are read, never
     # rebound, so a write during the pass, by a hook, is seen)
     pop, get, written, redirects = grads.pop, grads.get, versions._MEMORY, versions.REDIRECTS
+    gather = modes.current().name == "eager"
     with _grad_mode(create_graph):
         for t in reversed(order):
             key = id(t)
             g = pop(key, None)
             if g is None:
                 continue
+            if isinstance(g, _Pieces):
+                g = g.total()
             if t._hooks:
                 g = _hooked(t, g)
             if wanted is not None and key in wanted:
@@ -429,17 +433,89 @@ def _propagate(
                 raise RuntimeError(_FREED)
             if written:
                 _check_unmodified(t, node, inputs)
-            for inp, gi in zip(inputs, node.op.vjp(g, t, *inputs, **node.params)):
+            # eagerly a slice's gradient is gathered with its input's others (_Pieces): no unslice made
+            # where the pieces tile an axis (a trace keeps unslice: its plans ran the concat slower)
+            vjp = _slice_vjp if gather and node.op is slice_ else node.op.vjp
+            for inp, gi in zip(inputs, vjp(g, t, *inputs, **node.params)):
                 if gi is None or not inp.requires_grad or (reaches is not None and id(inp) not in reaches):
+                    continue
+                key = id(inp)
+                before = get(key)
+                if isinstance(gi, _Piece):
+                    if not isinstance(before, _Pieces):
+                        before = grads[key] = _Pieces(node, inp, before)
+                    before.add(gi.g, gi.index)
                     continue
                 if gi.spec is not inp.spec:  # (the same spec object: the same shape and dtype)
                     gi = _conformed(node, inp, gi)
-                key = id(inp)
-                before = get(key)
-                grads[key] = gi if before is None else before + gi
+                if isinstance(before, _Pieces):
+                    before.add(gi)
+                else:
+                    grads[key] = gi if before is None else before + gi
             if not retain_graph:
                 node.freed = True
     return found
+
+
+class _Piece:
+    """The gradient g of a slice `index` of a tensor, not yet written into zeros of its shape."""
+
+    __slots__ = ("g", "index")
+
+    def __init__(self, g: Tensor, index: tuple) -> None:
+        self.g, self.index = g, index
+
+
+def _slice_vjp(g: Tensor, out: Tensor, x: Tensor, index: tuple) -> tuple[_Piece]:
+    return (_Piece(g, index),)
+
+
+class _Pieces:
+    """The gradients a tensor receives eagerly while some are of slices of it (slice's VJP, unslice:
+    zeros with the piece's gradient written in): where they are all of slices that tile one axis (split,
+    chunk, q, k and v cut from one projection), their total is one concat of the pieces' gradients
+    (PyTorch's split backward: a -0.0 stays -0.0), not a zero-padded array per piece and their sums;
+    otherwise the sum of the unslices and other gradients in the order they came, as without this
+    gathering."""
+
+    def __init__(self, node: Node, inp: Tensor, before: Tensor | None) -> None:
+        self.node, self.inp = node, inp
+        self.parts: list[tuple[Tensor, tuple | None]] = [] if before is None else [(before, None)]
+
+    def add(self, g: Tensor, index: tuple | None = None) -> None:
+        """A gradient: of the slice `index` of the tensor, or (None) of the whole tensor."""
+        self.parts.append((g, index))
+
+    def _axis(self) -> int | None:
+        """The one axis along which the pieces tile the tensor (step 1, consecutive, covering it), or None."""
+        shape, indexes = self.inp.shape, [index for _, index in self.parts]
+        if len(indexes) < 2 or any(i is None or len(i) != len(shape) for i in indexes):
+            return None
+        whole = [all(i[a] == (0, n, 1) for i in indexes) for a, n in enumerate(shape)]
+        if whole.count(False) != 1:
+            return None
+        axis = whole.index(False)
+        stop = 0
+        for start, end, step in sorted(i[axis] for i in indexes):
+            if not (isinstance(start, int) and isinstance(end, int)) or step != 1 or start != stop:
+                return None
+            stop = end
+        return axis if stop == shape[axis] else None
+
+    def total(self) -> Tensor:
+        axis = self._axis()
+        if axis is not None:
+            ordered = sorted(self.parts, key=lambda part: part[1][axis][0])  # type: ignore[index]
+            g = concat(*[piece for piece, _ in ordered], axis=axis)
+            return g if g.spec is self.inp.spec else _conformed(self.node, self.inp, g)
+        total = None
+        for g, index in self.parts:
+            if index is not None:
+                g = unslice(g, shape=self.inp.shape, index=index)
+                if g.spec is not self.inp.spec:
+                    g = _conformed(self.node, self.inp, g)
+            total = g if total is None else total + g
+        return total  # type: ignore[return-value]
 
 
 def _conformed(node: Node, inp: Tensor, gi: Tensor) -> Tensor:

@@ -1,7 +1,9 @@
 /* attention_lse and attention_grad (ops/composite/attention.py) for f32: causal attention of the last T of S
  * positions, forward and the gradients of q, k and v, flash-attention style. In double as the references:
  * a unit of work is one (batch, key/value head), whose keys, values, queries (and output gradients) are
- * converted to double once; no [T, S] matrix is formed. Forward: each query row visits its visible keys
+ * converted to double once, the operands the dot products run along also transposed (the keys for the
+ * forward, the queries and output gradients for the backward: vector lanes are keys or queries); no
+ * [T, S] matrix is formed. Forward: each query row visits its visible keys
  * in blocks of FA_BLOCK with an online softmax (running max m and sum l, the accumulator rescaled when m
  * grows; a block is taken by every row that sees it before the next, so its keys and values stay in
  * cache); it writes the output and the row's log-sum-exp lse = m + log(l) (rounded to f32 as the
@@ -21,7 +23,7 @@
 
 #define FA_BLOCK 64 /* keys a forward row takes at a time */
 #define FA_KEYS 16  /* keys the backward takes at a time (dq's rows updated once per block) */
-#define FA_QUERIES 32 /* queries the backward takes at a time for each key of a block */
+#define FA_QUERIES 32 /* queries the backward takes at a time for each key of a block (at most) */
 
 typedef struct {
     int64_t b, h, kv, t, s, d, dv;
@@ -46,51 +48,40 @@ int vg_attention_avx512(int flag) {
 static inline int fa_avx512(void) { return fa_avx512_enabled && vg_has_avx512(); }
 #endif
 
-/* out[r] = x . rows[r] for r < n (rows contiguous, length d): four partial sums of fused multiply-adds in
- * d order, then (a0 + a1) + (a2 + a3); the same for every r whichever vector is x. The dot products, the
- * weighted sums (fa_axpys) and dq's updates (fa_dq) fuse each multiply and add on every path (the vector
- * ones need FMA, else the plain loops run, with C's fma: the same bits) */
-static void fa_dots_plain(const double *x, const double *rows, int64_t n, int64_t d, double *out) {
+/* out[r] = x . col r for r < n, col r = cols[i ld + r] (i < d: a transposed block, so that vector lanes
+ * are the n columns): four partial sums of fused multiply-adds, a_l over i = l mod 4 in i order, then
+ * (a0 + a1) + (a2 + a3); each lane one column's, so every path (and any n, d) gives the same bits. The dot
+ * products, the weighted sums (fa_axpys) and dq's updates (fa_dq) fuse each multiply and add on every path
+ * (the vector ones need FMA, else the plain loops run, with C's fma: the same bits) */
+static void fa_dots_plain(const double *x, const double *cols, int64_t ld, int64_t n, int64_t d, double *out) {
     for (int64_t r = 0; r < n; r++) {
-        const double *y = rows + r * d;
         double a[4] = {0.0, 0.0, 0.0, 0.0};
-        int64_t i = 0;
-        for (; i + 4 <= d; i += 4)
-            for (int l = 0; l < 4; l++) a[l] = fma(x[i + l], y[i + l], a[l]);
-        for (int l = 0; i < d; i++, l++) a[l] = fma(x[i], y[i], a[l]);
+        for (int64_t i = 0; i < d; i++) a[i % 4] = fma(x[i], cols[i * ld + r], a[i % 4]);
         out[r] = (a[0] + a[1]) + (a[2] + a[3]);
     }
 }
 
 #if VG_X86
-__attribute__((target("avx2"))) static inline double fa_tree(__m256d a) {
-    double l[4];
-    _mm256_storeu_pd(l, a);
-    return (l[0] + l[1]) + (l[2] + l[3]);
-}
-
-/* fa_dots_plain for d a multiple of 4 (the same bits: lane l sums x[i + l] y[i + l], a fused multiply-add
- * each, as C's fma) */
-__attribute__((target("avx2,fma"))) static void fa_dots_avx2(const double *x, const double *rows, int64_t n,
-                                                         int64_t d, double *out) {
-    int64_t r = 0;
-    for (; r + 4 <= n; r += 4) {
-        const double *y = rows + r * d;
+/* fa_dots_plain four columns a vector (the last ones' lanes masked) */
+__attribute__((target("avx2,fma"))) static void fa_dots_avx2(const double *x, const double *cols, int64_t ld,
+                                                         int64_t n, int64_t d, double *out) {
+    for (int64_t r = 0; r < n; r += 4) {
+        const __m256i m = _mm256_cmpgt_epi64(_mm256_set1_epi64x(n - r), _mm256_set_epi64x(3, 2, 1, 0));
+        const double *c = cols + r;
         __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
-        for (int64_t i = 0; i < d; i += 4) {
-            __m256d xv = _mm256_loadu_pd(x + i);
-            a0 = _mm256_fmadd_pd(xv, _mm256_loadu_pd(y + i), a0);
-            a1 = _mm256_fmadd_pd(xv, _mm256_loadu_pd(y + d + i), a1);
-            a2 = _mm256_fmadd_pd(xv, _mm256_loadu_pd(y + 2 * d + i), a2);
-            a3 = _mm256_fmadd_pd(xv, _mm256_loadu_pd(y + 3 * d + i), a3);
+        int64_t i = 0;
+        for (; i + 4 <= d; i += 4) {
+            a0 = _mm256_fmadd_pd(_mm256_broadcast_sd(x + i), _mm256_maskload_pd(c + i * ld, m), a0);
+            a1 = _mm256_fmadd_pd(_mm256_broadcast_sd(x + i + 1), _mm256_maskload_pd(c + (i + 1) * ld, m), a1);
+            a2 = _mm256_fmadd_pd(_mm256_broadcast_sd(x + i + 2), _mm256_maskload_pd(c + (i + 2) * ld, m), a2);
+            a3 = _mm256_fmadd_pd(_mm256_broadcast_sd(x + i + 3), _mm256_maskload_pd(c + (i + 3) * ld, m), a3);
         }
-        out[r] = fa_tree(a0), out[r + 1] = fa_tree(a1), out[r + 2] = fa_tree(a2), out[r + 3] = fa_tree(a3);
-    }
-    for (; r < n; r++) {
-        __m256d a = _mm256_setzero_pd();
-        for (int64_t i = 0; i < d; i += 4)
-            a = _mm256_fmadd_pd(_mm256_loadu_pd(x + i), _mm256_loadu_pd(rows + r * d + i), a);
-        out[r] = fa_tree(a);
+        if (i < d) a0 = _mm256_fmadd_pd(_mm256_broadcast_sd(x + i), _mm256_maskload_pd(c + i * ld, m), a0);
+        if (i + 1 < d)
+            a1 = _mm256_fmadd_pd(_mm256_broadcast_sd(x + i + 1), _mm256_maskload_pd(c + (i + 1) * ld, m), a1);
+        if (i + 2 < d)
+            a2 = _mm256_fmadd_pd(_mm256_broadcast_sd(x + i + 2), _mm256_maskload_pd(c + (i + 2) * ld, m), a2);
+        _mm256_maskstore_pd(out + r, m, _mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3)));
     }
 }
 
@@ -120,48 +111,62 @@ __attribute__((target("avx2,fma"))) static void fa_axpys_avx2(const double *c, c
     }
 }
 
-/* The AVX-512 forms of the three loops above, for d a multiple of 4: the same operations on each value
- * (a fused multiply-add, correctly rounded on every path: C's fma in the plain loops), so the same bits; a
- * vector holds two rows' four lanes (fa_dots) or eight columns (fa_axpys, fa_dq_block). */
+/* The AVX-512 forms of the loops above: the same operations on each value (a fused multiply-add,
+ * correctly rounded on every path: C's fma in the plain loops), so the same bits; a vector holds eight
+ * columns (fa_dots: of the transposed block; fa_axpys, fa_dq_block: of the rows; these for d a multiple
+ * of 4). */
 #define FA512 __attribute__((target("avx2,avx512f,avx512dq")))
 #define FA512F __attribute__((target("avx2,fma,avx512f,avx512dq"))) /* with fused multiply-adds */
 
-FA512 static inline __m512d fa_pair(const double *y0, const double *y1) {
-    return _mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_loadu_pd(y0)), _mm256_loadu_pd(y1), 1);
-}
-
-/* fa_tree of each four lanes of a0..a3 (rows 0-1, 2-3, 4-5, 6-7), as one vector of eight rows:
- * (l0 + l1) + (l2 + l3) in every lane of each four (a sum of two finite doubles does not depend on their
- * order), then lane 0 of each four gathered */
-FA512 static inline __m512d fa_trees8(__m512d a0, __m512d a1, __m512d a2, __m512d a3) {
-    __m512d t[4] = {a0, a1, a2, a3};
-    for (int p = 0; p < 4; p++) {
-        t[p] = _mm512_add_pd(t[p], _mm512_permute_pd(t[p], 0x55));              /* l0+l1 l0+l1 l2+l3 l2+l3 */
-        t[p] = _mm512_add_pd(t[p], _mm512_permutex_pd(t[p], _MM_SHUFFLE(1, 0, 3, 2))); /* the tree's sum */
-    }
-    const __m512i first = _mm512_set_epi64(12, 8, 4, 0, 12, 8, 4, 0); /* lanes 0, 4 of two vectors */
-    const __m512d lo = _mm512_permutex2var_pd(t[0], first, t[1]);
-    const __m512d hi = _mm512_permutex2var_pd(t[2], first, t[3]);
-    return _mm512_shuffle_f64x2(lo, hi, _MM_SHUFFLE(1, 0, 1, 0));
-}
-
-/* fa_dots_avx2's sums, eight rows at a time: lanes 0-3 one row's, 4-7 the next's */
-FA512F static void fa_dots_avx512(const double *x, const double *rows, int64_t n, int64_t d, double *out) {
+/* fa_dots_avx2's sums eight columns a vector, sixteen at a time (the last ones' lanes masked) */
+#define FA_FMA8(acc, i, m) acc = _mm512_fmadd_pd(_mm512_set1_pd(x[i]), _mm512_maskz_loadu_pd(m, c + (i) * ld), acc)
+FA512F static void fa_dots_avx512(const double *x, const double *cols, int64_t ld, int64_t n, int64_t d,
+                                  double *out) {
     int64_t r = 0;
-    for (; r + 8 <= n; r += 8) {
-        const double *y = rows + r * d;
-        __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
-        for (int64_t i = 0; i < d; i += 4) {
-            const __m512d xv = _mm512_broadcast_f64x4(_mm256_loadu_pd(x + i));
-            a0 = _mm512_fmadd_pd(xv, fa_pair(y + i, y + d + i), a0);
-            a1 = _mm512_fmadd_pd(xv, fa_pair(y + 2 * d + i, y + 3 * d + i), a1);
-            a2 = _mm512_fmadd_pd(xv, fa_pair(y + 4 * d + i, y + 5 * d + i), a2);
-            a3 = _mm512_fmadd_pd(xv, fa_pair(y + 6 * d + i, y + 7 * d + i), a3);
+    for (; r + 16 <= n; r += 16) {
+        const double *c = cols + r;
+        __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+        int64_t i = 0;
+        for (; i + 4 <= d; i += 4) {
+            const __m512d x0 = _mm512_set1_pd(x[i]), x1 = _mm512_set1_pd(x[i + 1]);
+            const __m512d x2 = _mm512_set1_pd(x[i + 2]), x3 = _mm512_set1_pd(x[i + 3]);
+            a0 = _mm512_fmadd_pd(x0, _mm512_loadu_pd(c + i * ld), a0);
+            b0 = _mm512_fmadd_pd(x0, _mm512_loadu_pd(c + i * ld + 8), b0);
+            a1 = _mm512_fmadd_pd(x1, _mm512_loadu_pd(c + (i + 1) * ld), a1);
+            b1 = _mm512_fmadd_pd(x1, _mm512_loadu_pd(c + (i + 1) * ld + 8), b1);
+            a2 = _mm512_fmadd_pd(x2, _mm512_loadu_pd(c + (i + 2) * ld), a2);
+            b2 = _mm512_fmadd_pd(x2, _mm512_loadu_pd(c + (i + 2) * ld + 8), b2);
+            a3 = _mm512_fmadd_pd(x3, _mm512_loadu_pd(c + (i + 3) * ld), a3);
+            b3 = _mm512_fmadd_pd(x3, _mm512_loadu_pd(c + (i + 3) * ld + 8), b3);
         }
-        _mm512_storeu_pd(out + r, fa_trees8(a0, a1, a2, a3));
+        for (int l = 0; i < d; i++, l++) { /* the last d mod 4: sums 0, 1, 2 */
+            const __m512d xi = _mm512_set1_pd(x[i]);
+            const __m512d ya = _mm512_loadu_pd(c + i * ld), yb = _mm512_loadu_pd(c + i * ld + 8);
+            if (l == 0) a0 = _mm512_fmadd_pd(xi, ya, a0), b0 = _mm512_fmadd_pd(xi, yb, b0);
+            if (l == 1) a1 = _mm512_fmadd_pd(xi, ya, a1), b1 = _mm512_fmadd_pd(xi, yb, b1);
+            if (l == 2) a2 = _mm512_fmadd_pd(xi, ya, a2), b2 = _mm512_fmadd_pd(xi, yb, b2);
+        }
+        _mm512_storeu_pd(out + r, _mm512_add_pd(_mm512_add_pd(a0, a1), _mm512_add_pd(a2, a3)));
+        _mm512_storeu_pd(out + r + 8, _mm512_add_pd(_mm512_add_pd(b0, b1), _mm512_add_pd(b2, b3)));
     }
-    if (r < n) fa_dots_avx2(x, rows + r * d, n - r, d, out + r);
+    for (; r < n; r += 8) {
+        const __mmask8 m = n - r < 8 ? (__mmask8)((1u << (n - r)) - 1) : (__mmask8)0xff;
+        const double *c = cols + r;
+        __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+        int64_t i = 0;
+        for (; i + 4 <= d; i += 4) {
+            FA_FMA8(a0, i, m);
+            FA_FMA8(a1, i + 1, m);
+            FA_FMA8(a2, i + 2, m);
+            FA_FMA8(a3, i + 3, m);
+        }
+        if (i < d) FA_FMA8(a0, i, m);
+        if (i + 1 < d) FA_FMA8(a1, i + 1, m);
+        if (i + 2 < d) FA_FMA8(a2, i + 2, m);
+        _mm512_mask_storeu_pd(out + r, m, _mm512_add_pd(_mm512_add_pd(a0, a1), _mm512_add_pd(a2, a3)));
+    }
 }
+#undef FA_FMA8
 
 /* fa_axpys_avx2's sums, 32 then 8 columns at a time */
 FA512F static void fa_axpys_avx512(const double *c, const double *rows, int64_t n, int64_t d, double *acc) {
@@ -194,30 +199,61 @@ FA512F static void fa_axpys_avx512(const double *c, const double *rows, int64_t 
     }
 }
 
-/* exp_nonpos_avx2 on eight lanes: the same operations on each, so the same bits */
-FA512 static inline __m512d exp_nonpos_avx512(__m512d x) {
-    const __m512d lo = _mm512_set1_pd(-708.0), magic = _mm512_set1_pd(6755399441055744.0);
-    __m512d xc = _mm512_max_pd(x, lo);
-    __m512d k = _mm512_roundscale_pd(_mm512_mul_pd(xc, _mm512_set1_pd(1.4426950408889634)),
-                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512d r = _mm512_sub_pd(xc, _mm512_mul_pd(k, _mm512_set1_pd(6.93147180369123816490e-01)));
-    r = _mm512_sub_pd(r, _mm512_mul_pd(k, _mm512_set1_pd(1.90821492927058770002e-10)));
-    static const double inv_fact[14] = {1.0, 1.0, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040,
-                                        1.0 / 40320, 1.0 / 362880, 1.0 / 3628800, 1.0 / 39916800,
-                                        1.0 / 479001600, 1.0 / 6227020800.0};
-    __m512d p = _mm512_set1_pd(inv_fact[13]);
-    for (int i = 12; i >= 0; i--) p = _mm512_add_pd(_mm512_mul_pd(p, r), _mm512_set1_pd(inv_fact[i]));
-    __m512i ki = _mm512_sub_epi64(_mm512_castpd_si512(_mm512_add_pd(k, magic)), _mm512_castpd_si512(magic));
-    __m512i scale = _mm512_slli_epi64(_mm512_add_epi64(ki, _mm512_set1_epi64(1023)), 52);
-    __m512d e = _mm512_mul_pd(p, _mm512_castsi512_pd(scale));
-    return _mm512_maskz_mov_pd(_mm512_cmp_pd_mask(x, lo, _CMP_GE_OQ), e); /* 0 below -708 and at -inf */
+/* exp(x) for x <= 0 (-inf gives 0) as attention.h's exp_nonpos_avx2 (x = k ln2 + r, |r| <= ln2/2, exp(r) by
+ * its Taylor series to degree 13, 2^k in the exponent, 0 below -708), its reduction and Horner steps
+ * fused multiply-adds (half the operations); the AVX2 and AVX-512 forms run the same operations on each
+ * lane, so the same bits */
+static const double fa_inv_fact[14] = {1.0, 1.0, 1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040,
+                                       1.0 / 40320, 1.0 / 362880, 1.0 / 3628800, 1.0 / 39916800,
+                                       1.0 / 479001600, 1.0 / 6227020800.0};
+#define FA_LN2_HI 6.93147180369123816490e-01
+#define FA_LN2_LO 1.90821492927058770002e-10
+#define FA_MAGIC 6755399441055744.0 /* 2^52 + 2^51: k's integer in the low bits */
+
+__attribute__((target("avx2,fma"), always_inline)) static inline __m256d fa_exp4(__m256d x) {
+    const __m256d lo = _mm256_set1_pd(-708.0), magic = _mm256_set1_pd(FA_MAGIC);
+    const __m256d xc = _mm256_max_pd(x, lo);
+    const __m256d k = _mm256_round_pd(_mm256_mul_pd(xc, _mm256_set1_pd(1.4426950408889634)),
+                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256d r = _mm256_fnmadd_pd(k, _mm256_set1_pd(FA_LN2_HI), xc);
+    r = _mm256_fnmadd_pd(k, _mm256_set1_pd(FA_LN2_LO), r);
+    __m256d p = _mm256_set1_pd(fa_inv_fact[13]);
+    for (int i = 12; i >= 0; i--) p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(fa_inv_fact[i]));
+    const __m256i ki = _mm256_sub_epi64(_mm256_castpd_si256(_mm256_add_pd(k, magic)), _mm256_castpd_si256(magic));
+    const __m256i scale = _mm256_slli_epi64(_mm256_add_epi64(ki, _mm256_set1_epi64x(1023)), 52);
+    return _mm256_and_pd(_mm256_mul_pd(p, _mm256_castsi256_pd(scale)), _mm256_cmp_pd(x, lo, _CMP_GE_OQ));
 }
 
-/* fa_exps_avx2 eight at a time (the last partial vector as the AVX2 form does it) */
-FA512 static void fa_exps_avx512(double *x, int64_t n) {
-    int64_t j = 0;
-    for (; j + 8 <= n; j += 8) _mm512_storeu_pd(x + j, exp_nonpos_avx512(_mm512_loadu_pd(x + j)));
-    if (j < n) exps_avx2(x + j, n - j, 0.0);
+FA512F static inline __m512d fa_exp8(__m512d x) {
+    const __m512d lo = _mm512_set1_pd(-708.0), magic = _mm512_set1_pd(FA_MAGIC);
+    const __m512d xc = _mm512_max_pd(x, lo);
+    const __m512d k = _mm512_roundscale_pd(_mm512_mul_pd(xc, _mm512_set1_pd(1.4426950408889634)),
+                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512d r = _mm512_fnmadd_pd(k, _mm512_set1_pd(FA_LN2_HI), xc);
+    r = _mm512_fnmadd_pd(k, _mm512_set1_pd(FA_LN2_LO), r);
+    __m512d p = _mm512_set1_pd(fa_inv_fact[13]);
+    for (int i = 12; i >= 0; i--) p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(fa_inv_fact[i]));
+    const __m512i ki = _mm512_sub_epi64(_mm512_castpd_si512(_mm512_add_pd(k, magic)), _mm512_castpd_si512(magic));
+    const __m512i scale = _mm512_slli_epi64(_mm512_add_epi64(ki, _mm512_set1_epi64(1023)), 52);
+    return _mm512_maskz_mov_pd(_mm512_cmp_pd_mask(x, lo, _CMP_GE_OQ), _mm512_mul_pd(p, _mm512_castsi512_pd(scale)));
+}
+
+/* x[j] = exp(x[j] - m) for x[j] - m <= 0, none NaN: four lanes a vector (the last ones' masked) */
+__attribute__((target("avx2,fma"))) static void fa_exps_avx2(double *x, int64_t n, double m) {
+    const __m256d mv = _mm256_set1_pd(m);
+    for (int64_t j = 0; j < n; j += 4) {
+        const __m256i in = _mm256_cmpgt_epi64(_mm256_set1_epi64x(n - j), _mm256_set_epi64x(3, 2, 1, 0));
+        _mm256_maskstore_pd(x + j, in, fa_exp4(_mm256_sub_pd(_mm256_maskload_pd(x + j, in), mv)));
+    }
+}
+
+/* fa_exps_avx2 eight lanes a vector */
+FA512F static void fa_exps_avx512(double *x, int64_t n, double m) {
+    const __m512d mv = _mm512_set1_pd(m);
+    for (int64_t j = 0; j < n; j += 8) {
+        const __mmask8 in = n - j < 8 ? (__mmask8)((1u << (n - j)) - 1) : (__mmask8)0xff;
+        _mm512_mask_storeu_pd(x + j, in, fa_exp8(_mm512_sub_pd(_mm512_maskz_loadu_pd(in, x + j), mv)));
+    }
 }
 
 /* s[j] = s[j] scale for j < n and the largest of them and m, for finite s (fa_row's loop, whose result
@@ -239,39 +275,37 @@ FA512 static double fa_scale_max_avx512(double *s, int64_t n, double scale, doub
     return m;
 }
 
-/* x[j] = exp(x[j]) for x[j] <= 0, none NaN */
-__attribute__((target("avx2"))) static void fa_exps_avx2(double *x, int64_t n) { exps_avx2(x, n, 0.0); }
 #endif
 
-static void fa_dots(const double *x, const double *rows, int64_t n, int64_t d, double *out) {
+static void fa_dots(const double *x, const double *cols, int64_t ld, int64_t n, int64_t d, double *out) {
 #if VG_X86
-    if (d % 4 == 0 && fa_avx512()) {
-        fa_dots_avx512(x, rows, n, d, out);
+    if (fa_avx512()) {
+        fa_dots_avx512(x, cols, ld, n, d, out);
         return;
     }
-    if (d % 4 == 0 && vg_has_avx2_fma()) {
-        fa_dots_avx2(x, rows, n, d, out);
+    if (vg_has_avx2_fma()) {
+        fa_dots_avx2(x, cols, ld, n, d, out);
         return;
     }
 #endif
-    fa_dots_plain(x, rows, n, d, out);
+    fa_dots_plain(x, cols, ld, n, d, out);
 }
 
-/* x[j] = exp(x[j]) (-inf gives 0) */
-static void fa_exps(double *x, int64_t n) {
+/* x[j] = exp(x[j] - m) (-inf gives 0): the vector loops where every x[j] - m <= 0, else C's exp */
+static void fa_exps(double *x, int64_t n, double m) {
 #if VG_X86
-    int ok = vg_has_avx2();
-    for (int64_t j = 0; j < n && ok; j++) ok = x[j] <= 0.0; /* false for NaN */
+    int ok = vg_has_avx2_fma();
+    for (int64_t j = 0; j < n && ok; j++) ok = x[j] - m <= 0.0; /* false for NaN */
     if (ok && fa_avx512()) {
-        fa_exps_avx512(x, n);
+        fa_exps_avx512(x, n, m);
         return;
     }
     if (ok) {
-        fa_exps_avx2(x, n);
+        fa_exps_avx2(x, n, m);
         return;
     }
 #endif
-    for (int64_t j = 0; j < n; j++) x[j] = exp(x[j]);
+    for (int64_t j = 0; j < n; j++) x[j] = exp(x[j] - m);
 }
 
 /* acc[e] += sum_{r<n} c[r] rows[r][e], e < d, in r order */
@@ -477,12 +511,20 @@ static int fa_load(const float *src, int64_t rs, int64_t es, int64_t n, int64_t 
     return ok;
 }
 
-/* one query row's forward over one block of nb keys (kd, vd: the block's rows): the online softmax's step
+/* dst[e ld + r] = src[r d + e] for r < n, e < d */
+static void fa_transpose(const double *src, int64_t n, int64_t d, double *dst, int64_t ld) {
+    for (int64_t r0 = 0; r0 < n; r0 += 8)
+        for (int64_t e = 0; e < d; e++)
+            for (int64_t r = r0; r < n && r < r0 + 8; r++) dst[e * ld + r] = src[r * d + e];
+}
+
+/* one query row's forward over one block of nb keys (kt: the block's first column of the transposed keys
+ * [D, S], vd: its first row of values): the online softmax's step
  * on the row's running max *m, sum *l and unnormalized acc[dv] (s: FA_BLOCK) */
-static void fa_row_block(const fa_job *a, const double *qi, const double *kd, const double *vd, int64_t nb,
+static void fa_row_block(const fa_job *a, const double *qi, const double *kt, int64_t ld, const double *vd, int64_t nb,
                          double *s, double *m_io, double *l_io, double *acc) {
     double m = *m_io, l = *l_io;
-    fa_dots(qi, kd, nb, a->d, s);
+    fa_dots(qi, kt, ld, nb, a->d, s);
     double bm = m;
 #if VG_X86
     if (fa_avx512()) /* finite scores (fa_units checked the inputs) */
@@ -500,8 +542,7 @@ static void fa_row_block(const fa_job *a, const double *qi, const double *kd, co
         m = bm;
     }
     if (m != -INFINITY) { /* every score so far -inf: weights 0 until a finite one */
-        for (int64_t j = 0; j < nb; j++) s[j] = s[j] - m;
-        fa_exps(s, nb);
+        fa_exps(s, nb, m);
         for (int64_t j = 0; j < nb; j++) l = l + s[j];
         fa_axpys(s, vd, nb, a->dv, acc);
     }
@@ -514,10 +555,14 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
     const int64_t wide = (d > dv ? d : dv), rows = group * t;
     const int backward = a->which != 0;
     /* kd [S, d], vd [S, dv], qd [G T, d], gd [G T, dv] (the forward's accumulators), dq [G T, d], m, l (or
-     * lse), delta [G T],
-     * s [max(G T, BLOCK)], ds [KEYS, G T], acc [d + dv] */
-    const int64_t sn = rows + FA_BLOCK;
+     * lse), delta [G T], s [max(G T, BLOCK)], ds [KEYS, G T], acc [d + dv], kacc [KEYS, d + dv]; the
+     * transposed blocks the dot products read: kt [d, S] (forward), or qt [d, G T] and gt [dv, G T], their
+     * rows ld apart: an odd number of cache lines, so that a column's lines spread over the cache's sets
+     * (rows 1 KiB apart would fill a few sets) */
+    const int64_t lines = ((backward ? rows : S) + 7) / 8, ld = 8 * (lines + (lines % 2 == 0));
+    const int64_t sn = rows + FA_BLOCK, tn = backward ? ld * (d + dv) : ld * d;
     size_t count = (size_t)(S * d + S * dv + rows * d + rows * dv + (backward ? rows * d : 0) + 3 * rows + sn);
+    count += (size_t)tn;
     count += (size_t)(backward ? FA_KEYS * rows : 0);
     count += (size_t)(wide + d + dv + 1 + (backward ? FA_KEYS * (d + dv) : 0));
     double *kd = malloc(sizeof(double) * count);
@@ -528,7 +573,8 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
     double *vd = kd + S * d, *qd = vd + S * dv, *gd = qd + rows * d, *dq = gd + rows * dv;
     double *mrow = dq + (backward ? rows * d : 0);
     double *lrow = mrow + rows, *delta = lrow + rows, *s = delta + rows, *dsb = s + sn;
-    double *acc = dsb + (backward ? FA_KEYS * rows : 0), *kacc = acc + wide + d + dv + 1; /* [KEYS, d + dv] */
+    double *acc = dsb + (backward ? FA_KEYS * rows : 0), *kacc = acc + wide + d + dv + 1;
+    double *kt = kacc + (backward ? FA_KEYS * (d + dv) : 0), *qt = kt, *gt = qt + ld * d;
     for (int64_t unit = lo; unit < hi; unit++) { /* unit = (b, kv head) */
         const int64_t b = unit / a->kv, g = unit % a->kv;
         int finite = fa_load(a->k + b * a->ks[0] + g * a->ks[1], a->ks[2], a->ks[3], S, d, kd);
@@ -544,7 +590,7 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
                 const float *gl = a->g + b * a->gs[0] + h * a->gs[1] + i * a->gs[2] + dv * a->gs[3];
                 finite &= fa_load(o, 0, a->os[3], 1, dv + 1, acc);
                 finite &= fa_load(gl, 0, 0, 1, 1, acc + dv + 1);
-                fa_dots(gd + r * dv, acc, 1, dv, delta + r);
+                fa_dots(gd + r * dv, acc, 1, 1, dv, delta + r);
                 delta[r] = delta[r] - acc[dv + 1];
                 mrow[r] = acc[dv]; /* lse_i */
             }
@@ -553,6 +599,10 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
             a->nonfinite = 1;
             break;
         }
+        if (!backward)
+            fa_transpose(kd, S, d, kt, ld);
+        else
+            fa_transpose(qd, rows, d, qt, ld), fa_transpose(gd, rows, dv, gt, ld);
         if (!backward) {
             /* the rows' online softmax a block of keys at a time (the block's keys and values stay in
              * cache for every row that sees it), each row's steps in block order */
@@ -563,7 +613,7 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
                 for (int64_t r = 0; r < rows; r++) {
                     const int64_t n = off + r % t + 1 - j0; /* the keys of the block row r sees */
                     if (n <= 0) continue;
-                    fa_row_block(a, qd + r * d, kd + j0 * d, vd + j0 * dv, n < FA_BLOCK ? n : FA_BLOCK, s,
+                    fa_row_block(a, qd + r * d, kt + j0, ld, vd + j0 * dv, n < FA_BLOCK ? n : FA_BLOCK, s,
                                  mrow + r, lrow + r, accs + r * dv);
                 }
             for (int64_t r = 0; r < rows; r++) { /* each row's output and log-sum-exp */
@@ -574,9 +624,12 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
             }
             continue;
         }
-        /* the gradients, a block of keys at a time, each key over the queries that see it, FA_QUERIES
-         * queries at a time for every key of the block (they stay in cache): dk_j and dv_j summed in
-         * (head, i) order, each dq_i in j order in dq (double) */
+        /* the gradients, a block of keys at a time, each key over the queries that see it, `queries` of
+         * them at a time for every key of the block (they stay in cache: their rows and transposed
+         * columns of q and g, 16 KiB each at most): dk_j and dv_j summed in (head, i) order, each dq_i in
+         * j order in dq (double), whatever `queries` is */
+        int64_t queries = 2048 / (d + dv) / 8 * 8;
+        queries = queries < 8 ? 8 : queries > FA_QUERIES ? FA_QUERIES : queries;
         float *o = a->out + unit * (rows * d + S * (d + dv));
         for (int64_t e = 0; e < rows * d; e++) dq[e] = 0.0;
         for (int64_t j0 = 0; j0 < S; j0 += FA_KEYS) {
@@ -585,18 +638,18 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
             for (int64_t j = j0; j < j0 + kb; j++) first[j - j0] = j > off ? j - off : 0;
             for (int64_t e = 0; e < kb * (d + dv); e++) kacc[e] = 0.0;
             for (int64_t hh = 0; hh < group; hh++)
-                for (int64_t c0 = first[0]; c0 < t; c0 += FA_QUERIES) {
-                    const int64_t c1 = t - c0 < FA_QUERIES ? t : c0 + FA_QUERIES;
+                for (int64_t c0 = first[0]; c0 < t; c0 += queries) {
+                    const int64_t c1 = t - c0 < queries ? t : c0 + queries;
                     for (int64_t j = j0; j < j0 + kb; j++) {
                         const int64_t lo = first[j - j0] > c0 ? first[j - j0] : c0, n = c1 - lo, r0 = hh * t + lo;
                         if (n <= 0) continue;
                         double *ds = dsb + ((j - j0) * group + hh) * t + lo;
                         double *dk = kacc + (j - j0) * (d + dv), *dvj = dk + d;
-                        fa_dots(kd + j * d, qd + r0 * d, n, d, s);
+                        fa_dots(kd + j * d, qt + r0, ld, n, d, s);
                         fa_shift(s, n, a->scale, mrow + r0); /* s_ij - lse_i */
-                        fa_exps(s, n);
+                        fa_exps(s, n, 0.0);
                         fa_axpys(s, gd + r0 * dv, n, dv, dvj);
-                        fa_dots(vd + j * dv, gd + r0 * dv, n, dv, ds);
+                        fa_dots(vd + j * dv, gt + r0, ld, n, dv, ds);
                         fa_ds(ds, s, n, delta + r0, a->scale);
                         fa_axpys(ds, qd + r0 * d, n, d, dk);
                     }
