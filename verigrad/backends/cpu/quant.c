@@ -339,7 +339,8 @@ static const rows_fn ROWS8X2_FNS[NQTYPES] = {[Q4_0] = rows8x2_q4_0, [Q4_1] = row
                                              [Q5_0] = rows8x2_q5_0, [Q5_1] = rows8x2_q5_1};
 #endif
 
-static int simd_allowed = 2; /* the most vector path taken: 2 AVX-512, 1 AVX2, 0 the portable (for tests) */
+static int simd_allowed = 3; /* the most vector path taken: 3 AVX-512 VNNI, 2 AVX-512, 1 AVX2, 0 the portable
+                              * (for tests) */
 
 static int has_avx2(void) {
 #if VG_X86
@@ -354,9 +355,12 @@ static int has_avx2(void) {
 /* the AVX-512 paths (quant_f32.c's, quant_k8.c's) */
 static int has_avx512(void) { return has_avx2() && vg_has_avx512() && simd_allowed >= 2; }
 
+/* quant_vnni.c's paths (the 32-value formats' q8 products; the others take level 3 as 2) */
+static int has_vnni(void) { return has_avx512() && vg_has_avx512vnni() && simd_allowed >= 3; }
+
 int vg_quant_simd(int level) {
     if (level >= 0) simd_allowed = level;
-    return has_avx512() ? 2 : has_avx2() ? 1 : 0;
+    return has_vnni() ? 3 : has_avx512() ? 2 : has_avx2() ? 1 : 0;
 }
 
 typedef struct {
@@ -440,6 +444,8 @@ static void q8_band(void *ctx, int64_t lo, int64_t hi) {
     const qjob *p = (const qjob *)ctx;
     const int64_t nb = p->k / 32, stride = nb * BLOCK_BYTES[p->qtype];
     int64_t r = lo;
+    if (has_vnni() && vg_q8_vnni_takes(p->qtype))
+        r = vg_q8_rows8_vnni(p->qtype, p->w, r, hi, p->n, p->k, p->t, p->qx, p->dx, p->dxs, p->sx, p->out);
 #if VG_X86
     if (has_avx2()) {
         if (ROWS8_FNS[p->qtype]) r = q8_rows8_band(p, r, hi, stride, nb);

@@ -169,11 +169,12 @@ def _dequantize(embedding: Callable, reference: Callable) -> Callable:
 _state: dict[str, Any] = {"simd": None}
 
 
-PATHS = ("scalar", "avx2", "avx512")  # vg_quant_simd's levels
+PATHS = ("scalar", "avx2", "avx512", "vnni")  # vg_quant_simd's levels ("vnni": AVX-512 with VNNI)
 
 
 def path(name: str | None = None) -> str:
-    """The vector path the quantized kernels take ("avx512", "avx2" or "scalar": the same bits each);
+    """The vector path the quantized kernels take ("vnni", "avx512", "avx2" or "scalar": the same bits
+    each; "vnni" is "avx512" with quant_vnni.c's integer dots for the 32-value formats' qmatmul_q8);
     `name` first chooses it (the fastest the machine has at most that one)."""
     fn = _state["simd"]
     if fn is None:

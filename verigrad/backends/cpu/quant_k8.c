@@ -394,6 +394,7 @@ static void k8_band(void *ctx, int64_t lo, int64_t hi) {
 /* the path taken: 2 where AVX-512 is allowed and the CPU has its BW instructions, 1 AVX2, 0 portable */
 static int k8_level(void) {
     int level = vg_quant_simd(-1);
+    if (level > 2) level = 2; /* VNNI: quant_vnni.c's formats only */
 #if VG_X86
     if (level == 2 && !vg_has_avx512bw()) level = 1;
 #endif
