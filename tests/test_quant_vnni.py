@@ -110,3 +110,22 @@ def test_rms_norm_qmatmul_q8_equals_its_decomposition_on_every_path(qtype):
             np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), taken)
     finally:
         cpu_quant.simd(True)
+
+
+def test_q8_path_names_the_code_each_level_runs():
+    """benchmarks/qmatmul_formats.py names its q8 rows by it: on "avx512" the 32-value formats run AVX2's
+    code (they have no AVX-512 code of their own), the 256-value formats AVX2's below 32 rows."""
+    flags = _flags()
+    try:
+        if flags >= VNNI_FLAGS:
+            cpu_quant.path("vnni")
+            assert [cpu_quant.q8_path(q, 1) for q in ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1")] == ["vnni"] * 5
+            assert cpu_quant.q8_path("iq4_nl", 1) == "avx2"
+        if flags >= {"avx512f", "avx512dq", "avx512bw", "avx2", "f16c"}:
+            cpu_quant.path("avx512")
+            assert cpu_quant.q8_path("q5_0", 8) == "avx2"
+            assert (cpu_quant.q8_path("q4_k", 1), cpu_quant.q8_path("q4_k", 32)) == ("avx2", "avx512")
+        cpu_quant.path("scalar")
+        assert {cpu_quant.q8_path(q, 4) for q in ("q8_0", "q5_0", "q6_k")} == {"scalar"}
+    finally:
+        cpu_quant.simd(True)

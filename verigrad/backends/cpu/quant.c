@@ -363,6 +363,16 @@ int vg_quant_simd(int level) {
     return has_vnni() ? 3 : has_avx512() ? 2 : has_avx2() ? 1 : 0;
 }
 
+int vg_k8_path(int64_t t); /* quant_k8.c */
+
+/* the code a qmatmul_q8 of `qtype` on t activation rows runs now (vg_quant_simd's levels: 3 quant_vnni.c,
+ * 2 AVX-512, 1 AVX2, 0 portable), for benchmarks and tests that name it */
+int vg_quant_q8_path(int qtype, int64_t t) {
+    if (qtype < 0 || qtype >= NQTYPES) return -1;
+    if (BLOCK_VALUES[qtype] == 256) return vg_k8_path(t);
+    return has_vnni() && vg_q8_vnni_takes(qtype) ? 3 : has_avx2() ? 1 : 0;
+}
+
 typedef struct {
     int qtype;
     const uint8_t *w;

@@ -166,7 +166,7 @@ def _dequantize(embedding: Callable, reference: Callable) -> Callable:
     return kernel
 
 
-_state: dict[str, Any] = {"simd": None}
+_state: dict[str, Any] = {"simd": None, "q8_path": None}
 
 
 PATHS = ("scalar", "avx2", "avx512", "vnni")  # vg_quant_simd's levels ("vnni": AVX-512 with VNNI)
@@ -184,6 +184,15 @@ def path(name: str | None = None) -> str:
     return PATHS[fn(-1 if name is None else PATHS.index(name))]
 
 
+def q8_path(qtype: str, tokens: int) -> str:
+    """The code qmatmul_q8's kernel runs now for `qtype` weights and `tokens` activation rows (one of PATHS:
+    a level's own code, or a lower one's where the level has none for it, e.g. AVX2's on "avx512" for the
+    32-value formats)."""
+    if _state["q8_path"] is None:
+        raise RuntimeError("the cpu backend's quantized kernels are not loaded")
+    return PATHS[_state["q8_path"](QTYPES[qtype], tokens)]
+
+
 def simd(flag: bool | None = None) -> bool:
     """Allow (True: the fastest the machine has) or forbid (False) the vector paths, or leave them (None);
     whether one is taken now."""
@@ -192,6 +201,7 @@ def simd(flag: bool | None = None) -> bool:
 
 def register(backend: Any, lib: Library) -> None:
     _state["simd"] = lib.fn("vg_quant_simd", [ctypes.c_int], restype=ctypes.c_int)
+    _state["q8_path"] = lib.fn("vg_quant_q8_path", [ctypes.c_int, ctypes.c_int64], restype=ctypes.c_int)
     for name, functions in _FUNCTIONS.items():
         fns = _by_format(lib, functions, _ARGS)
         kernel = _kernel(fns, matmul.single_threaded(REGISTRY[name].reference), backend, lib.ptr)

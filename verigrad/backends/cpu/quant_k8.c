@@ -401,6 +401,14 @@ static int k8_level(void) {
     return level;
 }
 
+/* the path a call of t activation rows takes: k8_level's, but AVX2's below 2 TILE rows (a decode call, tens
+ * of microseconds, ran AVX-512's rows 1.5-2.4x slower than AVX2's on the Xeon measured: benchmarks/README.md;
+ * the same bits either way) */
+int vg_k8_path(int64_t t) {
+    const int level = k8_level();
+    return level == 2 && t < 2 * TILE ? 1 : level;
+}
+
 /* out f32[t, n] = qmatmul_q8(x f32[t, k], w[n, k/256 blocks of qtype]); returns 0, or -1 when out of memory
  * (or for a format it does not take) */
 int vg_qmatmul_k8(int qtype, const uint8_t *w, int64_t n, int64_t k, const float *x, int64_t t, float *out,
@@ -415,10 +423,7 @@ int vg_qmatmul_k8(int qtype, const uint8_t *w, int64_t n, int64_t k, const float
         return -1;
     }
     for (int64_t i = 0; i < t; i++) quantize_k_row(x + i * k, k, qx + i * k, dx + i * nb, bsums + 16 * i * nb);
-    /* AVX-512's rows for prompts only: a decode call (tens of microseconds) ran them 1.5-2.4x slower than
-     * AVX2's on the Xeon measured (benchmarks/README.md), the same bits either way */
-    int level = k8_level();
-    if (level == 2 && t < 2 * TILE) level = 1;
+    const int level = vg_k8_path(t);
     kjob p = {.qtype = qtype, .level = level, .w = w, .n = n, .k = k, .t = t, .qx = qx, .dx = dx,
               .bsums = bsums, .out = out};
     vg_parallel_for(n, min_rows, threads, k8_band, &p);

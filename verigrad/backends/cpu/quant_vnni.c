@@ -59,6 +59,7 @@ VNNI_Q __attribute__((always_inline)) static inline void rows8_vnni(int qtype, i
                                                _mm256_set1_epi32((int32_t)stride));
     /* bytes 0-1 of each u32 (the low 16 fifth bits), then bytes 2-3 (the high 16) */
     const __m128i halves = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+    const __m512i evens_odds = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
     __m512d acc[8];
     for (int t = 0; t < tn; t++) acc[t] = _mm512_setzero_pd();
     const uint8_t *next = w + 8 * stride; /* the next 8 rows: fetched while these are computed */
@@ -67,9 +68,14 @@ VNNI_Q __attribute__((always_inline)) static inline void rows8_vnni(int qtype, i
         for (int64_t off = 0; off < 8 * bytes; off += 64) _mm_prefetch((const char *)(pf + off), _MM_HINT_T0);
         /* the scales' f16 pairs of the 8 rows: d in the low 16 bits, m (q4_1, q5_1) in the high */
         const __m256i dm = _mm256_i32gather_epi32((const int *)wb, offsets, 1);
-        const __m512d d = _mm512_cvtps_pd(_mm256_cvtph_ps(_mm256_cvtepi32_epi16(dm)));
-        __m512d m = _mm512_setzero_pd();
-        if (affine) m = _mm512_cvtps_pd(_mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(dm, 16))));
+        __m512d d, m = _mm512_setzero_pd();
+        if (affine) { /* the 16 halves at once: d0 m0 d1 m1 ... -> d0..d7 m0..m7 */
+            const __m512 f = _mm512_permutexvar_ps(evens_odds, _mm512_cvtph_ps(dm));
+            d = _mm512_cvtps_pd(_mm512_castps512_ps256(f));
+            m = _mm512_cvtps_pd(_mm512_extractf32x8_ps(f, 1));
+        } else {
+            d = _mm512_cvtps_pd(_mm256_cvtph_ps(_mm256_cvtepi32_epi16(dm)));
+        }
         if (qtype == Q8_0) {
             __m512i v[4], sumw[4];
             const __m512i ones = _mm512_set1_epi8(1);
