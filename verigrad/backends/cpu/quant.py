@@ -1,8 +1,8 @@
 """Quantized products, from the blocks: qmatmul_q8 (quant.c) on q8_0, q4_0, q4_1, q5_0, q5_1 and iq4_nl
-weights (AVX2 paths for each) and, in quant_k8.c, on q4_k, q5_k, q6_k, q2_k, q3_k and iq4_xs weights
-(activations quantized as llama.cpp's q8_K; AVX2 and AVX-512 paths), and qmatmul and qembedding on every
-block format of ops/quant.py (QTYPES; quant.h holds the codes): quant_f32.c de-quantizes rows and runs
-decode steps, quant_f32_tiles.c several activation rows.
+weights (AVX2 paths for each; AVX-512 VNNI ones, quant_vnni.c, for all but iq4_nl) and, in quant_k8.c, on
+q4_k, q5_k, q6_k, q2_k, q3_k and iq4_xs weights (activations quantized as llama.cpp's q8_K; AVX2 and AVX-512
+paths), and qmatmul and qembedding on every block format of ops/quant.py (QTYPES; quant.h holds the codes):
+quant_f32.c de-quantizes rows and runs decode steps, quant_f32_tiles.c several activation rows.
 
 - qmatmul_q8 gives the reference's bits: the activations are quantized as `quantize_q8` does, block dots
   are exact integers, and the f64 terms are added in the reference's order (EXACT).
@@ -13,9 +13,9 @@ decode steps, quant_f32_tiles.c several activation rows.
   call, so it gives its decomposition's bits (EXACT where rms_norm's kernel is: f32).
 
 Threads take bands of at least `MIN_BAND_BYTES` of weight rows; the bits do not depend on the thread count.
-The AVX2 paths (taken when the CPU has AVX2 and F16C) and the AVX-512 ones (qmatmul and qembedding of q4_k,
-q5_k and q6_k) give the portable paths' bits; `path` chooses one and `simd(False)` turns them off, for
-tests. Other dtypes or layouts run the reference.
+The AVX2 paths (taken when the CPU has AVX2 and F16C), the AVX-512 ones (qmatmul and qembedding of q4_k,
+q5_k and q6_k) and the VNNI ones give the portable paths' bits; `path` chooses one and `simd(False)` turns
+them off, for tests. Other dtypes or layouts run the reference.
 """
 
 from __future__ import annotations
