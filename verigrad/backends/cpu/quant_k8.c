@@ -78,11 +78,20 @@ typedef struct {
  * them) */
 static inline __attribute__((always_inline)) void unpack_scales(int qtype, const uint8_t *wb, kblock *kb) {
     if (qtype == Q4_K || qtype == Q5_K) {
+        /* k4_scale for the 8 sub-blocks at once, 4 bytes a step (llama.cpp's masks): scales 0..7 in the
+         * bytes of u[0..1], mins 0..7 in those of u[2..3] */
+        uint32_t u[4];
+        memcpy(u, wb + 4, 12);
+        u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+        const uint32_t m03 = u[1] & 0x3f3f3f3fu;
+        u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+        u[2] = m03;
+        u[0] &= 0x3f3f3f3fu;
+        uint8_t b[16];
+        memcpy(b, u, 16);
         for (int j = 0; j < 8; j++) {
-            int sc, m;
-            k4_scale(wb + 4, j, &sc, &m);
-            kb->scale[2 * j] = kb->scale[2 * j + 1] = (int16_t)sc;
-            kb->mins[2 * j] = kb->mins[2 * j + 1] = (int16_t)m;
+            kb->scale[2 * j] = kb->scale[2 * j + 1] = b[j];
+            kb->mins[2 * j] = kb->mins[2 * j + 1] = b[8 + j];
         }
         kb->d = (double)vg_f16_at(wb);
         kb->dmin = (double)vg_f16_at(wb + 2);
