@@ -3,7 +3,9 @@ against 1, 2, 4 and 8 activation rows (a decode step of that many sequences: the
 cost of each) and a 64-token prompt, the cpu kernel on each
 vector path against NumPy de-quantizing the weight and multiplying (`x @ dequantize(w).T` in f32). For the
 formats `qmatmul_q8` takes (8-bit activations, llama.cpp's scheme) its kernel is timed too ("q8 ..."): in
-`--activations q8` mode a model's layers run it, where the others run the f32 kernel.
+`--activations q8` mode a model's layers run it, where the others run the f32 kernel. A q8 row is named by
+the code it runs (`quant.q8_path`: "q8 kernel vnni" is quant_vnni.c's; a level without code of its own for a
+format runs a lower one's, timed once).
 
     python benchmarks/qmatmul_formats.py [--repeat 9] [--threads 1 2] [--formats q4_k q5_k q6_k]
     python benchmarks/qmatmul_formats.py --formats q8_0 --shape 49152 576 --threads 1   # the output head
@@ -58,9 +60,12 @@ def main() -> None:
                     return lambda: (cpu_quant.path(path), kernel(x, raw, qtype=qtype))
 
                 ways = {"NumPy": lambda: x @ dequantize(raw, qtype, (n, k)).T}
-                ways |= {f"kernel {p}": on(p) for p in paths}
+                ways |= {f"kernel {p}": on(p) for p in paths if p != "vnni"}  # f32: AVX-512 code
                 if qtype in Q8_QTYPES:
-                    ways |= {f"q8 kernel {p}": on(p, q8_kernel) for p in paths}
+                    for p in paths:  # the code each level runs, once each
+                        cpu_quant.path(p)
+                        ways.setdefault(f"q8 kernel {cpu_quant.q8_path(qtype, tokens)}", on(p, q8_kernel))
+                    cpu_quant.simd(True)
                 times = medians(ways, args.repeat)
                 cpu_quant.simd(True)
                 base = times["NumPy"][0]

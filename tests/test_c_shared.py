@@ -32,6 +32,7 @@ int vgt_has_avx2(void) { return vg_has_avx2(); }
 int vgt_has_avx2_fma(void) { return vg_has_avx2_fma(); }
 int vgt_has_avx512(void) { return vg_has_avx512(); }
 int vgt_has_avx512bw(void) { return vg_has_avx512bw(); }
+int vgt_has_avx512vnni(void) { return vg_has_avx512vnni(); }
 int vgt_has_f16c(void) { return vg_has_f16c(); }
 void vgt_f16(const uint16_t *h, float *out, float *at, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
@@ -76,6 +77,7 @@ def test_the_feature_checks_agree_with_the_cpus_flags(helpers):
     assert helpers.vgt_has_avx2_fma() == (x86 and {"avx2", "fma"} <= flags)
     assert helpers.vgt_has_avx512() == (x86 and {"avx512f", "avx512dq"} <= flags)
     assert helpers.vgt_has_avx512bw() == (x86 and "avx512bw" in flags)
+    assert helpers.vgt_has_avx512vnni() == (x86 and {"avx512_vnni", "avx512vl", "avx512bw"} <= flags)
     assert helpers.vgt_has_f16c() == (x86 and {"f16c", "avx"} <= flags)
 
 

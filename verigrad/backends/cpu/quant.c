@@ -21,7 +21,8 @@
  * portable paths' arithmetic, lane by lane, in the same order: the q8 products take 8 rows (q4 formats;
  * two activation rows at once in a prompt) or 4 rows (q8_0) at a time, one row per double lane, and
  * prefetch the next rows while they compute (the hardware prefetcher alone left the 28 MB output head at
- * a fifth of the read bandwidth).
+ * a fifth of the read bandwidth). Where the CPU has AVX-512 VNNI (level 3), quant_vnni.c takes a band's
+ * rows 8 at a time first (all formats but iq4_nl), these paths the rows left.
  */
 #include "quant.h"
 
@@ -339,7 +340,8 @@ static const rows_fn ROWS8X2_FNS[NQTYPES] = {[Q4_0] = rows8x2_q4_0, [Q4_1] = row
                                              [Q5_0] = rows8x2_q5_0, [Q5_1] = rows8x2_q5_1};
 #endif
 
-static int simd_allowed = 2; /* the most vector path taken: 2 AVX-512, 1 AVX2, 0 the portable (for tests) */
+static int simd_allowed = 3; /* the most vector path taken: 3 AVX-512 VNNI, 2 AVX-512, 1 AVX2, 0 the portable
+                              * (for tests) */
 
 static int has_avx2(void) {
 #if VG_X86
@@ -354,9 +356,22 @@ static int has_avx2(void) {
 /* the AVX-512 paths (quant_f32.c's, quant_k8.c's) */
 static int has_avx512(void) { return has_avx2() && vg_has_avx512() && simd_allowed >= 2; }
 
+/* quant_vnni.c's paths (the 32-value formats' q8 products; the others take level 3 as 2) */
+static int has_vnni(void) { return has_avx512() && vg_has_avx512vnni() && simd_allowed >= 3; }
+
 int vg_quant_simd(int level) {
     if (level >= 0) simd_allowed = level;
-    return has_avx512() ? 2 : has_avx2() ? 1 : 0;
+    return has_vnni() ? 3 : has_avx512() ? 2 : has_avx2() ? 1 : 0;
+}
+
+int vg_k8_path(int64_t t); /* quant_k8.c */
+
+/* the code a qmatmul_q8 of `qtype` on t activation rows runs now (vg_quant_simd's levels: 3 quant_vnni.c,
+ * 2 AVX-512, 1 AVX2, 0 portable), for benchmarks and tests that name it */
+int vg_quant_q8_path(int qtype, int64_t t) {
+    if (qtype < 0 || qtype >= NQTYPES) return -1;
+    if (BLOCK_VALUES[qtype] == 256) return vg_k8_path(t);
+    return has_vnni() && vg_q8_vnni_takes(qtype) ? 3 : has_avx2() ? 1 : 0;
 }
 
 typedef struct {
@@ -440,6 +455,8 @@ static void q8_band(void *ctx, int64_t lo, int64_t hi) {
     const qjob *p = (const qjob *)ctx;
     const int64_t nb = p->k / 32, stride = nb * BLOCK_BYTES[p->qtype];
     int64_t r = lo;
+    if (has_vnni() && vg_q8_vnni_takes(p->qtype))
+        r = vg_q8_rows8_vnni(p->qtype, p->w, r, hi, p->n, p->k, p->t, p->qx, p->dx, p->dxs, p->sx, p->out);
 #if VG_X86
     if (has_avx2()) {
         if (ROWS8_FNS[p->qtype]) r = q8_rows8_band(p, r, hi, stride, nb);

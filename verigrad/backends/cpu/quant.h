@@ -61,4 +61,11 @@ AVX512_Q __attribute__((always_inline)) static inline float fold_avx512(__m512 a
     return _mm_cvtss_f32(_mm_add_ss(f, _mm_movehdup_ps(f)));                                        /* 1 */
 }
 #endif
+
+/* q8vnni: quant_vnni.c's AVX-512 VNNI products of the 32-value formats (vg_quant_simd level 3). Whether
+ * it takes the format; rows r.. of a band (before hi) 8 at a time against the t activation rows of
+ * quant.c's qmatmul_q8 (out f32[t, n]), returning the first row left (fewer than 8 before hi). */
+int vg_q8_vnni_takes(int qtype);
+int64_t vg_q8_rows8_vnni(int qtype, const uint8_t *w, int64_t r, int64_t hi, int64_t n, int64_t k, int64_t t,
+                         const int8_t *qx, const double *dx, const double *dxs, const int32_t *sx, float *out);
 #endif

@@ -1,8 +1,8 @@
 """Quantized products, from the blocks: qmatmul_q8 (quant.c) on q8_0, q4_0, q4_1, q5_0, q5_1 and iq4_nl
-weights (AVX2 paths for each) and, in quant_k8.c, on q4_k, q5_k, q6_k, q2_k, q3_k and iq4_xs weights
-(activations quantized as llama.cpp's q8_K; AVX2 and AVX-512 paths), and qmatmul and qembedding on every
-block format of ops/quant.py (QTYPES; quant.h holds the codes): quant_f32.c de-quantizes rows and runs
-decode steps, quant_f32_tiles.c several activation rows.
+weights (AVX2 paths for each; AVX-512 VNNI ones, quant_vnni.c, for all but iq4_nl) and, in quant_k8.c, on
+q4_k, q5_k, q6_k, q2_k, q3_k and iq4_xs weights (activations quantized as llama.cpp's q8_K; AVX2 and AVX-512
+paths), and qmatmul and qembedding on every block format of ops/quant.py (QTYPES; quant.h holds the codes):
+quant_f32.c de-quantizes rows and runs decode steps, quant_f32_tiles.c several activation rows.
 
 - qmatmul_q8 gives the reference's bits: the activations are quantized as `quantize_q8` does, block dots
   are exact integers, and the f64 terms are added in the reference's order (EXACT).
@@ -14,9 +14,9 @@ decode steps, quant_f32_tiles.c several activation rows.
 
 Threads take bands of at least `MIN_BAND_BYTES` of weight rows (qmatmul: of weight bytes times activation
 rows); the bits do not depend on the thread count.
-The AVX2 paths (taken when the CPU has AVX2 and F16C) and the AVX-512 ones (qmatmul and qembedding of q4_k,
-q5_k and q6_k) give the portable paths' bits; `path` chooses one and `simd(False)` turns them off, for
-tests. Other dtypes or layouts run the reference.
+The AVX2 paths (taken when the CPU has AVX2 and F16C), the AVX-512 ones (qmatmul and qembedding of q4_k,
+q5_k and q6_k) and the VNNI ones give the portable paths' bits; `path` chooses one and `simd(False)` turns
+them off, for tests. Other dtypes or layouts run the reference.
 """
 
 from __future__ import annotations
@@ -170,14 +170,15 @@ def _dequantize(embedding: Callable, reference: Callable) -> Callable:
     return kernel
 
 
-_state: dict[str, Any] = {"simd": None}
+_state: dict[str, Any] = {"simd": None, "q8_path": None}
 
 
-PATHS = ("scalar", "avx2", "avx512")  # vg_quant_simd's levels
+PATHS = ("scalar", "avx2", "avx512", "vnni")  # vg_quant_simd's levels ("vnni": AVX-512 with VNNI)
 
 
 def path(name: str | None = None) -> str:
-    """The vector path the quantized kernels take ("avx512", "avx2" or "scalar": the same bits each);
+    """The vector path the quantized kernels take ("vnni", "avx512", "avx2" or "scalar": the same bits
+    each; "vnni" is "avx512" with quant_vnni.c's integer dots for the 32-value formats' qmatmul_q8);
     `name` first chooses it (the fastest the machine has at most that one)."""
     fn = _state["simd"]
     if fn is None:
@@ -185,6 +186,15 @@ def path(name: str | None = None) -> str:
     if name is not None and name not in PATHS:
         raise ValueError(f"unknown vector path {name!r}: one of {', '.join(PATHS)}")
     return PATHS[fn(-1 if name is None else PATHS.index(name))]
+
+
+def q8_path(qtype: str, tokens: int) -> str:
+    """The code qmatmul_q8's kernel runs now for `qtype` weights and `tokens` activation rows (one of PATHS:
+    a level's own code, or a lower one's where the level has none for it, e.g. AVX2's on "avx512" for the
+    32-value formats)."""
+    if _state["q8_path"] is None:
+        raise RuntimeError("the cpu backend's quantized kernels are not loaded")
+    return PATHS[_state["q8_path"](QTYPES[qtype], tokens)]
 
 
 def simd(flag: bool | None = None) -> bool:
@@ -195,6 +205,7 @@ def simd(flag: bool | None = None) -> bool:
 
 def register(backend: Any, lib: Library) -> None:
     _state["simd"] = lib.fn("vg_quant_simd", [ctypes.c_int], restype=ctypes.c_int)
+    _state["q8_path"] = lib.fn("vg_quant_q8_path", [ctypes.c_int, ctypes.c_int64], restype=ctypes.c_int)
     for name, functions in _FUNCTIONS.items():
         fns = _by_format(lib, functions, _ARGS)
         kernel = _kernel(fns, matmul.single_threaded(REGISTRY[name].reference), backend, lib.ptr)

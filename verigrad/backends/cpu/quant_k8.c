@@ -78,11 +78,20 @@ typedef struct {
  * them) */
 static inline __attribute__((always_inline)) void unpack_scales(int qtype, const uint8_t *wb, kblock *kb) {
     if (qtype == Q4_K || qtype == Q5_K) {
+        /* k4_scale for the 8 sub-blocks at once, 4 bytes a step (llama.cpp's masks): scales 0..7 in the
+         * bytes of u[0..1], mins 0..7 in those of u[2..3] */
+        uint32_t u[4];
+        memcpy(u, wb + 4, 12);
+        u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+        const uint32_t m03 = u[1] & 0x3f3f3f3fu;
+        u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+        u[2] = m03;
+        u[0] &= 0x3f3f3f3fu;
+        uint8_t b[16];
+        memcpy(b, u, 16);
         for (int j = 0; j < 8; j++) {
-            int sc, m;
-            k4_scale(wb + 4, j, &sc, &m);
-            kb->scale[2 * j] = kb->scale[2 * j + 1] = (int16_t)sc;
-            kb->mins[2 * j] = kb->mins[2 * j + 1] = (int16_t)m;
+            kb->scale[2 * j] = kb->scale[2 * j + 1] = b[j];
+            kb->mins[2 * j] = kb->mins[2 * j + 1] = b[8 + j];
         }
         kb->d = (double)vg_f16_at(wb);
         kb->dmin = (double)vg_f16_at(wb + 2);
@@ -394,10 +403,19 @@ static void k8_band(void *ctx, int64_t lo, int64_t hi) {
 /* the path taken: 2 where AVX-512 is allowed and the CPU has its BW instructions, 1 AVX2, 0 portable */
 static int k8_level(void) {
     int level = vg_quant_simd(-1);
+    if (level > 2) level = 2; /* VNNI: quant_vnni.c's formats only */
 #if VG_X86
     if (level == 2 && !vg_has_avx512bw()) level = 1;
 #endif
     return level;
+}
+
+/* the path a call of t activation rows takes: k8_level's, but AVX2's below 2 TILE rows (a decode call, tens
+ * of microseconds, ran AVX-512's rows 1.5-2.4x slower than AVX2's on the Xeon measured: benchmarks/README.md;
+ * the same bits either way) */
+int vg_k8_path(int64_t t) {
+    const int level = k8_level();
+    return level == 2 && t < 2 * TILE ? 1 : level;
 }
 
 /* out f32[t, n] = qmatmul_q8(x f32[t, k], w[n, k/256 blocks of qtype]); returns 0, or -1 when out of memory
@@ -414,10 +432,7 @@ int vg_qmatmul_k8(int qtype, const uint8_t *w, int64_t n, int64_t k, const float
         return -1;
     }
     for (int64_t i = 0; i < t; i++) quantize_k_row(x + i * k, k, qx + i * k, dx + i * nb, bsums + 16 * i * nb);
-    /* AVX-512's rows for prompts only: a decode call (tens of microseconds) ran them 1.5-2.4x slower than
-     * AVX2's on the Xeon measured (benchmarks/README.md), the same bits either way */
-    int level = k8_level();
-    if (level == 2 && t < 2 * TILE) level = 1;
+    const int level = vg_k8_path(t);
     kjob p = {.qtype = qtype, .level = level, .w = w, .n = n, .k = k, .t = t, .qx = qx, .dx = dx,
               .bsums = bsums, .out = out};
     vg_parallel_for(n, min_rows, threads, k8_band, &p);

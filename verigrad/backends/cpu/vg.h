@@ -44,6 +44,16 @@ static inline int vg_has_avx512bw(void) {
 #endif
 }
 
+/* Whether the CPU has AVX-512 VNNI with VL and BW (the 8-bit products' vpdpbusd paths). */
+static inline int vg_has_avx512vnni(void) {
+#if VG_CPU_CHECKS
+    return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512bw");
+#else
+    return 0;
+#endif
+}
+
 /* Whether the CPU has AVX2. */
 static inline int vg_has_avx2(void) {
 #if VG_CPU_CHECKS

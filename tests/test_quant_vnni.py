@@ -1,0 +1,131 @@
+"""qmatmul_q8's AVX-512 VNNI paths (quant_vnni.c: 8 weight rows at a time against tiles of 1, 2, 4 and 8
+activation rows) against the reference, bit for bit, beside the AVX2 and portable paths they fall back to:
+every 32-value format, 1..17 activation rows, weight rows before, at and past the groups of 8, 1-3 threads,
+and blocks that stress the integer dots (q8_0's -128 bytes, q5's fifth bits all set, activations of
++-127) or the double sums (an infinity, huge and tiny blocks)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import verigrad as vg
+from verigrad.backends import cpu
+from verigrad.backends.cpu import quant as cpu_quant
+from verigrad.backends.reference import composite_reference
+from verigrad.ops.quant import FORMATS, Q8_32_QTYPES, qmatmul_q8, random_blocks, rms_norm_qmatmul_q8
+
+pytestmark = pytest.mark.skipif(not cpu.available(), reason="the cpu backend could not be built here")
+
+VNNI_FLAGS = {"avx512f", "avx512dq", "avx512bw", "avx512vl", "avx512_vnni", "avx2", "f16c"}
+
+
+def _flags() -> set[str]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    found = re.search(r"^flags\s*:(.*)$", text, re.M)
+    return set(found.group(1).split()) if found else set()
+
+
+def _activations(rng: np.random.Generator, t: int, k: int) -> np.ndarray:
+    x = rng.standard_normal((t, k)).astype(np.float32)
+    if t > 3:
+        x[1, 3] = np.inf  # a block of NaN outputs
+        x[2, 32:64] *= np.float32(1e30)
+        x[3, :32] = np.float32(1e-40)  # subnormal: 1 / d overflows, a block of zeros
+    if t > 5:
+        x[5, :32] = np.where(np.arange(32) % 2, 1.0, -1.0)  # q of +-127 throughout
+    return x
+
+
+def _weights(rng: np.random.Generator, qtype: str, n: int, k: int) -> np.ndarray:
+    raw = random_blocks(rng, qtype, n, k)
+    nbytes = FORMATS[qtype].nbytes
+    blocks = raw.reshape(n, k // 32, nbytes)
+    if qtype == "q8_0":
+        blocks[0, :, 2:] = 0x80  # -128: the largest |w|
+        blocks[1, 0, 2:] = 0x7F
+    elif qtype in ("q5_0", "q5_1"):
+        at = 2 if qtype == "q5_0" else 4
+        blocks[0, :, at : at + 4] = 0xFF  # every fifth bit set
+        blocks[0, :, at + 4 :] = 0xFF  # and every nibble 15: values of 31
+        blocks[2, 0, at : at + 4] = [0x01, 0x80, 0x00, 0x80]  # the bits at the halves' edges
+    return raw
+
+
+def test_the_vnni_path_is_taken_where_the_cpu_has_it():
+    try:
+        has = _flags() >= VNNI_FLAGS
+        taken = cpu_quant.path("vnni")
+        assert taken == ("vnni" if has else taken)
+        if has:
+            assert cpu_quant.path("avx512") == "avx512"
+    finally:
+        cpu_quant.simd(True)
+    assert cpu_quant.path() == cpu_quant.path("vnni")
+
+
+@pytest.mark.parametrize("qtype", Q8_32_QTYPES)
+def test_qmatmul_q8_equals_the_reference_on_every_path(qtype, monkeypatch):
+    monkeypatch.setattr(cpu_quant, "MIN_BAND_BYTES", 1)  # bands of a few rows on 2 and 3 threads
+    rng = np.random.default_rng(11)
+    n, k = 29, 96  # 3 groups of 8 and 5 rows; bands of 10, 10 and 9 rows on 3 threads
+    raw = _weights(rng, qtype, n, k)
+    x = _activations(rng, 17, k)
+    kernel = cpu.cpu.native(vg.REGISTRY["qmatmul_q8"], vg.f32)
+    try:
+        for t in range(1, 18):
+            want = qmatmul_q8.reference(x[:t], raw, qtype)
+            for path in cpu_quant.PATHS:
+                taken = cpu_quant.path(path)
+                for threads in (1, 2, 3):
+                    vg.set_threads(threads)
+                    for rows in (n, 8, 16, 7):
+                        got = kernel(x[:t], raw[:rows], qtype=qtype)
+                        where = f"{taken} {threads} threads, {rows} x {t}"
+                        expected = want[:, :rows].view(np.uint32)
+                        np.testing.assert_array_equal(got.view(np.uint32), expected, where)
+    finally:
+        cpu_quant.simd(True)
+        vg.set_threads(1)
+
+
+@pytest.mark.parametrize("qtype", Q8_32_QTYPES)
+def test_rms_norm_qmatmul_q8_equals_its_decomposition_on_every_path(qtype):
+    rng = np.random.default_rng(12)
+    raw = _weights(rng, qtype, 24, 64)
+    x = rng.standard_normal((9, 64)).astype(np.float32) * 40
+    weight = rng.uniform(-2, 2, 64).astype(np.float32)
+    kernel = cpu.cpu.native(vg.REGISTRY["rms_norm_qmatmul_q8"], vg.f32)
+    want = composite_reference(rms_norm_qmatmul_q8)(x, weight, raw, qtype=qtype, eps=1e-5)
+    try:
+        for path in cpu_quant.PATHS:
+            taken = cpu_quant.path(path)
+            got = kernel(x, weight, raw, qtype=qtype, eps=1e-5)
+            np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), taken)
+    finally:
+        cpu_quant.simd(True)
+
+
+def test_q8_path_names_the_code_each_level_runs():
+    """benchmarks/qmatmul_formats.py names its q8 rows by it: on "avx512" the 32-value formats run AVX2's
+    code (they have no AVX-512 code of their own), the 256-value formats AVX2's below 32 rows."""
+    flags = _flags()
+    try:
+        if flags >= VNNI_FLAGS:
+            cpu_quant.path("vnni")
+            assert [cpu_quant.q8_path(q, 1) for q in ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1")] == ["vnni"] * 5
+            assert cpu_quant.q8_path("iq4_nl", 1) == "avx2"
+        if flags >= {"avx512f", "avx512dq", "avx512bw", "avx2", "f16c"}:
+            cpu_quant.path("avx512")
+            assert cpu_quant.q8_path("q5_0", 8) == "avx2"
+            assert (cpu_quant.q8_path("q4_k", 1), cpu_quant.q8_path("q4_k", 32)) == ("avx2", "avx512")
+        cpu_quant.path("scalar")
+        assert {cpu_quant.q8_path(q, 4) for q in ("q8_0", "q5_0", "q6_k")} == {"scalar"}
+    finally:
+        cpu_quant.simd(True)

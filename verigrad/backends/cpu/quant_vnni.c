@@ -1,0 +1,186 @@
+/* qmatmul_q8 of the 32-value formats q8_0, q4_0, q4_1, q5_0 and q5_1 with AVX-512 VNNI (vpdpbusd: four
+ * u8 x s8 products summed into each int32 lane in one instruction), 8 weight rows at a time against a tile
+ * of up to 8 activation rows, each weight block unpacked once for the tile.
+ *
+ * The arithmetic is quant.c's q8_row, so the reference's bits: each block's integer dot is exact (the
+ * nibbles, or |w| for q8_0, times the int8 activations, summed in int32: |sum| <= 32 * 255 * 127), the
+ * terms (d_w * d_x) * dot [+ m_w * dxs] are made in double, one row per double lane, and added in block
+ * order from +0.0, rounded once to f32. Only the order in which the int32 parts of a dot are added differs,
+ * and integer sums do not round.
+ *
+ * Layout: a zmm holds 4 rows' 16 nibble bytes, one row per 128-bit lane (q8_0: 2 rows' 32 bytes, one row
+ * per 256 bits); the activations' 16 (32) bytes are broadcast to every lane. q5's fifth bits become the
+ * byte masks of a masked add of 16. q8_0's signed weights: (y + 128) as u8 times w, less 128 * sum(w). */
+#include "quant.h"
+
+#if VG_X86
+#define VNNI_Q __attribute__((target("avx2,f16c,avx512f,avx512dq,avx512bw,avx512vl,avx512vnni")))
+
+/* the 16 bytes at a, b, c, d in the four 128-bit lanes */
+VNNI_Q __attribute__((always_inline)) static inline __m512i lanes4(const uint8_t *a, const uint8_t *b,
+                                                                   const uint8_t *c, const uint8_t *d) {
+    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)a));
+    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)b), 1);
+    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)c), 2);
+    return _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)d), 3);
+}
+
+/* a (rows 0..3) and b (rows 4..7), four int32 parts per row in each 128-bit lane -> the 8 rows' sums */
+VNNI_Q __attribute__((always_inline)) static inline __m256i sums8_of_lanes(__m512i a, __m512i b) {
+    __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+    u = _mm512_add_epi32(u, _mm512_shuffle_epi32(u, _MM_PERM_BADC)); /* lane l: row l, row l + 4 */
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, u));
+}
+
+/* a (rows 0, 1), b (2, 3), c (4, 5), d (6, 7): eight int32 parts per row in each 256-bit half -> the 8
+ * rows' sums */
+VNNI_Q __attribute__((always_inline)) static inline __m256i sums8_of_halves(__m512i a, __m512i b, __m512i c,
+                                                                            __m512i d) {
+    __m512i ab = _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+    __m512i cd = _mm512_add_epi32(_mm512_unpacklo_epi32(c, d), _mm512_unpackhi_epi32(c, d));
+    /* lane l: rows (0, 2, 4, 6) for l = 0, 1 and (1, 3, 5, 7) for l = 2, 3, two parts each */
+    __m512i s = _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd), _mm512_unpackhi_epi64(ab, cd));
+    s = _mm512_add_epi32(s, _mm512_shuffle_i32x4(s, s, _MM_SHUFFLE(2, 3, 0, 1))); /* lanes 0 + 1, 2 + 3 */
+    const __m512i order = _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, s));
+}
+
+/* 8 rows (w + i stride) x TN activation rows (qx + t k): the outputs out[t * out_step + i] */
+VNNI_Q __attribute__((always_inline)) static inline void rows8_vnni(int qtype, int tn, const uint8_t *w,
+                                                                    int64_t stride, int64_t nb, int64_t k,
+                                                                    const int8_t *qx, const double *dx,
+                                                                    const double *dxs, const int32_t *sx,
+                                                                    float *out, int64_t out_step) {
+    const int five = qtype == Q5_0 || qtype == Q5_1, affine = qtype == Q4_1 || qtype == Q5_1;
+    const int64_t bytes = BLOCK_BYTES[qtype], at = qtype == Q5_1 ? 8 : qtype == Q5_0 ? 6 : affine ? 4 : 2;
+    const __m512i mask = _mm512_set1_epi8(15), sixteen = _mm512_set1_epi8(16);
+    const __m256i offsets = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                               _mm256_set1_epi32((int32_t)stride));
+    /* bytes 0-1 of each u32 (the low 16 fifth bits), then bytes 2-3 (the high 16) */
+    const __m128i halves = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+    const __m512i evens_odds = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    __m512d acc[8];
+    for (int t = 0; t < tn; t++) acc[t] = _mm512_setzero_pd();
+    const uint8_t *next = w + 8 * stride; /* the next 8 rows: fetched while these are computed */
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *wb = w + b * bytes, *pf = next + 8 * b * bytes;
+        for (int64_t off = 0; off < 8 * bytes; off += 64) _mm_prefetch((const char *)(pf + off), _MM_HINT_T0);
+        /* the scales' f16 pairs of the 8 rows: d in the low 16 bits, m (q4_1, q5_1) in the high */
+        const __m256i dm = _mm256_i32gather_epi32((const int *)wb, offsets, 1);
+        __m512d d, m = _mm512_setzero_pd();
+        if (affine) { /* the 16 halves at once: d0 m0 d1 m1 ... -> d0..d7 m0..m7 */
+            const __m512 f = _mm512_permutexvar_ps(evens_odds, _mm512_cvtph_ps(dm));
+            d = _mm512_cvtps_pd(_mm512_castps512_ps256(f));
+            m = _mm512_cvtps_pd(_mm512_extractf32x8_ps(f, 1));
+        } else {
+            d = _mm512_cvtps_pd(_mm256_cvtph_ps(_mm256_cvtepi32_epi16(dm)));
+        }
+        if (qtype == Q8_0) {
+            __m512i v[4], sumw[4];
+            const __m512i ones = _mm512_set1_epi8(1);
+            for (int i = 0; i < 4; i++) {
+                const uint8_t *r = wb + 2 * i * stride + 2;
+                v[i] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)r)),
+                                          _mm256_loadu_si256((const __m256i *)(r + stride)), 1);
+                sumw[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, v[i]);
+            }
+            const __m256i bias = _mm256_slli_epi32(sums8_of_halves(sumw[0], sumw[1], sumw[2], sumw[3]), 7);
+            for (int t = 0; t < tn; t++) {
+                const __m256i y = _mm256_loadu_si256((const __m256i *)(qx + t * k + 32 * b));
+                const __m512i yu = _mm512_xor_si512(_mm512_broadcast_i64x4(y), _mm512_set1_epi8((char)0x80));
+                __m512i s[4];
+                for (int i = 0; i < 4; i++) s[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), yu, v[i]);
+                const __m256i dots = _mm256_sub_epi32(sums8_of_halves(s[0], s[1], s[2], s[3]), bias);
+                const __m512d term = _mm512_mul_pd(_mm512_mul_pd(d, _mm512_set1_pd(dx[t * nb + b])),
+                                                   _mm512_cvtepi32_pd(dots));
+                acc[t] = _mm512_add_pd(acc[t], term);
+            }
+            continue;
+        }
+        __m512i lo[2], hi[2];
+        for (int h = 0; h < 2; h++) { /* rows 4h..4h+3 */
+            const uint8_t *n = wb + at + 4 * h * stride;
+            const __m512i v = lanes4(n, n + stride, n + 2 * stride, n + 3 * stride);
+            lo[h] = _mm512_and_si512(v, mask);
+            hi[h] = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
+            if (five) { /* value j's fifth bit: bit j of the u32 before the nibbles */
+                const uint8_t *q = n - 4;
+                const __m128i qh = _mm_setr_epi32(load32(q), load32(q + stride), load32(q + 2 * stride),
+                                                  load32(q + 3 * stride));
+                const __m128i bits = _mm_shuffle_epi8(qh, halves);
+                lo[h] = _mm512_mask_add_epi8(lo[h], _cvtu64_mask64((uint64_t)_mm_cvtsi128_si64(bits)), lo[h],
+                                             sixteen);
+                hi[h] = _mm512_mask_add_epi8(hi[h], _cvtu64_mask64((uint64_t)_mm_extract_epi64(bits, 1)), hi[h],
+                                             sixteen);
+            }
+        }
+        for (int t = 0; t < tn; t++) {
+            const int8_t *y = qx + t * k + 32 * b;
+            const __m512i y_lo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)y));
+            const __m512i y_hi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(y + 16)));
+            __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[0], y_lo);
+            __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo[1], y_lo);
+            s0 = _mm512_dpbusd_epi32(s0, hi[0], y_hi);
+            s1 = _mm512_dpbusd_epi32(s1, hi[1], y_hi);
+            __m256i dots = sums8_of_lanes(s0, s1);
+            if (qtype == Q4_0) dots = _mm256_sub_epi32(dots, _mm256_set1_epi32(8 * sx[t * nb + b]));
+            if (qtype == Q5_0) dots = _mm256_sub_epi32(dots, _mm256_set1_epi32(16 * sx[t * nb + b]));
+            __m512d term = _mm512_mul_pd(_mm512_mul_pd(d, _mm512_set1_pd(dx[t * nb + b])), _mm512_cvtepi32_pd(dots));
+            if (affine) term = _mm512_add_pd(term, _mm512_mul_pd(m, _mm512_set1_pd(dxs[t * nb + b])));
+            acc[t] = _mm512_add_pd(acc[t], term);
+        }
+    }
+    for (int t = 0; t < tn; t++) _mm256_storeu_ps(out + t * out_step, _mm512_cvtpd_ps(acc[t]));
+}
+
+/* one copy per format and tile size, so that the branches are resolved at compile time */
+#define TILE_PARAMS                                                                                       \
+    const uint8_t *w, int64_t stride, int64_t nb, int64_t k, const int8_t *qx, const double *dx,         \
+        const double *dxs, const int32_t *sx, float *out, int64_t out_step
+#define TILE_FN(QNAME, QTYPE, TN)                                                                         \
+    VNNI_Q static void rows8_##QNAME##_##TN(TILE_PARAMS) {                                              \
+        rows8_vnni(QTYPE, TN, w, stride, nb, k, qx, dx, dxs, sx, out, out_step);                         \
+    }
+#define TILE_FNS(QNAME, QTYPE)                                                                            \
+    TILE_FN(QNAME, QTYPE, 1) TILE_FN(QNAME, QTYPE, 2) TILE_FN(QNAME, QTYPE, 4) TILE_FN(QNAME, QTYPE, 8)
+TILE_FNS(q8_0, Q8_0)
+TILE_FNS(q4_0, Q4_0)
+TILE_FNS(q4_1, Q4_1)
+TILE_FNS(q5_0, Q5_0)
+TILE_FNS(q5_1, Q5_1)
+
+typedef void (*tile_fn)(TILE_PARAMS);
+#define TILES_OF(QNAME) {rows8_##QNAME##_1, rows8_##QNAME##_2, rows8_##QNAME##_4, rows8_##QNAME##_8}
+/* by format code: tiles of 1, 2, 4 and 8 activation rows */
+static const tile_fn TILES[NQTYPES][4] = {[Q8_0] = TILES_OF(q8_0), [Q4_0] = TILES_OF(q4_0),
+                                         [Q4_1] = TILES_OF(q4_1), [Q5_0] = TILES_OF(q5_0),
+                                         [Q5_1] = TILES_OF(q5_1)};
+#endif
+
+int vg_q8_vnni_takes(int qtype) {
+#if VG_X86
+    return qtype >= 0 && qtype < NQTYPES && TILES[qtype][0] != 0;
+#else
+    (void)qtype;
+    return 0;
+#endif
+}
+
+int64_t vg_q8_rows8_vnni(int qtype, const uint8_t *w, int64_t r, int64_t hi, int64_t n, int64_t k, int64_t t,
+                         const int8_t *qx, const double *dx, const double *dxs, const int32_t *sx, float *out) {
+#if VG_X86
+    const int64_t nb = k / 32, stride = nb * BLOCK_BYTES[qtype];
+    for (; r + 8 <= hi; r += 8)
+        for (int64_t t0 = 0; t0 < t;) {
+            const int64_t left = t - t0;
+            const int size = left >= 8 ? 3 : left >= 4 ? 2 : left >= 2 ? 1 : 0, tn = 1 << size;
+            TILES[qtype][size](w + r * stride, stride, nb, k, qx + t0 * k, dx + t0 * nb, dxs + t0 * nb,
+                               sx + t0 * nb, out + t0 * n + r, n);
+            t0 += tn;
+        }
+#else
+    (void)qtype, (void)w, (void)hi, (void)n, (void)k, (void)t, (void)qx, (void)dx, (void)dxs, (void)sx, (void)out;
+#endif
+    return r;
+}
