@@ -636,3 +636,35 @@ def test_ufuncs_give_the_same_bits_into_their_input(dtype: Any) -> None:
                 _same(f(x, b, out=x), f(a, b))
                 y = b.copy()
                 _same(f(a, y, out=y), f(a, b))
+
+
+def test_a_run_drops_each_result_after_its_last_reader():
+    """A chain of products: each result is read by the next call alone, so a run (the checked one, the
+    loop's, as eager mode) holds two or three of them at a time, not the whole chain to its end; the
+    bits are eager's."""
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+    x = verigrad.tensor(rng.standard_normal((256, 256)).astype(np.float32))
+    weights = [verigrad.tensor(rng.standard_normal((256, 256)).astype(np.float32) / 16) for _ in range(10)]
+
+    def chain(x):
+        for w in weights:
+            x = x @ w
+        return x.sum()
+
+    def peak(call) -> tuple[Any, int]:
+        tracemalloc.start()
+        try:
+            return call(), tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    plan, program = _plan(chain, (x.spec,), (x,))
+    plan.replay = False
+    _, product = peak(lambda: x @ weights[0])  # one product's result and scratch
+    one = 256 * 256 * 4
+    for _ in range(2):  # the checked run, then the loop's
+        ((out,), _), held = peak(lambda: _run(plan, program, [x]))
+        assert held < product + 2 * one, f"a run held {(held - product) / one:.1f} more products"
+        _same(out, chain(x).payload)

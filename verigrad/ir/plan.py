@@ -13,7 +13,9 @@ does: a result of the wrong shape is an error; one of another dtype (or a NumPy 
 and that instruction keeps the conversion. It also checks that each in-place step's result, allocated
 this once, has its input's strides (else the step allocates), and keeps those strides: a later run
 with other strides, or whose arguments share memory with a captured tensor written into, turns in
-place off. Later runs call the kernels directly, in a loop over the steps; once a plan has run
+place off. Later runs call the kernels directly, in a loop over the steps; a run (the first too) drops
+each result after its last reader, as eager mode's arrays go (a run that held every result to its end
+held a training step's whole memory, and each new array was cold in the caches). Once a plan has run
 `generate_after` times, it becomes a Python function generated for it, one line per kernel call
 (`print(plan.source)`), which saves the loop's overhead (a few tenths of a microsecond per call) at a
 one-time cost of compiling that source (tens of microseconds per line).
@@ -113,6 +115,24 @@ def bind(program: Program, args: Sequence[Any]) -> dict[str, int]:
     return values
 
 
+def _dead_after(
+    calls: Sequence[Step], reads: Sequence[tuple[int, ...]], kept: set[int]
+) -> list[tuple[int, ...]]:
+    """For each call, the slots no later call reads (nor the run returns): its operands read for the
+    last time, and its results nobody reads. A run drops them there, so that an array goes when eager
+    mode's would (a run holding every step's result to its end held the whole step's memory)."""
+    last: dict[int, int] = {}
+    for k, (call, ins) in enumerate(zip(calls, reads)):
+        outs = call_outs(call)
+        for slot in (*ins, *(outs if type(outs) is tuple else (outs,))):
+            last[slot] = k
+    dead: list[list[int]] = [[] for _ in calls]
+    for slot, k in last.items():
+        if slot not in kept:
+            dead[k].append(slot)
+    return [tuple(d) for d in dead]
+
+
 def _plain_symbol(d: Any) -> str | None:
     if isinstance(d, Dim) and len(d.terms) == 1:
         monomial, coeff = d.terms[0]
@@ -150,6 +170,7 @@ class Plan:
         self._written: list[int] = []  # the positions of the inputs steps write into (updates)
         self._captured_check: tuple | None = None  # see `_inplace_holds`
         self._loop: list[tuple[Callable, tuple[int, ...], Any]] | None = None  # after the checked run
+        self._dead: list[tuple[int, ...]] = []  # the slots each call of the loop reads last
         self.calls: list[Step] = self.steps  # what later runs call: the steps, some merged
         self._fn: Callable[..., Any] | None = None  # generated after `generate_after` runs
         self._replay: Replay | bool | None = None  # the recorded calls; False: never (ir/replay.py)
@@ -362,13 +383,17 @@ class Plan:
 
     def _run_steps(self, env: list[Any], first: int = 0) -> list[Any]:
         """`env` (every slot's array) after the unchecked loop's steps from `first` on."""
+        loop, dead = self._loop, self._dead
         with np.errstate(all="ignore"):
-            for kernel, ins, out in self._loop[first:] if first else self._loop:
+            for k in range(first, len(loop)):
+                kernel, ins, out = loop[k]
                 if type(out) is tuple:  # a merged call's results
                     for slot, result in zip(out, kernel(*[env[i] for i in ins])):
                         env[slot] = result
                 else:
                     env[out] = kernel(*[env[i] for i in ins])
+                for slot in dead[k]:  # its last reader: the array goes as it would in eager mode
+                    env[slot] = None
         return env
 
     def _replayed(self, arrays: Sequence[np.ndarray]) -> Results | None:
@@ -403,8 +428,10 @@ class Plan:
             if not isinstance(a, np.ndarray) or a.dtype != self.specs[s].dtype.np:
                 raise TypeError(f"input slot {s}: expected a NumPy array of {self.specs[s]!r}")
             env[s] = a
+        candidates = self._candidates if self.inplace else {}
+        dead = _dead_after(self.steps, [step.ins for step in self.steps], self._kept())
         with np.errstate(all="ignore"):
-            for step in self.steps:
+            for k, step in enumerate(self.steps):
                 result = step.kernel(*[env[i] for i in step.ins])
                 spec = step.spec
                 want = spec.dtype.np
@@ -415,15 +442,17 @@ class Plan:
                 elif result.shape != spec.shape:
                     conform(step.op, result, spec)  # raises, naming the op
                 env[step.out] = result
+                into = candidates.get(k)
+                if into is not None:  # checked now: the input may go at this step
+                    target = env[into]
+                    # a ufunc's result of no dimensions is a NumPy scalar ("asarray"); into `out=` it is
+                    # that array (an optimizer's step count)
+                    plain = step.fix is None or (step.fix == "asarray" and is_ufunc_step(step))
+                    if plain and result.strides == target.strides and target.flags.writeable:
+                        step.into = into
+                for slot in dead[k]:
+                    env[slot] = None
         if self.inplace:
-            for k, into in self._candidates.items():
-                step = self.steps[k]
-                result, target = env[step.out], env[into]
-                # a ufunc's result of no dimensions is a NumPy scalar ("asarray"); into `out=` it is
-                # that array (an optimizer's step count)
-                plain = step.fix is None or (step.fix == "asarray" and is_ufunc_step(step))
-                if plain and result.strides == target.strides and target.flags.writeable:
-                    step.into = into
             if any(step.into is not None for step in self.steps):
                 self._strides = [a.strides for a in arrays]
             position = {slot: i for i, slot in enumerate(self.input_slots)}
@@ -439,6 +468,11 @@ class Plan:
         """The calls of later runs (`_schedule`), and the loop that makes them."""
         self.calls = self._schedule()
         self._loop = [(fixed_kernel(step), call_args(step), call_outs(step)) for step in self.calls]
+        self._dead = _dead_after(self.calls, [ins for _, ins, _ in self._loop], self._kept())
+
+    def _kept(self) -> set[int]:
+        """The slots a run keeps to its end: its inputs, outputs and updates (and the constants)."""
+        return {*self.input_slots, *self.output_slots, *self.update_slots.values(), *self.consts}
 
     def _inplace_holds(self, arrays: Sequence[np.ndarray]) -> bool:
         """Whether a run on `arrays` may keep in place: the first run's strides, and no array written
