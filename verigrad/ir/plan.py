@@ -22,7 +22,9 @@ one-time cost of compiling that source (tens of microseconds per line).
 
 On a backend that can record its kernel calls (the cpu backend's vg_call), a plan run more than
 `replay_after` times records one run's calls and replays them from then on (ir/replay.py): each step
-that made only C calls is one of them, without its Python; `Plan.replay = False` (or
+that made only C calls is one of them, without its Python; not where its fixed buffers, every result
+held from run to run, would hold far more than a run's peak (`replay_extra`: a training step's large
+activations and gradients, whose calls' Python costs little beside them); `Plan.replay = False` (or
 `VERIGRAD_REPLAY=0`) turns it off.
 
 Merged calls: fused steps whose results only one later fused step of their shape reads (an optimizer's
@@ -61,7 +63,7 @@ from .kernel_choice import ALIASING
 from .passes import lower, memplan
 from .passes.fuse import merge, mergeable
 from .program import Program
-from .replay import Replay, Results, root
+from .replay import VIEW_OPS, Replay, Results, root
 from .steps import (
     Merged,
     Step,
@@ -185,6 +187,9 @@ class Plan:
     # runs before a plan records its calls and replays them (ir/replay.py); `replay = False` turns it off
     replay_after = 8
     replay = settings.env_flag("VERIGRAD_REPLAY", True)
+
+    # bytes a replay's fixed buffers may hold beyond a run's peak (`_replay_fits`; or a quarter of it)
+    replay_extra = 16 << 20
 
     # whether the first run may turn on in place for the steps the memory plan allows
     inplace = True
@@ -409,7 +414,7 @@ class Plan:
             self._replay = replay = None
         if not self.replay or self._loop is None or self.runs <= self.replay_after:
             return None
-        if self._recordings >= RECORDINGS:
+        if self._recordings >= RECORDINGS or not self._replay_fits():
             self._replay = False
             return None
         self._recordings += 1
@@ -418,6 +423,27 @@ class Plan:
             return None
         self._replay = False if found is None else found
         return results
+
+    def _replay_fits(self) -> bool:
+        """Whether a replay's fixed buffers (every result a call allocates, held from run to run) would
+        hold at most `replay_extra` bytes (or a quarter) more than a run of the loop holds at its peak.
+        A replay saves each call's Python (microseconds): worth it for a decode step's many small
+        calls, not for a training step's large ones, whose memory it would hold twice over (and
+        whose every result it would write into memory of its own, cold in the caches)."""
+        specs, dead = self.specs, self._dead
+        held: dict[int, int] = {}
+        live = total = peak = 0
+        for k, step in enumerate(self.calls):
+            outs = step.outs if isinstance(step, Merged) else (step.out,)
+            intos = step.intos if isinstance(step, Merged) else (step.into,)
+            for slot, into in zip(outs, intos):
+                if into is None and step.op.name not in VIEW_OPS:
+                    held[slot] = size = int(np.prod(specs[slot].shape)) * specs[slot].dtype.np.itemsize
+                    live, total = live + size, total + size
+            peak = max(peak, live)
+            for slot in dead[k]:
+                live -= held.pop(slot, 0)
+        return total - peak <= max(self.replay_extra, peak // 4)
 
     def _checked(self, arrays: Sequence[np.ndarray]) -> list[Any]:
         """One run step by step, each result checked as `conform` does; then the unchecked loop."""
