@@ -11,7 +11,9 @@ run) turns it off.
 The first run checks every kernel's result against its instruction's spec, as eager mode's `conform`
 does: a result of the wrong shape is an error; one of another dtype (or a NumPy scalar) is converted,
 and that instruction keeps the conversion. It also checks that each in-place step's result, allocated
-this once, has its input's strides (else the step allocates), and keeps those strides: a later run
+this once, has its input's strides (else the step allocates), that no step the memory plan took to
+allocate its result (any op but the views and `where`) gave an operand's memory (else no step writes
+in place), and keeps those strides: a later run
 with other strides, or whose arguments share memory with a captured tensor written into, turns in
 place off. Later runs call the kernels directly, in a loop over the steps; a run (the first too) drops
 each result after its last reader, as eager mode's arrays go (a run that held every result to its end
@@ -76,6 +78,8 @@ from .steps import (
     writes_into,
 )
 
+# ops whose kernel may give (a view of) an operand's memory: the views, and `where` (a branch itself)
+MAY_VIEW = VIEW_OPS | {"where"}
 RECORDINGS = 4  # recordings of a plan's calls, at most (each made after a run that could not replay)
 
 
@@ -166,6 +170,12 @@ class Plan:
         for slot, value in self.consts.items():
             self._template[slot] = value
         self.runs = 0
+        # steps taken to allocate their result (no op that may view): the first run checks it
+        self._allocating = {
+            k
+            for k, step in enumerate(self.steps)
+            if step.op.name not in MAY_VIEW and step.kernel not in ALIASING
+        }
         self._candidates = self._inplace_candidates()  # step index -> the input slot it may write into
         self._groups = self._merge_groups()  # fused steps a run after the first may make one call
         self._strides: list[tuple] | None = None  # the inputs' strides on the first run, while in place
@@ -279,6 +289,7 @@ class Plan:
             updates=self.update_slots,
             ufuncs={k for k, step in enumerate(steps) if is_ufunc_step(step) or takes_out_step(step)},
             writers={k for k, step in enumerate(steps) if writes_into(step)},
+            allocating=self._allocating,
         )
 
     def _merge_groups(self) -> list[tuple[tuple[int, ...], Any, Callable, tuple[int, ...]]]:
@@ -455,10 +466,15 @@ class Plan:
                 raise TypeError(f"input slot {s}: expected a NumPy array of {self.specs[s]!r}")
             env[s] = a
         candidates = self._candidates if self.inplace else {}
+        allocating = self._allocating if candidates else ()
+        viewed = False  # whether a step taken to allocate gave (a view of) an operand's memory
         dead = _dead_after(self.steps, [step.ins for step in self.steps], self._kept())
         with np.errstate(all="ignore"):
             for k, step in enumerate(self.steps):
                 result = step.kernel(*[env[i] for i in step.ins])
+                if k in allocating and isinstance(result, np.ndarray):
+                    mine = id(root(result))
+                    viewed = viewed or any(mine == id(root(env[i])) for i in step.ins)
                 spec = step.spec
                 want = spec.dtype.np
                 if type(result) is not np.ndarray or result.dtype != want:
@@ -478,6 +494,9 @@ class Plan:
                         step.into = into
                 for slot in dead[k]:
                     env[slot] = None
+        if viewed:  # the memory plan's premise failed: no step writes in place
+            for step in self.steps:
+                step.into = None
         if self.inplace:
             if any(step.into is not None for step in self.steps):
                 self._strides = [a.strides for a in arrays]
