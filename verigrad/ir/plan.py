@@ -25,8 +25,9 @@ one-time cost of compiling that source (tens of microseconds per line).
 On a backend that can record its kernel calls (the cpu backend's vg_call), a plan run more than
 `replay_after` times records one run's calls and replays them from then on (ir/replay.py): each step
 that made only C calls is one of them, without its Python; not where its fixed buffers, every result
-held from run to run, would hold far more than a run's peak (`replay_extra`: a training step's large
-activations and gradients, whose calls' Python costs little beside them); `Plan.replay = False` (or
+held from run to run, would hold far more than a run's peak or the captured tensors (`_replay_fits`: a
+training step's large activations and gradients, whose calls' Python costs little beside them);
+`Plan.replay = False` (or
 `VERIGRAD_REPLAY=0`) turns it off.
 
 Merged calls: fused steps whose results only one later fused step of their shape reads (an optimizer's
@@ -47,6 +48,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import math
 import operator
 import threading
 from collections.abc import Callable, Sequence
@@ -119,6 +121,11 @@ def bind(program: Program, args: Sequence[Any]) -> dict[str, int]:
         if expected != n:
             raise ShapeError(f"{where}: dimension {i} is {n}, but {d} = {expected} for {values}")
     return values
+
+
+def _nbytes(spec: Spec) -> int:
+    """The bytes of an array of the concrete `spec`."""
+    return math.prod(spec.shape) * spec.dtype.np.itemsize
 
 
 def _dead_after(
@@ -437,10 +444,13 @@ class Plan:
 
     def _replay_fits(self) -> bool:
         """Whether a replay's fixed buffers (every result a call allocates, held from run to run) would
-        hold at most `replay_extra` bytes (or a quarter) more than a run of the loop holds at its peak.
-        A replay saves each call's Python (microseconds): worth it for a decode step's many small
-        calls, not for a training step's large ones, whose memory it would hold twice over (and
-        whose every result it would write into memory of its own, cold in the caches)."""
+        hold at most `replay_extra` bytes more than a run of the loop holds at its peak, or a quarter of
+        that peak, or half the memory of the captured tensors the step reads anyway (a model's weights).
+        A replay saves each call's Python (microseconds): worth it for a decode step's many small calls
+        (SmolLM2's at batch 32: 34 MiB more than its run's 6 MiB peak, its weights 121 MiB), not for a
+        training step's large ones (the small GPT's: 100 MiB more than its run's 44 MiB, 15 MiB of
+        parameters and moments), whose memory it would hold twice over, each result in memory of its
+        own, cold in the caches."""
         specs, dead = self.specs, self._dead
         held: dict[int, int] = {}
         live = total = peak = 0
@@ -449,12 +459,14 @@ class Plan:
             intos = step.intos if isinstance(step, Merged) else (step.into,)
             for slot, into in zip(outs, intos):
                 if into is None and step.op.name not in VIEW_OPS:
-                    held[slot] = size = int(np.prod(specs[slot].shape)) * specs[slot].dtype.np.itemsize
+                    held[slot] = size = _nbytes(specs[slot])
                     live, total = live + size, total + size
             peak = max(peak, live)
             for slot in dead[k]:
                 live -= held.pop(slot, 0)
-        return total - peak <= max(self.replay_extra, peak // 4)
+        n = self.program.n_args
+        captured = sum(_nbytes(specs[slot]) for slot in self.input_slots[n:])
+        return total - peak <= max(self.replay_extra, peak // 4, captured // 2)
 
     def _checked(self, arrays: Sequence[np.ndarray]) -> list[Any]:
         """One run step by step, each result checked as `conform` does; then the unchecked loop."""
