@@ -30,6 +30,8 @@ torch.compile's code generation).
     python benchmarks/lm_train.py --profile             # cProfile of verigrad's eager step (small)
     python benchmarks/lm_train.py --attention           # the small GPT's attention kernels against PyTorch's
     python benchmarks/lm_train.py --matmul              # the small GPT's products and loss against PyTorch's
+    python benchmarks/lm_train.py --compiled            # its compiled step against its eager one, one process
+    python benchmarks/lm_train.py --kernels             # its compiled step's kernels on 1 and 2 threads
 """
 
 from __future__ import annotations
@@ -469,6 +471,99 @@ def matmul_and_loss(args: argparse.Namespace) -> None:
             print(row + (f"{ours_ms / torch_ms:8.2f}x" if torch_ms else ""))
 
 
+def small_steps(threads: int) -> tuple[dict[str, Any], Any, Any]:
+    """The small GPT's eager and compiled verigrad steps (each its own model from the same weights) and
+    the batch."""
+    import verigrad
+
+    size = SIZES["small"]
+    verigrad.set_threads(threads)
+    weights = state_dict(size)
+    steps = {}
+    for way in ("eager", "compiled"):
+        model = gpt(verigrad, size)
+        model.load_state_dict({k: verigrad.tensor(v) for k, v in weights.items()})
+        step = train_step(verigrad, model)
+        steps[way] = verigrad.compile(step) if way == "compiled" else step
+    x, y = (verigrad.from_numpy(a) for a in batch(size))
+    return steps, x, y
+
+
+def compiled_against_eager(args: argparse.Namespace) -> None:
+    """The small GPT's compiled step against its eager one in one process, steps alternating (the machine's
+    load moves both alike), after 12 untimed steps each (past a plan's checked run and its replay
+    decision): the median and minimum milliseconds of `--repeats` rounds of `--steps` steps (CPU time
+    on one thread, wall time on more), and whether the two losses have the same bits."""
+    for threads in args.threads:
+        steps, x, y = small_steps(threads)
+        losses = {way: [float(step(x, y).detach()) for _ in range(12)] for way, step in steps.items()}
+        clock = time.process_time if threads == 1 else time.perf_counter
+        times: dict[str, list[float]] = {way: [] for way in steps}
+        for round_ in range(args.repeats):
+            for way in list(steps)[:: 1 if round_ % 2 else -1]:  # each first in turn
+                start = clock()
+                for _ in range(args.steps):
+                    steps[way](x, y)
+                times[way].append((clock() - start) / args.steps * 1e3)
+        eager, compiled = (statistics.median(times[way]) for way in ("eager", "compiled"))
+        print(
+            f"{threads} thread(s): eager {eager:.1f} ms (min {min(times['eager']):.1f}), compiled "
+            f"{compiled:.1f} ms (min {min(times['compiled']):.1f}): compiled {eager / compiled:.2f}x eager's "
+            f"speed; losses the same bits: {losses['eager'] == losses['compiled']}"
+        )
+
+
+def step_kernels(args: argparse.Namespace) -> None:
+    """The small GPT's compiled step, kernel by kernel (the plan's calls: the kernels eager mode runs too),
+    on 1 and 2 threads: each call's minimum wall time over `--repeats` x 4 calls on the operands of a
+    step's run (a busy machine's load adds to each call's time, least to the minimum), summed by op."""
+    import verigrad
+    from verigrad.ir.steps import call_args, fixed_kernel
+
+    steps, x, y = small_steps(1)
+    compiled = steps["compiled"]
+    for _ in range(3):
+        compiled(x, y)
+    (plan,) = compiled._plans.values()
+    arrays = [x.payload, y.payload] + [t.payload.copy() for t in plan.program.captured]
+    env: list[Any] = [None] * len(plan.specs)
+    for slot, value in plan.consts.items():
+        env[slot] = value
+    for slot, a in zip(plan.input_slots, arrays):
+        env[slot] = a
+    calls = []  # (op name, kernel, operands): operands a kernel writes into are copies
+    with np.errstate(all="ignore"):
+        for step in plan.calls:
+            kernel, ins = fixed_kernel(step), call_args(step)
+            operands = [env[i].copy() if i in ins[len(step.ins) :] else env[i] for i in ins]
+            result = kernel(*operands)
+            outs = getattr(step, "outs", (step.out,))
+            for slot, r in zip(outs, result if len(outs) > 1 else (result,)):
+                env[slot] = r
+            if step.op.name not in ("reshape", "permute", "slice", "cast", "check_index"):
+                calls.append((step.op.name + (" (merged)" if len(outs) > 1 else ""), kernel, operands))
+    totals: dict[str, dict[int, float]] = {}
+    counts: dict[str, int] = {}
+    with np.errstate(all="ignore"):
+        for name, kernel, operands in calls:
+            counts[name] = counts.get(name, 0) + 1
+            for threads in (1, 2):
+                verigrad.set_threads(threads)
+                best = math.inf
+                for _ in range(args.repeats * 4):
+                    start = time.perf_counter()
+                    kernel(*operands)
+                    best = min(best, time.perf_counter() - start)
+                totals.setdefault(name, {1: 0.0, 2: 0.0})[threads] += best * 1e3
+    verigrad.set_threads(1)
+    one, two = (sum(t[n] for t in totals.values()) for n in (1, 2))
+    header = ("calls", "1 thread ms", "share", "2 threads ms", "speed-up")
+    print(f"{'op':26s} " + " ".join(f"{h:>{max(5, len(h))}s}" for h in header))
+    for name, t in sorted(totals.items(), key=lambda kv: -kv[1][1]):
+        print(f"{name:26s} {counts[name]:5d} {t[1]:11.2f} {t[1] / one:5.1%} {t[2]:12.2f} {t[1] / t[2]:7.2f}x")
+    print(f"{'all':26s} {len(calls):5d} {one:11.2f} {'':5s} {two:12.2f} {one / two:7.2f}x")
+
+
 def profile(args: argparse.Namespace) -> None:
     """cProfile of verigrad's eager step on the small GPT, one thread, in CPU time: the top functions by own
     time."""
@@ -510,6 +605,16 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="time the small GPT's matrix products and loss against PyTorch's",
     )
+    parser.add_argument(
+        "--compiled",
+        action="store_true",
+        help="the small GPT's compiled step against its eager one, alternating in one process",
+    )
+    parser.add_argument(
+        "--kernels",
+        action="store_true",
+        help="the small GPT's compiled step kernel by kernel, on 1 and 2 threads",
+    )
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.threads = positive_ints(parser, args.threads, "--threads")
@@ -527,6 +632,10 @@ def main(argv: list[str] | None = None) -> None:
         attention_layer(args)
     elif args.matmul:
         matmul_and_loss(args)
+    elif args.compiled:
+        compiled_against_eager(args)
+    elif args.kernels:
+        step_kernels(args)
     else:
         run(args)
 

@@ -636,3 +636,93 @@ def test_ufuncs_give_the_same_bits_into_their_input(dtype: Any) -> None:
                 _same(f(x, b, out=x), f(a, b))
                 y = b.copy()
                 _same(f(a, y, out=y), f(a, b))
+
+
+def test_a_run_drops_each_result_after_its_last_reader():
+    """A chain of products: each result is read by the next call alone, so a run (the checked one, the
+    loop's, as eager mode) holds two or three of them at a time, not the whole chain to its end; the
+    bits are eager's."""
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+    x = verigrad.tensor(rng.standard_normal((256, 256)).astype(np.float32))
+    weights = [verigrad.tensor(rng.standard_normal((256, 256)).astype(np.float32) / 16) for _ in range(10)]
+
+    def chain(x):
+        for w in weights:
+            x = x @ w
+        return x.sum()
+
+    def peak(call) -> tuple[Any, int]:
+        tracemalloc.start()
+        try:
+            return call(), tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    plan, program = _plan(chain, (x.spec,), (x,))
+    plan.replay = False
+    _, product = peak(lambda: x @ weights[0])  # one product's result and scratch
+    one = 256 * 256 * 4
+    for _ in range(2):  # the checked run, then the loop's
+        ((out,), _), held = peak(lambda: _run(plan, program, [x]))
+        assert held < product + 2 * one, f"a run held {(held - product) / one:.1f} more products"
+        _same(out, chain(x).payload)
+
+
+def test_every_update_of_a_trained_mlp_is_written_in_place():
+    """The second layer's weight gradient is a product of the first layer's output, itself a product of
+    the first weight, read by the second update after the first: a product allocates its result (the
+    first run checks it), so it does not keep the first weight from being written in place (it was
+    taken to be a possible view of it, and the weight was copied back after the run). Every update goes
+    into its own array; the bits are eager's."""
+    rng = np.random.default_rng(0)
+    batches = [(rng.random((16, 32), dtype=np.float32), rng.integers(0, 4, 16)) for _ in range(3)]
+    runs = []
+    for compiled in (False, True):
+        verigrad.manual_seed(0)
+        model = nn.Sequential(nn.Linear(32, 64, bias=False), nn.Linear(64, 4, bias=False))
+        step = training_step(model, SGD(model.parameters(), lr=0.1), nn.CrossEntropyLoss())
+        run = verigrad.compile(step) if compiled else step
+        arrays = [p.payload for p in model.parameters()]
+        losses = [run(verigrad.tensor(x), verigrad.tensor(y)).numpy().copy() for x, y in batches]
+        runs.append((losses, [p.numpy().copy() for p in model.parameters()]))
+    (plan,) = run._plans.values()
+    assert len(_written_into_inputs(plan)) == len(plan.update_slots)  # the weights, biases, step counts
+    assert all(p.payload is a for p, a in zip(model.parameters(), arrays))  # nothing copied back
+    for eager, planned in zip(*runs):
+        for a, b in zip(eager, planned):
+            _same(b, a)
+
+
+def test_a_kernel_that_gives_its_operand_turns_in_place_off(monkeypatch):
+    """The memory plan takes a product's result to be a new array. A kernel that breaks that (here a
+    "product" that returns a view of its second operand, the weight) is found by the first run, and the
+    plan then writes into nothing: the weight's update, written in place, would have changed the
+    product read after it."""
+    from verigrad.ir import plan as plan_module
+
+    rng = np.random.default_rng(1)
+    w = verigrad.tensor(rng.random((8, 8), dtype=np.float32))
+
+    def step(x):
+        h = x @ w
+        w.copy_(w * 0.5)
+        return h * 2.0
+
+    real = plan_module.kernel_choice.choose
+
+    def choose(backend, op, *rest):
+        if op.name == "matmul":
+            return (lambda a, b: b[...]), None  # a view of w
+        return real(backend, op, *rest)
+
+    monkeypatch.setattr(plan_module.kernel_choice, "choose", choose)
+    compiled = verigrad.compile(step)
+    x = verigrad.tensor(rng.random((8, 8), dtype=np.float32))
+    for _ in range(3):
+        before = w.numpy().copy()
+        _same(compiled(x).numpy(), before * np.float32(2.0))  # the "product" is the weight before the step
+        _same(w.numpy(), before * np.float32(0.5))
+    (plan,) = compiled._plans.values()
+    assert plan.inplace_steps == []

@@ -448,3 +448,31 @@ def test_verigrad_replay_mib_is_a_count_of_mib(monkeypatch, text, mib):
         return
     with pytest.warns(RuntimeWarning, match=f"VERIGRAD_REPLAY_MIB='{text}' is ignored: it must be a whole"):
         assert replay.budget() == 512 << 20
+
+
+@pytest.mark.parametrize(("extra_mib", "weights_mib"), [(16, 0), (1, 0), (1, 8)])
+def test_plans_whose_buffers_would_outgrow_a_run_do_not_replay(monkeypatch, extra_mib: int, weights_mib: int):
+    """A replay holds every result from run to run, where a run drops each after its last reader: a
+    chain of ten products (256 KiB each) holds about 2.5 MiB in a replay and two products in a run.
+    Within `replay_extra`, or half the captured tensors' memory (a model's weights: here an 8 MiB table
+    the step reads a row of), it replays; past both the plan keeps its loop (a training step's large
+    activations would be held twice over). The bits are the same either way."""
+    monkeypatch.setattr(Plan, "replay", True)
+    monkeypatch.setattr(Plan, "replay_extra", extra_mib << 20)
+    rng = np.random.default_rng(0)
+    weights = [verigrad.tensor(rng.standard_normal((256, 256)).astype(np.float32) / 16) for _ in range(10)]
+    table = verigrad.tensor(np.ones((max(1, weights_mib << 10), 256), np.float32))
+
+    def chain(x):
+        for w in weights:
+            x = x @ w
+        return x.sum(axis=1) + table[0]
+
+    fn = verigrad.compile(chain)
+    x = verigrad.tensor(rng.standard_normal((256, 256)).astype(np.float32))
+    with verigrad.backend("cpu"):
+        expected = chain(x).numpy()
+        for _ in range(Plan.replay_after + 3):
+            _same(fn(x).numpy(), expected)
+    recorded = _plan(fn)._replay
+    assert isinstance(recorded, replay.Replay) if extra_mib == 16 or weights_mib else recorded is False

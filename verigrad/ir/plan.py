@@ -11,16 +11,23 @@ run) turns it off.
 The first run checks every kernel's result against its instruction's spec, as eager mode's `conform`
 does: a result of the wrong shape is an error; one of another dtype (or a NumPy scalar) is converted,
 and that instruction keeps the conversion. It also checks that each in-place step's result, allocated
-this once, has its input's strides (else the step allocates), and keeps those strides: a later run
+this once, has its input's strides (else the step allocates), that no step the memory plan took to
+allocate its result (any op but the views and `where`) gave an operand's memory (else no step writes
+in place), and keeps those strides: a later run
 with other strides, or whose arguments share memory with a captured tensor written into, turns in
-place off. Later runs call the kernels directly, in a loop over the steps; once a plan has run
+place off. Later runs call the kernels directly, in a loop over the steps; a run (the first too) drops
+each result after its last reader, as eager mode's arrays go (a run that held every result to its end
+held a training step's whole memory, and each new array was cold in the caches). Once a plan has run
 `generate_after` times, it becomes a Python function generated for it, one line per kernel call
 (`print(plan.source)`), which saves the loop's overhead (a few tenths of a microsecond per call) at a
 one-time cost of compiling that source (tens of microseconds per line).
 
 On a backend that can record its kernel calls (the cpu backend's vg_call), a plan run more than
 `replay_after` times records one run's calls and replays them from then on (ir/replay.py): each step
-that made only C calls is one of them, without its Python; `Plan.replay = False` (or
+that made only C calls is one of them, without its Python; not where its fixed buffers, every result
+held from run to run, would hold far more than a run's peak or the captured tensors (`_replay_fits`: a
+training step's large activations and gradients, whose calls' Python costs little beside them);
+`Plan.replay = False` (or
 `VERIGRAD_REPLAY=0`) turns it off.
 
 Merged calls: fused steps whose results only one later fused step of their shape reads (an optimizer's
@@ -41,6 +48,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import math
 import operator
 import threading
 from collections.abc import Callable, Sequence
@@ -59,7 +67,7 @@ from .kernel_choice import ALIASING
 from .passes import lower, memplan
 from .passes.fuse import merge, mergeable
 from .program import Program
-from .replay import Replay, Results, root
+from .replay import VIEW_OPS, Replay, Results, root
 from .steps import (
     Merged,
     Step,
@@ -72,6 +80,8 @@ from .steps import (
     writes_into,
 )
 
+# ops whose kernel may give (a view of) an operand's memory: the views, and `where` (a branch itself)
+MAY_VIEW = VIEW_OPS | {"where"}
 RECORDINGS = 4  # recordings of a plan's calls, at most (each made after a run that could not replay)
 
 
@@ -113,6 +123,29 @@ def bind(program: Program, args: Sequence[Any]) -> dict[str, int]:
     return values
 
 
+def _nbytes(spec: Spec) -> int:
+    """The bytes of an array of the concrete `spec`."""
+    return math.prod(spec.shape) * spec.dtype.np.itemsize
+
+
+def _dead_after(
+    calls: Sequence[Step], reads: Sequence[tuple[int, ...]], kept: set[int]
+) -> list[tuple[int, ...]]:
+    """For each call, the slots no later call reads (nor the run returns): its operands read for the
+    last time, and its results nobody reads. A run drops them there, so that an array goes when eager
+    mode's would (a run holding every step's result to its end held the whole step's memory)."""
+    last: dict[int, int] = {}
+    for k, (call, ins) in enumerate(zip(calls, reads)):
+        outs = call_outs(call)
+        for slot in (*ins, *(outs if type(outs) is tuple else (outs,))):
+            last[slot] = k
+    dead: list[list[int]] = [[] for _ in calls]
+    for slot, k in last.items():
+        if slot not in kept:
+            dead[k].append(slot)
+    return [tuple(d) for d in dead]
+
+
 def _plain_symbol(d: Any) -> str | None:
     if isinstance(d, Dim) and len(d.terms) == 1:
         monomial, coeff = d.terms[0]
@@ -144,12 +177,19 @@ class Plan:
         for slot, value in self.consts.items():
             self._template[slot] = value
         self.runs = 0
+        # steps taken to allocate their result (no op that may view): the first run checks it
+        self._allocating = {
+            k
+            for k, step in enumerate(self.steps)
+            if step.op.name not in MAY_VIEW and step.kernel not in ALIASING
+        }
         self._candidates = self._inplace_candidates()  # step index -> the input slot it may write into
         self._groups = self._merge_groups()  # fused steps a run after the first may make one call
         self._strides: list[tuple] | None = None  # the inputs' strides on the first run, while in place
         self._written: list[int] = []  # the positions of the inputs steps write into (updates)
         self._captured_check: tuple | None = None  # see `_inplace_holds`
         self._loop: list[tuple[Callable, tuple[int, ...], Any]] | None = None  # after the checked run
+        self._dead: list[tuple[int, ...]] = []  # the slots each call of the loop reads last
         self.calls: list[Step] = self.steps  # what later runs call: the steps, some merged
         self._fn: Callable[..., Any] | None = None  # generated after `generate_after` runs
         self._replay: Replay | bool | None = None  # the recorded calls; False: never (ir/replay.py)
@@ -164,6 +204,9 @@ class Plan:
     # runs before a plan records its calls and replays them (ir/replay.py); `replay = False` turns it off
     replay_after = 8
     replay = settings.env_flag("VERIGRAD_REPLAY", True)
+
+    # bytes a replay's fixed buffers may hold beyond a run's peak (`_replay_fits`; or a quarter of it)
+    replay_extra = 16 << 20
 
     # whether the first run may turn on in place for the steps the memory plan allows
     inplace = True
@@ -253,6 +296,7 @@ class Plan:
             updates=self.update_slots,
             ufuncs={k for k, step in enumerate(steps) if is_ufunc_step(step) or takes_out_step(step)},
             writers={k for k, step in enumerate(steps) if writes_into(step)},
+            allocating=self._allocating,
         )
 
     def _merge_groups(self) -> list[tuple[tuple[int, ...], Any, Callable, tuple[int, ...]]]:
@@ -362,13 +406,17 @@ class Plan:
 
     def _run_steps(self, env: list[Any], first: int = 0) -> list[Any]:
         """`env` (every slot's array) after the unchecked loop's steps from `first` on."""
+        loop, dead = self._loop, self._dead
         with np.errstate(all="ignore"):
-            for kernel, ins, out in self._loop[first:] if first else self._loop:
+            for k in range(first, len(loop)):
+                kernel, ins, out = loop[k]
                 if type(out) is tuple:  # a merged call's results
                     for slot, result in zip(out, kernel(*[env[i] for i in ins])):
                         env[slot] = result
                 else:
                     env[out] = kernel(*[env[i] for i in ins])
+                for slot in dead[k]:  # its last reader: the array goes as it would in eager mode
+                    env[slot] = None
         return env
 
     def _replayed(self, arrays: Sequence[np.ndarray]) -> Results | None:
@@ -384,7 +432,7 @@ class Plan:
             self._replay = replay = None
         if not self.replay or self._loop is None or self.runs <= self.replay_after:
             return None
-        if self._recordings >= RECORDINGS:
+        if self._recordings >= RECORDINGS or not self._replay_fits():
             self._replay = False
             return None
         self._recordings += 1
@@ -393,6 +441,32 @@ class Plan:
             return None
         self._replay = False if found is None else found
         return results
+
+    def _replay_fits(self) -> bool:
+        """Whether a replay's fixed buffers (every result a call allocates, held from run to run) would
+        hold at most `replay_extra` bytes more than a run of the loop holds at its peak, or a quarter of
+        that peak, or half the memory of the captured tensors the step reads anyway (a model's weights).
+        A replay saves each call's Python (microseconds): worth it for a decode step's many small calls
+        (SmolLM2's at batch 32: 34 MiB more than its run's 6 MiB peak, its weights 121 MiB), not for a
+        training step's large ones (the small GPT's: 100 MiB more than its run's 44 MiB, 15 MiB of
+        parameters and moments), whose memory it would hold twice over, each result in memory of its
+        own, cold in the caches."""
+        specs, dead = self.specs, self._dead
+        held: dict[int, int] = {}
+        live = total = peak = 0
+        for k, step in enumerate(self.calls):
+            outs = step.outs if isinstance(step, Merged) else (step.out,)
+            intos = step.intos if isinstance(step, Merged) else (step.into,)
+            for slot, into in zip(outs, intos):
+                if into is None and step.op.name not in VIEW_OPS:
+                    held[slot] = size = _nbytes(specs[slot])
+                    live, total = live + size, total + size
+            peak = max(peak, live)
+            for slot in dead[k]:
+                live -= held.pop(slot, 0)
+        n = self.program.n_args
+        captured = sum(_nbytes(specs[slot]) for slot in self.input_slots[n:])
+        return total - peak <= max(self.replay_extra, peak // 4, captured // 2)
 
     def _checked(self, arrays: Sequence[np.ndarray]) -> list[Any]:
         """One run step by step, each result checked as `conform` does; then the unchecked loop."""
@@ -403,9 +477,16 @@ class Plan:
             if not isinstance(a, np.ndarray) or a.dtype != self.specs[s].dtype.np:
                 raise TypeError(f"input slot {s}: expected a NumPy array of {self.specs[s]!r}")
             env[s] = a
+        candidates = self._candidates if self.inplace else {}
+        allocating = self._allocating if candidates else ()
+        viewed = False  # whether a step taken to allocate gave (a view of) an operand's memory
+        dead = _dead_after(self.steps, [step.ins for step in self.steps], self._kept())
         with np.errstate(all="ignore"):
-            for step in self.steps:
+            for k, step in enumerate(self.steps):
                 result = step.kernel(*[env[i] for i in step.ins])
+                if k in allocating and isinstance(result, np.ndarray):
+                    mine = id(root(result))
+                    viewed = viewed or any(mine == id(root(env[i])) for i in step.ins)
                 spec = step.spec
                 want = spec.dtype.np
                 if type(result) is not np.ndarray or result.dtype != want:
@@ -415,15 +496,20 @@ class Plan:
                 elif result.shape != spec.shape:
                     conform(step.op, result, spec)  # raises, naming the op
                 env[step.out] = result
+                into = candidates.get(k)
+                if into is not None:  # checked now: the input may go at this step
+                    target = env[into]
+                    # a ufunc's result of no dimensions is a NumPy scalar ("asarray"); into `out=` it is
+                    # that array (an optimizer's step count)
+                    plain = step.fix is None or (step.fix == "asarray" and is_ufunc_step(step))
+                    if plain and result.strides == target.strides and target.flags.writeable:
+                        step.into = into
+                for slot in dead[k]:
+                    env[slot] = None
+        if viewed:  # the memory plan's premise failed: no step writes in place
+            for step in self.steps:
+                step.into = None
         if self.inplace:
-            for k, into in self._candidates.items():
-                step = self.steps[k]
-                result, target = env[step.out], env[into]
-                # a ufunc's result of no dimensions is a NumPy scalar ("asarray"); into `out=` it is
-                # that array (an optimizer's step count)
-                plain = step.fix is None or (step.fix == "asarray" and is_ufunc_step(step))
-                if plain and result.strides == target.strides and target.flags.writeable:
-                    step.into = into
             if any(step.into is not None for step in self.steps):
                 self._strides = [a.strides for a in arrays]
             position = {slot: i for i, slot in enumerate(self.input_slots)}
@@ -439,6 +525,11 @@ class Plan:
         """The calls of later runs (`_schedule`), and the loop that makes them."""
         self.calls = self._schedule()
         self._loop = [(fixed_kernel(step), call_args(step), call_outs(step)) for step in self.calls]
+        self._dead = _dead_after(self.calls, [ins for _, ins, _ in self._loop], self._kept())
+
+    def _kept(self) -> set[int]:
+        """The slots a run keeps to its end: its inputs, outputs and updates (and the constants)."""
+        return {*self.input_slots, *self.output_slots, *self.update_slots.values(), *self.consts}
 
     def _inplace_holds(self, arrays: Sequence[np.ndarray]) -> bool:
         """Whether a run on `arrays` may keep in place: the first run's strides, and no array written

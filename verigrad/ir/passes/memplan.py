@@ -26,7 +26,8 @@ provably the same result, bit for bit, layout included:
   gives that dtype, as it would allocate it); the input's array was allocated by an earlier ufunc call
   of the run (never a program input, a captured tensor, a constant, or a kernel's result that may be a
   view of any of them), and neither it nor anything that may view it (the result of any call that is
-  not a ufunc's is taken to view its inputs) is read later or returned;
+  not a ufunc's, a fused kernel's or one the caller says allocates is taken to view its inputs) is read
+  later or returned;
 - the first run, which allocates every result, checks that the result the ufunc allocated has the
   input's strides (layouts follow from the inputs' strides alone, so later runs with inputs of the
   strides the first run had run those calls in place; a run with other strides turns in place off).
@@ -175,6 +176,7 @@ def calls_inplace(
     updates: dict[str, int],
     ufuncs: set[int],
     writers: set[int],
+    allocating: set[int] = frozenset(),
 ) -> dict[int, int]:
     """Call index -> the slot of the input it may write its result into (see the module docstring).
 
@@ -182,9 +184,10 @@ def calls_inplace(
     `specs` every slot's spec; `inputs`, `consts` and `outputs` are slots, `captured` and `updates` the
     slots of the captured tensors and of their new values by name; `ufuncs` the calls of a NumPy ufunc
     on their arrays alone (one result, which it allocates), `writers` those whose kernel writes its
-    result element-wise into `out=`, a new array otherwise."""
+    result element-wise into `out=`, a new array otherwise; `allocating` other calls whose result is a new
+    array, never a view of an operand (the caller checks it on a run before it writes in place)."""
     fresh = {calls[k].out for k in ufuncs}  # arrays a ufunc allocated
-    allocated = fresh | {calls[k].out for k in writers}  # new arrays, never views
+    allocated = fresh | {calls[k].out for k in (*writers, *allocating)}  # new arrays, never views
     if not allocated:
         return {}
     end = len(calls)
