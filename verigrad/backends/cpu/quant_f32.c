@@ -269,57 +269,88 @@ AVX512_Q __attribute__((always_inline)) static inline void k_avx512(float *v, co
 DEQUANTIZE_K(dequantize_k_avx2, __attribute__((target("avx2,f16c"))), 8, k_avx2)
 DEQUANTIZE_K(dequantize_k_avx512, AVX512_Q, 16, k_avx512)
 
-/* 16 values of a 32-value block format (not q8_0) from its nibbles n (byte i: value i low, i + 16 high), the
- * upper half (values 16..31) when upper: the portable path's operations, so its values */
-AVX512_Q __attribute__((always_inline)) static inline __m512 block16_avx512(int qtype, const uint8_t *wb,
-                                                                           __m128i n, int upper, __m512 d,
-                                                                           __m512 m) {
-    __m512i q = _mm512_cvtepu8_epi32(n);
-    if (qtype == IQ4_NL || qtype == Q4_0 || qtype == Q4_1) { /* the 16 values a nibble may stand for */
-        const __m512i nibble = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-        __m512 table;
-        if (qtype == IQ4_NL)
-            table = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)IQ4_VALUES))));
-        else if (qtype == Q4_0)
-            table = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(nibble, _mm512_set1_epi32(8))));
-        else
-            table = _mm512_add_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(nibble)), m);
-        /* permutexvar reads the low 4 bits of each index: the low nibble as it is */
-        return _mm512_permutexvar_ps(upper ? _mm512_srli_epi32(q, 4) : q, table);
-    }
-    /* q5_0, q5_1: the 32 values a 5-bit q may stand for, in two tables; bit i of the u32 before the
-     * nibbles is value i's fifth bit, which picks the second (permutex2var reads 5 bits of each index) */
-    const __m512i nibble = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __m512i off = _mm512_set1_epi32(qtype == Q5_0 ? 16 : 0);
-    __m512 low = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(nibble, off)));
-    __m512 high = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_add_epi32(nibble, _mm512_set1_epi32(16)), off)));
-    if (qtype == Q5_1) low = _mm512_add_ps(low, m), high = _mm512_add_ps(high, m);
-    const uint32_t bits = (uint32_t)load32(wb + (qtype == Q5_1 ? 4 : 2));
-    q = upper ? _mm512_srli_epi32(q, 4) : _mm512_and_si512(q, _mm512_set1_epi32(15));
-    q = _mm512_mask_or_epi32(q, (__mmask16)(upper ? bits >> 16 : bits & 0xffff), q, _mm512_set1_epi32(16));
-    return _mm512_permutex2var_ps(low, q, high);
+/* The 32-value formats on AVX-512, de-quantized in registers. Each block's scale d (and q4_1's, q5_1's m)
+ * comes from scales16, 16 blocks' at a time (one gather, one conversion), so a block's values cost no
+ * conversion and no shuffle of its own: vbroadcastss reads the f32 from memory. The nibbles are widened
+ * once (value i's low nibble and value i + 16's high nibble in lane i) and each value looked up in the
+ * block's table of the 16 values a nibble may stand for (permutexvar reads the low 4 bits of each index);
+ * q5_0 and q5_1 look up in two tables (32 values, permutex2var reads 5 bits), the fifth bit rotated into
+ * place with no shuffle (a masked lookup took a shuffle per mask: 20% slower). Each table entry is computed
+ * as dequantize_row computes a value (d * (n - 8), d * n + m, d * (q - 16), d * IQ4_VALUES[n]), so the
+ * same bits. The fused kernels keep their sums in named registers: GCC kept an array of them on the
+ * stack, a store of each sum per block. */
+
+/* the f16 at byte 0 (affine: and at byte 2) of the cn <= 16 blocks wb + c bytes, as f32: d[c] (m[c]) */
+AVX512_Q __attribute__((always_inline)) static inline void scales16(const uint8_t *wb, int64_t bytes, int64_t cn,
+                                                                    int affine, float *d, float *m) {
+    const __m512i at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                          _mm512_set1_epi32((int)bytes));
+    const __mmask16 take = cn >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << cn) - 1); /* none past the row */
+    const __m512i g = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), take, at, wb, 1);
+    _mm512_storeu_ps(d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g)));
+    if (affine) _mm512_storeu_ps(m, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g, 16))));
 }
 
-/* a row of q8_0, q4_0, q4_1, q5_0, q5_1 or iq4_nl blocks, 16 values a step: dequantize_row's values */
+/* block wb's 32 values (d, m: its scales broadcast): lo values 0..15, hi 16..31 */
+AVX512_Q __attribute__((always_inline)) static inline void block32_avx512(int qt, const uint8_t *wb, __m512 d,
+                                                                          __m512 m, __m512 *lo, __m512 *hi) {
+    if (qt == Q8_0) {
+        const __m128i *q = (const __m128i *)(wb + 2);
+        *lo = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(q))));
+        *hi = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(q + 1))));
+        return;
+    }
+    const __m512 nibble = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const int at = qt == Q5_1 ? 8 : qt == Q5_0 ? 6 : qt == Q4_1 ? 4 : 2;
+    const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(wb + at)));
+    const __m512i qh = _mm512_srli_epi32(q, 4);
+    __m512 table;
+    if (qt == IQ4_NL)
+        table = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const void *)IQ4_VALUES))));
+    else if (qt == Q4_0)
+        table = _mm512_mul_ps(d, _mm512_sub_ps(nibble, _mm512_set1_ps(8.0f)));
+    else if (qt == Q4_1)
+        table = _mm512_add_ps(_mm512_mul_ps(d, nibble), m);
+    else if (qt == Q5_0)
+        table = _mm512_mul_ps(d, _mm512_sub_ps(nibble, _mm512_set1_ps(16.0f)));
+    else
+        table = _mm512_add_ps(_mm512_mul_ps(d, nibble), m);
+    if (qt != Q5_0 && qt != Q5_1) {
+        *lo = _mm512_permutexvar_ps(q, table);
+        *hi = _mm512_permutexvar_ps(qh, table);
+        return;
+    }
+    /* q5: the values of q = n + 16 (d * n; d * (n + 16) + m), and a 5-bit index: the nibble, and as bit 4
+     * value i's fifth bit (bit i of the u32 before the nibbles), rotated there; ternarylogic takes bits
+     * 0..3 from the nibble and the rest from the rotated bits (permutex2var reads bits 0..4) */
+    const __m512 high = qt == Q5_0 ? _mm512_mul_ps(d, nibble)
+                                   : _mm512_add_ps(_mm512_mul_ps(d, _mm512_add_ps(nibble, _mm512_set1_ps(16))), m);
+    const __m512i bits = _mm512_set1_epi32(load32(wb + (qt == Q5_1 ? 4 : 2)));
+    const __m512i rot = _mm512_setr_epi32(28, 29, 30, 31, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11); /* i - 4 */
+    const __m512i low4 = _mm512_set1_epi32(15);
+    const __m512i ilo = _mm512_ternarylogic_epi32(q, _mm512_rorv_epi32(bits, rot), low4, 0xE4); /* C ? A : B */
+    const __m512i ihi = _mm512_ternarylogic_epi32(
+        qh, _mm512_rorv_epi32(bits, _mm512_add_epi32(rot, _mm512_set1_epi32(16))), low4, 0xE4);
+    *lo = _mm512_permutex2var_ps(table, ilo, high);
+    *hi = _mm512_permutex2var_ps(table, ihi, high);
+}
+
+/* a row of q8_0, q4_0, q4_1, q5_0, q5_1 or iq4_nl blocks: dequantize_row's values */
 #define DEQUANTIZE_32(NAME, QTYPE)                                                                          \
     AVX512_Q static void NAME(const uint8_t *w, int64_t nb, float *v) {                                     \
         const int qt = QTYPE; /* an int: the codes are two enums */                                         \
-        for (int64_t b = 0; b < nb; b++, v += 32) {                                                         \
-            const uint8_t *wb = w + b * BLOCK_BYTES[qt];                                                    \
-            const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(load32(wb))); /* F16C: vg_f16_at's */     \
-            const __m512 d = _mm512_broadcastss_ps(dm);                                                     \
-            if (qt == Q8_0) {                                                                               \
-                for (int h = 0; h < 2; h++) {                                                               \
-                    __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(wb + 2 + 16 * h)));  \
-                    _mm512_storeu_ps(v + 16 * h, _mm512_mul_ps(d, _mm512_cvtepi32_ps(q)));                  \
-                }                                                                                           \
-                continue;                                                                                   \
+        const int64_t bytes = BLOCK_BYTES[qt];                                                              \
+        float dd[16], mm[16];                                                                               \
+        for (int64_t i0 = 0; i0 < nb; i0 += 16) {                                                           \
+            const int64_t cn = nb - i0 < 16 ? nb - i0 : 16;                                                 \
+            scales16(w + i0 * bytes, bytes, cn, qt == Q4_1 || qt == Q5_1, dd, mm);                          \
+            for (int64_t c = 0; c < cn; c++, v += 32) {                                                     \
+                __m512 lo, hi;                                                                              \
+                const __m512 d = _mm512_set1_ps(dd[c]), m = _mm512_set1_ps(mm[c]);                         \
+                block32_avx512(qt, w + (i0 + c) * bytes, d, m, &lo, &hi);                                   \
+                _mm512_storeu_ps(v, lo);                                                                    \
+                _mm512_storeu_ps(v + 16, hi);                                                               \
             }                                                                                               \
-            const int at = qt == Q5_1 ? 8 : qt == Q5_0 ? 6 : qt == Q4_1 ? 4 : 2;                            \
-            const __m128i n = _mm_loadu_si128((const __m128i *)(wb + at));                                  \
-            const __m512 m = _mm512_broadcastss_ps(_mm_movehdup_ps(dm));                                    \
-            _mm512_storeu_ps(v, block16_avx512(qt, wb, n, 0, d, m));                                        \
-            _mm512_storeu_ps(v + 16, block16_avx512(qt, wb, n, 1, d, m));                                   \
         }                                                                                                   \
     }
 DEQUANTIZE_32(dequantize_q8_0_avx512, Q8_0)
@@ -334,34 +365,35 @@ DEQUANTIZE_32(dequantize_iq4_nl_avx512, IQ4_NL)
  * it (a decode step: no row buffer written and read back); the next 4 rows are fetched meanwhile */
 #define FUSED_32(NAME, QTYPE)                                                                               \
     AVX512_Q static void NAME(const uint8_t *w, int64_t stride, int64_t nb, const float *x, float *s) {     \
-        const int qt = QTYPE; /* an int: the codes are two enums */                                         \
-        __m512 a[4], b[4];                                                                                  \
-        for (int j = 0; j < 4; j++) a[j] = b[j] = _mm512_setzero_ps();                                      \
+        const int qt = QTYPE, affine = qt == Q4_1 || qt == Q5_1;                                            \
+        /* named sums, not an array: with an array GCC stored every sum to the stack each block */          \
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;     \
         const int64_t bytes = BLOCK_BYTES[qt];                                                              \
         const uint8_t *next = w + 4 * stride;                                                               \
+        float dd[4][16], mm[4][16];                                                                         \
         for (int64_t i = 0; i < nb; i++) {                                                                  \
+            const int64_t c = i & 15;                                                                       \
+            if (!c)                                                                                         \
+                for (int j = 0; j < 4; j++)                                                                 \
+                    scales16(w + j * stride + i * bytes, bytes, nb - i, affine, dd[j], mm[j]);              \
             const __m512 x0 = _mm512_loadu_ps(x + 32 * i), x1 = _mm512_loadu_ps(x + 32 * i + 16);           \
-            for (int j = 0; j < 4; j++) {                                                                   \
-                const uint8_t *wb = w + j * stride + i * bytes;                                             \
-                _mm_prefetch((const char *)(next + j * stride + i * bytes), _MM_HINT_T0);                   \
-                const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(load32(wb)));                              \
-                const __m512 d = _mm512_broadcastss_ps(dm);                                                 \
-                __m512 lo, hi;                                                                              \
-                if (qt == Q8_0) {                                                                           \
-                    lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(wb + 2)))); \
-                    hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(wb + 18)))); \
-                    lo = _mm512_mul_ps(d, lo), hi = _mm512_mul_ps(d, hi);                                   \
-                } else {                                                                                    \
-                    const int at = qt == Q5_1 ? 8 : qt == Q5_0 ? 6 : qt == Q4_1 ? 4 : 2;                    \
-                    const __m128i n = _mm_loadu_si128((const __m128i *)(wb + at));                          \
-                    const __m512 m = _mm512_broadcastss_ps(_mm_movehdup_ps(dm));                            \
-                    lo = block16_avx512(qt, wb, n, 0, d, m), hi = block16_avx512(qt, wb, n, 1, d, m);       \
-                }                                                                                           \
-                a[j] = _mm512_fmadd_ps(x0, lo, a[j]);                                                       \
-                b[j] = _mm512_fmadd_ps(x1, hi, b[j]);                                                       \
-            }                                                                                               \
+            const uint8_t *wb = w + i * bytes;                                                              \
+            FUSED_32_ROW(0, a0, b0)                                                                         \
+            FUSED_32_ROW(1, a1, b1)                                                                         \
+            FUSED_32_ROW(2, a2, b2)                                                                         \
+            FUSED_32_ROW(3, a3, b3)                                                                         \
         }                                                                                                   \
-        for (int j = 0; j < 4; j++) s[j] = fold_avx512(a[j], b[j]);                                         \
+        s[0] = fold_avx512(a0, b0), s[1] = fold_avx512(a1, b1);                                             \
+        s[2] = fold_avx512(a2, b2), s[3] = fold_avx512(a3, b3);                                             \
+    }
+/* FUSED_32's row j: block i de-quantized and multiplied into the sums A (values 0..15) and B (16..31) */
+#define FUSED_32_ROW(J, A, B)                                                                               \
+    {                                                                                                       \
+        _mm_prefetch((const char *)(next + J * stride + i * bytes), _MM_HINT_T0);                           \
+        __m512 lo, hi;                                                                                      \
+        block32_avx512(qt, wb + J * stride, _mm512_set1_ps(dd[J][c]), _mm512_set1_ps(mm[J][c]), &lo, &hi);  \
+        A = _mm512_fmadd_ps(x0, lo, A);                                                                     \
+        B = _mm512_fmadd_ps(x1, hi, B);                                                                     \
     }
 FUSED_32(fused_q8_0_avx512, Q8_0)
 FUSED_32(fused_q4_0_avx512, Q4_0)
