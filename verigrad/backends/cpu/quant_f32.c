@@ -8,10 +8,10 @@
  * hold 256 values; see ops/quant.py for every layout). Rows are de-quantized (q4_k, q5_k and q6_k 8 values
  * (AVX2) or 16 (AVX-512) at a time, the 32-value formats 8 (AVX2) or 16 (AVX-512)). A decode step on
  * AVX-512 de-quantizes each block in registers and multiplies it at once (no row buffer), 4 weight rows at
- * a time: every format but iq4_xs (AVX2: q4_k, 2 weight rows at a time, each value computed in 8 lanes as
- * the portable path does). The 4-bit formats (q5_0, q5_1, q5_k: 5-bit; q2_k, q3_k: 2- and 3-bit) look
- * their values up in the block's (sub-block's, group's) table of 16 (32, 8), its scale times each value,
- * computed as the portable path computes a value.
+ * a time: every format but iq4_xs (AVX2: q8_0, q4_0, q4_1, q5_0, q5_1 and q4_k, 2 weight rows at a time,
+ * each value computed in 8 lanes as the portable path does). The 4-bit formats (q5_0, q5_1, q5_k: 5-bit;
+ * q2_k, q3_k: 2- and 3-bit) look their values up in the block's (sub-block's, group's) table of 16 (32, 8),
+ * its scale times each value, computed as the portable path computes a value.
  * Every path does the portable path's operations, so the same bits (vg_quant_simd chooses one, for tests).
  */
 #include "quant.h"
@@ -169,43 +169,87 @@ float vg_dot_f32(const float *x, const float *v, int64_t k) {
 }
 
 #if VG_X86
-/* 8 integers (int32) as floats, times d, plus m when m is given: the reference's f32 values */
-__attribute__((target("avx2"), always_inline)) static inline void put8(float *v, __m256i q, __m256 d,
-                                                                         const __m256 *m) {
-    __m256 x = _mm256_mul_ps(d, _mm256_cvtepi32_ps(q));
-    _mm256_storeu_ps(v, m ? _mm256_add_ps(x, *m) : x);
+/* dot_f32's fold of 32 partial sums held as 4 vectors of 8 (sum j in lane j % 8 of vector j / 8) */
+__attribute__((target("avx2"), always_inline)) static inline float fold_avx2(__m256 a0, __m256 a1, __m256 a2,
+                                                                              __m256 a3) {
+    __m256 e = _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3)); /* h = 16, then 8 */
+    __m128 f = _mm_add_ps(_mm256_castps256_ps128(e), _mm256_extractf128_ps(e, 1));
+    f = _mm_add_ps(f, _mm_movehl_ps(f, f));
+    return _mm_cvtss_f32(_mm_add_ss(f, _mm_movehdup_ps(f)));
+}
+
+/* a block of q8_0, q4_0, q4_1, q5_0 or q5_1 (qt) on AVX2: its 32 values, v[j] values 8j..8j+7, each d * q'
+ * (q' = q less 8 or 16, as the format has it), plus m for q4_1 and q5_1: dequantize_row's operations */
+__attribute__((target("avx2,f16c"), always_inline)) static inline void block_avx2(int qt, const uint8_t *wb,
+                                                                                   __m256 *v) {
+    const __m256 d = _mm256_set1_ps(vg_f16_at(wb));
+    if (qt == Q8_0) {
+        for (int j = 0; j < 4; j++) {
+            __m128i q = _mm_loadl_epi64((const __m128i *)(wb + 2 + 8 * j));
+            v[j] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
+        }
+        return;
+    }
+    const __m128i mask = _mm_set1_epi8(15);
+    const int five = qt == Q5_0 || qt == Q5_1, affine = qt == Q4_1 || qt == Q5_1;
+    const uint8_t *qh = wb + (affine ? 4 : 2); /* q5: the fifth bits (a u32), then the nibbles */
+    __m128i n = _mm_loadu_si128((const __m128i *)(qh + (five ? 4 : 0)));
+    __m128i lo = _mm_and_si128(n, mask), hi = _mm_and_si128(_mm_srli_epi16(n, 4), mask);
+    __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+    const __m256 m = _mm256_set1_ps(affine ? vg_f16_at(wb + 2) : 0.0f);
+    const __m256i off = _mm256_set1_epi32(qt == Q4_0 ? 8 : qt == Q5_0 ? 16 : 0);
+    const __m256i high = _mm256_set1_epi32(five ? load32(qh) : 0); /* x86 is little-endian */
+    for (int j = 0; j < 4; j++) {
+        __m256i q = _mm256_cvtepu8_epi32(parts[j]);
+        if (five) {
+            __m256i shift = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(8 * j));
+            __m256i bits = _mm256_and_si256(_mm256_srlv_epi32(high, shift), _mm256_set1_epi32(1));
+            q = _mm256_or_si256(q, _mm256_slli_epi32(bits, 4));
+        }
+        const __m256 x = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(q, off)));
+        v[j] = affine ? _mm256_add_ps(x, m) : x;
+    }
 }
 
 __attribute__((target("avx2,f16c"))) static void dequantize_row_avx2(int qtype, const uint8_t *w, int64_t nb,
                                                                        float *v) {
-    const int64_t bytes = BLOCK_BYTES[qtype];
     for (int64_t b = 0; b < nb; b++, v += 32) {
-        const uint8_t *wb = w + b * bytes;
-        __m256 d = _mm256_set1_ps(vg_f16_at(wb));
-        if (qtype == Q8_0) {
-            for (int j = 0; j < 4; j++) {
-                __m128i q = _mm_loadl_epi64((const __m128i *)(wb + 2 + 8 * j));
-                put8(v + 8 * j, _mm256_cvtepi8_epi32(q), d, 0);
-            }
-            continue;
-        }
-        const __m128i mask = _mm_set1_epi8(15);
-        const int five = qtype == Q5_0 || qtype == Q5_1, affine = qtype == Q4_1 || qtype == Q5_1;
-        const uint8_t *qh = wb + (affine ? 4 : 2); /* q5: the fifth bits (a u32), then the nibbles */
-        __m128i n = _mm_loadu_si128((const __m128i *)(qh + (five ? 4 : 0)));
-        __m128i lo = _mm_and_si128(n, mask), hi = _mm_and_si128(_mm_srli_epi16(n, 4), mask);
-        __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
-        __m256 m = _mm256_set1_ps(affine ? vg_f16_at(wb + 2) : 0.0f);
-        __m256i off = _mm256_set1_epi32(qtype == Q4_0 ? 8 : qtype == Q5_0 ? 16 : 0);
-        __m256i high = _mm256_set1_epi32(five ? load32(qh) : 0); /* x86 is little-endian */
-        for (int j = 0; j < 4; j++) {
-            __m256i shift = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(8 * j));
-            __m256i bits = _mm256_and_si256(_mm256_srlv_epi32(high, shift), _mm256_set1_epi32(1));
-            __m256i q = _mm256_or_si256(_mm256_cvtepu8_epi32(parts[j]), _mm256_slli_epi32(bits, 4));
-            put8(v + 8 * j, _mm256_sub_epi32(q, off), d, affine ? &m : 0);
-        }
+        __m256 x[4];
+        block_avx2(qtype, w + b * BLOCK_BYTES[qtype], x);
+        for (int j = 0; j < 4; j++) _mm256_storeu_ps(v + 8 * j, x[j]);
     }
 }
+
+/* dot_f32 of x with the 2 rows w, w + stride of a 32-value format (block_avx2's), each block de-quantized
+ * in registers and multiplied at once, each output's 32 partial sums in 4 vectors of 8 (named: see
+ * FUSED_32), folded as DOTS_AVX2 folds them; the next 2 rows are fetched meanwhile */
+#define FUSED_32_AVX2(NAME, QTYPE)                                                                          \
+    __attribute__((target("avx2,fma,f16c"))) static void NAME(const uint8_t *w, int64_t stride, int64_t nb, \
+                                                              const float *x, float *s) {                   \
+        const int64_t bytes = BLOCK_BYTES[QTYPE];                                                           \
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;     \
+        for (int64_t i = 0; i < nb; i++) {                                                                  \
+            const uint8_t *wb = w + i * bytes;                                                              \
+            _mm_prefetch((const char *)(wb + 2 * stride), _MM_HINT_T0);                                     \
+            _mm_prefetch((const char *)(wb + 3 * stride), _MM_HINT_T0);                                     \
+            __m256 u[4], v[4];                                                                              \
+            block_avx2(QTYPE, wb, u);                                                                       \
+            block_avx2(QTYPE, wb + stride, v);                                                              \
+            const float *xb = x + 32 * i;                                                                   \
+            __m256 x0 = _mm256_loadu_ps(xb), x1 = _mm256_loadu_ps(xb + 8);                                  \
+            __m256 x2 = _mm256_loadu_ps(xb + 16), x3 = _mm256_loadu_ps(xb + 24);                            \
+            a0 = _mm256_fmadd_ps(x0, u[0], a0), a1 = _mm256_fmadd_ps(x1, u[1], a1);                         \
+            a2 = _mm256_fmadd_ps(x2, u[2], a2), a3 = _mm256_fmadd_ps(x3, u[3], a3);                         \
+            b0 = _mm256_fmadd_ps(x0, v[0], b0), b1 = _mm256_fmadd_ps(x1, v[1], b1);                         \
+            b2 = _mm256_fmadd_ps(x2, v[2], b2), b3 = _mm256_fmadd_ps(x3, v[3], b3);                         \
+        }                                                                                                   \
+        s[0] = fold_avx2(a0, a1, a2, a3), s[1] = fold_avx2(b0, b1, b2, b3);                                 \
+    }
+FUSED_32_AVX2(fused_q8_0_avx2, Q8_0)
+FUSED_32_AVX2(fused_q4_0_avx2, Q4_0)
+FUSED_32_AVX2(fused_q4_1_avx2, Q4_1)
+FUSED_32_AVX2(fused_q5_0_avx2, Q5_0)
+FUSED_32_AVX2(fused_q5_1_avx2, Q5_1)
 
 /* 8 (AVX2) or 16 (AVX-512) k-quant values: q = ((lo[i] >> ls) & lm) | (((hi[i] >> hs) & hm) << 4) - off
  * (no hi: the first term alone), then ds * q (less dm where has_m): the portable paths' operations */
@@ -627,12 +671,7 @@ __attribute__((target("avx2,fma,f16c"))) static void fused_q4_k_avx2(const uint8
                 }
             }
     }
-    for (int r = 0; r < 2; r++) {
-        __m256 e = _mm256_add_ps(_mm256_add_ps(a[r][0], a[r][2]), _mm256_add_ps(a[r][1], a[r][3]));
-        __m128 f = _mm_add_ps(_mm256_castps256_ps128(e), _mm256_extractf128_ps(e, 1));
-        f = _mm_add_ps(f, _mm_movehl_ps(f, f));
-        s[r] = _mm_cvtss_f32(_mm_add_ss(f, _mm_movehdup_ps(f)));
-    }
+    for (int r = 0; r < 2; r++) s[r] = fold_avx2(a[r][0], a[r][1], a[r][2], a[r][3]);
 }
 typedef void (*fused_fn)(const uint8_t *, int64_t, int64_t, const float *, float *);
 static const fused_fn FUSED_AVX512[NQTYPES] = {
@@ -641,6 +680,9 @@ static const fused_fn FUSED_AVX512[NQTYPES] = {
     [Q4_K] = fused_q4_k_avx512, [Q5_K] = fused_q5_k_avx512, [Q6_K] = fused_q6_k_avx512,
     [Q2_K] = fused_q2_k_avx512, [Q3_K] = fused_q3_k_avx512};
 
+static const fused_fn FUSED_AVX2[NQTYPES] = {
+    [Q8_0] = fused_q8_0_avx2, [Q4_0] = fused_q4_0_avx2, [Q4_1] = fused_q4_1_avx2,
+    [Q5_0] = fused_q5_0_avx2, [Q5_1] = fused_q5_1_avx2, [Q4_K] = fused_q4_k_avx2};
 typedef void (*dequantize_fn)(const uint8_t *, int64_t, float *);
 /* the formats of 32-value blocks with an AVX-512 de-quantization, by code (0: none) */
 static const dequantize_fn DEQUANTIZE_AVX512[NQTYPES] = {
@@ -679,8 +721,8 @@ int vg_fused_decode_f32(int qtype, int level, const uint8_t *w, int64_t stride, 
         FUSED_AVX512[qtype](w, stride, nb, x, s);
         return 4;
     }
-    if (level == 1 && rows >= 2 && qtype == Q4_K) {
-        fused_q4_k_avx2(w, stride, nb, x, s);
+    if (level == 1 && rows >= 2 && FUSED_AVX2[qtype]) {
+        FUSED_AVX2[qtype](w, stride, nb, x, s);
         return 2;
     }
 #else
