@@ -447,15 +447,19 @@ FUSED_32(fused_q5_1_avx512, Q5_1)
 FUSED_32(fused_iq4_nl_avx512, IQ4_NL)
 
 /* q4_k and q5_k block wb: sub-block j's scale d * sc into ds[j] and offset dmin * m into dm[j], the products
- * dequantize_k4 rounds */
+ * dequantize_k4 rounds; the 6-bit scales and mins (k4_scale's) unpacked 4 at a time in 32-bit words: bytes
+ * 0..7 of u the scales, 8..15 the mins (scalar k4_scale took a third of the AVX-512 q4_k decode step) */
 AVX512_Q __attribute__((always_inline)) static inline void k4_scales8(const uint8_t *wb, float *ds, float *dm) {
-    int32_t sc[8], m[8];
-    for (int j = 0; j < 8; j++) k4_scale(wb + 4, j, &sc[j], &m[j]);
+    const uint32_t six = 0x3f3f3f3f, low4 = 0x0f0f0f0f, top2 = 0x03030303; /* per byte */
+    const uint32_t s0 = (uint32_t)load32(wb + 4), s1 = (uint32_t)load32(wb + 8), s2 = (uint32_t)load32(wb + 12);
+    const uint32_t u0 = s0 & six, u1 = (s2 & low4) | (((s0 >> 6) & top2) << 4); /* scales 0..3, 4..7 */
+    const uint32_t u2 = s1 & six, u3 = ((s2 >> 4) & low4) | (((s1 >> 6) & top2) << 4); /* mins */
+    const __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_setr_epi32((int)u0, (int)u1, (int)u2, (int)u3)));
     const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128(load32(wb))); /* d, dmin */
-    const __m256 sf = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)sc));
-    const __m256 mf = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)m));
-    _mm256_storeu_ps(ds, _mm256_mul_ps(_mm256_broadcastss_ps(dd), sf));
-    _mm256_storeu_ps(dm, _mm256_mul_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dd)), mf));
+    const __m512 by = _mm512_insertf32x8(_mm512_broadcastss_ps(dd), _mm256_broadcastss_ps(_mm_movehdup_ps(dd)), 1);
+    const __m512 v = _mm512_mul_ps(by, f);
+    _mm256_storeu_ps(ds, _mm512_castps512_ps256(v));
+    _mm256_storeu_ps(dm, _mm512_extractf32x8_ps(v, 1));
 }
 
 /* FUSED_32 for q4_k and q5_k: per 64 values (chunk c of the nibbles: sub-blocks 2c low, 2c + 1 high) each
