@@ -8,9 +8,9 @@
  * hold 256 values; see ops/quant.py for every layout). Rows are de-quantized (q4_k, q5_k and q6_k 8 values
  * (AVX2) or 16 (AVX-512) at a time, the 32-value formats 8 (AVX2) or 16 (AVX-512)). A decode step on
  * AVX-512 de-quantizes each block in registers and multiplies it at once (no row buffer), 4 weight rows at
- * a time: every format but iq4_xs (AVX2: q8_0, q4_0, q4_1, q5_0, q5_1 and q4_k, 2 weight rows at a time,
- * each value computed in 8 lanes as the portable path does). The 4-bit formats (q5_0, q5_1, q5_k: 5-bit;
- * q2_k, q3_k: 2- and 3-bit) look their values up in the block's (sub-block's, group's) table of 16 (32, 8),
+ * a time: every format but iq4_xs (AVX2: q8_0, q4_0, q4_1, q5_0, q5_1, q4_k and q6_k, 2 weight rows at a
+ * time, each value computed in 8 lanes as the portable path does). The 4-bit formats (q5_0, q5_1, q5_k:
+ * 5-bit; q2_k, q3_k: 2- and 3-bit) look their values up in the block's (sub-block's, group's) table of 16 (32, 8),
  * its scale times each value, computed as the portable path computes a value.
  * Every path does the portable path's operations, so the same bits (vg_quant_simd chooses one, for tests).
  */
@@ -677,6 +677,45 @@ __attribute__((target("avx2,fma,f16c"))) static void fused_q4_k_avx2(const uint8
     }
     for (int r = 0; r < 2; r++) s[r] = fold_avx2(a[r][0], a[r][1], a[r][2], a[r][3]);
 }
+/* q6_k on AVX2: 2 weight rows at a time, 8 values a step computed as dequantize_q6_k computes them
+ * ((d * sc) * (q - 32), q from ql's nibble and qh's 2 bits, as k_avx2 makes it), each output's 32 partial
+ * sums in 4 vectors of 8 */
+__attribute__((target("avx2,fma,f16c"))) static void fused_q6_k_avx2(const uint8_t *w, int64_t stride, int64_t nb,
+                                                                      const float *x, float *s) {
+    const int64_t bytes = BLOCK_BYTES[Q6_K];
+    const __m256i low4 = _mm256_set1_epi32(15), low2 = _mm256_set1_epi32(3), bias = _mm256_set1_epi32(32);
+    __m256 a[2][4];
+    for (int r = 0; r < 2; r++)
+        for (int l = 0; l < 4; l++) a[r][l] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const float *xb = x + 256 * i;
+        float dsc[2][16];
+        for (int r = 0; r < 2; r++) {
+            const uint8_t *wb = w + r * stride + i * bytes;
+            for (int64_t off = 0; off < bytes; off += 64)
+                _mm_prefetch((const char *)(wb + 2 * stride + off), _MM_HINT_T0);
+            const float d = vg_f16_at(wb + 208);
+            for (int g = 0; g < 16; g++) dsc[r][g] = d * (float)((const int8_t *)(wb + 192))[g];
+        }
+        for (int h = 0; h < 2; h++)
+            for (int quarter = 0; quarter < 4; quarter++)
+                for (int l = 0; l < 32; l += 8) {
+                    const __m256 xv = _mm256_loadu_ps(xb + 128 * h + 32 * quarter + l);
+                    for (int r = 0; r < 2; r++) {
+                        const uint8_t *wb = w + r * stride + i * bytes;
+                        const uint8_t *lo = wb + 64 * h + 32 * (quarter & 1) + l, *hi = wb + 128 + 32 * h + l;
+                        __m256i q = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)lo));
+                        __m256i qh = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)hi));
+                        q = _mm256_and_si256(_mm256_srli_epi32(q, 4 * (quarter >> 1)), low4);
+                        qh = _mm256_and_si256(_mm256_srli_epi32(qh, 2 * quarter), low2);
+                        q = _mm256_sub_epi32(_mm256_or_si256(q, _mm256_slli_epi32(qh, 4)), bias);
+                        const __m256 ds = _mm256_set1_ps(dsc[r][8 * h + 2 * quarter + l / 16]);
+                        a[r][l / 8] = _mm256_fmadd_ps(xv, _mm256_mul_ps(ds, _mm256_cvtepi32_ps(q)), a[r][l / 8]);
+                    }
+                }
+    }
+    for (int r = 0; r < 2; r++) s[r] = fold_avx2(a[r][0], a[r][1], a[r][2], a[r][3]);
+}
 typedef void (*fused_fn)(const uint8_t *, int64_t, int64_t, const float *, float *);
 static const fused_fn FUSED_AVX512[NQTYPES] = {
     [Q8_0] = fused_q8_0_avx512, [Q4_0] = fused_q4_0_avx512, [Q4_1] = fused_q4_1_avx512,
@@ -686,7 +725,7 @@ static const fused_fn FUSED_AVX512[NQTYPES] = {
 
 static const fused_fn FUSED_AVX2[NQTYPES] = {
     [Q8_0] = fused_q8_0_avx2, [Q4_0] = fused_q4_0_avx2, [Q4_1] = fused_q4_1_avx2,
-    [Q5_0] = fused_q5_0_avx2, [Q5_1] = fused_q5_1_avx2, [Q4_K] = fused_q4_k_avx2};
+    [Q5_0] = fused_q5_0_avx2, [Q5_1] = fused_q5_1_avx2, [Q4_K] = fused_q4_k_avx2, [Q6_K] = fused_q6_k_avx2};
 typedef void (*dequantize_fn)(const uint8_t *, int64_t, float *);
 /* the formats of 32-value blocks with an AVX-512 de-quantization, by code (0: none) */
 static const dequantize_fn DEQUANTIZE_AVX512[NQTYPES] = {
