@@ -10,8 +10,8 @@
  * AVX-512 de-quantizes each block in registers and multiplies it at once (no row buffer), 4 weight rows at
  * a time: every format but iq4_xs (AVX2: q8_0, q4_0, q4_1, q5_0, q5_1, q4_k and q6_k, 2 weight rows at a
  * time, each value computed in 8 lanes as the portable path does). The 4-bit formats (q5_0, q5_1, q5_k:
- * 5-bit; q2_k, q3_k: 2- and 3-bit) look their values up in the block's (sub-block's, group's) table of 16 (32, 8),
- * its scale times each value, computed as the portable path computes a value.
+ * 5-bit; q2_k, q3_k: 2- and 3-bit) look their values up in the block's (sub-block's, group's) table of
+ * 16 (32, 8), its scale times each value, computed as the portable path computes a value.
  * Every path does the portable path's operations, so the same bits (vg_quant_simd chooses one, for tests).
  */
 #include "quant.h"
