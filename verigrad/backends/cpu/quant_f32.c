@@ -8,8 +8,8 @@
  * hold 256 values; see ops/quant.py for every layout). Rows are de-quantized (q4_k, q5_k and q6_k 8 values
  * (AVX2) or 16 (AVX-512) at a time, the 32-value formats 8 (AVX2) or 16 (AVX-512)). A decode step on
  * AVX-512 de-quantizes each block in registers and multiplies it at once (no row buffer), 4 weight rows at
- * a time: every format but iq4_xs (AVX2: q8_0, q4_0, q4_1, q5_0, q5_1, q4_k and q6_k, 2 weight rows at a
- * time, each value computed in 8 lanes as the portable path does). The 4-bit formats (q5_0, q5_1, q5_k:
+ * a time: every format but iq4_xs (AVX2: q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k and q6_k, 2 weight rows
+ * at a time, each value computed in 8 lanes as the portable path does). The 4-bit formats (q5_0, q5_1, q5_k:
  * 5-bit; q2_k, q3_k: 2- and 3-bit) look their values up in the block's (sub-block's, group's) table of
  * 16 (32, 8), its scale times each value, computed as the portable path computes a value.
  * Every path does the portable path's operations, so the same bits (vg_quant_simd chooses one, for tests).
@@ -638,11 +638,12 @@ AVX512_Q static void fused_q6_k_avx512(const uint8_t *w, int64_t stride, int64_t
 FUSED_K2(fused_q2_k_avx512, Q2_K)
 FUSED_K2(fused_q3_k_avx512, Q3_K)
 
-/* FUSED_K4's q4_k on AVX2: 2 weight rows at a time, each output's 32 partial sums in 4 vectors of 8; each
- * value computed as dequantize_k4 computes it (ds * q - dm), the sums folded as DOTS_AVX2 folds them */
-__attribute__((target("avx2,fma,f16c"))) static void fused_q4_k_avx2(const uint8_t *w, int64_t stride, int64_t nb,
-                                                                      const float *x, float *s) {
-    const int64_t bytes = BLOCK_BYTES[Q4_K];
+/* FUSED_K4's q4_k and q5_k on AVX2: 2 weight rows at a time, each output's 32 partial sums in 4 vectors of
+ * 8; each value computed as dequantize_k4 computes it (ds * q - dm, q5_k's q with bit j of qh[i] as its
+ * fifth bit), the sums folded as DOTS_AVX2 folds them */
+__attribute__((target("avx2,fma,f16c"), always_inline)) static inline void fused_k4_avx2(
+    int five, const uint8_t *w, int64_t stride, int64_t nb, const float *x, float *s) {
+    const int64_t bytes = BLOCK_BYTES[five ? Q5_K : Q4_K];
     const __m256i low4 = _mm256_set1_epi32(15);
     __m256 a[2][4];
     for (int r = 0; r < 2; r++)
@@ -666,9 +667,15 @@ __attribute__((target("avx2,fma,f16c"))) static void fused_q4_k_avx2(const uint8
             for (int l = 0; l < 4; l++) {
                 const __m256 xv = _mm256_loadu_ps(xb + 32 * j + 8 * l);
                 for (int r = 0; r < 2; r++) {
-                    const uint8_t *qs = w + r * stride + i * bytes + 16 + 32 * (j / 2) + 8 * l;
+                    const uint8_t *wb = w + r * stride + i * bytes;
+                    const uint8_t *qs = wb + (five ? 48 : 16) + 32 * (j / 2) + 8 * l;
                     __m256i q = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)qs));
                     q = j % 2 ? _mm256_srli_epi32(q, 4) : _mm256_and_si256(q, low4);
+                    if (five) {
+                        __m256i h = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(wb + 16 + 8 * l)));
+                        h = _mm256_and_si256(_mm256_srli_epi32(h, j), _mm256_set1_epi32(1));
+                        q = _mm256_or_si256(q, _mm256_slli_epi32(h, 4));
+                    }
                     const __m256 v = _mm256_sub_ps(_mm256_mul_ps(_mm256_set1_ps(ds[r][j]), _mm256_cvtepi32_ps(q)),
                                                    _mm256_set1_ps(dm[r][j]));
                     a[r][l] = _mm256_fmadd_ps(xv, v, a[r][l]);
@@ -676,6 +683,14 @@ __attribute__((target("avx2,fma,f16c"))) static void fused_q4_k_avx2(const uint8
             }
     }
     for (int r = 0; r < 2; r++) s[r] = fold_avx2(a[r][0], a[r][1], a[r][2], a[r][3]);
+}
+__attribute__((target("avx2,fma,f16c"))) static void fused_q4_k_avx2(const uint8_t *w, int64_t stride, int64_t nb,
+                                                                      const float *x, float *s) {
+    fused_k4_avx2(0, w, stride, nb, x, s);
+}
+__attribute__((target("avx2,fma,f16c"))) static void fused_q5_k_avx2(const uint8_t *w, int64_t stride, int64_t nb,
+                                                                      const float *x, float *s) {
+    fused_k4_avx2(1, w, stride, nb, x, s);
 }
 /* q6_k on AVX2: 2 weight rows at a time, 8 values a step computed as dequantize_q6_k computes them
  * ((d * sc) * (q - 32), q from ql's nibble and qh's 2 bits, as k_avx2 makes it), each output's 32 partial
@@ -725,7 +740,8 @@ static const fused_fn FUSED_AVX512[NQTYPES] = {
 
 static const fused_fn FUSED_AVX2[NQTYPES] = {
     [Q8_0] = fused_q8_0_avx2, [Q4_0] = fused_q4_0_avx2, [Q4_1] = fused_q4_1_avx2,
-    [Q5_0] = fused_q5_0_avx2, [Q5_1] = fused_q5_1_avx2, [Q4_K] = fused_q4_k_avx2, [Q6_K] = fused_q6_k_avx2};
+    [Q5_0] = fused_q5_0_avx2, [Q5_1] = fused_q5_1_avx2, [Q4_K] = fused_q4_k_avx2, [Q6_K] = fused_q6_k_avx2,
+    [Q5_K] = fused_q5_k_avx2};
 typedef void (*dequantize_fn)(const uint8_t *, int64_t, float *);
 /* the formats of 32-value blocks with an AVX-512 de-quantization, by code (0: none) */
 static const dequantize_fn DEQUANTIZE_AVX512[NQTYPES] = {
