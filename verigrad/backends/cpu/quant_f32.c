@@ -8,7 +8,7 @@
  * hold 256 values; see ops/quant.py for every layout). Rows are de-quantized (q4_k, q5_k and q6_k 8 values
  * (AVX2) or 16 (AVX-512) at a time, the 32-value formats 8 (AVX2) or 16 (AVX-512)). A decode step on
  * AVX-512 de-quantizes each block in registers and multiplies it at once (no row buffer), 4 weight rows at
- * a time: every format but iq4_xs (AVX2: q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k and q6_k, 2 weight rows
+ * a time: every format (AVX2: q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k and q6_k, 2 weight rows
  * at a time, each value computed in 8 lanes as the portable path does). The 4-bit formats (q5_0, q5_1, q5_k:
  * 5-bit; q2_k, q3_k: 2- and 3-bit) look their values up in the block's (sub-block's, group's) table of
  * 16 (32, 8), its scale times each value, computed as the portable path computes a value.
@@ -562,6 +562,45 @@ AVX512_Q static void fused_q6_k_avx512(const uint8_t *w, int64_t stride, int64_t
     for (int r = 0; r < 4; r++) s[r] = fold_avx512(a[r], b[r]);
 }
 
+/* FUSED_32 for iq4_xs: 8 sub-blocks of 32 values, each looked up in its table of 16, dl * IQ4_VALUES[n]
+ * with dl = d * (ls - 32) (dequantize_iq4's operations); the sums in named registers (see FUSED_32) */
+#define FUSED_IQ4_XS_ROW(R, A, B)                                                                           \
+    {                                                                                                       \
+        const uint8_t *wb = w + R * stride + i * bytes;                                                     \
+        const __m512 table = _mm512_mul_ps(_mm512_set1_ps(dl[R][j]), values);                               \
+        const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(wb + 8 + 16 * j)));      \
+        A = _mm512_fmadd_ps(x0, _mm512_permutexvar_ps(q, table), A);                                        \
+        B = _mm512_fmadd_ps(x1, _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table), B);                  \
+    }
+AVX512_Q static void fused_iq4_xs_avx512(const uint8_t *w, int64_t stride, int64_t nb, const float *x, float *s) {
+    const int64_t bytes = BLOCK_BYTES[IQ4_XS];
+    const __m512 values = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const void *)IQ4_VALUES)));
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    for (int64_t i = 0; i < nb; i++) {
+        float dl[4][8];
+        for (int r = 0; r < 4; r++) {
+            const uint8_t *wb = w + r * stride + i * bytes;
+            for (int64_t off = 0; off < bytes; off += 64)
+                _mm_prefetch((const char *)(wb + 4 * stride + off), _MM_HINT_T0);
+            const float d = vg_f16_at(wb);
+            const int high = wb[2] | (wb[3] << 8);
+            for (int j = 0; j < 8; j++) {
+                const int ls = ((wb[4 + j / 2] >> (4 * (j % 2))) & 15) | (((high >> (2 * j)) & 3) << 4);
+                dl[r][j] = d * (float)(ls - 32);
+            }
+        }
+        for (int j = 0; j < 8; j++) {
+            const float *xj = x + 256 * i + 32 * j;
+            const __m512 x0 = _mm512_loadu_ps(xj), x1 = _mm512_loadu_ps(xj + 16);
+            FUSED_IQ4_XS_ROW(0, a0, b0)
+            FUSED_IQ4_XS_ROW(1, a1, b1)
+            FUSED_IQ4_XS_ROW(2, a2, b2)
+            FUSED_IQ4_XS_ROW(3, a3, b3)
+        }
+    }
+    s[0] = fold_avx512(a0, b0), s[1] = fold_avx512(a1, b1), s[2] = fold_avx512(a2, b2), s[3] = fold_avx512(a3, b3);
+}
+
 /* FUSED_32 for q2_k and q3_k: 16 groups of 16 values; group g's bytes are those of crumb (16 (g % 2) + i of
  * the chunk g / 8, at shift 2 ((g / 2) % 4)), widened once per chunk and half, and its values looked up in
  * the group's table of 8 (twice over: permutexvar reads 4 bits of the index), computed as dequantize_q2_k
@@ -736,7 +775,7 @@ static const fused_fn FUSED_AVX512[NQTYPES] = {
     [Q8_0] = fused_q8_0_avx512, [Q4_0] = fused_q4_0_avx512, [Q4_1] = fused_q4_1_avx512,
     [Q5_0] = fused_q5_0_avx512, [Q5_1] = fused_q5_1_avx512, [IQ4_NL] = fused_iq4_nl_avx512,
     [Q4_K] = fused_q4_k_avx512, [Q5_K] = fused_q5_k_avx512, [Q6_K] = fused_q6_k_avx512,
-    [Q2_K] = fused_q2_k_avx512, [Q3_K] = fused_q3_k_avx512};
+    [Q2_K] = fused_q2_k_avx512, [Q3_K] = fused_q3_k_avx512, [IQ4_XS] = fused_iq4_xs_avx512};
 
 static const fused_fn FUSED_AVX2[NQTYPES] = {
     [Q8_0] = fused_q8_0_avx2, [Q4_0] = fused_q4_0_avx2, [Q4_1] = fused_q4_1_avx2,
