@@ -6,7 +6,8 @@
  * to f32 as the reference does, in 32 f32 partial sums (sum j takes k = j mod 32 in order, one fused
  * multiply-add rounded once a step), folded s[j] + s[j + h] for h = 16, 8, 4, 2, 1 (the k-quants' blocks
  * hold 256 values; see ops/quant.py for every layout). Rows are de-quantized (q4_k, q5_k and q6_k 8 values
- * (AVX2) or 16 (AVX-512) at a time, the 32-value formats 8 (AVX2) or 16 (AVX-512)). A decode step on
+ * (AVX2) or 16 (AVX-512) at a time, the 32-value formats 8 (AVX2) or 16 (AVX-512), iq4_xs 16 (AVX-512);
+ * q2_k and q3_k by the portable code). A decode step on
  * AVX-512 de-quantizes each block in registers and multiplies it at once (no row buffer), 4 weight rows at
  * a time: every format (AVX2: q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k and q6_k, 2 weight rows
  * at a time, each value computed in 8 lanes as the portable path does). The 4-bit formats (q5_0, q5_1, q5_k:
@@ -562,6 +563,32 @@ AVX512_Q static void fused_q6_k_avx512(const uint8_t *w, int64_t stride, int64_t
     for (int r = 0; r < 4; r++) s[r] = fold_avx512(a[r], b[r]);
 }
 
+/* iq4_xs block wb's 8 sub-block scales dl[j] = d * (ls - 32), as dequantize_iq4 computes them */
+static inline void iq4_xs_scales(const uint8_t *wb, float *dl) {
+    const float d = vg_f16_at(wb);
+    const int high = wb[2] | (wb[3] << 8);
+    for (int j = 0; j < 8; j++) {
+        const int ls = ((wb[4 + j / 2] >> (4 * (j % 2))) & 15) | (((high >> (2 * j)) & 3) << 4);
+        dl[j] = d * (float)(ls - 32);
+    }
+}
+
+/* a row of iq4_xs blocks: each sub-block's 32 values looked up in its table of 16 (dequantize_iq4's) */
+AVX512_Q static void dequantize_iq4_xs_avx512(const uint8_t *w, int64_t nb, float *v) {
+    const __m512 values = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const void *)IQ4_VALUES)));
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *wb = w + i * BLOCK_BYTES[IQ4_XS];
+        float dl[8];
+        iq4_xs_scales(wb, dl);
+        for (int j = 0; j < 8; j++, v += 32) {
+            const __m512 table = _mm512_mul_ps(_mm512_set1_ps(dl[j]), values);
+            const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(wb + 8 + 16 * j)));
+            _mm512_storeu_ps(v, _mm512_permutexvar_ps(q, table));
+            _mm512_storeu_ps(v + 16, _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table));
+        }
+    }
+}
+
 /* FUSED_32 for iq4_xs: 8 sub-blocks of 32 values, each looked up in its table of 16, dl * IQ4_VALUES[n]
  * with dl = d * (ls - 32) (dequantize_iq4's operations); the sums in named registers (see FUSED_32) */
 #define FUSED_IQ4_XS_ROW(R, A, B)                                                                           \
@@ -582,12 +609,7 @@ AVX512_Q static void fused_iq4_xs_avx512(const uint8_t *w, int64_t stride, int64
             const uint8_t *wb = w + r * stride + i * bytes;
             for (int64_t off = 0; off < bytes; off += 64)
                 _mm_prefetch((const char *)(wb + 4 * stride + off), _MM_HINT_T0);
-            const float d = vg_f16_at(wb);
-            const int high = wb[2] | (wb[3] << 8);
-            for (int j = 0; j < 8; j++) {
-                const int ls = ((wb[4 + j / 2] >> (4 * (j % 2))) & 15) | (((high >> (2 * j)) & 3) << 4);
-                dl[r][j] = d * (float)(ls - 32);
-            }
+            iq4_xs_scales(wb, dl[r]);
         }
         for (int j = 0; j < 8; j++) {
             const float *xj = x + 256 * i + 32 * j;
@@ -782,10 +804,11 @@ static const fused_fn FUSED_AVX2[NQTYPES] = {
     [Q5_0] = fused_q5_0_avx2, [Q5_1] = fused_q5_1_avx2, [Q4_K] = fused_q4_k_avx2, [Q6_K] = fused_q6_k_avx2,
     [Q5_K] = fused_q5_k_avx2};
 typedef void (*dequantize_fn)(const uint8_t *, int64_t, float *);
-/* the formats of 32-value blocks with an AVX-512 de-quantization, by code (0: none) */
+/* the formats other than the k-quants' q4_k, q5_k, q6_k with an AVX-512 de-quantization, by code (0: none) */
 static const dequantize_fn DEQUANTIZE_AVX512[NQTYPES] = {
     [Q8_0] = dequantize_q8_0_avx512, [Q4_0] = dequantize_q4_0_avx512, [Q4_1] = dequantize_q4_1_avx512,
-    [Q5_0] = dequantize_q5_0_avx512, [Q5_1] = dequantize_q5_1_avx512, [IQ4_NL] = dequantize_iq4_nl_avx512};
+    [Q5_0] = dequantize_q5_0_avx512, [Q5_1] = dequantize_q5_1_avx512, [IQ4_NL] = dequantize_iq4_nl_avx512,
+    [IQ4_XS] = dequantize_iq4_xs_avx512};
 
 #endif
 
