@@ -98,3 +98,29 @@ def test_a_small_matrix_against_several_rows_runs_on_both_threads(t):
         vg.set_threads(1)
     assert len(counts[1]) >= 2 and counts[1][0] > 0 and counts[1][1] > 0, counts
     _assert_same(results[1], results[0], "2 threads")
+
+
+@pytest.mark.parametrize("qtype", BLOCK_QTYPES)
+def test_long_rows_give_the_reference_bits(qtype, monkeypatch):
+    """Rows of 37 blocks of 32 (or 5 of 256): the AVX-512 kernels read the 32-value formats' scales 16 blocks
+    at a time (two whole groups and a part), the last row's last group up to its end and no further."""
+    monkeypatch.setattr(cpu_quant, "MIN_BAND_BYTES", 1)
+    kernel = cpu.cpu.native(vg.REGISTRY["qmatmul"], vg.f32)
+    reference = vg.REGISTRY["qmatmul"].reference
+    k = FORMATS[qtype].block * (5 if FORMATS[qtype].block == 256 else 37)
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((2, k)).astype(np.float32)
+    try:
+        for n in (1, 4, 5, 11):
+            raw = rng.integers(0, 256, (n, FORMATS[qtype].row_bytes(k)), dtype=np.uint8)
+            for t in (1, 2):
+                with np.errstate(all="ignore"):
+                    want = reference(x[:t], raw, qtype)
+                for path in cpu_quant.PATHS:
+                    taken = cpu_quant.path(path)
+                    for threads in (1, 2, 3):
+                        vg.set_threads(threads)
+                        _assert_same(kernel(x[:t], raw, qtype=qtype), want, f"{taken} {threads} {n}x{t}")
+    finally:
+        vg.set_threads(1)
+        cpu_quant.simd(True)

@@ -6,12 +6,13 @@
  * to f32 as the reference does, in 32 f32 partial sums (sum j takes k = j mod 32 in order, one fused
  * multiply-add rounded once a step), folded s[j] + s[j + h] for h = 16, 8, 4, 2, 1 (the k-quants' blocks
  * hold 256 values; see ops/quant.py for every layout). Rows are de-quantized (q4_k, q5_k and q6_k 8 values
- * (AVX2) or 16 (AVX-512) at a time, the 32-value formats 8 (AVX2) or 16 (AVX-512)). A decode step on
+ * (AVX2) or 16 (AVX-512) at a time, the 32-value formats 8 (AVX2) or 16 (AVX-512), iq4_xs 16 (AVX-512);
+ * q2_k and q3_k by the portable code). A decode step on
  * AVX-512 de-quantizes each block in registers and multiplies it at once (no row buffer), 4 weight rows at
- * a time: every format but iq4_xs (AVX2: q4_k, 2 weight rows at a time, each value computed in 8 lanes as
- * the portable path does). The 4-bit formats (q5_0, q5_1, q5_k: 5-bit; q2_k, q3_k: 2- and 3-bit) look
- * their values up in the block's (sub-block's, group's) table of 16 (32, 8), its scale times each value,
- * computed as the portable path computes a value.
+ * a time: every format (AVX2: q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k and q6_k, 2 weight rows
+ * at a time, each value computed in 8 lanes as the portable path does). The 4-bit formats (q5_0, q5_1, q5_k:
+ * 5-bit; q2_k, q3_k: 2- and 3-bit) look their values up in the block's (sub-block's, group's) table of
+ * 16 (32, 8), its scale times each value, computed as the portable path computes a value.
  * Every path does the portable path's operations, so the same bits (vg_quant_simd chooses one, for tests).
  */
 #include "quant.h"
@@ -169,43 +170,87 @@ float vg_dot_f32(const float *x, const float *v, int64_t k) {
 }
 
 #if VG_X86
-/* 8 integers (int32) as floats, times d, plus m when m is given: the reference's f32 values */
-__attribute__((target("avx2"), always_inline)) static inline void put8(float *v, __m256i q, __m256 d,
-                                                                         const __m256 *m) {
-    __m256 x = _mm256_mul_ps(d, _mm256_cvtepi32_ps(q));
-    _mm256_storeu_ps(v, m ? _mm256_add_ps(x, *m) : x);
+/* dot_f32's fold of 32 partial sums held as 4 vectors of 8 (sum j in lane j % 8 of vector j / 8) */
+__attribute__((target("avx2"), always_inline)) static inline float fold_avx2(__m256 a0, __m256 a1, __m256 a2,
+                                                                              __m256 a3) {
+    __m256 e = _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3)); /* h = 16, then 8 */
+    __m128 f = _mm_add_ps(_mm256_castps256_ps128(e), _mm256_extractf128_ps(e, 1));
+    f = _mm_add_ps(f, _mm_movehl_ps(f, f));
+    return _mm_cvtss_f32(_mm_add_ss(f, _mm_movehdup_ps(f)));
+}
+
+/* a block of q8_0, q4_0, q4_1, q5_0 or q5_1 (qt) on AVX2: its 32 values, v[j] values 8j..8j+7, each d * q'
+ * (q' = q less 8 or 16, as the format has it), plus m for q4_1 and q5_1: dequantize_row's operations */
+__attribute__((target("avx2,f16c"), always_inline)) static inline void block_avx2(int qt, const uint8_t *wb,
+                                                                                   __m256 *v) {
+    const __m256 d = _mm256_set1_ps(vg_f16_at(wb));
+    if (qt == Q8_0) {
+        for (int j = 0; j < 4; j++) {
+            __m128i q = _mm_loadl_epi64((const __m128i *)(wb + 2 + 8 * j));
+            v[j] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
+        }
+        return;
+    }
+    const __m128i mask = _mm_set1_epi8(15);
+    const int five = qt == Q5_0 || qt == Q5_1, affine = qt == Q4_1 || qt == Q5_1;
+    const uint8_t *qh = wb + (affine ? 4 : 2); /* q5: the fifth bits (a u32), then the nibbles */
+    __m128i n = _mm_loadu_si128((const __m128i *)(qh + (five ? 4 : 0)));
+    __m128i lo = _mm_and_si128(n, mask), hi = _mm_and_si128(_mm_srli_epi16(n, 4), mask);
+    __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+    const __m256 m = _mm256_set1_ps(affine ? vg_f16_at(wb + 2) : 0.0f);
+    const __m256i off = _mm256_set1_epi32(qt == Q4_0 ? 8 : qt == Q5_0 ? 16 : 0);
+    const __m256i high = _mm256_set1_epi32(five ? load32(qh) : 0); /* x86 is little-endian */
+    for (int j = 0; j < 4; j++) {
+        __m256i q = _mm256_cvtepu8_epi32(parts[j]);
+        if (five) {
+            __m256i shift = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(8 * j));
+            __m256i bits = _mm256_and_si256(_mm256_srlv_epi32(high, shift), _mm256_set1_epi32(1));
+            q = _mm256_or_si256(q, _mm256_slli_epi32(bits, 4));
+        }
+        const __m256 x = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_sub_epi32(q, off)));
+        v[j] = affine ? _mm256_add_ps(x, m) : x;
+    }
 }
 
 __attribute__((target("avx2,f16c"))) static void dequantize_row_avx2(int qtype, const uint8_t *w, int64_t nb,
                                                                        float *v) {
-    const int64_t bytes = BLOCK_BYTES[qtype];
     for (int64_t b = 0; b < nb; b++, v += 32) {
-        const uint8_t *wb = w + b * bytes;
-        __m256 d = _mm256_set1_ps(vg_f16_at(wb));
-        if (qtype == Q8_0) {
-            for (int j = 0; j < 4; j++) {
-                __m128i q = _mm_loadl_epi64((const __m128i *)(wb + 2 + 8 * j));
-                put8(v + 8 * j, _mm256_cvtepi8_epi32(q), d, 0);
-            }
-            continue;
-        }
-        const __m128i mask = _mm_set1_epi8(15);
-        const int five = qtype == Q5_0 || qtype == Q5_1, affine = qtype == Q4_1 || qtype == Q5_1;
-        const uint8_t *qh = wb + (affine ? 4 : 2); /* q5: the fifth bits (a u32), then the nibbles */
-        __m128i n = _mm_loadu_si128((const __m128i *)(qh + (five ? 4 : 0)));
-        __m128i lo = _mm_and_si128(n, mask), hi = _mm_and_si128(_mm_srli_epi16(n, 4), mask);
-        __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
-        __m256 m = _mm256_set1_ps(affine ? vg_f16_at(wb + 2) : 0.0f);
-        __m256i off = _mm256_set1_epi32(qtype == Q4_0 ? 8 : qtype == Q5_0 ? 16 : 0);
-        __m256i high = _mm256_set1_epi32(five ? load32(qh) : 0); /* x86 is little-endian */
-        for (int j = 0; j < 4; j++) {
-            __m256i shift = _mm256_add_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(8 * j));
-            __m256i bits = _mm256_and_si256(_mm256_srlv_epi32(high, shift), _mm256_set1_epi32(1));
-            __m256i q = _mm256_or_si256(_mm256_cvtepu8_epi32(parts[j]), _mm256_slli_epi32(bits, 4));
-            put8(v + 8 * j, _mm256_sub_epi32(q, off), d, affine ? &m : 0);
-        }
+        __m256 x[4];
+        block_avx2(qtype, w + b * BLOCK_BYTES[qtype], x);
+        for (int j = 0; j < 4; j++) _mm256_storeu_ps(v + 8 * j, x[j]);
     }
 }
+
+/* dot_f32 of x with the 2 rows w, w + stride of a 32-value format (block_avx2's), each block de-quantized
+ * in registers and multiplied at once, each output's 32 partial sums in 4 vectors of 8 (named: see
+ * FUSED_32), folded as DOTS_AVX2 folds them; the next 2 rows are fetched meanwhile */
+#define FUSED_32_AVX2(NAME, QTYPE)                                                                          \
+    __attribute__((target("avx2,fma,f16c"))) static void NAME(const uint8_t *w, int64_t stride, int64_t nb, \
+                                                              const float *x, float *s) {                   \
+        const int64_t bytes = BLOCK_BYTES[QTYPE];                                                           \
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;     \
+        for (int64_t i = 0; i < nb; i++) {                                                                  \
+            const uint8_t *wb = w + i * bytes;                                                              \
+            _mm_prefetch((const char *)(wb + 2 * stride), _MM_HINT_T0);                                     \
+            _mm_prefetch((const char *)(wb + 3 * stride), _MM_HINT_T0);                                     \
+            __m256 u[4], v[4];                                                                              \
+            block_avx2(QTYPE, wb, u);                                                                       \
+            block_avx2(QTYPE, wb + stride, v);                                                              \
+            const float *xb = x + 32 * i;                                                                   \
+            __m256 x0 = _mm256_loadu_ps(xb), x1 = _mm256_loadu_ps(xb + 8);                                  \
+            __m256 x2 = _mm256_loadu_ps(xb + 16), x3 = _mm256_loadu_ps(xb + 24);                            \
+            a0 = _mm256_fmadd_ps(x0, u[0], a0), a1 = _mm256_fmadd_ps(x1, u[1], a1);                         \
+            a2 = _mm256_fmadd_ps(x2, u[2], a2), a3 = _mm256_fmadd_ps(x3, u[3], a3);                         \
+            b0 = _mm256_fmadd_ps(x0, v[0], b0), b1 = _mm256_fmadd_ps(x1, v[1], b1);                         \
+            b2 = _mm256_fmadd_ps(x2, v[2], b2), b3 = _mm256_fmadd_ps(x3, v[3], b3);                         \
+        }                                                                                                   \
+        s[0] = fold_avx2(a0, a1, a2, a3), s[1] = fold_avx2(b0, b1, b2, b3);                                 \
+    }
+FUSED_32_AVX2(fused_q8_0_avx2, Q8_0)
+FUSED_32_AVX2(fused_q4_0_avx2, Q4_0)
+FUSED_32_AVX2(fused_q4_1_avx2, Q4_1)
+FUSED_32_AVX2(fused_q5_0_avx2, Q5_0)
+FUSED_32_AVX2(fused_q5_1_avx2, Q5_1)
 
 /* 8 (AVX2) or 16 (AVX-512) k-quant values: q = ((lo[i] >> ls) & lm) | (((hi[i] >> hs) & hm) << 4) - off
  * (no hi: the first term alone), then ds * q (less dm where has_m): the portable paths' operations */
@@ -269,57 +314,88 @@ AVX512_Q __attribute__((always_inline)) static inline void k_avx512(float *v, co
 DEQUANTIZE_K(dequantize_k_avx2, __attribute__((target("avx2,f16c"))), 8, k_avx2)
 DEQUANTIZE_K(dequantize_k_avx512, AVX512_Q, 16, k_avx512)
 
-/* 16 values of a 32-value block format (not q8_0) from its nibbles n (byte i: value i low, i + 16 high), the
- * upper half (values 16..31) when upper: the portable path's operations, so its values */
-AVX512_Q __attribute__((always_inline)) static inline __m512 block16_avx512(int qtype, const uint8_t *wb,
-                                                                           __m128i n, int upper, __m512 d,
-                                                                           __m512 m) {
-    __m512i q = _mm512_cvtepu8_epi32(n);
-    if (qtype == IQ4_NL || qtype == Q4_0 || qtype == Q4_1) { /* the 16 values a nibble may stand for */
-        const __m512i nibble = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-        __m512 table;
-        if (qtype == IQ4_NL)
-            table = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)IQ4_VALUES))));
-        else if (qtype == Q4_0)
-            table = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(nibble, _mm512_set1_epi32(8))));
-        else
-            table = _mm512_add_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(nibble)), m);
-        /* permutexvar reads the low 4 bits of each index: the low nibble as it is */
-        return _mm512_permutexvar_ps(upper ? _mm512_srli_epi32(q, 4) : q, table);
-    }
-    /* q5_0, q5_1: the 32 values a 5-bit q may stand for, in two tables; bit i of the u32 before the
-     * nibbles is value i's fifth bit, which picks the second (permutex2var reads 5 bits of each index) */
-    const __m512i nibble = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __m512i off = _mm512_set1_epi32(qtype == Q5_0 ? 16 : 0);
-    __m512 low = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(nibble, off)));
-    __m512 high = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_add_epi32(nibble, _mm512_set1_epi32(16)), off)));
-    if (qtype == Q5_1) low = _mm512_add_ps(low, m), high = _mm512_add_ps(high, m);
-    const uint32_t bits = (uint32_t)load32(wb + (qtype == Q5_1 ? 4 : 2));
-    q = upper ? _mm512_srli_epi32(q, 4) : _mm512_and_si512(q, _mm512_set1_epi32(15));
-    q = _mm512_mask_or_epi32(q, (__mmask16)(upper ? bits >> 16 : bits & 0xffff), q, _mm512_set1_epi32(16));
-    return _mm512_permutex2var_ps(low, q, high);
+/* The 32-value formats on AVX-512, de-quantized in registers. Each block's scale d (and q4_1's, q5_1's m)
+ * comes from scales16, 16 blocks' at a time (one gather, one conversion), so a block's values cost no
+ * conversion and no shuffle of its own: vbroadcastss reads the f32 from memory. The nibbles are widened
+ * once (value i's low nibble and value i + 16's high nibble in lane i) and each value looked up in the
+ * block's table of the 16 values a nibble may stand for (permutexvar reads the low 4 bits of each index);
+ * q5_0 and q5_1 look up in two tables (32 values, permutex2var reads 5 bits), the fifth bit rotated into
+ * place with no shuffle (a masked lookup took a shuffle per mask: 20% slower). Each table entry is computed
+ * as dequantize_row computes a value (d * (n - 8), d * n + m, d * (q - 16), d * IQ4_VALUES[n]), so the
+ * same bits. The fused kernels keep their sums in named registers: GCC kept an array of them on the
+ * stack, a store of each sum per block. */
+
+/* the f16 at byte 0 (affine: and at byte 2) of the cn <= 16 blocks wb + c bytes, as f32: d[c] (m[c]) */
+AVX512_Q __attribute__((always_inline)) static inline void scales16(const uint8_t *wb, int64_t bytes, int64_t cn,
+                                                                    int affine, float *d, float *m) {
+    const __m512i at = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                          _mm512_set1_epi32((int)bytes));
+    const __mmask16 take = cn >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << cn) - 1); /* none past the row */
+    const __m512i g = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), take, at, wb, 1);
+    _mm512_storeu_ps(d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g)));
+    if (affine) _mm512_storeu_ps(m, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g, 16))));
 }
 
-/* a row of q8_0, q4_0, q4_1, q5_0, q5_1 or iq4_nl blocks, 16 values a step: dequantize_row's values */
+/* block wb's 32 values (d, m: its scales broadcast): lo values 0..15, hi 16..31 */
+AVX512_Q __attribute__((always_inline)) static inline void block32_avx512(int qt, const uint8_t *wb, __m512 d,
+                                                                          __m512 m, __m512 *lo, __m512 *hi) {
+    if (qt == Q8_0) {
+        const __m128i *q = (const __m128i *)(wb + 2);
+        *lo = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(q))));
+        *hi = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(q + 1))));
+        return;
+    }
+    const __m512 nibble = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const int at = qt == Q5_1 ? 8 : qt == Q5_0 ? 6 : qt == Q4_1 ? 4 : 2;
+    const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(wb + at)));
+    const __m512i qh = _mm512_srli_epi32(q, 4);
+    __m512 table;
+    if (qt == IQ4_NL)
+        table = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const void *)IQ4_VALUES))));
+    else if (qt == Q4_0)
+        table = _mm512_mul_ps(d, _mm512_sub_ps(nibble, _mm512_set1_ps(8.0f)));
+    else if (qt == Q4_1)
+        table = _mm512_add_ps(_mm512_mul_ps(d, nibble), m);
+    else if (qt == Q5_0)
+        table = _mm512_mul_ps(d, _mm512_sub_ps(nibble, _mm512_set1_ps(16.0f)));
+    else
+        table = _mm512_add_ps(_mm512_mul_ps(d, nibble), m);
+    if (qt != Q5_0 && qt != Q5_1) {
+        *lo = _mm512_permutexvar_ps(q, table);
+        *hi = _mm512_permutexvar_ps(qh, table);
+        return;
+    }
+    /* q5: the values of q = n + 16 (d * n; d * (n + 16) + m), and a 5-bit index: the nibble, and as bit 4
+     * value i's fifth bit (bit i of the u32 before the nibbles), rotated there; ternarylogic takes bits
+     * 0..3 from the nibble and the rest from the rotated bits (permutex2var reads bits 0..4) */
+    const __m512 high = qt == Q5_0 ? _mm512_mul_ps(d, nibble)
+                                   : _mm512_add_ps(_mm512_mul_ps(d, _mm512_add_ps(nibble, _mm512_set1_ps(16))), m);
+    const __m512i bits = _mm512_set1_epi32(load32(wb + (qt == Q5_1 ? 4 : 2)));
+    const __m512i rot = _mm512_setr_epi32(28, 29, 30, 31, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11); /* i - 4 */
+    const __m512i low4 = _mm512_set1_epi32(15);
+    const __m512i ilo = _mm512_ternarylogic_epi32(q, _mm512_rorv_epi32(bits, rot), low4, 0xE4); /* C ? A : B */
+    const __m512i ihi = _mm512_ternarylogic_epi32(
+        qh, _mm512_rorv_epi32(bits, _mm512_add_epi32(rot, _mm512_set1_epi32(16))), low4, 0xE4);
+    *lo = _mm512_permutex2var_ps(table, ilo, high);
+    *hi = _mm512_permutex2var_ps(table, ihi, high);
+}
+
+/* a row of q8_0, q4_0, q4_1, q5_0, q5_1 or iq4_nl blocks: dequantize_row's values */
 #define DEQUANTIZE_32(NAME, QTYPE)                                                                          \
     AVX512_Q static void NAME(const uint8_t *w, int64_t nb, float *v) {                                     \
         const int qt = QTYPE; /* an int: the codes are two enums */                                         \
-        for (int64_t b = 0; b < nb; b++, v += 32) {                                                         \
-            const uint8_t *wb = w + b * BLOCK_BYTES[qt];                                                    \
-            const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(load32(wb))); /* F16C: vg_f16_at's */     \
-            const __m512 d = _mm512_broadcastss_ps(dm);                                                     \
-            if (qt == Q8_0) {                                                                               \
-                for (int h = 0; h < 2; h++) {                                                               \
-                    __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(wb + 2 + 16 * h)));  \
-                    _mm512_storeu_ps(v + 16 * h, _mm512_mul_ps(d, _mm512_cvtepi32_ps(q)));                  \
-                }                                                                                           \
-                continue;                                                                                   \
+        const int64_t bytes = BLOCK_BYTES[qt];                                                              \
+        float dd[16], mm[16];                                                                               \
+        for (int64_t i0 = 0; i0 < nb; i0 += 16) {                                                           \
+            const int64_t cn = nb - i0 < 16 ? nb - i0 : 16;                                                 \
+            scales16(w + i0 * bytes, bytes, cn, qt == Q4_1 || qt == Q5_1, dd, mm);                          \
+            for (int64_t c = 0; c < cn; c++, v += 32) {                                                     \
+                __m512 lo, hi;                                                                              \
+                const __m512 d = _mm512_set1_ps(dd[c]), m = _mm512_set1_ps(mm[c]);                         \
+                block32_avx512(qt, w + (i0 + c) * bytes, d, m, &lo, &hi);                                   \
+                _mm512_storeu_ps(v, lo);                                                                    \
+                _mm512_storeu_ps(v + 16, hi);                                                               \
             }                                                                                               \
-            const int at = qt == Q5_1 ? 8 : qt == Q5_0 ? 6 : qt == Q4_1 ? 4 : 2;                            \
-            const __m128i n = _mm_loadu_si128((const __m128i *)(wb + at));                                  \
-            const __m512 m = _mm512_broadcastss_ps(_mm_movehdup_ps(dm));                                    \
-            _mm512_storeu_ps(v, block16_avx512(qt, wb, n, 0, d, m));                                        \
-            _mm512_storeu_ps(v + 16, block16_avx512(qt, wb, n, 1, d, m));                                   \
         }                                                                                                   \
     }
 DEQUANTIZE_32(dequantize_q8_0_avx512, Q8_0)
@@ -334,34 +410,35 @@ DEQUANTIZE_32(dequantize_iq4_nl_avx512, IQ4_NL)
  * it (a decode step: no row buffer written and read back); the next 4 rows are fetched meanwhile */
 #define FUSED_32(NAME, QTYPE)                                                                               \
     AVX512_Q static void NAME(const uint8_t *w, int64_t stride, int64_t nb, const float *x, float *s) {     \
-        const int qt = QTYPE; /* an int: the codes are two enums */                                         \
-        __m512 a[4], b[4];                                                                                  \
-        for (int j = 0; j < 4; j++) a[j] = b[j] = _mm512_setzero_ps();                                      \
+        const int qt = QTYPE, affine = qt == Q4_1 || qt == Q5_1;                                            \
+        /* named sums, not an array: with an array GCC stored every sum to the stack each block */          \
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;     \
         const int64_t bytes = BLOCK_BYTES[qt];                                                              \
         const uint8_t *next = w + 4 * stride;                                                               \
+        float dd[4][16], mm[4][16];                                                                         \
         for (int64_t i = 0; i < nb; i++) {                                                                  \
+            const int64_t c = i & 15;                                                                       \
+            if (!c)                                                                                         \
+                for (int j = 0; j < 4; j++)                                                                 \
+                    scales16(w + j * stride + i * bytes, bytes, nb - i, affine, dd[j], mm[j]);              \
             const __m512 x0 = _mm512_loadu_ps(x + 32 * i), x1 = _mm512_loadu_ps(x + 32 * i + 16);           \
-            for (int j = 0; j < 4; j++) {                                                                   \
-                const uint8_t *wb = w + j * stride + i * bytes;                                             \
-                _mm_prefetch((const char *)(next + j * stride + i * bytes), _MM_HINT_T0);                   \
-                const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(load32(wb)));                              \
-                const __m512 d = _mm512_broadcastss_ps(dm);                                                 \
-                __m512 lo, hi;                                                                              \
-                if (qt == Q8_0) {                                                                           \
-                    lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(wb + 2)))); \
-                    hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(wb + 18)))); \
-                    lo = _mm512_mul_ps(d, lo), hi = _mm512_mul_ps(d, hi);                                   \
-                } else {                                                                                    \
-                    const int at = qt == Q5_1 ? 8 : qt == Q5_0 ? 6 : qt == Q4_1 ? 4 : 2;                    \
-                    const __m128i n = _mm_loadu_si128((const __m128i *)(wb + at));                          \
-                    const __m512 m = _mm512_broadcastss_ps(_mm_movehdup_ps(dm));                            \
-                    lo = block16_avx512(qt, wb, n, 0, d, m), hi = block16_avx512(qt, wb, n, 1, d, m);       \
-                }                                                                                           \
-                a[j] = _mm512_fmadd_ps(x0, lo, a[j]);                                                       \
-                b[j] = _mm512_fmadd_ps(x1, hi, b[j]);                                                       \
-            }                                                                                               \
+            const uint8_t *wb = w + i * bytes;                                                              \
+            FUSED_32_ROW(0, a0, b0)                                                                         \
+            FUSED_32_ROW(1, a1, b1)                                                                         \
+            FUSED_32_ROW(2, a2, b2)                                                                         \
+            FUSED_32_ROW(3, a3, b3)                                                                         \
         }                                                                                                   \
-        for (int j = 0; j < 4; j++) s[j] = fold_avx512(a[j], b[j]);                                         \
+        s[0] = fold_avx512(a0, b0), s[1] = fold_avx512(a1, b1);                                             \
+        s[2] = fold_avx512(a2, b2), s[3] = fold_avx512(a3, b3);                                             \
+    }
+/* FUSED_32's row j: block i de-quantized and multiplied into the sums A (values 0..15) and B (16..31) */
+#define FUSED_32_ROW(J, A, B)                                                                               \
+    {                                                                                                       \
+        _mm_prefetch((const char *)(next + J * stride + i * bytes), _MM_HINT_T0);                           \
+        __m512 lo, hi;                                                                                      \
+        block32_avx512(qt, wb + J * stride, _mm512_set1_ps(dd[J][c]), _mm512_set1_ps(mm[J][c]), &lo, &hi);  \
+        A = _mm512_fmadd_ps(x0, lo, A);                                                                     \
+        B = _mm512_fmadd_ps(x1, hi, B);                                                                     \
     }
 FUSED_32(fused_q8_0_avx512, Q8_0)
 FUSED_32(fused_q4_0_avx512, Q4_0)
@@ -371,15 +448,19 @@ FUSED_32(fused_q5_1_avx512, Q5_1)
 FUSED_32(fused_iq4_nl_avx512, IQ4_NL)
 
 /* q4_k and q5_k block wb: sub-block j's scale d * sc into ds[j] and offset dmin * m into dm[j], the products
- * dequantize_k4 rounds */
+ * dequantize_k4 rounds; the 6-bit scales and mins (k4_scale's) unpacked 4 at a time in 32-bit words: bytes
+ * 0..7 of u the scales, 8..15 the mins (scalar k4_scale took a third of the AVX-512 q4_k decode step) */
 AVX512_Q __attribute__((always_inline)) static inline void k4_scales8(const uint8_t *wb, float *ds, float *dm) {
-    int32_t sc[8], m[8];
-    for (int j = 0; j < 8; j++) k4_scale(wb + 4, j, &sc[j], &m[j]);
+    const uint32_t six = 0x3f3f3f3f, low4 = 0x0f0f0f0f, top2 = 0x03030303; /* per byte */
+    const uint32_t s0 = (uint32_t)load32(wb + 4), s1 = (uint32_t)load32(wb + 8), s2 = (uint32_t)load32(wb + 12);
+    const uint32_t u0 = s0 & six, u1 = (s2 & low4) | (((s0 >> 6) & top2) << 4); /* scales 0..3, 4..7 */
+    const uint32_t u2 = s1 & six, u3 = ((s2 >> 4) & low4) | (((s1 >> 6) & top2) << 4); /* mins */
+    const __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_setr_epi32((int)u0, (int)u1, (int)u2, (int)u3)));
     const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128(load32(wb))); /* d, dmin */
-    const __m256 sf = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)sc));
-    const __m256 mf = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)m));
-    _mm256_storeu_ps(ds, _mm256_mul_ps(_mm256_broadcastss_ps(dd), sf));
-    _mm256_storeu_ps(dm, _mm256_mul_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(dd)), mf));
+    const __m512 by = _mm512_insertf32x8(_mm512_broadcastss_ps(dd), _mm256_broadcastss_ps(_mm_movehdup_ps(dd)), 1);
+    const __m512 v = _mm512_mul_ps(by, f);
+    _mm256_storeu_ps(ds, _mm512_castps512_ps256(v));
+    _mm256_storeu_ps(dm, _mm512_extractf32x8_ps(v, 1));
 }
 
 /* FUSED_32 for q4_k and q5_k: per 64 values (chunk c of the nibbles: sub-blocks 2c low, 2c + 1 high) each
@@ -482,6 +563,66 @@ AVX512_Q static void fused_q6_k_avx512(const uint8_t *w, int64_t stride, int64_t
     for (int r = 0; r < 4; r++) s[r] = fold_avx512(a[r], b[r]);
 }
 
+/* iq4_xs block wb's 8 sub-block scales dl[j] = d * (ls - 32), as dequantize_iq4 computes them */
+static inline void iq4_xs_scales(const uint8_t *wb, float *dl) {
+    const float d = vg_f16_at(wb);
+    const int high = wb[2] | (wb[3] << 8);
+    for (int j = 0; j < 8; j++) {
+        const int ls = ((wb[4 + j / 2] >> (4 * (j % 2))) & 15) | (((high >> (2 * j)) & 3) << 4);
+        dl[j] = d * (float)(ls - 32);
+    }
+}
+
+/* a row of iq4_xs blocks: each sub-block's 32 values looked up in its table of 16 (dequantize_iq4's) */
+AVX512_Q static void dequantize_iq4_xs_avx512(const uint8_t *w, int64_t nb, float *v) {
+    const __m512 values = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const void *)IQ4_VALUES)));
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *wb = w + i * BLOCK_BYTES[IQ4_XS];
+        float dl[8];
+        iq4_xs_scales(wb, dl);
+        for (int j = 0; j < 8; j++, v += 32) {
+            const __m512 table = _mm512_mul_ps(_mm512_set1_ps(dl[j]), values);
+            const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(wb + 8 + 16 * j)));
+            _mm512_storeu_ps(v, _mm512_permutexvar_ps(q, table));
+            _mm512_storeu_ps(v + 16, _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table));
+        }
+    }
+}
+
+/* FUSED_32 for iq4_xs: 8 sub-blocks of 32 values, each looked up in its table of 16, dl * IQ4_VALUES[n]
+ * with dl = d * (ls - 32) (dequantize_iq4's operations); the sums in named registers (see FUSED_32) */
+#define FUSED_IQ4_XS_ROW(R, A, B)                                                                           \
+    {                                                                                                       \
+        const uint8_t *wb = w + R * stride + i * bytes;                                                     \
+        const __m512 table = _mm512_mul_ps(_mm512_set1_ps(dl[R][j]), values);                               \
+        const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(wb + 8 + 16 * j)));      \
+        A = _mm512_fmadd_ps(x0, _mm512_permutexvar_ps(q, table), A);                                        \
+        B = _mm512_fmadd_ps(x1, _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table), B);                  \
+    }
+AVX512_Q static void fused_iq4_xs_avx512(const uint8_t *w, int64_t stride, int64_t nb, const float *x, float *s) {
+    const int64_t bytes = BLOCK_BYTES[IQ4_XS];
+    const __m512 values = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const void *)IQ4_VALUES)));
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    for (int64_t i = 0; i < nb; i++) {
+        float dl[4][8];
+        for (int r = 0; r < 4; r++) {
+            const uint8_t *wb = w + r * stride + i * bytes;
+            for (int64_t off = 0; off < bytes; off += 64)
+                _mm_prefetch((const char *)(wb + 4 * stride + off), _MM_HINT_T0);
+            iq4_xs_scales(wb, dl[r]);
+        }
+        for (int j = 0; j < 8; j++) {
+            const float *xj = x + 256 * i + 32 * j;
+            const __m512 x0 = _mm512_loadu_ps(xj), x1 = _mm512_loadu_ps(xj + 16);
+            FUSED_IQ4_XS_ROW(0, a0, b0)
+            FUSED_IQ4_XS_ROW(1, a1, b1)
+            FUSED_IQ4_XS_ROW(2, a2, b2)
+            FUSED_IQ4_XS_ROW(3, a3, b3)
+        }
+    }
+    s[0] = fold_avx512(a0, b0), s[1] = fold_avx512(a1, b1), s[2] = fold_avx512(a2, b2), s[3] = fold_avx512(a3, b3);
+}
+
 /* FUSED_32 for q2_k and q3_k: 16 groups of 16 values; group g's bytes are those of crumb (16 (g % 2) + i of
  * the chunk g / 8, at shift 2 ((g / 2) % 4)), widened once per chunk and half, and its values looked up in
  * the group's table of 8 (twice over: permutexvar reads 4 bits of the index), computed as dequantize_q2_k
@@ -558,11 +699,12 @@ AVX512_Q static void fused_q6_k_avx512(const uint8_t *w, int64_t stride, int64_t
 FUSED_K2(fused_q2_k_avx512, Q2_K)
 FUSED_K2(fused_q3_k_avx512, Q3_K)
 
-/* FUSED_K4's q4_k on AVX2: 2 weight rows at a time, each output's 32 partial sums in 4 vectors of 8; each
- * value computed as dequantize_k4 computes it (ds * q - dm), the sums folded as DOTS_AVX2 folds them */
-__attribute__((target("avx2,fma,f16c"))) static void fused_q4_k_avx2(const uint8_t *w, int64_t stride, int64_t nb,
-                                                                      const float *x, float *s) {
-    const int64_t bytes = BLOCK_BYTES[Q4_K];
+/* FUSED_K4's q4_k and q5_k on AVX2: 2 weight rows at a time, each output's 32 partial sums in 4 vectors of
+ * 8; each value computed as dequantize_k4 computes it (ds * q - dm, q5_k's q with bit j of qh[i] as its
+ * fifth bit), the sums folded as DOTS_AVX2 folds them */
+__attribute__((target("avx2,fma,f16c"), always_inline)) static inline void fused_k4_avx2(
+    int five, const uint8_t *w, int64_t stride, int64_t nb, const float *x, float *s) {
+    const int64_t bytes = BLOCK_BYTES[five ? Q5_K : Q4_K];
     const __m256i low4 = _mm256_set1_epi32(15);
     __m256 a[2][4];
     for (int r = 0; r < 2; r++)
@@ -586,34 +728,87 @@ __attribute__((target("avx2,fma,f16c"))) static void fused_q4_k_avx2(const uint8
             for (int l = 0; l < 4; l++) {
                 const __m256 xv = _mm256_loadu_ps(xb + 32 * j + 8 * l);
                 for (int r = 0; r < 2; r++) {
-                    const uint8_t *qs = w + r * stride + i * bytes + 16 + 32 * (j / 2) + 8 * l;
+                    const uint8_t *wb = w + r * stride + i * bytes;
+                    const uint8_t *qs = wb + (five ? 48 : 16) + 32 * (j / 2) + 8 * l;
                     __m256i q = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)qs));
                     q = j % 2 ? _mm256_srli_epi32(q, 4) : _mm256_and_si256(q, low4);
+                    if (five) {
+                        __m256i h = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(wb + 16 + 8 * l)));
+                        h = _mm256_and_si256(_mm256_srli_epi32(h, j), _mm256_set1_epi32(1));
+                        q = _mm256_or_si256(q, _mm256_slli_epi32(h, 4));
+                    }
                     const __m256 v = _mm256_sub_ps(_mm256_mul_ps(_mm256_set1_ps(ds[r][j]), _mm256_cvtepi32_ps(q)),
                                                    _mm256_set1_ps(dm[r][j]));
                     a[r][l] = _mm256_fmadd_ps(xv, v, a[r][l]);
                 }
             }
     }
-    for (int r = 0; r < 2; r++) {
-        __m256 e = _mm256_add_ps(_mm256_add_ps(a[r][0], a[r][2]), _mm256_add_ps(a[r][1], a[r][3]));
-        __m128 f = _mm_add_ps(_mm256_castps256_ps128(e), _mm256_extractf128_ps(e, 1));
-        f = _mm_add_ps(f, _mm_movehl_ps(f, f));
-        s[r] = _mm_cvtss_f32(_mm_add_ss(f, _mm_movehdup_ps(f)));
+    for (int r = 0; r < 2; r++) s[r] = fold_avx2(a[r][0], a[r][1], a[r][2], a[r][3]);
+}
+__attribute__((target("avx2,fma,f16c"))) static void fused_q4_k_avx2(const uint8_t *w, int64_t stride, int64_t nb,
+                                                                      const float *x, float *s) {
+    fused_k4_avx2(0, w, stride, nb, x, s);
+}
+__attribute__((target("avx2,fma,f16c"))) static void fused_q5_k_avx2(const uint8_t *w, int64_t stride, int64_t nb,
+                                                                      const float *x, float *s) {
+    fused_k4_avx2(1, w, stride, nb, x, s);
+}
+/* q6_k on AVX2: 2 weight rows at a time, 8 values a step computed as dequantize_q6_k computes them
+ * ((d * sc) * (q - 32), q from ql's nibble and qh's 2 bits, as k_avx2 makes it), each output's 32 partial
+ * sums in 4 vectors of 8 */
+__attribute__((target("avx2,fma,f16c"))) static void fused_q6_k_avx2(const uint8_t *w, int64_t stride, int64_t nb,
+                                                                      const float *x, float *s) {
+    const int64_t bytes = BLOCK_BYTES[Q6_K];
+    const __m256i low4 = _mm256_set1_epi32(15), low2 = _mm256_set1_epi32(3), bias = _mm256_set1_epi32(32);
+    __m256 a[2][4];
+    for (int r = 0; r < 2; r++)
+        for (int l = 0; l < 4; l++) a[r][l] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const float *xb = x + 256 * i;
+        float dsc[2][16];
+        for (int r = 0; r < 2; r++) {
+            const uint8_t *wb = w + r * stride + i * bytes;
+            for (int64_t off = 0; off < bytes; off += 64)
+                _mm_prefetch((const char *)(wb + 2 * stride + off), _MM_HINT_T0);
+            const float d = vg_f16_at(wb + 208);
+            for (int g = 0; g < 16; g++) dsc[r][g] = d * (float)((const int8_t *)(wb + 192))[g];
+        }
+        for (int h = 0; h < 2; h++)
+            for (int quarter = 0; quarter < 4; quarter++)
+                for (int l = 0; l < 32; l += 8) {
+                    const __m256 xv = _mm256_loadu_ps(xb + 128 * h + 32 * quarter + l);
+                    for (int r = 0; r < 2; r++) {
+                        const uint8_t *wb = w + r * stride + i * bytes;
+                        const uint8_t *lo = wb + 64 * h + 32 * (quarter & 1) + l, *hi = wb + 128 + 32 * h + l;
+                        __m256i q = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)lo));
+                        __m256i qh = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)hi));
+                        q = _mm256_and_si256(_mm256_srli_epi32(q, 4 * (quarter >> 1)), low4);
+                        qh = _mm256_and_si256(_mm256_srli_epi32(qh, 2 * quarter), low2);
+                        q = _mm256_sub_epi32(_mm256_or_si256(q, _mm256_slli_epi32(qh, 4)), bias);
+                        const __m256 ds = _mm256_set1_ps(dsc[r][8 * h + 2 * quarter + l / 16]);
+                        a[r][l / 8] = _mm256_fmadd_ps(xv, _mm256_mul_ps(ds, _mm256_cvtepi32_ps(q)), a[r][l / 8]);
+                    }
+                }
     }
+    for (int r = 0; r < 2; r++) s[r] = fold_avx2(a[r][0], a[r][1], a[r][2], a[r][3]);
 }
 typedef void (*fused_fn)(const uint8_t *, int64_t, int64_t, const float *, float *);
 static const fused_fn FUSED_AVX512[NQTYPES] = {
     [Q8_0] = fused_q8_0_avx512, [Q4_0] = fused_q4_0_avx512, [Q4_1] = fused_q4_1_avx512,
     [Q5_0] = fused_q5_0_avx512, [Q5_1] = fused_q5_1_avx512, [IQ4_NL] = fused_iq4_nl_avx512,
     [Q4_K] = fused_q4_k_avx512, [Q5_K] = fused_q5_k_avx512, [Q6_K] = fused_q6_k_avx512,
-    [Q2_K] = fused_q2_k_avx512, [Q3_K] = fused_q3_k_avx512};
+    [Q2_K] = fused_q2_k_avx512, [Q3_K] = fused_q3_k_avx512, [IQ4_XS] = fused_iq4_xs_avx512};
 
+static const fused_fn FUSED_AVX2[NQTYPES] = {
+    [Q8_0] = fused_q8_0_avx2, [Q4_0] = fused_q4_0_avx2, [Q4_1] = fused_q4_1_avx2,
+    [Q5_0] = fused_q5_0_avx2, [Q5_1] = fused_q5_1_avx2, [Q4_K] = fused_q4_k_avx2, [Q6_K] = fused_q6_k_avx2,
+    [Q5_K] = fused_q5_k_avx2};
 typedef void (*dequantize_fn)(const uint8_t *, int64_t, float *);
-/* the formats of 32-value blocks with an AVX-512 de-quantization, by code (0: none) */
+/* the formats other than the k-quants' q4_k, q5_k, q6_k with an AVX-512 de-quantization, by code (0: none) */
 static const dequantize_fn DEQUANTIZE_AVX512[NQTYPES] = {
     [Q8_0] = dequantize_q8_0_avx512, [Q4_0] = dequantize_q4_0_avx512, [Q4_1] = dequantize_q4_1_avx512,
-    [Q5_0] = dequantize_q5_0_avx512, [Q5_1] = dequantize_q5_1_avx512, [IQ4_NL] = dequantize_iq4_nl_avx512};
+    [Q5_0] = dequantize_q5_0_avx512, [Q5_1] = dequantize_q5_1_avx512, [IQ4_NL] = dequantize_iq4_nl_avx512,
+    [IQ4_XS] = dequantize_iq4_xs_avx512};
 
 #endif
 
@@ -647,8 +842,8 @@ int vg_fused_decode_f32(int qtype, int level, const uint8_t *w, int64_t stride, 
         FUSED_AVX512[qtype](w, stride, nb, x, s);
         return 4;
     }
-    if (level == 1 && rows >= 2 && qtype == Q4_K) {
-        fused_q4_k_avx2(w, stride, nb, x, s);
+    if (level == 1 && rows >= 2 && FUSED_AVX2[qtype]) {
+        FUSED_AVX2[qtype](w, stride, nb, x, s);
         return 2;
     }
 #else
