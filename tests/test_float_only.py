@@ -93,3 +93,12 @@ def test_addcdiv_refuses_integer_division_and_addcmul_bools() -> None:
 def test_bool_tensors_refused_where_pytorch_has_no_bool_kernel(what: str, call) -> None:
     with pytest.raises(verigrad.DTypeError, match=f"{what} of a bool tensor is not supported"):
         call(verigrad.tensor([True]))
+
+
+@pytest.mark.parametrize("dim", [0, -1])
+def test_median_and_topk_of_a_0d_tensor_take_dim_0(dim: int) -> None:
+    """A 0-d tensor's median, nanmedian and topk along dim 0 (or -1) are the value itself at index 0 (the bool
+    check sits beside the scalar-as-vector wrapper, not inside it)."""
+    x = verigrad.tensor(2.5)
+    for value, index in (verigrad.median(x, dim), verigrad.nanmedian(x, dim), verigrad.topk(x, 1, dim)):
+        assert value.item() == 2.5 and index.item() == 0 and value.ndim == 0

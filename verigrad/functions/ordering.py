@@ -148,13 +148,13 @@ def _flat_or(x: Tensor, dim: Any) -> tuple[Tensor, int]:
     return (x.reshape(-1), 0) if dim is None else (x, normalize_axis(dim, x.ndim))
 
 
-@_scalar_as_vector
 def _no_bools(x: Tensor, what: str) -> None:
     """PyTorch's CPU kernels of `what` have no bool case."""
     if x.dtype is bool_:
         raise DTypeError(f"{what} of a bool tensor is not supported (as PyTorch); cast it to a number dtype")
 
 
+@_scalar_as_vector
 def _median(x: Tensor, dim: Any, keepdim: bool, skip_nan: bool) -> Any:
     _no_bools(x, "nanmedian" if skip_nan else "median")
     x_, axis = _flat_or(x, dim)
