@@ -23,10 +23,12 @@ def write_llama_gguf(
     context: int = CONTEXT,
     std: float = 0.2,
     norm_std: float = 0.1,
+    qtypes: dict[str, str] | None = None,
 ) -> Path:
     """A Llama GGUF of the sizes above, its vocabulary lm_fakes' (270 tokens): matrices drawn from
     N(0, std), norms from 1 + N(0, norm_std) (ones, drawing nothing, when `norm_std` is 0), in the
-    order of the file's tensors."""
+    order of the file's tensors. `qtypes` stores some block tensors in other formats, by name
+    ({"attn_v": "Q5_0"}: every block's attn_v.weight)."""
     tokens, _ = vocabulary()
     vocab = len(tokens)
     rng = np.random.default_rng(seed)
@@ -60,8 +62,9 @@ def write_llama_gguf(
     w.add_float32("llama.attention.layer_norm_rms_epsilon", 1e-5)
     w.add_float32("llama.rope.freq_base", 10000.0)
     add_tokenizer(w)
-    quant = gguf.GGMLQuantizationType[qtype]
     for name, shape in shapes.items():
+        stem = name.split(".")[-2]
+        quant = gguf.GGMLQuantizationType[(qtypes or {}).get(stem, qtype)]
         if len(shape) == 1:
             norm = 1 + rng.normal(0, norm_std, shape) if norm_std else np.ones(shape)
             w.add_tensor(name, norm.astype(np.float32))

@@ -12,6 +12,7 @@ With a KV cache, a forward is one compiled step (models/_decoder.py).
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import os
 import threading
@@ -25,7 +26,7 @@ from ..io.gguf import GGUFFile, GGUFTensor, read_gguf, shown, stacked_rows
 from ..modes import abstract
 from ..nn import Embedding, Linear, Module, ModuleList, RMSNorm
 from ..nn import functional as F
-from ..nn.quant import QEmbedding, QLinear
+from ..nn.quant import QEmbedding, QLinear, QLinearGroup
 from ..ops import attention, concat, from_numpy, take, zeros
 from ..ops.quant import BLOCK_QTYPES, FORMATS
 from ..shapes import DimLike
@@ -84,7 +85,7 @@ def rotate(x: Tensor, rope: tuple[Tensor, Tensor], interleaved: bool) -> Tensor:
 
 def _normed(norm: RMSNorm, linear: Any, x: Tensor) -> Tensor:
     """linear(norm(x)); a quantized layer on 8-bit activations makes it one op (QLinear.normed)."""
-    return linear.normed(x, norm) if isinstance(linear, QLinear) else linear(norm(x))
+    return linear.normed(x, norm) if isinstance(linear, QLinear | QLinearGroup) else linear(norm(x))
 
 
 class LlamaAttention(Module):
@@ -325,8 +326,13 @@ class Llama(CachedDecoder):
             owner = functools.reduce(getattr, path, model)
             shape = (sum(t.shape[0] for t in group), *group[0].shape[1:])
             qtype = group[0].qtype
-            if any(t.qtype != qtype for t in group) or qtype not in BLOCK_QTYPES or len(shape) != 2:
+            if any(t.qtype not in BLOCK_QTYPES for t in group) or len(shape) != 2:
                 state[ours] = np.concatenate([t.dequantize() for t in group])
+                continue
+            if any(t.qtype != qtype for t in group):  # parts in different formats, each kept in its own
+                setattr(owner, attr, _mixed(group, activations))
+                prefix = ours.removesuffix(".weight")
+                state |= {f"{prefix}.{k}": v for k, v in getattr(owner, attr).state_dict().items()}
                 continue
             raw = stacked_rows(group)  # gate and up lie one after the other in the file: a view
             if ours == "embed_tokens.weight":
@@ -339,6 +345,17 @@ class Llama(CachedDecoder):
             state[ours] = getattr(owner, attr).weight
         install(model, state, str(gguf.path))
         return model
+
+
+def _mixed(group: list[GGUFTensor], activations: str) -> QLinearGroup:
+    """A fused matrix whose parts are stored in different formats: a QLinear per run of parts in the same
+    format (q and k in one where they share it)."""
+    parts = []
+    for qtype, run in itertools.groupby(group, key=lambda t: t.qtype):
+        run = list(run)
+        shape = (sum(t.shape[0] for t in run), run[0].shape[1])
+        parts.append(QLinear(stacked_rows(run), qtype, shape, activations))
+    return QLinearGroup(parts)
 
 
 # the GGUF architectures this file runs, and how each differs from llama's: llama.cpp permutes llama's

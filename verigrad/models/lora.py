@@ -3,9 +3,9 @@
 `add_lora(model, targets, r, alpha)` freezes the model and puts an adapter (nn/lora.py) on each targeted
 projection, named as Hugging Face and PEFT name them (`q_proj`, ..., `down_proj`); in a GGUF model's fused
 q/k/v and gate/up matrices the adapter covers its projection's rows. `to_f32(model)` makes every quantized
-matrix a trainable f32 one (`--full`). `gguf_weights` gives the weights under llama.cpp's tensor names with
-the adapters merged (for a GGUF export), `peft_adapters` the adapters under PEFT's names, rows in Hugging
-Face's half-split RoPE order.
+matrix (a fused one of mixed formats too) a trainable f32 one (`--full`). `gguf_weights` gives the weights
+under llama.cpp's tensor names with the adapters merged (for a GGUF export), `peft_adapters` the adapters
+under PEFT's names, rows in Hugging Face's half-split RoPE order.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 from ..modes import abstract
 from ..nn import Embedding, Linear, Module, RMSNorm
 from ..nn.lora import LoRALinear, TrainingQLinear, check_rank
-from ..nn.quant import QEmbedding, QLinear
+from ..nn.quant import QEmbedding, QLinear, QLinearGroup
 from ..ops import from_numpy
 from ..ops.quant import dequantize
 from .llama import _BLOCK, _FUSED, _GLOBAL, Llama
@@ -85,14 +85,19 @@ def to_f32(model: Llama) -> Llama:
     a tied output matrix stays tied (the embedding's)."""
     if model.config.tie_embeddings:
         model.lm_head = None  # the logits are then norm(x) @ embed_tokens.weight.T
+    replaced: list[str] = []
     for name, module in list(model.named_modules()):
-        if isinstance(module, QLinear | QEmbedding):
+        if any(name.startswith(f"{r}.") for r in replaced):  # a part of a group already made one Linear
+            continue
+        if isinstance(module, QLinear | QLinearGroup | QEmbedding):
             values = dense(module)
             rows, cols = values.shape
             with abstract():
-                new = Linear(cols, rows, bias=False) if isinstance(module, QLinear) else Embedding(rows, cols)
+                embedding = isinstance(module, QEmbedding)
+                new = Embedding(rows, cols) if embedding else Linear(cols, rows, bias=False)
             new.weight = from_numpy(values).requires_grad_(True)
             _set(model, name, new)
+            replaced.append(name)
     return model.requires_grad_(True)
 
 
@@ -112,6 +117,8 @@ def dense(module: Module) -> np.ndarray:
     (added in f64, rounded once)."""
     if isinstance(module, LoRALinear):
         return (dense(module.base).astype(np.float64) + module.delta()).astype(np.float32)
+    if isinstance(module, QLinearGroup):
+        return np.concatenate([dense(part) for part in module.parts])
     if isinstance(module, QLinear):
         return dequantize(module.weight.numpy(), module.qtype, (module.out_features, module.in_features))
     if isinstance(module, QEmbedding):

@@ -126,7 +126,7 @@ from .pooling import (
     MaxUnpool2d,
     MaxUnpool3d,
 )
-from .quant import QEmbedding, QLinear
+from .quant import QEmbedding, QLinear, QLinearGroup
 from .recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from .resampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 from .transformer import (

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from ..ops import from_numpy
+from ..ops import concat, from_numpy
 from ..ops.quant import BLOCK_QTYPES, FORMATS, Q8_QTYPES, qembedding, qmatmul, qmatmul_q8, rms_norm_qmatmul_q8
 from ..tensor import Tensor
+from .containers import ModuleList
 from .module import Module
 
 
@@ -50,11 +52,16 @@ class QLinear(Module):
     def forward(self, x: Tensor) -> Tensor:
         return self._op(x, self.weight, qtype=self.qtype)
 
+    def fuses(self, norm: Any) -> bool:
+        """Whether `normed` makes norm and product one op: 8-bit activations and an RMSNorm over the last
+        axis, with a weight and a stated eps."""
+        fusable = norm.eps is not None and norm.weight is not None and len(norm.normalized_shape) == 1
+        return self._op is qmatmul_q8 and fusable
+
     def normed(self, x: Tensor, norm: Any) -> Tensor:
         """self(norm(x)) for an RMSNorm `norm`: with 8-bit activations one op (`rms_norm_qmatmul_q8`, the
         same bits as the two)."""
-        fusable = norm.eps is not None and norm.weight is not None and len(norm.normalized_shape) == 1
-        if self._op is qmatmul_q8 and fusable:  # over the last axis, with a weight and a stated eps
+        if self.fuses(norm):
             return rms_norm_qmatmul_q8(x, norm.weight, self.weight, qtype=self.qtype, eps=norm.eps)
         return self(norm(x))
 
@@ -63,6 +70,43 @@ class QLinear(Module):
             f"in_features={self.in_features}, out_features={self.out_features}, qtype={self.qtype}, "
             f"activations={self.activations}"
         )
+
+
+class QLinearGroup(Module):
+    """QLinears on the same input, their outputs concatenated along the last axis: a fused projection
+    (q/k/v, gate/up) whose parts are stored in different formats, each part kept in its own. Each output
+    element is its part's product, the same bits as that part's QLinear alone."""
+
+    def __init__(self, parts: Sequence[QLinear]):
+        super().__init__()
+        parts = list(parts)
+        if not parts or not all(isinstance(p, QLinear) for p in parts):
+            raise TypeError(f"QLinearGroup: parts must be one or more QLinears, got {parts!r}")
+        widths = {p.in_features for p in parts}
+        if len(widths) != 1:
+            raise ValueError(f"QLinearGroup: the parts take inputs of different sizes {sorted(widths)}")
+        self.parts = ModuleList(parts)
+        self.in_features, self.out_features = widths.pop(), sum(p.out_features for p in parts)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return concat(*(p(x) for p in self.parts), axis=-1)
+
+    def normed(self, x: Tensor, norm: Any) -> Tensor:
+        """self(norm(x)): a part that fuses the norm (QLinear.normed) takes x, the others norm(x), made
+        once."""
+        normed = None
+        ys = []
+        for p in self.parts:
+            if p.fuses(norm):
+                ys.append(p.normed(x, norm))
+            else:
+                normed = norm(x) if normed is None else normed
+                ys.append(p(normed))
+        return concat(*ys, axis=-1)
+
+    def extra_repr(self) -> str:
+        qtypes = "+".join(p.qtype for p in self.parts)
+        return f"in_features={self.in_features}, out_features={self.out_features}, qtypes={qtypes}"
 
 
 class QEmbedding(Module):
