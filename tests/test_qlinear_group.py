@@ -77,6 +77,25 @@ def test_mixed_groups_stay_quantized_with_the_bits_of_separate_qlinears(path, ac
     assert f"{kind} (q5_0 weights" in matmul_description(model)
 
 
+@pytest.mark.parametrize("activations", ["f32", "q8"])
+def test_the_decode_step_of_mixed_groups_replays_with_the_same_tokens(path, activations):
+    """As tests/test_generate.py's: generated again and again, the compiled decode step's plans replay
+    their recorded calls (where vg_call records them) and the tokens stay those of the first run."""
+    from verigrad.backends import cpu
+    from verigrad.models.catalog import load_language_model
+    from verigrad.models.lm import generate
+
+    model, tok = load_language_model(path, activations=activations)
+    prompt = tok.encode("hello world")
+    with vg.backend("cpu"):
+        runs = [generate(model, tok, prompt, max_tokens=6, temperature=0.0).ids for _ in range(12)]
+    assert all(ids == runs[0] for ids in runs) and len(runs[0]) >= 1
+    plans = list(model.cached_step.decode["f32"]._plans.values())  # by the cache's dtype
+    assert plans and all(p.runs >= 12 for p in plans)
+    recorded = cpu.cpu.tape() is not None
+    assert any(type(p._replay).__name__ == "Replay" for p in plans) == recorded
+
+
 def test_lora_on_a_mixed_group_trains_a_step_and_the_merged_export_reads_back(path, tmp_path):
     vg.manual_seed(0)
     model = add_lora(Llama.from_gguf(path), ["q_proj", "v_proj", "up_proj"], 2, 4.0)
