@@ -310,7 +310,8 @@ class Llama(CachedDecoder):
     def from_gguf(cls, source: str | os.PathLike | GGUFFile, activations: str = "f32") -> Llama:
         """A Llama, Qwen2, Qwen3 or Phi-3 GGUF file (or an opened GGUFFile): hyperparameters by their GGUF
         keys, tensors by llama.cpp's names, fused q/k/v and gate/up matrices. Quantized
-        matrices stay quantized (QLinear, QEmbedding: no dequantized copy); `activations` "q8"
+        matrices stay quantized (QLinear, QEmbedding: no dequantized copy; a fused one whose parts mix
+        formats, QLinearGroup); `activations` "q8"
         quantizes their inputs to 8 bits per block of 32 (256 for the k-quants:
         llama.cpp's q8_K; llama.cpp's integer dot products)."""
         if activations not in ("f32", "q8"):
