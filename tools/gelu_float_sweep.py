@@ -1,8 +1,9 @@
-"""Every f32 input of a native build's float gelu and gelu_deriv (VERIGRAD_NATIVE=1) against the reference:
-the most ulps for gelu, and for gelu_deriv (whose terms cancel near x = -0.7518) the most ulps and the
-smallest absolute tolerance that covers it beside a relative one of RTOL. The reference is computed in
-chunks as the ops' references compute it (erf the C library's, through the erf kernel), so a full sweep
-takes a few minutes where `verigrad verify --every-f32` calls Python's erf an element at a time.
+"""Every f32 input of a native build's float gelu, gelu_tanh and gelu_deriv (VERIGRAD_NATIVE=1) against
+the reference: the most ulps for gelu and gelu_tanh, and for gelu_deriv (whose terms cancel near
+x = -0.7518) the most ulps and the smallest absolute tolerance that covers it beside a relative one of
+RTOL. The reference is computed in chunks as the ops' references compute it (erf the C library's,
+through the erf kernel), so a full sweep takes a few minutes where `verigrad verify --every-f32` calls
+Python's erf an element at a time.
 
     VERIGRAD_NATIVE=1 python tools/gelu_float_sweep.py            # all 2^32 inputs
     VERIGRAD_NATIVE=1 python tools/gelu_float_sweep.py --step 97  # every 97th pattern
@@ -43,7 +44,8 @@ def main() -> None:
     args = parser.parse_args()
     assert cpu.build_info()["native"], "run with VERIGRAD_NATIVE=1"
     verigrad.set_threads(1)
-    kernels = {name: cpu.cpu.native(REGISTRY[name], verigrad.f32) for name in ("gelu", "gelu_deriv")}
+    names = ("gelu", "gelu_deriv", "gelu_tanh")
+    kernels = {name: cpu.cpu.native(REGISTRY[name], verigrad.f32) for name in names}
     erf = cpu.cpu.native(REGISTRY["erf"], verigrad.f64)
     worst = {name: (0, 0.0, 0.0) for name in kernels}  # ulps, its input, atol needed beside RTOL
     total = 0
@@ -52,6 +54,8 @@ def main() -> None:
         x = bits.astype(np.uint32).view(np.float32)
         total += x.size
         refs = references(x.astype(np.float64), erf)
+        with np.errstate(all="ignore"):
+            refs["gelu_tanh"] = REGISTRY["gelu_tanh"].reference(x)  # NumPy's expm1: its own loop
         for name, kernel in kernels.items():
             with np.errstate(invalid="ignore"):
                 ref, y = refs[name].astype(np.float32), kernel(x)

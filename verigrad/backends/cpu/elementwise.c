@@ -320,7 +320,7 @@ __attribute__((unused)) static float gelu_f32_scalar(float x) { return (float)d_
  */
 
 
-/* ---- float activations: exp, tanh, sigmoid, silu, gelu, gelu_deriv in f32 arithmetic, native build ----
+/* ---- float activations: exp, tanh, sigmoid, silu and the GELUs in f32 arithmetic, native build --------
  *
  * The paths above compute in double so that every element gets the reference's bits; widening, the
  * double polynomial and division, narrowing and the rounding test cost about 1.9 times what f32
@@ -332,7 +332,9 @@ __attribute__((unused)) static float gelu_f32_scalar(float x) { return (float)d_
  * are subnormal, and exp's above 88.5 (near overflow) go to the scalar formula of the double paths.
  * gelu (within 6 ulps) and gelu_deriv (within 2^-22 |reference| + 2^-23: its terms cancel near its zero)
  * take erfcx's f32 fit (elementwise_float.h), measured on every f32 input by tools/gelu_float_sweep.py;
- * their inputs below -5.5, NaN, gelu's |x| < 2^-120 and gelu_deriv's +inf go to the routine. Each element's
+ * their inputs below -5.5, NaN, gelu's |x| < 2^-120 and gelu_deriv's +inf go to the routine. gelu_tanh
+ * takes tanh's expm1 (within 15 ulps: the rounding of its argument, times 2|arg| in exp(-2|arg|), grows
+ * towards x = -3; below, as in the double path, the routine). Each element's
  * operations are the same in every block, on both vector widths and one element at a time (below), so
  * the bits depend on neither the thread count nor the path.
  */
@@ -404,6 +406,7 @@ FLOAT_ONE(sigmoid, INFINITY)
 FLOAT_ONE(silu, INFINITY)
 FLOAT_ONE_RANGE(gelu, GELU_FLOAT_BELOW, INFINITY, 0x1p-120f)
 FLOAT_ONE_RANGE(gelu_deriv, GELU_FLOAT_BELOW, FLT_MAX, 0.0f)
+FLOAT_ONE_RANGE(gelu_tanh, -3.0f, INFINITY, 0x1p-120f)
 
 #define ROUND_SLACK 32768
 /* gelu_deriv's zero (x = -0.75179): the inputs around it that go to its routine (VECTOR_F32_HOLE). Its
@@ -696,6 +699,7 @@ FLOAT_F32(sigmoid, INFINITY)
 FLOAT_F32(silu, INFINITY)
 FLOAT_F32_RANGE(gelu, GELU_FLOAT_BELOW, INFINITY, 0x1p-120f)
 FLOAT_F32_RANGE(gelu_deriv, GELU_FLOAT_BELOW, FLT_MAX, 0.0f)
+FLOAT_F32_RANGE(gelu_tanh, -3.0f, INFINITY, 0x1p-120f)
 
 /* NAME's KIND kernel (f32: the double path; f32_float: the float one) on the chosen path's vectors */
 #define VECTOR_DISPATCH(NAME, KIND)                                                           \
@@ -745,7 +749,7 @@ VECTORIZED(exp, FLOAT_FIRST(exp))
 VECTORIZED(sigmoid, FLOAT_FIRST(sigmoid))
 VECTORIZED(tanh, FLOAT_FIRST(tanh))
 VECTORIZED(silu, FLOAT_FIRST(silu))
-VECTORIZED(gelu_tanh, )
+VECTORIZED(gelu_tanh, FLOAT_FIRST(gelu_tanh))
 VECTORIZED(gelu, FLOAT_FIRST(gelu))
 VECTORIZED(gelu_deriv, FLOAT_FIRST(gelu_deriv))
 

@@ -138,6 +138,33 @@ FINLINE void FNAME(gelu_deriv_float)(const FV x[FK], FV y[FK]) {
     }
 }
 
+/* 0.5 x (1 + tanh(arg)), arg = sqrt(2/pi) (x + 0.044715 x^3), for x >= -3 (the kernels send the rest to the
+ * routine): with u = expm1(-2|arg|) and e = 1 + u as tanh_float's, 1 + tanh(arg) is 2 / (u + 2) for
+ * arg >= 0 and 2 e / (u + 2) below, as the double path has it, so nothing cancels */
+FINLINE void FNAME(gelu_tanh_float)(const FV x[FK], FV y[FK]) {
+    const FV sign = F(set1_ps)(-0.0f), two = F(set1_ps)(2.0f);
+    for (int k = 0; k < FK; k++) {
+        FV x3 = F(mul_ps)(F(mul_ps)(F(mul_ps)(F(set1_ps)(0.044715f), x[k]), x[k]), x[k]);
+        FV arg = F(mul_ps)(F(set1_ps)(0x1.988454p-1f), F(add_ps)(x[k], x3));
+        FV a = F(max_ps)(F(mul_ps)(F(or_ps)(arg, sign), two), F(set1_ps)(-87.0f));
+        FV t = F(fmadd_ps)(a, F(set1_ps)(0x1.715476p+0f), F(set1_ps)(SHIFTER_F));
+        FV n = F(sub_ps)(t, F(set1_ps)(SHIFTER_F));
+        FV r = F(fnmadd_ps)(n, F(set1_ps)(0x1.62e4p-1f), a);
+        r = F(fnmadd_ps)(n, F(set1_ps)(0x1.7f7d1cp-20f), r);
+        FV q = F(fmadd_ps)(F(set1_ps)(0x1.6a2354p-10f), r, F(set1_ps)(0x1.123a68p-7f));
+        q = F(fmadd_ps)(q, r, F(set1_ps)(0x1.5558f4p-5f));
+        q = F(fmadd_ps)(q, r, F(set1_ps)(0x1.555490p-3f));
+        q = F(fmadd_ps)(q, r, F(set1_ps)(0x1.fffffcp-2f));
+        FV p = F(fmadd_ps)(F(mul_ps)(r, r), q, r);
+        FV s = FSCALE(F(set1_ps)(1.0f), t, n);
+        FV u = F(fmadd_ps)(s, p, F(sub_ps)(s, F(set1_ps)(1.0f)));
+        FV e = F(fmadd_ps)(s, p, s);
+        FV twice = FSELECT_NEG(arg, F(mul_ps)(two, e), two);
+        FV num = F(mul_ps)(F(mul_ps)(F(set1_ps)(0.5f), x[k]), twice);
+        y[k] = F(div_ps)(num, F(add_ps)(u, two));
+    }
+}
+
 #undef FV
 #undef FK
 #undef F
