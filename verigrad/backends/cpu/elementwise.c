@@ -12,7 +12,8 @@
  * below): double polynomials within a relative 2^-42 of the scalar formulas, rounded once to f32; where
  * that rounding could go either way, the element is recomputed by the op's routine (ROUTINE_BLOCKS:
  * NumPy's where it has its own, else the C library's formula), so every path gives the same bits. A
- * native build computes f32 sigmoid and silu in f32 arithmetic instead (see "float activations" below).
+ * native build computes f32 exp, tanh, sigmoid, silu, gelu, gelu_deriv and gelu_tanh in f32 arithmetic
+ * instead (see "float activations" below).
  *
  * maximum and minimum are NumPy's: a NaN in either operand gives that NaN (the first when both are),
  * and on equal operands (0 and -0) the second one. relu is maximum(x, 0).
