@@ -1,6 +1,7 @@
 """The cpu backend's transcendental kernels against their NumPy references and PyTorch, in f32 and f64.
 
-For exp, expm1, log, log1p, sin, cos, tanh, sigmoid, silu and gelu_tanh on a vector of `--size` elements
+For exp, expm1, log, log1p, sin, cos, tanh, sigmoid, silu, gelu_tanh, gelu and gelu_deriv (PyTorch's
+aten.gelu_backward with a gradient of ones, which multiplies by it too) on a vector of `--size` elements
 (normal values of standard deviation 3; log and log1p take their absolute values), and pow (those
 absolute values to the power of normal values of standard deviation 1): verigrad's cpu
 kernel, the op's NumPy reference (which defines its bits) and PyTorch's function. Each kernel is first
@@ -13,6 +14,7 @@ PyTorch is only needed here: if it is missing, it is installed (torch==2.13.0).
 
     python benchmarks/transcendentals.py                  # 1 thread, 400K elements
     python benchmarks/transcendentals.py --threads 1,2 --size 4000000
+    VERIGRAD_NATIVE=1 python benchmarks/transcendentals.py --ops gelu,gelu_deriv --size 524288 --dtypes f32
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from verigrad.backends.verification import compare
 from verigrad.ops import REGISTRY
 
 OPS_TIMED = ("exp", "expm1", "log", "log1p", "sin", "cos", "tanh", "sigmoid", "silu", "gelu_tanh", "pow")
+OPS_TIMED += ("gelu", "gelu_deriv")  # their NumPy references call Python's erf an element at a time
 POSITIVE = ("log", "log1p")
 
 
@@ -44,6 +47,16 @@ def operands(op: str, rng: np.random.Generator, size: int, dtype: np.dtype) -> t
 def torch_function(torch: Any, op: str) -> Any:
     if op == "gelu_tanh":
         return lambda t: torch.nn.functional.gelu(t, approximate="tanh")
+    if op == "gelu":
+        return torch.nn.functional.gelu
+    if op == "gelu_deriv":
+        ones: dict[tuple, Any] = {}  # made once per shape, outside the timed calls' work
+
+        def gelu_backward(t: Any) -> Any:
+            g = ones.setdefault(tuple(t.shape), torch.ones_like(t))
+            return torch.ops.aten.gelu_backward(g, t)
+
+        return gelu_backward
     if op == "silu":
         return torch.nn.functional.silu
     return getattr(torch, op)
@@ -55,8 +68,8 @@ def run(args: argparse.Namespace, torch: Any) -> Table:
         ["op", "dtype", "threads", "stated", "verigrad", "NumPy", "torch", "/ NumPy", "/ torch"],
         left=("op", "dtype", "stated"),
     )
-    for op in OPS_TIMED:
-        for dtype in ("f32", "f64"):
+    for op in args.ops.split(","):
+        for dtype in args.dtypes.split(","):
             xs = operands(op, np.random.default_rng(0), args.size, cpu.DTYPES[dtype])
             kernel = cpu.cpu.native(REGISTRY[op], getattr(verigrad, dtype))
             stated = cpu.cpu.exactness(op, dtype)
@@ -79,6 +92,8 @@ def run(args: argparse.Namespace, torch: Any) -> Table:
 
 def sizes(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--size", type=int, default=400_000, help="elements (default 400,000)")
+    parser.add_argument("--ops", default=",".join(OPS_TIMED), help="comma-separated ops (default: all)")
+    parser.add_argument("--dtypes", default="f32,f64", help="comma-separated: f32, f64 (default both)")
 
 
 def main(argv: list[str] | None = None) -> None:

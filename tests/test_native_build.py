@@ -51,6 +51,8 @@ def test_a_native_build_meets_the_claims_it_states():
     # computed in f32 arithmetic there: the ulps measured on every f32 input, which verify holds them to
     assert claims["sigmoid f32"] == "ulp(2)" and claims["silu f32"] == "ulp(3)"
     assert claims["exp f32"] == "ulp(2)" and claims["tanh f32"] == "ulp(3)"
+    assert claims["gelu f32"] == "ulp(6)" and claims["gelu_tanh f32"] == "ulp(15)"
+    assert claims["gelu_deriv f32"] == f"rtol={2**-22:g}, atol={2**-23:g}"
     assert claims["sigmoid f64"].startswith("rtol=")  # f64: the double formula, its claim contracted
     # no product feeds an addition in these: contraction changes nothing, so the reference's bits
     uncontracted = ("add", "mul", "div", "maximum", "relu", "sqrt", "rsqrt", "sigmoid_deriv", "cast")
@@ -112,4 +114,60 @@ def test_a_native_build_computes_exp_tanh_sigmoid_and_silu_in_float_within_a_few
             # f32 arithmetic: not the reference's bits everywhere, but within `bound` ulps of them
             assert 0 < got["max_ulps"] <= bound and got["inexact"] > 1000, (name, path, got)
         # every path (AVX-512, AVX2, one element at a time) runs the same operations on each element
+        assert len({found[f"{name} {path}"]["digest"] for path in found["paths"]}) == 1, name
+
+
+FLOAT_GELU = """
+import json
+import math
+import numpy as np
+import verigrad
+from verigrad.backends import cpu
+from verigrad.ops import REGISTRY
+
+# about a million floats of every exponent and both signs, normal draws, and the float path's edges
+spread = np.arange(0, 2**32, 4099, dtype=np.uint64).astype(np.uint32).view(np.float32)
+normal = np.random.default_rng(7).normal(0.0, 2.0, 200_000).astype(np.float32)
+edges = [0.0, -0.0, np.inf, -np.inf, np.nan, -5.5, -5.50001, -5.49999, 13.0, 13.00001, 2**-120, -2**-121]
+edges += [-0.7517915, -0.75179, 4 * math.sqrt(2), -4 * math.sqrt(2), 3e38, -3e38, 2**-149]
+edges += [-2.977654, -3.0, -3.00001, -1.8218912, 1e13, -1e13]  # gelu_tanh: its worst input, its edge
+x = np.concatenate([spread, normal, np.array(edges, np.float32)])
+def ordered(a):
+    i = a.view(np.int32).astype(np.int64)
+    return np.where(i < 0, -2**31 - i, i)
+cpu.set_min_chunk(1000)
+found = {"native": cpu.build_info()["native"], "paths": list(cpu.vector_paths())}
+for name in ("gelu", "gelu_deriv", "gelu_tanh"):
+    kernel, expected = cpu.cpu.native(REGISTRY[name], verigrad.f32), REGISTRY[name].reference(x)
+    nan = np.isnan(expected)
+    for path in cpu.vector_paths():
+        cpu.vector_path(path)
+        bits = set()
+        for threads in (1, 2, 3):
+            verigrad.set_threads(threads)
+            y = kernel(x)
+            bits.add(y.tobytes())
+        ulps = np.abs(ordered(y) - ordered(expected))[~nan]
+        finite = np.isfinite(expected)
+        err = np.abs(y[finite].astype(np.float64) - expected[finite])
+        excess = float((err - 2.0**-22 * np.abs(expected[finite].astype(np.float64))).max())
+        found[f"{name} {path}"] = {"same_nan": bool((np.isnan(y) == nan).all()), "max_ulps": int(ulps.max()),
+            "inexact": int((ulps > 0).sum()), "bits": len(bits), "digest": hash(y.tobytes()), "atol": excess,
+            "same_inf": bool((np.isinf(y) == np.isinf(expected)).all())}
+print(json.dumps(found))
+"""
+
+
+def test_a_native_build_computes_gelu_its_derivative_and_gelu_tanh_in_float_within_the_stated_bounds():
+    found = run_native(FLOAT_GELU)
+    for path in found["paths"]:
+        for name in ("gelu", "gelu_deriv", "gelu_tanh"):
+            got = found[f"{name} {path}"]
+            assert got["same_nan"] and got["same_inf"] and got["bits"] == 1, (name, path, got)
+            assert got["inexact"] > 1000, (name, path, got)  # f32 arithmetic, not the double path
+        assert found[f"gelu {path}"]["max_ulps"] <= 6, found[f"gelu {path}"]
+        assert found[f"gelu_tanh {path}"]["max_ulps"] <= 15, found[f"gelu_tanh {path}"]
+        # near its zero no ulp bound holds: within 2^-22 |reference| + 2^-23
+        assert found[f"gelu_deriv {path}"]["atol"] <= 2.0**-23, found[f"gelu_deriv {path}"]
+    for name in ("gelu", "gelu_deriv", "gelu_tanh"):
         assert len({found[f"{name} {path}"]["digest"] for path in found["paths"]}) == 1, name

@@ -12,7 +12,8 @@
  * below): double polynomials within a relative 2^-42 of the scalar formulas, rounded once to f32; where
  * that rounding could go either way, the element is recomputed by the op's routine (ROUTINE_BLOCKS:
  * NumPy's where it has its own, else the C library's formula), so every path gives the same bits. A
- * native build computes f32 sigmoid and silu in f32 arithmetic instead (see "float activations" below).
+ * native build computes f32 exp, tanh, sigmoid, silu, gelu, gelu_deriv and gelu_tanh in f32 arithmetic
+ * instead (see "float activations" below).
  *
  * maximum and minimum are NumPy's: a NaN in either operand gives that NaN (the first when both are),
  * and on equal operands (0 and -0) the second one. relu is maximum(x, 0).
@@ -288,6 +289,7 @@ VECTOR_OPS(ROUTINE_F32)
 static void gelu_f32_routine(const float *xs, float *ys, int64_t n) {
     for (int64_t i = 0; i < n; i++) ys[i] = (float)d_gelu((double)xs[i]);
 }
+__attribute__((unused)) static float gelu_f32_scalar(float x) { return (float)d_gelu((double)x); }
 
 /* ---- vectorized: exp, sigmoid, tanh, silu, gelu_tanh in f32 -------------------------------------------
  *
@@ -319,7 +321,7 @@ static void gelu_f32_routine(const float *xs, float *ys, int64_t n) {
  */
 
 
-/* ---- float activations: exp, tanh, sigmoid and silu in f32 arithmetic, in the native build ------------
+/* ---- float activations: exp, tanh, sigmoid, silu and the GELUs in f32 arithmetic, native build --------
  *
  * The paths above compute in double so that every element gets the reference's bits; widening, the
  * double polynomial and division, narrowing and the rounding test cost about 1.9 times what f32
@@ -328,7 +330,12 @@ static void gelu_f32_routine(const float *xs, float *ys, int64_t n) {
  * elementwise_float.h's f32 formulas instead, within 2 ulps (exp, sigmoid) and 3 (tanh, silu) of the reference
  * on every f32 input (measured; the kernels state it: elementwise.py's FLOAT_ULPS); the row kernels'
  * softmax, log_softmax and cross-entropy call this exp there. NaN inputs, those below -87, whose results
- * are subnormal, and exp's above 88.5 (near overflow) go to the scalar formula of the double paths. Each element's
+ * are subnormal, and exp's above 88.5 (near overflow) go to the scalar formula of the double paths.
+ * gelu (within 6 ulps) and gelu_deriv (within 2^-22 |reference| + 2^-23: its terms cancel near its zero)
+ * take erfcx's f32 fit (elementwise_float.h), measured on every f32 input by tools/gelu_float_sweep.py;
+ * their inputs below -5.5, NaN, gelu's |x| < 2^-120 and gelu_deriv's +inf go to the routine. gelu_tanh
+ * takes tanh's expm1 (within 15 ulps: the rounding of its argument, times 2|arg| in exp(-2|arg|), grows
+ * towards x = -3; below, as in the double path, the routine). Each element's
  * operations are the same in every block, on both vector widths and one element at a time (below), so
  * the bits depend on neither the thread count nor the path.
  */
@@ -337,6 +344,7 @@ static void gelu_f32_routine(const float *xs, float *ys, int64_t n) {
 #else
 #define FLOAT_ACTIVATIONS 0
 #endif
+#define GELU_FLOAT_BELOW -5.5f /* the float gelu's erfcx fit ends at x = -4 sqrt2 */
 #define SHIFTER_F 0x1.8p23f /* t = y + SHIFTER_F holds round(y) in its low bits */
 
 /* The float formulas one element at a time, as the vector instructions compute them */
@@ -369,6 +377,7 @@ static inline float one_max_ps(float a, float b) { return a > b ? a : b; } /* b 
 static inline float one_min_ps(float a, float b) { return a < b ? a : b; } /* b if either is NaN */
 static inline float one_fmadd_ps(float a, float b, float c) { return fmaf(a, b, c); }
 static inline float one_fnmadd_ps(float a, float b, float c) { return fmaf(-a, b, c); }
+static inline float one_fmsub_ps(float a, float b, float c) { return fmaf(a, b, -c); }
 static inline float one_add_ps(float a, float b) { return a + b; }
 static inline float one_sub_ps(float a, float b) { return a - b; }
 static inline float one_mul_ps(float a, float b) { return a * b; }
@@ -382,10 +391,12 @@ static inline float one_div_ps(float a, float b) { return a / b; }
 #define FSELECT_NEG(x, neg, pos) (signbit(x) ? (neg) : (pos))
 #include "elementwise_float.h"
 
-/* NAME in f32 arithmetic, or by its routine where the vector paths send an element to it */
-#define FLOAT_ONE(NAME, ABOVE)                                                                \
+/* NAME in f32 arithmetic, or by its routine where the vector paths send an element to it: NaN, x below
+ * BELOW or above ABOVE, |x| < TINY */
+#define FLOAT_ONE(NAME, ABOVE) FLOAT_ONE_RANGE(NAME, -87.0f, ABOVE, 0.0f)
+#define FLOAT_ONE_RANGE(NAME, BELOW, ABOVE, TINY)                                             \
     static float NAME##_f32_float_scalar(float x) {                                           \
-        if (!(x >= -87.0f) || x > (ABOVE)) return NAME##_f32_scalar(x);                       \
+        if (!(x >= (BELOW)) || x > (ABOVE) || fabsf(x) < (TINY)) return NAME##_f32_scalar(x); \
         float y;                                                                              \
         NAME##_float_one(&x, &y);                                                             \
         return y;                                                                             \
@@ -394,6 +405,9 @@ FLOAT_ONE(exp, 88.5f) /* above: the routine's (exp(88.73) overflows) */
 FLOAT_ONE(tanh, INFINITY)
 FLOAT_ONE(sigmoid, INFINITY)
 FLOAT_ONE(silu, INFINITY)
+FLOAT_ONE_RANGE(gelu, GELU_FLOAT_BELOW, INFINITY, 0x1p-120f)
+FLOAT_ONE_RANGE(gelu_deriv, GELU_FLOAT_BELOW, FLT_MAX, 0.0f)
+FLOAT_ONE_RANGE(gelu_tanh, -3.0f, INFINITY, 0x1p-120f)
 
 #define ROUND_SLACK 32768
 /* gelu_deriv's zero (x = -0.75179): the inputs around it that go to its routine (VECTOR_F32_HOLE). Its
@@ -649,14 +663,17 @@ VECTOR_F32_HOLE(gelu_deriv, -3.0f, FLT_MAX, GELU_DERIV_HOLE_LO, GELU_DERIV_HOLE_
 #define STORE_AVX512_FLOATS(dst) for (int k = 0; k < FK_AVX512; k++) _mm512_storeu_ps((dst) + 16 * k, y[k])
 
 /* The f32-arithmetic kernels of NAME (NAME##_float of elementwise_float.h), blocks of FK vectors */
-#define FLOAT_F32(NAME, ABOVE)                                                                \
+#define FLOAT_F32(NAME, ABOVE) FLOAT_F32_RANGE(NAME, -87.0f, ABOVE, 0.0f)
+#define FLOAT_F32_RANGE(NAME, BELOW, ABOVE, TINY)                                             \
     AVX2_INLINE void NAME##_f32_float_block_avx2(const float *xs, float *ys, int64_t m, vg_fixes *f) { \
         __m256 x[FK_AVX2], y[FK_AVX2];                                                        \
         uint64_t fix = 0;                                                                     \
         for (int k = 0; k < FK_AVX2; k++) {                                                   \
             x[k] = _mm256_loadu_ps(xs + 8 * k);                                               \
-            __m256 low = _mm256_cmp_ps(x[k], _mm256_set1_ps(-87.0f), _CMP_NGE_UQ);            \
+            __m256 low = _mm256_cmp_ps(x[k], _mm256_set1_ps(BELOW), _CMP_NGE_UQ);             \
             low = _mm256_or_ps(low, _mm256_cmp_ps(x[k], _mm256_set1_ps(ABOVE), _CMP_GT_OQ));  \
+            __m256 ax = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x[k]);                        \
+            low = _mm256_or_ps(low, _mm256_cmp_ps(ax, _mm256_set1_ps(TINY), _CMP_LT_OQ));     \
             fix |= (uint64_t)_mm256_movemask_ps(low) << 8 * k;                                \
         }                                                                                     \
         NAME##_float_avx2(x, y);                                                              \
@@ -668,8 +685,10 @@ VECTOR_F32_HOLE(gelu_deriv, -3.0f, FLT_MAX, GELU_DERIV_HOLE_LO, GELU_DERIV_HOLE_
         uint64_t fix = 0;                                                                     \
         for (int k = 0; k < FK_AVX512; k++) {                                                 \
             x[k] = _mm512_loadu_ps(xs + 16 * k);                                              \
-            fix |= (uint64_t)(_mm512_cmp_ps_mask(x[k], _mm512_set1_ps(-87.0f), _CMP_NGE_UQ) |  \
-                              _mm512_cmp_ps_mask(x[k], _mm512_set1_ps(ABOVE), _CMP_GT_OQ)) << 16 * k; \
+            __m512 ax = _mm512_andnot_ps(_mm512_set1_ps(-0.0f), x[k]);                        \
+            fix |= (uint64_t)(_mm512_cmp_ps_mask(x[k], _mm512_set1_ps(BELOW), _CMP_NGE_UQ) |   \
+                              _mm512_cmp_ps_mask(x[k], _mm512_set1_ps(ABOVE), _CMP_GT_OQ) |    \
+                              _mm512_cmp_ps_mask(ax, _mm512_set1_ps(TINY), _CMP_LT_OQ)) << 16 * k; \
         }                                                                                     \
         NAME##_float_avx512(x, y);                                                            \
         FINISH_BLOCK(NAME, 16 * FK_AVX512, STORE_AVX512_FLOATS)                               \
@@ -679,6 +698,9 @@ FLOAT_F32(exp, 88.5f)
 FLOAT_F32(tanh, INFINITY)
 FLOAT_F32(sigmoid, INFINITY)
 FLOAT_F32(silu, INFINITY)
+FLOAT_F32_RANGE(gelu, GELU_FLOAT_BELOW, INFINITY, 0x1p-120f)
+FLOAT_F32_RANGE(gelu_deriv, GELU_FLOAT_BELOW, FLT_MAX, 0.0f)
+FLOAT_F32_RANGE(gelu_tanh, -3.0f, INFINITY, 0x1p-120f)
 
 /* NAME's KIND kernel (f32: the double path; f32_float: the float one) on the chosen path's vectors */
 #define VECTOR_DISPATCH(NAME, KIND)                                                           \
@@ -728,9 +750,9 @@ VECTORIZED(exp, FLOAT_FIRST(exp))
 VECTORIZED(sigmoid, FLOAT_FIRST(sigmoid))
 VECTORIZED(tanh, FLOAT_FIRST(tanh))
 VECTORIZED(silu, FLOAT_FIRST(silu))
-VECTORIZED(gelu_tanh, )
-VECTORIZED(gelu, )
-VECTORIZED(gelu_deriv, )
+VECTORIZED(gelu_tanh, FLOAT_FIRST(gelu_tanh))
+VECTORIZED(gelu, FLOAT_FIRST(gelu))
+VECTORIZED(gelu_deriv, FLOAT_FIRST(gelu_deriv))
 
 /* The path the f32 exp, sigmoid, tanh, silu and gelu_tanh kernels take: 2 AVX-512, 1 AVX2, 0 the scalar
  * formula. A `level` >= 0 first chooses it, capped at what the machine has (for the tests and the
