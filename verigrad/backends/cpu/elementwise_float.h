@@ -50,6 +50,21 @@ FINLINE void FNAME(exp_float)(const FV x[FK], FV y[FK]) {
     }
 }
 
+/* exp(a) = s (1 + p) for a in [-87, 0]: s = 2^n and p = r + r^2 q as exp's; tanh_float and gelu_tanh_float
+ * build expm1(a) = s p + (s - 1) (and 1 + expm1) from them */
+FINLINE void FNAME(exp_parts_float)(FV a, FV *s, FV *p) {
+    FV t = F(fmadd_ps)(a, F(set1_ps)(0x1.715476p+0f), F(set1_ps)(SHIFTER_F));
+    FV n = F(sub_ps)(t, F(set1_ps)(SHIFTER_F));
+    FV r = F(fnmadd_ps)(n, F(set1_ps)(0x1.62e4p-1f), a);
+    r = F(fnmadd_ps)(n, F(set1_ps)(0x1.7f7d1cp-20f), r);
+    FV q = F(fmadd_ps)(F(set1_ps)(0x1.6a2354p-10f), r, F(set1_ps)(0x1.123a68p-7f));
+    q = F(fmadd_ps)(q, r, F(set1_ps)(0x1.5558f4p-5f));
+    q = F(fmadd_ps)(q, r, F(set1_ps)(0x1.555490p-3f));
+    q = F(fmadd_ps)(q, r, F(set1_ps)(0x1.fffffcp-2f));
+    *p = F(fmadd_ps)(F(mul_ps)(r, r), q, r);
+    *s = FSCALE(F(set1_ps)(1.0f), t, n);
+}
+
 /* tanh(x) = copysign(-u / (u + 2), x), u = expm1(-2|x|) (the reference's formula), u = 2^n (1 + p) - 1 =
  * 2^n p + (2^n - 1) with 2^n and p = r + r^2 q as exp's (-2|x| clamped to -87: u is -1 there as below); near
  * 0 (n = 0) u is p itself, so nothing cancels: the native build's f32 tanh (see FLOAT_ULPS). */
@@ -57,16 +72,8 @@ FINLINE void FNAME(tanh_float)(const FV x[FK], FV y[FK]) {
     const FV sign = F(set1_ps)(-0.0f);
     for (int k = 0; k < FK; k++) {
         FV a = F(max_ps)(F(mul_ps)(F(or_ps)(x[k], sign), F(set1_ps)(2.0f)), F(set1_ps)(-87.0f));
-        FV t = F(fmadd_ps)(a, F(set1_ps)(0x1.715476p+0f), F(set1_ps)(SHIFTER_F));
-        FV n = F(sub_ps)(t, F(set1_ps)(SHIFTER_F));
-        FV r = F(fnmadd_ps)(n, F(set1_ps)(0x1.62e4p-1f), a);
-        r = F(fnmadd_ps)(n, F(set1_ps)(0x1.7f7d1cp-20f), r);
-        FV q = F(fmadd_ps)(F(set1_ps)(0x1.6a2354p-10f), r, F(set1_ps)(0x1.123a68p-7f));
-        q = F(fmadd_ps)(q, r, F(set1_ps)(0x1.5558f4p-5f));
-        q = F(fmadd_ps)(q, r, F(set1_ps)(0x1.555490p-3f));
-        q = F(fmadd_ps)(q, r, F(set1_ps)(0x1.fffffcp-2f));
-        FV p = F(fmadd_ps)(F(mul_ps)(r, r), q, r);
-        FV s = FSCALE(F(set1_ps)(1.0f), t, n);
+        FV s, p;
+        FNAME(exp_parts_float)(a, &s, &p);
         FV u = F(fmadd_ps)(s, p, F(sub_ps)(s, F(set1_ps)(1.0f)));
         FV m = F(div_ps)(u, F(add_ps)(u, F(set1_ps)(2.0f))); /* -|tanh x|, or +0 */
         y[k] = F(or_ps)(F(andnot_ps)(sign, m), F(and_ps)(sign, x[k]));
@@ -147,16 +154,8 @@ FINLINE void FNAME(gelu_tanh_float)(const FV x[FK], FV y[FK]) {
         FV x3 = F(mul_ps)(F(mul_ps)(F(mul_ps)(F(set1_ps)(0.044715f), x[k]), x[k]), x[k]);
         FV arg = F(mul_ps)(F(set1_ps)(0x1.988454p-1f), F(add_ps)(x[k], x3));
         FV a = F(max_ps)(F(mul_ps)(F(or_ps)(arg, sign), two), F(set1_ps)(-87.0f));
-        FV t = F(fmadd_ps)(a, F(set1_ps)(0x1.715476p+0f), F(set1_ps)(SHIFTER_F));
-        FV n = F(sub_ps)(t, F(set1_ps)(SHIFTER_F));
-        FV r = F(fnmadd_ps)(n, F(set1_ps)(0x1.62e4p-1f), a);
-        r = F(fnmadd_ps)(n, F(set1_ps)(0x1.7f7d1cp-20f), r);
-        FV q = F(fmadd_ps)(F(set1_ps)(0x1.6a2354p-10f), r, F(set1_ps)(0x1.123a68p-7f));
-        q = F(fmadd_ps)(q, r, F(set1_ps)(0x1.5558f4p-5f));
-        q = F(fmadd_ps)(q, r, F(set1_ps)(0x1.555490p-3f));
-        q = F(fmadd_ps)(q, r, F(set1_ps)(0x1.fffffcp-2f));
-        FV p = F(fmadd_ps)(F(mul_ps)(r, r), q, r);
-        FV s = FSCALE(F(set1_ps)(1.0f), t, n);
+        FV s, p;
+        FNAME(exp_parts_float)(a, &s, &p);
         FV u = F(fmadd_ps)(s, p, F(sub_ps)(s, F(set1_ps)(1.0f)));
         FV e = F(fmadd_ps)(s, p, s);
         FV twice = FSELECT_NEG(arg, F(mul_ps)(two, e), two);
