@@ -1,7 +1,7 @@
 /* What the quantized products share: the GGML block formats' codes and sizes, small readers of a block's
  * bytes, and the choice of vector path. quant.c holds the 8-bit-activation products of the 32-value
  * formats, quant_k8.c those of the 256-value formats, quant_f32.c the f32-activation decode steps and the
- * de-quantization (qembedding), quant_f32_tiles.c the f32 products of several activation rows. The
+ * de-quantization (qembedding), dispatching to quant_f32_k.c for the 256-value formats, quant_f32_tiles.c the f32 products of several activation rows. The
  * layouts are those of ops/quant.py. */
 #ifndef VG_QUANT_H
 #define VG_QUANT_H
@@ -50,7 +50,26 @@ void vg_dequantize_f32_row(int qtype, const uint8_t *row, int64_t nb, float *v, 
 int vg_fused_decode_f32(int qtype, int level, const uint8_t *w, int64_t stride, int64_t nb, int64_t rows,
                         const float *x, float *s);
 
+/* quant_f32.c's kernels of a format, by code (0: none): a decode step's fused products of x with 2 (AVX2) or
+ * 4 (AVX-512) weight rows w + j stride into s[j]; a row of nb blocks de-quantized into v */
+typedef void (*vg_fused_fn)(const uint8_t *w, int64_t stride, int64_t nb, const float *x, float *s);
+typedef void (*vg_rows_fn)(const uint8_t *w, int64_t nb, float *v);
+/* quant_f32_k.c, the 256-value formats': one block de-quantized by the portable code; the vector kernels */
+void vg_dequantize_k_block(int qtype, const uint8_t *wb, float *v);
 #if VG_X86
+extern const vg_fused_fn VG_FUSED_K_AVX512[NQTYPES], VG_FUSED_K_AVX2[NQTYPES];
+extern const vg_rows_fn VG_DEQUANTIZE_K_AVX512[NQTYPES], VG_DEQUANTIZE_K_AVX2[NQTYPES];
+#endif
+
+#if VG_X86
+/* dot_f32's fold of 32 partial sums held as 4 vectors of 8 (sum j in lane j % 8 of vector j / 8) */
+__attribute__((target("avx2"), always_inline)) static inline float vg_fold_avx2(__m256 a0, __m256 a1, __m256 a2,
+                                                                                 __m256 a3) {
+    __m256 e = _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3)); /* h = 16, then 8 */
+    __m128 f = _mm_add_ps(_mm256_castps256_ps128(e), _mm256_extractf128_ps(e, 1));
+    f = _mm_add_ps(f, _mm_movehl_ps(f, f));
+    return _mm_cvtss_f32(_mm_add_ss(f, _mm_movehdup_ps(f)));
+}
 #define AVX512_Q __attribute__((target("avx2,f16c,avx512f,avx512dq")))
 /* dot_f32's fold of its 32 partial sums: a holds sums 0..15, b 16..31 */
 AVX512_Q __attribute__((always_inline)) static inline float fold_avx512(__m512 a, __m512 b) {
