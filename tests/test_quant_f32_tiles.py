@@ -7,6 +7,8 @@ values."""
 
 from __future__ import annotations
 
+import platform
+
 import numpy as np
 import pytest
 
@@ -114,6 +116,50 @@ def test_long_rows_give_the_reference_bits(qtype, monkeypatch):
         for n in (1, 4, 5, 11):
             raw = rng.integers(0, 256, (n, FORMATS[qtype].row_bytes(k)), dtype=np.uint8)
             for t in (1, 2):
+                with np.errstate(all="ignore"):
+                    want = reference(x[:t], raw, qtype)
+                for path in cpu_quant.PATHS:
+                    taken = cpu_quant.path(path)
+                    for threads in (1, 2, 3):
+                        vg.set_threads(threads)
+                        _assert_same(kernel(x[:t], raw, qtype=qtype), want, f"{taken} {threads} {n}x{t}")
+    finally:
+        vg.set_threads(1)
+        cpu_quant.simd(True)
+
+
+# the formats whose AVX2 decode kernels (and q2_k's and q3_k's AVX2 and AVX-512 row de-quantization) came last
+LOW_BIT = ("q2_k", "q3_k", "iq4_nl", "iq4_xs")
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="x86 vector paths")
+@pytest.mark.parametrize("qtype", BLOCK_QTYPES)
+def test_every_format_has_its_own_code_on_each_vector_path(qtype):
+    """A decode step's fused kernel and the row de-quantization (prompt tiles, qembedding) on AVX2 and on
+    AVX-512 for every format, so that no level falls back to a lower one's code."""
+    for name in ("avx2", "avx512"):
+        assert cpu_quant.f32_kernels(qtype, name) == ("decode", "rows"), name
+    with pytest.raises(ValueError, match="f32_kernels: name must be"):
+        cpu_quant.f32_kernels(qtype, "scalar")
+
+
+@pytest.mark.parametrize("qtype", LOW_BIT)
+def test_low_bit_formats_on_odd_shapes_give_the_reference_bits(qtype, monkeypatch):
+    """q2_k, q3_k, iq4_nl and iq4_xs on each vector path (the level forced) and the portable one: weight rows
+    that are no multiple of a decode step's 2 (AVX2) or 4 (AVX-512) or a tile's 3 or 6, rows of several
+    blocks, 1, 2, 3, 5, 8 and 100 activation rows, 1-3 threads; raw blocks (any f16 scale) and activations
+    with infinities and huge values."""
+    monkeypatch.setattr(cpu_quant, "MIN_BAND_BYTES", 1)
+    kernel = cpu.cpu.native(vg.REGISTRY["qmatmul"], vg.f32)
+    reference = vg.REGISTRY["qmatmul"].reference
+    k = FORMATS[qtype].block * (3 if FORMATS[qtype].block == 256 else 7)
+    rng = np.random.default_rng(17)
+    x = rng.standard_normal((100, k)).astype(np.float32)
+    x[0, 7], x[2, k - 1], x[4] = np.inf, -np.inf, x[4] * np.float32(1e30)
+    try:
+        for n in (1, 2, 3, 5, 7, 11):
+            raw = rng.integers(0, 256, (n, FORMATS[qtype].row_bytes(k)), dtype=np.uint8)
+            for t in (1, 2, 3, 5, 8, 100):
                 with np.errstate(all="ignore"):
                     want = reference(x[:t], raw, qtype)
                 for path in cpu_quant.PATHS:

@@ -1,8 +1,8 @@
 /* What the quantized products share: the GGML block formats' codes and sizes, small readers of a block's
  * bytes, and the choice of vector path. quant.c holds the 8-bit-activation products of the 32-value
  * formats, quant_k8.c those of the 256-value formats, quant_f32.c the f32-activation decode steps and the
- * de-quantization (qembedding), dispatching to quant_f32_k.c for the 256-value formats, quant_f32_tiles.c the f32 products of several activation rows. The
- * layouts are those of ops/quant.py. */
+ * de-quantization (qembedding) with quant_f32_k.c's kernels of the 256-value formats, quant_f32_tiles.c the
+ * f32 products of several activation rows. The layouts are those of ops/quant.py. */
 #ifndef VG_QUANT_H
 #define VG_QUANT_H
 #include <math.h>
@@ -69,6 +69,16 @@ __attribute__((target("avx2"), always_inline)) static inline float vg_fold_avx2(
     __m128 f = _mm_add_ps(_mm256_castps256_ps128(e), _mm256_extractf128_ps(e, 1));
     f = _mm_add_ps(f, _mm_movehl_ps(f, f));
     return _mm_cvtss_f32(_mm_add_ss(f, _mm_movehdup_ps(f)));
+}
+/* iq4_nl's and iq4_xs's 32 values of 16 bytes n (low nibbles: values 0..15, high nibbles: 16..31) with scale
+ * d: v[j] values 8j..8j+7, each d * IQ4_VALUES[nibble] (the portable path's operations; a byte shuffle looks
+ * the values up) */
+__attribute__((target("avx2"), always_inline)) static inline void vg_iq4_avx2(__m128i n, __m256 d, __m256 *v) {
+    const __m128i values = _mm_loadu_si128((const __m128i *)IQ4_VALUES), low4 = _mm_set1_epi8(15);
+    const __m128i lo = _mm_shuffle_epi8(values, _mm_and_si128(n, low4));
+    const __m128i hi = _mm_shuffle_epi8(values, _mm_and_si128(_mm_srli_epi16(n, 4), low4));
+    const __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+    for (int j = 0; j < 4; j++) v[j] = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(parts[j])));
 }
 #define AVX512_Q __attribute__((target("avx2,f16c,avx512f,avx512dq")))
 /* dot_f32's fold of its 32 partial sums: a holds sums 0..15, b 16..31 */

@@ -2,7 +2,8 @@
 weights (AVX2 paths for each; AVX-512 VNNI ones, quant_vnni.c, for all but iq4_nl) and, in quant_k8.c, on
 q4_k, q5_k, q6_k, q2_k, q3_k and iq4_xs weights (activations quantized as llama.cpp's q8_K; AVX2 and AVX-512
 paths), and qmatmul and qembedding on every block format of ops/quant.py (QTYPES; quant.h holds the codes):
-quant_f32.c de-quantizes rows and runs decode steps, quant_f32_tiles.c several activation rows.
+quant_f32.c (with quant_f32_k.c's kernels of the 256-value formats) de-quantizes rows and runs decode steps,
+quant_f32_tiles.c several activation rows.
 
 - qmatmul_q8 gives the reference's bits: the activations are quantized as `quantize_q8` does, block dots
   are exact integers, and the f64 terms are added in the reference's order (EXACT).
@@ -14,9 +15,9 @@ quant_f32.c de-quantizes rows and runs decode steps, quant_f32_tiles.c several a
 
 Threads take bands of at least `MIN_BAND_BYTES` of weight rows (qmatmul: of weight bytes times activation
 rows); the bits do not depend on the thread count.
-The AVX2 paths (taken when the CPU has AVX2 and F16C), the AVX-512 ones (qmatmul and qembedding of q4_k,
-q5_k and q6_k) and the VNNI ones give the portable paths' bits; `path` chooses one and `simd(False)` turns
-them off, for tests. Other dtypes or layouts run the reference.
+The AVX2 paths (taken when the CPU has AVX2 and F16C), the AVX-512 ones and the VNNI ones give the portable
+paths' bits; `path` chooses one and `simd(False)` turns them off, for tests (`q8_path` and `f32_kernels` say
+which code a level runs). Other dtypes or layouts run the reference.
 """
 
 from __future__ import annotations
@@ -170,7 +171,7 @@ def _dequantize(embedding: Callable, reference: Callable) -> Callable:
     return kernel
 
 
-_state: dict[str, Any] = {"simd": None, "q8_path": None}
+_state: dict[str, Any] = {"simd": None, "q8_path": None, "f32_kernels": None}
 
 
 PATHS = ("scalar", "avx2", "avx512", "vnni")  # vg_quant_simd's levels ("vnni": AVX-512 with VNNI)
@@ -197,6 +198,20 @@ def q8_path(qtype: str, tokens: int) -> str:
     return PATHS[_state["q8_path"](QTYPES[qtype], tokens)]
 
 
+def f32_kernels(qtype: str, name: str) -> tuple[str, ...]:
+    """The jobs of qmatmul's (and qembedding's) f32 kernel with code of their own for `qtype` weights on the
+    vector path `name` ("avx2" or "avx512"): "decode" (one activation row, each block de-quantized in
+    registers) and "rows" (weight rows de-quantized); a job without runs a lower level's code."""
+    if _state["f32_kernels"] is None:
+        raise RuntimeError("the cpu backend's quantized kernels are not loaded")
+    if qtype not in QTYPES:
+        raise ValueError(f"f32_kernels: unknown qtype {qtype!r}: one of {', '.join(QTYPES)}")
+    if name not in ("avx2", "avx512"):
+        raise ValueError(f"f32_kernels: name must be 'avx2' or 'avx512', not {name!r}")
+    bits = _state["f32_kernels"](QTYPES[qtype], PATHS.index(name))
+    return tuple(job for bit, job in enumerate(("decode", "rows")) if bits >> bit & 1)
+
+
 def simd(flag: bool | None = None) -> bool:
     """Allow (True: the fastest the machine has) or forbid (False) the vector paths, or leave them (None);
     whether one is taken now."""
@@ -206,6 +221,7 @@ def simd(flag: bool | None = None) -> bool:
 def register(backend: Any, lib: Library) -> None:
     _state["simd"] = lib.fn("vg_quant_simd", [ctypes.c_int], restype=ctypes.c_int)
     _state["q8_path"] = lib.fn("vg_quant_q8_path", [ctypes.c_int, ctypes.c_int64], restype=ctypes.c_int)
+    _state["f32_kernels"] = lib.fn("vg_quant_f32_kernels", [ctypes.c_int, ctypes.c_int], restype=ctypes.c_int)
     for name, functions in _FUNCTIONS.items():
         fns = _by_format(lib, functions, _ARGS)
         kernel = _kernel(fns, matmul.single_threaded(REGISTRY[name].reference), backend, lib.ptr)

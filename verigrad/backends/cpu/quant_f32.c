@@ -7,13 +7,12 @@
  * qmatmul's reference (ops/quant.py `lane_dot`), bit for bit: sum_k x[t, k] * w[n, k] with w dequantized
  * to f32 as the reference does, in 32 f32 partial sums (sum j takes k = j mod 32 in order, one fused
  * multiply-add rounded once a step), folded s[j] + s[j + h] for h = 16, 8, 4, 2, 1 (see ops/quant.py for
- * every layout). Rows are de-quantized 8 values (AVX2) or 16 (AVX-512) at a time (q4_k, q5_k, q6_k: AVX2
- * and AVX-512; iq4_xs: AVX-512; q2_k and q3_k by the portable code). A decode step on AVX-512 de-quantizes
- * each block in registers and multiplies it at once (no row buffer), 4 weight rows at a time: every
- * format (AVX2: q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k and q6_k, 2 weight rows at a time, each value
- * computed in 8 lanes as the portable path does). The 4-bit formats (q5_0, q5_1, q5_k: 5-bit; q2_k, q3_k:
- * 2- and 3-bit) look their values up in the block's (sub-block's, group's) table of 16 (32, 8), its scale
- * times each value, computed as the portable path computes a value.
+ * every layout). Every format has a vector path on AVX2 and on AVX-512 for both jobs: rows are de-quantized
+ * 8 values (AVX2) or 16 (AVX-512) at a time, and a decode step de-quantizes each block in registers and
+ * multiplies it at once (no row buffer), 2 (AVX2) or 4 (AVX-512) weight rows at a time. The 4-bit formats
+ * (q5_0, q5_1, q5_k: 5-bit; q2_k, q3_k: 2- and 3-bit) look their values up in the block's (sub-block's,
+ * group's) table of 16 (32, 8) on AVX-512 (q2_k and q3_k on AVX2 too), its scale times each value, computed
+ * as the portable path computes a value; iq4_nl and iq4_xs look IQ4_VALUES up (AVX2: a byte shuffle).
  * Every path does the portable path's operations, so the same bits (vg_quant_simd chooses one, for tests).
  */
 #include "quant.h"
@@ -86,11 +85,16 @@ float vg_dot_f32(const float *x, const float *v, int64_t k) {
 }
 
 #if VG_X86
-/* a block of q8_0, q4_0, q4_1, q5_0 or q5_1 (qt) on AVX2: its 32 values, v[j] values 8j..8j+7, each d * q'
- * (q' = q less 8 or 16, as the format has it), plus m for q4_1 and q5_1: dequantize_row's operations */
+/* a block of q8_0, q4_0, q4_1, q5_0, q5_1 or iq4_nl (qt) on AVX2: its 32 values, v[j] values 8j..8j+7, each
+ * d * q' (q' = q less 8 or 16, as the format has it; iq4_nl: IQ4_VALUES[q]), plus m for q4_1 and q5_1:
+ * dequantize_row's operations */
 __attribute__((target("avx2,f16c"), always_inline)) static inline void block_avx2(int qt, const uint8_t *wb,
                                                                                    __m256 *v) {
     const __m256 d = _mm256_set1_ps(vg_f16_at(wb));
+    if (qt == IQ4_NL) {
+        vg_iq4_avx2(_mm_loadu_si128((const __m128i *)(wb + 2)), d, v);
+        return;
+    }
     if (qt == Q8_0) {
         for (int j = 0; j < 4; j++) {
             __m128i q = _mm_loadl_epi64((const __m128i *)(wb + 2 + 8 * j));
@@ -133,6 +137,7 @@ DEQUANTIZE_32_AVX2(dequantize_q4_0_avx2, Q4_0)
 DEQUANTIZE_32_AVX2(dequantize_q4_1_avx2, Q4_1)
 DEQUANTIZE_32_AVX2(dequantize_q5_0_avx2, Q5_0)
 DEQUANTIZE_32_AVX2(dequantize_q5_1_avx2, Q5_1)
+DEQUANTIZE_32_AVX2(dequantize_iq4_nl_avx2, IQ4_NL)
 
 /* dot_f32 of x with the 2 rows w, w + stride of a 32-value format (block_avx2's), each block de-quantized
  * in registers and multiplied at once, each output's 32 partial sums in 4 vectors of 8 (named: see
@@ -164,6 +169,7 @@ FUSED_32_AVX2(fused_q4_0_avx2, Q4_0)
 FUSED_32_AVX2(fused_q4_1_avx2, Q4_1)
 FUSED_32_AVX2(fused_q5_0_avx2, Q5_0)
 FUSED_32_AVX2(fused_q5_1_avx2, Q5_1)
+FUSED_32_AVX2(fused_iq4_nl_avx2, IQ4_NL)
 
 /* The 32-value formats on AVX-512, de-quantized in registers. Each block's scale d (and q4_1's, q5_1's m)
  * comes from scales16, 16 blocks' at a time (one gather, one conversion), so a block's values cost no
@@ -304,53 +310,66 @@ static const vg_fused_fn FUSED_AVX512[NQTYPES] = {
     [Q5_0] = fused_q5_0_avx512, [Q5_1] = fused_q5_1_avx512, [IQ4_NL] = fused_iq4_nl_avx512};
 static const vg_fused_fn FUSED_AVX2[NQTYPES] = {
     [Q8_0] = fused_q8_0_avx2, [Q4_0] = fused_q4_0_avx2, [Q4_1] = fused_q4_1_avx2,
-    [Q5_0] = fused_q5_0_avx2, [Q5_1] = fused_q5_1_avx2};
+    [Q5_0] = fused_q5_0_avx2, [Q5_1] = fused_q5_1_avx2, [IQ4_NL] = fused_iq4_nl_avx2};
 static const vg_rows_fn DEQUANTIZE_AVX512[NQTYPES] = {
     [Q8_0] = dequantize_q8_0_avx512, [Q4_0] = dequantize_q4_0_avx512, [Q4_1] = dequantize_q4_1_avx512,
     [Q5_0] = dequantize_q5_0_avx512, [Q5_1] = dequantize_q5_1_avx512, [IQ4_NL] = dequantize_iq4_nl_avx512};
 static const vg_rows_fn DEQUANTIZE_AVX2[NQTYPES] = {
     [Q8_0] = dequantize_q8_0_avx2, [Q4_0] = dequantize_q4_0_avx2, [Q4_1] = dequantize_q4_1_avx2,
-    [Q5_0] = dequantize_q5_0_avx2, [Q5_1] = dequantize_q5_1_avx2};
+    [Q5_0] = dequantize_q5_0_avx2, [Q5_1] = dequantize_q5_1_avx2, [IQ4_NL] = dequantize_iq4_nl_avx2};
 #endif
+
+/* the format's kernels on exactly `level` (0: none; the portable code has no table) */
+static vg_fused_fn fused_at(int qtype, int level) {
+#if VG_X86
+    const int k = BLOCK_VALUES[qtype] == 256;
+    if (level == 2) return (k ? VG_FUSED_K_AVX512 : FUSED_AVX512)[qtype];
+    if (level == 1) return (k ? VG_FUSED_K_AVX2 : FUSED_AVX2)[qtype];
+#else
+    (void)qtype, (void)level;
+#endif
+    return 0;
+}
+static vg_rows_fn rows_at(int qtype, int level) {
+#if VG_X86
+    const int k = BLOCK_VALUES[qtype] == 256;
+    if (level == 2) return (k ? VG_DEQUANTIZE_K_AVX512 : DEQUANTIZE_AVX512)[qtype];
+    if (level == 1) return (k ? VG_DEQUANTIZE_K_AVX2 : DEQUANTIZE_AVX2)[qtype];
+#else
+    (void)qtype, (void)level;
+#endif
+    return 0;
+}
 
 /* row `row` (nb blocks) de-quantized into v by the fastest path allowed (level: vg_quant_simd's; a level
  * without code for the format takes a lower one's), the portable path's values */
 void vg_dequantize_f32_row(int qtype, const uint8_t *row, int64_t nb, float *v, int level) {
-#if VG_X86
-    const int k = BLOCK_VALUES[qtype] == 256;
-    vg_rows_fn f = level >= 2 ? (k ? VG_DEQUANTIZE_K_AVX512 : DEQUANTIZE_AVX512)[qtype] : 0;
-    if (!f && level >= 1) f = (k ? VG_DEQUANTIZE_K_AVX2 : DEQUANTIZE_AVX2)[qtype];
-    if (f) {
-        f(row, nb, v);
-        return;
+    for (int l = level < 2 ? level : 2; l >= 1; l--) {
+        const vg_rows_fn f = rows_at(qtype, l);
+        if (f) {
+            f(row, nb, v);
+            return;
+        }
     }
-#else
-    (void)level;
-#endif
     dequantize_row(qtype, row, nb, v);
 }
 
 /* a decode step's products of x with weight rows w + j stride (j < rows, rows >= 1) when a fused kernel
- * takes them (each block de-quantized in registers): s[j] for the rows it took; returns how many (0: none,
- * the caller de-quantizes rows and multiplies them) */
+ * takes them (each block de-quantized in registers; AVX2's only on level 1, AVX-512's from 2): s[j] for the
+ * rows it took; returns how many (0: none, the caller de-quantizes rows and multiplies them) */
 int vg_fused_decode_f32(int qtype, int level, const uint8_t *w, int64_t stride, int64_t nb, int64_t rows,
                         const float *x, float *s) {
-#if VG_X86
-    const int k = BLOCK_VALUES[qtype] == 256;
-    const vg_fused_fn avx512 = (k ? VG_FUSED_K_AVX512 : FUSED_AVX512)[qtype];
-    const vg_fused_fn avx2 = (k ? VG_FUSED_K_AVX2 : FUSED_AVX2)[qtype];
-    if (level >= 2 && rows >= 4 && avx512) {
-        avx512(w, stride, nb, x, s);
-        return 4;
-    }
-    if (level == 1 && rows >= 2 && avx2) {
-        avx2(w, stride, nb, x, s);
-        return 2;
-    }
-#else
-    (void)qtype, (void)level, (void)w, (void)stride, (void)nb, (void)rows, (void)x, (void)s;
-#endif
-    return 0;
+    const int take = level >= 2 ? 4 : 2;
+    const vg_fused_fn f = fused_at(qtype, level >= 2 ? 2 : level);
+    if (!f || rows < take) return 0;
+    f(w, stride, nb, x, s);
+    return take;
+}
+
+/* which jobs have code of their own on `level` (1: AVX2, 2: AVX-512) for the format (for tests and
+ * benchmarks): bit 0 a decode step's fused kernel, bit 1 the de-quantization of rows */
+int vg_quant_f32_kernels(int qtype, int level) {
+    return (fused_at(qtype, level) ? 1 : 0) | (rows_at(qtype, level) ? 2 : 0);
 }
 
 /* ---------------------------------------------------------------- qembedding */

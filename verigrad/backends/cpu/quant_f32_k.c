@@ -33,41 +33,62 @@ static int crumb(const uint8_t *qs, int g, int i) {
     return (qs[32 * (g / 8) + 16 * (g % 2) + i] >> (2 * ((g / 2) % 4))) & 3;
 }
 
-/* q2_k: scales[16] (low nibble scale, high nibble min), qs[64], d, dmin: (d * sc) * q - dmin * m */
-static void dequantize_q2_k(const uint8_t *wb, float *v) {
-    const float d = vg_f16_at(wb + 80), dmin = vg_f16_at(wb + 82);
-    for (int g = 0; g < 16; g++) {
-        const float dl = d * (float)(wb[g] & 15), ml = dmin * (float)(wb[g] >> 4);
-        for (int i = 0; i < 16; i++) v[16 * g + i] = dl * (float)crumb(wb + 16, g, i) - ml;
+/* q2_k's (three = 0: scales[16], low nibble scale, high nibble min; qs[64]; d; dmin) and q3_k's (three = 1:
+ * hmask[32], qs[64], 12 bytes of 6-bit scales less 32, d) group scales of block wb: dl[g] = d * scale and,
+ * for q2_k, ml[g] = dmin * min */
+static inline void k2_scales(int three, const uint8_t *wb, float *dl, float *ml) {
+    if (three) {
+        const uint8_t *s = wb + 96;
+        const float d = vg_f16_at(wb + 108);
+        for (int g = 0; g < 16; g++) {
+            const int low = g < 8 ? s[g] & 15 : s[g - 8] >> 4, high = (s[8 + g % 4] >> (2 * (g / 4))) & 3;
+            dl[g] = d * (float)((low | (high << 4)) - 32);
+        }
+        return;
     }
+    const float d = vg_f16_at(wb + 80), dmin = vg_f16_at(wb + 82);
+    for (int g = 0; g < 16; g++) dl[g] = d * (float)(wb[g] & 15), ml[g] = dmin * (float)(wb[g] >> 4);
 }
 
-/* q3_k: hmask[32], qs[64], 12 bytes of 6-bit scales (less 32), d: (d * scale) * (q - 4 if the value's
- * bit of hmask is clear); value 32 s + l's bit is bit s of hmask[l] */
+/* q2_k: dl * q - ml, q the crumb */
+static void dequantize_q2_k(const uint8_t *wb, float *v) {
+    float dl[16], ml[16];
+    k2_scales(0, wb, dl, ml);
+    for (int g = 0; g < 16; g++)
+        for (int i = 0; i < 16; i++) v[16 * g + i] = dl[g] * (float)crumb(wb + 16, g, i) - ml[g];
+}
+
+/* q3_k: dl * (q - 4 if the value's bit of hmask is clear); value 32 s + l's bit is bit s of hmask[l] */
 static void dequantize_q3_k(const uint8_t *wb, float *v) {
-    const uint8_t *s = wb + 96;
-    const float d = vg_f16_at(wb + 108);
-    for (int g = 0; g < 16; g++) {
-        int low = g < 8 ? s[g] & 15 : s[g - 8] >> 4, high = (s[8 + g % 4] >> (2 * (g / 4))) & 3;
-        const float dl = d * (float)((low | (high << 4)) - 32);
+    float dl[16];
+    k2_scales(1, wb, dl, 0);
+    for (int g = 0; g < 16; g++)
         for (int i = 0; i < 16; i++) {
             int at = 16 * g + i, q = crumb(wb + 32, g, i) - (((wb[at % 32] >> (at / 32)) & 1) ? 0 : 4);
-            v[at] = dl * (float)q;
+            v[at] = dl[g] * (float)q;
         }
-    }
 }
 
-/* iq4_xs (d, 2 + 4 bytes of 6-bit scales less 32, 8 sub-blocks of 16 bytes): (d * scale) * IQ4_VALUES[q] */
-static void dequantize_iq4_xs(const uint8_t *wb, float *v) {
+/* iq4_xs block wb's 8 sub-block scales dl[j] = d * (ls - 32) (d, then 2 + 4 bytes of 6-bit scales ls) */
+static inline void iq4_xs_scales(const uint8_t *wb, float *dl) {
     const float d = vg_f16_at(wb);
     const int high = wb[2] | (wb[3] << 8);
     for (int j = 0; j < 8; j++) {
-        int ls = ((wb[4 + j / 2] >> (4 * (j % 2))) & 15) | (((high >> (2 * j)) & 3) << 4);
-        const float dl = d * (float)(ls - 32);
+        const int ls = ((wb[4 + j / 2] >> (4 * (j % 2))) & 15) | (((high >> (2 * j)) & 3) << 4);
+        dl[j] = d * (float)(ls - 32);
+    }
+}
+
+/* iq4_xs: 8 sub-blocks of 16 bytes after the scales, value dl * IQ4_VALUES[q] (low nibbles: values 0..15 of
+ * the sub-block, high: 16..31) */
+static void dequantize_iq4_xs(const uint8_t *wb, float *v) {
+    float dl[8];
+    iq4_xs_scales(wb, dl);
+    for (int j = 0; j < 8; j++) {
         const uint8_t *q = wb + 8 + 16 * j;
         for (int i = 0; i < 16; i++) {
-            v[32 * j + i] = dl * (float)IQ4_VALUES[q[i] & 15];
-            v[32 * j + i + 16] = dl * (float)IQ4_VALUES[q[i] >> 4];
+            v[32 * j + i] = dl[j] * (float)IQ4_VALUES[q[i] & 15];
+            v[32 * j + i + 16] = dl[j] * (float)IQ4_VALUES[q[i] >> 4];
         }
     }
 }
@@ -290,17 +311,7 @@ AVX512_Q static void fused_q6_k_avx512(const uint8_t *w, int64_t stride, int64_t
     for (int r = 0; r < 4; r++) s[r] = fold_avx512(a[r], b[r]);
 }
 
-/* iq4_xs block wb's 8 sub-block scales dl[j] = d * (ls - 32), as dequantize_iq4 computes them */
-static inline void iq4_xs_scales(const uint8_t *wb, float *dl) {
-    const float d = vg_f16_at(wb);
-    const int high = wb[2] | (wb[3] << 8);
-    for (int j = 0; j < 8; j++) {
-        const int ls = ((wb[4 + j / 2] >> (4 * (j % 2))) & 15) | (((high >> (2 * j)) & 3) << 4);
-        dl[j] = d * (float)(ls - 32);
-    }
-}
-
-/* a row of iq4_xs blocks: each sub-block's 32 values looked up in its table of 16 (dequantize_iq4's) */
+/* a row of iq4_xs blocks: each sub-block's 32 values looked up in its table of 16 (dequantize_iq4_xs's) */
 AVX512_Q static void dequantize_iq4_xs_avx512(const uint8_t *w, int64_t nb, float *v) {
     const __m512 values = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const void *)IQ4_VALUES)));
     for (int64_t i = 0; i < nb; i++) {
@@ -317,7 +328,7 @@ AVX512_Q static void dequantize_iq4_xs_avx512(const uint8_t *w, int64_t nb, floa
 }
 
 /* FUSED_32 for iq4_xs: 8 sub-blocks of 32 values, each looked up in its table of 16, dl * IQ4_VALUES[n]
- * with dl = d * (ls - 32) (dequantize_iq4's operations); the sums in named registers (see FUSED_32) */
+ * with dl = d * (ls - 32) (dequantize_iq4_xs's operations); the sums in named registers (see FUSED_32) */
 #define FUSED_IQ4_XS_ROW(R, A, B)                                                                           \
     {                                                                                                       \
         const uint8_t *wb = w + R * stride + i * bytes;                                                     \
@@ -520,14 +531,212 @@ __attribute__((target("avx2,fma,f16c"))) static void fused_q6_k_avx2(const uint8
     for (int r = 0; r < 2; r++) s[r] = vg_fold_avx2(a[r][0], a[r][1], a[r][2], a[r][3]);
 }
 
+/* q2_k and q3_k on AVX2 and AVX-512. Group g (values 16 g .. 16 g + 15) takes the crumbs of bytes
+ * 16 (g % 2) + i of qs's chunk g / 8 at shift 2 ((g / 2) % 4) (crumb's layout) and, for q3_k, bit g / 2 of
+ * hmask[16 (g % 2) + i]: the bytes are widened once per chunk and half (e = g % 2) and each value looked up
+ * in the group's table of 8 (value n: dl * (n & 3) - ml for q2_k; dl * (n - 4) for q3_k, n the crumb plus 4
+ * where hmask's bit is set), each entry computed as dequantize_q2_k and dequantize_q3_k compute a value. */
+static const float K2_CRUMBS[2][8] = {{0, 1, 2, 3, 0, 1, 2, 3}, {-4, -3, -2, -1, 0, 1, 2, 3}};
+
+/* group g's values 0..7 (*v0) and 8..15 (*v1) on AVX2: q0, q1 its bytes of qs widened, h0, h1 of hmask */
+__attribute__((target("avx2"), always_inline)) static inline void k2_group_avx2(int three, int g, float dl,
+                                                                                 float ml, __m256i q0,
+                                                                                 __m256i q1, __m256i h0,
+                                                                                 __m256i h1, __m256 *v0,
+                                                                                 __m256 *v1) {
+    __m256 table = _mm256_mul_ps(_mm256_set1_ps(dl), _mm256_loadu_ps(K2_CRUMBS[three]));
+    if (!three) table = _mm256_sub_ps(table, _mm256_set1_ps(ml));
+    const int sh = 2 * ((g / 2) % 4);
+    const __m256i low2 = _mm256_set1_epi32(3);
+    __m256i i0 = _mm256_and_si256(_mm256_srli_epi32(q0, sh), low2);
+    __m256i i1 = _mm256_and_si256(_mm256_srli_epi32(q1, sh), low2);
+    if (three) { /* hmask's bit g / 2 as bit 2 of the index */
+        const __m256i four = _mm256_set1_epi32(4);
+        i0 = _mm256_or_si256(i0, _mm256_and_si256(_mm256_slli_epi32(_mm256_srli_epi32(h0, g / 2), 2), four));
+        i1 = _mm256_or_si256(i1, _mm256_and_si256(_mm256_slli_epi32(_mm256_srli_epi32(h1, g / 2), 2), four));
+    }
+    *v0 = _mm256_permutevar8x32_ps(table, i0); /* reads the index's low 3 bits */
+    *v1 = _mm256_permutevar8x32_ps(table, i1);
+}
+
+/* the 8 bytes at p widened to 8 lanes of 32 bits */
+__attribute__((target("avx2"), always_inline)) static inline __m256i widen8(const uint8_t *p) {
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+}
+
+/* a row of q2_k (three = 0) or q3_k blocks on AVX2 */
+__attribute__((target("avx2,f16c"), always_inline)) static inline void dequantize_k2_avx2(int three,
+                                                                                           const uint8_t *w,
+                                                                                           int64_t nb, float *v) {
+    const int64_t bytes = BLOCK_BYTES[three ? Q3_K : Q2_K];
+    for (int64_t b = 0; b < nb; b++, v += 256) {
+        const uint8_t *wb = w + b * bytes;
+        float dl[16], ml[16];
+        k2_scales(three, wb, dl, ml);
+        for (int c = 0; c < 2; c++)
+            for (int e = 0; e < 2; e++) {
+                const uint8_t *qs = wb + (three ? 32 : 16) + 32 * c + 16 * e, *hm = three ? wb + 16 * e : qs;
+                const __m256i q0 = widen8(qs), q1 = widen8(qs + 8), h0 = widen8(hm), h1 = widen8(hm + 8);
+                for (int sh = 0; sh < 4; sh++) {
+                    const int g = 8 * c + 2 * sh + e;
+                    __m256 v0, v1;
+                    k2_group_avx2(three, g, dl[g], three ? 0.0f : ml[g], q0, q1, h0, h1, &v0, &v1);
+                    _mm256_storeu_ps(v + 16 * g, v0);
+                    _mm256_storeu_ps(v + 16 * g + 8, v1);
+                }
+            }
+    }
+}
+__attribute__((target("avx2,f16c"))) static void dequantize_q2_k_avx2(const uint8_t *w, int64_t nb, float *v) {
+    dequantize_k2_avx2(0, w, nb, v);
+}
+__attribute__((target("avx2,f16c"))) static void dequantize_q3_k_avx2(const uint8_t *w, int64_t nb, float *v) {
+    dequantize_k2_avx2(1, w, nb, v);
+}
+
+/* a row of q2_k (three = 0) or q3_k blocks on AVX-512: a group's 16 values in one lookup (the table of 8
+ * twice over: permutexvar reads the index's low 4 bits) */
+AVX512_Q __attribute__((always_inline)) static inline void dequantize_k2_avx512(int three, const uint8_t *w,
+                                                                               int64_t nb, float *v) {
+    const int64_t bytes = BLOCK_BYTES[three ? Q3_K : Q2_K];
+    const __m512 crumbs = _mm512_broadcast_f32x8(_mm256_loadu_ps(K2_CRUMBS[three]));
+    const __m512i low2 = _mm512_set1_epi32(3), four = _mm512_set1_epi32(4);
+    for (int64_t b = 0; b < nb; b++, v += 256) {
+        const uint8_t *wb = w + b * bytes;
+        float dl[16], ml[16];
+        k2_scales(three, wb, dl, ml);
+        for (int c = 0; c < 2; c++)
+            for (int e = 0; e < 2; e++) {
+                const uint8_t *qs = wb + (three ? 32 : 16) + 32 * c + 16 * e;
+                const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)qs));
+                const __m512i h = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(wb + 16 * e)));
+                for (int sh = 0; sh < 4; sh++) {
+                    const int g = 8 * c + 2 * sh + e;
+                    __m512 table = _mm512_mul_ps(_mm512_set1_ps(dl[g]), crumbs);
+                    __m512i idx = _mm512_and_si512(_mm512_srli_epi32(q, 2 * sh), low2);
+                    if (three) /* hmask's bit g / 2 set: the crumb as it is (+4) */
+                        idx = _mm512_mask_or_epi32(
+                            idx, _mm512_test_epi32_mask(h, _mm512_set1_epi32(1 << (g / 2))), idx, four);
+                    else
+                        table = _mm512_sub_ps(table, _mm512_set1_ps(ml[g]));
+                    _mm512_storeu_ps(v + 16 * g, _mm512_permutexvar_ps(idx, table));
+                }
+            }
+    }
+}
+AVX512_Q static void dequantize_q2_k_avx512(const uint8_t *w, int64_t nb, float *v) {
+    dequantize_k2_avx512(0, w, nb, v);
+}
+AVX512_Q static void dequantize_q3_k_avx512(const uint8_t *w, int64_t nb, float *v) {
+    dequantize_k2_avx512(1, w, nb, v);
+}
+
+/* a decode step's q2_k (three = 0) or q3_k products on AVX2: 2 weight rows at a time, each output's 32
+ * partial sums in 4 vectors of 8; group g's values go to the sums of k = 16 (g % 2) + i (mod 32): vectors
+ * 2 (g % 2) and 2 (g % 2) + 1, folded as DOTS_AVX2 folds them */
+__attribute__((target("avx2,fma,f16c"), always_inline)) static inline void fused_k2_avx2(
+    int three, const uint8_t *w, int64_t stride, int64_t nb, const float *x, float *s) {
+    const int64_t bytes = BLOCK_BYTES[three ? Q3_K : Q2_K];
+    __m256 a[2][4];
+    for (int r = 0; r < 2; r++)
+        for (int l = 0; l < 4; l++) a[r][l] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const float *xb = x + 256 * i;
+        float dl[2][16], ml[2][16];
+        for (int r = 0; r < 2; r++) {
+            const uint8_t *wb = w + r * stride + i * bytes;
+            for (int64_t off = 0; off < bytes; off += 64)
+                _mm_prefetch((const char *)(wb + 2 * stride + off), _MM_HINT_T0);
+            k2_scales(three, wb, dl[r], ml[r]);
+        }
+        for (int c = 0; c < 2; c++)
+            for (int e = 0; e < 2; e++) {
+                __m256i q[2][4];
+                for (int r = 0; r < 2; r++) {
+                    const uint8_t *wb = w + r * stride + i * bytes;
+                    const uint8_t *qs = wb + (three ? 32 : 16) + 32 * c + 16 * e;
+                    const uint8_t *hm = three ? wb + 16 * e : qs; /* q2_k: unused */
+                    q[r][0] = widen8(qs), q[r][1] = widen8(qs + 8);
+                    q[r][2] = widen8(hm), q[r][3] = widen8(hm + 8);
+                }
+                for (int sh = 0; sh < 4; sh++) {
+                    const int g = 8 * c + 2 * sh + e;
+                    const __m256 x0 = _mm256_loadu_ps(xb + 16 * g), x1 = _mm256_loadu_ps(xb + 16 * g + 8);
+                    for (int r = 0; r < 2; r++) {
+                        __m256 v0, v1;
+                        k2_group_avx2(three, g, dl[r][g], three ? 0.0f : ml[r][g], q[r][0], q[r][1], q[r][2],
+                                      q[r][3], &v0, &v1);
+                        a[r][2 * e] = _mm256_fmadd_ps(x0, v0, a[r][2 * e]);
+                        a[r][2 * e + 1] = _mm256_fmadd_ps(x1, v1, a[r][2 * e + 1]);
+                    }
+                }
+            }
+    }
+    for (int r = 0; r < 2; r++) s[r] = vg_fold_avx2(a[r][0], a[r][1], a[r][2], a[r][3]);
+}
+__attribute__((target("avx2,fma,f16c"))) static void fused_q2_k_avx2(const uint8_t *w, int64_t stride, int64_t nb,
+                                                                      const float *x, float *s) {
+    fused_k2_avx2(0, w, stride, nb, x, s);
+}
+__attribute__((target("avx2,fma,f16c"))) static void fused_q3_k_avx2(const uint8_t *w, int64_t stride, int64_t nb,
+                                                                      const float *x, float *s) {
+    fused_k2_avx2(1, w, stride, nb, x, s);
+}
+
+/* iq4_xs on AVX2: a row of blocks, and a decode step's products of 2 weight rows at a time; sub-block j's 32
+ * values are vg_iq4_avx2's (dl * IQ4_VALUES[n], dequantize_iq4_xs's operations) and fill an output's 4
+ * vectors of partial sums in order */
+__attribute__((target("avx2,f16c"))) static void dequantize_iq4_xs_avx2(const uint8_t *w, int64_t nb, float *v) {
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *wb = w + i * BLOCK_BYTES[IQ4_XS];
+        float dl[8];
+        iq4_xs_scales(wb, dl);
+        for (int j = 0; j < 8; j++, v += 32) {
+            __m256 u[4];
+            vg_iq4_avx2(_mm_loadu_si128((const __m128i *)(wb + 8 + 16 * j)), _mm256_set1_ps(dl[j]), u);
+            for (int l = 0; l < 4; l++) _mm256_storeu_ps(v + 8 * l, u[l]);
+        }
+    }
+}
+__attribute__((target("avx2,fma,f16c"))) static void fused_iq4_xs_avx2(const uint8_t *w, int64_t stride,
+                                                                        int64_t nb, const float *x, float *s) {
+    const int64_t bytes = BLOCK_BYTES[IQ4_XS];
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *wa = w + i * bytes, *wb = wa + stride;
+        float da[8], db[8];
+        for (int64_t off = 0; off < bytes; off += 64) {
+            _mm_prefetch((const char *)(wa + 2 * stride + off), _MM_HINT_T0);
+            _mm_prefetch((const char *)(wa + 3 * stride + off), _MM_HINT_T0);
+        }
+        iq4_xs_scales(wa, da);
+        iq4_xs_scales(wb, db);
+        for (int j = 0; j < 8; j++) {
+            const float *xj = x + 256 * i + 32 * j;
+            const __m256 x0 = _mm256_loadu_ps(xj), x1 = _mm256_loadu_ps(xj + 8);
+            const __m256 x2 = _mm256_loadu_ps(xj + 16), x3 = _mm256_loadu_ps(xj + 24);
+            __m256 u[4], v[4];
+            vg_iq4_avx2(_mm_loadu_si128((const __m128i *)(wa + 8 + 16 * j)), _mm256_set1_ps(da[j]), u);
+            vg_iq4_avx2(_mm_loadu_si128((const __m128i *)(wb + 8 + 16 * j)), _mm256_set1_ps(db[j]), v);
+            a0 = _mm256_fmadd_ps(x0, u[0], a0), a1 = _mm256_fmadd_ps(x1, u[1], a1);
+            a2 = _mm256_fmadd_ps(x2, u[2], a2), a3 = _mm256_fmadd_ps(x3, u[3], a3);
+            b0 = _mm256_fmadd_ps(x0, v[0], b0), b1 = _mm256_fmadd_ps(x1, v[1], b1);
+            b2 = _mm256_fmadd_ps(x2, v[2], b2), b3 = _mm256_fmadd_ps(x3, v[3], b3);
+        }
+    }
+    s[0] = vg_fold_avx2(a0, a1, a2, a3), s[1] = vg_fold_avx2(b0, b1, b2, b3);
+}
+
 const vg_fused_fn VG_FUSED_K_AVX512[NQTYPES] = {
     [Q4_K] = fused_q4_k_avx512, [Q5_K] = fused_q5_k_avx512, [Q6_K] = fused_q6_k_avx512,
     [Q2_K] = fused_q2_k_avx512, [Q3_K] = fused_q3_k_avx512, [IQ4_XS] = fused_iq4_xs_avx512};
 const vg_fused_fn VG_FUSED_K_AVX2[NQTYPES] = {
-    [Q4_K] = fused_q4_k_avx2, [Q5_K] = fused_q5_k_avx2, [Q6_K] = fused_q6_k_avx2};
+    [Q4_K] = fused_q4_k_avx2, [Q5_K] = fused_q5_k_avx2, [Q6_K] = fused_q6_k_avx2,
+    [Q2_K] = fused_q2_k_avx2, [Q3_K] = fused_q3_k_avx2, [IQ4_XS] = fused_iq4_xs_avx2};
 const vg_rows_fn VG_DEQUANTIZE_K_AVX512[NQTYPES] = {
     [Q4_K] = dequantize_q4_k_avx512, [Q5_K] = dequantize_q5_k_avx512, [Q6_K] = dequantize_q6_k_avx512,
-    [IQ4_XS] = dequantize_iq4_xs_avx512};
+    [Q2_K] = dequantize_q2_k_avx512, [Q3_K] = dequantize_q3_k_avx512, [IQ4_XS] = dequantize_iq4_xs_avx512};
 const vg_rows_fn VG_DEQUANTIZE_K_AVX2[NQTYPES] = {
-    [Q4_K] = dequantize_q4_k_avx2, [Q5_K] = dequantize_q5_k_avx2, [Q6_K] = dequantize_q6_k_avx2};
+    [Q4_K] = dequantize_q4_k_avx2, [Q5_K] = dequantize_q5_k_avx2, [Q6_K] = dequantize_q6_k_avx2,
+    [Q2_K] = dequantize_q2_k_avx2, [Q3_K] = dequantize_q3_k_avx2, [IQ4_XS] = dequantize_iq4_xs_avx2};
 #endif
