@@ -5,7 +5,8 @@ from memory as in a model's decode step, on each vector path the machine has (AV
     python benchmarks/qdecode_f32.py --gguf SmolLM2.Q4_K_M.gguf [--repeat 15] [--threads 1 2]
     python benchmarks/qdecode_f32.py --gguf SmolLM2.Q4_K_M.gguf --paths avx2 scalar
 
-Each row gives the median CPU milliseconds of one step's products of the group (the paths take turns
+A path is named with what it runs (qmatmul_formats.py's `f32_code`: "decode" for its fused kernel). Each
+row gives the median CPU milliseconds of one step's products of the group (the paths take turns
 within each repetition; on a busy machine a one-thread run's CPU time is the better guide to a quiet
 machine's wall time), the bytes read per CPU second, and the median wall milliseconds.
 """
@@ -18,6 +19,7 @@ from collections import defaultdict
 import numpy as np
 from _common import console, table
 from qmatmul import medians
+from qmatmul_formats import f32_code
 
 import verigrad
 from verigrad.backends.cpu import quant as cpu_quant
@@ -66,7 +68,8 @@ def main() -> None:
                 totals[(threads, p)][1] += wall
                 rate = size / max(cpu_time, 1e-9) / 1e9
                 cells = [f"{cpu_time * 1e3:.3f}", f"{rate:.1f}", f"{wall * 1e3:.3f}"]
-                out.add_row(qtype, f"{n} x {k}", str(len(ws)), str(threads), p, *cells)
+                way = p if p == "scalar" else f"{p}: {f32_code(qtype, p, 1)}"
+                out.add_row(qtype, f"{n} x {k}", str(len(ws)), str(threads), way, *cells)
     for (threads, p), (cpu_time, wall) in totals.items():
         out.add_row("all", "", "", str(threads), p, f"{cpu_time * 1e3:.3f}", "", f"{wall * 1e3:.3f}")
     cpu_quant.simd(True)

@@ -5,10 +5,15 @@ vector path against NumPy de-quantizing the weight and multiplying (`x @ dequant
 formats `qmatmul_q8` takes (8-bit activations, llama.cpp's scheme) its kernel is timed too ("q8 ..."): in
 `--activations q8` mode a model's layers run it, where the others run the f32 kernel. A q8 row is named by
 the code it runs (`quant.q8_path`: "q8 kernel vnni" is quant_vnni.c's; a level without code of its own for a
-format runs a lower one's, timed once).
+format runs a lower one's, timed once). An f32 row names what its level runs (`f32_code`): "decode" (each
+block de-quantized in registers), "rows" (rows de-quantized into the tiles), or "avx2 rows" where the
+level has no row de-quantization of its own for the format and runs a lower level's.
 
     python benchmarks/qmatmul_formats.py [--repeat 9] [--threads 1 2] [--formats q4_k q5_k q6_k]
     python benchmarks/qmatmul_formats.py --formats q8_0 --shape 49152 576 --threads 1   # the output head
+
+A format whose blocks do not divide k (the k-quants' 256 values, e.g. `--shape 1536 576`) is skipped, with
+the reason printed.
 
 Random blocks with small finite scales. The ways take turns within each repetition (a busy machine slows
 them alike); each row gives the median wall milliseconds, the speedup over NumPy and the median CPU time.
@@ -24,9 +29,28 @@ from qmatmul import medians
 
 import verigrad
 from verigrad.backends.cpu import quant as cpu_quant
-from verigrad.ops.quant import BLOCK_QTYPES, Q8_QTYPES, dequantize, qmatmul, qmatmul_q8, random_blocks
+from verigrad.ops.quant import (
+    BLOCK_QTYPES,
+    FORMATS,
+    Q8_QTYPES,
+    dequantize,
+    qmatmul,
+    qmatmul_q8,
+    random_blocks,
+)
 
 N, K = 576, 1536  # SmolLM2-135M's ffn_down: rows of 1536 values (whole blocks of 256)
+
+
+def f32_code(qtype: str, path: str, tokens: int) -> str:
+    """What qmatmul's f32 kernel runs for `qtype` on the vector path `path` ("avx2" or "avx512") with `tokens`
+    activation rows: "decode" (the level's fused decode kernel), "rows" (its row de-quantization feeding the
+    tiles) or "<lower level> rows" where the level has none of its own for the format."""
+    if tokens == 1 and "decode" in cpu_quant.f32_kernels(qtype, path):
+        return "decode"
+    levels = ("avx512", "avx2")[("avx512", "avx2").index(path) :]
+    found = next((p for p in levels if "rows" in cpu_quant.f32_kernels(qtype, p)), "scalar")
+    return "rows" if found == path else f"{found} rows"
 
 
 def main() -> None:
@@ -49,7 +73,12 @@ def main() -> None:
         f"qmatmul, f32 activations, w {n} x {k}: median of {args.repeat}",
         ["format", "tokens", "threads", "way", "ms", "per row", "vs NumPy", "CPU ms"],
     )
+    skipped = []
     for qtype in args.formats:
+        block = FORMATS[qtype].block
+        if k % block:
+            skipped.append(f"{qtype}: k = {k} is not a whole number of its {block}-value blocks")
+            continue
         raw = random_blocks(rng, qtype, n, k)
         for tokens in args.tokens:
             x = rng.standard_normal((tokens, k)).astype(np.float32)
@@ -60,7 +89,9 @@ def main() -> None:
                     return lambda: (cpu_quant.path(path), kernel(x, raw, qtype=qtype))
 
                 ways = {"NumPy": lambda: x @ dequantize(raw, qtype, (n, k)).T}
-                ways |= {f"kernel {p}": on(p) for p in paths if p != "vnni"}  # f32: AVX-512 code
+                f32_paths = [p for p in paths if p != "vnni"]  # f32: AVX-512 code
+                for p in f32_paths:
+                    ways[f"kernel {p}" + ("" if p == "scalar" else f": {f32_code(qtype, p, tokens)}")] = on(p)
                 if qtype in Q8_QTYPES:
                     for p in paths:  # the code each level runs, once each
                         cpu_quant.path(p)
@@ -75,6 +106,8 @@ def main() -> None:
                     out.add_row(qtype, str(tokens), str(threads), way, *cells)
     verigrad.set_threads(1)
     console(100).print(out)
+    for line in skipped:
+        print(f"skipped {line}")
 
 
 if __name__ == "__main__":
