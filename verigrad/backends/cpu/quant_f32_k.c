@@ -361,18 +361,35 @@ AVX512_Q static void fused_iq4_xs_avx512(const uint8_t *w, int64_t stride, int64
     s[0] = fold_avx512(a0, b0), s[1] = fold_avx512(a1, b1), s[2] = fold_avx512(a2, b2), s[3] = fold_avx512(a3, b3);
 }
 
-/* FUSED_32 for q2_k and q3_k: 16 groups of 16 values; group g's bytes are those of crumb (16 (g % 2) + i of
- * the chunk g / 8, at shift 2 ((g / 2) % 4)), widened once per chunk and half, and its values looked up in
- * the group's table of 8 (twice over: permutexvar reads 4 bits of the index), computed as dequantize_q2_k
- * (dl * q - ml, q = the crumb) and dequantize_q3_k (dl * q, q = the crumb less 4 where hmask's bit is clear)
- * compute a value. Even groups go to the sums of lanes 0..15, odd ones to lanes 16..31. */
+/* q2_k and q3_k on AVX2 and AVX-512. Group g (values 16 g .. 16 g + 15) takes the crumbs of bytes
+ * 16 (g % 2) + i of qs's chunk g / 8 at shift 2 ((g / 2) % 4) (crumb's layout) and, for q3_k, bit g / 2 of
+ * hmask[16 (g % 2) + i]: the bytes are widened once per chunk and half (e = g % 2) and each value looked up
+ * in the group's table of 8 (value n: dl * (n & 3) - ml for q2_k; dl * (n - 4) for q3_k, n the crumb plus 4
+ * where hmask's bit is set), each entry computed as dequantize_q2_k and dequantize_q3_k compute a value. */
+static const float K2_CRUMBS[2][8] = {{0, 1, 2, 3, 0, 1, 2, 3}, {-4, -3, -2, -1, 0, 1, 2, 3}};
+
+/* group g's 16 values on AVX-512 (the table of 8 twice over: permutexvar reads the index's low 4 bits, so
+ * q2_k's crumbs need no mask): q the group's bytes of qs widened, h of hmask */
+AVX512_Q __attribute__((always_inline)) static inline __m512 k2_group_avx512(int three, int g, float dl, float ml,
+                                                                            __m512i q, __m512i h) {
+    const __m512 crumbs = _mm512_broadcast_f32x8(_mm256_loadu_ps(K2_CRUMBS[three]));
+    __m512 table = _mm512_mul_ps(_mm512_set1_ps(dl), crumbs);
+    __m512i idx = _mm512_srli_epi32(q, 2 * ((g / 2) % 4));
+    if (three) { /* hmask's bit g / 2 set: the crumb as it is (+4) */
+        idx = _mm512_and_si512(idx, _mm512_set1_epi32(3));
+        const __mmask16 set = _mm512_test_epi32_mask(h, _mm512_set1_epi32(1 << (g / 2)));
+        idx = _mm512_mask_or_epi32(idx, set, idx, _mm512_set1_epi32(4));
+    } else {
+        table = _mm512_sub_ps(table, _mm512_set1_ps(ml));
+    }
+    return _mm512_permutexvar_ps(idx, table);
+}
+
+/* FUSED_32 for q2_k and q3_k: 4 weight rows at a time, each group's values k2_group_avx512's; even groups go
+ * to the sums of lanes 0..15, odd ones to lanes 16..31 */
 #define FUSED_K2(NAME, QTYPE)                                                                               \
     AVX512_Q static void NAME(const uint8_t *w, int64_t stride, int64_t nb, const float *x, float *s) {     \
         const int three = QTYPE == Q3_K;                                                                    \
-        /* value n of a table: the crumb n & 3, less 4 for q3_k where n's bit 2 (hmask's) is clear */       \
-        const __m512 crumbs = three ? _mm512_setr_ps(-4, -3, -2, -1, 0, 1, 2, 3, -4, -3, -2, -1, 0, 1, 2, 3) \
-                                    : _mm512_setr_ps(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3);       \
-        const __m512i low2 = _mm512_set1_epi32(3), four = _mm512_set1_epi32(4);                             \
         const int64_t bytes = BLOCK_BYTES[QTYPE];                                                           \
         __m512 a[4], b[4];                                                                                  \
         for (int r = 0; r < 4; r++) a[r] = b[r] = _mm512_setzero_ps();                                      \
@@ -413,17 +430,8 @@ AVX512_Q static void fused_iq4_xs_avx512(const uint8_t *w, int64_t stride, int64
                     for (int sh = 0; sh < 4; sh++)                                                          \
                         for (int e = 0; e < 2; e++) {                                                       \
                             const int g = 8 * c + 2 * sh + e;                                               \
-                            __m512 table = _mm512_mul_ps(_mm512_set1_ps(dl[r][g]), crumbs);                 \
-                            __m512i idx = _mm512_srli_epi32(e ? q1 : q0, 2 * sh);                           \
-                            if (three) { /* bit g / 2 of hmask[16 e + i]: the crumb as it is (+4) */        \
-                                const __mmask16 set = _mm512_test_epi32_mask(e ? h1 : h0,                   \
-                                                                             _mm512_set1_epi32(1 << (g / 2))); \
-                                idx = _mm512_mask_or_epi32(_mm512_and_si512(idx, low2), set,                \
-                                                           _mm512_and_si512(idx, low2), four);              \
-                            } else {                                                                        \
-                                table = _mm512_sub_ps(table, _mm512_set1_ps(ml[r][g]));                     \
-                            }                                                                               \
-                            const __m512 v = _mm512_permutexvar_ps(idx, table);                             \
+                            const __m512 v = k2_group_avx512(three, g, dl[r][g], three ? 0.0f : ml[r][g],   \
+                                                             e ? q1 : q0, e ? h1 : h0);                     \
                             const __m512 xv = _mm512_loadu_ps(xb + 16 * g);                                 \
                             if (e)                                                                          \
                                 b[r] = _mm512_fmadd_ps(xv, v, b[r]);                                        \
@@ -531,13 +539,6 @@ __attribute__((target("avx2,fma,f16c"))) static void fused_q6_k_avx2(const uint8
     for (int r = 0; r < 2; r++) s[r] = vg_fold_avx2(a[r][0], a[r][1], a[r][2], a[r][3]);
 }
 
-/* q2_k and q3_k on AVX2 and AVX-512. Group g (values 16 g .. 16 g + 15) takes the crumbs of bytes
- * 16 (g % 2) + i of qs's chunk g / 8 at shift 2 ((g / 2) % 4) (crumb's layout) and, for q3_k, bit g / 2 of
- * hmask[16 (g % 2) + i]: the bytes are widened once per chunk and half (e = g % 2) and each value looked up
- * in the group's table of 8 (value n: dl * (n & 3) - ml for q2_k; dl * (n - 4) for q3_k, n the crumb plus 4
- * where hmask's bit is set), each entry computed as dequantize_q2_k and dequantize_q3_k compute a value. */
-static const float K2_CRUMBS[2][8] = {{0, 1, 2, 3, 0, 1, 2, 3}, {-4, -3, -2, -1, 0, 1, 2, 3}};
-
 /* group g's values 0..7 (*v0) and 8..15 (*v1) on AVX2: q0, q1 its bytes of qs widened, h0, h1 of hmask */
 __attribute__((target("avx2"), always_inline)) static inline void k2_group_avx2(int three, int g, float dl,
                                                                                  float ml, __m256i q0,
@@ -599,8 +600,6 @@ __attribute__((target("avx2,f16c"))) static void dequantize_q3_k_avx2(const uint
 AVX512_Q __attribute__((always_inline)) static inline void dequantize_k2_avx512(int three, const uint8_t *w,
                                                                                int64_t nb, float *v) {
     const int64_t bytes = BLOCK_BYTES[three ? Q3_K : Q2_K];
-    const __m512 crumbs = _mm512_broadcast_f32x8(_mm256_loadu_ps(K2_CRUMBS[three]));
-    const __m512i low2 = _mm512_set1_epi32(3), four = _mm512_set1_epi32(4);
     for (int64_t b = 0; b < nb; b++, v += 256) {
         const uint8_t *wb = w + b * bytes;
         float dl[16], ml[16];
@@ -612,14 +611,7 @@ AVX512_Q __attribute__((always_inline)) static inline void dequantize_k2_avx512(
                 const __m512i h = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(wb + 16 * e)));
                 for (int sh = 0; sh < 4; sh++) {
                     const int g = 8 * c + 2 * sh + e;
-                    __m512 table = _mm512_mul_ps(_mm512_set1_ps(dl[g]), crumbs);
-                    __m512i idx = _mm512_and_si512(_mm512_srli_epi32(q, 2 * sh), low2);
-                    if (three) /* hmask's bit g / 2 set: the crumb as it is (+4) */
-                        idx = _mm512_mask_or_epi32(
-                            idx, _mm512_test_epi32_mask(h, _mm512_set1_epi32(1 << (g / 2))), idx, four);
-                    else
-                        table = _mm512_sub_ps(table, _mm512_set1_ps(ml[g]));
-                    _mm512_storeu_ps(v + 16 * g, _mm512_permutexvar_ps(idx, table));
+                    _mm512_storeu_ps(v + 16 * g, k2_group_avx512(three, g, dl[g], three ? 0.0f : ml[g], q, h));
                 }
             }
     }
