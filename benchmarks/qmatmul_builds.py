@@ -1,0 +1,87 @@
+"""qmatmul's f32 kernel (vg_qmatmul_f32) of two builds of the cpu library in one process, e.g. before and
+after a change to the quantized kernels: both libraries are loaded through ctypes and called in turn on
+the same inputs (one thread, each vector path forced with the library's own vg_quant_simd), so a busy
+machine slows both alike; each row gives the median milliseconds of each build, their ratio and whether
+both gave the same bits.
+
+    python benchmarks/qmatmul_builds.py OLD.so NEW.so [--formats q2_k q3_k] [--tokens 1 8] [--repeat 60]
+
+A build's library is the file `verigrad.backends.cpu.build_info()["path"]` names, run from that checkout
+(the library of the current sources: NEW.so can be left out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import statistics
+import time
+
+import numpy as np
+from _common import console, table
+
+import verigrad
+from verigrad.backends.cpu.quant import PATHS, QTYPES
+from verigrad.ops.quant import BLOCK_QTYPES, FORMATS, random_blocks
+
+N, K = 576, 1536  # SmolLM2-135M's ffn_down, as qmatmul_formats.py
+
+
+def load(path: str) -> ctypes.CDLL:
+    """The library at `path`, its vg_qmatmul_f32 and vg_quant_simd typed."""
+    lib = ctypes.CDLL(path)
+    i64, ptr = ctypes.c_int64, ctypes.c_void_p
+    lib.vg_qmatmul_f32.argtypes = [ctypes.c_int, ptr, i64, i64, ptr, i64, ptr, i64, ctypes.c_int]
+    lib.vg_quant_simd.argtypes = [ctypes.c_int]
+    return lib
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("old")
+    parser.add_argument("new", nargs="?", help="default: the library of this checkout's sources")
+    parser.add_argument("--repeat", type=int, default=60)
+    parser.add_argument("--formats", nargs="+", default=list(BLOCK_QTYPES), choices=BLOCK_QTYPES)
+    parser.add_argument("--tokens", type=int, nargs="+", default=[1, 8], help="activation rows")
+    parser.add_argument("--paths", nargs="+", default=["avx512", "avx2"], choices=PATHS[:3])
+    parser.add_argument("--shape", type=int, nargs=2, default=[N, K], metavar=("N", "K"), help="w rows, k")
+    args = parser.parse_args()
+    n, k = args.shape
+    if args.new is None:
+        if not verigrad.backends.cpu.available():
+            raise SystemExit("the cpu backend could not be built here")
+        args.new = verigrad.backends.cpu.build_info()["path"]
+    libs = {"old": load(args.old), "new": load(args.new)}
+    out = table(
+        f"vg_qmatmul_f32 of two builds, w {n} x {k}, 1 thread: median of {args.repeat}",
+        ["format", "tokens", "path", "old ms", "new ms", "old / new", "same bits"],
+    )
+    rng = np.random.default_rng(0)
+    for qtype in args.formats:
+        block = FORMATS[qtype].block
+        if k % block:
+            print(f"skipped {qtype}: k = {k} is not a whole number of its {block}-value blocks")
+            continue
+        raw = random_blocks(rng, qtype, n, k)
+        for tokens in args.tokens:
+            x = rng.standard_normal((tokens, k)).astype(np.float32)
+            for path in args.paths:
+                times: dict[str, list[float]] = {name: [] for name in libs}
+                results = {name: np.empty((tokens, n), np.float32) for name in libs}
+                for _ in range(args.repeat):
+                    for name, lib in libs.items():
+                        taken = PATHS[lib.vg_quant_simd(PATHS.index(path))]
+                        y = results[name]
+                        start = time.perf_counter()
+                        lib.vg_qmatmul_f32(QTYPES[qtype], raw.ctypes.data, n, k, x.ctypes.data, tokens,
+                                           y.ctypes.data, n, 1)  # fmt: skip
+                        times[name].append(time.perf_counter() - start)
+                old, new = (statistics.median(times[name]) * 1e3 for name in libs)
+                same = results["old"].tobytes() == results["new"].tobytes()
+                cells = [f"{old:.3f}", f"{new:.3f}", f"{old / new:.2f}x", "yes" if same else "NO"]
+                out.add_row(qtype, str(tokens), taken, *cells)
+    console(100).print(out)
+
+
+if __name__ == "__main__":
+    main()
