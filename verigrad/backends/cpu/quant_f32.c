@@ -141,7 +141,7 @@ DEQUANTIZE_32_AVX2(dequantize_iq4_nl_avx2, IQ4_NL)
 
 /* dot_f32 of x with the 2 rows w, w + stride of a 32-value format (block_avx2's), each block de-quantized
  * in registers and multiplied at once, each output's 32 partial sums in 4 vectors of 8 (named: see
- * FUSED_32), folded as DOTS_AVX2 folds them; the next 2 rows are fetched meanwhile */
+ * FUSED_32), folded by vg_fold_avx2; the next 2 rows are fetched meanwhile */
 #define FUSED_32_AVX2(NAME, QTYPE)                                                                          \
     __attribute__((target("avx2,fma,f16c"))) static void NAME(const uint8_t *w, int64_t stride, int64_t nb, \
                                                               const float *x, float *s) {                   \

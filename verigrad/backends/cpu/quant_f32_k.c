@@ -4,7 +4,8 @@
  * products of 2 (AVX2) or 4 (AVX-512) weight rows, each block de-quantized in registers. Each value is
  * computed with the portable code's operations and each output summed by quant_f32.c's rule (vg_dot_f32:
  * 32 partial sums of fused multiply-adds, k = j mod 32 in sum j, folded s[j] + s[j + h]), so every path,
- * level and thread count gives the reference's bits.
+ * level and thread count gives the reference's bits. The AVX-512 decode kernels are quant_f32.c's FUSED_32
+ * for these layouts: 4 weight rows, the next 4 fetched meanwhile, each output's sums in two vectors of 16.
  */
 #include "quant.h"
 
@@ -328,7 +329,8 @@ AVX512_Q static void dequantize_iq4_xs_avx512(const uint8_t *w, int64_t nb, floa
 }
 
 /* FUSED_32 for iq4_xs: 8 sub-blocks of 32 values, each looked up in its table of 16, dl * IQ4_VALUES[n]
- * with dl = d * (ls - 32) (dequantize_iq4_xs's operations); the sums in named registers (see FUSED_32) */
+ * with dl = d * (ls - 32) (dequantize_iq4_xs's operations); the sums in named registers (see quant_f32.c's
+ * FUSED_32) */
 #define FUSED_IQ4_XS_ROW(R, A, B)                                                                           \
     {                                                                                                       \
         const uint8_t *wb = w + R * stride + i * bytes;                                                     \
@@ -447,7 +449,7 @@ FUSED_K2(fused_q3_k_avx512, Q3_K)
 
 /* FUSED_K4's q4_k and q5_k on AVX2: 2 weight rows at a time, each output's 32 partial sums in 4 vectors of
  * 8; each value computed as dequantize_k4 computes it (ds * q - dm, q5_k's q with bit j of qh[i] as its
- * fifth bit), the sums folded as DOTS_AVX2 folds them */
+ * fifth bit), the sums folded by vg_fold_avx2 */
 __attribute__((target("avx2,fma,f16c"), always_inline)) static inline void fused_k4_avx2(
     int five, const uint8_t *w, int64_t stride, int64_t nb, const float *x, float *s) {
     const int64_t bytes = BLOCK_BYTES[five ? Q5_K : Q4_K];
@@ -625,7 +627,7 @@ AVX512_Q static void dequantize_q3_k_avx512(const uint8_t *w, int64_t nb, float 
 
 /* a decode step's q2_k (three = 0) or q3_k products on AVX2: 2 weight rows at a time, each output's 32
  * partial sums in 4 vectors of 8; group g's values go to the sums of k = 16 (g % 2) + i (mod 32): vectors
- * 2 (g % 2) and 2 (g % 2) + 1, folded as DOTS_AVX2 folds them */
+ * 2 (g % 2) and 2 (g % 2) + 1, folded by vg_fold_avx2 */
 __attribute__((target("avx2,fma,f16c"), always_inline)) static inline void fused_k2_avx2(
     int three, const uint8_t *w, int64_t stride, int64_t nb, const float *x, float *s) {
     const int64_t bytes = BLOCK_BYTES[three ? Q3_K : Q2_K];
@@ -719,6 +721,7 @@ __attribute__((target("avx2,fma,f16c"))) static void fused_iq4_xs_avx2(const uin
     s[0] = vg_fold_avx2(a0, a1, a2, a3), s[1] = vg_fold_avx2(b0, b1, b2, b3);
 }
 
+/* the kernels by format code (0: none), which quant_f32.c's dispatch reads */
 const vg_fused_fn VG_FUSED_K_AVX512[NQTYPES] = {
     [Q4_K] = fused_q4_k_avx512, [Q5_K] = fused_q5_k_avx512, [Q6_K] = fused_q6_k_avx512,
     [Q2_K] = fused_q2_k_avx512, [Q3_K] = fused_q3_k_avx512, [IQ4_XS] = fused_iq4_xs_avx512};
