@@ -17,6 +17,7 @@ import pytest
 import verigrad
 import verigrad.distributed  # imported lazily by verigrad: its collectives are registry ops every suite sees
 from verigrad.backends.cpu import matmul as cpu_matmul
+from verigrad.io import byte_level
 from verigrad.ir import replay
 
 PARITY_DIR = Path(__file__).parent / "parity"
@@ -42,6 +43,18 @@ def _fresh_state():
     verigrad.set_threads(1)
     with verigrad.backend("reference"):
         yield
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _tokenizer_cache(tmp_path_factory: pytest.TempPathFactory):
+    """The BPE files that building a tokenizer writes go to a temporary folder, never to the user's cache
+    (a test that sets VERIGRAD_CACHE gets that one's); the compiled kernels stay in the user's cache, where
+    they are built once."""
+    folder = tmp_path_factory.mktemp("tokenizers")
+    own = byte_level.tokenizer_cache
+    byte_level.tokenizer_cache = lambda: own() if os.environ.get("VERIGRAD_CACHE") else folder
+    yield
+    byte_level.tokenizer_cache = own
 
 
 @pytest.fixture

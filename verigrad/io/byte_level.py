@@ -122,15 +122,13 @@ def cached_bpe(tokens: StringArray, merges: StringArray) -> models.BPE | None:
     where the cache cannot be written). None where the merges cannot be lines of a merges.txt (a line break
     in one, other than one space in one, one starting "#version") or a token holds a character JSON
     escapes: the caller builds it from Python lists, which refuse what is wrong."""
-    from ..backends.cpu.cache import cache_dir
-
     if not _plain_merges(merges) or (tokens.joined() < 0x20).any():  # JSON would escape more
         return None
     key = hashlib.sha256(FILES_VERSION)
     for strings in (tokens, merges):
         key.update(len(strings).to_bytes(8, "little"))
         key.update(strings.data)
-    folder = cache_dir() / "tokenizers" / key.hexdigest()[:40]
+    folder = tokenizer_cache() / key.hexdigest()[:40]
     try:
         return _built(folder, tokens, merges)
     except OSError:
@@ -138,6 +136,14 @@ def cached_bpe(tokens: StringArray, merges: StringArray) -> models.BPE | None:
 
         with tempfile.TemporaryDirectory() as scratch:
             return _built(Path(scratch), tokens, merges)
+
+
+def tokenizer_cache() -> Path:
+    """The folder of the cached BPE files: `tokenizers` in verigrad's cache (`VERIGRAD_CACHE`, else the
+    user's cache folder)."""
+    from ..backends.cpu.cache import cache_dir
+
+    return cache_dir() / "tokenizers"
 
 
 def _built(folder: Path, tokens: StringArray, merges: StringArray) -> models.BPE:
