@@ -12,7 +12,6 @@ from . import (
     linalg,
     masked,
     nn,
-    optim,
     signal,
     special,
 )
@@ -500,7 +499,7 @@ __version__ = "0.1.0"
 
 # Submodules imported on first use (`verigrad.models`, `from verigrad import distributions`), as
 # `import torch` leaves torch.distributions unread until used: they cost start-up, not their users.
-_LAZY = ("data", "distributed", "distributions", "jit", "library", "models", "testing", "utils")
+_LAZY = ("data", "distributed", "distributions", "jit", "library", "models", "optim", "testing", "utils")
 
 
 def __getattr__(name: str) -> _Any:
