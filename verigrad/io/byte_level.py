@@ -122,7 +122,7 @@ def cached_bpe(tokens: StringArray, merges: StringArray) -> models.BPE | None:
     where the cache cannot be written). None where the merges cannot be lines of a merges.txt (a line break
     in one, other than one space in one, one starting "#version") or a token holds a character JSON
     escapes: the caller builds it from Python lists, which refuse what is wrong."""
-    if not _plain_merges(merges) or (tokens.joined() < 0x20).any():  # JSON would escape more
+    if not plain_merges(merges) or (tokens.joined() < 0x20).any():  # JSON would escape more
         return None
     key = hashlib.sha256(FILES_VERSION)
     for strings in (tokens, merges):
@@ -164,7 +164,7 @@ def _built(folder: Path, tokens: StringArray, merges: StringArray) -> models.BPE
         raise
 
 
-def _plain_merges(merges: StringArray) -> bool:
+def plain_merges(merges: StringArray) -> bool:
     """Whether every merge is one line of a merges.txt the `tokenizers` library reads back as it is."""
     joined, lengths = merges.joined(), merges.lengths
     if not lengths.size:

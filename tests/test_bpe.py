@@ -1,0 +1,117 @@
+"""The plain-text encoder of a GGUF file's byte-level BPE (`verigrad.io.bpe`) against the `tokenizers`
+library's tokenizer of the same file: the same ids on any plain text (printable ASCII, tabs, line breaks,
+the added tokens), the library made only for a text the encoder leaves to it, and the same refusals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from lm_fakes import write_tokenizer_gguf
+
+from verigrad.errors import WeightFileError
+from verigrad.io.tokenizer import CONTROL, NORMAL, USER_DEFINED, Tokenizer
+
+SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+CORPUS = [
+    "The history of computing is a story of ideas that took decades to become practical.",
+    "Charles Babbage designed a mechanical engine; Ada Lovelace wrote its first program in 1843!",
+    "def main(argv):\n\treturn 0  # it's done, isn't it? we'll see... they've said 'maybe'\r\n",
+    "Numbers: 12345, 3.14159, 2026-12-07 and 1e10 -- all of them   spaced    out.",
+    "user: What is the capital of France?\nassistant: Paris is the capital of France.",
+]
+PIECES = [
+    *"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789",
+    *" !\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~",
+    *("\t", "\n", "\r", "  ", "\n\n", "'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "<think>", "<|", "|>"),
+    *SPECIALS,
+    *(word for line in CORPUS for word in line.split()),
+]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory) -> Path:
+    """A GGUF file of a byte-level BPE trained by the library on CORPUS (merges of many ranks), its
+    specials control tokens and `<think>` a user-defined one."""
+    from tokenizers import Tokenizer as Library
+    from tokenizers import models, pre_tokenizers, trainers
+
+    library = Library(models.BPE())
+    library.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=700, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), special_tokens=SPECIALS
+    )
+    library.train_from_iterator(CORPUS * 20, trainer)
+    spec = json.loads(library.to_str())["model"]
+    vocab = spec["vocab"]
+    tokens = [*sorted(vocab, key=vocab.get), "<think>"]
+    merges = [m if isinstance(m, str) else " ".join(m) for m in spec["merges"]]
+    types = [CONTROL if t in SPECIALS else NORMAL for t in tokens[:-1]] + [USER_DEFINED]
+    return write_tokenizer_gguf(
+        tmp_path_factory.mktemp("bpe") / "trained.gguf", tokens=tokens, types=types, merges=merges
+    )
+
+
+@settings(database=None, derandomize=True, max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(PIECES), max_size=40).map("".join))
+def test_plain_text_gives_the_librarys_ids_without_the_library(trained, text):
+    plain, library = _pair(trained)
+    assert plain.encode(text) == library.encode(text)
+    assert plain._plain is not None and plain._backend is None  # the library was never made
+
+
+def test_the_corpus_and_its_chat_give_the_librarys_ids(trained):
+    plain, library = _pair(trained)
+    chat = plain.apply_chat_template([{"role": "user", "content": CORPUS[4]}])
+    for text in [*CORPUS, chat, "\n".join(CORPUS), "<|im_start|><|im_end|><think>x<|endoftext|>", ""]:
+        assert plain.encode(text, add_special=False) == library.encode(text, add_special=False)
+    assert plain._backend is None
+
+
+def test_other_text_is_left_to_the_library_made_then(trained):
+    plain, library = _pair(trained)
+    for text in ["héllo wörld", "tab\tand\x0bvertical", "emoji 😀 <|im_end|>", "\x00nul"]:
+        assert plain._plain.encode(text) is None
+        assert plain.encode(text) == library.encode(text)
+    assert plain._backend is not None
+    assert plain.encode(CORPUS[0]) == library.encode(CORPUS[0])  # plain text: the encoder's still
+
+
+def test_both_say_the_same_of_the_vocabulary(trained):
+    plain, library = _pair(trained)
+    assert plain.vocab_size == library.vocab_size
+    assert (plain.special_tokens, plain.special_ids, plain.end_ids) == (
+        library.special_tokens,
+        library.special_ids,
+        library.end_ids,
+    )
+    assert list(plain._bytes) == list(library._bytes) and plain._unspellable == library._unspellable
+    assert plain.backend.get_added_tokens_decoder() == library.backend.get_added_tokens_decoder()
+
+
+def test_a_merge_into_a_missing_token_is_refused_as_before(tmp_path):
+    path = write_tokenizer_gguf(tmp_path / "t.gguf", merges=["h e", "l l", "he ll", "q z"])
+    with pytest.raises(WeightFileError, match="cannot build a BPE tokenizer"):
+        Tokenizer.from_gguf(path)
+
+
+def test_a_repeated_merge_keeps_its_last_rank_as_the_library(tmp_path):
+    merges = ["l l", "h e", "he ll", "hell o", "l l"]
+    path = write_tokenizer_gguf(tmp_path / "t.gguf", merges=merges)
+    plain, library = Tokenizer.from_gguf(path), Tokenizer.from_gguf(path, plain=False)
+    for text in ["hello", "hell", "llll hello hellohello"]:
+        assert plain.encode(text) == library.encode(text)
+    assert plain._plain is not None and plain._backend is None
+
+
+_PAIRS: dict[Path, tuple[Tokenizer, Tokenizer]] = {}
+
+
+def _pair(path: Path) -> tuple[Tokenizer, Tokenizer]:
+    """(the plain encoder's tokenizer, the library's) of the file, made once per file."""
+    if path not in _PAIRS:
+        _PAIRS[path] = (Tokenizer.from_gguf(path), Tokenizer.from_gguf(path, plain=False))
+    return _PAIRS[path]

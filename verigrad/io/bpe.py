@@ -1,0 +1,139 @@
+"""A GGUF file's byte-level BPE (GPT-2's split) held in NumPy arrays, encoding plain text without the
+`tokenizers` library: its BPE model keeps each token twice as a Rust string in hash maps (11 MiB for
+SmolLM2's 49k tokens and merges, resident for the whole process, which a chat's peak memory counts);
+these arrays take 1.2 MiB. The library is built only for a text this encoder does not take.
+
+It gives the library's ids (tests/test_bpe.py holds it to them) on plain text: printable ASCII, tabs and
+line breaks. On such text GPT-2's split regex needs no Unicode tables (a letter is A-Z or a-z, a number
+0-9, a space one of " \\t\\n\\r") and Python's `re` matches it as the library does; any other character,
+and a vocabulary other than a plain byte-level one, leaves the text to the library. The added tokens (the
+file's control and user-defined tokens) are cut out first, leftmost and then longest, as the library's
+added vocabulary does; each piece of the split is then merged pair by pair, the pair of lowest rank first
+(of equal ranks, the leftmost), as the library's BPE merges.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from .byte_level import TokenBytes, byte_unspelling
+from .gguf import StringArray
+
+# GPT-2's split (the `tokenizers` ByteLevel pre-tokenizer's regex) on plain text
+_SPLIT = re.compile(r"'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]+| ?[^\sA-Za-z0-9]+|\s+(?!\S)|\s+", re.ASCII)
+_PLAIN = re.compile(r"[\x20-\x7e\t\n\r]*")
+_WORDS = 4096  # words whose ids are remembered (a chat encodes its whole conversation again each turn)
+
+
+class ByteLevelBPE:
+    """Encodes plain text (see the module) as the `tokenizers` library's byte-level BPE of the same tokens,
+    merges and added tokens; `encode` returns None for a text it leaves to the library."""
+
+    def __init__(
+        self,
+        singles: np.ndarray,
+        keys: np.ndarray,
+        merged: np.ndarray,
+        added: dict[str, int],
+        special: frozenset[int],
+        size: int,
+    ) -> None:
+        self.singles = singles  # the id of each byte's token
+        self.keys, self.merged = keys, merged  # sorted left * size + right of the merges, their tokens
+        self.size = size  # the vocabulary's: a merge's key is left * size + right
+        self.added, self.special = added, special  # the added tokens (text: id), which are special
+        longest_first = sorted(added, key=len, reverse=True)  # at one position, the longest token wins
+        self._added = re.compile("|".join(map(re.escape, longest_first))) if added else None
+        self._words: dict[bytes, list[int]] = {}
+
+    @classmethod
+    def of(
+        cls, pieces: TokenBytes, merges: StringArray, added: dict[str, int], special: frozenset[int]
+    ) -> ByteLevelBPE | None:
+        """The encoder of a byte-level vocabulary (`pieces`: each token's bytes), its merges (in GPT-2's
+        byte alphabet, "left right" each) and added tokens (text: id; `special`: the special ones' ids), or
+        None where the library would see it otherwise: a repeated token, a merge of tokens the vocabulary
+        lacks or into one it lacks."""
+        count, cuts = len(pieces), pieces.offsets.tolist()
+        ids = dict(zip(map(pieces.blob.__getitem__, map(slice, cuts[:-1], cuts[1:])), range(count)))
+        if len(ids) != count:
+            return None
+        # -1: a byte without a token (a vocabulary may lack those no UTF-8 text has); `encode` leaves a text
+        # with one to the library
+        singles = np.array([ids.get(bytes([b]), -1) for b in range(256)], np.int64)
+        # the merges' characters, each in GPT-2's alphabet (one byte) but the NUL between two merges and the
+        # space inside each: cut apart by character, as the bytes themselves may be NUL or space
+        text = merges.joined(separator=True).tobytes().decode("utf-8")
+        points = np.frombuffer(text.encode("utf-32-le"), np.uint32)
+        table, inside = byte_unspelling()
+        cut, space = points == 0, points == 0x20
+        known = inside[np.minimum(points, table.size - 1)] & (points < table.size)
+        if not (known | cut | space).all():
+            return None
+        ends = np.append(np.flatnonzero(cut), points.size)
+        starts = np.append(0, ends[:-1] + 1)
+        spaces = np.flatnonzero(space)
+        if len(merges) and (ends.size != len(merges) or spaces.size != len(merges)):
+            return None
+        if not ((starts < spaces) & (spaces + 1 < ends)).all():  # one space inside each, not at an end
+            return None
+        data = table[np.minimum(points, table.size - 1)].tobytes()
+        lefts = list(map(data.__getitem__, map(slice, starts.tolist(), spaces.tolist())))
+        rights = list(map(data.__getitem__, map(slice, (spaces + 1).tolist(), ends.tolist())))
+        n = len(lefts)
+        try:
+            left = np.fromiter(map(ids.__getitem__, lefts), np.int64, n)
+            right = np.fromiter(map(ids.__getitem__, rights), np.int64, n)
+            into = np.fromiter(map(ids.__getitem__, map(bytes.__add__, lefts, rights)), np.int64, n)
+        except KeyError:
+            return None
+        keys = left * count + right
+        # the library keeps a repeated merge's last rank: the first of the reversed list
+        keys, last = np.unique(keys[::-1], return_index=True)
+        rank = n - 1 - last
+        return cls(singles, keys, np.stack([rank, into[rank]]), dict(added), special, count)
+
+    def encode(self, text: str) -> list[int] | None:
+        """The ids of `text`, or None where it is not plain text."""
+        if _PLAIN.fullmatch(text) is None:
+            return None
+        out: list[int] = []
+        start = 0
+        if self._added is not None:
+            for found in self._added.finditer(text):
+                if not self._encode_words(text[start : found.start()], out):
+                    return None
+                out.append(self.added[found.group()])
+                start = found.end()
+        return out if self._encode_words(text[start:], out) else None
+
+    def _encode_words(self, text: str, out: list[int]) -> bool:
+        """Append the ids of `text` (no added token in it) to `out`; False where a byte has no token."""
+        for word in _SPLIT.findall(text):
+            raw = word.encode("ascii")
+            ids = self._words.get(raw)
+            if ids is None:
+                ids = self._merge(raw)
+                if ids is None:
+                    return False
+                if len(self._words) < _WORDS:
+                    self._words[raw] = ids
+            out.extend(ids)
+        return True
+
+    def _merge(self, word: bytes) -> list[int] | None:
+        ids = self.singles[np.frombuffer(word, np.uint8)]
+        if (ids < 0).any():
+            return None
+        while ids.size > 1 and self.keys.size:
+            pairs = ids[:-1] * self.size + ids[1:]
+            at = np.minimum(np.searchsorted(self.keys, pairs), self.keys.size - 1)
+            known = self.keys[at] == pairs
+            if not known.any():
+                break
+            ranks = np.where(known, self.merged[0, at], np.iinfo(np.int64).max)
+            i = int(np.argmin(ranks))  # the lowest rank, the leftmost of equal ones
+            ids = np.concatenate([ids[:i], self.merged[1, at[i] : at[i] + 1], ids[i + 2 :]])
+        return ids.tolist()
