@@ -5,6 +5,8 @@ the added tokens), the library made only for a text the encoder leaves to it, an
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -115,3 +117,18 @@ def _pair(path: Path) -> tuple[Tokenizer, Tokenizer]:
     if path not in _PAIRS:
         _PAIRS[path] = (Tokenizer.from_gguf(path), Tokenizer.from_gguf(path, plain=False))
     return _PAIRS[path]
+
+
+def test_plain_text_never_imports_the_library(trained):
+    """A chat on such a file leaves the `tokenizers` library unread (its module's memory, too)."""
+    code = (
+        "import sys\n"
+        "from verigrad.io.tokenizer import Tokenizer\n"
+        f"tok = Tokenizer.from_gguf({str(trained)!r})\n"
+        "text = tok.apply_chat_template([{'role': 'user', 'content': 'What is the capital of France?'}])\n"
+        "tok.encode(text, add_special=False)\n"
+        "print('tokenizers' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"

@@ -14,13 +14,15 @@ from array import array
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
-from typing import overload
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
-from tokenizers import models
 
 from .atomic import write_atomically
 from .gguf import StringArray
+
+if TYPE_CHECKING:  # imported where a BPE is built
+    from tokenizers import models
 
 FILES_VERSION = b"verigrad byte-level BPE files 1\x00"  # part of the key: a new layout, new files
 
@@ -149,6 +151,8 @@ def tokenizer_cache() -> Path:
 def _built(folder: Path, tokens: StringArray, merges: StringArray) -> models.BPE:
     """The BPE of the files in `folder`, written first where they are not there. Files found there that
     the library refuses (damaged since) are removed, so the next load writes them again."""
+    from tokenizers import models
+
     vocab_file, merges_file = folder / "vocab.json", folder / "merges.txt"
     found = vocab_file.is_file() and merges_file.is_file()
     if not vocab_file.is_file():

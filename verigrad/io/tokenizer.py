@@ -19,11 +19,9 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tokenizers
-from tokenizers import Tokenizer as _Backend
 
 from ..errors import WeightFileError
 from .bpe import ByteLevelBPE
@@ -37,6 +35,10 @@ from .byte_level import (
     unspellable,
 )
 from .gguf import GGUFFile, StringArray, read_gguf
+
+if TYPE_CHECKING:  # the library is imported where a tokenizer of it is made (its memory: only then)
+    from tokenizers import AddedToken
+    from tokenizers import Tokenizer as _Backend
 
 # Token types of llama.cpp's vocabulary (`tokenizer.ggml.token_type`).
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
@@ -289,6 +291,8 @@ class Tokenizer:
             if (folder / "tokenizer_config.json").is_file()
             else {}
         )
+        from tokenizers import Tokenizer as _Backend
+
         if (folder / "tokenizer.json").is_file():
             try:
                 backend = _Backend.from_file(str(folder / "tokenizer.json"))
@@ -466,6 +470,8 @@ def _is(value: Any, kind: type) -> bool:
 
 
 def _added(content: str, special: bool) -> AddedToken:
+    from tokenizers import AddedToken
+
     return AddedToken(content, normalized=False, special=special)
 
 
@@ -481,6 +487,9 @@ def _token_types(field: _Fields, count: int) -> list[int]:
 
 
 def _bpe(vocab: dict[str, int], merges: list[tuple[str, str]], source: str) -> _Backend:
+    from tokenizers import Tokenizer as _Backend
+    from tokenizers import models
+
     try:
         return _Backend(models.BPE(vocab=vocab, merges=merges))
     except Exception as e:  # the library's own message (a merge of tokens the vocabulary lacks)
@@ -491,6 +500,8 @@ def _bpe(vocab: dict[str, int], merges: list[tuple[str, str]], source: str) -> _
 
 def _byte_level(backend: _Backend, split: str | None) -> None:
     """GPT-2's byte-level pre-tokenizer (after the `split` regex, if given) and decoder on `backend`."""
+    from tokenizers import Regex, decoders, pre_tokenizers
+
     if split is None:
         backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     else:
@@ -510,6 +521,8 @@ def _byte_level_from_bytes(
     per token: `byte_level`), with its control tokens special and its user-defined ones added; None where
     they are not plainly that (a token outside GPT-2's alphabet, a repeated token, a merge the library
     refuses): the Python lists' path then builds it or says what is wrong."""
+    from tokenizers import Tokenizer as _Backend
+
     pieces = token_bytes(tokens)
     if pieces is None:
         return None
@@ -560,6 +573,9 @@ def _sentencepiece(vocab: dict[str, int], merges: list[tuple[str, str]], source:
     text, byte fallback to <0xNN> tokens, the text's first space dropped in decoding. Phi-3's puts its
     "▁"s in with a normalizer (as its own tokenizer.json does), which differs on a text that starts with
     spaces: "  hi" is "▁▁▁hi", not "▁▁hi". Gemma's puts none before the text and drops none."""
+    from tokenizers import Tokenizer as _Backend
+    from tokenizers import decoders, models, normalizers, pre_tokenizers
+
     unknown = "<unk>" if arch == "gemma" and "<unk>" in vocab else None
     try:
         backend = _Backend(
