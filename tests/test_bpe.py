@@ -5,16 +5,19 @@ the added tokens), the library made only for a text the encoder leaves to it, an
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lm_fakes import write_tokenizer_gguf
 
 from verigrad.errors import WeightFileError
+from verigrad.io import bpe
 from verigrad.io.tokenizer import CONTROL, NORMAL, USER_DEFINED, Tokenizer
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -119,7 +122,7 @@ def _pair(path: Path) -> tuple[Tokenizer, Tokenizer]:
     return _PAIRS[path]
 
 
-def test_plain_text_never_imports_the_library(trained):
+def test_plain_text_never_imports_the_library(trained, tmp_path):
     """A chat on such a file leaves the `tokenizers` library unread (its module's memory, too)."""
     code = (
         "import sys\n"
@@ -129,6 +132,29 @@ def test_plain_text_never_imports_the_library(trained):
         "tok.encode(text, add_special=False)\n"
         "print('tokenizers' in sys.modules)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    env = {**os.environ, "VERIGRAD_CACHE": str(tmp_path)}  # its files: not in the user's cache
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+def test_a_second_load_reads_the_cached_arrays_and_a_damaged_file_is_built_again(
+    tmp_path, monkeypatch, trained
+):
+    monkeypatch.setenv("VERIGRAD_CACHE", str(tmp_path / "cache"))
+    first = Tokenizer.from_gguf(trained)
+    (file,) = (tmp_path / "cache" / "tokenizers").glob("*/plain.npy")
+    text = CORPUS[1] + "<|im_end|>"
+
+    def refused(*args):
+        raise AssertionError("built again")
+
+    with monkeypatch.context() as m:
+        m.setattr(bpe, "_packed", refused)
+        assert Tokenizer.from_gguf(trained).encode(text) == first.encode(text)
+    for damage in (b"", b"not an array", np.arange(260, dtype=np.int64)[::-1].tobytes()):
+        file.write_bytes(damage)
+        again = Tokenizer.from_gguf(trained)
+        assert again._plain is not None and again.encode(text) == first.encode(text)
+    np.save(file, np.full(256 + 3, 10**9, np.int64))  # an array, but not of this vocabulary
+    assert Tokenizer.from_gguf(trained).encode(text) == first.encode(text)

@@ -14,12 +14,19 @@ added vocabulary does; each piece of the split is then merged pair by pair, the 
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import re
+from pathlib import Path
 
 import numpy as np
 
-from .byte_level import TokenBytes, byte_unspelling
+from . import byte_level
+from .atomic import write_atomically
+from .byte_level import TokenBytes, byte_unspelling, plain_merges
 from .gguf import StringArray
+
+ARRAYS_VERSION = b"verigrad plain BPE arrays 1\x00"  # part of the cache's key: a new layout, new files
 
 # GPT-2's split (the `tokenizers` ByteLevel pre-tokenizer's regex) on plain text
 _SPLIT = re.compile(r"'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]+| ?[^\sA-Za-z0-9]+|\s+(?!\S)|\s+", re.ASCII)
@@ -50,50 +57,36 @@ class ByteLevelBPE:
 
     @classmethod
     def of(
-        cls, pieces: TokenBytes, merges: StringArray, added: dict[str, int], special: frozenset[int]
+        cls,
+        tokens: StringArray,
+        merges: StringArray,
+        pieces: TokenBytes,
+        added: dict[str, int],
+        special: frozenset[int],
     ) -> ByteLevelBPE | None:
-        """The encoder of a byte-level vocabulary (`pieces`: each token's bytes), its merges (in GPT-2's
-        byte alphabet, "left right" each) and added tokens (text: id; `special`: the special ones' ids), or
-        None where the library would see it otherwise: a repeated token, a merge of tokens the vocabulary
-        lacks or into one it lacks."""
-        count, cuts = len(pieces), pieces.offsets.tolist()
-        ids = dict(zip(map(pieces.blob.__getitem__, map(slice, cuts[:-1], cuts[1:])), range(count)))
-        if len(ids) != count:
-            return None
-        # -1: a byte without a token (a vocabulary may lack those no UTF-8 text has); `encode` leaves a text
-        # with one to the library
-        singles = np.array([ids.get(bytes([b]), -1) for b in range(256)], np.int64)
-        # the merges' characters, each in GPT-2's alphabet (one byte) but the NUL between two merges and the
-        # space inside each: cut apart by character, as the bytes themselves may be NUL or space
-        text = merges.joined(separator=True).tobytes().decode("utf-8")
-        points = np.frombuffer(text.encode("utf-32-le"), np.uint32)
-        table, inside = byte_unspelling()
-        cut, space = points == 0, points == 0x20
-        known = inside[np.minimum(points, table.size - 1)] & (points < table.size)
-        if not (known | cut | space).all():
-            return None
-        ends = np.append(np.flatnonzero(cut), points.size)
-        starts = np.append(0, ends[:-1] + 1)
-        spaces = np.flatnonzero(space)
-        if len(merges) and (ends.size != len(merges) or spaces.size != len(merges)):
-            return None
-        if not ((starts < spaces) & (spaces + 1 < ends)).all():  # one space inside each, not at an end
-            return None
-        data = table[np.minimum(points, table.size - 1)].tobytes()
-        lefts = list(map(data.__getitem__, map(slice, starts.tolist(), spaces.tolist())))
-        rights = list(map(data.__getitem__, map(slice, (spaces + 1).tolist(), ends.tolist())))
-        n = len(lefts)
-        try:
-            left = np.fromiter(map(ids.__getitem__, lefts), np.int64, n)
-            right = np.fromiter(map(ids.__getitem__, rights), np.int64, n)
-            into = np.fromiter(map(ids.__getitem__, map(bytes.__add__, lefts, rights)), np.int64, n)
-        except KeyError:
-            return None
-        keys = left * count + right
-        # the library keeps a repeated merge's last rank: the first of the reversed list
-        keys, last = np.unique(keys[::-1], return_index=True)
-        rank = n - 1 - last
-        return cls(singles, keys, np.stack([rank, into[rank]]), dict(added), special, count)
+        """The encoder of a byte-level vocabulary (`tokens` in GPT-2's byte alphabet, `pieces` their bytes),
+        its merges ("left right" each, in the alphabet) and added tokens (text: id; `special`: the special
+        ones' ids), or None where the library would see it otherwise: a repeated token, a merge of tokens
+        the vocabulary lacks or into one it lacks, a merge that is not one line of a merges.txt, a token
+        JSON escapes. Its arrays are kept in verigrad's cache (`tokenizer_cache`, under the SHA-256 of the
+        tokens and merges, as the library's files are) and read from there by the next load."""
+        key = hashlib.sha256(ARRAYS_VERSION)
+        for strings in (tokens, merges):
+            key.update(len(strings).to_bytes(8, "little"))
+            key.update(strings.data)
+        file = byte_level.tokenizer_cache() / key.hexdigest()[:40] / "plain.npy"  # as tests redirect it
+        packed = _read(file, len(pieces))
+        if packed is None:
+            if not plain_merges(merges) or (tokens.joined() < 0x20).any():
+                return None
+            packed = _packed(pieces, merges)
+            if packed is None:
+                return None
+            with contextlib.suppress(OSError):  # a cache that cannot be written: built again next time
+                write_atomically(file, lambda f: np.save(f, packed, allow_pickle=False))
+        m = (packed.size - 256) // 3
+        singles, keys, merged = packed[:256], packed[256 : 256 + m], packed[256 + m :].reshape(2, m)
+        return cls(singles, keys, merged, dict(added), special, len(pieces))
 
     def encode(self, text: str) -> list[int] | None:
         """The ids of `text`, or None where it is not plain text."""
@@ -137,3 +130,62 @@ class ByteLevelBPE:
             i = int(np.argmin(ranks))  # the lowest rank, the leftmost of equal ones
             ids = np.concatenate([ids[:i], self.merged[1, at[i] : at[i] + 1], ids[i + 2 :]])
         return ids.tolist()
+
+
+def _packed(pieces: TokenBytes, merges: StringArray) -> np.ndarray | None:
+    """The encoder's arrays in one (i64): each byte's token (256, -1 for none), the merges' sorted keys,
+    their ranks and their tokens; None where `ByteLevelBPE.of` says."""
+    count, cuts = len(pieces), pieces.offsets.tolist()
+    ids = dict(zip(map(pieces.blob.__getitem__, map(slice, cuts[:-1], cuts[1:])), range(count)))
+    if len(ids) != count:
+        return None
+    # -1: a byte without a token (a vocabulary may lack those no UTF-8 text has); `encode` leaves a text
+    # with one to the library
+    singles = np.array([ids.get(bytes([b]), -1) for b in range(256)], np.int64)
+    # the merges' characters, each in GPT-2's alphabet (one byte) but the NUL between two merges and the
+    # space inside each: cut apart by character, as the bytes themselves may be NUL or space
+    text = merges.joined(separator=True).tobytes().decode("utf-8")
+    points = np.frombuffer(text.encode("utf-32-le"), np.uint32)
+    table, inside = byte_unspelling()
+    cut, space = points == 0, points == 0x20
+    known = inside[np.minimum(points, table.size - 1)] & (points < table.size)
+    if not (known | cut | space).all():
+        return None
+    ends = np.append(np.flatnonzero(cut), points.size)
+    starts = np.append(0, ends[:-1] + 1)
+    spaces = np.flatnonzero(space)
+    if len(merges) and (ends.size != len(merges) or spaces.size != len(merges)):
+        return None
+    if not ((starts < spaces) & (spaces + 1 < ends)).all():  # one space inside each, not at an end
+        return None
+    data = table[np.minimum(points, table.size - 1)].tobytes()
+    lefts = list(map(data.__getitem__, map(slice, starts.tolist(), spaces.tolist())))
+    rights = list(map(data.__getitem__, map(slice, (spaces + 1).tolist(), ends.tolist())))
+    n = len(lefts)
+    try:
+        left = np.fromiter(map(ids.__getitem__, lefts), np.int64, n)
+        right = np.fromiter(map(ids.__getitem__, rights), np.int64, n)
+        into = np.fromiter(map(ids.__getitem__, map(bytes.__add__, lefts, rights)), np.int64, n)
+    except KeyError:
+        return None
+    keys = left * count + right
+    # the library keeps a repeated merge's last rank: the first of the reversed list
+    keys, last = np.unique(keys[::-1], return_index=True)
+    rank = n - 1 - last
+    return np.concatenate([singles, keys, rank, into[rank]])
+
+
+def _read(file: Path, count: int) -> np.ndarray | None:
+    """The packed arrays cached in `file`, or None where there are none (or they are not such arrays)."""
+    try:
+        packed = np.load(file, allow_pickle=False)
+    except (OSError, ValueError, EOFError):
+        return None
+    if packed.dtype != np.int64 or packed.ndim != 1 or packed.size < 256 or (packed.size - 256) % 3:
+        return None
+    m = (packed.size - 256) // 3
+    singles, (keys, ranks, into) = packed[:256], packed[256:].reshape(3, m)
+    fits = ((singles >= -1) & (singles < count)).all() and ((into >= 0) & (into < count)).all()
+    if not (fits and (ranks >= 0).all() and (keys >= 0).all() and (keys < count * count).all()):
+        return None
+    return packed if (np.diff(keys) > 0).all() else None

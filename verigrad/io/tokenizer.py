@@ -30,7 +30,6 @@ from .byte_level import (
     byte_alphabet,
     byte_unspelling,
     cached_bpe,
-    plain_merges,
     token_bytes,
     unspellable,
 )
@@ -555,7 +554,7 @@ def _plain_byte_level(
     its control tokens special and its user-defined ones added, as `_byte_level_from_bytes` makes them; None
     where the library would have to say more (see `ByteLevelBPE.of`, `cached_bpe`)."""
     pieces = token_bytes(tokens)
-    if pieces is None or not plain_merges(merges) or (tokens.joined() < 0x20).any():
+    if pieces is None:
         return None
     kinds, lengths, starts = np.asarray(types), tokens.lengths.tolist(), tokens.starts().tolist()
     data, added, special = tokens.data, {}, set()
@@ -564,7 +563,7 @@ def _plain_byte_level(
             if lengths[i]:
                 added[data[starts[i] : starts[i] + lengths[i]].tobytes().decode()] = i
                 special.update([i] if kind == CONTROL else [])
-    encoder = ByteLevelBPE.of(pieces, merges, added, frozenset(special))
+    encoder = ByteLevelBPE.of(tokens, merges, pieces, added, frozenset(special))
     return None if encoder is None else (encoder, pieces)
 
 
