@@ -56,7 +56,7 @@ from typing import Any
 import numpy as np
 from _common import console as make_console
 from _common import describe_machine, ensure_torch, positive_ints, table, verigrad
-from llm_chat import CHAT_TURNS, peak_rss_mib
+from llm_chat import CHAT_TURNS, MORE, peak_rss_mib
 from rich.table import Table
 
 FRAMEWORKS = ("verigrad", "llama.cpp", "transformers")
@@ -273,55 +273,27 @@ print(json.dumps({"load_s": load, "load_cpu_s": load_cpu, "positions": llm.n_tok
 
 def run_chat(args: argparse.Namespace, console: Any) -> Table:
     """`--chat`: medians over `--repeats` fresh processes for each KV cache storage, then llama.cpp's chat
-    for the context verigrad's used (where llama-cpp-python is installed)."""
-    rows, allocated = [], 0
+    for the context verigrad's used (where llama-cpp-python is installed), then verigrad's again carried on
+    to the positions llama.cpp's used where it used more (its replies differ: the same context used)."""
+    rows, allocated, used = [], 0, 0
     for kv_cache in ("f32", "f16", "q8_0"):
-        runs = []
-        for _ in range(args.repeats):
-            job = json.dumps({"chat": kv_cache, "path": str(args.model), "steps": args.decode_tokens})
-            done = subprocess.run(
-                [sys.executable, CHAT_WORKER, job],
-                capture_output=True,
-                text=True,
-                timeout=args.timeout,
-            )
-            if done.returncode != 0:
-                raise SystemExit(
-                    f"--chat {kv_cache}: {(done.stderr.strip().splitlines() or ['no output'])[-1]}"
-                )
-            runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
-        med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        med = _verigrad_chat(args, kv_cache)
         seconds = [f"{med[k]:.2f}" for k in ("start_s", "load_s", "load_cpu_s", "first_token_s")]
         rows.append([kv_cache, *seconds, f"{med['positions']:.0f}", *_memory(med)])
-        allocated = max(allocated, int(med["allocated"]))
+        allocated, used = max(allocated, int(med["allocated"])), max(used, int(med["positions"]))
     if not args.no_llama_cpp and importlib.util.find_spec("llama_cpp") is not None:
         context = allocated  # the positions verigrad's caches were allocated for
         job = {"path": str(args.model), "n_ctx": context, "turns": CHAT_TURNS, "steps": args.decode_tokens}
-        runs = []
-        for _ in range(args.repeats):
-            done = subprocess.run(
-                [sys.executable, "-c", LLAMA_CPP_CHAT, json.dumps(job)],
-                capture_output=True,
-                text=True,
-                timeout=args.timeout,
-            )
-            if done.returncode != 0:
-                raise SystemExit(
-                    f"--chat llama.cpp: {(done.stderr.strip().splitlines() or ['no output'])[-1]}"
-                )
-            runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
-        med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-        rows.append(
-            [
-                f"llama.cpp f16, n_ctx {context}",
-                "",
-                f"{med['load_s']:.2f}",
-                f"{med['load_cpu_s']:.2f}",
-                "",
-                f"{med['positions']:.0f}",
-                *_memory(med),
-            ]
-        )
+        runs = [_child([sys.executable, "-c", LLAMA_CPP_CHAT, json.dumps(job)], args, "llama.cpp")]
+        runs += [_child(runs[0]["command"], args, "llama.cpp") for _ in range(args.repeats - 1)]
+        med = {k: statistics.median(r[k] for r in runs) for k in runs[0] if k != "command"}
+        row = [f"llama.cpp f16, n_ctx {context}", "", f"{med['load_s']:.2f}", f"{med['load_cpu_s']:.2f}", ""]
+        rows.append([*row, f"{med['positions']:.0f}", *_memory(med)])
+        fill = int(med["positions"])
+        for kv_cache in ("f32", "f16", "q8_0") if fill > used else ():
+            more = _verigrad_chat(args, kv_cache, fill)
+            rows.append([f"{kv_cache}, then {MORE!r} to {fill}", "", "", "", ""])
+            rows[-1] += [f"{more['positions']:.0f}", *_memory(more)]
     headers = ["KV cache", "start s", "load s", "load CPU s", "first token s", "positions", "peak RSS MiB"]
     headers += ["anon MiB", "file MiB"]
     result = table(f"chat, {len(CHAT_TURNS)} turns, medians of {args.repeats}", headers, ["KV cache"])
@@ -330,9 +302,28 @@ def run_chat(args: argparse.Namespace, console: Any) -> Table:
     console.print(result)
     console.print(
         "peak RSS: VmHWM at the chat's end; anon and file: the resident memory then, the process's own "
-        "allocations and the mapped files' pages (the model's, the libraries')."
+        "allocations and the mapped files' pages (the model's, the libraries'). positions: those the "
+        f"cache holds at the end; 'then {MORE!r}': verigrad's chat carried on with such turns to the "
+        "positions llama.cpp's used."
     )
     return result
+
+
+def _verigrad_chat(args: argparse.Namespace, kv_cache: str, fill: int = 0) -> dict:
+    """The medians of `--repeats` fresh processes' chats (llm_chat.chat_worker)."""
+    job = {"chat": kv_cache, "path": str(args.model), "steps": args.decode_tokens, "fill": fill}
+    runs = [
+        _child([sys.executable, CHAT_WORKER, json.dumps(job)], args, kv_cache) for _ in range(args.repeats)
+    ]
+    return {k: statistics.median(r[k] for r in runs) for k in runs[0] if k != "command"}
+
+
+def _child(command: list[str], args: argparse.Namespace, what: str) -> dict:
+    """The JSON line a child process printed last (with the command), or SystemExit with its error."""
+    done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
+    if done.returncode != 0:
+        raise SystemExit(f"--chat {what}: {(done.stderr.strip().splitlines() or ['no output'])[-1]}")
+    return {**json.loads(done.stdout.strip().splitlines()[-1]), "command": command}
 
 
 def _memory(med: dict) -> list[str]:

@@ -5,6 +5,7 @@ in a process of its own likewise (`llm.py`'s LLAMA_CPP_CHAT)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import resource
@@ -12,10 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-try:
-    import verigrad  # noqa: F401
-except ImportError:  # run from a checkout that is not installed
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if importlib.util.find_spec("verigrad") is None:  # run from a checkout that is not installed (not imported
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # here: llama.cpp's processes too)
 
 
 def peak_rss_mib() -> float:
@@ -32,9 +31,13 @@ def peak_rss_mib() -> float:
 CHAT_TURNS = ("What is the capital of France?", "And of Germany?", "Tell me about both in two sentences.")
 
 
-def chat_worker(path: str, kv_cache: str, steps: int) -> dict:
+MORE = "Tell me more."  # the turns that carry a chat on to `fill` positions
+
+
+def chat_worker(path: str, kv_cache: str, steps: int, fill: int = 0) -> dict:
     """Start-up seconds (the interpreter and imports, load, first token) and a chat's peak RSS, in this
-    fresh process."""
+    fresh process; with `fill`, the chat goes on with MORE turns until its cache holds `fill` positions (the
+    context another chat of the same turns used), the last reply cut there."""
     import verigrad as vg
     from verigrad.cli.lm_commands import CHAT_ALLOCATE
     from verigrad.models.catalog import load_language_model
@@ -56,6 +59,15 @@ def chat_worker(path: str, kv_cache: str, steps: int) -> dict:
         ids = tokenizer.encode(tokenizer.apply_chat_template(messages), add_special=False)
         result = generate(
             model, tokenizer, ids, cache=cache, max_tokens=steps, temperature=0.0, stream=stream
+        )
+        messages.append({"role": "assistant", "content": result.text})
+    while cache.length < fill:
+        messages.append({"role": "user", "content": MORE})
+        ids = tokenizer.encode(tokenizer.apply_chat_template(messages), add_special=False)
+        if len(ids) >= fill:
+            break
+        result = generate(
+            model, tokenizer, ids, cache=cache, max_tokens=min(steps, fill - len(ids)), temperature=0.0
         )
         messages.append({"role": "assistant", "content": result.text})
     return {
@@ -142,7 +154,7 @@ def process_age() -> float:
 
 def main(job: dict) -> dict:
     if "chat" in job:
-        return chat_worker(job["path"], job["chat"], job["steps"])
+        return chat_worker(job["path"], job["chat"], job["steps"], job.get("fill", 0))
     if "startup" in job:
         return startup_worker(job["path"])
     return llama_cpp_load_worker(job["path"])
