@@ -29,7 +29,7 @@ def test_import_reads_no_lazy_submodule_nor_gguf():
 
 
 def test_import_reads_no_random_numbers_templates_nor_tables():
-    names = ["numpy.random", "jinja2", "rich", "yaml", "secrets"]
+    names = ["numpy.random", "jinja2", "rich", "yaml", "secrets", "safetensors", "verigrad.io.checkpoint"]
     code = "import sys, verigrad\nverigrad.manual_seed(3)\nverigrad.Generator(5)\n"
     out = _run(code + f"print([n for n in {names!r} if n in sys.modules])")
     assert out.strip() == "[]"
@@ -49,6 +49,8 @@ def test_chat_command_line_reads_no_other_command():
         "verigrad.distributed",
         "jinja2",
         "rich",
+        "safetensors",
+        "tokenizers",
     ]
     code = "import sys\nfrom verigrad.cli import build_parser\nbuild_parser('chat').parse_args(['chat'])\n"
     out = _run(code + f"print([n for n in {names!r} if n in sys.modules])")
@@ -80,6 +82,16 @@ def test_lazy_submodules_are_attributes_and_importable():
         "      verigrad.io.GGUFFile.__name__, callable(load_language_model))"
     )
     assert out.split() == ["True", "True", "True", "True", "GGUFFile", "True"]
+
+
+def test_load_and_save_are_imported_on_first_use():
+    out = _run(
+        "import sys, verigrad\n"
+        "from verigrad import save\n"
+        "print(verigrad.load is verigrad.io.load, save is verigrad.io.checkpoint.save,\n"
+        "      'load' in dir(verigrad), 'save' in verigrad.__all__, 'verigrad.io.checkpoint' in sys.modules)"
+    )
+    assert out.split() == ["True", "True", "True", "True", "True"]
 
 
 def test_star_import_and_dir_list_the_lazy_submodules():
