@@ -8,7 +8,10 @@ verifies the native library (VERIGRAD_NATIVE=1) in a process of its own."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +20,6 @@ import pytest
 import verigrad
 import verigrad.distributed  # imported lazily by verigrad: its collectives are registry ops every suite sees
 from verigrad.backends.cpu import matmul as cpu_matmul
-from verigrad.io import byte_level
 from verigrad.ir import replay
 
 PARITY_DIR = Path(__file__).parent / "parity"
@@ -26,6 +28,10 @@ os.environ.pop("VERIGRAD_EXACT_GEMM", None)
 cpu_matmul.set_exact(None)  # what the environment says, now the default
 os.environ.pop("VERIGRAD_REPLAY_MIB", None)
 replay.BUDGET = replay.budget()
+# The tokenizer files that loading a model writes go to a temporary folder, never to the user's cache, in
+# this process and the commands it starts (the compiled kernels stay in the user's cache, built once there)
+os.environ["VERIGRAD_TOKENIZER_CACHE"] = tempfile.mkdtemp(prefix="verigrad-tokenizers-")
+atexit.register(shutil.rmtree, os.environ["VERIGRAD_TOKENIZER_CACHE"], ignore_errors=True)
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
@@ -43,18 +49,6 @@ def _fresh_state():
     verigrad.set_threads(1)
     with verigrad.backend("reference"):
         yield
-
-
-@pytest.fixture(autouse=True, scope="session")
-def _tokenizer_cache(tmp_path_factory: pytest.TempPathFactory):
-    """The BPE files that building a tokenizer writes go to a temporary folder, never to the user's cache
-    (a test that sets VERIGRAD_CACHE gets that one's); the compiled kernels stay in the user's cache, where
-    they are built once."""
-    folder = tmp_path_factory.mktemp("tokenizers")
-    own = byte_level.tokenizer_cache
-    byte_level.tokenizer_cache = lambda: own() if os.environ.get("VERIGRAD_CACHE") else folder
-    yield
-    byte_level.tokenizer_cache = own
 
 
 @pytest.fixture

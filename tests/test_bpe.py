@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lm_fakes import write_tokenizer_gguf
+from lm_fakes import vocabulary, write_tokenizer_gguf
 
 from verigrad.errors import WeightFileError
-from verigrad.io import bpe
+from verigrad.io import bpe, byte_level
 from verigrad.io.tokenizer import CONTROL, NORMAL, USER_DEFINED, Tokenizer
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
@@ -122,7 +122,7 @@ def _pair(path: Path) -> tuple[Tokenizer, Tokenizer]:
     return _PAIRS[path]
 
 
-def test_plain_text_never_imports_the_library(trained, tmp_path):
+def test_plain_text_never_imports_the_library(trained):
     """A chat on such a file leaves the `tokenizers` library unread (its module's memory, too)."""
     code = (
         "import sys\n"
@@ -132,8 +132,7 @@ def test_plain_text_never_imports_the_library(trained, tmp_path):
         "tok.encode(text, add_special=False)\n"
         "print('tokenizers' in sys.modules)\n"
     )
-    env = {**os.environ, "VERIGRAD_CACHE": str(tmp_path)}  # its files: not in the user's cache
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
 
@@ -141,9 +140,9 @@ def test_plain_text_never_imports_the_library(trained, tmp_path):
 def test_a_second_load_reads_the_cached_arrays_and_a_damaged_file_is_built_again(
     tmp_path, monkeypatch, trained
 ):
-    monkeypatch.setenv("VERIGRAD_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("VERIGRAD_TOKENIZER_CACHE", str(tmp_path / "cache"))
     first = Tokenizer.from_gguf(trained)
-    (file,) = (tmp_path / "cache" / "tokenizers").glob("*/plain.npy")
+    (file,) = (tmp_path / "cache").glob("*/plain.npy")
     text = CORPUS[1] + "<|im_end|>"
 
     def refused(*args):
@@ -158,3 +157,30 @@ def test_a_second_load_reads_the_cached_arrays_and_a_damaged_file_is_built_again
         assert again._plain is not None and again.encode(text) == first.encode(text)
     np.save(file, np.full(256 + 3, 10**9, np.int64))  # an array, but not of this vocabulary
     assert Tokenizer.from_gguf(trained).encode(text) == first.encode(text)
+
+
+def test_the_suite_writes_no_tokenizer_files_into_the_users_cache(tmp_path):
+    """tests/conftest.py points VERIGRAD_TOKENIZER_CACHE at a temporary folder, for the commands the tests
+    start too: a model loaded without a cache of its own writes its tokenizer files there."""
+    users = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "verigrad" / "tokenizers"
+    suite = Path(os.environ["VERIGRAD_TOKENIZER_CACHE"])
+    assert not suite.resolve().is_relative_to(Path.home().resolve())
+    tokens, types = vocabulary()
+    own = f"suite{os.getpid()}{tmp_path.name}"  # a vocabulary of its own: files of their own
+    path = write_tokenizer_gguf(tmp_path / "t.gguf", tokens=[*tokens, own], types=[*types, NORMAL])
+    before = set(users.glob("*")) if users.is_dir() else set()
+    code = f"from verigrad.io.tokenizer import Tokenizer\nTokenizer.from_gguf({str(path)!r}, plain=False)\n"
+    env = {key: value for key, value in os.environ.items() if key != "VERIGRAD_CACHE"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    Tokenizer.from_gguf(path)
+    assert len(list(suite.glob("*/*"))) >= 3  # the library's two files and the plain encoder's arrays
+    assert (set(users.glob("*")) if users.is_dir() else set()) == before
+
+
+def test_the_tokenizer_cache_is_its_variable_else_in_verigrads_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("VERIGRAD_CACHE", str(tmp_path / "all"))
+    monkeypatch.setenv("VERIGRAD_TOKENIZER_CACHE", str(tmp_path / "own"))
+    assert byte_level.tokenizer_cache() == tmp_path / "own"
+    monkeypatch.delenv("VERIGRAD_TOKENIZER_CACHE")
+    assert byte_level.tokenizer_cache() == tmp_path / "all" / "tokenizers"

@@ -6,7 +6,6 @@ cache that cannot be written; GGUF string arrays read without decoding."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +30,7 @@ TEXTS = [
 
 @pytest.fixture(autouse=True)
 def own_cache(tmp_path, monkeypatch):
+    monkeypatch.delenv("VERIGRAD_TOKENIZER_CACHE", raising=False)  # the suite's (tests/conftest.py)
     monkeypatch.setenv("VERIGRAD_CACHE", str(tmp_path / "cache"))
     return tmp_path / "cache"
 
@@ -132,21 +132,6 @@ def test_a_changed_file_gets_files_of_its_own(tmp_path, own_cache):
     assert after.encode("hello world") != before
     same(after, from_lists(path))
     assert len({p.parent for p in cached_files(own_cache)}) == 2
-
-
-def test_tests_without_their_own_cache_write_no_bpe_files_into_the_users_cache(tmp_path, monkeypatch):
-    """A test that sets no VERIGRAD_CACHE (most that load a model) builds its BPE files in the suite's
-    temporary folder (tests/conftest.py), not in the user's cache under the home folder."""
-    monkeypatch.delenv("VERIGRAD_CACHE")
-    users = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "verigrad" / "tokenizers"
-    tokens, types = vocabulary()
-    own = f"suite{os.getpid()}{tmp_path.name}"  # a vocabulary of its own: files of their own
-    path = write_tokenizer_gguf(tmp_path / "t.gguf", tokens=[*tokens, own], types=[*types, 1])
-    before = set(users.glob("*")) if users.is_dir() else set()
-    from_bytes(path)
-    written = sorted(byte_level.tokenizer_cache().glob("*/*"))
-    assert written and not any(p.resolve().is_relative_to(Path.home().resolve()) for p in written)
-    assert (set(users.glob("*")) if users.is_dir() else set()) == before
 
 
 def test_a_cache_that_cannot_be_written_builds_in_a_temporary_folder(tmp_path, monkeypatch):

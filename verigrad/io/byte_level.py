@@ -10,6 +10,7 @@ objects (13 MiB), their dict and pairs besides, and most of a model's load; from
 from __future__ import annotations
 
 import hashlib
+import os
 from array import array
 from collections.abc import Sequence
 from functools import cache
@@ -141,11 +142,12 @@ def cached_bpe(tokens: StringArray, merges: StringArray) -> models.BPE | None:
 
 
 def tokenizer_cache() -> Path:
-    """The folder of the cached BPE files: `tokenizers` in verigrad's cache (`VERIGRAD_CACHE`, else the
-    user's cache folder)."""
+    """The folder of the cached tokenizer files: `VERIGRAD_TOKENIZER_CACHE`, else `tokenizers` in verigrad's
+    cache (`VERIGRAD_CACHE`, else the user's cache folder)."""
     from ..backends.cpu.cache import cache_dir
 
-    return cache_dir() / "tokenizers"
+    own = os.environ.get("VERIGRAD_TOKENIZER_CACHE")
+    return Path(own) if own else cache_dir() / "tokenizers"
 
 
 def _built(folder: Path, tokens: StringArray, merges: StringArray) -> models.BPE:
