@@ -14,9 +14,12 @@ added vocabulary does; each piece of the split is then merged pair by pair, the 
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import hashlib
+import itertools
 import re
+from array import array
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +34,7 @@ ARRAYS_VERSION = b"verigrad plain BPE arrays 1\x00"  # part of the cache's key: 
 # GPT-2's split (the `tokenizers` ByteLevel pre-tokenizer's regex) on plain text
 _SPLIT = re.compile(r"'s|'t|'re|'ve|'m|'ll|'d| ?[A-Za-z]+| ?[0-9]+| ?[^\sA-Za-z0-9]+|\s+(?!\S)|\s+", re.ASCII)
 _PLAIN = re.compile(r"[\x20-\x7e\t\n\r]*")
+_NONE = 2**62  # the rank of a pair no merge makes
 _WORDS = 4096  # words whose ids are remembered (a chat encodes its whole conversation again each turn)
 
 
@@ -47,8 +51,13 @@ class ByteLevelBPE:
         special: frozenset[int],
         size: int,
     ) -> None:
-        self.singles = singles  # the id of each byte's token
-        self.keys, self.merged = keys, merged  # sorted left * size + right of the merges, their tokens
+        """`singles`: the id of each byte's token (-1: none); `keys`: the merges' left * size + right,
+        sorted; `merged`: their ranks and tokens [2, merges] (Python arrays of them are kept: a merge looks up
+        one pair at a time, where a NumPy call's overhead would be most of the time)."""
+        self._singles = singles.tolist()
+        self._keys, self._ranks, self._into = (
+            array("q", a.astype(np.int64).tobytes()) for a in (keys, *merged)
+        )
         self.size = size  # the vocabulary's: a merge's key is left * size + right
         self.added, self.special = added, special  # the added tokens (text: id), which are special
         longest_first = sorted(added, key=len, reverse=True)  # at one position, the longest token wins
@@ -117,19 +126,29 @@ class ByteLevelBPE:
         return True
 
     def _merge(self, word: bytes) -> list[int] | None:
-        ids = self.singles[np.frombuffer(word, np.uint8)]
-        if (ids < 0).any():
+        """The ids of one word: merged pair by pair, the lowest rank first (of equal ranks, the leftmost),
+        each merge looking up only the two pairs it changed; None where a byte has no token."""
+        ids = [self._singles[b] for b in word]
+        if ids and min(ids) < 0:
             return None
-        while ids.size > 1 and self.keys.size:
-            pairs = ids[:-1] * self.size + ids[1:]
-            at = np.minimum(np.searchsorted(self.keys, pairs), self.keys.size - 1)
-            known = self.keys[at] == pairs
-            if not known.any():
-                break
-            ranks = np.where(known, self.merged[0, at], np.iinfo(np.int64).max)
-            i = int(np.argmin(ranks))  # the lowest rank, the leftmost of equal ones
-            ids = np.concatenate([ids[:i], self.merged[1, at[i] : at[i] + 1], ids[i + 2 :]])
-        return ids.tolist()
+        found = [self._pair(a, b) for a, b in itertools.pairwise(ids)]
+        ranks, into = [r for r, _ in found], [t for _, t in found]
+        while ranks and (best := min(ranks)) != _NONE:
+            i = ranks.index(best)  # the leftmost of the lowest rank
+            ids[i : i + 2] = [into[i]]
+            del ranks[i], into[i]
+            for j in (i - 1, i):  # the pairs around the new token
+                if 0 <= j < len(ids) - 1:
+                    ranks[j], into[j] = self._pair(ids[j], ids[j + 1])
+        return ids
+
+    def _pair(self, left: int, right: int) -> tuple[int, int]:
+        """The merge of two tokens: its rank and token, or (_NONE, -1)."""
+        key = left * self.size + right
+        i = bisect.bisect_left(self._keys, key)
+        if i < len(self._keys) and self._keys[i] == key:
+            return self._ranks[i], self._into[i]
+        return _NONE, -1
 
 
 def _packed(pieces: TokenBytes, merges: StringArray) -> np.ndarray | None:
