@@ -43,8 +43,6 @@ import argparse
 import importlib
 import importlib.util
 import json
-import os
-import resource
 import signal
 import statistics
 import subprocess
@@ -58,11 +56,13 @@ from typing import Any
 import numpy as np
 from _common import console as make_console
 from _common import describe_machine, ensure_torch, positive_ints, table, verigrad
+from llm_chat import CHAT_TURNS, MORE, peak_rss_mib
 from rich.table import Table
 
 FRAMEWORKS = ("verigrad", "llama.cpp", "transformers")
 ACTIVATIONS = ("f32", "q8")  # verigrad's modes (`--activations`)
 TARGETS = {"decode": 1.0, "prompt": 0.8, "rss": 1.2}  # verigrad / llama.cpp: >=, >=, <=
+CHAT_WORKER = str(Path(__file__).with_name("llm_chat.py"))  # --chat's and --startup's child processes
 
 # Text for the prompt, cut to `--prompt-tokens` tokens.
 PROMPT = (
@@ -210,116 +210,6 @@ def worker(framework: str, path: str, threads: int, ids: list[int], steps: int, 
     }
 
 
-def peak_rss_mib() -> float:
-    """This process's peak resident memory. On Linux, VmHWM: ru_maxrss is the same peak, except that
-    Linux carries into it the parent's resident memory at the fork before the exec of this child."""
-    try:
-        with open("/proc/self/status") as f:
-            return next(int(ln.split()[1]) for ln in f if ln.startswith("VmHWM:")) / 2**10
-    except (OSError, StopIteration):
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
-        return peak / (2**20 if sys.platform == "darwin" else 2**10)
-
-
-CHAT_TURNS = ("What is the capital of France?", "And of Germany?", "Tell me about both in two sentences.")
-
-
-def chat_worker(path: str, kv_cache: str, steps: int) -> dict:
-    """Start-up seconds (the interpreter and imports, load, first token) and a chat's peak RSS, in this
-    fresh process."""
-    import verigrad as vg
-    from verigrad.cli.lm_commands import CHAT_ALLOCATE
-    from verigrad.models.catalog import load_language_model
-    from verigrad.models.lm import generate
-
-    vg.set_threads(1)
-    started, t1, c1 = process_age(), time.perf_counter(), time.process_time()
-    model, tokenizer = load_language_model(path)
-    t2, c2 = time.perf_counter(), time.process_time()
-    cache = model.new_cache(1, model.context_length, allocate=CHAT_ALLOCATE, dtype=kv_cache)
-    messages: list[dict] = []
-    first: list[float] = []  # when the first piece of text came
-
-    def stream(_: str) -> None:
-        first.append(first[0] if first else time.perf_counter())
-
-    for turn in CHAT_TURNS:
-        messages.append({"role": "user", "content": turn})
-        ids = tokenizer.encode(tokenizer.apply_chat_template(messages), add_special=False)
-        result = generate(
-            model, tokenizer, ids, cache=cache, max_tokens=steps, temperature=0.0, stream=stream
-        )
-        messages.append({"role": "assistant", "content": result.text})
-    return {
-        "start_s": started,
-        "load_s": t2 - t1,
-        "load_cpu_s": c2 - c1,
-        "first_token_s": first[0] - t2,
-        "positions": cache.length,
-        "allocated": cache.allocated,
-        "peak_rss_mib": peak_rss_mib(),
-        **resident_mib(),
-    }
-
-
-def resident_mib() -> dict:
-    """This process's resident memory now, anonymous (its own allocations) and of mapped files (the model's
-    pages, the libraries), from Linux's /proc (empty elsewhere)."""
-    try:
-        with open("/proc/self/status") as f:
-            found = {ln.split(":")[0]: int(ln.split()[1]) / 2**10 for ln in f if ln.startswith("Rss")}
-        return {"anon_mib": found["RssAnon"], "file_mib": found["RssFile"]}
-    except (OSError, KeyError):
-        return {}
-
-
-def startup_worker(path: str) -> dict:
-    """Seconds of each start-up stage in this fresh process (1 thread): import, the loaders' imports,
-    read_gguf, tokenizer, model, first token."""
-    import verigrad as vg
-
-    started, t, cpu = process_age(), time.perf_counter(), time.process_time()
-    from verigrad.io.gguf import read_gguf
-    from verigrad.io.tokenizer import Tokenizer
-    from verigrad.models.catalog import load_language_model  # noqa: F401 (what a load imports)
-    from verigrad.models.llama import Llama
-    from verigrad.models.lm import generate
-
-    vg.set_threads(1)
-    t0 = time.perf_counter()
-    gguf = read_gguf(path)
-    t1 = time.perf_counter()
-    tokenizer = Tokenizer.from_gguf(gguf)
-    t2 = time.perf_counter()
-    model = Llama.from_gguf(gguf)
-    t3, load_cpu = time.perf_counter(), time.process_time() - cpu
-    ids = tokenizer.encode(
-        tokenizer.apply_chat_template([{"role": "user", "content": CHAT_TURNS[0]}]), add_special=False
-    )
-    generate(model, tokenizer, ids, max_tokens=1, temperature=0.0)
-    t4 = time.perf_counter()
-    return {
-        "start_s": started,
-        "imports_s": t0 - t,
-        "read_s": t1 - t0,
-        "tokenizer_s": t2 - t1,
-        "model_s": t3 - t2,
-        "load_s": t3 - t,
-        "load_cpu_s": load_cpu,
-        "first_token_s": t4 - t3,
-    }
-
-
-def llama_cpp_load_worker(path: str) -> dict:
-    """llama.cpp's load in this fresh process, as the main table times it: importing llama_cpp, then
-    Llama(path) (1 thread)."""
-    started, t, cpu = process_age(), time.perf_counter(), time.process_time()
-    from llama_cpp import Llama
-
-    Llama(model_path=path, n_ctx=1024, n_threads=1, n_threads_batch=1, n_gpu_layers=0, verbose=False)
-    return {"start_s": started, "load_s": time.perf_counter() - t, "load_cpu_s": time.process_time() - cpu}
-
-
 def run_startup(args: argparse.Namespace, console: Any) -> Table:
     """`--startup`: medians over `--repeats` fresh processes of each start-up stage, verigrad's and (where
     llama-cpp-python is installed) llama.cpp's load, the two alternating."""
@@ -330,7 +220,7 @@ def run_startup(args: argparse.Namespace, console: Any) -> Table:
     for _ in range(args.repeats):
         for name, job in jobs:
             done = subprocess.run(
-                [sys.executable, __file__, "--worker", json.dumps(job)],
+                [sys.executable, CHAT_WORKER, json.dumps(job)],
                 capture_output=True,
                 text=True,
                 timeout=args.timeout,
@@ -354,18 +244,6 @@ def run_startup(args: argparse.Namespace, console: Any) -> Table:
         "llama_cpp and Llama(path), as the main table times it."
     )
     return result
-
-
-def process_age() -> float:
-    """Seconds since this process started (the interpreter's start and the imports; Linux's /proc, to a
-    clock tick), NaN elsewhere."""
-    try:
-        with open("/proc/self/stat") as f:
-            start = int(f.read().rsplit(")", 1)[1].split()[19]) / os.sysconf("SC_CLK_TCK")
-        with open("/proc/uptime") as f:
-            return float(f.read().split()[0]) - start
-    except (OSError, ValueError, IndexError):
-        return float("nan")
 
 
 # llama.cpp's chat, run by `python -c` so that its process imports neither verigrad nor this script's
@@ -395,55 +273,27 @@ print(json.dumps({"load_s": load, "load_cpu_s": load_cpu, "positions": llm.n_tok
 
 def run_chat(args: argparse.Namespace, console: Any) -> Table:
     """`--chat`: medians over `--repeats` fresh processes for each KV cache storage, then llama.cpp's chat
-    for the context verigrad's used (where llama-cpp-python is installed)."""
-    rows, allocated = [], 0
+    for the context verigrad's used (where llama-cpp-python is installed), then verigrad's again carried on
+    to the positions llama.cpp's used where it used more (its replies differ: the same context used)."""
+    rows, allocated, used = [], 0, 0
     for kv_cache in ("f32", "f16", "q8_0"):
-        runs = []
-        for _ in range(args.repeats):
-            job = json.dumps({"chat": kv_cache, "path": str(args.model), "steps": args.decode_tokens})
-            done = subprocess.run(
-                [sys.executable, __file__, "--worker", job],
-                capture_output=True,
-                text=True,
-                timeout=args.timeout,
-            )
-            if done.returncode != 0:
-                raise SystemExit(
-                    f"--chat {kv_cache}: {(done.stderr.strip().splitlines() or ['no output'])[-1]}"
-                )
-            runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
-        med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        med = _verigrad_chat(args, kv_cache)
         seconds = [f"{med[k]:.2f}" for k in ("start_s", "load_s", "load_cpu_s", "first_token_s")]
         rows.append([kv_cache, *seconds, f"{med['positions']:.0f}", *_memory(med)])
-        allocated = max(allocated, int(med["allocated"]))
+        allocated, used = max(allocated, int(med["allocated"])), max(used, int(med["positions"]))
     if not args.no_llama_cpp and importlib.util.find_spec("llama_cpp") is not None:
         context = allocated  # the positions verigrad's caches were allocated for
         job = {"path": str(args.model), "n_ctx": context, "turns": CHAT_TURNS, "steps": args.decode_tokens}
-        runs = []
-        for _ in range(args.repeats):
-            done = subprocess.run(
-                [sys.executable, "-c", LLAMA_CPP_CHAT, json.dumps(job)],
-                capture_output=True,
-                text=True,
-                timeout=args.timeout,
-            )
-            if done.returncode != 0:
-                raise SystemExit(
-                    f"--chat llama.cpp: {(done.stderr.strip().splitlines() or ['no output'])[-1]}"
-                )
-            runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
-        med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-        rows.append(
-            [
-                f"llama.cpp f16, n_ctx {context}",
-                "",
-                f"{med['load_s']:.2f}",
-                f"{med['load_cpu_s']:.2f}",
-                "",
-                f"{med['positions']:.0f}",
-                *_memory(med),
-            ]
-        )
+        runs = [_child([sys.executable, "-c", LLAMA_CPP_CHAT, json.dumps(job)], args, "llama.cpp")]
+        runs += [_child(runs[0]["command"], args, "llama.cpp") for _ in range(args.repeats - 1)]
+        med = {k: statistics.median(r[k] for r in runs) for k in runs[0] if k != "command"}
+        row = [f"llama.cpp f16, n_ctx {context}", "", f"{med['load_s']:.2f}", f"{med['load_cpu_s']:.2f}", ""]
+        rows.append([*row, f"{med['positions']:.0f}", *_memory(med)])
+        fill = int(med["positions"])
+        for kv_cache in ("f32", "f16", "q8_0") if fill > used else ():
+            more = _verigrad_chat(args, kv_cache, fill)
+            rows.append([f"{kv_cache}, then {MORE!r} to {fill}", "", "", "", ""])
+            rows[-1] += [f"{more['positions']:.0f}", *_memory(more)]
     headers = ["KV cache", "start s", "load s", "load CPU s", "first token s", "positions", "peak RSS MiB"]
     headers += ["anon MiB", "file MiB"]
     result = table(f"chat, {len(CHAT_TURNS)} turns, medians of {args.repeats}", headers, ["KV cache"])
@@ -452,9 +302,28 @@ def run_chat(args: argparse.Namespace, console: Any) -> Table:
     console.print(result)
     console.print(
         "peak RSS: VmHWM at the chat's end; anon and file: the resident memory then, the process's own "
-        "allocations and the mapped files' pages (the model's, the libraries')."
+        "allocations and the mapped files' pages (the model's, the libraries'). positions: those the "
+        f"cache holds at the end; 'then {MORE!r}': verigrad's chat carried on with such turns to the "
+        "positions llama.cpp's used."
     )
     return result
+
+
+def _verigrad_chat(args: argparse.Namespace, kv_cache: str, fill: int = 0) -> dict:
+    """The medians of `--repeats` fresh processes' chats (llm_chat.chat_worker)."""
+    job = {"chat": kv_cache, "path": str(args.model), "steps": args.decode_tokens, "fill": fill}
+    runs = [
+        _child([sys.executable, CHAT_WORKER, json.dumps(job)], args, kv_cache) for _ in range(args.repeats)
+    ]
+    return {k: statistics.median(r[k] for r in runs) for k in runs[0] if k != "command"}
+
+
+def _child(command: list[str], args: argparse.Namespace, what: str) -> dict:
+    """The JSON line a child process printed last (with the command), or SystemExit with its error."""
+    done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
+    if done.returncode != 0:
+        raise SystemExit(f"--chat {what}: {(done.stderr.strip().splitlines() or ['no output'])[-1]}")
+    return {**json.loads(done.stdout.strip().splitlines()[-1]), "command": command}
 
 
 def _memory(med: dict) -> list[str]:
@@ -659,15 +528,6 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     if args.worker:
         job = json.loads(args.worker)
-        if "chat" in job:
-            print(json.dumps(chat_worker(job["path"], job["chat"], job["steps"])))
-            return
-        if "startup" in job:
-            print(json.dumps(startup_worker(job["path"])))
-            return
-        if "llama_cpp_load" in job:
-            print(json.dumps(llama_cpp_load_worker(job["path"])))
-            return
         result = worker(
             job["framework"], job["path"], job["threads"], job["ids"], job["steps"], job["repeats"]
         )

@@ -8,7 +8,10 @@ verifies the native library (VERIGRAD_NATIVE=1) in a process of its own."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +28,10 @@ os.environ.pop("VERIGRAD_EXACT_GEMM", None)
 cpu_matmul.set_exact(None)  # what the environment says, now the default
 os.environ.pop("VERIGRAD_REPLAY_MIB", None)
 replay.BUDGET = replay.budget()
+# The tokenizer files that loading a model writes go to a temporary folder, never to the user's cache, in
+# this process and the commands it starts (the compiled kernels stay in the user's cache, built once there)
+os.environ["VERIGRAD_TOKENIZER_CACHE"] = tempfile.mkdtemp(prefix="verigrad-tokenizers-")
+atexit.register(shutil.rmtree, os.environ["VERIGRAD_TOKENIZER_CACHE"], ignore_errors=True)
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:

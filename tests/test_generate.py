@@ -177,6 +177,21 @@ def test_draws_invert_the_cumulative_distribution():
     assert draws[0] == 0 and np.allclose(draws[1:], [2 / 9, 3 / 9, 4 / 9], atol=0.04)
 
 
+def test_greedy_generation_draws_no_random_numbers(tok, monkeypatch):
+    """Temperature 0 makes no numpy Generator (numpy.random stays unread by a greedy chat); sampling
+    without one is refused by name."""
+
+    def refused(*args, **kwargs):
+        raise AssertionError("a greedy generation made a random generator")
+
+    model = chain_model(tok, {token_id("hello"): token_id("Ġworld")})
+    monkeypatch.setattr(np.random, "default_rng", refused)
+    assert generate(model, tok, "hello", max_tokens=2, **GREEDY).ids[0] == token_id("Ġworld")
+    assert next_token(np.array([0.0, 2.0, 1.0]), [], SamplingOptions(temperature=0.0), None) == 1
+    with pytest.raises(ValueError, match="next_token: sampling at a temperature above 0 needs rng"):
+        next_token(np.array([0.0, 2.0, 1.0]), [], SamplingOptions(temperature=0.5), None)
+
+
 def test_bad_options_are_refused():
     for bad in ({"temperature": -1}, {"top_k": -1}, {"top_k": 1.5}, {"top_p": 1.5}, {"repeat_penalty": 0}):
         with pytest.raises(ValueError):

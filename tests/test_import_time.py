@@ -1,5 +1,8 @@
 """`import verigrad` leaves its rarely used submodules and the `gguf` package unread until first used (as
-`import torch` leaves torch.distributions), and every way of reaching them still works."""
+`import torch` leaves torch.distributions), and every way of reaching them still works; nor does it read
+numpy.random (until a draw), jinja2 (until a chat template is rendered) or rich (until a command prints a
+table or a progress bar); `verigrad chat`'s command line reads none of the other commands' modules (the
+trainers, the GGUF writer and its yaml, the data loaders): their memory counts in a chat's peak."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ import pytest
 
 import verigrad
 
-LAZY = ("data", "distributed", "distributions", "jit", "library", "models", "testing", "utils")
+LAZY = ("data", "distributed", "distributions", "jit", "library", "models", "optim", "testing", "utils")
 
 
 def _run(code: str) -> str:
@@ -25,6 +28,49 @@ def test_import_reads_no_lazy_submodule_nor_gguf():
     assert out.strip() == "[]"
 
 
+def test_import_reads_no_random_numbers_templates_nor_tables():
+    names = ["numpy.random", "jinja2", "rich", "yaml", "secrets", "safetensors", "verigrad.io.checkpoint"]
+    code = "import sys, verigrad\nverigrad.manual_seed(3)\nverigrad.Generator(5)\n"
+    out = _run(code + f"print([n for n in {names!r} if n in sys.modules])")
+    assert out.strip() == "[]"
+
+
+def test_chat_command_line_reads_no_other_command():
+    names = [
+        "verigrad.cli.finetune_trainer",
+        "verigrad.cli.trainer",
+        "verigrad.cli.lm_trainer",
+        "verigrad.cli.demo",
+        "verigrad.io.gguf_writer",
+        "gguf",
+        "yaml",
+        "verigrad.optim",
+        "verigrad.data",
+        "verigrad.distributed",
+        "jinja2",
+        "rich",
+        "safetensors",
+        "tokenizers",
+    ]
+    code = "import sys\nfrom verigrad.cli import build_parser\nbuild_parser('chat').parse_args(['chat'])\n"
+    out = _run(code + f"print([n for n in {names!r} if n in sys.modules])")
+    assert out.strip() == "[]"
+
+
+def test_each_command_alone_parses_as_the_whole_command_line():
+    from verigrad.cli import COMMANDS, build_parser
+
+    def commands(parser):
+        return next(a for a in parser._actions if a.dest == "command").choices
+
+    whole = commands(build_parser())
+    assert sorted(COMMANDS) == sorted(whole)
+    for name in COMMANDS:
+        own = commands(build_parser(name))
+        assert own[name].format_help() == whole[name].format_help(), name
+    assert sorted(commands(build_parser("no-such-command"))) == sorted(whole)  # its error lists them all
+
+
 def test_lazy_submodules_are_attributes_and_importable():
     out = _run(
         "import verigrad\n"
@@ -36,6 +82,16 @@ def test_lazy_submodules_are_attributes_and_importable():
         "      verigrad.io.GGUFFile.__name__, callable(load_language_model))"
     )
     assert out.split() == ["True", "True", "True", "True", "GGUFFile", "True"]
+
+
+def test_load_and_save_are_imported_on_first_use():
+    out = _run(
+        "import sys, verigrad\n"
+        "from verigrad import save\n"
+        "print(verigrad.load is verigrad.io.load, save is verigrad.io.checkpoint.save,\n"
+        "      'load' in dir(verigrad), 'save' in verigrad.__all__, 'verigrad.io.checkpoint' in sys.modules)"
+    )
+    assert out.split() == ["True", "True", "True", "True", "True"]
 
 
 def test_star_import_and_dir_list_the_lazy_submodules():

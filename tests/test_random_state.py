@@ -29,3 +29,11 @@ def test_a_generator_of_its_own():
 def test_what_is_not_a_state_is_refused(bad):
     with pytest.raises((TypeError, ValueError), match="get_state"):
         vg.set_rng_state(bad)
+
+
+def test_a_negative_seed_is_refused_when_seeded_not_at_the_first_draw():
+    """The PCG64 is made at a generator's first draw; a seed it would refuse is refused at once, as before."""
+    with pytest.raises(ValueError, match="expected non-negative integer"):
+        vg.manual_seed(-1)
+    with pytest.raises(ValueError, match="expected non-negative integer"):
+        vg.Generator(-2)

@@ -30,8 +30,15 @@ TEXTS = [
 
 @pytest.fixture(autouse=True)
 def own_cache(tmp_path, monkeypatch):
+    monkeypatch.delenv("VERIGRAD_TOKENIZER_CACHE", raising=False)  # the suite's (tests/conftest.py)
     monkeypatch.setenv("VERIGRAD_CACHE", str(tmp_path / "cache"))
     return tmp_path / "cache"
+
+
+def from_bytes(path: Path) -> Tokenizer:
+    """The tokenizer of the file's bytes through the `tokenizers` library (not the plain-text encoder, which
+    tests/test_bpe.py holds to it)."""
+    return Tokenizer.from_gguf(path, plain=False)
 
 
 def from_lists(path: Path) -> Tokenizer:
@@ -57,7 +64,7 @@ def cached_files(cache: Path) -> list[Path]:
 
 def test_bytes_and_lists_give_the_same_tokenizer(tmp_path, own_cache):
     path = write_tokenizer_gguf(tmp_path / "t.gguf")
-    fast = Tokenizer.from_gguf(path)
+    fast = from_bytes(path)
     assert [p.name for p in cached_files(own_cache)] == ["merges.txt", "vocab.json"]  # the bytes' path ran
     same(fast, from_lists(path))
     assert fast.special_tokens == {"<|endoftext|>": 0, "<|im_start|>": 1, "<|im_end|>": 2}
@@ -86,13 +93,13 @@ def _pair() -> list[Tokenizer]:
 
         folder = Path(tempfile.mkdtemp())
         path = write_tokenizer_gguf(folder / "t.gguf")
-        _PAIR.extend([Tokenizer.from_gguf(path), from_lists(path)])
+        _PAIR.extend([from_bytes(path), from_lists(path)])
     return _PAIR
 
 
 def test_a_second_load_reads_the_cached_files(tmp_path, own_cache, monkeypatch):
     path = write_tokenizer_gguf(tmp_path / "t.gguf")
-    first = Tokenizer.from_gguf(path)
+    first = from_bytes(path)
     stamps = [p.stat().st_mtime_ns for p in cached_files(own_cache)]
 
     def unwritten(*_):
@@ -100,18 +107,18 @@ def test_a_second_load_reads_the_cached_files(tmp_path, own_cache, monkeypatch):
 
     monkeypatch.setattr(byte_level, "_vocab_json", unwritten)
     monkeypatch.setattr(byte_level, "_merges_txt", unwritten)
-    same(Tokenizer.from_gguf(path), first)
+    same(from_bytes(path), first)
     assert [p.stat().st_mtime_ns for p in cached_files(own_cache)] == stamps
 
 
 def test_damaged_cache_files_are_written_again(tmp_path, own_cache):
     path = write_tokenizer_gguf(tmp_path / "t.gguf")
-    expected = Tokenizer.from_gguf(path)
+    expected = from_bytes(path)
     vocab = next(p for p in cached_files(own_cache) if p.name == "vocab.json")
     vocab.write_text('{"a": ')  # cut short
-    same(Tokenizer.from_gguf(path), expected)  # the lists' path, this time
+    same(from_bytes(path), expected)  # the lists' path, this time
     assert not vocab.exists()
-    same(Tokenizer.from_gguf(path), expected)  # written again
+    same(from_bytes(path), expected)  # written again
     assert json.loads(vocab.read_text())["Ġ"] == expected.backend.token_to_id("Ġ")
 
 
@@ -119,9 +126,9 @@ def test_a_changed_file_gets_files_of_its_own(tmp_path, own_cache):
     """The same path rewritten with other merges: the cache's key is the tokens' and merges' bytes, so
     the new merges are read (a cache keyed by the path would give the old ids)."""
     path = write_tokenizer_gguf(tmp_path / "t.gguf")
-    before = Tokenizer.from_gguf(path).encode("hello world")
+    before = from_bytes(path).encode("hello world")
     write_tokenizer_gguf(path, merges=MERGES[:2])
-    after = Tokenizer.from_gguf(path)
+    after = from_bytes(path)
     assert after.encode("hello world") != before
     same(after, from_lists(path))
     assert len({p.parent for p in cached_files(own_cache)}) == 2
@@ -131,7 +138,7 @@ def test_a_cache_that_cannot_be_written_builds_in_a_temporary_folder(tmp_path, m
     (tmp_path / "file").write_text("not a folder")
     monkeypatch.setenv("VERIGRAD_CACHE", str(tmp_path / "file"))
     path = write_tokenizer_gguf(tmp_path / "t.gguf")
-    same(Tokenizer.from_gguf(path), from_lists(path))
+    same(from_bytes(path), from_lists(path))
 
 
 @pytest.mark.parametrize(
@@ -145,7 +152,7 @@ def test_a_cache_that_cannot_be_written_builds_in_a_temporary_folder(tmp_path, m
 def test_bad_merges_are_refused_as_by_the_lists(tmp_path, merges, says):
     path = write_tokenizer_gguf(tmp_path / "b.gguf", merges=merges)
     with pytest.raises(WeightFileError, match=r"b\.gguf: ") as e:
-        Tokenizer.from_gguf(path)
+        from_bytes(path)
     assert says in str(e.value)
 
 
@@ -153,14 +160,14 @@ def test_repeated_tokens_are_refused_from_the_bytes_too(tmp_path):
     tokens, types = vocabulary()
     path = write_tokenizer_gguf(tmp_path / "r.gguf", tokens=[*tokens, "a"], types=[*types, 1])
     with pytest.raises(WeightFileError, match=r"r\.gguf: tokenizer\.ggml\.tokens has repeated tokens"):
-        Tokenizer.from_gguf(path)
+        from_bytes(path)
 
 
 def test_tokens_outside_the_alphabet_take_the_lists_path(tmp_path, own_cache):
     """A token written in UTF-8, not GPT-2's alphabet (some converters do): respelled, as before."""
     tokens, types = vocabulary()
     path = write_tokenizer_gguf(tmp_path / "u.gguf", tokens=[*tokens, "日!"], types=[*types, 1])
-    tok = Tokenizer.from_gguf(path)
+    tok = from_bytes(path)
     assert cached_files(own_cache) == []
     same(tok, from_lists(path))
     assert tok.token_bytes(len(tokens)) == "日!".encode()
@@ -198,7 +205,7 @@ def test_vocab_json_is_the_tokens_in_order(tokens):
 def test_merges_files_are_written_only_for_plain_merges(merges):
     strings = _strings(merges)
     plain = all(m.count(" ") == 1 and "\n" not in m and not m.startswith("#version") for m in merges)
-    assert byte_level._plain_merges(strings) == plain
+    assert byte_level.plain_merges(strings) == plain
     if plain:
         assert byte_level._merges_txt(strings).decode().splitlines() == merges
 

@@ -12,7 +12,6 @@ from . import (
     linalg,
     masked,
     nn,
-    optim,
     signal,
     special,
 )
@@ -275,7 +274,6 @@ from .functions.solvers import (
 from .functions.solvers import legacy_lu as lu
 from .functions.solvers import legacy_lu_solve as lu_solve
 from .functions.strided import as_strided, as_strided_copy, as_strided_scatter
-from .io import load, save
 from .ir import Program
 from .ir import trace as _ir_trace
 from .linalg import legacy_cholesky as cholesky  # PyTorch's older torch.* spellings of linalg's
@@ -500,23 +498,29 @@ __version__ = "0.1.0"
 
 # Submodules imported on first use (`verigrad.models`, `from verigrad import distributions`), as
 # `import torch` leaves torch.distributions unread until used: they cost start-up, not their users.
-_LAZY = ("data", "distributed", "distributions", "jit", "library", "models", "testing", "utils")
+_LAZY = ("data", "distributed", "distributions", "jit", "library", "models", "optim", "testing", "utils")
+
+
+# Functions of modules imported on first use: torch.load and torch.save (io.checkpoint, with safetensors)
+_LAZY_FUNCTIONS = {"load": "io", "save": "io"}
 
 
 def __getattr__(name: str) -> _Any:
-    if name in _LAZY:
-        import importlib
+    import importlib
 
+    if name in _LAZY:
         return importlib.import_module(f"{__name__}.{name}")  # importing it also sets the attribute
+    if name in _LAZY_FUNCTIONS:
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY_FUNCTIONS[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+    return sorted({*globals(), *_LAZY, *_LAZY_FUNCTIONS})
 
 
 # `from verigrad import *` gives every public name but these two, which would hide Python's own
-__all__ = sorted({*(name for name in dir() if not name.startswith("_")), *_LAZY})
+__all__ = sorted({*(name for name in dir() if not name.startswith("_")), *_LAZY, *_LAZY_FUNCTIONS})
 float, bool, int = f32, bool_, i32  # as torch.float, torch.bool and torch.int: `vg.float`, `vg.int`
 
 # PyTorch's torch.autograd.Function, and its module for `from torch.autograd.function import ...`

@@ -5,21 +5,41 @@ and work live in the module named for it."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 
-from . import (
-    backend_commands,
-    demo,
-    finetune,
-    ir_command,
-    lm_commands,
-    lm_train,
-    quantize,
-    serve,
-    train_commands,
-)
 from .arguments import OneLineParser
+
+# The modules that add each command (the one that makes it, then those that add to it, as lm_train adds `train
+# lm`), in the order of `verigrad --help`: `verigrad chat` imports lm_commands alone, not the trainers, the
+# GGUF writer and the data loaders the other commands need (their memory and start-up).
+MODULES = (
+    "train_commands",
+    "lm_train",
+    "finetune",
+    "demo",
+    "ir_command",
+    "backend_commands",
+    "lm_commands",
+    "serve",
+    "quantize",
+)
+COMMANDS: dict[str, tuple[str, ...]] = {
+    "train": ("train_commands", "lm_train"),
+    "eval": ("train_commands",),
+    "finetune": ("finetune",),
+    "demo": ("demo",),
+    "ir": ("ir_command",),
+    "ops": ("backend_commands",),
+    "verify": ("backend_commands",),
+    "fetch": ("lm_commands",),
+    "generate": ("lm_commands",),
+    "chat": ("lm_commands",),
+    "serve": ("serve",),
+    "quantize": ("quantize",),
+    "version": (),
+}
 
 
 def _version(args: argparse.Namespace) -> int:
@@ -29,24 +49,18 @@ def _version(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or of `command` alone where it names one (`main` parses its command
+    line with that: the other commands' modules stay unread)."""
+    wanted = COMMANDS.get(command, MODULES) if command is not None else MODULES
     parser = OneLineParser(
         prog="verigrad",
         description="verigrad: every op has one NumPy definition; shapes are checked for every size.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for commands in (
-        train_commands,
-        lm_train,
-        finetune,
-        demo,
-        ir_command,
-        backend_commands,
-        lm_commands,
-        serve,
-        quantize,
-    ):
-        commands.add_commands(sub)
+    for name in MODULES:
+        if name in wanted:
+            importlib.import_module(f"{__name__}.{name}").add_commands(sub)
     sub.add_parser("version", help="print the version").set_defaults(run=_version)
     return parser
 
@@ -54,7 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     from ..errors import VerigradError
 
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
     if not hasattr(args, "run"):
         parser.print_help()

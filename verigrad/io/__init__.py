@@ -2,17 +2,21 @@
 
 from typing import Any
 
-from .checkpoint import load, save
-
 _GGUF = ("GGUFFile", "GGUFTensor", "read_gguf")
+_CHECKPOINTS = ("load", "save")
 
 
 def __getattr__(name: str) -> Any:
-    """The GGUF reader, imported on first use: the `gguf` package takes ~0.1 s to import."""
+    """The GGUF reader and the checkpoints' load and save, imported on first use (a chat reads neither
+    safetensors nor PyTorch's pickles: their modules' memory)."""
     if name in _GGUF:
         from . import gguf
 
         return getattr(gguf, name)
+    if name in _CHECKPOINTS:
+        from . import checkpoint
+
+        return getattr(checkpoint, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 import sys
 import time
 from collections.abc import Callable
@@ -42,6 +41,8 @@ def write_atomically(path: Path, write: Callable[[BinaryIO], Any]) -> None:
 def _create_temporary(path: Path) -> tuple[Path, int]:
     """A new file `.NAME.PID.RANDOM.tmp` beside `path`, opened for writing, with the permissions the
     umask gives (as `open` would make the target)."""
+    import secrets  # here: it imports hashlib and OpenSSL, which a process that writes nothing never needs
+
     while True:
         tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
         try:

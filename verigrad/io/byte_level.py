@@ -10,17 +10,20 @@ objects (13 MiB), their dict and pairs besides, and most of a model's load; from
 from __future__ import annotations
 
 import hashlib
+import os
 from array import array
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
-from typing import overload
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
-from tokenizers import models
 
 from .atomic import write_atomically
 from .gguf import StringArray
+
+if TYPE_CHECKING:  # imported where a BPE is built
+    from tokenizers import models
 
 FILES_VERSION = b"verigrad byte-level BPE files 1\x00"  # part of the key: a new layout, new files
 
@@ -122,15 +125,13 @@ def cached_bpe(tokens: StringArray, merges: StringArray) -> models.BPE | None:
     where the cache cannot be written). None where the merges cannot be lines of a merges.txt (a line break
     in one, other than one space in one, one starting "#version") or a token holds a character JSON
     escapes: the caller builds it from Python lists, which refuse what is wrong."""
-    from ..backends.cpu.cache import cache_dir
-
-    if not _plain_merges(merges) or (tokens.joined() < 0x20).any():  # JSON would escape more
+    if not plain_merges(merges) or (tokens.joined() < 0x20).any():  # JSON would escape more
         return None
     key = hashlib.sha256(FILES_VERSION)
     for strings in (tokens, merges):
         key.update(len(strings).to_bytes(8, "little"))
         key.update(strings.data)
-    folder = cache_dir() / "tokenizers" / key.hexdigest()[:40]
+    folder = tokenizer_cache() / key.hexdigest()[:40]
     try:
         return _built(folder, tokens, merges)
     except OSError:
@@ -140,9 +141,20 @@ def cached_bpe(tokens: StringArray, merges: StringArray) -> models.BPE | None:
             return _built(Path(scratch), tokens, merges)
 
 
+def tokenizer_cache() -> Path:
+    """The folder of the cached tokenizer files: `VERIGRAD_TOKENIZER_CACHE`, else `tokenizers` in verigrad's
+    cache (`VERIGRAD_CACHE`, else the user's cache folder)."""
+    from ..backends.cpu.cache import cache_dir
+
+    own = os.environ.get("VERIGRAD_TOKENIZER_CACHE")
+    return Path(own) if own else cache_dir() / "tokenizers"
+
+
 def _built(folder: Path, tokens: StringArray, merges: StringArray) -> models.BPE:
     """The BPE of the files in `folder`, written first where they are not there. Files found there that
     the library refuses (damaged since) are removed, so the next load writes them again."""
+    from tokenizers import models
+
     vocab_file, merges_file = folder / "vocab.json", folder / "merges.txt"
     found = vocab_file.is_file() and merges_file.is_file()
     if not vocab_file.is_file():
@@ -158,7 +170,7 @@ def _built(folder: Path, tokens: StringArray, merges: StringArray) -> models.BPE
         raise
 
 
-def _plain_merges(merges: StringArray) -> bool:
+def plain_merges(merges: StringArray) -> bool:
     """Whether every merge is one line of a merges.txt the `tokenizers` library reads back as it is."""
     joined, lengths = merges.joined(), merges.lengths
     if not lengths.size:

@@ -17,17 +17,27 @@ import codecs
 import itertools
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tokenizers
-from tokenizers import Tokenizer as _Backend
 
 from ..errors import WeightFileError
-from .byte_level import TokenBytes, byte_alphabet, byte_unspelling, cached_bpe, token_bytes, unspellable
+from .bpe import ByteLevelBPE
+from .byte_level import (
+    TokenBytes,
+    byte_alphabet,
+    byte_unspelling,
+    cached_bpe,
+    token_bytes,
+    unspellable,
+)
 from .gguf import GGUFFile, StringArray, read_gguf
+
+if TYPE_CHECKING:  # the library is imported where a tokenizer of it is made (its memory: only then)
+    from tokenizers import AddedToken
+    from tokenizers import Tokenizer as _Backend
 
 # Token types of llama.cpp's vocabulary (`tokenizer.ggml.token_type`).
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
@@ -80,7 +90,7 @@ class Tokenizer:
 
     def __init__(
         self,
-        backend: _Backend,
+        backend: _Backend | None,
         *,
         bos_id: int | None,
         eos_id: int | None,
@@ -93,16 +103,26 @@ class Tokenizer:
         strip_first_space: bool = False,
         vocab: Mapping[str, int] | None = None,
         pieces: TokenBytes | None = None,
+        plain: ByteLevelBPE | None = None,
+        build: Callable[[], _Backend] | None = None,
     ) -> None:
         """`vocab`: the backend's vocabulary without its added tokens, where the caller has it (else it is
         asked for: ~50 ms for 49k tokens); `pieces`: instead, each of its ids' bytes (a byte-level
-        vocabulary)."""
-        self.backend = backend
+        vocabulary). `plain`: an encoder of plain text (`verigrad.io.bpe`) that gives the backend's ids,
+        with `build` making the backend (None) at the first text it leaves to it, `pieces` given and its
+        added tokens its own."""
+        if backend is None and (plain is None or build is None or pieces is None):
+            raise ValueError("Tokenizer: without a backend, give plain, build and pieces")
+        self._backend, self._build, self._plain = backend, build, plain
         self.sentencepiece = sentencepiece  # "▁" spaces, <0xNN> bytes
         self.strip_first_space = strip_first_space  # decode drops the text's first space
         self.source = source
-        added = backend.get_added_tokens_decoder()
+        if backend is None:  # the file's added tokens are the vocabulary's own: the plain encoder's
+            added = {i: (text, i in plain.special) for text, i in plain.added.items()}
+        else:
+            added = {i: (t.content, t.special) for i, t in backend.get_added_tokens_decoder().items()}
         if pieces is None:
+            assert backend is not None
             base = backend.get_vocab(with_added_tokens=False) if vocab is None else vocab
             pieces = self._token_bytes_table(base)
         else:
@@ -118,14 +138,24 @@ class Tokenizer:
         self.bos_id, self.eos_id = bos_id, eos_id
         self.add_bos, self.add_eos = add_bos, add_eos
         self.chat_template = chat_template
-        self.special_tokens: dict[str, int] = {t.content: i for i, t in sorted(added.items()) if t.special}
+        self.special_tokens: dict[str, int] = {
+            text: i for i, (text, is_special) in sorted(added.items()) if is_special
+        }
         self.special_ids = frozenset(self.special_tokens.values())
         # special or not (Gemma's <end_of_turn> is user-defined in its files), as llama.cpp finds them
-        added_ids = {t.content: i for i, t in added.items()}
+        added_ids = {text: i for i, (text, _) in added.items()}
         ends = {added_ids[t] for t in END_TOKENS if t in added_ids}
         self.end_ids = frozenset(ends | ({eos_id} if eos_id is not None else set()) | set(more_end_ids))
-        self._bytes = pieces.with_extra({i: t.content.encode("utf-8") for i, t in added.items()})
+        self._bytes = pieces.with_extra({i: text.encode("utf-8") for i, (text, _) in added.items()})
         self._template: Any = None
+
+    @property
+    def backend(self) -> _Backend:
+        """The `tokenizers` library's tokenizer (made at first use where a plain-text encoder stood in)."""
+        if self._backend is None:
+            assert self._build is not None
+            self._backend = self._build()
+        return self._backend
 
     def _token_bytes_table(self, base: Mapping[str, int]) -> TokenBytes:
         """Each id's bytes (added tokens: see `__init__`), and `_unspellable`."""
@@ -162,8 +192,11 @@ class Tokenizer:
     # construction ------------------------------------------------------------------------------------
 
     @classmethod
-    def from_gguf(cls, gguf: GGUFFile | str | Path) -> Tokenizer:
-        """The tokenizer a GGUF file describes (a `GGUFFile` from `verigrad.io.gguf.read_gguf`, or a path)."""
+    def from_gguf(cls, gguf: GGUFFile | str | Path, plain: bool = True) -> Tokenizer:
+        """The tokenizer a GGUF file describes (a `GGUFFile` from `verigrad.io.gguf.read_gguf`, or a path).
+        A byte-level vocabulary split as GPT-2's encodes plain text without the `tokenizers` library
+        (`verigrad.io.bpe`: its memory), which is built at the first other text; `plain=False` builds it now
+        and encodes every text with it."""
         if not isinstance(gguf, GGUFFile):
             gguf = read_gguf(gguf)
         source = str(gguf.path)
@@ -195,6 +228,12 @@ class Tokenizer:
         if kind == "gpt2" and raw_tokens is not None and raw_merges is not None:
             types = _token_types(field, len(raw_tokens))
             split = PRE_TOKENIZER_SPLITS.get(field.scalar("tokenizer.ggml.pre", str, None))
+            found = _plain_byte_level(raw_tokens, raw_merges, types) if plain and split is None else None
+            if found is not None:
+                # the library's tokenizer, made as with plain=False, at the first text left to it
+                file = gguf
+                build = lambda: cls.from_gguf(file, plain=False).backend
+                return cls(None, **settings, pieces=found[1], plain=found[0], build=build)
             built = _byte_level_from_bytes(raw_tokens, raw_merges, types, split)
             if built is not None:
                 return cls(built[0], **settings, pieces=built[1])
@@ -251,6 +290,8 @@ class Tokenizer:
             if (folder / "tokenizer_config.json").is_file()
             else {}
         )
+        from tokenizers import Tokenizer as _Backend
+
         if (folder / "tokenizer.json").is_file():
             try:
                 backend = _Backend.from_file(str(folder / "tokenizer.json"))
@@ -313,7 +354,8 @@ class Tokenizer:
                 f"{name}: the vocabulary has no token for a byte of {char!r} (character {i} of the text), "
                 "so the text cannot be encoded"
             )
-        ids = self.backend.encode(text, add_special_tokens=False).ids
+        found = self._plain.encode(text) if self._plain is not None else None
+        ids = found if found is not None else self.backend.encode(text, add_special_tokens=False).ids
         if add_special and self.add_bos and self.bos_id is not None:
             ids.insert(0, self.bos_id)
         if add_special and self.add_eos and self.eos_id is not None:
@@ -427,6 +469,8 @@ def _is(value: Any, kind: type) -> bool:
 
 
 def _added(content: str, special: bool) -> AddedToken:
+    from tokenizers import AddedToken
+
     return AddedToken(content, normalized=False, special=special)
 
 
@@ -442,6 +486,9 @@ def _token_types(field: _Fields, count: int) -> list[int]:
 
 
 def _bpe(vocab: dict[str, int], merges: list[tuple[str, str]], source: str) -> _Backend:
+    from tokenizers import Tokenizer as _Backend
+    from tokenizers import models
+
     try:
         return _Backend(models.BPE(vocab=vocab, merges=merges))
     except Exception as e:  # the library's own message (a merge of tokens the vocabulary lacks)
@@ -452,6 +499,8 @@ def _bpe(vocab: dict[str, int], merges: list[tuple[str, str]], source: str) -> _
 
 def _byte_level(backend: _Backend, split: str | None) -> None:
     """GPT-2's byte-level pre-tokenizer (after the `split` regex, if given) and decoder on `backend`."""
+    from tokenizers import Regex, decoders, pre_tokenizers
+
     if split is None:
         backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     else:
@@ -471,6 +520,8 @@ def _byte_level_from_bytes(
     per token: `byte_level`), with its control tokens special and its user-defined ones added; None where
     they are not plainly that (a token outside GPT-2's alphabet, a repeated token, a merge the library
     refuses): the Python lists' path then builds it or says what is wrong."""
+    from tokenizers import Tokenizer as _Backend
+
     pieces = token_bytes(tokens)
     if pieces is None:
         return None
@@ -496,11 +547,34 @@ def _byte_level_from_bytes(
     return backend, pieces
 
 
+def _plain_byte_level(
+    tokens: StringArray, merges: StringArray, types: list[int]
+) -> tuple[ByteLevelBPE, TokenBytes] | None:
+    """The plain-text encoder of a GGUF file's byte-level BPE (GPT-2's split) and each token's bytes, with
+    its control tokens special and its user-defined ones added, as `_byte_level_from_bytes` makes them; None
+    where the library would have to say more (see `ByteLevelBPE.of`, `cached_bpe`)."""
+    pieces = token_bytes(tokens)
+    if pieces is None:
+        return None
+    kinds, lengths, starts = np.asarray(types), tokens.lengths.tolist(), tokens.starts().tolist()
+    data, added, special = tokens.data, {}, set()
+    for kind in (CONTROL, USER_DEFINED):
+        for i in np.flatnonzero(kinds == kind).tolist():
+            if lengths[i]:
+                added[data[starts[i] : starts[i] + lengths[i]].tobytes().decode()] = i
+                special.update([i] if kind == CONTROL else [])
+    encoder = ByteLevelBPE.of(tokens, merges, pieces, added, frozenset(special))
+    return None if encoder is None else (encoder, pieces)
+
+
 def _sentencepiece(vocab: dict[str, int], merges: list[tuple[str, str]], source: str, arch: Any) -> _Backend:
     """SentencePiece's BPE as transformers builds it from a GGUF file: "▁" for spaces and one before the
     text, byte fallback to <0xNN> tokens, the text's first space dropped in decoding. Phi-3's puts its
     "▁"s in with a normalizer (as its own tokenizer.json does), which differs on a text that starts with
     spaces: "  hi" is "▁▁▁hi", not "▁▁hi". Gemma's puts none before the text and drops none."""
+    from tokenizers import Tokenizer as _Backend
+    from tokenizers import decoders, models, normalizers, pre_tokenizers
+
     unknown = "<unk>" if arch == "gemma" and "<unk>" in vocab else None
     try:
         backend = _Backend(

@@ -194,7 +194,7 @@ def generate(
     fed = list(ids[:start])
     cache.length = start
 
-    rng = np.random.default_rng(options.seed)
+    rng = np.random.default_rng(options.seed) if options.temperature else None  # greedy draws nothing
     decoder = tokenizer.stream()
     out: list[int] = []
     pieces: list[str] = []

@@ -65,12 +65,15 @@ def filtered_logits(logits: np.ndarray, previous: Sequence[int], options: Sampli
 
 
 def next_token(
-    logits: np.ndarray, previous: Sequence[int], options: SamplingOptions, rng: np.random.Generator
+    logits: np.ndarray, previous: Sequence[int], options: SamplingOptions, rng: np.random.Generator | None
 ) -> int:
-    """The next token after `previous` given the model's `logits` [vocab]."""
+    """The next token after `previous` given the model's `logits` [vocab] (`rng`: unused, and may be None,
+    at temperature 0)."""
     scores = filtered_logits(logits, previous, options)
     if options.temperature == 0:
         return int(np.argmax(scores))
+    if rng is None:
+        raise ValueError("next_token: sampling at a temperature above 0 needs rng, a numpy Generator")
     cumulative = np.cumsum(_softmax(scores))
     i = int(np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right"))
     return min(i, scores.size - 1)

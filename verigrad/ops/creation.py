@@ -43,10 +43,18 @@ class Generator:
         self.manual_seed(seed)
 
     def manual_seed(self, seed: int) -> Generator:
-        rng = np.random.Generator(np.random.PCG64(int(seed)))
-        with self._lock:
-            self._initial, self._rng = int(seed), rng
+        seed = int(seed)
+        if seed < 0:  # as numpy's PCG64 refuses it
+            raise ValueError("expected non-negative integer")
+        with self._lock:  # the PCG64 is made at the first draw: numpy.random is imported when used
+            self._initial, self._rng = seed, None
         return self
+
+    def _drawn(self) -> Any:
+        """The PCG64 generator of the seed (the caller holds the lock)."""
+        if self._rng is None:
+            self._rng = np.random.Generator(np.random.PCG64(self._initial))
+        return self._rng
 
     def initial_seed(self) -> int:
         return self._initial
@@ -63,13 +71,13 @@ class Generator:
 
     def next_seed(self) -> int:
         with self._lock:
-            return int(self._rng.integers(0, 2**63 - 1))
+            return int(self._drawn().integers(0, 2**63 - 1))
 
     def get_state(self) -> Tensor:
         """The generator's state as a u8 tensor (PyTorch's `get_state`): `set_state` of it continues
         the same sequence of draws."""
         with self._lock:
-            text = json.dumps({"initial": self._initial, "pcg64": self._rng.bit_generator.state})
+            text = json.dumps({"initial": self._initial, "pcg64": self._drawn().bit_generator.state})
         return from_numpy(np.frombuffer(text.encode(), dtype=np.uint8).copy())
 
     def set_state(self, new_state: Tensor) -> Generator:
