@@ -8,7 +8,9 @@ tokens over the level's wall time), the median time to first token, the speedup 
 the server process's CPU milliseconds per output token (all its threads; Linux): on a shared machine the
 wall-clock figures measure the neighbours too, the CPU time much less so.
 Goal: at 8 clients at least 4x one client's tokens/s, and ahead of llama.cpp's server at every count.
-One warm-up round at each count runs first (verigrad builds a compiled step per batch size).
+One warm-up round at each count runs first, a request per client as long as the measured ones: verigrad
+builds a compiled step per batch size and window (64, 128, ... positions), and a warm-up of shorter
+requests left the measured level building the longer window's plans.
 
 llama.cpp's server runs from a virtual environment of its own, `llama-cpp-server` in verigrad's cache
 folder (`VERIGRAD_CACHE`, else ~/.cache/verigrad): its server extra needs a newer Starlette than verigrad's
@@ -256,7 +258,7 @@ def run(
     try:
         out = {}
         for clients in counts:
-            level(url, name, clients, 1, min(max_tokens, 16))  # warm-up
+            level(url, name, clients, 1, max_tokens)  # warm-up: the plans of this level's batches and windows
             out[clients] = level(url, name, clients, requests, max_tokens, proc.pid)
             print(f"{which}, {clients} client(s): {out[clients]}", flush=True)
         return out
@@ -423,7 +425,7 @@ def engine_cpu(model_path: Path, threads: int, counts: list[int], requests: int,
 
         try:
             for clients in counts:
-                level(clients, 1, min(max_tokens, 16))  # warm-up: plans built, the prefix cache filled
+                level(clients, 1, max_tokens)  # warm-up: the plans built, the prefix cache filled
                 engine.cpu.update(prefill=0.0, decode=0.0, rows=0)
                 steps = engine.steps_total
                 tokens, wall = level(clients, requests, max_tokens)
