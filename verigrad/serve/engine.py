@@ -357,14 +357,26 @@ class Engine:
         self.steps_total += 1
         for s in running:
             s.length += 1
-        for s, row in zip(list(running), logits[:, 0]):
-            self._choose(s, row)
+        rows = logits[:, 0]
+        best = rows.argmax(axis=1)  # the greedy rows' tokens, one call for the batch
+        for s, row, token in zip(list(running), rows, best.tolist()):
+            self._choose(s, row, token)
 
-    def _choose(self, s: _Sequence, logits: np.ndarray) -> None:
-        """Sample s's next token from its logits, tell its client, and end it where it ends."""
+    def _choose(self, s: _Sequence, logits: np.ndarray, best: int | None = None) -> None:
+        """Sample s's next token from its logits (`best`: their argmax, where the caller has it), tell
+        its client, and end it where it ends."""
         r = s.request
-        scores = penalized(logits, s.counts, r.presence_penalty, r.frequency_penalty)
-        token = next_token(scores, (), s.options, s.rng)
+        if (
+            best is not None
+            and r.temperature == 0
+            and not (s.counts and (r.presence_penalty or r.frequency_penalty))
+        ):
+            # greedy without a penalty: sampling's argmax of the logits in f64, which are the f32 ones
+            # exactly (the first maximum, or the first NaN, of the same values)
+            token = best
+        else:
+            scores = penalized(logits, s.counts, r.presence_penalty, r.frequency_penalty)
+            token = next_token(scores, (), s.options, s.rng)
         self._recent.append((time.perf_counter(), 1))
         while self._recent and self._recent[0][0] < time.perf_counter() - 60:
             self._recent.popleft()
