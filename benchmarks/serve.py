@@ -6,7 +6,9 @@ client thread sends `--requests` streaming chat completions in a loop (a differe
 `--max-tokens` tokens at most), and the table gives the aggregate output tokens/s (all clients' completion
 tokens over the level's wall time), the median time to first token, the speedup over one client, and
 the server process's CPU milliseconds per output token (all its threads; Linux): on a shared machine the
-wall-clock figures measure the neighbours too, the CPU time much less so.
+wall-clock figures measure the neighbours too, the CPU time much less so. For verigrad, from its
+/metrics counters, the share of the level's wall time its engine thread spent in decode steps and in
+prefill (the rest it waited for requests) and the decode steps' average rows.
 Goal: at 8 clients at least 4x one client's tokens/s, and ahead of llama.cpp's server at every count.
 One warm-up round at each count runs first, a request per client as long as the measured ones: verigrad
 builds a compiled step per batch size and window (64, 128, ... positions), and a warm-up of shorter
@@ -217,6 +219,33 @@ def cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
+def engine_metrics(url: str) -> dict[str, float]:
+    """verigrad's engine counters from the server's /metrics (empty for a server without them)."""
+    try:
+        text = httpx.get(f"{url}/metrics", timeout=10).text
+    except httpx.HTTPError:
+        return {}
+    found = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name.startswith("verigrad_") and "{" not in name:
+            found[name.removeprefix("verigrad_")] = float(value)
+    return found
+
+
+def engine_share(before: dict[str, float], after: dict[str, float], wall: float) -> dict:
+    """Of the level's wall time, the engine thread's share in decode steps and in prefill, and the
+    decode steps' average rows (where the server gives the counters)."""
+    if "decode_seconds_total" not in before or "decode_seconds_total" not in after:
+        return {}
+    d = {k: after[k] - before[k] for k in before if k in after}
+    return {
+        "decode_share": d["decode_seconds_total"] / wall,
+        "prefill_share": d["prefill_seconds_total"] / wall,
+        "rows_per_step": d["decode_rows_total"] / max(d["decode_steps_total"], 1),
+    }
+
+
 def level(url: str, model: str, clients: int, requests: int, max_tokens: int, pid: int = 0) -> dict:
     """Every client sends `requests` requests one after the other; the level's aggregate figures, with
     the server's CPU milliseconds per output token (process `pid`'s, where /proc has it): on a machine
@@ -227,6 +256,7 @@ def level(url: str, model: str, clients: int, requests: int, max_tokens: int, pi
             one_request(url, model, QUESTIONS[(i + j) % len(QUESTIONS)], max_tokens) for j in range(requests)
         ]
 
+    metrics0 = engine_metrics(url)
     t0, cpu0 = time.perf_counter(), cpu_seconds(pid)
     with ThreadPoolExecutor(clients) as pool:
         results = [r for rs in pool.map(client, range(clients)) for r in rs]
@@ -237,6 +267,7 @@ def level(url: str, model: str, clients: int, requests: int, max_tokens: int, pi
         "tokens_per_s": tokens / wall,
         "ttft_ms": 1000 * statistics.median(r[0] for r in results),
         "cpu_ms_per_token": cpu_ms,
+        **engine_share(metrics0, engine_metrics(url), wall),
     }
 
 
@@ -559,7 +590,7 @@ def main() -> None:
     table = Table(title=f"verigrad {vg.__version__} serve: {model.name}, {args.threads} threads, "
                   f"{args.requests} requests x {args.max_tokens} tokens per client")  # fmt: skip
     columns = ("server", "clients", "tokens/s", "x 1 client", "TTFT ms (median)", "vs llama.cpp")
-    for column in (*columns, "CPU ms/token"):
+    for column in (*columns, "CPU ms/token", "engine: decode / prefill / rows a step"):
         table.add_column(column, justify="right")
     for which, levels in results.items():
         for clients, r in levels.items():
@@ -572,6 +603,8 @@ def main() -> None:
                 which, str(clients), f"{r['tokens_per_s']:.1f}", f"{r['tokens_per_s'] / base:.2f}x",
                 f"{r['ttft_ms']:.0f}", versus,
                 "" if r["cpu_ms_per_token"] is None else f"{r['cpu_ms_per_token']:.1f}",
+                f"{r['decode_share']:.0%} / {r['prefill_share']:.0%} / {r['rows_per_step']:.2f}"
+                if "decode_share" in r else "",
             )  # fmt: skip
     console.print(table)
 

@@ -82,6 +82,14 @@ def test_models_health_and_metrics(server, client):
     text = httpx.get(server[1] + "/metrics").text
     for name in ("requests_total", "completion_tokens_total", "queue_depth", "tokens_per_second"):
         assert f"# TYPE verigrad_{name} " in text and f"\nverigrad_{name} " in text
+    found = {
+        line.split()[0].removeprefix("verigrad_"): float(line.split()[1])
+        for line in text.splitlines()
+        if line.startswith("verigrad_") and "{" not in line
+    }
+    # where the engine's thread spent its time: steps of at least one row each, and prefill
+    assert found["decode_steps_total"] >= 2 and found["decode_rows_total"] >= found["decode_steps_total"]
+    assert found["decode_seconds_total"] > 0 and found["prefill_seconds_total"] > 0
 
 
 def test_a_completion_is_generates_greedy_answer(server, client):

@@ -143,6 +143,11 @@ def create_app(
             engine.tokens_per_second(),
         )
         metric("prefix_cache_blocks", "gauge", "Blocks held by the prefix cache.", len(engine.prefix))
+        metric("decode_steps_total", "counter", "Batched decode steps run.", engine.steps_total)
+        metric("decode_rows_total", "counter", "Rows the decode steps ran.", engine.decode_rows_total)
+        seconds = "Seconds the engine's thread spent"
+        metric("decode_seconds_total", "counter", f"{seconds} in decode steps.", engine.decode_seconds)
+        metric("prefill_seconds_total", "counter", f"{seconds} prefilling prompts.", engine.prefill_seconds)
         with counters.lock:
             for status, n in sorted(counters.errors.items()):
                 metric(

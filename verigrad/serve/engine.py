@@ -181,6 +181,10 @@ class Engine:
         # metrics
         self.requests_total = self.prompt_tokens_total = self.completion_tokens_total = 0
         self.steps_total = 0
+        # where the engine's thread spends its time (wall seconds): decode steps (and the rows they ran),
+        # prompts' prefill; the rest of the time it waited for requests or ran their events' callbacks
+        self.decode_seconds = self.prefill_seconds = 0.0
+        self.decode_rows_total = 0
         self._recent: collections.deque[tuple[float, int]] = collections.deque()
 
     # the public side ------------------------------------------------------------------------------
@@ -256,9 +260,14 @@ class Engine:
                 dropped = [s for s in self._running if s.handle.cancelled]
             for s in dropped:
                 self._finish(s, "cancelled")
+            t0 = time.perf_counter()
             self._prefill_some()
+            t1 = time.perf_counter()
+            self.prefill_seconds += t1 - t0
             if self._running:
+                self.decode_rows_total += len(self._running)
                 self._guarded(self._step)
+                self.decode_seconds += time.perf_counter() - t1
         if self._prefill is not None:
             self._drop_prefill(Event(finish_reason="cancelled"))
         for s in list(self._running):
