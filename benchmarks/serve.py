@@ -257,16 +257,17 @@ def level(url: str, model: str, clients: int, requests: int, max_tokens: int, pi
         ]
 
     metrics0 = engine_metrics(url)
-    t0, cpu0 = time.perf_counter(), cpu_seconds(pid)
+    t0, cpu0, mine0 = time.perf_counter(), cpu_seconds(pid), time.process_time()
     with ThreadPoolExecutor(clients) as pool:
         results = [r for rs in pool.map(client, range(clients)) for r in rs]
-    wall, cpu1 = time.perf_counter() - t0, cpu_seconds(pid)
+    wall, cpu1, mine = time.perf_counter() - t0, cpu_seconds(pid), time.process_time() - mine0
     tokens = sum(r[2] for r in results)
     cpu_ms = 1000 * (cpu1 - cpu0) / tokens if cpu0 is not None and cpu1 is not None and tokens else None
     return {
         "tokens_per_s": tokens / wall,
         "ttft_ms": 1000 * statistics.median(r[0] for r in results),
         "cpu_ms_per_token": cpu_ms,
+        "client_cpu_ms_per_token": 1000 * mine / max(tokens, 1),  # this process: the clients' own cost
         **engine_share(metrics0, engine_metrics(url), wall),
     }
 
@@ -410,10 +411,14 @@ def engine_cpu(model_path: Path, threads: int, counts: list[int], requests: int,
     from verigrad.serve.engine import Engine, Request
 
     class Timed(Engine):
-        cpu = {"prefill": 0.0, "decode": 0.0, "rows": 0}  # and the decode steps' rows
+        cpu = {"prefill": 0.0, "decode": 0.0, "rows": 0, "chunks": 0, "tokens": 0}  # steps' rows, chunks
 
         def _chunk(self, handle: Any) -> None:
             t0 = time.thread_time()
+            p = self._prefill
+            if p is not None:
+                self.cpu["chunks"] += 1
+                self.cpu["tokens"] += min(self.block, len(p.prompt) - p.at)
             super()._chunk(handle)
             self.cpu["prefill"] += time.thread_time() - t0
 
@@ -457,7 +462,7 @@ def engine_cpu(model_path: Path, threads: int, counts: list[int], requests: int,
         try:
             for clients in counts:
                 level(clients, 1, max_tokens)  # warm-up: the plans built, the prefix cache filled
-                engine.cpu.update(prefill=0.0, decode=0.0, rows=0)
+                engine.cpu.update(prefill=0.0, decode=0.0, rows=0, chunks=0, tokens=0)
                 steps = engine.steps_total
                 tokens, wall = level(clients, requests, max_tokens)
                 pre, dec = engine.cpu["prefill"], engine.cpu["decode"]
@@ -467,7 +472,8 @@ def engine_cpu(model_path: Path, threads: int, counts: list[int], requests: int,
                     f"{pre:.2f} s prefill + {dec:.2f} s decode = {1000 * (pre + dec) / tokens:.1f} ms per "
                     f"token ({tokens / wall:.1f} tokens/s wall); {steps} decode steps of "
                     f"{1000 * dec / max(steps, 1):.1f} ms, {engine.cpu['rows'] / max(steps, 1):.2f} rows "
-                    "each",
+                    f"each; {engine.cpu['chunks']} prefill chunks of {engine.cpu['tokens']} tokens, "
+                    f"{1000 * pre / max(engine.cpu['chunks'], 1):.1f} ms each",
                     flush=True,
                 )
         finally:
