@@ -210,10 +210,12 @@ def one_request(url: str, model: str, question: str, max_tokens: int) -> tuple[f
     return (first or end) - t0, end - t0, usage if usage is not None else pieces
 
 
-def cpu_seconds(pid: int) -> float | None:
-    """The process's CPU time so far (user and system, all its threads), from /proc (Linux), else None."""
+def cpu_seconds(pid: int, thread: int | None = None) -> float | None:
+    """The process's CPU time so far (user and system, all its threads; or its thread `thread`'s), from
+    /proc (Linux), else None."""
+    where = f"/proc/{pid}/stat" if thread is None else f"/proc/{pid}/task/{thread}/stat"
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = Path(where).read_text().rsplit(")", 1)[1].split()
     except OSError:
         return None
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
@@ -258,15 +260,19 @@ def level(url: str, model: str, clients: int, requests: int, max_tokens: int, pi
 
     metrics0 = engine_metrics(url)
     t0, cpu0, mine0 = time.perf_counter(), cpu_seconds(pid), time.process_time()
+    main0 = cpu_seconds(pid, pid)  # the main thread: verigrad's and llama-cpp-python's HTTP event loop
     with ThreadPoolExecutor(clients) as pool:
         results = [r for rs in pool.map(client, range(clients)) for r in rs]
     wall, cpu1, mine = time.perf_counter() - t0, cpu_seconds(pid), time.process_time() - mine0
+    main1 = cpu_seconds(pid, pid)
     tokens = sum(r[2] for r in results)
     cpu_ms = 1000 * (cpu1 - cpu0) / tokens if cpu0 is not None and cpu1 is not None and tokens else None
+    loop_ms = 1000 * (main1 - main0) / tokens if main0 is not None and main1 is not None and tokens else None
     return {
         "tokens_per_s": tokens / wall,
         "ttft_ms": 1000 * statistics.median(r[0] for r in results),
         "cpu_ms_per_token": cpu_ms,
+        "loop_cpu_ms_per_token": loop_ms,  # the server's main thread (its event loop) alone
         "client_cpu_ms_per_token": 1000 * mine / max(tokens, 1),  # this process: the clients' own cost
         **engine_share(metrics0, engine_metrics(url), wall),
     }
