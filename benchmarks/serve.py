@@ -6,9 +6,13 @@ client thread sends `--requests` streaming chat completions in a loop (a differe
 `--max-tokens` tokens at most), and the table gives the aggregate output tokens/s (all clients' completion
 tokens over the level's wall time), the median time to first token, the speedup over one client, and
 the server process's CPU milliseconds per output token (all its threads; Linux): on a shared machine the
-wall-clock figures measure the neighbours too, the CPU time much less so.
+wall-clock figures measure the neighbours too, the CPU time much less so. For verigrad, from its
+/metrics counters, the share of the level's wall time its engine thread spent in decode steps and in
+prefill (the rest it waited for requests) and the decode steps' average rows.
 Goal: at 8 clients at least 4x one client's tokens/s, and ahead of llama.cpp's server at every count.
-One warm-up round at each count runs first (verigrad builds a compiled step per batch size).
+One warm-up round at each count runs first, a request per client as long as the measured ones: verigrad
+builds a compiled step per batch size and window (64, 128, ... positions), and a warm-up of shorter
+requests left the measured level building the longer window's plans.
 
 llama.cpp's server runs from a virtual environment of its own, `llama-cpp-server` in verigrad's cache
 folder (`VERIGRAD_CACHE`, else ~/.cache/verigrad): its server extra needs a newer Starlette than verigrad's
@@ -206,13 +210,42 @@ def one_request(url: str, model: str, question: str, max_tokens: int) -> tuple[f
     return (first or end) - t0, end - t0, usage if usage is not None else pieces
 
 
-def cpu_seconds(pid: int) -> float | None:
-    """The process's CPU time so far (user and system, all its threads), from /proc (Linux), else None."""
+def cpu_seconds(pid: int, thread: int | None = None) -> float | None:
+    """The process's CPU time so far (user and system, all its threads; or its thread `thread`'s), from
+    /proc (Linux), else None."""
+    where = f"/proc/{pid}/stat" if thread is None else f"/proc/{pid}/task/{thread}/stat"
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = Path(where).read_text().rsplit(")", 1)[1].split()
     except OSError:
         return None
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
+def engine_metrics(url: str) -> dict[str, float]:
+    """verigrad's engine counters from the server's /metrics (empty for a server without them)."""
+    try:
+        text = httpx.get(f"{url}/metrics", timeout=10).text
+    except httpx.HTTPError:
+        return {}
+    found = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name.startswith("verigrad_") and "{" not in name:
+            found[name.removeprefix("verigrad_")] = float(value)
+    return found
+
+
+def engine_share(before: dict[str, float], after: dict[str, float], wall: float) -> dict:
+    """Of the level's wall time, the engine thread's share in decode steps and in prefill, and the
+    decode steps' average rows (where the server gives the counters)."""
+    if "decode_seconds_total" not in before or "decode_seconds_total" not in after:
+        return {}
+    d = {k: after[k] - before[k] for k in before if k in after}
+    return {
+        "decode_share": d["decode_seconds_total"] / wall,
+        "prefill_share": d["prefill_seconds_total"] / wall,
+        "rows_per_step": d["decode_rows_total"] / max(d["decode_steps_total"], 1),
+    }
 
 
 def level(url: str, model: str, clients: int, requests: int, max_tokens: int, pid: int = 0) -> dict:
@@ -225,16 +258,23 @@ def level(url: str, model: str, clients: int, requests: int, max_tokens: int, pi
             one_request(url, model, QUESTIONS[(i + j) % len(QUESTIONS)], max_tokens) for j in range(requests)
         ]
 
-    t0, cpu0 = time.perf_counter(), cpu_seconds(pid)
+    metrics0 = engine_metrics(url)
+    t0, cpu0, mine0 = time.perf_counter(), cpu_seconds(pid), time.process_time()
+    main0 = cpu_seconds(pid, pid)  # the main thread: verigrad's and llama-cpp-python's HTTP event loop
     with ThreadPoolExecutor(clients) as pool:
         results = [r for rs in pool.map(client, range(clients)) for r in rs]
-    wall, cpu1 = time.perf_counter() - t0, cpu_seconds(pid)
+    wall, cpu1, mine = time.perf_counter() - t0, cpu_seconds(pid), time.process_time() - mine0
+    main1 = cpu_seconds(pid, pid)
     tokens = sum(r[2] for r in results)
     cpu_ms = 1000 * (cpu1 - cpu0) / tokens if cpu0 is not None and cpu1 is not None and tokens else None
+    loop_ms = 1000 * (main1 - main0) / tokens if main0 is not None and main1 is not None and tokens else None
     return {
         "tokens_per_s": tokens / wall,
         "ttft_ms": 1000 * statistics.median(r[0] for r in results),
         "cpu_ms_per_token": cpu_ms,
+        "loop_cpu_ms_per_token": loop_ms,  # the server's main thread (its event loop) alone
+        "client_cpu_ms_per_token": 1000 * mine / max(tokens, 1),  # this process: the clients' own cost
+        **engine_share(metrics0, engine_metrics(url), wall),
     }
 
 
@@ -256,7 +296,7 @@ def run(
     try:
         out = {}
         for clients in counts:
-            level(url, name, clients, 1, min(max_tokens, 16))  # warm-up
+            level(url, name, clients, 1, max_tokens)  # warm-up: the plans of this level's batches and windows
             out[clients] = level(url, name, clients, requests, max_tokens, proc.pid)
             print(f"{which}, {clients} client(s): {out[clients]}", flush=True)
         return out
@@ -377,10 +417,14 @@ def engine_cpu(model_path: Path, threads: int, counts: list[int], requests: int,
     from verigrad.serve.engine import Engine, Request
 
     class Timed(Engine):
-        cpu = {"prefill": 0.0, "decode": 0.0, "rows": 0}  # and the decode steps' rows
+        cpu = {"prefill": 0.0, "decode": 0.0, "rows": 0, "chunks": 0, "tokens": 0}  # steps' rows, chunks
 
         def _chunk(self, handle: Any) -> None:
             t0 = time.thread_time()
+            p = self._prefill
+            if p is not None:
+                self.cpu["chunks"] += 1
+                self.cpu["tokens"] += min(self.block, len(p.prompt) - p.at)
             super()._chunk(handle)
             self.cpu["prefill"] += time.thread_time() - t0
 
@@ -423,8 +467,8 @@ def engine_cpu(model_path: Path, threads: int, counts: list[int], requests: int,
 
         try:
             for clients in counts:
-                level(clients, 1, min(max_tokens, 16))  # warm-up: plans built, the prefix cache filled
-                engine.cpu.update(prefill=0.0, decode=0.0, rows=0)
+                level(clients, 1, max_tokens)  # warm-up: the plans built, the prefix cache filled
+                engine.cpu.update(prefill=0.0, decode=0.0, rows=0, chunks=0, tokens=0)
                 steps = engine.steps_total
                 tokens, wall = level(clients, requests, max_tokens)
                 pre, dec = engine.cpu["prefill"], engine.cpu["decode"]
@@ -434,7 +478,8 @@ def engine_cpu(model_path: Path, threads: int, counts: list[int], requests: int,
                     f"{pre:.2f} s prefill + {dec:.2f} s decode = {1000 * (pre + dec) / tokens:.1f} ms per "
                     f"token ({tokens / wall:.1f} tokens/s wall); {steps} decode steps of "
                     f"{1000 * dec / max(steps, 1):.1f} ms, {engine.cpu['rows'] / max(steps, 1):.2f} rows "
-                    "each",
+                    f"each; {engine.cpu['chunks']} prefill chunks of {engine.cpu['tokens']} tokens, "
+                    f"{1000 * pre / max(engine.cpu['chunks'], 1):.1f} ms each",
                     flush=True,
                 )
         finally:
@@ -557,7 +602,7 @@ def main() -> None:
     table = Table(title=f"verigrad {vg.__version__} serve: {model.name}, {args.threads} threads, "
                   f"{args.requests} requests x {args.max_tokens} tokens per client")  # fmt: skip
     columns = ("server", "clients", "tokens/s", "x 1 client", "TTFT ms (median)", "vs llama.cpp")
-    for column in (*columns, "CPU ms/token"):
+    for column in (*columns, "CPU ms/token", "engine: decode / prefill / rows a step"):
         table.add_column(column, justify="right")
     for which, levels in results.items():
         for clients, r in levels.items():
@@ -570,6 +615,8 @@ def main() -> None:
                 which, str(clients), f"{r['tokens_per_s']:.1f}", f"{r['tokens_per_s'] / base:.2f}x",
                 f"{r['ttft_ms']:.0f}", versus,
                 "" if r["cpu_ms_per_token"] is None else f"{r['cpu_ms_per_token']:.1f}",
+                f"{r['decode_share']:.0%} / {r['prefill_share']:.0%} / {r['rows_per_step']:.2f}"
+                if "decode_share" in r else "",
             )  # fmt: skip
     console.print(table)
 

@@ -354,3 +354,44 @@ def test_a_batched_step_runs_one_attention_and_one_product_per_matrix_for_all_ro
     assert all(i.args[0].spec.shape[0] == batch for i in products)
     attention = [i for i in program.instrs if i.name == "cached_attention"]
     assert all(i.args[0].spec.shape[0] == batch for i in attention)
+
+
+def test_greedy_rows_of_a_step_choose_the_token_sampling_chooses(lm, monkeypatch):
+    """The step takes greedy rows' tokens from one argmax over the batch's f32 logits: the same token as
+    sampling's (penalized, f64) choice on ties, NaN and a frequency penalty."""
+    model, tok = lm
+    from verigrad.models.sampling import SamplingOptions, next_token
+    from verigrad.serve.engine import Handle, _Sequence
+
+    vocab, ends = model.vocab_size, set(tok.end_ids)
+    free = [t for t in range(vocab) if t not in ends]
+    logits = np.random.default_rng(0).standard_normal((5, 1, vocab)).astype(np.float32)
+    logits[1, 0, [free[9], free[4]]] = 50  # a tie: the first of them
+    logits[2, 0, [free[8], free[6]]] = np.nan  # the first NaN
+    logits[3, 0, free[5]] = 40  # penalized below the runner-up
+    logits[3, 0, free[7]] = 39.5
+    logits[4, 0, free[5]] = -0.0  # all the same but one: -0.0 and 0.0 tie
+    logits[4, 0, :] = 0.0
+    logits[4, 0, free[2]] = -0.0
+    engine = Engine(model, tok, max_batch=8, capacity=64)
+    got: list[list[int]] = [[] for _ in range(5)]
+    for i in range(5):
+        penalty = 1.0 if i == 3 else 0.0
+        request = Request([1, 2], 4, temperature=0.0, frequency_penalty=penalty)
+        s = _Sequence(Handle(i, request, lambda e, i=i: got[i].extend(e.tokens)), tok, 0)
+        s.length, s.last = 2, 1
+        if i == 3:
+            s.counts = {free[5]: 1}
+        engine._running.append(s)
+
+    class Logits:
+        def numpy(self):
+            return logits
+
+    monkeypatch.setattr(model, "forward_rows", lambda ids, cache, lengths: Logits())
+    engine._step()
+    for i, s in enumerate(engine._running):
+        scores = penalized(logits[i, 0], {free[5]: 1} if i == 3 else {}, 0.0, s.request.frequency_penalty)
+        want = next_token(scores, (), SamplingOptions(0.0, 0, 1.0), np.random.default_rng(0))
+        assert got[i] == [want], i
+    assert got[1] == [free[4]] and got[2] == [free[6]] and got[3] == [free[7]]

@@ -5,6 +5,7 @@ row freed), and 8 concurrent clients each getting the tokens it gets alone."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -27,8 +28,10 @@ from starlette.testclient import TestClient  # noqa: E402
 
 from verigrad.models.catalog import load_language_model  # noqa: E402
 from verigrad.models.lm import generate  # noqa: E402
+from verigrad.serve import app as serve_app  # noqa: E402
+from verigrad.serve import protocol  # noqa: E402
 from verigrad.serve.app import create_app  # noqa: E402
-from verigrad.serve.engine import Engine, Request  # noqa: E402
+from verigrad.serve.engine import Engine, Event, Request  # noqa: E402
 
 KEY, MODEL = "test-key", "tiny"
 
@@ -79,6 +82,14 @@ def test_models_health_and_metrics(server, client):
     text = httpx.get(server[1] + "/metrics").text
     for name in ("requests_total", "completion_tokens_total", "queue_depth", "tokens_per_second"):
         assert f"# TYPE verigrad_{name} " in text and f"\nverigrad_{name} " in text
+    found = {
+        line.split()[0].removeprefix("verigrad_"): float(line.split()[1])
+        for line in text.splitlines()
+        if line.startswith("verigrad_") and "{" not in line
+    }
+    # where the engine's thread spent its time: steps of at least one row each, and prefill
+    assert found["decode_steps_total"] >= 2 and found["decode_rows_total"] >= found["decode_steps_total"]
+    assert found["decode_seconds_total"] > 0 and found["prefill_seconds_total"] > 0
 
 
 def test_a_completion_is_generates_greedy_answer(server, client):
@@ -232,6 +243,69 @@ def test_eight_concurrent_clients_each_get_what_they_get_alone(server, client):
     with ThreadPoolExecutor(8) as pool:
         together = list(pool.map(one, range(8)))
     assert together == alone
+
+
+def test_every_chunk_of_a_stream_gives_the_time_the_completion_was_created(server, monkeypatch):
+    """OpenAI's chunks of one completion all carry its `created`; they took the clock at each chunk."""
+    clock = iter(range(1_000_000, 2_000_000))
+    monkeypatch.setattr(protocol.time, "time", lambda: next(clock))  # a second passes at every reading
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5, "seed": 1}
+    body |= {"stream": True, "stream_options": {"include_usage": True}}
+    with TestClient(create_app(server[0], MODEL)) as http:
+        raw = http.post("/v1/chat/completions", json=body).text
+    chunks = [json.loads(e[6:]) for e in raw.split("\n\n") if e and e != "data: [DONE]"]
+    assert len(chunks) >= 3 and len({c["created"] for c in chunks}) == 1
+
+
+class _Loop:
+    """A loop's `call_soon_threadsafe`, counted and run when asked."""
+
+    def __init__(self):
+        self.calls: list = []
+
+    def call_soon_threadsafe(self, fn, *args):
+        self.calls.append((fn, args))
+
+
+def test_the_engines_events_wake_the_event_loop_once_for_all_those_waiting():
+    loop = _Loop()
+    dispatch = serve_app._Dispatch(loop)
+    queues = [asyncio.Queue() for _ in range(8)]
+    for i, q in enumerate(queues):  # a step's tokens for 8 clients
+        dispatch.put(q, Event(tokens=[i]))
+    dispatch.put(queues[0], Event(tokens=[8]))
+    assert len(loop.calls) == 1 and all(q.empty() for q in queues)
+    fn, args = loop.calls.pop()
+    fn(*args)
+    assert [[q.get_nowait().tokens[0] for _ in range(q.qsize())] for q in queues] == [
+        [0, 8],
+        *[[i] for i in range(1, 8)],
+    ]
+    dispatch.put(queues[1], Event(tokens=[9]))  # the next step's: a new wake-up
+    assert len(loop.calls) == 1
+
+
+def test_events_queued_together_are_streamed_in_one_write_chunk_by_chunk(server):
+    engine = server[0]
+    parsed = protocol.parse(
+        {"model": MODEL, "prompt": "hi", "stream": True, "max_tokens": 3}, False, engine.tokenizer.encode, 256
+    )
+    events = asyncio.Queue()
+    for text in ("a", "b"):
+        events.put_nowait(Event(text=text, tokens=[1]))
+    events.put_nowait(Event(text="c", tokens=[2], finish_reason="length", completion_tokens=3))
+
+    async def writes():
+        return [
+            w
+            async for w in serve_app._stream(engine, None, events, parsed, "cmpl-1", MODEL, engine.tokenizer)
+        ]
+
+    got = asyncio.run(writes())
+    assert len(got) == 1
+    chunks = [e for e in got[0].split("\n\n") if e]
+    assert [json.loads(c[6:])["choices"][0]["text"] for c in chunks[:-1]] == ["a", "b", "c"]
+    assert chunks[-1] == "data: [DONE]"
 
 
 def test_the_serve_command_answers_over_http(model_path):

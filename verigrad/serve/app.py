@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import threading
+import weakref
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -39,6 +40,35 @@ class _Counters:
             self.errors[status] = self.errors.get(status, 0) + 1
 
 
+class _Dispatch:
+    """Events from the engine's thread to the requests' queues on one event loop. `call_soon_threadsafe`
+    wakes the loop (a write to its self-pipe, then a turn of the loop): one per token per client made
+    the loop wake eight times a step at 8 clients. Events queued here wait for one wake-up, which puts
+    them all in their queues, in the order the engine gave them."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self.pending: list[tuple[asyncio.Queue, Event]] = []
+        self.lock = threading.Lock()
+        self.scheduled = False
+
+    def put(self, queue: asyncio.Queue, event: Event) -> None:
+        """On the engine's thread: `event` for `queue`, with a wake-up of the loop if none is pending."""
+        with self.lock:
+            self.pending.append((queue, event))
+            if self.scheduled:
+                return
+            self.scheduled = True
+        with contextlib.suppress(RuntimeError):  # the loop is closed: the server is stopping
+            self.loop.call_soon_threadsafe(self._deliver)
+
+    def _deliver(self) -> None:
+        with self.lock:
+            pending, self.pending, self.scheduled = self.pending, [], False
+        for queue, event in pending:
+            queue.put_nowait(event)
+
+
 def create_app(
     engine: Engine, model_id: str, *, api_key: str | None = None, max_body: int = MAX_BODY, aliases=()
 ) -> Starlette:
@@ -46,6 +76,7 @@ def create_app(
     routes need `Authorization: Bearer <api_key>`; bodies over `max_body` bytes get a 413."""
     counters = _Counters()
     names = {model_id, *aliases}
+    dispatchers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Dispatch] = weakref.WeakKeyDictionary()
     tokenizer = engine.tokenizer
 
     def failure(error: APIError) -> JSONResponse:
@@ -112,6 +143,11 @@ def create_app(
             engine.tokens_per_second(),
         )
         metric("prefix_cache_blocks", "gauge", "Blocks held by the prefix cache.", len(engine.prefix))
+        metric("decode_steps_total", "counter", "Batched decode steps run.", engine.steps_total)
+        metric("decode_rows_total", "counter", "Rows the decode steps ran.", engine.decode_rows_total)
+        seconds = "Seconds the engine's thread spent"
+        metric("decode_seconds_total", "counter", f"{seconds} in decode steps.", engine.decode_seconds)
+        metric("prefill_seconds_total", "counter", f"{seconds} prefilling prompts.", engine.prefill_seconds)
         with counters.lock:
             for status, n in sorted(counters.errors.items()):
                 metric(
@@ -138,11 +174,13 @@ def create_app(
                 )  # fmt: skip
         parsed = protocol.parse(body, chat, encode(chat), engine.capacity)
         loop = asyncio.get_running_loop()
+        dispatch = dispatchers.get(loop)
+        if dispatch is None:
+            dispatch = dispatchers[loop] = _Dispatch(loop)
         events: asyncio.Queue[Event] = asyncio.Queue()
 
         def on_event(event: Event) -> None:  # on the engine's thread
-            with contextlib.suppress(RuntimeError):  # the loop is closed: the server is stopping
-                loop.call_soon_threadsafe(events.put_nowait, event)
+            dispatch.put(events, event)
 
         try:
             handle = engine.submit(parsed.request, on_event)
@@ -200,8 +238,12 @@ async def _answer(
                 if await request.is_disconnected():
                     return Response(status_code=499)
                 continue
-            text.append(event.text)
-            items.extend(event.logprobs)
+            while True:  # and those queued behind it, without a wait each
+                text.append(event.text)
+                items.extend(event.logprobs)
+                if event.finish_reason or events.empty():
+                    break
+                event = events.get_nowait()
             if event.finish_reason:
                 done = True
                 break
@@ -220,29 +262,36 @@ def _sse(data: Any) -> str:
 async def _stream(
     engine: Engine, handle: Any, events: asyncio.Queue, parsed: Any, rid: str, model: str, tokenizer: Any
 ) -> AsyncIterator[str]:
-    """The answer as server-sent events; closed early (the client left), the request is cancelled."""
+    """The answer as server-sent events, a chunk per event; the events already queued when the loop
+    gets to them are sent in one write. Closed early (the client left), the request is cancelled."""
     done, offset = False, 0
     try:
         if parsed.chat:
             yield _sse(protocol.chunk(parsed, rid, model, None, tokenizer))
-        while True:
-            event = await events.get()
-            if event.finish_reason == "error":
-                done = True
-                body = APIError(500, f"the model failed: {event.error}", type="server_error").body()
-                yield _sse(body)
-                break
-            if event.text or event.logprobs or event.finish_reason:
-                yield _sse(protocol.chunk(parsed, rid, model, event, tokenizer, offset))
-                offset += sum(
-                    len(tokenizer.token_bytes(lp.token).decode("utf-8", "replace")) for lp in event.logprobs
-                )
-            if event.finish_reason:
-                done = True
-                if parsed.include_usage:
-                    yield _sse(protocol.usage_chunk(parsed, rid, model, event))
-                break
-        yield "data: [DONE]\n\n"
+        while not done:
+            ready = [await events.get()]
+            while not events.empty():
+                ready.append(events.get_nowait())
+            out = []
+            for event in ready:
+                if event.finish_reason == "error":
+                    done = True
+                    body = APIError(500, f"the model failed: {event.error}", type="server_error").body()
+                    out.append(_sse(body))
+                    break
+                if event.text or event.logprobs or event.finish_reason:
+                    out.append(_sse(protocol.chunk(parsed, rid, model, event, tokenizer, offset)))
+                    pieces = (tokenizer.token_bytes(lp.token) for lp in event.logprobs)
+                    offset += sum(len(b.decode("utf-8", "replace")) for b in pieces)
+                if event.finish_reason:
+                    done = True
+                    if parsed.include_usage:
+                        out.append(_sse(protocol.usage_chunk(parsed, rid, model, event)))
+                    break
+            if done:
+                out.append("data: [DONE]\n\n")
+            if out:
+                yield "".join(out)
     finally:
         if not done:
             engine.cancel(handle)

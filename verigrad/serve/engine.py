@@ -181,6 +181,10 @@ class Engine:
         # metrics
         self.requests_total = self.prompt_tokens_total = self.completion_tokens_total = 0
         self.steps_total = 0
+        # where the engine's thread spends its time (wall seconds): decode steps (and the rows they ran),
+        # prompts' prefill; the rest of the time it waited for requests or ran their events' callbacks
+        self.decode_seconds = self.prefill_seconds = 0.0
+        self.decode_rows_total = 0
         self._recent: collections.deque[tuple[float, int]] = collections.deque()
 
     # the public side ------------------------------------------------------------------------------
@@ -256,9 +260,14 @@ class Engine:
                 dropped = [s for s in self._running if s.handle.cancelled]
             for s in dropped:
                 self._finish(s, "cancelled")
+            t0 = time.perf_counter()
             self._prefill_some()
+            t1 = time.perf_counter()
+            self.prefill_seconds += t1 - t0
             if self._running:
+                self.decode_rows_total += len(self._running)
                 self._guarded(self._step)
+                self.decode_seconds += time.perf_counter() - t1
         if self._prefill is not None:
             self._drop_prefill(Event(finish_reason="cancelled"))
         for s in list(self._running):
@@ -357,14 +366,26 @@ class Engine:
         self.steps_total += 1
         for s in running:
             s.length += 1
-        for s, row in zip(list(running), logits[:, 0]):
-            self._choose(s, row)
+        rows = logits[:, 0]
+        best = rows.argmax(axis=1)  # the greedy rows' tokens, one call for the batch
+        for s, row, token in zip(list(running), rows, best.tolist()):
+            self._choose(s, row, token)
 
-    def _choose(self, s: _Sequence, logits: np.ndarray) -> None:
-        """Sample s's next token from its logits, tell its client, and end it where it ends."""
+    def _choose(self, s: _Sequence, logits: np.ndarray, best: int | None = None) -> None:
+        """Sample s's next token from its logits (`best`: their argmax, where the caller has it), tell
+        its client, and end it where it ends."""
         r = s.request
-        scores = penalized(logits, s.counts, r.presence_penalty, r.frequency_penalty)
-        token = next_token(scores, (), s.options, s.rng)
+        if (
+            best is not None
+            and r.temperature == 0
+            and not (s.counts and (r.presence_penalty or r.frequency_penalty))
+        ):
+            # greedy without a penalty: sampling's argmax of the logits in f64, which are the f32 ones
+            # exactly (the first maximum, or the first NaN, of the same values)
+            token = best
+        else:
+            scores = penalized(logits, s.counts, r.presence_penalty, r.frequency_penalty)
+            token = next_token(scores, (), s.options, s.rng)
         self._recent.append((time.perf_counter(), 1))
         while self._recent and self._recent[0][0] < time.perf_counter() - 60:
             self._recent.popleft()

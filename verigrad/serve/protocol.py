@@ -13,7 +13,7 @@ import math
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .engine import Event, Request, TokenLogprob
@@ -47,12 +47,14 @@ CHAT_FIELDS |= {"tool_choice", "response_format", "parallel_tool_calls"} | IGNOR
 
 @dataclass
 class Parsed:
-    """A checked request: the engine's request, whether to stream, and what the response reports."""
+    """A checked request: the engine's request, whether to stream, and what the response reports;
+    `created` is the Unix time every chunk of its answer gives (OpenAI's: each chunk the same)."""
 
     request: Request
     stream: bool
     include_usage: bool
     chat: bool
+    created: int = field(default_factory=lambda: int(time.time()))
 
 
 def _bad(message: str, param: str | None, code: str | None = None) -> APIError:
@@ -281,11 +283,10 @@ def response(
     else:
         choice, kind = {"index": 0, "text": text}, "text_completion"
     choice |= {"logprobs": logprobs, "finish_reason": finish_reason(last.finish_reason)}
-    created = int(time.time())
     return {
         "id": rid,
         "object": kind,
-        "created": created,
+        "created": parsed.created,
         "model": model,
         "choices": [choice],
         "usage": usage(last),
@@ -294,7 +295,6 @@ def response(
 
 def chunk(parsed: Parsed, rid: str, model: str, event: Event | None, tokenizer: Any, offset: int = 0) -> dict:
     """A stream chunk carrying an event's text (None: the chat's first chunk, the assistant's role)."""
-    created = int(time.time())
     if parsed.chat:
         delta: dict = {"role": "assistant", "content": ""} if event is None else {"content": event.text}
         if event is not None and event.finish_reason and not event.text:
@@ -310,7 +310,7 @@ def chunk(parsed: Parsed, rid: str, model: str, event: Event | None, tokenizer: 
         else:
             logprobs = completion_logprobs(event.logprobs, tokenizer, offset)
     choice |= {"logprobs": logprobs, "finish_reason": finish_reason(event.finish_reason if event else None)}
-    out = {"id": rid, "object": kind, "created": created, "model": model, "choices": [choice]}
+    out = {"id": rid, "object": kind, "created": parsed.created, "model": model, "choices": [choice]}
     if parsed.include_usage:
         out["usage"] = None
     return out
@@ -322,7 +322,7 @@ def usage_chunk(parsed: Parsed, rid: str, model: str, last: Event) -> dict:
     return {
         "id": rid,
         "object": kind,
-        "created": int(time.time()),
+        "created": parsed.created,
         "model": model,
         "choices": [],
         "usage": usage(last),
