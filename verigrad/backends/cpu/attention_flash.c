@@ -543,9 +543,46 @@ FA512F static void fa_dq_block_avx512(const double *ds, int64_t js, const int64_
 }
 #endif
 
+#if VG_X86
+/* fa_dq_block_avx512 for four rows i..i + 3 at a time where d is a multiple of 8 and every key of the
+ * block is seen by all four (i >= first[kb - 1]: first[] grows with j), the rest a row at a time: each
+ * loaded key vector serves four rows; each row's sums in j order, so the same bits */
+FA512F static void fa_dq4_avx512(const double *ds, int64_t js, const int64_t *first, int64_t kb, const double *k,
+                                 int64_t lo, int64_t n, int64_t d, double *dq) {
+    int64_t i = lo;
+    const int64_t all = first[kb - 1] > lo ? first[kb - 1] : lo; /* the first row that sees every key */
+    if (all > i) {
+        fa_dq_block_avx512(ds, js, first, kb, k, i, all < n ? all : n, d, dq);
+        i = all;
+    }
+    for (; i + 4 <= n; i += 4) {
+        double *row = dq + i * d;
+        for (int64_t e = 0; e < d; e += 8) {
+            __m512d a0 = _mm512_loadu_pd(row + e), a1 = _mm512_loadu_pd(row + d + e);
+            __m512d a2 = _mm512_loadu_pd(row + 2 * d + e), a3 = _mm512_loadu_pd(row + 3 * d + e);
+            for (int64_t j = 0; j < kb; j++) {
+                const __m512d y = _mm512_loadu_pd(k + j * d + e);
+                const double *c = ds + j * js + i;
+                a0 = _mm512_fmadd_pd(_mm512_set1_pd(c[0]), y, a0);
+                a1 = _mm512_fmadd_pd(_mm512_set1_pd(c[1]), y, a1);
+                a2 = _mm512_fmadd_pd(_mm512_set1_pd(c[2]), y, a2);
+                a3 = _mm512_fmadd_pd(_mm512_set1_pd(c[3]), y, a3);
+            }
+            _mm512_storeu_pd(row + e, a0), _mm512_storeu_pd(row + d + e, a1);
+            _mm512_storeu_pd(row + 2 * d + e, a2), _mm512_storeu_pd(row + 3 * d + e, a3);
+        }
+    }
+    if (i < n) fa_dq_block_avx512(ds, js, first, kb, k, i, n, d, dq);
+}
+#endif
+
 static void fa_dq(const double *ds, int64_t js, const int64_t *first, int64_t kb, const double *k, int64_t lo,
                   int64_t n, int64_t d, double *dq) {
 #if VG_X86
+    if (d % 8 == 0 && fa_avx512()) {
+        fa_dq4_avx512(ds, js, first, kb, k, lo, n, d, dq);
+        return;
+    }
     if (d % 4 == 0 && fa_avx512()) {
         fa_dq_block_avx512(ds, js, first, kb, k, lo, n, d, dq);
         return;
@@ -640,8 +677,68 @@ static int fa_load(const float *src, int64_t rs, int64_t es, int64_t n, int64_t 
     return ok;
 }
 
+#if VG_X86
+/* fa_transpose eight rows by eight columns at a time (the last ones' lanes masked) */
+FA512 static void fa_transpose_avx512(const double *src, int64_t n, int64_t d, double *dst, int64_t ld) {
+    /* pairs of rows' even, then odd, columns; then four rows' columns c and c + 4; then eight rows' */
+    const __m512i lo4 = _mm512_set_epi64(13, 12, 5, 4, 9, 8, 1, 0), hi4 = _mm512_set_epi64(15, 14, 7, 6, 11, 10, 3, 2);
+    const __m512i lo8 = _mm512_set_epi64(11, 10, 9, 8, 3, 2, 1, 0), hi8 = _mm512_set_epi64(15, 14, 13, 12, 7, 6, 5, 4);
+    for (int64_t r0 = 0; r0 < n; r0 += 8) {
+        const __mmask8 rm = fa_mask8(n - r0);
+        for (int64_t e0 = 0; e0 < d; e0 += 8) {
+            const __mmask8 em = fa_mask8(d - e0);
+            __m512d x[8], t[8], u[8], y[8];
+            for (int k = 0; k < 8; k++)
+                x[k] = r0 + k < n ? _mm512_maskz_loadu_pd(em, src + (r0 + k) * d + e0) : _mm512_setzero_pd();
+            for (int k = 0; k < 8; k += 2) { /* t[k]: columns 0 2 4 6 of rows k, k + 1 interleaved; t[k + 1]: 1 3 5 7 */
+                t[k] = _mm512_unpacklo_pd(x[k], x[k + 1]);
+                t[k + 1] = _mm512_unpackhi_pd(x[k], x[k + 1]);
+            }
+            for (int k = 0; k < 8; k += 4) /* u[k + c]: columns c and c + 4 of rows k..k + 3 (c < 4) */
+                for (int c = 0; c < 2; c++) {
+                    u[k + c] = _mm512_permutex2var_pd(t[k + c], lo4, t[k + 2 + c]);
+                    u[k + 2 + c] = _mm512_permutex2var_pd(t[k + c], hi4, t[k + 2 + c]);
+                }
+            for (int c = 0; c < 4; c++) { /* column c, c + 4 of the eight rows */
+                y[c] = _mm512_permutex2var_pd(u[c], lo8, u[4 + c]);
+                y[c + 4] = _mm512_permutex2var_pd(u[c], hi8, u[4 + c]);
+            }
+            for (int k = 0; k < 8 && e0 + k < d; k++) _mm512_mask_storeu_pd(dst + (e0 + k) * ld + r0, rm, y[k]);
+        }
+    }
+}
+
+/* dst[e] = (float)(src[e] / div) for e < n (div 1: the conversion alone) */
+FA512 static void fa_store_avx512(const double *src, int64_t n, double div, float *dst) {
+    const __m512d dv = _mm512_set1_pd(div);
+    int64_t e = 0;
+    if (div == 1.0) /* x / 1 is x: the conversion alone */
+        for (; e + 8 <= n; e += 8) _mm256_storeu_ps(dst + e, _mm512_cvtpd_ps(_mm512_loadu_pd(src + e)));
+    else
+        for (; e + 8 <= n; e += 8) _mm256_storeu_ps(dst + e, _mm512_cvtpd_ps(_mm512_div_pd(_mm512_loadu_pd(src + e), dv)));
+    for (; e < n; e++) dst[e] = (float)(src[e] / div);
+}
+#endif
+
+/* dst[e] = (float)(src[e] / div) for e < n */
+static void fa_store(const double *src, int64_t n, double div, float *dst) {
+#if VG_X86
+    if (fa_avx512()) {
+        fa_store_avx512(src, n, div, dst);
+        return;
+    }
+#endif
+    for (int64_t e = 0; e < n; e++) dst[e] = (float)(src[e] / div);
+}
+
 /* dst[e ld + r] = src[r d + e] for r < n, e < d */
 static void fa_transpose(const double *src, int64_t n, int64_t d, double *dst, int64_t ld) {
+#if VG_X86
+    if (fa_avx512()) {
+        fa_transpose_avx512(src, n, d, dst, ld);
+        return;
+    }
+#endif
     for (int64_t r0 = 0; r0 < n; r0 += 8)
         for (int64_t e = 0; e < d; e++)
             for (int64_t r = r0; r < n && r < r0 + 8; r++) dst[e * ld + r] = src[r * d + e];
@@ -768,7 +865,7 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
             for (int64_t r = 0; r < rows; r++) { /* each row's output and log-sum-exp */
                 const int64_t hh = r / t, i = r % t;
                 float *o = a->out + ((b * a->h + g * group + hh) * t + i) * (dv + 1);
-                for (int64_t e = 0; e < dv; e++) o[e] = (float)(accs[r * dv + e] / lrow[r]);
+                fa_store(accs + r * dv, dv, lrow[r], o);
                 o[dv] = (float)(mrow[r] + log(lrow[r]));
             }
             continue;
@@ -812,13 +909,13 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
                 }
             for (int64_t j = j0; j < j0 + kb; j++) {
                 const double *dk = kacc + (j - j0) * (d + dv), *dvj = dk + d;
-                for (int64_t e = 0; e < d; e++) o[rows * d + j * d + e] = (float)dk[e];
-                for (int64_t e = 0; e < dv; e++) o[rows * d + S * d + j * dv + e] = (float)dvj[e];
+                fa_store(dk, d, 1.0, o + rows * d + j * d); /* x / 1 is x */
+                fa_store(dvj, dv, 1.0, o + rows * d + S * d + j * dv);
             }
             for (int64_t hh = 0; hh < group; hh++) /* ds [kb, G, T]: head hh's rows at stride G T */
                 fa_dq(dsb + hh * t, group * t, first, kb, kd + j0 * d, first[0], t, d, dq + hh * t * d);
         }
-        for (int64_t e = 0; e < rows * d; e++) o[e] = (float)dq[e];
+        fa_store(dq, rows * d, 1.0, o);
     }
     free(kd);
 }
