@@ -76,8 +76,8 @@ def test_hand_computed_values():
 @needs_cc
 def test_gelu_grad_kernel_gives_the_two_kernels_bits_on_every_path_and_thread_count():
     """gelu's backward in one pass: the bits of gelu_deriv's kernel then mul's (and the reference's here),
-    blocks and threads splitting 3 x 20011 elements anywhere, on every vector path; a view, a shape
-    mismatch's broadcast or another dtype runs the reference."""
+    blocks and threads splitting 3 x 20011 elements anywhere, on every vector path; a view, a broadcast
+    and f64 run those two kernels."""
     x = np.resize(inputs(), (3, 20011))
     g = np.random.default_rng(3).uniform(-3, 3, x.shape).astype(np.float32)
     g.ravel()[:8] = SPECIAL
@@ -97,6 +97,11 @@ def test_gelu_grad_kernel_gives_the_two_kernels_bits_on_every_path_and_thread_co
         assert two.view(np.uint32).tolist() == reference.view(np.uint32).tolist()
     view = kernel(g[:, ::2], x[:, ::2])
     assert view.view(np.uint32).tolist() == reference[:, ::2].view(np.uint32).tolist()
+    # f64: gelu_deriv's and mul's kernels one after the other (not the reference's erf a Python call each)
+    x64, g64 = x.astype(np.float64), g.astype(np.float64)
+    deriv64, mul64 = (cpu.cpu.native(REGISTRY[op], verigrad.f64) for op in ("gelu_deriv", "mul"))
+    got = cpu.cpu.native(REGISTRY["gelu_grad"], verigrad.f64)(g64, x64)
+    assert got.view(np.uint64).tolist() == mul64(g64, deriv64(x64)).view(np.uint64).tolist()
 
 
 def test_gelu_backward_is_gelu_grad_and_refuses_mismatched_operands():
