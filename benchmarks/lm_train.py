@@ -471,12 +471,12 @@ def matmul_and_loss(args: argparse.Namespace) -> None:
             print(row + (f"{ours_ms / torch_ms:8.2f}x" if torch_ms else ""))
 
 
-def small_steps(threads: int) -> tuple[dict[str, Any], Any, Any]:
-    """The small GPT's eager and compiled verigrad steps (each its own model from the same weights) and
-    the batch."""
+def small_steps(threads: int, size_name: str = "small") -> tuple[dict[str, Any], Any, Any]:
+    """A GPT's (the small one by default) eager and compiled verigrad steps (each its own model from the
+    same weights) and the batch."""
     import verigrad
 
-    size = SIZES["small"]
+    size = SIZES[size_name]
     verigrad.set_threads(threads)
     weights = state_dict(size)
     steps = {}
@@ -514,13 +514,21 @@ def compiled_against_eager(args: argparse.Namespace) -> None:
 
 
 def step_kernels(args: argparse.Namespace) -> None:
-    """The small GPT's compiled step, kernel by kernel (the plan's calls: the kernels eager mode runs too),
-    on 1 and 2 threads: each call's minimum wall time over `--repeats` x 4 calls on the operands of a
-    step's run (a busy machine's load adds to each call's time, least to the minimum), summed by op."""
+    """A GPT's compiled step (each of `--sizes`' GPTs, the small one by default), kernel by kernel (the
+    plan's calls: the kernels eager mode runs too), on 1 and 2 threads: each call's minimum wall time over
+    `--repeats` x 4 calls on the operands of a step's run (a busy machine's load adds to each call's
+    time, least to the minimum), summed by op."""
+    for size_name in [s for s in args.sizes if s in SIZES] if args.sizes_given else ["small"]:
+        print(f"{size_name}:")
+        size_kernels(args, size_name)
+
+
+def size_kernels(args: argparse.Namespace, size_name: str) -> None:
+    """step_kernels for one GPT size."""
     import verigrad
     from verigrad.ir.steps import call_args, fixed_kernel
 
-    steps, x, y = small_steps(1)
+    steps, x, y = small_steps(1, size_name)
     compiled = steps["compiled"]
     for _ in range(3):
         compiled(x, y)
@@ -590,7 +598,9 @@ def profile(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="small,base,lora", help="comma-separated: small, base, lora")
+    parser.add_argument(
+        "--sizes", help="comma-separated: small, base, lora (default all; --kernels: small, its GPTs)"
+    )
     parser.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
     parser.add_argument("--steps", type=int, default=3, help="steps per timed run (default 3)")
     parser.add_argument("--repeats", type=int, default=5, help="timed runs (default 5)")
@@ -613,12 +623,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--kernels",
         action="store_true",
-        help="the small GPT's compiled step kernel by kernel, on 1 and 2 threads",
+        help="a GPT's compiled step kernel by kernel (the small one, or --sizes' GPTs), on 1 and 2 threads",
     )
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.threads = positive_ints(parser, args.threads, "--threads")
-    args.sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
+    args.sizes_given = args.sizes is not None
+    args.sizes = [s.strip() for s in (args.sizes or "small,base,lora").split(",") if s.strip()]
     if not args.sizes or any(s not in (*SIZES, LORA) for s in args.sizes):
         parser.error(f"--sizes takes names from {', '.join((*SIZES, LORA))}, got {args.sizes}")
     if args.steps < 1 or args.repeats < 1 or args.warmup < 0:

@@ -71,3 +71,61 @@ def test_hand_computed_values():
         == np.array([0.8413447460685429 + phi, 0.15865525393145707 - phi, 0.5], np.float32).tolist()
     )
     assert np.isnan(deriv[3]) and deriv[5] == 1.0
+
+
+@needs_cc
+def test_gelu_grad_kernel_gives_the_two_kernels_bits_on_every_path_and_thread_count():
+    """gelu's backward in one pass: the bits of gelu_deriv's kernel then mul's (and the reference's here),
+    blocks and threads splitting 3 x 20011 elements anywhere, on every vector path; a view, a broadcast
+    and f64 run those two kernels."""
+    x = np.resize(inputs(), (3, 20011))
+    g = np.random.default_rng(3).uniform(-3, 3, x.shape).astype(np.float32)
+    g.ravel()[:8] = SPECIAL
+    kernel = cpu.cpu.native(REGISTRY["gelu_grad"], verigrad.f32)
+    deriv, mul = (cpu.cpu.native(REGISTRY[op], verigrad.f32) for op in ("gelu_deriv", "mul"))
+    with np.errstate(all="ignore"):
+        reference = REGISTRY["gelu_grad"].reference(g, x)
+    for path in cpu.vector_paths():
+        with cpu.cpu.on_path(path):
+            two = mul(g, deriv(x))
+            for threads in (1, 2, 3):
+                verigrad.set_threads(threads)
+                got = kernel(g, x)
+                assert got.view(np.uint32).tolist() == two.view(np.uint32).tolist(), (path, threads)
+    verigrad.set_threads(1)
+    if cpu.cpu.exactness("gelu_grad", "f32").is_exact:
+        assert two.view(np.uint32).tolist() == reference.view(np.uint32).tolist()
+    view = kernel(g[:, ::2], x[:, ::2])
+    assert view.view(np.uint32).tolist() == reference[:, ::2].view(np.uint32).tolist()
+    # f64: gelu_deriv's and mul's kernels one after the other (not the reference's erf a Python call each)
+    x64, g64 = x.astype(np.float64), g.astype(np.float64)
+    deriv64, mul64 = (cpu.cpu.native(REGISTRY[op], verigrad.f64) for op in ("gelu_deriv", "mul"))
+    got = cpu.cpu.native(REGISTRY["gelu_grad"], verigrad.f64)(g64, x64)
+    assert got.view(np.uint64).tolist() == mul64(g64, deriv64(x64)).view(np.uint64).tolist()
+
+
+def test_gelu_backward_is_gelu_grad_and_refuses_mismatched_operands():
+    """F.gelu's gradient is the gelu_grad op (g * gelu_deriv(x) in one op: the composition's bits);
+    gelu_grad broadcasts g and x as mul does, and refuses shapes that do not broadcast and mixed dtypes."""
+    rng = np.random.default_rng(5)
+    x = verigrad.tensor(rng.uniform(-4, 4, (6, 7)).astype(np.float32), requires_grad=True)
+    g = rng.uniform(-2, 2, (6, 7)).astype(np.float32)
+    verigrad.nn.functional.gelu(x).backward(verigrad.tensor(g))
+    deriv = REGISTRY["gelu_deriv"].reference(x.detach().numpy())
+    assert x.grad.numpy().view(np.uint32).tolist() == (g * deriv).view(np.uint32).tolist()
+
+    def step(x, g):
+        x.requires_grad_(True)
+        verigrad.nn.functional.gelu(x).backward(g)
+        return x.grad
+
+    spec = verigrad.spec((6, 7), verigrad.f32)
+    program = str(verigrad.trace(step, spec, spec))
+    assert "gelu_grad" in program and "gelu_deriv" not in program
+    op = REGISTRY["gelu_grad"]
+    row = op(verigrad.tensor(g[0]), x.detach()).numpy()  # g's row broadcast over x's rows
+    assert row.view(np.uint32).tolist() == (g[0] * deriv).view(np.uint32).tolist()
+    with pytest.raises(verigrad.errors.ShapeError, match="gelu_grad"):
+        op(verigrad.zeros(7), verigrad.zeros(6, 8))
+    with pytest.raises(verigrad.errors.DTypeError, match=r"gelu_grad: the gradient must be f32 .* got f64"):
+        op(verigrad.zeros(6, 7, dtype=verigrad.float64), verigrad.zeros(6, 7))

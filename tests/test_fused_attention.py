@@ -29,6 +29,7 @@ CASES = [  # (B, H, KV, T, S, D, Dv)
     (1, 3, 1, 5, 5, 6, 10),  # head dims not a multiple of 4
     (1, 2, 1, 40, 50, 64, 48),  # wide heads: the backward's queries 16 at a time
     (1, 1, 1, 1, 1, 2, 2),
+    (1, 2, 1, 30, 37, 128, 128),  # the backward's queries 8 at a time: a group of four keys straddles them
 ]
 
 

@@ -172,6 +172,7 @@ from .unary import (
     floor,
     gelu,
     gelu_deriv,
+    gelu_grad,
     gelu_tanh,
     gelu_tanh_deriv,
     log,

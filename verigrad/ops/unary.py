@@ -17,8 +17,9 @@ import numpy as np
 
 from ..dtypes import DType, bool_
 from ..errors import DTypeError
-from ._op import Op, float_dtype, no_bf16, numeric_dtype, same_shape
-from ._samples import unary
+from ..shapes import broadcast
+from ._op import Op, float_dtype, no_bf16, numeric_dtype, same_shape, unbroadcast
+from ._samples import binary, unary
 from .creation import zeros_like
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -364,7 +365,7 @@ erf = _float_op(
 gelu = _float_op(
     "gelu",
     in_f64(_gelu),
-    lambda g, out, x: (g * gelu_deriv(x),),
+    lambda g, out, x: (gelu_grad(g, x) if g.dtype == x.dtype else g * gelu_deriv(x),),
     torch=lambda t, x: t.nn.functional.gelu(x),
     fast=False,
     doc="x * Phi(x) with the exact normal CDF (erf form), evaluated in f64 and rounded once.",
@@ -438,6 +439,42 @@ def _silu_second(g, out, x):
 
 gelu_deriv = _float_op(
     "gelu_deriv", in_f64(_gelu_deriv), _gelu_second, doc="d gelu / dx of the forward input."
+)
+
+
+def _gelu_grad_dtype(g: DType, x: DType) -> DType:
+    out = float_dtype(x)
+    if g != out:
+        raise DTypeError(f"gelu_grad: the gradient must be {out.name} as gelu's result is, got {g.name}")
+    return out
+
+
+def _torch_gelu_deriv(t, x):
+    """PyTorch's gelu derivative at x, through its autograd (aten.gelu_backward fails on broadcast
+    operands and some special values in oneDNN)."""
+    leaf = x if x.requires_grad else x.detach().requires_grad_(True)
+    with t.enable_grad():
+        y = t.nn.functional.gelu(leaf)
+        return t.autograd.grad(y, leaf, t.ones_like(y), create_graph=x.requires_grad)[0]
+
+
+def _gelu_grad_vjp(gg, out, g, x):
+    return (
+        unbroadcast(gg * gelu_deriv(x), g.shape) if g.requires_grad else None,
+        unbroadcast(_gelu_second(gg * g, out, x)[0], x.shape) if x.requires_grad else None,
+    )
+
+
+gelu_grad = Op(
+    "gelu_grad",
+    shape=broadcast,
+    dtype=_gelu_grad_dtype,
+    reference=lambda g, x: g * in_f64(_gelu_deriv)(_as_float(x)),
+    vjp=_gelu_grad_vjp,
+    samples=binary(),
+    torch=lambda t, g, x: g * _torch_gelu_deriv(t, x),
+    exact=False,
+    doc="g * gelu_deriv(x) (broadcast), gelu's backward in one op (the two ops' roundings: the same bits).",
 )
 gelu_tanh_deriv = _float_op(
     "gelu_tanh_deriv",

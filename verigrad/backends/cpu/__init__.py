@@ -34,6 +34,7 @@ from ..active import add_backend
 from ..kernel_table import EXACT, Backend, Exactness
 from ..reference import reference as _reference  # registered first: the reference stays the default
 from . import (
+    activations,
     attention,
     attention_q8,
     checks,
@@ -53,6 +54,7 @@ from . import (
 )
 from . import build as _build
 from ._ffi import DTYPES, MIN_CHUNK, Library, bufsize, min_chunk, set_min_chunk
+from .activations import ACTIVATIONS
 from .attention import ATTENTION
 from .attention_q8 import ATTENTION_Q8
 from .checks import CHECKS
@@ -81,6 +83,7 @@ MAX_POOL_THREADS = 64  # threadpool.c's VG_MAX_THREADS
 # Each module has `register(backend, library)`.
 KERNEL_FAMILIES = (
     elementwise,
+    activations,  # after elementwise: gelu_grad states what gelu_deriv's kernel states
     reduce,
     movement,
     pooling,
@@ -97,6 +100,7 @@ KERNEL_FAMILIES = (
 )
 
 __all__ = [
+    "ACTIVATIONS",
     "ATTENTION",
     "ATTENTION_Q8",
     "BINARY",

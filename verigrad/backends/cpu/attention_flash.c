@@ -14,7 +14,10 @@
  * dv_j = sum_i p_ij g_i and dk_j = scale sum_i ds_ij q_i in i order, then dq_i += scale ds_ij k_j for the
  * block's keys in j order (dq in double, a row read and written once a block). Each output is computed by
  * one thread in one order (threads take units), so every thread count gives the same bits. The three
- * gradients come from one pass (attention_grad packs them per unit). */
+ * gradients come from one pass (attention_grad packs them per unit). On AVX-512 the forward takes four
+ * query rows a block and the backward four keys a group of queries, so that each loaded key, value,
+ * query or output-gradient vector serves four dot products or weighted sums (fa_dots4, fa_axpys4): each
+ * sum in its own order as one row or key alone, so the same bits as the AVX2 and plain loops. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -275,6 +278,105 @@ FA512 static double fa_scale_max_avx512(double *s, int64_t n, double scale, doub
     return m;
 }
 
+/* the lanes of a vector of eight from r on, of n */
+static inline __mmask8 fa_mask8(int64_t left) {
+    return left >= 8 ? (__mmask8)0xff : left <= 0 ? (__mmask8)0 : (__mmask8)((1u << left) - 1);
+}
+
+/* fa_dots_avx512 of four vectors x + q xs (q < 4) into out + q os: each loaded column serves the four.
+ * Each partial sum a_l (i = l mod 4, in i order, from +0) and (a0 + a1) + (a2 + a3) as fa_dots_avx512
+ * computes them, so the same bits; the partials are taken two at a time (16 keys of 4 rows: 8 vectors
+ * each), the first pair's sums kept while the second's run. */
+FA512F static void fa_dots4_avx512(const double *x, int64_t xs, const double *cols, int64_t ld, int64_t n,
+                                   int64_t d, double *out, int64_t os) {
+    for (int64_t r = 0; r < n; r += 16) {
+        const __mmask8 m0 = fa_mask8(n - r), m1 = fa_mask8(n - r - 8);
+        const double *c = cols + r;
+        __m512d h[8];
+        for (int pair = 0; pair < 4; pair += 2) {
+            __m512d a[8], b[8];
+            for (int k = 0; k < 8; k++) a[k] = b[k] = _mm512_setzero_pd();
+            for (int64_t i = pair; i < d; i += 4) {
+                const __m512d y0 = _mm512_maskz_loadu_pd(m0, c + i * ld), y1 = _mm512_maskz_loadu_pd(m1, c + i * ld + 8);
+                for (int q = 0; q < 4; q++) {
+                    const __m512d xq = _mm512_set1_pd(x[q * xs + i]);
+                    a[2 * q] = _mm512_fmadd_pd(xq, y0, a[2 * q]);
+                    a[2 * q + 1] = _mm512_fmadd_pd(xq, y1, a[2 * q + 1]);
+                }
+                if (i + 1 >= d) break;
+                const __m512d z0 = _mm512_maskz_loadu_pd(m0, c + (i + 1) * ld);
+                const __m512d z1 = _mm512_maskz_loadu_pd(m1, c + (i + 1) * ld + 8);
+                for (int q = 0; q < 4; q++) {
+                    const __m512d xq = _mm512_set1_pd(x[q * xs + i + 1]);
+                    b[2 * q] = _mm512_fmadd_pd(xq, z0, b[2 * q]);
+                    b[2 * q + 1] = _mm512_fmadd_pd(xq, z1, b[2 * q + 1]);
+                }
+            }
+            for (int k = 0; k < 8; k++) {
+                const __m512d ab = _mm512_add_pd(a[k], b[k]);
+                if (pair == 0) {
+                    h[k] = ab;
+                    continue;
+                }
+                _mm512_mask_storeu_pd(out + (k / 2) * os + r + (k % 2) * 8, k % 2 ? m1 : m0, _mm512_add_pd(h[k], ab));
+            }
+        }
+    }
+}
+
+/* fa_axpys_avx512 for four coefficient rows c + q cs and accumulators acc + q as (q < 4), d a multiple of
+ * 4: each loaded row serves the four, each sum in r order as fa_axpys_avx512's, so the same bits */
+FA512F static void fa_axpys4_avx512(const double *c, int64_t cs, const double *rows, int64_t n, int64_t d,
+                                    double *acc, int64_t as) {
+    int64_t e = 0;
+    for (; e + 32 <= d; e += 32) {
+        __m512d a[16];
+        for (int k = 0; k < 16; k++) a[k] = _mm512_loadu_pd(acc + (k / 4) * as + e + (k % 4) * 8);
+        for (int64_t r = 0; r < n; r++) {
+            const double *y = rows + r * d + e;
+            const __m512d y0 = _mm512_loadu_pd(y), y1 = _mm512_loadu_pd(y + 8);
+            const __m512d y2 = _mm512_loadu_pd(y + 16), y3 = _mm512_loadu_pd(y + 24);
+            for (int q = 0; q < 4; q++) {
+                const __m512d cq = _mm512_set1_pd(c[q * cs + r]);
+                a[4 * q] = _mm512_fmadd_pd(cq, y0, a[4 * q]);
+                a[4 * q + 1] = _mm512_fmadd_pd(cq, y1, a[4 * q + 1]);
+                a[4 * q + 2] = _mm512_fmadd_pd(cq, y2, a[4 * q + 2]);
+                a[4 * q + 3] = _mm512_fmadd_pd(cq, y3, a[4 * q + 3]);
+            }
+        }
+        for (int k = 0; k < 16; k++) _mm512_storeu_pd(acc + (k / 4) * as + e + (k % 4) * 8, a[k]);
+    }
+    for (; e + 8 <= d; e += 8) {
+        __m512d a[4];
+        for (int q = 0; q < 4; q++) a[q] = _mm512_loadu_pd(acc + q * as + e);
+        for (int64_t r = 0; r < n; r++) {
+            const __m512d y = _mm512_loadu_pd(rows + r * d + e);
+            for (int q = 0; q < 4; q++) a[q] = _mm512_fmadd_pd(_mm512_set1_pd(c[q * cs + r]), y, a[q]);
+        }
+        for (int q = 0; q < 4; q++) _mm512_storeu_pd(acc + q * as + e, a[q]);
+    }
+    if (e < d) { /* the last four columns */
+        __m256d a[4];
+        for (int q = 0; q < 4; q++) a[q] = _mm256_loadu_pd(acc + q * as + e);
+        for (int64_t r = 0; r < n; r++) {
+            const __m256d y = _mm256_loadu_pd(rows + r * d + e);
+            for (int q = 0; q < 4; q++) a[q] = _mm256_fmadd_pd(_mm256_set1_pd(c[q * cs + r]), y, a[q]);
+        }
+        for (int q = 0; q < 4; q++) _mm256_storeu_pd(acc + q * as + e, a[q]);
+    }
+}
+
+/* whether x[j] - m <= 0 for every j < n (false for a NaN) */
+FA512 static int fa_nonpos_avx512(const double *x, int64_t n, double m) {
+    const __m512d mv = _mm512_set1_pd(m);
+    for (int64_t j = 0; j < n; j += 8) {
+        const __mmask8 in = fa_mask8(n - j);
+        const __m512d y = _mm512_sub_pd(_mm512_maskz_loadu_pd(in, x + j), mv);
+        if (_mm512_mask_cmp_pd_mask(in, y, _mm512_setzero_pd(), _CMP_LE_OQ) != in) return 0;
+    }
+    return 1;
+}
+
 #endif
 
 static void fa_dots(const double *x, const double *cols, int64_t ld, int64_t n, int64_t d, double *out) {
@@ -295,7 +397,10 @@ static void fa_dots(const double *x, const double *cols, int64_t ld, int64_t n, 
 static void fa_exps(double *x, int64_t n, double m) {
 #if VG_X86
     int ok = vg_has_avx2_fma();
-    for (int64_t j = 0; j < n && ok; j++) ok = x[j] - m <= 0.0; /* false for NaN */
+    if (ok && fa_avx512())
+        ok = fa_nonpos_avx512(x, n, m);
+    else
+        for (int64_t j = 0; j < n && ok; j++) ok = x[j] - m <= 0.0; /* false for NaN */
     if (ok && fa_avx512()) {
         fa_exps_avx512(x, n, m);
         return;
@@ -324,6 +429,30 @@ static void fa_axpys(const double *c, const double *rows, int64_t n, int64_t d, 
         const double cr = c[r], *y = rows + r * d;
         for (int64_t e = 0; e < d; e++) acc[e] = fma(cr, y[e], acc[e]);
     }
+}
+
+/* out[q os + r] = fa_dots(x + q xs, cols, ..) for q < nq: four at a time on AVX-512 (the same bits) */
+static void fa_dots4(const double *x, int64_t xs, const double *cols, int64_t ld, int64_t n, int64_t d,
+                     double *out, int64_t os, int64_t nq) {
+#if VG_X86
+    if (nq == 4 && fa_avx512()) {
+        fa_dots4_avx512(x, xs, cols, ld, n, d, out, os);
+        return;
+    }
+#endif
+    for (int64_t q = 0; q < nq; q++) fa_dots(x + q * xs, cols, ld, n, d, out + q * os);
+}
+
+/* fa_axpys(c + q cs, rows, n, d, acc + q as) for q < nq: four at a time on AVX-512 (the same bits) */
+static void fa_axpys4(const double *c, int64_t cs, const double *rows, int64_t n, int64_t d, double *acc,
+                      int64_t as, int64_t nq) {
+#if VG_X86
+    if (nq == 4 && d % 4 == 0 && fa_avx512()) {
+        fa_axpys4_avx512(c, cs, rows, n, d, acc, as);
+        return;
+    }
+#endif
+    for (int64_t q = 0; q < nq; q++) fa_axpys(c + q * cs, rows, n, d, acc + q * as);
 }
 
 /* dq[i][e] += sum_{j < kb, i >= first[j]} ds[j js + i] k[j][e] for rows i in [lo, n), in j order (k
@@ -414,9 +543,46 @@ FA512F static void fa_dq_block_avx512(const double *ds, int64_t js, const int64_
 }
 #endif
 
+#if VG_X86
+/* fa_dq_block_avx512 for four rows i..i + 3 at a time where d is a multiple of 8 and every key of the
+ * block is seen by all four (i >= first[kb - 1]: first[] grows with j), the rest a row at a time: each
+ * loaded key vector serves four rows; each row's sums in j order, so the same bits */
+FA512F static void fa_dq4_avx512(const double *ds, int64_t js, const int64_t *first, int64_t kb, const double *k,
+                                 int64_t lo, int64_t n, int64_t d, double *dq) {
+    int64_t i = lo;
+    const int64_t all = first[kb - 1] > lo ? first[kb - 1] : lo; /* the first row that sees every key */
+    if (all > i) {
+        fa_dq_block_avx512(ds, js, first, kb, k, i, all < n ? all : n, d, dq);
+        i = all;
+    }
+    for (; i + 4 <= n; i += 4) {
+        double *row = dq + i * d;
+        for (int64_t e = 0; e < d; e += 8) {
+            __m512d a0 = _mm512_loadu_pd(row + e), a1 = _mm512_loadu_pd(row + d + e);
+            __m512d a2 = _mm512_loadu_pd(row + 2 * d + e), a3 = _mm512_loadu_pd(row + 3 * d + e);
+            for (int64_t j = 0; j < kb; j++) {
+                const __m512d y = _mm512_loadu_pd(k + j * d + e);
+                const double *c = ds + j * js + i;
+                a0 = _mm512_fmadd_pd(_mm512_set1_pd(c[0]), y, a0);
+                a1 = _mm512_fmadd_pd(_mm512_set1_pd(c[1]), y, a1);
+                a2 = _mm512_fmadd_pd(_mm512_set1_pd(c[2]), y, a2);
+                a3 = _mm512_fmadd_pd(_mm512_set1_pd(c[3]), y, a3);
+            }
+            _mm512_storeu_pd(row + e, a0), _mm512_storeu_pd(row + d + e, a1);
+            _mm512_storeu_pd(row + 2 * d + e, a2), _mm512_storeu_pd(row + 3 * d + e, a3);
+        }
+    }
+    if (i < n) fa_dq_block_avx512(ds, js, first, kb, k, i, n, d, dq);
+}
+#endif
+
 static void fa_dq(const double *ds, int64_t js, const int64_t *first, int64_t kb, const double *k, int64_t lo,
                   int64_t n, int64_t d, double *dq) {
 #if VG_X86
+    if (d % 8 == 0 && fa_avx512()) {
+        fa_dq4_avx512(ds, js, first, kb, k, lo, n, d, dq);
+        return;
+    }
     if (d % 4 == 0 && fa_avx512()) {
         fa_dq_block_avx512(ds, js, first, kb, k, lo, n, d, dq);
         return;
@@ -511,42 +677,118 @@ static int fa_load(const float *src, int64_t rs, int64_t es, int64_t n, int64_t 
     return ok;
 }
 
+#if VG_X86
+/* fa_transpose eight rows by eight columns at a time (the last ones' lanes masked) */
+FA512 static void fa_transpose_avx512(const double *src, int64_t n, int64_t d, double *dst, int64_t ld) {
+    /* pairs of rows' even, then odd, columns; then four rows' columns c and c + 4; then eight rows' */
+    const __m512i lo4 = _mm512_set_epi64(13, 12, 5, 4, 9, 8, 1, 0), hi4 = _mm512_set_epi64(15, 14, 7, 6, 11, 10, 3, 2);
+    const __m512i lo8 = _mm512_set_epi64(11, 10, 9, 8, 3, 2, 1, 0), hi8 = _mm512_set_epi64(15, 14, 13, 12, 7, 6, 5, 4);
+    for (int64_t r0 = 0; r0 < n; r0 += 8) {
+        const __mmask8 rm = fa_mask8(n - r0);
+        for (int64_t e0 = 0; e0 < d; e0 += 8) {
+            const __mmask8 em = fa_mask8(d - e0);
+            __m512d x[8], t[8], u[8], y[8];
+            for (int k = 0; k < 8; k++)
+                x[k] = r0 + k < n ? _mm512_maskz_loadu_pd(em, src + (r0 + k) * d + e0) : _mm512_setzero_pd();
+            for (int k = 0; k < 8; k += 2) { /* t[k]: columns 0 2 4 6 of rows k, k + 1 interleaved; t[k + 1]: 1 3 5 7 */
+                t[k] = _mm512_unpacklo_pd(x[k], x[k + 1]);
+                t[k + 1] = _mm512_unpackhi_pd(x[k], x[k + 1]);
+            }
+            for (int k = 0; k < 8; k += 4) /* u[k + c]: columns c and c + 4 of rows k..k + 3 (c < 4) */
+                for (int c = 0; c < 2; c++) {
+                    u[k + c] = _mm512_permutex2var_pd(t[k + c], lo4, t[k + 2 + c]);
+                    u[k + 2 + c] = _mm512_permutex2var_pd(t[k + c], hi4, t[k + 2 + c]);
+                }
+            for (int c = 0; c < 4; c++) { /* column c, c + 4 of the eight rows */
+                y[c] = _mm512_permutex2var_pd(u[c], lo8, u[4 + c]);
+                y[c + 4] = _mm512_permutex2var_pd(u[c], hi8, u[4 + c]);
+            }
+            for (int k = 0; k < 8 && e0 + k < d; k++) _mm512_mask_storeu_pd(dst + (e0 + k) * ld + r0, rm, y[k]);
+        }
+    }
+}
+
+/* dst[e] = (float)(src[e] / div) for e < n (div 1: the conversion alone) */
+FA512 static void fa_store_avx512(const double *src, int64_t n, double div, float *dst) {
+    const __m512d dv = _mm512_set1_pd(div);
+    int64_t e = 0;
+    if (div == 1.0) /* x / 1 is x: the conversion alone */
+        for (; e + 8 <= n; e += 8) _mm256_storeu_ps(dst + e, _mm512_cvtpd_ps(_mm512_loadu_pd(src + e)));
+    else
+        for (; e + 8 <= n; e += 8) _mm256_storeu_ps(dst + e, _mm512_cvtpd_ps(_mm512_div_pd(_mm512_loadu_pd(src + e), dv)));
+    for (; e < n; e++) dst[e] = (float)(src[e] / div);
+}
+#endif
+
+/* dst[e] = (float)(src[e] / div) for e < n */
+static void fa_store(const double *src, int64_t n, double div, float *dst) {
+#if VG_X86
+    if (fa_avx512()) {
+        fa_store_avx512(src, n, div, dst);
+        return;
+    }
+#endif
+    for (int64_t e = 0; e < n; e++) dst[e] = (float)(src[e] / div);
+}
+
 /* dst[e ld + r] = src[r d + e] for r < n, e < d */
 static void fa_transpose(const double *src, int64_t n, int64_t d, double *dst, int64_t ld) {
+#if VG_X86
+    if (fa_avx512()) {
+        fa_transpose_avx512(src, n, d, dst, ld);
+        return;
+    }
+#endif
     for (int64_t r0 = 0; r0 < n; r0 += 8)
         for (int64_t e = 0; e < d; e++)
             for (int64_t r = r0; r < n && r < r0 + 8; r++) dst[e * ld + r] = src[r * d + e];
 }
 
-/* one query row's forward over one block of nb keys (kt: the block's first column of the transposed keys
- * [D, S], vd: its first row of values): the online softmax's step
- * on the row's running max *m, sum *l and unnormalized acc[dv] (s: FA_BLOCK) */
-static void fa_row_block(const fa_job *a, const double *qi, const double *kt, int64_t ld, const double *vd, int64_t nb,
-                         double *s, double *m_io, double *l_io, double *acc) {
-    double m = *m_io, l = *l_io;
-    fa_dots(qi, kt, ld, nb, a->d, s);
-    double bm = m;
+/* the forward over one block of keys (kt: the block's first column of the transposed keys [D, S], vd: its
+ * first row of values) for nr <= 4 query rows (qi: the first's, in rows d apart), row q seeing the block's
+ * first nb[q] keys: the online softmax's step on each row's running max m[q], sum l[q] and unnormalized
+ * acc + q dv (s: 4 FA_BLOCK). The rows share the dot products' and weighted sums' loads (fa_dots4,
+ * fa_axpys4) and their sums of weights run side by side; each row's weights past its nb (0, exactly) add
+ * nothing (l + 0 = l, fma(0, v, acc) = acc: finite values, acc never -0), so each row gets the bits it
+ * gets alone. */
+static void fa_tile_block(const fa_job *a, int64_t nr, const int64_t *nb, const double *qi, const double *kt,
+                          int64_t ld, const double *vd, double *s, double *m_io, double *l_io, double *acc) {
+    int64_t nmax = 0;
+    for (int64_t q = 0; q < nr; q++) nmax = nb[q] > nmax ? nb[q] : nmax;
+    if (nmax == 0) return;
+    fa_dots4(qi, a->d, kt, ld, nmax, a->d, s, FA_BLOCK, nr);
+    for (int64_t q = 0; q < nr; q++) {
+        double *sq = s + q * FA_BLOCK, *aq = acc + q * a->dv, m = m_io[q];
+        const int64_t n = nb[q];
+        double bm = m;
 #if VG_X86
-    if (fa_avx512()) /* finite scores (fa_units checked the inputs) */
-        bm = fa_scale_max_avx512(s, nb, a->scale, bm);
-    else
+        if (fa_avx512()) /* finite scores (fa_units checked the inputs) */
+            bm = fa_scale_max_avx512(sq, n, a->scale, bm);
+        else
 #endif
-        for (int64_t j = 0; j < nb; j++) {
-            s[j] = s[j] * a->scale;
-            if (isnan(s[j]) || s[j] > bm) bm = isnan(bm) ? bm : s[j];
+            for (int64_t j = 0; j < n; j++) {
+                sq[j] = sq[j] * a->scale;
+                if (isnan(sq[j]) || sq[j] > bm) bm = isnan(bm) ? bm : sq[j];
+            }
+        if (bm != m) { /* a larger max (or a NaN): rescale what was summed */
+            const double r = m == -INFINITY ? 0.0 : exp(m - bm);
+            l_io[q] = l_io[q] * r;
+            for (int64_t e = 0; e < a->dv; e++) aq[e] = aq[e] * r;
+            m_io[q] = m = bm;
         }
-    if (bm != m) { /* a larger max (or a NaN): rescale what was summed */
-        const double r = m == -INFINITY ? 0.0 : exp(m - bm);
-        l = l * r;
-        for (int64_t e = 0; e < a->dv; e++) acc[e] = acc[e] * r;
-        m = bm;
+        if (m != -INFINITY) /* every score so far -inf: weights 0 until a finite one */
+            fa_exps(sq, n, m);
+        for (int64_t j = m != -INFINITY ? n : 0; j < nmax; j++) sq[j] = 0.0;
     }
-    if (m != -INFINITY) { /* every score so far -inf: weights 0 until a finite one */
-        fa_exps(s, nb, m);
-        for (int64_t j = 0; j < nb; j++) l = l + s[j];
-        fa_axpys(s, vd, nb, a->dv, acc);
-    }
-    *m_io = m, *l_io = l;
+    if (nr == 4) /* four independent sums, each in j order */
+        for (int64_t j = 0; j < nmax; j++) {
+            l_io[0] = l_io[0] + s[j], l_io[1] = l_io[1] + s[FA_BLOCK + j];
+            l_io[2] = l_io[2] + s[2 * FA_BLOCK + j], l_io[3] = l_io[3] + s[3 * FA_BLOCK + j];
+        }
+    else
+        for (int64_t q = 0; q < nr; q++)
+            for (int64_t j = 0; j < nmax; j++) l_io[q] = l_io[q] + s[q * FA_BLOCK + j];
+    fa_axpys4(s, FA_BLOCK, vd, nmax, a->dv, acc, a->dv, nr);
 }
 
 static void fa_units(void *ctx, int64_t lo, int64_t hi) {
@@ -561,7 +803,7 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
      * (rows 1 KiB apart would fill a few sets) */
     const int64_t lines = ((backward ? rows : S) + 7) / 8, ld = 8 * (lines + (lines % 2 == 0));
     const int64_t sn = rows + FA_BLOCK, tn = backward ? ld * (d + dv) : ld * d;
-    size_t count = (size_t)(S * d + S * dv + rows * d + rows * dv + (backward ? rows * d : 0) + 3 * rows + sn);
+    size_t count = (size_t)(S * d + S * dv + rows * d + rows * dv + (backward ? rows * d : 0) + 3 * rows + 4 * sn);
     count += (size_t)tn;
     count += (size_t)(backward ? FA_KEYS * rows : 0);
     count += (size_t)(wide + d + dv + 1 + (backward ? FA_KEYS * (d + dv) : 0));
@@ -572,7 +814,7 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
     }
     double *vd = kd + S * d, *qd = vd + S * dv, *gd = qd + rows * d, *dq = gd + rows * dv;
     double *mrow = dq + (backward ? rows * d : 0);
-    double *lrow = mrow + rows, *delta = lrow + rows, *s = delta + rows, *dsb = s + sn;
+    double *lrow = mrow + rows, *delta = lrow + rows, *s = delta + rows, *dsb = s + 4 * sn;
     double *acc = dsb + (backward ? FA_KEYS * rows : 0), *kacc = acc + wide + d + dv + 1;
     double *kt = kacc + (backward ? FA_KEYS * (d + dv) : 0), *qt = kt, *gt = qt + ld * d;
     for (int64_t unit = lo; unit < hi; unit++) { /* unit = (b, kv head) */
@@ -610,16 +852,20 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
             for (int64_t r = 0; r < rows; r++) mrow[r] = -INFINITY, lrow[r] = 0.0;
             for (int64_t e = 0; e < rows * dv; e++) accs[e] = 0.0;
             for (int64_t j0 = 0; j0 < S; j0 += FA_BLOCK)
-                for (int64_t r = 0; r < rows; r++) {
-                    const int64_t n = off + r % t + 1 - j0; /* the keys of the block row r sees */
-                    if (n <= 0) continue;
-                    fa_row_block(a, qd + r * d, kt + j0, ld, vd + j0 * dv, n < FA_BLOCK ? n : FA_BLOCK, s,
-                                 mrow + r, lrow + r, accs + r * dv);
+                for (int64_t r0 = 0; r0 < rows; r0 += 4) { /* four rows at a time */
+                    const int64_t nr = rows - r0 < 4 ? rows - r0 : 4;
+                    int64_t nb[4];
+                    for (int64_t q = 0; q < nr; q++) { /* the keys of the block row r0 + q sees */
+                        const int64_t n = off + (r0 + q) % t + 1 - j0;
+                        nb[q] = n <= 0 ? 0 : n < FA_BLOCK ? n : FA_BLOCK;
+                    }
+                    fa_tile_block(a, nr, nb, qd + r0 * d, kt + j0, ld, vd + j0 * dv, s, mrow + r0, lrow + r0,
+                                  accs + r0 * dv);
                 }
             for (int64_t r = 0; r < rows; r++) { /* each row's output and log-sum-exp */
                 const int64_t hh = r / t, i = r % t;
                 float *o = a->out + ((b * a->h + g * group + hh) * t + i) * (dv + 1);
-                for (int64_t e = 0; e < dv; e++) o[e] = (float)(accs[r * dv + e] / lrow[r]);
+                fa_store(accs + r * dv, dv, lrow[r], o);
                 o[dv] = (float)(mrow[r] + log(lrow[r]));
             }
             continue;
@@ -640,29 +886,36 @@ static void fa_units(void *ctx, int64_t lo, int64_t hi) {
             for (int64_t hh = 0; hh < group; hh++)
                 for (int64_t c0 = first[0]; c0 < t; c0 += queries) {
                     const int64_t c1 = t - c0 < queries ? t : c0 + queries;
-                    for (int64_t j = j0; j < j0 + kb; j++) {
+                    for (int64_t j = j0; j < j0 + kb; j += 4) { /* four keys at a time */
+                        const int64_t nk = j0 + kb - j < 4 ? j0 + kb - j : 4, ks = group * t, as = d + dv;
+                        /* the queries the first key sees (first[] grows with j): the others' first ones
+                         * get weight 0 (score -inf), which adds nothing (finite values) */
                         const int64_t lo = first[j - j0] > c0 ? first[j - j0] : c0, n = c1 - lo, r0 = hh * t + lo;
                         if (n <= 0) continue;
                         double *ds = dsb + ((j - j0) * group + hh) * t + lo;
                         double *dk = kacc + (j - j0) * (d + dv), *dvj = dk + d;
-                        fa_dots(kd + j * d, qt + r0, ld, n, d, s);
-                        fa_shift(s, n, a->scale, mrow + r0); /* s_ij - lse_i */
-                        fa_exps(s, n, 0.0);
-                        fa_axpys(s, gd + r0 * dv, n, dv, dvj);
-                        fa_dots(vd + j * dv, gt + r0, ld, n, dv, ds);
-                        fa_ds(ds, s, n, delta + r0, a->scale);
-                        fa_axpys(ds, qd + r0 * d, n, d, dk);
+                        fa_dots4(kd + j * d, d, qt + r0, ld, n, d, s, sn, nk);
+                        for (int64_t q = 0; q < nk; q++) {
+                            const int64_t hidden = first[j - j0 + q] - lo;
+                            fa_shift(s + q * sn, n, a->scale, mrow + r0); /* s_ij - lse_i */
+                            for (int64_t i = 0; i < hidden && i < n; i++) s[q * sn + i] = -INFINITY;
+                            fa_exps(s + q * sn, n, 0.0);
+                        }
+                        fa_axpys4(s, sn, gd + r0 * dv, n, dv, dvj, as, nk);
+                        fa_dots4(vd + j * dv, dv, gt + r0, ld, n, dv, ds, ks, nk);
+                        for (int64_t q = 0; q < nk; q++) fa_ds(ds + q * ks, s + q * sn, n, delta + r0, a->scale);
+                        fa_axpys4(ds, ks, qd + r0 * d, n, d, dk, as, nk);
                     }
                 }
             for (int64_t j = j0; j < j0 + kb; j++) {
                 const double *dk = kacc + (j - j0) * (d + dv), *dvj = dk + d;
-                for (int64_t e = 0; e < d; e++) o[rows * d + j * d + e] = (float)dk[e];
-                for (int64_t e = 0; e < dv; e++) o[rows * d + S * d + j * dv + e] = (float)dvj[e];
+                fa_store(dk, d, 1.0, o + rows * d + j * d); /* x / 1 is x */
+                fa_store(dvj, dv, 1.0, o + rows * d + S * d + j * dv);
             }
             for (int64_t hh = 0; hh < group; hh++) /* ds [kb, G, T]: head hh's rows at stride G T */
                 fa_dq(dsb + hh * t, group * t, first, kb, kd + j0 * d, first[0], t, d, dq + hh * t * d);
         }
-        for (int64_t e = 0; e < rows * d; e++) o[e] = (float)dq[e];
+        fa_store(dq, rows * d, 1.0, o);
     }
     free(kd);
 }

@@ -108,6 +108,12 @@ static inline void row_sums_f64(const double *a, int64_t rows, int64_t n, int64_
     }                                                                                         \
     VG_CLONES static void divide_##SUF(T *out, int64_t n, T s) {                              \
         for (int64_t i = 0; i < n; i++) out[i] = out[i] / s;                                  \
+    }                                                                                         \
+    /* out[i] = (out[i] / s - (i == t)) g: the "- 0" of i != t changes no bits (out[i] / s >= 0) */ \
+    VG_CLONES static void xent_grad_row_##SUF(T *out, int64_t n, T s, int64_t t, T g) {       \
+        const T hit = (out[t] / s - (T)1) * g;                                                \
+        for (int64_t i = 0; i < n; i++) out[i] = out[i] / s * g;                              \
+        out[t] = hit;                                                                         \
     }
 ROW_STEPS(float, f32)
 ROW_STEPS(double, f64)
@@ -167,7 +173,7 @@ static inline int64_t norm_batch(int64_t n) {
     /* z = row - m, e = exp(z) (not in place: the exp kernel reads z after it writes e); returns  \
        sum(e) rounded as the reference does */                                                \
     static T exps_##SUF(const T *row, T *z, T *e, int64_t n, T m, int64_t block) {            \
-        for (int64_t i = 0; i < n; i++) z[i] = row[i] - m;                                    \
+        shift_##SUF(row, z, n, m);                                                            \
         vg_exp_##SUF(z, e, n, n, 1); /* one thread: this row's */                             \
         return (T)vg_pairwise_##SUF(e, n, block);                                             \
     }                                                                                         \
@@ -258,7 +264,7 @@ static inline int64_t norm_batch(int64_t n) {
             T s = exps_##SUF(row, tmp, out, n, vg_rowmax_##SUF(row, n), p->block);            \
             T g = ((const T *)p->scale)[r * p->scale_step];                                   \
             if (p->count) g = g / (T)p->count;                                                \
-            for (int64_t i = 0; i < n; i++) out[i] = (out[i] / s - (T)(i == t)) * g;          \
+            xent_grad_row_##SUF(out, n, s, t, g);                                             \
         }                                                                                     \
         free(tmp);                                                                            \
     }                                                                                         \
