@@ -1,6 +1,6 @@
 """qmatmul's f32-activation cpu kernels on the paths that de-quantize blocks in registers (a decode step: one
-activation row against 4 weight rows at a time; 2 to 4 rows of the 32-value formats on AVX-512, each block de-
-quantized once for all of them, 4 or 3 weight rows at a time) and on the tiles of several activation rows (4
+activation row against 4 weight rows at a time; 2 to 4 rows of the 32-value formats on AVX-512, each block
+de-quantized once for all of them, 4 or 3 weight rows at a time) and on the tiles of several activation rows
 activation rows by 6 weight rows on AVX-512, 3 by 3 on AVX2, and the remainders of each): the reference's bits
 for every format, on every vector path and 1-3 threads, for row counts on both sides of each tile's edge, with
 blocks of raw bytes (scales of any f16: subnormal, huge, infinite, NaN) and activations with infinities and
