@@ -25,7 +25,8 @@ machine's: SIGILL at the first product).
 
 `--steps` measures the batched decode step alone instead (no HTTP, no engine): `forward_rows` of B
 sequences at different lengths for each B of `--clients`, medians of alternated repetitions, and the
-tokens/s each B gives over B = 1's: the ceiling the server's scaling meets.
+tokens/s each B gives over B = 1's: the ceiling the server's scaling meets; the same in the process's CPU
+time (all threads), which a busy machine's neighbours move much less.
 
     python benchmarks/serve.py                       # both servers, 1/4/8 clients
     python benchmarks/serve.py --no-llama-cpp --requests 2 --max-tokens 48
@@ -326,19 +327,22 @@ def steps(
             for _ in range(12):  # the plan built, then its calls recorded and replayed
                 step(b)
         times: dict[int, list[float]] = {b: [] for b in counts}
+        cpu: dict[int, list[float]] = {b: [] for b in counts}
         for _ in range(repeats):
             for b in counts:
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 for _ in range(3):
                     step(b)
                 times[b].append((time.perf_counter() - t0) / 3)
+                cpu[b].append((time.process_time() - c0) / 3)
     base = statistics.median(times[counts[0]]) / counts[0]
+    cpu_base = statistics.median(cpu[counts[0]]) / counts[0]
     for b in counts:
-        ms = statistics.median(times[b])
-        ratio = b / ms * base
+        ms, cpu_ms = statistics.median(times[b]), statistics.median(cpu[b])
         print(
             f"{activations} B={b}: {1000 * ms:.1f} ms per step, {b / ms:.1f} tokens/s, "
-            f"{ratio:.2f}x B={counts[0]}'s"
+            f"{b / ms * base:.2f}x B={counts[0]}'s; CPU {1000 * cpu_ms:.1f} ms per step, "
+            f"{b / cpu_ms * cpu_base:.2f}x B={counts[0]}'s tokens per CPU second"
         )
 
 

@@ -177,3 +177,27 @@ def test_threads_take_bands_of_equal_work_not_of_equal_rows(threads):
         row = slice(i, i + 1)
         got = run(kernel, (q[row], k[row], v[row], kt[row], pv[row], bias[row]), 1)
         np.testing.assert_array_equal(got.view(np.uint32), batched[row].view(np.uint32))
+
+
+@needs_cc
+@pytest.mark.parametrize("which", ["keys", "values"])
+@pytest.mark.parametrize("position", [3, 20, 34, 39])
+def test_a_nonfinite_hidden_slot_is_found_wherever_it_lies(which, position):
+    """The hidden tail's check for an infinity or a NaN reads 64 floats a step and the rest one at a time:
+    head size 6 and a tail of 37 slots (222 floats: 3 steps and 30 more), a NaN in a key or a value at
+    the first hidden slot, within the steps, in the rest, and at the last slot: that head's rows are NaN
+    as the reference's, the other head's keep the bits of a clean tail."""
+    kernel = cpu.cpu.native(OP, vg.f32)
+    q, k, v, kt, pv, bias = decode_case(np.random.default_rng(7), kv=2, group=2, d=6, width=40, length=3)
+    args = (q, k, v, kt, pv, bias)
+    clean = run(kernel, args, 1)
+    if which == "keys":
+        kt.base[0, 1, position, 5] = np.nan
+    else:
+        pv.base[0, 1, position, 5] = np.nan
+    with np.errstate(all="ignore"):
+        want = OP.reference(*args, scale=0.125)
+    got = run(kernel, args, 1)
+    assert np.isnan(want[0, 2:]).any() and not np.isnan(want[0, :2]).any()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(got[0, :2].view(np.uint32), clean[0, :2].view(np.uint32))

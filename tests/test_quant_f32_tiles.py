@@ -1,9 +1,10 @@
 """qmatmul's f32-activation cpu kernels on the paths that de-quantize blocks in registers (a decode step: one
-activation row against 4 weight rows at a time) and on the tiles of several activation rows (4 activation
-rows by 6 weight rows on AVX-512, 3 by 3 on AVX2, and the remainders of each): the reference's bits for every
-format, on every vector path and 1-3 threads, for row counts on both sides of each tile's edge, with blocks
-of raw bytes (scales of any f16: subnormal, huge, infinite, NaN) and activations with infinities and huge
-values."""
+activation row against 4 weight rows at a time; 2 to 4 rows of the 32-value formats on AVX-512, each block
+de-quantized once for all of them, 4 or 3 weight rows at a time) and on the tiles of several activation rows
+activation rows by 6 weight rows on AVX-512, 3 by 3 on AVX2, and the remainders of each): the reference's bits
+for every format, on every vector path and 1-3 threads, for row counts on both sides of each tile's edge, with
+blocks of raw bytes (scales of any f16: subnormal, huge, infinite, NaN) and activations with infinities and
+huge values."""
 
 from __future__ import annotations
 
@@ -111,11 +112,11 @@ def test_long_rows_give_the_reference_bits(qtype, monkeypatch):
     reference = vg.REGISTRY["qmatmul"].reference
     k = FORMATS[qtype].block * (5 if FORMATS[qtype].block == 256 else 37)
     rng = np.random.default_rng(12)
-    x = rng.standard_normal((2, k)).astype(np.float32)
+    x = rng.standard_normal((4, k)).astype(np.float32)
     try:
         for n in (1, 4, 5, 11):
             raw = rng.integers(0, 256, (n, FORMATS[qtype].row_bytes(k)), dtype=np.uint8)
-            for t in (1, 2):
+            for t in (1, 2, 3, 4):
                 with np.errstate(all="ignore"):
                     want = reference(x[:t], raw, qtype)
                 for path in cpu_quant.PATHS:

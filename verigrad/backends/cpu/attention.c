@@ -17,7 +17,7 @@
  * four at a time (exps_avx2). A hidden position (score -inf, finite maximum) gets exp's value 0 without
  * the call, and the hidden positions at the end of the window (a cache's unused slots) are skipped when
  * their keys and values are finite: their weight is then exactly 0 and adds nothing (a NaN or an infinity
- * there is counted, as the reference counts it).
+ * there is counted, as the reference counts it; the check reads 64 floats a step on AVX-512).
  *
  * The training attention (attention_lse, attention_grad) is attention_flash.c's; what both use, attention.h.
  */
@@ -265,10 +265,31 @@ static void softmax_row(double *s, const float *bias, const attn_job *a, int64_t
     for (int64_t j = 0; j < n; j++) s[j] = s[j] / sum;
 }
 
+#if VG_X86
+/* any_nonfinite's answer for x[0 .. n - n % 64), 64 floats a step (an exponent of all ones: 4 vectors
+ * tested, their masks or-ed): a batch's short rows read a long hidden tail of the window, which the
+ * 4-float loop GCC made of the portable one took 5% of SmolLM2's decode step at 8 sequences */
+__attribute__((target("avx512f"))) static int any_nonfinite_avx512(const float *x, int64_t n) {
+    const __m512i e = _mm512_set1_epi32(0x7f800000);
+    __mmask16 found = 0;
+    for (int64_t i = 0; i + 64 <= n; i += 64)
+        for (int u = 0; u < 4; u++)
+            found |= _mm512_cmpeq_epi32_mask(_mm512_and_si512(_mm512_loadu_si512(x + i + 16 * u), e), e);
+    return found != 0;
+}
+#endif
+
 /* whether any of the n floats at x (stride 1) is an infinity or a NaN */
 static int any_nonfinite(const float *x, int64_t n) {
     uint32_t found = 0;
-    for (int64_t i = 0; i < n; i++) {
+    int64_t i = 0;
+#if VG_X86
+    if (vg_has_avx512()) {
+        if (any_nonfinite_avx512(x, n)) return 1;
+        i = n - n % 64;
+    }
+#endif
+    for (; i < n; i++) {
         uint32_t bits;
         memcpy(&bits, x + i, 4);
         found |= (bits & 0x7f800000u) == 0x7f800000u;

@@ -1,6 +1,7 @@
 /* vg_qmatmul_f32: out[t, n] = qmatmul's reference (ops/quant.py `lane_dot`), bit for bit (quant_f32.c gives
  * the summation rule). A decode step (one activation row) takes quant_f32.c's fused kernels where they
- * exist; otherwise a panel of weight rows (AVX-512: 6, AVX2: 3; a decode step 4 and 1) is de-quantized into
+ * exist; 2 to 4 rows (a server's batch of a few sequences) of the 32-value formats on AVX-512 take FEW_ROWS,
+ * which de-quantizes each block in registers once for all of them (quant_blocks32.h); otherwise a panel of weight rows (AVX-512: 6, AVX2: 3; a decode step 4 and 1) is de-quantized into
  * a row buffer (in L1: the panel is read once per tile of activation rows, which stream from L2) and
  * multiplied with tiles of up to 4 (AVX2: 3) activation rows by the panel's rows. A tile sums each
  * output's partial sums 0..15 over all of k, one vector an output, then its sums 16..31 (AVX2: the four
@@ -12,6 +13,7 @@
  * in one order, so every thread count gives the same bits.
  */
 #include "quant.h"
+#include "quant_blocks32.h"
 
 typedef struct {
     int qtype;
@@ -112,6 +114,62 @@ typedef void (*tile_fn)(const float *, int64_t, const float *, int64_t, int64_t,
 static const tile_fn TILES[4][6] = {TILE_ROW(1), TILE_ROW(2), TILE_ROW(3), TILE_ROW(4)};
 enum { TILE_T = 4, TILE_R = 6 }; /* activation rows, weight rows of the largest tile */
 
+/* dot_f32 of TN activation rows (x + u k, 2 <= TN <= 4) with RN weight rows (w + j stride; rows past rn - 1
+ * repeat row rn - 1, their sums not used) of a 32-value format, each block de-quantized in registers once for
+ * all TN rows (quant_blocks32.h: FUSED_32's values) and multiplied at once into its 2 TN RN sums; the next
+ * RN rows are fetched meanwhile: s[u RN + j], each output summed as dot_f32 sums it. A batch of
+ * a few sequences' decode step pays one de-quantization, where a row buffer paid it in stores and loads. */
+#define FEW_ROWS(NAME, QTYPE, TN, RN)                                                                      \
+    AVX512_Q static void NAME(const uint8_t *w, int64_t stride, int64_t nb, int rn, const float *x,        \
+                              int64_t k, float *s) {                                                       \
+        const int qt = QTYPE, affine = qt == Q4_1 || qt == Q5_1;                                           \
+        const int64_t bytes = BLOCK_BYTES[qt];                                                             \
+        __m512 a[TN][RN], b[TN][RN];                                                                       \
+        for (int u = 0; u < TN; u++)                                                                       \
+            for (int j = 0; j < RN; j++) a[u][j] = b[u][j] = _mm512_setzero_ps();                          \
+        const uint8_t *row[RN];                                                                            \
+        for (int j = 0; j < RN; j++) row[j] = w + (j < rn ? j : rn - 1) * stride;                          \
+        const uint8_t *next = w + rn * stride;                                                             \
+        float dd[RN][16], mm[RN][16];                                                                      \
+        for (int64_t i0 = 0; i0 < nb; i0 += 16) { /* 16 blocks' scales at once, then their blocks */      \
+            const int64_t cn = nb - i0 < 16 ? nb - i0 : 16;                                                \
+            for (int j = 0; j < RN; j++) scales16(row[j] + i0 * bytes, bytes, cn, affine, dd[j], mm[j]);   \
+            for (int64_t c = 0; c < cn; c++) {                                                             \
+                const int64_t i = i0 + c;                                                                  \
+                for (int j = 0; j < RN; j++) {                                                             \
+                    _mm_prefetch((const char *)(next + j * stride + i * bytes), _MM_HINT_T0);              \
+                    __m512 lo, hi;                                                                         \
+                    block32_avx512(qt, row[j] + i * bytes, _mm512_set1_ps(dd[j][c]), _mm512_set1_ps(mm[j][c]), \
+                                   &lo, &hi);                                                              \
+                    for (int u = 0; u < TN; u++) {                                                         \
+                        a[u][j] = _mm512_fmadd_ps(_mm512_loadu_ps(x + u * k + 32 * i), lo, a[u][j]);       \
+                        b[u][j] = _mm512_fmadd_ps(_mm512_loadu_ps(x + u * k + 32 * i + 16), hi, b[u][j]);  \
+                    }                                                                                      \
+                }                                                                                          \
+            }                                                                                              \
+        }                                                                                                  \
+        for (int u = 0; u < TN; u++) /* all RN folded: a bound of rn put the sums on the stack */           \
+            for (int j = 0; j < RN; j++) s[u * RN + j] = fold_avx512(a[u][j], b[u][j]);                    \
+    }
+/* each format's kernels for 2..8 activation rows: TN RN <= 12 (24 sums in registers) */
+#define FEW_ROWS_ALL(F, QTYPE)                                                                             \
+    FEW_ROWS(few2_##F, QTYPE, 2, 4)                                                                        \
+    FEW_ROWS(few3_##F, QTYPE, 3, 4)                                                                        \
+    FEW_ROWS(few4_##F, QTYPE, 4, 3)
+FEW_ROWS_ALL(q8_0, Q8_0)
+FEW_ROWS_ALL(q4_0, Q4_0)
+FEW_ROWS_ALL(q4_1, Q4_1)
+FEW_ROWS_ALL(q5_0, Q5_0)
+FEW_ROWS_ALL(q5_1, Q5_1)
+FEW_ROWS_ALL(iq4_nl, IQ4_NL)
+typedef void (*few_fn)(const uint8_t *, int64_t, int64_t, int, const float *, int64_t, float *);
+enum { FEW_MAX = 4 };                                /* the most activation rows the kernels take */
+static const int FEW_RN[FEW_MAX + 1] = {0, 0, 4, 4, 3}; /* their weight rows, by TN */
+#define FEW_ROW(F) {0, 0, few2_##F, few3_##F, few4_##F}
+static const few_fn FEW[NQTYPES][FEW_MAX + 1] = {
+    [Q8_0] = FEW_ROW(q8_0), [Q4_0] = FEW_ROW(q4_0),     [Q4_1] = FEW_ROW(q4_1),
+    [Q5_0] = FEW_ROW(q5_0), [Q5_1] = FEW_ROW(q5_1), [IQ4_NL] = FEW_ROW(iq4_nl)};
+
 /* dot_f32's fold of its 32 partial sums held in 4 vectors of 8 (q0: sums 0..7, ..., q3: 24..31) */
 __attribute__((target("avx2"), always_inline)) static inline float fold_avx2(__m256 q0, __m256 q1, __m256 q2,
                                                                            __m256 q3) {
@@ -170,12 +228,16 @@ enum { TILE2_T = 3, TILE2_R = 3 };
 #endif
 
 
-/* row r of w de-quantized into v (the vector path's way, the same values) */
-static void dequantize_into(const fjob *p, int level, int64_t r, int64_t nb, int64_t stride, float *v) {
+/* row r of w de-quantized into v (the vector path's way, the same values), the row `ahead` rows on fetched
+ * meanwhile: a panel's rows ahead, so the fetch has the panel's tiles to arrive (the next row alone, read a
+ * few hundred cycles later, left the de-quantization waiting on memory: a batch of 2 rows cost 2.3x a
+ * decode step's products, 1.6x after) */
+static void dequantize_into(const fjob *p, int level, int64_t r, int64_t nb, int64_t stride, float *v,
+                            int64_t ahead) {
     const uint8_t *row = p->w + r * stride;
 #if VG_X86
-    for (int64_t off = 0; off < stride; off += 64) /* the next row */
-        _mm_prefetch((const char *)(row + stride + off), _MM_HINT_T0);
+    for (int64_t off = 0; off < stride; off += 64) /* the row `ahead` rows on */
+        _mm_prefetch((const char *)(row + ahead * stride + off), _MM_HINT_T0);
 #endif
     vg_dequantize_f32_row(p->qtype, row, nb, v, level);
 }
@@ -185,6 +247,18 @@ static void f32_band(void *ctx, int64_t lo, int64_t hi) {
     const int64_t nb = p->k / BLOCK_VALUES[p->qtype], stride = nb * BLOCK_BYTES[p->qtype], k = p->k;
     const int avx2 = p->avx2, avx512 = p->avx512, level = avx512 ? 2 : avx2;
 #if VG_X86
+    if (avx512 && p->t >= 2 && p->t <= FEW_MAX && FEW[p->qtype][p->t]) { /* a few rows: no row buffer */
+        const few_fn few = FEW[p->qtype][p->t];
+        const int most = FEW_RN[p->t];
+        float s[FEW_MAX * 4];
+        for (int64_t r = lo; r < hi; r += most) {
+            const int rn = hi - r < most ? (int)(hi - r) : most;
+            few(p->w + r * stride, stride, nb, rn, p->x, k, s);
+            for (int u = 0; u < p->t; u++)
+                for (int j = 0; j < rn; j++) p->out[u * p->n + r + j] = s[u * most + j];
+        }
+        return;
+    }
     /* the weight rows de-quantized at once: a tile's (a decode step's: ROW_DOTS's 4 on AVX-512) */
     const int panel = avx512 ? (p->t == 1 ? 4 : TILE_R) : avx2 && p->t > 1 ? TILE2_R : 1;
     float stack[TILE_R * 1536]; /* SmolLM2's widest rows */
@@ -210,7 +284,7 @@ static void f32_band(void *ctx, int64_t lo, int64_t hi) {
                 continue;
             }
         }
-        for (int j = 0; j < rn; j++) dequantize_into(p, level, r + j, nb, stride, v + j * k);
+        for (int j = 0; j < rn; j++) dequantize_into(p, level, r + j, nb, stride, v + j * k, panel);
         int64_t t = 0;
 #if VG_X86
         float s[TILE_T * TILE_R];

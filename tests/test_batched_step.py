@@ -1,0 +1,42 @@
+"""The batched decode step (`forward_rows`) on the cpu backend at 2 to 5 sequences of a tiny Q4_1 Llama
+GGUF with f32 activations: 2 to 4 rows take the products that de-quantize each block once for all rows
+(quant_f32_tiles.c's FEW_ROWS), 5 the row buffer and tiles; each row's logits are, bit for bit, those of
+its sequence decoded alone, and its key and value go to its own position."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from llama_gguf import SERVED, write_llama_gguf
+
+import verigrad as vg
+from verigrad.backends import cpu
+from verigrad.models.catalog import load_language_model
+
+pytestmark = pytest.mark.skipif(not cpu.available(), reason="the cpu backend could not be built here")
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    path = write_llama_gguf(tmp_path_factory.mktemp("batched") / "tiny.gguf", qtype="Q4_1", **SERVED)
+    return load_language_model(path)[0]
+
+
+@pytest.mark.parametrize("count", [2, 3, 4, 5])
+def test_each_row_of_a_batch_gets_its_sequences_bits_alone(model, count):
+    with vg.backend("cpu"):
+        rng = np.random.default_rng(count)
+        prompts = [list(map(int, rng.integers(3, 260, n))) for n in rng.integers(1, 60, count)]
+        alone, nexts = [], []
+        big = model.new_cache(count, 256)
+        for i, p in enumerate(prompts):
+            cache = model.new_cache(1, 256)
+            token = int(np.argmax(model.last_logits(np.asarray([p]), cache)[0]))
+            for layer, (k, v) in enumerate(zip(big.keys, big.values)):
+                k[i], v[i] = cache.keys[layer][0], cache.values[layer][0]
+            alone.append(model.last_logits(np.asarray([[token]]), cache)[0])
+            nexts.append(token)
+        rows = model.forward_rows(np.asarray([[t] for t in nexts]), big, [len(p) for p in prompts]).numpy()
+        for i, want in enumerate(alone):
+            np.testing.assert_array_equal(rows[i, 0].view(np.uint32), want.view(np.uint32), f"row {i}")
+            assert np.any(big.keys[0][i, :, len(prompts[i])] != 0)  # the new key at the row's own position
