@@ -1,5 +1,5 @@
 """Quantized products, from the blocks: qmatmul_q8 (quant.c) on q8_0, q4_0, q4_1, q5_0, q5_1 and iq4_nl
-weights (AVX2 paths for each; AVX-512 VNNI ones, quant_vnni.c, for all but iq4_nl) and, in quant_k8.c, on
+weights (AVX2 paths for each; AVX-512 VNNI ones, quant_vnni.c, for each) and, in quant_k8.c, on
 q4_k, q5_k, q6_k, q2_k, q3_k and iq4_xs weights (activations quantized as llama.cpp's q8_K; AVX2 and AVX-512
 paths), and qmatmul and qembedding on every block format of ops/quant.py (QTYPES; quant.h holds the codes):
 quant_f32.c de-quantizes rows and runs decode steps, quant_f32_tiles.c several activation rows.
