@@ -366,8 +366,8 @@ int vg_quant_simd(int level) {
 
 int vg_k8_path(int64_t t); /* quant_k8.c */
 
-/* the code a qmatmul_q8 of `qtype` on t activation rows runs now (vg_quant_simd's levels: 3 quant_vnni.c,
- * 2 AVX-512, 1 AVX2, 0 portable), for benchmarks and tests that name it */
+/* the code a qmatmul_q8 of `qtype` on t activation rows runs now (vg_quant_simd's levels: 3 VNNI, quant_vnni.c's
+ * or quant_k8.c's, 2 AVX-512, 1 AVX2, 0 portable), for benchmarks and tests that name it */
 int vg_quant_q8_path(int qtype, int64_t t) {
     if (qtype < 0 || qtype >= NQTYPES) return -1;
     if (BLOCK_VALUES[qtype] == 256) return vg_k8_path(t);

@@ -1,6 +1,6 @@
 """Quantized products, from the blocks: qmatmul_q8 (quant.c) on q8_0, q4_0, q4_1, q5_0, q5_1 and iq4_nl
-weights (AVX2 paths for each; AVX-512 VNNI ones, quant_vnni.c, for each) and, in quant_k8.c, on
-q4_k, q5_k, q6_k, q2_k, q3_k and iq4_xs weights (activations quantized as llama.cpp's q8_K; AVX2 and AVX-512
+weights (AVX2 paths for each; AVX-512 VNNI ones, quant_vnni.c, for each) and, in quant_k8.c, on q4_k, q5_k,
+q6_k, q2_k, q3_k and iq4_xs weights (activations quantized as llama.cpp's q8_K; AVX2, AVX-512 and VNNI
 paths), and qmatmul and qembedding on every block format of ops/quant.py (QTYPES; quant.h holds the codes):
 quant_f32.c de-quantizes rows and runs decode steps, quant_f32_tiles.c several activation rows.
 
@@ -178,7 +178,7 @@ PATHS = ("scalar", "avx2", "avx512", "vnni")  # vg_quant_simd's levels ("vnni": 
 
 def path(name: str | None = None) -> str:
     """The vector path the quantized kernels take ("vnni", "avx512", "avx2" or "scalar": the same bits
-    each; "vnni" is "avx512" with quant_vnni.c's integer dots for the 32-value formats' qmatmul_q8);
+    each; "vnni" is "avx512" with the VNNI integer dots of qmatmul_q8: quant_vnni.c's, quant_k8.c's);
     `name` first chooses it (the fastest the machine has at most that one)."""
     fn = _state["simd"]
     if fn is None:
