@@ -497,7 +497,7 @@ static const k8_tile_fn K8_TILES[NQTYPES][4] = {[Q4_K] = K8_TILES_OF(q4_k), [Q5_
 typedef struct {
     int qtype, level;
     const uint8_t *w;
-    int64_t n, k, t;
+    int64_t n, k, t; /* n: the outputs' row stride (the bands say which weight rows) */
     const int8_t *qx;
     const double *dx;
     const int16_t *bsums;
@@ -628,31 +628,42 @@ int vg_k8_path(int64_t t) {
     return level == 3 ? 3 : row_level(level, t);
 }
 
+int vg_k8_quantize(const float *x, int64_t t, int64_t k, k8_acts *a) {
+    const int64_t nb = k / 256;
+    a->qx = malloc((size_t)(t * k) + 1);
+    a->dx = malloc(sizeof(double) * (size_t)(t * nb) + 1);
+    a->bsums = malloc(sizeof(int16_t) * (size_t)(16 * t * nb) + 1);
+    if (!a->qx || !a->dx || !a->bsums) {
+        vg_k8_free(a);
+        return -1;
+    }
+    for (int64_t i = 0; i < t; i++)
+        quantize_k_row(x + i * k, k, a->qx + i * k, a->dx + i * nb, a->bsums + 16 * i * nb);
+    return 0;
+}
+
+void vg_k8_free(k8_acts *a) {
+    free(a->qx), free(a->dx), free(a->bsums);
+    a->qx = NULL, a->dx = NULL, a->bsums = NULL;
+}
+
+void vg_k8_product(int qtype, const uint8_t *w, int64_t n, int64_t k, int64_t t, const k8_acts *a, float *out,
+                   int64_t out_stride, int64_t min_rows, int threads) {
+    kjob p = {.qtype = qtype, .level = k8_level(), .w = w, .n = out_stride, .k = k, .t = t, .qx = a->qx,
+              .dx = a->dx, .bsums = a->bsums, .out = out};
+    vg_parallel_for(n, min_rows, threads, k8_band, &p);
+}
+
 /* out f32[t, n] = qmatmul_q8(x f32[t, k], w[n, k/256 blocks of qtype]); returns 0, or -1 when out of memory
  * (or for a format it does not take) */
 int vg_qmatmul_k8(int qtype, const uint8_t *w, int64_t n, int64_t k, const float *x, int64_t t, float *out,
                   int64_t min_rows, int threads) {
-    const int64_t nb = k / 256;
-    if (!block_bytes(qtype)) return -1;
-    int8_t *qx = malloc((size_t)(t * k) + 1);
-    double *dx = malloc(sizeof(double) * (size_t)(t * nb) + 1);
-    int16_t *bsums = malloc(sizeof(int16_t) * (size_t)(16 * t * nb) + 1);
-    if (!qx || !dx || !bsums) {
-        free(qx), free(dx), free(bsums);
-        return -1;
-    }
-    for (int64_t i = 0; i < t; i++) quantize_k_row(x + i * k, k, qx + i * k, dx + i * nb, bsums + 16 * i * nb);
-    const int level = k8_level();
-    kjob p = {.qtype = qtype, .level = level, .w = w, .n = n, .k = k, .t = t, .qx = qx, .dx = dx,
-              .bsums = bsums, .out = out};
-    vg_parallel_for(n, min_rows, threads, k8_band, &p);
-    free(qx), free(dx), free(bsums);
+    k8_acts a;
+    if (!block_bytes(qtype) || vg_k8_quantize(x, t, k, &a)) return -1;
+    vg_k8_product(qtype, w, n, k, t, &a, out, n, min_rows, threads);
+    vg_k8_free(&a);
     return 0;
 }
-
-/* defined in rows.c: rms_norm's kernel (the reference's bits) */
-void vg_rms_norm_f32(const float *x, const float *w, float *out, int64_t rows, int64_t n, double eps,
-                     int64_t block, int64_t min_rows, int threads);
 
 /* out f32[t, n] = qmatmul_q8(rms_norm(x, norm_w, eps), w) for the 256-value formats; returns 0, or -1 when
  * out of memory */
