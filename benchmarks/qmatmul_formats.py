@@ -9,6 +9,7 @@ format runs a lower one's, timed once).
 
     python benchmarks/qmatmul_formats.py [--repeat 9] [--threads 1 2] [--formats q4_k q5_k q6_k]
     python benchmarks/qmatmul_formats.py --formats q8_0 --shape 49152 576 --threads 1   # the output head
+    python benchmarks/qmatmul_formats.py --q8 --tokens 1 8 --formats q4_0 q4_k iq4_xs  # the q8 kernels alone
 
 Random blocks with small finite scales. The ways take turns within each repetition (a busy machine slows
 them alike); each row gives the median wall milliseconds, the speedup over NumPy and the median CPU time.
@@ -36,6 +37,7 @@ def main() -> None:
     parser.add_argument("--formats", nargs="+", default=["q4_k", "q5_k", "q6_k"], choices=BLOCK_QTYPES)
     parser.add_argument("--tokens", type=int, nargs="+", default=[1, 2, 4, 8, 64], help="activation rows")
     parser.add_argument("--shape", type=int, nargs=2, default=[N, K], metavar=("N", "K"), help="w rows, k")
+    parser.add_argument("--q8", action="store_true", help="the q8 kernels alone (and NumPy)")
     args = parser.parse_args()
     n, k = args.shape
     if not verigrad.backends.cpu.available():
@@ -49,7 +51,8 @@ def main() -> None:
         f"qmatmul, f32 activations, w {n} x {k}: median of {args.repeat}",
         ["format", "tokens", "threads", "way", "ms", "per row", "vs NumPy", "CPU ms"],
     )
-    for qtype in args.formats:
+    formats = [q for q in args.formats if q in Q8_QTYPES] if args.q8 else args.formats
+    for qtype in formats:
         raw = random_blocks(rng, qtype, n, k)
         for tokens in args.tokens:
             x = rng.standard_normal((tokens, k)).astype(np.float32)
@@ -60,7 +63,8 @@ def main() -> None:
                     return lambda: (cpu_quant.path(path), kernel(x, raw, qtype=qtype))
 
                 ways = {"NumPy": lambda: x @ dequantize(raw, qtype, (n, k)).T}
-                ways |= {f"kernel {p}": on(p) for p in paths if p != "vnni"}  # f32: AVX-512 code
+                if not args.q8:
+                    ways |= {f"kernel {p}": on(p) for p in paths if p != "vnni"}  # f32: AVX-512 code
                 if qtype in Q8_QTYPES:
                     for p in paths:  # the code each level runs, once each
                         cpu_quant.path(p)
