@@ -322,11 +322,11 @@ __attribute__((target("avx512f,avx512bw"), always_inline)) static inline int32_t
  * order); its scales sc[r][c] as int16 lanes (lane l, the pair of products of values 64c + 2l and 64c + 2l + 1,
  * takes the scale of their group of 16); cor[r], the int16 lanes that a vpdpwssd against the bsums (lanes
  * 0..15, zeros above) turns into the corrections: the negated bias (q6_k, q3_k: added to sumi) or the mins
- * (q4_k, q5_k, q2_k: summ); iq4_xs's negative values as masks; d and dmin by row */
+ * (q4_k, q5_k, q2_k: summ); iq4_xs's negative values as masks; d and dmin by row, as f16 */
 typedef struct {
     __m512i u[8][4], sc[8][4], cor[8];
     __mmask64 negative[8][4];
-    double d[8], dmin[8];
+    uint32_t dm[8]; /* the f16 d (low half) and dmin (high half, the formats that have one) by row */
 } kblock8;
 
 /* the 8 int32 sums of a[0..7] (16 lanes each): row r's in lane r */
@@ -371,7 +371,7 @@ VNNI_K __attribute__((always_inline)) static inline void unpack_row8(int qtype, 
         const __m512i sm = _mm512_zextsi256_si512(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)u)));
         for (int c = 0; c < 4; c++) k8->sc[r][c] = spread16(sm, 2 * c, 16); /* sub-blocks 2c, 2c + 1 */
         k8->cor[r] = spread16(sm, 8, 2); /* group g: min g / 2 (lanes 16.. meet the bsums' zeros) */
-        k8->d[r] = (double)vg_f16_at(wb), k8->dmin[r] = (double)vg_f16_at(wb + 2);
+        k8->dm[r] = (uint32_t)load32(wb);
         const uint8_t *qs = wb + (qtype == Q4_K ? 16 : 48);
         const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(wb + 16)));
         for (int h = 0; h < 2; h++) { /* qs[64h..]: chunk 2h's low nibbles, then chunk 2h + 1's */
@@ -393,7 +393,7 @@ VNNI_K __attribute__((always_inline)) static inline void unpack_row8(int qtype, 
         const __m512i sc = _mm512_zextsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(wb + 192))));
         for (int c = 0; c < 4; c++) k8->sc[r][c] = spread16(sc, 4 * c, 8);
         k8->cor[r] = _mm512_sub_epi16(_mm512_setzero_si512(), _mm512_slli_epi16(sc, 5)); /* -32 scale */
-        k8->d[r] = (double)vg_f16_at(wb + 208), k8->dmin[r] = 0.0;
+        k8->dm[r] = (uint32_t)wb[208] | (uint32_t)wb[209] << 8;
         const __m512i bits = _mm512_set1_epi8(0x30);
         const __m512i left = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
         const __m512i right = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
@@ -405,6 +405,26 @@ VNNI_K __attribute__((always_inline)) static inline void unpack_row8(int qtype, 
             k8->u[r][2 * h] = _mm512_or_si512(_mm512_and_si512(l, low4), h0);
             k8->u[r][2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), low4), h1);
         }
+    } else if (qtype == IQ4_XS) {
+        /* sub-block j's scale: nibble j of the 4 bytes at 4, with bits 2j, 2j + 1 of the u16 at 2 above, less 32 */
+        const __m128i bytes = _mm_cvtepu8_epi16(_mm_cvtsi32_si128(load32(wb + 4)));
+        const __m128i low = _mm_unpacklo_epi16(_mm_and_si128(bytes, _mm_set1_epi16(15)), _mm_srli_epi16(bytes, 4));
+        const __m128i high = _mm_and_si128(_mm_srlv_epi16(_mm_set1_epi16((short)(wb[2] | wb[3] << 8)),
+                                                          _mm_setr_epi16(0, 2, 4, 6, 8, 10, 12, 14)),
+                                           _mm_set1_epi16(3));
+        const __m128i ls = _mm_sub_epi16(_mm_or_si128(low, _mm_slli_epi16(high, 4)), _mm_set1_epi16(32));
+        const __m512i sub = _mm512_zextsi128_si512(ls);
+        for (int c = 0; c < 4; c++) k8->sc[r][c] = spread16(sub, 2 * c, 16);
+        k8->dm[r] = (uint32_t)wb[0] | (uint32_t)wb[1] << 8;
+        const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)IQ4_VALUES));
+        for (int c = 0; c < 4; c++) { /* qs[32c..]: 16 bytes per sub-block, low nibbles first */
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(wb + 8 + 32 * c));
+            const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(q), _mm256_srli_epi16(q, 4), 1);
+            const __m512i ordered = _mm512_shuffle_i64x2(both, both, _MM_SHUFFLE(3, 1, 2, 0)); /* lo0 hi0 lo1 hi1 */
+            const __m512i v = _mm512_shuffle_epi8(table, _mm512_and_si512(ordered, low4));
+            k8->negative[r][c] = _mm512_movepi8_mask(v);
+            k8->u[r][c] = _mm512_abs_epi8(v);
+        }
     } else {
         kblock kb;
         unpack_scales(qtype, wb, &kb);
@@ -413,13 +433,15 @@ VNNI_K __attribute__((always_inline)) static inline void unpack_row8(int qtype, 
         for (int c = 0; c < 4; c++) {
             k8->sc[r][c] = spread16(sc, 4 * c, 8);
             k8->u[r][c] = load_halves(kb.u + 64 * c);
-            if (qtype == IQ4_XS) k8->negative[r][c] = _mm512_movepi8_mask(load_halves((const uint8_t *)kb.sign + 64 * c));
         }
-        k8->d[r] = kb.d, k8->dmin[r] = qtype == Q2_K ? kb.dmin : 0.0;
-        if (qtype == Q3_K)
-            k8->cor[r] = _mm512_zextsi256_si512(_mm256_sub_epi16(_mm256_setzero_si256(), _mm256_loadu_si256((const __m256i *)kb.bias)));
-        else if (qtype == Q2_K)
+        if (qtype == Q3_K) {
+            k8->dm[r] = (uint32_t)wb[108] | (uint32_t)wb[109] << 8;
+            k8->cor[r] = _mm512_zextsi256_si512(
+                _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_loadu_si256((const __m256i *)kb.bias)));
+        } else { /* q2_k */
+            k8->dm[r] = (uint32_t)load32(wb + 80);
             k8->cor[r] = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)kb.mins));
+        }
     }
 }
 
@@ -441,7 +463,11 @@ VNNI_K __attribute__((always_inline)) static inline void rows8_k8(int qtype, int
         const uint8_t *pf = next + 8 * b * bytes;
         for (int64_t off = 0; off < 8 * bytes; off += 64) _mm_prefetch((const char *)(pf + off), _MM_HINT_T0);
         for (int r = 0; r < 8; r++) unpack_row8(qtype, w + r * stride + b * bytes, r, k8);
-        const __m512d d = _mm512_loadu_pd(k8->d), dmin = _mm512_loadu_pd(k8->dmin);
+        /* the 8 rows' d0 dmin0 d1 dmin1 ... as f32 (exact), then d0..d7 and dmin0..dmin7 */
+        const __m512i evens_odds = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+        const __m512 f = _mm512_permutexvar_ps(evens_odds, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)k8->dm)));
+        const __m512d d = _mm512_cvtps_pd(_mm512_castps512_ps256(f));
+        const __m512d dmin = has_min ? _mm512_cvtps_pd(_mm512_extractf32x8_ps(f, 1)) : _mm512_setzero_pd();
         for (int t = 0; t < tn; t++) {
             const int64_t at = t * nb + b;
             const int8_t *y = qx + 256 * at;
