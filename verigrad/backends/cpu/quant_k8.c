@@ -356,7 +356,7 @@ VNNI_K __attribute__((always_inline)) static inline __m512i spread16(__m512i v, 
     return _mm512_permutexvar_epi16(_mm512_add_epi16(index, _mm512_set1_epi16((short)at)), v);
 }
 
-/* block wb -> row r of k8: vector code for q4_k, q5_k and q6_k, kblock's for the others */
+/* block wb -> row r of k8, in registers (unpack_scales's and unpack_values's integers) */
 VNNI_K __attribute__((always_inline)) static inline void unpack_row8(int qtype, const uint8_t *wb, int r,
                                                                     kblock8 *k8) {
     const __m512i low4 = _mm512_set1_epi8(15);
@@ -425,22 +425,48 @@ VNNI_K __attribute__((always_inline)) static inline void unpack_row8(int qtype, 
             k8->negative[r][c] = _mm512_movepi8_mask(v);
             k8->u[r][c] = _mm512_abs_epi8(v);
         }
-    } else {
-        kblock kb;
-        unpack_scales(qtype, wb, &kb);
-        unpack_values_avx2(qtype, wb, &kb);
-        const __m512i sc = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)kb.scale));
-        for (int c = 0; c < 4; c++) {
-            k8->sc[r][c] = spread16(sc, 4 * c, 8);
-            k8->u[r][c] = load_halves(kb.u + 64 * c);
-        }
-        if (qtype == Q3_K) {
-            k8->dm[r] = (uint32_t)wb[108] | (uint32_t)wb[109] << 8;
-            k8->cor[r] = _mm512_zextsi256_si512(
-                _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_loadu_si256((const __m256i *)kb.bias)));
-        } else { /* q2_k */
+    } else { /* q2_k, q3_k */
+        const uint8_t *qs = wb + (qtype == Q2_K ? 16 : 32);
+        __m256i scales;
+        if (qtype == Q2_K) { /* byte g: scale g (low nibble), min g (high) */
+            const __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)wb));
+            scales = _mm256_and_si256(b, _mm256_set1_epi16(15));
+            k8->cor[r] = _mm512_zextsi256_si512(_mm256_srli_epi16(b, 4));
             k8->dm[r] = (uint32_t)load32(wb + 80);
-            k8->cor[r] = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)kb.mins));
+        } else { /* unpack_scales's: nibble g of bytes 96..103, with 2 bits of byte 104 + g % 4 above, less 32 */
+            const uint8_t *sb = wb + 96;
+            const __m128i b = _mm_loadl_epi64((const __m128i *)sb);
+            const __m128i low = _mm_unpacklo_epi64(_mm_and_si128(b, _mm_set1_epi8(15)),
+                                                   _mm_and_si128(_mm_srli_epi16(b, 4), _mm_set1_epi8(15)));
+            const __m128i four = _mm_shuffle_epi8(_mm_cvtsi32_si128(load32(sb + 8)),
+                                                  _mm_setr_epi8(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3));
+            const __m256i high = _mm256_and_si256(
+                _mm256_srlv_epi16(_mm256_cvtepu8_epi16(four), _mm256_setr_epi16(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6)),
+                _mm256_set1_epi16(3));
+            scales = _mm256_sub_epi16(_mm256_or_si256(_mm256_cvtepu8_epi16(low), _mm256_slli_epi16(high, 4)),
+                                      _mm256_set1_epi16(32));
+            k8->cor[r] = _mm512_zextsi256_si512(_mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(scales, 2)));
+            k8->dm[r] = (uint32_t)wb[108] | (uint32_t)wb[109] << 8;
+        }
+        const __m512i sc = _mm512_zextsi256_si512(scales);
+        const __m512i three = _mm512_set1_epi8(3);
+        /* chunk k: values 128c + 32s + l, c = k / 2, s = 2 (k % 2) and 2 (k % 2) + 1 (the halves): bits 2s of
+         * qs[32c + l]; q3_k's third bit, bit 4c + s of hmask[l] */
+        const __m512i hm = qtype == Q3_K ? _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)wb))
+                                         : _mm512_setzero_si512();
+        for (int k = 0; k < 4; k++) {
+            const int c = k / 2, s0 = 2 * (k % 2);
+            const __m512i q = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(qs + 32 * c)));
+            const __m512i shift = _mm512_inserti64x4(_mm512_set1_epi16((short)(2 * s0)),
+                                                     _mm256_set1_epi16((short)(2 * s0 + 2)), 1);
+            __m512i v = _mm512_and_si512(_mm512_srlv_epi16(q, shift), three);
+            if (qtype == Q3_K) {
+                const __m512i bit = _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (4 * c + s0))),
+                                                       _mm256_set1_epi8((char)(1 << (4 * c + s0 + 1))), 1);
+                v = _mm512_mask_add_epi8(v, _mm512_test_epi8_mask(hm, bit), v, _mm512_set1_epi8(4));
+            }
+            k8->u[r][k] = v;
+            k8->sc[r][k] = spread16(sc, 4 * k, 8);
         }
     }
 }
