@@ -11,6 +11,7 @@ level has no row de-quantization of its own for the format and runs a lower leve
 
     python benchmarks/qmatmul_formats.py [--repeat 9] [--threads 1 2] [--formats q4_k q5_k q6_k]
     python benchmarks/qmatmul_formats.py --formats q8_0 --shape 49152 576 --threads 1   # the output head
+    python benchmarks/qmatmul_formats.py --q8 --tokens 1 8 --formats q4_0 q4_k iq4_xs  # the q8 kernels alone
 
 A format whose blocks do not divide k (the k-quants' 256 values, e.g. `--shape 1536 576`) is skipped, with
 the reason printed.
@@ -60,6 +61,7 @@ def main() -> None:
     parser.add_argument("--formats", nargs="+", default=["q4_k", "q5_k", "q6_k"], choices=BLOCK_QTYPES)
     parser.add_argument("--tokens", type=int, nargs="+", default=[1, 2, 4, 8, 64], help="activation rows")
     parser.add_argument("--shape", type=int, nargs=2, default=[N, K], metavar=("N", "K"), help="w rows, k")
+    parser.add_argument("--q8", action="store_true", help="the q8 kernels alone (and NumPy)")
     args = parser.parse_args()
     n, k = args.shape
     if not verigrad.backends.cpu.available():
@@ -74,7 +76,8 @@ def main() -> None:
         ["format", "tokens", "threads", "way", "ms", "per row", "vs NumPy", "CPU ms"],
     )
     skipped = []
-    for qtype in args.formats:
+    formats = [q for q in args.formats if q in Q8_QTYPES] if args.q8 else args.formats
+    for qtype in formats:
         block = FORMATS[qtype].block
         if k % block:
             skipped.append(f"{qtype}: k = {k} is not a whole number of its {block}-value blocks")
@@ -89,9 +92,10 @@ def main() -> None:
                     return lambda: (cpu_quant.path(path), kernel(x, raw, qtype=qtype))
 
                 ways = {"NumPy": lambda: x @ dequantize(raw, qtype, (n, k)).T}
-                f32_paths = [p for p in paths if p != "vnni"]  # f32: AVX-512 code
-                for p in f32_paths:
-                    ways[f"kernel {p}" + ("" if p == "scalar" else f": {f32_code(qtype, p, tokens)}")] = on(p)
+                if not args.q8:
+                    for p in (p for p in paths if p != "vnni"):  # f32: AVX-512 code
+                        code = "" if p == "scalar" else f": {f32_code(qtype, p, tokens)}"
+                        ways[f"kernel {p}{code}"] = on(p)
                 if qtype in Q8_QTYPES:
                     for p in paths:  # the code each level runs, once each
                         cpu_quant.path(p)

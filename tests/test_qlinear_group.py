@@ -142,3 +142,28 @@ def test_a_group_refuses_parts_it_cannot_stack():
         QLinearGroup([a, b])
     with pytest.raises(TypeError, match="QLinearGroup: parts must be one or more QLinears"):
         QLinearGroup([])
+
+
+def test_a_q8_group_quantizes_its_input_once_with_the_bits_of_its_parts(path):
+    """With 8-bit activations a group is one op (rms_norm_qmatmul_q8_group where it takes the norm,
+    qmatmul_q8_group otherwise): x normalized and quantized once for every part, each part's columns the
+    bits of its own QLinear's op. A LoRA-trained part (TrainingQLinear) keeps the parts' own ops."""
+    model = Llama.from_gguf(path, activations="q8")
+    block = model.layers[0]
+    qkv, norm = block.self_attn.qkv_proj, block.input_layernorm
+    x = vg.from_numpy(np.random.default_rng(0).standard_normal((3, 64)).astype(np.float32) * 4)
+    text = str(vg.trace(lambda x: qkv.normed(x, norm), vg.spec((3, 64), vg.f32)))
+    assert text.count("rms_norm_qmatmul_q8_group") == 1 and "rms_norm_qmatmul_q8(" not in text
+    assert "qmatmul_q8(" not in text and "concat" not in text
+    text = str(vg.trace(lambda x: qkv(x), vg.spec((3, 64), vg.f32)))
+    assert text.count("qmatmul_q8_group") == 1 and "qmatmul_q8(" not in text
+    for backend in ("reference", "cpu"):
+        with vg.backend(backend):
+            want = concat(*(p.normed(x, norm) for p in qkv.parts), axis=-1).numpy()
+            np.testing.assert_array_equal(qkv.normed(x, norm).numpy(), want)
+            want = concat(*(p(x) for p in qkv.parts), axis=-1).numpy()
+            np.testing.assert_array_equal(qkv(x).numpy(), want)
+    trained = QLinearGroup(
+        [TrainingQLinear(p.weight.numpy(), p.qtype, (p.out_features, 64)) for p in qkv.parts]
+    )
+    assert not trained._quantized_once()

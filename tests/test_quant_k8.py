@@ -212,3 +212,50 @@ def test_a_block_too_small_to_invert_counts_as_zeros(qtype):
             np.testing.assert_array_equal(_bits(kernel(x, raw, qtype=qtype)), _bits(want), path)
     finally:
         cpu_quant.simd(True)
+
+
+# the bytes (start, stop, value) of blocks at the integer dots' extremes: the largest values and scales, the
+# most negative scales (q6_k's -128, q3_k's -32) and iq4_xs's -127 throughout
+_EXTREMES = {
+    "q4_k": [[(4, 144, 0xFF)], [(4, 16, 0xFF), (16, 144, 0x00)]],
+    "q5_k": [[(4, 176, 0xFF)], [(4, 16, 0xFF), (16, 48, 0xAA), (48, 176, 0x0F)]],
+    "q6_k": [[(0, 192, 0xFF), (192, 208, 0x80)], [(0, 192, 0x00), (192, 208, 0x7F)]],
+    "q2_k": [[(0, 80, 0xFF)], [(0, 16, 0xF0), (16, 80, 0x00)]],
+    "q3_k": [[(0, 96, 0xFF), (96, 108, 0x00)], [(0, 96, 0xFF), (96, 108, 0xFF)]],
+    "iq4_xs": [[(2, 8, 0xFF), (8, 136, 0x00)], [(2, 8, 0x00), (8, 136, 0xFF)]],
+}
+
+
+@needs_cc
+@pytest.mark.parametrize("qtype", Q8K_QTYPES)
+def test_vnni_rows_give_the_reference_bits(qtype, monkeypatch):
+    """quant_k8.c's VNNI path (8 weight rows at a time against tiles of 8, 4, 2 and 1 activation rows,
+    the last rows of a band a row at a time) on 1, 2, 3, 5, 8 and 64 activation rows, 1-3 threads, weight
+    rows before, at and past the groups of 8, and blocks at the integer dots' extremes, beside the other
+    paths."""
+    monkeypatch.setattr(cpu_quant, "MIN_BAND_BYTES", 1)  # bands of a few rows: every thread count splits
+    kernel = cpu.cpu.native(vg.REGISTRY["qmatmul_q8"], vg.f32)
+    n, k = 29, 768  # 3 groups of 8 and 5 rows, 3 blocks a row
+    raw = random_blocks(np.random.default_rng(6), qtype, n, k)
+    blocks = raw.reshape(n, 3, -1)
+    for row, spans in enumerate(_EXTREMES[qtype]):
+        for start, stop, value in spans:
+            blocks[(row, 9 + row), :, start:stop] = value
+    x = _activations(64, k, seed=7)
+    x[0, 256:512] = np.where(np.arange(256) % 3, 1.0, -1.0)  # q of +-127 throughout a block
+    try:
+        for path in cpu_quant.PATHS:
+            taken = cpu_quant.path(path)
+            if taken == "vnni":
+                assert cpu_quant.q8_path(qtype, 1) == cpu_quant.q8_path(qtype, 64) == "vnni"
+            for t in (1, 2, 3, 5, 8, 64):
+                want = qmatmul_q8.reference(x[:t], raw, qtype)
+                for threads in (1, 2, 3):
+                    vg.set_threads(threads)
+                    for rows in (n, 8, 16, 7):
+                        got = kernel(x[:t], raw[:rows], qtype=qtype)
+                        where = f"{taken} {threads} threads, {rows} x {t}"
+                        np.testing.assert_array_equal(_bits(got), _bits(want[:, :rows]), where)
+    finally:
+        vg.set_threads(1)
+        cpu_quant.simd(True)

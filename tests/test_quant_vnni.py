@@ -55,6 +55,10 @@ def _weights(rng: np.random.Generator, qtype: str, n: int, k: int) -> np.ndarray
         blocks[0, :, at : at + 4] = 0xFF  # every fifth bit set
         blocks[0, :, at + 4 :] = 0xFF  # and every nibble 15: values of 31
         blocks[2, 0, at : at + 4] = [0x01, 0x80, 0x00, 0x80]  # the bits at the halves' edges
+    elif qtype == "iq4_nl":
+        blocks[0, :, 2:] = 0x00  # every value -127: the largest |w|
+        blocks[1, :, 2:] = 0xFF  # every value 113: the largest table value plus 128 (241) as u8
+        blocks[2, 0, 2:] = np.arange(16, dtype=np.uint8) * 17  # every table entry, in both nibbles
     return raw
 
 
@@ -119,8 +123,7 @@ def test_q8_path_names_the_code_each_level_runs():
     try:
         if flags >= VNNI_FLAGS:
             cpu_quant.path("vnni")
-            assert [cpu_quant.q8_path(q, 1) for q in ("q8_0", "q4_0", "q4_1", "q5_0", "q5_1")] == ["vnni"] * 5
-            assert cpu_quant.q8_path("iq4_nl", 1) == "avx2"
+            assert [cpu_quant.q8_path(q, 1) for q in Q8_32_QTYPES] == ["vnni"] * len(Q8_32_QTYPES)
         if flags >= {"avx512f", "avx512dq", "avx512bw", "avx2", "f16c"}:
             cpu_quant.path("avx512")
             assert cpu_quant.q8_path("q5_0", 8) == "avx2"

@@ -8,7 +8,17 @@ from typing import Any
 import numpy as np
 
 from ..ops import concat, from_numpy
-from ..ops.quant import BLOCK_QTYPES, FORMATS, Q8_QTYPES, qembedding, qmatmul, qmatmul_q8, rms_norm_qmatmul_q8
+from ..ops.quant import (
+    BLOCK_QTYPES,
+    FORMATS,
+    Q8_QTYPES,
+    qembedding,
+    qmatmul,
+    qmatmul_q8,
+    qmatmul_q8_group,
+    rms_norm_qmatmul_q8,
+    rms_norm_qmatmul_q8_group,
+)
 from ..tensor import Tensor
 from .containers import ModuleList
 from .module import Module
@@ -88,12 +98,24 @@ class QLinearGroup(Module):
         self.parts = ModuleList(parts)
         self.in_features, self.out_features = widths.pop(), sum(p.out_features for p in parts)
 
+    def _quantized_once(self) -> bool:
+        """Whether every part is a QLinear with 8-bit activations: then one op quantizes x (and normalizes
+        it) once for all of them (qmatmul_q8_group), where each part's own op would do it again."""
+        return all(type(p) is QLinear and p._op is qmatmul_q8 for p in self.parts)
+
     def forward(self, x: Tensor) -> Tensor:
+        if self._quantized_once():
+            ws, qtypes = [p.weight for p in self.parts], tuple(p.qtype for p in self.parts)
+            return qmatmul_q8_group(x, *ws, qtypes=qtypes)
         return concat(*(p(x) for p in self.parts), axis=-1)
 
     def normed(self, x: Tensor, norm: Any) -> Tensor:
-        """self(norm(x)): a part that fuses the norm (QLinear.normed) takes x, the others norm(x), made
-        once."""
+        """self(norm(x)): with 8-bit activations in every part and a norm they fuse, one op that makes the
+        norm and the 8-bit activations once; otherwise a part that fuses the norm (QLinear.normed) takes x,
+        the others norm(x), made once."""
+        if self._quantized_once() and self.parts[0].fuses(norm):
+            ws, qtypes = [p.weight for p in self.parts], tuple(p.qtype for p in self.parts)
+            return rms_norm_qmatmul_q8_group(x, norm.weight, *ws, qtypes=qtypes, eps=norm.eps)
         normed = None
         ys = []
         for p in self.parts:

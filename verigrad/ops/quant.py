@@ -7,7 +7,8 @@ definition of what the bytes mean; every kernel is measured against it.
 The ops: `qmatmul` (x @ dequantize(w).T; f32 x summed in f32 in a fixed order, `lane_dot`), `qmatmul_q8`
 (llama.cpp's scheme: x quantized to 8 bits per block of 32, integer block dots; its order of float
 operations is part of its definition, so kernels give its very bits), `rms_norm_qmatmul_q8` (rms_norm,
-then qmatmul_q8), `qembedding` (dequantized rows) and `dequantize`.
+then qmatmul_q8), `qmatmul_q8_group` and `rms_norm_qmatmul_q8_group` (several weights on one input, x
+quantized once: a fused projection whose parts mix formats), `qembedding` (dequantized rows) and `dequantize`.
 """
 
 from __future__ import annotations
@@ -633,6 +634,106 @@ rms_norm_qmatmul_q8 = Op(
     differentiable=False,
     doc="qmatmul_q8(rms_norm(x, weight, eps), w, qtype) in one op (a Llama block's norm and the product "
     "it feeds: one kernel call in the decode step instead of two).",
+)
+
+
+def _group_shape(x: tuple, *ws: tuple, qtypes: tuple[str, ...]) -> tuple:
+    if not ws or len(ws) != len(qtypes):
+        raise ShapeError(f"one qtype per weight: got {len(ws)} weights and qtypes {qtypes!r}")
+    total: DimLike = 0
+    for w, qtype in zip(ws, qtypes):
+        total = total + _qmatmul_shape(x, w, qtype, Q8_QTYPES)[-1]
+    return (*x[:-1], total)
+
+
+def _group_dtype(x: DType, *ws: DType, qtypes: tuple[str, ...]) -> DType:
+    for w, qtype in zip(ws, qtypes):
+        out = _qmatmul_dtype(x, w, qtype)
+    return out
+
+
+def _group_params(x, *ws, qtypes) -> dict:
+    if isinstance(qtypes, str) or not all(isinstance(q, str) for q in qtypes):
+        raise ValueError(f"qtypes must be a sequence of format names (one per weight), got {qtypes!r}")
+    return {"qtypes": tuple(qtypes)}
+
+
+def _group_reference(x: np.ndarray, *ws: np.ndarray, qtypes: tuple[str, ...]) -> np.ndarray:
+    """Each weight's qmatmul_q8 of x, side by side (x's 8-bit activations are a function of x: quantized
+    once, they are every part's)."""
+    return np.concatenate([_qmatmul_q8_reference(x, w, q) for w, q in zip(ws, qtypes)], axis=-1)
+
+
+_GROUPS = (("q5_0", "q8_0"), ("q4_k", "q6_k"), ("q5_0", "q4_k", "q8_0"), ("iq4_nl", "q4_1", "q5_1", "iq4_xs"))
+
+
+def _group_samples(rng: np.random.Generator) -> list[Sample]:
+    """x of several ranks against groups of 2-4 parts of 1-7 rows, mixing the 32- and 256-value formats."""
+    out = []
+    for shape, qtypes in zip([(3,), (2, 1), (1,), (2, 2)], _GROUPS):
+        x = uniform(rng, (*shape, 256))
+        ws = [random_blocks(rng, q, 1 + i * 2, 256) for i, q in enumerate(qtypes)]
+        out.append(Sample((x, *ws), {"qtypes": qtypes}))
+    return out
+
+
+qmatmul_q8_group = Op(
+    "qmatmul_q8_group",
+    shape=_group_shape,
+    dtype=_group_dtype,
+    params=_group_params,
+    reference=_group_reference,
+    samples=_group_samples,
+    exact=True,
+    doc="concat([qmatmul_q8(x, w, qtype) for w, qtype in zip(ws, qtypes)], -1) in one op: x quantized once "
+    "(per block scheme: 32 values, llama.cpp's q8_K for the 256-value formats) for every weight, as a fused "
+    "projection whose parts are stored in different formats needs.",
+)
+
+
+def _normed_group_shape(x: tuple, weight: tuple, *ws: tuple, qtypes: tuple[str, ...], eps: float) -> tuple:
+    if not x or weight != (x[-1],):
+        raise ShapeError(
+            f"the norm's weight must be [K] (the size of x's last axis) for x of shape {shape_text(x)}, "
+            f"got {shape_text(weight)}"
+        )
+    return _group_shape(x, *ws, qtypes=qtypes)
+
+
+def _normed_group_dtype(x: DType, weight: DType, *ws: DType, qtypes: tuple[str, ...], eps: float) -> DType:
+    if weight is not x:
+        raise DTypeError(f"the norm's weight must have x's dtype {x.name}, got {weight.name}")
+    return _group_dtype(x, *ws, qtypes=qtypes)
+
+
+def _normed_group_decompose(x, weight, *ws, qtypes: tuple[str, ...], eps: float):
+    from .composite.normalization import rms_norm  # the composite ops import this module's package
+
+    return qmatmul_q8_group(rms_norm(x, weight, eps=eps), *ws, qtypes=qtypes)
+
+
+def _normed_group_samples(rng: np.random.Generator) -> list[Sample]:
+    out = []
+    for sample, eps in zip(_group_samples(rng), (1e-5, 1e-6, 0.1, 1e-5)):
+        x, *ws = sample.args
+        out.append(Sample((x, uniform(rng, x.shape[-1:]), *ws), {**sample.params, "eps": eps}))
+    return out
+
+
+rms_norm_qmatmul_q8_group = Op(
+    "rms_norm_qmatmul_q8_group",
+    shape=_normed_group_shape,
+    dtype=_normed_group_dtype,
+    params=lambda x, weight, *ws, qtypes, eps=1e-6: {
+        **_group_params(x, *ws, qtypes=qtypes),
+        "eps": float(eps),
+    },
+    decompose=_normed_group_decompose,
+    samples=_normed_group_samples,
+    exact=False,
+    differentiable=False,
+    doc="qmatmul_q8_group(rms_norm(x, weight, eps), *ws, qtypes) in one op: the norm made once and x "
+    "quantized once for every weight (a Llama block's norm and a fused projection whose parts mix formats).",
 )
 
 

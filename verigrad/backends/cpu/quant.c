@@ -22,7 +22,7 @@
  * two activation rows at once in a prompt) or 4 rows (q8_0) at a time, one row per double lane, and
  * prefetch the next rows while they compute (the hardware prefetcher alone left the 28 MB output head at
  * a fifth of the read bandwidth). Where the CPU has AVX-512 VNNI (level 3), quant_vnni.c takes a band's
- * rows 8 at a time first (all formats but iq4_nl), these paths the rows left.
+ * rows 8 at a time first (every format here), these paths the rows left.
  */
 #include "quant.h"
 
@@ -366,8 +366,8 @@ int vg_quant_simd(int level) {
 
 int vg_k8_path(int64_t t); /* quant_k8.c */
 
-/* the code a qmatmul_q8 of `qtype` on t activation rows runs now (vg_quant_simd's levels: 3 quant_vnni.c,
- * 2 AVX-512, 1 AVX2, 0 portable), for benchmarks and tests that name it */
+/* the code a qmatmul_q8 of `qtype` on t activation rows runs now (vg_quant_simd's levels: 3 VNNI, quant_vnni.c's
+ * or quant_k8.c's, 2 AVX-512, 1 AVX2, 0 portable), for benchmarks and tests that name it */
 int vg_quant_q8_path(int qtype, int64_t t) {
     if (qtype < 0 || qtype >= NQTYPES) return -1;
     if (BLOCK_VALUES[qtype] == 256) return vg_k8_path(t);
@@ -377,7 +377,7 @@ int vg_quant_q8_path(int qtype, int64_t t) {
 typedef struct {
     int qtype;
     const uint8_t *w;
-    int64_t n, k, t;
+    int64_t n, k, t; /* n: the outputs' row stride (the bands say which weight rows) */
     const int8_t *qx;
     const double *dx, *dxs;
     const int32_t *sx;
@@ -483,37 +483,52 @@ static void q8_band(void *ctx, int64_t lo, int64_t hi) {
                                           p->dxs + t * nb, p->sx + t * nb);
 }
 
-/* out f32[t, n] = qmatmul_q8(x f32[t, k], w[n, k/32 blocks]); returns 0, or -1 when out of memory */
-int vg_qmatmul_q8(int qtype, const uint8_t *w, int64_t n, int64_t k, const float *x, int64_t t, float *out,
-                  int64_t min_rows, int threads) {
+/* frees a zeroed or quantized q8_acts (and zeroes it) */
+static void q8_free(q8_acts *a) {
+    free(a->qx), free(a->dx), free(a->sx);
+    a->qx = NULL, a->dx = NULL, a->sx = NULL;
+}
+
+/* x f32[t, k] quantized by blocks of 32 (quantize_row's): returns 0, or -1 when out of memory */
+static int q8_quantize(const float *x, int64_t t, int64_t k, q8_acts *a) {
     const int64_t nb = k / 32;
-    int8_t *qx = malloc((size_t)(t * k) + 1);
-    double *dx = malloc(sizeof(double) * (size_t)(2 * t * nb + 1));
-    int32_t *sx = malloc(sizeof(int32_t) * (size_t)(t * nb + 1));
-    if (!qx || !dx || !sx) {
-        free(qx), free(dx), free(sx);
+    a->qx = malloc((size_t)(t * k) + 1);
+    a->dx = malloc(sizeof(double) * (size_t)(2 * t * nb + 1));
+    a->sx = malloc(sizeof(int32_t) * (size_t)(t * nb + 1));
+    if (!a->qx || !a->dx || !a->sx) {
+        q8_free(a);
         return -1;
     }
-    double *dxs = dx + t * nb;
+    a->dxs = a->dx + t * nb;
     for (int64_t i = 0; i < t; i++) {
 #if VG_X86
         if (has_avx2()) {
-            quantize_row_avx2(x + i * k, k, qx + i * k, dx + i * nb, dxs + i * nb, sx + i * nb);
+            quantize_row_avx2(x + i * k, k, a->qx + i * k, a->dx + i * nb, a->dxs + i * nb, a->sx + i * nb);
             continue;
         }
 #endif
-        quantize_row(x + i * k, k, qx + i * k, dx + i * nb, dxs + i * nb, sx + i * nb);
+        quantize_row(x + i * k, k, a->qx + i * k, a->dx + i * nb, a->dxs + i * nb, a->sx + i * nb);
     }
-    qjob p = {.qtype = qtype, .w = w, .n = n, .k = k, .t = t, .qx = qx, .dx = dx, .dxs = dxs, .sx = sx,
-              .out = out};
-    vg_parallel_for(n, min_rows, threads, q8_band, &p);
-    free(qx), free(dx), free(sx);
     return 0;
 }
 
-/* defined in rows.c: rms_norm's kernel (the reference's bits) */
-void vg_rms_norm_f32(const float *x, const float *w, float *out, int64_t rows, int64_t n, double eps,
-                     int64_t block, int64_t min_rows, int threads);
+/* out[i, r] (rows out_stride apart) = qmatmul_q8 of w's n rows against the quantized activations a */
+static void q8_product(int qtype, const uint8_t *w, int64_t n, int64_t k, int64_t t, const q8_acts *a,
+                       float *out, int64_t out_stride, int64_t min_rows, int threads) {
+    qjob p = {.qtype = qtype, .w = w, .n = out_stride, .k = k, .t = t, .qx = a->qx, .dx = a->dx, .dxs = a->dxs,
+              .sx = a->sx, .out = out};
+    vg_parallel_for(n, min_rows, threads, q8_band, &p);
+}
+
+/* out f32[t, n] = qmatmul_q8(x f32[t, k], w[n, k/32 blocks]); returns 0, or -1 when out of memory */
+int vg_qmatmul_q8(int qtype, const uint8_t *w, int64_t n, int64_t k, const float *x, int64_t t, float *out,
+                  int64_t min_rows, int threads) {
+    q8_acts a;
+    if (q8_quantize(x, t, k, &a)) return -1;
+    q8_product(qtype, w, n, k, t, &a, out, n, min_rows, threads);
+    q8_free(&a);
+    return 0;
+}
 
 /* out f32[t, n] = qmatmul_q8(rms_norm(x, norm_w, eps), w): rms_norm's kernel (on one thread: t rows of k
  * values are little work), then vg_qmatmul_q8; returns 0, or -1 when out of memory */
@@ -524,6 +539,49 @@ int vg_rms_norm_qmatmul_q8(int qtype, const uint8_t *w, int64_t n, int64_t k, co
     if (!normed) return -1;
     vg_rms_norm_f32(x, norm_w, normed, t, k, eps, block, t, 1);
     int status = vg_qmatmul_q8(qtype, w, n, k, normed, t, out, min_rows, threads);
+    free(normed);
+    return status;
+}
+
+/* out f32[t, width] = the parts' qmatmul_q8 side by side, part i (spec[3i..3i+2]: its format, its n_i weight
+ * rows ws[i], the fewest rows a thread takes) in the n_i columns after the earlier parts': x (rms-normalized
+ * first where norm_w is given: once) quantized once for the 32-value parts and once (q8_K) for the 256-value
+ * ones, every part reading the same 8-bit activations. Each part's columns are its own qmatmul_q8's (or
+ * rms_norm_qmatmul_q8's) bits. At most 4 parts; returns 0, or -1 when out of memory */
+int vg_qmatmul_q8_group(const int64_t *spec, int64_t parts, const uint8_t *w0, const uint8_t *w1,
+                        const uint8_t *w2, const uint8_t *w3, int64_t k, const float *x, int64_t t, float *out,
+                        int threads, const float *norm_w, double eps, int64_t block) {
+    const uint8_t *ws[4] = {w0, w1, w2, w3};
+    int64_t width = 0;
+    int need32 = 0, need256 = 0, status = 0;
+    if (parts < 1 || parts > 4) return -1;
+    for (int64_t i = 0; i < parts; i++) {
+        width += spec[3 * i + 1];
+        if (BLOCK_VALUES[spec[3 * i]] == 32) need32 = 1;
+        else need256 = 1;
+    }
+    float *normed = NULL;
+    if (norm_w) {
+        normed = malloc(sizeof(float) * (size_t)(t * k) + 1);
+        if (!normed) return -1;
+        vg_rms_norm_f32(x, norm_w, normed, t, k, eps, block, t, 1);
+        x = normed;
+    }
+    q8_acts a = {0};
+    k8_acts a8 = {0};
+    if ((need32 && q8_quantize(x, t, k, &a)) || (need256 && vg_k8_quantize(x, t, k, &a8))) {
+        status = -1;
+    } else {
+        for (int64_t i = 0, at = 0; i < parts; at += spec[3 * i + 1], i++) {
+            const int qtype = (int)spec[3 * i];
+            if (BLOCK_VALUES[qtype] == 32)
+                q8_product(qtype, ws[i], spec[3 * i + 1], k, t, &a, out + at, width, spec[3 * i + 2], threads);
+            else
+                vg_k8_product(qtype, ws[i], spec[3 * i + 1], k, t, &a8, out + at, width, spec[3 * i + 2], threads);
+        }
+    }
+    q8_free(&a);
+    vg_k8_free(&a8);
     free(normed);
     return status;
 }

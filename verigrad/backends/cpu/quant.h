@@ -91,6 +91,27 @@ AVX512_Q __attribute__((always_inline)) static inline float fold_avx512(__m512 a
 }
 #endif
 
+/* x's 8-bit activations: quant.c's blocks of 32 (q8, d, d * sum(q), sum(q) per block) and quant_k8.c's
+ * llama.cpp q8_K (q8, d per 256, bsums per 16); quant_k8.c's quantization (0, or -1 when out of memory),
+ * its free (of a zeroed or quantized k8_acts) and product (out[i, r], rows out_stride apart) */
+typedef struct {
+    int8_t *qx;
+    double *dx, *dxs;
+    int32_t *sx;
+} q8_acts;
+typedef struct {
+    int8_t *qx;
+    double *dx;
+    int16_t *bsums;
+} k8_acts;
+int vg_k8_quantize(const float *x, int64_t t, int64_t k, k8_acts *a);
+void vg_k8_free(k8_acts *a);
+void vg_k8_product(int qtype, const uint8_t *w, int64_t n, int64_t k, int64_t t, const k8_acts *a, float *out,
+                   int64_t out_stride, int64_t min_rows, int threads);
+/* defined in rows.c: rms_norm's kernel (the reference's bits) */
+void vg_rms_norm_f32(const float *x, const float *w, float *out, int64_t rows, int64_t n, double eps,
+                     int64_t block, int64_t min_rows, int threads);
+
 /* q8vnni: quant_vnni.c's AVX-512 VNNI products of the 32-value formats (vg_quant_simd level 3). Whether
  * it takes the format; rows r.. of a band (before hi) 8 at a time against the t activation rows of
  * quant.c's qmatmul_q8 (out f32[t, n]), returning the first row left (fewer than 8 before hi). */

@@ -1,6 +1,6 @@
 """Quantized products, from the blocks: qmatmul_q8 (quant.c) on q8_0, q4_0, q4_1, q5_0, q5_1 and iq4_nl
-weights (AVX2 paths for each; AVX-512 VNNI ones, quant_vnni.c, for all but iq4_nl) and, in quant_k8.c, on
-q4_k, q5_k, q6_k, q2_k, q3_k and iq4_xs weights (activations quantized as llama.cpp's q8_K; AVX2 and AVX-512
+weights (AVX2 paths for each; AVX-512 VNNI ones, quant_vnni.c, for each) and, in quant_k8.c, on q4_k, q5_k,
+q6_k, q2_k, q3_k and iq4_xs weights (activations quantized as llama.cpp's q8_K; AVX2, AVX-512 and VNNI
 paths), and qmatmul and qembedding on every block format of ops/quant.py (QTYPES; quant.h holds the codes):
 quant_f32.c (with quant_f32_k.c's kernels of the 256-value formats) de-quantizes rows and runs decode steps,
 quant_f32_tiles.c several activation rows.
@@ -12,6 +12,9 @@ quant_f32_tiles.c several activation rows.
 
 - rms_norm_qmatmul_q8 runs rms_norm's kernel (rows.c: the reference's bits) and then qmatmul_q8's in one
   call, so it gives its decomposition's bits (EXACT where rms_norm's kernel is: f32).
+- qmatmul_q8_group and rms_norm_qmatmul_q8_group (up to GROUP_PARTS weights) make the norm and the 8-bit
+  activations once (per block scheme) and run each part's qmatmul_q8 on them, into its columns: each part's
+  bits (EXACT, as the ops they stand for).
 
 Threads take bands of at least `MIN_BAND_BYTES` of weight rows (qmatmul: of weight bytes times activation
 rows); the bits do not depend on the thread count.
@@ -29,7 +32,14 @@ from typing import Any
 import numpy as np
 
 from ...ops import REGISTRY, dequantize_op, qembedding
-from ...ops.quant import Q8_32_QTYPES, Q8K_QTYPES, rms_norm_qmatmul_q8
+from ...ops.quant import (
+    Q8_32_QTYPES,
+    Q8_QTYPES,
+    Q8K_QTYPES,
+    qmatmul_q8_group,
+    rms_norm_qmatmul_q8,
+    rms_norm_qmatmul_q8_group,
+)
 from ..kernel_table import EXACT
 from ..reference import composite_reference
 from . import _ffi, matmul
@@ -49,7 +59,8 @@ QTYPES = {  # quant.h's format codes
     "iq4_nl": 10,
     "iq4_xs": 11,
 }
-QUANT = ("qmatmul", "qmatmul_q8", "rms_norm_qmatmul_q8", "qembedding", "dequantize")
+QUANT = ("qmatmul", "qmatmul_q8", "rms_norm_qmatmul_q8", "qmatmul_q8_group", "rms_norm_qmatmul_q8_group")
+QUANT += ("qembedding", "dequantize")
 # op -> {C function: formats it takes}
 _FUNCTIONS = {
     "qmatmul": {"vg_qmatmul_f32": tuple(QTYPES)},
@@ -122,6 +133,52 @@ def _normed_kernel(
     return kernel
 
 
+GROUP_PARTS = 4  # vg_qmatmul_q8_group's weights at most (one pointer argument each)
+
+
+def _group_kernel(fn: Any, reference: Callable, backend: Any, ptr: Callable, normed: bool) -> Callable:
+    """(rms_norm_)qmatmul_q8_group on f32 x (and norm weight) and u8 weights of the formats qmatmul_q8 takes,
+    GROUP_PARTS a call; others: the reference."""
+
+    def kernel(x: np.ndarray, *args: np.ndarray, qtypes: tuple[str, ...], eps: float = 0.0) -> np.ndarray:
+        weight, ws = (args[0], args[1:]) if normed else (None, args)
+        if len(ws) > GROUP_PARTS:  # GROUP_PARTS at a time: x quantized once per call
+            lead, params = args[:1] if normed else (), {"eps": eps} if normed else {}
+            chunks = range(0, len(ws), GROUP_PARTS)
+            parts = [
+                kernel(x, *lead, *ws[i : i + GROUP_PARTS], qtypes=qtypes[i : i + GROUP_PARTS], **params)
+                for i in chunks
+            ]
+            return np.concatenate(parts, axis=-1)
+        usable = x.dtype == np.float32 and all(q in Q8_QTYPES for q in qtypes)
+        usable = usable and all(w.dtype == np.uint8 and w.ndim == 2 for w in ws)
+        if not usable or (normed and weight.dtype != np.float32):
+            return reference(x, *args, qtypes=qtypes, **({"eps": eps} if normed else {}))
+        x, ws = _contiguous(x), [_contiguous(w) for w in ws]
+        k = x.shape[-1]
+        t = x.size // k if k else 0
+        widths = [w.shape[0] for w in ws]
+        out = np.empty((*x.shape[:-1], sum(widths)), np.float32)
+        if t and out.size:
+            # each part's bands as qmatmul_q8's own
+            spec = [
+                (QTYPES[q], n, MIN_BAND_BYTES // w.shape[1] + 1 if w.shape[1] else n)
+                for q, n, w in zip(qtypes, widths, ws)
+            ]
+            spec_array = np.array(spec, np.int64)  # held here while the C function reads it
+            pointers = [ptr(w) for w in ws] + [None] * (GROUP_PARTS - len(ws))
+            if normed:
+                weight = _contiguous(weight)
+                extra = (ptr(weight), float(eps), _ffi.bufsize())
+            else:
+                extra = (None, 0.0, 0)
+            if fn(ptr(spec_array), len(ws), *pointers, k, ptr(x), t, ptr(out), backend.threads, *extra):
+                raise MemoryError(f"qmatmul_q8_group: out of memory for x of shape {x.shape}")
+        return out
+
+    return kernel
+
+
 def _embedding(fn: Any, reference: Callable, backend: Any, ptr: Callable) -> Callable:
     """qembedding: the rows of a quantized table at integer ids, dequantized in C to the reference's
     values; an id out of range (or another layout) runs the reference, which names it."""
@@ -179,7 +236,7 @@ PATHS = ("scalar", "avx2", "avx512", "vnni")  # vg_quant_simd's levels ("vnni": 
 
 def path(name: str | None = None) -> str:
     """The vector path the quantized kernels take ("vnni", "avx512", "avx2" or "scalar": the same bits
-    each; "vnni" is "avx512" with quant_vnni.c's integer dots for the 32-value formats' qmatmul_q8);
+    each; "vnni" is "avx512" with the VNNI integer dots of qmatmul_q8: quant_vnni.c's, quant_k8.c's);
     `name` first chooses it (the fastest the machine has at most that one)."""
     fn = _state["simd"]
     if fn is None:
@@ -230,6 +287,12 @@ def register(backend: Any, lib: Library) -> None:
     reference = matmul.single_threaded(composite_reference(rms_norm_qmatmul_q8))
     backend.register("rms_norm_qmatmul_q8", _normed_kernel(fns, reference, backend, lib.ptr), "f32", EXACT)
     p, i64 = ctypes.c_void_p, ctypes.c_int64
+    args = [p, i64, *[p] * GROUP_PARTS, i64, p, i64, p, ctypes.c_int, p, ctypes.c_double, i64]
+    fn = lib.fn("vg_qmatmul_q8_group", args, restype=ctypes.c_int)
+    for op, normed in ((qmatmul_q8_group, False), (rms_norm_qmatmul_q8_group, True)):
+        reference = op.reference or composite_reference(op)
+        kernel = _group_kernel(fn, matmul.single_threaded(reference), backend, lib.ptr, normed)
+        backend.register(op.name, kernel, "f32", EXACT)
     fn = lib.fn("vg_qembedding", [ctypes.c_int, p, i64, i64, i64, p, i64, p, i64, ctypes.c_int], i64)
     embedding = _embedding(fn, qembedding.reference, backend, lib.ptr)
     backend.register("qembedding", embedding, "f32", EXACT)

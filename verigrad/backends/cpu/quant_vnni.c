@@ -1,4 +1,4 @@
-/* qmatmul_q8 of the 32-value formats q8_0, q4_0, q4_1, q5_0 and q5_1 with AVX-512 VNNI (vpdpbusd: four
+/* qmatmul_q8 of the 32-value formats q8_0, q4_0, q4_1, q5_0, q5_1 and iq4_nl with AVX-512 VNNI (vpdpbusd: four
  * u8 x s8 products summed into each int32 lane in one instruction), 8 weight rows at a time against a tile
  * of up to 8 activation rows, each weight block unpacked once for the tile.
  *
@@ -10,7 +10,9 @@
  *
  * Layout: a zmm holds 4 rows' 16 nibble bytes, one row per 128-bit lane (q8_0: 2 rows' 32 bytes, one row
  * per 256 bits); the activations' 16 (32) bytes are broadcast to every lane. q5's fifth bits become the
- * byte masks of a masked add of 16. q8_0's signed weights: (y + 128) as u8 times w, less 128 * sum(w). */
+ * byte masks of a masked add of 16. q8_0's signed weights: (y + 128) as u8 times w, less 128 * sum(w).
+ * iq4_nl's signed table values: the nibbles through the table plus 128 (vpshufb, 1..241 as u8) times y, less
+ * 128 * sum(y) (as q4_0's nibbles less 8 * sum(y)). */
 #include "quant.h"
 
 #if VG_X86
@@ -55,6 +57,9 @@ VNNI_Q __attribute__((always_inline)) static inline void rows8_vnni(int qtype, i
     const int five = qtype == Q5_0 || qtype == Q5_1, affine = qtype == Q4_1 || qtype == Q5_1;
     const int64_t bytes = BLOCK_BYTES[qtype], at = qtype == Q5_1 ? 8 : qtype == Q5_0 ? 6 : affine ? 4 : 2;
     const __m512i mask = _mm512_set1_epi8(15), sixteen = _mm512_set1_epi8(16);
+    /* iq4_nl's values plus 128, by nibble, in every 128-bit lane */
+    const __m512i table = _mm512_broadcast_i32x4(
+        _mm_xor_si128(_mm_loadu_si128((const __m128i *)IQ4_VALUES), _mm_set1_epi8((char)0x80)));
     const __m256i offsets = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
                                                _mm256_set1_epi32((int32_t)stride));
     /* bytes 0-1 of each u32 (the low 16 fifth bits), then bytes 2-3 (the high 16) */
@@ -104,6 +109,7 @@ VNNI_Q __attribute__((always_inline)) static inline void rows8_vnni(int qtype, i
             const __m512i v = lanes4(n, n + stride, n + 2 * stride, n + 3 * stride);
             lo[h] = _mm512_and_si512(v, mask);
             hi[h] = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
+            if (qtype == IQ4_NL) lo[h] = _mm512_shuffle_epi8(table, lo[h]), hi[h] = _mm512_shuffle_epi8(table, hi[h]);
             if (five) { /* value j's fifth bit: bit j of the u32 before the nibbles */
                 const uint8_t *q = n - 4;
                 const __m128i qh = _mm_setr_epi32(load32(q), load32(q + stride), load32(q + 2 * stride),
@@ -126,6 +132,7 @@ VNNI_Q __attribute__((always_inline)) static inline void rows8_vnni(int qtype, i
             __m256i dots = sums8_of_lanes(s0, s1);
             if (qtype == Q4_0) dots = _mm256_sub_epi32(dots, _mm256_set1_epi32(8 * sx[t * nb + b]));
             if (qtype == Q5_0) dots = _mm256_sub_epi32(dots, _mm256_set1_epi32(16 * sx[t * nb + b]));
+            if (qtype == IQ4_NL) dots = _mm256_sub_epi32(dots, _mm256_set1_epi32(128 * sx[t * nb + b]));
             __m512d term = _mm512_mul_pd(_mm512_mul_pd(d, _mm512_set1_pd(dx[t * nb + b])), _mm512_cvtepi32_pd(dots));
             if (affine) term = _mm512_add_pd(term, _mm512_mul_pd(m, _mm512_set1_pd(dxs[t * nb + b])));
             acc[t] = _mm512_add_pd(acc[t], term);
@@ -150,6 +157,7 @@ TILE_FNS(q4_0, Q4_0)
 TILE_FNS(q4_1, Q4_1)
 TILE_FNS(q5_0, Q5_0)
 TILE_FNS(q5_1, Q5_1)
+TILE_FNS(iq4_nl, IQ4_NL)
 
 typedef void (*tile_fn)(TILE_PARAMS);
 #define TILES_OF(QNAME)                                                                                   \
@@ -160,7 +168,7 @@ typedef void (*tile_fn)(TILE_PARAMS);
  * than 4 rows) */
 static const tile_fn TILES[NQTYPES][8] = {[Q8_0] = TILES_OF(q8_0), [Q4_0] = TILES_OF(q4_0),
                                          [Q4_1] = TILES_OF(q4_1), [Q5_0] = TILES_OF(q5_0),
-                                         [Q5_1] = TILES_OF(q5_1)};
+                                         [Q5_1] = TILES_OF(q5_1), [IQ4_NL] = TILES_OF(iq4_nl)};
 #endif
 
 int vg_q8_vnni_takes(int qtype) {
