@@ -535,6 +535,26 @@ def test_outer_product_units_share_the_rows_evenly():
     assert [rows(m) for m in (128, 96, 97, 200, 256, 20, 1)] == [66, 96, 54, 72, 90, 24, 6]
 
 
+def test_a_wide_products_operand_scan_runs_on_the_threads():
+    """A product whose c holds more than its operands (m k + k n < m n: a GPT head's 1024x128 by 128x4096)
+    scans a and b for what could overflow rather than c, and that scan runs on the threads too (each
+    operand's rows split, the largest magnitude folded in: the same answer whatever the split): on 2
+    threads in the static schedule the worker runs a chunk of each scan and one of the product's. An
+    infinity or a NaN only in rows the worker scans still gives the reference's infinities and NaNs,
+    with the 1-thread bits."""
+    rng = np.random.default_rng(21)
+    a, b = rand(rng, (1024, 128), np.float32), rand(rng, (128, 4096), np.float32)
+    verigrad.set_threads(2)
+    with cpu.static_schedule():
+        cpu.chunks_run()
+        cpu_matmul.gemm(a, b, exact=False)
+        assert cpu.chunks_run()[:2] == (3, 3)
+    for where, value in (((1000, 5), np.inf), ((100, 4000), np.nan)):
+        x, y = a.copy(), b.copy()
+        (x if where[0] == 1000 else y)[where] = value
+        fast_on_every_thread_count(x, y, x, y)
+
+
 def test_the_registered_matmul_kernel_follows_the_setting():
     rng = np.random.default_rng(11)
     a, b = rand(rng, (40, 300), np.float32), rand(rng, (300, 30), np.float32)
