@@ -516,8 +516,12 @@ def compiled_against_eager(args: argparse.Namespace) -> None:
 def step_kernels(args: argparse.Namespace) -> None:
     """The small GPT's compiled step, kernel by kernel (the plan's calls: the kernels eager mode runs too),
     on 1 and 2 threads: each call's minimum wall time over `--repeats` x 4 calls on the operands of a
-    step's run (a busy machine's load adds to each call's time, least to the minimum), summed by op."""
+    step's run (a busy machine's load adds to each call's time, least to the minimum), summed by op. The
+    "cpu" columns count thread CPU time instead (`cpu.timed_chunks`, the static schedule; another
+    process's load adds none): on 1 thread, the chunks' time; on 2, each split's slowest thread's plus
+    what ran whole, the time on two idle cores, dispatch aside; the minimum over as many calls."""
     import verigrad
+    from verigrad.backends import cpu
     from verigrad.ir.steps import call_args, fixed_kernel
 
     steps, x, y = small_steps(1)
@@ -542,26 +546,40 @@ def step_kernels(args: argparse.Namespace) -> None:
                 env[slot] = r
             if step.op.name not in ("reshape", "permute", "slice", "cast", "check_index"):
                 calls.append((step.op.name + (" (merged)" if len(outs) > 1 else ""), kernel, operands))
-    totals: dict[str, dict[int, float]] = {}
+    totals: dict[str, dict[Any, float]] = {}  # by op: wall ms on 1 and 2 threads, ("cpu", n) thread CPU ms
     counts: dict[str, int] = {}
     with np.errstate(all="ignore"):
         for name, kernel, operands in calls:
             counts[name] = counts.get(name, 0) + 1
+            total = totals.setdefault(name, dict.fromkeys((1, 2, ("cpu", 1), ("cpu", 2)), 0.0))
             for threads in (1, 2):
                 verigrad.set_threads(threads)
-                best = math.inf
+                best = best_cpu = math.inf
                 for _ in range(args.repeats * 4):
                     start = time.perf_counter()
                     kernel(*operands)
                     best = min(best, time.perf_counter() - start)
-                totals.setdefault(name, {1: 0.0, 2: 0.0})[threads] += best * 1e3
+                with cpu.static_schedule(), cpu.timed_chunks() as counted:
+                    for _ in range(args.repeats * 4):
+                        kernel(*operands)
+                        took = counted()
+                        best_cpu = min(best_cpu, took.whole + took.slowest)
+                total[threads] += best * 1e3
+                total[("cpu", threads)] += best_cpu * 1e3
     verigrad.set_threads(1)
-    one, two = (sum(t[n] for t in totals.values()) for n in (1, 2))
-    header = ("calls", "1 thread ms", "share", "2 threads ms", "speed-up")
+    one, two, one_cpu, two_cpu = (sum(t[n] for t in totals.values()) for n in (1, 2, ("cpu", 1), ("cpu", 2)))
+    header = ("calls", "1 thread ms", "share", "2 threads ms", "speed-up", "cpu 1", "cpu 2", "cpu speed-up")
     print(f"{'op':26s} " + " ".join(f"{h:>{max(5, len(h))}s}" for h in header))
     for name, t in sorted(totals.items(), key=lambda kv: -kv[1][1]):
-        print(f"{name:26s} {counts[name]:5d} {t[1]:11.2f} {t[1] / one:5.1%} {t[2]:12.2f} {t[1] / t[2]:7.2f}x")
-    print(f"{'all':26s} {len(calls):5d} {one:11.2f} {'':5s} {two:12.2f} {one / two:7.2f}x")
+        c1, c2 = t[("cpu", 1)], t[("cpu", 2)]
+        print(
+            f"{name:26s} {counts[name]:5d} {t[1]:11.2f} {t[1] / one:5.1%} {t[2]:12.2f} {t[1] / t[2]:7.2f}x "
+            f"{c1:5.2f} {c2:5.2f} {c1 / c2 if c2 else 1:11.2f}x"
+        )
+    print(
+        f"{'all':26s} {len(calls):5d} {one:11.2f} {'':5s} {two:12.2f} {one / two:7.2f}x "
+        f"{one_cpu:5.1f} {two_cpu:5.1f} {one_cpu / two_cpu:11.2f}x"
+    )
 
 
 def profile(args: argparse.Namespace) -> None:
