@@ -580,6 +580,38 @@ def step_kernels(args: argparse.Namespace) -> None:
         f"{'all':26s} {len(calls):5d} {one:11.2f} {'':5s} {two:12.2f} {one / two:7.2f}x "
         f"{one_cpu:5.1f} {two_cpu:5.1f} {one_cpu / two_cpu:11.2f}x"
     )
+    whole_steps_on_idle_cores(args)
+
+
+def whole_steps_on_idle_cores(args: argparse.Namespace) -> None:
+    """The small GPT's eager and compiled steps in thread CPU time (`cpu.timed_chunks`, the static
+    schedule; medians of `--repeats` steps): on 1 thread the caller's time, of which its chunks and the
+    rest (Python, and C outside the pool's chunks); on 2 threads, estimated for two idle cores, the rest
+    (as on 1 thread) plus what runs whole and each split's slowest thread, the dispatch aside."""
+    import verigrad
+    from verigrad.backends import cpu
+
+    steps, x, y = small_steps(1)
+    for way, step in steps.items():
+        parts: dict[int, list[tuple[float, float]]] = {1: [], 2: []}  # (outside the chunks, chunks' time)
+        for threads in (1, 2):
+            verigrad.set_threads(threads)
+            for _ in range(3):
+                step(x, y)
+            with cpu.static_schedule(), cpu.timed_chunks() as counted:
+                for _ in range(args.repeats):
+                    counted()
+                    start = time.thread_time()
+                    step(x, y)
+                    caller, took = time.thread_time() - start, counted()
+                    parts[threads].append((caller - took.whole - took.total, took.whole + took.slowest))
+        verigrad.set_threads(1)
+        rest = statistics.median(p[0] for p in parts[1]) * 1e3
+        one, two = (statistics.median(p[1] for p in parts[n]) * 1e3 for n in (1, 2))
+        print(
+            f"{way} step, thread CPU ms: 1 thread {rest + one:.1f} (chunks {one:.1f}, the rest {rest:.1f}); "
+            f"2 idle cores {rest + two:.1f} (chunks {two:.1f}): {(rest + one) / (rest + two):.2f}x"
+        )
 
 
 def profile(args: argparse.Namespace) -> None:
