@@ -517,7 +517,10 @@ def step_kernels(args: argparse.Namespace) -> None:
     """A GPT's compiled step (each of `--sizes`' GPTs, the small one by default), kernel by kernel (the
     plan's calls: the kernels eager mode runs too), on 1 and 2 threads: each call's minimum wall time over
     `--repeats` x 4 calls on the operands of a step's run (a busy machine's load adds to each call's
-    time, least to the minimum), summed by op."""
+    time, least to the minimum), summed by op. The "cpu" columns count thread CPU time instead
+    (`cpu.timed_chunks`, the static schedule; another process's load adds none): on 1 thread, the chunks'
+    time; on 2, each split's slowest thread's plus what ran whole, the time on two idle cores, dispatch
+    aside; the minimum over as many calls."""
     for size_name in [s for s in args.sizes if s in SIZES] if args.sizes_given else ["small"]:
         print(f"{size_name}:")
         size_kernels(args, size_name)
@@ -526,6 +529,7 @@ def step_kernels(args: argparse.Namespace) -> None:
 def size_kernels(args: argparse.Namespace, size_name: str) -> None:
     """step_kernels for one GPT size."""
     import verigrad
+    from verigrad.backends import cpu
     from verigrad.ir.steps import call_args, fixed_kernel
 
     steps, x, y = small_steps(1, size_name)
@@ -550,26 +554,72 @@ def size_kernels(args: argparse.Namespace, size_name: str) -> None:
                 env[slot] = r
             if step.op.name not in ("reshape", "permute", "slice", "cast", "check_index"):
                 calls.append((step.op.name + (" (merged)" if len(outs) > 1 else ""), kernel, operands))
-    totals: dict[str, dict[int, float]] = {}
+    totals: dict[str, dict[Any, float]] = {}  # by op: wall ms on 1 and 2 threads, ("cpu", n) thread CPU ms
     counts: dict[str, int] = {}
     with np.errstate(all="ignore"):
         for name, kernel, operands in calls:
             counts[name] = counts.get(name, 0) + 1
+            total = totals.setdefault(name, dict.fromkeys((1, 2, ("cpu", 1), ("cpu", 2)), 0.0))
             for threads in (1, 2):
                 verigrad.set_threads(threads)
-                best = math.inf
+                best = best_cpu = math.inf
                 for _ in range(args.repeats * 4):
                     start = time.perf_counter()
                     kernel(*operands)
                     best = min(best, time.perf_counter() - start)
-                totals.setdefault(name, {1: 0.0, 2: 0.0})[threads] += best * 1e3
+                with cpu.static_schedule(), cpu.timed_chunks() as counted:
+                    for _ in range(args.repeats * 4):
+                        kernel(*operands)
+                        took = counted()
+                        best_cpu = min(best_cpu, took.whole + took.slowest)
+                total[threads] += best * 1e3
+                total[("cpu", threads)] += best_cpu * 1e3
     verigrad.set_threads(1)
-    one, two = (sum(t[n] for t in totals.values()) for n in (1, 2))
-    header = ("calls", "1 thread ms", "share", "2 threads ms", "speed-up")
+    one, two, one_cpu, two_cpu = (sum(t[n] for t in totals.values()) for n in (1, 2, ("cpu", 1), ("cpu", 2)))
+    header = ("calls", "1 thread ms", "share", "2 threads ms", "speed-up", "cpu 1", "cpu 2", "cpu speed-up")
     print(f"{'op':26s} " + " ".join(f"{h:>{max(5, len(h))}s}" for h in header))
     for name, t in sorted(totals.items(), key=lambda kv: -kv[1][1]):
-        print(f"{name:26s} {counts[name]:5d} {t[1]:11.2f} {t[1] / one:5.1%} {t[2]:12.2f} {t[1] / t[2]:7.2f}x")
-    print(f"{'all':26s} {len(calls):5d} {one:11.2f} {'':5s} {two:12.2f} {one / two:7.2f}x")
+        c1, c2 = t[("cpu", 1)], t[("cpu", 2)]
+        print(
+            f"{name:26s} {counts[name]:5d} {t[1]:11.2f} {t[1] / one:5.1%} {t[2]:12.2f} {t[1] / t[2]:7.2f}x "
+            f"{c1:5.2f} {c2:5.2f} {c1 / c2 if c2 else 1:11.2f}x"
+        )
+    print(
+        f"{'all':26s} {len(calls):5d} {one:11.2f} {'':5s} {two:12.2f} {one / two:7.2f}x "
+        f"{one_cpu:5.1f} {two_cpu:5.1f} {one_cpu / two_cpu:11.2f}x"
+    )
+    whole_steps_on_idle_cores(args)
+
+
+def whole_steps_on_idle_cores(args: argparse.Namespace) -> None:
+    """The small GPT's eager and compiled steps in thread CPU time (`cpu.timed_chunks`, the static
+    schedule; medians of `--repeats` steps): on 1 thread the caller's time, of which its chunks and the
+    rest (Python, and C outside the pool's chunks); on 2 threads, estimated for two idle cores, the rest
+    (as on 1 thread) plus what runs whole and each split's slowest thread, the dispatch aside."""
+    import verigrad
+    from verigrad.backends import cpu
+
+    steps, x, y = small_steps(1)
+    for way, step in steps.items():
+        parts: dict[int, list[tuple[float, float]]] = {1: [], 2: []}  # (outside the chunks, chunks' time)
+        for threads in (1, 2):
+            verigrad.set_threads(threads)
+            for _ in range(3):
+                step(x, y)
+            with cpu.static_schedule(), cpu.timed_chunks() as counted:
+                for _ in range(args.repeats):
+                    counted()
+                    start = time.thread_time()
+                    step(x, y)
+                    caller, took = time.thread_time() - start, counted()
+                    parts[threads].append((caller - took.whole - took.total, took.whole + took.slowest))
+        verigrad.set_threads(1)
+        rest = statistics.median(p[0] for p in parts[1]) * 1e3
+        one, two = (statistics.median(p[1] for p in parts[n]) * 1e3 for n in (1, 2))
+        print(
+            f"{way} step, thread CPU ms: 1 thread {rest + one:.1f} (chunks {one:.1f}, the rest {rest:.1f}); "
+            f"2 idle cores {rest + two:.1f} (chunks {two:.1f}): {(rest + one) / (rest + two):.2f}x"
+        )
 
 
 def profile(args: argparse.Namespace) -> None:

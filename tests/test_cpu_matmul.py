@@ -515,7 +515,8 @@ def test_products_of_plain_b_as_outer_products_keep_the_bound_and_the_bits(outer
     try:
         lib.outer_products(int(outer_products))
         cases = [((37, 2100), (2100, 77)), ((200, 1030), (1030, 150)), ((2, 20, 2050), (2, 2050, 17))]
-        cases += [((2, 20, 2050), (2050, 17)), ((300, 2100), (2100, 20)), ((8, 1100), (1100, 40))]
+        cases += [((2, 20, 2050), (2050, 17)), ((128, 1024), (1024, 130))]  # units of 66 and 62 rows
+        cases += [((300, 2100), (2100, 20)), ((8, 1100), (1100, 40))]
         for sa, sb in cases:  # the last two: too many rows; too few columns for k < 2048: OpenBLAS
             a, b = rand(rng, sa, np.float32), rand(rng, sb, np.float32)
             fast_on_every_thread_count(a, b, a, b)
@@ -525,6 +526,33 @@ def test_products_of_plain_b_as_outer_products_keep_the_bound_and_the_bits(outer
         products_with_alpha_beta_and_nan(rng, 35, 2060, 70, b_transposed=False)
     finally:
         lib.outer_products(1)
+
+
+def test_outer_product_units_share_the_rows_evenly():
+    """An outer-product work unit takes at most 96 rows, the rows shared as evenly as multiples of 6 allow:
+    a GPT's weight gradient of 128 rows (x^T g) gives two threads units of 66 and 62 rows, not 96 and 32."""
+    rows = cpu_matmul._state["lib"].outer_rows
+    assert [rows(m) for m in (128, 96, 97, 200, 256, 20, 1)] == [66, 96, 54, 72, 90, 24, 6]
+
+
+def test_a_wide_products_operand_scan_runs_on_the_threads():
+    """A product whose c holds more than its operands (m k + k n < m n: a GPT head's 1024x128 by 128x4096)
+    scans a and b for what could overflow rather than c, and that scan runs on the threads too (each
+    operand's rows split, the largest magnitude folded in: the same answer whatever the split): on 2
+    threads in the static schedule the worker runs a chunk of each scan and one of the product's. An
+    infinity or a NaN only in rows the worker scans still gives the reference's infinities and NaNs,
+    with the 1-thread bits."""
+    rng = np.random.default_rng(21)
+    a, b = rand(rng, (1024, 128), np.float32), rand(rng, (128, 4096), np.float32)
+    verigrad.set_threads(2)
+    with cpu.static_schedule():
+        cpu.chunks_run()
+        cpu_matmul.gemm(a, b, exact=False)
+        assert cpu.chunks_run()[:2] == (3, 3)
+    for where, value in (((1000, 5), np.inf), ((100, 4000), np.nan)):
+        x, y = a.copy(), b.copy()
+        (x if where[0] == 1000 else y)[where] = value
+        fast_on_every_thread_count(x, y, x, y)
 
 
 def test_the_registered_matmul_kernel_follows_the_setting():

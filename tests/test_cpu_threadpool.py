@@ -233,3 +233,30 @@ def test_a_worker_woken_after_a_pause_runs_off_the_callers_cpu(flag):
         assert masks == [[allowed[1]]]
     else:
         assert len(masks) == 1 and len(masks[0]) == len(allowed) - 1 and set(masks[0]) < set(allowed)
+
+
+def test_timed_chunks_count_each_threads_cpu_time():
+    """Inside `timed_chunks()` a call run whole counts as one whole call and a split as one split whose
+    slowest thread took part of all its threads' time (a sum over 4M elements on 2 threads in the static
+    schedule: half each, about); a new block counts from nothing."""
+    x = verigrad.tensor(np.random.default_rng(0).standard_normal(1 << 22).astype(np.float32))
+    try:
+        with verigrad.backend("cpu"), cpu.timed_chunks() as counted:
+            verigrad.set_threads(1)
+            x.sum()
+            one = counted()
+            verigrad.set_threads(2)
+            with cpu.static_schedule():
+                x.sum()
+            two = counted()
+        verigrad.set_threads(2)
+        with verigrad.backend("cpu"):
+            x.sum()
+        with cpu.timed_chunks() as counted:
+            after = counted()
+    finally:
+        verigrad.set_threads(1)
+    assert (one.whole_calls, one.splits) == (1, 0) and one.whole > 0 and one.total == 0
+    assert (two.whole_calls, two.splits) == (0, 1) and two.whole == 0
+    assert 0 < two.slowest < two.total
+    assert after == cpu.ThreadTimes()

@@ -16,15 +16,17 @@ by the others); a worker woken from sleep is moved off the caller's CPU first. `
 pins pool worker k to the k-th CPU the process may use (for a machine given to one process; see threadpool.c).
 `chunks_run()` says how many chunks each thread ran, and inside `static_schedule()` chunk k is run by
 pool thread k: together they show whether a kernel ran on as many threads as it should.
+`timed_chunks()` counts each chunk's thread CPU time: how evenly kernels split, on a busy machine too.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -124,6 +126,7 @@ __all__ = [
     "ULP_BOUNDS",
     "UNARY_EXACT",
     "UNARY_LIBM",
+    "ThreadTimes",
     "available",
     "build_info",
     "chunks_run",
@@ -132,6 +135,7 @@ __all__ = [
     "pool_size",
     "set_min_chunk",
     "static_schedule",
+    "timed_chunks",
     "vector_path",
     "vector_paths",
     "vectorized",
@@ -205,6 +209,8 @@ class CpuBackend(Backend):
         lib.fn("vg_pool_size", [], restype=ctypes.c_int)
         lib.fn("vg_pool_chunks", [ctypes.c_void_p, ctypes.c_int, ctypes.c_int], restype=ctypes.c_int)
         lib.fn("vg_pool_static", [ctypes.c_int], restype=ctypes.c_int)
+        lib.fn("vg_pool_timing", [ctypes.c_int], restype=ctypes.c_int)
+        lib.fn("vg_pool_times", [ctypes.c_void_p, ctypes.c_int], restype=ctypes.c_int)
         self._reruns = lib.fn("vg_reruns", [], restype=ctypes.c_int64)
         self.library = lib
         self._info = {"available": True, **info, "calls": fastcall.status()}
@@ -352,6 +358,42 @@ def chunks_run(reset: bool = True) -> tuple[int, ...]:
     counts = np.zeros(MAX_POOL_THREADS, np.int64)
     cpu.library.cdll.vg_pool_chunks(counts.ctypes.data, MAX_POOL_THREADS, int(reset))
     return tuple(int(c) for c in counts[: pool_size() + 1])
+
+
+@dataclasses.dataclass(frozen=True)
+class ThreadTimes:
+    """Thread CPU seconds of the pool's chunks (`timed_chunks`): `whole`, of the `whole_calls` calls run whole
+    on the caller; for the `splits` calls split between threads, `slowest`, the sum of each split's slowest
+    thread's time (what the splits take on idle cores, the dispatch aside), and `total`, of all their
+    threads' time. Another process's use of the CPUs adds none of it."""
+
+    whole: float = 0.0
+    slowest: float = 0.0
+    total: float = 0.0
+    splits: int = 0
+    whole_calls: int = 0
+
+
+@contextlib.contextmanager
+def timed_chunks() -> Iterator[Callable[[], ThreadTimes]]:
+    """Inside, every chunk's thread CPU time is counted; yields a function giving what was counted since
+    its last call (or the block's start)."""
+    if not (cpu.load() and cpu.library is not None):
+        yield ThreadTimes
+        return
+    lib = cpu.library.cdll
+    counts = np.zeros(5, np.int64)
+
+    def read() -> ThreadTimes:
+        lib.vg_pool_times(counts.ctypes.data, 1)
+        return ThreadTimes(*(float(c) / 1e9 for c in counts[:3]), int(counts[3]), int(counts[4]))
+
+    was = lib.vg_pool_timing(1)
+    try:
+        read()
+        yield read
+    finally:
+        lib.vg_pool_timing(was)
 
 
 @contextlib.contextmanager

@@ -44,6 +44,7 @@ typedef struct {
  * g->check). Only where matmul.c's rules take them (AVX-512). */
 int vg_gemm_dot_product(blas_job *g, int64_t batch, int threads);
 int vg_gemm_outer_product(blas_job *g, int64_t batch, int threads);
+int64_t vg_gemm_outer_rows(int64_t m); /* the rows of an outer-product work unit (for the tests too) */
 
 /* The fast path (matmul_blas.c): 1: done; 0: done, and `check` found an infinity or a NaN in c;
  * BLAS_NOT_USED: alpha == 0 or k == 0; BLAS_A, BLAS_B, BLAS_C: that operand has a layout BLAS cannot take

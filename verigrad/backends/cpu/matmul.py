@@ -184,6 +184,7 @@ class _Functions:
         self.outer_products = lib.fn("vg_gemm_outer_products", [c_int])
         self.fewer_tiles = lib.fn("vg_gemm_fewer_tiles", [c_int])
         self.blas_tile = lib.fn("vg_gemm_blas_tile", [c_int, i64, i64, i64, i64, c_int, c_int, p])
+        self.outer_rows = lib.fn("vg_gemm_outer_rows", [i64], restype=i64)
         self.blas_single_begin = lib.fn("vg_blas_single_begin", [])
         self.blas_single_end = lib.fn("vg_blas_single_end", [])
         self.portable_only = lib.fn("vg_gemm_portable_only", [c_int])

@@ -14,7 +14,9 @@
  * adds the outer product of 6 elements of a (a column of a's block, broadcast) and 64 of b (a row of
  * b's block, read in place: nothing is packed). k goes in blocks of OUTER_KC, the sums kept in c between
  * them (exactly: they are f32), so that a block of b stays in cache for all the rows of a work unit (at
- * most OUTER_MC rows, OUTER_NC columns). Each element of c is one chain of FMAs in increasing k, from 0
+ * most OUTER_MC rows, OUTER_NC columns; the rows shared evenly among the units of a column, in multiples
+ * of 6: 128 rows are units of 66 and 62, where units of 96 and 32 left the second of two threads a third
+ * of the first's work). Each element of c is one chain of FMAs in increasing k, from 0
  * (or c), times alpha at the end: its bits depend on neither the blocks nor the thread count.
  */
 #include <stdint.h>
@@ -30,6 +32,17 @@
  * and the loads, not the FMAs, would bound the loop. */
 #define KEEP_IN_REGISTER(v) __asm__("" : "+v"(v))
 #endif
+
+#define OUTER_KC 256 /* depth of a block of k */
+#define OUTER_NC 64  /* columns of c a work unit */
+#define OUTER_MC 96  /* rows of c a work unit at most (a multiple of 6) */
+
+/* The rows of an outer-product work unit for a c of m rows: as few units as OUTER_MC allows, their rows
+ * as even as multiples of 6 make them (the last unit takes the rest). */
+int64_t vg_gemm_outer_rows(int64_t m) {
+    int64_t units = cdiv(m, OUTER_MC);
+    return imin(OUTER_MC, cdiv(cdiv(m, units), 6) * 6);
+}
 
 #define DOT_NC 16 /* columns of c a work unit */
 #define DOT_MC 64 /* rows of c a work unit at most (a multiple of 4, as are its halvings down to 16) */
@@ -163,9 +176,6 @@ int vg_gemm_dot_product(blas_job *g, int64_t batch, int threads) {
     return !g->bad;
 }
 
-#define OUTER_KC 256 /* depth of a block of k */
-#define OUTER_NC 64  /* columns of c a work unit */
-#define OUTER_MC 96  /* rows of c a work unit (a multiple of 6) */
 
 /* c[R rows x V vectors, the last one's lanes `last`] = (from_c ? c : 0) + a's R rows (element (q, p) at
  * a[q rsa + p csa]) @ b's kc rows (row stride ldb), times scale */
@@ -212,13 +222,13 @@ static const outer_fn outer_blocks[6][4] = {OUTER_ROW(1), OUTER_ROW(2), OUTER_RO
 
 static void outer_chunk(void *ctx, int64_t lo, int64_t hi) {
     blas_job *g = ctx;
-    int64_t row_units = cdiv(g->m, OUTER_MC), col_units = cdiv(g->n, OUTER_NC);
+    int64_t row_units = cdiv(g->m, g->mb), col_units = cdiv(g->n, OUTER_NC);
     int64_t rsa = g->ta == 111 ? g->lda : 1, csa = g->ta == 111 ? 1 : g->lda;
     int beta_one = g->beta != 0.0;
     for (int64_t u = lo; u < hi; u++) {
         int64_t item = u / (row_units * col_units), rest = u % (row_units * col_units);
-        int64_t i0 = rest / col_units * OUTER_MC, j0 = rest % col_units * OUTER_NC;
-        int64_t i1 = imin(i0 + OUTER_MC, g->m), cols = imin(OUTER_NC, g->n - j0), vectors = cdiv(cols, 16);
+        int64_t i0 = rest / col_units * g->mb, j0 = rest % col_units * OUTER_NC;
+        int64_t i1 = imin(i0 + g->mb, g->m), cols = imin(OUTER_NC, g->n - j0), vectors = cdiv(cols, 16);
         __mmask16 last = (__mmask16)(cols % 16 ? (1u << (cols % 16)) - 1 : 0xFFFF);
         const float *a = (const float *)g->a + g->offs[3 * item];
         const float *b = (const float *)g->b + g->offs[3 * item + 1] + j0;
@@ -237,8 +247,9 @@ static void outer_chunk(void *ctx, int64_t lo, int64_t hi) {
 }
 
 int vg_gemm_outer_product(blas_job *g, int64_t batch, int threads) {
-    int64_t units = batch * cdiv(g->m, OUTER_MC) * cdiv(g->n, OUTER_NC);
-    vg_parallel_for(units, cdiv(BLAS_THREAD_WORK, OUTER_MC * OUTER_NC * g->k), threads, outer_chunk, g);
+    g->mb = vg_gemm_outer_rows(g->m);
+    int64_t units = batch * cdiv(g->m, g->mb) * cdiv(g->n, OUTER_NC);
+    vg_parallel_for(units, cdiv(BLAS_THREAD_WORK, g->mb * OUTER_NC * g->k), threads, outer_chunk, g);
     return !g->bad;
 }
 #else /* matmul.c never calls these here (vg_has_avx512 is 0) */

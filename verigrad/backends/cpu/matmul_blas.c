@@ -252,18 +252,49 @@ void vg_gemm_blas_tile(int f32, int64_t batch, int64_t m, int64_t n, int64_t k, 
     blas_tile(f32, batch, m, n, k, ta, tb, min_tiles_of(f32, ta, m, n, k), &out[0], &out[1]);
 }
 
+/* The largest |x| bits of an outer x inner block as max_bits gives them, its rows split among the threads
+ * (chunks of at least MAX_SCAN_WORK elements), each chunk's largest folded in by an atomic maximum: the
+ * same bits whatever the split. */
+#define MAX_SCAN_WORK 32768
+#define PARALLEL_MAX_BITS(T, UINT, NAME)                                                                 \
+    typedef struct {                                                                                     \
+        UINT (*max_bits)(const T *, int64_t, int64_t, int64_t);                                          \
+        const T *x;                                                                                      \
+        int64_t inner, stride;                                                                           \
+        UINT acc;                                                                                        \
+    } max_scan_##NAME;                                                                                   \
+    static void max_scan_chunk_##NAME(void *ctx, int64_t lo, int64_t hi) {                               \
+        max_scan_##NAME *s = ctx;                                                                        \
+        UINT found = s->max_bits(s->x + lo * s->stride, hi - lo, s->inner, s->stride);                   \
+        UINT seen = __atomic_load_n(&s->acc, __ATOMIC_RELAXED);                                          \
+        while (found > seen &&                                                                           \
+               !__atomic_compare_exchange_n(&s->acc, &seen, found, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) \
+            ;                                                                                            \
+    }                                                                                                    \
+    static UINT parallel_max_bits_##NAME(UINT (*max_bits)(const T *, int64_t, int64_t, int64_t), const T *x, \
+                                         int64_t outer, int64_t inner, int64_t stride, int threads) {    \
+        max_scan_##NAME s = {max_bits, x, inner, stride, 0};                                             \
+        if (inner > 0) vg_parallel_for(outer, cdiv(MAX_SCAN_WORK, inner), threads, max_scan_chunk_##NAME, &s); \
+        return s.acc;                                                                                    \
+    }
+
+PARALLEL_MAX_BITS(float, uint32_t, f32)
+PARALLEL_MAX_BITS(double, uint64_t, f64)
+
 /* Whether no partial sum of the product can overflow: every input finite and k max|a| max|b| |alpha|
  * below half the largest value (with beta == 0). Then c needs no scan for infinities and NaNs; this
- * reads a and b once, cheaper than scanning c when m k + k n < m n. */
+ * reads a and b once (on the threads), cheaper than scanning c when m k + k n < m n. */
 #define NO_OVERFLOW(T, UINT, INF, LIMIT, NAME)                                                           \
-    static int no_overflow_##NAME(const blas_job *g, int64_t batch) {                                    \
+    static int no_overflow_##NAME(const blas_job *g, int64_t batch, int threads) {                       \
         UINT (*max_bits)(const T *, int64_t, int64_t, int64_t) = max_bits_##NAME;                        \
-        X86_ONLY(if (vg_has_avx2()) max_bits = max_bits_##NAME##_avx2;)                  \
+        X86_ONLY(if (vg_has_avx2()) max_bits = max_bits_##NAME##_avx2;)                                  \
         for (int64_t item = 0; item < batch; item++) {                                                   \
             const T *a = (const T *)g->a + g->offs[3 * item + g->oa];                                    \
             const T *b = (const T *)g->b + g->offs[3 * item + g->ob];                                    \
-            UINT ma = g->ta == 111 ? max_bits(a, g->m, g->k, g->lda) : max_bits(a, g->k, g->m, g->lda);  \
-            UINT mb = g->tb == 111 ? max_bits(b, g->k, g->n, g->ldb) : max_bits(b, g->n, g->k, g->ldb);  \
+            UINT ma = g->ta == 111 ? parallel_max_bits_##NAME(max_bits, a, g->m, g->k, g->lda, threads)  \
+                                   : parallel_max_bits_##NAME(max_bits, a, g->k, g->m, g->lda, threads); \
+            UINT mb = g->tb == 111 ? parallel_max_bits_##NAME(max_bits, b, g->k, g->n, g->ldb, threads)  \
+                                   : parallel_max_bits_##NAME(max_bits, b, g->n, g->k, g->ldb, threads); \
             if (ma >= INF || mb >= INF) return 0;                                                        \
             T fa, fb;                                                                                    \
             memcpy(&fa, &ma, sizeof fa);                                                                 \
@@ -533,7 +564,7 @@ static int gemv_along_k(const blas_job *g) {
         int own = dot_applies(IS_F32, ta, tb, m, n, k) ? 1 : 0;                                        \
         if (!own && outer_applies(IS_F32, tb, m, n, k, alpha, beta)) own = 2;                          \
         if (own) { /* matmul_avx512.c's kernels */                                                       \
-            if (check && m * k + k * n < m * n && no_overflow_##NAME(&g, batch)) g.check = 0;          \
+            if (check && m * k + k * n < m * n && no_overflow_##NAME(&g, batch, threads)) g.check = 0;          \
             return own == 1 ? vg_gemm_dot_product(&g, batch, threads)                                  \
                             : vg_gemm_outer_product(&g, batch, threads);                               \
         }                                                                                              \
@@ -573,7 +604,7 @@ static int gemv_along_k(const blas_job *g) {
             units = cdiv(k, kb);                                                                         \
             unit_work = m * n * kb;                                                                      \
         }                                                                                                \
-        if (!g.kb && check && m * k + k * n < m * n && no_overflow_##NAME(&g, batch)) g.check = 0;       \
+        if (!g.kb && check && m * k + k * n < m * n && no_overflow_##NAME(&g, batch, threads)) g.check = 0;       \
         vg_blas_single_begin();                                                                          \
         vg_parallel_for(units, cdiv(BLAS_THREAD_WORK, unit_work), threads, blas_chunk_##NAME, &g);       \
         vg_blas_single_end();                                                                            \

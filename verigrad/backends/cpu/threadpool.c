@@ -23,6 +23,12 @@
  * Which thread claims a chunk depends on timing; `vg_pool_static(1)` makes it depend on nothing: chunk c
  * is run by worker c (chunk 0 by the caller, as are those of workers that could not be started), the
  * caller waiting for them. For tests: the chunks, and so the bits, are the same either way.
+ *
+ * `vg_pool_timing(1)` counts the thread CPU time of every chunk (CLOCK_THREAD_CPUTIME_ID: what another
+ * process takes of a CPU is not counted), so that a busy machine can still say how well a kernel splits:
+ * `vg_pool_times` gives the time of the calls run whole on the caller, and for the splits the sum over
+ * them of their slowest thread's time (what they would take on idle cores, the dispatch aside) and of all
+ * their threads' time.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -30,6 +36,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <strings.h>
+#include <time.h>
 
 #include "vg.h"
 
@@ -51,11 +58,35 @@ static int active = 0;  /* workers between reading the job and their last claim;
 static int atfork_set = 0;
 static int static_schedule = 0; /* vg_pool_static */
 
-/* chunks run by the calling threads (0) and by worker k (k); one cache line each */
+/* chunks run by the calling threads (0) and by worker k (k), and (vg_pool_timing) their CPU time in the
+ * current split; one cache line each */
 static struct {
-    int64_t chunks;
-    char pad[64 - sizeof(int64_t)];
+    int64_t chunks, ns;
+    char pad[64 - 2 * sizeof(int64_t)];
 } ran[VG_MAX_THREADS];
+
+static int timing = 0;           /* vg_pool_timing */
+static int64_t times[5];         /* vg_pool_times's counts */
+static __thread int chunk_depth; /* a call inside a chunk is counted in that chunk's time */
+
+static int64_t thread_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* fn(ctx, lo, hi), its thread CPU time added to *ns when timing (and not inside another timed chunk) */
+static void timed_call(vg_chunk_fn fn, void *ctx, int64_t lo, int64_t hi, int64_t *ns) {
+    if (!__atomic_load_n(&timing, __ATOMIC_RELAXED) || chunk_depth) {
+        fn(ctx, lo, hi);
+        return;
+    }
+    int64_t start = thread_ns();
+    chunk_depth = 1;
+    fn(ctx, lo, hi);
+    chunk_depth = 0;
+    __atomic_add_fetch(ns, thread_ns() - start, __ATOMIC_RELAXED);
+}
 
 static struct {
     vg_chunk_fn fn;
@@ -77,7 +108,7 @@ static void chunk_bounds(int64_t n, int chunks, int i, int64_t *lo, int64_t *hi)
 static int run_chunk(vg_chunk_fn fn, void *ctx, int64_t n, int chunks, int c, int id) {
     int64_t lo, hi;
     chunk_bounds(n, chunks, c, &lo, &hi);
-    fn(ctx, lo, hi);
+    timed_call(fn, ctx, lo, hi, &ran[id].ns);
     __atomic_add_fetch(&ran[id].chunks, 1, __ATOMIC_RELAXED);
     return __atomic_sub_fetch(&pending, 1, __ATOMIC_ACQ_REL) == 0;
 }
@@ -196,6 +227,28 @@ int vg_pool_chunks(int64_t *out, int size, int reset) {
     return VG_MAX_THREADS;
 }
 
+/* Chunk timing on (1) or off (0), from the next dispatch; returns the previous setting. */
+int vg_pool_timing(int on) {
+    pthread_mutex_lock(&dispatch_lock);
+    int was = timing;
+    __atomic_store_n(&timing, on != 0, __ATOMIC_RELAXED);
+    for (int id = 0; id < VG_MAX_THREADS; id++) ran[id].ns = 0;
+    pthread_mutex_unlock(&dispatch_lock);
+    return was;
+}
+
+/* What vg_pool_timing counted since the last reset (`reset`: from now on), in out[0..4]: the thread CPU
+ * nanoseconds of the calls run whole (one chunk, on the caller), the sum over the splits of their slowest
+ * thread's nanoseconds, the sum of all their threads' nanoseconds, the number of splits, the number of
+ * calls run whole; returns 5. */
+int vg_pool_times(int64_t *out, int reset) {
+    pthread_mutex_lock(&dispatch_lock);
+    for (int i = 0; i < 5; i++) /* whole calls add theirs without the lock */
+        out[i] = reset ? __atomic_exchange_n(&times[i], 0, __ATOMIC_RELAXED) : __atomic_load_n(&times[i], __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&dispatch_lock);
+    return 5;
+}
+
 /* The static schedule on (1) or off (0), from the next dispatch; returns the previous setting. */
 int vg_pool_static(int on) {
     pthread_mutex_lock(&dispatch_lock);
@@ -244,7 +297,12 @@ void vg_parallel_for(int64_t n, int64_t min_chunk, int threads, vg_chunk_fn fn, 
     if (t > VG_MAX_THREADS) t = VG_MAX_THREADS;
     if (t <= 1) {
         if (n > 0) {
-            fn(ctx, 0, n);
+            int64_t ns = 0;
+            timed_call(fn, ctx, 0, n, &ns);
+            if (ns) {
+                __atomic_add_fetch(&times[0], ns, __ATOMIC_RELAXED);
+                __atomic_add_fetch(&times[4], 1, __ATOMIC_RELAXED);
+            }
             __atomic_add_fetch(&ran[0].chunks, 1, __ATOMIC_RELAXED);
         }
         return;
@@ -295,6 +353,17 @@ void vg_parallel_for(int64_t n, int64_t min_chunk, int threads, vg_chunk_fn fn, 
     while (__atomic_load_n(&pending, __ATOMIC_ACQUIRE) > 0 || __atomic_load_n(&active, __ATOMIC_ACQUIRE) > 0)
         pthread_cond_wait(&done_cv, &lock);
     job.helpers = 0; /* closed: a worker that gets the lock only now takes no part (its ctx is gone) */
+    if (timing) { /* every chunk done: the threads' times are in */
+        int64_t slowest = 0, all = 0;
+        for (int id = 0; id <= helpers; id++) {
+            int64_t ns = __atomic_exchange_n(&ran[id].ns, 0, __ATOMIC_RELAXED);
+            slowest = ns > slowest ? ns : slowest;
+            all += ns;
+        }
+        __atomic_add_fetch(&times[1], slowest, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&times[2], all, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&times[3], 1, __ATOMIC_RELAXED);
+    }
     pthread_mutex_unlock(&lock);
     pthread_mutex_unlock(&dispatch_lock);
 }
