@@ -12,9 +12,7 @@ embedding tied to the head, AdamW (weight decay 0.1, lr 3e-4), cross-entropy on 
          adapters (r 8, alpha 16, q_proj and v_proj), one sequence of 256 tokens, the loss on its second
          half (an answer), AdamW on the adapters, clipping at 1: verigrad's `verigrad finetune` step on the
          quantized base against the same LoRA in PyTorch (tests/parity/test_finetune_torch.py) on the
-         de-quantized f32 weights. Its `torch.compile` way fails for now: the PyTorch model reads the
-         GGUF through verigrad, and TorchDynamo, scanning the loaded modules, trips on
-         `verigrad.distributions.torch` raising NotImplementedError instead of AttributeError
+         de-quantized f32 weights
 
 Each (size, threads, way) runs in a fresh subprocess, so that its peak resident memory (`getrusage`'s
 maxrss, which includes the interpreter and the framework's libraries: the "idle" rows give that floor
@@ -32,6 +30,9 @@ torch.compile's code generation).
     python benchmarks/lm_train.py --matmul              # the small GPT's products and loss against PyTorch's
     python benchmarks/lm_train.py --compiled            # its compiled step against its eager one, one process
     python benchmarks/lm_train.py --kernels             # its compiled step's kernels on 1 and 2 threads
+    python benchmarks/lm_train.py --sizes lora --profile --steps 1   # the same three for the LoRA step
+    python benchmarks/lm_train.py --sizes lora --kernels --repeats 1
+    python benchmarks/lm_train.py --sizes lora --matmul --repeats 5  # its products and attention
 """
 
 from __future__ import annotations
@@ -471,6 +472,69 @@ def matmul_and_loss(args: argparse.Namespace) -> None:
             print(row + (f"{ours_ms / torch_ms:8.2f}x" if torch_ms else ""))
 
 
+def lora_products(args: argparse.Namespace) -> None:
+    """The LoRA step's base products (SmolLM2-135M, 256 tokens: per layer x @ W^T and g @ W of qkv, o,
+    gate_up and down, 30 layers; the tied head's once) and its attention (9 heads of 64, 256 tokens,
+    causal; forward, and forward + backward, 30 layers), one thread, process time: verigrad's f32
+    kernels against PyTorch's, calls alternating in one process, the median of `--repeats` rounds, and
+    the milliseconds they add up to in a step."""
+    import torch
+
+    import verigrad
+    from verigrad.backends.cpu import matmul as cpu_matmul
+
+    verigrad.set_threads(1)
+    torch.set_num_threads(1)
+    rng, m = np.random.default_rng(0), LORA_TOKENS
+    shapes = {"qkv": (960, 576), "o": (576, 576), "gate_up": (3072, 576), "down": (576, 1536)}
+    shapes["head"] = (49152, 576)
+    calls: dict[str, tuple[int, Any, Any]] = {}  # name: (calls per step, ours, theirs)
+    for name, (n, k) in shapes.items():
+        x, w = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((n, k), dtype=np.float32)
+        g = rng.standard_normal((m, n), dtype=np.float32)
+        for way, (a, b) in (("x @ W^T", (x, w.T)), ("g @ W", (g, w))):
+            ta, tb = (
+                torch.from_numpy(v) if v.flags.c_contiguous else torch.from_numpy(v.T).T for v in (a, b)
+            )
+            calls[f"{name} {way}"] = (
+                1 if name == "head" else 30,
+                lambda a=a, b=b: cpu_matmul.matmul(a, b, exact=False),
+                lambda ta=ta, tb=tb: ta @ tb,
+            )
+    qkv = [rng.standard_normal((1, 9, m, 64), dtype=np.float32) for _ in range(3)]
+
+    def attention(framework: Any, backward: bool) -> Any:
+        q, k, v = (framework.tensor(a, requires_grad=backward) for a in qkv)
+
+        def call() -> None:
+            out = framework.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            if backward:
+                out.sum().backward()
+
+        return call
+
+    for label, backward in (("attention fwd", False), ("attention fwd+bwd", True)):
+        calls[label] = (30, attention(verigrad, backward), attention(torch, backward))
+    times: dict[tuple[str, int], list[float]] = {}
+    for round_ in range(args.repeats + 1):
+        for name, (_, ours, theirs) in calls.items():
+            for i, call in list(enumerate((ours, theirs)))[:: 1 if round_ % 2 else -1]:
+                start = time.process_time()
+                call()
+                if round_:  # the first round warms up
+                    times.setdefault((name, i), []).append((time.process_time() - start) * 1e3)
+    print(f"{'ms, median':24s} {'verigrad':>9s} {'torch':>9s} {'ratio':>7s} {'per step':>9s} {'torch':>9s}")
+    steps = [0.0, 0.0]
+    for name, (count, _, _) in calls.items():
+        ours, theirs = (statistics.median(times[(name, i)]) for i in (0, 1))
+        if name != "attention fwd":
+            steps = [steps[0] + count * ours, steps[1] + count * theirs]
+        row = f"{name:24s} {ours:9.2f} {theirs:9.2f} {ours / theirs:6.2f}x"
+        print(f"{row} {count * ours:9.1f} {count * theirs:9.1f}")
+    row = f"{'products + attention':24s} {'':9s} {'':9s} {steps[0] / steps[1]:6.2f}x"
+    print(f"{row} {steps[0]:9.1f} {steps[1]:9.1f}")
+
+
 def small_steps(threads: int, size_name: str = "small") -> tuple[dict[str, Any], Any, Any]:
     """A GPT's (the small one by default) eager and compiled verigrad steps (each its own model from the
     same weights) and the batch."""
@@ -521,19 +585,24 @@ def step_kernels(args: argparse.Namespace) -> None:
     (`cpu.timed_chunks`, the static schedule; another process's load adds none): on 1 thread, the chunks'
     time; on 2, each split's slowest thread's plus what ran whole, the time on two idle cores, dispatch
     aside; the minimum over as many calls."""
-    for size_name in [s for s in args.sizes if s in SIZES] if args.sizes_given else ["small"]:
+    names = [s for s in args.sizes if s in SIZES or s == LORA] if args.sizes_given else ["small"]
+    for size_name in names:
         print(f"{size_name}:")
-        size_kernels(args, size_name)
+        if size_name == LORA:
+            compiled, x, y, _ = lora_step("verigrad compiled", 1)
+        else:
+            steps, x, y = small_steps(1, size_name)
+            compiled = steps["compiled"]
+        kernel_times(compiled, x, y, args.repeats)
+    whole_steps_on_idle_cores(args)
 
 
-def size_kernels(args: argparse.Namespace, size_name: str) -> None:
-    """step_kernels for one GPT size."""
+def kernel_times(compiled: Any, x: Any, y: Any, repeats: int) -> None:
+    """`step_kernels`'s table for a compiled step and its batch."""
     import verigrad
     from verigrad.backends import cpu
     from verigrad.ir.steps import call_args, fixed_kernel
 
-    steps, x, y = small_steps(1, size_name)
-    compiled = steps["compiled"]
     for _ in range(3):
         compiled(x, y)
     (plan,) = compiled._plans.values()
@@ -563,12 +632,12 @@ def size_kernels(args: argparse.Namespace, size_name: str) -> None:
             for threads in (1, 2):
                 verigrad.set_threads(threads)
                 best = best_cpu = math.inf
-                for _ in range(args.repeats * 4):
+                for _ in range(repeats * 4):
                     start = time.perf_counter()
                     kernel(*operands)
                     best = min(best, time.perf_counter() - start)
                 with cpu.static_schedule(), cpu.timed_chunks() as counted:
-                    for _ in range(args.repeats * 4):
+                    for _ in range(repeats * 4):
                         kernel(*operands)
                         took = counted()
                         best_cpu = min(best_cpu, took.whole + took.slowest)
@@ -588,7 +657,6 @@ def size_kernels(args: argparse.Namespace, size_name: str) -> None:
         f"{'all':26s} {len(calls):5d} {one:11.2f} {'':5s} {two:12.2f} {one / two:7.2f}x "
         f"{one_cpu:5.1f} {two_cpu:5.1f} {one_cpu / two_cpu:11.2f}x"
     )
-    whole_steps_on_idle_cores(args)
 
 
 def whole_steps_on_idle_cores(args: argparse.Namespace) -> None:
@@ -630,12 +698,15 @@ def profile(args: argparse.Namespace) -> None:
 
     import verigrad
 
-    size = SIZES["small"]
-    verigrad.set_threads(args.threads[0])
-    model = gpt(verigrad, size)  # the timed runs' weights (a default init's subnormal logits crawl)
-    model.load_state_dict({k: verigrad.tensor(v) for k, v in state_dict(size).items()})
-    step = train_step(verigrad, model)
-    x, y = (verigrad.from_numpy(a) for a in batch(size))
+    if args.sizes == [LORA]:
+        step, x, y, _ = lora_step("verigrad eager", args.threads[0])
+    else:
+        size = SIZES["small"]
+        verigrad.set_threads(args.threads[0])
+        model = gpt(verigrad, size)  # the timed runs' weights (a default init's subnormal logits crawl)
+        model.load_state_dict({k: verigrad.tensor(v) for k, v in state_dict(size).items()})
+        step = train_step(verigrad, model)
+        x, y = (verigrad.from_numpy(a) for a in batch(size))
     for _ in range(2):
         step(x, y)
     profiler = cProfile.Profile(time.process_time)  # CPU time: the load of a busy machine adds none
@@ -692,7 +763,7 @@ def main(argv: list[str] | None = None) -> None:
     elif args.attention:
         attention_layer(args)
     elif args.matmul:
-        matmul_and_loss(args)
+        lora_products(args) if args.sizes == [LORA] else matmul_and_loss(args)
     elif args.compiled:
         compiled_against_eager(args)
     elif args.kernels:

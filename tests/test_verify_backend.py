@@ -22,11 +22,20 @@ from verigrad.ops import REGISTRY
 HAS_CC = cpu.available()
 needs_cc = pytest.mark.skipif(not HAS_CC, reason="the cpu backend could not be built here")
 CPU_KERNELS = verification.native_kernels(cpu.cpu) if HAS_CC else []
+QMATMUL_NAN_SIGN = (  # found when verify took every quant path; the quant kernels' owners fix it
+    "quant_f32.c: on inputs with NaN and infinities the AVX-512 path gives NaN 0xffc00000 where the AVX2 "
+    "and scalar paths give 0x7fc00000 (each path should give the same bits)"
+)
+NAN_SIGN_HERE = HAS_CC and "avx512" in cpu.quant_paths()  # the AVX-512 path against the others
+KNOWN = {("qmatmul", "f32"): pytest.mark.xfail(NAN_SIGN_HERE, strict=True, reason=QMATMUL_NAN_SIGN)}
 
 
 # the suite on the cpu backend: whatever kernels it has, each a test of its own --------------------------
 @needs_cc
-@pytest.mark.parametrize(("op", "dtype"), CPU_KERNELS, ids=[f"{o}-{d or '*'}" for o, d in CPU_KERNELS])
+@pytest.mark.parametrize(
+    ("op", "dtype"),
+    [pytest.param(o, d, marks=KNOWN.get((o, d), ()), id=f"{o}-{d or '*'}") for o, d in CPU_KERNELS],
+)
 def test_cpu_kernel_meets_its_stated_exactness(op, dtype):
     result = verification.verify_kernel(cpu.cpu, op, dtype)
     assert result.passed, f"{op} {result.dtype} ({result.exactness}) {result.status}: {result.message}"
@@ -432,3 +441,35 @@ def test_a_compiled_training_step_on_cpu_meets_every_stated_exactness(monkeypatc
     finally:
         cpu.set_min_chunk(None)
     assert three == one
+
+
+@needs_cc
+@pytest.mark.parametrize(
+    "op",
+    [
+        pytest.param("qmatmul", marks=KNOWN[("qmatmul", "f32")]),
+        "qmatmul_q8",
+        "qembedding",
+        "dequantize",
+    ],
+)
+def test_the_quant_paths_of_the_cpu_kernels_are_each_verified(monkeypatch, op):
+    """verify_kernel takes each path of the quantized kernels the machine has (quant.PATHS' names: vnni,
+    avx512, avx2, scalar on x86), and leaves both families on their default paths after."""
+    from verigrad.backends.cpu import quant
+
+    taken = []
+    chosen, chosen_vector = quant.path(), cpu.vector_path()
+    real = quant.path
+
+    def spy(path=None):
+        if path is not None:
+            taken.append(path)
+        return real(path)
+
+    monkeypatch.setattr(quant, "path", spy)
+    paths = cpu.quant_paths()
+    assert paths[0] == chosen and paths[-1] == "scalar" and set(paths) <= set(quant.PATHS)
+    assert cpu.cpu.paths(op, "f32") == paths
+    assert verification.verify_kernel(cpu.cpu, op, "f32").passed
+    assert set(taken) >= set(paths) and quant.path() == chosen and cpu.vector_path() == chosen_vector

@@ -133,6 +133,7 @@ __all__ = [
     "cpu",
     "min_chunk",
     "pool_size",
+    "quant_paths",
     "set_min_chunk",
     "static_schedule",
     "timed_chunks",
@@ -224,20 +225,32 @@ class CpuBackend(Backend):
         return super().native(op, dtype)
 
     def paths(self, op: str, dtype: str | None) -> tuple[str, ...]:
-        """The f32 kernels of elementwise.VECTORIZED: each vector path the machine has."""
-        return vector_paths() if dtype == "f32" and op in elementwise.VECTORIZED else ("",)
+        """The f32 kernels of elementwise.VECTORIZED: each vector path the machine has; the quantized ops'
+        (quant.QUANT): each of their paths the machine has (quant.PATHS' names, "vnni" the fastest)."""
+        if dtype == "f32" and op in elementwise.VECTORIZED:
+            return vector_paths()
+        return quant_paths() if dtype == "f32" and op in quant.QUANT else ("",)
 
     @contextlib.contextmanager
     def on_path(self, path: str) -> Iterator[None]:
+        """Both families of kernels with paths take `path` where it is one of theirs (the quantized
+        kernels alone know "vnni"; each family reads only its own choice)."""
         if not path:
             yield
             return
-        chosen = vector_path()
-        vector_path(path)
+        chosen = vector_path() if path in elementwise.VECTOR_PATHS else None
+        chosen_quant = quant.path() if path in quant.PATHS else None
+        if chosen is not None:
+            vector_path(path)
+        if chosen_quant is not None:
+            quant.path(path)
         try:
             yield
         finally:
-            vector_path(chosen)
+            if chosen is not None:
+                vector_path(chosen)
+            if chosen_quant is not None:
+                quant.path(chosen_quant)
 
     def modes(self, op: str, dtype: str | None) -> dict[str, Any]:
         """matmul: the fast path and the exact one, where this machine has the fast path; the exact one
@@ -342,6 +355,16 @@ def vector_paths() -> tuple[str, ...]:
     most = vector_path(elementwise.VECTOR_PATHS[-1])  # capped at the fastest the machine has
     vector_path(chosen)
     return elementwise.VECTOR_PATHS[: elementwise.VECTOR_PATHS.index(most) + 1][::-1]
+
+
+def quant_paths() -> tuple[str, ...]:
+    """The paths the quantized kernels can take on this machine (quant.PATHS' names), fastest first."""
+    if not (cpu.load() and cpu.library is not None):
+        return ("",)
+    chosen = quant.path()
+    most = quant.path(quant.PATHS[-1])  # capped at the fastest the machine has
+    quant.path(chosen)
+    return quant.PATHS[: quant.PATHS.index(most) + 1][::-1]
 
 
 def pool_size() -> int:

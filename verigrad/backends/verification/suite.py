@@ -15,7 +15,8 @@ Each case runs the kernel on one thread and compares its result with the referen
 (EXACT; NaN meets NaN, whatever its sign and payload), within `ulps`, or within `rtol * |reference| +
 atol` (infinities equal). Then it runs on 1, 2 and 3 threads with a small chunk, and on each code path
 the backend has for it (`Backend.paths`: the cpu backend's AVX-512, AVX2 and scalar paths of the f32
-exp, sigmoid, tanh, silu and gelu_tanh kernels), which must give the very same bits (NaN's included),
+exp, sigmoid, tanh, silu and gelu_tanh kernels, and the VNNI, AVX-512, AVX2 and scalar paths of the
+quantized ones, quant.QUANT), which must give the very same bits (NaN's included),
 and the inputs must be unchanged. Where the reference raises (outside
 the op's domain), the kernel must raise too. A kernel with modes a caller selects (`Backend.modes`: the
 cpu backend's fast and exact GEMM paths) is verified in each, at the exactness it states there, and held
