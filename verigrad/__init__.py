@@ -1,5 +1,6 @@
 """verigrad: every op has one NumPy definition; shapes are checked symbolically before anything runs."""
 
+import math as _math
 import sys as _sys
 from typing import Any as _Any
 
@@ -73,6 +74,8 @@ from .functions import (
     cdist,
     chunk,
     clamp,
+    clamp_max,
+    clamp_min,
     column_stack,
     combinations,
     count_nonzero,
@@ -254,6 +257,7 @@ from .functions.numeric import (
     trapezoid,
     trapz,
     unravel_index,
+    vander,
     zero_,
 )
 from .functions.pointwise import round
@@ -284,6 +288,27 @@ from .linalg import legacy_svd as svd
 from .linalg import pca_lowrank, pinverse, svd_lowrank
 from .modes import abstract
 from .nn.compiled import compile
+from .nn.functional import (
+    adaptive_avg_pool1d,
+    avg_pool1d,
+    bilinear,
+    celu,
+    channel_shuffle,
+    conv1d,
+    conv2d,
+    conv3d,
+    conv_transpose1d,
+    conv_transpose2d,
+    conv_transpose3d,
+    cosine_similarity,
+    hardshrink,
+    pairwise_distance,
+    pdist,
+    pixel_shuffle,
+    pixel_unshuffle,
+    prelu,
+    selu,
+)
 from .nn.functional.grid_sampler import grid_sampler_2d, grid_sampler_3d
 from .nn.functional.native_norms import (
     _batch_norm_with_update,
@@ -293,6 +318,24 @@ from .nn.functional.native_norms import (
     native_layer_norm,
 )
 from .nn.functional.padding import constant_pad_nd
+from .nn.functional.torch_spellings import (  # torch.* names of functional's functions, torch's arguments
+    adaptive_max_pool1d,
+    alpha_dropout,
+    batch_norm,
+    dropout,
+    embedding,
+    feature_alpha_dropout,
+    group_norm,
+    instance_norm,
+    layer_norm,
+    max_pool1d,
+    max_pool1d_with_indices,
+    max_pool2d,
+    max_pool3d,
+    rms_norm,
+    rrelu,
+    threshold,
+)
 from .ops import (
     REGISTRY,
     Generator,
@@ -437,6 +480,35 @@ get_rng_state, set_rng_state = _default_generator.get_state, _default_generator.
 softmax, log_softmax = nn.functional.softmax, nn.functional.log_softmax  # torch.softmax(x, dim, dtype=)
 cuda.amp = amp.cuda_amp  # torch.cuda.amp: disabled, with PyTorch's warnings
 clip = clamp
+clone, detach, t = (
+    Tensor.clone,
+    Tensor.detach,
+    _tensor_methods.t,
+)  # torch.clone(x), torch.detach(x), torch.t(x)
+divide, multiply, subtract = div, mul, sub  # PyTorch's other names
+greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
+pi, e, inf, nan, newaxis = _math.pi, _math.e, _math.inf, _math.nan, None
+# torch.NAME_(x, ...): x.NAME_(...), written into x
+abs_, absolute_, acos_, acosh_, arccos_, arccosh_, arcsin_, arcsinh_, arctan_, arctanh_ = (
+    Tensor.abs_, Tensor.absolute_, Tensor.acos_, Tensor.acosh_, Tensor.arccos_, Tensor.arccosh_,
+    Tensor.arcsin_, Tensor.arcsinh_, Tensor.arctan_, Tensor.arctanh_,
+)  # fmt: skip
+asin_, asinh_, atan_, atanh_, ceil_, clamp_, clip_, cos_, cosh_, deg2rad_, erf_, erfc_ = (
+    Tensor.asin_, Tensor.asinh_, Tensor.atan_, Tensor.atanh_, Tensor.ceil_, Tensor.clamp_, Tensor.clip_,
+    Tensor.cos_, Tensor.cosh_, Tensor.deg2rad_, Tensor.erf_, Tensor.erfc_,
+)  # fmt: skip
+exp_, exp2_, expm1_, fix_, floor_, frac_, gcd_, i0_, lcm_, ldexp_, log_, log10_, log1p_, log2_ = (
+    Tensor.exp_, Tensor.exp2_, Tensor.expm1_, Tensor.fix_, Tensor.floor_, Tensor.frac_, Tensor.gcd_,
+    Tensor.i0_, Tensor.lcm_, Tensor.ldexp_, Tensor.log_, Tensor.log10_, Tensor.log1p_, Tensor.log2_,
+)  # fmt: skip
+logit_, nan_to_num_, neg_, negative_, rad2deg_, reciprocal_, relu_, round_, rsqrt_, sigmoid_ = (
+    Tensor.logit_, Tensor.nan_to_num_, Tensor.neg_, Tensor.negative_, Tensor.rad2deg_, Tensor.reciprocal_,
+    Tensor.relu_, Tensor.round_, Tensor.rsqrt_, Tensor.sigmoid_,
+)  # fmt: skip
+sin_, sinc_, sinh_, sqrt_, square_, tan_, tanh_, trunc_, xlogy_, clamp_max_, clamp_min_, fill_ = (
+    Tensor.sin_, Tensor.sinc_, Tensor.sinh_, Tensor.sqrt_, Tensor.square_, Tensor.tan_, Tensor.tanh_,
+    Tensor.trunc_, Tensor.xlogy_, Tensor.clamp_max_, Tensor.clamp_min_, Tensor.fill_,
+)  # fmt: skip
 set_num_threads, get_num_threads = set_threads, get_threads
 float32, float64, float16, bfloat16, int32, int64, uint8 = f32, f64, f16, bf16, i32, i64, u8
 int8, int16, short, double, half, long = i8, i16, i16, f64, f16, i64

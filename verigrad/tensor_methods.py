@@ -20,13 +20,17 @@ from .dtypes import DType, as_dtype, can_cast, f32, f64
 from .errors import DTypeError, ShapeError
 from .functions import (
     complex_refusals,
+    copies,
+    distributions,
     indexing,
     joining,
     matrices,
     nan_reductions,
+    numeric,
     ordering,
     pointwise,
     rearrange,
+    renorm,
     solvers,
     special,
     statistics,
@@ -322,6 +326,42 @@ def _cast_to(dtype: DType | str) -> Callable[[Tensor], Tensor]:
 
     method.__doc__ = f"This tensor cast to {to.name} (itself if it is {to.name} already)."
     return method
+
+
+def nbytes(self: Tensor) -> int:
+    """Bytes of the elements (PyTorch's nbytes)."""
+    return self.numel() * self.dtype.itemsize
+
+
+def itemsize(self: Tensor) -> int:
+    """Bytes an element (PyTorch's itemsize)."""
+    return self.dtype.itemsize
+
+
+def retains_grad(self: Tensor) -> bool:
+    """Whether retain_grad() was called on this non-leaf tensor (PyTorch's retains_grad)."""
+    return not self.is_leaf and any(getattr(h, "retains", None) is self for h in self._hooks or ())
+
+
+@adapted
+def is_signed(self: Tensor) -> bool:
+    """Whether the dtype holds negative values (floats and the signed integers)."""
+    return self.dtype.is_float or self.dtype.name.startswith("i")
+
+
+@adapted
+def is_complex(self: Tensor) -> bool:
+    """False: verigrad has no complex dtypes."""
+    return False
+
+
+@adapted
+def bernoulli_(self: Tensor, p: Any = 0.5, *, generator: Any = None) -> Tensor:
+    """This tensor filled with draws of 1 with probability p (a number or a tensor that broadcasts),
+    else 0."""
+    probs = p.cast(f64) if isinstance(p, Tensor) else creation.full((), p, dtype=f64)
+    probs = probs.expand(*self.shape) if probs.shape != tuple(self.shape) else probs
+    return self.assign(distributions.bernoulli(probs, generator=generator).cast(self.dtype))
 
 
 @adapted
@@ -722,6 +762,36 @@ FORWARDED.update(
     cdouble=complex_refusals.cdouble,
     matrix_exp=linalg_extra.matrix_exp,
     igammac=special_gamma.igammac,
+    clamp_min=pointwise.clamp_min,
+    clamp_max=pointwise.clamp_max,
+    logical_and=binary.logical_and,
+    logical_or=binary.logical_or,
+    logical_not=binary.logical_not,
+    addmm=matrices.addmm,
+    baddbmm=matrices.addmm,
+    put=numeric.put,
+    float_power=numeric.float_power,
+    cov=numeric.cov,
+    corrcoef=numeric.corrcoef,
+    dist=numeric.dist,
+    isposinf=numeric.isposinf,
+    isneginf=numeric.isneginf,
+    isreal=numeric.isreal,
+    nonzero_static=numeric.nonzero_static,
+    conj=numeric.conj,
+    conj_physical=numeric.conj_physical,
+    resolve_conj=numeric.resolve_conj,
+    resolve_neg=numeric.resolve_neg,
+    renorm=renorm.renorm,
+    bernoulli=distributions.bernoulli,
+    multinomial=distributions.multinomial,
+    diag_embed=copies.diag_embed,
+    diagflat=copies.diagflat,
+    select_scatter=copies.select_scatter,
+    slice_scatter=copies.slice_scatter,
+    diagonal_scatter=copies.diagonal_scatter,
+    split_with_sizes=copies.split_with_sizes,
+    narrow_copy=copies.narrow_copy,
 )
 ADAPTED.update(
     argmax=_along_axis(reduce.argmax, None, keepdim=True),
@@ -740,15 +810,34 @@ ADAPTED.update(
     bool=_cast_to("bool"),
     polygamma=lambda self, n: special_ops.polygamma(self, n=n),
 )
-PROPERTIES = {"T": T, "mT": mT, "mH": mT, "H": H}  # mH: real tensors are their own conjugates
+PROPERTIES = {
+    "T": T,
+    "mT": mT,
+    "mH": mT,
+    "H": H,
+    "nbytes": nbytes,
+    "itemsize": itemsize,
+    "retains_grad": retains_grad,
+}  # mH: real tensors are their own conjugates
 ALIASES = {"astype": "cast", "clip": "clamp",
-           "moveaxis": "movedim", "swapdims": "swapaxes"}  # fmt: skip
+           "moveaxis": "movedim", "swapdims": "swapaxes", "divide": "div", "multiply": "mul",
+           "subtract": "sub", "greater": "gt", "greater_equal": "ge", "less": "lt", "less_equal": "le",
+           "not_equal": "ne", "clip_": "clamp_", "divide_": "div_", "multiply_": "mul_", "subtract_": "sub_",
+           "greater_": "gt_", "greater_equal_": "ge_", "less_": "lt_", "less_equal_": "le_",
+           "not_equal_": "ne_", "absolute_": "abs_", "negative_": "neg_"}  # fmt: skip
 IN_PLACE = ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "relu", "reciprocal", "square",
             "floor", "ceil", "round", "trunc", "sign", "pow", "lerp", "scatter_reduce", "index_fill",
             "masked_fill", "mul", "div", "index_add", "scatter", "scatter_add", "index_copy",
             "masked_scatter", "floor_divide", "remainder", "fmod", "true_divide", "copysign", "tan", "exp2",
             "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bitwise_left_shift",
-            "bitwise_right_shift")  # fmt: skip
+            "bitwise_right_shift", "clamp_min", "clamp_max", "sin", "cos", "sinh", "cosh", "asin", "acos",
+            "atan", "asinh", "acosh", "atanh", "arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh",
+            "log2", "log10", "log1p", "expm1", "erf", "erfc", "erfinv", "lgamma", "digamma", "i0", "sinc",
+            "frac", "fix", "deg2rad", "rad2deg", "nan_to_num", "logit", "xlogy", "hypot", "atan2", "arctan2",
+            "heaviside", "ldexp", "gcd", "lcm", "nextafter", "sgn", "logical_and", "logical_or",
+            "logical_not", "logical_xor", "eq", "ne", "lt", "le", "gt", "ge", "addcmul", "addcdiv", "addmm",
+            "addmv", "addr", "addbmm", "baddbmm", "cumsum", "cumprod", "tril", "triu", "float_power",
+            "renorm", "index_reduce", "put", "igamma", "igammac", "polygamma", "mvlgamma")  # fmt: skip
 
 
 def op_methods() -> dict[str, tuple[Any, bool]]:
