@@ -55,7 +55,7 @@ from .ops.angle import angle as angle_op
 from .ops.composite.softmax import log_softmax, softmax
 from .ops.matmul import matmul
 from .ops.scatter_reduce import scatter_reduce
-from .shapes import Spec
+from .shapes import Size, Spec
 from .tensor import LEGACY_NAMES, LegacyType, Tensor, check_memory_format, describe, to_arguments
 
 Axis = int | Sequence[int] | None
@@ -326,6 +326,81 @@ def _cast_to(dtype: DType | str) -> Callable[[Tensor], Tensor]:
 
     method.__doc__ = f"This tensor cast to {to.name} (itself if it is {to.name} already)."
     return method
+
+
+@adapted
+def data_ptr(self: Tensor) -> int:
+    """The address of the first element (PyTorch's data_ptr): views of one tensor's memory compare as
+    PyTorch's do."""
+    return int(self._array("data_ptr()").__array_interface__["data"][0])
+
+
+@adapted
+def storage_offset(self: Tensor) -> int:
+    """Elements from the start of the memory this tensor views to its first element (PyTorch's
+    storage_offset): 0 for a tensor that owns its memory, 6 for x[1:] of a [4, 6] x."""
+    data = root = self._array("storage_offset()")
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    return (data.__array_interface__["data"][0] - root.__array_interface__["data"][0]) // data.itemsize
+
+
+def _view_in_place(name: str) -> Callable[..., Tensor]:
+    """`x.name_(*args)` (squeeze_, unsqueeze_, t_, transpose_, ...): x becomes its view x.name(*args), as
+    PyTorch's, for a tensor without gradient (the usual case: reshaping data in place)."""
+
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        if self.requires_grad:
+            raise NotImplementedError(
+                f"Tensor.{name}_: changing the shape in place of a tensor that requires grad is not "
+                f"supported; write x = x.{name}(...)"
+            )
+        self.data = getattr(self, name)(*args, **kwargs)
+        return self
+
+    method.__doc__ = f"This tensor made its view {name}(...) in place (a tensor without gradient)."
+    return method
+
+
+@adapted
+def detach_(self: Tensor) -> Tensor:
+    """This tensor without its history and not requiring grad, in place (PyTorch's detach_)."""
+    if getattr(self, "_view", None) is not None and self.requires_grad:
+        raise RuntimeError("Tensor.detach_: can't detach views in place (as PyTorch); use detach()")
+    self._node, self.requires_grad = None, False
+    return self
+
+
+@adapted
+def new(self: Tensor, *args: Any) -> Tensor:
+    """PyTorch's legacy Tensor.new in this tensor's dtype: new(2, 3) or new(size) a tensor of that shape
+    (zeros: PyTorch leaves it uninitialised), new([1, 2]) or new((1, 2)) one holding the data, new() an
+    empty one."""
+    if not args:
+        return self.new_zeros((0,))
+    if len(args) == 1 and isinstance(args[0], Tensor):
+        raise NotImplementedError(
+            "Tensor.new(tensor): not supported; use other.to(x.dtype) or x.new_tensor(...)"
+        )
+    shape = args[0] if len(args) == 1 and isinstance(args[0], Size) else args  # a tuple is data, as PyTorch's
+    if all(isinstance(n, int) and not isinstance(n, bool) for n in shape):
+        return self.new_zeros(tuple(shape))
+    if len(args) == 1:
+        return self.new_tensor(args[0])
+    raise TypeError(f"Tensor.new: takes sizes or one sequence of data, got {args!r}")
+
+
+@adapted
+def random_(self: Tensor, *args: Any, generator: Any = None) -> Tensor:
+    """This tensor filled with integers drawn uniformly from [from, to) (random_(to): [0, to)), as
+    PyTorch's random_; with no bounds PyTorch's default range is refused here (give them)."""
+    if len(args) not in (1, 2):
+        raise NotImplementedError("Tensor.random_: give the bounds, random_(to) or random_(from, to)")
+    low, high = (0, args[0]) if len(args) == 1 else args
+    if high is None:
+        raise NotImplementedError("Tensor.random_: give the upper bound, random_(from, to)")
+    draws = creation.randint(low, high, tuple(self.shape), generator=generator)
+    return self.assign(draws.cast(self.dtype))
 
 
 def nbytes(self: Tensor) -> int:
@@ -840,6 +915,9 @@ IN_PLACE = ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "rel
             "renorm", "index_reduce", "put", "igamma", "igammac", "polygamma", "mvlgamma")  # fmt: skip
 
 
+VIEWS_IN_PLACE = ("squeeze", "unsqueeze", "t", "transpose", "swapaxes", "swapdims")
+
+
 def op_methods() -> dict[str, tuple[Any, bool]]:
     """The methods that call one op with the tensor first (or second: reflected), by name: (op, swapped).
     eager.py binds them to its calls in C where it can."""
@@ -856,6 +934,7 @@ def bind(cls: type = Tensor) -> None:
     methods.update(ADAPTED)
     methods.update({name: property(fn) for name, fn in PROPERTIES.items()})
     methods.update({f"{name}_": _in_place(name) for name in IN_PLACE})
+    methods.update({f"{name}_": _view_in_place(name) for name in VIEWS_IN_PLACE})
     methods.update({alias: methods[name] for alias, name in ALIASES.items()})
     for name, method in methods.items():
         if getattr(method, "__name__", None) == "method":  # made above: named for where it is bound

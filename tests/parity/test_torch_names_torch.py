@@ -251,3 +251,49 @@ def test_addmm_baddbmm_methods_and_tensor_attributes():
     t.retain_grad()
     assert o.retains_grad == t.retains_grad is True
     assert ours.retains_grad == theirs.retains_grad is False
+
+
+VIEWS = [
+    lambda z: z[1:],
+    lambda z: z[:, 2:],
+    lambda z: z.t(),
+    lambda z: z[2],
+    lambda z: z.view(-1)[5:],
+    lambda z: z.reshape(6, 4)[1:],
+    lambda z: z[1:][1:],
+    lambda z: z.clone(),
+    lambda z: z.transpose(0, 1)[1],
+]
+
+
+@pytest.mark.parametrize("view", range(len(VIEWS)))
+def test_storage_offset_and_data_ptr_as_torch(view):
+    ours, theirs = both(np.arange(24.0).reshape(4, 6))
+    o, t = VIEWS[view](ours), VIEWS[view](theirs)
+    assert o.storage_offset() == t.storage_offset()
+    assert (o.data_ptr() == ours.data_ptr()) == (t.data_ptr() == theirs.data_ptr())
+
+
+def test_views_in_place_new_detach_and_random_as_torch():
+    for t in (torch, verigrad):
+        x = t.ones(2, 3)
+        assert x.unsqueeze_(0) is x and tuple(x.shape) == (1, 2, 3)
+        assert tuple(x.squeeze_().t_().shape) == (3, 2)
+        assert tuple(x.transpose_(0, 1).shape) == (2, 3)
+        assert tuple(x.swapdims_(0, 1).shape) == (3, 2)
+        assert tuple(x.new(2, 4).shape) == (2, 4) and tuple(x.new(t.Size([3, 1])).shape) == (3, 1)
+        assert x.new((3, 1)).tolist() == [3.0, 1.0] and x.new([1, 2]).tolist() == [1.0, 2.0]
+        assert tuple(x.new().shape) == (0,)
+        y = t.ones(2, requires_grad=True) * 2
+        assert y.detach_() is y and not y.requires_grad and y.grad_fn is None and y.is_leaf
+        draws = t.zeros(2000).random_(3, 7)
+        assert sorted(set(draws.tolist())) == [3.0, 4.0, 5.0, 6.0]
+        draws = t.zeros(2000, dtype=t.int64).random_(5)
+        assert sorted(set(draws.tolist())) == [0, 1, 2, 3, 4]
+    shared = verigrad.ones(2, 3)
+    view = shared[0]
+    shared.unsqueeze_(0)
+    view[0] = 5.0  # still a view of the same memory, as PyTorch's
+    assert shared[0, 0, 0].item() == 5.0
+    with pytest.raises(NotImplementedError, match="unsqueeze_"):
+        verigrad.ones(2, requires_grad=True).unsqueeze_(0)
