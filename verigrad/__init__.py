@@ -2,6 +2,7 @@
 
 import math as _math
 import sys as _sys
+import types as _types
 from typing import Any as _Any
 
 from . import (
@@ -21,13 +22,17 @@ from . import eager as _eager
 from . import function as _function
 from . import functions as _functions
 from . import tensor_methods as _tensor_methods  # binds the Tensor methods
+from . import typeinfo as _typeinfo
 from .accelerator import cuda
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled
 from .autograd import (
     enable_grad,
     inference_mode,
+    is_anomaly_check_nan_enabled,
+    is_anomaly_enabled,
     is_grad_enabled,
     no_grad,
+    set_anomaly_enabled,
     set_grad_enabled,
     value_and_grad,
 )
@@ -443,7 +448,7 @@ from .ops import (
 from .ops import inv as inverse  # PyTorch's torch.inverse (torch.linalg.inv)
 from .ops.angle import angle
 from .ops.bitwise import gcd, lcm
-from .ops.creation import as_tensor, empty_permuted, empty_strided, randint_like
+from .ops.creation import as_tensor, asarray, empty_permuted, empty_strided, randint_like
 from .ops.creation import default_generator as _default_generator
 from .ops.linalg_extra import frexp, matrix_exp
 from .ops.special import digamma, erfc, erfinv, i0, lgamma, nextafter, signbit
@@ -487,6 +492,12 @@ clone, detach, t = (
 )  # torch.clone(x), torch.detach(x), torch.t(x)
 divide, multiply, subtract = div, mul, sub  # PyTorch's other names
 greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
+dtype = DType  # isinstance(x, torch.dtype)
+ger = outer  # PyTorch's older name
+adjoint = Tensor.adjoint
+strided = _typeinfo.strided  # the one layout: torch.strided
+layout = type(strided)
+version = _types.SimpleNamespace(__version__="0.1.0", cuda=None, hip=None, debug=False, git_version=None)
 pi, e, inf, nan, newaxis = _math.pi, _math.e, _math.inf, _math.nan, None
 # torch.NAME_(x, ...): x.NAME_(...), written into x
 abs_, absolute_, acos_, acosh_, arccos_, arccosh_, arcsin_, arcsinh_, arctan_, arctanh_ = (
@@ -559,6 +570,55 @@ def is_floating_point(input: Tensor) -> bool:
     if not isinstance(input, Tensor):
         raise TypeError(f"is_floating_point() takes a Tensor, not {type(input).__name__}")
     return input.dtype.is_float
+
+
+def is_complex(input: Tensor) -> bool:
+    """False: verigrad has no complex dtypes."""
+    return input.is_complex()
+
+
+def is_signed(input: Tensor) -> bool:
+    """Whether the tensor's dtype holds negative values."""
+    return input.is_signed()
+
+
+def is_nonzero(input: Tensor) -> bool:
+    """Whether the one-element tensor's value is not zero (PyTorch raises for any other size)."""
+    return input.is_nonzero()
+
+
+def is_same_size(input: Tensor, other: Tensor) -> bool:
+    """Whether the two tensors have the same shape."""
+    return input.is_same_size(other)
+
+
+def get_num_interop_threads() -> int:
+    """1: verigrad runs independent ops one after another (set_num_threads sets the threads within one)."""
+    return 1
+
+
+def set_num_interop_threads(num: int) -> None:
+    """Accepted and kept at 1 (verigrad has no inter-op pool; results do not depend on it)."""
+    if not isinstance(num, int) or num < 1:
+        raise ValueError(f"set_num_interop_threads: num must be a positive int, got {num!r}")
+
+
+def chain_matmul(*matrices: Tensor, out: _Any = None) -> Tensor:
+    """The product of the matrices in the cheapest order: torch.chain_matmul, linalg.multi_dot's older
+    spelling (one matrix is itself)."""
+    if out is not None:
+        raise NotImplementedError("chain_matmul: out= is not supported; use the returned tensor")
+    return matrices[0].clone() if len(matrices) == 1 else linalg.multi_dot(list(matrices))
+
+
+def typename(obj: _Any) -> str:
+    """The type's name as PyTorch gives it: a tensor's legacy type ("torch.FloatTensor"), else the
+    module-qualified class name (the bare one for builtins)."""
+    if isinstance(obj, Tensor):
+        return obj.type()
+    cls = type(obj)
+    module = cls.__module__
+    return cls.__qualname__ if module in (None, "builtins") else f"{module}.{cls.__qualname__}"
 
 
 def numel(input: Tensor) -> int:

@@ -409,6 +409,7 @@ def _propagate(
     # rebound, so a write during the pass, by a hook, is seen)
     pop, get, written, redirects = grads.pop, grads.get, versions._MEMORY, versions.REDIRECTS
     gather = modes.current().name == "eager"
+    anomaly = _ANOMALY["enabled"] and _ANOMALY["check_nan"]
     with _grad_mode(create_graph):
         for t in reversed(order):
             key = id(t)
@@ -436,7 +437,10 @@ def _propagate(
             # eagerly a slice's gradient is gathered with its input's others (_Pieces): no unslice made
             # where the pieces tile an axis (a trace keeps unslice: its plans ran the concat slower)
             vjp = _slice_vjp if gather and node.op is slice_ else node.op.vjp
-            for inp, gi in zip(inputs, vjp(g, t, *inputs, **node.params)):
+            step = vjp(g, t, *inputs, **node.params)
+            if anomaly:
+                _check_nan(node, step)
+            for inp, gi in zip(inputs, step):
                 if gi is None or not inp.requires_grad or (reaches is not None and id(inp) not in reaches):
                     continue
                 key = id(inp)
@@ -455,6 +459,65 @@ def _propagate(
             if not retain_graph:
                 node.freed = True
     return found
+
+
+# anomaly detection (process-wide, as PyTorch's): a backward step whose gradient holds a NaN raises, naming it
+_ANOMALY = {"enabled": False, "check_nan": True}
+
+
+def is_anomaly_enabled() -> bool:
+    """Whether anomaly detection is on (set_detect_anomaly / detect_anomaly)."""
+    return _ANOMALY["enabled"]
+
+
+def is_anomaly_check_nan_enabled() -> bool:
+    """Whether anomaly detection checks the gradients for NaN."""
+    return _ANOMALY["check_nan"]
+
+
+def set_anomaly_enabled(enabled: bool, check_nan: bool = True) -> None:
+    """Turn anomaly detection on or off (torch.set_anomaly_enabled)."""
+    _ANOMALY["enabled"], _ANOMALY["check_nan"] = bool(enabled), bool(check_nan)
+
+
+class set_detect_anomaly(contextlib.ContextDecorator):
+    """PyTorch's set_detect_anomaly(mode, check_nan=True): anomaly detection on or off from the call (as a
+    function) or for a block (as a context manager: the previous setting comes back after). On, a backward
+    step whose gradient holds a NaN raises RuntimeError naming the op, as PyTorch's "Function 'XBackward'
+    returned nan values in its 0th output"."""
+
+    def __init__(self, mode: bool, check_nan: bool = True) -> None:
+        self.previous = (_ANOMALY["enabled"], _ANOMALY["check_nan"])
+        set_anomaly_enabled(mode, check_nan)
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        set_anomaly_enabled(*self.previous)
+
+
+class detect_anomaly(contextlib.ContextDecorator):
+    """PyTorch's detect_anomaly(check_nan=True): anomaly detection on for a block (see set_detect_anomaly)."""
+
+    def __init__(self, check_nan: bool = True) -> None:
+        self.check_nan = check_nan
+
+    def __enter__(self) -> None:
+        self.previous = (_ANOMALY["enabled"], _ANOMALY["check_nan"])
+        set_anomaly_enabled(True, self.check_nan)
+
+    def __exit__(self, *exc: object) -> None:
+        set_anomaly_enabled(*self.previous)
+
+
+def _check_nan(node: Node, grads: Any) -> None:
+    """Anomaly detection's check of one backward step's gradients (concrete ones: a trace has no values)."""
+    for i, gi in enumerate(grads):
+        g = getattr(gi, "g", gi)  # a _Piece holds its gradient
+        concrete = isinstance(g, Tensor) and isinstance(g.payload, np.ndarray) and g.dtype.is_float
+        if concrete and np.isnan(g.numpy()).any():
+            raise RuntimeError(f"Function '{node.op.name}Backward' returned nan values in its {i}th output.")
 
 
 class _Piece:

@@ -22,6 +22,8 @@ from .functions import (
     complex_refusals,
     copies,
     distributions,
+    histograms,
+    householder,
     indexing,
     joining,
     matrices,
@@ -35,6 +37,7 @@ from .functions import (
     special,
     statistics,
 )
+from .functions import strided as strided_views
 from .ops import (
     binary,
     bitwise,
@@ -57,6 +60,7 @@ from .ops.matmul import matmul
 from .ops.scatter_reduce import scatter_reduce
 from .shapes import Size, Spec
 from .tensor import LEGACY_NAMES, LegacyType, Tensor, check_memory_format, describe, to_arguments
+from .typeinfo import strided
 
 Axis = int | Sequence[int] | None
 
@@ -401,6 +405,51 @@ def random_(self: Tensor, *args: Any, generator: Any = None) -> Tensor:
         raise NotImplementedError("Tensor.random_: give the upper bound, random_(from, to)")
     draws = creation.randint(low, high, tuple(self.shape), generator=generator)
     return self.assign(draws.cast(self.dtype))
+
+
+@adapted
+def is_nonzero(self: Tensor) -> bool:
+    """Whether the one-element tensor's value is not zero; any other size raises, as PyTorch's."""
+    if self.numel() != 1:
+        raise RuntimeError(
+            f"Boolean value of Tensor with {'no values' if self.numel() == 0 else 'more than one value'} "
+            "is ambiguous"
+        )
+    return bool(self.reshape(()).item() != 0)
+
+
+@adapted
+def is_same_size(self: Tensor, other: Tensor) -> bool:
+    """Whether other has this tensor's shape."""
+    return tuple(self.shape) == tuple(other.shape)
+
+
+@adapted
+def is_inference(self: Tensor) -> bool:
+    """False: verigrad's inference_mode makes ordinary tensors (without history)."""
+    return False
+
+
+@adapted
+def dim_order(self: Tensor) -> tuple[int, ...]:
+    """The axes from the outermost in memory to the innermost (by decreasing stride), as PyTorch's."""
+    strides = self.stride()
+    return tuple(sorted(range(self.ndim), key=lambda axis: -strides[axis]))
+
+
+@adapted
+def adjoint(self: Tensor) -> Tensor:
+    """The last two axes swapped (the conjugate of a real tensor is itself), as PyTorch's adjoint."""
+    return self.transpose(-2, -1)
+
+
+def layout(self: Tensor) -> Any:
+    """torch.strided: every verigrad tensor is strided."""
+    return strided
+
+
+def imag(self: Tensor) -> Tensor:
+    raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")  # PyTorch's words
 
 
 def nbytes(self: Tensor) -> int:
@@ -867,6 +916,12 @@ FORWARDED.update(
     diagonal_scatter=copies.diagonal_scatter,
     split_with_sizes=copies.split_with_sizes,
     narrow_copy=copies.narrow_copy,
+    ger=matrices.outer,
+    unsafe_chunk=rearrange.chunk,
+    unsafe_split=rearrange.split,
+    as_strided=strided_views.as_strided,
+    geqrf=householder.geqrf,
+    histogram=histograms.histogram,
 )
 ADAPTED.update(
     argmax=_along_axis(reduce.argmax, None, keepdim=True),
@@ -893,6 +948,9 @@ PROPERTIES = {
     "nbytes": nbytes,
     "itemsize": itemsize,
     "retains_grad": retains_grad,
+    "layout": layout,
+    "real": numeric.real,  # a real tensor's real part is itself
+    "imag": imag,  # raises, as PyTorch's for a real tensor
 }  # mH: real tensors are their own conjugates
 ALIASES = {"astype": "cast", "clip": "clamp",
            "moveaxis": "movedim", "swapdims": "swapaxes", "divide": "div", "multiply": "mul",

@@ -151,6 +151,31 @@ def as_tensor(data: Any, dtype: DType | str | None = None, device: Any = None) -
     return data if dtype is None or as_dtype(dtype) is data.dtype else cast(data, dtype=as_dtype(dtype))
 
 
+def asarray(
+    obj: Any,
+    *,
+    dtype: DType | str | None = None,
+    device: Any = None,
+    copy: bool | None = None,
+    requires_grad: bool | None = None,
+) -> Tensor:
+    """PyTorch's asarray: obj itself (a tensor, or a NumPy array whose memory it shares) where its dtype is
+    the one asked for and copy is not True, else a new tensor; copy=False refuses a conversion that needs
+    a copy. requires_grad defaults to obj's (PyTorch 2.13)."""
+    _placed("asarray", device)
+    out = as_tensor(obj, dtype)
+    shares = out is obj or (isinstance(obj, np.ndarray) and np.shares_memory(out.payload, obj))
+    if copy is False and not shares:
+        raise ValueError(f"asarray: copy=False, but {type(obj).__name__} needs a copy to become this tensor")
+    if copy and shares:
+        out = out.clone() if isinstance(obj, Tensor) else tensor(np.array(obj), dtype)
+    if requires_grad is None:
+        requires_grad = bool(getattr(obj, "requires_grad", False))
+    if requires_grad and not out.requires_grad:
+        out = out.requires_grad_()
+    return out.detach() if not requires_grad and out.requires_grad else out
+
+
 def _fits(array: np.ndarray, dtype: DType, where: str = "tensor()") -> None:
     """PyTorch's check of Python numbers for an integer dtype: a signed one must hold them, an unsigned
     one their magnitudes (-1 wraps to 255 in u8, 300 is refused in i8)."""

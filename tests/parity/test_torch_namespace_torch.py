@@ -1,0 +1,111 @@
+"""torch.* names and Tensor attributes public programs use, against torch 2.13: anomaly detection
+(set_detect_anomaly / detect_anomaly raising on a NaN gradient, naming the op), torch.dtype and the
+layout, torch.version.cuda, the interop threads, is_complex / is_signed / is_nonzero / is_same_size,
+asarray, chain_matmul, ger, adjoint, typename and Tensor's real / imag / layout / dim_order / ger /
+unsafe_split / as_strided / histogram."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import verigrad
+
+FRAMEWORKS = [torch, verigrad]
+
+
+@pytest.mark.parametrize("t", FRAMEWORKS, ids=["torch", "verigrad"])
+def test_anomaly_detection_raises_on_a_nan_gradient_naming_the_op(t):
+    warnings.simplefilter("ignore")
+    x = t.tensor([0.0, 1.0], requires_grad=True)
+    assert not t.is_anomaly_enabled()
+    with t.autograd.detect_anomaly():
+        assert t.is_anomaly_enabled() and t.is_anomaly_check_nan_enabled()
+        with pytest.raises(
+            RuntimeError, match=r"^Function '(sqrt|Sqrt)Backward0?' returned nan values in its 0th output"
+        ):
+            (x.sqrt() * 0).sum().backward()
+    assert not t.is_anomaly_enabled()
+    with t.autograd.set_detect_anomaly(True, check_nan=False):
+        (t.tensor([1.0], requires_grad=True) * float("nan")).sum().backward()  # not checked
+    t.autograd.set_detect_anomaly(True)  # as a call: on until turned off
+    try:
+        assert t.is_anomaly_enabled()
+        with pytest.raises(RuntimeError, match="returned nan values"):
+            t.tensor([-1.0], requires_grad=True).sqrt().sum().backward()
+        y = t.tensor([2.0], requires_grad=True)
+        (y * 3).sum().backward()  # no NaN: as without detection
+        assert y.grad.tolist() == [3.0]
+    finally:
+        t.autograd.set_detect_anomaly(False)
+    assert not t.is_anomaly_enabled()
+    (x.sqrt() * 0).sum().backward()  # off: the NaN gradient reaches x
+    assert np.isnan(x.grad.numpy()[0])
+
+
+def test_small_torch_names_as_pytorchs():
+    for t in FRAMEWORKS:
+        assert isinstance(t.float32, t.dtype) and isinstance(t.int64, t.dtype)
+        assert t.version.cuda is None and t.get_num_interop_threads() >= 1
+        x = t.ones(2, 3)
+        assert str(x.layout) == "torch.strided" and x.layout == t.strided and isinstance(t.strided, t.layout)
+        assert (t.is_complex(x), t.is_signed(x), t.is_signed(t.ones(2, dtype=t.uint8))) == (
+            False,
+            True,
+            False,
+        )
+        assert (
+            t.is_nonzero(t.tensor([1.5])) and not t.is_nonzero(t.tensor([0.0])) and t.tensor(2).is_nonzero()
+        )
+        with pytest.raises(RuntimeError, match="more than one value is ambiguous"):
+            t.is_nonzero(t.tensor([1, 2]))
+        assert t.is_same_size(x, t.zeros(2, 3)) and not x.is_same_size(t.zeros(3, 2))
+        assert not x.is_inference() and not x.is_complex()
+        assert x.real is x
+        with pytest.raises(RuntimeError, match="imag is not implemented for tensors with non-complex dtypes"):
+            x.imag  # noqa: B018
+        assert x.dim_order() == (0, 1) and x.t().dim_order() == (1, 0)
+        assert t.typename(x) == "torch.FloatTensor" and t.typename(3) == "int"
+
+
+def test_asarray_shares_copies_and_converts_as_torch():
+    warnings.simplefilter("ignore")
+    for t in FRAMEWORKS:
+        assert t.asarray([1, 2]).dtype == t.int64 and t.asarray([1.0, 2]).dtype == t.float32
+        array = np.ones(3, np.float32)
+        shared, copied = t.asarray(array), t.asarray(array, copy=True)
+        array[0] = 5
+        assert shared[0].item() == 5.0 and copied[0].item() == 1.0
+        x = t.ones(2)
+        assert t.asarray(x) is x and t.asarray(x, dtype=t.float64).dtype == t.float64
+        assert t.asarray(x, copy=True) is not x
+        with pytest.raises(ValueError):
+            t.asarray([1, 2], dtype=t.float32, copy=False)
+        leaf = t.ones(2, requires_grad=True)
+        assert t.asarray(leaf).requires_grad and not t.asarray(leaf, requires_grad=False).requires_grad
+
+
+def test_products_and_views_against_torch():
+    rng = np.random.default_rng(3)
+    a, b, c = rng.standard_normal((3, 4)), rng.standard_normal((4, 5)), rng.standard_normal((5, 2))
+    v, w = rng.standard_normal(3), rng.standard_normal(4)
+    warnings.simplefilter("ignore")
+    for fn in [
+        lambda t, a, b, c, v, w: t.chain_matmul(a, b, c),
+        lambda t, a, b, c, v, w: t.chain_matmul(a),
+        lambda t, a, b, c, v, w: t.ger(v, w),
+        lambda t, a, b, c, v, w: v.ger(w),
+        lambda t, a, b, c, v, w: t.adjoint(a.reshape(2, 2, 3)),
+        lambda t, a, b, c, v, w: a.adjoint(),
+        lambda t, a, b, c, v, w: a.unsafe_split(3, 1)[1],
+        lambda t, a, b, c, v, w: a.unsafe_chunk(2, 0)[1],
+        lambda t, a, b, c, v, w: a.as_strided((2, 2), (1, 4), 1),
+        lambda t, a, b, c, v, w: a.histogram(5)[0],
+        lambda t, a, b, c, v, w: a.histogram(4, range=(-1.0, 1.0))[1],
+    ]:
+        ours = fn(verigrad, *(verigrad.from_numpy(z.copy()) for z in (a, b, c, v, w)))
+        theirs = fn(torch, *(torch.from_numpy(z.copy()) for z in (a, b, c, v, w)))
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-15, atol=1e-15)
