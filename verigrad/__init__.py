@@ -485,11 +485,7 @@ get_rng_state, set_rng_state = _default_generator.get_state, _default_generator.
 softmax, log_softmax = nn.functional.softmax, nn.functional.log_softmax  # torch.softmax(x, dim, dtype=)
 cuda.amp = amp.cuda_amp  # torch.cuda.amp: disabled, with PyTorch's warnings
 clip = clamp
-clone, detach, t = (
-    Tensor.clone,
-    Tensor.detach,
-    _tensor_methods.t,
-)  # torch.clone(x), torch.detach(x), torch.t(x)
+clone, t = Tensor.clone, _tensor_methods.t  # torch.clone(x), torch.t(x)
 divide, multiply, subtract = div, mul, sub  # PyTorch's other names
 greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
 dtype = DType  # isinstance(x, torch.dtype)
@@ -570,6 +566,11 @@ def is_floating_point(input: Tensor) -> bool:
     if not isinstance(input, Tensor):
         raise TypeError(f"is_floating_point() takes a Tensor, not {type(input).__name__}")
     return input.dtype.is_float
+
+
+def detach(input: Tensor) -> Tensor:
+    """input's values without history, sharing its memory (torch.detach)."""
+    return input.detach()
 
 
 def is_complex(input: Tensor) -> bool:

@@ -158,6 +158,7 @@ def sub_(self: Tensor, o: Any, alpha: Any = 1) -> Tensor:
 
 @adapted
 def clamp_(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
+    """clamp(min, max), written into this tensor."""
     return self.assign(_castable(self.clamp(min, max), self, "clamp_"))
 
 
@@ -783,6 +784,7 @@ def zero_(self: Tensor) -> Tensor:
 
 @adapted
 def fill_(self: Tensor, value: Any) -> Tensor:
+    """Every element set to value (in this tensor's dtype)."""
     return self.assign(value)
 
 

@@ -34,7 +34,7 @@ from .activations import (
 from .adaptive import AdaptiveLogSoftmaxWithLoss
 from .attention import MultiheadAttention
 from .channel_shuffle import ChannelShuffle
-from .containers import ModuleDict, ModuleList, Parameter, ParameterDict, ParameterList, Sequential
+from .containers import Buffer, ModuleDict, ModuleList, Parameter, ParameterDict, ParameterList, Sequential
 from .convolution import (
     Conv1d,
     Conv2d,
@@ -86,6 +86,7 @@ from .normalization import (
     LayerNorm,
     LocalResponseNorm,
     RMSNorm,
+    SyncBatchNorm,
 )
 from .padding import (
     CircularPad1d,
@@ -116,6 +117,8 @@ from .pooling import (
     AvgPool1d,
     AvgPool2d,
     AvgPool3d,
+    FractionalMaxPool2d,
+    FractionalMaxPool3d,
     LPPool1d,
     LPPool2d,
     LPPool3d,
