@@ -652,6 +652,14 @@ def __dir__() -> list[str]:
 __all__ = sorted({*(name for name in dir() if not name.startswith("_")), *_LAZY})
 float, bool, int = f32, bool_, i32  # as torch.float, torch.bool and torch.int: `vg.float`, `vg.int`
 
+# torch.func (functional_call, grad, grad_and_value; vmap refused), a module for `from torch.func import ...`
+func = _types.ModuleType(f"{__name__}.func", "PyTorch's torch.func: functional_call, grad, grad_and_value.")
+func.functional_call = nn.utils.stateless.functional_call
+func.grad = grad
+func.grad_and_value = autograd.grad_and_value
+func.vmap = vmap = autograd.vmap
+_sys.modules[func.__name__] = func
+
 # PyTorch's torch.autograd.Function, and its module for `from torch.autograd.function import ...`
 autograd.Function, autograd.FunctionCtx = _function.Function, _function.FunctionCtx
 autograd.function = _function

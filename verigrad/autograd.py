@@ -841,3 +841,26 @@ def grad_transform(
         return (g, value[1]) if has_aux else g
 
     return wrapper
+
+
+def grad_and_value(
+    fn: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False
+) -> Callable[..., Any]:
+    """torch.func.grad_and_value: a function returning (gradient, fn(*args)) (with has_aux, (gradient,
+    (value, aux))): value_and_grad's results the other way round."""
+    both = value_and_grad(fn, argnums, has_aux)
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        value, gradient = both(*args, **kwargs)
+        return gradient, value
+
+    return call
+
+
+def vmap(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """torch.vmap / torch.func.vmap: refused (verigrad has no batching transform)."""
+    raise NotImplementedError(
+        "vmap: verigrad has no batching transform; call the function on the batch (most functions take "
+        "leading batch axes) or loop over it and stack the results"
+    )
