@@ -1,5 +1,6 @@
 """verigrad: every op has one NumPy definition; shapes are checked symbolically before anything runs."""
 
+import contextlib as _contextlib
 import math as _math
 import sys as _sys
 import types as _types
@@ -21,6 +22,7 @@ from . import (
 from . import eager as _eager
 from . import function as _function
 from . import functions as _functions
+from . import modes as _modes
 from . import tensor_methods as _tensor_methods  # binds the Tensor methods
 from . import typeinfo as _typeinfo
 from .accelerator import cuda
@@ -659,6 +661,47 @@ func.grad = grad
 func.grad_and_value = autograd.grad_and_value
 func.vmap = vmap = autograd.vmap
 _sys.modules[func.__name__] = func
+
+
+@_contextlib.contextmanager
+def _fork_rng(devices: _Any = None, enabled: bool = True, **_: _Any) -> _Any:
+    """torch.random.fork_rng: the default generator's state saved, and put back after the block."""
+    saved = get_rng_state() if enabled else None
+    try:
+        yield
+    finally:
+        if saved is not None:
+            set_rng_state(saved)
+
+
+# torch.random (the default generator's functions), a module for `from torch.random import ...`
+random = _types.ModuleType(f"{__name__}.random", "PyTorch's torch.random: the default generator's functions.")
+random.manual_seed, random.seed, random.initial_seed = manual_seed, seed, initial_seed
+random.get_rng_state, random.set_rng_state, random.fork_rng = get_rng_state, set_rng_state, _fork_rng
+random.default_generator = _default_generator
+_sys.modules[random.__name__] = random
+
+
+def _is_compiling() -> bool:
+    """Whether a verigrad.compile trace is running this code (torch.compiler.is_compiling)."""
+    return _modes.current().name == "trace"
+
+
+def _compiler_disable(fn: _Any = None, recursive: bool = True, reason: _Any = None) -> _Any:
+    """torch.compiler.disable: fn itself (verigrad.compile traces what it calls: the results are the same)."""
+    return (lambda f: f) if fn is None else fn
+
+
+# torch.compiler: is_compiling and the decorators that only steer torch.compile (no effect on results here)
+compiler = _types.ModuleType(
+    f"{__name__}.compiler", "PyTorch's torch.compiler: is_compiling, disable, reset."
+)
+compiler.is_compiling = compiler.is_dynamo_compiling = _is_compiling
+compiler.disable = _compiler_disable
+compiler.allow_in_graph = compiler.assume_constant_result = lambda fn: fn
+compiler.reset = lambda: None
+compiler.compile = compile
+_sys.modules[compiler.__name__] = compiler
 
 # PyTorch's torch.autograd.Function, and its module for `from torch.autograd.function import ...`
 autograd.Function, autograd.FunctionCtx = _function.Function, _function.FunctionCtx

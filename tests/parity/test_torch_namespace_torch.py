@@ -109,3 +109,28 @@ def test_products_and_views_against_torch():
         ours = fn(verigrad, *(verigrad.from_numpy(z.copy()) for z in (a, b, c, v, w)))
         theirs = fn(torch, *(torch.from_numpy(z.copy()) for z in (a, b, c, v, w)))
         np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-15, atol=1e-15)
+
+
+def test_random_and_compiler_namespaces_as_torch():
+    for t in FRAMEWORKS:
+        from_import = __import__(f"{t.__name__}.random", fromlist=["fork_rng"]).fork_rng
+        t.random.manual_seed(1)
+        assert t.random.initial_seed() == 1
+        with from_import():
+            inside = t.rand(3)
+        after = t.rand(3)
+        assert bool((inside == after).all())  # the block's draws did not move the default generator
+        state = t.random.get_rng_state()
+        first = t.rand(2)
+        t.random.set_rng_state(state)
+        assert bool((t.rand(2) == first).all())
+        assert not t.compiler.is_compiling()
+        assert t.compiler.disable(len)([1, 2]) == 2
+
+        @t.compiler.disable
+        def plain(x):
+            return x + 1
+
+        assert plain(t.ones(1)).tolist() == [2.0]
+    traced = verigrad.compile(lambda x: x * (2.0 if verigrad.compiler.is_compiling() else 3.0))
+    assert traced(verigrad.ones(2)).tolist() == [2.0, 2.0]  # traced: as under torch.compile
