@@ -1,6 +1,7 @@
 """More public-style programs run unchanged on PyTorch and on verigrad (tests/parity/programs/): the CNN of
 PyTorch's CIFAR-10 tutorial, a minGPT-style character GPT (parameter groups by module type, a registered
-tril mask, ignore_index, top-k sampling) and a bidirectional LSTM classifier over packed sequences. From
+tril mask, ignore_index, top-k sampling), a bidirectional LSTM classifier over packed sequences and a
+WGAN-GP (the gradient penalty through autograd.grad with create_graph, requires_grad toggled). From
 the state dict the PyTorch run began with: the same first-step loss and gradients, losses over the steps,
 evaluation outputs, and what the programs decode or count."""
 
@@ -9,12 +10,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from programs import cifar_tutorial, lstm_sentiment, mingpt
+from programs import cifar_tutorial, lstm_sentiment, mingpt, wgan_gp
 from test_programs_torch import _same_first_step, _same_losses
 
 import verigrad
 
-PROGRAMS = {"cifar_tutorial": cifar_tutorial, "mingpt": mingpt, "lstm_sentiment": lstm_sentiment}
+PROGRAMS = {
+    "cifar_tutorial": cifar_tutorial,
+    "mingpt": mingpt,
+    "lstm_sentiment": lstm_sentiment,
+    "wgan_gp": wgan_gp,
+}
 
 
 @pytest.mark.parametrize("dtype", ["f32", "f64"])
@@ -26,7 +32,7 @@ def test_program_runs_as_on_pytorch(name: str, dtype: str) -> None:
     assert sorted(ours["state"]) == sorted(theirs["state"])
     _same_first_step(ours, theirs, dtype)
     _same_losses(ours["losses"], theirs["losses"], dtype)
-    for key in ("running", "acc"):
+    for key in ("running", "acc", "wasserstein"):
         if key in theirs:
             _same_losses(ours[key], theirs[key], dtype)
     if "decoded" in theirs:
