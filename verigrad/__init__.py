@@ -286,6 +286,7 @@ from .functions.solvers import (
 from .functions.solvers import legacy_lu as lu
 from .functions.solvers import legacy_lu_solve as lu_solve
 from .functions.strided import as_strided, as_strided_copy, as_strided_scatter
+from .functions.windows import bartlett_window, blackman_window, hamming_window, hann_window, kaiser_window
 from .io import load, save
 from .ir import Program
 from .ir import trace as _ir_trace
