@@ -451,7 +451,7 @@ from .ops import (
 from .ops import inv as inverse  # PyTorch's torch.inverse (torch.linalg.inv)
 from .ops.angle import angle
 from .ops.bitwise import gcd, lcm
-from .ops.creation import as_tensor, asarray, empty_permuted, empty_strided, randint_like
+from .ops.creation import as_tensor, asarray, empty_permuted, empty_strided, frombuffer, randint_like
 from .ops.creation import default_generator as _default_generator
 from .ops.linalg_extra import frexp, matrix_exp
 from .ops.special import digamma, erfc, erfinv, i0, lgamma, nextafter, signbit

@@ -176,6 +176,36 @@ def asarray(
     return out.detach() if not requires_grad and out.requires_grad else out
 
 
+def frombuffer(
+    buffer: Any,
+    *,
+    dtype: DType | str,
+    count: int = -1,
+    offset: int = 0,
+    requires_grad: bool = False,
+) -> Tensor:
+    """PyTorch's frombuffer: a 1-D tensor viewing `count` elements (all by default) of an object with the
+    buffer protocol from byte `offset`, sharing its memory (a read-only buffer is viewed read-only)."""
+    dtype = as_dtype(dtype)
+    size = memoryview(buffer).nbytes
+    if size == 0 or count == 0:
+        raise ValueError(f"frombuffer: both buffer length ({size}) and count ({count}) must not be 0")
+    if not 0 <= offset < size:
+        raise ValueError(f"frombuffer: offset ({offset} bytes) must be in [0, buffer length ({size} bytes))")
+    if count < 0 and (size - offset) % dtype.itemsize:
+        raise ValueError(
+            f"frombuffer: buffer length ({size - offset} bytes) after offset ({offset} bytes) must be a "
+            f"multiple of element size ({dtype.itemsize})"
+        )
+    if count > 0 and offset + count * dtype.itemsize > size:
+        raise ValueError(
+            f"frombuffer: requested buffer length ({count} * {dtype.itemsize} bytes) after offset ({offset} "
+            f"bytes) must not be greater than actual buffer length ({size} bytes)"
+        )
+    array = np.frombuffer(buffer, dtype=np.uint16 if dtype is bf16 else dtype.np, count=count, offset=offset)
+    return modes.current().constant(array, dtype).requires_grad_(requires_grad)
+
+
 def _fits(array: np.ndarray, dtype: DType, where: str = "tensor()") -> None:
     """PyTorch's check of Python numbers for an integer dtype: a signed one must hold them, an unsigned
     one their magnitudes (-1 wraps to 255 in u8, 300 is refused in i8)."""
