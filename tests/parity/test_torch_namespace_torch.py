@@ -134,3 +134,16 @@ def test_random_and_compiler_namespaces_as_torch():
         assert plain(t.ones(1)).tolist() == [2.0]
     traced = verigrad.compile(lambda x: x * (2.0 if verigrad.compiler.is_compiling() else 3.0))
     assert traced(verigrad.ones(2)).tolist() == [2.0, 2.0]  # traced: as under torch.compile
+
+
+def test_frombuffer_views_the_buffer_as_torch():
+    for t in FRAMEWORKS:
+        raw = bytearray(np.arange(6, dtype=np.float32).tobytes())
+        view = t.frombuffer(raw, dtype=t.float32, count=3, offset=4)
+        assert view.tolist() == [1.0, 2.0, 3.0]
+        raw[4:8] = np.float32(9).tobytes()
+        assert view.tolist() == [9.0, 2.0, 3.0]  # the buffer's memory, shared
+        assert t.frombuffer(bytearray(8), dtype=t.int32).dtype == t.int32
+        for size, count in ((6, -1), (0, -1), (8, 3)):
+            with pytest.raises(ValueError):
+                t.frombuffer(bytearray(size), dtype=t.float32, count=count)
