@@ -426,6 +426,8 @@ def _propagate(
             if node is None:
                 if wanted is None:
                     _accumulate(t, g)
+                    if t._hooks:
+                        _after_accumulation(t)
                 continue
             inputs = node.saved() if redirects else node.inputs
             if reaches is not None and not any(id(i) in reaches for i in inputs):
@@ -614,6 +616,32 @@ def register_hook(t: Tensor, hook: Callable[[Tensor], Tensor | None]) -> Removab
     return RemovableHandle(t._hooks, hook)
 
 
+def register_post_accumulate_grad_hook(t: Tensor, hook: Callable[[Tensor], None]) -> RemovableHandle:
+    """hook(t) after a backward pass accumulated t's gradient into t.grad (a leaf that requires grad), as
+    PyTorch's: the optimizer step fused into backward, one parameter at a time."""
+    if not callable(hook):
+        raise TypeError(f"register_post_accumulate_grad_hook takes a function, not {type(hook).__name__}")
+    if not t.requires_grad:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+    if not t.is_leaf:
+        raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+
+    def after(tensor: Tensor) -> None:
+        hook(tensor)
+
+    after.post_accumulate = True  # type: ignore[attr-defined]
+    if t._hooks is None:
+        t._hooks = []
+    t._hooks.append(after)
+    return RemovableHandle(t._hooks, after)
+
+
+def _after_accumulation(leaf: Tensor) -> None:
+    for hook in list(leaf._hooks or ()):
+        if getattr(hook, "post_accumulate", False):
+            hook(leaf)
+
+
 def retain_grad(t: Tensor) -> None:
     if not t.requires_grad:
         raise RuntimeError("retain_grad on a tensor that does not require grad (no gradient reaches it)")
@@ -630,7 +658,7 @@ def retain_grad(t: Tensor) -> None:
 def _hooked(t: Tensor, g: Tensor) -> Tensor:
     """The gradient of `t` after its hooks, in the order registered; the one retain_grad added last of
     all, as PyTorch's (`.grad` holds what the other hooks made of the gradient)."""
-    hooks = list(t._hooks or ())
+    hooks = [h for h in t._hooks or () if not getattr(h, "post_accumulate", False)]
     for hook in sorted(hooks, key=lambda h: getattr(h, "retains", None) is t):
         replaced = hook(g)
         if replaced is None:
@@ -689,6 +717,8 @@ def backward(
         g = found.get(id(t))
         if g is not None:
             _accumulate(t, g)
+            if t._hooks:
+                _after_accumulation(t)
 
 
 def grad(

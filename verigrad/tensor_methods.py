@@ -853,7 +853,7 @@ FORWARDED_FROM = {
     "trunc sign " + " ".join(HYPERBOLIC_AND_INVERSE),
     movement: "contiguous",
     shaping: "assign transpose flatten unsqueeze squeeze",
-    autograd: "register_hook retain_grad",
+    autograd: "register_hook retain_grad register_post_accumulate_grad_hook",
     pointwise: "add sub div clamp masked_fill isnan isinf isfinite nan_to_num isclose allclose equal lerp "
     "addcmul addcdiv frac deg2rad rad2deg log2 log10",
     statistics: "amax amin var std logsumexp argmin all any norm count_nonzero bincount histc sum_to_size",

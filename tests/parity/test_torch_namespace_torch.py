@@ -147,3 +147,33 @@ def test_frombuffer_views_the_buffer_as_torch():
         for size, count in ((6, -1), (0, -1), (8, 3)):
             with pytest.raises(ValueError):
                 t.frombuffer(bytearray(size), dtype=t.float32, count=count)
+
+
+def test_post_accumulate_grad_hook_fuses_the_optimizer_step_into_backward_as_torch():
+    """The tutorial's optimizer-in-backward: one optimizer per parameter, stepped by the parameter's hook."""
+    x = np.random.default_rng(4).standard_normal((3, 4)).astype(np.float32)
+    weights = []
+    for t in FRAMEWORKS:
+        t.manual_seed(0)
+        model = t.nn.Linear(4, 2)
+        model.load_state_dict({"weight": t.ones(2, 4) * 0.5, "bias": t.zeros(2)})
+        optimizers = {p: t.optim.SGD([p], lr=0.1, momentum=0.9) for p in model.parameters()}
+        order = []
+
+        def hook(p, optimizers=optimizers, order=order):
+            order.append(tuple(p.shape))
+            optimizers[p].step()
+            optimizers[p].zero_grad()
+
+        handles = [p.register_post_accumulate_grad_hook(hook) for p in model.parameters()]
+        for _ in range(3):
+            model(t.from_numpy(x)).pow(2).sum().backward()
+        assert all(p.grad is None for p in model.parameters()) and sorted(order) == sorted([(2, 4), (2,)] * 3)
+        for h in handles:
+            h.remove()
+        model(t.from_numpy(x)).sum().backward()
+        assert model.weight.grad is not None  # removed: no step, the gradient stays
+        weights.append(model.weight.detach().numpy().copy())
+        with pytest.raises(RuntimeError, match="non-leaf"):
+            (model.weight * 2).register_post_accumulate_grad_hook(hook)
+    np.testing.assert_allclose(weights[1], weights[0], rtol=1e-6, atol=1e-6 * np.abs(weights[0]).max())
