@@ -103,3 +103,44 @@ def test_convert_sync_batchnorm_keeps_the_layers_state():
         x = np.linspace(-1, 1, 2 * 3 * 2 * 2, dtype=np.float32).reshape(2, 3, 2, 2)
         outputs.append(converted[1](t.from_numpy(x[:, :1].repeat(4, 1))).detach().numpy())
     np.testing.assert_allclose(outputs[1], outputs[0], rtol=1e-6)
+
+
+def test_torch_module_paths_and_user_losses_as_torch():
+    import importlib
+
+    for t in (torch, verigrad):
+        name = t.__name__
+        parameter = importlib.import_module(f"{name}.nn.parameter")
+        loss = importlib.import_module(f"{name}.nn.modules.loss")
+        utils = importlib.import_module(f"{name}.nn.modules.utils")
+        assert isinstance(parameter.Parameter(t.ones(2)), t.nn.Parameter)
+        assert utils._pair(3) == (3, 3) and utils._triple((1, 2, 3)) == (1, 2, 3) and utils._single(4) == (4,)
+        places = [("conv", "Conv2d"), ("batchnorm", "BatchNorm2d"), ("linear", "Linear"), ("rnn", "LSTM")]
+        places += [("activation", "ReLU"), ("container", "Sequential"), ("module", "Module")]
+        for sub, cls in places:
+            assert getattr(importlib.import_module(f"{name}.nn.modules.{sub}"), cls) is getattr(t.nn, cls)
+        assert t.nn.modules.Linear is t.nn.Linear
+
+        class Squared(loss._Loss):
+            def forward(self, a, b):
+                d = (a - b) ** 2
+                return d.mean() if self.reduction == "mean" else d.sum()
+
+        class Focal(loss._Loss):
+            def __init__(self, gamma=2.0, reduction="mean"):
+                super().__init__(reduction=reduction)
+                self.gamma = gamma
+
+            def forward(self, p):
+                return (-((1 - p) ** self.gamma) * p.log()).sum()
+
+        class Weighted(loss._WeightedLoss):
+            def forward(self, a):
+                return (a * self.weight).sum()
+
+        ones, zeros = t.ones(3), t.zeros(3)
+        assert Squared(reduction="sum")(ones, zeros).item() == 3.0 and Squared()(ones, zeros).item() == 1.0
+        assert Squared(None, None, "sum").reduction == "sum"
+        assert abs(Focal(3.0)(t.full((2,), 0.5)).item() - 2 * 0.125 * np.log(2)) < 1e-6
+        weighted = Weighted(weight=t.tensor([1.0, 2.0, 3.0]))
+        assert weighted(ones).item() == 6.0 and list(weighted.state_dict()) == ["weight"]

@@ -154,3 +154,68 @@ from .transformer import (
     TransformerEncoder,
     TransformerEncoderLayer,
 )
+
+
+def _torch_layout() -> None:
+    """PyTorch's module paths for nn's classes, as programs import them: torch.nn.parameter (Parameter,
+    Buffer), torch.nn.modules and its submodules (torch.nn.modules.loss._Loss, .utils._pair, .conv, ...),
+    each verigrad's module that holds them."""
+    import sys
+    import types
+
+    from . import (
+        activations,
+        adaptive,
+        channel_shuffle,
+        containers,
+        convolution,
+        distance,
+        dropout,
+        embedding,
+        flatten,
+        lazy,
+        linear,
+        losses,
+        module,
+        normalization,
+        padding,
+        pixel_shuffle,
+        pooling,
+        recurrent,
+        resampling,
+        transformer,
+    )
+
+    def tuples(n: int, name: str) -> types.FunctionType:
+        def make(x: object) -> tuple:
+            return tuple(x) if isinstance(x, list | tuple) else (x,) * n
+
+        make.__name__ = name
+        return make
+
+    parameter = types.ModuleType(f"{__name__}.parameter", "PyTorch's torch.nn.parameter: Parameter, Buffer.")
+    parameter.Parameter, parameter.Buffer = Parameter, Buffer
+    utils_names = types.ModuleType(f"{__name__}.modules.utils", "PyTorch's torch.nn.modules.utils: _pair...")
+    utils_names._single, utils_names._pair = tuples(1, "_single"), tuples(2, "_pair")
+    utils_names._triple, utils_names._quadruple = tuples(3, "_triple"), tuples(4, "_quadruple")
+    utils_names._ntuple = lambda n, name="parse": tuples(n, name)
+    modules = types.ModuleType(f"{__name__}.modules", "PyTorch's torch.nn.modules: nn's layers by file.")
+    modules.__dict__.update({k: v for k, v in globals().items() if isinstance(v, type) and k[0].isupper()})
+    submodules = {
+        "module": module, "loss": losses, "conv": convolution, "batchnorm": normalization,
+        "instancenorm": normalization, "normalization": normalization, "linear": linear,
+        "activation": activations, "container": containers, "dropout": dropout, "pooling": pooling,
+        "rnn": recurrent, "sparse": embedding, "transformer": transformer, "padding": padding,
+        "pixelshuffle": pixel_shuffle, "upsampling": resampling, "flatten": flatten, "distance": distance,
+        "adaptive": adaptive, "lazy": lazy, "fold": convolution, "channelshuffle": channel_shuffle,
+        "utils": utils_names,
+    }  # fmt: skip
+    for name, value in submodules.items():
+        setattr(modules, name, value)
+        sys.modules[f"{modules.__name__}.{name}"] = value
+    for value in (parameter, modules):
+        sys.modules[value.__name__] = value
+        globals()[value.__name__.rsplit(".", 1)[1]] = value
+
+
+_torch_layout()
