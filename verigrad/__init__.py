@@ -704,6 +704,18 @@ compiler.reset = lambda: None
 compiler.compile = compile
 _sys.modules[compiler.__name__] = compiler
 
+# PyTorch's namespaces that programs import as modules (`import torch.backends.cudnn as cudnn`, `from
+# torch.cuda.amp import GradScaler`, `from torch.version import cuda`): the objects verigrad holds them in
+for _path, _value in (
+    ("backends.cudnn", _sys.modules[f"{__name__}.backends"].cudnn),
+    ("backends.cuda", _sys.modules[f"{__name__}.backends"].cuda),
+    ("backends.mps", _sys.modules[f"{__name__}.backends"].mps),
+    ("cuda", cuda),
+    ("cuda.amp", cuda.amp),
+    ("version", version),
+):
+    _sys.modules[f"{__name__}.{_path}"] = _value
+
 # PyTorch's torch.autograd.Function, and its module for `from torch.autograd.function import ...`
 autograd.Function, autograd.FunctionCtx = _function.Function, _function.FunctionCtx
 autograd.function = _function

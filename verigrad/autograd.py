@@ -894,3 +894,18 @@ def vmap(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         "vmap: verigrad has no batching transform; call the function on the batch (most functions take "
         "leading batch axes) or loop over it and stack the results"
     )
+
+
+class _VariableType(type):
+    def __instancecheck__(cls, value: Any) -> bool:
+        return isinstance(value, Tensor)
+
+
+class Variable(metaclass=_VariableType):
+    """PyTorch's deprecated autograd.Variable: Variable(t, requires_grad) is a tensor sharing t's memory,
+    without its history, requiring grad as asked (every tensor is a Variable to isinstance)."""
+
+    def __new__(cls, data: Tensor, requires_grad: bool = False, volatile: bool = False) -> Tensor:  # type: ignore[misc]
+        if not isinstance(data, Tensor):
+            raise TypeError(f"Variable data has to be a tensor, but got {type(data).__name__}")
+        return data.detach().requires_grad_(requires_grad)

@@ -177,3 +177,27 @@ def test_post_accumulate_grad_hook_fuses_the_optimizer_step_into_backward_as_tor
         with pytest.raises(RuntimeError, match="non-leaf"):
             (model.weight * 2).register_post_accumulate_grad_hook(hook)
     np.testing.assert_allclose(weights[1], weights[0], rtol=1e-6, atol=1e-6 * np.abs(weights[0]).max())
+
+
+def test_namespaces_import_as_modules_and_variable_as_torch():
+    import importlib
+
+    for t in FRAMEWORKS:
+        name = t.__name__
+        cudnn = importlib.import_module(f"{name}.backends.cudnn")
+        before = cudnn.benchmark
+        cudnn.benchmark = True  # `import torch.backends.cudnn as cudnn; cudnn.benchmark = True`
+        assert t.backends.cudnn.benchmark is True
+        cudnn.benchmark = before
+        assert not importlib.import_module(f"{name}.backends.mps").is_available()
+        amp = importlib.import_module(f"{name}.cuda.amp")
+        assert hasattr(amp, "GradScaler") and hasattr(amp, "autocast")
+        assert not importlib.import_module(f"{name}.cuda").is_available()
+        assert importlib.import_module(f"{name}.version").cuda is None
+        variable = importlib.import_module(f"{name}.autograd").Variable
+        x = t.ones(2)
+        v = variable(x, requires_grad=True)
+        assert v is not x and v.requires_grad and not x.requires_grad and v.is_leaf
+        assert v.data_ptr() == x.data_ptr() and isinstance(x, variable) and not isinstance(3, variable)
+        made = t.ones(2, requires_grad=True) * 3
+        assert not variable(made).requires_grad and variable(made).grad_fn is None
