@@ -716,6 +716,12 @@ for _path, _value in (
 ):
     _sys.modules[f"{__name__}.{_path}"] = _value
 
+# torch.autograd.functional (jacobian, hessian, vjp, jvp, vhp, hvp), importable as a module
+autograd.functional = _types.ModuleType(f"{__name__}.autograd.functional", "PyTorch's autograd.functional.")
+for _name in ("jacobian", "hessian", "vjp", "jvp", "vhp", "hvp"):
+    setattr(autograd.functional, _name, getattr(autograd, _name))
+_sys.modules[autograd.functional.__name__] = autograd.functional
+
 # PyTorch's torch.autograd.Function, and its module for `from torch.autograd.function import ...`
 autograd.Function, autograd.FunctionCtx = _function.Function, _function.FunctionCtx
 autograd.function = _function

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from . import modes, versions
-from .ops import tensor, zeros_like
+from .ops import ones_like, stack, tensor, zeros_like
 from .ops.creation import full_op
 from .ops.movement import concat, slice_, unslice
 from .tensor import LEGACY_NAMES, Tensor
@@ -909,3 +909,133 @@ class Variable(metaclass=_VariableType):
         if not isinstance(data, Tensor):
             raise TypeError(f"Variable data has to be a tensor, but got {type(data).__name__}")
         return data.detach().requires_grad_(requires_grad)
+
+
+# torch.autograd.functional: jacobian, hessian, vjp, jvp, vhp and hvp, written with grad -----------------
+def _as_tuple(value: Any) -> tuple[tuple, bool]:
+    return (value, True) if isinstance(value, tuple) else ((value,), False)
+
+
+def _leaves_of(inputs: tuple, create_graph: bool) -> tuple[Tensor, ...]:
+    """The inputs as tensors to differentiate by: with create_graph, ones that require grad keep their
+    history (the result stays differentiable through them), else new leaves sharing their memory."""
+    return tuple(
+        x.view_as(x) if create_graph and x.requires_grad else x.detach().requires_grad_(True) for x in inputs
+    )
+
+
+def _rows(output: Tensor, xs: tuple[Tensor, ...], create_graph: bool) -> list[Tensor]:
+    """d output / d x for each x: [*output.shape, *x.shape], a backward pass per output element."""
+    flat = output.reshape(-1)
+    per_input: list[list[Tensor]] = [[] for _ in xs]
+    for i in range(flat.shape[0]):
+        gs = grad(flat[i], xs, retain_graph=True, create_graph=create_graph, allow_unused=True)
+        for j, (x, g) in enumerate(zip(xs, gs)):
+            per_input[j].append(zeros_like(x) if g is None else g)
+    out = []
+    for x, rows in zip(xs, per_input):
+        block = tensor([]).cast(x.dtype).reshape(0, *x.shape) if not rows else stack(rows)
+        out.append(block.reshape(*output.shape, *x.shape))
+    return out
+
+
+def jacobian(
+    func: Callable[..., Any], inputs: Any, create_graph: bool = False, strict: bool = False,
+    vectorize: bool = False, strategy: str = "reverse-mode",
+) -> Any:  # fmt: skip
+    """torch.autograd.functional.jacobian: d func(inputs) / d inputs, [*output.shape, *input.shape] per
+    (output, input) pair, nested as PyTorch's (a tensor, or tuples where func or inputs are tuples)."""
+    if strategy not in ("reverse-mode", "forward-mode"):
+        raise ValueError(f"jacobian: strategy must be 'reverse-mode' or 'forward-mode', got {strategy!r}")
+    inputs, in_tuple = _as_tuple(inputs)
+    with _grad_mode(True):
+        xs = _leaves_of(inputs, create_graph)
+        outputs, out_tuple = _as_tuple(func(*xs))
+        blocks = [_rows(o, xs, create_graph) for o in outputs]
+    if not create_graph:
+        blocks = [[b.detach() for b in row] for row in blocks]
+    blocks = [row[0] for row in blocks] if not in_tuple else [tuple(row) for row in blocks]
+    return tuple(blocks) if out_tuple else blocks[0]
+
+
+def hessian(
+    func: Callable[..., Any], inputs: Any, create_graph: bool = False, strict: bool = False,
+    vectorize: bool = False, outer_jacobian_strategy: str = "reverse-mode",
+) -> Any:  # fmt: skip
+    """torch.autograd.functional.hessian of a function returning one value: the jacobian of its gradient."""
+    inputs_tuple, in_tuple = _as_tuple(inputs)
+
+    def gradient(*xs: Tensor) -> Any:
+        out = func(*xs)
+        if not isinstance(out, Tensor) or out.numel() != 1:
+            raise RuntimeError("The function given to hessian should return a single Tensor with one element")
+        return jacobian(lambda *ys: func(*ys), xs if in_tuple else xs[0], create_graph=True)
+
+    return jacobian(gradient, inputs_tuple if in_tuple else inputs_tuple[0], create_graph=create_graph)
+
+
+def vjp(
+    func: Callable[..., Any], inputs: Any, v: Any = None, create_graph: bool = False, strict: bool = False
+) -> Any:
+    """torch.autograd.functional.vjp: (func(inputs), v^T d func / d inputs)."""
+    inputs, in_tuple = _as_tuple(inputs)
+    with _grad_mode(True):
+        xs = _leaves_of(inputs, create_graph)
+        outputs, out_tuple = _as_tuple(func(*xs))
+        seeds = _as_tuple(v)[0] if v is not None else tuple(ones_like(o) for o in outputs)
+        gs = grad(outputs, xs, grad_outputs=seeds, create_graph=create_graph, allow_unused=True)
+    gs = tuple(zeros_like(x) if g is None else (g if create_graph else g.detach()) for x, g in zip(xs, gs))
+    values = tuple(o if create_graph else o.detach() for o in outputs)
+    return (values if out_tuple else values[0]), (gs if in_tuple else gs[0])
+
+
+def jvp(
+    func: Callable[..., Any], inputs: Any, v: Any = None, create_graph: bool = False, strict: bool = False
+) -> Any:
+    """torch.autograd.functional.jvp: (func(inputs), d func / d inputs . v), from the jacobian."""
+    inputs_tuple, _in_tuple = _as_tuple(inputs)
+    vs = _as_tuple(v)[0] if v is not None else tuple(ones_like(x) for x in inputs_tuple)
+    with _grad_mode(True):
+        xs = _leaves_of(inputs_tuple, create_graph)
+        outputs, out_tuple = _as_tuple(func(*xs))
+        products = []
+        for o in outputs:
+            total = None
+            for block, x, d in zip(_rows(o, xs, create_graph), xs, vs):
+                part = (block.reshape(o.numel(), x.numel()) @ d.reshape(-1)).reshape(o.shape)
+                total = part if total is None else total + part
+            products.append(total if create_graph else total.detach())
+    values = tuple(o if create_graph else o.detach() for o in outputs)
+    return (values if out_tuple else values[0]), (tuple(products) if out_tuple else products[0])
+
+
+def vhp(
+    func: Callable[..., Any], inputs: Any, v: Any = None, create_graph: bool = False, strict: bool = False
+) -> Any:
+    """torch.autograd.functional.vhp: (func(inputs), v^T H)."""
+    return _hessian_product(func, inputs, v, create_graph, "vhp")
+
+
+def hvp(
+    func: Callable[..., Any], inputs: Any, v: Any = None, create_graph: bool = False, strict: bool = False
+) -> Any:
+    """torch.autograd.functional.hvp: (func(inputs), H v) (H symmetric: vhp's numbers)."""
+    return _hessian_product(func, inputs, v, create_graph, "hvp")
+
+
+def _hessian_product(func: Callable[..., Any], inputs: Any, v: Any, create_graph: bool, what: str) -> Any:
+    inputs_tuple, in_tuple = _as_tuple(inputs)
+    with _grad_mode(True):
+        xs = _leaves_of(inputs_tuple, create_graph)
+        out = func(*xs)
+        if not isinstance(out, Tensor) or out.numel() != 1:
+            raise RuntimeError(f"The function given to {what} should return a single Tensor with one element")
+        first = grad(out, xs, create_graph=True, allow_unused=True)
+        first = tuple(zeros_like(x) if g is None else g for x, g in zip(xs, first))
+        vs = _as_tuple(v)[0] if v is not None else tuple(ones_like(x) for x in xs)
+        second = grad(first, xs, grad_outputs=vs, create_graph=create_graph, allow_unused=True)
+    second = tuple(
+        zeros_like(x) if g is None else (g if create_graph else g.detach()) for x, g in zip(xs, second)
+    )
+    value = out if create_graph else out.detach()
+    return value, (second if in_tuple else second[0])
