@@ -23,6 +23,7 @@ from . import eager as _eager
 from . import function as _function
 from . import functions as _functions
 from . import modes as _modes
+from . import tensor as _tensor_module
 from . import tensor_methods as _tensor_methods  # binds the Tensor methods
 from . import typeinfo as _typeinfo
 from .accelerator import cuda
@@ -43,7 +44,7 @@ from .backends import available as available_backends
 from .backends import backend, get_backend, get_threads, set_backend, set_threads
 from .compile import check
 from .devices import device
-from .dtypes import DType, bf16, bool_, can_cast, f16, f32, f64, i8, i16, i32, i64, u8
+from .dtypes import DType, as_dtype, bf16, bool_, can_cast, f16, f32, f64, i8, i16, i32, i64, u8
 from .dtypes import promote as promote_types
 from .errors import AxisError, DTypeError, IndexDTypeError, ShapeError, VerigradError, WeightFileError
 from .functions import (
@@ -210,7 +211,7 @@ from .functions.aten_extra import (
     _unsafe_masked_index,
     _unsafe_masked_index_put_accumulate,
 )
-from .functions.complex_refusals import complex, polar, view_as_complex, view_as_real
+from .functions.complex_refusals import complex, istft, polar, stft, view_as_complex, view_as_real
 from .functions.copies import (
     alias_copy,
     diag_embed,
@@ -576,6 +577,46 @@ def detach(input: Tensor) -> Tensor:
     return input.detach()
 
 
+def is_conj(input: Tensor) -> bool:
+    """False: a real tensor is never a lazy conjugate."""
+    return input.is_conj()
+
+
+def is_neg(input: Tensor) -> bool:
+    """False: verigrad has no lazy negation bit."""
+    return input.is_neg()
+
+
+def get_device(input: Tensor) -> int:
+    """-1, PyTorch's answer for a tensor on the CPU."""
+    return input.get_device()
+
+
+def is_inference_mode_enabled() -> bool:
+    """False: verigrad's inference_mode is no_grad (no inference tensors)."""
+    return False
+
+
+def set_flush_denormal(mode: bool) -> bool:  # noqa: F811 (PyTorch's argument name; torch.mode is kept)
+    """Whether the call took effect, as PyTorch's: turning flushing off always does (verigrad never
+    flushes subnormal numbers); turning it on is not supported (False), so results keep them."""
+    return not mode
+
+
+def set_default_tensor_type(t: _Any) -> None:
+    """PyTorch's deprecated form of set_default_dtype, given a legacy type (FloatTensor) or its name."""
+    if isinstance(t, str):
+        named = [d for d, name in _tensor_module.LEGACY_NAMES.items() if name == t]
+        if not named:
+            raise TypeError(f"set_default_tensor_type: invalid type string {t!r} (verigrad runs on the CPU)")
+        dtype = named[0]
+    else:
+        dtype = getattr(t, "dtype", t)
+    if not as_dtype(dtype).is_float:
+        raise TypeError("only floating-point types are supported as the default type")
+    set_default_dtype(dtype)
+
+
 def is_complex(input: Tensor) -> bool:
     """False: verigrad has no complex dtypes."""
     return input.is_complex()
@@ -679,7 +720,7 @@ def _fork_rng(devices: _Any = None, enabled: bool = True, **_: _Any) -> _Any:
 random = _types.ModuleType(f"{__name__}.random", "PyTorch's torch.random: the default generator's functions.")
 random.manual_seed, random.seed, random.initial_seed = manual_seed, seed, initial_seed
 random.get_rng_state, random.set_rng_state, random.fork_rng = get_rng_state, set_rng_state, _fork_rng
-random.default_generator = _default_generator
+random.default_generator = default_generator = _default_generator
 _sys.modules[random.__name__] = random
 
 

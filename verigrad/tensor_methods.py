@@ -426,6 +426,18 @@ def is_same_size(self: Tensor, other: Tensor) -> bool:
 
 
 @adapted
+def is_conj(self: Tensor) -> bool:
+    """False: a real tensor is never a lazy conjugate."""
+    return False
+
+
+@adapted
+def is_neg(self: Tensor) -> bool:
+    """False: verigrad has no lazy negation bit."""
+    return False
+
+
+@adapted
 def is_inference(self: Tensor) -> bool:
     """False: verigrad's inference_mode makes ordinary tensors (without history)."""
     return False
@@ -886,6 +898,8 @@ FORWARDED.update(
     angle=angle_op,
     cfloat=complex_refusals.cfloat,
     cdouble=complex_refusals.cdouble,
+    stft=complex_refusals.stft,
+    istft=complex_refusals.istft,
     matrix_exp=linalg_extra.matrix_exp,
     igammac=special_gamma.igammac,
     clamp_min=pointwise.clamp_min,

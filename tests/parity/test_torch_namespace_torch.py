@@ -201,3 +201,32 @@ def test_namespaces_import_as_modules_and_variable_as_torch():
         assert v.data_ptr() == x.data_ptr() and isinstance(x, variable) and not isinstance(3, variable)
         made = t.ones(2, requires_grad=True) * 3
         assert not variable(made).requires_grad and variable(made).grad_fn is None
+
+
+def test_process_switches_and_predicates_as_torch():
+    for t in FRAMEWORKS:
+        x = t.ones(2)
+        assert t.set_flush_denormal(False) is True  # off: nothing to do
+        assert not t.is_conj(x) and not t.is_neg(x) and not x.is_conj() and not x.is_neg()
+        assert t.get_device(x) == -1 and not t.is_inference_mode_enabled()
+        t.set_default_tensor_type(t.FloatTensor)
+        t.set_default_tensor_type("torch.FloatTensor")
+        assert t.ones(1).dtype == t.float32
+        with pytest.raises(TypeError, match="only floating-point types"):
+            t.set_default_tensor_type(t.LongTensor)
+        state = t.default_generator.get_state()
+        first = t.rand(2)
+        t.default_generator.set_state(state)
+        assert bool((t.rand(2) == first).all())
+    assert verigrad.set_flush_denormal(True) is False  # not supported: subnormals are kept (PyTorch: True)
+    with pytest.raises(NotImplementedError, match="set_default_dtype"):
+        verigrad.set_default_tensor_type(verigrad.DoubleTensor)  # verigrad's default is f32 only
+    signal = np.sin(np.arange(64) / 3.0).astype(np.float32)
+    torch.stft(torch.from_numpy(signal), 16, return_complex=True)  # PyTorch answers (complex)
+    for call in (
+        lambda s: verigrad.stft(s, 16, return_complex=True),
+        lambda s: s.stft(16),
+        lambda s: s.istft(16),
+    ):
+        with pytest.raises(NotImplementedError, match="verigrad has no complex numbers"):
+            call(verigrad.from_numpy(signal))

@@ -54,3 +54,19 @@ def eigvals(A: Any, *, out: Any = None) -> NoReturn:
         "linalg.eigvals: verigrad has no complex numbers (complex dtypes are not supported); "
         "for a symmetric matrix use linalg.eigvalsh"
     )
+
+
+def stft(input: Any, *args: Any, **kwargs: Any) -> NoReturn:
+    """torch.stft / Tensor.stft: refused (its result is complex)."""
+    raise NotImplementedError(
+        "stft: verigrad has no complex numbers (complex dtypes are not supported), so no short-time Fourier "
+        "transform; compute it outside verigrad (scipy.signal.stft) and bring back real tensors"
+    )
+
+
+def istft(input: Any, *args: Any, **kwargs: Any) -> NoReturn:
+    """torch.istft / Tensor.istft: refused (its input is complex)."""
+    raise NotImplementedError(
+        "istft: verigrad has no complex numbers (complex dtypes are not supported), so no inverse short-time "
+        "Fourier transform; compute it outside verigrad (scipy.signal.istft)"
+    )
