@@ -33,6 +33,7 @@ from .activations import (
 )
 from .adaptive import AdaptiveLogSoftmaxWithLoss
 from .attention import MultiheadAttention
+from .attention_functional import multi_head_attention_forward as _mha_forward
 from .channel_shuffle import ChannelShuffle
 from .containers import Buffer, ModuleDict, ModuleList, Parameter, ParameterDict, ParameterList, Sequential
 from .convolution import (
@@ -154,6 +155,8 @@ from .transformer import (
     TransformerEncoder,
     TransformerEncoderLayer,
 )
+
+functional.multi_head_attention_forward = _mha_forward  # F's, written with the layer (F cannot import it)
 
 
 def _torch_layout() -> None:
