@@ -84,7 +84,7 @@ def check_shapes(
         raise ValueError(f"{what}: groups must be a positive int, got {groups!r}")
     channels, spatial = x.shape[-nd - 1], x.shape[-nd:]
     if transposed:
-        if weight.shape[0] != channels or channels % groups:
+        if weight.shape[0] != channels or (groups > 1 and channels % groups):
             raise ShapeError(
                 f"{what}: the input has {channels} channels but the weight {shape_text(weight.shape)} "
                 f"expects {weight.shape[0]} in {groups} group(s)"
@@ -92,15 +92,15 @@ def check_shapes(
         filters = weight.shape[1] * groups
     else:
         filters = weight.shape[0]
-        if filters % groups:
+        if groups > 1 and (channels % groups or filters % groups):
             raise ShapeError(
-                f"{what}: the weight {shape_text(weight.shape)}'s {filters} filters do not split into "
-                f"{groups} groups"
+                f"{what}: {channels} channels and {filters} filters do not split into {groups} groups"
             )
         if weight.shape[1] * groups != channels:
             raise ShapeError(
                 f"{what}: the input has {channels} channels but the weight {shape_text(weight.shape)} "
-                f"expects {weight.shape[1] * groups} (groups={groups})"
+                f"expects {weight.shape[1] * groups} (groups={groups}: weight {shape_text(weight.shape)} "
+                f"needs {channels // groups} input channels a group)"
             )
     if bias is not None and tuple(bias.shape) != (filters,):
         raise ShapeError(
