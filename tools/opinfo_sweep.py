@@ -172,6 +172,14 @@ def verigrad_op(opinfo: Any) -> Callable[..., Any] | None:
     return None
 
 
+def _positional_dropout(opinfo: Any, sample: Any) -> bool:
+    """multi_head_attention_forward's dropout_p is its tenth argument (after the query, args[9]): in training
+    a non-zero one draws."""
+    if opinfo.name != "nn.functional.multi_head_attention_forward" or len(sample.args) < 10:
+        return False
+    return bool(sample.args[9]) and bool(sample.kwargs.get("training", True))
+
+
 def is_random(opinfo: Any) -> bool:
     if opinfo.name in RANDOM_NAMES or (opinfo.name, opinfo.variant_test_name) in RANDOM_VARIANTS:
         return True
@@ -428,7 +436,7 @@ def run_sample(opinfo: Any, fn: Callable[..., Any], sample: Any, grad: bool, ran
         return _refusal(e), _error(e)
     if their_error is not None:
         return "SILENT torch-raises", f"PyTorch refuses ({_error(their_error)}), verigrad answers"
-    random = random or bool(sample.kwargs.get("dropout_p", 0))
+    random = random or bool(sample.kwargs.get("dropout_p", 0)) or _positional_dropout(opinfo, sample)
     try:
         if random:
             _compare_structure(ours, theirs, "result")

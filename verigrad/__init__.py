@@ -1,6 +1,9 @@
 """verigrad: every op has one NumPy definition; shapes are checked symbolically before anything runs."""
 
+import contextlib as _contextlib
+import math as _math
 import sys as _sys
+import types as _types
 from typing import Any as _Any
 
 from . import (
@@ -18,14 +21,20 @@ from . import (
 from . import eager as _eager
 from . import function as _function
 from . import functions as _functions
+from . import modes as _modes
+from . import tensor as _tensor_module
 from . import tensor_methods as _tensor_methods  # binds the Tensor methods
+from . import typeinfo as _typeinfo
 from .accelerator import cuda
 from .amp import autocast, get_autocast_dtype, is_autocast_enabled
 from .autograd import (
     enable_grad,
     inference_mode,
+    is_anomaly_check_nan_enabled,
+    is_anomaly_enabled,
     is_grad_enabled,
     no_grad,
+    set_anomaly_enabled,
     set_grad_enabled,
     value_and_grad,
 )
@@ -34,7 +43,7 @@ from .backends import available as available_backends
 from .backends import backend, get_backend, get_threads, set_backend, set_threads
 from .compile import check
 from .devices import device
-from .dtypes import DType, bf16, bool_, can_cast, f16, f32, f64, i8, i16, i32, i64, u8
+from .dtypes import DType, as_dtype, bf16, bool_, can_cast, f16, f32, f64, i8, i16, i32, i64, u8
 from .dtypes import promote as promote_types
 from .errors import AxisError, DTypeError, IndexDTypeError, ShapeError, VerigradError, WeightFileError
 from .functions import (
@@ -72,6 +81,8 @@ from .functions import (
     cdist,
     chunk,
     clamp,
+    clamp_max,
+    clamp_min,
     column_stack,
     combinations,
     count_nonzero,
@@ -199,7 +210,7 @@ from .functions.aten_extra import (
     _unsafe_masked_index,
     _unsafe_masked_index_put_accumulate,
 )
-from .functions.complex_refusals import complex, polar, view_as_complex, view_as_real
+from .functions.complex_refusals import complex, istft, polar, stft, view_as_complex, view_as_real
 from .functions.copies import (
     alias_copy,
     diag_embed,
@@ -253,6 +264,7 @@ from .functions.numeric import (
     trapezoid,
     trapz,
     unravel_index,
+    vander,
     zero_,
 )
 from .functions.pointwise import round
@@ -274,6 +286,7 @@ from .functions.solvers import (
 from .functions.solvers import legacy_lu as lu
 from .functions.solvers import legacy_lu_solve as lu_solve
 from .functions.strided import as_strided, as_strided_copy, as_strided_scatter
+from .functions.windows import bartlett_window, blackman_window, hamming_window, hann_window, kaiser_window
 from .ir import Program
 from .ir import trace as _ir_trace
 from .linalg import legacy_cholesky as cholesky  # PyTorch's older torch.* spellings of linalg's
@@ -282,6 +295,27 @@ from .linalg import legacy_svd as svd
 from .linalg import pca_lowrank, pinverse, svd_lowrank
 from .modes import abstract
 from .nn.compiled import compile
+from .nn.functional import (
+    adaptive_avg_pool1d,
+    avg_pool1d,
+    bilinear,
+    celu,
+    channel_shuffle,
+    conv1d,
+    conv2d,
+    conv3d,
+    conv_transpose1d,
+    conv_transpose2d,
+    conv_transpose3d,
+    cosine_similarity,
+    hardshrink,
+    pairwise_distance,
+    pdist,
+    pixel_shuffle,
+    pixel_unshuffle,
+    prelu,
+    selu,
+)
 from .nn.functional.grid_sampler import grid_sampler_2d, grid_sampler_3d
 from .nn.functional.native_norms import (
     _batch_norm_with_update,
@@ -291,6 +325,24 @@ from .nn.functional.native_norms import (
     native_layer_norm,
 )
 from .nn.functional.padding import constant_pad_nd
+from .nn.functional.torch_spellings import (  # torch.* names of functional's functions, torch's arguments
+    adaptive_max_pool1d,
+    alpha_dropout,
+    batch_norm,
+    dropout,
+    embedding,
+    feature_alpha_dropout,
+    group_norm,
+    instance_norm,
+    layer_norm,
+    max_pool1d,
+    max_pool1d_with_indices,
+    max_pool2d,
+    max_pool3d,
+    rms_norm,
+    rrelu,
+    threshold,
+)
 from .ops import (
     REGISTRY,
     Generator,
@@ -398,7 +450,7 @@ from .ops import (
 from .ops import inv as inverse  # PyTorch's torch.inverse (torch.linalg.inv)
 from .ops.angle import angle
 from .ops.bitwise import gcd, lcm
-from .ops.creation import as_tensor, empty_permuted, empty_strided, randint_like
+from .ops.creation import as_tensor, asarray, empty_permuted, empty_strided, frombuffer, randint_like
 from .ops.creation import default_generator as _default_generator
 from .ops.linalg_extra import frexp, matrix_exp
 from .ops.special import digamma, erfc, erfinv, i0, lgamma, nextafter, signbit
@@ -435,6 +487,37 @@ get_rng_state, set_rng_state = _default_generator.get_state, _default_generator.
 softmax, log_softmax = nn.functional.softmax, nn.functional.log_softmax  # torch.softmax(x, dim, dtype=)
 cuda.amp = amp.cuda_amp  # torch.cuda.amp: disabled, with PyTorch's warnings
 clip = clamp
+clone, t = Tensor.clone, _tensor_methods.t  # torch.clone(x), torch.t(x)
+divide, multiply, subtract = div, mul, sub  # PyTorch's other names
+greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
+dtype = DType  # isinstance(x, torch.dtype)
+ger = outer  # PyTorch's older name
+adjoint = Tensor.adjoint
+strided = _typeinfo.strided  # the one layout: torch.strided
+layout = type(strided)
+version = _types.SimpleNamespace(__version__="0.1.0", cuda=None, hip=None, debug=False, git_version=None)
+pi, e, inf, nan, newaxis = _math.pi, _math.e, _math.inf, _math.nan, None
+# torch.NAME_(x, ...): x.NAME_(...), written into x
+abs_, absolute_, acos_, acosh_, arccos_, arccosh_, arcsin_, arcsinh_, arctan_, arctanh_ = (
+    Tensor.abs_, Tensor.absolute_, Tensor.acos_, Tensor.acosh_, Tensor.arccos_, Tensor.arccosh_,
+    Tensor.arcsin_, Tensor.arcsinh_, Tensor.arctan_, Tensor.arctanh_,
+)  # fmt: skip
+asin_, asinh_, atan_, atanh_, ceil_, clamp_, clip_, cos_, cosh_, deg2rad_, erf_, erfc_ = (
+    Tensor.asin_, Tensor.asinh_, Tensor.atan_, Tensor.atanh_, Tensor.ceil_, Tensor.clamp_, Tensor.clip_,
+    Tensor.cos_, Tensor.cosh_, Tensor.deg2rad_, Tensor.erf_, Tensor.erfc_,
+)  # fmt: skip
+exp_, exp2_, expm1_, fix_, floor_, frac_, gcd_, i0_, lcm_, ldexp_, log_, log10_, log1p_, log2_ = (
+    Tensor.exp_, Tensor.exp2_, Tensor.expm1_, Tensor.fix_, Tensor.floor_, Tensor.frac_, Tensor.gcd_,
+    Tensor.i0_, Tensor.lcm_, Tensor.ldexp_, Tensor.log_, Tensor.log10_, Tensor.log1p_, Tensor.log2_,
+)  # fmt: skip
+logit_, nan_to_num_, neg_, negative_, rad2deg_, reciprocal_, relu_, round_, rsqrt_, sigmoid_ = (
+    Tensor.logit_, Tensor.nan_to_num_, Tensor.neg_, Tensor.negative_, Tensor.rad2deg_, Tensor.reciprocal_,
+    Tensor.relu_, Tensor.round_, Tensor.rsqrt_, Tensor.sigmoid_,
+)  # fmt: skip
+sin_, sinc_, sinh_, sqrt_, square_, tan_, tanh_, trunc_, xlogy_, clamp_max_, clamp_min_, fill_ = (
+    Tensor.sin_, Tensor.sinc_, Tensor.sinh_, Tensor.sqrt_, Tensor.square_, Tensor.tan_, Tensor.tanh_,
+    Tensor.trunc_, Tensor.xlogy_, Tensor.clamp_max_, Tensor.clamp_min_, Tensor.fill_,
+)  # fmt: skip
 set_num_threads, get_num_threads = set_threads, get_threads
 float32, float64, float16, bfloat16, int32, int64, uint8 = f32, f64, f16, bf16, i32, i64, u8
 int8, int16, short, double, half, long = i8, i16, i16, f64, f16, i64
@@ -487,6 +570,100 @@ def is_floating_point(input: Tensor) -> bool:
     return input.dtype.is_float
 
 
+def detach(input: Tensor) -> Tensor:
+    """input's values without history, sharing its memory (torch.detach)."""
+    return input.detach()
+
+
+def is_conj(input: Tensor) -> bool:
+    """False: a real tensor is never a lazy conjugate."""
+    return input.is_conj()
+
+
+def is_neg(input: Tensor) -> bool:
+    """False: verigrad has no lazy negation bit."""
+    return input.is_neg()
+
+
+def get_device(input: Tensor) -> int:
+    """-1, PyTorch's answer for a tensor on the CPU."""
+    return input.get_device()
+
+
+def is_inference_mode_enabled() -> bool:
+    """False: verigrad's inference_mode is no_grad (no inference tensors)."""
+    return False
+
+
+def set_flush_denormal(mode: bool) -> bool:  # noqa: F811 (PyTorch's argument name; torch.mode is kept)
+    """Whether the call took effect, as PyTorch's: turning flushing off always does (verigrad never
+    flushes subnormal numbers); turning it on is not supported (False), so results keep them."""
+    return not mode
+
+
+def set_default_tensor_type(t: _Any) -> None:
+    """PyTorch's deprecated form of set_default_dtype, given a legacy type (FloatTensor) or its name."""
+    if isinstance(t, str):
+        named = [d for d, name in _tensor_module.LEGACY_NAMES.items() if name == t]
+        if not named:
+            raise TypeError(f"set_default_tensor_type: invalid type string {t!r} (verigrad runs on the CPU)")
+        dtype = named[0]
+    else:
+        dtype = getattr(t, "dtype", t)
+    if not as_dtype(dtype).is_float:
+        raise TypeError("only floating-point types are supported as the default type")
+    set_default_dtype(dtype)
+
+
+def is_complex(input: Tensor) -> bool:
+    """False: verigrad has no complex dtypes."""
+    return input.is_complex()
+
+
+def is_signed(input: Tensor) -> bool:
+    """Whether the tensor's dtype holds negative values."""
+    return input.is_signed()
+
+
+def is_nonzero(input: Tensor) -> bool:
+    """Whether the one-element tensor's value is not zero (PyTorch raises for any other size)."""
+    return input.is_nonzero()
+
+
+def is_same_size(input: Tensor, other: Tensor) -> bool:
+    """Whether the two tensors have the same shape."""
+    return input.is_same_size(other)
+
+
+def get_num_interop_threads() -> int:
+    """1: verigrad runs independent ops one after another (set_num_threads sets the threads within one)."""
+    return 1
+
+
+def set_num_interop_threads(num: int) -> None:
+    """Accepted and kept at 1 (verigrad has no inter-op pool; results do not depend on it)."""
+    if not isinstance(num, int) or num < 1:
+        raise ValueError(f"set_num_interop_threads: num must be a positive int, got {num!r}")
+
+
+def chain_matmul(*matrices: Tensor, out: _Any = None) -> Tensor:
+    """The product of the matrices in the cheapest order: torch.chain_matmul, linalg.multi_dot's older
+    spelling (one matrix is itself)."""
+    if out is not None:
+        raise NotImplementedError("chain_matmul: out= is not supported; use the returned tensor")
+    return matrices[0].clone() if len(matrices) == 1 else linalg.multi_dot(list(matrices))
+
+
+def typename(obj: _Any) -> str:
+    """The type's name as PyTorch gives it: a tensor's legacy type ("torch.FloatTensor"), else the
+    module-qualified class name (the bare one for builtins)."""
+    if isinstance(obj, Tensor):
+        return obj.type()
+    cls = type(obj)
+    module = cls.__module__
+    return cls.__qualname__ if module in (None, "builtins") else f"{module}.{cls.__qualname__}"
+
+
 def numel(input: Tensor) -> int:
     """The number of elements of the tensor."""
     if not isinstance(input, Tensor):
@@ -522,6 +699,73 @@ def __dir__() -> list[str]:
 # `from verigrad import *` gives every public name but these two, which would hide Python's own
 __all__ = sorted({*(name for name in dir() if not name.startswith("_")), *_LAZY, *_LAZY_FUNCTIONS})
 float, bool, int = f32, bool_, i32  # as torch.float, torch.bool and torch.int: `vg.float`, `vg.int`
+
+# torch.func (functional_call, grad, grad_and_value; vmap refused), a module for `from torch.func import ...`
+func = _types.ModuleType(f"{__name__}.func", "PyTorch's torch.func: functional_call, grad, grad_and_value.")
+func.functional_call = nn.utils.stateless.functional_call
+func.grad = grad
+func.grad_and_value = autograd.grad_and_value
+func.vmap = vmap = autograd.vmap
+_sys.modules[func.__name__] = func
+
+
+@_contextlib.contextmanager
+def _fork_rng(devices: _Any = None, enabled: bool = True, **_: _Any) -> _Any:
+    """torch.random.fork_rng: the default generator's state saved, and put back after the block."""
+    saved = get_rng_state() if enabled else None
+    try:
+        yield
+    finally:
+        if saved is not None:
+            set_rng_state(saved)
+
+
+# torch.random (the default generator's functions), a module for `from torch.random import ...`
+random = _types.ModuleType(f"{__name__}.random", "PyTorch's torch.random: the default generator's functions.")
+random.manual_seed, random.seed, random.initial_seed = manual_seed, seed, initial_seed
+random.get_rng_state, random.set_rng_state, random.fork_rng = get_rng_state, set_rng_state, _fork_rng
+random.default_generator = default_generator = _default_generator
+_sys.modules[random.__name__] = random
+
+
+def _is_compiling() -> bool:
+    """Whether a verigrad.compile trace is running this code (torch.compiler.is_compiling)."""
+    return _modes.current().name == "trace"
+
+
+def _compiler_disable(fn: _Any = None, recursive: bool = True, reason: _Any = None) -> _Any:
+    """torch.compiler.disable: fn itself (verigrad.compile traces what it calls: the results are the same)."""
+    return (lambda f: f) if fn is None else fn
+
+
+# torch.compiler: is_compiling and the decorators that only steer torch.compile (no effect on results here)
+compiler = _types.ModuleType(
+    f"{__name__}.compiler", "PyTorch's torch.compiler: is_compiling, disable, reset."
+)
+compiler.is_compiling = compiler.is_dynamo_compiling = _is_compiling
+compiler.disable = _compiler_disable
+compiler.allow_in_graph = compiler.assume_constant_result = lambda fn: fn
+compiler.reset = lambda: None
+compiler.compile = compile
+_sys.modules[compiler.__name__] = compiler
+
+# PyTorch's namespaces that programs import as modules (`import torch.backends.cudnn as cudnn`, `from
+# torch.cuda.amp import GradScaler`, `from torch.version import cuda`): the objects verigrad holds them in
+for _path, _value in (
+    ("backends.cudnn", _sys.modules[f"{__name__}.backends"].cudnn),
+    ("backends.cuda", _sys.modules[f"{__name__}.backends"].cuda),
+    ("backends.mps", _sys.modules[f"{__name__}.backends"].mps),
+    ("cuda", cuda),
+    ("cuda.amp", cuda.amp),
+    ("version", version),
+):
+    _sys.modules[f"{__name__}.{_path}"] = _value
+
+# torch.autograd.functional (jacobian, hessian, vjp, jvp, vhp, hvp), importable as a module
+autograd.functional = _types.ModuleType(f"{__name__}.autograd.functional", "PyTorch's autograd.functional.")
+for _name in ("jacobian", "hessian", "vjp", "jvp", "vhp", "hvp"):
+    setattr(autograd.functional, _name, getattr(autograd, _name))
+_sys.modules[autograd.functional.__name__] = autograd.functional
 
 # PyTorch's torch.autograd.Function, and its module for `from torch.autograd.function import ...`
 autograd.Function, autograd.FunctionCtx = _function.Function, _function.FunctionCtx

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from . import modes, versions
-from .ops import tensor, zeros_like
+from .ops import ones_like, stack, tensor, zeros_like
 from .ops.creation import full_op
 from .ops.movement import concat, slice_, unslice
 from .tensor import LEGACY_NAMES, Tensor
@@ -409,6 +409,7 @@ def _propagate(
     # rebound, so a write during the pass, by a hook, is seen)
     pop, get, written, redirects = grads.pop, grads.get, versions._MEMORY, versions.REDIRECTS
     gather = modes.current().name == "eager"
+    anomaly = _ANOMALY["enabled"] and _ANOMALY["check_nan"]
     with _grad_mode(create_graph):
         for t in reversed(order):
             key = id(t)
@@ -425,6 +426,8 @@ def _propagate(
             if node is None:
                 if wanted is None:
                     _accumulate(t, g)
+                    if t._hooks:
+                        _after_accumulation(t)
                 continue
             inputs = node.saved() if redirects else node.inputs
             if reaches is not None and not any(id(i) in reaches for i in inputs):
@@ -436,7 +439,10 @@ def _propagate(
             # eagerly a slice's gradient is gathered with its input's others (_Pieces): no unslice made
             # where the pieces tile an axis (a trace keeps unslice: its plans ran the concat slower)
             vjp = _slice_vjp if gather and node.op is slice_ else node.op.vjp
-            for inp, gi in zip(inputs, vjp(g, t, *inputs, **node.params)):
+            step = vjp(g, t, *inputs, **node.params)
+            if anomaly:
+                _check_nan(node, step)
+            for inp, gi in zip(inputs, step):
                 if gi is None or not inp.requires_grad or (reaches is not None and id(inp) not in reaches):
                     continue
                 key = id(inp)
@@ -455,6 +461,65 @@ def _propagate(
             if not retain_graph:
                 node.freed = True
     return found
+
+
+# anomaly detection (process-wide, as PyTorch's): a backward step whose gradient holds a NaN raises, naming it
+_ANOMALY = {"enabled": False, "check_nan": True}
+
+
+def is_anomaly_enabled() -> bool:
+    """Whether anomaly detection is on (set_detect_anomaly / detect_anomaly)."""
+    return _ANOMALY["enabled"]
+
+
+def is_anomaly_check_nan_enabled() -> bool:
+    """Whether anomaly detection checks the gradients for NaN."""
+    return _ANOMALY["check_nan"]
+
+
+def set_anomaly_enabled(enabled: bool, check_nan: bool = True) -> None:
+    """Turn anomaly detection on or off (torch.set_anomaly_enabled)."""
+    _ANOMALY["enabled"], _ANOMALY["check_nan"] = bool(enabled), bool(check_nan)
+
+
+class set_detect_anomaly(contextlib.ContextDecorator):
+    """PyTorch's set_detect_anomaly(mode, check_nan=True): anomaly detection on or off from the call (as a
+    function) or for a block (as a context manager: the previous setting comes back after). On, a backward
+    step whose gradient holds a NaN raises RuntimeError naming the op, as PyTorch's "Function 'XBackward'
+    returned nan values in its 0th output"."""
+
+    def __init__(self, mode: bool, check_nan: bool = True) -> None:
+        self.previous = (_ANOMALY["enabled"], _ANOMALY["check_nan"])
+        set_anomaly_enabled(mode, check_nan)
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        set_anomaly_enabled(*self.previous)
+
+
+class detect_anomaly(contextlib.ContextDecorator):
+    """PyTorch's detect_anomaly(check_nan=True): anomaly detection on for a block (see set_detect_anomaly)."""
+
+    def __init__(self, check_nan: bool = True) -> None:
+        self.check_nan = check_nan
+
+    def __enter__(self) -> None:
+        self.previous = (_ANOMALY["enabled"], _ANOMALY["check_nan"])
+        set_anomaly_enabled(True, self.check_nan)
+
+    def __exit__(self, *exc: object) -> None:
+        set_anomaly_enabled(*self.previous)
+
+
+def _check_nan(node: Node, grads: Any) -> None:
+    """Anomaly detection's check of one backward step's gradients (concrete ones: a trace has no values)."""
+    for i, gi in enumerate(grads):
+        g = getattr(gi, "g", gi)  # a _Piece holds its gradient
+        concrete = isinstance(g, Tensor) and isinstance(g.payload, np.ndarray) and g.dtype.is_float
+        if concrete and np.isnan(g.numpy()).any():
+            raise RuntimeError(f"Function '{node.op.name}Backward' returned nan values in its {i}th output.")
 
 
 class _Piece:
@@ -551,6 +616,32 @@ def register_hook(t: Tensor, hook: Callable[[Tensor], Tensor | None]) -> Removab
     return RemovableHandle(t._hooks, hook)
 
 
+def register_post_accumulate_grad_hook(t: Tensor, hook: Callable[[Tensor], None]) -> RemovableHandle:
+    """hook(t) after a backward pass accumulated t's gradient into t.grad (a leaf that requires grad), as
+    PyTorch's: the optimizer step fused into backward, one parameter at a time."""
+    if not callable(hook):
+        raise TypeError(f"register_post_accumulate_grad_hook takes a function, not {type(hook).__name__}")
+    if not t.requires_grad:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+    if not t.is_leaf:
+        raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+
+    def after(tensor: Tensor) -> None:
+        hook(tensor)
+
+    after.post_accumulate = True  # type: ignore[attr-defined]
+    if t._hooks is None:
+        t._hooks = []
+    t._hooks.append(after)
+    return RemovableHandle(t._hooks, after)
+
+
+def _after_accumulation(leaf: Tensor) -> None:
+    for hook in list(leaf._hooks or ()):
+        if getattr(hook, "post_accumulate", False):
+            hook(leaf)
+
+
 def retain_grad(t: Tensor) -> None:
     if not t.requires_grad:
         raise RuntimeError("retain_grad on a tensor that does not require grad (no gradient reaches it)")
@@ -567,7 +658,7 @@ def retain_grad(t: Tensor) -> None:
 def _hooked(t: Tensor, g: Tensor) -> Tensor:
     """The gradient of `t` after its hooks, in the order registered; the one retain_grad added last of
     all, as PyTorch's (`.grad` holds what the other hooks made of the gradient)."""
-    hooks = list(t._hooks or ())
+    hooks = [h for h in t._hooks or () if not getattr(h, "post_accumulate", False)]
     for hook in sorted(hooks, key=lambda h: getattr(h, "retains", None) is t):
         replaced = hook(g)
         if replaced is None:
@@ -626,6 +717,8 @@ def backward(
         g = found.get(id(t))
         if g is not None:
             _accumulate(t, g)
+            if t._hooks:
+                _after_accumulation(t)
 
 
 def grad(
@@ -778,3 +871,171 @@ def grad_transform(
         return (g, value[1]) if has_aux else g
 
     return wrapper
+
+
+def grad_and_value(
+    fn: Callable[..., Any], argnums: int | Sequence[int] = 0, has_aux: bool = False
+) -> Callable[..., Any]:
+    """torch.func.grad_and_value: a function returning (gradient, fn(*args)) (with has_aux, (gradient,
+    (value, aux))): value_and_grad's results the other way round."""
+    both = value_and_grad(fn, argnums, has_aux)
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        value, gradient = both(*args, **kwargs)
+        return gradient, value
+
+    return call
+
+
+def vmap(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """torch.vmap / torch.func.vmap: refused (verigrad has no batching transform)."""
+    raise NotImplementedError(
+        "vmap: verigrad has no batching transform; call the function on the batch (most functions take "
+        "leading batch axes) or loop over it and stack the results"
+    )
+
+
+class _VariableType(type):
+    def __instancecheck__(cls, value: Any) -> bool:
+        return isinstance(value, Tensor)
+
+
+class Variable(metaclass=_VariableType):
+    """PyTorch's deprecated autograd.Variable: Variable(t, requires_grad) is a tensor sharing t's memory,
+    without its history, requiring grad as asked (every tensor is a Variable to isinstance)."""
+
+    def __new__(cls, data: Tensor, requires_grad: bool = False, volatile: bool = False) -> Tensor:  # type: ignore[misc]
+        if not isinstance(data, Tensor):
+            raise TypeError(f"Variable data has to be a tensor, but got {type(data).__name__}")
+        return data.detach().requires_grad_(requires_grad)
+
+
+# torch.autograd.functional: jacobian, hessian, vjp, jvp, vhp and hvp, written with grad -----------------
+def _as_tuple(value: Any) -> tuple[tuple, bool]:
+    return (value, True) if isinstance(value, tuple) else ((value,), False)
+
+
+def _leaves_of(inputs: tuple, create_graph: bool) -> tuple[Tensor, ...]:
+    """The inputs as tensors to differentiate by: with create_graph, ones that require grad keep their
+    history (the result stays differentiable through them), else new leaves sharing their memory."""
+    return tuple(
+        x.view_as(x) if create_graph and x.requires_grad else x.detach().requires_grad_(True) for x in inputs
+    )
+
+
+def _rows(output: Tensor, xs: tuple[Tensor, ...], create_graph: bool) -> list[Tensor]:
+    """d output / d x for each x: [*output.shape, *x.shape], a backward pass per output element."""
+    flat = output.reshape(-1)
+    per_input: list[list[Tensor]] = [[] for _ in xs]
+    for i in range(flat.shape[0]):
+        gs = grad(flat[i], xs, retain_graph=True, create_graph=create_graph, allow_unused=True)
+        for j, (x, g) in enumerate(zip(xs, gs)):
+            per_input[j].append(zeros_like(x) if g is None else g)
+    out = []
+    for x, rows in zip(xs, per_input):
+        block = tensor([]).cast(x.dtype).reshape(0, *x.shape) if not rows else stack(rows)
+        out.append(block.reshape(*output.shape, *x.shape))
+    return out
+
+
+def jacobian(
+    func: Callable[..., Any], inputs: Any, create_graph: bool = False, strict: bool = False,
+    vectorize: bool = False, strategy: str = "reverse-mode",
+) -> Any:  # fmt: skip
+    """torch.autograd.functional.jacobian: d func(inputs) / d inputs, [*output.shape, *input.shape] per
+    (output, input) pair, nested as PyTorch's (a tensor, or tuples where func or inputs are tuples)."""
+    if strategy not in ("reverse-mode", "forward-mode"):
+        raise ValueError(f"jacobian: strategy must be 'reverse-mode' or 'forward-mode', got {strategy!r}")
+    inputs, in_tuple = _as_tuple(inputs)
+    with _grad_mode(True):
+        xs = _leaves_of(inputs, create_graph)
+        outputs, out_tuple = _as_tuple(func(*xs))
+        blocks = [_rows(o, xs, create_graph) for o in outputs]
+    if not create_graph:
+        blocks = [[b.detach() for b in row] for row in blocks]
+    blocks = [row[0] for row in blocks] if not in_tuple else [tuple(row) for row in blocks]
+    return tuple(blocks) if out_tuple else blocks[0]
+
+
+def hessian(
+    func: Callable[..., Any], inputs: Any, create_graph: bool = False, strict: bool = False,
+    vectorize: bool = False, outer_jacobian_strategy: str = "reverse-mode",
+) -> Any:  # fmt: skip
+    """torch.autograd.functional.hessian of a function returning one value: the jacobian of its gradient."""
+    inputs_tuple, in_tuple = _as_tuple(inputs)
+
+    def gradient(*xs: Tensor) -> Any:
+        out = func(*xs)
+        if not isinstance(out, Tensor) or out.numel() != 1:
+            raise RuntimeError("The function given to hessian should return a single Tensor with one element")
+        return jacobian(lambda *ys: func(*ys), xs if in_tuple else xs[0], create_graph=True)
+
+    return jacobian(gradient, inputs_tuple if in_tuple else inputs_tuple[0], create_graph=create_graph)
+
+
+def vjp(
+    func: Callable[..., Any], inputs: Any, v: Any = None, create_graph: bool = False, strict: bool = False
+) -> Any:
+    """torch.autograd.functional.vjp: (func(inputs), v^T d func / d inputs)."""
+    inputs, in_tuple = _as_tuple(inputs)
+    with _grad_mode(True):
+        xs = _leaves_of(inputs, create_graph)
+        outputs, out_tuple = _as_tuple(func(*xs))
+        seeds = _as_tuple(v)[0] if v is not None else tuple(ones_like(o) for o in outputs)
+        gs = grad(outputs, xs, grad_outputs=seeds, create_graph=create_graph, allow_unused=True)
+    gs = tuple(zeros_like(x) if g is None else (g if create_graph else g.detach()) for x, g in zip(xs, gs))
+    values = tuple(o if create_graph else o.detach() for o in outputs)
+    return (values if out_tuple else values[0]), (gs if in_tuple else gs[0])
+
+
+def jvp(
+    func: Callable[..., Any], inputs: Any, v: Any = None, create_graph: bool = False, strict: bool = False
+) -> Any:
+    """torch.autograd.functional.jvp: (func(inputs), d func / d inputs . v), from the jacobian."""
+    inputs_tuple, _in_tuple = _as_tuple(inputs)
+    vs = _as_tuple(v)[0] if v is not None else tuple(ones_like(x) for x in inputs_tuple)
+    with _grad_mode(True):
+        xs = _leaves_of(inputs_tuple, create_graph)
+        outputs, out_tuple = _as_tuple(func(*xs))
+        products = []
+        for o in outputs:
+            total = None
+            for block, x, d in zip(_rows(o, xs, create_graph), xs, vs):
+                part = (block.reshape(o.numel(), x.numel()) @ d.reshape(-1)).reshape(o.shape)
+                total = part if total is None else total + part
+            products.append(total if create_graph else total.detach())
+    values = tuple(o if create_graph else o.detach() for o in outputs)
+    return (values if out_tuple else values[0]), (tuple(products) if out_tuple else products[0])
+
+
+def vhp(
+    func: Callable[..., Any], inputs: Any, v: Any = None, create_graph: bool = False, strict: bool = False
+) -> Any:
+    """torch.autograd.functional.vhp: (func(inputs), v^T H)."""
+    return _hessian_product(func, inputs, v, create_graph, "vhp")
+
+
+def hvp(
+    func: Callable[..., Any], inputs: Any, v: Any = None, create_graph: bool = False, strict: bool = False
+) -> Any:
+    """torch.autograd.functional.hvp: (func(inputs), H v) (H symmetric: vhp's numbers)."""
+    return _hessian_product(func, inputs, v, create_graph, "hvp")
+
+
+def _hessian_product(func: Callable[..., Any], inputs: Any, v: Any, create_graph: bool, what: str) -> Any:
+    inputs_tuple, in_tuple = _as_tuple(inputs)
+    with _grad_mode(True):
+        xs = _leaves_of(inputs_tuple, create_graph)
+        out = func(*xs)
+        if not isinstance(out, Tensor) or out.numel() != 1:
+            raise RuntimeError(f"The function given to {what} should return a single Tensor with one element")
+        first = grad(out, xs, create_graph=True, allow_unused=True)
+        first = tuple(zeros_like(x) if g is None else g for x, g in zip(xs, first))
+        vs = _as_tuple(v)[0] if v is not None else tuple(ones_like(x) for x in xs)
+        second = grad(first, xs, grad_outputs=vs, create_graph=create_graph, allow_unused=True)
+    second = tuple(
+        zeros_like(x) if g is None else (g if create_graph else g.detach()) for x, g in zip(xs, second)
+    )
+    value = out if create_graph else out.detach()
+    return value, (second if in_tuple else second[0])

@@ -19,8 +19,9 @@ from .autograd import is_grad_enabled
 from .errors import DTypeError, ShapeError
 from .functions import cross as _cross
 from .functions import matrix_power, slogdet
+from .functions.complex_refusals import eig, eigvals
 from .functions.solvers import lu, lu_factor, lu_factor_ex, lu_solve, multi_dot, solve_triangular
-from .ops import det, inv, solve
+from .ops import det, inv, matmul, solve
 from .ops._op import floating_only
 from .shapes import normalize_axis
 from .tensor import Tensor, describe
@@ -31,7 +32,9 @@ __all__ = [
     "cross",
     "det",
     "diagonal",
+    "eig",
     "eigh",
+    "eigvals",
     "eigvalsh",
     "inv",
     "inv_ex",
@@ -40,6 +43,7 @@ __all__ = [
     "lu_factor",
     "lu_factor_ex",
     "lu_solve",
+    "matmul",
     "matrix_norm",
     "matrix_power",
     "matrix_rank",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .functions.pointwise import round as _round
 from .functions.special import (
     entr,
     erfcx,
@@ -19,7 +20,8 @@ from .functions.special import (
     xlogy,
 )
 from .functions.statistics import logsumexp
-from .ops import expm1, log_softmax, round, sigmoid, softmax
+from .ops import exp2, expm1, log1p, log_softmax, sigmoid, softmax
+from .ops._op import floating_only
 from .ops.polynomials import (
     chebyshev_polynomial_t,
     chebyshev_polynomial_u,
@@ -36,12 +38,21 @@ from .ops.polynomials import (
 )
 from .ops.special import digamma, erfc, erfinv, i0, i1, lgamma
 from .ops.unary import erf
+from .tensor import Tensor
 
 expit = sigmoid
 gammaln = lgamma
 psi = digamma
 multigammaln = mvlgamma
 modified_bessel_i0, modified_bessel_i1 = i0, i1  # PyTorch's other names (without a gradient there)
+
+
+def round(input: Tensor, *, decimals: int = 0) -> Tensor:
+    """torch.special.round: torch.round for float tensors; an integer or bool one raises, as PyTorch's
+    (whose torch.round takes them)."""
+    floating_only(input.dtype, what="special.round")
+    return _round(input, decimals=decimals)
+
 
 __all__ = [
     "chebyshev_polynomial_t",
@@ -54,6 +65,7 @@ __all__ = [
     "erfc",
     "erfcx",
     "erfinv",
+    "exp2",
     "expit",
     "expm1",
     "gammaln",
@@ -65,6 +77,7 @@ __all__ = [
     "i1e",
     "laguerre_polynomial_l",
     "legendre_polynomial_p",
+    "log1p",
     "log_ndtr",
     "log_softmax",
     "logit",

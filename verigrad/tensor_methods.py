@@ -20,17 +20,24 @@ from .dtypes import DType, as_dtype, can_cast, f32, f64
 from .errors import DTypeError, ShapeError
 from .functions import (
     complex_refusals,
+    copies,
+    distributions,
+    histograms,
+    householder,
     indexing,
     joining,
     matrices,
     nan_reductions,
+    numeric,
     ordering,
     pointwise,
     rearrange,
+    renorm,
     solvers,
     special,
     statistics,
 )
+from .functions import strided as strided_views
 from .ops import (
     binary,
     bitwise,
@@ -51,8 +58,9 @@ from .ops.angle import angle as angle_op
 from .ops.composite.softmax import log_softmax, softmax
 from .ops.matmul import matmul
 from .ops.scatter_reduce import scatter_reduce
-from .shapes import Spec
+from .shapes import Size, Spec
 from .tensor import LEGACY_NAMES, LegacyType, Tensor, check_memory_format, describe, to_arguments
+from .typeinfo import strided
 
 Axis = int | Sequence[int] | None
 
@@ -150,6 +158,7 @@ def sub_(self: Tensor, o: Any, alpha: Any = 1) -> Tensor:
 
 @adapted
 def clamp_(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
+    """clamp(min, max), written into this tensor."""
     return self.assign(_castable(self.clamp(min, max), self, "clamp_"))
 
 
@@ -322,6 +331,174 @@ def _cast_to(dtype: DType | str) -> Callable[[Tensor], Tensor]:
 
     method.__doc__ = f"This tensor cast to {to.name} (itself if it is {to.name} already)."
     return method
+
+
+@adapted
+def data_ptr(self: Tensor) -> int:
+    """The address of the first element (PyTorch's data_ptr): views of one tensor's memory compare as
+    PyTorch's do."""
+    return int(self._array("data_ptr()").__array_interface__["data"][0])
+
+
+@adapted
+def storage_offset(self: Tensor) -> int:
+    """Elements from the start of the memory this tensor views to its first element (PyTorch's
+    storage_offset): 0 for a tensor that owns its memory, 6 for x[1:] of a [4, 6] x."""
+    data = root = self._array("storage_offset()")
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    return (data.__array_interface__["data"][0] - root.__array_interface__["data"][0]) // data.itemsize
+
+
+def _view_in_place(name: str) -> Callable[..., Tensor]:
+    """`x.name_(*args)` (squeeze_, unsqueeze_, t_, transpose_, ...): x becomes its view x.name(*args), as
+    PyTorch's, for a tensor without gradient (the usual case: reshaping data in place)."""
+
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        if self.requires_grad:
+            raise NotImplementedError(
+                f"Tensor.{name}_: changing the shape in place of a tensor that requires grad is not "
+                f"supported; write x = x.{name}(...)"
+            )
+        self.data = getattr(self, name)(*args, **kwargs)
+        return self
+
+    method.__doc__ = f"This tensor made its view {name}(...) in place (a tensor without gradient)."
+    return method
+
+
+@adapted
+def detach_(self: Tensor) -> Tensor:
+    """This tensor without its history and not requiring grad, in place (PyTorch's detach_)."""
+    if getattr(self, "_view", None) is not None and self.requires_grad:
+        raise RuntimeError("Tensor.detach_: can't detach views in place (as PyTorch); use detach()")
+    self._node, self.requires_grad = None, False
+    return self
+
+
+@adapted
+def new(self: Tensor, *args: Any) -> Tensor:
+    """PyTorch's legacy Tensor.new in this tensor's dtype: new(2, 3) or new(size) a tensor of that shape
+    (zeros: PyTorch leaves it uninitialised), new([1, 2]) or new((1, 2)) one holding the data, new() an
+    empty one."""
+    if not args:
+        return self.new_zeros((0,))
+    if len(args) == 1 and isinstance(args[0], Tensor):
+        raise NotImplementedError(
+            "Tensor.new(tensor): not supported; use other.to(x.dtype) or x.new_tensor(...)"
+        )
+    shape = args[0] if len(args) == 1 and isinstance(args[0], Size) else args  # a tuple is data, as PyTorch's
+    if all(isinstance(n, int) and not isinstance(n, bool) for n in shape):
+        return self.new_zeros(tuple(shape))
+    if len(args) == 1:
+        return self.new_tensor(args[0])
+    raise TypeError(f"Tensor.new: takes sizes or one sequence of data, got {args!r}")
+
+
+@adapted
+def random_(self: Tensor, *args: Any, generator: Any = None) -> Tensor:
+    """This tensor filled with integers drawn uniformly from [from, to) (random_(to): [0, to)), as
+    PyTorch's random_; with no bounds PyTorch's default range is refused here (give them)."""
+    if len(args) not in (1, 2):
+        raise NotImplementedError("Tensor.random_: give the bounds, random_(to) or random_(from, to)")
+    low, high = (0, args[0]) if len(args) == 1 else args
+    if high is None:
+        raise NotImplementedError("Tensor.random_: give the upper bound, random_(from, to)")
+    draws = creation.randint(low, high, tuple(self.shape), generator=generator)
+    return self.assign(draws.cast(self.dtype))
+
+
+@adapted
+def is_nonzero(self: Tensor) -> bool:
+    """Whether the one-element tensor's value is not zero; any other size raises, as PyTorch's."""
+    if self.numel() != 1:
+        raise RuntimeError(
+            f"Boolean value of Tensor with {'no values' if self.numel() == 0 else 'more than one value'} "
+            "is ambiguous"
+        )
+    return bool(self.reshape(()).item() != 0)
+
+
+@adapted
+def is_same_size(self: Tensor, other: Tensor) -> bool:
+    """Whether other has this tensor's shape."""
+    return tuple(self.shape) == tuple(other.shape)
+
+
+@adapted
+def is_conj(self: Tensor) -> bool:
+    """False: a real tensor is never a lazy conjugate."""
+    return False
+
+
+@adapted
+def is_neg(self: Tensor) -> bool:
+    """False: verigrad has no lazy negation bit."""
+    return False
+
+
+@adapted
+def is_inference(self: Tensor) -> bool:
+    """False: verigrad's inference_mode makes ordinary tensors (without history)."""
+    return False
+
+
+@adapted
+def dim_order(self: Tensor) -> tuple[int, ...]:
+    """The axes from the outermost in memory to the innermost (by decreasing stride), as PyTorch's."""
+    strides = self.stride()
+    return tuple(sorted(range(self.ndim), key=lambda axis: -strides[axis]))
+
+
+@adapted
+def adjoint(self: Tensor) -> Tensor:
+    """The last two axes swapped (the conjugate of a real tensor is itself), as PyTorch's adjoint."""
+    return self.transpose(-2, -1)
+
+
+def layout(self: Tensor) -> Any:
+    """torch.strided: every verigrad tensor is strided."""
+    return strided
+
+
+def imag(self: Tensor) -> Tensor:
+    raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")  # PyTorch's words
+
+
+def nbytes(self: Tensor) -> int:
+    """Bytes of the elements (PyTorch's nbytes)."""
+    return self.numel() * self.dtype.itemsize
+
+
+def itemsize(self: Tensor) -> int:
+    """Bytes an element (PyTorch's itemsize)."""
+    return self.dtype.itemsize
+
+
+def retains_grad(self: Tensor) -> bool:
+    """Whether retain_grad() was called on this non-leaf tensor (PyTorch's retains_grad)."""
+    return not self.is_leaf and any(getattr(h, "retains", None) is self for h in self._hooks or ())
+
+
+@adapted
+def is_signed(self: Tensor) -> bool:
+    """Whether the dtype holds negative values (floats and the signed integers)."""
+    return self.dtype.is_float or self.dtype.name.startswith("i")
+
+
+@adapted
+def is_complex(self: Tensor) -> bool:
+    """False: verigrad has no complex dtypes."""
+    return False
+
+
+@adapted
+def bernoulli_(self: Tensor, p: Any = 0.5, *, generator: Any = None) -> Tensor:
+    """This tensor filled with draws of 1 with probability p (a number or a tensor that broadcasts),
+    else 0."""
+    probs = p.cast(f64) if isinstance(p, Tensor) else creation.full((), p, dtype=f64)
+    probs = probs.expand(*self.shape) if probs.shape != tuple(self.shape) else probs
+    return self.assign(distributions.bernoulli(probs, generator=generator).cast(self.dtype))
 
 
 @adapted
@@ -619,6 +796,7 @@ def zero_(self: Tensor) -> Tensor:
 
 @adapted
 def fill_(self: Tensor, value: Any) -> Tensor:
+    """Every element set to value (in this tensor's dtype)."""
     return self.assign(value)
 
 
@@ -687,7 +865,7 @@ FORWARDED_FROM = {
     "trunc sign " + " ".join(HYPERBOLIC_AND_INVERSE),
     movement: "contiguous",
     shaping: "assign transpose flatten unsqueeze squeeze",
-    autograd: "register_hook retain_grad",
+    autograd: "register_hook retain_grad register_post_accumulate_grad_hook",
     pointwise: "add sub div clamp masked_fill isnan isinf isfinite nan_to_num isclose allclose equal lerp "
     "addcmul addcdiv frac deg2rad rad2deg log2 log10",
     statistics: "amax amin var std logsumexp argmin all any norm count_nonzero bincount histc sum_to_size",
@@ -720,8 +898,46 @@ FORWARDED.update(
     angle=angle_op,
     cfloat=complex_refusals.cfloat,
     cdouble=complex_refusals.cdouble,
+    stft=complex_refusals.stft,
+    istft=complex_refusals.istft,
     matrix_exp=linalg_extra.matrix_exp,
     igammac=special_gamma.igammac,
+    clamp_min=pointwise.clamp_min,
+    clamp_max=pointwise.clamp_max,
+    logical_and=binary.logical_and,
+    logical_or=binary.logical_or,
+    logical_not=binary.logical_not,
+    addmm=matrices.addmm,
+    baddbmm=matrices.addmm,
+    put=numeric.put,
+    float_power=numeric.float_power,
+    cov=numeric.cov,
+    corrcoef=numeric.corrcoef,
+    dist=numeric.dist,
+    isposinf=numeric.isposinf,
+    isneginf=numeric.isneginf,
+    isreal=numeric.isreal,
+    nonzero_static=numeric.nonzero_static,
+    conj=numeric.conj,
+    conj_physical=numeric.conj_physical,
+    resolve_conj=numeric.resolve_conj,
+    resolve_neg=numeric.resolve_neg,
+    renorm=renorm.renorm,
+    bernoulli=distributions.bernoulli,
+    multinomial=distributions.multinomial,
+    diag_embed=copies.diag_embed,
+    diagflat=copies.diagflat,
+    select_scatter=copies.select_scatter,
+    slice_scatter=copies.slice_scatter,
+    diagonal_scatter=copies.diagonal_scatter,
+    split_with_sizes=copies.split_with_sizes,
+    narrow_copy=copies.narrow_copy,
+    ger=matrices.outer,
+    unsafe_chunk=rearrange.chunk,
+    unsafe_split=rearrange.split,
+    as_strided=strided_views.as_strided,
+    geqrf=householder.geqrf,
+    histogram=histograms.histogram,
 )
 ADAPTED.update(
     argmax=_along_axis(reduce.argmax, None, keepdim=True),
@@ -740,15 +956,40 @@ ADAPTED.update(
     bool=_cast_to("bool"),
     polygamma=lambda self, n: special_ops.polygamma(self, n=n),
 )
-PROPERTIES = {"T": T, "mT": mT, "mH": mT, "H": H}  # mH: real tensors are their own conjugates
+PROPERTIES = {
+    "T": T,
+    "mT": mT,
+    "mH": mT,
+    "H": H,
+    "nbytes": nbytes,
+    "itemsize": itemsize,
+    "retains_grad": retains_grad,
+    "layout": layout,
+    "real": numeric.real,  # a real tensor's real part is itself
+    "imag": imag,  # raises, as PyTorch's for a real tensor
+}  # mH: real tensors are their own conjugates
 ALIASES = {"astype": "cast", "clip": "clamp",
-           "moveaxis": "movedim", "swapdims": "swapaxes"}  # fmt: skip
+           "moveaxis": "movedim", "swapdims": "swapaxes", "divide": "div", "multiply": "mul",
+           "subtract": "sub", "greater": "gt", "greater_equal": "ge", "less": "lt", "less_equal": "le",
+           "not_equal": "ne", "clip_": "clamp_", "divide_": "div_", "multiply_": "mul_", "subtract_": "sub_",
+           "greater_": "gt_", "greater_equal_": "ge_", "less_": "lt_", "less_equal_": "le_",
+           "not_equal_": "ne_", "absolute_": "abs_", "negative_": "neg_"}  # fmt: skip
 IN_PLACE = ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "relu", "reciprocal", "square",
             "floor", "ceil", "round", "trunc", "sign", "pow", "lerp", "scatter_reduce", "index_fill",
             "masked_fill", "mul", "div", "index_add", "scatter", "scatter_add", "index_copy",
             "masked_scatter", "floor_divide", "remainder", "fmod", "true_divide", "copysign", "tan", "exp2",
             "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bitwise_left_shift",
-            "bitwise_right_shift")  # fmt: skip
+            "bitwise_right_shift", "clamp_min", "clamp_max", "sin", "cos", "sinh", "cosh", "asin", "acos",
+            "atan", "asinh", "acosh", "atanh", "arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh",
+            "log2", "log10", "log1p", "expm1", "erf", "erfc", "erfinv", "lgamma", "digamma", "i0", "sinc",
+            "frac", "fix", "deg2rad", "rad2deg", "nan_to_num", "logit", "xlogy", "hypot", "atan2", "arctan2",
+            "heaviside", "ldexp", "gcd", "lcm", "nextafter", "sgn", "logical_and", "logical_or",
+            "logical_not", "logical_xor", "eq", "ne", "lt", "le", "gt", "ge", "addcmul", "addcdiv", "addmm",
+            "addmv", "addr", "addbmm", "baddbmm", "cumsum", "cumprod", "tril", "triu", "float_power",
+            "renorm", "index_reduce", "put", "igamma", "igammac", "polygamma", "mvlgamma")  # fmt: skip
+
+
+VIEWS_IN_PLACE = ("squeeze", "unsqueeze", "t", "transpose", "swapaxes", "swapdims")
 
 
 def op_methods() -> dict[str, tuple[Any, bool]]:
@@ -767,6 +1008,7 @@ def bind(cls: type = Tensor) -> None:
     methods.update(ADAPTED)
     methods.update({name: property(fn) for name, fn in PROPERTIES.items()})
     methods.update({f"{name}_": _in_place(name) for name in IN_PLACE})
+    methods.update({f"{name}_": _view_in_place(name) for name in VIEWS_IN_PLACE})
     methods.update({alias: methods[name] for alias, name in ALIASES.items()})
     for name, method in methods.items():
         if getattr(method, "__name__", None) == "method":  # made above: named for where it is bound

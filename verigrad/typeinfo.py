@@ -54,3 +54,16 @@ class iinfo(_Info):
             raise TypeError(f"iinfo() takes an integer dtype, not {d.name}; use finfo for floating dtypes")
         i = np.iinfo(d.np)
         self.bits, self.max, self.min, self.dtype = i.bits, int(i.max), int(i.min), d.np.name
+
+
+class layout:
+    """PyTorch's torch.layout: how a tensor's elements are laid out; verigrad's tensors are all strided."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"torch.{self.name}"
+
+
+strided = layout("strided")

@@ -97,6 +97,8 @@ from .pointwise import (
     addcmul,
     allclose,
     clamp,
+    clamp_max,
+    clamp_min,
     deg2rad,
     div,
     equal,

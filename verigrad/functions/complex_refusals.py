@@ -38,3 +38,35 @@ def cfloat(self: Any, memory_format: Any = None) -> NoReturn:
 def cdouble(self: Any, memory_format: Any = None) -> NoReturn:
     """Tensor.cdouble: refused (no complex dtypes)."""
     _refuse("Tensor.cdouble")
+
+
+def eig(A: Any, *, out: Any = None) -> NoReturn:
+    """torch.linalg.eig: refused (its eigenvalues and eigenvectors are complex; eigh for symmetric A)."""
+    raise NotImplementedError(
+        "linalg.eig: verigrad has no complex numbers (complex dtypes are not supported); "
+        "for a symmetric matrix use linalg.eigh"
+    )
+
+
+def eigvals(A: Any, *, out: Any = None) -> NoReturn:
+    """torch.linalg.eigvals: refused (its eigenvalues are complex; eigvalsh for symmetric A)."""
+    raise NotImplementedError(
+        "linalg.eigvals: verigrad has no complex numbers (complex dtypes are not supported); "
+        "for a symmetric matrix use linalg.eigvalsh"
+    )
+
+
+def stft(input: Any, *args: Any, **kwargs: Any) -> NoReturn:
+    """torch.stft / Tensor.stft: refused (its result is complex)."""
+    raise NotImplementedError(
+        "stft: verigrad has no complex numbers (complex dtypes are not supported), so no short-time Fourier "
+        "transform; compute it outside verigrad (scipy.signal.stft) and bring back real tensors"
+    )
+
+
+def istft(input: Any, *args: Any, **kwargs: Any) -> NoReturn:
+    """torch.istft / Tensor.istft: refused (its input is complex)."""
+    raise NotImplementedError(
+        "istft: verigrad has no complex numbers (complex dtypes are not supported), so no inverse short-time "
+        "Fourier transform; compute it outside verigrad (scipy.signal.istft)"
+    )

@@ -1,7 +1,7 @@
 """Smaller PyTorch functions written with the ops: dist, rsub, float_power, cov / corrcoef, trapezoid /
 trapz / cumulative_trapezoid, unravel_index, isin, isposinf / isneginf, the identities of real tensors
 (real, conj, resolve_conj, resolve_neg, conj_physical, isreal), nonzero_static, put, fill, zero_, resize_as_,
-scalar_tensor, broadcast_shapes and native_dropout_backward."""
+scalar_tensor, vander, broadcast_shapes and native_dropout_backward."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from ..dtypes import as_dtype, bool_, f64, i64
 from ..errors import DTypeError, ShapeError
 from ..ops.binary import where
 from ..ops.creation import full, ones_like, tensor, zeros
+from ..ops.scan import cumprod
 from ..ops.shaping import concat, unsqueeze
 from ..shapes import Size, broadcast, normalize_axis
 from ..tensor import Tensor, describe
@@ -282,3 +283,20 @@ def native_dropout_backward(grad_output: Tensor, mask: Tensor, scale: float) -> 
     if mask.dtype is not bool_:
         raise DTypeError(f"native_dropout_backward: mask must be a bool tensor, got {mask.dtype.name}")
     return grad_output * mask.cast(grad_output.dtype) * scale
+
+
+def vander(x: Tensor, N: int | None = None, increasing: bool = False) -> Tensor:
+    """The Vandermonde matrix of the 1-D x with N columns (len(x) by default): powers x**0 .. x**(N-1),
+    the highest first unless increasing, as torch.vander: the powers are running products (PyTorch's
+    cumprod, so the same roundings), integer and bool inputs give i64."""
+    if not isinstance(x, Tensor) or x.ndim != 1:
+        raise ShapeError(f"vander: x must be a one-dimensional tensor, got {describe(x)}")
+    n = x.shape[0] if N is None else N
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise ValueError(f"vander: N must be a non-negative int, got {N!r}")
+    dtype = x.dtype if x.dtype.is_float else i64
+    column = x.cast(dtype).reshape(-1, 1)
+    ones = ones_like(column)
+    powers = cumprod(column.expand(x.shape[0], n - 1), axis=1) if n > 1 else None
+    out = ones[:, :n] if powers is None else concat([ones, powers], axis=1)
+    return out if increasing else out.flip(1)

@@ -67,6 +67,16 @@ def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:
     return y
 
 
+def clamp_min(input: Tensor, min: Any) -> Tensor:
+    """clamp(input, min=min), as torch.clamp_min."""
+    return clamp(input, min=min)
+
+
+def clamp_max(input: Tensor, max: Any) -> Tensor:
+    """clamp(input, max=max), as torch.clamp_max."""
+    return clamp(input, max=max)
+
+
 def masked_fill(x: Tensor, mask: Tensor, value: Any) -> Tensor:
     """x with `value` where the bool `mask` (broadcast to x) holds, in x's dtype (as PyTorch's: 2.5 fills
     an integer tensor with 2)."""

@@ -33,8 +33,9 @@ from .activations import (
 )
 from .adaptive import AdaptiveLogSoftmaxWithLoss
 from .attention import MultiheadAttention
+from .attention_functional import multi_head_attention_forward as _mha_forward
 from .channel_shuffle import ChannelShuffle
-from .containers import ModuleDict, ModuleList, Parameter, ParameterDict, ParameterList, Sequential
+from .containers import Buffer, ModuleDict, ModuleList, Parameter, ParameterDict, ParameterList, Sequential
 from .convolution import (
     Conv1d,
     Conv2d,
@@ -49,6 +50,21 @@ from .distance import CosineSimilarity, PairwiseDistance
 from .dropout import AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout
 from .embedding import Embedding, EmbeddingBag
 from .flatten import Flatten, Unflatten
+from .lazy import (
+    LazyBatchNorm1d,
+    LazyBatchNorm2d,
+    LazyBatchNorm3d,
+    LazyConv1d,
+    LazyConv2d,
+    LazyConv3d,
+    LazyConvTranspose1d,
+    LazyConvTranspose2d,
+    LazyConvTranspose3d,
+    LazyInstanceNorm1d,
+    LazyInstanceNorm2d,
+    LazyInstanceNorm3d,
+    LazyLinear,
+)
 from .linear import Bilinear, Identity, Linear
 from .linear_cross_entropy import LinearCrossEntropyLoss
 from .losses import (
@@ -86,6 +102,7 @@ from .normalization import (
     LayerNorm,
     LocalResponseNorm,
     RMSNorm,
+    SyncBatchNorm,
 )
 from .padding import (
     CircularPad1d,
@@ -116,6 +133,8 @@ from .pooling import (
     AvgPool1d,
     AvgPool2d,
     AvgPool3d,
+    FractionalMaxPool2d,
+    FractionalMaxPool3d,
     LPPool1d,
     LPPool2d,
     LPPool3d,
@@ -136,3 +155,70 @@ from .transformer import (
     TransformerEncoder,
     TransformerEncoderLayer,
 )
+
+functional.multi_head_attention_forward = _mha_forward  # F's, written with the layer (F cannot import it)
+
+
+def _torch_layout() -> None:
+    """PyTorch's module paths for nn's classes, as programs import them: torch.nn.parameter (Parameter,
+    Buffer), torch.nn.modules and its submodules (torch.nn.modules.loss._Loss, .utils._pair, .conv, ...),
+    each verigrad's module that holds them."""
+    import sys
+    import types
+
+    from . import (
+        activations,
+        adaptive,
+        channel_shuffle,
+        containers,
+        convolution,
+        distance,
+        dropout,
+        embedding,
+        flatten,
+        lazy,
+        linear,
+        losses,
+        module,
+        normalization,
+        padding,
+        pixel_shuffle,
+        pooling,
+        recurrent,
+        resampling,
+        transformer,
+    )
+
+    def tuples(n: int, name: str) -> types.FunctionType:
+        def make(x: object) -> tuple:
+            return tuple(x) if isinstance(x, list | tuple) else (x,) * n
+
+        make.__name__ = name
+        return make
+
+    parameter = types.ModuleType(f"{__name__}.parameter", "PyTorch's torch.nn.parameter: Parameter, Buffer.")
+    parameter.Parameter, parameter.Buffer = Parameter, Buffer
+    utils_names = types.ModuleType(f"{__name__}.modules.utils", "PyTorch's torch.nn.modules.utils: _pair...")
+    utils_names._single, utils_names._pair = tuples(1, "_single"), tuples(2, "_pair")
+    utils_names._triple, utils_names._quadruple = tuples(3, "_triple"), tuples(4, "_quadruple")
+    utils_names._ntuple = lambda n, name="parse": tuples(n, name)
+    modules = types.ModuleType(f"{__name__}.modules", "PyTorch's torch.nn.modules: nn's layers by file.")
+    modules.__dict__.update({k: v for k, v in globals().items() if isinstance(v, type) and k[0].isupper()})
+    submodules = {
+        "module": module, "loss": losses, "conv": convolution, "batchnorm": normalization,
+        "instancenorm": normalization, "normalization": normalization, "linear": linear,
+        "activation": activations, "container": containers, "dropout": dropout, "pooling": pooling,
+        "rnn": recurrent, "sparse": embedding, "transformer": transformer, "padding": padding,
+        "pixelshuffle": pixel_shuffle, "upsampling": resampling, "flatten": flatten, "distance": distance,
+        "adaptive": adaptive, "lazy": lazy, "fold": convolution, "channelshuffle": channel_shuffle,
+        "utils": utils_names,
+    }  # fmt: skip
+    for name, value in submodules.items():
+        setattr(modules, name, value)
+        sys.modules[f"{modules.__name__}.{name}"] = value
+    for value in (parameter, modules):
+        sys.modules[value.__name__] = value
+        globals()[value.__name__.rsplit(".", 1)[1]] = value
+
+
+_torch_layout()

@@ -1,5 +1,5 @@
 """Containers of modules and parameters, as PyTorch's: Sequential, ModuleList, ModuleDict, ParameterList,
-ParameterDict, and Parameter."""
+ParameterDict, Parameter and Buffer."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from ..ops import zeros
 from ..tensor import Tensor
-from .module import Module, is_marked_parameter, is_parameter, mark_parameter
+from .module import Module, is_marked_parameter, is_parameter, mark_buffer, mark_parameter, marked_buffer
 
 
 class _ParameterType(type):
@@ -234,6 +234,21 @@ def _as_parameter(value: Any) -> Any:
     """A tensor becomes a parameter (as PyTorch's ParameterList and ParameterDict make one); anything
     else is kept as it is."""
     return value if not isinstance(value, Tensor) or is_parameter(value) else Parameter(value)
+
+
+class _BufferType(type):
+    def __instancecheck__(cls, value: Any) -> bool:
+        return marked_buffer(value) is not None
+
+
+class Buffer(metaclass=_BufferType):
+    """PyTorch's nn.Buffer: the tensor itself (its memory shared, no history) marked to become a buffer of
+    the module it is assigned to, saved by state_dict unless persistent=False."""
+
+    def __new__(cls, data: Tensor, *, persistent: bool = True) -> Tensor:  # type: ignore[misc]
+        if not isinstance(data, Tensor):
+            raise TypeError(f"Buffer takes a tensor, got {type(data).__name__}")
+        return mark_buffer(data.detach().requires_grad_(data.requires_grad), persistent)
 
 
 class ParameterList(Module):

@@ -61,6 +61,19 @@ class _Loss(Module):
         return type(self).loss(*inputs, **settings, reduction=self.reduction)
 
 
+# PyTorch's torch.nn.modules.loss._Loss(size_average, reduce, reduction): a user's loss subclasses it
+_Loss.__signature__ = inspect.Signature(_params("size_average=None, reduce=None, reduction='mean'"))  # type: ignore[attr-defined]
+
+
+class _WeightedLoss(_Loss):
+    """PyTorch's torch.nn.modules.loss._WeightedLoss: a _Loss holding class weights as the buffer `weight`."""
+
+    buffers_ = ("weight",)
+    __signature__ = inspect.Signature(
+        _params("weight=None, size_average=None, reduce=None, reduction='mean'")
+    )
+
+
 def _loss_module(name: str, fn: Callable[..., Tensor], spec: str, inputs: str, doc: str) -> type[_Loss]:
     """A loss module of F's `fn` whose constructor takes PyTorch's `spec` and whose forward takes
     `inputs` (their names, PyTorch's)."""

@@ -41,6 +41,9 @@ class _Calls(threading.local):
 
 _CALLS = _Calls()
 _MARKED: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()  # nn.Parameter's
+# nn.Buffer's: the tensor, and whether state_dict saves it (a tensor's id mapped to both, weakly)
+_BUFFERS: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()
+_TRANSIENT: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()  # persistent=False
 
 
 class IncompatibleKeys(NamedTuple):
@@ -75,6 +78,21 @@ def is_marked_parameter(value: Any) -> bool:
     """Whether `value` is a parameter as PyTorch's isinstance(value, nn.Parameter) sees one: made by
     nn.Parameter, or registered as a module's parameter."""
     return isinstance(value, Tensor) and _MARKED.get(id(value)) is value
+
+
+def mark_buffer(t: Tensor, persistent: bool) -> Tensor:
+    """Make `t` a buffer when assigned to a module (nn.Buffer), saved by state_dict if `persistent`."""
+    _BUFFERS[id(t)] = t
+    if not persistent:
+        _TRANSIENT[id(t)] = t
+    return t
+
+
+def marked_buffer(value: Any) -> bool | None:
+    """None unless nn.Buffer made `value`; else whether it is persistent."""
+    if not isinstance(value, Tensor) or _BUFFERS.get(id(value)) is not value:
+        return None
+    return _TRANSIENT.get(id(value)) is not value
 
 
 def is_parameter(value: Any) -> bool:
@@ -115,6 +133,11 @@ class Module:
         attribute (neither state nor trained)."""
         if "_parameters" not in self.__dict__:
             raise AttributeError(f"{type(self).__name__}.__init__ must call super().__init__() first")
+        persistent = marked_buffer(value)
+        if persistent is not None:  # nn.Buffer(...): a buffer, as PyTorch's
+            self.register_buffer(name, value, persistent=persistent)
+            modules_changed()
+            return
         if isinstance(value, Module):
             target = self._modules
         elif is_parameter(value) or (name in self._parameters and isinstance(value, Tensor)):

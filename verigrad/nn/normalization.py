@@ -3,6 +3,7 @@ statistics for eval()), LayerNorm, GroupNorm, RMSNorm and LocalResponseNorm."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from ..autograd import no_grad
@@ -289,3 +290,56 @@ class LocalResponseNorm(Module):
 
     def extra_repr(self) -> str:
         return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+class SyncBatchNorm(_BatchNorm):
+    """PyTorch's SyncBatchNorm in one process: batch normalisation of [N, C, ...] inputs (2-D to 5-D), as
+    PyTorch's computes without a process group. Across several processes its statistics would be the
+    whole batch's: verigrad's does not gather them, so it raises there rather than normalise each
+    process's part alone."""
+
+    ranks = (2, 3, 4, 5)
+
+    def __init__(
+        self,
+        num_features: DimLike,
+        eps: float = 1e-5,
+        momentum: float | None = 0.1,
+        affine: bool = True,
+        track_running_stats: bool = True,
+        process_group: Any = None,
+        device: Any = None,
+        dtype: Any = None,
+    ):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+        self.process_group = process_group
+
+    def forward(self, x: Tensor) -> Tensor:
+        distributed = sys.modules.get(__package__.rsplit(".", 1)[0] + ".distributed")  # imported only if used
+        started = self.training and distributed is not None and distributed.is_initialized()
+        if started and distributed.get_world_size(self.process_group) > 1:
+            raise NotImplementedError(
+                "SyncBatchNorm across processes: verigrad does not gather the batch statistics; use "
+                "BatchNorm per process (each normalising its own part) or one process"
+            )
+        return super().forward(x)
+
+    @classmethod
+    def convert_sync_batchnorm(cls, module: Module, process_group: Any = None) -> Module:
+        """`module` with every BatchNorm*D layer in it replaced by a SyncBatchNorm holding the same
+        parameters, buffers and mode (the module itself when it is one), as PyTorch's."""
+        out = module
+        if isinstance(module, _BatchNorm) and not isinstance(module, SyncBatchNorm):
+            out = cls(
+                module.num_features, module.eps, module.momentum, module.affine, module.track_running_stats,
+                process_group,
+            )  # fmt: skip
+            if module.affine:
+                with no_grad():
+                    out.weight, out.bias = module.weight, module.bias
+            out.running_mean, out.running_var = module.running_mean, module.running_var
+            out.num_batches_tracked = module.num_batches_tracked
+            out.training = module.training
+        for name, child in module.named_children():
+            out.add_module(name, cls.convert_sync_batchnorm(child, process_group))
+        return out

@@ -281,3 +281,45 @@ class AdaptiveMaxPool3d(AdaptiveMaxPool2d):
 
     def forward(self, x: Tensor) -> Tensor:
         return F.adaptive_max_pool3d(x, self.output_size, self.return_indices)
+
+
+class FractionalMaxPool2d(Module):
+    """Max pooling over pseudo-random windows of kernel_size to output_size, or output_ratio of the input
+    (see F.fractional_max_pool2d); with return_indices also each maximum's position."""
+
+    dims = 2
+
+    def __init__(
+        self,
+        kernel_size: Any,
+        output_size: Any = None,
+        output_ratio: Any = None,
+        return_indices: bool = False,
+        _random_samples: Tensor | None = None,
+    ):
+        super().__init__()
+        name = type(self).__name__
+        if (output_size is None) == (output_ratio is None):
+            raise ValueError(f"{name} requires specifying exactly one of output_size and output_ratio")
+        if output_ratio is not None and not all(0 < r < 1 for r in _sizes(output_ratio, self.dims)):
+            raise ValueError(f"{name}: output_ratio must be between 0 and 1, got {output_ratio!r}")
+        self.kernel_size, self.output_size, self.output_ratio = kernel_size, output_size, output_ratio
+        self.return_indices = return_indices
+        self._random_samples = _random_samples
+
+    def forward(self, x: Tensor) -> Any:
+        pool = F.fractional_max_pool2d if self.dims == 2 else F.fractional_max_pool3d
+        return pool(
+            x,
+            self.kernel_size,
+            self.output_size,
+            self.output_ratio,
+            self.return_indices,
+            self._random_samples,
+        )
+
+
+class FractionalMaxPool3d(FractionalMaxPool2d):
+    """FractionalMaxPool2d over volumes (see F.fractional_max_pool3d)."""
+
+    dims = 3

@@ -159,6 +159,61 @@ def as_tensor(data: Any, dtype: DType | str | None = None, device: Any = None) -
     return data if dtype is None or as_dtype(dtype) is data.dtype else cast(data, dtype=as_dtype(dtype))
 
 
+def asarray(
+    obj: Any,
+    *,
+    dtype: DType | str | None = None,
+    device: Any = None,
+    copy: bool | None = None,
+    requires_grad: bool | None = None,
+) -> Tensor:
+    """PyTorch's asarray: obj itself (a tensor, or a NumPy array whose memory it shares) where its dtype is
+    the one asked for and copy is not True, else a new tensor; copy=False refuses a conversion that needs
+    a copy. requires_grad defaults to obj's (PyTorch 2.13)."""
+    _placed("asarray", device)
+    out = as_tensor(obj, dtype)
+    shares = out is obj or (isinstance(obj, np.ndarray) and np.shares_memory(out.payload, obj))
+    if copy is False and not shares:
+        raise ValueError(f"asarray: copy=False, but {type(obj).__name__} needs a copy to become this tensor")
+    if copy and shares:
+        out = out.clone() if isinstance(obj, Tensor) else tensor(np.array(obj), dtype)
+    if requires_grad is None:
+        requires_grad = bool(getattr(obj, "requires_grad", False))
+    if requires_grad and not out.requires_grad:
+        out = out.requires_grad_()
+    return out.detach() if not requires_grad and out.requires_grad else out
+
+
+def frombuffer(
+    buffer: Any,
+    *,
+    dtype: DType | str,
+    count: int = -1,
+    offset: int = 0,
+    requires_grad: bool = False,
+) -> Tensor:
+    """PyTorch's frombuffer: a 1-D tensor viewing `count` elements (all by default) of an object with the
+    buffer protocol from byte `offset`, sharing its memory (a read-only buffer is viewed read-only)."""
+    dtype = as_dtype(dtype)
+    size = memoryview(buffer).nbytes
+    if size == 0 or count == 0:
+        raise ValueError(f"frombuffer: both buffer length ({size}) and count ({count}) must not be 0")
+    if not 0 <= offset < size:
+        raise ValueError(f"frombuffer: offset ({offset} bytes) must be in [0, buffer length ({size} bytes))")
+    if count < 0 and (size - offset) % dtype.itemsize:
+        raise ValueError(
+            f"frombuffer: buffer length ({size - offset} bytes) after offset ({offset} bytes) must be a "
+            f"multiple of element size ({dtype.itemsize})"
+        )
+    if count > 0 and offset + count * dtype.itemsize > size:
+        raise ValueError(
+            f"frombuffer: requested buffer length ({count} * {dtype.itemsize} bytes) after offset ({offset} "
+            f"bytes) must not be greater than actual buffer length ({size} bytes)"
+        )
+    array = np.frombuffer(buffer, dtype=np.uint16 if dtype is bf16 else dtype.np, count=count, offset=offset)
+    return modes.current().constant(array, dtype).requires_grad_(requires_grad)
+
+
 def _fits(array: np.ndarray, dtype: DType, where: str = "tensor()") -> None:
     """PyTorch's check of Python numbers for an integer dtype: a signed one must hold them, an unsigned
     one their magnitudes (-1 wraps to 255 in u8, 300 is refused in i8)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ... import ops
+from ...dtypes import bool_, f32
 from ...errors import ShapeError
 from ...ops.composite._common import pair, window_out
 from ...ops.composite.convolution import conv2d_input_grad, out_hw, window_params
@@ -32,6 +33,8 @@ def conv2d(
     even kernel's padding goes after. With `groups` (NCHW), the channels and the filters are cut into
     that many groups, each group's filters convolving its own channels (depthwise: groups = C)."""
     check_dtypes(x, weight, bias, "conv2d")
+    if layout == "NCHW":
+        check_shapes(x, weight, bias, groups, padding, dilation, 2, "conv2d")
     if x.ndim == 3:
         return unbatched(conv2d, x, weight, bias, stride, padding, dilation, groups, layout=layout)
     if isinstance(padding, str):
@@ -54,6 +57,65 @@ def conv2d(
     if bias is None:
         return out
     return out + (bias.reshape(bias.shape[0], 1, 1) if layout == "NCHW" else bias)
+
+
+def check_shapes(
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor | None,
+    groups: Any,
+    padding: Any,
+    dilation: Any,
+    nd: int,
+    what: str,
+    transposed: bool = False,
+) -> None:
+    """The shapes a convolution of `nd` spatial axes takes, checked before any work with the errors
+    naming `what`, the function called (conv1d is computed as conv2d: its errors must still say conv1d).
+    Weights are [O, C / groups, k...], transposed [C, O / groups, k...]."""
+    axes, taps = {1: ("L", "k"), 2: ("H, W", "kh, kw"), 3: ("D, H, W", "kd, kh, kw")}[nd]
+    form = f"[C_in, C_out / groups, {taps}]" if transposed else f"[O, C / groups, {taps}]"
+    if x.ndim not in (nd + 1, nd + 2) or weight.ndim != nd + 2:
+        raise ShapeError(
+            f"{what} takes x [N, C, {axes}] (or [C, {axes}]) and weight {form}, got "
+            f"{shape_text(x.shape)} and {shape_text(weight.shape)}"
+        )
+    if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
+        raise ValueError(f"{what}: groups must be a positive int, got {groups!r}")
+    channels, spatial = x.shape[-nd - 1], x.shape[-nd:]
+    if transposed:
+        if weight.shape[0] != channels or (groups > 1 and channels % groups):
+            raise ShapeError(
+                f"{what}: the input has {channels} channels but the weight {shape_text(weight.shape)} "
+                f"expects {weight.shape[0]} in {groups} group(s)"
+            )
+        filters = weight.shape[1] * groups
+    else:
+        filters = weight.shape[0]
+        if groups > 1 and (channels % groups or filters % groups):
+            raise ShapeError(
+                f"{what}: {channels} channels and {filters} filters do not split into {groups} groups"
+            )
+        if weight.shape[1] * groups != channels:
+            raise ShapeError(
+                f"{what}: the input has {channels} channels but the weight {shape_text(weight.shape)} "
+                f"expects {weight.shape[1] * groups} (groups={groups}: weight {shape_text(weight.shape)} "
+                f"needs {channels // groups} input channels a group)"
+            )
+    if bias is not None and tuple(bias.shape) != (filters,):
+        raise ShapeError(
+            f"{what}: bias must be [{filters}] (one per output channel), got {shape_text(bias.shape)}"
+        )
+    if transposed or isinstance(padding, str):
+        return
+    pads = sizes_nd(padding, nd, f"{what}'s padding", 0)
+    dilations = sizes_nd(dilation, nd, f"{what}'s dilation", 1)
+    for n, p, d, k in zip(spatial, pads, dilations, weight.shape[2:]):
+        if isinstance(n, int) and isinstance(k, int) and n + 2 * p < d * (k - 1) + 1:
+            raise ShapeError(
+                f"{what}: the kernel {shape_text(weight.shape[2:])} (dilation {dilations}) is larger than "
+                f"the padded input {shape_text(tuple(m + 2 * q for m, q in zip(spatial, pads)))}"
+            )
 
 
 def _grouped(
@@ -97,6 +159,7 @@ def conv_transpose2d(
     dilation (k - 1) + output_padding + 1 a side; with `groups`, each group of input channels makes its
     own C_out / groups output channels."""
     check_transposed_dtypes(x, weight, bias, "conv_transpose2d")
+    check_shapes(x, weight, bias, groups, 0, dilation, 2, "conv_transpose2d", transposed=True)
     if x.ndim == 3:
         return unbatched(conv_transpose2d, x, weight, bias, stride, padding, output_padding, groups, dilation)
     sh, sw = pair(stride, "stride", 1)
@@ -183,6 +246,8 @@ def conv_transpose1d(
 ) -> Tensor:
     """The transposed 1-D convolution of [N, C_in, L] with [C_in, C_out / groups, K]: the 2-D one over
     [N, C_in, 1, L]."""
+    check_transposed_dtypes(x, weight, bias, "conv_transpose1d")
+    check_shapes(x, weight, bias, groups, 0, dilation, 1, "conv_transpose1d", transposed=True)
     if x.ndim == 2:
         return unbatched(conv_transpose1d, x, weight, bias, stride, padding, output_padding, groups, dilation)
     window = [pair_1d(v, u) for v, u in ((stride, 1), (padding, 0), (output_padding, 0))]
@@ -223,6 +288,8 @@ def conv1d(
     groups: int = 1,
 ) -> Tensor:
     """1-D convolution of [N, C, L] with [O, C / groups, K] weights: the 2-D one over [N, C, 1, L]."""
+    check_dtypes(x, weight, bias, "conv1d")
+    check_shapes(x, weight, bias, groups, padding, dilation, 1, "conv1d")
     if x.ndim == 2:
         return unbatched(conv1d, x, weight, bias, stride, padding, dilation, groups)
     window = {
@@ -247,6 +314,7 @@ def conv3d(
     "same" and "valid" too): for each depth tap kd, the 2-D convolution of the depth slices it reads
     (all output depths as one batch) with weight[:, :, kd], summed over kd."""
     check_dtypes(x, weight, bias, "conv3d")
+    check_shapes(x, weight, bias, groups, padding, dilation, 3, "conv3d")
     if x.ndim == 4:
         return unbatched(conv3d, x, weight, bias, stride, padding, dilation, groups)
     if x.ndim != 5 or weight.ndim != 5:
@@ -297,6 +365,7 @@ def conv_transpose3d(
     with weight[:, :, kd], spread at stride along the output depth from kd dilation on, summed, and cut
     to (D - 1) stride - 2 padding + dilation (KD - 1) + output_padding + 1."""
     check_transposed_dtypes(x, weight, bias, "conv_transpose3d")
+    check_shapes(x, weight, bias, groups, 0, dilation, 3, "conv_transpose3d", transposed=True)
     if x.ndim == 4:
         return unbatched(conv_transpose3d, x, weight, bias, stride, padding, output_padding, groups, dilation)
     if x.ndim != 5 or weight.ndim != 5:
@@ -371,4 +440,9 @@ def fold(
         raise ShapeError(
             f"fold: columns {shape_text(x.shape)} do not make {kh}x{kw} blocks over {oh}x{ow} places"
         )
-    return ops.col2im(x.reshape(n, ckk // (kh * kw), kh, kw, oh, ow), size=size, **window)
+    cols = x.reshape(n, ckk // (kh * kw), kh, kw, oh, ow)
+    if (
+        x.dtype is bool_
+    ):  # PyTorch adds bool blocks in bool: a place is True where any block is (exact in f32)
+        return ops.col2im(cols.cast(f32), size=size, **window) > 0
+    return ops.col2im(cols, size=size, **window)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ...dtypes import INTEGERS, i64
+from ...dtypes import INTEGERS, bf16, i64
 from ...errors import DTypeError
 from ...ops.composite._common import window_out
 from ...tensor import Tensor
@@ -15,9 +15,22 @@ from .pooling_windows import regular_axis, zero_padded_windows
 _AXES = ("depth", "height", "width")
 
 
+def refuse_bf16(x: Tensor, what: str) -> None:
+    """bf16 convolutions raise: PyTorch's CPU kernels sum in f32 in an order of their own, so that about one
+    element in 5000 of a wide reduction (256 channels of 3x3) is a bf16 step from the once-rounded result,
+    which is what verigrad could compute; no result here is better than one with other bits."""
+    if x.dtype is bf16:
+        raise DTypeError(
+            f"{what} of bf16: not supported (PyTorch's CPU kernel rounds its f32 sums in an order verigrad "
+            f"does not reproduce, a bf16 step apart on some elements); convolve in f32 and round: "
+            f"{what}(x.float(), weight.float(), ...).bfloat16()"
+        )
+
+
 def check_dtypes(x: Tensor, weight: Tensor, bias: Tensor | None, what: str) -> None:
     """PyTorch's rule for conv1d/2d/3d: the input, the weight and the bias share one dtype, a float one
-    or one of PyTorch's integer ones (no bool)."""
+    or one of PyTorch's integer ones (no bool); bf16 raises (refuse_bf16)."""
+    refuse_bf16(x, what)
     if weight.dtype is not x.dtype:
         raise DTypeError(
             f"{what}: the input is {x.dtype.name} and the weight {weight.dtype.name}; they must have the "
@@ -36,7 +49,8 @@ def check_dtypes(x: Tensor, weight: Tensor, bias: Tensor | None, what: str) -> N
 def check_transposed_dtypes(x: Tensor, weight: Tensor, bias: Tensor | None, what: str) -> None:
     """PyTorch's rule for conv_transpose1d/2d/3d: the weight in the input's dtype; the bias too for 3-D
     and for f16/bf16 inputs, else any dtype the result (in the input's dtype) can take (no float bias
-    on an integer input)."""
+    on an integer input); bf16 raises (refuse_bf16)."""
+    refuse_bf16(x, what)
     if weight.dtype is not x.dtype:
         raise DTypeError(
             f"{what}: the input is {x.dtype.name} and the weight {weight.dtype.name}; they must have the "

@@ -426,7 +426,8 @@ def margin_ranking_loss(
 ) -> Tensor:
     """max(0, -target (input1 - input2) + margin), target 1 or -1: which input should rank higher."""
     reduction = checked_reduction("margin_ranking_loss", reduction, size_average, reduce)
-    return reduce_loss(relu(-target * (input1 - input2) + margin), reduction, "margin_ranking_loss")
+    # a float margin, as aten's double: integer inputs give a float loss in the default dtype, as PyTorch's
+    return reduce_loss(relu(-target * (input1 - input2) + float(margin)), reduction, "margin_ranking_loss")
 
 
 def hinge_embedding_loss(

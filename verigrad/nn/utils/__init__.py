@@ -18,7 +18,7 @@ import numpy as np
 from ...autograd import no_grad
 from ...ops import concat, stack, zeros
 from ...tensor import Tensor
-from . import fusion, parametrizations, parametrize, rnn
+from . import fusion, parametrizations, parametrize, prune, rnn, stateless
 from .fusion import fuse_conv_bn_eval, fuse_conv_bn_weights, fuse_linear_bn_eval, fuse_linear_bn_weights
 from .spectral_norm import remove_spectral_norm, spectral_norm
 
