@@ -22,19 +22,13 @@ from verigrad.ops import REGISTRY
 HAS_CC = cpu.available()
 needs_cc = pytest.mark.skipif(not HAS_CC, reason="the cpu backend could not be built here")
 CPU_KERNELS = verification.native_kernels(cpu.cpu) if HAS_CC else []
-QMATMUL_NAN_SIGN = (  # found when verify took every quant path; the quant kernels' owners fix it
-    "quant_f32.c: on inputs with NaN and infinities the AVX-512 path gives NaN 0xffc00000 where the AVX2 "
-    "and scalar paths give 0x7fc00000 (each path should give the same bits)"
-)
-NAN_SIGN_HERE = HAS_CC and "avx512" in cpu.quant_paths()  # the AVX-512 path against the others
-KNOWN = {("qmatmul", "f32"): pytest.mark.xfail(NAN_SIGN_HERE, strict=True, reason=QMATMUL_NAN_SIGN)}
 
 
 # the suite on the cpu backend: whatever kernels it has, each a test of its own --------------------------
 @needs_cc
 @pytest.mark.parametrize(
     ("op", "dtype"),
-    [pytest.param(o, d, marks=KNOWN.get((o, d), ()), id=f"{o}-{d or '*'}") for o, d in CPU_KERNELS],
+    [pytest.param(o, d, id=f"{o}-{d or '*'}") for o, d in CPU_KERNELS],
 )
 def test_cpu_kernel_meets_its_stated_exactness(op, dtype):
     result = verification.verify_kernel(cpu.cpu, op, dtype)
@@ -447,7 +441,7 @@ def test_a_compiled_training_step_on_cpu_meets_every_stated_exactness(monkeypatc
 @pytest.mark.parametrize(
     "op",
     [
-        pytest.param("qmatmul", marks=KNOWN[("qmatmul", "f32")]),
+        "qmatmul",
         "qmatmul_q8",
         "qembedding",
         "dequantize",

@@ -336,7 +336,8 @@ def fma32(a: np.ndarray, p: np.ndarray) -> np.ndarray:
 def lane_dot(x: np.ndarray, v: np.ndarray) -> np.ndarray:
     """f32[..., N]: the f32 products of x f32[..., K] and the rows of v f32[N, K] (K a multiple of LANES) as
     qmatmul sums them: partial sum j (of LANES, from +0.0) takes k = j, j + LANES, ... in order, each step a
-    fused multiply-add (`fma32`); then s[j] = s[j] + s[j + h] for h = 16, 8, 4, 2, 1 (f32 additions)."""
+    fused multiply-add (`fma32`); then s[j] = s[j] + s[j + h] for h = 16, 8, 4, 2, 1 (f32 additions). A NaN
+    result is the quiet NaN 0x7fc00000 (which NaN a sum ends in otherwise depends on its operands' order)."""
     k = x.shape[-1]
     xs = x.reshape(-1, k).astype(np.float64)
     n, rows = v.shape[0], xs.shape[0]
@@ -352,6 +353,7 @@ def lane_dot(x: np.ndarray, v: np.ndarray) -> np.ndarray:
             acc = acc[..., :h] + acc[..., h : 2 * h]
             h //= 2
         out[:, n0 : n0 + group] = acc[..., 0]
+    out[np.isnan(out)] = np.float32(np.nan)
     return out.reshape((*x.shape[:-1], n))
 
 

@@ -238,12 +238,13 @@ static void dequantize_into(const fjob *p, int level, int64_t r, int64_t nb, int
 #if VG_X86
     for (int64_t off = 0; off < stride; off += 64) /* the row `ahead` rows on */
         _mm_prefetch((const char *)(row + ahead * stride + off), _MM_HINT_T0);
+#else
+    (void)ahead;
 #endif
     vg_dequantize_f32_row(p->qtype, row, nb, v, level);
 }
 
-static void f32_band(void *ctx, int64_t lo, int64_t hi) {
-    fjob *p = (fjob *)ctx;
+static void f32_rows(fjob *p, int64_t lo, int64_t hi) {
     const int64_t nb = p->k / BLOCK_VALUES[p->qtype], stride = nb * BLOCK_BYTES[p->qtype], k = p->k;
     const int avx2 = p->avx2, avx512 = p->avx512, level = avx512 ? 2 : avx2;
 #if VG_X86
@@ -311,6 +312,20 @@ static void f32_band(void *ctx, int64_t lo, int64_t hi) {
         r += rn;
     }
     if (v != stack) free(v);
+}
+
+/* Which NaN a sum ends in (an input's, or the default NaN of inf - inf) depends on the order of its operands,
+ * which the tiles, the decode kernels and each vector level arrange differently: every NaN of an output is
+ * written as the one quiet NaN 0x7fc00000, as the reference's are (`lane_dot`), so every path gives the same
+ * bits. */
+static void f32_band(void *ctx, int64_t lo, int64_t hi) {
+    fjob *p = (fjob *)ctx;
+    f32_rows(p, lo, hi);
+    for (int64_t t = 0; t < p->t; t++) {
+        uint32_t *o = (uint32_t *)(p->out + t * p->n);
+        for (int64_t r = lo; r < hi; r++)
+            if ((o[r] & 0x7fffffffu) > 0x7f800000u) o[r] = 0x7fc00000u;
+    }
 }
 
 /* out f32[t, n] = x f32[t, k] @ dequantize(w)^T, each output as dot_f32 sums it; returns 0, or -1 when out
