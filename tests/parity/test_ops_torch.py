@@ -67,6 +67,8 @@ NO_TORCH_COUNTERPART = {
     "qmatmul",
     "qmatmul_q8",
     "rms_norm_qmatmul_q8",
+    "qmatmul_q8_group",
+    "rms_norm_qmatmul_q8_group",
     # eigen and singular vectors, unique up to sign, which LAPACK builds choose differently; held to
     # PyTorch's up to sign, values and gradients, in tests/parity/test_linalg_torch.py
     "eigh_vectors",
