@@ -29,6 +29,7 @@ LAYERS = [
     "functions",
     "backends",
     "autograd",
+    "autograd_functional",
     "inplace",
     "tensor_methods",
     "eager",

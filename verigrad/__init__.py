@@ -18,6 +18,7 @@ from . import (
     signal,
     special,
 )
+from . import autograd_functional as _autograd_functional
 from . import eager as _eager
 from . import function as _function
 from . import functions as _functions
@@ -36,9 +37,9 @@ from .autograd import (
     no_grad,
     set_anomaly_enabled,
     set_grad_enabled,
-    value_and_grad,
 )
-from .autograd import grad_transform as grad  # JAX's transform; verigrad.autograd.grad is PyTorch's
+from .autograd_functional import grad_transform as grad  # JAX's; verigrad.autograd.grad is PyTorch's
+from .autograd_functional import value_and_grad
 from .backends import available as available_backends
 from .backends import backend, get_backend, get_threads, set_backend, set_threads
 from .compile import check
@@ -704,8 +705,8 @@ float, bool, int = f32, bool_, i32  # as torch.float, torch.bool and torch.int: 
 func = _types.ModuleType(f"{__name__}.func", "PyTorch's torch.func: functional_call, grad, grad_and_value.")
 func.functional_call = nn.utils.stateless.functional_call
 func.grad = grad
-func.grad_and_value = autograd.grad_and_value
-func.vmap = vmap = autograd.vmap
+func.grad_and_value = _autograd_functional.grad_and_value
+func.vmap = vmap = _autograd_functional.vmap
 _sys.modules[func.__name__] = func
 
 
@@ -764,7 +765,10 @@ for _path, _value in (
 # torch.autograd.functional (jacobian, hessian, vjp, jvp, vhp, hvp), importable as a module
 autograd.functional = _types.ModuleType(f"{__name__}.autograd.functional", "PyTorch's autograd.functional.")
 for _name in ("jacobian", "hessian", "vjp", "jvp", "vhp", "hvp"):
-    setattr(autograd.functional, _name, getattr(autograd, _name))
+    setattr(autograd.functional, _name, getattr(_autograd_functional, _name))
+# the transforms split out of autograd.py stay importable from verigrad.autograd, where they were
+for _name in _autograd_functional.__all__:
+    setattr(autograd, _name, getattr(_autograd_functional, _name))
 _sys.modules[autograd.functional.__name__] = autograd.functional
 
 # PyTorch's torch.autograd.Function, and its module for `from torch.autograd.function import ...`
