@@ -31,6 +31,7 @@ LAYERS = [
     "autograd",
     "autograd_functional",
     "inplace",
+    "tensor_methods_in_place",
     "tensor_methods",
     "eager",
     "function",
