@@ -206,20 +206,27 @@ def test_a_path_that_gives_other_bits_fails_and_is_named():
     assert result.worst_ulps == 0  # the default path: the reference's bits
 
 
-@needs_cc
-def test_the_vector_paths_of_the_cpu_kernels_are_each_verified(monkeypatch):
-    """verify_kernel takes each path the machine has (the AVX-512, AVX2 and scalar ones on x86), and is
-    left on the default path after."""
+def _record_paths(monkeypatch, module, name: str) -> list[str]:
+    """module.<name> (path() reads the kernel path, path(p) sets it) patched to record each path set; the
+    list it fills."""
     taken = []
-    chosen = cpu.vector_path()
-    real = cpu.vector_path
+    real = getattr(module, name)
 
     def spy(path=None):
         if path is not None:
             taken.append(path)
         return real(path)
 
-    monkeypatch.setattr(cpu, "vector_path", spy)
+    monkeypatch.setattr(module, name, spy)
+    return taken
+
+
+@needs_cc
+def test_the_vector_paths_of_the_cpu_kernels_are_each_verified(monkeypatch):
+    """verify_kernel takes each path the machine has (the AVX-512, AVX2 and scalar ones on x86), and is
+    left on the default path after."""
+    chosen = cpu.vector_path()
+    taken = _record_paths(monkeypatch, cpu, "vector_path")
     assert verification.verify_kernel(cpu.cpu, "sigmoid", "f32").passed
     assert set(taken) >= set(cpu.vector_paths()) and cpu.vector_path() == chosen
     assert cpu.cpu.paths("sigmoid", "f64") == cpu.cpu.paths("relu", "f32") == ("",)
@@ -452,16 +459,8 @@ def test_the_quant_paths_of_the_cpu_kernels_are_each_verified(monkeypatch, op):
     avx512, avx2, scalar on x86), and leaves both families on their default paths after."""
     from verigrad.backends.cpu import quant
 
-    taken = []
     chosen, chosen_vector = quant.path(), cpu.vector_path()
-    real = quant.path
-
-    def spy(path=None):
-        if path is not None:
-            taken.append(path)
-        return real(path)
-
-    monkeypatch.setattr(quant, "path", spy)
+    taken = _record_paths(monkeypatch, quant, "path")
     paths = cpu.quant_paths()
     assert paths[0] == chosen and paths[-1] == "scalar" and set(paths) <= set(quant.PATHS)
     assert cpu.cpu.paths(op, "f32") == paths

@@ -18,6 +18,7 @@ from . import (
     signal,
     special,
 )
+from . import autograd_functional as _autograd_functional
 from . import eager as _eager
 from . import function as _function
 from . import functions as _functions
@@ -36,9 +37,9 @@ from .autograd import (
     no_grad,
     set_anomaly_enabled,
     set_grad_enabled,
-    value_and_grad,
 )
-from .autograd import grad_transform as grad  # JAX's transform; verigrad.autograd.grad is PyTorch's
+from .autograd_functional import grad_transform as grad  # JAX's; verigrad.autograd.grad is PyTorch's
+from .autograd_functional import value_and_grad
 from .backends import available as available_backends
 from .backends import backend, get_backend, get_threads, set_backend, set_threads
 from .compile import check
@@ -700,13 +701,24 @@ def __dir__() -> list[str]:
 __all__ = sorted({*(name for name in dir() if not name.startswith("_")), *_LAZY, *_LAZY_FUNCTIONS})
 float, bool, int = f32, bool_, i32  # as torch.float, torch.bool and torch.int: `vg.float`, `vg.int`
 
+
+def _namespace(path: str, doc: str, **names: _Any) -> _types.ModuleType:
+    """A module `verigrad.<path>` holding `names`, registered in sys.modules so that `import` and
+    `from ... import` find it (PyTorch's namespaces that programs import as modules)."""
+    module = _types.ModuleType(f"{__name__}.{path}", doc)
+    for name, value in names.items():
+        setattr(module, name, value)
+    _sys.modules[module.__name__] = module
+    return module
+
+
 # torch.func (functional_call, grad, grad_and_value; vmap refused), a module for `from torch.func import ...`
-func = _types.ModuleType(f"{__name__}.func", "PyTorch's torch.func: functional_call, grad, grad_and_value.")
-func.functional_call = nn.utils.stateless.functional_call
-func.grad = grad
-func.grad_and_value = autograd.grad_and_value
-func.vmap = vmap = autograd.vmap
-_sys.modules[func.__name__] = func
+func = _namespace(
+    "func", "PyTorch's torch.func: functional_call, grad, grad_and_value.",
+    functional_call=nn.utils.stateless.functional_call, grad=grad,
+    grad_and_value=_autograd_functional.grad_and_value, vmap=_autograd_functional.vmap,
+)  # fmt: skip
+vmap = func.vmap
 
 
 @_contextlib.contextmanager
@@ -721,11 +733,12 @@ def _fork_rng(devices: _Any = None, enabled: bool = True, **_: _Any) -> _Any:
 
 
 # torch.random (the default generator's functions), a module for `from torch.random import ...`
-random = _types.ModuleType(f"{__name__}.random", "PyTorch's torch.random: the default generator's functions.")
-random.manual_seed, random.seed, random.initial_seed = manual_seed, seed, initial_seed
-random.get_rng_state, random.set_rng_state, random.fork_rng = get_rng_state, set_rng_state, _fork_rng
-random.default_generator = default_generator = _default_generator
-_sys.modules[random.__name__] = random
+random = _namespace(
+    "random", "PyTorch's torch.random: the default generator's functions.",
+    manual_seed=manual_seed, seed=seed, initial_seed=initial_seed, get_rng_state=get_rng_state,
+    set_rng_state=set_rng_state, fork_rng=_fork_rng, default_generator=_default_generator,
+)  # fmt: skip
+default_generator = random.default_generator
 
 
 def _is_compiling() -> bool:
@@ -739,15 +752,12 @@ def _compiler_disable(fn: _Any = None, recursive: bool = True, reason: _Any = No
 
 
 # torch.compiler: is_compiling and the decorators that only steer torch.compile (no effect on results here)
-compiler = _types.ModuleType(
-    f"{__name__}.compiler", "PyTorch's torch.compiler: is_compiling, disable, reset."
-)
-compiler.is_compiling = compiler.is_dynamo_compiling = _is_compiling
-compiler.disable = _compiler_disable
-compiler.allow_in_graph = compiler.assume_constant_result = lambda fn: fn
-compiler.reset = lambda: None
-compiler.compile = compile
-_sys.modules[compiler.__name__] = compiler
+_unchanged = lambda fn: fn
+compiler = _namespace(
+    "compiler", "PyTorch's torch.compiler: is_compiling, disable, reset.",
+    is_compiling=_is_compiling, is_dynamo_compiling=_is_compiling, disable=_compiler_disable,
+    allow_in_graph=_unchanged, assume_constant_result=_unchanged, reset=lambda: None, compile=compile,
+)  # fmt: skip
 
 # PyTorch's namespaces that programs import as modules (`import torch.backends.cudnn as cudnn`, `from
 # torch.cuda.amp import GradScaler`, `from torch.version import cuda`): the objects verigrad holds them in
@@ -762,10 +772,13 @@ for _path, _value in (
     _sys.modules[f"{__name__}.{_path}"] = _value
 
 # torch.autograd.functional (jacobian, hessian, vjp, jvp, vhp, hvp), importable as a module
-autograd.functional = _types.ModuleType(f"{__name__}.autograd.functional", "PyTorch's autograd.functional.")
-for _name in ("jacobian", "hessian", "vjp", "jvp", "vhp", "hvp"):
-    setattr(autograd.functional, _name, getattr(autograd, _name))
-_sys.modules[autograd.functional.__name__] = autograd.functional
+autograd.functional = _namespace(
+    "autograd.functional", "PyTorch's autograd.functional.",
+    **{n: getattr(_autograd_functional, n) for n in ("jacobian", "hessian", "vjp", "jvp", "vhp", "hvp")},
+)  # fmt: skip
+# the transforms split out of autograd.py stay importable from verigrad.autograd, where they were
+for _name in _autograd_functional.__all__:
+    setattr(autograd, _name, getattr(_autograd_functional, _name))
 
 # PyTorch's torch.autograd.Function, and its module for `from torch.autograd.function import ...`
 autograd.Function, autograd.FunctionCtx = _function.Function, _function.FunctionCtx

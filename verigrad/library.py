@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 
 from . import modes
-from .autograd import Node, grad_transform, is_grad_enabled, no_grad
+from .autograd import Node, is_grad_enabled, no_grad
+from .autograd_functional import grad_transform
 from .compile import compile as compile_fn
 from .dtypes import from_numpy_dtype
 from .function.ctx import FunctionCtx, backward_grads

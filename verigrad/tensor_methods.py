@@ -9,15 +9,14 @@ method of a few lines below. Importing `verigrad` binds the table once.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from . import autograd
-from .dtypes import DType, as_dtype, can_cast, f32, f64
-from .errors import DTypeError, ShapeError
+from .dtypes import DType, as_dtype, f32, f64
+from .errors import ShapeError
 from .functions import (
     complex_refusals,
     copies,
@@ -58,8 +57,20 @@ from .ops.angle import angle as angle_op
 from .ops.composite.softmax import log_softmax, softmax
 from .ops.matmul import matmul
 from .ops.scatter_reduce import scatter_reduce
-from .shapes import Size, Spec
+from .shapes import Size
 from .tensor import LEGACY_NAMES, LegacyType, Tensor, check_memory_format, describe, to_arguments
+from .tensor_methods_in_place import (
+    ADAPTED,
+    ALIASES,
+    IN_PLACE,
+    IN_PLACE_OPERATORS,
+    VIEWS_IN_PLACE,
+    adapted,
+    assigning,
+    in_place,
+    shape_arg,
+    view_in_place,
+)
 from .typeinfo import strided
 
 Axis = int | Sequence[int] | None
@@ -84,51 +95,11 @@ def _reflected(fn: Callable[..., Any]) -> Callable[..., Any]:
     return method
 
 
-def _in_place(name: str) -> Callable[..., Tensor]:
-    """`x.name_(*args)`: `x.name(*args)` written into x."""
-
-    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-        out = getattr(self, name)(*args, **kwargs)
-        return self.assign(out if name in _FILLING else _castable(out, self, name + "_"))
-
-    method.__doc__ = f"{name}, written into this tensor."
-    return method
-
-
-# in-place methods that write values given to them, which PyTorch casts to the tensor's dtype
-_FILLING = ("index_fill", "scatter", "masked_fill", "index_add", "scatter_add", "scatter_reduce")
-
-
-def _castable(result: Tensor, into: Tensor, what: str) -> Tensor:
-    """`result`, if an in-place op may write it into `into`: not a float into an integer tensor, nor a
-    number into a bool one (PyTorch raises, where a cast would silently change the values)."""
-    if not can_cast(result.dtype, into.dtype):
-        raise DTypeError(
-            f"{what}: the result type {result.dtype.name} can't be cast to the tensor's {into.dtype.name} "
-            "(as in PyTorch); compute out of place or cast first"
-        )
-    return result
-
-
 def _axis(axis: Any, dim: Any) -> Any:
     return dim if dim is not None else axis
 
 
-def _shape_arg(shape: tuple) -> tuple:
-    """Accept both `x.reshape(2, 3)` and `x.reshape((2, 3))`."""
-    if len(shape) == 1 and isinstance(shape[0], list | tuple):
-        return tuple(shape[0])
-    return shape
-
-
 # methods whose arguments differ from the op's ---------------------------------------------------
-ADAPTED: dict[str, Callable[..., Any]] = {}
-
-
-def adapted(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Enter a method written here in the table under its own name."""
-    ADAPTED[fn.__name__] = fn
-    return fn
 
 
 @adapted
@@ -142,24 +113,6 @@ def backward(
     """PyTorch's: accumulate gradients into the leaves' `.grad` (see `autograd.backward`); the graph is
     freed unless `retain_graph` (default `create_graph`)."""
     autograd.backward(self, None if gradient is None else [gradient], retain_graph, create_graph, inputs)
-
-
-@adapted
-def add_(self: Tensor, o: Any, alpha: Any = 1) -> Tensor:
-    """self + alpha * o written into self, with one rounding (as PyTorch's)."""
-    return self.assign(_castable(pointwise.add(self, o, alpha=alpha), self, "add_"))
-
-
-@adapted
-def sub_(self: Tensor, o: Any, alpha: Any = 1) -> Tensor:
-    """self - alpha * o written into self, with one rounding (as PyTorch's)."""
-    return self.assign(_castable(pointwise.sub(self, o, alpha=alpha), self, "sub_"))
-
-
-@adapted
-def clamp_(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
-    """clamp(min, max), written into this tensor."""
-    return self.assign(_castable(self.clamp(min, max), self, "clamp_"))
 
 
 @adapted
@@ -216,64 +169,6 @@ def __rdiv__(self: Tensor, o: Any) -> Tensor:
 @adapted
 def swapaxes(self: Tensor, a: int, b: int) -> Tensor:
     return self.transpose(a, b)
-
-
-@adapted
-def uniform_(self: Tensor, a: float = 0.0, b: float = 1.0, generator: Any = None) -> Tensor:
-    """Values drawn uniformly from [a, b), in place."""
-    return self.assign(creation.rand(*self.shape, dtype=self.dtype, generator=generator) * (b - a) + a)
-
-
-@adapted
-def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, generator: Any = None) -> Tensor:
-    """Values drawn from N(mean, std^2), in place."""
-    return self.assign(creation.randn(*self.shape, dtype=self.dtype, generator=generator) * std + mean)
-
-
-def _uniform_draws(self: Tensor, generator: Any) -> Tensor:
-    """Uniform [0, 1) draws of this shape: in this dtype if it is a float one, else in f64 (geometric_ of
-    integers)."""
-    return creation.rand(*self.shape, dtype=self.dtype if self.dtype.is_float else f64, generator=generator)
-
-
-def _continuous(self: Tensor, what: str, value: Any, name: str) -> None:
-    """PyTorch's checks of a continuous distribution's fill: a float tensor, a positive scale."""
-    if not self.dtype.is_float:
-        raise DTypeError(f"Tensor.{what}: a continuous distribution, for float tensors; got {describe(self)}")
-    if not value > 0:
-        raise ValueError(f"Tensor.{what} expects {name} > 0, got {value!r}")
-
-
-@adapted
-def exponential_(self: Tensor, lambd: float = 1.0, *, generator: Any = None) -> Tensor:
-    """Values drawn from the exponential distribution of rate lambd, in place: -log(1 - U) / lambd."""
-    _continuous(self, "exponential_", lambd, "lambd")
-    return self.assign(-(-_uniform_draws(self, generator)).log1p() / lambd)
-
-
-@adapted
-def geometric_(self: Tensor, p: float, *, generator: Any = None) -> Tensor:
-    """Values drawn from the geometric distribution (the trials up to the first success, each a success
-    with probability p: 1, 2, ...), in place: ceil(log(1 - U) / log(1 - p))."""
-    if not 0 < p < 1:
-        raise ValueError(f"Tensor.geometric_ expects p in (0, 1), got {p!r}")
-    trials = ((-_uniform_draws(self, generator)).log1p() / math.log1p(-p)).ceil()
-    return self.assign(trials.clamp(min=1))  # U = 0 gives 0 trials: at least one
-
-
-@adapted
-def cauchy_(self: Tensor, median: float = 0.0, sigma: float = 1.0, *, generator: Any = None) -> Tensor:
-    """Values drawn from the Cauchy distribution, in place: median + sigma tan(pi (U - 1/2))."""
-    _continuous(self, "cauchy_", sigma, "sigma")
-    return self.assign(((_uniform_draws(self, generator) - 0.5) * math.pi).tan() * sigma + median)
-
-
-@adapted
-def log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0, *, generator: Any = None) -> Tensor:
-    """Values drawn from the log-normal distribution (exp of N(mean, std^2)), in place."""
-    _continuous(self, "log_normal_", std, "std")
-    normal = creation.randn(*self.shape, dtype=self.dtype, generator=generator)
-    return self.assign((normal * std + mean).exp())
 
 
 # dtype ------------------------------------------------------------------------------------------
@@ -350,23 +245,6 @@ def storage_offset(self: Tensor) -> int:
     return (data.__array_interface__["data"][0] - root.__array_interface__["data"][0]) // data.itemsize
 
 
-def _view_in_place(name: str) -> Callable[..., Tensor]:
-    """`x.name_(*args)` (squeeze_, unsqueeze_, t_, transpose_, ...): x becomes its view x.name(*args), as
-    PyTorch's, for a tensor without gradient (the usual case: reshaping data in place)."""
-
-    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
-        if self.requires_grad:
-            raise NotImplementedError(
-                f"Tensor.{name}_: changing the shape in place of a tensor that requires grad is not "
-                f"supported; write x = x.{name}(...)"
-            )
-        self.data = getattr(self, name)(*args, **kwargs)
-        return self
-
-    method.__doc__ = f"This tensor made its view {name}(...) in place (a tensor without gradient)."
-    return method
-
-
 @adapted
 def detach_(self: Tensor) -> Tensor:
     """This tensor without its history and not requiring grad, in place (PyTorch's detach_)."""
@@ -393,19 +271,6 @@ def new(self: Tensor, *args: Any) -> Tensor:
     if len(args) == 1:
         return self.new_tensor(args[0])
     raise TypeError(f"Tensor.new: takes sizes or one sequence of data, got {args!r}")
-
-
-@adapted
-def random_(self: Tensor, *args: Any, generator: Any = None) -> Tensor:
-    """This tensor filled with integers drawn uniformly from [from, to) (random_(to): [0, to)), as
-    PyTorch's random_; with no bounds PyTorch's default range is refused here (give them)."""
-    if len(args) not in (1, 2):
-        raise NotImplementedError("Tensor.random_: give the bounds, random_(to) or random_(from, to)")
-    low, high = (0, args[0]) if len(args) == 1 else args
-    if high is None:
-        raise NotImplementedError("Tensor.random_: give the upper bound, random_(from, to)")
-    draws = creation.randint(low, high, tuple(self.shape), generator=generator)
-    return self.assign(draws.cast(self.dtype))
 
 
 @adapted
@@ -493,15 +358,6 @@ def is_complex(self: Tensor) -> bool:
 
 
 @adapted
-def bernoulli_(self: Tensor, p: Any = 0.5, *, generator: Any = None) -> Tensor:
-    """This tensor filled with draws of 1 with probability p (a number or a tensor that broadcasts),
-    else 0."""
-    probs = p.cast(f64) if isinstance(p, Tensor) else creation.full((), p, dtype=f64)
-    probs = probs.expand(*self.shape) if probs.shape != tuple(self.shape) else probs
-    return self.assign(distributions.bernoulli(probs, generator=generator).cast(self.dtype))
-
-
-@adapted
 def clone(self: Tensor) -> Tensor:
     """A copy with memory of its own (a cast always makes one), in the graph as PyTorch's clone is."""
     return self.cast(self.dtype)
@@ -519,7 +375,7 @@ def new_full(
 ) -> Tensor:
     dtype = self.dtype if dtype is None else dtype
     return creation.full(
-        _shape_arg((size,)), fill_value, dtype=dtype, device=device, requires_grad=requires_grad
+        shape_arg((size,)), fill_value, dtype=dtype, device=device, requires_grad=requires_grad
     )
 
 
@@ -527,21 +383,21 @@ def new_full(
 def new_zeros(
     self: Tensor, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
 ) -> Tensor:
-    return self.new_full(_shape_arg(size), 0, dtype, device, requires_grad)
+    return self.new_full(shape_arg(size), 0, dtype, device, requires_grad)
 
 
 @adapted
 def new_ones(
     self: Tensor, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
 ) -> Tensor:
-    return self.new_full(_shape_arg(size), 1, dtype, device, requires_grad)
+    return self.new_full(shape_arg(size), 1, dtype, device, requires_grad)
 
 
 @adapted
 def new_empty(
     self: Tensor, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
 ) -> Tensor:
-    return self.new_full(_shape_arg(size), 0, dtype, device, requires_grad)
+    return self.new_full(shape_arg(size), 0, dtype, device, requires_grad)
 
 
 @adapted
@@ -662,7 +518,7 @@ def gather(self: Tensor, dim: int, index: Any, *, sparse_grad: bool = False) -> 
 # movement ---------------------------------------------------------------------------------------
 @adapted
 def reshape(self: Tensor, *shape: Any) -> Tensor:
-    return movement.reshape(self, shape=_shape_arg(shape))
+    return movement.reshape(self, shape=shape_arg(shape))
 
 
 @adapted
@@ -671,7 +527,7 @@ def view(self: Tensor, *shape: Any) -> Tensor:
     PyTorch's; `reshape` copies there); `view(dtype)` reinterprets the bytes (eager only)."""
     if len(shape) == 1 and isinstance(shape[0], DType | str) and not isinstance(shape[0], int):
         return _view_as_dtype(self, as_dtype(shape[0]))
-    shape = _shape_arg(shape)
+    shape = shape_arg(shape)
     data = self.payload
     if isinstance(data, np.ndarray) and data.size and not data.flags.c_contiguous:
         try:
@@ -705,7 +561,7 @@ def view_as(self: Tensor, other: Tensor) -> Tensor:
 
 @adapted
 def permute(self: Tensor, *axes: Any) -> Tensor:
-    return movement.permute(self, axes=tuple(_shape_arg(axes)))
+    return movement.permute(self, axes=tuple(shape_arg(axes)))
 
 
 def T(self: Tensor) -> Tensor:
@@ -727,12 +583,12 @@ def H(self: Tensor) -> Tensor:
 
 @adapted
 def expand(self: Tensor, *shape: Any) -> Tensor:
-    return shaping.expand(self, _shape_arg(shape))
+    return shaping.expand(self, shape_arg(shape))
 
 
 @adapted
 def broadcast_to(self: Tensor, *shape: Any) -> Tensor:
-    return movement.broadcast_to(self, shape=_shape_arg(shape))
+    return movement.broadcast_to(self, shape=shape_arg(shape))
 
 
 @adapted
@@ -747,7 +603,7 @@ def reshape_as(self: Tensor, other: Tensor) -> Tensor:
 
 @adapted
 def flip(self: Tensor, *dims: Any) -> Tensor:
-    return shaping.flip(self, _shape_arg(dims))
+    return shaping.flip(self, shape_arg(dims))
 
 
 @adapted
@@ -763,56 +619,6 @@ def __getitem__(self: Tensor, key: Any) -> Tensor:
 @adapted
 def __setitem__(self: Tensor, key: Any, value: Any) -> None:
     indexing.setitem(self, key, value)
-
-
-@adapted
-def resize_(self: Tensor, *size: Any, memory_format: Any = None) -> Tensor:
-    """This tensor given `size`, in place (eagerly, without gradient, as PyTorch's): its first elements
-    in row-major order, a view of its memory where there are enough; the new ones past them are zeros
-    (PyTorch's are uninitialised)."""
-    shape = tuple(_shape_arg(size))
-    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
-        raise ValueError(f"Tensor.resize_: size must be non-negative ints, got {size!r}")
-    if self.requires_grad:
-        raise RuntimeError("Tensor.resize_: cannot resize tensors that require grad (as PyTorch)")
-    data = self._array("Tensor.resize_()")
-    flat, count = data.reshape(-1), int(np.prod(shape, dtype=np.int64))
-    if count > flat.size:
-        flat = np.concatenate([flat, np.zeros(count - flat.size, dtype=data.dtype)])
-    self.data = Tensor(Spec(shape, self.dtype), flat[:count].reshape(shape))
-    return self
-
-
-@adapted
-def resize_as_(self: Tensor, other: Tensor, memory_format: Any = None) -> Tensor:
-    """self.resize_(other.shape)."""
-    return self.resize_(tuple(other.shape))
-
-
-@adapted
-def zero_(self: Tensor) -> Tensor:
-    return self.assign(0)
-
-
-@adapted
-def fill_(self: Tensor, value: Any) -> Tensor:
-    """Every element set to value (in this tensor's dtype)."""
-    return self.assign(value)
-
-
-@adapted
-def copy_(self: Tensor, src: Any) -> Tensor:
-    """src's values (broadcast to this shape, cast to this dtype) written into this tensor."""
-    return self.assign(src)
-
-
-def _assigning(op: Callable[..., Tensor]) -> Callable[[Tensor, Any], Tensor]:
-    """`x op= o`: x op o written into x."""
-
-    def method(self: Tensor, o: Any) -> Tensor:
-        return self.assign(_castable(op(self, o), self, getattr(op, "name", "in-place op")))
-
-    return method
 
 
 # the table ----------------------------------------------------------------------------------------
@@ -847,12 +653,6 @@ REFLECTED = {"__radd__": binary.add, "__rsub__": binary.sub, "__rmul__": binary.
              "__ror__": bitwise.bitwise_or, "__rxor__": bitwise.bitwise_xor,
              "__rlshift__": bitwise.bitwise_left_shift,
              "__rrshift__": bitwise.bitwise_right_shift}  # fmt: skip
-IN_PLACE_OPERATORS = {"__iadd__": binary.add, "__isub__": binary.sub, "__imul__": binary.mul,
-                      "__itruediv__": binary.div, "__imod__": binary.remainder,
-                      "__ifloordiv__": binary.floor_divide, "__iand__": bitwise.bitwise_and,
-                      "__ior__": bitwise.bitwise_or, "__ixor__": bitwise.bitwise_xor,
-                      "__ilshift__": bitwise.bitwise_left_shift,
-                      "__irshift__": bitwise.bitwise_right_shift}  # fmt: skip
 
 HYPERBOLIC_AND_INVERSE = ("sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh")
 
@@ -968,28 +768,6 @@ PROPERTIES = {
     "real": numeric.real,  # a real tensor's real part is itself
     "imag": imag,  # raises, as PyTorch's for a real tensor
 }  # mH: real tensors are their own conjugates
-ALIASES = {"astype": "cast", "clip": "clamp",
-           "moveaxis": "movedim", "swapdims": "swapaxes", "divide": "div", "multiply": "mul",
-           "subtract": "sub", "greater": "gt", "greater_equal": "ge", "less": "lt", "less_equal": "le",
-           "not_equal": "ne", "clip_": "clamp_", "divide_": "div_", "multiply_": "mul_", "subtract_": "sub_",
-           "greater_": "gt_", "greater_equal_": "ge_", "less_": "lt_", "less_equal_": "le_",
-           "not_equal_": "ne_", "absolute_": "abs_", "negative_": "neg_"}  # fmt: skip
-IN_PLACE = ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "relu", "reciprocal", "square",
-            "floor", "ceil", "round", "trunc", "sign", "pow", "lerp", "scatter_reduce", "index_fill",
-            "masked_fill", "mul", "div", "index_add", "scatter", "scatter_add", "index_copy",
-            "masked_scatter", "floor_divide", "remainder", "fmod", "true_divide", "copysign", "tan", "exp2",
-            "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bitwise_left_shift",
-            "bitwise_right_shift", "clamp_min", "clamp_max", "sin", "cos", "sinh", "cosh", "asin", "acos",
-            "atan", "asinh", "acosh", "atanh", "arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh",
-            "log2", "log10", "log1p", "expm1", "erf", "erfc", "erfinv", "lgamma", "digamma", "i0", "sinc",
-            "frac", "fix", "deg2rad", "rad2deg", "nan_to_num", "logit", "xlogy", "hypot", "atan2", "arctan2",
-            "heaviside", "ldexp", "gcd", "lcm", "nextafter", "sgn", "logical_and", "logical_or",
-            "logical_not", "logical_xor", "eq", "ne", "lt", "le", "gt", "ge", "addcmul", "addcdiv", "addmm",
-            "addmv", "addr", "addbmm", "baddbmm", "cumsum", "cumprod", "tril", "triu", "float_power",
-            "renorm", "index_reduce", "put", "igamma", "igammac", "polygamma", "mvlgamma")  # fmt: skip
-
-
-VIEWS_IN_PLACE = ("squeeze", "unsqueeze", "t", "transpose", "swapaxes", "swapdims")
 
 
 def op_methods() -> dict[str, tuple[Any, bool]]:
@@ -1004,11 +782,11 @@ def bind(cls: type = Tensor) -> None:
     """Set every entry of the table on `cls` (once, when verigrad is imported)."""
     methods: dict[str, Any] = {name: _forward(fn) for name, fn in {**OPERATORS, **FORWARDED}.items()}
     methods.update({name: _reflected(fn) for name, fn in REFLECTED.items()})
-    methods.update({name: _assigning(fn) for name, fn in IN_PLACE_OPERATORS.items()})
+    methods.update({name: assigning(fn) for name, fn in IN_PLACE_OPERATORS.items()})
     methods.update(ADAPTED)
     methods.update({name: property(fn) for name, fn in PROPERTIES.items()})
-    methods.update({f"{name}_": _in_place(name) for name in IN_PLACE})
-    methods.update({f"{name}_": _view_in_place(name) for name in VIEWS_IN_PLACE})
+    methods.update({f"{name}_": in_place(name) for name in IN_PLACE})
+    methods.update({f"{name}_": view_in_place(name) for name in VIEWS_IN_PLACE})
     methods.update({alias: methods[name] for alias, name in ALIASES.items()})
     for name, method in methods.items():
         if getattr(method, "__name__", None) == "method":  # made above: named for where it is bound

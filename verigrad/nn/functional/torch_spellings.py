@@ -142,53 +142,33 @@ def _stride(kernel_size: Any, stride: Any) -> Any:
     return None if stride is None or (isinstance(stride, list | tuple) and not stride) else stride
 
 
-def max_pool1d(
-    input: Tensor,
-    kernel_size: Any,
-    stride: Any = (),
-    padding: Any = 0,
-    dilation: Any = 1,
-    ceil_mode: bool = False,
-) -> Tensor:
-    """torch.max_pool1d: F.max_pool1d (stride=[] is the kernel's size)."""
-    return _max_pool1d(input, kernel_size, _stride(kernel_size, stride), padding, dilation, ceil_mode)
+def _torch_max_pool(pool: Any, name: str, return_indices: bool = False) -> Any:
+    """torch.<name>: F's max pool `pool` with torch's arguments (stride=[] is the kernel's size)."""
+
+    def max_pool(
+        input: Tensor,
+        kernel_size: Any,
+        stride: Any = (),
+        padding: Any = 0,
+        dilation: Any = 1,
+        ceil_mode: bool = False,
+    ) -> Tensor:
+        stride = _stride(kernel_size, stride)
+        return pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices=return_indices)
+
+    max_pool.__name__ = max_pool.__qualname__ = name
+    max_pool.__doc__ = f"torch.{name}: F.{pool.__name__}" + (
+        " with return_indices=True." if return_indices else " (stride=[] is the kernel's size)."
+    )
+    if return_indices:
+        max_pool.__annotations__["return"] = "tuple[Tensor, Tensor]"
+    return max_pool
 
 
-def max_pool2d(
-    input: Tensor,
-    kernel_size: Any,
-    stride: Any = (),
-    padding: Any = 0,
-    dilation: Any = 1,
-    ceil_mode: bool = False,
-) -> Tensor:
-    """torch.max_pool2d: F.max_pool2d (stride=[] is the kernel's size)."""
-    return _max_pool2d(input, kernel_size, _stride(kernel_size, stride), padding, dilation, ceil_mode)
-
-
-def max_pool3d(
-    input: Tensor,
-    kernel_size: Any,
-    stride: Any = (),
-    padding: Any = 0,
-    dilation: Any = 1,
-    ceil_mode: bool = False,
-) -> Tensor:
-    """torch.max_pool3d: F.max_pool3d (stride=[] is the kernel's size)."""
-    return _max_pool3d(input, kernel_size, _stride(kernel_size, stride), padding, dilation, ceil_mode)
-
-
-def max_pool1d_with_indices(
-    input: Tensor,
-    kernel_size: Any,
-    stride: Any = (),
-    padding: Any = 0,
-    dilation: Any = 1,
-    ceil_mode: bool = False,
-) -> tuple[Tensor, Tensor]:
-    """torch.max_pool1d_with_indices: F.max_pool1d with return_indices=True."""
-    stride = _stride(kernel_size, stride)
-    return _max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices=True)
+max_pool1d = _torch_max_pool(_max_pool1d, "max_pool1d")
+max_pool2d = _torch_max_pool(_max_pool2d, "max_pool2d")
+max_pool3d = _torch_max_pool(_max_pool3d, "max_pool3d")
+max_pool1d_with_indices = _torch_max_pool(_max_pool1d, "max_pool1d_with_indices", return_indices=True)
 
 
 def adaptive_max_pool1d(input: Tensor, output_size: Any) -> tuple[Tensor, Tensor]:

@@ -1,0 +1,262 @@
+"""Tensor's in-place methods: the wrappers that write a result into the tensor (`x.name_()`, `x op= o`,
+the view-changing `x.t_()`) with the dtype check they share, the in-place methods whose arguments
+differ from the op's (add_, the random fills, resize_, copy_, ...), and the name tables
+(IN_PLACE, VIEWS_IN_PLACE, IN_PLACE_OPERATORS, ALIASES) that `tensor_methods.bind` sets on Tensor. `ADAPTED`
+(filled by `@adapted`, here and in tensor_methods) holds the methods written by hand.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .dtypes import can_cast, f64
+from .errors import DTypeError
+from .functions import distributions, pointwise
+from .ops import binary, bitwise, creation
+from .shapes import Spec
+from .tensor import Tensor, describe
+
+
+def in_place(name: str) -> Callable[..., Tensor]:
+    """`x.name_(*args)`: `x.name(*args)` written into x."""
+
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        out = getattr(self, name)(*args, **kwargs)
+        return self.assign(out if name in _FILLING else _castable(out, self, name + "_"))
+
+    method.__doc__ = f"{name}, written into this tensor."
+    return method
+
+
+# in-place methods that write values given to them, which PyTorch casts to the tensor's dtype
+_FILLING = ("index_fill", "scatter", "masked_fill", "index_add", "scatter_add", "scatter_reduce")
+
+
+def _castable(result: Tensor, into: Tensor, what: str) -> Tensor:
+    """`result`, if an in-place op may write it into `into`: not a float into an integer tensor, nor a
+    number into a bool one (PyTorch raises, where a cast would silently change the values)."""
+    if not can_cast(result.dtype, into.dtype):
+        raise DTypeError(
+            f"{what}: the result type {result.dtype.name} can't be cast to the tensor's {into.dtype.name} "
+            "(as in PyTorch); compute out of place or cast first"
+        )
+    return result
+
+
+def shape_arg(shape: tuple) -> tuple:
+    """Accept both `x.reshape(2, 3)` and `x.reshape((2, 3))`."""
+    if len(shape) == 1 and isinstance(shape[0], list | tuple):
+        return tuple(shape[0])
+    return shape
+
+
+ADAPTED: dict[str, Callable[..., Any]] = {}
+
+
+def adapted(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Enter a method written here in the table under its own name."""
+    ADAPTED[fn.__name__] = fn
+    return fn
+
+
+@adapted
+def add_(self: Tensor, o: Any, alpha: Any = 1) -> Tensor:
+    """self + alpha * o written into self, with one rounding (as PyTorch's)."""
+    return self.assign(_castable(pointwise.add(self, o, alpha=alpha), self, "add_"))
+
+
+@adapted
+def sub_(self: Tensor, o: Any, alpha: Any = 1) -> Tensor:
+    """self - alpha * o written into self, with one rounding (as PyTorch's)."""
+    return self.assign(_castable(pointwise.sub(self, o, alpha=alpha), self, "sub_"))
+
+
+@adapted
+def clamp_(self: Tensor, min: Any = None, max: Any = None) -> Tensor:
+    """clamp(min, max), written into this tensor."""
+    return self.assign(_castable(self.clamp(min, max), self, "clamp_"))
+
+
+@adapted
+def uniform_(self: Tensor, a: float = 0.0, b: float = 1.0, generator: Any = None) -> Tensor:
+    """Values drawn uniformly from [a, b), in place."""
+    return self.assign(creation.rand(*self.shape, dtype=self.dtype, generator=generator) * (b - a) + a)
+
+
+@adapted
+def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, generator: Any = None) -> Tensor:
+    """Values drawn from N(mean, std^2), in place."""
+    return self.assign(creation.randn(*self.shape, dtype=self.dtype, generator=generator) * std + mean)
+
+
+def _uniform_draws(self: Tensor, generator: Any) -> Tensor:
+    """Uniform [0, 1) draws of this shape: in this dtype if it is a float one, else in f64 (geometric_ of
+    integers)."""
+    return creation.rand(*self.shape, dtype=self.dtype if self.dtype.is_float else f64, generator=generator)
+
+
+def _continuous(self: Tensor, what: str, value: Any, name: str) -> None:
+    """PyTorch's checks of a continuous distribution's fill: a float tensor, a positive scale."""
+    if not self.dtype.is_float:
+        raise DTypeError(f"Tensor.{what}: a continuous distribution, for float tensors; got {describe(self)}")
+    if not value > 0:
+        raise ValueError(f"Tensor.{what} expects {name} > 0, got {value!r}")
+
+
+@adapted
+def exponential_(self: Tensor, lambd: float = 1.0, *, generator: Any = None) -> Tensor:
+    """Values drawn from the exponential distribution of rate lambd, in place: -log(1 - U) / lambd."""
+    _continuous(self, "exponential_", lambd, "lambd")
+    return self.assign(-(-_uniform_draws(self, generator)).log1p() / lambd)
+
+
+@adapted
+def geometric_(self: Tensor, p: float, *, generator: Any = None) -> Tensor:
+    """Values drawn from the geometric distribution (the trials up to the first success, each a success
+    with probability p: 1, 2, ...), in place: ceil(log(1 - U) / log(1 - p))."""
+    if not 0 < p < 1:
+        raise ValueError(f"Tensor.geometric_ expects p in (0, 1), got {p!r}")
+    trials = ((-_uniform_draws(self, generator)).log1p() / math.log1p(-p)).ceil()
+    return self.assign(trials.clamp(min=1))  # U = 0 gives 0 trials: at least one
+
+
+@adapted
+def cauchy_(self: Tensor, median: float = 0.0, sigma: float = 1.0, *, generator: Any = None) -> Tensor:
+    """Values drawn from the Cauchy distribution, in place: median + sigma tan(pi (U - 1/2))."""
+    _continuous(self, "cauchy_", sigma, "sigma")
+    return self.assign(((_uniform_draws(self, generator) - 0.5) * math.pi).tan() * sigma + median)
+
+
+@adapted
+def log_normal_(self: Tensor, mean: float = 1.0, std: float = 2.0, *, generator: Any = None) -> Tensor:
+    """Values drawn from the log-normal distribution (exp of N(mean, std^2)), in place."""
+    _continuous(self, "log_normal_", std, "std")
+    normal = creation.randn(*self.shape, dtype=self.dtype, generator=generator)
+    return self.assign((normal * std + mean).exp())
+
+
+def view_in_place(name: str) -> Callable[..., Tensor]:
+    """`x.name_(*args)` (squeeze_, unsqueeze_, t_, transpose_, ...): x becomes its view x.name(*args), as
+    PyTorch's, for a tensor without gradient (the usual case: reshaping data in place)."""
+
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        if self.requires_grad:
+            raise NotImplementedError(
+                f"Tensor.{name}_: changing the shape in place of a tensor that requires grad is not "
+                f"supported; write x = x.{name}(...)"
+            )
+        self.data = getattr(self, name)(*args, **kwargs)
+        return self
+
+    method.__doc__ = f"This tensor made its view {name}(...) in place (a tensor without gradient)."
+    return method
+
+
+@adapted
+def random_(self: Tensor, *args: Any, generator: Any = None) -> Tensor:
+    """This tensor filled with integers drawn uniformly from [from, to) (random_(to): [0, to)), as
+    PyTorch's random_; with no bounds PyTorch's default range is refused here (give them)."""
+    if len(args) not in (1, 2):
+        raise NotImplementedError("Tensor.random_: give the bounds, random_(to) or random_(from, to)")
+    low, high = (0, args[0]) if len(args) == 1 else args
+    if high is None:
+        raise NotImplementedError("Tensor.random_: give the upper bound, random_(from, to)")
+    draws = creation.randint(low, high, tuple(self.shape), generator=generator)
+    return self.assign(draws.cast(self.dtype))
+
+
+@adapted
+def bernoulli_(self: Tensor, p: Any = 0.5, *, generator: Any = None) -> Tensor:
+    """This tensor filled with draws of 1 with probability p (a number or a tensor that broadcasts),
+    else 0."""
+    probs = p.cast(f64) if isinstance(p, Tensor) else creation.full((), p, dtype=f64)
+    probs = probs.expand(*self.shape) if probs.shape != tuple(self.shape) else probs
+    return self.assign(distributions.bernoulli(probs, generator=generator).cast(self.dtype))
+
+
+@adapted
+def resize_(self: Tensor, *size: Any, memory_format: Any = None) -> Tensor:
+    """This tensor given `size`, in place (eagerly, without gradient, as PyTorch's): its first elements
+    in row-major order, a view of its memory where there are enough; the new ones past them are zeros
+    (PyTorch's are uninitialised)."""
+    shape = tuple(shape_arg(size))
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+        raise ValueError(f"Tensor.resize_: size must be non-negative ints, got {size!r}")
+    if self.requires_grad:
+        raise RuntimeError("Tensor.resize_: cannot resize tensors that require grad (as PyTorch)")
+    data = self._array("Tensor.resize_()")
+    flat, count = data.reshape(-1), int(np.prod(shape, dtype=np.int64))
+    if count > flat.size:
+        flat = np.concatenate([flat, np.zeros(count - flat.size, dtype=data.dtype)])
+    self.data = Tensor(Spec(shape, self.dtype), flat[:count].reshape(shape))
+    return self
+
+
+@adapted
+def resize_as_(self: Tensor, other: Tensor, memory_format: Any = None) -> Tensor:
+    """self.resize_(other.shape)."""
+    return self.resize_(tuple(other.shape))
+
+
+@adapted
+def zero_(self: Tensor) -> Tensor:
+    return self.assign(0)
+
+
+@adapted
+def fill_(self: Tensor, value: Any) -> Tensor:
+    """Every element set to value (in this tensor's dtype)."""
+    return self.assign(value)
+
+
+@adapted
+def copy_(self: Tensor, src: Any) -> Tensor:
+    """src's values (broadcast to this shape, cast to this dtype) written into this tensor."""
+    return self.assign(src)
+
+
+def assigning(op: Callable[..., Tensor]) -> Callable[[Tensor, Any], Tensor]:
+    """`x op= o`: x op o written into x."""
+
+    def method(self: Tensor, o: Any) -> Tensor:
+        return self.assign(_castable(op(self, o), self, getattr(op, "name", "in-place op")))
+
+    return method
+
+
+IN_PLACE_OPERATORS = {"__iadd__": binary.add, "__isub__": binary.sub, "__imul__": binary.mul,
+                      "__itruediv__": binary.div, "__imod__": binary.remainder,
+                      "__ifloordiv__": binary.floor_divide, "__iand__": bitwise.bitwise_and,
+                      "__ior__": bitwise.bitwise_or, "__ixor__": bitwise.bitwise_xor,
+                      "__ilshift__": bitwise.bitwise_left_shift,
+                      "__irshift__": bitwise.bitwise_right_shift}  # fmt: skip
+
+
+ALIASES = {"astype": "cast", "clip": "clamp",
+           "moveaxis": "movedim", "swapdims": "swapaxes", "divide": "div", "multiply": "mul",
+           "subtract": "sub", "greater": "gt", "greater_equal": "ge", "less": "lt", "less_equal": "le",
+           "not_equal": "ne", "clip_": "clamp_", "divide_": "div_", "multiply_": "mul_", "subtract_": "sub_",
+           "greater_": "gt_", "greater_equal_": "ge_", "less_": "lt_", "less_equal_": "le_",
+           "not_equal_": "ne_", "absolute_": "abs_", "negative_": "neg_"}  # fmt: skip
+
+
+IN_PLACE = ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "relu", "reciprocal", "square",
+            "floor", "ceil", "round", "trunc", "sign", "pow", "lerp", "scatter_reduce", "index_fill",
+            "masked_fill", "mul", "div", "index_add", "scatter", "scatter_add", "index_copy",
+            "masked_scatter", "floor_divide", "remainder", "fmod", "true_divide", "copysign", "tan", "exp2",
+            "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bitwise_left_shift",
+            "bitwise_right_shift", "clamp_min", "clamp_max", "sin", "cos", "sinh", "cosh", "asin", "acos",
+            "atan", "asinh", "acosh", "atanh", "arcsin", "arccos", "arctan", "arcsinh", "arccosh", "arctanh",
+            "log2", "log10", "log1p", "expm1", "erf", "erfc", "erfinv", "lgamma", "digamma", "i0", "sinc",
+            "frac", "fix", "deg2rad", "rad2deg", "nan_to_num", "logit", "xlogy", "hypot", "atan2", "arctan2",
+            "heaviside", "ldexp", "gcd", "lcm", "nextafter", "sgn", "logical_and", "logical_or",
+            "logical_not", "logical_xor", "eq", "ne", "lt", "le", "gt", "ge", "addcmul", "addcdiv", "addmm",
+            "addmv", "addr", "addbmm", "baddbmm", "cumsum", "cumprod", "tril", "triu", "float_power",
+            "renorm", "index_reduce", "put", "igamma", "igammac", "polygamma", "mvlgamma")  # fmt: skip
+
+
+VIEWS_IN_PLACE = ("squeeze", "unsqueeze", "t", "transpose", "swapaxes", "swapdims")
