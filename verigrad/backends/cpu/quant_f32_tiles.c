@@ -170,15 +170,6 @@ static const few_fn FEW[NQTYPES][FEW_MAX + 1] = {
     [Q8_0] = FEW_ROW(q8_0), [Q4_0] = FEW_ROW(q4_0),     [Q4_1] = FEW_ROW(q4_1),
     [Q5_0] = FEW_ROW(q5_0), [Q5_1] = FEW_ROW(q5_1), [IQ4_NL] = FEW_ROW(iq4_nl)};
 
-/* dot_f32's fold of its 32 partial sums held in 4 vectors of 8 (q0: sums 0..7, ..., q3: 24..31) */
-__attribute__((target("avx2"), always_inline)) static inline float fold_avx2(__m256 q0, __m256 q1, __m256 q2,
-                                                                           __m256 q3) {
-    __m256 e = _mm256_add_ps(_mm256_add_ps(q0, q2), _mm256_add_ps(q1, q3));   /* h = 16, 8 */
-    __m128 f = _mm_add_ps(_mm256_castps256_ps128(e), _mm256_extractf128_ps(e, 1)); /* 4 */
-    f = _mm_add_ps(f, _mm_movehl_ps(f, f));                                       /* 2 */
-    return _mm_cvtss_f32(_mm_add_ss(f, _mm_movehdup_ps(f)));                      /* 1 */
-}
-
 /* dot_f32 of TN activation rows (x + u xs) with RN weight rows (v + j vs), 8 lanes: each output's 32
  * partial sums in 4 vectors, summed a vector (a quarter of the lanes) at a time over all of k, then folded
  * as dot_f32 folds them: s[u RN + j] */
@@ -201,7 +192,7 @@ __attribute__((target("avx2"), always_inline)) static inline float fold_avx2(__m
             for (int u = 0; u < TN; u++)                                                                   \
                 for (int j = 0; j < RN; j++) q[l][u * RN + j] = a[u][j];                                   \
         }                                                                                                  \
-        for (int o = 0; o < TN * RN; o++) s[o] = fold_avx2(q[0][o], q[1][o], q[2][o], q[3][o]);            \
+        for (int o = 0; o < TN * RN; o++) s[o] = vg_fold_avx2(q[0][o], q[1][o], q[2][o], q[3][o]);         \
     }
 #define TILES2_RN(TN)                                                                                      \
     TILE_AVX2(tile2_##TN##x1, TN, 1)                                                                       \
@@ -218,7 +209,7 @@ __attribute__((target("avx2,fma"))) static float row_avx2(const float *x, const 
     for (int64_t i = 0; i < k; i += 32)
         for (int l = 0; l < 4; l++)
             a[l] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8 * l), _mm256_loadu_ps(v + i + 8 * l), a[l]);
-    return fold_avx2(a[0], a[1], a[2], a[3]);
+    return vg_fold_avx2(a[0], a[1], a[2], a[3]);
 }
 /* TILES_AVX2[TN - 1][RN - 1]: up to 3 activation rows by 3 weight rows (9 accumulators of the 16
  * registers) */

@@ -77,19 +77,23 @@ typedef struct {
     double d, dmin;
 } kblock;
 
+/* q4_k's and q5_k's 12 scale bytes (wb + 4) -> k4_scale for the 8 sub-blocks at once, 4 bytes a step
+ * (llama.cpp's masks): scales 0..7 in the bytes of u[0..1], mins 0..7 in those of u[2..3] */
+static inline __attribute__((always_inline)) void k4_scale_words(const uint8_t *wb, uint32_t u[4]) {
+    memcpy(u, wb + 4, 12);
+    u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+    const uint32_t m03 = u[1] & 0x3f3f3f3fu;
+    u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+    u[2] = m03;
+    u[0] &= 0x3f3f3f3fu;
+}
+
 /* weight block wb of `qtype` -> kb's scales, biases, mins, d and dmin (bias and mins: the formats that have
  * them) */
 static inline __attribute__((always_inline)) void unpack_scales(int qtype, const uint8_t *wb, kblock *kb) {
     if (qtype == Q4_K || qtype == Q5_K) {
-        /* k4_scale for the 8 sub-blocks at once, 4 bytes a step (llama.cpp's masks): scales 0..7 in the
-         * bytes of u[0..1], mins 0..7 in those of u[2..3] */
         uint32_t u[4];
-        memcpy(u, wb + 4, 12);
-        u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
-        const uint32_t m03 = u[1] & 0x3f3f3f3fu;
-        u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
-        u[2] = m03;
-        u[0] &= 0x3f3f3f3fu;
+        k4_scale_words(wb, u);
         uint8_t b[16];
         memcpy(b, u, 16);
         for (int j = 0; j < 8; j++) {
@@ -361,13 +365,8 @@ VNNI_K __attribute__((always_inline)) static inline void unpack_row8(int qtype, 
                                                                     kblock8 *k8) {
     const __m512i low4 = _mm512_set1_epi8(15);
     if (qtype == Q4_K || qtype == Q5_K) {
-        uint32_t u[4]; /* unpack_scales's: scales 0..7 in the bytes of u[0..1], mins 0..7 in u[2..3] */
-        memcpy(u, wb + 4, 12);
-        u[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
-        const uint32_t m03 = u[1] & 0x3f3f3f3fu;
-        u[1] = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
-        u[2] = m03;
-        u[0] &= 0x3f3f3f3fu;
+        uint32_t u[4];
+        k4_scale_words(wb, u);
         const __m512i sm = _mm512_zextsi256_si512(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)u)));
         for (int c = 0; c < 4; c++) k8->sc[r][c] = spread16(sm, 2 * c, 16); /* sub-blocks 2c, 2c + 1 */
         k8->cor[r] = spread16(sm, 8, 2); /* group g: min g / 2 (lanes 16.. meet the bsums' zeros) */
