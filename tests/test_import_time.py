@@ -35,6 +35,14 @@ def test_import_reads_no_random_numbers_templates_nor_tables():
     assert out.strip() == "[]"
 
 
+def test_loading_the_cpu_kernels_draws_no_random_numbers():
+    # the element-wise kernels' probe of the C library (backends/cpu/elementwise.py) spreads its values
+    # without numpy.random: a greedy chat, which draws nothing, then never imports it
+    code = "import sys, verigrad\nprint((verigrad.ones(8) * 2).exp().sum().item() > 0)\n"
+    out = _run(code + "print('numpy.random' in sys.modules, verigrad.backends.get_backend().name)")
+    assert out.split() == ["True", "False", "cpu"]
+
+
 def test_chat_command_line_reads_no_other_command():
     names = [
         "verigrad.cli.finetune_trainer",
