@@ -246,6 +246,10 @@ def install_c_calls() -> bool:
     # x.shape[1]: Size's item as tuple's, in C (a slice makes a Size in Python)
     _PYTHON[(Size, "__getitem__")] = python = Size.__dict__["__getitem__"]
     Size.__getitem__ = _named(ext.Method(None, python, item=True))
+    # PyTorch's other names of these methods (x.multiply for x.mul) call what the methods now are
+    for alias, name in tensor_methods.ALIASES.items():
+        if (Tensor, name) in _PYTHON and Tensor.__dict__.get(alias) is _PYTHON[(Tensor, name)]:
+            setattr(Tensor, alias, getattr(Tensor, name))
     autograd._C_WALK[:] = [ext.topological]  # backward's walk of the graph (off with the calls)
     _C_CALLS["module"] = ext
     return True
