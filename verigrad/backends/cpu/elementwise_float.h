@@ -10,6 +10,20 @@
  * which it undefines at its end, for the next width's.
  */
 
+/* exp's argument reduction, shared by every f32 exp below: t = a / ln2 + SHIFTER (its low bits hold n),
+ * n = round(a / ln2), r = a - n ln2 (ln2 in two parts) and p = r + r^2 q(r), q of degree 4 */
+FINLINE void FNAME(exp_reduce_float)(FV a, FV *t, FV *n, FV *p) {
+    *t = F(fmadd_ps)(a, F(set1_ps)(0x1.715476p+0f), F(set1_ps)(SHIFTER_F));
+    *n = F(sub_ps)(*t, F(set1_ps)(SHIFTER_F));
+    FV r = F(fnmadd_ps)(*n, F(set1_ps)(0x1.62e4p-1f), a);
+    r = F(fnmadd_ps)(*n, F(set1_ps)(0x1.7f7d1cp-20f), r);
+    FV q = F(fmadd_ps)(F(set1_ps)(0x1.6a2354p-10f), r, F(set1_ps)(0x1.123a68p-7f));
+    q = F(fmadd_ps)(q, r, F(set1_ps)(0x1.5558f4p-5f));
+    q = F(fmadd_ps)(q, r, F(set1_ps)(0x1.555490p-3f));
+    q = F(fmadd_ps)(q, r, F(set1_ps)(0x1.fffffcp-2f));
+    *p = F(fmadd_ps)(F(mul_ps)(r, r), q, r);
+}
+
 /* exp(-|x|) (at least exp(-87), a normal float) = 2^n (1 + r + r^2 q(r)), n = round(-|x| / ln2),
  * r = -|x| - n ln2 in two exact steps (n ln2_hi is exact: ln2_hi has 16 bits, |n| <= 126 has 7), q of
  * degree 4 (1 + r + r^2 q within 2^-28 of exp(r) on |r| <= ln2/2); then 1 / (1 + e) for x >= 0 and
@@ -19,15 +33,9 @@ FINLINE void FNAME(sigmoid_float)(const FV x[FK], FV y[FK]) {
     const FV one = F(set1_ps)(1.0f);
     for (int k = 0; k < FK; k++) {
         FV a = F(max_ps)(F(or_ps)(x[k], F(set1_ps)(-0.0f)), F(set1_ps)(-87.0f));
-        FV t = F(fmadd_ps)(a, F(set1_ps)(0x1.715476p+0f), F(set1_ps)(SHIFTER_F));
-        FV n = F(sub_ps)(t, F(set1_ps)(SHIFTER_F));
-        FV r = F(fnmadd_ps)(n, F(set1_ps)(0x1.62e4p-1f), a);
-        r = F(fnmadd_ps)(n, F(set1_ps)(0x1.7f7d1cp-20f), r);
-        FV q = F(fmadd_ps)(F(set1_ps)(0x1.6a2354p-10f), r, F(set1_ps)(0x1.123a68p-7f));
-        q = F(fmadd_ps)(q, r, F(set1_ps)(0x1.5558f4p-5f));
-        q = F(fmadd_ps)(q, r, F(set1_ps)(0x1.555490p-3f));
-        q = F(fmadd_ps)(q, r, F(set1_ps)(0x1.fffffcp-2f));
-        FV e = FSCALE(F(add_ps)(F(fmadd_ps)(F(mul_ps)(r, r), q, r), one), t, n);
+        FV t, n, p;
+        FNAME(exp_reduce_float)(a, &t, &n, &p);
+        FV e = FSCALE(F(add_ps)(p, one), t, n);
         y[k] = F(div_ps)(FSELECT_NEG(x[k], e, one), F(add_ps)(one, e));
     }
 }
@@ -38,30 +46,17 @@ FINLINE void FNAME(sigmoid_float)(const FV x[FK], FV y[FK]) {
 FINLINE void FNAME(exp_float)(const FV x[FK], FV y[FK]) {
     for (int k = 0; k < FK; k++) {
         FV a = F(min_ps)(F(max_ps)(x[k], F(set1_ps)(-87.0f)), F(set1_ps)(88.5f));
-        FV t = F(fmadd_ps)(a, F(set1_ps)(0x1.715476p+0f), F(set1_ps)(SHIFTER_F));
-        FV n = F(sub_ps)(t, F(set1_ps)(SHIFTER_F));
-        FV r = F(fnmadd_ps)(n, F(set1_ps)(0x1.62e4p-1f), a);
-        r = F(fnmadd_ps)(n, F(set1_ps)(0x1.7f7d1cp-20f), r);
-        FV q = F(fmadd_ps)(F(set1_ps)(0x1.6a2354p-10f), r, F(set1_ps)(0x1.123a68p-7f));
-        q = F(fmadd_ps)(q, r, F(set1_ps)(0x1.5558f4p-5f));
-        q = F(fmadd_ps)(q, r, F(set1_ps)(0x1.555490p-3f));
-        q = F(fmadd_ps)(q, r, F(set1_ps)(0x1.fffffcp-2f));
-        y[k] = FSCALE(F(add_ps)(F(fmadd_ps)(F(mul_ps)(r, r), q, r), F(set1_ps)(1.0f)), t, n);
+        FV t, n, p;
+        FNAME(exp_reduce_float)(a, &t, &n, &p);
+        y[k] = FSCALE(F(add_ps)(p, F(set1_ps)(1.0f)), t, n);
     }
 }
 
 /* exp(a) = s (1 + p) for a in [-87, 0]: s = 2^n and p = r + r^2 q as exp's; tanh_float and gelu_tanh_float
  * build expm1(a) = s p + (s - 1) (and 1 + expm1) from them */
 FINLINE void FNAME(exp_parts_float)(FV a, FV *s, FV *p) {
-    FV t = F(fmadd_ps)(a, F(set1_ps)(0x1.715476p+0f), F(set1_ps)(SHIFTER_F));
-    FV n = F(sub_ps)(t, F(set1_ps)(SHIFTER_F));
-    FV r = F(fnmadd_ps)(n, F(set1_ps)(0x1.62e4p-1f), a);
-    r = F(fnmadd_ps)(n, F(set1_ps)(0x1.7f7d1cp-20f), r);
-    FV q = F(fmadd_ps)(F(set1_ps)(0x1.6a2354p-10f), r, F(set1_ps)(0x1.123a68p-7f));
-    q = F(fmadd_ps)(q, r, F(set1_ps)(0x1.5558f4p-5f));
-    q = F(fmadd_ps)(q, r, F(set1_ps)(0x1.555490p-3f));
-    q = F(fmadd_ps)(q, r, F(set1_ps)(0x1.fffffcp-2f));
-    *p = F(fmadd_ps)(F(mul_ps)(r, r), q, r);
+    FV t, n;
+    FNAME(exp_reduce_float)(a, &t, &n, p);
     *s = FSCALE(F(set1_ps)(1.0f), t, n);
 }
 
