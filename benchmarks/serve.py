@@ -57,14 +57,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
-import json
 import os
 import socket
 import statistics
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +71,7 @@ import numpy as np
 from _common import console as make_console
 from _common import describe_machine, positive_ints, verigrad
 from rich.table import Table
+from serve_client import chat_body, run_clients
 
 QUESTIONS = [
     "What is the capital of France?",
@@ -183,34 +182,6 @@ def start(
     raise RuntimeError(f"{which}'s server did not answer within 5 minutes")
 
 
-def one_request(url: str, model: str, question: str, max_tokens: int) -> tuple[float, float, int]:
-    """(seconds to the first token, total seconds, completion tokens) of one streaming chat completion."""
-    body = {
-        "model": model,
-        "messages": [{"role": "user", "content": question}],
-        "max_tokens": max_tokens,
-        "temperature": 0,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
-    t0 = time.perf_counter()
-    first, pieces, usage = None, 0, None
-    with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=600) as r:
-        r.raise_for_status()
-        for line in r.iter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            data = json.loads(line[6:])
-            if data.get("usage"):
-                usage = data["usage"]["completion_tokens"]
-            for choice in data.get("choices") or []:
-                if (choice.get("delta") or {}).get("content"):
-                    pieces += 1
-                    first = first or time.perf_counter()
-    end = time.perf_counter()
-    return (first or end) - t0, end - t0, usage if usage is not None else pieces
-
-
 def cpu_seconds(pid: int, thread: int | None = None) -> float | None:
     """The process's CPU time so far (user and system, all its threads; or its thread `thread`'s), from
     /proc (Linux), else None."""
@@ -253,17 +224,14 @@ def level(url: str, model: str, clients: int, requests: int, max_tokens: int, pi
     """Every client sends `requests` requests one after the other; the level's aggregate figures, with
     the server's CPU milliseconds per output token (process `pid`'s, where /proc has it): on a machine
     shared with other work, what the wall-clock figures cannot separate from the neighbours."""
-
-    def client(i: int) -> list[tuple[float, float, int]]:
-        return [
-            one_request(url, model, QUESTIONS[(i + j) % len(QUESTIONS)], max_tokens) for j in range(requests)
-        ]
-
+    bodies = [
+        [chat_body(model, QUESTIONS[(i + j) % len(QUESTIONS)], max_tokens) for j in range(requests)]
+        for i in range(clients)
+    ]
     metrics0 = engine_metrics(url)
     t0, cpu0, mine0 = time.perf_counter(), cpu_seconds(pid), time.process_time()
     main0 = cpu_seconds(pid, pid)  # the main thread: verigrad's and llama-cpp-python's HTTP event loop
-    with ThreadPoolExecutor(clients) as pool:
-        results = [r for rs in pool.map(client, range(clients)) for r in rs]
+    results = run_clients(url, bodies)
     wall, cpu1, mine = time.perf_counter() - t0, cpu_seconds(pid), time.process_time() - mine0
     main1 = cpu_seconds(pid, pid)
     tokens = sum(r[2] for r in results)
@@ -606,7 +574,12 @@ def main() -> None:
     table = Table(title=f"verigrad {vg.__version__} serve: {model.name}, {args.threads} threads, "
                   f"{args.requests} requests x {args.max_tokens} tokens per client")  # fmt: skip
     columns = ("server", "clients", "tokens/s", "x 1 client", "TTFT ms (median)", "vs llama.cpp")
-    for column in (*columns, "CPU ms/token", "engine: decode / prefill / rows a step"):
+    for column in (
+        *columns,
+        "CPU ms/token",
+        "clients' CPU ms/token",
+        "engine: decode / prefill / rows a step",
+    ):
         table.add_column(column, justify="right")
     for which, levels in results.items():
         for clients, r in levels.items():
@@ -619,6 +592,7 @@ def main() -> None:
                 which, str(clients), f"{r['tokens_per_s']:.1f}", f"{r['tokens_per_s'] / base:.2f}x",
                 f"{r['ttft_ms']:.0f}", versus,
                 "" if r["cpu_ms_per_token"] is None else f"{r['cpu_ms_per_token']:.1f}",
+                f"{r['client_cpu_ms_per_token']:.2f}",
                 f"{r['decode_share']:.0%} / {r['prefill_share']:.0%} / {r['rows_per_step']:.2f}"
                 if "decode_share" in r else "",
             )  # fmt: skip
