@@ -105,6 +105,27 @@ def test_batched_rows_give_the_logits_each_sequence_gets_alone(lm):
         assert np.any(big.keys[0][i, :, len(ps[i])] != 0)  # the new key went to the row's own position
 
 
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_a_compiled_prompt_chunk_gives_the_eager_forwards_logits_keys_and_values(lm, dtype):
+    """forward_chunk (the engine's prompt chunks, one plan for any T) against the eager forward with
+    last_only: the same logits and cache, bit for bit, at every chunk length and at later positions."""
+    model, _ = lm
+    ids = list(map(int, np.random.default_rng(11).integers(3, 260, 83)))
+    compiled, eager = (model.new_cache(1, 256, dtype=dtype) for _ in range(2))
+    at = 0
+    for t in (16, 5, 1, 16, 2, 11, 16, 16):
+        chunk = np.asarray([ids[at : at + t]])
+        got = model.forward_chunk(chunk, compiled).numpy()
+        want = model.forward(chunk, eager, last_only=True).numpy()
+        assert got.shape == want.shape == (1, 1, model.vocab_size)
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+        at += t
+        assert compiled.length == eager.length == at
+    for a, b in zip(compiled.keys + compiled.values, eager.keys + eager.values):
+        np.testing.assert_array_equal(a[:, :, :at], b[:, :, :at])
+        assert not np.any(a[:, :, at:])
+
+
 def test_a_shared_prefix_is_copied_from_the_prefix_cache_with_the_same_result(engine):
     base = prompts(1, seed=9)[0] * 3  # > 2 blocks of 16
     first = run(engine, [Request(base[:50], 6, temperature=0.0)])[0]

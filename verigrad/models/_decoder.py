@@ -21,6 +21,7 @@ own length, and `commit_rows` writes each row's new key and value at its own pos
 
 from __future__ import annotations
 
+import functools
 import mmap
 from typing import Any
 
@@ -264,12 +265,27 @@ class CachedStep:
         self.step, self.sizes = step, (layers, kv_heads, head_dim)
         self.decode: dict[str, Any] = {}  # compiled per cache dtype
         self.decode_rows: dict[str, Any] = {}
+        self.chunks: dict[str, Any] = {}  # a prompt's chunks: any T, the last token's logits
 
-    def _compiled(self, plans: dict[str, Any], cache: KVCache, rows: bool) -> Any:
+    def _compiled(self, plans: dict[str, Any], cache: KVCache, rows: bool, tokens: int | None = 1) -> Any:
         dtype = cache_dtype(cache)
         if dtype not in plans:
-            plans[dtype] = compile(self.step, specs=step_specs(*self.sizes, 1, rows, dtype))
+            step = self.step if tokens == 1 else functools.partial(self.step, last_only=True)
+            plans[dtype] = compile(step, specs=step_specs(*self.sizes, tokens, rows, dtype))
         return plans[dtype]
+
+    def chunk(self, ids: Tensor, cache: KVCache) -> Tensor:
+        """The logits [B, 1, vocab] of the last of T new tokens (ids [B, T]), the same bits as
+        `self(ids, cache, last_only=True)`, compiled for any T: a server's prompt chunks (T <= its block,
+        so a plan per T and window) run without the eager dispatch of every op."""
+        if ids.shape[1] == 1:
+            return self(ids, cache)
+        plan = self._compiled(self.chunks, cache, rows=False, tokens=None)
+        positions, bias, windows = step_inputs(cache, ids.shape[1])
+        with no_grad():
+            logits, *new = plan(ids, from_numpy(positions), from_numpy(bias), *windows)
+        commit(cache, new)
+        return logits
 
     def rows(self, ids: Tensor, cache: KVCache, lengths: list[int]) -> Tensor:
         """The logits [B, 1, vocab] of one new token per row (ids [B, 1]), row i of the cache holding
@@ -340,6 +356,14 @@ class CachedDecoder(LanguageModel):
             raise ValueError(f"forward_rows: each length must be 0 ... {cache.capacity - 1}, got {lengths}")
         self.prepare(cache.capacity)
         return self.cached_step.rows(ids, cache, lengths)
+
+    def forward_chunk(self, ids: Any, cache: KVCache) -> Tensor:
+        """Logits [B, 1, vocab] of the last of token ids [B, T] run on the cache, as `forward(ids, cache,
+        last_only=True)` gives them, from a plan compiled for any T (`CachedStep.chunk`)."""
+        ids = token_ids(ids)
+        check_room(cache, ids, self.context_length)
+        self.prepare(cache.capacity)
+        return self.cached_step.chunk(ids, cache)
 
     def prepare(self, positions: int) -> None:
         """Make what a step over `positions` positions needs (before the step is called)."""

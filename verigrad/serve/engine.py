@@ -2,7 +2,8 @@
 
 `submit(request, on_event)` queues a request and returns its handle; `cancel(handle)` stops it. The
 thread admits waiting requests between steps (up to `max_batch` running): a request's prompt is prefilled
-alone into its cache row, in chunks of `block` tokens at block-aligned positions, whole blocks copied from
+alone into its cache row, in chunks of `block` tokens at block-aligned positions (`forward_chunk`: a
+plan compiled for any chunk length, the eager forward's bits), whole blocks copied from
 the prefix cache where an earlier prompt computed them (prefix_cache.py states the rule). The chunks are
 interleaved with the decode steps (`prefill_tokens` prompt tokens between two steps, one prompt at a
 time, in the row after the running ones), so a long prompt delays the running sequences' next tokens by
@@ -336,8 +337,9 @@ class Engine:
         assert p is not None and p.seq.handle is handle
         at, prompt = p.at, p.prompt
         chunk = prompt[at : at + self.block]
-        with no_grad():
-            logits = self.model.last_logits(np.asarray([chunk], np.int64), self.cache.row(row, at))[0]
+        with no_grad():  # the eager forward's bits, from a plan compiled for any chunk length
+            logits = self.model.forward_chunk(np.asarray([chunk], np.int64), self.cache.row(row, at))
+        logits = logits.numpy()[0, -1]
         if len(chunk) == self.block:
             self.prefix.store(p.digests[at // self.block], *self.cache.read(row, at, self.block))
         p.at = at + len(chunk)
