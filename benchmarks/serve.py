@@ -2,13 +2,16 @@
 GGUF of `verigrad.models.fetch.fetch("smollm2")`), over loopback HTTP with OpenAI's chat API.
 
 Each server runs in a child process with the same thread count. For 1, 4 and 8 concurrent clients, every
-client thread sends `--requests` streaming chat completions in a loop (a different question each, greedy,
+client (a task of one asyncio loop in this process, serve_client.py: cheap, as it shares the cores with the
+server) sends `--requests` streaming chat completions in a loop (a different question each, greedy,
 `--max-tokens` tokens at most), and the table gives the aggregate output tokens/s (all clients' completion
-tokens over the level's wall time), the median time to first token, the speedup over one client, and
-the server process's CPU milliseconds per output token (all its threads; Linux): on a shared machine the
-wall-clock figures measure the neighbours too, the CPU time much less so. For verigrad, from its
-/metrics counters, the share of the level's wall time its engine thread spent in decode steps and in
-prefill (the rest it waited for requests) and the decode steps' average rows.
+tokens over the level's wall time), the median time to first token, the speedup over one client, the
+server process's CPU milliseconds per output token (all its threads; Linux) and the clients' own: on a
+shared machine the wall-clock figures measure the neighbours too, the CPU time much less so. For verigrad,
+from its /metrics counters, the share of the level's wall time its engine thread spent in decode steps and
+in prefill (the rest it waited for requests) and the decode steps' average rows, beside the most they
+could average under this load (all tokens over the busiest client's: the clients whose answers end sooner
+finish first, and the busiest one's last tokens run in smaller batches).
 Goal: at 8 clients at least 4x one client's tokens/s, and ahead of llama.cpp's server at every count.
 One warm-up round at each count runs first, a request per client as long as the measured ones: verigrad
 builds a compiled step per batch size and window (64, 128, ... positions), and a warm-up of shorter
@@ -235,6 +238,9 @@ def level(url: str, model: str, clients: int, requests: int, max_tokens: int, pi
     wall, cpu1, mine = time.perf_counter() - t0, cpu_seconds(pid), time.process_time() - mine0
     main1 = cpu_seconds(pid, pid)
     tokens = sum(r[2] for r in results)
+    # the most rows a step can average under this load: clients whose answers are shorter finish first,
+    # and the batch runs the longest client's tail alone (each client's tokens are a step row each)
+    longest = max(sum(r[2] for r in results[i * requests : (i + 1) * requests]) for i in range(clients))
     cpu_ms = 1000 * (cpu1 - cpu0) / tokens if cpu0 is not None and cpu1 is not None and tokens else None
     loop_ms = 1000 * (main1 - main0) / tokens if main0 is not None and main1 is not None and tokens else None
     return {
@@ -243,6 +249,7 @@ def level(url: str, model: str, clients: int, requests: int, max_tokens: int, pi
         "cpu_ms_per_token": cpu_ms,
         "loop_cpu_ms_per_token": loop_ms,  # the server's main thread (its event loop) alone
         "client_cpu_ms_per_token": 1000 * mine / max(tokens, 1),  # this process: the clients' own cost
+        "rows_possible": tokens / max(longest, 1),
         **engine_share(metrics0, engine_metrics(url), wall),
     }
 
@@ -578,7 +585,7 @@ def main() -> None:
         *columns,
         "CPU ms/token",
         "clients' CPU ms/token",
-        "engine: decode / prefill / rows a step",
+        "engine: decode / prefill / rows a step (of possible)",
     ):
         table.add_column(column, justify="right")
     for which, levels in results.items():
@@ -593,7 +600,8 @@ def main() -> None:
                 f"{r['ttft_ms']:.0f}", versus,
                 "" if r["cpu_ms_per_token"] is None else f"{r['cpu_ms_per_token']:.1f}",
                 f"{r['client_cpu_ms_per_token']:.2f}",
-                f"{r['decode_share']:.0%} / {r['prefill_share']:.0%} / {r['rows_per_step']:.2f}"
+                f"{r['decode_share']:.0%} / {r['prefill_share']:.0%} / {r['rows_per_step']:.2f} "
+                f"({r['rows_possible']:.2f})"
                 if "decode_share" in r else "",
             )  # fmt: skip
     console.print(table)
