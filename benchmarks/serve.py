@@ -584,8 +584,8 @@ def main() -> None:
     for column in (
         *columns,
         "CPU ms/token",
-        "clients' CPU ms/token",
-        "engine: decode / prefill / rows a step (of possible)",
+        "client CPU ms/token",
+        "engine: decode / prefill / rows (most possible)",
     ):
         table.add_column(column, justify="right")
     for which, levels in results.items():
