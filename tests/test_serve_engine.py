@@ -105,13 +105,11 @@ def test_batched_rows_give_the_logits_each_sequence_gets_alone(lm):
         assert np.any(big.keys[0][i, :, len(ps[i])] != 0)  # the new key went to the row's own position
 
 
-@pytest.mark.parametrize("dtype", ["f32", "f16"])
-def test_a_compiled_prompt_chunk_gives_the_eager_forwards_logits_keys_and_values(lm, dtype):
-    """forward_chunk (the engine's prompt chunks, one plan for any T) against the eager forward with
-    last_only: the same logits and cache, bit for bit, at every chunk length and at later positions."""
-    model, _ = lm
-    ids = list(map(int, np.random.default_rng(11).integers(3, 260, 83)))
-    compiled, eager = (model.new_cache(1, 256, dtype=dtype) for _ in range(2))
+def same_chunks(model, dtype: str, vocab: int) -> None:
+    """forward_chunk against the eager forward with last_only, chunk after chunk of every length: the
+    same logits and cache, bit for bit."""
+    ids = list(map(int, np.random.default_rng(11).integers(3, vocab, 83)))
+    compiled, eager = (model.new_cache(1, 128, dtype=dtype) for _ in range(2))
     at = 0
     for t in (16, 5, 1, 16, 2, 11, 16, 16):
         chunk = np.asarray([ids[at : at + t]])
@@ -124,6 +122,20 @@ def test_a_compiled_prompt_chunk_gives_the_eager_forwards_logits_keys_and_values
     for a, b in zip(compiled.keys + compiled.values, eager.keys + eager.values):
         np.testing.assert_array_equal(a[:, :, :at], b[:, :, :at])
         assert not np.any(a[:, :, at:])
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_a_compiled_prompt_chunk_gives_the_eager_forwards_logits_keys_and_values(lm, dtype):
+    """forward_chunk: the engine's prompt chunks, one plan for any chunk length."""
+    same_chunks(lm[0], dtype, 260)
+
+
+def test_gpt2_compiled_prompt_chunks_give_the_eager_forwards_bits():
+    import verigrad as vg
+    from verigrad.models.gpt2 import GPT2, GPT2Config
+
+    vg.manual_seed(0)
+    same_chunks(GPT2(GPT2Config(vocab_size=37, n_positions=128, n_embd=24, n_layer=2, n_head=3)), "f32", 37)
 
 
 def test_a_shared_prefix_is_copied_from_the_prefix_cache_with_the_same_result(engine):
