@@ -33,6 +33,7 @@ time (all threads), which a busy machine's neighbours move much less.
 
     python benchmarks/serve.py                       # both servers, 1/4/8 clients
     python benchmarks/serve.py --no-llama-cpp --requests 2 --max-tokens 48
+    python benchmarks/serve.py --seconds 30          # a steady load: clients busy for 30 s each level
     python benchmarks/serve.py --steps --clients 1,2,4,8 [--activations f32,q8]
     python benchmarks/serve.py --stall 1024 --clients 4
 
@@ -223,24 +224,35 @@ def engine_share(before: dict[str, float], after: dict[str, float], wall: float)
     }
 
 
-def level(url: str, model: str, clients: int, requests: int, max_tokens: int, pid: int = 0) -> dict:
-    """Every client sends `requests` requests one after the other; the level's aggregate figures, with
+def level(
+    url: str,
+    model: str,
+    clients: int,
+    requests: int,
+    max_tokens: int,
+    pid: int = 0,
+    seconds: float | None = None,
+) -> dict:
+    """Every client sends `requests` requests one after the other (with `seconds`, it cycles through them
+    starting new ones until that many seconds have passed); the level's aggregate figures, with
     the server's CPU milliseconds per output token (process `pid`'s, where /proc has it): on a machine
     shared with other work, what the wall-clock figures cannot separate from the neighbours."""
+    count = len(QUESTIONS) if seconds else requests  # with a time limit, every question in turn
     bodies = [
-        [chat_body(model, QUESTIONS[(i + j) % len(QUESTIONS)], max_tokens) for j in range(requests)]
+        [chat_body(model, QUESTIONS[(i + j) % len(QUESTIONS)], max_tokens) for j in range(count)]
         for i in range(clients)
     ]
     metrics0 = engine_metrics(url)
     t0, cpu0, mine0 = time.perf_counter(), cpu_seconds(pid), time.process_time()
     main0 = cpu_seconds(pid, pid)  # the main thread: verigrad's and llama-cpp-python's HTTP event loop
-    results = run_clients(url, bodies)
+    per_client = run_clients(url, bodies, seconds)
+    results = [r for mine in per_client for r in mine]
     wall, cpu1, mine = time.perf_counter() - t0, cpu_seconds(pid), time.process_time() - mine0
     main1 = cpu_seconds(pid, pid)
     tokens = sum(r[2] for r in results)
     # the most rows a step can average under this load: clients whose answers are shorter finish first,
     # and the batch runs the longest client's tail alone (each client's tokens are a step row each)
-    longest = max(sum(r[2] for r in results[i * requests : (i + 1) * requests]) for i in range(clients))
+    longest = max(sum(r[2] for r in mine) for mine in per_client)
     cpu_ms = 1000 * (cpu1 - cpu0) / tokens if cpu0 is not None and cpu1 is not None and tokens else None
     loop_ms = 1000 * (main1 - main0) / tokens if main0 is not None and main1 is not None and tokens else None
     return {
@@ -262,6 +274,7 @@ def run(
     requests: int,
     max_tokens: int,
     llama: tuple[Path, bool] | None = None,
+    seconds: float | None = None,
 ) -> dict:
     port = free_port()
     proc = start(which, model, port, threads, max(counts), llama)
@@ -273,7 +286,7 @@ def run(
         out = {}
         for clients in counts:
             level(url, name, clients, 1, max_tokens)  # warm-up: the plans of this level's batches and windows
-            out[clients] = level(url, name, clients, requests, max_tokens, proc.pid)
+            out[clients] = level(url, name, clients, requests, max_tokens, proc.pid, seconds)
             print(f"{which}, {clients} client(s): {out[clients]}", flush=True)
         return out
     finally:
@@ -529,6 +542,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", default="1,4,8", help="concurrent client counts (default 1,4,8)")
     parser.add_argument("--requests", type=int, default=3, help="requests per client per level (default 3)")
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        help="instead of --requests: each client cycles through the questions, starting requests for this "
+        "many seconds (a steady load: every client busy until the end, no tail run by a few)",
+    )
     parser.add_argument("--max-tokens", type=int, default=64, help="per request (default 64)")
     parser.add_argument("--threads", type=int, default=2, help="each server's threads (default 2)")
     parser.add_argument("--no-llama-cpp", action="store_true", help="verigrad's side only (no install)")
@@ -570,16 +589,16 @@ def main() -> None:
         return
     console = make_console(110)
     console.print(describe_machine())
-    results = {"verigrad": run("verigrad", model, args.threads, counts, args.requests, args.max_tokens)}
+    loops = (args.requests, args.max_tokens)
+    results = {"verigrad": run("verigrad", model, args.threads, counts, *loops, seconds=args.seconds)}
     if not args.no_llama_cpp:
         python, version = ensure_llama_cpp_server()
         console.print(f"llama-cpp-python {version} ({python})" + (", --no-repack" * args.llama_no_repack))
         llama = (python, args.llama_no_repack)
-        results["llama.cpp"] = run(
-            "llama.cpp", model, args.threads, counts, args.requests, args.max_tokens, llama
-        )
+        results["llama.cpp"] = run("llama.cpp", model, args.threads, counts, *loops, llama, args.seconds)
     table = Table(title=f"verigrad {vg.__version__} serve: {model.name}, {args.threads} threads, "
-                  f"{args.requests} requests x {args.max_tokens} tokens per client")  # fmt: skip
+                  + (f"requests for {args.seconds:g} s" if args.seconds else f"{args.requests} requests")
+                  + f" x {args.max_tokens} tokens per client")  # fmt: skip
     columns = ("server", "clients", "tokens/s", "x 1 client", "TTFT ms (median)", "vs llama.cpp")
     for column in (
         *columns,

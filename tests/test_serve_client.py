@@ -56,7 +56,7 @@ def url(tmp_path_factory):
 def test_the_clients_count_the_tokens_the_server_reports(client_module, url):
     questions = ["hello", "a b c", "what is it", "tell me"]
     bodies = [[client_module.chat_body("tiny", q, 9) for q in questions[i::2]] for i in range(2)]
-    got = client_module.run_clients(url, bodies)
+    got = [r for mine in client_module.run_clients(url, bodies) for r in mine]
     want = []
     for mine in bodies:
         for body in mine:
@@ -66,6 +66,16 @@ def test_the_clients_count_the_tokens_the_server_reports(client_module, url):
             want.append(answer["usage"]["completion_tokens"])
     assert [tokens for _, _, tokens in got] == want and sum(want) > 4
     assert all(0 < first <= total for first, total, _ in got)
+
+
+def test_clients_with_a_time_limit_cycle_through_their_requests_until_it_passes(client_module, url):
+    bodies = [[client_module.chat_body("tiny", q, 3)] for q in ("hello", "tell me")]
+    t0 = time.perf_counter()
+    got = client_module.run_clients(url, bodies, seconds=0.5)
+    wall = time.perf_counter() - t0
+    assert [len(mine) >= 2 for mine in got] == [True, True]  # each started more requests than it has
+    # each client's last request started before the limit: at most one request's time past it
+    assert wall < 0.5 + max(total for mine in got for _, total, _ in mine) + 0.5
 
 
 def test_the_events_are_read_with_or_without_spaces_and_empty_contents_are_not_text(client_module):
