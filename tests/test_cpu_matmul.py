@@ -804,10 +804,13 @@ def blas_tile(f32: bool, m: int, n: int, k: int, ta: int = 111, tb: int = 111) -
 
 def test_the_gpt_steps_f32_products_take_fewer_tiles():
     """The GPT step's products (1024 rows, k or n at most 512) go to OpenBLAS as tiles of whole rows, b
-    packed once a call: the tied head's x @ W^T (1024x128 by 4096x128) in four calls of 256 rows, not 64
-    tiles of 256x256; f64, a short c, and both k and n long keep the other tiles. Its weight gradients
-    (a transposed, k long, c small) take two tiles, not four."""
-    assert blas_tile(True, 1024, 4096, 128, 111, 112) == (256, 4096)
+    packed once a call; a c at least twice as wide as high (the tied head's x @ W^T, 1024x128 by
+    4096x128) as tiles of whole columns, each call packing its part of b: eight of 512, not 64 tiles of
+    256x256; f64, a short c, and both k and n long keep the other tiles. Its weight gradients (a
+    transposed, k long, c small) take two tiles, not four."""
+    assert blas_tile(True, 1024, 4096, 128, 111, 112) == (1024, 512)
+    assert blas_tile(True, 2048, 8192, 320, 111, 112) == (2048, 1024)
+    assert blas_tile(True, 1024, 2047, 128, 111, 112) == (256, 2047)  # not twice as wide: rows
     assert blas_tile(True, 1024, 384, 128, 111, 112) == (256, 384)
     assert blas_tile(True, 1024, 128, 384) == (256, 128)  # not the small kernels' 16 rows
     assert blas_tile(True, 4096, 128, 1024, 112, 111) == (512, 128)  # at most 8 tiles
@@ -832,7 +835,7 @@ def test_products_in_fewer_tiles_keep_the_bound_and_the_bits(fewer_tiles):
     try:
         lib.fewer_tiles(int(fewer_tiles))
         cases = [((1100, 130), (130, 700)), ((1040, 300), (300, 130)), ((2, 1024, 60), (2, 60, 90))]
-        cases += [((1030, 600), (600, 100)), ((200, 1100), (1100, 150))]
+        cases += [((1030, 600), (600, 100)), ((200, 1100), (1100, 150)), ((1030, 70), (70, 2300))]
         for sa, sb in cases:
             a, b = rand(rng, sa, np.float32), rand(rng, sb, np.float32)
             fast_on_every_thread_count(a, b, a, b)

@@ -407,7 +407,6 @@ def _propagate(
     # (the loop runs once per node: the dicts' methods bound once; versions' two tables are read, never
     # rebound, so a write during the pass, by a hook, is seen)
     pop, get, written, redirects = grads.pop, grads.get, versions._MEMORY, versions.REDIRECTS
-    gather = modes.current().name == "eager"
     anomaly = _ANOMALY["enabled"] and _ANOMALY["check_nan"]
     with _grad_mode(create_graph):
         for t in reversed(order):
@@ -435,9 +434,9 @@ def _propagate(
                 raise RuntimeError(_FREED)
             if written:
                 _check_unmodified(t, node, inputs)
-            # eagerly a slice's gradient is gathered with its input's others (_Pieces): no unslice made
-            # where the pieces tile an axis (a trace keeps unslice: its plans ran the concat slower)
-            vjp = _slice_vjp if gather and node.op is slice_ else node.op.vjp
+            # a slice's gradient is gathered with its input's others (_Pieces): no unslice made where the
+            # pieces tile an axis (eager and traced alike: a compiled step gives eager's bits, -0.0 kept)
+            vjp = _slice_vjp if node.op is slice_ else node.op.vjp
             step = vjp(g, t, *inputs, **node.params)
             if anomaly:
                 _check_nan(node, step)
