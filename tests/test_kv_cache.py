@@ -528,3 +528,39 @@ def test_a_caches_positions_take_memory_when_written():
         cache.values[layer][:, :, :4] = 2.0
     assert _resident_kib() - before < 2048
     assert not cache.keys[0][:, :, 4:].any() and cache.values[29][0, 2, 3, 63] == 2.0
+
+
+def _reset_peak() -> bool:
+    """Reset this process's VmHWM to its resident memory now (Linux 4.0+), False where it cannot."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _peak_kib() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads Linux's /proc")
+def test_a_growing_cache_takes_memory_for_its_positions_and_frees_each_old_array_as_it_is_copied():
+    """SmolLM2's chat cache growing from 256 to 512 positions: the old arrays lived until all were copied
+    (the cache twice at the peak), and np.zeros, served from a heap where calloc clears (so touches) the
+    memory, could take memory for every new position (47 MiB at 534 positions in a chat, not 25)."""
+    cache = _decoder.new_cache(30, 1, 3, 8192, 64, allocate=256, dtype="f32")  # 2 x 5.6 MiB
+    for layer in range(30):
+        cache.keys[layer][:, :, :250] = 1.0
+        cache.values[layer][:, :, :250] = 2.0
+    cache.views["windows", 256] = [cache.keys[0][:, :, :256]]  # a view, as a step's windows
+    before = _resident_kib()
+    peak = _reset_peak()
+    cache.reserve(257)
+    assert cache.allocated == 512 and cache.views == {}
+    assert _resident_kib() - before < 1024  # the positions copied, where the old ones were
+    if peak:
+        assert _peak_kib() - before < 2048  # an array or two of 384 KiB at a time, not the 11 MiB cache
+    assert cache.keys[29][0, 2, 249, 63] == 1.0 and cache.values[0][0, 0, 249, 0] == 2.0
+    assert not cache.keys[0][:, :, 250:].any() and not cache.values[29][:, :, 250:].any()

@@ -21,7 +21,6 @@ own length, and `commit_rows` writes each row's new key and value at its own pos
 
 from __future__ import annotations
 
-import mmap
 from typing import Any
 
 import numpy as np
@@ -34,7 +33,7 @@ from ..ops import cached_attention, cached_attention_q8, dequantize_op, from_num
 from ..ops.quant import FORMATS
 from ..shapes import DimLike, dims, spec
 from ..tensor import Tensor
-from .lm import KVCache, LanguageModel
+from .lm import KVCache, LanguageModel, untouched_zeros
 
 MIN_WINDOW = 64  # the smallest window; each doubling builds one more plan (~0.2 s for SmolLM2)
 # a cache's storage: f32, f16 (half the memory; each key and value rounded to f16 once, when written,
@@ -42,7 +41,6 @@ MIN_WINDOW = 64  # the smallest window; each doubling builds one more plan (~0.2
 # values quantized to llama.cpp's q8_0 blocks along the head dimension when written, read as blocks)
 KV_DTYPES = {"f32": np.float32, "f16": np.float16, "q8_0": np.uint8}
 Q8 = FORMATS["q8_0"]
-UNTOUCHED_FROM = 1 << 16  # bytes from which a cache's arrays are memory maps (`untouched_zeros`)
 
 
 def cache_dtype(cache: KVCache) -> str:
@@ -80,23 +78,12 @@ def new_cache(
         raise ValueError(f"a q8_0 cache needs a head size that is a multiple of 32, got {head_dim}")
     row = Q8.row_bytes(head_dim) if dtype == "q8_0" else head_dim
     shape = (batch, kv_heads, capacity if allocate is None else min(allocate, capacity), row)
+    # an array of its own per layer: `reserve` frees each as it is copied
     return KVCache(
-        keys=list(untouched_zeros((layers, *shape), KV_DTYPES[dtype])),
-        values=list(untouched_zeros((layers, *shape), KV_DTYPES[dtype])),
+        keys=[untouched_zeros(shape, KV_DTYPES[dtype]) for _ in range(layers)],
+        values=[untouched_zeros(shape, KV_DTYPES[dtype]) for _ in range(layers)],
         capacity=capacity,
     )
-
-
-def untouched_zeros(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
-    """Zeros that take no memory until written: a private anonymous memory map, whose pages the system
-    gives, zeroed, as they are first written, so a cache's positions allocated but not yet used cost
-    nothing (np.zeros of a layer's 98 KB comes from the heap, where calloc may clear, so touch, it all).
-    Small arrays, and systems without such maps, get np.zeros."""
-    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-    if nbytes < UNTOUCHED_FROM or not hasattr(mmap, "MAP_ANONYMOUS"):  # MAP_PRIVATE comes with it
-        return np.zeros(shape, dtype)
-    memory = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    return np.frombuffer(memory, dtype).reshape(shape)
 
 
 def check_room(cache: KVCache | None, ids: Tensor, context_length: int) -> None:
