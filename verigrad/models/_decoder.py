@@ -250,6 +250,7 @@ class CachedStep:
     def __init__(self, step: Any, layers: int, kv_heads: DimLike, head_dim: DimLike):
         self.step, self.sizes = step, (layers, kv_heads, head_dim)
         self.decode: dict[str, Any] = {}  # compiled per cache dtype
+        self.widest: dict[str, int] = {}  # the widest window `decode` has run, per cache dtype
         self.decode_rows: dict[str, Any] = {}
 
     def _compiled(self, plans: dict[str, Any], cache: KVCache, rows: bool) -> Any:
@@ -257,6 +258,22 @@ class CachedStep:
         if dtype not in plans:
             plans[dtype] = compile(self.step, specs=step_specs(*self.sizes, 1, rows, dtype))
         return plans[dtype]
+
+    def drop_plans(self) -> None:
+        """Free the compiled steps' plans (`Compiled.drop_plans`)."""
+        for compiled in [*self.decode.values(), *self.decode_rows.values()]:
+            compiled.drop_plans()
+
+    def _widen(self, decode: Any, dtype: str, width: int) -> None:
+        """Drop the one-token step's plans when a wider window than any it ran comes: a chat's window only
+        widens (64, 128, 256, ...) and each plan holds its buffers (SmolLM2's chat at 243 positions kept
+        three, 4 MiB); a cache of a narrower window used again (another conversation) builds its plan
+        again, once per widening."""
+        widest = self.widest.get(dtype)
+        if widest is None or width > widest:
+            self.widest[dtype] = width
+            if widest is not None:
+                decode.drop_plans()
 
     def rows(self, ids: Tensor, cache: KVCache, lengths: list[int]) -> Tensor:
         """The logits [B, 1, vocab] of one new token per row (ids [B, 1]), row i of the cache holding
@@ -274,6 +291,8 @@ class CachedStep:
         count = ids.shape[1]
         decode = self._compiled(self.decode, cache, rows=False) if count == 1 else None
         positions, bias, windows = step_inputs(cache, count)
+        if decode is not None:
+            self._widen(decode, cache_dtype(cache), bias.shape[1] - count)
         with no_grad():
             args = [from_numpy(positions), from_numpy(bias), *windows]
             if count == 1:  # one token: its logits are the last
@@ -292,8 +311,11 @@ class CachedDecoder(LanguageModel):
     computes_last_only = True
 
     def cached(self, layers: int, kv_heads: DimLike, head_dim: DimLike) -> None:
+        old = getattr(self, "cached_step", None)
         self.cache_sizes = (layers, kv_heads, head_dim)
         self.cached_step = CachedStep(self.step, layers, kv_heads, head_dim)
+        if old is not None:  # made anew (Llama's RoPE tables grew): the old plans' memory freed now
+            old.drop_plans()
 
     def new_cache(
         self, batch: int = 1, capacity: int | None = None, allocate: int | None = None, dtype: str = "f32"
