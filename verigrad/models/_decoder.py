@@ -5,7 +5,8 @@ Without a cache a model runs eagerly, with the causal `attention` op. With one, 
 dispatch of ~25 ops a layer is paid once, when the plan is built). The step reads each layer's keys
 and values through a window of W positions of the cache (views, no copy; the keys transposed) and
 returns the logits and each layer's new keys and values, which `commit` then writes into the cache.
-W is a power of two (at least the cache's length), so only a handful of plans are ever built; `bias`
+W is a power of two (at least the cache's length), so only a handful of plans are ever built, and the
+plans of narrower windows are freed once a wider one runs (a conversation's window only widens); `bias`
 [T, W+T] (0 or -inf) hides the window's unused slots and the new tokens' future, so the softmax
 (`cached_attention`) covers exactly the valid prefix.
 
