@@ -610,3 +610,39 @@ def test_the_plans_of_a_step_made_anew_as_the_rope_tables_grow_are_freed(monkeyp
     old = model.cached_step
     _decode(model, cache, [4], 60)  # past 64 positions: the tables grow, the step is made anew
     assert model.rope[0].shape[0] == 128 and dropped[-1] is old and model.cached_step is not old
+
+
+# a greedy chat on the tiny GGUF of tests/llama_gguf.py, as the commit before this memory work made it
+CHAT_BEFORE = [  # each reply's first 20 tokens
+    [178, 93, 20, 132, 111, 79, 129, 207, 195, 135, 9, 89, 16, 85, 17, 54, 264, 130, 226, 25],
+    [25, 49, 229, 258, 35, 175, 101, 130, 102, 242, 185, 78, 5, 158, 264, 114, 117, 91, 20, 101],
+    [116, 42, 185, 152, 103, 114, 117, 35, 96, 57, 124, 232, 172, 237, 178, 145, 178, 121, 140, 141],
+]
+
+
+@needs_cc
+def test_a_greedy_chat_on_a_growing_cache_gives_the_tokens_it_gave_before_and_a_full_caches(tmp_path):
+    """Three turns on a cache allocated for 16 positions (grown to 256: its arrays copied, its windows
+    widened 64, 128, 256 with the narrower plans freed, the RoPE tables and the step made anew) and on one
+    allocated for the whole context: the same replies, and the same as before these changed."""
+    from llama_gguf import write_llama_gguf
+
+    from verigrad.models.catalog import load_language_model
+    from verigrad.models.lm import generate
+
+    path = write_llama_gguf(tmp_path / "chat.gguf", context=512, std=0.5, norm_std=0.0)
+    replies = []
+    for allocate in (16, None):
+        model, tok = load_language_model(path)
+        cache, messages, ids = model.new_cache(1, 512, allocate=allocate), [], []
+        with vg.backend("cpu"):
+            for turn in ("hi", "and then", "more"):
+                messages.append({"role": "user", "content": turn})
+                prompt = tok.encode(tok.apply_chat_template(messages), add_special=False)
+                result = generate(model, tok, prompt, cache=cache, max_tokens=30, temperature=0.0)
+                ids.append(result.ids)
+                messages.append({"role": "assistant", "content": result.text})
+        replies.append(ids)
+        assert cache.length == 234 and cache.allocated == (256 if allocate else 512)
+    assert replies[0] == replies[1]
+    assert [r[: len(b)] for r, b in zip(replies[0], CHAT_BEFORE)] == CHAT_BEFORE
