@@ -20,6 +20,7 @@ interpreter's pip (a source build: about 9 minutes on 2 cores), unless `--no-lla
     python benchmarks/llm.py --threads 1 --decode-tokens 32 --no-llama-cpp --activations f32
     python benchmarks/llm.py --model SmolLM2.Q4_K_M.gguf --no-transformers  # a file of your own
     python benchmarks/llm.py --chat --repeats 3     # verigrad's start-up and a chat's peak memory
+    python benchmarks/llm.py --chat --no-llama-cpp --chat-fill 244  # carried on to 244 positions
     python benchmarks/llm.py --startup --repeats 7  # where verigrad's start-up goes, stage by stage
 
 `--chat` measures one fresh process per repetition and KV cache storage (f32, f16, q8_0): the seconds from
@@ -290,10 +291,9 @@ def run_chat(args: argparse.Namespace, console: Any) -> Table:
         row = [f"llama.cpp f16, n_ctx {context}", "", f"{med['load_s']:.2f}", f"{med['load_cpu_s']:.2f}", ""]
         rows.append([*row, f"{med['positions']:.0f}", *_memory(med)])
         fill = int(med["positions"])
-        for kv_cache in ("f32", "f16", "q8_0") if fill > used else ():
-            more = _verigrad_chat(args, kv_cache, fill)
-            rows.append([f"{kv_cache}, then {MORE!r} to {fill}", "", "", "", ""])
-            rows[-1] += [f"{more['positions']:.0f}", *_memory(more)]
+        rows += _carried_on(args, fill, used)
+    if args.chat_fill:
+        rows += _carried_on(args, args.chat_fill, used)
     headers = ["KV cache", "start s", "load s", "load CPU s", "first token s", "positions", "peak RSS MiB"]
     headers += ["anon MiB", "file MiB"]
     result = table(f"chat, {len(CHAT_TURNS)} turns, medians of {args.repeats}", headers, ["KV cache"])
@@ -307,6 +307,17 @@ def run_chat(args: argparse.Namespace, console: Any) -> Table:
         "positions llama.cpp's used."
     )
     return result
+
+
+def _carried_on(args: argparse.Namespace, fill: int, used: int) -> list[list[str]]:
+    """Rows of verigrad's chats carried on to `fill` positions, for each KV cache storage (none where the
+    chats used as many already)."""
+    rows = []
+    for kv_cache in ("f32", "f16", "q8_0") if fill > used else ():
+        more = _verigrad_chat(args, kv_cache, fill)
+        rows.append([f"{kv_cache}, then {MORE!r} to {fill}", "", "", "", ""])
+        rows[-1] += [f"{more['positions']:.0f}", *_memory(more)]
+    return rows
 
 
 def _verigrad_chat(args: argparse.Namespace, kv_cache: str, fill: int = 0) -> dict:
@@ -503,6 +514,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-transformers", action="store_true", help="leave transformers out")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per child process (900)")
     parser.add_argument("--chat", action="store_true", help="verigrad's start-up and a chat's peak memory")
+    parser.add_argument(
+        "--chat-fill",
+        type=int,
+        default=0,
+        help="--chat: carry verigrad's chats on to this many positions too (default: llama.cpp's, where "
+        "it runs: issue 31 measured 244)",
+    )
     parser.add_argument("--startup", action="store_true", help="verigrad's start-up, stage by stage")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

@@ -5,8 +5,10 @@ each within a stated bound of the f32 cache's attention."""
 
 from __future__ import annotations
 
+import gc
 import os
 import tracemalloc
+import weakref
 
 import numpy as np
 import pytest
@@ -528,3 +530,119 @@ def test_a_caches_positions_take_memory_when_written():
         cache.values[layer][:, :, :4] = 2.0
     assert _resident_kib() - before < 2048
     assert not cache.keys[0][:, :, 4:].any() and cache.values[29][0, 2, 3, 63] == 2.0
+
+
+def _reset_peak() -> bool:
+    """Reset this process's VmHWM to its resident memory now (Linux 4.0+), False where it cannot."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _peak_kib() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads Linux's /proc")
+def test_a_growing_cache_takes_memory_for_its_positions_and_frees_each_old_array_as_it_is_copied():
+    """SmolLM2's chat cache growing from 256 to 512 positions: the old arrays lived until all were copied
+    (the cache twice at the peak), and np.zeros, served from a heap where calloc clears (so touches) the
+    memory, could take memory for every new position (47 MiB at 534 positions in a chat, not 25)."""
+    cache = _decoder.new_cache(30, 1, 3, 8192, 64, allocate=256, dtype="f32")  # 2 x 5.6 MiB
+    for layer in range(30):
+        cache.keys[layer][:, :, :250] = 1.0
+        cache.values[layer][:, :, :250] = 2.0
+    cache.views["windows", 256] = [cache.keys[0][:, :, :256]]  # a view, as a step's windows
+    before = _resident_kib()
+    peak = _reset_peak()
+    cache.reserve(257)
+    assert cache.allocated == 512 and cache.views == {}
+    assert _resident_kib() - before < 1024  # the positions copied, where the old ones were
+    if peak:
+        assert _peak_kib() - before < 2048  # an array or two of 384 KiB at a time, not the 11 MiB cache
+    assert cache.keys[29][0, 2, 249, 63] == 1.0 and cache.values[0][0, 0, 249, 0] == 2.0
+    assert not cache.keys[0][:, :, 250:].any() and not cache.values[29][:, :, 250:].any()
+
+
+def test_a_wider_window_frees_the_narrower_windows_plans_and_a_narrower_one_builds_its_plan_again(
+    no_automatic_collection,
+):
+    """A chat's window only widens (64, 128, 256): each plan kept held its buffers (SmolLM2's chat at 243
+    positions kept three: 4 MiB). Once a wider window runs, the narrower plans are freed (a plan that
+    replays refers to itself: not without a collection); a cache that needs one again gets the same bits."""
+    model = _llama()
+    prompt = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3]
+    with vg.backend("cpu"):
+        first, _ = _decode(model, model.new_cache(1, 300), prompt, 50)  # windows of 64
+        decode = model.cached_step.decode["f32"]
+        (narrow,) = decode._plans.values()
+        narrow = weakref.ref(narrow)
+        wider, _ = _decode(model, model.new_cache(1, 300), prompt, 100)  # then of 128
+        assert narrow() is None and len(decode._plans) == 1
+        again, _ = _decode(model, model.new_cache(1, 300), prompt, 50)  # 64 again
+    assert model.cached_step.decode["f32"] is decode  # the RoPE tables did not grow: the same step
+    assert decode.stats()["traces"] == 1 and decode.stats()["plans"] == 3
+    for i, (a, b, c) in enumerate(zip(first, wider, again)):
+        np.testing.assert_array_equal(a, b, err_msg=f"step {i}")
+        np.testing.assert_array_equal(a, c, err_msg=f"step {i}")
+
+
+@pytest.fixture
+def no_automatic_collection():
+    """What is freed is freed by the code under test, not by a collection that happened to run."""
+    gc.disable()
+    yield
+    gc.enable()
+
+
+def test_the_plans_of_a_step_made_anew_as_the_rope_tables_grow_are_freed(monkeypatch):
+    """Llama's step is made anew when its RoPE tables grow: the old step's plans are freed then (with a
+    collection: SmolLM2's chat at 559 positions peaked 4.5 MiB higher where they waited for one)."""
+    dropped = []
+    monkeypatch.setattr(_decoder.CachedStep, "drop_plans", lambda step: dropped.append(step))
+    model = _llama()
+    cache = model.new_cache(1, 300, allocate=16)
+    _decode(model, cache, [1, 2, 3], 20)
+    old = model.cached_step
+    _decode(model, cache, [4], 60)  # past 64 positions: the tables grow, the step is made anew
+    assert model.rope[0].shape[0] == 128 and dropped[-1] is old and model.cached_step is not old
+
+
+# a greedy chat on the tiny GGUF of tests/llama_gguf.py, as the commit before this memory work made it
+CHAT_BEFORE = [  # each reply's first 20 tokens
+    [178, 93, 20, 132, 111, 79, 129, 207, 195, 135, 9, 89, 16, 85, 17, 54, 264, 130, 226, 25],
+    [25, 49, 229, 258, 35, 175, 101, 130, 102, 242, 185, 78, 5, 158, 264, 114, 117, 91, 20, 101],
+    [116, 42, 185, 152, 103, 114, 117, 35, 96, 57, 124, 232, 172, 237, 178, 145, 178, 121, 140, 141],
+]
+
+
+@needs_cc
+def test_a_greedy_chat_on_a_growing_cache_gives_the_tokens_it_gave_before_and_a_full_caches(tmp_path):
+    """Three turns on a cache allocated for 16 positions (grown to 256: its arrays copied, its windows
+    widened 64, 128, 256 with the narrower plans freed, the RoPE tables and the step made anew) and on one
+    allocated for the whole context: the same replies, and the same as before these changed."""
+    from llama_gguf import write_llama_gguf
+
+    from verigrad.models.catalog import load_language_model
+    from verigrad.models.lm import generate
+
+    path = write_llama_gguf(tmp_path / "chat.gguf", context=512, std=0.5, norm_std=0.0)
+    replies = []
+    for allocate in (16, None):
+        model, tok = load_language_model(path)
+        cache, messages, ids = model.new_cache(1, 512, allocate=allocate), [], []
+        with vg.backend("cpu"):
+            for turn in ("hi", "and then", "more"):
+                messages.append({"role": "user", "content": turn})
+                prompt = tok.encode(tok.apply_chat_template(messages), add_special=False)
+                result = generate(model, tok, prompt, cache=cache, max_tokens=30, temperature=0.0)
+                ids.append(result.ids)
+                messages.append({"role": "assistant", "content": result.text})
+        replies.append(ids)
+        assert cache.length == 234 and cache.allocated == (256 if allocate else 512)
+    assert replies[0] == replies[1]
+    assert [r[: len(b)] for r, b in zip(replies[0], CHAT_BEFORE)] == CHAT_BEFORE

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import gc
 import operator
 import threading
 import warnings
@@ -353,6 +354,14 @@ class Compiled:
                 v.name: t for v, t in zip(program.inputs[program.n_args :], program.captured)
             }
         return found
+
+    def drop_plans(self) -> None:
+        """Forget the plans built so far and free their memory (the buffers they hold); the traces are
+        kept, and the next call of each binding builds its plan again."""
+        with self._lock:
+            self._plans.clear()
+            self._seen.clear()
+        gc.collect()  # a plan that replays and its Replay refer to each other: only a collection frees them
 
     def stats(self) -> dict[str, int]:
         """How many traces, plans built, and plan cache hits (calls that ran a plan already run) so far."""

@@ -569,6 +569,18 @@ def stacked_rows(tensors: list[GGUFTensor]) -> np.ndarray:
     return out
 
 
+def drop_header_pages(gguf: GGUFFile) -> None:
+    """Drop the mapped file's header pages (its metadata: SmolLM2's tokens and merges, 1.7 MiB, resident
+    since `read_gguf` parsed them) from this process's memory, once what reads them is made (the tokenizer
+    keeps its own arrays); they are read again from the file if asked for."""
+    first = min((t.raw for t in gguf.tensors.values()), key=lambda r: r.ctypes.data, default=None)
+    plain = first
+    while plain is not None and isinstance(plain.base, np.ndarray):
+        plain = plain.base
+    if plain is not None and isinstance(plain.base, mmap.mmap):
+        _drop_pages(plain[: first.ctypes.data - plain.ctypes.data])
+
+
 def _drop_pages(raw: np.ndarray) -> None:
     """Drop the mapped file's pages that lie wholly inside `raw` from this process's memory (they are read
     again from the file if used); nothing where the array does not view a mapped file or where the system

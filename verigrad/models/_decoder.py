@@ -5,7 +5,8 @@ Without a cache a model runs eagerly, with the causal `attention` op. With one, 
 dispatch of ~25 ops a layer is paid once, when the plan is built). The step reads each layer's keys
 and values through a window of W positions of the cache (views, no copy; the keys transposed) and
 returns the logits and each layer's new keys and values, which `commit` then writes into the cache.
-W is a power of two (at least the cache's length), so only a handful of plans are ever built; `bias`
+W is a power of two (at least the cache's length), so only a handful of plans are ever built, and the
+plans of narrower windows are freed once a wider one runs (a conversation's window only widens); `bias`
 [T, W+T] (0 or -inf) hides the window's unused slots and the new tokens' future, so the softmax
 (`cached_attention`) covers exactly the valid prefix.
 
@@ -22,7 +23,6 @@ own length, and `commit_rows` writes each row's new key and value at its own pos
 from __future__ import annotations
 
 import functools
-import mmap
 from typing import Any
 
 import numpy as np
@@ -35,7 +35,7 @@ from ..ops import cached_attention, cached_attention_q8, dequantize_op, from_num
 from ..ops.quant import FORMATS
 from ..shapes import DimLike, dims, spec
 from ..tensor import Tensor
-from .lm import KVCache, LanguageModel
+from .lm import KVCache, LanguageModel, untouched_zeros
 
 MIN_WINDOW = 64  # the smallest window; each doubling builds one more plan (~0.2 s for SmolLM2)
 # a cache's storage: f32, f16 (half the memory; each key and value rounded to f16 once, when written,
@@ -43,7 +43,6 @@ MIN_WINDOW = 64  # the smallest window; each doubling builds one more plan (~0.2
 # values quantized to llama.cpp's q8_0 blocks along the head dimension when written, read as blocks)
 KV_DTYPES = {"f32": np.float32, "f16": np.float16, "q8_0": np.uint8}
 Q8 = FORMATS["q8_0"]
-UNTOUCHED_FROM = 1 << 16  # bytes from which a cache's arrays are memory maps (`untouched_zeros`)
 
 
 def cache_dtype(cache: KVCache) -> str:
@@ -81,23 +80,12 @@ def new_cache(
         raise ValueError(f"a q8_0 cache needs a head size that is a multiple of 32, got {head_dim}")
     row = Q8.row_bytes(head_dim) if dtype == "q8_0" else head_dim
     shape = (batch, kv_heads, capacity if allocate is None else min(allocate, capacity), row)
+    # an array of its own per layer: `reserve` frees each as it is copied
     return KVCache(
-        keys=list(untouched_zeros((layers, *shape), KV_DTYPES[dtype])),
-        values=list(untouched_zeros((layers, *shape), KV_DTYPES[dtype])),
+        keys=[untouched_zeros(shape, KV_DTYPES[dtype]) for _ in range(layers)],
+        values=[untouched_zeros(shape, KV_DTYPES[dtype]) for _ in range(layers)],
         capacity=capacity,
     )
-
-
-def untouched_zeros(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
-    """Zeros that take no memory until written: a private anonymous memory map, whose pages the system
-    gives, zeroed, as they are first written, so a cache's positions allocated but not yet used cost
-    nothing (np.zeros of a layer's 98 KB comes from the heap, where calloc may clear, so touch, it all).
-    Small arrays, and systems without such maps, get np.zeros."""
-    nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-    if nbytes < UNTOUCHED_FROM or not hasattr(mmap, "MAP_ANONYMOUS"):  # MAP_PRIVATE comes with it
-        return np.zeros(shape, dtype)
-    memory = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    return np.frombuffer(memory, dtype).reshape(shape)
 
 
 def check_room(cache: KVCache | None, ids: Tensor, context_length: int) -> None:
@@ -264,6 +252,7 @@ class CachedStep:
     def __init__(self, step: Any, layers: int, kv_heads: DimLike, head_dim: DimLike):
         self.step, self.sizes = step, (layers, kv_heads, head_dim)
         self.decode: dict[str, Any] = {}  # compiled per cache dtype
+        self.widest: dict[str, int] = {}  # the widest window `decode` has run, per cache dtype
         self.decode_rows: dict[str, Any] = {}
         self.chunks: dict[str, Any] = {}  # a prompt's chunks: any T, the last token's logits
 
@@ -288,6 +277,22 @@ class CachedStep:
         commit(cache, new)
         return logits
 
+    def drop_plans(self) -> None:
+        """Free the compiled steps' plans (`Compiled.drop_plans`)."""
+        for compiled in [*self.decode.values(), *self.decode_rows.values(), *self.chunks.values()]:
+            compiled.drop_plans()
+
+    def _widen(self, decode: Any, dtype: str, width: int) -> None:
+        """Drop the one-token step's plans when a wider window than any it ran comes: a chat's window only
+        widens (64, 128, 256, ...) and each plan holds its buffers (SmolLM2's chat at 243 positions kept
+        three, 4 MiB); a cache of a narrower window used again (another conversation) builds its plan
+        again, once per widening."""
+        widest = self.widest.get(dtype)
+        if widest is None or width > widest:
+            self.widest[dtype] = width
+            if widest is not None:
+                decode.drop_plans()
+
     def rows(self, ids: Tensor, cache: KVCache, lengths: list[int]) -> Tensor:
         """The logits [B, 1, vocab] of one new token per row (ids [B, 1]), row i of the cache holding
         lengths[i] positions; each row's key and value are written at its own position (the caller
@@ -304,6 +309,8 @@ class CachedStep:
         count = ids.shape[1]
         decode = self._compiled(self.decode, cache, rows=False) if count == 1 else None
         positions, bias, windows = step_inputs(cache, count)
+        if decode is not None:
+            self._widen(decode, cache_dtype(cache), bias.shape[1] - count)
         with no_grad():
             args = [from_numpy(positions), from_numpy(bias), *windows]
             if count == 1:  # one token: its logits are the last
@@ -322,8 +329,11 @@ class CachedDecoder(LanguageModel):
     computes_last_only = True
 
     def cached(self, layers: int, kv_heads: DimLike, head_dim: DimLike) -> None:
+        old = getattr(self, "cached_step", None)
         self.cache_sizes = (layers, kv_heads, head_dim)
         self.cached_step = CachedStep(self.step, layers, kv_heads, head_dim)
+        if old is not None:  # made anew (Llama's RoPE tables grew): the old plans' memory freed now
+            old.drop_plans()
 
     def new_cache(
         self, batch: int = 1, capacity: int | None = None, allocate: int | None = None, dtype: str = "f32"

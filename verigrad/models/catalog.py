@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import WeightFileError
-from ..io.gguf import read_gguf, shown
+from ..io.gguf import drop_header_pages, read_gguf, shown
 from ..io.hf import INDEX, read_config
 from ..io.tokenizer import Tokenizer
 from .fetch import fetch
@@ -41,7 +41,9 @@ def load_gguf(path: str | os.PathLike, activations: str = "f32") -> tuple[Langua
         )
     tokenizer = Tokenizer.from_gguf(gguf)  # first: a bad tokenizer fails before the weights load
     family = Gemma if gguf.arch in GEMMA_VARIANTS else Llama
-    return _matched(family.from_gguf(gguf, activations=activations), tokenizer, str(gguf.path))
+    model = family.from_gguf(gguf, activations=activations)
+    drop_header_pages(gguf)  # what the tokenizer and the model read of it, they hold
+    return _matched(model, tokenizer, str(gguf.path))
 
 
 def _matched(model: LanguageModel, tokenizer: Tokenizer, source: str) -> tuple[LanguageModel, Tokenizer]:
