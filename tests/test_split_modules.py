@@ -7,6 +7,7 @@ import sys
 
 import verigrad
 from verigrad import autograd, autograd_functional, tensor_methods, tensor_methods_in_place
+from verigrad.backends.cpu import fused, fused_source
 
 
 def test_autograd_transforms_stay_importable_from_autograd():
@@ -45,3 +46,9 @@ def test_in_place_methods_are_bound_from_their_module():
     x += 1
     x.mul_(2).clamp_(max=5.0)
     assert x.tolist() == [4.0, 5.0]
+
+
+def test_fused_kernel_generator_stays_importable_from_fused():
+    for name in fused_source.__all__:
+        assert getattr(fused, name) is getattr(fused_source, name), name
+    assert set(fused_source.__all__) <= set(fused.__all__)
