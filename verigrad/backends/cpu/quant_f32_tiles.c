@@ -161,30 +161,27 @@ enum { TILE_T = 4, TILE_R = 6 }; /* activation rows, weight rows of the largest 
 #define HALVES(NAME, QTYPE, TN, RN)                                                                        \
     AVX512_Q static void NAME(const uint8_t *w, int64_t stride, int64_t nb, int rn, const float *x,        \
                               int64_t k, float *s) {                                                       \
-        const int qt = QTYPE, affine = qt == Q4_1 || qt == Q5_1;                                           \
+        const int qt = QTYPE;                                                                              \
         const int64_t bytes = BLOCK_BYTES[qt];                                                             \
         __m512 sums[2][TN * RN];                                                                           \
-        for (int h = 0; h < 2; h++)                                                                        \
-            for (int o = 0; o < TN * RN; o++) sums[h][o] = _mm512_setzero_ps();                            \
         const uint8_t *row[RN];                                                                            \
         for (int j = 0; j < RN; j++) row[j] = w + (j < rn ? j : rn - 1) * stride;                          \
         const uint8_t *next = w + rn * stride;                                                             \
-        float dd[32], mm[32];                                                                              \
         __m512 tab[RN][32][2];                                                                             \
         for (int64_t i0 = 0; i0 < nb; i0 += 32) { /* chunks of 32 blocks (SmolLM2's 18 in one) */           \
             const int64_t cn = nb - i0 < 32 ? nb - i0 : 32;                                                \
-            for (int j = 0; j < RN; j++) {                                                                 \
-                scales16(row[j] + i0 * bytes, bytes, cn, affine, dd, mm);                                  \
-                if (cn > 16) scales16(row[j] + (i0 + 16) * bytes, bytes, cn - 16, affine, dd + 16, mm + 16); \
+            for (int j = 0; j < RN; j++)                                                                   \
                 for (int64_t c = 0; c < cn; c++) {                                                         \
-                    _mm_prefetch((const char *)(next + j * stride + (i0 + c) * bytes), _MM_HINT_T0);       \
-                    tables32_avx512(qt, _mm512_set1_ps(dd[c]), _mm512_set1_ps(mm[c]), tab[j][c]);          \
+                    const uint8_t *wb = row[j] + (i0 + c) * bytes;                                         \
+                    _mm_prefetch((const char *)(wb + (next - w)), _MM_HINT_T0);                            \
+                    __m512 d, m;                                                                           \
+                    scales1_avx512(wb, &d, &m);                                                            \
+                    tables32_avx512(qt, d, m, tab[j][c]);                                                  \
                 }                                                                                          \
-            }                                                                                              \
             for (int h = 0; h < 2; h++) {                                                                  \
                 __m512 a[TN][RN];                                                                          \
                 for (int u = 0; u < TN; u++)                                                               \
-                    for (int j = 0; j < RN; j++) a[u][j] = sums[h][u * RN + j];                            \
+                    for (int j = 0; j < RN; j++) a[u][j] = i0 ? sums[h][u * RN + j] : _mm512_setzero_ps();  \
                 for (int64_t c = 0; c < cn; c++) {                                                         \
                     const int64_t i = i0 + c;                                                              \
                     __m512 v[RN];                                                                          \
