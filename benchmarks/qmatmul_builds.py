@@ -6,6 +6,12 @@ both gave the same bits.
 
     python benchmarks/qmatmul_builds.py OLD.so NEW.so [--formats q2_k q3_k] [--tokens 1 8] [--repeat 60]
 
+`--step` times a whole decode step's products instead (qmatmul.py's: SmolLM2-135M's 30 layers in Q4_1
+and the Q8_0 head, 96 MB of random blocks, streamed from memory as a model's are) for each `--tokens`
+count, in the thread's CPU time (a busy machine's neighbours move it much less than the wall clock):
+
+    python benchmarks/qmatmul_builds.py OLD.so NEW.so --step --tokens 1 4 8 --repeat 7
+
 A build's library is the file `verigrad.backends.cpu.build_info()["path"]` names, run from that checkout
 (the library of the current sources: NEW.so can be left out).
 """
@@ -19,6 +25,7 @@ import time
 
 import numpy as np
 from _common import console, table
+from qmatmul import random_weights
 
 import verigrad
 from verigrad.backends.cpu.quant import PATHS, QTYPES
@@ -36,6 +43,38 @@ def load(path: str) -> ctypes.CDLL:
     return lib
 
 
+def step(libs: dict[str, ctypes.CDLL], counts: list[int], paths: list[str], repeat: int) -> None:
+    """Each build's decode-step products (qmatmul.py's random weights) for each activation row count and
+    path, alternated, in thread CPU time: median ms per step, the ratio, whether the bits agree."""
+    rng = np.random.default_rng(0)
+    weights = random_weights(rng)
+    out = table(
+        f"vg_qmatmul_f32 of two builds, a decode step's {len(weights)} products, 1 thread: "
+        f"median CPU ms of {repeat}",
+        ["tokens", "path", "old ms", "new ms", "old / new", "same bits"],
+    )
+    for tokens in counts:
+        xs = {k: rng.standard_normal((tokens, k)).astype(np.float32) for k in {k for _, _, k in weights}}
+        for path in paths:
+            times: dict[str, list[float]] = {name: [] for name in libs}
+            results: dict[str, list[np.ndarray]] = {name: [] for name in libs}
+            for _ in range(repeat):
+                for name, lib in libs.items():
+                    taken = PATHS[lib.vg_quant_simd(PATHS.index(path))]
+                    ys = [np.empty((tokens, raw.shape[0]), np.float32) for _, raw, _ in weights]
+                    start = time.thread_time()
+                    for (qtype, raw, k), y in zip(weights, ys):
+                        lib.vg_qmatmul_f32(QTYPES[qtype], raw.ctypes.data, raw.shape[0], k, xs[k].ctypes.data,
+                                           tokens, y.ctypes.data, raw.shape[0], 1)  # fmt: skip
+                    times[name].append(time.thread_time() - start)
+                    results[name] = ys
+            old, new = (statistics.median(times[name]) * 1e3 for name in libs)
+            same = all(a.tobytes() == b.tobytes() for a, b in zip(results["old"], results["new"]))
+            cells = [f"{old:.2f}", f"{new:.2f}", f"{old / new:.2f}x", "yes" if same else "NO"]
+            out.add_row(str(tokens), taken, *cells)
+    console(100).print(out)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("old")
@@ -45,6 +84,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, nargs="+", default=[1, 8], help="activation rows")
     parser.add_argument("--paths", nargs="+", default=["avx512", "avx2"], choices=PATHS[:3])
     parser.add_argument("--shape", type=int, nargs=2, default=[N, K], metavar=("N", "K"), help="w rows, k")
+    parser.add_argument("--step", action="store_true", help="a decode step's products (see above)")
     args = parser.parse_args()
     n, k = args.shape
     if args.new is None:
@@ -52,6 +92,9 @@ def main() -> None:
             raise SystemExit("the cpu backend could not be built here")
         args.new = verigrad.backends.cpu.build_info()["path"]
     libs = {"old": load(args.old), "new": load(args.new)}
+    if args.step:
+        step(libs, args.tokens, args.paths, args.repeat)
+        return
     out = table(
         f"vg_qmatmul_f32 of two builds, w {n} x {k}, 1 thread: median of {args.repeat}",
         ["format", "tokens", "path", "old ms", "new ms", "old / new", "same bits"],

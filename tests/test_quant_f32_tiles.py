@@ -1,5 +1,5 @@
 """qmatmul's f32-activation cpu kernels on the paths that de-quantize blocks in registers (a decode step: one
-activation row against 4 weight rows at a time; 2 to 4 rows of the 32-value formats on AVX-512, each block
+activation row against 4 weight rows at a time; 2 to 8 rows of the 32-value formats on AVX-512, each block
 de-quantized once for all of them, 4 or 3 weight rows at a time) and on the tiles of several activation rows
 activation rows by 6 weight rows on AVX-512, 3 by 3 on AVX2, and the remainders of each): the reference's bits
 for every format, on every vector path and 1-3 threads, for row counts on both sides of each tile's edge, with
@@ -106,24 +106,29 @@ def test_a_small_matrix_against_several_rows_runs_on_both_threads(t):
 @pytest.mark.parametrize("qtype", BLOCK_QTYPES)
 def test_long_rows_give_the_reference_bits(qtype, monkeypatch):
     """Rows of 37 blocks of 32 (or 5 of 256): the AVX-512 kernels read the 32-value formats' scales 16 blocks
-    at a time (two whole groups and a part), the last row's last group up to its end and no further."""
+    at a time (two whole groups and a part), the last row's last group up to its end and no further; those of
+    5 to 8 activation rows make their tables 32 blocks at a time (a whole chunk and a part). Activations at
+    a 64-byte boundary and 4 bytes past one (the kernel copies them to one)."""
     monkeypatch.setattr(cpu_quant, "MIN_BAND_BYTES", 1)
     kernel = cpu.cpu.native(vg.REGISTRY["qmatmul"], vg.f32)
     reference = vg.REGISTRY["qmatmul"].reference
     k = FORMATS[qtype].block * (5 if FORMATS[qtype].block == 256 else 37)
     rng = np.random.default_rng(12)
-    x = rng.standard_normal((4, k)).astype(np.float32)
+    memory = np.empty(8 * k + 32, np.float32)
+    at = (-memory.ctypes.data % 64) // 4
     try:
         for n in (1, 4, 5, 11):
             raw = rng.integers(0, 256, (n, FORMATS[qtype].row_bytes(k)), dtype=np.uint8)
-            for t in (1, 2, 3, 4):
+            for t, offset in ((1, 0), (2, 1), (3, 0), (4, 1), (5, 0), (6, 1), (7, 1), (8, 0), (8, 1)):
+                x = memory[at + offset : at + offset + t * k].reshape(t, k)
+                x[...] = rng.standard_normal((t, k))
                 with np.errstate(all="ignore"):
-                    want = reference(x[:t], raw, qtype)
+                    want = reference(x, raw, qtype)
                 for path in cpu_quant.PATHS:
                     taken = cpu_quant.path(path)
                     for threads in (1, 2, 3):
                         vg.set_threads(threads)
-                        _assert_same(kernel(x[:t], raw, qtype=qtype), want, f"{taken} {threads} {n}x{t}")
+                        _assert_same(kernel(x, raw, qtype=qtype), want, f"{taken} {threads} {n}x{t}+{offset}")
     finally:
         vg.set_threads(1)
         cpu_quant.simd(True)

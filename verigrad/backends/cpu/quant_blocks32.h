@@ -8,7 +8,8 @@
 #if VG_X86
 /* The 32-value formats on AVX-512, de-quantized in registers. Each block's scale d (and q4_1's, q5_1's m)
  * comes from scales16, 16 blocks' at a time (one gather, one conversion), so a block's values cost no
- * conversion and no shuffle of its own: vbroadcastss reads the f32 from memory. The nibbles are widened
+ * conversion and no shuffle of its own: vbroadcastss reads the f32 from memory (or, where each block's
+ * tables are made once for many products, from scales1_avx512). The nibbles are widened
  * once (value i's low nibble and value i + 16's high nibble in lane i) and each value looked up in the
  * block's table of the 16 values a nibble may stand for (permutexvar reads the low 4 bits of each index);
  * q5_0 and q5_1 look up in two tables (32 values, permutex2var reads 5 bits), the fifth bit rotated into
@@ -28,48 +29,61 @@ AVX512_Q __attribute__((always_inline)) static inline void scales16(const uint8_
     if (affine) _mm512_storeu_ps(m, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g, 16))));
 }
 
+/* block wb's scales broadcast: d (the f16 at byte 0) and m (at byte 2: q4_1's, q5_1's; else unused), one
+ * conversion of the block's own 4 bytes (kernels that make each block's tables once took less time so than
+ * with scales16's gather) */
+AVX512_Q __attribute__((always_inline)) static inline void scales1_avx512(const uint8_t *wb, __m512 *d, __m512 *m) {
+    const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(load32(wb)));
+    *d = _mm512_broadcastss_ps(dm);
+    *m = _mm512_broadcastss_ps(_mm_movehdup_ps(dm));
+}
+
+/* block wb's lookup tables (d, m: its scales broadcast): t[0] the 16 values a nibble stands for (q8_0: d),
+ * q5's t[1] the values of q = n + 16 */
+AVX512_Q __attribute__((always_inline)) static inline void tables32_avx512(int qt, __m512 d, __m512 m, __m512 *t) {
+    const __m512 nibble = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    if (qt == Q8_0)
+        t[0] = d;
+    else if (qt == IQ4_NL)
+        t[0] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const void *)IQ4_VALUES))));
+    else if (qt == Q4_0)
+        t[0] = _mm512_mul_ps(d, _mm512_sub_ps(nibble, _mm512_set1_ps(8.0f)));
+    else if (qt == Q5_0) {
+        t[0] = _mm512_mul_ps(d, _mm512_sub_ps(nibble, _mm512_set1_ps(16.0f)));
+        t[1] = _mm512_mul_ps(d, nibble);
+    } else { /* q4_1, q5_1 */
+        t[0] = _mm512_add_ps(_mm512_mul_ps(d, nibble), m);
+        if (qt == Q5_1) t[1] = _mm512_add_ps(_mm512_mul_ps(d, _mm512_add_ps(nibble, _mm512_set1_ps(16))), m);
+    }
+}
+
+/* half h of block wb's values (0: values 0..15, 1: 16..31) from its tables t */
+AVX512_Q __attribute__((always_inline)) static inline __m512 half32_avx512(int qt, const uint8_t *wb, int h,
+                                                                         const __m512 *t) {
+    if (qt == Q8_0)
+        return _mm512_mul_ps(t[0], _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(wb + 2) + h))));
+    const int at = qt == Q5_1 ? 8 : qt == Q5_0 ? 6 : qt == Q4_1 ? 4 : 2;
+    const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(wb + at)));
+    const __m512i n = h ? _mm512_srli_epi32(q, 4) : q;
+    if (qt != Q5_0 && qt != Q5_1) return _mm512_permutexvar_ps(n, t[0]);
+    /* q5: a 5-bit index, the nibble and as bit 4 value i's fifth bit (bit i of the u32 before the nibbles),
+     * rotated there; ternarylogic takes bits 0..3 from the nibble and the rest from the rotated bits
+     * (permutex2var reads bits 0..4) */
+    const __m512i bits = _mm512_set1_epi32(load32(wb + (qt == Q5_1 ? 4 : 2)));
+    __m512i rot = _mm512_setr_epi32(28, 29, 30, 31, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11); /* i - 4 */
+    if (h) rot = _mm512_add_epi32(rot, _mm512_set1_epi32(16));
+    const __m512i index = /* C ? A : B */
+        _mm512_ternarylogic_epi32(n, _mm512_rorv_epi32(bits, rot), _mm512_set1_epi32(15), 0xE4);
+    return _mm512_permutex2var_ps(t[0], index, t[1]);
+}
+
 /* block wb's 32 values (d, m: its scales broadcast): lo values 0..15, hi 16..31 */
 AVX512_Q __attribute__((always_inline)) static inline void block32_avx512(int qt, const uint8_t *wb, __m512 d,
                                                                           __m512 m, __m512 *lo, __m512 *hi) {
-    if (qt == Q8_0) {
-        const __m128i *q = (const __m128i *)(wb + 2);
-        *lo = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(q))));
-        *hi = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(q + 1))));
-        return;
-    }
-    const __m512 nibble = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const int at = qt == Q5_1 ? 8 : qt == Q5_0 ? 6 : qt == Q4_1 ? 4 : 2;
-    const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(wb + at)));
-    const __m512i qh = _mm512_srli_epi32(q, 4);
-    __m512 table;
-    if (qt == IQ4_NL)
-        table = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const void *)IQ4_VALUES))));
-    else if (qt == Q4_0)
-        table = _mm512_mul_ps(d, _mm512_sub_ps(nibble, _mm512_set1_ps(8.0f)));
-    else if (qt == Q4_1)
-        table = _mm512_add_ps(_mm512_mul_ps(d, nibble), m);
-    else if (qt == Q5_0)
-        table = _mm512_mul_ps(d, _mm512_sub_ps(nibble, _mm512_set1_ps(16.0f)));
-    else
-        table = _mm512_add_ps(_mm512_mul_ps(d, nibble), m);
-    if (qt != Q5_0 && qt != Q5_1) {
-        *lo = _mm512_permutexvar_ps(q, table);
-        *hi = _mm512_permutexvar_ps(qh, table);
-        return;
-    }
-    /* q5: the values of q = n + 16 (d * n; d * (n + 16) + m), and a 5-bit index: the nibble, and as bit 4
-     * value i's fifth bit (bit i of the u32 before the nibbles), rotated there; ternarylogic takes bits
-     * 0..3 from the nibble and the rest from the rotated bits (permutex2var reads bits 0..4) */
-    const __m512 high = qt == Q5_0 ? _mm512_mul_ps(d, nibble)
-                                   : _mm512_add_ps(_mm512_mul_ps(d, _mm512_add_ps(nibble, _mm512_set1_ps(16))), m);
-    const __m512i bits = _mm512_set1_epi32(load32(wb + (qt == Q5_1 ? 4 : 2)));
-    const __m512i rot = _mm512_setr_epi32(28, 29, 30, 31, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11); /* i - 4 */
-    const __m512i low4 = _mm512_set1_epi32(15);
-    const __m512i ilo = _mm512_ternarylogic_epi32(q, _mm512_rorv_epi32(bits, rot), low4, 0xE4); /* C ? A : B */
-    const __m512i ihi = _mm512_ternarylogic_epi32(
-        qh, _mm512_rorv_epi32(bits, _mm512_add_epi32(rot, _mm512_set1_epi32(16))), low4, 0xE4);
-    *lo = _mm512_permutex2var_ps(table, ilo, high);
-    *hi = _mm512_permutex2var_ps(table, ihi, high);
+    __m512 t[2];
+    tables32_avx512(qt, d, m, t);
+    *lo = half32_avx512(qt, wb, 0, t);
+    *hi = half32_avx512(qt, wb, 1, t);
 }
 #endif
 #endif

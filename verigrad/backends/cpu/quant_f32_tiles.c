@@ -1,9 +1,10 @@
 /* vg_qmatmul_f32: out[t, n] = qmatmul's reference (ops/quant.py `lane_dot`), bit for bit (quant_f32.c gives
  * the summation rule). A decode step (one activation row) takes quant_f32.c's fused kernels where they
- * exist; 2 to 4 rows (a server's batch of a few sequences) of the 32-value formats on AVX-512 take FEW_ROWS,
- * which de-quantizes each block in registers once for all of them (quant_blocks32.h); otherwise a panel of weight rows (AVX-512: 6, AVX2: 3; a decode step 4 and 1) is de-quantized into
- * a row buffer (in L1: the panel is read once per tile of activation rows, which stream from L2) and
- * multiplied with tiles of up to 4 (AVX2: 3) activation rows by the panel's rows. A tile sums each
+ * exist; 2 to 8 rows (a server's batch of a few sequences) of the 32-value formats on AVX-512 take FEW_ROWS
+ * (2 to 4) or HALVES (5 to 8), which de-quantize each block in registers once for all of them
+ * (quant_blocks32.h); otherwise a panel of weight rows (AVX-512: 6, AVX2: 3; a decode step 4 and 1) is
+ * de-quantized into a row buffer (in L1: the panel is read once per tile of activation rows, which stream
+ * from L2) and multiplied with tiles of up to 4 (AVX2: 3) activation rows by the panel's rows. A tile sums each
  * output's partial sums 0..15 over all of k, one vector an output, then its sums 16..31 (AVX2: the four
  * vectors of 8 in turn): 24 accumulators for 24 fused multiply-adds a step, against 10 loads; the folds of
  * 16 outputs are made side by side (fold16_avx512). Each output is summed as dot_f32 sums it, so a row's
@@ -151,11 +152,62 @@ enum { TILE_T = 4, TILE_R = 6 }; /* activation rows, weight rows of the largest 
         for (int u = 0; u < TN; u++) /* all RN folded: a bound of rn put the sums on the stack */           \
             for (int j = 0; j < RN; j++) s[u * RN + j] = fold_avx512(a[u][j], b[u][j]);                    \
     }
-/* each format's kernels for 2..8 activation rows: TN RN <= 12 (24 sums in registers) */
+/* dot_f32 of TN activation rows (x + u k, 5 <= TN <= 8) with RN weight rows (as FEW_ROWS takes them) of a
+ * 32-value format: each output's partial sums 0..15 over a chunk of up to 32 blocks, then its sums 16..31
+ * (TN RN accumulators, 24 at most: TN loads of x for TN RN fused multiply-adds, where both halves at once
+ * left room for one weight row, a load of x per multiply-add). The chunk's tables (tables32_avx512) are
+ * made once for both halves, each half looked up in them (half32_avx512). s[u RN + j], each output summed
+ * as dot_f32 sums it (sums 0..15 and 16..31 are separate chains: their interleaving does not matter). */
+#define HALVES(NAME, QTYPE, TN, RN)                                                                        \
+    AVX512_Q static void NAME(const uint8_t *w, int64_t stride, int64_t nb, int rn, const float *x,        \
+                              int64_t k, float *s) {                                                       \
+        const int qt = QTYPE;                                                                              \
+        const int64_t bytes = BLOCK_BYTES[qt];                                                             \
+        __m512 sums[2][TN * RN];                                                                           \
+        const uint8_t *row[RN];                                                                            \
+        for (int j = 0; j < RN; j++) row[j] = w + (j < rn ? j : rn - 1) * stride;                          \
+        const uint8_t *next = w + rn * stride;                                                             \
+        __m512 tab[RN][32][2];                                                                             \
+        for (int64_t i0 = 0; i0 < nb; i0 += 32) { /* chunks of 32 blocks (SmolLM2's 18 in one) */           \
+            const int64_t cn = nb - i0 < 32 ? nb - i0 : 32;                                                \
+            for (int j = 0; j < RN; j++)                                                                   \
+                for (int64_t c = 0; c < cn; c++) {                                                         \
+                    const uint8_t *wb = row[j] + (i0 + c) * bytes;                                         \
+                    _mm_prefetch((const char *)(wb + (next - w)), _MM_HINT_T0);                            \
+                    __m512 d, m;                                                                           \
+                    scales1_avx512(wb, &d, &m);                                                            \
+                    tables32_avx512(qt, d, m, tab[j][c]);                                                  \
+                }                                                                                          \
+            for (int h = 0; h < 2; h++) {                                                                  \
+                __m512 a[TN][RN];                                                                          \
+                for (int u = 0; u < TN; u++)                                                               \
+                    for (int j = 0; j < RN; j++) a[u][j] = i0 ? sums[h][u * RN + j] : _mm512_setzero_ps();  \
+                for (int64_t c = 0; c < cn; c++) {                                                         \
+                    const int64_t i = i0 + c;                                                              \
+                    __m512 v[RN];                                                                          \
+                    for (int j = 0; j < RN; j++) v[j] = half32_avx512(qt, row[j] + i * bytes, h, tab[j][c]); \
+                    for (int u = 0; u < TN; u++) {                                                         \
+                        __m512 xv = _mm512_loadu_ps(x + u * k + 32 * i + 16 * h);                          \
+                        __asm__("" : "+v"(xv)); /* one load for RN products: GCC loaded it in each */      \
+                        for (int j = 0; j < RN; j++) a[u][j] = _mm512_fmadd_ps(xv, v[j], a[u][j]);         \
+                    }                                                                                      \
+                }                                                                                          \
+                for (int u = 0; u < TN; u++)                                                               \
+                    for (int j = 0; j < RN; j++) sums[h][u * RN + j] = a[u][j];                            \
+            }                                                                                              \
+        }                                                                                                  \
+        for (int o = 0; o < TN * RN; o += 16)                                                              \
+            fold16_avx512(sums[0] + o, sums[1] + o, TN * RN - o < 16 ? TN * RN - o : 16, s + o);           \
+    }
+/* each format's kernels for 2..8 activation rows (24 sums in registers at most) */
 #define FEW_ROWS_ALL(F, QTYPE)                                                                             \
     FEW_ROWS(few2_##F, QTYPE, 2, 4)                                                                        \
     FEW_ROWS(few3_##F, QTYPE, 3, 4)                                                                        \
-    FEW_ROWS(few4_##F, QTYPE, 4, 3)
+    FEW_ROWS(few4_##F, QTYPE, 4, 3)                                                                        \
+    HALVES(few5_##F, QTYPE, 5, 4)                                                                          \
+    HALVES(few6_##F, QTYPE, 6, 4)                                                                          \
+    HALVES(few7_##F, QTYPE, 7, 3)                                                                          \
+    HALVES(few8_##F, QTYPE, 8, 3)
 FEW_ROWS_ALL(q8_0, Q8_0)
 FEW_ROWS_ALL(q4_0, Q4_0)
 FEW_ROWS_ALL(q4_1, Q4_1)
@@ -163,9 +215,9 @@ FEW_ROWS_ALL(q5_0, Q5_0)
 FEW_ROWS_ALL(q5_1, Q5_1)
 FEW_ROWS_ALL(iq4_nl, IQ4_NL)
 typedef void (*few_fn)(const uint8_t *, int64_t, int64_t, int, const float *, int64_t, float *);
-enum { FEW_MAX = 4 };                                /* the most activation rows the kernels take */
-static const int FEW_RN[FEW_MAX + 1] = {0, 0, 4, 4, 3}; /* their weight rows, by TN */
-#define FEW_ROW(F) {0, 0, few2_##F, few3_##F, few4_##F}
+enum { FEW_MAX = 8 };                                /* the most activation rows the kernels take */
+static const int FEW_RN[FEW_MAX + 1] = {0, 0, 4, 4, 3, 4, 4, 3, 3}; /* their weight rows, by TN */
+#define FEW_ROW(F) {0, 0, few2_##F, few3_##F, few4_##F, few5_##F, few6_##F, few7_##F, few8_##F}
 static const few_fn FEW[NQTYPES][FEW_MAX + 1] = {
     [Q8_0] = FEW_ROW(q8_0), [Q4_0] = FEW_ROW(q4_0),     [Q4_1] = FEW_ROW(q4_1),
     [Q5_0] = FEW_ROW(q5_0), [Q5_1] = FEW_ROW(q5_1), [IQ4_NL] = FEW_ROW(iq4_nl)};
@@ -242,7 +294,7 @@ static void f32_rows(fjob *p, int64_t lo, int64_t hi) {
     if (avx512 && p->t >= 2 && p->t <= FEW_MAX && FEW[p->qtype][p->t]) { /* a few rows: no row buffer */
         const few_fn few = FEW[p->qtype][p->t];
         const int most = FEW_RN[p->t];
-        float s[FEW_MAX * 4];
+        float s[FEW_MAX * 4]; /* TN RN <= 32 */
         for (int64_t r = lo; r < hi; r += most) {
             const int rn = hi - r < most ? (int)(hi - r) : most;
             few(p->w + r * stride, stride, nb, rn, p->x, k, s);
@@ -324,8 +376,14 @@ static void f32_band(void *ctx, int64_t lo, int64_t hi) {
 int vg_qmatmul_f32(int qtype, const uint8_t *w, int64_t n, int64_t k, const float *x, int64_t t, float *out,
                    int64_t min_rows, int threads) {
     const int level = vg_quant_simd(-1);
+    /* x copied to a 64-byte boundary for the tiles of several rows (a load across two cache lines costs
+     * two: the kernels of 5 to 8 rows load x once for every 3 or 4 products) */
+    float *aligned = NULL;
+    if (t > 1 && ((uintptr_t)x & 63) && (aligned = aligned_alloc(64, (size_t)(t * k * 4 + 63) / 64 * 64)))
+        x = memcpy(aligned, x, sizeof(float) * (size_t)(t * k));
     fjob p = {.qtype = qtype, .w = w, .n = n, .k = k, .t = t, .x = x, .out = out, .avx2 = level >= 1,
               .avx512 = level >= 2, .failed = 0};
     vg_parallel_for(n, min_rows, threads, f32_band, &p);
+    free(aligned);
     return p.failed ? -1 : 0;
 }
