@@ -13,7 +13,10 @@ import pytest
 
 import verigrad
 
-LAZY = ("data", "distributed", "distributions", "jit", "library", "models", "optim", "testing", "utils")
+LAZY = (
+    "data", "distributed", "distributions", "fft", "io", "ir", "jit", "library", "linalg", "masked", "models",
+    "nn", "optim", "signal", "special", "testing", "utils",
+)  # fmt: skip
 
 
 def _run(code: str) -> str:
@@ -108,6 +111,22 @@ def test_star_import_and_dir_list_the_lazy_submodules():
     namespace: dict = {}
     exec("from verigrad import *", namespace)
     assert all(namespace[name] is getattr(verigrad, name) for name in LAZY)
+
+
+def test_lazy_names_are_the_same_objects_whichever_module_comes_first():
+    # importing the module verigrad.compile sets the attribute `compile` on verigrad, where the name is
+    # nn.compiled's function: the function stays, whether the module came before or after the name
+    out = _run(
+        "import verigrad, verigrad.compile, verigrad.nn.compiled as c\n"
+        "from verigrad import compile, compiler, func\n"
+        "from verigrad.nn.utils.stateless import functional_call\n"
+        "print(verigrad.compile is c.compile is compile is compiler.compile,\n"
+        "      func.functional_call is functional_call, verigrad.cat is verigrad.concatenate,\n"
+        "      verigrad.softmax is verigrad.nn.functional.softmax)"
+    )
+    assert out.split() == ["True", "True", "True", "True"]
+    out = _run("import verigrad\nf = verigrad.compile\nimport verigrad.compile\nprint(verigrad.compile is f)")
+    assert out.split() == ["True"]
 
 
 def test_unknown_attributes_are_still_attribute_errors():
