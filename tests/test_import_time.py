@@ -31,6 +31,41 @@ def test_import_reads_no_lazy_submodule_nor_gguf():
     assert out.strip() == "[]"
 
 
+# what a GGUF model's load never needs: the families of layers it has no use for, the compiler (its decode
+# loop compiles at the first token), the other models, linalg
+NOT_FOR_A_LOAD = [
+    "verigrad.compile", "verigrad.ir.plan", "verigrad.ir.trace", "verigrad.ir.passes", "verigrad.masked",
+    "verigrad.linalg", "verigrad.fft", "verigrad.nn.convolution", "verigrad.nn.recurrent",
+    "verigrad.nn.losses", "verigrad.nn.transformer", "verigrad.nn.pooling", "verigrad.nn.utils",
+    "verigrad.nn.functional.losses", "verigrad.nn.functional.convolution", "verigrad.models.cnn",
+    "verigrad.models.gpt2", "verigrad.optim",
+]  # fmt: skip
+
+
+def test_import_reads_no_family_of_layers_nor_the_compiler():
+    out = _run(
+        f"import sys, verigrad; print([n for n in {[*NOT_FOR_A_LOAD, 'verigrad.nn']!r} if n in sys.modules])"
+    )
+    assert out.strip() == "[]"
+
+
+def test_loading_a_gguf_model_reads_only_what_it_uses(tmp_path):
+    from llama_gguf import write_llama_gguf
+
+    path = write_llama_gguf(tmp_path / "tiny.gguf")
+    code = (
+        "import sys, verigrad\n"
+        "from verigrad.models.catalog import load_language_model\n"
+        f"model, tokenizer = load_language_model({str(path)!r})\n"
+        "print(type(model).__name__, [n for n in sys.argv[1:] if n in sys.modules])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, *NOT_FOR_A_LOAD], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["Llama", "[]"]
+
+
 def test_import_reads_no_random_numbers_templates_nor_tables():
     names = ["numpy.random", "jinja2", "rich", "yaml", "secrets", "safetensors", "verigrad.io.checkpoint"]
     code = "import sys, verigrad\nverigrad.manual_seed(3)\nverigrad.Generator(5)\n"

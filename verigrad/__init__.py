@@ -642,24 +642,13 @@ float, bool, int = f32, bool_, i32  # as torch.float, torch.bool and torch.int: 
 def _namespace(path: str, doc: str, **names: _Any) -> _types.ModuleType:
     """A module `verigrad.<path>` holding `names`, registered in sys.modules so that `import` and
     `from ... import` find it (PyTorch's namespaces that programs import as modules)."""
-    module = _types.ModuleType(f"{__name__}.{path}", doc)
-    for name, value in names.items():
-        setattr(module, name, value)
-    _sys.modules[module.__name__] = module
-    return module
-
-
-def _lazy_namespace(path: str, doc: str, lazy: dict[str, _lazy.Where], **names: _Any) -> _types.ModuleType:
-    """_namespace's module, with `lazy` names (of verigrad's modules) read on first use."""
-    module = _namespace(path, doc, **names)
-    module.__getattr__, module.__dir__ = _lazy.attach(module.__name__, lazy, package=__name__)
-    return module
+    return _lazy.namespace(f"{__name__}.{path}", doc, {}, **names)
 
 
 # torch.func (functional_call, grad, grad_and_value; vmap refused), a module for `from torch.func import ...`
-func = _lazy_namespace(
-    "func", "PyTorch's torch.func: functional_call, grad, grad_and_value.",
-    _lazy.table({"nn.utils.stateless": "functional_call"}), grad=grad,
+func = _lazy.namespace(
+    f"{__name__}.func", "PyTorch's torch.func: functional_call, grad, grad_and_value.",
+    _lazy.table({"nn.utils.stateless": "functional_call"}), __name__, grad=grad,
     grad_and_value=_autograd_functional.grad_and_value, vmap=_autograd_functional.vmap,
 )  # fmt: skip
 vmap = func.vmap
@@ -697,11 +686,11 @@ def _compiler_disable(fn: _Any = None, recursive: bool = True, reason: _Any = No
 
 # torch.compiler: is_compiling and the decorators that only steer torch.compile (no effect on results here)
 _unchanged = lambda fn: fn
-compiler = _lazy_namespace(
-    "compiler", "PyTorch's torch.compiler: is_compiling, disable, reset.",
-    _lazy.table({"nn.compiled": "compile"}), is_compiling=_is_compiling, is_dynamo_compiling=_is_compiling,
-    disable=_compiler_disable, allow_in_graph=_unchanged, assume_constant_result=_unchanged,
-    reset=lambda: None,
+compiler = _lazy.namespace(
+    f"{__name__}.compiler", "PyTorch's torch.compiler: is_compiling, disable, reset.",
+    _lazy.table({"nn.compiled": "compile"}), __name__, is_compiling=_is_compiling,
+    is_dynamo_compiling=_is_compiling, disable=_compiler_disable, allow_in_graph=_unchanged,
+    assume_constant_result=_unchanged, reset=lambda: None,
 )  # fmt: skip
 
 # PyTorch's namespaces that programs import as modules (`import torch.backends.cudnn as cudnn`, `from
