@@ -164,6 +164,21 @@ def test_lazy_names_are_the_same_objects_whichever_module_comes_first():
     assert out.split() == ["True"]
 
 
+def test_pytorch_module_paths_import_the_families_on_first_use():
+    out = _run(
+        "import sys, verigrad.nn as nn\n"
+        "print('verigrad.nn.losses' in sys.modules)\n"
+        "import verigrad.nn.modules.loss\n"
+        "from verigrad.nn.modules.conv import Conv2d\n"
+        "from verigrad.nn.parameter import Parameter\n"
+        "from verigrad.nn.modules.utils import _pair\n"
+        "print(sys.modules['verigrad.nn.modules.loss'] is nn.losses is nn.modules.loss,\n"
+        "      Conv2d is nn.Conv2d, nn.losses.__spec__.name, Parameter is nn.Parameter, _pair(3),\n"
+        "      nn.modules.Linear is nn.Linear)"
+    )
+    assert out.split() == ["False", "True", "True", "verigrad.nn.losses", "True", "(3,", "3)", "True"]
+
+
 def test_unknown_attributes_are_still_attribute_errors():
     with pytest.raises(AttributeError, match="module 'verigrad' has no attribute 'no_such_thing'"):
         verigrad.no_such_thing  # noqa: B018
