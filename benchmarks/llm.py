@@ -35,7 +35,10 @@ process that imports nothing else.
 imported, then to import the loaders, to read the GGUF file's header (`read_gguf`), to build the tokenizer,
 to build the model, and to the first token of a one-turn chat (the prompt's forward pass: compute, not
 start-up), and gives their medians, beside llama.cpp's load (importing llama_cpp and `Llama(path)`, in
-processes alternating with verigrad's) where llama-cpp-python is installed (`--no-llama-cpp`: not).
+processes alternating with verigrad's) where llama-cpp-python is installed (`--no-llama-cpp`: not; the
+table then has verigrad's row alone). Both also give the whole start, from this script starting the child
+to the model loaded (`to_loaded`: the interpreter, its imports and the load) and the child's CPU seconds by
+then, and their ratio, verigrad / llama.cpp.
 """
 
 from __future__ import annotations
@@ -215,13 +218,14 @@ def run_startup(args: argparse.Namespace, console: Any) -> Table:
     """`--startup`: medians over `--repeats` fresh processes of each start-up stage, verigrad's and (where
     llama-cpp-python is installed) llama.cpp's load, the two alternating."""
     jobs = [("verigrad", {"startup": True, "path": str(args.model)})]
-    if not args.no_llama_cpp and importlib.util.find_spec("llama_cpp") is not None:
+    with_llama_cpp = not args.no_llama_cpp and importlib.util.find_spec("llama_cpp") is not None
+    if with_llama_cpp:
         jobs.append(("llama.cpp", {"llama_cpp_load": True, "path": str(args.model)}))
     runs: dict[str, list[dict]] = {name: [] for name, _ in jobs}
     for _ in range(args.repeats):
         for name, job in jobs:
             done = subprocess.run(
-                [sys.executable, CHAT_WORKER, json.dumps(job)],
+                [sys.executable, CHAT_WORKER, json.dumps({**job, "launched": time.time()})],
                 capture_output=True,
                 text=True,
                 timeout=args.timeout,
@@ -234,16 +238,28 @@ def run_startup(args: argparse.Namespace, console: Any) -> Table:
     result = table(
         f"start-up, 1 thread, medians of {args.repeats} fresh processes (seconds)", ["", *stages], [""]
     )
-    for name, found in runs.items():
-        med = {k: statistics.median(r[k] for r in found) for k in found[0]}
+    medians = {
+        name: {k: statistics.median(r[k] for r in found) for k in found[0]} for name, found in runs.items()
+    }
+    for name, med in medians.items():
         result.add_row(name, *(f"{med[k]:.3f}" if k in med else "" for k in stages))
+    if with_llama_cpp:
+        ours, theirs = medians["verigrad"], medians["llama.cpp"]
+        result.add_row(
+            "verigrad / llama.cpp",
+            *(f"{ours[k] / theirs[k]:.2f}x" if k in theirs and theirs[k] > 0 else "" for k in stages),
+        )
     console.print(result)
     console.print(
         "start: the process's start to verigrad imported; imports: the loaders' modules; load = imports + "
         "read (the GGUF header) + tokenizer + model; load_cpu: the load's CPU seconds (what a loaded machine "
         "inflates least); first token: the one-turn chat prompt's forward pass. llama.cpp's load: importing "
-        "llama_cpp and Llama(path), as the main table times it."
+        "llama_cpp and Llama(path), as the main table times it. to_loaded: from the moment this script "
+        "starts the child process (the interpreter's start, its imports) to the model loaded, its CPU "
+        "seconds (to_loaded_cpu) the process's own."
     )
+    if not with_llama_cpp:
+        console.print("llama-cpp-python is not installed (or --no-llama-cpp): verigrad's row alone.")
     return result
 
 

@@ -93,9 +93,10 @@ def resident_mib() -> dict:
         return {}
 
 
-def startup_worker(path: str) -> dict:
+def startup_worker(path: str, launched: float) -> dict:
     """Seconds of each start-up stage in this fresh process (1 thread): import, the loaders' imports,
-    read_gguf, tokenizer, model, first token."""
+    read_gguf, tokenizer, model, first token; and from `launched` (the parent's clock when it started this
+    process) to the model loaded, with the process's CPU seconds by then."""
     import verigrad as vg
 
     started, t, cpu = process_age(), time.perf_counter(), time.process_time()
@@ -113,6 +114,7 @@ def startup_worker(path: str) -> dict:
     t2 = time.perf_counter()
     model = Llama.from_gguf(gguf)
     t3, load_cpu = time.perf_counter(), time.process_time() - cpu
+    loaded = {"to_loaded_s": time.time() - launched, "to_loaded_cpu_s": time.process_time()}
     ids = tokenizer.encode(
         tokenizer.apply_chat_template([{"role": "user", "content": CHAT_TURNS[0]}]), add_special=False
     )
@@ -127,17 +129,24 @@ def startup_worker(path: str) -> dict:
         "load_s": t3 - t,
         "load_cpu_s": load_cpu,
         "first_token_s": t4 - t3,
+        **loaded,
     }
 
 
-def llama_cpp_load_worker(path: str) -> dict:
+def llama_cpp_load_worker(path: str, launched: float) -> dict:
     """llama.cpp's load in this fresh process, as the main table times it: importing llama_cpp, then
-    Llama(path) (1 thread)."""
+    Llama(path) (1 thread); and from `launched` to the model loaded, as startup_worker's."""
     started, t, cpu = process_age(), time.perf_counter(), time.process_time()
     from llama_cpp import Llama
 
     Llama(model_path=path, n_ctx=1024, n_threads=1, n_threads_batch=1, n_gpu_layers=0, verbose=False)
-    return {"start_s": started, "load_s": time.perf_counter() - t, "load_cpu_s": time.process_time() - cpu}
+    return {
+        "start_s": started,
+        "load_s": time.perf_counter() - t,
+        "load_cpu_s": time.process_time() - cpu,
+        "to_loaded_s": time.time() - launched,
+        "to_loaded_cpu_s": time.process_time(),
+    }
 
 
 def process_age() -> float:
@@ -156,8 +165,8 @@ def main(job: dict) -> dict:
     if "chat" in job:
         return chat_worker(job["path"], job["chat"], job["steps"], job.get("fill", 0))
     if "startup" in job:
-        return startup_worker(job["path"])
-    return llama_cpp_load_worker(job["path"])
+        return startup_worker(job["path"], job["launched"])
+    return llama_cpp_load_worker(job["path"], job["launched"])
 
 
 if __name__ == "__main__":

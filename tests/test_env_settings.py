@@ -1,6 +1,7 @@
 """The environment variables verigrad reads: a value that cannot mean anything is ignored with one warning
 line naming the variable, its value, what it may be and what is used instead; `import verigrad` never
-fails for it, and the result is the same (no variable changes a result, only how fast it comes)."""
+fails for it, and the result is the same (no variable changes a result, only how fast it comes). The
+compiler's (VERIGRAD_REPLAY_MIB) is read when the compiler is first imported: the program compiles a step."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import numpy as np
 import verigrad
 x = verigrad.tensor(np.arange(300_000, dtype=np.float32) / 1000)
 print(float(x.sigmoid().sum()), verigrad.get_threads())
+print(float(verigrad.compile(lambda t: t.sigmoid().sum())(x)))
 """
 CPUS = min(len(os.sched_getaffinity(0)), 8)
 UNSET = dict.fromkeys(["VERIGRAD_THREADS", "VERIGRAD_MIN_CHUNK", "VERIGRAD_BLAS", "VERIGRAD_REPLAY_MIB"])

@@ -13,7 +13,10 @@ import pytest
 
 import verigrad
 
-LAZY = ("data", "distributed", "distributions", "jit", "library", "models", "optim", "testing", "utils")
+LAZY = (
+    "data", "distributed", "distributions", "fft", "io", "ir", "jit", "library", "linalg", "masked", "models",
+    "nn", "optim", "signal", "special", "testing", "utils",
+)  # fmt: skip
 
 
 def _run(code: str) -> str:
@@ -26,6 +29,41 @@ def test_import_reads_no_lazy_submodule_nor_gguf():
     names = [f"verigrad.{n}" for n in LAZY] + ["gguf", "verigrad.io.gguf", "verigrad.serve", "verigrad.cli"]
     out = _run(f"import sys, verigrad; print([n for n in {names!r} if n in sys.modules])")
     assert out.strip() == "[]"
+
+
+# what a GGUF model's load never needs: the families of layers it has no use for, the compiler (its decode
+# loop compiles at the first token), the other models, linalg
+NOT_FOR_A_LOAD = [
+    "verigrad.compile", "verigrad.ir.plan", "verigrad.ir.trace", "verigrad.ir.passes", "verigrad.masked",
+    "verigrad.linalg", "verigrad.fft", "verigrad.nn.convolution", "verigrad.nn.recurrent",
+    "verigrad.nn.losses", "verigrad.nn.transformer", "verigrad.nn.pooling", "verigrad.nn.utils",
+    "verigrad.nn.functional.losses", "verigrad.nn.functional.convolution", "verigrad.models.cnn",
+    "verigrad.models.gpt2", "verigrad.optim",
+]  # fmt: skip
+
+
+def test_import_reads_no_family_of_layers_nor_the_compiler():
+    out = _run(
+        f"import sys, verigrad; print([n for n in {[*NOT_FOR_A_LOAD, 'verigrad.nn']!r} if n in sys.modules])"
+    )
+    assert out.strip() == "[]"
+
+
+def test_loading_a_gguf_model_reads_only_what_it_uses(tmp_path):
+    from llama_gguf import write_llama_gguf
+
+    path = write_llama_gguf(tmp_path / "tiny.gguf")
+    code = (
+        "import sys, verigrad\n"
+        "from verigrad.models.catalog import load_language_model\n"
+        f"model, tokenizer = load_language_model({str(path)!r})\n"
+        "print(type(model).__name__, [n for n in sys.argv[1:] if n in sys.modules])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, *NOT_FOR_A_LOAD], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["Llama", "[]"]
 
 
 def test_import_reads_no_random_numbers_templates_nor_tables():
@@ -108,6 +146,37 @@ def test_star_import_and_dir_list_the_lazy_submodules():
     namespace: dict = {}
     exec("from verigrad import *", namespace)
     assert all(namespace[name] is getattr(verigrad, name) for name in LAZY)
+
+
+def test_lazy_names_are_the_same_objects_whichever_module_comes_first():
+    # importing the module verigrad.compile sets the attribute `compile` on verigrad, where the name is
+    # nn.compiled's function: the function stays, whether the module came before or after the name
+    out = _run(
+        "import verigrad, verigrad.compile, verigrad.nn.compiled as c\n"
+        "from verigrad import compile, compiler, func\n"
+        "from verigrad.nn.utils.stateless import functional_call\n"
+        "print(verigrad.compile is c.compile is compile is compiler.compile,\n"
+        "      func.functional_call is functional_call, verigrad.cat is verigrad.concatenate,\n"
+        "      verigrad.softmax is verigrad.nn.functional.softmax)"
+    )
+    assert out.split() == ["True", "True", "True", "True"]
+    out = _run("import verigrad\nf = verigrad.compile\nimport verigrad.compile\nprint(verigrad.compile is f)")
+    assert out.split() == ["True"]
+
+
+def test_pytorch_module_paths_import_the_families_on_first_use():
+    out = _run(
+        "import sys, verigrad.nn as nn\n"
+        "print('verigrad.nn.losses' in sys.modules)\n"
+        "import verigrad.nn.modules.loss\n"
+        "from verigrad.nn.modules.conv import Conv2d\n"
+        "from verigrad.nn.parameter import Parameter\n"
+        "from verigrad.nn.modules.utils import _pair\n"
+        "print(sys.modules['verigrad.nn.modules.loss'] is nn.losses is nn.modules.loss,\n"
+        "      Conv2d is nn.Conv2d, nn.losses.__spec__.name, Parameter is nn.Parameter, _pair(3),\n"
+        "      nn.modules.Linear is nn.Linear)"
+    )
+    assert out.split() == ["False", "True", "True", "verigrad.nn.losses", "True", "(3,", "3)", "True"]
 
 
 def test_unknown_attributes_are_still_attribute_errors():

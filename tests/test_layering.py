@@ -15,6 +15,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "verigrad"
 
 LAYERS = [
+    "_lazy",
     "errors",
     "dtypes",
     "devices",

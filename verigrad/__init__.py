@@ -6,18 +6,7 @@ import sys as _sys
 import types as _types
 from typing import Any as _Any
 
-from . import (
-    accelerator,
-    amp,
-    autograd,
-    fft,
-    io,
-    linalg,
-    masked,
-    nn,
-    signal,
-    special,
-)
+from . import _lazy, accelerator, amp, autograd
 from . import autograd_functional as _autograd_functional
 from . import eager as _eager
 from . import function as _function
@@ -42,7 +31,6 @@ from .autograd_functional import grad_transform as grad  # JAX's; verigrad.autog
 from .autograd_functional import value_and_grad
 from .backends import available as available_backends
 from .backends import backend, get_backend, get_threads, set_backend, set_threads
-from .compile import check
 from .devices import device
 from .dtypes import DType, as_dtype, bf16, bool_, can_cast, f16, f32, f64, i8, i16, i32, i64, u8
 from .dtypes import promote as promote_types
@@ -206,11 +194,6 @@ from .functions import (
     xlogy,
 )
 from .functions import addmm as baddbmm  # the same on batches
-from .functions.aten_extra import (
-    _softmax_backward_data,
-    _unsafe_masked_index,
-    _unsafe_masked_index_put_accumulate,
-)
 from .functions.complex_refusals import complex, istft, polar, stft, view_as_complex, view_as_real
 from .functions.copies import (
     alias_copy,
@@ -233,12 +216,10 @@ from .functions.copies import (
     unsqueeze_copy,
     view_copy,
 )
-from .functions.gradient import gradient
 from .functions.histograms import histogram, histogramdd
 from .functions.householder import geqrf, ormqr
 from .functions.indexing import gather, index_reduce
 from .functions.indexing import where_or_positions as where  # the where op, and the one-argument form
-from .functions.legacy_cat import cat  # PyTorch's cat: skips 1-D empty tensors
 from .functions.numeric import (
     broadcast_shapes,
     conj,
@@ -272,8 +253,6 @@ from .functions.pointwise import round
 from .functions.rearrange import chunk as unsafe_chunk  # PyTorch's unchecked-view variants: the same here
 from .functions.rearrange import split as unsafe_split
 from .functions.renorm import renorm
-from .functions.segments import _chunk_cat, segment_reduce
-from .functions.segments import segment_reduce as _segment_reduce  # aten's name, as OpInfo's
 from .functions.solvers import (
     addbmm,
     addmv,
@@ -287,63 +266,7 @@ from .functions.solvers import (
 from .functions.solvers import legacy_lu as lu
 from .functions.solvers import legacy_lu_solve as lu_solve
 from .functions.strided import as_strided, as_strided_copy, as_strided_scatter
-from .functions.windows import bartlett_window, blackman_window, hamming_window, hann_window, kaiser_window
-from .ir import Program
-from .ir import trace as _ir_trace
-from .linalg import legacy_cholesky as cholesky  # PyTorch's older torch.* spellings of linalg's
-from .linalg import legacy_qr as qr
-from .linalg import legacy_svd as svd
-from .linalg import pca_lowrank, pinverse, svd_lowrank
 from .modes import abstract
-from .nn.compiled import compile
-from .nn.functional import (
-    adaptive_avg_pool1d,
-    avg_pool1d,
-    bilinear,
-    celu,
-    channel_shuffle,
-    conv1d,
-    conv2d,
-    conv3d,
-    conv_transpose1d,
-    conv_transpose2d,
-    conv_transpose3d,
-    cosine_similarity,
-    hardshrink,
-    pairwise_distance,
-    pdist,
-    pixel_shuffle,
-    pixel_unshuffle,
-    prelu,
-    selu,
-)
-from .nn.functional.grid_sampler import grid_sampler_2d, grid_sampler_3d
-from .nn.functional.native_norms import (
-    _batch_norm_with_update,
-    _native_batch_norm_legit,
-    native_batch_norm,
-    native_group_norm,
-    native_layer_norm,
-)
-from .nn.functional.padding import constant_pad_nd
-from .nn.functional.torch_spellings import (  # torch.* names of functional's functions, torch's arguments
-    adaptive_max_pool1d,
-    alpha_dropout,
-    batch_norm,
-    dropout,
-    embedding,
-    feature_alpha_dropout,
-    group_norm,
-    instance_norm,
-    layer_norm,
-    max_pool1d,
-    max_pool1d_with_indices,
-    max_pool2d,
-    max_pool3d,
-    rms_norm,
-    rrelu,
-    threshold,
-)
 from .ops import (
     REGISTRY,
     Generator,
@@ -480,12 +403,45 @@ from .tensor import (
 )
 from .typeinfo import finfo, iinfo
 
-concatenate = cat  # PyTorch's names for the same function
+# Names read on first use (_lazy.py): the namespaces and functions whose modules the Tensor's methods do not
+# import already (nn alone is a hundred modules), as `import torch` leaves torch.distributions unread
+_LAZY_NAMES = _lazy.table(
+    {
+        "compile": "check",
+        "functions.aten_extra": "_softmax_backward_data _unsafe_masked_index "
+        "_unsafe_masked_index_put_accumulate",
+        "functions.gradient": "gradient",
+        "functions.legacy_cat": "cat concatenate=cat",  # PyTorch's cat: skips 1-D empty tensors
+        "functions.segments": "_chunk_cat segment_reduce _segment_reduce=segment_reduce",  # aten's, OpInfo's
+        "functions.windows": "bartlett_window blackman_window hamming_window hann_window kaiser_window",
+        "io": "load save",  # torch.load and torch.save (io.checkpoint, with safetensors)
+        "ir": "Program",
+        # PyTorch's older torch.* spellings of linalg's
+        "linalg": "cholesky=legacy_cholesky qr=legacy_qr svd=legacy_svd pca_lowrank pinverse svd_lowrank",
+        "nn.compiled": "compile",
+        "nn.functional": "adaptive_avg_pool1d avg_pool1d bilinear celu channel_shuffle conv1d conv2d conv3d "
+        "conv_transpose1d conv_transpose2d conv_transpose3d cosine_similarity hardshrink pairwise_distance "
+        "pdist pixel_shuffle pixel_unshuffle prelu selu softmax log_softmax",  # torch.softmax(x, dim, dtype=)
+        "nn.functional.grid_sampler": "grid_sampler_2d grid_sampler_3d",
+        "nn.functional.native_norms": "_batch_norm_with_update _native_batch_norm_legit native_batch_norm "
+        "native_group_norm native_layer_norm",
+        "nn.functional.padding": "constant_pad_nd",
+        # torch.* names of functional's functions, torch's arguments
+        "nn.functional.torch_spellings": "adaptive_max_pool1d alpha_dropout batch_norm dropout embedding "
+        "feature_alpha_dropout group_norm instance_norm layer_norm max_pool1d max_pool1d_with_indices "
+        "max_pool2d max_pool3d rms_norm rrelu threshold",
+    },
+    modules=(
+        "data", "distributed", "distributions", "fft", "io", "ir", "jit", "library", "linalg", "masked",
+        "models", "nn", "optim", "signal", "special", "testing", "utils",
+    ),
+)  # fmt: skip
+__getattr__, __dir__ = _lazy.attach(__name__, _LAZY_NAMES)
+
 prod = _tensor_methods.prod  # torch.prod(input, dim, keepdim, *, dtype): the method, which casts to dtype
 cumsum, cumprod = _tensor_methods.cumsum, _tensor_methods.cumprod  # torch.cumsum(input, dim, *, dtype)
 sum, mean = Tensor.sum, Tensor.mean  # torch.sum/mean(input, dim, keepdim, *, dtype): the methods, bound in C
 get_rng_state, set_rng_state = _default_generator.get_state, _default_generator.set_state
-softmax, log_softmax = nn.functional.softmax, nn.functional.log_softmax  # torch.softmax(x, dim, dtype=)
 cuda.amp = amp.cuda_amp  # torch.cuda.amp: disabled, with PyTorch's warnings
 clip = clamp
 clone, t = Tensor.clone, _tensor_methods.t  # torch.clone(x), torch.t(x)
@@ -546,7 +502,9 @@ def trace(x: _Any, *specs: _Any, **kwargs: _Any) -> _Any:
         if specs or kwargs:
             raise TypeError("trace(input) takes one matrix (the IR tracer takes a function first)")
         return _functions.trace(x)
-    return _ir_trace(x, *specs, **kwargs)
+    from .ir import trace as ir_trace
+
+    return ir_trace(x, *specs, **kwargs)
 
 
 def initial_seed() -> int:
@@ -652,7 +610,9 @@ def chain_matmul(*matrices: Tensor, out: _Any = None) -> Tensor:
     spelling (one matrix is itself)."""
     if out is not None:
         raise NotImplementedError("chain_matmul: out= is not supported; use the returned tensor")
-    return matrices[0].clone() if len(matrices) == 1 else linalg.multi_dot(list(matrices))
+    from .linalg import multi_dot
+
+    return matrices[0].clone() if len(matrices) == 1 else multi_dot(list(matrices))
 
 
 def typename(obj: _Any) -> str:
@@ -674,48 +634,21 @@ def numel(input: Tensor) -> int:
 
 __version__ = "0.1.0"
 
-# Submodules imported on first use (`verigrad.models`, `from verigrad import distributions`), as
-# `import torch` leaves torch.distributions unread until used: they cost start-up, not their users.
-_LAZY = ("data", "distributed", "distributions", "jit", "library", "models", "optim", "testing", "utils")
-
-
-# Functions of modules imported on first use: torch.load and torch.save (io.checkpoint, with safetensors)
-_LAZY_FUNCTIONS = {"load": "io", "save": "io"}
-
-
-def __getattr__(name: str) -> _Any:
-    import importlib
-
-    if name in _LAZY:
-        return importlib.import_module(f"{__name__}.{name}")  # importing it also sets the attribute
-    if name in _LAZY_FUNCTIONS:
-        return getattr(importlib.import_module(f"{__name__}.{_LAZY_FUNCTIONS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY, *_LAZY_FUNCTIONS})
-
-
 # `from verigrad import *` gives every public name but these two, which would hide Python's own
-__all__ = sorted({*(name for name in dir() if not name.startswith("_")), *_LAZY, *_LAZY_FUNCTIONS})
+__all__ = [name for name in __dir__() if not name.startswith("_")]
 float, bool, int = f32, bool_, i32  # as torch.float, torch.bool and torch.int: `vg.float`, `vg.int`
 
 
 def _namespace(path: str, doc: str, **names: _Any) -> _types.ModuleType:
     """A module `verigrad.<path>` holding `names`, registered in sys.modules so that `import` and
     `from ... import` find it (PyTorch's namespaces that programs import as modules)."""
-    module = _types.ModuleType(f"{__name__}.{path}", doc)
-    for name, value in names.items():
-        setattr(module, name, value)
-    _sys.modules[module.__name__] = module
-    return module
+    return _lazy.namespace(f"{__name__}.{path}", doc, {}, **names)
 
 
 # torch.func (functional_call, grad, grad_and_value; vmap refused), a module for `from torch.func import ...`
-func = _namespace(
-    "func", "PyTorch's torch.func: functional_call, grad, grad_and_value.",
-    functional_call=nn.utils.stateless.functional_call, grad=grad,
+func = _lazy.namespace(
+    f"{__name__}.func", "PyTorch's torch.func: functional_call, grad, grad_and_value.",
+    _lazy.table({"nn.utils.stateless": "functional_call"}), __name__, grad=grad,
     grad_and_value=_autograd_functional.grad_and_value, vmap=_autograd_functional.vmap,
 )  # fmt: skip
 vmap = func.vmap
@@ -753,10 +686,11 @@ def _compiler_disable(fn: _Any = None, recursive: bool = True, reason: _Any = No
 
 # torch.compiler: is_compiling and the decorators that only steer torch.compile (no effect on results here)
 _unchanged = lambda fn: fn
-compiler = _namespace(
-    "compiler", "PyTorch's torch.compiler: is_compiling, disable, reset.",
-    is_compiling=_is_compiling, is_dynamo_compiling=_is_compiling, disable=_compiler_disable,
-    allow_in_graph=_unchanged, assume_constant_result=_unchanged, reset=lambda: None, compile=compile,
+compiler = _lazy.namespace(
+    f"{__name__}.compiler", "PyTorch's torch.compiler: is_compiling, disable, reset.",
+    _lazy.table({"nn.compiled": "compile"}), __name__, is_compiling=_is_compiling,
+    is_dynamo_compiling=_is_compiling, disable=_compiler_disable, allow_in_graph=_unchanged,
+    assume_constant_result=_unchanged, reset=lambda: None,
 )  # fmt: skip
 
 # PyTorch's namespaces that programs import as modules (`import torch.backends.cudnn as cudnn`, `from

@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 
 from ..autograd import no_grad
-from ..compile import compile
 from ..dtypes import u8
 from ..io.quantizers import quantize
 from ..ops import cached_attention, cached_attention_q8, dequantize_op, from_numpy
@@ -259,6 +258,8 @@ class CachedStep:
     def _compiled(self, plans: dict[str, Any], cache: KVCache, rows: bool, tokens: int | None = 1) -> Any:
         dtype = cache_dtype(cache)
         if dtype not in plans:
+            from ..compile import compile  # the decode loop's, not the load's (the IR is 20 modules)
+
             step = self.step if tokens == 1 else functools.partial(self.step, last_only=True)
             plans[dtype] = compile(step, specs=step_specs(*self.sizes, tokens, rows, dtype))
         return plans[dtype]

@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 
-from .. import linalg
 from ..autograd import no_grad
 from ..dtypes import DType, bool_, f32, f64
 from ..functions import scatter
@@ -207,7 +206,9 @@ def orthogonal_(t: Tensor, gain: float = 1.0, generator: Generator | None = None
         flat = randn(rows, cols, dtype=f64, generator=generator)
         if rows < cols:
             flat = flat.mT
-        q, r = linalg.qr(flat)
+        from ..linalg import qr  # on first use: linalg is no layer's start-up
+
+        q, r = qr(flat)
         q = q * r.diagonal(0, -2, -1).sign().unsqueeze(-2)
         if rows < cols:
             q = q.mT

@@ -5,125 +5,50 @@ Images are NCHW unless `layout="NHWC"` is given (conv weights are then [KH, KW, 
 (x, weight, bias, eps) and normalize over the last axis; embedding takes (weight, idx).
 """
 
-from .activations import (
-    celu,
-    celu_,
-    elu,
-    elu_,
-    gelu,
-    glu,
-    hardshrink,
-    hardsigmoid,
-    hardswish,
-    hardtanh,
-    hardtanh_,
-    leaky_relu,
-    leaky_relu_,
-    log_softmax,
-    logsigmoid,
-    mish,
-    prelu,
-    relu,
-    relu6,
-    relu_,
-    rrelu,
-    rrelu_,
-    selu,
-    selu_,
-    sigmoid,
-    silu,
-    softmax,
-    softmin,
-    softplus,
-    softshrink,
-    softsign,
-    tanh,
-    tanhshrink,
-    threshold,
-    threshold_,
-)
-from .attention import rope, scaled_dot_product_attention
-from .channel_shuffle import channel_shuffle
-from .convolution import (
-    conv1d,
-    conv2d,
-    conv3d,
-    conv_transpose1d,
-    conv_transpose2d,
-    conv_transpose3d,
-    fold,
-    unfold,
-)
-from .ctc import ctc_loss
-from .distance import cosine_similarity, pairwise_distance, pdist
-from .dropout import alpha_dropout, dropout, dropout1d, dropout2d, dropout3d, feature_alpha_dropout
-from .embedding import embedding, embedding_bag, one_hot
-from .fractional import fractional_max_pool2d, fractional_max_pool3d
-from .gumbel import gumbel_softmax
-from .linear import bilinear, linear
-from .linear_cross_entropy import linear_cross_entropy
-from .losses import (
-    binary_cross_entropy,
-    binary_cross_entropy_with_logits,
-    cosine_embedding_loss,
-    cross_entropy,
-    gaussian_nll_loss,
-    hinge_embedding_loss,
-    huber_loss,
-    kl_div,
-    l1_loss,
-    margin_ranking_loss,
-    mse_loss,
-    multi_margin_loss,
-    multilabel_margin_loss,
-    multilabel_soft_margin_loss,
-    nll_loss,
-    poisson_nll_loss,
-    smooth_l1_loss,
-    soft_margin_loss,
-    triplet_margin_loss,
-    triplet_margin_with_distance_loss,
-)
-from .normalization import (
-    batch_norm,
-    group_norm,
-    instance_norm,
-    layer_norm,
-    local_response_norm,
-    normalize,
-    rms_norm,
-)
-from .padding import pad
-from .pixel_shuffle import pixel_shuffle, pixel_unshuffle
-from .pool_indices import (
-    adaptive_max_pool1d_with_indices,
-    adaptive_max_pool2d_with_indices,
-    adaptive_max_pool3d_with_indices,
-    max_pool1d_with_indices,
-    max_pool2d_with_indices,
-    max_pool3d_with_indices,
-)
-from .pooling import (
-    adaptive_avg_pool1d,
-    adaptive_avg_pool2d,
-    adaptive_avg_pool3d,
-    adaptive_max_pool1d,
-    adaptive_max_pool2d,
-    adaptive_max_pool3d,
-    avg_pool1d,
-    avg_pool2d,
-    avg_pool3d,
-    lp_pool1d,
-    lp_pool2d,
-    lp_pool3d,
-    max_pool1d,
-    max_pool2d,
-    max_pool3d,
-    max_unpool1d,
-    max_unpool2d,
-    max_unpool3d,
-)
-from .resampling import affine_grid, grid_sample, interpolate, upsample, upsample_bilinear, upsample_nearest
+from ... import _lazy
+
+# each family's functions imported on first use (F.linear reads linear.py alone)
+_FAMILIES = {
+    "activations": "celu celu_ elu elu_ gelu glu hardshrink hardsigmoid hardswish hardtanh hardtanh_ "
+    "leaky_relu leaky_relu_ log_softmax logsigmoid mish prelu relu relu6 relu_ rrelu "
+    "rrelu_ selu selu_ sigmoid silu softmax softmin softplus softshrink softsign tanh "
+    "tanhshrink threshold threshold_",
+    "attention": "rope scaled_dot_product_attention",
+    "channel_shuffle": "channel_shuffle",
+    "convolution": "conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d fold unfold",
+    "ctc": "ctc_loss",
+    "distance": "cosine_similarity pairwise_distance pdist",
+    "dropout": "alpha_dropout dropout dropout1d dropout2d dropout3d feature_alpha_dropout",
+    "embedding": "embedding embedding_bag one_hot",
+    "fractional": "fractional_max_pool2d fractional_max_pool3d",
+    "gumbel": "gumbel_softmax",
+    "linear": "bilinear linear",
+    "linear_cross_entropy": "linear_cross_entropy",
+    "losses": "binary_cross_entropy binary_cross_entropy_with_logits cosine_embedding_loss "
+    "cross_entropy gaussian_nll_loss hinge_embedding_loss huber_loss kl_div l1_loss "
+    "margin_ranking_loss mse_loss multi_margin_loss multilabel_margin_loss "
+    "multilabel_soft_margin_loss nll_loss poisson_nll_loss smooth_l1_loss "
+    "soft_margin_loss triplet_margin_loss triplet_margin_with_distance_loss",
+    "normalization": "batch_norm group_norm instance_norm layer_norm local_response_norm normalize rms_norm",
+    "padding": "pad",
+    "pixel_shuffle": "pixel_shuffle pixel_unshuffle",
+    "pool_indices": "adaptive_max_pool1d_with_indices adaptive_max_pool2d_with_indices "
+    "adaptive_max_pool3d_with_indices max_pool1d_with_indices max_pool2d_with_indices "
+    "max_pool3d_with_indices",
+    "pooling": "adaptive_avg_pool1d adaptive_avg_pool2d adaptive_avg_pool3d adaptive_max_pool1d "
+    "adaptive_max_pool2d adaptive_max_pool3d avg_pool1d avg_pool2d avg_pool3d "
+    "lp_pool1d lp_pool2d lp_pool3d max_pool1d max_pool2d max_pool3d max_unpool1d "
+    "max_unpool2d max_unpool3d",
+    "resampling": "affine_grid grid_sample interpolate upsample upsample_bilinear upsample_nearest",
+    "..attention_functional": "multi_head_attention_forward",  # written with the layer
+}
+_SUBMODULES = (
+    "_windows", "activations", "attention", "convolution", "convolution_integer", "ctc", "distance",
+    "fractional", "grid_sampler", "gumbel", "interpolation_taps", "losses", "native_norms", "normalization",
+    "padding", "pool_indices", "pooling", "pooling_options", "pooling_windows", "resampling",
+    "torch_spellings",
+)  # fmt: skip
+__getattr__, __dir__ = _lazy.attach(__name__, _lazy.table(_FAMILIES, _SUBMODULES))
 
 __all__ = [
     "adaptive_avg_pool1d",
