@@ -45,6 +45,7 @@ LAYERS = [
     "signal",
     "distributions",
     "nn",
+    "tensor_methods_late",
     "masked",
     "optim",
     "amp",

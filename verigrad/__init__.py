@@ -784,3 +784,10 @@ for _name in _autograd_functional.__all__:
 autograd.Function, autograd.FunctionCtx = _function.Function, _function.FunctionCtx
 autograd.function = _function
 _sys.modules[f"{__name__}.autograd.function"] = _function
+
+# Tensor's methods written with linalg and nn.functional (x.svd(), x.prelu(), ...), bound on import; and
+# the functions whose operands must be tensors, as PyTorch's (torch.maximum(x, 2.0) raises its TypeError)
+from . import tensor_methods_late as _tensor_methods_late  # noqa: E402
+from .functions.tensor_arguments import FUNCTIONS as _TENSOR_OPERANDS  # noqa: E402
+
+globals().update(_TENSOR_OPERANDS)  # maximum, minimum, fmax, fmin, atan2, hypot, isclose, dist, ...

@@ -195,9 +195,9 @@ def rrelu(
 
 
 def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
-    """x where |x| > lambd, else 0."""
+    """0 where -lambd <= x <= lambd, else x (NaN too, and its gradient 1: PyTorch's)."""
     _floats(input, "hardshrink")
-    return ops.where((input > lambd) | (input < -lambd), input, 0.0)
+    return ops.where((input >= -lambd) & (input <= lambd), 0.0, input)
 
 
 def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
@@ -205,7 +205,9 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     _floats(input, "softshrink")
     if lambd < 0:
         raise ValueError(f"softshrink: lambd must be greater or equal to 0, got {lambd}")
-    return ops.where(input > lambd, input - lambd, ops.where(input < -lambd, input + lambd, 0.0))
+    # PyTorch's kernel: x * 0 inside (-0.0 for a negative x), x -+ lambd outside (NaN too, gradient 1)
+    inside = (input >= -lambd) & (input <= lambd)
+    return ops.where(inside, input * 0.0, input - lambd * ops.sign(input))
 
 
 def tanhshrink(input: Tensor) -> Tensor:
