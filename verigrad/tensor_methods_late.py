@@ -1,6 +1,7 @@
 """Tensor's methods that call functions of later layers than `tensor_methods` (linalg's older torch.*
-decompositions, nn.functional's activations), bound when `verigrad` is imported; and the queries of
-what a strided CPU tensor is not (sparse, quantized, nested, in shared memory)."""
+decompositions, nn.functional's activations, nn.UninitializedParameter's materialize), bound when
+`verigrad` is imported; and the queries of what a strided CPU tensor is not (sparse, quantized, nested,
+in shared memory)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 from . import linalg
 from .functions import solvers
+from .nn import uninitialized
 from .nn.functional import activations
 from .tensor import Tensor
 
@@ -53,6 +55,7 @@ METHODS: dict[str, Callable[..., Any]] = {
     "to_dense": to_dense,
     "share_memory_": share_memory_,
     "is_shared": lambda self: False,
+    "materialize": uninitialized.materialize,  # nn.UninitializedParameter's
     "lstsq": _removed("lstsq", "lstsq"),
     "solve": _removed("solve", "solve"),
     "symeig": _removed("symeig", "eigh"),

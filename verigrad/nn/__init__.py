@@ -155,6 +155,7 @@ from .transformer import (
     TransformerEncoder,
     TransformerEncoderLayer,
 )
+from .uninitialized import UninitializedBuffer, UninitializedParameter
 
 functional.multi_head_attention_forward = _mha_forward  # F's, written with the layer (F cannot import it)
 
@@ -187,6 +188,7 @@ def _torch_layout() -> None:
         recurrent,
         resampling,
         transformer,
+        uninitialized,
     )
 
     def tuples(n: int, name: str) -> types.FunctionType:
@@ -198,6 +200,8 @@ def _torch_layout() -> None:
 
     parameter = types.ModuleType(f"{__name__}.parameter", "PyTorch's torch.nn.parameter: Parameter, Buffer.")
     parameter.Parameter, parameter.Buffer = Parameter, Buffer
+    parameter.UninitializedParameter = UninitializedParameter
+    parameter.UninitializedBuffer, parameter.is_lazy = UninitializedBuffer, uninitialized.is_lazy
     utils_names = types.ModuleType(f"{__name__}.modules.utils", "PyTorch's torch.nn.modules.utils: _pair...")
     utils_names._single, utils_names._pair = tuples(1, "_single"), tuples(2, "_pair")
     utils_names._triple, utils_names._quadruple = tuples(3, "_triple"), tuples(4, "_quadruple")
