@@ -52,6 +52,8 @@ LAYERS = [
     "distributed",
     "jit",
     "testing",
+    "profiler",
+    "multiprocessing",
     "utils",
     "data",
     "io",

@@ -677,6 +677,7 @@ __version__ = "0.1.0"
 # Submodules imported on first use (`verigrad.models`, `from verigrad import distributions`), as
 # `import torch` leaves torch.distributions unread until used: they cost start-up, not their users.
 _LAZY = ("data", "distributed", "distributions", "jit", "library", "models", "optim", "testing", "utils")
+_LAZY += ("multiprocessing", "profiler")  # torch.profiler, torch.multiprocessing
 
 
 # Functions of modules imported on first use: torch.load and torch.save (io.checkpoint, with safetensors)
