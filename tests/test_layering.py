@@ -30,6 +30,7 @@ LAYERS = [
     "backends",
     "autograd",
     "autograd_functional",
+    "gradcheck",
     "inplace",
     "tensor_methods_in_place",
     "tensor_methods",

@@ -792,6 +792,11 @@ from . import tensor_methods_late as _tensor_methods_late  # noqa: E402
 from .functions.tensor_arguments import FUNCTIONS as _TENSOR_OPERANDS  # noqa: E402
 
 globals().update(_TENSOR_OPERANDS)  # maximum, minimum, fmax, fmin, atan2, hypot, isclose, dist, ...
+# torch.autograd.gradcheck and gradgradcheck
+from . import gradcheck as _gradcheck  # noqa: E402
+
+autograd.gradcheck, autograd.gradgradcheck = _gradcheck.gradcheck, _gradcheck.gradgradcheck
+_sys.modules[f"{__name__}.autograd.gradcheck"] = _gradcheck  # from torch.autograd.gradcheck import ...
 # PyTorch's other layouts, which factories refuse (layout=torch.strided is what verigrad's tensors are)
 sparse_coo, sparse_csr, sparse_csc = _typeinfo.sparse_coo, _typeinfo.sparse_csr, _typeinfo.sparse_csc
 sparse_bsr, sparse_bsc, jagged = _typeinfo.sparse_bsr, _typeinfo.sparse_bsc, _typeinfo.jagged
