@@ -677,7 +677,7 @@ FORWARDED_FROM = {
     indexing: "index_select index_add index_reduce index_fill scatter scatter_add masked_select nonzero "
     "argwhere index_put index_put_ index_copy masked_scatter take_along_dim",
     special_ops: "erfc erfinv lgamma digamma i0 signbit",
-    special: "sinc xlogy logit sgn logical_xor mvlgamma positive negative absolute fix",
+    special: "sinc xlogy logit sgn mvlgamma positive negative absolute fix",
     joining: "tile ravel fliplr flipud tensor_split hsplit vsplit dsplit msort take",
     nan_reductions: "nansum nanmean quantile nanquantile",
     solvers: "mv addmv addr addbmm cholesky_solve cholesky_inverse triangular_solve",
@@ -700,8 +700,6 @@ FORWARDED.update(
     matrix_exp=linalg_extra.matrix_exp,
     clamp_min=pointwise.clamp_min,
     clamp_max=pointwise.clamp_max,
-    logical_and=binary.logical_and,
-    logical_or=binary.logical_or,
     logical_not=binary.logical_not,
     addmm=matrices.addmm,
     baddbmm=matrices.addmm,

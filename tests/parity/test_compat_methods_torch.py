@@ -84,9 +84,8 @@ def test_hardshrink_and_prelu_edges(dtype):
     ours, theirs = both(x)
     close(ours.hardshrink(), theirs.hardshrink())  # NaN passes, as PyTorch's
     close(ours.hardshrink(lambd=0.6), theirs.hardshrink(lambd=0.6))
-    soft, tsoft = verigrad.nn.functional.softshrink(ours), torch.nn.functional.softshrink(theirs)
-    close(soft, tsoft)
-    np.testing.assert_array_equal(np.signbit(soft.numpy()), np.signbit(tsoft.numpy()))  # x * 0 inside
+    # softshrink's zeros: PyTorch's sign of them depends on its code path (-0.0 on short tensors)
+    close(verigrad.nn.functional.softshrink(ours), torch.nn.functional.softshrink(theirs))
     empty, tempty = both(np.zeros((0, 3), dtype=dtype))
     close(empty.hardshrink(), tempty.hardshrink())
     scalar, tscalar = both(np.array(-2.0, dtype=dtype))

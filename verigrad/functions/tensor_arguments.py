@@ -31,6 +31,9 @@ _OPERANDS: dict[str, tuple[Callable[..., Any], tuple[str, ...]]] = {
     "igammac": (special_gamma.igammac, ("input", "other")),
     "isclose": (pointwise.isclose, ("input", "other")),
     "dist": (numeric.dist, ("input", "other")),
+    "logical_and": (binary.logical_and, ("input", "other")),
+    "logical_or": (binary.logical_or, ("input", "other")),
+    "logical_xor": (special.logical_xor, ("input", "other")),
 }
 
 
