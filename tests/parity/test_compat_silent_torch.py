@@ -131,3 +131,14 @@ def test_logical_functions_refuse_numbers(name):
         assert str(got.value) == str(want.value)
     (mask, tmask) = both(np.array([True, False, True]))
     bits(getattr(ours, name)(mask), getattr(theirs, name)(tmask))
+
+
+@pytest.mark.parametrize("values", [np.array([1, 2, 4]), np.array([True, False])])
+def test_nanmean_refuses_an_integer_input_even_with_a_float_dtype(values):
+    ours, theirs = both(values)
+    with pytest.raises(RuntimeError, match="floating point"):
+        torch.nanmean(theirs, dtype=torch.float64)
+    with pytest.raises(verigrad.DTypeError, match="nanmean takes a float tensor"):
+        verigrad.nanmean(ours, dtype=verigrad.float64)
+    floats, tfloats = both(np.array([1.0, np.nan, 4.0], dtype=np.float32))
+    bits(verigrad.nanmean(floats, dtype=verigrad.float64), torch.nanmean(tfloats, dtype=torch.float64))
