@@ -797,6 +797,13 @@ from . import gradcheck as _gradcheck  # noqa: E402
 
 autograd.gradcheck, autograd.gradgradcheck = _gradcheck.gradcheck, _gradcheck.gradgradcheck
 _sys.modules[f"{__name__}.autograd.gradcheck"] = _gradcheck  # from torch.autograd.gradcheck import ...
+# torch.cpu, torch.xpu and torch.mps: the queries device-agnostic programs make (verigrad runs on the CPU)
+cpu = _namespace(
+    "cpu", "PyTorch's torch.cpu: the CPU is the device.", is_available=lambda: True, device_count=lambda: 1,
+    current_device=lambda: "cpu", synchronize=lambda *_: None,
+)  # fmt: skip
+xpu = _namespace("xpu", "PyTorch's torch.xpu: no XPU.", is_available=lambda: False, device_count=lambda: 0)
+mps = _namespace("mps", "PyTorch's torch.mps: no MPS.", is_available=lambda: False, device_count=lambda: 0)
 # PyTorch's other layouts, which factories refuse (layout=torch.strided is what verigrad's tensors are)
 sparse_coo, sparse_csr, sparse_csc = _typeinfo.sparse_coo, _typeinfo.sparse_csr, _typeinfo.sparse_csc
 sparse_bsr, sparse_bsc, jagged = _typeinfo.sparse_bsr, _typeinfo.sparse_bsc, _typeinfo.jagged
