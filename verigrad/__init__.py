@@ -797,6 +797,24 @@ from . import gradcheck as _gradcheck  # noqa: E402
 
 autograd.gradcheck, autograd.gradgradcheck = _gradcheck.gradcheck, _gradcheck.gradgradcheck
 _sys.modules[f"{__name__}.autograd.gradcheck"] = _gradcheck  # from torch.autograd.gradcheck import ...
+# torch.autograd.profiler (profile, record_function): verigrad.profiler's, imported when first read
+_AUTOGRAD_PROFILER = {"profile": "LegacyProfile", "record_function": "record_function",
+                      "EventList": "EventList", "FunctionEvent": "FunctionEvent",
+                      "FunctionEventAvg": "FunctionEventAvg"}  # fmt: skip
+
+
+def _autograd_profiler(name: str) -> _Any:
+    import importlib
+
+    if name not in _AUTOGRAD_PROFILER:
+        names = ", ".join(_AUTOGRAD_PROFILER)
+        raise AttributeError(f"verigrad.autograd.profiler has no {name!r} (it has {names})")
+    return getattr(importlib.import_module(f"{__name__}.profiler"), _AUTOGRAD_PROFILER[name])
+
+
+autograd.profiler = _types.ModuleType(f"{__name__}.autograd.profiler", "PyTorch's torch.autograd.profiler.")
+autograd.profiler.__getattr__ = _autograd_profiler
+_sys.modules[autograd.profiler.__name__] = autograd.profiler
 # torch.cpu, torch.xpu and torch.mps: the queries device-agnostic programs make (verigrad runs on the CPU)
 cpu = _namespace(
     "cpu", "PyTorch's torch.cpu: the CPU is the device.", is_available=lambda: True, device_count=lambda: 1,

@@ -129,3 +129,17 @@ def test_import_verigrad_profiler_as_torch_profiler():
     with profiler.profile(activities=[profiler.ProfilerActivity.CPU, profiler.ProfilerActivity.CUDA]) as prof:
         verigrad.ones(2).sum()
     assert "sum" in {e.key for e in prof.key_averages()}
+
+
+def test_autograd_profiler_is_the_older_spelling():
+    from verigrad.autograd.profiler import record_function
+
+    x = verigrad.ones(3, 3)
+    with verigrad.autograd.profiler.profile(record_shapes=True) as prof, record_function("block"):
+        (x @ x).sum()
+    assert {"block", "matmul", "sum"} <= {e.key for e in prof.key_averages()}
+    with verigrad.autograd.profiler.profile(enabled=False) as idle:
+        x.exp()
+    assert len(idle.events()) == 0
+    with pytest.raises(AttributeError, match="no 'emit_nvtx'"):
+        verigrad.autograd.profiler.emit_nvtx  # noqa: B018

@@ -26,6 +26,7 @@ __all__ = [
     "EventList",
     "FunctionEvent",
     "FunctionEventAvg",
+    "LegacyProfile",
     "ProfilerAction",
     "ProfilerActivity",
     "format_time",
@@ -266,6 +267,24 @@ def _remove(stack: list, item: Any) -> None:
         if stack[i] is item:
             del stack[i]
             return
+
+
+class LegacyProfile(profile):
+    """torch.autograd.profiler.profile: `profile(enabled=True, *, record_shapes=...)`, the same recording
+    (nothing where not `enabled`)."""
+
+    def __init__(
+        self, enabled: bool = True, *, use_cuda: bool = False, use_device: Any = None,
+        record_shapes: bool = False, with_flops: bool = False, profile_memory: bool = False,
+        with_stack: bool = False, with_modules: bool = False, use_kineto: bool = False, use_cpu: bool = True,
+        experimental_config: Any = None, acc_events: bool = False, custom_trace_id_callback: Any = None,
+    ) -> None:  # fmt: skip
+        super().__init__(record_shapes=record_shapes, acc_events=acc_events)
+        self.enabled = enabled
+
+    def start(self) -> None:
+        if self.enabled:
+            super().start()
 
 
 class record_function:
