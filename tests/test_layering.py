@@ -55,6 +55,7 @@ LAYERS = [
     "testing",
     "profiler",
     "multiprocessing",
+    "torch_names",
     "utils",
     "data",
     "io",

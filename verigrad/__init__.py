@@ -786,42 +786,8 @@ autograd.Function, autograd.FunctionCtx = _function.Function, _function.Function
 autograd.function = _function
 _sys.modules[f"{__name__}.autograd.function"] = _function
 
-# Tensor's methods written with linalg and nn.functional (x.svd(), x.prelu(), ...), bound on import; and
-# the functions whose operands must be tensors, as PyTorch's (torch.maximum(x, 2.0) raises its TypeError)
-from . import tensor_methods_late as _tensor_methods_late  # noqa: E402
-from .functions.tensor_arguments import FUNCTIONS as _TENSOR_OPERANDS  # noqa: E402
+# PyTorch's names answered in torch_names (torch.maximum refusing numbers, torch.cpu/xpu/mps, the sparse
+# layouts; it registers torch.autograd.gradcheck and .profiler and binds x.svd(), x.prelu(), ...)
+from . import torch_names as _torch_names  # noqa: E402
 
-globals().update(_TENSOR_OPERANDS)  # maximum, minimum, fmax, fmin, atan2, hypot, isclose, dist, ...
-# torch.autograd.gradcheck and gradgradcheck
-from . import gradcheck as _gradcheck  # noqa: E402
-
-autograd.gradcheck, autograd.gradgradcheck = _gradcheck.gradcheck, _gradcheck.gradgradcheck
-_sys.modules[f"{__name__}.autograd.gradcheck"] = _gradcheck  # from torch.autograd.gradcheck import ...
-# torch.autograd.profiler (profile, record_function): verigrad.profiler's, imported when first read
-_AUTOGRAD_PROFILER = {"profile": "LegacyProfile", "record_function": "record_function",
-                      "EventList": "EventList", "FunctionEvent": "FunctionEvent",
-                      "FunctionEventAvg": "FunctionEventAvg"}  # fmt: skip
-
-
-def _autograd_profiler(name: str) -> _Any:
-    import importlib
-
-    if name not in _AUTOGRAD_PROFILER:
-        names = ", ".join(_AUTOGRAD_PROFILER)
-        raise AttributeError(f"verigrad.autograd.profiler has no {name!r} (it has {names})")
-    return getattr(importlib.import_module(f"{__name__}.profiler"), _AUTOGRAD_PROFILER[name])
-
-
-autograd.profiler = _types.ModuleType(f"{__name__}.autograd.profiler", "PyTorch's torch.autograd.profiler.")
-autograd.profiler.__getattr__ = _autograd_profiler
-_sys.modules[autograd.profiler.__name__] = autograd.profiler
-# torch.cpu, torch.xpu and torch.mps: the queries device-agnostic programs make (verigrad runs on the CPU)
-cpu = _namespace(
-    "cpu", "PyTorch's torch.cpu: the CPU is the device.", is_available=lambda: True, device_count=lambda: 1,
-    current_device=lambda: "cpu", synchronize=lambda *_: None,
-)  # fmt: skip
-xpu = _namespace("xpu", "PyTorch's torch.xpu: no XPU.", is_available=lambda: False, device_count=lambda: 0)
-mps = _namespace("mps", "PyTorch's torch.mps: no MPS.", is_available=lambda: False, device_count=lambda: 0)
-# PyTorch's other layouts, which factories refuse (layout=torch.strided is what verigrad's tensors are)
-sparse_coo, sparse_csr, sparse_csc = _typeinfo.sparse_coo, _typeinfo.sparse_csr, _typeinfo.sparse_csc
-sparse_bsr, sparse_bsc, jagged = _typeinfo.sparse_bsr, _typeinfo.sparse_bsc, _typeinfo.jagged
+globals().update(_torch_names.NAMES)
