@@ -433,7 +433,7 @@ _LAZY_NAMES = _lazy.table(
     },
     modules=(
         "data", "distributed", "distributions", "fft", "io", "ir", "jit", "library", "linalg", "masked",
-        "models", "nn", "optim", "signal", "special", "testing", "utils",
+        "models", "multiprocessing", "nn", "optim", "profiler", "signal", "special", "testing", "utils",
     ),
 )  # fmt: skip
 __getattr__, __dir__ = _lazy.attach(__name__, _LAZY_NAMES)
@@ -718,3 +718,10 @@ for _name in _autograd_functional.__all__:
 autograd.Function, autograd.FunctionCtx = _function.Function, _function.FunctionCtx
 autograd.function = _function
 _sys.modules[f"{__name__}.autograd.function"] = _function
+
+# PyTorch's names answered in torch_names (torch.maximum refusing numbers, torch.cpu/xpu/mps, the sparse
+# layouts; it registers torch.autograd.gradcheck and .profiler and binds x.svd(), x.prelu(), ...)
+from . import torch_names as _torch_names  # noqa: E402
+
+globals().update(_torch_names.NAMES)
+__all__ += [name for name in _torch_names.NAMES if name not in __all__]

@@ -35,6 +35,7 @@ from .functions import (
     solvers,
     special,
     statistics,
+    tensor_arguments,
 )
 from .functions import strided as strided_views
 from .ops import (
@@ -47,7 +48,6 @@ from .ops import (
     reduce,
     scan,
     shaping,
-    special_gamma,
     unary,
 )
 from .ops import index as index_ops
@@ -658,15 +658,14 @@ HYPERBOLIC_AND_INVERSE = ("sinh", "cosh", "asin", "acos", "atan", "asinh", "acos
 
 # x.name(*args) is fn(x, *args), for these names of each module
 FORWARDED_FROM = {
-    binary: "mul pow maximum minimum remainder fmod hypot logaddexp atan2 eq ne lt le gt ge floor_divide "
-    "true_divide copysign",
+    binary: "mul pow remainder fmod eq ne lt le gt ge floor_divide true_divide copysign",
     bitwise: "bitwise_and bitwise_or bitwise_xor bitwise_not bitwise_left_shift bitwise_right_shift gcd lcm",
     unary: "neg abs exp exp2 log expm1 log1p sqrt rsqrt sin cos tan tanh sigmoid relu silu erf floor ceil "
     "trunc sign " + " ".join(HYPERBOLIC_AND_INVERSE),
     movement: "contiguous",
     shaping: "assign transpose flatten unsqueeze squeeze",
     autograd: "register_hook retain_grad register_post_accumulate_grad_hook",
-    pointwise: "add sub div clamp masked_fill isnan isinf isfinite nan_to_num isclose allclose equal lerp "
+    pointwise: "add sub div clamp masked_fill isnan isinf isfinite nan_to_num allclose equal lerp "
     "addcmul addcdiv frac deg2rad rad2deg log2 log10",
     statistics: "amax amin var std logsumexp argmin all any norm count_nonzero bincount histc sum_to_size",
     rearrange: "split chunk repeat repeat_interleave roll narrow select unbind movedim unflatten rot90 diff "
@@ -677,9 +676,8 @@ FORWARDED_FROM = {
     "unique_consecutive",
     indexing: "index_select index_add index_reduce index_fill scatter scatter_add masked_select nonzero "
     "argwhere index_put index_put_ index_copy masked_scatter take_along_dim",
-    special_ops: "erfc erfinv lgamma digamma i0 signbit nextafter",
-    special: "sinc xlogy logit fmax fmin sgn heaviside ldexp logical_xor mvlgamma logaddexp2 positive "
-    "negative absolute fix arctan2",
+    special_ops: "erfc erfinv lgamma digamma i0 signbit",
+    special: "sinc xlogy logit sgn mvlgamma positive negative absolute fix",
     joining: "tile ravel fliplr flipud tensor_split hsplit vsplit dsplit msort take",
     nan_reductions: "nansum nanmean quantile nanquantile",
     solvers: "mv addmv addr addbmm cholesky_solve cholesky_inverse triangular_solve",
@@ -693,7 +691,6 @@ FORWARDED.update(
     scatter_reduce=scatter_reduce,
     inverse=linalg.inv,
     det=linalg.det,
-    igamma=special_gamma.igamma,
     frexp=linalg_extra.frexp,
     angle=angle_op,
     cfloat=complex_refusals.cfloat,
@@ -701,11 +698,8 @@ FORWARDED.update(
     stft=complex_refusals.stft,
     istft=complex_refusals.istft,
     matrix_exp=linalg_extra.matrix_exp,
-    igammac=special_gamma.igammac,
     clamp_min=pointwise.clamp_min,
     clamp_max=pointwise.clamp_max,
-    logical_and=binary.logical_and,
-    logical_or=binary.logical_or,
     logical_not=binary.logical_not,
     addmm=matrices.addmm,
     baddbmm=matrices.addmm,
@@ -713,7 +707,6 @@ FORWARDED.update(
     float_power=numeric.float_power,
     cov=numeric.cov,
     corrcoef=numeric.corrcoef,
-    dist=numeric.dist,
     isposinf=numeric.isposinf,
     isneginf=numeric.isneginf,
     isreal=numeric.isreal,
@@ -756,6 +749,7 @@ ADAPTED.update(
     bool=_cast_to("bool"),
     polygamma=lambda self, n: special_ops.polygamma(self, n=n),
 )
+ADAPTED.update(tensor_arguments.METHODS)  # x.maximum(2.0) raises PyTorch's TypeError
 PROPERTIES = {
     "T": T,
     "mT": mT,

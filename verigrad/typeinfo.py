@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .dtypes import DEFAULT_FLOAT, DType, as_dtype, bf16
@@ -67,3 +69,15 @@ class layout:
 
 
 strided = layout("strided")
+# PyTorch's other layouts: a factory given one refuses it (check_layout)
+sparse_coo, sparse_csr, sparse_csc = layout("sparse_coo"), layout("sparse_csr"), layout("sparse_csc")
+sparse_bsr, sparse_bsc, jagged = layout("sparse_bsr"), layout("sparse_bsc"), layout("jagged")
+
+
+def check_layout(given: Any, where: str) -> None:
+    """Refuse a `layout=` other than torch.strided (None is strided)."""
+    if given is not None and given is not strided:
+        raise NotImplementedError(
+            f"{where}: layout={given!r} is not supported: verigrad's tensors are dense (torch.strided); "
+            "build the dense tensor"
+        )

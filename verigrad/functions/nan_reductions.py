@@ -46,9 +46,9 @@ def nanmean(
 ) -> Tensor:
     """The mean of the non-NaN entries (NaN where there are none)."""
     dim = pick(dim, axis)
+    _float_only("nanmean", x)  # the input's dtype, before any cast (PyTorch refuses an integer x with dtype=)
     if dtype is not None:
         x = x.to(dtype)
-    _float_only("nanmean", x)
     count = sum((~isnan(x)).cast(x.dtype), dim, keepdim)
     return nansum(x, dim, keepdim) / count
 

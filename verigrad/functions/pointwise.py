@@ -164,9 +164,15 @@ def in_dtype(value: Any, dtype: Any) -> Any:
 
 
 def lerp(start: Tensor, end: Any, weight: Any) -> Tensor:
-    """start + weight * (end - start)."""
+    """PyTorch's formula: start + weight (end - start) where |weight| < 0.5, else end + (weight - 1)
+    (end - start) (lerp(inf, 0, 0.5) is inf, not NaN; weight = 1 gives end exactly)."""
     floating_only(start.dtype, what="lerp")
-    return start + (end - start) * weight
+    diff = end - start
+    if isinstance(weight, Tensor):
+        return where(weight.abs() < 0.5, start + diff * weight, end + diff * (weight - 1))
+    if abs(weight) < 0.5:
+        return start + diff * weight
+    return end + diff * (float(np.asarray(weight, dtype=start.dtype.np)) - 1)  # weight - 1 as in the dtype
 
 
 def addcmul(x: Tensor, tensor1: Any, tensor2: Any, value: Any = 1) -> Tensor:

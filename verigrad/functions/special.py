@@ -11,13 +11,13 @@ from typing import Any
 from ..dtypes import DEFAULT_FLOAT, bool_
 from ..errors import DTypeError
 from ..ops._op import floating_only
-from ..ops.binary import atan2, div, logaddexp, ne, where
+from ..ops.binary import atan2, div, logaddexp, ne, result_type, where
 from ..ops.creation import tensor
 from ..ops.special import erfc, erfinv, i0, i1, lgamma
 from ..ops.special import polygamma as _polygamma
 from ..ops.special import xlog1py as _xlog1py
 from ..ops.special import xlogy as _xlogy
-from ..ops.unary import abs, acos, acosh, asin, asinh, atan, atanh, exp, log, neg, sin, trunc
+from ..ops.unary import abs, acos, acosh, asin, asinh, atan, atanh, exp, exp2, log, neg, sin, trunc
 from ..tensor import Tensor
 from .pointwise import isnan
 
@@ -31,14 +31,24 @@ def _as_tensor(x: Any, like: Any = None) -> Tensor:
     return tensor(x, dtype=dtype)
 
 
+def _promoted(x: Any, y: Any) -> tuple[Tensor, Tensor]:
+    """x and y as tensors of PyTorch's result type where it is a float: Python numbers and a 0-d tensor
+    beside one with dimensions take its dtype (an f64 0-d x with an f32 y computes in f32)."""
+    dtype = result_type(x, y)
+    x, y = _as_tensor(x, y), _as_tensor(y, x)
+    if not dtype.is_float:
+        return x, y
+    return (x if x.dtype is dtype else x.cast(dtype)), (y if y.dtype is dtype else y.cast(dtype))
+
+
 def xlogy(x: Any, y: Any) -> Tensor:
-    """x * log(y), 0 where x is 0, NaN where y is NaN (Python numbers take the other's dtype)."""
-    return _xlogy(_as_tensor(x, y), _as_tensor(y, x))
+    """x * log(y), 0 where x is 0, NaN where y is NaN, in PyTorch's result type."""
+    return _xlogy(*_promoted(x, y))
 
 
 def xlog1py(x: Any, y: Any) -> Tensor:
-    """x * log1p(y), 0 where x is 0, NaN where y is NaN (Python numbers take the other's dtype)."""
-    return _xlog1py(_as_tensor(x, y), _as_tensor(y, x))
+    """x * log1p(y), 0 where x is 0, NaN where y is NaN, in PyTorch's result type."""
+    return _xlog1py(*_promoted(x, y))
 
 
 def sinc(x: Tensor) -> Tensor:
@@ -96,10 +106,15 @@ def heaviside(x: Tensor, values: Any) -> Tensor:
 
 
 def ldexp(x: Tensor, other: Any) -> Tensor:
-    """x * 2 ** other, in x's float dtype (integers give f32)."""
+    """x * 2 ** other, as PyTorch's kernel: 2 ** other in other's float dtype (an integer exponent in the
+    result type of x and other, f32 if that is an integer too), then multiplied by x as any mul."""
     other = _as_tensor(other)
-    scale = 2.0 ** other.cast(x.dtype if x.dtype.is_float else other.dtype)
-    return x * scale
+    if other.dtype is bool_:
+        raise DTypeError("ldexp: a bool exponent is not supported (as PyTorch's); cast it to an integer")
+    if not other.dtype.is_float:
+        dtype = result_type(x, other)
+        other = other.cast(dtype if dtype.is_float else DEFAULT_FLOAT)
+    return x * exp2(other)
 
 
 def logical_xor(x: Any, y: Any) -> Tensor:

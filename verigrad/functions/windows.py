@@ -14,10 +14,14 @@ from ..ops import arange, empty, full, ones
 from ..ops.special import i0
 from ..ops.unary import abs, cos, sqrt
 from ..tensor import Tensor
+from ..typeinfo import check_layout
 
 
-def _points(name: str, window_length: int, periodic: bool, dtype: Any, requires_grad: bool) -> Any:
+def _points(
+    name: str, window_length: int, periodic: bool, dtype: Any, requires_grad: bool, layout: Any
+) -> Any:
     """(0, 1, ..., M - 1 in the dtype, M), M = N + 1 when periodic; or the whole window for N <= 1."""
+    check_layout(layout, name)
     if not isinstance(window_length, int) or isinstance(window_length, bool) or window_length < 0:
         raise ValueError(f"{name}: window_length must be a non-negative int, got {window_length!r}")
     dtype = as_dtype(dtype) if dtype is not None else settings.get_default_dtype()
@@ -39,7 +43,7 @@ def hamming_window(
     layout: Any = None, device: Any = None, requires_grad: bool = False,
 ) -> Tensor:  # fmt: skip
     """alpha - beta cos(2 pi n / (M - 1)), as torch.hamming_window."""
-    k, m = _points("hamming_window", window_length, periodic, dtype, requires_grad)
+    k, m = _points("hamming_window", window_length, periodic, dtype, requires_grad, layout)
     if m is None:
         return k
     window = cos(k * (2.0 * math.pi / (m - 1))) * (-beta) + alpha
@@ -53,7 +57,9 @@ def hann_window(
     """0.5 - 0.5 cos(2 pi n / (M - 1)), as torch.hann_window (hamming_window with alpha = beta = 0.5)."""
     if not isinstance(window_length, int) or isinstance(window_length, bool) or window_length < 0:
         raise ValueError(f"hann_window: window_length must be a non-negative int, got {window_length!r}")
-    return hamming_window(window_length, periodic, 0.5, 0.5, dtype=dtype, requires_grad=requires_grad)
+    return hamming_window(
+        window_length, periodic, 0.5, 0.5, dtype=dtype, layout=layout, requires_grad=requires_grad
+    )
 
 
 def blackman_window(
@@ -61,7 +67,7 @@ def blackman_window(
     requires_grad: bool = False,
 ) -> Tensor:  # fmt: skip
     """0.42 - 0.5 cos(2 pi n / (M - 1)) + 0.08 cos(4 pi n / (M - 1)), as torch.blackman_window."""
-    k, m = _points("blackman_window", window_length, periodic, dtype, requires_grad)
+    k, m = _points("blackman_window", window_length, periodic, dtype, requires_grad, layout)
     if m is None:
         return k
     angle = k * (math.pi / (m - 1))
@@ -74,7 +80,7 @@ def bartlett_window(
     requires_grad: bool = False,
 ) -> Tensor:  # fmt: skip
     """The triangle 2 n / (M - 1) up to the middle, 2 - 2 n / (M - 1) after, as torch.bartlett_window."""
-    k, m = _points("bartlett_window", window_length, periodic, dtype, requires_grad)
+    k, m = _points("bartlett_window", window_length, periodic, dtype, requires_grad, layout)
     if m is None:
         return k
     ramp = k * (2.0 / (m - 1))
@@ -89,7 +95,7 @@ def kaiser_window(
     device: Any = None, requires_grad: bool = False,
 ) -> Tensor:  # fmt: skip
     """I0(beta sqrt(1 - ((n - a) / a)^2)) / I0(beta), a = (M - 1) / 2, as torch.kaiser_window."""
-    k, m = _points("kaiser_window", window_length, periodic, dtype, requires_grad)
+    k, m = _points("kaiser_window", window_length, periodic, dtype, requires_grad, layout)
     if m is None:
         return k
     alpha = (m - 1) / 2.0

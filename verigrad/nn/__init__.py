@@ -47,12 +47,14 @@ _FAMILIES = {
     "resampling": "Upsample UpsamplingBilinear2d UpsamplingNearest2d",
     "transformer": "Transformer TransformerDecoder TransformerDecoderLayer TransformerEncoder "
     "TransformerEncoderLayer",
+    "uninitialized": "UninitializedBuffer UninitializedParameter",
 }
 _SUBMODULES = (
     "activations", "adaptive", "attention", "attention_functional", "backward_hooks", "channel_shuffle",
     "compiled", "containers", "convolution", "distance", "dropout", "embedding", "flatten", "functional",
     "init", "lazy", "linear", "linear_cross_entropy", "losses", "module", "normalization", "padding",
-    "parallel", "pixel_shuffle", "pooling", "quant", "recurrent", "resampling", "transformer", "utils",
+    "parallel", "pixel_shuffle", "pooling", "quant", "recurrent", "resampling", "transformer", "uninitialized",
+    "utils",
 )  # fmt: skip
 __getattr__, __dir__ = _lazy.attach(__name__, _lazy.table(_FAMILIES, _SUBMODULES))
 
@@ -71,7 +73,9 @@ def _torch_layout() -> None:
     each verigrad's module that holds them, imported on first use as nn's own names."""
     parameter = _lazy.namespace(
         f"{__name__}.parameter", "PyTorch's torch.nn.parameter: Parameter, Buffer.",
-        _lazy.table({"..containers": "Parameter Buffer"}), __name__ + ".parameter",
+        _lazy.table({"..containers": "Parameter Buffer",
+                     "..uninitialized": "UninitializedParameter UninitializedBuffer is_lazy"}),
+        __name__ + ".parameter",
     )  # fmt: skip
     utils_names = _types.ModuleType(f"{__name__}.modules.utils", "PyTorch's torch.nn.modules.utils: _pair...")
     utils_names._single, utils_names._pair = _tuples(1, "_single"), _tuples(2, "_pair")

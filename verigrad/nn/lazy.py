@@ -13,6 +13,7 @@ from ..ops import empty
 from ..tensor import Tensor
 from . import convolution, linear, normalization
 from .module import Module, mark_parameter
+from .uninitialized import initialized, mark_uninitialized
 
 
 def _lazy(base: type, axis: int, size_name: str, from_weight: Any) -> type:
@@ -59,6 +60,7 @@ def _lazy(base: type, axis: int, size_name: str, from_weight: Any) -> type:
                 for name, t in getattr(fresh, table).items():
                     if t is not None and mine.get(name) is not None:
                         mine[name].data = t.detach()  # the same object: an optimizer holding it sees it
+                        initialized(mine[name])
             self.__dict__.update({k: v for k, v in _settings(fresh).items() if not k.startswith("_")})
             self.__class__ = base
             modules_changed()
@@ -89,7 +91,8 @@ def _settings(module: Module) -> dict[str, Any]:
 
 
 def _placeholder(t: Tensor, parameter: bool) -> Tensor:
-    out = empty(0, dtype=t.dtype).requires_grad_(t.requires_grad)
+    """An nn.UninitializedParameter (or UninitializedBuffer) of t's dtype."""
+    out = mark_uninitialized(empty(0, dtype=t.dtype).requires_grad_(t.requires_grad))
     return mark_parameter(out) if parameter else out
 
 

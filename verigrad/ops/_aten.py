@@ -14,6 +14,7 @@ from .composite._common import out_size, pair
 from .composite.pooling import max_pool_grad_at
 from .composite.softmax import softmax
 from .movement import slice_
+from .unary import gelu, gelu_tanh
 
 
 def _window(value: Any, what: str, minimum: int, default: Any = None) -> tuple[int, int]:
@@ -74,3 +75,17 @@ def slice_tensor(self: Tensor, dim: int = 0, start: Any = None, end: Any = None,
         raise ValueError(f"slice: step must be a positive integer, got {step!r}")
     axis = normalize_axis(dim, self.ndim)
     return slice_(self, index=(*((None, None, 1),) * axis, (start, end, step)))
+
+
+def gelu_backward(grad_output: Tensor, self: Tensor, *, approximate: str = "none") -> Tensor:
+    """The gradient of gelu's input given its output's (aten's gelu_backward): gelu's own VJP, so the same
+    bits as backward() through F.gelu(self, approximate=approximate)."""
+    forward = {"none": gelu, "tanh": gelu_tanh}.get(approximate)
+    if forward is None:
+        raise ValueError(f"gelu_backward: approximate must be 'none' or 'tanh', got {approximate!r}")
+    if tuple(grad_output.shape) != tuple(self.shape):
+        raise ShapeError(
+            f"gelu_backward: grad_output {shape_text(grad_output.shape)} must have self's shape "
+            f"{shape_text(self.shape)}"
+        )
+    return forward.vjp(grad_output, None, self)[0]

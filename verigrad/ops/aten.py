@@ -41,6 +41,7 @@ _OPERATORS = {
         OpOverloadPacket("max_pool2d_with_indices_backward", default=_aten.max_pool2d_with_indices_backward),
         OpOverloadPacket("_safe_softmax", default=_aten.safe_softmax),
         OpOverloadPacket("slice", Tensor=_aten.slice_tensor),
+        OpOverloadPacket("gelu_backward", default=_aten.gelu_backward),
     )
 }
 

@@ -1,4 +1,5 @@
-"""Creation: tensors from data, constant fills, ranges, and seeded random tensors.
+"""Creation: constant fills, ranges, and seeded random tensors (tensors from data: `data_in`, re-exported
+here).
 
 Random ops are pure: each call draws a 64-bit seed from a `Generator` and passes it as a param, so
 the reference (NumPy's PCG64 seeded with it) gives the same bits for the same seed in every mode.
@@ -16,11 +17,17 @@ import numpy as np
 from .. import modes
 from ..devices import CPU, as_device
 from ..devices import device as device_type
-from ..dtypes import DEFAULT_FLOAT, DType, as_dtype, bf16, bool_, from_numpy_dtype, i64
+from ..dtypes import DEFAULT_FLOAT, DType, as_dtype, bf16, bool_, i64
 from ..errors import DTypeError, ShapeError
 from ..shapes import DimLike, as_shape
 from ..tensor import Tensor
 from ._op import Op, Sample
+from .data_in import _fits, _torch_dtype, from_numpy, tensor
+from .data_in import as_tensor as as_tensor  # re-exported: verigrad's modules import them from here
+from .data_in import asarray as asarray
+from .data_in import from_dlpack as from_dlpack
+from .data_in import frombuffer as frombuffer
+from .factory_args import _grad, _placed, _shape_args
 from .index import argsort
 from .movement import cast
 
@@ -104,161 +111,7 @@ def manual_seed(seed: int) -> Generator:
     return default_generator.manual_seed(seed)
 
 
-# PyTorch's factory arguments ------------------------------------------------------------------
-def _placed(where: str, device: Any, out: Any = None) -> None:
-    """Refuse, before any work, a device other than the CPU and `out=`."""
-    as_device(device, where)
-    if out is not None:
-        raise TypeError(
-            f"{where}: out= is not supported; use the tensor it returns (x.copy_(result) to fill x)"
-        )
-
-
-def _grad(t: Tensor, requires_grad: bool) -> Tensor:
-    return t.requires_grad_(True) if requires_grad else t
-
-
-# data in ---------------------------------------------------------------------------------------
-def tensor(
-    data: Any,
-    dtype: DType | str | None = None,
-    device: Any = None,
-    requires_grad: bool = False,
-    pin_memory: bool = False,
-) -> Tensor:
-    """A tensor holding a copy of `data` (nested lists, scalars, NumPy arrays or tensors).
-
-    Python floats give f32, ints i64, bools bool; NumPy arrays keep their dtype.
-    """
-    _placed("tensor", device)
-    if isinstance(data, Tensor):  # a copy of the stored values, in their dtype (bf16 bits too)
-        out = modes.current().constant(np.array(data._array("tensor()"), order="C"), data.dtype)
-    else:
-        array = np.array(data)
-        if array.dtype.kind not in "biuf":
-            raise TypeError(f"cannot make a tensor from {type(data).__name__} of {array.dtype}")
-        python = not isinstance(data, np.ndarray | np.generic)
-        if python and array.dtype == np.float64 and dtype is None:  # with a dtype: one rounding, to it
-            array = array.astype(np.float32)
-        if python and dtype is not None:
-            _fits(array, as_dtype(dtype))
-        out = from_numpy(array if array.flags.c_contiguous else array.copy())  # np.array copied it
-    if dtype is not None and as_dtype(dtype) is not out.dtype:
-        out = cast(out, dtype=as_dtype(dtype))
-    return _grad(out, requires_grad)
-
-
-def as_tensor(data: Any, dtype: DType | str | None = None, device: Any = None) -> Tensor:
-    """PyTorch's as_tensor: a tensor or NumPy array itself (sharing its memory) where its dtype is the one
-    asked for, else a tensor made as `tensor(data, dtype)`."""
-    _placed("as_tensor", device)
-    if isinstance(data, np.ndarray) and data.dtype.kind in "biuf":
-        data = from_numpy(data)
-    if not isinstance(data, Tensor):
-        return tensor(data, dtype)
-    return data if dtype is None or as_dtype(dtype) is data.dtype else cast(data, dtype=as_dtype(dtype))
-
-
-def asarray(
-    obj: Any,
-    *,
-    dtype: DType | str | None = None,
-    device: Any = None,
-    copy: bool | None = None,
-    requires_grad: bool | None = None,
-) -> Tensor:
-    """PyTorch's asarray: obj itself (a tensor, or a NumPy array whose memory it shares) where its dtype is
-    the one asked for and copy is not True, else a new tensor; copy=False refuses a conversion that needs
-    a copy. requires_grad defaults to obj's (PyTorch 2.13)."""
-    _placed("asarray", device)
-    out = as_tensor(obj, dtype)
-    shares = out is obj or (isinstance(obj, np.ndarray) and np.shares_memory(out.payload, obj))
-    if copy is False and not shares:
-        raise ValueError(f"asarray: copy=False, but {type(obj).__name__} needs a copy to become this tensor")
-    if copy and shares:
-        out = out.clone() if isinstance(obj, Tensor) else tensor(np.array(obj), dtype)
-    if requires_grad is None:
-        requires_grad = bool(getattr(obj, "requires_grad", False))
-    if requires_grad and not out.requires_grad:
-        out = out.requires_grad_()
-    return out.detach() if not requires_grad and out.requires_grad else out
-
-
-def frombuffer(
-    buffer: Any,
-    *,
-    dtype: DType | str,
-    count: int = -1,
-    offset: int = 0,
-    requires_grad: bool = False,
-) -> Tensor:
-    """PyTorch's frombuffer: a 1-D tensor viewing `count` elements (all by default) of an object with the
-    buffer protocol from byte `offset`, sharing its memory (a read-only buffer is viewed read-only)."""
-    dtype = as_dtype(dtype)
-    size = memoryview(buffer).nbytes
-    if size == 0 or count == 0:
-        raise ValueError(f"frombuffer: both buffer length ({size}) and count ({count}) must not be 0")
-    if not 0 <= offset < size:
-        raise ValueError(f"frombuffer: offset ({offset} bytes) must be in [0, buffer length ({size} bytes))")
-    if count < 0 and (size - offset) % dtype.itemsize:
-        raise ValueError(
-            f"frombuffer: buffer length ({size - offset} bytes) after offset ({offset} bytes) must be a "
-            f"multiple of element size ({dtype.itemsize})"
-        )
-    if count > 0 and offset + count * dtype.itemsize > size:
-        raise ValueError(
-            f"frombuffer: requested buffer length ({count} * {dtype.itemsize} bytes) after offset ({offset} "
-            f"bytes) must not be greater than actual buffer length ({size} bytes)"
-        )
-    array = np.frombuffer(buffer, dtype=np.uint16 if dtype is bf16 else dtype.np, count=count, offset=offset)
-    return modes.current().constant(array, dtype).requires_grad_(requires_grad)
-
-
-def _fits(array: np.ndarray, dtype: DType, where: str = "tensor()") -> None:
-    """PyTorch's check of Python numbers for an integer dtype: a signed one must hold them, an unsigned
-    one their magnitudes (-1 wraps to 255 in u8, 300 is refused in i8)."""
-    if dtype.kind not in "iu" or array.dtype.kind not in "iu" or not array.size:
-        return
-    top = np.iinfo(dtype.np).max
-    low = np.iinfo(dtype.np).min if dtype.kind == "i" else -top
-    if array.min() < low or array.max() > top:
-        raise ValueError(f"{where}: a value cannot be converted to {dtype.name} without overflow")
-
-
-def from_numpy(array: np.ndarray) -> Tensor:
-    """A tensor sharing `array`'s memory (uint16 widens to i32, uint32 and uint64 to i64, with a copy)."""
-    if isinstance(array, np.generic):  # a NumPy scalar: a 0-d array holding its value
-        array = np.asarray(array)
-    if not isinstance(array, np.ndarray):
-        raise TypeError(f"from_numpy takes a NumPy array, got {type(array).__name__}; use verigrad.tensor")
-    dtype = from_numpy_dtype(array.dtype)
-    if array.dtype != dtype.np:
-        array = array.astype(dtype.np)
-    return modes.current().constant(array, dtype)
-
-
-def from_dlpack(obj: Any) -> Tensor:
-    """A tensor sharing the memory of any object that implements the DLPack protocol."""
-    return from_numpy(np.from_dlpack(obj))
-
-
-def _torch_dtype(t: Any, dtype: DType) -> Any:
-    """The PyTorch dtype of `dtype` (for the torch lambdas the parity suite calls)."""
-    return t.bfloat16 if dtype is bf16 else getattr(t, dtype.np.name)
-
-
 # fills and ranges ------------------------------------------------------------------------------
-def _shape_args(shape: tuple, size: Any = None, where: str = "") -> tuple[DimLike, ...]:
-    """A shape given as several sizes, one list, tuple or Size, or PyTorch's `size=`."""
-    if size is not None:
-        if shape:
-            raise TypeError(f"{where}: the shape is given twice, as sizes {shape} and as size={size}")
-        shape = (size,)
-    if len(shape) == 1 and isinstance(shape[0], list | tuple | str):
-        shape = shape[0]
-    return as_shape(shape)
-
-
 def _fill_params(shape: Any, dtype: Any = DEFAULT_FLOAT, value: float = 0.0) -> dict:
     dtype = as_dtype(dtype)
     if isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_):
@@ -299,18 +152,21 @@ def full(
     *,
     out: Any = None,
     dtype: Any = None,
+    layout: Any = None,
     device: Any = None,
     requires_grad: bool = False,
 ) -> Tensor:
     """A tensor of `size` filled with `fill_value`; its dtype, unless given, is PyTorch's: bool for a
     bool, i64 for an int, f32 for a float."""
-    _placed("full", device, out)
+    _placed("full", device, out, layout)
     dtype = _fill_dtype(fill_value) if dtype is None else dtype
     return _grad(full_op(shape=_shape_args((size,)), dtype=dtype, value=fill_value), requires_grad)
 
 
-def _filled(where: str, value: float, shape: tuple, size: Any, out: Any, dtype: Any, device: Any) -> Tensor:
-    _placed(where, device, out)
+def _filled(
+    where: str, value: float, shape: tuple, size: Any, out: Any, dtype: Any, device: Any, layout: Any
+) -> Tensor:
+    _placed(where, device, out, layout)
     return full_op(
         shape=_shape_args(shape, size, where), dtype=DEFAULT_FLOAT if dtype is None else dtype, value=value
     )
@@ -321,11 +177,12 @@ def zeros(
     size: Any = None,
     out: Any = None,
     dtype: Any = None,
+    layout: Any = None,
     device: Any = None,
     requires_grad: bool = False,
 ) -> Tensor:
     """A tensor of zeros of the given size (the default float dtype unless `dtype`)."""
-    return _grad(_filled("zeros", 0, shape, size, out, dtype, device), requires_grad)
+    return _grad(_filled("zeros", 0, shape, size, out, dtype, device, layout), requires_grad)
 
 
 def ones(
@@ -333,11 +190,12 @@ def ones(
     size: Any = None,
     out: Any = None,
     dtype: Any = None,
+    layout: Any = None,
     device: Any = None,
     requires_grad: bool = False,
 ) -> Tensor:
     """A tensor of ones of the given size (the default float dtype unless `dtype`)."""
-    return _grad(_filled("ones", 1, shape, size, out, dtype, device), requires_grad)
+    return _grad(_filled("ones", 1, shape, size, out, dtype, device, layout), requires_grad)
 
 
 def empty(
@@ -345,11 +203,12 @@ def empty(
     size: Any = None,
     out: Any = None,
     dtype: Any = None,
+    layout: Any = None,
     device: Any = None,
     requires_grad: bool = False,
 ) -> Tensor:
     """PyTorch's empty: here a tensor of zeros (no uninitialised memory is ever handed out)."""
-    return _grad(_filled("empty", 0, shape, size, out, dtype, device), requires_grad)
+    return _grad(_filled("empty", 0, shape, size, out, dtype, device, layout), requires_grad)
 
 
 def empty_permuted(
@@ -369,7 +228,7 @@ def empty_permuted(
             f"empty_permuted: physical_layout must be a permutation of the {len(size)} axes, "
             f"got {tuple(physical_layout)}"
         )
-    return empty(size=tuple(size), dtype=dtype, device=device, requires_grad=requires_grad)
+    return empty(size=tuple(size), dtype=dtype, layout=layout, device=device, requires_grad=requires_grad)
 
 
 def empty_strided(
@@ -390,7 +249,7 @@ def empty_strided(
             f"empty_strided: stride must give one non-negative int for each of the {len(size)} axes of "
             f"size {size}, got {stride}"
         )
-    return empty(size=size, dtype=dtype, device=device, requires_grad=requires_grad)
+    return empty(size=size, dtype=dtype, layout=layout, device=device, requires_grad=requires_grad)
 
 
 def full_like(
@@ -398,17 +257,20 @@ def full_like(
     fill_value: float,
     dtype: Any = None,
     *,
+    layout: Any = None,
     device: Any = None,
     requires_grad: bool = False,
     memory_format: Any = None,
 ) -> Tensor:
     """A tensor of x's shape (and dtype, unless given) filled with `fill_value` (`memory_format=` is
     accepted: the result is contiguous)."""
-    return _filled_like("full_like", x, fill_value, dtype, device, requires_grad)
+    return _filled_like("full_like", x, fill_value, dtype, device, requires_grad, layout)
 
 
-def _filled_like(where: str, x: Tensor, value: Any, dtype: Any, device: Any, requires_grad: bool) -> Tensor:
-    _placed(where, device)
+def _filled_like(
+    where: str, x: Tensor, value: Any, dtype: Any, device: Any, requires_grad: bool, layout: Any
+) -> Tensor:
+    _placed(where, device, layout=layout)
     out = full_op(shape=x.shape, dtype=x.dtype if dtype is None else dtype, value=value)
     return _grad(out, requires_grad)
 
@@ -417,36 +279,39 @@ def zeros_like(
     x: Tensor,
     dtype: Any = None,
     *,
+    layout: Any = None,
     device: Any = None,
     requires_grad: bool = False,
     memory_format: Any = None,
 ) -> Tensor:
     """Zeros shaped as x (its dtype unless `dtype`)."""
-    return _filled_like("zeros_like", x, 0, dtype, device, requires_grad)
+    return _filled_like("zeros_like", x, 0, dtype, device, requires_grad, layout)
 
 
 def ones_like(
     x: Tensor,
     dtype: Any = None,
     *,
+    layout: Any = None,
     device: Any = None,
     requires_grad: bool = False,
     memory_format: Any = None,
 ) -> Tensor:
     """Ones shaped as x (its dtype unless `dtype`)."""
-    return _filled_like("ones_like", x, 1, dtype, device, requires_grad)
+    return _filled_like("ones_like", x, 1, dtype, device, requires_grad, layout)
 
 
 def empty_like(
     x: Tensor,
     dtype: Any = None,
     *,
+    layout: Any = None,
     device: Any = None,
     requires_grad: bool = False,
     memory_format: Any = None,
 ) -> Tensor:
     """PyTorch's empty_like: here zeros."""
-    return _filled_like("empty_like", x, 0, dtype, device, requires_grad)
+    return _filled_like("empty_like", x, 0, dtype, device, requires_grad, layout)
 
 
 def _arange_params(start: DimLike, stop: DimLike, step: int, dtype: Any) -> dict:
@@ -490,13 +355,14 @@ def arange(
     *,
     out: Any = None,
     dtype: Any = None,
+    layout: Any = None,
     device: Any = None,
     requires_grad: bool = False,
 ) -> Tensor:
     """start, start + step, ... up to end (excluded): i64 by default for whole numbers (sizes may be
     symbols), and for a float among them, as PyTorch, start + i * step in f64 rounded to `dtype` (f32 by
     default) for i < ceil((end - start) / step); an integer dtype truncates them first, as PyTorch's."""
-    _placed("arange", device, out)
+    _placed("arange", device, out, layout)
     return _grad(_arange(start, end, step, dtype), requires_grad)
 
 
@@ -528,6 +394,7 @@ def linspace(
     *,
     out: Any = None,
     dtype: Any = DEFAULT_FLOAT,
+    layout: Any = None,
     device: Any = None,
     requires_grad: bool = False,
 ) -> Tensor:
@@ -535,7 +402,7 @@ def linspace(
     and end rounded to `dtype` (an integer dtype truncates them), step = (end - start) / (steps - 1), the
     first half start + i * step and the second end - (steps - 1 - i) * step, in `dtype` (in f64, then
     truncated, for integers)."""
-    _placed("linspace", device, out)
+    _placed("linspace", device, out, layout)
     if not isinstance(steps, int) or steps < 0:
         raise ValueError(f"linspace needs a whole number of steps >= 0, got {steps}")
     dtype = as_dtype(dtype)
@@ -595,11 +462,12 @@ def eye(
     *,
     out: Any = None,
     dtype: Any = DEFAULT_FLOAT,
+    layout: Any = None,
     device: Any = None,
     requires_grad: bool = False,
 ) -> Tensor:
     """The n x m identity matrix (m = n unless given)."""
-    _placed("eye", device, out)
+    _placed("eye", device, out, layout)
     return _grad(eye_op(n=n, m=m, dtype=dtype), requires_grad)
 
 
@@ -660,8 +528,8 @@ _HALF_BITS = {"f16": 11, "bf16": 8}  # significant bits: f16 and bf16 draws are 
 
 
 def _float_randoms(where: str, op: Op, shape: tuple, size: Any, generator: Any, out: Any, dtype: Any,
-                   device: Any, requires_grad: bool) -> Tensor:  # fmt: skip
-    _placed(where, device, out)
+                   device: Any, requires_grad: bool, layout: Any = None) -> Tensor:  # fmt: skip
+    _placed(where, device, out, layout)
     shape = _shape_args(shape, size, where)
     dtype = DEFAULT_FLOAT if dtype is None else as_dtype(dtype)
     if dtype.name not in _HALF_BITS:
@@ -679,11 +547,12 @@ def rand(
     generator: Generator | None = None,
     out: Any = None,
     dtype: Any = None,
+    layout: Any = None,
     device: Any = None,
     requires_grad: bool = False,
 ) -> Tensor:
     """Uniform [0, 1) floats of the shape given (several sizes, a tuple, or `size=`)."""
-    return _float_randoms("rand", rand_op, shape, size, generator, out, dtype, device, requires_grad)
+    return _float_randoms("rand", rand_op, shape, size, generator, out, dtype, device, requires_grad, layout)
 
 
 def randn(
@@ -692,11 +561,14 @@ def randn(
     generator: Generator | None = None,
     out: Any = None,
     dtype: Any = None,
+    layout: Any = None,
     device: Any = None,
     requires_grad: bool = False,
 ) -> Tensor:
     """Standard normal floats of the shape given (several sizes, a tuple, or `size=`)."""
-    return _float_randoms("randn", randn_op, shape, size, generator, out, dtype, device, requires_grad)
+    return _float_randoms(
+        "randn", randn_op, shape, size, generator, out, dtype, device, requires_grad, layout
+    )
 
 
 def rand_like(
@@ -704,6 +576,7 @@ def rand_like(
     generator: Generator | None = None,
     *,
     dtype: Any = None,
+    layout: Any = None,
     device: Any = None,
     requires_grad: bool = False,
     memory_format: Any = None,
@@ -711,7 +584,7 @@ def rand_like(
     """Uniform draws in [0, 1) shaped as x (its dtype unless `dtype`)."""
     dtype = x.dtype if dtype is None else dtype
     return _float_randoms("rand_like", rand_op, tuple(x.shape), None, generator, None, dtype, device,
-                          requires_grad)  # fmt: skip
+                          requires_grad, layout)  # fmt: skip
 
 
 def randn_like(
@@ -719,6 +592,7 @@ def randn_like(
     generator: Generator | None = None,
     *,
     dtype: Any = None,
+    layout: Any = None,
     device: Any = None,
     requires_grad: bool = False,
     memory_format: Any = None,
@@ -726,7 +600,7 @@ def randn_like(
     """Standard normal draws shaped as x (its dtype unless `dtype`)."""
     dtype = x.dtype if dtype is None else dtype
     return _float_randoms("randn_like", randn_op, tuple(x.shape), None, generator, None, dtype, device,
-                          requires_grad)  # fmt: skip
+                          requires_grad, layout)  # fmt: skip
 
 
 def _randint_bounds(args: tuple, low: Any, high: Any, size: Any, where: str, with_size: bool = True) -> tuple:
@@ -760,18 +634,19 @@ def randint(
     generator: Generator | None = None,
     out: Any = None,
     dtype: Any = None,
+    layout: Any = None,
     device: Any = None,
     requires_grad: bool = False,
 ) -> Tensor:
     """Integers in [low, high) (low 0 unless given) of shape `size`: PyTorch's `randint(high, size)`,
     `randint(low, high, size)`; i64 unless `dtype` says otherwise (a float dtype holds whole numbers)."""
     low, high, shape = _randint_bounds(args, low, high, size, "randint")
-    return _randint("randint", low, high, shape, generator, out, dtype, device, requires_grad)
+    return _randint("randint", low, high, shape, generator, out, dtype, device, requires_grad, layout)
 
 
 def _randint(where: str, low: int, high: int, shape: Any, generator: Any, out: Any, dtype: Any, device: Any,
-             requires_grad: bool) -> Tensor:  # fmt: skip
-    _placed(where, device, out)
+             requires_grad: bool, layout: Any = None) -> Tensor:  # fmt: skip
+    _placed(where, device, out, layout)
     dtype = i64 if dtype is None else as_dtype(dtype)
     if dtype is bool_ or (dtype.kind == "u" and low < 0):
         raise ValueError(f"{where}: [{low}, {high}) does not fit {dtype.name}")
@@ -786,6 +661,7 @@ def randint_like(
     high: Any = None,
     generator: Generator | None = None,
     dtype: Any = None,
+    layout: Any = None,
     device: Any = None,
     requires_grad: bool = False,
     memory_format: Any = None,
@@ -794,7 +670,9 @@ def randint_like(
     `randint_like(x, low, high)`."""
     low, high, _ = _randint_bounds(args, low, high, None, "randint_like", with_size=False)
     dtype = x.dtype if dtype is None else dtype
-    return _randint("randint_like", low, high, tuple(x.shape), generator, None, dtype, device, requires_grad)
+    return _randint(
+        "randint_like", low, high, tuple(x.shape), generator, None, dtype, device, requires_grad, layout
+    )
 
 
 def randperm(
@@ -803,11 +681,12 @@ def randperm(
     generator: Generator | None = None,
     out: Any = None,
     dtype: Any = i64,
+    layout: Any = None,
     device: Any = None,
     requires_grad: bool = False,
 ) -> Tensor:
     """A random permutation of 0 .. n-1 (the order that sorts n uniform doubles)."""
-    _placed("randperm", device, out)
+    _placed("randperm", device, out, layout)
     return _grad(argsort(rand(n, dtype="f64", generator=generator)).cast(dtype), requires_grad)
 
 
@@ -819,6 +698,7 @@ def logspace(
     *,
     out: Any = None,
     dtype: Any = DEFAULT_FLOAT,
+    layout: Any = None,
     device: Any = None,
     requires_grad: bool = False,
 ) -> Tensor:
@@ -826,7 +706,7 @@ def logspace(
     rounded to `dtype` (truncated for an integer dtype, whose base is rounded to f32), the exponents in f64
     (the first half start + i * step, the second end - (steps - 1 - i) * step), the powers in f64, rounded
     once to `dtype` (truncated for integers)."""
-    _placed("logspace", device, out)
+    _placed("logspace", device, out, layout)
     if not isinstance(steps, int) or steps < 0:
         raise ValueError(f"logspace needs a whole number of steps >= 0, got {steps}")
     dtype = as_dtype(dtype)

@@ -337,7 +337,8 @@ log1p = _float_op(
 
 
 def _relu(x: np.ndarray) -> np.ndarray:
-    return np.maximum(x, 0).astype(x.dtype, copy=False)
+    """0 where x < 0, else x: -0.0 and NaN pass, as PyTorch's (clamp_min's std::max keeps x's -0.0)."""
+    return np.where(x < 0, x.dtype.type(0), x).astype(x.dtype, copy=False)
 
 
 relu = Op(

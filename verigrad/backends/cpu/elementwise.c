@@ -16,7 +16,7 @@
  * instead (see "float activations" below).
  *
  * maximum and minimum are NumPy's: a NaN in either operand gives that NaN (the first when both are),
- * and on equal operands (0 and -0) the second one. relu is maximum(x, 0).
+ * and on equal operands (0 and -0) the second one. relu is x < 0 ? 0 : x (-0.0 and NaN pass, as PyTorch's).
  *
  * vg_<op>_<dtype>(x, out, n, min_chunk, threads) and vg_<op>_<dtype>(a, b, out, n, min_chunk, threads).
  */
@@ -124,7 +124,7 @@ int vg_use_numpy_routine(int which, void *loop, void *data) { return np_use(whic
 
 /* the ops in the dtype itself (exactly rounded), then those evaluated in double by d_<op> */
 #define ALL_UNARY(T, SUF, ONE, ZERO, ABS, SQRT)                                   \
-    UNARY_FAST(relu, T, SUF, (x > ZERO || isnan(x)) ? x : ZERO)                       \
+    UNARY_FAST(relu, T, SUF, x < ZERO ? ZERO : x)                                       \
     UNARY_FAST(relu_deriv, T, SUF, x > ZERO ? ONE : ZERO)                              \
     UNARY_FAST(neg, T, SUF, -x)                                                        \
     UNARY_FAST(abs, T, SUF, ABS(x))                                                    \

@@ -46,7 +46,7 @@ FLOATS = ("f32", "f64")
 _FLOAT_UNARY = {
     "neg": "-a",
     "abs": "fabs{f}(a)",
-    "relu": "(a > (T)0 || isnan(a)) ? a : (T)0",
+    "relu": "a < (T)0 ? (T)0 : a",
     "relu_deriv": "(T)(a > (T)0)",  # not a ? b : c, which GCC leaves a branch before a mul
     "sqrt": "sqrt{f}(a)",
     "rsqrt": "(T)1 / sqrt{f}(a)",

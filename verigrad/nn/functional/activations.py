@@ -128,8 +128,11 @@ def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace
         if input.dtype is u8 and (min_val < 0 or max_val < 0):
             raise ValueError(f"hardtanh of a u8 tensor takes no negative limits, got {min_val} and {max_val}")
         min_val, max_val = math.trunc(min_val), math.trunc(max_val)
-    clipped = ops.where(input <= min_val, min_val, ops.where(input >= max_val, max_val, input))
-    return _inplace(input, clipped, inplace)
+    # values as PyTorch's clamp (x at a limit is kept: -0.0 stays -0.0); the gradient only strictly
+    # inside (0 at the limits and at NaN, as PyTorch's)
+    clipped = ops.where(input < min_val, min_val, ops.where(input > max_val, max_val, input))
+    inside = (input > min_val) & (input < max_val)
+    return _inplace(input, ops.where(inside, input, clipped.detach()), inplace)
 
 
 def relu6(input: Tensor, inplace: bool = False) -> Tensor:
@@ -169,8 +172,8 @@ def celu(input: Tensor, alpha: float = 1.0, inplace: bool = False) -> Tensor:
 
 
 def threshold(input: Tensor, threshold: float, value: float, inplace: bool = False) -> Tensor:
-    """x where x > threshold, else value."""
-    return _inplace(input, ops.where(input > threshold, input, value), inplace)
+    """value where x <= threshold, else x (NaN passes, as PyTorch's)."""
+    return _inplace(input, ops.where(input <= threshold, value, input), inplace)
 
 
 _threshold = threshold  # for threshold_, whose argument has the name
@@ -195,9 +198,9 @@ def rrelu(
 
 
 def hardshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
-    """x where |x| > lambd, else 0."""
+    """0 where -lambd <= x <= lambd, else x (NaN too, and its gradient 1: PyTorch's)."""
     _floats(input, "hardshrink")
-    return ops.where((input > lambd) | (input < -lambd), input, 0.0)
+    return ops.where((input >= -lambd) & (input <= lambd), 0.0, input)
 
 
 def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
@@ -205,7 +208,9 @@ def softshrink(input: Tensor, lambd: float = 0.5) -> Tensor:
     _floats(input, "softshrink")
     if lambd < 0:
         raise ValueError(f"softshrink: lambd must be greater or equal to 0, got {lambd}")
-    return ops.where(input > lambd, input - lambd, ops.where(input < -lambd, input + lambd, 0.0))
+    # PyTorch's: 0 inside, x -+ lambd outside (NaN too, with gradient 1)
+    inside = (input >= -lambd) & (input <= lambd)
+    return ops.where(inside, 0.0, input - lambd * ops.sign(input))
 
 
 def tanhshrink(input: Tensor) -> Tensor:

@@ -18,7 +18,7 @@ from .convolution_integer import check_dtypes, check_transposed_dtypes, conv_nd
 
 
 def conv2d(
-    x: Tensor,
+    input: Tensor,
     weight: Tensor,
     bias: Tensor | None = None,
     stride: IntPair = 1,
@@ -32,28 +32,28 @@ def conv2d(
     padding="valid" is 0; "same" (stride 1) keeps H and W, as PyTorch: the extra row or column of an
     even kernel's padding goes after. With `groups` (NCHW), the channels and the filters are cut into
     that many groups, each group's filters convolving its own channels (depthwise: groups = C)."""
-    check_dtypes(x, weight, bias, "conv2d")
+    check_dtypes(input, weight, bias, "conv2d")
     if layout == "NCHW":
-        check_shapes(x, weight, bias, groups, padding, dilation, 2, "conv2d")
-    if x.ndim == 3:
-        return unbatched(conv2d, x, weight, bias, stride, padding, dilation, groups, layout=layout)
+        check_shapes(input, weight, bias, groups, padding, dilation, 2, "conv2d")
+    if input.ndim == 3:
+        return unbatched(conv2d, input, weight, bias, stride, padding, dilation, groups, layout=layout)
     if isinstance(padding, str):
         spatial = (2, 3) if layout == "NCHW" else (1, 2)
         kernel = weight.shape[2:] if layout == "NCHW" else weight.shape[:2]
-        x, padding = _named_padding(x, kernel, padding, stride, dilation, spatial, "conv2d")
+        input, padding = _named_padding(input, kernel, padding, stride, dilation, spatial, "conv2d")
     window = {"stride": stride, "padding": padding, "dilation": dilation, "layout": layout}
-    if not x.dtype.is_float:
+    if not input.dtype.is_float:
         if layout != "NCHW":
-            raise NotImplementedError(f"conv2d of {x.dtype.name} takes NCHW images")
+            raise NotImplementedError(f"conv2d of {input.dtype.name} takes NCHW images")
         sizes = window_params(1, stride, padding, dilation)
         s, p, d = sizes["stride"], sizes["padding"], sizes["dilation"]
-        out = _grouped(lambda xg, wg: conv_nd(xg, wg, s, p, d, "conv2d"), x, weight, groups, "conv2d")
+        out = _grouped(lambda xg, wg: conv_nd(xg, wg, s, p, d, "conv2d"), input, weight, groups, "conv2d")
     elif groups == 1:
-        out = ops.conv2d(x, weight, **window)
+        out = ops.conv2d(input, weight, **window)
     else:
         if layout != "NCHW":
             raise NotImplementedError("conv2d: groups > 1 takes NCHW images")
-        out = _grouped(lambda xg, wg: ops.conv2d(xg, wg, **window), x, weight, groups, "conv2d")
+        out = _grouped(lambda xg, wg: ops.conv2d(xg, wg, **window), input, weight, groups, "conv2d")
     if bias is None:
         return out
     return out + (bias.reshape(bias.shape[0], 1, 1) if layout == "NCHW" else bias)
@@ -145,7 +145,7 @@ def _grouped(
 
 
 def conv_transpose2d(
-    x: Tensor,
+    input: Tensor,
     weight: Tensor,
     bias: Tensor | None = None,
     stride: IntPair = 1,
@@ -158,25 +158,27 @@ def conv_transpose2d(
     (PyTorch's): conv2d's gradient for its input, into an image of (H - 1) stride - 2 padding +
     dilation (k - 1) + output_padding + 1 a side; with `groups`, each group of input channels makes its
     own C_out / groups output channels."""
-    check_transposed_dtypes(x, weight, bias, "conv_transpose2d")
-    check_shapes(x, weight, bias, groups, 0, dilation, 2, "conv_transpose2d", transposed=True)
-    if x.ndim == 3:
-        return unbatched(conv_transpose2d, x, weight, bias, stride, padding, output_padding, groups, dilation)
+    check_transposed_dtypes(input, weight, bias, "conv_transpose2d")
+    check_shapes(input, weight, bias, groups, 0, dilation, 2, "conv_transpose2d", transposed=True)
+    if input.ndim == 3:
+        return unbatched(
+            conv_transpose2d, input, weight, bias, stride, padding, output_padding, groups, dilation
+        )
     sh, sw = pair(stride, "stride", 1)
     ph, pw = pair(padding, "padding", 0)
     oh, ow = pair(output_padding, "output padding", 0)
     dh, dw = pair(dilation, "dilation", 1)
-    if x.ndim != 4 or weight.ndim != 4:
+    if input.ndim != 4 or weight.ndim != 4:
         raise ShapeError(
             f"conv_transpose2d takes x [N, C, H, W] and weight [C_in, C_out / groups, kh, kw], got "
-            f"{shape_text(x.shape)} and {shape_text(weight.shape)}"
+            f"{shape_text(input.shape)} and {shape_text(weight.shape)}"
         )
     if oh >= max(sh, dh) or ow >= max(sw, dw):
         raise ValueError(f"conv_transpose2d: output_padding must be below stride or dilation, got {(oh, ow)}")
     kh, kw = weight.shape[2], weight.shape[3]
     size = tuple(
         (n - 1) * s - 2 * p + d * (k - 1) + o + 1
-        for n, s, p, d, k, o in [(x.shape[2], sh, ph, dh, kh, oh), (x.shape[3], sw, pw, dw, kw, ow)]
+        for n, s, p, d, k, o in [(input.shape[2], sh, ph, dh, kh, oh), (input.shape[3], sw, pw, dw, kw, ow)]
     )
     if any(isinstance(n, int) and n <= 0 for n in size):
         raise ShapeError(f"conv_transpose2d: the output size {size} is not positive")
@@ -184,19 +186,21 @@ def conv_transpose2d(
     # an output_padding of at least the stride (allowed below the dilation) makes room for more windows
     # than x has: they read zeros
     reach = out_hw(*size, (kh, kw), **window)
-    extra = [r - n for r, n in zip(reach, x.shape[2:])]
+    extra = [r - n for r, n in zip(reach, input.shape[2:])]
     if any(isinstance(e, int) and e > 0 for e in extra):
-        x = x.pad([(0, 0), (0, 0), (0, extra[0]), (0, extra[1])])
+        input = input.pad([(0, 0), (0, 0), (0, extra[0]), (0, extra[1])])
 
-    if not x.dtype.is_float and x.dtype.name != "i64":
-        raise TypeError(f"conv_transpose2d of {x.dtype.name}: PyTorch has a kernel for float and i64 only")
+    if not input.dtype.is_float and input.dtype.name != "i64":
+        raise TypeError(
+            f"conv_transpose2d of {input.dtype.name}: PyTorch has a kernel for float and i64 only"
+        )
 
     def one(xg: Tensor, wg: Tensor) -> Tensor:
         if not xg.dtype.is_float:
             return _conv_transpose2d_exact(xg, wg, (sh, sw), (ph, pw), (dh, dw), size)
         return conv2d_input_grad(xg, wg, **window, size=size)
 
-    out = _grouped(one, x, weight, groups, "conv_transpose2d", transposed=True)
+    out = _grouped(one, input, weight, groups, "conv_transpose2d", transposed=True)
     # PyTorch adds the bias into the result's dtype (an f64 bias to f32 images: added in f64, rounded once)
     return out if bias is None else (out + bias.reshape(bias.shape[0], 1, 1)).cast(out.dtype)
 
@@ -235,7 +239,7 @@ def _spread(t: Tensor, axis: int, stride: int) -> Tensor:
 
 
 def conv_transpose1d(
-    x: Tensor,
+    input: Tensor,
     weight: Tensor,
     bias: Tensor | None = None,
     stride: int = 1,
@@ -246,13 +250,15 @@ def conv_transpose1d(
 ) -> Tensor:
     """The transposed 1-D convolution of [N, C_in, L] with [C_in, C_out / groups, K]: the 2-D one over
     [N, C_in, 1, L]."""
-    check_transposed_dtypes(x, weight, bias, "conv_transpose1d")
-    check_shapes(x, weight, bias, groups, 0, dilation, 1, "conv_transpose1d", transposed=True)
-    if x.ndim == 2:
-        return unbatched(conv_transpose1d, x, weight, bias, stride, padding, output_padding, groups, dilation)
+    check_transposed_dtypes(input, weight, bias, "conv_transpose1d")
+    check_shapes(input, weight, bias, groups, 0, dilation, 1, "conv_transpose1d", transposed=True)
+    if input.ndim == 2:
+        return unbatched(
+            conv_transpose1d, input, weight, bias, stride, padding, output_padding, groups, dilation
+        )
     window = [pair_1d(v, u) for v, u in ((stride, 1), (padding, 0), (output_padding, 0))]
     out = conv_transpose2d(
-        ops.unsqueeze(x, 2), ops.unsqueeze(weight, 2), bias, *window, groups, pair_1d(dilation, 1)
+        ops.unsqueeze(input, 2), ops.unsqueeze(weight, 2), bias, *window, groups, pair_1d(dilation, 1)
     )
     return out.squeeze(2)
 
@@ -279,7 +285,7 @@ def _named_padding(
 
 
 def conv1d(
-    x: Tensor,
+    input: Tensor,
     weight: Tensor,
     bias: Tensor | None = None,
     stride: int = 1,
@@ -288,21 +294,21 @@ def conv1d(
     groups: int = 1,
 ) -> Tensor:
     """1-D convolution of [N, C, L] with [O, C / groups, K] weights: the 2-D one over [N, C, 1, L]."""
-    check_dtypes(x, weight, bias, "conv1d")
-    check_shapes(x, weight, bias, groups, padding, dilation, 1, "conv1d")
-    if x.ndim == 2:
-        return unbatched(conv1d, x, weight, bias, stride, padding, dilation, groups)
+    check_dtypes(input, weight, bias, "conv1d")
+    check_shapes(input, weight, bias, groups, padding, dilation, 1, "conv1d")
+    if input.ndim == 2:
+        return unbatched(conv1d, input, weight, bias, stride, padding, dilation, groups)
     window = {
         "stride": pair_1d(stride, 1),
         "padding": padding if isinstance(padding, str) else pair_1d(padding, 0),
         "dilation": pair_1d(dilation, 1),
         "groups": groups,
     }
-    return as_2d(conv2d, x, ops.unsqueeze(weight, 2), bias, **window)
+    return as_2d(conv2d, input, ops.unsqueeze(weight, 2), bias, **window)
 
 
 def conv3d(
-    x: Tensor,
+    input: Tensor,
     weight: Tensor,
     bias: Tensor | None = None,
     stride: Any = 1,
@@ -313,24 +319,26 @@ def conv3d(
     """3-D convolution of [N, C, D, H, W] with [O, C / groups, KD, KH, KW] weights (PyTorch's, padding
     "same" and "valid" too): for each depth tap kd, the 2-D convolution of the depth slices it reads
     (all output depths as one batch) with weight[:, :, kd], summed over kd."""
-    check_dtypes(x, weight, bias, "conv3d")
-    check_shapes(x, weight, bias, groups, padding, dilation, 3, "conv3d")
-    if x.ndim == 4:
-        return unbatched(conv3d, x, weight, bias, stride, padding, dilation, groups)
-    if x.ndim != 5 or weight.ndim != 5:
+    check_dtypes(input, weight, bias, "conv3d")
+    check_shapes(input, weight, bias, groups, padding, dilation, 3, "conv3d")
+    if input.ndim == 4:
+        return unbatched(conv3d, input, weight, bias, stride, padding, dilation, groups)
+    if input.ndim != 5 or weight.ndim != 5:
         raise ShapeError(
             f"conv3d takes x [N, C, D, H, W] and weight [O, C / groups, KD, KH, KW], got "
-            f"{shape_text(x.shape)} and {shape_text(weight.shape)}"
+            f"{shape_text(input.shape)} and {shape_text(weight.shape)}"
         )
     if isinstance(padding, str):
-        x, padding = _named_padding(x, weight.shape[2:], padding, stride, dilation, (2, 3, 4), "conv3d")
+        input, padding = _named_padding(
+            input, weight.shape[2:], padding, stride, dilation, (2, 3, 4), "conv3d"
+        )
     s = sizes_nd(stride, 3, "conv3d's stride", 1)
     p = sizes_nd(padding, 3, "conv3d's padding", 0)
     d = sizes_nd(dilation, 3, "conv3d's dilation", 1)
-    if x.dtype.is_float:
-        out = _grouped(lambda xg, wg: _conv3d(xg, wg, s, p, d), x, weight, groups, "conv3d")
+    if input.dtype.is_float:
+        out = _grouped(lambda xg, wg: _conv3d(xg, wg, s, p, d), input, weight, groups, "conv3d")
     else:
-        out = _grouped(lambda xg, wg: conv_nd(xg, wg, s, p, d, "conv3d"), x, weight, groups, "conv3d")
+        out = _grouped(lambda xg, wg: conv_nd(xg, wg, s, p, d, "conv3d"), input, weight, groups, "conv3d")
     return out if bias is None else out + bias.reshape(bias.shape[0], 1, 1, 1)
 
 
@@ -351,7 +359,7 @@ def _conv3d(x: Tensor, weight: Tensor, stride: tuple, padding: tuple, dilation: 
 
 
 def conv_transpose3d(
-    x: Tensor,
+    input: Tensor,
     weight: Tensor,
     bias: Tensor | None = None,
     stride: Any = 1,
@@ -364,14 +372,16 @@ def conv_transpose3d(
     (conv3d's adjoint): for each depth tap kd, the transposed 2-D convolution of every input depth slice
     with weight[:, :, kd], spread at stride along the output depth from kd dilation on, summed, and cut
     to (D - 1) stride - 2 padding + dilation (KD - 1) + output_padding + 1."""
-    check_transposed_dtypes(x, weight, bias, "conv_transpose3d")
-    check_shapes(x, weight, bias, groups, 0, dilation, 3, "conv_transpose3d", transposed=True)
-    if x.ndim == 4:
-        return unbatched(conv_transpose3d, x, weight, bias, stride, padding, output_padding, groups, dilation)
-    if x.ndim != 5 or weight.ndim != 5:
+    check_transposed_dtypes(input, weight, bias, "conv_transpose3d")
+    check_shapes(input, weight, bias, groups, 0, dilation, 3, "conv_transpose3d", transposed=True)
+    if input.ndim == 4:
+        return unbatched(
+            conv_transpose3d, input, weight, bias, stride, padding, output_padding, groups, dilation
+        )
+    if input.ndim != 5 or weight.ndim != 5:
         raise ShapeError(
             f"conv_transpose3d takes x [N, C, D, H, W] and weight [C_in, C_out / groups, KD, KH, KW], got "
-            f"{shape_text(x.shape)} and {shape_text(weight.shape)}"
+            f"{shape_text(input.shape)} and {shape_text(weight.shape)}"
         )
     s = sizes_nd(stride, 3, "conv_transpose3d's stride", 1)
     p = sizes_nd(padding, 3, "conv_transpose3d's padding", 0)
@@ -381,7 +391,7 @@ def conv_transpose3d(
         raise ValueError(f"conv_transpose3d: output_padding must be below stride or dilation, got {op}")
     out = _grouped(
         lambda xg, wg: _conv_transpose3d(xg, wg, s, p, op, d),
-        x,
+        input,
         weight,
         groups,
         "conv_transpose3d",
@@ -415,19 +425,19 @@ def _conv_transpose3d(
     return total[:, padding[0] : padding[0] + out_depth].permute(0, 2, 1, 3, 4)
 
 
-def unfold(x: Tensor, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride: Any = 1) -> Tensor:
+def unfold(input: Tensor, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride: Any = 1) -> Tensor:
     """Every sliding block of x [N, C, H, W] as a column: [N, C * kh * kw, L] for L blocks, each
     column in (c, kh, kw) order (PyTorch's F.unfold; im2col's columns). A bool image too (as PyTorch's:
     its blocks are copied, exactly, through f32)."""
-    if x.dtype.name == "bool":
-        return unfold(x.cast("f32"), kernel_size, dilation, padding, stride).cast("bool")
-    cols = ops.im2col(x, kernel=kernel_size, stride=stride, padding=padding, dilation=dilation)
+    if input.dtype.name == "bool":
+        return unfold(input.cast("f32"), kernel_size, dilation, padding, stride).cast("bool")
+    cols = ops.im2col(input, kernel=kernel_size, stride=stride, padding=padding, dilation=dilation)
     n, c, kh, kw, oh, ow = cols.shape
     return cols.reshape(n, c * kh * kw, oh * ow)
 
 
 def fold(
-    x: Tensor, output_size: Any, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride: Any = 1
+    input: Tensor, output_size: Any, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride: Any = 1
 ) -> Tensor:
     """The inverse arrangement of unfold: columns [N, C * kh * kw, L] summed back into an image
     [N, C, H, W] of `output_size` where blocks overlap (PyTorch's F.fold; col2im)."""
@@ -435,14 +445,14 @@ def fold(
     window = window_params(kernel_size, stride, padding, dilation)
     del window["layout"]
     (kh, kw), (oh, ow) = window["kernel"], out_hw(*size, **window)
-    n, ckk, blocks = x.shape
+    n, ckk, blocks = input.shape
     if blocks != oh * ow or ckk % (kh * kw):
         raise ShapeError(
-            f"fold: columns {shape_text(x.shape)} do not make {kh}x{kw} blocks over {oh}x{ow} places"
+            f"fold: columns {shape_text(input.shape)} do not make {kh}x{kw} blocks over {oh}x{ow} places"
         )
-    cols = x.reshape(n, ckk // (kh * kw), kh, kw, oh, ow)
+    cols = input.reshape(n, ckk // (kh * kw), kh, kw, oh, ow)
     if (
-        x.dtype is bool_
+        input.dtype is bool_
     ):  # PyTorch adds bool blocks in bool: a place is True where any block is (exact in f32)
         return ops.col2im(cols.cast(f32), size=size, **window) > 0
     return ops.col2im(cols, size=size, **window)

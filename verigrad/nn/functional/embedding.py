@@ -172,14 +172,14 @@ def _bag_ids(
     return np.searchsorted(starts, position, side="right") - 1, len(starts), input
 
 
-def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
+def one_hot(input: Tensor, num_classes: int = -1) -> Tensor:
     """[..., num_classes] i64 with 1 at each class (PyTorch's F.one_hot: i64 classes, non-negative and
     below num_classes; num_classes -1: the largest + 1)."""
-    if tensor.dtype.name != "i64":
+    if input.dtype.name != "i64":
         raise TypeError(
-            f"one_hot takes integer classes of dtype i64 (PyTorch's LongTensor), got {describe(tensor)}"
+            f"one_hot takes integer classes of dtype i64 (PyTorch's LongTensor), got {describe(input)}"
         )
-    values = tensor.payload if isinstance(tensor.payload, np.ndarray) else None
+    values = input.payload if isinstance(input.payload, np.ndarray) else None
     if num_classes == -1:
         if values is None:
             raise ValueError("one_hot of an abstract or traced tensor needs num_classes")
@@ -187,5 +187,5 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
             raise ValueError("one_hot: Can not infer total number of classes from empty tensor.")
         num_classes = int(values.max()) + 1
     # negative classes or ones >= num_classes raise ValueError, eagerly and compiled alike
-    classes = checked(tensor, num_classes, "one_hot", what="class")
+    classes = checked(input, num_classes, "one_hot", what="class")
     return (ops.unsqueeze(classes, -1) == ops.arange(0, num_classes)).cast("i64")

@@ -6,13 +6,13 @@ from ... import functions
 from ...tensor import Tensor
 
 
-def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """x @ weight.T + bias (PyTorch's F.linear: weight [out, in])."""
-    out = x @ weight.T
+    out = input @ weight.T
     return out if bias is None else out + bias
 
 
-def bilinear(x1: Tensor, x2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """y[..., o] = x1[..., i] weight[o, i, j] x2[..., j] (+ bias[o])."""
-    y = functions.einsum("...i,oij,...j->...o", x1, weight, x2)
+    y = functions.einsum("...i,oij,...j->...o", input1, weight, input2)
     return y if bias is None else y + bias

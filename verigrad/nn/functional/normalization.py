@@ -16,13 +16,13 @@ from ...shapes import Dim, DimLike, as_shape, shape_text
 from ...tensor import Tensor, describe
 
 
-def layer_norm(x: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+def layer_norm(input: Tensor, *args: Any, **kwargs: Any) -> Tensor:
     """Layer normalization over the last axis, or the last len(normalized_shape) axes:
     `layer_norm(x, weight=None, bias=None, eps=1e-5, normalized_shape=None)`, or PyTorch's order
     `layer_norm(x, normalized_shape, weight, bias, eps)`; a missing weight is ones, a missing bias zeros."""
     if args and isinstance(args[0], int | Dim | tuple | list):  # PyTorch's order: the shape first
         kwargs["normalized_shape"], args = args[0], args[1:]
-    return _layer_norm(x, *args, **kwargs)
+    return _layer_norm(input, *args, **kwargs)
 
 
 def _layer_norm(
@@ -49,7 +49,7 @@ def _layer_norm(
 
 
 def rms_norm(
-    x: Tensor, normalized_shape: Any, weight: Tensor | None = None, eps: float | None = None
+    input: Tensor, normalized_shape: Any, weight: Tensor | None = None, eps: float | None = None
 ) -> Tensor:
     """x * rsqrt(mean(x^2) + eps) * weight over the last len(normalized_shape) axes (PyTorch's order; a
     missing weight is ones, a missing eps the machine epsilon of x's dtype, as PyTorch's)."""
@@ -60,15 +60,15 @@ def rms_norm(
         )
     wanted = as_shape(normalized_shape)
     axes = len(wanted)
-    if not axes or tuple(x.shape[x.ndim - axes :]) != wanted or x.ndim < axes:
-        raise ShapeError(f"rms_norm over {shape_text(wanted)}, but the input is {describe(x)}")
+    if not axes or tuple(input.shape[input.ndim - axes :]) != wanted or input.ndim < axes:
+        raise ShapeError(f"rms_norm over {shape_text(wanted)}, but the input is {describe(input)}")
     if eps is None:
-        eps = float(np.finfo(x.dtype.np).eps)
-    lead, size = x.shape[: x.ndim - axes], math.prod(wanted, start=1)
-    flat = x if axes == 1 else x.reshape(*lead, size)
-    weight = ops.ones((size,), dtype=x.dtype) if weight is None else weight.reshape(size)
+        eps = float(np.finfo(input.dtype.np).eps)
+    lead, size = input.shape[: input.ndim - axes], math.prod(wanted, start=1)
+    flat = input if axes == 1 else input.reshape(*lead, size)
+    weight = ops.ones((size,), dtype=input.dtype) if weight is None else weight.reshape(size)
     out = ops.rms_norm(flat, weight, eps=eps)
-    return out if axes == 1 else out.reshape(x.shape)
+    return out if axes == 1 else out.reshape(input.shape)
 
 
 def batch_norm(
@@ -143,30 +143,34 @@ def _bessel(count: DimLike, dtype: Any) -> Tensor | float:
 
 
 def group_norm(
-    x: Tensor, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5
+    input: Tensor,
+    num_groups: int,
+    weight: Tensor | None = None,
+    bias: Tensor | None = None,
+    eps: float = 1e-5,
 ) -> Tensor:
     """x [N, C, ...] normalised over each group of C / num_groups channels (and the rest of the axes),
     with the biased variance, then scaled and shifted per channel (PyTorch's F.group_norm)."""
-    if x.ndim < 2:
-        raise ShapeError(f"group_norm takes [N, C, ...], got {shape_text(x.shape)}")
-    channels = x.shape[1]
+    if input.ndim < 2:
+        raise ShapeError(f"group_norm takes [N, C, ...], got {shape_text(input.shape)}")
+    channels = input.shape[1]
     if isinstance(channels, int) and (num_groups <= 0 or channels % num_groups):
         raise ShapeError(f"group_norm: {channels} channels do not split into {num_groups} groups")
-    if isinstance(x.shape[0], int) and x.shape[0] == 0:  # an empty batch: -1 would not be inferred
-        groups = x.reshape(0, num_groups, math.prod(x.shape[1:]) // num_groups)
+    if isinstance(input.shape[0], int) and input.shape[0] == 0:  # an empty batch: -1 would not be inferred
+        groups = input.reshape(0, num_groups, math.prod(input.shape[1:]) // num_groups)
     else:
-        groups = x.reshape(x.shape[0], num_groups, -1)
+        groups = input.reshape(input.shape[0], num_groups, -1)
     centered = groups - groups.mean(-1, keepdim=True)
     var = (centered * centered).mean(-1, keepdim=True)
-    y = (centered * (var + eps).rsqrt()).reshape(x.shape)
-    per_channel = (1, channels) + (1,) * (x.ndim - 2)
+    y = (centered * (var + eps).rsqrt()).reshape(input.shape)
+    per_channel = (1, channels) + (1,) * (input.ndim - 2)
     if weight is not None:
         y = y * weight.reshape(per_channel)
     return y if bias is None else y + bias.reshape(per_channel)
 
 
 def instance_norm(
-    x: Tensor,
+    input: Tensor,
     running_mean: Tensor | None = None,
     running_var: Tensor | None = None,
     weight: Tensor | None = None,
@@ -179,17 +183,17 @@ def instance_norm(
     and shifted per channel. With running statistics and use_input_stats, they move by `momentum`
     towards the batch's mean of the instances' means and unbiased variances; without use_input_stats,
     they normalise instead (PyTorch's F.instance_norm)."""
-    if x.ndim < 3:
-        raise ShapeError(f"instance_norm takes [N, C, ...], got {shape_text(x.shape)}")
-    channels = x.shape[1]
-    per_channel = (1, channels) + (1,) * (x.ndim - 2)
+    if input.ndim < 3:
+        raise ShapeError(f"instance_norm takes [N, C, ...], got {shape_text(input.shape)}")
+    channels = input.shape[1]
+    per_channel = (1, channels) + (1,) * (input.ndim - 2)
     if use_input_stats:
-        axes = tuple(range(2, x.ndim))
-        mean = x.mean(axes, keepdim=True)
-        centered = x - mean
+        axes = tuple(range(2, input.ndim))
+        mean = input.mean(axes, keepdim=True)
+        centered = input - mean
         var = (centered * centered).mean(axes, keepdim=True)
         if running_mean is not None and running_var is not None:
-            count = x.numel() // (x.shape[0] * channels)
+            count = input.numel() // (input.shape[0] * channels)
             with no_grad():
                 unbiased = var.detach() * (count / (count - 1) if count > 1 else 1.0)
                 running_mean.assign(running_mean * (1 - momentum) + mean.detach().mean((0, *axes)) * momentum)
@@ -197,7 +201,7 @@ def instance_norm(
     else:
         if running_mean is None or running_var is None:
             raise ValueError("instance_norm without use_input_stats needs running_mean and running_var")
-        centered = x - running_mean.reshape(per_channel)
+        centered = input - running_mean.reshape(per_channel)
         var = running_var.reshape(per_channel)
     y = centered * (var + eps).rsqrt()
     if weight is not None:
@@ -205,9 +209,9 @@ def instance_norm(
     return y if bias is None else y + bias.reshape(per_channel)
 
 
-def normalize(x: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
+def normalize(input: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
     """x / max(||x||_p, eps) along `dim` (PyTorch's F.normalize)."""
-    return x / functions.clamp(x.norm(p, dim=dim, keepdim=True), min=eps)
+    return input / functions.clamp(input.norm(p, dim=dim, keepdim=True), min=eps)
 
 
 def local_response_norm(

@@ -15,7 +15,7 @@ from ...tensor import Tensor
 PAD_MODES = ("constant", "reflect", "replicate", "circular")
 
 
-def pad(x: Tensor, pad: Sequence[int], mode: str = "constant", value: float | None = None) -> Tensor:
+def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float | None = None) -> Tensor:
     """PyTorch's F.pad: `pad` gives (before, after) pairs from the last axis backwards, so (1, 2) pads
     the last axis and (1, 2, 3, 4) the last two (the last by 1 and 2); a negative width removes that
     many elements instead. `mode`: "constant" (`value`, default 0), "reflect" (mirrored about the edge
@@ -25,38 +25,40 @@ def pad(x: Tensor, pad: Sequence[int], mode: str = "constant", value: float | No
     back where an element was copied."""
     if mode not in PAD_MODES:
         raise ValueError(f"pad: mode must be one of {', '.join(PAD_MODES)}, got {mode!r}")
-    if mode in ("reflect", "replicate") and x.dtype.name == "bool":
+    if mode in ("reflect", "replicate") and input.dtype.name == "bool":
         raise DTypeError(f"pad: mode {mode!r} of a bool tensor is not supported (as PyTorch); cast it first")
-    if len(pad) % 2 or len(pad) // 2 > x.ndim:
-        raise ValueError(f"pad needs (before, after) pairs for at most {x.ndim} axes, got {tuple(pad)}")
+    if len(pad) % 2 or len(pad) // 2 > input.ndim:
+        raise ValueError(f"pad needs (before, after) pairs for at most {input.ndim} axes, got {tuple(pad)}")
     if not all(isinstance(p, int) and not isinstance(p, bool) for p in pad):
         raise TypeError(f"pad: the widths must be ints, got {tuple(pad)}")
     pairs = [(pad[i], pad[i + 1]) for i in range(0, len(pad), 2)][::-1]
-    first = x.ndim - len(pairs)
-    for axis, (before, after) in zip(range(first, x.ndim), pairs):
-        if isinstance(x.shape[axis], int) and x.shape[axis] + before + after < 0:
+    first = input.ndim - len(pairs)
+    for axis, (before, after) in zip(range(first, input.ndim), pairs):
+        if isinstance(input.shape[axis], int) and input.shape[axis] + before + after < 0:
             raise ValueError(
-                f"pad: axis {axis} of size {x.shape[axis]} padded by {(before, after)} would have a "
+                f"pad: axis {axis} of size {input.shape[axis]} padded by {(before, after)} would have a "
                 "negative size"
             )
     if mode == "constant":
-        x = _crop(x, first, pairs)
+        input = _crop(input, first, pairs)
         widths = [(max(a, 0), max(b, 0)) for a, b in pairs]
-        return x.pad([(0, 0)] * first + widths, value=0.0 if value is None else value)
+        return input.pad([(0, 0)] * first + widths, value=0.0 if value is None else value)
     if value is not None and value != 0:
         raise ValueError(f'pad: padding mode "{mode}" doesn\'t take in value argument')
-    if x.ndim not in (len(pairs) + 1, len(pairs) + 2) or len(pairs) > 3:
+    if input.ndim not in (len(pairs) + 1, len(pairs) + 2) or len(pairs) > 3:
         raise NotImplementedError(
-            f"pad: padding size {len(pad)} is not supported for {x.ndim}D input in mode {mode!r}: 2 pads a "
-            "2D or 3D input, 4 a 3D or 4D one, 6 a 4D or 5D one"
+            f"pad: padding size {len(pad)} is not supported for {input.ndim}D input in mode {mode!r}: 2 pads "
+            "a 2D or 3D input, 4 a 3D or 4D one, 6 a 4D or 5D one"
         )
     if mode == "circular":  # wraps around what the negative widths leave
-        x = _crop(x, first, pairs)
+        input = _crop(input, first, pairs)
         pairs = [(max(a, 0), max(b, 0)) for a, b in pairs]
-    for axis, (before, after) in zip(range(first, x.ndim), pairs):
+    for axis, (before, after) in zip(range(first, input.ndim), pairs):
         if before or after:
-            x = ops.take(x, ops.from_numpy(_pad_positions(x.shape[axis], before, after, mode)), axis=axis)
-    return x
+            input = ops.take(
+                input, ops.from_numpy(_pad_positions(input.shape[axis], before, after, mode)), axis=axis
+            )
+    return input
 
 
 _pad = pad  # constant_pad_nd's argument `pad` hides the function

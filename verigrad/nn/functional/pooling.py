@@ -17,7 +17,7 @@ from ._windows import IntPair, as_2d, pair_1d, sizes_nd, unbatched
 
 
 def max_pool2d(
-    x: Tensor,
+    input: Tensor,
     kernel_size: IntPair,
     stride: IntPair | None = None,
     padding: IntPair = 0,
@@ -30,21 +30,21 @@ def max_pool2d(
     first maximum. ceil_mode keeps a last partial window; return_indices also gives each maximum's flat
     index h W + w (NCHW), for max_unpool2d; these and integer images (their dtype kept, as PyTorch's)
     take the gathered windows, where a window holding NaN gives its last NaN as PyTorch's."""
-    if x.ndim == 3:
+    if input.ndim == 3:
         return unbatched(
-            max_pool2d, x, kernel_size, stride, padding, dilation, ceil_mode, return_indices, layout
+            max_pool2d, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, layout
         )
-    if ceil_mode or return_indices or not (x.dtype.is_float or x.dtype.name == "bool"):
+    if ceil_mode or return_indices or not (input.dtype.is_float or input.dtype.name == "bool"):
         _nchw_only(layout, "max_pool2d with ceil_mode, return_indices or an integer image")
         return _max_pool_nd(
-            x, 2, kernel_size, stride, padding, dilation, ceil_mode, return_indices, "max_pool2d"
+            input, 2, kernel_size, stride, padding, dilation, ceil_mode, return_indices, "max_pool2d"
         )
     window = {"kernel": kernel_size, "stride": stride, "padding": padding, "dilation": dilation}
-    return ops.max_pool2d(x, **window, layout=layout)
+    return ops.max_pool2d(input, **window, layout=layout)
 
 
 def avg_pool2d(
-    x: Tensor,
+    input: Tensor,
     kernel_size: IntPair,
     stride: IntPair | None = None,
     padding: IntPair = 0,
@@ -55,10 +55,10 @@ def avg_pool2d(
 ) -> Tensor:
     """Window means, zero padding counted in the divisor (count_include_pad; else only the input's
     elements), or divided by divisor_override; ceil_mode keeps a last partial window (NCHW)."""
-    if x.ndim == 3:
+    if input.ndim == 3:
         return unbatched(
             avg_pool2d,
-            x,
+            input,
             kernel_size,
             stride,
             padding,
@@ -67,21 +67,21 @@ def avg_pool2d(
             divisor_override,
             layout,
         )
-    if not x.dtype.is_float:
+    if not input.dtype.is_float:
         _nchw_only(layout, "avg_pool2d of integers")
         options = (ceil_mode, count_include_pad, divisor_override)
-        return _avg_pool_nd(x, 2, kernel_size, stride, padding, *options, "avg_pool2d")
+        return _avg_pool_nd(input, 2, kernel_size, stride, padding, *options, "avg_pool2d")
     kernel_size, stride, padding, _ = _window_sizes(2, kernel_size, stride, padding, 1, "avg_pool2d")
     if ceil_mode or not count_include_pad or divisor_override is not None:
         _nchw_only(layout, "avg_pool2d with ceil_mode, count_include_pad=False or divisor_override")
         return pooling_options.avg_pool2d(
-            x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
+            input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
         )
-    return ops.avg_pool2d(x, kernel=kernel_size, stride=stride, padding=padding, layout=layout)
+    return ops.avg_pool2d(input, kernel=kernel_size, stride=stride, padding=padding, layout=layout)
 
 
 def max_pool1d(
-    x: Tensor,
+    input: Tensor,
     kernel_size: int,
     stride: int | None = None,
     padding: int = 0,
@@ -90,21 +90,21 @@ def max_pool1d(
     return_indices: bool = False,
 ) -> Any:
     """Window maxima of [N, C, L]: max_pool2d over [N, C, 1, L] (indices are positions along L)."""
-    if x.ndim == 2:
-        return unbatched(max_pool1d, x, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
-    if not x.dtype.is_float and not return_indices:
+    if input.ndim == 2:
+        return unbatched(max_pool1d, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+    if not input.dtype.is_float and not return_indices:
         raise TypeError(
-            f"max_pool1d of {x.dtype.name} needs return_indices=True (PyTorch has no other kernel)"
+            f"max_pool1d of {input.dtype.name} needs return_indices=True (PyTorch has no other kernel)"
         )
     options = (pair_1d(dilation, 1), ceil_mode, return_indices)
     out = max_pool2d(
-        ops.unsqueeze(x, 2), pair_1d(kernel_size, 1), pair_1d(stride, 1), pair_1d(padding, 0), *options
+        ops.unsqueeze(input, 2), pair_1d(kernel_size, 1), pair_1d(stride, 1), pair_1d(padding, 0), *options
     )
     return (out[0].squeeze(2), out[1].squeeze(2)) if return_indices else out.squeeze(2)
 
 
 def avg_pool1d(
-    x: Tensor,
+    input: Tensor,
     kernel_size: int,
     stride: int | None = None,
     padding: int = 0,
@@ -112,10 +112,10 @@ def avg_pool1d(
     count_include_pad: bool = True,
 ) -> Tensor:
     """Window means of [N, C, L] (zero padding counted in the divisor unless count_include_pad=False)."""
-    if x.ndim == 2:
-        return unbatched(avg_pool1d, x, kernel_size, stride, padding, ceil_mode, count_include_pad)
+    if input.ndim == 2:
+        return unbatched(avg_pool1d, input, kernel_size, stride, padding, ceil_mode, count_include_pad)
     window = (pair_1d(kernel_size, 1), pair_1d(stride, 1), pair_1d(padding, 0))
-    return as_2d(avg_pool2d, x, *window, ceil_mode, count_include_pad)
+    return as_2d(avg_pool2d, input, *window, ceil_mode, count_include_pad)
 
 
 def _window_sizes(
@@ -162,7 +162,7 @@ def _max_pool_nd(
 
 
 def max_pool3d(
-    x: Tensor,
+    input: Tensor,
     kernel_size: Any,
     stride: Any = None,
     padding: Any = 0,
@@ -172,11 +172,13 @@ def max_pool3d(
 ) -> Any:
     """Window maxima of [N, C, D, H, W] (or [C, D, H, W]); the gradient goes to each window's first maximum,
     whose flat index d H W + h W + w return_indices gives."""
-    return _max_pool_nd(x, 3, kernel_size, stride, padding, dilation, ceil_mode, return_indices, "max_pool3d")
+    return _max_pool_nd(
+        input, 3, kernel_size, stride, padding, dilation, ceil_mode, return_indices, "max_pool3d"
+    )
 
 
 def avg_pool3d(
-    x: Tensor,
+    input: Tensor,
     kernel_size: Any,
     stride: Any = None,
     padding: Any = 0,
@@ -187,7 +189,7 @@ def avg_pool3d(
     """Window means of [N, C, D, H, W] (or [C, D, H, W]) with PyTorch's divisors: the window clipped to
     the padded input (count_include_pad), or to the input, or `divisor_override`."""
     options = (ceil_mode, count_include_pad, divisor_override)
-    return _avg_pool_nd(x, 3, kernel_size, stride, padding, *options, "avg_pool3d")
+    return _avg_pool_nd(input, 3, kernel_size, stride, padding, *options, "avg_pool3d")
 
 
 def _avg_pool_nd(
@@ -246,48 +248,48 @@ def _adaptive_max(x: Tensor, nd: int, output_size: Any, return_indices: bool, wh
     return pooling_windows.max_pool(x, _adaptive_axes(x, nd, output_size, what), what, return_indices)
 
 
-def adaptive_avg_pool1d(x: Tensor, output_size: Any) -> Tensor:
+def adaptive_avg_pool1d(input: Tensor, output_size: Any) -> Tensor:
     """Means over PyTorch's adaptive windows of [N, C, L] (or [C, L])."""
-    return _adaptive_avg(x, 1, output_size, "adaptive_avg_pool1d")
+    return _adaptive_avg(input, 1, output_size, "adaptive_avg_pool1d")
 
 
-def adaptive_avg_pool2d(x: Tensor, output_size: Any, layout: str = "NCHW") -> Tensor:
+def adaptive_avg_pool2d(input: Tensor, output_size: Any, layout: str = "NCHW") -> Tensor:
     """Means over PyTorch's adaptive windows for an output_size grid (1 x 1: the global mean, any size;
     sizes that divide the input's: equal windows, one pooling call; others: the gathered windows)."""
     out_h, out_w = (output_size, output_size) if isinstance(output_size, int) else tuple(output_size)
-    h, w = x.shape[-2:] if layout == "NCHW" else x.shape[1:3]
+    h, w = input.shape[-2:] if layout == "NCHW" else input.shape[1:3]
     out_h, out_w = (h if out_h is None else out_h), (w if out_w is None else out_w)
-    if x.ndim == 4 and (out_h, out_w) == (1, 1):
-        return x.mean((2, 3) if layout == "NCHW" else (1, 2), keepdim=True)
-    if x.ndim == 4 and all(
+    if input.ndim == 4 and (out_h, out_w) == (1, 1):
+        return input.mean((2, 3) if layout == "NCHW" else (1, 2), keepdim=True)
+    if input.ndim == 4 and all(
         isinstance(d, int) and isinstance(o, int) and o > 0 and d % o == 0
         for d, o in ((h, out_h), (w, out_w))
     ):
         window = (h // out_h, w // out_w)
-        return avg_pool2d(x, window, window, layout=layout)
+        return avg_pool2d(input, window, window, layout=layout)
     _nchw_only(layout, "adaptive_avg_pool2d to sizes that do not divide the input's")
-    return _adaptive_avg(x, 2, (out_h, out_w), "adaptive_avg_pool2d")
+    return _adaptive_avg(input, 2, (out_h, out_w), "adaptive_avg_pool2d")
 
 
-def adaptive_avg_pool3d(x: Tensor, output_size: Any) -> Tensor:
+def adaptive_avg_pool3d(input: Tensor, output_size: Any) -> Tensor:
     """Means over PyTorch's adaptive windows of [N, C, D, H, W] (or [C, D, H, W])."""
-    return _adaptive_avg(x, 3, output_size, "adaptive_avg_pool3d")
+    return _adaptive_avg(input, 3, output_size, "adaptive_avg_pool3d")
 
 
-def adaptive_max_pool1d(x: Tensor, output_size: Any, return_indices: bool = False) -> Any:
+def adaptive_max_pool1d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:
     """Maxima over PyTorch's adaptive windows of [N, C, L]; return_indices: each maximum's position."""
-    return _adaptive_max(x, 1, output_size, return_indices, "adaptive_max_pool1d")
+    return _adaptive_max(input, 1, output_size, return_indices, "adaptive_max_pool1d")
 
 
-def adaptive_max_pool2d(x: Tensor, output_size: Any, return_indices: bool = False) -> Any:
+def adaptive_max_pool2d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:
     """Maxima over PyTorch's adaptive windows (NCHW); the gradient goes to each window's first maximum,
     whose flat index h W + w return_indices gives."""
-    return _adaptive_max(x, 2, output_size, return_indices, "adaptive_max_pool2d")
+    return _adaptive_max(input, 2, output_size, return_indices, "adaptive_max_pool2d")
 
 
-def adaptive_max_pool3d(x: Tensor, output_size: Any, return_indices: bool = False) -> Any:
+def adaptive_max_pool3d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:
     """Maxima over PyTorch's adaptive windows of [N, C, D, H, W]; indices d H W + h W + w."""
-    return _adaptive_max(x, 3, output_size, return_indices, "adaptive_max_pool3d")
+    return _adaptive_max(input, 3, output_size, return_indices, "adaptive_max_pool3d")
 
 
 def _lp_pool(x: Tensor, norm_type: float, nd: int, kernel_size: Any, stride: Any, ceil_mode: bool) -> Tensor:
@@ -307,24 +309,24 @@ def _lp_pool(x: Tensor, norm_type: float, nd: int, kernel_size: Any, stride: Any
 
 
 def lp_pool1d(
-    x: Tensor, norm_type: float, kernel_size: int, stride: int | None = None, ceil_mode: bool = False
+    input: Tensor, norm_type: float, kernel_size: int, stride: int | None = None, ceil_mode: bool = False
 ) -> Tensor:
     """The p-norm of each window of [N, C, L] (PyTorch's lp_pool1d)."""
-    return _lp_pool(x, norm_type, 1, kernel_size, stride, ceil_mode)
+    return _lp_pool(input, norm_type, 1, kernel_size, stride, ceil_mode)
 
 
 def lp_pool2d(
-    x: Tensor, norm_type: float, kernel_size: Any, stride: Any = None, ceil_mode: bool = False
+    input: Tensor, norm_type: float, kernel_size: Any, stride: Any = None, ceil_mode: bool = False
 ) -> Tensor:
     """The p-norm of each window of [N, C, H, W] (PyTorch's lp_pool2d)."""
-    return _lp_pool(x, norm_type, 2, kernel_size, stride, ceil_mode)
+    return _lp_pool(input, norm_type, 2, kernel_size, stride, ceil_mode)
 
 
 def lp_pool3d(
-    x: Tensor, norm_type: float, kernel_size: Any, stride: Any = None, ceil_mode: bool = False
+    input: Tensor, norm_type: float, kernel_size: Any, stride: Any = None, ceil_mode: bool = False
 ) -> Tensor:
     """The p-norm of each window of [N, C, D, H, W] (PyTorch's lp_pool3d)."""
-    return _lp_pool(x, norm_type, 3, kernel_size, stride, ceil_mode)
+    return _lp_pool(input, norm_type, 3, kernel_size, stride, ceil_mode)
 
 
 def _float_only(x: Tensor, what: str) -> None:
@@ -335,7 +337,7 @@ def _float_only(x: Tensor, what: str) -> None:
 
 
 def max_unpool1d(
-    x: Tensor,
+    input: Tensor,
     indices: Tensor,
     kernel_size: Any,
     stride: Any = None,
@@ -343,11 +345,11 @@ def max_unpool1d(
     output_size: Any = None,
 ) -> Tensor:
     """max_pool1d's values put back at their indices in zeros of the pooled-from length."""
-    return pooling_options.max_unpool(x, indices, 1, kernel_size, stride, padding, output_size)
+    return pooling_options.max_unpool(input, indices, 1, kernel_size, stride, padding, output_size)
 
 
 def max_unpool2d(
-    x: Tensor,
+    input: Tensor,
     indices: Tensor,
     kernel_size: IntPair,
     stride: IntPair | None = None,
@@ -355,11 +357,11 @@ def max_unpool2d(
     output_size: Any = None,
 ) -> Tensor:
     """max_pool2d's values put back at their indices in zeros of the pooled-from size (NCHW)."""
-    return pooling_options.max_unpool(x, indices, 2, kernel_size, stride, padding, output_size)
+    return pooling_options.max_unpool(input, indices, 2, kernel_size, stride, padding, output_size)
 
 
 def max_unpool3d(
-    x: Tensor,
+    input: Tensor,
     indices: Tensor,
     kernel_size: Any,
     stride: Any = None,
@@ -367,7 +369,7 @@ def max_unpool3d(
     output_size: Any = None,
 ) -> Tensor:
     """max_pool3d's values put back at their indices in zeros of the pooled-from size."""
-    return pooling_options.max_unpool(x, indices, 3, kernel_size, stride, padding, output_size)
+    return pooling_options.max_unpool(input, indices, 3, kernel_size, stride, padding, output_size)
 
 
 def _nchw_only(layout: str, what: str) -> None:

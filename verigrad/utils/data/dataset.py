@@ -102,6 +102,30 @@ class ConcatDataset(Dataset):
         return self.datasets[which][index - start]
 
 
+class StackDataset(Dataset):
+    """Datasets side by side (PyTorch's StackDataset): item i is (a[i], b[i], ...) for datasets given by
+    position, {"name": a[i], ...} for datasets given by name; all of one length."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if args and kwargs:
+            raise ValueError("StackDataset takes datasets by position (tuples) or by name (dicts), not both")
+        if not args and not kwargs:
+            raise ValueError("At least one dataset should be passed")
+        self.datasets: tuple | dict = args or kwargs
+        parts = list(args or kwargs.values())
+        self._length = len(parts[0])
+        if any(len(d) != self._length for d in parts):
+            raise ValueError("Size mismatch between datasets")
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, index: int) -> Any:
+        if isinstance(self.datasets, dict):
+            return {k: d[index] for k, d in self.datasets.items()}
+        return tuple(d[index] for d in self.datasets)
+
+
 class ChainDataset(IterableDataset):
     """Iterable datasets one after another."""
 

@@ -1,0 +1,141 @@
+"""Tensors from data: Python numbers and lists, NumPy arrays, buffers, DLPack capsules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import modes
+from ..dtypes import DType, as_dtype, bf16, from_numpy_dtype
+from ..tensor import Tensor
+from .factory_args import _grad, _placed
+from .movement import cast
+
+
+def tensor(
+    data: Any,
+    dtype: DType | str | None = None,
+    device: Any = None,
+    requires_grad: bool = False,
+    pin_memory: bool = False,
+) -> Tensor:
+    """A tensor holding a copy of `data` (nested lists, scalars, NumPy arrays or tensors).
+
+    Python floats give f32, ints i64, bools bool; NumPy arrays keep their dtype.
+    """
+    _placed("tensor", device)
+    if isinstance(data, Tensor):  # a copy of the stored values, in their dtype (bf16 bits too)
+        out = modes.current().constant(np.array(data._array("tensor()"), order="C"), data.dtype)
+    else:
+        array = np.array(data)
+        if array.dtype.kind not in "biuf":
+            raise TypeError(f"cannot make a tensor from {type(data).__name__} of {array.dtype}")
+        python = not isinstance(data, np.ndarray | np.generic)
+        if python and array.dtype == np.float64 and dtype is None:  # with a dtype: one rounding, to it
+            array = array.astype(np.float32)
+        if python and dtype is not None:
+            _fits(array, as_dtype(dtype))
+        out = from_numpy(array if array.flags.c_contiguous else array.copy())  # np.array copied it
+    if dtype is not None and as_dtype(dtype) is not out.dtype:
+        out = cast(out, dtype=as_dtype(dtype))
+    return _grad(out, requires_grad)
+
+
+def as_tensor(data: Any, dtype: DType | str | None = None, device: Any = None) -> Tensor:
+    """PyTorch's as_tensor: a tensor or NumPy array itself (sharing its memory) where its dtype is the one
+    asked for, else a tensor made as `tensor(data, dtype)`."""
+    _placed("as_tensor", device)
+    if isinstance(data, np.ndarray) and data.dtype.kind in "biuf":
+        data = from_numpy(data)
+    if not isinstance(data, Tensor):
+        return tensor(data, dtype)
+    return data if dtype is None or as_dtype(dtype) is data.dtype else cast(data, dtype=as_dtype(dtype))
+
+
+def asarray(
+    obj: Any,
+    *,
+    dtype: DType | str | None = None,
+    device: Any = None,
+    copy: bool | None = None,
+    requires_grad: bool | None = None,
+) -> Tensor:
+    """PyTorch's asarray: obj itself (a tensor, or a NumPy array whose memory it shares) where its dtype is
+    the one asked for and copy is not True, else a new tensor; copy=False refuses a conversion that needs
+    a copy. requires_grad defaults to obj's (PyTorch 2.13)."""
+    _placed("asarray", device)
+    out = as_tensor(obj, dtype)
+    shares = out is obj or (isinstance(obj, np.ndarray) and np.shares_memory(out.payload, obj))
+    if copy is False and not shares:
+        raise ValueError(f"asarray: copy=False, but {type(obj).__name__} needs a copy to become this tensor")
+    if copy and shares:
+        out = out.clone() if isinstance(obj, Tensor) else tensor(np.array(obj), dtype)
+    if requires_grad is None:
+        requires_grad = bool(getattr(obj, "requires_grad", False))
+    if requires_grad and not out.requires_grad:
+        out = out.requires_grad_()
+    return out.detach() if not requires_grad and out.requires_grad else out
+
+
+def frombuffer(
+    buffer: Any,
+    *,
+    dtype: DType | str,
+    count: int = -1,
+    offset: int = 0,
+    requires_grad: bool = False,
+) -> Tensor:
+    """PyTorch's frombuffer: a 1-D tensor viewing `count` elements (all by default) of an object with the
+    buffer protocol from byte `offset`, sharing its memory (a read-only buffer is viewed read-only)."""
+    dtype = as_dtype(dtype)
+    size = memoryview(buffer).nbytes
+    if size == 0 or count == 0:
+        raise ValueError(f"frombuffer: both buffer length ({size}) and count ({count}) must not be 0")
+    if not 0 <= offset < size:
+        raise ValueError(f"frombuffer: offset ({offset} bytes) must be in [0, buffer length ({size} bytes))")
+    if count < 0 and (size - offset) % dtype.itemsize:
+        raise ValueError(
+            f"frombuffer: buffer length ({size - offset} bytes) after offset ({offset} bytes) must be a "
+            f"multiple of element size ({dtype.itemsize})"
+        )
+    if count > 0 and offset + count * dtype.itemsize > size:
+        raise ValueError(
+            f"frombuffer: requested buffer length ({count} * {dtype.itemsize} bytes) after offset ({offset} "
+            f"bytes) must not be greater than actual buffer length ({size} bytes)"
+        )
+    array = np.frombuffer(buffer, dtype=np.uint16 if dtype is bf16 else dtype.np, count=count, offset=offset)
+    return modes.current().constant(array, dtype).requires_grad_(requires_grad)
+
+
+def _fits(array: np.ndarray, dtype: DType, where: str = "tensor()") -> None:
+    """PyTorch's check of Python numbers for an integer dtype: a signed one must hold them, an unsigned
+    one their magnitudes (-1 wraps to 255 in u8, 300 is refused in i8)."""
+    if dtype.kind not in "iu" or array.dtype.kind not in "iu" or not array.size:
+        return
+    top = np.iinfo(dtype.np).max
+    low = np.iinfo(dtype.np).min if dtype.kind == "i" else -top
+    if array.min() < low or array.max() > top:
+        raise ValueError(f"{where}: a value cannot be converted to {dtype.name} without overflow")
+
+
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A tensor sharing `array`'s memory (uint16 widens to i32, uint32 and uint64 to i64, with a copy)."""
+    if isinstance(array, np.generic):  # a NumPy scalar: a 0-d array holding its value
+        array = np.asarray(array)
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy takes a NumPy array, got {type(array).__name__}; use verigrad.tensor")
+    dtype = from_numpy_dtype(array.dtype)
+    if array.dtype != dtype.np:
+        array = array.astype(dtype.np)
+    return modes.current().constant(array, dtype)
+
+
+def from_dlpack(obj: Any) -> Tensor:
+    """A tensor sharing the memory of any object that implements the DLPack protocol."""
+    return from_numpy(np.from_dlpack(obj))
+
+
+def _torch_dtype(t: Any, dtype: DType) -> Any:
+    """The PyTorch dtype of `dtype` (for the torch lambdas the parity suite calls)."""
+    return t.bfloat16 if dtype is bf16 else getattr(t, dtype.np.name)
