@@ -53,8 +53,8 @@ _SUBMODULES = (
     "activations", "adaptive", "attention", "attention_functional", "backward_hooks", "channel_shuffle",
     "compiled", "containers", "convolution", "distance", "dropout", "embedding", "flatten", "functional",
     "init", "lazy", "linear", "linear_cross_entropy", "losses", "module", "normalization", "padding",
-    "parallel", "pixel_shuffle", "pooling", "quant", "recurrent", "resampling", "transformer", "uninitialized",
-    "utils",
+    "parallel", "pixel_shuffle", "pooling", "quant", "recurrent", "resampling", "transformer",
+    "uninitialized", "utils",
 )  # fmt: skip
 __getattr__, __dir__ = _lazy.attach(__name__, _lazy.table(_FAMILIES, _SUBMODULES))
 
