@@ -10,12 +10,13 @@ Protocol: one JSON line in, `{"loader": NAME, "path": FILE, "args": {...}}`; one
 from __future__ import annotations
 
 import functools
+import io
 import json
 import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stderr
 from pathlib import Path
 from typing import Any
 
@@ -66,19 +67,31 @@ def load_model(path: Path, tokens: int = 3) -> None:
 
 
 def quantize(path: Path, out: str, type_name: str) -> None:
-    """`quantize_gguf(path, out)`: a refusal leaves no `out`; a written `out` loads as a model."""
-    from verigrad.io.gguf_quantize import quantize_gguf
+    """`verigrad quantize path out --type type_name`: a refusal is one line naming the input and leaves no
+    `out`; a written `out` loads and runs as a model where the input does."""
+    from verigrad.cli import main
 
     target = Path(out)
     target.unlink(missing_ok=True)
-    try:
-        quantize_gguf(path, target, type_name)
-    except VerigradError:
+    errors = io.StringIO()
+    with redirect_stderr(errors):
+        status = main(["quantize", str(path), out, "--type", type_name])
+    if status:
         no_file(target)
-        raise
+        message = errors.getvalue().strip()
+        if str(path) not in message or "\n" in message:
+            raise Wrong(f"exit status {status}, the error does not name the file in one line: {message}")
+        raise Refused(message)
     if not target.is_file():
-        raise Wrong(f"quantize_gguf returned without writing {target}")
-    load_model(target, tokens=1)
+        raise Wrong(f"the command ended well without writing {target}")
+    try:
+        load_model(target, tokens=1)
+    except VerigradError as e:  # fine where the input does not load either (it has no tokenizer)
+        try:
+            load_model(path, tokens=1)
+        except VerigradError:
+            return
+        raise Wrong(f"the input loads, its quantized output is refused: {e}") from None
 
 
 def resume(path: Path, command: str, config: dict[str, Any], cache: str = "") -> None:
