@@ -41,9 +41,10 @@ def load_gguf(path: str | os.PathLike, activations: str = "f32") -> tuple[Langua
 
 def check_gguf_model(gguf: GGUFFile, tokenizer: bool = True) -> tuple[type[Llama], Tokenizer | None]:
     """Everything `load_gguf` checks before it reads a weight: the architecture, the tokenizer (with
-    `tokenizer=False`, only where the file names its model), the hyperparameters, every tensor's name, shape and
-    type, the tokenizer's ids within the embedding. Returns the model's class and the tokenizer (None
-    where it was not required and the file has none); a WeightFileError names the file and the fault."""
+    `tokenizer=False`, only where the file names its model), the hyperparameters, every tensor's name,
+    shape and type, the tokenizer's ids within the embedding. Returns the model's class and the
+    tokenizer (None where it was not required and the file has none); a WeightFileError names the file
+    and the fault."""
     from .gemma import GEMMA_VARIANTS, Gemma
     from .llama import GGUF_VARIANTS, Llama
 
