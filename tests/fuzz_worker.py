@@ -35,13 +35,14 @@ class Refused(VerigradError):
 
 
 @contextmanager
-def value_errors_naming(path: Path) -> Iterator[None]:
+def value_errors_naming(text: str) -> Iterator[None]:
+    """A ValueError whose message holds `text` (the file's path) as a Refused."""
     try:
         yield
     except VerigradError:
         raise
     except ValueError as e:
-        if str(path) not in str(e):
+        if text not in str(e):
             raise
         raise Refused(str(e)) from None
 
@@ -99,7 +100,7 @@ def resume(path: Path, command: str, config: dict[str, Any], cache: str = "") ->
     the run folder holding the checkpoint `path`, then one training step."""
     from verigrad.cli import finetune_trainer, lm_trainer
 
-    with value_errors_naming(path):
+    with value_errors_naming(str(path)):
         if command == "lm":
             trainer = lm_trainer
             run = trainer.prepare(trainer.LMTrainConfig(**config), resume=True, cache=cache)
@@ -108,7 +109,7 @@ def resume(path: Path, command: str, config: dict[str, Any], cache: str = "") ->
             run = trainer.prepare(trainer.FinetuneConfig(**config), resume=True)
     run.config.steps = run.start + 1
     run.config.eval_every = run.config.save_every = 10**6
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"), value_errors_naming("training diverged, no checkpoint written"):
         trainer.train(run)
     if not isinstance(run.history["loss"][-1], float):
         raise Wrong(f"the step's loss is {run.history['loss'][-1]!r}")
@@ -121,7 +122,7 @@ def finetune_data(path: Path, tokenizer: str, context: int = 64) -> None:
     from verigrad.io.tokenizer import Tokenizer
 
     tok = Tokenizer.from_gguf(read_gguf(tokenizer))
-    with value_errors_naming(path):
+    with value_errors_naming(str(path)):
         examples, _ = prepare_examples(str(path), tok, context)
     for example in examples:
         ids = np.asarray(example.ids)

@@ -74,7 +74,7 @@ def test_fuzzed_data_gives_examples_or_an_error_naming_the_line(files, tmp_path)
             path = tmp_path / f"case-{i}.jsonl"
             path.write_bytes(mutated(blob, random.Random(i)))
             outcome = worker.run("finetune_data", path, tokenizer=str(tokenizer))
-            named = f"--data {path}, " in outcome.detail
+            named = f"--data {path}" in outcome.detail
             if not (outcome.kind == "loaded" or (outcome.kind == "refused" and named)):
                 failures.append(f"case {i}: {outcome.kind} {outcome.detail[:300]}")
     assert not failures, "\n".join(failures)

@@ -120,6 +120,9 @@ def test_fuzzed_checkpoints_resume_or_are_refused_naming_the_file(runs, command,
                 "resume", target, command=command, config=dict(config, out=str(out)), cache=cache
             )
             named = str(target) in outcome.detail
+            # finite values no check can call wrong (a norm weight of 3e38) overflow in the first step: the
+            # trainer stops there, writing nothing
+            named = named or "training diverged, no checkpoint written" in outcome.detail
             if outcome.kind == "loaded" or (
                 outcome.kind == "refused" and named and len(outcome.detail) < 1500
             ):
