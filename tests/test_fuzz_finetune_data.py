@@ -1,7 +1,7 @@
 """Fuzzed JSONL fine-tuning data (`verigrad finetune --data`): each file gives examples whose ids are in the
 vocabulary, or a ValueError naming the file and the line; never a crash, a hang or another exception
 (UnicodeDecodeError, RecursionError, or a data fault blamed on the model file). Each case runs in a
-subprocess (tests/fuzz_worker.py). VERIGRAD_FUZZ_CASES sets the random cases (default 40)."""
+subprocess (tests/fuzz_worker.py). VERIGRAD_FUZZ_CASES sets the random cases (default 30)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from lm_fakes import write_tokenizer_gguf
 from verigrad.cli.finetune_data import prepare_examples
 from verigrad.io.tokenizer import Tokenizer
 
-CASES = int(os.environ.get("VERIGRAD_FUZZ_CASES", "40"))
+CASES = int(os.environ.get("VERIGRAD_FUZZ_CASES", "30"))
 SNIPPETS = [
     b"\xff",
     b"\xc3",

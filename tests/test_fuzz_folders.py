@@ -6,7 +6,7 @@ Mutations (seeded): a config value replaced by one of another type or an extreme
 tokenizer's vocabulary and merges made inconsistent (ids repeated, negative, past the embedding; merges of
 unknown tokens; fields of the wrong type); the safetensors header's dtypes, shapes and offsets changed;
 any of the three files cut, flipped or replaced by hostile JSON. VERIGRAD_FUZZ_CASES sets the cases
-(default 30).
+(default 20).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import pytest
 from fuzz_worker import FuzzWorker
 from test_architectures import SMALL, _save_folder, _state
 
-CASES = int(os.environ.get("VERIGRAD_FUZZ_CASES", "30"))
+CASES = int(os.environ.get("VERIGRAD_FUZZ_CASES", "20"))
 VALUES: list[Any] = [None, -1, 0, 1, 3, 2**31, 2**63, 10**30, 0.5, -0.0, 1e308, "x", "", True, [], {}, [1, 2]]
 VALUES += [float("nan"), float("inf"), {"type": "linear", "factor": 0.0}, ["a"] * 3]
 HOSTILE_FILES = [b"", b"{", b"[" * 100_000, b"\xff\xfe{}", b"null", b"[]", b'{"a": NaN}', b"1" + b"0" * 5000]

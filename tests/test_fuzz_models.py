@@ -8,7 +8,7 @@ that loads.
 Seeds: llama_gguf's tiny Llama (Q8_0, Q4_1 and Q5_0 matrices) and Qwen2/Qwen3 models with its tokenizer.
 Mutations (seeded): a header number (count, length, value type, dim, tensor type, offset, hyperparameter)
 set to an edge value, a metadata value replaced by one of another type, bytes flipped, the file cut.
-VERIGRAD_FUZZ_CASES sets the cases per seed (default 16).
+VERIGRAD_FUZZ_CASES sets the cases per seed (default 8).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from llama_gguf import write_llama_gguf
 from lm_fakes import add_tokenizer
 from test_architectures import FLAGS, SMALL, _gguf_name, _state
 
-CASES = int(os.environ.get("VERIGRAD_FUZZ_CASES", "16"))
+CASES = int(os.environ.get("VERIGRAD_FUZZ_CASES", "8"))
 EDGES = [0, 1, 2, 3, 31, 255, 2**16, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**40, 2**63, 2**64 - 1]
 T = gguf.GGUFValueType
 HOSTILE_VALUES: list[tuple[Any, T, T | None]] = [

@@ -4,7 +4,7 @@ the checkpoint; never a crash, a hang, another exception or a step on tensors of
 
 The runs are the test's own (a 1-layer GPT on a written corpus, LoRA on llama_gguf's tiny model); the
 mutations are seeded: metadata values replaced by hostile JSON, tensors reshaped, retyped, dropped, added
-or renamed, and the file's bytes flipped or cut. VERIGRAD_FUZZ_CASES sets the cases per test (default 24).
+or renamed, and the file's bytes flipped or cut. VERIGRAD_FUZZ_CASES sets the cases per test (default 12).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from verigrad.cli import lm_trainer
 from verigrad.io import load
 from verigrad.io.safetensors_format import read_metadata, safetensors_bytes
 
-CASES = int(os.environ.get("VERIGRAD_FUZZ_CASES", "24"))
+CASES = int(os.environ.get("VERIGRAD_FUZZ_CASES", "12"))
 HOSTILE_JSON = [
     "null",
     "[]",

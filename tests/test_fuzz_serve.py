@@ -15,7 +15,7 @@ from test_serve_http import KEY, MODEL, model_path, server  # noqa: F401  (fixtu
 
 httpx = pytest.importorskip("httpx")
 
-CASES = int(os.environ.get("VERIGRAD_FUZZ_CASES", "60"))
+CASES = int(os.environ.get("VERIGRAD_FUZZ_CASES", "40"))
 FUZZ = settings(
     max_examples=CASES,
     deadline=None,
