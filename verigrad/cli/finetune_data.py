@@ -35,10 +35,15 @@ def read_jsonl(path: str | Path) -> list[list[dict[str, str]]]:
     if not path.is_file():
         raise ValueError(f"--data {path}: no such file")
     out = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            where = f"--data {path}, line {number}"
+            try:
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as e:
+                raise ValueError(f"{where}: not UTF-8 text ({e.reason} at byte {e.start})") from None
             if line.strip():
-                out.append(_messages(line, f"--data {path}, line {number}"))
+                out.append(_messages(line, where))
     if not out:
         raise ValueError(f"--data {path}: no examples in it (one JSON object a line)")
     return out
@@ -49,13 +54,17 @@ def _messages(line: str, where: str) -> list[dict[str, str]]:
         item = json.loads(line)
     except ValueError as e:
         raise ValueError(f"{where}: not JSON ({e})") from None
+    except RecursionError:
+        raise ValueError(f"{where}: JSON nested too deeply") from None
     if isinstance(item, dict) and set(item) >= {"prompt", "completion"}:
         if not all(isinstance(item[k], str) for k in ("prompt", "completion")):
             raise ValueError(f"{where}: prompt and completion must be strings")
-        return [
-            {"role": "user", "content": item["prompt"]},
-            {"role": "assistant", "content": item["completion"]},
-        ]
+        item = {
+            "messages": [
+                {"role": "user", "content": item["prompt"]},
+                {"role": "assistant", "content": item["completion"]},
+            ]
+        }
     messages = item.get("messages") if isinstance(item, dict) else None
     if not isinstance(messages, list) or not messages:
         raise ValueError(
@@ -65,9 +74,19 @@ def _messages(line: str, where: str) -> list[dict[str, str]]:
     for m in messages:
         if not (isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)):
             raise ValueError(f"{where}: a message is {{'role': str, 'content': str}}, got {str(m)[:60]!r}")
+        if not (_is_unicode(m["role"]) and _is_unicode(m["content"])):
+            raise ValueError(f"{where}: a message holds a lone surrogate (\\ud800-\\udfff): not Unicode text")
     if not any(m["role"] == "assistant" for m in messages):
         raise ValueError(f"{where}: no assistant message, so nothing to learn from")
     return messages
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def encode_chat(tokenizer: Any, messages: list[dict[str, str]], where: str = "") -> Example:

@@ -46,6 +46,7 @@ from ..optim import AdamW, Optimizer
 from .finetune_data import IGNORE, ChatBatches, Example, prepare_examples, rows, split
 from .train_loop import (
     accumulated_step,
+    check_checkpoint,
     check_options,
     check_token_step,
     evaluating,
@@ -274,9 +275,8 @@ def restore(run: FinetuneRun, path: Path, meta: dict[str, Any]) -> None:
     """Put the checkpoint's weights, optimizer state, step, generator state and history into `run`."""
     tensors = load(path)
     params = trainable(run.model)
+    check_checkpoint(path, tensors, params, run.optimizer, meta)
     weights = {k: v for k, v in tensors.items() if not k.startswith("optimizer.")}
-    if set(weights) != set(params):
-        raise WeightFileError(f"{path}: its weights are not those of this run's model")
     with no_grad():
         for name, value in weights.items():
             params[name].assign(value)

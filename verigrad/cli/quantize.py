@@ -36,13 +36,16 @@ def run_quantize(args: argparse.Namespace) -> int:
 
     from ..io.gguf import read_gguf
     from ..io.gguf_quantize import plan, quantize_gguf
+    from ..models.catalog import check_gguf_model
 
     source, target = Path(args.input), Path(args.output)
     if target.is_dir():
         raise ValueError(f"{target}: is a folder; name the GGUF file to write")
     if target.exists() and source.exists() and os.path.samefile(source, target):
         raise ValueError(f"{target}: is the input file; name another output")
-    steps = plan(read_gguf(source), args.type, args.pure)  # refuses a bad file before any work
+    gguf = read_gguf(source)
+    check_gguf_model(gguf, tokenizer=False)  # a file verigrad could not load is refused before any work
+    steps = plan(gguf, args.type, args.pure)
     console = Console(stderr=True)
     requantized = sorted({s.tensor.qtype for s in steps if s.requantized})
     if requantized:

@@ -22,7 +22,6 @@ import numpy as np
 from ..backends import backend, set_threads
 from ..backends.threads import MAX_THREADS
 from ..compile import compile as compile_fn
-from ..errors import WeightFileError
 from ..io import load
 from ..io.safetensors_format import read_metadata
 from ..nn.utils import clip_grad_norm_
@@ -30,6 +29,7 @@ from ..ops import from_numpy
 from ..ops.creation import default_generator
 from ..optim import Optimizer
 from ..shapes import dims, spec
+from .checkpoint_checks import check_groups, check_tensors, decoded_meta
 
 
 def check_options(config: Any, *positive: str) -> None:
@@ -207,10 +207,20 @@ def model_tensors(tensors: dict[str, Any]) -> dict[str, Any]:
 
 def restore(run: Any, path: Any, meta: dict[str, Any]) -> None:
     """Put the checkpoint's weights (into `run.model`), optimizer state, step, generator state and history
-    into `run`; `meta`: its metadata, JSON decoded."""
+    into `run`; `meta`: its metadata, JSON decoded. The whole file is checked first (`checkpoint_checks`)."""
     tensors = load(path)
+    check_checkpoint(path, tensors, run.model.state_dict(), run.optimizer, meta)
     run.model.load_state_dict(model_tensors(tensors))
     restore_loop_state(run, tensors, meta)
+
+
+def check_checkpoint(
+    path: Any, tensors: dict[str, Any], model: dict[str, Any], optimizer: Optimizer, meta: dict[str, Any]
+) -> None:
+    """The checkpoint's tensors (`model`: the run's tensors it must hold) and optimizer groups checked
+    against this run's before anything is restored; a WeightFileError naming `path` and the fault."""
+    check_tensors(path, tensors, model, optimizer)
+    check_groups(path, meta["param_groups"], optimizer)
 
 
 def restore_loop_state(run: Any, tensors: dict[str, Any], meta: dict[str, Any]) -> None:
@@ -235,13 +245,7 @@ def restore_loop_state(run: Any, tensors: dict[str, Any], meta: dict[str, Any]) 
 def read_checkpoint_meta(path: Any, model: str, command: str) -> dict[str, Any]:
     """A trainer's checkpoint metadata, decoded; a file whose `model` is not `model` (not one of
     `command`'s) is refused."""
-    meta = read_metadata(path)
-    if meta.get("model") != model:
-        raise WeightFileError(f"{path}: not a checkpoint of `{command}`")
-    try:
-        return {k: (v if k == "model" else json.loads(v)) for k, v in meta.items()}
-    except ValueError:
-        raise WeightFileError(f"{path}: its metadata is not valid JSON") from None
+    return decoded_meta(path, read_metadata(path), model, command)
 
 
 # resuming ------------------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ from gguf import GGMLQuantizationType, GGUFValueType, GGUFWriter, LlamaFileType
 
 from ..errors import WeightFileError
 from ..ops.quant import FORMATS
-from .gguf import GGUFFile, GGUFTensor, _CheckedReader, read_gguf
+from .gguf import GGUFFile, GGUFTensor, _CheckedReader, read_gguf, shown
 from .gguf_writer import write_gguf
 from .quantizers import quantize
 
@@ -115,10 +115,10 @@ class _Rules:
     def __init__(self, name: str, source: GGUFFile) -> None:
         self.name = name
         arch = source.arch
-        heads = int(source.get(f"{arch}.attention.head_count", 1) or 1)
-        kv_heads = int(source.get(f"{arch}.attention.head_count_kv", heads) or heads)
-        self.gqa = heads // max(kv_heads, 1)
-        self.n_layer = int(source.get(f"{arch}.block_count", 0) or 0)
+        heads = _count(source, f"{arch}.attention.head_count", 1) or 1
+        kv_heads = _count(source, f"{arch}.attention.head_count_kv", heads) or heads
+        self.gqa = heads // kv_heads
+        self.n_layer = _count(source, f"{arch}.block_count", 0)
         names = source.tensors
         self.tied = "output.weight" not in names
         self.n_attn_v = sum(1 for n in names if re.search(r"attn_(v|qkv|kv_b)\.weight", n))
@@ -157,6 +157,14 @@ class _Rules:
         if "attn_output.weight" in name:
             return {"q2_k": "q3_k", "q3_k_m": "q4_k"}.get(t, qtype)
         return qtype
+
+
+def _count(source: GGUFFile, key: str, default: int) -> int:
+    """A hyperparameter the mixture rules read: a non-negative integer, else a WeightFileError."""
+    value = source.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise WeightFileError(f"{source.path}: {key} is {shown(value)}; the mixture rules need a count")
+    return value
 
 
 def _fallback(qtype: str, k: int) -> str:

@@ -36,6 +36,8 @@ def read_config(folder: str | os.PathLike, required: Iterable[str]) -> dict[str,
         config = json.loads(path.read_text())
     except FileNotFoundError:
         raise WeightFileError(f"{path}: no such file (a Hugging Face model folder has one)") from None
+    except RecursionError:
+        raise WeightFileError(f"{path}: not a readable JSON file (nested too deeply)") from None
     except (OSError, ValueError) as e:
         raise WeightFileError(f"{path}: not a readable JSON file ({e})") from None
     if not isinstance(config, dict):
@@ -209,6 +211,8 @@ def read_folder_tensors(
     path = folder / INDEX
     try:
         index = json.loads(path.read_text())
+    except RecursionError:
+        raise WeightFileError(f"{path}: not a readable JSON file (nested too deeply)") from None
     except (OSError, ValueError) as e:
         raise WeightFileError(f"{path}: not a readable JSON file ({e})") from None
     weight_map = index.get("weight_map") if isinstance(index, dict) else None

@@ -96,7 +96,7 @@ def read_metadata(path: Path) -> dict[str, str]:
         text = f.read(size)
     try:
         header = json.loads(text) if len(text) == size else None
-    except (UnicodeDecodeError, ValueError):
+    except (ValueError, RecursionError):
         header = None
     if not isinstance(header, dict):
         raise WeightFileError(f"{path}: not a safetensors file (its header is not a JSON object)")

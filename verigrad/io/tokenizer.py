@@ -33,7 +33,7 @@ from .byte_level import (
     token_bytes,
     unspellable,
 )
-from .gguf import GGUFFile, StringArray, read_gguf
+from .gguf import GGUFFile, StringArray, read_gguf, shown
 
 if TYPE_CHECKING:  # the library is imported where a tokenizer of it is made (its memory: only then)
     from tokenizers import AddedToken
@@ -284,15 +284,16 @@ class Tokenizer:
         with `<|endoftext|>` as BOS and EOS unless `config.json` says otherwise (a list of EOS ids: the
         first is EOS, all end a text). BOS is added as transformers adds it."""
         folder = Path(folder)
-        config = _read_json(folder / "config.json") if (folder / "config.json").is_file() else {}
+        config = _read_json(folder / "config.json", dict) if (folder / "config.json").is_file() else {}
         tok_config = (
-            _read_json(folder / "tokenizer_config.json")
+            _read_json(folder / "tokenizer_config.json", dict)
             if (folder / "tokenizer_config.json").is_file()
             else {}
         )
         from tokenizers import Tokenizer as _Backend
 
         if (folder / "tokenizer.json").is_file():
+            _checked_ids(_read_json(folder / "tokenizer.json", dict), folder / "tokenizer.json")
             try:
                 backend = _Backend.from_file(str(folder / "tokenizer.json"))
             except Exception as e:  # the library's own parse error, as one line
@@ -301,6 +302,7 @@ class Tokenizer:
                 ) from None
         elif (folder / "vocab.json").is_file() and (folder / "merges.txt").is_file():
             vocab = _read_json(folder / "vocab.json")
+            _checked_ids({"model": {"vocab": vocab}}, folder / "vocab.json")
             lines = (folder / "merges.txt").read_text(encoding="utf-8").splitlines()
             merges = [m for m in lines if m and not m.startswith("#version")]
             backend = _bpe(vocab, _split_merges(merges, str(folder / "merges.txt")), str(folder))
@@ -632,8 +634,34 @@ def _split_merges(merges: list[str], source: str) -> list[tuple[str, str]]:
     return pairs  # type: ignore[return-value]
 
 
-def _read_json(path: Path) -> Any:
+def _read_json(path: Path, kind: type = object) -> Any:
+    """The JSON file at `path`, a `kind` (dict: an object), else a WeightFileError naming it."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except RecursionError:
+        raise WeightFileError(f"{path}: cannot read it as JSON: nested too deeply") from None
     except (OSError, ValueError) as e:
         raise WeightFileError(f"{path}: cannot read it as JSON: {e}") from None
+    if not isinstance(value, kind):
+        expected = "object" if kind is dict else kind.__name__
+        raise WeightFileError(f"{path}: expected a JSON {expected}, found {type(value).__name__}")
+    return value
+
+
+def _checked_ids(spec: Any, path: Path) -> None:
+    """A tokenizer.json's ids checked before the tokenizers library reads it (it allocates a table up to
+    the largest id: 2**31 in a fuzzed file took gigabytes and aborted the process): integers, each below
+    twice the count of tokens the file lists (real files number them 0..n-1)."""
+    model = spec.get("model") if isinstance(spec, dict) else None
+    vocab = model.get("vocab") if isinstance(model, dict) else None
+    added = spec.get("added_tokens") if isinstance(spec, dict) else None
+    added = added if isinstance(added, list) else []
+    ids = [entry.get("id") if isinstance(entry, dict) else None for entry in added]
+    ids += list(vocab.values()) if isinstance(vocab, dict) else []
+    bound = 2 * len(ids) + 1024
+    for i in ids:
+        if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < bound:
+            raise WeightFileError(
+                f"{path}: token id {shown(i)} is not an integer in 0..{bound - 1} "
+                f"(the file lists {len(ids)} tokens)"
+            )

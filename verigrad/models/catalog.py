@@ -13,14 +13,18 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import WeightFileError
-from ..io.gguf import drop_header_pages, read_gguf, shown
+from ..io.gguf import GGUFFile, drop_header_pages, read_gguf, shown
 from ..io.hf import INDEX, read_config
 from ..io.tokenizer import Tokenizer
 from .fetch import fetch
 from .gpt import is_run_folder, load_run
 from .lm import LanguageModel
+
+if TYPE_CHECKING:
+    from .llama import Llama
 
 ACTIVATIONS = ("f32", "q8")
 
@@ -30,29 +34,48 @@ Loader = Callable[[str], tuple[LanguageModel, Tokenizer]]
 def load_gguf(path: str | os.PathLike, activations: str = "f32") -> tuple[LanguageModel, Tokenizer]:
     """A Llama, Qwen2, Qwen3, Phi-3, Gemma 2 or Gemma 3 GGUF file: the model (quantized matmuls on
     `activations`) and its tokenizer."""
+    gguf = read_gguf(path)
+    family, tokenizer = check_gguf_model(gguf)
+    model = family.from_gguf(gguf, activations=activations)
+    drop_header_pages(gguf)  # what the tokenizer and the model read of it, they hold
+    return model, tokenizer  # type: ignore[return-value]
+
+
+def check_gguf_model(gguf: GGUFFile, tokenizer: bool = True) -> tuple[type[Llama], Tokenizer | None]:
+    """Everything `load_gguf` checks before it reads a weight: the architecture, the tokenizer (with
+    `tokenizer=False`, only where the file names its model), the hyperparameters, every tensor's name,
+    shape and type, the tokenizer's ids within the embedding. Returns the model's class and the
+    tokenizer (None where it was not required and the file has none); a WeightFileError names the file
+    and the fault."""
     from .gemma import GEMMA_VARIANTS, Gemma
     from .llama import GGUF_VARIANTS, Llama
 
-    gguf = read_gguf(path)
     if gguf.arch not in GGUF_VARIANTS and gguf.arch not in GEMMA_VARIANTS:
         raise WeightFileError(
             f"{gguf.path}: architecture {shown(gguf.arch)} is not supported "
             f"(verigrad runs {', '.join([*GGUF_VARIANTS, *GEMMA_VARIANTS])})"
         )
-    tokenizer = Tokenizer.from_gguf(gguf)  # first: a bad tokenizer fails before the weights load
+    has_tokenizer = tokenizer or "tokenizer.ggml.model" in gguf.metadata
+    words = Tokenizer.from_gguf(gguf) if has_tokenizer else None  # first: it fails before the weights load
     family = Gemma if gguf.arch in GEMMA_VARIANTS else Llama
-    model = family.from_gguf(gguf, activations=activations)
-    drop_header_pages(gguf)  # what the tokenizer and the model read of it, they hold
-    return _matched(model, tokenizer, str(gguf.path))
+    config, _ = family.checked_gguf(gguf)
+    if words is not None:
+        _check_vocab(words.vocab_size, config.vocab_size, str(gguf.path))
+    return family, words
+
+
+def _check_vocab(tokens: int, embedded: int, source: str) -> None:
+    """Refuse a tokenizer that makes ids the model has no embedding for."""
+    if tokens > embedded:
+        raise WeightFileError(
+            f"{source}: the tokenizer has {tokens} tokens but the model embeds "
+            f"{embedded}: ids {embedded} and above would have no embedding"
+        )
 
 
 def _matched(model: LanguageModel, tokenizer: Tokenizer, source: str) -> tuple[LanguageModel, Tokenizer]:
     """(model, tokenizer), refused if the tokenizer makes ids the model has no embedding for."""
-    if tokenizer.vocab_size > model.vocab_size:
-        raise WeightFileError(
-            f"{source}: the tokenizer has {tokenizer.vocab_size} tokens but the model embeds "
-            f"{model.vocab_size}: ids {model.vocab_size} and above would have no embedding"
-        )
+    _check_vocab(tokenizer.vocab_size, model.vocab_size, source)
     return model, tokenizer
 
 

@@ -289,7 +289,7 @@ def load_run(folder: str | os.PathLike) -> tuple[GPT, Any]:
         raise WeightFileError(f"{folder}: no {TOKENIZER} beside {CHECKPOINT}")
     try:
         config = GPTConfig.from_dict(json.loads(meta.get("gpt", "")))
-    except (TypeError, ValueError) as e:
+    except (TypeError, ValueError, RecursionError) as e:
         raise WeightFileError(f"{path}: its metadata field 'gpt' is not a valid GPT config ({e})") from None
     with abstract():
         model = GPT(config)

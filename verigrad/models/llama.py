@@ -307,6 +307,13 @@ class Llama(CachedDecoder):
         return model
 
     @classmethod
+    def checked_gguf(cls, gguf: GGUFFile) -> tuple[LlamaConfig, dict[str, list[GGUFTensor]]]:
+        """The file's config and, by our parameter name, its tensors, every one checked against the config
+        (names, shapes, types), before any weight is read: a WeightFileError names the file and fault."""
+        config = cls.config_from_gguf(gguf)
+        return config, _gguf_groups(gguf, config, cls.GGUF_BLOCK)
+
+    @classmethod
     def from_gguf(cls, source: str | os.PathLike | GGUFFile, activations: str = "f32") -> Llama:
         """A Llama, Qwen2, Qwen3 or Phi-3 GGUF file (or an opened GGUFFile): hyperparameters by their GGUF
         keys, tensors by llama.cpp's names, fused q/k/v and gate/up matrices. Quantized
@@ -317,8 +324,7 @@ class Llama(CachedDecoder):
         if activations not in ("f32", "q8"):
             raise ValueError(f"activations must be 'f32' or 'q8', got {activations!r}")
         gguf = source if isinstance(source, GGUFFile) else read_gguf(source)
-        config = cls.config_from_gguf(gguf)
-        groups = _gguf_groups(gguf, config, cls.GGUF_BLOCK)  # every tensor checked before anything is built
+        config, groups = cls.checked_gguf(gguf)
         with abstract():
             model = cls(config)
         state: dict[str, Any] = {}

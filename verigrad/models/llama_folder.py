@@ -40,7 +40,7 @@ def folder_config(raw: dict[str, Any], path: Path) -> LlamaConfig:
     """The decoder's configuration from config.json's keys (`path` names the file in errors), each of the
     right type, in range and supported, before anything is allocated."""
     kind = raw["model_type"]
-    if kind not in FOLDER_VARIANTS:
+    if not isinstance(kind, str) or kind not in FOLDER_VARIANTS:
         raise WeightFileError(
             f"{path}: model_type {shown(kind)} is not supported (verigrad reads {', '.join(FOLDER_VARIANTS)}"
             " and gpt2 folders)"

@@ -106,17 +106,26 @@ def create_app(
             return json.loads(data)
         except ValueError as e:
             raise APIError(400, f"could not parse the JSON body of the request: {e}") from None
+        except RecursionError:
+            raise APIError(400, "could not parse the JSON body of the request: nested too deeply") from None
+
+    def tokens(text: str, what: str, add_special: bool = True) -> list[int]:
+        try:
+            return tokenizer.encode(text, add_special=add_special)
+        except ValueError as e:  # a lone surrogate, or a byte the vocabulary has no token for
+            reason = str(e).removeprefix(f"{tokenizer.source}: ")  # the model's path is the server's own
+            raise APIError(400, f"the {what} cannot be tokenized: {reason}", param=what) from None
 
     def encode(chat: bool):
         def text(prompt: str) -> list[int]:
-            return tokenizer.encode(prompt)
+            return tokens(prompt, "prompt")
 
         def messages(items: list[dict]) -> list[int]:
             try:
                 rendered = tokenizer.apply_chat_template(items)
             except ValueError as e:  # no template, or the template refused the conversation
                 raise APIError(400, f"the chat template: {e}", param="messages") from None
-            return tokenizer.encode(rendered, add_special=False)  # the template writes the special tokens
+            return tokens(rendered, "messages", add_special=False)  # the template writes the special tokens
 
         return messages if chat else text
 
@@ -167,6 +176,8 @@ def create_app(
             model = body.get("model")
             if model is None:
                 raise APIError(400, "'model' is required", param="model")
+            if not isinstance(model, str):
+                raise APIError(400, f"'model' must be a string, got {model!r:.60}", param="model")
             if model not in names:
                 raise APIError(
                     404, f"the model {model!r:.80} does not exist: this server has {model_id!r}",
