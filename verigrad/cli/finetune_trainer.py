@@ -28,6 +28,7 @@ from ..io.atomic import write_atomically
 from ..io.gguf import read_gguf
 from ..io.gguf_writer import TYPES, write_like
 from ..io.tokenizer import Tokenizer
+from ..models.answer_loss import answer_loss
 from ..models.gpt import decay_groups
 from ..models.llama import Llama
 from ..models.lora import (
@@ -39,7 +40,6 @@ from ..models.lora import (
     peft_adapters,
     to_f32,
 )
-from ..nn import functional as F
 from ..nn.lora import check_rank
 from ..ops import from_numpy, manual_seed
 from ..optim import AdamW, Optimizer
@@ -124,9 +124,8 @@ def load_base(path: Path, config: FinetuneConfig) -> Llama:
 
 
 def loss(model: Llama, ids: Any, targets: Any) -> Any:
-    """The mean cross-entropy over the answer tokens (targets other than IGNORE)."""
-    logits = model(ids)
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE)
+    """The mean cross-entropy over the answer tokens (targets other than IGNORE), their logits alone made."""
+    return answer_loss(model, ids, targets, IGNORE)
 
 
 def make_optimizer(model: Llama, config: FinetuneConfig) -> Optimizer:
