@@ -81,7 +81,8 @@ def answer_loss_(model, ids, targets):
     return answer_loss(model, ids, targets, IGNORE)
 
 
-def test_a_compiled_step_reads_the_rows_that_count_at_each_call(models):
+@pytest.mark.parametrize("full", [False, True], ids=["lora", "full"])
+def test_a_compiled_step_reads_the_rows_that_count_at_each_call(models, full):
     """Which rows count is data: a compiled step's loss and update follow each call's targets, as the
     eager step's do (the same bits)."""
     ids, targets = batch(2, 24)
@@ -90,7 +91,7 @@ def test_a_compiled_step_reads_the_rows_that_count_at_each_call(models):
     other[1, 15:] = IGNORE  # fewer
     results = {}
     for way in ("eager", "compiled"):
-        model = model_of(models[True], False)
+        model = model_of(models[True], full)
         params = [p for p in model.parameters() if p.requires_grad]
         optimizer = vg.optim.AdamW(params, lr=1e-2)
         step = accumulated_step(lambda x, y, m=model: answer_loss(m, x, y, IGNORE), params, optimizer, 1.0)
@@ -102,8 +103,8 @@ def test_a_compiled_step_reads_the_rows_that_count_at_each_call(models):
     for ours, theirs in zip(results["compiled"][1], results["eager"][1]):
         np.testing.assert_array_equal(ours, theirs)
     with cpu_matmul.exact_mode():
-        expected = [loss_and_grads(models[True], False, every_row, ids, t)[0] for t in (targets, other)]
-        first = [loss_and_grads(models[True], False, answer_loss_, ids, t)[0] for t in (targets, other)]
+        expected = [loss_and_grads(models[True], full, every_row, ids, t)[0] for t in (targets, other)]
+        first = [loss_and_grads(models[True], full, answer_loss_, ids, t)[0] for t in (targets, other)]
     assert first == expected
 
 

@@ -3,10 +3,11 @@ that are not `ignore_index`, with the output matrix applied to those rows alone.
 
 A fine-tuning example's prompt rows have no loss (often half its tokens), and their logits (rows x
 vocabulary: 256 x 49152 f32 for SmolLM2, 48 MiB with their gradient) were most of the head's time.
-`KeptRowsLoss` is a custom Function, so it is one instruction of a compiled step too: its forward reads
-the targets' values (which rows count is data, not shape) and gathers those rows; its backward puts
-their gradient back among zero rows. The loss is the same sum over the same rows, and each kept row's
-logits and gradient the same products, so the loss and gradients keep their bits (tests/test_finetune.py).
+Which rows count is data, not shape: eagerly they are gathered (`take`) before the product; in a trace
+(a compiled step) the loss is one custom Function instruction whose forward reads the targets at each
+run. The loss is the same sum over the same rows, and each kept row's logits and gradient the same
+products: the same bits where the products' are those of each row alone (the exact GEMM; the fast
+path's bits depend on the product's shape, within its stated tolerance; tests/test_answer_loss.py).
 """
 
 from __future__ import annotations
@@ -20,29 +21,43 @@ from ..function import Function
 from ..nn import Embedding, Linear
 from ..nn import functional as F
 from ..nn.lora import MANY_ROWS, TrainingQLinear
-from ..ops import dequantize_op, from_numpy
+from ..ops import dequantize_op, from_numpy, take, take_grad
 from ..ops.composite.losses import cross_entropy_grad
 from ..tensor import Tensor
 from ._decoder import check_room, token_ids
 from .llama import Llama
 
 
+def _answer_rows(h: Tensor, targets: Tensor, ignore_index: int) -> tuple[Tensor, Tensor, Tensor | None]:
+    """The rows of h [N, d] and targets [N] whose target counts, and their positions; h, targets and None
+    where every row counts, or none (every row then, for the mean's 0 / 0, NaN, as before)."""
+    rows = np.flatnonzero(targets.numpy() != ignore_index)
+    if not 0 < rows.size < h.shape[0]:
+        return h, targets, None
+    at = from_numpy(rows)
+    return take(h, at), take(targets, at), at
+
+
+def _dense(weight: Tensor, qtype: str | None) -> Tensor:
+    return weight if qtype is None else dequantize_op(weight, qtype=qtype)
+
+
 class KeptRowsLoss(Function):
-    """cross_entropy(h @ weight.T, targets, ignore_index) ("mean"), the product made for the kept rows."""
+    """`kept_rows_loss` in a trace: one instruction whose forward reads the targets at each run. A
+    quantized weight is de-quantized in the forward and again in the backward: its f32 copy (113 MB for
+    SmolLM2's head) is not kept between them, nor by the plan between its runs (which keeps the inputs
+    of its last)."""
 
     @staticmethod
-    def forward(ctx: Any, h: Tensor, weight: Tensor, targets: Tensor, ignore_index: int) -> Tensor:
-        if modes.current().name != "eager":  # shapes alone (a trace): every row, for the loss's spec
-            return F.cross_entropy(h @ weight.T, targets, ignore_index=ignore_index)
-        rows = np.flatnonzero(targets.numpy() != ignore_index)
-        kept, kept_targets = h, targets
-        if 0 < rows.size < h.shape[0]:  # none kept: every row, for the mean's 0 / 0 (NaN) as before
-            kept = from_numpy(np.ascontiguousarray(h.numpy()[rows]))
-            kept_targets = from_numpy(np.ascontiguousarray(targets.numpy()[rows]))
-        else:
-            rows = None
-        logits = kept @ weight.T
-        ctx.rows, ctx.shape, ctx.ignore_index = rows, h.shape, ignore_index
+    def forward(
+        ctx: Any, h: Tensor, weight: Tensor, targets: Tensor, ignore_index: int, qtype: str | None
+    ) -> Tensor:
+        dense = _dense(weight, qtype)
+        if modes.current().name != "eager":  # shapes alone (the trace): every row, for the loss's spec
+            return F.cross_entropy(h @ dense.T, targets, ignore_index=ignore_index)
+        kept, kept_targets, ctx.at = _answer_rows(h, targets, ignore_index)
+        logits = kept @ dense.T
+        ctx.rows, ctx.ignore_index, ctx.qtype = h.shape[0], ignore_index, qtype
         ctx.save_for_backward(kept, weight, logits, kept_targets)
         return F.cross_entropy(logits, kept_targets, ignore_index=ignore_index)
 
@@ -52,28 +67,40 @@ class KeptRowsLoss(Function):
         dlogits = cross_entropy_grad(logits, kept_targets, g, reduction="mean", ignore_index=ctx.ignore_index)
         dh = None
         if ctx.needs_input_grad[0]:
-            dh = dlogits @ weight
-            if ctx.rows is not None:
-                out = np.zeros(ctx.shape, dtype=kept.numpy().dtype)
-                out[ctx.rows] = dh.numpy()
-                dh = from_numpy(out)
+            dh = dlogits @ _dense(weight, ctx.qtype)
+            dh = dh if ctx.at is None else take_grad(dh, ctx.at, axis=0, size=ctx.rows)  # take's VJP
         dweight = dlogits.T @ kept if ctx.needs_input_grad[1] else None
-        return dh, dweight, None, None
+        ctx.save_for_backward()  # a plan keeps the ctx until its next run: not these
+        return dh, dweight, None, None, None
 
 
-def head_weight(model: Llama, rows: Any) -> Tensor | None:
-    """The output matrix [vocab, d] that `model`'s logits of `rows` rows are norm(x) @ weight.T of (a
-    quantized one de-quantized, as TrainingQLinear multiplies so many rows), or None where they are not
-    one such product (qmatmul, a bias)."""
+def kept_rows_loss(
+    h: Tensor, weight: Tensor, targets: Tensor, ignore_index: int, qtype: str | None = None
+) -> Tensor:
+    """cross_entropy(h @ W.T, targets, ignore_index=ignore_index) ("mean"; h [N, d], targets [N]) for W
+    the weight [V, d] (or its blocks in format `qtype`, de-quantized), the product made for the rows
+    whose target counts. Eagerly those rows are gathered (`take`) and the tape differentiates it; in a
+    trace it is `KeptRowsLoss` (an eager custom Function would keep its graph alive until Python's cycle
+    collector runs: its ctx and node refer to each other)."""
+    if modes.current().name != "eager":
+        return KeptRowsLoss.apply(h, weight, targets, ignore_index, qtype)
+    kept, kept_targets, _ = _answer_rows(h, targets, ignore_index)
+    return F.cross_entropy(kept @ _dense(weight, qtype).T, kept_targets, ignore_index=ignore_index)
+
+
+def head_weight(model: Llama, rows: Any) -> tuple[Tensor, str | None] | None:
+    """The output matrix [vocab, d] that `model`'s logits of `rows` rows are norm(x) @ W.T of: the weight
+    and None, or a quantized one's blocks and format (de-quantized, as TrainingQLinear multiplies so many
+    rows); None where the logits are not one such product (qmatmul, a bias)."""
     head = model.lm_head
     if head is None:
         table = model.embed_tokens
-        return table.weight if type(table) is Embedding else None
+        return (table.weight, None) if type(table) is Embedding else None
     if type(head) is TrainingQLinear:
         many = not isinstance(rows, int) or rows >= MANY_ROWS
-        return dequantize_op(head.weight, qtype=head.qtype) if many else None
+        return (head.weight, head.qtype) if many else None
     if type(head) is Linear and head.bias is None:
-        return head.weight
+        return head.weight, None
     return None
 
 
@@ -83,8 +110,8 @@ def answer_loss(model: Llama, ids: Any, targets: Tensor, ignore_index: int) -> T
     logits are not norm(x) @ W.T: a Gemma's soft-capping)."""
     ids = token_ids(ids)
     b, t = ids.shape
-    weight = head_weight(model, b * t) if type(model)._logits is Llama._logits else None
-    if weight is None:
+    head = head_weight(model, b * t) if type(model)._logits is Llama._logits else None
+    if head is None:
         logits = model(ids)
         return F.cross_entropy(
             logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=ignore_index
@@ -92,4 +119,4 @@ def answer_loss(model: Llama, ids: Any, targets: Tensor, ignore_index: int) -> T
     check_room(None, ids, model.context_length)
     model.prepare(t)
     h = model.norm(model.hidden(ids))
-    return KeptRowsLoss.apply(h.reshape(-1, h.shape[-1]), weight, targets.reshape(-1), ignore_index)
+    return kept_rows_loss(h.reshape(-1, h.shape[-1]), head[0], targets.reshape(-1), ignore_index, head[1])
