@@ -21,7 +21,7 @@ from ..function import Function
 from ..nn import Embedding, Linear
 from ..nn import functional as F
 from ..nn.lora import MANY_ROWS, TrainingQLinear
-from ..ops import dequantize_op, from_numpy, take, take_grad
+from ..ops import from_numpy, take, take_grad
 from ..ops.composite.losses import cross_entropy_grad
 from ..tensor import Tensor
 from ._decoder import check_room, token_ids
@@ -38,26 +38,16 @@ def _answer_rows(h: Tensor, targets: Tensor, ignore_index: int) -> tuple[Tensor,
     return take(h, at), take(targets, at), at
 
 
-def _dense(weight: Tensor, qtype: str | None) -> Tensor:
-    return weight if qtype is None else dequantize_op(weight, qtype=qtype)
-
-
 class KeptRowsLoss(Function):
-    """`kept_rows_loss` in a trace: one instruction whose forward reads the targets at each run. A
-    quantized weight is de-quantized in the forward and again in the backward: its f32 copy (113 MB for
-    SmolLM2's head) is not kept between them, nor by the plan between its runs (which keeps the inputs
-    of its last)."""
+    """`kept_rows_loss` in a trace: one instruction whose forward reads the targets at each run."""
 
     @staticmethod
-    def forward(
-        ctx: Any, h: Tensor, weight: Tensor, targets: Tensor, ignore_index: int, qtype: str | None
-    ) -> Tensor:
-        dense = _dense(weight, qtype)
+    def forward(ctx: Any, h: Tensor, weight: Tensor, targets: Tensor, ignore_index: int) -> Tensor:
         if modes.current().name != "eager":  # shapes alone (the trace): every row, for the loss's spec
-            return F.cross_entropy(h @ dense.T, targets, ignore_index=ignore_index)
+            return F.cross_entropy(h @ weight.T, targets, ignore_index=ignore_index)
         kept, kept_targets, ctx.at = _answer_rows(h, targets, ignore_index)
-        logits = kept @ dense.T
-        ctx.rows, ctx.ignore_index, ctx.qtype = h.shape[0], ignore_index, qtype
+        logits = kept @ weight.T
+        ctx.rows, ctx.ignore_index = h.shape[0], ignore_index
         ctx.save_for_backward(kept, weight, logits, kept_targets)
         return F.cross_entropy(logits, kept_targets, ignore_index=ignore_index)
 
@@ -67,40 +57,36 @@ class KeptRowsLoss(Function):
         dlogits = cross_entropy_grad(logits, kept_targets, g, reduction="mean", ignore_index=ctx.ignore_index)
         dh = None
         if ctx.needs_input_grad[0]:
-            dh = dlogits @ _dense(weight, ctx.qtype)
+            dh = dlogits @ weight
             dh = dh if ctx.at is None else take_grad(dh, ctx.at, axis=0, size=ctx.rows)  # take's VJP
         dweight = dlogits.T @ kept if ctx.needs_input_grad[1] else None
-        ctx.save_for_backward()  # a plan keeps the ctx until its next run: not these
-        return dh, dweight, None, None, None
+        ctx.save_for_backward()  # a plan keeps the ctx until its next run: not the logits
+        return dh, dweight, None, None
 
 
-def kept_rows_loss(
-    h: Tensor, weight: Tensor, targets: Tensor, ignore_index: int, qtype: str | None = None
-) -> Tensor:
-    """cross_entropy(h @ W.T, targets, ignore_index=ignore_index) ("mean"; h [N, d], targets [N]) for W
-    the weight [V, d] (or its blocks in format `qtype`, de-quantized), the product made for the rows
-    whose target counts. Eagerly those rows are gathered (`take`) and the tape differentiates it; in a
-    trace it is `KeptRowsLoss` (an eager custom Function would keep its graph alive until Python's cycle
-    collector runs: its ctx and node refer to each other)."""
+def kept_rows_loss(h: Tensor, weight: Tensor, targets: Tensor, ignore_index: int) -> Tensor:
+    """cross_entropy(h @ weight.T, targets, ignore_index=ignore_index) ("mean"; h [N, d], weight [V, d],
+    targets [N]), the product made for the rows whose target counts. Eagerly those rows are gathered
+    (`take`) and the tape differentiates it; in a trace it is `KeptRowsLoss` (an eager custom Function
+    would keep its graph alive until Python's cycle collector runs: its ctx and node refer to each other)."""
     if modes.current().name != "eager":
-        return KeptRowsLoss.apply(h, weight, targets, ignore_index, qtype)
+        return KeptRowsLoss.apply(h, weight, targets, ignore_index)
     kept, kept_targets, _ = _answer_rows(h, targets, ignore_index)
-    return F.cross_entropy(kept @ _dense(weight, qtype).T, kept_targets, ignore_index=ignore_index)
+    return F.cross_entropy(kept @ weight.T, kept_targets, ignore_index=ignore_index)
 
 
-def head_weight(model: Llama, rows: Any) -> tuple[Tensor, str | None] | None:
-    """The output matrix [vocab, d] that `model`'s logits of `rows` rows are norm(x) @ W.T of: the weight
-    and None, or a quantized one's blocks and format (de-quantized, as TrainingQLinear multiplies so many
-    rows); None where the logits are not one such product (qmatmul, a bias)."""
+def head_weight(model: Llama, rows: Any) -> Tensor | None:
+    """The output matrix [vocab, d] that `model`'s logits of `rows` rows are norm(x) @ W.T of (a quantized
+    one's f32 copy, as TrainingQLinear multiplies so many rows), or None where they are not one such
+    product (qmatmul, a bias)."""
     head = model.lm_head
     if head is None:
         table = model.embed_tokens
-        return (table.weight, None) if type(table) is Embedding else None
+        return table.weight if type(table) is Embedding else None
     if type(head) is TrainingQLinear:
-        many = not isinstance(rows, int) or rows >= MANY_ROWS
-        return (head.weight, head.qtype) if many else None
+        return head.dense() if not isinstance(rows, int) or rows >= MANY_ROWS else None
     if type(head) is Linear and head.bias is None:
-        return head.weight, None
+        return head.weight
     return None
 
 
@@ -110,8 +96,8 @@ def answer_loss(model: Llama, ids: Any, targets: Tensor, ignore_index: int) -> T
     logits are not norm(x) @ W.T: a Gemma's soft-capping)."""
     ids = token_ids(ids)
     b, t = ids.shape
-    head = head_weight(model, b * t) if type(model)._logits is Llama._logits else None
-    if head is None:
+    weight = head_weight(model, b * t) if type(model)._logits is Llama._logits else None
+    if weight is None:
         logits = model(ids)
         return F.cross_entropy(
             logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=ignore_index
@@ -119,4 +105,4 @@ def answer_loss(model: Llama, ids: Any, targets: Tensor, ignore_index: int) -> T
     check_room(None, ids, model.context_length)
     model.prepare(t)
     h = model.norm(model.hidden(ids))
-    return kept_rows_loss(h.reshape(-1, h.shape[-1]), head[0], targets.reshape(-1), ignore_index, head[1])
+    return kept_rows_loss(h.reshape(-1, h.shape[-1]), weight, targets.reshape(-1), ignore_index)
