@@ -3,8 +3,10 @@ examples (cli/finetune_data.py), the loss on the answer tokens alone, with the l
 lm` (cli/train_loop.py: AdamW groups, warmup and cosine, clipping, accumulation, validation,
 checkpoints, a bit-identical `--resume`).
 
-LoRA (the default): the quantized base stays quantized in memory and frozen, f32 adapters are trained
-(nn/lora.py, PEFT's semantics). `full=True`: every weight dequantized to f32 and trained. At the end the
+LoRA (the default): the quantized base stays quantized in memory and frozen (a step's products use
+each matrix's f32 copy, made once: nn/lora.py's TrainingQLinear), f32 adapters are trained (nn/lora.py,
+PEFT's semantics); the loss's head is applied to the answer rows alone (models/answer_loss.py).
+`full=True`: every weight dequantized to f32 and trained. At the end the
 adapters are saved as PEFT saves them (`adapter_model.safetensors`, `adapter_config.json`), and with
 `merge` the whole model as a GGUF file (`model-f16.gguf` or `model-q8_0.gguf`) with the base's metadata
 and tokenizer.
@@ -28,6 +30,7 @@ from ..io.atomic import write_atomically
 from ..io.gguf import read_gguf
 from ..io.gguf_writer import TYPES, write_like
 from ..io.tokenizer import Tokenizer
+from ..models.answer_loss import answer_loss
 from ..models.gpt import decay_groups
 from ..models.llama import Llama
 from ..models.lora import (
@@ -39,7 +42,6 @@ from ..models.lora import (
     peft_adapters,
     to_f32,
 )
-from ..nn import functional as F
 from ..nn.lora import check_rank
 from ..ops import from_numpy, manual_seed
 from ..optim import AdamW, Optimizer
@@ -125,9 +127,8 @@ def load_base(path: Path, config: FinetuneConfig) -> Llama:
 
 
 def loss(model: Llama, ids: Any, targets: Any) -> Any:
-    """The mean cross-entropy over the answer tokens (targets other than IGNORE)."""
-    logits = model(ids)
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE)
+    """The mean cross-entropy over the answer tokens (targets other than IGNORE), their logits alone made."""
+    return answer_loss(model, ids, targets, IGNORE)
 
 
 def make_optimizer(model: Llama, config: FinetuneConfig) -> Optimizer:
