@@ -643,3 +643,69 @@ def test_traced_function_with_a_non_differentiable_and_an_integer_output():
 
     x = vg.tensor([0.5, -1.0, 2.0])
     assert step(x).numpy().tobytes() == vg.compile(step)(x).numpy().tobytes()
+
+
+class _SavesItsInput(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * x
+
+
+class _TwoOutputs(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * 2, x * 3
+
+    @staticmethod
+    def backward(ctx, g1, g2):
+        (x,) = ctx.saved_tensors
+        return g1 * x + g2
+
+
+@pytest.mark.parametrize("fn", [_SavesItsInput, _TwoOutputs])
+def test_a_function_graph_is_freed_without_the_cycle_collector(fn):
+    # the ctx and the node that holds it must not refer to each other: the graph (its saved tensors) goes
+    # when the last output goes, as PyTorch's, not at the next garbage collection
+    import gc
+    import weakref
+
+    gc.disable()
+    try:
+        x = vg.randn(1000, requires_grad=True)
+        inner = x * 1.5  # a tensor only the graph holds
+        out = fn.apply(inner)
+        loss = (out if isinstance(out, vg.Tensor) else out[0] + out[1]).sum()
+        loss.backward()
+        gone = weakref.ref(inner)
+        del inner, out, loss
+        assert gone() is None
+    finally:
+        gc.enable()
+
+
+def test_saved_tensors_after_the_pass_freed_them_still_raise():
+    x = vg.randn(4, requires_grad=True)
+    kept = []
+
+    class Keep(Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            kept.append(ctx)
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * ctx.saved_tensors[0]
+
+    y = Keep.apply(x)
+    y.sum().backward()
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        kept[0].saved_tensors  # noqa: B018

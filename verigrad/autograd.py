@@ -138,7 +138,7 @@ class Node:
     `stamp`, the in-place write clock when it was made (`versions`): an input written in place since is
     its snapshot here, and memory written since is stale."""
 
-    __slots__ = ("freed", "inputs", "op", "params", "stamp")
+    __slots__ = ("__weakref__", "freed", "inputs", "op", "params", "stamp")  # weakly: a Function's ctx
 
     def __init__(self, op: Any, inputs: tuple[Tensor, ...], params: dict) -> None:
         self.op, self.inputs, self.params = op, inputs, params

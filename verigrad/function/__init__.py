@@ -10,6 +10,7 @@ the pack, since the outputs are made from it.
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -198,13 +199,14 @@ def _record(
     if single:
         o = results[0]
         if wanted[0]:
-            o._node = ctx._node = Node(op, held, params)
+            o._node = Node(op, held, params)
+            ctx._node = weakref.ref(o._node)
             o.requires_grad = True
         return o
     ctx._grads = [None] * len(results)
     pack = Tensor(_PACK_SPEC, np.empty(0, np.float32))
     pack.requires_grad, pack._node = True, Node(op, held, params)
-    ctx._node = pack._node
+    ctx._node = weakref.ref(pack._node)
     for k, o in enumerate(results):
         if wanted[k]:
             o._node, o.requires_grad = Node(_Unpack, (pack,), {"ctx": ctx, "index": k}), True

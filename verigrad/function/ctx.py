@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,7 +23,9 @@ class FunctionCtx:
         self.materialize_grads = True
         self._grads: list[Tensor | None] = []  # several outputs: the gradient each passed to the pack
         self._token_given = False
-        self._node: Any = None  # the node whose backward reads them (freed: they are gone, as PyTorch's)
+        # the node whose backward reads them (freed: they are gone, as PyTorch's), weakly: the node holds
+        # the ctx, and a cycle would keep the whole graph alive until Python's cycle collector runs
+        self._node: weakref.ref | None = None
 
     def save_for_backward(self, *tensors: Tensor | None) -> None:
         for i, t in enumerate(tensors):
@@ -35,7 +38,8 @@ class FunctionCtx:
 
     @property
     def saved_tensors(self) -> tuple[Any, ...]:
-        if self._node is not None and self._node.freed:
+        node = self._node() if self._node is not None else None
+        if node is not None and node.freed:
             raise RuntimeError(_FREED)
         return tuple(self.to_save)
 
