@@ -24,6 +24,7 @@ import gguf
 import numpy as np
 import pytest
 from fuzz_worker import FuzzWorker
+from gguf_header import header_fields
 from llama_gguf import write_llama_gguf
 from lm_fakes import add_tokenizer
 from test_architectures import FLAGS, SMALL, _gguf_name, _state
@@ -94,23 +95,6 @@ def rewritten(seed: Path, path: Path, key: str, value: tuple[Any, T, T | None] |
     w.write_tensors_to_file()
     w.close()
     return path
-
-
-def header_fields(path: Path) -> tuple[list[tuple[int, int]], list[str]]:
-    """(where, width) of every 4- or 8-byte number of the file's header (counts, value types, lengths,
-    scalar values, dims, tensor types, offsets), found with the gguf package's reader; and its keys."""
-    reader = gguf.GGUFReader(path)
-    base = reader.data.ctypes.data
-    parts = [p for f in reader.fields.values() for p in f.parts]
-    parts += [p for t in reader.tensors for p in t.field.parts]
-    found = {
-        (p.ctypes.data - base + i * p.itemsize, p.itemsize)
-        for p in parts
-        if p.itemsize in (4, 8) and p.dtype.kind in "ui"
-        for i in range(p.size)
-    }
-    keys = [k for k in reader.fields if not k.startswith("GGUF.")]
-    return sorted(found), keys
 
 
 @pytest.fixture(scope="module")
