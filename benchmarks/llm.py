@@ -47,6 +47,7 @@ import argparse
 import importlib
 import importlib.util
 import json
+import os
 import signal
 import statistics
 import subprocess
@@ -60,7 +61,7 @@ from typing import Any
 import numpy as np
 from _common import console as make_console
 from _common import describe_machine, ensure_torch, positive_ints, table, verigrad
-from llm_chat import CHAT_TURNS, MORE, peak_rss_mib
+from llm_chat import CHAT_TURNS, MORE, llama_cpp_plain, peak_rss_mib
 from rich.table import Table
 
 FRAMEWORKS = ("verigrad", "llama.cpp", "transformers")
@@ -114,21 +115,13 @@ def run_verigrad(
 def run_llama_cpp(
     path: str, threads: int, mode: str = ""
 ) -> Callable[[list[int], int], tuple[float, float, list[int]]]:
-    """mode "plain": without llama.cpp's extra buffer types (the AMX kernels and repacked weights), for a
-    machine where they stop the process (an AMX instruction raised SIGILL on a VM that lists AMX)."""
+    """mode "plain": without llama.cpp's extra buffer types (llm_chat.llama_cpp_plain)."""
+    if mode == "plain":
+        os.environ["VERIGRAD_LLAMA_PLAIN"] = "1"
+    llama_cpp_plain()
     import llama_cpp
     from llama_cpp import Llama
 
-    if mode == "plain":
-        bindings = importlib.import_module("llama_cpp.llama_cpp")  # what Llama() builds its parameters from
-        default = bindings.llama_model_default_params
-
-        def plain() -> Any:
-            params = default()
-            params.use_extra_bufts = False
-            return params
-
-        bindings.llama_model_default_params = plain
     llm = Llama(
         model_path=path,
         n_ctx=1024,
@@ -271,6 +264,9 @@ LLAMA_CPP_CHAT = """
 import json, sys, time
 job = json.loads(sys.argv[1])
 t, cpu = time.perf_counter(), time.process_time()
+sys.path.insert(0, job["here"])
+from llm_chat import llama_cpp_plain  # imports neither verigrad nor llama_cpp
+llama_cpp_plain()
 from llama_cpp import Llama
 llm = Llama(model_path=job["path"], n_ctx=job["n_ctx"], n_threads=1, n_threads_batch=1, n_gpu_layers=0,
             verbose=False)
@@ -300,7 +296,8 @@ def run_chat(args: argparse.Namespace, console: Any) -> Table:
         allocated, used = max(allocated, int(med["allocated"])), max(used, int(med["positions"]))
     if not args.no_llama_cpp and importlib.util.find_spec("llama_cpp") is not None:
         context = allocated  # the positions verigrad's caches were allocated for
-        job = {"path": str(args.model), "n_ctx": context, "turns": CHAT_TURNS, "steps": args.decode_tokens}
+        job = {"path": str(args.model), "n_ctx": context, "turns": CHAT_TURNS, "steps": args.decode_tokens,
+               "here": str(Path(__file__).resolve().parent)}  # fmt: skip
         runs = [_child([sys.executable, "-c", LLAMA_CPP_CHAT, json.dumps(job)], args, "llama.cpp")]
         runs += [_child(runs[0]["command"], args, "llama.cpp") for _ in range(args.repeats - 1)]
         med = {k: statistics.median(r[k] for r in runs) for k in runs[0] if k != "command"}
@@ -407,12 +404,14 @@ def measure(framework: str, args: argparse.Namespace, threads: int, ids: list[in
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {args.timeout:.0f} s"}
     lines = done.stdout.strip().splitlines()
-    if done.returncode == -signal.SIGILL and framework == "llama.cpp":  # see run_llama_cpp's "plain"
+    stopped = done.returncode in (-signal.SIGILL, -signal.SIGSEGV)
+    if stopped and framework == "llama.cpp" and os.environ.get("VERIGRAD_LLAMA_PLAIN") != "1":  # see "plain"
         return measure("llama.cpp plain", args, threads, ids)
     if done.returncode != 0 or not lines:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         return {"error": f"exit {done.returncode}: {tail}"}
-    return {**json.loads(lines[-1]), "framework": framework}
+    plain = framework == "llama.cpp" and os.environ.get("VERIGRAD_LLAMA_PLAIN") == "1"  # --llama-plain
+    return {**json.loads(lines[-1]), "framework": framework + " plain" * plain}
 
 
 def agreement(ours: list[int], theirs: list[int]) -> str:
@@ -527,6 +526,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--model", help="a GGUF file (default: the fetched SmolLM2-135M-Instruct Q4_1)")
     parser.add_argument("--no-llama-cpp", action="store_true", help="leave llama.cpp out (no install)")
+    parser.add_argument(
+        "--llama-plain",
+        action="store_true",
+        help="llama.cpp without its extra buffer types (AMX kernels, repacked weights) everywhere: for a "
+        "machine where they stop it (the main table falls back to it by itself, --chat and --startup do not)",
+    )
     parser.add_argument("--no-transformers", action="store_true", help="leave transformers out")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per child process (900)")
     parser.add_argument("--chat", action="store_true", help="verigrad's start-up and a chat's peak memory")
@@ -542,6 +547,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.worker:
         return args
+    if args.llama_plain:
+        os.environ["VERIGRAD_LLAMA_PLAIN"] = "1"  # this process's llama.cpp runs and every child's
     args.threads = positive_ints(parser, args.threads, "--threads")
     if args.repeats < 1 or args.prompt_tokens < 1 or args.decode_tokens < 2 or args.timeout <= 0:
         parser.error("--repeats and --prompt-tokens must be at least 1, --decode-tokens at least 2")

@@ -17,6 +17,24 @@ if importlib.util.find_spec("verigrad") is None:  # run from a checkout that is 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # here: llama.cpp's processes too)
 
 
+def llama_cpp_plain() -> None:
+    """Where VERIGRAD_LLAMA_PLAIN is 1 (`llm.py --llama-plain`, or set by `llm.py` after llama.cpp's
+    default stopped): llama.cpp without its extra buffer types (its AMX kernels and repacked weights), for a
+    machine where they stop the process (a virtual machine that lists AMX: SIGILL or SIGSEGV at the first
+    product). Call it before making a `Llama`."""
+    if os.environ.get("VERIGRAD_LLAMA_PLAIN") != "1":
+        return
+    bindings = importlib.import_module("llama_cpp.llama_cpp")  # what Llama() builds its parameters from
+    default = bindings.llama_model_default_params
+
+    def plain() -> object:
+        params = default()
+        params.use_extra_bufts = False
+        return params
+
+    bindings.llama_model_default_params = plain
+
+
 def peak_rss_mib() -> float:
     """This process's peak resident memory. On Linux, VmHWM: ru_maxrss is the same peak, except that
     Linux carries into it the parent's resident memory at the fork before the exec of this child."""
@@ -137,6 +155,7 @@ def llama_cpp_load_worker(path: str, launched: float) -> dict:
     """llama.cpp's load in this fresh process, as the main table times it: importing llama_cpp, then
     Llama(path) (1 thread); and from `launched` to the model loaded, as startup_worker's."""
     started, t, cpu = process_age(), time.perf_counter(), time.process_time()
+    llama_cpp_plain()
     from llama_cpp import Llama
 
     Llama(model_path=path, n_ctx=1024, n_threads=1, n_threads_batch=1, n_gpu_layers=0, verbose=False)
