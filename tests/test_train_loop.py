@@ -24,6 +24,7 @@ from verigrad.cli.train_loop import (
 from verigrad.errors import ShapeError, WeightFileError
 from verigrad.io import save
 from verigrad.nn import Dropout, Linear, Sequential
+from verigrad.ops.creation import Generator
 
 
 @dataclass
@@ -39,7 +40,10 @@ NAMES = ("min_lr", "targets", "seed")
 
 
 def checkpoint(folder, config: Config, step: int, model: str = "m") -> None:
+    """A trainer's checkpoint with the metadata every one holds (the loop's keys: checkpoint_checks.py)."""
+    generator = json.loads(bytes(Generator(0).get_state().numpy()).decode())
     meta = {"model": model, "config": json.dumps(asdict(config)), "step": str(step)}
+    meta |= {"generator": json.dumps(generator), "param_groups": "[]", "history": "{}"}
     save({"w": np.zeros(2, np.float32)}, folder / "run.safetensors", metadata=meta)
 
 
