@@ -50,7 +50,7 @@ def check(call: Callable[[Any, Any], Any], *arrays: np.ndarray, grad: bool = Tru
 
 def _module(name: str, *args: Any, **kwargs: Any) -> Callable[[Any, Any], Any]:
     """The layer `name` of verigrad.nn or torch.nn, picked by which functional module is passed."""
-    return lambda F, x: (vnn if F is VF else tnn).__dict__[name](*args, **kwargs)(x)
+    return lambda F, x: getattr(vnn if F is VF else tnn, name)(*args, **kwargs)(x)
 
 
 RNG = np.random.default_rng(0)
