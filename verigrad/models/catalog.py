@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import WeightFileError
 from ..io.gguf import GGUFFile, drop_header_pages, read_gguf, shown
@@ -35,18 +35,20 @@ def load_gguf(path: str | os.PathLike, activations: str = "f32") -> tuple[Langua
     """A Llama, Qwen2, Qwen3, Phi-3, Gemma 2 or Gemma 3 GGUF file: the model (quantized matmuls on
     `activations`) and its tokenizer."""
     gguf = read_gguf(path)
-    family, tokenizer = check_gguf_model(gguf)
-    model = family.from_gguf(gguf, activations=activations)
+    family, tokenizer, checked = check_gguf_model(gguf)
+    model = family.from_gguf(gguf, activations=activations, checked=checked)
     drop_header_pages(gguf)  # what the tokenizer and the model read of it, they hold
     return model, tokenizer  # type: ignore[return-value]
 
 
-def check_gguf_model(gguf: GGUFFile, tokenizer: bool = True) -> tuple[type[Llama], Tokenizer | None]:
+def check_gguf_model(
+    gguf: GGUFFile, tokenizer: bool = True
+) -> tuple[type[Llama], Tokenizer | None, tuple[Any, Any]]:
     """Everything `load_gguf` checks before it reads a weight: the architecture, the tokenizer (with
     `tokenizer=False`, only where the file names its model), the hyperparameters, every tensor's name,
-    shape and type, the tokenizer's ids within the embedding. Returns the model's class and the
-    tokenizer (None where it was not required and the file has none); a WeightFileError names the file
-    and the fault."""
+    shape and type, the tokenizer's ids within the embedding. Returns the model's class, the tokenizer
+    (None where it was not required and the file has none) and the checked (config, tensors), which
+    `from_gguf(checked=)` builds the model from; a WeightFileError names the file and the fault."""
     from .gemma import GEMMA_VARIANTS, Gemma
     from .llama import GGUF_VARIANTS, Llama
 
@@ -58,10 +60,10 @@ def check_gguf_model(gguf: GGUFFile, tokenizer: bool = True) -> tuple[type[Llama
     has_tokenizer = tokenizer or "tokenizer.ggml.model" in gguf.metadata
     words = Tokenizer.from_gguf(gguf) if has_tokenizer else None  # first: it fails before the weights load
     family = Gemma if gguf.arch in GEMMA_VARIANTS else Llama
-    config, _ = family.checked_gguf(gguf)
+    checked = family.checked_gguf(gguf)
     if words is not None:
-        _check_vocab(words.vocab_size, config.vocab_size, str(gguf.path))
-    return family, words
+        _check_vocab(words.vocab_size, checked[0].vocab_size, str(gguf.path))
+    return family, words, checked
 
 
 def _check_vocab(tokens: int, embedded: int, source: str) -> None:

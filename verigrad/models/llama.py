@@ -314,17 +314,23 @@ class Llama(CachedDecoder):
         return config, _gguf_groups(gguf, config, cls.GGUF_BLOCK)
 
     @classmethod
-    def from_gguf(cls, source: str | os.PathLike | GGUFFile, activations: str = "f32") -> Llama:
+    def from_gguf(
+        cls,
+        source: str | os.PathLike | GGUFFile,
+        activations: str = "f32",
+        checked: tuple[LlamaConfig, dict[str, list[GGUFTensor]]] | None = None,
+    ) -> Llama:
         """A Llama, Qwen2, Qwen3 or Phi-3 GGUF file (or an opened GGUFFile): hyperparameters by their GGUF
         keys, tensors by llama.cpp's names, fused q/k/v and gate/up matrices. Quantized
         matrices stay quantized (QLinear, QEmbedding: no dequantized copy; a fused one whose parts mix
         formats, QLinearGroup); `activations` "q8"
         quantizes their inputs to 8 bits per block of 32 (256 for the k-quants:
-        llama.cpp's q8_K; llama.cpp's integer dot products)."""
+        llama.cpp's q8_K; llama.cpp's integer dot products). `checked`: what `checked_gguf` gave for this
+        file, where the caller checked it already."""
         if activations not in ("f32", "q8"):
             raise ValueError(f"activations must be 'f32' or 'q8', got {activations!r}")
         gguf = source if isinstance(source, GGUFFile) else read_gguf(source)
-        config, groups = cls.checked_gguf(gguf)
+        config, groups = checked if checked is not None else cls.checked_gguf(gguf)
         with abstract():
             model = cls(config)
         state: dict[str, Any] = {}
