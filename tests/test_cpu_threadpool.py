@@ -260,3 +260,53 @@ def test_timed_chunks_count_each_threads_cpu_time():
     assert (two.whole_calls, two.splits) == (0, 1) and two.whole == 0
     assert 0 < two.slowest < two.total
     assert after == cpu.ThreadTimes()
+
+
+SPUN = """
+import json, os, time
+import numpy as np
+import verigrad
+from verigrad.backends import cpu
+from verigrad.ops import REGISTRY
+
+
+def states():  # the scheduler states of the threads the pool started (its worker)
+    workers = [t for t in os.listdir("/proc/self/task") if t not in before]
+    return [open(f"/proc/self/task/{t}/stat").read().rsplit(")", 1)[1].split()[0] for t in workers]
+
+
+def asleep_after():  # seconds from a dispatch until the worker sleeps (at most 5 s)
+    relu(x)
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < 5 and states() != ["S"]:
+        time.sleep(0.005)
+    return time.perf_counter() - t0
+
+
+verigrad.set_threads(2)
+cpu.set_min_chunk(1)
+relu = cpu.cpu.native(REGISTRY["relu"], verigrad.f32)
+x = np.ones(64, np.float32)
+before = set(os.listdir("/proc/self/task"))
+default = cpu.worker_spin()
+cpu.worker_spin(0.0)
+quick = asleep_after()
+cpu.worker_spin(1.0)
+relu(x)
+time.sleep(0.3)
+spinning = states()  # runnable or running, whether or not it has a CPU now
+cpu.worker_spin(default)
+print(json.dumps({"default": default, "quick": quick, "spinning": spinning, "later": asleep_after()}))
+"""
+
+
+@needs_two_cpus
+def test_an_idle_worker_spins_as_long_as_set_then_sleeps():
+    """An idle worker waits for the next dispatch spinning `worker_spin()` seconds of wall time, then
+    sleeps: between a server's decode steps a worker that spun on took the CPU its event loop needed."""
+    done = run_python(SPUN)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["default"] == 0.0002
+    assert result["spinning"] == ["R"]  # 0.3 s into a 1 s spin
+    assert result["quick"] < 1 and result["later"] < 1

@@ -17,6 +17,7 @@ pins pool worker k to the k-th CPU the process may use (for a machine given to o
 `chunks_run()` says how many chunks each thread ran, and inside `static_schedule()` chunk k is run by
 pool thread k: together they show whether a kernel ran on as many threads as it should.
 `timed_chunks()` counts each chunk's thread CPU time: how evenly kernels split, on a busy machine too.
+An idle worker spins `worker_spin()` seconds (200 us) for the next dispatch, then sleeps.
 """
 
 from __future__ import annotations
@@ -140,6 +141,7 @@ __all__ = [
     "vector_path",
     "vector_paths",
     "vectorized",
+    "worker_spin",
 ]
 
 
@@ -210,6 +212,7 @@ class CpuBackend(Backend):
         lib.fn("vg_pool_size", [], restype=ctypes.c_int)
         lib.fn("vg_pool_chunks", [ctypes.c_void_p, ctypes.c_int, ctypes.c_int], restype=ctypes.c_int)
         lib.fn("vg_pool_static", [ctypes.c_int], restype=ctypes.c_int)
+        lib.fn("vg_pool_spin", [ctypes.c_int64], restype=ctypes.c_int64)
         lib.fn("vg_pool_timing", [ctypes.c_int], restype=ctypes.c_int)
         lib.fn("vg_pool_times", [ctypes.c_void_p, ctypes.c_int], restype=ctypes.c_int)
         self._reruns = lib.fn("vg_reruns", [], restype=ctypes.c_int64)
@@ -433,3 +436,14 @@ def static_schedule() -> Iterator[None]:
         yield
     finally:
         cpu.library.cdll.vg_pool_static(was)
+
+
+def worker_spin(seconds: float | None = None) -> float:
+    """How long an idle pool worker spins for the next dispatch before it sleeps (wall seconds); with
+    `seconds`, set from each worker's next wait. Returns the setting before (0.0 without a library)."""
+    if not (cpu.load() and cpu.library is not None):
+        return 0.0
+    if seconds is not None and not seconds >= 0:
+        raise ValueError(f"worker_spin: seconds must be >= 0, got {seconds!r}")
+    ns = -1 if seconds is None else round(seconds * 1e9)
+    return int(cpu.library.cdll.vg_pool_spin(ns)) / 1e9

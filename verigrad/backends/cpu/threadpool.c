@@ -12,9 +12,13 @@
  * another that dispatches meanwhile (a second Python thread: kernel calls let go of the GIL) runs its
  * chunks itself (`run_alone_if_taken`).
  *
- * Waiting spins first (SPINS pause instructions, yielding the CPU every 64 of them, so that a busy
- * machine's other threads are not held up) and only then sleeps on a condition variable: a decode step
- * dispatches a 30-100 us product every few microseconds. A dispatch that wakes sleeping workers first
+ * Waiting spins first (pause instructions, yielding the CPU every 64 of them, so that a busy machine's
+ * other threads are not held up) and only then sleeps on a condition variable: a decode step dispatches a
+ * 30-100 us product every few microseconds. A worker spins for `spin_ns` of wall time at most (200 us,
+ * `vg_pool_spin`): within a step the next dispatch comes sooner, and between steps (the server's sampling,
+ * events and HTTP, milliseconds) a worker that spun on (100,000 pauses, 3-5 ms here) took a fifth of the
+ * server's CPU from the threads that had work. The caller's own wait for its job's chunks spins longer:
+ * those chunks are running. A dispatch that wakes sleeping workers first
  * moves them off the caller's CPU (`steer_sleepers`): Linux puts a thread woken after a pause on its
  * waker's CPU, behind the caller, and a dispatch after a pause then ran on one core.
  *
@@ -129,7 +133,15 @@ static void run_chunks(vg_chunk_fn fn, void *ctx, int64_t n, int chunks, int id,
     }
 }
 
-#define SPINS 100000
+#define SPINS 100000 /* the caller's wait for its job's running chunks */
+
+static int64_t spin_ns = 200000; /* a worker's spin before it sleeps (vg_pool_spin); atomic */
+
+static int64_t monotonic_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 static inline void cpu_relax(int i) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -180,9 +192,14 @@ static void *worker(void *arg) {
     pthread_mutex_lock(&lock);
     unsigned long seen = start_generation[id];
     for (;;) {
-        if (generation == seen) { /* spin before sleeping (see above) */
+        int64_t spin = __atomic_load_n(&spin_ns, __ATOMIC_RELAXED);
+        if (generation == seen && spin > 0) { /* spin before sleeping (see above) */
             pthread_mutex_unlock(&lock);
-            for (int i = 0; i < SPINS && __atomic_load_n(&generation, __ATOMIC_ACQUIRE) == seen; i++) cpu_relax(i);
+            int64_t until = monotonic_ns() + spin;
+            for (int i = 0; __atomic_load_n(&generation, __ATOMIC_ACQUIRE) == seen; i++) {
+                cpu_relax(i);
+                if (i % 64 == 63 && monotonic_ns() >= until) break;
+            }
             pthread_mutex_lock(&lock);
         }
         sleeping[id] = 1;
@@ -247,6 +264,12 @@ int vg_pool_times(int64_t *out, int reset) {
         out[i] = reset ? __atomic_exchange_n(&times[i], 0, __ATOMIC_RELAXED) : __atomic_load_n(&times[i], __ATOMIC_RELAXED);
     pthread_mutex_unlock(&dispatch_lock);
     return 5;
+}
+
+/* A worker's spin before it sleeps, in nanoseconds of wall time (0: it sleeps at once), from its next
+ * wait; a negative `ns` changes nothing. Returns the previous setting. */
+int64_t vg_pool_spin(int64_t ns) {
+    return ns < 0 ? __atomic_load_n(&spin_ns, __ATOMIC_RELAXED) : __atomic_exchange_n(&spin_ns, ns, __ATOMIC_RELAXED);
 }
 
 /* The static schedule on (1) or off (0), from the next dispatch; returns the previous setting. */

@@ -9,6 +9,7 @@ void vg_parallel_for(int64_t n, int64_t min_chunk, int threads, vg_chunk_fn fn, 
 int vg_pool_size(void);
 int vg_pool_chunks(int64_t *out, int size, int reset);
 int vg_pool_static(int on);
+int64_t vg_pool_spin(int64_t ns);
 
 /* For loops of IEEE operations: built three times where the loader can choose (GNU ifunc), for AVX-512,
  * AVX2 and the baseline; the same operations each way, so the same bits. */
