@@ -6,8 +6,9 @@ client (a task of one asyncio loop in this process, serve_client.py: cheap, as i
 server) sends `--requests` streaming chat completions in a loop (a different question each, greedy,
 `--max-tokens` tokens at most), and the table gives the aggregate output tokens/s (all clients' completion
 tokens over the level's wall time), the median time to first token, the speedup over one client, the
-server process's CPU milliseconds per output token (all its threads; Linux) and the clients' own: on a
-shared machine the wall-clock figures measure the neighbours too, the CPU time much less so. For verigrad,
+server process's CPU milliseconds per output token (all its threads; Linux; in brackets verigrad's pool
+workers', threads vg-pool-<k>) and the clients' own: on a shared machine the wall-clock figures measure
+the neighbours too, the CPU time much less so. For verigrad,
 from its /metrics counters, the share of the level's wall time its engine thread spent in decode steps and
 in prefill (the rest it waited for requests) and the decode steps' average rows, beside the most they
 could average under this load (all tokens over the busiest client's: the clients whose answers end sooner
@@ -197,6 +198,23 @@ def cpu_seconds(pid: int, thread: int | None = None) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
+def pool_cpu_seconds(pid: int) -> float | None:
+    """The CPU time so far of process `pid`'s threads named vg-pool-<k> (verigrad's pool workers; Linux),
+    else None."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    total = 0.0
+    for task in tasks:
+        try:
+            named = Path(f"/proc/{pid}/task/{task}/comm").read_text().startswith("vg-pool-")
+        except OSError:
+            continue  # the thread ended
+        total += (cpu_seconds(pid, int(task)) or 0.0) if named else 0.0
+    return total
+
+
 def engine_metrics(url: str) -> dict[str, float]:
     """verigrad's engine counters from the server's /metrics (empty for a server without them)."""
     try:
@@ -245,21 +263,24 @@ def level(
     metrics0 = engine_metrics(url)
     t0, cpu0, mine0 = time.perf_counter(), cpu_seconds(pid), time.process_time()
     main0 = cpu_seconds(pid, pid)  # the main thread: verigrad's and llama-cpp-python's HTTP event loop
+    pool0 = pool_cpu_seconds(pid)
     per_client = run_clients(url, bodies, seconds)
     results = [r for mine in per_client for r in mine]
     wall, cpu1, mine = time.perf_counter() - t0, cpu_seconds(pid), time.process_time() - mine0
-    main1 = cpu_seconds(pid, pid)
+    main1, pool1 = cpu_seconds(pid, pid), pool_cpu_seconds(pid)
     tokens = sum(r[2] for r in results)
     # the most rows a step can average under this load: clients whose answers are shorter finish first,
     # and the batch runs the longest client's tail alone (each client's tokens are a step row each)
     longest = max(sum(r[2] for r in mine) for mine in per_client)
     cpu_ms = 1000 * (cpu1 - cpu0) / tokens if cpu0 is not None and cpu1 is not None and tokens else None
     loop_ms = 1000 * (main1 - main0) / tokens if main0 is not None and main1 is not None and tokens else None
+    pool_ms = 1000 * (pool1 - pool0) / tokens if pool0 is not None and pool1 is not None and tokens else None
     return {
         "tokens_per_s": tokens / wall,
         "ttft_ms": 1000 * statistics.median(r[0] for r in results),
         "cpu_ms_per_token": cpu_ms,
         "loop_cpu_ms_per_token": loop_ms,  # the server's main thread (its event loop) alone
+        "pool_cpu_ms_per_token": pool_ms,  # verigrad's pool workers (their chunks and their waits)
         "client_cpu_ms_per_token": 1000 * mine / max(tokens, 1),  # this process: the clients' own cost
         "rows_possible": tokens / max(longest, 1),
         **engine_share(metrics0, engine_metrics(url), wall),
@@ -602,7 +623,7 @@ def main() -> None:
     columns = ("server", "clients", "tokens/s", "x 1 client", "TTFT ms (median)", "vs llama.cpp")
     for column in (
         *columns,
-        "CPU ms/token",
+        "CPU ms/token (pool's)",
         "client CPU ms/token",
         "engine: decode / prefill / rows (most possible)",
     ):
@@ -617,7 +638,8 @@ def main() -> None:
             table.add_row(
                 which, str(clients), f"{r['tokens_per_s']:.1f}", f"{r['tokens_per_s'] / base:.2f}x",
                 f"{r['ttft_ms']:.0f}", versus,
-                "" if r["cpu_ms_per_token"] is None else f"{r['cpu_ms_per_token']:.1f}",
+                "" if r["cpu_ms_per_token"] is None else f"{r['cpu_ms_per_token']:.1f}"
+                + (f" ({r['pool_cpu_ms_per_token']:.1f})" if r["pool_cpu_ms_per_token"] else ""),
                 f"{r['client_cpu_ms_per_token']:.2f}",
                 f"{r['decode_share']:.0%} / {r['prefill_share']:.0%} / {r['rows_per_step']:.2f} "
                 f"({r['rows_possible']:.2f})"
