@@ -161,7 +161,9 @@ def start(
             "--context",
             "1024",
         ]
-        root = str(Path(verigrad.__file__).resolve().parent.parent)  # the child serves this verigrad
+        # the child serves this verigrad: run from its root too, as `-m` puts the working folder first on
+        # the path (run from another checkout, the child served that checkout's package)
+        cwd = root = str(Path(verigrad.__file__).resolve().parent.parent)
         path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
         env = {**os.environ, "PYTHONPATH": path}
     else:
@@ -171,8 +173,9 @@ def start(
         args += ["--model", str(model), "--port", str(port), "--host", "127.0.0.1"]
         args += ["--n_threads", str(threads), "--n_ctx", "1024", "--verbose", "False"]
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # its own environment's packages
+        cwd = None
     quiet, errors = subprocess.DEVNULL, subprocess.PIPE
-    proc = subprocess.Popen([str(python), *args], stdout=quiet, stderr=errors, env=env)
+    proc = subprocess.Popen([str(python), *args], stdout=quiet, stderr=errors, env=env, cwd=cwd)
     for _ in range(1200):
         try:
             if httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=1).status_code == 200:
