@@ -8,14 +8,26 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from llama_gguf import write_llama_gguf
 
 import verigrad as vg
 from verigrad.backends.cpu.quant import dequantize_into
+from verigrad.models import answer_loss as answer_loss_module
+from verigrad.models.answer_loss import answer_loss
+from verigrad.models.llama import Llama
+from verigrad.models.lora import TARGETS, add_lora
 from verigrad.nn.dequantized_product import dequantized_product
 from verigrad.nn.lora import MANY_ROWS, TrainingQLinear
 from verigrad.ops.quant import BLOCK_QTYPES, dequantize_op, random_blocks
 
 QTYPES = ("q4_1", "q8_0", "q4_k")
+
+
+@pytest.fixture(autouse=True, params=["reference", "cpu"])
+def backend(request):
+    """Each test on both backends: on the cpu one the weight goes through the thread's scratch buffer."""
+    with vg.backend(request.param):
+        yield request.param
 
 
 def on_tape(x: np.ndarray, w: vg.Tensor, qtype: str, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -71,8 +83,8 @@ def test_no_f32_weight_is_held_between_the_forward_and_the_backward():
     finally:
         tracemalloc.stop()
     assert held < out * k * 4 // 4, held  # well under the f32 weight's bytes
-    want = dequantize_op(layer.weight, qtype="q4_1").sum(0).numpy()
-    np.testing.assert_array_equal(x.grad.numpy(), np.broadcast_to(want, x.shape))
+    _, want = on_tape(x.numpy(), layer.weight, "q4_1", np.ones((20, out), np.float32))
+    np.testing.assert_array_equal(x.grad.numpy(), want)
 
 
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
@@ -90,7 +102,8 @@ def test_written_blocks_are_read_at_the_next_call(compiled):
 
 
 @pytest.mark.parametrize("qtype", BLOCK_QTYPES)
-def test_dequantize_into_writes_the_ops_bits_into_the_buffer(qtype):
+def test_dequantize_into_writes_the_ops_bits_into_the_buffer(qtype, backend):
+    dequantize_op(vg.from_numpy(random_blocks(np.random.default_rng(1), qtype, 1, 256)), qtype=qtype)
     rng = np.random.default_rng(0)
     blocks = random_blocks(rng, qtype, 5, 256)
     out = np.full((5, 256), np.nan, np.float32)
@@ -98,3 +111,49 @@ def test_dequantize_into_writes_the_ops_bits_into_the_buffer(qtype):
     np.testing.assert_array_equal(out, dequantize_op(vg.from_numpy(blocks), qtype=qtype).numpy())
     strided = np.full((5, 512), np.nan, np.float32)[:, ::2]  # not C-contiguous: written through a copy
     np.testing.assert_array_equal(dequantize_into(blocks, qtype, strided), out)
+
+
+def on_the_tape(x: vg.Tensor, w: vg.Tensor, qtype: str) -> vg.Tensor:
+    return x @ dequantize_op(w, qtype=qtype).T
+
+
+@pytest.mark.parametrize("tied", [True, False], ids=["tied", "untied"])
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_a_lora_steps_loss_and_adapter_gradients_are_the_tapes_bits(tmp_path, monkeypatch, tied, compiled):
+    """The LoRA step (the base and a tied or quantized head de-quantized twice) gives the bits of the same
+    step with the base multiplied by the de-quantized weight on the tape (the f32 copy kept)."""
+    path = write_llama_gguf(tmp_path / "tiny.gguf", tied=tied)
+    rng = np.random.default_rng(0)
+    ids = rng.integers(3, 270, (1, 24))
+    targets = np.roll(ids, -1, axis=1)
+    targets[:, :10] = -100
+
+    def step():
+        vg.manual_seed(0)
+        init = np.random.default_rng(1)
+        model = add_lora(Llama.from_gguf(path, activations="f32"), TARGETS, 4, 8.0)
+        with vg.no_grad():
+            for name, p in model.named_parameters():
+                if name.endswith("lora_B"):  # B = 0 would leave A without gradient
+                    p.assign(vg.from_numpy(init.normal(0, 0.05, p.shape).astype(np.float32)))
+        params = [p for p in model.parameters() if p.requires_grad]
+
+        def run(x, y):
+            loss = answer_loss(model, x, y, -100)
+            return (loss, *vg.autograd.grad(loss, params))
+
+        run = vg.compile(run) if compiled else run
+        loss, *grads = run(vg.from_numpy(ids), vg.from_numpy(targets))
+        return float(loss), [g.numpy().copy() for g in grads]
+
+    ours = step()
+    monkeypatch.setattr(
+        TrainingQLinear, "product", lambda self, x: x @ dequantize_op(self.weight, qtype=self.qtype).T
+    )
+    monkeypatch.setattr(
+        answer_loss_module, "dequantized_product", lambda x, w, q: x @ dequantize_op(w, qtype=q).T
+    )
+    theirs = step()
+    assert ours[0] == theirs[0]
+    for a, b in zip(ours[1], theirs[1]):
+        np.testing.assert_array_equal(a, b)

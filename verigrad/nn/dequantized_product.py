@@ -14,22 +14,28 @@ import numpy as np
 
 from .. import modes
 from ..autograd import is_grad_enabled
+from ..backends.active import get_backend
 from ..backends.cpu.quant import dequantize_into
 from ..dtypes import f32
 from ..function import Function
 from ..ops.quant import FORMATS, dequantize_op
 from ..shapes import Spec
 from ..tensor import Tensor
+from ..versions import version
 
-_scratch = threading.local()  # `buffer`: the f32 values of the last matrix this thread de-quantized
+# `buffer`: the f32 values of the last matrix this thread de-quantized; `holds`: (its blocks, their
+# version, qtype), so that asking for it again (an output head's backward, right after its forward) reuses it
+_scratch = threading.local()
 
 
 def dequantized(w: Tensor, qtype: str) -> Tensor:
     """dequantize(w) for blocks w [rows, row bytes]: eagerly with gradients off, in this thread's scratch
-    buffer, valid until its next call (the caller multiplies by it and lets it go; nothing records it);
-    otherwise (a trace, the tape, no C library yet) the op."""
+    buffer, valid until its next call for other blocks (the caller multiplies by it and lets it go;
+    nothing records it), on the cpu backend; otherwise (a trace, the tape, another backend, no C library
+    yet) the op."""
     blocks = w.payload
-    if modes.current().name != "eager" or is_grad_enabled() or not isinstance(blocks, np.ndarray):
+    eager = modes.current().name == "eager" and not is_grad_enabled() and isinstance(blocks, np.ndarray)
+    if not eager or get_backend().name != "cpu":
         return dequantize_op(w, qtype=qtype)
     fmt = FORMATS[qtype]
     shape = (blocks.shape[0], blocks.shape[1] // fmt.nbytes * fmt.block)
@@ -37,10 +43,17 @@ def dequantized(w: Tensor, qtype: str) -> Tensor:
     buffer = getattr(_scratch, "buffer", None)
     if buffer is None or buffer.size < size:
         buffer = _scratch.buffer = np.empty(size, np.float32)
-    try:
-        values = dequantize_into(blocks, qtype, buffer[:size].reshape(shape))
-    except RuntimeError:  # the library is loaded by the first op run
-        return dequantize_op(w, qtype=qtype)
+        _scratch.holds = None
+    values = buffer[:size].reshape(shape)
+    holds = (blocks, version(blocks), qtype)
+    held = getattr(_scratch, "holds", None)
+    if held is None or held[0] is not blocks or held[1:] != holds[1:]:
+        _scratch.holds = None  # written now: holds nothing whole if this fails
+        try:
+            dequantize_into(blocks, qtype, values)
+        except RuntimeError:  # the library is loaded by the first op run
+            return dequantize_op(w, qtype=qtype)
+        _scratch.holds = holds  # the blocks held: their id stays theirs
     return Tensor(Spec(shape, f32), values)
 
 
