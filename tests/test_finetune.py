@@ -423,26 +423,3 @@ def test_training_qlinear_is_qlinear_with_a_dense_product_for_many_rows():
         g = rng.normal(size=(count, 24)).astype(np.float32)
         (y * vg.from_numpy(g)).sum().backward()
         np.testing.assert_allclose(x.grad.numpy(), g @ w, rtol=1e-5, atol=1e-5)
-
-
-def test_training_qlinear_makes_its_f32_weight_once_per_version_of_the_blocks():
-    """The de-quantized weight is kept (the op's bits) and made again after the blocks are written; one
-    first made inside a trace holds data (the eager step after a compiled one reads it)."""
-    from verigrad.nn.lora import TrainingQLinear
-    from verigrad.ops.quant import dequantize_op, random_blocks
-
-    rng = np.random.default_rng(0)
-    raw = random_blocks(rng, "q4_1", 24, 64)
-    layer = TrainingQLinear(raw, "q4_1", (24, 64), "f32")
-    x = vg.from_numpy(rng.normal(size=(20, 64)).astype(np.float32))
-    compiled = vg.compile(lambda x: layer(x) * 2)
-    twice = compiled(x).numpy()
-    first = layer.dense()
-    assert layer.dense() is first
-    expected = (x @ dequantize_op(layer.weight, qtype="q4_1").T).numpy()
-    np.testing.assert_array_equal(layer(x).numpy(), expected)
-    np.testing.assert_array_equal(twice, expected * 2)
-    with vg.no_grad():
-        layer.weight.copy_(vg.from_numpy(random_blocks(rng, "q4_1", 24, 64)))
-    assert layer.dense() is not first
-    np.testing.assert_array_equal(layer(x).numpy(), (x @ dequantize_op(layer.weight, qtype="q4_1").T).numpy())

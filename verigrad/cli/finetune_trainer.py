@@ -3,10 +3,10 @@ examples (cli/finetune_data.py), the loss on the answer tokens alone, with the l
 lm` (cli/train_loop.py: AdamW groups, warmup and cosine, clipping, accumulation, validation,
 checkpoints, a bit-identical `--resume`).
 
-LoRA (the default): the quantized base stays quantized in memory and frozen (a step's products use
-each matrix's f32 copy, made once: nn/lora.py's TrainingQLinear), f32 adapters are trained (nn/lora.py,
-PEFT's semantics); the loss's head is applied to the answer rows alone (models/answer_loss.py).
-`full=True`: every weight dequantized to f32 and trained. At the end the
+LoRA (the default): the quantized base stays quantized in memory and frozen (a step's products
+de-quantize one matrix at a time, in the forward and again in the backward: nn/lora.py's TrainingQLinear),
+f32 adapters are trained (nn/lora.py, PEFT's semantics); the loss's head is applied to the answer rows
+alone (models/answer_loss.py). `full=True`: every weight dequantized to f32 and trained. At the end the
 adapters are saved as PEFT saves them (`adapter_model.safetensors`, `adapter_config.json`), and with
 `merge` the whole model as a GGUF file (`model-f16.gguf` or `model-q8_0.gguf`) with the base's metadata
 and tokenizer.

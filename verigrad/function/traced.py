@@ -92,7 +92,10 @@ def _run_forward(*arrays: np.ndarray, call: FunctionCall) -> np.ndarray:
         ):
             raise RuntimeError(f"{call.fn.__name__}.forward returned {o!r} where its trace gave {spec!r}")
     run = call.run
-    run.ctx, run.inputs, run.grads, run.outputs = ctx, tensors, None, outputs
+    # a single output's gradient is always given: its tensor is not kept to the backward (the plan holds
+    # the copy; holding both kept every such output twice until the next run)
+    run.ctx, run.inputs, run.grads = ctx, tensors, None
+    run.outputs = outputs if call.several else (None,)
     return np.empty(0, np.float32) if call.several else np.array(output.payload, copy=True)
 
 

@@ -20,6 +20,7 @@ from .. import modes
 from ..function import Function
 from ..nn import Embedding, Linear
 from ..nn import functional as F
+from ..nn.dequantized_product import dequantized_product, product, product_t
 from ..nn.lora import MANY_ROWS, TrainingQLinear
 from ..ops import from_numpy, take, take_grad
 from ..ops.composite.losses import cross_entropy_grad
@@ -42,12 +43,14 @@ class KeptRowsLoss(Function):
     """`kept_rows_loss` in a trace: one instruction whose forward reads the targets at each run."""
 
     @staticmethod
-    def forward(ctx: Any, h: Tensor, weight: Tensor, targets: Tensor, ignore_index: int) -> Tensor:
+    def forward(
+        ctx: Any, h: Tensor, weight: Tensor, targets: Tensor, ignore_index: int, qtype: str | None
+    ) -> Tensor:
         if modes.current().name != "eager":  # shapes alone (the trace): every row, for the loss's spec
-            return F.cross_entropy(h @ weight.T, targets, ignore_index=ignore_index)
+            return F.cross_entropy(_logits(h, weight, qtype), targets, ignore_index=ignore_index)
         kept, kept_targets, ctx.at = _answer_rows(h, targets, ignore_index)
-        logits = kept @ weight.T
-        ctx.rows, ctx.ignore_index = h.shape[0], ignore_index
+        logits = _logits(kept, weight, qtype)
+        ctx.rows, ctx.ignore_index, ctx.qtype = h.shape[0], ignore_index, qtype
         ctx.save_for_backward(kept, weight, logits, kept_targets)
         return F.cross_entropy(logits, kept_targets, ignore_index=ignore_index)
 
@@ -57,36 +60,44 @@ class KeptRowsLoss(Function):
         dlogits = cross_entropy_grad(logits, kept_targets, g, reduction="mean", ignore_index=ctx.ignore_index)
         dh = None
         if ctx.needs_input_grad[0]:
-            dh = dlogits @ weight
+            dh = dlogits @ weight if ctx.qtype is None else product_t(dlogits, weight, ctx.qtype)
             dh = dh if ctx.at is None else take_grad(dh, ctx.at, axis=0, size=ctx.rows)  # take's VJP
         dweight = dlogits.T @ kept if ctx.needs_input_grad[1] else None
         ctx.save_for_backward()  # a plan keeps the ctx until its next run: not the logits
-        return dh, dweight, None, None
+        return dh, dweight, None, None, None
 
 
-def kept_rows_loss(h: Tensor, weight: Tensor, targets: Tensor, ignore_index: int) -> Tensor:
-    """cross_entropy(h @ weight.T, targets, ignore_index=ignore_index) ("mean"; h [N, d], weight [V, d],
-    targets [N]), the product made for the rows whose target counts. Eagerly those rows are gathered
-    (`take`) and the tape differentiates it; in a trace it is `KeptRowsLoss` (an eager custom Function
-    would keep its graph alive until Python's cycle collector runs: its ctx and node refer to each other)."""
+def _logits(h: Tensor, weight: Tensor, qtype: str | None) -> Tensor:
+    """h @ W.T, W the f32 `weight` (qtype None) or the blocks `weight` of qtype de-quantized."""
+    return h @ weight.T if qtype is None else product(h, weight, qtype)
+
+
+def kept_rows_loss(
+    h: Tensor, weight: Tensor, targets: Tensor, ignore_index: int, qtype: str | None = None
+) -> Tensor:
+    """cross_entropy(h @ W.T, targets, ignore_index=ignore_index) ("mean"; h [N, d], W [V, d], targets
+    [N]), the product made for the rows whose target counts; W is `weight` (f32), or with a `qtype` the
+    blocks `weight` de-quantized, in the forward and again in the backward (no f32 copy kept). Eagerly
+    those rows are gathered (`take`) and the tape differentiates it; in a trace it is `KeptRowsLoss`."""
     if modes.current().name != "eager":
-        return KeptRowsLoss.apply(h, weight, targets, ignore_index)
+        return KeptRowsLoss.apply(h, weight, targets, ignore_index, qtype)
     kept, kept_targets, _ = _answer_rows(h, targets, ignore_index)
-    return F.cross_entropy(kept @ weight.T, kept_targets, ignore_index=ignore_index)
+    logits = kept @ weight.T if qtype is None else dequantized_product(kept, weight, qtype)
+    return F.cross_entropy(logits, kept_targets, ignore_index=ignore_index)
 
 
-def head_weight(model: Llama, rows: Any) -> Tensor | None:
-    """The output matrix [vocab, d] that `model`'s logits of `rows` rows are norm(x) @ W.T of (a quantized
-    one's f32 copy, as TrainingQLinear multiplies so many rows), or None where they are not one such
-    product (qmatmul, a bias)."""
+def head_weight(model: Llama, rows: Any) -> tuple[Tensor, str | None] | None:
+    """The output matrix [vocab, d] that `model`'s logits of `rows` rows are norm(x) @ W.T of: an f32
+    weight and None, or a TrainingQLinear's blocks and their qtype (multiplied de-quantized, as it
+    multiplies so many rows), or None where the logits are not one such product (qmatmul, a bias)."""
     head = model.lm_head
     if head is None:
         table = model.embed_tokens
-        return table.weight if type(table) is Embedding else None
+        return (table.weight, None) if type(table) is Embedding else None
     if type(head) is TrainingQLinear:
-        return head.dense() if not isinstance(rows, int) or rows >= MANY_ROWS else None
+        return (head.weight, head.qtype) if not isinstance(rows, int) or rows >= MANY_ROWS else None
     if type(head) is Linear and head.bias is None:
-        return head.weight
+        return head.weight, None
     return None
 
 
@@ -96,8 +107,8 @@ def answer_loss(model: Llama, ids: Any, targets: Tensor, ignore_index: int) -> T
     logits are not norm(x) @ W.T: a Gemma's soft-capping)."""
     ids = token_ids(ids)
     b, t = ids.shape
-    weight = head_weight(model, b * t) if type(model)._logits is Llama._logits else None
-    if weight is None:
+    head = head_weight(model, b * t) if type(model)._logits is Llama._logits else None
+    if head is None:
         logits = model(ids)
         return F.cross_entropy(
             logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=ignore_index
@@ -105,4 +116,5 @@ def answer_loss(model: Llama, ids: Any, targets: Tensor, ignore_index: int) -> T
     check_room(None, ids, model.context_length)
     model.prepare(t)
     h = model.norm(model.hidden(ids))
-    return kept_rows_loss(h.reshape(-1, h.shape[-1]), weight, targets.reshape(-1), ignore_index)
+    weight, qtype = head
+    return kept_rows_loss(h.reshape(-1, h.shape[-1]), weight, targets.reshape(-1), ignore_index, qtype)

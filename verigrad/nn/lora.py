@@ -9,13 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from ..dtypes import f32
 from ..ops import concat, zeros
-from ..ops.quant import dequantize, dequantize_op
-from ..shapes import Spec
 from ..tensor import Tensor
-from ..versions import version
 from .containers import ModuleDict
+from .dequantized_product import dequantized_product
 from .init import _uniform_param, fan_in_bound
 from .module import Module
 from .quant import QLinear
@@ -34,42 +31,31 @@ def check_rank(r: Any, alpha: Any) -> None:
 class TrainingQLinear(QLinear):
     """A QLinear (f32 activations) for a training step: from MANY_ROWS rows of x its product is
     x @ W.T with W the de-quantized weight, through the f32 matmul kernel (2-3x faster than qmatmul's on
-    a step's hundreds of rows: the backward already multiplies so); fewer rows (decoding a sample) use
-    qmatmul. The weight's blocks are the layer's state; W is made once per version of them and kept (the
-    base is frozen): a step's backward kept every layer's W until it ran anyway, so the step's peak is the
-    same, and the step neither de-quantizes nor pages in fresh memory for them (SmolLM2's LoRA step
-    1.16x)."""
+    a step's hundreds of rows), and its VJP g @ W de-quantizes W again (`dequantized_product`): the base
+    stays quantized, with no f32 copy kept between the forward and the backward, nor between steps. Fewer
+    rows (decoding a sample) use qmatmul."""
 
     def forward(self, x: Tensor) -> Tensor:
-        rows = 1
-        for size in x.shape[:-1]:
-            rows = rows * size if isinstance(size, int) else MANY_ROWS
-        if rows < MANY_ROWS:
-            return super().forward(x)
-        return x @ self.dense().T
+        return self.product(x) if many_rows(x) else super().forward(x)
 
-    def dense(self) -> Tensor:
-        """The de-quantized weight [out, in] (the same values as `dequantize_op`'s), made on first use
-        and again after the blocks are written or replaced; a weight without data (`verigrad.abstract`)
-        gives the op."""
-        blocks = self.weight.payload
-        if not isinstance(blocks, np.ndarray):
-            return dequantize_op(self.weight, qtype=self.qtype)
-        key = (id(blocks), version(blocks))
-        made = self.__dict__.get("_dense")
-        if made is None or made[0] != key:
-            shape = (self.out_features, self.in_features)
-            # a tensor with data in any mode (from_numpy in a trace makes a constant of the trace)
-            dense = Tensor(Spec(shape, f32), dequantize(blocks, self.qtype, shape))
-            made = (key, dense, blocks)  # the blocks held: their id stays theirs
-            object.__setattr__(self, "_dense", made)
-        return made[1]
+    def product(self, x: Tensor) -> Tensor:
+        """x @ W.T through the f32 matmul kernel, W de-quantized for the forward and again for the
+        backward."""
+        return dequantized_product(x, self.weight, self.qtype)
 
     @classmethod
     def of(cls, layer: QLinear) -> TrainingQLinear:
         """The same blocks (no copy) as a TrainingQLinear."""
         shape = (layer.out_features, layer.in_features)
         return cls(layer.weight.numpy(), layer.qtype, shape, "f32")
+
+
+def many_rows(x: Tensor) -> bool:
+    """Whether x [..., in] has MANY_ROWS rows or more (a symbolic size counts as many)."""
+    rows = 1
+    for size in x.shape[:-1]:
+        rows = rows * size if isinstance(size, int) else MANY_ROWS
+    return rows >= MANY_ROWS
 
 
 class LoRA(Module):

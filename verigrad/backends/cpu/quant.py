@@ -184,23 +184,25 @@ def _embedding(fn: Any, reference: Callable, backend: Any, ptr: Callable) -> Cal
     values; an id out of range (or another layout) runs the reference, which names it."""
     from ...ops.quant import FORMATS
 
-    def kernel(ids: np.ndarray, w: np.ndarray, qtype: str) -> np.ndarray:
+    def kernel(ids: np.ndarray, w: np.ndarray, qtype: str, out: np.ndarray | None = None) -> np.ndarray:
         code = QTYPES.get(qtype)
         if code is None or type(ids) is not np.ndarray or ids.dtype.kind not in "iu" or w.dtype != np.uint8:
-            return reference(ids, w, qtype)
+            return _ffi.into(reference(ids, w, qtype), out)
         fmt = FORMATS[qtype]
         (vocab, row_bytes), flat = w.shape, np.ascontiguousarray(ids, np.int64).reshape(-1)
         k = row_bytes // fmt.nbytes * fmt.block
         if not w.flags.c_contiguous:
             w = np.ascontiguousarray(w)
-        out = np.empty((*ids.shape, k), np.float32)
+        shape = (*ids.shape, k)
+        given = out is not None and _ffi.writable(out, shape, np.dtype(np.float32))
+        dst = out if given else np.empty(shape, np.float32)
         if flat.size and k:
             min_rows = max(1, _ffi.min_chunk() // k)
             if fn(
-                code, ptr(w), vocab, row_bytes, k, ptr(flat), flat.size, ptr(out), min_rows, backend.threads
+                code, ptr(w), vocab, row_bytes, k, ptr(flat), flat.size, ptr(dst), min_rows, backend.threads
             ):
                 return reference(ids, w, qtype)  # an id out of range: its IndexError
-        return out
+        return dst if given else _ffi.into(dst, out)
 
     return kernel
 
@@ -228,7 +230,16 @@ def _dequantize(embedding: Callable, reference: Callable) -> Callable:
     return kernel
 
 
-_state: dict[str, Any] = {"simd": None, "q8_path": None, "f32_kernels": None}
+_state: dict[str, Any] = {"simd": None, "q8_path": None, "f32_kernels": None, "embedding": None}
+
+
+def dequantize_into(w: np.ndarray, qtype: str, out: np.ndarray) -> np.ndarray:
+    """dequantize's values (its kernel's bits) of the blocks w [rows, row bytes] written into `out`
+    (f32 [rows, values], C-contiguous: a caller's reused buffer, no fresh memory paged in); returns out."""
+    embedding = _state["embedding"]
+    if embedding is None:
+        raise RuntimeError("dequantize_into: the CPU backend's library is not loaded")
+    return embedding(np.arange(w.shape[0], dtype=np.int64), w, qtype, out)
 
 
 PATHS = ("scalar", "avx2", "avx512", "vnni")  # vg_quant_simd's levels ("vnni": AVX-512 with VNNI)
@@ -295,5 +306,6 @@ def register(backend: Any, lib: Library) -> None:
         backend.register(op.name, kernel, "f32", EXACT)
     fn = lib.fn("vg_qembedding", [ctypes.c_int, p, i64, i64, i64, p, i64, p, i64, ctypes.c_int], i64)
     embedding = _embedding(fn, qembedding.reference, backend, lib.ptr)
+    _state["embedding"] = embedding
     backend.register("qembedding", embedding, "f32", EXACT)
     backend.register("dequantize", _dequantize(embedding, dequantize_op.reference), "f32", EXACT)
