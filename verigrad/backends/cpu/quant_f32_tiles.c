@@ -132,7 +132,7 @@ enum { TILE_T = 4, TILE_R = 6 }; /* activation rows, weight rows of the largest 
         for (int j = 0; j < RN; j++) row[j] = w + (j < rn ? j : rn - 1) * stride;                          \
         const uint8_t *next = w + rn * stride;                                                             \
         float dd[RN][16], mm[RN][16];                                                                      \
-        for (int64_t i0 = 0; i0 < nb; i0 += 16) { /* 16 blocks' scales at once, then their blocks */      \
+        for (int64_t i0 = 0; i0 < nb; i0 += 16) { /* 16 blocks' scales at once, then their blocks */       \
             const int64_t cn = nb - i0 < 16 ? nb - i0 : 16;                                                \
             for (int j = 0; j < RN; j++) scales16(row[j] + i0 * bytes, bytes, cn, affine, dd[j], mm[j]);   \
             for (int64_t c = 0; c < cn; c++) {                                                             \
@@ -149,43 +149,56 @@ enum { TILE_T = 4, TILE_R = 6 }; /* activation rows, weight rows of the largest 
                 }                                                                                          \
             }                                                                                              \
         }                                                                                                  \
-        for (int u = 0; u < TN; u++) /* all RN folded: a bound of rn put the sums on the stack */           \
+        for (int u = 0; u < TN; u++) /* all RN folded: a bound of rn put the sums on the stack */          \
             for (int j = 0; j < RN; j++) s[u * RN + j] = fold_avx512(a[u][j], b[u][j]);                    \
     }
+enum { CHUNK = 32 }; /* the most blocks HALVES takes at once */
 /* dot_f32 of TN activation rows (x + u k, 5 <= TN <= 8) with RN weight rows (as FEW_ROWS takes them) of a
- * 32-value format: each output's partial sums 0..15 over a chunk of up to 32 blocks, then its sums 16..31
- * (TN RN accumulators, 24 at most: TN loads of x for TN RN fused multiply-adds, where both halves at once
- * left room for one weight row, a load of x per multiply-add). The chunk's tables (tables32_avx512) are
- * made once for both halves, each half looked up in them (half32_avx512). s[u RN + j], each output summed
- * as dot_f32 sums it (sums 0..15 and 16..31 are separate chains: their interleaving does not matter). */
+ * 32-value format: each output's partial sums 0..15 over a chunk of up to CHUNK blocks, then its sums
+ * 16..31 (TN RN accumulators, 24 at most: TN loads of x for TN RN fused multiply-adds, where both halves at
+ * once left room for one weight row, a load of x per multiply-add). s[u RN + j], each output summed as
+ * dot_f32 sums it (sums 0..15 and 16..31 are separate chains: their interleaving does not matter).
+ * Each chunk's blocks are de-quantized once into val (in L1), so the multiply-adds' loop is loads and
+ * multiply-adds only: the widening, shifts and lookups (on the ports the multiply-adds need) are not
+ * repeated for the second half, and the scales come 16 blocks at a time (scales16) and are broadcast from
+ * memory (from a register, 3 shuffles a block). q8_0 has no table to share: its values are made in the
+ * loop. The chunks are of even size (48 blocks: 2 of 24, where 32 and 16 read 8 rows of x past L1). */
 #define HALVES(NAME, QTYPE, TN, RN)                                                                        \
     AVX512_Q static void NAME(const uint8_t *w, int64_t stride, int64_t nb, int rn, const float *x,        \
                               int64_t k, float *s) {                                                       \
-        const int qt = QTYPE;                                                                              \
+        const int qt = QTYPE, affine = qt == Q4_1 || qt == Q5_1;                                           \
         const int64_t bytes = BLOCK_BYTES[qt];                                                             \
         __m512 sums[2][TN * RN];                                                                           \
         const uint8_t *row[RN];                                                                            \
         for (int j = 0; j < RN; j++) row[j] = w + (j < rn ? j : rn - 1) * stride;                          \
         const uint8_t *next = w + rn * stride;                                                             \
-        __m512 tab[RN][32][2];                                                                             \
-        for (int64_t i0 = 0; i0 < nb; i0 += 32) { /* chunks of 32 blocks (SmolLM2's 18 in one) */           \
-            const int64_t cn = nb - i0 < 32 ? nb - i0 : 32;                                                \
+        float dd[RN][CHUNK], mm[RN][CHUNK];                                                                \
+        __m512 val[RN][CHUNK][2];                                                                          \
+        const int64_t parts = (nb + CHUNK - 1) / CHUNK, most = parts == 1 ? nb : (nb + parts - 1) / parts; \
+        for (int64_t i0 = 0; i0 < nb; i0 += most) {                                                        \
+            const int64_t cn = nb - i0 < most ? nb - i0 : most;                                            \
+            for (int j = 0; j < RN; j++)                                                                   \
+                for (int64_t c = 0; c < cn; c += 16)                                                       \
+                    scales16(row[j] + (i0 + c) * bytes, bytes, cn - c, affine, dd[j] + c, mm[j] + c);      \
             for (int j = 0; j < RN; j++)                                                                   \
                 for (int64_t c = 0; c < cn; c++) {                                                         \
                     const uint8_t *wb = row[j] + (i0 + c) * bytes;                                         \
                     _mm_prefetch((const char *)(wb + (next - w)), _MM_HINT_T0);                            \
-                    __m512 d, m;                                                                           \
-                    scales1_avx512(wb, &d, &m);                                                            \
-                    tables32_avx512(qt, d, m, tab[j][c]);                                                  \
+                    if (qt != Q8_0)                                                                        \
+                        block32_avx512(qt, wb, _mm512_set1_ps(dd[j][c]), _mm512_set1_ps(mm[j][c]),         \
+                                       &val[j][c][0], &val[j][c][1]);                                      \
                 }                                                                                          \
             for (int h = 0; h < 2; h++) {                                                                  \
                 __m512 a[TN][RN];                                                                          \
                 for (int u = 0; u < TN; u++)                                                               \
-                    for (int j = 0; j < RN; j++) a[u][j] = i0 ? sums[h][u * RN + j] : _mm512_setzero_ps();  \
+                    for (int j = 0; j < RN; j++) a[u][j] = i0 ? sums[h][u * RN + j] : _mm512_setzero_ps(); \
                 for (int64_t c = 0; c < cn; c++) {                                                         \
                     const int64_t i = i0 + c;                                                              \
                     __m512 v[RN];                                                                          \
-                    for (int j = 0; j < RN; j++) v[j] = half32_avx512(qt, row[j] + i * bytes, h, tab[j][c]); \
+                    for (int j = 0; j < RN; j++) {                                                         \
+                        const __m512 d = _mm512_set1_ps(dd[j][c]);                                         \
+                        v[j] = qt == Q8_0 ? half32_avx512(qt, row[j] + i * bytes, h, &d) : val[j][c][h];   \
+                    }                                                                                      \
                     for (int u = 0; u < TN; u++) {                                                         \
                         __m512 xv = _mm512_loadu_ps(x + u * k + 32 * i + 16 * h);                          \
                         __asm__("" : "+v"(xv)); /* one load for RN products: GCC loaded it in each */      \
@@ -226,7 +239,7 @@ static const few_fn FEW[NQTYPES][FEW_MAX + 1] = {
  * partial sums in 4 vectors, summed a vector (a quarter of the lanes) at a time over all of k, then folded
  * as dot_f32 folds them: s[u RN + j] */
 #define TILE_AVX2(NAME, TN, RN)                                                                            \
-    __attribute__((target("avx2,fma"))) static void NAME(const float *x, int64_t xs, const float *v,     \
+    __attribute__((target("avx2,fma"))) static void NAME(const float *x, int64_t xs, const float *v,       \
                                                          int64_t vs, int64_t k, float *s) {                \
         __m256 q[4][TN * RN];                                                                              \
         for (int l = 0; l < 4; l++) {                                                                      \
