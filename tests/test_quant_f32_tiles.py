@@ -159,7 +159,8 @@ def test_a_rows_bits_do_not_depend_on_its_batch(qtype):
                     alone = np.concatenate([kernel(x[u : u + 1], raw, qtype=qtype) for u in range(8)])
                     _assert_same(alone, want, f"{taken} {threads} k={k} alone")
                     for t in range(2, 9):
-                        _assert_same(kernel(x[:t], raw, qtype=qtype), alone[:t], f"{taken} {threads} k={k} t={t}")
+                        got = kernel(x[:t], raw, qtype=qtype)
+                        _assert_same(got, alone[:t], f"{taken} {threads} k={k} t={t}")
     finally:
         vg.set_threads(1)
         cpu_quant.simd(True)
