@@ -379,8 +379,11 @@ static void f32_band(void *ctx, int64_t lo, int64_t hi) {
     f32_rows(p, lo, hi);
     for (int64_t t = 0; t < p->t; t++) {
         uint32_t *o = (uint32_t *)(p->out + t * p->n);
-        for (int64_t r = lo; r < hi; r++)
-            if ((o[r] & 0x7fffffffu) > 0x7f800000u) o[r] = 0x7fc00000u;
+        for (int64_t r = lo; r < hi; r++) { /* every value stored: a vector loop (the branch's took 1-2% of
+                                               * a step of 8 rows) */
+            const uint32_t v = o[r];
+            o[r] = (v & 0x7fffffffu) > 0x7f800000u ? 0x7fc00000u : v;
+        }
     }
 }
 
