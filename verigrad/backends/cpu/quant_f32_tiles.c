@@ -1,14 +1,15 @@
-/* vg_qmatmul_f32: out[t, n] = qmatmul's reference (ops/quant.py `lane_dot`), bit for bit (quant_f32.c gives
- * the summation rule). A decode step (one activation row) takes quant_f32.c's fused kernels where they
- * exist; 2 to 8 rows (a server's batch of a few sequences) of the 32-value formats on AVX-512 take FEW_ROWS
- * (2 to 4) or HALVES (5 to 8), which de-quantize each block in registers once for all of them
- * (quant_blocks32.h); otherwise a panel of weight rows (AVX-512: 6, AVX2: 3; a decode step 4 and 1) is
- * de-quantized into a row buffer (in L1: the panel is read once per tile of activation rows, which stream
- * from L2) and multiplied with tiles of up to 4 (AVX2: 3) activation rows by the panel's rows. A tile sums each
- * output's partial sums 0..15 over all of k, one vector an output, then its sums 16..31 (AVX2: the four
- * vectors of 8 in turn): 24 accumulators for 24 fused multiply-adds a step, against 10 loads; the folds of
- * 16 outputs are made side by side (fold16_avx512). Each output is summed as dot_f32 sums it, so a row's
- * bits do not depend on how many rows there are, which tile it falls in or what the others hold.
+/* vg_qmatmul_f32: out[t, n] = qmatmul's reference (ops/quant.py `lane_dot`), bit for bit (quant_f32.c
+ * gives the summation rule). A decode step (one activation row) takes quant_f32.c's fused kernels where
+ * they exist; 2 to 8 rows (a server's batch of a few sequences) of the 32-value formats on AVX-512 take
+ * FEW_ROWS (2 to 4) or HALVES (5 to 8), which de-quantize each block once for all of them
+ * (quant_blocks32.h; HALVES a chunk of blocks at a time into a buffer in L1); otherwise a panel of weight
+ * rows (AVX-512: 6, AVX2: 3; a decode step 4 and 1) is de-quantized into a row buffer (in L1: the panel is
+ * read once per tile of activation rows, which stream from L2) and multiplied with tiles of up to 4 (AVX2:
+ * 3) activation rows by the panel's rows. A tile sums each output's partial sums 0..15 over all of k, one
+ * vector an output, then its sums 16..31 (AVX2: the four vectors of 8 in turn): 24 accumulators for 24
+ * fused multiply-adds a step, against 10 loads; the folds of 16 outputs are made side by side
+ * (fold16_avx512). Each output is summed as dot_f32 sums it, so a row's bits do not depend on how many
+ * rows there are, which tile it falls in or what the others hold.
  *
  * Threads take bands of weight rows (each reads only its band); every output is computed by one thread
  * in one order, so every thread count gives the same bits.
