@@ -134,6 +134,38 @@ def test_long_rows_give_the_reference_bits(qtype, monkeypatch):
         cpu_quant.simd(True)
 
 
+# the 32-value formats: 2 to 8 activation rows take FEW_ROWS and HALVES on AVX-512
+BLOCK32 = tuple(q for q in BLOCK_QTYPES if FORMATS[q].block == 32)
+
+
+@pytest.mark.parametrize("qtype", BLOCK32)
+def test_a_rows_bits_do_not_depend_on_its_batch(qtype):
+    """SmolLM2's widths (18 blocks: one chunk of HALVES; 48: two of 24) and 41 (21 and 20): every row of a
+    product of 1 to 8 activation rows has the bits of the same row alone (a decode step's kernel) and the
+    reference's, on each vector path, with 1 and 2 threads."""
+    kernel = cpu.cpu.native(vg.REGISTRY["qmatmul"], vg.f32)
+    reference = vg.REGISTRY["qmatmul"].reference
+    rng = np.random.default_rng(21)
+    try:
+        for k in (576, 1536, 32 * 41):
+            raw = random_blocks(rng, qtype, 7, k)
+            x = rng.standard_normal((8, k)).astype(np.float32)
+            with np.errstate(all="ignore"):
+                want = reference(x, raw, qtype)
+            for path in cpu_quant.PATHS:
+                taken = cpu_quant.path(path)
+                for threads in (1, 2):
+                    vg.set_threads(threads)
+                    alone = np.concatenate([kernel(x[u : u + 1], raw, qtype=qtype) for u in range(8)])
+                    _assert_same(alone, want, f"{taken} {threads} k={k} alone")
+                    for t in range(2, 9):
+                        got = kernel(x[:t], raw, qtype=qtype)
+                        _assert_same(got, alone[:t], f"{taken} {threads} k={k} t={t}")
+    finally:
+        vg.set_threads(1)
+        cpu_quant.simd(True)
+
+
 # the formats whose AVX2 decode kernels (and q2_k's and q3_k's AVX2 and AVX-512 row de-quantization) came last
 LOW_BIT = ("q2_k", "q3_k", "iq4_nl", "iq4_xs")
 

@@ -8,9 +8,8 @@
 #if VG_X86
 /* The 32-value formats on AVX-512, de-quantized in registers. Each block's scale d (and q4_1's, q5_1's m)
  * comes from scales16, 16 blocks' at a time (one gather, one conversion), so a block's values cost no
- * conversion and no shuffle of its own: vbroadcastss reads the f32 from memory (or, where each block's
- * tables are made once for many products, from scales1_avx512). The nibbles are widened
- * once (value i's low nibble and value i + 16's high nibble in lane i) and each value looked up in the
+ * conversion and no shuffle of its own: vbroadcastss (or a multiplication's embedded broadcast) reads the
+ * f32 from memory. The nibbles are widened once (value i's low nibble and value i + 16's high nibble in lane i) and each value looked up in the
  * block's table of the 16 values a nibble may stand for (permutexvar reads the low 4 bits of each index);
  * q5_0 and q5_1 look up in two tables (32 values, permutex2var reads 5 bits), the fifth bit rotated into
  * place with no shuffle (a masked lookup took a shuffle per mask: 20% slower). Each table entry is computed
@@ -27,15 +26,6 @@ AVX512_Q __attribute__((always_inline)) static inline void scales16(const uint8_
     const __m512i g = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), take, at, wb, 1);
     _mm512_storeu_ps(d, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g)));
     if (affine) _mm512_storeu_ps(m, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g, 16))));
-}
-
-/* block wb's scales broadcast: d (the f16 at byte 0) and m (at byte 2: q4_1's, q5_1's; else unused), one
- * conversion of the block's own 4 bytes (kernels that make each block's tables once took less time so than
- * with scales16's gather) */
-AVX512_Q __attribute__((always_inline)) static inline void scales1_avx512(const uint8_t *wb, __m512 *d, __m512 *m) {
-    const __m128 dm = _mm_cvtph_ps(_mm_cvtsi32_si128(load32(wb)));
-    *d = _mm512_broadcastss_ps(dm);
-    *m = _mm512_broadcastss_ps(_mm_movehdup_ps(dm));
 }
 
 /* block wb's lookup tables (d, m: its scales broadcast): t[0] the 16 values a nibble stands for (q8_0: d),

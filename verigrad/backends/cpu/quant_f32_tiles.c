@@ -1,14 +1,15 @@
-/* vg_qmatmul_f32: out[t, n] = qmatmul's reference (ops/quant.py `lane_dot`), bit for bit (quant_f32.c gives
- * the summation rule). A decode step (one activation row) takes quant_f32.c's fused kernels where they
- * exist; 2 to 8 rows (a server's batch of a few sequences) of the 32-value formats on AVX-512 take FEW_ROWS
- * (2 to 4) or HALVES (5 to 8), which de-quantize each block in registers once for all of them
- * (quant_blocks32.h); otherwise a panel of weight rows (AVX-512: 6, AVX2: 3; a decode step 4 and 1) is
- * de-quantized into a row buffer (in L1: the panel is read once per tile of activation rows, which stream
- * from L2) and multiplied with tiles of up to 4 (AVX2: 3) activation rows by the panel's rows. A tile sums each
- * output's partial sums 0..15 over all of k, one vector an output, then its sums 16..31 (AVX2: the four
- * vectors of 8 in turn): 24 accumulators for 24 fused multiply-adds a step, against 10 loads; the folds of
- * 16 outputs are made side by side (fold16_avx512). Each output is summed as dot_f32 sums it, so a row's
- * bits do not depend on how many rows there are, which tile it falls in or what the others hold.
+/* vg_qmatmul_f32: out[t, n] = qmatmul's reference (ops/quant.py `lane_dot`), bit for bit (quant_f32.c
+ * gives the summation rule). A decode step (one activation row) takes quant_f32.c's fused kernels where
+ * they exist; 2 to 8 rows (a server's batch of a few sequences) of the 32-value formats on AVX-512 take
+ * FEW_ROWS (2 to 4) or HALVES (5 to 8), which de-quantize each block once for all of them
+ * (quant_blocks32.h; HALVES a chunk of blocks at a time into a buffer in L1); otherwise a panel of weight
+ * rows (AVX-512: 6, AVX2: 3; a decode step 4 and 1) is de-quantized into a row buffer (in L1: the panel is
+ * read once per tile of activation rows, which stream from L2) and multiplied with tiles of up to 4 (AVX2:
+ * 3) activation rows by the panel's rows. A tile sums each output's partial sums 0..15 over all of k, one
+ * vector an output, then its sums 16..31 (AVX2: the four vectors of 8 in turn): 24 accumulators for 24
+ * fused multiply-adds a step, against 10 loads; the folds of 16 outputs are made side by side
+ * (fold16_avx512). Each output is summed as dot_f32 sums it, so a row's bits do not depend on how many
+ * rows there are, which tile it falls in or what the others hold.
  *
  * Threads take bands of weight rows (each reads only its band); every output is computed by one thread
  * in one order, so every thread count gives the same bits.
@@ -132,7 +133,7 @@ enum { TILE_T = 4, TILE_R = 6 }; /* activation rows, weight rows of the largest 
         for (int j = 0; j < RN; j++) row[j] = w + (j < rn ? j : rn - 1) * stride;                          \
         const uint8_t *next = w + rn * stride;                                                             \
         float dd[RN][16], mm[RN][16];                                                                      \
-        for (int64_t i0 = 0; i0 < nb; i0 += 16) { /* 16 blocks' scales at once, then their blocks */      \
+        for (int64_t i0 = 0; i0 < nb; i0 += 16) { /* 16 blocks' scales at once, then their blocks */       \
             const int64_t cn = nb - i0 < 16 ? nb - i0 : 16;                                                \
             for (int j = 0; j < RN; j++) scales16(row[j] + i0 * bytes, bytes, cn, affine, dd[j], mm[j]);   \
             for (int64_t c = 0; c < cn; c++) {                                                             \
@@ -149,43 +150,56 @@ enum { TILE_T = 4, TILE_R = 6 }; /* activation rows, weight rows of the largest 
                 }                                                                                          \
             }                                                                                              \
         }                                                                                                  \
-        for (int u = 0; u < TN; u++) /* all RN folded: a bound of rn put the sums on the stack */           \
+        for (int u = 0; u < TN; u++) /* all RN folded: a bound of rn put the sums on the stack */          \
             for (int j = 0; j < RN; j++) s[u * RN + j] = fold_avx512(a[u][j], b[u][j]);                    \
     }
+enum { CHUNK = 32 }; /* the most blocks HALVES takes at once */
 /* dot_f32 of TN activation rows (x + u k, 5 <= TN <= 8) with RN weight rows (as FEW_ROWS takes them) of a
- * 32-value format: each output's partial sums 0..15 over a chunk of up to 32 blocks, then its sums 16..31
- * (TN RN accumulators, 24 at most: TN loads of x for TN RN fused multiply-adds, where both halves at once
- * left room for one weight row, a load of x per multiply-add). The chunk's tables (tables32_avx512) are
- * made once for both halves, each half looked up in them (half32_avx512). s[u RN + j], each output summed
- * as dot_f32 sums it (sums 0..15 and 16..31 are separate chains: their interleaving does not matter). */
+ * 32-value format: each output's partial sums 0..15 over a chunk of up to CHUNK blocks, then its sums
+ * 16..31 (TN RN accumulators, 24 at most: TN loads of x for TN RN fused multiply-adds, where both halves at
+ * once left room for one weight row, a load of x per multiply-add). s[u RN + j], each output summed as
+ * dot_f32 sums it (sums 0..15 and 16..31 are separate chains: their interleaving does not matter).
+ * Each chunk's blocks are de-quantized once into val (in L1), so the multiply-adds' loop is loads and
+ * multiply-adds only: the widening, shifts and lookups (on the ports the multiply-adds need) are not
+ * repeated for the second half, and the scales come 16 blocks at a time (scales16) and are broadcast from
+ * memory (from a register, 3 shuffles a block). q8_0 has no table to share: its values are made in the
+ * loop. The chunks are of even size (48 blocks: 2 of 24, where 32 and 16 read 8 rows of x past L1). */
 #define HALVES(NAME, QTYPE, TN, RN)                                                                        \
     AVX512_Q static void NAME(const uint8_t *w, int64_t stride, int64_t nb, int rn, const float *x,        \
                               int64_t k, float *s) {                                                       \
-        const int qt = QTYPE;                                                                              \
+        const int qt = QTYPE, affine = qt == Q4_1 || qt == Q5_1;                                           \
         const int64_t bytes = BLOCK_BYTES[qt];                                                             \
         __m512 sums[2][TN * RN];                                                                           \
         const uint8_t *row[RN];                                                                            \
         for (int j = 0; j < RN; j++) row[j] = w + (j < rn ? j : rn - 1) * stride;                          \
         const uint8_t *next = w + rn * stride;                                                             \
-        __m512 tab[RN][32][2];                                                                             \
-        for (int64_t i0 = 0; i0 < nb; i0 += 32) { /* chunks of 32 blocks (SmolLM2's 18 in one) */           \
-            const int64_t cn = nb - i0 < 32 ? nb - i0 : 32;                                                \
+        float dd[RN][CHUNK], mm[RN][CHUNK];                                                                \
+        __m512 val[RN][CHUNK][2];                                                                          \
+        const int64_t parts = (nb + CHUNK - 1) / CHUNK, most = parts == 1 ? nb : (nb + parts - 1) / parts; \
+        for (int64_t i0 = 0; i0 < nb; i0 += most) {                                                        \
+            const int64_t cn = nb - i0 < most ? nb - i0 : most;                                            \
+            for (int j = 0; j < RN; j++)                                                                   \
+                for (int64_t c = 0; c < cn; c += 16)                                                       \
+                    scales16(row[j] + (i0 + c) * bytes, bytes, cn - c, affine, dd[j] + c, mm[j] + c);      \
             for (int j = 0; j < RN; j++)                                                                   \
                 for (int64_t c = 0; c < cn; c++) {                                                         \
                     const uint8_t *wb = row[j] + (i0 + c) * bytes;                                         \
                     _mm_prefetch((const char *)(wb + (next - w)), _MM_HINT_T0);                            \
-                    __m512 d, m;                                                                           \
-                    scales1_avx512(wb, &d, &m);                                                            \
-                    tables32_avx512(qt, d, m, tab[j][c]);                                                  \
+                    if (qt != Q8_0)                                                                        \
+                        block32_avx512(qt, wb, _mm512_set1_ps(dd[j][c]), _mm512_set1_ps(mm[j][c]),         \
+                                       &val[j][c][0], &val[j][c][1]);                                      \
                 }                                                                                          \
             for (int h = 0; h < 2; h++) {                                                                  \
                 __m512 a[TN][RN];                                                                          \
                 for (int u = 0; u < TN; u++)                                                               \
-                    for (int j = 0; j < RN; j++) a[u][j] = i0 ? sums[h][u * RN + j] : _mm512_setzero_ps();  \
+                    for (int j = 0; j < RN; j++) a[u][j] = i0 ? sums[h][u * RN + j] : _mm512_setzero_ps(); \
                 for (int64_t c = 0; c < cn; c++) {                                                         \
                     const int64_t i = i0 + c;                                                              \
                     __m512 v[RN];                                                                          \
-                    for (int j = 0; j < RN; j++) v[j] = half32_avx512(qt, row[j] + i * bytes, h, tab[j][c]); \
+                    for (int j = 0; j < RN; j++) {                                                         \
+                        const __m512 d = _mm512_set1_ps(dd[j][c]);                                         \
+                        v[j] = qt == Q8_0 ? half32_avx512(qt, row[j] + i * bytes, h, &d) : val[j][c][h];   \
+                    }                                                                                      \
                     for (int u = 0; u < TN; u++) {                                                         \
                         __m512 xv = _mm512_loadu_ps(x + u * k + 32 * i + 16 * h);                          \
                         __asm__("" : "+v"(xv)); /* one load for RN products: GCC loaded it in each */      \
@@ -226,7 +240,7 @@ static const few_fn FEW[NQTYPES][FEW_MAX + 1] = {
  * partial sums in 4 vectors, summed a vector (a quarter of the lanes) at a time over all of k, then folded
  * as dot_f32 folds them: s[u RN + j] */
 #define TILE_AVX2(NAME, TN, RN)                                                                            \
-    __attribute__((target("avx2,fma"))) static void NAME(const float *x, int64_t xs, const float *v,     \
+    __attribute__((target("avx2,fma"))) static void NAME(const float *x, int64_t xs, const float *v,       \
                                                          int64_t vs, int64_t k, float *s) {                \
         __m256 q[4][TN * RN];                                                                              \
         for (int l = 0; l < 4; l++) {                                                                      \
@@ -366,8 +380,11 @@ static void f32_band(void *ctx, int64_t lo, int64_t hi) {
     f32_rows(p, lo, hi);
     for (int64_t t = 0; t < p->t; t++) {
         uint32_t *o = (uint32_t *)(p->out + t * p->n);
-        for (int64_t r = lo; r < hi; r++)
-            if ((o[r] & 0x7fffffffu) > 0x7f800000u) o[r] = 0x7fc00000u;
+        for (int64_t r = lo; r < hi; r++) { /* every value stored: a vector loop (the branch's took 1-2% of
+                                               * a step of 8 rows) */
+            const uint32_t v = o[r];
+            o[r] = (v & 0x7fffffffu) > 0x7f800000u ? 0x7fc00000u : v;
+        }
     }
 }
 
