@@ -59,11 +59,11 @@ def test_vector_paths_give_the_references_bits_at_their_edges(op):
 
 @needs_cc
 @pytest.mark.parametrize("op", ["gelu", "gelu_deriv"])
-def test_blocks_of_small_inputs_give_the_references_bits(op):
+def test_blocks_of_small_inputs_give_the_references_bits(op, small_chunks):
     """Blocks whose every |x| is at most 2.5 take the polynomials in x^2 (no exp, no division): the
     reference's bits where their sum cancels most (x near -2.5, gelu_deriv near its zero's hole) and at
     the bound, on every path; the same inputs with one large input in each block of 32 (the erfcx path
-    for that block) give the same bits."""
+    for that block), or cut into blocks elsewhere on 3 threads, give the same bits."""
     rng = np.random.default_rng(11)
     x = np.concatenate(
         [
@@ -87,6 +87,9 @@ def test_blocks_of_small_inputs_give_the_references_bits(op):
             assert not bad.any(), (path, x[bad][:8])
             again = kernel(mixed).view(np.uint32)
             assert (again[1::32] == got[1::32]).all() and (again[31::32] == got[31::32]).all(), path
+            verigrad.set_threads(3)  # small_chunks: each thread's blocks cut elsewhere
+            assert (kernel(x[5:]).view(np.uint32) == got[5:]).all(), path
+            verigrad.set_threads(1)
 
 
 @needs_cc
