@@ -1,5 +1,6 @@
-"""The f32 gelu and gelu_deriv kernels' vector paths (elementwise_vector.h's erfcx polynomial): the
-reference's bits at the edges of the inputs they keep, on every path and thread count."""
+"""The f32 gelu and gelu_deriv kernels' vector paths (elementwise_vector.h's erfcx polynomial, and the
+polynomials in x^2 of blocks whose every |x| is at most 2.5): the reference's bits at the edges of the
+inputs they keep, on every path and thread count."""
 
 from __future__ import annotations
 
@@ -54,6 +55,41 @@ def test_vector_paths_give_the_references_bits_at_their_edges(op):
                 bad = got.view(np.uint32) != expected.view(np.uint32)
                 assert not bad.any(), (path, threads, x[bad][:8], got[bad][:8], expected[bad][:8])
     verigrad.set_threads(1)
+
+
+@needs_cc
+@pytest.mark.parametrize("op", ["gelu", "gelu_deriv"])
+def test_blocks_of_small_inputs_give_the_references_bits(op, small_chunks):
+    """Blocks whose every |x| is at most 2.5 take the polynomials in x^2 (no exp, no division): the
+    reference's bits where their sum cancels most (x near -2.5, gelu_deriv near its zero's hole) and at
+    the bound, on every path; the same inputs with one large input in each block of 32 (the erfcx path
+    for that block), or cut into blocks elsewhere on 3 threads, give the same bits."""
+    rng = np.random.default_rng(11)
+    x = np.concatenate(
+        [
+            _around([-2.5, 2.5, -2.4999, -0.757, -0.746, -1.0, 1e-3, 2.0**-119], 200),
+            rng.uniform(-2.5, 2.5, 8000),
+            rng.uniform(-2.5, -2.2, 4000),
+            rng.uniform(-0.8, -0.7, 4000),
+        ]
+    ).astype(np.float32)
+    x = x[np.abs(x) <= 2.5]
+    x = x[: x.size // 32 * 32]
+    with np.errstate(all="ignore"):
+        expected = REGISTRY[op].reference(x).view(np.uint32)
+    mixed = x.copy()
+    mixed[::32] = 7.0
+    kernel = cpu.cpu.native(REGISTRY[op], verigrad.f32)
+    for path in cpu.vector_paths():
+        with cpu.cpu.on_path(path):
+            got = kernel(x).view(np.uint32)
+            bad = got != expected
+            assert not bad.any(), (path, x[bad][:8])
+            again = kernel(mixed).view(np.uint32)
+            assert (again[1::32] == got[1::32]).all() and (again[31::32] == got[31::32]).all(), path
+            verigrad.set_threads(3)  # small_chunks: each thread's blocks cut elsewhere
+            assert (kernel(x[5:]).view(np.uint32) == got[5:]).all(), path
+            verigrad.set_threads(1)
 
 
 @needs_cc

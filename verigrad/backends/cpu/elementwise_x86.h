@@ -81,8 +81,10 @@ AVX512_INLINE __m512d div_newton_avx512(__m512d a, __m512d b) {
 #define VEXP2 exp2_8_avx2
 #define VSELECT_NEG(x, neg, pos) _mm256_blendv_pd(pos, neg, x)
 #define VDIV(a, b) _mm256_div_pd(a, b)
+#define VALL_LE(v, c) (_mm256_movemask_pd(_mm256_cmp_pd(v, c, _CMP_LE_OQ)) == 0xf)
 #include "elementwise_vector.h"
 #undef VDIV
+#undef VALL_LE
 #undef VK
 #undef VD
 #undef V
@@ -99,6 +101,7 @@ AVX512_INLINE __m512d div_newton_avx512(__m512d a, __m512d b) {
 #define VEXP2 exp2_8_avx512
 #define VSELECT_NEG(x, neg, pos) _mm512_mask_blend_pd(_mm512_movepi64_mask(_mm512_castpd_si512(x)), pos, neg)
 #define VDIV div_newton_avx512
+#define VALL_LE(v, c) (_mm512_cmp_pd_mask(v, c, _CMP_LE_OQ) == 0xff)
 #include "elementwise_vector.h"
 
 /* AVX2: the lanes (a bit each, in the order 0 1 4 5 2 3 6 7) of the 8 doubles y0 (0-3) and y1 (4-7) whose
