@@ -81,6 +81,20 @@ def test_loading_the_cpu_kernels_draws_no_random_numbers():
     assert out.split() == ["True", "False", "cpu"]
 
 
+def test_the_cpu_kernel_families_are_imported_when_the_library_loads():
+    # `import verigrad` registers the cpu backend, not its families: each is imported by the library's
+    # load (its first kernel), and their tables are the package's names on first use
+    families = [f"verigrad.backends.cpu.{n}" for n in ("elementwise", "matmul", "quant", "attention", "fused")]
+    code = (
+        "import sys, verigrad\n"
+        "from verigrad.backends import cpu\n"
+        f"print([n for n in {families!r} if n in sys.modules], 'rope' in cpu.ROPE, 'ROPE' in dir(cpu))\n"
+        "x = (verigrad.ones(8) * 2).exp().sum().item()\n"
+        f"print([n for n in {families[:-1]!r} if n not in sys.modules], cpu.cpu.kernels() != [])"
+    )
+    assert _run(code).split() == ["[]", "True", "True", "[]", "True"]
+
+
 def test_chat_command_line_reads_no_other_command():
     names = [
         "verigrad.cli.finetune_trainer",
