@@ -84,7 +84,8 @@ def test_loading_the_cpu_kernels_draws_no_random_numbers():
 def test_the_cpu_kernel_families_are_imported_when_the_library_loads():
     # `import verigrad` registers the cpu backend, not its families: each is imported by the library's
     # load (its first kernel), and their tables are the package's names on first use
-    families = [f"verigrad.backends.cpu.{n}" for n in ("elementwise", "matmul", "quant", "attention", "fused")]
+    names = ("elementwise", "matmul", "quant", "attention", "fused")
+    families = [f"verigrad.backends.cpu.{n}" for n in names]
     code = (
         "import sys, verigrad\n"
         "from verigrad.backends import cpu\n"
