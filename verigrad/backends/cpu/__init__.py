@@ -37,8 +37,6 @@ from .. import blas, memory
 from ..active import add_backend
 from ..kernel_table import EXACT, Backend, Exactness
 from ..reference import reference as _reference  # registered first: the reference stays the default
-from . import build as _build
-from . import fastcall
 from ._ffi import DTYPES, MIN_CHUNK, Library, bufsize, min_chunk, set_min_chunk
 
 MAX_POOL_THREADS = 64  # threadpool.c's VG_MAX_THREADS
@@ -82,7 +80,7 @@ __getattr__, __dir__ = _lazy.attach(
             "rope": "ROPE",
             "rows": "ROWS",
         },
-        modules=(*KERNEL_FAMILIES, "fastcall", "fused"),
+        modules=(*KERNEL_FAMILIES, "build", "cache", "fastcall", "fused"),
     ),
 )
 
@@ -159,7 +157,9 @@ class CpuBackend(Backend):
         if self.contracting and native is not None:
             super().register(op, kernel, dtype, native)
             return
-        super().register(op, kernel, dtype, _build.contracted(exactness, dtype, self.contracting))
+        from .build import contracted
+
+        super().register(op, kernel, dtype, contracted(exactness, dtype, self.contracting))
 
     @property
     def contracting(self) -> bool:
@@ -181,9 +181,11 @@ class CpuBackend(Backend):
                 self._loaded, self._in_load = True, False
 
     def _load(self) -> bool:
+        from . import build, fastcall  # the compiler's subprocess, hashes and sysconfig: at the first kernel
+
         try:
-            cdll, info = _build.build()
-        except _build.BuildError as e:
+            cdll, info = build.build()
+        except build.BuildError as e:
             self._info = {"available": False, "error": str(e)}
             print(f"verigrad: cpu backend unavailable, using the reference: {e}", file=sys.stderr)
             return False
@@ -283,11 +285,15 @@ class CpuBackend(Backend):
 
     def tape(self) -> Any:
         """A vg_call tape (fastcall.py), or None where there is none."""
+        from . import fastcall
+
         return fastcall.tape() if self.load() else None
 
     @contextlib.contextmanager
     def recording(self, tape: Any) -> Iterator[None]:
         """vg_call's calls on this thread also go onto `tape` while inside."""
+        from . import fastcall
+
         fastcall.record(tape)
         try:
             yield
