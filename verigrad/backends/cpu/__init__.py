@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import functools
 import importlib
 import sys
 import threading
@@ -126,6 +127,12 @@ __all__ = [
 ]
 
 
+@functools.cache
+def _family(name: str) -> Any:
+    """The kernel family `name`'s module, imported on first use (a replay asks for matmul's at every run)."""
+    return importlib.import_module(f".{name}", __name__)
+
+
 class CpuBackend(Backend):
     """Registers its kernels the first time one is looked up (building the library if need be)."""
 
@@ -193,7 +200,7 @@ class CpuBackend(Backend):
         self._info = {"native": info["native"]}  # what `register` states depends on it
         lib = Library(cdll)
         for family in KERNEL_FAMILIES:
-            importlib.import_module(f".{family}", __name__).register(self, lib)
+            _family(family).register(self, lib)
         lib.fn("vg_pool_size", [], restype=ctypes.c_int)
         lib.fn("vg_pool_chunks", [ctypes.c_void_p, ctypes.c_int, ctypes.c_int], restype=ctypes.c_int)
         lib.fn("vg_pool_static", [ctypes.c_int], restype=ctypes.c_int)
@@ -303,9 +310,7 @@ class CpuBackend(Backend):
     def settings(self) -> tuple:
         """Threads, the thread chunk, the GEMM mode and NumPy's buffer size (OpenBLAS reads its own
         thread count when called, replayed or not)."""
-        from . import matmul
-
-        return (self.threads, min_chunk(), matmul.exact_default(), bufsize())
+        return (self.threads, min_chunk(), _family("matmul").exact_default(), bufsize())
 
     def report(self) -> dict[str, list[str]]:
         self.load()
