@@ -81,7 +81,16 @@ __getattr__, __dir__ = _lazy.attach(
             "rope": "ROPE",
             "rows": "ROWS",
         },
-        modules=(*KERNEL_FAMILIES, "build", "cache", "fastcall", "fused"),
+        modules=(
+            *KERNEL_FAMILIES,
+            "build",
+            "cache",
+            "fastcall",
+            "fused",
+            "fused_source",
+            "numpy_loops",
+            "window",
+        ),
     ),
 )
 
