@@ -32,8 +32,10 @@ def test_import_reads_no_lazy_submodule_nor_gguf():
 
 
 # what a GGUF model's load never needs: the families of layers it has no use for, the compiler (its decode
-# loop compiles at the first token), the other models, linalg
+# loop compiles at the first token), the other models, linalg; numpy.ma (NumPy's unique imports it); the
+# downloads (a load from a path) and the cpu backend's build (its subprocess)
 NOT_FOR_A_LOAD = [
+    "numpy.ma", "verigrad.models.fetch", "verigrad.models.gpt", "subprocess",
     "verigrad.compile", "verigrad.ir.plan", "verigrad.ir.trace", "verigrad.ir.passes", "verigrad.masked",
     "verigrad.linalg", "verigrad.fft", "verigrad.nn.convolution", "verigrad.nn.recurrent",
     "verigrad.nn.losses", "verigrad.nn.transformer", "verigrad.nn.pooling", "verigrad.nn.utils",
@@ -79,6 +81,22 @@ def test_loading_the_cpu_kernels_draws_no_random_numbers():
     code = "import sys, verigrad\nprint((verigrad.ones(8) * 2).exp().sum().item() > 0)\n"
     out = _run(code + "print('numpy.random' in sys.modules, verigrad.backends.get_backend().name)")
     assert out.split() == ["True", "False", "cpu"]
+
+
+def test_the_cpu_kernel_families_are_imported_when_the_library_loads():
+    # `import verigrad` registers the cpu backend, not its families nor its build (the compiler's subprocess,
+    # hashlib, sysconfig): each is imported by the library's load (its first kernel), and the families'
+    # tables are the package's names on first use
+    names = ("elementwise", "matmul", "quant", "attention", "fused", "build", "fastcall")
+    families = [f"verigrad.backends.cpu.{n}" for n in names] + ["subprocess", "hashlib", "sysconfig"]
+    code = (
+        "import sys, verigrad\n"
+        "from verigrad.backends import cpu\n"
+        f"print([n for n in {families!r} if n in sys.modules], 'rope' in cpu.ROPE, 'ROPE' in dir(cpu))\n"
+        "x = (verigrad.ones(8) * 2).exp().sum().item()\n"
+        f"print([n for n in {families[:4]!r} if n not in sys.modules], cpu.cpu.kernels() != [])"
+    )
+    assert _run(code).split() == ["[]", "True", "True", "[]", "True"]
 
 
 def test_chat_command_line_reads_no_other_command():

@@ -84,13 +84,19 @@ class StringArray:
     def joined(self, separator: bool = False) -> np.ndarray:
         """The strings' bytes one after the other (u8); with `separator`, a NUL byte between two strings
         (each length's high byte, 0: no string is 2^56 bytes long, kept and the other 7 dropped)."""
-        if not len(self.lengths):
+        n = len(self.lengths)
+        if not n:
             return self.data[:0]
-        prefixes = self.starts() - 8
-        edges = np.zeros(self.data.size + 1, np.int8)  # +1 where a length starts, -1 where it ends
-        edges[prefixes] = 1
-        edges[prefixes + (7 if separator else 8)] -= 1  # the prefixes differ: no index repeats
-        keep = np.cumsum(edges[:-1], dtype=np.int8) == 0
+        # the mask of the bytes kept, in runs: each length dropped (but, with `separator`, its high byte: 0),
+        # each string kept, then whatever follows them (np.repeat: half the time of a cumsum of edges)
+        dropped = 7 if separator else 8
+        runs = np.empty(2 * n + 1, np.int64)
+        runs[0:-1:2] = dropped
+        runs[1::2] = self.lengths + (8 - dropped)
+        runs[-1] = self.data.size - 8 * n - int(self.lengths.sum())
+        kept = np.ones(2 * n + 1, bool)
+        kept[0:-1:2] = False
+        keep = np.repeat(kept, runs)
         if separator:
             keep[7] = False
         return self.data[keep]

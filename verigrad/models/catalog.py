@@ -19,8 +19,6 @@ from ..errors import WeightFileError
 from ..io.gguf import GGUFFile, drop_header_pages, read_gguf, shown
 from ..io.hf import INDEX, read_config
 from ..io.tokenizer import Tokenizer
-from .fetch import fetch
-from .gpt import is_run_folder, load_run
 from .lm import LanguageModel
 
 if TYPE_CHECKING:
@@ -98,8 +96,16 @@ def load_llama_family_folder(folder: str | os.PathLike) -> tuple[LanguageModel, 
     return _matched(load_llama_folder(folder), tokenizer, str(folder))
 
 
+def _fetched(name: str) -> Path:
+    """The registered model's file, fetched into the cache the first time (models.fetch: imported here, as a
+    load from a path has no use for its downloads)."""
+    from .fetch import fetch
+
+    return fetch(name)
+
+
 LANGUAGE_MODELS: dict[str, Loader] = {
-    "smollm2": lambda activations: load_gguf(fetch("smollm2"), activations),
+    "smollm2": lambda activations: load_gguf(_fetched("smollm2"), activations),
 }
 
 
@@ -118,6 +124,8 @@ def load_language_model(
     path = Path(name_or_path)
     if path.is_file():
         return load_gguf(path, activations)
+    from .gpt import is_run_folder, load_run  # a folder's loaders: not a file's
+
     if path.is_dir() and is_run_folder(path):  # a folder written by `verigrad train lm`
         return load_run(path)
     if path.is_dir():

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..backends.cpu.build import cache_dir
+from ..backends.cpu.cache import cache_dir
 from ..errors import VerigradError
 
 

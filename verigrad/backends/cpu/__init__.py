@@ -25,6 +25,8 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import functools
+import importlib
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -32,74 +34,65 @@ from typing import Any
 
 import numpy as np
 
+from ... import _lazy
 from .. import blas, memory
 from ..active import add_backend
 from ..kernel_table import EXACT, Backend, Exactness
 from ..reference import reference as _reference  # registered first: the reference stays the default
-from . import (
-    activations,
-    attention,
-    attention_q8,
-    checks,
-    convolution,
-    elementwise,
-    fastcall,
-    fused,
-    matmul,
-    movement,
-    optim,
-    pooling,
-    quant,
-    reduce,
-    rope,
-    rows,
-    softmax_grad,
-)
-from . import build as _build
 from ._ffi import DTYPES, MIN_CHUNK, Library, bufsize, min_chunk, set_min_chunk
-from .activations import ACTIVATIONS
-from .attention import ATTENTION
-from .attention_q8 import ATTENTION_Q8
-from .checks import CHECKS
-from .convolution import COLUMNS, CONVOLUTION
-from .elementwise import (
-    BINARY,
-    CANCELLING,
-    CAST,
-    INT64_BINARY,
-    LIBM_ULPS,
-    SCALED,
-    ULP_BOUNDS,
-    UNARY_EXACT,
-    UNARY_LIBM,
-)
-from .matmul import MATMUL
-from .movement import MOVEMENT
-from .pooling import POOL
-from .quant import QUANT
-from .reduce import REDUCE
-from .rope import ROPE
-from .rows import ROWS
 
 MAX_POOL_THREADS = 64  # threadpool.c's VG_MAX_THREADS
 
-# Each module has `register(backend, library)`.
+# Each module has `register(backend, library)`, imported when the library is loaded (its first kernel)
 KERNEL_FAMILIES = (
-    elementwise,
-    activations,  # after elementwise: gelu_grad states what gelu_deriv's kernel states
-    reduce,
-    movement,
-    pooling,
-    matmul,
-    convolution,
-    rows,
-    quant,
-    attention,
-    attention_q8,
-    rope,
-    optim,
-    checks,
-    softmax_grad,
+    "elementwise",
+    "activations",  # after elementwise: gelu_grad states what gelu_deriv's kernel states
+    "reduce",
+    "movement",
+    "pooling",
+    "matmul",
+    "convolution",
+    "rows",
+    "quant",
+    "attention",
+    "attention_q8",
+    "rope",
+    "optim",
+    "checks",
+    "softmax_grad",
+)
+
+# the families' tables of kernels, and the families themselves, read on first use (_lazy.py)
+__getattr__, __dir__ = _lazy.attach(
+    __name__,
+    _lazy.table(
+        {
+            "activations": "ACTIVATIONS",
+            "attention": "ATTENTION",
+            "attention_q8": "ATTENTION_Q8",
+            "checks": "CHECKS",
+            "convolution": "COLUMNS CONVOLUTION",
+            "elementwise": "BINARY CANCELLING CAST INT64_BINARY LIBM_ULPS SCALED ULP_BOUNDS UNARY_EXACT "
+            "UNARY_LIBM",
+            "matmul": "MATMUL",
+            "movement": "MOVEMENT",
+            "pooling": "POOL",
+            "quant": "QUANT",
+            "reduce": "REDUCE",
+            "rope": "ROPE",
+            "rows": "ROWS",
+        },
+        modules=(
+            *KERNEL_FAMILIES,
+            "build",
+            "cache",
+            "fastcall",
+            "fused",
+            "fused_source",
+            "numpy_loops",
+            "window",
+        ),
+    ),
 )
 
 __all__ = [
@@ -145,6 +138,12 @@ __all__ = [
 ]
 
 
+@functools.cache
+def _family(name: str) -> Any:
+    """The kernel family `name`'s module, imported on first use (a replay asks for matmul's at every run)."""
+    return importlib.import_module(f".{name}", __name__)
+
+
 class CpuBackend(Backend):
     """Registers its kernels the first time one is looked up (building the library if need be)."""
 
@@ -176,7 +175,9 @@ class CpuBackend(Backend):
         if self.contracting and native is not None:
             super().register(op, kernel, dtype, native)
             return
-        super().register(op, kernel, dtype, _build.contracted(exactness, dtype, self.contracting))
+        from .build import contracted
+
+        super().register(op, kernel, dtype, contracted(exactness, dtype, self.contracting))
 
     @property
     def contracting(self) -> bool:
@@ -198,9 +199,11 @@ class CpuBackend(Backend):
                 self._loaded, self._in_load = True, False
 
     def _load(self) -> bool:
+        from . import build, fastcall  # the compiler's subprocess, hashes and sysconfig: at the first kernel
+
         try:
-            cdll, info = _build.build()
-        except _build.BuildError as e:
+            cdll, info = build.build()
+        except build.BuildError as e:
             self._info = {"available": False, "error": str(e)}
             print(f"verigrad: cpu backend unavailable, using the reference: {e}", file=sys.stderr)
             return False
@@ -208,7 +211,7 @@ class CpuBackend(Backend):
         self._info = {"native": info["native"]}  # what `register` states depends on it
         lib = Library(cdll)
         for family in KERNEL_FAMILIES:
-            family.register(self, lib)
+            _family(family).register(self, lib)
         lib.fn("vg_pool_size", [], restype=ctypes.c_int)
         lib.fn("vg_pool_chunks", [ctypes.c_void_p, ctypes.c_int, ctypes.c_int], restype=ctypes.c_int)
         lib.fn("vg_pool_static", [ctypes.c_int], restype=ctypes.c_int)
@@ -224,12 +227,16 @@ class CpuBackend(Backend):
         if not self._loaded:
             self.load()
         if op.is_fused:  # a fused group (ir/passes/fuse.py): its generated kernel, see fused.py
+            from . import fused
+
             return fused.kernel(self, op.group)
         return super().native(op, dtype)
 
     def paths(self, op: str, dtype: str | None) -> tuple[str, ...]:
         """The f32 kernels of elementwise.VECTORIZED: each vector path the machine has; the quantized ops'
         (quant.QUANT): each of their paths the machine has (quant.PATHS' names, "vnni" the fastest)."""
+        from . import elementwise, quant
+
         if dtype == "f32" and op in elementwise.VECTORIZED:
             return vector_paths()
         return quant_paths() if dtype == "f32" and op in quant.QUANT else ("",)
@@ -241,6 +248,8 @@ class CpuBackend(Backend):
         if not path:
             yield
             return
+        from . import elementwise, quant
+
         chosen = vector_path() if path in elementwise.VECTOR_PATHS else None
         chosen_quant = quant.path() if path in quant.PATHS else None
         if chosen is not None:
@@ -259,6 +268,8 @@ class CpuBackend(Backend):
         """matmul: the fast path and the exact one, where this machine has the fast path; the exact one
         gives the naive loop's bits (`matmul.reference_exact`) but in a native build, where its sums of
         products are contracted."""
+        from . import matmul
+
         if op == "matmul" and matmul.fast_available():
             return {"fast": None, "exact": None if self._info.get("native") else matmul.reference_exact}
         return super().modes(op, dtype)
@@ -268,12 +279,16 @@ class CpuBackend(Backend):
         if not mode:
             yield
             return
+        from . import matmul
+
         with matmul.exact_mode(mode == "exact"):
             yield
 
     def samples(self, op: str, rng: Any) -> list[Any]:
         """matmul: products that the fast path computes with its own kernels (matmul_avx512.c); the
         convolutions: operands that take the implicit path."""
+        from . import convolution, matmul
+
         if op == "matmul":
             return matmul.verification_samples(rng)
         return convolution.verification_samples(op, rng)
@@ -289,11 +304,15 @@ class CpuBackend(Backend):
 
     def tape(self) -> Any:
         """A vg_call tape (fastcall.py), or None where there is none."""
+        from . import fastcall
+
         return fastcall.tape() if self.load() else None
 
     @contextlib.contextmanager
     def recording(self, tape: Any) -> Iterator[None]:
         """vg_call's calls on this thread also go onto `tape` while inside."""
+        from . import fastcall
+
         fastcall.record(tape)
         try:
             yield
@@ -303,7 +322,7 @@ class CpuBackend(Backend):
     def settings(self) -> tuple:
         """Threads, the thread chunk, the GEMM mode and NumPy's buffer size (OpenBLAS reads its own
         thread count when called, replayed or not)."""
-        return (self.threads, min_chunk(), matmul.exact_default(), bufsize())
+        return (self.threads, min_chunk(), _family("matmul").exact_default(), bufsize())
 
     def report(self) -> dict[str, list[str]]:
         self.load()
@@ -332,11 +351,10 @@ def build_info() -> dict[str, Any]:
     return {**cpu._info, "blas": None if found is None else {"source": found[0], "path": found[1]}}
 
 
-matmul.set_loader(lambda: None if available() else build_info().get("error"))
-
-
 def vectorized() -> bool:
     """Whether the f32 kernels of elementwise.VECTORIZED take a vector path here."""
+    from . import elementwise
+
     return cpu.load() and cpu.library is not None and elementwise.vectorized(cpu.library)
 
 
@@ -346,6 +364,8 @@ def vector_path(path: str | None = None) -> str:
     one); each gives the same bits (in a native build, sigmoid's and silu's vector paths compute in f32
     and give the same bits as each other, not as the scalar one), so this is for timing and for
     verifying each path."""
+    from . import elementwise
+
     elementwise.known_path(path)
     if not (cpu.load() and cpu.library is not None):
         return "scalar"
@@ -354,6 +374,8 @@ def vector_path(path: str | None = None) -> str:
 
 def vector_paths() -> tuple[str, ...]:
     """The paths this machine can take, fastest first."""
+    from . import elementwise
+
     chosen = vector_path()
     most = vector_path(elementwise.VECTOR_PATHS[-1])  # capped at the fastest the machine has
     vector_path(chosen)
@@ -362,6 +384,8 @@ def vector_paths() -> tuple[str, ...]:
 
 def quant_paths() -> tuple[str, ...]:
     """The paths the quantized kernels can take on this machine (quant.PATHS' names), fastest first."""
+    from . import quant
+
     if not (cpu.load() and cpu.library is not None):
         return ("",)
     chosen = quant.path()

@@ -10,7 +10,6 @@ from typing import Any
 import numpy as np
 
 from ..threads import CountSetting
-from . import fastcall
 from .data_pointer import data_reader
 
 DTYPES = {"f32": np.dtype(np.float32), "f64": np.dtype(np.float64)}
@@ -65,8 +64,12 @@ class Library:
     into a run's arguments, neither of which it can do for an address made in Python."""
 
     def __init__(self, cdll: ctypes.CDLL) -> None:
+        # imported with the library, not with verigrad (it reads sysconfig, the build's subprocess)
+        from . import fastcall
+
         self.cdll = cdll
         self.data = data_reader()
+        self._function = fastcall.function
         arrays = fastcall.passes_arrays()
         self.ptr: Callable[[np.ndarray], Any] = _itself if arrays else self.data
         self.ref: Callable[[Any], Any] = _itself if arrays else ctypes.addressof
@@ -77,7 +80,7 @@ class Library:
         f = getattr(self.cdll, name)
         f.argtypes = argtypes
         f.restype = restype
-        fast = fastcall.function(f, argtypes, restype)
+        fast = self._function(f, argtypes, restype)
         if fast is f and self.ptr is _itself:  # a signature vg_call does not take: pointers for ctypes
             data = self.data
             return lambda *args: f(*[data(a) if type(a) is np.ndarray else a for a in args])

@@ -63,6 +63,7 @@ from ... import settings
 from ...ops import matmul as matmul_op
 from ...ops._op import never_warns, silenced
 from .. import blas
+from ..active import lookup
 from ..kernel_table import Exactness, tolerance
 from . import _ffi
 from ._ffi import DTYPES, Library
@@ -74,8 +75,6 @@ FAST_MARGIN = 8.0
 
 _setting = [settings.env_flag("VERIGRAD_EXACT_GEMM", False)]
 _state: dict[str, Any] = {"lib": None, "backend": None, "kernels": {}, "gemm": {}, "gemv": {}, "fast": None}
-# builds and registers the library: None, or why it cannot (set by the cpu backend, which owns the build)
-_state["load"] = lambda: "the cpu backend is not loaded"
 
 
 def unit_roundoff(dtype: np.dtype) -> float:
@@ -132,16 +131,11 @@ def exact_mode(flag: bool = True) -> Iterator[None]:
 # ---------------------------------------------------------------- the libraries
 
 
-def set_loader(load: Callable[[], str | None]) -> None:
-    """How `_lib` has the library built and these functions registered: `load()` gives None, or why it
-    cannot (the cpu backend sets it)."""
-    _state["load"] = load
-
-
 def _lib() -> Any:
     """The loaded C functions (building the library if need be); RuntimeError when it cannot be built."""
     if _state["lib"] is None:
-        error = _state["load"]()
+        backend = lookup("cpu")  # which owns the build: its load registers these functions
+        error = None if backend.load() else backend._info.get("error")
         if error is not None:
             raise RuntimeError(f"the cpu backend's C library is unavailable: {error}")
     return _state["lib"]
