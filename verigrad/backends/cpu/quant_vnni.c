@@ -50,6 +50,7 @@ VNNI_Q __attribute__((always_inline)) static inline __m256i sums8_of_halves(__m5
 
 /* a pair of activation rows' values per block, side by side (made once per call): their d, d * sum(q) and
  * the integer dots' bias (q4_0, q5_0, iq4_nl: -c sum(q)) */
+enum { PAIRS_FROM = 4 }; /* the fewest activation rows of a tile taken in pairs */
 typedef struct {
     double dx[2], dxs[2];
     int32_t bias[2];
@@ -92,7 +93,9 @@ VNNI_Q __attribute__((always_inline)) static inline void rows8_vnni(int qtype, i
                                                                     int64_t out_step) {
     const int five = qtype == Q5_0 || qtype == Q5_1, affine = qtype == Q4_1 || qtype == Q5_1;
     const int biased = qtype == Q4_0 || qtype == Q5_0 || qtype == IQ4_NL;
-    const int np = qtype == Q8_0 ? 0 : tn / 2, t1 = 2 * np; /* pairs; rows t1.. alone */
+    /* pairs (from 4 rows: at 2 the permuted scales cost more than the pair's reduction saves); rows t1..
+     * alone */
+    const int np = qtype == Q8_0 || tn < PAIRS_FROM ? 0 : tn / 2, t1 = 2 * np;
     const int64_t bytes = BLOCK_BYTES[qtype], at = qtype == Q5_1 ? 8 : qtype == Q5_0 ? 6 : affine ? 4 : 2;
     const __m512i mask = _mm512_set1_epi8(15), sixteen = _mm512_set1_epi8(16);
     /* iq4_nl's values plus 128, by nibble, in every 128-bit lane */
@@ -263,7 +266,7 @@ int vg_q8_vnni_takes(int qtype) {
 /* the pairs' side data of t activation rows (pair p: rows 2p, 2p + 1), or NULL (out of memory, or no pair) */
 static pair_side *pair_sides(int qtype, int64_t t, int64_t nb, const double *dx, const double *dxs,
                              const int32_t *sx) {
-    if (t < 2 || qtype == Q8_0) return NULL;
+    if (t < PAIRS_FROM || qtype == Q8_0) return NULL;
     pair_side *side = malloc(sizeof(pair_side) * (size_t)(t / 2 * nb));
     if (!side) return NULL;
     const int32_t c = qtype == Q4_0 ? 8 : qtype == Q5_0 ? 16 : qtype == IQ4_NL ? 128 : 0;
@@ -287,8 +290,8 @@ int64_t vg_q8_rows8_vnni(int qtype, const uint8_t *w, int64_t r, int64_t hi, int
     pair_side *side = pair_sides(qtype, t, nb, dx, dxs, sx);
     for (; r + 8 <= hi; r += 8)
         for (int64_t t0 = 0; t0 < t;) {
-            /* without the pairs' data (q8_0, or out of memory), a row at a time */
-            const int tn = side || qtype == Q8_0 ? (t - t0 >= 8 ? 8 : (int)(t - t0)) : 1;
+            /* where the pairs' data could not be made (out of memory), a row at a time */
+            const int tn = side || qtype == Q8_0 || t < PAIRS_FROM ? (t - t0 >= 8 ? 8 : (int)(t - t0)) : 1;
             TILES[qtype][tn - 1](w + r * stride, stride, nb, k, qx + t0 * k, dx + t0 * nb, dxs + t0 * nb,
                                  sx + t0 * nb, side ? side + t0 / 2 * nb : NULL, out + t0 * n + r, n);
             t0 += tn;
