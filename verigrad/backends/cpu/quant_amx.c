@@ -18,7 +18,14 @@
 #define _GNU_SOURCE
 #include "quant.h"
 
-#if VG_X86 && defined(__linux__)
+/* AMX's intrinsics: GCC 11, clang 12 */
+#if defined(__clang__)
+#define AMX_COMPILER (__clang_major__ >= 12)
+#else
+#define AMX_COMPILER (__GNUC__ >= 11)
+#endif
+
+#if VG_X86 && defined(__linux__) && AMX_COMPILER
 #include <cpuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
