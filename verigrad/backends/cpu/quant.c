@@ -22,7 +22,8 @@
  * two activation rows at once in a prompt) or 4 rows (q8_0) at a time, one row per double lane, and
  * prefetch the next rows while they compute (the hardware prefetcher alone left the 28 MB output head at
  * a fifth of the read bandwidth). Where the CPU has AVX-512 VNNI (level 3), quant_vnni.c takes a band's
- * rows 8 at a time first (every format here), these paths the rows left.
+ * rows 8 at a time first (every format here; before it, q8_0 on 5 or more activation rows, quant_amx.c's AMX
+ * tiles 16 at a time where the CPU and the OS allow them), these paths the rows left.
  */
 #include "quant.h"
 

@@ -179,7 +179,11 @@ VNNI_Q __attribute__((always_inline)) static inline void rows8_vnni(int qtype, i
             for (int p = 0; p < np; p++) {
                 const pair_side *ps = side + p * nb + b;
                 __m512i dots = pair_dots(lo, hi, qx + 2 * p * k + 32 * b, k);
-                if (biased) dots = _mm512_add_epi32(dots, _mm512_set1_epi64(*(const int64_t *)ps->bias));
+                if (biased) {
+                    int64_t bias; /* the pair's two int32, as one 64-bit lane to broadcast */
+                    memcpy(&bias, ps->bias, 8);
+                    dots = _mm512_add_epi32(dots, _mm512_set1_epi64(bias));
+                }
                 const __m512d dxv = _mm512_broadcast_f64x2(_mm_loadu_pd(ps->dx));
                 const __m512d dot_lo = _mm512_cvtepi32_pd(_mm512_castsi512_si256(dots));
                 const __m512d dot_hi = _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(dots, 1));
