@@ -12,6 +12,11 @@ count, in the thread's CPU time (a busy machine's neighbours move it much less t
 
     python benchmarks/qmatmul_builds.py OLD.so NEW.so --step --tokens 1 4 8 --repeat 7
 
+`--q8` times qmatmul_q8's kernel (vg_qmatmul_q8: the activations quantized to 8 bits) instead, where
+`--paths vnni` is the AVX-512 VNNI level (quant_vnni.c, quant_k8.c):
+
+    python benchmarks/qmatmul_builds.py OLD.so --q8 --step --tokens 1 5 8 --paths vnni avx2 --repeat 7
+
 A build's library is the file `verigrad.backends.cpu.build_info()["path"]` names, run from that checkout
 (the library of the current sources: NEW.so can be left out).
 """
@@ -34,22 +39,24 @@ from verigrad.ops.quant import BLOCK_QTYPES, FORMATS, random_blocks
 N, K = 576, 1536  # SmolLM2-135M's ffn_down, as qmatmul_formats.py
 
 
-def load(path: str) -> ctypes.CDLL:
-    """The library at `path`, its vg_qmatmul_f32 and vg_quant_simd typed."""
+def load(path: str, kernel: str) -> ctypes.CDLL:
+    """The library at `path`, its vg_quant_simd and its `kernel` (vg_qmatmul_f32 or vg_qmatmul_q8, the same
+    arguments) typed, the latter as `lib.product`."""
     lib = ctypes.CDLL(path)
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
-    lib.vg_qmatmul_f32.argtypes = [ctypes.c_int, ptr, i64, i64, ptr, i64, ptr, i64, ctypes.c_int]
+    lib.product = getattr(lib, kernel)
+    lib.product.argtypes = [ctypes.c_int, ptr, i64, i64, ptr, i64, ptr, i64, ctypes.c_int]
     lib.vg_quant_simd.argtypes = [ctypes.c_int]
     return lib
 
 
-def step(libs: dict[str, ctypes.CDLL], counts: list[int], paths: list[str], repeat: int) -> None:
+def step(libs: dict[str, ctypes.CDLL], counts: list[int], paths: list[str], repeat: int, kernel: str) -> None:
     """Each build's decode-step products (qmatmul.py's random weights) for each activation row count and
     path, alternated, in thread CPU time: median ms per step, the ratio, whether the bits agree."""
     rng = np.random.default_rng(0)
     weights = random_weights(rng)
     out = table(
-        f"vg_qmatmul_f32 of two builds, a decode step's {len(weights)} products, 1 thread: "
+        f"{kernel} of two builds, a decode step's {len(weights)} products, 1 thread: "
         f"median CPU ms of {repeat}",
         ["tokens", "path", "old ms", "new ms", "old / new", "same bits"],
     )
@@ -64,7 +71,7 @@ def step(libs: dict[str, ctypes.CDLL], counts: list[int], paths: list[str], repe
                     ys = [np.empty((tokens, raw.shape[0]), np.float32) for _, raw, _ in weights]
                     start = time.thread_time()
                     for (qtype, raw, k), y in zip(weights, ys):
-                        lib.vg_qmatmul_f32(QTYPES[qtype], raw.ctypes.data, raw.shape[0], k, xs[k].ctypes.data,
+                        lib.product(QTYPES[qtype], raw.ctypes.data, raw.shape[0], k, xs[k].ctypes.data,
                                            tokens, y.ctypes.data, raw.shape[0], 1)  # fmt: skip
                     times[name].append(time.thread_time() - start)
                     results[name] = ys
@@ -82,21 +89,23 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=60)
     parser.add_argument("--formats", nargs="+", default=list(BLOCK_QTYPES), choices=BLOCK_QTYPES)
     parser.add_argument("--tokens", type=int, nargs="+", default=[1, 8], help="activation rows")
-    parser.add_argument("--paths", nargs="+", default=["avx512", "avx2"], choices=PATHS[:3])
+    parser.add_argument("--paths", nargs="+", default=["avx512", "avx2"], choices=PATHS)
     parser.add_argument("--shape", type=int, nargs=2, default=[N, K], metavar=("N", "K"), help="w rows, k")
     parser.add_argument("--step", action="store_true", help="a decode step's products (see above)")
+    parser.add_argument("--q8", action="store_true", help="qmatmul_q8's kernel (8-bit activations)")
     args = parser.parse_args()
     n, k = args.shape
     if args.new is None:
         if not verigrad.backends.cpu.available():
             raise SystemExit("the cpu backend could not be built here")
         args.new = verigrad.backends.cpu.build_info()["path"]
-    libs = {"old": load(args.old), "new": load(args.new)}
+    kernel = "vg_qmatmul_q8" if args.q8 else "vg_qmatmul_f32"
+    libs = {"old": load(args.old, kernel), "new": load(args.new, kernel)}
     if args.step:
-        step(libs, args.tokens, args.paths, args.repeat)
+        step(libs, args.tokens, args.paths, args.repeat, kernel)
         return
     out = table(
-        f"vg_qmatmul_f32 of two builds, w {n} x {k}, 1 thread: median of {args.repeat}",
+        f"{kernel} of two builds, w {n} x {k}, 1 thread: median of {args.repeat}",
         ["format", "tokens", "path", "old ms", "new ms", "old / new", "same bits"],
     )
     rng = np.random.default_rng(0)
@@ -116,7 +125,7 @@ def main() -> None:
                         taken = PATHS[lib.vg_quant_simd(PATHS.index(path))]
                         y = results[name]
                         start = time.perf_counter()
-                        lib.vg_qmatmul_f32(QTYPES[qtype], raw.ctypes.data, n, k, x.ctypes.data, tokens,
+                        lib.product(QTYPES[qtype], raw.ctypes.data, n, k, x.ctypes.data, tokens,
                                            y.ctypes.data, n, 1)  # fmt: skip
                         times[name].append(time.perf_counter() - start)
                 old, new = (statistics.median(times[name]) * 1e3 for name in libs)

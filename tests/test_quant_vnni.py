@@ -1,8 +1,9 @@
-"""qmatmul_q8's AVX-512 VNNI paths (quant_vnni.c: 8 weight rows at a time against tiles of 1, 2, 4 and 8
-activation rows) against the reference, bit for bit, beside the AVX2 and portable paths they fall back to:
-every 32-value format, 1..17 activation rows, weight rows before, at and past the groups of 8, 1-3 threads,
-and blocks that stress the integer dots (q8_0's -128 bytes, q5's fifth bits all set, activations of
-+-127) or the double sums (an infinity, huge and tiny blocks)."""
+"""qmatmul_q8's AVX-512 VNNI paths (quant_vnni.c: 8 weight rows at a time against tiles of 1 to 8
+activation rows; quant_amx.c's AMX tiles of q8_0, with and without them) against the reference, bit for
+bit, beside the AVX2 and portable paths they fall back to: every 32-value format, 1..17 activation rows,
+weight rows before, at and past the groups of 8, 1-3 threads, and blocks that stress the integer dots
+(q8_0's -128 bytes, q5's fifth bits all set, activations of +-127) or the double sums (an infinity, huge
+and tiny blocks); and every row of a call of 1 to 8 rows against the row alone, on every format."""
 
 from __future__ import annotations
 
@@ -16,7 +17,14 @@ import verigrad as vg
 from verigrad.backends import cpu
 from verigrad.backends.cpu import quant as cpu_quant
 from verigrad.backends.reference import composite_reference
-from verigrad.ops.quant import FORMATS, Q8_32_QTYPES, qmatmul_q8, random_blocks, rms_norm_qmatmul_q8
+from verigrad.ops.quant import (
+    FORMATS,
+    Q8_32_QTYPES,
+    Q8_QTYPES,
+    qmatmul_q8,
+    random_blocks,
+    rms_norm_qmatmul_q8,
+)
 
 pytestmark = pytest.mark.skipif(not cpu.available(), reason="the cpu backend could not be built here")
 
@@ -62,6 +70,19 @@ def _weights(rng: np.random.Generator, qtype: str, n: int, k: int) -> np.ndarray
     return raw
 
 
+def _paths():
+    """Each vector path taken in turn (its name), "vnni" with quant_amx.c's tiles allowed, then forbidden."""
+    try:
+        for path in cpu_quant.PATHS:
+            for amx in (True, False) if path == "vnni" else (True,):
+                cpu_quant.amx(amx)
+                taken = cpu_quant.path(path)
+                yield taken if amx or taken != "vnni" else "vnni without amx"
+    finally:
+        cpu_quant.simd(True)
+        cpu_quant.amx(True)
+
+
 def test_the_vnni_path_is_taken_where_the_cpu_has_it():
     try:
         has = _flags() >= VNNI_FLAGS
@@ -85,8 +106,7 @@ def test_qmatmul_q8_equals_the_reference_on_every_path(qtype, monkeypatch):
     try:
         for t in range(1, 18):
             want = qmatmul_q8.reference(x[:t], raw, qtype)
-            for path in cpu_quant.PATHS:
-                taken = cpu_quant.path(path)
+            for taken in _paths():
                 for threads in (1, 2, 3):
                     vg.set_threads(threads)
                     for rows in (n, 8, 16, 7):
@@ -99,6 +119,29 @@ def test_qmatmul_q8_equals_the_reference_on_every_path(qtype, monkeypatch):
         vg.set_threads(1)
 
 
+@pytest.mark.parametrize("qtype", Q8_QTYPES)
+def test_each_row_has_the_bits_of_a_call_of_one_row(qtype):
+    """A request's outputs do not depend on its batch: every activation row of a call of 1 to 8 rows (the
+    tiles of 1 to 8 rows: pairs of rows reduced together, an odd last row alone) has the bits of that row
+    alone, on 8 and 16 weight rows and on each path, over blocks whose scales vary from row to row."""
+    rng = np.random.default_rng(13)
+    k = 512 if FORMATS[qtype].block == 256 else 160
+    raw = random_blocks(rng, qtype, 16, k) if FORMATS[qtype].block == 256 else _weights(rng, qtype, 16, k)
+    x = rng.standard_normal((8, k)).astype(np.float32) * rng.uniform(0.01, 100, (8, 1)).astype(np.float32)
+    kernel = cpu.cpu.native(vg.REGISTRY["qmatmul_q8"], vg.f32)
+    try:
+        for taken in _paths():
+            alone = np.concatenate([kernel(x[i : i + 1], raw, qtype=qtype) for i in range(8)])
+            want = qmatmul_q8.reference(x, raw, qtype).view(np.uint32)
+            np.testing.assert_array_equal(alone.view(np.uint32), want, f"{taken}, rows alone")
+            for t in range(1, 9):
+                for rows in (8, 16):
+                    got = kernel(x[:t], raw[:rows], qtype=qtype).view(np.uint32)
+                    np.testing.assert_array_equal(got, want[:t, :rows], f"{taken}, {rows} x {t}")
+    finally:
+        cpu_quant.simd(True)
+
+
 @pytest.mark.parametrize("qtype", Q8_32_QTYPES)
 def test_rms_norm_qmatmul_q8_equals_its_decomposition_on_every_path(qtype):
     rng = np.random.default_rng(12)
@@ -108,8 +151,7 @@ def test_rms_norm_qmatmul_q8_equals_its_decomposition_on_every_path(qtype):
     kernel = cpu.cpu.native(vg.REGISTRY["rms_norm_qmatmul_q8"], vg.f32)
     want = composite_reference(rms_norm_qmatmul_q8)(x, weight, raw, qtype=qtype, eps=1e-5)
     try:
-        for path in cpu_quant.PATHS:
-            taken = cpu_quant.path(path)
+        for taken in _paths():
             got = kernel(x, weight, raw, qtype=qtype, eps=1e-5)
             np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), taken)
     finally:
@@ -124,6 +166,12 @@ def test_q8_path_names_the_code_each_level_runs():
         if flags >= VNNI_FLAGS:
             cpu_quant.path("vnni")
             assert [cpu_quant.q8_path(q, 1) for q in Q8_32_QTYPES] == ["vnni"] * len(Q8_32_QTYPES)
+            # quant_amx.c's tiles: q8_0 on 5 rows or more, where the machine and its OS allow them
+            amx = "amx" if cpu_quant.amx() else "vnni"
+            assert [cpu_quant.q8_path("q8_0", t) for t in (4, 5, 8)] == ["vnni", amx, amx]
+            assert cpu_quant.q8_path("q4_1", 8) == "vnni"
+            cpu_quant.amx(False)
+            assert cpu_quant.q8_path("q8_0", 8) == "vnni"
         if flags >= {"avx512f", "avx512dq", "avx512bw", "avx2", "f16c"}:
             cpu_quant.path("avx512")
             assert cpu_quant.q8_path("q5_0", 8) == "avx2"
@@ -132,3 +180,4 @@ def test_q8_path_names_the_code_each_level_runs():
         assert {cpu_quant.q8_path(q, 4) for q in ("q8_0", "q5_0", "q6_k")} == {"scalar"}
     finally:
         cpu_quant.simd(True)
+        cpu_quant.amx(True)

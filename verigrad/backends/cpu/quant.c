@@ -22,7 +22,8 @@
  * two activation rows at once in a prompt) or 4 rows (q8_0) at a time, one row per double lane, and
  * prefetch the next rows while they compute (the hardware prefetcher alone left the 28 MB output head at
  * a fifth of the read bandwidth). Where the CPU has AVX-512 VNNI (level 3), quant_vnni.c takes a band's
- * rows 8 at a time first (every format here), these paths the rows left.
+ * rows 8 at a time first (every format here; before it, q8_0 on 5 or more activation rows, quant_amx.c's AMX
+ * tiles 16 at a time where the CPU and the OS allow them), these paths the rows left.
  */
 #include "quant.h"
 
@@ -366,11 +367,13 @@ int vg_quant_simd(int level) {
 
 int vg_k8_path(int64_t t); /* quant_k8.c */
 
-/* the code a qmatmul_q8 of `qtype` on t activation rows runs now (vg_quant_simd's levels: 3 VNNI, quant_vnni.c's
- * or quant_k8.c's, 2 AVX-512, 1 AVX2, 0 portable), for benchmarks and tests that name it */
+/* the code a qmatmul_q8 of `qtype` on t activation rows runs now (4 AMX, quant_amx.c's, then vg_quant_simd's
+ * levels: 3 VNNI, quant_vnni.c's or quant_k8.c's, 2 AVX-512, 1 AVX2, 0 portable), for benchmarks and tests
+ * that name it */
 int vg_quant_q8_path(int qtype, int64_t t) {
     if (qtype < 0 || qtype >= NQTYPES) return -1;
     if (BLOCK_VALUES[qtype] == 256) return vg_k8_path(t);
+    if (has_vnni() && vg_q8_amx_takes(qtype, t)) return 4; /* quant_amx.c's (its band's last rows VNNI's) */
     return has_vnni() && vg_q8_vnni_takes(qtype) ? 3 : has_avx2() ? 1 : 0;
 }
 
@@ -455,6 +458,8 @@ static void q8_band(void *ctx, int64_t lo, int64_t hi) {
     const qjob *p = (const qjob *)ctx;
     const int64_t nb = p->k / 32, stride = nb * BLOCK_BYTES[p->qtype];
     int64_t r = lo;
+    if (has_vnni() && vg_q8_amx_takes(p->qtype, p->t))
+        r = vg_q8_rows16_amx(p->qtype, p->w, r, hi, p->n, p->k, p->t, p->qx, p->dx, p->out);
     if (has_vnni() && vg_q8_vnni_takes(p->qtype))
         r = vg_q8_rows8_vnni(p->qtype, p->w, r, hi, p->n, p->k, p->t, p->qx, p->dx, p->dxs, p->sx, p->out);
 #if VG_X86

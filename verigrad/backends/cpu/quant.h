@@ -118,4 +118,12 @@ void vg_rms_norm_f32(const float *x, const float *w, float *out, int64_t rows, i
 int vg_q8_vnni_takes(int qtype);
 int64_t vg_q8_rows8_vnni(int qtype, const uint8_t *w, int64_t r, int64_t hi, int64_t n, int64_t k, int64_t t,
                          const int8_t *qx, const double *dx, const double *dxs, const int32_t *sx, float *out);
+/* quant_amx.c's AMX products of q8_0 on 5 or more activation rows, taken on the VNNI level where the CPU
+ * and the OS allow the tiles: whether they are taken now (allow: 1 allows them, 0 forbids them, -1 leaves
+ * it); whether they take the format on t rows; rows r.. of a band 16 at a time (as vg_q8_rows8_vnni,
+ * returning the first row left) */
+int vg_q8_amx(int allow);
+int vg_q8_amx_takes(int qtype, int64_t t);
+int64_t vg_q8_rows16_amx(int qtype, const uint8_t *w, int64_t r, int64_t hi, int64_t n, int64_t k, int64_t t,
+                         const int8_t *qx, const double *dx, float *out);
 #endif

@@ -230,7 +230,7 @@ def _dequantize(embedding: Callable, reference: Callable) -> Callable:
     return kernel
 
 
-_state: dict[str, Any] = {"simd": None, "q8_path": None, "f32_kernels": None, "embedding": None}
+_state: dict[str, Any] = {"simd": None, "q8_path": None, "f32_kernels": None, "embedding": None, "amx": None}
 
 
 def dequantize_into(w: np.ndarray, qtype: str, out: np.ndarray) -> np.ndarray:
@@ -260,10 +260,19 @@ def path(name: str | None = None) -> str:
 def q8_path(qtype: str, tokens: int) -> str:
     """The code qmatmul_q8's kernel runs now for `qtype` weights and `tokens` activation rows (one of PATHS:
     a level's own code, or a lower one's where the level has none for it, e.g. AVX2's on "avx512" for the
-    32-value formats)."""
+    32-value formats; or "amx", quant_amx.c's tiles, which "vnni" takes where allowed)."""
     if _state["q8_path"] is None:
         raise RuntimeError("the cpu backend's quantized kernels are not loaded")
-    return PATHS[_state["q8_path"](QTYPES[qtype], tokens)]
+    return (*PATHS, "amx")[_state["q8_path"](QTYPES[qtype], tokens)]
+
+
+def amx(flag: bool | None = None) -> bool:
+    """Allow (True) or forbid (False) qmatmul_q8's AMX tiles on the "vnni" path (q8_0 weights on 5 or more
+    activation rows: the same bits), or leave them (None); whether this machine and its OS let them be taken
+    and they are allowed now."""
+    if _state["amx"] is None:
+        raise RuntimeError("the cpu backend's quantized kernels are not loaded")
+    return bool(_state["amx"](-1 if flag is None else int(flag)))
 
 
 def f32_kernels(qtype: str, name: str) -> tuple[str, ...]:
@@ -290,6 +299,7 @@ def register(backend: Any, lib: Library) -> None:
     _state["simd"] = lib.fn("vg_quant_simd", [ctypes.c_int], restype=ctypes.c_int)
     _state["q8_path"] = lib.fn("vg_quant_q8_path", [ctypes.c_int, ctypes.c_int64], restype=ctypes.c_int)
     _state["f32_kernels"] = lib.fn("vg_quant_f32_kernels", [ctypes.c_int, ctypes.c_int], restype=ctypes.c_int)
+    _state["amx"] = lib.fn("vg_q8_amx", [ctypes.c_int], restype=ctypes.c_int)
     for name, functions in _FUNCTIONS.items():
         fns = _by_format(lib, functions, _ARGS)
         kernel = _kernel(fns, matmul.single_threaded(REGISTRY[name].reference), backend, lib.ptr)

@@ -48,31 +48,83 @@ VNNI_Q __attribute__((always_inline)) static inline __m256i sums8_of_halves(__m5
     return _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, s));
 }
 
-/* 8 rows (w + i stride) x TN activation rows (qx + t k): the outputs out[t * out_step + i] */
+/* a pair of activation rows' values per block, side by side (made once per call): their d, d * sum(q) and
+ * the integer dots' bias (q4_0, q5_0, iq4_nl: -c sum(q)) */
+enum { PAIRS_FROM = 4 }; /* the fewest activation rows of a tile taken in pairs */
+typedef struct {
+    double dx[2], dxs[2];
+    int32_t bias[2];
+} pair_side;
+
+/* a zero the register renamer makes (vpxord's zeroing idiom, no execution port), where the compiler copied
+ * one zero register before each accumulating vpdpbusd */
+VNNI_Q __attribute__((always_inline)) static inline __m512i fresh_zero(void) {
+    __m512i z;
+    __asm__ volatile("vpxord %0, %0, %0" : "=v"(z));
+    return z;
+}
+
+/* the 16 integer dots of 8 weight rows' unpacked values (lo: rows 0-3's values 0-15, one row per 128-bit
+ * lane, then rows 4-7's; hi: values 16-31) with activation rows y0 and y0 + k: one tree of unpacks for the
+ * 16, which leaves lane l as (row l, y0), (row l, y1), (row l + 4, y0), (row l + 4, y1) */
+VNNI_Q __attribute__((always_inline)) static inline __m512i pair_dots(const __m512i *lo, const __m512i *hi,
+                                                                      const int8_t *y0, int64_t k) {
+    __m512i s[4]; /* rows 0-3 x y0, 0-3 x y1, 4-7 x y0, 4-7 x y1: four int32 parts per row and y */
+    for (int i = 0; i < 4; i++) {
+        const int8_t *y = y0 + (i & 1) * k;
+        const __m512i y_lo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)y));
+        const __m512i y_hi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(y + 16)));
+        s[i] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(fresh_zero(), lo[i >> 1], y_lo), hi[i >> 1], y_hi);
+    }
+    const __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi32(s[0], s[1]), _mm512_unpackhi_epi32(s[0], s[1]));
+    const __m512i v = _mm512_add_epi32(_mm512_unpacklo_epi32(s[2], s[3]), _mm512_unpackhi_epi32(s[2], s[3]));
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(u, v), _mm512_unpackhi_epi64(u, v));
+}
+
+/* 8 rows (w + i stride) x TN activation rows (qx + t k): the outputs out[t * out_step + i]. Rows 2p and
+ * 2p + 1 (p < TN / 2) go as a pair, whose 16 dots one tree of unpacks reduces (the rows' lanes in the order
+ * it leaves them: the scales permuted to match, the outputs put back in order at the end); an odd last row
+ * alone. Every (weight row, activation row) output has the same double operations in the same order. */
 VNNI_Q __attribute__((always_inline)) static inline void rows8_vnni(int qtype, int tn, const uint8_t *w,
                                                                     int64_t stride, int64_t nb, int64_t k,
                                                                     const int8_t *qx, const double *dx,
                                                                     const double *dxs, const int32_t *sx,
-                                                                    float *out, int64_t out_step) {
+                                                                    const pair_side *side, float *out,
+                                                                    int64_t out_step) {
     const int five = qtype == Q5_0 || qtype == Q5_1, affine = qtype == Q4_1 || qtype == Q5_1;
+    const int biased = qtype == Q4_0 || qtype == Q5_0 || qtype == IQ4_NL;
+    /* pairs (from 4 rows: at 2 the permuted scales cost more than the pair's reduction saves); rows t1..
+     * alone */
+    const int np = qtype == Q8_0 || tn < PAIRS_FROM ? 0 : tn / 2, t1 = 2 * np;
     const int64_t bytes = BLOCK_BYTES[qtype], at = qtype == Q5_1 ? 8 : qtype == Q5_0 ? 6 : affine ? 4 : 2;
     const __m512i mask = _mm512_set1_epi8(15), sixteen = _mm512_set1_epi8(16);
     /* iq4_nl's values plus 128, by nibble, in every 128-bit lane */
     const __m512i table = _mm512_broadcast_i32x4(
         _mm_xor_si128(_mm_loadu_si128((const __m128i *)IQ4_VALUES), _mm_set1_epi8((char)0x80)));
-    const __m256i offsets = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-                                               _mm256_set1_epi32((int32_t)stride));
     /* bytes 0-1 of each u32 (the low 16 fifth bits), then bytes 2-3 (the high 16) */
     const __m128i halves = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+    const __m256i offsets = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                               _mm256_set1_epi32((int32_t)stride));
     const __m512i evens_odds = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
-    __m512d acc[8];
-    for (int t = 0; t < tn; t++) acc[t] = _mm512_setzero_pd();
+    /* a pair's lanes: weight rows 0 0 4 4 1 1 5 5 (low) and 2 2 6 6 3 3 7 7 (high), activation rows
+     * alternating */
+    const __m512i pair_lo = _mm512_setr_epi64(0, 0, 4, 4, 1, 1, 5, 5);
+    const __m512i pair_hi = _mm512_setr_epi64(2, 2, 6, 6, 3, 3, 7, 7);
+    __m512d acc[8], pacc[8];
+    for (int t = t1; t < tn; t++) acc[t] = _mm512_setzero_pd();
+    for (int i = 0; i < 2 * np; i++) pacc[i] = _mm512_setzero_pd();
     const uint8_t *next = w + 8 * stride; /* the next 8 rows: fetched while these are computed */
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *wb = w + b * bytes, *pf = next + 8 * b * bytes;
         for (int64_t off = 0; off < 8 * bytes; off += 64) _mm_prefetch((const char *)(pf + off), _MM_HINT_T0);
-        /* the scales' f16 pairs of the 8 rows: d in the low 16 bits, m (q4_1, q5_1) in the high */
-        const __m256i dm = _mm256_i32gather_epi32((const int *)wb, offsets, 1);
+        /* the scales' f16 pairs of the 8 rows: d in the low 16 bits, m (q4_1, q5_1) in the high (a row: 8
+         * loads, where a vpgatherdd took a quarter of the call; more rows: the gather, whose fewer uops
+         * leave the shuffle port to the dots' reductions) */
+        const __m256i dm = tn == 1 ? _mm256_setr_epi32(load32(wb), load32(wb + stride), load32(wb + 2 * stride),
+                                                       load32(wb + 3 * stride), load32(wb + 4 * stride),
+                                                       load32(wb + 5 * stride), load32(wb + 6 * stride),
+                                                       load32(wb + 7 * stride))
+                                   : _mm256_i32gather_epi32((const int *)wb, offsets, 1);
         __m512d d, m = _mm512_setzero_pd();
         if (affine) { /* the 16 halves at once: d0 m0 d1 m1 ... -> d0..d7 m0..m7 */
             const __m512 f = _mm512_permutexvar_ps(evens_odds, _mm512_cvtph_ps(dm));
@@ -121,7 +173,32 @@ VNNI_Q __attribute__((always_inline)) static inline void rows8_vnni(int qtype, i
                                              sixteen);
             }
         }
-        for (int t = 0; t < tn; t++) {
+        if (np) {
+            const __m512d d_lo = _mm512_permutexvar_pd(pair_lo, d), d_hi = _mm512_permutexvar_pd(pair_hi, d);
+            const __m512d m_lo = _mm512_permutexvar_pd(pair_lo, m), m_hi = _mm512_permutexvar_pd(pair_hi, m);
+            for (int p = 0; p < np; p++) {
+                const pair_side *ps = side + p * nb + b;
+                __m512i dots = pair_dots(lo, hi, qx + 2 * p * k + 32 * b, k);
+                if (biased) {
+                    int64_t bias; /* the pair's two int32, as one 64-bit lane to broadcast */
+                    memcpy(&bias, ps->bias, 8);
+                    dots = _mm512_add_epi32(dots, _mm512_set1_epi64(bias));
+                }
+                const __m512d dxv = _mm512_broadcast_f64x2(_mm_loadu_pd(ps->dx));
+                const __m512d dot_lo = _mm512_cvtepi32_pd(_mm512_castsi512_si256(dots));
+                const __m512d dot_hi = _mm512_cvtepi32_pd(_mm512_extracti64x4_epi64(dots, 1));
+                __m512d term_lo = _mm512_mul_pd(_mm512_mul_pd(d_lo, dxv), dot_lo);
+                __m512d term_hi = _mm512_mul_pd(_mm512_mul_pd(d_hi, dxv), dot_hi);
+                if (affine) {
+                    const __m512d dxsv = _mm512_broadcast_f64x2(_mm_loadu_pd(ps->dxs));
+                    term_lo = _mm512_add_pd(term_lo, _mm512_mul_pd(m_lo, dxsv));
+                    term_hi = _mm512_add_pd(term_hi, _mm512_mul_pd(m_hi, dxsv));
+                }
+                pacc[2 * p] = _mm512_add_pd(pacc[2 * p], term_lo);
+                pacc[2 * p + 1] = _mm512_add_pd(pacc[2 * p + 1], term_hi);
+            }
+        }
+        for (int t = t1; t < tn; t++) {
             const int8_t *y = qx + t * k + 32 * b;
             const __m512i y_lo = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)y));
             const __m512i y_hi = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(y + 16)));
@@ -138,16 +215,25 @@ VNNI_Q __attribute__((always_inline)) static inline void rows8_vnni(int qtype, i
             acc[t] = _mm512_add_pd(acc[t], term);
         }
     }
-    for (int t = 0; t < tn; t++) _mm256_storeu_ps(out + t * out_step, _mm512_cvtpd_ps(acc[t]));
+    /* a pair's 16 outputs: (row, y0), (row, y1) for rows 0 4 1 5 2 6 3 7 -> y0's rows 0..7, then y1's */
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 1, 5, 9, 13, 3, 7, 11, 15);
+    for (int p = 0; p < np; p++) {
+        const __m512 f = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(pacc[2 * p])),
+                                            _mm512_cvtpd_ps(pacc[2 * p + 1]), 1);
+        const __m512 o = _mm512_permutexvar_ps(order, f);
+        _mm256_storeu_ps(out + 2 * p * out_step, _mm512_castps512_ps256(o));
+        _mm256_storeu_ps(out + (2 * p + 1) * out_step, _mm512_extractf32x8_ps(o, 1));
+    }
+    for (int t = t1; t < tn; t++) _mm256_storeu_ps(out + t * out_step, _mm512_cvtpd_ps(acc[t]));
 }
 
 /* one copy per format and tile size, so that the branches are resolved at compile time */
 #define TILE_PARAMS                                                                                       \
     const uint8_t *w, int64_t stride, int64_t nb, int64_t k, const int8_t *qx, const double *dx,         \
-        const double *dxs, const int32_t *sx, float *out, int64_t out_step
+        const double *dxs, const int32_t *sx, const pair_side *side, float *out, int64_t out_step
 #define TILE_FN(QNAME, QTYPE, TN)                                                                         \
     VNNI_Q static void rows8_##QNAME##_##TN(TILE_PARAMS) {                                              \
-        rows8_vnni(QTYPE, TN, w, stride, nb, k, qx, dx, dxs, sx, out, out_step);                         \
+        rows8_vnni(QTYPE, TN, w, stride, nb, k, qx, dx, dxs, sx, side, out, out_step);                         \
     }
 #define TILE_FNS(QNAME, QTYPE)                                                                            \
     TILE_FN(QNAME, QTYPE, 1) TILE_FN(QNAME, QTYPE, 2) TILE_FN(QNAME, QTYPE, 3) TILE_FN(QNAME, QTYPE, 4)      \
@@ -180,17 +266,41 @@ int vg_q8_vnni_takes(int qtype) {
 #endif
 }
 
+#if VG_X86
+/* the pairs' side data of t activation rows (pair p: rows 2p, 2p + 1), or NULL (out of memory, or no pair) */
+static pair_side *pair_sides(int qtype, int64_t t, int64_t nb, const double *dx, const double *dxs,
+                             const int32_t *sx) {
+    if (t < PAIRS_FROM || qtype == Q8_0) return NULL;
+    pair_side *side = malloc(sizeof(pair_side) * (size_t)(t / 2 * nb));
+    if (!side) return NULL;
+    const int32_t c = qtype == Q4_0 ? 8 : qtype == Q5_0 ? 16 : qtype == IQ4_NL ? 128 : 0;
+    for (int64_t p = 0; p < t / 2; p++)
+        for (int64_t b = 0; b < nb; b++) {
+            pair_side *ps = side + p * nb + b;
+            for (int64_t j = 0; j < 2; j++) {
+                const int64_t at = (2 * p + j) * nb + b;
+                ps->dx[j] = dx[at], ps->dxs[j] = dxs[at], ps->bias[j] = -c * sx[at];
+            }
+        }
+    return side;
+}
+#endif
+
 int64_t vg_q8_rows8_vnni(int qtype, const uint8_t *w, int64_t r, int64_t hi, int64_t n, int64_t k, int64_t t,
                          const int8_t *qx, const double *dx, const double *dxs, const int32_t *sx, float *out) {
 #if VG_X86
     const int64_t nb = k / 32, stride = nb * BLOCK_BYTES[qtype];
+    if (r + 8 > hi) return r;
+    pair_side *side = pair_sides(qtype, t, nb, dx, dxs, sx);
     for (; r + 8 <= hi; r += 8)
         for (int64_t t0 = 0; t0 < t;) {
-            const int tn = t - t0 >= 8 ? 8 : (int)(t - t0);
+            /* where the pairs' data could not be made (out of memory), a row at a time */
+            const int tn = side || qtype == Q8_0 || t < PAIRS_FROM ? (t - t0 >= 8 ? 8 : (int)(t - t0)) : 1;
             TILES[qtype][tn - 1](w + r * stride, stride, nb, k, qx + t0 * k, dx + t0 * nb, dxs + t0 * nb,
-                                 sx + t0 * nb, out + t0 * n + r, n);
+                                 sx + t0 * nb, side ? side + t0 / 2 * nb : NULL, out + t0 * n + r, n);
             t0 += tn;
         }
+    free(side);
 #else
     (void)qtype, (void)w, (void)hi, (void)n, (void)k, (void)t, (void)qx, (void)dx, (void)dxs, (void)sx, (void)out;
 #endif
