@@ -182,6 +182,8 @@ class _Functions:
         self.blas_transposed_wide = lib.fn("vg_gemm_blas_transposed_wide", [c_int])
         self.dot_products = lib.fn("vg_gemm_dot_products", [c_int])
         self.outer_products = lib.fn("vg_gemm_outer_products", [c_int])
+        self.packed_products = lib.fn("vg_gemm_packed_products", [c_int])
+        self.packed_available = lib.fn("vg_gemm_packed_available", [], restype=c_int)
         self.fewer_tiles = lib.fn("vg_gemm_fewer_tiles", [c_int])
         self.blas_tile = lib.fn("vg_gemm_blas_tile", [c_int, i64, i64, i64, i64, c_int, c_int, p])
         self.outer_rows = lib.fn("vg_gemm_outer_rows", [i64], restype=i64)
