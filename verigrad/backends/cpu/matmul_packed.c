@@ -69,6 +69,7 @@
             }                                                                                               \
         }                                                                                                   \
         __mmask16 bad = 0;                                                                                  \
+        __asm__ volatile("" : "+x"(scale)); /* not broadcast before the loop, where it took a register */   \
         _Pragma("GCC unroll 8") for (int q = 0; q < R; q++)                                                 \
         _Pragma("GCC unroll 8") for (int v = 0; v < V; v++) {                                               \
             __m512 out = scale == 1.0f ? acc[q][v] : _mm512_mul_ps(acc[q][v], _mm512_set1_ps(scale));       \
