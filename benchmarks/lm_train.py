@@ -372,9 +372,9 @@ def attention_layer(args: argparse.Namespace) -> None:
 def matmul_and_loss(args: argparse.Namespace) -> None:
     """The small GPT's matrix products (per layer x @ W^T, g @ W and g^T x of qkv, proj, up and down, four
     layers; the tied head's once) and its cross-entropy (forward, and forward + backward, on the (1024,
-    4096) logits), one thread, process time: verigrad with the fast path's fewer tiles (matmul_blas.c) and
-    without them (the tiles before), PyTorch's, and the eager step with and without them; calls alternating
-    in one process, the median and the minimum of `--repeats` rounds."""
+    4096) logits), one thread, process time: verigrad with the fast path's packed GEMM (matmul_packed.c) and
+    without it (OpenBLAS's tiles, matmul_blas.c), PyTorch's, and the eager step with and without it; calls
+    alternating in one process, the median and the minimum of `--repeats` rounds."""
     import torch
 
     import verigrad
@@ -442,33 +442,29 @@ def matmul_and_loss(args: argparse.Namespace) -> None:
     lib = cpu_matmul._state["lib"]
     times: dict[tuple[str, str], list[float]] = {}
     for round_ in range(args.repeats):
-        for tiles in ("fewer tiles", "tiles before")[:: 1 if round_ % 2 else -1]:  # each first in turn
-            lib.fewer_tiles(int(tiles == "fewer tiles"))
+        for kernel in ("packed", "openblas")[:: 1 if round_ % 2 else -1]:  # each first in turn
+            lib.packed_products(int(kernel == "packed"))
             for (name, way), call in calls.items():
-                if way == "verigrad" and (tiles == "fewer tiles" or name in products):
-                    times.setdefault((name, way if tiles == "fewer tiles" else tiles), []).append(
-                        timed_ms(call)
-                    )
-            times.setdefault(("eager step", "verigrad" if tiles == "fewer tiles" else tiles), []).append(
+                if way == "verigrad" and (kernel == "packed" or name in products):
+                    times.setdefault((name, way if kernel == "packed" else kernel), []).append(timed_ms(call))
+            times.setdefault(("eager step", "verigrad" if kernel == "packed" else kernel), []).append(
                 timed_ms(lambda: step(xs, ys))
             )
-        lib.fewer_tiles(1)
+        lib.packed_products(1)
         for (name, way), call in calls.items():
             if way == "torch":
                 times.setdefault((name, way), []).append(timed_ms(call))
     for label, stat in (("median", statistics.median), ("minimum", min)):
         value = {key: stat(v) for key, v in times.items()}
-        for way in ("verigrad", "tiles before", "torch"):
+        for way in ("verigrad", "openblas", "torch"):
             value[("all products", way)] = sum(value[(name, way)] for name in products)
-        header = ("verigrad", "tiles before", "torch", "vs before", "vs torch")
+        header = ("verigrad", "openblas", "torch", "vs openblas", "vs torch")
         print(f"{'ms, ' + label:14s} " + " ".join(f"{h:>{max(9, len(h))}s}" for h in header))
         for name in (*products, "all products", "loss forward", "loss fwd+bwd", "eager step"):
-            ours_ms, before, torch_ms = (
-                value.get((name, way)) for way in ("verigrad", "tiles before", "torch")
-            )
-            row = f"{name:14s} {ours_ms:9.2f} " + (f"{before:12.2f} " if before else f"{'':12s} ")
+            ours_ms, before, torch_ms = (value.get((name, way)) for way in ("verigrad", "openblas", "torch"))
+            row = f"{name:14s} {ours_ms:9.2f} " + (f"{before:9.2f} " if before else f"{'':10s}")
             row += f"{torch_ms:9.2f} " if torch_ms else f"{'':10s}"
-            row += f"{ours_ms / before:8.2f}x " if before else f"{'':10s}"
+            row += f"{ours_ms / before:10.2f}x " if before else f"{'':12s}"
             print(row + (f"{ours_ms / torch_ms:8.2f}x" if torch_ms else ""))
 
 

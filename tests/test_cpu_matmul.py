@@ -67,6 +67,15 @@ def fast_on_every_thread_count(va: np.ndarray, vb: np.ndarray, a: np.ndarray, b:
     assert len(results) == 1, (a.shape, b.shape)
 
 
+@pytest.fixture
+def packed_off():
+    """matmul_packed.c's GEMM off, for the tests of the kernels it would take the products from."""
+    lib = cpu_matmul._state["lib"]
+    lib.packed_products(0)
+    yield
+    lib.packed_products(1)
+
+
 # shapes covering partial micro-tiles (6 x 8), several work units (48 x 64), k past one block (256)
 SHAPES = [(1, 1, 1), (5, 7, 3), (13, 300, 9), (50, 9, 70), (97, 260, 130), (6, 600, 8)]
 
@@ -337,6 +346,7 @@ def test_every_thread_count_gives_the_same_bits(dtype, exact):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("small_kernel_work", [0, blas.SMALL_KERNEL_WORK])
+@pytest.mark.usefixtures("packed_off")
 def test_tiles_for_small_kernels_keep_the_bound_and_the_bits(dtype, small_kernel_work):
     """OpenBLAS's AVX-512 cores read a and b in place for products of at most 100^3 multiply-adds, and the
     fast path then cuts c into tiles of that size. Forced on or off (whatever this machine's OpenBLAS
@@ -357,6 +367,7 @@ def test_tiles_for_small_kernels_keep_the_bound_and_the_bits(dtype, small_kernel
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("transposed_wide", [False, True])
+@pytest.mark.usefixtures("packed_off")
 def test_wide_products_computed_transposed_keep_the_bound_and_the_bits(dtype, transposed_wide):
     """On OpenBLAS's AVX-512 cores an f32 c = a b^T with fewer rows than columns and k >= 128 is computed as
     c^T = b a^T and transposed back. Forced on or off (whatever this machine's OpenBLAS has): every layout
@@ -403,6 +414,7 @@ def transposed(b: np.ndarray, offset: int = 0) -> np.ndarray:
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("small_kernel_work", [0, blas.SMALL_KERNEL_WORK])
+@pytest.mark.usefixtures("packed_off")
 def test_a_small_product_with_b_transposed_gives_the_plain_b_bits(dtype, small_kernel_work):
     """Where OpenBLAS's small-matrix kernels take a product (one tile, at least 32 rows), a transposed b (an
     F-contiguous one, or a slice of a wider matrix) is copied plain first: c = a b^T then has the bits of the
@@ -456,103 +468,6 @@ def test_every_layout_against_the_reference(dtype, layout):
     assert np.array_equal(va, a) and np.array_equal(vb, b)
     assert bits(cpu_matmul.matmul(va, vb, exact=True)) == bits(cpu_matmul.reference_exact(a, b))
     fast_on_every_thread_count(va, vb, a, b)
-
-
-def products_with_alpha_beta_and_nan(rng, m: int, k: int, n: int, b_transposed: bool) -> None:
-    """The fast path's c = alpha a b into a c with a longer row stride (nothing written past it), c = a b
-    + beta c for beta 1 and 0.5, and a NaN and an infinity in a and b: within the bound, or the
-    reference BLAS semantics."""
-    a = rand(rng, (m, k), np.float32)
-    b = rand(rng, (n, k), np.float32).T if b_transposed else rand(rng, (k, n), np.float32)
-    wide = np.zeros((m, n + 14), np.float32)
-    cpu_matmul.gemm(a, b, wide[:, 5 : n + 5], alpha=-2.0, exact=False)
-    within_bound(wide[:, 5 : n + 5], -2.0 * a, np.ascontiguousarray(b), False)
-    assert not wide[:, :5].any() and not wide[:, n + 5 :].any()
-    c = rand(rng, (m, n), np.float32)
-    for beta in (1.0, 0.5):
-        expected = a.astype(np.float64) @ b.astype(np.float64) + beta * c
-        out = cpu_matmul.gemm(a, b, c.copy(), beta=beta, exact=False)
-        assert np.allclose(out, expected, rtol=1e-4, atol=1e-4)
-    a[m - 1, 7] = np.nan  # the last row of c is NaN, as the reference's
-    b[9, n - 1] = np.inf  # and the last column infinite or NaN
-    within_bound(cpu_matmul.matmul(a, b, exact=False), a, np.ascontiguousarray(b), False)
-
-
-@pytest.mark.parametrize("dot_products", [False, True])
-def test_products_with_b_transposed_as_dot_products_keep_the_bound_and_the_bits(dot_products):
-    """On AVX-512 an f32 c = a b^T (both read along k) is computed as dot products in 4x4 blocks of c, not
-    by OpenBLAS. On or off (on a machine without AVX-512 both are OpenBLAS): rows, columns and depths
-    that leave partial blocks and a partial last step, a batch (b broadcast over it too), a c with a
-    longer row stride, alpha and beta, and a NaN stay within the bound (or the reference BLAS semantics)
-    with the same bits on 1, 2 and 3 threads."""
-    rng = np.random.default_rng(18)
-    lib = cpu_matmul._state["lib"]
-    try:
-        lib.dot_products(int(dot_products))
-        cases = [((64, 784), (256, 784)), ((63, 785), (255, 785)), ((37, 300), (50, 300))]
-        cases += [((10, 256), (800, 256)), ((3, 33, 256), (3, 40, 256)), ((3, 34, 130), (41, 130))]
-        cases += [((70, 1568), (10, 1568)), ((17, 3100), (37, 3100))]  # a long k: few columns and rows
-        cases += [((6, 300), (300, 300)), ((64, 100), (64, 100))]  # too few rows; k too short: OpenBLAS
-        for sa, sb in cases:
-            a, b = rand(rng, sa, np.float32), rand(rng, sb, np.float32)
-            bt = np.swapaxes(b, -1, -2)
-            fast_on_every_thread_count(a, bt, a, np.ascontiguousarray(bt))
-        products_with_alpha_beta_and_nan(rng, 34, 270, 66, b_transposed=True)
-    finally:
-        lib.dot_products(1)
-
-
-@pytest.mark.parametrize("outer_products", [False, True])
-def test_products_of_plain_b_as_outer_products_keep_the_bound_and_the_bits(outer_products):
-    """On AVX-512 an f32 c = a b with b's rows along n, few rows and a long k, is computed as a sum of
-    outer products in blocks of 6 x 64 elements of c, not by OpenBLAS. On or off (on a machine without
-    AVX-512 both are OpenBLAS): partial blocks of rows and columns and a partial last block of k, a
-    transposed a, a batch (b broadcast over it too), a c with a longer row stride, alpha, beta 1 (c
-    accumulated) and 0.5, and a NaN stay within the bound (or the reference BLAS semantics) with the same
-    bits on 1, 2 and 3 threads."""
-    rng = np.random.default_rng(19)
-    lib = cpu_matmul._state["lib"]
-    try:
-        lib.outer_products(int(outer_products))
-        cases = [((37, 2100), (2100, 77)), ((200, 1030), (1030, 150)), ((2, 20, 2050), (2, 2050, 17))]
-        cases += [((2, 20, 2050), (2050, 17)), ((128, 1024), (1024, 130))]  # units of 66 and 62 rows
-        cases += [((300, 2100), (2100, 20)), ((8, 1100), (1100, 40))]
-        for sa, sb in cases:  # the last two: too many rows; too few columns for k < 2048: OpenBLAS
-            a, b = rand(rng, sa, np.float32), rand(rng, sb, np.float32)
-            fast_on_every_thread_count(a, b, a, b)
-            if a.ndim == 2:  # a transposed
-                at = np.asfortranarray(a)
-                fast_on_every_thread_count(at, b, a, b)
-        products_with_alpha_beta_and_nan(rng, 35, 2060, 70, b_transposed=False)
-    finally:
-        lib.outer_products(1)
-
-
-def test_outer_product_units_share_the_rows_evenly():
-    """An outer-product work unit takes at most 96 rows, the rows shared as evenly as multiples of 6 allow:
-    a GPT's weight gradient of 128 rows (x^T g) gives two threads units of 66 and 62 rows, not 96 and 32."""
-    rows = cpu_matmul._state["lib"].outer_rows
-    assert [rows(m) for m in (128, 96, 97, 200, 256, 20, 1)] == [66, 96, 54, 72, 90, 24, 6]
-
-
-def test_a_wide_products_operand_scan_runs_on_the_threads():
-    """A product whose c holds more than its operands (m k + k n < m n: a GPT head's 1024x128 by 128x4096)
-    scans a and b for what could overflow rather than c, and that scan runs on the threads too (each
-    operand's rows split, the largest magnitude folded in: the same answer whatever the split): on 2
-    threads in the static schedule the worker runs a chunk of each scan and one of the product's. An
-    infinity or a NaN only in rows the worker scans still gives the reference's infinities and NaNs,
-    with the 1-thread bits."""
-    rng = np.random.default_rng(21)
-    a, b = rand(rng, (1024, 128), np.float32), rand(rng, (128, 4096), np.float32)
-    verigrad.set_threads(2)
-    with cpu.static_schedule():
-        cpu.chunks_run()
-        cpu_matmul.gemm(a, b, exact=False)
-        assert cpu.chunks_run()[:2] == (3, 3)
-    for where, value in (((1000, 5), np.inf), ((100, 4000), np.nan)):
-        x, y = a.copy(), b.copy()
-        (x if where[0] == 1000 else y)[where] = value
-        fast_on_every_thread_count(x, y, x, y)
 
 
 def test_the_registered_matmul_kernel_follows_the_setting():
@@ -662,6 +577,7 @@ def test_a_gemv_whose_matrix_has_rows_along_k_is_split_along_k(dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.usefixtures("packed_off")
 def test_a_long_k_with_a_small_c_is_summed_in_fixed_blocks(dtype):
     """c of one tile and k >= 4096: blocks of k, one BLAS call each, summed in block order in double;
     within the bound, the same bits for 1, 2 and 3 threads, alpha and beta applied once, and an f32
@@ -826,6 +742,7 @@ def test_the_gpt_steps_f32_products_take_fewer_tiles():
 
 
 @pytest.mark.parametrize("fewer_tiles", [False, True])
+@pytest.mark.usefixtures("packed_off")
 def test_products_in_fewer_tiles_keep_the_bound_and_the_bits(fewer_tiles):
     """On or off, f32 products that the whole-row tiles take (plain, b transposed, a transposed, partial
     tiles of rows, a batch, k or n long) and a weight gradient's two tiles (a transposed, k long) stay

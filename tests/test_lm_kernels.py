@@ -90,12 +90,14 @@ def test_on_intel_a_linear_layers_product_is_openblass_and_a_short_one_the_dot_p
         x = rng.standard_normal((m, k)).astype(np.float32)
         w = rng.standard_normal((n, k)).astype(np.float32)
         try:
+            lib.packed_products(0)  # the rule between these two (the packed GEMM would take both)
             lib.dot_products(1)
             dots = cpu_matmul.matmul(x, w.T, exact=False)
             lib.dot_products(0)
             return dots, cpu_matmul.matmul(x, w.T, exact=False)
         finally:
             lib.dot_products(1)
+            lib.packed_products(1)
 
     for m, k, n in [(1024, 128, 512), (1024, 128, 384), (128, 768, 768)]:  # OpenBLAS's, dot products on
         dots, blas_product = both(m, k, n)

@@ -16,6 +16,7 @@
 #define BLAS_THREAD_WORK 262144 /* multiply-adds a thread is given at least (waking one costs microseconds) */
 
 static inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
 static inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* Whether the m x n values at c (row stride ldc) are all finite. */
@@ -45,6 +46,14 @@ typedef struct {
 int vg_gemm_dot_product(blas_job *g, int64_t batch, int threads);
 int vg_gemm_outer_product(blas_job *g, int64_t batch, int threads);
 int64_t vg_gemm_outer_rows(int64_t m); /* the rows of an outer-product work unit (for the tests too) */
+
+/* The f32 product of job g (beta 0, or alpha 1 and beta 1; any layout BLAS takes) by matmul_packed.c's
+ * packed GEMM: 1: done; 0: done, and c holds an infinity or a NaN (checked where g->check); BLAS_NOT_USED:
+ * nothing done (no memory for the packed b). Only where matmul_blas.c's rules take it (AVX-512). */
+int vg_gemm_packed(blas_job *g, int64_t batch, int threads);
+
+/* plain[p, j] = bt[j, p] for j < n, p < k (bt: n rows, row stride ldb; plain: row stride ldp). */
+void vg_transpose_f32(const float *bt, int64_t n, int64_t k, int64_t ldb, float *plain, int64_t ldp);
 
 /* The fast path (matmul_blas.c): 1: done; 0: done, and `check` found an infinity or a NaN in c;
  * BLAS_NOT_USED: alpha == 0 or k == 0; BLAS_A, BLAS_B, BLAS_C: that operand has a layout BLAS cannot take

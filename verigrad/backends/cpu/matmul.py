@@ -17,10 +17,13 @@ on two paths.
   kernels take (from 32 rows), is copied plain in C (they refuse that layout; the bits are the plain
   product's). A product that gives an infinity or a NaN (an f32 partial sum may overflow
   where the reference's double one does not) is computed again on the exact path. On AVX-512, f32
-  products of the shapes where they measured faster skip OpenBLAS for matmul_avx512.c's kernels: c = a b^T
-  with both read along k (an nn.Linear's x @ W^T) as dot products, c = a b with few rows and a long k
-  as outer products; the shape alone decides how each element is computed, so again the thread count
-  does not change the bits.
+  products (c = alpha a b, or c + a b) of at least 32 rows and 2^21 multiply-adds skip OpenBLAS for
+  matmul_packed.c's packed GEMM, in every layout (b packed into k-major panels, 6 x 64 register tiles):
+  each element of c is one f32 FMA chain in increasing k, whatever the blocking and the thread count;
+  of the other shapes, those where they measured faster take matmul_avx512.c's kernels: c = a b^T with
+  both read along k (an nn.Linear's x @ W^T) as dot products, c = a b with few rows and a long k as
+  outer products; the shape alone decides how each element is computed, so again the thread count does
+  not change the bits.
 - `matmul` (which the registered kernel calls) prepares the C call's arguments once per dtype, shape,
   strides and path, so a call on a layout seen before is one allocation and one foreign call (a few
   microseconds over NumPy's matmul).
@@ -176,6 +179,8 @@ class _Functions:
         self.blas_transposed_wide = lib.fn("vg_gemm_blas_transposed_wide", [c_int])
         self.dot_products = lib.fn("vg_gemm_dot_products", [c_int])
         self.outer_products = lib.fn("vg_gemm_outer_products", [c_int])
+        self.packed_products = lib.fn("vg_gemm_packed_products", [c_int])
+        self.packed_available = lib.fn("vg_gemm_packed_available", [], restype=c_int)
         self.fewer_tiles = lib.fn("vg_gemm_fewer_tiles", [c_int])
         self.blas_tile = lib.fn("vg_gemm_blas_tile", [c_int, i64, i64, i64, i64, c_int, c_int, p])
         self.outer_rows = lib.fn("vg_gemm_outer_rows", [i64], restype=i64)

@@ -1,0 +1,282 @@
+/* The fast path's packed f32 GEMM for AVX-512 (BLIS-style); matmul_blas.c decides which products it takes.
+ *
+ * c = alpha * a @ b (beta 0: c written directly, never cleared first) or c + a @ b, for every layout of a
+ * and b that BLAS takes: b is packed once into panels of PANEL_N columns, k-major (a transposed b, an
+ * nn.Linear's W^T, by 8x8 transposes), so that the micro-kernel reads it with aligned loads whatever its
+ * layout; a is read in place (its rows along k, or a transposed a's columns, a weight gradient's g^T),
+ * an element broadcast per row and step of k. The micro-kernel keeps a tile of up to TILE_M rows x
+ * PANEL_N columns of c in 24 vectors and adds to it the outer product of a column of a's rows and a row
+ * of the panel at each step of k; k goes in blocks of at most BLOCK_K (a panel's block, 32 KiB, stays in
+ * L1 for all the rows of a work unit), the sums kept in c between blocks (exactly: they are f32).
+ * Work units are a batch item's blocks of at most UNIT_M rows x UNIT_PANELS panels. Each element of c is
+ * one chain of FMAs in increasing k, from 0 (or c), times alpha at the end: its bits depend on neither
+ * the blocks, the units nor the thread count. With `check` (beta 0), the last block's tiles are tested
+ * for infinities and NaNs while in registers.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "matmul.h"
+#include "vg.h"
+
+#define TILE_M 6        /* rows of a micro-tile */
+#define PANEL_N 64      /* columns of a panel of b, and of a micro-tile */
+#define BLOCK_K 128     /* the deepest block of k */
+#define UNIT_M 96       /* rows of c a work unit at most (a multiple of TILE_M) */
+#define UNIT_PANELS 4   /* panels a work unit */
+#define GROUP_BYTES (16 << 20) /* packed b at most this at a time (a wider b goes in groups of columns) */
+#define STREAM_ELEMENTS (1 << 20) /* a c of this many elements or more is written with streaming stores */
+
+#ifdef VG_X86 /* matmul.h: x86 with GCC or clang */
+#define PACKED_FN __attribute__((target("avx2,fma,avx512f,avx512dq")))
+#define KEEP_IN_REGISTER(v) __asm__("" : "+v"(v)) /* see matmul_avx512.c */
+#define FPCLASS_NAN_INF 0x99                      /* QNaN, SNaN, +infinity, -infinity */
+
+/* Element (q, p) of a's rows: along k (a plain a), or along m (a transposed a). */
+#define A_ROWS(q, p) a[(q) * lda + (p)]
+#define A_COLS(q, p) a[(q) + (p) * lda]
+
+/* c[R rows x V vectors, the last one's lanes `last`] = (from_c ? c : 0) + a's R rows @ the panel's kc
+ * rows (bp, PANEL_N floats a row, 64-byte aligned), times scale; returns whether `check` found an
+ * infinity or a NaN in what it stored. */
+#define PACKED_BLOCK(LAYOUT, R, V)                                                                          \
+    PACKED_FN static int packed_##LAYOUT##_##R##x##V(const float *a, int64_t lda, const float *bp, int64_t kc, \
+                                                     float *c, int64_t ldc, int from_c, float scale,        \
+                                                     __mmask16 last, int check, int stream) {               \
+        __m512 acc[R][V];                                                                                   \
+        _Pragma("GCC unroll 8") for (int q = 0; q < R; q++)                                                 \
+        _Pragma("GCC unroll 8") for (int v = 0; v < V; v++)                                                 \
+            acc[q][v] = from_c ? _mm512_maskz_loadu_ps(v == V - 1 ? last : 0xFFFF, c + q * ldc + 16 * v)    \
+                               : _mm512_setzero_ps();                                                       \
+        if (!from_c && !stream)                                                                             \
+            _Pragma("GCC unroll 8") for (int q = 0; q < R; q++)                                             \
+            _Pragma("GCC unroll 8") for (int v = 0; v < V; v++)                                             \
+                _mm_prefetch((const char *)(c + q * ldc + 16 * v), _MM_HINT_ET0);                           \
+        for (int64_t p = 0; p < kc; p++) {                                                                  \
+            __m512 bv[V];                                                                                   \
+            if (p % 16 == 0) /* the next tile's rows of a */                                                \
+                _Pragma("GCC unroll 8") for (int q = 0; q < TILE_M; q++)                                    \
+                    _mm_prefetch((const char *)&LAYOUT(q + TILE_M, p + 16), _MM_HINT_T0);                   \
+            _Pragma("GCC unroll 8") for (int v = 0; v < V; v++) {                                           \
+                bv[v] = _mm512_load_ps(bp + p * PANEL_N + 16 * v);                                          \
+                KEEP_IN_REGISTER(bv[v]);                                                                    \
+            }                                                                                               \
+            _Pragma("GCC unroll 8") for (int q = 0; q < R; q++) {                                           \
+                __m512 av = _mm512_set1_ps(LAYOUT(q, p));                                                   \
+                _Pragma("GCC unroll 8") for (int v = 0; v < V; v++)                                         \
+                    acc[q][v] = _mm512_fmadd_ps(av, bv[v], acc[q][v]);                                      \
+            }                                                                                               \
+        }                                                                                                   \
+        __mmask16 bad = 0;                                                                                  \
+        __asm__ volatile("" : "+x"(scale)); /* not broadcast before the loop, where it took a register */   \
+        _Pragma("GCC unroll 8") for (int q = 0; q < R; q++)                                                 \
+        _Pragma("GCC unroll 8") for (int v = 0; v < V; v++) {                                               \
+            __m512 out = scale == 1.0f ? acc[q][v] : _mm512_mul_ps(acc[q][v], _mm512_set1_ps(scale));       \
+            __mmask16 lanes = v == V - 1 ? last : 0xFFFF;                                                   \
+            if (check) bad |= _mm512_mask_fpclass_ps_mask(lanes, out, FPCLASS_NAN_INF);                     \
+            if (stream && lanes == 0xFFFF)                                                                  \
+                _mm512_stream_ps(c + q * ldc + 16 * v, out);                                                \
+            else                                                                                            \
+                _mm512_mask_storeu_ps(c + q * ldc + 16 * v, lanes, out);                                    \
+        }                                                                                                   \
+        return bad != 0;                                                                                    \
+    }
+#define PACKED_BLOCKS(LAYOUT, R)                                                                            \
+    PACKED_BLOCK(LAYOUT, R, 1) PACKED_BLOCK(LAYOUT, R, 2) PACKED_BLOCK(LAYOUT, R, 3) PACKED_BLOCK(LAYOUT, R, 4)
+#define PACKED_LAYOUT(LAYOUT)                                                                               \
+    PACKED_BLOCKS(LAYOUT, 1)                                                                                \
+    PACKED_BLOCKS(LAYOUT, 2)                                                                                \
+    PACKED_BLOCKS(LAYOUT, 3) PACKED_BLOCKS(LAYOUT, 4) PACKED_BLOCKS(LAYOUT, 5) PACKED_BLOCKS(LAYOUT, 6)
+PACKED_LAYOUT(A_ROWS)
+PACKED_LAYOUT(A_COLS)
+
+typedef int (*packed_fn)(const float *, int64_t, const float *, int64_t, float *, int64_t, int, float, __mmask16,
+                         int, int);
+#define PACKED_ROW(LAYOUT, R)                                                                               \
+    {packed_##LAYOUT##_##R##x1, packed_##LAYOUT##_##R##x2, packed_##LAYOUT##_##R##x3, packed_##LAYOUT##_##R##x4}
+#define PACKED_TABLE(LAYOUT)                                                                                \
+    {PACKED_ROW(LAYOUT, 1), PACKED_ROW(LAYOUT, 2), PACKED_ROW(LAYOUT, 3),                                   \
+     PACKED_ROW(LAYOUT, 4), PACKED_ROW(LAYOUT, 5), PACKED_ROW(LAYOUT, 6)}
+static const packed_fn packed_blocks[2][TILE_M][PANEL_N / 16] = {PACKED_TABLE(A_ROWS), PACKED_TABLE(A_COLS)};
+
+/* One batch item's product. */
+typedef struct {
+    blas_job *g;
+    const float *a, *b;
+    float *c;
+    float *packed;  /* where b is packed first: panel q at packed + q * k * PANEL_N; else NULL */
+    float *scratch; /* each chunk's blocks of b and a (scratch_size floats) */
+    int64_t kb, mb, panels, row_units, strips, scratch_size, chunks;
+    int stream;
+} packed_job;
+
+/* Panels [q0, q1) of b, depth [p0, p0 + kc): kc rows of PANEL_N floats each (the columns past n zero),
+ * panel q at dst + (q - q0) * stride. */
+static void pack_panels(const packed_job *s, int64_t q0, int64_t q1, int64_t p0, int64_t kc, float *dst,
+                        int64_t stride) {
+    const blas_job *g = s->g;
+    for (int64_t q = q0; q < q1; q++, dst += stride) {
+        int64_t j = q * PANEL_N, width = imin(PANEL_N, g->n - j);
+        if (g->tb == 111)
+            for (int64_t p = 0; p < kc; p++)
+                memcpy(dst + p * PANEL_N, s->b + (p0 + p) * g->ldb + j, sizeof(float) * (size_t)width);
+        else /* b^T's rows j.. along k */
+            vg_transpose_f32(s->b + j * g->ldb + p0, width, kc, g->ldb, dst, PANEL_N);
+        if (width < PANEL_N)
+            for (int64_t p = 0; p < kc; p++)
+                memset(dst + p * PANEL_N + width, 0, sizeof(float) * (size_t)(PANEL_N - width));
+    }
+}
+
+static void pack_chunk(void *ctx, int64_t lo, int64_t hi) {
+    packed_job *s = ctx;
+    pack_panels(s, lo, hi, 0, s->g->k, s->packed + lo * s->g->k * PANEL_N, s->g->k * PANEL_N);
+}
+
+/* A transposed a's rows [r0, r1) x depth [p0, p0 + kc) (column p of a's block at a + p * lda) packed as
+ * BLIS packs a: a panel of TILE_M rows after another, each k-major (TILE_M floats a step of k). Read in
+ * place, a tile's steps of k were each on another cache line, and a work unit's block of a filled L1. */
+#define PACK_A_MIN_LDA 1024
+#define PACK_A_AHEAD 8 /* steps of k */
+
+PACKED_FN static void pack_a_columns(const float *a, int64_t lda, int64_t rows, int64_t kc, float *dst) {
+    for (int64_t p = 0; p < kc; p++) {
+        if (p + PACK_A_AHEAD < kc) /* the rows are pages apart: no hardware prefetcher follows them */
+            for (int64_t t = 0; t < rows; t += 16)
+                _mm_prefetch((const char *)(a + (p + PACK_A_AHEAD) * lda + t), _MM_HINT_T0);
+        for (int64_t t = 0; t < rows; t += TILE_M) {
+            __mmask16 width = (__mmask16)((1u << imin(TILE_M, rows - t)) - 1);
+            _mm512_mask_storeu_ps(dst + t * kc + p * TILE_M, width, _mm512_maskz_loadu_ps(width, a + p * lda + t));
+        }
+    }
+}
+
+/* Work unit u: rows [i0, i1) x panels [q0, q1) of c, k in blocks of s->kb. */
+PACKED_FN static int packed_unit(const packed_job *s, int64_t i0, int64_t i1, int64_t q0, int64_t q1, float *bbuf,
+                                 float *abuf) {
+    const blas_job *g = s->g;
+    int cols_layout = g->ta != 111, pack_a = cols_layout && g->lda >= PACK_A_MIN_LDA;
+    int from_c = g->beta != 0.0, bad = 0;
+    for (int64_t p0 = 0; p0 < g->k; p0 += s->kb) {
+        int64_t kc = imin(s->kb, g->k - p0), stride = s->packed ? g->k * PANEL_N : kc * PANEL_N;
+        int final = p0 + kc == g->k;
+        float scale = final ? (float)g->alpha : 1.0f;
+        const float *panels = s->packed ? s->packed + q0 * stride + p0 * PANEL_N : bbuf;
+        if (!s->packed) pack_panels(s, q0, q1, p0, kc, bbuf, stride);
+        for (int64_t r0 = i0; r0 < i1; r0 += s->mb) {
+            int64_t r1 = imin(r0 + s->mb, i1), lda = pack_a ? TILE_M : g->lda, step = cols_layout ? 1 : lda;
+            const float *a = cols_layout ? s->a + r0 + p0 * lda : s->a + r0 * lda + p0;
+            if (pack_a) {
+                pack_a_columns(s->a + r0 + p0 * g->lda, g->lda, r1 - r0, kc, abuf);
+                a = abuf, step = kc;
+            }
+            for (int64_t q = q0; q < q1; q++) {
+                int64_t j = q * PANEL_N, width = imin(PANEL_N, g->n - j);
+                __mmask16 last = (__mmask16)(width % 16 ? (1u << (width % 16)) - 1 : 0xFFFF);
+                const packed_fn *row = packed_blocks[cols_layout][0] + (cdiv(width, 16) - 1);
+                const float *bp = panels + (q - q0) * stride;
+                for (int64_t i = r0; i < r1; i += TILE_M) {
+                    packed_fn kernel = row[(imin(TILE_M, r1 - i) - 1) * (PANEL_N / 16)];
+                    const float *ai = a + (i - r0) * step;
+                    bad |= kernel(ai, lda, bp, kc, s->c + i * g->ldc + j, g->ldc, p0 > 0 || from_c, scale, last,
+                                  g->check && final, s->stream && final);
+                }
+            }
+        }
+    }
+    return bad;
+}
+
+/* Units: a row block x a strip of UNIT_PANELS panels where b was packed first, else a strip (all rows). Each
+ * chunk takes its own part of `scratch` (there are at most `threads` chunks). */
+static void compute_chunk(void *ctx, int64_t lo, int64_t hi) {
+    packed_job *s = ctx;
+    blas_job *g = s->g;
+    float *bbuf = s->scratch + __atomic_fetch_add(&s->chunks, 1, __ATOMIC_RELAXED) * s->scratch_size;
+    float *abuf = bbuf + s->kb * PANEL_N * UNIT_PANELS;
+    int bad = 0;
+    for (int64_t u = lo; u < hi; u++) {
+        int64_t r = s->packed ? u % s->row_units : 0, t = s->packed ? u / s->row_units : u;
+        int64_t i0 = s->packed ? r * s->mb : 0, i1 = s->packed ? imin(i0 + s->mb, g->m) : g->m;
+        int64_t q0 = t * UNIT_PANELS, q1 = imin(q0 + UNIT_PANELS, s->panels);
+        bad |= packed_unit(s, i0, i1, q0, q1, bbuf, abuf);
+    }
+    if (s->stream) _mm_sfence();
+    if (bad) __atomic_store_n(&g->bad, 1, __ATOMIC_RELAXED);
+}
+
+/* The packing memory of one call at a time is kept for the next (a training step's products pack as much
+ * every call; memory given back and taken again faulted its pages in on every call). */
+#define KEPT_BYTES ((size_t)64 << 20) /* the most kept */
+static float *kept;
+static size_t kept_bytes;
+static int kept_taken;
+
+/* `bytes` of 64-byte aligned memory, *kept_one set where it is the kept memory (NULL: none free). */
+static float *take_memory(size_t bytes, int *kept_one) {
+    *kept_one = bytes <= KEPT_BYTES && !__atomic_exchange_n(&kept_taken, 1, __ATOMIC_ACQUIRE);
+    if (*kept_one) {
+        if (kept_bytes >= bytes) return kept;
+        free(kept);
+        kept = aligned_alloc(64, bytes);
+        kept_bytes = kept ? bytes : 0;
+        if (kept) return kept;
+        *kept_one = 0;
+        __atomic_store_n(&kept_taken, 0, __ATOMIC_RELEASE);
+    }
+    return aligned_alloc(64, bytes);
+}
+
+static void give_memory(float *memory, int kept_one) {
+    if (kept_one)
+        __atomic_store_n(&kept_taken, 0, __ATOMIC_RELEASE);
+    else
+        free(memory);
+}
+
+/* The rows of a work unit for a c of m rows: as few units as UNIT_M allows, made an even count (two threads
+ * then take the same number: 11 units of 96 rows for 1024 left one thread 576 rows and the other 448),
+ * their rows as even as multiples of TILE_M make them. */
+static int64_t unit_rows(int64_t m) {
+    int64_t units = cdiv(m, UNIT_M);
+    if (units > 1 && units % 2) units++;
+    return imin(UNIT_M, cdiv(cdiv(m, units), TILE_M) * TILE_M);
+}
+
+int vg_gemm_packed(blas_job *g, int64_t batch, int threads) {
+    int64_t blocks = cdiv(g->k, BLOCK_K);
+    packed_job s = {.g = g, .kb = cdiv(g->k, blocks), .mb = unit_rows(g->m), .panels = cdiv(g->n, PANEL_N)};
+    s.row_units = cdiv(g->m, s.mb);
+    s.strips = cdiv(s.panels, UNIT_PANELS);
+    /* b packed first, once, where it is no larger than a; else each unit packs its strip, block by block */
+    int64_t packed_size = g->m >= g->n ? g->k * s.panels * PANEL_N : 0;
+    s.scratch_size = cdiv(s.kb * (PANEL_N * UNIT_PANELS + s.mb), 16) * 16; /* a chunk's b block, a block */
+    int64_t slots = imax(1, threads);
+    int kept_one;
+    float *memory = take_memory(sizeof(float) * (size_t)(packed_size + slots * s.scratch_size), &kept_one);
+    if (!memory) return BLAS_NOT_USED; /* nothing done */
+    s.packed = packed_size ? memory : NULL;
+    s.scratch = memory + packed_size;
+    for (int64_t item = 0; item < batch; item++) {
+        s.a = (const float *)g->a + g->offs[3 * item];
+        s.b = (const float *)g->b + g->offs[3 * item + 1];
+        s.c = (float *)g->c + g->offs[3 * item + 2];
+        /* a c larger than the caches written without reading it first (its vectors aligned) */
+        s.stream = g->m * g->n >= STREAM_ELEMENTS && (uintptr_t)s.c % 64 == 0 && g->ldc % 16 == 0;
+        int64_t units = s.packed ? s.row_units * s.strips : s.strips;
+        int64_t unit_work = (s.packed ? s.mb : g->m) * UNIT_PANELS * PANEL_N * g->k;
+        if (s.packed && (item == 0 || g->offs[3 * item + 1] != g->offs[3 * item - 2]))
+            vg_parallel_for(s.panels, cdiv(BLAS_THREAD_WORK / 16, g->k * PANEL_N), threads, pack_chunk, &s);
+        s.chunks = 0;
+        vg_parallel_for(units, cdiv(BLAS_THREAD_WORK, unit_work), threads, compute_chunk, &s);
+    }
+    give_memory(memory, kept_one);
+    return !g->bad;
+}
+#else /* matmul_blas.c never calls it here (vg_has_avx512 is 0) */
+int vg_gemm_packed(blas_job *g, int64_t batch, int threads) {
+    (void)g, (void)batch, (void)threads;
+    return BLAS_NOT_USED;
+}
+#endif
