@@ -138,6 +138,8 @@ class Op:
         return Spec(shape, dtype)
 
     def __call__(self, *args: Any, **params: Any) -> Tensor:
+        if not args and ("input" in params or "tensors" in params):  # add(input=x, other=y), stack(tensors=)
+            args = _keyword_operands(params)
         if self.variadic and args and isinstance(args[0], _SEQUENCES):
             if len(args) - 1 > len(self.positional):
                 raise TypeError(f"{self.name} takes at most {len(self.positional)} params after the tensors")
@@ -295,6 +297,18 @@ def silenced(reference: Callable) -> Callable:
 
 
 _SEQUENCES = (list, tuple)
+# the keywords PyTorch's signatures give an op's tensor operands after `input`, in their order
+_OPERAND_KEYWORDS = ("other", "exponent", "mat2", "vec", "tensor")
+
+
+def _keyword_operands(params: dict[str, Any]) -> tuple[Any, ...]:
+    """The operands given by PyTorch's keywords (`input=x, other=y`; a sequence as `tensors=`), taken out
+    of `params`."""
+    if "input" not in params:
+        return (params.pop("tensors"),)
+    return (params.pop("input"), *[params.pop(k) for k in _OPERAND_KEYWORDS if k in params])
+
+
 SPECS_KEPT = 1024  # plans an op remembers for eager calls
 
 
