@@ -352,9 +352,12 @@ def binary_cross_entropy(
     reduction = checked_reduction("binary_cross_entropy", reduction, size_average, reduce)
     _constant_weights("binary_cross_entropy", weight=weight)
     _check_target_shape("binary_cross_entropy", input, target)
-    values = input.payload
-    if isinstance(values, np.ndarray) and not ((values >= 0) & (values <= 1)).all():
-        raise ValueError("binary_cross_entropy: all elements of input should be between 0 and 1 (as PyTorch)")
+    for what, probabilities in (("input", input), ("target", target)):
+        values = probabilities.payload  # eagerly: PyTorch checks both (a NaN is refused too)
+        if isinstance(values, np.ndarray) and not ((values >= 0) & (values <= 1)).all():
+            raise ValueError(
+                f"binary_cross_entropy: all elements of {what} should be between 0 and 1 (as PyTorch)"
+            )
     loss = ops.binary_cross_entropy(input, target)
     return reduce_loss(loss if weight is None else loss * weight, reduction, "binary_cross_entropy")
 
@@ -457,6 +460,11 @@ def soft_margin_loss(
     floating_only(input.dtype, what="soft_margin_loss")
     reduction = checked_reduction("soft_margin_loss", reduction, size_average, reduce)
     z = -target * input
+    if tuple(z.shape) != tuple(input.shape):  # PyTorch's writes into a tensor of the input's shape
+        raise ShapeError(
+            f"soft_margin_loss: the target {shape_text(target.shape)} must broadcast to the input's shape "
+            f"{shape_text(input.shape)}"
+        )
     return reduce_loss(relu(z) + log1p((-z.abs()).exp()), reduction, "soft_margin_loss")
 
 

@@ -1,0 +1,124 @@
+"""Silent differences the differential fuzzer (test_fuzz_torch.py) found, each now PyTorch's: norm and dist
+of a vector holding NaN (were 0), unique's NaNs (each distinct), scatter / index_add / scatter_add keeping
+-0.0, integer division of an empty dividend by zero (no error), binary_cross_entropy's target range and
+soft_margin_loss's target that does not broadcast to the input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import verigrad
+
+NAN, INF = float("nan"), float("inf")
+
+
+def _same(ours, theirs) -> None:
+    """The same dtype, shape, values (NaN where NaN) and signs of zero."""
+    got, want = ours.detach().numpy(), theirs.detach().numpy()
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+def _both(values, dtype=np.float64):
+    array = np.asarray(values, dtype=dtype)
+    return verigrad.from_numpy(array.copy()), torch.from_numpy(array.copy())
+
+
+@pytest.mark.parametrize("p", [2, 3, 0.5, "fro"])
+@pytest.mark.parametrize("values", [[0.0, NAN, -0.0, -1.0], [1.0, INF, NAN], [0.0, -0.0], [3.0, -4.0]])
+def test_norm_propagates_nan(p, values):
+    ours, theirs = _both(values)
+    np.testing.assert_allclose(
+        verigrad.norm(ours, p).numpy(), torch.norm(theirs, p).numpy(), rtol=1e-15, equal_nan=True
+    )
+    np.testing.assert_allclose(
+        verigrad.dist(ours, ours * 0).numpy(),
+        torch.dist(theirs, theirs * 0).numpy(),
+        rtol=1e-15,
+        equal_nan=True,
+    )
+
+
+def test_norm_gradient_at_zero_stays_zero():
+    x = verigrad.zeros(3, requires_grad=True)
+    verigrad.norm(x).backward()
+    _same(x.grad, torch.zeros(3))
+
+
+def test_unique_keeps_each_nan():
+    ours, theirs = _both([NAN, 1.0, NAN, 1.0, 0.5])  # (with dim=, PyTorch's order then follows its sort's)
+    got = verigrad.unique(ours, return_inverse=True, return_counts=True)
+    want = torch.unique(theirs, return_inverse=True, return_counts=True)
+    for a, b in zip(got, want):
+        _same(a, b)
+
+
+def test_scatter_keeps_negative_zero_and_gradients():
+    x = np.array([[-0.0, 2.0, -0.0, -1.5], [1.0, -0.0, 3.0, -0.0]])
+    index = np.array([[2, 1, 0, 3], [0, 0, 0, 1]])
+    results = []
+    for t in (verigrad, torch):
+        src = t.from_numpy(x.copy()).requires_grad_(True)
+        out = t.zeros(2, 4, dtype=t.float64).scatter(1, t.from_numpy(index), src)
+        (out * t.arange(8.0, dtype=t.float64).reshape(2, 4)).sum().backward()
+        results.append((out, src.grad))
+    _same(results[0][0], results[1][0])
+    _same(results[0][1], results[1][1])
+
+
+@pytest.mark.parametrize("name", ["index_add", "scatter_add"])
+def test_adding_into_keeps_negative_zero(name):
+    x = np.array([[-0.0, 3.0, -1.0], [-1.5, -0.0, 1.0]])
+    results = []
+    for t in (verigrad, torch):
+        base = t.from_numpy(x.copy()).requires_grad_(True)
+        zeros = -t.zeros(2, 3, dtype=t.float64)
+        if name == "index_add":
+            out = base.index_add(0, t.tensor([1, 1]), zeros, alpha=2)
+        else:
+            out = base.scatter_add(1, t.tensor([[0, 0], [2, 1]]), zeros[:, :2])
+        out.sum().backward()
+        results.append((out, base.grad))
+    _same(results[0][0], results[1][0])
+    _same(results[0][1], results[1][1])
+
+
+@pytest.mark.parametrize("name", ["remainder", "floor_divide", "fmod"])
+def test_integer_division_of_nothing_by_zero_is_empty(name):
+    ours, theirs = _both(np.zeros((0, 2)), np.int64)
+    _same(
+        getattr(verigrad, name)(ours, verigrad.tensor([3, 0])),
+        getattr(torch, name)(theirs, torch.tensor([3, 0])),
+    )
+    with pytest.raises(ZeroDivisionError):
+        getattr(verigrad, name)(verigrad.tensor([1, 2]), verigrad.tensor([3, 0]))
+
+
+@pytest.mark.parametrize("target", [[0.5, 1.5], [0.5, NAN], [-0.1, 0.5]])
+def test_binary_cross_entropy_refuses_targets_outside_zero_one(target):
+    probabilities = [0.3, 0.6]
+    with pytest.raises(RuntimeError, match="target should be between 0 and 1"):
+        torch.nn.functional.binary_cross_entropy(torch.tensor(probabilities), torch.tensor(target))
+    with pytest.raises(ValueError, match="target should be between 0 and 1"):
+        verigrad.nn.functional.binary_cross_entropy(verigrad.tensor(probabilities), verigrad.tensor(target))
+
+
+@pytest.mark.parametrize(("input_shape", "target_shape"), [((2, 1), (1, 3)), ((3,), (2, 3)), ((2, 3), (3,))])
+def test_soft_margin_loss_target_must_broadcast_to_the_input(input_shape, target_shape):
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=input_shape), np.sign(rng.normal(size=target_shape))
+    try:
+        want = torch.nn.functional.soft_margin_loss(
+            torch.from_numpy(x), torch.from_numpy(y), reduction="none"
+        )
+    except RuntimeError:
+        with pytest.raises(verigrad.ShapeError, match="must broadcast to the input's shape"):
+            verigrad.nn.functional.soft_margin_loss(verigrad.from_numpy(x), verigrad.from_numpy(y))
+        return
+    got = verigrad.nn.functional.soft_margin_loss(
+        verigrad.from_numpy(x), verigrad.from_numpy(y), reduction="none"
+    )
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-14)
