@@ -111,8 +111,8 @@ UNARY_EXACT = (
     + [
         _u("logical_not", ALL),
         _u("bitwise_not", INTS),
-        _u("round", FLOATS, decimals=1),
-        _u("nan_to_num", FLOATS, nan=1.5, posinf=2.0),
+        Case("round_decimals", lambda t, x: t.round(x, decimals=1)),
+        Case("nan_to_num_values", lambda t, x: t.nan_to_num(x, nan=1.5, posinf=2.0)),
         _u("clone", ALL),
         _u("fix", NUMERIC),
     ]
@@ -382,11 +382,30 @@ ORDERING = [
     _m("argsort", lambda t, x: t.argsort(x, dim=-1, stable=True), NUMERIC),
     _m("sort_plain", lambda t, x: x.sort(0).values, NUMERIC),
     _m("msort", lambda t, x: t.msort(x), NUMERIC),
-    _m("topk", lambda t, x: _found(x, -1, t.topk(x, min(2, x.shape[-1]), -1)), NUMERIC, shapes="nd"),
-    _m("topk_small", lambda t, x: _found(x, 0, x.topk(1, 0, largest=False)), NUMERIC, shapes="nd"),
-    _m("kthvalue", lambda t, x: _found(x, -1, t.kthvalue(x, 1, -1, keepdim=True)), NUMERIC, shapes="nd"),
+    _m(
+        "topk",
+        lambda t, x: _found(x, -1, t.topk(x, min(2, x.shape[-1]), -1)),
+        NUMERIC,
+        shapes="nd",
+        zero_signs=False,
+    ),
+    _m(
+        "topk_small",
+        lambda t, x: _found(x, 0, x.topk(1, 0, largest=False)),
+        NUMERIC,
+        shapes="nd",
+        zero_signs=False,
+    ),
+    _m(
+        "kthvalue",
+        lambda t, x: _found(x, -1, t.kthvalue(x, 1, -1, keepdim=True)),
+        NUMERIC,
+        shapes="nd",
+        zero_signs=False,
+    ),
     _m("unique", lambda t, x: t.unique(x, return_inverse=True, return_counts=True), zero_signs=False),
-    _m("unique_dim", lambda t, x: t.unique(x, dim=0), shapes="nd", zero_signs=False),
+    # (slices holding NaN: PyTorch's order follows its sort's internals)
+    _m("unique_dim", lambda t, x: t.unique(t.nan_to_num(x), dim=0), shapes="nd", zero_signs=False),
     _m("unique_consecutive", lambda t, x: t.unique_consecutive(x, return_counts=True), zero_signs=False),
     _m("searchsorted", lambda t, x: t.searchsorted(t.tensor([-1.0, 0.0, 2.0], dtype=x.dtype), x), FLOATS),
     _m("bucketize", lambda t, x: t.bucketize(x, t.tensor([-1.0, 0.0, 2.0]), right=True), FLOATS),
@@ -417,7 +436,7 @@ SHAPING = [
 ]
 
 
-def _loss(name: str, reduction: str, **kw: Any) -> Case:
+def _loss(name: str, reduction: str, label: str = "", **kw: Any) -> Case:
     def call(t: Any, x: Any, y: Any) -> Any:
         F = t.nn.functional
         if name == "binary_cross_entropy":
@@ -426,7 +445,7 @@ def _loss(name: str, reduction: str, **kw: Any) -> Case:
             return F.binary_cross_entropy_with_logits(x, t.sigmoid(y), reduction=reduction, **kw)
         return getattr(F, name)(x, y, reduction=reduction, **kw)
 
-    return Case(f"{name}_{reduction}", call, kind="binary", exact=False)
+    return Case(label or f"{name}_{reduction}", call, kind="binary", exact=False)
 
 
 LOSSES = [
@@ -442,7 +461,10 @@ LOSSES = [
         "kl_div",
     )
     for r in ("none", "mean", "sum")
-] + [_loss("smooth_l1_loss", "mean", beta=0.5), _loss("kl_div", "batchmean", log_target=True)]
+] + [
+    _loss("smooth_l1_loss", "mean", label="smooth_l1_loss_beta", beta=0.5),
+    _loss("kl_div", "batchmean", log_target=True),
+]
 
 
 def _cross_entropy(t: Any, x: Any, **kw: Any) -> Any:

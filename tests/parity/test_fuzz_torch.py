@@ -12,30 +12,37 @@ import numpy as np
 import pytest
 import torch
 from fuzz_torch_cases import BROADCAST, CASES, SHAPES, Case, draw
+from fuzz_torch_more_cases import MORE_CASES
 
 import verigrad
 
 DRAWS = 4  # operand draws per case and dtype
+EVERY_CASE = CASES + MORE_CASES
 TORCH_DTYPES = {torch.float32: "f32", torch.float64: "f64", torch.int64: "i64", torch.bool: "bool",
                 torch.int32: "i32", torch.float16: "f16", torch.bfloat16: "bf16", torch.uint8: "u8",
                 torch.int8: "i8", torch.int16: "i16"}  # fmt: skip
 TOLERANCE = {"f32": 2e-5, "f64": 1e-10}
-# (case name, words of the difference): why verigrad deliberately differs there
+# (the start of a case's name, words of the difference): why verigrad deliberately differs there
 KNOWN: dict[tuple[str, str], str] = {
-    ("cross_entropy_0", "empty batch"): "the mean over no sample raises (PyTorch's NaN)",
-    ("cross_entropy_4", "empty batch"): "the mean over no sample raises (PyTorch's NaN)",
+    ("cross_entropy_", "empty batch"): "the mean over no sample raises (PyTorch's NaN)",
     ("median", "empty dimension"): "raises where PyTorch's integer median of nothing is INT64_MIN",
     ("nanmedian", "empty dimension"): "raises where PyTorch's integer median of nothing is INT64_MIN",
     ("mode", "holding NaN"): "refused: PyTorch's answer there follows its sort's internals",
-    ("unique_dim", "nan"): "slices holding NaN: PyTorch's order follows its sort's internals",
+    ("out_", "out= is not supported"): "ops refuse out= with a TypeError (use the tensor returned)",
+    ("F.gelu", "[inf], torch [nan]"): "gelu(inf) is inf; PyTorch's f32 kernel gives NaN (its f64 one inf)",
+    (
+        "F.pad_reflect",
+        "torch raised",
+    ): "reflect-padding an empty batch of rows: PyTorch refuses, verigrad pads",
     ("nanmedian", "bool tensor"): "refuses bool, as PyTorch does for a non-empty one",
 }
 
 
 def _operands(case: Case, rng: np.random.Generator, dtype: str) -> list[np.ndarray]:
-    if case.kind == "binary":
+    if case.kind == "binary":  # a dtype "a+b" gives the two operands dtypes of their own
         a, b = BROADCAST[rng.integers(len(BROADCAST))]
-        return [draw(rng, a, dtype), draw(rng, b, dtype)]
+        first, _, second = dtype.partition("+")
+        return [draw(rng, a, first), draw(rng, b, second or first)]
     family = SHAPES[case.shapes]
     return [draw(rng, family[rng.integers(len(family))], dtype)]
 
@@ -107,11 +114,11 @@ def differences(cases: list[Case], seed: int = 0) -> list[str]:
     found = []
     for number, case in enumerate(cases):
         for dtype in case.dtypes:
-            rng = np.random.default_rng([seed, number, len(dtype)])
+            rng = np.random.default_rng([seed, number, len(dtype), ord(dtype[-1])])
             for _ in range(DRAWS):
                 arrays = _operands(case, rng, dtype)
                 what = _difference(case, _run(case, verigrad, arrays), _run(case, torch, arrays))
-                if what is not None and not any(n == case.name and w in what for n, w in KNOWN):
+                if what is not None and not any(case.name.startswith(n) and w in what for n, w in KNOWN):
                     shapes = [a.shape for a in arrays]
                     found.append(f"{case.name}[{dtype}] {shapes} {[a.ravel()[:6] for a in arrays]}: {what}")
                     break
@@ -119,13 +126,13 @@ def differences(cases: list[Case], seed: int = 0) -> list[str]:
 
 
 def test_corpus_is_large():
-    calls = sum(len(c.dtypes) for c in CASES) * DRAWS
-    assert len(CASES) >= 200 and calls >= 2000
+    calls = sum(len(c.dtypes) for c in EVERY_CASE) * DRAWS
+    assert len(EVERY_CASE) >= 300 and calls >= 2000 and len({c.name for c in EVERY_CASE}) == len(EVERY_CASE)
 
 
 @pytest.mark.parametrize("part", range(4))
 def test_no_silent_difference_from_torch(part):
-    found = differences(CASES[part::4])
+    found = differences(EVERY_CASE[part::4])
     assert not found, f"{len(found)} differences from PyTorch:\n" + "\n".join(found)
 
 

@@ -71,19 +71,20 @@ def test_scatter_keeps_negative_zero_and_gradients():
 
 @pytest.mark.parametrize("name", ["index_add", "scatter_add"])
 def test_adding_into_keeps_negative_zero(name):
-    x = np.array([[-0.0, 3.0, -1.0], [-1.5, -0.0, 1.0]])
+    """-0.0 stays where nothing or only -0.0 is added; +0.0 added to it makes +0.0 (PyTorch adds in place)."""
+    x = np.array([[-0.0, 3.0, -1.0], [-0.0, -0.0, -0.0]])
+    src = np.array([[-0.0, -0.0, 1.0], [0.0, -0.0, 2.0]])
     results = []
     for t in (verigrad, torch):
-        base = t.from_numpy(x.copy()).requires_grad_(True)
-        zeros = -t.zeros(2, 3, dtype=t.float64)
+        base, values = (t.from_numpy(a.copy()).requires_grad_(True) for a in (x, src))
         if name == "index_add":
-            out = base.index_add(0, t.tensor([1, 1]), zeros, alpha=2)
+            out = base.index_add(0, t.tensor([1, 1]), values, alpha=2)
         else:
-            out = base.scatter_add(1, t.tensor([[0, 0], [2, 1]]), zeros[:, :2])
-        out.sum().backward()
-        results.append((out, base.grad))
-    _same(results[0][0], results[1][0])
-    _same(results[0][1], results[1][1])
+            out = base.scatter_add(1, t.tensor([[0, 0], [2, 1]]), values[:, :2])
+        (out * t.arange(6.0, dtype=t.float64).reshape(2, 3)).sum().backward()
+        results.append((out, base.grad, values.grad))
+    for ours, theirs in zip(*results):
+        _same(ours, theirs)
 
 
 @pytest.mark.parametrize("name", ["remainder", "floor_divide", "fmod"])
@@ -122,3 +123,39 @@ def test_soft_margin_loss_target_must_broadcast_to_the_input(input_shape, target
         verigrad.from_numpy(x), verigrad.from_numpy(y), reduction="none"
     )
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-14)
+
+
+@pytest.mark.parametrize(
+    "bounds",
+    [
+        {"min": NAN},
+        {"max": NAN},
+        {"min": "nan_tensor"},
+        {"max": "nan_tensor"},
+        {"min": "zeros", "max": "nan_tensor"},
+    ],
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_clamp_with_a_nan_bound_gives_nan(bounds, dtype):
+    ours, theirs = _both([1, -1, 3], dtype)
+
+    def given(t):
+        tensors = {"nan_tensor": t.tensor([NAN, 0.0, 5.0]), "zeros": t.zeros(3)}
+        return {k: tensors.get(v, v) if isinstance(v, str) else v for k, v in bounds.items()}
+
+    _same(verigrad.clamp(ours, **given(verigrad)), torch.clamp(theirs, **given(torch)))
+
+
+def test_glu_of_an_empty_dimension_is_empty():
+    _same(verigrad.nn.functional.glu(verigrad.zeros(2, 0)), torch.nn.functional.glu(torch.zeros(2, 0)))
+
+
+def test_out_is_refused_clearly():
+    x = verigrad.ones(2)
+    for call in (
+        lambda: verigrad.add(x, x, out=x),
+        lambda: verigrad.exp(x, out=x),
+        lambda: verigrad.sum(x, out=x),
+    ):
+        with pytest.raises(TypeError, match="out= is not supported"):
+            call()

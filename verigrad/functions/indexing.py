@@ -85,11 +85,15 @@ def index_add(x: Tensor, dim: int, index: Tensor, source: Tensor, alpha: Any = 1
 
 
 def _added(x: Tensor, values: Tensor, put: Callable[[Tensor], Tensor]) -> Tensor:
-    """x + put(values), where put spreads values into zeros of x's shape: for floats x - put(-values), the
-    same sums, but x's -0.0 stays where nothing is added (put's zeros are +0.0: -0.0 + 0.0 is +0.0)."""
-    if x.dtype.is_float:
-        return x - put(-values)
-    return x + put(values)
+    """x + put(values), where put spreads values into zeros of x's shape. PyTorch adds each value into x,
+    so a -0.0 of x stays where only -0.0 values (or none) land; put's sums begin at +0.0 and would make it
+    +0.0: there x - (total.detach() - total), -0.0 in value with total's gradient."""
+    total = put(values)
+    if not x.dtype.is_float:
+        return x + total
+    negative_zero = signbit(values) & eq(values, 0)
+    lone = signbit(x) & eq(x, 0) & eq(put(where(negative_zero, 0.0, 1.0)), 0)
+    return where(lone, x - (total.detach() - total), x + total)
 
 
 _INDEX_REDUCTIONS = ("prod", "mean", "amax", "amin")
@@ -162,6 +166,11 @@ def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     return _added(x, src, lambda values: spread(values, index, axis, tuple(x.shape)))
 
 
+def _reach(index: Tensor, axis: int) -> tuple[slice, ...]:
+    """The part of an input-shaped tensor gather may read with `index` (index-sized but along axis)."""
+    return tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(index.shape))
+
+
 def _last_writes(x: Tensor, index: Tensor, axis: int) -> Tensor:
     """Where each entry of `index` is the last along `axis` to name its position (bool, index-shaped):
     the one PyTorch's scatter on the CPU leaves written there."""
@@ -169,8 +178,7 @@ def _last_writes(x: Tensor, index: Tensor, axis: int) -> Tensor:
     along = arange(count).reshape(*([1] * axis), count, *([1] * (index.ndim - axis - 1)))
     order = along.broadcast_to(tuple(index.shape))
     last = scatter_reduce(full(tuple(x.shape), -1, dtype=i64), axis, index, order, "amax")
-    reach = tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(index.shape))
-    return eq(gather_along(getitem(last, reach), index, axis=axis), order)
+    return eq(gather_along(getitem(last, _reach(index, axis)), index, axis=axis), order)
 
 
 def _written(src: Tensor, last: Tensor) -> Tensor:
@@ -219,7 +227,7 @@ def _spread_signed(
     what lands where one does is negated going in and the sum negated coming out (the gradient twice)."""
     negative_zero = last & eq(used, 0) & signbit(used)
     flipped = gt(spread(where(negative_zero, 1.0, 0.0), index, axis, shape), 0)
-    lands = gather_along(flipped.cast(i64), index, axis=axis) > 0
+    lands = gather_along(getitem(flipped.cast(i64), _reach(index, axis)), index, axis=axis) > 0
     minus, plus = full((), -1.0, dtype=written.dtype), full((), 1.0, dtype=written.dtype)
     return spread(written * where(lands, minus, plus), index, axis, shape) * where(flipped, minus, plus)
 

@@ -11,6 +11,8 @@ import types
 from collections.abc import Callable, MutableMapping
 from typing import Any
 
+from ..ops._op import refuse_out
+
 # PyTorch's names of a function's leading positional arguments, where they are not ("input", "other")
 _TORCH_NAMES: dict[str, tuple[str, ...]] = {
     "addcdiv": ("input", "tensor1", "tensor2"),
@@ -82,6 +84,7 @@ def accept(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
         if kwargs and not keywords.issuperset(kwargs):  # a keyword of PyTorch's, not fn's own
+            refuse_out(name, kwargs)
             given = list(args)
             for i in range(len(given), len(torch_names)):
                 key = torch_names[i] if torch_names[i] in kwargs else own[i]

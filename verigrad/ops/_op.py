@@ -135,6 +135,9 @@ class Op:
             if e.op is not None:
                 raise
             raise e.locate(self.name, tuple(describe(a) for a in args)) from None
+        except TypeError:
+            refuse_out(self.name, params)
+            raise
         return Spec(shape, dtype)
 
     def __call__(self, *args: Any, **params: Any) -> Tensor:
@@ -194,6 +197,9 @@ class Op:
             return self.canonical_params(*[t.spec for t in tensors], **params)  # type: ignore[misc]
         except (ShapeError, DTypeError) as e:
             raise e.locate(self.name, tuple(describe(a) for a in tensors)) from None
+        except TypeError:
+            refuse_out(self.name, params)
+            raise
 
     def _plan(self, mode: Any, tensors: tuple[Tensor, ...], params: dict[str, Any], key: Any) -> tuple:
         """(the canonical params or None where the op has no canonical form, the eager mode's plan),
@@ -299,6 +305,14 @@ def silenced(reference: Callable) -> Callable:
 _SEQUENCES = (list, tuple)
 # the keywords PyTorch's signatures give an op's tensor operands after `input`, in their order
 _OPERAND_KEYWORDS = ("other", "exponent", "mat2", "vec", "tensor")
+
+
+def refuse_out(name: str, params: dict[str, Any]) -> None:
+    """PyTorch's `out=`, which verigrad's ops do not take (their rules refused it): a clear TypeError."""
+    if "out" in params:
+        raise TypeError(
+            f"{name}: out= is not supported; use the tensor it returns (out.copy_(result) fills out)"
+        )
 
 
 def _keyword_operands(params: dict[str, Any]) -> tuple[Any, ...]:
