@@ -207,4 +207,56 @@ OUT = [
     Case("out_sum", lambda t, x: t.sum(x, out=t.empty(())), dtypes=FLOATS),
 ]
 
-MORE_CASES: list[Case] = PROMOTION + ACTIVATIONS + PRODUCTS + FACTORIES + INPLACE + OUT
+EDGES = [  # dims and dtypes at their edges: 0-d inputs, dim=(), integer inputs PyTorch refuses
+    Case("mean_int", lambda t, x: t.mean(x), dtypes=ALL, exact=False),
+    Case(
+        "sum_dim_empty_tuple",
+        lambda t, x: (x.sum(dim=()), x.amax(dim=())),
+        dtypes=NUMERIC,
+        exact=False,
+        zero_signs=False,
+    ),
+    Case("sum_dims", lambda t, x: x.sum(dim=(0, -1), keepdim=True), dtypes=ALL, shapes="nd", exact=False),
+    Case("mean_dims", lambda t, x: x.mean((-1, 0)), shapes="nd", exact=False),
+    Case("var_one", lambda t, x: (x[:1].var(), x[:1].std(0)), shapes="nd", exact=False),
+    Case("softmax_int", lambda t, x: t.softmax(x, -1), dtypes=("int64", "bool")),
+    Case("argmax_nan", lambda t, x: (t.argmax(x), t.argmin(x, dim=0), x.max(0).indices), dtypes=FLOATS),
+    Case("all_dtype", lambda t, x: (t.all(x, dim=-1), t.any(x, -1, keepdim=True)), dtypes=ALL, shapes="nd"),
+    Case(
+        "prod_int_dtype",
+        lambda t, x: (x.prod(0), x.cumprod(0), x.sum(0)),
+        dtypes=("bool", "int64"),
+        shapes="nd",
+    ),
+    Case("std_mean", lambda t, x: t.std_mean(x, dim=-1), shapes="nd", exact=False),
+    Case("var_mean_corr", lambda t, x: t.var_mean(x, 0, correction=2), shapes="nd", exact=False),
+    Case("logsumexp_dims", lambda t, x: t.logsumexp(x, (0, -1)), shapes="nd", exact=False),
+    Case("flip_neg", lambda t, x: (x.flip(-1), t.fliplr(x), t.flipud(x)), dtypes=ALL, shapes="mat"),
+    Case(
+        "squeeze_dim", lambda t, x: (x.squeeze(0), x.squeeze(-1), x.unsqueeze(0).squeeze((0, 1))), dtypes=ALL
+    ),
+    Case("expand", lambda t, x: x.expand(2, *x.shape), dtypes=ALL),
+    Case("repeat", lambda t, x: x.repeat(2, *([1] * x.dim())), dtypes=ALL),
+    Case("movedim", lambda t, x: t.movedim(x, 0, -1), dtypes=ALL, shapes="nd"),
+    Case("view_as", lambda t, x: x.reshape(-1).view(x.shape), dtypes=ALL),
+    Case("nan_reductions", lambda t, x: (t.nansum(x, 0), t.nanmean(x, -1)), shapes="nd", exact=False),
+    Case("count_dims", lambda t, x: t.count_nonzero(x, dim=(0, -1)), dtypes=ALL, shapes="nd"),
+    Case(
+        "bincount",
+        lambda t, x: (t.bincount(x.reshape(-1).abs()), t.bincount(x.reshape(-1).abs(), minlength=9)),
+        dtypes=("int64",),
+    ),
+    Case(
+        "histc",
+        lambda t, x: t.histc(t.nan_to_num(x, posinf=0.0, neginf=0.0), bins=4, min=-2, max=2),
+        exact=False,
+    ),
+    Case("bucketize_int", lambda t, x: t.bucketize(x, t.tensor([-1, 0, 2])), dtypes=("int64",)),
+    Case("isin", lambda t, x: t.isin(x, x.reshape(-1)[:2]), dtypes=NUMERIC),
+    Case("sign_ops", lambda t, x: (t.copysign(x, -1.0), t.signbit(-x), t.sgn(x)), dtypes=FLOATS),
+    Case("float_power", lambda t, x: t.float_power(x, 2), dtypes=NUMERIC),
+    Case("true_divide_int", lambda t, x: (x / 2, x // 2, x % -3, -x % 3), dtypes=("int64",)),
+    Case("div_neg_zero", lambda t, x: (x / -0.0, x // -0.0, t.fmod(x, -0.0)), dtypes=FLOATS),
+]
+
+MORE_CASES: list[Case] = PROMOTION + ACTIVATIONS + PRODUCTS + FACTORIES + INPLACE + OUT + EDGES
