@@ -159,3 +159,18 @@ def test_out_is_refused_clearly():
     ):
         with pytest.raises(TypeError, match="out= is not supported"):
             call()
+
+
+@pytest.mark.parametrize("name", ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"])
+@pytest.mark.parametrize(("input_shape", "target_shape"), [((3,), ()), ((), (2, 2)), ((2, 3), (3,))])
+def test_pointwise_losses_broadcast_first_and_warn(name, input_shape, target_shape):
+    """A 0-d operand of another dtype: PyTorch broadcasts both first, so the result is promoted as
+    between dimensioned tensors (f64 here; huber_loss's is the input's dtype), and warns of the sizes."""
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(size=input_shape).astype(np.float32), rng.normal(size=target_shape)
+    with pytest.warns(UserWarning, match="different to the input size"):
+        want = getattr(torch.nn.functional, name)(torch.from_numpy(x), torch.from_numpy(y))
+    with pytest.warns(UserWarning, match="different to the input size"):
+        got = getattr(verigrad.nn.functional, name)(verigrad.from_numpy(x), verigrad.from_numpy(y))
+    assert got.dtype.name == ("f32" if name == "huber_loss" else "f64")
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6 if name == "huber_loss" else 1e-12)
