@@ -174,3 +174,21 @@ def test_pointwise_losses_broadcast_first_and_warn(name, input_shape, target_sha
         got = getattr(verigrad.nn.functional, name)(verigrad.from_numpy(x), verigrad.from_numpy(y))
     assert got.dtype.name == ("f32" if name == "huber_loss" else "f64")
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6 if name == "huber_loss" else 1e-12)
+
+
+@pytest.mark.parametrize(
+    "shapes", [((), (2, 2), (2, 2)), ((3,), (), ()), ((2, 1), (1, 3), (2, 3)), ((3,), (3,), (3,))]
+)
+def test_margin_ranking_loss_needs_operands_of_one_rank(shapes):
+    rng = np.random.default_rng(2)
+    a, b, y = (rng.normal(size=s) for s in shapes)
+    try:
+        want = torch.nn.functional.margin_ranking_loss(*(torch.from_numpy(np.asarray(v)) for v in (a, b, y)))
+    except RuntimeError:
+        with pytest.raises(verigrad.ShapeError, match="same number of dimensions"):
+            verigrad.nn.functional.margin_ranking_loss(
+                *(verigrad.from_numpy(np.asarray(v)) for v in (a, b, y))
+            )
+        return
+    got = verigrad.nn.functional.margin_ranking_loss(*(verigrad.from_numpy(np.asarray(v)) for v in (a, b, y)))
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)

@@ -448,6 +448,11 @@ def margin_ranking_loss(
 ) -> Tensor:
     """max(0, -target (input1 - input2) + margin), target 1 or -1: which input should rank higher."""
     reduction = checked_reduction("margin_ranking_loss", reduction, size_average, reduce)
+    if not input1.ndim == input2.ndim == target.ndim:  # PyTorch's refusal (it broadcasts equal ranks)
+        raise ShapeError(
+            "margin_ranking_loss: all input tensors should have the same number of dimensions, got "
+            f"{shape_text(input1.shape)}, {shape_text(input2.shape)} and target {shape_text(target.shape)}"
+        )
     # a float margin, as aten's double: integer inputs give a float loss in the default dtype, as PyTorch's
     return reduce_loss(relu(-target * (input1 - input2) + float(margin)), reduction, "margin_ranking_loss")
 
