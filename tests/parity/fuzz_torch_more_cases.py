@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fuzz_torch_cases import ALL, FLOATS, NUMERIC, TIES, Case
+from fuzz_torch_cases import ALL, FLOATS, NUMERIC, TIES, Case, _idx
 
 # dtype pairs ("a+b": the first operand's, the second's) for the mixed-dtype binary cases
 PAIRS = (
@@ -259,4 +259,119 @@ EDGES = [  # dims and dtypes at their edges: 0-d inputs, dim=(), integer inputs 
     Case("div_neg_zero", lambda t, x: (x / -0.0, x // -0.0, t.fmod(x, -0.0)), dtypes=FLOATS),
 ]
 
-MORE_CASES: list[Case] = PROMOTION + ACTIVATIONS + PRODUCTS + FACTORIES + INPLACE + OUT + EDGES
+
+def _F(t: Any) -> Any:
+    return t.nn.functional
+
+
+def _classes(t: Any, x: Any) -> Any:
+    return _idx(t, x, x.shape[-1], x.shape[:1])
+
+
+def _weights(t: Any, x: Any) -> Any:
+    return t.arange(1.0, x.shape[-1] + 1, dtype=x.dtype)
+
+
+LOSS_OPTIONS = [  # the losses' options public training scripts use
+    Case(
+        "ce_probs", lambda t, x: _F(t).cross_entropy(x, t.softmax(x.flip(0), -1)), shapes="mat", exact=False
+    ),
+    Case(
+        "ce_probs_smooth",
+        lambda t, x: _F(t).cross_entropy(x, t.softmax(x.flip(0), -1), label_smoothing=0.2, reduction="none"),
+        shapes="mat",
+        exact=False,
+    ),
+    Case(
+        "ce_weight",
+        lambda t, x: _F(t).cross_entropy(x, _classes(t, x), weight=_weights(t, x)),
+        shapes="mat",
+        exact=False,
+    ),
+    Case(
+        "ce_weight_smooth",
+        lambda t, x: _F(t).cross_entropy(x, _classes(t, x), weight=_weights(t, x), label_smoothing=0.3),
+        shapes="mat",
+        exact=False,
+    ),
+    Case(
+        "ce_weight_ignore",
+        lambda t, x: _F(t).cross_entropy(x, _classes(t, x), weight=_weights(t, x), ignore_index=1),
+        shapes="mat",
+        exact=False,
+    ),
+    Case(
+        "nll_weight_sum",
+        lambda t, x: _F(t).nll_loss(x, _classes(t, x), weight=_weights(t, x), reduction="sum"),
+        shapes="mat",
+        exact=False,
+    ),
+    Case(
+        "ce_one_sample",
+        lambda t, x: _F(t).cross_entropy(x[0], _idx(t, x, x.shape[-1], ())),
+        shapes="mat",
+        exact=False,
+    ),
+    Case(
+        "bce_pos_weight",
+        lambda t, x, y: _F(t).binary_cross_entropy_with_logits(
+            x, t.sigmoid(y), pos_weight=t.tensor(2.0, dtype=x.dtype)
+        ),
+        kind="binary",
+        exact=False,
+    ),
+    Case(
+        "bce_weight",
+        lambda t, x, y: _F(t).binary_cross_entropy(t.sigmoid(x), t.sigmoid(y), weight=t.sigmoid(y)),
+        kind="binary",
+        exact=False,
+    ),
+    Case("huber_delta", lambda t, x, y: _F(t).huber_loss(x, y, delta=0.5), kind="binary", exact=False),
+    Case("poisson_nll", lambda t, x, y: _F(t).poisson_nll_loss(x, y.abs()), kind="binary", exact=False),
+    Case(
+        "poisson_nll_full",
+        lambda t, x, y: _F(t).poisson_nll_loss(x.abs(), y.abs(), log_input=False, full=True),
+        kind="binary",
+        exact=False,
+    ),
+    Case(
+        "gaussian_nll",
+        lambda t, x, y: _F(t).gaussian_nll_loss(x, y, t.ones_like(x) * 0.5),
+        kind="binary",
+        exact=False,
+    ),
+    Case(
+        "margin_ranking",
+        lambda t, x, y: _F(t).margin_ranking_loss(x, y, t.sign(y)),
+        kind="binary",
+        exact=False,
+    ),
+    Case(
+        "hinge_embedding",
+        lambda t, x, y: _F(t).hinge_embedding_loss(x, t.sign(y)),
+        kind="binary",
+        exact=False,
+    ),
+    Case(
+        "multilabel_soft_margin",
+        lambda t, x: _F(t).multilabel_soft_margin_loss(x, (x > 0).to(x.dtype)),
+        shapes="mat",
+        exact=False,
+    ),
+    Case(
+        "mse_mixed",
+        lambda t, x, y: _F(t).mse_loss(x, y),
+        kind="binary",
+        dtypes=("float64+float32",),
+        exact=False,
+    ),
+    Case(
+        "l1_mixed",
+        lambda t, x, y: _F(t).l1_loss(x, y),
+        kind="binary",
+        dtypes=("float32+float64",),
+        exact=False,
+    ),
+]
+
+MORE_CASES: list[Case] = PROMOTION + ACTIVATIONS + PRODUCTS + FACTORIES + INPLACE + OUT + EDGES + LOSS_OPTIONS
