@@ -84,12 +84,22 @@ def index_add(x: Tensor, dim: int, index: Tensor, source: Tensor, alpha: Any = 1
     return _added(x, added, lambda values: take_grad(values, index, axis=axis, size=x.shape[axis]))
 
 
+def _may_hold_negative_zero(t: Tensor) -> bool:
+    """Whether t is a float tensor that holds a -0.0, or may (in a trace, whose values are not known)."""
+    if not t.dtype.is_float:
+        return False
+    if modes.current().name != "eager":
+        return True
+    values = values_of(t, "scatter")
+    return bool((np.signbit(values) & (values == 0)).any())
+
+
 def _added(x: Tensor, values: Tensor, put: Callable[[Tensor], Tensor]) -> Tensor:
     """x + put(values), where put spreads values into zeros of x's shape. PyTorch adds each value into x,
     so a -0.0 of x stays where only -0.0 values (or none) land; put's sums begin at +0.0 and would make it
     +0.0: there x - (total.detach() - total), -0.0 in value with total's gradient."""
     total = put(values)
-    if not x.dtype.is_float:
+    if not _may_hold_negative_zero(x):
         return x + total
     negative_zero = signbit(values) & eq(values, 0)
     lone = signbit(x) & eq(x, 0) & eq(put(where(negative_zero, 0.0, 1.0)), 0)
@@ -215,7 +225,7 @@ def scatter(
         return where(hit, full((), src, dtype=x.dtype), x)
     used = getitem(src, tuple(slice(0, n) for n in index.shape))  # PyTorch reads src as far as index
     last = _last_writes(x, index, axis)
-    if not used.dtype.is_float:
+    if not _may_hold_negative_zero(used):
         return where(hit, spread(_written(used, last), index, axis, shape), x)
     return where(hit, _spread_signed(_written(used, last), used, last, index, axis, shape), x)
 
