@@ -725,3 +725,8 @@ from . import torch_names as _torch_names  # noqa: E402
 
 globals().update(_torch_names.NAMES)
 __all__ += [name for name in _torch_names.NAMES if name not in __all__]
+
+# PyTorch's keywords for the functions' operands (torch.sum(input=x), torch.mm(input=a, mat2=b))
+from .functions import torch_keywords as _torch_keywords  # noqa: E402
+
+_torch_keywords.accept_all(globals(), __all__)

@@ -132,7 +132,9 @@ __all__ += [
     "scaled_modified_bessel_k1",
 ]
 
-from .ops.special_gamma import igamma as gammainc  # noqa: E402
-from .ops.special_gamma import igammac as gammaincc  # noqa: E402
+from .functions.tensor_arguments import checked  # noqa: E402
+
+gammainc = checked("igamma", shown="special_gammainc")  # tensors only, as PyTorch's
+gammaincc = checked("igammac", shown="special_gammaincc")
 
 __all__ += ["gammainc", "gammaincc"]

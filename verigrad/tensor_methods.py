@@ -372,41 +372,38 @@ def new_full(
     dtype: Any = None,
     device: Any = None,
     requires_grad: bool = False,
+    layout: Any = None,
+    pin_memory: bool = False,
 ) -> Tensor:
+    """PyTorch's new_full (and, through it, new_zeros, new_ones, new_empty); `pin_memory` is accepted and
+    does nothing, as the factories' (the CPU is the device)."""
     dtype = self.dtype if dtype is None else dtype
     return creation.full(
-        shape_arg((size,)), fill_value, dtype=dtype, device=device, requires_grad=requires_grad
+        shape_arg((size,)), fill_value, dtype=dtype, layout=layout, device=device, requires_grad=requires_grad
     )
 
 
 @adapted
-def new_zeros(
-    self: Tensor, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
-) -> Tensor:
-    return self.new_full(shape_arg(size), 0, dtype, device, requires_grad)
+def new_zeros(self: Tensor, *size: Any, dtype: Any = None, device: Any = None, **factory: Any) -> Tensor:
+    return self.new_full(shape_arg(size), 0, dtype, device, **factory)
 
 
 @adapted
-def new_ones(
-    self: Tensor, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
-) -> Tensor:
-    return self.new_full(shape_arg(size), 1, dtype, device, requires_grad)
+def new_ones(self: Tensor, *size: Any, dtype: Any = None, device: Any = None, **factory: Any) -> Tensor:
+    return self.new_full(shape_arg(size), 1, dtype, device, **factory)
 
 
 @adapted
-def new_empty(
-    self: Tensor, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
-) -> Tensor:
-    return self.new_full(shape_arg(size), 0, dtype, device, requires_grad)
+def new_empty(self: Tensor, *size: Any, dtype: Any = None, device: Any = None, **factory: Any) -> Tensor:
+    return self.new_full(shape_arg(size), 0, dtype, device, **factory)
 
 
 @adapted
-def new_empty_strided(
-    self: Tensor, size: Any, stride: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False
-) -> Tensor:
-    """new_empty(size), the strides checked and not kept (as creation.empty_strided)."""
+def new_empty_strided(self: Tensor, size: Any, stride: Any, dtype: Any = None, **factory: Any) -> Tensor:
+    """new_empty(size), the strides checked and not kept (as creation.empty_strided, which takes the
+    other factory keywords)."""
     dtype = self.dtype if dtype is None else dtype
-    return creation.empty_strided(size, stride, dtype=dtype, device=device, requires_grad=requires_grad)
+    return creation.empty_strided(size, stride, dtype=dtype, **factory)
 
 
 @adapted

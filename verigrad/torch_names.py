@@ -1,14 +1,17 @@
 """PyTorch's names that `verigrad/__init__.py` takes from here in one block (`NAMES`), and the modules it
 registers for `import torch.X` spellings: the functions whose operands must be tensors (torch.maximum(x,
 2.0) raises PyTorch's TypeError), the sparse layouts factories refuse, torch.cpu / xpu / mps queries,
-torch.autograd.gradcheck and torch.autograd.profiler (verigrad.profiler's, imported when first read).
+torch.autograd.gradcheck and torch.autograd.profiler (verigrad.profiler's, imported when first read),
+torch.autograd.grad_mode, .graph and .forward_ad (forward-mode AD refused).
 Importing this binds the Tensor methods of `tensor_methods_late` (x.svd(), x.prelu(), ...)."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
 import types
+from collections.abc import Iterator
 from typing import Any
 
 from . import autograd, gradcheck, typeinfo
@@ -45,6 +48,43 @@ def _autograd_profiler(name: str) -> Any:
 
 autograd.profiler = namespace("autograd.profiler", "PyTorch's torch.autograd.profiler.")  # type: ignore[attr-defined]
 autograd.profiler.__getattr__ = _autograd_profiler  # type: ignore[attr-defined]
+
+# torch.autograd.grad_mode, .graph and .forward_ad, as programs import them; what verigrad lacks raises
+autograd.grad_mode = namespace(  # type: ignore[attr-defined]
+    "autograd.grad_mode", "PyTorch's torch.autograd.grad_mode.", no_grad=autograd.no_grad,
+    enable_grad=autograd.enable_grad, set_grad_enabled=autograd.set_grad_enabled,
+    inference_mode=autograd.inference_mode,
+)  # fmt: skip
+
+
+def _unsupported(name: str, instead: str) -> Any:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"{name} is not supported: {instead}")
+
+    refuse.__name__ = refuse.__qualname__ = name.rsplit(".", 1)[-1]
+    return refuse
+
+
+@contextlib.contextmanager
+def _save_on_cpu(pin_memory: bool = False, device_type: str = "cuda") -> Iterator[None]:
+    """PyTorch's torch.autograd.graph.save_on_cpu: saved tensors are on the CPU already."""
+    yield
+
+
+_HOOKS = "a backward pass reads the tensors its ops saved as they were saved (no pack/unpack hooks)"
+autograd.graph = namespace(  # type: ignore[attr-defined]
+    "autograd.graph", "PyTorch's torch.autograd.graph.", Node=autograd.Node, save_on_cpu=_save_on_cpu,
+    saved_tensors_hooks=_unsupported("torch.autograd.graph.saved_tensors_hooks", _HOOKS),
+    register_multi_grad_hook=_unsupported(
+        "torch.autograd.graph.register_multi_grad_hook", "register a hook on each tensor (register_hook)"
+    ),
+)  # fmt: skip
+_JVP = "verigrad has no forward-mode AD (torch.autograd.functional.jvp computes Jacobian-vector products)"
+autograd.forward_ad = namespace(  # type: ignore[attr-defined]
+    "autograd.forward_ad", "PyTorch's torch.autograd.forward_ad: forward-mode AD, which verigrad refuses.",
+    **{name: _unsupported(f"torch.autograd.forward_ad.{name}", _JVP)
+       for name in ("dual_level", "make_dual", "unpack_dual", "enter_dual_level", "exit_dual_level")},
+)  # fmt: skip
 
 NAMES: dict[str, Any] = {
     **FUNCTIONS,  # maximum, minimum, fmax, fmin, atan2, hypot, isclose, dist, logical_and, ...

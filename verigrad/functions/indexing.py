@@ -24,6 +24,7 @@ from ..ops.movement import broadcast_to, reshape
 from ..ops.scatter_reduce import scatter_reduce, spread
 from ..ops.shaping import assign, getitem
 from ..ops.shaping import setitem as basic_setitem
+from ..ops.special import signbit
 from ..shapes import broadcast, normalize_axis, shape_text
 from ..tensor import Tensor, describe
 from .pointwise import in_dtype, isfinite, values_of
@@ -80,7 +81,29 @@ def index_add(x: Tensor, dim: int, index: Tensor, source: Tensor, alpha: Any = 1
     index = _in_range(index, x.shape[axis], "index_add")
     alpha = in_dtype(alpha, x.dtype)  # PyTorch's: a float alpha truncated for an integer x
     added = source if alpha == 1 else source * alpha
-    return x + take_grad(added, index, axis=axis, size=x.shape[axis])
+    return _added(x, added, lambda values: take_grad(values, index, axis=axis, size=x.shape[axis]))
+
+
+def _may_hold_negative_zero(t: Tensor) -> bool:
+    """Whether t is a float tensor that holds a -0.0, or may (in a trace, whose values are not known)."""
+    if not t.dtype.is_float:
+        return False
+    if modes.current().name != "eager":
+        return True
+    values = values_of(t, "scatter")
+    return bool((np.signbit(values) & (values == 0)).any())
+
+
+def _added(x: Tensor, values: Tensor, put: Callable[[Tensor], Tensor]) -> Tensor:
+    """x + put(values), where put spreads values into zeros of x's shape. PyTorch adds each value into x,
+    so a -0.0 of x stays where only -0.0 values (or none) land; put's sums begin at +0.0 and would make it
+    +0.0: there x - (total.detach() - total), -0.0 in value with total's gradient."""
+    total = put(values)
+    if not _may_hold_negative_zero(x):
+        return x + total
+    negative_zero = signbit(values) & eq(values, 0)
+    lone = signbit(x) & eq(x, 0) & eq(put(where(negative_zero, 0.0, 1.0)), 0)
+    return where(lone, x - (total.detach() - total), x + total)
 
 
 _INDEX_REDUCTIONS = ("prod", "mean", "amax", "amin")
@@ -150,7 +173,12 @@ def scatter_add(x: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
     axis, index = _scatter_index(x, dim, index, src, "scatter_add")
     if not isinstance(src, Tensor):
         raise TypeError(f"scatter_add adds a tensor src, got {type(src).__name__}")
-    return x + spread(src, index, axis, tuple(x.shape))
+    return _added(x, src, lambda values: spread(values, index, axis, tuple(x.shape)))
+
+
+def _reach(index: Tensor, axis: int) -> tuple[slice, ...]:
+    """The part of an input-shaped tensor gather may read with `index` (index-sized but along axis)."""
+    return tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(index.shape))
 
 
 def _last_writes(x: Tensor, index: Tensor, axis: int) -> Tensor:
@@ -160,8 +188,7 @@ def _last_writes(x: Tensor, index: Tensor, axis: int) -> Tensor:
     along = arange(count).reshape(*([1] * axis), count, *([1] * (index.ndim - axis - 1)))
     order = along.broadcast_to(tuple(index.shape))
     last = scatter_reduce(full(tuple(x.shape), -1, dtype=i64), axis, index, order, "amax")
-    reach = tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(index.shape))
-    return eq(gather_along(getitem(last, reach), index, axis=axis), order)
+    return eq(gather_along(getitem(last, _reach(index, axis)), index, axis=axis), order)
 
 
 def _written(src: Tensor, last: Tensor) -> Tensor:
@@ -197,7 +224,22 @@ def scatter(
     if not isinstance(src, Tensor):  # a number is x's dtype first (2.5 into an i64 tensor writes 2)
         return where(hit, full((), src, dtype=x.dtype), x)
     used = getitem(src, tuple(slice(0, n) for n in index.shape))  # PyTorch reads src as far as index
-    return where(hit, spread(_written(used, _last_writes(x, index, axis)), index, axis, shape), x)
+    last = _last_writes(x, index, axis)
+    if not _may_hold_negative_zero(used):
+        return where(hit, spread(_written(used, last), index, axis, shape), x)
+    return where(hit, _spread_signed(_written(used, last), used, last, index, axis, shape), x)
+
+
+def _spread_signed(
+    written: Tensor, used: Tensor, last: Tensor, index: Tensor, axis: int, shape: tuple
+) -> Tensor:
+    """spread(written, ...) with a -0.0 written last kept -0.0 (spread adds into +0.0, which makes it +0.0):
+    what lands where one does is negated going in and the sum negated coming out (the gradient twice)."""
+    negative_zero = last & eq(used, 0) & signbit(used)
+    flipped = gt(spread(where(negative_zero, 1.0, 0.0), index, axis, shape), 0)
+    lands = gather_along(getitem(flipped.cast(i64), _reach(index, axis)), index, axis=axis) > 0
+    minus, plus = full((), -1.0, dtype=written.dtype), full((), 1.0, dtype=written.dtype)
+    return spread(written * where(lands, minus, plus), index, axis, shape) * where(flipped, minus, plus)
 
 
 def masked_select(x: Tensor, mask: Tensor) -> Tensor:

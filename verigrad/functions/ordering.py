@@ -259,12 +259,16 @@ def unique(
     x: Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False, dim: Any = None
 ) -> Any:
     """The distinct values of x in increasing order (PyTorch's, which sorts them on the CPU whatever
-    `sorted` says), with the index of each element's value (`return_inverse`, shaped as x) and each
-    value's count; with `dim`, the distinct slices along it, in lexicographic order (the inverse then
-    one index per slice). Its size depends on the values: it runs eagerly, not in traces or `check`."""
+    `sorted` says; each NaN distinct, last), with the index of each element's value (`return_inverse`,
+    shaped as x) and each value's count; with `dim`, the distinct slices along it, in lexicographic
+    order (the inverse then one index per slice). Its size depends on the values: it runs eagerly, not
+    in traces or `check`."""
     modes.eager_only("unique")
     axis = _unique_axis("unique", x, dim)
-    found = np.unique(values_of(x, "unique"), return_inverse=True, return_counts=True, axis=axis)
+    # each NaN is a value of its own, as in PyTorch (NumPy's default merges them)
+    found = np.unique(
+        values_of(x, "unique"), return_inverse=True, return_counts=True, axis=axis, equal_nan=False
+    )
     values, inverse, counts = found
     out = [from_numpy(np.ascontiguousarray(values))]
     if return_inverse:

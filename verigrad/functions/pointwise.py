@@ -49,22 +49,29 @@ def div(x: Any, y: Any, *, rounding_mode: str | None = None) -> Tensor:
 
 
 def clamp(x: Tensor, min: Any = None, max: Any = None) -> Tensor:
-    """x limited to [min, max] (either may be None, or a tensor that broadcasts); NaN stays NaN, and
-    where min > max every value is max, as in PyTorch. The gradient goes as PyTorch's: to x where
-    min <= x <= max, to min where x < min < max, to max where x > max or max < min (so to none where x
-    is outside min == max), and none to a NaN x."""
+    """x limited to [min, max] (either may be None, or a tensor that broadcasts); NaN stays NaN, a NaN
+    bound gives NaN, and where min > max every value is max, as in PyTorch. The gradient goes as
+    PyTorch's: to x where min <= x <= max, to min where x < min < max, to max where x > max or max < min
+    (so to none where x is outside min == max), and none to a NaN x."""
     if min is None and max is None:
         raise ValueError("clamp needs min or max (or both)")
     y = x
     if min is not None:
         if isinstance(min, Tensor) and max is not None:
             min = where(min < max, min, min.detach())
-        y = where(x < min, min, y)
+        y = where(_or_nan(x < min, min), min, y)
     if max is not None:
-        y = where(y > max, max, y)
+        y = where(_or_nan(y > max, max), max, y)
     if x.requires_grad:  # a NaN x takes no gradient, as in PyTorch (the value is NaN either way)
         y = where(ne(x, x), x.detach(), y)
     return y
+
+
+def _or_nan(past: Tensor, bound: Any) -> Tensor:
+    """`past`, and True where the bound is NaN (PyTorch's clamp gives the bound there)."""
+    if isinstance(bound, Tensor) and bound.dtype.is_float:
+        return past | ne(bound, bound)
+    return past | True if isinstance(bound, float) and math.isnan(bound) else past
 
 
 def clamp_min(input: Tensor, min: Any) -> Tensor:

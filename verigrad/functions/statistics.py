@@ -162,8 +162,8 @@ def norm(x: Tensor, p: float = 2.0, dim: Axis = None, keepdim: bool = False) -> 
     axes = normalize_axes(_all_if_empty(dim), x.ndim)
     if p == 2:
         squares = (x * x).sum(axes, keepdim=keepdim)
-        some = squares > 0  # sqrt's gradient at 0 is infinite: the zero vector's is taken as 0
-        return where(some, where(some, squares, 1.0).sqrt(), 0.0)
+        zero = eq(squares, 0)  # sqrt's gradient at 0 is infinite: the zero vector's is taken as 0 (NaN stays)
+        return where(zero, 0.0, where(zero, 1.0, squares).sqrt())
     if p == math.inf:
         return max(abs(x), axis=axes, keepdim=keepdim)
     if p == -math.inf:
@@ -180,8 +180,8 @@ def norm(x: Tensor, p: float = 2.0, dim: Axis = None, keepdim: bool = False) -> 
     powers = where(nonzero, where(nonzero, abs(x), 1.0) ** p, zero_power).sum(axes, keepdim=keepdim)
     if p < 0:
         return powers ** (1.0 / p)
-    some = powers > 0
-    return where(some, where(some, powers, 1.0) ** (1.0 / p), 0.0)
+    zero = eq(powers, 0)
+    return where(zero, 0.0, where(zero, 1.0, powers) ** (1.0 / p))
 
 
 def _nuclear(x: Tensor, dim: Axis, keepdim: bool) -> Tensor:

@@ -52,15 +52,17 @@ def _operands(name: str, names: tuple[str, ...], args: tuple, kwargs: dict, meth
     return (*values, *args[len(names) :])
 
 
-def checked(name: str, *, method: bool = False) -> Callable[..., Any]:
+def checked(name: str, *, method: bool = False, shown: str | None = None) -> Callable[..., Any]:
     """PyTorch's `torch.<name>` (or, with `method`, `Tensor.<name>`): the function of `name` above, its
-    operands required to be tensors."""
+    operands required to be tensors; `shown` is the name its errors give (PyTorch's `special_gammainc`
+    for torch.special.gammainc), `name` by default."""
     fn, names = _OPERANDS[name]
+    shown = shown or name
 
     def call(*args: Any, **kwargs: Any) -> Tensor:
-        return fn(*_operands(name, names, args, kwargs, method), **kwargs)
+        return fn(*_operands(shown, names, args, kwargs, method), **kwargs)
 
-    call.__name__ = call.__qualname__ = name
+    call.__name__ = call.__qualname__ = shown
     call.__doc__ = f"{fn.__doc__ or name}\n\nAs PyTorch's, every operand must be a tensor."
     return call
 

@@ -135,9 +135,14 @@ class Op:
             if e.op is not None:
                 raise
             raise e.locate(self.name, tuple(describe(a) for a in args)) from None
+        except TypeError:
+            refuse_out(self.name, params)
+            raise
         return Spec(shape, dtype)
 
     def __call__(self, *args: Any, **params: Any) -> Tensor:
+        if not args and ("input" in params or "tensors" in params):  # add(input=x, other=y), stack(tensors=)
+            args = _keyword_operands(params)
         if self.variadic and args and isinstance(args[0], _SEQUENCES):
             if len(args) - 1 > len(self.positional):
                 raise TypeError(f"{self.name} takes at most {len(self.positional)} params after the tensors")
@@ -192,6 +197,9 @@ class Op:
             return self.canonical_params(*[t.spec for t in tensors], **params)  # type: ignore[misc]
         except (ShapeError, DTypeError) as e:
             raise e.locate(self.name, tuple(describe(a) for a in tensors)) from None
+        except TypeError:
+            refuse_out(self.name, params)
+            raise
 
     def _plan(self, mode: Any, tensors: tuple[Tensor, ...], params: dict[str, Any], key: Any) -> tuple:
         """(the canonical params or None where the op has no canonical form, the eager mode's plan),
@@ -295,6 +303,26 @@ def silenced(reference: Callable) -> Callable:
 
 
 _SEQUENCES = (list, tuple)
+# the keywords PyTorch's signatures give an op's tensor operands after `input`, in their order
+_OPERAND_KEYWORDS = ("other", "exponent", "mat2", "vec", "tensor")
+
+
+def refuse_out(name: str, params: dict[str, Any]) -> None:
+    """PyTorch's `out=`, which verigrad's ops do not take (their rules refused it): a clear TypeError."""
+    if "out" in params:
+        raise TypeError(
+            f"{name}: out= is not supported; use the tensor it returns (out.copy_(result) fills out)"
+        )
+
+
+def _keyword_operands(params: dict[str, Any]) -> tuple[Any, ...]:
+    """The operands given by PyTorch's keywords (`input=x, other=y`; a sequence as `tensors=`), taken out
+    of `params`."""
+    if "input" not in params:
+        return (params.pop("tensors"),)
+    return (params.pop("input"), *[params.pop(k) for k in _OPERAND_KEYWORDS if k in params])
+
+
 SPECS_KEPT = 1024  # plans an op remembers for eager calls
 
 

@@ -512,7 +512,7 @@ def _checked(fn: Callable) -> Callable:
     """fn, raising ZeroDivisionError first for an integer divisor of zero (as PyTorch)."""
 
     def evaluate(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        _no_zero_divisor(b)
+        _no_zero_divisor(a, b)
         return fn(a, b)
 
     return evaluate
@@ -521,7 +521,7 @@ def _checked(fn: Callable) -> Callable:
 def _remainder(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """PyTorch's: fmod(a, b), plus b where that is non-zero and its sign is not b's (so a zero keeps
     a's sign, where Python's % gives b's); f16 computed in f32."""
-    _no_zero_divisor(b)
+    _no_zero_divisor(a, b)
     if a.dtype.kind != "f":
         return np.remainder(a, b)
     return _opmath(_float_remainder)(a, b)
@@ -558,9 +558,10 @@ fmod.samples = _divisor_samples
 
 
 # integer division ------------------------------------------------------------------------------
-def _no_zero_divisor(b: np.ndarray) -> None:
-    """Integer division by zero has no value: PyTorch raises ZeroDivisionError, so does verigrad."""
-    if b.dtype.kind in "biu" and not b.all():
+def _no_zero_divisor(a: np.ndarray, b: np.ndarray) -> None:
+    """Integer division by zero has no value: PyTorch raises ZeroDivisionError, so does verigrad (where a
+    quotient is computed: not for an empty dividend)."""
+    if b.dtype.kind in "biu" and a.size and not b.all():
         raise ZeroDivisionError("ZeroDivisionError: integer division (or remainder) by zero")
 
 
@@ -580,7 +581,7 @@ def _floor_floats(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def _floor_divide_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype.kind == "f":
         return _floor_floats(a, b)
-    _no_zero_divisor(b)
+    _no_zero_divisor(a, b)
     return np.floor_divide(a, b)
 
 
@@ -594,7 +595,7 @@ def _quotient(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def _trunc_divide_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype.kind == "f":
         return np.trunc(_quotient(a, b))
-    _no_zero_divisor(b)
+    _no_zero_divisor(a, b)
     return ((a - np.fmod(a, b)) // b).astype(a.dtype, copy=False)
 
 

@@ -51,8 +51,8 @@ reshape = Op(
 )
 
 
-def _permute_canon(x: Spec, axes) -> dict:
-    axes = tuple(normalize_axis(a, x.ndim) for a in axes)
+def _permute_canon(x: Spec, axes=None, dims=None) -> dict:
+    axes = tuple(normalize_axis(a, x.ndim) for a in (dims if axes is None else axes))  # PyTorch's dims=
     if sorted(axes) != list(range(x.ndim)):
         raise ShapeError(f"axes {axes} are not a permutation of {x.ndim} dimensions")
     return {"axes": axes}

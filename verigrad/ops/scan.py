@@ -23,13 +23,17 @@ def _canon(x: Spec, axis: int = 0, dim: int | None = None) -> dict:
     return {"axis": normalize_axis(dim if dim is not None else axis, x.ndim)}
 
 
-def _running(np_fn):
+def _running(np_fn, start: float):
+    """The running `np_fn` as PyTorch's, whose accumulator starts at `start`: a sum's +0 turns a -0 into
+    +0 (NumPy's starts at the first element and keeps it); a 0-d input is returned as it is."""
+
     def reference(x: np.ndarray, axis: int) -> np.ndarray:
-        if x.ndim == 0:  # NumPy flattens a 0-d input; its running sum or product is itself
-            return reference(x.reshape(1), 0).reshape(())
+        if x.ndim == 0:
+            return x.astype(np.int64) if x.dtype.kind != "f" else x.copy()
         if x.dtype.kind != "f":
             return np_fn(x, axis=axis, dtype=np.int64)
-        return np_fn(x, axis=axis, dtype=np.float64).astype(x.dtype)
+        out = np_fn(x, axis=axis, dtype=np.float64).astype(x.dtype)
+        return out + x.dtype.type(start) if start == 0.0 else out
 
     return reference
 
@@ -46,14 +50,14 @@ def _vjp(g, out, x, axis):
     return (_from_the_end(g, axis),)
 
 
-def _running_op(name: str, np_fn, vjp, samples, doc: str) -> Op:
+def _running_op(name: str, np_fn, start: float, vjp, samples, doc: str) -> Op:
     return Op(
         name,
         shape=lambda x, axis: x,
         dtype=lambda x, axis: (no_bf16(x), x if x.is_float else i64)[1],
         params=_canon,
         positional=("axis",),
-        reference=_running(np_fn),
+        reference=_running(np_fn, start),
         vjp=vjp,
         samples=samples,
         torch=lambda t, x, axis: getattr(t, name)(x, dim=axis),
@@ -67,6 +71,7 @@ _SHAPES = [((5,), 0), ((3, 4), 1), ((3, 4), 0), ((2, 0, 3), 2), ((), 0)]
 cumsum = _running_op(
     "cumsum",
     np.cumsum,
+    0.0,
     _vjp,
     lambda rng: [Sample((uniform(rng, s),), {"axis": a}) for s, a in _SHAPES],
     "Running sums along `axis`: out[..., i, ...] = x[..., 0, ...] + ... + x[..., i, ...].",
@@ -95,6 +100,7 @@ def _cumprod_samples(rng: np.random.Generator) -> list[Sample]:
 cumprod = _running_op(
     "cumprod",
     np.cumprod,
+    1.0,
     _cumprod_vjp,
     _cumprod_samples,
     "Running products along `axis`: out[..., i, ...] = x[..., 0, ...] * ... * x[..., i, ...].",
@@ -148,10 +154,11 @@ def _logcumsumexp_dtype(x: DType, axis: int) -> DType:
 
 
 def _logcumsumexp_reference(x: np.ndarray, axis: int) -> np.ndarray:
-    """log(cumsum(exp(x))) as running logaddexp in f64, rounded once (no overflow: -inf stays -inf)."""
+    """log(cumsum(exp(x))) as running logaddexp in f64, rounded once (no overflow: -inf stays -inf); a
+    -0 becomes +0, as PyTorch's running logaddexp from -inf makes it (a 0-d input is returned as it is)."""
     if x.ndim == 0:
         return x.copy()
-    return np.logaddexp.accumulate(x.astype(np.float64), axis=axis).astype(x.dtype)
+    return np.logaddexp.accumulate(x.astype(np.float64), axis=axis).astype(x.dtype) + x.dtype.type(0.0)
 
 
 def _reverse_logcumsumexp(v, axis: int):

@@ -237,8 +237,8 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
         raise ShapeError(
             f"glu: dimension {dim} of {shape_text(input.shape)} has odd length {size}; it is halved"
         )
-    a, b = input.chunk(2, dim)
-    return a * ops.sigmoid(b)
+    half = size // 2  # (chunk(2) of an empty dimension would give one chunk)
+    return input.narrow(dim, 0, half) * ops.sigmoid(input.narrow(dim, half, half))
 
 
 def prelu(input: Tensor, weight: Tensor) -> Tensor:

@@ -18,7 +18,7 @@ from ... import ops
 from ...autograd import is_grad_enabled, no_grad
 from ...errors import ShapeError
 from ...functions import any as any_of
-from ...functions import clamp
+from ...functions import broadcast_tensors, clamp
 from ...ops import arange, log1p, minimum, relu, take, unsqueeze, where
 from ...ops._op import floating_only
 from ...shapes import shape_text
@@ -84,6 +84,21 @@ def _weighted(loss: Tensor, weight: Tensor | None, reduction: str, name: str, me
     if reduction == "mean" and mean_by_weight:
         return loss.sum() / weight.sum()
     return reduce_loss(loss, reduction, name)
+
+
+def _difference(name: str, input: Tensor, target: Tensor) -> Tensor:
+    """input - target as PyTorch's pointwise losses take it: of different sizes, they warn as PyTorch's and
+    are broadcast first (so that a 0-d operand's dtype counts as a dimensioned one's in the promotion)."""
+    if tuple(target.shape) != tuple(input.shape):
+        warnings.warn(
+            f"{name}: using a target size ({tuple(target.shape)}) that is different to the input size "
+            f"({tuple(input.shape)}). This will likely lead to incorrect results due to broadcasting. "
+            "Please ensure they have the same size.",
+            UserWarning,
+            stacklevel=3,
+        )
+        input, target = broadcast_tensors(input, target)
+    return input - target
 
 
 def _constant_weights(name: str, **weights: Tensor | None) -> None:
@@ -258,7 +273,7 @@ def mse_loss(
     """(input - target)^2, times `weight` (shaped as the input) if given."""
     reduction = checked_reduction("mse_loss", reduction, size_average, reduce)
     _check_weight_shape("mse_loss", input, weight)
-    diff = input - target
+    diff = _difference("mse_loss", input, target)
     return _weighted(diff * diff, weight, reduction, "mse_loss", mean_by_weight=True)
 
 
@@ -273,7 +288,9 @@ def l1_loss(
     """|input - target|, times `weight` (shaped as the input) if given."""
     reduction = checked_reduction("l1_loss", reduction, size_average, reduce)
     _check_weight_shape("l1_loss", input, weight)
-    return _weighted((input - target).abs(), weight, reduction, "l1_loss", mean_by_weight=True)
+    return _weighted(
+        _difference("l1_loss", input, target).abs(), weight, reduction, "l1_loss", mean_by_weight=True
+    )
 
 
 def smooth_l1_loss(
@@ -289,7 +306,7 @@ def smooth_l1_loss(
     reduction = checked_reduction("smooth_l1_loss", reduction, size_average, reduce)
     if beta < 0:
         raise ValueError(f"smooth_l1_loss: beta must be >= 0, got {beta}")
-    d = (input - target).abs()
+    d = _difference("smooth_l1_loss", input, target).abs()
     if beta == 0:
         return reduce_loss(d, reduction, "smooth_l1_loss")
     return reduce_loss(where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta), reduction, "smooth_l1_loss")
@@ -302,15 +319,17 @@ def huber_loss(
     delta: float = 1.0,
     weight: Tensor | None = None,
 ) -> Tensor:
-    """0.5 d^2 where d = |input - target| < delta, else delta (d - 0.5 delta); times `weight` if given
-    ("mean" then over the count, as PyTorch's)."""
+    """0.5 d^2 where d = |input - target| < delta, else delta (d - 0.5 delta), in the input's dtype (as
+    PyTorch's); times `weight` if given ("mean" then over the count, as PyTorch's)."""
     floating_only(input.dtype, target.dtype, what="huber_loss")
     reduction = checked_reduction("huber_loss", reduction)
     if delta <= 0:
         raise ValueError(f"huber_loss: delta must be > 0, got {delta}")
     _check_weight_shape("huber_loss", input, weight)
-    d = (input - target).abs()
+    d = _difference("huber_loss", input, target).abs()
     loss = where(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta)
+    if loss.dtype is not input.dtype:  # PyTorch's is the input's dtype, rounded from the promoted one
+        loss = loss.cast(input.dtype)
     return _weighted(loss, weight, reduction, "huber_loss", mean_by_weight=False)
 
 
@@ -352,9 +371,12 @@ def binary_cross_entropy(
     reduction = checked_reduction("binary_cross_entropy", reduction, size_average, reduce)
     _constant_weights("binary_cross_entropy", weight=weight)
     _check_target_shape("binary_cross_entropy", input, target)
-    values = input.payload
-    if isinstance(values, np.ndarray) and not ((values >= 0) & (values <= 1)).all():
-        raise ValueError("binary_cross_entropy: all elements of input should be between 0 and 1 (as PyTorch)")
+    for what, probabilities in (("input", input), ("target", target)):
+        values = probabilities.payload  # eagerly: PyTorch checks both (a NaN is refused too)
+        if isinstance(values, np.ndarray) and not ((values >= 0) & (values <= 1)).all():
+            raise ValueError(
+                f"binary_cross_entropy: all elements of {what} should be between 0 and 1 (as PyTorch)"
+            )
     loss = ops.binary_cross_entropy(input, target)
     return reduce_loss(loss if weight is None else loss * weight, reduction, "binary_cross_entropy")
 
@@ -426,6 +448,11 @@ def margin_ranking_loss(
 ) -> Tensor:
     """max(0, -target (input1 - input2) + margin), target 1 or -1: which input should rank higher."""
     reduction = checked_reduction("margin_ranking_loss", reduction, size_average, reduce)
+    if not input1.ndim == input2.ndim == target.ndim:  # PyTorch's refusal (it broadcasts equal ranks)
+        raise ShapeError(
+            "margin_ranking_loss: all input tensors should have the same number of dimensions, got "
+            f"{shape_text(input1.shape)}, {shape_text(input2.shape)} and target {shape_text(target.shape)}"
+        )
     # a float margin, as aten's double: integer inputs give a float loss in the default dtype, as PyTorch's
     return reduce_loss(relu(-target * (input1 - input2) + float(margin)), reduction, "margin_ranking_loss")
 
@@ -457,6 +484,11 @@ def soft_margin_loss(
     floating_only(input.dtype, what="soft_margin_loss")
     reduction = checked_reduction("soft_margin_loss", reduction, size_average, reduce)
     z = -target * input
+    if tuple(z.shape) != tuple(input.shape):  # PyTorch's writes into a tensor of the input's shape
+        raise ShapeError(
+            f"soft_margin_loss: the target {shape_text(target.shape)} must broadcast to the input's shape "
+            f"{shape_text(input.shape)}"
+        )
     return reduce_loss(relu(z) + log1p((-z.abs()).exp()), reduction, "soft_margin_loss")
 
 

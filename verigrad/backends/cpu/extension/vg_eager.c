@@ -24,6 +24,12 @@ static PyObject *call_op_on(PyObject *op, PyObject *const *in, Py_ssize_t n, PyO
 
 static PyObject *call_op(PyObject *op, PyObject *const *in, Py_ssize_t n, PyObject *kwnames, int elementwise) {
     if (!ready || n > MAX_OPERANDS) return NOT_HANDLED;
+    if (n == 0 && kwnames != NULL) /* operands by PyTorch's keywords (`add(input=x, other=y)`, `stack(tensors=
+                                      [x, y])`): Op.__call__ takes them */
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kwnames); k++) {
+            PyObject *name = PyTuple_GET_ITEM(kwnames, k);
+            if (PyUnicode_Compare(name, S_input) == 0 || PyUnicode_Compare(name, S_tensors) == 0) return NOT_HANDLED;
+        }
     PyObject *mode = top_of(S_stack);
     if (mode == NULL) return NULL;
     Py_DECREF(mode); /* the thread's stack holds it: only its identity is needed */
@@ -520,7 +526,8 @@ PyMODINIT_FUNC PyInit_vg_eager(void) {
         intern(&S_axes, "axes") || intern(&S_index, "index") || intern(&S_axis, "axis") ||
         intern(&S_keepdim, "keepdim") || intern(&S_explicit, "explicit") || intern(&S_seen, "_seen") ||
         intern(&S_direct, "direct") || intern(&S_strides, "strides") || intern(&S_fast, "fast") ||
-        intern(&S_clock, "clock") || intern(&S_size, "size"))
+        intern(&S_clock, "clock") || intern(&S_size, "size") || intern(&S_input, "input") ||
+        intern(&S_tensors, "tensors"))
         return NULL;
     names_shape = PyTuple_Pack(1, S_shape), names_axis = PyTuple_Pack(1, S_axis), names_axes = PyTuple_Pack(1, S_axes);
     minus_one = PyLong_FromLong(-1);
