@@ -34,6 +34,7 @@ int vgt_has_avx512(void) { return vg_has_avx512(); }
 int vgt_has_avx512bw(void) { return vg_has_avx512bw(); }
 int vgt_has_avx512vnni(void) { return vg_has_avx512vnni(); }
 int vgt_has_f16c(void) { return vg_has_f16c(); }
+int vgt_has_amx_int8(void) { return vg_has_amx_int8(); }
 void vgt_f16(const uint16_t *h, float *out, float *at, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         out[i] = vg_f16_to_f32(h[i]);
@@ -79,6 +80,7 @@ def test_the_feature_checks_agree_with_the_cpus_flags(helpers):
     assert helpers.vgt_has_avx512bw() == (x86 and "avx512bw" in flags)
     assert helpers.vgt_has_avx512vnni() == (x86 and {"avx512_vnni", "avx512vl", "avx512bw"} <= flags)
     assert helpers.vgt_has_f16c() == (x86 and {"f16c", "avx"} <= flags)
+    assert helpers.vgt_has_amx_int8() == (x86 and {"amx_tile", "amx_int8"} <= flags)
 
 
 def test_cpu_feature_checks_are_vg_hs_alone():

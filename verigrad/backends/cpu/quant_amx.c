@@ -26,7 +26,6 @@
 #endif
 
 #if VG_X86 && defined(__linux__) && AMX_COMPILER
-#include <cpuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #define VG_AMX 1
@@ -55,9 +54,7 @@ typedef struct {
 static int amx_ready(void) {
     static int known = -1;
     if (known < 0) {
-        unsigned a, b, c, d;
-        const int has = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 24 & 1) && (d >> 25 & 1);
-        known = has && syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+        known = vg_has_amx_int8() && syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
     }
     return known;
 }

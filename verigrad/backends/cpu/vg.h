@@ -89,6 +89,21 @@ static inline int vg_has_f16c(void) {
 #endif
 }
 
+/* Whether the CPU has AMX-TILE and AMX-INT8, from CPUID leaf 7 (EDX bits 24 and 25); whether Linux lets
+ * a process use the tiles is asked separately (quant_amx.c). Asked once per file, as vg_has_f16c. */
+static inline int vg_has_amx_int8(void) {
+#if VG_CPU_CHECKS
+    static int known = -1;
+    if (known < 0) {
+        unsigned a, b, c, d;
+        known = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 24 & 1) && (d >> 25 & 1);
+    }
+    return known;
+#else
+    return 0;
+#endif
+}
+
 /* The first index from lo (hi at most) at which &p[i] (elements of `size` bytes, p aligned to them) is
  * a multiple of 64 bytes. A loop writing p splits there, so that its vector stores do not straddle two
  * cache lines, which costs a store about 8% of a memory-bound loop's time (NumPy's arrays start 16
