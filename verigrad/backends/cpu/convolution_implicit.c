@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "convolution.h"
+#include "matmul.h" /* vg_transpose_f32 */
 
 #define IMPLICIT_CH 6     /* output channels of a tile */
 #define IMPLICIT_MAX_K 4608 /* taps (C*KH*KW) at most */
@@ -208,44 +209,6 @@ __attribute__((target("avx2,fma"))) static void implicit_chunk(void *ctx, int64_
     if (!ok) __atomic_store_n(&J->bad, 1, __ATOMIC_RELAXED);
 }
 
-/* dst[c * ds + r] = src[r * ss + c] for r < R, c < C (an image's output gradient pixel-major, a block's
- * sums back weight-major): 8x8 blocks transposed in registers. */
-__attribute__((target("avx2,fma"))) static void transpose(const float *src, int64_t R, int64_t C, int64_t ss,
-                                                          float *dst, int64_t ds) {
-    int64_t r = 0;
-    for (; r + 8 <= R; r += 8) {
-        int64_t c = 0;
-        for (; c + 8 <= C; c += 8) {
-            const float *s = src + r * ss + c;
-            __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + ss), r2 = _mm256_loadu_ps(s + 2 * ss),
-                   r3 = _mm256_loadu_ps(s + 3 * ss), r4 = _mm256_loadu_ps(s + 4 * ss),
-                   r5 = _mm256_loadu_ps(s + 5 * ss), r6 = _mm256_loadu_ps(s + 6 * ss),
-                   r7 = _mm256_loadu_ps(s + 7 * ss);
-            __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1);
-            __m256 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3);
-            __m256 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
-            __m256 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
-            __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee);
-            __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
-            __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee);
-            __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
-            float *d = dst + c * ds + r;
-            _mm256_storeu_ps(d, _mm256_permute2f128_ps(u0, u4, 0x20));
-            _mm256_storeu_ps(d + ds, _mm256_permute2f128_ps(u1, u5, 0x20));
-            _mm256_storeu_ps(d + 2 * ds, _mm256_permute2f128_ps(u2, u6, 0x20));
-            _mm256_storeu_ps(d + 3 * ds, _mm256_permute2f128_ps(u3, u7, 0x20));
-            _mm256_storeu_ps(d + 4 * ds, _mm256_permute2f128_ps(u0, u4, 0x31));
-            _mm256_storeu_ps(d + 5 * ds, _mm256_permute2f128_ps(u1, u5, 0x31));
-            _mm256_storeu_ps(d + 6 * ds, _mm256_permute2f128_ps(u2, u6, 0x31));
-            _mm256_storeu_ps(d + 7 * ds, _mm256_permute2f128_ps(u3, u7, 0x31));
-        }
-        for (; c < C; c++)
-            for (int64_t e = 0; e < 8; e++) dst[c * ds + r + e] = src[(r + e) * ss + c];
-    }
-    for (; r < R; r++)
-        for (int64_t c = 0; c < C; c++) dst[c * ds + r] = src[r * ss + c];
-}
-
 /* The weight gradient's partial sum over the nb images of a block, tap-major into sums[K6 x OP] (K6: K
  * rounded up to a multiple of 6; rows past K unspecified): `padded` holds their padded images one after
  * the other, `gt` their output gradient pixel-major (OP channels a pixel), and pixel p of the block
@@ -305,10 +268,10 @@ __attribute__((target("avx2,fma"))) static void implicit_weight_chunk(void *ctx,
         const int64_t n0 = b * J->block, nb = N - n0 < J->block ? N - n0 : J->block;
         for (int64_t n = 0; n < nb; n++) {
             pad_image_f32(J->x + (n0 + n) * IMG, g, padded + n * PADDED);
-            transpose(J->wt + (n0 + n) * O * HOWO, O, HOWO, HOWO, gt + n * HOWO * OP, OP);
+            vg_transpose_f32(J->wt + (n0 + n) * O * HOWO, O, HOWO, HOWO, gt + n * HOWO * OP, OP);
         }
         implicit_wblock(J->off, K, padded, gt, at, nb * HOWO, OP, sums);
-        transpose(sums, K, O, OP, J->out + b * O * K, K);
+        vg_transpose_f32(sums, K, O, OP, J->out + b * O * K, K);
     }
     free(padded);
     free(gt);
@@ -316,10 +279,6 @@ __attribute__((target("avx2,fma"))) static void implicit_weight_chunk(void *ctx,
     free(at);
 }
 #else
-static void transpose(const float *src, int64_t R, int64_t C, int64_t ss, float *dst, int64_t ds) {
-    for (int64_t r = 0; r < R; r++)
-        for (int64_t c = 0; c < C; c++) dst[c * ds + r] = src[r * ss + c];
-}
 static void implicit_chunk(void *ctx, int64_t lo, int64_t hi) { (void)ctx, (void)lo, (void)hi; }
 static void implicit_weight_chunk(void *ctx, int64_t lo, int64_t hi) { (void)ctx, (void)lo, (void)hi; }
 #endif
@@ -332,7 +291,7 @@ int vg_implicit_forward_f32(const float *x, const float *w, float *out, const in
     const int64_t per_row = WO >= 8 ? (WO + 7) / 8 : 0, tiles = WO >= 8 ? HO * per_row : HO / 2;
     float *wt = (float *)zeroed_scratch(K * OP, sizeof(float));
     int64_t *off = (int64_t *)scratch(K, sizeof(int64_t)), *seg = (int64_t *)scratch(2 * tiles, sizeof(int64_t));
-    transpose(w, O, K, K, wt, OP);
+    vg_transpose_f32(w, O, K, K, wt, OP); /* wt[k * OP + o] = w[o * K + k] */
     if (WO >= 8)
         tap_offsets(g, off);
     else
