@@ -192,3 +192,22 @@ def test_margin_ranking_loss_needs_operands_of_one_rank(shapes):
         return
     got = verigrad.nn.functional.margin_ranking_loss(*(verigrad.from_numpy(np.asarray(v)) for v in (a, b, y)))
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("p", [1, 2])
+@pytest.mark.parametrize(
+    "scores", [[NAN, 0.0, 1.0], [INF, 0.0, 1.0], [0.0, -INF, INF], [NAN, NAN, 1.0], [0.3, -0.2, 1.5]]
+)
+def test_multi_margin_loss_skips_nan_margins(scores, p):
+    """PyTorch adds a class's margin term only where margin - x[y] + x[j] > 0: a NaN term adds nothing
+    (verigrad's relu kept it, and the loss was NaN), nor a gradient."""
+    for target in range(3):
+        ours, theirs = _both([scores])
+        ours.requires_grad_(True)
+        theirs.requires_grad_(True)
+        got = verigrad.nn.functional.multi_margin_loss(ours, verigrad.tensor([target]), p=p)
+        want = torch.nn.functional.multi_margin_loss(theirs, torch.tensor([target]), p=p)
+        got.backward()
+        want.backward()
+        _same(got, want)
+        np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-15, equal_nan=True)

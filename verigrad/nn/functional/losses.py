@@ -537,7 +537,8 @@ def multi_margin_loss(
     scores = input if input.ndim == 2 else unsqueeze(input, 0)
     classes = target.reshape(-1)
     chosen = scores.gather(1, classes.reshape(-1, 1))
-    hinge = relu(scores - chosen + margin)
+    z = scores - chosen + margin
+    hinge = where(z > 0, z, 0.0)  # PyTorch's: a NaN margin term adds nothing (its z > 0 is false)
     if p == 2:
         hinge = hinge * hinge
     if weight is not None:
