@@ -34,6 +34,7 @@ LAYERS = [
     "gradcheck",
     "inplace",
     "tensor_methods_in_place",
+    "out_argument",
     "tensor_methods",
     "eager",
     "function",

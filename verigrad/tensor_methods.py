@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from . import autograd
+from . import autograd, out_argument  # noqa: F401  (out_argument: registers out=)
 from .dtypes import DType, as_dtype, f32, f64
 from .errors import ShapeError
 from .functions import (

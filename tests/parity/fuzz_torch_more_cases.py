@@ -204,7 +204,7 @@ INPLACE = [
 
 OUT = [
     Case("out_add", lambda t, x: t.add(x, 1, out=t.empty_like(x)), dtypes=NUMERIC),
-    Case("out_sum", lambda t, x: t.sum(x, out=t.empty(())), dtypes=FLOATS),
+    Case("out_sum", lambda t, x: t.sum(x, 0, out=t.empty(0)), dtypes=FLOATS),
 ]
 
 EDGES = [  # dims and dtypes at their edges: 0-d inputs, dim=(), integer inputs PyTorch refuses

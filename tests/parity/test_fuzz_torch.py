@@ -28,7 +28,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("median", "empty dimension"): "raises where PyTorch's integer median of nothing is INT64_MIN",
     ("nanmedian", "empty dimension"): "raises where PyTorch's integer median of nothing is INT64_MIN",
     ("mode", "holding NaN"): "refused: PyTorch's answer there follows its sort's internals",
-    ("out_", "out= is not supported"): "ops refuse out= with a TypeError (use the tensor returned)",
     ("F.gelu", "inf], torch [nan"): "gelu(inf) is inf; PyTorch's f32 kernel gives NaN (its f64 one inf)",
     (
         "F.pad_reflect",
@@ -38,6 +37,8 @@ KNOWN: dict[tuple[str, str], str] = {
     ("softmax_int", "cast it to a float dtype"): "refuses integers, as PyTorch does for a non-empty one",
     ("std_mean", "result 1"): "the mean of a row holding inf is its mean; PyTorch's Welford pass gives NaN",
     ("var_mean", "result 1"): "the mean of a row holding inf is its mean; PyTorch's Welford pass gives NaN",
+    ("out_", "of its own dtype only"): "out= of another dtype than the result's is refused (PyTorch casts or "
+    "computes in out's dtype, function by function)",
 }
 
 

@@ -150,15 +150,39 @@ def test_glu_of_an_empty_dimension_is_empty():
     _same(verigrad.nn.functional.glu(verigrad.zeros(2, 0)), torch.nn.functional.glu(torch.zeros(2, 0)))
 
 
-def test_out_is_refused_clearly():
-    x = verigrad.ones(2)
-    for call in (
-        lambda: verigrad.add(x, x, out=x),
-        lambda: verigrad.exp(x, out=x),
-        lambda: verigrad.sum(x, out=x),
+def test_out_writes_into_the_tensor_given_as_pytorch():
+    """out=: the result written into out (resized, with PyTorch's warning where it held elements) and out
+    returned; an out of another dtype, or a graph, refused."""
+    import warnings
+
+    x_v, x_t = _both([[1.0, -3.0, 2.0]], np.float32)
+    for make in (
+        lambda t, x, o: t.add(x, x, out=o),
+        lambda t, x, o: t.exp(x, out=o),
+        lambda t, x, o: t.sum(x, 1, out=o),
+        lambda t, x, o: t.matmul(x, x.T, out=o),
+        lambda t, x, o: t.cat([x, x], out=o),
     ):
-        with pytest.raises(TypeError, match="out= is not supported"):
-            call()
+        for shape in [(0,), (1, 3), (7,)]:
+            with warnings.catch_warnings(record=True) as ours_warned:
+                warnings.simplefilter("always")
+                out_v = verigrad.zeros(shape)
+                got = make(verigrad, x_v, out_v)
+            with warnings.catch_warnings(record=True) as theirs_warned:
+                warnings.simplefilter("always")
+                out_t = torch.zeros(shape)
+                want = make(torch, x_t, out_t)
+            assert got is out_v and want is out_t
+            _same(out_v, out_t)
+            assert bool(ours_warned) == bool(theirs_warned)
+    for other in (verigrad.float64, verigrad.int64):  # PyTorch casts (add) or computes in out's dtype (sum)
+        with pytest.raises(TypeError, match="of its own dtype only"):
+            verigrad.add(x_v, x_v, out=verigrad.zeros(3, dtype=other))
+    values, indices = verigrad.zeros(1), verigrad.zeros(1, dtype=verigrad.int64)
+    got = verigrad.max(x_v, 1, out=(values, indices))
+    assert got.values is values and got.indices is indices and indices.tolist() == [2]
+    with pytest.raises(RuntimeError, match="automatic differentiation"):
+        verigrad.add(x_v.clone().requires_grad_(True), 1, out=verigrad.zeros(3))
 
 
 @pytest.mark.parametrize("name", ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"])

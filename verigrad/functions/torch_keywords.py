@@ -11,7 +11,7 @@ import types
 from collections.abc import Callable, MutableMapping
 from typing import Any
 
-from ..ops._op import refuse_out
+from ..ops._op import OUT_WRITER, refuse_out
 
 # PyTorch's names of a function's leading positional arguments, where they are not ("input", "other")
 _TORCH_NAMES: dict[str, tuple[str, ...]] = {
@@ -84,6 +84,9 @@ def accept(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
         if kwargs and not keywords.issuperset(kwargs):  # a keyword of PyTorch's, not fn's own
+            if "out" in kwargs and OUT_WRITER:
+                out = kwargs.pop("out")
+                return OUT_WRITER[0](name, lambda: call(*args, **kwargs), out)
             refuse_out(name, kwargs)
             given = list(args)
             for i in range(len(given), len(torch_names)):

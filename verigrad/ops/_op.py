@@ -141,6 +141,9 @@ class Op:
         return Spec(shape, dtype)
 
     def __call__(self, *args: Any, **params: Any) -> Tensor:
+        if params and "out" in params and OUT_WRITER:
+            out = params.pop("out")
+            return OUT_WRITER[0](self.name, lambda: self(*args, **params), out)
         if not args and ("input" in params or "tensors" in params):  # add(input=x, other=y), stack(tensors=)
             args = _keyword_operands(params)
         if self.variadic and args and isinstance(args[0], _SEQUENCES):
@@ -305,6 +308,11 @@ def silenced(reference: Callable) -> Callable:
 _SEQUENCES = (list, tuple)
 # the keywords PyTorch's signatures give an op's tensor operands after `input`, in their order
 _OPERAND_KEYWORDS = ("other", "exponent", "mat2", "vec", "tensor")
+
+
+# PyTorch's out=: the writer (name, compute, out) -> out, registered by verigrad.out_argument (a layer
+# above ops/, where the Tensor's in-place methods are)
+OUT_WRITER: list[Callable[[str, Callable[[], Any], Any], Any]] = []
 
 
 def refuse_out(name: str, params: dict[str, Any]) -> None:

@@ -43,7 +43,7 @@ static PyObject *dtype_f32, *dtype_f64, *conform_fn; /* DTypes f32 and f64; eage
 static PyObject *S_stack, *S_grad, *S_plans, *S_variadic, *S_positional, *S_canonical, *S_decompose,
     *S_group, *S_differentiable, *S_vjp, *S_reference, *S_shape, *S_dtype, *S_kind, *S_np, *S_threads, *S_first,
     *S_stamp, *S_plan, *S_run, *S_axes, *S_index, *S_axis, *S_clock, *S_keepdim, *S_size, *S_explicit, *S_seen,
-    *S_direct, *S_strides, *S_fast, *S_input, *S_tensors;
+    *S_direct, *S_strides, *S_fast, *S_input, *S_tensors, *S_out;
 static PyObject *names_shape, *names_axis, *names_axes, *minus_one; /* ("shape",), ("axis",), ("axes",), -1 */
 static int ready = 0;
 

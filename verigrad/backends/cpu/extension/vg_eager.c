@@ -24,11 +24,13 @@ static PyObject *call_op_on(PyObject *op, PyObject *const *in, Py_ssize_t n, PyO
 
 static PyObject *call_op(PyObject *op, PyObject *const *in, Py_ssize_t n, PyObject *kwnames, int elementwise) {
     if (!ready || n > MAX_OPERANDS) return NOT_HANDLED;
-    if (n == 0 && kwnames != NULL) /* operands by PyTorch's keywords (`add(input=x, other=y)`, `stack(tensors=
-                                      [x, y])`): Op.__call__ takes them */
+    if (kwnames != NULL) /* `out=`, and operands by PyTorch's keywords (`add(input=x, other=y)`, `stack(tensors=
+                            [x, y])`): Op.__call__ takes them */
         for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kwnames); k++) {
             PyObject *name = PyTuple_GET_ITEM(kwnames, k);
-            if (PyUnicode_Compare(name, S_input) == 0 || PyUnicode_Compare(name, S_tensors) == 0) return NOT_HANDLED;
+            if (PyUnicode_Compare(name, S_out) == 0) return NOT_HANDLED;
+            if (n == 0 && (PyUnicode_Compare(name, S_input) == 0 || PyUnicode_Compare(name, S_tensors) == 0))
+                return NOT_HANDLED;
         }
     PyObject *mode = top_of(S_stack);
     if (mode == NULL) return NULL;
@@ -527,7 +529,7 @@ PyMODINIT_FUNC PyInit_vg_eager(void) {
         intern(&S_keepdim, "keepdim") || intern(&S_explicit, "explicit") || intern(&S_seen, "_seen") ||
         intern(&S_direct, "direct") || intern(&S_strides, "strides") || intern(&S_fast, "fast") ||
         intern(&S_clock, "clock") || intern(&S_size, "size") || intern(&S_input, "input") ||
-        intern(&S_tensors, "tensors"))
+        intern(&S_tensors, "tensors") || intern(&S_out, "out"))
         return NULL;
     names_shape = PyTuple_Pack(1, S_shape), names_axis = PyTuple_Pack(1, S_axis), names_axes = PyTuple_Pack(1, S_axes);
     minus_one = PyLong_FromLong(-1);
