@@ -235,3 +235,18 @@ def test_multi_margin_loss_skips_nan_margins(scores, p):
         want.backward()
         _same(got, want)
         np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-15, equal_nan=True)
+
+
+def test_out_in_a_compiled_function_is_the_eager_result():
+    """out= under verigrad.compile writes the tensor given and returns what the eager call returns."""
+
+    def step(x, out):
+        verigrad.add(x, 1, out=out)
+        return out * 2
+
+    x = verigrad.tensor([1.0, -2.0])
+    eager_out, compiled_out = verigrad.zeros(2), verigrad.zeros(2)
+    eager = step(x, eager_out)
+    compiled = verigrad.compile(step)(x, compiled_out)
+    assert compiled.tolist() == eager.tolist() == [4.0, -2.0]
+    assert compiled_out.tolist() == eager_out.tolist() == [2.0, -1.0]
