@@ -436,13 +436,21 @@ SHAPING = [
 ]
 
 
+def probability(t: Any, x: Any) -> Any:
+    """The logistic function of x computed once in NumPy (double, rounded to x's dtype), so that both
+    libraries get the same probabilities: PyTorch's f32 sigmoid is an ulp off near 1, and a loss's
+    log(1 - p) turns that ulp into a relative 1e-5."""
+    values = x.numpy()
+    return t.from_numpy((1 / (1 + np.exp(-values.astype(np.float64)))).astype(values.dtype))
+
+
 def _loss(name: str, reduction: str, label: str = "", **kw: Any) -> Case:
     def call(t: Any, x: Any, y: Any) -> Any:
         F = t.nn.functional
         if name == "binary_cross_entropy":
-            return F.binary_cross_entropy(t.sigmoid(x), t.sigmoid(y), reduction=reduction, **kw)
+            return F.binary_cross_entropy(probability(t, x), probability(t, y), reduction=reduction, **kw)
         if name == "binary_cross_entropy_with_logits":  # probabilities as targets
-            return F.binary_cross_entropy_with_logits(x, t.sigmoid(y), reduction=reduction, **kw)
+            return F.binary_cross_entropy_with_logits(x, probability(t, y), reduction=reduction, **kw)
         return getattr(F, name)(x, y, reduction=reduction, **kw)
 
     return Case(label or f"{name}_{reduction}", call, kind="binary", exact=False)
