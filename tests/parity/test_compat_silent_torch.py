@@ -95,11 +95,15 @@ def test_ldexp_dtypes_and_values(x_dtype, x_shape, e_dtype, e_shape):
     bits(verigrad.ldexp(ox, oe), torch.ldexp(tx, te))
 
 
-def test_ldexp_refuses_a_bool_exponent():
+def test_ldexp_refuses_a_bool_exponent_of_a_float_only():
     with pytest.raises(NotImplementedError):
         torch.ldexp(torch.ones(2), torch.ones(2, dtype=torch.bool))
     with pytest.raises(verigrad.DTypeError, match="bool exponent"):
         verigrad.ldexp(verigrad.ones(2), verigrad.ones(2, dtype=verigrad.bool))
+    e = np.array([True, False, True])
+    for x in (np.array([True, False, True]), np.array([3, -2, 5]), np.array([3, 2, 250], dtype=np.uint8)):
+        (ox, tx), (oe, te) = both(x), both(e)
+        bits(verigrad.ldexp(ox, oe), torch.ldexp(tx, te))
 
 
 @pytest.mark.parametrize("name", ["xlogy", "special.xlog1py", "special.xlogy"])

@@ -107,12 +107,16 @@ def heaviside(x: Tensor, values: Any) -> Tensor:
 
 def ldexp(x: Tensor, other: Any) -> Tensor:
     """x * 2 ** other, as PyTorch's kernel: 2 ** other in other's float dtype (an integer exponent in the
-    result type of x and other, f32 if that is an integer too), then multiplied by x as any mul."""
+    result type of x and other, f32 if that is an integer too), then multiplied by x as any mul. A bool
+    exponent is refused with a float x, as PyTorch's (which takes it with an integer or bool x)."""
     other = _as_tensor(other)
-    if other.dtype is bool_:
-        raise DTypeError("ldexp: a bool exponent is not supported (as PyTorch's); cast it to an integer")
     if not other.dtype.is_float:
         dtype = result_type(x, other)
+        if other.dtype is bool_ and dtype.is_float:
+            raise DTypeError(
+                f"ldexp: a bool exponent of a {dtype.name} x is not supported (as PyTorch's); "
+                "cast it to an integer"
+            )
         other = other.cast(dtype if dtype.is_float else DEFAULT_FLOAT)
     return x * exp2(other)
 
