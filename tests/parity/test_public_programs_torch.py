@@ -1,6 +1,7 @@
 """Public-style PyTorch programs (tests/parity/programs/: word language models, a VAE, a DCGAN, time
 sequence prediction, super-resolution, a ResNet, a ViT, a seq2seq GRU with attention, an actor-critic,
-a siamese network) run unchanged with `torch` bound to PyTorch and then to verigrad: verigrad starts from
+a siamese network, a padded-text classifier) run unchanged with `torch` bound to PyTorch and then to
+verigrad: verigrad starts from
 the state dict the PyTorch run began with, and gives the same first-step loss and gradients, the same
 losses over the steps and the same outputs in evaluation."""
 
@@ -18,6 +19,7 @@ from programs import (
     seq2seq,
     siamese,
     super_resolution,
+    text_classifier,
     time_sequence,
     vae,
     vit,
@@ -40,6 +42,7 @@ PROGRAMS = {
     "seq2seq": seq2seq,
     "actor_critic": actor_critic,
     "siamese": siamese,
+    "text_classifier": text_classifier,
 }
 # what else a program returns that must match: lists of numbers (compared as the losses are) and lists
 # the same exactly (categories chosen)
@@ -53,6 +56,9 @@ ILL_CONDITIONED = {
     # what shifts every key's score alike (the query's Wa, the biases): softmax's gradient sums to zero
     # over the keys, and Va.bias's gradient is zero
     "seq2seq": tuple(f"dec.attention.{n}" for n in ("Wa.weight", "Wa.bias", "Ua.bias", "Va.bias")),
+    # the key bias (softmax's gradient sums to zero over the keys) and the biases whose gradient sums the
+    # padded sentences' positions, cancelling
+    "text_classifier": ("encoder.layers.0.self_attn.in_proj_bias", "encoder.layers.0.norm1.bias"),
 }
 
 
